@@ -12,4 +12,4 @@ protoc -I api -I "$raftdir" \
   --go-grpc_out=api/tidekvpb --go-grpc_opt=paths=source_relative \
   --go_opt=Mraftpb/raft.proto=go.etcd.io/raft/v3/raftpb \
   --go-grpc_opt=Mraftpb/raft.proto=go.etcd.io/raft/v3/raftpb \
-  api/tidekv.proto
+  api/tidekv.proto api/storage.proto

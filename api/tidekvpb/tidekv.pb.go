@@ -31,6 +31,9 @@ type ReplicaType int32
 const (
 	ReplicaType_VOTER   ReplicaType = 0
 	ReplicaType_LEARNER ReplicaType = 1
+	// Joint-consensus states while a replica change is in flight.
+	ReplicaType_VOTER_INCOMING ReplicaType = 2
+	ReplicaType_VOTER_OUTGOING ReplicaType = 3
 )
 
 // Enum value maps for ReplicaType.
@@ -38,10 +41,14 @@ var (
 	ReplicaType_name = map[int32]string{
 		0: "VOTER",
 		1: "LEARNER",
+		2: "VOTER_INCOMING",
+		3: "VOTER_OUTGOING",
 	}
 	ReplicaType_value = map[string]int32{
-		"VOTER":   0,
-		"LEARNER": 1,
+		"VOTER":          0,
+		"LEARNER":        1,
+		"VOTER_INCOMING": 2,
+		"VOTER_OUTGOING": 3,
 	}
 )
 
@@ -1441,9 +1448,11 @@ func (*RangesRequest) Descriptor() ([]byte, []int) {
 }
 
 type RangesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ranges        []*RangeInfo           `protobuf:"bytes,1,rep,name=ranges,proto3" json:"ranges,omitempty"`
-	Nodes         []*NodeDescriptor      `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// User ranges ordered by start key, covering the key space. The meta
+	// range is not listed.
+	Ranges        []*RangeInfo      `protobuf:"bytes,1,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	Nodes         []*NodeDescriptor `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2521,6 +2530,86 @@ func (*ReportRangeResponse) Descriptor() ([]byte, []int) {
 	return file_tidekv_proto_rawDescGZIP(), []int{40}
 }
 
+type AllocRangeIDRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocRangeIDRequest) Reset() {
+	*x = AllocRangeIDRequest{}
+	mi := &file_tidekv_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocRangeIDRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocRangeIDRequest) ProtoMessage() {}
+
+func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
+func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{41}
+}
+
+type AllocRangeIDResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocRangeIDResponse) Reset() {
+	*x = AllocRangeIDResponse{}
+	mi := &file_tidekv_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocRangeIDResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocRangeIDResponse) ProtoMessage() {}
+
+func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
+func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *AllocRangeIDResponse) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
 type RaftMessage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -2533,7 +2622,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2634,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2647,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{41}
+	return file_tidekv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -2599,7 +2688,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2700,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2713,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{42}
+	return file_tidekv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -2647,7 +2736,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2748,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2761,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{43}
+	return file_tidekv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -2706,7 +2795,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2807,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2820,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{44}
+	return file_tidekv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -2756,7 +2845,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +2857,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +2870,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{45}
+	return file_tidekv_proto_rawDescGZIP(), []int{47}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -2947,7 +3036,10 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\"\x15\n" +
-	"\x13ReportRangeResponse\"\x93\x01\n" +
+	"\x13ReportRangeResponse\"\x15\n" +
+	"\x13AllocRangeIDRequest\"1\n" +
+	"\x14AllocRangeIDResponse\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\x93\x01\n" +
 	"\vRaftMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
@@ -2964,10 +3056,12 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x10SnapshotResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x0e\n" +
-	"\fRaftBatchAck*%\n" +
+	"\fRaftBatchAck*M\n" +
 	"\vReplicaType\x12\t\n" +
 	"\x05VOTER\x10\x00\x12\v\n" +
-	"\aLEARNER\x10\x01*\xa0\x01\n" +
+	"\aLEARNER\x10\x01\x12\x12\n" +
+	"\x0eVOTER_INCOMING\x10\x02\x12\x12\n" +
+	"\x0eVOTER_OUTGOING\x10\x03*\xa0\x01\n" +
 	"\tErrorKind\x12\x11\n" +
 	"\rERROR_UNKNOWN\x10\x00\x12\x13\n" +
 	"\x0fNOT_LEASEHOLDER\x10\x01\x12\x13\n" +
@@ -2987,7 +3081,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Scan\x12\x13.tidekv.ScanRequest\x1a\x14.tidekv.ScanResponse\x12=\n" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
-	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\xdf\x04\n" +
+	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\xaa\x05\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12F\n" +
@@ -2997,7 +3091,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\rTransferLease\x12\x1c.tidekv.TransferLeaseRequest\x1a\x1d.tidekv.TransferLeaseResponse\x121\n" +
 	"\x04Join\x12\x13.tidekv.JoinRequest\x1a\x14.tidekv.JoinResponse\x12L\n" +
 	"\rNodeHeartbeat\x12\x1c.tidekv.NodeHeartbeatRequest\x1a\x1d.tidekv.NodeHeartbeatResponse\x12F\n" +
-	"\vReportRange\x12\x1a.tidekv.ReportRangeRequest\x1a\x1b.tidekv.ReportRangeResponse2\x85\x01\n" +
+	"\vReportRange\x12\x1a.tidekv.ReportRangeRequest\x1a\x1b.tidekv.ReportRangeResponse\x12I\n" +
+	"\fAllocRangeID\x12\x1b.tidekv.AllocRangeIDRequest\x1a\x1c.tidekv.AllocRangeIDResponse2\x85\x01\n" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
@@ -3016,7 +3111,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),               // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                 // 1: tidekv.ErrorKind
@@ -3063,12 +3158,14 @@ var file_tidekv_proto_goTypes = []any{
 	(*NodeHeartbeatResponse)(nil),  // 42: tidekv.NodeHeartbeatResponse
 	(*ReportRangeRequest)(nil),     // 43: tidekv.ReportRangeRequest
 	(*ReportRangeResponse)(nil),    // 44: tidekv.ReportRangeResponse
-	(*RaftMessage)(nil),            // 45: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),       // 46: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),          // 47: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),       // 48: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),           // 49: tidekv.RaftBatchAck
-	(*raftpb.Message)(nil),         // 50: raftpb.Message
+	(*AllocRangeIDRequest)(nil),    // 45: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),   // 46: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),            // 47: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),       // 48: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),          // 49: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),       // 50: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),           // 51: tidekv.RaftBatchAck
+	(*raftpb.Message)(nil),         // 52: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -3097,9 +3194,9 @@ var file_tidekv_proto_depIdxs = []int32{
 	6,  // 23: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
 	6,  // 24: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
 	5,  // 25: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	50, // 26: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	45, // 27: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	45, // 28: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	52, // 26: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	47, // 27: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	47, // 28: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
 	9,  // 29: tidekv.KV.Get:input_type -> tidekv.GetRequest
 	11, // 30: tidekv.KV.Put:input_type -> tidekv.PutRequest
 	13, // 31: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
@@ -3116,28 +3213,30 @@ var file_tidekv_proto_depIdxs = []int32{
 	39, // 42: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
 	41, // 43: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
 	43, // 44: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	46, // 45: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	47, // 46: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	10, // 47: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	12, // 48: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	14, // 49: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	16, // 50: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	18, // 51: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	21, // 52: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	23, // 53: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	26, // 54: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	30, // 55: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	32, // 56: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	34, // 57: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	36, // 58: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	38, // 59: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	40, // 60: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	42, // 61: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	44, // 62: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	49, // 63: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	48, // 64: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	47, // [47:65] is the sub-list for method output_type
-	29, // [29:47] is the sub-list for method input_type
+	45, // 45: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	48, // 46: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	49, // 47: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	10, // 48: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	12, // 49: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	14, // 50: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	16, // 51: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	18, // 52: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	21, // 53: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	23, // 54: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	26, // 55: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	30, // 56: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	32, // 57: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	34, // 58: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	36, // 59: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	38, // 60: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	40, // 61: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	42, // 62: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	44, // 63: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	46, // 64: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	51, // 65: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	50, // 66: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	48, // [48:67] is the sub-list for method output_type
+	29, // [29:48] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -3154,7 +3253,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

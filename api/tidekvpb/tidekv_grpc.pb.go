@@ -362,6 +362,7 @@ const (
 	Admin_Join_FullMethodName           = "/tidekv.Admin/Join"
 	Admin_NodeHeartbeat_FullMethodName  = "/tidekv.Admin/NodeHeartbeat"
 	Admin_ReportRange_FullMethodName    = "/tidekv.Admin/ReportRange"
+	Admin_AllocRangeID_FullMethodName   = "/tidekv.Admin/AllocRangeID"
 )
 
 // AdminClient is the client API for Admin service.
@@ -377,6 +378,8 @@ type AdminClient interface {
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 	NodeHeartbeat(ctx context.Context, in *NodeHeartbeatRequest, opts ...grpc.CallOption) (*NodeHeartbeatResponse, error)
 	ReportRange(ctx context.Context, in *ReportRangeRequest, opts ...grpc.CallOption) (*ReportRangeResponse, error)
+	// Allocates a range ID for a split (node to node).
+	AllocRangeID(ctx context.Context, in *AllocRangeIDRequest, opts ...grpc.CallOption) (*AllocRangeIDResponse, error)
 }
 
 type adminClient struct {
@@ -477,6 +480,16 @@ func (c *adminClient) ReportRange(ctx context.Context, in *ReportRangeRequest, o
 	return out, nil
 }
 
+func (c *adminClient) AllocRangeID(ctx context.Context, in *AllocRangeIDRequest, opts ...grpc.CallOption) (*AllocRangeIDResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AllocRangeIDResponse)
+	err := c.cc.Invoke(ctx, Admin_AllocRangeID_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -490,6 +503,8 @@ type AdminServer interface {
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	NodeHeartbeat(context.Context, *NodeHeartbeatRequest) (*NodeHeartbeatResponse, error)
 	ReportRange(context.Context, *ReportRangeRequest) (*ReportRangeResponse, error)
+	// Allocates a range ID for a split (node to node).
+	AllocRangeID(context.Context, *AllocRangeIDRequest) (*AllocRangeIDResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -526,6 +541,9 @@ func (UnimplementedAdminServer) NodeHeartbeat(context.Context, *NodeHeartbeatReq
 }
 func (UnimplementedAdminServer) ReportRange(context.Context, *ReportRangeRequest) (*ReportRangeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportRange not implemented")
+}
+func (UnimplementedAdminServer) AllocRangeID(context.Context, *AllocRangeIDRequest) (*AllocRangeIDResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AllocRangeID not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -710,6 +728,24 @@ func _Admin_ReportRange_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AllocRangeID_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AllocRangeIDRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AllocRangeID(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AllocRangeID_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AllocRangeID(ctx, req.(*AllocRangeIDRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -752,6 +788,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportRange",
 			Handler:    _Admin_ReportRange_Handler,
+		},
+		{
+			MethodName: "AllocRangeID",
+			Handler:    _Admin_AllocRangeID_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,168 @@
+package keys
+
+import (
+	"bytes"
+	"encoding/binary"
+)
+
+// Engine key prefixes. Every key in a node's engine starts with one of these
+// bytes, so the classes never interleave and each can be cleared as a span.
+const (
+	prefixRangeLocal byte = 0x01 // per-replica Raft and applied state
+	prefixNodeLocal  byte = 0x02 // node identity and caches
+	prefixMeta       byte = 0x03 // data of the meta range
+	prefixUser       byte = 0x04 // data of user ranges
+	prefixEnd        byte = 0x05
+)
+
+// Suffixes of range-local keys.
+const (
+	suffixHardState    byte = 'h'
+	suffixReplicaState byte = 's'
+	suffixLog          byte = 'l'
+	suffixTombstone    byte = 't'
+)
+
+// MetaRangeID is the range that holds cluster metadata. It is bootstrapped
+// with the cluster and never splits.
+const MetaRangeID uint64 = 1
+
+// FirstUserRangeID is the range that initially covers the whole user key space.
+const FirstUserRangeID uint64 = 2
+
+func rangeLocalPrefix(rangeID uint64) []byte {
+	k := make([]byte, 0, 1+8+1+8)
+	k = append(k, prefixRangeLocal)
+	return binary.BigEndian.AppendUint64(k, rangeID)
+}
+
+// RangeLocalSpan covers every range-local key of a range.
+func RangeLocalSpan(rangeID uint64) (lo, hi []byte) {
+	return rangeLocalPrefix(rangeID), rangeLocalPrefix(rangeID + 1)
+}
+
+// HardStateKey holds a replica's Raft HardState.
+func HardStateKey(rangeID uint64) []byte {
+	return append(rangeLocalPrefix(rangeID), suffixHardState)
+}
+
+// ReplicaStateKey holds a replica's applied state.
+func ReplicaStateKey(rangeID uint64) []byte {
+	return append(rangeLocalPrefix(rangeID), suffixReplicaState)
+}
+
+// TombstoneKey marks a destroyed replica of the range.
+func TombstoneKey(rangeID uint64) []byte {
+	return append(rangeLocalPrefix(rangeID), suffixTombstone)
+}
+
+// LogKey holds the Raft log entry at index.
+func LogKey(rangeID, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(rangeLocalPrefix(rangeID), suffixLog), index)
+}
+
+// LogSpan covers all log entries of a range.
+func LogSpan(rangeID uint64) (lo, hi []byte) {
+	p := append(rangeLocalPrefix(rangeID), suffixLog)
+	return p, append(rangeLocalPrefix(rangeID), suffixLog+1)
+}
+
+// LogIndex decodes the index from a LogKey.
+func LogIndex(key []byte) uint64 {
+	return binary.BigEndian.Uint64(key[len(key)-8:])
+}
+
+// RangeIDFromLocalKey returns the range ID of a range-local key.
+func RangeIDFromLocalKey(key []byte) (uint64, bool) {
+	if len(key) < 9 || key[0] != prefixRangeLocal {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[1:9]), true
+}
+
+// ReplicaStateSpan covers the ReplicaState keys of all ranges; iterating it
+// finds every replica a node holds. Keys of other suffixes are interleaved,
+// so callers filter by IsReplicaStateKey.
+func ReplicaStateSpan() (lo, hi []byte) {
+	return []byte{prefixRangeLocal}, []byte{prefixNodeLocal}
+}
+
+// IsReplicaStateKey reports whether key is some range's ReplicaStateKey.
+func IsReplicaStateKey(key []byte) bool {
+	return len(key) == 10 && key[0] == prefixRangeLocal && key[9] == suffixReplicaState
+}
+
+// NodeIdentKey holds the node's cluster and node IDs.
+var NodeIdentKey = []byte{prefixNodeLocal, 'i'}
+
+// NodeDirectoryKey caches the last known addresses of all nodes, so a
+// restarted node can reach its peers before anyone tells it.
+var NodeDirectoryKey = []byte{prefixNodeLocal, 'd'}
+
+// DataKey maps a key of the given range's key space to its engine key.
+func DataKey(rangeID uint64, key []byte) []byte {
+	k := make([]byte, 0, 1+len(key))
+	if rangeID == MetaRangeID {
+		k = append(k, prefixMeta)
+	} else {
+		k = append(k, prefixUser)
+	}
+	return append(k, key...)
+}
+
+// UserKey strips the prefix from an engine data key.
+func UserKey(engineKey []byte) []byte { return engineKey[1:] }
+
+// DataSpan is the engine span holding the data of a range with bounds
+// [start, end) (empty end: unbounded).
+func DataSpan(rangeID uint64, start, end []byte) (lo, hi []byte) {
+	lo = DataKey(rangeID, start)
+	if len(end) == 0 {
+		if rangeID == MetaRangeID {
+			return lo, []byte{prefixUser}
+		}
+		return lo, []byte{prefixEnd}
+	}
+	return lo, DataKey(rangeID, end)
+}
+
+// Meta-range key space (relative keys; DataKey adds the prefix).
+var (
+	metaRangePrefix   = []byte("range/")
+	metaNodePrefix    = []byte("node/")
+	MetaNextNodeIDKey = []byte("counter/node")
+	MetaNextRangeKey  = []byte("counter/range")
+	MetaClusterIDKey  = []byte("cluster-id")
+)
+
+// MetaRangeKey is where the meta range stores a range's descriptor.
+func MetaRangeKey(rangeID uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), metaRangePrefix...), rangeID)
+}
+
+// MetaRangeSpan covers all stored range descriptors.
+func MetaRangeSpan() (lo, hi []byte) { return prefixSpan(metaRangePrefix) }
+
+// MetaNodeKey is where the meta range stores a node's record.
+func MetaNodeKey(nodeID uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), metaNodePrefix...), nodeID)
+}
+
+// MetaNodeSpan covers all node records.
+func MetaNodeSpan() (lo, hi []byte) { return prefixSpan(metaNodePrefix) }
+
+func prefixSpan(p []byte) (lo, hi []byte) {
+	hi = append([]byte(nil), p...)
+	hi[len(hi)-1]++
+	return p, hi
+}
+
+// Contains reports whether key lies in [start, end); an empty end is unbounded.
+func Contains(start, end, key []byte) bool {
+	return bytes.Compare(key, start) >= 0 && (len(end) == 0 || bytes.Compare(key, end) < 0)
+}
+
+// Overlaps reports whether [s1, e1) and [s2, e2) intersect (empty end: unbounded).
+func Overlaps(s1, e1, s2, e2 []byte) bool {
+	return (len(e2) == 0 || bytes.Compare(s1, e2) < 0) && (len(e1) == 0 || bytes.Compare(s2, e1) < 0)
+}

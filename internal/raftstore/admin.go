@@ -1,0 +1,252 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// Split cuts the range at key; newRangeID must come from the meta range's
+// allocator.
+func (r *Replica) Split(ctx context.Context, key []byte, newRangeID uint64) (*tidekvpb.SplitResponse, error) {
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Split: &tidekvpb.SplitCommand{SplitKey: key, NewRangeId: newRangeID}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.split, nil
+}
+
+// TransferLease asks Raft to hand leadership to the replica on targetNode.
+func (r *Replica) TransferLease(targetNode uint64) error {
+	if !r.isLeader.Load() {
+		return r.notLeader()
+	}
+	rd := replicaOnNode(r.desc.Load(), targetNode)
+	if rd == nil || (rd.GetType() != tidekvpb.ReplicaType_VOTER && rd.GetType() != tidekvpb.ReplicaType_VOTER_INCOMING) {
+		return fmt.Errorf("%w: node %d holds no voter of range %d", ErrInvalidRequest, targetNode, r.rangeID)
+	}
+	r.in.Lock()
+	r.in.transfer = rd.GetReplicaId()
+	r.in.Unlock()
+	r.store.schedule(r.rangeID)
+	return nil
+}
+
+func replicaOnNode(d *tidekvpb.RangeDescriptor, node uint64) *tidekvpb.ReplicaDescriptor {
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() == node {
+			return rd
+		}
+	}
+	return nil
+}
+
+func countVoters(d *tidekvpb.RangeDescriptor) int {
+	n := 0
+	for _, rd := range d.GetReplicas() {
+		if rd.GetType() == tidekvpb.ReplicaType_VOTER {
+			n++
+		}
+	}
+	return n
+}
+
+func isJoint(d *tidekvpb.RangeDescriptor) bool {
+	for _, rd := range d.GetReplicas() {
+		if t := rd.GetType(); t == tidekvpb.ReplicaType_VOTER_INCOMING || t == tidekvpb.ReplicaType_VOTER_OUTGOING {
+			return true
+		}
+	}
+	return false
+}
+
+// ChangeReplicas adds a voter on addNode and/or removes the replica on
+// removeNode (0 for none), never leaving fewer voters than the replication
+// factor. An addition goes learner → snapshot → catch-up → promotion; with
+// a removal the promotion and the removal form one joint-consensus change.
+// Only the leaseholder runs it; one change per range at a time.
+func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64) (*tidekvpb.RangeDescriptor, error) {
+	r.store.adminMu(r.rangeID).Lock()
+	defer r.store.adminMu(r.rangeID).Unlock()
+	if !r.isLeader.Load() {
+		return nil, r.notLeader()
+	}
+	if addNode != 0 && addNode == removeNode {
+		return nil, fmt.Errorf("%w: cannot add and remove node %d at once", ErrInvalidRequest, addNode)
+	}
+	if err := r.waitDesc(ctx, func(d *tidekvpb.RangeDescriptor) bool { return !isJoint(d) }); err != nil {
+		return nil, fmt.Errorf("waiting for a previous change to finish: %w", err)
+	}
+	d := r.desc.Load()
+	var removeRd *tidekvpb.ReplicaDescriptor
+	if removeNode != 0 {
+		if removeRd = replicaOnNode(d, removeNode); removeRd == nil {
+			return nil, fmt.Errorf("%w: node %d holds no replica of range %d", ErrInvalidRequest, removeNode, r.rangeID)
+		}
+		if removeNode == r.store.nodeID {
+			// Hand the lease away first; the caller retries at the new leaseholder.
+			if err := r.transferAway(); err != nil {
+				return nil, err
+			}
+			return nil, r.notLeader()
+		}
+	}
+	if addNode == 0 {
+		if removeRd.GetType() == tidekvpb.ReplicaType_VOTER && countVoters(d)-1 < r.store.cfg.ReplicationFactor {
+			return nil, fmt.Errorf("%w: removing node %d would leave range %d with %d voters, below the replication factor %d; add a replica first",
+				ErrInvalidRequest, removeNode, r.rangeID, countVoters(d)-1, r.store.cfg.ReplicationFactor)
+		}
+		cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(removeRd.GetReplicaId())}}}
+		return r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, removeNode) == nil })
+	}
+
+	add := replicaOnNode(d, addNode)
+	if add != nil && add.GetType() == tidekvpb.ReplicaType_VOTER {
+		if removeRd == nil {
+			return d, nil
+		}
+		return r.removeReplica(ctx, removeRd, d)
+	}
+	if add == nil {
+		// Step 1: a learner, which receives a snapshot and then the log.
+		nd := proto.Clone(d).(*tidekvpb.RangeDescriptor)
+		add = &tidekvpb.ReplicaDescriptor{NodeId: addNode, ReplicaId: nd.NextReplicaId, Type: tidekvpb.ReplicaType_LEARNER}
+		nd.Replicas = append(nd.Replicas, add)
+		nd.NextReplicaId++
+		cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: new(add.GetReplicaId())}}}
+		ctxb, _ := proto.Marshal(&tidekvpb.ChangeReplicasCommand{Desc: nd})
+		cc.Context = ctxb
+		var err error
+		if d, err = r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, addNode) != nil }); err != nil {
+			return nil, fmt.Errorf("adding learner on node %d: %w", addNode, err)
+		}
+	}
+	// Step 2: wait until the learner has caught up with the log.
+	if err := r.waitCaughtUp(ctx, add.GetReplicaId()); err != nil {
+		return nil, fmt.Errorf("learner on node %d: %w", addNode, err)
+	}
+	// Step 3: promote (and remove, jointly).
+	changes := []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(add.GetReplicaId())}}
+	transition := raftpb.ConfChangeTransitionAuto
+	if removeRd != nil {
+		changes = append(changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(removeRd.GetReplicaId())})
+		transition = raftpb.ConfChangeTransitionJointImplicit
+	}
+	cc := &raftpb.ConfChangeV2{Transition: transition.Enum(), Changes: changes}
+	return r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool {
+		a := replicaOnNode(nd, addNode)
+		return a != nil && a.GetType() == tidekvpb.ReplicaType_VOTER && (removeRd == nil || replicaOnNode(nd, removeNode) == nil)
+	})
+}
+
+// removeReplica removes a replica when the voter to add already exists.
+func (r *Replica) removeReplica(ctx context.Context, removeRd *tidekvpb.ReplicaDescriptor, d *tidekvpb.RangeDescriptor) (*tidekvpb.RangeDescriptor, error) {
+	if removeRd.GetType() == tidekvpb.ReplicaType_VOTER && countVoters(d)-1 < r.store.cfg.ReplicationFactor {
+		return nil, fmt.Errorf("%w: removing node %d would go below the replication factor", ErrInvalidRequest, removeRd.GetNodeId())
+	}
+	cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(removeRd.GetReplicaId())}}}
+	return r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, removeRd.GetNodeId()) == nil })
+}
+
+func (r *Replica) transferAway() error {
+	d := r.desc.Load()
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() != r.store.nodeID && rd.GetType() == tidekvpb.ReplicaType_VOTER {
+			return r.TransferLease(rd.GetNodeId())
+		}
+	}
+	return fmt.Errorf("%w: range %d has no other voter to take the lease", ErrInvalidRequest, r.rangeID)
+}
+
+// proposeChange proposes a conf change and waits until the applied
+// descriptor satisfies done (and any joint state is left). Raft silently
+// drops a conf change while another is pending, so it re-proposes after a
+// while if nothing happened.
+func (r *Replica) proposeChange(ctx context.Context, cc *raftpb.ConfChangeV2, from *tidekvpb.RangeDescriptor, done func(*tidekvpb.RangeDescriptor) bool) (*tidekvpb.RangeDescriptor, error) {
+	deadline := time.Now().Add(r.store.cfg.CatchUpTimeout)
+	for {
+		if cur := r.desc.Load(); cur.GetGeneration() != from.GetGeneration() && !done(cur) {
+			return nil, fmt.Errorf("range %d changed concurrently (generation %d → %d)", r.rangeID, from.GetGeneration(), cur.GetGeneration())
+		}
+		if _, err := r.propose(ctx, nil, cc); err != nil {
+			return nil, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := r.waitDesc(wctx, func(d *tidekvpb.RangeDescriptor) bool { return done(d) && !isJoint(d) })
+		cancel()
+		if err == nil {
+			return r.desc.Load(), nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return nil, err
+		}
+		if !r.isLeader.Load() {
+			return nil, r.notLeader()
+		}
+		if done(r.desc.Load()) {
+			// Applied but still joint: keep waiting for the automatic leave.
+			continue
+		}
+	}
+}
+
+func (r *Replica) waitDesc(ctx context.Context, ok func(*tidekvpb.RangeDescriptor) bool) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if ok(r.desc.Load()) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.store.stopper:
+			return ErrStopped
+		case <-t.C:
+		}
+	}
+}
+
+var errNotCaughtUp = errors.New("learner did not catch up in time")
+
+// waitCaughtUp waits until the learner's log matches the leader's commit
+// index as of when the wait began.
+func (r *Replica) waitCaughtUp(ctx context.Context, replicaID uint64) error {
+	deadline := time.Now().Add(r.store.cfg.CatchUpTimeout)
+	var target uint64
+	for {
+		r.mu.Lock()
+		if r.mu.raw == nil || r.mu.destroyed {
+			r.mu.Unlock()
+			return ErrStopped
+		}
+		st := r.mu.raw.Status()
+		r.mu.Unlock()
+		if st.RaftState != raft.StateLeader {
+			return r.notLeader()
+		}
+		if target == 0 {
+			target = st.GetCommit()
+		}
+		if pr, ok := st.Progress[replicaID]; ok && pr.Match >= target {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errNotCaughtUp
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.store.stopper:
+			return ErrStopped
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

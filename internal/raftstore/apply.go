@@ -1,0 +1,315 @@
+package raftstore
+
+import (
+	"bytes"
+	"fmt"
+	"log"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+// applyBatch accumulates the effects of applying entries. Commands that read
+// (CAS, delete results, meta updates) must see earlier entries of the same
+// round, so writes are mirrored in an overlay consulted before the engine.
+type applyBatch struct {
+	eng     storage.Engine
+	b       storage.Batch
+	overlay map[string][]byte // nil value: deleted
+}
+
+func newApplyBatch(eng storage.Engine) *applyBatch {
+	return &applyBatch{eng: eng, b: eng.NewBatch(), overlay: map[string][]byte{}}
+}
+
+func (ab *applyBatch) get(key []byte) ([]byte, bool, error) {
+	if v, ok := ab.overlay[string(key)]; ok {
+		return v, v != nil, nil
+	}
+	return ab.eng.Get(key)
+}
+
+func (ab *applyBatch) set(key, val []byte) error {
+	if val == nil {
+		val = []byte{}
+	}
+	ab.overlay[string(key)] = val
+	return ab.b.Set(key, val)
+}
+
+func (ab *applyBatch) del(key []byte) error {
+	ab.overlay[string(key)] = nil
+	return ab.b.Delete(key)
+}
+
+// commit writes the batch without fsync: the Raft log is the durable record
+// and entries after the persisted applied index are replayed on restart.
+func (ab *applyBatch) commit() error {
+	defer ab.b.Close()
+	if ab.b.Empty() {
+		return nil
+	}
+	return ab.b.Commit(false)
+}
+
+// flush commits what is pending so iterators see it, and starts afresh.
+func (ab *applyBatch) flush() error {
+	if err := ab.commit(); err != nil {
+		return err
+	}
+	ab.b = ab.eng.NewBatch()
+	ab.overlay = map[string][]byte{}
+	return nil
+}
+
+// applyCommittedLocked applies entries and returns what must run after the
+// batch commits (waking proposers, creating or destroying replicas).
+func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) []func() {
+	if len(ents) == 0 {
+		return nil
+	}
+	var post []func()
+	for _, e := range ents {
+		if e.GetIndex() <= r.mu.state.GetAppliedIndex() {
+			continue
+		}
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			if len(e.GetData()) == 0 {
+				break // a new leader's empty entry
+			}
+			cmd := &tidekvpb.RaftCommand{}
+			if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
+				log.Fatalf("range %d: corrupt entry %d: %v", r.rangeID, e.GetIndex(), err)
+			}
+			res, after := r.applyCommandLocked(ab, cmd, e.GetIndex())
+			post = append(post, after...)
+			if p := r.mu.proposals[cmd.GetProposalId()]; p != nil && cmd.GetProposalId() != 0 {
+				delete(r.mu.proposals, p.id)
+				post = append(post, func() { p.done <- res })
+			}
+		case raftpb.EntryConfChangeV2:
+			post = append(post, r.applyConfChangeLocked(e)...)
+		}
+		r.mu.state.AppliedIndex = e.GetIndex()
+		if r.mu.removalPending {
+			break
+		}
+	}
+	if err := putProto(ab.b, keys.ReplicaStateKey(r.rangeID), r.mu.state); err != nil {
+		log.Fatalf("range %d: %v", r.rangeID, err)
+	}
+	return post
+}
+
+func (r *Replica) checkKeysLocked(ks ...[]byte) error {
+	d := r.mu.state.GetDesc()
+	for _, k := range ks {
+		if !keys.Contains(d.GetStartKey(), d.GetEndKey(), k) {
+			return &KeyMismatchError{Key: k, Desc: d}
+		}
+	}
+	return nil
+}
+
+func (r *Replica) applyCommandLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand, index uint64) (applyResult, []func()) {
+	switch {
+	case cmd.GetSplit() != nil:
+		return r.applySplitLocked(ab, cmd.GetSplit())
+	case cmd.GetMeta() != nil:
+		res, err := r.applyMetaLocked(ab, cmd.GetMeta())
+		if err != nil {
+			log.Fatalf("range %d: meta apply at %d: %v", r.rangeID, index, err)
+		}
+		return res, nil
+	case cmd.GetCas() != nil:
+		return r.applyCASLocked(ab, cmd.GetCas()), nil
+	default:
+		return r.applyWritesLocked(ab, cmd.GetWrites()), nil
+	}
+}
+
+func (r *Replica) applyWritesLocked(ab *applyBatch, ops []*tidekvpb.WriteOp) applyResult {
+	for _, op := range ops {
+		if err := r.checkKeysLocked(op.GetKey()); err != nil {
+			return applyResult{err: err}
+		}
+	}
+	var res applyResult
+	for _, op := range ops {
+		k := keys.DataKey(r.rangeID, op.GetKey())
+		var err error
+		if op.GetKind() == tidekvpb.WriteOp_DELETE {
+			_, found, gerr := ab.get(k)
+			if gerr != nil {
+				log.Fatalf("range %d: read during apply: %v", r.rangeID, gerr)
+			}
+			res.deleted = res.deleted || found
+			err = ab.del(k)
+		} else {
+			err = ab.set(k, op.GetValue())
+		}
+		if err != nil {
+			log.Fatalf("range %d: write during apply: %v", r.rangeID, err)
+		}
+	}
+	return res
+}
+
+func (r *Replica) applyCASLocked(ab *applyBatch, c *tidekvpb.CompareAndSetRequest) applyResult {
+	if err := r.checkKeysLocked(c.GetKey()); err != nil {
+		return applyResult{err: err}
+	}
+	k := keys.DataKey(r.rangeID, c.GetKey())
+	cur, found, err := ab.get(k)
+	if err != nil {
+		log.Fatalf("range %d: read during apply: %v", r.rangeID, err)
+	}
+	resp := &tidekvpb.CompareAndSetResponse{CurrentExists: found, CurrentValue: cur}
+	match := found == c.GetExpectExists() && (!found || bytes.Equal(cur, c.GetExpectedValue()))
+	if match {
+		resp.Succeeded = true
+		if c.GetDelete() {
+			err = ab.del(k)
+		} else {
+			err = ab.set(k, c.GetNewValue())
+		}
+		if err != nil {
+			log.Fatalf("range %d: write during apply: %v", r.rangeID, err)
+		}
+	}
+	return applyResult{cas: resp}
+}
+
+// applySplitLocked cuts the range at the split key. Every replica does this
+// at the same log index, and the new right-hand range starts with the data
+// already in place: nothing is copied.
+func (r *Replica) applySplitLocked(ab *applyBatch, sc *tidekvpb.SplitCommand) (applyResult, []func()) {
+	d := r.mu.state.GetDesc()
+	key := sc.GetSplitKey()
+	if r.rangeID == keys.MetaRangeID || bytes.Compare(key, d.GetStartKey()) <= 0 ||
+		(len(d.GetEndKey()) > 0 && bytes.Compare(key, d.GetEndKey()) >= 0) {
+		return applyResult{err: &KeyMismatchError{Key: key, Desc: d}}, nil
+	}
+	left := proto.Clone(d).(*tidekvpb.RangeDescriptor)
+	left.EndKey = append([]byte(nil), key...)
+	left.Generation++
+	right := proto.Clone(d).(*tidekvpb.RangeDescriptor)
+	right.RangeId = sc.GetNewRangeId()
+	right.StartKey = append([]byte(nil), key...)
+	right.Generation = left.Generation
+	// The right range is born with the left's membership, so replicas of a
+	// range in the middle of a change carry the joint state over.
+	rightState, err := writeInitialRangeState(ab.eng, ab.b, right)
+	if err != nil {
+		log.Fatalf("range %d: split: %v", r.rangeID, err)
+	}
+	r.setDescLocked(left)
+	wasLeader := r.isLeader.Load()
+	s := r.store
+	post := []func(){func() {
+		s.installSplitReplica(rightState, wasLeader)
+		s.rebuildIndex()
+		if wasLeader && s.listener != nil {
+			s.listener.DescriptorChanged(left)
+		}
+	}}
+	return applyResult{split: &tidekvpb.SplitResponse{Left: left, Right: right}}, post
+}
+
+// installSplitReplica creates the right-hand replica of a split, replacing
+// an uninitialized placeholder created by early messages from its leader.
+func (s *Store) installSplitReplica(st *tidekvpb.ReplicaState, campaign bool) {
+	id := st.GetDesc().GetRangeId()
+	if old := s.GetReplica(id); old != nil {
+		old.mu.Lock()
+		initialized := old.desc.Load() != nil
+		if !initialized {
+			old.mu.destroyed = true
+			old.failPendingLocked(ErrAmbiguous, &RangeNotFoundError{RangeID: id})
+		}
+		old.mu.Unlock()
+		if initialized {
+			return
+		}
+		s.mu.Lock()
+		delete(s.mu.replicas, id)
+		s.mu.Unlock()
+	}
+	r, err := s.addInitializedReplica(st)
+	if err != nil {
+		log.Printf("range %d: creating split replica: %v", id, err)
+		return
+	}
+	if campaign {
+		r.in.Lock()
+		r.in.campaign = true
+		r.in.Unlock()
+	}
+	s.schedule(id)
+}
+
+func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) []func() {
+	cc := &raftpb.ConfChangeV2{}
+	if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+		log.Fatalf("range %d: corrupt conf change %d: %v", r.rangeID, e.GetIndex(), err)
+	}
+	nodeOf := map[uint64]uint64{}
+	for id, n := range r.mu.peerNodes {
+		nodeOf[id] = n
+	}
+	if len(cc.GetContext()) > 0 {
+		crc := &tidekvpb.ChangeReplicasCommand{}
+		if err := proto.Unmarshal(cc.GetContext(), crc); err == nil {
+			for _, rd := range crc.GetDesc().GetReplicas() {
+				nodeOf[rd.GetReplicaId()] = rd.GetNodeId()
+			}
+		}
+	}
+	cs := r.mu.raw.ApplyConfChange(cc)
+	desc := descWithConfState(r.mu.state.GetDesc(), cs, nodeOf)
+	r.mu.state.ConfState = cs
+	r.setDescLocked(desc)
+	log.Printf("range %d: applied replica change at index %d: %s", r.rangeID, e.GetIndex(), FormatReplicas(desc))
+	member := false
+	for _, rd := range desc.GetReplicas() {
+		if rd.GetReplicaId() == r.mu.replicaID {
+			member = true
+		}
+	}
+	if !member {
+		// Stop applying; once this round's batch is written, remove the
+		// replica and its data.
+		r.mu.removalPending = true
+		return []func(){func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.store.destroyReplicaLocked(r, "removed from the range by a replica change")
+		}}
+	}
+	if r.isLeader.Load() && r.store.listener != nil {
+		l := r.store.listener
+		return []func(){func() { l.DescriptorChanged(desc) }}
+	}
+	return nil
+}
+
+// FormatReplicas renders a descriptor's replicas as n1(v),n2(l),...
+func FormatReplicas(d *tidekvpb.RangeDescriptor) string {
+	var b bytes.Buffer
+	for i, rd := range d.GetReplicas() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		t := map[tidekvpb.ReplicaType]string{
+			tidekvpb.ReplicaType_VOTER: "v", tidekvpb.ReplicaType_LEARNER: "l",
+			tidekvpb.ReplicaType_VOTER_INCOMING: "v+", tidekvpb.ReplicaType_VOTER_OUTGOING: "v-",
+		}[rd.GetType()]
+		fmt.Fprintf(&b, "n%d(%s)", rd.GetNodeId(), t)
+	}
+	return b.String()
+}

@@ -1,0 +1,88 @@
+package raftstore
+
+import (
+	"errors"
+	"time"
+)
+
+// Config tunes a node's replicas. All replicas of a node share it.
+type Config struct {
+	// TickInterval is the period of one Raft logical clock tick.
+	TickInterval time.Duration
+	// ElectionTicks is the election timeout in ticks (also the leader lease
+	// length under CheckQuorum).
+	ElectionTicks int
+	// HeartbeatTicks is the leader's heartbeat interval in ticks.
+	HeartbeatTicks int
+	// MaxSizePerMsg caps the bytes of entries in one append message.
+	MaxSizePerMsg uint64
+	// MaxInflightMsgs caps unacknowledged append messages per follower.
+	MaxInflightMsgs int
+	// MaxUncommittedBytes caps the bytes of proposed-but-uncommitted entries
+	// per range; beyond it proposals fail with ErrOverloaded.
+	MaxUncommittedBytes uint64
+	// MaxPendingProposals caps queued proposals per replica (count).
+	MaxPendingProposals int
+	// LogKeepEntries is how many applied entries each replica keeps in its
+	// log for slow followers; the log is truncated once it holds twice that.
+	LogKeepEntries uint64
+	// SnapshotDir is where SST files of outgoing and incoming snapshots are
+	// staged.
+	SnapshotDir string
+	// MaxConcurrentSnapshotSends caps snapshots this node streams at once.
+	MaxConcurrentSnapshotSends int
+	// ReplicationFactor is the number of voters a range should have; manual
+	// removals never go below it.
+	ReplicationFactor int
+	// CatchUpTimeout bounds how long a replica change waits for a new
+	// learner to catch up before giving up.
+	CatchUpTimeout time.Duration
+	// TestingStaleReads makes every replica serve reads from its local state
+	// without the lease check. Only for the linearizability checker's
+	// negative control; never set it in production.
+	TestingStaleReads bool
+}
+
+// DefaultConfig returns the settings for a local cluster on one machine.
+func DefaultConfig() Config {
+	return Config{
+		TickInterval:               100 * time.Millisecond,
+		ElectionTicks:              10,
+		HeartbeatTicks:             2,
+		MaxSizePerMsg:              1 << 20,
+		MaxInflightMsgs:            256,
+		MaxUncommittedBytes:        64 << 20,
+		MaxPendingProposals:        10000,
+		LogKeepEntries:             2000,
+		MaxConcurrentSnapshotSends: 2,
+		ReplicationFactor:          3,
+		CatchUpTimeout:             60 * time.Second,
+	}
+}
+
+// Validate rejects settings that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case c.TickInterval <= 0:
+		return errors.New("raftstore: TickInterval must be positive")
+	case c.HeartbeatTicks <= 0:
+		return errors.New("raftstore: HeartbeatTicks must be positive")
+	case c.ElectionTicks <= c.HeartbeatTicks:
+		return errors.New("raftstore: ElectionTicks must exceed HeartbeatTicks")
+	case c.MaxSizePerMsg == 0 || c.MaxInflightMsgs <= 0 || c.MaxUncommittedBytes == 0:
+		return errors.New("raftstore: message and inflight limits must be positive")
+	case c.MaxPendingProposals <= 0:
+		return errors.New("raftstore: MaxPendingProposals must be positive")
+	case c.LogKeepEntries == 0:
+		return errors.New("raftstore: LogKeepEntries must be positive")
+	case c.SnapshotDir == "":
+		return errors.New("raftstore: SnapshotDir is required")
+	case c.MaxConcurrentSnapshotSends <= 0:
+		return errors.New("raftstore: MaxConcurrentSnapshotSends must be positive")
+	case c.ReplicationFactor <= 0:
+		return errors.New("raftstore: ReplicationFactor must be positive")
+	case c.CatchUpTimeout <= 0:
+		return errors.New("raftstore: CatchUpTimeout must be positive")
+	}
+	return nil
+}

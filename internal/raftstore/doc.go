@@ -1,0 +1,12 @@
+// Package raftstore owns a node's replicas: one Raft group per range, driven
+// through etcd raft's RawNode by a single per-node scheduler that ticks every
+// replica, persists Raft state for all ready replicas in one synced batch
+// (group commit), sends messages, applies committed commands and serves
+// linearizable reads under the leader lease. It also owns splits, replica
+// changes (learner, snapshot, joint-consensus promotion), snapshots shipped
+// as SST files, and replica destruction.
+//
+// It may import api/tidekvpb, internal/keys, internal/storage and the raft
+// library. It does no networking itself: messages leave through the
+// Transport interface it defines.
+package raftstore

@@ -1,0 +1,135 @@
+package raftstore
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+)
+
+// Request evaluation on a replica. Writes are evaluated when applied, so
+// every replica computes the same outcome; reads are served by the
+// leaseholder from local state once it has applied everything committed
+// when the read arrived.
+
+// Get reads one key linearizably.
+func (r *Replica) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	if err := r.waitLeaseRead(ctx); err != nil {
+		return nil, false, err
+	}
+	if err := r.checkKey(key); err != nil {
+		return nil, false, err
+	}
+	return r.store.eng.Get(keys.DataKey(r.rangeID, key))
+}
+
+// BatchGet reads several keys of this range at one point.
+func (r *Replica) BatchGet(ctx context.Context, ks [][]byte) ([]*tidekvpb.GetResponse, error) {
+	if err := r.waitLeaseRead(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.checkKey(ks...); err != nil {
+		return nil, err
+	}
+	snap := r.store.eng.NewSnapshot()
+	defer snap.Close()
+	out := make([]*tidekvpb.GetResponse, len(ks))
+	for i, k := range ks {
+		v, ok, err := snap.Get(keys.DataKey(r.rangeID, k))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = &tidekvpb.GetResponse{Found: ok, Value: v}
+	}
+	return out, nil
+}
+
+// Scan reads keys in [start, end) clipped to this range, at most limit keys
+// and about maxBytes bytes. resume is where the caller continues (empty when
+// the scan is complete).
+func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxBytes int) (kvs []*tidekvpb.KeyValue, resume []byte, err error) {
+	if err := r.waitLeaseRead(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := r.checkKey(start); err != nil {
+		return nil, nil, err
+	}
+	d := r.desc.Load()
+	upper := end
+	clipped := false
+	if len(d.GetEndKey()) > 0 && (len(end) == 0 || bytes.Compare(d.GetEndKey(), end) < 0) {
+		upper, clipped = d.GetEndKey(), true
+	}
+	var hi []byte
+	if len(upper) > 0 {
+		hi = keys.DataKey(r.rangeID, upper)
+	} else {
+		_, hi = keys.DataSpan(r.rangeID, nil, nil)
+	}
+	it, err := r.store.eng.NewIter(keys.DataKey(r.rangeID, start), hi)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer it.Close()
+	size := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(kvs) >= limit || size >= maxBytes {
+			last := kvs[len(kvs)-1].Key
+			return kvs, append(append([]byte(nil), last...), 0), nil
+		}
+		k := append([]byte(nil), keys.UserKey(it.Key())...)
+		v := append([]byte(nil), it.Value()...)
+		size += len(k) + len(v)
+		kvs = append(kvs, &tidekvpb.KeyValue{Key: k, Value: v})
+	}
+	if clipped {
+		resume = append([]byte(nil), upper...)
+	}
+	return kvs, resume, nil
+}
+
+func (r *Replica) checkKey(ks ...[]byte) error {
+	d := r.desc.Load()
+	if d == nil {
+		return &RangeNotFoundError{RangeID: r.rangeID}
+	}
+	for _, k := range ks {
+		if !keys.Contains(d.GetStartKey(), d.GetEndKey(), k) {
+			return &KeyMismatchError{Key: k, Desc: d}
+		}
+	}
+	return nil
+}
+
+// Write applies ops atomically; deleted reports whether any deleted key existed.
+func (r *Replica) Write(ctx context.Context, ops []*tidekvpb.WriteOp) (deleted bool, err error) {
+	ks := make([][]byte, len(ops))
+	for i, op := range ops {
+		ks[i] = op.GetKey()
+	}
+	if err := r.checkKey(ks...); err != nil {
+		return false, err
+	}
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: ops}, nil)
+	return res.deleted, err
+}
+
+// CompareAndSet applies a conditional write.
+func (r *Replica) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndSetRequest) (*tidekvpb.CompareAndSetResponse, error) {
+	if err := r.checkKey(req.GetKey()); err != nil {
+		return nil, err
+	}
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Cas: req}, nil)
+	return res.cas, err
+}
+
+// ProposeMeta runs a command on the meta range; it returns the allocated ID
+// for commands that allocate one.
+func (r *Replica) ProposeMeta(ctx context.Context, mc *tidekvpb.MetaCommand) (uint64, error) {
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Meta: mc}, nil)
+	return res.metaID, err
+}
+
+// LeaseRead waits until local state may be read linearizably.
+func (r *Replica) LeaseRead(ctx context.Context) error { return r.waitLeaseRead(ctx) }

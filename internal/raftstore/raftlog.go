@@ -1,0 +1,228 @@
+package raftstore
+
+import (
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+// Fresh ranges (bootstrap and split) start their log at this index and term,
+// so a replica created from nothing always needs a snapshot: its empty log
+// can never match entries the leader still has.
+const (
+	initialIndex uint64 = 10
+	initialTerm  uint64 = 5
+)
+
+// raftStorage serves raft.Storage from memory; every entry and HardState is
+// also written to the engine before raft is told it is stable, and loaded
+// back on restart. The log is truncated to a bounded length, so keeping it
+// in memory is cheap. Snapshot is overridden: a snapshot is made on demand
+// from the replica's current applied state (see Replica.snapshotLocked).
+type raftStorage struct {
+	*raft.MemoryStorage
+	snapshot func() (*raftpb.Snapshot, error)
+}
+
+func (s *raftStorage) Snapshot() (*raftpb.Snapshot, error) { return s.snapshot() }
+
+// loadRaftState rebuilds a replica's in-memory log from the engine.
+func loadRaftState(eng storage.Reader, rangeID uint64, st *tidekvpb.ReplicaState) (*raft.MemoryStorage, error) {
+	ms := raft.NewMemoryStorage()
+	// The snapshot slot only tells raft where the log starts and which
+	// configuration is current as of the applied index.
+	if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+		Index:     new(st.GetTruncatedIndex()),
+		Term:      new(st.GetTruncatedTerm()),
+		ConfState: st.GetConfState(),
+	}}); err != nil {
+		return nil, err
+	}
+	hs, err := loadHardState(eng, rangeID)
+	if err != nil {
+		return nil, err
+	}
+	if hs != nil {
+		if err := ms.SetHardState(hs); err != nil {
+			return nil, err
+		}
+	}
+	lo, hi := keys.LogSpan(rangeID)
+	it, err := eng.NewIter(keys.LogKey(rangeID, st.GetTruncatedIndex()+1), hi)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	_ = lo
+	var ents []*raftpb.Entry
+	next := st.GetTruncatedIndex() + 1
+	for ok := it.First(); ok; ok = it.Next() {
+		e := &raftpb.Entry{}
+		if err := proto.Unmarshal(it.Value(), e); err != nil {
+			return nil, fmt.Errorf("range %d: decode log entry: %w", rangeID, err)
+		}
+		if e.GetIndex() != next {
+			return nil, fmt.Errorf("range %d: log gap: want index %d, found %d", rangeID, next, e.GetIndex())
+		}
+		next++
+		ents = append(ents, e)
+	}
+	if err := ms.Append(ents); err != nil {
+		return nil, err
+	}
+	return ms, nil
+}
+
+func loadHardState(eng storage.Reader, rangeID uint64) (*raftpb.HardState, error) {
+	v, ok, err := eng.Get(keys.HardStateKey(rangeID))
+	if err != nil || !ok {
+		return nil, err
+	}
+	hs := &raftpb.HardState{}
+	if err := proto.Unmarshal(v, hs); err != nil {
+		return nil, err
+	}
+	return hs, nil
+}
+
+func loadReplicaState(eng storage.Reader, rangeID uint64) (*tidekvpb.ReplicaState, error) {
+	v, ok, err := eng.Get(keys.ReplicaStateKey(rangeID))
+	if err != nil || !ok {
+		return nil, err
+	}
+	st := &tidekvpb.ReplicaState{}
+	if err := proto.Unmarshal(v, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func loadTombstone(eng storage.Reader, rangeID uint64) (uint64, error) {
+	v, ok, err := eng.Get(keys.TombstoneKey(rangeID))
+	if err != nil || !ok {
+		return 0, err
+	}
+	ts := &tidekvpb.Tombstone{}
+	if err := proto.Unmarshal(v, ts); err != nil {
+		return 0, err
+	}
+	return ts.GetNextReplicaId(), nil
+}
+
+func putProto(w storage.Writer, key []byte, m proto.Message) error {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return w.Set(key, b)
+}
+
+// writeInitialRangeState writes the Raft and applied state of a range that
+// starts life at initialIndex (bootstrap or the right side of a split).
+// A HardState already on disk (an uninitialized replica that voted) is
+// kept if it is newer.
+func writeInitialRangeState(eng storage.Reader, w storage.Writer, desc *tidekvpb.RangeDescriptor) (*tidekvpb.ReplicaState, error) {
+	cs := confStateFromDesc(desc)
+	st := &tidekvpb.ReplicaState{
+		AppliedIndex:   initialIndex,
+		Desc:           desc,
+		ConfState:      cs,
+		TruncatedIndex: initialIndex,
+		TruncatedTerm:  initialTerm,
+	}
+	hs := &raftpb.HardState{Term: new(initialTerm), Commit: new(initialIndex)}
+	if old, err := loadHardState(eng, desc.GetRangeId()); err != nil {
+		return nil, err
+	} else if old != nil && old.GetTerm() > initialTerm {
+		hs.Term, hs.Vote = new(old.GetTerm()), new(old.GetVote())
+	}
+	if err := putProto(w, keys.HardStateKey(desc.GetRangeId()), hs); err != nil {
+		return nil, err
+	}
+	if err := putProto(w, keys.ReplicaStateKey(desc.GetRangeId()), st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// confStateFromDesc derives the Raft configuration a descriptor describes.
+func confStateFromDesc(desc *tidekvpb.RangeDescriptor) *raftpb.ConfState {
+	cs := &raftpb.ConfState{}
+	joint := false
+	for _, r := range desc.GetReplicas() {
+		switch r.GetType() {
+		case tidekvpb.ReplicaType_VOTER:
+			cs.Voters = append(cs.Voters, r.GetReplicaId())
+		case tidekvpb.ReplicaType_LEARNER:
+			cs.Learners = append(cs.Learners, r.GetReplicaId())
+		case tidekvpb.ReplicaType_VOTER_INCOMING:
+			cs.Voters = append(cs.Voters, r.GetReplicaId())
+			joint = true
+		case tidekvpb.ReplicaType_VOTER_OUTGOING:
+			cs.VotersOutgoing = append(cs.VotersOutgoing, r.GetReplicaId())
+			joint = true
+		}
+	}
+	if joint {
+		for _, r := range desc.GetReplicas() {
+			if r.GetType() == tidekvpb.ReplicaType_VOTER {
+				cs.VotersOutgoing = append(cs.VotersOutgoing, r.GetReplicaId())
+			}
+		}
+		cs.AutoLeave = new(true)
+	}
+	return cs
+}
+
+// descWithConfState rebuilds a descriptor's replica list from the Raft
+// configuration that resulted from a conf change. nodeOf maps replica IDs
+// (old and newly added) to node IDs.
+func descWithConfState(old *tidekvpb.RangeDescriptor, cs *raftpb.ConfState, nodeOf map[uint64]uint64) *tidekvpb.RangeDescriptor {
+	d := proto.Clone(old).(*tidekvpb.RangeDescriptor)
+	d.Replicas = nil
+	in := func(ids []uint64, id uint64) bool {
+		for _, x := range ids {
+			if x == id {
+				return true
+			}
+		}
+		return false
+	}
+	joint := len(cs.GetVotersOutgoing()) > 0
+	seen := map[uint64]bool{}
+	add := func(id uint64, t tidekvpb.ReplicaType) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		d.Replicas = append(d.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: nodeOf[id], ReplicaId: id, Type: t})
+		if id >= d.NextReplicaId {
+			d.NextReplicaId = id + 1
+		}
+	}
+	for _, id := range cs.GetVoters() {
+		switch {
+		case !joint || in(cs.GetVotersOutgoing(), id):
+			add(id, tidekvpb.ReplicaType_VOTER)
+		default:
+			add(id, tidekvpb.ReplicaType_VOTER_INCOMING)
+		}
+	}
+	for _, id := range cs.GetVotersOutgoing() {
+		add(id, tidekvpb.ReplicaType_VOTER_OUTGOING)
+	}
+	for _, id := range cs.GetLearners() {
+		add(id, tidekvpb.ReplicaType_LEARNER)
+	}
+	for _, id := range cs.GetLearnersNext() {
+		add(id, tidekvpb.ReplicaType_LEARNER)
+	}
+	d.Generation++
+	return d
+}

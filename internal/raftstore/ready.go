@@ -1,0 +1,227 @@
+package raftstore
+
+import (
+	"log"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+// run is the scheduler: one goroutine drives every replica of the node.
+// Each round it collects the Ready of every scheduled replica, persists them
+// all in one batch with at most one fsync (group commit across proposals
+// and ranges), then sends messages, applies committed entries and advances.
+func (s *Store) run() {
+	defer close(s.done)
+	ticker := time.NewTicker(s.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		tick := false
+		select {
+		case <-s.stopper:
+			s.failAll()
+			return
+		case <-ticker.C:
+			tick = true
+		case <-s.wake:
+		}
+		s.processRound(tick)
+	}
+}
+
+func (s *Store) failAll() {
+	for _, r := range s.Replicas() {
+		r.mu.Lock()
+		r.failPendingLocked(ErrAmbiguous, ErrStopped)
+		r.mu.Unlock()
+	}
+}
+
+type readyWork struct {
+	r  *Replica
+	rd raft.Ready
+}
+
+func (s *Store) takeScheduled(tick bool) []*Replica {
+	s.sched.Lock()
+	pending := s.sched.pending
+	s.sched.pending = make(map[uint64]struct{}, len(pending))
+	s.sched.Unlock()
+	if tick {
+		return s.Replicas()
+	}
+	out := make([]*Replica, 0, len(pending))
+	s.mu.RLock()
+	for id := range pending {
+		if r := s.mu.replicas[id]; r != nil {
+			out = append(out, r)
+		}
+	}
+	s.mu.RUnlock()
+	return out
+}
+
+func (s *Store) processRound(tick bool) {
+	replicas := s.takeScheduled(tick)
+	if len(replicas) == 0 {
+		return
+	}
+	var work []readyWork
+	batch := s.eng.NewBatch()
+	defer batch.Close()
+	mustSync := false
+	for _, r := range replicas {
+		r.mu.Lock()
+		if r.mu.destroyed || r.mu.raw == nil {
+			r.mu.Unlock()
+			continue
+		}
+		r.drainInboxLocked(tick)
+		if !r.mu.raw.HasReady() {
+			r.mu.Unlock()
+			continue
+		}
+		rd := r.mu.raw.Ready()
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := r.applySnapshotLocked(rd.Snapshot); err != nil {
+				log.Fatalf("range %d: applying snapshot: %v", r.rangeID, err)
+			}
+		}
+		if err := r.persistReadyLocked(batch, &rd); err != nil {
+			log.Fatalf("range %d: persisting raft state: %v", r.rangeID, err)
+		}
+		mustSync = mustSync || rd.MustSync
+		work = append(work, readyWork{r: r, rd: rd})
+	}
+	if len(work) == 0 {
+		return
+	}
+	if !batch.Empty() {
+		if err := batch.Commit(mustSync); err != nil {
+			// Losing Raft state silently would break durability; stop hard.
+			log.Fatalf("raft state commit: %v", err)
+		}
+	}
+	// Now stable: tell the in-memory log, then send.
+	for _, w := range work {
+		r, rd := w.r, w.rd
+		if len(rd.Entries) > 0 {
+			if err := r.mu.storage.Append(rd.Entries); err != nil {
+				log.Fatalf("range %d: append: %v", r.rangeID, err)
+			}
+		}
+		if !raft.IsEmptyHardState(rd.HardState) {
+			_ = r.mu.storage.SetHardState(rd.HardState)
+		}
+		r.sendMessagesLocked(rd.Messages)
+	}
+	// Apply committed entries of all replicas in one unsynced batch: the log
+	// is durable, so a crash replays whatever the batch lost.
+	ab := newApplyBatch(s.eng)
+	var post []func()
+	for _, w := range work {
+		post = append(post, w.r.applyCommittedLocked(ab, w.rd.CommittedEntries)...)
+	}
+	if err := ab.commit(); err != nil {
+		log.Fatalf("apply commit: %v", err)
+	}
+	for _, w := range work {
+		r := w.r
+		if !r.mu.destroyed {
+			r.applied.Store(r.mu.state.GetAppliedIndex())
+			r.updateLeadershipLocked(w.rd.SoftState)
+			r.handleReadStatesLocked(w.rd.ReadStates)
+			r.releaseReadsLocked()
+			r.mu.raw.Advance(w.rd)
+			r.maybeTruncateLogLocked()
+			if r.mu.raw.HasReady() {
+				s.schedule(r.rangeID)
+			}
+		}
+		r.mu.Unlock()
+	}
+	// Wake proposers and create or remove replicas only after every lock of
+	// this round is released: these steps may lock other replicas.
+	for _, fn := range post {
+		fn()
+	}
+}
+
+// persistReadyLocked adds the Ready's log entries and HardState to batch.
+func (r *Replica) persistReadyLocked(b storage.Writer, rd *raft.Ready) error {
+	if len(rd.Entries) > 0 {
+		// A new leader may overwrite a suffix of our log: drop anything past
+		// the last new entry so a restart cannot resurrect it.
+		last := rd.Entries[len(rd.Entries)-1].GetIndex()
+		if prevLast, _ := r.mu.storage.LastIndex(); prevLast > last {
+			_, hi := keys.LogSpan(r.rangeID)
+			if err := b.DeleteRange(keys.LogKey(r.rangeID, last+1), hi); err != nil {
+				return err
+			}
+		}
+		for _, e := range rd.Entries {
+			if err := putProto(b, keys.LogKey(r.rangeID, e.GetIndex()), e); err != nil {
+				return err
+			}
+		}
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		if err := putProto(b, keys.HardStateKey(r.rangeID), rd.HardState); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		to := r.mu.peerNodes[m.GetTo()]
+		if to == 0 {
+			continue
+		}
+		rm := &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m}
+		if m.GetType() == raftpb.MsgSnap {
+			r.sendSnapshotLocked(rm)
+			continue
+		}
+		if !r.store.transport.Send(rm) && m.GetType() == raftpb.MsgApp {
+			r.mu.raw.ReportUnreachable(m.GetTo())
+		}
+	}
+}
+
+// maybeTruncateLogLocked drops applied entries beyond the configured tail.
+// Truncation is local to each replica; a follower that falls behind the
+// leader's truncation point receives a snapshot.
+func (r *Replica) maybeTruncateLogLocked() {
+	st := r.mu.state
+	keep := r.store.cfg.LogKeepEntries
+	if st.GetAppliedIndex() < st.GetTruncatedIndex()+2*keep {
+		return
+	}
+	idx := st.GetAppliedIndex() - keep
+	term, err := r.mu.storage.Term(idx)
+	if err != nil {
+		return
+	}
+	b := r.store.eng.NewBatch()
+	defer b.Close()
+	nst := proto.Clone(st).(*tidekvpb.ReplicaState)
+	nst.TruncatedIndex, nst.TruncatedTerm = idx, term
+	lo, _ := keys.LogSpan(r.rangeID)
+	_ = b.DeleteRange(lo, keys.LogKey(r.rangeID, idx+1))
+	if err := putProto(b, keys.ReplicaStateKey(r.rangeID), nst); err != nil {
+		return
+	}
+	if err := b.Commit(false); err != nil {
+		return
+	}
+	r.mu.state = nst
+	_ = r.mu.storage.Compact(idx)
+}

@@ -1,0 +1,408 @@
+package raftstore
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+// Replica is this node's member of one range's Raft group.
+//
+// Request goroutines never touch the RawNode: they queue proposals, reads and
+// messages under in.Mutex and wake the scheduler, which owns mu and drives
+// Raft. Hot-path facts (descriptor, leadership) are published through
+// atomics so routing checks need no lock.
+type Replica struct {
+	store   *Store
+	rangeID uint64
+
+	desc       atomic.Pointer[tidekvpb.RangeDescriptor] // nil while uninitialized
+	leaderNode atomic.Uint64                            // 0 when unknown
+	isLeader   atomic.Bool
+	applied    atomic.Uint64
+
+	in struct {
+		sync.Mutex
+		msgs  []*raftpb.Message
+		props []*proposal
+		reads []*readWaiter
+		// campaign asks the scheduler to start an election (fresh ranges).
+		campaign bool
+		transfer uint64
+	}
+
+	mu struct {
+		sync.Mutex
+		raw       *raft.RawNode
+		storage   *raftStorage
+		state     *tidekvpb.ReplicaState
+		replicaID uint64
+		destroyed bool
+		// removalPending: a conf change removed this replica; it is
+		// destroyed once the current round is written.
+		removalPending bool
+		// proposals awaiting application, by proposal ID.
+		proposals map[uint64]*proposal
+		// read batches awaiting their ReadIndex, by request context.
+		readBatches map[uint64][]*readWaiter
+		nextReadID  uint64
+		// reads whose index is known, waiting for apply.
+		applyWaiters []indexedReads
+		// peerNodes maps replica IDs to node IDs, from the descriptor and
+		// from incoming messages (an uninitialized replica has no descriptor).
+		peerNodes map[uint64]uint64
+		// outgoingSnaps holds engine snapshots taken when Raft asked for a
+		// snapshot, until the MsgSnap is handed to the sender.
+		outgoingSnaps map[uint64]storage.Snapshot
+		// incomingSST holds received SST files by snapshot index.
+		incomingSST map[uint64]string
+		lastLeader  uint64
+	}
+}
+
+type proposal struct {
+	id   uint64
+	data []byte
+	// cc is set for conf changes.
+	cc   *raftpb.ConfChangeV2
+	done chan applyResult
+}
+
+type readWaiter struct {
+	done chan error
+}
+
+type indexedReads struct {
+	index uint64
+	reads []*readWaiter
+}
+
+// applyResult is what applying a command produced for its proposer.
+type applyResult struct {
+	err     error
+	deleted bool
+	cas     *tidekvpb.CompareAndSetResponse
+	split   *tidekvpb.SplitResponse
+	metaID  uint64
+	newDesc *tidekvpb.RangeDescriptor
+}
+
+// RangeID returns the range this replica belongs to.
+func (r *Replica) RangeID() uint64 { return r.rangeID }
+
+// Desc returns the replica's current descriptor (nil if uninitialized).
+func (r *Replica) Desc() *tidekvpb.RangeDescriptor { return r.desc.Load() }
+
+// IsLeader reports whether this replica holds the range's lease.
+func (r *Replica) IsLeader() bool { return r.isLeader.Load() }
+
+// LeaderNodeID returns the node of the current leader, 0 if unknown.
+func (r *Replica) LeaderNodeID() uint64 { return r.leaderNode.Load() }
+
+func (r *Replica) notLeader() error {
+	return &NotLeaderError{RangeID: r.rangeID, LeaderNodeID: r.leaderNode.Load(), Desc: r.desc.Load()}
+}
+
+func newRaftConfig(c *Config, id uint64, st raft.Storage, applied uint64) *raft.Config {
+	return &raft.Config{
+		ID:                        id,
+		ElectionTick:              c.ElectionTicks,
+		HeartbeatTick:             c.HeartbeatTicks,
+		Storage:                   st,
+		Applied:                   applied,
+		MaxSizePerMsg:             c.MaxSizePerMsg,
+		MaxCommittedSizePerReady:  4 * c.MaxSizePerMsg,
+		MaxUncommittedEntriesSize: c.MaxUncommittedBytes,
+		MaxInflightMsgs:           c.MaxInflightMsgs,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlyLeaseBased,
+		DisableProposalForwarding: true,
+		Logger:                    raftLogger,
+	}
+}
+
+// initRaftLocked (re)creates the RawNode from ms and state.
+func (r *Replica) initRaftLocked(replicaID uint64, ms *raft.MemoryStorage, st *tidekvpb.ReplicaState) error {
+	r.mu.replicaID = replicaID
+	r.mu.storage = &raftStorage{MemoryStorage: ms, snapshot: r.snapshotLocked}
+	r.mu.state = st
+	raw, err := raft.NewRawNode(newRaftConfig(&r.store.cfg, replicaID, r.mu.storage, st.GetAppliedIndex()))
+	if err != nil {
+		return err
+	}
+	r.mu.raw = raw
+	r.applied.Store(st.GetAppliedIndex())
+	if st.GetDesc() != nil {
+		r.setDescLocked(st.GetDesc())
+	}
+	return nil
+}
+
+func (r *Replica) setDescLocked(d *tidekvpb.RangeDescriptor) {
+	r.mu.state.Desc = d
+	r.desc.Store(d)
+	for _, rd := range d.GetReplicas() {
+		r.mu.peerNodes[rd.GetReplicaId()] = rd.GetNodeId()
+	}
+}
+
+// snapshotLocked is raft.Storage.Snapshot: Raft wants to send a snapshot,
+// so capture the engine at the applied index. Called by Raft with mu held.
+func (r *Replica) snapshotLocked() (*raftpb.Snapshot, error) {
+	st := r.mu.state
+	idx := st.GetAppliedIndex()
+	term, err := r.mu.storage.Term(idx)
+	if err != nil {
+		return nil, err
+	}
+	data, err := proto.Marshal(&tidekvpb.SnapshotData{Desc: st.GetDesc()})
+	if err != nil {
+		return nil, err
+	}
+	if old := r.mu.outgoingSnaps[idx]; old != nil {
+		old.Close()
+	}
+	r.mu.outgoingSnaps[idx] = r.store.eng.NewSnapshot()
+	return &raftpb.Snapshot{
+		Data: data,
+		Metadata: &raftpb.SnapshotMetadata{
+			Index:     new(idx),
+			Term:      new(term),
+			ConfState: proto.Clone(st.GetConfState()).(*raftpb.ConfState),
+		},
+	}, nil
+}
+
+// enqueue helpers: called from any goroutine.
+
+func (r *Replica) enqueueMsg(m *raftpb.Message) {
+	r.in.Lock()
+	r.in.msgs = append(r.in.msgs, m)
+	r.in.Unlock()
+	r.store.schedule(r.rangeID)
+}
+
+// propose submits a command and waits for its application.
+func (r *Replica) propose(ctx context.Context, cmd *tidekvpb.RaftCommand, cc *raftpb.ConfChangeV2) (applyResult, error) {
+	if !r.isLeader.Load() {
+		return applyResult{}, r.notLeader()
+	}
+	p := &proposal{id: r.store.nextProposalID(), cc: cc, done: make(chan applyResult, 1)}
+	if cmd != nil {
+		cmd.ProposalId = p.id
+		data, err := proto.Marshal(cmd)
+		if err != nil {
+			return applyResult{}, err
+		}
+		p.data = data
+	}
+	r.in.Lock()
+	if len(r.in.props) >= r.store.cfg.MaxPendingProposals {
+		r.in.Unlock()
+		return applyResult{}, ErrOverloaded
+	}
+	r.in.props = append(r.in.props, p)
+	r.in.Unlock()
+	r.store.schedule(r.rangeID)
+	select {
+	case res := <-p.done:
+		return res, res.err
+	case <-ctx.Done():
+		// The command may still commit; the caller cannot know.
+		r.store.forgetProposal(r, p.id)
+		return applyResult{}, ErrAmbiguous
+	case <-r.store.stopper:
+		return applyResult{}, ErrAmbiguous
+	}
+}
+
+// waitLeaseRead blocks until a read issued now may be served from local
+// state linearizably: the leader confirms its commit index under its lease
+// and the replica applies up to it.
+func (r *Replica) waitLeaseRead(ctx context.Context) error {
+	if r.store.cfg.TestingStaleReads {
+		return nil
+	}
+	if !r.isLeader.Load() {
+		return r.notLeader()
+	}
+	w := &readWaiter{done: make(chan error, 1)}
+	r.in.Lock()
+	r.in.reads = append(r.in.reads, w)
+	r.in.Unlock()
+	r.store.schedule(r.rangeID)
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.store.stopper:
+		return ErrStopped
+	}
+}
+
+// drainInboxLocked hands queued work to Raft. Called by the scheduler.
+func (r *Replica) drainInboxLocked(tick bool) {
+	r.in.Lock()
+	msgs, props, reads := r.in.msgs, r.in.props, r.in.reads
+	campaign, transfer := r.in.campaign, r.in.transfer
+	r.in.msgs, r.in.props, r.in.reads = nil, nil, nil
+	r.in.campaign, r.in.transfer = false, 0
+	r.in.Unlock()
+
+	raw := r.mu.raw
+	for _, m := range msgs {
+		_ = raw.Step(m) // errors mean a stale or irrelevant message
+	}
+	if tick {
+		raw.Tick()
+	}
+	if campaign {
+		_ = raw.Campaign()
+	}
+	if transfer != 0 {
+		raw.TransferLeader(transfer)
+	}
+	for _, p := range props {
+		var err error
+		if p.cc != nil {
+			cc := proto.Clone(p.cc).(*raftpb.ConfChangeV2)
+			err = raw.ProposeConfChange(cc)
+		} else {
+			err = raw.Propose(p.data)
+		}
+		switch {
+		case err == raft.ErrProposalDropped && raw.BasicStatus().RaftState != raft.StateLeader:
+			p.done <- applyResult{err: r.notLeader()}
+		case err == raft.ErrProposalDropped:
+			p.done <- applyResult{err: ErrOverloaded}
+		case err != nil:
+			p.done <- applyResult{err: err}
+		case p.cc != nil:
+			// Conf changes carry no proposal ID; the change loop polls.
+			p.done <- applyResult{}
+		default:
+			r.mu.proposals[p.id] = p
+		}
+	}
+	if len(reads) > 0 {
+		if raw.BasicStatus().RaftState != raft.StateLeader {
+			for _, w := range reads {
+				w.done <- r.notLeader()
+			}
+		} else {
+			r.mu.nextReadID++
+			id := r.mu.nextReadID
+			r.mu.readBatches[id] = reads
+			raw.ReadIndex(binary.BigEndian.AppendUint64(nil, id))
+		}
+	}
+}
+
+// handleReadStatesLocked matches confirmed read indexes with their batches.
+func (r *Replica) handleReadStatesLocked(rss []raft.ReadState) {
+	for _, rs := range rss {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		id := binary.BigEndian.Uint64(rs.RequestCtx)
+		batch, ok := r.mu.readBatches[id]
+		if !ok {
+			continue
+		}
+		delete(r.mu.readBatches, id)
+		r.mu.applyWaiters = append(r.mu.applyWaiters, indexedReads{index: rs.Index, reads: batch})
+	}
+	r.releaseReadsLocked()
+}
+
+func (r *Replica) releaseReadsLocked() {
+	applied := r.mu.state.GetAppliedIndex()
+	kept := r.mu.applyWaiters[:0]
+	for _, w := range r.mu.applyWaiters {
+		if w.index <= applied {
+			for _, rw := range w.reads {
+				rw.done <- nil
+			}
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	r.mu.applyWaiters = kept
+}
+
+// failPendingLocked fails everything waiting on leadership.
+func (r *Replica) failPendingLocked(propErr, readErr error) {
+	for id, p := range r.mu.proposals {
+		p.done <- applyResult{err: propErr}
+		delete(r.mu.proposals, id)
+	}
+	for id, b := range r.mu.readBatches {
+		for _, w := range b {
+			w.done <- readErr
+		}
+		delete(r.mu.readBatches, id)
+	}
+	for _, w := range r.mu.applyWaiters {
+		for _, rw := range w.reads {
+			rw.done <- readErr
+		}
+	}
+	r.mu.applyWaiters = nil
+}
+
+// updateLeadershipLocked publishes leadership after a Ready's SoftState.
+func (r *Replica) updateLeadershipLocked(ss *raft.SoftState) {
+	if ss == nil {
+		return
+	}
+	wasLeader := r.isLeader.Load()
+	nowLeader := ss.RaftState == raft.StateLeader
+	r.leaderNode.Store(r.mu.peerNodes[ss.Lead])
+	r.isLeader.Store(nowLeader)
+	if wasLeader && !nowLeader {
+		r.failPendingLocked(ErrAmbiguous, r.notLeader())
+	}
+	if nowLeader && !wasLeader {
+		r.store.notifyLeader(r)
+	}
+	r.mu.lastLeader = ss.Lead
+}
+
+// Status is a point-in-time view of a replica for operators.
+type Status struct {
+	RangeID   uint64
+	ReplicaID uint64
+	Desc      *tidekvpb.RangeDescriptor
+	Leader    bool
+	Term      uint64
+	Commit    uint64
+	Applied   uint64
+}
+
+// Status returns the replica's current status.
+func (r *Replica) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := Status{RangeID: r.rangeID, ReplicaID: r.mu.replicaID, Desc: r.desc.Load(), Leader: r.isLeader.Load(), Applied: r.mu.state.GetAppliedIndex()}
+	if r.mu.raw != nil {
+		bs := r.mu.raw.BasicStatus()
+		s.Term, s.Commit = bs.GetTerm(), bs.GetCommit()
+	}
+	return s
+}
+
+// dataSpan is the engine span of this replica's data.
+func dataSpanOf(d *tidekvpb.RangeDescriptor) (lo, hi []byte) {
+	return keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
+}

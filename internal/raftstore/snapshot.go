@@ -1,0 +1,190 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+)
+
+// A range travels as one SST file holding all its keys, built from an
+// engine snapshot taken at the Raft snapshot's index and ingested whole on
+// the receiver. Raft's own snapshot message carries only the descriptor.
+
+// sendSnapshotLocked hands a MsgSnap to a sender goroutine.
+func (r *Replica) sendSnapshotLocked(rm *tidekvpb.RaftMessage) {
+	idx := rm.GetMessage().GetSnapshot().GetMetadata().GetIndex()
+	snap := r.mu.outgoingSnaps[idx]
+	delete(r.mu.outgoingSnaps, idx)
+	to := rm.GetMessage().GetTo()
+	if snap == nil {
+		r.mu.raw.ReportSnapshot(to, raft.SnapshotFailure)
+		return
+	}
+	sd := &tidekvpb.SnapshotData{}
+	if err := proto.Unmarshal(rm.GetMessage().GetSnapshot().GetData(), sd); err != nil {
+		snap.Close()
+		r.mu.raw.ReportSnapshot(to, raft.SnapshotFailure)
+		return
+	}
+	s := r.store
+	go func() {
+		defer snap.Close()
+		s.snapSem <- struct{}{}
+		defer func() { <-s.snapSem }()
+		start := time.Now()
+		path := filepath.Join(s.cfg.SnapshotDir, fmt.Sprintf("send-r%d-i%d-n%d.sst", r.rangeID, idx, rm.GetToNodeId()))
+		lo, hi := dataSpanOf(sd.GetDesc())
+		stats, err := s.eng.WriteSST(snap, lo, hi, path)
+		if err == nil {
+			var f *os.File
+			if f, err = os.Open(path); err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				err = s.transport.SendSnapshot(ctx, rm, f)
+				cancel()
+				f.Close()
+			}
+		}
+		os.Remove(path)
+		status := &raftpb.Message{Type: raftpb.MsgSnapStatus.Enum(), From: new(to), Reject: new(err != nil)}
+		if err != nil {
+			log.Printf("range %d: snapshot at index %d to node %d failed: %v", r.rangeID, idx, rm.GetToNodeId(), err)
+		} else {
+			log.Printf("range %d: sent snapshot at index %d to node %d: %d keys, %d bytes in %v", r.rangeID, idx, rm.GetToNodeId(), stats.Keys, stats.Bytes, time.Since(start).Round(time.Millisecond))
+		}
+		r.enqueueMsg(status)
+	}()
+}
+
+// HandleSnapshot receives a snapshot from another node: it stages the SST
+// and steps the MsgSnap into the replica (created if needed). It refuses a
+// snapshot that would overlap another local range: that range must first
+// catch up (apply the split that separated them) or be removed.
+func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) error {
+	msg := header.GetMessage()
+	sd := &tidekvpb.SnapshotData{}
+	if err := proto.Unmarshal(msg.GetSnapshot().GetData(), sd); err != nil {
+		return fmt.Errorf("decode snapshot data: %w", err)
+	}
+	desc := sd.GetDesc()
+	if desc.GetRangeId() != header.GetRangeId() {
+		return fmt.Errorf("snapshot descriptor is for range %d, header for %d", desc.GetRangeId(), header.GetRangeId())
+	}
+	if s.spanOwnedByOther(desc.GetRangeId(), desc) {
+		return fmt.Errorf("range %d: snapshot overlaps another local range", desc.GetRangeId())
+	}
+	idx := msg.GetSnapshot().GetMetadata().GetIndex()
+	path := filepath.Join(s.cfg.SnapshotDir, fmt.Sprintf("recv-r%d-i%d-%d.sst", desc.GetRangeId(), idx, s.nextProposalID()))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return err
+	}
+	r := s.GetReplica(header.GetRangeId())
+	if r == nil {
+		if r, err = s.createUninitialized(header.GetRangeId(), msg.GetTo()); err != nil || r == nil {
+			os.Remove(path)
+			return fmt.Errorf("range %d: cannot create replica %d (removed earlier?)", header.GetRangeId(), msg.GetTo())
+		}
+	}
+	r.mu.Lock()
+	if r.mu.destroyed || r.mu.replicaID != msg.GetTo() {
+		r.mu.Unlock()
+		os.Remove(path)
+		return fmt.Errorf("range %d: snapshot for replica %d, local replica differs", header.GetRangeId(), msg.GetTo())
+	}
+	if old := r.mu.incomingSST[idx]; old != "" {
+		os.Remove(old)
+	}
+	r.mu.incomingSST[idx] = path
+	r.mu.peerNodes[msg.GetFrom()] = header.GetFromNodeId()
+	r.mu.Unlock()
+	r.enqueueMsg(msg)
+	return nil
+}
+
+// applySnapshotLocked installs a snapshot Raft accepted: replace the range's
+// data with the staged SST and reset its Raft log and applied state.
+func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
+	idx := snap.GetMetadata().GetIndex()
+	path := r.mu.incomingSST[idx]
+	if path == "" {
+		return fmt.Errorf("no staged SST for snapshot at index %d", idx)
+	}
+	delete(r.mu.incomingSST, idx)
+	for i, p := range r.mu.incomingSST {
+		if i <= idx {
+			os.Remove(p)
+			delete(r.mu.incomingSST, i)
+		}
+	}
+	sd := &tidekvpb.SnapshotData{}
+	if err := proto.Unmarshal(snap.GetData(), sd); err != nil {
+		return err
+	}
+	desc := sd.GetDesc()
+	eng := r.store.eng
+	// Data first, then the state that claims it: a crash in between leaves
+	// the old applied state, so the leader simply sends the snapshot again.
+	if old := r.desc.Load(); old != nil {
+		b := eng.NewBatch()
+		olo, ohi := dataSpanOf(old)
+		_ = b.DeleteRange(olo, ohi)
+		err := b.Commit(true)
+		b.Close()
+		if err != nil {
+			return err
+		}
+	}
+	lo, hi := dataSpanOf(desc)
+	if err := eng.IngestSST(path, lo, hi); err != nil {
+		return err
+	}
+	os.Remove(path)
+	b := eng.NewBatch()
+	defer b.Close()
+	llo, lhi := keys.LogSpan(r.rangeID)
+	_ = b.DeleteRange(llo, lhi)
+	st := &tidekvpb.ReplicaState{
+		AppliedIndex:   idx,
+		Desc:           desc,
+		ConfState:      snap.GetMetadata().GetConfState(),
+		TruncatedIndex: idx,
+		TruncatedTerm:  snap.GetMetadata().GetTerm(),
+	}
+	if err := putProto(b, keys.ReplicaStateKey(r.rangeID), st); err != nil {
+		return err
+	}
+	if err := b.Commit(true); err != nil {
+		return err
+	}
+	if err := r.mu.storage.ApplySnapshot(snap); err != nil {
+		return err
+	}
+	r.mu.state = st
+	r.setDescLocked(desc)
+	r.applied.Store(idx)
+	r.store.rebuildIndex()
+	log.Printf("range %d: applied snapshot at index %d: %s", r.rangeID, idx, FormatReplicas(desc))
+	return nil
+}

@@ -1,0 +1,455 @@
+package raftstore
+
+import (
+	"bytes"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+// Listener hears about replica events the node reacts to (reporting
+// descriptors to the meta range). Calls come from the scheduler goroutine
+// and must not block.
+type Listener interface {
+	// LeaderAcquired: this node became leader of the range.
+	LeaderAcquired(desc *tidekvpb.RangeDescriptor)
+	// DescriptorChanged: a leader replica applied a new descriptor.
+	DescriptorChanged(desc *tidekvpb.RangeDescriptor)
+}
+
+// Store is the set of replicas on one node plus the scheduler that drives
+// them.
+type Store struct {
+	cfg       Config
+	nodeID    uint64
+	eng       storage.Engine
+	transport Transport
+	listener  Listener
+
+	mu struct {
+		sync.RWMutex
+		replicas map[uint64]*Replica
+	}
+	// index is an immutable, sorted view of initialized user replicas for
+	// key lookups on the request path.
+	index atomic.Pointer[[]*Replica]
+
+	sched struct {
+		sync.Mutex
+		pending map[uint64]struct{}
+	}
+	wake    chan struct{}
+	stopper chan struct{}
+	done    chan struct{}
+
+	// admin serializes replica changes per range.
+	admin struct {
+		sync.Mutex
+		locks map[uint64]*sync.Mutex
+	}
+
+	proposalSeq atomic.Uint64
+	snapSem     chan struct{}
+	stopOnce    sync.Once
+}
+
+// NewStore opens the replicas persisted in eng. Call Start to run them.
+func NewStore(cfg Config, nodeID uint64, eng storage.Engine, t Transport, l Listener) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.SnapshotDir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		cfg: cfg, nodeID: nodeID, eng: eng, transport: t, listener: l,
+		wake: make(chan struct{}, 1), stopper: make(chan struct{}), done: make(chan struct{}),
+		snapSem: make(chan struct{}, cfg.MaxConcurrentSnapshotSends),
+	}
+	s.mu.replicas = map[uint64]*Replica{}
+	s.sched.pending = map[uint64]struct{}{}
+	s.proposalSeq.Store(rand.Uint64() >> 16)
+	if err := s.loadReplicas(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NodeID returns the node this store belongs to.
+func (s *Store) NodeID() uint64 { return s.nodeID }
+
+// Engine returns the store's engine.
+func (s *Store) Engine() storage.Engine { return s.eng }
+
+// Config returns the store's configuration.
+func (s *Store) Config() Config { return s.cfg }
+
+func (s *Store) loadReplicas() error {
+	lo, hi := keys.ReplicaStateSpan()
+	it, err := s.eng.NewIter(lo, hi)
+	if err != nil {
+		return err
+	}
+	var ids []uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		if keys.IsReplicaStateKey(it.Key()) {
+			id, _ := keys.RangeIDFromLocalKey(it.Key())
+			ids = append(ids, id)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		st, err := loadReplicaState(s.eng, id)
+		if err != nil {
+			return err
+		}
+		if _, err := s.addInitializedReplica(st); err != nil {
+			return fmt.Errorf("load range %d: %w", id, err)
+		}
+	}
+	s.rebuildIndex()
+	return nil
+}
+
+func (s *Store) newReplica(rangeID uint64) *Replica {
+	r := &Replica{store: s, rangeID: rangeID}
+	r.mu.proposals = map[uint64]*proposal{}
+	r.mu.readBatches = map[uint64][]*readWaiter{}
+	r.mu.peerNodes = map[uint64]uint64{}
+	r.mu.outgoingSnaps = map[uint64]storage.Snapshot{}
+	r.mu.incomingSST = map[uint64]string{}
+	return r
+}
+
+// addInitializedReplica creates a replica from its persisted state.
+func (s *Store) addInitializedReplica(st *tidekvpb.ReplicaState) (*Replica, error) {
+	desc := st.GetDesc()
+	var replicaID uint64
+	for _, rd := range desc.GetReplicas() {
+		if rd.GetNodeId() == s.nodeID {
+			replicaID = rd.GetReplicaId()
+		}
+	}
+	if replicaID == 0 {
+		return nil, fmt.Errorf("range %d: node %d not in descriptor", desc.GetRangeId(), s.nodeID)
+	}
+	ms, err := loadRaftState(s.eng, desc.GetRangeId(), st)
+	if err != nil {
+		return nil, err
+	}
+	r := s.newReplica(desc.GetRangeId())
+	r.mu.Lock()
+	err = r.initRaftLocked(replicaID, ms, st)
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.mu.replicas[r.rangeID] = r
+	s.mu.Unlock()
+	return r, nil
+}
+
+// Bootstrap writes the initial state of a new cluster's ranges on its first
+// node: each descriptor must list only this node.
+func (s *Store) Bootstrap(descs []*tidekvpb.RangeDescriptor) error {
+	b := s.eng.NewBatch()
+	defer b.Close()
+	for _, d := range descs {
+		if _, err := writeInitialRangeState(s.eng, b, d); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(true); err != nil {
+		return err
+	}
+	for _, d := range descs {
+		st, err := loadReplicaState(s.eng, d.GetRangeId())
+		if err != nil {
+			return err
+		}
+		r, err := s.addInitializedReplica(st)
+		if err != nil {
+			return err
+		}
+		r.in.campaign = true
+		s.schedule(r.rangeID)
+	}
+	s.rebuildIndex()
+	return nil
+}
+
+// Start runs the scheduler.
+func (s *Store) Start() {
+	go s.run()
+	s.mu.RLock()
+	for id := range s.mu.replicas {
+		s.schedule(id)
+	}
+	s.mu.RUnlock()
+}
+
+// Stop halts the scheduler; pending requests fail.
+func (s *Store) Stop() {
+	s.stopOnce.Do(func() {
+		close(s.stopper)
+		<-s.done
+	})
+}
+
+// GetReplica returns the local replica of a range, or nil.
+func (s *Store) GetReplica(rangeID uint64) *Replica {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.replicas[rangeID]
+}
+
+// Replicas returns all local replicas, ordered by range ID.
+func (s *Store) Replicas() []*Replica {
+	s.mu.RLock()
+	out := make([]*Replica, 0, len(s.mu.replicas))
+	for _, r := range s.mu.replicas {
+		out = append(out, r)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].rangeID < out[j].rangeID })
+	return out
+}
+
+// LookupKey returns the initialized local user replica whose span covers key.
+func (s *Store) LookupKey(key []byte) *Replica {
+	idx := s.index.Load()
+	if idx == nil {
+		return nil
+	}
+	rs := *idx
+	i := sort.Search(len(rs), func(i int) bool {
+		return bytes.Compare(rs[i].desc.Load().GetStartKey(), key) > 0
+	}) - 1
+	if i < 0 {
+		return nil
+	}
+	r := rs[i]
+	d := r.desc.Load()
+	if !keys.Contains(d.GetStartKey(), d.GetEndKey(), key) {
+		return nil
+	}
+	return r
+}
+
+func (s *Store) rebuildIndex() {
+	s.mu.RLock()
+	var rs []*Replica
+	for _, r := range s.mu.replicas {
+		if d := r.desc.Load(); d != nil && r.rangeID != keys.MetaRangeID {
+			rs = append(rs, r)
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(rs, func(i, j int) bool {
+		return bytes.Compare(rs[i].desc.Load().GetStartKey(), rs[j].desc.Load().GetStartKey()) < 0
+	})
+	s.index.Store(&rs)
+}
+
+func (s *Store) adminMu(rangeID uint64) *sync.Mutex {
+	s.admin.Lock()
+	defer s.admin.Unlock()
+	if s.admin.locks == nil {
+		s.admin.locks = map[uint64]*sync.Mutex{}
+	}
+	m := s.admin.locks[rangeID]
+	if m == nil {
+		m = &sync.Mutex{}
+		s.admin.locks[rangeID] = m
+	}
+	return m
+}
+
+func (s *Store) nextProposalID() uint64 { return s.proposalSeq.Add(1) }
+
+func (s *Store) forgetProposal(r *Replica, id uint64) {
+	// Only the scheduler may touch mu safely without blocking it long; the
+	// waiter's channel is buffered, so leaving the entry is harmless and it
+	// is dropped when applied or when leadership changes.
+	_ = r
+	_ = id
+}
+
+func (s *Store) schedule(rangeID uint64) {
+	s.sched.Lock()
+	s.sched.pending[rangeID] = struct{}{}
+	s.sched.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) notifyLeader(r *Replica) {
+	if s.listener != nil && r.desc.Load() != nil {
+		s.listener.LeaderAcquired(r.desc.Load())
+	}
+}
+
+// HandleRaftMessage delivers a message from another node.
+func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
+	msg := m.GetMessage()
+	if msg == nil {
+		return
+	}
+	r := s.GetReplica(m.GetRangeId())
+	if r == nil {
+		// Only a leader's traffic may create a replica here: it means we
+		// were added to the range and need a snapshot.
+		switch msg.GetType() {
+		case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgSnap:
+		default:
+			return
+		}
+		var err error
+		if r, err = s.createUninitialized(m.GetRangeId(), msg.GetTo()); err != nil || r == nil {
+			return
+		}
+	}
+	r.mu.Lock()
+	if r.mu.destroyed || r.mu.replicaID != msg.GetTo() {
+		// Addressed to an older or newer incarnation; the replica GC or the
+		// next snapshot sorts it out.
+		r.mu.Unlock()
+		return
+	}
+	r.mu.peerNodes[msg.GetFrom()] = m.GetFromNodeId()
+	r.mu.Unlock()
+	r.enqueueMsg(msg)
+}
+
+func (s *Store) createUninitialized(rangeID, replicaID uint64) (*Replica, error) {
+	next, err := loadTombstone(s.eng, rangeID)
+	if err != nil || replicaID < next {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.mu.replicas[rangeID]; r != nil {
+		return r, nil
+	}
+	r := s.newReplica(rangeID)
+	ms := raft.NewMemoryStorage()
+	if hs, err := loadHardState(s.eng, rangeID); err != nil {
+		return nil, err
+	} else if hs != nil {
+		_ = ms.SetHardState(hs)
+	}
+	r.mu.Lock()
+	err = r.initRaftLocked(replicaID, ms, &tidekvpb.ReplicaState{})
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.replicas[rangeID] = r
+	return r, nil
+}
+
+// destroyReplicaLocked removes a replica and its data from this node and
+// leaves a tombstone so stale messages cannot resurrect it. r.mu is held.
+func (s *Store) destroyReplicaLocked(r *Replica, reason string) {
+	if r.mu.destroyed {
+		return
+	}
+	r.mu.destroyed = true
+	log.Printf("range %d: removing replica %d from node %d: %s", r.rangeID, r.mu.replicaID, s.nodeID, reason)
+	b := s.eng.NewBatch()
+	defer b.Close()
+	lo, hi := keys.RangeLocalSpan(r.rangeID)
+	_ = b.DeleteRange(lo, hi)
+	if d := r.desc.Load(); d != nil {
+		dlo, dhi := dataSpanOf(d)
+		if !s.spanOwnedByOther(r.rangeID, d) {
+			_ = b.DeleteRange(dlo, dhi)
+		}
+	}
+	_ = putProto(b, keys.TombstoneKey(r.rangeID), &tidekvpb.Tombstone{NextReplicaId: r.mu.replicaID + 1})
+	if err := b.Commit(true); err != nil {
+		log.Printf("range %d: destroy: %v", r.rangeID, err)
+	}
+	for _, sn := range r.mu.outgoingSnaps {
+		sn.Close()
+	}
+	for _, p := range r.mu.incomingSST {
+		os.Remove(p)
+	}
+	gone := &RangeNotFoundError{RangeID: r.rangeID}
+	r.failPendingLocked(gone, gone)
+	r.isLeader.Store(false)
+	s.mu.Lock()
+	if s.mu.replicas[r.rangeID] == r {
+		delete(s.mu.replicas, r.rangeID)
+	}
+	s.mu.Unlock()
+	s.rebuildIndex()
+}
+
+// spanOwnedByOther reports whether another initialized local replica overlaps d.
+func (s *Store) spanOwnedByOther(rangeID uint64, d *tidekvpb.RangeDescriptor) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for id, o := range s.mu.replicas {
+		od := o.desc.Load()
+		if id == rangeID || od == nil || (id == keys.MetaRangeID) != (rangeID == keys.MetaRangeID) {
+			continue
+		}
+		if keys.Overlaps(od.GetStartKey(), od.GetEndKey(), d.GetStartKey(), d.GetEndKey()) {
+			return true
+		}
+	}
+	return false
+}
+
+// RemoveIfStale destroys the local replica of a range when the authoritative
+// descriptor (from the meta range) no longer lists this node and is at
+// least as new as the local one. It is the replica GC for replicas that
+// missed their own removal.
+func (s *Store) RemoveIfStale(authoritative *tidekvpb.RangeDescriptor) bool {
+	r := s.GetReplica(authoritative.GetRangeId())
+	if r == nil {
+		return false
+	}
+	for _, rd := range authoritative.GetReplicas() {
+		if rd.GetNodeId() == s.nodeID {
+			return false
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d := r.desc.Load(); d != nil && d.GetGeneration() > authoritative.GetGeneration() {
+		return false
+	}
+	if r.isLeader.Load() {
+		return false
+	}
+	s.destroyReplicaLocked(r, "not a member of the range's current descriptor")
+	return true
+}
+
+// ReportUnreachable tells a replica's Raft that a message to a peer was lost.
+func (s *Store) ReportUnreachable(rangeID, toReplica uint64) {
+	r := s.GetReplica(rangeID)
+	if r == nil {
+		return
+	}
+	r.enqueueMsg(&raftpb.Message{Type: raftpb.MsgUnreachable.Enum(), From: new(toReplica)})
+}

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"sort"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// adminService serves cluster administration. Any node accepts any call and
+// forwards it to where it runs: the meta leaseholder for directory calls,
+// the range's leaseholder for range changes.
+type adminService struct {
+	tidekvpb.UnimplementedAdminServer
+	s *Server
+}
+
+func (a *adminService) ready() error {
+	if !a.s.ready.Load() {
+		return a.s.toStatus(raftstore.ErrStopped)
+	}
+	return nil
+}
+
+func (a *adminService) Ranges(ctx context.Context, req *tidekvpb.RangesRequest) (*tidekvpb.RangesResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	resp, err := a.s.ranges(ctx)
+	return resp, a.s.toStatus(err)
+}
+
+func (a *adminService) Status(ctx context.Context, req *tidekvpb.StatusRequest) (*tidekvpb.StatusResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := callMeta(ctx, s, s.statusLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.StatusResponse, error) {
+		return c.Status(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+func (a *adminService) LocalStatus(ctx context.Context, req *tidekvpb.LocalStatusRequest) (*tidekvpb.LocalStatusResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	return a.s.localStatus(), nil
+}
+
+func (s *Server) localStatus() *tidekvpb.LocalStatusResponse {
+	resp := &tidekvpb.LocalStatusResponse{Node: s.self(), Qps: s.metrics.qps()}
+	for _, r := range s.store.Replicas() {
+		st := r.Status()
+		rs := &tidekvpb.ReplicaStatus{RangeId: st.RangeID, ReplicaId: st.ReplicaID, Leader: st.Leader, Term: st.Term,
+			CommitIndex: st.Commit, AppliedIndex: st.Applied}
+		if d := st.Desc; d != nil {
+			rs.StartKey, rs.EndKey, rs.Generation = d.GetStartKey(), d.GetEndKey(), d.GetGeneration()
+			for _, rd := range d.GetReplicas() {
+				if rd.GetReplicaId() == st.ReplicaID {
+					rs.Type = rd.GetType()
+				}
+			}
+			lo, hi := keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
+			if n, err := s.eng.ApproximateSize(lo, hi); err == nil {
+				resp.Bytes += n
+			}
+		}
+		resp.Replicas = append(resp.Replicas, rs)
+	}
+	return resp
+}
+
+func (a *adminService) Split(ctx context.Context, req *tidekvpb.SplitRequest) (*tidekvpb.SplitResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	key := req.GetSplitKey()
+	if err := s.checkKey(key); err != nil {
+		return nil, err
+	}
+	rangeID, err := s.rangeIDForKey(ctx, key)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	resp, err := callRangeLeader(ctx, s, rangeID, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.SplitResponse, error) {
+		d := r.Desc()
+		if bytes.Equal(d.GetStartKey(), key) {
+			return nil, invalidArg("key %q is already the start of range %d", key, d.GetRangeId())
+		}
+		if !keys.Contains(d.GetStartKey(), d.GetEndKey(), key) {
+			return nil, &raftstore.KeyMismatchError{Key: key, Desc: d}
+		}
+		newID, err := s.allocRangeID(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return r.Split(ctx, key, newID)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.SplitResponse, error) {
+		return c.Split(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+// rangeIDForKey finds the range covering key, locally or in the directory.
+func (s *Server) rangeIDForKey(ctx context.Context, key []byte) (uint64, error) {
+	if r := s.store.LookupKey(key); r != nil {
+		return r.RangeID(), nil
+	}
+	resp, err := s.ranges(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, ri := range resp.GetRanges() {
+		d := ri.GetDesc()
+		if d.GetRangeId() != keys.MetaRangeID && keys.Contains(d.GetStartKey(), d.GetEndKey(), key) {
+			return d.GetRangeId(), nil
+		}
+	}
+	return 0, &raftstore.RangeNotFoundError{Key: key}
+}
+
+func (a *adminService) ChangeReplicas(ctx context.Context, req *tidekvpb.ChangeReplicasRequest) (*tidekvpb.ChangeReplicasResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	if req.GetAddNodeId() == 0 && req.GetRemoveNodeId() == 0 {
+		return nil, invalidArg("change replicas: name a node to add or to remove")
+	}
+	if id := req.GetAddNodeId(); id != 0 {
+		if _, ok := s.dir.get(id); !ok {
+			return nil, invalidArg("node %d is not a member of the cluster", id)
+		}
+	}
+	resp, err := callRangeLeader(ctx, s, req.GetRangeId(), func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ChangeReplicasResponse, error) {
+		d, err := r.ChangeReplicas(ctx, req.GetAddNodeId(), req.GetRemoveNodeId())
+		if err != nil {
+			return nil, err
+		}
+		return &tidekvpb.ChangeReplicasResponse{Desc: d}, nil
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ChangeReplicasResponse, error) {
+		return c.ChangeReplicas(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+func (a *adminService) TransferLease(ctx context.Context, req *tidekvpb.TransferLeaseRequest) (*tidekvpb.TransferLeaseResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := callRangeLeader(ctx, s, req.GetRangeId(), func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.TransferLeaseResponse, error) {
+		if s.nodeID == req.GetTargetNodeId() {
+			return &tidekvpb.TransferLeaseResponse{}, nil
+		}
+		return &tidekvpb.TransferLeaseResponse{}, r.TransferLease(req.GetTargetNodeId())
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.TransferLeaseResponse, error) {
+		return c.TransferLease(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+func (a *adminService) Join(ctx context.Context, req *tidekvpb.JoinRequest) (*tidekvpb.JoinResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.JoinResponse, error) {
+		return s.joinLocal(ctx, r, req)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.JoinResponse, error) {
+		return c.Join(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+func (a *adminService) NodeHeartbeat(ctx context.Context, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
+		return s.heartbeatLocal(ctx, r, req)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
+		return c.NodeHeartbeat(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+func (a *adminService) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
+		return s.reportRangeLocal(ctx, r, req)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
+		return c.ReportRange(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+func sortRanges(rs []*tidekvpb.RangeInfo) {
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i].GetDesc(), rs[j].GetDesc()
+		if (a.GetRangeId() == keys.MetaRangeID) != (b.GetRangeId() == keys.MetaRangeID) {
+			return a.GetRangeId() == keys.MetaRangeID
+		}
+		return bytes.Compare(a.GetStartKey(), b.GetStartKey()) < 0
+	})
+}
+
+func (s *Server) allocRangeID(ctx context.Context) (uint64, error) {
+	return callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (uint64, error) {
+		return meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{AllocRangeId: true})
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (uint64, error) {
+		resp, err := c.AllocRangeID(ctx, &tidekvpb.AllocRangeIDRequest{})
+		return resp.GetRangeId(), err
+	})
+}
+
+func (a *adminService) AllocRangeID(ctx context.Context, req *tidekvpb.AllocRangeIDRequest) (*tidekvpb.AllocRangeIDResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	id, err := a.s.allocRangeID(ctx)
+	if err != nil {
+		return nil, a.s.toStatus(err)
+	}
+	return &tidekvpb.AllocRangeIDResponse{RangeId: id}, nil
+}

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+)
+
+// testCluster runs n in-process nodes on loopback with in-memory engines.
+type testCluster struct {
+	t     *testing.T
+	nodes []*Server
+	cfgs  []Config
+}
+
+func testConfig(t *testing.T) Config {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.GRPCAddr = "127.0.0.1:0"
+	cfg.HTTPAddr = ""
+	cfg.InMemory = true
+	cfg.Raft.TickInterval = 20 * time.Millisecond
+	cfg.HeartbeatInterval = 100 * time.Millisecond
+	cfg.LivenessTimeout = time.Second
+	cfg.ReportInterval = 300 * time.Millisecond
+	cfg.ReplicateInterval = 100 * time.Millisecond
+	cfg.ReplicaGCInterval = time.Second
+	return cfg
+}
+
+func startCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		cfg := testConfig(t)
+		if i > 0 {
+			cfg.Join = []string{tc.nodes[0].Addr()}
+		}
+		s, err := Start(ctx, cfg)
+		if err != nil {
+			t.Fatalf("start node %d: %v", i+1, err)
+		}
+		tc.nodes = append(tc.nodes, s)
+		tc.cfgs = append(tc.cfgs, cfg)
+	}
+	t.Cleanup(func() {
+		for _, s := range tc.nodes {
+			if s != nil {
+				s.Stop()
+			}
+		}
+	})
+	return tc
+}
+
+func (tc *testCluster) addrs() []string {
+	var out []string
+	for _, s := range tc.nodes {
+		if s != nil {
+			out = append(out, s.Addr())
+		}
+	}
+	return out
+}
+
+func (tc *testCluster) client() *client.Client {
+	cfg := client.DefaultConfig()
+	cfg.Addrs = tc.addrs()
+	c, err := client.New(cfg)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitReplicated waits until every range has want voters.
+func (tc *testCluster) waitReplicated(c *client.Client, want int) {
+	tc.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := c.Ranges(ctx)
+		cancel()
+		if err == nil {
+			ok := true
+			last = ""
+			for _, ri := range resp.GetRanges() {
+				voters := 0
+				for _, rd := range ri.GetDesc().GetReplicas() {
+					if rd.GetType() == tidekvpb.ReplicaType_VOTER {
+						voters++
+					}
+				}
+				last += fmt.Sprintf("r%d:%d ", ri.GetDesc().GetRangeId(), voters)
+				ok = ok && voters == want
+			}
+			if ok && len(resp.GetRanges()) > 0 && tc.metaVoters() == want {
+				return
+			}
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tc.t.Fatalf("ranges not replicated %d-way: %s", want, last)
+}
+
+func (tc *testCluster) metaVoters() int {
+	for _, s := range tc.nodes {
+		if s == nil {
+			continue
+		}
+		if r := s.metaLeader(); r != nil {
+			n := 0
+			for _, rd := range r.Desc().GetReplicas() {
+				if rd.GetType() == tidekvpb.ReplicaType_VOTER {
+					n++
+				}
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+func TestClusterReplicatesAndServes(t *testing.T) {
+	tc := startCluster(t, 3)
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := 0; i < 50; i++ {
+		if err := c.Put(ctx, []byte(fmt.Sprintf("k%03d", i)), []byte(fmt.Sprintf("v%d", i))); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	v, err := c.Get(ctx, []byte("k007"))
+	if err != nil || string(v) != "v7" {
+		t.Fatalf("get k007 = %q, %v", v, err)
+	}
+	if _, err := c.Get(ctx, []byte("missing")); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("get missing: %v", err)
+	}
+	if _, err := c.Split(ctx, []byte("k025")); err != nil {
+		t.Fatalf("split: %v", err)
+	}
+	kvs, err := c.Scan(ctx, []byte("k"), nil, 0)
+	if err != nil || len(kvs) != 50 {
+		t.Fatalf("scan across split: %d keys, %v", len(kvs), err)
+	}
+	for i, kv := range kvs {
+		if string(kv.Key) != fmt.Sprintf("k%03d", i) {
+			t.Fatalf("scan[%d] = %q", i, kv.Key)
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/storage"
+	"github.com/tidekv/tidekv/internal/transport"
+)
+
+// Limits bound what a single request may carry. Requests over a limit fail
+// with InvalidArgument naming the limit, and change nothing.
+type Limits struct {
+	// MaxKeySize is the largest key in bytes (keys must also be non-empty).
+	MaxKeySize int
+	// MaxValueSize is the largest value in bytes.
+	MaxValueSize int
+	// MaxScanLimit is the most keys one Scan may ask for; 0 asks for this many.
+	MaxScanLimit int
+	// MaxScanBytes caps the bytes one Scan response carries; the rest is
+	// returned through resume_key.
+	MaxScanBytes int
+	// MaxBatchKeys caps keys in one BatchGet and ops in one Write.
+	MaxBatchKeys int
+	// MaxWriteBytes caps the total key and value bytes of one Write.
+	MaxWriteBytes int
+}
+
+// DefaultLimits returns the documented limits.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxKeySize:    4 << 10,
+		MaxValueSize:  1 << 20,
+		MaxScanLimit:  10000,
+		MaxScanBytes:  16 << 20,
+		MaxBatchKeys:  1000,
+		MaxWriteBytes: 16 << 20,
+	}
+}
+
+// Config configures a node.
+type Config struct {
+	// DataDir holds the engine and staged snapshots.
+	DataDir string
+	// GRPCAddr is the host:port the gRPC services listen on (also the
+	// address other nodes and clients use).
+	GRPCAddr string
+	// HTTPAddr is the host:port of /health and /metrics ("" disables it).
+	HTTPAddr string
+	// Join lists gRPC addresses of existing nodes; empty with a new data
+	// dir creates a new cluster.
+	Join []string
+	// InMemory uses the in-memory engine instead of Pebble (tests).
+	InMemory bool
+	Pebble   storage.PebbleOptions
+	Raft     raftstore.Config
+	// Transport configures the gRPC Raft transport.
+	Transport transport.Config
+	Limits    Limits
+	// MaxInflightRequests bounds KV requests in progress on this node;
+	// beyond it requests fail at once with "overloaded, retry".
+	MaxInflightRequests int
+	// HeartbeatInterval is how often the node reports to the meta range.
+	HeartbeatInterval time.Duration
+	// LivenessTimeout is how long without a heartbeat before the meta
+	// leaseholder considers a node not live.
+	LivenessTimeout time.Duration
+	// ReportInterval is how often each leaseholder re-reports its ranges'
+	// descriptors to the meta range.
+	ReportInterval time.Duration
+	// ReplicateInterval is how often the meta leaseholder checks for ranges
+	// with fewer voters than the replication factor.
+	ReplicateInterval time.Duration
+	// ReplicaGCInterval is how often the node checks its replicas against
+	// the meta range and removes those no longer members.
+	ReplicaGCInterval time.Duration
+}
+
+// DefaultConfig returns a configuration for a node of a local cluster;
+// callers fill DataDir and addresses.
+func DefaultConfig() Config {
+	return Config{
+		Pebble:              storage.DefaultPebbleOptions(),
+		Raft:                raftstore.DefaultConfig(),
+		Transport:           transport.DefaultConfig(),
+		Limits:              DefaultLimits(),
+		MaxInflightRequests: 4096,
+		HeartbeatInterval:   time.Second,
+		LivenessTimeout:     5 * time.Second,
+		ReportInterval:      3 * time.Second,
+		ReplicateInterval:   time.Second,
+		ReplicaGCInterval:   10 * time.Second,
+	}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("server: data dir is required")
+	}
+	if c.GRPCAddr == "" {
+		return errors.New("server: gRPC listen address is required")
+	}
+	if c.MaxInflightRequests <= 0 {
+		return errors.New("server: MaxInflightRequests must be positive")
+	}
+	l := c.Limits
+	if l.MaxKeySize <= 0 || l.MaxValueSize <= 0 || l.MaxScanLimit <= 0 || l.MaxScanBytes <= 0 || l.MaxBatchKeys <= 0 || l.MaxWriteBytes <= 0 {
+		return errors.New("server: every limit must be positive")
+	}
+	for name, d := range map[string]time.Duration{"HeartbeatInterval": c.HeartbeatInterval, "LivenessTimeout": c.LivenessTimeout,
+		"ReportInterval": c.ReportInterval, "ReplicateInterval": c.ReplicateInterval, "ReplicaGCInterval": c.ReplicaGCInterval} {
+		if d <= 0 {
+			return fmt.Errorf("server: %s must be positive", name)
+		}
+	}
+	if c.LivenessTimeout <= c.HeartbeatInterval {
+		return errors.New("server: LivenessTimeout must exceed HeartbeatInterval")
+	}
+	if err := c.Transport.Validate(); err != nil {
+		return err
+	}
+	return nil
+}

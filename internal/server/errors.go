@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// withDetail builds a status carrying an ErrorDetail clients can act on.
+func withDetail(code codes.Code, msg string, d *tidekvpb.ErrorDetail) error {
+	st := status.New(code, msg)
+	if ds, err := st.WithDetails(d); err == nil {
+		st = ds
+	}
+	return st.Err()
+}
+
+func invalidArg(format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return withDetail(codes.InvalidArgument, msg, &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_INVALID_ARGUMENT})
+}
+
+func overloaded(msg string) error {
+	return withDetail(codes.ResourceExhausted, msg, &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED, RetryAfterMs: 20})
+}
+
+// toStatus maps store errors to typed gRPC statuses.
+func (s *Server) toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+		return err
+	}
+	var nl *raftstore.NotLeaderError
+	var rnf *raftstore.RangeNotFoundError
+	var km *raftstore.KeyMismatchError
+	switch {
+	case errors.As(err, &nl):
+		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_NOT_LEASEHOLDER, LeaderNodeId: nl.LeaderNodeID, Range: nl.Desc}
+		if n, ok := s.dir.get(nl.LeaderNodeID); ok {
+			d.LeaderAddr = n.GetGrpcAddr()
+		}
+		return withDetail(codes.FailedPrecondition, err.Error(), d)
+	case errors.As(err, &rnf):
+		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_NOT_FOUND}
+		return withDetail(codes.FailedPrecondition, err.Error(), d)
+	case errors.As(err, &km):
+		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_KEY_MISMATCH}
+		if r := s.store.LookupKey(km.Key); r != nil {
+			d.Range = r.Desc()
+			d.LeaderNodeId = r.LeaderNodeID()
+			if n, ok := s.dir.get(d.LeaderNodeId); ok {
+				d.LeaderAddr = n.GetGrpcAddr()
+			}
+		}
+		return withDetail(codes.FailedPrecondition, err.Error(), d)
+	case errors.Is(err, raftstore.ErrAmbiguous):
+		return withDetail(codes.Unavailable, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_AMBIGUOUS})
+	case errors.Is(err, raftstore.ErrOverloaded):
+		return overloaded(err.Error())
+	case errors.Is(err, raftstore.ErrInvalidRequest):
+		return invalidArg("%v", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	default:
+		return withDetail(codes.Unavailable, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_UNAVAILABLE})
+	}
+}
+
+// errorKind extracts the ErrorDetail kind of a status error.
+func errorDetail(err error) *tidekvpb.ErrorDetail {
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil
+	}
+	for _, d := range st.Details() {
+		if ed, ok := d.(*tidekvpb.ErrorDetail); ok {
+			return ed
+		}
+	}
+	return nil
+}

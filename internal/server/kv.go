@@ -1,0 +1,238 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// kvService serves the KV API from this node's replicas. A request reaches
+// the node holding the key's lease (clients route there); any other node
+// answers with a typed routing error.
+type kvService struct {
+	tidekvpb.UnimplementedKVServer
+	s *Server
+}
+
+// admit bounds requests in flight: past the bound, fail fast rather than
+// queue without limit.
+func (s *Server) admit() (func(), error) {
+	if !s.ready.Load() {
+		return nil, s.toStatus(raftstore.ErrStopped)
+	}
+	select {
+	case s.inflight <- struct{}{}:
+		s.requests.Add(1)
+		return func() { <-s.inflight }, nil
+	default:
+		s.metrics.rejected.Inc()
+		return nil, overloaded("node overloaded: too many requests in flight, retry")
+	}
+}
+
+func (s *Server) checkKey(k []byte) error {
+	if len(k) == 0 {
+		return invalidArg("empty key")
+	}
+	if len(k) > s.cfg.Limits.MaxKeySize {
+		return invalidArg("key of %d bytes exceeds the maximum key size of %d bytes", len(k), s.cfg.Limits.MaxKeySize)
+	}
+	return nil
+}
+
+func (s *Server) checkValue(v []byte) error {
+	if len(v) > s.cfg.Limits.MaxValueSize {
+		return invalidArg("value of %d bytes exceeds the maximum value size of %d bytes", len(v), s.cfg.Limits.MaxValueSize)
+	}
+	return nil
+}
+
+// replicaFor finds the local replica covering key.
+func (s *Server) replicaFor(key []byte) (*raftstore.Replica, error) {
+	r := s.store.LookupKey(key)
+	if r == nil {
+		return nil, s.toStatus(&raftstore.RangeNotFoundError{Key: key})
+	}
+	return r, nil
+}
+
+// serve runs one KV request: admission, validation, routing, metrics.
+func serve[T any](s *Server, op string, validate func() error, key []byte, fn func(*raftstore.Replica) (T, error)) (T, error) {
+	var zero T
+	start := time.Now()
+	if err := validate(); err != nil {
+		s.metrics.observe(op, start, err)
+		return zero, err
+	}
+	release, err := s.admit()
+	if err != nil {
+		s.metrics.observe(op, start, err)
+		return zero, err
+	}
+	defer release()
+	r, err := s.replicaFor(key)
+	if err != nil {
+		s.metrics.observe(op, start, err)
+		return zero, err
+	}
+	v, err := fn(r)
+	err = s.toStatus(err)
+	s.metrics.observe(op, start, err)
+	return v, err
+}
+
+func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvpb.GetResponse, error) {
+	s := k.s
+	return serve(s, "get", func() error { return s.checkKey(req.GetKey()) }, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
+		v, found, err := r.Get(ctx, req.GetKey())
+		if err != nil {
+			return nil, err
+		}
+		return &tidekvpb.GetResponse{Found: found, Value: v}, nil
+	})
+}
+
+func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvpb.PutResponse, error) {
+	s := k.s
+	validate := func() error {
+		if err := s.checkKey(req.GetKey()); err != nil {
+			return err
+		}
+		return s.checkValue(req.GetValue())
+	}
+	return serve(s, "put", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.PutResponse, error) {
+		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: req.GetKey(), Value: req.GetValue()}})
+		if err != nil {
+			return nil, err
+		}
+		return &tidekvpb.PutResponse{}, nil
+	})
+}
+
+func (k *kvService) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*tidekvpb.DeleteResponse, error) {
+	s := k.s
+	return serve(s, "delete", func() error { return s.checkKey(req.GetKey()) }, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.DeleteResponse, error) {
+		deleted, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_DELETE, Key: req.GetKey()}})
+		if err != nil {
+			return nil, err
+		}
+		return &tidekvpb.DeleteResponse{Deleted: deleted}, nil
+	})
+}
+
+func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.ScanResponse, error) {
+	s := k.s
+	limit := int(req.GetLimit())
+	validate := func() error {
+		if len(req.GetStartKey()) > s.cfg.Limits.MaxKeySize || len(req.GetEndKey()) > s.cfg.Limits.MaxKeySize {
+			return invalidArg("scan bound exceeds the maximum key size of %d bytes", s.cfg.Limits.MaxKeySize)
+		}
+		if len(req.GetEndKey()) > 0 && bytes.Compare(req.GetStartKey(), req.GetEndKey()) >= 0 {
+			return invalidArg("invalid scan range: start %q is not before end %q", req.GetStartKey(), req.GetEndKey())
+		}
+		if limit > s.cfg.Limits.MaxScanLimit {
+			return invalidArg("scan limit %d exceeds the maximum scan limit of %d", limit, s.cfg.Limits.MaxScanLimit)
+		}
+		return nil
+	}
+	if limit == 0 {
+		limit = s.cfg.Limits.MaxScanLimit
+	}
+	return serve(s, "scan", validate, req.GetStartKey(), func(r *raftstore.Replica) (*tidekvpb.ScanResponse, error) {
+		kvs, resume, err := r.Scan(ctx, req.GetStartKey(), req.GetEndKey(), limit, s.cfg.Limits.MaxScanBytes)
+		if err != nil {
+			return nil, err
+		}
+		return &tidekvpb.ScanResponse{Kvs: kvs, ResumeKey: resume}, nil
+	})
+}
+
+func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest) (*tidekvpb.BatchGetResponse, error) {
+	s := k.s
+	ks := req.GetKeys()
+	validate := func() error {
+		if len(ks) == 0 {
+			return invalidArg("batch get needs at least one key")
+		}
+		if len(ks) > s.cfg.Limits.MaxBatchKeys {
+			return invalidArg("batch of %d keys exceeds the maximum batch size of %d", len(ks), s.cfg.Limits.MaxBatchKeys)
+		}
+		for _, key := range ks {
+			if err := s.checkKey(key); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var first []byte
+	if len(ks) > 0 {
+		first = ks[0]
+	}
+	return serve(s, "batch_get", validate, first, func(r *raftstore.Replica) (*tidekvpb.BatchGetResponse, error) {
+		res, err := r.BatchGet(ctx, ks)
+		if err != nil {
+			return nil, err
+		}
+		return &tidekvpb.BatchGetResponse{Results: res}, nil
+	})
+}
+
+func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tidekvpb.WriteResponse, error) {
+	s := k.s
+	ops := req.GetOps()
+	validate := func() error {
+		if len(ops) == 0 {
+			return invalidArg("write needs at least one op")
+		}
+		if len(ops) > s.cfg.Limits.MaxBatchKeys {
+			return invalidArg("write of %d ops exceeds the maximum batch size of %d", len(ops), s.cfg.Limits.MaxBatchKeys)
+		}
+		total := 0
+		for _, op := range ops {
+			if err := s.checkKey(op.GetKey()); err != nil {
+				return err
+			}
+			if err := s.checkValue(op.GetValue()); err != nil {
+				return err
+			}
+			total += len(op.GetKey()) + len(op.GetValue())
+		}
+		if total > s.cfg.Limits.MaxWriteBytes {
+			return invalidArg("write of %d bytes exceeds the maximum write size of %d bytes", total, s.cfg.Limits.MaxWriteBytes)
+		}
+		return nil
+	}
+	var first []byte
+	if len(ops) > 0 {
+		first = ops[0].GetKey()
+	}
+	return serve(s, "write", validate, first, func(r *raftstore.Replica) (*tidekvpb.WriteResponse, error) {
+		d := r.Desc()
+		for _, op := range ops {
+			if !keys.Contains(d.GetStartKey(), d.GetEndKey(), op.GetKey()) {
+				return nil, invalidArg("write spans more than one range: key %q is outside range %d [%q, %q)", op.GetKey(), d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
+			}
+		}
+		if _, err := r.Write(ctx, ops); err != nil {
+			return nil, err
+		}
+		return &tidekvpb.WriteResponse{}, nil
+	})
+}
+
+func (k *kvService) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndSetRequest) (*tidekvpb.CompareAndSetResponse, error) {
+	s := k.s
+	validate := func() error {
+		if err := s.checkKey(req.GetKey()); err != nil {
+			return err
+		}
+		return s.checkValue(req.GetNewValue())
+	}
+	return serve(s, "cas", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.CompareAndSetResponse, error) {
+		return r.CompareAndSet(ctx, req)
+	})
+}

@@ -1,0 +1,364 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// metaState is what the meta leaseholder keeps in memory besides the
+// replicated directory: who leads each range, and when each node last
+// heartbeated with which load. A new leaseholder rebuilds it from reports
+// and heartbeats within a few seconds.
+type metaState struct {
+	mu      sync.Mutex
+	leaders map[uint64]uint64
+	nodes   map[uint64]*nodeLiveness
+	// since is when this node last became meta leaseholder; decisions that
+	// need liveness wait a grace period after it.
+	since time.Time
+}
+
+type nodeLiveness struct {
+	lastSeen time.Time
+	hb       *tidekvpb.NodeHeartbeatRequest
+}
+
+func newMetaState() *metaState {
+	return &metaState{leaders: map[uint64]uint64{}, nodes: map[uint64]*nodeLiveness{}}
+}
+
+const forwardedKey = "tidekv-forwarded"
+
+func isForwarded(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md.Get(forwardedKey)) > 0
+}
+
+func forwarded(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+}
+
+// metaLeader returns the local meta replica if it holds the lease.
+func (s *Server) metaLeader() *raftstore.Replica {
+	if s.store == nil {
+		return nil
+	}
+	r := s.store.GetReplica(keys.MetaRangeID)
+	if r == nil || !r.IsLeader() {
+		return nil
+	}
+	return r
+}
+
+// callMeta runs an operation on the meta range's leaseholder: locally when
+// this node holds it, otherwise on the node that does, found by following
+// NOT_LEASEHOLDER hints from any node we know.
+func callMeta[T any](ctx context.Context, s *Server, local func(context.Context, *raftstore.Replica) (T, error), remote func(context.Context, tidekvpb.AdminClient) (T, error)) (T, error) {
+	var zero T
+	if r := s.metaLeader(); r != nil {
+		v, err := local(ctx, r)
+		return v, err
+	}
+	if isForwarded(ctx) {
+		// Forwarded here by a node that thought we lead: let it follow the hint.
+		if r := s.store.GetReplica(keys.MetaRangeID); r != nil {
+			return zero, s.toStatus(&raftstore.NotLeaderError{RangeID: keys.MetaRangeID, LeaderNodeID: r.LeaderNodeID()})
+		}
+		return zero, s.toStatus(&raftstore.NotLeaderError{RangeID: keys.MetaRangeID})
+	}
+	var lastErr error = errors.New("meta leaseholder not found")
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		for _, addr := range s.metaCandidates() {
+			if addr == s.Addr() {
+				if r := s.metaLeader(); r != nil {
+					return local(ctx, r)
+				}
+				continue
+			}
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			v, err := remote(forwarded(actx), tidekvpb.NewAdminClient(s.conn(addr)))
+			cancel()
+			if err == nil {
+				s.metaLeaderAddr.Store(&addr)
+				return v, nil
+			}
+			lastErr = err
+			if d := errorDetail(err); d != nil && d.GetKind() == tidekvpb.ErrorKind_NOT_LEASEHOLDER {
+				if d.GetLeaderAddr() != "" {
+					a := d.GetLeaderAddr()
+					s.metaLeaderAddr.Store(&a)
+				}
+				continue
+			}
+			if d := errorDetail(err); d != nil && d.GetKind() != tidekvpb.ErrorKind_UNAVAILABLE {
+				return zero, err // a real answer from the leaseholder
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return zero, fmt.Errorf("meta range: %w (last error: %v)", ctx.Err(), lastErr)
+		case <-s.stopper:
+			return zero, raftstore.ErrStopped
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// metaCandidates lists addresses to try for the meta leaseholder, most
+// likely first.
+func (s *Server) metaCandidates() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(a string) {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	if p := s.metaLeaderAddr.Load(); p != nil {
+		add(*p)
+	}
+	if r := s.store.GetReplica(keys.MetaRangeID); r != nil {
+		if a, ok := s.dir.addr(r.LeaderNodeID()); ok {
+			add(a)
+		}
+		for _, rd := range r.Desc().GetReplicas() {
+			if a, ok := s.dir.addr(rd.GetNodeId()); ok {
+				add(a)
+			}
+		}
+	}
+	for _, n := range s.dir.list() {
+		add(n.GetGrpcAddr())
+	}
+	for _, a := range s.cfg.Join {
+		add(a)
+	}
+	return out
+}
+
+// callRangeLeader runs an admin operation on a range's leaseholder, locally
+// or by forwarding, following hints.
+func callRangeLeader[T any](ctx context.Context, s *Server, rangeID uint64, local func(context.Context, *raftstore.Replica) (T, error), remote func(context.Context, tidekvpb.AdminClient) (T, error)) (T, error) {
+	var zero T
+	var lastErr error = fmt.Errorf("leaseholder of range %d not found", rangeID)
+	backoff := 20 * time.Millisecond
+	tried := map[string]int{}
+	for {
+		if r := s.store.GetReplica(rangeID); r != nil && r.IsLeader() {
+			v, err := local(ctx, r)
+			var nl *raftstore.NotLeaderError
+			if !errors.As(err, &nl) {
+				return v, err
+			}
+			lastErr = err
+		} else if isForwarded(ctx) {
+			if r != nil {
+				return zero, s.toStatus(&raftstore.NotLeaderError{RangeID: rangeID, LeaderNodeID: r.LeaderNodeID(), Desc: r.Desc()})
+			}
+			return zero, s.toStatus(&raftstore.RangeNotFoundError{RangeID: rangeID})
+		} else {
+			for _, addr := range s.rangeCandidates(ctx, rangeID) {
+				if addr == s.Addr() || tried[addr] > 3 {
+					continue
+				}
+				tried[addr]++
+				actx, cancel := context.WithTimeout(ctx, 70*time.Second)
+				v, err := remote(forwarded(actx), tidekvpb.NewAdminClient(s.conn(addr)))
+				cancel()
+				if err == nil {
+					return v, nil
+				}
+				lastErr = err
+				d := errorDetail(err)
+				if d == nil || (d.GetKind() != tidekvpb.ErrorKind_NOT_LEASEHOLDER && d.GetKind() != tidekvpb.ErrorKind_RANGE_NOT_FOUND && d.GetKind() != tidekvpb.ErrorKind_UNAVAILABLE) {
+					return zero, err
+				}
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return zero, fmt.Errorf("range %d: %w (last error: %v)", rangeID, ctx.Err(), lastErr)
+		case <-s.stopper:
+			return zero, raftstore.ErrStopped
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// rangeCandidates lists addresses likely to hold a range's lease.
+func (s *Server) rangeCandidates(ctx context.Context, rangeID uint64) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(node uint64) {
+		if a, ok := s.dir.addr(node); ok && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	if r := s.store.GetReplica(rangeID); r != nil {
+		add(r.LeaderNodeID())
+	}
+	if resp, err := s.ranges(ctx); err == nil {
+		for _, ri := range resp.GetRanges() {
+			if ri.GetDesc().GetRangeId() == rangeID {
+				add(ri.GetLeaderNodeId())
+				for _, rd := range ri.GetDesc().GetReplicas() {
+					add(rd.GetNodeId())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ranges returns the range directory from the meta leaseholder.
+func (s *Server) ranges(ctx context.Context) (*tidekvpb.RangesResponse, error) {
+	return callMeta(ctx, s, s.rangesLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.RangesResponse, error) {
+		return c.Ranges(ctx, &tidekvpb.RangesRequest{})
+	})
+}
+
+func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.RangesResponse, error) {
+	if err := meta.LeaseRead(ctx); err != nil {
+		return nil, err
+	}
+	descs, err := raftstore.ReadMetaRanges(s.eng)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := raftstore.ReadMetaNodes(s.eng)
+	if err != nil {
+		return nil, err
+	}
+	resp := &tidekvpb.RangesResponse{Nodes: nodes}
+	s.meta.mu.Lock()
+	for _, d := range descs {
+		if d.GetRangeId() == keys.MetaRangeID {
+			continue
+		}
+		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()]})
+	}
+	s.meta.mu.Unlock()
+	sortRanges(resp.Ranges)
+	return resp, nil
+}
+
+func (s *Server) joinLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.JoinRequest) (*tidekvpb.JoinResponse, error) {
+	if req.GetGrpcAddr() == "" {
+		return nil, invalidArg("join: grpc_addr is required")
+	}
+	id, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{AddNode: &tidekvpb.NodeDescriptor{GrpcAddr: req.GetGrpcAddr(), HttpAddr: req.GetHttpAddr()}})
+	if err != nil {
+		return nil, err
+	}
+	if err := meta.LeaseRead(ctx); err != nil {
+		return nil, err
+	}
+	nodes, err := raftstore.ReadMetaNodes(s.eng)
+	if err != nil {
+		return nil, err
+	}
+	return &tidekvpb.JoinResponse{ClusterId: s.clusterID, NodeId: id, Nodes: nodes}, nil
+}
+
+func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error) {
+	if err := meta.LeaseRead(ctx); err != nil {
+		return nil, err
+	}
+	nodes, err := raftstore.ReadMetaNodes(s.eng)
+	if err != nil {
+		return nil, err
+	}
+	n := req.GetNode()
+	for _, o := range nodes {
+		if o.GetNodeId() == n.GetNodeId() && !proto.Equal(o, n) {
+			// The node moved to new addresses (restarted elsewhere).
+			if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{UpdateNode: n}); err != nil {
+				return nil, err
+			}
+			o.GrpcAddr, o.HttpAddr = n.GetGrpcAddr(), n.GetHttpAddr()
+		}
+	}
+	s.meta.mu.Lock()
+	s.meta.nodes[n.GetNodeId()] = &nodeLiveness{lastSeen: time.Now(), hb: req}
+	s.meta.mu.Unlock()
+	return &tidekvpb.NodeHeartbeatResponse{Nodes: nodes}, nil
+}
+
+func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
+	d := req.GetDesc()
+	s.meta.mu.Lock()
+	s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
+	s.meta.mu.Unlock()
+	if err := meta.LeaseRead(ctx); err != nil {
+		return nil, err
+	}
+	v, ok, err := s.eng.Get(keys.DataKey(keys.MetaRangeID, keys.MetaRangeKey(d.GetRangeId())))
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		stored := &tidekvpb.RangeDescriptor{}
+		if err := proto.Unmarshal(v, stored); err == nil && stored.GetGeneration() >= d.GetGeneration() {
+			return &tidekvpb.ReportRangeResponse{}, nil
+		}
+	}
+	if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{UpdateRange: d}); err != nil {
+		return nil, err
+	}
+	return &tidekvpb.ReportRangeResponse{}, nil
+}
+
+func (s *Server) statusLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.StatusResponse, error) {
+	rs, err := s.rangesLocal(ctx, meta)
+	if err != nil {
+		return nil, err
+	}
+	resp := &tidekvpb.StatusResponse{ClusterId: s.clusterID, NodeId: s.nodeID, RangeCount: uint32(len(rs.GetRanges()))}
+	now := time.Now()
+	s.meta.mu.Lock()
+	defer s.meta.mu.Unlock()
+	for _, n := range rs.GetNodes() {
+		ns := &tidekvpb.NodeStatus{Node: n, LastSeenSeconds: -1}
+		if l := s.meta.nodes[n.GetNodeId()]; l != nil {
+			age := now.Sub(l.lastSeen)
+			ns.Live = age < s.cfg.LivenessTimeout
+			ns.LastSeenSeconds = age.Seconds()
+			ns.Replicas, ns.Leases, ns.Bytes, ns.Qps = l.hb.GetReplicas(), l.hb.GetLeases(), l.hb.GetBytes(), l.hb.GetQps()
+		}
+		resp.Nodes = append(resp.Nodes, ns)
+	}
+	return resp, nil
+}
+
+// liveNodes returns the nodes that heartbeated recently, or nil during the
+// grace period after this node became meta leaseholder (liveness unknown).
+func (s *Server) liveNodes() map[uint64]bool {
+	s.meta.mu.Lock()
+	defer s.meta.mu.Unlock()
+	if time.Since(s.meta.since) < 3*s.cfg.HeartbeatInterval {
+		return nil
+	}
+	live := map[uint64]bool{}
+	for id, l := range s.meta.nodes {
+		if time.Since(l.lastSeen) < s.cfg.LivenessTimeout {
+			live[id] = true
+		}
+	}
+	return live
+}

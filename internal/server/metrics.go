@@ -1,0 +1,86 @@
+package server
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/status"
+)
+
+// metrics are the node's Prometheus series, on its own registry so several
+// in-process nodes (tests) never collide.
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	rejected prometheus.Counter
+
+	rate struct {
+		sync.Mutex
+		last  time.Time
+		count float64
+		qps   float64
+	}
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidekv_requests_total", Help: "KV requests by operation and gRPC status code.",
+	}, []string{"op", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tidekv_request_duration_seconds", Help: "KV request latency on the serving node.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	}, []string{"op"})
+	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tidekv_requests_rejected_total", Help: "Requests refused because the node was overloaded.",
+	})
+	m.reg.MustRegister(m.requests, m.latency, m.rejected, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(op string, start time.Time, err error) {
+	m.requests.WithLabelValues(op, status.Code(err).String()).Inc()
+	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// qps returns the request rate since the previous call.
+func (m *metrics) qps() float64 {
+	m.rate.Lock()
+	defer m.rate.Unlock()
+	var total float64
+	mfs, _ := m.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "tidekv_requests_total" {
+			for _, mm := range mf.GetMetric() {
+				total += mm.GetCounter().GetValue()
+			}
+		}
+	}
+	now := time.Now()
+	if !m.rate.last.IsZero() {
+		if dt := now.Sub(m.rate.last).Seconds(); dt > 0.2 {
+			m.rate.qps = (total - m.rate.count) / dt
+			m.rate.last, m.rate.count = now, total
+		}
+	} else {
+		m.rate.last, m.rate.count = now, total
+	}
+	return m.rate.qps
+}
+
+func (s *Server) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}

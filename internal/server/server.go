@@ -1,0 +1,336 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/storage"
+	"github.com/tidekv/tidekv/internal/transport"
+)
+
+// RaftTransport is what the server needs from a Raft transport: the store's
+// sending side plus a way to deliver incoming traffic to the store.
+type RaftTransport interface {
+	raftstore.Transport
+}
+
+// Server is one running TideKV node.
+type Server struct {
+	cfg       Config
+	eng       storage.Engine
+	store     *raftstore.Store
+	dir       *directory
+	clusterID uint64
+	nodeID    uint64
+
+	grpcSrv  *grpc.Server
+	lis      net.Listener
+	httpSrv  *http.Server
+	httpLis  net.Listener
+	grpcT    *transport.GRPC
+	metrics  *metrics
+	inflight chan struct{}
+
+	connMu sync.Mutex
+	conns  map[string]*grpc.ClientConn
+
+	meta *metaState
+
+	metaLeaderAddr atomic.Pointer[string]
+	reports        chan *tidekvpb.RangeDescriptor
+	requests       atomic.Uint64
+	ready          atomic.Bool
+	stopper        chan struct{}
+	wg             sync.WaitGroup
+	stopOnce       sync.Once
+}
+
+// Start opens the node's data, joins or creates the cluster, and serves.
+// It returns once the node serves requests.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Raft.SnapshotDir == "" {
+		cfg.Raft.SnapshotDir = filepath.Join(cfg.DataDir, "snapshots")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	var eng storage.Engine
+	var err error
+	if cfg.InMemory {
+		eng = storage.NewMem()
+	} else if eng, err = storage.OpenPebble(filepath.Join(cfg.DataDir, "engine"), cfg.Pebble); err != nil {
+		return nil, fmt.Errorf("open engine: %w", err)
+	}
+	s := &Server{
+		cfg: cfg, eng: eng, dir: newDirectory(eng),
+		conns:    map[string]*grpc.ClientConn{},
+		inflight: make(chan struct{}, cfg.MaxInflightRequests),
+		reports:  make(chan *tidekvpb.RangeDescriptor, 1024),
+		stopper:  make(chan struct{}),
+		meta:     newMetaState(),
+		metrics:  newMetrics(),
+	}
+	if err := s.serve(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) serve(ctx context.Context) error {
+	lis, err := net.Listen("tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		return err
+	}
+	s.lis = lis
+	s.grpcT, err = transport.NewGRPC(s.cfg.Transport, s.dir.addr, nil)
+	if err != nil {
+		return err
+	}
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
+	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
+	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
+	s.grpcT.Register(s.grpcSrv)
+	go s.grpcSrv.Serve(lis)
+	if s.cfg.HTTPAddr != "" {
+		if s.httpLis, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
+			return err
+		}
+		s.httpSrv = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go s.httpSrv.Serve(s.httpLis)
+	}
+
+	ident, err := s.loadIdent()
+	if err != nil {
+		return err
+	}
+	if ident == nil {
+		if len(s.cfg.Join) == 0 {
+			ident, err = s.bootstrap()
+		} else {
+			ident, err = s.join(ctx)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	s.clusterID, s.nodeID = ident.GetClusterId(), ident.GetNodeId()
+	s.dir.update([]*tidekvpb.NodeDescriptor{s.self()})
+	s.store, err = raftstore.NewStore(s.cfg.Raft, s.nodeID, s.eng, s.grpcT, s)
+	if err != nil {
+		return err
+	}
+	if len(s.cfg.Join) == 0 && !s.bootstrapped() {
+		if err := s.bootstrapRanges(); err != nil {
+			return err
+		}
+	}
+	s.grpcT.SetHandler(s.store)
+	s.store.Start()
+	s.startLoops()
+	s.ready.Store(true)
+	log.Printf("node %d serving: grpc=%s http=%s cluster=%x", s.nodeID, s.Addr(), s.HTTPAddr(), s.clusterID)
+	return nil
+}
+
+func (s *Server) self() *tidekvpb.NodeDescriptor {
+	return &tidekvpb.NodeDescriptor{NodeId: s.nodeID, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr()}
+}
+
+// Addr is the node's gRPC address.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// HTTPAddr is the node's HTTP address ("" if disabled).
+func (s *Server) HTTPAddr() string {
+	if s.httpLis == nil {
+		return ""
+	}
+	return s.httpLis.Addr().String()
+}
+
+// NodeID is the cluster-assigned ID of this node.
+func (s *Server) NodeID() uint64 { return s.nodeID }
+
+// Store exposes the replica store (tests and status).
+func (s *Server) Store() *raftstore.Store { return s.store }
+
+func (s *Server) loadIdent() (*tidekvpb.NodeIdent, error) {
+	v, ok, err := s.eng.Get(keys.NodeIdentKey)
+	if err != nil || !ok {
+		return nil, err
+	}
+	id := &tidekvpb.NodeIdent{}
+	return id, proto.Unmarshal(v, id)
+}
+
+func (s *Server) writeIdent(id *tidekvpb.NodeIdent) error {
+	b := s.eng.NewBatch()
+	defer b.Close()
+	v, _ := proto.Marshal(id)
+	if err := b.Set(keys.NodeIdentKey, v); err != nil {
+		return err
+	}
+	return b.Commit(true)
+}
+
+// bootstrap creates a new cluster whose first node is this one.
+func (s *Server) bootstrap() (*tidekvpb.NodeIdent, error) {
+	id := &tidekvpb.NodeIdent{ClusterId: rand.Uint64(), NodeId: 1}
+	log.Printf("creating a new cluster %x as node 1", id.GetClusterId())
+	return id, nil
+}
+
+func (s *Server) bootstrapped() bool {
+	v, ok, _ := s.eng.Get(keys.ReplicaStateKey(keys.MetaRangeID))
+	return ok && len(v) > 0
+}
+
+// bootstrapRanges writes the meta range and the first user range, each
+// with one replica on this node, then marks the node as part of the cluster.
+func (s *Server) bootstrapRanges() error {
+	one := []*tidekvpb.ReplicaDescriptor{{NodeId: s.nodeID, ReplicaId: 1, Type: tidekvpb.ReplicaType_VOTER}}
+	descs := []*tidekvpb.RangeDescriptor{
+		{RangeId: keys.MetaRangeID, Replicas: one, Generation: 1, NextReplicaId: 2},
+		{RangeId: keys.FirstUserRangeID, Replicas: one, Generation: 1, NextReplicaId: 2},
+	}
+	b := s.eng.NewBatch()
+	if err := raftstore.BootstrapMeta(b, s.self(), descs, keys.FirstUserRangeID+1); err != nil {
+		b.Close()
+		return err
+	}
+	if err := b.Commit(true); err != nil {
+		b.Close()
+		return err
+	}
+	b.Close()
+	if err := s.store.Bootstrap(descs); err != nil {
+		return err
+	}
+	return s.writeIdent(&tidekvpb.NodeIdent{ClusterId: s.clusterID, NodeId: s.nodeID})
+}
+
+// join asks an existing node for a node ID, retrying until one answers.
+func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
+	req := &tidekvpb.JoinRequest{GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr()}
+	backoff := 100 * time.Millisecond
+	for {
+		for _, addr := range s.cfg.Join {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			resp, err := tidekvpb.NewAdminClient(s.conn(addr)).Join(cctx, req)
+			cancel()
+			if err == nil {
+				id := &tidekvpb.NodeIdent{ClusterId: resp.GetClusterId(), NodeId: resp.GetNodeId()}
+				s.dir.update(resp.GetNodes())
+				if err := s.writeIdent(id); err != nil {
+					return nil, err
+				}
+				log.Printf("joined cluster %x as node %d via %s", id.GetClusterId(), id.GetNodeId(), addr)
+				return id, nil
+			}
+			log.Printf("join via %s: %v", addr, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("join: %w", ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (s *Server) conn(addr string) *grpc.ClientConn {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if c := s.conns[addr]; c != nil {
+		return c
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		// NewClient only fails on malformed targets; callers see the error
+		// on their first RPC through a closed placeholder.
+		log.Printf("dial %s: %v", addr, err)
+		c, _ = grpc.NewClient("passthrough:///invalid", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	s.conns[addr] = c
+	return c
+}
+
+// Stop shuts the node down: stop accepting requests, stop replicas, close
+// the engine.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		close(s.stopper)
+		s.ready.Store(false)
+		if s.httpSrv != nil {
+			s.httpSrv.Close()
+		}
+		if s.grpcSrv != nil {
+			stopped := make(chan struct{})
+			go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(2 * time.Second):
+				s.grpcSrv.Stop()
+			}
+		}
+		s.wg.Wait()
+		if s.store != nil {
+			s.store.Stop()
+		}
+		if s.grpcT != nil {
+			s.grpcT.Stop()
+		}
+		s.connMu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.connMu.Unlock()
+		if err := s.eng.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
+			log.Printf("closing engine: %v", err)
+		}
+	})
+}
+
+// LeaderAcquired implements raftstore.Listener.
+func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
+	if d.GetRangeId() == keys.MetaRangeID {
+		// Liveness and leaders are rebuilt from scratch by this leaseholder.
+		s.meta.mu.Lock()
+		s.meta.since = time.Now()
+		s.meta.leaders = map[uint64]uint64{}
+		s.meta.nodes = map[uint64]*nodeLiveness{}
+		s.meta.mu.Unlock()
+	}
+	s.queueReport(d)
+}
+
+// DescriptorChanged implements raftstore.Listener.
+func (s *Server) DescriptorChanged(d *tidekvpb.RangeDescriptor) { s.queueReport(d) }
+
+func (s *Server) queueReport(d *tidekvpb.RangeDescriptor) {
+	select {
+	case s.reports <- d:
+	default: // the periodic report catches up
+	}
+}

@@ -1,0 +1,314 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// Handler receives traffic addressed to this node.
+type Handler interface {
+	HandleRaftMessage(m *tidekvpb.RaftMessage)
+	HandleSnapshot(header *tidekvpb.RaftMessage, sst io.Reader) error
+}
+
+// Resolver maps a node ID to its gRPC address.
+type Resolver func(nodeID uint64) (string, bool)
+
+// Config tunes the gRPC transport.
+type Config struct {
+	// QueueSize bounds messages queued per destination node; beyond it
+	// messages are dropped (Raft retransmits).
+	QueueSize int
+	// MaxBatch caps messages sent in one batch.
+	MaxBatch int
+	// ReconnectBackoff is the wait after a failed connection attempt.
+	ReconnectBackoff time.Duration
+	// SnapshotChunkSize is the bytes per snapshot chunk.
+	SnapshotChunkSize int
+}
+
+// DefaultConfig returns settings for a local cluster.
+func DefaultConfig() Config {
+	return Config{QueueSize: 8192, MaxBatch: 512, ReconnectBackoff: 200 * time.Millisecond, SnapshotChunkSize: 1 << 20}
+}
+
+// Validate rejects unusable settings.
+func (c Config) Validate() error {
+	if c.QueueSize <= 0 || c.MaxBatch <= 0 || c.ReconnectBackoff <= 0 || c.SnapshotChunkSize <= 0 {
+		return errors.New("transport: all settings must be positive")
+	}
+	return nil
+}
+
+// GRPC sends Raft traffic over gRPC streams and serves the Raft service.
+type GRPC struct {
+	tidekvpb.UnimplementedRaftServer
+	cfg      Config
+	resolve  Resolver
+	handler  Handler
+	mu       sync.Mutex
+	queues   map[uint64]*sendQueue
+	conns    map[string]*grpc.ClientConn
+	stopper  chan struct{}
+	stopOnce sync.Once
+}
+
+type sendQueue struct {
+	ch chan *tidekvpb.RaftMessage
+}
+
+// NewGRPC creates the transport; handler receives incoming traffic.
+func NewGRPC(cfg Config, resolve Resolver, handler Handler) (*GRPC, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &GRPC{cfg: cfg, resolve: resolve, handler: handler, queues: map[uint64]*sendQueue{}, conns: map[string]*grpc.ClientConn{}, stopper: make(chan struct{})}, nil
+}
+
+// SetHandler sets the receiver of incoming traffic (the store is created
+// after the transport).
+func (t *GRPC) SetHandler(h Handler) {
+	t.mu.Lock()
+	t.handler = h
+	t.mu.Unlock()
+}
+
+func (t *GRPC) getHandler() Handler {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handler
+}
+
+// Register adds the Raft service to a gRPC server.
+func (t *GRPC) Register(s *grpc.Server) { tidekvpb.RegisterRaftServer(s, t) }
+
+// Stop closes connections and stops senders.
+func (t *GRPC) Stop() {
+	t.stopOnce.Do(func() {
+		close(t.stopper)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		for _, c := range t.conns {
+			c.Close()
+		}
+	})
+}
+
+// Send queues m for its destination without blocking.
+func (t *GRPC) Send(m *tidekvpb.RaftMessage) bool {
+	q := t.queue(m.GetToNodeId())
+	select {
+	case q.ch <- m:
+		return true
+	default:
+		return false
+	}
+}
+
+func (t *GRPC) queue(node uint64) *sendQueue {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.queues[node]
+	if q == nil {
+		q = &sendQueue{ch: make(chan *tidekvpb.RaftMessage, t.cfg.QueueSize)}
+		t.queues[node] = q
+		go t.sendLoop(node, q)
+	}
+	return q
+}
+
+func (t *GRPC) conn(node uint64) (*grpc.ClientConn, error) {
+	addr, ok := t.resolve(node)
+	if !ok {
+		return nil, fmt.Errorf("no address for node %d", node)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.conns[addr]; c != nil {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		return nil, err
+	}
+	t.conns[addr] = c
+	return c, nil
+}
+
+// sendLoop keeps one stream open to a node and sends whatever is queued in
+// batches: everything that accumulated while the previous batch was in
+// flight goes out together.
+func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
+	var stream tidekvpb.Raft_RaftStreamClient
+	var cancel context.CancelFunc = func() {}
+	defer func() { cancel() }()
+	batch := &tidekvpb.RaftMessageBatch{}
+	for {
+		var first *tidekvpb.RaftMessage
+		select {
+		case <-t.stopper:
+			return
+		case first = <-q.ch:
+		}
+		batch.Messages = append(batch.Messages[:0], first)
+	fill:
+		for len(batch.Messages) < t.cfg.MaxBatch {
+			select {
+			case m := <-q.ch:
+				batch.Messages = append(batch.Messages, m)
+			default:
+				break fill
+			}
+		}
+		if stream == nil {
+			c, err := t.conn(node)
+			if err == nil {
+				var ctx context.Context
+				ctx, cancel = context.WithCancel(context.Background())
+				stream, err = tidekvpb.NewRaftClient(c).RaftStream(ctx)
+				if err != nil {
+					cancel()
+				}
+			}
+			if err != nil {
+				stream = nil
+				t.dropBatch(batch)
+				select {
+				case <-t.stopper:
+					return
+				case <-time.After(t.cfg.ReconnectBackoff):
+				}
+				continue
+			}
+		}
+		if err := stream.Send(batch); err != nil {
+			cancel()
+			stream = nil
+			t.dropBatch(batch)
+		}
+	}
+}
+
+// dropBatch tells Raft which followers missed their appends so it probes
+// them again instead of waiting.
+func (t *GRPC) dropBatch(b *tidekvpb.RaftMessageBatch) {
+	h := t.getHandler()
+	if un, ok := h.(interface{ ReportUnreachable(rangeID, toReplica uint64) }); ok {
+		for _, m := range b.Messages {
+			un.ReportUnreachable(m.GetRangeId(), m.GetMessage().GetTo())
+		}
+	}
+}
+
+// RaftStream receives batches from one peer.
+func (t *GRPC) RaftStream(stream tidekvpb.Raft_RaftStreamServer) error {
+	for {
+		b, err := stream.Recv()
+		if err != nil {
+			if err == io.EOF {
+				return stream.SendAndClose(&tidekvpb.RaftBatchAck{})
+			}
+			return err
+		}
+		h := t.getHandler()
+		if h == nil {
+			continue
+		}
+		for _, m := range b.GetMessages() {
+			h.HandleRaftMessage(m)
+		}
+	}
+}
+
+// SendSnapshot streams header then the SST bytes.
+func (t *GRPC) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, sst io.Reader) error {
+	c, err := t.conn(header.GetToNodeId())
+	if err != nil {
+		return err
+	}
+	stream, err := tidekvpb.NewRaftClient(c).Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&tidekvpb.SnapshotChunk{Header: header}); err != nil {
+		return err
+	}
+	buf := make([]byte, t.cfg.SnapshotChunkSize)
+	for {
+		n, rerr := sst.Read(buf)
+		if n > 0 {
+			if err := stream.Send(&tidekvpb.SnapshotChunk{Data: buf[:n]}); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	if err := stream.Send(&tidekvpb.SnapshotChunk{Final: true}); err != nil {
+		return err
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return err
+	}
+	if !resp.GetAccepted() {
+		return fmt.Errorf("snapshot refused: %s", resp.GetError())
+	}
+	return nil
+}
+
+// Snapshot receives a snapshot stream and hands it to the handler as a reader.
+func (t *GRPC) Snapshot(stream tidekvpb.Raft_SnapshotServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if first.GetHeader() == nil {
+		return stream.SendAndClose(&tidekvpb.SnapshotResponse{Error: "first chunk carries no header"})
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		for {
+			c, err := stream.Recv()
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+			if len(c.GetData()) > 0 {
+				if _, err := pw.Write(c.GetData()); err != nil {
+					return
+				}
+			}
+			if c.GetFinal() {
+				pw.Close()
+				return
+			}
+		}
+	}()
+	h := t.getHandler()
+	if h == nil {
+		pr.CloseWithError(errors.New("node not ready"))
+		return stream.SendAndClose(&tidekvpb.SnapshotResponse{Error: "node not ready"})
+	}
+	if err := h.HandleSnapshot(first.GetHeader(), pr); err != nil {
+		pr.CloseWithError(err)
+		log.Printf("refused snapshot for range %d: %v", first.GetHeader().GetRangeId(), err)
+		return stream.SendAndClose(&tidekvpb.SnapshotResponse{Error: err.Error()})
+	}
+	return stream.SendAndClose(&tidekvpb.SnapshotResponse{Accepted: true})
+}
