@@ -62,6 +62,7 @@ type Store struct {
 	proposalSeq atomic.Uint64
 	snapSem     chan struct{}
 	stopOnce    sync.Once
+	started     atomic.Bool
 }
 
 // NewStore opens the replicas persisted in eng. Call Start to run them.
@@ -194,6 +195,7 @@ func (s *Store) Bootstrap(descs []*tidekvpb.RangeDescriptor) error {
 
 // Start runs the scheduler.
 func (s *Store) Start() {
+	s.started.Store(true)
 	go s.run()
 	s.mu.RLock()
 	for id := range s.mu.replicas {
@@ -206,7 +208,9 @@ func (s *Store) Start() {
 func (s *Store) Stop() {
 	s.stopOnce.Do(func() {
 		close(s.stopper)
-		<-s.done
+		if s.started.Load() {
+			<-s.done
+		}
 	})
 }
 
@@ -352,7 +356,9 @@ func (s *Store) createUninitialized(rangeID, replicaID uint64) (*Replica, error)
 	if hs, err := loadHardState(s.eng, rangeID); err != nil {
 		return nil, err
 	} else if hs != nil {
-		_ = ms.SetHardState(hs)
+		// Keep the term and vote (never vote twice in a term) but not the
+		// commit index: an uninitialized replica has no log to commit.
+		_ = ms.SetHardState(&raftpb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote())})
 	}
 	r.mu.Lock()
 	err = r.initRaftLocked(replicaID, ms, &tidekvpb.ReplicaState{})

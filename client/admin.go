@@ -1,0 +1,133 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// Ranges returns every range descriptor with its last reported leaseholder,
+// and the cluster's nodes. The answer also refreshes the routing cache.
+func (c *Client) Ranges(ctx context.Context) (*tidekvpb.RangesResponse, error) {
+	var resp *tidekvpb.RangesResponse
+	err := c.invoke(ctx, &rpc{op: "ranges", anyNode: true, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.Ranges(ctx, &tidekvpb.RangesRequest{})
+			return err
+		}})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetRanges()) > 0 {
+		c.cache.install(resp)
+	}
+	return resp, nil
+}
+
+// Status returns the cluster-wide node status.
+func (c *Client) Status(ctx context.Context) (*tidekvpb.StatusResponse, error) {
+	var resp *tidekvpb.StatusResponse
+	err := c.invoke(ctx, &rpc{op: "status", anyNode: true, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.Status(ctx, &tidekvpb.StatusRequest{})
+			return err
+		}})
+	return resp, err
+}
+
+// LocalStatus returns the status of the node at addr itself (its replicas,
+// their Raft state). It goes to that node only and is not retried elsewhere.
+func (c *Client) LocalStatus(ctx context.Context, addr string) (*tidekvpb.LocalStatusResponse, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	nc, err := c.conns.get(addr)
+	if err != nil {
+		return nil, fmt.Errorf("tidekv: local status: %w", err)
+	}
+	actx, cancel := c.attemptCtx(ctx)
+	defer cancel()
+	resp, err := nc.admin.LocalStatus(actx, &tidekvpb.LocalStatusRequest{})
+	if err != nil {
+		if cerr := ctxErr(ctx); cerr != nil {
+			return nil, ctxError("local status", cerr, err)
+		}
+		st := status.Convert(err)
+		switch classify(st, errorDetail(st)) {
+		case classInvalid:
+			return nil, fmt.Errorf("%w: local status of %s: %s", ErrInvalidArgument, addr, st.Message())
+		case classTransport, classUnavailable:
+			return nil, fmt.Errorf("%w: local status of %s: %v", ErrUnavailable, addr, err)
+		case classOverloaded:
+			return nil, fmt.Errorf("%w: local status of %s: %v", ErrOverloaded, addr, err)
+		}
+		return nil, fmt.Errorf("tidekv: local status of %s: %w", addr, err)
+	}
+	return resp, nil
+}
+
+// Split splits the range containing key at key. Any node accepts it and
+// forwards it to the range's leaseholder. An unknown outcome is reported as
+// ErrAmbiguous rather than retried: check Ranges.
+func (c *Client) Split(ctx context.Context, key []byte) (*tidekvpb.SplitResponse, error) {
+	var resp *tidekvpb.SplitResponse
+	err := c.invoke(ctx, &rpc{op: "split", anyNode: true, noAttemptTimeout: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.Split(ctx, &tidekvpb.SplitRequest{SplitKey: key})
+			return err
+		}})
+	if err != nil {
+		return nil, err
+	}
+	// Learn the new boundaries now instead of from the next KEY_MISMATCH.
+	for _, d := range []*tidekvpb.RangeDescriptor{resp.GetLeft(), resp.GetRight()} {
+		if d != nil {
+			c.cache.update(d, 0, "")
+		}
+	}
+	return resp, nil
+}
+
+// ChangeReplicas adds a voter on addNodeID and/or removes the replica on
+// removeNodeID (0 for none) and returns the new descriptor. Like Split, an
+// unknown outcome is reported as ErrAmbiguous rather than retried.
+func (c *Client) ChangeReplicas(ctx context.Context, rangeID, addNodeID, removeNodeID uint64) (*tidekvpb.RangeDescriptor, error) {
+	req := &tidekvpb.ChangeReplicasRequest{RangeId: rangeID, AddNodeId: addNodeID, RemoveNodeId: removeNodeID}
+	var resp *tidekvpb.ChangeReplicasResponse
+	err := c.invoke(ctx, &rpc{op: "change replicas", anyNode: true, noAttemptTimeout: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.ChangeReplicas(ctx, req)
+			return err
+		}})
+	if err != nil {
+		return nil, err
+	}
+	if d := resp.GetDesc(); d != nil {
+		c.cache.update(d, 0, "")
+	}
+	return resp.GetDesc(), nil
+}
+
+// TransferLease moves the lease of rangeID to targetNodeID. Repeating a
+// transfer is harmless, so it is retried like reads.
+func (c *Client) TransferLease(ctx context.Context, rangeID, targetNodeID uint64) error {
+	req := &tidekvpb.TransferLeaseRequest{RangeId: rangeID, TargetNodeId: targetNodeID}
+	err := c.invoke(ctx, &rpc{op: "transfer lease", anyNode: true, idempotent: true, noAttemptTimeout: true,
+		call: func(ctx context.Context, nc *nodeConn) error {
+			_, err := nc.admin.TransferLease(ctx, req)
+			return err
+		}})
+	if err != nil {
+		return err
+	}
+	// Point requests at the new leaseholder right away.
+	for _, e := range c.cache.load().ranges {
+		if e.desc.GetRangeId() == rangeID {
+			e.leader.Store(targetNodeID)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,514 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// Client is a routing TideKV client. It is safe for concurrent use; share one
+// per process.
+type Client struct {
+	cfg    Config
+	cache  *rangeCache
+	conns  *connPool
+	sus    suspects
+	ctx    context.Context // canceled by Close; bounds background refreshes
+	cancel context.CancelFunc
+	closed atomic.Bool
+
+	refreshMu   sync.Mutex
+	refreshing  *flight // the full refresh in progress, if any
+	lastRefresh time.Time
+}
+
+// flight is one full cache refresh that concurrent callers share.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// minRefreshInterval spaces full refreshes so that a burst of stale-cache
+// errors under concurrency costs the cluster one Admin.Ranges call, not one
+// per request.
+const minRefreshInterval = 50 * time.Millisecond
+
+// New returns a client for the cluster at cfg.Addrs. It validates cfg but does
+// not contact the cluster: connections and the range cache are filled in on
+// first use.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Client{
+		cfg:    cfg,
+		cache:  newRangeCache(cfg.Addrs),
+		conns:  newConnPool(cfg.DialTimeout),
+		ctx:    ctx,
+		cancel: cancel,
+	}, nil
+}
+
+// Close releases the client's connections. Requests in flight fail; later
+// requests return ErrClosed.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.cancel()
+	return c.conns.close()
+}
+
+// rpc describes one logical request for invoke.
+type rpc struct {
+	op string // for error messages
+	// key routes the request; span, if set, are all the keys the request
+	// touches, which must lie in the routed range.
+	key  []byte
+	span [][]byte
+	// anyNode requests (admin) may go to any node.
+	anyNode bool
+	// idempotent requests may be retried after an unknown outcome.
+	idempotent bool
+	// noAttemptTimeout: attempts are bounded by ctx alone (admin operations
+	// such as adding a replica can legitimately take long).
+	noAttemptTimeout bool
+	// call performs one attempt.
+	call func(ctx context.Context, nc *nodeConn) error
+}
+
+// errSpanChanged: the keys of a multi-key request no longer lie in one cached
+// range (the range split). The caller regroups or rejects the request.
+var errSpanChanged = errors.New("tidekv: request keys span more than one range")
+
+// invoke runs r with routing, redirects and retries until it succeeds, fails
+// for good, runs out of attempts, or ctx ends.
+func (c *Client) invoke(ctx context.Context, r *rpc) error {
+	var (
+		lastErr      error
+		lastSentinel = ErrUnavailable // what to wrap if attempts run out
+		avoid        []string         // nodes this request should not try again soon
+		redirect     string           // leaseholder address a node pointed us to
+		failures     int              // drives the backoff
+		redirects    int              // consecutive redirects
+		staleErrs    int
+	)
+	for attempt := 0; attempt < c.cfg.MaxAttempts; attempt++ {
+		if c.closed.Load() {
+			return ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return ctxError(r.op, err, lastErr)
+		}
+		if len(avoid) > 8 {
+			avoid = avoid[:0] // everything failed recently; start over
+		}
+
+		var (
+			entry  *rangeEntry
+			target = redirect
+			epoch  = c.cache.load().epoch
+		)
+		redirect = ""
+		switch {
+		case r.anyNode:
+			if target == "" {
+				target = c.pickAny(c.cache.load(), avoid, attempt)
+			}
+		case target != "":
+			entry = c.cache.load().lookup(r.key)
+		default:
+			var err error
+			if entry, target, epoch, err = c.route(ctx, r, avoid, attempt); err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return ctxError(r.op, err, lastErr)
+			}
+		}
+
+		nc, err := c.conns.get(target)
+		if err != nil {
+			return fmt.Errorf("tidekv: %s: %w", r.op, err)
+		}
+		actx, cancel := c.attemptCtx(ctx)
+		if r.noAttemptTimeout {
+			actx, cancel = context.WithCancel(ctx)
+		}
+		sent := true
+		if !r.idempotent && !waitReady(actx, nc, c.cfg.DialTimeout) {
+			// Not connected, so nothing was sent: safe to try elsewhere.
+			sent = false
+			err = status.Errorf(codes.Unavailable, "cannot connect to %s", target)
+		} else {
+			err = r.call(actx, nc)
+		}
+		cancel()
+		if err == nil {
+			c.sus.clear(target)
+			return nil
+		}
+		lastErr = err
+		st := status.Convert(err)
+		d := errorDetail(st)
+		if cerr := ctxErr(ctx); cerr != nil {
+			if !r.idempotent && sent && !neverSent(st) {
+				return fmt.Errorf("%w: %s: %w", ErrAmbiguous, r.op, cerr)
+			}
+			return ctxError(r.op, cerr, err)
+		}
+
+		var wait time.Duration
+		class := classify(st, d)
+		if r.anyNode && d == nil && class == classStale {
+			// A bare FailedPrecondition from an admin operation is a refusal
+			// (say, splitting at an existing boundary), not a routing hint.
+			class = classFatal
+		}
+		if class != classNotLeader {
+			redirects = 0
+		}
+		switch class {
+		case classInvalid:
+			return fmt.Errorf("%w: %s", ErrInvalidArgument, st.Message())
+
+		case classNotFound:
+			return fmt.Errorf("%w: %s", ErrNotFound, st.Message())
+
+		case classNotLeader:
+			lastSentinel = ErrUnavailable
+			if e := c.cache.update(d.GetRange(), d.GetLeaderNodeId(), d.GetLeaderAddr()); e == nil && entry != nil && d.GetLeaderNodeId() != 0 {
+				entry.leader.Store(d.GetLeaderNodeId())
+			}
+			addr := d.GetLeaderAddr()
+			if addr == "" && d.GetLeaderNodeId() != 0 {
+				addr = c.cache.load().nodes[d.GetLeaderNodeId()]
+			}
+			if addr != "" && addr != target && !c.sus.is(addr) {
+				redirect = addr
+				redirects++
+				if redirects > 2 {
+					// Nodes with different views bounce us around: slow down
+					// until the lease settles.
+					wait = c.backoff(failures)
+				}
+			} else {
+				// Election in progress, or the named leaseholder is down: ask
+				// another replica after a pause.
+				if entry != nil && c.cache.load().nodes[entry.leader.Load()] == target {
+					entry.leader.Store(0)
+				}
+				avoid = append(avoid, target)
+				wait = c.backoff(failures)
+			}
+
+		case classStale:
+			lastSentinel = ErrUnavailable
+			if d.GetRange() != nil {
+				c.cache.update(d.GetRange(), d.GetLeaderNodeId(), d.GetLeaderAddr())
+			} else if !r.anyNode {
+				_ = c.refresh(ctx, epoch) // on failure the next attempt still has somewhere to go
+			}
+			if d.GetKind() != tidekvpb.ErrorKind_KEY_MISMATCH {
+				avoid = append(avoid, target) // it has no replica of this range
+			}
+			if staleErrs > 0 {
+				wait = c.backoff(failures)
+			}
+			staleErrs++
+
+		case classAmbiguous:
+			if !r.idempotent {
+				return fmt.Errorf("%w: %s: %s", ErrAmbiguous, r.op, st.Message())
+			}
+			lastSentinel = ErrAmbiguous
+			wait = c.backoff(failures)
+
+		case classOverloaded:
+			lastSentinel = ErrOverloaded
+			wait = time.Duration(d.GetRetryAfterMs()) * time.Millisecond
+			if wait == 0 {
+				wait = c.backoff(failures)
+			}
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+				// Waiting as asked would overrun the deadline: say so now
+				// rather than sleep into it.
+				return fmt.Errorf("%w: %s: server asked to retry after %v: %w", ErrOverloaded, r.op, wait, context.DeadlineExceeded)
+			}
+
+		case classUnavailable:
+			lastSentinel = ErrUnavailable
+			c.sus.mark(target)
+			avoid = append(avoid, target)
+			wait = c.backoff(failures)
+
+		case classTransport:
+			if c.closed.Load() {
+				return ErrClosed
+			}
+			if !r.idempotent && sent && !neverSent(st) {
+				return fmt.Errorf("%w: %s: %v", ErrAmbiguous, r.op, err)
+			}
+			lastSentinel = ErrUnavailable
+			c.sus.mark(target)
+			avoid = append(avoid, target)
+			// Another replica is likely healthy: try it at once, then back off.
+			if failures > 0 {
+				wait = c.backoff(failures)
+			}
+
+		default:
+			return fmt.Errorf("tidekv: %s: %w", r.op, err)
+		}
+		failures++
+		if wait > 0 && !sleep(ctx, wait) {
+			return ctxError(r.op, ctx.Err(), lastErr)
+		}
+	}
+	return fmt.Errorf("%w: %s: giving up after %d attempts: %v", lastSentinel, r.op, c.cfg.MaxAttempts, lastErr)
+}
+
+// route finds the cached range for r and the node to send it to, refreshing
+// the cache on a miss. It also returns the cache epoch it routed with, so a
+// later stale-cache error refreshes only if nobody has since.
+func (c *Client) route(ctx context.Context, r *rpc, avoid []string, attempt int) (*rangeEntry, string, uint64, error) {
+	s := c.cache.load()
+	e := s.lookup(r.key)
+	if e == nil {
+		// A failed refresh is not fatal: the request then goes to any node,
+		// whose answer or error detail tells us more.
+		_ = c.refresh(ctx, s.epoch)
+		s = c.cache.load()
+		e = s.lookup(r.key)
+	}
+	if e == nil {
+		return nil, c.pickAny(s, avoid, attempt), s.epoch, nil
+	}
+	if r.span != nil && !e.containsAll(r.span) {
+		return nil, "", 0, errSpanChanged
+	}
+	if t := c.pickReplica(s, e, avoid, attempt); t != "" {
+		return e, t, s.epoch, nil
+	}
+	// None of the replicas' nodes has a known address: the node list is stale.
+	_ = c.refresh(ctx, s.epoch)
+	s = c.cache.load()
+	if t := c.pickReplica(s, e, avoid, attempt); t != "" {
+		return e, t, s.epoch, nil
+	}
+	return e, c.pickAny(s, avoid, attempt), s.epoch, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// pickReplica chooses where to send a request for e: the presumed
+// leaseholder, else a voter (rotating with the attempt so retries spread),
+// else a learner, which can at least say who the leaseholder is. Suspect and
+// avoided nodes come last. It returns "" when no replica's address is known.
+func (c *Client) pickReplica(s *snapshot, e *rangeEntry, avoid []string, attempt int) string {
+	if id := e.leader.Load(); id != 0 {
+		if a := s.nodes[id]; a != "" && !contains(avoid, a) && !c.sus.is(a) {
+			return a
+		}
+	}
+	reps := e.desc.GetReplicas()
+	n := len(reps)
+	for _, learners := range []bool{false, true} {
+		for i := 0; i < n; i++ {
+			rd := reps[(i+attempt)%n]
+			if (rd.GetType() == tidekvpb.ReplicaType_LEARNER) != learners {
+				continue
+			}
+			if a := s.nodes[rd.GetNodeId()]; a != "" && !contains(avoid, a) && !c.sus.is(a) {
+				return a
+			}
+		}
+	}
+	// Everything is suspect or avoided: trying one beats stalling.
+	for i := 0; i < n; i++ {
+		if a := s.nodes[reps[(i+attempt)%n].GetNodeId()]; a != "" {
+			return a
+		}
+	}
+	return ""
+}
+
+// pickAny chooses a node for requests any node can serve, preferring seeds.
+func (c *Client) pickAny(s *snapshot, avoid []string, attempt int) string {
+	n := len(s.addrs)
+	for i := 0; i < n; i++ {
+		if a := s.addrs[(i+attempt)%n]; !contains(avoid, a) && !c.sus.is(a) {
+			return a
+		}
+	}
+	return s.addrs[attempt%n]
+}
+
+// refresh reloads the whole range map from Admin.Ranges unless a refresh
+// newer than seen (a snapshot epoch) has completed. Concurrent callers share
+// one in-flight refresh, and refreshes are spaced minRefreshInterval apart.
+func (c *Client) refresh(ctx context.Context, seen uint64) error {
+	c.refreshMu.Lock()
+	if c.cache.load().epoch > seen {
+		c.refreshMu.Unlock()
+		return nil
+	}
+	f := c.refreshing
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		c.refreshing = f
+		go c.runRefresh(f, time.Until(c.lastRefresh.Add(minRefreshInterval)))
+	}
+	c.refreshMu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runRefresh runs detached from any one caller's context so that a caller
+// giving up does not fail the refresh for the others waiting on it.
+func (c *Client) runRefresh(f *flight, delay time.Duration) {
+	if delay > 0 {
+		sleep(c.ctx, delay)
+	}
+	c.refreshMu.Lock()
+	c.lastRefresh = time.Now()
+	c.refreshMu.Unlock()
+
+	resp, err := c.fetchRanges(c.ctx)
+	if err == nil {
+		c.cache.install(resp)
+	}
+	c.refreshMu.Lock()
+	c.refreshing = nil
+	f.err = err
+	c.refreshMu.Unlock()
+	close(f.done)
+}
+
+// fetchRanges asks the known nodes, healthy ones first, for the range map.
+func (c *Client) fetchRanges(ctx context.Context) (*tidekvpb.RangesResponse, error) {
+	s := c.cache.load()
+	order := make([]string, 0, len(s.addrs))
+	for _, a := range s.addrs {
+		if !c.sus.is(a) {
+			order = append(order, a)
+		}
+	}
+	for _, a := range s.addrs {
+		if c.sus.is(a) {
+			order = append(order, a)
+		}
+	}
+	var (
+		lastErr error
+		empty   *tidekvpb.RangesResponse
+	)
+	for _, a := range order {
+		if ctx.Err() != nil {
+			break
+		}
+		nc, err := c.conns.get(a)
+		if err != nil {
+			return nil, err
+		}
+		actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+		resp, err := nc.admin.Ranges(actx, &tidekvpb.RangesRequest{})
+		cancel()
+		if err != nil {
+			lastErr = err
+			if cl := classify(status.Convert(err), nil); cl == classTransport || cl == classUnavailable {
+				c.sus.mark(a)
+			}
+			continue
+		}
+		c.sus.clear(a)
+		if len(resp.GetRanges()) > 0 {
+			return resp, nil
+		}
+		// A node that has not caught up with the meta range yet may know
+		// nothing; prefer another node's answer.
+		empty = resp
+	}
+	if empty != nil {
+		return empty, nil
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	return nil, fmt.Errorf("%w: fetching range descriptors: %v", ErrUnavailable, lastErr)
+}
+
+// attemptCtx bounds one attempt by AttemptTimeout unless ctx ends sooner.
+func (c *Client) attemptCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= c.cfg.AttemptTimeout {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+}
+
+// backoff returns the jittered exponential delay after n failures: a random
+// duration in [d/2, d] where d = MinBackoff*2^n capped at MaxBackoff. The
+// jitter keeps clients that failed together from retrying together.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.cfg.MaxBackoff
+	if n < 32 {
+		if x := c.cfg.MinBackoff << n; x > 0 && x < d {
+			d = x
+		}
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits for d or until ctx ends; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// ctxErr is ctx.Err(), but also reports a deadline that has passed before its
+// timer fired: the server's copy of the deadline can end the attempt first,
+// and that failure belongs to the caller's deadline, not to the node.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func ctxError(op string, ctxErr, lastErr error) error {
+	if lastErr != nil {
+		return fmt.Errorf("tidekv: %s: %w (last error: %v)", op, ctxErr, lastErr)
+	}
+	return fmt.Errorf("tidekv: %s: %w", op, ctxErr)
+}

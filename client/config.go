@@ -1,0 +1,97 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Config configures a Client. Zero durations and counts take their defaults,
+// so Config{Addrs: ...} is a valid configuration.
+type Config struct {
+	// Addrs are seed node gRPC addresses (host:port); at least one. Any node
+	// can answer; the client learns the rest of the cluster from it.
+	Addrs []string
+	// DialTimeout bounds one connection attempt (default 2s).
+	DialTimeout time.Duration
+	// AttemptTimeout bounds one RPC attempt when the context has a later
+	// deadline or none (default 3s), so a hung node costs one attempt, not
+	// the whole request.
+	AttemptTimeout time.Duration
+	// MaxAttempts bounds the RPC attempts of one request across redirects and
+	// retries (default 30).
+	MaxAttempts int
+	// MinBackoff and MaxBackoff bound the jittered exponential backoff
+	// between retries (default 5ms and 500ms).
+	MinBackoff, MaxBackoff time.Duration
+}
+
+const (
+	defaultDialTimeout    = 2 * time.Second
+	defaultAttemptTimeout = 3 * time.Second
+	defaultMaxAttempts    = 30
+	defaultMinBackoff     = 5 * time.Millisecond
+	defaultMaxBackoff     = 500 * time.Millisecond
+)
+
+// DefaultConfig returns the default configuration. Addrs is left empty: the
+// caller must say where the cluster is.
+func DefaultConfig() Config {
+	return Config{
+		DialTimeout:    defaultDialTimeout,
+		AttemptTimeout: defaultAttemptTimeout,
+		MaxAttempts:    defaultMaxAttempts,
+		MinBackoff:     defaultMinBackoff,
+		MaxBackoff:     defaultMaxBackoff,
+	}
+}
+
+// Validate reports whether c is usable. Zero fields are valid (they take
+// defaults); negative ones are not.
+func (c Config) Validate() error {
+	if len(c.Addrs) == 0 {
+		return errors.New("tidekv client: config: at least one address is required")
+	}
+	for _, a := range c.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("tidekv client: config: address %q: want host:port: %v", a, err)
+		}
+	}
+	switch {
+	case c.DialTimeout < 0:
+		return errors.New("tidekv client: config: DialTimeout must not be negative")
+	case c.AttemptTimeout < 0:
+		return errors.New("tidekv client: config: AttemptTimeout must not be negative")
+	case c.MaxAttempts < 0:
+		return errors.New("tidekv client: config: MaxAttempts must not be negative")
+	case c.MinBackoff < 0 || c.MaxBackoff < 0:
+		return errors.New("tidekv client: config: backoff durations must not be negative")
+	}
+	if d := c.withDefaults(); d.MinBackoff > d.MaxBackoff {
+		return fmt.Errorf("tidekv client: config: MinBackoff %v exceeds MaxBackoff %v", d.MinBackoff, d.MaxBackoff)
+	}
+	return nil
+}
+
+// withDefaults fills zero fields with their defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.DialTimeout == 0 {
+		c.DialTimeout = d.DialTimeout
+	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = d.AttemptTimeout
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = d.MaxAttempts
+	}
+	if c.MinBackoff == 0 {
+		c.MinBackoff = d.MinBackoff
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = d.MaxBackoff
+	}
+	c.Addrs = append([]string(nil), c.Addrs...)
+	return c
+}

@@ -1,0 +1,143 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// nodeConn is the one connection the client keeps to a node address, with
+// its service stubs.
+type nodeConn struct {
+	addr  string
+	cc    *grpc.ClientConn
+	kv    tidekvpb.KVClient
+	admin tidekvpb.AdminClient
+}
+
+// connPool lazily creates and then reuses one grpc.ClientConn per address.
+// Lookups go through a sync.Map so the request path takes no lock; mu only
+// serializes creation and Close.
+type connPool struct {
+	opts   []grpc.DialOption
+	conns  sync.Map // addr -> *nodeConn
+	mu     sync.Mutex
+	closed bool
+}
+
+// maxRecvMsgSize lets large scan pages through; gRPC's default is 4 MiB.
+const maxRecvMsgSize = 64 << 20
+
+func newConnPool(dialTimeout time.Duration) *connPool {
+	return &connPool{
+		opts: []grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			// gRPC's default reconnect backoff grows to 2 minutes, which would
+			// keep a restarted node out of rotation long after it is back.
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff: backoff.Config{
+					BaseDelay:  50 * time.Millisecond,
+					Multiplier: 1.6,
+					Jitter:     0.2,
+					MaxDelay:   time.Second,
+				},
+				MinConnectTimeout: dialTimeout,
+			}),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+		},
+	}
+}
+
+func (p *connPool) get(addr string) (*nodeConn, error) {
+	if nc, ok := p.conns.Load(addr); ok {
+		return nc.(*nodeConn), nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if nc, ok := p.conns.Load(addr); ok {
+		return nc.(*nodeConn), nil
+	}
+	// NewClient does not connect; the first RPC (or waitReady) does.
+	cc, err := grpc.NewClient(addr, p.opts...)
+	if err != nil {
+		return nil, err
+	}
+	nc := &nodeConn{addr: addr, cc: cc, kv: tidekvpb.NewKVClient(cc), admin: tidekvpb.NewAdminClient(cc)}
+	p.conns.Store(addr, nc)
+	return nc, nil
+}
+
+// close closes every connection; requests still holding one fail with
+// codes.Canceled, which the retry loop turns into ErrClosed.
+func (p *connPool) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	var errs []error
+	p.conns.Range(func(k, v any) bool {
+		if err := v.(*nodeConn).cc.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		p.conns.Delete(k)
+		return true
+	})
+	return errors.Join(errs...)
+}
+
+// waitReady connects nc and waits until it is usable, for at most timeout.
+// Non-idempotent requests use it so that a failure to connect is known to
+// have happened before anything was sent.
+func waitReady(ctx context.Context, nc *nodeConn, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	nc.cc.Connect()
+	for {
+		s := nc.cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			return true
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return false
+		}
+		if !nc.cc.WaitForStateChange(ctx, s) {
+			return false
+		}
+	}
+}
+
+// suspects remembers nodes that recently failed so that routing prefers
+// other replicas for a short while. A sync.Map keeps the check on the request
+// path free of locks.
+type suspects struct {
+	until sync.Map // addr -> int64 unix nanos
+}
+
+const suspectFor = time.Second
+
+func (s *suspects) mark(addr string) {
+	s.until.Store(addr, time.Now().Add(suspectFor).UnixNano())
+}
+
+// clear forgets addr; the Load first keeps the common case (not suspect)
+// read-only.
+func (s *suspects) clear(addr string) {
+	if _, ok := s.until.Load(addr); ok {
+		s.until.Delete(addr)
+	}
+}
+
+func (s *suspects) is(addr string) bool {
+	v, ok := s.until.Load(addr)
+	return ok && time.Now().UnixNano() < v.(int64)
+}

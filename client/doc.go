@@ -1,0 +1,19 @@
+// Package client is TideKV's Go client. It owns client-side routing and
+// retries: it caches range descriptors, sends each request straight to the
+// range's leaseholder, follows NOT_LEASEHOLDER redirects, refreshes the cache
+// when the cluster says it is stale, and retries idempotent requests across
+// leader changes and node failures with jittered backoff, all within the
+// caller's context deadline.
+//
+// Non-idempotent requests (CompareAndSet) are never retried once they may
+// have reached a server; an unknown outcome is reported as ErrAmbiguous.
+//
+// The package imports only api/tidekvpb, gRPC and protobuf (nothing under
+// internal/) so that it can later become a module of its own.
+//
+// Routing state is an immutable snapshot of the range map behind an
+// atomic.Pointer, so the request path does one atomic load and a binary
+// search. Leaseholder hints live in per-range atomics and are updated in
+// place; only descriptor changes (rare: splits, replica changes) copy the
+// snapshot.
+package client

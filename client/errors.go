@@ -1,0 +1,104 @@
+package client
+
+import (
+	"errors"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// Errors returned by the client; test for them with errors.Is. Returned
+// errors wrap these and carry the server's message where there is one.
+var (
+	// ErrNotFound: Get found no value for the key.
+	ErrNotFound = errors.New("tidekv: key not found")
+	// ErrAmbiguous: a non-idempotent write may or may not have been applied.
+	ErrAmbiguous = errors.New("tidekv: ambiguous result: the write may or may not have been applied")
+	// ErrOverloaded: the cluster kept shedding load until attempts or the
+	// deadline ran out.
+	ErrOverloaded = errors.New("tidekv: overloaded")
+	// ErrUnavailable: no replica could serve the request within the attempts.
+	ErrUnavailable = errors.New("tidekv: unavailable")
+	// ErrInvalidArgument: the request was rejected as malformed or too large;
+	// never retried.
+	ErrInvalidArgument = errors.New("tidekv: invalid argument")
+	// ErrClosed: the Client has been closed.
+	ErrClosed = errors.New("tidekv: client closed")
+)
+
+// errorDetail returns the ErrorDetail a TideKV server attaches to its
+// statuses, or nil.
+func errorDetail(st *status.Status) *tidekvpb.ErrorDetail {
+	for _, d := range st.Details() {
+		if ed, ok := d.(*tidekvpb.ErrorDetail); ok {
+			return ed
+		}
+	}
+	return nil
+}
+
+// errClass is what the retry loop does about a failed attempt.
+type errClass int
+
+const (
+	classFatal       errClass = iota // return to the caller as is
+	classInvalid                     // ErrInvalidArgument, never retried
+	classNotFound                    // ErrNotFound
+	classNotLeader                   // NOT_LEASEHOLDER: redirect
+	classStale                       // RANGE_NOT_FOUND / KEY_MISMATCH: fix the cache
+	classAmbiguous                   // AMBIGUOUS from the server
+	classOverloaded                  // OVERLOADED: wait retry_after
+	classUnavailable                 // the server said UNAVAILABLE: the request was not applied
+	classTransport                   // no usable answer from the node (conn refused, reset, attempt timeout)
+)
+
+// classify maps an attempt's error to what to do about it. The ErrorDetail
+// kind wins over the status code: the code is only a fallback for servers
+// (or proxies) that send none.
+func classify(st *status.Status, d *tidekvpb.ErrorDetail) errClass {
+	switch d.GetKind() {
+	case tidekvpb.ErrorKind_NOT_LEASEHOLDER:
+		return classNotLeader
+	case tidekvpb.ErrorKind_RANGE_NOT_FOUND, tidekvpb.ErrorKind_KEY_MISMATCH:
+		return classStale
+	case tidekvpb.ErrorKind_AMBIGUOUS:
+		return classAmbiguous
+	case tidekvpb.ErrorKind_OVERLOADED:
+		return classOverloaded
+	case tidekvpb.ErrorKind_INVALID_ARGUMENT:
+		return classInvalid
+	case tidekvpb.ErrorKind_UNAVAILABLE:
+		return classUnavailable
+	}
+	switch st.Code() {
+	case codes.InvalidArgument, codes.OutOfRange:
+		return classInvalid
+	case codes.NotFound:
+		return classNotFound
+	case codes.FailedPrecondition:
+		return classStale
+	case codes.ResourceExhausted:
+		return classOverloaded
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		// Without a detail these come from the transport (or the attempt's
+		// own timeout), not from TideKV's request evaluation.
+		return classTransport
+	}
+	return classFatal
+}
+
+// neverSent reports whether a transport failure happened before the request
+// left the client (the connection could not be established), so that even a
+// non-idempotent request can safely be retried. gRPC gives no typed signal for
+// this; its status message for dial failures is the only evidence, and when
+// in doubt we report "maybe sent", which is always safe.
+func neverSent(st *status.Status) bool {
+	if st.Code() != codes.Unavailable {
+		return false
+	}
+	m := strings.ToLower(st.Message())
+	return strings.Contains(m, "while dialing") || strings.Contains(m, "connection refused")
+}

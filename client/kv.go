@@ -1,0 +1,282 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// KeyValue is one key and its value.
+type KeyValue struct{ Key, Value []byte }
+
+// Op is one operation of an atomic Write: a put of Value, or a delete.
+type Op struct {
+	Key, Value []byte
+	Delete     bool
+}
+
+// GetResult is the outcome for one key of a BatchGet.
+type GetResult struct {
+	Value []byte
+	Found bool
+}
+
+// Get returns the value of key, or an error wrapping ErrNotFound.
+func (c *Client) Get(ctx context.Context, key []byte) ([]byte, error) {
+	req := &tidekvpb.GetRequest{Key: key}
+	var resp *tidekvpb.GetResponse
+	err := c.invoke(ctx, &rpc{op: "get", key: key, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.kv.Get(ctx, req)
+			return err
+		}})
+	if err != nil {
+		return nil, err
+	}
+	if !resp.GetFound() {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
+	return resp.GetValue(), nil
+}
+
+// Put sets key to value. It is retried across failures: a put that times out
+// may still have been applied.
+func (c *Client) Put(ctx context.Context, key, value []byte) error {
+	req := &tidekvpb.PutRequest{Key: key, Value: value}
+	return c.invoke(ctx, &rpc{op: "put", key: key, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) error {
+			_, err := nc.kv.Put(ctx, req)
+			return err
+		}})
+}
+
+// Delete removes key and reports whether it existed. When an attempt's
+// outcome was unknown and the retry found the key already gone, existed is
+// false even though this call deleted it.
+func (c *Client) Delete(ctx context.Context, key []byte) (existed bool, err error) {
+	req := &tidekvpb.DeleteRequest{Key: key}
+	err = c.invoke(ctx, &rpc{op: "delete", key: key, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) error {
+			resp, err := nc.kv.Delete(ctx, req)
+			existed = resp.GetDeleted()
+			return err
+		}})
+	return existed, err
+}
+
+// Scan returns the pairs with keys in [start, end) in key order, at most limit
+// of them. An empty end means no upper bound. limit <= 0 means no limit of
+// the client's own: every request then asks for the server's maximum page,
+// and the scan runs to end. Each request reads one range; Scan continues at
+// the server's resume key until the limit or end is reached. The result is
+// not a snapshot across ranges.
+func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
+		return nil, nil
+	}
+	var out []KeyValue
+	for {
+		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end}
+		if limit > 0 {
+			req.Limit = uint32(min(limit-len(out), math.MaxUint32))
+		}
+		var resp *tidekvpb.ScanResponse
+		err := c.invoke(ctx, &rpc{op: "scan", key: start, idempotent: true,
+			call: func(ctx context.Context, nc *nodeConn) (err error) {
+				resp, err = nc.kv.Scan(ctx, req)
+				return err
+			}})
+		if err != nil {
+			return out, err
+		}
+		for _, kv := range resp.GetKvs() {
+			out = append(out, KeyValue{Key: kv.GetKey(), Value: kv.GetValue()})
+		}
+		if limit > 0 && len(out) >= limit {
+			return out[:limit], nil
+		}
+		next := resp.GetResumeKey()
+		if len(next) == 0 || (len(end) > 0 && bytes.Compare(next, end) >= 0) {
+			return out, nil
+		}
+		if bytes.Compare(next, start) <= 0 {
+			// A resume key that does not advance would loop forever.
+			return out, fmt.Errorf("tidekv: scan: server returned resume key %q not after start %q", next, start)
+		}
+		start = next
+	}
+}
+
+// maxRegroups bounds how often BatchGet re-splits keys whose range split
+// under it; each regroup follows fresh routing information, so a few suffice.
+const maxRegroups = 8
+
+// BatchGet reads keys, sending one request per range (in parallel). Results
+// are in the order of keys.
+func (c *Client) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) {
+	out := make([]GetResult, len(keys))
+	idx := make([]int, len(keys))
+	for i := range idx {
+		idx[i] = i
+	}
+	if err := c.batchGet(ctx, keys, idx, out, 0); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// batchGet reads keys[idx] into out[idx], grouped by cached range.
+func (c *Client) batchGet(ctx context.Context, keys [][]byte, idx []int, out []GetResult, depth int) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	groups := c.groupByRange(ctx, keys, idx)
+	if len(groups) == 1 {
+		return c.batchGetGroup(ctx, keys, groups[0], out, depth)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.batchGetGroup(ctx, keys, g, out, depth); err != nil {
+				once.Do(func() { firstErr = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// groupByRange splits idx by the cached range of each key, filling the cache
+// first if it is empty. Keys the cache cannot place form one group that the
+// server will sort out.
+func (c *Client) groupByRange(ctx context.Context, keys [][]byte, idx []int) [][]int {
+	s := c.cache.load()
+	if len(s.ranges) == 0 {
+		_ = c.refresh(ctx, s.epoch)
+		s = c.cache.load()
+	}
+	var (
+		groups [][]int
+		pos    = map[*rangeEntry]int{}
+	)
+	for _, i := range idx {
+		e := s.lookup(keys[i])
+		g, ok := pos[e]
+		if !ok {
+			g = len(groups)
+			pos[e] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, out []GetResult, depth int) error {
+	req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx))}
+	for j, i := range idx {
+		req.Keys[j] = keys[i]
+	}
+	var resp *tidekvpb.BatchGetResponse
+	err := c.invoke(ctx, &rpc{op: "batch get", key: req.Keys[0], span: req.Keys, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.kv.BatchGet(ctx, req)
+			return err
+		}})
+	if errors.Is(err, errSpanChanged) {
+		if depth >= maxRegroups {
+			return fmt.Errorf("%w: batch get: range boundaries kept changing", ErrUnavailable)
+		}
+		return c.batchGet(ctx, keys, idx, out, depth+1)
+	}
+	if err != nil {
+		return err
+	}
+	if n := len(resp.GetResults()); n != len(idx) {
+		return fmt.Errorf("tidekv: batch get: server returned %d results for %d keys", n, len(idx))
+	}
+	for j, i := range idx {
+		r := resp.GetResults()[j]
+		out[i] = GetResult{Value: r.GetValue(), Found: r.GetFound()}
+	}
+	return nil
+}
+
+// Write applies ops atomically. All keys must lie in one range; otherwise it
+// returns an error wrapping ErrInvalidArgument.
+func (c *Client) Write(ctx context.Context, ops []Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
+	keys := make([][]byte, len(ops))
+	for i, op := range ops {
+		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value}
+		if op.Delete {
+			w.Kind = tidekvpb.WriteOp_DELETE
+			w.Value = nil
+		}
+		req.Ops[i] = w
+		keys[i] = op.Key
+	}
+	r := &rpc{op: "write", key: keys[0], span: keys, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) error {
+			_, err := nc.kv.Write(ctx, req)
+			return err
+		}}
+	for refreshed := false; ; refreshed = true {
+		err := c.invoke(ctx, r)
+		if !errors.Is(err, errSpanChanged) {
+			return err
+		}
+		if refreshed {
+			return fmt.Errorf("%w: write: keys %q and others span more than one range", ErrInvalidArgument, keys[0])
+		}
+		// The cache may be older than the cluster's ranges; judge by a
+		// fresh copy before rejecting the request.
+		if err := c.refresh(ctx, c.cache.load().epoch); err != nil && ctx.Err() != nil {
+			return ctxError("write", ctx.Err(), err)
+		}
+	}
+}
+
+// CompareAndSet sets key to *newValue, or deletes it when newValue is nil, if
+// the key's current state matches: absent when expected is nil, else equal to
+// *expected. It returns whether it swapped and the state before the
+// operation. It is never retried once it may have reached a server: an
+// unknown outcome returns an error wrapping ErrAmbiguous.
+func (c *Client) CompareAndSet(ctx context.Context, key []byte, expected *[]byte, newValue *[]byte) (swapped bool, current []byte, currentExists bool, err error) {
+	req := &tidekvpb.CompareAndSetRequest{Key: key}
+	if expected != nil {
+		req.ExpectExists = true
+		req.ExpectedValue = *expected
+	}
+	if newValue != nil {
+		req.NewValue = *newValue
+	} else {
+		req.Delete = true
+	}
+	var resp *tidekvpb.CompareAndSetResponse
+	err = c.invoke(ctx, &rpc{op: "compare and set", key: key,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.kv.CompareAndSet(ctx, req)
+			return err
+		}})
+	if err != nil {
+		return false, nil, false, err
+	}
+	return resp.GetSucceeded(), resp.GetCurrentValue(), resp.GetCurrentExists(), nil
+}

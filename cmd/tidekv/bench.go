@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidekv/tidekv/bench"
+	"github.com/tidekv/tidekv/client"
+)
+
+func newBenchCmd() *cobra.Command {
+	cfg := bench.DefaultConfig()
+	var addrs string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run a YCSB core workload (a-f) against a TideKV cluster",
+		Long: `Run a YCSB core workload against a TideKV cluster: load --records records,
+then run --ops operations over --threads concurrent clients.
+
+  a  50% read, 50% update              d  95% read, 5% insert (latest)
+  b  95% read, 5% update               e  95% scan, 5% insert
+  c  100% read                         f  50% read, 50% read-modify-write
+
+Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			ccfg := client.DefaultConfig()
+			ccfg.Addrs = splitAddrs(addrs)
+			if len(ccfg.Addrs) == 0 {
+				return errors.New("bench: --addr is empty")
+			}
+			c, err := client.New(ccfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+
+			// Ctrl-C stops the benchmark and still prints what ran.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			// Probe once so that an unreachable cluster fails fast instead
+			// of every operation retrying until its own timeout.
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err = c.Get(pctx, []byte("user"))
+			cancel()
+			if err != nil && !errors.Is(err, client.ErrNotFound) {
+				return fmt.Errorf("bench: cluster at %s not reachable: %w", addrs, err)
+			}
+			res, runErr := bench.Run(ctx, cfg, clientStore{c}, os.Stderr)
+			if res == nil {
+				return runErr
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				err = res.WriteJSON(out)
+			} else {
+				err = res.WriteTable(out)
+			}
+			if runErr != nil {
+				// 130 is the shell's code for death by SIGINT.
+				return &exitCodeError{code: 130, err: fmt.Errorf("bench interrupted: %w", runErr)}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addrs, "addr", "127.0.0.1:7400", "comma-separated `host:port` list of cluster nodes")
+	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "YCSB core workload: a, b, c, d, e or f")
+	f.Int64Var(&cfg.RecordCount, "records", cfg.RecordCount, "records to load, and the key space of the run")
+	f.Int64Var(&cfg.OperationCount, "ops", cfg.OperationCount, "run-phase operations (0 = until --duration)")
+	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "concurrent clients in the run phase")
+	f.IntVar(&cfg.LoadThreads, "load-threads", 0, "concurrent clients in the load phase (0 = --threads)")
+	f.StringVar(&cfg.Distribution, "distribution", "", "key distribution: zipfian, uniform, latest or hotspot (default: the workload's)")
+	f.Uint64Var(&cfg.Seed, "seed", 0, "random seed (0 = time-based; the report shows the seed used)")
+	f.DurationVar(&cfg.Duration, "duration", 0, "cap on the run phase's wall time (0 = none)")
+	f.BoolVar(&cfg.SkipLoad, "skip-load", false, "skip the load phase (records were loaded by an earlier run)")
+	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	return cmd
+}
+
+func splitAddrs(s string) []string {
+	var out []string
+	for a := range strings.SplitSeq(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// clientStore adapts the Go client to bench.Store.
+type clientStore struct{ c *client.Client }
+
+func (s clientStore) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	v, err := s.c.Get(ctx, key)
+	if errors.Is(err, client.ErrNotFound) {
+		return nil, false, nil
+	}
+	return v, err == nil, err
+}
+
+func (s clientStore) Put(ctx context.Context, key, value []byte) error {
+	return s.c.Put(ctx, key, value)
+}
+
+func (s clientStore) Scan(ctx context.Context, start []byte, limit int) (int, error) {
+	kvs, err := s.c.Scan(ctx, start, nil, limit)
+	return len(kvs), err
+}

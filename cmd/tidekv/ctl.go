@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/cliformat"
+)
+
+// ctlOptions are the flags shared by every ctl subcommand.
+type ctlOptions struct {
+	addrs   string
+	json    bool
+	timeout time.Duration
+}
+
+// Exit codes: 1 for a missing key (so scripts can test for it), 2 for any
+// other failure, usage errors included.
+const ctlFailure = 2
+
+// keyNotFoundError is get's answer for a missing key.
+type keyNotFoundError struct{ key []byte }
+
+func (e *keyNotFoundError) Error() string { return fmt.Sprintf("key %q not found", e.key) }
+
+func ctlFail(err error) error {
+	var ec *exitCodeError
+	if err == nil || errors.As(err, &ec) {
+		return err
+	}
+	return &exitCodeError{code: ctlFailure, err: err}
+}
+
+func newCtlCmd() *cobra.Command {
+	o := &ctlOptions{}
+	cmd := &cobra.Command{
+		Use:   "ctl",
+		Short: "Read, write and administer a running cluster",
+		Long: `ctl talks to a running cluster over gRPC; any node will do.
+
+Keys and values are taken literally from the arguments. Output is for humans
+(non-printable bytes are Go-quoted) unless --json is given. Exit codes: 0 ok,
+1 key not found (get), 2 any other error.`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.addrs, "addr", "127.0.0.1:7400", "node gRPC address(es), host:port[,host:port...]")
+	pf.BoolVar(&o.json, "json", false, "print machine-readable JSON")
+	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on the command after this long")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return ctlFail(err) })
+
+	var limit int
+	scan := o.command("scan START END", "List keys in [START, END); END \"\" means to the end", 2,
+		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+			kvs, err := cl.Scan(ctx, []byte(args[0]), []byte(args[1]), limit)
+			if err != nil {
+				return err
+			}
+			out := make([]cliformat.KV, len(kvs))
+			for i, kv := range kvs {
+				out[i] = cliformat.KV{Key: kv.Key, Value: kv.Value}
+			}
+			if o.json {
+				return cliformat.WriteJSON(w, cliformat.ScanJSON(out))
+			}
+			if err := cliformat.ScanLines(w, out); err != nil {
+				return err
+			}
+			if limit > 0 && len(kvs) == limit {
+				// On stderr so that stdout stays just the listing.
+				fmt.Fprintf(os.Stderr, "limit of %d reached; more keys may follow (see --limit)\n", limit)
+			}
+			return nil
+		})
+	scan.Flags().IntVar(&limit, "limit", 1000, "return at most this many keys (0: no limit)")
+
+	cmd.AddCommand(
+		o.command("put KEY VALUE", "Set KEY to VALUE", 2,
+			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+				if err := cl.Put(ctx, []byte(args[0]), []byte(args[1])); err != nil {
+					return err
+				}
+				return o.done(w, (&cliformat.Object{}).SetBytes("key", []byte(args[0])).Set("ok", true), "OK")
+			}),
+		o.command("get KEY", "Print the value of KEY (exit 1 if it does not exist)", 1,
+			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+				key := []byte(args[0])
+				v, err := cl.Get(ctx, key)
+				found := err == nil
+				if err != nil && !errors.Is(err, client.ErrNotFound) {
+					return err
+				}
+				if o.json {
+					if err := cliformat.WriteJSON(w, cliformat.GetJSON(key, v, found)); err != nil {
+						return err
+					}
+				} else if found {
+					fmt.Fprintln(w, cliformat.Quote(v))
+				}
+				if !found {
+					return &keyNotFoundError{key: key}
+				}
+				return nil
+			}),
+		o.command("del KEY", "Delete KEY", 1,
+			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+				existed, err := cl.Delete(ctx, []byte(args[0]))
+				if err != nil {
+					return err
+				}
+				msg := "deleted"
+				if !existed {
+					msg = "not found, nothing deleted"
+				}
+				return o.done(w, (&cliformat.Object{}).SetBytes("key", []byte(args[0])).Set("existed", existed), msg)
+			}),
+		scan,
+		o.command("status", "Show the cluster's nodes", 0,
+			func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
+				resp, err := cl.Status(ctx)
+				if err != nil {
+					return err
+				}
+				if o.json {
+					return cliformat.WriteJSON(w, resp)
+				}
+				return cliformat.StatusTable(w, resp)
+			}),
+		o.command("ranges", "Show the ranges, their replicas and leaseholders (*)", 0,
+			func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
+				resp, err := cl.Ranges(ctx)
+				if err != nil {
+					return err
+				}
+				if o.json {
+					return cliformat.WriteJSON(w, resp)
+				}
+				return cliformat.RangesTable(w, resp)
+			}),
+		o.command("split KEY", "Split the range containing KEY at KEY", 1,
+			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+				resp, err := cl.Split(ctx, []byte(args[0]))
+				if err != nil {
+					return err
+				}
+				if o.json {
+					return cliformat.WriteJSON(w, resp)
+				}
+				return cliformat.DescriptorTable(w, &tidekvpb.RangeInfo{Desc: resp.GetLeft()}, &tidekvpb.RangeInfo{Desc: resp.GetRight()})
+			}),
+		o.replicaCommand("add-replica RANGE NODE", "Add a voter for RANGE on NODE", true),
+		o.replicaCommand("remove-replica RANGE NODE", "Remove NODE's replica of RANGE", false),
+		o.command("transfer-lease RANGE NODE", "Move the lease of RANGE to NODE", 2,
+			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+				rangeID, node, err := parseIDs(args)
+				if err != nil {
+					return err
+				}
+				if err := cl.TransferLease(ctx, rangeID, node); err != nil {
+					return err
+				}
+				return o.done(w, (&cliformat.Object{}).Set("range_id", rangeID).Set("target_node_id", node).Set("ok", true), "OK")
+			}),
+	)
+	return cmd
+}
+
+// command builds a subcommand taking exactly nargs arguments that runs fn
+// with a client and the --timeout deadline.
+func (o *ctlOptions) command(use, short string, nargs int, fn func(context.Context, *client.Client, io.Writer, []string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != nargs {
+				return ctlFail(fmt.Errorf("%s: want %d argument(s), got %d", use, nargs, len(args)))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := client.DefaultConfig()
+			for a := range strings.SplitSeq(o.addrs, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					cfg.Addrs = append(cfg.Addrs, a)
+				}
+			}
+			cl, err := client.New(cfg)
+			if err != nil {
+				return ctlFail(err)
+			}
+			defer cl.Close()
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			ctx, cancel := context.WithTimeout(ctx, o.timeout)
+			defer cancel()
+			err = fn(ctx, cl, cmd.OutOrStdout(), args)
+			if knf := (*keyNotFoundError)(nil); errors.As(err, &knf) {
+				return err // exit code 1, unlike other failures
+			}
+			return ctlFail(err)
+		},
+	}
+}
+
+func (o *ctlOptions) replicaCommand(use, short string, add bool) *cobra.Command {
+	return o.command(use, short, 2, func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+		rangeID, node, err := parseIDs(args)
+		if err != nil {
+			return err
+		}
+		var addID, removeID uint64
+		if add {
+			addID = node
+		} else {
+			removeID = node
+		}
+		desc, err := cl.ChangeReplicas(ctx, rangeID, addID, removeID)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return cliformat.WriteJSON(w, desc)
+		}
+		return cliformat.DescriptorTable(w, &tidekvpb.RangeInfo{Desc: desc})
+	})
+}
+
+// done prints the outcome of a write: obj with --json, else msg.
+func (o *ctlOptions) done(w io.Writer, obj *cliformat.Object, msg string) error {
+	if o.json {
+		return cliformat.WriteJSON(w, obj)
+	}
+	_, err := fmt.Fprintln(w, msg)
+	return err
+}
+
+func parseIDs(args []string) (rangeID, node uint64, err error) {
+	if rangeID, err = strconv.ParseUint(args[0], 10, 64); err != nil || rangeID == 0 {
+		return 0, 0, fmt.Errorf("RANGE must be a positive range id, got %q", args[0])
+	}
+	if node, err = strconv.ParseUint(strings.TrimPrefix(args[1], "n"), 10, 64); err != nil || node == 0 {
+		return 0, 0, fmt.Errorf("NODE must be a positive node id, got %q", args[1])
+	}
+	return rangeID, node, nil
+}

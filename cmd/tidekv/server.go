@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidekv/tidekv/internal/server"
+)
+
+func newServerCmd() *cobra.Command {
+	cfg := server.DefaultConfig()
+	var join string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a TideKV node",
+		Long: "Run a TideKV node. The first node, started without --join, creates the cluster;\n" +
+			"others join through any existing node. Restarting on an existing data dir rejoins with its data.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if join != "" {
+				cfg.Join = strings.Split(join, ",")
+			}
+			log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			s, err := server.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("tidekv: node %d ready grpc=%s http=%s\n", s.NodeID(), s.Addr(), s.HTTPAddr())
+			<-ctx.Done()
+			log.Printf("node %d shutting down", s.NodeID())
+			s.Stop()
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "tidekv-data", "directory for this node's data")
+	f.StringVar(&cfg.GRPCAddr, "listen", "127.0.0.1:7400", "gRPC listen address (host:port) for clients and peers")
+	f.StringVar(&cfg.HTTPAddr, "http-listen", "127.0.0.1:7401", "HTTP listen address for /health and /metrics (empty disables)")
+	f.StringVar(&join, "join", "", "comma-separated gRPC addresses of existing nodes to join")
+	f.IntVar(&cfg.Raft.ReplicationFactor, "replication-factor", cfg.Raft.ReplicationFactor, "voters per range")
+	f.IntVar(&cfg.MaxInflightRequests, "max-inflight", cfg.MaxInflightRequests, "KV requests in progress before the node answers 'overloaded, retry'")
+	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
+	_ = f.MarkHidden("testing-stale-reads")
+	return cmd
+}

@@ -1,0 +1,197 @@
+package cliformat
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+func TestQuote(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+	}{
+		{"user/42", "user/42"},
+		{"with space", "with space"},
+		{"héllo", "héllo"},
+		{"", `""`},
+		{"a\tb", `"a\tb"`},
+		{"line\n", `"line\n"`},
+		{"\x00\x01", `"\x00\x01"`},
+		{"\xff\xfe", `"\xff\xfe"`},
+		{`"quoted"`, `"\"quoted\""`},
+		{"<min>", `"<min>"`},
+		{`back\slash`, `back\slash`},
+	} {
+		if got := Quote([]byte(tc.in)); got != tc.want {
+			t.Errorf("Quote(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	if got := Bound(nil, false) + " " + Bound(nil, true) + " " + Bound([]byte("m"), true); got != "<min> <max> m" {
+		t.Errorf("Bound: %s", got)
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[uint64]string{
+		0:                 "0 B",
+		1023:              "1023 B",
+		1024:              "1.0 KiB",
+		1536:              "1.5 KiB",
+		5 << 20:           "5.0 MiB",
+		3<<30 + 512<<20:   "3.5 GiB",
+		1 << 62:           "4.0 EiB",
+		^uint64(0):        "16.0 EiB",
+		10<<40 + 100<<30:  "10.1 TiB",
+		999 * 1024 * 1024: "999.0 MiB",
+	} {
+		if got := HumanBytes(n); got != want {
+			t.Errorf("HumanBytes(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+func sampleStatus() *tidekvpb.StatusResponse {
+	return &tidekvpb.StatusResponse{
+		ClusterId:  7,
+		NodeId:     1,
+		RangeCount: 5,
+		Nodes: []*tidekvpb.NodeStatus{
+			{Node: &tidekvpb.NodeDescriptor{NodeId: 3, GrpcAddr: "127.0.0.1:7402"}, Live: false, Replicas: 4, Leases: 0, Bytes: 0, Qps: 0, LastSeenSeconds: 93.4},
+			{Node: &tidekvpb.NodeDescriptor{NodeId: 1, GrpcAddr: "127.0.0.1:7400"}, Live: true, Replicas: 5, Leases: 3, Bytes: 3 << 20, Qps: 1234.56, LastSeenSeconds: 0.35},
+			{Node: &tidekvpb.NodeDescriptor{NodeId: 2, GrpcAddr: "127.0.0.1:7401"}, Live: true, Replicas: 5, Leases: 2, Bytes: 1536, Qps: 7, LastSeenSeconds: 1.26},
+		},
+	}
+}
+
+func TestStatusTable(t *testing.T) {
+	var b bytes.Buffer
+	if err := StatusTable(&b, sampleStatus()); err != nil {
+		t.Fatal(err)
+	}
+	want := `NODE  ADDRESS         LIVE  REPLICAS  LEASES  BYTES    QPS     LAST SEEN
+1     127.0.0.1:7400  yes   5         3       3.0 MiB  1234.6  350ms ago
+2     127.0.0.1:7401  yes   5         2       1.5 KiB  7.0     1.3s ago
+3     127.0.0.1:7402  no    4         0       0 B      0.0     1m33s ago
+3 nodes, 5 ranges
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func sampleRanges() *tidekvpb.RangesResponse {
+	voters := func(ids ...uint64) []*tidekvpb.ReplicaDescriptor {
+		var out []*tidekvpb.ReplicaDescriptor
+		for i, id := range ids {
+			out = append(out, &tidekvpb.ReplicaDescriptor{NodeId: id, ReplicaId: uint64(i + 1)})
+		}
+		return out
+	}
+	withLearner := voters(1, 2)
+	withLearner = append(withLearner, &tidekvpb.ReplicaDescriptor{NodeId: 3, ReplicaId: 3, Type: tidekvpb.ReplicaType_LEARNER})
+	return &tidekvpb.RangesResponse{
+		Ranges: []*tidekvpb.RangeInfo{
+			{Desc: &tidekvpb.RangeDescriptor{RangeId: 4, StartKey: []byte("user/500"), Replicas: withLearner, Generation: 2}, LeaderNodeId: 2},
+			{Desc: &tidekvpb.RangeDescriptor{RangeId: 1, EndKey: []byte("\x00meta"), Replicas: voters(1, 2, 3), Generation: 1}, LeaderNodeId: 1},
+			{Desc: &tidekvpb.RangeDescriptor{RangeId: 2, StartKey: []byte("\x00meta"), EndKey: []byte("user/500"), Replicas: voters(1, 2, 3), Generation: 3}},
+		},
+		Nodes: []*tidekvpb.NodeDescriptor{{NodeId: 1, GrpcAddr: "127.0.0.1:7400"}},
+	}
+}
+
+func TestRangesTable(t *testing.T) {
+	var b bytes.Buffer
+	if err := RangesTable(&b, sampleRanges()); err != nil {
+		t.Fatal(err)
+	}
+	want := `RANGE  START       END         GEN  REPLICAS
+1      <min>       "\x00meta"  1    n1(v)*,n2(v),n3(v)
+2      "\x00meta"  user/500    3    n1(v),n2(v),n3(v)
+4      user/500    <max>       2    n1(v),n2(v)*,n3(l)
+3 ranges
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestScanLines(t *testing.T) {
+	var b bytes.Buffer
+	kvs := []KV{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b\x00"), Value: []byte("two words")}, {Key: []byte("c"), Value: nil}}
+	if err := ScanLines(&b, kvs); err != nil {
+		t.Fatal(err)
+	}
+	want := "a\t1\n\"b\\x00\"\ttwo words\nc\t\"\"\n3 keys\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	_ = ScanLines(&b, []KV{{Key: []byte("k"), Value: []byte("v")}})
+	if !strings.HasSuffix(b.String(), "\n1 key\n") {
+		t.Errorf("singular count: %q", b.String())
+	}
+}
+
+func TestJSON(t *testing.T) {
+	var b bytes.Buffer
+	for _, v := range []any{
+		GetJSON([]byte("k<1>"), []byte("v"), true),
+		GetJSON([]byte("missing"), nil, false),
+		GetJSON([]byte("bin"), []byte{0xff, 0x00}, true),
+		ScanJSON([]KV{{Key: []byte("a"), Value: []byte("1")}}),
+	} {
+		if err := WriteJSON(&b, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `{
+  "key": "k<1>",
+  "value": "v",
+  "found": true
+}
+{
+  "key": "missing",
+  "value": null,
+  "found": false
+}
+{
+  "key": "bin",
+  "value_base64": "/wA=",
+  "found": true
+}
+{
+  "kvs": [
+    {
+      "key": "a",
+      "value": "1"
+    }
+  ],
+  "count": 1
+}
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+
+	// Protocol buffer answers go through protojson, with every field.
+	b.Reset()
+	if err := WriteJSON(&b, sampleStatus()); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		RangeCount int `json:"range_count"`
+		Nodes      []struct {
+			Live bool `json:"live"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, b.String())
+	}
+	if got.RangeCount != 5 || len(got.Nodes) != 3 || got.Nodes[0].Live {
+		t.Errorf("protojson status: %s", b.String())
+	}
+}

@@ -1,0 +1,24 @@
+// Package launcher starts, watches and stops `tidekv server` processes on
+// the local machine. It owns the conventions shared by `tidekv up`, the
+// end-to-end test harness (internal/testcluster) and the elasticity
+// controller's local actuator:
+//
+//   - the port layout of a local cluster (Ports, PortsPerNode, the Offset
+//     constants): node i (1-based) owns the block of PortsPerNode ports that
+//     starts at base+PortsPerNode*(i-1);
+//   - the on-disk layout: node i lives in <dir>/node<i> and its stderr and
+//     stdout are appended to <datadir>/tidekv.log;
+//   - how readiness is detected: the server's single stdout line
+//     "tidekv: node <ID> ready grpc=<addr> http=<addr>" (ParseReadyLine)
+//     confirmed by GET /health;
+//   - how a process is stopped: SIGTERM, a grace period, then SIGKILL;
+//   - who bootstraps: a cluster is new when no node directory holds state;
+//     then node 1 starts without --join and the others join through it.
+//
+// Process manages one server; Cluster manages the N nodes of a Config; Up is
+// the foreground loop behind `tidekv up`.
+//
+// The package imports only the standard library, so every layer (commands,
+// tests, the controller) can use it without import cycles. It is Unix-only:
+// it relies on process groups and signals.
+package launcher

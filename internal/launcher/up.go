@@ -1,0 +1,98 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Up runs a local cluster in the foreground; it is `tidekv up`.
+//
+// It starts every node (see Cluster.Start), printing to out, as each
+// becomes ready,
+//
+//	node <i> grpc=<addr> http=<addr>
+//
+// (space-separated key=value fields; new listeners add fields, so parse by
+// key), then one hint line starting "cluster up: ". A node that exits
+// unexpectedly is reported on errOut with the tail of its log, and the
+// others keep running. When ctx ends, Up stops every node (SIGTERM, then
+// SIGKILL after cfg.StopTimeout) and returns nil. It returns an error if the
+// cluster fails to start or if every node has died.
+func Up(ctx context.Context, cfg Config, out, errOut io.Writer) error {
+	c, err := NewCluster(cfg)
+	if err != nil {
+		return err
+	}
+	out, errOut = &lockedWriter{w: out}, &lockedWriter{w: errOut}
+	fmt.Fprintf(errOut, "starting %d nodes in %s (logs: %s)\n",
+		cfg.Nodes, cfg.DataDir, filepath.Join(cfg.DataDir, "node<i>", LogName))
+
+	startErr := c.Start(ctx, func(i int, p *Process) {
+		s := p.Spec()
+		fmt.Fprintf(out, "node %d grpc=%s http=%s\n", i, s.GRPCAddr, s.HTTPAddr)
+	})
+	if startErr != nil {
+		stopErr := c.Stop()
+		if ctx.Err() != nil {
+			// Interrupted while starting: the user asked to stop.
+			reportStop(errOut, stopErr)
+			return nil
+		}
+		return errors.Join(startErr, stopErr)
+	}
+	fmt.Fprintf(out, "cluster up: %d nodes; try: tidekv ctl --addr %s status\n",
+		cfg.Nodes, cfg.Node(1).GRPCAddr)
+
+	exited := make(chan *Process, cfg.Nodes)
+	for i := 1; i <= cfg.Nodes; i++ {
+		p := c.Process(i)
+		go func() {
+			<-p.Done()
+			if !p.StopRequested() {
+				exited <- p
+			}
+		}()
+	}
+	alive := cfg.Nodes
+	for alive > 0 {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(errOut, "stopping %d nodes...\n", alive)
+			reportStop(errOut, c.Stop())
+			return nil
+		case p := <-exited:
+			alive--
+			fmt.Fprintf(errOut, "node %d exited unexpectedly (%s); %d nodes still running; last lines of %s:\n%s\n",
+				p.Spec().Index, exitString(p.ExitErr()), alive, p.Spec().Log(), indent(p.LogTail(20)))
+		}
+	}
+	return errors.New("every node has exited")
+}
+
+func reportStop(w io.Writer, err error) {
+	if err != nil {
+		fmt.Fprintf(w, "warning: %v\n", err)
+	}
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+// lockedWriter serialises writes from the per-node goroutines so lines do
+// not interleave.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}

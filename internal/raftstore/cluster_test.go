@@ -1,0 +1,235 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/storage"
+	"github.com/tidekv/tidekv/internal/transport"
+)
+
+// testCluster runs n stores in process on in-memory engines connected by a
+// MemNetwork. All nodes bootstrap range 2 covering the whole key space with
+// every node as a voter (no meta range: the raftstore alone).
+type testCluster struct {
+	t       *testing.T
+	cfg     Config
+	net     *transport.MemNetwork
+	engines map[uint64]*storage.MemEngine
+	stores  map[uint64]*Store
+	nodes   []uint64
+}
+
+const testRangeID = 2
+
+func testStoreConfig(t *testing.T) Config {
+	cfg := DefaultConfig()
+	cfg.TickInterval = 10 * time.Millisecond
+	cfg.SnapshotDir = t.TempDir()
+	cfg.CatchUpTimeout = 10 * time.Second
+	return cfg
+}
+
+func newTestCluster(t *testing.T, n int, mutate ...func(*Config)) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, cfg: testStoreConfig(t), net: transport.NewMemNetwork(),
+		engines: map[uint64]*storage.MemEngine{}, stores: map[uint64]*Store{}}
+	for _, m := range mutate {
+		m(&tc.cfg)
+	}
+	desc := &tidekvpb.RangeDescriptor{RangeId: testRangeID, Generation: 1, NextReplicaId: uint64(n) + 1}
+	for i := 1; i <= n; i++ {
+		desc.Replicas = append(desc.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: uint64(i), ReplicaId: uint64(i)})
+		tc.nodes = append(tc.nodes, uint64(i))
+	}
+	for _, id := range tc.nodes {
+		tc.engines[id] = storage.NewMem()
+		s, err := NewStore(tc.cfg, id, tc.engines[id], tc.net.Transport(id), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Bootstrap([]*tidekvpb.RangeDescriptor{desc}); err != nil {
+			t.Fatal(err)
+		}
+		s.Stop()
+	}
+	for _, id := range tc.nodes {
+		tc.startStore(id)
+	}
+	t.Cleanup(func() {
+		for _, s := range tc.stores {
+			s.Stop()
+		}
+		tc.net.Close()
+	})
+	return tc
+}
+
+func (tc *testCluster) startStore(id uint64) *Store {
+	tc.t.Helper()
+	s, err := NewStore(tc.cfg, id, tc.engines[id], tc.net.Transport(id), nil)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.net.Register(id, s)
+	s.Start()
+	tc.stores[id] = s
+	return s
+}
+
+// addNode starts an empty store that holds no replica yet.
+func (tc *testCluster) addNode() uint64 {
+	id := uint64(len(tc.nodes) + 1)
+	tc.nodes = append(tc.nodes, id)
+	tc.engines[id] = storage.NewMem()
+	tc.startStore(id)
+	return id
+}
+
+// crash stops a node's store as if the process died (its engine survives).
+func (tc *testCluster) crash(id uint64) {
+	tc.net.Unregister(id)
+	tc.stores[id].Stop()
+	delete(tc.stores, id)
+}
+
+// restart brings a crashed node back on its engine.
+func (tc *testCluster) restart(id uint64) { tc.startStore(id) }
+
+// leader waits for the leaseholder of a range and returns it.
+func (tc *testCluster) leader(rangeID uint64) *Replica {
+	tc.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, id := range tc.nodes {
+			if s := tc.stores[id]; s != nil {
+				if r := s.GetReplica(rangeID); r != nil && r.IsLeader() {
+					return r
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tc.t.Fatalf("no leader for range %d", rangeID)
+	return nil
+}
+
+// put writes through the current leader, retrying across leader changes.
+func (tc *testCluster) put(key, value string) {
+	tc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		r := tc.leader(testRangeID)
+		if _, err := r.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte(key), Value: []byte(value)}}); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tc.t.Fatalf("put %s: timed out", key)
+}
+
+// get reads linearizably through the current leader.
+func (tc *testCluster) get(key string) (string, bool) {
+	tc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		r := tc.leader(testRangeID)
+		if r2 := r.store.LookupKey([]byte(key)); r2 != nil {
+			r = r2
+		}
+		v, ok, err := r.Get(ctx, []byte(key))
+		if err == nil {
+			return string(v), ok
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tc.t.Fatalf("get %s: timed out", key)
+	return "", false
+}
+
+func TestClusterWriteReadAcrossLeaderCrash(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	for i := 0; i < 20; i++ {
+		tc.put(fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i))
+	}
+	old := tc.leader(testRangeID)
+	crashed := old.store.nodeID
+	tc.crash(crashed)
+	tc.put("after", "crash")
+	if v, ok := tc.get("k05"); !ok || v != "v5" {
+		t.Fatalf("k05 = %q, %v after leader crash", v, ok)
+	}
+	tc.restart(crashed)
+	tc.put("after2", "restart")
+	// The restarted node catches up: every replica applies the same state.
+	waitFor(t, func() bool {
+		v, ok, _ := tc.engines[crashed].Get(dataKey("after2"))
+		return ok && string(v) == "restart"
+	})
+}
+
+func TestAddReplicaBySnapshotAndRemove(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	for i := 0; i < 100; i++ {
+		tc.put(fmt.Sprintf("k%03d", i), "x")
+	}
+	n4 := tc.addNode()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ld := tc.leader(testRangeID)
+	d, err := ld.ChangeReplicas(ctx, n4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countVoters(d) != 4 || isJoint(d) {
+		t.Fatalf("after add: %s", FormatReplicas(d))
+	}
+	waitFor(t, func() bool { _, ok, _ := tc.engines[n4].Get(dataKey("k099")); return ok })
+	// Removing below the replication factor is refused.
+	var victim uint64
+	for _, id := range tc.nodes {
+		if id != ld.store.nodeID && id != n4 {
+			victim = id
+		}
+	}
+	if d, err = ld.ChangeReplicas(ctx, 0, victim); err != nil {
+		t.Fatal(err)
+	}
+	if countVoters(d) != 3 {
+		t.Fatalf("after remove: %s", FormatReplicas(d))
+	}
+	var other uint64
+	for _, id := range tc.nodes {
+		if id != ld.store.nodeID && id != victim {
+			other = id
+			break
+		}
+	}
+	if _, err := ld.ChangeReplicas(ctx, 0, other); err == nil {
+		t.Fatal("removal below the replication factor was accepted")
+	}
+	// The removed node dropped its replica and its data.
+	waitFor(t, func() bool { return tc.stores[victim].GetReplica(testRangeID) == nil })
+	if _, ok, _ := tc.engines[victim].Get(dataKey("k001")); ok {
+		t.Fatal("removed replica left its data behind")
+	}
+}
+
+func dataKey(k string) []byte { return append([]byte{0x04}, k...) }
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition not met in time")
+}

@@ -1,0 +1,10 @@
+// Package testcluster runs real multi-process TideKV clusters for
+// end-to-end tests: it builds the tidekv binary once per test binary,
+// picks free ports, starts nodes through internal/launcher, and lets a test
+// kill, stop and restart them while it talks to the cluster over the
+// network. When a test fails it logs the tail of every node's log.
+//
+// It may import internal/launcher and the standard library (including
+// testing); it must not import the server's own packages, so that tests
+// exercise only the binary and its public interfaces. Unix only.
+package testcluster
