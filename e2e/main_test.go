@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -137,6 +136,3 @@ func ctl(ctx context.Context, bin, addr string, args ...string) (stdout string, 
 	}
 	return strings.TrimSpace(out.String()), code, err
 }
-
-// netListen binds addr, to check that nothing else holds it.
-func netListen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,7 +197,7 @@ func (u *upProc) stop(t *testing.T, dir string) {
 	t.Logf("tidekv up stopped in %v", time.Since(start).Round(time.Millisecond))
 	for i, kv := range u.nodes {
 		for _, k := range []string{"grpc", "http"} {
-			if l, err := netListen(kv[k]); err != nil {
+			if l, err := net.Listen("tcp", kv[k]); err != nil {
 				t.Errorf("node %d's %s address %s still in use after up exited: %v", i, k, kv[k], err)
 			} else {
 				l.Close()

@@ -83,6 +83,7 @@ func (s *Store) processRound(tick bool) {
 			continue
 		}
 		r.drainInboxLocked(tick)
+		r.refreshLeaseLocked()
 		if !r.mu.raw.HasReady() {
 			r.mu.Unlock()
 			continue

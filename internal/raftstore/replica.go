@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -29,6 +30,11 @@ type Replica struct {
 	leaderNode atomic.Uint64                            // 0 when unknown
 	isLeader   atomic.Bool
 	applied    atomic.Uint64
+	// The leader lease (see lease.go): until leaseExpiry (unix ns) the
+	// leader may serve reads from local state once it has applied
+	// leaseIndex, the first index committed in its term or later.
+	leaseExpiry atomic.Int64
+	leaseIndex  atomic.Uint64
 
 	in struct {
 		sync.Mutex
@@ -66,6 +72,8 @@ type Replica struct {
 		// incomingSST holds received SST files by snapshot index.
 		incomingSST map[uint64]string
 		lastLeader  uint64
+		// lastContact: when each peer last answered this leader.
+		lastContact map[uint64]time.Time
 	}
 }
 
@@ -236,6 +244,9 @@ func (r *Replica) waitLeaseRead(ctx context.Context) error {
 	if !r.isLeader.Load() {
 		return r.notLeader()
 	}
+	if r.leaseCovers() {
+		return nil
+	}
 	w := &readWaiter{done: make(chan error, 1)}
 	r.in.Lock()
 	r.in.reads = append(r.in.reads, w)
@@ -261,7 +272,11 @@ func (r *Replica) drainInboxLocked(tick bool) {
 	r.in.Unlock()
 
 	raw := r.mu.raw
+	now := time.Now()
 	for _, m := range msgs {
+		if t := m.GetType(); t == raftpb.MsgHeartbeatResp || t == raftpb.MsgAppResp {
+			r.mu.lastContact[m.GetFrom()] = now
+		}
 		_ = raw.Step(m) // errors mean a stale or irrelevant message
 	}
 	if tick {
@@ -271,6 +286,9 @@ func (r *Replica) drainInboxLocked(tick bool) {
 		_ = raw.Campaign()
 	}
 	if transfer != 0 {
+		// The transferee campaigns at once, ignoring followers' leases, so
+		// our lease ends now.
+		r.leaseExpiry.Store(0)
 		raw.TransferLeader(transfer)
 	}
 	for _, p := range props {

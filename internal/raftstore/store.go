@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -132,6 +133,7 @@ func (s *Store) newReplica(rangeID uint64) *Replica {
 	r.mu.peerNodes = map[uint64]uint64{}
 	r.mu.outgoingSnaps = map[uint64]storage.Snapshot{}
 	r.mu.incomingSST = map[uint64]string{}
+	r.mu.lastContact = map[uint64]time.Time{}
 	return r
 }
 

@@ -153,6 +153,17 @@ func TestClusterReplicatesAndServes(t *testing.T) {
 	if _, err := c.Split(ctx, []byte("k025")); err != nil {
 		t.Fatalf("split: %v", err)
 	}
+	// At once again, inside the new right-hand range (its leader may still
+	// be being elected).
+	if _, err := c.Split(ctx, []byte("k040")); err != nil {
+		for _, n := range tc.nodes {
+			for _, r := range n.Store().Replicas() {
+				st := r.Status()
+				t.Logf("node %d range %d replica %d leader=%v leaderNode=%d term=%d commit=%d applied=%d desc=%v", n.NodeID(), st.RangeID, st.ReplicaID, st.Leader, r.LeaderNodeID(), st.Term, st.Commit, st.Applied, st.Desc)
+			}
+		}
+		t.Fatalf("second split: %v", err)
+	}
 	kvs, err := c.Scan(ctx, []byte("k"), nil, 0)
 	if err != nil || len(kvs) != 50 {
 		t.Fatalf("scan across split: %d keys, %v", len(kvs), err)

@@ -48,6 +48,12 @@ func forwarded(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
 }
 
+// local strips the forwarded mark: it applies to the hop that received it,
+// not to the calls that hop makes while serving the request.
+func local(ctx context.Context) context.Context {
+	return metadata.NewIncomingContext(ctx, metadata.MD{})
+}
+
 // metaLeader returns the local meta replica if it holds the lease.
 func (s *Server) metaLeader() *raftstore.Replica {
 	if s.store == nil {
@@ -63,11 +69,10 @@ func (s *Server) metaLeader() *raftstore.Replica {
 // callMeta runs an operation on the meta range's leaseholder: locally when
 // this node holds it, otherwise on the node that does, found by following
 // NOT_LEASEHOLDER hints from any node we know.
-func callMeta[T any](ctx context.Context, s *Server, local func(context.Context, *raftstore.Replica) (T, error), remote func(context.Context, tidekvpb.AdminClient) (T, error)) (T, error) {
+func callMeta[T any](ctx context.Context, s *Server, localFn func(context.Context, *raftstore.Replica) (T, error), remote func(context.Context, tidekvpb.AdminClient) (T, error)) (T, error) {
 	var zero T
 	if r := s.metaLeader(); r != nil {
-		v, err := local(ctx, r)
-		return v, err
+		return localFn(local(ctx), r)
 	}
 	if isForwarded(ctx) {
 		// Forwarded here by a node that thought we lead: let it follow the hint.
@@ -82,7 +87,7 @@ func callMeta[T any](ctx context.Context, s *Server, local func(context.Context,
 		for _, addr := range s.metaCandidates() {
 			if addr == s.Addr() {
 				if r := s.metaLeader(); r != nil {
-					return local(ctx, r)
+					return localFn(local(ctx), r)
 				}
 				continue
 			}
@@ -151,16 +156,16 @@ func (s *Server) metaCandidates() []string {
 
 // callRangeLeader runs an admin operation on a range's leaseholder, locally
 // or by forwarding, following hints.
-func callRangeLeader[T any](ctx context.Context, s *Server, rangeID uint64, local func(context.Context, *raftstore.Replica) (T, error), remote func(context.Context, tidekvpb.AdminClient) (T, error)) (T, error) {
+func callRangeLeader[T any](ctx context.Context, s *Server, rangeID uint64, localFn func(context.Context, *raftstore.Replica) (T, error), remote func(context.Context, tidekvpb.AdminClient) (T, error)) (T, error) {
 	var zero T
 	var lastErr error = fmt.Errorf("leaseholder of range %d not found", rangeID)
 	backoff := 20 * time.Millisecond
-	tried := map[string]int{}
+	var hint []string
 	for {
 		if r := s.store.GetReplica(rangeID); r != nil && r.IsLeader() {
-			v, err := local(ctx, r)
+			v, err := localFn(local(ctx), r)
 			var nl *raftstore.NotLeaderError
-			if !errors.As(err, &nl) {
+			if !errors.As(err, &nl) || nl.RangeID != rangeID {
 				return v, err
 			}
 			lastErr = err
@@ -169,24 +174,23 @@ func callRangeLeader[T any](ctx context.Context, s *Server, rangeID uint64, loca
 				return zero, s.toStatus(&raftstore.NotLeaderError{RangeID: rangeID, LeaderNodeID: r.LeaderNodeID(), Desc: r.Desc()})
 			}
 			return zero, s.toStatus(&raftstore.RangeNotFoundError{RangeID: rangeID})
-		} else {
-			for _, addr := range s.rangeCandidates(ctx, rangeID) {
-				if addr == s.Addr() || tried[addr] > 3 {
-					continue
-				}
-				tried[addr]++
-				actx, cancel := context.WithTimeout(ctx, 70*time.Second)
-				v, err := remote(forwarded(actx), tidekvpb.NewAdminClient(s.conn(addr)))
-				cancel()
-				if err == nil {
-					return v, nil
-				}
-				lastErr = err
-				d := errorDetail(err)
-				if d == nil || (d.GetKind() != tidekvpb.ErrorKind_NOT_LEASEHOLDER && d.GetKind() != tidekvpb.ErrorKind_RANGE_NOT_FOUND && d.GetKind() != tidekvpb.ErrorKind_UNAVAILABLE) {
-					return zero, err
-				}
-				break
+		} else if addrs := append(hint, s.rangeCandidates(ctx, rangeID)...); len(addrs) > 0 {
+			hint = nil
+			// The most likely leaseholder first; a wrong guess costs one
+			// round and its hint updates the next round's candidates.
+			actx, cancel := context.WithTimeout(ctx, 70*time.Second)
+			v, err := remote(forwarded(actx), tidekvpb.NewAdminClient(s.conn(addrs[0])))
+			cancel()
+			if err == nil {
+				return v, nil
+			}
+			lastErr = err
+			d := errorDetail(err)
+			if d == nil || (d.GetKind() != tidekvpb.ErrorKind_NOT_LEASEHOLDER && d.GetKind() != tidekvpb.ErrorKind_RANGE_NOT_FOUND && d.GetKind() != tidekvpb.ErrorKind_UNAVAILABLE) {
+				return zero, err
+			}
+			if a := d.GetLeaderAddr(); a != "" && a != s.Addr() {
+				hint = []string{a}
 			}
 		}
 		select {
@@ -205,7 +209,7 @@ func (s *Server) rangeCandidates(ctx context.Context, rangeID uint64) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(node uint64) {
-		if a, ok := s.dir.addr(node); ok && !seen[a] {
+		if a, ok := s.dir.addr(node); ok && !seen[a] && node != s.nodeID {
 			seen[a] = true
 			out = append(out, a)
 		}

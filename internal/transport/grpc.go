@@ -204,7 +204,9 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 // them again instead of waiting.
 func (t *GRPC) dropBatch(b *tidekvpb.RaftMessageBatch) {
 	h := t.getHandler()
-	if un, ok := h.(interface{ ReportUnreachable(rangeID, toReplica uint64) }); ok {
+	if un, ok := h.(interface {
+		ReportUnreachable(rangeID, toReplica uint64)
+	}); ok {
 		for _, m := range b.Messages {
 			un.ReportUnreachable(m.GetRangeId(), m.GetMessage().GetTo())
 		}

@@ -1,0 +1,746 @@
+package raftstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+)
+
+// TestDataDriven runs the scenarios in testdata/ against an in-process
+// cluster (newTestCluster). Each file starts with a cluster command; every
+// later command runs against that cluster. Commands:
+//
+//	cluster nodes=N [log-keep=N]       start N nodes sharing range 2 = [-, -)
+//	put [range=R] [node=N] [raw] k=v... write keys (routed to their range's
+//	                                   leaseholder unless range/node is given)
+//	get [node=N] k...                  linearizable reads
+//	delete k...                        deletes; prints whether the key existed
+//	cas k=K (expect=V | absent) (new=V | delete)
+//	scan [range=R] [start=K] [end=K] [limit=N]
+//	split key=K id=R                   split the range holding K; R is the new ID
+//	add-replica range=R node=N [timeout=D]
+//	remove-replica range=R node=N
+//	change-replicas range=R add=N remove=M   both in one joint change
+//	transfer-lease range=R node=N      waits until N holds the lease
+//	wait-leader range=R                a reachable node holds the lease
+//	wait-lease-expired range=R node=N  N no longer claims the lease
+//	crash node=N | restart node=N | add-node
+//	isolate node=N | heal node=N
+//	ranges                             every node's replicas (settles)
+//	data [node=N]                      every node's user keys (settles)
+//	snapshots                          snapshots each node accepted (settles)
+//
+// Commands that print cluster state "settle": they poll until the output
+// matches the expected one (or, under -rewrite, until it stops changing), so
+// files describe converged states without fixed sleeps.
+func TestDataDriven(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		d := &ddDriver{fileT: t}
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			return d.run(t, td)
+		})
+	})
+}
+
+// ddDriver holds one scenario file's cluster. The cluster belongs to the
+// file-level test (datadriven runs every directive as its own subtest, whose
+// cleanups would stop the cluster after the first command).
+type ddDriver struct {
+	fileT    *testing.T
+	tc       *testCluster
+	isolated map[uint64]bool
+	snaps    map[uint64]*atomic.Int64
+}
+
+// countingHandler counts the snapshots a node accepted, so scenarios can
+// show that catching up went through a snapshot rather than the log.
+type countingHandler struct {
+	s     *Store
+	snaps *atomic.Int64
+}
+
+func (h countingHandler) HandleRaftMessage(m *tidekvpb.RaftMessage) { h.s.HandleRaftMessage(m) }
+
+func (h countingHandler) HandleSnapshot(hdr *tidekvpb.RaftMessage, sst io.Reader) error {
+	err := h.s.HandleSnapshot(hdr, sst)
+	if err == nil {
+		h.snaps.Add(1)
+	}
+	return err
+}
+
+// wrap replaces a freshly started store's network registration with a
+// counting one.
+func (d *ddDriver) wrap(id uint64) {
+	if d.snaps[id] == nil {
+		d.snaps[id] = &atomic.Int64{}
+	}
+	d.tc.net.Register(id, countingHandler{s: d.tc.stores[id], snaps: d.snaps[id]})
+}
+
+func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
+	if td.Cmd != "cluster" && d.tc == nil {
+		td.Fatalf(t, "no cluster: the file must start with a cluster command")
+	}
+	if d.tc != nil {
+		d.tc.t = t // harness helpers report through the directive's test
+	}
+	switch td.Cmd {
+	case "cluster":
+		return d.cluster(t, td)
+	case "put":
+		return d.put(t, td)
+	case "get":
+		return d.get(t, td)
+	case "delete":
+		return d.del(t, td)
+	case "cas":
+		return d.cas(t, td)
+	case "scan":
+		return d.scan(t, td)
+	case "split":
+		return d.split(t, td)
+	case "add-replica", "remove-replica", "change-replicas":
+		return d.changeReplicas(t, td)
+	case "transfer-lease":
+		return d.transferLease(t, td)
+	case "wait-leader":
+		rangeID := d.uintArg(t, td, "range")
+		if err := d.poll(func() bool { return d.leaderOf(rangeID) != nil }); err != nil {
+			return fmt.Sprintf("no leader for r%d", rangeID)
+		}
+		return "ok"
+	case "wait-lease-expired":
+		rangeID, node := d.uintArg(t, td, "range"), d.uintArg(t, td, "node")
+		r := d.replica(t, node, rangeID)
+		if err := d.poll(func() bool { return !r.IsLeader() }); err != nil {
+			return fmt.Sprintf("n%d still claims the lease of r%d", node, rangeID)
+		}
+		return "ok"
+	case "crash":
+		id := d.uintArg(t, td, "node")
+		d.tc.crash(id)
+		return "ok"
+	case "restart":
+		id := d.uintArg(t, td, "node")
+		d.tc.restart(id)
+		d.wrap(id)
+		return "ok"
+	case "add-node":
+		id := d.tc.addNode()
+		d.wrap(id)
+		return fmt.Sprintf("n%d", id)
+	case "isolate", "heal":
+		id := d.uintArg(t, td, "node")
+		cut := td.Cmd == "isolate"
+		d.tc.net.Isolate(id, d.tc.nodes, cut)
+		d.isolated[id] = cut
+		return "ok"
+	case "ranges":
+		return d.settle(td, d.showRanges)
+	case "data":
+		var node uint64
+		if td.HasArg("node") {
+			node = d.uintArg(t, td, "node")
+		}
+		return d.settle(td, func() string { return d.showData(node) })
+	case "snapshots":
+		return d.settle(td, d.showSnapshots)
+	default:
+		td.Fatalf(t, "unknown command %q", td.Cmd)
+		return ""
+	}
+}
+
+func (d *ddDriver) cluster(t *testing.T, td *datadriven.TestData) string {
+	n := 3
+	td.MaybeScanArgs(t, "nodes", &n)
+	var mutate []func(*Config)
+	if td.HasArg("log-keep") {
+		var keep uint64
+		td.ScanArgs(t, "log-keep", &keep)
+		mutate = append(mutate, func(c *Config) { c.LogKeepEntries = keep })
+	}
+	if d.tc != nil {
+		td.Fatalf(t, "one cluster per file")
+	}
+	d.tc = newTestCluster(d.fileT, n, mutate...)
+	d.tc.t = t
+	d.isolated = map[uint64]bool{}
+	d.snaps = map[uint64]*atomic.Int64{}
+	for _, id := range d.tc.nodes {
+		d.wrap(id)
+	}
+	if err := d.poll(func() bool { return d.leaderOf(testRangeID) != nil }); err != nil {
+		return "no leader elected"
+	}
+	return "ok"
+}
+
+// --- lookups -------------------------------------------------------------
+
+func (d *ddDriver) uintArg(t *testing.T, td *datadriven.TestData, key string) uint64 {
+	var v uint64
+	td.ScanArgs(t, key, &v)
+	return v
+}
+
+// reachable lists the running, non-isolated nodes in ID order.
+func (d *ddDriver) reachable() []uint64 {
+	var out []uint64
+	for _, id := range d.tc.nodes {
+		if d.tc.stores[id] != nil && !d.isolated[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// leaderOf returns the replica of rangeID that holds the lease among the
+// reachable nodes, nil if none does (an isolated old leader that has not
+// noticed yet does not count).
+func (d *ddDriver) leaderOf(rangeID uint64) *Replica {
+	for _, id := range d.reachable() {
+		if r := d.tc.stores[id].GetReplica(rangeID); r != nil && r.IsLeader() {
+			return r
+		}
+	}
+	return nil
+}
+
+// leaderFor returns the leaseholder of the range covering key, as a client
+// with a perfect cache would find it.
+func (d *ddDriver) leaderFor(key []byte) *Replica {
+	for _, id := range d.reachable() {
+		for _, r := range d.tc.stores[id].Replicas() {
+			if desc := r.Desc(); desc != nil && r.IsLeader() && r.RangeID() != keys.MetaRangeID &&
+				keys.Contains(desc.GetStartKey(), desc.GetEndKey(), key) {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// replica returns node's replica of rangeID, failing the directive if absent.
+func (d *ddDriver) replica(t *testing.T, node, rangeID uint64) *Replica {
+	s := d.tc.stores[node]
+	if s == nil {
+		t.Fatalf("n%d is not running", node)
+	}
+	r := s.GetReplica(rangeID)
+	if r == nil {
+		t.Fatalf("n%d holds no replica of r%d", node, rangeID)
+	}
+	return r
+}
+
+// How a request was aimed, which decides what a failure is retried on.
+type aim int
+
+const (
+	routed      aim = iota // by key to its leaseholder: retry anything retryable
+	rangePinned            // range=R: that range's leaseholder, whatever the key
+	nodePinned             // node=N: exactly that replica, no retries
+)
+
+// target picks the replica a request goes to: node=N (with range=R, that
+// replica; else N's replica covering key), range=R (its leaseholder), or
+// the leaseholder of the range covering key.
+func (d *ddDriver) target(t *testing.T, td *datadriven.TestData, key []byte) (*Replica, aim) {
+	var node, rangeID uint64
+	td.MaybeScanArgs(t, "node", &node)
+	td.MaybeScanArgs(t, "range", &rangeID)
+	switch {
+	case node != 0 && rangeID != 0:
+		return d.replica(t, node, rangeID), nodePinned
+	case node != 0:
+		s := d.tc.stores[node]
+		if s == nil {
+			t.Fatalf("n%d is not running", node)
+		}
+		r := s.LookupKey(key)
+		if r == nil {
+			t.Fatalf("n%d has no replica covering %q", node, key)
+		}
+		return r, nodePinned
+	case rangeID != 0:
+		return d.leaderOf(rangeID), rangePinned
+	}
+	return d.leaderFor(key), routed
+}
+
+// --- polling ---------------------------------------------------------------
+
+const ddTimeout = 10 * time.Second
+
+// poll waits for cond, checking every few milliseconds.
+func (d *ddDriver) poll(cond func() bool) error {
+	deadline := time.Now().Add(ddTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return context.DeadlineExceeded
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+// settle returns f's output once it matches the expected output, or under
+// -rewrite once it has not changed for a while; on timeout it returns the
+// last output so the diff shows what the cluster converged to instead.
+func (d *ddDriver) settle(td *datadriven.TestData, f func() string) string {
+	const stableFor = 500 * time.Millisecond
+	want := strings.TrimSpace(td.Expected)
+	deadline := time.Now().Add(ddTimeout)
+	last, since := "", time.Now()
+	for {
+		out := f()
+		if !td.Rewrite && strings.TrimSpace(out) == want {
+			return out
+		}
+		if out != last {
+			last, since = out, time.Now()
+		} else if td.Rewrite && time.Since(since) >= stableFor {
+			return out
+		}
+		if time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// retryable reports whether err means "the request certainly did not take
+// effect there, try the current leaseholder" (or, for idempotent requests,
+// that trying again is harmless). Key and range mismatches mean stale
+// routing, which only routed requests may fix.
+func retryable(err error, a aim, idempotent bool) bool {
+	var nl *NotLeaderError
+	var rnf *RangeNotFoundError
+	var km *KeyMismatchError
+	switch {
+	case a == nodePinned:
+		return false
+	case errors.As(err, &nl), errors.Is(err, ErrOverloaded):
+		return true
+	case errors.As(err, &rnf), errors.As(err, &km):
+		return a == routed
+	case errors.Is(err, ErrAmbiguous):
+		return idempotent
+	}
+	return false
+}
+
+// do runs fn against the replica target picks, retrying across leadership
+// changes and splits as retryable allows.
+func (d *ddDriver) do(t *testing.T, td *datadriven.TestData, key []byte, idempotent bool, fn func(context.Context, *Replica) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ddTimeout)
+	defer cancel()
+	for {
+		r, a := d.target(t, td, key)
+		var err error
+		if r == nil {
+			err = &NotLeaderError{}
+		} else {
+			err = fn(ctx, r)
+		}
+		if err == nil || !retryable(err, a, idempotent) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// --- formatting ------------------------------------------------------------
+
+func fmtKey(k []byte) string {
+	if len(k) == 0 {
+		return "-"
+	}
+	return string(k)
+}
+
+func fmtSpan(d *tidekvpb.RangeDescriptor) string {
+	return fmt.Sprintf("[%s, %s)", fmtKey(d.GetStartKey()), fmtKey(d.GetEndKey()))
+}
+
+func fmtDesc(d *tidekvpb.RangeDescriptor) string {
+	return fmt.Sprintf("r%d %s gen=%d %s", d.GetRangeId(), fmtSpan(d), d.GetGeneration(), FormatReplicas(d))
+}
+
+// fmtErr renders errors without the parts that vary from run to run
+// (leader hints, wrapped context errors).
+func fmtErr(err error) string {
+	var nl *NotLeaderError
+	var rnf *RangeNotFoundError
+	var km *KeyMismatchError
+	switch {
+	case errors.As(err, &nl):
+		return "error: not leaseholder"
+	case errors.As(err, &km):
+		return fmt.Sprintf("error: key mismatch: %q is outside r%d %s", km.Key, km.Desc.GetRangeId(), fmtSpan(km.Desc))
+	case errors.As(err, &rnf):
+		return "error: range not found"
+	case errors.Is(err, ErrAmbiguous):
+		return "error: ambiguous"
+	}
+	return "error: " + err.Error()
+}
+
+// --- commands --------------------------------------------------------------
+
+// kvArgs returns the key=value arguments that are not options.
+func kvArgs(td *datadriven.TestData, options ...string) []datadriven.CmdArg {
+	var out []datadriven.CmdArg
+outer:
+	for _, a := range td.CmdArgs {
+		for _, o := range options {
+			if a.Key == o {
+				continue outer
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func (d *ddDriver) put(t *testing.T, td *datadriven.TestData) string {
+	var out strings.Builder
+	for _, a := range kvArgs(td, "range", "node", "raw") {
+		if len(a.Vals) != 1 {
+			td.Fatalf(t, "put wants key=value, got %s", a)
+		}
+		op := &tidekvpb.WriteOp{Key: []byte(a.Key), Value: []byte(a.Vals[0])}
+		err := d.do(t, td, op.Key, true, func(ctx context.Context, r *Replica) error {
+			if td.HasArg("raw") {
+				// Skip the request-path key check so the command reaches
+				// the log and apply must refuse it.
+				_, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{op}}, nil)
+				return err
+			}
+			_, err := r.Write(ctx, []*tidekvpb.WriteOp{op})
+			return err
+		})
+		if err != nil {
+			fmt.Fprintf(&out, "%s: %s\n", a.Key, fmtErr(err))
+		}
+	}
+	if out.Len() == 0 {
+		return "ok"
+	}
+	return out.String()
+}
+
+func (d *ddDriver) get(t *testing.T, td *datadriven.TestData) string {
+	var out strings.Builder
+	for _, a := range kvArgs(td, "range", "node") {
+		var v []byte
+		var found bool
+		err := d.do(t, td, []byte(a.Key), true, func(ctx context.Context, r *Replica) error {
+			var err error
+			v, found, err = r.Get(ctx, []byte(a.Key))
+			return err
+		})
+		switch {
+		case err != nil:
+			fmt.Fprintf(&out, "%s: %s\n", a.Key, fmtErr(err))
+		case !found:
+			fmt.Fprintf(&out, "%s: not found\n", a.Key)
+		default:
+			fmt.Fprintf(&out, "%s=%s\n", a.Key, v)
+		}
+	}
+	return out.String()
+}
+
+func (d *ddDriver) del(t *testing.T, td *datadriven.TestData) string {
+	var out strings.Builder
+	for _, a := range kvArgs(td, "range", "node") {
+		op := &tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_DELETE, Key: []byte(a.Key)}
+		var existed bool
+		// Not idempotent: a retried delete would report the key absent.
+		err := d.do(t, td, op.Key, false, func(ctx context.Context, r *Replica) error {
+			var err error
+			existed, err = r.Write(ctx, []*tidekvpb.WriteOp{op})
+			return err
+		})
+		switch {
+		case err != nil:
+			fmt.Fprintf(&out, "%s: %s\n", a.Key, fmtErr(err))
+		case existed:
+			fmt.Fprintf(&out, "%s: deleted\n", a.Key)
+		default:
+			fmt.Fprintf(&out, "%s: was absent\n", a.Key)
+		}
+	}
+	return out.String()
+}
+
+func (d *ddDriver) cas(t *testing.T, td *datadriven.TestData) string {
+	var k string
+	td.ScanArgs(t, "k", &k)
+	req := &tidekvpb.CompareAndSetRequest{Key: []byte(k)}
+	if td.HasArg("expect") {
+		var v string
+		td.ScanArgs(t, "expect", &v)
+		req.ExpectExists, req.ExpectedValue = true, []byte(v)
+	} else if !td.HasArg("absent") {
+		td.Fatalf(t, "cas needs expect=V or absent")
+	}
+	if td.HasArg("new") {
+		var v string
+		td.ScanArgs(t, "new", &v)
+		req.NewValue = []byte(v)
+	} else if td.HasArg("delete") {
+		req.Delete = true
+	} else {
+		td.Fatalf(t, "cas needs new=V or delete")
+	}
+	var resp *tidekvpb.CompareAndSetResponse
+	err := d.do(t, td, req.Key, false, func(ctx context.Context, r *Replica) error {
+		var err error
+		resp, err = r.CompareAndSet(ctx, req)
+		return err
+	})
+	if err != nil {
+		return fmtErr(err)
+	}
+	cur := "absent"
+	if resp.GetCurrentExists() {
+		cur = strconv.Quote(string(resp.GetCurrentValue()))
+	}
+	if resp.GetSucceeded() {
+		return "ok (was " + cur + ")"
+	}
+	return "failed (current " + cur + ")"
+}
+
+// scan reads like a client: range by range from the leaseholders, following
+// resume keys, until the end or the limit. With range=R it asks that one
+// range and prints the resume key it returned.
+func (d *ddDriver) scan(t *testing.T, td *datadriven.TestData) string {
+	var start, end string
+	limit := 1000
+	td.MaybeScanArgs(t, "start", &start)
+	td.MaybeScanArgs(t, "end", &end)
+	td.MaybeScanArgs(t, "limit", &limit)
+	var out strings.Builder
+	n := 0
+	cur := []byte(start)
+	for {
+		var kvs []*tidekvpb.KeyValue
+		var resume []byte
+		err := d.do(t, td, cur, true, func(ctx context.Context, r *Replica) error {
+			var err error
+			kvs, resume, err = r.Scan(ctx, cur, []byte(end), limit-n, 1<<20)
+			return err
+		})
+		if err != nil {
+			fmt.Fprintf(&out, "%s\n", fmtErr(err))
+			return out.String()
+		}
+		for _, kv := range kvs {
+			fmt.Fprintf(&out, "%s=%s\n", kv.GetKey(), kv.GetValue())
+		}
+		n += len(kvs)
+		if td.HasArg("range") || len(resume) == 0 || n >= limit {
+			if len(resume) > 0 {
+				fmt.Fprintf(&out, "resume at %q\n", resume)
+			}
+			break
+		}
+		cur = resume
+	}
+	if out.Len() == 0 {
+		return "(empty)"
+	}
+	return out.String()
+}
+
+func (d *ddDriver) split(t *testing.T, td *datadriven.TestData) string {
+	var key string
+	td.ScanArgs(t, "key", &key)
+	newID := d.uintArg(t, td, "id")
+	var resp *tidekvpb.SplitResponse
+	err := d.do(t, td, []byte(key), false, func(ctx context.Context, r *Replica) error {
+		var err error
+		resp, err = r.Split(ctx, []byte(key), newID)
+		return err
+	})
+	if err != nil {
+		return fmtErr(err)
+	}
+	return fmtDesc(resp.GetLeft()) + "\n" + fmtDesc(resp.GetRight())
+}
+
+func (d *ddDriver) changeReplicas(t *testing.T, td *datadriven.TestData) string {
+	rangeID := d.uintArg(t, td, "range")
+	var add, remove uint64
+	switch td.Cmd {
+	case "add-replica":
+		add = d.uintArg(t, td, "node")
+	case "remove-replica":
+		remove = d.uintArg(t, td, "node")
+	default:
+		td.MaybeScanArgs(t, "add", &add)
+		td.MaybeScanArgs(t, "remove", &remove)
+	}
+	timeout := 20 * time.Second
+	if td.HasArg("timeout") {
+		var s string
+		td.ScanArgs(t, "timeout", &s)
+		var err error
+		if timeout, err = time.ParseDuration(s); err != nil {
+			td.Fatalf(t, "timeout: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		r := d.leaderOf(rangeID)
+		var err error
+		var desc *tidekvpb.RangeDescriptor
+		if r == nil {
+			err = &NotLeaderError{RangeID: rangeID}
+		} else {
+			desc, err = r.ChangeReplicas(ctx, add, remove)
+		}
+		var nl *NotLeaderError
+		switch {
+		case err == nil:
+			return fmtDesc(desc)
+		case errors.As(err, &nl) && ctx.Err() == nil:
+			// Leadership moved (removing the leaseholder hands it away
+			// first): ask the new leaseholder.
+			time.Sleep(10 * time.Millisecond)
+		default:
+			return fmtErr(err)
+		}
+	}
+}
+
+func (d *ddDriver) transferLease(t *testing.T, td *datadriven.TestData) string {
+	rangeID, node := d.uintArg(t, td, "range"), d.uintArg(t, td, "node")
+	// The target may not have applied the split that created the range yet.
+	var target *Replica
+	if err := d.poll(func() bool {
+		if s := d.tc.stores[node]; s != nil {
+			target = s.GetReplica(rangeID)
+		}
+		return target != nil && target.Desc() != nil
+	}); err != nil {
+		return fmt.Sprintf("n%d holds no replica of r%d", node, rangeID)
+	}
+	deadline := time.Now().Add(ddTimeout)
+	for !target.IsLeader() {
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("n%d did not take the lease of r%d", node, rangeID)
+		}
+		if r := d.leaderOf(rangeID); r != nil {
+			if err := r.TransferLease(node); err != nil {
+				var nl *NotLeaderError
+				if !errors.As(err, &nl) {
+					return fmtErr(err)
+				}
+			}
+		}
+		// Raft gives up a transfer after an election timeout; asking again
+		// for the same target while one is running is a no-op.
+		time.Sleep(20 * time.Millisecond)
+	}
+	return "ok"
+}
+
+// --- state views -----------------------------------------------------------
+
+// showRanges prints each running node's replicas, sorted by node then range;
+// "*" marks the replica that claims the lease.
+func (d *ddDriver) showRanges() string {
+	var out strings.Builder
+	for _, id := range d.tc.nodes {
+		s := d.tc.stores[id]
+		switch {
+		case s == nil:
+			fmt.Fprintf(&out, "n%d: down\n", id)
+			continue
+		case d.isolated[id]:
+			fmt.Fprintf(&out, "n%d: isolated\n", id)
+			continue
+		}
+		rs := s.Replicas()
+		if len(rs) == 0 {
+			fmt.Fprintf(&out, "n%d: no replicas\n", id)
+		}
+		for _, r := range rs {
+			desc := r.Desc()
+			if desc == nil {
+				fmt.Fprintf(&out, "n%d: r%d uninitialized\n", id, r.RangeID())
+				continue
+			}
+			mark := ""
+			if r.IsLeader() {
+				mark = " *"
+			}
+			fmt.Fprintf(&out, "n%d: %s%s\n", id, fmtDesc(desc), mark)
+		}
+	}
+	return out.String()
+}
+
+// showData prints the user keys in a node's engine (all running nodes when
+// node is 0): what is physically there, whichever replica owns it.
+func (d *ddDriver) showData(node uint64) string {
+	var out strings.Builder
+	for _, id := range d.tc.nodes {
+		if node != 0 && id != node {
+			continue
+		}
+		lo, hi := keys.DataSpan(testRangeID, nil, nil)
+		it, err := d.tc.engines[id].NewIter(lo, hi)
+		if err != nil {
+			return err.Error()
+		}
+		var kvs []string
+		for ok := it.First(); ok; ok = it.Next() {
+			kvs = append(kvs, fmt.Sprintf("%s=%s", keys.UserKey(it.Key()), it.Value()))
+		}
+		it.Close()
+		if len(kvs) == 0 {
+			kvs = []string{"(empty)"}
+		}
+		fmt.Fprintf(&out, "n%d: %s\n", id, strings.Join(kvs, " "))
+	}
+	return out.String()
+}
+
+func (d *ddDriver) showSnapshots() string {
+	var ids []uint64
+	for id, c := range d.snaps {
+		if c.Load() > 0 {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return "none"
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var out bytes.Buffer
+	for _, id := range ids {
+		fmt.Fprintf(&out, "n%d: %d\n", id, d.snaps[id].Load())
+	}
+	return out.String()
+}

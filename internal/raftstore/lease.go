@@ -1,0 +1,98 @@
+package raftstore
+
+import (
+	"sort"
+	"time"
+
+	"go.etcd.io/raft/v3"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// The leader lease lets the leaseholder answer linearizable reads from its
+// own state without a Raft round trip or even a pass through the scheduler.
+//
+// With CheckQuorum, a follower that heard from the leader within an election
+// timeout refuses to vote, and no follower campaigns before a full election
+// timeout without hearing from the leader. So once a quorum of voters has
+// answered the leader at time t, no other leader can exist before about
+// t + electionTimeout. The lease ends halfway there, leaving the other half
+// for message delay and clock-rate differences. A leadership transfer voids
+// the lease at once (the transferee campaigns without waiting).
+//
+// A lease read also needs the leader to have applied the first entry of its
+// term: everything earlier leaders acknowledged is at or below it.
+
+// refreshLeaseLocked recomputes the lease after the scheduler stepped
+// messages or ticked.
+func (r *Replica) refreshLeaseLocked() {
+	bs := r.mu.raw.BasicStatus()
+	if bs.RaftState != raft.StateLeader || bs.LeadTransferee != 0 || r.mu.state.GetDesc() == nil {
+		r.leaseExpiry.Store(0)
+		return
+	}
+	commit := bs.GetCommit()
+	if t, err := r.mu.storage.Term(commit); err != nil || t != bs.GetTerm() {
+		r.leaseExpiry.Store(0)
+		return
+	}
+	contact := r.quorumContactLocked(time.Now())
+	if contact.IsZero() {
+		r.leaseExpiry.Store(0)
+		return
+	}
+	cfg := &r.store.cfg
+	expiry := contact.Add(time.Duration(cfg.ElectionTicks) * cfg.TickInterval / 2)
+	r.leaseIndex.Store(commit)
+	r.leaseExpiry.Store(expiry.UnixNano())
+}
+
+// quorumContactLocked returns the latest time by which a quorum of every
+// voting configuration (both halves of a joint one) had answered us.
+func (r *Replica) quorumContactLocked(now time.Time) time.Time {
+	var incoming, outgoing []uint64
+	for _, rd := range r.mu.state.GetDesc().GetReplicas() {
+		switch rd.GetType() {
+		case tidekvpb.ReplicaType_VOTER:
+			incoming = append(incoming, rd.GetReplicaId())
+			outgoing = append(outgoing, rd.GetReplicaId())
+		case tidekvpb.ReplicaType_VOTER_INCOMING:
+			incoming = append(incoming, rd.GetReplicaId())
+		case tidekvpb.ReplicaType_VOTER_OUTGOING:
+			outgoing = append(outgoing, rd.GetReplicaId())
+		}
+	}
+	t := r.quorumTimeLocked(incoming, now)
+	if len(outgoing) > 0 && len(outgoing) != len(incoming) || isJoint(r.mu.state.GetDesc()) {
+		if o := r.quorumTimeLocked(outgoing, now); o.Before(t) {
+			t = o
+		}
+	}
+	return t
+}
+
+func (r *Replica) quorumTimeLocked(voters []uint64, now time.Time) time.Time {
+	if len(voters) == 0 {
+		return time.Time{}
+	}
+	times := make([]time.Time, 0, len(voters))
+	for _, id := range voters {
+		if id == r.mu.replicaID {
+			times = append(times, now)
+		} else {
+			times = append(times, r.mu.lastContact[id])
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].After(times[j]) })
+	return times[len(times)/2] // the quorum-th most recent answer
+}
+
+// leaseCovers reports whether a read arriving now may be served locally.
+func (r *Replica) leaseCovers() bool {
+	exp := r.leaseExpiry.Load()
+	if exp == 0 || time.Now().UnixNano() >= exp {
+		return false
+	}
+	idx := r.leaseIndex.Load()
+	return idx != 0 && r.applied.Load() >= idx
+}
