@@ -66,13 +66,13 @@ func (ab *applyBatch) flush() error {
 	return nil
 }
 
-// applyCommittedLocked applies entries and returns what must run after the
-// batch commits (waking proposers, creating or destroying replicas).
-func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) []func() {
+// applyCommittedLocked applies entries and returns what must run once the
+// apply batch is written: acks wake proposers (safe at any point after),
+// post steps create or destroy replicas (only once no replica is locked).
+func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (acks, post []func()) {
 	if len(ents) == 0 {
-		return nil
+		return nil, nil
 	}
-	var post []func()
 	for _, e := range ents {
 		if e.GetIndex() <= r.mu.state.GetAppliedIndex() {
 			continue
@@ -90,7 +90,7 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) []f
 			post = append(post, after...)
 			if p := r.mu.proposals[cmd.GetProposalId()]; p != nil && cmd.GetProposalId() != 0 {
 				delete(r.mu.proposals, p.id)
-				post = append(post, func() { p.done <- res })
+				acks = append(acks, func() { p.done <- res })
 			}
 		case raftpb.EntryConfChangeV2:
 			post = append(post, r.applyConfChangeLocked(e)...)
@@ -103,7 +103,7 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) []f
 	if err := putProto(ab.b, keys.ReplicaStateKey(r.rangeID), r.mu.state); err != nil {
 		log.Fatalf("range %d: %v", r.rangeID, err)
 	}
-	return post
+	return acks, post
 }
 
 func (r *Replica) checkKeysLocked(ks ...[]byte) error {

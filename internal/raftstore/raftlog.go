@@ -49,6 +49,12 @@ func loadRaftState(eng storage.Reader, rangeID uint64, st *tidekvpb.ReplicaState
 		return nil, err
 	}
 	if hs != nil {
+		// Applied entries are written without fsync and may reach the disk
+		// ahead of the HardState recording their commit; they were
+		// committed, or they would not have been applied.
+		if hs.GetCommit() < st.GetAppliedIndex() {
+			hs.Commit = new(st.GetAppliedIndex())
+		}
 		if err := ms.SetHardState(hs); err != nil {
 			return nil, err
 		}

@@ -44,8 +44,9 @@ func (s *Store) failAll() {
 }
 
 type readyWork struct {
-	r  *Replica
-	rd raft.Ready
+	r      *Replica
+	rd     raft.Ready
+	leader bool
 }
 
 func (s *Store) takeScheduled(tick bool) []*Replica {
@@ -98,10 +99,34 @@ func (s *Store) processRound(tick bool) {
 			log.Fatalf("range %d: persisting raft state: %v", r.rangeID, err)
 		}
 		mustSync = mustSync || rd.MustSync
-		work = append(work, readyWork{r: r, rd: rd})
+		w := readyWork{r: r, rd: rd, leader: r.mu.raw.BasicStatus().RaftState == raft.StateLeader}
+		if w.leader {
+			// A leader's appends go out while it writes them itself (Raft
+			// thesis §10.2.1): its own vote and term were made durable
+			// when it was a candidate, and it counts its own copy of an
+			// entry only once Advance reports it stable.
+			r.sendMessagesLocked(rd.Messages)
+		}
+		work = append(work, w)
 	}
 	if len(work) == 0 {
 		return
+	}
+	// Committed entries are already durable here and on a quorum, so they
+	// are applied, and their proposers answered, without waiting for this
+	// round's fsync. The apply batch itself is not synced: the log is the
+	// durable record and a crash replays what the batch lost.
+	ab := newApplyBatch(s.eng)
+	var acks, post []func()
+	for _, w := range work {
+		a, p := w.r.applyCommittedLocked(ab, w.rd.CommittedEntries)
+		acks, post = append(acks, a...), append(post, p...)
+	}
+	if err := ab.commit(); err != nil {
+		log.Fatalf("apply commit: %v", err)
+	}
+	for _, fn := range acks {
+		fn()
 	}
 	if !batch.Empty() {
 		if err := batch.Commit(mustSync); err != nil {
@@ -109,7 +134,7 @@ func (s *Store) processRound(tick bool) {
 			log.Fatalf("raft state commit: %v", err)
 		}
 	}
-	// Now stable: tell the in-memory log, then send.
+	// Now stable: tell the in-memory log; followers may now acknowledge.
 	for _, w := range work {
 		r, rd := w.r, w.rd
 		if len(rd.Entries) > 0 {
@@ -120,17 +145,9 @@ func (s *Store) processRound(tick bool) {
 		if !raft.IsEmptyHardState(rd.HardState) {
 			_ = r.mu.storage.SetHardState(rd.HardState)
 		}
-		r.sendMessagesLocked(rd.Messages)
-	}
-	// Apply committed entries of all replicas in one unsynced batch: the log
-	// is durable, so a crash replays whatever the batch lost.
-	ab := newApplyBatch(s.eng)
-	var post []func()
-	for _, w := range work {
-		post = append(post, w.r.applyCommittedLocked(ab, w.rd.CommittedEntries)...)
-	}
-	if err := ab.commit(); err != nil {
-		log.Fatalf("apply commit: %v", err)
+		if !w.leader {
+			r.sendMessagesLocked(rd.Messages)
+		}
 	}
 	for _, w := range work {
 		r := w.r
@@ -147,8 +164,8 @@ func (s *Store) processRound(tick bool) {
 		}
 		r.mu.Unlock()
 	}
-	// Wake proposers and create or remove replicas only after every lock of
-	// this round is released: these steps may lock other replicas.
+	// Create or remove replicas only after every lock of this round is
+	// released: these steps may lock other replicas.
 	for _, fn := range post {
 		fn()
 	}

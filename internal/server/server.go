@@ -107,7 +107,9 @@ func (s *Server) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
+	// Stream workers reuse goroutines (and their grown stacks) across
+	// requests instead of starting one per request.
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), grpc.NumStreamWorkers(32))
 	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.grpcT.Register(s.grpcSrv)
