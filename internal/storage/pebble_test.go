@@ -29,7 +29,7 @@ func TestPebbleOptionsValidate(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	d := DefaultPebbleOptions()
-	if d.CacheSizeBytes != 128<<20 || d.MemTableSizeBytes != 32<<20 || d.VerboseLogging {
+	if d.CacheSizeBytes != 512<<20 || d.MemTableSizeBytes != 64<<20 || d.VerboseLogging {
 		t.Fatalf("unexpected defaults: %+v", d)
 	}
 	for name, mut := range map[string]func(*PebbleOptions){

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+func kvClient(t *testing.T, addr string) tidekvpb.KVClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return tidekvpb.NewKVClient(conn)
+}
+
+// waitServing waits until the single node serves a write.
+func waitServing(t *testing.T, kv tidekvpb.KVClient) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: []byte("probe"), Value: []byte("x")})
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("node never served")
+}
+
+func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
+	tc := startCluster(t, 1)
+	kv := kvClient(t, tc.nodes[0].Addr())
+	waitServing(t, kv)
+	ctx := context.Background()
+	big := func(n int) []byte { return bytes.Repeat([]byte("x"), n) }
+	cases := []struct {
+		name string
+		call func() error
+		want string // substring of the message naming the limit
+	}{
+		{"empty key", func() error { _, err := kv.Put(ctx, &tidekvpb.PutRequest{Value: []byte("v")}); return err }, "empty key"},
+		{"key over 4 KiB", func() error {
+			_, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: big(4097), Value: []byte("v")})
+			return err
+		}, "maximum key size of 4096"},
+		{"value over 1 MiB", func() error {
+			_, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: []byte("k"), Value: big(1<<20 + 1)})
+			return err
+		}, "maximum value size of 1048576"},
+		{"get empty key", func() error { _, err := kv.Get(ctx, &tidekvpb.GetRequest{}); return err }, "empty key"},
+		{"scan over the limit", func() error {
+			_, err := kv.Scan(ctx, &tidekvpb.ScanRequest{StartKey: []byte("a"), Limit: 10001})
+			return err
+		}, "maximum scan limit of 10000"},
+		{"inverted scan range", func() error {
+			_, err := kv.Scan(ctx, &tidekvpb.ScanRequest{StartKey: []byte("b"), EndKey: []byte("a")})
+			return err
+		}, "invalid scan range"},
+		{"cas value over 1 MiB", func() error {
+			_, err := kv.CompareAndSet(ctx, &tidekvpb.CompareAndSetRequest{Key: []byte("k"), NewValue: big(1<<20 + 1)})
+			return err
+		}, "maximum value size"},
+		{"write with an oversized value among good ops", func() error {
+			_, err := kv.Write(ctx, &tidekvpb.WriteRequest{Ops: []*tidekvpb.WriteOp{
+				{Key: []byte("w1"), Value: []byte("ok")}, {Key: []byte("w2"), Value: big(1<<20 + 1)}}})
+			return err
+		}, "maximum value size"},
+		{"empty batch get", func() error { _, err := kv.BatchGet(ctx, &tidekvpb.BatchGetRequest{}); return err }, "at least one key"},
+	}
+	for _, c := range cases {
+		err := c.call()
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), c.want) {
+			t.Errorf("%s: got %v, want InvalidArgument mentioning %q", c.name, err, c.want)
+		}
+		if d := errorDetail(err); d == nil || d.GetKind() != tidekvpb.ErrorKind_INVALID_ARGUMENT {
+			t.Errorf("%s: missing INVALID_ARGUMENT detail: %v", c.name, d)
+		}
+	}
+	// Nothing was written by the rejected requests.
+	for _, k := range []string{"k", "w1", "w2"} {
+		resp, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte(k)})
+		if err != nil || resp.GetFound() {
+			t.Errorf("key %q after rejected writes: found=%v err=%v", k, resp.GetFound(), err)
+		}
+	}
+}
+
+func TestOverloadFailsFast(t *testing.T) {
+	tc := startCluster(t, 1)
+	s := tc.nodes[0]
+	kv := kvClient(t, s.Addr())
+	waitServing(t, kv)
+	// Occupy every admission slot, as a burst of slow requests would.
+	for i := 0; i < cap(s.inflight); i++ {
+		s.inflight <- struct{}{}
+	}
+	start := time.Now()
+	_, err := kv.Get(context.Background(), &tidekvpb.GetRequest{Key: []byte("probe")})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("get while full: %v, want ResourceExhausted", err)
+	}
+	if d := errorDetail(err); d.GetKind() != tidekvpb.ErrorKind_OVERLOADED || d.GetRetryAfterMs() == 0 {
+		t.Fatalf("detail %v, want OVERLOADED with a retry hint", d)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("rejection took %v; it must not queue", took)
+	}
+	for i := 0; i < cap(s.inflight); i++ {
+		<-s.inflight
+	}
+	if _, err := kv.Get(context.Background(), &tidekvpb.GetRequest{Key: []byte("probe")}); err != nil {
+		t.Fatalf("get after the burst: %v", err)
+	}
+}
+
+func TestWriteSpanningRangesIsRejected(t *testing.T) {
+	tc := startCluster(t, 1)
+	kv := kvClient(t, tc.nodes[0].Addr())
+	waitServing(t, kv)
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Split(ctx, []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := kv.Write(ctx, &tidekvpb.WriteRequest{Ops: []*tidekvpb.WriteOp{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("z"), Value: []byte("2")}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "more than one range") {
+		t.Fatalf("cross-range write: %v", err)
+	}
+	resp, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("a")})
+	if err != nil || resp.GetFound() {
+		t.Fatalf("cross-range write left key a behind: %v %v", resp, err)
+	}
+}
