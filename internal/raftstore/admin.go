@@ -16,6 +16,9 @@ import (
 // Split cuts the range at key; newRangeID must come from the meta range's
 // allocator.
 func (r *Replica) Split(ctx context.Context, key []byte, newRangeID uint64) (*tidekvpb.SplitResponse, error) {
+	if newRangeID == 0 || r.store.GetReplica(newRangeID) != nil {
+		return nil, fmt.Errorf("%w: range ID %d is not fresh", ErrInvalidRequest, newRangeID)
+	}
 	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Split: &tidekvpb.SplitCommand{SplitKey: key, NewRangeId: newRangeID}}, nil)
 	if err != nil {
 		return nil, err
@@ -155,14 +158,26 @@ func (r *Replica) removeReplica(ctx context.Context, removeRd *tidekvpb.ReplicaD
 	return r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, removeRd.GetNodeId()) == nil })
 }
 
+// transferAway hands the lease to the voter that answered most recently
+// (a down voter would never take it).
 func (r *Replica) transferAway() error {
 	d := r.desc.Load()
+	var best *tidekvpb.ReplicaDescriptor
+	var bestAt time.Time
+	r.mu.Lock()
 	for _, rd := range d.GetReplicas() {
-		if rd.GetNodeId() != r.store.nodeID && rd.GetType() == tidekvpb.ReplicaType_VOTER {
-			return r.TransferLease(rd.GetNodeId())
+		if rd.GetNodeId() == r.store.nodeID || rd.GetType() != tidekvpb.ReplicaType_VOTER {
+			continue
+		}
+		if at := r.mu.lastContact[rd.GetReplicaId()]; best == nil || at.After(bestAt) {
+			best, bestAt = rd, at
 		}
 	}
-	return fmt.Errorf("%w: range %d has no other voter to take the lease", ErrInvalidRequest, r.rangeID)
+	r.mu.Unlock()
+	if best == nil {
+		return fmt.Errorf("%w: range %d has no other voter to take the lease", ErrInvalidRequest, r.rangeID)
+	}
+	return r.TransferLease(best.GetNodeId())
 }
 
 // proposeChange proposes a conf change and waits until the applied

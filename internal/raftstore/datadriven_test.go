@@ -17,6 +17,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/storage"
 )
 
 // TestDataDriven runs the scenarios in testdata/ against an in-process
@@ -24,13 +25,17 @@ import (
 // later command runs against that cluster. Commands:
 //
 //	cluster nodes=N [log-keep=N]       start N nodes sharing range 2 = [-, -)
-//	put [range=R] [node=N] [raw] k=v... write keys (routed to their range's
-//	                                   leaseholder unless range/node is given)
+//	put [range=R] [node=N] [raw] k=v...
+//	                                   write keys, routed to their range's
+//	                                   leaseholder unless range/node is given;
+//	                                   raw skips the request-path key check
 //	get [node=N] k...                  linearizable reads
+//	batch-get [range=R] k...           one BatchGet (routed by the first key)
 //	delete k...                        deletes; prints whether the key existed
 //	cas k=K (expect=V | absent) (new=V | delete)
 //	scan [range=R] [start=K] [end=K] [limit=N]
-//	split key=K id=R                   split the range holding K; R is the new ID
+//	split [range=R] key=K id=N         split the range holding K (or R); N is
+//	                                   the new range's ID
 //	add-replica range=R node=N [timeout=D]
 //	remove-replica range=R node=N
 //	change-replicas range=R add=N remove=M   both in one joint change
@@ -41,7 +46,8 @@ import (
 //	isolate node=N | heal node=N
 //	ranges                             every node's replicas (settles)
 //	data [node=N]                      every node's user keys (settles)
-//	snapshots                          snapshots each node accepted (settles)
+//	snapshots [node=N] [no-counts]     snapshots each node accepted (settles)
+//	refuse-snapshots node=N [count=K]  N refuses its next K snapshots
 //
 // Commands that print cluster state "settle": they poll until the output
 // matches the expected one (or, under -rewrite, until it stops changing), so
@@ -62,33 +68,56 @@ type ddDriver struct {
 	fileT    *testing.T
 	tc       *testCluster
 	isolated map[uint64]bool
-	snaps    map[uint64]*atomic.Int64
+	snaps    map[uint64]*snapCounters
+}
+
+// snapCounters are a node's snapshot counters; they outlive restarts.
+type snapCounters struct {
+	accepted atomic.Int64
+	// refuse is how many of the next snapshots to refuse before the store
+	// sees them, as a receiver does when one overlaps a local range.
+	refuse atomic.Int64
 }
 
 // countingHandler counts the snapshots a node accepted, so scenarios can
 // show that catching up went through a snapshot rather than the log.
 type countingHandler struct {
-	s     *Store
-	snaps *atomic.Int64
+	s *Store
+	c *snapCounters
 }
 
 func (h countingHandler) HandleRaftMessage(m *tidekvpb.RaftMessage) { h.s.HandleRaftMessage(m) }
 
 func (h countingHandler) HandleSnapshot(hdr *tidekvpb.RaftMessage, sst io.Reader) error {
+	if h.c.refuse.Add(-1) >= 0 {
+		return errors.New("refused by the test")
+	}
+	h.c.refuse.Store(0)
 	err := h.s.HandleSnapshot(hdr, sst)
 	if err == nil {
-		h.snaps.Add(1)
+		h.c.accepted.Add(1)
 	}
 	return err
 }
 
-// wrap replaces a freshly started store's network registration with a
-// counting one.
+// wrap replaces a store's network registration with a counting one.
 func (d *ddDriver) wrap(id uint64) {
 	if d.snaps[id] == nil {
-		d.snaps[id] = &atomic.Int64{}
+		d.snaps[id] = &snapCounters{}
 	}
-	d.tc.net.Register(id, countingHandler{s: d.tc.stores[id], snaps: d.snaps[id]})
+	d.tc.net.Register(id, countingHandler{s: d.tc.stores[id], c: d.snaps[id]})
+}
+
+// start runs a store on node id's engine like testCluster.startStore, but
+// registers it counted before it starts, so no snapshot slips by uncounted.
+func (d *ddDriver) start(t *testing.T, id uint64) {
+	s, err := NewStore(d.tc.cfg, id, d.tc.engines[id], d.tc.net.Transport(id), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.tc.stores[id] = s
+	d.wrap(id)
+	s.Start()
 }
 
 func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
@@ -105,6 +134,8 @@ func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
 		return d.put(t, td)
 	case "get":
 		return d.get(t, td)
+	case "batch-get":
+		return d.batchGet(t, td)
 	case "delete":
 		return d.del(t, td)
 	case "cas":
@@ -135,13 +166,13 @@ func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
 		d.tc.crash(id)
 		return "ok"
 	case "restart":
-		id := d.uintArg(t, td, "node")
-		d.tc.restart(id)
-		d.wrap(id)
+		d.start(t, d.uintArg(t, td, "node"))
 		return "ok"
 	case "add-node":
-		id := d.tc.addNode()
-		d.wrap(id)
+		id := uint64(len(d.tc.nodes) + 1)
+		d.tc.nodes = append(d.tc.nodes, id)
+		d.tc.engines[id] = storage.NewMem()
+		d.start(t, id)
 		return fmt.Sprintf("n%d", id)
 	case "isolate", "heal":
 		id := d.uintArg(t, td, "node")
@@ -157,8 +188,16 @@ func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
 			node = d.uintArg(t, td, "node")
 		}
 		return d.settle(td, func() string { return d.showData(node) })
+	case "refuse-snapshots":
+		id := d.uintArg(t, td, "node")
+		var n int64 = 1
+		td.MaybeScanArgs(t, "count", &n)
+		d.snaps[id].refuse.Store(n)
+		return "ok"
 	case "snapshots":
-		return d.settle(td, d.showSnapshots)
+		var node uint64
+		td.MaybeScanArgs(t, "node", &node)
+		return d.settle(td, func() string { return d.showSnapshots(node, !td.HasArg("no-counts")) })
 	default:
 		td.Fatalf(t, "unknown command %q", td.Cmd)
 		return ""
@@ -180,7 +219,7 @@ func (d *ddDriver) cluster(t *testing.T, td *datadriven.TestData) string {
 	d.tc = newTestCluster(d.fileT, n, mutate...)
 	d.tc.t = t
 	d.isolated = map[uint64]bool{}
-	d.snaps = map[uint64]*atomic.Int64{}
+	d.snaps = map[uint64]*snapCounters{}
 	for _, id := range d.tc.nodes {
 		d.wrap(id)
 	}
@@ -327,8 +366,9 @@ func (d *ddDriver) settle(td *datadriven.TestData, f func() string) string {
 // retryable reports whether err means "the request certainly did not take
 // effect there, try the current leaseholder" (or, for idempotent requests,
 // that trying again is harmless). Key and range mismatches mean stale
-// routing, which only routed requests may fix.
-func retryable(err error, a aim, idempotent bool) bool {
+// routing, which only routed requests may fix, and only if the key that
+// missed is the one routed by (not a second key in another range).
+func retryable(err error, a aim, key []byte, idempotent bool) bool {
 	var nl *NotLeaderError
 	var rnf *RangeNotFoundError
 	var km *KeyMismatchError
@@ -337,7 +377,9 @@ func retryable(err error, a aim, idempotent bool) bool {
 		return false
 	case errors.As(err, &nl), errors.Is(err, ErrOverloaded):
 		return true
-	case errors.As(err, &rnf), errors.As(err, &km):
+	case errors.As(err, &km):
+		return a == routed && bytes.Equal(km.Key, key)
+	case errors.As(err, &rnf):
 		return a == routed
 	case errors.Is(err, ErrAmbiguous):
 		return idempotent
@@ -358,7 +400,7 @@ func (d *ddDriver) do(t *testing.T, td *datadriven.TestData, key []byte, idempot
 		} else {
 			err = fn(ctx, r)
 		}
-		if err == nil || !retryable(err, a, idempotent) || ctx.Err() != nil {
+		if err == nil || !retryable(err, a, key, idempotent) || ctx.Err() != nil {
 			return err
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -462,6 +504,31 @@ func (d *ddDriver) get(t *testing.T, td *datadriven.TestData) string {
 			fmt.Fprintf(&out, "%s: not found\n", a.Key)
 		default:
 			fmt.Fprintf(&out, "%s=%s\n", a.Key, v)
+		}
+	}
+	return out.String()
+}
+
+func (d *ddDriver) batchGet(t *testing.T, td *datadriven.TestData) string {
+	var ks [][]byte
+	for _, a := range kvArgs(td, "range", "node") {
+		ks = append(ks, []byte(a.Key))
+	}
+	var resps []*tidekvpb.GetResponse
+	err := d.do(t, td, ks[0], true, func(ctx context.Context, r *Replica) error {
+		var err error
+		resps, err = r.BatchGet(ctx, ks)
+		return err
+	})
+	if err != nil {
+		return fmtErr(err)
+	}
+	var out strings.Builder
+	for i, resp := range resps {
+		if resp.GetFound() {
+			fmt.Fprintf(&out, "%s=%s\n", ks[i], resp.GetValue())
+		} else {
+			fmt.Fprintf(&out, "%s: not found\n", ks[i])
 		}
 	}
 	return out.String()
@@ -727,10 +794,13 @@ func (d *ddDriver) showData(node uint64) string {
 	return out.String()
 }
 
-func (d *ddDriver) showSnapshots() string {
+// showSnapshots lists the nodes (or just node) that accepted snapshots, with
+// how many unless counts is false (where a race decides whether one more is
+// sent).
+func (d *ddDriver) showSnapshots(node uint64, counts bool) string {
 	var ids []uint64
 	for id, c := range d.snaps {
-		if c.Load() > 0 {
+		if c.accepted.Load() > 0 && (node == 0 || id == node) {
 			ids = append(ids, id)
 		}
 	}
@@ -740,7 +810,11 @@ func (d *ddDriver) showSnapshots() string {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	var out bytes.Buffer
 	for _, id := range ids {
-		fmt.Fprintf(&out, "n%d: %d\n", id, d.snaps[id].Load())
+		if counts {
+			fmt.Fprintf(&out, "n%d: %d\n", id, d.snaps[id].accepted.Load())
+		} else {
+			fmt.Fprintf(&out, "n%d\n", id)
+		}
 	}
 	return out.String()
 }

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
@@ -49,6 +50,9 @@ func (r *Replica) BatchGet(ctx context.Context, ks [][]byte) ([]*tidekvpb.GetRes
 // and about maxBytes bytes. resume is where the caller continues (empty when
 // the scan is complete).
 func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxBytes int) (kvs []*tidekvpb.KeyValue, resume []byte, err error) {
+	if limit <= 0 || maxBytes <= 0 {
+		return nil, nil, fmt.Errorf("%w: scan limit and byte budget must be positive", ErrInvalidRequest)
+	}
 	if err := r.waitLeaseRead(ctx); err != nil {
 		return nil, nil, err
 	}

@@ -206,6 +206,8 @@ type linzClient struct {
 	// operations expect.
 	seen map[string]*string
 	seq  int
+	// lastOk: the last operation had a definite outcome.
+	lastOk bool
 	// opTimeout bounds one operation; a write that runs out of it has an
 	// unknown outcome.
 	opTimeout time.Duration
@@ -214,6 +216,11 @@ type linzClient struct {
 func newLinzClient(id int, rec *linearizability.Recorder, stats *linzStats, seed uint64) *linzClient {
 	return &linzClient{id: id, rec: rec, stats: stats, rng: rand.New(rand.NewPCG(seed, uint64(id))),
 		seen: map[string]*string{}, opTimeout: time.Second}
+}
+
+func (c *linzClient) outcome(start time.Time, o string) {
+	c.lastOk = o == "ok"
+	c.stats.record(start, o)
 }
 
 func (c *linzClient) value() string {
@@ -231,7 +238,7 @@ func (c *linzClient) get(r *Replica, key string) {
 	switch {
 	case err == nil:
 		p.Ok(linearizability.Output{Found: found, Value: string(v)})
-		c.stats.record(start, "ok")
+		c.outcome(start, "ok")
 		if found {
 			s := string(v)
 			c.seen[key] = &s
@@ -241,7 +248,7 @@ func (c *linzClient) get(r *Replica, key string) {
 	default:
 		// A read has no effect either way; an unknown read is dropped.
 		p.Unknown()
-		c.stats.record(start, "unknown")
+		c.outcome(start, "unknown")
 	}
 }
 
@@ -255,13 +262,13 @@ func (c *linzClient) put(r *Replica, key string) {
 	switch {
 	case err == nil:
 		p.Ok(linearizability.Output{})
-		c.stats.record(start, "ok")
+		c.outcome(start, "ok")
 	case definitelyNotApplied(err):
 		p.Failed()
-		c.stats.record(start, "failed")
+		c.outcome(start, "failed")
 	default:
 		p.Unknown()
-		c.stats.record(start, "unknown")
+		c.outcome(start, "unknown")
 	}
 }
 
@@ -281,7 +288,7 @@ func (c *linzClient) cas(r *Replica, key string) {
 	switch {
 	case err == nil:
 		p.Ok(linearizability.Output{Swapped: resp.GetSucceeded()})
-		c.stats.record(start, "ok")
+		c.outcome(start, "ok")
 		// Aim the next CAS at what is there now.
 		switch {
 		case resp.GetSucceeded():
@@ -294,10 +301,10 @@ func (c *linzClient) cas(r *Replica, key string) {
 		}
 	case definitelyNotApplied(err):
 		p.Failed()
-		c.stats.record(start, "failed")
+		c.outcome(start, "failed")
 	default:
 		p.Unknown()
-		c.stats.record(start, "unknown")
+		c.outcome(start, "unknown")
 	}
 }
 
@@ -314,22 +321,29 @@ func (c *linzClient) step(r *Replica, keys []string) {
 	}
 }
 
-// runLinzClients starts n clients that loop until ctx ends. route picks the
-// replica for an operation (nil: nothing to talk to right now). The
-// returned function waits for them to finish.
+// linzRoute picks the replica for a client's next operation: nil when there
+// is nothing to talk to right now; readOnly when only a read may go there.
+type linzRoute func(c *linzClient) (r *Replica, readOnly bool)
+
+// runLinzClients starts n clients that loop until ctx ends, each sending
+// its operations where route says. The returned function waits for them.
 func runLinzClients(ctx context.Context, n int, seed uint64, rec *linearizability.Recorder, stats *linzStats,
-	keys []string, route func(c *linzClient) *Replica) (wait func()) {
+	keys []string, route linzRoute) (wait func()) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			c := newLinzClient(i, rec, stats, seed)
 			for ctx.Err() == nil {
-				r := route(c)
-				if r == nil {
+				r, readOnly := route(c)
+				switch {
+				case r == nil:
 					time.Sleep(2 * time.Millisecond)
 					continue
+				case readOnly:
+					c.get(r, keys[c.rng.IntN(len(keys))])
+				default:
+					c.step(r, keys)
 				}
-				c.step(r, keys)
 				// A little think time keeps the history at a size porcupine
 				// checks in seconds.
 				time.Sleep(time.Duration(c.rng.IntN(1500)) * time.Microsecond)
@@ -342,13 +356,13 @@ func runLinzClients(ctx context.Context, n int, seed uint64, rec *linearizabilit
 // routeToLeader sends every operation to a replica that believes it leads,
 // chosen at random when several do (a deposed leader that has not noticed
 // yet must be exercised too: that is where stale reads would come from).
-func routeToLeader(lc *linzCluster) func(c *linzClient) *Replica {
-	return func(c *linzClient) *Replica {
+func routeToLeader(lc *linzCluster) linzRoute {
+	return func(c *linzClient) (*Replica, bool) {
 		ls := lc.leaders()
 		if len(ls) == 0 {
-			return nil
+			return nil, false
 		}
-		return ls[c.rng.IntN(len(ls))]
+		return ls[c.rng.IntN(len(ls))], false
 	}
 }
 
@@ -456,10 +470,49 @@ func formatOp(op linearizability.Op) string {
 	return fmt.Sprintf("client %2d  [%12.6fms, %12.6fms]  %s -> %s", op.ClientID, float64(op.Call)/1e6, float64(op.Return)/1e6, call, res)
 }
 
+// probeDeposed runs right after the nemesis isolated the leaseholder old.
+// For about a second it waits for the moment when the majority side has
+// elected a new leaseholder while old still believes it holds the lease
+// (it has not yet noticed that it lost its quorum). Then it writes key
+// through the new leaseholder and, once that is acknowledged, reads key
+// from old. A correct lease makes old refuse (or delay) the read; a stale
+// answer is a linearizability violation. It reports whether it got to
+// probe: old may step down before anyone else takes over.
+func (lc *linzCluster) probeDeposed(t *testing.T, c *linzClient, old uint64, key string) bool {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		var oldR, newR *Replica
+		for _, r := range lc.leaders() {
+			if r.store.nodeID == old {
+				oldR = r
+			} else {
+				newR = r
+			}
+		}
+		if oldR == nil {
+			return false // stepped down first: nothing to probe
+		}
+		if newR == nil {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		seq := c.seq
+		c.put(newR, key)
+		if c.seq == seq || !c.lastOk {
+			continue
+		}
+		c.get(oldR, key)
+		return true
+	}
+	return false
+}
+
 // TestLinearizabilityUnderNemesis runs concurrent clients against the
 // leaseholder while a nemesis crashes and restarts nodes (the leaseholder
-// or a random one) and isolates and heals them, and checks that the
-// history is linearizable.
+// or a random one) and isolates and heals the leaseholder, probing it while
+// it is deposed but unaware (see probeDeposed), and checks that the history
+// is linearizable.
 func TestLinearizabilityUnderNemesis(t *testing.T) {
 	dur := linzDuration(t, 6*time.Second)
 	lc := newLinzCluster(t, 3)
@@ -475,8 +528,11 @@ func TestLinearizabilityUnderNemesis(t *testing.T) {
 	wait := runLinzClients(ctx, 6, seed, rec, stats, keys, routeToLeader(lc))
 
 	rng := rand.New(rand.NewPCG(seed, 1<<32))
-	pause := func(min, spread time.Duration) {
-		time.Sleep(min + time.Duration(rng.Int64N(int64(spread))))
+	// The nemesis's own client, for probing a deposed leaseholder.
+	probe := newLinzClient(1000, rec, stats, seed)
+	probes := 0
+	pause := func(base, spread time.Duration) {
+		time.Sleep(base + time.Duration(rng.Int64N(int64(spread))))
 	}
 	type event struct {
 		at   time.Time
@@ -486,9 +542,11 @@ func TestLinearizabilityUnderNemesis(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // a fault-free start
 	deadline := time.Now().Add(dur)
 	for round := 0; time.Now().Before(deadline); round++ {
+		// Even rounds crash a node, alternately the leader and a random
+		// one; odd rounds isolate the leader.
 		leader := lc.waitLeader(t)
 		victim := leader
-		if round%4 >= 2 {
+		if round%4 == 2 {
 			victim = lc.tc.nodes[rng.IntN(len(lc.tc.nodes))]
 		}
 		kind := "leader"
@@ -501,9 +559,14 @@ func TestLinearizabilityUnderNemesis(t *testing.T) {
 			pause(200*time.Millisecond, 400*time.Millisecond)
 			lc.restart(victim)
 		} else {
-			events = append(events, event{time.Now(), fmt.Sprintf("isolate node %d (%s)", victim, kind)})
+			what := fmt.Sprintf("isolate node %d (%s)", victim, kind)
+			events = append(events, event{time.Now(), what})
 			lc.isolate(victim)
-			pause(200*time.Millisecond, 400*time.Millisecond)
+			isoStart := time.Now()
+			if victim == leader && lc.probeDeposed(t, probe, victim, keys[rng.IntN(len(keys))]) {
+				probes++
+			}
+			time.Sleep(time.Until(isoStart.Add(200*time.Millisecond + time.Duration(rng.Int64N(int64(400*time.Millisecond))))))
 			lc.heal()
 		}
 		lc.waitLeader(t)
@@ -514,7 +577,7 @@ func TestLinearizabilityUnderNemesis(t *testing.T) {
 	cancel()
 	wait()
 
-	t.Logf("%d nemesis events; operations: %s", len(events), stats)
+	t.Logf("%d nemesis events; operations: %s; %d probes of a deposed leaseholder", len(events), stats, probes)
 	for i, ev := range events {
 		to := end
 		if i+1 < len(events) {
@@ -535,6 +598,49 @@ func TestLinearizabilityUnderNemesis(t *testing.T) {
 	}
 	if res.Ops < 500 {
 		t.Fatalf("only %d operations checked; the test proves little", res.Ops)
+	}
+}
+
+// TestLinearizabilityDeposedLeaseholder isolates the leaseholder again and
+// again, with the random workload running, until probeDeposed has caught
+// the old leaseholder still believing in its lease after a new one was
+// elected (three times, or ten isolations), and checks the history. A
+// lease that outlives the followers' promise not to elect anyone else
+// shows up here as a stale read.
+func TestLinearizabilityDeposedLeaseholder(t *testing.T) {
+	lc := newLinzCluster(t, 3)
+	lc.waitLeader(t)
+	rec := linearizability.NewRecorder()
+	stats := &linzStats{}
+	keys := linzKeys(4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	wait := runLinzClients(ctx, 4, seed, rec, stats, keys, routeToLeader(lc))
+
+	rng := rand.New(rand.NewPCG(seed, 1<<32))
+	probe := newLinzClient(1000, rec, stats, seed)
+	probes, rounds := 0, 0
+	for ; rounds < 10 && probes < 3; rounds++ {
+		time.Sleep(100*time.Millisecond + time.Duration(rng.Int64N(int64(100*time.Millisecond))))
+		leader := lc.waitLeader(t)
+		lc.isolate(leader)
+		if lc.probeDeposed(t, probe, leader, keys[rng.IntN(len(keys))]) {
+			probes++
+		}
+		lc.heal()
+		lc.waitLeader(t)
+	}
+	cancel()
+	wait()
+	t.Logf("%d isolations of the leaseholder, %d probes while it was deposed; operations: %s", rounds, probes, stats)
+	res := checkHistory(t, rec.History())
+	if !res.Ok {
+		t.Fatalf("history is not linearizable (seed %d): a deposed leaseholder served a stale read", seed)
+	}
+	if probes == 0 {
+		t.Fatalf("in %d isolations the old leaseholder never outlived the election of a new one: nothing was probed", rounds)
 	}
 }
 
@@ -597,27 +703,16 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 		return ok && string(v) == "v-old"
 	})
 
-	// The random workload: writes and most reads go to the leader; while a
-	// follower is isolated, a third of the reads go to it.
+	// The random workload goes to the leader, except that while a follower
+	// is isolated a third of the operations are reads sent to it (writes
+	// would only be refused there as not leader).
 	var isolatedReplica atomic.Pointer[Replica]
 	toLeader := routeToLeader(lc)
-	route := func(c *linzClient) *Replica {
+	wait := runLinzClients(ctx, 6, seed, rec, stats, keys, func(c *linzClient) (*Replica, bool) {
 		if f := isolatedReplica.Load(); f != nil && c.rng.IntN(3) == 0 {
-			return f
+			return f, true
 		}
 		return toLeader(c)
-	}
-	// Reads from the follower must not wait for a lease it cannot get; in
-	// this mode they do not, but bound them anyway.
-	wait := runLinzClients(ctx, 6, seed, rec, stats, keys, func(c *linzClient) *Replica {
-		r := route(c)
-		if r != nil && r == isolatedReplica.Load() {
-			// Only reads go to the follower; its writes would just be
-			// refused as not leader.
-			c.get(r, keys[c.rng.IntN(len(keys))])
-			return nil
-		}
-		return r
 	})
 
 	time.Sleep(300 * time.Millisecond)

@@ -112,22 +112,40 @@ func (s *Store) processRound(tick bool) {
 	if len(work) == 0 {
 		return
 	}
-	// Committed entries are already durable here and on a quorum, so they
-	// are applied, and their proposers answered, without waiting for this
-	// round's fsync. The apply batch itself is not synced: the log is the
-	// durable record and a crash replays what the batch lost.
-	ab := newApplyBatch(s.eng)
+	// Committed entries that are already in the stable log (always the
+	// case on a leader, which counts its own copy only once written) are
+	// applied, and their proposers answered, without waiting for this
+	// round's fsync. A follower may learn that entries of this very Ready
+	// are committed; those wait until they are written here too. Apply
+	// batches are not synced: the log is the durable record and a crash
+	// replays what they lost.
 	var acks, post []func()
+	apply := func(ws []readyWork) {
+		ab := newApplyBatch(s.eng)
+		for _, w := range ws {
+			a, p := w.r.applyCommittedLocked(ab, w.rd.CommittedEntries)
+			acks, post = append(acks, a...), append(post, p...)
+		}
+		if err := ab.commit(); err != nil {
+			log.Fatalf("apply commit: %v", err)
+		}
+		for _, fn := range acks {
+			fn()
+		}
+		acks = acks[:0]
+	}
+	var early, late []readyWork
 	for _, w := range work {
-		a, p := w.r.applyCommittedLocked(ab, w.rd.CommittedEntries)
-		acks, post = append(acks, a...), append(post, p...)
+		if n := len(w.rd.CommittedEntries); n > 0 {
+			stable, _ := w.r.mu.storage.LastIndex()
+			if w.rd.CommittedEntries[n-1].GetIndex() <= stable {
+				early = append(early, w)
+			} else {
+				late = append(late, w)
+			}
+		}
 	}
-	if err := ab.commit(); err != nil {
-		log.Fatalf("apply commit: %v", err)
-	}
-	for _, fn := range acks {
-		fn()
-	}
+	apply(early)
 	if !batch.Empty() {
 		if err := batch.Commit(mustSync); err != nil {
 			// Losing Raft state silently would break durability; stop hard.
@@ -149,6 +167,7 @@ func (s *Store) processRound(tick bool) {
 			r.sendMessagesLocked(rd.Messages)
 		}
 	}
+	apply(late)
 	for _, w := range work {
 		r := w.r
 		if !r.mu.destroyed {

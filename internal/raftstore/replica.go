@@ -133,7 +133,13 @@ func newRaftConfig(c *Config, id uint64, st raft.Storage, applied uint64) *raft.
 		MaxInflightMsgs:           c.MaxInflightMsgs,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		ReadOnlyOption:            raft.ReadOnlyLeaseBased,
+		// Reads the wall-clock lease (lease.go) does not cover confirm
+		// leadership with a quorum heartbeat round. Raft's own lease-based
+		// ReadIndex is not safe: under CheckQuorum a partitioned leader
+		// keeps leading for up to two election timeouts, while the others
+		// may elect a new leader after one (see
+		// TestLinearizabilityDeposedLeaseholder).
+		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
 		Logger:                    raftLogger,
 	}
@@ -274,7 +280,21 @@ func (r *Replica) drainInboxLocked(tick bool) {
 	raw := r.mu.raw
 	now := time.Now()
 	for _, m := range msgs {
-		if t := m.GetType(); t == raftpb.MsgHeartbeatResp || t == raftpb.MsgAppResp {
+		switch t := m.GetType(); t {
+		case raftpb.MsgSnapStatus:
+			// Local reports (from the snapshot sender): RawNode.Step refuses
+			// local message types with ErrStepLocalMsg, so they go through
+			// the RawNode's report methods.
+			status := raft.SnapshotFinish
+			if m.GetReject() {
+				status = raft.SnapshotFailure
+			}
+			raw.ReportSnapshot(m.GetFrom(), status)
+			continue
+		case raftpb.MsgUnreachable:
+			raw.ReportUnreachable(m.GetFrom())
+			continue
+		case raftpb.MsgHeartbeatResp, raftpb.MsgAppResp:
 			r.mu.lastContact[m.GetFrom()] = now
 		}
 		_ = raw.Step(m) // errors mean a stale or irrelevant message

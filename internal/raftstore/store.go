@@ -113,16 +113,32 @@ func (s *Store) loadReplicas() error {
 	if err := it.Close(); err != nil {
 		return err
 	}
+	var removed []*tidekvpb.ReplicaState
 	for _, id := range ids {
 		st, err := loadReplicaState(s.eng, id)
 		if err != nil {
 			return err
+		}
+		if replicaOnNode(st.GetDesc(), s.nodeID) == nil {
+			// The node applied its own removal and stopped before
+			// destroying the replica: finish the job.
+			removed = append(removed, st)
+			continue
 		}
 		if _, err := s.addInitializedReplica(st); err != nil {
 			return fmt.Errorf("load range %d: %w", id, err)
 		}
 	}
 	s.rebuildIndex()
+	for _, st := range removed {
+		r := s.newReplica(st.GetDesc().GetRangeId())
+		r.mu.Lock()
+		r.mu.state = st
+		r.desc.Store(st.GetDesc())
+		r.mu.replicaID = st.GetDesc().GetNextReplicaId() - 1
+		s.destroyReplicaLocked(r, "removed from the range before the node stopped")
+		r.mu.Unlock()
+	}
 	return nil
 }
 
@@ -314,15 +330,21 @@ func (s *Store) notifyLeader(r *Replica) {
 // HandleRaftMessage delivers a message from another node.
 func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 	msg := m.GetMessage()
-	if msg == nil {
+	if msg == nil || raft.IsLocalMsg(msg.GetType()) {
+		// Local types (snapshot status, unreachable) come only from this
+		// node's own components; the inbox acts on them.
 		return
 	}
 	r := s.GetReplica(m.GetRangeId())
 	if r == nil {
-		// Only a leader's traffic may create a replica here: it means we
-		// were added to the range and need a snapshot.
+		// A leader's traffic means we were added to the range and need a
+		// snapshot. A vote request means a split created the range and its
+		// first candidate reached us before we applied the split: voting
+		// with an empty log is safe (any candidate's log is at least as
+		// up to date), and the vote is kept when the split creates the
+		// replica, so the new range elects a leader at once.
 		switch msg.GetType() {
-		case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgSnap:
+		case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgSnap, raftpb.MsgVote, raftpb.MsgPreVote:
 		default:
 			return
 		}

@@ -151,7 +151,7 @@ func (t *GRPC) conn(node uint64) (*grpc.ClientConn, error) {
 // flight goes out together.
 func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 	var stream tidekvpb.Raft_RaftStreamClient
-	var cancel context.CancelFunc = func() {}
+	cancel := func() {}
 	defer func() { cancel() }()
 	batch := &tidekvpb.RaftMessageBatch{}
 	for {
@@ -172,17 +172,9 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 			}
 		}
 		if stream == nil {
-			c, err := t.conn(node)
-			if err == nil {
-				var ctx context.Context
-				ctx, cancel = context.WithCancel(context.Background())
-				stream, err = tidekvpb.NewRaftClient(c).RaftStream(ctx)
-				if err != nil {
-					cancel()
-				}
-			}
+			var err error
+			stream, cancel, err = t.openStream(node)
 			if err != nil {
-				stream = nil
 				t.dropBatch(batch)
 				select {
 				case <-t.stopper:
@@ -198,6 +190,20 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 			t.dropBatch(batch)
 		}
 	}
+}
+
+func (t *GRPC) openStream(node uint64) (tidekvpb.Raft_RaftStreamClient, context.CancelFunc, error) {
+	c, err := t.conn(node)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := tidekvpb.NewRaftClient(c).RaftStream(ctx)
+	if err != nil {
+		cancel()
+		return nil, func() {}, err
+	}
+	return stream, cancel, nil
 }
 
 // dropBatch tells Raft which followers missed their appends so it probes
