@@ -1,12 +1,15 @@
 // Package client is TideKV's Go client. It owns client-side routing and
 // retries: it caches range descriptors, sends each request straight to the
 // range's leaseholder, follows NOT_LEASEHOLDER redirects, refreshes the cache
-// when the cluster says it is stale, and retries idempotent requests across
-// leader changes and node failures with jittered backoff, all within the
-// caller's context deadline.
+// when the cluster says it is stale, and retries requests across leader
+// changes and node failures with jittered backoff, all within the caller's
+// context deadline.
 //
-// Non-idempotent requests (CompareAndSet) are never retried once they may
-// have reached a server; an unknown outcome is reported as ErrAmbiguous.
+// Reads are retried after any failure. Writes (Put, Delete, Write,
+// CompareAndSet) are retried only while the cluster says they were not
+// applied; once one may have reached a server and its outcome is unknown it
+// is reported as ErrAmbiguous. Retrying it could apply it twice with other
+// clients' writes in between, which linearizability forbids.
 //
 // The package imports only api/tidekvpb, gRPC and protobuf (nothing under
 // internal/) so that it can later become a module of its own.

@@ -44,23 +44,25 @@ func (c *Client) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return resp.GetValue(), nil
 }
 
-// Put sets key to value. It is retried across failures: a put that times out
-// may still have been applied.
+// Put sets key to value. It is retried while the cluster says it was not
+// applied (redirects, overload, connection refused); once an attempt's
+// outcome is unknown it returns ErrAmbiguous rather than retry, because a
+// late-applied first attempt plus a retry would write the value twice,
+// around other clients' writes.
 func (c *Client) Put(ctx context.Context, key, value []byte) error {
 	req := &tidekvpb.PutRequest{Key: key, Value: value}
-	return c.invoke(ctx, &rpc{op: "put", key: key, idempotent: true,
+	return c.invoke(ctx, &rpc{op: "put", key: key,
 		call: func(ctx context.Context, nc *nodeConn) error {
 			_, err := nc.kv.Put(ctx, req)
 			return err
 		}})
 }
 
-// Delete removes key and reports whether it existed. When an attempt's
-// outcome was unknown and the retry found the key already gone, existed is
-// false even though this call deleted it.
+// Delete removes key and reports whether it existed. Like Put, an unknown
+// outcome is returned as ErrAmbiguous, not retried.
 func (c *Client) Delete(ctx context.Context, key []byte) (existed bool, err error) {
 	req := &tidekvpb.DeleteRequest{Key: key}
-	err = c.invoke(ctx, &rpc{op: "delete", key: key, idempotent: true,
+	err = c.invoke(ctx, &rpc{op: "delete", key: key,
 		call: func(ctx context.Context, nc *nodeConn) error {
 			resp, err := nc.kv.Delete(ctx, req)
 			existed = resp.GetDeleted()
@@ -232,7 +234,7 @@ func (c *Client) Write(ctx context.Context, ops []Op) error {
 		req.Ops[i] = w
 		keys[i] = op.Key
 	}
-	r := &rpc{op: "write", key: keys[0], span: keys, idempotent: true,
+	r := &rpc{op: "write", key: keys[0], span: keys,
 		call: func(ctx context.Context, nc *nodeConn) error {
 			_, err := nc.kv.Write(ctx, req)
 			return err

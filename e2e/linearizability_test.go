@@ -326,7 +326,8 @@ func formatLinzHistory(h linearizability.History, keys []string) string {
 	return b.String()
 }
 
-// logFiles names every node's full log, for a post-mortem.
+// logFiles names every node's full log, for a post-mortem (the tails are
+// dumped by testcluster; the files survive the test with TIDEKV_E2E_KEEP=1).
 func logFiles(t *testing.T, tc *testcluster.Cluster) {
 	t.Helper()
 	for i := 1; i <= tc.N(); i++ {
@@ -394,7 +395,7 @@ func waitCaughtUp(ctx context.Context, t *testing.T, tc *testcluster.Cluster, cl
 // must be linearizable, and every kill must be followed by successful
 // operations.
 func TestLinearizabilityKillRestart(t *testing.T) {
-	dur := linzDuration(t, 20*time.Second)
+	dur := linzDuration(t, 15*time.Second)
 	tc := testcluster.Start(t, testcluster.Options{Nodes: 3, LogLines: 150})
 	ctx := testCtx(t, dur+4*time.Minute)
 	admin := newClient(t, tc.Addrs())

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
@@ -15,10 +16,16 @@ import (
 // With CheckQuorum, a follower that heard from the leader within an election
 // timeout refuses to vote, and no follower campaigns before a full election
 // timeout without hearing from the leader. So once a quorum of voters has
-// answered the leader at time t, no other leader can exist before about
-// t + electionTimeout. The lease ends halfway there, leaving the other half
-// for message delay and clock-rate differences. A leadership transfer voids
-// the lease at once (the transferee campaigns without waiting).
+// acknowledged heartbeats the leader sent at time t, no other leader can
+// exist before t + electionTimeout. The lease ends halfway there, leaving
+// the other half for clock-rate differences. It counts from the heartbeat's
+// send time, never from when the answer arrived: an answer delayed in a
+// queue or a paused process must not renew the lease. Heartbeats and their
+// answers travel in order on one stream per node pair, so answers are
+// matched with send times first in, first out; a lost message (the
+// transport reports the peer unreachable) clears the queue, after which
+// answers are ignored until new heartbeats go out. A leadership transfer
+// voids the lease at once (the transferee campaigns without waiting).
 //
 // A lease read also needs the leader to have applied the first entry of its
 // term: everything earlier leaders acknowledged is at or below it.
@@ -95,4 +102,29 @@ func (r *Replica) leaseCovers() bool {
 	}
 	idx := r.leaseIndex.Load()
 	return idx != 0 && r.applied.Load() >= idx
+}
+
+// maxHeartbeatsInFlight bounds the send times kept per peer; a peer that
+// stops answering stops adding more.
+const maxHeartbeatsInFlight = 64
+
+func (r *Replica) heartbeatSentLocked(peer uint64) {
+	if q := r.mu.heartbeatsSent[peer]; len(q) < maxHeartbeatsInFlight {
+		r.mu.heartbeatsSent[peer] = append(q, time.Now())
+	}
+}
+
+// ackHeartbeatLocked credits a peer with the send time of the oldest
+// heartbeat it has not yet acknowledged. Answers from another term belong
+// to another leadership and count for nothing.
+func (r *Replica) ackHeartbeatLocked(m *raftpb.Message) {
+	if m.GetTerm() != r.mu.raw.BasicStatus().GetTerm() {
+		return
+	}
+	q := r.mu.heartbeatsSent[m.GetFrom()]
+	if len(q) == 0 {
+		return
+	}
+	r.mu.lastContact[m.GetFrom()] = q[0]
+	r.mu.heartbeatsSent[m.GetFrom()] = q[1:]
 }

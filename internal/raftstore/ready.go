@@ -227,7 +227,11 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 			r.sendSnapshotLocked(rm)
 			continue
 		}
-		if !r.store.transport.Send(rm) && m.GetType() == raftpb.MsgApp {
+		sent := r.store.transport.Send(rm)
+		switch {
+		case sent && m.GetType() == raftpb.MsgHeartbeat:
+			r.heartbeatSentLocked(m.GetTo())
+		case !sent && m.GetType() == raftpb.MsgApp:
 			r.mu.raw.ReportUnreachable(m.GetTo())
 		}
 	}

@@ -72,8 +72,12 @@ type Replica struct {
 		// incomingSST holds received SST files by snapshot index.
 		incomingSST map[uint64]string
 		lastLeader  uint64
-		// lastContact: when each peer last answered this leader.
+		// lastContact: for each peer, when this leader sent the latest
+		// heartbeat the peer has acknowledged (lease.go).
 		lastContact map[uint64]time.Time
+		// heartbeatsSent: send times of heartbeats not yet acknowledged,
+		// per peer, oldest first.
+		heartbeatsSent map[uint64][]time.Time
 	}
 }
 
@@ -278,7 +282,6 @@ func (r *Replica) drainInboxLocked(tick bool) {
 	r.in.Unlock()
 
 	raw := r.mu.raw
-	now := time.Now()
 	for _, m := range msgs {
 		switch t := m.GetType(); t {
 		case raftpb.MsgSnapStatus:
@@ -292,10 +295,13 @@ func (r *Replica) drainInboxLocked(tick bool) {
 			raw.ReportSnapshot(m.GetFrom(), status)
 			continue
 		case raftpb.MsgUnreachable:
+			// Heartbeats in flight may be lost: forget them, so a later
+			// answer is never matched with a more recent send.
+			delete(r.mu.heartbeatsSent, m.GetFrom())
 			raw.ReportUnreachable(m.GetFrom())
 			continue
-		case raftpb.MsgHeartbeatResp, raftpb.MsgAppResp:
-			r.mu.lastContact[m.GetFrom()] = now
+		case raftpb.MsgHeartbeatResp:
+			r.ackHeartbeatLocked(m)
 		}
 		_ = raw.Step(m) // errors mean a stale or irrelevant message
 	}
@@ -412,6 +418,8 @@ func (r *Replica) updateLeadershipLocked(ss *raft.SoftState) {
 		r.failPendingLocked(ErrAmbiguous, r.notLeader())
 	}
 	if nowLeader && !wasLeader {
+		r.mu.heartbeatsSent = map[uint64][]time.Time{}
+		r.mu.lastContact = map[uint64]time.Time{}
 		r.store.notifyLeader(r)
 	}
 	r.mu.lastLeader = ss.Lead

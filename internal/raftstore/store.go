@@ -150,6 +150,7 @@ func (s *Store) newReplica(rangeID uint64) *Replica {
 	r.mu.outgoingSnaps = map[uint64]storage.Snapshot{}
 	r.mu.incomingSST = map[uint64]string{}
 	r.mu.lastContact = map[uint64]time.Time{}
+	r.mu.heartbeatsSent = map[uint64][]time.Time{}
 	return r
 }
 
