@@ -236,8 +236,9 @@ func (r *Replica) propose(ctx context.Context, cmd *tidekvpb.RaftCommand, cc *ra
 	case res := <-p.done:
 		return res, res.err
 	case <-ctx.Done():
-		// The command may still commit; the caller cannot know.
-		r.store.forgetProposal(r, p.id)
+		// The command may still commit; the caller cannot know. Its entry
+		// in mu.proposals goes when it applies or leadership changes (the
+		// buffered channel never blocks the scheduler).
 		return applyResult{}, ErrAmbiguous
 	case <-r.store.stopper:
 		return applyResult{}, ErrAmbiguous

@@ -304,14 +304,6 @@ func (s *Store) adminMu(rangeID uint64) *sync.Mutex {
 
 func (s *Store) nextProposalID() uint64 { return s.proposalSeq.Add(1) }
 
-func (s *Store) forgetProposal(r *Replica, id uint64) {
-	// Only the scheduler may touch mu safely without blocking it long; the
-	// waiter's channel is buffered, so leaving the entry is harmless and it
-	// is dropped when applied or when leadership changes.
-	_ = r
-	_ = id
-}
-
 func (s *Store) schedule(rangeID uint64) {
 	s.sched.Lock()
 	s.sched.pending[rangeID] = struct{}{}

@@ -25,12 +25,6 @@ import (
 	"github.com/tidekv/tidekv/internal/transport"
 )
 
-// RaftTransport is what the server needs from a Raft transport: the store's
-// sending side plus a way to deliver incoming traffic to the store.
-type RaftTransport interface {
-	raftstore.Transport
-}
-
 // Server is one running TideKV node.
 type Server struct {
 	cfg       Config
