@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,46 +28,27 @@ import (
 // runs; TIDEKV_E2E_LONG=1 makes it 3m. TIDEKV_ARTIFACTS names a directory
 // to keep the porcupine visualization and history of a failing check in.
 
-const linzDurationEnv = "TIDEKV_LINZ_DURATION"
-
+// linzDuration is how long the nemesis runs: $TIDEKV_LINZ_DURATION, else
+// 3m with TIDEKV_E2E_LONG=1, else def.
 func linzDuration(t *testing.T, def time.Duration) time.Duration {
 	t.Helper()
-	s := os.Getenv(linzDurationEnv)
-	if s == "" {
-		if long() {
-			return 3 * time.Minute
-		}
-		return def
+	if long() {
+		def = 3 * time.Minute
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: want a positive Go duration", linzDurationEnv, s)
-	}
-	return d
+	return linearizability.NemesisDuration(t, def)
 }
-
-func linzKey(i int) string { return fmt.Sprintf("linz/k%d", i) }
-
-// linzOutcome is what a client learned about one operation.
-type linzOutcome int
-
-const (
-	linzOk      linzOutcome = iota // definite result, recorded
-	linzUnknown                    // may or may not have taken effect
-	linzFailed                     // definitely no effect, dropped
-)
 
 // classifyPut maps a Put error to an outcome. Puts are retried inside
 // the client, so any failure may follow an attempt that was applied: only
 // a request rejected as malformed certainly had no effect.
-func classifyPut(err error) linzOutcome {
+func classifyPut(err error) linearizability.Outcome {
 	switch {
 	case err == nil:
-		return linzOk
+		return linearizability.OutcomeOk
 	case errors.Is(err, client.ErrInvalidArgument):
-		return linzFailed
+		return linearizability.OutcomeFailed
 	}
-	return linzUnknown
+	return linearizability.OutcomeUnknown
 }
 
 // classifyCAS maps a CompareAndSet error to an outcome. The client never
@@ -79,251 +57,85 @@ func classifyPut(err error) linzOutcome {
 // ErrOverloaded only after attempts the cluster definitely refused, and
 // never sends an invalid one. Anything else, context errors included, is
 // treated as unknown.
-func classifyCAS(err error) linzOutcome {
+func classifyCAS(err error) linearizability.Outcome {
 	switch {
 	case err == nil:
-		return linzOk
+		return linearizability.OutcomeOk
 	case errors.Is(err, client.ErrAmbiguous):
-		return linzUnknown
+		return linearizability.OutcomeUnknown
 	case errors.Is(err, client.ErrInvalidArgument),
 		errors.Is(err, client.ErrUnavailable),
 		errors.Is(err, client.ErrOverloaded):
-		return linzFailed
+		return linearizability.OutcomeFailed
 	}
-	return linzUnknown
-}
-
-// linzStats counts outcomes and keeps the invocation time of every
-// successful operation, to show progress after each nemesis step.
-type linzStats struct {
-	mu      sync.Mutex
-	ok      []time.Time
-	byKind  map[string]int
-	unknown int
-	failed  int
-	errs    map[string]int // a sample of error texts, for the log
-}
-
-func (s *linzStats) record(kind string, start time.Time, o linzOutcome, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byKind == nil {
-		s.byKind, s.errs = map[string]int{}, map[string]int{}
-	}
-	switch o {
-	case linzOk:
-		s.ok = append(s.ok, start)
-		s.byKind[kind]++
-	case linzUnknown:
-		s.unknown++
-	case linzFailed:
-		s.failed++
-	}
-	if err != nil && !errors.Is(err, client.ErrNotFound) {
-		msg := err.Error()
-		if len(msg) > 120 {
-			msg = msg[:120] + "..."
-		}
-		msg = kind + ": " + msg
-		if len(s.errs) < 20 || s.errs[msg] > 0 {
-			s.errs[msg]++
-		}
-	}
-}
-
-func (s *linzStats) okBetween(from, to time.Time) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, t := range s.ok {
-		if !t.Before(from) && t.Before(to) {
-			n++
-		}
-	}
-	return n
-}
-
-func (s *linzStats) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return fmt.Sprintf("%d ok (%d get, %d put, %d cas), %d unknown, %d failed (dropped)",
-		len(s.ok), s.byKind["get"], s.byKind["put"], s.byKind["cas"], s.unknown, s.failed)
-}
-
-// linzWorker is one client goroutine with its own client.Client.
-type linzWorker struct {
-	id    int
-	cl    *client.Client
-	rec   *linearizability.Recorder
-	stats *linzStats
-	rng   *rand.Rand
-	seen  map[string]*string // last state observed per key; CAS expects it
-	seq   int
+	return linearizability.OutcomeUnknown
 }
 
 const linzOpTimeout = 5 * time.Second
 
-func (w *linzWorker) step(ctx context.Context, keys []string) {
-	key := keys[w.rng.IntN(len(keys))]
-	octx, cancel := context.WithTimeout(ctx, linzOpTimeout)
-	defer cancel()
-	switch p := w.rng.IntN(10); {
-	case p < 4:
-		start := time.Now()
-		pend := w.rec.Begin(w.id, linearizability.GetInput(key))
-		v, err := w.cl.Get(octx, []byte(key))
-		switch {
-		case err == nil:
-			pend.Ok(linearizability.Output{Found: true, Value: string(v)})
-			s := string(v)
-			w.seen[key] = &s
-			w.stats.record("get", start, linzOk, nil)
-		case errors.Is(err, client.ErrNotFound):
-			pend.Ok(linearizability.Output{Found: false})
-			w.seen[key] = nil
-			w.stats.record("get", start, linzOk, err)
-		default:
-			pend.Unknown() // a read has no effect; it is dropped
-			w.stats.record("get", start, linzUnknown, err)
-		}
-	case p < 7:
-		w.seq++
-		val := fmt.Sprintf("c%d-%d", w.id, w.seq)
-		start := time.Now()
-		pend := w.rec.Begin(w.id, linearizability.PutInput(key, val))
-		err := w.cl.Put(octx, []byte(key), []byte(val))
-		o := classifyPut(err)
-		finish(pend, o, linearizability.Output{})
-		w.stats.record("put", start, o, err)
-	default:
-		w.seq++
-		val := fmt.Sprintf("c%d-%d", w.id, w.seq)
-		nv := []byte(val)
-		in := linearizability.CASAbsentInput(key, val)
-		var exp *[]byte
-		if s := w.seen[key]; s != nil {
-			b := []byte(*s)
-			exp = &b
-			in = linearizability.CASInput(key, *s, val)
-		}
-		start := time.Now()
-		pend := w.rec.Begin(w.id, in)
-		swapped, cur, curExists, err := w.cl.CompareAndSet(octx, []byte(key), exp, &nv)
-		o := classifyCAS(err)
-		finish(pend, o, linearizability.Output{Swapped: swapped})
-		w.stats.record("cas", start, o, err)
-		if o == linzOk {
-			switch {
-			case swapped:
-				w.seen[key] = &val
-			case curExists:
-				s := string(cur)
-				w.seen[key] = &s
-			default:
-				w.seen[key] = nil
-			}
-		}
-	}
-}
-
-func finish(p linearizability.Pending, o linzOutcome, out linearizability.Output) {
-	switch o {
-	case linzOk:
-		p.Ok(out)
-	case linzFailed:
-		p.Failed()
-	default:
-		p.Unknown()
-	}
-}
-
-// linzArtifactDir returns $TIDEKV_ARTIFACTS, or a fresh directory that is
-// removed unless the test fails.
-func linzArtifactDir(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv(linearizability.ArtifactsEnv); d != "" {
-		return d
-	}
-	d, err := os.MkdirTemp("", "tidekv-linz-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			os.RemoveAll(d)
-		}
-	})
-	return d
-}
-
-// checkLinz checks h, and on a violation writes the visualization and the
-// failing keys' operations where a human can find them.
-func checkLinz(t *testing.T, h linearizability.History) linearizability.Result {
-	t.Helper()
-	viz := linearizability.VisualizationPath(linzArtifactDir(t), t.Name())
-	start := time.Now()
-	res := linearizability.Check(h, 3*time.Minute, linearizability.WithVisualization(viz))
-	t.Logf("%s (checked in %v)", res.Describe, time.Since(start).Round(time.Millisecond))
-	if res.Unknown {
-		t.Fatal("linearizability check timed out")
-	}
-	if !res.Ok {
-		path := strings.TrimSuffix(viz, ".html") + ".history.txt"
-		if err := os.WriteFile(path, []byte(formatLinzHistory(h, res.FailedKeys)), 0o644); err == nil {
-			t.Logf("operations on the failing keys: %s", path)
-		}
-	}
-	return res
-}
-
-func formatLinzHistory(h linearizability.History, keys []string) string {
-	ops := slices.Clone(h)
-	slices.SortStableFunc(ops, func(a, b linearizability.Op) int {
-		switch {
-		case a.Call < b.Call:
-			return -1
-		case a.Call > b.Call:
-			return 1
-		}
-		return 0
-	})
-	var b strings.Builder
-	for _, op := range ops {
-		if len(keys) > 0 && !slices.Contains(keys, op.Input.Key) {
-			continue
-		}
-		in, out := op.Input, op.Output
-		var call, res string
+// clientDo runs workload operations through cl, each bounded by
+// linzOpTimeout (and ctx).
+func clientDo(ctx context.Context, cl *client.Client) linearizability.Do {
+	return func(in linearizability.Input) linearizability.Reply {
+		octx, cancel := context.WithTimeout(ctx, linzOpTimeout)
+		defer cancel()
+		key := []byte(in.Key)
 		switch in.Kind {
 		case linearizability.Get:
-			call = fmt.Sprintf("get(%s)", in.Key)
-		case linearizability.Put:
-			call = fmt.Sprintf("put(%s, %s)", in.Key, in.Value)
-		case linearizability.CAS:
-			exp := "<absent>"
-			if in.ExpectExists {
-				exp = in.Expected
+			v, err := cl.Get(octx, key)
+			switch {
+			case err == nil:
+				return linearizability.Reply{Output: linearizability.Output{Found: true, Value: string(v)}}
+			case errors.Is(err, client.ErrNotFound):
+				return linearizability.Reply{Output: linearizability.Output{Found: false}}
 			}
-			call = fmt.Sprintf("cas(%s, %s -> %s)", in.Key, exp, in.Value)
-		default:
-			call = fmt.Sprintf("%s(%s)", in.Kind, in.Key)
+			// A read has no effect; it is dropped.
+			return linearizability.Reply{Outcome: linearizability.OutcomeUnknown, Err: err}
+		case linearizability.Put:
+			err := cl.Put(octx, key, []byte(in.Value))
+			return linearizability.Reply{Outcome: classifyPut(err), Err: err}
+		case linearizability.CAS:
+			var exp *[]byte
+			if in.ExpectExists {
+				b := []byte(in.Expected)
+				exp = &b
+			}
+			nv := []byte(in.Value)
+			swapped, cur, curExists, err := cl.CompareAndSet(octx, key, exp, &nv)
+			res := linearizability.Reply{Outcome: classifyCAS(err), Output: linearizability.Output{Swapped: swapped}, Err: err}
+			if curExists {
+				s := string(cur)
+				res.Current = &s
+			}
+			return res
 		}
-		switch {
-		case out.Unknown:
-			fmt.Fprintf(&b, "client %3d  [%12.3fms, ?]  %s -> ?\n", op.ClientID, float64(op.Call)/1e6, call)
-			continue
-		case in.Kind == linearizability.Get && out.Found:
-			res = out.Value
-		case in.Kind == linearizability.Get:
-			res = "<not found>"
-		case in.Kind == linearizability.CAS:
-			res = fmt.Sprintf("swapped=%v", out.Swapped)
-		default:
-			res = "ok"
-		}
-		fmt.Fprintf(&b, "client %3d  [%12.3fms, %12.3fms]  %s -> %s\n", op.ClientID, float64(op.Call)/1e6, float64(op.Return)/1e6, call, res)
+		panic(fmt.Sprintf("linearizability workload: unexpected %s", in.Kind))
 	}
-	return b.String()
+}
+
+// linzErrors keeps a sample of the workload's error texts, for the log.
+type linzErrors struct {
+	mu   sync.Mutex
+	errs map[string]int
+}
+
+func (e *linzErrors) record(in linearizability.Input, res linearizability.Reply) {
+	if res.Err == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.errs == nil {
+		e.errs = map[string]int{}
+	}
+	msg := res.Err.Error()
+	if len(msg) > 120 {
+		msg = msg[:120] + "..."
+	}
+	msg = in.Kind.String() + ": " + msg
+	if len(e.errs) < 20 || e.errs[msg] > 0 {
+		e.errs[msg]++
+	}
 }
 
 // logFiles names every node's full log, for a post-mortem (the tails are
@@ -401,33 +213,30 @@ func TestLinearizabilityKillRestart(t *testing.T) {
 	admin := newClient(t, tc.Addrs())
 	waitReplicated(ctx, t, admin, 3)
 
-	keys := make([]string, 4)
-	for i := range keys {
-		keys[i] = linzKey(i)
-	}
+	keys := linearizability.Keys(4)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d, nemesis for %v", seed, dur)
 	rec := linearizability.NewRecorder()
-	stats := &linzStats{}
+	stats := &linearizability.Stats{}
+	errs := &linzErrors{}
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
 	var wg sync.WaitGroup
 	for i := range 8 {
-		w := &linzWorker{id: i, cl: newClient(t, tc.Addrs()), rec: rec, stats: stats,
-			rng: rand.New(rand.NewPCG(seed, uint64(i))), seen: map[string]*string{}}
+		w := linearizability.NewClient(i, rec, keys, seed)
+		w.OnReply = func(in linearizability.Input, start time.Time, res linearizability.Reply) {
+			stats.Record(in, start, res)
+			errs.record(in, res)
+		}
+		do := clientDo(wctx, newClient(t, tc.Addrs()))
 		wg.Go(func() {
 			for wctx.Err() == nil {
-				w.step(wctx, keys)
+				w.Step(do)
 			}
 		})
 	}
 
 	rng := rand.New(rand.NewPCG(seed, 1<<40))
-	type event struct {
-		at   time.Time
-		what string
-	}
-	var events []event
 	time.Sleep(2 * time.Second) // a fault-free start
 	deadline := time.Now().Add(dur)
 	for round := 0; time.Now().Before(deadline); round++ {
@@ -442,7 +251,7 @@ func TestLinearizabilityKillRestart(t *testing.T) {
 		}
 		what := fmt.Sprintf("kill node %d (%s)", victim, why)
 		t.Logf("nemesis: %s", what)
-		events = append(events, event{time.Now(), what})
+		stats.Mark(what)
 		tc.Kill(victim)
 		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(time.Second))))
 		tc.Restart(victim)
@@ -456,26 +265,20 @@ func TestLinearizabilityKillRestart(t *testing.T) {
 	wg.Wait()
 
 	t.Logf("operations: %s", stats)
-	stats.mu.Lock()
-	for msg, n := range stats.errs {
+	for msg, n := range errs.errs {
 		t.Logf("  %4d x %s", n, msg)
 	}
-	stats.mu.Unlock()
-	for i, ev := range events {
-		to := end
-		if i+1 < len(events) {
-			to = events[i+1].at
-		}
-		n := stats.okBetween(ev.at, to)
-		t.Logf("after %-36s %5d successful ops", ev.what+":", n)
-		if n < 10 {
-			t.Errorf("only %d successful operations between %q and the next event", n, ev.what)
+	events := stats.Events(end)
+	for _, ev := range events {
+		t.Logf("after %-36s %5d successful ops", ev.What+":", ev.Ok)
+		if ev.Ok < 10 {
+			t.Errorf("only %d successful operations between %q and the next event", ev.Ok, ev.What)
 		}
 	}
 	if len(events) < 2 {
 		t.Errorf("only %d kills", len(events))
 	}
-	res := checkLinz(t, rec.History())
+	res := linearizability.CheckWithArtifacts(t, rec.History(), 3*time.Minute)
 	if !res.Ok {
 		logFiles(t, tc)
 		t.Fatalf("history is not linearizable (seed %d)", seed)
@@ -508,10 +311,10 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 	put := func(val string) {
 		t.Helper()
 		err := eventually(ctx, 20*time.Second, func(ctx context.Context) error {
-			p := rec.Begin(0, linearizability.PutInput(string(key), val))
-			err := cl.Put(ctx, key, []byte(val))
-			finish(p, classifyPut(err), linearizability.Output{})
-			return err
+			return rec.Run(0, linearizability.PutInput(string(key), val), func(linearizability.Input) linearizability.Reply {
+				err := cl.Put(ctx, key, []byte(val))
+				return linearizability.Reply{Outcome: classifyPut(err), Err: err}
+			}).Err
 		})
 		if err != nil {
 			t.Fatalf("put %s=%s: %v", key, val, err)
@@ -578,15 +381,5 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 		t.Fatalf("the follower read v-new, which it cannot have: the test setup is broken")
 	}
 
-	h := rec.History()
-	res := linearizability.Check(h, time.Minute)
-	t.Logf("%s", res.Describe)
-	switch {
-	case res.Unknown:
-		t.Fatal("check timed out")
-	case res.Ok:
-		t.Fatalf("negative control passed the check: the stale read went unnoticed\n%s", formatLinzHistory(h, nil))
-	case !slices.Contains(res.FailedKeys, string(key)):
-		t.Errorf("failing keys %q do not include %q", res.FailedKeys, key)
-	}
+	linearizability.WantViolation(t, rec.History(), string(key), time.Minute)
 }

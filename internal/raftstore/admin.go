@@ -93,6 +93,12 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		if removeRd = replicaOnNode(d, removeNode); removeRd == nil {
 			return nil, fmt.Errorf("%w: node %d holds no replica of range %d", ErrInvalidRequest, removeNode, r.rangeID)
 		}
+		// Refuse before moving the lease below: a refused change must
+		// change nothing.
+		if addNode == 0 && removeRd.GetType() == tidekvpb.ReplicaType_VOTER && countVoters(d)-1 < r.store.cfg.ReplicationFactor {
+			return nil, fmt.Errorf("%w: removing node %d would leave range %d with %d voters, below the replication factor %d; add a replica first",
+				ErrInvalidRequest, removeNode, r.rangeID, countVoters(d)-1, r.store.cfg.ReplicationFactor)
+		}
 		if removeNode == r.store.nodeID {
 			// Hand the lease away first; the caller retries at the new leaseholder.
 			if err := r.transferAway(); err != nil {
@@ -102,10 +108,6 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		}
 	}
 	if addNode == 0 {
-		if removeRd.GetType() == tidekvpb.ReplicaType_VOTER && countVoters(d)-1 < r.store.cfg.ReplicationFactor {
-			return nil, fmt.Errorf("%w: removing node %d would leave range %d with %d voters, below the replication factor %d; add a replica first",
-				ErrInvalidRequest, removeNode, r.rangeID, countVoters(d)-1, r.store.cfg.ReplicationFactor)
-		}
 		cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(removeRd.GetReplicaId())}}}
 		return r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, removeNode) == nil })
 	}

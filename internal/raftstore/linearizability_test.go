@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,23 +22,10 @@ import (
 //
 // TIDEKV_LINZ_DURATION (a Go duration) lengthens the nemesis phase of the
 // positive test, e.g. TIDEKV_LINZ_DURATION=5m.
-
-const linzDurationEnv = "TIDEKV_LINZ_DURATION"
-
-// linzDuration is how long the nemesis runs: def unless the environment
-// says otherwise.
-func linzDuration(t *testing.T, def time.Duration) time.Duration {
-	t.Helper()
-	s := os.Getenv(linzDurationEnv)
-	if s == "" {
-		return def
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: want a positive Go duration", linzDurationEnv, s)
-	}
-	return d
-}
+//
+// The random workload, its statistics and the reporting of a failed check
+// come from package linearizability; this file supplies the transport
+// (replicaDo) and the nemesis.
 
 // linzCluster wraps testCluster so that the nemesis (on the test goroutine)
 // can crash and restart stores while client goroutines look replicas up:
@@ -154,185 +138,97 @@ func definitelyNotApplied(err error) bool {
 	return errors.As(err, &nl) || errors.As(err, &km) || errors.As(err, &rnf) || errors.Is(err, ErrOverloaded)
 }
 
-// linzStats counts outcomes and remembers when successful operations were
-// invoked, to show that the workload kept making progress through every
-// nemesis step.
-type linzStats struct {
-	mu      sync.Mutex
-	ok      []time.Time // invocation times of operations with a definite result
-	unknown int
-	failed  int
-}
+// linzOpTimeout bounds one operation; a write that runs out of it has an
+// unknown outcome.
+const linzOpTimeout = time.Second
 
-func (s *linzStats) record(start time.Time, outcome string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch outcome {
-	case "ok":
-		s.ok = append(s.ok, start)
-	case "unknown":
-		s.unknown++
-	case "failed":
-		s.failed++
+// writeReply maps the error of a Write or CompareAndSet to an outcome.
+func writeReply(err error, out linearizability.Output) linearizability.Reply {
+	switch {
+	case err == nil:
+		return linearizability.Reply{Output: out}
+	case definitelyNotApplied(err):
+		return linearizability.Reply{Outcome: linearizability.OutcomeFailed, Err: err}
 	}
+	return linearizability.Reply{Outcome: linearizability.OutcomeUnknown, Err: err}
 }
 
-// okBetween counts successful operations invoked in [from, to).
-func (s *linzStats) okBetween(from, to time.Time) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, t := range s.ok {
-		if !t.Before(from) && t.Before(to) {
-			n++
+// replicaDo runs workload operations directly on replica r, each bounded by
+// timeout.
+func replicaDo(r *Replica, timeout time.Duration) linearizability.Do {
+	return func(in linearizability.Input) linearizability.Reply {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		key := []byte(in.Key)
+		switch in.Kind {
+		case linearizability.Get:
+			v, found, err := r.Get(ctx, key)
+			if err != nil {
+				// A read has no effect either way; an unknown read is dropped.
+				return linearizability.Reply{Outcome: linearizability.OutcomeUnknown, Err: err}
+			}
+			return linearizability.Reply{Output: linearizability.Output{Found: found, Value: string(v)}}
+		case linearizability.Put:
+			_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Key: key, Value: []byte(in.Value)}})
+			return writeReply(err, linearizability.Output{})
+		case linearizability.CAS:
+			req := &tidekvpb.CompareAndSetRequest{Key: key, NewValue: []byte(in.Value)}
+			if in.ExpectExists {
+				req.ExpectExists, req.ExpectedValue = true, []byte(in.Expected)
+			}
+			resp, err := r.CompareAndSet(ctx, req)
+			res := writeReply(err, linearizability.Output{Swapped: resp.GetSucceeded()})
+			if resp.GetCurrentExists() {
+				cur := string(resp.GetCurrentValue())
+				res.Current = &cur
+			}
+			return res
 		}
+		panic(fmt.Sprintf("linearizability workload: unexpected %s", in.Kind))
 	}
-	return n
 }
 
-func (s *linzStats) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return fmt.Sprintf("%d ok, %d unknown, %d failed (dropped)", len(s.ok), s.unknown, s.failed)
-}
-
-// linzClient is one client goroutine's state.
-type linzClient struct {
-	id    int
+// linzWorkload is a test's random workload: the recorder and statistics
+// its clients share, their keys, the seed of their random choices, and the
+// nemesis's random source (derived from the same seed).
+type linzWorkload struct {
 	rec   *linearizability.Recorder
-	stats *linzStats
+	stats *linearizability.Stats
+	keys  []string
+	seed  uint64
 	rng   *rand.Rand
-	// seen is the last state this client observed per key, which its CAS
-	// operations expect.
-	seen map[string]*string
-	seq  int
-	// lastOk: the last operation had a definite outcome.
-	lastOk bool
-	// opTimeout bounds one operation; a write that runs out of it has an
-	// unknown outcome.
-	opTimeout time.Duration
 }
 
-func newLinzClient(id int, rec *linearizability.Recorder, stats *linzStats, seed uint64) *linzClient {
-	return &linzClient{id: id, rec: rec, stats: stats, rng: rand.New(rand.NewPCG(seed, uint64(id))),
-		seen: map[string]*string{}, opTimeout: time.Second}
+// newLinzWorkload returns a workload over 4 keys with a fresh seed, which
+// it logs.
+func newLinzWorkload(t *testing.T) *linzWorkload {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return &linzWorkload{rec: linearizability.NewRecorder(), stats: &linearizability.Stats{},
+		keys: linearizability.Keys(4), seed: seed, rng: rand.New(rand.NewPCG(seed, 1<<32))}
 }
 
-func (c *linzClient) outcome(start time.Time, o string) {
-	c.lastOk = o == "ok"
-	c.stats.record(start, o)
-}
-
-func (c *linzClient) value() string {
-	c.seq++
-	// Unique values make any misordering observable.
-	return fmt.Sprintf("c%d-%d", c.id, c.seq)
-}
-
-func (c *linzClient) get(r *Replica, key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opTimeout)
-	defer cancel()
-	start := time.Now()
-	p := c.rec.Begin(c.id, linearizability.GetInput(key))
-	v, found, err := r.Get(ctx, []byte(key))
-	switch {
-	case err == nil:
-		p.Ok(linearizability.Output{Found: found, Value: string(v)})
-		c.outcome(start, "ok")
-		if found {
-			s := string(v)
-			c.seen[key] = &s
-		} else {
-			c.seen[key] = nil
-		}
-	default:
-		// A read has no effect either way; an unknown read is dropped.
-		p.Unknown()
-		c.outcome(start, "unknown")
-	}
-}
-
-func (c *linzClient) put(r *Replica, key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opTimeout)
-	defer cancel()
-	val := c.value()
-	start := time.Now()
-	p := c.rec.Begin(c.id, linearizability.PutInput(key, val))
-	_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte(key), Value: []byte(val)}})
-	switch {
-	case err == nil:
-		p.Ok(linearizability.Output{})
-		c.outcome(start, "ok")
-	case definitelyNotApplied(err):
-		p.Failed()
-		c.outcome(start, "failed")
-	default:
-		p.Unknown()
-		c.outcome(start, "unknown")
-	}
-}
-
-func (c *linzClient) cas(r *Replica, key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opTimeout)
-	defer cancel()
-	val := c.value()
-	req := &tidekvpb.CompareAndSetRequest{Key: []byte(key), NewValue: []byte(val)}
-	in := linearizability.CASAbsentInput(key, val)
-	if exp := c.seen[key]; exp != nil {
-		req.ExpectExists, req.ExpectedValue = true, []byte(*exp)
-		in = linearizability.CASInput(key, *exp, val)
-	}
-	start := time.Now()
-	p := c.rec.Begin(c.id, in)
-	resp, err := r.CompareAndSet(ctx, req)
-	switch {
-	case err == nil:
-		p.Ok(linearizability.Output{Swapped: resp.GetSucceeded()})
-		c.outcome(start, "ok")
-		// Aim the next CAS at what is there now.
-		switch {
-		case resp.GetSucceeded():
-			c.seen[key] = &val
-		case resp.GetCurrentExists():
-			s := string(resp.GetCurrentValue())
-			c.seen[key] = &s
-		default:
-			c.seen[key] = nil
-		}
-	case definitelyNotApplied(err):
-		p.Failed()
-		c.outcome(start, "failed")
-	default:
-		p.Unknown()
-		c.outcome(start, "unknown")
-	}
-}
-
-// step runs one random operation on a random key against r.
-func (c *linzClient) step(r *Replica, keys []string) {
-	key := keys[c.rng.IntN(len(keys))]
-	switch p := c.rng.IntN(10); {
-	case p < 4:
-		c.get(r, key)
-	case p < 7:
-		c.put(r, key)
-	default:
-		c.cas(r, key)
-	}
+// client returns workload client id.
+func (w *linzWorkload) client(id int) *linearizability.Client {
+	c := linearizability.NewClient(id, w.rec, w.keys, w.seed)
+	c.OnReply = w.stats.Record
+	return c
 }
 
 // linzRoute picks the replica for a client's next operation: nil when there
 // is nothing to talk to right now; readOnly when only a read may go there.
-type linzRoute func(c *linzClient) (r *Replica, readOnly bool)
+type linzRoute func(c *linearizability.Client) (r *Replica, readOnly bool)
 
-// runLinzClients starts n clients that loop until ctx ends, each sending
-// its operations where route says. The returned function waits for them.
-func runLinzClients(ctx context.Context, n int, seed uint64, rec *linearizability.Recorder, stats *linzStats,
-	keys []string, route linzRoute) (wait func()) {
+// run starts n clients (ids 0..n-1) that loop, each sending its
+// operations where route says, until stop is called or the test ends.
+// stop returns once they have all finished.
+func (w *linzWorkload) run(t *testing.T, n int, route linzRoute) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			c := newLinzClient(i, rec, stats, seed)
+			c := w.client(i)
 			for ctx.Err() == nil {
 				r, readOnly := route(c)
 				switch {
@@ -340,134 +236,33 @@ func runLinzClients(ctx context.Context, n int, seed uint64, rec *linearizabilit
 					time.Sleep(2 * time.Millisecond)
 					continue
 				case readOnly:
-					c.get(r, keys[c.rng.IntN(len(keys))])
+					c.Get(c.RandomKey(), replicaDo(r, linzOpTimeout))
 				default:
-					c.step(r, keys)
+					c.Step(replicaDo(r, linzOpTimeout))
 				}
 				// A little think time keeps the history at a size porcupine
 				// checks in seconds.
-				time.Sleep(time.Duration(c.rng.IntN(1500)) * time.Microsecond)
+				time.Sleep(time.Duration(c.Rand().IntN(1500)) * time.Microsecond)
 			}
 		})
 	}
-	return wg.Wait
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // routeToLeader sends every operation to a replica that believes it leads,
 // chosen at random when several do (a deposed leader that has not noticed
 // yet must be exercised too: that is where stale reads would come from).
 func routeToLeader(lc *linzCluster) linzRoute {
-	return func(c *linzClient) (*Replica, bool) {
+	return func(c *linearizability.Client) (*Replica, bool) {
 		ls := lc.leaders()
 		if len(ls) == 0 {
 			return nil, false
 		}
-		return ls[c.rng.IntN(len(ls))], false
+		return ls[c.Rand().IntN(len(ls))], false
 	}
-}
-
-func linzKeys(n int) []string {
-	ks := make([]string, n)
-	for i := range ks {
-		ks[i] = fmt.Sprintf("linz/k%d", i)
-	}
-	return ks
-}
-
-// linzArtifactDir is where a failing check leaves its visualization and
-// history: $TIDEKV_ARTIFACTS if set, else a directory kept only if the test
-// fails.
-func linzArtifactDir(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv(linearizability.ArtifactsEnv); d != "" {
-		return d
-	}
-	d, err := os.MkdirTemp("", "tidekv-linz-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			os.RemoveAll(d)
-		}
-	})
-	return d
-}
-
-// checkHistory checks h; on a violation it writes the visualization and
-// the failing keys' operations next to it.
-func checkHistory(t *testing.T, h linearizability.History) linearizability.Result {
-	t.Helper()
-	viz := linearizability.VisualizationPath(linzArtifactDir(t), t.Name())
-	start := time.Now()
-	res := linearizability.Check(h, 2*time.Minute, linearizability.WithVisualization(viz))
-	t.Logf("%s (checked in %v)", res.Describe, time.Since(start).Round(time.Millisecond))
-	if res.Unknown {
-		t.Fatalf("linearizability check timed out")
-	}
-	if !res.Ok {
-		path := strings.TrimSuffix(viz, ".html") + ".history.txt"
-		if err := os.WriteFile(path, []byte(formatHistory(h, res.FailedKeys)), 0o644); err == nil {
-			t.Logf("history of the failing keys: %s", path)
-		}
-	}
-	return res
-}
-
-// formatHistory lists the operations on keys (all keys if none) in
-// invocation order, one per line, for humans.
-func formatHistory(h linearizability.History, keys []string) string {
-	ops := slices.Clone(h)
-	slices.SortStableFunc(ops, func(a, b linearizability.Op) int {
-		switch {
-		case a.Call < b.Call:
-			return -1
-		case a.Call > b.Call:
-			return 1
-		}
-		return 0
-	})
-	var b strings.Builder
-	for _, op := range ops {
-		if len(keys) > 0 && !slices.Contains(keys, op.Input.Key) {
-			continue
-		}
-		fmt.Fprintf(&b, "%s\n", formatOp(op))
-	}
-	return b.String()
-}
-
-func formatOp(op linearizability.Op) string {
-	in, out := op.Input, op.Output
-	var call string
-	switch in.Kind {
-	case linearizability.Get:
-		call = fmt.Sprintf("get(%s)", in.Key)
-	case linearizability.Put:
-		call = fmt.Sprintf("put(%s, %s)", in.Key, in.Value)
-	case linearizability.Delete:
-		call = fmt.Sprintf("delete(%s)", in.Key)
-	case linearizability.CAS:
-		exp := "<absent>"
-		if in.ExpectExists {
-			exp = in.Expected
-		}
-		call = fmt.Sprintf("cas(%s, %s -> %s)", in.Key, exp, in.Value)
-	}
-	var res string
-	switch {
-	case out.Unknown:
-		return fmt.Sprintf("client %2d  [%12.6fms, ?]  %s -> ?", op.ClientID, float64(op.Call)/1e6, call)
-	case in.Kind == linearizability.Get && out.Found:
-		res = out.Value
-	case in.Kind == linearizability.Get:
-		res = "<not found>"
-	case in.Kind == linearizability.CAS:
-		res = fmt.Sprintf("swapped=%v", out.Swapped)
-	default:
-		res = "ok"
-	}
-	return fmt.Sprintf("client %2d  [%12.6fms, %12.6fms]  %s -> %s", op.ClientID, float64(op.Call)/1e6, float64(op.Return)/1e6, call, res)
 }
 
 // probeDeposed runs right after the nemesis isolated the leaseholder old.
@@ -478,7 +273,7 @@ func formatOp(op linearizability.Op) string {
 // from old. A correct lease makes old refuse (or delay) the read; a stale
 // answer is a linearizability violation. It reports whether it got to
 // probe: old may step down before anyone else takes over.
-func (lc *linzCluster) probeDeposed(t *testing.T, c *linzClient, old uint64, key string) bool {
+func (lc *linzCluster) probeDeposed(t *testing.T, c *linearizability.Client, old uint64, key string) bool {
 	t.Helper()
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
@@ -497,12 +292,10 @@ func (lc *linzCluster) probeDeposed(t *testing.T, c *linzClient, old uint64, key
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		seq := c.seq
-		c.put(newR, key)
-		if c.seq == seq || !c.lastOk {
+		if c.Put(key, replicaDo(newR, linzOpTimeout)).Outcome != linearizability.OutcomeOk {
 			continue
 		}
-		c.get(oldR, key)
+		c.Get(key, replicaDo(oldR, linzOpTimeout))
 		return true
 	}
 	return false
@@ -514,31 +307,20 @@ func (lc *linzCluster) probeDeposed(t *testing.T, c *linzClient, old uint64, key
 // it is deposed but unaware (see probeDeposed), and checks that the history
 // is linearizable.
 func TestLinearizabilityUnderNemesis(t *testing.T) {
-	dur := linzDuration(t, 6*time.Second)
+	dur := linearizability.NemesisDuration(t, 6*time.Second)
 	lc := newLinzCluster(t, 3)
 	lc.waitLeader(t)
 
-	rec := linearizability.NewRecorder()
-	stats := &linzStats{}
-	keys := linzKeys(4)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	wait := runLinzClients(ctx, 6, seed, rec, stats, keys, routeToLeader(lc))
+	w := newLinzWorkload(t)
+	stop := w.run(t, 6, routeToLeader(lc))
 
-	rng := rand.New(rand.NewPCG(seed, 1<<32))
+	rng := w.rng
 	// The nemesis's own client, for probing a deposed leaseholder.
-	probe := newLinzClient(1000, rec, stats, seed)
+	probe := w.client(1000)
 	probes := 0
 	pause := func(base, spread time.Duration) {
 		time.Sleep(base + time.Duration(rng.Int64N(int64(spread))))
 	}
-	type event struct {
-		at   time.Time
-		what string
-	}
-	var events []event
 	time.Sleep(300 * time.Millisecond) // a fault-free start
 	deadline := time.Now().Add(dur)
 	for round := 0; time.Now().Before(deadline); round++ {
@@ -554,16 +336,15 @@ func TestLinearizabilityUnderNemesis(t *testing.T) {
 			kind = "follower"
 		}
 		if round%2 == 0 {
-			events = append(events, event{time.Now(), fmt.Sprintf("crash node %d (%s)", victim, kind)})
+			w.stats.Mark(fmt.Sprintf("crash node %d (%s)", victim, kind))
 			lc.crash(victim)
 			pause(200*time.Millisecond, 400*time.Millisecond)
 			lc.restart(victim)
 		} else {
-			what := fmt.Sprintf("isolate node %d (%s)", victim, kind)
-			events = append(events, event{time.Now(), what})
+			w.stats.Mark(fmt.Sprintf("isolate node %d (%s)", victim, kind))
 			lc.isolate(victim)
 			isoStart := time.Now()
-			if victim == leader && lc.probeDeposed(t, probe, victim, keys[rng.IntN(len(keys))]) {
+			if victim == leader && lc.probeDeposed(t, probe, victim, w.keys[rng.IntN(len(w.keys))]) {
 				probes++
 			}
 			time.Sleep(time.Until(isoStart.Add(200*time.Millisecond + time.Duration(rng.Int64N(int64(400*time.Millisecond))))))
@@ -574,27 +355,22 @@ func TestLinearizabilityUnderNemesis(t *testing.T) {
 	}
 	end := time.Now()
 	time.Sleep(200 * time.Millisecond) // let the last recovery show in the history
-	cancel()
-	wait()
+	stop()
 
-	t.Logf("%d nemesis events; operations: %s; %d probes of a deposed leaseholder", len(events), stats, probes)
-	for i, ev := range events {
-		to := end
-		if i+1 < len(events) {
-			to = events[i+1].at
-		}
-		n := stats.okBetween(ev.at, to)
-		t.Logf("  %-32s then %5d successful ops", ev.what, n)
-		if n == 0 {
-			t.Errorf("no successful operation between %q and the next event", ev.what)
+	events := w.stats.Events(end)
+	t.Logf("%d nemesis events; operations: %s; %d probes of a deposed leaseholder", len(events), w.stats, probes)
+	for _, ev := range events {
+		t.Logf("  %-32s then %5d successful ops", ev.What, ev.Ok)
+		if ev.Ok == 0 {
+			t.Errorf("no successful operation between %q and the next event", ev.What)
 		}
 	}
 	if len(events) < 4 {
 		t.Errorf("only %d nemesis events", len(events))
 	}
-	res := checkHistory(t, rec.History())
+	res := linearizability.CheckWithArtifacts(t, w.rec.History(), 2*time.Minute)
 	if !res.Ok {
-		t.Fatalf("history is not linearizable (seed %d)", seed)
+		t.Fatalf("history is not linearizable (seed %d)", w.seed)
 	}
 	if res.Ops < 500 {
 		t.Fatalf("only %d operations checked; the test proves little", res.Ops)
@@ -610,34 +386,27 @@ func TestLinearizabilityUnderNemesis(t *testing.T) {
 func TestLinearizabilityDeposedLeaseholder(t *testing.T) {
 	lc := newLinzCluster(t, 3)
 	lc.waitLeader(t)
-	rec := linearizability.NewRecorder()
-	stats := &linzStats{}
-	keys := linzKeys(4)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	wait := runLinzClients(ctx, 4, seed, rec, stats, keys, routeToLeader(lc))
+	w := newLinzWorkload(t)
+	stop := w.run(t, 4, routeToLeader(lc))
 
-	rng := rand.New(rand.NewPCG(seed, 1<<32))
-	probe := newLinzClient(1000, rec, stats, seed)
+	rng := w.rng
+	probe := w.client(1000)
 	probes, rounds := 0, 0
 	for ; rounds < 10 && probes < 3; rounds++ {
 		time.Sleep(100*time.Millisecond + time.Duration(rng.Int64N(int64(100*time.Millisecond))))
 		leader := lc.waitLeader(t)
 		lc.isolate(leader)
-		if lc.probeDeposed(t, probe, leader, keys[rng.IntN(len(keys))]) {
+		if lc.probeDeposed(t, probe, leader, w.keys[rng.IntN(len(w.keys))]) {
 			probes++
 		}
 		lc.heal()
 		lc.waitLeader(t)
 	}
-	cancel()
-	wait()
-	t.Logf("%d isolations of the leaseholder, %d probes while it was deposed; operations: %s", rounds, probes, stats)
-	res := checkHistory(t, rec.History())
+	stop()
+	t.Logf("%d isolations of the leaseholder, %d probes while it was deposed; operations: %s", rounds, probes, w.stats)
+	res := linearizability.CheckWithArtifacts(t, w.rec.History(), 2*time.Minute)
 	if !res.Ok {
-		t.Fatalf("history is not linearizable (seed %d): a deposed leaseholder served a stale read", seed)
+		t.Fatalf("history is not linearizable (seed %d): a deposed leaseholder served a stale read", w.seed)
 	}
 	if probes == 0 {
 		t.Fatalf("in %d isolations the old leaseholder never outlived the election of a new one: nothing was probed", rounds)
@@ -661,17 +430,12 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 		break
 	}
 
-	rec := linearizability.NewRecorder()
-	stats := &linzStats{}
-	keys := linzKeys(4)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d; leader %d, follower to isolate %d", seed, leader, follower)
+	w := newLinzWorkload(t)
+	t.Logf("leader %d, follower to isolate %d", leader, follower)
 
 	// The certain violation, by a client of its own (id 100).
 	const key = "linz/stale"
-	det := newLinzClient(100, rec, stats, seed)
+	const det = 100
 	mustPut := func(val string) {
 		t.Helper()
 		for attempt := 0; ; attempt++ {
@@ -679,21 +443,12 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 			if r == nil || !r.IsLeader() {
 				continue
 			}
-			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			p := rec.Begin(det.id, linearizability.PutInput(key, val))
-			_, err := r.Write(c, []*tidekvpb.WriteOp{{Key: []byte(key), Value: []byte(val)}})
-			cancel()
-			if err == nil {
-				p.Ok(linearizability.Output{})
+			res := w.rec.Run(det, linearizability.PutInput(key, val), replicaDo(r, 2*time.Second))
+			if res.Outcome == linearizability.OutcomeOk {
 				return
 			}
-			if definitelyNotApplied(err) {
-				p.Failed()
-			} else {
-				p.Unknown()
-			}
 			if attempt > 50 {
-				t.Fatalf("put %s=%s: %v", key, val, err)
+				t.Fatalf("put %s=%s: %v", key, val, res.Err)
 			}
 		}
 	}
@@ -708,8 +463,8 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 	// would only be refused there as not leader).
 	var isolatedReplica atomic.Pointer[Replica]
 	toLeader := routeToLeader(lc)
-	wait := runLinzClients(ctx, 6, seed, rec, stats, keys, func(c *linzClient) (*Replica, bool) {
-		if f := isolatedReplica.Load(); f != nil && c.rng.IntN(3) == 0 {
+	stop := w.run(t, 6, func(c *linearizability.Client) (*Replica, bool) {
+		if f := isolatedReplica.Load(); f != nil && c.Rand().IntN(3) == 0 {
 			return f, true
 		}
 		return toLeader(c)
@@ -720,7 +475,7 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 	isolatedReplica.Store(lc.replica(follower))
 	mustPut("v-new")
 	// Acknowledged above, after the isolation: the follower cannot have it.
-	p := rec.Begin(det.id, linearizability.GetInput(key))
+	p := w.rec.Begin(det, linearizability.GetInput(key))
 	v, found, err := lc.replica(follower).Get(context.Background(), []byte(key))
 	if err != nil {
 		p.Failed()
@@ -735,19 +490,8 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 	isolatedReplica.Store(nil)
 	lc.heal()
 	time.Sleep(200 * time.Millisecond)
-	cancel()
-	wait()
-	t.Logf("operations: %s", stats)
+	stop()
+	t.Logf("operations: %s", w.stats)
 
-	h := rec.History()
-	res := linearizability.Check(h, time.Minute)
-	t.Logf("%s", res.Describe)
-	switch {
-	case res.Unknown:
-		t.Fatal("check timed out")
-	case res.Ok:
-		t.Fatal("negative control passed the check: the checker did not catch stale reads")
-	case !slices.Contains(res.FailedKeys, key):
-		t.Errorf("failing keys %q do not include %q", res.FailedKeys, key)
-	}
+	linearizability.WantViolation(t, w.rec.History(), key, time.Minute)
 }
