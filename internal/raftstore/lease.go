@@ -27,8 +27,10 @@ import (
 // answers are ignored until new heartbeats go out. A leadership transfer
 // voids the lease at once (the transferee campaigns without waiting).
 //
-// A lease read also needs the leader to have applied the first entry of its
-// term: everything earlier leaders acknowledged is at or below it.
+// A lease read also needs the leader to have applied the first index
+// committed in its term: everything earlier leaders acknowledged is at or
+// below it, and everything since was acknowledged only after this leader
+// applied it, so the current engine state includes it.
 
 // refreshLeaseLocked recomputes the lease after the scheduler stepped
 // messages or ticked.
@@ -38,10 +40,19 @@ func (r *Replica) refreshLeaseLocked() {
 		r.leaseExpiry.Store(0)
 		return
 	}
-	commit := bs.GetCommit()
-	if t, err := r.mu.storage.Term(commit); err != nil || t != bs.GetTerm() {
-		r.leaseExpiry.Store(0)
-		return
+	if r.mu.leaseTerm != bs.GetTerm() {
+		// The first index committed in this term covers every write an
+		// earlier leader acknowledged; later writes are acknowledged only
+		// after this leader applied them, so the index stays fixed for the
+		// term (tracking the live commit index would send reads to the
+		// slow path whenever a write is between commit and apply).
+		commit := bs.GetCommit()
+		if t, err := r.mu.storage.Term(commit); err != nil || t != bs.GetTerm() {
+			r.leaseExpiry.Store(0)
+			return
+		}
+		r.mu.leaseTerm = bs.GetTerm()
+		r.leaseIndex.Store(commit)
 	}
 	contact := r.quorumContactLocked(time.Now())
 	if contact.IsZero() {
@@ -49,9 +60,7 @@ func (r *Replica) refreshLeaseLocked() {
 		return
 	}
 	cfg := &r.store.cfg
-	expiry := contact.Add(time.Duration(cfg.ElectionTicks) * cfg.TickInterval / 2)
-	r.leaseIndex.Store(commit)
-	r.leaseExpiry.Store(expiry.UnixNano())
+	r.leaseExpiry.Store(contact.Add(time.Duration(cfg.ElectionTicks) * cfg.TickInterval / 2).UnixNano())
 }
 
 // quorumContactLocked returns the latest time by which a quorum of every

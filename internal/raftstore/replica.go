@@ -72,6 +72,8 @@ type Replica struct {
 		// incomingSST holds received SST files by snapshot index.
 		incomingSST map[uint64]string
 		lastLeader  uint64
+		// leaseTerm is the term leaseIndex belongs to.
+		leaseTerm uint64
 		// lastContact: for each peer, when this leader sent the latest
 		// heartbeat the peer has acknowledged (lease.go).
 		lastContact map[uint64]time.Time
