@@ -255,29 +255,19 @@ func (c *Cluster) KillNode(i int) error {
 }
 
 // Stop stops every running node in parallel and returns their stop errors.
-func (c *Cluster) Stop() error {
-	errs := make([]error, c.cfg.Nodes)
-	var wg sync.WaitGroup
-	for i := 1; i <= c.cfg.Nodes; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i-1] = c.StopNode(i)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
+func (c *Cluster) Stop() error { return c.eachNode(c.StopNode) }
 
 // Kill SIGKILLs every running node in parallel.
-func (c *Cluster) Kill() error {
+func (c *Cluster) Kill() error { return c.eachNode(c.KillNode) }
+
+func (c *Cluster) eachNode(fn func(i int) error) error {
 	errs := make([]error, c.cfg.Nodes)
 	var wg sync.WaitGroup
 	for i := 1; i <= c.cfg.Nodes; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i-1] = c.KillNode(i)
+			errs[i-1] = fn(i)
 		}()
 	}
 	wg.Wait()

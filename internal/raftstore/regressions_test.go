@@ -150,3 +150,54 @@ func TestRegressionRestartAfterRemovalBeforeDestroy(t *testing.T) {
 	}
 	s.Stop()
 }
+
+// A node that was down while its replica was removed and added again comes
+// back with the old incarnation, to which the leader's messages (addressed to
+// the new replica ID) are not delivered. The replica GC must replace it: the
+// authoritative descriptor lists the node with a newer replica ID.
+func TestRegressionReplicaReaddedWhileNodeDown(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.put("a", "1")
+	n4 := tc.addNode()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ld := tc.leader(testRangeID)
+	if _, err := ld.ChangeReplicas(ctx, n4, 0); err != nil {
+		t.Fatal(err)
+	}
+	var victim uint64
+	for _, id := range tc.nodes {
+		if id != ld.store.nodeID && id != n4 {
+			victim = id
+			break
+		}
+	}
+	oldID := tc.stores[victim].GetReplica(testRangeID).Status().ReplicaID
+	tc.crash(victim)
+	if _, err := ld.ChangeReplicas(ctx, 0, victim); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	d, err := ld.ChangeReplicas(short, victim, n4)
+	cancelShort()
+	if err == nil {
+		t.Fatalf("re-adding a down node's replica should not complete (it cannot catch up): %v", d)
+	}
+	tc.restart(victim)
+	desc := ld.Desc()
+	if rd := replicaOnNode(desc, victim); rd == nil || rd.GetReplicaId() <= oldID {
+		t.Fatalf("descriptor %s should list node %d with a replica ID above %d", FormatReplicas(desc), victim, oldID)
+	}
+	if !tc.stores[victim].RemoveIfStale(desc) {
+		t.Fatal("the stale incarnation was not removed")
+	}
+	// The new incarnation is created by the leader's traffic and caught up
+	// by a snapshot; the pending change can now finish.
+	if _, err := ld.ChangeReplicas(ctx, victim, n4); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		v, ok, _ := tc.engines[victim].Get(dataKey("a"))
+		return ok && string(v) == "1"
+	})
+}

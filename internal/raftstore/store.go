@@ -443,21 +443,21 @@ func (s *Store) spanOwnedByOther(rangeID uint64, d *tidekvpb.RangeDescriptor) bo
 }
 
 // RemoveIfStale destroys the local replica of a range when the authoritative
-// descriptor (from the meta range) no longer lists this node and is at
-// least as new as the local one. It is the replica GC for replicas that
+// descriptor (from the meta range), at least as new as the local one, no
+// longer lists this node, or lists it with a newer replica ID (it was
+// removed and added again while this node was away: the new incarnation
+// starts empty and gets a snapshot). It is the replica GC for replicas that
 // missed their own removal.
 func (s *Store) RemoveIfStale(authoritative *tidekvpb.RangeDescriptor) bool {
 	r := s.GetReplica(authoritative.GetRangeId())
 	if r == nil {
 		return false
 	}
-	for _, rd := range authoritative.GetReplicas() {
-		if rd.GetNodeId() == s.nodeID {
-			return false
-		}
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if rd := replicaOnNode(authoritative, s.nodeID); rd != nil && rd.GetReplicaId() <= r.mu.replicaID {
+		return false
+	}
 	if d := r.desc.Load(); d != nil && d.GetGeneration() > authoritative.GetGeneration() {
 		return false
 	}
