@@ -88,6 +88,9 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		return nil, fmt.Errorf("waiting for a previous change to finish: %w", err)
 	}
 	d := r.desc.Load()
+	if a := replicaOnNode(d, addNode); addNode != 0 && a != nil && a.GetType() == tidekvpb.ReplicaType_VOTER {
+		addNode = 0 // already a voter: only the removal is left to do
+	}
 	var removeRd *tidekvpb.ReplicaDescriptor
 	if removeNode != 0 {
 		if removeRd = replicaOnNode(d, removeNode); removeRd == nil {
@@ -108,17 +111,14 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		}
 	}
 	if addNode == 0 {
+		if removeRd == nil {
+			return d, nil
+		}
 		cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(removeRd.GetReplicaId())}}}
 		return r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, removeNode) == nil })
 	}
 
 	add := replicaOnNode(d, addNode)
-	if add != nil && add.GetType() == tidekvpb.ReplicaType_VOTER {
-		if removeRd == nil {
-			return d, nil
-		}
-		return r.removeReplica(ctx, removeRd, d)
-	}
 	if add == nil {
 		// Step 1: a learner, which receives a snapshot and then the log.
 		nd := proto.Clone(d).(*tidekvpb.RangeDescriptor)
@@ -149,15 +149,6 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		a := replicaOnNode(nd, addNode)
 		return a != nil && a.GetType() == tidekvpb.ReplicaType_VOTER && (removeRd == nil || replicaOnNode(nd, removeNode) == nil)
 	})
-}
-
-// removeReplica removes a replica when the voter to add already exists.
-func (r *Replica) removeReplica(ctx context.Context, removeRd *tidekvpb.ReplicaDescriptor, d *tidekvpb.RangeDescriptor) (*tidekvpb.RangeDescriptor, error) {
-	if removeRd.GetType() == tidekvpb.ReplicaType_VOTER && countVoters(d)-1 < r.store.cfg.ReplicationFactor {
-		return nil, fmt.Errorf("%w: removing node %d would go below the replication factor", ErrInvalidRequest, removeRd.GetNodeId())
-	}
-	cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(removeRd.GetReplicaId())}}}
-	return r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, removeRd.GetNodeId()) == nil })
 }
 
 // transferAway hands the lease to the voter that answered most recently
