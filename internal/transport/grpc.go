@@ -249,26 +249,27 @@ func (t *GRPC) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, s
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&tidekvpb.SnapshotChunk{Header: header}); err != nil {
-		return err
-	}
+	// A receiver that refuses the snapshot answers and closes early; Send
+	// then fails with io.EOF and the reason is in the response.
+	sendErr := stream.Send(&tidekvpb.SnapshotChunk{Header: header})
 	buf := make([]byte, t.cfg.SnapshotChunkSize)
-	for {
+	for sendErr == nil {
 		n, rerr := sst.Read(buf)
 		if n > 0 {
-			if err := stream.Send(&tidekvpb.SnapshotChunk{Data: buf[:n]}); err != nil {
-				return err
+			if sendErr = stream.Send(&tidekvpb.SnapshotChunk{Data: buf[:n]}); sendErr != nil {
+				break
 			}
 		}
 		if rerr == io.EOF {
+			sendErr = stream.Send(&tidekvpb.SnapshotChunk{Final: true})
 			break
 		}
 		if rerr != nil {
 			return rerr
 		}
 	}
-	if err := stream.Send(&tidekvpb.SnapshotChunk{Final: true}); err != nil {
-		return err
+	if sendErr != nil && sendErr != io.EOF {
+		return sendErr
 	}
 	resp, err := stream.CloseAndRecv()
 	if err != nil {
