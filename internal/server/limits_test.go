@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +147,38 @@ func TestWriteSpanningRangesIsRejected(t *testing.T) {
 	resp, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("a")})
 	if err != nil || resp.GetFound() {
 		t.Fatalf("cross-range write left key a behind: %v %v", resp, err)
+	}
+}
+
+func TestHealthAndMetricsEndpoints(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.HTTPAddr = "127.0.0.1:0"
+	s, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	kv := kvClient(t, s.Addr())
+	waitServing(t, kv)
+	get := func(path string) string {
+		resp, err := http.Get("http://" + s.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s", path, resp.Status)
+		}
+		return string(b)
+	}
+	if h := get("/health"); strings.TrimSpace(h) != "ok" {
+		t.Fatalf("/health = %q", h)
+	}
+	m := get("/metrics")
+	for _, want := range []string{`tidekv_requests_total{code="OK",op="put"}`, "tidekv_request_duration_seconds_bucket", "tidekv_replicas 2", "tidekv_leases 2", "tidekv_requests_inflight"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

@@ -73,6 +73,31 @@ func (m *metrics) qps() float64 {
 	return m.rate.qps
 }
 
+// registerStoreGauges exports the node's replica state, computed at scrape
+// time so the request path pays nothing.
+func (s *Server) registerStoreGauges() {
+	count := func(leaders bool) func() float64 {
+		return func() float64 {
+			if s.store == nil {
+				return 0
+			}
+			n := 0
+			for _, r := range s.store.Replicas() {
+				if !leaders || r.IsLeader() {
+					n++
+				}
+			}
+			return float64(n)
+		}
+	}
+	s.metrics.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidekv_replicas", Help: "Replicas on this node."}, count(false)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidekv_leases", Help: "Ranges whose lease this node holds."}, count(true)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidekv_requests_inflight", Help: "KV requests in progress (bounded by MaxInflightRequests)."},
+			func() float64 { return float64(len(s.inflight)) }),
+	)
+}
+
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))

@@ -84,6 +84,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		meta:     newMetaState(),
 		metrics:  newMetrics(),
 	}
+	s.registerStoreGauges()
 	if err := s.serve(ctx); err != nil {
 		s.Stop()
 		return nil, err
