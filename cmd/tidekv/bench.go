@@ -19,6 +19,7 @@ import (
 func newBenchCmd() *cobra.Command {
 	cfg := bench.DefaultConfig()
 	var addrs string
+	var gcPercent *int
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -36,6 +37,7 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
+			applyGCPercent(*gcPercent)
 			ccfg := client.DefaultConfig()
 			ccfg.Addrs = splitAddrs(addrs)
 			if len(ccfg.Addrs) == 0 {
@@ -76,6 +78,7 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 		},
 	}
 	f := cmd.Flags()
+	gcPercent = gcPercentFlag(f)
 	f.StringVar(&addrs, "addr", "127.0.0.1:7400", "comma-separated `host:port` list of cluster nodes")
 	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "YCSB core workload: a, b, c, d, e or f")
 	f.Int64Var(&cfg.RecordCount, "records", cfg.RecordCount, "records to load, and the key space of the run")

@@ -17,6 +17,7 @@ import (
 func newServerCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
 	var join string
+	var gcPercent *int
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a TideKV node",
@@ -28,6 +29,7 @@ func newServerCmd() *cobra.Command {
 				cfg.Join = strings.Split(join, ",")
 			}
 			log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+			applyGCPercent(*gcPercent)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			s, err := server.Start(ctx, cfg)
@@ -46,6 +48,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&cfg.GRPCAddr, "listen", "127.0.0.1:7400", "gRPC listen address (host:port) for clients and peers")
 	f.StringVar(&cfg.HTTPAddr, "http-listen", "127.0.0.1:7401", "HTTP listen address for /health and /metrics (empty disables)")
 	f.StringVar(&join, "join", "", "comma-separated gRPC addresses of existing nodes to join")
+	gcPercent = gcPercentFlag(f)
 	f.IntVar(&cfg.Raft.ReplicationFactor, "replication-factor", cfg.Raft.ReplicationFactor, "voters per range")
 	f.IntVar(&cfg.MaxInflightRequests, "max-inflight", cfg.MaxInflightRequests, "KV requests in progress before the node answers 'overloaded, retry'")
 	f.DurationVar(&cfg.Raft.RoundCoalesce, "raft-round-coalesce", cfg.Raft.RoundCoalesce, "wait after a wake-up before a Raft round, so more work shares one fsync")
