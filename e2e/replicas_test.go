@@ -42,7 +42,8 @@ func hasOnlyVoters(d *tidekvpb.RangeDescriptor, want []uint64) bool {
 }
 
 // TestCtlMoveReplica moves a replica onto the fourth node of a 4-node
-// cluster with `tidekv ctl add-replica` and `remove-replica`, checks the
+// cluster with `tidekv ctl add-replica` and `remove-replica` (and back with
+// `move-replica`), checks the
 // result in `ctl ranges --json`, and checks that removing a voter from a
 // range with only the replication factor's 3 left fails with exit code 2
 // and a message naming the replication factor.
@@ -171,7 +172,21 @@ func TestCtlMoveReplica(t *testing.T) {
 		t.Fatalf("refused removal changed the range: %v", r)
 	}
 
-	// The data survived the move.
+	// move-replica: back from the new node to the old one in one joint
+	// change; the range never has fewer than three voters.
+	out, code, err = ctlRun(ctx, 1, "--json", "move-replica", rs, fmt.Sprint(to), fmt.Sprint(from))
+	if code != 0 || err != nil {
+		t.Fatalf("ctl move-replica %s %d %d: exit %d: %v", rs, to, from, code, err)
+	}
+	var moved tidekvpb.RangeDescriptor
+	if err := protojson.Unmarshal([]byte(out), &moved); err != nil {
+		t.Fatalf("ctl move-replica --json: %v\n%s", err, out)
+	}
+	if !hasOnlyVoters(&moved, before) {
+		t.Fatalf("after move-replica: %v, want voters on %v", &moved, before)
+	}
+
+	// The data survived the moves.
 	for i := range n {
 		var v []byte
 		if err := eventually(ctx, 10*time.Second, func(ctx context.Context) (err error) {

@@ -157,14 +157,19 @@ Keys and values are taken literally from the arguments. Output is for humans
 				}
 				return cliformat.DescriptorTable(w, &tidekvpb.RangeInfo{Desc: resp.GetLeft()}, &tidekvpb.RangeInfo{Desc: resp.GetRight()})
 			}),
-		o.replicaCommand("add-replica RANGE NODE", "Add a voter for RANGE on NODE", true),
-		o.replicaCommand("remove-replica RANGE NODE", "Remove NODE's replica of RANGE", false),
+		o.replicaCommand("add-replica RANGE NODE", "Add a voter for RANGE on NODE (learner, snapshot, catch-up, promotion)", 2,
+			func(a []uint64) (uint64, uint64) { return a[1], 0 }),
+		o.replicaCommand("remove-replica RANGE NODE", "Remove NODE's replica of RANGE (refused below the replication factor)", 2,
+			func(a []uint64) (uint64, uint64) { return 0, a[1] }),
+		o.replicaCommand("move-replica RANGE FROM TO", "Move RANGE's replica from node FROM to node TO (one joint-consensus change)", 3,
+			func(a []uint64) (uint64, uint64) { return a[2], a[1] }),
 		o.command("transfer-lease RANGE NODE", "Move the lease of RANGE to NODE", 2,
 			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-				rangeID, node, err := parseIDs(args)
+				ids, err := parseIDs(args)
 				if err != nil {
 					return err
 				}
+				rangeID, node := ids[0], ids[1]
 				if err := cl.TransferLease(ctx, rangeID, node); err != nil {
 					return err
 				}
@@ -213,19 +218,16 @@ func (o *ctlOptions) command(use, short string, nargs int, fn func(context.Conte
 	}
 }
 
-func (o *ctlOptions) replicaCommand(use, short string, add bool) *cobra.Command {
-	return o.command(use, short, 2, func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-		rangeID, node, err := parseIDs(args)
+// replicaCommand runs a replica change; change maps the parsed IDs (range
+// first, then nodes) to the nodes to add and remove.
+func (o *ctlOptions) replicaCommand(use, short string, nargs int, change func(ids []uint64) (add, remove uint64)) *cobra.Command {
+	return o.command(use, short, nargs, func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+		ids, err := parseIDs(args)
 		if err != nil {
 			return err
 		}
-		var addID, removeID uint64
-		if add {
-			addID = node
-		} else {
-			removeID = node
-		}
-		desc, err := cl.ChangeReplicas(ctx, rangeID, addID, removeID)
+		addID, removeID := change(ids)
+		desc, err := cl.ChangeReplicas(ctx, ids[0], addID, removeID)
 		if err != nil {
 			return err
 		}
@@ -245,12 +247,19 @@ func (o *ctlOptions) done(w io.Writer, obj *cliformat.Object, msg string) error 
 	return err
 }
 
-func parseIDs(args []string) (rangeID, node uint64, err error) {
-	if rangeID, err = strconv.ParseUint(args[0], 10, 64); err != nil || rangeID == 0 {
-		return 0, 0, fmt.Errorf("RANGE must be a positive range id, got %q", args[0])
+// parseIDs parses RANGE and then NODE arguments (a node may be written n3).
+func parseIDs(args []string) ([]uint64, error) {
+	ids := make([]uint64, len(args))
+	for i, a := range args {
+		id, err := strconv.ParseUint(strings.TrimPrefix(a, "n"), 10, 64)
+		if err != nil || id == 0 {
+			what := "NODE must be a positive node id"
+			if i == 0 {
+				what = "RANGE must be a positive range id"
+			}
+			return nil, fmt.Errorf("%s, got %q", what, a)
+		}
+		ids[i] = id
 	}
-	if node, err = strconv.ParseUint(strings.TrimPrefix(args[1], "n"), 10, 64); err != nil || node == 0 {
-		return 0, 0, fmt.Errorf("NODE must be a positive node id, got %q", args[1])
-	}
-	return rangeID, node, nil
+	return ids, nil
 }
