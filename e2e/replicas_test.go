@@ -43,8 +43,7 @@ func hasOnlyVoters(d *tidekvpb.RangeDescriptor, want []uint64) bool {
 
 // TestCtlMoveReplica moves a replica onto the fourth node of a 4-node
 // cluster with `tidekv ctl add-replica` and `remove-replica` (and back with
-// `move-replica`), checks the
-// result in `ctl ranges --json`, and checks that removing a voter from a
+// `move-replica`), checks the result in `ctl ranges --json`, and checks that removing a voter from a
 // range with only the replication factor's 3 left fails with exit code 2
 // and a message naming the replication factor.
 func TestCtlMoveReplica(t *testing.T) {
