@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ type testCluster struct {
 	engines map[uint64]*storage.MemEngine
 	stores  map[uint64]*Store
 	nodes   []uint64
+	rng     *rand.Rand // for fault choices; set by tests that need one
 }
 
 const testRangeID = 2

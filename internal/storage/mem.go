@@ -38,7 +38,10 @@ type MemEngine struct {
 	// durable is the state as of the last sync point (synced commit, Sync,
 	// IngestSST): what would survive a crash, since a synced WAL write also
 	// makes every earlier write durable.
-	durable   *memTree
+	durable *memTree
+	// unsynced holds the batches committed without sync since the last sync
+	// point, in order, for CrashCloneKeeping.
+	unsynced  [][]memOp
 	closed    bool
 	commitErr error
 	ingestErr error
@@ -78,14 +81,34 @@ func (e *MemEngine) SetIngestError(err error) {
 // at the last sync point, as if the process had crashed and restarted now.
 // Unsynced commits are all lost: the adversarial but legal outcome (Pebble
 // may or may not have persisted them).
-func (e *MemEngine) CrashClone() *MemEngine {
+func (e *MemEngine) CrashClone() *MemEngine { return e.CrashCloneKeeping(0) }
+
+// CrashCloneKeeping is CrashClone, except that the first n batches committed
+// without sync since the last sync point survive too: a write-ahead log may
+// reach the disk in part before any fsync, always as a prefix.
+func (e *MemEngine) CrashCloneKeeping(n int) *MemEngine {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return &MemEngine{tree: e.durable.Clone(), durable: e.durable.Clone()}
+	t := e.durable.Clone()
+	for _, ops := range e.unsynced[:min(n, len(e.unsynced))] {
+		applyOpsLocked(t, ops)
+	}
+	return &MemEngine{tree: t, durable: t.Clone()}
+}
+
+// UnsyncedBatches counts the batches committed without sync since the last
+// sync point.
+func (e *MemEngine) UnsyncedBatches() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.unsynced)
 }
 
 // markDurableLocked records the current state as the crash-survivable one.
-func (e *MemEngine) markDurableLocked() { e.durable = e.tree.Clone() }
+func (e *MemEngine) markDurableLocked() {
+	e.durable = e.tree.Clone()
+	e.unsynced = nil
+}
 
 // clone takes a point-in-time view for a snapshot or iterator. Clone
 // mutates the source tree's copy-on-write bookkeeping, hence the write lock.
@@ -345,20 +368,26 @@ func (b *memBatch) Commit(sync bool) error {
 	}
 	// Holding the write lock for the whole batch is what makes it atomic to
 	// readers.
-	for _, op := range b.ops {
-		switch op.kind {
-		case memSet:
-			e.tree.ReplaceOrInsert(memItem{key: op.key, value: op.value})
-		case memDelete:
-			e.tree.Delete(memItem{key: op.key})
-		case memDeleteRange:
-			deleteRangeLocked(e.tree, op.key, op.value)
-		}
-	}
+	applyOpsLocked(e.tree, b.ops)
 	if sync {
 		e.markDurableLocked()
+	} else {
+		e.unsynced = append(e.unsynced, b.ops)
 	}
 	return nil
+}
+
+func applyOpsLocked(t *memTree, ops []memOp) {
+	for _, op := range ops {
+		switch op.kind {
+		case memSet:
+			t.ReplaceOrInsert(memItem{key: op.key, value: op.value})
+		case memDelete:
+			t.Delete(memItem{key: op.key})
+		case memDeleteRange:
+			deleteRangeLocked(t, op.key, op.value)
+		}
+	}
 }
 
 func (b *memBatch) Empty() bool { return len(b.ops) == 0 }
