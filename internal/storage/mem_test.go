@@ -193,3 +193,34 @@ func TestMemSSTCorruption(t *testing.T) {
 		t.Fatalf("rejected files changed data: %q", got)
 	}
 }
+
+func TestMemCrashCloneKeepsAPrefixOfUnsyncedBatches(t *testing.T) {
+	e := NewMem()
+	commit := func(k string, sync bool) {
+		b := e.NewBatch()
+		if err := b.Set([]byte(k), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("synced", true)
+	commit("u1", false)
+	commit("u2", false)
+	if n := e.UnsyncedBatches(); n != 2 {
+		t.Fatalf("UnsyncedBatches = %d, want 2", n)
+	}
+	has := func(c *MemEngine, k string) bool { _, ok, _ := c.Get([]byte(k)); return ok }
+	for n, want := range map[int][3]bool{0: {true, false, false}, 1: {true, true, false}, 2: {true, true, true}, 5: {true, true, true}} {
+		c := e.CrashCloneKeeping(n)
+		got := [3]bool{has(c, "synced"), has(c, "u1"), has(c, "u2")}
+		if got != want {
+			t.Errorf("keeping %d: synced,u1,u2 present = %v, want %v", n, got, want)
+		}
+	}
+	commit("s2", true)
+	if n := e.UnsyncedBatches(); n != 0 {
+		t.Fatalf("a sync point must make earlier batches durable; %d still unsynced", n)
+	}
+}
