@@ -36,7 +36,11 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("tidekv: node %d ready grpc=%s http=%s\n", s.NodeID(), s.Addr(), s.HTTPAddr())
+			line := fmt.Sprintf("tidekv: node %d ready grpc=%s http=%s", s.NodeID(), s.Addr(), s.HTTPAddr())
+			if a := s.RedisAddr(); a != "" {
+				line += " redis=" + a
+			}
+			fmt.Println(line)
 			<-ctx.Done()
 			log.Printf("node %d shutting down", s.NodeID())
 			s.Stop()
@@ -47,6 +51,8 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&cfg.DataDir, "data-dir", "tidekv-data", "directory for this node's data")
 	f.StringVar(&cfg.GRPCAddr, "listen", "127.0.0.1:7400", "gRPC listen address (host:port) for clients and peers")
 	f.StringVar(&cfg.HTTPAddr, "http-listen", "127.0.0.1:7401", "HTTP listen address for /health and /metrics (empty disables)")
+	f.StringVar(&cfg.Redis.ListenAddr, "redis-listen", "", "Redis-protocol listen address (host:port; empty disables it)")
+	f.StringVar(&cfg.Redis.Password, "redis-password", "", "password Redis clients must give with AUTH (empty: none)")
 	f.StringVar(&join, "join", "", "comma-separated gRPC addresses of existing nodes to join")
 	gcPercent = gcPercentFlag(f)
 	f.IntVar(&cfg.Raft.ReplicationFactor, "replication-factor", cfg.Raft.ReplicationFactor, "voters per range")

@@ -84,6 +84,7 @@ func (c Config) Node(i int) NodeSpec {
 		DataDir:   filepath.Join(c.DataDir, fmt.Sprintf("node%d", i)),
 		GRPCAddr:  HostPort(c.Host, grpc),
 		HTTPAddr:  HostPort(c.Host, http),
+		RedisAddr: HostPort(c.Host, Port(c.BasePort, i, OffsetRedis)),
 		ExtraArgs: c.ExtraArgs,
 		Env:       c.Env,
 	}
@@ -298,7 +299,7 @@ func (c *Cluster) startAndWait(ctx context.Context, i int, join []string) (*Proc
 	grpc, http := Ports(c.cfg.BasePort, i)
 	// Fail with a clear message rather than a server bind error buried in
 	// its log, typically when an earlier `tidekv up` is still running.
-	if err := PortsFree(c.cfg.Host, grpc, http); err != nil {
+	if err := PortsFree(c.cfg.Host, grpc, http, Port(c.cfg.BasePort, i, OffsetRedis)); err != nil {
 		return nil, fmt.Errorf("launcher: node %d: %w", i, err)
 	}
 	p, err := Start(c.cfg.Binary, spec)

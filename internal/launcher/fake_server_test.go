@@ -41,6 +41,7 @@ func fakeServer(mode string, args []string) int {
 	dataDir := fs.String("data-dir", "", "")
 	listen := fs.String("listen", "", "")
 	httpListen := fs.String("http-listen", "", "")
+	_ = fs.String("redis-listen", "", "")
 	fs.String("join", "", "")
 	fs.String("node-label", "", "")
 	if err := fs.Parse(args[1:]); err != nil {

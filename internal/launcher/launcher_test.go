@@ -153,7 +153,7 @@ func TestNodeSpecArgs(t *testing.T) {
 	s := cfg.Node(2)
 	s.Join = []string{"127.0.0.1:7400", "127.0.0.1:7420"}
 	s.Label = "b"
-	want := "server --data-dir /d/node2 --listen 127.0.0.1:7410 --http-listen 127.0.0.1:7411 " +
+	want := "server --data-dir /d/node2 --listen 127.0.0.1:7410 --http-listen 127.0.0.1:7411 --redis-listen 127.0.0.1:7412 " +
 		"--join 127.0.0.1:7400,127.0.0.1:7420 --node-label b --x"
 	if got := strings.Join(s.Args(), " "); got != want {
 		t.Errorf("Args:\n got %s\nwant %s", got, want)
@@ -480,7 +480,7 @@ func TestUp(t *testing.T) {
 	}
 	for i := 1; i <= 3; i++ {
 		s := cfg.Node(i)
-		want := fmt.Sprintf("node %d grpc=%s http=%s", i, s.GRPCAddr, s.HTTPAddr)
+		want := fmt.Sprintf("node %d grpc=%s http=%s redis=%s", i, s.GRPCAddr, s.HTTPAddr, s.RedisAddr)
 		if got := next(); got != want {
 			t.Errorf("line %d = %q, want %q", i, got, want)
 		}

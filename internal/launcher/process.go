@@ -35,6 +35,9 @@ type NodeSpec struct {
 	// --listen and --http-listen. HTTPAddr may be empty to leave the flag
 	// out.
 	GRPCAddr, HTTPAddr string
+	// RedisAddr is the Redis-protocol listen address (--redis-listen);
+	// empty leaves the flag out.
+	RedisAddr string
 	// Join lists gRPC addresses of existing nodes (--join); empty means
 	// "bootstrap a new cluster" for a node without state.
 	Join []string
@@ -57,7 +60,7 @@ func (s NodeSpec) Validate() error {
 	if s.GRPCAddr == "" {
 		return errors.New("launcher: NodeSpec.GRPCAddr is empty")
 	}
-	for _, a := range append([]string{s.GRPCAddr, s.HTTPAddr}, s.Join...) {
+	for _, a := range append([]string{s.GRPCAddr, s.HTTPAddr, s.RedisAddr}, s.Join...) {
 		if a == "" {
 			continue
 		}
@@ -69,12 +72,15 @@ func (s NodeSpec) Validate() error {
 }
 
 // Args returns the command-line arguments (without the binary) that run the
-// node: "server --data-dir ... --listen ... [--http-listen ...] [--join a,b]
+// node: "server --data-dir ... --listen ... [--http-listen ...] [--redis-listen ...] [--join a,b]
 // [--node-label L] extra...".
 func (s NodeSpec) Args() []string {
 	args := []string{"server", "--data-dir", s.DataDir, "--listen", s.GRPCAddr}
 	if s.HTTPAddr != "" {
 		args = append(args, "--http-listen", s.HTTPAddr)
+	}
+	if s.RedisAddr != "" {
+		args = append(args, "--redis-listen", s.RedisAddr)
 	}
 	if len(s.Join) > 0 {
 		args = append(args, "--join", strings.Join(s.Join, ","))

@@ -15,7 +15,7 @@ import (
 // It starts every node (see Cluster.Start), printing to out, as each
 // becomes ready,
 //
-//	node <i> grpc=<addr> http=<addr>
+//	node <i> grpc=<addr> http=<addr> redis=<addr>
 //
 // (space-separated key=value fields; new listeners add fields, so parse by
 // key), then one hint line starting "cluster up: ". A node that exits
@@ -34,7 +34,11 @@ func Up(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 
 	startErr := c.Start(ctx, func(i int, p *Process) {
 		s := p.Spec()
-		fmt.Fprintf(out, "node %d grpc=%s http=%s\n", i, s.GRPCAddr, s.HTTPAddr)
+		line := fmt.Sprintf("node %d grpc=%s http=%s", i, s.GRPCAddr, s.HTTPAddr)
+		if s.RedisAddr != "" {
+			line += " redis=" + s.RedisAddr
+		}
+		fmt.Fprintln(out, line)
 	})
 	if startErr != nil {
 		stopErr := c.Stop()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
 )
@@ -49,6 +50,9 @@ type Config struct {
 	GRPCAddr string
 	// HTTPAddr is the host:port of /health and /metrics ("" disables it).
 	HTTPAddr string
+	// Redis configures the Redis-protocol listener; an empty
+	// Redis.ListenAddr disables it.
+	Redis resp.Config
 	// Join lists gRPC addresses of existing nodes; empty with a new data
 	// dir creates a new cluster.
 	Join []string
@@ -86,6 +90,7 @@ func DefaultConfig() Config {
 		Raft:                raftstore.DefaultConfig(),
 		Transport:           transport.DefaultConfig(),
 		Limits:              DefaultLimits(),
+		Redis:               redisDefaults(),
 		MaxInflightRequests: 4096,
 		HeartbeatInterval:   time.Second,
 		LivenessTimeout:     5 * time.Second,
@@ -122,5 +127,18 @@ func (c *Config) Validate() error {
 	if err := c.Transport.Validate(); err != nil {
 		return err
 	}
+	if c.Redis.ListenAddr != "" {
+		if err := c.Redis.Validate(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// redisDefaults is resp's configuration with the listener off: a node
+// serves the Redis protocol only when given an address.
+func redisDefaults() resp.Config {
+	c := resp.DefaultConfig()
+	c.ListenAddr = ""
+	return c
 }

@@ -19,8 +19,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
 )
@@ -38,6 +40,8 @@ type Server struct {
 	lis      net.Listener
 	httpSrv  *http.Server
 	httpLis  net.Listener
+	redis    *resp.Server
+	gateway  *client.Client
 	grpcT    *transport.GRPC
 	metrics  *metrics
 	inflight chan struct{}
@@ -145,13 +149,46 @@ func (s *Server) serve(ctx context.Context) error {
 	s.grpcT.SetHandler(s.store)
 	s.store.Start()
 	s.startLoops()
+	if s.cfg.Redis.ListenAddr != "" {
+		if err := s.startRedis(); err != nil {
+			return err
+		}
+	}
 	s.ready.Store(true)
-	log.Printf("node %d serving: grpc=%s http=%s cluster=%x", s.nodeID, s.Addr(), s.HTTPAddr(), s.clusterID)
+	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.nodeID, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.clusterID)
 	return nil
 }
 
 func (s *Server) self() *tidekvpb.NodeDescriptor {
 	return &tidekvpb.NodeDescriptor{NodeId: s.nodeID, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr()}
+}
+
+// startRedis serves the Redis protocol through a routing client of this
+// node: commands take the same path as gRPC clients' (leaseholder routing,
+// limits, admission control).
+func (s *Server) startRedis() error {
+	ccfg := client.DefaultConfig()
+	ccfg.Addrs = []string{s.Addr()}
+	gw, err := client.New(ccfg)
+	if err != nil {
+		return err
+	}
+	rs, err := resp.New(s.cfg.Redis, resp.FromClient(gw))
+	if err != nil {
+		gw.Close()
+		return fmt.Errorf("redis listener: %w", err)
+	}
+	s.gateway, s.redis = gw, rs
+	go rs.Serve()
+	return nil
+}
+
+// RedisAddr is the node's Redis-protocol address ("" if disabled).
+func (s *Server) RedisAddr() string {
+	if s.redis == nil {
+		return ""
+	}
+	return s.redis.Addr().String()
 }
 
 // Addr is the node's gRPC address.
@@ -281,6 +318,10 @@ func (s *Server) Stop() {
 		s.ready.Store(false)
 		if s.httpSrv != nil {
 			s.httpSrv.Close()
+		}
+		if s.redis != nil {
+			s.redis.Close()
+			s.gateway.Close()
 		}
 		if s.grpcSrv != nil {
 			stopped := make(chan struct{})

@@ -1,0 +1,88 @@
+// Package resp is TideKV's Redis-protocol front end: a RESP2 server (built
+// on github.com/tidwall/redcon) that maps Redis commands onto a small KV
+// interface. It owns the protocol mapping only: command parsing, replies,
+// Redis-style errors, the encoding of Redis types into ordered keys, and
+// SCAN cursors. Routing, limits and admission control belong to the KV
+// behind it; FromClient adapts the TideKV Go client (package client), so a
+// node serves Redis on the same path as gRPC.
+//
+// Imports: the standard library, redcon, and the client package (only in
+// client_adapter.go). Nothing under internal/: the KV interface is defined
+// here, by its consumer, and tests use an in-memory fake.
+//
+// # Commands
+//
+// Connection: PING [msg], ECHO, QUIT, SELECT 0 (other databases are an
+// error), AUTH [default] password (when Config.Password is set, every
+// command but AUTH, HELLO and QUIT gets "NOAUTH Authentication required."
+// until then), HELLO [2] [AUTH user pass] [SETNAME name] (HELLO 3 gets
+// "NOPROTO unsupported protocol version", so RESP3 clients such as go-redis
+// and go-ycsb fall back to RESP2), CLIENT SETNAME/GETNAME/ID/SETINFO,
+// COMMAND (an empty list; COMMAND COUNT), INFO (a "# Server" section with
+// redis_version:7.0.0-tidekv), CONFIG GET (save, appendonly, databases:
+// what redis-benchmark asks).
+//
+// Strings: GET, SET key value [NX|XX] [GET] (EX, PX, EXAT, PXAT and KEEPTTL
+// are refused: TideKV keys do not expire), SETNX, GETSET, DEL/UNLINK,
+// EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY. Plain SET is one
+// Put; SET with NX/XX/GET, GETSET and the counters are compare-and-set
+// loops (at most Config.CASAttempts rounds), so they are atomic per key.
+// MSET (and every multi-key write here) is one atomic Write per
+// Config.MaxBatchKeys keys when those keys lie in one range; if the store
+// refuses the Write because they span ranges, the keys are written one by
+// one, not atomically.
+//
+// Hashes: HSET/HMSET, HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HDEL,
+// HEXISTS.
+//
+// Scans: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash] walks the
+// whole key space in key order; COUNT bounds the stored keys read per call
+// (default 10). Cursors are unsigned integers (what redis-cli and go-redis
+// expect) naming a resume key kept by the serving node for Config.CursorTTL;
+// a cursor is valid only on the node that issued it. TKV.RANGE start end
+// [LIMIT n] is TideKV's ordered range read (Redis has none): the string keys
+// in [start, end) in key order, as a flat array key1 value1 key2 value2 ...;
+// an empty end means no upper bound; LIMIT defaults to and is capped at
+// Config.MaxScanCount; hashes are skipped.
+//
+// Errors from the KV: not found is a nil reply; ErrInvalidArgument is
+// "ERR <message>"; ErrOverloaded is "ERR overloaded, retry"; ErrAmbiguous is
+// "ERR ambiguous result: the write may or may not have been applied (...)".
+//
+// Pipelining: redcon reads every command a client has sent, runs them one
+// at a time in order on the connection's goroutine and flushes the replies
+// together, so replies keep their order.
+//
+// # Key encoding
+//
+// A Redis key k is stored under enc(k): k with every 0x00 byte written as
+// 0x00 0xFF. Keys without 0x00 (nearly all) are stored unchanged, so TideKV's
+// other clients see the same strings; enc keeps key order, so TKV.RANGE and
+// SCAN are plain range scans. An enc'd key never holds 0x00 followed by
+// anything but 0xFF.
+//
+//	string k          enc(k)                 -> value
+//	hash h (marker)   enc(h)                 -> hashMarker ("\xffTideKV:hash\x00\x01\xfe")
+//	field f of h      enc(h) 0x00 0x01 f     -> value
+//
+// The fields of h are the span [enc(h) 0x00 0x01, enc(h) 0x00 0x02), right
+// after the marker, so HGETALL is one range scan of [enc(h), enc(h) 0x00
+// 0x02), and HSET of new fields is usually one atomic Write of the marker and
+// the fields (one range). No string key and no other hash's field can fall
+// in that span, because enc never yields 0x00 0x01. The marker's value tells
+// a hash from a string: strings equal to hashMarker are refused ("ERR value
+// is reserved"), so GET on a hash reliably gets WRONGTYPE, and so do hash
+// commands on a string. Without its marker a hash does not exist: SET over a
+// hash replaces it (as in Redis) and leaves its fields as unreachable
+// garbage, which the next HSET creating that hash, or DEL, removes. HDEL of
+// the last field removes the marker.
+//
+// # Known limits
+//
+// Hash commands are not atomic against each other across several keys of
+// one hash: HSET's "new fields" count and type check are read before the
+// write, and a concurrent HDEL of a hash's last field and HSET of a new one,
+// or DEL and HSET of the same key, can leave the hash missing fields. Each
+// single field write is atomic. There is no expiry, no lists, sets or sorted
+// sets, no transactions (MULTI/EXEC), no pub/sub, and RESP3 is not spoken.
+package resp

@@ -1,0 +1,154 @@
+package resp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// fakeKV is an in-memory KV: a map behind a mutex, sorted scans, CAS. It
+// rejects empty keys like TideKV does, and Writes whose keys straddle
+// splitAt (if set), like a multi-range Write.
+type fakeKV struct {
+	mu      sync.Mutex
+	m       map[string][]byte
+	splitAt []byte
+	scans   int
+}
+
+func newFakeKV() *fakeKV { return &fakeKV{m: map[string][]byte{}} }
+
+func cp(b []byte) []byte { return append([]byte{}, b...) }
+
+func checkKey(k []byte) error {
+	if len(k) == 0 {
+		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
+	}
+	return nil
+}
+
+func (f *fakeKV) Get(_ context.Context, key []byte) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	v, ok := f.m[string(key)]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
+	return cp(v), nil
+}
+
+func (f *fakeKV) Put(_ context.Context, key, value []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	f.m[string(key)] = cp(value)
+	return nil
+}
+
+func (f *fakeKV) Delete(_ context.Context, key []byte) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := checkKey(key); err != nil {
+		return false, err
+	}
+	_, ok := f.m[string(key)]
+	delete(f.m, string(key))
+	return ok, nil
+}
+
+func (f *fakeKV) BatchGet(_ context.Context, keys [][]byte) ([]Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Result, len(keys))
+	for i, k := range keys {
+		if err := checkKey(k); err != nil {
+			return nil, err
+		}
+		v, ok := f.m[string(k)]
+		out[i] = Result{Value: cp(v), Found: ok}
+	}
+	return out, nil
+}
+
+func (f *fakeKV) Write(_ context.Context, ops []Op) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var lo, hi int
+	for _, op := range ops {
+		if err := checkKey(op.Key); err != nil {
+			return err
+		}
+		if f.splitAt != nil && bytes.Compare(op.Key, f.splitAt) < 0 {
+			lo++
+		} else {
+			hi++
+		}
+	}
+	if lo > 0 && hi > 0 && f.splitAt != nil {
+		return fmt.Errorf("%w: keys span more than one range", ErrInvalidArgument)
+	}
+	for _, op := range ops {
+		if op.Delete {
+			delete(f.m, string(op.Key))
+		} else {
+			f.m[string(op.Key)] = cp(op.Value)
+		}
+	}
+	return nil
+}
+
+func (f *fakeKV) CompareAndSet(_ context.Context, key []byte, expected, newValue *[]byte) (bool, []byte, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := checkKey(key); err != nil {
+		return false, nil, false, err
+	}
+	cur, ok := f.m[string(key)]
+	match := (expected == nil && !ok) || (expected != nil && ok && bytes.Equal(*expected, cur))
+	if !match {
+		return false, cp(cur), ok, nil
+	}
+	if newValue == nil {
+		delete(f.m, string(key))
+	} else {
+		f.m[string(key)] = cp(*newValue)
+	}
+	return true, cp(cur), ok, nil
+}
+
+func (f *fakeKV) Scan(_ context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scans++
+	var keys []string
+	for k := range f.m {
+		if k >= string(start) && (len(end) == 0 || k < string(end)) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if limit > 0 && len(keys) > limit {
+		keys = keys[:limit]
+	}
+	out := make([]KeyValue, len(keys))
+	for i, k := range keys {
+		out[i] = KeyValue{Key: []byte(k), Value: cp(f.m[k])}
+	}
+	return out, nil
+}
+
+// errKV fails every call with err.
+type errKV struct {
+	*fakeKV
+	err error
+}
+
+func (e errKV) Get(context.Context, []byte) ([]byte, error) { return nil, e.err }
+func (e errKV) Put(context.Context, []byte, []byte) error   { return e.err }

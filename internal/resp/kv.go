@@ -1,0 +1,120 @@
+package resp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+)
+
+// KV is the storage the RESP front end needs. It is defined here (by its
+// consumer) so that the package depends on no server or client package;
+// FromClient adapts the TideKV Go client to it.
+//
+// Errors: implementations wrap ErrNotFound (Get only), ErrInvalidArgument,
+// ErrOverloaded and ErrAmbiguous so that errors.Is finds them; any other error
+// is reported to the Redis client as "ERR <message>".
+type KV interface {
+	// Get returns the value of key or an error wrapping ErrNotFound.
+	Get(ctx context.Context, key []byte) ([]byte, error)
+	// Put sets key to value.
+	Put(ctx context.Context, key, value []byte) error
+	// Delete removes key and reports whether it existed.
+	Delete(ctx context.Context, key []byte) (existed bool, err error)
+	// BatchGet reads keys; results are in the order of keys.
+	BatchGet(ctx context.Context, keys [][]byte) ([]Result, error)
+	// Write applies ops atomically. It may reject (ErrInvalidArgument) ops
+	// whose keys span more than one range; callers here then fall back to
+	// one operation per key.
+	Write(ctx context.Context, ops []Op) error
+	// CompareAndSet sets key to *newValue (deletes it if newValue is nil) if
+	// its current state matches expected (nil: absent). It returns whether
+	// it swapped and the state before the operation.
+	CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte) (swapped bool, current []byte, currentExists bool, err error)
+	// Scan returns pairs with keys in [start, end) in key order, at most
+	// limit of them (limit <= 0: no limit). An empty end means no bound.
+	Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error)
+}
+
+// Result is one key's outcome of a BatchGet.
+type Result struct {
+	Value []byte
+	Found bool
+}
+
+// Op is one operation of a Write: a put of Value, or a delete.
+type Op struct {
+	Key, Value []byte
+	Delete     bool
+}
+
+// KeyValue is one key and its value.
+type KeyValue struct{ Key, Value []byte }
+
+// Errors a KV implementation wraps.
+var (
+	ErrNotFound        = errors.New("key not found")
+	ErrInvalidArgument = errors.New("invalid argument")
+	ErrOverloaded      = errors.New("overloaded")
+	ErrAmbiguous       = errors.New("ambiguous result: the write may or may not have been applied")
+)
+
+// Key encoding (see doc.go).
+
+// hashMarker is the value stored at a hash's own key. String values equal to
+// it are rejected so that a string can never be mistaken for a hash.
+var hashMarker = []byte("\xffTideKV:hash\x00\x01\xfe")
+
+func isHashMarker(v []byte) bool { return bytes.Equal(v, hashMarker) }
+
+// encKey escapes a user key: every 0x00 becomes 0x00 0xFF. The escaping
+// preserves order, and an escaped key never contains 0x00 followed by
+// anything but 0xFF.
+func encKey(k []byte) []byte {
+	n := bytes.Count(k, []byte{0})
+	if n == 0 {
+		return append([]byte(nil), k...)
+	}
+	out := make([]byte, 0, len(k)+n)
+	for _, b := range k {
+		out = append(out, b)
+		if b == 0 {
+			out = append(out, 0xff)
+		}
+	}
+	return out
+}
+
+// fieldPrefix is the prefix of every field key of hash h: enc(h) 0x00 0x01.
+func fieldPrefix(h []byte) []byte { return append(encKey(h), 0x00, 0x01) }
+
+// fieldsEnd is the exclusive end of hash h's fields: enc(h) 0x00 0x02.
+func fieldsEnd(h []byte) []byte { return append(encKey(h), 0x00, 0x02) }
+
+// fieldKey is the engine key of field f of hash h.
+func fieldKey(h, f []byte) []byte { return append(fieldPrefix(h), f...) }
+
+// decodeKey splits a stored key. For a field key it returns the hash key,
+// the field and isField; otherwise the user key. Keys written by other
+// clients that contain a 0x00 not followed by 0xFF or 0x01 are returned as
+// they are.
+func decodeKey(k []byte) (user, field []byte, isField bool) {
+	if bytes.IndexByte(k, 0) < 0 {
+		return k, nil, false
+	}
+	out := make([]byte, 0, len(k))
+	for i := 0; i < len(k); i++ {
+		b := k[i]
+		if b == 0 && i+1 < len(k) {
+			switch k[i+1] {
+			case 0xff:
+				out = append(out, 0)
+				i++
+				continue
+			case 0x01:
+				return out, k[i+2:], true
+			}
+		}
+		out = append(out, b)
+	}
+	return out, nil, false
+}

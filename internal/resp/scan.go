@@ -1,0 +1,295 @@
+package resp
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// cursor is the state of a SCAN iteration: the engine key to resume at.
+// Redis clients (redis-cli, go-redis) treat cursors as unsigned 64-bit
+// integers, so the key is kept here and the client gets a number.
+type cursor struct {
+	next []byte
+	used time.Time
+}
+
+func (s *Server) saveCursor(next []byte) uint64 {
+	s.curMu.Lock()
+	defer s.curMu.Unlock()
+	now := time.Now()
+	for id, c := range s.cursors {
+		if now.Sub(c.used) > s.cfg.CursorTTL {
+			delete(s.cursors, id)
+		}
+	}
+	for len(s.cursors) >= s.cfg.MaxCursors {
+		var oldest uint64
+		var t time.Time
+		for id, c := range s.cursors {
+			if oldest == 0 || c.used.Before(t) {
+				oldest, t = id, c.used
+			}
+		}
+		delete(s.cursors, oldest)
+	}
+	var id uint64
+	for id == 0 || s.cursors[id] != nil {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = binary.BigEndian.Uint64(b[:]) >> 1 // stay within int64 for clients that parse signed
+	}
+	s.cursors[id] = &cursor{next: next, used: now}
+	return id
+}
+
+func (s *Server) takeCursor(id uint64) ([]byte, bool) {
+	s.curMu.Lock()
+	defer s.curMu.Unlock()
+	c, ok := s.cursors[id]
+	if !ok || time.Since(c.used) > s.cfg.CursorTTL {
+		delete(s.cursors, id)
+		return nil, false
+	}
+	delete(s.cursors, id)
+	return c.next, true
+}
+
+// cmdScan: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash]. Each
+// call reads at most COUNT (default 10) stored keys from the cursor on,
+// skipping hash fields, and returns the user keys among them that match.
+func cmdScan(x *call) {
+	id, err := strconv.ParseUint(string(x.args[1]), 10, 64)
+	if err != nil {
+		x.c.WriteError("ERR invalid cursor")
+		return
+	}
+	var pattern []byte
+	var typ string
+	count := 10
+	for i := 2; i < len(x.args); i += 2 {
+		if i+1 >= len(x.args) {
+			x.c.WriteError(errSyntax)
+			return
+		}
+		v := x.args[i+1]
+		switch strings.ToUpper(string(x.args[i])) {
+		case "MATCH":
+			pattern = v
+		case "COUNT":
+			n, err := strconv.Atoi(string(v))
+			if err != nil {
+				x.c.WriteError(errNotInt)
+				return
+			}
+			if n < 1 {
+				x.c.WriteError(errSyntax)
+				return
+			}
+			count = min(n, x.s.cfg.MaxScanCount)
+		case "TYPE":
+			typ = strings.ToLower(string(v))
+		default:
+			x.c.WriteError(errSyntax)
+			return
+		}
+	}
+	var start []byte
+	if id != 0 {
+		var ok bool
+		if start, ok = x.s.takeCursor(id); !ok {
+			x.c.WriteError("ERR invalid cursor (unknown or expired; TideKV cursors are kept by the node that issued them)")
+			return
+		}
+	}
+	var keys [][]byte
+	var next []byte
+	for read := 0; read < count; {
+		want := count - read
+		kvs, err := x.s.kv.Scan(x.ctx, start, nil, want)
+		if err != nil {
+			replyErr(x.c, err)
+			return
+		}
+		read += len(kvs)
+		next = nil
+		jumped := false
+		for _, kv := range kvs {
+			user, _, isField := decodeKey(kv.Key)
+			if isField {
+				// Skip the rest of this hash's fields in one step.
+				next, jumped = fieldsEnd(user), true
+				break
+			}
+			next = append(append([]byte(nil), kv.Key...), 0)
+			if pattern != nil && !globMatch(pattern, user) {
+				continue
+			}
+			if typ != "" && (typ == "hash") != isHashMarker(kv.Value) {
+				continue
+			}
+			keys = append(keys, user)
+		}
+		if !jumped && len(kvs) < want {
+			next = nil // the end of the key space
+			break
+		}
+		start = next
+	}
+	var cur uint64
+	if next != nil {
+		cur = x.s.saveCursor(next)
+	}
+	x.c.WriteArray(2)
+	x.c.WriteBulkString(strconv.FormatUint(cur, 10))
+	x.c.WriteArray(len(keys))
+	for _, k := range keys {
+		x.c.WriteBulk(k)
+	}
+}
+
+// cmdRange: TKV.RANGE start end [LIMIT n] returns the string keys in
+// [start, end) in key order with their values, as a flat array key1 value1
+// key2 value2 ...; an empty end means no upper bound. Hashes are skipped.
+// LIMIT defaults to and may not exceed MaxScanCount.
+func cmdRange(x *call) {
+	limit := x.s.cfg.MaxScanCount
+	rest := x.args[3:]
+	for len(rest) > 0 {
+		if !strings.EqualFold(string(rest[0]), "limit") || len(rest) < 2 {
+			x.c.WriteError(errSyntax)
+			return
+		}
+		n, err := strconv.Atoi(string(rest[1]))
+		if err != nil {
+			x.c.WriteError(errNotInt)
+			return
+		}
+		if n < 1 || n > x.s.cfg.MaxScanCount {
+			x.c.WriteError(fmt.Sprintf("ERR LIMIT must be between 1 and %d", x.s.cfg.MaxScanCount))
+			return
+		}
+		limit = n
+		rest = rest[2:]
+	}
+	start := encKey(x.args[1])
+	var end []byte
+	if len(x.args[2]) > 0 {
+		end = encKey(x.args[2])
+		if bytes.Compare(start, end) >= 0 {
+			x.c.WriteArray(0)
+			return
+		}
+	}
+	var out []KeyValue
+	for len(out) < limit {
+		want := limit - len(out)
+		kvs, err := x.s.kv.Scan(x.ctx, start, end, want)
+		if err != nil {
+			replyErr(x.c, err)
+			return
+		}
+		var next []byte
+		jumped := false
+		for _, kv := range kvs {
+			user, _, isField := decodeKey(kv.Key)
+			if isField {
+				next, jumped = fieldsEnd(user), true
+				break
+			}
+			next = append(append([]byte(nil), kv.Key...), 0)
+			if isHashMarker(kv.Value) {
+				continue
+			}
+			out = append(out, KeyValue{Key: user, Value: kv.Value})
+		}
+		if !jumped && len(kvs) < want {
+			break
+		}
+		if end != nil && bytes.Compare(next, end) >= 0 {
+			break
+		}
+		start = next
+	}
+	x.c.WriteArray(2 * len(out))
+	for _, kv := range out {
+		x.c.WriteBulk(kv.Key)
+		x.c.WriteBulk(kv.Value)
+	}
+}
+
+// globMatch reports whether s matches the Redis glob pattern p: * ? [set]
+// [^set] [a-z] and \ escapes.
+func globMatch(p, s []byte) bool {
+	for len(p) > 0 {
+		switch p[0] {
+		case '*':
+			for len(p) > 1 && p[1] == '*' {
+				p = p[1:]
+			}
+			if len(p) == 1 {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if globMatch(p[1:], s[i:]) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if len(s) == 0 {
+				return false
+			}
+			s, p = s[1:], p[1:]
+		case '[':
+			if len(s) == 0 {
+				return false
+			}
+			i := 1
+			neg := i < len(p) && p[i] == '^'
+			if neg {
+				i++
+			}
+			match := false
+			for i < len(p) && p[i] != ']' {
+				switch {
+				case p[i] == '\\' && i+1 < len(p):
+					match = match || p[i+1] == s[0]
+					i += 2
+				case i+2 < len(p) && p[i+1] == '-' && p[i+2] != ']':
+					lo, hi := p[i], p[i+2]
+					if lo > hi {
+						lo, hi = hi, lo
+					}
+					match = match || (s[0] >= lo && s[0] <= hi)
+					i += 3
+				default:
+					match = match || p[i] == s[0]
+					i++
+				}
+			}
+			if i >= len(p) {
+				return false // unterminated set: no match
+			}
+			if match == neg {
+				return false
+			}
+			s, p = s[1:], p[i+1:]
+		case '\\':
+			if len(p) > 1 {
+				p = p[1:]
+			}
+			fallthrough
+		default:
+			if len(s) == 0 || s[0] != p[0] {
+				return false
+			}
+			s, p = s[1:], p[1:]
+		}
+	}
+	return len(s) == 0
+}

@@ -1,0 +1,246 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// Config configures a Server.
+type Config struct {
+	// ListenAddr is the TCP address to listen on, host:port (port 0 picks a
+	// free port; see Server.Addr).
+	ListenAddr string
+	// Password, when not empty, must be given with AUTH (or HELLO ... AUTH)
+	// before any other command. Empty means no authentication.
+	Password string
+	// RequestTimeout bounds each command's KV calls. Must be > 0.
+	RequestTimeout time.Duration
+	// MaxScanCount is the largest COUNT of SCAN and LIMIT of TKV.RANGE, in
+	// keys; it is also TKV.RANGE's default LIMIT. Must be > 0.
+	MaxScanCount int
+	// MaxBatchKeys is the most keys sent in one BatchGet or Write (MGET,
+	// MSET, HMGET, HSET, ...); larger commands are split. Must be > 0 and no
+	// more than the cluster's BatchGet/Write key limit (1,000 by default).
+	MaxBatchKeys int
+	// MaxConns is the most client connections served at once; more are
+	// refused. 0 means no limit.
+	MaxConns int
+	// CursorTTL is how long an idle SCAN cursor is kept. Must be > 0.
+	CursorTTL time.Duration
+	// MaxCursors is the most SCAN cursors kept; the oldest is dropped beyond
+	// it. Must be > 0.
+	MaxCursors int
+	// CASAttempts bounds the compare-and-set retries of INCR and friends
+	// under contention before they fail. Must be > 0.
+	CASAttempts int
+}
+
+// DefaultConfig returns a Config with the defaults for every field but
+// ListenAddr (127.0.0.1:6379) and Password (none).
+func DefaultConfig() Config {
+	return Config{
+		ListenAddr:     "127.0.0.1:6379",
+		RequestTimeout: 5 * time.Second,
+		MaxScanCount:   10000,
+		MaxBatchKeys:   1000,
+		CursorTTL:      10 * time.Minute,
+		MaxCursors:     10000,
+		CASAttempts:    1000,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.ListenAddr == "":
+		return errors.New("resp: ListenAddr is empty")
+	case c.RequestTimeout <= 0:
+		return errors.New("resp: RequestTimeout must be > 0")
+	case c.MaxScanCount <= 0:
+		return errors.New("resp: MaxScanCount must be > 0")
+	case c.MaxBatchKeys <= 0:
+		return errors.New("resp: MaxBatchKeys must be > 0")
+	case c.MaxConns < 0:
+		return errors.New("resp: MaxConns must be >= 0")
+	case c.CursorTTL <= 0:
+		return errors.New("resp: CursorTTL must be > 0")
+	case c.MaxCursors <= 0:
+		return errors.New("resp: MaxCursors must be > 0")
+	case c.CASAttempts <= 0:
+		return errors.New("resp: CASAttempts must be > 0")
+	}
+	return nil
+}
+
+// Server serves the Redis protocol (RESP2) over a KV.
+type Server struct {
+	cfg    Config
+	kv     KV
+	ln     net.Listener
+	rs     *redcon.Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	start  time.Time
+
+	nextID atomic.Int64
+	conns  atomic.Int64
+
+	curMu   sync.Mutex
+	cursors map[uint64]*cursor
+	nextCur uint64
+
+	closeOnce sync.Once
+}
+
+// connState is per-connection state.
+type connState struct {
+	id     int64
+	authed bool
+	name   string
+}
+
+// New listens on cfg.ListenAddr and returns a Server; call Serve to serve.
+func New(cfg Config, kv KV) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if kv == nil {
+		return nil, errors.New("resp: nil KV")
+	}
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("resp: listen: %w", err)
+	}
+	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(),
+		cursors: map[uint64]*cursor{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.rs = redcon.NewServerNetwork("tcp", ln.Addr().String(), s.handle, s.accept, s.closed)
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve serves connections until Close; it returns nil after Close.
+func (s *Server) Serve() error {
+	err := s.rs.Serve(s.ln)
+	if s.ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Close stops listening and cancels commands in flight; Serve then closes
+// every connection and returns nil. Close does not wait for Serve.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.cancel()
+		err = s.ln.Close()
+		if errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+	})
+	return err
+}
+
+func (s *Server) accept(c redcon.Conn) bool {
+	if n := s.conns.Add(1); s.cfg.MaxConns > 0 && n > int64(s.cfg.MaxConns) {
+		s.conns.Add(-1)
+		return false
+	}
+	c.SetContext(&connState{id: s.nextID.Add(1), authed: s.cfg.Password == ""})
+	return true
+}
+
+func (s *Server) closed(c redcon.Conn, err error) {
+	if c.Context() != nil {
+		s.conns.Add(-1)
+	}
+}
+
+// handle runs one command. redcon calls it sequentially for the commands of
+// one connection and flushes replies in order, so pipelined replies keep
+// their order.
+func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
+	st, _ := c.Context().(*connState)
+	if st == nil || len(cmd.Args) == 0 {
+		c.WriteError("ERR empty command")
+		return
+	}
+	// redcon reuses its read buffer; copy the arguments, which may be kept
+	// by the KV.
+	args := make([][]byte, len(cmd.Args))
+	for i, a := range cmd.Args {
+		args[i] = append([]byte(nil), a...)
+	}
+	name := strings.ToLower(string(args[0]))
+	spec, ok := commands[name]
+	if !ok {
+		c.WriteError(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", trunc(args[0]), argsPreview(args[1:])))
+		return
+	}
+	if !st.authed && !spec.noAuth {
+		c.WriteError("NOAUTH Authentication required.")
+		return
+	}
+	if (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity) {
+		c.WriteError(errArity(name))
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	spec.fn(&call{s: s, c: c, st: st, ctx: ctx, name: name, args: args})
+}
+
+func errArity(name string) string {
+	return fmt.Sprintf("ERR wrong number of arguments for '%s' command", name)
+}
+
+func trunc(b []byte) string {
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	return string(b)
+}
+
+func argsPreview(args [][]byte) string {
+	var sb strings.Builder
+	for _, a := range args {
+		if sb.Len() > 128 {
+			break
+		}
+		fmt.Fprintf(&sb, "'%s' ", trunc(a))
+	}
+	return sb.String()
+}
+
+// replyErr writes the Redis error for a KV error.
+func replyErr(c redcon.Conn, err error) {
+	c.WriteError(errText(err))
+}
+
+func errText(err error) string {
+	switch {
+	case errors.Is(err, ErrOverloaded):
+		return "ERR overloaded, retry"
+	case errors.Is(err, ErrAmbiguous):
+		return "ERR ambiguous result: the write may or may not have been applied (" + oneLine(err.Error()) + ")"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "ERR timeout: " + oneLine(err.Error())
+	}
+	return "ERR " + oneLine(err.Error())
+}
+
+// oneLine keeps an error message on one line, as RESP requires.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
