@@ -139,6 +139,9 @@ func (c *Cluster) Addr(i int) string { return c.lc.Config().Node(i).GRPCAddr }
 // HTTPAddr returns node i's HTTP address.
 func (c *Cluster) HTTPAddr(i int) string { return c.lc.Config().Node(i).HTTPAddr }
 
+// RedisAddr is node i's Redis-protocol address.
+func (c *Cluster) RedisAddr(i int) string { return c.lc.Config().Node(i).RedisAddr }
+
 // DataDir returns node i's data directory.
 func (c *Cluster) DataDir(i int) string { return c.lc.Config().Node(i).DataDir }
 
