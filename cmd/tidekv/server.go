@@ -57,7 +57,6 @@ func newServerCmd() *cobra.Command {
 	gcPercent = gcPercentFlag(f)
 	f.IntVar(&cfg.Raft.ReplicationFactor, "replication-factor", cfg.Raft.ReplicationFactor, "voters per range")
 	f.IntVar(&cfg.MaxInflightRequests, "max-inflight", cfg.MaxInflightRequests, "KV requests in progress before the node answers 'overloaded, retry'")
-	f.DurationVar(&cfg.Raft.RoundCoalesce, "raft-round-coalesce", cfg.Raft.RoundCoalesce, "wait after a wake-up before a Raft round, so more work shares one fsync")
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
 	_ = f.MarkHidden("testing-stale-reads")
 	return cmd

@@ -67,11 +67,6 @@ func LogSpan(rangeID uint64) (lo, hi []byte) {
 	return p, append(rangeLocalPrefix(rangeID), suffixLog+1)
 }
 
-// LogIndex decodes the index from a LogKey.
-func LogIndex(key []byte) uint64 {
-	return binary.BigEndian.Uint64(key[len(key)-8:])
-}
-
 // RangeIDFromLocalKey returns the range ID of a range-local key.
 func RangeIDFromLocalKey(key []byte) (uint64, bool) {
 	if len(key) < 9 || key[0] != prefixRangeLocal {

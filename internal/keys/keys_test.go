@@ -18,9 +18,6 @@ func TestKeyClassesDoNotInterleave(t *testing.T) {
 	if id, ok := RangeIDFromLocalKey(LogKey(42, 3)); !ok || id != 42 {
 		t.Fatalf("RangeIDFromLocalKey = %d, %v", id, ok)
 	}
-	if LogIndex(LogKey(3, 12345)) != 12345 {
-		t.Fatal("LogIndex round trip")
-	}
 	ml, mh := DataSpan(MetaRangeID, nil, nil)
 	ul, uh := DataSpan(FirstUserRangeID, nil, nil)
 	if bytes.Compare(mh, ul) > 0 || bytes.Compare(ml, hi) < 0 || bytes.Compare(uh, []byte{0xff}) >= 0 {

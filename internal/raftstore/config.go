@@ -37,10 +37,6 @@ type Config struct {
 	// CatchUpTimeout bounds how long a replica change waits for a new
 	// learner to catch up before giving up.
 	CatchUpTimeout time.Duration
-	// RoundCoalesce is how long the scheduler waits after being woken
-	// before it processes a round, so that more work shares one fsync
-	// (0: process at once).
-	RoundCoalesce time.Duration
 	// TestingStaleReads makes every replica serve reads from its local state
 	// without the lease check. Only for the linearizability checker's
 	// negative control; never set it in production.

@@ -30,11 +30,6 @@ func (s *Store) run() {
 		case <-ticker.C:
 			tick = true
 		case <-s.wake:
-			if d := s.cfg.RoundCoalesce; d > 0 {
-				// Let more proposals and messages arrive, so one round (and
-				// one fsync) serves more of them.
-				time.Sleep(d)
-			}
 		}
 		s.processRound(tick)
 	}

@@ -91,12 +91,6 @@ func NewStore(cfg Config, nodeID uint64, eng storage.Engine, t Transport, l List
 // NodeID returns the node this store belongs to.
 func (s *Store) NodeID() uint64 { return s.nodeID }
 
-// Engine returns the store's engine.
-func (s *Store) Engine() storage.Engine { return s.eng }
-
-// Config returns the store's configuration.
-func (s *Store) Config() Config { return s.cfg }
-
 func (s *Store) loadReplicas() error {
 	lo, hi := keys.ReplicaStateSpan()
 	it, err := s.eng.NewIter(lo, hi)

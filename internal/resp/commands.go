@@ -503,6 +503,15 @@ func (x *call) clearFields(h []byte) error {
 }
 
 // batchGet reads keys in batches of at most MaxBatchKeys.
+// batchGetArgs reads the keys named by the command's arguments.
+func (x *call) batchGetArgs() ([]Result, error) {
+	keys := make([][]byte, len(x.args)-1)
+	for i, k := range x.args[1:] {
+		keys[i] = encKey(k)
+	}
+	return x.batchGet(keys)
+}
+
 func (x *call) batchGet(keys [][]byte) ([]Result, error) {
 	out := make([]Result, 0, len(keys))
 	for len(keys) > 0 {
@@ -547,11 +556,7 @@ func (x *call) write(ops []Op) error {
 }
 
 func cmdExists(x *call) {
-	keys := make([][]byte, len(x.args)-1)
-	for i, k := range x.args[1:] {
-		keys[i] = encKey(k)
-	}
-	rs, err := x.batchGet(keys)
+	rs, err := x.batchGetArgs()
 	if err != nil {
 		replyErr(x.c, err)
 		return
@@ -580,11 +585,7 @@ func cmdType(x *call) {
 }
 
 func cmdMGet(x *call) {
-	keys := make([][]byte, len(x.args)-1)
-	for i, k := range x.args[1:] {
-		keys[i] = encKey(k)
-	}
-	rs, err := x.batchGet(keys)
+	rs, err := x.batchGetArgs()
 	if err != nil {
 		replyErr(x.c, err)
 		return
