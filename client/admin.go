@@ -38,6 +38,18 @@ func (c *Client) Status(ctx context.Context) (*tidekvpb.StatusResponse, error) {
 	return resp, err
 }
 
+// Events returns the cluster's recent events (every reachable node's,
+// merged), oldest first; limit > 0 keeps the newest limit.
+func (c *Client) Events(ctx context.Context, limit int) ([]*tidekvpb.Event, error) {
+	var resp *tidekvpb.EventsResponse
+	err := c.invoke(ctx, &rpc{op: "events", anyNode: true, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.Events(ctx, &tidekvpb.EventsRequest{Limit: uint32(max(limit, 0))})
+			return err
+		}})
+	return resp.GetEvents(), err
+}
+
 // LocalStatus returns the status of the node at addr itself (its replicas,
 // their Raft state). It goes to that node only and is not retried elsewhere.
 func (c *Client) LocalStatus(ctx context.Context, addr string) (*tidekvpb.LocalStatusResponse, error) {

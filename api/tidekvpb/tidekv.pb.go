@@ -385,10 +385,14 @@ func (x *RangeDescriptor) GetNextReplicaId() uint64 {
 }
 
 type NodeDescriptor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	HttpAddr      string                 `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	GrpcAddr string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	HttpAddr string                 `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// Locality labels, "key=value,key=value" (e.g. "region=eu,zone=a").
+	Locality string `protobuf:"bytes,4,opt,name=locality,proto3" json:"locality,omitempty"`
+	// Redis-protocol address ("" when the node does not serve it).
+	RedisAddr     string `protobuf:"bytes,5,opt,name=redis_addr,json=redisAddr,proto3" json:"redis_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -440,6 +444,20 @@ func (x *NodeDescriptor) GetGrpcAddr() string {
 func (x *NodeDescriptor) GetHttpAddr() string {
 	if x != nil {
 		return x.HttpAddr
+	}
+	return ""
+}
+
+func (x *NodeDescriptor) GetLocality() string {
+	if x != nil {
+		return x.Locality
+	}
+	return ""
+}
+
+func (x *NodeDescriptor) GetRedisAddr() string {
+	if x != nil {
+		return x.RedisAddr
 	}
 	return ""
 }
@@ -1362,7 +1380,11 @@ type RangeInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Desc  *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
 	// Leaseholder as last reported to the meta range (0 if unknown).
-	LeaderNodeId  uint64 `protobuf:"varint,2,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
+	LeaderNodeId uint64 `protobuf:"varint,2,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
+	// Requests per second served by the leaseholder, as last reported.
+	Qps float64 `protobuf:"fixed64,3,opt,name=qps,proto3" json:"qps,omitempty"`
+	// Approximate size of the range's user data in bytes, as last reported.
+	Bytes         uint64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1407,6 +1429,20 @@ func (x *RangeInfo) GetDesc() *RangeDescriptor {
 func (x *RangeInfo) GetLeaderNodeId() uint64 {
 	if x != nil {
 		return x.LeaderNodeId
+	}
+	return 0
+}
+
+func (x *RangeInfo) GetQps() float64 {
+	if x != nil {
+		return x.Qps
+	}
+	return 0
+}
+
+func (x *RangeInfo) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
 	}
 	return 0
 }
@@ -1627,8 +1663,17 @@ type NodeStatus struct {
 	Qps      float64                `protobuf:"fixed64,6,opt,name=qps,proto3" json:"qps,omitempty"`
 	// Seconds since the node last heartbeated to the meta range.
 	LastSeenSeconds float64 `protobuf:"fixed64,7,opt,name=last_seen_seconds,json=lastSeenSeconds,proto3" json:"last_seen_seconds,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// "live", "suspect" (heartbeats late) or "dead"; later also bootstrap
+	// phases and "draining".
+	State string `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"`
+	// Machine CPU utilisation in [0,1] and the node's load score (lower is
+	// better; see docs/monitor.md).
+	Cpu   float64 `protobuf:"fixed64,9,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Score float64 `protobuf:"fixed64,10,opt,name=score,proto3" json:"score,omitempty"`
+	// 99th percentile KV request latency on the node over the last interval.
+	P99Ms         float64 `protobuf:"fixed64,11,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -1710,6 +1755,104 @@ func (x *NodeStatus) GetLastSeenSeconds() float64 {
 	return 0
 }
 
+func (x *NodeStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *NodeStatus) GetCpu() float64 {
+	if x != nil {
+		return x.Cpu
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetP99Ms() float64 {
+	if x != nil {
+		return x.P99Ms
+	}
+	return 0
+}
+
+// Imbalance indices across live nodes: standard deviation over mean of a
+// per-node quantity (0 is perfectly even).
+type Imbalance struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replicas      float64                `protobuf:"fixed64,1,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Bytes         float64                `protobuf:"fixed64,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Qps           float64                `protobuf:"fixed64,3,opt,name=qps,proto3" json:"qps,omitempty"`
+	Cpu           float64                `protobuf:"fixed64,4,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Imbalance) Reset() {
+	*x = Imbalance{}
+	mi := &file_tidekv_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Imbalance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Imbalance) ProtoMessage() {}
+
+func (x *Imbalance) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Imbalance.ProtoReflect.Descriptor instead.
+func (*Imbalance) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Imbalance) GetReplicas() float64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *Imbalance) GetBytes() float64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *Imbalance) GetQps() float64 {
+	if x != nil {
+		return x.Qps
+	}
+	return 0
+}
+
+func (x *Imbalance) GetCpu() float64 {
+	if x != nil {
+		return x.Cpu
+	}
+	return 0
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1718,7 +1861,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[25]
+	mi := &file_tidekv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1873,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[25]
+	mi := &file_tidekv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1886,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{25}
+	return file_tidekv_proto_rawDescGZIP(), []int{26}
 }
 
 type StatusResponse struct {
@@ -1752,13 +1895,14 @@ type StatusResponse struct {
 	NodeId        uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	Nodes         []*NodeStatus          `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	RangeCount    uint32                 `protobuf:"varint,4,opt,name=range_count,json=rangeCount,proto3" json:"range_count,omitempty"`
+	Imbalance     *Imbalance             `protobuf:"bytes,5,opt,name=imbalance,proto3" json:"imbalance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[26]
+	mi := &file_tidekv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1914,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[26]
+	mi := &file_tidekv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1927,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{26}
+	return file_tidekv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatusResponse) GetClusterId() uint64 {
@@ -1814,6 +1958,13 @@ func (x *StatusResponse) GetRangeCount() uint32 {
 	return 0
 }
 
+func (x *StatusResponse) GetImbalance() *Imbalance {
+	if x != nil {
+		return x.Imbalance
+	}
+	return nil
+}
+
 type LocalStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1822,7 +1973,7 @@ type LocalStatusRequest struct {
 
 func (x *LocalStatusRequest) Reset() {
 	*x = LocalStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[27]
+	mi := &file_tidekv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1985,7 @@ func (x *LocalStatusRequest) String() string {
 func (*LocalStatusRequest) ProtoMessage() {}
 
 func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[27]
+	mi := &file_tidekv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1998,7 @@ func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusRequest.ProtoReflect.Descriptor instead.
 func (*LocalStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{27}
+	return file_tidekv_proto_rawDescGZIP(), []int{28}
 }
 
 type LocalStatusResponse struct {
@@ -1862,7 +2013,7 @@ type LocalStatusResponse struct {
 
 func (x *LocalStatusResponse) Reset() {
 	*x = LocalStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[28]
+	mi := &file_tidekv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +2025,7 @@ func (x *LocalStatusResponse) String() string {
 func (*LocalStatusResponse) ProtoMessage() {}
 
 func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[28]
+	mi := &file_tidekv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +2038,7 @@ func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusResponse.ProtoReflect.Descriptor instead.
 func (*LocalStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{28}
+	return file_tidekv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LocalStatusResponse) GetNode() *NodeDescriptor {
@@ -1919,15 +2070,17 @@ func (x *LocalStatusResponse) GetQps() float64 {
 }
 
 type SplitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SplitKey      []byte                 `protobuf:"bytes,1,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	SplitKey []byte                 `protobuf:"bytes,1,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	// Why, for the event log ("" means an operator asked).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tidekv_proto_msgTypes[29]
+	mi := &file_tidekv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2092,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[29]
+	mi := &file_tidekv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2105,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{29}
+	return file_tidekv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SplitRequest) GetSplitKey() []byte {
@@ -1960,6 +2113,13 @@ func (x *SplitRequest) GetSplitKey() []byte {
 		return x.SplitKey
 	}
 	return nil
+}
+
+func (x *SplitRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 type SplitResponse struct {
@@ -1972,7 +2132,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tidekv_proto_msgTypes[30]
+	mi := &file_tidekv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2144,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[30]
+	mi := &file_tidekv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2157,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{30}
+	return file_tidekv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -2020,14 +2180,16 @@ type ChangeReplicasRequest struct {
 	// Node to add as a voter (0 for none).
 	AddNodeId uint64 `protobuf:"varint,2,opt,name=add_node_id,json=addNodeId,proto3" json:"add_node_id,omitempty"`
 	// Node whose replica to remove (0 for none).
-	RemoveNodeId  uint64 `protobuf:"varint,3,opt,name=remove_node_id,json=removeNodeId,proto3" json:"remove_node_id,omitempty"`
+	RemoveNodeId uint64 `protobuf:"varint,3,opt,name=remove_node_id,json=removeNodeId,proto3" json:"remove_node_id,omitempty"`
+	// Why, for the event log ("" means an operator asked).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tidekv_proto_msgTypes[31]
+	mi := &file_tidekv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2201,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[31]
+	mi := &file_tidekv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2214,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{31}
+	return file_tidekv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -2076,6 +2238,13 @@ func (x *ChangeReplicasRequest) GetRemoveNodeId() uint64 {
 	return 0
 }
 
+func (x *ChangeReplicasRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type ChangeReplicasResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Desc          *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
@@ -2085,7 +2254,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tidekv_proto_msgTypes[32]
+	mi := &file_tidekv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2266,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[32]
+	mi := &file_tidekv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2279,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{32}
+	return file_tidekv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ChangeReplicasResponse) GetDesc() *RangeDescriptor {
@@ -2121,16 +2290,18 @@ func (x *ChangeReplicasResponse) GetDesc() *RangeDescriptor {
 }
 
 type TransferLeaseRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	TargetNodeId  uint64                 `protobuf:"varint,2,opt,name=target_node_id,json=targetNodeId,proto3" json:"target_node_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RangeId      uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	TargetNodeId uint64                 `protobuf:"varint,2,opt,name=target_node_id,json=targetNodeId,proto3" json:"target_node_id,omitempty"`
+	// Why, for the event log ("" means an operator asked).
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TransferLeaseRequest) Reset() {
 	*x = TransferLeaseRequest{}
-	mi := &file_tidekv_proto_msgTypes[33]
+	mi := &file_tidekv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2313,7 @@ func (x *TransferLeaseRequest) String() string {
 func (*TransferLeaseRequest) ProtoMessage() {}
 
 func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[33]
+	mi := &file_tidekv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2326,7 @@ func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{33}
+	return file_tidekv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TransferLeaseRequest) GetRangeId() uint64 {
@@ -2172,6 +2343,13 @@ func (x *TransferLeaseRequest) GetTargetNodeId() uint64 {
 	return 0
 }
 
+func (x *TransferLeaseRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type TransferLeaseResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2180,7 +2358,7 @@ type TransferLeaseResponse struct {
 
 func (x *TransferLeaseResponse) Reset() {
 	*x = TransferLeaseResponse{}
-	mi := &file_tidekv_proto_msgTypes[34]
+	mi := &file_tidekv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2370,7 @@ func (x *TransferLeaseResponse) String() string {
 func (*TransferLeaseResponse) ProtoMessage() {}
 
 func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[34]
+	mi := &file_tidekv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2383,7 @@ func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{34}
+	return file_tidekv_proto_rawDescGZIP(), []int{35}
 }
 
 type JoinRequest struct {
@@ -2218,7 +2396,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tidekv_proto_msgTypes[35]
+	mi := &file_tidekv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2408,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[35]
+	mi := &file_tidekv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2421,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{35}
+	return file_tidekv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *JoinRequest) GetGrpcAddr() string {
@@ -2271,7 +2449,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tidekv_proto_msgTypes[36]
+	mi := &file_tidekv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2461,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[36]
+	mi := &file_tidekv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2474,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{36}
+	return file_tidekv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JoinResponse) GetClusterId() uint64 {
@@ -2327,13 +2505,16 @@ type NodeHeartbeatRequest struct {
 	Leases        uint32                 `protobuf:"varint,3,opt,name=leases,proto3" json:"leases,omitempty"`
 	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	Qps           float64                `protobuf:"fixed64,5,opt,name=qps,proto3" json:"qps,omitempty"`
+	Cpu           float64                `protobuf:"fixed64,6,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Score         float64                `protobuf:"fixed64,7,opt,name=score,proto3" json:"score,omitempty"`
+	P99Ms         float64                `protobuf:"fixed64,8,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2526,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2539,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{37}
+	return file_tidekv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NodeHeartbeatRequest) GetNode() *NodeDescriptor {
@@ -2396,6 +2577,27 @@ func (x *NodeHeartbeatRequest) GetQps() float64 {
 	return 0
 }
 
+func (x *NodeHeartbeatRequest) GetCpu() float64 {
+	if x != nil {
+		return x.Cpu
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetP99Ms() float64 {
+	if x != nil {
+		return x.P99Ms
+	}
+	return 0
+}
+
 type NodeHeartbeatResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nodes         []*NodeDescriptor      `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -2405,7 +2607,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2619,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2632,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{38}
+	return file_tidekv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodeHeartbeatResponse) GetNodes() []*NodeDescriptor {
@@ -2446,13 +2648,15 @@ type ReportRangeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Desc          *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
 	LeaderNodeId  uint64                 `protobuf:"varint,2,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
+	Qps           float64                `protobuf:"fixed64,3,opt,name=qps,proto3" json:"qps,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportRangeRequest) Reset() {
 	*x = ReportRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2668,7 @@ func (x *ReportRangeRequest) String() string {
 func (*ReportRangeRequest) ProtoMessage() {}
 
 func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2681,7 @@ func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeRequest.ProtoReflect.Descriptor instead.
 func (*ReportRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{39}
+	return file_tidekv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReportRangeRequest) GetDesc() *RangeDescriptor {
@@ -2494,6 +2698,20 @@ func (x *ReportRangeRequest) GetLeaderNodeId() uint64 {
 	return 0
 }
 
+func (x *ReportRangeRequest) GetQps() float64 {
+	if x != nil {
+		return x.Qps
+	}
+	return 0
+}
+
+func (x *ReportRangeRequest) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 type ReportRangeResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2502,7 +2720,7 @@ type ReportRangeResponse struct {
 
 func (x *ReportRangeResponse) Reset() {
 	*x = ReportRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2732,7 @@ func (x *ReportRangeResponse) String() string {
 func (*ReportRangeResponse) ProtoMessage() {}
 
 func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2745,186 @@ func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeResponse.ProtoReflect.Descriptor instead.
 func (*ReportRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{40}
+	return file_tidekv_proto_rawDescGZIP(), []int{41}
+}
+
+// Event is one thing the cluster did on its own or was told to do, with why.
+type Event struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UnixNanos int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// Node that recorded it.
+	NodeId uint64 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Short class: "split", "replica-add", "lease-transfer", "node-join", ...
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// What it happened to: "range 7", "node 3".
+	Subject       string `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"`
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_tidekv_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *Event) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+func (x *Event) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *Event) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Event) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *Event) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type EventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this node's events; otherwise the node gathers every live node's.
+	Local bool `protobuf:"varint,1,opt,name=local,proto3" json:"local,omitempty"`
+	// At most this many, the newest (0: all kept).
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsRequest) Reset() {
+	*x = EventsRequest{}
+	mi := &file_tidekv_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsRequest) ProtoMessage() {}
+
+func (x *EventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
+func (*EventsRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *EventsRequest) GetLocal() bool {
+	if x != nil {
+		return x.Local
+	}
+	return false
+}
+
+func (x *EventsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type EventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	Events        []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsResponse) Reset() {
+	*x = EventsResponse{}
+	mi := &file_tidekv_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsResponse) ProtoMessage() {}
+
+func (x *EventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
+func (*EventsResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *EventsResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
 }
 
 type AllocRangeIDRequest struct {
@@ -2538,7 +2935,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2947,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2960,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{41}
+	return file_tidekv_proto_rawDescGZIP(), []int{45}
 }
 
 type AllocRangeIDResponse struct {
@@ -2575,7 +2972,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2984,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2997,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{42}
+	return file_tidekv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -2622,7 +3019,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +3031,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +3044,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{43}
+	return file_tidekv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -2688,7 +3085,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +3097,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +3110,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{44}
+	return file_tidekv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -2736,7 +3133,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +3145,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +3158,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{45}
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -2795,7 +3192,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +3204,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +3217,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{46}
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -2845,7 +3242,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2857,7 +3254,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2870,7 +3267,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{47}
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -2891,11 +3288,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x05 \x01(\x04R\n" +
 	"generation\x12&\n" +
-	"\x0fnext_replica_id\x18\x06 \x01(\x04R\rnextReplicaId\"c\n" +
+	"\x0fnext_replica_id\x18\x06 \x01(\x04R\rnextReplicaId\"\x9e\x01\n" +
 	"\x0eNodeDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
-	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\"\xd0\x01\n" +
+	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\x12\x1a\n" +
+	"\blocality\x18\x04 \x01(\tR\blocality\x12\x1d\n" +
+	"\n" +
+	"redis_addr\x18\x05 \x01(\tR\tredisAddr\"\xd0\x01\n" +
 	"\vErrorDetail\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.tidekv.ErrorKindR\x04kind\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x1f\n" +
@@ -2956,10 +3356,12 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12%\n" +
 	"\x0ecurrent_exists\x18\x02 \x01(\bR\rcurrentExists\x12#\n" +
-	"\rcurrent_value\x18\x03 \x01(\fR\fcurrentValue\"^\n" +
+	"\rcurrent_value\x18\x03 \x01(\fR\fcurrentValue\"\x86\x01\n" +
 	"\tRangeInfo\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
-	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\"\x0f\n" +
+	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
+	"\x03qps\x18\x03 \x01(\x01R\x03qps\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"\x0f\n" +
 	"\rRangesRequest\"i\n" +
 	"\x0eRangesResponse\x12)\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x11.tidekv.RangeInfoR\x06ranges\x12,\n" +
@@ -2978,7 +3380,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\n" +
 	" \x01(\x04R\n" +
-	"generation\"\xd4\x01\n" +
+	"generation\"\xa9\x02\n" +
 	"\n" +
 	"NodeStatus\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x12\n" +
@@ -2987,35 +3389,49 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x06leases\x18\x04 \x01(\rR\x06leases\x12\x14\n" +
 	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x10\n" +
 	"\x03qps\x18\x06 \x01(\x01R\x03qps\x12*\n" +
-	"\x11last_seen_seconds\x18\a \x01(\x01R\x0flastSeenSeconds\"\x0f\n" +
-	"\rStatusRequest\"\x93\x01\n" +
+	"\x11last_seen_seconds\x18\a \x01(\x01R\x0flastSeenSeconds\x12\x14\n" +
+	"\x05state\x18\b \x01(\tR\x05state\x12\x10\n" +
+	"\x03cpu\x18\t \x01(\x01R\x03cpu\x12\x14\n" +
+	"\x05score\x18\n" +
+	" \x01(\x01R\x05score\x12\x15\n" +
+	"\x06p99_ms\x18\v \x01(\x01R\x05p99Ms\"a\n" +
+	"\tImbalance\x12\x1a\n" +
+	"\breplicas\x18\x01 \x01(\x01R\breplicas\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x01R\x05bytes\x12\x10\n" +
+	"\x03qps\x18\x03 \x01(\x01R\x03qps\x12\x10\n" +
+	"\x03cpu\x18\x04 \x01(\x01R\x03cpu\"\x0f\n" +
+	"\rStatusRequest\"\xc4\x01\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12(\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x12.tidekv.NodeStatusR\x05nodes\x12\x1f\n" +
 	"\vrange_count\x18\x04 \x01(\rR\n" +
-	"rangeCount\"\x14\n" +
+	"rangeCount\x12/\n" +
+	"\timbalance\x18\x05 \x01(\v2\x11.tidekv.ImbalanceR\timbalance\"\x14\n" +
 	"\x12LocalStatusRequest\"\x9c\x01\n" +
 	"\x13LocalStatusResponse\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x121\n" +
 	"\breplicas\x18\x02 \x03(\v2\x15.tidekv.ReplicaStatusR\breplicas\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x10\n" +
-	"\x03qps\x18\x04 \x01(\x01R\x03qps\"+\n" +
+	"\x03qps\x18\x04 \x01(\x01R\x03qps\"C\n" +
 	"\fSplitRequest\x12\x1b\n" +
-	"\tsplit_key\x18\x01 \x01(\fR\bsplitKey\"k\n" +
+	"\tsplit_key\x18\x01 \x01(\fR\bsplitKey\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"k\n" +
 	"\rSplitResponse\x12+\n" +
 	"\x04left\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04left\x12-\n" +
-	"\x05right\x18\x02 \x01(\v2\x17.tidekv.RangeDescriptorR\x05right\"x\n" +
+	"\x05right\x18\x02 \x01(\v2\x17.tidekv.RangeDescriptorR\x05right\"\x90\x01\n" +
 	"\x15ChangeReplicasRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\vadd_node_id\x18\x02 \x01(\x04R\taddNodeId\x12$\n" +
-	"\x0eremove_node_id\x18\x03 \x01(\x04R\fremoveNodeId\"E\n" +
+	"\x0eremove_node_id\x18\x03 \x01(\x04R\fremoveNodeId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"E\n" +
 	"\x16ChangeReplicasResponse\x12+\n" +
-	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"W\n" +
+	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"o\n" +
 	"\x14TransferLeaseRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12$\n" +
-	"\x0etarget_node_id\x18\x02 \x01(\x04R\ftargetNodeId\"\x17\n" +
+	"\x0etarget_node_id\x18\x02 \x01(\x04R\ftargetNodeId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x17\n" +
 	"\x15TransferLeaseResponse\"G\n" +
 	"\vJoinRequest\x12\x1b\n" +
 	"\tgrpc_addr\x18\x01 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -3024,19 +3440,36 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12,\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\x9e\x01\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xdd\x01\n" +
 	"\x14NodeHeartbeatRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12\x16\n" +
 	"\x06leases\x18\x03 \x01(\rR\x06leases\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x10\n" +
-	"\x03qps\x18\x05 \x01(\x01R\x03qps\"E\n" +
+	"\x03qps\x18\x05 \x01(\x01R\x03qps\x12\x10\n" +
+	"\x03cpu\x18\x06 \x01(\x01R\x03cpu\x12\x14\n" +
+	"\x05score\x18\a \x01(\x01R\x05score\x12\x15\n" +
+	"\x06p99_ms\x18\b \x01(\x01R\x05p99Ms\"E\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"g\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\x8f\x01\n" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
-	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\"\x15\n" +
-	"\x13ReportRangeResponse\"\x15\n" +
+	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
+	"\x03qps\x18\x03 \x01(\x01R\x03qps\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"\x15\n" +
+	"\x13ReportRangeResponse\"\x85\x01\n" +
+	"\x05Event\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x18\n" +
+	"\asubject\x18\x04 \x01(\tR\asubject\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\";\n" +
+	"\rEventsRequest\x12\x14\n" +
+	"\x05local\x18\x01 \x01(\bR\x05local\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"7\n" +
+	"\x0eEventsResponse\x12%\n" +
+	"\x06events\x18\x01 \x03(\v2\r.tidekv.EventR\x06events\"\x15\n" +
 	"\x13AllocRangeIDRequest\"1\n" +
 	"\x14AllocRangeIDResponse\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\x93\x01\n" +
@@ -3081,7 +3514,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Scan\x12\x13.tidekv.ScanRequest\x1a\x14.tidekv.ScanResponse\x12=\n" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
-	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\xaa\x05\n" +
+	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\xe3\x05\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12F\n" +
@@ -3092,7 +3525,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Join\x12\x13.tidekv.JoinRequest\x1a\x14.tidekv.JoinResponse\x12L\n" +
 	"\rNodeHeartbeat\x12\x1c.tidekv.NodeHeartbeatRequest\x1a\x1d.tidekv.NodeHeartbeatResponse\x12F\n" +
 	"\vReportRange\x12\x1a.tidekv.ReportRangeRequest\x1a\x1b.tidekv.ReportRangeResponse\x12I\n" +
-	"\fAllocRangeID\x12\x1b.tidekv.AllocRangeIDRequest\x1a\x1c.tidekv.AllocRangeIDResponse2\x85\x01\n" +
+	"\fAllocRangeID\x12\x1b.tidekv.AllocRangeIDRequest\x1a\x1c.tidekv.AllocRangeIDResponse\x127\n" +
+	"\x06Events\x12\x15.tidekv.EventsRequest\x1a\x16.tidekv.EventsResponse2\x85\x01\n" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
@@ -3111,7 +3545,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),               // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                 // 1: tidekv.ErrorKind
@@ -3142,30 +3576,34 @@ var file_tidekv_proto_goTypes = []any{
 	(*RangesResponse)(nil),         // 26: tidekv.RangesResponse
 	(*ReplicaStatus)(nil),          // 27: tidekv.ReplicaStatus
 	(*NodeStatus)(nil),             // 28: tidekv.NodeStatus
-	(*StatusRequest)(nil),          // 29: tidekv.StatusRequest
-	(*StatusResponse)(nil),         // 30: tidekv.StatusResponse
-	(*LocalStatusRequest)(nil),     // 31: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),    // 32: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),           // 33: tidekv.SplitRequest
-	(*SplitResponse)(nil),          // 34: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),  // 35: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 36: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),   // 37: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),  // 38: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),            // 39: tidekv.JoinRequest
-	(*JoinResponse)(nil),           // 40: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),   // 41: tidekv.NodeHeartbeatRequest
-	(*NodeHeartbeatResponse)(nil),  // 42: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),     // 43: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),    // 44: tidekv.ReportRangeResponse
-	(*AllocRangeIDRequest)(nil),    // 45: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),   // 46: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),            // 47: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),       // 48: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),          // 49: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),       // 50: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),           // 51: tidekv.RaftBatchAck
-	(*raftpb.Message)(nil),         // 52: raftpb.Message
+	(*Imbalance)(nil),              // 29: tidekv.Imbalance
+	(*StatusRequest)(nil),          // 30: tidekv.StatusRequest
+	(*StatusResponse)(nil),         // 31: tidekv.StatusResponse
+	(*LocalStatusRequest)(nil),     // 32: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),    // 33: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),           // 34: tidekv.SplitRequest
+	(*SplitResponse)(nil),          // 35: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),  // 36: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 37: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),   // 38: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),  // 39: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),            // 40: tidekv.JoinRequest
+	(*JoinResponse)(nil),           // 41: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),   // 42: tidekv.NodeHeartbeatRequest
+	(*NodeHeartbeatResponse)(nil),  // 43: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),     // 44: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),    // 45: tidekv.ReportRangeResponse
+	(*Event)(nil),                  // 46: tidekv.Event
+	(*EventsRequest)(nil),          // 47: tidekv.EventsRequest
+	(*EventsResponse)(nil),         // 48: tidekv.EventsResponse
+	(*AllocRangeIDRequest)(nil),    // 49: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),   // 50: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),            // 51: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),       // 52: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),          // 53: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),       // 54: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),           // 55: tidekv.RaftBatchAck
+	(*raftpb.Message)(nil),         // 56: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -3185,61 +3623,65 @@ var file_tidekv_proto_depIdxs = []int32{
 	0,  // 14: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
 	6,  // 15: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
 	28, // 16: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	6,  // 17: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	27, // 18: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	5,  // 19: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	5,  // 20: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	5,  // 21: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,  // 22: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,  // 23: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	6,  // 24: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	5,  // 25: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	52, // 26: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	47, // 27: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	47, // 28: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	9,  // 29: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	11, // 30: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	13, // 31: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	15, // 32: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	17, // 33: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	20, // 34: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	22, // 35: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	25, // 36: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	29, // 37: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	31, // 38: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	33, // 39: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	35, // 40: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	37, // 41: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	39, // 42: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	41, // 43: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	43, // 44: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	45, // 45: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	48, // 46: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	49, // 47: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	10, // 48: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	12, // 49: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	14, // 50: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	16, // 51: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	18, // 52: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	21, // 53: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	23, // 54: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	26, // 55: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	30, // 56: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	32, // 57: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	34, // 58: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	36, // 59: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	38, // 60: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	40, // 61: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	42, // 62: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	44, // 63: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	46, // 64: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	51, // 65: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	50, // 66: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	48, // [48:67] is the sub-list for method output_type
-	29, // [29:48] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	29, // 17: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	6,  // 18: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	27, // 19: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	5,  // 20: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	5,  // 21: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	5,  // 22: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	6,  // 23: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	6,  // 24: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	6,  // 25: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	5,  // 26: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	46, // 27: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	56, // 28: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	51, // 29: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	51, // 30: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	9,  // 31: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	11, // 32: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	13, // 33: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	15, // 34: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	17, // 35: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	20, // 36: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	22, // 37: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	25, // 38: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	30, // 39: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	32, // 40: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	34, // 41: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	36, // 42: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	38, // 43: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	40, // 44: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	42, // 45: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	44, // 46: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	49, // 47: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	47, // 48: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	52, // 49: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	53, // 50: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	10, // 51: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	12, // 52: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	14, // 53: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	16, // 54: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	18, // 55: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	21, // 56: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	23, // 57: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	26, // 58: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	31, // 59: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	33, // 60: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	35, // 61: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	37, // 62: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	39, // 63: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	41, // 64: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	43, // 65: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	45, // 66: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	50, // 67: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	48, // 68: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	55, // 69: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	54, // 70: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	51, // [51:71] is the sub-list for method output_type
+	31, // [31:51] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -3253,7 +3695,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   48,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

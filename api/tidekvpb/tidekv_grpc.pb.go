@@ -363,6 +363,7 @@ const (
 	Admin_NodeHeartbeat_FullMethodName  = "/tidekv.Admin/NodeHeartbeat"
 	Admin_ReportRange_FullMethodName    = "/tidekv.Admin/ReportRange"
 	Admin_AllocRangeID_FullMethodName   = "/tidekv.Admin/AllocRangeID"
+	Admin_Events_FullMethodName         = "/tidekv.Admin/Events"
 )
 
 // AdminClient is the client API for Admin service.
@@ -380,6 +381,7 @@ type AdminClient interface {
 	ReportRange(ctx context.Context, in *ReportRangeRequest, opts ...grpc.CallOption) (*ReportRangeResponse, error)
 	// Allocates a range ID for a split (node to node).
 	AllocRangeID(ctx context.Context, in *AllocRangeIDRequest, opts ...grpc.CallOption) (*AllocRangeIDResponse, error)
+	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error)
 }
 
 type adminClient struct {
@@ -490,6 +492,16 @@ func (c *adminClient) AllocRangeID(ctx context.Context, in *AllocRangeIDRequest,
 	return out, nil
 }
 
+func (c *adminClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EventsResponse)
+	err := c.cc.Invoke(ctx, Admin_Events_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -505,6 +517,7 @@ type AdminServer interface {
 	ReportRange(context.Context, *ReportRangeRequest) (*ReportRangeResponse, error)
 	// Allocates a range ID for a split (node to node).
 	AllocRangeID(context.Context, *AllocRangeIDRequest) (*AllocRangeIDResponse, error)
+	Events(context.Context, *EventsRequest) (*EventsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -544,6 +557,9 @@ func (UnimplementedAdminServer) ReportRange(context.Context, *ReportRangeRequest
 }
 func (UnimplementedAdminServer) AllocRangeID(context.Context, *AllocRangeIDRequest) (*AllocRangeIDResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AllocRangeID not implemented")
+}
+func (UnimplementedAdminServer) Events(context.Context, *EventsRequest) (*EventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Events not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -746,6 +762,24 @@ func _Admin_AllocRangeID_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Events_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Events(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Events_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Events(ctx, req.(*EventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -792,6 +826,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AllocRangeID",
 			Handler:    _Admin_AllocRangeID_Handler,
+		},
+		{
+			MethodName: "Events",
+			Handler:    _Admin_Events_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -83,6 +83,21 @@ Keys and values are taken literally from the arguments. Output is for humans
 		})
 	scan.Flags().IntVar(&limit, "limit", 1000, "return at most this many keys (0: no limit)")
 
+	var eventLimit int
+	events := o.command("events", "Show the cluster's recent events (splits, moves, leases, liveness), oldest first", 0,
+		func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
+			es, err := cl.Events(ctx, eventLimit)
+			if err != nil {
+				return err
+			}
+			v := cliformat.EventsOf(es)
+			if o.json {
+				return cliformat.WriteJSON(w, v)
+			}
+			return cliformat.EventsTable(w, v)
+		})
+	events.Flags().IntVar(&eventLimit, "limit", 100, "show at most the newest this many (0: all kept)")
+
 	cmd.AddCommand(
 		o.command("put KEY VALUE", "Set KEY to VALUE", 2,
 			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
@@ -124,17 +139,19 @@ Keys and values are taken literally from the arguments. Output is for humans
 				return o.done(w, (&cliformat.Object{}).SetBytes("key", []byte(args[0])).Set("existed", existed), msg)
 			}),
 		scan,
-		o.command("status", "Show the cluster's nodes", 0,
+		o.command("status", "Show the cluster's nodes, their load and the imbalance across them", 0,
 			func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
 				resp, err := cl.Status(ctx)
 				if err != nil {
 					return err
 				}
+				v := cliformat.StatusOf(resp)
 				if o.json {
-					return cliformat.WriteJSON(w, resp)
+					return cliformat.WriteJSON(w, v)
 				}
-				return cliformat.StatusTable(w, resp)
+				return cliformat.StatusTable(w, v)
 			}),
+		events,
 		o.command("ranges", "Show the ranges, their replicas and leaseholders (*)", 0,
 			func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
 				resp, err := cl.Ranges(ctx)

@@ -110,40 +110,22 @@ func replicaType(t tidekvpb.ReplicaType) string {
 	return strconv.Itoa(int(t))
 }
 
-// StatusTable writes the nodes of a Status answer, by node id, and the range
-// count.
-func StatusTable(w io.Writer, resp *tidekvpb.StatusResponse) error {
-	nodes := append([]*tidekvpb.NodeStatus(nil), resp.GetNodes()...)
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].GetNode().GetNodeId() < nodes[j].GetNode().GetNodeId() })
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tLIVE\tREPLICAS\tLEASES\tBYTES\tQPS\tLAST SEEN")
-	for _, n := range nodes {
-		live := "no"
-		if n.GetLive() {
-			live = "yes"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%.1f\t%s\n",
-			n.GetNode().GetNodeId(), n.GetNode().GetGrpcAddr(), live, n.GetReplicas(), n.GetLeases(),
-			HumanBytes(n.GetBytes()), n.GetQps(), Ago(n.GetLastSeenSeconds()))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "%d nodes, %s\n", len(nodes), plural(int(resp.GetRangeCount()), "range"))
-	return err
-}
-
 // RangesTable writes the ranges of a Ranges answer in key order.
 func RangesTable(w io.Writer, resp *tidekvpb.RangesResponse) error {
-	ranges := append([]*tidekvpb.RangeInfo(nil), resp.GetRanges()...)
-	sort.Slice(ranges, func(i, j int) bool {
-		return bytes.Compare(ranges[i].GetDesc().GetStartKey(), ranges[j].GetDesc().GetStartKey()) < 0
-	})
+	ranges := sortedRanges(resp)
 	if err := DescriptorTable(w, ranges...); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintln(w, plural(len(ranges), "range"))
 	return err
+}
+
+func sortedRanges(resp *tidekvpb.RangesResponse) []*tidekvpb.RangeInfo {
+	ranges := append([]*tidekvpb.RangeInfo(nil), resp.GetRanges()...)
+	sort.Slice(ranges, func(i, j int) bool {
+		return bytes.Compare(ranges[i].GetDesc().GetStartKey(), ranges[j].GetDesc().GetStartKey()) < 0
+	})
+	return ranges
 }
 
 // DescriptorTable writes one row per range.

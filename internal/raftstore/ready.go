@@ -99,6 +99,8 @@ func (s *Store) processRound(tick bool) {
 			log.Fatalf("range %d: persisting raft state: %v", r.rangeID, err)
 		}
 		mustSync = mustSync || rd.MustSync
+		s.stats.EntriesAppended.Add(uint64(len(rd.Entries)))
+		s.stats.EntriesCommitted.Add(uint64(len(rd.CommittedEntries)))
 		w := readyWork{r: r, rd: rd, leader: r.mu.raw.BasicStatus().RaftState == raft.StateLeader}
 		if w.leader {
 			// A leader's appends go out while it writes them itself (Raft
@@ -147,11 +149,17 @@ func (s *Store) processRound(tick bool) {
 	}
 	apply(early)
 	if !batch.Empty() {
+		start := time.Now()
 		if err := batch.Commit(mustSync); err != nil {
 			// Losing Raft state silently would break durability; stop hard.
 			log.Fatalf("raft state commit: %v", err)
 		}
+		if mustSync {
+			s.stats.Syncs.Add(1)
+			s.stats.SyncNanos.Add(uint64(time.Since(start)))
+		}
 	}
+	s.stats.Rounds.Add(1)
 	// Now stable: tell the in-memory log; followers may now acknowledge.
 	for _, w := range work {
 		r, rd := w.r, w.rd
@@ -228,6 +236,11 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 			continue
 		}
 		sent := r.store.transport.Send(rm)
+		if sent {
+			r.store.stats.MessagesSent.Add(1)
+		} else {
+			r.store.stats.MessagesDropped.Add(1)
+		}
 		switch {
 		case sent && m.GetType() == raftpb.MsgHeartbeat:
 			r.heartbeatSentLocked(m.GetTo())

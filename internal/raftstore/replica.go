@@ -35,6 +35,8 @@ type Replica struct {
 	// leaseIndex, the first index committed in its term or later.
 	leaseExpiry atomic.Int64
 	leaseIndex  atomic.Uint64
+	// requests counts KV requests served here, for per-range load.
+	requests atomic.Uint64
 
 	in struct {
 		sync.Mutex
@@ -118,6 +120,12 @@ func (r *Replica) Desc() *tidekvpb.RangeDescriptor { return r.desc.Load() }
 
 // IsLeader reports whether this replica holds the range's lease.
 func (r *Replica) IsLeader() bool { return r.isLeader.Load() }
+
+// CountRequest records one KV request served by this replica.
+func (r *Replica) CountRequest() { r.requests.Add(1) }
+
+// Requests is the number of KV requests this replica has served.
+func (r *Replica) Requests() uint64 { return r.requests.Load() }
 
 // LeaderNodeID returns the node of the current leader, 0 if unknown.
 func (r *Replica) LeaderNodeID() uint64 { return r.leaderNode.Load() }

@@ -60,6 +60,8 @@ func (r *Replica) sendSnapshotLocked(rm *tidekvpb.RaftMessage) {
 		if err != nil {
 			log.Printf("range %d: snapshot at index %d to node %d failed: %v", r.rangeID, idx, rm.GetToNodeId(), err)
 		} else {
+			s.stats.SnapshotsSent.Add(1)
+			s.stats.SnapshotBytesSent.Add(uint64(stats.Bytes))
 			log.Printf("range %d: sent snapshot at index %d to node %d: %d keys, %d bytes in %v", r.rangeID, idx, rm.GetToNodeId(), stats.Keys, stats.Bytes, time.Since(start).Round(time.Millisecond))
 		}
 		r.enqueueMsg(status)
@@ -89,9 +91,13 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(f, data)
+	n, err := io.Copy(f, data)
 	if err == nil {
 		err = f.Sync()
+	}
+	if err == nil {
+		s.stats.SnapshotsReceived.Add(1)
+		s.stats.SnapshotBytesReceived.Add(uint64(n))
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -61,6 +61,7 @@ type Store struct {
 	}
 
 	proposalSeq atomic.Uint64
+	stats       Stats
 	snapSem     chan struct{}
 	stopOnce    sync.Once
 	started     atomic.Bool

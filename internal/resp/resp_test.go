@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -590,5 +591,33 @@ func TestConfigValidate(t *testing.T) {
 		if c.Validate() == nil {
 			t.Errorf("invalid config accepted: %+v", c)
 		}
+	}
+}
+
+func TestObserverSeesCommandsAndErrors(t *testing.T) {
+	s, rc := start(t, newFakeKV(), nil, nil)
+	type seen struct {
+		cmd    string
+		failed bool
+	}
+	var mu sync.Mutex
+	var got []seen
+	s.SetObserver(func(cmd string, took time.Duration, failed bool) {
+		mu.Lock()
+		got = append(got, seen{cmd, failed})
+		mu.Unlock()
+	})
+	ctx := context.Background()
+	must(rc.Set(ctx, "a", "1", 0).Result())
+	wantErr(t, rc.HSet(ctx, "a", "f", "v").Err(), "WRONGTYPE")
+	wantErr(t, rc.Do(ctx, "NOSUCHCMD").Err(), "ERR unknown command")
+	mu.Lock()
+	defer mu.Unlock()
+	// go-redis's connection handshake (HELLO 3, refused, then CLIENT
+	// SETINFO) comes first. Unknown commands are not observed: their names
+	// would make the metric's label set unbounded.
+	want := []seen{{"hello", true}, {"client", false}, {"client", false}, {"set", false}, {"hset", true}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("observed %v, want %v", got, want)
 	}
 }

@@ -97,7 +97,34 @@ type Server struct {
 	cursors map[uint64]*cursor
 	nextCur uint64
 
+	observe atomic.Pointer[Observer]
+
 	closeOnce sync.Once
+}
+
+// Observer is told of every known command served: its lower-case name, how
+// long it took and whether it answered with an error. It must be cheap and
+// safe for concurrent use.
+type Observer func(command string, took time.Duration, failed bool)
+
+// SetObserver installs an Observer (nil removes it), at any time.
+func (s *Server) SetObserver(o Observer) {
+	if o == nil {
+		s.observe.Store(nil)
+		return
+	}
+	s.observe.Store(&o)
+}
+
+// errorNoting remembers whether a command answered with an error.
+type errorNoting struct {
+	redcon.Conn
+	failed bool
+}
+
+func (c *errorNoting) WriteError(msg string) {
+	c.failed = true
+	c.Conn.WriteError(msg)
 }
 
 // connState is per-connection state.
@@ -198,7 +225,15 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	spec.fn(&call{s: s, c: c, st: st, ctx: ctx, name: name, args: args})
+	observe := s.observe.Load()
+	if observe == nil {
+		spec.fn(&call{s: s, c: c, st: st, ctx: ctx, name: name, args: args})
+		return
+	}
+	start := time.Now()
+	ec := &errorNoting{Conn: c}
+	spec.fn(&call{s: s, c: ec, st: st, ctx: ctx, name: name, args: args})
+	(*observe)(name, time.Since(start), ec.failed)
 }
 
 func errArity(name string) string {

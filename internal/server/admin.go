@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/cliformat"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -52,7 +53,7 @@ func (a *adminService) LocalStatus(ctx context.Context, req *tidekvpb.LocalStatu
 }
 
 func (s *Server) localStatus() *tidekvpb.LocalStatusResponse {
-	resp := &tidekvpb.LocalStatusResponse{Node: s.self(), Qps: s.metrics.qps()}
+	resp := &tidekvpb.LocalStatusResponse{Node: s.self(), Qps: s.metrics.latest().QPS}
 	for _, r := range s.store.Replicas() {
 		st := r.Status()
 		rs := &tidekvpb.ReplicaStatus{RangeId: st.RangeID, ReplicaId: st.ReplicaID, Leader: st.Leader, Term: st.Term,
@@ -99,7 +100,12 @@ func (a *adminService) Split(ctx context.Context, req *tidekvpb.SplitRequest) (*
 		if err != nil {
 			return nil, err
 		}
-		return r.Split(ctx, key, newID)
+		resp, err := r.Split(ctx, key, newID)
+		if err == nil {
+			s.events.Record("split", rangeSubject(d.GetRangeId()), "split at %s into ranges %d and %d: %s",
+				cliformat.Quote(key), d.GetRangeId(), newID, reasonOr(req.GetReason()))
+		}
+		return resp, err
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.SplitResponse, error) {
 		return c.Split(ctx, req)
 	})
@@ -142,6 +148,7 @@ func (a *adminService) ChangeReplicas(ctx context.Context, req *tidekvpb.ChangeR
 		if err != nil {
 			return nil, err
 		}
+		s.recordReplicaChange(req)
 		return &tidekvpb.ChangeReplicasResponse{Desc: d}, nil
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ChangeReplicasResponse, error) {
 		return c.ChangeReplicas(ctx, req)
@@ -158,7 +165,12 @@ func (a *adminService) TransferLease(ctx context.Context, req *tidekvpb.Transfer
 		if s.nodeID == req.GetTargetNodeId() {
 			return &tidekvpb.TransferLeaseResponse{}, nil
 		}
-		return &tidekvpb.TransferLeaseResponse{}, r.TransferLease(req.GetTargetNodeId())
+		if err := r.TransferLease(req.GetTargetNodeId()); err != nil {
+			return nil, err
+		}
+		s.events.Record("lease-transfer", rangeSubject(req.GetRangeId()), "lease moving from node %d to node %d: %s",
+			s.nodeID, req.GetTargetNodeId(), reasonOr(req.GetReason()))
+		return &tidekvpb.TransferLeaseResponse{}, nil
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.TransferLeaseResponse, error) {
 		return c.TransferLease(ctx, req)
 	})
@@ -202,6 +214,37 @@ func (a *adminService) ReportRange(ctx context.Context, req *tidekvpb.ReportRang
 		return c.ReportRange(ctx, req)
 	})
 	return resp, s.toStatus(err)
+}
+
+// reasonOr names the reason an admin call gave, or says an operator asked.
+func reasonOr(reason string) string {
+	if reason == "" {
+		return "requested by an operator"
+	}
+	return reason
+}
+
+func (s *Server) recordReplicaChange(req *tidekvpb.ChangeReplicasRequest) {
+	subject, reason := rangeSubject(req.GetRangeId()), reasonOr(req.GetReason())
+	switch add, rm := req.GetAddNodeId(), req.GetRemoveNodeId(); {
+	case add != 0 && rm != 0:
+		s.events.Record("replica-move", subject, "replica moved from node %d to node %d: %s", rm, add, reason)
+	case add != 0:
+		s.events.Record("replica-add", subject, "replica added on node %d: %s", add, reason)
+	default:
+		s.events.Record("replica-remove", subject, "replica removed from node %d: %s", rm, reason)
+	}
+}
+
+// Events returns this node's events, or every node's merged.
+func (a *adminService) Events(ctx context.Context, req *tidekvpb.EventsRequest) (*tidekvpb.EventsResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	if req.GetLocal() {
+		return &tidekvpb.EventsResponse{Events: a.s.events.List(int(req.GetLimit()))}, nil
+	}
+	return &tidekvpb.EventsResponse{Events: a.s.clusterEvents(ctx, int(req.GetLimit()))}, nil
 }
 
 func sortRanges(rs []*tidekvpb.RangeInfo) {

@@ -35,11 +35,20 @@ func testConfig(t *testing.T) Config {
 
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	return startClusterWith(t, n, nil)
+}
+
+// startClusterWith starts n nodes, letting adjust change each node's config.
+func startClusterWith(t *testing.T, n int, adjust func(*Config)) *testCluster {
+	t.Helper()
 	tc := &testCluster{t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := 0; i < n; i++ {
 		cfg := testConfig(t)
+		if adjust != nil {
+			adjust(&cfg)
+		}
 		if i > 0 {
 			cfg.Join = []string{tc.nodes[0].Addr()}
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/events"
+	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -80,6 +82,13 @@ type Config struct {
 	// ReplicaGCInterval is how often the node checks its replicas against
 	// the meta range and removes those no longer members.
 	ReplicaGCInterval time.Duration
+	// Locality labels the node's place, "key=value,..." from the widest
+	// (region=eu,zone=a); "" for none.
+	Locality string
+	// Events bounds the node's in-memory event log.
+	Events events.Config
+	// Monitor samples the node's resource use and computes its load score.
+	Monitor monitor.Config
 }
 
 // DefaultConfig returns a configuration for a node of a local cluster;
@@ -97,6 +106,8 @@ func DefaultConfig() Config {
 		ReportInterval:      3 * time.Second,
 		ReplicateInterval:   time.Second,
 		ReplicaGCInterval:   10 * time.Second,
+		Events:              events.DefaultConfig(),
+		Monitor:             monitor.DefaultConfig(),
 	}
 }
 
@@ -123,6 +134,12 @@ func (c *Config) Validate() error {
 	}
 	if c.LivenessTimeout <= c.HeartbeatInterval {
 		return errors.New("server: LivenessTimeout must exceed HeartbeatInterval")
+	}
+	if err := c.Events.Validate(); err != nil {
+		return err
+	}
+	if err := c.Monitor.Validate(); err != nil {
+		return err
 	}
 	if err := c.Transport.Validate(); err != nil {
 		return err

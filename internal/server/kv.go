@@ -79,9 +79,11 @@ func serve[T any](s *Server, op string, validate func() error, key []byte, fn fu
 		s.metrics.observe(op, start, err)
 		return zero, err
 	}
+	r.CountRequest()
 	v, err := fn(r)
 	err = s.toStatus(err)
 	s.metrics.observe(op, start, err)
+	s.svc.Observe(time.Since(start))
 	return v, err
 }
 

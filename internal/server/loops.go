@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"sort"
 	"time"
@@ -16,6 +17,9 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.ReportInterval, s.reportAll)
 	s.loop(s.cfg.ReplicateInterval, s.replicateOnce)
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
+	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
+	s.loop(seriesInterval, func(context.Context) { s.metrics.sample(time.Now()) })
+	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -58,7 +62,11 @@ func (s *Server) loop(every time.Duration, fn func(ctx context.Context)) {
 }
 
 func (s *Server) heartbeat(ctx context.Context) {
-	req := &tidekvpb.NodeHeartbeatRequest{Node: s.self(), Qps: s.metrics.qps()}
+	p := s.metrics.latest()
+	req := &tidekvpb.NodeHeartbeatRequest{Node: s.self(), Qps: p.QPS, P99Ms: p.P99Ms}
+	if snap := s.mon.Latest(); snap != nil {
+		req.Cpu, req.Score = snap.Usage.CPU, snap.Score
+	}
 	for _, r := range s.store.Replicas() {
 		req.Replicas++
 		if r.IsLeader() {
@@ -80,7 +88,8 @@ func (s *Server) heartbeat(ctx context.Context) {
 func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID}
+	l := s.rangeLoadOf(d.GetRangeId())
+	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, Bytes: l.bytes}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
@@ -94,6 +103,7 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 // reportAll re-reports every range this node leads, so the directory heals
 // from lost reports and a new meta leaseholder learns the leaders.
 func (s *Server) reportAll(ctx context.Context) {
+	s.sampleRangeLoad(time.Now())
 	for _, r := range s.store.Replicas() {
 		if r.IsLeader() && r.Desc() != nil {
 			s.queueReport(r.Desc())
@@ -168,11 +178,15 @@ func (s *Server) replicateOnce(ctx context.Context) {
 			})
 			target = cands[0]
 		}
-		log.Printf("range %d has %d of %d voters: adding a replica on node %d", d.GetRangeId(), voters, rf, target)
-		req := &tidekvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), AddNodeId: target}
+		reason := fmt.Sprintf("up-replication: %d of %d voters, node %d has the fewest replicas", voters, rf, target)
+		log.Printf("range %d: %s", d.GetRangeId(), reason)
+		req := &tidekvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), AddNodeId: target, Reason: reason}
 		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.Raft.CatchUpTimeout+5*time.Second)
 		_, err := callRangeLeader(cctx, s, d.GetRangeId(), func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ChangeReplicasResponse, error) {
 			nd, err := r.ChangeReplicas(ctx, target, 0)
+			if err == nil {
+				s.recordReplicaChange(req)
+			}
 			return &tidekvpb.ChangeReplicasResponse{Desc: nd}, err
 		}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ChangeReplicasResponse, error) {
 			return c.ChangeReplicas(ctx, req)
@@ -180,6 +194,7 @@ func (s *Server) replicateOnce(ctx context.Context) {
 		cancel()
 		if err != nil {
 			log.Printf("range %d: adding replica on node %d: %v", d.GetRangeId(), target, err)
+			s.events.Record("replica-add-failed", rangeSubject(d.GetRangeId()), "adding a replica on node %d failed: %v", target, err)
 		}
 		return // one change per round keeps the load on new nodes gentle
 	}
@@ -201,6 +216,8 @@ func (s *Server) gcReplicas(ctx context.Context) {
 		if d == nil || r.Desc() == nil || r.IsLeader() {
 			continue
 		}
-		s.store.RemoveIfStale(d)
+		if s.store.RemoveIfStale(d) {
+			s.events.Record("replica-gc", rangeSubject(r.RangeID()), "local replica removed: the range directory no longer lists this node (generation %d)", d.GetGeneration())
+		}
 	}
 }

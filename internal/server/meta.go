@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -22,7 +23,11 @@ import (
 type metaState struct {
 	mu      sync.Mutex
 	leaders map[uint64]uint64
-	nodes   map[uint64]*nodeLiveness
+	// load is each range's load as its leaseholder last reported it.
+	load  map[uint64]rangeLoad
+	nodes map[uint64]*nodeLiveness
+	// states is each node's state as last announced in an event.
+	states map[uint64]string
 	// since is when this node last became meta leaseholder; decisions that
 	// need liveness wait a grace period after it.
 	since time.Time
@@ -34,7 +39,19 @@ type nodeLiveness struct {
 }
 
 func newMetaState() *metaState {
-	return &metaState{leaders: map[uint64]uint64{}, nodes: map[uint64]*nodeLiveness{}}
+	m := &metaState{}
+	m.reset(time.Time{})
+	return m
+}
+
+// reset forgets everything learnt as leaseholder; a new term rebuilds it.
+// Callers hold mu (or own m exclusively).
+func (m *metaState) reset(since time.Time) {
+	m.since = since
+	m.leaders = map[uint64]uint64{}
+	m.load = map[uint64]rangeLoad{}
+	m.nodes = map[uint64]*nodeLiveness{}
+	m.states = map[uint64]string{}
 }
 
 const forwardedKey = "tidekv-forwarded"
@@ -255,7 +272,8 @@ func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 		if d.GetRangeId() == keys.MetaRangeID {
 			continue
 		}
-		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()]})
+		l := s.meta.load[d.GetRangeId()]
+		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()], Qps: l.qps, Bytes: l.bytes})
 	}
 	s.meta.mu.Unlock()
 	sortRanges(resp.Ranges)
@@ -277,6 +295,7 @@ func (s *Server) joinLocal(ctx context.Context, meta *raftstore.Replica, req *ti
 	if err != nil {
 		return nil, err
 	}
+	s.events.Record("node-join", nodeSubject(id), "joined the cluster from %s", req.GetGrpcAddr())
 	return &tidekvpb.JoinResponse{ClusterId: s.clusterID, NodeId: id, Nodes: nodes}, nil
 }
 
@@ -289,13 +308,14 @@ func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, re
 		return nil, err
 	}
 	n := req.GetNode()
-	for _, o := range nodes {
+	for i, o := range nodes {
 		if o.GetNodeId() == n.GetNodeId() && !proto.Equal(o, n) {
-			// The node moved to new addresses (restarted elsewhere).
+			// The node moved to new addresses or labels (restarted
+			// elsewhere or reconfigured).
 			if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{UpdateNode: n}); err != nil {
 				return nil, err
 			}
-			o.GrpcAddr, o.HttpAddr = n.GetGrpcAddr(), n.GetHttpAddr()
+			nodes[i] = n
 		}
 	}
 	s.meta.mu.Lock()
@@ -308,6 +328,7 @@ func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, 
 	d := req.GetDesc()
 	s.meta.mu.Lock()
 	s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
+	s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), bytes: req.GetBytes()}
 	s.meta.mu.Unlock()
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
@@ -334,20 +355,40 @@ func (s *Server) statusLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 		return nil, err
 	}
 	resp := &tidekvpb.StatusResponse{ClusterId: s.clusterID, NodeId: s.nodeID, RangeCount: uint32(len(rs.GetRanges()))}
-	now := time.Now()
+	resp.Nodes = s.nodeStatuses(rs.GetNodes(), time.Now())
+	resp.Imbalance = placement.ImbalanceOf(resp.Nodes)
+	return resp, nil
+}
+
+// Node states as shown to operators.
+const (
+	stateLive    = "live"
+	stateSuspect = "suspect" // heartbeats late: not live, not yet given up on
+	stateUnknown = "unknown" // no heartbeat since this node became meta leaseholder
+)
+
+// nodeStatuses combines the node records with what their heartbeats said.
+func (s *Server) nodeStatuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) []*tidekvpb.NodeStatus {
 	s.meta.mu.Lock()
 	defer s.meta.mu.Unlock()
-	for _, n := range rs.GetNodes() {
-		ns := &tidekvpb.NodeStatus{Node: n, LastSeenSeconds: -1}
+	out := make([]*tidekvpb.NodeStatus, 0, len(nodes))
+	for _, n := range nodes {
+		ns := &tidekvpb.NodeStatus{Node: n, LastSeenSeconds: -1, State: stateUnknown}
 		if l := s.meta.nodes[n.GetNodeId()]; l != nil {
 			age := now.Sub(l.lastSeen)
 			ns.Live = age < s.cfg.LivenessTimeout
+			ns.State = stateSuspect
+			if ns.Live {
+				ns.State = stateLive
+			}
 			ns.LastSeenSeconds = age.Seconds()
-			ns.Replicas, ns.Leases, ns.Bytes, ns.Qps = l.hb.GetReplicas(), l.hb.GetLeases(), l.hb.GetBytes(), l.hb.GetQps()
+			hb := l.hb
+			ns.Replicas, ns.Leases, ns.Bytes, ns.Qps = hb.GetReplicas(), hb.GetLeases(), hb.GetBytes(), hb.GetQps()
+			ns.Cpu, ns.Score, ns.P99Ms = hb.GetCpu(), hb.GetScore(), hb.GetP99Ms()
 		}
-		resp.Nodes = append(resp.Nodes, ns)
+		out = append(out, ns)
 	}
-	return resp, nil
+	return out
 }
 
 // liveNodes returns the nodes that heartbeated recently, or nil during the

@@ -3,12 +3,18 @@ package server
 import (
 	"net/http"
 	"net/http/pprof"
+	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/monitor"
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // metrics are the node's Prometheus series, on its own registry so several
@@ -19,27 +25,45 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	rejected prometheus.Counter
 
-	rate struct {
-		sync.Mutex
-		last  time.Time
-		count float64
-		qps   float64
-	}
+	redisCommands *prometheus.CounterVec
+	redisLatency  *prometheus.HistogramVec
+
+	rangeQPS  *prometheus.GaugeVec
+	imbalance *prometheus.GaugeVec
+
+	series series
 }
+
+// latencyBuckets span 100µs to about 3.3s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2, 16)
 
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tidekv_requests_total", Help: "KV requests by operation and gRPC status code.",
+		Name: "tidekv_requests_total", Help: "KV requests (gRPC API) by operation and gRPC status code.",
 	}, []string{"op", "code"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "tidekv_request_duration_seconds", Help: "KV request latency on the serving node.",
-		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		Name: "tidekv_request_duration_seconds", Help: "KV request (gRPC API) latency on the serving node.",
+		Buckets: latencyBuckets,
 	}, []string{"op"})
 	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tidekv_requests_rejected_total", Help: "Requests refused because the node was overloaded.",
 	})
-	m.reg.MustRegister(m.requests, m.latency, m.rejected, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.redisCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidekv_redis_commands_total", Help: "Redis-protocol commands by command and result (ok or error).",
+	}, []string{"command", "result"})
+	m.redisLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tidekv_redis_command_duration_seconds", Help: "Redis-protocol command latency on the node serving the connection.",
+		Buckets: latencyBuckets,
+	}, []string{"command"})
+	m.rangeQPS = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tidekv_range_qps", Help: "Requests per second of the busiest ranges this node leads (top 10).",
+	}, []string{"range_id"})
+	m.imbalance = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tidekv_imbalance", Help: "Standard deviation over mean across live nodes (exported by the meta leaseholder).",
+	}, []string{"dimension"})
+	m.reg.MustRegister(m.requests, m.latency, m.rejected, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -48,33 +72,162 @@ func (m *metrics) observe(op string, start time.Time, err error) {
 	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
-// qps returns the request rate since the previous call.
-func (m *metrics) qps() float64 {
-	m.rate.Lock()
-	defer m.rate.Unlock()
-	var total float64
+func (m *metrics) observeRedis(command string, took time.Duration, failed bool) {
+	result := "ok"
+	if failed {
+		result = "error"
+	}
+	m.redisCommands.WithLabelValues(command, result).Inc()
+	m.redisLatency.WithLabelValues(command).Observe(took.Seconds())
+}
+
+// setTopRanges exports the busiest ranges' rates, replacing the last set.
+func (m *metrics) setTopRanges(load map[uint64]rangeLoad, leader func(uint64) bool) {
+	type rq struct {
+		id  uint64
+		qps float64
+	}
+	var top []rq
+	for id, l := range load {
+		if leader(id) {
+			top = append(top, rq{id, l.qps})
+		}
+	}
+	sort.Slice(top, func(i, j int) bool { return top[i].qps > top[j].qps })
+	m.rangeQPS.Reset()
+	for i := 0; i < len(top) && i < 10; i++ {
+		m.rangeQPS.WithLabelValues(strconv.FormatUint(top[i].id, 10)).Set(top[i].qps)
+	}
+}
+
+func (m *metrics) setImbalance(im *tidekvpb.Imbalance) {
+	m.imbalance.WithLabelValues("replicas").Set(im.GetReplicas())
+	m.imbalance.WithLabelValues("bytes").Set(im.GetBytes())
+	m.imbalance.WithLabelValues("qps").Set(im.GetQps())
+	m.imbalance.WithLabelValues("cpu").Set(im.GetCpu())
+}
+
+// seriesLen points at one per second keep ten minutes of history.
+const (
+	seriesLen      = 600
+	seriesInterval = time.Second
+)
+
+// seriesPoint is the node's request rate and p99 latency over one interval.
+type seriesPoint struct {
+	T     int64   `json:"t"` // unix milliseconds at the end of the interval
+	QPS   float64 `json:"qps"`
+	P99Ms float64 `json:"p99_ms"`
+}
+
+// series samples the KV latency histogram once per interval into a ring of
+// points (rate and p99 of the interval).
+type series struct {
+	mu          sync.Mutex
+	points      []seriesPoint
+	prevAt      time.Time
+	prevCount   uint64
+	prevBuckets []uint64
+}
+
+// sample takes one point from the registry's KV latency histogram.
+func (m *metrics) sample(now time.Time) {
+	count, buckets, bounds := m.latencyTotals()
+	s := &m.series
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.prevAt.IsZero() && len(s.prevBuckets) == len(buckets) {
+		dt := now.Sub(s.prevAt).Seconds()
+		delta := make([]uint64, len(buckets))
+		for i := range buckets {
+			delta[i] = buckets[i] - s.prevBuckets[i]
+		}
+		p := seriesPoint{T: now.UnixMilli(), P99Ms: 1000 * quantile(0.99, count-s.prevCount, delta, bounds)}
+		if dt > 0 {
+			p.QPS = float64(count-s.prevCount) / dt
+		}
+		if len(s.points) == seriesLen {
+			copy(s.points, s.points[1:])
+			s.points = s.points[:seriesLen-1]
+		}
+		s.points = append(s.points, p)
+	}
+	s.prevAt, s.prevCount, s.prevBuckets = now, count, buckets
+}
+
+// latencyTotals sums the KV latency histogram over operations: the count and
+// cumulative bucket counts with their upper bounds.
+func (m *metrics) latencyTotals() (count uint64, buckets []uint64, bounds []float64) {
 	mfs, _ := m.reg.Gather()
 	for _, mf := range mfs {
-		if mf.GetName() == "tidekv_requests_total" {
-			for _, mm := range mf.GetMetric() {
-				total += mm.GetCounter().GetValue()
+		if mf.GetName() != "tidekv_request_duration_seconds" {
+			continue
+		}
+		for _, mm := range mf.GetMetric() {
+			h := mm.GetHistogram()
+			count += h.GetSampleCount()
+			if buckets == nil {
+				buckets = make([]uint64, len(h.GetBucket()))
+				for _, b := range h.GetBucket() {
+					bounds = append(bounds, b.GetUpperBound())
+				}
+			}
+			for i, b := range h.GetBucket() {
+				if i < len(buckets) {
+					buckets[i] += b.GetCumulativeCount()
+				}
 			}
 		}
 	}
-	now := time.Now()
-	if !m.rate.last.IsZero() {
-		if dt := now.Sub(m.rate.last).Seconds(); dt > 0.2 {
-			m.rate.qps = (total - m.rate.count) / dt
-			m.rate.last, m.rate.count = now, total
-		}
-	} else {
-		m.rate.last, m.rate.count = now, total
+	if buckets == nil {
+		buckets, bounds = make([]uint64, len(latencyBuckets)), latencyBuckets
 	}
-	return m.rate.qps
+	return count, buckets, bounds
 }
 
-// registerStoreGauges exports the node's replica state, computed at scrape
-// time so the request path pays nothing.
+// quantile estimates the q-quantile in seconds from cumulative bucket counts,
+// interpolating linearly inside the bucket (as Prometheus'
+// histogram_quantile does); observations past the last bound count as it.
+func quantile(q float64, total uint64, cumulative []uint64, bounds []float64) float64 {
+	if total == 0 {
+		return 0
+	}
+	rank := q * float64(total)
+	lower, below := 0.0, uint64(0)
+	for i, c := range cumulative {
+		if float64(c) >= rank {
+			inBucket := c - below
+			if inBucket == 0 {
+				return bounds[i]
+			}
+			return lower + (bounds[i]-lower)*(rank-float64(below))/float64(inBucket)
+		}
+		lower, below = bounds[i], c
+	}
+	return bounds[len(bounds)-1]
+}
+
+// latest returns the most recent point (zero before two samples).
+func (m *metrics) latest() seriesPoint {
+	s := &m.series
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.points) == 0 {
+		return seriesPoint{}
+	}
+	return s.points[len(s.points)-1]
+}
+
+// points returns a copy of the kept points, oldest first.
+func (m *metrics) points() []seriesPoint {
+	s := &m.series
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]seriesPoint(nil), s.points...)
+}
+
+// registerStoreGauges exports the node's replica state and the store's
+// counters, computed at scrape time so the request path pays nothing.
 func (s *Server) registerStoreGauges() {
 	count := func(leaders bool) func() float64 {
 		return func() float64 {
@@ -90,11 +243,73 @@ func (s *Server) registerStoreGauges() {
 			return float64(n)
 		}
 	}
+	gauge := func(name, help string, fn func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
+	}
 	s.metrics.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidekv_replicas", Help: "Replicas on this node."}, count(false)),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidekv_leases", Help: "Ranges whose lease this node holds."}, count(true)),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidekv_requests_inflight", Help: "KV requests in progress (bounded by MaxInflightRequests)."},
+		gauge("tidekv_replicas", "Replicas on this node.", count(false)),
+		gauge("tidekv_leases", "Ranges whose lease this node holds.", count(true)),
+		gauge("tidekv_requests_inflight", "KV requests in progress (the admission queue; bounded by MaxInflightRequests).",
 			func() float64 { return float64(len(s.inflight)) }),
+		gauge("tidekv_requests_inflight_limit", "The bound on KV requests in progress.",
+			func() float64 { return float64(cap(s.inflight)) }),
+	)
+	usage := func(fn func(*monitor.Snapshot) float64) func() float64 {
+		return func() float64 {
+			if snap := s.mon.Latest(); snap != nil {
+				return fn(snap)
+			}
+			return 0
+		}
+	}
+	s.metrics.reg.MustRegister(
+		gauge("tidekv_cpu_utilization", "Machine CPU busy fraction over the last sample interval.",
+			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.CPU })),
+		gauge("tidekv_memory_utilization", "Machine memory in use (1 - available/total).",
+			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.Memory })),
+		gauge("tidekv_disk_utilization", "Busiest disk's busy fraction over the last sample interval.",
+			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.DiskIO })),
+		gauge("tidekv_service_time_seconds", "Moving average of KV request service time.",
+			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.ServiceTime.Seconds() })),
+		gauge("tidekv_load_score", "The node's load score (lower is better; docs/monitor.md).",
+			usage(func(sn *monitor.Snapshot) float64 { return sn.Score })),
+	)
+	counter := func(name, help string, v func(*raftstore.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
+			if s.store == nil {
+				return 0
+			}
+			return float64(v(s.store.Stats()))
+		})
+	}
+	s.metrics.reg.MustRegister(
+		counter("tidekv_raft_rounds_total", "Raft scheduler rounds that handled at least one Ready.",
+			func(st *raftstore.Stats) uint64 { return st.Rounds.Load() }),
+		counter("tidekv_raft_syncs_total", "Synced Raft state batches (group commits).",
+			func(st *raftstore.Stats) uint64 { return st.Syncs.Load() }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidekv_raft_sync_seconds_total", Help: "Time spent in synced Raft state batches."},
+			func() float64 {
+				if s.store == nil {
+					return 0
+				}
+				return time.Duration(s.store.Stats().SyncNanos.Load()).Seconds()
+			}),
+		counter("tidekv_raft_entries_appended_total", "Raft log entries written.",
+			func(st *raftstore.Stats) uint64 { return st.EntriesAppended.Load() }),
+		counter("tidekv_raft_entries_committed_total", "Committed Raft entries applied to the state machine.",
+			func(st *raftstore.Stats) uint64 { return st.EntriesCommitted.Load() }),
+		counter("tidekv_raft_messages_sent_total", "Raft messages handed to the transport.",
+			func(st *raftstore.Stats) uint64 { return st.MessagesSent.Load() }),
+		counter("tidekv_raft_messages_dropped_total", "Raft messages the transport refused (peer unknown or queue full).",
+			func(st *raftstore.Stats) uint64 { return st.MessagesDropped.Load() }),
+		counter("tidekv_snapshots_sent_total", "Range snapshots sent.",
+			func(st *raftstore.Stats) uint64 { return st.SnapshotsSent.Load() }),
+		counter("tidekv_snapshot_sent_bytes_total", "Snapshot SST bytes sent.",
+			func(st *raftstore.Stats) uint64 { return st.SnapshotBytesSent.Load() }),
+		counter("tidekv_snapshots_received_total", "Range snapshots received.",
+			func(st *raftstore.Stats) uint64 { return st.SnapshotsReceived.Load() }),
+		counter("tidekv_snapshot_received_bytes_total", "Snapshot SST bytes received.",
+			func(st *raftstore.Stats) uint64 { return st.SnapshotBytesReceived.Load() }),
 	)
 }
 
@@ -113,5 +328,6 @@ func (s *Server) httpHandler() http.Handler {
 		}
 		w.Write([]byte("ok\n"))
 	})
+	s.registerAPI(mux)
 	return mux
 }

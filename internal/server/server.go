@@ -20,7 +20,9 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -49,7 +51,12 @@ type Server struct {
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
 
-	meta *metaState
+	meta   *metaState
+	load   loadTracker
+	events *events.Log
+	mon    *monitor.Monitor
+	// svc averages how long KV requests take, for the load score.
+	svc monitor.ServiceTimer
 
 	metaLeaderAddr atomic.Pointer[string]
 	reports        chan *tidekvpb.RangeDescriptor
@@ -87,6 +94,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		stopper:  make(chan struct{}),
 		meta:     newMetaState(),
 		metrics:  newMetrics(),
+		events:   events.New(cfg.Events, 0, time.Now),
+	}
+	if s.mon, err = monitor.New(cfg.Monitor, monitor.ProcSource, func() (int, int, time.Duration) {
+		return len(s.inflight), cap(s.inflight), s.svc.Mean()
+	}, time.Now); err != nil {
+		return nil, err
 	}
 	s.registerStoreGauges()
 	if err := s.serve(ctx); err != nil {
@@ -136,6 +149,7 @@ func (s *Server) serve(ctx context.Context) error {
 		}
 	}
 	s.clusterID, s.nodeID = ident.GetClusterId(), ident.GetNodeId()
+	s.events.SetNode(s.nodeID)
 	s.dir.update([]*tidekvpb.NodeDescriptor{s.self()})
 	s.store, err = raftstore.NewStore(s.cfg.Raft, s.nodeID, s.eng, s.grpcT, s)
 	if err != nil {
@@ -155,12 +169,13 @@ func (s *Server) serve(ctx context.Context) error {
 		}
 	}
 	s.ready.Store(true)
+	s.events.Record("node-start", nodeSubject(s.nodeID), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
 	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.nodeID, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.clusterID)
 	return nil
 }
 
 func (s *Server) self() *tidekvpb.NodeDescriptor {
-	return &tidekvpb.NodeDescriptor{NodeId: s.nodeID, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr()}
+	return &tidekvpb.NodeDescriptor{NodeId: s.nodeID, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr(), Locality: s.cfg.Locality, RedisAddr: s.RedisAddr()}
 }
 
 // startRedis serves the Redis protocol through a routing client of this
@@ -178,6 +193,7 @@ func (s *Server) startRedis() error {
 		gw.Close()
 		return fmt.Errorf("redis listener: %w", err)
 	}
+	rs.SetObserver(s.metrics.observeRedis)
 	s.gateway, s.redis = gw, rs
 	go rs.Serve()
 	return nil
@@ -355,10 +371,9 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 	if d.GetRangeId() == keys.MetaRangeID {
 		// Liveness and leaders are rebuilt from scratch by this leaseholder.
 		s.meta.mu.Lock()
-		s.meta.since = time.Now()
-		s.meta.leaders = map[uint64]uint64{}
-		s.meta.nodes = map[uint64]*nodeLiveness{}
+		s.meta.reset(time.Now())
 		s.meta.mu.Unlock()
+		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.queueReport(d)
 }

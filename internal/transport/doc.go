@@ -3,6 +3,14 @@
 // bytes. GRPC is the real implementation; Mem is an in-process twin with
 // partitions for tests.
 //
+// Both can emulate a WAN for tests and benchmarks of geo-distributed
+// localities: a Delays table (Config.Delays, MemNetwork.SetDelays) gives a
+// one-way latency per ordered node pair, e.g. SetLocalities with
+// UniformRTT(R) for localities R apart. Delayed messages keep their
+// per-pair order and are pipelined (each is stamped with a due time when
+// sent and the sender waits only for the head of the queue), so latency
+// does not cap throughput; with no delay for a pair nothing is timed.
+//
 // It may import api/tidekvpb and grpc; it knows nothing of replicas beyond
 // the Handler interface it calls for incoming traffic.
 package transport

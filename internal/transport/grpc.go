@@ -35,6 +35,13 @@ type Config struct {
 	ReconnectBackoff time.Duration
 	// SnapshotChunkSize is the bytes per snapshot chunk.
 	SnapshotChunkSize int
+	// Delays, if set, emulates WAN latency: traffic from node A to node B
+	// leaves Delays.Get(A, B) after it was sent, A and B being the
+	// message's FromNodeId and ToNodeId (so the transport needs no node ID
+	// of its own). Messages waiting out their delay occupy the destination
+	// queue, so QueueSize must cover message rate × delay. One table may be
+	// shared by every node's transport. nil costs nothing.
+	Delays *Delays
 }
 
 // DefaultConfig returns settings for a local cluster.
@@ -64,7 +71,15 @@ type GRPC struct {
 }
 
 type sendQueue struct {
-	ch chan *tidekvpb.RaftMessage
+	ch chan queued
+}
+
+// queued is a message in a send queue, stamped on enqueue with when it may
+// leave (monoNow() units; 0: at once). The queue is thus a delay line:
+// every message waits out its own delay concurrently with the others.
+type queued struct {
+	m   *tidekvpb.RaftMessage
+	due int64
 }
 
 // NewGRPC creates the transport; handler receives incoming traffic.
@@ -108,7 +123,7 @@ func (t *GRPC) Stop() {
 func (t *GRPC) Send(m *tidekvpb.RaftMessage) bool {
 	q := t.queue(m.GetToNodeId())
 	select {
-	case q.ch <- m:
+	case q.ch <- queued{m: m, due: t.cfg.Delays.dueTime(m.GetFromNodeId(), m.GetToNodeId())}:
 		return true
 	default:
 		return false
@@ -120,7 +135,7 @@ func (t *GRPC) queue(node uint64) *sendQueue {
 	defer t.mu.Unlock()
 	q := t.queues[node]
 	if q == nil {
-		q = &sendQueue{ch: make(chan *tidekvpb.RaftMessage, t.cfg.QueueSize)}
+		q = &sendQueue{ch: make(chan queued, t.cfg.QueueSize)}
 		t.queues[node] = q
 		go t.sendLoop(node, q)
 	}
@@ -149,24 +164,49 @@ func (t *GRPC) conn(node uint64) (*grpc.ClientConn, error) {
 // sendLoop keeps one stream open to a node and sends whatever is queued in
 // batches: everything that accumulated while the previous batch was in
 // flight goes out together.
+//
+// With emulated delays the queue is a delay line: the loop waits for the
+// head's due time, then batches every following message that is also due,
+// stopping at (and holding back) the first that is not. Messages sent in
+// a burst thus all leave one delay later, not one delay apart.
 func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 	var stream tidekvpb.Raft_RaftStreamClient
 	cancel := func() {}
 	defer func() { cancel() }()
 	batch := &tidekvpb.RaftMessageBatch{}
+	var held queued // taken from q.ch but not due yet; next batch's head
+	hasHeld := false
+	var timer *time.Timer
 	for {
-		var first *tidekvpb.RaftMessage
-		select {
-		case <-t.stopper:
-			return
-		case first = <-q.ch:
+		var first queued
+		if hasHeld {
+			first, hasHeld = held, false
+		} else {
+			select {
+			case <-t.stopper:
+				return
+			case first = <-q.ch:
+			}
 		}
-		batch.Messages = append(batch.Messages[:0], first)
+		if first.due != 0 && !waitUntil(&timer, first.due, t.stopper) {
+			return
+		}
+		batch.Messages = append(batch.Messages[:0], first.m)
+		var now int64 // read lazily: undelayed messages never read the clock
 	fill:
 		for len(batch.Messages) < t.cfg.MaxBatch {
 			select {
-			case m := <-q.ch:
-				batch.Messages = append(batch.Messages, m)
+			case e := <-q.ch:
+				if e.due != 0 {
+					if now == 0 {
+						now = monoNow()
+					}
+					if e.due > now {
+						held, hasHeld = e, true
+						break fill
+					}
+				}
+				batch.Messages = append(batch.Messages, e.m)
 			default:
 				break fill
 			}
@@ -239,8 +279,13 @@ func (t *GRPC) RaftStream(stream tidekvpb.Raft_RaftStreamServer) error {
 	}
 }
 
-// SendSnapshot streams header then the SST bytes.
+// SendSnapshot streams header then the SST bytes. With Config.Delays the
+// stream starts the pair's one-way delay late, shifting its arrival as a
+// whole (chunks are pipelined, so one wait is the same as one per chunk).
 func (t *GRPC) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, sst io.Reader) error {
+	if err := sleepCtx(ctx, t.cfg.Delays.Get(header.GetFromNodeId(), header.GetToNodeId())); err != nil {
+		return err
+	}
 	c, err := t.conn(header.GetToNodeId())
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -14,12 +16,14 @@ import (
 
 // MemNetwork connects in-process nodes. Messages between a pair of nodes are
 // delivered in order by one goroutine per pair; links can be cut in either
-// direction to simulate partitions.
+// direction to simulate partitions, and delayed (SetDelays) to emulate WAN
+// latency.
 type MemNetwork struct {
 	mu       sync.Mutex
 	handlers map[uint64]Handler
 	cut      map[[2]uint64]bool
-	pipes    map[[2]uint64]chan *tidekvpb.RaftMessage
+	pipes    map[[2]uint64]chan queued
+	delays   atomic.Pointer[Delays]
 	stopper  chan struct{}
 }
 
@@ -28,7 +32,7 @@ func NewMemNetwork() *MemNetwork {
 	return &MemNetwork{
 		handlers: map[uint64]Handler{},
 		cut:      map[[2]uint64]bool{},
-		pipes:    map[[2]uint64]chan *tidekvpb.RaftMessage{},
+		pipes:    map[[2]uint64]chan queued{},
 		stopper:  make(chan struct{}),
 	}
 }
@@ -53,6 +57,14 @@ func (n *MemNetwork) SetCut(from, to uint64, cut bool) {
 	n.cut[[2]uint64{from, to}] = cut
 	n.mu.Unlock()
 }
+
+// SetDelays makes messages and snapshots from node A to node B arrive
+// d.Get(A, B) after they are sent (per-pair order is kept); nil removes
+// emulated latency. The table can be changed later; each message keeps the
+// delay in force when it was sent. Cuts apply at delivery, so a cut made
+// while a message is on the emulated wire loses it; messages on the wire
+// count against the pair's 8192-message pipe.
+func (n *MemNetwork) SetDelays(d *Delays) { n.delays.Store(d) }
 
 // Isolate cuts (or restores) all traffic to and from node.
 func (n *MemNetwork) Isolate(node uint64, nodes []uint64, cut bool) {
@@ -93,7 +105,7 @@ func (t *Mem) Send(m *tidekvpb.RaftMessage) bool {
 	n.mu.Lock()
 	p := n.pipes[key]
 	if p == nil {
-		p = make(chan *tidekvpb.RaftMessage, 8192)
+		p = make(chan queued, 8192)
 		n.pipes[key] = p
 		go n.deliver(key, p)
 	}
@@ -101,28 +113,39 @@ func (t *Mem) Send(m *tidekvpb.RaftMessage) bool {
 	// Copy so sender and receiver never share a mutable message.
 	m = proto.Clone(m).(*tidekvpb.RaftMessage)
 	select {
-	case p <- m:
+	case p <- queued{m: m, due: n.delays.Load().dueTime(t.node, key[1])}:
 		return true
 	default:
 		return false
 	}
 }
 
-func (n *MemNetwork) deliver(key [2]uint64, p chan *tidekvpb.RaftMessage) {
+// deliver hands a pair's messages over in order. The pipe is a delay line:
+// each message waits only until its own due time, so a burst arrives one
+// delay later, not one delay per message.
+func (n *MemNetwork) deliver(key [2]uint64, p chan queued) {
+	var timer *time.Timer
 	for {
 		select {
 		case <-n.stopper:
 			return
-		case m := <-p:
+		case e := <-p:
+			if e.due != 0 && !waitUntil(&timer, e.due, n.stopper) {
+				return
+			}
 			if h, ok := n.target(key[0], key[1]); ok {
-				h.HandleRaftMessage(m)
+				h.HandleRaftMessage(e.m)
 			}
 		}
 	}
 }
 
-// SendSnapshot hands the SST to the receiver synchronously.
+// SendSnapshot hands the SST to the receiver synchronously, after the
+// pair's emulated delay if any.
 func (t *Mem) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, sst io.Reader) error {
+	if err := sleepCtx(ctx, t.net.delays.Load().Get(t.node, header.GetToNodeId())); err != nil {
+		return err
+	}
 	h, ok := t.net.target(t.node, header.GetToNodeId())
 	if !ok {
 		return fmt.Errorf("node %d unreachable", header.GetToNodeId())

@@ -1,0 +1,189 @@
+package cliformat
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// The views below are the JSON shapes of `tidekv ctl status|ranges|events
+// --json` and of the dashboard's /api endpoints (docs/dashboard.md): flat,
+// named for people and scripts, the same in both places.
+
+// NodeView is one node of StatusView.
+type NodeView struct {
+	ID        uint64  `json:"id"`
+	Addr      string  `json:"addr"`
+	HTTPAddr  string  `json:"http_addr"`
+	RedisAddr string  `json:"redis_addr"`
+	State     string  `json:"state"`
+	Live      bool    `json:"live"`
+	Locality  string  `json:"locality"`
+	Replicas  uint32  `json:"replicas"`
+	Leases    uint32  `json:"leases"`
+	Bytes     uint64  `json:"bytes"`
+	QPS       float64 `json:"qps"`
+	CPU       float64 `json:"cpu"`
+	Score     float64 `json:"score"`
+	P99Ms     float64 `json:"p99_ms"`
+	// LastSeenSeconds is -1 when the node has not heartbeated to the
+	// current meta leaseholder.
+	LastSeenSeconds float64 `json:"last_seen_seconds"`
+}
+
+// ImbalanceView holds stddev/mean indices across live nodes.
+type ImbalanceView struct {
+	Replicas float64 `json:"replicas"`
+	Bytes    float64 `json:"bytes"`
+	QPS      float64 `json:"qps"`
+	CPU      float64 `json:"cpu"`
+}
+
+// StatusView is the cluster status: nodes by id, range count, imbalance.
+type StatusView struct {
+	ClusterID  string        `json:"cluster_id"`
+	NodeID     uint64        `json:"node_id"`
+	RangeCount uint32        `json:"range_count"`
+	Nodes      []NodeView    `json:"nodes"`
+	Imbalance  ImbalanceView `json:"imbalance"`
+}
+
+// StatusOf flattens a Status answer, nodes ordered by id.
+func StatusOf(resp *tidekvpb.StatusResponse) StatusView {
+	v := StatusView{ClusterID: fmt.Sprintf("%x", resp.GetClusterId()), NodeID: resp.GetNodeId(), RangeCount: resp.GetRangeCount(), Nodes: []NodeView{}}
+	for _, n := range resp.GetNodes() {
+		d := n.GetNode()
+		v.Nodes = append(v.Nodes, NodeView{
+			ID: d.GetNodeId(), Addr: d.GetGrpcAddr(), HTTPAddr: d.GetHttpAddr(), RedisAddr: d.GetRedisAddr(),
+			State: n.GetState(), Live: n.GetLive(), Locality: d.GetLocality(),
+			Replicas: n.GetReplicas(), Leases: n.GetLeases(), Bytes: n.GetBytes(), QPS: n.GetQps(),
+			CPU: n.GetCpu(), Score: n.GetScore(), P99Ms: n.GetP99Ms(), LastSeenSeconds: n.GetLastSeenSeconds(),
+		})
+	}
+	sort.Slice(v.Nodes, func(i, j int) bool { return v.Nodes[i].ID < v.Nodes[j].ID })
+	im := resp.GetImbalance()
+	v.Imbalance = ImbalanceView{Replicas: im.GetReplicas(), Bytes: im.GetBytes(), QPS: im.GetQps(), CPU: im.GetCpu()}
+	return v
+}
+
+// StatusTable writes the nodes, the range count and the imbalance indices.
+func StatusTable(w io.Writer, v StatusView) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tLOCALITY\tREPLICAS\tLEASES\tDATA\tQPS\tCPU\tSCORE\tP99\tLAST SEEN")
+	for _, n := range v.Nodes {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%.1f\t%.0f%%\t%.2f\t%.1fms\t%s\n",
+			n.ID, n.Addr, n.State, orDash(n.Locality), n.Replicas, n.Leases, HumanBytes(n.Bytes), n.QPS,
+			100*n.CPU, n.Score, n.P99Ms, Ago(n.LastSeenSeconds))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	im := v.Imbalance
+	_, err := fmt.Fprintf(w, "%s, %s; imbalance (stddev/mean): replicas %.2f, data %.2f, qps %.2f, cpu %.2f\n",
+		plural(len(v.Nodes), "node"), plural(int(v.RangeCount), "range"), im.Replicas, im.Bytes, im.QPS, im.CPU)
+	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// ReplicaView is one replica of a RangeView.
+type ReplicaView struct {
+	Node uint64 `json:"node"`
+	Type string `json:"type"`
+}
+
+// RangeView is one range: bounds as printable text ("" is the start or end
+// of the key space), replicas, leaseholder and load.
+type RangeView struct {
+	ID         uint64        `json:"id"`
+	Start      string        `json:"start"`
+	End        string        `json:"end"`
+	Generation uint64        `json:"generation"`
+	Replicas   []ReplicaView `json:"replicas"`
+	Leader     uint64        `json:"leader"`
+	QPS        float64       `json:"qps"`
+	Bytes      uint64        `json:"bytes"`
+}
+
+// RangesView lists ranges in key order.
+type RangesView struct {
+	Ranges []RangeView `json:"ranges"`
+}
+
+var replicaTypeNames = map[tidekvpb.ReplicaType]string{
+	tidekvpb.ReplicaType_VOTER:          "voter",
+	tidekvpb.ReplicaType_LEARNER:        "learner",
+	tidekvpb.ReplicaType_VOTER_INCOMING: "voter-incoming",
+	tidekvpb.ReplicaType_VOTER_OUTGOING: "voter-outgoing",
+}
+
+// RangesOf flattens a Ranges answer.
+func RangesOf(resp *tidekvpb.RangesResponse) RangesView {
+	v := RangesView{Ranges: []RangeView{}}
+	for _, ri := range sortedRanges(resp) {
+		d := ri.GetDesc()
+		rv := RangeView{ID: d.GetRangeId(), Start: printableKey(d.GetStartKey()), End: printableKey(d.GetEndKey()),
+			Generation: d.GetGeneration(), Leader: ri.GetLeaderNodeId(), QPS: ri.GetQps(), Bytes: ri.GetBytes(), Replicas: []ReplicaView{}}
+		for _, r := range d.GetReplicas() {
+			rv.Replicas = append(rv.Replicas, ReplicaView{Node: r.GetNodeId(), Type: replicaTypeNames[r.GetType()]})
+		}
+		v.Ranges = append(v.Ranges, rv)
+	}
+	return v
+}
+
+func printableKey(k []byte) string {
+	if len(k) == 0 {
+		return ""
+	}
+	return Quote(k)
+}
+
+// EventView is one event.
+type EventView struct {
+	Time    time.Time `json:"time"`
+	Node    uint64    `json:"node"`
+	Kind    string    `json:"kind"`
+	Subject string    `json:"subject"`
+	Reason  string    `json:"reason"`
+}
+
+// EventsView lists events oldest first.
+type EventsView struct {
+	Events []EventView `json:"events"`
+}
+
+// EventsOf converts events, keeping their order.
+func EventsOf(es []*tidekvpb.Event) EventsView {
+	v := EventsView{Events: make([]EventView, 0, len(es))}
+	for _, e := range es {
+		v.Events = append(v.Events, EventView{Time: time.Unix(0, e.GetUnixNanos()).UTC(), Node: e.GetNodeId(),
+			Kind: e.GetKind(), Subject: e.GetSubject(), Reason: e.GetReason()})
+	}
+	return v
+}
+
+// EventsTable writes one line per event, oldest first, times in UTC.
+func EventsTable(w io.Writer, v EventsView) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME (UTC)\tNODE\tKIND\tSUBJECT\tREASON")
+	for _, e := range v.Events {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", e.Time.Format("2006-01-02 15:04:05.000"), e.Node, e.Kind, e.Subject,
+			strings.ReplaceAll(e.Reason, "\n", " "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, plural(len(v.Events), "event"))
+	return err
+}

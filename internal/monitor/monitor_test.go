@@ -1,0 +1,332 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// seqSource returns canned contents per file name, one per Read, in order.
+// Exhausted or absent names fail like a missing /proc file.
+type seqSource struct {
+	mu    sync.Mutex
+	files map[string][]string
+}
+
+func (s *seqSource) Read(name string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.files[name]
+	if len(q) == 0 {
+		return nil, errors.New("no such file: " + name)
+	}
+	s.files[name] = q[1:]
+	if q[0] == "ERR" {
+		return nil, errors.New("read error: " + name)
+	}
+	return []byte(q[0]), nil
+}
+
+// fakeClock advances by step on every reading.
+type fakeClock struct {
+	t    time.Time
+	step time.Duration
+}
+
+func (c *fakeClock) now() time.Time { t := c.t; c.t = c.t.Add(c.step); return t }
+
+func statLine(user, system, idle, iowait uint64) string {
+	return "cpu  " + u64(user) + " 0 " + u64(system) + " " + u64(idle) + " " + u64(iowait) + " 0 0 0 0 0\ncpu0 1 1 1 1 1 0 0 0 0 0\n"
+}
+
+func diskLine(name string, ioTicks uint64) string {
+	return "   8       0 " + name + " 1 0 8 1 1 0 8 1 0 " + u64(ioTicks) + " 2 0 0 0 0\n"
+}
+
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestMonitorSampleDeltas(t *testing.T) {
+	src := &seqSource{files: map[string][]string{
+		FileStat: {
+			statLine(1000, 500, 8000, 500),
+			// user +200, system +100, idle +80, iowait +20: busy 300 of 400 ticks
+			statLine(1200, 600, 8080, 520),
+		},
+		FileMeminfo: {
+			"MemTotal: 1000 kB\nMemAvailable: 750 kB\n",
+			"MemTotal: 1000 kB\nMemAvailable: 400 kB\n",
+		},
+		FileDiskstats: {
+			diskLine("sda", 10000) + diskLine("nvme0n1", 3000) + diskLine("loop0", 0),
+			// over 2 s: sda +500 ms (25%), nvme +1400 ms (70%), loop ignored
+			diskLine("sda", 10500) + diskLine("nvme0n1", 4400) + diskLine("loop0", 2000),
+		},
+	}}
+	clk := &fakeClock{t: time.Unix(1700000000, 0), step: 2 * time.Second}
+	calls := 0
+	load := func() (int, int, time.Duration) {
+		calls++
+		return 5 * calls, 100, time.Duration(calls) * time.Millisecond
+	}
+	m, err := New(DefaultConfig(), src, load, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Latest() != nil {
+		t.Fatal("Latest before the first sample is not nil")
+	}
+
+	s1, err := m.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Latest() != s1 {
+		t.Fatal("Latest is not the snapshot Sample returned")
+	}
+	want1 := Usage{CPU: 0, Memory: 0.25, DiskIO: 0, QueueDepth: 5, QueueLimit: 100,
+		ServiceTime: time.Millisecond, SampledAt: time.Unix(1700000000, 0)}
+	if !usageNear(s1.Usage, want1) {
+		t.Fatalf("first sample %+v, want %+v (no previous sample: CPU and disk 0)", s1.Usage, want1)
+	}
+	if !near(s1.Score, Score(want1, 0, DefaultWeights())) {
+		t.Fatalf("first score %v", s1.Score)
+	}
+	s1copy := *s1
+
+	s2, err := m.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want2 := Usage{CPU: 0.75, Memory: 0.6, DiskIO: 0.7, QueueDepth: 10, QueueLimit: 100,
+		ServiceTime: 2 * time.Millisecond, SampledAt: time.Unix(1700000002, 0)}
+	if !usageNear(s2.Usage, want2) {
+		t.Fatalf("second sample %+v, want %+v", s2.Usage, want2)
+	}
+	if !near(s2.Score, Score(want2, 0, DefaultWeights())) || !(s2.Score > s1.Score) {
+		t.Fatalf("second score %v (first %v)", s2.Score, s1.Score)
+	}
+	if m.Latest() != s2 || *s1 != s1copy {
+		t.Fatal("publishing a new snapshot changed or kept the old one")
+	}
+}
+
+func usageNear(a, b Usage) bool {
+	return near(a.CPU, b.CPU) && near(a.Memory, b.Memory) && near(a.DiskIO, b.DiskIO) &&
+		a.QueueDepth == b.QueueDepth && a.QueueLimit == b.QueueLimit &&
+		a.ServiceTime == b.ServiceTime && a.SampledAt.Equal(b.SampledAt)
+}
+
+// A failed read zeroes that resource and keeps the previous good counters,
+// so the next delta spans both intervals.
+func TestMonitorReadErrors(t *testing.T) {
+	src := &seqSource{files: map[string][]string{
+		FileStat:      {statLine(100, 0, 100, 0), "ERR", statLine(300, 0, 200, 0)},
+		FileMeminfo:   {"garbage\n", "MemTotal: 100 kB\nMemAvailable: 10 kB\n", "ERR"},
+		FileDiskstats: {diskLine("sda", 0), "ERR", diskLine("sda", 1500)},
+	}}
+	clk := &fakeClock{t: time.Unix(0, 0), step: time.Second}
+	m, err := New(DefaultConfig(), src, nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Sample()
+	if err == nil || !strings.Contains(err.Error(), "MemTotal") || s.Usage.Memory != 0 {
+		t.Fatalf("bad meminfo: %+v, %v", s, err)
+	}
+	s, err = m.Sample()
+	if err == nil || s.Usage.CPU != 0 || s.Usage.DiskIO != 0 || !near(s.Usage.Memory, 0.9) {
+		t.Fatalf("stat/diskstats errors: %+v, %v", s.Usage, err)
+	}
+	if m.Latest() != s {
+		t.Fatal("snapshot with errors was not published")
+	}
+	s, _ = m.Sample()
+	// CPU: busy 200 of 300 ticks since the first sample; disk: 1500 ms over 2 s.
+	if !near(s.Usage.CPU, 2.0/3) || !near(s.Usage.DiskIO, 0.75) || s.Usage.Memory != 0 {
+		t.Fatalf("after recovery: %+v", s.Usage)
+	}
+}
+
+func TestMonitorNoSource(t *testing.T) {
+	m, err := New(DefaultConfig(), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Sample()
+	if err != nil || s.Usage.CPU != 0 || s.Usage.Memory != 0 || s.Usage.DiskIO != 0 || !near(s.Score, 4) {
+		t.Fatalf("nil source: %+v, %v", s, err)
+	}
+	if s.Usage.SampledAt.IsZero() {
+		t.Fatal("nil clock did not default to time.Now")
+	}
+}
+
+// The real /proc, where there is one: values must be in range.
+func TestMonitorProcSource(t *testing.T) {
+	m, err := New(DefaultConfig(), ProcSource, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Sample(); err != nil {
+		t.Skipf("no usable /proc here: %v", err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	s, err := m.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]float64{"CPU": s.Usage.CPU, "Memory": s.Usage.Memory, "DiskIO": s.Usage.DiskIO} {
+		if !(v >= 0 && v <= 1) {
+			t.Errorf("%s = %v, want in [0,1]", name, v)
+		}
+	}
+	if s.Usage.Memory == 0 {
+		t.Error("memory utilisation of a running machine is 0")
+	}
+}
+
+func TestMonitorRun(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.SampleInterval = MinSampleInterval
+	var mu sync.Mutex
+	n := 0
+	load := func() (int, int, time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return n, 0, 0
+	}
+	m, err := New(cfg, nil, load, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if s := m.Latest(); s != nil && s.Usage.QueueDepth >= 3 {
+			break // sampled immediately and then at least twice on the ticker
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not publish three samples")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run returned %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop after cancel")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"zero interval", Config{Weights: DefaultWeights()}, "SampleInterval 0s"},
+		{"too short", Config{SampleInterval: time.Millisecond, Weights: DefaultWeights()}, "want >= 10ms"},
+		{"bad weights", Config{SampleInterval: time.Second, Weights: Weights{CPU: -1}}, "CPU is -1"},
+		{"zero value", Config{}, "all weights are zero"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Validate() = %v, want error containing %q", err, tc.wantErr)
+			}
+			if m, err := New(tc.cfg, nil, nil, nil); err == nil || m != nil {
+				t.Fatalf("New accepted an invalid config")
+			}
+		})
+	}
+}
+
+func BenchmarkLatest(b *testing.B) {
+	m, err := New(DefaultConfig(), nil, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := m.Sample(); err != nil {
+		b.Fatal(err)
+	}
+	var sink float64
+	for b.Loop() {
+		sink += m.Latest().Score
+	}
+	_ = sink
+}
+
+// Readers on every core while a writer republishes: reads must not slow
+// down or block.
+func BenchmarkLatestParallel(b *testing.B) {
+	m, err := New(DefaultConfig(), nil, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = m.Sample()
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_, _ = m.Sample()
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	b.RunParallel(func(pb *testing.PB) {
+		var sink float64
+		for pb.Next() {
+			sink += m.Latest().Score
+		}
+		_ = sink
+	})
+	close(stop)
+}
+
+func BenchmarkSample(b *testing.B) {
+	src := &fixedSource{stat: statLine(1, 2, 3, 4), mem: meminfo, disk: diskstats1}
+	m, err := New(DefaultConfig(), src, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := m.Sample(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// fixedSource serves fixed contents without touching the file system.
+type fixedSource struct{ stat, mem, disk string }
+
+func (s *fixedSource) Read(name string) ([]byte, error) {
+	switch name {
+	case FileStat:
+		return []byte(s.stat), nil
+	case FileMeminfo:
+		return []byte(s.mem), nil
+	default:
+		return []byte(s.disk), nil
+	}
+}

@@ -1,0 +1,154 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// MaxUtilisation is where Score clamps every utilisation. At u=1 the term
+// w/(1-u) would be infinite; 0.99 caps a saturated resource at 100·w, large
+// enough to dominate any lightly loaded node yet finite so that two saturated
+// nodes still compare on their other terms.
+const MaxUtilisation = 0.99
+
+// Usage is one measurement of a node's load. It is a plain value: copying it
+// is cheap and it is never mutated once published.
+type Usage struct {
+	// CPU is the machine-wide busy fraction of all CPUs since the previous
+	// sample, in [0,1]. Time in iowait counts as idle.
+	CPU float64
+	// Memory is 1 - MemAvailable/MemTotal, in [0,1]: the share of RAM the
+	// kernel could not hand out without swapping (reclaimable page cache
+	// counts as available).
+	Memory float64
+	// DiskIO is the busiest physical disk's busy-time fraction since the
+	// previous sample (iostat's %util), in [0,1].
+	DiskIO float64
+	// QueueDepth is the number of requests waiting or in service.
+	QueueDepth int
+	// QueueLimit bounds QueueDepth (admission limit); 0 means unbounded or
+	// unknown and makes the queue term contribute only its weight.
+	QueueLimit int
+	// ServiceTime is the recent mean time to serve one request.
+	ServiceTime time.Duration
+	// SampledAt is when the sample was taken (injected clock).
+	SampledAt time.Time
+}
+
+// QueueOccupancy is QueueDepth/QueueLimit as a utilisation, 0 when the
+// limit is not positive.
+func (u Usage) QueueOccupancy() float64 {
+	if u.QueueLimit <= 0 || u.QueueDepth <= 0 {
+		return 0
+	}
+	return float64(u.QueueDepth) / float64(u.QueueLimit)
+}
+
+// Weights set how much each term contributes to Score. All fields must be
+// finite and non-negative, and at least one positive. A zero weight removes
+// its term.
+type Weights struct {
+	// CPU scales the CPU term CPU/(1-u_cpu). Dimensionless: it is the
+	// term's value on an idle machine.
+	CPU float64
+	// Memory scales the memory term Memory/(1-u_mem). Dimensionless.
+	// Memory pressure hurts latency mostly through cache loss and reclaim,
+	// late and indirectly, so the default is below CPU.
+	Memory float64
+	// DiskIO scales the disk term DiskIO/(1-u_disk). Dimensionless. Reads
+	// that miss the block cache wait on the disk, so the default is above CPU.
+	DiskIO float64
+	// Queue scales the queue term Queue/(1-depth/limit). Dimensionless. It
+	// is the most direct signal that requests will wait or be rejected.
+	Queue float64
+	// ServiceTime is score points per millisecond of Usage.ServiceTime. It
+	// is the observed (lagging) cost of a request on this node.
+	ServiceTime float64
+	// RTT is score points per millisecond of network round trip between
+	// the chooser and this node; it makes far replicas pay for distance.
+	RTT float64
+}
+
+// DefaultWeights returns the weights used when nothing is configured. With
+// them an idle node scores 4 (the sum of the utilisation weights), a CPU at
+// 50% adds 1, at 90% adds 9, and each millisecond of round trip or service
+// time adds 1: a replica one region away (~50 ms) loses to a local one unless
+// the local node is close to saturation.
+func DefaultWeights() Weights {
+	return Weights{
+		CPU:         1.0,
+		Memory:      0.5,
+		DiskIO:      1.5,
+		Queue:       1.0,
+		ServiceTime: 1.0,
+		RTT:         1.0,
+	}
+}
+
+// Validate reports whether the weights can produce a meaningful score.
+func (w Weights) Validate() error {
+	fields := []struct {
+		name string
+		v    float64
+	}{
+		{"CPU", w.CPU}, {"Memory", w.Memory}, {"DiskIO", w.DiskIO},
+		{"Queue", w.Queue}, {"ServiceTime", w.ServiceTime}, {"RTT", w.RTT},
+	}
+	var errs []error
+	positive := false
+	for _, f := range fields {
+		switch {
+		case math.IsNaN(f.v) || math.IsInf(f.v, 0):
+			errs = append(errs, fmt.Errorf("monitor: weight %s is %v, want a finite number", f.name, f.v))
+		case f.v < 0:
+			errs = append(errs, fmt.Errorf("monitor: weight %s is %v, want >= 0", f.name, f.v))
+		case f.v > 0:
+			positive = true
+		}
+	}
+	if !positive && len(errs) == 0 {
+		errs = append(errs, errors.New("monitor: all weights are zero, want at least one positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Score condenses a node's usage and the round trip to it into one number;
+// lower means the node is expected to serve a request sooner.
+//
+//	Score = Wcpu/(1-cpu) + Wmem/(1-mem) + Wdisk/(1-disk) + Wq/(1-depth/limit)
+//	      + Wsvc·(serviceTime/1ms) + Wrtt·(rtt/1ms)
+//
+// Each utilisation is clamped to [0, MaxUtilisation] (NaN counts as 0), so
+// the score is finite even for a saturated resource. The 1/(1-u) form is the
+// slow-down of a single-server queue at utilisation u: it grows slowly while
+// a resource has headroom and steeply as it saturates. The terms are summed
+// because a request's waits at successive resources add up; the last two
+// terms are already times and enter linearly. Negative durations count as 0.
+//
+// Score is pure: it reads no clock and no shared state, so it is safe on
+// any goroutine and equal inputs give equal scores. It is additive in rtt,
+// so a chooser can add Wrtt·rtt/1ms to a Snapshot.Score computed with rtt=0.
+func Score(u Usage, rtt time.Duration, w Weights) float64 {
+	return w.CPU/(1-clampUtil(u.CPU)) +
+		w.Memory/(1-clampUtil(u.Memory)) +
+		w.DiskIO/(1-clampUtil(u.DiskIO)) +
+		w.Queue/(1-clampUtil(u.QueueOccupancy())) +
+		w.ServiceTime*millis(u.ServiceTime) +
+		w.RTT*millis(rtt)
+}
+
+func clampUtil(u float64) float64 {
+	if !(u > 0) { // also catches NaN
+		return 0
+	}
+	return min(u, MaxUtilisation)
+}
+
+func millis(d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(d) / float64(time.Millisecond)
+}
