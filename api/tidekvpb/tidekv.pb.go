@@ -94,6 +94,10 @@ const (
 	ErrorKind_OVERLOADED       ErrorKind = 5
 	ErrorKind_INVALID_ARGUMENT ErrorKind = 6
 	ErrorKind_UNAVAILABLE      ErrorKind = 7
+	// A BOUNDED read reached a replica that cannot prove its state is within
+	// the staleness bound (it lags, or has no recent closed timestamp): try
+	// another replica or the leaseholder.
+	ErrorKind_STALE_REPLICA ErrorKind = 8
 )
 
 // Enum value maps for ErrorKind.
@@ -107,6 +111,7 @@ var (
 		5: "OVERLOADED",
 		6: "INVALID_ARGUMENT",
 		7: "UNAVAILABLE",
+		8: "STALE_REPLICA",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_UNKNOWN":    0,
@@ -117,6 +122,7 @@ var (
 		"OVERLOADED":       5,
 		"INVALID_ARGUMENT": 6,
 		"UNAVAILABLE":      7,
+		"STALE_REPLICA":    8,
 	}
 )
 
@@ -150,17 +156,28 @@ func (ErrorKind) EnumDescriptor() ([]byte, []int) {
 type ReadMode int32
 
 const (
-	// Served by the leaseholder under its lease.
+	// Served by the leaseholder under its lease: sees every write
+	// acknowledged before the read began.
 	ReadMode_LINEARIZABLE ReadMode = 0
+	// Served by any replica (voter or learner) whose applied state includes
+	// every write committed max_staleness_ms before it serves the read.
+	ReadMode_BOUNDED ReadMode = 1
+	// Served by any replica from whatever it has applied; may be arbitrarily
+	// stale (a lagging or partitioned replica). Cheapest and always local.
+	ReadMode_ANY ReadMode = 2
 )
 
 // Enum value maps for ReadMode.
 var (
 	ReadMode_name = map[int32]string{
 		0: "LINEARIZABLE",
+		1: "BOUNDED",
+		2: "ANY",
 	}
 	ReadMode_value = map[string]int32{
 		"LINEARIZABLE": 0,
+		"BOUNDED":      1,
+		"ANY":          2,
 	}
 )
 
@@ -594,11 +611,13 @@ func (x *KeyValue) GetValue() []byte {
 }
 
 type GetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	ReadMode      ReadMode               `protobuf:"varint,2,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Key      []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	ReadMode ReadMode               `protobuf:"varint,2,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
+	// The staleness bound of a BOUNDED read in milliseconds (> 0).
+	MaxStalenessMs uint32 `protobuf:"varint,3,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
@@ -643,6 +662,13 @@ func (x *GetRequest) GetReadMode() ReadMode {
 		return x.ReadMode
 	}
 	return ReadMode_LINEARIZABLE
+}
+
+func (x *GetRequest) GetMaxStalenessMs() uint32 {
+	if x != nil {
+		return x.MaxStalenessMs
+	}
+	return 0
 }
 
 type GetResponse struct {
@@ -878,13 +904,14 @@ func (x *DeleteResponse) GetDeleted() bool {
 // in order. A node answers from one range only: when the range ends before
 // end_key, resume_key is where the caller continues.
 type ScanRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	StartKey      []byte                 `protobuf:"bytes,1,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
-	EndKey        []byte                 `protobuf:"bytes,2,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
-	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
-	ReadMode      ReadMode               `protobuf:"varint,4,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	StartKey       []byte                 `protobuf:"bytes,1,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey         []byte                 `protobuf:"bytes,2,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
+	Limit          uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	ReadMode       ReadMode               `protobuf:"varint,4,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
+	MaxStalenessMs uint32                 `protobuf:"varint,5,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -945,6 +972,13 @@ func (x *ScanRequest) GetReadMode() ReadMode {
 	return ReadMode_LINEARIZABLE
 }
 
+func (x *ScanRequest) GetMaxStalenessMs() uint32 {
+	if x != nil {
+		return x.MaxStalenessMs
+	}
+	return 0
+}
+
 type ScanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kvs   []*KeyValue            `protobuf:"bytes,1,rep,name=kvs,proto3" json:"kvs,omitempty"`
@@ -999,11 +1033,12 @@ func (x *ScanResponse) GetResumeKey() []byte {
 }
 
 type BatchGetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Keys          [][]byte               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
-	ReadMode      ReadMode               `protobuf:"varint,2,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Keys           [][]byte               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	ReadMode       ReadMode               `protobuf:"varint,2,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
+	MaxStalenessMs uint32                 `protobuf:"varint,3,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BatchGetRequest) Reset() {
@@ -1048,6 +1083,13 @@ func (x *BatchGetRequest) GetReadMode() ReadMode {
 		return x.ReadMode
 	}
 	return ReadMode_LINEARIZABLE
+}
+
+func (x *BatchGetRequest) GetMaxStalenessMs() uint32 {
+	if x != nil {
+		return x.MaxStalenessMs
+	}
+	return 0
 }
 
 type BatchGetResponse struct {
@@ -2927,6 +2969,335 @@ func (x *EventsResponse) GetEvents() []*Event {
 	return nil
 }
 
+// A closed timestamp: the range's leaseholder, holding a valid lease at
+// unix_nanos, had committed through index, so a replica that has applied
+// index holds every write committed before unix_nanos.
+type ClosedTimestamp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClosedTimestamp) Reset() {
+	*x = ClosedTimestamp{}
+	mi := &file_tidekv_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClosedTimestamp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClosedTimestamp) ProtoMessage() {}
+
+func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClosedTimestamp.ProtoReflect.Descriptor instead.
+func (*ClosedTimestamp) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ClosedTimestamp) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *ClosedTimestamp) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ClosedTimestamp) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+// One push per node pair per interval, covering every range the sender
+// leads that has a replica on the receiver.
+type ClosedTimestampsRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	FromNodeId uint64                 `protobuf:"varint,1,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
+	Closed     []*ClosedTimestamp     `protobuf:"bytes,2,rep,name=closed,proto3" json:"closed,omitempty"`
+	// The sender's load, so every node learns every other's score about once
+	// per interval (replica choice for BOUNDED and ANY reads).
+	Load          *NodeLoad `protobuf:"bytes,3,opt,name=load,proto3" json:"load,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClosedTimestampsRequest) Reset() {
+	*x = ClosedTimestampsRequest{}
+	mi := &file_tidekv_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClosedTimestampsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClosedTimestampsRequest) ProtoMessage() {}
+
+func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClosedTimestampsRequest.ProtoReflect.Descriptor instead.
+func (*ClosedTimestampsRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ClosedTimestampsRequest) GetFromNodeId() uint64 {
+	if x != nil {
+		return x.FromNodeId
+	}
+	return 0
+}
+
+func (x *ClosedTimestampsRequest) GetClosed() []*ClosedTimestamp {
+	if x != nil {
+		return x.Closed
+	}
+	return nil
+}
+
+func (x *ClosedTimestampsRequest) GetLoad() *NodeLoad {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+type ClosedTimestampsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Load          *NodeLoad              `protobuf:"bytes,1,opt,name=load,proto3" json:"load,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClosedTimestampsResponse) Reset() {
+	*x = ClosedTimestampsResponse{}
+	mi := &file_tidekv_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClosedTimestampsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClosedTimestampsResponse) ProtoMessage() {}
+
+func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClosedTimestampsResponse.ProtoReflect.Descriptor instead.
+func (*ClosedTimestampsResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ClosedTimestampsResponse) GetLoad() *NodeLoad {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+// A node's load as its resource monitor measured it.
+type NodeLoad struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Cpu           float64                `protobuf:"fixed64,2,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Score         float64                `protobuf:"fixed64,3,opt,name=score,proto3" json:"score,omitempty"`
+	QueueDepth    uint32                 `protobuf:"varint,4,opt,name=queue_depth,json=queueDepth,proto3" json:"queue_depth,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,5,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLoad) Reset() {
+	*x = NodeLoad{}
+	mi := &file_tidekv_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLoad) ProtoMessage() {}
+
+func (x *NodeLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
+func (*NodeLoad) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *NodeLoad) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetCpu() float64 {
+	if x != nil {
+		return x.Cpu
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetQueueDepth() uint32 {
+	if x != nil {
+		return x.QueueDepth
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+type NodeLoadsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLoadsRequest) Reset() {
+	*x = NodeLoadsRequest{}
+	mi := &file_tidekv_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLoadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLoadsRequest) ProtoMessage() {}
+
+func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
+func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
+}
+
+type NodeLoadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every node's load as this node last heard it (its own freshly).
+	Loads         []*NodeLoad `protobuf:"bytes,1,rep,name=loads,proto3" json:"loads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLoadsResponse) Reset() {
+	*x = NodeLoadsResponse{}
+	mi := &file_tidekv_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLoadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLoadsResponse) ProtoMessage() {}
+
+func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
+func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
+	if x != nil {
+		return x.Loads
+	}
+	return nil
+}
+
 type AllocRangeIDRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2935,7 +3306,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3318,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3331,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{45}
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
 }
 
 type AllocRangeIDResponse struct {
@@ -2972,7 +3343,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3355,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3368,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{46}
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -3019,7 +3390,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3402,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3415,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{47}
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -3085,7 +3456,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3097,7 +3468,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3110,7 +3481,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{48}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -3133,7 +3504,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3516,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3529,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{49}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -3192,7 +3563,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3204,7 +3575,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3217,7 +3588,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{50}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -3242,7 +3613,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3254,7 +3625,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3267,7 +3638,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -3305,11 +3676,12 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"M\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"w\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
-	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\"9\n" +
+	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"9\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"4\n" +
@@ -3321,19 +3693,21 @@ const file_tidekv_proto_rawDesc = "" +
 	"\rDeleteRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted\"\x88\x01\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xb2\x01\n" +
 	"\vScanRequest\x12\x1b\n" +
 	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12-\n" +
-	"\tread_mode\x18\x04 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\"Q\n" +
+	"\tread_mode\x18\x04 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
+	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\"Q\n" +
 	"\fScanResponse\x12\"\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
-	"resume_key\x18\x02 \x01(\fR\tresumeKey\"T\n" +
+	"resume_key\x18\x02 \x01(\fR\tresumeKey\"~\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12-\n" +
-	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\"A\n" +
+	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"A\n" +
 	"\x10BatchGetResponse\x12-\n" +
 	"\aresults\x18\x01 \x03(\v2\x13.tidekv.GetResponseR\aresults\"x\n" +
 	"\aWriteOp\x12(\n" +
@@ -3469,7 +3843,30 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05local\x18\x01 \x01(\bR\x05local\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"7\n" +
 	"\x0eEventsResponse\x12%\n" +
-	"\x06events\x18\x01 \x03(\v2\r.tidekv.EventR\x06events\"\x15\n" +
+	"\x06events\x18\x01 \x03(\v2\r.tidekv.EventR\x06events\"a\n" +
+	"\x0fClosedTimestamp\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\x92\x01\n" +
+	"\x17ClosedTimestampsRequest\x12 \n" +
+	"\ffrom_node_id\x18\x01 \x01(\x04R\n" +
+	"fromNodeId\x12/\n" +
+	"\x06closed\x18\x02 \x03(\v2\x17.tidekv.ClosedTimestampR\x06closed\x12$\n" +
+	"\x04load\x18\x03 \x01(\v2\x10.tidekv.NodeLoadR\x04load\"@\n" +
+	"\x18ClosedTimestampsResponse\x12$\n" +
+	"\x04load\x18\x01 \x01(\v2\x10.tidekv.NodeLoadR\x04load\"\x8b\x01\n" +
+	"\bNodeLoad\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x10\n" +
+	"\x03cpu\x18\x02 \x01(\x01R\x03cpu\x12\x14\n" +
+	"\x05score\x18\x03 \x01(\x01R\x05score\x12\x1f\n" +
+	"\vqueue_depth\x18\x04 \x01(\rR\n" +
+	"queueDepth\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x05 \x01(\x03R\tunixNanos\"\x12\n" +
+	"\x10NodeLoadsRequest\";\n" +
+	"\x11NodeLoadsResponse\x12&\n" +
+	"\x05loads\x18\x01 \x03(\v2\x10.tidekv.NodeLoadR\x05loads\"\x15\n" +
 	"\x13AllocRangeIDRequest\"1\n" +
 	"\x14AllocRangeIDResponse\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\x93\x01\n" +
@@ -3494,7 +3891,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05VOTER\x10\x00\x12\v\n" +
 	"\aLEARNER\x10\x01\x12\x12\n" +
 	"\x0eVOTER_INCOMING\x10\x02\x12\x12\n" +
-	"\x0eVOTER_OUTGOING\x10\x03*\xa0\x01\n" +
+	"\x0eVOTER_OUTGOING\x10\x03*\xb3\x01\n" +
 	"\tErrorKind\x12\x11\n" +
 	"\rERROR_UNKNOWN\x10\x00\x12\x13\n" +
 	"\x0fNOT_LEASEHOLDER\x10\x01\x12\x13\n" +
@@ -3504,9 +3901,12 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"OVERLOADED\x10\x05\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x06\x12\x0f\n" +
-	"\vUNAVAILABLE\x10\a*\x1c\n" +
+	"\vUNAVAILABLE\x10\a\x12\x11\n" +
+	"\rSTALE_REPLICA\x10\b*2\n" +
 	"\bReadMode\x12\x10\n" +
-	"\fLINEARIZABLE\x10\x002\x93\x03\n" +
+	"\fLINEARIZABLE\x10\x00\x12\v\n" +
+	"\aBOUNDED\x10\x01\x12\a\n" +
+	"\x03ANY\x10\x022\x93\x03\n" +
 	"\x02KV\x12.\n" +
 	"\x03Get\x12\x12.tidekv.GetRequest\x1a\x13.tidekv.GetResponse\x12.\n" +
 	"\x03Put\x12\x12.tidekv.PutRequest\x1a\x13.tidekv.PutResponse\x127\n" +
@@ -3514,7 +3914,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Scan\x12\x13.tidekv.ScanRequest\x1a\x14.tidekv.ScanResponse\x12=\n" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
-	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\xe3\x05\n" +
+	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\x80\a\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12F\n" +
@@ -3526,7 +3926,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"\rNodeHeartbeat\x12\x1c.tidekv.NodeHeartbeatRequest\x1a\x1d.tidekv.NodeHeartbeatResponse\x12F\n" +
 	"\vReportRange\x12\x1a.tidekv.ReportRangeRequest\x1a\x1b.tidekv.ReportRangeResponse\x12I\n" +
 	"\fAllocRangeID\x12\x1b.tidekv.AllocRangeIDRequest\x1a\x1c.tidekv.AllocRangeIDResponse\x127\n" +
-	"\x06Events\x12\x15.tidekv.EventsRequest\x1a\x16.tidekv.EventsResponse2\x85\x01\n" +
+	"\x06Events\x12\x15.tidekv.EventsRequest\x1a\x16.tidekv.EventsResponse\x12Y\n" +
+	"\x14PushClosedTimestamps\x12\x1f.tidekv.ClosedTimestampsRequest\x1a .tidekv.ClosedTimestampsResponse\x12@\n" +
+	"\tNodeLoads\x12\x18.tidekv.NodeLoadsRequest\x1a\x19.tidekv.NodeLoadsResponse2\x85\x01\n" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
@@ -3545,65 +3947,71 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_tidekv_proto_goTypes = []any{
-	(ReplicaType)(0),               // 0: tidekv.ReplicaType
-	(ErrorKind)(0),                 // 1: tidekv.ErrorKind
-	(ReadMode)(0),                  // 2: tidekv.ReadMode
-	(WriteOp_Kind)(0),              // 3: tidekv.WriteOp.Kind
-	(*ReplicaDescriptor)(nil),      // 4: tidekv.ReplicaDescriptor
-	(*RangeDescriptor)(nil),        // 5: tidekv.RangeDescriptor
-	(*NodeDescriptor)(nil),         // 6: tidekv.NodeDescriptor
-	(*ErrorDetail)(nil),            // 7: tidekv.ErrorDetail
-	(*KeyValue)(nil),               // 8: tidekv.KeyValue
-	(*GetRequest)(nil),             // 9: tidekv.GetRequest
-	(*GetResponse)(nil),            // 10: tidekv.GetResponse
-	(*PutRequest)(nil),             // 11: tidekv.PutRequest
-	(*PutResponse)(nil),            // 12: tidekv.PutResponse
-	(*DeleteRequest)(nil),          // 13: tidekv.DeleteRequest
-	(*DeleteResponse)(nil),         // 14: tidekv.DeleteResponse
-	(*ScanRequest)(nil),            // 15: tidekv.ScanRequest
-	(*ScanResponse)(nil),           // 16: tidekv.ScanResponse
-	(*BatchGetRequest)(nil),        // 17: tidekv.BatchGetRequest
-	(*BatchGetResponse)(nil),       // 18: tidekv.BatchGetResponse
-	(*WriteOp)(nil),                // 19: tidekv.WriteOp
-	(*WriteRequest)(nil),           // 20: tidekv.WriteRequest
-	(*WriteResponse)(nil),          // 21: tidekv.WriteResponse
-	(*CompareAndSetRequest)(nil),   // 22: tidekv.CompareAndSetRequest
-	(*CompareAndSetResponse)(nil),  // 23: tidekv.CompareAndSetResponse
-	(*RangeInfo)(nil),              // 24: tidekv.RangeInfo
-	(*RangesRequest)(nil),          // 25: tidekv.RangesRequest
-	(*RangesResponse)(nil),         // 26: tidekv.RangesResponse
-	(*ReplicaStatus)(nil),          // 27: tidekv.ReplicaStatus
-	(*NodeStatus)(nil),             // 28: tidekv.NodeStatus
-	(*Imbalance)(nil),              // 29: tidekv.Imbalance
-	(*StatusRequest)(nil),          // 30: tidekv.StatusRequest
-	(*StatusResponse)(nil),         // 31: tidekv.StatusResponse
-	(*LocalStatusRequest)(nil),     // 32: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),    // 33: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),           // 34: tidekv.SplitRequest
-	(*SplitResponse)(nil),          // 35: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),  // 36: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 37: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),   // 38: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),  // 39: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),            // 40: tidekv.JoinRequest
-	(*JoinResponse)(nil),           // 41: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),   // 42: tidekv.NodeHeartbeatRequest
-	(*NodeHeartbeatResponse)(nil),  // 43: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),     // 44: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),    // 45: tidekv.ReportRangeResponse
-	(*Event)(nil),                  // 46: tidekv.Event
-	(*EventsRequest)(nil),          // 47: tidekv.EventsRequest
-	(*EventsResponse)(nil),         // 48: tidekv.EventsResponse
-	(*AllocRangeIDRequest)(nil),    // 49: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),   // 50: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),            // 51: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),       // 52: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),          // 53: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),       // 54: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),           // 55: tidekv.RaftBatchAck
-	(*raftpb.Message)(nil),         // 56: raftpb.Message
+	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
+	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
+	(ReadMode)(0),                    // 2: tidekv.ReadMode
+	(WriteOp_Kind)(0),                // 3: tidekv.WriteOp.Kind
+	(*ReplicaDescriptor)(nil),        // 4: tidekv.ReplicaDescriptor
+	(*RangeDescriptor)(nil),          // 5: tidekv.RangeDescriptor
+	(*NodeDescriptor)(nil),           // 6: tidekv.NodeDescriptor
+	(*ErrorDetail)(nil),              // 7: tidekv.ErrorDetail
+	(*KeyValue)(nil),                 // 8: tidekv.KeyValue
+	(*GetRequest)(nil),               // 9: tidekv.GetRequest
+	(*GetResponse)(nil),              // 10: tidekv.GetResponse
+	(*PutRequest)(nil),               // 11: tidekv.PutRequest
+	(*PutResponse)(nil),              // 12: tidekv.PutResponse
+	(*DeleteRequest)(nil),            // 13: tidekv.DeleteRequest
+	(*DeleteResponse)(nil),           // 14: tidekv.DeleteResponse
+	(*ScanRequest)(nil),              // 15: tidekv.ScanRequest
+	(*ScanResponse)(nil),             // 16: tidekv.ScanResponse
+	(*BatchGetRequest)(nil),          // 17: tidekv.BatchGetRequest
+	(*BatchGetResponse)(nil),         // 18: tidekv.BatchGetResponse
+	(*WriteOp)(nil),                  // 19: tidekv.WriteOp
+	(*WriteRequest)(nil),             // 20: tidekv.WriteRequest
+	(*WriteResponse)(nil),            // 21: tidekv.WriteResponse
+	(*CompareAndSetRequest)(nil),     // 22: tidekv.CompareAndSetRequest
+	(*CompareAndSetResponse)(nil),    // 23: tidekv.CompareAndSetResponse
+	(*RangeInfo)(nil),                // 24: tidekv.RangeInfo
+	(*RangesRequest)(nil),            // 25: tidekv.RangesRequest
+	(*RangesResponse)(nil),           // 26: tidekv.RangesResponse
+	(*ReplicaStatus)(nil),            // 27: tidekv.ReplicaStatus
+	(*NodeStatus)(nil),               // 28: tidekv.NodeStatus
+	(*Imbalance)(nil),                // 29: tidekv.Imbalance
+	(*StatusRequest)(nil),            // 30: tidekv.StatusRequest
+	(*StatusResponse)(nil),           // 31: tidekv.StatusResponse
+	(*LocalStatusRequest)(nil),       // 32: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),      // 33: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),             // 34: tidekv.SplitRequest
+	(*SplitResponse)(nil),            // 35: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),    // 36: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 37: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),     // 38: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),    // 39: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),              // 40: tidekv.JoinRequest
+	(*JoinResponse)(nil),             // 41: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),     // 42: tidekv.NodeHeartbeatRequest
+	(*NodeHeartbeatResponse)(nil),    // 43: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 44: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 45: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 46: tidekv.Event
+	(*EventsRequest)(nil),            // 47: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 48: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 49: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 50: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 51: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 52: tidekv.NodeLoad
+	(*NodeLoadsRequest)(nil),         // 53: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 54: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 55: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 56: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 57: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 58: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 59: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 60: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 61: tidekv.RaftBatchAck
+	(*raftpb.Message)(nil),           // 62: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -3634,54 +4042,62 @@ var file_tidekv_proto_depIdxs = []int32{
 	6,  // 25: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
 	5,  // 26: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
 	46, // 27: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	56, // 28: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	51, // 29: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	51, // 30: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	9,  // 31: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	11, // 32: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	13, // 33: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	15, // 34: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	17, // 35: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	20, // 36: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	22, // 37: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	25, // 38: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	30, // 39: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	32, // 40: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	34, // 41: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	36, // 42: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	38, // 43: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	40, // 44: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	42, // 45: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	44, // 46: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	49, // 47: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	47, // 48: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	52, // 49: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	53, // 50: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	10, // 51: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	12, // 52: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	14, // 53: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	16, // 54: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	18, // 55: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	21, // 56: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	23, // 57: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	26, // 58: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	31, // 59: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	33, // 60: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	35, // 61: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	37, // 62: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	39, // 63: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	41, // 64: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	43, // 65: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	45, // 66: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	50, // 67: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	48, // 68: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	55, // 69: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	54, // 70: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	51, // [51:71] is the sub-list for method output_type
-	31, // [31:51] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	49, // 28: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	52, // 29: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	52, // 30: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	52, // 31: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	62, // 32: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	57, // 33: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	57, // 34: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	9,  // 35: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	11, // 36: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	13, // 37: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	15, // 38: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	17, // 39: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	20, // 40: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	22, // 41: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	25, // 42: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	30, // 43: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	32, // 44: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	34, // 45: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	36, // 46: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	38, // 47: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	40, // 48: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	42, // 49: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	44, // 50: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	55, // 51: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	47, // 52: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	50, // 53: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	53, // 54: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	58, // 55: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	59, // 56: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	10, // 57: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	12, // 58: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	14, // 59: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	16, // 60: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	18, // 61: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	21, // 62: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	23, // 63: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	26, // 64: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	31, // 65: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	33, // 66: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	35, // 67: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	37, // 68: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	39, // 69: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	41, // 70: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	43, // 71: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	45, // 72: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	56, // 73: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	48, // 74: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	51, // 75: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	54, // 76: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	61, // 77: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	60, // 78: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	57, // [57:79] is the sub-list for method output_type
+	35, // [35:57] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -3695,7 +4111,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   52,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

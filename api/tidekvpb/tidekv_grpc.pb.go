@@ -353,17 +353,19 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_Ranges_FullMethodName         = "/tidekv.Admin/Ranges"
-	Admin_Status_FullMethodName         = "/tidekv.Admin/Status"
-	Admin_LocalStatus_FullMethodName    = "/tidekv.Admin/LocalStatus"
-	Admin_Split_FullMethodName          = "/tidekv.Admin/Split"
-	Admin_ChangeReplicas_FullMethodName = "/tidekv.Admin/ChangeReplicas"
-	Admin_TransferLease_FullMethodName  = "/tidekv.Admin/TransferLease"
-	Admin_Join_FullMethodName           = "/tidekv.Admin/Join"
-	Admin_NodeHeartbeat_FullMethodName  = "/tidekv.Admin/NodeHeartbeat"
-	Admin_ReportRange_FullMethodName    = "/tidekv.Admin/ReportRange"
-	Admin_AllocRangeID_FullMethodName   = "/tidekv.Admin/AllocRangeID"
-	Admin_Events_FullMethodName         = "/tidekv.Admin/Events"
+	Admin_Ranges_FullMethodName               = "/tidekv.Admin/Ranges"
+	Admin_Status_FullMethodName               = "/tidekv.Admin/Status"
+	Admin_LocalStatus_FullMethodName          = "/tidekv.Admin/LocalStatus"
+	Admin_Split_FullMethodName                = "/tidekv.Admin/Split"
+	Admin_ChangeReplicas_FullMethodName       = "/tidekv.Admin/ChangeReplicas"
+	Admin_TransferLease_FullMethodName        = "/tidekv.Admin/TransferLease"
+	Admin_Join_FullMethodName                 = "/tidekv.Admin/Join"
+	Admin_NodeHeartbeat_FullMethodName        = "/tidekv.Admin/NodeHeartbeat"
+	Admin_ReportRange_FullMethodName          = "/tidekv.Admin/ReportRange"
+	Admin_AllocRangeID_FullMethodName         = "/tidekv.Admin/AllocRangeID"
+	Admin_Events_FullMethodName               = "/tidekv.Admin/Events"
+	Admin_PushClosedTimestamps_FullMethodName = "/tidekv.Admin/PushClosedTimestamps"
+	Admin_NodeLoads_FullMethodName            = "/tidekv.Admin/NodeLoads"
 )
 
 // AdminClient is the client API for Admin service.
@@ -382,6 +384,11 @@ type AdminClient interface {
 	// Allocates a range ID for a split (node to node).
 	AllocRangeID(ctx context.Context, in *AllocRangeIDRequest, opts ...grpc.CallOption) (*AllocRangeIDResponse, error)
 	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error)
+	// Node to node: closed timestamps and load, batched per node pair.
+	PushClosedTimestamps(ctx context.Context, in *ClosedTimestampsRequest, opts ...grpc.CallOption) (*ClosedTimestampsResponse, error)
+	// The loads this node knows, answered locally (clients poll it to rank
+	// replicas).
+	NodeLoads(ctx context.Context, in *NodeLoadsRequest, opts ...grpc.CallOption) (*NodeLoadsResponse, error)
 }
 
 type adminClient struct {
@@ -502,6 +509,26 @@ func (c *adminClient) Events(ctx context.Context, in *EventsRequest, opts ...grp
 	return out, nil
 }
 
+func (c *adminClient) PushClosedTimestamps(ctx context.Context, in *ClosedTimestampsRequest, opts ...grpc.CallOption) (*ClosedTimestampsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClosedTimestampsResponse)
+	err := c.cc.Invoke(ctx, Admin_PushClosedTimestamps_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) NodeLoads(ctx context.Context, in *NodeLoadsRequest, opts ...grpc.CallOption) (*NodeLoadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeLoadsResponse)
+	err := c.cc.Invoke(ctx, Admin_NodeLoads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -518,6 +545,11 @@ type AdminServer interface {
 	// Allocates a range ID for a split (node to node).
 	AllocRangeID(context.Context, *AllocRangeIDRequest) (*AllocRangeIDResponse, error)
 	Events(context.Context, *EventsRequest) (*EventsResponse, error)
+	// Node to node: closed timestamps and load, batched per node pair.
+	PushClosedTimestamps(context.Context, *ClosedTimestampsRequest) (*ClosedTimestampsResponse, error)
+	// The loads this node knows, answered locally (clients poll it to rank
+	// replicas).
+	NodeLoads(context.Context, *NodeLoadsRequest) (*NodeLoadsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -560,6 +592,12 @@ func (UnimplementedAdminServer) AllocRangeID(context.Context, *AllocRangeIDReque
 }
 func (UnimplementedAdminServer) Events(context.Context, *EventsRequest) (*EventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Events not implemented")
+}
+func (UnimplementedAdminServer) PushClosedTimestamps(context.Context, *ClosedTimestampsRequest) (*ClosedTimestampsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PushClosedTimestamps not implemented")
+}
+func (UnimplementedAdminServer) NodeLoads(context.Context, *NodeLoadsRequest) (*NodeLoadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeLoads not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -780,6 +818,42 @@ func _Admin_Events_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_PushClosedTimestamps_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClosedTimestampsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PushClosedTimestamps(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PushClosedTimestamps_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PushClosedTimestamps(ctx, req.(*ClosedTimestampsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_NodeLoads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeLoadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).NodeLoads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_NodeLoads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).NodeLoads(ctx, req.(*NodeLoadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -830,6 +904,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Events",
 			Handler:    _Admin_Events_Handler,
+		},
+		{
+			MethodName: "PushClosedTimestamps",
+			Handler:    _Admin_PushClosedTimestamps_Handler,
+		},
+		{
+			MethodName: "NodeLoads",
+			Handler:    _Admin_NodeLoads_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
