@@ -144,7 +144,7 @@ func (tc *testCluster) get(key string) (string, bool) {
 		if r2 := r.store.LookupKey([]byte(key)); r2 != nil {
 			r = r2
 		}
-		v, ok, err := r.Get(ctx, []byte(key))
+		v, ok, err := r.Get(ctx, []byte(key), ReadOptions{})
 		if err == nil {
 			return string(v), ok
 		}

@@ -494,7 +494,7 @@ func (d *ddDriver) get(t *testing.T, td *datadriven.TestData) string {
 		var found bool
 		err := d.do(t, td, []byte(a.Key), true, func(ctx context.Context, r *Replica) error {
 			var err error
-			v, found, err = r.Get(ctx, []byte(a.Key))
+			v, found, err = r.Get(ctx, []byte(a.Key), ReadOptions{})
 			return err
 		})
 		switch {
@@ -517,7 +517,7 @@ func (d *ddDriver) batchGet(t *testing.T, td *datadriven.TestData) string {
 	var resps []*tidekvpb.GetResponse
 	err := d.do(t, td, ks[0], true, func(ctx context.Context, r *Replica) error {
 		var err error
-		resps, err = r.BatchGet(ctx, ks)
+		resps, err = r.BatchGet(ctx, ks, ReadOptions{})
 		return err
 	})
 	if err != nil {
@@ -613,7 +613,7 @@ func (d *ddDriver) scan(t *testing.T, td *datadriven.TestData) string {
 		var resume []byte
 		err := d.do(t, td, cur, true, func(ctx context.Context, r *Replica) error {
 			var err error
-			kvs, resume, err = r.Scan(ctx, cur, []byte(end), limit-n, 1<<20)
+			kvs, resume, err = r.Scan(ctx, cur, []byte(end), limit-n, 1<<20, ReadOptions{})
 			return err
 		})
 		if err != nil {

@@ -10,13 +10,13 @@ import (
 )
 
 // Request evaluation on a replica. Writes are evaluated when applied, so
-// every replica computes the same outcome; reads are served by the
-// leaseholder from local state once it has applied everything committed
-// when the read arrived.
+// every replica computes the same outcome; linearizable reads are served by
+// the leaseholder from local state once it has applied everything committed
+// when the read arrived, other reads as closed.go explains.
 
-// Get reads one key linearizably.
-func (r *Replica) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	if err := r.waitLeaseRead(ctx); err != nil {
+// Get reads one key.
+func (r *Replica) Get(ctx context.Context, key []byte, ro ReadOptions) ([]byte, bool, error) {
+	if err := r.checkRead(ctx, ro); err != nil {
 		return nil, false, err
 	}
 	if err := r.checkKey(key); err != nil {
@@ -26,8 +26,8 @@ func (r *Replica) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 }
 
 // BatchGet reads several keys of this range at one point.
-func (r *Replica) BatchGet(ctx context.Context, ks [][]byte) ([]*tidekvpb.GetResponse, error) {
-	if err := r.waitLeaseRead(ctx); err != nil {
+func (r *Replica) BatchGet(ctx context.Context, ks [][]byte, ro ReadOptions) ([]*tidekvpb.GetResponse, error) {
+	if err := r.checkRead(ctx, ro); err != nil {
 		return nil, err
 	}
 	if err := r.checkKey(ks...); err != nil {
@@ -49,11 +49,11 @@ func (r *Replica) BatchGet(ctx context.Context, ks [][]byte) ([]*tidekvpb.GetRes
 // Scan reads keys in [start, end) clipped to this range, at most limit keys
 // and about maxBytes bytes. resume is where the caller continues (empty when
 // the scan is complete).
-func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxBytes int) (kvs []*tidekvpb.KeyValue, resume []byte, err error) {
+func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxBytes int, ro ReadOptions) (kvs []*tidekvpb.KeyValue, resume []byte, err error) {
 	if limit <= 0 || maxBytes <= 0 {
 		return nil, nil, fmt.Errorf("%w: scan limit and byte budget must be positive", ErrInvalidRequest)
 	}
-	if err := r.waitLeaseRead(ctx); err != nil {
+	if err := r.checkRead(ctx, ro); err != nil {
 		return nil, nil, err
 	}
 	if err := r.checkKey(start); err != nil {

@@ -162,7 +162,7 @@ func replicaDo(r *Replica, timeout time.Duration) linearizability.Do {
 		key := []byte(in.Key)
 		switch in.Kind {
 		case linearizability.Get:
-			v, found, err := r.Get(ctx, key)
+			v, found, err := r.Get(ctx, key, ReadOptions{})
 			if err != nil {
 				// A read has no effect either way; an unknown read is dropped.
 				return linearizability.Reply{Outcome: linearizability.OutcomeUnknown, Err: err}
@@ -476,7 +476,7 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 	mustPut("v-new")
 	// Acknowledged above, after the isolation: the follower cannot have it.
 	p := w.rec.Begin(det, linearizability.GetInput(key))
-	v, found, err := lc.replica(follower).Get(context.Background(), []byte(key))
+	v, found, err := lc.replica(follower).Get(context.Background(), []byte(key), ReadOptions{})
 	if err != nil {
 		p.Failed()
 		t.Fatalf("stale-reads mode: follower refused a read: %v", err)

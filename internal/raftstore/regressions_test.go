@@ -72,7 +72,7 @@ func TestRegressionScanZeroLimit(t *testing.T) {
 					t.Errorf("Scan(limit=%d, maxBytes=%d) panicked: %v", c.limit, c.maxBytes, p)
 				}
 			}()
-			_, _, _ = r.Scan(context.Background(), nil, nil, c.limit, c.maxBytes)
+			_, _, _ = r.Scan(context.Background(), nil, nil, c.limit, c.maxBytes, ReadOptions{})
 		}()
 	}
 }

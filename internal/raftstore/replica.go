@@ -37,6 +37,8 @@ type Replica struct {
 	leaseIndex  atomic.Uint64
 	// requests counts KV requests served here, for per-range load.
 	requests atomic.Uint64
+	// closed is the newest closed timestamp known (closed.go).
+	closed atomic.Pointer[closedTS]
 
 	in struct {
 		sync.Mutex

@@ -82,6 +82,11 @@ type Config struct {
 	// ReplicaGCInterval is how often the node checks its replicas against
 	// the meta range and removes those no longer members.
 	ReplicaGCInterval time.Duration
+	// ClosedTimestampInterval is how often a leaseholder publishes closed
+	// timestamps (and the node its load) to the other nodes. A BOUNDED
+	// read's bound must exceed it plus the network delay to be served by
+	// followers.
+	ClosedTimestampInterval time.Duration
 	// Locality labels the node's place, "key=value,..." from the widest
 	// (region=eu,zone=a); "" for none.
 	Locality string
@@ -95,19 +100,20 @@ type Config struct {
 // callers fill DataDir and addresses.
 func DefaultConfig() Config {
 	return Config{
-		Pebble:              storage.DefaultPebbleOptions(),
-		Raft:                raftstore.DefaultConfig(),
-		Transport:           transport.DefaultConfig(),
-		Limits:              DefaultLimits(),
-		Redis:               redisDefaults(),
-		MaxInflightRequests: 4096,
-		HeartbeatInterval:   time.Second,
-		LivenessTimeout:     5 * time.Second,
-		ReportInterval:      3 * time.Second,
-		ReplicateInterval:   time.Second,
-		ReplicaGCInterval:   10 * time.Second,
-		Events:              events.DefaultConfig(),
-		Monitor:             monitor.DefaultConfig(),
+		Pebble:                  storage.DefaultPebbleOptions(),
+		Raft:                    raftstore.DefaultConfig(),
+		Transport:               transport.DefaultConfig(),
+		Limits:                  DefaultLimits(),
+		Redis:                   redisDefaults(),
+		MaxInflightRequests:     4096,
+		HeartbeatInterval:       time.Second,
+		LivenessTimeout:         5 * time.Second,
+		ReportInterval:          3 * time.Second,
+		ReplicateInterval:       time.Second,
+		ReplicaGCInterval:       10 * time.Second,
+		ClosedTimestampInterval: 100 * time.Millisecond,
+		Events:                  events.DefaultConfig(),
+		Monitor:                 monitor.DefaultConfig(),
 	}
 }
 
@@ -127,7 +133,7 @@ func (c *Config) Validate() error {
 		return errors.New("server: every limit must be positive")
 	}
 	for name, d := range map[string]time.Duration{"HeartbeatInterval": c.HeartbeatInterval, "LivenessTimeout": c.LivenessTimeout,
-		"ReportInterval": c.ReportInterval, "ReplicateInterval": c.ReplicateInterval, "ReplicaGCInterval": c.ReplicaGCInterval} {
+		"ReportInterval": c.ReportInterval, "ReplicateInterval": c.ReplicateInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval} {
 		if d <= 0 {
 			return fmt.Errorf("server: %s must be positive", name)
 		}

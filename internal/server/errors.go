@@ -41,7 +41,14 @@ func (s *Server) toStatus(err error) error {
 	var nl *raftstore.NotLeaderError
 	var rnf *raftstore.RangeNotFoundError
 	var km *raftstore.KeyMismatchError
+	var sr *raftstore.StaleReplicaError
 	switch {
+	case errors.As(err, &sr):
+		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_STALE_REPLICA, LeaderNodeId: sr.LeaderNodeID}
+		if n, ok := s.dir.get(sr.LeaderNodeID); ok {
+			d.LeaderAddr = n.GetGrpcAddr()
+		}
+		return withDetail(codes.FailedPrecondition, err.Error(), d)
 	case errors.As(err, &nl):
 		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_NOT_LEASEHOLDER, LeaderNodeId: nl.LeaderNodeID, Range: nl.Desc}
 		if n, ok := s.dir.get(nl.LeaderNodeID); ok {

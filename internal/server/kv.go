@@ -87,10 +87,38 @@ func serve[T any](s *Server, op string, validate func() error, key []byte, fn fu
 	return v, err
 }
 
+// readOptions validates a read's mode and staleness bound.
+func readOptions(mode tidekvpb.ReadMode, maxStalenessMs uint32) (raftstore.ReadOptions, error) {
+	ro := raftstore.ReadOptions{Mode: mode, MaxStaleness: time.Duration(maxStalenessMs) * time.Millisecond}
+	switch mode {
+	case tidekvpb.ReadMode_LINEARIZABLE, tidekvpb.ReadMode_ANY:
+	case tidekvpb.ReadMode_BOUNDED:
+		if maxStalenessMs == 0 {
+			return ro, invalidArg("a bounded read needs max_staleness_ms > 0")
+		}
+	default:
+		return ro, invalidArg("unknown read mode %d", mode)
+	}
+	return ro, nil
+}
+
+// withRead runs validate after checking the read options.
+func withRead(ro *raftstore.ReadOptions, mode tidekvpb.ReadMode, maxStalenessMs uint32, validate func() error) func() error {
+	return func() error {
+		var err error
+		if *ro, err = readOptions(mode, maxStalenessMs); err != nil {
+			return err
+		}
+		return validate()
+	}
+}
+
 func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvpb.GetResponse, error) {
 	s := k.s
-	return serve(s, "get", func() error { return s.checkKey(req.GetKey()) }, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
-		v, found, err := r.Get(ctx, req.GetKey())
+	var ro raftstore.ReadOptions
+	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error { return s.checkKey(req.GetKey()) })
+	return serve(s, "get", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
+		v, found, err := r.Get(ctx, req.GetKey(), ro)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +157,8 @@ func (k *kvService) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*t
 func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.ScanResponse, error) {
 	s := k.s
 	limit := int(req.GetLimit())
-	validate := func() error {
+	var ro raftstore.ReadOptions
+	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error {
 		if len(req.GetStartKey()) > s.cfg.Limits.MaxKeySize || len(req.GetEndKey()) > s.cfg.Limits.MaxKeySize {
 			return invalidArg("scan bound exceeds the maximum key size of %d bytes", s.cfg.Limits.MaxKeySize)
 		}
@@ -140,12 +169,12 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 			return invalidArg("scan limit %d exceeds the maximum scan limit of %d", limit, s.cfg.Limits.MaxScanLimit)
 		}
 		return nil
-	}
+	})
 	if limit == 0 {
 		limit = s.cfg.Limits.MaxScanLimit
 	}
 	return serve(s, "scan", validate, req.GetStartKey(), func(r *raftstore.Replica) (*tidekvpb.ScanResponse, error) {
-		kvs, resume, err := r.Scan(ctx, req.GetStartKey(), req.GetEndKey(), limit, s.cfg.Limits.MaxScanBytes)
+		kvs, resume, err := r.Scan(ctx, req.GetStartKey(), req.GetEndKey(), limit, s.cfg.Limits.MaxScanBytes, ro)
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +185,8 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest) (*tidekvpb.BatchGetResponse, error) {
 	s := k.s
 	ks := req.GetKeys()
-	validate := func() error {
+	var ro raftstore.ReadOptions
+	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error {
 		if len(ks) == 0 {
 			return invalidArg("batch get needs at least one key")
 		}
@@ -169,13 +199,13 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 			}
 		}
 		return nil
-	}
+	})
 	var first []byte
 	if len(ks) > 0 {
 		first = ks[0]
 	}
 	return serve(s, "batch_get", validate, first, func(r *raftstore.Replica) (*tidekvpb.BatchGetResponse, error) {
-		res, err := r.BatchGet(ctx, ks)
+		res, err := r.BatchGet(ctx, ks, ro)
 		if err != nil {
 			return nil, err
 		}

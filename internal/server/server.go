@@ -57,6 +57,9 @@ type Server struct {
 	mon    *monitor.Monitor
 	// svc averages how long KV requests take, for the load score.
 	svc monitor.ServiceTimer
+	// loads is every node's load as last heard (closed.go).
+	loads    loadTable
+	pushBusy sync.Map // peer node ID -> *atomic.Bool
 
 	metaLeaderAddr atomic.Pointer[string]
 	reports        chan *tidekvpb.RangeDescriptor

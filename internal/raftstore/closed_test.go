@@ -1,0 +1,124 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// publishClosed sends the leaseholder's closed timestamps to the other
+// stores, as the node's push loop does over the network; skip lists nodes
+// that do not receive them (partitioned).
+func (tc *testCluster) publishClosed(skip ...uint64) {
+	tc.t.Helper()
+	var byPeer map[uint64][]*tidekvpb.ClosedTimestamp
+	// A new leader publishes once its lease is established.
+	waitFor(tc.t, func() bool {
+		byPeer = tc.leader(testRangeID).store.ClosedTimestamps(time.Now())
+		return len(byPeer) > 0
+	})
+outer:
+	for peer, cts := range byPeer {
+		for _, s := range skip {
+			if s == peer {
+				continue outer
+			}
+		}
+		if st := tc.stores[peer]; st != nil {
+			st.ApplyClosedTimestamps(cts)
+		}
+	}
+}
+
+func bounded(d time.Duration) ReadOptions {
+	return ReadOptions{Mode: tidekvpb.ReadMode_BOUNDED, MaxStaleness: d}
+}
+
+var anyRead = ReadOptions{Mode: tidekvpb.ReadMode_ANY}
+
+func TestBoundedAndAnyReadsOnFollowers(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.put("k", "v1")
+	leader := tc.leader(testRangeID)
+	var follower, other *Replica
+	for _, id := range tc.nodes {
+		if r := tc.stores[id].GetReplica(testRangeID); r != leader {
+			if follower == nil {
+				follower = r
+			} else {
+				other = r
+			}
+		}
+	}
+	ctx := context.Background()
+	read := func(r *Replica, ro ReadOptions) (string, error) {
+		v, _, err := r.Get(ctx, []byte("k"), ro)
+		return string(v), err
+	}
+
+	// Without a closed timestamp a follower cannot vouch for any bound.
+	var stale *StaleReplicaError
+	if _, err := read(follower, bounded(time.Hour)); !errors.As(err, &stale) {
+		t.Fatalf("bounded read before any closed timestamp: %v", err)
+	}
+	// Linearizable reads stay with the leaseholder.
+	var nl *NotLeaderError
+	if _, err := read(follower, ReadOptions{}); !errors.As(err, &nl) {
+		t.Fatalf("linearizable read on a follower: %v", err)
+	}
+
+	tc.publishClosed()
+	waitFor(t, func() bool { v, err := read(follower, bounded(time.Second)); return err == nil && v == "v1" })
+	if v, err := read(leader, bounded(time.Millisecond)); err != nil || v != "v1" {
+		t.Fatalf("the leaseholder answers any bound: %q %v", v, err)
+	}
+
+	// Cut the follower off; a write commits without it.
+	tc.net.Isolate(follower.store.nodeID, tc.nodes, true)
+	tc.put("k", "v2")
+	tc.publishClosed(follower.store.nodeID)
+	waitFor(t, func() bool { v, err := read(other, bounded(time.Second)); return err == nil && v == "v2" })
+
+	// The isolated follower's last closed timestamp ages past a short bound.
+	time.Sleep(150 * time.Millisecond)
+	if _, err := read(follower, bounded(100*time.Millisecond)); !errors.As(err, &stale) || stale.Staleness < 100*time.Millisecond {
+		t.Fatalf("aged closed timestamp: %v", err)
+	}
+	// Even a fresh closed timestamp does not help until the follower applied
+	// its index (it cannot, being cut off).
+	tc.publishClosed()
+	if _, err := read(follower, bounded(time.Hour)); !errors.As(err, &stale) {
+		t.Fatalf("closed timestamp not yet applied: %v", err)
+	}
+	// ANY reads serve whatever is local, stale included.
+	if v, err := read(follower, anyRead); err != nil || v != "v1" {
+		t.Fatalf("any read on the cut-off follower: %q %v", v, err)
+	}
+
+	// Healed, it catches up and serves bounded reads again.
+	tc.net.Isolate(follower.store.nodeID, tc.nodes, false)
+	waitFor(t, func() bool {
+		tc.publishClosed()
+		v, err := read(follower, bounded(time.Second))
+		return err == nil && v == "v2"
+	})
+	if _, err := read(follower, ReadOptions{Mode: tidekvpb.ReadMode_BOUNDED}); err == nil {
+		t.Fatal("bounded read without a bound accepted")
+	}
+}
+
+// A deposed leader (cut off, its lease run out) publishes nothing, so it can
+// never vouch for writes a newer leader committed.
+func TestNoClosedTimestampsWithoutLease(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.put("k", "v1")
+	old := tc.leader(testRangeID)
+	tc.net.Isolate(old.store.nodeID, tc.nodes, true)
+	waitFor(t, func() bool { return old.leaseExpiry.Load() < time.Now().UnixNano() })
+	if got := old.store.ClosedTimestamps(time.Now()); len(got) != 0 {
+		t.Fatalf("deposed leader published %v", got)
+	}
+}
