@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/dashboard"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -329,5 +330,6 @@ func (s *Server) httpHandler() http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	s.registerAPI(mux)
+	mux.Handle("/", dashboard.Handler())
 	return mux
 }
