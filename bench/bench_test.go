@@ -386,7 +386,7 @@ func TestProgressTerminal(t *testing.T) {
 	if strings.Count(out, "\r") < 2 || !strings.HasSuffix(out, "\n") || strings.Count(out, "\n") != 1 {
 		t.Errorf("terminal progress should rewrite one line: %q", out)
 	}
-	if !strings.Contains(out, "run: 50/100 ops (50.0%)") {
+	if !strings.Contains(out, "[##########..........] run: 50/100 ops (50.0%)") {
 		t.Errorf("final line missing: %q", out)
 	}
 }

@@ -88,6 +88,18 @@ func (p *progress) print(now time.Time, final bool) {
 	}
 	elapsed := now.Sub(p.begin)
 	var b strings.Builder
+	// The bar follows whichever bound ends the phase first.
+	frac := -1.0
+	if p.total > 0 {
+		frac = float64(ops) / float64(p.total)
+	}
+	if p.limit > 0 {
+		frac = max(frac, elapsed.Seconds()/p.limit.Seconds())
+	}
+	if frac >= 0 {
+		b.WriteString(bar(frac, 20))
+		b.WriteByte(' ')
+	}
 	fmt.Fprintf(&b, "%s: %d", p.name, ops)
 	if p.total > 0 {
 		fmt.Fprintf(&b, "/%d ops (%.1f%%)", p.total, 100*float64(ops)/float64(p.total))
@@ -118,6 +130,12 @@ func (p *progress) print(now time.Time, final bool) {
 		return
 	}
 	fmt.Fprintln(p.w, line)
+}
+
+// bar renders a fraction in [0,1] as [#####.....] of width cells.
+func bar(frac float64, width int) string {
+	filled := int(min(max(frac, 0), 1) * float64(width))
+	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", width-filled) + "]"
 }
 
 // rate returns n per second over d.
