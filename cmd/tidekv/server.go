@@ -53,6 +53,7 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&cfg.HTTPAddr, "http-listen", "127.0.0.1:7401", "HTTP listen address for /health and /metrics (empty disables)")
 	f.StringVar(&cfg.Redis.ListenAddr, "redis-listen", "", "Redis-protocol listen address (host:port; empty disables it)")
 	f.StringVar(&cfg.Redis.Password, "redis-password", "", "password Redis clients must give with AUTH (empty: none)")
+	f.StringVar(&cfg.Locality, "locality", "", "this node's place as key=value labels, widest first (e.g. region=eu,zone=a)")
 	f.StringVar(&join, "join", "", "comma-separated gRPC addresses of existing nodes to join")
 	gcPercent = gcPercentFlag(f)
 	f.IntVar(&cfg.Raft.ReplicationFactor, "replication-factor", cfg.Raft.ReplicationFactor, "voters per range")

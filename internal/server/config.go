@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/monitor"
+	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -87,6 +88,12 @@ type Config struct {
 	// read's bound must exceed it plus the network delay to be served by
 	// followers.
 	ClosedTimestampInterval time.Duration
+	// LeaseRebalanceInterval is the window over which a leaseholder counts
+	// its ranges' writes by origin before deciding whether to move a lease
+	// toward its writers.
+	LeaseRebalanceInterval time.Duration
+	// Lease tunes when a lease follows its writers.
+	Lease placement.LeaseConfig
 	// Locality labels the node's place, "key=value,..." from the widest
 	// (region=eu,zone=a); "" for none.
 	Locality string
@@ -112,6 +119,8 @@ func DefaultConfig() Config {
 		ReplicateInterval:       time.Second,
 		ReplicaGCInterval:       10 * time.Second,
 		ClosedTimestampInterval: 100 * time.Millisecond,
+		LeaseRebalanceInterval:  10 * time.Second,
+		Lease:                   placement.DefaultLeaseConfig(),
 		Events:                  events.DefaultConfig(),
 		Monitor:                 monitor.DefaultConfig(),
 	}
@@ -133,13 +142,16 @@ func (c *Config) Validate() error {
 		return errors.New("server: every limit must be positive")
 	}
 	for name, d := range map[string]time.Duration{"HeartbeatInterval": c.HeartbeatInterval, "LivenessTimeout": c.LivenessTimeout,
-		"ReportInterval": c.ReportInterval, "ReplicateInterval": c.ReplicateInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval} {
+		"ReportInterval": c.ReportInterval, "ReplicateInterval": c.ReplicateInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {
 		if d <= 0 {
 			return fmt.Errorf("server: %s must be positive", name)
 		}
 	}
 	if c.LivenessTimeout <= c.HeartbeatInterval {
 		return errors.New("server: LivenessTimeout must exceed HeartbeatInterval")
+	}
+	if err := c.Lease.Validate(); err != nil {
+		return err
 	}
 	if err := c.Events.Validate(); err != nil {
 		return err

@@ -135,6 +135,7 @@ func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvp
 		return s.checkValue(req.GetValue())
 	}
 	return serve(s, "put", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.PutResponse, error) {
+		s.noteWrite(ctx, r)
 		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: req.GetKey(), Value: req.GetValue()}})
 		if err != nil {
 			return nil, err
@@ -146,6 +147,7 @@ func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvp
 func (k *kvService) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*tidekvpb.DeleteResponse, error) {
 	s := k.s
 	return serve(s, "delete", func() error { return s.checkKey(req.GetKey()) }, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.DeleteResponse, error) {
+		s.noteWrite(ctx, r)
 		deleted, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_DELETE, Key: req.GetKey()}})
 		if err != nil {
 			return nil, err
@@ -249,6 +251,7 @@ func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tid
 				return nil, invalidArg("write spans more than one range: key %q is outside range %d [%q, %q)", op.GetKey(), d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
 			}
 		}
+		s.noteWrite(ctx, r)
 		if _, err := r.Write(ctx, ops); err != nil {
 			return nil, err
 		}
@@ -265,6 +268,7 @@ func (k *kvService) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndS
 		return s.checkValue(req.GetNewValue())
 	}
 	return serve(s, "cas", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.CompareAndSetResponse, error) {
+		s.noteWrite(ctx, r)
 		return r.CompareAndSet(ctx, req)
 	})
 }

@@ -19,6 +19,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
 	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)
+	s.loop(s.cfg.LeaseRebalanceInterval, s.followWriters)
 	s.loop(seriesInterval, func(context.Context) { s.metrics.sample(time.Now()) })
 	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })
 	s.wg.Add(1)

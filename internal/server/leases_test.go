@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// A range's lease moves to the locality its writes come from, and stays.
+func TestLeaseFollowsTheWriters(t *testing.T) {
+	regions := []string{"region=a", "region=b", "region=c"}
+	i := 0
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.Locality = regions[i]
+		i++
+		c.LeaseRebalanceInterval = 300 * time.Millisecond
+	})
+	tc.waitReplicated(tc.client(), 3)
+	key := []byte("hot")
+	leaseholder := func() *Server {
+		for _, s := range tc.nodes {
+			if r := s.Store().LookupKey(key); r != nil && r.IsLeader() {
+				return s
+			}
+		}
+		return nil
+	}
+	writer := tc.nodes[0]
+	for _, s := range tc.nodes {
+		if s != leaseholder() {
+			writer = s // writes come from a locality without the lease
+		}
+	}
+	origin := writer.cfg.Locality
+	conns := map[string]tidekvpb.KVClient{}
+	for _, s := range tc.nodes {
+		conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conns[s.Addr()] = tidekvpb.NewKVClient(conn)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), OriginMetadataKey, origin)
+	write := func(n int) {
+		for j := 0; j < n; j++ {
+			lh := leaseholder()
+			if lh == nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			conns[lh.Addr()].Put(ctx, &tidekvpb.PutRequest{Key: key, Value: []byte(fmt.Sprint(j))})
+		}
+	}
+	eventually(t, 20*time.Second, "the lease to reach "+origin, func() error {
+		write(150)
+		if lh := leaseholder(); lh != writer {
+			return fmt.Errorf("leaseholder is %v", lh)
+		}
+		return nil
+	})
+	es := writer.events.List(0)
+	found := false
+	for _, s := range tc.nodes {
+		for _, e := range s.events.List(0) {
+			if e.GetKind() == "lease-transfer" && strings.Contains(e.GetReason(), "follow the writers") && strings.Contains(e.GetReason(), origin) {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no lease-transfer event naming %s: %v", origin, es)
+	}
+	// The same writers keep it where it is.
+	for range 5 {
+		write(150)
+		time.Sleep(100 * time.Millisecond)
+		if lh := leaseholder(); lh != nil && lh != writer {
+			t.Fatalf("lease left the writers' locality for node %d", lh.NodeID())
+		}
+	}
+}
