@@ -1,0 +1,97 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config tunes the placement policies. Sizes are bytes, rates requests per
+// second, shares fractions in [0,1].
+type Config struct {
+	// ReplicationFactor is the number of voters each range should have.
+	ReplicationFactor int
+	// RangeMaxBytes (Θmax): a larger range splits at the key halving it.
+	RangeMaxBytes uint64
+	// RangeMinBytes (Θmin): two adjacent ranges smaller together merge.
+	// Θmax ≥ 2·Θmin so a merged range never immediately splits again.
+	RangeMinBytes uint64
+	// MergeCooldown: no merge of a range that split more recently.
+	MergeCooldown time.Duration
+	// MinRanges: merges never take the cluster below this many ranges.
+	MinRanges int
+	// SplitQPS: a range serving more requests per second (averaged over the
+	// reporting window) splits at its load-weighted median key...
+	SplitQPS float64
+	// ...unless one key takes at least HotKeyShare of its requests: then no
+	// split helps and adaptive replicas are the answer.
+	HotKeyShare float64
+	// BalanceTolerance: replica counts per node stay within
+	// max(1, BalanceTolerance·mean) of the mean.
+	BalanceTolerance float64
+	// LeaseTolerance: lease counts per node stay within
+	// max(1, LeaseTolerance·mean) of the mean.
+	LeaseTolerance float64
+	// BootstrapShare: a new node's phase 1 takes this share of replicas
+	// from heavily loaded nodes (and their leases) so it serves at once.
+	BootstrapShare float64
+	// HeavyCPU and HeavyFactor: a node is heavily loaded when its CPU is
+	// above HeavyCPU and its QPS above HeavyFactor × the mean.
+	HeavyCPU, HeavyFactor float64
+	// AdaptiveReadQPS: a range reading more than this gets extra learner
+	// replicas (up to MaxAdaptiveReplicas) serving bounded/any reads; they
+	// go once its reads fall below half of it.
+	AdaptiveReadQPS     float64
+	MaxAdaptiveReplicas int
+	// MaxOps bounds the operators one decision returns (the runner has its
+	// own rate limits on top).
+	MaxOps int
+}
+
+// DefaultConfig is tuned for a small cluster on one machine.
+func DefaultConfig() Config {
+	return Config{
+		ReplicationFactor:   3,
+		RangeMaxBytes:       64 << 20,
+		RangeMinBytes:       16 << 20,
+		MergeCooldown:       5 * time.Minute,
+		MinRanges:           1,
+		SplitQPS:            2500,
+		HotKeyShare:         0.8,
+		BalanceTolerance:    0.05,
+		LeaseTolerance:      0.1,
+		BootstrapShare:      0.1,
+		HeavyCPU:            0.5,
+		HeavyFactor:         1.2,
+		AdaptiveReadQPS:     2000,
+		MaxAdaptiveReplicas: 2,
+		MaxOps:              8,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ReplicationFactor < 1 {
+		errs = append(errs, fmt.Errorf("replication factor must be at least 1, got %d", c.ReplicationFactor))
+	}
+	if c.RangeMinBytes == 0 || c.RangeMaxBytes < 2*c.RangeMinBytes {
+		errs = append(errs, fmt.Errorf("need range-max ≥ 2·range-min > 0 so splits and merges cannot oscillate, got max %d min %d", c.RangeMaxBytes, c.RangeMinBytes))
+	}
+	if c.MergeCooldown < 0 || c.MinRanges < 1 || c.MaxOps < 1 {
+		errs = append(errs, errors.New("merge cooldown must be ≥ 0, min ranges and max ops ≥ 1"))
+	}
+	for name, f := range map[string]float64{"hot key share": c.HotKeyShare, "balance tolerance": c.BalanceTolerance,
+		"lease tolerance": c.LeaseTolerance, "bootstrap share": c.BootstrapShare, "heavy CPU": c.HeavyCPU} {
+		if f < 0 || f > 1 {
+			errs = append(errs, fmt.Errorf("%s must be in [0,1], got %v", name, f))
+		}
+	}
+	if c.SplitQPS <= 0 || c.AdaptiveReadQPS <= 0 || c.HeavyFactor < 1 || c.MaxAdaptiveReplicas < 0 {
+		errs = append(errs, errors.New("split and adaptive thresholds must be positive, heavy factor ≥ 1, max adaptive replicas ≥ 0"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("placement: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package placement
+
+import (
+	"fmt"
+	"time"
+)
+
+// NodeState is what placement knows of a node's membership.
+type NodeState int
+
+const (
+	// NodeLive serves and may receive replicas.
+	NodeLive NodeState = iota
+	// NodeSuspect missed heartbeats recently; nothing moves to or from it
+	// yet (it may come back).
+	NodeSuspect
+	// NodeDead has been unreachable beyond the grace period: its replicas
+	// are replaced elsewhere.
+	NodeDead
+	// NodeDraining is being decommissioned: its replicas move away, nothing
+	// moves to it.
+	NodeDraining
+)
+
+func (s NodeState) String() string {
+	switch s {
+	case NodeLive:
+		return "live"
+	case NodeSuspect:
+		return "suspect"
+	case NodeDead:
+		return "dead"
+	case NodeDraining:
+		return "draining"
+	}
+	return fmt.Sprintf("state(%d)", int(s))
+}
+
+// Phase is a new node's bootstrap phase (two-phase bootstrap).
+type Phase int
+
+const (
+	// PhaseNone: an established node.
+	PhaseNone Phase = iota
+	// PhaseOne: just joined; takes a small share of replicas and leases
+	// from the busiest nodes so it serves within seconds.
+	PhaseOne
+	// PhaseTwo: keeps pulling, throttled, until balanced.
+	PhaseTwo
+)
+
+func (p Phase) String() string {
+	switch p {
+	case PhaseNone:
+		return ""
+	case PhaseOne:
+		return "bootstrap phase 1"
+	case PhaseTwo:
+		return "bootstrap phase 2"
+	}
+	return fmt.Sprintf("phase(%d)", int(p))
+}
+
+// Node is one node in a Snapshot.
+type Node struct {
+	ID       uint64
+	Locality string
+	State    NodeState
+	Phase    Phase
+	// Bytes of user data, requests per second and CPU utilisation (0..1)
+	// as the node last reported them; Score is its load score (lower is
+	// better).
+	Bytes uint64
+	QPS   float64
+	CPU   float64
+	Score float64
+}
+
+// ReplicaType mirrors the API's replica types that placement reasons about.
+type ReplicaType int
+
+const (
+	Voter ReplicaType = iota
+	Learner
+)
+
+// Replica is one replica of a Range.
+type Replica struct {
+	Node uint64
+	Type ReplicaType
+	// Adaptive marks a learner added for read load (it is removed when the
+	// range cools), as opposed to one half way to becoming a voter.
+	Adaptive bool
+}
+
+// Range is one range in a Snapshot.
+type Range struct {
+	ID         uint64
+	Start, End []byte
+	Replicas   []Replica
+	// Leaseholder is 0 when unknown.
+	Leaseholder uint64
+	Bytes       uint64
+	// QPS is all requests per second; ReadQPS the reads among them;
+	// HitsEWMA a smoothed request rate used to order a node's ranges.
+	QPS, ReadQPS, HitsEWMA float64
+	// SplitAt is when the range last split (zero if never or unknown).
+	SplitAt time.Time
+	// HotKeyShare is the share (0..1) of the range's sampled requests that
+	// went to its single hottest key; near 1 no split can spread the load.
+	HotKeyShare float64
+}
+
+// Snapshot is everything a policy may look at. Policies read Now from it
+// instead of the clock.
+type Snapshot struct {
+	Now    time.Time
+	Nodes  []Node
+	Ranges []Range
+	// Busy lists the ranges with an operator in flight; policies leave
+	// them alone.
+	Busy map[uint64]bool
+}
+
+// OpKind says what an Operator does.
+type OpKind int
+
+const (
+	// OpAddVoter adds a voter on Target (learner, snapshot, catch-up,
+	// promotion, done by the range's leaseholder as one step).
+	OpAddVoter OpKind = iota
+	// OpAddLearner adds an adaptive learner on Target: a read replica for a
+	// hot range, removed when the range cools.
+	OpAddLearner
+	// OpRemoveReplica removes Source's replica.
+	OpRemoveReplica
+	// OpMoveReplica adds a voter on Target and removes Source's replica in
+	// one joint change.
+	OpMoveReplica
+	// OpTransferLease hands the lease to Target.
+	OpTransferLease
+	// OpSplit splits the range at SplitKey, or at the key that halves its
+	// data when SplitKey is empty.
+	OpSplit
+	// OpMerge merges the range with its right neighbour Other.
+	OpMerge
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpAddVoter:
+		return "add-voter"
+	case OpAddLearner:
+		return "add-learner"
+	case OpRemoveReplica:
+		return "remove-replica"
+	case OpMoveReplica:
+		return "move-replica"
+	case OpTransferLease:
+		return "transfer-lease"
+	case OpSplit:
+		return "split"
+	case OpMerge:
+		return "merge"
+	}
+	return fmt.Sprintf("op(%d)", int(k))
+}
+
+// Operator is one decision: a value the runner executes.
+type Operator struct {
+	Kind   OpKind
+	Range  uint64
+	Source uint64 // node giving up a replica or the lease
+	Target uint64 // node receiving a replica or the lease
+	// SplitKey for OpSplit ("" = the leaseholder picks: the key that halves
+	// the data, or with SplitByLoad the load-weighted median of sampled
+	// requests); Other for OpMerge.
+	SplitKey    []byte
+	SplitByLoad bool
+	Other       uint64
+	// Policy names the policy that decided; Reason says why, for events.
+	Policy, Reason string
+	// Bytes the operator moves between nodes (a replica's data), for
+	// rate limiting.
+	Bytes uint64
+}
+
+func (o Operator) String() string {
+	s := fmt.Sprintf("%s range %d", o.Kind, o.Range)
+	if o.Source != 0 {
+		s += fmt.Sprintf(" from node %d", o.Source)
+	}
+	if o.Target != 0 {
+		s += fmt.Sprintf(" to node %d", o.Target)
+	}
+	if o.Kind == OpMerge {
+		s += fmt.Sprintf(" with range %d", o.Other)
+	}
+	return s
+}
