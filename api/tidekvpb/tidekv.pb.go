@@ -255,10 +255,13 @@ func (WriteOp_Kind) EnumDescriptor() ([]byte, []int) {
 }
 
 type ReplicaDescriptor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	ReplicaId     uint64                 `protobuf:"varint,2,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
-	Type          ReplicaType            `protobuf:"varint,3,opt,name=type,proto3,enum=tidekv.ReplicaType" json:"type,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	NodeId    uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	ReplicaId uint64                 `protobuf:"varint,2,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	Type      ReplicaType            `protobuf:"varint,3,opt,name=type,proto3,enum=tidekv.ReplicaType" json:"type,omitempty"`
+	// A learner added for read load (load-adaptive replication), never to be
+	// promoted; placement removes it when the range cools.
+	Adaptive      bool `protobuf:"varint,4,opt,name=adaptive,proto3" json:"adaptive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -312,6 +315,13 @@ func (x *ReplicaDescriptor) GetType() ReplicaType {
 		return x.Type
 	}
 	return ReplicaType_VOTER
+}
+
+func (x *ReplicaDescriptor) GetAdaptive() bool {
+	if x != nil {
+		return x.Adaptive
+	}
+	return false
 }
 
 // RangeDescriptor describes one range: the keys [start_key, end_key) it owns
@@ -409,7 +419,12 @@ type NodeDescriptor struct {
 	// Locality labels, "key=value,key=value" (e.g. "region=eu,zone=a").
 	Locality string `protobuf:"bytes,4,opt,name=locality,proto3" json:"locality,omitempty"`
 	// Redis-protocol address ("" when the node does not serve it).
-	RedisAddr     string `protobuf:"bytes,5,opt,name=redis_addr,json=redisAddr,proto3" json:"redis_addr,omitempty"`
+	RedisAddr string `protobuf:"bytes,5,opt,name=redis_addr,json=redisAddr,proto3" json:"redis_addr,omitempty"`
+	// Set by `tidekv ctl decommission`: placement moves every replica away
+	// and nothing new comes here. Cleared by recommission.
+	Draining bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
+	// Gossip (memberlist) address, host:port.
+	GossipAddr    string `protobuf:"bytes,7,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -475,6 +490,20 @@ func (x *NodeDescriptor) GetLocality() string {
 func (x *NodeDescriptor) GetRedisAddr() string {
 	if x != nil {
 		return x.RedisAddr
+	}
+	return ""
+}
+
+func (x *NodeDescriptor) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *NodeDescriptor) GetGossipAddr() string {
+	if x != nil {
+		return x.GossipAddr
 	}
 	return ""
 }
@@ -2112,10 +2141,15 @@ func (x *LocalStatusResponse) GetQps() float64 {
 }
 
 type SplitRequest struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	SplitKey []byte                 `protobuf:"bytes,1,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where to split. Empty: the range's leaseholder picks the key that
+	// halves its data, or with by_load the median of its sampled requests;
+	// range_id then names the range.
+	SplitKey []byte `protobuf:"bytes,1,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
 	// Why, for the event log ("" means an operator asked).
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	RangeId       uint64 `protobuf:"varint,3,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	ByLoad        bool   `protobuf:"varint,4,opt,name=by_load,json=byLoad,proto3" json:"by_load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2162,6 +2196,20 @@ func (x *SplitRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *SplitRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *SplitRequest) GetByLoad() bool {
+	if x != nil {
+		return x.ByLoad
+	}
+	return false
 }
 
 type SplitResponse struct {
@@ -2224,7 +2272,10 @@ type ChangeReplicasRequest struct {
 	// Node whose replica to remove (0 for none).
 	RemoveNodeId uint64 `protobuf:"varint,3,opt,name=remove_node_id,json=removeNodeId,proto3" json:"remove_node_id,omitempty"`
 	// Why, for the event log ("" means an operator asked).
-	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Add add_node_id as an adaptive learner (a read replica) rather than a
+	// voter.
+	Learner       bool `protobuf:"varint,5,opt,name=learner,proto3" json:"learner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2285,6 +2336,13 @@ func (x *ChangeReplicasRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ChangeReplicasRequest) GetLearner() bool {
+	if x != nil {
+		return x.Learner
+	}
+	return false
 }
 
 type ChangeReplicasResponse struct {
@@ -3217,6 +3275,104 @@ func (x *NodeLoad) GetUnixNanos() int64 {
 	return 0
 }
 
+type DecommissionRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// false: recommission (cancel a decommission).
+	Drain         bool `protobuf:"varint,2,opt,name=drain,proto3" json:"drain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionRequest) Reset() {
+	*x = DecommissionRequest{}
+	mi := &file_tidekv_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionRequest) ProtoMessage() {}
+
+func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
+func (*DecommissionRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *DecommissionRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *DecommissionRequest) GetDrain() bool {
+	if x != nil {
+		return x.Drain
+	}
+	return false
+}
+
+type DecommissionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Replicas still on the node (0: it owns nothing and may be stopped).
+	Replicas      uint32 `protobuf:"varint,1,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionResponse) Reset() {
+	*x = DecommissionResponse{}
+	mi := &file_tidekv_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionResponse) ProtoMessage() {}
+
+func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
+func (*DecommissionResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *DecommissionResponse) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
 type NodeLoadsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3225,7 +3381,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3393,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3406,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{49}
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
 }
 
 type NodeLoadsResponse struct {
@@ -3263,7 +3419,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3431,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3444,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{50}
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -3306,7 +3462,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3474,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3487,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
 }
 
 type AllocRangeIDResponse struct {
@@ -3343,7 +3499,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3355,7 +3511,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3368,7 +3524,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{52}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -3390,7 +3546,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3402,7 +3558,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3415,7 +3571,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{53}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -3456,7 +3612,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3468,7 +3624,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3481,7 +3637,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{54}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -3504,7 +3660,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3516,7 +3672,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3529,7 +3685,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{55}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -3563,7 +3719,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3575,7 +3731,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3588,7 +3744,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{56}
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -3613,7 +3769,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3625,7 +3781,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3638,19 +3794,20 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{57}
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
 
 const file_tidekv_proto_rawDesc = "" +
 	"\n" +
-	"\ftidekv.proto\x12\x06tidekv\x1a\x11raftpb/raft.proto\"t\n" +
+	"\ftidekv.proto\x12\x06tidekv\x1a\x11raftpb/raft.proto\"\x90\x01\n" +
 	"\x11ReplicaDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x02 \x01(\x04R\treplicaId\x12'\n" +
-	"\x04type\x18\x03 \x01(\x0e2\x13.tidekv.ReplicaTypeR\x04type\"\xe1\x01\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x13.tidekv.ReplicaTypeR\x04type\x12\x1a\n" +
+	"\badaptive\x18\x04 \x01(\bR\badaptive\"\xe1\x01\n" +
 	"\x0fRangeDescriptor\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
@@ -3659,14 +3816,17 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x05 \x01(\x04R\n" +
 	"generation\x12&\n" +
-	"\x0fnext_replica_id\x18\x06 \x01(\x04R\rnextReplicaId\"\x9e\x01\n" +
+	"\x0fnext_replica_id\x18\x06 \x01(\x04R\rnextReplicaId\"\xdb\x01\n" +
 	"\x0eNodeDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\x12\x1a\n" +
 	"\blocality\x18\x04 \x01(\tR\blocality\x12\x1d\n" +
 	"\n" +
-	"redis_addr\x18\x05 \x01(\tR\tredisAddr\"\xd0\x01\n" +
+	"redis_addr\x18\x05 \x01(\tR\tredisAddr\x12\x1a\n" +
+	"\bdraining\x18\x06 \x01(\bR\bdraining\x12\x1f\n" +
+	"\vgossip_addr\x18\a \x01(\tR\n" +
+	"gossipAddr\"\xd0\x01\n" +
 	"\vErrorDetail\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.tidekv.ErrorKindR\x04kind\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x1f\n" +
@@ -3788,18 +3948,21 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x121\n" +
 	"\breplicas\x18\x02 \x03(\v2\x15.tidekv.ReplicaStatusR\breplicas\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x10\n" +
-	"\x03qps\x18\x04 \x01(\x01R\x03qps\"C\n" +
+	"\x03qps\x18\x04 \x01(\x01R\x03qps\"w\n" +
 	"\fSplitRequest\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\fR\bsplitKey\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"k\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x19\n" +
+	"\brange_id\x18\x03 \x01(\x04R\arangeId\x12\x17\n" +
+	"\aby_load\x18\x04 \x01(\bR\x06byLoad\"k\n" +
 	"\rSplitResponse\x12+\n" +
 	"\x04left\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04left\x12-\n" +
-	"\x05right\x18\x02 \x01(\v2\x17.tidekv.RangeDescriptorR\x05right\"\x90\x01\n" +
+	"\x05right\x18\x02 \x01(\v2\x17.tidekv.RangeDescriptorR\x05right\"\xaa\x01\n" +
 	"\x15ChangeReplicasRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\vadd_node_id\x18\x02 \x01(\x04R\taddNodeId\x12$\n" +
 	"\x0eremove_node_id\x18\x03 \x01(\x04R\fremoveNodeId\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"E\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
+	"\alearner\x18\x05 \x01(\bR\alearner\"E\n" +
 	"\x16ChangeReplicasResponse\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"o\n" +
 	"\x14TransferLeaseRequest\x12\x19\n" +
@@ -3863,7 +4026,12 @@ const file_tidekv_proto_rawDesc = "" +
 	"\vqueue_depth\x18\x04 \x01(\rR\n" +
 	"queueDepth\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x05 \x01(\x03R\tunixNanos\"\x12\n" +
+	"unix_nanos\x18\x05 \x01(\x03R\tunixNanos\"D\n" +
+	"\x13DecommissionRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05drain\x18\x02 \x01(\bR\x05drain\"2\n" +
+	"\x14DecommissionResponse\x12\x1a\n" +
+	"\breplicas\x18\x01 \x01(\rR\breplicas\"\x12\n" +
 	"\x10NodeLoadsRequest\";\n" +
 	"\x11NodeLoadsResponse\x12&\n" +
 	"\x05loads\x18\x01 \x03(\v2\x10.tidekv.NodeLoadR\x05loads\"\x15\n" +
@@ -3914,7 +4082,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Scan\x12\x13.tidekv.ScanRequest\x1a\x14.tidekv.ScanResponse\x12=\n" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
-	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\x80\a\n" +
+	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\xcb\a\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12F\n" +
@@ -3928,7 +4096,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\fAllocRangeID\x12\x1b.tidekv.AllocRangeIDRequest\x1a\x1c.tidekv.AllocRangeIDResponse\x127\n" +
 	"\x06Events\x12\x15.tidekv.EventsRequest\x1a\x16.tidekv.EventsResponse\x12Y\n" +
 	"\x14PushClosedTimestamps\x12\x1f.tidekv.ClosedTimestampsRequest\x1a .tidekv.ClosedTimestampsResponse\x12@\n" +
-	"\tNodeLoads\x12\x18.tidekv.NodeLoadsRequest\x1a\x19.tidekv.NodeLoadsResponse2\x85\x01\n" +
+	"\tNodeLoads\x12\x18.tidekv.NodeLoadsRequest\x1a\x19.tidekv.NodeLoadsResponse\x12I\n" +
+	"\fDecommission\x12\x1b.tidekv.DecommissionRequest\x1a\x1c.tidekv.DecommissionResponse2\x85\x01\n" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
@@ -3947,7 +4116,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -4002,16 +4171,18 @@ var file_tidekv_proto_goTypes = []any{
 	(*ClosedTimestampsRequest)(nil),  // 50: tidekv.ClosedTimestampsRequest
 	(*ClosedTimestampsResponse)(nil), // 51: tidekv.ClosedTimestampsResponse
 	(*NodeLoad)(nil),                 // 52: tidekv.NodeLoad
-	(*NodeLoadsRequest)(nil),         // 53: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 54: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 55: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 56: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 57: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 58: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 59: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 60: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 61: tidekv.RaftBatchAck
-	(*raftpb.Message)(nil),           // 62: raftpb.Message
+	(*DecommissionRequest)(nil),      // 53: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 54: tidekv.DecommissionResponse
+	(*NodeLoadsRequest)(nil),         // 55: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 56: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 57: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 58: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 59: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 60: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 61: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 62: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 63: tidekv.RaftBatchAck
+	(*raftpb.Message)(nil),           // 64: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -4046,9 +4217,9 @@ var file_tidekv_proto_depIdxs = []int32{
 	52, // 29: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
 	52, // 30: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
 	52, // 31: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	62, // 32: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	57, // 33: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	57, // 34: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	64, // 32: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	59, // 33: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	59, // 34: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
 	9,  // 35: tidekv.KV.Get:input_type -> tidekv.GetRequest
 	11, // 36: tidekv.KV.Put:input_type -> tidekv.PutRequest
 	13, // 37: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
@@ -4065,36 +4236,38 @@ var file_tidekv_proto_depIdxs = []int32{
 	40, // 48: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
 	42, // 49: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
 	44, // 50: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	55, // 51: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	57, // 51: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
 	47, // 52: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
 	50, // 53: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	53, // 54: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	58, // 55: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	59, // 56: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	10, // 57: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	12, // 58: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	14, // 59: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	16, // 60: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	18, // 61: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	21, // 62: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	23, // 63: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	26, // 64: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	31, // 65: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	33, // 66: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	35, // 67: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	37, // 68: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	39, // 69: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	41, // 70: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	43, // 71: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	45, // 72: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	56, // 73: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	48, // 74: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	51, // 75: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	54, // 76: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	61, // 77: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	60, // 78: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	57, // [57:79] is the sub-list for method output_type
-	35, // [35:57] is the sub-list for method input_type
+	55, // 54: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	53, // 55: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	60, // 56: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	61, // 57: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	10, // 58: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	12, // 59: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	14, // 60: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	16, // 61: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	18, // 62: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	21, // 63: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	23, // 64: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	26, // 65: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	31, // 66: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	33, // 67: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	35, // 68: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	37, // 69: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	39, // 70: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	41, // 71: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	43, // 72: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	45, // 73: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	58, // 74: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	48, // 75: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	51, // 76: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	56, // 77: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	54, // 78: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	63, // 79: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	62, // 80: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	58, // [58:81] is the sub-list for method output_type
+	35, // [35:58] is the sub-list for method input_type
 	35, // [35:35] is the sub-list for extension type_name
 	35, // [35:35] is the sub-list for extension extendee
 	0,  // [0:35] is the sub-list for field type_name
@@ -4111,7 +4284,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   58,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

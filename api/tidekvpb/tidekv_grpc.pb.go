@@ -366,6 +366,7 @@ const (
 	Admin_Events_FullMethodName               = "/tidekv.Admin/Events"
 	Admin_PushClosedTimestamps_FullMethodName = "/tidekv.Admin/PushClosedTimestamps"
 	Admin_NodeLoads_FullMethodName            = "/tidekv.Admin/NodeLoads"
+	Admin_Decommission_FullMethodName         = "/tidekv.Admin/Decommission"
 )
 
 // AdminClient is the client API for Admin service.
@@ -389,6 +390,7 @@ type AdminClient interface {
 	// The loads this node knows, answered locally (clients poll it to rank
 	// replicas).
 	NodeLoads(ctx context.Context, in *NodeLoadsRequest, opts ...grpc.CallOption) (*NodeLoadsResponse, error)
+	Decommission(ctx context.Context, in *DecommissionRequest, opts ...grpc.CallOption) (*DecommissionResponse, error)
 }
 
 type adminClient struct {
@@ -529,6 +531,16 @@ func (c *adminClient) NodeLoads(ctx context.Context, in *NodeLoadsRequest, opts 
 	return out, nil
 }
 
+func (c *adminClient) Decommission(ctx context.Context, in *DecommissionRequest, opts ...grpc.CallOption) (*DecommissionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DecommissionResponse)
+	err := c.cc.Invoke(ctx, Admin_Decommission_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -550,6 +562,7 @@ type AdminServer interface {
 	// The loads this node knows, answered locally (clients poll it to rank
 	// replicas).
 	NodeLoads(context.Context, *NodeLoadsRequest) (*NodeLoadsResponse, error)
+	Decommission(context.Context, *DecommissionRequest) (*DecommissionResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -598,6 +611,9 @@ func (UnimplementedAdminServer) PushClosedTimestamps(context.Context, *ClosedTim
 }
 func (UnimplementedAdminServer) NodeLoads(context.Context, *NodeLoadsRequest) (*NodeLoadsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeLoads not implemented")
+}
+func (UnimplementedAdminServer) Decommission(context.Context, *DecommissionRequest) (*DecommissionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Decommission not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -854,6 +870,24 @@ func _Admin_NodeLoads_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Decommission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecommissionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Decommission(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Decommission_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Decommission(ctx, req.(*DecommissionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -912,6 +946,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NodeLoads",
 			Handler:    _Admin_NodeLoads_Handler,
+		},
+		{
+			MethodName: "Decommission",
+			Handler:    _Admin_Decommission_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
