@@ -1455,7 +1455,11 @@ type RangeInfo struct {
 	// Requests per second served by the leaseholder, as last reported.
 	Qps float64 `protobuf:"fixed64,3,opt,name=qps,proto3" json:"qps,omitempty"`
 	// Approximate size of the range's user data in bytes, as last reported.
-	Bytes         uint64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Bytes uint64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Reads per second among qps, and the share of sampled requests taken
+	// by the range's single hottest key.
+	ReadQps       float64 `protobuf:"fixed64,5,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
+	HotKeyShare   float64 `protobuf:"fixed64,6,opt,name=hot_key_share,json=hotKeyShare,proto3" json:"hot_key_share,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1514,6 +1518,20 @@ func (x *RangeInfo) GetQps() float64 {
 func (x *RangeInfo) GetBytes() uint64 {
 	if x != nil {
 		return x.Bytes
+	}
+	return 0
+}
+
+func (x *RangeInfo) GetReadQps() float64 {
+	if x != nil {
+		return x.ReadQps
+	}
+	return 0
+}
+
+func (x *RangeInfo) GetHotKeyShare() float64 {
+	if x != nil {
+		return x.HotKeyShare
 	}
 	return 0
 }
@@ -2750,6 +2768,8 @@ type ReportRangeRequest struct {
 	LeaderNodeId  uint64                 `protobuf:"varint,2,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
 	Qps           float64                `protobuf:"fixed64,3,opt,name=qps,proto3" json:"qps,omitempty"`
 	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	ReadQps       float64                `protobuf:"fixed64,5,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
+	HotKeyShare   float64                `protobuf:"fixed64,6,opt,name=hot_key_share,json=hotKeyShare,proto3" json:"hot_key_share,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2808,6 +2828,20 @@ func (x *ReportRangeRequest) GetQps() float64 {
 func (x *ReportRangeRequest) GetBytes() uint64 {
 	if x != nil {
 		return x.Bytes
+	}
+	return 0
+}
+
+func (x *ReportRangeRequest) GetReadQps() float64 {
+	if x != nil {
+		return x.ReadQps
+	}
+	return 0
+}
+
+func (x *ReportRangeRequest) GetHotKeyShare() float64 {
+	if x != nil {
+		return x.HotKeyShare
 	}
 	return 0
 }
@@ -3890,12 +3924,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12%\n" +
 	"\x0ecurrent_exists\x18\x02 \x01(\bR\rcurrentExists\x12#\n" +
-	"\rcurrent_value\x18\x03 \x01(\fR\fcurrentValue\"\x86\x01\n" +
+	"\rcurrent_value\x18\x03 \x01(\fR\fcurrentValue\"\xc5\x01\n" +
 	"\tRangeInfo\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
 	"\x03qps\x18\x03 \x01(\x01R\x03qps\x12\x14\n" +
-	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"\x0f\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x19\n" +
+	"\bread_qps\x18\x05 \x01(\x01R\areadQps\x12\"\n" +
+	"\rhot_key_share\x18\x06 \x01(\x01R\vhotKeyShare\"\x0f\n" +
 	"\rRangesRequest\"i\n" +
 	"\x0eRangesResponse\x12)\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x11.tidekv.RangeInfoR\x06ranges\x12,\n" +
@@ -3988,12 +4024,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05score\x18\a \x01(\x01R\x05score\x12\x15\n" +
 	"\x06p99_ms\x18\b \x01(\x01R\x05p99Ms\"E\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\x8f\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xce\x01\n" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
 	"\x03qps\x18\x03 \x01(\x01R\x03qps\x12\x14\n" +
-	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"\x15\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x19\n" +
+	"\bread_qps\x18\x05 \x01(\x01R\areadQps\x12\"\n" +
+	"\rhot_key_share\x18\x06 \x01(\x01R\vhotKeyShare\"\x15\n" +
 	"\x13ReportRangeResponse\"\x85\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
