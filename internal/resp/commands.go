@@ -185,9 +185,11 @@ func cmdConfig(x *call) {
 	}
 }
 
-// cmdHello speaks RESP2 only: HELLO 3 gets NOPROTO, so that clients (go-redis,
-// go-ycsb) fall back to RESP2; HELLO [2] [AUTH user pass] [SETNAME name]
-// answers like Redis.
+// cmdHello speaks RESP2 only. HELLO 3 gets the reply a Redis without HELLO
+// gives ("ERR unknown command 'HELLO'..."): every client falls back to RESP2
+// on that one, while some (go-redis before v9.0.0 final, which go-ycsb
+// pins) treat any other error, NOPROTO included, as fatal. HELLO [2]
+// [AUTH user pass] [SETNAME name] answers like Redis.
 func cmdHello(x *call) {
 	args := x.args[1:]
 	if len(args) > 0 {
@@ -197,7 +199,7 @@ func cmdHello(x *call) {
 			return
 		}
 		if v != 2 {
-			x.c.WriteError("NOPROTO unsupported protocol version")
+			x.c.WriteError(fmt.Sprintf("ERR unknown command 'HELLO', with args beginning with: %s", argsPreview(x.args[1:])))
 			return
 		}
 		args = args[1:]

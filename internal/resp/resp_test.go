@@ -398,7 +398,8 @@ func TestAuth(t *testing.T) {
 	wantErr(t, noPass.Ping(ctx).Err(), "NOAUTH Authentication required.")
 	wantErr(t, noPass.Get(ctx, "a").Err(), "NOAUTH Authentication required.")
 
-	// go-redis sends HELLO 3 with AUTH; NOPROTO makes it fall back to AUTH.
+	// go-redis sends HELLO 3 with AUTH; the unknown-command reply makes it
+	// fall back to AUTH.
 	good := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Password: "s3cret"})
 	defer good.Close()
 	eq(t, must(good.Ping(ctx).Result()), "PONG")
@@ -429,7 +430,7 @@ func TestErrorsAndMisc(t *testing.T) {
 		{[]any{"SELECT", "1"}, "ERR DB index is out of range"},
 		{[]any{"SELECT", "x"}, "ERR value is not an integer or out of range"},
 		{[]any{"CLIENT", "KILL"}, "ERR unknown subcommand 'KILL'"},
-		{[]any{"HELLO", "3"}, "NOPROTO"},
+		{[]any{"HELLO", "3"}, "ERR unknown command 'HELLO'"},
 		{[]any{"PING", "a", "b"}, "ERR wrong number of arguments for 'ping' command"},
 	} {
 		wantErr(t, rc.Do(ctx, tc.args...).Err(), tc.want)
@@ -505,7 +506,7 @@ func TestPipeline(t *testing.T) {
 	}
 }
 
-// Raw protocol: HELLO 3 → NOPROTO, inline commands, QUIT closes.
+// Raw protocol: HELLO 3 → unknown command, inline commands, QUIT closes.
 func TestRawProtocol(t *testing.T) {
 	s, _ := start(t, newFakeKV(), nil, nil)
 	c, err := net.Dial("tcp", s.Addr().String())
@@ -524,7 +525,7 @@ func TestRawProtocol(t *testing.T) {
 		}
 		lines = append(lines, strings.TrimRight(l, "\r\n"))
 	}
-	eq(t, strings.Join(lines, "|"), "-NOPROTO unsupported protocol version|+PONG|+OK|$1|v|+OK")
+	eq(t, strings.Join(lines, "|"), "-ERR unknown command 'HELLO', with args beginning with: '3' |+PONG|+OK|$1|v|+OK")
 }
 
 func TestEncoding(t *testing.T) {
