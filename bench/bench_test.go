@@ -529,3 +529,31 @@ func BenchmarkHistogramRecord(b *testing.B) {
 		h.record(uint64(i&0xfffff) * 997)
 	}
 }
+
+// ReadMode is only recorded: left out of the JSON when empty (so reports of
+// linearizable runs are unchanged), shown in the table header otherwise.
+func TestReadModeRecorded(t *testing.T) {
+	for _, mode := range []string{"", "bounded:500ms"} {
+		cfg := testConfig("c")
+		cfg.ReadMode = mode
+		res, err := Run(context.Background(), cfg, newMemStore(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var js, table bytes.Buffer
+		if err := res.WriteJSON(&js); err != nil {
+			t.Fatal(err)
+		}
+		if err := res.WriteTable(&table); err != nil {
+			t.Fatal(err)
+		}
+		inJSON := strings.Contains(js.String(), `"read_mode"`)
+		inTable := strings.Contains(table.String(), ", "+mode+" reads")
+		if mode == "" && (inJSON || strings.Contains(table.String(), " reads")) {
+			t.Errorf("empty read mode shows up:\n%s\n%s", js.String(), table.String())
+		}
+		if mode != "" && (!inJSON || !inTable) {
+			t.Errorf("read mode %q missing: json %v table %v\n%s", mode, inJSON, inTable, table.String())
+		}
+	}
+}

@@ -60,6 +60,11 @@ type Config struct {
 	// SkipLoad skips the load phase, for running against records loaded
 	// by an earlier run with the same RecordCount.
 	SkipLoad bool `json:"skip_load"`
+	// ReadMode names how the Store reads (for TideKV: "any",
+	// "bounded:500ms"; see docs/read-modes.md). The benchmark does not
+	// interpret it: the Store applies it, the report records it. Empty means
+	// the store's default (linearizable for TideKV) and is left out of JSON.
+	ReadMode string `json:"read_mode,omitempty"`
 }
 
 // DefaultConfig returns YCSB's core workload defaults for workload A.

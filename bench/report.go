@@ -126,6 +126,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if c.Duration > 0 {
 		fmt.Fprintf(w, ", at most %s", c.Duration)
 	}
+	if c.ReadMode != "" {
+		fmt.Fprintf(w, ", %s reads", c.ReadMode)
+	}
 	fmt.Fprintln(w)
 	for _, p := range []*PhaseResult{r.Load, r.Run} {
 		if p == nil {

@@ -50,6 +50,19 @@ func (c *Client) Events(ctx context.Context, limit int) ([]*tidekvpb.Event, erro
 	return resp.GetEvents(), err
 }
 
+// Decommission starts (drain=true) or cancels (drain=false) the
+// decommissioning of a node and returns how many replicas it still holds:
+// 0 means it owns nothing and may be stopped.
+func (c *Client) Decommission(ctx context.Context, node uint64, drain bool) (int, error) {
+	var resp *tidekvpb.DecommissionResponse
+	err := c.invoke(ctx, &rpc{op: "decommission", anyNode: true, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.Decommission(ctx, &tidekvpb.DecommissionRequest{NodeId: node, Drain: drain})
+			return err
+		}})
+	return int(resp.GetReplicas()), err
+}
+
 // LocalStatus returns the status of the node at addr itself (its replicas,
 // their Raft state). It goes to that node only and is not retried elsewhere.
 func (c *Client) LocalStatus(ctx context.Context, addr string) (*tidekvpb.LocalStatusResponse, error) {

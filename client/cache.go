@@ -15,10 +15,14 @@ import (
 type rangeEntry struct {
 	desc   *tidekvpb.RangeDescriptor
 	leader atomic.Uint64 // node id of the presumed leaseholder; 0 if unknown
+	// For BOUNDED and ANY reads: the replicas resolved to addresses, and per
+	// replica (parallel to desc.Replicas) what it recently refused.
+	reps  atomic.Pointer[replicaSet]
+	stale []staleHint
 }
 
 func newEntry(desc *tidekvpb.RangeDescriptor, leader uint64) *rangeEntry {
-	e := &rangeEntry{desc: desc}
+	e := &rangeEntry{desc: desc, stale: make([]staleHint, len(desc.GetReplicas()))}
 	e.leader.Store(leader)
 	return e
 }
@@ -52,6 +56,9 @@ type snapshot struct {
 	nodes  map[uint64]string // node id -> gRPC address
 	addrs  []string          // seeds, then known node addresses: targets for "any node" requests
 	epoch  uint64            // number of full refreshes this snapshot descends from
+	// nodesGen changes whenever nodes does, so that entries can tell whether
+	// their resolved replica addresses are current.
+	nodesGen uint64
 }
 
 // lookup returns the entry covering key, or nil when the cache has no range
@@ -70,9 +77,10 @@ func (s *snapshot) lookup(key []byte) *rangeEntry {
 // (full refreshes, descriptor updates from errors) serialize on mu so that
 // concurrent updates are not lost.
 type rangeCache struct {
-	seeds []string
-	cur   atomic.Pointer[snapshot]
-	mu    sync.Mutex
+	seeds    []string
+	cur      atomic.Pointer[snapshot]
+	mu       sync.Mutex
+	nodesGen uint64 // last snapshot.nodesGen handed out; under mu
 }
 
 func newRangeCache(seeds []string) *rangeCache {
@@ -157,7 +165,8 @@ func (rc *rangeCache) install(resp *tidekvpb.RangesResponse) *snapshot {
 	for _, e := range newer {
 		ranges = mergeEntry(ranges, e)
 	}
-	s := &snapshot{ranges: ranges, nodes: nodes, addrs: rc.addrList(nodes), epoch: old.epoch + 1}
+	rc.nodesGen++
+	s := &snapshot{ranges: ranges, nodes: nodes, addrs: rc.addrList(nodes), epoch: old.epoch + 1, nodesGen: rc.nodesGen}
 	rc.cur.Store(s)
 	return s
 }
@@ -178,6 +187,8 @@ func (rc *rangeCache) update(desc *tidekvpb.RangeDescriptor, leaderID uint64, le
 		}
 		next.nodes[leaderID] = leaderAddr
 		next.addrs = rc.addrList(next.nodes)
+		rc.nodesGen++
+		next.nodesGen = rc.nodesGen
 		changed = true
 	}
 	var entry *rangeEntry

@@ -29,6 +29,12 @@ type Client struct {
 	refreshMu   sync.Mutex
 	refreshing  *flight // the full refresh in progress, if any
 	lastRefresh time.Time
+
+	// Replica choice for BOUNDED and ANY reads (replicas.go).
+	peers sync.Map                 // addr -> *peerStats
+	loads atomic.Pointer[loadView] // latest node scores
+	tune  readTuning
+	pollState
 }
 
 // flight is one full cache refresh that concurrent callers share.
@@ -51,22 +57,31 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Client{
+	c := &Client{
 		cfg:    cfg,
 		cache:  newRangeCache(cfg.Addrs),
-		conns:  newConnPool(cfg.DialTimeout),
 		ctx:    ctx,
 		cancel: cancel,
-	}, nil
+		tune:   defaultReadTuning(),
+	}
+	c.conns = newConnPool(cfg.DialTimeout, c.peer, cfg.Latency)
+	c.loads.Store(emptyLoadView)
+	return c, nil
 }
 
-// Close releases the client's connections. Requests in flight fail; later
-// requests return ErrClosed.
+// Close releases the client's connections and stops its background load
+// polling. Requests in flight fail; later requests return ErrClosed.
 func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
 	c.cancel()
+	c.pollMu.Lock()
+	done := c.pollDone
+	c.pollMu.Unlock()
+	if done != nil {
+		<-done
+	}
 	return c.conns.close()
 }
 
@@ -84,6 +99,9 @@ type rpc struct {
 	// noAttemptTimeout: attempts are bounded by ctx alone (admin operations
 	// such as adding a replica can legitimately take long).
 	noAttemptTimeout bool
+	// read is a read's mode; the zero value (linearizable) also for writes.
+	// BOUNDED and ANY reads go to the cheapest replica first.
+	read ReadOption
 	// call performs one attempt.
 	call func(ctx context.Context, nc *nodeConn) error
 }
@@ -103,7 +121,16 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		failures     int              // drives the backoff
 		redirects    int              // consecutive redirects
 		staleErrs    int
+		// BOUNDED and ANY reads try replicas in order of cost while follow
+		// holds, then fall back to leaseholder routing. tried marks the
+		// replicas of triedEntry already tried by this request.
+		follow     = r.read.follower() && !r.anyNode
+		tried      uint64
+		triedEntry *rangeEntry
 	)
+	if follow {
+		c.startPoller()
+	}
 	for attempt := 0; attempt < c.cfg.MaxAttempts; attempt++ {
 		if c.closed.Load() {
 			return ErrClosed
@@ -119,6 +146,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			entry  *rangeEntry
 			target = redirect
 			epoch  = c.cache.load().epoch
+			chosen = -1 // index of the replica picked by cost, if any
 		)
 		redirect = ""
 		switch {
@@ -130,8 +158,16 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			entry = c.cache.load().lookup(r.key)
 		default:
 			var err error
-			if entry, target, epoch, err = c.route(ctx, r, avoid, attempt); err != nil {
-				return err
+			if follow {
+				if entry, target, epoch, chosen, err = c.routeFollower(ctx, r, &tried, &triedEntry); err != nil {
+					return err
+				}
+				follow = chosen >= 0
+			}
+			if chosen < 0 {
+				if entry, target, epoch, err = c.route(ctx, r, avoid, attempt); err != nil {
+					return err
+				}
 			}
 			if err := ctx.Err(); err != nil {
 				return ctxError(r.op, err, lastErr)
@@ -152,7 +188,14 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			sent = false
 			err = status.Errorf(codes.Unavailable, "cannot connect to %s", target)
 		} else {
+			var abandon *time.Timer
+			if chosen >= 0 {
+				abandon = c.abandonIfStalled(nc.peer, cancel)
+			}
 			err = r.call(actx, nc)
+			if abandon != nil {
+				abandon.Stop()
+			}
 		}
 		cancel()
 		if err == nil {
@@ -176,6 +219,17 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			// (say, splitting at an existing boundary), not a routing hint.
 			class = classFatal
 		}
+		if chosen >= 0 {
+			if sentinel, ok := c.readFailover(class, d, r, entry, chosen, nc, epoch); ok {
+				// Another replica may well serve it: no backoff.
+				lastSentinel = sentinel
+				if chosen < 64 {
+					tried |= 1 << uint(chosen)
+				}
+				continue
+			}
+			follow = false // anything else is handled as for any request
+		}
 		if class != classNotLeader {
 			redirects = 0
 		}
@@ -186,7 +240,9 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		case classNotFound:
 			return fmt.Errorf("%w: %s", ErrNotFound, st.Message())
 
-		case classNotLeader:
+		case classNotLeader, classStaleReplica:
+			// A stale replica reached by leaseholder routing (no lease
+			// holder known) points at the leaseholder like a redirect.
 			lastSentinel = ErrUnavailable
 			if e := c.cache.update(d.GetRange(), d.GetLeaderNodeId(), d.GetLeaderAddr()); e == nil && entry != nil && d.GetLeaderNodeId() != 0 {
 				entry.leader.Store(d.GetLeaderNodeId())
@@ -238,6 +294,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		case classOverloaded:
 			lastSentinel = ErrOverloaded
 			wait = time.Duration(d.GetRetryAfterMs()) * time.Millisecond
+			nc.peer.penalise(monoNow(), &c.tune, wait)
 			if wait == 0 {
 				wait = c.backoff(failures)
 			}
@@ -249,7 +306,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 
 		case classUnavailable:
 			lastSentinel = ErrUnavailable
-			c.sus.mark(target)
+			c.markDown(nc, 0)
 			avoid = append(avoid, target)
 			wait = c.backoff(failures)
 
@@ -261,7 +318,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 				return fmt.Errorf("%w: %s: %v", ErrAmbiguous, r.op, err)
 			}
 			lastSentinel = ErrUnavailable
-			c.sus.mark(target)
+			c.markDown(nc, 0)
 			avoid = append(avoid, target)
 			// Another replica is likely healthy: try it at once, then back off.
 			if failures > 0 {
@@ -308,6 +365,91 @@ func (c *Client) route(ctx context.Context, r *rpc, avoid []string, attempt int)
 		return e, t, s.epoch, nil
 	}
 	return e, c.pickAny(s, avoid, attempt), s.epoch, nil
+}
+
+// routeFollower picks the replica a BOUNDED or ANY read tries next, by
+// cost (chooseReplica). chosen is -1 when no replica is eligible, or the
+// range is not cached even after a refresh: the caller then routes as for a
+// linearizable read, to the leaseholder.
+func (c *Client) routeFollower(ctx context.Context, r *rpc, tried *uint64, triedEntry **rangeEntry) (e *rangeEntry, target string, epoch uint64, chosen int, err error) {
+	s := c.cache.load()
+	if e = s.lookup(r.key); e == nil {
+		_ = c.refresh(ctx, s.epoch)
+		s = c.cache.load()
+		if e = s.lookup(r.key); e == nil {
+			return nil, "", s.epoch, -1, nil
+		}
+	}
+	if r.span != nil && !e.containsAll(r.span) {
+		return nil, "", 0, -1, errSpanChanged
+	}
+	if e != *triedEntry {
+		// A new descriptor: replica indexes mean something else now.
+		*tried, *triedEntry = 0, e
+	}
+	refs := c.replicasOf(s, e)
+	bound := r.read.MaxStaleness()
+	if bound == 0 {
+		bound = anyBound
+	}
+	in := pickInput{
+		refs:       refs,
+		stale:      e.stale,
+		loads:      c.loads.Load(),
+		rttWeight:  c.cfg.RTTWeight,
+		bound:      bound,
+		now:        monoNow(),
+		stallAfter: int64(c.tune.stallAfter),
+		rnd:        rand.Uint64(),
+		skip:       *tried,
+	}
+	if i := chooseReplica(&in); i >= 0 {
+		return e, refs[i].addr, s.epoch, i, nil
+	}
+	return e, "", s.epoch, -1, nil
+}
+
+// readFailover handles a failed attempt of a BOUNDED or ANY read at the
+// replica chosen by cost. For the failures another replica can be expected
+// not to share (stale, overloaded, unavailable, unreachable, no replica of
+// the range) it records what it learnt and reports ok: the caller tries the
+// next replica at once. Anything else (NOT_LEASEHOLDER from a server that
+// ignores read modes, invalid arguments, ...) is left to the general rules.
+func (c *Client) readFailover(class errClass, d *tidekvpb.ErrorDetail, r *rpc, e *rangeEntry, chosen int, nc *nodeConn, epoch uint64) (sentinel error, ok bool) {
+	now := monoNow()
+	switch class {
+	case classStaleReplica:
+		if chosen < len(e.stale) {
+			e.stale[chosen].set(now, c.tune.staleHintFor, r.read.MaxStaleness())
+		}
+		if id := d.GetLeaderNodeId(); id != 0 {
+			// Where the leaseholder phase will go, if it comes to that.
+			c.cache.update(nil, id, d.GetLeaderAddr())
+			e.leader.Store(id)
+		}
+		return ErrUnavailable, true
+	case classOverloaded:
+		nc.peer.penalise(now, &c.tune, time.Duration(d.GetRetryAfterMs())*time.Millisecond)
+		return ErrOverloaded, true
+	case classUnavailable, classTransport:
+		c.markDown(nc, 0)
+		return ErrUnavailable, true
+	case classStale:
+		// The node has no replica covering the key: our descriptor is old.
+		// Learn from the detail, or else skip the node for this range and
+		// refresh in the background rather than hold up a read another
+		// replica can serve.
+		if d.GetRange() != nil {
+			c.cache.update(d.GetRange(), d.GetLeaderNodeId(), d.GetLeaderAddr())
+		} else {
+			if chosen < len(e.stale) {
+				e.stale[chosen].set(now, c.tune.staleHintFor, anyBound)
+			}
+			c.refreshAsync(epoch)
+		}
+		return ErrUnavailable, true
+	}
+	return nil, false
 }
 
 func contains(list []string, s string) bool {
@@ -384,6 +526,18 @@ func (c *Client) refresh(ctx context.Context, seen uint64) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// refreshAsync starts a refresh like refresh but does not wait for it.
+func (c *Client) refreshAsync(seen uint64) {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	if c.cache.load().epoch > seen || c.refreshing != nil || c.closed.Load() {
+		return
+	}
+	f := &flight{done: make(chan struct{})}
+	c.refreshing = f
+	go c.runRefresh(f, time.Until(c.lastRefresh.Add(minRefreshInterval)))
 }
 
 // runRefresh runs detached from any one caller's context so that a caller

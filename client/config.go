@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"time"
 )
@@ -25,6 +26,25 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the jittered exponential backoff
 	// between retries (default 5ms and 500ms).
 	MinBackoff, MaxBackoff time.Duration
+
+	// DefaultRead is the read mode of Get, Scan and BatchGet calls that pass
+	// no ReadOption. The zero value is Linearizable(); Bounded and Any let
+	// the client send reads to the cheapest replica instead of the
+	// leaseholder (see docs/read-modes.md).
+	DefaultRead ReadOption
+	// RTTWeight is how many load-score points one millisecond of measured
+	// round trip costs when ranking replicas for Bounded and Any reads.
+	// 0 takes the default, 1, which is how the servers' own load score
+	// weighs network distance; a tiny positive value ranks by load alone.
+	RTTWeight float64
+	// Latency is for emulating a WAN in tests and benchmarks only: if set,
+	// the client waits Latency(addr) before sending each RPC to addr and
+	// again after its reply arrives, so a round trip costs twice the
+	// returned one-way delay. The delay counts in the client's measured round
+	// trips, so replica choice prefers near nodes as it would on a real WAN.
+	// It is called on every RPC and must be safe for concurrent use. Nil
+	// means no added delay.
+	Latency func(addr string) time.Duration
 }
 
 const (
@@ -33,6 +53,7 @@ const (
 	defaultMaxAttempts    = 30
 	defaultMinBackoff     = 5 * time.Millisecond
 	defaultMaxBackoff     = 500 * time.Millisecond
+	defaultRTTWeight      = 1.0
 )
 
 // DefaultConfig returns the default configuration. Addrs is left empty: the
@@ -44,6 +65,7 @@ func DefaultConfig() Config {
 		MaxAttempts:    defaultMaxAttempts,
 		MinBackoff:     defaultMinBackoff,
 		MaxBackoff:     defaultMaxBackoff,
+		RTTWeight:      defaultRTTWeight,
 	}
 }
 
@@ -67,6 +89,11 @@ func (c Config) Validate() error {
 		return errors.New("tidekv client: config: MaxAttempts must not be negative")
 	case c.MinBackoff < 0 || c.MaxBackoff < 0:
 		return errors.New("tidekv client: config: backoff durations must not be negative")
+	case c.RTTWeight < 0 || math.IsNaN(c.RTTWeight) || math.IsInf(c.RTTWeight, 0):
+		return fmt.Errorf("tidekv client: config: RTTWeight must be a finite non-negative number, got %v", c.RTTWeight)
+	}
+	if err := c.DefaultRead.validate(); err != nil {
+		return fmt.Errorf("tidekv client: config: DefaultRead %s: %v", c.DefaultRead, err)
 	}
 	if d := c.withDefaults(); d.MinBackoff > d.MaxBackoff {
 		return fmt.Errorf("tidekv client: config: MinBackoff %v exceeds MaxBackoff %v", d.MinBackoff, d.MaxBackoff)
@@ -91,6 +118,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = d.MaxBackoff
+	}
+	if c.RTTWeight == 0 {
+		c.RTTWeight = d.RTTWeight
 	}
 	c.Addrs = append([]string(nil), c.Addrs...)
 	return c

@@ -21,23 +21,28 @@ type nodeConn struct {
 	cc    *grpc.ClientConn
 	kv    tidekvpb.KVClient
 	admin tidekvpb.AdminClient
+	peer  *peerStats // round trips and failures, for replica choice
 }
 
 // connPool lazily creates and then reuses one grpc.ClientConn per address.
 // Lookups go through a sync.Map so the request path takes no lock; mu only
 // serializes creation and Close.
 type connPool struct {
-	opts   []grpc.DialOption
-	conns  sync.Map // addr -> *nodeConn
-	mu     sync.Mutex
-	closed bool
+	opts    []grpc.DialOption
+	peerOf  func(addr string) *peerStats
+	latency func(addr string) time.Duration // Config.Latency
+	conns   sync.Map                        // addr -> *nodeConn
+	mu      sync.Mutex
+	closed  bool
 }
 
 // maxRecvMsgSize lets large scan pages through; gRPC's default is 4 MiB.
 const maxRecvMsgSize = 64 << 20
 
-func newConnPool(dialTimeout time.Duration) *connPool {
+func newConnPool(dialTimeout time.Duration, peerOf func(string) *peerStats, latency func(string) time.Duration) *connPool {
 	return &connPool{
+		peerOf:  peerOf,
+		latency: latency,
 		opts: []grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			// gRPC's default reconnect backoff grows to 2 minutes, which would
@@ -68,12 +73,14 @@ func (p *connPool) get(addr string) (*nodeConn, error) {
 	if nc, ok := p.conns.Load(addr); ok {
 		return nc.(*nodeConn), nil
 	}
+	peer := p.peerOf(addr)
+	opts := append(p.opts[:len(p.opts):len(p.opts)], grpc.WithUnaryInterceptor(peer.interceptor(addr, p.latency)))
 	// NewClient does not connect; the first RPC (or waitReady) does.
-	cc, err := grpc.NewClient(addr, p.opts...)
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
-	nc := &nodeConn{addr: addr, cc: cc, kv: tidekvpb.NewKVClient(cc), admin: tidekvpb.NewAdminClient(cc)}
+	nc := &nodeConn{addr: addr, cc: cc, kv: tidekvpb.NewKVClient(cc), admin: tidekvpb.NewAdminClient(cc), peer: peer}
 	p.conns.Store(addr, nc)
 	return nc, nil
 }

@@ -5,6 +5,14 @@
 // changes and node failures with jittered backoff, all within the caller's
 // context deadline.
 //
+// Reads are linearizable by default: served by the leaseholder. With a
+// ReadOption (Bounded(θ) or Any(), per call or as Config.DefaultRead) a read
+// may be served by any replica, and the client sends it to the cheapest one:
+// lowest load score (Admin.NodeLoads, polled in the background) plus
+// measured round trip, skipping replicas that recently failed, look hung or
+// refused as stale. When a replica cannot serve it, the client tries the
+// next one at once, and finally the leaseholder. See docs/read-modes.md.
+//
 // Reads are retried after any failure. Writes (Put, Delete, Write,
 // CompareAndSet) are retried only while the cluster says they were not
 // applied; once one may have reached a server and its outcome is unknown it

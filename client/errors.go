@@ -44,15 +44,16 @@ func errorDetail(st *status.Status) *tidekvpb.ErrorDetail {
 type errClass int
 
 const (
-	classFatal       errClass = iota // return to the caller as is
-	classInvalid                     // ErrInvalidArgument, never retried
-	classNotFound                    // ErrNotFound
-	classNotLeader                   // NOT_LEASEHOLDER: redirect
-	classStale                       // RANGE_NOT_FOUND / KEY_MISMATCH: fix the cache
-	classAmbiguous                   // AMBIGUOUS from the server
-	classOverloaded                  // OVERLOADED: wait retry_after
-	classUnavailable                 // the server said UNAVAILABLE: the request was not applied
-	classTransport                   // no usable answer from the node (conn refused, reset, attempt timeout)
+	classFatal        errClass = iota // return to the caller as is
+	classInvalid                      // ErrInvalidArgument, never retried
+	classNotFound                     // ErrNotFound
+	classNotLeader                    // NOT_LEASEHOLDER: redirect
+	classStale                        // RANGE_NOT_FOUND / KEY_MISMATCH: fix the cache
+	classAmbiguous                    // AMBIGUOUS from the server
+	classOverloaded                   // OVERLOADED: wait retry_after
+	classUnavailable                  // the server said UNAVAILABLE: the request was not applied
+	classTransport                    // no usable answer from the node (conn refused, reset, attempt timeout)
+	classStaleReplica                 // STALE_REPLICA: a bounded read reached a replica too far behind
 )
 
 // classify maps an attempt's error to what to do about it. The ErrorDetail
@@ -72,6 +73,8 @@ func classify(st *status.Status, d *tidekvpb.ErrorDetail) errClass {
 		return classInvalid
 	case tidekvpb.ErrorKind_UNAVAILABLE:
 		return classUnavailable
+	case tidekvpb.ErrorKind_STALE_REPLICA:
+		return classStaleReplica
 	}
 	switch st.Code() {
 	case codes.InvalidArgument, codes.OutOfRange:

@@ -33,6 +33,13 @@ type fakeCluster struct {
 	// (the meta range lagging behind).
 	meta []*tidekvpb.RangeInfo
 	data map[string][]byte
+	// loads are what NodeLoads reports: node -> score and sample age.
+	loads map[uint64]fakeLoad
+}
+
+type fakeLoad struct {
+	score float64
+	age   time.Duration
 }
 
 type fakeRange struct {
@@ -52,6 +59,7 @@ type fakeNode struct {
 
 	mu    sync.Mutex
 	calls map[string]int
+	modes map[string]int // "Get BOUNDED 500": reads by method, mode and bound
 	hook  hookFunc
 }
 
@@ -63,7 +71,7 @@ func newFakeCluster(t *testing.T, numNodes int) *fakeCluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := &fakeNode{c: c, id: id, addr: lis.Addr().String(), srv: grpc.NewServer(), calls: map[string]int{}}
+		n := &fakeNode{c: c, id: id, addr: lis.Addr().String(), srv: grpc.NewServer(), calls: map[string]int{}, modes: map[string]int{}}
 		tidekvpb.RegisterKVServer(n.srv, fakeKV{n: n})
 		tidekvpb.RegisterAdminServer(n.srv, fakeAdmin{n: n})
 		go func() { _ = n.srv.Serve(lis) }()
@@ -191,8 +199,44 @@ func (c *fakeCluster) resetCalls() {
 	for _, n := range c.nodes {
 		n.mu.Lock()
 		n.calls = map[string]int{}
+		n.modes = map[string]int{}
 		n.mu.Unlock()
 	}
+}
+
+// setLoad sets the score NodeLoads reports for node id, sampled age ago.
+func (c *fakeCluster) setLoad(id uint64, score float64, age time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loads == nil {
+		c.loads = map[uint64]fakeLoad{}
+	}
+	c.loads[id] = fakeLoad{score: score, age: age}
+}
+
+// methodCounts renders "n1=2 n3=1" for one method (nodes with calls only).
+func (c *fakeCluster) methodCounts(method string) string {
+	var parts []string
+	for id := uint64(1); id <= uint64(len(c.nodes)); id++ {
+		if k := c.nodes[id].count(method); k > 0 {
+			parts = append(parts, fmt.Sprintf("n%d=%d", id, k))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// modeCount is how many reads of method with this mode and bound (ms) n
+// received.
+func (n *fakeNode) modeCount(method string, mode tidekvpb.ReadMode, ms uint32) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.modes[fmt.Sprintf("%s %s %d", method, mode, ms)]
+}
+
+func (n *fakeNode) noteMode(method string, mode tidekvpb.ReadMode, ms uint32) {
+	n.mu.Lock()
+	n.modes[fmt.Sprintf("%s %s %d", method, mode, ms)]++
+	n.mu.Unlock()
 }
 
 // callCounts renders "n1:Get=2 n3:Put=1" for the KV/admin methods called.
@@ -273,6 +317,27 @@ func (n *fakeNode) route(keys ...[]byte) error {
 	return nil
 }
 
+// routeRead is route for reads: LINEARIZABLE ones need the lease, BOUNDED
+// and ANY ones any replica (a scripted hook plays a stale replica).
+func (n *fakeNode) routeRead(mode tidekvpb.ReadMode, keys ...[]byte) error {
+	if mode == tidekvpb.ReadMode_LINEARIZABLE {
+		return n.route(keys...)
+	}
+	c := n.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.rangeForLocked(keys[0])
+	if r == nil || !hasReplica(r.desc, n.id) {
+		return statusWith(codes.FailedPrecondition, "no replica", &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_NOT_FOUND})
+	}
+	for _, k := range keys[1:] {
+		if bytes.Compare(k, r.desc.StartKey) < 0 || (len(r.desc.EndKey) > 0 && bytes.Compare(k, r.desc.EndKey) >= 0) {
+			return statusWith(codes.FailedPrecondition, "key outside range", &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_KEY_MISMATCH, Range: proto.Clone(r.desc).(*tidekvpb.RangeDescriptor)})
+		}
+	}
+	return nil
+}
+
 func hasReplica(d *tidekvpb.RangeDescriptor, node uint64) bool {
 	for _, r := range d.Replicas {
 		if r.NodeId == node {
@@ -288,10 +353,11 @@ type fakeKV struct {
 }
 
 func (s fakeKV) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvpb.GetResponse, error) {
+	s.n.noteMode("Get", req.ReadMode, req.MaxStalenessMs)
 	if err := s.n.enter(ctx, "Get", req.Key); err != nil {
 		return nil, err
 	}
-	if err := s.n.route(req.Key); err != nil {
+	if err := s.n.routeRead(req.ReadMode, req.Key); err != nil {
 		return nil, err
 	}
 	c := s.n.c
@@ -331,10 +397,11 @@ func (s fakeKV) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*tidek
 }
 
 func (s fakeKV) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.ScanResponse, error) {
+	s.n.noteMode("Scan", req.ReadMode, req.MaxStalenessMs)
 	if err := s.n.enter(ctx, "Scan", req.StartKey); err != nil {
 		return nil, err
 	}
-	if err := s.n.route(req.StartKey); err != nil {
+	if err := s.n.routeRead(req.ReadMode, req.StartKey); err != nil {
 		return nil, err
 	}
 	c := s.n.c
@@ -370,10 +437,11 @@ func (s fakeKV) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.
 }
 
 func (s fakeKV) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest) (*tidekvpb.BatchGetResponse, error) {
+	s.n.noteMode("BatchGet", req.ReadMode, req.MaxStalenessMs)
 	if err := s.n.enter(ctx, "BatchGet", req.Keys[0]); err != nil {
 		return nil, err
 	}
-	if err := s.n.route(req.Keys...); err != nil {
+	if err := s.n.routeRead(req.ReadMode, req.Keys...); err != nil {
 		return nil, err
 	}
 	c := s.n.c
@@ -452,6 +520,21 @@ func (s fakeAdmin) Ranges(ctx context.Context, _ *tidekvpb.RangesRequest) (*tide
 	}
 	for id := uint64(1); id <= uint64(len(c.nodes)); id++ {
 		resp.Nodes = append(resp.Nodes, &tidekvpb.NodeDescriptor{NodeId: id, GrpcAddr: c.nodes[id].addr})
+	}
+	return resp, nil
+}
+
+func (s fakeAdmin) NodeLoads(ctx context.Context, _ *tidekvpb.NodeLoadsRequest) (*tidekvpb.NodeLoadsResponse, error) {
+	if err := s.n.enter(ctx, "NodeLoads", nil); err != nil {
+		return nil, err
+	}
+	c := s.n.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	resp := &tidekvpb.NodeLoadsResponse{}
+	for id, l := range c.loads {
+		resp.Loads = append(resp.Loads, &tidekvpb.NodeLoad{NodeId: id, Score: l.score, UnixNanos: now.Add(-l.age).UnixNano()})
 	}
 	return resp, nil
 }

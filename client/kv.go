@@ -26,11 +26,17 @@ type GetResult struct {
 	Found bool
 }
 
-// Get returns the value of key, or an error wrapping ErrNotFound.
-func (c *Client) Get(ctx context.Context, key []byte) ([]byte, error) {
-	req := &tidekvpb.GetRequest{Key: key}
+// Get returns the value of key, or an error wrapping ErrNotFound. opts
+// choose the read mode (Linearizable, Bounded, Any; default
+// Config.DefaultRead).
+func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, error) {
+	ro, err := c.readOption("get", opts)
+	if err != nil {
+		return nil, err
+	}
+	req := &tidekvpb.GetRequest{Key: key, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs()}
 	var resp *tidekvpb.GetResponse
-	err := c.invoke(ctx, &rpc{op: "get", key: key, idempotent: true,
+	err = c.invoke(ctx, &rpc{op: "get", key: key, idempotent: true, read: ro,
 		call: func(ctx context.Context, nc *nodeConn) (err error) {
 			resp, err = nc.kv.Get(ctx, req)
 			return err
@@ -76,19 +82,24 @@ func (c *Client) Delete(ctx context.Context, key []byte) (existed bool, err erro
 // the client's own: every request then asks for the server's maximum page,
 // and the scan runs to end. Each request reads one range; Scan continues at
 // the server's resume key until the limit or end is reached. The result is
-// not a snapshot across ranges.
-func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+// not a snapshot across ranges. opts choose the read mode, for every range
+// (with Bounded or Any each range's page may come from a different replica).
+func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ...ReadOption) ([]KeyValue, error) {
+	ro, err := c.readOption("scan", opts)
+	if err != nil {
+		return nil, err
+	}
 	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
 		return nil, nil
 	}
 	var out []KeyValue
 	for {
-		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end}
+		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs()}
 		if limit > 0 {
 			req.Limit = uint32(min(limit-len(out), math.MaxUint32))
 		}
 		var resp *tidekvpb.ScanResponse
-		err := c.invoke(ctx, &rpc{op: "scan", key: start, idempotent: true,
+		err := c.invoke(ctx, &rpc{op: "scan", key: start, idempotent: true, read: ro,
 			call: func(ctx context.Context, nc *nodeConn) (err error) {
 				resp, err = nc.kv.Scan(ctx, req)
 				return err
@@ -119,27 +130,31 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyV
 const maxRegroups = 8
 
 // BatchGet reads keys, sending one request per range (in parallel). Results
-// are in the order of keys.
-func (c *Client) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) {
+// are in the order of keys. opts choose the read mode, for every range.
+func (c *Client) BatchGet(ctx context.Context, keys [][]byte, opts ...ReadOption) ([]GetResult, error) {
+	ro, err := c.readOption("batch get", opts)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]GetResult, len(keys))
 	idx := make([]int, len(keys))
 	for i := range idx {
 		idx[i] = i
 	}
-	if err := c.batchGet(ctx, keys, idx, out, 0); err != nil {
+	if err := c.batchGet(ctx, keys, idx, out, ro, 0); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // batchGet reads keys[idx] into out[idx], grouped by cached range.
-func (c *Client) batchGet(ctx context.Context, keys [][]byte, idx []int, out []GetResult, depth int) error {
+func (c *Client) batchGet(ctx context.Context, keys [][]byte, idx []int, out []GetResult, ro ReadOption, depth int) error {
 	if len(idx) == 0 {
 		return nil
 	}
 	groups := c.groupByRange(ctx, keys, idx)
 	if len(groups) == 1 {
-		return c.batchGetGroup(ctx, keys, groups[0], out, depth)
+		return c.batchGetGroup(ctx, keys, groups[0], out, ro, depth)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -152,7 +167,7 @@ func (c *Client) batchGet(ctx context.Context, keys [][]byte, idx []int, out []G
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.batchGetGroup(ctx, keys, g, out, depth); err != nil {
+			if err := c.batchGetGroup(ctx, keys, g, out, ro, depth); err != nil {
 				once.Do(func() { firstErr = err; cancel() })
 			}
 		}()
@@ -187,13 +202,13 @@ func (c *Client) groupByRange(ctx context.Context, keys [][]byte, idx []int) [][
 	return groups
 }
 
-func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, out []GetResult, depth int) error {
-	req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx))}
+func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, out []GetResult, ro ReadOption, depth int) error {
+	req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx)), ReadMode: ro.mode, MaxStalenessMs: ro.staleMs()}
 	for j, i := range idx {
 		req.Keys[j] = keys[i]
 	}
 	var resp *tidekvpb.BatchGetResponse
-	err := c.invoke(ctx, &rpc{op: "batch get", key: req.Keys[0], span: req.Keys, idempotent: true,
+	err := c.invoke(ctx, &rpc{op: "batch get", key: req.Keys[0], span: req.Keys, idempotent: true, read: ro,
 		call: func(ctx context.Context, nc *nodeConn) (err error) {
 			resp, err = nc.kv.BatchGet(ctx, req)
 			return err
@@ -202,7 +217,7 @@ func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, ou
 		if depth >= maxRegroups {
 			return fmt.Errorf("%w: batch get: range boundaries kept changing", ErrUnavailable)
 		}
-		return c.batchGet(ctx, keys, idx, out, depth+1)
+		return c.batchGet(ctx, keys, idx, out, ro, depth+1)
 	}
 	if err != nil {
 		return err

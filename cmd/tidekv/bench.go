@@ -21,6 +21,7 @@ func newBenchCmd() *cobra.Command {
 	var addrs string
 	var gcPercent *int
 	var asJSON bool
+	var read client.ReadOption
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Run a YCSB core workload (a-f) against a TideKV cluster",
@@ -31,9 +32,15 @@ then run --ops operations over --threads concurrent clients.
   b  95% read, 5% update               e  95% scan, 5% insert
   c  100% read                         f  50% read, 50% read-modify-write
 
+--read sets the read mode of every read and scan, including the read of a
+read-modify-write (as YCSB's bindings apply their read consistency level).
+
 Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if read != client.Linearizable() {
+				cfg.ReadMode = read.String() // recorded in the report
+			}
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
@@ -55,12 +62,14 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 			// Probe once so that an unreachable cluster fails fast instead
 			// of every operation retrying until its own timeout.
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			_, err = c.Get(pctx, []byte("user"))
+			// In the benchmark's read mode, so that the replica choice has
+			// load scores by the time the run starts.
+			_, err = c.Get(pctx, []byte("user"), read)
 			cancel()
 			if err != nil && !errors.Is(err, client.ErrNotFound) {
 				return fmt.Errorf("bench: cluster at %s not reachable: %w", addrs, err)
 			}
-			res, runErr := bench.Run(ctx, cfg, clientStore{c}, os.Stderr)
+			res, runErr := bench.Run(ctx, cfg, clientStore{c: c, read: read}, os.Stderr)
 			if res == nil {
 				return runErr
 			}
@@ -90,6 +99,7 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 	f.DurationVar(&cfg.Duration, "duration", 0, "cap on the run phase's wall time (0 = none)")
 	f.BoolVar(&cfg.SkipLoad, "skip-load", false, "skip the load phase (records were loaded by an earlier run)")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	f.Var(&read, "read", readFlagUsage)
 	return cmd
 }
 
@@ -103,11 +113,14 @@ func splitAddrs(s string) []string {
 	return out
 }
 
-// clientStore adapts the Go client to bench.Store.
-type clientStore struct{ c *client.Client }
+// clientStore adapts the Go client to bench.Store; reads and scans use read.
+type clientStore struct {
+	c    *client.Client
+	read client.ReadOption
+}
 
 func (s clientStore) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	v, err := s.c.Get(ctx, key)
+	v, err := s.c.Get(ctx, key, s.read)
 	if errors.Is(err, client.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -119,6 +132,6 @@ func (s clientStore) Put(ctx context.Context, key, value []byte) error {
 }
 
 func (s clientStore) Scan(ctx context.Context, start []byte, limit int) (int, error) {
-	kvs, err := s.c.Scan(ctx, start, nil, limit)
+	kvs, err := s.c.Scan(ctx, start, nil, limit, s.read)
 	return len(kvs), err
 }

@@ -1,0 +1,927 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+func TestParseReadMode(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    string // String() of the result
+		wantErr string // substring of the error
+	}{
+		{in: "linearizable", want: "linearizable"},
+		{in: "any", want: "any"},
+		{in: " ANY ", want: "any"},
+		{in: "bounded:500ms", want: "bounded:500ms"},
+		{in: "Bounded:2s", want: "bounded:2s"},
+		{in: "bounded: 1ms", want: "bounded:1ms"},
+		{in: "bounded:1m30s", want: "bounded:1m30s"},
+		{in: "bounded", wantErr: "needs a staleness bound"},
+		{in: "bounded:", wantErr: "staleness bound"},
+		{in: "bounded:fast", wantErr: "staleness bound"},
+		{in: "bounded:500", wantErr: "missing unit"},
+		{in: "bounded:999us", wantErr: "below the minimum of 1ms"},
+		{in: "bounded:0s", wantErr: "below the minimum"},
+		{in: "bounded:-5s", wantErr: "below the minimum"},
+		{in: "bounded:2000h", wantErr: "exceeds the maximum"},
+		{in: "", wantErr: "unknown read mode"},
+		{in: "stale", wantErr: "want linearizable, any or bounded:DURATION"},
+	} {
+		got, err := ParseReadMode(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("ParseReadMode(%q) = %v, %v; want error containing %q", tc.in, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.String() != tc.want {
+			t.Errorf("ParseReadMode(%q) = %v, %v; want %s", tc.in, got, err, tc.want)
+			continue
+		}
+		// String round-trips.
+		if back, err := ParseReadMode(got.String()); err != nil || back != got {
+			t.Errorf("ParseReadMode(%q.String()) = %v, %v", tc.in, back, err)
+		}
+	}
+
+	// The flag.Value face.
+	var o ReadOption
+	if o.String() != "linearizable" || o != Linearizable() {
+		t.Fatalf("zero ReadOption = %v, want linearizable", o)
+	}
+	if err := o.Set("bounded:250ms"); err != nil || o.Mode() != tidekvpb.ReadMode_BOUNDED || o.MaxStaleness() != 250*time.Millisecond {
+		t.Fatalf("Set: %v %v", o, err)
+	}
+	if err := o.Set("nope"); err == nil || o.MaxStaleness() != 250*time.Millisecond {
+		t.Fatalf("failed Set changed the value: %v %v", o, err)
+	}
+	if Any().MaxStaleness() != 0 || Bounded(1500*time.Microsecond).staleMs() != 1 {
+		t.Fatal("MaxStaleness / staleMs")
+	}
+
+	// Config.DefaultRead is validated like the parser validates.
+	if _, err := New(Config{Addrs: []string{"h:1"}, DefaultRead: Bounded(time.Microsecond)}); err == nil {
+		t.Fatal("New accepted DefaultRead with a bound below 1ms")
+	}
+	if _, err := New(Config{Addrs: []string{"h:1"}, RTTWeight: -1}); err == nil {
+		t.Fatal("New accepted a negative RTTWeight")
+	}
+}
+
+// readCluster: one range on n1..n3 with n1 holding the lease, key "a" set,
+// and a client with short replica-choice timings whose cache is warm.
+func readCluster(t *testing.T, mod func(*Config)) (*fakeCluster, *Client) {
+	t.Helper()
+	c := newFakeCluster(t, 3)
+	c.setRanges(rng(1, "", "", 1, 1, 2, 3))
+	cl := c.newClient(mod)
+	cl.tune.pollInterval = 20 * time.Millisecond
+	mustPut(t, cl, "a", "1")
+	return c, cl
+}
+
+// waitLoads starts the poller and waits until the client holds n fresh
+// scores.
+func waitLoads(t *testing.T, cl *Client, n int) {
+	t.Helper()
+	cl.startPoller()
+	deadline := time.Now().Add(5 * time.Second)
+	for cl.loads.Load().fresh < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("client holds %d fresh scores, want %d", cl.loads.Load().fresh, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func mustGetWith(t *testing.T, cl *Client, k, want string, o ReadOption) {
+	t.Helper()
+	v, err := cl.Get(testCtx(t), []byte(k), o)
+	if err != nil {
+		t.Fatalf("get %q (%s): %v", k, o, err)
+	}
+	if string(v) != want {
+		t.Fatalf("get %q (%s) = %q, want %q", k, o, v, want)
+	}
+}
+
+func TestReadOptionsOnTheWire(t *testing.T) {
+	c, cl := readCluster(t, nil)
+	c.resetCalls()
+	n1 := c.node(1)
+	ctx := testCtx(t)
+
+	mustGet(t, cl, "a", "1")
+	mustGetWith(t, cl, "a", "1", Linearizable())
+	if n := n1.modeCount("Get", tidekvpb.ReadMode_LINEARIZABLE, 0); n != 2 {
+		t.Fatalf("linearizable gets on n1: %d, want 2", n)
+	}
+	// The last option wins.
+	if _, err := cl.Get(ctx, []byte("a"), Any(), Bounded(1500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Scan(ctx, nil, nil, 0, Bounded(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.BatchGet(ctx, [][]byte{[]byte("a")}, Any()); err != nil {
+		t.Fatal(err)
+	}
+	sum := func(method string, mode tidekvpb.ReadMode, ms uint32) int {
+		n := 0
+		for _, nd := range c.nodes {
+			n += nd.modeCount(method, mode, ms)
+		}
+		return n
+	}
+	for _, w := range []struct {
+		method string
+		mode   tidekvpb.ReadMode
+		ms     uint32
+	}{
+		{"Get", tidekvpb.ReadMode_BOUNDED, 1500},
+		{"Scan", tidekvpb.ReadMode_BOUNDED, 1000},
+		{"BatchGet", tidekvpb.ReadMode_ANY, 0},
+	} {
+		if n := sum(w.method, w.mode, w.ms); n != 1 {
+			t.Errorf("%s %s %d: %d requests, want 1", w.method, w.mode, w.ms, n)
+		}
+	}
+
+	// A bound below 1ms is refused before anything is sent.
+	c.resetCalls()
+	for _, err := range []error{
+		func() error { _, err := cl.Get(ctx, []byte("a"), Bounded(time.Microsecond)); return err }(),
+		func() error { _, err := cl.Scan(ctx, nil, nil, 0, Bounded(0)); return err }(),
+		func() error { _, err := cl.BatchGet(ctx, [][]byte{[]byte("a")}, Bounded(-time.Second)); return err }(),
+	} {
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("read with a bound below 1ms: %v, want ErrInvalidArgument", err)
+		}
+	}
+	if got := c.callCounts(); strings.Contains(got, "Get") || strings.Contains(got, "Scan") {
+		t.Errorf("invalid reads were sent: %s", got)
+	}
+
+	// Config.DefaultRead applies when no option is given.
+	cl2 := c.newClient(func(cfg *Config) { cfg.DefaultRead = Bounded(2 * time.Second) })
+	mustGet(t, cl2, "a", "1")
+	if n := sum("Get", tidekvpb.ReadMode_BOUNDED, 2000); n != 1 {
+		t.Errorf("DefaultRead not applied: %s", c.callCounts())
+	}
+	mustGetWith(t, cl2, "a", "1", Linearizable())
+	if n := n1.modeCount("Get", tidekvpb.ReadMode_LINEARIZABLE, 0); n != 1 {
+		t.Errorf("explicit Linearizable did not override DefaultRead")
+	}
+}
+
+func TestBoundedReadGoesToLowestScore(t *testing.T) {
+	c, cl := readCluster(t, nil)
+	c.setLoad(1, 40, 0) // the leaseholder is busy
+	c.setLoad(2, 4, 0)
+	c.setLoad(3, 20, 0)
+	waitLoads(t, cl, 3)
+	c.resetCalls()
+	for range 20 {
+		mustGetWith(t, cl, "a", "1", Bounded(500*time.Millisecond))
+	}
+	if got := c.methodCounts("Get"); got != "n2=20" {
+		t.Fatalf("bounded gets: %s, want all 20 on n2", got)
+	}
+	if n := c.node(2).modeCount("Get", tidekvpb.ReadMode_BOUNDED, 500); n != 20 {
+		t.Fatalf("n2 saw %d BOUNDED/500ms gets", n)
+	}
+}
+
+func TestFollowerScanAndBatchGet(t *testing.T) {
+	c := newFakeCluster(t, 3)
+	c.setRanges(threeRanges()...)
+	cl := c.newClient(nil)
+	cl.tune.pollInterval = 20 * time.Millisecond
+	c.setLoad(1, 40, 0)
+	c.setLoad(2, 40, 0)
+	c.setLoad(3, 4, 0)
+	for _, k := range []string{"a", "b", "k", "x"} {
+		mustPut(t, cl, k, "v"+k)
+	}
+	waitLoads(t, cl, 3)
+	c.resetCalls()
+	kvs, err := cl.Scan(testCtx(t), nil, nil, 0, Any())
+	if err != nil || len(kvs) != 4 {
+		t.Fatalf("scan: %v %v", kvs, err)
+	}
+	if got := c.methodCounts("Scan"); got != "n3=3" {
+		t.Fatalf("any scans: %s, want one per range, all on n3", got)
+	}
+	res, err := cl.BatchGet(testCtx(t), [][]byte{[]byte("x"), []byte("b"), []byte("k")}, Bounded(time.Second))
+	if err != nil || !res[0].Found || string(res[2].Value) != "vk" {
+		t.Fatalf("batch get: %v %v", res, err)
+	}
+	if got := c.methodCounts("BatchGet"); got != "n3=3" {
+		t.Fatalf("bounded batch gets: %s, want one per range, all on n3", got)
+	}
+}
+
+func staleErr(c *fakeCluster, leader uint64) error {
+	return statusWith(codes.FailedPrecondition, "replica is 2s behind", &tidekvpb.ErrorDetail{
+		Kind: tidekvpb.ErrorKind_STALE_REPLICA, LeaderNodeId: leader, LeaderAddr: c.node(leader).addr})
+}
+
+func TestStaleReplicaTriesNextThenLeaseholder(t *testing.T) {
+	// Any backoff would show: it is at least 300ms.
+	c, cl := readCluster(t, func(cfg *Config) { cfg.MinBackoff, cfg.MaxBackoff = 300*time.Millisecond, 300*time.Millisecond })
+	c.setLoad(1, 40, 0)
+	c.setLoad(2, 4, 0)
+	c.setLoad(3, 10, 0)
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	for id := uint64(1); id <= 3; id++ {
+		c.node(id).setHook(func(ctx context.Context, method string, key []byte) error {
+			if method != "Get" {
+				return nil
+			}
+			mu.Lock()
+			order = append(order, fmt.Sprintf("n%d", id))
+			mu.Unlock()
+			if id != 1 {
+				return staleErr(c, 1)
+			}
+			return nil
+		})
+	}
+	take := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		s := strings.Join(order, " ")
+		order = nil
+		return s
+	}
+	waitLoads(t, cl, 3)
+
+	start := time.Now()
+	mustGetWith(t, cl, "a", "1", Bounded(100*time.Millisecond))
+	if d := time.Since(start); d > 250*time.Millisecond {
+		t.Fatalf("failover took %v: it backed off", d)
+	}
+	if got := take(); got != "n2 n3 n1" {
+		t.Fatalf("tried %s, want n2 n3 n1 (cheapest first, the leaseholder last)", got)
+	}
+
+	// The refusals are remembered for this range and bound (or tighter).
+	mustGetWith(t, cl, "a", "1", Bounded(100*time.Millisecond))
+	mustGetWith(t, cl, "a", "1", Bounded(50*time.Millisecond))
+	if got := take(); got != "n1 n1" {
+		t.Fatalf("tried %s, want the leaseholder straight away", got)
+	}
+	// A looser bound may be within what n2 can serve: ask it again.
+	mustGetWith(t, cl, "a", "1", Bounded(10*time.Second))
+	if got := take(); got != "n2 n3 n1" {
+		t.Fatalf("looser bound tried %s, want n2 n3 n1", got)
+	}
+	// ANY reads are never refused as stale; the hints do not apply.
+	c.node(2).setHook(nil)
+	mustGetWith(t, cl, "a", "1", Any())
+	if n := c.node(2).modeCount("Get", tidekvpb.ReadMode_ANY, 0); n != 1 {
+		t.Fatalf("any read did not go to n2: %s", c.methodCounts("Get"))
+	}
+}
+
+func TestReadFailoverWithoutBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(c *fakeCluster) hookFunc // nil: stop n2
+	}{
+		{"overloaded", func(*fakeCluster) hookFunc {
+			return func(context.Context, string, []byte) error {
+				// A linearizable read would wait these 5s.
+				return statusWith(codes.ResourceExhausted, "busy", &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED, RetryAfterMs: 5000})
+			}
+		}},
+		{"unavailable", func(*fakeCluster) hookFunc {
+			return func(context.Context, string, []byte) error {
+				return statusWith(codes.Unavailable, "replica unavailable", &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_UNAVAILABLE})
+			}
+		}},
+		{"range not found", func(*fakeCluster) hookFunc {
+			return func(context.Context, string, []byte) error {
+				return statusWith(codes.FailedPrecondition, "no replica", &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_NOT_FOUND})
+			}
+		}},
+		{"connection refused", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, cl := readCluster(t, func(cfg *Config) { cfg.MinBackoff, cfg.MaxBackoff = time.Second, time.Second })
+			c.setLoad(1, 40, 0)
+			c.setLoad(2, 4, 0)
+			c.setLoad(3, 10, 0)
+			waitLoads(t, cl, 3)
+			if tc.fail == nil {
+				c.node(2).srv.Stop()
+			} else {
+				h := tc.fail(c)
+				c.node(2).setHook(func(ctx context.Context, method string, key []byte) error {
+					if method == "Get" {
+						return h(ctx, method, key)
+					}
+					return nil
+				})
+			}
+			c.resetCalls()
+			start := time.Now()
+			mustGetWith(t, cl, "a", "1", Any())
+			if d := time.Since(start); d > 500*time.Millisecond {
+				t.Fatalf("failover took %v", d)
+			}
+			if n := c.node(3).count("Get"); n != 1 {
+				t.Fatalf("next-best replica n3 not tried: %s", c.callCounts())
+			}
+			// n2 is penalised: the next reads go straight to n3.
+			c.resetCalls()
+			for range 5 {
+				mustGetWith(t, cl, "a", "1", Bounded(time.Second))
+			}
+			if got := c.methodCounts("Get"); got != "n3=5" {
+				t.Fatalf("after the failure: %s, want n3=5", got)
+			}
+		})
+	}
+}
+
+func TestAnyAvoidsHotNode(t *testing.T) {
+	c, cl := readCluster(t, nil)
+	c.setLoad(1, 4, 0)
+	c.setLoad(2, 1000, 0)
+	c.setLoad(3, 4.2, 0)
+	waitLoads(t, cl, 3)
+	c.resetCalls()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				if _, err := cl.Get(testCtx(t), []byte("a"), Any()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := c.node(2).count("Get"); n != 0 {
+		t.Fatalf("hot n2 served %d reads: %s", n, c.methodCounts("Get"))
+	}
+	if n := c.node(1).count("Get") + c.node(3).count("Get"); n != 100 {
+		t.Fatalf("%d reads served, want 100", n)
+	}
+}
+
+func TestStaleScoresUseMedian(t *testing.T) {
+	c, cl := readCluster(t, nil)
+	c.setLoad(1, 30, 0)
+	c.setLoad(2, 1, 10*time.Second) // would be cheapest, but the sample is old
+	c.setLoad(3, 10, 0)
+	waitLoads(t, cl, 2)
+	if s := cl.loads.Load().score(2); s != 20 {
+		t.Fatalf("stale n2 scores %v, want the median of the fresh ones, 20", s)
+	}
+	c.resetCalls()
+	for range 10 {
+		mustGetWith(t, cl, "a", "1", Any())
+	}
+	if got := c.methodCounts("Get"); got != "n3=10" {
+		t.Fatalf("gets %s, want n3=10", got)
+	}
+}
+
+func TestPenaltyExpires(t *testing.T) {
+	c, cl := readCluster(t, nil)
+	cl.tune.penaltyBase, cl.tune.penaltyMax = 300*time.Millisecond, 300*time.Millisecond
+	c.setLoad(1, 20, 0)
+	c.setLoad(2, 4, 0)
+	c.setLoad(3, 20, 0)
+	var failing atomic.Bool
+	failing.Store(true)
+	c.node(2).setHook(func(ctx context.Context, method string, key []byte) error {
+		if method == "Get" && failing.Load() {
+			return statusWith(codes.Unavailable, "replica unavailable", &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_UNAVAILABLE})
+		}
+		return nil
+	})
+	waitLoads(t, cl, 3)
+	mustGetWith(t, cl, "a", "1", Any())
+	failing.Store(false)
+	penalisedAt := time.Now()
+
+	c.resetCalls()
+	for range 5 {
+		mustGetWith(t, cl, "a", "1", Any())
+	}
+	if time.Since(penalisedAt) < 250*time.Millisecond && c.node(2).count("Get") != 0 {
+		t.Fatalf("penalised n2 got reads: %s", c.methodCounts("Get"))
+	}
+	time.Sleep(time.Until(penalisedAt.Add(350 * time.Millisecond)))
+	c.resetCalls()
+	for range 5 {
+		mustGetWith(t, cl, "a", "1", Any())
+	}
+	if got := c.methodCounts("Get"); got != "n2=5" {
+		t.Fatalf("after the penalty: %s, want n2=5", got)
+	}
+}
+
+func TestHungReplicaAvoided(t *testing.T) {
+	c, cl := readCluster(t, func(cfg *Config) { cfg.AttemptTimeout = 5 * time.Second })
+	cl.tune.stallAfter = 200 * time.Millisecond
+	c.setLoad(1, 20, 0)
+	c.setLoad(2, 4, 0)
+	c.setLoad(3, 20, 0)
+	release := make(chan struct{})
+	defer close(release)
+	var hangs atomic.Bool
+	hangs.Store(true)
+	c.node(2).setHook(func(ctx context.Context, method string, key []byte) error {
+		if method == "Get" && hangs.Load() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-release:
+			}
+		}
+		return nil
+	})
+	waitLoads(t, cl, 3)
+
+	first := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := cl.Get(testCtx(t), []byte("a"), Any())
+		first <- err
+	}()
+	for c.node(2).count("Get") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// The stuck read gives up on n2 after stallAfter, not after the 5s
+	// attempt timeout, and the next replica serves it.
+	if err := <-first; err != nil {
+		t.Fatalf("read stuck on the hung node: %v", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > time.Second {
+		t.Fatalf("stuck read returned after %v, want about stallAfter (200ms)", d)
+	}
+	// n2 is penalised now: reads go elsewhere without delay.
+	for range 5 {
+		t0 := time.Now()
+		mustGetWith(t, cl, "a", "1", Any())
+		if d := time.Since(t0); d > 150*time.Millisecond {
+			t.Fatalf("read took %v: it went to the hung node", d)
+		}
+	}
+	if n := c.node(2).count("Get"); n != 1 {
+		t.Fatalf("hung n2 got %d reads", n)
+	}
+}
+
+func TestLatencyHookSteersChoice(t *testing.T) {
+	var far sync.Map // addr -> one-way delay
+	c, cl := readCluster(t, func(cfg *Config) {
+		cfg.Latency = func(addr string) time.Duration {
+			if d, ok := far.Load(addr); ok {
+				return d.(time.Duration)
+			}
+			return 0
+		}
+	})
+	far.Store(c.node(1).addr, 15*time.Millisecond)
+	far.Store(c.node(2).addr, 15*time.Millisecond)
+	for id := uint64(1); id <= 3; id++ {
+		c.setLoad(id, 4, 0)
+	}
+
+	// The hook delays both ways: a linearizable read of n1 costs 2×15ms,
+	// and so does the round trip the client measures.
+	for range 8 {
+		start := time.Now()
+		mustGet(t, cl, "a", "1")
+		if d := time.Since(start); d < 30*time.Millisecond {
+			t.Fatalf("read of a 15ms-away node took %v", d)
+		}
+	}
+	if rtt := time.Duration(cl.peer(c.node(1).addr).rtt.Load()); rtt < 25*time.Millisecond {
+		t.Fatalf("measured rtt to n1 %v, want about 30ms", rtt)
+	}
+
+	waitLoads(t, cl, 3)
+	c.resetCalls()
+	for range 30 {
+		mustGetWith(t, cl, "a", "1", Bounded(time.Second))
+	}
+	// Unmeasured nodes are tried once; then the near one takes every read.
+	if n := c.node(3).count("Get"); n < 28 {
+		t.Fatalf("near n3 served %d of 30 reads: %s", n, c.methodCounts("Get"))
+	}
+	c.resetCalls()
+	for range 10 {
+		mustGetWith(t, cl, "a", "1", Bounded(time.Second))
+	}
+	if got := c.methodCounts("Get"); got != "n3=10" {
+		t.Fatalf("gets %s, want n3=10", got)
+	}
+}
+
+func TestLinearizableReadsUnaffected(t *testing.T) {
+	c, cl := readCluster(t, nil)
+	c.setLoad(1, 1000, 0)
+	c.setLoad(2, 1, 0)
+	c.setLoad(3, 1, 0)
+	c.resetCalls()
+	ctx := testCtx(t)
+	for range 5 {
+		mustGet(t, cl, "a", "1")
+		mustGetWith(t, cl, "a", "1", Linearizable())
+	}
+	if _, err := cl.Scan(ctx, nil, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.BatchGet(ctx, [][]byte{[]byte("a")}, Linearizable()); err != nil {
+		t.Fatal(err)
+	}
+	expectCalls(t, c, "n1:BatchGet=1 n1:Get=10 n1:Scan=1")
+	if cl.pollStarted.Load() {
+		t.Fatal("linearizable reads started the load poller")
+	}
+	if n := c.node(1).modeCount("Get", tidekvpb.ReadMode_LINEARIZABLE, 0); n != 10 {
+		t.Fatalf("%d LINEARIZABLE gets", n)
+	}
+}
+
+func TestClosePollerStops(t *testing.T) {
+	c := newFakeCluster(t, 3)
+	c.setRanges(rng(1, "", "", 1, 1, 2, 3))
+	for id := uint64(1); id <= 3; id++ {
+		c.setLoad(id, 4, 0)
+	}
+	polls := func() int {
+		n := 0
+		for _, nd := range c.nodes {
+			n += nd.count("NodeLoads")
+		}
+		return n
+	}
+	baseline := runtime.NumGoroutine()
+	for i := range 10 {
+		cl, err := New(Config{Addrs: c.addrs()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.tune.pollInterval = 5 * time.Millisecond
+		if _, err := cl.Get(testCtx(t), []byte("a"), Any()); !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+		before := polls()
+		for polls() < before+3 {
+			time.Sleep(time.Millisecond)
+		}
+		if err := cl.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-cl.pollDone:
+		default:
+			t.Fatal("Close returned with the poller running")
+		}
+		if i == 0 {
+			after := polls()
+			time.Sleep(50 * time.Millisecond)
+			if n := polls(); n != after {
+				t.Fatalf("%d polls after Close", n-after)
+			}
+		}
+	}
+	// Ten clients came and went; gRPC winds its goroutines down
+	// asynchronously, so allow a moment and a little slack.
+	deadline := time.Now().Add(3 * time.Second)
+	for runtime.NumGoroutine() > baseline+3 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines, %d before the clients:\n%s", runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ---------- The pure parts ----------
+
+// testRefs builds replicas n1..n(len(rtts)) with the given measured round
+// trips (0: never measured).
+func testRefs(rtts ...time.Duration) []replicaRef {
+	refs := make([]replicaRef, len(rtts))
+	for i, r := range rtts {
+		p := new(peerStats)
+		p.rtt.Store(int64(r))
+		refs[i] = replicaRef{id: uint64(i + 1), addr: fmt.Sprintf("n%d:1", i+1), peer: p}
+	}
+	return refs
+}
+
+func testView(scores ...float64) *loadView {
+	samples := map[uint64]*tidekvpb.NodeLoad{}
+	now := time.Now()
+	for i, s := range scores {
+		if !math.IsNaN(s) {
+			samples[uint64(i+1)] = &tidekvpb.NodeLoad{NodeId: uint64(i + 1), Score: s, UnixNanos: now.UnixNano()}
+		}
+	}
+	return buildLoadView(samples, now, 3*time.Second)
+}
+
+// pickCounts runs chooseReplica with n spread random values and counts the
+// winners by node ("n2=10 n3=10"; "none" if -1).
+func pickCounts(in pickInput, n int) string {
+	counts := map[int]int{}
+	step := math.MaxUint64 / uint64(n)
+	for i := range n {
+		in.rnd = uint64(i)*step + step/2
+		counts[chooseReplica(&in)]++
+	}
+	var parts []string
+	if k := counts[-1]; k > 0 {
+		parts = append(parts, "none")
+	}
+	for i := range in.refs {
+		if k := counts[i]; k > 0 {
+			parts = append(parts, fmt.Sprintf("n%d=%d", i+1, k))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestChooseReplica(t *testing.T) {
+	ms := time.Millisecond
+	now := int64(time.Hour) // any mono time
+	base := func(refs []replicaRef, v *loadView) pickInput {
+		return pickInput{refs: refs, loads: v, rttWeight: 1, now: now, stallAfter: int64(time.Second)}
+	}
+	for _, tc := range []struct {
+		name string
+		in   pickInput
+		want string
+	}{
+		{"lowest score", base(testRefs(ms/10, ms/10, ms/10), testView(9, 4, 6)), "n2=12"},
+		{"rtt is added to the score", base(testRefs(20*ms, ms/10, ms/10), testView(4, 9, 12)), "n2=12"},
+		{"ties share the load", base(testRefs(ms/10, ms/10, ms/10), testView(4, 4.3, 9)), "n1=6 n2=6"},
+		// n2 is cheapest (4.3 vs 4.4) but within the tie band, and n1 is
+		// more than tieRTTMs nearer.
+		{"ties go to the nearer", base(testRefs(ms/10, 800*time.Microsecond, ms/10), testView(4.3, 3.5, 9)), "n1=12"},
+		// n1 has no score: it gets the median 9, not 0.
+		{"unknown scores take the median", base(testRefs(ms/10, ms/10, ms/10, ms/10), testView(math.NaN(), 5, 9, 20)), "n2=12"},
+		{"no scores at all: rtt decides", base(testRefs(3*ms, ms/10, 2*ms), testView()), "n2=12"},
+		{"unmeasured rtt counts 0", base(testRefs(5*ms, 0, 5*ms), testView(4, 4, 4)), "n2=12"},
+		{"nil view", base(testRefs(ms, ms, ms), nil), "n1=4 n2=4 n3=4"},
+		{"tried are skipped", func() pickInput {
+			in := base(testRefs(ms/10, ms/10, ms/10), testView(9, 4, 6))
+			in.skip = 0b010
+			return in
+		}(), "n3=12"},
+		{"all tried", func() pickInput { in := base(testRefs(ms, ms), testView(1, 1)); in.skip = 0b11; return in }(), "none"},
+		{"unresolved replicas are skipped", func() pickInput {
+			in := base(testRefs(ms/10, ms/10), testView(1, 5))
+			in.refs[0].peer = nil
+			return in
+		}(), "n2=12"},
+	} {
+		if got := pickCounts(tc.in, 12); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, pickCounts(tc.in, 12), tc.want)
+		}
+	}
+
+	t.Run("penalised, hung and stale replicas are skipped", func(t *testing.T) {
+		in := base(testRefs(ms/10, ms/10, ms/10), testView(1, 2, 3))
+		in.refs[0].peer.penaltyUntil.Store(now + 1)
+		if got := pickCounts(in, 4); got != "n2=4" {
+			t.Fatalf("penalised n1: %s", got)
+		}
+		in.refs[0].peer.penaltyUntil.Store(now) // expired
+		if got := pickCounts(in, 4); got != "n1=4" {
+			t.Fatalf("penalty over: %s", got)
+		}
+		p := in.refs[0].peer
+		p.inflight.Store(1)
+		p.lastProgress.Store(now - int64(500*ms))
+		if got := pickCounts(in, 4); got != "n1=4" {
+			t.Fatalf("busy 500ms is not hung: %s", got)
+		}
+		p.lastProgress.Store(now - int64(2*time.Second))
+		if got := pickCounts(in, 4); got != "n2=4" {
+			t.Fatalf("hung n1: %s", got)
+		}
+		p.inflight.Store(0)
+
+		in.stale = make([]staleHint, 3)
+		in.stale[0].set(now-1, time.Second, 100*ms)
+		in.bound = 100 * ms
+		if got := pickCounts(in, 4); got != "n2=4" {
+			t.Fatalf("n1 stale for this bound: %s", got)
+		}
+		in.bound = 200 * ms
+		if got := pickCounts(in, 4); got != "n1=4" {
+			t.Fatalf("looser bound: %s", got)
+		}
+		in.bound = anyBound // ANY reads are never refused as stale
+		if got := pickCounts(in, 4); got != "n1=4" {
+			t.Fatalf("any read: %s", got)
+		}
+		in.stale[0].set(now-1, time.Second, anyBound) // RANGE_NOT_FOUND
+		if got := pickCounts(in, 4); got != "n2=4" {
+			t.Fatalf("n1 has no replica: %s", got)
+		}
+	})
+}
+
+func TestBuildLoadView(t *testing.T) {
+	now := time.Unix(1000, 0)
+	sample := func(id uint64, score float64, age time.Duration) *tidekvpb.NodeLoad {
+		return &tidekvpb.NodeLoad{NodeId: id, Score: score, UnixNanos: now.Add(-age).UnixNano()}
+	}
+	v := buildLoadView(map[uint64]*tidekvpb.NodeLoad{
+		1:     sample(1, 5, 0),
+		2:     sample(2, 7, 2900*time.Millisecond),
+		3:     sample(3, 1, 3100*time.Millisecond), // stale
+		4:     sample(4, math.NaN(), 0),            // unusable
+		5:     sample(5, -3, 0),                    // clamped to 0
+		6:     sample(6, math.Inf(1), 0),           // kept finite
+		70000: sample(70000, 9, 0),                 // beyond the dense table
+	}, now, 3*time.Second)
+	if v.fresh != 5 {
+		t.Fatalf("fresh = %d, want 5", v.fresh)
+	}
+	// Fresh: 0, 5, 7, 9, 1e9; median 7.
+	for id, want := range map[uint64]float64{1: 5, 2: 7, 3: 7, 4: 7, 5: 0, 6: maxScore, 70000: 9, 99: 7, 1 << 40: 7} {
+		if got := v.score(id); got != want {
+			t.Errorf("score(%d) = %v, want %v", id, got, want)
+		}
+	}
+	if v := buildLoadView(map[uint64]*tidekvpb.NodeLoad{1: sample(1, 5, time.Minute)}, now, 3*time.Second); v.score(1) != 0 || v.fresh != 0 {
+		t.Errorf("nothing fresh: score %v, want 0", v.score(1))
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("even median = %v", m)
+	}
+}
+
+func TestRTTAverage(t *testing.T) {
+	var p peerStats
+	ms := int64(time.Millisecond)
+	p.observe(4 * ms)
+	if got := p.rtt.Load(); got != 4*ms {
+		t.Fatalf("first sample: %v", got)
+	}
+	p.observe(8 * ms) // a quarter of the way
+	if got := p.rtt.Load(); got != 5*ms {
+		t.Fatalf("after 8ms: %v, want 5ms", time.Duration(got))
+	}
+	for range 20 {
+		p.observe(ms)
+	}
+	if got := time.Duration(p.rtt.Load()); got > 1100*time.Microsecond {
+		t.Fatalf("after 20 × 1ms: %v", got)
+	}
+	p.observe(0)
+	if p.rtt.Load() == 0 {
+		t.Fatal("a zero sample made the rtt unknown again")
+	}
+}
+
+func TestPenaltyGrows(t *testing.T) {
+	tune := defaultReadTuning()
+	var p peerStats
+	now := int64(time.Hour)
+	for _, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+		p.penalise(now, &tune, 0)
+		if got := time.Duration(p.penaltyUntil.Load() - now); got != want {
+			t.Fatalf("penalty %v, want %v", got, want)
+		}
+	}
+	p.succeeded()
+	p.penalise(now, &tune, 0)
+	if got := time.Duration(p.penaltyUntil.Load() - now); got != time.Second {
+		t.Fatalf("after a success: %v, want 1s", got)
+	}
+	p.penalise(now, &tune, 10*time.Second) // a long retry_after wins
+	if got := time.Duration(p.penaltyUntil.Load() - now); got != 10*time.Second {
+		t.Fatalf("with retry_after 10s: %v", got)
+	}
+}
+
+// BenchmarkChooseReplica measures the replica choice of one BOUNDED or ANY
+// read attempt. "choose" is chooseReplica alone; "route" adds what the
+// request path does around it (cache lookup, resolved replicas, clock,
+// random value).
+func BenchmarkChooseReplica(b *testing.B) {
+	for _, n := range []int{3, 5} {
+		rtts := make([]time.Duration, n)
+		scores := make([]float64, n)
+		for i := range n {
+			rtts[i] = time.Duration(100+37*i) * time.Microsecond
+			scores[i] = 4 + float64(i%3)*0.2
+		}
+		refs := testRefs(rtts...)
+		view := testView(scores...)
+		b.Run(fmt.Sprintf("choose/replicas=%d", n), func(b *testing.B) {
+			in := pickInput{refs: refs, loads: view, rttWeight: 1, now: monoNow(), stallAfter: int64(time.Second), stale: make([]staleHint, n), bound: time.Second}
+			var sink int
+			for i := 0; b.Loop(); i++ {
+				in.rnd = uint64(i) * 0x9E3779B97F4A7C15
+				sink += chooseReplica(&in)
+			}
+			_ = sink
+		})
+		b.Run(fmt.Sprintf("route/replicas=%d", n), func(b *testing.B) {
+			cl, err := New(Config{Addrs: []string{"seed:1"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			resp := &tidekvpb.RangesResponse{}
+			desc := &tidekvpb.RangeDescriptor{RangeId: 1, Generation: 1}
+			for i := range n {
+				id := uint64(i + 1)
+				desc.Replicas = append(desc.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: id, ReplicaId: id})
+				addr := fmt.Sprintf("n%d:1", id)
+				resp.Nodes = append(resp.Nodes, &tidekvpb.NodeDescriptor{NodeId: id, GrpcAddr: addr})
+				cl.peer(addr).rtt.Store(int64(rtts[i]))
+			}
+			resp.Ranges = []*tidekvpb.RangeInfo{{Desc: desc, LeaderNodeId: 1}}
+			cl.cache.install(resp)
+			cl.loads.Store(view)
+			r := &rpc{key: []byte("k"), read: Bounded(time.Second)}
+			var tried uint64
+			var triedEntry *rangeEntry
+			ctx := context.Background()
+			for b.Loop() {
+				tried = 0
+				if _, _, _, i, err := cl.routeFollower(ctx, r, &tried, &triedEntry); err != nil || i < 0 {
+					b.Fatal(i, err)
+				}
+			}
+		})
+	}
+}
+
+// A node whose requests stop being answered is left out of replica choice
+// after stallAfter even when what hangs there is not a follower read (here a
+// write at the leaseholder, which must wait out its attempt timeout).
+func TestStalledNodeLeftOut(t *testing.T) {
+	c, cl := readCluster(t, nil)
+	cl.tune.stallAfter = 100 * time.Millisecond
+	c.setLoad(1, 4, 0)
+	c.setLoad(2, 20, 0)
+	c.setLoad(3, 20, 0)
+	release := make(chan struct{})
+	c.node(1).setHook(func(ctx context.Context, method string, key []byte) error {
+		if method == "Put" {
+			<-release
+		}
+		return nil
+	})
+	waitLoads(t, cl, 3)
+	mustGetWith(t, cl, "a", "1", Any())
+	if n := c.node(1).count("Get"); n != 1 {
+		t.Fatalf("cheapest n1 not chosen: %s", c.methodCounts("Get"))
+	}
+	put := make(chan error, 1)
+	go func() { put <- cl.Put(testCtx(t), []byte("b"), []byte("2")) }()
+	for c.node(1).count("Put") < 2 { // readCluster's put was the first
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(150 * time.Millisecond)
+	c.resetCalls()
+	for range 5 {
+		mustGetWith(t, cl, "a", "1", Any())
+	}
+	if n := c.node(1).count("Get"); n != 0 {
+		t.Fatalf("n1, busy with no reply for 150ms, got %d reads", n)
+	}
+	close(release)
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+	// It answered: no longer excluded (though the slow reply now weighs in
+	// its measured round trip).
+	if cl.peer(c.node(1).addr).excluded(monoNow(), int64(cl.tune.stallAfter)) {
+		t.Fatal("n1 still excluded after replying")
+	}
+}
