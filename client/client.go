@@ -64,7 +64,7 @@ func New(cfg Config) (*Client, error) {
 		cancel: cancel,
 		tune:   defaultReadTuning(),
 	}
-	c.conns = newConnPool(cfg.DialTimeout, c.peer, cfg.Latency)
+	c.conns = newConnPool(cfg.DialTimeout, c.peer, cfg.Latency, cfg.Locality)
 	c.loads.Store(emptyLoadView)
 	return c, nil
 }

@@ -45,6 +45,10 @@ type Config struct {
 	// It is called on every RPC and must be safe for concurrent use. Nil
 	// means no added delay.
 	Latency func(addr string) time.Duration
+	// Locality names where this client runs ("region=eu,zone=a"). Sent with
+	// every request (metadata tidekv-origin), it lets leaseholders move a
+	// range's lease toward the locality its writes come from. "" sends none.
+	Locality string
 }
 
 const (

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
@@ -39,8 +40,8 @@ type connPool struct {
 // maxRecvMsgSize lets large scan pages through; gRPC's default is 4 MiB.
 const maxRecvMsgSize = 64 << 20
 
-func newConnPool(dialTimeout time.Duration, peerOf func(string) *peerStats, latency func(string) time.Duration) *connPool {
-	return &connPool{
+func newConnPool(dialTimeout time.Duration, peerOf func(string) *peerStats, latency func(string) time.Duration, locality string) *connPool {
+	p := &connPool{
 		peerOf:  peerOf,
 		latency: latency,
 		opts: []grpc.DialOption{
@@ -59,7 +60,17 @@ func newConnPool(dialTimeout time.Duration, peerOf func(string) *peerStats, late
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
 		},
 	}
+	if locality != "" {
+		p.opts = append(p.opts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(metadata.AppendToOutgoingContext(ctx, originMetadataKey, locality), method, req, reply, cc, opts...)
+		}))
+	}
+	return p
 }
+
+// originMetadataKey carries Config.Locality; the server's
+// OriginMetadataKey names the same key.
+const originMetadataKey = "tidekv-origin"
 
 func (p *connPool) get(addr string) (*nodeConn, error) {
 	if nc, ok := p.conns.Load(addr); ok {

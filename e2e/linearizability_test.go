@@ -160,7 +160,9 @@ func waitCaughtUp(ctx context.Context, t *testing.T, tc *testcluster.Cluster, cl
 		}
 		return nil
 	}
-	var target uint64
+	// Placement may split the key's range meanwhile (load splits); the
+	// target is then taken again from the range that covers it now.
+	var target, targetRange uint64
 	err := eventually(ctx, 30*time.Second, func(ctx context.Context) error {
 		rs, err := cl.Ranges(ctx)
 		if err != nil {
@@ -174,7 +176,7 @@ func waitCaughtUp(ctx context.Context, t *testing.T, tc *testcluster.Cluster, cl
 		if lh == 0 {
 			return fmt.Errorf("range %d has no known leaseholder", r.GetDesc().GetRangeId())
 		}
-		if target == 0 {
+		if target == 0 || targetRange != r.GetDesc().GetRangeId() {
 			st, err := cl.LocalStatus(ctx, tc.Addr(lh))
 			if err != nil {
 				return err
@@ -183,7 +185,7 @@ func waitCaughtUp(ctx context.Context, t *testing.T, tc *testcluster.Cluster, cl
 			if lr == nil || !lr.GetLeader() {
 				return fmt.Errorf("node %d does not lead range %d yet", lh, r.GetDesc().GetRangeId())
 			}
-			target = lr.GetCommitIndex()
+			target, targetRange = lr.GetCommitIndex(), r.GetDesc().GetRangeId()
 		}
 		st, err := cl.LocalStatus(ctx, tc.Addr(i))
 		if err != nil {

@@ -83,7 +83,7 @@ func TestOperatorView(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ctl events: %v", err)
 	}
-	for _, want := range []string{"split at user050", "up-replication", "node-start"} {
+	for _, want := range []string{"split at user050", "replication: 1 of 3 voters", "node-start"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ctl events lacks %q:\n%s", want, out)
 		}

@@ -59,9 +59,10 @@ Keys and values are taken literally from the arguments. Output is for humans
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return ctlFail(err) })
 
 	var limit int
+	var scanRead, getRead client.ReadOption
 	scan := o.command("scan START END", "List keys in [START, END); END \"\" means to the end", 2,
 		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-			kvs, err := cl.Scan(ctx, []byte(args[0]), []byte(args[1]), limit)
+			kvs, err := cl.Scan(ctx, []byte(args[0]), []byte(args[1]), limit, scanRead)
 			if err != nil {
 				return err
 			}
@@ -82,6 +83,29 @@ Keys and values are taken literally from the arguments. Output is for humans
 			return nil
 		})
 	scan.Flags().IntVar(&limit, "limit", 1000, "return at most this many keys (0: no limit)")
+	scan.Flags().Var(&scanRead, "read", readFlagUsage)
+
+	get := o.command("get KEY", "Print the value of KEY (exit 1 if it does not exist)", 1,
+		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+			key := []byte(args[0])
+			v, err := cl.Get(ctx, key, getRead)
+			found := err == nil
+			if err != nil && !errors.Is(err, client.ErrNotFound) {
+				return err
+			}
+			if o.json {
+				if err := cliformat.WriteJSON(w, cliformat.GetJSON(key, v, found)); err != nil {
+					return err
+				}
+			} else if found {
+				fmt.Fprintln(w, cliformat.Quote(v))
+			}
+			if !found {
+				return &keyNotFoundError{key: key}
+			}
+			return nil
+		})
+	get.Flags().Var(&getRead, "read", readFlagUsage)
 
 	var eventLimit int
 	events := o.command("events", "Show the cluster's recent events (splits, moves, leases, liveness), oldest first", 0,
@@ -98,7 +122,19 @@ Keys and values are taken literally from the arguments. Output is for humans
 		})
 	events.Flags().IntVar(&eventLimit, "limit", 100, "show at most the newest this many (0: all kept)")
 
+	var wait bool
+	decommission := o.command("decommission NODE", "Drain NODE: move its replicas away one at a time (--wait: until it owns nothing)", 1,
+		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+			return o.decommission(ctx, cl, w, args[0], true, wait)
+		})
+	decommission.Flags().BoolVar(&wait, "wait", false, "print progress until the node owns nothing (bounded by --timeout)")
+
 	cmd.AddCommand(
+		decommission,
+		o.command("recommission NODE", "Cancel a decommission: NODE takes replicas again", 1,
+			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+				return o.decommission(ctx, cl, w, args[0], false, false)
+			}),
 		o.command("put KEY VALUE", "Set KEY to VALUE", 2,
 			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
 				if err := cl.Put(ctx, []byte(args[0]), []byte(args[1])); err != nil {
@@ -106,26 +142,7 @@ Keys and values are taken literally from the arguments. Output is for humans
 				}
 				return o.done(w, (&cliformat.Object{}).SetBytes("key", []byte(args[0])).Set("ok", true), "OK")
 			}),
-		o.command("get KEY", "Print the value of KEY (exit 1 if it does not exist)", 1,
-			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-				key := []byte(args[0])
-				v, err := cl.Get(ctx, key)
-				found := err == nil
-				if err != nil && !errors.Is(err, client.ErrNotFound) {
-					return err
-				}
-				if o.json {
-					if err := cliformat.WriteJSON(w, cliformat.GetJSON(key, v, found)); err != nil {
-						return err
-					}
-				} else if found {
-					fmt.Fprintln(w, cliformat.Quote(v))
-				}
-				if !found {
-					return &keyNotFoundError{key: key}
-				}
-				return nil
-			}),
+		get,
 		o.command("del KEY", "Delete KEY", 1,
 			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
 				existed, err := cl.Delete(ctx, []byte(args[0]))
@@ -196,6 +213,9 @@ Keys and values are taken literally from the arguments. Output is for humans
 	return cmd
 }
 
+// readFlagUsage documents --read on get, scan and bench.
+const readFlagUsage = "read mode: linearizable (from the leaseholder), any (cheapest replica, may be stale) or bounded:DURATION (cheapest replica at most DURATION behind, e.g. bounded:500ms); see docs/read-modes.md"
+
 // command builds a subcommand taking exactly nargs arguments that runs fn
 // with a client and the --timeout deadline.
 func (o *ctlOptions) command(use, short string, nargs int, fn func(context.Context, *client.Client, io.Writer, []string) error) *cobra.Command {
@@ -255,6 +275,43 @@ func (o *ctlOptions) replicaCommand(use, short string, nargs int, change func(id
 	})
 }
 
+// decommission starts or cancels a drain and, with wait, polls until the
+// node owns nothing, printing progress.
+func (o *ctlOptions) decommission(ctx context.Context, cl *client.Client, w io.Writer, arg string, drain, wait bool) error {
+	node, err := parseID(arg, "NODE must be a positive node id")
+	if err != nil {
+		return err
+	}
+	left, err := cl.Decommission(ctx, node, drain)
+	if err != nil {
+		return err
+	}
+	report := func(left int) error {
+		msg := fmt.Sprintf("node %d: draining, %d replicas left", node, left)
+		switch {
+		case !drain:
+			msg = fmt.Sprintf("node %d: recommissioned, holds %d replicas", node, left)
+		case left == 0:
+			msg = fmt.Sprintf("node %d: drained, owns nothing and may be stopped", node)
+		}
+		return o.done(w, (&cliformat.Object{}).Set("node_id", node).Set("draining", drain).Set("replicas", left), msg)
+	}
+	for wait && left > 0 {
+		if err := report(left); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %d still holds %d replicas: %w", node, left, ctx.Err())
+		case <-time.After(time.Second):
+		}
+		if left, err = cl.Decommission(ctx, node, drain); err != nil {
+			return err
+		}
+	}
+	return report(left)
+}
+
 // done prints the outcome of a write: obj with --json, else msg.
 func (o *ctlOptions) done(w io.Writer, obj *cliformat.Object, msg string) error {
 	if o.json {
@@ -268,15 +325,25 @@ func (o *ctlOptions) done(w io.Writer, obj *cliformat.Object, msg string) error 
 func parseIDs(args []string) ([]uint64, error) {
 	ids := make([]uint64, len(args))
 	for i, a := range args {
-		id, err := strconv.ParseUint(strings.TrimPrefix(a, "n"), 10, 64)
-		if err != nil || id == 0 {
-			what := "NODE must be a positive node id"
-			if i == 0 {
-				what = "RANGE must be a positive range id"
-			}
-			return nil, fmt.Errorf("%s, got %q", what, a)
+		what := "NODE must be a positive node id"
+		if i == 0 {
+			what = "RANGE must be a positive range id"
+		}
+		id, err := parseID(a, what)
+		if err != nil {
+			return nil, err
 		}
 		ids[i] = id
 	}
 	return ids, nil
+}
+
+// parseID parses a positive ID (a node may be written n3); what is the
+// error's message.
+func parseID(a, what string) (uint64, error) {
+	id, err := strconv.ParseUint(strings.TrimPrefix(a, "n"), 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("%s, got %q", what, a)
+	}
+	return id, nil
 }

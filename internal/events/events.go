@@ -106,6 +106,7 @@ func Merge(limit int, lists ...[]*tidekvpb.Event) []*tidekvpb.Event {
 	}
 	return out
 }
+
 // sortByTime orders events by time, then node, stably, so merged lists from
 // nodes with equal timestamps read the same every time.
 func sortByTime(es []*tidekvpb.Event) {

@@ -80,13 +80,14 @@ func (c Config) Validate() error {
 func (c Config) Node(i int) NodeSpec {
 	grpc, http := Ports(c.BasePort, i)
 	return NodeSpec{
-		Index:     i,
-		DataDir:   filepath.Join(c.DataDir, fmt.Sprintf("node%d", i)),
-		GRPCAddr:  HostPort(c.Host, grpc),
-		HTTPAddr:  HostPort(c.Host, http),
-		RedisAddr: HostPort(c.Host, Port(c.BasePort, i, OffsetRedis)),
-		ExtraArgs: c.ExtraArgs,
-		Env:       c.Env,
+		Index:      i,
+		DataDir:    filepath.Join(c.DataDir, fmt.Sprintf("node%d", i)),
+		GRPCAddr:   HostPort(c.Host, grpc),
+		HTTPAddr:   HostPort(c.Host, http),
+		RedisAddr:  HostPort(c.Host, Port(c.BasePort, i, OffsetRedis)),
+		GossipAddr: HostPort(c.Host, Port(c.BasePort, i, OffsetGossip)),
+		ExtraArgs:  c.ExtraArgs,
+		Env:        c.Env,
 	}
 }
 
@@ -299,7 +300,7 @@ func (c *Cluster) startAndWait(ctx context.Context, i int, join []string) (*Proc
 	grpc, http := Ports(c.cfg.BasePort, i)
 	// Fail with a clear message rather than a server bind error buried in
 	// its log, typically when an earlier `tidekv up` is still running.
-	if err := PortsFree(c.cfg.Host, grpc, http, Port(c.cfg.BasePort, i, OffsetRedis)); err != nil {
+	if err := PortsFree(c.cfg.Host, grpc, http, Port(c.cfg.BasePort, i, OffsetRedis), Port(c.cfg.BasePort, i, OffsetGossip)); err != nil {
 		return nil, fmt.Errorf("launcher: node %d: %w", i, err)
 	}
 	p, err := Start(c.cfg.Binary, spec)

@@ -42,6 +42,7 @@ func fakeServer(mode string, args []string) int {
 	listen := fs.String("listen", "", "")
 	httpListen := fs.String("http-listen", "", "")
 	_ = fs.String("redis-listen", "", "")
+	_ = fs.String("gossip-listen", "", "")
 	fs.String("join", "", "")
 	fs.String("node-label", "", "")
 	if err := fs.Parse(args[1:]); err != nil {

@@ -153,7 +153,7 @@ func TestNodeSpecArgs(t *testing.T) {
 	s := cfg.Node(2)
 	s.Join = []string{"127.0.0.1:7400", "127.0.0.1:7420"}
 	s.Label = "b"
-	want := "server --data-dir /d/node2 --listen 127.0.0.1:7410 --http-listen 127.0.0.1:7411 --redis-listen 127.0.0.1:7412 " +
+	want := "server --data-dir /d/node2 --listen 127.0.0.1:7410 --http-listen 127.0.0.1:7411 --redis-listen 127.0.0.1:7412 --gossip-listen 127.0.0.1:7413 " +
 		"--join 127.0.0.1:7400,127.0.0.1:7420 --node-label b --x"
 	if got := strings.Join(s.Args(), " "); got != want {
 		t.Errorf("Args:\n got %s\nwant %s", got, want)

@@ -18,8 +18,8 @@ const PortsPerNode = 10
 const (
 	OffsetGRPC   = 0
 	OffsetHTTP   = 1
-	OffsetRedis  = 2 // reserved for the Redis-protocol listener
-	OffsetGossip = 3 // reserved for the gossip listener
+	OffsetRedis  = 2 // the Redis-protocol listener
+	OffsetGossip = 3 // the gossip listener (TCP and UDP)
 )
 
 // Port returns the port at offset within node index's block (index is

@@ -38,6 +38,9 @@ type NodeSpec struct {
 	// RedisAddr is the Redis-protocol listen address (--redis-listen);
 	// empty leaves the flag out.
 	RedisAddr string
+	// GossipAddr is the gossip (memberlist) listen address
+	// (--gossip-listen); "" leaves gossip off.
+	GossipAddr string
 	// Join lists gRPC addresses of existing nodes (--join); empty means
 	// "bootstrap a new cluster" for a node without state.
 	Join []string
@@ -60,7 +63,7 @@ func (s NodeSpec) Validate() error {
 	if s.GRPCAddr == "" {
 		return errors.New("launcher: NodeSpec.GRPCAddr is empty")
 	}
-	for _, a := range append([]string{s.GRPCAddr, s.HTTPAddr, s.RedisAddr}, s.Join...) {
+	for _, a := range append([]string{s.GRPCAddr, s.HTTPAddr, s.RedisAddr, s.GossipAddr}, s.Join...) {
 		if a == "" {
 			continue
 		}
@@ -72,7 +75,8 @@ func (s NodeSpec) Validate() error {
 }
 
 // Args returns the command-line arguments (without the binary) that run the
-// node: "server --data-dir ... --listen ... [--http-listen ...] [--redis-listen ...] [--join a,b]
+// node: "server --data-dir ... --listen ... [--http-listen ...] [--redis-listen ...]
+// [--gossip-listen ...] [--join a,b]
 // [--node-label L] extra...".
 func (s NodeSpec) Args() []string {
 	args := []string{"server", "--data-dir", s.DataDir, "--listen", s.GRPCAddr}
@@ -81,6 +85,9 @@ func (s NodeSpec) Args() []string {
 	}
 	if s.RedisAddr != "" {
 		args = append(args, "--redis-listen", s.RedisAddr)
+	}
+	if s.GossipAddr != "" {
+		args = append(args, "--gossip-listen", s.GossipAddr)
 	}
 	if len(s.Join) > 0 {
 		args = append(args, "--join", strings.Join(s.Join, ","))

@@ -11,6 +11,13 @@ import (
 type Config struct {
 	// ReplicationFactor is the number of voters each range should have.
 	ReplicationFactor int
+	// Rebalance enables everything beyond keeping data safe: splits,
+	// merges, adaptive replicas, bootstrap, replica and lease balance.
+	// Off, placement only repairs, keeps the replication factor and
+	// drains decommissioned nodes (an operator moving things by hand).
+	Rebalance bool
+	// Merges enables range merges (with Rebalance).
+	Merges bool
 	// RangeMaxBytes (Θmax): a larger range splits at the key halving it.
 	RangeMaxBytes uint64
 	// RangeMinBytes (Θmin): two adjacent ranges smaller together merge.
@@ -52,6 +59,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		ReplicationFactor:   3,
+		Rebalance:           true,
+		Merges:              true,
 		RangeMaxBytes:       64 << 20,
 		RangeMinBytes:       16 << 20,
 		MergeCooldown:       5 * time.Minute,

@@ -16,8 +16,9 @@ type Plan struct {
 }
 
 // Decide runs every policy over the snapshot, most urgent first: repair,
-// up- and down-replication, decommission, splits, adaptive read replicas,
-// bootstrap of new nodes, replica balance, lease balance, merges. Each
+// up- and down-replication, decommission, then (with Rebalance) splits,
+// adaptive read replicas, bootstrap of new nodes, replica balance, lease
+// balance and (with Merges) merges. Each
 // range gets at most one operator per decision, and later policies see the
 // effect of earlier ones' operators on replica and lease counts.
 func Decide(s Snapshot, cfg Config) Plan {
@@ -25,12 +26,17 @@ func Decide(s Snapshot, cfg Config) Plan {
 	p.repair()
 	p.replicationFactor()
 	p.drain()
+	if !cfg.Rebalance {
+		return p.plan
+	}
 	p.splits()
 	p.adaptive()
 	p.bootstrap()
 	p.balanceReplicas()
 	p.balanceLeases()
-	p.merges()
+	if cfg.Merges {
+		p.merges()
+	}
 	return p.plan
 }
 

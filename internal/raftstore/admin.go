@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
 )
 
 // Split cuts the range at key; newRangeID must come from the meta range's
@@ -74,6 +75,9 @@ func isJoint(d *tidekvpb.RangeDescriptor) bool {
 // removeNode (0 for none), never leaving fewer voters than the replication
 // factor. An addition goes learner → snapshot → catch-up → promotion; with
 // a removal the promotion and the removal form one joint-consensus change.
+// A plain learner already on addNode (an interrupted addition) is caught up
+// and promoted; an adaptive learner (AddLearner) never is: remove it first.
+// Removing a learner, adaptive or not, needs no replication factor check.
 // Only the leaseholder runs it; one change per range at a time.
 func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64) (*tidekvpb.RangeDescriptor, error) {
 	r.store.adminMu(r.rangeID).Lock()
@@ -88,8 +92,14 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		return nil, fmt.Errorf("waiting for a previous change to finish: %w", err)
 	}
 	d := r.desc.Load()
-	if a := replicaOnNode(d, addNode); addNode != 0 && a != nil && a.GetType() == tidekvpb.ReplicaType_VOTER {
-		addNode = 0 // already a voter: only the removal is left to do
+	if a := replicaOnNode(d, addNode); addNode != 0 && a != nil {
+		if isAdaptiveLearner(a) {
+			return nil, fmt.Errorf("%w: node %d holds an adaptive learner of range %d, which is never promoted; remove it first",
+				ErrInvalidRequest, addNode, r.rangeID)
+		}
+		if a.GetType() == tidekvpb.ReplicaType_VOTER {
+			addNode = 0 // already a voter: only the removal is left to do
+		}
 	}
 	var removeRd *tidekvpb.ReplicaDescriptor
 	if removeNode != 0 {
@@ -121,16 +131,9 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 	add := replicaOnNode(d, addNode)
 	if add == nil {
 		// Step 1: a learner, which receives a snapshot and then the log.
-		nd := proto.Clone(d).(*tidekvpb.RangeDescriptor)
-		add = &tidekvpb.ReplicaDescriptor{NodeId: addNode, ReplicaId: nd.NextReplicaId, Type: tidekvpb.ReplicaType_LEARNER}
-		nd.Replicas = append(nd.Replicas, add)
-		nd.NextReplicaId++
-		cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: new(add.GetReplicaId())}}}
-		ctxb, _ := proto.Marshal(&tidekvpb.ChangeReplicasCommand{Desc: nd})
-		cc.Context = ctxb
 		var err error
-		if d, err = r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, addNode) != nil }); err != nil {
-			return nil, fmt.Errorf("adding learner on node %d: %w", addNode, err)
+		if d, add, err = r.addLearnerStep(ctx, d, addNode, false); err != nil {
+			return nil, err
 		}
 	}
 	// Step 2: wait until the learner has caught up with the log.
@@ -149,6 +152,76 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		a := replicaOnNode(nd, addNode)
 		return a != nil && a.GetType() == tidekvpb.ReplicaType_VOTER && (removeRd == nil || replicaOnNode(nd, removeNode) == nil)
 	})
+}
+
+// AddLearner adds an adaptive learner on node: a read replica for load
+// (it serves BOUNDED and ANY reads, see closed.go), which receives a
+// snapshot and then the log like the first step of ChangeReplicas, but is
+// never promoted and does not count towards the replication factor. It
+// returns once the learner has caught up (within Config.CatchUpTimeout);
+// after a timeout the learner stays in the descriptor and calling again
+// waits for it anew. Remove it with ChangeReplicas(ctx, 0, node). Only the
+// leaseholder runs it; one change per range at a time.
+func (r *Replica) AddLearner(ctx context.Context, node uint64) (*tidekvpb.RangeDescriptor, error) {
+	r.store.adminMu(r.rangeID).Lock()
+	defer r.store.adminMu(r.rangeID).Unlock()
+	if !r.isLeader.Load() {
+		return nil, r.notLeader()
+	}
+	if node == 0 {
+		return nil, fmt.Errorf("%w: no node to add a learner on", ErrInvalidRequest)
+	}
+	if r.rangeID == keys.MetaRangeID {
+		return nil, fmt.Errorf("%w: the meta range takes no adaptive learners", ErrInvalidRequest)
+	}
+	if err := r.waitDesc(ctx, func(d *tidekvpb.RangeDescriptor) bool { return !isJoint(d) }); err != nil {
+		return nil, fmt.Errorf("waiting for a previous change to finish: %w", err)
+	}
+	d := r.desc.Load()
+	rd := replicaOnNode(d, node)
+	switch {
+	case rd == nil:
+		var err error
+		if d, rd, err = r.addLearnerStep(ctx, d, node, true); err != nil {
+			return nil, err
+		}
+	case isAdaptiveLearner(rd):
+		// Already there (a retry after a timeout): wait for it again.
+	case rd.GetType() == tidekvpb.ReplicaType_LEARNER:
+		return nil, fmt.Errorf("%w: node %d holds the learner of an unfinished voter addition to range %d; finish or remove it first",
+			ErrInvalidRequest, node, r.rangeID)
+	default:
+		return nil, fmt.Errorf("%w: node %d already holds a voter of range %d", ErrInvalidRequest, node, r.rangeID)
+	}
+	if err := r.waitCaughtUp(ctx, rd.GetReplicaId()); err != nil {
+		return nil, fmt.Errorf("learner on node %d: %w", node, err)
+	}
+	return r.desc.Load(), nil
+}
+
+// addLearnerStep adds a learner on node to the range described by d and
+// returns the descriptor after and the learner's replica. The conf change
+// carries the new descriptor, so every replica learns the learner's node
+// and whether it is adaptive.
+func (r *Replica) addLearnerStep(ctx context.Context, d *tidekvpb.RangeDescriptor, node uint64, adaptive bool) (*tidekvpb.RangeDescriptor, *tidekvpb.ReplicaDescriptor, error) {
+	nd := proto.Clone(d).(*tidekvpb.RangeDescriptor)
+	add := &tidekvpb.ReplicaDescriptor{NodeId: node, ReplicaId: nd.NextReplicaId, Type: tidekvpb.ReplicaType_LEARNER, Adaptive: adaptive}
+	nd.Replicas = append(nd.Replicas, add)
+	nd.NextReplicaId++
+	cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: new(add.GetReplicaId())}}}
+	ctxb, err := proto.Marshal(&tidekvpb.ChangeReplicasCommand{Desc: nd})
+	if err != nil {
+		return nil, nil, err
+	}
+	cc.Context = ctxb
+	if d, err = r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, node) != nil }); err != nil {
+		return nil, nil, fmt.Errorf("adding learner on node %d: %w", node, err)
+	}
+	return d, replicaOnNode(d, node), nil
+}
+
+func isAdaptiveLearner(rd *tidekvpb.ReplicaDescriptor) bool {
+	return rd.GetType() == tidekvpb.ReplicaType_LEARNER && rd.GetAdaptive()
 }
 
 // transferAway hands the lease to the voter that answered most recently

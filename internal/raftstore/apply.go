@@ -262,16 +262,20 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) []func() {
 	for id, n := range r.mu.peerNodes {
 		nodeOf[id] = n
 	}
+	// A change that adds a replica carries the descriptor it proposes: the
+	// new replica's node, and whether it is an adaptive learner.
+	adaptive := map[uint64]bool{}
 	if len(cc.GetContext()) > 0 {
 		crc := &tidekvpb.ChangeReplicasCommand{}
 		if err := proto.Unmarshal(cc.GetContext(), crc); err == nil {
 			for _, rd := range crc.GetDesc().GetReplicas() {
 				nodeOf[rd.GetReplicaId()] = rd.GetNodeId()
+				adaptive[rd.GetReplicaId()] = rd.GetAdaptive()
 			}
 		}
 	}
 	cs := r.mu.raw.ApplyConfChange(cc)
-	desc := descWithConfState(r.mu.state.GetDesc(), cs, nodeOf)
+	desc := descWithConfState(r.mu.state.GetDesc(), cs, nodeOf, adaptive)
 	r.mu.state.ConfState = cs
 	r.setDescLocked(desc)
 	log.Printf("range %d: applied replica change at index %d: %s", r.rangeID, e.GetIndex(), FormatReplicas(desc))
@@ -298,7 +302,9 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) []func() {
 	return nil
 }
 
-// FormatReplicas renders a descriptor's replicas as n1(v),n2(l),...
+// FormatReplicas renders a descriptor's replicas as n1(v),n2(l),...: v for
+// voters, l for learners, a for adaptive learners, v+ and v- for incoming and
+// outgoing voters of a joint configuration.
 func FormatReplicas(d *tidekvpb.RangeDescriptor) string {
 	var b bytes.Buffer
 	for i, rd := range d.GetReplicas() {
@@ -309,6 +315,9 @@ func FormatReplicas(d *tidekvpb.RangeDescriptor) string {
 			tidekvpb.ReplicaType_VOTER: "v", tidekvpb.ReplicaType_LEARNER: "l",
 			tidekvpb.ReplicaType_VOTER_INCOMING: "v+", tidekvpb.ReplicaType_VOTER_OUTGOING: "v-",
 		}[rd.GetType()]
+		if rd.GetType() == tidekvpb.ReplicaType_LEARNER && rd.GetAdaptive() {
+			t = "a"
+		}
 		fmt.Fprintf(&b, "n%d(%s)", rd.GetNodeId(), t)
 	}
 	return b.String()

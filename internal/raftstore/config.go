@@ -31,6 +31,12 @@ type Config struct {
 	SnapshotDir string
 	// MaxConcurrentSnapshotSends caps snapshots this node streams at once.
 	MaxConcurrentSnapshotSends int
+	// SnapshotBytesPerSecond caps the bandwidth of all outgoing snapshots
+	// of this store together, in bytes per second, so that rebalancing or
+	// repair cannot starve foreground Raft traffic. Bursts of up to one
+	// snapshot chunk (1 MiB) pass at once. 0 means unlimited; DefaultConfig
+	// sets 64 MiB/s.
+	SnapshotBytesPerSecond int64
 	// ReplicationFactor is the number of voters a range should have; manual
 	// removals never go below it.
 	ReplicationFactor int
@@ -55,6 +61,7 @@ func DefaultConfig() Config {
 		MaxPendingProposals:        10000,
 		LogKeepEntries:             2000,
 		MaxConcurrentSnapshotSends: 2,
+		SnapshotBytesPerSecond:     64 << 20,
 		ReplicationFactor:          3,
 		CatchUpTimeout:             60 * time.Second,
 	}
@@ -79,6 +86,8 @@ func (c *Config) Validate() error {
 		return errors.New("raftstore: SnapshotDir is required")
 	case c.MaxConcurrentSnapshotSends <= 0:
 		return errors.New("raftstore: MaxConcurrentSnapshotSends must be positive")
+	case c.SnapshotBytesPerSecond < 0:
+		return errors.New("raftstore: SnapshotBytesPerSecond must not be negative (0 means unlimited)")
 	case c.ReplicationFactor <= 0:
 		return errors.New("raftstore: ReplicationFactor must be positive")
 	case c.CatchUpTimeout <= 0:

@@ -77,7 +77,7 @@ func TestConfStateFromDesc(t *testing.T) {
 			}
 			// And back: the descriptor rebuilt from the configuration lists
 			// the same replicas, one generation later.
-			back := descWithConfState(tc.desc, cs, nodeOfReplica(1, 2, 3, 4, 5))
+			back := descWithConfState(tc.desc, cs, nodeOfReplica(1, 2, 3, 4, 5), nil)
 			if got, want := replicaSet(back), replicaSet(tc.desc); got != want {
 				t.Fatalf("round trip:\n got %s\nwant %s", got, want)
 			}
@@ -134,7 +134,7 @@ func TestDescWithConfStateFollowsRaft(t *testing.T) {
 			"2@n20:VOTER 4@n40:VOTER 5@n50:VOTER", 6},
 	} {
 		cs := raw.ApplyConfChange(step.cc)
-		nd := descWithConfState(desc, cs, nodeOf)
+		nd := descWithConfState(desc, cs, nodeOf, nil)
 		if got := replicaSet(nd); got != step.want {
 			t.Fatalf("%s:\n got %s\nwant %s", step.name, got, step.want)
 		}
@@ -164,7 +164,7 @@ func TestDescWithConfStateKeepsOldDescriptor(t *testing.T) {
 	V := tidekvpb.ReplicaType_VOTER
 	old := ccDesc(4, ccRep(1, V), ccRep(2, V), ccRep(3, V))
 	before := proto.Clone(old)
-	_ = descWithConfState(old, &raftpb.ConfState{Voters: []uint64{1, 2}}, nodeOfReplica(1, 2, 3))
+	_ = descWithConfState(old, &raftpb.ConfState{Voters: []uint64{1, 2}}, nodeOfReplica(1, 2, 3), nil)
 	if !proto.Equal(old, before) {
 		t.Fatalf("input descriptor modified: %v", old)
 	}

@@ -29,7 +29,9 @@ import (
 //	                                   write keys, routed to their range's
 //	                                   leaseholder unless range/node is given;
 //	                                   raw skips the request-path key check
-//	get [node=N] k...                  linearizable reads
+//	get [node=N] [mode=any|bounded] [staleness=D] k...
+//	                                   reads, linearizable unless mode is given
+//	                                   (bounded: at most D stale, default 1s)
 //	batch-get [range=R] k...           one BatchGet (routed by the first key)
 //	delete k...                        deletes; prints whether the key existed
 //	cas k=K (expect=V | absent) (new=V | delete)
@@ -37,6 +39,7 @@ import (
 //	split [range=R] key=K id=N         split the range holding K (or R); N is
 //	                                   the new range's ID
 //	add-replica range=R node=N [timeout=D]
+//	add-learner range=R node=N [timeout=D]   an adaptive learner (never promoted)
 //	remove-replica range=R node=N
 //	change-replicas range=R add=N remove=M   both in one joint change
 //	transfer-lease range=R node=N      waits until N holds the lease
@@ -44,7 +47,12 @@ import (
 //	wait-lease-expired range=R node=N  N no longer claims the lease
 //	crash node=N | restart node=N | add-node
 //	isolate node=N | heal node=N
-//	ranges                             every node's replicas (settles)
+//	size-split-key range=R             the key that halves R's data
+//	publish-closed range=R             R's leaseholder publishes a closed
+//	                                   timestamp to the reachable nodes, which
+//	                                   then apply up to its index
+//	ranges                             every node's replicas (settles);
+//	                                   n4(a) is an adaptive learner
 //	data [node=N]                      every node's user keys (settles)
 //	snapshots [node=N] [no-counts]     snapshots each node accepted (settles)
 //	refuse-snapshots node=N [count=K]  N refuses its next K snapshots
@@ -144,8 +152,21 @@ func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
 		return d.scan(t, td)
 	case "split":
 		return d.split(t, td)
-	case "add-replica", "remove-replica", "change-replicas":
+	case "add-replica", "remove-replica", "change-replicas", "add-learner":
 		return d.changeReplicas(t, td)
+	case "size-split-key":
+		var key []byte
+		err := d.do(t, td, nil, true, func(ctx context.Context, r *Replica) error {
+			var err error
+			key, err = r.SizeSplitKey(ctx)
+			return err
+		})
+		if err != nil {
+			return fmtErr(err)
+		}
+		return fmtKey(key)
+	case "publish-closed":
+		return d.publishClosed(t, td)
 	case "transfer-lease":
 		return d.transferLease(t, td)
 	case "wait-leader":
@@ -488,13 +509,33 @@ func (d *ddDriver) put(t *testing.T, td *datadriven.TestData) string {
 }
 
 func (d *ddDriver) get(t *testing.T, td *datadriven.TestData) string {
+	var ro ReadOptions
+	var mode string
+	td.MaybeScanArgs(t, "mode", &mode)
+	switch mode {
+	case "", "linearizable":
+	case "any":
+		ro.Mode = tidekvpb.ReadMode_ANY
+	case "bounded":
+		ro.Mode, ro.MaxStaleness = tidekvpb.ReadMode_BOUNDED, time.Second
+		if td.HasArg("staleness") {
+			var s string
+			td.ScanArgs(t, "staleness", &s)
+			var err error
+			if ro.MaxStaleness, err = time.ParseDuration(s); err != nil {
+				td.Fatalf(t, "staleness: %v", err)
+			}
+		}
+	default:
+		td.Fatalf(t, "unknown read mode %q", mode)
+	}
 	var out strings.Builder
-	for _, a := range kvArgs(td, "range", "node") {
+	for _, a := range kvArgs(td, "range", "node", "mode", "staleness") {
 		var v []byte
 		var found bool
 		err := d.do(t, td, []byte(a.Key), true, func(ctx context.Context, r *Replica) error {
 			var err error
-			v, found, err = r.Get(ctx, []byte(a.Key), ReadOptions{})
+			v, found, err = r.Get(ctx, []byte(a.Key), ro)
 			return err
 		})
 		switch {
@@ -658,7 +699,7 @@ func (d *ddDriver) changeReplicas(t *testing.T, td *datadriven.TestData) string 
 	rangeID := d.uintArg(t, td, "range")
 	var add, remove uint64
 	switch td.Cmd {
-	case "add-replica":
+	case "add-replica", "add-learner":
 		add = d.uintArg(t, td, "node")
 	case "remove-replica":
 		remove = d.uintArg(t, td, "node")
@@ -683,6 +724,8 @@ func (d *ddDriver) changeReplicas(t *testing.T, td *datadriven.TestData) string 
 		var desc *tidekvpb.RangeDescriptor
 		if r == nil {
 			err = &NotLeaderError{RangeID: rangeID}
+		} else if td.Cmd == "add-learner" {
+			desc, err = r.AddLearner(ctx, add)
 		} else {
 			desc, err = r.ChangeReplicas(ctx, add, remove)
 		}
@@ -728,6 +771,48 @@ func (d *ddDriver) transferLease(t *testing.T, td *datadriven.TestData) string {
 		// Raft gives up a transfer after an election timeout; asking again
 		// for the same target while one is running is a no-op.
 		time.Sleep(20 * time.Millisecond)
+	}
+	return "ok"
+}
+
+// publishClosed has the range's leaseholder publish its closed timestamps
+// to the reachable nodes, as the node's push loop does, and waits until
+// every reachable replica of the range has applied the closed index, so
+// bounded reads that follow do not depend on apply timing.
+func (d *ddDriver) publishClosed(t *testing.T, td *datadriven.TestData) string {
+	rangeID := d.uintArg(t, td, "range")
+	var ct *tidekvpb.ClosedTimestamp
+	var byPeer map[uint64][]*tidekvpb.ClosedTimestamp
+	if err := d.poll(func() bool {
+		ld := d.leaderOf(rangeID)
+		if ld == nil {
+			return false
+		}
+		byPeer = ld.store.ClosedTimestamps(time.Now())
+		ct = nil
+		for _, cts := range byPeer {
+			for _, c := range cts {
+				if c.GetRangeId() == rangeID {
+					ct = c
+				}
+			}
+		}
+		return ct != nil
+	}); err != nil {
+		return fmt.Sprintf("r%d published no closed timestamp", rangeID)
+	}
+	for _, id := range d.reachable() {
+		d.tc.stores[id].ApplyClosedTimestamps(byPeer[id])
+	}
+	if err := d.poll(func() bool {
+		for _, id := range d.reachable() {
+			if r := d.tc.stores[id].GetReplica(rangeID); r != nil && r.applied.Load() < ct.GetIndex() {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return fmt.Sprintf("the replicas of r%d did not apply the closed index %d", rangeID, ct.GetIndex())
 	}
 	return "ok"
 }

@@ -2,9 +2,11 @@
 // through etcd raft's RawNode by a single per-node scheduler that ticks every
 // replica, persists Raft state for all ready replicas in one synced batch
 // (group commit), sends messages, applies committed commands and serves
-// linearizable reads under the leader lease. It also owns splits, replica
-// changes (learner, snapshot, joint-consensus promotion), snapshots shipped
-// as SST files, and replica destruction.
+// linearizable reads under the leader lease. It also owns splits and
+// finding split keys (by data size, or from sampled request keys), replica
+// changes (learner, snapshot, joint-consensus promotion) and adaptive
+// learners (read replicas that are never promoted), snapshots shipped as
+// SST files under a store-wide bandwidth cap, and replica destruction.
 //
 // It may import api/tidekvpb, internal/keys, internal/storage and the raft
 // library. It does no networking itself: messages leave through the

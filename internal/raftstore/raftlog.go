@@ -188,8 +188,18 @@ func confStateFromDesc(desc *tidekvpb.RangeDescriptor) *raftpb.ConfState {
 
 // descWithConfState rebuilds a descriptor's replica list from the Raft
 // configuration that resulted from a conf change. nodeOf maps replica IDs
-// (old and newly added) to node IDs.
-func descWithConfState(old *tidekvpb.RangeDescriptor, cs *raftpb.ConfState, nodeOf map[uint64]uint64) *tidekvpb.RangeDescriptor {
+// (old and newly added) to node IDs. Learners keep their adaptive flag from
+// old; newAdaptive marks learners the change adds as adaptive (replicas
+// already in old ignore it). A replica that is no longer a learner loses
+// the flag.
+func descWithConfState(old *tidekvpb.RangeDescriptor, cs *raftpb.ConfState, nodeOf map[uint64]uint64, newAdaptive map[uint64]bool) *tidekvpb.RangeDescriptor {
+	adaptive := map[uint64]bool{}
+	for id, a := range newAdaptive {
+		adaptive[id] = a
+	}
+	for _, rd := range old.GetReplicas() {
+		adaptive[rd.GetReplicaId()] = rd.GetAdaptive()
+	}
 	d := proto.Clone(old).(*tidekvpb.RangeDescriptor)
 	d.Replicas = nil
 	in := func(ids []uint64, id uint64) bool {
@@ -207,7 +217,8 @@ func descWithConfState(old *tidekvpb.RangeDescriptor, cs *raftpb.ConfState, node
 			return
 		}
 		seen[id] = true
-		d.Replicas = append(d.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: nodeOf[id], ReplicaId: id, Type: t})
+		d.Replicas = append(d.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: nodeOf[id], ReplicaId: id, Type: t,
+			Adaptive: t == tidekvpb.ReplicaType_LEARNER && adaptive[id]})
 		if id >= d.NextReplicaId {
 			d.NextReplicaId = id + 1
 		}

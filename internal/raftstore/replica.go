@@ -35,8 +35,10 @@ type Replica struct {
 	// leaseIndex, the first index committed in its term or later.
 	leaseExpiry atomic.Int64
 	leaseIndex  atomic.Uint64
-	// requests counts KV requests served here, for per-range load.
+	// requests counts KV requests served here, for per-range load; load
+	// samples their keys (splitkeys.go).
 	requests atomic.Uint64
+	load     loadSampler
 	// closed is the newest closed timestamp known (closed.go).
 	closed atomic.Pointer[closedTS]
 
@@ -122,9 +124,6 @@ func (r *Replica) Desc() *tidekvpb.RangeDescriptor { return r.desc.Load() }
 
 // IsLeader reports whether this replica holds the range's lease.
 func (r *Replica) IsLeader() bool { return r.isLeader.Load() }
-
-// CountRequest records one KV request served by this replica.
-func (r *Replica) CountRequest() { r.requests.Add(1) }
 
 // Requests is the number of KV requests this replica has served.
 func (r *Replica) Requests() uint64 { return r.requests.Load() }

@@ -46,11 +46,16 @@ func (r *Replica) sendSnapshotLocked(rm *tidekvpb.RaftMessage) {
 		path := filepath.Join(s.cfg.SnapshotDir, fmt.Sprintf("send-r%d-i%d-n%d.sst", r.rangeID, idx, rm.GetToNodeId()))
 		lo, hi := dataSpanOf(sd.GetDesc())
 		stats, err := s.eng.WriteSST(snap, lo, hi, path)
+		var tr *throttledReader
 		if err == nil {
 			var f *os.File
 			if f, err = os.Open(path); err == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-				err = s.transport.SendSnapshot(ctx, rm, f)
+				ctx, cancel := context.WithTimeout(context.Background(), s.snapshotSendTimeout(stats.Bytes))
+				var src io.Reader = f
+				if tr = s.throttleSnapshot(ctx, f); tr != nil {
+					src = tr
+				}
+				err = s.transport.SendSnapshot(ctx, rm, src)
 				cancel()
 				f.Close()
 			}
@@ -62,10 +67,47 @@ func (r *Replica) sendSnapshotLocked(rm *tidekvpb.RaftMessage) {
 		} else {
 			s.stats.SnapshotsSent.Add(1)
 			s.stats.SnapshotBytesSent.Add(uint64(stats.Bytes))
-			log.Printf("range %d: sent snapshot at index %d to node %d: %d keys, %d bytes in %v", r.rangeID, idx, rm.GetToNodeId(), stats.Keys, stats.Bytes, time.Since(start).Round(time.Millisecond))
+			var throttled time.Duration
+			if tr != nil {
+				throttled = tr.waited
+			}
+			log.Printf("range %d: sent snapshot at index %d to node %d: %d keys, %d bytes in %v (throttled %v)",
+				r.rangeID, idx, rm.GetToNodeId(), stats.Keys, stats.Bytes, time.Since(start).Round(time.Millisecond), throttled.Round(time.Millisecond))
 		}
 		r.enqueueMsg(status)
 	}()
+}
+
+// snapshotSendTimeout bounds one snapshot send: ten minutes, plus the time
+// the bandwidth cap needs for the file if every concurrent send shares it.
+func (s *Store) snapshotSendTimeout(bytes int64) time.Duration {
+	d := 10 * time.Minute
+	if rate := s.cfg.SnapshotBytesPerSecond; rate > 0 {
+		d += time.Duration(float64(bytes) / float64(rate) * float64(s.cfg.MaxConcurrentSnapshotSends) * float64(time.Second))
+	}
+	return d
+}
+
+// throttleSnapshot wraps an outgoing snapshot's SST under the store's
+// bandwidth cap (Config.SnapshotBytesPerSecond), shared by all its sends;
+// nil when there is no cap.
+func (s *Store) throttleSnapshot(ctx context.Context, sst io.Reader) *throttledReader {
+	if s.snapLimiter == nil {
+		return nil
+	}
+	return &throttledReader{r: sst, tb: s.snapLimiter, max: snapshotBurst, now: time.Now, total: &s.stats.SnapshotThrottleNanos,
+		wait: func(d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-s.stopper:
+				return ErrStopped
+			}
+		}}
 }
 
 // HandleSnapshot receives a snapshot from another node: it stages the SST

@@ -24,6 +24,9 @@ type Stats struct {
 	SnapshotBytesSent     atomic.Uint64
 	SnapshotsReceived     atomic.Uint64
 	SnapshotBytesReceived atomic.Uint64
+	// SnapshotThrottleNanos is the time snapshot senders spent waiting
+	// under Config.SnapshotBytesPerSecond, summed over concurrent sends.
+	SnapshotThrottleNanos atomic.Uint64
 }
 
 // Stats returns the store's live counters.

@@ -63,6 +63,8 @@ type Store struct {
 	proposalSeq atomic.Uint64
 	stats       Stats
 	snapSem     chan struct{}
+	// snapLimiter meters outgoing snapshot bytes (nil: unlimited).
+	snapLimiter *tokenBucket
 	stopOnce    sync.Once
 	started     atomic.Bool
 }
@@ -79,6 +81,9 @@ func NewStore(cfg Config, nodeID uint64, eng storage.Engine, t Transport, l List
 		cfg: cfg, nodeID: nodeID, eng: eng, transport: t, listener: l,
 		wake: make(chan struct{}, 1), stopper: make(chan struct{}), done: make(chan struct{}),
 		snapSem: make(chan struct{}, cfg.MaxConcurrentSnapshotSends),
+	}
+	if cfg.SnapshotBytesPerSecond > 0 {
+		s.snapLimiter = newTokenBucket(cfg.SnapshotBytesPerSecond, snapshotBurst, time.Now)
 	}
 	s.mu.replicas = map[uint64]*Replica{}
 	s.sched.pending = map[uint64]struct{}{}

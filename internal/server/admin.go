@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sort"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -80,16 +81,30 @@ func (a *adminService) Split(ctx context.Context, req *tidekvpb.SplitRequest) (*
 		return nil, err
 	}
 	s := a.s
-	key := req.GetSplitKey()
-	if err := s.checkKey(key); err != nil {
-		return nil, err
-	}
-	rangeID, err := s.rangeIDForKey(ctx, key)
-	if err != nil {
-		return nil, s.toStatus(err)
+	key, rangeID := req.GetSplitKey(), req.GetRangeId()
+	switch {
+	case len(key) > 0:
+		if err := s.checkKey(key); err != nil {
+			return nil, err
+		}
+		if rangeID == 0 {
+			var err error
+			if rangeID, err = s.rangeIDForKey(ctx, key); err != nil {
+				return nil, s.toStatus(err)
+			}
+		}
+	case rangeID == 0:
+		return nil, invalidArg("split: give a split key or a range ID")
 	}
 	resp, err := callRangeLeader(ctx, s, rangeID, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.SplitResponse, error) {
 		d := r.Desc()
+		key := key
+		if len(key) == 0 {
+			var err error
+			if key, err = splitKeyFor(ctx, r, req.GetByLoad()); err != nil {
+				return nil, err
+			}
+		}
 		if bytes.Equal(d.GetStartKey(), key) {
 			return nil, invalidArg("key %q is already the start of range %d", key, d.GetRangeId())
 		}
@@ -110,6 +125,19 @@ func (a *adminService) Split(ctx context.Context, req *tidekvpb.SplitRequest) (*
 		return c.Split(ctx, req)
 	})
 	return resp, s.toStatus(err)
+}
+
+// splitKeyFor picks where the leaseholder r splits its range: the key that
+// halves its data, or the median of its sampled requests.
+func splitKeyFor(ctx context.Context, r *raftstore.Replica, byLoad bool) ([]byte, error) {
+	if !byLoad {
+		return r.SizeSplitKey(ctx)
+	}
+	key, hot, ok := r.LoadSplitKey()
+	if !ok {
+		return nil, fmt.Errorf("%w: range %d: no load split key (too few sampled requests, or %.0f%% on one key)", raftstore.ErrInvalidRequest, r.RangeID(), 100*hot)
+	}
+	return key, nil
 }
 
 // rangeIDForKey finds the range covering key, locally or in the directory.
@@ -144,7 +172,16 @@ func (a *adminService) ChangeReplicas(ctx context.Context, req *tidekvpb.ChangeR
 		}
 	}
 	resp, err := callRangeLeader(ctx, s, req.GetRangeId(), func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ChangeReplicasResponse, error) {
-		d, err := r.ChangeReplicas(ctx, req.GetAddNodeId(), req.GetRemoveNodeId())
+		var d *tidekvpb.RangeDescriptor
+		var err error
+		if req.GetLearner() {
+			if req.GetRemoveNodeId() != 0 {
+				return nil, invalidArg("change replicas: a learner is added on its own, not with a removal")
+			}
+			d, err = r.AddLearner(ctx, req.GetAddNodeId())
+		} else {
+			d, err = r.ChangeReplicas(ctx, req.GetAddNodeId(), req.GetRemoveNodeId())
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -229,6 +266,8 @@ func (s *Server) recordReplicaChange(req *tidekvpb.ChangeReplicasRequest) {
 	switch add, rm := req.GetAddNodeId(), req.GetRemoveNodeId(); {
 	case add != 0 && rm != 0:
 		s.events.Record("replica-move", subject, "replica moved from node %d to node %d: %s", rm, add, reason)
+	case add != 0 && req.GetLearner():
+		s.events.Record("learner-add", subject, "read replica (learner) added on node %d: %s", add, reason)
 	case add != 0:
 		s.events.Record("replica-add", subject, "replica added on node %d: %s", add, reason)
 	default:

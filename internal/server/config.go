@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/internal/events"
+	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -77,9 +78,16 @@ type Config struct {
 	// ReportInterval is how often each leaseholder re-reports its ranges'
 	// descriptors to the meta range.
 	ReportInterval time.Duration
-	// ReplicateInterval is how often the meta leaseholder checks for ranges
-	// with fewer voters than the replication factor.
-	ReplicateInterval time.Duration
+	// DeadNodeGrace is how long a node may stay silent (no heartbeat, and
+	// gossip not seeing it) before placement treats it as dead and replaces
+	// its replicas elsewhere.
+	DeadNodeGrace time.Duration
+	// PlacementInterval is how often the meta leaseholder runs placement.
+	PlacementInterval time.Duration
+	// Placement tunes the placement policies.
+	Placement placement.Config
+	// Runner limits how placement operators execute.
+	Runner RunnerConfig
 	// ReplicaGCInterval is how often the node checks its replicas against
 	// the meta range and removes those no longer members.
 	ReplicaGCInterval time.Duration
@@ -101,6 +109,9 @@ type Config struct {
 	Events events.Config
 	// Monitor samples the node's resource use and computes its load score.
 	Monitor monitor.Config
+	// Gossip configures membership and failure detection; an empty
+	// Gossip.BindAddr turns it off (heartbeats alone then decide).
+	Gossip gossip.Config
 }
 
 // DefaultConfig returns a configuration for a node of a local cluster;
@@ -116,13 +127,17 @@ func DefaultConfig() Config {
 		HeartbeatInterval:       time.Second,
 		LivenessTimeout:         5 * time.Second,
 		ReportInterval:          3 * time.Second,
-		ReplicateInterval:       time.Second,
+		DeadNodeGrace:           20 * time.Second,
+		PlacementInterval:       time.Second,
+		Placement:               defaultPlacement(),
+		Runner:                  DefaultRunnerConfig(),
 		ReplicaGCInterval:       10 * time.Second,
 		ClosedTimestampInterval: 100 * time.Millisecond,
 		LeaseRebalanceInterval:  10 * time.Second,
 		Lease:                   placement.DefaultLeaseConfig(),
 		Events:                  events.DefaultConfig(),
 		Monitor:                 monitor.DefaultConfig(),
+		Gossip:                  gossipDefaults(),
 	}
 }
 
@@ -142,7 +157,7 @@ func (c *Config) Validate() error {
 		return errors.New("server: every limit must be positive")
 	}
 	for name, d := range map[string]time.Duration{"HeartbeatInterval": c.HeartbeatInterval, "LivenessTimeout": c.LivenessTimeout,
-		"ReportInterval": c.ReportInterval, "ReplicateInterval": c.ReplicateInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {
+		"ReportInterval": c.ReportInterval, "PlacementInterval": c.PlacementInterval, "DeadNodeGrace": c.DeadNodeGrace, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {
 		if d <= 0 {
 			return fmt.Errorf("server: %s must be positive", name)
 		}
@@ -150,8 +165,25 @@ func (c *Config) Validate() error {
 	if c.LivenessTimeout <= c.HeartbeatInterval {
 		return errors.New("server: LivenessTimeout must exceed HeartbeatInterval")
 	}
+	if c.DeadNodeGrace <= c.LivenessTimeout {
+		return errors.New("server: DeadNodeGrace must exceed LivenessTimeout")
+	}
+	if err := c.Placement.Validate(); err != nil {
+		return err
+	}
+	if err := c.Runner.Validate(); err != nil {
+		return err
+	}
 	if err := c.Lease.Validate(); err != nil {
 		return err
+	}
+	if c.Gossip.BindAddr != "" {
+		// The node's ID and address are filled in once known.
+		g := c.Gossip
+		g.NodeID, g.GRPCAddr = 1, c.GRPCAddr
+		if err := g.Validate(); err != nil {
+			return err
+		}
 	}
 	if err := c.Events.Validate(); err != nil {
 		return err
@@ -175,5 +207,21 @@ func (c *Config) Validate() error {
 func redisDefaults() resp.Config {
 	c := resp.DefaultConfig()
 	c.ListenAddr = ""
+	return c
+}
+
+// defaultPlacement is placement's default with merges off: the runner does
+// not execute merge operators yet.
+func defaultPlacement() placement.Config {
+	c := placement.DefaultConfig()
+	c.Merges = false
+	return c
+}
+
+// gossipDefaults is gossip's configuration with the listener off: a node
+// gossips only when given an address.
+func gossipDefaults() gossip.Config {
+	c := gossip.DefaultConfig()
+	c.BindAddr = ""
 	return c
 }

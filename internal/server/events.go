@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,20 +64,26 @@ func (s *Server) watchLiveness(ctx context.Context) {
 	defer s.meta.mu.Unlock()
 	for _, ns := range statuses {
 		id := ns.GetNode().GetNodeId()
+		st := ns.GetState()
+		if strings.HasPrefix(st, "bootstrap") || st == stateDraining || st == stateDrained {
+			st = stateLive // phases and draining have events of their own
+		}
 		prev, seen := s.meta.states[id]
-		if prev == ns.GetState() {
+		if prev == st {
 			continue
 		}
-		s.meta.states[id] = ns.GetState()
+		s.meta.states[id] = st
 		switch {
-		case !seen && ns.GetState() == stateLive:
+		case !seen && (st == stateLive || st == stateUnknown):
 			// First sight after becoming leaseholder: not news.
-		case ns.GetState() == stateLive:
+		case st == stateLive:
 			s.events.Record("node-live", nodeSubject(id), "heartbeats resumed (was %s)", prev)
-		case ns.GetState() == stateSuspect:
+		case st == stateSuspect:
 			s.events.Record("node-suspect", nodeSubject(id), "no heartbeat for %.1fs (liveness timeout %v)", ns.GetLastSeenSeconds(), s.cfg.LivenessTimeout)
-		case seen:
-			s.events.Record("node-"+ns.GetState(), nodeSubject(id), "state changed from %s", prev)
+		case st == stateDead:
+			s.events.Record("node-dead", nodeSubject(id), "silent for more than %v: its replicas are replaced on live nodes", s.cfg.DeadNodeGrace)
+		case st == stateDecommissioned:
+			s.events.Record("node-decommissioned", nodeSubject(id), "drained and stopped: it owns nothing")
 		}
 	}
 }

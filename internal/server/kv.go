@@ -60,6 +60,9 @@ func (s *Server) replicaFor(key []byte) (*raftstore.Replica, error) {
 	return r, nil
 }
 
+// readOps are the operations counted as reads in a range's load.
+var readOps = map[string]bool{"get": true, "scan": true, "batch_get": true}
+
 // serve runs one KV request: admission, validation, routing, metrics.
 func serve[T any](s *Server, op string, validate func() error, key []byte, fn func(*raftstore.Replica) (T, error)) (T, error) {
 	var zero T
@@ -79,7 +82,10 @@ func serve[T any](s *Server, op string, validate func() error, key []byte, fn fu
 		s.metrics.observe(op, start, err)
 		return zero, err
 	}
-	r.CountRequest()
+	r.CountRequest(key)
+	if readOps[op] {
+		s.countRead(r.RangeID())
+	}
 	v, err := fn(r)
 	err = s.toStatus(err)
 	s.metrics.observe(op, start, err)

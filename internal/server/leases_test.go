@@ -7,11 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-
-	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
 )
 
 // A range's lease moves to the locality its writes come from, and stays.
@@ -40,24 +36,19 @@ func TestLeaseFollowsTheWriters(t *testing.T) {
 		}
 	}
 	origin := writer.cfg.Locality
-	conns := map[string]tidekvpb.KVClient{}
-	for _, s := range tc.nodes {
-		conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conns[s.Addr()] = tidekvpb.NewKVClient(conn)
+	ccfg := client.DefaultConfig()
+	ccfg.Addrs = tc.addrs()
+	ccfg.Locality = origin
+	c, err := client.New(ccfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ctx := metadata.AppendToOutgoingContext(context.Background(), OriginMetadataKey, origin)
+	defer c.Close()
 	write := func(n int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		for j := 0; j < n; j++ {
-			lh := leaseholder()
-			if lh == nil {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			conns[lh.Addr()].Put(ctx, &tidekvpb.PutRequest{Key: key, Value: []byte(fmt.Sprint(j))})
+			c.Put(ctx, key, []byte(fmt.Sprint(j)))
 		}
 	}
 	eventually(t, 20*time.Second, "the lease to reach "+origin, func() error {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidekv/tidekv/internal/keys"
@@ -9,8 +10,26 @@ import (
 
 // rangeLoad is a range's recent request rate and size as seen by this node.
 type rangeLoad struct {
-	qps   float64
-	bytes uint64
+	qps, readQPS float64
+	bytes        uint64
+	// hotKeyShare: the share of sampled requests on the hottest key.
+	hotKeyShare float64
+}
+
+// countRead counts one read served by the local replica of rangeID.
+func (s *Server) countRead(rangeID uint64) {
+	v, ok := s.reads.Load(rangeID)
+	if !ok {
+		v, _ = s.reads.LoadOrStore(rangeID, new(atomic.Uint64))
+	}
+	v.(*atomic.Uint64).Add(1)
+}
+
+func (s *Server) readsOf(rangeID uint64) uint64 {
+	if v, ok := s.reads.Load(rangeID); ok {
+		return v.(*atomic.Uint64).Load()
+	}
+	return 0
 }
 
 // loadTracker turns the replicas' request counters into rates, once per
@@ -18,21 +37,23 @@ type rangeLoad struct {
 type loadTracker struct {
 	mu     sync.Mutex
 	at     time.Time
-	counts map[uint64]uint64
+	counts map[uint64][2]uint64 // requests, reads
 	ranges map[uint64]rangeLoad
 }
 
 // sampleRangeLoad measures every local replica's request rate since the
 // previous sample and its data size, and exports the busiest as metrics.
 func (s *Server) sampleRangeLoad(now time.Time) {
-	counts := map[uint64]uint64{}
+	counts := map[uint64][2]uint64{}
 	sizes := map[uint64]uint64{}
+	hot := map[uint64]float64{}
 	for _, r := range s.store.Replicas() {
 		d := r.Desc()
 		if d == nil {
 			continue
 		}
-		counts[r.RangeID()] = r.Requests()
+		counts[r.RangeID()] = [2]uint64{r.Requests(), s.readsOf(r.RangeID())}
+		hot[r.RangeID()] = r.HotKeyShare()
 		lo, hi := keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
 		if n, err := s.eng.ApproximateSize(lo, hi); err == nil {
 			sizes[r.RangeID()] = n
@@ -43,9 +64,10 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	ranges := map[uint64]rangeLoad{}
 	dt := now.Sub(t.at).Seconds()
 	for id, c := range counts {
-		l := rangeLoad{bytes: sizes[id]}
-		if prev, ok := t.counts[id]; ok && dt > 0 && c >= prev {
-			l.qps = float64(c-prev) / dt
+		l := rangeLoad{bytes: sizes[id], hotKeyShare: hot[id]}
+		if prev, ok := t.counts[id]; ok && dt > 0 && c[0] >= prev[0] && c[1] >= prev[1] {
+			l.qps = float64(c[0]-prev[0]) / dt
+			l.readQPS = float64(c[1]-prev[1]) / dt
 		}
 		ranges[id] = l
 	}

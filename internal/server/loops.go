@@ -2,20 +2,17 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"log"
-	"sort"
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.heartbeat)
 	s.loop(s.cfg.ReportInterval, s.reportAll)
-	s.loop(s.cfg.ReplicateInterval, s.replicateOnce)
+	s.loop(s.cfg.PlacementInterval, s.place)
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
 	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)
@@ -85,13 +82,14 @@ func (s *Server) heartbeat(ctx context.Context) {
 		return
 	}
 	s.dir.update(resp.GetNodes())
+	s.rejoinGossip()
 }
 
 func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	l := s.rangeLoadOf(d.GetRangeId())
-	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, Bytes: l.bytes}
+	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
@@ -110,95 +108,6 @@ func (s *Server) reportAll(ctx context.Context) {
 		if r.IsLeader() && r.Desc() != nil {
 			s.queueReport(r.Desc())
 		}
-	}
-}
-
-// replicateOnce, on the meta leaseholder, brings ranges with fewer voters
-// than the replication factor up to it, one change at a time, onto the live
-// node with the fewest replicas. It also finishes half-done additions
-// (leftover learners). Full placement (balance, repair of dead nodes) is
-// the placement controller's job.
-func (s *Server) replicateOnce(ctx context.Context) {
-	if s.metaLeader() == nil {
-		return
-	}
-	live := s.liveNodes()
-	if live == nil {
-		return
-	}
-	resp, err := s.ranges(ctx)
-	if err != nil {
-		return
-	}
-	meta := s.store.GetReplica(keys.MetaRangeID)
-	descs := []*tidekvpb.RangeDescriptor{meta.Desc()}
-	for _, ri := range resp.GetRanges() {
-		descs = append(descs, ri.GetDesc())
-	}
-	counts := map[uint64]int{}
-	for id := range live {
-		counts[id] = 0
-	}
-	for _, d := range descs {
-		for _, rd := range d.GetReplicas() {
-			counts[rd.GetNodeId()]++
-		}
-	}
-	rf := s.cfg.Raft.ReplicationFactor
-	for _, d := range descs {
-		voters, target := 0, uint64(0)
-		has := map[uint64]bool{}
-		for _, rd := range d.GetReplicas() {
-			has[rd.GetNodeId()] = true
-			switch rd.GetType() {
-			case tidekvpb.ReplicaType_VOTER:
-				voters++
-			case tidekvpb.ReplicaType_LEARNER:
-				if live[rd.GetNodeId()] && target == 0 {
-					target = rd.GetNodeId() // finish an interrupted addition
-				}
-			}
-		}
-		if voters >= rf {
-			continue
-		}
-		if target == 0 {
-			var cands []uint64
-			for id := range live {
-				if !has[id] {
-					cands = append(cands, id)
-				}
-			}
-			if len(cands) == 0 {
-				continue
-			}
-			sort.Slice(cands, func(i, j int) bool {
-				if counts[cands[i]] != counts[cands[j]] {
-					return counts[cands[i]] < counts[cands[j]]
-				}
-				return cands[i] < cands[j]
-			})
-			target = cands[0]
-		}
-		reason := fmt.Sprintf("up-replication: %d of %d voters, node %d has the fewest replicas", voters, rf, target)
-		log.Printf("range %d: %s", d.GetRangeId(), reason)
-		req := &tidekvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), AddNodeId: target, Reason: reason}
-		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.Raft.CatchUpTimeout+5*time.Second)
-		_, err := callRangeLeader(cctx, s, d.GetRangeId(), func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ChangeReplicasResponse, error) {
-			nd, err := r.ChangeReplicas(ctx, target, 0)
-			if err == nil {
-				s.recordReplicaChange(req)
-			}
-			return &tidekvpb.ChangeReplicasResponse{Desc: nd}, err
-		}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ChangeReplicasResponse, error) {
-			return c.ChangeReplicas(ctx, req)
-		})
-		cancel()
-		if err != nil {
-			log.Printf("range %d: adding replica on node %d: %v", d.GetRangeId(), target, err)
-			s.events.Record("replica-add-failed", rangeSubject(d.GetRangeId()), "adding a replica on node %d failed: %v", target, err)
-		}
-		return // one change per round keeps the load on new nodes gentle
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -273,7 +274,8 @@ func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 			continue
 		}
 		l := s.meta.load[d.GetRangeId()]
-		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()], Qps: l.qps, Bytes: l.bytes})
+		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()],
+			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare})
 	}
 	s.meta.mu.Unlock()
 	sortRanges(resp.Ranges)
@@ -307,9 +309,15 @@ func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, re
 	if err != nil {
 		return nil, err
 	}
-	n := req.GetNode()
+	n := proto.Clone(req.GetNode()).(*tidekvpb.NodeDescriptor)
 	for i, o := range nodes {
-		if o.GetNodeId() == n.GetNodeId() && !proto.Equal(o, n) {
+		if o.GetNodeId() != n.GetNodeId() {
+			continue
+		}
+		// Draining is the cluster's decision about the node, not the
+		// node's to report.
+		n.Draining = o.GetDraining()
+		if !proto.Equal(o, n) {
 			// The node moved to new addresses or labels (restarted
 			// elsewhere or reconfigured).
 			if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{UpdateNode: n}); err != nil {
@@ -328,7 +336,7 @@ func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, 
 	d := req.GetDesc()
 	s.meta.mu.Lock()
 	s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
-	s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), bytes: req.GetBytes()}
+	s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), readQPS: req.GetReadQps(), bytes: req.GetBytes(), hotKeyShare: req.GetHotKeyShare()}
 	s.meta.mu.Unlock()
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
@@ -360,35 +368,77 @@ func (s *Server) statusLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 	return resp, nil
 }
 
-// Node states as shown to operators.
+// Node states as shown to operators (and mapped to placement's).
 const (
 	stateLive    = "live"
 	stateSuspect = "suspect" // heartbeats late: not live, not yet given up on
-	stateUnknown = "unknown" // no heartbeat since this node became meta leaseholder
+	stateUnknown = "unknown" // no heartbeat yet since this node became meta leaseholder
+	stateDead    = "dead"    // silent beyond DeadNodeGrace: its replicas are replaced
+	// Decommissioning: replicas moving away; drained once it holds none;
+	// decommissioned once it also stopped.
+	stateDraining       = "draining"
+	stateDrained        = "drained"
+	stateDecommissioned = "decommissioned"
 )
 
-// nodeStatuses combines the node records with what their heartbeats said.
+// nodeStatuses combines the node records with what their heartbeats said
+// and the controller's bootstrap phases.
 func (s *Server) nodeStatuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) []*tidekvpb.NodeStatus {
 	s.meta.mu.Lock()
-	defer s.meta.mu.Unlock()
+	since := s.meta.since
 	out := make([]*tidekvpb.NodeStatus, 0, len(nodes))
 	for _, n := range nodes {
-		ns := &tidekvpb.NodeStatus{Node: n, LastSeenSeconds: -1, State: stateUnknown}
+		ns := &tidekvpb.NodeStatus{Node: n, LastSeenSeconds: -1}
+		silent := now.Sub(since) // never heard from: silent since we took over
 		if l := s.meta.nodes[n.GetNodeId()]; l != nil {
-			age := now.Sub(l.lastSeen)
-			ns.Live = age < s.cfg.LivenessTimeout
-			ns.State = stateSuspect
-			if ns.Live {
-				ns.State = stateLive
-			}
-			ns.LastSeenSeconds = age.Seconds()
+			silent = now.Sub(l.lastSeen)
+			ns.LastSeenSeconds = silent.Seconds()
 			hb := l.hb
 			ns.Replicas, ns.Leases, ns.Bytes, ns.Qps = hb.GetReplicas(), hb.GetLeases(), hb.GetBytes(), hb.GetQps()
 			ns.Cpu, ns.Score, ns.P99Ms = hb.GetCpu(), hb.GetScore(), hb.GetP99Ms()
+			ns.Live = silent < s.cfg.LivenessTimeout
 		}
+		ns.State = s.stateOf(n, ns, silent)
 		out = append(out, ns)
 	}
+	s.meta.mu.Unlock()
+	for _, ns := range out {
+		if ns.GetState() == stateLive {
+			if p := s.phaseOf(ns.GetNode().GetNodeId()); p != placement.PhaseNone {
+				ns.State = p.String()
+			}
+		}
+	}
 	return out
+}
+
+// stateOf names a node's state from how long it has been silent and, with
+// gossip on, from what gossip says: unreachable by gossip for the grace
+// period is dead even if an old heartbeat is recent; unreachable at all is
+// at least suspect.
+func (s *Server) stateOf(n *tidekvpb.NodeDescriptor, ns *tidekvpb.NodeStatus, silent time.Duration) string {
+	heard := ns.GetLastSeenSeconds() >= 0
+	gs, gsince, gok := s.gossipState(n.GetNodeId())
+	gossipDown := gok && (gs == gossip.Dead || gs == gossip.Left)
+	switch {
+	case gossipDown && time.Since(gsince) >= s.cfg.DeadNodeGrace && !(n.GetDraining() && ns.GetReplicas() == 0):
+		return stateDead
+	case gok && gs != gossip.Alive && ns.GetLive():
+		return stateSuspect
+	case n.GetDraining() && ns.GetReplicas() == 0 && heard && !ns.GetLive():
+		return stateDecommissioned
+	case silent >= s.cfg.DeadNodeGrace:
+		return stateDead
+	case !heard:
+		return stateUnknown
+	case !ns.GetLive():
+		return stateSuspect
+	case n.GetDraining() && ns.GetReplicas() == 0:
+		return stateDrained
+	case n.GetDraining():
+		return stateDraining
+	}
+	return stateLive
 }
 
 // liveNodes returns the nodes that heartbeated recently, or nil during the

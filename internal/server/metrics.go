@@ -307,6 +307,13 @@ func (s *Server) registerStoreGauges() {
 			func(st *raftstore.Stats) uint64 { return st.SnapshotsSent.Load() }),
 		counter("tidekv_snapshot_sent_bytes_total", "Snapshot SST bytes sent.",
 			func(st *raftstore.Stats) uint64 { return st.SnapshotBytesSent.Load() }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidekv_snapshot_throttled_seconds_total", Help: "Time snapshot sends waited for the migration bandwidth cap."},
+			func() float64 {
+				if s.store == nil {
+					return 0
+				}
+				return time.Duration(s.store.Stats().SnapshotThrottleNanos.Load()).Seconds()
+			}),
 		counter("tidekv_snapshots_received_total", "Range snapshots received.",
 			func(st *raftstore.Stats) uint64 { return st.SnapshotsReceived.Load() }),
 		counter("tidekv_snapshot_received_bytes_total", "Snapshot SST bytes received.",

@@ -65,7 +65,7 @@ func TestObservability(t *testing.T) {
 		switch {
 		case !findEvent(es, "split", "range 2", `split at k25 into ranges 2 and`):
 			return fmt.Errorf("no split event in %v", es)
-		case !findEvent(es, "replica-add", "range 2", "up-replication: 1 of 3 voters"):
+		case !findEvent(es, "replica-add", "range 2", "replication: 1 of 3 voters"):
 			return fmt.Errorf("no up-replication event in %v", es)
 		}
 		for _, s := range tc.nodes {

@@ -21,6 +21,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/events"
+	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -52,9 +53,12 @@ type Server struct {
 	conns  map[string]*grpc.ClientConn
 
 	meta   *metaState
+	ctl    *controller
+	runner *runner
 	load   loadTracker
 	events *events.Log
 	mon    *monitor.Monitor
+	gossip *gossip.Gossip
 	// svc averages how long KV requests take, for the load score.
 	svc monitor.ServiceTimer
 	// loads is every node's load as last heard (closed.go).
@@ -63,6 +67,7 @@ type Server struct {
 	// origins counts writes per range by origin locality; leaseMoved is
 	// when followWriters last moved each range's lease (leases.go).
 	origins    sync.Map // range ID -> *originCounts
+	reads      sync.Map // range ID -> *atomic.Uint64, reads served
 	leaseMoved sync.Map // range ID -> time.Time
 
 	metaLeaderAddr atomic.Pointer[string]
@@ -102,7 +107,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		meta:     newMetaState(),
 		metrics:  newMetrics(),
 		events:   events.New(cfg.Events, 0, time.Now),
+		ctl:      newController(),
 	}
+	s.runner = newRunner(s, cfg.Runner)
 	if s.mon, err = monitor.New(cfg.Monitor, monitor.ProcSource, func() (int, int, time.Duration) {
 		return len(s.inflight), cap(s.inflight), s.svc.Mean()
 	}, time.Now); err != nil {
@@ -167,6 +174,9 @@ func (s *Server) serve(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := s.startGossip(); err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
 	s.grpcT.SetHandler(s.store)
 	s.store.Start()
 	s.startLoops()
@@ -182,7 +192,7 @@ func (s *Server) serve(ctx context.Context) error {
 }
 
 func (s *Server) self() *tidekvpb.NodeDescriptor {
-	return &tidekvpb.NodeDescriptor{NodeId: s.nodeID, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr(), Locality: s.cfg.Locality, RedisAddr: s.RedisAddr()}
+	return &tidekvpb.NodeDescriptor{NodeId: s.nodeID, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr(), Locality: s.cfg.Locality, RedisAddr: s.RedisAddr(), GossipAddr: s.gossipAddr()}
 }
 
 // startRedis serves the Redis protocol through a routing client of this
@@ -191,6 +201,8 @@ func (s *Server) self() *tidekvpb.NodeDescriptor {
 func (s *Server) startRedis() error {
 	ccfg := client.DefaultConfig()
 	ccfg.Addrs = []string{s.Addr()}
+	// Writes through this node come from its locality.
+	ccfg.Locality = s.cfg.Locality
 	gw, err := client.New(ccfg)
 	if err != nil {
 		return err
@@ -356,6 +368,9 @@ func (s *Server) Stop() {
 			}
 		}
 		s.wg.Wait()
+		if s.gossip != nil {
+			s.gossip.Stop()
+		}
 		if s.store != nil {
 			s.store.Stop()
 		}
@@ -380,6 +395,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 		s.meta.mu.Lock()
 		s.meta.reset(time.Now())
 		s.meta.mu.Unlock()
+		s.ctl.reset()
 		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.queueReport(d)

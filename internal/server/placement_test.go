@@ -1,0 +1,387 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+)
+
+// clusterEventsSeen reports whether any node recorded an event of kind
+// whose reason contains part.
+func (tc *testCluster) sawEvent(kind, part string) bool {
+	for _, s := range tc.nodes {
+		if s == nil {
+			continue
+		}
+		for _, e := range s.events.List(0) {
+			if e.GetKind() == kind && strings.Contains(e.GetReason(), part) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// replicaCounts counts the directory's replicas per node (meta range
+// included).
+func replicaCounts(ctx context.Context, tc *testCluster, c *client.Client) (map[uint64]int, *tidekvpb.RangesResponse, error) {
+	resp, err := c.Ranges(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	counts := map[uint64]int{}
+	descs := []*tidekvpb.RangeDescriptor{}
+	for _, ri := range resp.GetRanges() {
+		descs = append(descs, ri.GetDesc())
+	}
+	for _, s := range tc.nodes {
+		if s != nil {
+			if m := s.metaLeader(); m != nil {
+				descs = append(descs, m.Desc())
+			}
+		}
+	}
+	for _, d := range descs {
+		for _, rd := range d.GetReplicas() {
+			counts[rd.GetNodeId()]++
+		}
+	}
+	return counts, resp, nil
+}
+
+// A node that stays silent beyond DeadNodeGrace is dead: its replicas are
+// re-created on live nodes and nothing acknowledged is lost.
+func TestRepairAfterNodeDeath(t *testing.T) {
+	tc := startCluster(t, 4)
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 100 {
+		if err := c.Put(ctx, replicaKey(i), replicaValue(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := userRange(t, c)
+	var victim *Server
+	for _, s := range tc.nodes {
+		if replicaOf(d, s.NodeID()) != nil && s.metaLeader() == nil {
+			victim = s
+			break
+		}
+	}
+	dead := victim.NodeID()
+	victim.Stop()
+	for i, s := range tc.nodes {
+		if s == victim {
+			tc.nodes[i] = nil
+		}
+	}
+	eventually(t, 45*time.Second, "ranges repaired off the dead node", func() error {
+		counts, resp, err := replicaCounts(ctx, tc, c)
+		if err != nil {
+			return err
+		}
+		if counts[dead] != 0 {
+			return fmt.Errorf("node %d still holds %d replicas", dead, counts[dead])
+		}
+		for _, ri := range resp.GetRanges() {
+			if v := len(voterNodes(ri.GetDesc())); v != 3 {
+				return fmt.Errorf("range %d has %d voters", ri.GetDesc().GetRangeId(), v)
+			}
+		}
+		return nil
+	})
+	if !tc.sawEvent("node-dead", "replaced") || !tc.sawEvent("replica-move", "repair:") {
+		t.Error("no node-dead or repair event")
+	}
+	checkAllKeys(t, c, 0, 100)
+}
+
+// A decommissioned node drains to zero replicas without the ranges ever
+// going below three voters, and says so; recommission cancels.
+func TestDecommissionDrains(t *testing.T) {
+	tc := startCluster(t, 4)
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 50 {
+		if err := c.Put(ctx, replicaKey(i), replicaValue(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := userRange(t, c)
+	var node uint64
+	for _, rd := range d.GetReplicas() {
+		node = rd.GetNodeId()
+	}
+	left, err := c.Decommission(ctx, node, true)
+	if err != nil || left == 0 {
+		t.Fatalf("decommission: %d left, %v", left, err)
+	}
+	eventually(t, 45*time.Second, "node drained", func() error {
+		_, resp, err := replicaCounts(ctx, tc, c)
+		if err != nil {
+			return err
+		}
+		for _, ri := range resp.GetRanges() {
+			if v := len(voterNodes(ri.GetDesc())); v < 3 {
+				t.Errorf("range %d went down to %d voters", ri.GetDesc().GetRangeId(), v)
+			}
+		}
+		if left, err = c.Decommission(ctx, node, true); err != nil || left != 0 {
+			return fmt.Errorf("%d replicas left (%v)", left, err)
+		}
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ns := range st.GetNodes() {
+			if ns.GetNode().GetNodeId() == node && ns.GetState() != stateDrained {
+				return fmt.Errorf("state %q", ns.GetState())
+			}
+		}
+		return nil
+	})
+	checkAllKeys(t, c, 0, 50)
+	if !tc.sawEvent("replica-move", "decommission:") {
+		t.Error("no decommission move event")
+	}
+	if _, err := c.Decommission(ctx, node, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "recommissioned node live", func() error {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ns := range st.GetNodes() {
+			if ns.GetNode().GetNodeId() == node && ns.GetState() != stateLive {
+				return fmt.Errorf("state %q", ns.GetState())
+			}
+		}
+		return nil
+	})
+}
+
+// A node joining a cluster with data goes through both bootstrap phases
+// and ends with its share of replicas.
+func TestScaleOutBootstrap(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) { c.Placement.Rebalance = true })
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for i := range 60 {
+		if err := c.Put(ctx, replicaKey(i), replicaValue(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []int{10, 20, 30, 40, 50} {
+		if _, err := c.Split(ctx, replicaKey(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc.waitReplicated(c, 3)
+	cfg := testConfig(t)
+	cfg.Placement.Rebalance = true
+	cfg.Join = []string{tc.nodes[0].Addr()}
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.nodes = append(tc.nodes, s)
+	newID := s.NodeID()
+	eventually(t, 60*time.Second, "the new node balanced", func() error {
+		counts, _, err := replicaCounts(ctx, tc, c)
+		if err != nil {
+			return err
+		}
+		total := 0
+		for _, n := range counts {
+			total += n
+		}
+		mean := float64(total) / 4
+		for _, srv := range tc.nodes {
+			if math.Abs(float64(counts[srv.NodeID()])-mean) > math.Max(1, 0.05*mean) {
+				return fmt.Errorf("replica counts %v (mean %.2f)", counts, mean)
+			}
+		}
+		return nil
+	})
+	for _, want := range []string{"bootstrap phase 1", "bootstrap phase 2", "bootstrap done"} {
+		if !tc.sawEvent("bootstrap", want) {
+			t.Errorf("no %q event for node %d", want, newID)
+		}
+	}
+	checkAllKeys(t, c, 0, 60)
+}
+
+// Ranges above Θmax split at the key halving their data.
+func TestSizeSplits(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.Placement.Rebalance = true
+		c.Placement.RangeMaxBytes, c.Placement.RangeMinBytes = 64<<10, 16<<10
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	val := strings.Repeat("x", 1000)
+	for i := range 300 {
+		if err := c.Put(ctx, replicaKey(i), []byte(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "ranges split down to at most Θmax", func() error {
+		resp, err := c.Ranges(ctx)
+		if err != nil {
+			return err
+		}
+		if n := len(resp.GetRanges()); n < 4 {
+			return fmt.Errorf("%d ranges", n)
+		}
+		for _, ri := range resp.GetRanges() {
+			if ri.GetBytes() > 64<<10 {
+				return fmt.Errorf("range %d holds %d bytes", ri.GetDesc().GetRangeId(), ri.GetBytes())
+			}
+		}
+		return nil
+	})
+	if !tc.sawEvent("split", "size-split:") {
+		t.Error("no size-split event")
+	}
+	checkAllKeysValue(t, c, 300, val)
+}
+
+func checkAllKeysValue(t *testing.T, c *client.Client, n int, val string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	kvs, err := c.Scan(ctx, replicaKey(0), nil, 0)
+	if err != nil || len(kvs) != n {
+		t.Fatalf("scan: %d keys, %v", len(kvs), err)
+	}
+	for _, kv := range kvs {
+		if string(kv.Value) != val {
+			t.Fatalf("key %s has a %d-byte value", kv.Key, len(kv.Value))
+		}
+	}
+}
+
+// readLoad reads keys in a loop until stop is closed.
+func readLoad(c *client.Client, keys func(i int) []byte, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx := context.Background()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c.Get(ctx, keys(i))
+		}
+	}()
+	return done
+}
+
+// A range under heavy reads gets an adaptive learner replica, which goes
+// again once the range cools; one hot key is reported, not split.
+func TestAdaptiveReplicas(t *testing.T) {
+	tc := startClusterWith(t, 4, func(c *Config) {
+		c.Placement.Rebalance = true
+		c.Placement.AdaptiveReadQPS = 100
+		c.Placement.SplitQPS = 150
+		c.Placement.MaxAdaptiveReplicas = 1
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.Put(ctx, []byte("hot"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := readLoad(c, func(int) []byte { return []byte("hot") }, stop)
+	learnerOf := func() (bool, error) {
+		resp, err := c.Ranges(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, ri := range resp.GetRanges() {
+			for _, rd := range ri.GetDesc().GetReplicas() {
+				if rd.GetAdaptive() {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	}
+	eventually(t, 30*time.Second, "an adaptive learner", func() error {
+		if ok, err := learnerOf(); !ok {
+			return fmt.Errorf("none yet (%v)", err)
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, "a hot-key note", func() error {
+		if !tc.sawEvent("placement", "on one key: no split") {
+			return fmt.Errorf("no note")
+		}
+		return nil
+	})
+	close(stop)
+	<-done
+	eventually(t, 30*time.Second, "the learner removed after cooling", func() error {
+		if ok, err := learnerOf(); ok || err != nil {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	if !tc.sawEvent("learner-add", "adaptive-replicas:") || !tc.sawEvent("replica-remove", "cooled") {
+		for _, s := range tc.nodes {
+			for _, e := range s.events.List(0) {
+				t.Logf("n%d %s %s %s", e.GetNodeId(), e.GetKind(), e.GetSubject(), e.GetReason())
+			}
+		}
+		t.Error("no learner add/remove events")
+	}
+}
+
+// A range whose load stays above the threshold splits at the median of its
+// sampled requests.
+func TestLoadSplit(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.Placement.Rebalance = true
+		c.Placement.SplitQPS = 150
+		c.Placement.AdaptiveReadQPS = 1e9
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 100 {
+		if err := c.Put(ctx, replicaKey(i), replicaValue(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	done := readLoad(c, func(i int) []byte { return replicaKey(i % 100) }, stop)
+	eventually(t, 30*time.Second, "a load split", func() error {
+		if !tc.sawEvent("split", "load-split:") {
+			return fmt.Errorf("none yet")
+		}
+		return nil
+	})
+	close(stop)
+	<-done
+	checkAllKeys(t, c, 0, 100)
+}

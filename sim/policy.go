@@ -1,0 +1,177 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/placement"
+)
+
+// Decider is the seam between the simulator and a placement policy: a pure
+// function from a snapshot to a plan.
+type Decider func(placement.Snapshot) placement.Plan
+
+// Policy is what the simulator runs: a Decider plus what the controller
+// around it knows (the replication factor the runner enforces, and the
+// bootstrap phase rules).
+type Policy struct {
+	Name   string
+	Decide Decider
+	// ReplicationFactor is the number of voters the runner refuses to go
+	// below. 0: the cluster's.
+	ReplicationFactor int
+	// Quota, when set, is the number of replicas a node in bootstrap phase
+	// 1 takes before phase 2; the simulator asks once, at the first
+	// decision after the node joined. Nil: ceil(BootstrapShare × mean
+	// replicas per live node), re-evaluated at every decision.
+	Quota func(s placement.Snapshot, node uint64) int
+	// Balanced, when set, reports that a phase-2 node is done. Nil: its
+	// replica count is within max(1, 5% of the mean) of the mean.
+	Balanced func(s placement.Snapshot, node uint64) bool
+}
+
+// PolicyFactory builds a Policy from a scenario's configuration overrides
+// (key=value strings, such as "range-max"="64MiB").
+type PolicyFactory func(overrides map[string]string) (Policy, error)
+
+// Placement is the real policy: placement.Decide with
+// placement.DefaultConfig() and the overrides applied (see ApplyOverrides),
+// the bootstrap quota from placement.BootstrapQuota and the end of phase 2
+// from placement.Balanced.
+func Placement(overrides map[string]string) (Policy, error) {
+	cfg := placement.DefaultConfig()
+	if err := ApplyOverrides(&cfg, overrides); err != nil {
+		return Policy{}, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return Policy{}, err
+	}
+	return Policy{
+		Name:              "placement",
+		Decide:            func(s placement.Snapshot) placement.Plan { return placement.Decide(s, cfg) },
+		ReplicationFactor: cfg.ReplicationFactor,
+		Quota:             func(s placement.Snapshot, _ uint64) int { return placement.BootstrapQuota(s, cfg) },
+		Balanced:          func(s placement.Snapshot, node uint64) bool { return placement.Balanced(s, node, cfg) },
+	}, nil
+}
+
+// overrideAliases are short names for configuration fields.
+var overrideAliases = map[string]string{
+	"rf":           "ReplicationFactor",
+	"range-max":    "RangeMaxBytes",
+	"range-min":    "RangeMinBytes",
+	"max-adaptive": "MaxAdaptiveReplicas",
+	"adaptive-qps": "AdaptiveReadQPS",
+}
+
+// ApplyOverrides sets fields of the struct cfg points to from key=value
+// strings. A key is a field's name in kebab case (ReplicationFactor:
+// replication-factor, RangeMaxBytes: range-max-bytes), the field's Go name,
+// or an alias (rf, range-max, range-min, max-adaptive, adaptive-qps). Values
+// are parsed by the field's type: integers (uint64 fields named …Bytes
+// accept sizes such as 64MiB), floats, durations and booleans. Keys are
+// applied in sorted order so errors are deterministic.
+func ApplyOverrides(cfg any, overrides map[string]string) error {
+	v := reflect.ValueOf(cfg)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("sim: ApplyOverrides needs a pointer to a struct, got %T", cfg)
+	}
+	v = v.Elem()
+	keys := make([]string, 0, len(overrides))
+	for k := range overrides {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name := fieldName(v.Type(), k)
+		if name == "" {
+			return fmt.Errorf("sim: no configuration field %q in %s", k, v.Type())
+		}
+		if err := setField(v.FieldByName(name), name, overrides[k]); err != nil {
+			return fmt.Errorf("sim: %s=%s: %w", k, overrides[k], err)
+		}
+	}
+	return nil
+}
+
+func fieldName(t reflect.Type, key string) string {
+	if a, ok := overrideAliases[key]; ok {
+		if _, ok := t.FieldByName(a); ok {
+			return a
+		}
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.IsExported() && (f.Name == key || kebab(f.Name) == key) {
+			return f.Name
+		}
+	}
+	return ""
+}
+
+// kebab turns RangeMaxBytes into range-max-bytes and AdaptiveReadQPS into
+// adaptive-read-qps.
+func kebab(name string) string {
+	var b strings.Builder
+	rs := []rune(name)
+	for i, r := range rs {
+		upper := r >= 'A' && r <= 'Z'
+		if upper && i > 0 {
+			prevLower := rs[i-1] >= 'a' && rs[i-1] <= 'z'
+			nextLower := i+1 < len(rs) && rs[i+1] >= 'a' && rs[i+1] <= 'z'
+			if prevLower || nextLower && rs[i-1] >= 'A' && rs[i-1] <= 'Z' {
+				b.WriteByte('-')
+			}
+		}
+		b.WriteString(strings.ToLower(string(r)))
+	}
+	return b.String()
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func setField(f reflect.Value, name, val string) error {
+	switch {
+	case f.Type() == durationType:
+		d, err := time.ParseDuration(val)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(val)
+		if err != nil {
+			return err
+		}
+		f.SetBool(b)
+	case f.Kind() >= reflect.Int && f.Kind() <= reflect.Int64:
+		n, err := strconv.ParseInt(val, 10, 64)
+		if err != nil {
+			return err
+		}
+		f.SetInt(n)
+	case f.Kind() >= reflect.Uint && f.Kind() <= reflect.Uint64:
+		n, err := ParseBytes(val)
+		if err != nil {
+			return err
+		}
+		if !strings.HasSuffix(name, "Bytes") && strings.ContainsAny(val, "KMGTB") {
+			return fmt.Errorf("a size for a field that is not one")
+		}
+		f.SetUint(n)
+	case f.Kind() == reflect.Float64 || f.Kind() == reflect.Float32:
+		x, err := strconv.ParseFloat(val, 64)
+		if err != nil || math.IsNaN(x) {
+			return fmt.Errorf("bad number")
+		}
+		f.SetFloat(x)
+	default:
+		return fmt.Errorf("unsupported field type %s", f.Type())
+	}
+	return nil
+}
