@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidekv/tidekv/bench"
+	"github.com/tidekv/tidekv/bench/scenario"
 	"github.com/tidekv/tidekv/client"
 )
 
@@ -100,6 +101,7 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 	f.BoolVar(&cfg.SkipLoad, "skip-load", false, "skip the load phase (records were loaded by an earlier run)")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.Var(&read, "read", readFlagUsage)
+	cmd.AddCommand(newScenarioCmd())
 	return cmd
 }
 
@@ -134,4 +136,34 @@ func (s clientStore) Put(ctx context.Context, key, value []byte) error {
 func (s clientStore) Scan(ctx context.Context, start []byte, limit int) (int, error) {
 	kvs, err := s.c.Scan(ctx, start, nil, limit, s.read)
 	return len(kvs), err
+}
+
+func newScenarioCmd() *cobra.Command {
+	var opts scenario.Options
+	var list bool
+	cmd := &cobra.Command{
+		Use:   "scenario NAME",
+		Short: "Run a scenario benchmark (its own clusters, load and faults); --list names them",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if list || len(args) == 0 {
+				for _, s := range scenario.All() {
+					fmt.Fprintf(cmd.OutOrStdout(), "%-16s %s\n", s.Name, s.Short)
+				}
+				return nil
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts.Progress = cmd.ErrOrStderr()
+			return scenario.Run(ctx, args[0], opts, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&list, "list", false, "list the scenarios")
+	f.StringVar(&opts.Binary, "binary", "", "tidekv binary for scenarios that start processes (default: this one)")
+	f.StringVar(&opts.Dir, "dir", "", "data and log directory (default: a temporary one)")
+	f.DurationVar(&opts.Duration, "duration", 0, "length of each measured step (default: the scenario's)")
+	f.BoolVar(&opts.Quick, "quick", false, "a small, fast version (smoke test)")
+	f.Uint64Var(&opts.Seed, "seed", 1, "workload seed")
+	return cmd
 }
