@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -289,9 +290,15 @@ func (s *Sim) Snapshot() placement.Snapshot {
 			QPS: r.qps, ReadQPS: r.reads, HitsEWMA: r.hits, SplitAt: r.splitAt, HotKeyShare: r.hotShare,
 		})
 	}
-	for id := range s.busy {
+	seen := map[*flight]bool{}
+	for id, f := range s.busy {
 		snap.Busy[id] = true
+		if !seen[f] { // a merge's flight is listed under both ranges
+			seen[f] = true
+			snap.InFlight = append(snap.InFlight, f.op)
+		}
 	}
+	slices.SortFunc(snap.InFlight, func(a, b placement.Operator) int { return cmp.Compare(a.Range, b.Range) })
 	return snap
 }
 

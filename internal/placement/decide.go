@@ -68,13 +68,24 @@ func newPlanner(s Snapshot, cfg Config) *planner {
 		r := &s.Ranges[i]
 		p.ranges[r.ID] = r
 		for _, rep := range r.Replicas {
-			p.replicas[rep.Node]++
+			// Adaptive learners come and go with read load; counting them
+			// would push voters off their nodes and back again.
+			if !rep.Adaptive {
+				p.replicas[rep.Node]++
+			}
 		}
 		if r.Leaseholder != 0 {
 			p.leases[r.Leaseholder]++
 		}
 		if s.Busy[r.ID] {
 			p.taken[r.ID] = true
+		}
+	}
+	for _, op := range s.InFlight {
+		p.count(op)
+		p.taken[op.Range] = true
+		if op.Kind == OpMerge {
+			p.taken[op.Other] = true
 		}
 	}
 	return p
@@ -92,13 +103,23 @@ func (p *planner) add(op Operator) bool {
 	if op.Kind == OpMerge {
 		p.taken[op.Other] = true
 	}
+	p.count(op)
+	p.plan.Ops = append(p.plan.Ops, op)
+	return true
+}
+
+// count applies op's effect to the replica and lease counts.
+func (p *planner) count(op Operator) {
+	r := p.ranges[op.Range]
 	switch op.Kind {
-	case OpAddVoter, OpAddLearner:
-		if r := p.ranges[op.Range]; r == nil || !has(r, op.Target) { // promoting a learner adds no replica
+	case OpAddVoter:
+		if r == nil || !has(r, op.Target) { // promoting a learner adds no replica
 			p.replicas[op.Target]++
 		}
 	case OpRemoveReplica:
-		p.replicas[op.Source]--
+		if r == nil || !isAdaptive(r, op.Source) {
+			p.replicas[op.Source]--
+		}
 	case OpMoveReplica:
 		p.replicas[op.Target]++
 		p.replicas[op.Source]--
@@ -106,8 +127,15 @@ func (p *planner) add(op Operator) bool {
 		p.leases[op.Target]++
 		p.leases[op.Source]--
 	}
-	p.plan.Ops = append(p.plan.Ops, op)
-	return true
+}
+
+func isAdaptive(r *Range, node uint64) bool {
+	for _, rep := range r.Replicas {
+		if rep.Node == node {
+			return rep.Adaptive
+		}
+	}
+	return false
 }
 
 func (p *planner) note(format string, args ...any) {
@@ -143,16 +171,34 @@ func voters(r *Range) []uint64 {
 	return out
 }
 
-// target picks where a new replica of r goes: a live node without one,
-// preferring a locality r does not use yet, then the fewest replicas, then
-// the lowest load score. ok is false when no node qualifies.
-func (p *planner) target(r *Range) (uint64, bool) {
+// usedLocalities lists the localities of r's voters other than the one
+// on node replacing (0: none replaced).
+func (p *planner) usedLocalities(r *Range, replacing uint64) map[string]bool {
 	used := map[string]bool{}
 	for _, rep := range r.Replicas {
-		if n := p.nodes[rep.Node]; n != nil && n.Locality != "" && rep.Type == Voter {
+		if n := p.nodes[rep.Node]; n != nil && n.Locality != "" && rep.Type == Voter && rep.Node != replacing {
 			used[n.Locality] = true
 		}
 	}
+	return used
+}
+
+// keepsDiversity reports whether moving r's replica from src to dst keeps
+// its voters as spread over localities as before.
+func (p *planner) keepsDiversity(r *Range, src, dst uint64) bool {
+	s, d := p.nodes[src], p.nodes[dst]
+	if s == nil || d == nil || d.Locality == "" || s.Locality == d.Locality {
+		return true
+	}
+	return !p.usedLocalities(r, src)[d.Locality]
+}
+
+// target picks where a new replica of r goes (replacing the one on node
+// replacing, or 0): a live node without one, preferring a locality r's
+// other voters do not use yet, then the fewest replicas, then the lowest
+// load score. ok is false when no node qualifies.
+func (p *planner) target(r *Range, replacing uint64) (uint64, bool) {
+	used := p.usedLocalities(r, replacing)
 	var best *Node
 	better := func(a, b *Node) bool {
 		if da, db := used[a.Locality] && a.Locality != "", used[b.Locality] && b.Locality != ""; da != db {
@@ -228,7 +274,7 @@ func (p *planner) repair() {
 					Reason: fmt.Sprintf("learner on dead node %d", rep.Node)})
 				break
 			}
-			t, ok := p.target(r)
+			t, ok := p.target(r, rep.Node)
 			if !ok {
 				p.note("range %d: no live node to replace its replica on dead node %d", r.ID, rep.Node)
 				break
@@ -263,7 +309,7 @@ func (p *planner) replicationFactor() {
 			if p.taken[r.ID] {
 				continue
 			}
-			if t, ok := p.target(r); ok {
+			if t, ok := p.target(r, 0); ok {
 				p.add(Operator{Kind: OpAddVoter, Range: r.ID, Target: t, Bytes: r.Bytes, Policy: "replication", Reason: reason})
 			}
 		case len(vs) > p.cfg.ReplicationFactor:
@@ -319,7 +365,7 @@ func (p *planner) drain() {
 					Reason: fmt.Sprintf("node %d is draining", n.ID)})
 				break
 			}
-			t, ok := p.target(r)
+			t, ok := p.target(r, n.ID)
 			if !ok {
 				p.note("node %d cannot drain: no eligible node for range %d", n.ID, r.ID)
 				break
@@ -467,12 +513,18 @@ func (p *planner) bootstrap() {
 			if p.replicas[n.ID] >= quota || p.full() {
 				break
 			}
-			if r := p.middleRange(d, func(r *Range) bool { return !has(r, n.ID) }); r != nil {
+			if r := p.middleRange(d, func(r *Range) bool { return !has(r, n.ID) && p.keepsDiversity(r, d, n.ID) }); r != nil {
 				p.add(Operator{Kind: OpMoveReplica, Range: r.ID, Source: d, Target: n.ID, Bytes: r.Bytes, Policy: "bootstrap",
 					Reason: fmt.Sprintf("node %d phase 1: takes %d replicas from loaded nodes", n.ID, quota)})
 			}
 		}
+		// Leases only up to the mean (rounded up), or lease balance hands
+		// them back.
+		meanLeases := math.Ceil(p.meanLeases())
 		for _, d := range donors {
+			if float64(p.leases[n.ID]+1) > meanLeases {
+				break
+			}
 			r := p.middleRange(d, func(r *Range) bool { return r.Leaseholder == d && hasVoter(r, n.ID) })
 			if r != nil {
 				p.add(Operator{Kind: OpTransferLease, Range: r.ID, Source: d, Target: n.ID, Policy: "bootstrap",
@@ -511,6 +563,21 @@ func (p *planner) middleRange(node uint64, ok func(*Range) bool) *Range {
 		return rs[i].ID < rs[j].ID
 	})
 	return rs[len(rs)/2]
+}
+
+// meanLeases is the mean lease count of live nodes.
+func (p *planner) meanLeases() float64 {
+	n, sum := 0, 0
+	for _, node := range p.s.Nodes {
+		if node.State == NodeLive {
+			n++
+			sum += p.leases[node.ID]
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
 }
 
 // meanReplicas is the mean replica count of the nodes that should hold
@@ -577,57 +644,84 @@ func (p *planner) balanceReplicas() {
 	}
 	for !p.full() {
 		byCount()
-		lo, hi := live[0], live[len(live)-1]
-		cl, ch := float64(p.replicas[lo]), float64(p.replicas[hi])
-		if ch-cl < 2 || (ch <= mean+tol && cl >= mean-tol) {
+		hi := live[len(live)-1]
+		moved := false
+		// The emptiest node that can take one of hi's ranges without
+		// crowding a locality.
+		for _, lo := range live[:len(live)-1] {
+			cl, ch := float64(p.replicas[lo]), float64(p.replicas[hi])
+			if ch-cl < 2 || (ch <= mean+tol && cl >= mean-tol) {
+				break
+			}
+			r := p.middleRange(hi, func(r *Range) bool { return !has(r, lo) && p.keepsDiversity(r, hi, lo) })
+			if r == nil {
+				continue
+			}
+			p.add(Operator{Kind: OpMoveReplica, Range: r.ID, Source: hi, Target: lo, Bytes: r.Bytes, Policy: "balance",
+				Reason: fmt.Sprintf("node %d has %d replicas, node %d has %d (mean %.1f ± %.1f)", hi, int(ch), lo, int(cl), mean, tol)})
+			moved = true
+			break
+		}
+		if !moved {
 			return
 		}
-		r := p.middleRange(hi, func(r *Range) bool { return !has(r, lo) })
-		if r == nil {
-			return
-		}
-		p.add(Operator{Kind: OpMoveReplica, Range: r.ID, Source: hi, Target: lo, Bytes: r.Bytes, Policy: "balance",
-			Reason: fmt.Sprintf("node %d has %d replicas, node %d has %d (mean %.1f ± %.1f)", hi, int(ch), lo, int(cl), mean, tol)})
 	}
 }
 
-// balanceLeases evens out lease counts within tolerance, and then load: the
-// busiest node hands a lease to a voter on a quieter node when that lowers
-// the higher of the two nodes' request rates.
+// balanceLeases evens out lease counts within tolerance, never handing a
+// lease to a node busier than average; then load: the busiest node hands a
+// lease to a voter on a quieter node when that lowers the higher of the
+// two nodes' request rates and keeps the receiver within the lease band.
+// The two passes share these limits so neither undoes the other.
 func (p *planner) balanceLeases() {
 	var live []uint64
-	sum, qsum := 0, 0.0
+	qsum := 0.0
 	for _, n := range p.s.Nodes {
 		if n.State == NodeLive {
 			live = append(live, n.ID)
-			sum += p.leases[n.ID]
 			qsum += p.qps[n.ID]
 		}
 	}
 	if len(live) < 2 {
 		return
 	}
-	mean := float64(sum) / float64(len(live))
+	mean := p.meanLeases()
 	tol := tolerance(p.cfg.LeaseTolerance, mean)
-	for _, src := range live {
-		if float64(p.leases[src]) <= mean+tol || p.full() {
+	qmean := qsum / float64(len(live))
+	notHot := func(n uint64) bool { return qmean == 0 || p.qps[n] <= qmean }
+	// Count: over-band nodes shed, under-band nodes receive from the node
+	// with the most leases.
+	sort.Slice(live, func(i, j int) bool {
+		if p.leases[live[i]] != p.leases[live[j]] {
+			return p.leases[live[i]] > p.leases[live[j]]
+		}
+		return live[i] < live[j]
+	})
+	for _, dst := range live {
+		if p.full() {
+			return
+		}
+		src := live[0]
+		over, under := float64(p.leases[src]) > mean+tol, float64(p.leases[dst]) < mean-tol
+		if !(over || under) || p.leases[src]-p.leases[dst] < 2 {
 			continue
 		}
-		r := p.middleRange(src, func(r *Range) bool {
-			return r.Leaseholder == src && p.leaseTarget(r, func(n uint64) bool { return float64(p.leases[n])+1 <= mean })
-		})
+		accept := func(n uint64) bool { return float64(p.leases[n])+1 <= mean && notHot(n) }
+		if under {
+			accept = func(n uint64) bool { return n == dst && notHot(n) }
+		}
+		r := p.middleRange(src, func(r *Range) bool { return r.Leaseholder == src && p.bestLeaseTarget(r, accept) != 0 })
 		if r == nil {
 			continue
 		}
-		t := p.bestLeaseTarget(r, func(n uint64) bool { return float64(p.leases[n])+1 <= mean })
+		t := p.bestLeaseTarget(r, accept)
 		p.add(Operator{Kind: OpTransferLease, Range: r.ID, Source: src, Target: t, Policy: "lease-balance",
-			Reason: fmt.Sprintf("node %d holds %d leases (mean %.1f ± %.1f)", src, p.leases[src], mean, tol)})
+			Reason: fmt.Sprintf("node %d holds %d leases, node %d %d (mean %.1f ± %.1f)", src, p.leases[src], t, p.leases[t], mean, tol)})
 	}
 	// Load: one lease from the busiest node, if it helps.
-	qmean := qsum / float64(len(live))
 	sort.Slice(live, func(i, j int) bool { return p.qps[live[i]] > p.qps[live[j]] })
 	src := live[0]
-	if p.full() || qmean == 0 || p.qps[src] < 1.5*qmean {
+	if p.full() || qmean == 0 || p.qps[src] < 1.25*qmean {
 		return
 	}
 	var best *Range
@@ -637,7 +731,9 @@ func (p *planner) balanceLeases() {
 		if p.taken[r.ID] || r.Leaseholder != src || r.QPS == 0 {
 			continue
 		}
-		t := p.bestLeaseTarget(r, func(n uint64) bool { return p.qps[n]+r.QPS < p.qps[src] })
+		t := p.bestLeaseTarget(r, func(n uint64) bool {
+			return p.qps[n]+r.QPS < p.qps[src] && float64(p.leases[n])+1 <= mean+tol
+		})
 		if t == 0 {
 			continue
 		}
@@ -652,10 +748,6 @@ func (p *planner) balanceLeases() {
 		p.qps[src] -= best.QPS
 		p.qps[bestTarget] += best.QPS
 	}
-}
-
-func (p *planner) leaseTarget(r *Range, ok func(uint64) bool) bool {
-	return p.bestLeaseTarget(r, ok) != 0
 }
 
 // bestLeaseTarget is the live voter of r (not the leaseholder) passing ok
@@ -677,8 +769,9 @@ func (p *planner) bestLeaseTarget(r *Range, ok func(uint64) bool) uint64 {
 	return best.ID
 }
 
-// merges joins adjacent ranges that are together below Θmin, live on the
-// same voters with no learners, and did not split recently.
+// merges joins adjacent ranges that are together below Θmin and below half
+// the load-split threshold, live on the same voters with no learners, and
+// did not split recently.
 func (p *planner) merges() {
 	rs := make([]*Range, 0, len(p.s.Ranges))
 	for i := range p.s.Ranges {
@@ -689,6 +782,11 @@ func (p *planner) merges() {
 	for i := 0; i+1 < len(rs) && count > p.cfg.MinRanges; i++ {
 		l, r := rs[i], rs[i+1]
 		if !bytes.Equal(l.End, r.Start) || len(l.End) == 0 || l.Bytes+r.Bytes >= p.cfg.RangeMinBytes || !sameVoters(l, r) {
+			continue
+		}
+		// A merged range must stay well below the load-split threshold, or
+		// it splits again as soon as it is merged.
+		if l.QPS+r.QPS >= p.cfg.SplitQPS/2 {
 			continue
 		}
 		if p.recentlySplit(l) || p.recentlySplit(r) {

@@ -120,6 +120,10 @@ type Snapshot struct {
 	// Busy lists the ranges with an operator in flight; policies leave
 	// them alone.
 	Busy map[uint64]bool
+	// InFlight are the operators still running; their effect on replica
+	// and lease counts is counted as done, so a decision made while a move
+	// is under way does not start a second one for the same imbalance.
+	InFlight []Operator
 }
 
 // OpKind says what an Operator does.

@@ -82,7 +82,8 @@ func (s *Server) place(ctx context.Context) {
 
 // snapshotForPlacement assembles what the policies look at.
 func (s *Server) snapshotForPlacement(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.RangesResponse, now time.Time) placement.Snapshot {
-	snap := placement.Snapshot{Now: now, Busy: s.runner.busy()}
+	snap := placement.Snapshot{Now: now}
+	snap.Busy, snap.InFlight = s.runner.busy()
 	ranges := append([]*tidekvpb.RangeInfo{{Desc: metaDesc, LeaderNodeId: s.nodeID}}, resp.GetRanges()...)
 	c := s.ctl
 	c.mu.Lock()
@@ -168,6 +169,8 @@ func (s *Server) advancePhases(snap placement.Snapshot) {
 		c.mu.Unlock()
 		next := phase
 		switch {
+		case n.State != placement.NodeLive && !known:
+			continue // decide once it is live (a joining node is not yet)
 		case n.State != placement.NodeLive:
 			next = placement.PhaseNone
 		case !known && counts[n.ID] == 0 && total > 0:

@@ -12,20 +12,49 @@ import (
 	"github.com/tidekv/tidekv/client"
 )
 
-// clusterEventsSeen reports whether any node recorded an event of kind
-// whose reason contains part.
-func (tc *testCluster) sawEvent(kind, part string) bool {
+// sawEvent reports whether any node recorded an event of kind whose reason
+// contains part (and whose subject is subject, unless "").
+func (tc *testCluster) sawEvent(kind, part, subject string) bool {
 	for _, s := range tc.nodes {
 		if s == nil {
 			continue
 		}
 		for _, e := range s.events.List(0) {
-			if e.GetKind() == kind && strings.Contains(e.GetReason(), part) {
+			if e.GetKind() == kind && strings.Contains(e.GetReason(), part) && (subject == "" || e.GetSubject() == subject) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// waitEvents waits until every wanted {kind, reason part, subject ("" for
+// any)} was recorded:
+// an operator's event is recorded when its admin call returns, which can
+// be a little after its effect is visible.
+func (tc *testCluster) waitEvents(t *testing.T, want ...[3]string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, w := range want {
+		for !tc.sawEvent(w[0], w[1], w[2]) {
+			if time.Now().After(deadline) {
+				tc.logEvents(t)
+				t.Fatalf("no %s event mentioning %q", w[0], w[1])
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func (tc *testCluster) logEvents(t *testing.T) {
+	for _, s := range tc.nodes {
+		if s == nil {
+			continue
+		}
+		for _, e := range s.events.List(0) {
+			t.Logf("n%d %s %s: %s", e.GetNodeId(), e.GetKind(), e.GetSubject(), e.GetReason())
+		}
+	}
 }
 
 // replicaCounts counts the directory's replicas per node (meta range
@@ -98,9 +127,7 @@ func TestRepairAfterNodeDeath(t *testing.T) {
 		}
 		return nil
 	})
-	if !tc.sawEvent("node-dead", "replaced") || !tc.sawEvent("replica-move", "repair:") {
-		t.Error("no node-dead or repair event")
-	}
+	tc.waitEvents(t, [3]string{"node-dead", "replaced", ""}, [3]string{"replica-move", "repair:", ""})
 	checkAllKeys(t, c, 0, 100)
 }
 
@@ -151,9 +178,7 @@ func TestDecommissionDrains(t *testing.T) {
 		return nil
 	})
 	checkAllKeys(t, c, 0, 50)
-	if !tc.sawEvent("replica-move", "decommission:") {
-		t.Error("no decommission move event")
-	}
+	tc.waitEvents(t, [3]string{"replica-move", "decommission:", ""})
 	if _, err := c.Decommission(ctx, node, false); err != nil {
 		t.Fatal(err)
 	}
@@ -216,11 +241,9 @@ func TestScaleOutBootstrap(t *testing.T) {
 		}
 		return nil
 	})
-	for _, want := range []string{"bootstrap phase 1", "bootstrap phase 2", "bootstrap done"} {
-		if !tc.sawEvent("bootstrap", want) {
-			t.Errorf("no %q event for node %d", want, newID)
-		}
-	}
+	subject := nodeSubject(newID)
+	tc.waitEvents(t, [3]string{"bootstrap", "bootstrap phase 1", subject},
+		[3]string{"bootstrap", "bootstrap phase 2", subject}, [3]string{"bootstrap", "bootstrap done", subject})
 	checkAllKeys(t, c, 0, 60)
 }
 
@@ -255,9 +278,7 @@ func TestSizeSplits(t *testing.T) {
 		}
 		return nil
 	})
-	if !tc.sawEvent("split", "size-split:") {
-		t.Error("no size-split event")
-	}
+	tc.waitEvents(t, [3]string{"split", "size-split:", ""})
 	checkAllKeysValue(t, c, 300, val)
 }
 
@@ -333,7 +354,7 @@ func TestAdaptiveReplicas(t *testing.T) {
 		return nil
 	})
 	eventually(t, 10*time.Second, "a hot-key note", func() error {
-		if !tc.sawEvent("placement", "on one key: no split") {
+		if !tc.sawEvent("placement", "on one key: no split", "") {
 			return fmt.Errorf("no note")
 		}
 		return nil
@@ -346,14 +367,7 @@ func TestAdaptiveReplicas(t *testing.T) {
 		}
 		return nil
 	})
-	if !tc.sawEvent("learner-add", "adaptive-replicas:") || !tc.sawEvent("replica-remove", "cooled") {
-		for _, s := range tc.nodes {
-			for _, e := range s.events.List(0) {
-				t.Logf("n%d %s %s %s", e.GetNodeId(), e.GetKind(), e.GetSubject(), e.GetReason())
-			}
-		}
-		t.Error("no learner add/remove events")
-	}
+	tc.waitEvents(t, [3]string{"learner-add", "adaptive-replicas:", ""}, [3]string{"replica-remove", "cooled", ""})
 }
 
 // A range whose load stays above the threshold splits at the median of its
@@ -376,7 +390,7 @@ func TestLoadSplit(t *testing.T) {
 	stop := make(chan struct{})
 	done := readLoad(c, func(i int) []byte { return replicaKey(i % 100) }, stop)
 	eventually(t, 30*time.Second, "a load split", func() error {
-		if !tc.sawEvent("split", "load-split:") {
+		if !tc.sawEvent("split", "load-split:", "") {
 			return fmt.Errorf("none yet")
 		}
 		return nil

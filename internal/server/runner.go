@@ -55,15 +55,19 @@ func newRunner(s *Server, cfg RunnerConfig) *runner {
 	return &runner{s: s, cfg: cfg, inflight: map[uint64]placement.Operator{}, toNode: map[uint64]int{}}
 }
 
-// busy lists the ranges with an operator running.
-func (r *runner) busy() map[uint64]bool {
+// busy lists the ranges with an operator running, and the operators.
+func (r *runner) busy() (map[uint64]bool, []placement.Operator) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[uint64]bool, len(r.inflight))
-	for id := range r.inflight {
+	var ops []placement.Operator
+	for id, op := range r.inflight {
 		out[id] = true
+		if id == op.Range {
+			ops = append(ops, op)
+		}
 	}
-	return out
+	return out, ops
 }
 
 func movesData(op placement.Operator) bool {
