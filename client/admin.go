@@ -63,6 +63,30 @@ func (c *Client) Decommission(ctx context.Context, node uint64, drain bool) (int
 	return int(resp.GetReplicas()), err
 }
 
+// Settings applies the given cluster settings (key → value; an empty value
+// restores the default), all or none, and returns every overridden setting.
+// With no changes it only lists them.
+func (c *Client) Settings(ctx context.Context, set map[string]string) (map[string]string, error) {
+	req := &tidekvpb.SettingsRequest{}
+	for k, v := range set {
+		req.Set = append(req.Set, &tidekvpb.Setting{Key: k, Value: v})
+	}
+	var resp *tidekvpb.SettingsResponse
+	err := c.invoke(ctx, &rpc{op: "settings", anyNode: true, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.Settings(ctx, req)
+			return err
+		}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, st := range resp.GetSettings() {
+		out[st.GetKey()] = st.GetValue()
+	}
+	return out, nil
+}
+
 // LocalStatus returns the status of the node at addr itself (its replicas,
 // their Raft state). It goes to that node only and is not retried elsewhere.
 func (c *Client) LocalStatus(ctx context.Context, addr string) (*tidekvpb.LocalStatusResponse, error) {

@@ -360,7 +360,9 @@ type MetaCommand struct {
 	AllocRangeId bool `protobuf:"varint,3,opt,name=alloc_range_id,json=allocRangeId,proto3" json:"alloc_range_id,omitempty"`
 	// Store a range descriptor if it is newer than what is stored; drop stored
 	// descriptors it supersedes.
-	UpdateRange   *RangeDescriptor `protobuf:"bytes,4,opt,name=update_range,json=updateRange,proto3" json:"update_range,omitempty"`
+	UpdateRange *RangeDescriptor `protobuf:"bytes,4,opt,name=update_range,json=updateRange,proto3" json:"update_range,omitempty"`
+	// Set (or, with an empty value, clear) a cluster setting.
+	SetSetting    *Setting `protobuf:"bytes,5,opt,name=set_setting,json=setSetting,proto3" json:"set_setting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,6 +421,13 @@ func (x *MetaCommand) GetAllocRangeId() bool {
 func (x *MetaCommand) GetUpdateRange() *RangeDescriptor {
 	if x != nil {
 		return x.UpdateRange
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetSetSetting() *Setting {
+	if x != nil {
+		return x.SetSetting
 	}
 	return nil
 }
@@ -526,13 +535,15 @@ const file_storage_proto_rawDesc = "" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
 	"newRangeId\"D\n" +
 	"\x15ChangeReplicasCommand\x12+\n" +
-	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\xdb\x01\n" +
+	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\x8d\x02\n" +
 	"\vMetaCommand\x121\n" +
 	"\badd_node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\aaddNode\x127\n" +
 	"\vupdate_node\x18\x02 \x01(\v2\x16.tidekv.NodeDescriptorR\n" +
 	"updateNode\x12$\n" +
 	"\x0ealloc_range_id\x18\x03 \x01(\bR\fallocRangeId\x12:\n" +
-	"\fupdate_range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\vupdateRange\"\xdc\x01\n" +
+	"\fupdate_range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\vupdateRange\x120\n" +
+	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
+	"setSetting\"\xdc\x01\n" +
 	"\vRaftCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12'\n" +
@@ -566,8 +577,9 @@ var file_storage_proto_goTypes = []any{
 	(*RangeDescriptor)(nil),       // 8: tidekv.RangeDescriptor
 	(*raftpb.ConfState)(nil),      // 9: raftpb.ConfState
 	(*NodeDescriptor)(nil),        // 10: tidekv.NodeDescriptor
-	(*WriteOp)(nil),               // 11: tidekv.WriteOp
-	(*CompareAndSetRequest)(nil),  // 12: tidekv.CompareAndSetRequest
+	(*Setting)(nil),               // 11: tidekv.Setting
+	(*WriteOp)(nil),               // 12: tidekv.WriteOp
+	(*CompareAndSetRequest)(nil),  // 13: tidekv.CompareAndSetRequest
 }
 var file_storage_proto_depIdxs = []int32{
 	8,  // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
@@ -577,15 +589,16 @@ var file_storage_proto_depIdxs = []int32{
 	10, // 4: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
 	10, // 5: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
 	8,  // 6: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
-	11, // 7: tidekv.RaftCommand.writes:type_name -> tidekv.WriteOp
-	12, // 8: tidekv.RaftCommand.cas:type_name -> tidekv.CompareAndSetRequest
-	4,  // 9: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
-	6,  // 10: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 7: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
+	12, // 8: tidekv.RaftCommand.writes:type_name -> tidekv.WriteOp
+	13, // 9: tidekv.RaftCommand.cas:type_name -> tidekv.CompareAndSetRequest
+	4,  // 10: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
+	6,  // 11: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }

@@ -3407,6 +3407,150 @@ func (x *DecommissionResponse) GetReplicas() uint32 {
 	return 0
 }
 
+// A cluster setting: a runtime override of a node configuration default,
+// stored in the meta range (see docs/operations.md for the keys).
+type Setting struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Setting) Reset() {
+	*x = Setting{}
+	mi := &file_tidekv_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Setting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Setting) ProtoMessage() {}
+
+func (x *Setting) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Setting.ProtoReflect.Descriptor instead.
+func (*Setting) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *Setting) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Setting) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type SettingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Settings to change first (an empty value clears the override).
+	Set           []*Setting `protobuf:"bytes,1,rep,name=set,proto3" json:"set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettingsRequest) Reset() {
+	*x = SettingsRequest{}
+	mi := &file_tidekv_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettingsRequest) ProtoMessage() {}
+
+func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettingsRequest.ProtoReflect.Descriptor instead.
+func (*SettingsRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *SettingsRequest) GetSet() []*Setting {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+type SettingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every overridden setting after the change.
+	Settings      []*Setting `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettingsResponse) Reset() {
+	*x = SettingsResponse{}
+	mi := &file_tidekv_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettingsResponse) ProtoMessage() {}
+
+func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettingsResponse.ProtoReflect.Descriptor instead.
+func (*SettingsResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *SettingsResponse) GetSettings() []*Setting {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
 type NodeLoadsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3415,7 +3559,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3427,7 +3571,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3440,7 +3584,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 type NodeLoadsResponse struct {
@@ -3453,7 +3597,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3465,7 +3609,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3478,7 +3622,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{52}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -3496,7 +3640,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3508,7 +3652,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3521,7 +3665,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{53}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 type AllocRangeIDResponse struct {
@@ -3533,7 +3677,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3689,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3702,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{54}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -3580,7 +3724,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3592,7 +3736,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3605,7 +3749,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{55}
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -3646,7 +3790,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3658,7 +3802,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3671,7 +3815,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{56}
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -3694,7 +3838,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3706,7 +3850,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3719,7 +3863,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{57}
+	return file_tidekv_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -3753,7 +3897,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3765,7 +3909,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3778,7 +3922,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{58}
+	return file_tidekv_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -3803,7 +3947,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3815,7 +3959,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3828,7 +3972,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{59}
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -4069,7 +4213,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
 	"\x05drain\x18\x02 \x01(\bR\x05drain\"2\n" +
 	"\x14DecommissionResponse\x12\x1a\n" +
-	"\breplicas\x18\x01 \x01(\rR\breplicas\"\x12\n" +
+	"\breplicas\x18\x01 \x01(\rR\breplicas\"1\n" +
+	"\aSetting\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"4\n" +
+	"\x0fSettingsRequest\x12!\n" +
+	"\x03set\x18\x01 \x03(\v2\x0f.tidekv.SettingR\x03set\"?\n" +
+	"\x10SettingsResponse\x12+\n" +
+	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\x12\n" +
 	"\x10NodeLoadsRequest\";\n" +
 	"\x11NodeLoadsResponse\x12&\n" +
 	"\x05loads\x18\x01 \x03(\v2\x10.tidekv.NodeLoadR\x05loads\"\x15\n" +
@@ -4120,7 +4271,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Scan\x12\x13.tidekv.ScanRequest\x1a\x14.tidekv.ScanResponse\x12=\n" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
-	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\xcb\a\n" +
+	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\x8a\b\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12F\n" +
@@ -4135,7 +4286,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x06Events\x12\x15.tidekv.EventsRequest\x1a\x16.tidekv.EventsResponse\x12Y\n" +
 	"\x14PushClosedTimestamps\x12\x1f.tidekv.ClosedTimestampsRequest\x1a .tidekv.ClosedTimestampsResponse\x12@\n" +
 	"\tNodeLoads\x12\x18.tidekv.NodeLoadsRequest\x1a\x19.tidekv.NodeLoadsResponse\x12I\n" +
-	"\fDecommission\x12\x1b.tidekv.DecommissionRequest\x1a\x1c.tidekv.DecommissionResponse2\x85\x01\n" +
+	"\fDecommission\x12\x1b.tidekv.DecommissionRequest\x1a\x1c.tidekv.DecommissionResponse\x12=\n" +
+	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse2\x85\x01\n" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
@@ -4154,7 +4306,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -4211,16 +4363,19 @@ var file_tidekv_proto_goTypes = []any{
 	(*NodeLoad)(nil),                 // 52: tidekv.NodeLoad
 	(*DecommissionRequest)(nil),      // 53: tidekv.DecommissionRequest
 	(*DecommissionResponse)(nil),     // 54: tidekv.DecommissionResponse
-	(*NodeLoadsRequest)(nil),         // 55: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 56: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 57: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 58: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 59: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 60: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 61: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 62: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 63: tidekv.RaftBatchAck
-	(*raftpb.Message)(nil),           // 64: raftpb.Message
+	(*Setting)(nil),                  // 55: tidekv.Setting
+	(*SettingsRequest)(nil),          // 56: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 57: tidekv.SettingsResponse
+	(*NodeLoadsRequest)(nil),         // 58: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 59: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 60: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 61: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 62: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 63: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 64: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 65: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 66: tidekv.RaftBatchAck
+	(*raftpb.Message)(nil),           // 67: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -4254,61 +4409,65 @@ var file_tidekv_proto_depIdxs = []int32{
 	49, // 28: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
 	52, // 29: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
 	52, // 30: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	52, // 31: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	64, // 32: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	59, // 33: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	59, // 34: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	9,  // 35: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	11, // 36: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	13, // 37: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	15, // 38: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	17, // 39: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	20, // 40: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	22, // 41: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	25, // 42: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	30, // 43: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	32, // 44: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	34, // 45: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	36, // 46: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	38, // 47: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	40, // 48: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	42, // 49: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	44, // 50: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	57, // 51: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	47, // 52: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	50, // 53: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	55, // 54: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	53, // 55: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	60, // 56: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	61, // 57: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	10, // 58: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	12, // 59: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	14, // 60: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	16, // 61: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	18, // 62: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	21, // 63: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	23, // 64: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	26, // 65: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	31, // 66: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	33, // 67: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	35, // 68: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	37, // 69: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	39, // 70: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	41, // 71: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	43, // 72: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	45, // 73: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	58, // 74: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	48, // 75: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	51, // 76: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	56, // 77: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	54, // 78: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	63, // 79: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	62, // 80: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	58, // [58:81] is the sub-list for method output_type
-	35, // [35:58] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	55, // 31: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	55, // 32: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	52, // 33: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	67, // 34: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	62, // 35: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	62, // 36: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	9,  // 37: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	11, // 38: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	13, // 39: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	15, // 40: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	17, // 41: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	20, // 42: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	22, // 43: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	25, // 44: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	30, // 45: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	32, // 46: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	34, // 47: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	36, // 48: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	38, // 49: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	40, // 50: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	42, // 51: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	44, // 52: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	60, // 53: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	47, // 54: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	50, // 55: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	58, // 56: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	53, // 57: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	56, // 58: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	63, // 59: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	64, // 60: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	10, // 61: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	12, // 62: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	14, // 63: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	16, // 64: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	18, // 65: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	21, // 66: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	23, // 67: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	26, // 68: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	31, // 69: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	33, // 70: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	35, // 71: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	37, // 72: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	39, // 73: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	41, // 74: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	43, // 75: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	45, // 76: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	61, // 77: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	48, // 78: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	51, // 79: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	59, // 80: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	54, // 81: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	57, // 82: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	66, // 83: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	65, // 84: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	61, // [61:85] is the sub-list for method output_type
+	37, // [37:61] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -4322,7 +4481,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   60,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -367,6 +367,7 @@ const (
 	Admin_PushClosedTimestamps_FullMethodName = "/tidekv.Admin/PushClosedTimestamps"
 	Admin_NodeLoads_FullMethodName            = "/tidekv.Admin/NodeLoads"
 	Admin_Decommission_FullMethodName         = "/tidekv.Admin/Decommission"
+	Admin_Settings_FullMethodName             = "/tidekv.Admin/Settings"
 )
 
 // AdminClient is the client API for Admin service.
@@ -391,6 +392,7 @@ type AdminClient interface {
 	// replicas).
 	NodeLoads(ctx context.Context, in *NodeLoadsRequest, opts ...grpc.CallOption) (*NodeLoadsResponse, error)
 	Decommission(ctx context.Context, in *DecommissionRequest, opts ...grpc.CallOption) (*DecommissionResponse, error)
+	Settings(ctx context.Context, in *SettingsRequest, opts ...grpc.CallOption) (*SettingsResponse, error)
 }
 
 type adminClient struct {
@@ -541,6 +543,16 @@ func (c *adminClient) Decommission(ctx context.Context, in *DecommissionRequest,
 	return out, nil
 }
 
+func (c *adminClient) Settings(ctx context.Context, in *SettingsRequest, opts ...grpc.CallOption) (*SettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettingsResponse)
+	err := c.cc.Invoke(ctx, Admin_Settings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -563,6 +575,7 @@ type AdminServer interface {
 	// replicas).
 	NodeLoads(context.Context, *NodeLoadsRequest) (*NodeLoadsResponse, error)
 	Decommission(context.Context, *DecommissionRequest) (*DecommissionResponse, error)
+	Settings(context.Context, *SettingsRequest) (*SettingsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -614,6 +627,9 @@ func (UnimplementedAdminServer) NodeLoads(context.Context, *NodeLoadsRequest) (*
 }
 func (UnimplementedAdminServer) Decommission(context.Context, *DecommissionRequest) (*DecommissionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Decommission not implemented")
+}
+func (UnimplementedAdminServer) Settings(context.Context, *SettingsRequest) (*SettingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Settings not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -888,6 +904,24 @@ func _Admin_Decommission_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Settings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Settings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Settings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Settings(ctx, req.(*SettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -950,6 +984,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Decommission",
 			Handler:    _Admin_Decommission_Handler,
+		},
+		{
+			MethodName: "Settings",
+			Handler:    _Admin_Settings_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -129,7 +130,48 @@ Keys and values are taken literally from the arguments. Output is for humans
 		})
 	decommission.Flags().BoolVar(&wait, "wait", false, "print progress until the node owns nothing (bounded by --timeout)")
 
+	config := &cobra.Command{
+		Use:   "config [KEY [VALUE]]",
+		Short: "List cluster settings, or set KEY to VALUE (\"\" restores the default)",
+		Long: `Cluster settings override placement defaults at runtime, for the whole
+cluster (stored in the meta range): range-max-bytes, range-min-bytes,
+merge-cooldown, split-qps, hot-key-share, adaptive-read-qps,
+max-adaptive-replicas, balance-tolerance, lease-tolerance, bootstrap-share,
+rebalance. Invalid combinations (range-max-bytes < 2 × range-min-bytes) are
+refused. See docs/operations.md.`,
+		Args: cobra.RangeArgs(0, 2),
+	}
+	config.RunE = o.command(config.Use, config.Short, -1, func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+		set := map[string]string{}
+		switch len(args) {
+		case 1:
+			return ctlFail(fmt.Errorf("config %s: give a value (\"\" restores the default)", args[0]))
+		case 2:
+			set[args[0]] = args[1]
+		}
+		got, err := cl.Settings(ctx, set)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return cliformat.WriteJSON(w, got)
+		}
+		names := make([]string, 0, len(got))
+		for k := range got {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			fmt.Fprintf(w, "%s = %s\n", k, got[k])
+		}
+		if len(got) == 0 {
+			fmt.Fprintln(w, "no settings overridden (all defaults)")
+		}
+		return nil
+	}).RunE
+
 	cmd.AddCommand(
+		config,
 		decommission,
 		o.command("recommission NODE", "Cancel a decommission: NODE takes replicas again", 1,
 			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
@@ -216,14 +258,14 @@ Keys and values are taken literally from the arguments. Output is for humans
 // readFlagUsage documents --read on get, scan and bench.
 const readFlagUsage = "read mode: linearizable (from the leaseholder), any (cheapest replica, may be stale) or bounded:DURATION (cheapest replica at most DURATION behind, e.g. bounded:500ms); see docs/read-modes.md"
 
-// command builds a subcommand taking exactly nargs arguments that runs fn
-// with a client and the --timeout deadline.
+// command builds a subcommand taking exactly nargs arguments (any number
+// for -1) that runs fn with a client and the --timeout deadline.
 func (o *ctlOptions) command(use, short string, nargs int, fn func(context.Context, *client.Client, io.Writer, []string) error) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != nargs {
+			if nargs >= 0 && len(args) != nargs {
 				return ctlFail(fmt.Errorf("%s: want %d argument(s), got %d", use, nargs, len(args)))
 			}
 			return nil

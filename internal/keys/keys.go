@@ -128,7 +128,16 @@ var (
 	MetaNextNodeIDKey = []byte("counter/node")
 	MetaNextRangeKey  = []byte("counter/range")
 	MetaClusterIDKey  = []byte("cluster-id")
+	metaSettingPrefix = []byte("setting/")
 )
+
+// MetaSettingKey is where the meta range stores a cluster setting.
+func MetaSettingKey(name string) []byte {
+	return append(append([]byte(nil), metaSettingPrefix...), name...)
+}
+
+// MetaSettingSpan covers all cluster settings.
+func MetaSettingSpan() (lo, hi []byte) { return prefixSpan(metaSettingPrefix) }
 
 // MetaRangeKey is where the meta range stores a range's descriptor.
 func MetaRangeKey(rangeID uint64) []byte {

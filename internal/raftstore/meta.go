@@ -34,6 +34,13 @@ func (r *Replica) applyMetaLocked(ab *applyBatch, mc *tidekvpb.MetaCommand) (app
 		n := mc.GetUpdateNode()
 		b, _ := proto.Marshal(n)
 		return applyResult{}, ab.set(mk(keys.MetaNodeKey(n.GetNodeId())), b)
+	case mc.GetSetSetting() != nil:
+		st := mc.GetSetSetting()
+		if st.GetValue() == "" {
+			return applyResult{}, ab.del(mk(keys.MetaSettingKey(st.GetKey())))
+		}
+		b, _ := proto.Marshal(st)
+		return applyResult{}, ab.set(mk(keys.MetaSettingKey(st.GetKey())), b)
 	case mc.GetAllocRangeId():
 		id, err := nextCounter(ab, mk(keys.MetaNextRangeKey))
 		return applyResult{metaID: id}, err
@@ -96,6 +103,21 @@ func ReadMetaRanges(rd storage.Reader) ([]*tidekvpb.RangeDescriptor, error) {
 			return err
 		}
 		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// ReadMetaSettings returns the cluster settings stored in the meta range.
+func ReadMetaSettings(rd storage.Reader) ([]*tidekvpb.Setting, error) {
+	var out []*tidekvpb.Setting
+	lo, hi := keys.MetaSettingSpan()
+	err := scanMeta(rd, lo, hi, func(v []byte) error {
+		st := &tidekvpb.Setting{}
+		if err := proto.Unmarshal(v, st); err != nil {
+			return err
+		}
+		out = append(out, st)
 		return nil
 	})
 	return out, err

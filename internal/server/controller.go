@@ -64,8 +64,9 @@ func (s *Server) place(ctx context.Context) {
 		return
 	}
 	now := time.Now()
+	cfg := s.placementConfig()
 	snap := s.snapshotForPlacement(meta.Desc(), resp, now)
-	plan := placement.Decide(snap, s.cfg.Placement)
+	plan := placement.Decide(snap, cfg)
 	s.ctl.mu.Lock()
 	for _, n := range plan.Notes {
 		if last, ok := s.ctl.notes[n]; !ok || now.Sub(last) >= noteEvery {
@@ -74,7 +75,7 @@ func (s *Server) place(ctx context.Context) {
 		}
 	}
 	s.ctl.mu.Unlock()
-	s.advancePhases(snap)
+	s.advancePhases(snap, cfg)
 	for _, op := range plan.Ops {
 		s.runner.start(op)
 	}
@@ -152,7 +153,7 @@ func (s *Server) phaseOf(node uint64) placement.Phase {
 // advancePhases moves nodes through the two bootstrap phases: an empty
 // live node (in a cluster with data elsewhere) enters phase 1 with a quota;
 // at the quota it enters phase 2; once balanced it is an ordinary node.
-func (s *Server) advancePhases(snap placement.Snapshot) {
+func (s *Server) advancePhases(snap placement.Snapshot, cfg placement.Config) {
 	counts := map[uint64]int{}
 	total := 0
 	for _, r := range snap.Ranges {
@@ -175,10 +176,10 @@ func (s *Server) advancePhases(snap placement.Snapshot) {
 			next = placement.PhaseNone
 		case !known && counts[n.ID] == 0 && total > 0:
 			next = placement.PhaseOne
-			quota = placement.BootstrapQuota(snap, s.cfg.Placement)
+			quota = placement.BootstrapQuota(snap, cfg)
 		case phase == placement.PhaseOne && counts[n.ID] >= quota:
 			next = placement.PhaseTwo
-		case phase == placement.PhaseTwo && placement.Balanced(snap, n.ID, s.cfg.Placement):
+		case phase == placement.PhaseTwo && placement.Balanced(snap, n.ID, cfg):
 			next = placement.PhaseNone
 		}
 		c.mu.Lock()

@@ -399,3 +399,50 @@ func TestLoadSplit(t *testing.T) {
 	<-done
 	checkAllKeys(t, c, 0, 100)
 }
+
+// Cluster settings change placement at runtime; invalid ones are refused
+// and change nothing.
+func TestRuntimeSettings(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) { c.Placement.Rebalance = true })
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	val := strings.Repeat("x", 1000)
+	for i := range 200 {
+		if err := c.Put(ctx, replicaKey(i), []byte(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Settings(ctx, map[string]string{"range-max-bytes": "10KiB"}); err == nil || !strings.Contains(err.Error(), "oscillate") {
+		t.Fatalf("range-max below 2 × range-min accepted: %v", err)
+	}
+	if _, err := c.Settings(ctx, map[string]string{"no-such-setting": "1"}); err == nil || !strings.Contains(err.Error(), "unknown setting") {
+		t.Fatalf("unknown setting: %v", err)
+	}
+	if got, err := c.Settings(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("refused changes stuck: %v %v", got, err)
+	}
+	resp, err := c.Ranges(ctx)
+	if err != nil || len(resp.GetRanges()) != 1 {
+		t.Fatalf("ranges before: %v %v", resp, err)
+	}
+	got, err := c.Settings(ctx, map[string]string{"range-max-bytes": "64KiB", "range-min-bytes": "16KiB"})
+	if err != nil || got["range-max-bytes"] != "64KiB" || got["range-min-bytes"] != "16KiB" {
+		t.Fatalf("settings: %v %v", got, err)
+	}
+	eventually(t, 30*time.Second, "splits under the new Θmax", func() error {
+		resp, err := c.Ranges(ctx)
+		if err != nil {
+			return err
+		}
+		if n := len(resp.GetRanges()); n < 3 {
+			return fmt.Errorf("%d ranges", n)
+		}
+		return nil
+	})
+	tc.waitEvents(t, [3]string{"setting", "range-max-bytes set to 64KiB", ""})
+	if got, err := c.Settings(ctx, map[string]string{"range-max-bytes": "", "range-min-bytes": ""}); err != nil || len(got) != 0 {
+		t.Fatalf("reset: %v %v", got, err)
+	}
+}

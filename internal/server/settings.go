@@ -1,0 +1,185 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// Cluster settings override placement's configuration at runtime, for the
+// whole cluster: they live in the meta range, and the controller reads them
+// every round. `tidekv ctl config` lists and changes them.
+
+// setting is one known key: how to apply a value to a configuration.
+type setting struct {
+	help  string
+	apply func(c *placement.Config, v string) error
+}
+
+var settings = map[string]setting{
+	"range-max-bytes": {"Θmax: ranges above this size split (bytes; KiB/MiB/GiB suffixes)", func(c *placement.Config, v string) (err error) {
+		c.RangeMaxBytes, err = parseBytes(v)
+		return err
+	}},
+	"range-min-bytes": {"Θmin: adjacent ranges together below this size merge (bytes)", func(c *placement.Config, v string) (err error) {
+		c.RangeMinBytes, err = parseBytes(v)
+		return err
+	}},
+	"merge-cooldown": {"no merge of a range split more recently (duration)", func(c *placement.Config, v string) (err error) {
+		c.MergeCooldown, err = time.ParseDuration(v)
+		return err
+	}},
+	"split-qps": {"a range above this request rate splits by load (requests/s)", floatSetting(func(c *placement.Config) *float64 { return &c.SplitQPS })},
+	"hot-key-share": {"share of a range's requests on one key beyond which no load split is tried (0..1)",
+		floatSetting(func(c *placement.Config) *float64 { return &c.HotKeyShare })},
+	"adaptive-read-qps": {"a range reading more than this gets adaptive learner replicas (reads/s)",
+		floatSetting(func(c *placement.Config) *float64 { return &c.AdaptiveReadQPS })},
+	"max-adaptive-replicas": {"the most adaptive learners per range", func(c *placement.Config, v string) (err error) {
+		c.MaxAdaptiveReplicas, err = strconv.Atoi(v)
+		return err
+	}},
+	"balance-tolerance": {"replica counts stay within max(1, this × mean) of the mean (0..1)",
+		floatSetting(func(c *placement.Config) *float64 { return &c.BalanceTolerance })},
+	"lease-tolerance": {"lease counts stay within max(1, this × mean) of the mean (0..1)",
+		floatSetting(func(c *placement.Config) *float64 { return &c.LeaseTolerance })},
+	"bootstrap-share": {"share of the busiest nodes' replicas a new node takes in phase 1 (0..1)",
+		floatSetting(func(c *placement.Config) *float64 { return &c.BootstrapShare })},
+	"rebalance": {"splits, adaptive replicas, bootstrap and balance on (true) or only repair and drain (false)", func(c *placement.Config, v string) (err error) {
+		c.Rebalance, err = strconv.ParseBool(v)
+		return err
+	}},
+}
+
+func floatSetting(field func(*placement.Config) *float64) func(*placement.Config, string) error {
+	return func(c *placement.Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err == nil {
+			*field(c) = f
+		}
+		return err
+	}
+}
+
+// parseBytes reads "64MiB", "512KiB", "1GiB" or a plain byte count.
+func parseBytes(v string) (uint64, error) {
+	mult := uint64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(v, u.suffix) {
+			v, mult = strings.TrimSuffix(v, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("want a size such as 64MiB, got %q", v)
+	}
+	return uint64(n * float64(mult)), nil
+}
+
+// withSettings applies settings to base; an unknown key or a bad value is
+// an error, as is a result that does not validate.
+func withSettings(base placement.Config, sts []*tidekvpb.Setting) (placement.Config, error) {
+	c := base
+	for _, st := range sts {
+		def, ok := settings[st.GetKey()]
+		if !ok {
+			return base, fmt.Errorf("unknown setting %q (known: %s)", st.GetKey(), strings.Join(settingNames(), ", "))
+		}
+		if err := def.apply(&c, st.GetValue()); err != nil {
+			return base, fmt.Errorf("setting %s: %v", st.GetKey(), err)
+		}
+	}
+	return c, c.Validate()
+}
+
+func settingNames() []string {
+	names := make([]string, 0, len(settings))
+	for n := range settings {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// placementConfig is the node's placement configuration with the cluster
+// settings stored in the meta range applied (meta leaseholder only).
+func (s *Server) placementConfig() placement.Config {
+	sts, err := raftstore.ReadMetaSettings(s.eng)
+	if err != nil {
+		return s.cfg.Placement
+	}
+	c, err := withSettings(s.cfg.Placement, sts)
+	if err != nil {
+		return s.cfg.Placement // refused on write; stay safe if it slipped in
+	}
+	return c
+}
+
+// Settings changes cluster settings (all or none) and lists them.
+func (a *adminService) Settings(ctx context.Context, req *tidekvpb.SettingsRequest) (*tidekvpb.SettingsResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.SettingsResponse, error) {
+		return s.settingsLocal(ctx, meta, req)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.SettingsResponse, error) {
+		return c.Settings(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+func (s *Server) settingsLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.SettingsRequest) (*tidekvpb.SettingsResponse, error) {
+	if err := meta.LeaseRead(ctx); err != nil {
+		return nil, err
+	}
+	current, err := raftstore.ReadMetaSettings(s.eng)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetSet()) > 0 {
+		merged := map[string]string{}
+		for _, st := range current {
+			merged[st.GetKey()] = st.GetValue()
+		}
+		for _, st := range req.GetSet() {
+			if _, ok := settings[st.GetKey()]; !ok {
+				return nil, invalidArg("unknown setting %q (known: %s)", st.GetKey(), strings.Join(settingNames(), ", "))
+			}
+			merged[st.GetKey()] = st.GetValue()
+		}
+		var all []*tidekvpb.Setting
+		for k, v := range merged {
+			if v != "" {
+				all = append(all, &tidekvpb.Setting{Key: k, Value: v})
+			}
+		}
+		if _, err := withSettings(s.cfg.Placement, all); err != nil {
+			return nil, invalidArg("%v", err)
+		}
+		for _, st := range req.GetSet() {
+			if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{SetSetting: st}); err != nil {
+				return nil, err
+			}
+			value := st.GetValue()
+			if value == "" {
+				value = "the default"
+			}
+			s.events.Record("setting", "cluster", "%s set to %s by an operator", st.GetKey(), value)
+		}
+		if current, err = raftstore.ReadMetaSettings(s.eng); err != nil {
+			return nil, err
+		}
+	}
+	return &tidekvpb.SettingsResponse{Settings: current}, nil
+}
