@@ -436,11 +436,17 @@ func (x *MetaCommand) GetSetSetting() *Setting {
 type RaftCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Matches the proposal with its waiter on the proposing node; 0 for none.
-	ProposalId    uint64                `protobuf:"varint,1,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
-	Writes        []*WriteOp            `protobuf:"bytes,2,rep,name=writes,proto3" json:"writes,omitempty"`
-	Cas           *CompareAndSetRequest `protobuf:"bytes,3,opt,name=cas,proto3" json:"cas,omitempty"`
-	Split         *SplitCommand         `protobuf:"bytes,4,opt,name=split,proto3" json:"split,omitempty"`
-	Meta          *MetaCommand          `protobuf:"bytes,5,opt,name=meta,proto3" json:"meta,omitempty"`
+	ProposalId uint64                `protobuf:"varint,1,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
+	Writes     []*WriteOp            `protobuf:"bytes,2,rep,name=writes,proto3" json:"writes,omitempty"`
+	Cas        *CompareAndSetRequest `protobuf:"bytes,3,opt,name=cas,proto3" json:"cas,omitempty"`
+	Split      *SplitCommand         `protobuf:"bytes,4,opt,name=split,proto3" json:"split,omitempty"`
+	Meta       *MetaCommand          `protobuf:"bytes,5,opt,name=meta,proto3" json:"meta,omitempty"`
+	// Freeze this range for a merge into that range (see raftstore/merge.go).
+	FreezeInto uint64 `protobuf:"varint,6,opt,name=freeze_into,json=freezeInto,proto3" json:"freeze_into,omitempty"`
+	// Undo a freeze whose merge did not happen.
+	Unfreeze bool `protobuf:"varint,7,opt,name=unfreeze,proto3" json:"unfreeze,omitempty"`
+	// Absorb the frozen right neighbour.
+	Merge         *MergeCommand `protobuf:"bytes,8,opt,name=merge,proto3" json:"merge,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -510,6 +516,72 @@ func (x *RaftCommand) GetMeta() *MetaCommand {
 	return nil
 }
 
+func (x *RaftCommand) GetFreezeInto() uint64 {
+	if x != nil {
+		return x.FreezeInto
+	}
+	return 0
+}
+
+func (x *RaftCommand) GetUnfreeze() bool {
+	if x != nil {
+		return x.Unfreeze
+	}
+	return false
+}
+
+func (x *RaftCommand) GetMerge() *MergeCommand {
+	if x != nil {
+		return x.Merge
+	}
+	return nil
+}
+
+type MergeCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The right-hand range as frozen.
+	Rhs           *RangeDescriptor `protobuf:"bytes,1,opt,name=rhs,proto3" json:"rhs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeCommand) Reset() {
+	*x = MergeCommand{}
+	mi := &file_storage_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeCommand) ProtoMessage() {}
+
+func (x *MergeCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
+func (*MergeCommand) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *MergeCommand) GetRhs() *RangeDescriptor {
+	if x != nil {
+		return x.Rhs
+	}
+	return nil
+}
+
 var File_storage_proto protoreflect.FileDescriptor
 
 const file_storage_proto_rawDesc = "" +
@@ -543,14 +615,20 @@ const file_storage_proto_rawDesc = "" +
 	"\x0ealloc_range_id\x18\x03 \x01(\bR\fallocRangeId\x12:\n" +
 	"\fupdate_range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\vupdateRange\x120\n" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
-	"setSetting\"\xdc\x01\n" +
+	"setSetting\"\xc5\x02\n" +
 	"\vRaftCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12'\n" +
 	"\x06writes\x18\x02 \x03(\v2\x0f.tidekv.WriteOpR\x06writes\x12.\n" +
 	"\x03cas\x18\x03 \x01(\v2\x1c.tidekv.CompareAndSetRequestR\x03cas\x12*\n" +
 	"\x05split\x18\x04 \x01(\v2\x14.tidekv.SplitCommandR\x05split\x12'\n" +
-	"\x04meta\x18\x05 \x01(\v2\x13.tidekv.MetaCommandR\x04metaB'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
+	"\x04meta\x18\x05 \x01(\v2\x13.tidekv.MetaCommandR\x04meta\x12\x1f\n" +
+	"\vfreeze_into\x18\x06 \x01(\x04R\n" +
+	"freezeInto\x12\x1a\n" +
+	"\bunfreeze\x18\a \x01(\bR\bunfreeze\x12*\n" +
+	"\x05merge\x18\b \x01(\v2\x14.tidekv.MergeCommandR\x05merge\"9\n" +
+	"\fMergeCommand\x12)\n" +
+	"\x03rhs\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x03rhsB'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
 
 var (
 	file_storage_proto_rawDescOnce sync.Once
@@ -564,7 +642,7 @@ func file_storage_proto_rawDescGZIP() []byte {
 	return file_storage_proto_rawDescData
 }
 
-var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_storage_proto_goTypes = []any{
 	(*NodeIdent)(nil),             // 0: tidekv.NodeIdent
 	(*ReplicaState)(nil),          // 1: tidekv.ReplicaState
@@ -574,31 +652,34 @@ var file_storage_proto_goTypes = []any{
 	(*ChangeReplicasCommand)(nil), // 5: tidekv.ChangeReplicasCommand
 	(*MetaCommand)(nil),           // 6: tidekv.MetaCommand
 	(*RaftCommand)(nil),           // 7: tidekv.RaftCommand
-	(*RangeDescriptor)(nil),       // 8: tidekv.RangeDescriptor
-	(*raftpb.ConfState)(nil),      // 9: raftpb.ConfState
-	(*NodeDescriptor)(nil),        // 10: tidekv.NodeDescriptor
-	(*Setting)(nil),               // 11: tidekv.Setting
-	(*WriteOp)(nil),               // 12: tidekv.WriteOp
-	(*CompareAndSetRequest)(nil),  // 13: tidekv.CompareAndSetRequest
+	(*MergeCommand)(nil),          // 8: tidekv.MergeCommand
+	(*RangeDescriptor)(nil),       // 9: tidekv.RangeDescriptor
+	(*raftpb.ConfState)(nil),      // 10: raftpb.ConfState
+	(*NodeDescriptor)(nil),        // 11: tidekv.NodeDescriptor
+	(*Setting)(nil),               // 12: tidekv.Setting
+	(*WriteOp)(nil),               // 13: tidekv.WriteOp
+	(*CompareAndSetRequest)(nil),  // 14: tidekv.CompareAndSetRequest
 }
 var file_storage_proto_depIdxs = []int32{
-	8,  // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
-	9,  // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
-	8,  // 2: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
-	8,  // 3: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
-	10, // 4: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
-	10, // 5: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
-	8,  // 6: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
-	11, // 7: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
-	12, // 8: tidekv.RaftCommand.writes:type_name -> tidekv.WriteOp
-	13, // 9: tidekv.RaftCommand.cas:type_name -> tidekv.CompareAndSetRequest
+	9,  // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
+	10, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
+	9,  // 2: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
+	9,  // 3: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
+	11, // 4: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
+	11, // 5: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
+	9,  // 6: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
+	12, // 7: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
+	13, // 8: tidekv.RaftCommand.writes:type_name -> tidekv.WriteOp
+	14, // 9: tidekv.RaftCommand.cas:type_name -> tidekv.CompareAndSetRequest
 	4,  // 10: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
 	6,  // 11: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	8,  // 12: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	9,  // 13: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }
@@ -613,7 +694,7 @@ func file_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storage_proto_rawDesc), len(file_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -335,6 +335,9 @@ type RangeDescriptor struct {
 	Replicas      []*ReplicaDescriptor   `protobuf:"bytes,4,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	Generation    uint64                 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
 	NextReplicaId uint64                 `protobuf:"varint,6,opt,name=next_replica_id,json=nextReplicaId,proto3" json:"next_replica_id,omitempty"`
+	// Non-zero while the range is frozen to be merged into that range (its
+	// left neighbour): it refuses writes, splits and replica changes.
+	MergingInto   uint64 `protobuf:"varint,7,opt,name=merging_into,json=mergingInto,proto3" json:"merging_into,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -407,6 +410,13 @@ func (x *RangeDescriptor) GetGeneration() uint64 {
 func (x *RangeDescriptor) GetNextReplicaId() uint64 {
 	if x != nil {
 		return x.NextReplicaId
+	}
+	return 0
+}
+
+func (x *RangeDescriptor) GetMergingInto() uint64 {
+	if x != nil {
+		return x.MergingInto
 	}
 	return 0
 }
@@ -3309,6 +3319,212 @@ func (x *NodeLoad) GetUnixNanos() int64 {
 	return 0
 }
 
+// Merge joins a range with its right neighbour (same replicas, no
+// learners): the neighbour is frozen, every replica of it confirms, then the
+// left range takes over its span in one Raft command.
+type MergeRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	LeftRangeId uint64                 `protobuf:"varint,1,opt,name=left_range_id,json=leftRangeId,proto3" json:"left_range_id,omitempty"`
+	// Why, for the event log ("" means an operator asked).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeRequest) Reset() {
+	*x = MergeRequest{}
+	mi := &file_tidekv_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeRequest) ProtoMessage() {}
+
+func (x *MergeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
+func (*MergeRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *MergeRequest) GetLeftRangeId() uint64 {
+	if x != nil {
+		return x.LeftRangeId
+	}
+	return 0
+}
+
+func (x *MergeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type MergeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Desc          *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeResponse) Reset() {
+	*x = MergeResponse{}
+	mi := &file_tidekv_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeResponse) ProtoMessage() {}
+
+func (x *MergeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
+func (*MergeResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *MergeResponse) GetDesc() *RangeDescriptor {
+	if x != nil {
+		return x.Desc
+	}
+	return nil
+}
+
+// FreezeRange freezes a range for a merge into another, or unfreezes it;
+// node to node, sent to the range's leaseholder by the merge's coordinator.
+type FreezeRangeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Into          uint64                 `protobuf:"varint,2,opt,name=into,proto3" json:"into,omitempty"`
+	Unfreeze      bool                   `protobuf:"varint,3,opt,name=unfreeze,proto3" json:"unfreeze,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeRangeRequest) Reset() {
+	*x = FreezeRangeRequest{}
+	mi := &file_tidekv_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeRangeRequest) ProtoMessage() {}
+
+func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
+func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *FreezeRangeRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *FreezeRangeRequest) GetInto() uint64 {
+	if x != nil {
+		return x.Into
+	}
+	return 0
+}
+
+func (x *FreezeRangeRequest) GetUnfreeze() bool {
+	if x != nil {
+		return x.Unfreeze
+	}
+	return false
+}
+
+type FreezeRangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Desc          *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeRangeResponse) Reset() {
+	*x = FreezeRangeResponse{}
+	mi := &file_tidekv_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeRangeResponse) ProtoMessage() {}
+
+func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
+func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *FreezeRangeResponse) GetDesc() *RangeDescriptor {
+	if x != nil {
+		return x.Desc
+	}
+	return nil
+}
+
 type DecommissionRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -3320,7 +3536,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3332,7 +3548,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3345,7 +3561,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{49}
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -3372,7 +3588,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3600,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3613,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{50}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DecommissionResponse) GetReplicas() uint32 {
@@ -3419,7 +3635,7 @@ type Setting struct {
 
 func (x *Setting) Reset() {
 	*x = Setting{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +3647,7 @@ func (x *Setting) String() string {
 func (*Setting) ProtoMessage() {}
 
 func (x *Setting) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +3660,7 @@ func (x *Setting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Setting.ProtoReflect.Descriptor instead.
 func (*Setting) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Setting) GetKey() string {
@@ -3471,7 +3687,7 @@ type SettingsRequest struct {
 
 func (x *SettingsRequest) Reset() {
 	*x = SettingsRequest{}
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3483,7 +3699,7 @@ func (x *SettingsRequest) String() string {
 func (*SettingsRequest) ProtoMessage() {}
 
 func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3496,7 +3712,7 @@ func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsRequest.ProtoReflect.Descriptor instead.
 func (*SettingsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{52}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SettingsRequest) GetSet() []*Setting {
@@ -3516,7 +3732,7 @@ type SettingsResponse struct {
 
 func (x *SettingsResponse) Reset() {
 	*x = SettingsResponse{}
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3744,7 @@ func (x *SettingsResponse) String() string {
 func (*SettingsResponse) ProtoMessage() {}
 
 func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3757,7 @@ func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsResponse.ProtoReflect.Descriptor instead.
 func (*SettingsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{53}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SettingsResponse) GetSettings() []*Setting {
@@ -3559,7 +3775,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3787,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3584,7 +3800,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{54}
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
 }
 
 type NodeLoadsResponse struct {
@@ -3597,7 +3813,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3825,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3838,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{55}
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -3640,7 +3856,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +3868,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +3881,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{56}
+	return file_tidekv_proto_rawDescGZIP(), []int{60}
 }
 
 type AllocRangeIDResponse struct {
@@ -3677,7 +3893,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3905,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3918,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{57}
+	return file_tidekv_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -3724,7 +3940,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +3952,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3749,7 +3965,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{58}
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -3790,7 +4006,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3802,7 +4018,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3815,7 +4031,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{59}
+	return file_tidekv_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -3838,7 +4054,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3850,7 +4066,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3863,7 +4079,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{60}
+	return file_tidekv_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -3897,7 +4113,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3909,7 +4125,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3922,7 +4138,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{61}
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -3947,7 +4163,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3959,7 +4175,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3972,7 +4188,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{62}
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -3985,7 +4201,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"replica_id\x18\x02 \x01(\x04R\treplicaId\x12'\n" +
 	"\x04type\x18\x03 \x01(\x0e2\x13.tidekv.ReplicaTypeR\x04type\x12\x1a\n" +
-	"\badaptive\x18\x04 \x01(\bR\badaptive\"\xe1\x01\n" +
+	"\badaptive\x18\x04 \x01(\bR\badaptive\"\x84\x02\n" +
 	"\x0fRangeDescriptor\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
@@ -3994,7 +4210,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x05 \x01(\x04R\n" +
 	"generation\x12&\n" +
-	"\x0fnext_replica_id\x18\x06 \x01(\x04R\rnextReplicaId\"\xdb\x01\n" +
+	"\x0fnext_replica_id\x18\x06 \x01(\x04R\rnextReplicaId\x12!\n" +
+	"\fmerging_into\x18\a \x01(\x04R\vmergingInto\"\xdb\x01\n" +
 	"\x0eNodeDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -4208,7 +4425,18 @@ const file_tidekv_proto_rawDesc = "" +
 	"\vqueue_depth\x18\x04 \x01(\rR\n" +
 	"queueDepth\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x05 \x01(\x03R\tunixNanos\"D\n" +
+	"unix_nanos\x18\x05 \x01(\x03R\tunixNanos\"J\n" +
+	"\fMergeRequest\x12\"\n" +
+	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"<\n" +
+	"\rMergeResponse\x12+\n" +
+	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"_\n" +
+	"\x12FreezeRangeRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x12\n" +
+	"\x04into\x18\x02 \x01(\x04R\x04into\x12\x1a\n" +
+	"\bunfreeze\x18\x03 \x01(\bR\bunfreeze\"B\n" +
+	"\x13FreezeRangeResponse\x12+\n" +
+	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"D\n" +
 	"\x13DecommissionRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
 	"\x05drain\x18\x02 \x01(\bR\x05drain\"2\n" +
@@ -4271,7 +4499,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Scan\x12\x13.tidekv.ScanRequest\x1a\x14.tidekv.ScanResponse\x12=\n" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
-	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\x8a\b\n" +
+	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\x88\t\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12F\n" +
@@ -4287,7 +4515,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x14PushClosedTimestamps\x12\x1f.tidekv.ClosedTimestampsRequest\x1a .tidekv.ClosedTimestampsResponse\x12@\n" +
 	"\tNodeLoads\x12\x18.tidekv.NodeLoadsRequest\x1a\x19.tidekv.NodeLoadsResponse\x12I\n" +
 	"\fDecommission\x12\x1b.tidekv.DecommissionRequest\x1a\x1c.tidekv.DecommissionResponse\x12=\n" +
-	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse2\x85\x01\n" +
+	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse\x124\n" +
+	"\x05Merge\x12\x14.tidekv.MergeRequest\x1a\x15.tidekv.MergeResponse\x12F\n" +
+	"\vFreezeRange\x12\x1a.tidekv.FreezeRangeRequest\x1a\x1b.tidekv.FreezeRangeResponse2\x85\x01\n" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
@@ -4306,7 +4536,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -4361,21 +4591,25 @@ var file_tidekv_proto_goTypes = []any{
 	(*ClosedTimestampsRequest)(nil),  // 50: tidekv.ClosedTimestampsRequest
 	(*ClosedTimestampsResponse)(nil), // 51: tidekv.ClosedTimestampsResponse
 	(*NodeLoad)(nil),                 // 52: tidekv.NodeLoad
-	(*DecommissionRequest)(nil),      // 53: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 54: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 55: tidekv.Setting
-	(*SettingsRequest)(nil),          // 56: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 57: tidekv.SettingsResponse
-	(*NodeLoadsRequest)(nil),         // 58: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 59: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 60: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 61: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 62: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 63: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 64: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 65: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 66: tidekv.RaftBatchAck
-	(*raftpb.Message)(nil),           // 67: raftpb.Message
+	(*MergeRequest)(nil),             // 53: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 54: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 55: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 56: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 57: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 58: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 59: tidekv.Setting
+	(*SettingsRequest)(nil),          // 60: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 61: tidekv.SettingsResponse
+	(*NodeLoadsRequest)(nil),         // 62: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 63: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 64: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 65: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 66: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 67: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 68: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 69: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 70: tidekv.RaftBatchAck
+	(*raftpb.Message)(nil),           // 71: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -4409,65 +4643,71 @@ var file_tidekv_proto_depIdxs = []int32{
 	49, // 28: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
 	52, // 29: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
 	52, // 30: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	55, // 31: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	55, // 32: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	52, // 33: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	67, // 34: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	62, // 35: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	62, // 36: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	9,  // 37: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	11, // 38: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	13, // 39: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	15, // 40: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	17, // 41: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	20, // 42: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	22, // 43: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	25, // 44: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	30, // 45: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	32, // 46: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	34, // 47: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	36, // 48: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	38, // 49: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	40, // 50: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	42, // 51: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	44, // 52: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	60, // 53: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	47, // 54: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	50, // 55: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	58, // 56: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	53, // 57: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	56, // 58: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	63, // 59: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	64, // 60: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	10, // 61: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	12, // 62: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	14, // 63: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	16, // 64: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	18, // 65: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	21, // 66: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	23, // 67: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	26, // 68: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	31, // 69: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	33, // 70: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	35, // 71: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	37, // 72: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	39, // 73: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	41, // 74: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	43, // 75: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	45, // 76: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	61, // 77: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	48, // 78: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	51, // 79: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	59, // 80: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	54, // 81: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	57, // 82: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	66, // 83: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	65, // 84: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	61, // [61:85] is the sub-list for method output_type
-	37, // [37:61] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	5,  // 31: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	5,  // 32: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	59, // 33: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	59, // 34: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	52, // 35: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	71, // 36: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	66, // 37: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	66, // 38: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	9,  // 39: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	11, // 40: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	13, // 41: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	15, // 42: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	17, // 43: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	20, // 44: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	22, // 45: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	25, // 46: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	30, // 47: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	32, // 48: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	34, // 49: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	36, // 50: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	38, // 51: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	40, // 52: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	42, // 53: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	44, // 54: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	64, // 55: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	47, // 56: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	50, // 57: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	62, // 58: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	57, // 59: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	60, // 60: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	53, // 61: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	55, // 62: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	67, // 63: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	68, // 64: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	10, // 65: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	12, // 66: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	14, // 67: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	16, // 68: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	18, // 69: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	21, // 70: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	23, // 71: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	26, // 72: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	31, // 73: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	33, // 74: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	35, // 75: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	37, // 76: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	39, // 77: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	41, // 78: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	43, // 79: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	45, // 80: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	65, // 81: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	48, // 82: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	51, // 83: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	63, // 84: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	58, // 85: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	61, // 86: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	54, // 87: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	56, // 88: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	70, // 89: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	69, // 90: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	65, // [65:91] is the sub-list for method output_type
+	39, // [39:65] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -4481,7 +4721,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   63,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

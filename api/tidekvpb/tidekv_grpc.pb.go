@@ -368,6 +368,8 @@ const (
 	Admin_NodeLoads_FullMethodName            = "/tidekv.Admin/NodeLoads"
 	Admin_Decommission_FullMethodName         = "/tidekv.Admin/Decommission"
 	Admin_Settings_FullMethodName             = "/tidekv.Admin/Settings"
+	Admin_Merge_FullMethodName                = "/tidekv.Admin/Merge"
+	Admin_FreezeRange_FullMethodName          = "/tidekv.Admin/FreezeRange"
 )
 
 // AdminClient is the client API for Admin service.
@@ -393,6 +395,8 @@ type AdminClient interface {
 	NodeLoads(ctx context.Context, in *NodeLoadsRequest, opts ...grpc.CallOption) (*NodeLoadsResponse, error)
 	Decommission(ctx context.Context, in *DecommissionRequest, opts ...grpc.CallOption) (*DecommissionResponse, error)
 	Settings(ctx context.Context, in *SettingsRequest, opts ...grpc.CallOption) (*SettingsResponse, error)
+	Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error)
+	FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error)
 }
 
 type adminClient struct {
@@ -553,6 +557,26 @@ func (c *adminClient) Settings(ctx context.Context, in *SettingsRequest, opts ..
 	return out, nil
 }
 
+func (c *adminClient) Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeResponse)
+	err := c.cc.Invoke(ctx, Admin_Merge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FreezeRangeResponse)
+	err := c.cc.Invoke(ctx, Admin_FreezeRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -576,6 +600,8 @@ type AdminServer interface {
 	NodeLoads(context.Context, *NodeLoadsRequest) (*NodeLoadsResponse, error)
 	Decommission(context.Context, *DecommissionRequest) (*DecommissionResponse, error)
 	Settings(context.Context, *SettingsRequest) (*SettingsResponse, error)
+	Merge(context.Context, *MergeRequest) (*MergeResponse, error)
+	FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -630,6 +656,12 @@ func (UnimplementedAdminServer) Decommission(context.Context, *DecommissionReque
 }
 func (UnimplementedAdminServer) Settings(context.Context, *SettingsRequest) (*SettingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Settings not implemented")
+}
+func (UnimplementedAdminServer) Merge(context.Context, *MergeRequest) (*MergeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Merge not implemented")
+}
+func (UnimplementedAdminServer) FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FreezeRange not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -922,6 +954,42 @@ func _Admin_Settings_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Merge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Merge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Merge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Merge(ctx, req.(*MergeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_FreezeRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FreezeRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).FreezeRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_FreezeRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).FreezeRange(ctx, req.(*FreezeRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -988,6 +1056,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Settings",
 			Handler:    _Admin_Settings_Handler,
+		},
+		{
+			MethodName: "Merge",
+			Handler:    _Admin_Merge_Handler,
+		},
+		{
+			MethodName: "FreezeRange",
+			Handler:    _Admin_FreezeRange_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

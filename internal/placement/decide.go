@@ -23,6 +23,7 @@ type Plan struct {
 // effect of earlier ones' operators on replica and lease counts.
 func Decide(s Snapshot, cfg Config) Plan {
 	p := newPlanner(s, cfg)
+	p.resumeMerges()
 	p.repair()
 	p.replicationFactor()
 	p.drain()
@@ -225,6 +226,23 @@ func (p *planner) target(r *Range, replacing uint64) (uint64, bool) {
 		return 0, false
 	}
 	return best.ID, true
+}
+
+// resumeMerges runs again every merge left half done (a range frozen into
+// its neighbour): it completes, or is refused and unfreezes the range.
+// Frozen ranges are otherwise left alone.
+func (p *planner) resumeMerges() {
+	for i := range p.s.Ranges {
+		r := &p.s.Ranges[i]
+		if r.MergingInto == 0 {
+			continue
+		}
+		if _, ok := p.ranges[r.MergingInto]; ok && !p.taken[r.ID] && !p.taken[r.MergingInto] {
+			p.add(Operator{Kind: OpMerge, Range: r.MergingInto, Other: r.ID, Policy: "merge",
+				Reason: fmt.Sprintf("range %d is frozen for a merge into range %d: finishing it", r.ID, r.MergingInto)})
+		}
+		p.taken[r.ID] = true
+	}
 }
 
 // repair replaces replicas on dead nodes, the ranges with the fewest live

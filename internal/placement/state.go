@@ -109,6 +109,9 @@ type Range struct {
 	// HotKeyShare is the share (0..1) of the range's sampled requests that
 	// went to its single hottest key; near 1 no split can spread the load.
 	HotKeyShare float64
+	// MergingInto is non-zero while the range is frozen for a merge into
+	// that range.
+	MergingInto uint64
 }
 
 // Snapshot is everything a policy may look at. Policies read Now from it

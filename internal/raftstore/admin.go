@@ -88,6 +88,9 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 	if addNode != 0 && addNode == removeNode {
 		return nil, fmt.Errorf("%w: cannot add and remove node %d at once", ErrInvalidRequest, addNode)
 	}
+	if into := r.desc.Load().GetMergingInto(); into != 0 {
+		return nil, &RangeFrozenError{RangeID: r.rangeID, Into: into}
+	}
 	if err := r.waitDesc(ctx, func(d *tidekvpb.RangeDescriptor) bool { return !isJoint(d) }); err != nil {
 		return nil, fmt.Errorf("waiting for a previous change to finish: %w", err)
 	}
@@ -173,6 +176,9 @@ func (r *Replica) AddLearner(ctx context.Context, node uint64) (*tidekvpb.RangeD
 	}
 	if r.rangeID == keys.MetaRangeID {
 		return nil, fmt.Errorf("%w: the meta range takes no adaptive learners", ErrInvalidRequest)
+	}
+	if into := r.desc.Load().GetMergingInto(); into != 0 {
+		return nil, &RangeFrozenError{RangeID: r.rangeID, Into: into}
 	}
 	if err := r.waitDesc(ctx, func(d *tidekvpb.RangeDescriptor) bool { return !isJoint(d) }); err != nil {
 		return nil, fmt.Errorf("waiting for a previous change to finish: %w", err)

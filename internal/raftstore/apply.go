@@ -20,6 +20,8 @@ type applyBatch struct {
 	eng     storage.Engine
 	b       storage.Batch
 	overlay map[string][]byte // nil value: deleted
+	// sync makes the commit durable (a merge freeze must survive a crash).
+	sync bool
 }
 
 func newApplyBatch(eng storage.Engine) *applyBatch {
@@ -53,7 +55,7 @@ func (ab *applyBatch) commit() error {
 	if ab.b.Empty() {
 		return nil
 	}
-	return ab.b.Commit(false)
+	return ab.b.Commit(ab.sync)
 }
 
 // flush commits what is pending so iterators see it, and starts afresh.
@@ -118,6 +120,15 @@ func (r *Replica) checkKeysLocked(ks ...[]byte) error {
 
 func (r *Replica) applyCommandLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand, index uint64) (applyResult, []func()) {
 	switch {
+	case cmd.GetFreezeInto() != 0:
+		return r.applyFreezeLocked(ab, cmd.GetFreezeInto())
+	case cmd.GetUnfreeze():
+		return r.applyUnfreezeLocked()
+	case cmd.GetMerge() != nil:
+		return r.applyMergeLocked(cmd.GetMerge())
+	case cmd.GetMeta() == nil && r.frozenErrLocked() != nil:
+		// Writes, CAS and splits of a frozen range do nothing.
+		return applyResult{err: r.frozenErrLocked()}, nil
 	case cmd.GetSplit() != nil:
 		return r.applySplitLocked(ab, cmd.GetSplit())
 	case cmd.GetMeta() != nil:
@@ -273,6 +284,13 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) []func() {
 				adaptive[rd.GetReplicaId()] = rd.GetAdaptive()
 			}
 		}
+	}
+	if r.frozenErrLocked() != nil {
+		// A frozen range keeps its replicas (a merge depends on them):
+		// applying an empty change is how Raft rejects one.
+		r.mu.raw.ApplyConfChange(&raftpb.ConfChangeV2{})
+		log.Printf("range %d: replica change at index %d rejected: frozen for a merge", r.rangeID, e.GetIndex())
+		return nil
 	}
 	cs := r.mu.raw.ApplyConfChange(cc)
 	desc := descWithConfState(r.mu.state.GetDesc(), cs, nodeOf, adaptive)

@@ -49,6 +49,9 @@ type Replica struct {
 		reads []*readWaiter
 		// campaign asks the scheduler to start an election (fresh ranges).
 		campaign bool
+		// closed: the replica was destroyed; nothing queued here would
+		// ever be picked up.
+		closed bool
 		transfer uint64
 	}
 
@@ -236,6 +239,10 @@ func (r *Replica) propose(ctx context.Context, cmd *tidekvpb.RaftCommand, cc *ra
 		p.data = data
 	}
 	r.in.Lock()
+	if r.in.closed {
+		r.in.Unlock()
+		return applyResult{}, &RangeNotFoundError{RangeID: r.rangeID}
+	}
 	if len(r.in.props) >= r.store.cfg.MaxPendingProposals {
 		r.in.Unlock()
 		return applyResult{}, ErrOverloaded
@@ -271,6 +278,10 @@ func (r *Replica) waitLeaseRead(ctx context.Context) error {
 	}
 	w := &readWaiter{done: make(chan error, 1)}
 	r.in.Lock()
+	if r.in.closed {
+		r.in.Unlock()
+		return &RangeNotFoundError{RangeID: r.rangeID}
+	}
 	r.in.reads = append(r.in.reads, w)
 	r.in.Unlock()
 	r.store.schedule(r.rangeID)
@@ -398,6 +409,22 @@ func (r *Replica) releaseReadsLocked() {
 }
 
 // failPendingLocked fails everything waiting on leadership.
+// closeInbox fails the work queued for the scheduler (the replica is being
+// destroyed): none of it was proposed, so it can be retried elsewhere.
+func (r *Replica) closeInbox() {
+	r.in.Lock()
+	props, reads := r.in.props, r.in.reads
+	r.in.props, r.in.reads, r.in.closed = nil, nil, true
+	r.in.Unlock()
+	gone := &RangeNotFoundError{RangeID: r.rangeID}
+	for _, p := range props {
+		p.done <- applyResult{err: gone}
+	}
+	for _, w := range reads {
+		w.done <- gone
+	}
+}
+
 func (r *Replica) failPendingLocked(propErr, readErr error) {
 	for id, p := range r.mu.proposals {
 		p.done <- applyResult{err: propErr}

@@ -124,6 +124,7 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 	if desc.GetRangeId() != header.GetRangeId() {
 		return fmt.Errorf("snapshot descriptor is for range %d, header for %d", desc.GetRangeId(), header.GetRangeId())
 	}
+	s.dropMergedInto(desc)
 	if s.spanOwnedByOther(desc.GetRangeId(), desc) {
 		return fmt.Errorf("range %d: snapshot overlaps another local range", desc.GetRangeId())
 	}

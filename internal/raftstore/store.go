@@ -417,6 +417,7 @@ func (s *Store) destroyReplicaLocked(r *Replica, reason string) {
 	}
 	gone := &RangeNotFoundError{RangeID: r.rangeID}
 	r.failPendingLocked(gone, gone)
+	r.closeInbox()
 	r.isLeader.Store(false)
 	s.mu.Lock()
 	if s.mu.replicas[r.rangeID] == r {

@@ -129,7 +129,7 @@ func DefaultConfig() Config {
 		ReportInterval:          3 * time.Second,
 		DeadNodeGrace:           20 * time.Second,
 		PlacementInterval:       time.Second,
-		Placement:               defaultPlacement(),
+		Placement:               placement.DefaultConfig(),
 		Runner:                  DefaultRunnerConfig(),
 		ReplicaGCInterval:       10 * time.Second,
 		ClosedTimestampInterval: 100 * time.Millisecond,
@@ -207,14 +207,6 @@ func (c *Config) Validate() error {
 func redisDefaults() resp.Config {
 	c := resp.DefaultConfig()
 	c.ListenAddr = ""
-	return c
-}
-
-// defaultPlacement is placement's default with merges off: the runner does
-// not execute merge operators yet.
-func defaultPlacement() placement.Config {
-	c := placement.DefaultConfig()
-	c.Merges = false
 	return c
 }
 

@@ -99,7 +99,7 @@ func (s *Server) snapshotForPlacement(metaDesc *tidekvpb.RangeDescriptor, resp *
 		c.hits[id] = hitsAlpha*ri.GetQps() + (1-hitsAlpha)*c.hits[id]
 		r := placement.Range{ID: id, Start: d.GetStartKey(), End: d.GetEndKey(), Leaseholder: ri.GetLeaderNodeId(),
 			Bytes: ri.GetBytes(), QPS: ri.GetQps(), ReadQPS: ri.GetReadQps(), HitsEWMA: c.hits[id],
-			SplitAt: c.firstSeen[id], HotKeyShare: ri.GetHotKeyShare()}
+			SplitAt: c.firstSeen[id], HotKeyShare: ri.GetHotKeyShare(), MergingInto: d.GetMergingInto()}
 		if id == keys.MetaRangeID {
 			// The meta range lives in its own key space: never split or
 			// merged, only replicated and balanced.

@@ -42,7 +42,11 @@ func (s *Server) toStatus(err error) error {
 	var rnf *raftstore.RangeNotFoundError
 	var km *raftstore.KeyMismatchError
 	var sr *raftstore.StaleReplicaError
+	var fr *raftstore.RangeFrozenError
 	switch {
+	case errors.As(err, &fr):
+		// Nothing was done; routing again finds the merged range.
+		return withDetail(codes.FailedPrecondition, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_NOT_FOUND})
 	case errors.As(err, &sr):
 		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_STALE_REPLICA, LeaderNodeId: sr.LeaderNodeID}
 		if n, ok := s.dir.get(sr.LeaderNodeID); ok {

@@ -163,6 +163,8 @@ func (r *runner) exec(ctx context.Context, op placement.Operator) error {
 		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, AddNodeId: op.Target, RemoveNodeId: op.Source, Reason: reason})
 	case placement.OpTransferLease:
 		_, err = admin.TransferLease(ctx, &tidekvpb.TransferLeaseRequest{RangeId: op.Range, TargetNodeId: op.Target, Reason: reason})
+	case placement.OpMerge:
+		_, err = admin.Merge(ctx, &tidekvpb.MergeRequest{LeftRangeId: op.Range, Reason: reason})
 	case placement.OpSplit:
 		_, err = admin.Split(ctx, &tidekvpb.SplitRequest{RangeId: op.Range, SplitKey: op.SplitKey, ByLoad: op.SplitByLoad, Reason: reason})
 	default:

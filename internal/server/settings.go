@@ -51,6 +51,10 @@ var settings = map[string]setting{
 		floatSetting(func(c *placement.Config) *float64 { return &c.LeaseTolerance })},
 	"bootstrap-share": {"share of the busiest nodes' replicas a new node takes in phase 1 (0..1)",
 		floatSetting(func(c *placement.Config) *float64 { return &c.BootstrapShare })},
+	"merges": {"merge small adjacent ranges (true) or not (false)", func(c *placement.Config, v string) (err error) {
+		c.Merges, err = strconv.ParseBool(v)
+		return err
+	}},
 	"rebalance": {"splits, adaptive replicas, bootstrap and balance on (true) or only repair and drain (false)", func(c *placement.Config, v string) (err error) {
 		c.Rebalance, err = strconv.ParseBool(v)
 		return err
