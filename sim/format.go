@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/units"
 )
 
 // FormatNodes prints a step's node table.
@@ -25,7 +26,7 @@ func FormatNodes(st Step) string {
 			continue
 		}
 		fmt.Fprintf(tw, "n%d\t%s\t%s\t%s\t%d\t%d\t%s\t%.0f\t%.2f\n", n.ID, loc, state, phaseShort(n.Phase),
-			n.Replicas, n.Leases, FormatBytes(n.Bytes), n.QPS, n.CPU)
+			n.Replicas, n.Leases, units.Compact(n.Bytes), n.QPS, n.CPU)
 	}
 	tw.Flush()
 	return b.String()
@@ -44,7 +45,7 @@ func phaseShort(p placement.Phase) string {
 // FormatCounters prints counters on one line.
 func FormatCounters(c Counters) string {
 	return fmt.Sprintf("adds=%d learners=%d removes=%d moves=%d lease-transfers=%d splits=%d merges=%d moved=%s failed=%d throttled=%d policy-bugs=%d thrash=%d unsplits=%d",
-		c.AddVoters, c.AddLearners, c.Removes, c.Moves, c.LeaseTransfers, c.Splits, c.Merges, FormatBytes(c.BytesMoved),
+		c.AddVoters, c.AddLearners, c.Removes, c.Moves, c.LeaseTransfers, c.Splits, c.Merges, units.Compact(c.BytesMoved),
 		c.Failed, c.Throttled, c.PolicyBugs, c.Thrash(), c.Unsplits)
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/units"
 )
 
 // Decider is the seam between the simulator and a placement policy: a pure
@@ -156,7 +157,7 @@ func setField(f reflect.Value, name, val string) error {
 		}
 		f.SetInt(n)
 	case f.Kind() >= reflect.Uint && f.Kind() <= reflect.Uint64:
-		n, err := ParseBytes(val)
+		n, err := units.ParseBytes(val)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/units"
 )
 
 // Arg is one argument of a script command: key, or key=value, or
@@ -118,7 +119,7 @@ func (in *Interpreter) Exec(cmd string, args []Arg) (string, error) {
 			var err error
 			switch a.Key {
 			case "bytes":
-				size, err = ParseBytes(val(a))
+				size, err = units.ParseBytes(val(a))
 			case "range":
 				rangeID, err = strconv.ParseUint(val(a), 10, 64)
 			default:
@@ -178,7 +179,7 @@ func (in *Interpreter) cluster(args []Arg) (string, error) {
 			c.RF, err = strconv.Atoi(val(a))
 			in.overrides["rf"] = val(a)
 		case "bytes-per-range":
-			c.BytesPerRange, err = ParseBytes(val(a))
+			c.BytesPerRange, err = units.ParseBytes(val(a))
 		case "keys":
 			in.workload.Keys, err = strconv.Atoi(val(a))
 		case "localities":
@@ -186,7 +187,7 @@ func (in *Interpreter) cluster(args []Arg) (string, error) {
 		case "capacity":
 			c.Node.Capacity, err = strconv.ParseFloat(val(a), 64)
 		case "disk":
-			c.Node.DiskBandwidth, err = ParseRate(val(a))
+			c.Node.DiskBandwidth, err = units.ParseRate(val(a))
 		case "seed":
 			in.opts.Seed, err = strconv.ParseUint(val(a), 10, 64)
 		default:
@@ -242,7 +243,7 @@ func (in *Interpreter) setWorkload(args []Arg) (string, error) {
 		case "any-replica-reads":
 			w.AnyReplicaReads, err = strconv.ParseFloat(val(a), 64)
 		case "growth":
-			w.GrowthBytesPerSec, err = ParseRate(val(a))
+			w.GrowthBytesPerSec, err = units.ParseRate(val(a))
 		default:
 			err = fmt.Errorf("unknown argument %q", a.Key)
 		}
@@ -287,7 +288,7 @@ func (in *Interpreter) config(args []Arg) (string, error) {
 		case "ops-per-minute":
 			o.OpsPerMinute, err = strconv.Atoi(v)
 		case "bandwidth":
-			o.MigrationBandwidth, err = ParseRate(v)
+			o.MigrationBandwidth, err = units.ParseRate(v)
 		case "snapshot-overhead":
 			o.SnapshotOverhead, err = time.ParseDuration(v)
 		case "merge-duration":
@@ -329,7 +330,7 @@ func nodeSpec(args []Arg) (NodeSpec, error) {
 		case "capacity":
 			spec.Capacity, err = strconv.ParseFloat(val(a), 64)
 		case "disk":
-			spec.DiskBandwidth, err = ParseRate(val(a))
+			spec.DiskBandwidth, err = units.ParseRate(val(a))
 		default:
 			err = fmt.Errorf("unknown argument %q", a.Key)
 		}
@@ -408,7 +409,7 @@ func (in *Interpreter) assert(args []Arg) (string, error) {
 		want, err := strconv.ParseFloat(m[3], 64)
 		if err != nil {
 			var n uint64
-			if n, err = ParseBytes(m[3]); err != nil {
+			if n, err = units.ParseBytes(m[3]); err != nil {
 				return "", fmt.Errorf("assert: %q: %w", expr, err)
 			}
 			want = float64(n)
@@ -437,7 +438,7 @@ func (in *Interpreter) assert(args []Arg) (string, error) {
 		}
 		shown := strconv.FormatFloat(round(got), 'f', -1, 64)
 		if strings.Contains(key, "bytes") && got >= 0 && !math.IsInf(got, 0) {
-			shown = FormatBytes(uint64(got))
+			shown = units.Compact(uint64(got))
 		}
 		fmt.Fprintf(&b, "%s %s %s: %s %s\n", key, op, m[3], shown, verdict)
 	}
@@ -633,7 +634,7 @@ func (s *Sim) formatRanges() string {
 		if s.busy[r.id] != nil {
 			busy = " busy"
 		}
-		fmt.Fprintf(&b, "%s %s %s qps=%.0f hot=%.2f%s\n", r, strings.Join(reps, ","), FormatBytes(uint64(r.bytes)), r.qps, r.hotShare, busy)
+		fmt.Fprintf(&b, "%s %s %s qps=%.0f hot=%.2f%s\n", r, strings.Join(reps, ","), units.Compact(uint64(r.bytes)), r.qps, r.hotShare, busy)
 	}
 	return b.String()
 }

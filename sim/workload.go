@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"github.com/tidekv/tidekv/internal/units"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -100,7 +101,7 @@ func (w Workload) String() string {
 		s += fmt.Sprintf(" any-replica-reads=%.2f", w.AnyReplicaReads)
 	}
 	if w.GrowthBytesPerSec > 0 {
-		s += " growth=" + FormatBytes(uint64(w.GrowthBytesPerSec)) + "/s"
+		s += " growth=" + units.Compact(uint64(w.GrowthBytesPerSec)) + "/s"
 	}
 	return s
 }

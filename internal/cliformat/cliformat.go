@@ -50,20 +50,6 @@ func Bound(b []byte, isEnd bool) string {
 	return Quote(b)
 }
 
-// HumanBytes renders a byte count with binary units: 0 B, 512 B, 1.5 KiB.
-func HumanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 // Ago renders "seconds since" as a short duration: 350ms ago, 12s ago.
 func Ago(seconds float64) string {
 	if seconds < 0 {

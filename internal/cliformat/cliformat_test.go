@@ -35,25 +35,6 @@ func TestQuote(t *testing.T) {
 	}
 }
 
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[uint64]string{
-		0:                 "0 B",
-		1023:              "1023 B",
-		1024:              "1.0 KiB",
-		1536:              "1.5 KiB",
-		5 << 20:           "5.0 MiB",
-		3<<30 + 512<<20:   "3.5 GiB",
-		1 << 62:           "4.0 EiB",
-		^uint64(0):        "16.0 EiB",
-		10<<40 + 100<<30:  "10.1 TiB",
-		999 * 1024 * 1024: "999.0 MiB",
-	} {
-		if got := HumanBytes(n); got != want {
-			t.Errorf("HumanBytes(%d) = %s, want %s", n, got, want)
-		}
-	}
-}
-
 func sampleStatus() *tidekvpb.StatusResponse {
 	return &tidekvpb.StatusResponse{
 		ClusterId:  7,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/units"
 )
 
 // The views below are the JSON shapes of `tidekv ctl status|ranges|events
@@ -77,7 +78,7 @@ func StatusTable(w io.Writer, v StatusView) error {
 	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tLOCALITY\tREPLICAS\tLEASES\tDATA\tQPS\tCPU\tSCORE\tP99\tLAST SEEN")
 	for _, n := range v.Nodes {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%.1f\t%.0f%%\t%.2f\t%.1fms\t%s\n",
-			n.ID, n.Addr, n.State, orDash(n.Locality), n.Replicas, n.Leases, HumanBytes(n.Bytes), n.QPS,
+			n.ID, n.Addr, n.State, orDash(n.Locality), n.Replicas, n.Leases, units.Human(n.Bytes), n.QPS,
 			100*n.CPU, n.Score, n.P99Ms, Ago(n.LastSeenSeconds))
 	}
 	if err := tw.Flush(); err != nil {

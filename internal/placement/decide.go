@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/tidekv/tidekv/internal/units"
 )
 
 // Plan is what one decision returns: operators for the runner and notes
@@ -404,7 +406,7 @@ func (p *planner) splits() {
 		switch {
 		case r.Bytes > p.cfg.RangeMaxBytes:
 			p.add(Operator{Kind: OpSplit, Range: r.ID, Policy: "size-split",
-				Reason: fmt.Sprintf("%s above the %s maximum", humanBytes(r.Bytes), humanBytes(p.cfg.RangeMaxBytes))})
+				Reason: fmt.Sprintf("%s above the %s maximum", units.Human(r.Bytes), units.Human(p.cfg.RangeMaxBytes))})
 		case r.QPS > p.cfg.SplitQPS && r.HotKeyShare >= p.cfg.HotKeyShare:
 			p.note("range %d: %.0f qps, %.0f%% on one key: no split spreads it (adaptive replicas may)", r.ID, r.QPS, 100*r.HotKeyShare)
 		case r.QPS > p.cfg.SplitQPS:
@@ -811,7 +813,7 @@ func (p *planner) merges() {
 			continue
 		}
 		if p.add(Operator{Kind: OpMerge, Range: l.ID, Other: r.ID, Policy: "merge",
-			Reason: fmt.Sprintf("%s together, below the %s minimum", humanBytes(l.Bytes+r.Bytes), humanBytes(p.cfg.RangeMinBytes))}) {
+			Reason: fmt.Sprintf("%s together, below the %s minimum", units.Human(l.Bytes+r.Bytes), units.Human(p.cfg.RangeMinBytes))}) {
 			count--
 			i++ // r is taken
 		}
@@ -840,17 +842,4 @@ func sameVoters(a, b *Range) bool {
 		}
 	}
 	return true
-}
-
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

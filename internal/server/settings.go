@@ -11,6 +11,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/units"
 )
 
 // Cluster settings override placement's configuration at runtime, for the
@@ -25,11 +26,11 @@ type setting struct {
 
 var settings = map[string]setting{
 	"range-max-bytes": {"Θmax: ranges above this size split (bytes; KiB/MiB/GiB suffixes)", func(c *placement.Config, v string) (err error) {
-		c.RangeMaxBytes, err = parseBytes(v)
+		c.RangeMaxBytes, err = units.ParseBytes(v)
 		return err
 	}},
 	"range-min-bytes": {"Θmin: adjacent ranges together below this size merge (bytes)", func(c *placement.Config, v string) (err error) {
-		c.RangeMinBytes, err = parseBytes(v)
+		c.RangeMinBytes, err = units.ParseBytes(v)
 		return err
 	}},
 	"merge-cooldown": {"no merge of a range split more recently (duration)", func(c *placement.Config, v string) (err error) {
@@ -69,25 +70,6 @@ func floatSetting(field func(*placement.Config) *float64) func(*placement.Config
 		}
 		return err
 	}
-}
-
-// parseBytes reads "64MiB", "512KiB", "1GiB" or a plain byte count.
-func parseBytes(v string) (uint64, error) {
-	mult := uint64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   uint64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
-		if strings.HasSuffix(v, u.suffix) {
-			v, mult = strings.TrimSuffix(v, u.suffix), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("want a size such as 64MiB, got %q", v)
-	}
-	return uint64(n * float64(mult)), nil
 }
 
 // withSettings applies settings to base; an unknown key or a bad value is

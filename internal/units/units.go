@@ -1,4 +1,7 @@
-package sim
+// Package units reads and writes byte sizes for people: "64MiB" in flags,
+// settings and scenario scripts, "1.5 KiB" in tables. It imports only the
+// standard library.
+package units
 
 import (
 	"fmt"
@@ -50,15 +53,15 @@ func parseScaled(s string) (float64, error) {
 			break
 		}
 	}
-	f, err := strconv.ParseFloat(s, 64)
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 	if err != nil {
-		return 0, fmt.Errorf("bad size %q", s)
+		return 0, fmt.Errorf("bad size %q (want e.g. 64MiB)", s)
 	}
 	return f * mult, nil
 }
 
-// FormatBytes prints n with a binary unit: 512B, 1.5KiB, 48MiB, 3.2GiB.
-func FormatBytes(n uint64) string {
+// Compact prints n with a binary unit and no space: 512B, 1.5KiB, 48MiB.
+func Compact(n uint64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%dB", n)
@@ -72,4 +75,18 @@ func FormatBytes(n uint64) string {
 	s := strconv.FormatFloat(f, 'f', 1, 64)
 	s = strings.TrimSuffix(s, ".0")
 	return s + []string{"KiB", "MiB", "GiB", "TiB", "PiB"}[i]
+}
+
+// Human prints n for tables: 0 B, 512 B, 1.5 KiB, 3.0 MiB.
+func Human(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
