@@ -396,29 +396,33 @@ func (p *planner) drain() {
 	}
 }
 
-// splits keeps ranges bounded: by size (Θmax) and by load.
+// splits keeps ranges bounded: by size (Θmax) and by load. Load must be
+// sustained: both the last rate and the smoothed one are above the
+// threshold, so a burst of a second or two splits nothing.
 func (p *planner) splits() {
 	for i := range p.s.Ranges {
 		r := &p.s.Ranges[i]
 		if p.taken[r.ID] {
 			continue
 		}
+		qps := math.Min(r.QPS, r.HitsEWMA)
 		switch {
 		case r.Bytes > p.cfg.RangeMaxBytes:
 			p.add(Operator{Kind: OpSplit, Range: r.ID, Policy: "size-split",
 				Reason: fmt.Sprintf("%s above the %s maximum", units.Human(r.Bytes), units.Human(p.cfg.RangeMaxBytes))})
-		case r.QPS > p.cfg.SplitQPS && r.HotKeyShare >= p.cfg.HotKeyShare:
-			p.note("range %d: %.0f qps, %.0f%% on one key: no split spreads it (adaptive replicas may)", r.ID, r.QPS, 100*r.HotKeyShare)
-		case r.QPS > p.cfg.SplitQPS:
+		case qps > p.cfg.SplitQPS && r.HotKeyShare >= p.cfg.HotKeyShare:
+			p.note("range %d: %.0f qps, %.0f%% on one key: no split spreads it (adaptive replicas may)", r.ID, qps, 100*r.HotKeyShare)
+		case qps > p.cfg.SplitQPS:
 			p.add(Operator{Kind: OpSplit, Range: r.ID, SplitByLoad: true, Policy: "load-split",
-				Reason: fmt.Sprintf("%.0f qps above the %.0f threshold", r.QPS, p.cfg.SplitQPS)})
+				Reason: fmt.Sprintf("%.0f qps sustained above the %.0f threshold", qps, p.cfg.SplitQPS)})
 		}
 	}
 }
 
-// adaptive adds learner replicas to ranges with heavy read load, on the
-// least-loaded nodes, and removes them when the range has cooled to half
-// the threshold (the gap keeps them from flapping).
+// adaptive adds learner replicas to ranges with heavy, sustained read load
+// that a load split will not spread (one hot key, or a rate below the split
+// threshold), on the least-loaded nodes, and removes them when the range
+// has cooled to half the threshold (the gap keeps them from flapping).
 func (p *planner) adaptive() {
 	for i := range p.s.Ranges {
 		r := &p.s.Ranges[i]
@@ -431,8 +435,12 @@ func (p *planner) adaptive() {
 				adaptive = append(adaptive, rep.Node)
 			}
 		}
+		reads := math.Min(r.ReadQPS, r.HitsEWMA)
+		// Above the split threshold now, a load split is coming (it waits
+		// for the rate to be sustained): wait for it rather than copy.
+		splitWillHelp := r.QPS > p.cfg.SplitQPS && r.HotKeyShare < p.cfg.HotKeyShare
 		switch {
-		case r.ReadQPS > p.cfg.AdaptiveReadQPS && len(adaptive) < p.cfg.MaxAdaptiveReplicas:
+		case reads > p.cfg.AdaptiveReadQPS && !splitWillHelp && len(adaptive) < p.cfg.MaxAdaptiveReplicas:
 			if t, ok := p.leastLoaded(r); ok {
 				p.add(Operator{Kind: OpAddLearner, Range: r.ID, Target: t, Bytes: r.Bytes, Policy: "adaptive-replicas",
 					Reason: fmt.Sprintf("%.0f reads/s above %.0f", r.ReadQPS, p.cfg.AdaptiveReadQPS)})
