@@ -53,6 +53,10 @@ type Config struct {
 	// MaxOps bounds the operators one decision returns (the runner has its
 	// own rate limits on top).
 	MaxOps int
+	// LearnerGrace is how long a plain learner may sit on a range that has
+	// all its voters before it counts as left over by an interrupted
+	// replica change and is removed.
+	LearnerGrace time.Duration
 }
 
 // DefaultConfig is tuned for a small cluster on one machine.
@@ -75,6 +79,7 @@ func DefaultConfig() Config {
 		AdaptiveReadQPS:     2000,
 		MaxAdaptiveReplicas: 2,
 		MaxOps:              8,
+		LearnerGrace:        30 * time.Second,
 	}
 }
 
@@ -87,8 +92,8 @@ func (c Config) Validate() error {
 	if c.RangeMinBytes == 0 || c.RangeMaxBytes < 2*c.RangeMinBytes {
 		errs = append(errs, fmt.Errorf("need range-max ≥ 2·range-min > 0 so splits and merges cannot oscillate, got max %d min %d", c.RangeMaxBytes, c.RangeMinBytes))
 	}
-	if c.MergeCooldown < 0 || c.MinRanges < 1 || c.MaxOps < 1 {
-		errs = append(errs, errors.New("merge cooldown must be ≥ 0, min ranges and max ops ≥ 1"))
+	if c.MergeCooldown < 0 || c.MinRanges < 1 || c.MaxOps < 1 || c.LearnerGrace <= 0 {
+		errs = append(errs, errors.New("merge cooldown must be ≥ 0, min ranges and max ops ≥ 1, learner grace > 0"))
 	}
 	for name, f := range map[string]float64{"hot key share": c.HotKeyShare, "balance tolerance": c.BalanceTolerance,
 		"lease tolerance": c.LeaseTolerance, "bootstrap share": c.BootstrapShare, "heavy CPU": c.HeavyCPU} {

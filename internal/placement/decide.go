@@ -332,12 +332,23 @@ func (p *planner) replicationFactor() {
 			if t, ok := p.target(r, 0); ok {
 				p.add(Operator{Kind: OpAddVoter, Range: r.ID, Target: t, Bytes: r.Bytes, Policy: "replication", Reason: reason})
 			}
+		case p.leftoverLearner(r) != 0:
+			n := p.leftoverLearner(r)
+			p.add(Operator{Kind: OpRemoveReplica, Range: r.ID, Source: n, Policy: "replication",
+				Reason: fmt.Sprintf("learner on node %d left over by an interrupted replica change (%d voters already)", n, len(vs))})
 		case len(vs) > p.cfg.ReplicationFactor:
-			// Drop the voter on the node with the most replicas, never the
-			// leaseholder's (that would cost a lease transfer first).
+			// Drop a voter on a draining node if there is one, else on the
+			// node with the most replicas; never the leaseholder's (that
+			// would cost a lease transfer first).
 			var victim uint64
+			worse := func(a, b uint64) bool {
+				if da, db := p.state(a) == NodeDraining, p.state(b) == NodeDraining; da != db {
+					return da
+				}
+				return p.replicas[a] > p.replicas[b]
+			}
 			for _, v := range vs {
-				if v != r.Leaseholder && (victim == 0 || p.replicas[v] > p.replicas[victim]) {
+				if v != r.Leaseholder && (victim == 0 || worse(v, victim)) {
 					victim = v
 				}
 			}
@@ -349,6 +360,21 @@ func (p *planner) replicationFactor() {
 	}
 }
 
+// leftoverLearner returns the node of a plain learner that has sat on r,
+// which has all its voters, for longer than LearnerGrace (0 if none): the
+// change that added it was interrupted.
+func (p *planner) leftoverLearner(r *Range) uint64 {
+	if len(voters(r)) < p.cfg.ReplicationFactor {
+		return 0 // it is finished (promoted) instead
+	}
+	for _, rep := range r.Replicas {
+		if rep.Type == Learner && !rep.Adaptive && !rep.Since.IsZero() && p.s.Now.Sub(rep.Since) >= p.cfg.LearnerGrace {
+			return rep.Node
+		}
+	}
+	return 0
+}
+
 // drain moves replicas off decommissioning nodes one range at a time per
 // node, to the least-loaded eligible node.
 func (p *planner) drain() {
@@ -357,7 +383,7 @@ func (p *planner) drain() {
 		if n.State != NodeDraining {
 			continue
 		}
-		var candidate *Range
+		var ranges []*Range
 		inFlight := false
 		for j := range p.s.Ranges {
 			r := &p.s.Ranges[j]
@@ -368,32 +394,40 @@ func (p *planner) drain() {
 				inFlight = true
 				break
 			}
-			if candidate == nil {
-				candidate = r
-			}
+			ranges = append(ranges, r)
 		}
-		if inFlight || candidate == nil {
-			continue // one at a time; or nothing left to drain
+		if inFlight {
+			continue // one at a time
 		}
-		r := candidate
-		for _, rep := range r.Replicas {
-			if rep.Node != n.ID {
-				continue
-			}
-			if rep.Type == Learner {
-				p.add(Operator{Kind: OpRemoveReplica, Range: r.ID, Source: n.ID, Policy: "decommission",
-					Reason: fmt.Sprintf("node %d is draining", n.ID)})
+		// The first range that can move; one that cannot is reported and
+		// does not hold up the others.
+		for _, r := range ranges {
+			if p.drainOne(n, r) {
 				break
 			}
-			t, ok := p.target(r, n.ID)
-			if !ok {
-				p.note("node %d cannot drain: no eligible node for range %d", n.ID, r.ID)
-				break
-			}
-			p.add(Operator{Kind: OpMoveReplica, Range: r.ID, Source: n.ID, Target: t, Bytes: r.Bytes, Policy: "decommission",
-				Reason: fmt.Sprintf("node %d is draining", n.ID)})
 		}
 	}
+}
+
+// drainOne plans moving node n's replica of r away; false if it cannot.
+func (p *planner) drainOne(n *Node, r *Range) bool {
+	for _, rep := range r.Replicas {
+		if rep.Node != n.ID {
+			continue
+		}
+		if rep.Type == Learner {
+			return p.add(Operator{Kind: OpRemoveReplica, Range: r.ID, Source: n.ID, Policy: "decommission",
+				Reason: fmt.Sprintf("node %d is draining", n.ID)})
+		}
+		t, ok := p.target(r, n.ID)
+		if !ok {
+			p.note("node %d cannot drain: no eligible node for range %d", n.ID, r.ID)
+			return false
+		}
+		return p.add(Operator{Kind: OpMoveReplica, Range: r.ID, Source: n.ID, Target: t, Bytes: r.Bytes, Policy: "decommission",
+			Reason: fmt.Sprintf("node %d is draining", n.ID)})
+	}
+	return false
 }
 
 // splits keeps ranges bounded: by size (Θmax) and by load. Load must be

@@ -15,7 +15,7 @@ import (
 //
 //	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS]
 //	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S]
-//	range ID START END v=1,2,3 [l=4] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy]
+//	range ID START END v=1,2,3 [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy]
 //
 // START/END "-" mean the ends of the key space; v lists voters, l plain
 // learners, a adaptive learners.
@@ -131,7 +131,11 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 			r.Replicas = append(r.Replicas, Replica{Node: v, Type: Voter})
 		}
 		for _, l := range nodes(m["l"]) {
-			r.Replicas = append(r.Replicas, Replica{Node: l, Type: Learner})
+			rep := Replica{Node: l, Type: Learner}
+			if v, ok := m["lsince"]; ok {
+				rep.Since = time.Unix(int64(num(v)), 0)
+			}
+			r.Replicas = append(r.Replicas, rep)
 		}
 		for _, a := range nodes(m["a"]) {
 			r.Replicas = append(r.Replicas, Replica{Node: a, Type: Learner, Adaptive: true})

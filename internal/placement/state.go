@@ -91,6 +91,9 @@ type Replica struct {
 	// Adaptive marks a learner added for read load (it is removed when the
 	// range cools), as opposed to one half way to becoming a voter.
 	Adaptive bool
+	// Since is when a plain learner was first seen (zero: unknown), to
+	// tell a move in progress from one whose coordinator died.
+	Since time.Time
 }
 
 // Range is one range in a Snapshot.

@@ -26,9 +26,10 @@ type controller struct {
 	mu        sync.Mutex
 	phases    map[uint64]placement.Phase
 	quotas    map[uint64]int
-	firstSeen map[uint64]time.Time // a range's first sighting: when it split, as far as we know
-	hits      map[uint64]float64   // smoothed request rate per range
-	notes     map[string]time.Time // when a note was last recorded as an event
+	firstSeen map[uint64]time.Time    // a range's first sighting: when it split, as far as we know
+	learners  map[[2]uint64]time.Time // a plain learner's first sighting, by {range, node}
+	hits      map[uint64]float64      // smoothed request rate per range
+	notes     map[string]time.Time    // when a note was last recorded as an event
 }
 
 func newController() *controller {
@@ -43,6 +44,7 @@ func (c *controller) reset() {
 	c.phases = map[uint64]placement.Phase{}
 	c.quotas = map[uint64]int{}
 	c.firstSeen = map[uint64]time.Time{}
+	c.learners = map[[2]uint64]time.Time{}
 	c.hits = map[uint64]float64{}
 	c.notes = map[string]time.Time{}
 }
@@ -89,6 +91,7 @@ func (s *Server) snapshotForPlacement(metaDesc *tidekvpb.RangeDescriptor, resp *
 	c := s.ctl
 	c.mu.Lock()
 	seen := map[uint64]bool{}
+	seenLearners := map[[2]uint64]bool{}
 	for _, ri := range ranges {
 		d := ri.GetDesc()
 		id := d.GetRangeId()
@@ -110,7 +113,16 @@ func (s *Server) snapshotForPlacement(metaDesc *tidekvpb.RangeDescriptor, resp *
 			if rd.GetType() == tidekvpb.ReplicaType_LEARNER {
 				t = placement.Learner
 			}
-			r.Replicas = append(r.Replicas, placement.Replica{Node: rd.GetNodeId(), Type: t, Adaptive: rd.GetAdaptive()})
+			rep := placement.Replica{Node: rd.GetNodeId(), Type: t, Adaptive: rd.GetAdaptive()}
+			if t == placement.Learner && !rep.Adaptive {
+				key := [2]uint64{id, rep.Node}
+				seenLearners[key] = true
+				if _, ok := c.learners[key]; !ok {
+					c.learners[key] = now
+				}
+				rep.Since = c.learners[key]
+			}
+			r.Replicas = append(r.Replicas, rep)
 		}
 		snap.Ranges = append(snap.Ranges, r)
 	}
@@ -118,6 +130,11 @@ func (s *Server) snapshotForPlacement(metaDesc *tidekvpb.RangeDescriptor, resp *
 		if !seen[id] {
 			delete(c.firstSeen, id)
 			delete(c.hits, id)
+		}
+	}
+	for key := range c.learners {
+		if !seenLearners[key] {
+			delete(c.learners, key)
 		}
 	}
 	c.mu.Unlock()

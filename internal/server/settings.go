@@ -37,6 +37,10 @@ var settings = map[string]setting{
 		c.MergeCooldown, err = time.ParseDuration(v)
 		return err
 	}},
+	"learner-grace": {"a plain learner older than this on a range with all its voters is removed as left over (duration)", func(c *placement.Config, v string) (err error) {
+		c.LearnerGrace, err = time.ParseDuration(v)
+		return err
+	}},
 	"split-qps": {"a range above this request rate splits by load (requests/s)", floatSetting(func(c *placement.Config) *float64 { return &c.SplitQPS })},
 	"hot-key-share": {"share of a range's requests on one key beyond which no load split is tried (0..1)",
 		floatSetting(func(c *placement.Config) *float64 { return &c.HotKeyShare })},

@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -27,6 +28,10 @@ type Options struct {
 	// LogLines is how many lines of each node's log to print when the test
 	// fails; default 60.
 	LogLines int
+	// MaxNodes, when above Nodes, reserves ports (and node slots) for nodes
+	// Nodes+1..MaxNodes, which AddNode starts later, joining the running
+	// cluster; default Nodes (no room to grow).
+	MaxNodes int
 }
 
 func (o Options) withDefaults() Options {
@@ -42,6 +47,9 @@ func (o Options) withDefaults() Options {
 	if o.LogLines == 0 {
 		o.LogLines = 60
 	}
+	if o.MaxNodes < o.Nodes {
+		o.MaxNodes = o.Nodes
+	}
 	return o
 }
 
@@ -54,6 +62,7 @@ type Cluster struct {
 
 	mu  sync.Mutex
 	ids []uint64 // ids[i-1]: node i's last announced node id
+	n   int      // nodes started so far (Nodes, then one more per AddNode)
 }
 
 // Start starts an N-node cluster (node 1 bootstraps it, the others join in
@@ -75,10 +84,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Logf("testcluster: data in %s (kept)", dir)
 	}
 	cfg := launcher.DefaultConfig()
-	cfg.Nodes = opts.Nodes
+	cfg.Nodes = opts.MaxNodes
 	cfg.DataDir = dir
 	cfg.Host = host
-	cfg.BasePort = FreeBasePort(t, opts.Nodes)
+	cfg.BasePort = FreeBasePort(t, opts.MaxNodes)
 	cfg.Binary = bin
 	cfg.ExtraArgs = opts.ExtraArgs
 	cfg.Env = opts.Env
@@ -88,15 +97,27 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, opts: opts, lc: lc, ids: make([]uint64, opts.Nodes)}
+	c := &Cluster{t: t, opts: opts, lc: lc, ids: make([]uint64, opts.MaxNodes), n: opts.Nodes}
 	// Cleanups run last-registered first: stop the nodes, then dump logs
 	// (so the dump includes shutdown), then remove the temp dir.
 	t.Cleanup(c.dumpLogsIfFailed)
 	t.Cleanup(c.shutdown)
 
 	start := time.Now()
-	if err := lc.Start(c.ctx(), c.record); err != nil {
-		t.Fatalf("testcluster: starting %d nodes: %v", opts.Nodes, err)
+	if opts.MaxNodes == opts.Nodes {
+		if err := lc.Start(c.ctx(), c.record); err != nil {
+			t.Fatalf("testcluster: starting %d nodes: %v", opts.Nodes, err)
+		}
+	} else {
+		// Only the first Nodes of the reserved slots: node 1 bootstraps,
+		// the others join in order (so node ids still follow node order).
+		for i := 1; i <= opts.Nodes; i++ {
+			p, err := lc.StartNode(c.ctx(), i)
+			if err != nil {
+				t.Fatalf("testcluster: starting node %d of %d: %v", i, opts.Nodes, err)
+			}
+			c.record(i, p)
+		}
 	}
 	t.Logf("testcluster: %d nodes ready in %v (base port %d)", opts.Nodes, time.Since(start).Round(time.Millisecond), cfg.BasePort)
 	return c
@@ -117,8 +138,38 @@ func (c *Cluster) record(i int, p *launcher.Process) {
 	c.ids[i-1] = id
 }
 
-// N returns the number of nodes.
-func (c *Cluster) N() int { return c.opts.Nodes }
+// N returns the number of nodes: Options.Nodes plus those AddNode added.
+func (c *Cluster) N() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// AddNode starts node N()+1, one of the slots Options.MaxNodes reserved,
+// joining the running cluster (through the other nodes), waits until it is
+// ready and returns its index. It fails the test when no slot is left.
+func (c *Cluster) AddNode() int {
+	c.t.Helper()
+	c.mu.Lock()
+	i := c.n + 1
+	c.mu.Unlock()
+	if i > c.opts.MaxNodes {
+		c.t.Fatalf("testcluster: AddNode: all %d reserved nodes are started (raise Options.MaxNodes)", c.opts.MaxNodes)
+	}
+	start := time.Now()
+	p, err := c.lc.StartNode(c.ctx(), i)
+	// Count the node even when it failed to become ready, so that its log
+	// is dumped and its process stopped with the others.
+	c.mu.Lock()
+	c.n = i
+	c.mu.Unlock()
+	if err != nil {
+		c.t.Fatalf("testcluster: adding node %d: %v", i, err)
+	}
+	c.record(i, p)
+	c.t.Logf("testcluster: node %d (id %d) joined in %v", i, p.NodeID(), time.Since(start).Round(time.Millisecond))
+	return i
+}
 
 // Launcher returns the underlying launcher.Cluster for what this package
 // does not wrap.
@@ -218,7 +269,32 @@ func (c *Cluster) StopAll() {
 // until all are ready.
 func (c *Cluster) RestartAll() {
 	c.t.Helper()
-	if err := c.lc.Start(c.ctx(), c.record); err != nil {
+	if c.opts.MaxNodes == c.opts.Nodes {
+		if err := c.lc.Start(c.ctx(), c.record); err != nil {
+			c.t.Fatalf("testcluster: restarting: %v", err)
+		}
+		return
+	}
+	// Some reserved slots may never have been started: restart only the
+	// nodes 1..N() that are down, together, as the launcher would.
+	n := c.N()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 1; i <= n; i++ {
+		if c.lc.Running(i) {
+			continue
+		}
+		wg.Go(func() {
+			p, err := c.lc.StartNode(c.ctx(), i)
+			if err != nil {
+				errs[i-1] = err
+				return
+			}
+			c.record(i, p)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		c.t.Fatalf("testcluster: restarting: %v", err)
 	}
 }
