@@ -28,6 +28,9 @@ func newServerCmd() *cobra.Command {
 			if join != "" {
 				cfg.Join = strings.Split(join, ",")
 			}
+			// One replication factor: the replica store's checks and
+			// placement's target.
+			cfg.Placement.ReplicationFactor = cfg.Raft.ReplicationFactor
 			log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 			applyGCPercent(*gcPercent)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -94,12 +94,31 @@ func newPlanner(s Snapshot, cfg Config) *planner {
 	return p
 }
 
-func (p *planner) full() bool { return len(p.plan.Ops) >= p.cfg.MaxOps }
+// full reports whether the decision holds MaxOps operators of the kind:
+// lease transfers have a budget of their own, so a backlog of replica
+// changes (which the runner throttles anyway) never starves lease balance.
+func (p *planner) full() bool { return p.opsOfKind(false) >= p.cfg.MaxOps }
+
+func (p *planner) leasesFull() bool { return p.opsOfKind(true) >= p.cfg.MaxOps }
+
+func (p *planner) opsOfKind(leases bool) int {
+	n := 0
+	for _, op := range p.plan.Ops {
+		if (op.Kind == OpTransferLease) == leases {
+			n++
+		}
+	}
+	return n
+}
 
 // add plans op unless its range already has one; it updates the counts the
 // later policies see.
 func (p *planner) add(op Operator) bool {
-	if p.full() || p.taken[op.Range] || op.Kind == OpMerge && p.taken[op.Other] {
+	budget := p.full()
+	if op.Kind == OpTransferLease {
+		budget = p.leasesFull()
+	}
+	if budget || p.taken[op.Range] || op.Kind == OpMerge && p.taken[op.Other] {
 		return false
 	}
 	p.taken[op.Range] = true
@@ -760,7 +779,7 @@ func (p *planner) balanceLeases() {
 		return live[i] < live[j]
 	})
 	for _, dst := range live {
-		if p.full() {
+		if p.leasesFull() {
 			return
 		}
 		src := live[0]
@@ -783,7 +802,7 @@ func (p *planner) balanceLeases() {
 	// Load: one lease from the busiest node, if it helps.
 	sort.Slice(live, func(i, j int) bool { return p.qps[live[i]] > p.qps[live[j]] })
 	src := live[0]
-	if p.full() || qmean == 0 || p.qps[src] < 1.25*qmean {
+	if p.leasesFull() || qmean == 0 || p.qps[src] < 1.25*qmean {
 		return
 	}
 	var best *Range

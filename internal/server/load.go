@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
 )
 
@@ -14,6 +15,8 @@ type rangeLoad struct {
 	bytes        uint64
 	// hotKeyShare: the share of sampled requests on the hottest key.
 	hotKeyShare float64
+	// gen is the descriptor generation the sample was taken at.
+	gen uint64
 }
 
 // countRead counts one read served by the local replica of rangeID.
@@ -47,6 +50,7 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	counts := map[uint64][2]uint64{}
 	sizes := map[uint64]uint64{}
 	hot := map[uint64]float64{}
+	gens := map[uint64]uint64{}
 	for _, r := range s.store.Replicas() {
 		d := r.Desc()
 		if d == nil {
@@ -54,6 +58,7 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 		}
 		counts[r.RangeID()] = [2]uint64{r.Requests(), s.readsOf(r.RangeID())}
 		hot[r.RangeID()] = r.HotKeyShare()
+		gens[r.RangeID()] = d.GetGeneration()
 		lo, hi := keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
 		if n, err := s.eng.ApproximateSize(lo, hi); err == nil {
 			sizes[r.RangeID()] = n
@@ -64,7 +69,7 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	ranges := map[uint64]rangeLoad{}
 	dt := now.Sub(t.at).Seconds()
 	for id, c := range counts {
-		l := rangeLoad{bytes: sizes[id], hotKeyShare: hot[id]}
+		l := rangeLoad{bytes: sizes[id], hotKeyShare: hot[id], gen: gens[id]}
 		if prev, ok := t.counts[id]; ok && dt > 0 && c[0] >= prev[0] && c[1] >= prev[1] {
 			l.qps = float64(c[0]-prev[0]) / dt
 			l.readQPS = float64(c[1]-prev[1]) / dt
@@ -79,9 +84,22 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	})
 }
 
-// rangeLoadOf returns the last sample of a range's load.
-func (s *Server) rangeLoadOf(rangeID uint64) rangeLoad {
+// rangeLoadOf returns the last sample of a range's load for descriptor d.
+// A sample taken before d's generation (a split or merge since) says
+// nothing about the range now: its size is measured afresh and its rates
+// wait for the next sample, or placement would split the range again on
+// its old numbers.
+func (s *Server) rangeLoadOf(d *tidekvpb.RangeDescriptor) rangeLoad {
 	s.load.mu.Lock()
-	defer s.load.mu.Unlock()
-	return s.load.ranges[rangeID]
+	l := s.load.ranges[d.GetRangeId()]
+	s.load.mu.Unlock()
+	if l.gen == d.GetGeneration() {
+		return l
+	}
+	fresh := rangeLoad{gen: d.GetGeneration()}
+	lo, hi := keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
+	if n, err := s.eng.ApproximateSize(lo, hi); err == nil {
+		fresh.bytes = n
+	}
+	return fresh
 }

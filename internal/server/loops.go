@@ -88,7 +88,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	l := s.rangeLoadOf(d.GetRangeId())
+	l := s.rangeLoadOf(d)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)

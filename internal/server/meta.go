@@ -425,6 +425,11 @@ func (s *Server) stateOf(n *tidekvpb.NodeDescriptor, ns *tidekvpb.NodeStatus, si
 		return stateDead
 	case gok && gs != gossip.Alive && ns.GetLive():
 		return stateSuspect
+	case !heard && (!gok || gs == gossip.Alive) && silent < 2*s.cfg.DeadNodeGrace && !gossipDown:
+		// Not heard from yet, but not known to be gone either: a node
+		// that joined after this leaseholder took over, about to
+		// heartbeat. (One silent past twice the grace is given up on.)
+		return stateUnknown
 	case n.GetDraining() && ns.GetReplicas() == 0 && heard && !ns.GetLive():
 		return stateDecommissioned
 	case silent >= s.cfg.DeadNodeGrace:
