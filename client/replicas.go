@@ -324,7 +324,14 @@ func (c *Client) startPoller() {
 // pollLoads polls NodeLoads every pollInterval until Close, rotating over
 // the known nodes: any node knows every node's load, and rotating also
 // refreshes the round trip to nodes that reads currently avoid. The view is
-// rebuilt even when a poll fails, so that scores age into staleness.
+// rebuilt even when a poll fails, so that scores age into staleness. Every
+// rangeRefreshEvery polls it also reloads the range map: replicas placement
+// adds (adaptive learners for hot ranges) cause no routing error, so a
+// client reading in bounded/any mode would otherwise never learn of them.
+// rangeRefreshEvery: with the default 500 ms poll, the range map of a
+// client doing relaxed reads is at most about 5 s old.
+const rangeRefreshEvery = 10
+
 func (c *Client) pollLoads(done chan struct{}) {
 	defer close(done)
 	samples := map[uint64]*tidekvpb.NodeLoad{}
@@ -333,6 +340,9 @@ func (c *Client) pollLoads(done chan struct{}) {
 	for turn := 0; ; turn++ {
 		c.pollOnce(samples, turn)
 		c.loads.Store(buildLoadView(samples, time.Now(), c.tune.maxLoadAge))
+		if turn > 0 && turn%rangeRefreshEvery == 0 {
+			c.refreshAsync(c.cache.load().epoch)
+		}
 		select {
 		case <-c.ctx.Done():
 			return
