@@ -294,7 +294,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		case classOverloaded:
 			lastSentinel = ErrOverloaded
 			wait = time.Duration(d.GetRetryAfterMs()) * time.Millisecond
-			nc.peer.penalise(monoNow(), &c.tune, wait)
+			nc.peer.shed(monoNow(), wait)
 			if wait == 0 {
 				wait = c.backoff(failures)
 			}
@@ -429,7 +429,7 @@ func (c *Client) readFailover(class errClass, d *tidekvpb.ErrorDetail, r *rpc, e
 		}
 		return ErrUnavailable, true
 	case classOverloaded:
-		nc.peer.penalise(now, &c.tune, time.Duration(d.GetRetryAfterMs())*time.Millisecond)
+		nc.peer.shed(now, time.Duration(d.GetRetryAfterMs())*time.Millisecond)
 		return ErrOverloaded, true
 	case classUnavailable, classTransport:
 		c.markDown(nc, 0)

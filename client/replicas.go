@@ -100,6 +100,19 @@ func (p *peerStats) penalise(now int64, t *readTuning, atLeast time.Duration) {
 	p.penaltyUntil.Store(now + int64(d))
 }
 
+// shed excludes the peer for the server's retry hint only (a default of
+// 20 ms without one): an overloaded node is healthy and sheds load in
+// bursts, and a failure-sized penalty would push every read onto the one
+// replica left.
+func (p *peerStats) shed(now int64, retryAfter time.Duration) {
+	if retryAfter <= 0 {
+		retryAfter = 20 * time.Millisecond
+	}
+	if until := now + int64(retryAfter); until > p.penaltyUntil.Load() {
+		p.penaltyUntil.Store(until)
+	}
+}
+
 // succeeded ends the run of failures (the penalty in force runs out by
 // itself). The load first keeps the common case free of writes.
 func (p *peerStats) succeeded() {
