@@ -1,0 +1,214 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/tidekv/tidekv/client"
+)
+
+// partitioning measures how full size splits leave ranges: for each Θmax
+// (with Θmin = Θmax/4) a fresh one-node cluster is loaded with the same
+// YCSB records (hashed keys, so inserts land all over the key space), the
+// splits settle, and the ranges' fullness (bytes / Θmax) is reported. A
+// range splits at the key halving it once above Θmax, so sizes should lie
+// in [Θmax/2, Θmax]; ElasCass reports a mean fullness of 60–80% with a
+// standard deviation under 20%.
+//
+// Fullness is computed twice: from the sizes placement sees (the
+// leaseholder's on-disk estimate, Pebble's EstimateDiskUsage, which does
+// not see data still in the memtable and does count overwritten versions
+// not yet compacted) and from the exact key and value bytes of a scan.
+//
+// One node suffices: splits are decided by the range's leaseholder and do
+// not depend on how many replicas it has. Load splits are switched off
+// (split-qps 1e9) so that only size shapes the ranges. Merges stay on, but
+// a run is shorter than the merge cooldown (5 min), so ranges only split.
+func init() {
+	register(Scenario{
+		Name:  "partitioning",
+		Short: "Size-based partitioning: for several Θmax, load the same data and report range count and fullness (mean, σ)",
+		Run:   runPartitioning,
+	})
+}
+
+type partitioningParams struct {
+	sizes   []uint64 // Θmax values
+	records int64
+	limit   time.Duration // bound on waiting for splits to settle
+	settle  time.Duration // range count unchanged this long: settled
+}
+
+func partitioningDefaults(opts Options) partitioningParams {
+	p := partitioningParams{sizes: []uint64{16 << 20, 32 << 20, 64 << 20}, records: 1_100_000, limit: 4 * time.Minute, settle: 15 * time.Second}
+	if opts.Quick {
+		p = partitioningParams{sizes: []uint64{2 << 20, 4 << 20}, records: 40_000, limit: 20 * time.Second, settle: 5 * time.Second}
+	}
+	if opts.Duration > 0 {
+		p.limit = opts.Duration
+	}
+	return p
+}
+
+// partitioningResult is one Θmax's outcome.
+type partitioningResult struct {
+	maxBytes   uint64
+	loadSecs   float64
+	settleSecs float64
+	settled    bool
+	ranges     int
+	reported   []float64 // fullness from reported sizes
+	exact      []float64 // fullness from scanned bytes
+	overExact  int       // ranges above Θmax by exact bytes
+}
+
+func runPartitioning(ctx context.Context, opts Options, out io.Writer) error {
+	p := partitioningDefaults(opts)
+	log := opts.Progress
+	dir, cleanup, err := plWorkDir(opts, "partitioning")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	bin, err := plBinary(ctx, opts, dir)
+	if err != nil {
+		return err
+	}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = 1
+	}
+	start, load0 := time.Now(), plLoadAvg()
+	var results []partitioningResult
+	for i, maxBytes := range p.sizes {
+		r, err := partitioningRun(ctx, p, bin, filepath.Join(dir, fmt.Sprintf("theta%d", i)), maxBytes, seed, log)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+
+	fmt.Fprintf(out, "## partitioning\n\n")
+	fmt.Fprintf(out, "Machine load average (1 min) at start / end: %s / %s.\n\n", load0, plLoadAvg())
+	fmt.Fprintf(out, "%d records of 1,010-byte values (%.0f MiB logical), loaded by 32 threads into a fresh 1-node cluster per Θmax; Θmin = Θmax/4; "+
+		"load splits off; settled = no range above Θmax (as reported) and the count unchanged for %v. Quick: %v. Total %.0f s.\n\n",
+		p.records, float64(p.records*plRecordBytes)/(1<<20), p.settle, opts.Quick, time.Since(start).Seconds())
+	rows := [][]string{}
+	for _, r := range results {
+		rm, rs := plMeanStd(r.reported)
+		em, es := plMeanStd(r.exact)
+		settled := plSecs(time.Duration(r.settleSecs * float64(time.Second)))
+		if !r.settled {
+			settled = "> " + settled + " (not settled)"
+		}
+		rows = append(rows, []string{plMiB(float64(r.maxBytes)), strconv.Itoa(r.ranges), fmt.Sprintf("%.1f", r.loadSecs), settled,
+			fmt.Sprintf("%.0f%% / %.0f%%", 100*rm, 100*rs),
+			fmt.Sprintf("%.0f%% / %.0f%%", 100*em, 100*es),
+			fmt.Sprintf("%.0f%%–%.0f%%", 100*plQuantile(r.exact, 0), 100*plQuantile(r.exact, 1)),
+			strconv.Itoa(r.overExact)})
+	}
+	plTable(out, []string{"Θmax MiB", "ranges", "load s", "settled after s", "fullness mean / σ (reported size)",
+		"fullness mean / σ (exact bytes)", "exact min–max", "ranges > Θmax (exact)"}, rows)
+	for _, r := range results {
+		em, es := plMeanStd(r.exact)
+		ok := em >= 0.6 && em <= 0.8 && es < 0.2
+		verdict := "within"
+		if !ok {
+			verdict = "outside"
+		}
+		fmt.Fprintf(out, "- Θmax %s MiB: exact fullness %.0f%% ± %.0f%%, %s ElasCass's 60–80%% with σ < 20%%\n", plMiB(float64(r.maxBytes)), 100*em, 100*es, verdict)
+	}
+	fmt.Fprintln(out)
+	return ctx.Err()
+}
+
+// partitioningRun loads a fresh cluster with Θmax maxBytes and measures
+// its ranges.
+func partitioningRun(ctx context.Context, p partitioningParams, bin, dir string, maxBytes uint64, seed uint64, log io.Writer) (partitioningResult, error) {
+	r := partitioningResult{maxBytes: maxBytes}
+	pc, err := plStartProcs(ctx, bin, dir, 1, nil, log)
+	if err != nil {
+		return r, err
+	}
+	defer pc.close()
+	cl := pc.cl
+	if err := plSettings(ctx, cl, map[string]string{"range-max-bytes": strconv.FormatUint(maxBytes, 10),
+		"range-min-bytes": strconv.FormatUint(maxBytes/4, 10), "split-qps": "1e9"}); err != nil {
+		return r, fmt.Errorf("settings: %w", err)
+	}
+	res, err := plLoad(ctx, cl, p.records, seed)
+	if err != nil {
+		return r, err
+	}
+	r.loadSecs = res.ElapsedSeconds
+	loaded := time.Now()
+	lastCount, lastChange := -1, time.Now()
+	r.settled = plWait(ctx, p.limit, time.Second, func() bool {
+		resp, err := plRanges(ctx, cl)
+		if err != nil {
+			return false
+		}
+		over := 0
+		for _, ri := range resp.GetRanges() {
+			if ri.GetBytes() > maxBytes {
+				over++
+			}
+		}
+		if n := len(resp.GetRanges()); n != lastCount {
+			lastCount, lastChange = n, time.Now()
+		}
+		return over == 0 && time.Since(lastChange) >= p.settle
+	})
+	r.settleSecs = lastChange.Sub(loaded).Seconds()
+	if !r.settled {
+		r.settleSecs = time.Since(loaded).Seconds()
+	}
+	resp, err := plRanges(ctx, cl)
+	if err != nil {
+		return r, err
+	}
+	r.ranges = len(resp.GetRanges())
+	for _, ri := range resp.GetRanges() {
+		r.reported = append(r.reported, float64(ri.GetBytes())/float64(maxBytes))
+		n, err := plSpanBytes(ctx, cl, ri.GetDesc().GetStartKey(), ri.GetDesc().GetEndKey())
+		if err != nil {
+			return r, fmt.Errorf("scanning range %d: %w", ri.GetDesc().GetRangeId(), err)
+		}
+		f := float64(n) / float64(maxBytes)
+		r.exact = append(r.exact, f)
+		if f > 1 {
+			r.overExact++
+		}
+	}
+	em, es := plMeanStd(r.exact)
+	plLogf(log, "Θmax %s MiB: %d ranges, exact fullness %.0f%% ± %.0f%% (load %.1f s, settled %.1f s after)",
+		plMiB(float64(maxBytes)), r.ranges, 100*em, 100*es, r.loadSecs, r.settleSecs)
+	return r, nil
+}
+
+// plSpanBytes sums the key and value bytes in [start, end) ("" end: to the
+// end of the key space) by scanning.
+func plSpanBytes(ctx context.Context, cl *client.Client, start, end []byte) (uint64, error) {
+	var total uint64
+	from := append([]byte(nil), start...)
+	for range 1 << 20 { // bounded: each round advances past at least one key
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		kvs, err := cl.Scan(cctx, from, end, 5000)
+		cancel()
+		if err != nil {
+			return total, err
+		}
+		for _, kv := range kvs {
+			total += uint64(len(kv.Key) + len(kv.Value))
+		}
+		if len(kvs) < 5000 {
+			return total, nil
+		}
+		from = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
+	}
+	return total, fmt.Errorf("scan did not finish")
+}

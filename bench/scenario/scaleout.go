@@ -1,0 +1,396 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/bench"
+	"github.com/tidekv/tidekv/client"
+)
+
+// scaleout reproduces ElasCass's scale-out experiment (Li and Venugopal,
+// "Efficient node bootstrapping for decentralised shared-nothing key-value
+// stores", Middleware 2013): a store that starts on one node is loaded with
+// data, then grows one node at a time under a read-heavy hotspot load, and
+// each new node is measured as it bootstraps (two phases: take a share of
+// replicas and leases from the busiest nodes so as to serve at once, then
+// keep pulling until balanced).
+//
+// It runs real `tidekv server` processes with the default replication
+// factor, 3: with one or two nodes the ranges have fewer voters than that,
+// so the second and third nodes first complete the replication (each
+// receives a copy of every range, as a Cassandra ring with RF 3 growing
+// from one node does), and from the fourth node on a join is a pure
+// rebalance.
+func init() {
+	register(Scenario{
+		Name:  "scaleout",
+		Short: "ElasCass scale-out: 1 node, load data, add nodes one at a time under a read-heavy hotspot load; bootstrap time, volume moved, imbalance",
+		Run:   runScaleout,
+	})
+}
+
+type scaleoutParams struct {
+	nodes      int
+	records    int64
+	maxBytes   uint64 // Θmax
+	stepLimit  time.Duration
+	settle     time.Duration // no replica change for this long: balanced
+	splitLimit time.Duration
+	warmup     time.Duration
+	threads    int
+}
+
+func scaleoutDefaults(opts Options) scaleoutParams {
+	p := scaleoutParams{nodes: 5, records: 1_100_000, maxBytes: 64 << 20, stepLimit: 10 * time.Minute,
+		settle: 15 * time.Second, splitLimit: 3 * time.Minute, warmup: 10 * time.Second, threads: 16}
+	if opts.Quick {
+		p = scaleoutParams{nodes: 3, records: 50_000, maxBytes: 4 << 20, stepLimit: 30 * time.Second,
+			settle: 5 * time.Second, splitLimit: 12 * time.Second, warmup: 2 * time.Second, threads: 8}
+	}
+	if opts.Duration > 0 {
+		p.stepLimit = opts.Duration
+	}
+	return p
+}
+
+// scaleoutStep is what one join measured. Durations are from the join
+// (the new process's start); -1 means "did not happen".
+type scaleoutStep struct {
+	nodes        int // node count after the join
+	nodeID       uint64
+	ready        time.Duration // process printed its ready line and answered /health
+	firstReplica time.Duration
+	firstLease   time.Duration // serving: it holds a lease
+	phase1       bool          // "bootstrap phase 1" was seen
+	phase1End    time.Duration
+	balanced     time.Duration // state live, replication complete, replica counts stable
+	settled      bool
+	recvPhase1   float64 // bytes the new node received until phase 1 ended
+	recvTotal    float64 // ... during the whole step
+	moved        float64 // bytes all nodes sent during the step
+	ranges       int
+	imbData      float64
+	imbLoad      float64
+	imbReplicas  float64
+	thrMean      float64
+	thrMin       float64
+	zeroSecs     int // seconds without a successful operation
+	failed       int64
+	states       []string // the new node's states as seen, in order
+	events       map[string]int
+	failures     []string // reasons of failed operators
+}
+
+func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
+	p := scaleoutDefaults(opts)
+	log := opts.Progress
+	dir, cleanup, err := plWorkDir(opts, "scaleout")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	bin, err := plBinary(ctx, opts, dir)
+	if err != nil {
+		return err
+	}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = 1
+	}
+
+	start, load0 := time.Now(), plLoadAvg()
+	pc, err := plStartProcs(ctx, bin, dir, p.nodes, nil, log)
+	if err != nil {
+		return err
+	}
+	defer pc.close()
+	cl := pc.cl
+	// Size splits only, as ElasCass partitions by size: the load phase's
+	// write rate would otherwise also split ranges by load.
+	settings := map[string]string{"range-max-bytes": strconv.FormatUint(p.maxBytes, 10),
+		"range-min-bytes": strconv.FormatUint(p.maxBytes/4, 10), "split-qps": "1e9"}
+	if err := plSettings(ctx, cl, settings); err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+
+	plLogf(log, "loading %d records (%.0f MiB) into 1 node, Θmax %s", p.records, float64(p.records*plRecordBytes)/(1<<20), plMiB(float64(p.maxBytes)))
+	loadRes, err := plLoad(ctx, cl, p.records, seed)
+	if err != nil {
+		return err
+	}
+	plLogf(log, "loaded in %.1f s (%.0f inserts/s)", loadRes.ElapsedSeconds, loadRes.Throughput)
+
+	// Let size splits catch up: every range at most Θmax and the count
+	// stable for a few report intervals.
+	splitStart := time.Now()
+	var lastCount, ranges int
+	var lastChange time.Time
+	plWait(ctx, p.splitLimit, time.Second, func() bool {
+		resp, err := plRanges(ctx, cl)
+		if err != nil {
+			return false
+		}
+		ranges = len(resp.GetRanges())
+		over := 0
+		for _, ri := range resp.GetRanges() {
+			if ri.GetBytes() > p.maxBytes {
+				over++
+			}
+		}
+		if ranges != lastCount {
+			lastCount, lastChange = ranges, time.Now()
+		}
+		return over == 0 && time.Since(lastChange) >= 8*time.Second
+	})
+	splitTime := lastChange.Sub(splitStart)
+	plLogf(log, "%d ranges after splitting (%.1f s)", ranges, splitTime.Seconds())
+
+	// The read-heavy hotspot load runs from here to the end.
+	bcfg := plRecords(p.records, seed+1)
+	bcfg.Threads = p.threads
+	bcfg.Distribution = bench.Hotspot
+	bg := plStartBackground(ctx, cl, bcfg, client.Linearizable())
+	defer bg.stop()
+	warmFrom, okFrom, failFrom := time.Now(), bg.store.ok.Load(), bg.store.fail.Load()
+	plSleep(ctx, p.warmup)
+	baseMean, baseMin, _, _ := bg.window(warmFrom, time.Now(), okFrom, failFrom)
+	plLogf(log, "1 node: %.0f ops/s", baseMean)
+
+	var steps []scaleoutStep
+	for n := 2; n <= p.nodes && ctx.Err() == nil; n++ {
+		st, err := scaleoutJoin(ctx, pc, bg, n, p)
+		if err != nil {
+			return err
+		}
+		steps = append(steps, st)
+	}
+	bres := bg.stop()
+	final, _ := plStatus(ctx, cl)
+
+	fmt.Fprintf(out, "## scaleout\n\n")
+	fmt.Fprintf(out, "Machine load average (1 min) at start / end: %s / %s.\n\n", load0, plLoadAvg())
+	fmt.Fprintf(out, "%d records of 1,010-byte values (%.0f MiB), Θmax %s MiB, Θmin %s MiB (size splits only), replication factor 3; "+
+		"background YCSB B (95%% read, 5%% update), hotspot 20%%/80%%, %d threads, linearizable reads. Quick: %v. Total %.0f s.\n\n",
+		p.records, float64(p.records*plRecordBytes)/(1<<20), plMiB(float64(p.maxBytes)), plMiB(float64(p.maxBytes/4)), p.threads, opts.Quick, time.Since(start).Seconds())
+	fmt.Fprintf(out, "Load into 1 node: %.1f s (%.0f inserts/s); %d ranges after splitting (settled %.1f s after the load). 1-node throughput: %.0f ops/s (lowest second %.0f).\n\n",
+		loadRes.ElapsedSeconds, loadRes.Throughput, ranges, splitTime.Seconds(), baseMean, baseMin)
+	rows := [][]string{}
+	for _, s := range steps {
+		bal := plSecs(s.balanced)
+		if !s.settled {
+			bal = "> " + plSecs(s.balanced) + " (not settled)"
+		}
+		p1 := plSecs(s.phase1End)
+		if !s.phase1 {
+			p1 = "not seen"
+		}
+		rows = append(rows, []string{fmt.Sprintf("%d→%d (node id %d)", s.nodes-1, s.nodes, s.nodeID), strconv.Itoa(s.ranges),
+			plSecs(s.ready), plSecs(s.firstReplica), plSecs(s.firstLease), p1, bal,
+			plMiB(s.recvPhase1), plMiB(s.recvTotal), plMiB(s.moved),
+			fmt.Sprintf("%.3f", s.imbData), fmt.Sprintf("%.3f", s.imbLoad), fmt.Sprintf("%.3f", s.imbReplicas),
+			fmt.Sprintf("%.0f / %.0f", s.thrMean, s.thrMin), strconv.Itoa(s.zeroSecs), strconv.FormatInt(s.failed, 10)})
+	}
+	fmt.Fprintln(out, "Times in seconds from the new process's start; volumes in MiB of snapshot SSTs (tidekv_snapshot_{received,sent}_bytes_total).")
+	fmt.Fprintln(out)
+	plTable(out, []string{"step", "ranges", "ready", "first replica", "first lease (serving)", "phase 1 ends", "balanced",
+		"bootstrap MiB (phase 1)", "received MiB", "moved MiB (all nodes)", "I(data)", "I(load)", "I(replicas)", "ops/s mean / lowest 1 s", "seconds at 0 ops/s", "failed ops"}, rows)
+
+	rows = rows[:0]
+	for _, s := range steps {
+		rows = append(rows, []string{fmt.Sprintf("%d→%d", s.nodes-1, s.nodes), strings.Join(s.states, " → "), scaleoutEvents(s.events)})
+	}
+	fmt.Fprintln(out, "The new node's states as `ctl status` showed them, and the placement operations during each step (events by kind/policy):")
+	fmt.Fprintln(out)
+	plTable(out, []string{"step", "states", "events"}, rows)
+
+	if final != nil {
+		rows = rows[:0]
+		for _, ns := range final.GetNodes() {
+			rows = append(rows, []string{strconv.FormatUint(ns.GetNode().GetNodeId(), 10), ns.GetState(), strconv.Itoa(int(ns.GetReplicas())),
+				strconv.Itoa(int(ns.GetLeases())), plMiB(float64(ns.GetBytes())), fmt.Sprintf("%.0f", ns.GetQps())})
+		}
+		fmt.Fprintln(out, "Nodes at the end:")
+		fmt.Fprintln(out)
+		plTable(out, []string{"node", "state", "replicas", "leases", "data MiB", "qps"}, rows)
+	}
+	nf := 0
+	for _, s := range steps {
+		for _, f := range s.failures {
+			fmt.Fprintf(out, "- %d→%d failed operator: %s\n", s.nodes-1, s.nodes, f)
+			nf++
+		}
+	}
+	if nf > 0 {
+		fmt.Fprintln(out)
+	}
+	if bres != nil && bres.Run != nil {
+		fmt.Fprintf(out, "Background load over all steps: %d operations, %d errors, %.0f ops/s.\n\n", bres.Run.Operations, bres.Run.Errors, bres.Run.Throughput)
+	}
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	for _, s := range steps {
+		fmt.Fprintf(out, "- %d→%d: serving within 30 s %s (%s s); I(data) ≤ 0.1 %s (%.3f); I(load) ≤ 0.2 %s (%.3f)\n",
+			s.nodes-1, s.nodes, met(s.firstLease >= 0 && s.firstLease <= 30*time.Second), plSecs(s.firstLease),
+			met(s.imbData <= 0.1), s.imbData, met(s.imbLoad <= 0.2), s.imbLoad)
+	}
+	fmt.Fprintln(out)
+	return ctx.Err()
+}
+
+// scaleoutJoin starts node n and follows it until balanced.
+func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p scaleoutParams) (scaleoutStep, error) {
+	log := pc.progress
+	cl := pc.cl
+	st := scaleoutStep{nodes: n, firstReplica: -1, firstLease: -1, phase1End: -1, balanced: -1}
+	sent0, recv0 := pc.snapshotBytes(ctx)
+	okFrom, failFrom := bg.store.ok.Load(), bg.store.fail.Load()
+	t0 := time.Now()
+	proc, err := pc.startNode(ctx, n)
+	if err != nil {
+		return st, err
+	}
+	st.ready = time.Since(t0)
+	st.nodeID = proc.NodeID()
+	since := func() time.Duration { return time.Since(t0) }
+
+	var sig string
+	lastChange := time.Now()
+	state := ""
+	done := plWait(ctx, p.stepLimit, 500*time.Millisecond, func() bool {
+		status, err := plStatus(ctx, cl)
+		if err != nil {
+			return false
+		}
+		resp, err := plRanges(ctx, cl)
+		if err != nil {
+			return false
+		}
+		for _, ns := range status.GetNodes() {
+			if ns.GetNode().GetNodeId() == st.nodeID {
+				if s := ns.GetState(); s != state {
+					plLogf(log, "node %d: %s (%.1f s)", n, s, since().Seconds())
+					state = s
+					st.states = append(st.states, fmt.Sprintf("%s at %.1f s", s, since().Seconds()))
+				}
+			}
+		}
+		if state == "bootstrap phase 1" && !st.phase1 {
+			st.phase1 = true
+		}
+		if st.phase1 && st.phase1End < 0 && state != "bootstrap phase 1" {
+			st.phase1End = since()
+			if m, err := plScrape(ctx, pc.httpAddr(n), plRecvBytes); err == nil {
+				st.recvPhase1 = m[plRecvBytes] - recv0[n]
+			}
+		}
+		replicas, leases := map[uint64]int{}, map[uint64]int{}
+		complete := true
+		want := min(3, n)
+		for _, ri := range resp.GetRanges() {
+			voters := 0
+			for _, rd := range ri.GetDesc().GetReplicas() {
+				if rd.GetAdaptive() {
+					continue
+				}
+				replicas[rd.GetNodeId()]++
+				if rd.GetType() == tidekvpb.ReplicaType_VOTER {
+					voters++
+				} else {
+					complete = false // a learner half way to becoming a voter
+				}
+			}
+			complete = complete && voters == want
+			leases[ri.GetLeaderNodeId()]++
+		}
+		if st.firstReplica < 0 && replicas[st.nodeID] > 0 {
+			st.firstReplica = since()
+			plLogf(log, "node %d: first replica (%.1f s)", n, st.firstReplica.Seconds())
+		}
+		if st.firstLease < 0 && leases[st.nodeID] > 0 {
+			st.firstLease = since()
+			plLogf(log, "node %d: first lease (%.1f s)", n, st.firstLease.Seconds())
+		}
+		ids := make([]uint64, 0, len(replicas))
+		for id := range replicas {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		var b strings.Builder
+		for _, id := range ids {
+			fmt.Fprintf(&b, "n%d:%d ", id, replicas[id])
+		}
+		if s := b.String(); s != sig {
+			sig, lastChange = s, time.Now()
+		}
+		st.ranges = len(resp.GetRanges())
+		return state == "live" && complete && st.firstReplica >= 0 && time.Since(lastChange) >= p.settle
+	})
+	st.settled = done
+	st.balanced = lastChange.Sub(t0)
+	if !done {
+		st.balanced = since()
+		plLogf(log, "node %d: not balanced within %v (replicas %s, state %q)", n, p.stepLimit, sig, state)
+	} else {
+		plLogf(log, "node %d: balanced at %.1f s (replicas %s)", n, st.balanced.Seconds(), sig)
+	}
+	end := time.Now()
+	st.thrMean, st.thrMin, st.zeroSecs, st.failed = bg.window(t0, end, okFrom, failFrom)
+	sent1, recv1 := pc.snapshotBytes(ctx)
+	for i, v := range sent1 {
+		st.moved += v - sent0[i]
+	}
+	st.recvTotal = recv1[n] - recv0[n]
+	if !st.phase1 || st.phase1End < 0 {
+		st.recvPhase1 = math.NaN()
+	}
+	// Imbalance once balanced: the mean of a few status samples (the
+	// per-node request rates are noisy).
+	var data, load, reps []float64
+	plWait(ctx, 6*time.Second, time.Second, func() bool {
+		if s, err := plStatus(ctx, cl); err == nil && s.GetImbalance() != nil {
+			data = append(data, s.GetImbalance().GetBytes())
+			load = append(load, s.GetImbalance().GetQps())
+			reps = append(reps, s.GetImbalance().GetReplicas())
+		}
+		return len(data) >= 5
+	})
+	st.imbData, _ = plMeanStd(data)
+	st.imbLoad, _ = plMeanStd(load)
+	st.imbReplicas, _ = plMeanStd(reps)
+	st.events, st.failures = plEventCounts(ctx, cl, t0, time.Now())
+	plLogf(log, "step %d→%d: I(data) %.3f I(load) %.3f I(replicas) %.3f, moved %s MiB, %.0f ops/s",
+		n-1, n, st.imbData, st.imbLoad, st.imbReplicas, plMiB(st.moved), st.thrMean)
+	return st, nil
+}
+
+// scaleoutEvents formats event counts, the interesting kinds first.
+func scaleoutEvents(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if strings.Contains(k, "/") || strings.HasPrefix(k, "replica-") || strings.HasPrefix(k, "node-") ||
+			k == "lease-transfer" || k == "split" || k == "merge" || strings.Contains(k, "failed") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
