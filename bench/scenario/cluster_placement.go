@@ -545,3 +545,20 @@ func plSleep(ctx context.Context, d time.Duration) {
 	case <-time.After(d):
 	}
 }
+
+// plSetup prepares a process-based scenario: its work directory (cleanup
+// removes it unless --dir was given), the tidekv binary, and the seed.
+func plSetup(ctx context.Context, opts Options, name string) (dir, bin string, seed uint64, cleanup func(), err error) {
+	if dir, cleanup, err = plWorkDir(opts, name); err != nil {
+		return "", "", 0, nil, err
+	}
+	if bin, err = plBinary(ctx, opts, dir); err != nil {
+		cleanup()
+		return "", "", 0, nil, err
+	}
+	seed = opts.Seed
+	if seed == 0 {
+		seed = 1
+	}
+	return dir, bin, seed, cleanup, nil
+}

@@ -69,19 +69,11 @@ type partitioningResult struct {
 func runPartitioning(ctx context.Context, opts Options, out io.Writer) error {
 	p := partitioningDefaults(opts)
 	log := opts.Progress
-	dir, cleanup, err := plWorkDir(opts, "partitioning")
+	dir, bin, seed, cleanup, err := plSetup(ctx, opts, "partitioning")
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	bin, err := plBinary(ctx, opts, dir)
-	if err != nil {
-		return err
-	}
-	seed := opts.Seed
-	if seed == 0 {
-		seed = 1
-	}
 	start, load0 := time.Now(), plLoadAvg()
 	var results []partitioningResult
 	for i, maxBytes := range p.sizes {

@@ -92,19 +92,11 @@ type scaleoutStep struct {
 func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 	p := scaleoutDefaults(opts)
 	log := opts.Progress
-	dir, cleanup, err := plWorkDir(opts, "scaleout")
+	dir, bin, seed, cleanup, err := plSetup(ctx, opts, "scaleout")
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	bin, err := plBinary(ctx, opts, dir)
-	if err != nil {
-		return err
-	}
-	seed := opts.Seed
-	if seed == 0 {
-		seed = 1
-	}
 
 	start, load0 := time.Now(), plLoadAvg()
 	pc, err := plStartProcs(ctx, bin, dir, p.nodes, nil, log)

@@ -84,19 +84,27 @@ func replicaCounts(ctx context.Context, tc *testCluster, c *client.Client) (map[
 	return counts, resp, nil
 }
 
-// A node that stays silent beyond DeadNodeGrace is dead: its replicas are
-// re-created on live nodes and nothing acknowledged is lost.
-func TestRepairAfterNodeDeath(t *testing.T) {
+// fourNodesWithKeys starts four nodes, waits for 3-way replication and
+// writes keys 0..n-1; the context ends with the test (60 s at most).
+func fourNodesWithKeys(t *testing.T, n int) (*testCluster, *client.Client, context.Context) {
+	t.Helper()
 	tc := startCluster(t, 4)
 	c := tc.client()
 	tc.waitReplicated(c, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for i := range 100 {
+	t.Cleanup(cancel)
+	for i := range n {
 		if err := c.Put(ctx, replicaKey(i), replicaValue(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return tc, c, ctx
+}
+
+// A node that stays silent beyond DeadNodeGrace is dead: its replicas are
+// re-created on live nodes and nothing acknowledged is lost.
+func TestRepairAfterNodeDeath(t *testing.T) {
+	tc, c, ctx := fourNodesWithKeys(t, 100)
 	d := userRange(t, c)
 	var victim *Server
 	for _, s := range tc.nodes {
@@ -134,16 +142,7 @@ func TestRepairAfterNodeDeath(t *testing.T) {
 // A decommissioned node drains to zero replicas without the ranges ever
 // going below three voters, and says so; recommission cancels.
 func TestDecommissionDrains(t *testing.T) {
-	tc := startCluster(t, 4)
-	c := tc.client()
-	tc.waitReplicated(c, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for i := range 50 {
-		if err := c.Put(ctx, replicaKey(i), replicaValue(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tc, c, ctx := fourNodesWithKeys(t, 50)
 	d := userRange(t, c)
 	var node uint64
 	for _, rd := range d.GetReplicas() {
