@@ -51,7 +51,7 @@ type Replica struct {
 		campaign bool
 		// closed: the replica was destroyed; nothing queued here would
 		// ever be picked up.
-		closed bool
+		closed   bool
 		transfer uint64
 	}
 
