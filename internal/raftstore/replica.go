@@ -38,6 +38,7 @@ type Replica struct {
 	// requests counts KV requests served here, for per-range load; load
 	// samples their keys (splitkeys.go).
 	requests atomic.Uint64
+	reads    atomic.Uint64
 	load     loadSampler
 	// closed is the newest closed timestamp known (closed.go).
 	closed atomic.Pointer[closedTS]
@@ -127,6 +128,12 @@ func (r *Replica) Desc() *tidekvpb.RangeDescriptor { return r.desc.Load() }
 
 // IsLeader reports whether this replica holds the range's lease.
 func (r *Replica) IsLeader() bool { return r.isLeader.Load() }
+
+// CountRead records that one of the requests counted was a read.
+func (r *Replica) CountRead() { r.reads.Add(1) }
+
+// Reads is the number of reads this replica has served.
+func (r *Replica) Reads() uint64 { return r.reads.Load() }
 
 // Requests is the number of KV requests this replica has served.
 func (r *Replica) Requests() uint64 { return r.requests.Load() }

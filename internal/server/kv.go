@@ -84,7 +84,7 @@ func serve[T any](s *Server, op string, validate func() error, key []byte, fn fu
 	}
 	r.CountRequest(key)
 	if readOps[op] {
-		s.countRead(r.RangeID())
+		r.CountRead()
 	}
 	v, err := fn(r)
 	err = s.toStatus(err)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -17,22 +16,6 @@ type rangeLoad struct {
 	hotKeyShare float64
 	// gen is the descriptor generation the sample was taken at.
 	gen uint64
-}
-
-// countRead counts one read served by the local replica of rangeID.
-func (s *Server) countRead(rangeID uint64) {
-	v, ok := s.reads.Load(rangeID)
-	if !ok {
-		v, _ = s.reads.LoadOrStore(rangeID, new(atomic.Uint64))
-	}
-	v.(*atomic.Uint64).Add(1)
-}
-
-func (s *Server) readsOf(rangeID uint64) uint64 {
-	if v, ok := s.reads.Load(rangeID); ok {
-		return v.(*atomic.Uint64).Load()
-	}
-	return 0
 }
 
 // loadTracker turns the replicas' request counters into rates, once per
@@ -56,7 +39,7 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 		if d == nil {
 			continue
 		}
-		counts[r.RangeID()] = [2]uint64{r.Requests(), s.readsOf(r.RangeID())}
+		counts[r.RangeID()] = [2]uint64{r.Requests(), r.Reads()}
 		hot[r.RangeID()] = r.HotKeyShare()
 		gens[r.RangeID()] = d.GetGeneration()
 		lo, hi := keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())

@@ -90,7 +90,7 @@ func (r *runner) start(op placement.Operator) bool {
 	case len(r.inflight) >= r.cfg.MaxInFlight, len(r.starts) >= r.cfg.OpsPerMinute:
 		r.mu.Unlock()
 		return false
-	case r.inflight[op.Range].Kind != 0 || len(r.inflight) > 0 && r.has(op.Range, op.Other):
+	case r.has(op.Range, op.Other):
 		r.mu.Unlock()
 		return false
 	case movesData(op) && r.toNode[op.Target] >= r.cfg.MaxSnapshotsPerNode:

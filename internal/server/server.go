@@ -67,7 +67,6 @@ type Server struct {
 	// origins counts writes per range by origin locality; leaseMoved is
 	// when followWriters last moved each range's lease (leases.go).
 	origins    sync.Map // range ID -> *originCounts
-	reads      sync.Map // range ID -> *atomic.Uint64, reads served
 	leaseMoved sync.Map // range ID -> time.Time
 
 	metaLeaderAddr atomic.Pointer[string]
