@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
@@ -20,7 +21,8 @@ type flight struct {
 	size      float64
 	remaining float64
 	wait      time.Duration
-	rate      float64 // bytes/s this tick
+	rate      float64     // bytes/s this tick
+	done      func(error) // tells the control loop's runner it ended
 }
 
 func (f *flight) instant() bool { return !f.snapshot && f.wait <= 0 }
@@ -32,51 +34,26 @@ type OpRecord struct {
 	Err            string
 }
 
-// execute validates and starts a plan's operators, in order, subject to
-// the runner's limits. Invalid operators are policy bugs; operators over a
-// limit are throttled (dropped: the policy decides again next time).
-func (s *Sim) execute(ops []placement.Operator) {
-	now := s.clock.Now()
-	s.starts = slices.DeleteFunc(s.starts, func(t time.Time) bool { return now.Sub(t) >= time.Minute })
-	touched := map[uint64]bool{}
-	var instant []*flight
-	for _, op := range ops {
-		if err := s.validate(op, touched); err != nil {
-			s.bug(op, err)
-			continue
-		}
-		touched[op.Range] = true
-		if op.Kind == placement.OpMerge {
-			touched[op.Other] = true
-		}
-		if len(s.starts) >= s.opts.OpsPerMinute || len(s.flights) >= s.opts.MaxInFlight {
-			s.total.Throttled++
-			continue
-		}
-		f := s.newFlight(op)
-		if f.snapshot {
-			r := s.byID[op.Range]
-			if r.lease == 0 || !s.up(r.lease) {
-				s.ended(f, errors.New("no leaseholder to send the snapshot"))
-				continue
-			}
-			if s.snapshotsTo(op.Target) >= s.opts.SnapshotsPerNode {
-				s.total.Throttled++
-				continue
-			}
-		}
-		s.starts = append(s.starts, now)
-		s.total.Started++
-		s.flights = append(s.flights, f)
-		s.busy[op.Range] = f
-		if op.Kind == placement.OpMerge {
-			s.busy[op.Other] = f
-		}
-		if f.instant() {
-			instant = append(instant, f)
+// simExecutor carries out the control loop's operators on the model. Its
+// Check refuses invalid operators (policy bugs); a valid one becomes a
+// flight that takes virtual time and applies when it completes.
+type simExecutor struct{ s *Sim }
+
+func (x simExecutor) Check(op placement.Operator) error { return x.s.validate(op) }
+
+func (x simExecutor) Execute(op placement.Operator, done func(error)) {
+	s := x.s
+	f := s.newFlight(op)
+	f.done = done
+	s.total.Started++
+	if f.snapshot {
+		if r := s.byID[op.Range]; r.lease == 0 || !s.up(r.lease) {
+			s.ended(f, errors.New("no leaseholder to send the snapshot"))
+			return
 		}
 	}
-	for _, f := range instant {
+	s.flights = append(s.flights, f)
+	if f.instant() {
 		s.finish(f, nil)
 	}
 }
@@ -96,16 +73,13 @@ func (s *Sim) newFlight(op placement.Operator) *flight {
 	return f
 }
 
-// validate returns why op is invalid (a policy bug), or nil.
-func (s *Sim) validate(op placement.Operator, touched map[uint64]bool) error {
+// validate returns why op is invalid (a policy bug) on the model, or nil.
+// The control loop itself refuses a second operator for a range in one
+// plan and one for a busy range.
+func (s *Sim) validate(op placement.Operator) error {
 	r := s.byID[op.Range]
-	switch {
-	case r == nil:
+	if r == nil {
 		return fmt.Errorf("no range %d", op.Range)
-	case touched[op.Range]:
-		return fmt.Errorf("second operator for range %d in one plan", op.Range)
-	case s.busy[op.Range] != nil:
-		return fmt.Errorf("range %d is busy (in Snapshot.Busy)", op.Range)
 	}
 	liveTarget := func() error {
 		n := s.node(op.Target)
@@ -184,10 +158,6 @@ func (s *Sim) validate(op placement.Operator, touched map[uint64]bool) error {
 			return fmt.Errorf("no range %d to merge with", op.Other)
 		case op.Other == op.Range:
 			return fmt.Errorf("merge of range %d with itself", op.Range)
-		case touched[op.Other]:
-			return fmt.Errorf("second operator for range %d in one plan", op.Other)
-		case s.busy[op.Other] != nil:
-			return fmt.Errorf("range %d is busy (in Snapshot.Busy)", op.Other)
 		case len(r.end) == 0 || !bytes.Equal(r.end, o.start):
 			return fmt.Errorf("range %d is not range %d's right neighbour", op.Other, op.Range)
 		case !sameReplicas(r, o):
@@ -210,27 +180,6 @@ func sameReplicas(a, b *rangeState) bool {
 		}
 	}
 	return true
-}
-
-func (s *Sim) bug(op placement.Operator, err error) {
-	s.total.PolicyBugs++
-	text := fmt.Sprintf("policy bug: %s%s: %v", op, why(op), err)
-	if key := "bug:" + digits.ReplaceAllString(fmt.Sprintf("%s %s %v", op.Kind, op.Policy, err), "#"); !s.seen[key] {
-		s.seen[key] = true
-		s.logf("%s", text)
-	}
-}
-
-// snapshotsTo is the number of data-moving operators sending to node, as
-// the runner counts them (until they complete, catch-up included).
-func (s *Sim) snapshotsTo(node uint64) int {
-	k := 0
-	for _, f := range s.flights {
-		if f.snapshot && f.op.Target == node {
-			k++
-		}
-	}
-	return k
 }
 
 // snapshotCounts is the number of snapshots each node sends or receives.
@@ -259,7 +208,7 @@ func (s *Sim) progress(dt time.Duration) {
 		if n == nil || !n.up() || counts[id] == 0 {
 			return 0
 		}
-		return min(s.opts.MigrationBandwidth, n.spec.DiskBandwidth) / float64(counts[id])
+		return min(s.opts.Control.Runner.MigrationRate, n.spec.DiskBandwidth) / float64(counts[id])
 	}
 	var done []*flight
 	for _, f := range s.flights {
@@ -300,10 +249,6 @@ func (s *Sim) progress(dt time.Duration) {
 // its ranges.
 func (s *Sim) finish(f *flight, err error) {
 	s.flights = slices.DeleteFunc(s.flights, func(x *flight) bool { return x == f })
-	delete(s.busy, f.op.Range)
-	if f.op.Kind == placement.OpMerge {
-		delete(s.busy, f.op.Other)
-	}
 	if err == nil {
 		err = s.apply(f)
 	}
@@ -315,9 +260,10 @@ func (s *Sim) ended(f *flight, err error) {
 	if err != nil {
 		rec.Err = err.Error()
 		s.total.Failed++
-		s.logf("failed: %s%s: %v", f.op, why(f.op), err)
+		s.logf("failed: %s: %v", control.Describe(f.op), err)
 	}
 	s.ops = append(s.ops, rec)
+	f.done(err)
 }
 
 func (s *Sim) mergeTouches(f *flight, node uint64) bool {
@@ -465,13 +411,7 @@ func (s *Sim) split(r *rangeState, key []byte, byLoad bool) error {
 	r.splitAt = now
 	r.lo, r.hi = bounds(r.start, r.end, s.workload.Keys)
 	s.addRange(right)
-	oldHits := r.hits
 	s.refreshRanges()
-	if total := r.qps + right.qps; total > 0 {
-		r.hits, right.hits = oldHits*r.qps/total, oldHits*right.qps/total
-	} else {
-		r.hits, right.hits = oldHits/2, oldHits/2
-	}
 	s.thrash.split(r.id, right.id, now)
 	return nil
 }
@@ -481,19 +421,7 @@ func (s *Sim) merge(r, o *rangeState) {
 	s.thrash.merged(s, r.id, o.id, s.clock.Now())
 	r.end = o.end
 	r.bytes += o.bytes
-	r.hits += o.hits
 	s.dropRange(o)
 	r.lo, r.hi = bounds(r.start, r.end, s.workload.Keys)
 	s.refreshRanges()
-}
-
-// why is " (policy: reason)" when the operator says.
-func why(op placement.Operator) string {
-	switch {
-	case op.Policy != "" && op.Reason != "":
-		return fmt.Sprintf(" (%s: %s)", op.Policy, op.Reason)
-	case op.Policy != "" || op.Reason != "":
-		return fmt.Sprintf(" (%s%s)", op.Policy, op.Reason)
-	}
-	return ""
 }

@@ -77,12 +77,12 @@ type Step struct {
 
 // Stat describes the cluster now.
 func (s *Sim) Stat() Step {
-	st := Step{At: s.clock.Elapsed(), Ranges: len(s.ranges), InFlight: len(s.flights), Total: s.total}
+	st := Step{At: s.clock.Elapsed(), Ranges: len(s.ranges), InFlight: len(s.flights), Total: s.Total()}
 	st.UnderReplicated, st.OverReplicated, st.Unavailable = s.health(s.rf)
 	var reps, leases, bytes, qps []float64
 	for _, n := range s.nodes {
 		st.Nodes = append(st.Nodes, NodeStat{
-			ID: n.id, Locality: n.spec.Locality, State: n.state, Phase: n.phase, Gone: n.gone,
+			ID: n.id, Locality: n.spec.Locality, State: n.state, Phase: s.phase(n.id), Gone: n.gone,
 			Replicas: n.replicas, Leases: n.leases, Bytes: uint64(n.bytes), QPS: n.load, CPU: n.cpu, Score: n.score,
 		})
 		if n.state == placement.NodeLive && !n.gone {
@@ -108,7 +108,11 @@ func (s *Sim) Steps() []Step { return append([]Step(nil), s.steps...) }
 func (s *Sim) Ops() []OpRecord { return append([]OpRecord(nil), s.ops...) }
 
 // Total returns the counters since the start.
-func (s *Sim) Total() Counters { return s.total }
+func (s *Sim) Total() Counters {
+	c := s.total
+	c.Throttled = s.loop.Runner.Stats().Throttled
+	return c
+}
 
 // thrashTracker remembers recent departures, lease transfers and splits.
 type thrashTracker struct {

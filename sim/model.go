@@ -7,65 +7,50 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
-// Options are the simulator's own settings: time steps and the runner's
-// limits. Zero fields take the defaults of DefaultOptions; for
+// Options are the simulator's own settings: its time step, the model's
+// timings, and the control loop's configuration (the same
+// control.Config the server reads: interval, dead-node grace, the
+// runner's limits and migration rate). Zero fields take the defaults of
+// DefaultOptions, field by field inside Control too; for
 // SnapshotOverhead, MergeDuration and FollowerWriteCost a negative value
 // means zero.
 type Options struct {
 	// Seed seeds the PCG source (elections, scrambled key orders).
 	Seed uint64
-	// Tick is the model's time step; DecideEvery how often the policy runs.
-	Tick, DecideEvery time.Duration
-	// The runner's limits, as internal/server's runner applies them:
-	// SnapshotsPerNode bounds the data-moving operators (replica adds and
-	// moves) sending to one node at once; MaxInFlight the operators running
-	// at once cluster-wide; OpsPerMinute the operators started cluster-wide
-	// in any minute. MigrationBandwidth (bytes/s) caps a node's snapshot
+	// Tick is the model's time step.
+	Tick time.Duration
+	// Control is the control loop's configuration: rounds every
+	// Control.Interval; a killed node is dead after Control.DeadNodeGrace;
+	// Control.Runner.MigrationRate (bytes/s) caps a node's snapshot
 	// traffic, sent or received, shared by its concurrent snapshots.
-	SnapshotsPerNode   int
-	MaxInFlight        int
-	OpsPerMinute       int
-	MigrationBandwidth float64
+	Control control.Config
 	// SnapshotOverhead is the catch-up and promotion after a snapshot's
 	// data (also the whole cost of promoting a learner); MergeDuration a
 	// merge's. Lease transfers, removals and splits take no time.
 	SnapshotOverhead, MergeDuration time.Duration
-	// DeadAfter is how long a killed node stays suspect before it is dead.
-	DeadAfter time.Duration
 	// ThrashWindow: a replica returning to a node it left, or a lease
 	// going back to the node it came from, within this window is thrash.
 	ThrashWindow time.Duration
 	// FollowerWriteCost is what a write costs a replica that is not the
 	// leaseholder, relative to the leaseholder (log append and apply).
 	FollowerWriteCost float64
-	// HitsHalfLife smooths Range.HitsEWMA.
-	HitsHalfLife time.Duration
-	// BootstrapShare is used for phase 1 when the policy has no Quota.
-	BootstrapShare float64
 }
 
-// DefaultOptions: 1 s ticks, a decision every tick (the server's
-// PlacementInterval), 2 snapshots to a node at once, 8 operators in
-// flight, 30 started a minute, 32 MiB/s per node, dead after 1 minute.
+// DefaultOptions: 1 s ticks, control.DefaultConfig() (what the server
+// runs with), 1 s of snapshot overhead, 2 s merges.
 func DefaultOptions() Options {
 	return Options{
-		Seed:               1,
-		Tick:               time.Second,
-		DecideEvery:        time.Second,
-		SnapshotsPerNode:   2,
-		MaxInFlight:        8,
-		OpsPerMinute:       30,
-		MigrationBandwidth: 32 << 20,
-		SnapshotOverhead:   time.Second,
-		MergeDuration:      2 * time.Second,
-		DeadAfter:          time.Minute,
-		ThrashWindow:       10 * time.Minute,
-		FollowerWriteCost:  0.3,
-		HitsHalfLife:       30 * time.Second,
-		BootstrapShare:     0.1,
+		Seed:              1,
+		Tick:              time.Second,
+		Control:           control.DefaultConfig(),
+		SnapshotOverhead:  time.Second,
+		MergeDuration:     2 * time.Second,
+		ThrashWindow:      10 * time.Minute,
+		FollowerWriteCost: 0.3,
 	}
 }
 
@@ -77,37 +62,42 @@ func (o Options) withDefaults() Options {
 	if o.Tick <= 0 {
 		o.Tick = d.Tick
 	}
-	if o.DecideEvery <= 0 {
-		o.DecideEvery = d.DecideEvery
-	}
-	if o.SnapshotsPerNode <= 0 {
-		o.SnapshotsPerNode = d.SnapshotsPerNode
-	}
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = d.MaxInFlight
-	}
-	if o.OpsPerMinute <= 0 {
-		o.OpsPerMinute = d.OpsPerMinute
-	}
-	if o.MigrationBandwidth <= 0 {
-		o.MigrationBandwidth = d.MigrationBandwidth
-	}
+	o.Control = controlDefaults(o.Control, d.Control)
 	o.SnapshotOverhead = orDefault(o.SnapshotOverhead, d.SnapshotOverhead)
 	o.MergeDuration = orDefault(o.MergeDuration, d.MergeDuration)
-	if o.DeadAfter <= 0 {
-		o.DeadAfter = d.DeadAfter
-	}
 	if o.ThrashWindow <= 0 {
 		o.ThrashWindow = d.ThrashWindow
 	}
 	o.FollowerWriteCost = orDefault(o.FollowerWriteCost, d.FollowerWriteCost)
-	if o.HitsHalfLife <= 0 {
-		o.HitsHalfLife = d.HitsHalfLife
-	}
-	if o.BootstrapShare <= 0 {
-		o.BootstrapShare = d.BootstrapShare
-	}
 	return o
+}
+
+// controlDefaults fills c's zero fields from d.
+func controlDefaults(c, d control.Config) control.Config {
+	pos := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	pos(&c.Interval, d.Interval)
+	pos(&c.DeadNodeGrace, d.DeadNodeGrace)
+	pos(&c.NoteEvery, d.NoteEvery)
+	pos(&c.Runner.OpTimeout, d.Runner.OpTimeout)
+	pos(&c.Runner.RecentWindow, d.Runner.RecentWindow)
+	r, dr := &c.Runner, d.Runner
+	if r.MaxInFlight <= 0 {
+		r.MaxInFlight = dr.MaxInFlight
+	}
+	if r.MaxSnapshotsPerNode <= 0 {
+		r.MaxSnapshotsPerNode = dr.MaxSnapshotsPerNode
+	}
+	if r.OpsPerMinute <= 0 {
+		r.OpsPerMinute = dr.OpsPerMinute
+	}
+	if r.MigrationRate <= 0 {
+		r.MigrationRate = dr.MigrationRate
+	}
+	return c
 }
 
 // orDefault: zero takes the default, a negative value means zero.
@@ -163,8 +153,6 @@ type node struct {
 	id    uint64
 	spec  NodeSpec
 	state placement.NodeState
-	phase placement.Phase
-	quota int // phase-1 quota, 0 until the first decision after joining
 	// killedAt is when it went suspect; gone when a drained node left.
 	killedAt time.Time
 	gone     bool
@@ -187,7 +175,6 @@ type rangeState struct {
 	lease      uint64
 	bytes      float64
 	qps, reads float64
-	hits       float64
 	hotShare   float64
 	splitAt    time.Time
 }
@@ -303,10 +290,9 @@ func (s *Sim) up(id uint64) bool {
 }
 
 // applyWorkload gives each range its requests for this tick, grows its
-// data by dt of writes and smooths its hit rate.
+// data by dt of writes.
 func (s *Sim) applyWorkload(dt time.Duration) {
 	w := s.workload
-	alpha := 1 - math.Exp2(-dt.Seconds()/s.opts.HitsHalfLife.Seconds())
 	for _, r := range s.ranges {
 		share := s.dist.share(r.lo, r.hi)
 		r.qps = w.QPS * share
@@ -316,9 +302,6 @@ func (s *Sim) applyWorkload(dt time.Duration) {
 			r.hotShare = math.Min(1, s.dist.hottest(r.lo, r.hi)/share)
 		}
 		r.bytes += w.GrowthBytesPerSec * dt.Seconds() * share
-		if dt > 0 {
-			r.hits += alpha * (r.qps - r.hits)
-		}
 	}
 }
 

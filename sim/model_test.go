@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
@@ -17,7 +18,9 @@ type scripted struct {
 }
 
 func (f *scripted) policy(rf int) Policy {
-	return Policy{Name: "scripted", ReplicationFactor: rf, Decide: func(s placement.Snapshot) placement.Plan {
+	cfg := placement.DefaultConfig()
+	cfg.ReplicationFactor = rf
+	return Policy{Name: "scripted", Config: cfg, Decide: func(s placement.Snapshot) placement.Plan {
 		f.seen = append(f.seen, s)
 		if i := len(f.seen) - 1; i < len(f.plans) {
 			return placement.Plan{Ops: f.plans[i]}
@@ -28,8 +31,8 @@ func (f *scripted) policy(rf int) Policy {
 
 func newTestSim(t *testing.T, c ClusterSpec, f *scripted, o Options) *Sim {
 	t.Helper()
-	if o.DecideEvery == 0 {
-		o.DecideEvery = 10 * time.Second // decisions at 10s, 20s, …
+	if o.Control.Interval == 0 {
+		o.Control.Interval = 10 * time.Second // decisions at 10s, 20s, …
 	}
 	w := DefaultWorkload()
 	s, err := New(c, w, f.policy(c.RF), o)
@@ -101,20 +104,20 @@ func TestSnapshotTiming(t *testing.T) {
 	add := func(rangeID, target uint64) placement.Operator {
 		return placement.Operator{Kind: placement.OpAddVoter, Range: rangeID, Target: target}
 	}
-	// One snapshot of 64 MiB at 32 MiB/s: 2 s of data, 1 s of catch-up.
+	// One snapshot of 64 MiB at 64 MiB/s: 1 s of data, 1 s of catch-up.
 	f := &scripted{plans: [][]placement.Operator{{add(1, 2)}}}
 	s := newTestSim(t, ClusterSpec{Nodes: 3, Ranges: 2, RF: 1, BytesPerRange: 64 << 20}, f, Options{})
 	s.RunFor(time.Minute)
 	ops := s.Ops()
-	if len(ops) != 1 || ops[0].Err != "" || ops[0].Started != 10*time.Second || ops[0].Ended != 13*time.Second {
+	if len(ops) != 1 || ops[0].Err != "" || ops[0].Started != 10*time.Second || ops[0].Ended != 12*time.Second {
 		t.Fatalf("ops: %+v", ops)
 	}
-	// Two snapshots sent by n1 at once share its bandwidth: 4 s + 1 s.
+	// Two snapshots sent by n1 at once share its bandwidth: 2 s + 1 s.
 	f = &scripted{plans: [][]placement.Operator{{add(1, 2), add(4, 3)}}} // ranges 1 and 4 are on n1
 	s = newTestSim(t, ClusterSpec{Nodes: 3, Ranges: 4, RF: 1, BytesPerRange: 64 << 20}, f, Options{})
 	s.RunFor(time.Minute)
 	ops = s.Ops()
-	if len(ops) != 2 || ops[0].Ended != 15*time.Second || ops[1].Ended != 15*time.Second {
+	if len(ops) != 2 || ops[0].Ended != 13*time.Second || ops[1].Ended != 13*time.Second {
 		t.Fatalf("shared bandwidth: %+v", ops)
 	}
 	if got := f.seen[1].Busy; len(got) != 0 {
@@ -148,7 +151,7 @@ func TestRunnerLimits(t *testing.T) {
 		leases = append(leases, placement.Operator{Kind: placement.OpTransferLease, Range: r, Target: 1 + r%3})
 	}
 	f = &scripted{plans: [][]placement.Operator{leases, nil, nil, nil, nil, nil, leases}}
-	s = newTestSim(t, ClusterSpec{Nodes: 3, Ranges: 8, RF: 3}, f, Options{OpsPerMinute: 5})
+	s = newTestSim(t, ClusterSpec{Nodes: 3, Ranges: 8, RF: 3}, f, Options{Control: control.Config{Runner: control.RunnerConfig{OpsPerMinute: 5}}})
 	s.RunFor(10 * time.Second)
 	if c := s.Total(); c.LeaseTransfers != 5 || c.Throttled != 3 {
 		t.Fatalf("ops per minute: %+v", c)

@@ -13,37 +13,26 @@ import (
 	"github.com/tidekv/tidekv/internal/units"
 )
 
-// Decider is the seam between the simulator and a placement policy: a pure
-// function from a snapshot to a plan.
+// Decider is the seam between the control loop and a placement policy: a
+// pure function from a snapshot to a plan. Nil means placement.Decide.
 type Decider func(placement.Snapshot) placement.Plan
 
-// Policy is what the simulator runs: a Decider plus what the controller
-// around it knows (the replication factor the runner enforces, and the
-// bootstrap phase rules).
+// Policy is what the simulator's control loop runs: the placement
+// configuration (thresholds, replication factor, bootstrap rules) and,
+// for tests of the simulator itself, a Decider standing in for
+// placement.Decide.
 type Policy struct {
 	Name   string
+	Config placement.Config
 	Decide Decider
-	// ReplicationFactor is the number of voters the runner refuses to go
-	// below. 0: the cluster's.
-	ReplicationFactor int
-	// Quota, when set, is the number of replicas a node in bootstrap phase
-	// 1 takes before phase 2; the simulator asks once, at the first
-	// decision after the node joined. Nil: ceil(BootstrapShare × mean
-	// replicas per live node), re-evaluated at every decision.
-	Quota func(s placement.Snapshot, node uint64) int
-	// Balanced, when set, reports that a phase-2 node is done. Nil: its
-	// replica count is within max(1, 5% of the mean) of the mean.
-	Balanced func(s placement.Snapshot, node uint64) bool
 }
 
 // PolicyFactory builds a Policy from a scenario's configuration overrides
 // (key=value strings, such as "range-max"="64MiB").
 type PolicyFactory func(overrides map[string]string) (Policy, error)
 
-// Placement is the real policy: placement.Decide with
-// placement.DefaultConfig() and the overrides applied (see ApplyOverrides),
-// the bootstrap quota from placement.BootstrapQuota and the end of phase 2
-// from placement.Balanced.
+// Placement is the real policy: placement.DefaultConfig() with the
+// overrides applied (see ApplyOverrides).
 func Placement(overrides map[string]string) (Policy, error) {
 	cfg := placement.DefaultConfig()
 	if err := ApplyOverrides(&cfg, overrides); err != nil {
@@ -52,13 +41,7 @@ func Placement(overrides map[string]string) (Policy, error) {
 	if err := cfg.Validate(); err != nil {
 		return Policy{}, err
 	}
-	return Policy{
-		Name:              "placement",
-		Decide:            func(s placement.Snapshot) placement.Plan { return placement.Decide(s, cfg) },
-		ReplicationFactor: cfg.ReplicationFactor,
-		Quota:             func(s placement.Snapshot, _ uint64) int { return placement.BootstrapQuota(s, cfg) },
-		Balanced:          func(s placement.Snapshot, node uint64) bool { return placement.Balanced(s, node, cfg) },
-	}, nil
+	return Policy{Name: "placement", Config: cfg}, nil
 }
 
 // overrideAliases are short names for configuration fields.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/units"
 )
@@ -280,21 +281,21 @@ func (in *Interpreter) config(args []Arg) (string, error) {
 		case "tick":
 			o.Tick, err = time.ParseDuration(v)
 		case "decide-every":
-			o.DecideEvery, err = time.ParseDuration(v)
+			o.Control.Interval, err = time.ParseDuration(v)
 		case "snapshots-per-node":
-			o.SnapshotsPerNode, err = strconv.Atoi(v)
+			o.Control.Runner.MaxSnapshotsPerNode, err = strconv.Atoi(v)
 		case "max-in-flight":
-			o.MaxInFlight, err = strconv.Atoi(v)
+			o.Control.Runner.MaxInFlight, err = strconv.Atoi(v)
 		case "ops-per-minute":
-			o.OpsPerMinute, err = strconv.Atoi(v)
+			o.Control.Runner.OpsPerMinute, err = strconv.Atoi(v)
 		case "bandwidth":
-			o.MigrationBandwidth, err = units.ParseRate(v)
+			o.Control.Runner.MigrationRate, err = units.ParseRate(v)
 		case "snapshot-overhead":
 			o.SnapshotOverhead, err = time.ParseDuration(v)
 		case "merge-duration":
 			o.MergeDuration, err = time.ParseDuration(v)
 		case "dead-after":
-			o.DeadAfter, err = time.ParseDuration(v)
+			o.Control.DeadNodeGrace, err = time.ParseDuration(v)
 		case "thrash-window":
 			o.ThrashWindow, err = time.ParseDuration(v)
 		case "follower-write-cost":
@@ -631,7 +632,7 @@ func (s *Sim) formatRanges() string {
 		}
 		sort.Strings(reps)
 		busy := ""
-		if s.busy[r.id] != nil {
+		if b, _ := s.loop.Runner.Busy(); b[r.id] {
 			busy = " busy"
 		}
 		fmt.Fprintf(&b, "%s %s %s qps=%.0f hot=%.2f%s\n", r, strings.Join(reps, ","), units.Compact(uint64(r.bytes)), r.qps, r.hotShare, busy)
@@ -666,7 +667,7 @@ func (in *Interpreter) opsCmd(args []Arg) (string, error) {
 	}
 	var b strings.Builder
 	for _, r := range recs {
-		fmt.Fprintf(&b, "%s-%s %s%s", fmtDur(r.Started), fmtDur(r.Ended), r.Op, why(r.Op))
+		fmt.Fprintf(&b, "%s-%s %s", fmtDur(r.Started), fmtDur(r.Ended), control.Describe(r.Op))
 		if r.Err != "" {
 			fmt.Fprintf(&b, " FAILED: %s", r.Err)
 		}

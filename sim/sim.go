@@ -1,15 +1,14 @@
 package sim
 
 import (
-	"cmp"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
@@ -28,9 +27,8 @@ type Sim struct {
 	byID        map[uint64]*rangeState
 	lastRangeID uint64
 
-	flights []*flight          // in start order
-	busy    map[uint64]*flight // by range (both ranges of a merge)
-	starts  []time.Time        // operator starts within the last minute
+	flights []*flight // in start order
+	loop    *control.Loop
 
 	nextDecide time.Time
 
@@ -48,8 +46,8 @@ func New(c ClusterSpec, w Workload, p Policy, o Options) (*Sim, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	if p.Decide == nil {
-		return nil, fmt.Errorf("sim: policy %q has no Decide", p.Name)
+	if err := p.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: policy %q: %w", p.Name, err)
 	}
 	s := &Sim{
 		opts:     o,
@@ -59,18 +57,24 @@ func New(c ClusterSpec, w Workload, p Policy, o Options) (*Sim, error) {
 		rf:       c.RF,
 		workload: w,
 		byID:     map[uint64]*rangeState{},
-		busy:     map[uint64]*flight{},
 		seen:     map[string]bool{},
 	}
-	if p.ReplicationFactor > 0 {
-		s.rf = p.ReplicationFactor
+	if p.Config.ReplicationFactor > 0 {
+		s.rf = p.Config.ReplicationFactor
 	}
+	sink := simSink{s}
+	s.loop = &control.Loop{
+		Controller: control.NewController(o.Control, p.Config),
+		Runner:     control.NewRunner(o.Control.Runner, simExecutor{s}, s.clock.Now, sink),
+		Sink:       sink,
+	}
+	s.loop.Controller.SetDecider(p.Decide)
 	s.dist = newKeyDist(w, s.rng)
 	if err := s.newCluster(c); err != nil {
 		return nil, err
 	}
 	s.thrash.init()
-	s.nextDecide = Epoch.Add(o.DecideEvery)
+	s.nextDecide = Epoch.Add(o.Control.Interval)
 	s.refreshRanges()
 	s.computeLoads()
 	return s, nil
@@ -81,13 +85,15 @@ func (s *Sim) Now() time.Duration { return s.clock.Elapsed() }
 
 // SetPolicy replaces the policy (a configuration change).
 func (s *Sim) SetPolicy(p Policy) error {
-	if p.Decide == nil {
-		return fmt.Errorf("sim: policy %q has no Decide", p.Name)
+	if err := p.Config.Validate(); err != nil {
+		return fmt.Errorf("sim: policy %q: %w", p.Name, err)
 	}
 	s.policy = p
-	if p.ReplicationFactor > 0 {
-		s.rf = p.ReplicationFactor
+	if p.Config.ReplicationFactor > 0 {
+		s.rf = p.Config.ReplicationFactor
 	}
+	s.loop.Controller.SetPolicy(p.Config)
+	s.loop.Controller.SetDecider(p.Decide)
 	return nil
 }
 
@@ -96,7 +102,10 @@ func (s *Sim) Options() Options { return s.opts }
 
 // SetOptions changes the options from now on (zero fields take defaults;
 // the seed only matters at New).
-func (s *Sim) SetOptions(o Options) { s.opts = o.withDefaults() }
+func (s *Sim) SetOptions(o Options) {
+	s.opts = o.withDefaults()
+	s.loop.Runner.SetConfig(s.opts.Control.Runner)
+}
 
 // SetWorkload changes the workload from now on. The key count may change:
 // ranges keep their byte bounds and are mapped onto the new keys.
@@ -118,15 +127,16 @@ func (s *Sim) SetWorkload(w Workload) error {
 // Workload is the workload in effect.
 func (s *Sim) Workload() Workload { return s.workload }
 
-// AddNode adds a node. It joins live in bootstrap phase 1.
+// AddNode adds a node. It joins live; the controller puts it in bootstrap
+// phase 1 at its next round.
 func (s *Sim) AddNode(spec NodeSpec) uint64 {
 	id := s.nodes[len(s.nodes)-1].id + 1
-	s.nodes = append(s.nodes, &node{id: id, spec: spec.withDefaults(), phase: placement.PhaseOne})
+	s.nodes = append(s.nodes, &node{id: id, spec: spec.withDefaults()})
 	loc := ""
 	if spec.Locality != "" {
 		loc = " in " + spec.Locality
 	}
-	s.logf("n%d joined%s (bootstrap phase 1)", id, loc)
+	s.logf("n%d joined%s", id, loc)
 	s.computeLoads()
 	return id
 }
@@ -142,8 +152,7 @@ func (s *Sim) KillNode(id uint64) error {
 	if !n.up() {
 		return fmt.Errorf("sim: node %d is already down (%s)", id, n.state)
 	}
-	// The controller forgets a bootstrap phase once the node is not live.
-	n.state, n.killedAt, n.phase = placement.NodeSuspect, s.clock.Now(), placement.PhaseNone
+	n.state, n.killedAt = placement.NodeSuspect, s.clock.Now()
 	s.logf("n%d killed (suspect)", id)
 	for _, f := range slices.Clone(s.flights) {
 		if f.op.Target == id || f.op.Kind == placement.OpMerge && s.mergeTouches(f, id) {
@@ -202,7 +211,7 @@ func (s *Sim) Decommission(id uint64) error {
 	if n.state != placement.NodeLive {
 		return fmt.Errorf("sim: node %d is %s", id, n.state)
 	}
-	n.state, n.phase = placement.NodeDraining, placement.PhaseNone
+	n.state = placement.NodeDraining
 	s.logf("n%d decommissioning (draining)", id)
 	return nil
 }
@@ -239,7 +248,7 @@ func (s *Sim) tick(dt time.Duration) {
 	s.clock.Advance(dt)
 	now := s.clock.Now()
 	for _, n := range s.nodes {
-		if n.state == placement.NodeSuspect && now.Sub(n.killedAt) >= s.opts.DeadAfter {
+		if n.state == placement.NodeSuspect && now.Sub(n.killedAt) >= s.opts.Control.DeadNodeGrace {
 			n.state = placement.NodeDead
 			s.logf("n%d dead", n.id)
 		}
@@ -270,115 +279,82 @@ func (s *Sim) retireDrained() {
 	}
 }
 
-// Snapshot is what the policy would see now.
-func (s *Sim) Snapshot() placement.Snapshot {
-	snap := placement.Snapshot{Now: s.clock.Now(), Busy: map[uint64]bool{}}
+// observe is what the model reports to the control loop, as the server
+// reports the real cluster: no derived fields, no runner state.
+func (s *Sim) observe() control.Observation {
+	obs := control.Observation{Now: s.clock.Now()}
 	for _, n := range s.nodes {
 		if n.gone {
 			continue
 		}
-		pn := placement.Node{ID: n.id, Locality: n.spec.Locality, State: n.state, Phase: n.phase, Bytes: uint64(n.bytes)}
+		pn := placement.Node{ID: n.id, Locality: n.spec.Locality, State: n.state, Bytes: uint64(n.bytes)}
 		if n.up() {
 			pn.QPS, pn.CPU, pn.Score = n.load, n.cpu, n.score
 		}
-		snap.Nodes = append(snap.Nodes, pn)
+		obs.Nodes = append(obs.Nodes, pn)
 	}
 	for _, r := range s.ranges {
-		snap.Ranges = append(snap.Ranges, placement.Range{
+		obs.Ranges = append(obs.Ranges, placement.Range{
 			ID: r.id, Start: slices.Clone(r.start), End: slices.Clone(r.end),
 			Replicas: slices.Clone(r.replicas), Leaseholder: r.lease, Bytes: uint64(r.bytes),
-			QPS: r.qps, ReadQPS: r.reads, HitsEWMA: r.hits, SplitAt: r.splitAt, HotKeyShare: r.hotShare,
+			QPS: r.qps, ReadQPS: r.reads, HotKeyShare: r.hotShare,
 		})
 	}
-	seen := map[*flight]bool{}
-	for id, f := range s.busy {
-		snap.Busy[id] = true
-		if !seen[f] { // a merge's flight is listed under both ranges
-			seen[f] = true
-			snap.InFlight = append(snap.InFlight, f.op)
-		}
+	return obs
+}
+
+// Snapshot is the cluster as reported now, with the control loop's
+// bootstrap phases and the runner's operators in flight (without the
+// fields the controller derives at its next round).
+func (s *Sim) Snapshot() placement.Snapshot {
+	obs := s.observe()
+	snap := placement.Snapshot{Now: obs.Now, Nodes: obs.Nodes, Ranges: obs.Ranges}
+	for i := range snap.Nodes {
+		snap.Nodes[i].Phase = s.loop.Controller.Phase(snap.Nodes[i].ID)
 	}
-	slices.SortFunc(snap.InFlight, func(a, b placement.Operator) int { return cmp.Compare(a.Range, b.Range) })
+	snap.Busy, snap.InFlight = s.loop.Runner.Busy()
 	return snap
 }
 
-// decide runs the policy once and starts what it returns.
+// phase is a node's bootstrap phase, as the control loop knows it.
+func (s *Sim) phase(id uint64) placement.Phase { return s.loop.Controller.Phase(id) }
+
+// decide runs one round of the control loop.
 func (s *Sim) decide() {
 	for !s.nextDecide.After(s.clock.Now()) {
-		s.nextDecide = s.nextDecide.Add(s.opts.DecideEvery)
+		s.nextDecide = s.nextDecide.Add(s.opts.Control.Interval)
 	}
-	snap := s.Snapshot()
-	if s.updatePhases(snap) {
-		snap = s.Snapshot()
-	}
-	plan := s.policy.Decide(snap)
+	s.loop.Round(s.observe())
 	s.total.Decisions++
-	for _, note := range plan.Notes {
-		if key := "note:" + digits.ReplaceAllString(note, "#"); !s.seen[key] {
-			s.seen[key] = true
-			s.logf("note: %s", note)
-		}
-	}
-	s.execute(plan.Ops)
 	s.computeLoads()
 	s.record()
 }
 
 var digits = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
 
-// updatePhases moves bootstrapping nodes through their phases; it reports
-// whether any changed.
-func (s *Sim) updatePhases(snap placement.Snapshot) bool {
-	changed := false
-	mean := s.meanReplicas()
-	for _, n := range s.nodes {
-		if n.state != placement.NodeLive || n.gone {
-			continue
-		}
-		switch n.phase {
-		case placement.PhaseOne:
-			quota := n.quota
-			if s.policy.Quota != nil {
-				if quota == 0 {
-					n.quota = s.policy.Quota(snap, n.id)
-					quota = n.quota
-				}
-			} else {
-				quota = max(1, int(math.Ceil(s.opts.BootstrapShare*mean)))
-			}
-			if n.replicas >= quota {
-				n.phase, changed = placement.PhaseTwo, true
-				s.logf("n%d bootstrap phase 2 (%d replicas, quota %d)", n.id, n.replicas, quota)
-			}
-		case placement.PhaseTwo:
-			var done bool
-			if s.policy.Balanced != nil {
-				done = s.policy.Balanced(snap, n.id)
-			} else {
-				done = math.Abs(float64(n.replicas)-mean) <= math.Max(1, 0.05*mean)
-			}
-			if done {
-				n.phase, changed = placement.PhaseNone, true
-				s.logf("n%d bootstrapped (%d replicas, mean %.1f)", n.id, n.replicas, mean)
-			}
-		}
-	}
-	return changed
-}
+// simSink logs the control loop's events: policy bugs are counted, notes
+// logged once per shape (digits masked), the rest always.
+type simSink struct{ s *Sim }
 
-// meanReplicas over live nodes.
-func (s *Sim) meanReplicas() float64 {
-	sum, k := 0, 0
-	for _, n := range s.nodes {
-		if n.state == placement.NodeLive && !n.gone {
-			sum += n.replicas
-			k++
+func (k simSink) Event(e control.Event) {
+	s := k.s
+	switch e.Kind {
+	case control.EventPolicyBug:
+		s.total.PolicyBugs++
+		if key := "bug:" + digits.ReplaceAllString(e.Reason, "#"); !s.seen[key] {
+			s.seen[key] = true
+			s.logf("policy bug: %s", e.Reason)
 		}
+	case "placement":
+		if key := "note:" + digits.ReplaceAllString(e.Reason, "#"); !s.seen[key] {
+			s.seen[key] = true
+			s.logf("note: %s", e.Reason)
+		}
+	case "operator-failed":
+		// The executor logs failures with the model's view (ended).
+	default:
+		s.logf("%s: %s", e.Subject, e.Reason)
 	}
-	if k == 0 {
-		return 0
-	}
-	return float64(sum) / float64(k)
 }
 
 // LogEntry is something that happened: a node event, a phase change, a

@@ -28,8 +28,8 @@ func testConfig(t *testing.T) Config {
 	cfg.HeartbeatInterval = 100 * time.Millisecond
 	cfg.LivenessTimeout = time.Second
 	cfg.ReportInterval = 300 * time.Millisecond
-	cfg.PlacementInterval = 100 * time.Millisecond
-	cfg.DeadNodeGrace = 3 * time.Second
+	cfg.Control.Interval = 100 * time.Millisecond
+	cfg.Control.DeadNodeGrace = 3 * time.Second
 	// Tests move replicas and leases by hand; placement only keeps the
 	// replication factor unless a test turns rebalancing on.
 	cfg.Placement.Rebalance = false

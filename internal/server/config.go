@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/monitor"
@@ -78,16 +79,13 @@ type Config struct {
 	// ReportInterval is how often each leaseholder re-reports its ranges'
 	// descriptors to the meta range.
 	ReportInterval time.Duration
-	// DeadNodeGrace is how long a node may stay silent (no heartbeat, and
-	// gossip not seeing it) before placement treats it as dead and replaces
-	// its replicas elsewhere.
-	DeadNodeGrace time.Duration
-	// PlacementInterval is how often the meta leaseholder runs placement.
-	PlacementInterval time.Duration
+	// Control holds the control loop's interval, the dead-node grace (how
+	// long a node may stay silent, no heartbeat and gossip not seeing it,
+	// before placement replaces its replicas) and the runner's limits;
+	// the simulator reads the same struct.
+	Control control.Config
 	// Placement tunes the placement policies.
 	Placement placement.Config
-	// Runner limits how placement operators execute.
-	Runner RunnerConfig
 	// ReplicaGCInterval is how often the node checks its replicas against
 	// the meta range and removes those no longer members.
 	ReplicaGCInterval time.Duration
@@ -127,10 +125,8 @@ func DefaultConfig() Config {
 		HeartbeatInterval:       time.Second,
 		LivenessTimeout:         5 * time.Second,
 		ReportInterval:          3 * time.Second,
-		DeadNodeGrace:           20 * time.Second,
-		PlacementInterval:       time.Second,
+		Control:                 control.DefaultConfig(),
 		Placement:               placement.DefaultConfig(),
-		Runner:                  DefaultRunnerConfig(),
 		ReplicaGCInterval:       10 * time.Second,
 		ClosedTimestampInterval: 100 * time.Millisecond,
 		LeaseRebalanceInterval:  10 * time.Second,
@@ -157,7 +153,7 @@ func (c *Config) Validate() error {
 		return errors.New("server: every limit must be positive")
 	}
 	for name, d := range map[string]time.Duration{"HeartbeatInterval": c.HeartbeatInterval, "LivenessTimeout": c.LivenessTimeout,
-		"ReportInterval": c.ReportInterval, "PlacementInterval": c.PlacementInterval, "DeadNodeGrace": c.DeadNodeGrace, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {
+		"ReportInterval": c.ReportInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {
 		if d <= 0 {
 			return fmt.Errorf("server: %s must be positive", name)
 		}
@@ -165,13 +161,13 @@ func (c *Config) Validate() error {
 	if c.LivenessTimeout <= c.HeartbeatInterval {
 		return errors.New("server: LivenessTimeout must exceed HeartbeatInterval")
 	}
-	if c.DeadNodeGrace <= c.LivenessTimeout {
-		return errors.New("server: DeadNodeGrace must exceed LivenessTimeout")
+	if c.Control.DeadNodeGrace <= c.LivenessTimeout {
+		return errors.New("server: the dead-node grace must exceed LivenessTimeout")
 	}
 	if err := c.Placement.Validate(); err != nil {
 		return err
 	}
-	if err := c.Runner.Validate(); err != nil {
+	if err := c.Control.Validate(); err != nil {
 		return err
 	}
 	if err := c.Lease.Validate(); err != nil {

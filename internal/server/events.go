@@ -81,7 +81,7 @@ func (s *Server) watchLiveness(ctx context.Context) {
 		case st == stateSuspect:
 			s.events.Record("node-suspect", nodeSubject(id), "no heartbeat for %.1fs (liveness timeout %v)", ns.GetLastSeenSeconds(), s.cfg.LivenessTimeout)
 		case st == stateDead:
-			s.events.Record("node-dead", nodeSubject(id), "silent for more than %v: its replicas are replaced on live nodes", s.cfg.DeadNodeGrace)
+			s.events.Record("node-dead", nodeSubject(id), "silent for more than %v: its replicas are replaced on live nodes", s.cfg.Control.DeadNodeGrace)
 		case st == stateDecommissioned:
 			s.events.Record("node-decommissioned", nodeSubject(id), "drained and stopped: it owns nothing")
 		}

@@ -12,7 +12,7 @@ import (
 func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.heartbeat)
 	s.loop(s.cfg.ReportInterval, s.reportAll)
-	s.loop(s.cfg.PlacementInterval, s.place)
+	s.loop(s.cfg.Control.Interval, s.place)
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
 	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)

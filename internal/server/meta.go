@@ -421,18 +421,18 @@ func (s *Server) stateOf(n *tidekvpb.NodeDescriptor, ns *tidekvpb.NodeStatus, si
 	gs, gsince, gok := s.gossipState(n.GetNodeId())
 	gossipDown := gok && (gs == gossip.Dead || gs == gossip.Left)
 	switch {
-	case gossipDown && time.Since(gsince) >= s.cfg.DeadNodeGrace && !(n.GetDraining() && ns.GetReplicas() == 0):
+	case gossipDown && time.Since(gsince) >= s.cfg.Control.DeadNodeGrace && !(n.GetDraining() && ns.GetReplicas() == 0):
 		return stateDead
 	case gok && gs != gossip.Alive && ns.GetLive():
 		return stateSuspect
-	case !heard && (!gok || gs == gossip.Alive) && silent < 2*s.cfg.DeadNodeGrace && !gossipDown:
+	case !heard && (!gok || gs == gossip.Alive) && silent < 2*s.cfg.Control.DeadNodeGrace && !gossipDown:
 		// Not heard from yet, but not known to be gone either: a node
 		// that joined after this leaseholder took over, about to
 		// heartbeat. (One silent past twice the grace is given up on.)
 		return stateUnknown
 	case n.GetDraining() && ns.GetReplicas() == 0 && heard && !ns.GetLive():
 		return stateDecommissioned
-	case silent >= s.cfg.DeadNodeGrace:
+	case silent >= s.cfg.Control.DeadNodeGrace:
 		return stateDead
 	case !heard:
 		return stateUnknown

@@ -53,8 +53,7 @@ type Server struct {
 	conns  map[string]*grpc.ClientConn
 
 	meta   *metaState
-	ctl    *controller
-	runner *runner
+	ctl    *controlState
 	load   loadTracker
 	events *events.Log
 	mon    *monitor.Monitor
@@ -84,6 +83,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Snapshot bandwidth has one knob, the control loop's migration rate,
+	// which raftstore enforces on every outgoing snapshot.
+	cfg.Raft.SnapshotBytesPerSecond = int64(cfg.Control.Runner.MigrationRate)
 	if cfg.Raft.SnapshotDir == "" {
 		cfg.Raft.SnapshotDir = filepath.Join(cfg.DataDir, "snapshots")
 	}
@@ -106,9 +108,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		meta:     newMetaState(),
 		metrics:  newMetrics(),
 		events:   events.New(cfg.Events, 0, time.Now),
-		ctl:      newController(),
 	}
-	s.runner = newRunner(s, cfg.Runner)
+	s.ctl = newControlState(s)
 	if s.mon, err = monitor.New(cfg.Monitor, monitor.ProcSource, func() (int, int, time.Duration) {
 		return len(s.inflight), cap(s.inflight), s.svc.Mean()
 	}, time.Now); err != nil {

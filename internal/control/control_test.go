@@ -1,0 +1,267 @@
+package control
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/placement"
+)
+
+// fakeExec records operators and leaves them running until the test ends
+// them; ops whose Reason is "invalid" fail its Check.
+type fakeExec struct {
+	started []placement.Operator
+	done    map[uint64]func(error) // by range
+}
+
+func (f *fakeExec) Check(op placement.Operator) error {
+	if op.Reason == "invalid" {
+		return errors.New("no such node")
+	}
+	return nil
+}
+
+func (f *fakeExec) Execute(op placement.Operator, done func(error)) {
+	f.started = append(f.started, op)
+	f.done[op.Range] = done
+}
+
+type events []Event
+
+func (e *events) Event(ev Event) { *e = append(*e, ev) }
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newTestRunner(cfg RunnerConfig) (*Runner, *fakeExec, *events, *clock) {
+	x, ev, c := &fakeExec{done: map[uint64]func(error){}}, &events{}, &clock{t: epoch}
+	return NewRunner(cfg, x, c.now, ev), x, ev, c
+}
+
+func add(rangeID, target uint64) placement.Operator {
+	return placement.Operator{Kind: placement.OpAddVoter, Range: rangeID, Target: target}
+}
+
+func TestRunnerLimits(t *testing.T) {
+	cfg := DefaultRunnerConfig()
+	cfg.MaxInFlight, cfg.MaxSnapshotsPerNode, cfg.OpsPerMinute = 3, 1, 4
+	r, x, _, c := newTestRunner(cfg)
+	started := func(op placement.Operator) bool {
+		ok, err := r.Start(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !started(add(1, 2)) || started(add(2, 2)) {
+		t.Fatal("a second snapshot to node 2 must wait")
+	}
+	if started(add(1, 3)) {
+		t.Fatal("a second operator on range 1 must wait")
+	}
+	if !started(add(3, 3)) || !started(placement.Operator{Kind: placement.OpTransferLease, Range: 4, Target: 1}) {
+		t.Fatal("within the limits")
+	}
+	if started(placement.Operator{Kind: placement.OpSplit, Range: 5}) {
+		t.Fatal("in flight is capped at 3")
+	}
+	busy, inFlight := r.Busy()
+	if len(busy) != 3 || len(inFlight) != 3 || inFlight[0].Range != 1 || inFlight[2].Range != 4 {
+		t.Fatalf("busy %v, in flight %v", busy, inFlight)
+	}
+	x.done[1](nil)
+	x.done[3](errors.New("target died"))
+	if !started(add(2, 2)) {
+		t.Fatal("node 2's snapshot slot is free again")
+	}
+	if started(add(6, 4)) {
+		t.Fatal("4 starts within a minute is the cap")
+	}
+	c.t = c.t.Add(time.Minute)
+	if !started(add(6, 4)) {
+		t.Fatal("a minute later the rate window has room")
+	}
+	st := r.Stats()
+	if st.Started != 5 || st.Succeeded != 1 || st.Failed != 1 || st.Throttled != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+	rec := r.Recent()
+	if len(rec) != 2 || rec[0].Op.Range != 1 || rec[1].Err == nil {
+		t.Fatalf("recent %+v", rec)
+	}
+	c.t = c.t.Add(cfg.RecentWindow + time.Second)
+	if rec := r.Recent(); len(rec) != 0 {
+		t.Fatalf("recent after the window: %+v", rec)
+	}
+}
+
+func TestRunnerDoneOnceAndFailureEvent(t *testing.T) {
+	r, x, ev, _ := newTestRunner(DefaultRunnerConfig())
+	if ok, _ := r.Start(add(1, 2)); !ok {
+		t.Fatal("not started")
+	}
+	x.done[1](errors.New("ambiguous result"))
+	x.done[1](nil) // a second call must not free another slot or count twice
+	if st := r.Stats(); st.Failed != 1 || st.Succeeded != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if len(*ev) != 1 || (*ev)[0].Kind != "operator-failed" || !strings.Contains((*ev)[0].Reason, "ambiguous result") {
+		t.Fatalf("events %+v", *ev)
+	}
+}
+
+func TestRunnerCheckerRefusesWithoutSpendingLimits(t *testing.T) {
+	cfg := DefaultRunnerConfig()
+	cfg.OpsPerMinute = 1
+	r, x, ev, _ := newTestRunner(cfg)
+	bad := add(1, 9)
+	bad.Reason = "invalid"
+	if ok, err := r.Start(bad); ok || err == nil {
+		t.Fatal("an invalid operator must be refused with its error")
+	}
+	if len(*ev) != 1 || (*ev)[0].Kind != EventPolicyBug {
+		t.Fatalf("events %+v", *ev)
+	}
+	if ok, _ := r.Start(add(1, 2)); !ok || len(x.started) != 1 {
+		t.Fatal("the refused operator must not count against the rate")
+	}
+}
+
+func snapObs(now time.Time, nodes []placement.Node, ranges ...placement.Range) Observation {
+	return Observation{Now: now, Nodes: nodes, Ranges: ranges}
+}
+
+func live(ids ...uint64) []placement.Node {
+	var out []placement.Node
+	for _, id := range ids {
+		out = append(out, placement.Node{ID: id, State: placement.NodeLive})
+	}
+	return out
+}
+
+func voters(ids ...uint64) []placement.Replica {
+	var out []placement.Replica
+	for _, id := range ids {
+		out = append(out, placement.Replica{Node: id, Type: placement.Voter})
+	}
+	return out
+}
+
+func TestControllerDerivesSoftState(t *testing.T) {
+	policy := placement.DefaultConfig()
+	policy.Rebalance = false
+	c := NewController(DefaultConfig(), policy)
+	var seen []placement.Snapshot
+	c.SetDecider(func(s placement.Snapshot) placement.Plan { seen = append(seen, s); return placement.Plan{} })
+	r := placement.Range{ID: 2, QPS: 1000, Leaseholder: 1,
+		Replicas: append(voters(1, 2, 3), placement.Replica{Node: 4, Type: placement.Learner})}
+	c.Decide(snapObs(epoch, live(1, 2, 3, 4), r), nil, nil)
+	c.Decide(snapObs(epoch.Add(time.Second), live(1, 2, 3, 4), r), nil, nil)
+	s := seen[1].Ranges[0]
+	if want := hitsAlpha*1000 + (1-hitsAlpha)*hitsAlpha*1000; s.HitsEWMA != want {
+		t.Fatalf("hits %v want %v", s.HitsEWMA, want)
+	}
+	if !s.SplitAt.Equal(epoch) || !s.Replicas[3].Since.Equal(epoch) {
+		t.Fatalf("first sightings: split %v learner %v", s.SplitAt, s.Replicas[3].Since)
+	}
+	if r.Replicas[3].Since != (time.Time{}) {
+		t.Fatal("the observation itself must not be changed")
+	}
+	// A range that disappeared (merged) is forgotten: seen again, it is new.
+	c.Decide(snapObs(epoch.Add(2*time.Second), live(1, 2, 3, 4)), nil, nil)
+	c.Decide(snapObs(epoch.Add(3*time.Second), live(1, 2, 3, 4), r), nil, nil)
+	if s := seen[3].Ranges[0]; !s.SplitAt.Equal(epoch.Add(3 * time.Second)) {
+		t.Fatalf("forgotten range's first sighting %v", s.SplitAt)
+	}
+}
+
+func TestControllerBootstrapPhases(t *testing.T) {
+	c := NewController(DefaultConfig(), placement.DefaultConfig())
+	c.SetDecider(func(placement.Snapshot) placement.Plan { return placement.Plan{} })
+	var ranges []placement.Range
+	for i := uint64(1); i <= 20; i++ {
+		ranges = append(ranges, placement.Range{ID: i, Leaseholder: 1, Replicas: voters(1, 2, 3)})
+	}
+	obs := func(now time.Time) Observation { return snapObs(now, live(1, 2, 3, 4), ranges...) }
+	d := c.Decide(obs(epoch), nil, nil)
+	if c.Phase(4) != placement.PhaseOne || c.Phase(1) != placement.PhaseNone {
+		t.Fatalf("phases %v %v", c.Phase(4), c.Phase(1))
+	}
+	if len(d.Events) != 1 || d.Events[0].Kind != "bootstrap" || d.Events[0].Subject != "node 4" {
+		t.Fatalf("events %+v", d.Events)
+	}
+	if d.Snapshot.Nodes[3].Phase != placement.PhaseOne {
+		t.Fatal("the policies see the phase of this round")
+	}
+	// Node 4 takes its quota (10% of the 60 replicas on the above-mean
+	// nodes): phase 2.
+	for i := 0; i < 6; i++ {
+		ranges[i].Replicas = voters(4, 2, 3)
+	}
+	c.Decide(obs(epoch.Add(time.Second)), nil, nil)
+	if c.Phase(4) != placement.PhaseTwo {
+		t.Fatalf("phase after the quota: %v", c.Phase(4))
+	}
+	// It dies: the phase is dropped.
+	nodes := live(1, 2, 3)
+	nodes = append(nodes, placement.Node{ID: 4, State: placement.NodeDead})
+	c.Decide(snapObs(epoch.Add(2*time.Second), nodes, ranges...), nil, nil)
+	if c.Phase(4) != placement.PhaseNone {
+		t.Fatalf("phase of a dead node: %v", c.Phase(4))
+	}
+}
+
+func TestControllerNotesOncePerShape(t *testing.T) {
+	cfg := DefaultConfig()
+	c := NewController(cfg, placement.DefaultConfig())
+	n := 0
+	c.SetDecider(func(placement.Snapshot) placement.Plan {
+		n++
+		return placement.Plan{Notes: []string{"range 2: " + strings.Repeat("9", n) + " qps on one key"}}
+	})
+	var events []Event
+	for i := 0; i < 3; i++ {
+		events = append(events, c.Decide(snapObs(epoch.Add(time.Duration(i)*time.Second), nil), nil, nil).Events...)
+	}
+	events = append(events, c.Decide(snapObs(epoch.Add(cfg.NoteEvery), nil), nil, nil).Events...)
+	if len(events) != 2 {
+		t.Fatalf("events %+v", events)
+	}
+}
+
+func TestLoopRefusesPlanBugs(t *testing.T) {
+	r, x, ev, _ := newTestRunner(DefaultRunnerConfig())
+	c := NewController(DefaultConfig(), placement.DefaultConfig())
+	l := &Loop{Controller: c, Runner: r, Sink: ev}
+	if ok, _ := r.Start(add(7, 2)); !ok {
+		t.Fatal("setup")
+	}
+	invalid := add(1, 9)
+	invalid.Reason = "invalid"
+	c.SetDecider(func(placement.Snapshot) placement.Plan {
+		return placement.Plan{Ops: []placement.Operator{
+			invalid,   // refused by the checker: range 1 stays free
+			add(1, 3), // valid
+			add(1, 4), // second operator for range 1
+			{Kind: placement.OpMerge, Range: 6, Other: 7}, // range 7 is busy
+		}}
+	})
+	l.Round(snapObs(epoch, live(1, 2, 3, 4)))
+	if len(x.started) != 2 || x.started[1].Range != 1 || x.started[1].Target != 3 {
+		t.Fatalf("started %+v", x.started)
+	}
+	var bugs []string
+	for _, e := range *ev {
+		if e.Kind == EventPolicyBug {
+			bugs = append(bugs, e.Reason)
+		}
+	}
+	if len(bugs) != 3 || !strings.Contains(bugs[1], "second operator for range 1") || !strings.Contains(bugs[2], "range 7 is busy") {
+		t.Fatalf("bugs %q", bugs)
+	}
+}

@@ -1,0 +1,193 @@
+package control
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/placement"
+)
+
+// Controller is the soft state of placement: what the policies need to
+// remember between rounds. It runs wherever the meta range's lease is;
+// a new leaseholder starts a fresh Controller and rebuilds it, because
+// every operator is a self-contained change that either happened or
+// did not, and the policies finish what an interrupted one left (a
+// leftover learner, a frozen range).
+//
+// A Controller is not safe for concurrent use; Loop serialises it.
+type Controller struct {
+	cfg       Config
+	policy    placement.Config
+	decide    func(placement.Snapshot) placement.Plan // nil: placement.Decide
+	phases    map[uint64]placement.Phase
+	quotas    map[uint64]int
+	firstSeen map[uint64]time.Time    // a range's first sighting: when it split, as far as we know
+	learners  map[[2]uint64]time.Time // a plain learner's first sighting, by {range, node}
+	hits      map[uint64]float64      // smoothed request rate per range
+	notes     map[string]time.Time    // when a note (digits masked) was last recorded
+}
+
+// hitsAlpha smooths range hit rates across rounds.
+const hitsAlpha = 0.3
+
+// NewController starts with no memory of the cluster.
+func NewController(cfg Config, policy placement.Config) *Controller {
+	c := &Controller{cfg: cfg, policy: policy}
+	c.Reset()
+	return c
+}
+
+// Reset forgets everything (the meta lease moved away and back).
+func (c *Controller) Reset() {
+	c.phases = map[uint64]placement.Phase{}
+	c.quotas = map[uint64]int{}
+	c.firstSeen = map[uint64]time.Time{}
+	c.learners = map[[2]uint64]time.Time{}
+	c.hits = map[uint64]float64{}
+	c.notes = map[string]time.Time{}
+}
+
+// SetPolicy changes the placement thresholds from the next round on.
+func (c *Controller) SetPolicy(p placement.Config) { c.policy = p }
+
+// SetDecider replaces placement.Decide (nil restores it): the seam the
+// simulator's own tests use to script decisions.
+func (c *Controller) SetDecider(d func(placement.Snapshot) placement.Plan) { c.decide = d }
+
+// Policy is the placement configuration in force.
+func (c *Controller) Policy() placement.Config { return c.policy }
+
+// Phase is a node's bootstrap phase.
+func (c *Controller) Phase(node uint64) placement.Phase { return c.phases[node] }
+
+// Decide runs one placement round: it derives the snapshot the policies
+// see from the observation (and the runner's busy set), asks
+// placement.Decide, and moves bootstrapping nodes through their phases.
+func (c *Controller) Decide(obs Observation, busy map[uint64]bool, inFlight []placement.Operator) Decisions {
+	snap := c.snapshot(obs, busy, inFlight)
+	var events []Event
+	if c.advancePhases(snap, &events) {
+		for i := range snap.Nodes {
+			snap.Nodes[i].Phase = c.phases[snap.Nodes[i].ID]
+		}
+	}
+	var plan placement.Plan
+	if c.decide != nil {
+		plan = c.decide(snap)
+	} else {
+		plan = placement.Decide(snap, c.policy)
+	}
+	for _, n := range plan.Notes {
+		key := digits.ReplaceAllString(n, "#")
+		if last, ok := c.notes[key]; !ok || obs.Now.Sub(last) >= c.cfg.NoteEvery {
+			c.notes[key] = obs.Now
+			events = append(events, Event{Kind: "placement", Subject: "cluster", Reason: n})
+		}
+	}
+	return Decisions{Snapshot: snap, Ops: plan.Ops, Events: events}
+}
+
+// digits masks the numbers of a note, so a note that differs only in its
+// numbers is not recorded again before NoteEvery.
+var digits = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
+
+// snapshot fills what placement derives across rounds.
+func (c *Controller) snapshot(obs Observation, busy map[uint64]bool, inFlight []placement.Operator) placement.Snapshot {
+	now := obs.Now
+	snap := placement.Snapshot{Now: now, Busy: busy, InFlight: inFlight}
+	if snap.Busy == nil {
+		snap.Busy = map[uint64]bool{}
+	}
+	seen := map[uint64]bool{}
+	seenLearners := map[[2]uint64]bool{}
+	for _, r := range obs.Ranges {
+		seen[r.ID] = true
+		if _, ok := c.firstSeen[r.ID]; !ok {
+			c.firstSeen[r.ID] = now
+		}
+		c.hits[r.ID] = hitsAlpha*r.QPS + (1-hitsAlpha)*c.hits[r.ID]
+		r.HitsEWMA, r.SplitAt = c.hits[r.ID], c.firstSeen[r.ID]
+		reps := make([]placement.Replica, len(r.Replicas))
+		for i, rep := range r.Replicas {
+			if rep.Type == placement.Learner && !rep.Adaptive {
+				key := [2]uint64{r.ID, rep.Node}
+				seenLearners[key] = true
+				if _, ok := c.learners[key]; !ok {
+					c.learners[key] = now
+				}
+				rep.Since = c.learners[key]
+			}
+			reps[i] = rep
+		}
+		r.Replicas = reps
+		snap.Ranges = append(snap.Ranges, r)
+	}
+	for id := range c.firstSeen {
+		if !seen[id] {
+			delete(c.firstSeen, id)
+			delete(c.hits, id)
+		}
+	}
+	for key := range c.learners {
+		if !seenLearners[key] {
+			delete(c.learners, key)
+		}
+	}
+	for _, n := range obs.Nodes {
+		n.Phase = c.phases[n.ID]
+		snap.Nodes = append(snap.Nodes, n)
+	}
+	return snap
+}
+
+// advancePhases moves nodes through the two bootstrap phases: an empty
+// live node (in a cluster with data elsewhere) enters phase 1 with a quota;
+// at the quota it enters phase 2; once balanced it is an ordinary node. It
+// reports whether any phase changed.
+func (c *Controller) advancePhases(snap placement.Snapshot, events *[]Event) bool {
+	counts := map[uint64]int{}
+	total := 0
+	for _, r := range snap.Ranges {
+		for _, rep := range r.Replicas {
+			counts[rep.Node]++
+			total++
+		}
+	}
+	changed := false
+	for _, n := range snap.Nodes {
+		phase, known := c.phases[n.ID]
+		quota := c.quotas[n.ID]
+		next := phase
+		switch {
+		case n.State != placement.NodeLive && !known:
+			continue // decide once it is live (a joining node is not yet)
+		case n.State != placement.NodeLive:
+			next = placement.PhaseNone
+		case !known && counts[n.ID] == 0 && total > 0:
+			next = placement.PhaseOne
+			quota = placement.BootstrapQuota(snap, c.policy)
+		case phase == placement.PhaseOne && counts[n.ID] >= quota:
+			next = placement.PhaseTwo
+		case phase == placement.PhaseTwo && placement.Balanced(snap, n.ID, c.policy):
+			next = placement.PhaseNone
+		}
+		c.phases[n.ID], c.quotas[n.ID] = next, quota
+		if next == phase && (known || next == placement.PhaseNone) {
+			continue
+		}
+		changed = changed || next != phase
+		if n.State != placement.NodeLive && phase == placement.PhaseNone {
+			continue
+		}
+		what := "bootstrap done: balanced"
+		switch next {
+		case placement.PhaseOne:
+			what = fmt.Sprintf("bootstrap phase 1: takes %d replicas and their leases from the busiest nodes", quota)
+		case placement.PhaseTwo:
+			what = fmt.Sprintf("bootstrap phase 2: holds %d replicas; pulls more, throttled, until balanced", counts[n.ID])
+		}
+		*events = append(*events, Event{Kind: "bootstrap", Subject: NodeSubject(n.ID), Reason: what})
+	}
+	return changed
+}

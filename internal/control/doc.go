@@ -1,0 +1,21 @@
+// Package control is TideKV's one home for control logic: the placement
+// controller, the elasticity controller, and the runner that turns their
+// decisions into side effects.
+//
+// A round is: an Observation of the cluster (ranges, nodes, load and
+// latency signals, built by the server from the meta range or by the
+// simulator from its model) goes into the Controller, which keeps the soft
+// state that policies need across rounds (bootstrap phases, first
+// sightings, smoothed hit rates) and returns Decisions: placement
+// operators, events with reasons. The Runner executes the operators within
+// its limits (operators in flight, per-node snapshots, starts per minute)
+// through an Executor, and remembers what it ran so the next round sees
+// operators in flight and recent moves. Loop ties the three together; the
+// server and the simulator both drive the same Loop, the server against
+// admin calls and the simulator against its model.
+//
+// Nothing here sleeps, reads the wall clock or does I/O: time comes from
+// the Observation and from an injected Clock, side effects go through the
+// Executor, EventSink and Actuator interfaces, which the consumer of this
+// package implements.
+package control

@@ -1,0 +1,57 @@
+package control
+
+import (
+	"fmt"
+
+	"github.com/tidekv/tidekv/internal/placement"
+)
+
+// Loop is one control loop: each Round turns an observation into decisions
+// and hands them to the runner. The server runs it on the meta range's
+// leaseholder every Config.Interval; the simulator runs the same Loop in
+// virtual time.
+type Loop struct {
+	Controller *Controller
+	Runner     *Runner
+	Sink       EventSink
+}
+
+// Round runs one round and returns what it decided. Operators the runner
+// could not start now are dropped: the next round decides again.
+func (l *Loop) Round(obs Observation) Decisions {
+	busy, inFlight := l.Runner.Busy()
+	d := l.Controller.Decide(obs, busy, inFlight)
+	for _, e := range d.Events {
+		l.Sink.Event(e)
+	}
+	touched := map[uint64]bool{}
+	for _, op := range d.Ops {
+		if err := checkPlanned(op, busy, touched); err != nil {
+			l.Sink.Event(Event{Kind: EventPolicyBug, Subject: RangeSubject(op.Range), Reason: Describe(op) + ": " + err.Error()})
+			continue
+		}
+		if _, err := l.Runner.Start(op); err == nil {
+			touched[op.Range] = true
+			if op.Kind == placement.OpMerge {
+				touched[op.Other] = true
+			}
+		}
+	}
+	return d
+}
+
+// checkPlanned refuses an operator on a range that already has one, in
+// flight or earlier in the same plan (a valid one): the policies are told which ranges
+// are busy, so such an operator is a policy bug.
+func checkPlanned(op placement.Operator, busy, touched map[uint64]bool) error {
+	for _, id := range []uint64{op.Range, op.Other} {
+		switch {
+		case id == 0:
+		case touched[id]:
+			return fmt.Errorf("second operator for range %d in one plan", id)
+		case busy[id]:
+			return fmt.Errorf("range %d is busy (in Snapshot.Busy)", id)
+		}
+	}
+	return nil
+}

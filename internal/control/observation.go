@@ -1,0 +1,64 @@
+package control
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/placement"
+)
+
+// Observation is what one round sees of the cluster. Ranges and Nodes
+// carry what the cluster reports; the fields placement derives across
+// rounds (Range.HitsEWMA, Range.SplitAt, a plain learner's Replica.Since,
+// Node.Phase) are filled in by the Controller, and Snapshot.Busy and
+// InFlight by the Runner, so the server and the simulator leave them zero.
+type Observation struct {
+	Now    time.Time
+	Nodes  []placement.Node
+	Ranges []placement.Range
+}
+
+// Event is something a round decided or noticed, with its reason: the
+// caller records it where operators look (the event log, the simulator's
+// log).
+type Event struct {
+	Kind    string // "placement", "bootstrap", "operator-failed", ...
+	Subject string // "cluster", "node 3", "range 12"
+	Reason  string
+}
+
+func (e Event) String() string { return fmt.Sprintf("%s %s: %s", e.Kind, e.Subject, e.Reason) }
+
+// EventPolicyBug is the kind of event for an operator the loop refused
+// because the policy should not have proposed it (a second operator for a
+// range in one plan, or one for a range already busy).
+const EventPolicyBug = "policy-bug"
+
+// EventSink receives events. The server's event log and the simulator's
+// log implement it.
+type EventSink interface {
+	Event(Event)
+}
+
+// Decisions are one round's output: the placement operators to run, in
+// order, and the events to record.
+type Decisions struct {
+	Snapshot placement.Snapshot // what the policies saw
+	Ops      []placement.Operator
+	Events   []Event
+}
+
+// NodeSubject and RangeSubject name event subjects the same way everywhere.
+func NodeSubject(id uint64) string  { return fmt.Sprintf("node %d", id) }
+func RangeSubject(id uint64) string { return fmt.Sprintf("range %d", id) }
+
+// Describe is an operator with its policy and reason, as events show it.
+func Describe(op placement.Operator) string {
+	switch {
+	case op.Policy != "" && op.Reason != "":
+		return fmt.Sprintf("%s (%s: %s)", op, op.Policy, op.Reason)
+	case op.Policy != "" || op.Reason != "":
+		return fmt.Sprintf("%s (%s%s)", op, op.Policy, op.Reason)
+	}
+	return op.String()
+}

@@ -1,0 +1,200 @@
+package control
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/placement"
+)
+
+// Executor carries out operators: the server through its admin calls, the
+// simulator against its model. Execute must not block on the operator's
+// work: it calls done exactly once when the operator has ended, with nil
+// or why it failed, from any goroutine or later in virtual time.
+type Executor interface {
+	Execute(op placement.Operator, done func(error))
+}
+
+// Checker is implemented by an Executor that can tell an invalid operator
+// (one the policy should never have proposed: a target that does not
+// exist, a removal below the replication factor) before it starts.
+type Checker interface {
+	Check(op placement.Operator) error
+}
+
+// Clock tells the time; the server passes time.Now, the simulator its
+// virtual clock.
+type Clock func() time.Time
+
+// Finished is an operator that ended, remembered for RunnerConfig's
+// RecentWindow.
+type Finished struct {
+	Op    placement.Operator
+	Ended time.Time
+	Err   error
+}
+
+// Runner executes operators within RunnerConfig's limits. It is the only
+// place decisions become side effects; an operator it cannot start now is
+// dropped (the next round decides again). Safe for concurrent use.
+type Runner struct {
+	cfg   RunnerConfig
+	exec  Executor
+	clock Clock
+	sink  EventSink
+
+	mu       sync.Mutex
+	inflight map[uint64]placement.Operator // by range (a merge also under Other)
+	toNode   map[uint64]int                // data-moving operators per target node
+	starts   []time.Time                   // start times within the last minute
+	recent   []Finished
+	stats    RunnerStats
+}
+
+// RunnerStats counts what the runner did.
+type RunnerStats struct {
+	Started, Throttled, Succeeded, Failed int
+}
+
+// NewRunner executes through exec; failures are reported to sink.
+func NewRunner(cfg RunnerConfig, exec Executor, clock Clock, sink EventSink) *Runner {
+	return &Runner{cfg: cfg, exec: exec, clock: clock, sink: sink,
+		inflight: map[uint64]placement.Operator{}, toNode: map[uint64]int{}}
+}
+
+// SetConfig changes the limits from the next start on.
+func (r *Runner) SetConfig(cfg RunnerConfig) {
+	r.mu.Lock()
+	r.cfg = cfg
+	r.mu.Unlock()
+}
+
+// Config returns the limits in force.
+func (r *Runner) Config() RunnerConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg
+}
+
+// Busy lists the ranges with an operator running, and the operators, in
+// range order.
+func (r *Runner) Busy() (map[uint64]bool, []placement.Operator) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[uint64]bool, len(r.inflight))
+	var ops []placement.Operator
+	for id, op := range r.inflight {
+		out[id] = true
+		if id == op.Range {
+			ops = append(ops, op)
+		}
+	}
+	slices.SortFunc(ops, func(a, b placement.Operator) int { return int(a.Range) - int(b.Range) })
+	return out, ops
+}
+
+// Recent lists the operators that ended within RecentWindow, oldest first.
+func (r *Runner) Recent() []Finished {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trimRecent(r.clock())
+	return slices.Clone(r.recent)
+}
+
+// Stats returns the runner's counters.
+func (r *Runner) Stats() RunnerStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
+
+// MovesData reports whether op streams a range's data to its target.
+func MovesData(op placement.Operator) bool {
+	switch op.Kind {
+	case placement.OpAddVoter, placement.OpAddLearner, placement.OpMoveReplica:
+		return true
+	}
+	return false
+}
+
+// Start runs op if the limits allow; it reports whether it did. An
+// operator the executor's Checker refuses is a policy bug: it is reported
+// to the sink and returned as the error, and counts against no limit.
+func (r *Runner) Start(op placement.Operator) (bool, error) {
+	if c, ok := r.exec.(Checker); ok {
+		if err := c.Check(op); err != nil {
+			r.sink.Event(Event{Kind: EventPolicyBug, Subject: RangeSubject(op.Range), Reason: Describe(op) + ": " + err.Error()})
+			return false, err
+		}
+	}
+	now := r.clock()
+	r.mu.Lock()
+	for len(r.starts) > 0 && now.Sub(r.starts[0]) >= time.Minute {
+		r.starts = r.starts[1:]
+	}
+	if len(r.inflight) >= r.cfg.MaxInFlight || len(r.starts) >= r.cfg.OpsPerMinute ||
+		r.has(op.Range, op.Other) || MovesData(op) && r.toNode[op.Target] >= r.cfg.MaxSnapshotsPerNode {
+		r.stats.Throttled++
+		r.mu.Unlock()
+		return false, nil
+	}
+	r.inflight[op.Range] = op
+	if op.Kind == placement.OpMerge {
+		r.inflight[op.Other] = op
+	}
+	if MovesData(op) {
+		r.toNode[op.Target]++
+	}
+	r.starts = append(r.starts, now)
+	r.stats.Started++
+	r.mu.Unlock()
+
+	var once sync.Once
+	r.exec.Execute(op, func(err error) { once.Do(func() { r.ended(op, err) }) })
+	return true, nil
+}
+
+// ended releases op's slots and remembers it.
+func (r *Runner) ended(op placement.Operator, err error) {
+	now := r.clock()
+	r.mu.Lock()
+	delete(r.inflight, op.Range)
+	if op.Kind == placement.OpMerge {
+		delete(r.inflight, op.Other)
+	}
+	if MovesData(op) {
+		r.toNode[op.Target]--
+	}
+	r.recent = append(r.recent, Finished{Op: op, Ended: now, Err: err})
+	r.trimRecent(now)
+	if err != nil {
+		r.stats.Failed++
+	} else {
+		r.stats.Succeeded++
+	}
+	r.mu.Unlock()
+	if err != nil && r.sink != nil {
+		r.sink.Event(Event{Kind: "operator-failed", Subject: RangeSubject(op.Range),
+			Reason: Describe(op) + " failed: " + err.Error()})
+	}
+}
+
+func (r *Runner) trimRecent(now time.Time) {
+	i := 0
+	for i < len(r.recent) && now.Sub(r.recent[i].Ended) > r.cfg.RecentWindow {
+		i++
+	}
+	r.recent = r.recent[i:]
+}
+
+// has reports whether any of the ranges has an operator in flight (caller
+// holds mu).
+func (r *Runner) has(ids ...uint64) bool {
+	for _, id := range ids {
+		if _, ok := r.inflight[id]; ok && id != 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/control"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/placement"
+)
+
+// The control loop (internal/control) runs on the meta range's
+// leaseholder. Every Control.Interval this node observes the cluster from
+// the range directory, the range reports and the node heartbeats, and hands
+// the observation to the loop; the loop's runner executes operators through
+// opExecutor, i.e. the same admin calls an operator's ctl commands make.
+
+// controlState is the server's handle on the control loop. The loop's
+// controller is not safe for concurrent use: mu serialises rounds, resets
+// and status reads.
+type controlState struct {
+	mu   sync.Mutex
+	loop *control.Loop
+}
+
+func newControlState(s *Server) *controlState {
+	sink := eventSink{s}
+	return &controlState{loop: &control.Loop{
+		Controller: control.NewController(s.cfg.Control, s.cfg.Placement),
+		Runner:     control.NewRunner(s.cfg.Control.Runner, opExecutor{s}, time.Now, sink),
+		Sink:       sink,
+	}}
+}
+
+// reset forgets the controller's soft state (the meta lease was acquired).
+func (c *controlState) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.loop.Controller.Reset()
+}
+
+// phaseOf returns a node's bootstrap phase.
+func (s *Server) phaseOf(node uint64) placement.Phase {
+	s.ctl.mu.Lock()
+	defer s.ctl.mu.Unlock()
+	return s.ctl.loop.Controller.Phase(node)
+}
+
+// place runs one control round if this node holds the meta lease.
+func (s *Server) place(ctx context.Context) {
+	meta := s.metaLeader()
+	if meta == nil || s.liveNodes() == nil {
+		return // not leaseholder, or liveness still being learnt
+	}
+	resp, err := s.rangesLocal(ctx, meta)
+	if err != nil {
+		return
+	}
+	obs := s.observe(meta.Desc(), resp, time.Now())
+	s.ctl.mu.Lock()
+	defer s.ctl.mu.Unlock()
+	s.ctl.loop.Controller.SetPolicy(s.placementConfig())
+	s.ctl.loop.Round(obs)
+}
+
+// observe assembles what the control loop looks at.
+func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.RangesResponse, now time.Time) control.Observation {
+	obs := control.Observation{Now: now}
+	ranges := append([]*tidekvpb.RangeInfo{{Desc: metaDesc, LeaderNodeId: s.nodeID}}, resp.GetRanges()...)
+	for _, ri := range ranges {
+		d := ri.GetDesc()
+		r := placement.Range{ID: d.GetRangeId(), Start: d.GetStartKey(), End: d.GetEndKey(), Leaseholder: ri.GetLeaderNodeId(),
+			Bytes: ri.GetBytes(), QPS: ri.GetQps(), ReadQPS: ri.GetReadQps(), HotKeyShare: ri.GetHotKeyShare(),
+			MergingInto: d.GetMergingInto()}
+		if r.ID == keys.MetaRangeID {
+			// The meta range lives in its own key space: never split or
+			// merged, only replicated and balanced.
+			r.Start, r.End, r.Bytes, r.QPS, r.ReadQPS = nil, nil, 0, 0, 0
+		}
+		for _, rd := range d.GetReplicas() {
+			t := placement.Voter
+			if rd.GetType() == tidekvpb.ReplicaType_LEARNER {
+				t = placement.Learner
+			}
+			r.Replicas = append(r.Replicas, placement.Replica{Node: rd.GetNodeId(), Type: t, Adaptive: rd.GetAdaptive()})
+		}
+		obs.Ranges = append(obs.Ranges, r)
+	}
+	for _, ns := range s.nodeStatuses(resp.GetNodes(), now) {
+		n := ns.GetNode()
+		obs.Nodes = append(obs.Nodes, placement.Node{ID: n.GetNodeId(), Locality: n.GetLocality(),
+			State: s.placementState(ns), Bytes: ns.GetBytes(), QPS: ns.GetQps(), CPU: ns.GetCpu(), Score: ns.GetScore()})
+	}
+	return obs
+}
+
+// placementState maps a node's status to what placement acts on.
+func (s *Server) placementState(ns *tidekvpb.NodeStatus) placement.NodeState {
+	switch ns.GetState() {
+	case stateDead:
+		return placement.NodeDead
+	case stateDraining, stateDrained:
+		return placement.NodeDraining
+	case stateSuspect, stateUnknown:
+		return placement.NodeSuspect
+	}
+	return placement.NodeLive
+}
+
+// eventSink records the control loop's events in the node's event log.
+type eventSink struct{ s *Server }
+
+func (e eventSink) Event(ev control.Event) { e.s.events.Record(ev.Kind, ev.Subject, "%s", ev.Reason) }
+
+// opExecutor carries out operators through the same admin paths an
+// operator's ctl commands take, so events and checks are the same.
+type opExecutor struct{ s *Server }
+
+func (x opExecutor) Execute(op placement.Operator, done func(error)) {
+	s := x.s
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.ctl.loop.Runner.Config().OpTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-s.stopper:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := x.run(ctx, op)
+		if errors.Is(err, context.Canceled) {
+			err = nil // the node is stopping: nothing to report
+		}
+		done(err)
+	}()
+}
+
+func (x opExecutor) run(ctx context.Context, op placement.Operator) error {
+	admin := &adminService{s: x.s}
+	reason := op.Policy + ": " + op.Reason
+	var err error
+	switch op.Kind {
+	case placement.OpAddVoter:
+		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, AddNodeId: op.Target, Reason: reason})
+	case placement.OpAddLearner:
+		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, AddNodeId: op.Target, Learner: true, Reason: reason})
+	case placement.OpRemoveReplica:
+		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, RemoveNodeId: op.Source, Reason: reason})
+	case placement.OpMoveReplica:
+		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, AddNodeId: op.Target, RemoveNodeId: op.Source, Reason: reason})
+	case placement.OpTransferLease:
+		_, err = admin.TransferLease(ctx, &tidekvpb.TransferLeaseRequest{RangeId: op.Range, TargetNodeId: op.Target, Reason: reason})
+	case placement.OpMerge:
+		_, err = admin.Merge(ctx, &tidekvpb.MergeRequest{LeftRangeId: op.Range, Reason: reason})
+	case placement.OpSplit:
+		_, err = admin.Split(ctx, &tidekvpb.SplitRequest{RangeId: op.Range, SplitKey: op.SplitKey, ByLoad: op.SplitByLoad, Reason: reason})
+	default:
+		err = fmt.Errorf("operator %s not supported", op.Kind)
+	}
+	return err
+}
