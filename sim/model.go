@@ -38,6 +38,9 @@ type Options struct {
 	// FollowerWriteCost is what a write costs a replica that is not the
 	// leaseholder, relative to the leaseholder (log append and apply).
 	FollowerWriteCost float64
+	// P99Base is an idle node's foreground p99; NodeStartTime how long a
+	// node the actuator starts takes to join.
+	P99Base, NodeStartTime time.Duration
 }
 
 // DefaultOptions: 1 s ticks, control.DefaultConfig() (what the server
@@ -51,6 +54,8 @@ func DefaultOptions() Options {
 		MergeDuration:     2 * time.Second,
 		ThrashWindow:      10 * time.Minute,
 		FollowerWriteCost: 0.3,
+		P99Base:           2 * time.Millisecond,
+		NodeStartTime:     5 * time.Second,
 	}
 }
 
@@ -69,6 +74,12 @@ func (o Options) withDefaults() Options {
 		o.ThrashWindow = d.ThrashWindow
 	}
 	o.FollowerWriteCost = orDefault(o.FollowerWriteCost, d.FollowerWriteCost)
+	if o.P99Base <= 0 {
+		o.P99Base = d.P99Base
+	}
+	if o.NodeStartTime <= 0 {
+		o.NodeStartTime = d.NodeStartTime
+	}
 	return o
 }
 
@@ -119,6 +130,13 @@ type NodeSpec struct {
 	// DiskBandwidth (bytes/s) caps its snapshot traffic together with the
 	// migration bandwidth, and is the denominator of its disk utilisation.
 	DiskBandwidth float64
+	// Steal is the share of its capacity a co-located process takes (a CPU
+	// hog beside it): 0 for a node alone.
+	Steal float64
+	// MigrationCost is the share of its capacity that each MiB/s of
+	// snapshot traffic, sent or received, costs (0: free, the placement
+	// scenarios' default).
+	MigrationCost float64
 }
 
 // DefaultNodeSpec: 10000 qps, 256 MiB/s of disk.
@@ -157,10 +175,14 @@ type node struct {
 	killedAt time.Time
 	gone     bool
 
-	// Derived each tick.
-	load, cpu, io, score float64
-	replicas, leases     int
-	bytes                float64
+	// Derived each tick. util is the foreground and migration demand over
+	// the capacity left by Steal; served and rejected split load at
+	// capacity; p99 is the foreground latency it causes.
+	load, cpu, io, score   float64
+	util, served, rejected float64
+	p99                    time.Duration
+	replicas, leases       int
+	bytes                  float64
 }
 
 func (n *node) up() bool {
@@ -348,13 +370,30 @@ func (s *Sim) computeLoads() {
 	}
 	for _, n := range s.nodes {
 		if !n.up() {
-			n.load, n.cpu, n.score = 0, 0, 0
+			n.load, n.cpu, n.score, n.util, n.served, n.rejected, n.p99 = 0, 0, 0, 0, 0, 0, 0
 			continue
 		}
-		u := n.load / n.spec.Capacity
+		s.foreground(n)
+		u := n.util
 		n.cpu = math.Min(u, 1)
 		n.score = Score(n.cpu, n.io, u-1)
 	}
+}
+
+// foreground derives a node's utilisation, what it serves and refuses, and
+// its p99: an open queue whose tail grows as 1/(1−u), P99Base when idle,
+// capped at 100× P99Base when saturated (the excess is refused: bounded
+// queues). Migration traffic and a co-located hog take capacity.
+func (s *Sim) foreground(n *node) {
+	capacity := n.spec.Capacity * (1 - n.spec.Steal)
+	migration := n.io * n.spec.DiskBandwidth / (1 << 20) * n.spec.MigrationCost * n.spec.Capacity
+	n.util = (n.load + migration) / capacity
+	n.served, n.rejected = n.load, 0
+	if n.util > 1 {
+		n.served = math.Max(0, capacity-migration)
+		n.rejected = n.load - n.served
+	}
+	n.p99 = time.Duration(float64(s.opts.P99Base) / (1 - math.Min(n.util, 0.99)))
 }
 
 // Score is the simulated node's load score, the shape of

@@ -282,7 +282,7 @@ func (s *Sim) retireDrained() {
 // observe is what the model reports to the control loop, as the server
 // reports the real cluster: no derived fields, no runner state.
 func (s *Sim) observe() control.Observation {
-	obs := control.Observation{Now: s.clock.Now()}
+	obs := control.Observation{Now: s.clock.Now(), Signals: map[uint64]control.NodeSignal{}}
 	for _, n := range s.nodes {
 		if n.gone {
 			continue
@@ -292,6 +292,8 @@ func (s *Sim) observe() control.Observation {
 			pn.QPS, pn.CPU, pn.Score = n.load, n.cpu, n.score
 		}
 		obs.Nodes = append(obs.Nodes, pn)
+		obs.Signals[n.id] = control.NodeSignal{Addr: fmt.Sprintf("n%d", n.id), P99: n.p99, Ops: n.served,
+			ReadShare: s.workload.ReadShare, Rejected: n.rejected, QueueUtil: clamp(n.util - 1), CPU: n.cpu}
 	}
 	for _, r := range s.ranges {
 		obs.Ranges = append(obs.Ranges, placement.Range{

@@ -16,6 +16,23 @@ type Observation struct {
 	Now    time.Time
 	Nodes  []placement.Node
 	Ranges []placement.Range
+	// Signals are what elasticity needs beyond placement's view, by node.
+	Signals map[uint64]NodeSignal
+}
+
+// NodeSignal is one node's foreground signals over the last interval.
+type NodeSignal struct {
+	Addr string // gRPC address, for actuators and joins
+	// P99 is the node's 99th percentile request latency; Ops the requests
+	// it served per second, ReadShare the fraction that read; Rejected the
+	// requests per second it refused as overloaded; QueueUtil its admission
+	// queue's occupancy in [0,1].
+	P99       time.Duration
+	Ops       float64
+	ReadShare float64
+	Rejected  float64
+	QueueUtil float64
+	CPU       float64
 }
 
 // Event is something a round decided or noticed, with its reason: the

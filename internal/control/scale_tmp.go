@@ -1,0 +1,19 @@
+package control
+
+// TEMPORARY: the same declarations as the elastic branch's planner.go;
+// removed when it merges.
+
+type ScaleKind int
+
+const (
+	ScaleNone ScaleKind = iota
+	ScaleOut
+	ScaleIn
+)
+
+type ScaleAction struct {
+	Kind      ScaleKind
+	From, To  int
+	Reason    string
+	Proactive bool
+}
