@@ -203,12 +203,13 @@ func (s *Sim) progress(dt time.Duration) {
 		n.io = 0
 	}
 	counts := s.snapshotCounts()
+	rate := s.loop.Runner.MigrationRate()
 	bw := func(id uint64) float64 {
 		n := s.node(id)
 		if n == nil || !n.up() || counts[id] == 0 {
 			return 0
 		}
-		return min(s.opts.Control.Runner.MigrationRate, n.spec.DiskBandwidth) / float64(counts[id])
+		return min(rate, n.spec.DiskBandwidth) / float64(counts[id])
 	}
 	var done []*flight
 	for _, f := range s.flights {

@@ -105,6 +105,7 @@ func (s *Sim) Options() Options { return s.opts }
 func (s *Sim) SetOptions(o Options) {
 	s.opts = o.withDefaults()
 	s.loop.Runner.SetConfig(s.opts.Control.Runner)
+	s.loop.Runner.SetMigrationRate(s.opts.Control.Runner.MigrationRate)
 }
 
 // SetWorkload changes the workload from now on. The key count may change:

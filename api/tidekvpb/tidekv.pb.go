@@ -2627,15 +2627,21 @@ func (x *JoinResponse) GetNodes() []*NodeDescriptor {
 }
 
 type NodeHeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          *NodeDescriptor        `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Replicas      uint32                 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
-	Leases        uint32                 `protobuf:"varint,3,opt,name=leases,proto3" json:"leases,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	Qps           float64                `protobuf:"fixed64,5,opt,name=qps,proto3" json:"qps,omitempty"`
-	Cpu           float64                `protobuf:"fixed64,6,opt,name=cpu,proto3" json:"cpu,omitempty"`
-	Score         float64                `protobuf:"fixed64,7,opt,name=score,proto3" json:"score,omitempty"`
-	P99Ms         float64                `protobuf:"fixed64,8,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Node     *NodeDescriptor        `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Replicas uint32                 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Leases   uint32                 `protobuf:"varint,3,opt,name=leases,proto3" json:"leases,omitempty"`
+	Bytes    uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Qps      float64                `protobuf:"fixed64,5,opt,name=qps,proto3" json:"qps,omitempty"`
+	Cpu      float64                `protobuf:"fixed64,6,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Score    float64                `protobuf:"fixed64,7,opt,name=score,proto3" json:"score,omitempty"`
+	P99Ms    float64                `protobuf:"fixed64,8,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	// Foreground signals for the elasticity controller: requests per second
+	// refused as overloaded, admission queue occupancy in [0,1], and the
+	// fraction of served requests that read.
+	RejectedQps   float64 `protobuf:"fixed64,9,opt,name=rejected_qps,json=rejectedQps,proto3" json:"rejected_qps,omitempty"`
+	QueueUtil     float64 `protobuf:"fixed64,10,opt,name=queue_util,json=queueUtil,proto3" json:"queue_util,omitempty"`
+	ReadShare     float64 `protobuf:"fixed64,11,opt,name=read_share,json=readShare,proto3" json:"read_share,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2726,11 +2732,35 @@ func (x *NodeHeartbeatRequest) GetP99Ms() float64 {
 	return 0
 }
 
+func (x *NodeHeartbeatRequest) GetRejectedQps() float64 {
+	if x != nil {
+		return x.RejectedQps
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetQueueUtil() float64 {
+	if x != nil {
+		return x.QueueUtil
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetReadShare() float64 {
+	if x != nil {
+		return x.ReadShare
+	}
+	return 0
+}
+
 type NodeHeartbeatResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nodes         []*NodeDescriptor      `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*NodeDescriptor      `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// The snapshot bandwidth (bytes/s) the control loop grants each node
+	// now; 0 leaves the node's current rate.
+	MigrationBytesPerSec float64 `protobuf:"fixed64,2,opt,name=migration_bytes_per_sec,json=migrationBytesPerSec,proto3" json:"migration_bytes_per_sec,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *NodeHeartbeatResponse) Reset() {
@@ -2768,6 +2798,13 @@ func (x *NodeHeartbeatResponse) GetNodes() []*NodeDescriptor {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *NodeHeartbeatResponse) GetMigrationBytesPerSec() float64 {
+	if x != nil {
+		return x.MigrationBytesPerSec
+	}
+	return 0
 }
 
 // ReportRange is how a range's leaseholder tells the meta range about its
@@ -3767,6 +3804,88 @@ func (x *SettingsResponse) GetSettings() []*Setting {
 	return nil
 }
 
+type AutoscaleStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AutoscaleStatusRequest) Reset() {
+	*x = AutoscaleStatusRequest{}
+	mi := &file_tidekv_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoscaleStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoscaleStatusRequest) ProtoMessage() {}
+
+func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
+func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
+}
+
+type AutoscaleStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The elasticity controller's status as JSON: the script interface of
+	// `tidekv ctl autoscale status --json` (fields in docs/elasticity.md).
+	Json          string `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AutoscaleStatusResponse) Reset() {
+	*x = AutoscaleStatusResponse{}
+	mi := &file_tidekv_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoscaleStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoscaleStatusResponse) ProtoMessage() {}
+
+func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
+func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *AutoscaleStatusResponse) GetJson() string {
+	if x != nil {
+		return x.Json
+	}
+	return ""
+}
+
 type NodeLoadsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3775,7 +3894,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3787,7 +3906,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3800,7 +3919,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{58}
+	return file_tidekv_proto_rawDescGZIP(), []int{60}
 }
 
 type NodeLoadsResponse struct {
@@ -3813,7 +3932,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3825,7 +3944,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3838,7 +3957,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{59}
+	return file_tidekv_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -3856,7 +3975,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +3987,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +4000,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{60}
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
 }
 
 type AllocRangeIDResponse struct {
@@ -3893,7 +4012,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3905,7 +4024,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3918,7 +4037,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{61}
+	return file_tidekv_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -3940,7 +4059,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3952,7 +4071,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3965,7 +4084,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{62}
+	return file_tidekv_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -4006,7 +4125,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4018,7 +4137,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4031,7 +4150,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{63}
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -4054,7 +4173,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4185,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4198,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{64}
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -4113,7 +4232,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4125,7 +4244,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4138,7 +4257,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{65}
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -4163,7 +4282,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4175,7 +4294,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +4307,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -4374,7 +4493,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12,\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xdd\x01\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xbe\x02\n" +
 	"\x14NodeHeartbeatRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12\x16\n" +
@@ -4383,9 +4502,16 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03qps\x18\x05 \x01(\x01R\x03qps\x12\x10\n" +
 	"\x03cpu\x18\x06 \x01(\x01R\x03cpu\x12\x14\n" +
 	"\x05score\x18\a \x01(\x01R\x05score\x12\x15\n" +
-	"\x06p99_ms\x18\b \x01(\x01R\x05p99Ms\"E\n" +
+	"\x06p99_ms\x18\b \x01(\x01R\x05p99Ms\x12!\n" +
+	"\frejected_qps\x18\t \x01(\x01R\vrejectedQps\x12\x1d\n" +
+	"\n" +
+	"queue_util\x18\n" +
+	" \x01(\x01R\tqueueUtil\x12\x1d\n" +
+	"\n" +
+	"read_share\x18\v \x01(\x01R\treadShare\"|\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xce\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x125\n" +
+	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\"\xce\x01\n" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -4448,7 +4574,10 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0fSettingsRequest\x12!\n" +
 	"\x03set\x18\x01 \x03(\v2\x0f.tidekv.SettingR\x03set\"?\n" +
 	"\x10SettingsResponse\x12+\n" +
-	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\x12\n" +
+	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\x18\n" +
+	"\x16AutoscaleStatusRequest\"-\n" +
+	"\x17AutoscaleStatusResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\tR\x04json\"\x12\n" +
 	"\x10NodeLoadsRequest\";\n" +
 	"\x11NodeLoadsResponse\x12&\n" +
 	"\x05loads\x18\x01 \x03(\v2\x10.tidekv.NodeLoadR\x05loads\"\x15\n" +
@@ -4499,7 +4628,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Scan\x12\x13.tidekv.ScanRequest\x1a\x14.tidekv.ScanResponse\x12=\n" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
-	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\x88\t\n" +
+	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\xdc\t\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12F\n" +
@@ -4515,7 +4644,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x14PushClosedTimestamps\x12\x1f.tidekv.ClosedTimestampsRequest\x1a .tidekv.ClosedTimestampsResponse\x12@\n" +
 	"\tNodeLoads\x12\x18.tidekv.NodeLoadsRequest\x1a\x19.tidekv.NodeLoadsResponse\x12I\n" +
 	"\fDecommission\x12\x1b.tidekv.DecommissionRequest\x1a\x1c.tidekv.DecommissionResponse\x12=\n" +
-	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse\x124\n" +
+	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse\x12R\n" +
+	"\x0fAutoscaleStatus\x12\x1e.tidekv.AutoscaleStatusRequest\x1a\x1f.tidekv.AutoscaleStatusResponse\x124\n" +
 	"\x05Merge\x12\x14.tidekv.MergeRequest\x1a\x15.tidekv.MergeResponse\x12F\n" +
 	"\vFreezeRange\x12\x1a.tidekv.FreezeRangeRequest\x1a\x1b.tidekv.FreezeRangeResponse2\x85\x01\n" +
 	"\x04Raft\x12>\n" +
@@ -4536,7 +4666,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -4600,16 +4730,18 @@ var file_tidekv_proto_goTypes = []any{
 	(*Setting)(nil),                  // 59: tidekv.Setting
 	(*SettingsRequest)(nil),          // 60: tidekv.SettingsRequest
 	(*SettingsResponse)(nil),         // 61: tidekv.SettingsResponse
-	(*NodeLoadsRequest)(nil),         // 62: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 63: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 64: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 65: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 66: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 67: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 68: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 69: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 70: tidekv.RaftBatchAck
-	(*raftpb.Message)(nil),           // 71: raftpb.Message
+	(*AutoscaleStatusRequest)(nil),   // 62: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 63: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 64: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 65: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 66: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 67: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 68: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 69: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 70: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 71: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 72: tidekv.RaftBatchAck
+	(*raftpb.Message)(nil),           // 73: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -4648,9 +4780,9 @@ var file_tidekv_proto_depIdxs = []int32{
 	59, // 33: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
 	59, // 34: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
 	52, // 35: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	71, // 36: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	66, // 37: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	66, // 38: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	73, // 36: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	68, // 37: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	68, // 38: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
 	9,  // 39: tidekv.KV.Get:input_type -> tidekv.GetRequest
 	11, // 40: tidekv.KV.Put:input_type -> tidekv.PutRequest
 	13, // 41: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
@@ -4667,44 +4799,46 @@ var file_tidekv_proto_depIdxs = []int32{
 	40, // 52: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
 	42, // 53: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
 	44, // 54: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	64, // 55: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	66, // 55: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
 	47, // 56: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
 	50, // 57: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	62, // 58: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	64, // 58: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
 	57, // 59: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
 	60, // 60: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	53, // 61: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	55, // 62: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	67, // 63: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	68, // 64: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	10, // 65: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	12, // 66: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	14, // 67: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	16, // 68: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	18, // 69: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	21, // 70: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	23, // 71: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	26, // 72: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	31, // 73: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	33, // 74: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	35, // 75: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	37, // 76: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	39, // 77: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	41, // 78: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	43, // 79: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	45, // 80: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	65, // 81: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	48, // 82: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	51, // 83: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	63, // 84: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	58, // 85: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	61, // 86: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	54, // 87: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	56, // 88: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	70, // 89: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	69, // 90: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	65, // [65:91] is the sub-list for method output_type
-	39, // [39:65] is the sub-list for method input_type
+	62, // 61: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	53, // 62: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	55, // 63: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	69, // 64: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	70, // 65: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	10, // 66: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	12, // 67: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	14, // 68: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	16, // 69: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	18, // 70: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	21, // 71: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	23, // 72: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	26, // 73: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	31, // 74: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	33, // 75: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	35, // 76: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	37, // 77: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	39, // 78: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	41, // 79: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	43, // 80: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	45, // 81: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	67, // 82: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	48, // 83: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	51, // 84: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	65, // 85: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	58, // 86: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	61, // 87: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	63, // 88: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	54, // 89: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	56, // 90: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	72, // 91: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	71, // 92: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	66, // [66:93] is the sub-list for method output_type
+	39, // [39:66] is the sub-list for method input_type
 	39, // [39:39] is the sub-list for extension type_name
 	39, // [39:39] is the sub-list for extension extendee
 	0,  // [0:39] is the sub-list for field type_name
@@ -4721,7 +4855,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   67,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

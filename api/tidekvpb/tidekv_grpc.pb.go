@@ -368,6 +368,7 @@ const (
 	Admin_NodeLoads_FullMethodName            = "/tidekv.Admin/NodeLoads"
 	Admin_Decommission_FullMethodName         = "/tidekv.Admin/Decommission"
 	Admin_Settings_FullMethodName             = "/tidekv.Admin/Settings"
+	Admin_AutoscaleStatus_FullMethodName      = "/tidekv.Admin/AutoscaleStatus"
 	Admin_Merge_FullMethodName                = "/tidekv.Admin/Merge"
 	Admin_FreezeRange_FullMethodName          = "/tidekv.Admin/FreezeRange"
 )
@@ -395,6 +396,8 @@ type AdminClient interface {
 	NodeLoads(ctx context.Context, in *NodeLoadsRequest, opts ...grpc.CallOption) (*NodeLoadsResponse, error)
 	Decommission(ctx context.Context, in *DecommissionRequest, opts ...grpc.CallOption) (*DecommissionResponse, error)
 	Settings(ctx context.Context, in *SettingsRequest, opts ...grpc.CallOption) (*SettingsResponse, error)
+	// AutoscaleStatus answers on the meta leaseholder (others forward).
+	AutoscaleStatus(ctx context.Context, in *AutoscaleStatusRequest, opts ...grpc.CallOption) (*AutoscaleStatusResponse, error)
 	Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error)
 	FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error)
 }
@@ -557,6 +560,16 @@ func (c *adminClient) Settings(ctx context.Context, in *SettingsRequest, opts ..
 	return out, nil
 }
 
+func (c *adminClient) AutoscaleStatus(ctx context.Context, in *AutoscaleStatusRequest, opts ...grpc.CallOption) (*AutoscaleStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AutoscaleStatusResponse)
+	err := c.cc.Invoke(ctx, Admin_AutoscaleStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MergeResponse)
@@ -600,6 +613,8 @@ type AdminServer interface {
 	NodeLoads(context.Context, *NodeLoadsRequest) (*NodeLoadsResponse, error)
 	Decommission(context.Context, *DecommissionRequest) (*DecommissionResponse, error)
 	Settings(context.Context, *SettingsRequest) (*SettingsResponse, error)
+	// AutoscaleStatus answers on the meta leaseholder (others forward).
+	AutoscaleStatus(context.Context, *AutoscaleStatusRequest) (*AutoscaleStatusResponse, error)
 	Merge(context.Context, *MergeRequest) (*MergeResponse, error)
 	FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error)
 	mustEmbedUnimplementedAdminServer()
@@ -656,6 +671,9 @@ func (UnimplementedAdminServer) Decommission(context.Context, *DecommissionReque
 }
 func (UnimplementedAdminServer) Settings(context.Context, *SettingsRequest) (*SettingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Settings not implemented")
+}
+func (UnimplementedAdminServer) AutoscaleStatus(context.Context, *AutoscaleStatusRequest) (*AutoscaleStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AutoscaleStatus not implemented")
 }
 func (UnimplementedAdminServer) Merge(context.Context, *MergeRequest) (*MergeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Merge not implemented")
@@ -954,6 +972,24 @@ func _Admin_Settings_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AutoscaleStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AutoscaleStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AutoscaleStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AutoscaleStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AutoscaleStatus(ctx, req.(*AutoscaleStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_Merge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MergeRequest)
 	if err := dec(in); err != nil {
@@ -1056,6 +1092,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Settings",
 			Handler:    _Admin_Settings_Handler,
+		},
+		{
+			MethodName: "AutoscaleStatus",
+			Handler:    _Admin_AutoscaleStatus_Handler,
 		},
 		{
 			MethodName: "Merge",

@@ -50,6 +50,7 @@ type Runner struct {
 	starts   []time.Time                   // start times within the last minute
 	recent   []Finished
 	stats    RunnerStats
+	rate     float64 // migration bandwidth each node may use now, bytes/s
 }
 
 // RunnerStats counts what the runner did.
@@ -59,8 +60,23 @@ type RunnerStats struct {
 
 // NewRunner executes through exec; failures are reported to sink.
 func NewRunner(cfg RunnerConfig, exec Executor, clock Clock, sink EventSink) *Runner {
-	return &Runner{cfg: cfg, exec: exec, clock: clock, sink: sink,
+	return &Runner{cfg: cfg, exec: exec, clock: clock, sink: sink, rate: cfg.MigrationRate,
 		inflight: map[uint64]placement.Operator{}, toNode: map[uint64]int{}}
+}
+
+// SetMigrationRate sets the snapshot bandwidth (bytes/s) each node may use
+// from now on: the bandwidth controller's allowance.
+func (r *Runner) SetMigrationRate(bytesPerSec float64) {
+	r.mu.Lock()
+	r.rate = bytesPerSec
+	r.mu.Unlock()
+}
+
+// MigrationRate is the snapshot bandwidth each node may use now.
+func (r *Runner) MigrationRate() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rate
 }
 
 // SetConfig changes the limits from the next start on.

@@ -88,6 +88,24 @@ func (s *Store) snapshotSendTimeout(bytes int64) time.Duration {
 	return d
 }
 
+// SetSnapshotRate changes the bandwidth cap of outgoing snapshots (bytes/s)
+// at runtime; it applies to snapshots already streaming. A store started
+// without a cap (SnapshotBytesPerSecond 0) stays uncapped.
+func (s *Store) SetSnapshotRate(bytesPerSec float64) {
+	if s.snapLimiter != nil && bytesPerSec > 0 {
+		s.snapLimiter.setRate(bytesPerSec)
+	}
+}
+
+// SnapshotRate is the current cap of outgoing snapshots (bytes/s; 0:
+// uncapped).
+func (s *Store) SnapshotRate() float64 {
+	if s.snapLimiter == nil {
+		return 0
+	}
+	return s.snapLimiter.currentRate()
+}
+
 // throttleSnapshot wraps an outgoing snapshot's SST under the store's
 // bandwidth cap (Config.SnapshotBytesPerSecond), shared by all its sends;
 // nil when there is no cap.

@@ -33,6 +33,26 @@ func newTokenBucket(rate, burst int64, now func() time.Time) *tokenBucket {
 	return &tokenBucket{rate: float64(rate), burst: float64(burst), now: now, tokens: float64(burst), last: now()}
 }
 
+// setRate changes the refill rate from now on (bytes/s, > 0): the
+// migration-bandwidth controller adjusts it while snapshots stream.
+func (b *tokenBucket) setRate(rate float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if el := now.Sub(b.last); el > 0 {
+		b.tokens = math.Min(b.burst, b.tokens+el.Seconds()*b.rate)
+		b.last = now
+	}
+	b.rate = rate
+}
+
+// currentRate is the refill rate in bytes/s.
+func (b *tokenBucket) currentRate() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rate
+}
+
 // reserve takes n bytes from the bucket and returns how long the caller
 // must wait before sending them (0: at once).
 func (b *tokenBucket) reserve(n int) time.Duration {

@@ -148,3 +148,21 @@ func TestSnapshotBandwidthCap(t *testing.T) {
 	}
 	waitFor(t, func() bool { _, ok, _ := tc.engines[n4].Get(dataKey("k39")); return ok })
 }
+
+// A rate change applies from the moment it is made: tokens earned before it
+// at the old rate are kept, the debt is paid at the new rate.
+func TestTokenBucketSetRate(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	tb := newTokenBucket(10, 100, clk.now)
+	if d := tb.reserve(100); d != 0 {
+		t.Fatalf("burst: %v", d)
+	}
+	clk.advance(time.Second) // +10 at the old rate
+	tb.setRate(100)
+	if got := tb.currentRate(); got != 100 {
+		t.Fatalf("rate %v", got)
+	}
+	if d := tb.reserve(110); d != time.Second { // balance 10 − 110 = −100 at 100/s
+		t.Fatalf("after the change: wait %v", d)
+	}
+}

@@ -90,11 +90,21 @@ func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.Rang
 		}
 		obs.Ranges = append(obs.Ranges, r)
 	}
-	for _, ns := range s.nodeStatuses(resp.GetNodes(), now) {
+	statuses := s.nodeStatuses(resp.GetNodes(), now)
+	obs.Signals = make(map[uint64]control.NodeSignal, len(statuses))
+	s.meta.mu.Lock()
+	for _, ns := range statuses {
 		n := ns.GetNode()
 		obs.Nodes = append(obs.Nodes, placement.Node{ID: n.GetNodeId(), Locality: n.GetLocality(),
 			State: s.placementState(ns), Bytes: ns.GetBytes(), QPS: ns.GetQps(), CPU: ns.GetCpu(), Score: ns.GetScore()})
+		sig := control.NodeSignal{Addr: n.GetGrpcAddr(), Ops: ns.GetQps(), CPU: ns.GetCpu(),
+			P99: time.Duration(ns.GetP99Ms() * float64(time.Millisecond))}
+		if l := s.meta.nodes[n.GetNodeId()]; l != nil {
+			sig.Rejected, sig.QueueUtil, sig.ReadShare = l.hb.GetRejectedQps(), l.hb.GetQueueUtil(), l.hb.GetReadShare()
+		}
+		obs.Signals[n.GetNodeId()] = sig
 	}
+	s.meta.mu.Unlock()
 	return obs
 }
 

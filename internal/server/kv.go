@@ -30,6 +30,7 @@ func (s *Server) admit() (func(), error) {
 		return func() { <-s.inflight }, nil
 	default:
 		s.metrics.rejected.Inc()
+		s.rejections.Add(1)
 		return nil, overloaded("node overloaded: too many requests in flight, retry")
 	}
 }

@@ -62,15 +62,25 @@ func (s *Server) loop(every time.Duration, fn func(ctx context.Context)) {
 
 func (s *Server) heartbeat(ctx context.Context) {
 	p := s.metrics.latest()
-	req := &tidekvpb.NodeHeartbeatRequest{Node: s.self(), Qps: p.QPS, P99Ms: p.P99Ms}
+	req := &tidekvpb.NodeHeartbeatRequest{Node: s.self(), Qps: p.QPS, P99Ms: p.P99Ms,
+		RejectedQps: s.hbRates.rejectedRate(s.rejections.Load(), time.Now()),
+		QueueUtil:   float64(len(s.inflight)) / float64(cap(s.inflight))}
 	if snap := s.mon.Latest(); snap != nil {
 		req.Cpu, req.Score = snap.Usage.CPU, snap.Score
 	}
+	var qps, reads float64
 	for _, r := range s.store.Replicas() {
 		req.Replicas++
 		if r.IsLeader() {
 			req.Leases++
+			if d := r.Desc(); d != nil {
+				l := s.rangeLoadOf(d)
+				qps, reads = qps+l.qps, reads+l.readQPS
+			}
 		}
+	}
+	if qps > 0 {
+		req.ReadShare = reads / qps
 	}
 	req.Bytes = s.localStatus().GetBytes()
 	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
@@ -82,7 +92,24 @@ func (s *Server) heartbeat(ctx context.Context) {
 		return
 	}
 	s.dir.update(resp.GetNodes())
+	s.store.SetSnapshotRate(resp.GetMigrationBytesPerSec())
 	s.rejoinGossip()
+}
+
+// heartbeatRates turns the node's rejection counter into a rate between
+// heartbeats (only the heartbeat loop uses it).
+type heartbeatRates struct {
+	at       time.Time
+	rejected uint64
+}
+
+func (h *heartbeatRates) rejectedRate(total uint64, now time.Time) float64 {
+	var rate float64
+	if dt := now.Sub(h.at).Seconds(); !h.at.IsZero() && dt > 0 && total >= h.rejected {
+		rate = float64(total-h.rejected) / dt
+	}
+	h.at, h.rejected = now, total
+	return rate
 }
 
 func (s *Server) report(d *tidekvpb.RangeDescriptor) {

@@ -329,7 +329,7 @@ func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, re
 	s.meta.mu.Lock()
 	s.meta.nodes[n.GetNodeId()] = &nodeLiveness{lastSeen: time.Now(), hb: req}
 	s.meta.mu.Unlock()
-	return &tidekvpb.NodeHeartbeatResponse{Nodes: nodes}, nil
+	return &tidekvpb.NodeHeartbeatResponse{Nodes: nodes, MigrationBytesPerSec: s.ctl.loop.Runner.MigrationRate()}, nil
 }
 
 func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {

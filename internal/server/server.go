@@ -68,6 +68,11 @@ type Server struct {
 	origins    sync.Map // range ID -> *originCounts
 	leaseMoved sync.Map // range ID -> time.Time
 
+	// rejections counts requests refused as overloaded; hbRates turns it
+	// into the rate each heartbeat reports.
+	rejections atomic.Uint64
+	hbRates    heartbeatRates
+
 	metaLeaderAddr atomic.Pointer[string]
 	reports        chan *tidekvpb.RangeDescriptor
 	requests       atomic.Uint64
