@@ -30,6 +30,13 @@ type Sim struct {
 	flights []*flight // in start order
 	loop    *control.Loop
 
+	// Elastic runs: the load curve, nodes started and not joined yet, and
+	// the timeline.
+	curve    LoadCurve
+	elastic  bool
+	starting []startingNode
+	series   []ElasticPoint
+
 	nextDecide time.Time
 
 	total  Counters
@@ -248,6 +255,10 @@ func (s *Sim) RunFor(d time.Duration) {
 func (s *Sim) tick(dt time.Duration) {
 	s.clock.Advance(dt)
 	now := s.clock.Now()
+	s.joinStarted()
+	if s.curve != nil {
+		s.workload.QPS = s.curve(s.clock.Elapsed())
+	}
 	for _, n := range s.nodes {
 		if n.state == placement.NodeSuspect && now.Sub(n.killedAt) >= s.opts.Control.DeadNodeGrace {
 			n.state = placement.NodeDead
@@ -257,9 +268,14 @@ func (s *Sim) tick(dt time.Duration) {
 	s.progress(dt)
 	s.applyWorkload(dt)
 	s.computeLoads()
-	s.retireDrained()
+	if !s.elastic {
+		s.retireDrained() // with an actuator, the scaler removes them
+	}
 	if !now.Before(s.nextDecide) {
 		s.decide()
+	}
+	if s.elastic {
+		s.recordElastic()
 	}
 }
 
