@@ -172,6 +172,7 @@ refused. See docs/operations.md.`,
 
 	cmd.AddCommand(
 		config,
+		o.newAutoscaleCmd(),
 		decommission,
 		o.command("recommission NODE", "Cancel a decommission: NODE takes replicas again", 1,
 			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {

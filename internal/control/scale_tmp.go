@@ -3,6 +3,8 @@ package control
 // TEMPORARY: the same declarations as the elastic branch's planner.go;
 // removed when it merges.
 
+import "time"
+
 type ScaleKind int
 
 const (
@@ -16,4 +18,9 @@ type ScaleAction struct {
 	From, To  int
 	Reason    string
 	Proactive bool
+}
+
+type ForecastPoint struct {
+	At  time.Time `json:"at"`
+	Ops float64   `json:"ops"`
 }
