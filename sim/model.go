@@ -12,8 +12,8 @@ import (
 
 // Options are the simulator's own settings: time steps and the runner's
 // limits. Zero fields take the defaults of DefaultOptions; for
-// SnapshotOverhead, MergeDuration and FollowerWriteCost a negative value
-// means zero.
+// SnapshotOverhead, MergeDuration, FollowerWriteCost and ReportEvery a
+// negative value means zero.
 type Options struct {
 	// Seed seeds the PCG source (elections, scrambled key orders).
 	Seed uint64
@@ -45,6 +45,10 @@ type Options struct {
 	HitsHalfLife time.Duration
 	// BootstrapShare is used for phase 1 when the policy has no Quota.
 	BootstrapShare float64
+	// ReportEvery is how often a node samples and reports the load of the
+	// ranges it leads (the server's ReportInterval); the policy sees only
+	// these reports (report.go). Negative: the true rates at once.
+	ReportEvery time.Duration
 }
 
 // DefaultOptions: 1 s ticks, a decision every tick (the server's
@@ -66,6 +70,7 @@ func DefaultOptions() Options {
 		FollowerWriteCost:  0.3,
 		HitsHalfLife:       30 * time.Second,
 		BootstrapShare:     0.1,
+		ReportEvery:        3 * time.Second,
 	}
 }
 
@@ -101,6 +106,7 @@ func (o Options) withDefaults() Options {
 		o.ThrashWindow = d.ThrashWindow
 	}
 	o.FollowerWriteCost = orDefault(o.FollowerWriteCost, d.FollowerWriteCost)
+	o.ReportEvery = orDefault(o.ReportEvery, d.ReportEvery)
 	if o.HitsHalfLife <= 0 {
 		o.HitsHalfLife = d.HitsHalfLife
 	}
@@ -320,6 +326,7 @@ func (s *Sim) applyWorkload(dt time.Duration) {
 			r.hits += alpha * (r.qps - r.hits)
 		}
 	}
+	s.observeLoad(dt)
 }
 
 // refreshRanges recomputes a range's requests without time passing (after
@@ -405,6 +412,23 @@ func (s *Sim) elect(r *rangeState) {
 		return
 	}
 	r.lease = live[s.rng.IntN(len(live))]
+}
+
+// TransferLease moves a range's lease by hand (an operator's `ctl
+// transfer-lease`, not counted as the policy's): the target must be an up
+// voter of the range.
+func (s *Sim) TransferLease(rangeID, to uint64) error {
+	r := s.byID[rangeID]
+	if r == nil {
+		return fmt.Errorf("sim: no range %d", rangeID)
+	}
+	if rep, ok := r.has(to); !ok || rep.Type != placement.Voter || !s.up(to) {
+		return fmt.Errorf("sim: node %d holds no up voter of range %d", to, rangeID)
+	}
+	r.lease = to
+	s.logf("r%d lease moved to n%d by hand", rangeID, to)
+	s.computeLoads()
+	return nil
 }
 
 // handOff moves r's lease away from its leaseholder being removed: to the

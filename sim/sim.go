@@ -40,6 +40,8 @@ type Sim struct {
 	log    []LogEntry
 	seen   map[string]bool // deduplicated notes and policy bugs
 	ops    []OpRecord
+	// reporter is what the policy knows of range load (report.go).
+	reporter loadReporter
 }
 
 // New builds a simulation of cluster c under workload w, run by policy p.
@@ -272,7 +274,7 @@ func (s *Sim) retireDrained() {
 
 // Snapshot is what the policy would see now.
 func (s *Sim) Snapshot() placement.Snapshot {
-	snap := placement.Snapshot{Now: s.clock.Now(), Busy: map[uint64]bool{}}
+	snap := placement.Snapshot{Now: s.clock.Now(), Busy: map[uint64]bool{}, Recent: s.recent()}
 	for _, n := range s.nodes {
 		if n.gone {
 			continue
@@ -284,11 +286,7 @@ func (s *Sim) Snapshot() placement.Snapshot {
 		snap.Nodes = append(snap.Nodes, pn)
 	}
 	for _, r := range s.ranges {
-		snap.Ranges = append(snap.Ranges, placement.Range{
-			ID: r.id, Start: slices.Clone(r.start), End: slices.Clone(r.end),
-			Replicas: slices.Clone(r.replicas), Leaseholder: r.lease, Bytes: uint64(r.bytes),
-			QPS: r.qps, ReadQPS: r.reads, HitsEWMA: r.hits, SplitAt: r.splitAt, HotKeyShare: r.hotShare,
-		})
+		snap.Ranges = append(snap.Ranges, s.observed(r))
 	}
 	seen := map[*flight]bool{}
 	for id, f := range s.busy {
