@@ -201,7 +201,7 @@ func (p *planner) balanceLeases() {
 	before := p.statsOf(live, 0, 0, 0)
 	notHot := func(n uint64) bool { return before.mean == 0 || p.load[n] <= before.mean }
 	// Count: over-band nodes shed, under-band nodes receive from the node
-	// with the most leases.
+	// with the most leases that leads a range they have a voter of.
 	sort.Slice(live, func(i, j int) bool {
 		if p.leases[live[i]] != p.leases[live[j]] {
 			return p.leases[live[i]] > p.leases[live[j]]
@@ -209,42 +209,63 @@ func (p *planner) balanceLeases() {
 		return live[i] < live[j]
 	})
 	for _, dst := range live {
-		if p.leasesFull() {
-			return
+		for _, src := range live {
+			if p.leasesFull() {
+				return
+			}
+			if p.countMove(live, src, dst, mean, tol, before, notHot) {
+				break
+			}
 		}
-		src := live[0]
-		over, under := float64(p.leases[src]) > mean+tol, float64(p.leases[dst]) < mean-tol
-		if !(over || under) || p.leases[src]-p.leases[dst] < 2 {
-			continue
-		}
-		accept := func(n uint64) bool { return float64(p.leases[n])+1 <= mean && notHot(n) }
-		if under {
-			accept = func(n uint64) bool { return n == dst && notHot(n) }
-		}
-		movable := func(r *Range, t uint64) bool {
-			return p.statsOf(live, src, t, r.QPS).max <= math.Max(before.max, p.load[src])
-		}
-		r := p.middleRange(src, func(r *Range) bool {
-			return r.Leaseholder == src && !p.rangeCooling(r.ID) && p.bestLeaseTarget(r, func(n uint64) bool { return accept(n) && movable(r, n) }) != 0
-		})
-		if r == nil {
-			continue
-		}
-		t := p.bestLeaseTarget(r, func(n uint64) bool { return accept(n) && movable(r, n) })
-		p.add(Operator{Kind: OpTransferLease, Range: r.ID, Source: src, Target: t, Policy: "lease-balance",
-			Reason: fmt.Sprintf("node %d holds %d leases, node %d %d (mean %.1f ± %.1f)", src, p.leases[src], t, p.leases[t], mean, tol)})
 	}
-	p.balanceLoad(live, mean+tol)
+	// Load may take a node one band width further: load matters more than
+	// counts, and the count pass above hands nothing to a node busier
+	// than average, so it does not undo this.
+	p.balanceLoad(live, mean+2*tol)
 }
 
-// balanceLoad moves one lease off the busiest node when the projected node
-// loads (the moved range's sampled rate taken off its leaseholder and put on
-// the target) lower the maximum by more than the margin and lower the
-// spread too; of such moves, the one leaving the lowest maximum. Node loads
-// are the rates of the ranges each node leads, so a number is only ever
-// attributed to the lease that produced it; a node leading a range with a
-// stale sample, or that moved something lately, takes no part. The target
-// stays within maxLeases.
+// countMove plans one lease from src to dst (or, with src over the band,
+// to any voter at most at the mean) when src or dst is outside the lease
+// band and they differ by two or more, the receiver is not busier than
+// average and the busiest node's load does not rise. It reports whether it
+// planned one.
+func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, before loadStats, notHot func(uint64) bool) bool {
+	over, under := float64(p.leases[src]) > mean+tol, float64(p.leases[dst]) < mean-tol
+	if src == dst || !(over || under) || p.leases[src]-p.leases[dst] < 2 {
+		return false
+	}
+	accept := func(n uint64) bool { return float64(p.leases[n])+1 <= mean && notHot(n) }
+	if under {
+		accept = func(n uint64) bool { return n == dst && notHot(n) }
+	}
+	ok := func(r *Range) func(uint64) bool {
+		return func(n uint64) bool {
+			return accept(n) && p.statsOf(live, src, n, r.QPS).max <= math.Max(before.max, p.load[src])
+		}
+	}
+	r := p.middleRange(src, func(r *Range) bool {
+		return r.Leaseholder == src && !p.rangeCooling(r.ID) && p.bestLeaseTarget(r, ok(r)) != 0
+	})
+	if r == nil {
+		return false
+	}
+	t := p.bestLeaseTarget(r, ok(r))
+	return p.add(Operator{Kind: OpTransferLease, Range: r.ID, Source: src, Target: t, Policy: "lease-balance",
+		Reason: fmt.Sprintf("node %d holds %d leases, node %d %d (mean %.1f ± %.1f)", src, p.leases[src], t, p.leases[t], mean, tol)})
+}
+
+// balanceLoad moves one lease off the busiest node when, by the projected
+// node loads (the moved range's sampled rate taken off its leaseholder and
+// put on the target), the busier of the two nodes afterwards is below the
+// busiest node's load now by more than the margin: the maximum cannot
+// rise, the spread of node loads drops, and a move that only swaps which
+// node is busiest (two hot ranges on three nodes) or whose benefit a
+// sample's noise can explain is not made. Of such moves, the one leaving
+// the two nodes' higher load lowest. Node loads are the rates of the
+// ranges each node leads, so a number is only ever attributed to the lease
+// that produced it; a node leading a range with a stale sample, or that
+// moved something lately, takes no part. The target stays within
+// maxLeases.
 func (p *planner) balanceLoad(live []uint64, maxLeases float64) {
 	before := p.statsOf(live, 0, 0, 0)
 	if p.leasesFull() || before.mean == 0 {
@@ -262,7 +283,7 @@ func (p *planner) balanceLoad(live []uint64, maxLeases float64) {
 	need := math.Max(p.cfg.MoveMargin*before.mean, p.cfg.MinMoveQPS)
 	var best *Range
 	var bestTarget uint64
-	var bestAfter loadStats
+	bestPeak := p.load[src] - need
 	for i := range p.s.Ranges {
 		r := &p.s.Ranges[i]
 		if p.taken[r.ID] || r.Leaseholder != src || r.LoadStale || r.QPS < p.cfg.MinMoveQPS || p.rangeCooling(r.ID) {
@@ -272,22 +293,21 @@ func (p *planner) balanceLoad(live []uint64, maxLeases float64) {
 			if n := p.nodes[t]; t == src || n == nil || n.State != NodeLive || p.loadStale[t] || p.nodeCooling(t) || float64(p.leases[t])+1 > maxLeases {
 				continue
 			}
-			after := p.statsOf(live, src, t, r.QPS)
-			if before.max-after.max <= need || after.std >= before.std {
-				continue
-			}
-			if best == nil || after.max < bestAfter.max || after.max == bestAfter.max && after.std < bestAfter.std {
-				best, bestTarget, bestAfter = r, t, after
+			// Ties go to the quieter target, then the first range.
+			peak := math.Max(p.load[src]-r.QPS, p.load[t]+r.QPS)
+			if peak < bestPeak || best != nil && peak == bestPeak && p.load[t] < p.load[bestTarget] {
+				best, bestTarget, bestPeak = r, t, peak
 			}
 		}
 	}
 	if best == nil {
 		return
 	}
+	after := p.statsOf(live, src, bestTarget, best.QPS)
 	p.add(Operator{Kind: OpTransferLease, Range: best.ID, Source: src, Target: bestTarget, Policy: "lease-balance",
-		Reason: fmt.Sprintf("range %d's %.0f qps from node %d to node %d: node loads %s → %s (max %.0f → %.0f, mean %.0f, margin %.0f)",
+		Reason: fmt.Sprintf("range %d's %.0f qps from node %d to node %d: node loads %s → %s (max %.0f → %.0f, stddev %.0f → %.0f, margin %.0f)",
 			best.ID, best.QPS, src, bestTarget, p.loadsString(live, 0, 0, 0), p.loadsString(live, src, bestTarget, best.QPS),
-			before.max, bestAfter.max, before.mean, need)})
+			before.max, after.max, before.std, after.std, need)})
 }
 
 // bestLeaseTarget is the live voter of r (not the leaseholder) passing ok
