@@ -25,9 +25,11 @@ es = json.load(open(sys.argv[1]))["events"]
 ts = lambda e: datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00"))
 end = datetime.datetime.now(datetime.timezone.utc)  # the bench just ended
 last = [e for e in es if e["kind"] == "lease-transfer" and (end - ts(e)).total_seconds() <= 60]
-print("transfers-last-60s=%d (all: %d)" % (len(last), sum(e["kind"] == "lease-transfer" for e in es)))
-for e in last[:8]:
-    print("  ", e["time"], e["subject"], e["reason"][:160])
+print("transfers-last-60s=%d (all: %d, splits: %d)" % (len(last), sum(e["kind"] == "lease-transfer" for e in es),
+      sum(e["kind"] == "split" for e in es)))
+for e in es:
+    if e["kind"] in ("lease-transfer", "split"):
+        print("  ", e["time"], e["kind"], e["subject"], e["reason"][:200])
 PY
 "$bin" ctl --addr "$addr" config rebalance false
 "$bin" bench --addr "$addr" --workload a --records 50000 --threads 16 --ops 0 --duration "${dur}s" --seed 1 --skip-load | tee "$dir/off.txt"

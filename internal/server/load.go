@@ -65,10 +65,7 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 		if prev, ok := t.counts[id]; ok && dt > 0 && c[0] >= prev[0] && c[1] >= prev[1] {
 			l.qps = float64(c[0]-prev[0]) / dt
 			l.readQPS = float64(c[1]-prev[1]) / dt
-			// Fresh only if this node led the range, in the same term and
-			// with the same span, at the previous sample as well.
-			p := t.ranges[id]
-			l.stale = l.term == 0 || p.term != l.term || p.gen != l.gen
+			l.stale = !coversWindow(t.ranges[id], l)
 		}
 		ranges[id] = l
 	}
@@ -78,6 +75,13 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 		r := s.store.GetReplica(id)
 		return r != nil && r.IsLeader()
 	})
+}
+
+// coversWindow reports whether sample cur covers a whole window of one
+// lease: this node led the range in the same term, with the same span, at
+// the previous sample prev as well.
+func coversWindow(prev, cur rangeLoad) bool {
+	return cur.term != 0 && prev.term == cur.term && prev.gen == cur.gen
 }
 
 // rangeLoadOf returns the last sample of a range's load for descriptor d,
