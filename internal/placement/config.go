@@ -90,7 +90,7 @@ func DefaultConfig() Config {
 		SplitQPS:            2500,
 		HotKeyShare:         0.8,
 		LoadSplitShare:      0.5,
-		LoadSplitMinQPS:     250,
+		LoadSplitMinQPS:     1000,
 		MoveMargin:          0.1,
 		MinMoveQPS:          100,
 		RangeCooldown:       30 * time.Second,

@@ -16,21 +16,37 @@ import (
 // SplitQPS, or, with two or more live nodes, LoadSplitShare of the mean
 // node load when that is lower (but at least LoadSplitMinQPS). A cluster
 // whose load sits on fewer hot ranges than it has nodes cannot spread it by
-// moving leases; cutting those ranges lets it.
-func (p *planner) splitThreshold() float64 {
-	live, total := 0, 0.0
+// moving leases; cutting those ranges lets it. The mean is taken over the
+// fresh samples only; exact is false when some are stale (just after a
+// split both halves report nothing), and the threshold then understates:
+// splits fall back to SplitQPS, merges and adaptive replicas may use it
+// (it only makes them rarer).
+func (p *planner) splitThreshold() (threshold float64, exact bool) {
+	live, total, exact := 0, 0.0, true
 	for _, n := range p.s.Nodes {
 		if n.State == NodeLive {
 			live++
 		}
 	}
 	for _, r := range p.s.Ranges {
+		if r.LoadStale {
+			exact = false
+			continue
+		}
 		total += r.QPS
 	}
 	if live < 2 {
-		return p.cfg.SplitQPS
+		return p.cfg.SplitQPS, true
 	}
-	return math.Min(p.cfg.SplitQPS, math.Max(p.cfg.LoadSplitMinQPS, p.cfg.LoadSplitShare*total/float64(live)))
+	return math.Min(p.cfg.SplitQPS, math.Max(p.cfg.LoadSplitMinQPS, p.cfg.LoadSplitShare*total/float64(live))), exact
+}
+
+// splitQPS is the threshold splits act on.
+func (p *planner) splitQPS() float64 {
+	if t, exact := p.splitThreshold(); exact {
+		return t
+	}
+	return p.cfg.SplitQPS
 }
 
 // splits keeps ranges bounded: by size (Θmax) and by load. Load must be
@@ -39,7 +55,7 @@ func (p *planner) splitThreshold() float64 {
 // full window's sample of the current leaseholder (a stale one understates
 // the load and may describe the range before its last split).
 func (p *planner) splits() {
-	threshold := p.splitThreshold()
+	threshold := p.splitQPS()
 	for i := range p.s.Ranges {
 		r := &p.s.Ranges[i]
 		if p.taken[r.ID] {
@@ -64,7 +80,7 @@ func (p *planner) splits() {
 // the load-split threshold, live on the same voters with no learners, and
 // did not split recently.
 func (p *planner) merges() {
-	threshold := p.splitThreshold()
+	threshold, _ := p.splitThreshold()
 	rs := make([]*Range, 0, len(p.s.Ranges))
 	for i := range p.s.Ranges {
 		rs = append(rs, &p.s.Ranges[i])
@@ -77,8 +93,9 @@ func (p *planner) merges() {
 			continue
 		}
 		// A merged range must stay well below the load-split threshold, or
-		// it splits again as soon as it is merged.
-		if l.QPS+r.QPS >= threshold/2 {
+		// it splits again as soon as it is merged; a stale sample may hide
+		// its load.
+		if l.LoadStale || r.LoadStale || l.QPS+r.QPS >= threshold/2 {
 			continue
 		}
 		if p.recentlySplit(l) || p.recentlySplit(r) {
@@ -121,7 +138,9 @@ func sameVoters(a, b *Range) bool {
 // threshold), on the least-loaded nodes, and removes them when the range
 // has cooled to half the threshold (the gap keeps them from flapping).
 func (p *planner) adaptive() {
-	threshold := p.splitThreshold()
+	// A stale sample understates the threshold: a split is then only more
+	// likely to be coming, and waiting for it copies no data.
+	threshold, _ := p.splitThreshold()
 	for i := range p.s.Ranges {
 		r := &p.s.Ranges[i]
 		if p.taken[r.ID] {
