@@ -37,7 +37,7 @@ type Config struct {
 	// load when it serves more than this share of the mean node load (the
 	// ranges' requests per second over the live nodes), and at least
 	// LoadSplitMinQPS: a few hot ranges are cut until leases can spread
-	// them evenly, whatever SplitQPS says.
+	// them evenly, below SplitQPS. 0 turns this off.
 	LoadSplitShare  float64
 	LoadSplitMinQPS float64
 	// MoveMargin and MinMoveQPS: a lease moves for load only when the
@@ -128,8 +128,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be in [0,1], got %v", name, f))
 		}
 	}
-	if c.SplitQPS <= 0 || c.LoadSplitShare <= 0 || c.AdaptiveReadQPS <= 0 || c.HeavyFactor < 1 || c.MaxAdaptiveReplicas < 0 {
-		errs = append(errs, errors.New("split thresholds, load split share and adaptive threshold must be positive, heavy factor ≥ 1, max adaptive replicas ≥ 0"))
+	if c.SplitQPS <= 0 || c.LoadSplitShare < 0 || c.AdaptiveReadQPS <= 0 || c.HeavyFactor < 1 || c.MaxAdaptiveReplicas < 0 {
+		errs = append(errs, errors.New("split and adaptive thresholds must be positive, load split share ≥ 0, heavy factor ≥ 1, max adaptive replicas ≥ 0"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("placement: %w", errors.Join(errs...))

@@ -35,7 +35,7 @@ func (p *planner) splitThreshold() (threshold float64, exact bool) {
 		}
 		total += r.QPS
 	}
-	if live < 2 {
+	if live < 2 || p.cfg.LoadSplitShare == 0 {
 		return p.cfg.SplitQPS, true
 	}
 	return math.Min(p.cfg.SplitQPS, math.Max(p.cfg.LoadSplitMinQPS, p.cfg.LoadSplitShare*total/float64(live))), exact

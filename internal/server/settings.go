@@ -42,7 +42,7 @@ var settings = map[string]setting{
 		return err
 	}},
 	"split-qps": {"a range above this request rate splits by load (requests/s)", floatSetting(func(c *placement.Config) *float64 { return &c.SplitQPS })},
-	"load-split-share": {"with two or more live nodes a range above this share of the mean node load also splits by load (> 0)",
+	"load-split-share": {"with two or more live nodes a range above this share of the mean node load also splits by load (≥ 0; 0: off)",
 		floatSetting(func(c *placement.Config) *float64 { return &c.LoadSplitShare })},
 	"load-split-min-qps": {"the relative load split needs at least this request rate (requests/s)",
 		floatSetting(func(c *placement.Config) *float64 { return &c.LoadSplitMinQPS })},
