@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Issue 18's measurement: a fresh 3-node cluster, 90 s of YCSB-A with
-# rebalancing on, the lease transfers of its last 60 s, then the same run
-# with rebalancing off in the same session. Usage:
-#   scripts/lease-pingpong.sh BINARY [BASE_PORT] [DURATION_SECONDS]
-# Prints the two bench reports and "transfers-last-60s=N".
+# Issue 18's measurement: a fresh 3-node cluster, 90 s of YCSB-A (zipfian,
+# 16 threads) with rebalancing on, the lease transfers of its last 60 s,
+# then the same run with rebalancing off in the same session. With
+# ORDER=off-first the off run comes first (from the fresh cluster, so
+# placement never acts during it) and the on run second. Usage:
+#   [ORDER=off-first] scripts/lease-pingpong.sh BINARY [BASE_PORT] [DURATION_SECONDS]
+# Prints both bench reports, "transfers-last-60s=N" and the lease-transfer
+# and split events.
 set -euo pipefail
 bin=${1:?tidekv binary}
 port=${2:-17400}
@@ -17,9 +20,10 @@ for _ in $(seq 120); do
   [ "$(grep -c '^node ' "$dir/up.log" || true)" -ge 3 ] && break
   sleep 0.5
 done
-"$bin" bench --addr "$addr" --workload a --records 50000 --threads 16 --ops 0 --duration "${dur}s" --seed 1 | tee "$dir/on.txt"
-"$bin" ctl --addr "$addr" --json events --limit 0 >"$dir/events.json"
-python3 - "$dir/events.json" <<'PY'
+bench() { "$bin" bench --addr "$addr" --workload a --records 50000 --threads 16 --ops 0 --duration "${dur}s" --seed 1 "$@"; }
+transfers() {
+  "$bin" ctl --addr "$addr" --json events --limit 0 >"$dir/events.json"
+  python3 - "$dir/events.json" <<'PY'
 import json, sys, datetime
 es = json.load(open(sys.argv[1]))["events"]
 ts = lambda e: datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00"))
@@ -31,5 +35,16 @@ for e in es:
     if e["kind"] in ("lease-transfer", "split"):
         print("  ", e["time"], e["kind"], e["subject"], e["reason"][:200])
 PY
-"$bin" ctl --addr "$addr" config rebalance false
-"$bin" bench --addr "$addr" --workload a --records 50000 --threads 16 --ops 0 --duration "${dur}s" --seed 1 --skip-load | tee "$dir/off.txt"
+}
+if [ "${ORDER:-}" = off-first ]; then
+  "$bin" ctl --addr "$addr" config rebalance false
+  bench
+  "$bin" ctl --addr "$addr" config rebalance true
+  bench --skip-load
+  transfers
+else
+  bench
+  transfers
+  "$bin" ctl --addr "$addr" config rebalance false
+  bench --skip-load
+fi

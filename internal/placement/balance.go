@@ -218,10 +218,7 @@ func (p *planner) balanceLeases() {
 			}
 		}
 	}
-	// Load may take a node one band width further: load matters more than
-	// counts, and the count pass above hands nothing to a node busier
-	// than average, so it does not undo this.
-	p.balanceLoad(live, mean+2*tol)
+	p.balanceLoad(live)
 }
 
 // countMove plans one lease from src to dst (or, with src over the band,
@@ -264,9 +261,11 @@ func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, b
 // the two nodes' higher load lowest. Node loads are the rates of the
 // ranges each node leads, so a number is only ever attributed to the lease
 // that produced it; a node leading a range with a stale sample, or that
-// moved something lately, takes no part. The target stays within
-// maxLeases.
-func (p *planner) balanceLoad(live []uint64, maxLeases float64) {
+// moved something lately, takes no part. Lease counts do not bound it: load
+// matters more than counts, and the count pass hands nothing to a node
+// busier than average nor raises the busiest node's load, so it does not
+// undo this.
+func (p *planner) balanceLoad(live []uint64) {
 	before := p.statsOf(live, 0, 0, 0)
 	if p.leasesFull() || before.mean == 0 {
 		return
@@ -290,7 +289,7 @@ func (p *planner) balanceLoad(live []uint64, maxLeases float64) {
 			continue
 		}
 		for _, t := range voters(r) {
-			if n := p.nodes[t]; t == src || n == nil || n.State != NodeLive || p.loadStale[t] || p.nodeCooling(t) || float64(p.leases[t])+1 > maxLeases {
+			if n := p.nodes[t]; t == src || n == nil || n.State != NodeLive || p.loadStale[t] || p.nodeCooling(t) {
 				continue
 			}
 			// Ties go to the quieter target, then the first range.

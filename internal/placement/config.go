@@ -33,12 +33,12 @@ type Config struct {
 	// ...unless one key takes at least HotKeyShare of its requests: then no
 	// split helps and adaptive replicas are the answer.
 	HotKeyShare float64
-	// LoadSplitShare: with two or more live nodes a range also splits by
-	// load when it serves more than this share of the mean node load (the
-	// ranges' requests per second over the live nodes), and at least
-	// LoadSplitMinQPS: a few hot ranges are cut until leases can spread
-	// them evenly, below SplitQPS. 0 turns this off.
-	LoadSplitShare  float64
+	// LoadSplitSlack: with two or more live nodes, when even the best lease
+	// placement of the ranges leaves a node above (1+LoadSplitSlack) × the
+	// mean node load, the hottest range splits by load (if it serves at
+	// least LoadSplitMinQPS), below SplitQPS: a few hot ranges are cut
+	// until leases can spread them. 0 turns this off.
+	LoadSplitSlack  float64
 	LoadSplitMinQPS float64
 	// MoveMargin and MinMoveQPS: a lease moves for load only when the
 	// projected maximum node load drops by more than MoveMargin × the mean
@@ -89,7 +89,7 @@ func DefaultConfig() Config {
 		MinRanges:           1,
 		SplitQPS:            2500,
 		HotKeyShare:         0.8,
-		LoadSplitShare:      0.5,
+		LoadSplitSlack:      0.25,
 		LoadSplitMinQPS:     1000,
 		MoveMargin:          0.1,
 		MinMoveQPS:          100,
@@ -128,8 +128,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be in [0,1], got %v", name, f))
 		}
 	}
-	if c.SplitQPS <= 0 || c.LoadSplitShare < 0 || c.AdaptiveReadQPS <= 0 || c.HeavyFactor < 1 || c.MaxAdaptiveReplicas < 0 {
-		errs = append(errs, errors.New("split and adaptive thresholds must be positive, load split share ≥ 0, heavy factor ≥ 1, max adaptive replicas ≥ 0"))
+	if c.SplitQPS <= 0 || c.LoadSplitSlack < 0 || c.AdaptiveReadQPS <= 0 || c.HeavyFactor < 1 || c.MaxAdaptiveReplicas < 0 {
+		errs = append(errs, errors.New("split and adaptive thresholds must be positive, load split slack ≥ 0, heavy factor ≥ 1, max adaptive replicas ≥ 0"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("placement: %w", errors.Join(errs...))

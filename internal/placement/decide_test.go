@@ -13,7 +13,7 @@ import (
 // TestDecide runs the policy scenarios in testdata/. Each case builds a
 // snapshot from its input lines and prints the plan:
 //
-//	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-share=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS]
+//	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS]
 //	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S]
 //	range ID START END v=1,2,3 [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy] [stale]
 //	recent RANGE kind=KIND [from=N] [to=N] at=SECONDS   (a completed operator)
@@ -42,8 +42,8 @@ func TestDecide(t *testing.T) {
 					cfg.RangeMinBytes = uint64(v * (1 << 20))
 				case "split-qps":
 					cfg.SplitQPS = v
-				case "load-split-share":
-					cfg.LoadSplitShare = v
+				case "load-split-slack":
+					cfg.LoadSplitSlack = v
 				case "adaptive-qps":
 					cfg.AdaptiveReadQPS = v
 				case "now":
@@ -185,7 +185,7 @@ func TestConfigValidate(t *testing.T) {
 		"negative node cooldown":    func(c *Config) { c.NodeCooldown = -time.Second },
 		"negative move margin":      func(c *Config) { c.MoveMargin = -0.1 },
 		"negative min move qps":     func(c *Config) { c.MinMoveQPS = -1 },
-		"negative load split share": func(c *Config) { c.LoadSplitShare = -0.5 },
+		"negative load split slack": func(c *Config) { c.LoadSplitSlack = -0.5 },
 		"negative load split min":   func(c *Config) { c.LoadSplitMinQPS = -1 },
 	} {
 		c := DefaultConfig()

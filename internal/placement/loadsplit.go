@@ -12,50 +12,80 @@ import (
 // The load-driven policies: splits (by size and by load), adaptive read
 // replicas and merges.
 
-// splitThreshold is the request rate above which a range splits by load:
-// SplitQPS, or, with two or more live nodes, LoadSplitShare of the mean
-// node load when that is lower (but at least LoadSplitMinQPS). A cluster
-// whose load sits on fewer hot ranges than it has nodes cannot spread it by
-// moving leases; cutting those ranges lets it. The mean is taken over the
-// fresh samples only; exact is false when some are stale (just after a
-// split both halves report nothing), and the threshold then understates:
-// splits fall back to SplitQPS, merges and adaptive replicas may use it
-// (it only makes them rarer).
-func (p *planner) splitThreshold() (threshold float64, exact bool) {
-	live, total, exact := 0, 0.0, true
-	for _, n := range p.s.Nodes {
-		if n.State == NodeLive {
-			live++
-		}
+// loadSplitCandidate returns the range to cut so that leases can spread the
+// load, or nil. With two or more live nodes and every sample fresh, when
+// even the best lease placement of the ranges as they are (the hottest
+// first, each onto the least loaded node) leaves a node above
+// (1+LoadSplitSlack) × the mean node load, the hottest range splits, if it
+// serves at least LoadSplitMinQPS (sustained) and no single key dominates
+// it. Two hot ranges on three nodes, far below SplitQPS, are cut until
+// three nodes can share them; a cluster whose load can already be spread
+// splits nothing (every range is another Raft group to run). One range per
+// decision: the halves report afresh before the next is considered.
+func (p *planner) loadSplitCandidate() (*Range, string) {
+	live := len(p.liveNodes())
+	if p.cfg.LoadSplitSlack == 0 || live < 2 {
+		return nil, ""
 	}
-	for _, r := range p.s.Ranges {
+	var rs []*Range
+	total := 0.0
+	for i := range p.s.Ranges {
+		r := &p.s.Ranges[i]
 		if r.LoadStale {
-			exact = false
-			continue
+			return nil, "" // the totals are not known yet
 		}
-		total += r.QPS
+		if r.QPS > 0 {
+			rs = append(rs, r)
+			total += r.QPS
+		}
 	}
-	if live < 2 || p.cfg.LoadSplitShare == 0 {
-		return p.cfg.SplitQPS, true
+	if len(rs) == 0 {
+		return nil, ""
 	}
-	return math.Min(p.cfg.SplitQPS, math.Max(p.cfg.LoadSplitMinQPS, p.cfg.LoadSplitShare*total/float64(live))), exact
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].QPS != rs[j].QPS {
+			return rs[i].QPS > rs[j].QPS
+		}
+		return rs[i].ID < rs[j].ID
+	})
+	nodes := make([]float64, live)
+	for _, r := range rs {
+		least := 0
+		for i := range nodes {
+			if nodes[i] < nodes[least] {
+				least = i
+			}
+		}
+		nodes[least] += r.QPS
+	}
+	peak, mean, hot := 0.0, total/float64(live), rs[0]
+	for _, v := range nodes {
+		peak = math.Max(peak, v)
+	}
+	if peak <= (1+p.cfg.LoadSplitSlack)*mean || math.Min(hot.QPS, hot.HitsEWMA) < p.cfg.LoadSplitMinQPS || hot.HotKeyShare >= p.cfg.HotKeyShare {
+		return nil, ""
+	}
+	return hot, fmt.Sprintf("%.0f qps: the best lease placement of %d ranges on %d nodes leaves one at %.0f qps, above %.0f (mean %.0f + %.0f%%)",
+		hot.QPS, len(p.s.Ranges), live, peak, (1+p.cfg.LoadSplitSlack)*mean, mean, 100*p.cfg.LoadSplitSlack)
 }
 
-// splitQPS is the threshold splits act on.
-func (p *planner) splitQPS() float64 {
-	if t, exact := p.splitThreshold(); exact {
-		return t
+// mergeMaxQPS: two ranges merge only below this request rate together, so
+// the merged range is not split again for load at once.
+func (p *planner) mergeMaxQPS() float64 {
+	if p.cfg.LoadSplitSlack > 0 {
+		return math.Min(p.cfg.SplitQPS, p.cfg.LoadSplitMinQPS) / 2
 	}
-	return p.cfg.SplitQPS
+	return p.cfg.SplitQPS / 2
 }
 
-// splits keeps ranges bounded: by size (Θmax) and by load. Load must be
-// sustained: both the last rate and the smoothed one are above the
-// threshold, so a burst of a second or two splits nothing; and it must be a
-// full window's sample of the current leaseholder (a stale one understates
-// the load and may describe the range before its last split).
+// splits keeps ranges bounded: by size (Θmax) and by load: above SplitQPS,
+// or the loadSplitCandidate. Load must be sustained: both the last rate and
+// the smoothed one are above the threshold, so a burst of a second or two
+// splits nothing; and it must be a full window's sample of the current
+// leaseholder (a stale one understates the load and may describe the range
+// before its last split).
 func (p *planner) splits() {
-	threshold := p.splitQPS()
+	hot, why := p.loadSplitCandidate()
 	for i := range p.s.Ranges {
 		r := &p.s.Ranges[i]
 		if p.taken[r.ID] {
@@ -66,21 +96,23 @@ func (p *planner) splits() {
 		case r.Bytes > p.cfg.RangeMaxBytes:
 			p.add(Operator{Kind: OpSplit, Range: r.ID, Policy: "size-split",
 				Reason: fmt.Sprintf("%s above the %s maximum", units.Human(r.Bytes), units.Human(p.cfg.RangeMaxBytes))})
-		case r.LoadStale || qps <= threshold:
+		case r == hot:
+			p.add(Operator{Kind: OpSplit, Range: r.ID, SplitByLoad: true, Policy: "load-split", Reason: why})
+		case r.LoadStale || qps <= p.cfg.SplitQPS:
 		case r.HotKeyShare >= p.cfg.HotKeyShare:
 			p.note("range %d: %.0f qps, %.0f%% on one key: no split spreads it (adaptive replicas may)", r.ID, qps, 100*r.HotKeyShare)
 		default:
 			p.add(Operator{Kind: OpSplit, Range: r.ID, SplitByLoad: true, Policy: "load-split",
-				Reason: fmt.Sprintf("%.0f qps sustained above the %.0f threshold", qps, threshold)})
+				Reason: fmt.Sprintf("%.0f qps sustained above the %.0f threshold", qps, p.cfg.SplitQPS)})
 		}
 	}
 }
 
-// merges joins adjacent ranges that are together below Θmin and below half
-// the load-split threshold, live on the same voters with no learners, and
-// did not split recently.
+// merges joins adjacent ranges that are together below Θmin and below
+// mergeMaxQPS, live on the same voters with no learners, and did not split
+// recently.
 func (p *planner) merges() {
-	threshold, _ := p.splitThreshold()
+	maxQPS := p.mergeMaxQPS()
 	rs := make([]*Range, 0, len(p.s.Ranges))
 	for i := range p.s.Ranges {
 		rs = append(rs, &p.s.Ranges[i])
@@ -92,10 +124,10 @@ func (p *planner) merges() {
 		if !bytes.Equal(l.End, r.Start) || len(l.End) == 0 || l.Bytes+r.Bytes >= p.cfg.RangeMinBytes || !sameVoters(l, r) {
 			continue
 		}
-		// A merged range must stay well below the load-split threshold, or
+		// A merged range must stay well below the load-split thresholds, or
 		// it splits again as soon as it is merged; a stale sample may hide
 		// its load.
-		if l.LoadStale || r.LoadStale || l.QPS+r.QPS >= threshold/2 {
+		if l.LoadStale || r.LoadStale || l.QPS+r.QPS >= maxQPS {
 			continue
 		}
 		if p.recentlySplit(l) || p.recentlySplit(r) {
@@ -138,12 +170,12 @@ func sameVoters(a, b *Range) bool {
 // threshold), on the least-loaded nodes, and removes them when the range
 // has cooled to half the threshold (the gap keeps them from flapping).
 func (p *planner) adaptive() {
-	// A stale sample understates the threshold: a split is then only more
-	// likely to be coming, and waiting for it copies no data.
-	threshold, _ := p.splitThreshold()
+	hot, _ := p.loadSplitCandidate()
 	for i := range p.s.Ranges {
 		r := &p.s.Ranges[i]
-		if p.taken[r.ID] {
+		// A stale sample (a new lease or span) reads near zero: acting on it
+		// would drop learners that are still needed and add them back.
+		if p.taken[r.ID] || r.LoadStale {
 			continue
 		}
 		var adaptive []uint64
@@ -155,7 +187,7 @@ func (p *planner) adaptive() {
 		reads := math.Min(r.ReadQPS, r.HitsEWMA)
 		// Above the split threshold now, a load split is coming (it waits
 		// for the rate to be sustained): wait for it rather than copy.
-		splitWillHelp := r.QPS > threshold && r.HotKeyShare < p.cfg.HotKeyShare
+		splitWillHelp := r == hot || r.QPS > p.cfg.SplitQPS && r.HotKeyShare < p.cfg.HotKeyShare
 		switch {
 		case reads > p.cfg.AdaptiveReadQPS && !splitWillHelp && len(adaptive) < p.cfg.MaxAdaptiveReplicas:
 			if t, ok := p.leastLoaded(r); ok {

@@ -42,9 +42,9 @@ var settings = map[string]setting{
 		return err
 	}},
 	"split-qps": {"a range above this request rate splits by load (requests/s)", floatSetting(func(c *placement.Config) *float64 { return &c.SplitQPS })},
-	"load-split-share": {"with two or more live nodes a range above this share of the mean node load also splits by load (≥ 0; 0: off)",
-		floatSetting(func(c *placement.Config) *float64 { return &c.LoadSplitShare })},
-	"load-split-min-qps": {"the relative load split needs at least this request rate (requests/s)",
+	"load-split-slack": {"when the best lease placement leaves a node above (1 + this) × the mean node load, the hottest range splits by load (≥ 0; 0: off)",
+		floatSetting(func(c *placement.Config) *float64 { return &c.LoadSplitSlack })},
+	"load-split-min-qps": {"...if it serves at least this request rate (requests/s)",
 		floatSetting(func(c *placement.Config) *float64 { return &c.LoadSplitMinQPS })},
 	"move-margin": {"a lease moves for load only if the busiest node's load drops by more than this share of the mean node load (≥ 0)",
 		floatSetting(func(c *placement.Config) *float64 { return &c.MoveMargin })},
