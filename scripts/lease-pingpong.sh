@@ -3,8 +3,10 @@
 # 16 threads) with rebalancing on, the lease transfers of its last 60 s,
 # then the same run with rebalancing off in the same session. With
 # ORDER=off-first the off run comes first (from the fresh cluster, so
-# placement never acts during it) and the on run second. Usage:
-#   [ORDER=off-first] scripts/lease-pingpong.sh BINARY [BASE_PORT] [DURATION_SECONDS]
+# placement never acts during it) and the on run second; with
+# ORDER=on-off-on a second on run follows the off run (the first run after
+# the load phase pays for the load's compactions). Usage:
+#   [ORDER=off-first|on-off-on] scripts/lease-pingpong.sh BINARY [BASE_PORT] [DURATION_SECONDS]
 # Prints both bench reports, "transfers-last-60s=N" and the lease-transfer
 # and split events.
 set -euo pipefail
@@ -47,4 +49,9 @@ else
   transfers
   "$bin" ctl --addr "$addr" config rebalance false
   bench --skip-load
+  if [ "${ORDER:-}" = on-off-on ]; then
+    "$bin" ctl --addr "$addr" config rebalance true
+    bench --skip-load
+    transfers
+  fi
 fi

@@ -224,7 +224,8 @@ func (p *planner) balanceLeases() {
 // countMove plans one lease from src to dst (or, with src over the band,
 // to any voter at most at the mean) when src or dst is outside the lease
 // band and they differ by two or more, the receiver is not busier than
-// average and the busiest node's load does not rise. It reports whether it
+// average nor, after the move, busier than src was, and the busiest node's
+// load does not rise. It reports whether it
 // planned one.
 func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, before loadStats, notHot func(uint64) bool) bool {
 	over, under := float64(p.leases[src]) > mean+tol, float64(p.leases[dst]) < mean-tol
@@ -235,9 +236,11 @@ func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, b
 	if under {
 		accept = func(n uint64) bool { return n == dst && notHot(n) }
 	}
+	// The receiver must not end up busier than the giver was: a count move
+	// never undoes a load move.
 	ok := func(r *Range) func(uint64) bool {
 		return func(n uint64) bool {
-			return accept(n) && p.statsOf(live, src, n, r.QPS).max <= math.Max(before.max, p.load[src])
+			return accept(n) && p.load[n]+r.QPS <= p.load[src] && p.statsOf(live, src, n, r.QPS).max <= math.Max(before.max, p.load[src])
 		}
 	}
 	r := p.middleRange(src, func(r *Range) bool {
