@@ -13,28 +13,19 @@ import (
 // fresh numbers (cool-downs), so nothing moves back and forth.
 
 // meanLeases is the mean lease count of live nodes.
-func (p *planner) meanLeases() float64 {
-	n, sum := 0, 0
-	for _, node := range p.s.Nodes {
-		if node.State == NodeLive {
-			n++
-			sum += p.leases[node.ID]
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return float64(sum) / float64(n)
-}
+func (p *planner) meanLeases() float64 { return p.liveMean(p.leases) }
 
 // meanReplicas is the mean replica count of the nodes that should hold
 // replicas (live and not draining).
-func (p *planner) meanReplicas() float64 {
+func (p *planner) meanReplicas() float64 { return p.liveMean(p.replicas) }
+
+// liveMean is the mean of counts over the live nodes.
+func (p *planner) liveMean(counts map[uint64]int) float64 {
 	n, sum := 0, 0
 	for _, node := range p.s.Nodes {
 		if node.State == NodeLive {
 			n++
-			sum += p.replicas[node.ID]
+			sum += counts[node.ID]
 		}
 	}
 	if n == 0 {
