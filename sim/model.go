@@ -16,8 +16,8 @@ import (
 // control.Config the server reads: interval, dead-node grace, the
 // runner's limits and migration rate). Zero fields take the defaults of
 // DefaultOptions, field by field inside Control too; for
-// SnapshotOverhead, MergeDuration and FollowerWriteCost a negative value
-// means zero.
+// SnapshotOverhead, MergeDuration, FollowerWriteCost and ReportEvery a
+// negative value means zero.
 type Options struct {
 	// Seed seeds the PCG source (elections, scrambled key orders).
 	Seed uint64
@@ -41,6 +41,10 @@ type Options struct {
 	// P99Base is an idle node's foreground p99; NodeStartTime how long a
 	// node the actuator starts takes to join.
 	P99Base, NodeStartTime time.Duration
+	// ReportEvery is how often a node samples and reports the load of the
+	// ranges it leads (the server's ReportInterval); the policy sees only
+	// these reports (report.go). Negative: the true rates at once.
+	ReportEvery time.Duration
 }
 
 // DefaultOptions: 1 s ticks, control.DefaultConfig() (what the server
@@ -56,6 +60,7 @@ func DefaultOptions() Options {
 		FollowerWriteCost: 0.3,
 		P99Base:           2 * time.Millisecond,
 		NodeStartTime:     5 * time.Second,
+		ReportEvery:       3 * time.Second,
 	}
 }
 
@@ -74,6 +79,7 @@ func (o Options) withDefaults() Options {
 		o.ThrashWindow = d.ThrashWindow
 	}
 	o.FollowerWriteCost = orDefault(o.FollowerWriteCost, d.FollowerWriteCost)
+	o.ReportEvery = orDefault(o.ReportEvery, d.ReportEvery)
 	if o.P99Base <= 0 {
 		o.P99Base = d.P99Base
 	}
@@ -325,6 +331,7 @@ func (s *Sim) applyWorkload(dt time.Duration) {
 		}
 		r.bytes += w.GrowthBytesPerSec * dt.Seconds() * share
 	}
+	s.observeLoad(dt)
 }
 
 // refreshRanges recomputes a range's requests without time passing (after
@@ -427,6 +434,23 @@ func (s *Sim) elect(r *rangeState) {
 		return
 	}
 	r.lease = live[s.rng.IntN(len(live))]
+}
+
+// TransferLease moves a range's lease by hand (an operator's `ctl
+// transfer-lease`, not counted as the policy's): the target must be an up
+// voter of the range.
+func (s *Sim) TransferLease(rangeID, to uint64) error {
+	r := s.byID[rangeID]
+	if r == nil {
+		return fmt.Errorf("sim: no range %d", rangeID)
+	}
+	if rep, ok := r.has(to); !ok || rep.Type != placement.Voter || !s.up(to) {
+		return fmt.Errorf("sim: node %d holds no up voter of range %d", to, rangeID)
+	}
+	r.lease = to
+	s.logf("r%d lease moved to n%d by hand", rangeID, to)
+	s.computeLoads()
+	return nil
 }
 
 // handOff moves r's lease away from its leaseholder being removed: to the

@@ -131,6 +131,23 @@ func (in *Interpreter) Exec(cmd string, args []Arg) (string, error) {
 			}
 		}
 		return "", in.sim.GrowData(size, rangeID)
+	case "transfer-lease":
+		var rangeID, to uint64
+		for _, a := range args {
+			var err error
+			switch a.Key {
+			case "range":
+				rangeID, err = strconv.ParseUint(val(a), 10, 64)
+			case "to":
+				to, err = strconv.ParseUint(strings.TrimPrefix(val(a), "n"), 10, 64)
+			default:
+				err = fmt.Errorf("unknown argument %q", a.Key)
+			}
+			if err != nil {
+				return "", fmt.Errorf("transfer-lease: %w", err)
+			}
+		}
+		return "", in.sim.TransferLease(rangeID, to)
 	case "run":
 		return in.runCmd(args)
 	case "assert":
@@ -300,6 +317,8 @@ func (in *Interpreter) config(args []Arg) (string, error) {
 			o.ThrashWindow, err = time.ParseDuration(v)
 		case "follower-write-cost":
 			o.FollowerWriteCost, err = strconv.ParseFloat(v, 64)
+		case "report-every":
+			o.ReportEvery, err = time.ParseDuration(v)
 		default:
 			overrides[a.Key] = v
 		}

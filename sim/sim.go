@@ -45,6 +45,8 @@ type Sim struct {
 	log    []LogEntry
 	seen   map[string]bool // deduplicated notes and policy bugs
 	ops    []OpRecord
+	// reporter is what the policy knows of range load (report.go).
+	reporter loadReporter
 }
 
 // New builds a simulation of cluster c under workload w, run by policy p.
@@ -313,11 +315,7 @@ func (s *Sim) observe() control.Observation {
 			ReadShare: s.workload.ReadShare, Rejected: n.rejected, QueueUtil: clamp(n.util - 1), CPU: n.cpu}
 	}
 	for _, r := range s.ranges {
-		obs.Ranges = append(obs.Ranges, placement.Range{
-			ID: r.id, Start: slices.Clone(r.start), End: slices.Clone(r.end),
-			Replicas: slices.Clone(r.replicas), Leaseholder: r.lease, Bytes: uint64(r.bytes),
-			QPS: r.qps, ReadQPS: r.reads, HotKeyShare: r.hotShare,
-		})
+		obs.Ranges = append(obs.Ranges, s.observed(r))
 	}
 	return obs
 }

@@ -1468,8 +1468,14 @@ type RangeInfo struct {
 	Bytes uint64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	// Reads per second among qps, and the share of sampled requests taken
 	// by the range's single hottest key.
-	ReadQps       float64 `protobuf:"fixed64,5,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
-	HotKeyShare   float64 `protobuf:"fixed64,6,opt,name=hot_key_share,json=hotKeyShare,proto3" json:"hot_key_share,omitempty"`
+	ReadQps     float64 `protobuf:"fixed64,5,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
+	HotKeyShare float64 `protobuf:"fixed64,6,opt,name=hot_key_share,json=hotKeyShare,proto3" json:"hot_key_share,omitempty"`
+	// The Raft term of the lease whose sample the rates are (0 if unknown),
+	// and whether that sample does not cover a full reporting window of it
+	// (the lease, or the range after a split or merge, is younger than a
+	// window): placement does not act on stale load.
+	LeaseTerm     uint64 `protobuf:"varint,7,opt,name=lease_term,json=leaseTerm,proto3" json:"lease_term,omitempty"`
+	LoadStale     bool   `protobuf:"varint,8,opt,name=load_stale,json=loadStale,proto3" json:"load_stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1544,6 +1550,20 @@ func (x *RangeInfo) GetHotKeyShare() float64 {
 		return x.HotKeyShare
 	}
 	return 0
+}
+
+func (x *RangeInfo) GetLeaseTerm() uint64 {
+	if x != nil {
+		return x.LeaseTerm
+	}
+	return 0
+}
+
+func (x *RangeInfo) GetLoadStale() bool {
+	if x != nil {
+		return x.LoadStale
+	}
+	return false
 }
 
 type RangesRequest struct {
@@ -2810,13 +2830,19 @@ func (x *NodeHeartbeatResponse) GetMigrationBytesPerSec() float64 {
 // ReportRange is how a range's leaseholder tells the meta range about its
 // current descriptor; the meta range keeps the highest generation.
 type ReportRangeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Desc          *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
-	LeaderNodeId  uint64                 `protobuf:"varint,2,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
-	Qps           float64                `protobuf:"fixed64,3,opt,name=qps,proto3" json:"qps,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	ReadQps       float64                `protobuf:"fixed64,5,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
-	HotKeyShare   float64                `protobuf:"fixed64,6,opt,name=hot_key_share,json=hotKeyShare,proto3" json:"hot_key_share,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Desc         *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
+	LeaderNodeId uint64                 `protobuf:"varint,2,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
+	Qps          float64                `protobuf:"fixed64,3,opt,name=qps,proto3" json:"qps,omitempty"`
+	Bytes        uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	ReadQps      float64                `protobuf:"fixed64,5,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
+	HotKeyShare  float64                `protobuf:"fixed64,6,opt,name=hot_key_share,json=hotKeyShare,proto3" json:"hot_key_share,omitempty"`
+	// As in RangeInfo: the reporting lease's term and whether its sample is
+	// stale. The meta range ignores load from a term older than the one it
+	// holds, so a late report of the old leaseholder never replaces the new
+	// one's.
+	LeaseTerm     uint64 `protobuf:"varint,7,opt,name=lease_term,json=leaseTerm,proto3" json:"lease_term,omitempty"`
+	LoadStale     bool   `protobuf:"varint,8,opt,name=load_stale,json=loadStale,proto3" json:"load_stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2891,6 +2917,20 @@ func (x *ReportRangeRequest) GetHotKeyShare() float64 {
 		return x.HotKeyShare
 	}
 	return 0
+}
+
+func (x *ReportRangeRequest) GetLeaseTerm() uint64 {
+	if x != nil {
+		return x.LeaseTerm
+	}
+	return 0
+}
+
+func (x *ReportRangeRequest) GetLoadStale() bool {
+	if x != nil {
+		return x.LoadStale
+	}
+	return false
 }
 
 type ReportRangeResponse struct {
@@ -4404,14 +4444,18 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12%\n" +
 	"\x0ecurrent_exists\x18\x02 \x01(\bR\rcurrentExists\x12#\n" +
-	"\rcurrent_value\x18\x03 \x01(\fR\fcurrentValue\"\xc5\x01\n" +
+	"\rcurrent_value\x18\x03 \x01(\fR\fcurrentValue\"\x83\x02\n" +
 	"\tRangeInfo\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
 	"\x03qps\x18\x03 \x01(\x01R\x03qps\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x19\n" +
 	"\bread_qps\x18\x05 \x01(\x01R\areadQps\x12\"\n" +
-	"\rhot_key_share\x18\x06 \x01(\x01R\vhotKeyShare\"\x0f\n" +
+	"\rhot_key_share\x18\x06 \x01(\x01R\vhotKeyShare\x12\x1d\n" +
+	"\n" +
+	"lease_term\x18\a \x01(\x04R\tleaseTerm\x12\x1d\n" +
+	"\n" +
+	"load_stale\x18\b \x01(\bR\tloadStale\"\x0f\n" +
 	"\rRangesRequest\"i\n" +
 	"\x0eRangesResponse\x12)\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x11.tidekv.RangeInfoR\x06ranges\x12,\n" +
@@ -4511,14 +4555,18 @@ const file_tidekv_proto_rawDesc = "" +
 	"read_share\x18\v \x01(\x01R\treadShare\"|\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x125\n" +
-	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\"\xce\x01\n" +
+	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\"\x8c\x02\n" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
 	"\x03qps\x18\x03 \x01(\x01R\x03qps\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x19\n" +
 	"\bread_qps\x18\x05 \x01(\x01R\areadQps\x12\"\n" +
-	"\rhot_key_share\x18\x06 \x01(\x01R\vhotKeyShare\"\x15\n" +
+	"\rhot_key_share\x18\x06 \x01(\x01R\vhotKeyShare\x12\x1d\n" +
+	"\n" +
+	"lease_term\x18\a \x01(\x04R\tleaseTerm\x12\x1d\n" +
+	"\n" +
+	"load_stale\x18\b \x01(\bR\tloadStale\"\x15\n" +
 	"\x13ReportRangeResponse\"\x85\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +

@@ -26,7 +26,7 @@ import (
 //
 // One node suffices: splits are decided by the range's leaseholder and do
 // not depend on how many replicas it has. Load splits are switched off
-// (split-qps 1e9) so that only size shapes the ranges. Merges stay on, but
+// (split-qps 1e9, load-split-slack 0) so that only size shapes the ranges. Merges stay on, but
 // a run is shorter than the merge cooldown (5 min), so ranges only split.
 func init() {
 	register(Scenario{
@@ -129,7 +129,7 @@ func partitioningRun(ctx context.Context, p partitioningParams, bin, dir string,
 	defer pc.close()
 	cl := pc.cl
 	if err := plSettings(ctx, cl, map[string]string{"range-max-bytes": strconv.FormatUint(maxBytes, 10),
-		"range-min-bytes": strconv.FormatUint(maxBytes/4, 10), "split-qps": "1e9"}); err != nil {
+		"range-min-bytes": strconv.FormatUint(maxBytes/4, 10), "split-qps": "1e9", "load-split-slack": "0"}); err != nil {
 		return r, fmt.Errorf("settings: %w", err)
 	}
 	res, err := plLoad(ctx, cl, p.records, seed)

@@ -108,7 +108,7 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 	// Size splits only, as ElasCass partitions by size: the load phase's
 	// write rate would otherwise also split ranges by load.
 	settings := map[string]string{"range-max-bytes": strconv.FormatUint(p.maxBytes, 10),
-		"range-min-bytes": strconv.FormatUint(p.maxBytes/4, 10), "split-qps": "1e9"}
+		"range-min-bytes": strconv.FormatUint(p.maxBytes/4, 10), "split-qps": "1e9", "load-split-slack": "0"}
 	if err := plSettings(ctx, cl, settings); err != nil {
 		return fmt.Errorf("settings: %w", err)
 	}

@@ -135,9 +135,10 @@ Keys and values are taken literally from the arguments. Output is for humans
 		Short: "List cluster settings, or set KEY to VALUE (\"\" restores the default)",
 		Long: `Cluster settings override placement defaults at runtime, for the whole
 cluster (stored in the meta range): range-max-bytes, range-min-bytes,
-merge-cooldown, split-qps, hot-key-share, adaptive-read-qps,
-max-adaptive-replicas, balance-tolerance, lease-tolerance, bootstrap-share,
-rebalance. Invalid combinations (range-max-bytes < 2 × range-min-bytes) are
+merge-cooldown, split-qps, load-split-slack, load-split-min-qps,
+hot-key-share, adaptive-read-qps, max-adaptive-replicas, balance-tolerance,
+lease-tolerance, move-margin, min-move-qps, range-cooldown, node-cooldown,
+bootstrap-share, rebalance. Invalid combinations (range-max-bytes < 2 × range-min-bytes) are
 refused. See docs/operations.md.`,
 		Args: cobra.RangeArgs(0, 2),
 	}

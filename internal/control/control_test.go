@@ -160,8 +160,8 @@ func TestControllerDerivesSoftState(t *testing.T) {
 	c.SetDecider(func(s placement.Snapshot) placement.Plan { seen = append(seen, s); return placement.Plan{} })
 	r := placement.Range{ID: 2, QPS: 1000, Leaseholder: 1,
 		Replicas: append(voters(1, 2, 3), placement.Replica{Node: 4, Type: placement.Learner})}
-	c.Decide(snapObs(epoch, live(1, 2, 3, 4), r), nil, nil)
-	c.Decide(snapObs(epoch.Add(time.Second), live(1, 2, 3, 4), r), nil, nil)
+	c.Decide(snapObs(epoch, live(1, 2, 3, 4), r), nil, nil, nil)
+	c.Decide(snapObs(epoch.Add(time.Second), live(1, 2, 3, 4), r), nil, nil, nil)
 	s := seen[1].Ranges[0]
 	if want := hitsAlpha*1000 + (1-hitsAlpha)*hitsAlpha*1000; s.HitsEWMA != want {
 		t.Fatalf("hits %v want %v", s.HitsEWMA, want)
@@ -173,8 +173,8 @@ func TestControllerDerivesSoftState(t *testing.T) {
 		t.Fatal("the observation itself must not be changed")
 	}
 	// A range that disappeared (merged) is forgotten: seen again, it is new.
-	c.Decide(snapObs(epoch.Add(2*time.Second), live(1, 2, 3, 4)), nil, nil)
-	c.Decide(snapObs(epoch.Add(3*time.Second), live(1, 2, 3, 4), r), nil, nil)
+	c.Decide(snapObs(epoch.Add(2*time.Second), live(1, 2, 3, 4)), nil, nil, nil)
+	c.Decide(snapObs(epoch.Add(3*time.Second), live(1, 2, 3, 4), r), nil, nil, nil)
 	if s := seen[3].Ranges[0]; !s.SplitAt.Equal(epoch.Add(3 * time.Second)) {
 		t.Fatalf("forgotten range's first sighting %v", s.SplitAt)
 	}
@@ -188,7 +188,7 @@ func TestControllerBootstrapPhases(t *testing.T) {
 		ranges = append(ranges, placement.Range{ID: i, Leaseholder: 1, Replicas: voters(1, 2, 3)})
 	}
 	obs := func(now time.Time) Observation { return snapObs(now, live(1, 2, 3, 4), ranges...) }
-	d := c.Decide(obs(epoch), nil, nil)
+	d := c.Decide(obs(epoch), nil, nil, nil)
 	if c.Phase(4) != placement.PhaseOne || c.Phase(1) != placement.PhaseNone {
 		t.Fatalf("phases %v %v", c.Phase(4), c.Phase(1))
 	}
@@ -203,14 +203,14 @@ func TestControllerBootstrapPhases(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		ranges[i].Replicas = voters(4, 2, 3)
 	}
-	c.Decide(obs(epoch.Add(time.Second)), nil, nil)
+	c.Decide(obs(epoch.Add(time.Second)), nil, nil, nil)
 	if c.Phase(4) != placement.PhaseTwo {
 		t.Fatalf("phase after the quota: %v", c.Phase(4))
 	}
 	// It dies: the phase is dropped.
 	nodes := live(1, 2, 3)
 	nodes = append(nodes, placement.Node{ID: 4, State: placement.NodeDead})
-	c.Decide(snapObs(epoch.Add(2*time.Second), nodes, ranges...), nil, nil)
+	c.Decide(snapObs(epoch.Add(2*time.Second), nodes, ranges...), nil, nil, nil)
 	if c.Phase(4) != placement.PhaseNone {
 		t.Fatalf("phase of a dead node: %v", c.Phase(4))
 	}
@@ -226,9 +226,9 @@ func TestControllerNotesOncePerShape(t *testing.T) {
 	})
 	var events []Event
 	for i := 0; i < 3; i++ {
-		events = append(events, c.Decide(snapObs(epoch.Add(time.Duration(i)*time.Second), nil), nil, nil).Events...)
+		events = append(events, c.Decide(snapObs(epoch.Add(time.Duration(i)*time.Second), nil), nil, nil, nil).Events...)
 	}
-	events = append(events, c.Decide(snapObs(epoch.Add(cfg.NoteEvery), nil), nil, nil).Events...)
+	events = append(events, c.Decide(snapObs(epoch.Add(cfg.NoteEvery), nil), nil, nil, nil).Events...)
 	if len(events) != 2 {
 		t.Fatalf("events %+v", events)
 	}

@@ -62,10 +62,16 @@ func (c *Controller) Policy() placement.Config { return c.policy }
 func (c *Controller) Phase(node uint64) placement.Phase { return c.phases[node] }
 
 // Decide runs one placement round: it derives the snapshot the policies
-// see from the observation (and the runner's busy set), asks
+// see from the observation (and the runner's busy set and recently
+// completed operators, for the policies' cool-downs), asks
 // placement.Decide, and moves bootstrapping nodes through their phases.
-func (c *Controller) Decide(obs Observation, busy map[uint64]bool, inFlight []placement.Operator) Decisions {
+func (c *Controller) Decide(obs Observation, busy map[uint64]bool, inFlight []placement.Operator, recent []Finished) Decisions {
 	snap := c.snapshot(obs, busy, inFlight)
+	for _, f := range recent {
+		if f.Err == nil {
+			snap.Recent = append(snap.Recent, placement.RecentOp{Op: f.Op, At: f.Ended})
+		}
+	}
 	var events []Event
 	if c.advancePhases(snap, &events) {
 		for i := range snap.Nodes {

@@ -20,7 +20,7 @@ type Loop struct {
 // could not start now are dropped: the next round decides again.
 func (l *Loop) Round(obs Observation) Decisions {
 	busy, inFlight := l.Runner.Busy()
-	d := l.Controller.Decide(obs, busy, inFlight)
+	d := l.Controller.Decide(obs, busy, inFlight, l.Runner.Recent())
 	for _, e := range d.Events {
 		l.Sink.Event(e)
 	}

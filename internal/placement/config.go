@@ -33,6 +33,24 @@ type Config struct {
 	// ...unless one key takes at least HotKeyShare of its requests: then no
 	// split helps and adaptive replicas are the answer.
 	HotKeyShare float64
+	// LoadSplitSlack: with two or more live nodes, when even the best lease
+	// placement of the ranges leaves a node above (1+LoadSplitSlack) × the
+	// mean node load, the hottest range splits by load (if it serves at
+	// least LoadSplitMinQPS), below SplitQPS: a few hot ranges are cut
+	// until leases can spread them. 0 turns this off.
+	LoadSplitSlack  float64
+	LoadSplitMinQPS float64
+	// MoveMargin and MinMoveQPS: a lease moves for load only when the
+	// projected maximum node load drops by more than MoveMargin × the mean
+	// node load and more than MinMoveQPS (what a sample's noise can
+	// explain), and the spread of node loads drops too.
+	MoveMargin float64
+	MinMoveQPS float64
+	// RangeCooldown: a range that completed an operator this recently is
+	// not moved for balance (its load sample belongs to the old layout).
+	// NodeCooldown: a node that gave or received a lease or replica this
+	// recently takes no part in a load-based lease move.
+	RangeCooldown, NodeCooldown time.Duration
 	// BalanceTolerance: replica counts per node stay within
 	// max(1, BalanceTolerance·mean) of the mean.
 	BalanceTolerance float64
@@ -71,6 +89,12 @@ func DefaultConfig() Config {
 		MinRanges:           1,
 		SplitQPS:            2500,
 		HotKeyShare:         0.8,
+		LoadSplitSlack:      0.25,
+		LoadSplitMinQPS:     1000,
+		MoveMargin:          0.1,
+		MinMoveQPS:          100,
+		RangeCooldown:       30 * time.Second,
+		NodeCooldown:        10 * time.Second,
 		BalanceTolerance:    0.05,
 		LeaseTolerance:      0.1,
 		BootstrapShare:      0.1,
@@ -92,6 +116,9 @@ func (c Config) Validate() error {
 	if c.RangeMinBytes == 0 || c.RangeMaxBytes < 2*c.RangeMinBytes {
 		errs = append(errs, fmt.Errorf("need range-max ≥ 2·range-min > 0 so splits and merges cannot oscillate, got max %d min %d", c.RangeMaxBytes, c.RangeMinBytes))
 	}
+	if c.RangeCooldown < 0 || c.NodeCooldown < 0 || c.MoveMargin < 0 || c.MinMoveQPS < 0 || c.LoadSplitMinQPS < 0 {
+		errs = append(errs, errors.New("range and node cool-downs, move margin, min move qps and load-split min qps must be ≥ 0"))
+	}
 	if c.MergeCooldown < 0 || c.MinRanges < 1 || c.MaxOps < 1 || c.LearnerGrace <= 0 {
 		errs = append(errs, errors.New("merge cooldown must be ≥ 0, min ranges and max ops ≥ 1, learner grace > 0"))
 	}
@@ -101,8 +128,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be in [0,1], got %v", name, f))
 		}
 	}
-	if c.SplitQPS <= 0 || c.AdaptiveReadQPS <= 0 || c.HeavyFactor < 1 || c.MaxAdaptiveReplicas < 0 {
-		errs = append(errs, errors.New("split and adaptive thresholds must be positive, heavy factor ≥ 1, max adaptive replicas ≥ 0"))
+	if c.SplitQPS <= 0 || c.LoadSplitSlack < 0 || c.AdaptiveReadQPS <= 0 || c.HeavyFactor < 1 || c.MaxAdaptiveReplicas < 0 {
+		errs = append(errs, errors.New("split and adaptive thresholds must be positive, load split slack ≥ 0, heavy factor ≥ 1, max adaptive replicas ≥ 0"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("placement: %w", errors.Join(errs...))

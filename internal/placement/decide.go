@@ -1,12 +1,9 @@
 package placement
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"sort"
-
-	"github.com/tidekv/tidekv/internal/units"
 )
 
 // Plan is what one decision returns: operators for the runner and notes
@@ -52,6 +49,12 @@ type planner struct {
 	replicas map[uint64]int
 	leases   map[uint64]int
 	qps      map[uint64]float64
+	// load is each node's request rate attributed from the ranges it
+	// leads (updated as lease transfers are planned); loadStale marks the
+	// nodes leading a range whose sample is stale, so their total is not
+	// known yet.
+	load      map[uint64]float64
+	loadStale map[uint64]bool
 	// taken: ranges that already have an operator (in flight or planned).
 	taken  map[uint64]bool
 	ranges map[uint64]*Range
@@ -60,7 +63,7 @@ type planner struct {
 
 func newPlanner(s Snapshot, cfg Config) *planner {
 	p := &planner{s: s, cfg: cfg, nodes: map[uint64]*Node{}, replicas: map[uint64]int{},
-		leases: map[uint64]int{}, qps: map[uint64]float64{}, taken: map[uint64]bool{}, ranges: map[uint64]*Range{}}
+		leases: map[uint64]int{}, qps: map[uint64]float64{}, load: map[uint64]float64{}, loadStale: map[uint64]bool{}, taken: map[uint64]bool{}, ranges: map[uint64]*Range{}}
 	for i := range s.Nodes {
 		n := &s.Nodes[i]
 		p.nodes[n.ID] = n
@@ -79,6 +82,8 @@ func newPlanner(s Snapshot, cfg Config) *planner {
 		}
 		if r.Leaseholder != 0 {
 			p.leases[r.Leaseholder]++
+			p.load[r.Leaseholder] += r.QPS
+			p.loadStale[r.Leaseholder] = p.loadStale[r.Leaseholder] || r.LoadStale
 		}
 		if s.Busy[r.ID] {
 			p.taken[r.ID] = true
@@ -148,6 +153,10 @@ func (p *planner) count(op Operator) {
 	case OpTransferLease:
 		p.leases[op.Target]++
 		p.leases[op.Source]--
+		if r != nil {
+			p.load[op.Target] += r.QPS
+			p.load[op.Source] -= r.QPS
+		}
 	}
 }
 
@@ -449,87 +458,6 @@ func (p *planner) drainOne(n *Node, r *Range) bool {
 	return false
 }
 
-// splits keeps ranges bounded: by size (Θmax) and by load. Load must be
-// sustained: both the last rate and the smoothed one are above the
-// threshold, so a burst of a second or two splits nothing.
-func (p *planner) splits() {
-	for i := range p.s.Ranges {
-		r := &p.s.Ranges[i]
-		if p.taken[r.ID] {
-			continue
-		}
-		qps := math.Min(r.QPS, r.HitsEWMA)
-		switch {
-		case r.Bytes > p.cfg.RangeMaxBytes:
-			p.add(Operator{Kind: OpSplit, Range: r.ID, Policy: "size-split",
-				Reason: fmt.Sprintf("%s above the %s maximum", units.Human(r.Bytes), units.Human(p.cfg.RangeMaxBytes))})
-		case qps > p.cfg.SplitQPS && r.HotKeyShare >= p.cfg.HotKeyShare:
-			p.note("range %d: %.0f qps, %.0f%% on one key: no split spreads it (adaptive replicas may)", r.ID, qps, 100*r.HotKeyShare)
-		case qps > p.cfg.SplitQPS:
-			p.add(Operator{Kind: OpSplit, Range: r.ID, SplitByLoad: true, Policy: "load-split",
-				Reason: fmt.Sprintf("%.0f qps sustained above the %.0f threshold", qps, p.cfg.SplitQPS)})
-		}
-	}
-}
-
-// adaptive adds learner replicas to ranges with heavy, sustained read load
-// that a load split will not spread (one hot key, or a rate below the split
-// threshold), on the least-loaded nodes, and removes them when the range
-// has cooled to half the threshold (the gap keeps them from flapping).
-func (p *planner) adaptive() {
-	for i := range p.s.Ranges {
-		r := &p.s.Ranges[i]
-		if p.taken[r.ID] {
-			continue
-		}
-		var adaptive []uint64
-		for _, rep := range r.Replicas {
-			if rep.Adaptive {
-				adaptive = append(adaptive, rep.Node)
-			}
-		}
-		reads := math.Min(r.ReadQPS, r.HitsEWMA)
-		// Above the split threshold now, a load split is coming (it waits
-		// for the rate to be sustained): wait for it rather than copy.
-		splitWillHelp := r.QPS > p.cfg.SplitQPS && r.HotKeyShare < p.cfg.HotKeyShare
-		switch {
-		case reads > p.cfg.AdaptiveReadQPS && !splitWillHelp && len(adaptive) < p.cfg.MaxAdaptiveReplicas:
-			if t, ok := p.leastLoaded(r); ok {
-				p.add(Operator{Kind: OpAddLearner, Range: r.ID, Target: t, Bytes: r.Bytes, Policy: "adaptive-replicas",
-					Reason: fmt.Sprintf("%.0f reads/s above %.0f", r.ReadQPS, p.cfg.AdaptiveReadQPS)})
-			}
-		case r.ReadQPS < p.cfg.AdaptiveReadQPS/2 && len(adaptive) > 0:
-			victim := adaptive[0]
-			for _, a := range adaptive[1:] {
-				if p.qps[a] > p.qps[victim] {
-					victim = a
-				}
-			}
-			p.add(Operator{Kind: OpRemoveReplica, Range: r.ID, Source: victim, Policy: "adaptive-replicas",
-				Reason: fmt.Sprintf("cooled to %.0f reads/s", r.ReadQPS)})
-		}
-	}
-}
-
-// leastLoaded is the live node without a replica of r with the lowest load
-// score (then QPS, then ID).
-func (p *planner) leastLoaded(r *Range) (uint64, bool) {
-	var best *Node
-	for i := range p.s.Nodes {
-		n := &p.s.Nodes[i]
-		if !p.acceptsReplicas(n.ID) || has(r, n.ID) {
-			continue
-		}
-		if best == nil || n.Score < best.Score || n.Score == best.Score && (p.qps[n.ID] < p.qps[best.ID] || p.qps[n.ID] == p.qps[best.ID] && n.ID < best.ID) {
-			best = n
-		}
-	}
-	if best == nil {
-		return 0, false
-	}
-	return best.ID, true
-}
-
 // heavy lists the nodes that count as heavily loaded, or, when none does,
 // the nodes above the mean replica count (a new node must take something
 // to serve at once).
@@ -644,263 +572,4 @@ func (p *planner) middleRange(node uint64, ok func(*Range) bool) *Range {
 		return rs[i].ID < rs[j].ID
 	})
 	return rs[len(rs)/2]
-}
-
-// meanLeases is the mean lease count of live nodes.
-func (p *planner) meanLeases() float64 {
-	n, sum := 0, 0
-	for _, node := range p.s.Nodes {
-		if node.State == NodeLive {
-			n++
-			sum += p.leases[node.ID]
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return float64(sum) / float64(n)
-}
-
-// meanReplicas is the mean replica count of the nodes that should hold
-// replicas (live and not draining).
-func (p *planner) meanReplicas() float64 {
-	n, sum := 0, 0
-	for _, node := range p.s.Nodes {
-		if node.State == NodeLive {
-			n++
-			sum += p.replicas[node.ID]
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return float64(sum) / float64(n)
-}
-
-// tolerance is max(1, frac·mean).
-func tolerance(frac, mean float64) float64 { return math.Max(1, frac*mean) }
-
-// Balanced reports whether node's replica count is within tolerance of the
-// mean (a phase-2 node is done when it is).
-func Balanced(s Snapshot, node uint64, cfg Config) bool {
-	p := newPlanner(s, cfg)
-	mean := p.meanReplicas()
-	return math.Abs(float64(p.replicas[node])-mean) <= tolerance(cfg.BalanceTolerance, mean)
-}
-
-// balanceReplicas moves one replica from the fullest live node to the
-// emptiest when either is outside the tolerance band around the mean and
-// the move narrows the gap (a difference of at least two), so nothing
-// moves back and forth.
-//
-// It waits while replicas sit on dead or draining nodes: repair and drain
-// place those on the emptiest nodes anyway, and balancing around them
-// first would move data twice.
-func (p *planner) balanceReplicas() {
-	for _, r := range p.s.Ranges {
-		for _, rep := range r.Replicas {
-			if st := p.state(rep.Node); st == NodeDead || st == NodeDraining {
-				return
-			}
-		}
-	}
-	mean := p.meanReplicas()
-	tol := tolerance(p.cfg.BalanceTolerance, mean)
-	var live []uint64
-	for _, n := range p.s.Nodes {
-		if n.State == NodeLive {
-			live = append(live, n.ID)
-		}
-	}
-	if len(live) < 2 {
-		return
-	}
-	byCount := func() {
-		sort.Slice(live, func(i, j int) bool {
-			if p.replicas[live[i]] != p.replicas[live[j]] {
-				return p.replicas[live[i]] < p.replicas[live[j]]
-			}
-			return live[i] < live[j]
-		})
-	}
-	for !p.full() {
-		byCount()
-		hi := live[len(live)-1]
-		moved := false
-		// The emptiest node that can take one of hi's ranges without
-		// crowding a locality.
-		for _, lo := range live[:len(live)-1] {
-			cl, ch := float64(p.replicas[lo]), float64(p.replicas[hi])
-			if ch-cl < 2 || (ch <= mean+tol && cl >= mean-tol) {
-				break
-			}
-			r := p.middleRange(hi, func(r *Range) bool { return !has(r, lo) && p.keepsDiversity(r, hi, lo) })
-			if r == nil {
-				continue
-			}
-			p.add(Operator{Kind: OpMoveReplica, Range: r.ID, Source: hi, Target: lo, Bytes: r.Bytes, Policy: "balance",
-				Reason: fmt.Sprintf("node %d has %d replicas, node %d has %d (mean %.1f ± %.1f)", hi, int(ch), lo, int(cl), mean, tol)})
-			moved = true
-			break
-		}
-		if !moved {
-			return
-		}
-	}
-}
-
-// balanceLeases evens out lease counts within tolerance, never handing a
-// lease to a node busier than average; then load: the busiest node hands a
-// lease to a voter on a quieter node when that lowers the higher of the
-// two nodes' request rates and keeps the receiver within the lease band.
-// The two passes share these limits so neither undoes the other.
-func (p *planner) balanceLeases() {
-	var live []uint64
-	qsum := 0.0
-	for _, n := range p.s.Nodes {
-		if n.State == NodeLive {
-			live = append(live, n.ID)
-			qsum += p.qps[n.ID]
-		}
-	}
-	if len(live) < 2 {
-		return
-	}
-	mean := p.meanLeases()
-	tol := tolerance(p.cfg.LeaseTolerance, mean)
-	qmean := qsum / float64(len(live))
-	notHot := func(n uint64) bool { return qmean == 0 || p.qps[n] <= qmean }
-	// Count: over-band nodes shed, under-band nodes receive from the node
-	// with the most leases.
-	sort.Slice(live, func(i, j int) bool {
-		if p.leases[live[i]] != p.leases[live[j]] {
-			return p.leases[live[i]] > p.leases[live[j]]
-		}
-		return live[i] < live[j]
-	})
-	for _, dst := range live {
-		if p.leasesFull() {
-			return
-		}
-		src := live[0]
-		over, under := float64(p.leases[src]) > mean+tol, float64(p.leases[dst]) < mean-tol
-		if !(over || under) || p.leases[src]-p.leases[dst] < 2 {
-			continue
-		}
-		accept := func(n uint64) bool { return float64(p.leases[n])+1 <= mean && notHot(n) }
-		if under {
-			accept = func(n uint64) bool { return n == dst && notHot(n) }
-		}
-		r := p.middleRange(src, func(r *Range) bool { return r.Leaseholder == src && p.bestLeaseTarget(r, accept) != 0 })
-		if r == nil {
-			continue
-		}
-		t := p.bestLeaseTarget(r, accept)
-		p.add(Operator{Kind: OpTransferLease, Range: r.ID, Source: src, Target: t, Policy: "lease-balance",
-			Reason: fmt.Sprintf("node %d holds %d leases, node %d %d (mean %.1f ± %.1f)", src, p.leases[src], t, p.leases[t], mean, tol)})
-	}
-	// Load: one lease from the busiest node, if it helps.
-	sort.Slice(live, func(i, j int) bool { return p.qps[live[i]] > p.qps[live[j]] })
-	src := live[0]
-	if p.leasesFull() || qmean == 0 || p.qps[src] < 1.25*qmean {
-		return
-	}
-	var best *Range
-	var bestTarget uint64
-	for i := range p.s.Ranges {
-		r := &p.s.Ranges[i]
-		if p.taken[r.ID] || r.Leaseholder != src || r.QPS == 0 {
-			continue
-		}
-		t := p.bestLeaseTarget(r, func(n uint64) bool {
-			return p.qps[n]+r.QPS < p.qps[src] && float64(p.leases[n])+1 <= mean+tol
-		})
-		if t == 0 {
-			continue
-		}
-		// The largest move that still strictly lowers the maximum.
-		if best == nil || r.QPS > best.QPS {
-			best, bestTarget = r, t
-		}
-	}
-	if best != nil {
-		p.add(Operator{Kind: OpTransferLease, Range: best.ID, Source: src, Target: bestTarget, Policy: "lease-balance",
-			Reason: fmt.Sprintf("node %d serves %.0f qps (mean %.0f); range %d's %.0f qps move to node %d", src, p.qps[src], qmean, best.ID, best.QPS, bestTarget)})
-		p.qps[src] -= best.QPS
-		p.qps[bestTarget] += best.QPS
-	}
-}
-
-// bestLeaseTarget is the live voter of r (not the leaseholder) passing ok
-// with the lowest load score, or 0.
-func (p *planner) bestLeaseTarget(r *Range, ok func(uint64) bool) uint64 {
-	var best *Node
-	for _, v := range voters(r) {
-		n := p.nodes[v]
-		if n == nil || v == r.Leaseholder || n.State != NodeLive || !ok(v) {
-			continue
-		}
-		if best == nil || n.Score < best.Score || n.Score == best.Score && n.ID < best.ID {
-			best = n
-		}
-	}
-	if best == nil {
-		return 0
-	}
-	return best.ID
-}
-
-// merges joins adjacent ranges that are together below Θmin and below half
-// the load-split threshold, live on the same voters with no learners, and
-// did not split recently.
-func (p *planner) merges() {
-	rs := make([]*Range, 0, len(p.s.Ranges))
-	for i := range p.s.Ranges {
-		rs = append(rs, &p.s.Ranges[i])
-	}
-	sort.Slice(rs, func(i, j int) bool { return bytes.Compare(rs[i].Start, rs[j].Start) < 0 })
-	count := len(rs)
-	for i := 0; i+1 < len(rs) && count > p.cfg.MinRanges; i++ {
-		l, r := rs[i], rs[i+1]
-		if !bytes.Equal(l.End, r.Start) || len(l.End) == 0 || l.Bytes+r.Bytes >= p.cfg.RangeMinBytes || !sameVoters(l, r) {
-			continue
-		}
-		// A merged range must stay well below the load-split threshold, or
-		// it splits again as soon as it is merged.
-		if l.QPS+r.QPS >= p.cfg.SplitQPS/2 {
-			continue
-		}
-		if p.recentlySplit(l) || p.recentlySplit(r) {
-			continue
-		}
-		if p.add(Operator{Kind: OpMerge, Range: l.ID, Other: r.ID, Policy: "merge",
-			Reason: fmt.Sprintf("%s together, below the %s minimum", units.Human(l.Bytes+r.Bytes), units.Human(p.cfg.RangeMinBytes))}) {
-			count--
-			i++ // r is taken
-		}
-	}
-}
-
-func (p *planner) recentlySplit(r *Range) bool {
-	return !r.SplitAt.IsZero() && p.s.Now.Sub(r.SplitAt) < p.cfg.MergeCooldown
-}
-
-// sameVoters: both ranges have only voters, on the same nodes.
-func sameVoters(a, b *Range) bool {
-	if len(a.Replicas) != len(b.Replicas) {
-		return false
-	}
-	nodes := map[uint64]bool{}
-	for _, rep := range a.Replicas {
-		if rep.Type != Voter {
-			return false
-		}
-		nodes[rep.Node] = true
-	}
-	for _, rep := range b.Replicas {
-		if rep.Type != Voter || !nodes[rep.Node] {
-			return false
-		}
-	}
-	return true
 }

@@ -13,9 +13,10 @@ import (
 // TestDecide runs the policy scenarios in testdata/. Each case builds a
 // snapshot from its input lines and prints the plan:
 //
-//	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS]
+//	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS]
 //	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S]
-//	range ID START END v=1,2,3 [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy]
+//	range ID START END v=1,2,3 [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy] [stale]
+//	recent RANGE kind=KIND [from=N] [to=N] at=SECONDS   (a completed operator)
 //
 // START/END "-" mean the ends of the key space; v lists voters, l plain
 // learners, a adaptive learners.
@@ -41,6 +42,8 @@ func TestDecide(t *testing.T) {
 					cfg.RangeMinBytes = uint64(v * (1 << 20))
 				case "split-qps":
 					cfg.SplitQPS = v
+				case "load-split-slack":
+					cfg.LoadSplitSlack = v
 				case "adaptive-qps":
 					cfg.AdaptiveReadQPS = v
 				case "now":
@@ -149,7 +152,20 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 		if _, ok := m["busy"]; ok {
 			s.Busy[id] = true
 		}
+		_, r.LoadStale = m["stale"]
 		s.Ranges = append(s.Ranges, r)
+	case "recent":
+		m := kv(f[2:])
+		op := Operator{Range: id, Source: uint64(num(m["from"])), Target: uint64(num(m["to"]))}
+		for k := OpAddVoter; k <= OpMerge; k++ {
+			if k.String() == m["kind"] {
+				op.Kind = k
+			}
+		}
+		if op.Kind.String() != m["kind"] {
+			t.Fatalf("%q: bad kind", line)
+		}
+		s.Recent = append(s.Recent, RecentOp{Op: op, At: time.Unix(int64(num(m["at"])), 0)})
 	default:
 		t.Fatalf("unknown line %q", line)
 	}
@@ -163,5 +179,19 @@ func TestConfigValidate(t *testing.T) {
 	c.RangeMaxBytes = c.RangeMinBytes
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "oscillate") {
 		t.Fatalf("range-max < 2·range-min accepted: %v", err)
+	}
+	for name, bad := range map[string]func(*Config){
+		"negative range cooldown":   func(c *Config) { c.RangeCooldown = -time.Second },
+		"negative node cooldown":    func(c *Config) { c.NodeCooldown = -time.Second },
+		"negative move margin":      func(c *Config) { c.MoveMargin = -0.1 },
+		"negative min move qps":     func(c *Config) { c.MinMoveQPS = -1 },
+		"negative load split slack": func(c *Config) { c.LoadSplitSlack = -0.5 },
+		"negative load split min":   func(c *Config) { c.LoadSplitMinQPS = -1 },
+	} {
+		c := DefaultConfig()
+		bad(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s accepted", name)
+		}
 	}
 }

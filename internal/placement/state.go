@@ -115,6 +115,12 @@ type Range struct {
 	// MergingInto is non-zero while the range is frozen for a merge into
 	// that range.
 	MergingInto uint64
+	// LoadStale: QPS, ReadQPS and HotKeyShare do not cover a full sampling
+	// window of the current leaseholder (its lease, or the range after a
+	// split or merge, is younger than a window). Such numbers understate
+	// the load, so policies that weigh load leave the range alone and do
+	// not trust its leaseholder's total until a fresh sample arrives.
+	LoadStale bool
 }
 
 // Snapshot is everything a policy may look at. Policies read Now from it
@@ -130,6 +136,15 @@ type Snapshot struct {
 	// and lease counts is counted as done, so a decision made while a move
 	// is under way does not start a second one for the same imbalance.
 	InFlight []Operator
+	// Recent are the operators completed lately (the longest cool-down of
+	// Config is enough history), for the cool-downs after a move.
+	Recent []RecentOp
+}
+
+// RecentOp is an operator that completed at At.
+type RecentOp struct {
+	Op Operator
+	At time.Time
 }
 
 // OpKind says what an Operator does.

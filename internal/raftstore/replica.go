@@ -29,6 +29,9 @@ type Replica struct {
 	desc       atomic.Pointer[tidekvpb.RangeDescriptor] // nil while uninitialized
 	leaderNode atomic.Uint64                            // 0 when unknown
 	isLeader   atomic.Bool
+	// leaderTerm is the Raft term this replica has led since (0 while it
+	// does not lead): load samples belong to the lease that produced them.
+	leaderTerm atomic.Uint64
 	applied    atomic.Uint64
 	// The leader lease (see lease.go): until leaseExpiry (unix ns) the
 	// leader may serve reads from local state once it has applied
@@ -128,6 +131,11 @@ func (r *Replica) Desc() *tidekvpb.RangeDescriptor { return r.desc.Load() }
 
 // IsLeader reports whether this replica holds the range's lease.
 func (r *Replica) IsLeader() bool { return r.isLeader.Load() }
+
+// LeaderTerm is the Raft term this replica has led since, 0 while it does
+// not lead. Two samples with the same non-zero LeaderTerm were taken under
+// one uninterrupted lease.
+func (r *Replica) LeaderTerm() uint64 { return r.leaderTerm.Load() }
 
 // CountRead records that one of the requests counted was a read.
 func (r *Replica) CountRead() { r.reads.Add(1) }
@@ -459,6 +467,12 @@ func (r *Replica) updateLeadershipLocked(ss *raft.SoftState) {
 	wasLeader := r.isLeader.Load()
 	nowLeader := ss.RaftState == raft.StateLeader
 	r.leaderNode.Store(r.mu.peerNodes[ss.Lead])
+	switch {
+	case !nowLeader:
+		r.leaderTerm.Store(0)
+	case !wasLeader:
+		r.leaderTerm.Store(r.mu.raw.BasicStatus().GetTerm())
+	}
 	r.isLeader.Store(nowLeader)
 	if wasLeader && !nowLeader {
 		r.failPendingLocked(ErrAmbiguous, r.notLeader())

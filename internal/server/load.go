@@ -16,6 +16,13 @@ type rangeLoad struct {
 	hotKeyShare float64
 	// gen is the descriptor generation the sample was taken at.
 	gen uint64
+	// term is the Raft term of the lease the sample was taken under (0: not
+	// the leaseholder); stale says the sample does not cover a whole
+	// window of that lease with this descriptor (the lease or the range's
+	// span is newer than the previous sample), so its rates understate the
+	// load and placement must not act on them.
+	term  uint64
+	stale bool
 }
 
 // loadTracker turns the replicas' request counters into rates, once per
@@ -34,6 +41,7 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	sizes := map[uint64]uint64{}
 	hot := map[uint64]float64{}
 	gens := map[uint64]uint64{}
+	terms := map[uint64]uint64{}
 	for _, r := range s.store.Replicas() {
 		d := r.Desc()
 		if d == nil {
@@ -42,6 +50,7 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 		counts[r.RangeID()] = [2]uint64{r.Requests(), r.Reads()}
 		hot[r.RangeID()] = r.HotKeyShare()
 		gens[r.RangeID()] = d.GetGeneration()
+		terms[r.RangeID()] = r.LeaderTerm()
 		lo, hi := keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
 		if n, err := s.eng.ApproximateSize(lo, hi); err == nil {
 			sizes[r.RangeID()] = n
@@ -52,10 +61,11 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	ranges := map[uint64]rangeLoad{}
 	dt := now.Sub(t.at).Seconds()
 	for id, c := range counts {
-		l := rangeLoad{bytes: sizes[id], hotKeyShare: hot[id], gen: gens[id]}
+		l := rangeLoad{bytes: sizes[id], hotKeyShare: hot[id], gen: gens[id], term: terms[id], stale: true}
 		if prev, ok := t.counts[id]; ok && dt > 0 && c[0] >= prev[0] && c[1] >= prev[1] {
 			l.qps = float64(c[0]-prev[0]) / dt
 			l.readQPS = float64(c[1]-prev[1]) / dt
+			l.stale = !coversWindow(t.ranges[id], l)
 		}
 		ranges[id] = l
 	}
@@ -67,19 +77,29 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	})
 }
 
-// rangeLoadOf returns the last sample of a range's load for descriptor d.
-// A sample taken before d's generation (a split or merge since) says
-// nothing about the range now: its size is measured afresh and its rates
-// wait for the next sample, or placement would split the range again on
-// its old numbers.
-func (s *Server) rangeLoadOf(d *tidekvpb.RangeDescriptor) rangeLoad {
+// coversWindow reports whether sample cur covers a whole window of one
+// lease: this node led the range in the same term, with the same span, at
+// the previous sample prev as well.
+func coversWindow(prev, cur rangeLoad) bool {
+	return cur.term != 0 && prev.term == cur.term && prev.gen == cur.gen
+}
+
+// rangeLoadOf returns the last sample of a range's load for descriptor d,
+// led now in term (the replica's LeaderTerm). A sample taken before d's
+// generation (a split or merge since) says nothing about the range now: its
+// size is measured afresh and its rates wait for the next sample, or
+// placement would split the range again on its old numbers. A sample of
+// another term (taken as a follower, or under an earlier lease) is stale.
+func (s *Server) rangeLoadOf(d *tidekvpb.RangeDescriptor, term uint64) rangeLoad {
 	s.load.mu.Lock()
 	l := s.load.ranges[d.GetRangeId()]
 	s.load.mu.Unlock()
 	if l.gen == d.GetGeneration() {
+		l.stale = l.stale || l.term != term || term == 0
+		l.term = term
 		return l
 	}
-	fresh := rangeLoad{gen: d.GetGeneration()}
+	fresh := rangeLoad{gen: d.GetGeneration(), term: term, stale: true}
 	lo, hi := keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
 	if n, err := s.eng.ApproximateSize(lo, hi); err == nil {
 		fresh.bytes = n

@@ -74,7 +74,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 		if r.IsLeader() {
 			req.Leases++
 			if d := r.Desc(); d != nil {
-				l := s.rangeLoadOf(d)
+				l := s.rangeLoadOf(d, r.LeaderTerm())
 				qps, reads = qps+l.qps, reads+l.readQPS
 			}
 		}
@@ -115,8 +115,13 @@ func (h *heartbeatRates) rejectedRate(total uint64, now time.Time) float64 {
 func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	l := s.rangeLoadOf(d)
-	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare}
+	var term uint64
+	if r := s.store.GetReplica(d.GetRangeId()); r != nil {
+		term = r.LeaderTerm()
+	}
+	l := s.rangeLoadOf(d, term)
+	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes,
+		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {

@@ -275,7 +275,7 @@ func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 		}
 		l := s.meta.load[d.GetRangeId()]
 		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()],
-			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare})
+			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale})
 	}
 	s.meta.mu.Unlock()
 	sortRanges(resp.Ranges)
@@ -335,8 +335,13 @@ func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, re
 func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
 	d := req.GetDesc()
 	s.meta.mu.Lock()
-	s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
-	s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), readQPS: req.GetReadQps(), bytes: req.GetBytes(), hotKeyShare: req.GetHotKeyShare()}
+	// A report from an older lease (sent by the previous leaseholder just
+	// before it lost the lease) must not replace the new one's numbers.
+	if prev, ok := s.meta.load[d.GetRangeId()]; !ok || req.GetLeaseTerm() >= prev.term || req.GetLeaseTerm() == 0 {
+		s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
+		s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), readQPS: req.GetReadQps(), bytes: req.GetBytes(),
+			hotKeyShare: req.GetHotKeyShare(), term: req.GetLeaseTerm(), stale: req.GetLoadStale()}
+	}
 	s.meta.mu.Unlock()
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err

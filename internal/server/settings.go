@@ -42,6 +42,22 @@ var settings = map[string]setting{
 		return err
 	}},
 	"split-qps": {"a range above this request rate splits by load (requests/s)", floatSetting(func(c *placement.Config) *float64 { return &c.SplitQPS })},
+	"load-split-slack": {"when the best lease placement leaves a node above (1 + this) × the mean node load, the hottest range splits by load (≥ 0; 0: off)",
+		floatSetting(func(c *placement.Config) *float64 { return &c.LoadSplitSlack })},
+	"load-split-min-qps": {"...if it serves at least this request rate (requests/s)",
+		floatSetting(func(c *placement.Config) *float64 { return &c.LoadSplitMinQPS })},
+	"move-margin": {"a lease moves for load only if the busiest node's load drops by more than this share of the mean node load (≥ 0)",
+		floatSetting(func(c *placement.Config) *float64 { return &c.MoveMargin })},
+	"min-move-qps": {"...and by more than this many requests/s (a sample's noise)",
+		floatSetting(func(c *placement.Config) *float64 { return &c.MinMoveQPS })},
+	"range-cooldown": {"a range that completed an operator this recently is not moved for balance (duration)", func(c *placement.Config, v string) (err error) {
+		c.RangeCooldown, err = time.ParseDuration(v)
+		return err
+	}},
+	"node-cooldown": {"a node that gave or received a lease or replica this recently takes no part in load moves (duration)", func(c *placement.Config, v string) (err error) {
+		c.NodeCooldown, err = time.ParseDuration(v)
+		return err
+	}},
 	"hot-key-share": {"share of a range's requests on one key beyond which no load split is tried (0..1)",
 		floatSetting(func(c *placement.Config) *float64 { return &c.HotKeyShare })},
 	"adaptive-read-qps": {"a range reading more than this gets adaptive learner replicas (reads/s)",

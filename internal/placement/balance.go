@@ -1,0 +1,323 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// The balance policies: replica counts, lease counts and leaseholder load.
+// A move for balance must leave the cluster measurably better by the
+// numbers it was decided on, and a range or node that just moved waits for
+// fresh numbers (cool-downs), so nothing moves back and forth.
+
+// meanLeases is the mean lease count of live nodes.
+func (p *planner) meanLeases() float64 { return p.liveMean(p.leases) }
+
+// meanReplicas is the mean replica count of the nodes that should hold
+// replicas (live and not draining).
+func (p *planner) meanReplicas() float64 { return p.liveMean(p.replicas) }
+
+// liveMean is the mean of counts over the live nodes.
+func (p *planner) liveMean(counts map[uint64]int) float64 {
+	n, sum := 0, 0
+	for _, node := range p.s.Nodes {
+		if node.State == NodeLive {
+			n++
+			sum += counts[node.ID]
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
+}
+
+// tolerance is max(1, frac·mean).
+func tolerance(frac, mean float64) float64 { return math.Max(1, frac*mean) }
+
+// Balanced reports whether node's replica count is within tolerance of the
+// mean (a phase-2 node is done when it is).
+func Balanced(s Snapshot, node uint64, cfg Config) bool {
+	p := newPlanner(s, cfg)
+	mean := p.meanReplicas()
+	return math.Abs(float64(p.replicas[node])-mean) <= tolerance(cfg.BalanceTolerance, mean)
+}
+
+// balanceReplicas moves one replica from the fullest live node to the
+// emptiest when either is outside the tolerance band around the mean and
+// the move narrows the gap (a difference of at least two), so nothing
+// moves back and forth.
+//
+// It waits while replicas sit on dead or draining nodes: repair and drain
+// place those on the emptiest nodes anyway, and balancing around them
+// first would move data twice.
+func (p *planner) balanceReplicas() {
+	for _, r := range p.s.Ranges {
+		for _, rep := range r.Replicas {
+			if st := p.state(rep.Node); st == NodeDead || st == NodeDraining {
+				return
+			}
+		}
+	}
+	mean := p.meanReplicas()
+	tol := tolerance(p.cfg.BalanceTolerance, mean)
+	var live []uint64
+	for _, n := range p.s.Nodes {
+		if n.State == NodeLive {
+			live = append(live, n.ID)
+		}
+	}
+	if len(live) < 2 {
+		return
+	}
+	byCount := func() {
+		sort.Slice(live, func(i, j int) bool {
+			if p.replicas[live[i]] != p.replicas[live[j]] {
+				return p.replicas[live[i]] < p.replicas[live[j]]
+			}
+			return live[i] < live[j]
+		})
+	}
+	for !p.full() {
+		byCount()
+		hi := live[len(live)-1]
+		moved := false
+		// The emptiest node that can take one of hi's ranges without
+		// crowding a locality.
+		for _, lo := range live[:len(live)-1] {
+			cl, ch := float64(p.replicas[lo]), float64(p.replicas[hi])
+			if ch-cl < 2 || (ch <= mean+tol && cl >= mean-tol) {
+				break
+			}
+			r := p.middleRange(hi, func(r *Range) bool { return !has(r, lo) && p.keepsDiversity(r, hi, lo) && !p.rangeCooling(r.ID) })
+			if r == nil {
+				continue
+			}
+			p.add(Operator{Kind: OpMoveReplica, Range: r.ID, Source: hi, Target: lo, Bytes: r.Bytes, Policy: "balance",
+				Reason: fmt.Sprintf("node %d has %d replicas, node %d has %d (mean %.1f ± %.1f)", hi, int(ch), lo, int(cl), mean, tol)})
+			moved = true
+			break
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
+// rangeCooling reports whether range id completed an operator within
+// RangeCooldown: its load sample and counts still describe the old layout.
+func (p *planner) rangeCooling(id uint64) bool {
+	for _, ro := range p.s.Recent {
+		if (ro.Op.Range == id || ro.Op.Kind == OpMerge && ro.Op.Other == id) && p.s.Now.Sub(ro.At) < p.cfg.RangeCooldown {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeCooling reports whether node gave or received a lease or replica
+// within NodeCooldown: its load has not been sampled since.
+func (p *planner) nodeCooling(node uint64) bool {
+	for _, ro := range p.s.Recent {
+		if (ro.Op.Source == node || ro.Op.Target == node) && p.s.Now.Sub(ro.At) < p.cfg.NodeCooldown {
+			return true
+		}
+	}
+	return false
+}
+
+// liveNodes lists the live nodes by ID.
+func (p *planner) liveNodes() []uint64 {
+	var live []uint64
+	for _, n := range p.s.Nodes {
+		if n.State == NodeLive {
+			live = append(live, n.ID)
+		}
+	}
+	return live
+}
+
+// loadStats summarises node loads: maximum, mean, standard deviation.
+type loadStats struct{ max, mean, std float64 }
+
+// statsOf computes loadStats over nodes, with qps moved from src to dst
+// when qps > 0 (a projected lease transfer).
+func (p *planner) statsOf(nodes []uint64, src, dst uint64, qps float64) loadStats {
+	var st loadStats
+	vals := make([]float64, len(nodes))
+	for i, n := range nodes {
+		vals[i] = p.load[n]
+		switch n {
+		case src:
+			vals[i] -= qps
+		case dst:
+			vals[i] += qps
+		}
+		st.max = math.Max(st.max, vals[i])
+		st.mean += vals[i] / float64(len(nodes))
+	}
+	st.std = Index(vals) * st.mean
+	return st
+}
+
+// loadsString prints the node loads, with a projected transfer applied.
+func (p *planner) loadsString(nodes []uint64, src, dst uint64, qps float64) string {
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		v := p.load[n]
+		switch n {
+		case src:
+			v -= qps
+		case dst:
+			v += qps
+		}
+		parts[i] = fmt.Sprintf("n%d=%.0f", n, v)
+	}
+	return strings.Join(parts, " ")
+}
+
+// balanceLeases evens out lease counts within tolerance, never handing a
+// lease to a node busier than average nor raising the busiest node's load;
+// then load (balanceLoad). Ranges and nodes that moved lately are left
+// alone. The two passes share their limits so neither undoes the other.
+func (p *planner) balanceLeases() {
+	live := p.liveNodes()
+	if len(live) < 2 {
+		return
+	}
+	mean := p.meanLeases()
+	tol := tolerance(p.cfg.LeaseTolerance, mean)
+	before := p.statsOf(live, 0, 0, 0)
+	notHot := func(n uint64) bool { return before.mean == 0 || p.load[n] <= before.mean }
+	// Count: over-band nodes shed, under-band nodes receive from the node
+	// with the most leases that leads a range they have a voter of.
+	sort.Slice(live, func(i, j int) bool {
+		if p.leases[live[i]] != p.leases[live[j]] {
+			return p.leases[live[i]] > p.leases[live[j]]
+		}
+		return live[i] < live[j]
+	})
+	for _, dst := range live {
+		for _, src := range live {
+			if p.leasesFull() {
+				return
+			}
+			if p.countMove(live, src, dst, mean, tol, before, notHot) {
+				break
+			}
+		}
+	}
+	p.balanceLoad(live)
+}
+
+// countMove plans one lease from src to dst (or, with src over the band,
+// to any voter at most at the mean) when src or dst is outside the lease
+// band and they differ by two or more, the receiver is not busier than
+// average nor, after the move, busier than src was, and the busiest node's
+// load does not rise. It reports whether it
+// planned one.
+func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, before loadStats, notHot func(uint64) bool) bool {
+	over, under := float64(p.leases[src]) > mean+tol, float64(p.leases[dst]) < mean-tol
+	if src == dst || !(over || under) || p.leases[src]-p.leases[dst] < 2 {
+		return false
+	}
+	accept := func(n uint64) bool { return float64(p.leases[n])+1 <= mean && notHot(n) }
+	if under {
+		accept = func(n uint64) bool { return n == dst && notHot(n) }
+	}
+	// The receiver must not end up busier than the giver was: a count move
+	// never undoes a load move.
+	ok := func(r *Range) func(uint64) bool {
+		return func(n uint64) bool {
+			return accept(n) && p.load[n]+r.QPS <= p.load[src] && p.statsOf(live, src, n, r.QPS).max <= math.Max(before.max, p.load[src])
+		}
+	}
+	r := p.middleRange(src, func(r *Range) bool {
+		return r.Leaseholder == src && !p.rangeCooling(r.ID) && p.bestLeaseTarget(r, ok(r)) != 0
+	})
+	if r == nil {
+		return false
+	}
+	t := p.bestLeaseTarget(r, ok(r))
+	return p.add(Operator{Kind: OpTransferLease, Range: r.ID, Source: src, Target: t, Policy: "lease-balance",
+		Reason: fmt.Sprintf("node %d holds %d leases, node %d %d (mean %.1f ± %.1f)", src, p.leases[src], t, p.leases[t], mean, tol)})
+}
+
+// balanceLoad moves one lease off the busiest node when, by the projected
+// node loads (the moved range's sampled rate taken off its leaseholder and
+// put on the target), the busier of the two nodes afterwards is below the
+// busiest node's load now by more than the margin: the maximum cannot
+// rise, the spread of node loads drops, and a move that only swaps which
+// node is busiest (two hot ranges on three nodes) or whose benefit a
+// sample's noise can explain is not made. Of such moves, the one leaving
+// the two nodes' higher load lowest. Node loads are the rates of the
+// ranges each node leads, so a number is only ever attributed to the lease
+// that produced it; a node leading a range with a stale sample, or that
+// moved something lately, takes no part. Lease counts do not bound it: load
+// matters more than counts, and the count pass hands nothing to a node
+// busier than average nor raises the busiest node's load, so it does not
+// undo this.
+func (p *planner) balanceLoad(live []uint64) {
+	before := p.statsOf(live, 0, 0, 0)
+	if p.leasesFull() || before.mean == 0 {
+		return
+	}
+	src := live[0]
+	for _, n := range live {
+		if p.load[n] > p.load[src] {
+			src = n
+		}
+	}
+	if p.load[src] < 1.25*before.mean || p.loadStale[src] || p.nodeCooling(src) {
+		return
+	}
+	need := math.Max(p.cfg.MoveMargin*before.mean, p.cfg.MinMoveQPS)
+	var best *Range
+	var bestTarget uint64
+	bestPeak := p.load[src] - need
+	for i := range p.s.Ranges {
+		r := &p.s.Ranges[i]
+		if p.taken[r.ID] || r.Leaseholder != src || r.LoadStale || r.QPS < p.cfg.MinMoveQPS || p.rangeCooling(r.ID) {
+			continue
+		}
+		for _, t := range voters(r) {
+			if n := p.nodes[t]; t == src || n == nil || n.State != NodeLive || p.loadStale[t] || p.nodeCooling(t) {
+				continue
+			}
+			// Ties go to the quieter target, then the first range.
+			peak := math.Max(p.load[src]-r.QPS, p.load[t]+r.QPS)
+			if peak < bestPeak || best != nil && peak == bestPeak && p.load[t] < p.load[bestTarget] {
+				best, bestTarget, bestPeak = r, t, peak
+			}
+		}
+	}
+	if best == nil {
+		return
+	}
+	after := p.statsOf(live, src, bestTarget, best.QPS)
+	p.add(Operator{Kind: OpTransferLease, Range: best.ID, Source: src, Target: bestTarget, Policy: "lease-balance",
+		Reason: fmt.Sprintf("range %d's %.0f qps from node %d to node %d: node loads %s → %s (max %.0f → %.0f, stddev %.0f → %.0f, margin %.0f)",
+			best.ID, best.QPS, src, bestTarget, p.loadsString(live, 0, 0, 0), p.loadsString(live, src, bestTarget, best.QPS),
+			before.max, after.max, before.std, after.std, need)})
+}
+
+// bestLeaseTarget is the live voter of r (not the leaseholder) passing ok
+// with the lowest load score, or 0.
+func (p *planner) bestLeaseTarget(r *Range, ok func(uint64) bool) uint64 {
+	var best *Node
+	for _, v := range voters(r) {
+		n := p.nodes[v]
+		if n == nil || v == r.Leaseholder || n.State != NodeLive || !ok(v) {
+			continue
+		}
+		if best == nil || n.Score < best.Score || n.Score == best.Score && n.ID < best.ID {
+			best = n
+		}
+	}
+	if best == nil {
+		return 0
+	}
+	return best.ID
+}

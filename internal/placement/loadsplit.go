@@ -1,0 +1,227 @@
+package placement
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/tidekv/tidekv/internal/units"
+)
+
+// The load-driven policies: splits (by size and by load), adaptive read
+// replicas and merges.
+
+// loadSplitCandidate returns the range to cut so that leases can spread the
+// load, or nil. With two or more live nodes and every sample fresh, when
+// even the best lease placement of the ranges as they are (the hottest
+// first, each onto the least loaded node) leaves a node above
+// (1+LoadSplitSlack) × the mean node load, the hottest range splits, if it
+// serves at least LoadSplitMinQPS (sustained) and no single key dominates
+// it. Two hot ranges on three nodes, far below SplitQPS, are cut until
+// three nodes can share them; a cluster whose load can already be spread
+// splits nothing (every range is another Raft group to run). One range per
+// decision: the halves report afresh before the next is considered.
+func (p *planner) loadSplitCandidate() (*Range, string) {
+	live := len(p.liveNodes())
+	if p.cfg.LoadSplitSlack == 0 || live < 2 {
+		return nil, ""
+	}
+	var rs []*Range
+	total := 0.0
+	for i := range p.s.Ranges {
+		r := &p.s.Ranges[i]
+		if r.LoadStale {
+			return nil, "" // the totals are not known yet
+		}
+		if r.QPS > 0 {
+			rs = append(rs, r)
+			total += r.QPS
+		}
+	}
+	if len(rs) == 0 {
+		return nil, ""
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].QPS != rs[j].QPS {
+			return rs[i].QPS > rs[j].QPS
+		}
+		return rs[i].ID < rs[j].ID
+	})
+	nodes := make([]float64, live)
+	for _, r := range rs {
+		least := 0
+		for i := range nodes {
+			if nodes[i] < nodes[least] {
+				least = i
+			}
+		}
+		nodes[least] += r.QPS
+	}
+	peak, mean, hot := 0.0, total/float64(live), rs[0]
+	for _, v := range nodes {
+		peak = math.Max(peak, v)
+	}
+	if peak <= (1+p.cfg.LoadSplitSlack)*mean || math.Min(hot.QPS, hot.HitsEWMA) < p.cfg.LoadSplitMinQPS || hot.HotKeyShare >= p.cfg.HotKeyShare {
+		return nil, ""
+	}
+	return hot, fmt.Sprintf("%.0f qps: the best lease placement of %d ranges on %d nodes leaves one at %.0f qps, above %.0f (mean %.0f + %.0f%%)",
+		hot.QPS, len(p.s.Ranges), live, peak, (1+p.cfg.LoadSplitSlack)*mean, mean, 100*p.cfg.LoadSplitSlack)
+}
+
+// mergeMaxQPS: two ranges merge only below this request rate together, so
+// the merged range is not split again for load at once.
+func (p *planner) mergeMaxQPS() float64 {
+	if p.cfg.LoadSplitSlack > 0 {
+		return math.Min(p.cfg.SplitQPS, p.cfg.LoadSplitMinQPS) / 2
+	}
+	return p.cfg.SplitQPS / 2
+}
+
+// splits keeps ranges bounded: by size (Θmax) and by load: above SplitQPS,
+// or the loadSplitCandidate. Load must be sustained: both the last rate and
+// the smoothed one are above the threshold, so a burst of a second or two
+// splits nothing; and it must be a full window's sample of the current
+// leaseholder (a stale one understates the load and may describe the range
+// before its last split).
+func (p *planner) splits() {
+	hot, why := p.loadSplitCandidate()
+	for i := range p.s.Ranges {
+		r := &p.s.Ranges[i]
+		if p.taken[r.ID] {
+			continue
+		}
+		qps := math.Min(r.QPS, r.HitsEWMA)
+		switch {
+		case r.Bytes > p.cfg.RangeMaxBytes:
+			p.add(Operator{Kind: OpSplit, Range: r.ID, Policy: "size-split",
+				Reason: fmt.Sprintf("%s above the %s maximum", units.Human(r.Bytes), units.Human(p.cfg.RangeMaxBytes))})
+		case r == hot:
+			p.add(Operator{Kind: OpSplit, Range: r.ID, SplitByLoad: true, Policy: "load-split", Reason: why})
+		case r.LoadStale || qps <= p.cfg.SplitQPS:
+		case r.HotKeyShare >= p.cfg.HotKeyShare:
+			p.note("range %d: %.0f qps, %.0f%% on one key: no split spreads it (adaptive replicas may)", r.ID, qps, 100*r.HotKeyShare)
+		default:
+			p.add(Operator{Kind: OpSplit, Range: r.ID, SplitByLoad: true, Policy: "load-split",
+				Reason: fmt.Sprintf("%.0f qps sustained above the %.0f threshold", qps, p.cfg.SplitQPS)})
+		}
+	}
+}
+
+// merges joins adjacent ranges that are together below Θmin and below
+// mergeMaxQPS, live on the same voters with no learners, and did not split
+// recently.
+func (p *planner) merges() {
+	maxQPS := p.mergeMaxQPS()
+	rs := make([]*Range, 0, len(p.s.Ranges))
+	for i := range p.s.Ranges {
+		rs = append(rs, &p.s.Ranges[i])
+	}
+	sort.Slice(rs, func(i, j int) bool { return bytes.Compare(rs[i].Start, rs[j].Start) < 0 })
+	count := len(rs)
+	for i := 0; i+1 < len(rs) && count > p.cfg.MinRanges; i++ {
+		l, r := rs[i], rs[i+1]
+		if !bytes.Equal(l.End, r.Start) || len(l.End) == 0 || l.Bytes+r.Bytes >= p.cfg.RangeMinBytes || !sameVoters(l, r) {
+			continue
+		}
+		// A merged range must stay well below the load-split thresholds, or
+		// it splits again as soon as it is merged; a stale sample may hide
+		// its load.
+		if l.LoadStale || r.LoadStale || l.QPS+r.QPS >= maxQPS {
+			continue
+		}
+		if p.recentlySplit(l) || p.recentlySplit(r) {
+			continue
+		}
+		if p.add(Operator{Kind: OpMerge, Range: l.ID, Other: r.ID, Policy: "merge",
+			Reason: fmt.Sprintf("%s together, below the %s minimum", units.Human(l.Bytes+r.Bytes), units.Human(p.cfg.RangeMinBytes))}) {
+			count--
+			i++ // r is taken
+		}
+	}
+}
+
+func (p *planner) recentlySplit(r *Range) bool {
+	return !r.SplitAt.IsZero() && p.s.Now.Sub(r.SplitAt) < p.cfg.MergeCooldown
+}
+
+// sameVoters: both ranges have only voters, on the same nodes.
+func sameVoters(a, b *Range) bool {
+	if len(a.Replicas) != len(b.Replicas) {
+		return false
+	}
+	nodes := map[uint64]bool{}
+	for _, rep := range a.Replicas {
+		if rep.Type != Voter {
+			return false
+		}
+		nodes[rep.Node] = true
+	}
+	for _, rep := range b.Replicas {
+		if rep.Type != Voter || !nodes[rep.Node] {
+			return false
+		}
+	}
+	return true
+}
+
+// adaptive adds learner replicas to ranges with heavy, sustained read load
+// that a load split will not spread (one hot key, or a rate below the split
+// threshold), on the least-loaded nodes, and removes them when the range
+// has cooled to half the threshold (the gap keeps them from flapping).
+func (p *planner) adaptive() {
+	hot, _ := p.loadSplitCandidate()
+	for i := range p.s.Ranges {
+		r := &p.s.Ranges[i]
+		// A stale sample (a new lease or span) reads near zero: acting on it
+		// would drop learners that are still needed and add them back.
+		if p.taken[r.ID] || r.LoadStale {
+			continue
+		}
+		var adaptive []uint64
+		for _, rep := range r.Replicas {
+			if rep.Adaptive {
+				adaptive = append(adaptive, rep.Node)
+			}
+		}
+		reads := math.Min(r.ReadQPS, r.HitsEWMA)
+		// Above the split threshold now, a load split is coming (it waits
+		// for the rate to be sustained): wait for it rather than copy.
+		splitWillHelp := r == hot || r.QPS > p.cfg.SplitQPS && r.HotKeyShare < p.cfg.HotKeyShare
+		switch {
+		case reads > p.cfg.AdaptiveReadQPS && !splitWillHelp && len(adaptive) < p.cfg.MaxAdaptiveReplicas:
+			if t, ok := p.leastLoaded(r); ok {
+				p.add(Operator{Kind: OpAddLearner, Range: r.ID, Target: t, Bytes: r.Bytes, Policy: "adaptive-replicas",
+					Reason: fmt.Sprintf("%.0f reads/s above %.0f", r.ReadQPS, p.cfg.AdaptiveReadQPS)})
+			}
+		case r.ReadQPS < p.cfg.AdaptiveReadQPS/2 && len(adaptive) > 0:
+			victim := adaptive[0]
+			for _, a := range adaptive[1:] {
+				if p.qps[a] > p.qps[victim] {
+					victim = a
+				}
+			}
+			p.add(Operator{Kind: OpRemoveReplica, Range: r.ID, Source: victim, Policy: "adaptive-replicas",
+				Reason: fmt.Sprintf("cooled to %.0f reads/s", r.ReadQPS)})
+		}
+	}
+}
+
+// leastLoaded is the live node without a replica of r with the lowest load
+// score (then QPS, then ID).
+func (p *planner) leastLoaded(r *Range) (uint64, bool) {
+	var best *Node
+	for i := range p.s.Nodes {
+		n := &p.s.Nodes[i]
+		if !p.acceptsReplicas(n.ID) || has(r, n.ID) {
+			continue
+		}
+		if best == nil || n.Score < best.Score || n.Score == best.Score && (p.qps[n.ID] < p.qps[best.ID] || p.qps[n.ID] == p.qps[best.ID] && n.ID < best.ID) {
+			best = n
+		}
+	}
+	if best == nil {
+		return 0, false
+	}
+	return best.ID, true
+}
