@@ -6,6 +6,7 @@ package manual
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,18 +87,8 @@ func (a *Actuator) Victim(members []control.Member) (control.Member, error) {
 		return control.Member{}, errors.New("manual actuator: no members to choose from")
 	}
 	return slices.MaxFunc(members, func(x, y control.Member) int {
-		return cmpUint(x.ID, y.ID)
+		return cmp.Compare(x.ID, y.ID)
 	}), nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Remove recommends stopping m, which placement has drained, and runs the

@@ -4,6 +4,7 @@
 package actuatortest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -146,20 +147,10 @@ func (f *Fake) Victim(members []control.Member) (control.Member, error) {
 	case len(members) == 0:
 		c.Err = errors.New("actuatortest: no members")
 	default:
-		c.Member = slices.MaxFunc(members, func(a, b control.Member) int { return cmpID(a.ID, b.ID) })
+		c.Member = slices.MaxFunc(members, func(a, b control.Member) int { return cmp.Compare(a.ID, b.ID) })
 	}
 	f.calls = append(f.calls, c)
 	return c.Member, c.Err
-}
-
-func cmpID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Remove records the call and, unless a failure is injected, accepts it.
