@@ -112,7 +112,33 @@ func TestRealServerJoins(t *testing.T) {
 	if err := launcher.WaitHealthy(ctx, n.HTTPAddr); err != nil {
 		t.Fatalf("joined node never healthy: %v\n%s", err, launcher.LogTail(n.Log, 20))
 	}
+	// The address the node advertises is the one recorded, so the
+	// controller's member list maps onto the pidfiles.
+	rl, ok := readyLine(ctx, n.Log)
+	if !ok || rl.GRPCAddr != n.GRPCAddr || rl.NodeID < 2 {
+		t.Fatalf("ready line %+v (found %v), want node >= 2 at %s", rl, ok, n.GRPCAddr)
+	}
+	members := []control.Member{{ID: 1, Addr: lc.Node(1).GRPCAddr}, {ID: rl.NodeID, Addr: rl.GRPCAddr}}
+	if v, err := a.Victim(members); err != nil || v.ID != rl.NodeID {
+		t.Fatalf("Victim = %+v, %v; want node %d", v, err, rl.NodeID)
+	}
 	if stopped, err := a.StopAll(ctx); err != nil || stopped != 1 {
 		t.Fatalf("StopAll = %d, %v", stopped, err)
+	}
+}
+
+// readyLine waits for the server's ready line in its log (/health can
+// answer just before the line is printed).
+func readyLine(ctx context.Context, log string) (launcher.ReadyLine, bool) {
+	for {
+		b, _ := os.ReadFile(log)
+		for _, l := range strings.Split(string(b), "\n") {
+			if rl, ok := launcher.ParseReadyLine(l); ok {
+				return rl, true
+			}
+		}
+		if sleep(ctx, 50*time.Millisecond) != nil {
+			return launcher.ReadyLine{}, false
+		}
 	}
 }
