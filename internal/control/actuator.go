@@ -31,6 +31,7 @@ type Actuator interface {
 	Victim(members []Member) (Member, error)
 	// Remove stops a member after placement has drained and decommissioned
 	// it (it holds no replica). Kubernetes lowers replicas by one, and only
-	// if m is the highest ordinal.
+	// if m is the highest ordinal. Removing a member that is already gone
+	// succeeds without doing anything, so a retry is safe.
 	Remove(ctx context.Context, m Member) (string, error)
 }

@@ -195,7 +195,8 @@ func (a *Actuator) ordinal(addr string) (int, error) {
 
 // Remove lowers replicas to m's ordinal, which removes m's pod and nothing
 // else; it refuses unless m is the highest ordinal, so it never deletes a
-// pod that has not been drained.
+// pod that has not been drained. If m's ordinal is already at or beyond
+// replicas it succeeds without a write.
 func (a *Actuator) Remove(ctx context.Context, m control.Member) (string, error) {
 	ord, err := a.ordinal(m.Addr)
 	if err != nil {
@@ -208,6 +209,9 @@ func (a *Actuator) Remove(ctx context.Context, m control.Member) (string, error)
 	}
 	from := int(sc.Spec.Replicas)
 	switch {
+	case ord >= from:
+		// Already gone: a retry of a Remove whose reply was lost.
+		return fmt.Sprintf("kubernetes: node %d (%s) already removed; statefulset %s has %d replicas", m.ID, m.Addr, a.target(), from), nil
 	case ord != from-1:
 		return "", fmt.Errorf("kubernetes actuator: node %d (%s) is ordinal %d but statefulset %s has %d replicas; only the highest ordinal (%d) may be removed",
 			m.ID, m.Addr, ord, a.target(), from, from-1)

@@ -120,7 +120,7 @@ func (a *Actuator) Name() string { return "local" }
 
 // Nodes returns the recorded nodes, by index, with Alive filled in.
 func (a *Actuator) Nodes() ([]Node, error) {
-	nodes, err := readRecords(a.cfg.Dir)
+	nodes, err := readRecords(a.cfg.Dir, pidSuffix)
 	for i := range nodes {
 		nodes[i].Alive = a.procs.Alive(nodes[i].PID, nodes[i].DataDir)
 	}
@@ -281,8 +281,9 @@ func findAddr(nodes []Node, addr string) (Node, bool) {
 }
 
 // Remove stops m's process (SIGTERM, SIGKILL after StopGrace), deletes its
-// data but keeps its log, and deletes its pidfile. The caller has drained
-// and decommissioned m, so its data is of no further use.
+// data but keeps its log, and marks its record removed. The caller has
+// drained and decommissioned m, so its data is of no further use. Removing
+// a member again succeeds without doing anything.
 func (a *Actuator) Remove(ctx context.Context, m control.Member) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -292,7 +293,7 @@ func (a *Actuator) Remove(ctx context.Context, m control.Member) (string, error)
 	}
 	n, ok := findAddr(nodes, m.Addr)
 	if !ok {
-		return "", fmt.Errorf("local actuator: node %d (%s) was not launched from %s; refusing to stop it", m.ID, m.Addr, a.cfg.Dir)
+		return a.removedBefore(m)
 	}
 	how := "had already exited"
 	if n.Alive {
@@ -303,11 +304,28 @@ func (a *Actuator) Remove(ctx context.Context, m control.Member) (string, error)
 	if err := clearData(n.DataDir, n.Log); err != nil {
 		return "", fmt.Errorf("local actuator: node%d stopped but its data is not fully deleted: %w", n.Index, err)
 	}
-	if err := os.Remove(pidPath(a.cfg.Dir, n.Index)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Rename(pidPath(a.cfg.Dir, n.Index), removedPath(a.cfg.Dir, n.Index)); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("local: node %d (node%d, pid %d, %s) %s; data deleted, log kept at %s",
 		m.ID, n.Index, n.PID, n.GRPCAddr, how, n.Log), nil
+}
+
+// removedBefore answers a Remove of a member with no pidfile: done already
+// if an earlier Remove recorded it (a retry after a lost reply), refused
+// otherwise.
+func (a *Actuator) removedBefore(m control.Member) (string, error) {
+	removed, err := readRecords(a.cfg.Dir, removedSuffix)
+	if err != nil {
+		return "", err
+	}
+	// The newest first: a port can be reused by a later node.
+	for i := len(removed) - 1; i >= 0; i-- {
+		if n := removed[i]; n.GRPCAddr == m.Addr {
+			return fmt.Sprintf("local: node %d (node%d, %s) was already removed", m.ID, n.Index, n.GRPCAddr), nil
+		}
+	}
+	return "", fmt.Errorf("local actuator: node %d (%s) was not launched from %s; refusing to stop it", m.ID, m.Addr, a.cfg.Dir)
 }
 
 // stop ends n's process and says how.

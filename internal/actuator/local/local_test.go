@@ -225,6 +225,11 @@ func TestRemoveStopsDeletesDataKeepsLog(t *testing.T) {
 	if _, err := os.Stat(pidPath(c.Dir, 1)); !os.IsNotExist(err) {
 		t.Fatalf("pidfile still there: %v", err)
 	}
+	// A retry (the first reply was lost) is a no-op.
+	msg, err = a.Remove(ctx, control.Member{ID: 4, Addr: n.GRPCAddr})
+	if err != nil || !strings.Contains(msg, "already removed") || len(p.Signals()) != 1 {
+		t.Fatalf("second Remove = %q, %v; signals %v", msg, err, p.Signals())
+	}
 	// The index is not reused.
 	if _, err := a.ScaleOut(ctx, 1, []string{"a:1"}); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,8 @@ import (
 
 // Node is what the pidfile <Dir>/node<Index>.pid records about a launched
 // server (as JSON), so that `tidekv up` can stop it and a controller on
-// another node can find it.
+// another node can find it. Remove renames the pidfile to
+// node<Index>.removed, which makes a repeated Remove a no-op.
 type Node struct {
 	Index    int       `json:"index"`
 	PID      int       `json:"pid"`
@@ -27,12 +28,20 @@ type Node struct {
 	Alive bool `json:"-"`
 }
 
-const pidSuffix = ".pid"
+// Suffixes of a launched node's record and of a removed node's.
+const (
+	pidSuffix     = ".pid"
+	removedSuffix = ".removed"
+)
 
 func nodeName(index int) string { return "node" + strconv.Itoa(index) }
 
 func pidPath(dir string, index int) string {
 	return filepath.Join(dir, nodeName(index)+pidSuffix)
+}
+
+func removedPath(dir string, index int) string {
+	return filepath.Join(dir, nodeName(index)+removedSuffix)
 }
 
 // writeRecord writes n's pidfile atomically (temp file, then rename), so a
@@ -49,8 +58,9 @@ func writeRecord(dir string, n Node) error {
 	return os.Rename(tmp, pidPath(dir, n.Index))
 }
 
-// readRecords returns the records of every pidfile in dir, by index.
-func readRecords(dir string) ([]Node, error) {
+// readRecords returns the records in dir whose file names end in suffix,
+// by index.
+func readRecords(dir, suffix string) ([]Node, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -60,7 +70,7 @@ func readRecords(dir string) ([]Node, error) {
 	}
 	var out []Node
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), pidSuffix) || !strings.HasPrefix(e.Name(), "node") {
+		if !strings.HasSuffix(e.Name(), suffix) || !strings.HasPrefix(e.Name(), "node") {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
@@ -72,7 +82,7 @@ func readRecords(dir string) ([]Node, error) {
 		}
 		var n Node
 		if err := json.Unmarshal(b, &n); err != nil {
-			return nil, fmt.Errorf("local actuator: pidfile %s: %w", e.Name(), err)
+			return nil, fmt.Errorf("local actuator: record %s: %w", e.Name(), err)
 		}
 		out = append(out, n)
 	}
