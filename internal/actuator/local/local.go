@@ -105,6 +105,13 @@ func newActuator(cfg Config, p Procs) (*Actuator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Absolute, so the data directory in a node's command line (which Alive
+	// matches) is the same whichever process reads it.
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("local actuator: %w", err)
+	}
+	cfg.Dir = dir
 	if cfg.Binary == "" {
 		exe, err := os.Executable()
 		if err != nil {

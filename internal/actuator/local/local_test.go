@@ -291,6 +291,12 @@ func TestConfigValidate(t *testing.T) {
 	if got := DirBeside("/d/tidekv-data/node2/"); got != "/d/tidekv-data/autoscaled" {
 		t.Fatalf("DirBeside = %s", got)
 	}
+	c := DefaultConfig()
+	c.Dir = "rel/autoscaled"
+	a, err := New(c)
+	if err != nil || !filepath.IsAbs(a.cfg.Dir) {
+		t.Fatalf("relative Dir: %v, %v", a, err)
+	}
 }
 
 func mustNodes(t *testing.T, a *Actuator) []Node {
