@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // The control loop (internal/control) runs on the meta range's
@@ -175,4 +177,43 @@ func (x opExecutor) run(ctx context.Context, op placement.Operator) error {
 		err = fmt.Errorf("operator %s not supported", op.Kind)
 	}
 	return err
+}
+
+// AutoscaleStatus answers on the meta leaseholder (others forward): the
+// controller's view as JSON. No elasticity policy runs yet, so it reports
+// autoscaling disabled with the serving nodes and the migration allowance.
+func (a *adminService) AutoscaleStatus(ctx context.Context, req *tidekvpb.AutoscaleStatusRequest) (*tidekvpb.AutoscaleStatusResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.AutoscaleStatusResponse, error) {
+		return s.autoscaleStatusLocal(ctx, meta)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.AutoscaleStatusResponse, error) {
+		return c.AutoscaleStatus(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+func (s *Server) autoscaleStatusLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.AutoscaleStatusResponse, error) {
+	ranges, err := s.rangesLocal(ctx, meta)
+	if err != nil {
+		return nil, err
+	}
+	st := control.AutoscaleStatus{Actuator: "none", Decisions: []control.StatusDecision{},
+		MigrationBytesPerSec: s.ctl.loop.Runner.MigrationRate(), MigrationReason: "configured rate (--snapshot-rate); no bandwidth controller yet"}
+	for _, ns := range s.nodeStatuses(ranges.GetNodes(), time.Now()) {
+		if s.placementState(ns) != placement.NodeLive {
+			continue
+		}
+		st.Nodes++
+		st.OfferedOps += ns.GetQps()
+		st.P99Ms = max(st.P99Ms, ns.GetP99Ms())
+	}
+	st.TargetNodes = st.Nodes
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return &tidekvpb.AutoscaleStatusResponse{Json: string(b)}, nil
 }
