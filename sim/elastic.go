@@ -29,7 +29,7 @@ type ElasticMetrics struct {
 	// ViolationSeconds: seconds whose p99 exceeded the SLO or that refused
 	// more than 0.1% of the offered requests.
 	ViolationSeconds float64
-	// NodeSeconds: nodes paid for (serving or starting) × seconds.
+	// NodeSeconds: serving nodes × seconds.
 	NodeSeconds float64
 	// MeanUtilization: offered load over serving capacity, averaged.
 	MeanUtilization float64
@@ -39,9 +39,16 @@ type ElasticMetrics struct {
 	P99 time.Duration
 }
 
-// recordElastic appends the tick's point (elastic runs only).
+// SetLoadCurve makes the offered load follow c from the next tick on (the
+// workload's other settings stay) and records every tick (Timeline).
+func (s *Sim) SetLoadCurve(c LoadCurve) { s.curve = c }
+
+// ElasticTimeline is every tick recorded since SetLoadCurve.
+func (s *Sim) ElasticTimeline() []ElasticPoint { return slices.Clone(s.series) }
+
+// recordElastic appends the tick's point.
 func (s *Sim) recordElastic() {
-	p := ElasticPoint{At: s.clock.Elapsed(), Offered: s.workload.QPS, Starting: len(s.starting),
+	p := ElasticPoint{At: s.clock.Elapsed(), Offered: s.workload.QPS,
 		MigrationAllowance: s.loop.Runner.MigrationRate()}
 	var capacity, worst float64
 	for _, n := range s.nodes {
@@ -77,7 +84,7 @@ func Metrics(points []ElasticPoint, slo time.Duration, tick time.Duration, actio
 		if p.P99 > slo || p.Rejected > 0.001*p.Offered {
 			m.ViolationSeconds += sec
 		}
-		m.NodeSeconds += float64(p.Nodes+p.Starting) * sec
+		m.NodeSeconds += float64(p.Nodes) * sec
 		m.MeanUtilization += p.Utilization
 		p99s = append(p99s, float64(p.P99))
 	}
@@ -92,11 +99,11 @@ func Metrics(points []ElasticPoint, slo time.Duration, tick time.Duration, actio
 // WriteElasticCSV writes the timeline, one row per tick.
 func WriteElasticCSV(w io.Writer, points []ElasticPoint) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"seconds", "offered_ops", "served_ops", "rejected_ops", "nodes", "starting", "p99_ms", "migration_bytes_per_sec", "migration_allowance", "utilization"})
+	_ = cw.Write([]string{"seconds", "offered_ops", "served_ops", "rejected_ops", "nodes", "p99_ms", "migration_bytes_per_sec", "migration_allowance", "utilization"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	for _, p := range points {
 		_ = cw.Write([]string{f(p.At.Seconds()), f(math.Round(p.Offered)), f(math.Round(p.Served)), f(math.Round(p.Rejected)),
-			strconv.Itoa(p.Nodes), strconv.Itoa(p.Starting), f(float64(p.P99.Microseconds()) / 1000), f(math.Round(p.MigrationRate)),
+			strconv.Itoa(p.Nodes), f(float64(p.P99.Microseconds()) / 1000), f(math.Round(p.MigrationRate)),
 			f(math.Round(p.MigrationAllowance)), strconv.FormatFloat(p.Utilization, 'f', 3, 64)})
 	}
 	cw.Flush()

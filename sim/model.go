@@ -38,9 +38,8 @@ type Options struct {
 	// FollowerWriteCost is what a write costs a replica that is not the
 	// leaseholder, relative to the leaseholder (log append and apply).
 	FollowerWriteCost float64
-	// P99Base is an idle node's foreground p99; NodeStartTime how long a
-	// node the actuator starts takes to join.
-	P99Base, NodeStartTime time.Duration
+	// P99Base is an idle node's foreground p99.
+	P99Base time.Duration
 	// ReportEvery is how often a node samples and reports the load of the
 	// ranges it leads (the server's ReportInterval); the policy sees only
 	// these reports (report.go). Negative: the true rates at once.
@@ -59,7 +58,6 @@ func DefaultOptions() Options {
 		ThrashWindow:      10 * time.Minute,
 		FollowerWriteCost: 0.3,
 		P99Base:           2 * time.Millisecond,
-		NodeStartTime:     5 * time.Second,
 		ReportEvery:       3 * time.Second,
 	}
 }
@@ -82,9 +80,6 @@ func (o Options) withDefaults() Options {
 	o.ReportEvery = orDefault(o.ReportEvery, d.ReportEvery)
 	if o.P99Base <= 0 {
 		o.P99Base = d.P99Base
-	}
-	if o.NodeStartTime <= 0 {
-		o.NodeStartTime = d.NodeStartTime
 	}
 	return o
 }

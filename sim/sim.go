@@ -30,12 +30,10 @@ type Sim struct {
 	flights []*flight // in start order
 	loop    *control.Loop
 
-	// Elastic runs: the load curve, nodes started and not joined yet, and
-	// the timeline.
-	curve    LoadCurve
-	elastic  bool
-	starting []startingNode
-	series   []ElasticPoint
+	// With a load curve: the offered load follows it and every tick is
+	// recorded in series.
+	curve  LoadCurve
+	series []ElasticPoint
 
 	nextDecide time.Time
 
@@ -257,7 +255,6 @@ func (s *Sim) RunFor(d time.Duration) {
 func (s *Sim) tick(dt time.Duration) {
 	s.clock.Advance(dt)
 	now := s.clock.Now()
-	s.joinStarted()
 	if s.curve != nil {
 		s.workload.QPS = s.curve(s.clock.Elapsed())
 	}
@@ -270,13 +267,11 @@ func (s *Sim) tick(dt time.Duration) {
 	s.progress(dt)
 	s.applyWorkload(dt)
 	s.computeLoads()
-	if !s.elastic {
-		s.retireDrained() // with an actuator, the scaler removes them
-	}
+	s.retireDrained()
 	if !now.Before(s.nextDecide) {
 		s.decide()
 	}
-	if s.elastic {
+	if s.curve != nil {
 		s.recordElastic()
 	}
 }

@@ -124,14 +124,7 @@ func (o *ctlOptions) applyAutoscale(ctx context.Context, cl *client.Client, w io
 	if o.json {
 		return json.NewEncoder(w).Encode(out)
 	}
-	keys := make([]string, 0, len(out))
-	for k := range out {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, "%s = %s\n", k, out[k])
-	}
+	printSettings(w, out)
 	return nil
 }
 

@@ -157,14 +157,7 @@ refused. See docs/operations.md.`,
 		if o.json {
 			return cliformat.WriteJSON(w, got)
 		}
-		names := make([]string, 0, len(got))
-		for k := range got {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			fmt.Fprintf(w, "%s = %s\n", k, got[k])
-		}
+		printSettings(w, got)
 		if len(got) == 0 {
 			fmt.Fprintln(w, "no settings overridden (all defaults)")
 		}
@@ -255,6 +248,18 @@ refused. See docs/operations.md.`,
 			}),
 	)
 	return cmd
+}
+
+// printSettings prints settings as "key = value" lines in key order.
+func printSettings(w io.Writer, settings map[string]string) {
+	names := make([]string, 0, len(settings))
+	for k := range settings {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(w, "%s = %s\n", k, settings[k])
+	}
 }
 
 // readFlagUsage documents --read on get, scan and bench.
