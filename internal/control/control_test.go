@@ -207,6 +207,21 @@ func TestControllerBootstrapPhases(t *testing.T) {
 	if c.Phase(4) != placement.PhaseTwo {
 		t.Fatalf("phase after the quota: %v", c.Phase(4))
 	}
+	// The meta lease moves: a fresh controller finds node 4 below its
+	// share and carries on its bootstrap in phase 2, then reports it done.
+	fresh := NewController(DefaultConfig(), placement.DefaultConfig())
+	fresh.SetDecider(func(placement.Snapshot) placement.Plan { return placement.Plan{} })
+	d = fresh.Decide(obs(epoch.Add(time.Second)), nil, nil, nil)
+	if fresh.Phase(4) != placement.PhaseTwo || fresh.Phase(1) != placement.PhaseNone || len(d.Events) != 1 {
+		t.Fatalf("fresh controller: phase %v, events %+v", fresh.Phase(4), d.Events)
+	}
+	for i := 6; i < 15; i++ {
+		ranges[i].Replicas = voters(4, 1, 2)
+	}
+	d = fresh.Decide(obs(epoch.Add(2*time.Second)), nil, nil, nil)
+	if fresh.Phase(4) != placement.PhaseNone || len(d.Events) != 1 || !strings.Contains(d.Events[0].Reason, "bootstrap done") {
+		t.Fatalf("after balancing: phase %v, events %+v", fresh.Phase(4), d.Events)
+	}
 	// It dies: the phase is dropped.
 	nodes := live(1, 2, 3)
 	nodes = append(nodes, placement.Node{ID: 4, State: placement.NodeDead})

@@ -160,6 +160,12 @@ func (c *Controller) advancePhases(snap placement.Snapshot, events *[]Event) boo
 			total++
 		}
 	}
+	live := 0
+	for _, n := range snap.Nodes {
+		if n.State == placement.NodeLive {
+			live++
+		}
+	}
 	changed := false
 	for _, n := range snap.Nodes {
 		phase, known := c.phases[n.ID]
@@ -173,6 +179,11 @@ func (c *Controller) advancePhases(snap placement.Snapshot, events *[]Event) boo
 		case !known && counts[n.ID] == 0 && total > 0:
 			next = placement.PhaseOne
 			quota = placement.BootstrapQuota(snap, c.policy)
+		case !known && counts[n.ID]*live < total && !placement.Balanced(snap, n.ID, c.policy):
+			// A node below its share when this controller first sees it
+			// was bootstrapping under the previous meta leaseholder (or
+			// lost replicas since): it carries on pulling in phase 2.
+			next = placement.PhaseTwo
 		case phase == placement.PhaseOne && counts[n.ID] >= quota:
 			next = placement.PhaseTwo
 		case phase == placement.PhaseTwo && placement.Balanced(snap, n.ID, c.policy):

@@ -1,0 +1,22 @@
+// Package elastic decides how many nodes the cluster needs and how fast
+// data may move between them. It owns four small models, each fed one
+// sample per control round and each a pure function of what it was fed:
+//
+//   - Forecaster: Holt-Winters (level, trend, optional season) over the
+//     offered load, with its own online error at the planning horizon.
+//   - CapacityModel: per node, the throughput it sustains at the latency
+//     SLO, learned from (throughput, utilisation, p99) samples, and an
+//     interference factor for nodes that deliver less than their peers.
+//   - Bandwidth: an additive-increase, multiplicative-decrease controller
+//     that sets the migration (snapshot) rate from foreground p99 against
+//     the SLO, with a floor so moves always progress.
+//   - Planner: the node count for the forecast load at the time a new
+//     node would be ready (start time plus data to move at the allowed
+//     bandwidth), corrected by a reactive rule when p99 or utilisation
+//     stay beyond thresholds, and scale-in only after a stable period.
+//
+// Policy is the one home of every knob, read by the server (stored in the
+// meta range as autoscale.* settings) and the simulator alike. Nothing
+// here reads the clock, sleeps or does I/O; internal/control wires these
+// models into the control loop and carries out what they decide.
+package elastic

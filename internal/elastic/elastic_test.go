@@ -1,0 +1,161 @@
+package elastic
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestForecasterFollowsTrend(t *testing.T) {
+	f := NewForecaster(0, 5)
+	for i := 0; i < 200; i++ {
+		f.Observe(1000 + 10*float64(i))
+	}
+	// The next sample is 1000 + 10·200; five steps ahead, 1000 + 10·204.
+	if got := f.Forecast(5); math.Abs(got-3040) > 10 {
+		t.Fatalf("forecast 5 ahead %.1f, want ≈ 3040", got)
+	}
+	if f.Error() > 0.01 {
+		t.Fatalf("error on a clean line %.4f", f.Error())
+	}
+	if p := f.Peak(5); p != f.Forecast(5) {
+		t.Fatalf("peak of a rising line %.1f is not its last point %.1f", p, f.Forecast(5))
+	}
+}
+
+func TestForecasterLearnsSeason(t *testing.T) {
+	const season = 60
+	wave := func(i int) float64 { return 5000 + 3000*math.Sin(2*math.Pi*float64(i)/season) }
+	plain, seasonal := NewForecaster(0, 10), NewForecaster(season, 10)
+	for i := 0; i < 5*season; i++ {
+		plain.Observe(wave(i))
+		seasonal.Observe(wave(i))
+	}
+	// Ten steps ahead of a sine: the seasonal model anticipates the turn,
+	// the linear one extrapolates the slope.
+	want := wave(5*season + 9)
+	if e := math.Abs(seasonal.Forecast(10)-want) / want; e > 0.05 {
+		t.Fatalf("seasonal forecast %.0f, want %.0f (error %.2f)", seasonal.Forecast(10), want, e)
+	}
+	if seasonal.Error() >= plain.Error() || seasonal.Error() > 0.05 {
+		t.Fatalf("tracked error: seasonal %.3f, plain %.3f", seasonal.Error(), plain.Error())
+	}
+}
+
+func TestForecasterErrorAfterStep(t *testing.T) {
+	f := NewForecaster(0, 3)
+	for i := 0; i < 50; i++ {
+		f.Observe(1000)
+	}
+	if f.Error() != 0 {
+		t.Fatalf("error on a flat load %v", f.Error())
+	}
+	for i := 0; i < 5; i++ {
+		f.Observe(4500)
+	}
+	if f.Error() < 0.15 {
+		t.Fatalf("error after an unforeseen 4.5× step %.3f", f.Error())
+	}
+	if f.Forecast(1) < 4000 {
+		t.Fatalf("forecast after the step %.0f: the level must follow within a few samples", f.Forecast(1))
+	}
+}
+
+func TestCapacityModel(t *testing.T) {
+	m := NewCapacityModel(5000, 2*time.Millisecond)
+	if m.Nominal() != 5000 || m.Interference(1) != 1 {
+		t.Fatal("the prior holds before samples")
+	}
+	for i := 0; i < 30; i++ {
+		m.Observe(map[uint64]Sample{
+			1: {Ops: 6000, Utilization: 0.6}, // 10k/s at full utilisation
+			2: {Ops: 3000, Utilization: 0.6}, // a co-runner takes half
+			3: {Ops: 100, Utilization: 0.01}, // idle: says nothing
+			// No CPU reading: p99 = idle/(1−u) gives u = 0.5.
+			4: {Ops: 5000, P99: 4 * time.Millisecond},
+		})
+	}
+	if c := m.Nominal(); math.Abs(c-10000) > 100 {
+		t.Fatalf("nominal %.0f, want 10000", c)
+	}
+	if f := m.Interference(2); math.Abs(f-0.5) > 0.02 {
+		t.Fatalf("interference of node 2 %.2f, want 0.5", f)
+	}
+	if f := m.Interference(3); f != 1 {
+		t.Fatalf("an idle node has no measured interference: %.2f", f)
+	}
+	if f := m.Interference(4); math.Abs(f-1) > 0.02 {
+		t.Fatalf("latency-inferred capacity: interference %.2f, want 1", f)
+	}
+	// 2 ms idle against a 20 ms SLO: the SLO holds up to u = 0.9.
+	if c := m.AtSLO(2, 20*time.Millisecond, true); math.Abs(c-4500) > 100 {
+		t.Fatalf("node 2 at the SLO %.0f, want 4500", c)
+	}
+	if c := m.AtSLO(2, 20*time.Millisecond, false); math.Abs(c-9000) > 100 {
+		t.Fatalf("node 2 at the SLO ignoring interference %.0f, want 9000", c)
+	}
+	m.Observe(map[uint64]Sample{1: {Ops: 6000, Utilization: 0.6}})
+	if m.Interference(2) != 1 {
+		t.Fatal("a node that left is forgotten")
+	}
+}
+
+func TestBandwidthAIMD(t *testing.T) {
+	cfg := DefaultBandwidthConfig()
+	b := NewBandwidth(cfg)
+	slo := 20 * time.Millisecond
+	steps := []struct {
+		p99   time.Duration
+		queue float64
+		want  float64 // MiB/s after the round
+		say   string
+	}{
+		{2 * time.Millisecond, 0, 80, "well under"},
+		{2 * time.Millisecond, 0, 96, "well under"},
+		{12 * time.Millisecond, 0, 96, "held"},
+		{18 * time.Millisecond, 0, 48, "cut"},
+		{5 * time.Millisecond, 0.9, 24, "queue 90%"},
+		{30 * time.Millisecond, 0, 12, "cut"},
+		{30 * time.Millisecond, 0, 6, "cut"},
+		{30 * time.Millisecond, 0, 4, "cut"}, // the floor
+		{30 * time.Millisecond, 0, 4, "cut"},
+	}
+	for i, s := range steps {
+		rate, reason := b.Decide(s.p99, slo, s.queue)
+		if rate != s.want*(1<<20) || !strings.Contains(reason, s.say) {
+			t.Fatalf("step %d: %.1f MiB/s (%s), want %v MiB/s and %q", i, rate/(1<<20), reason, s.want, s.say)
+		}
+	}
+	for range 100 {
+		b.Decide(time.Millisecond, slo, 0)
+	}
+	if b.Rate() != cfg.Max {
+		t.Fatalf("light foreground: %.0f MiB/s, want the ceiling", b.Rate()/(1<<20))
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	ok := DefaultPolicy()
+	if err := ok.Validate(3); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		change func(*Policy)
+		want   string
+	}{
+		{func(p *Policy) { p.MinNodes, p.MaxNodes = 5, 4 }, "min nodes 5 is above max nodes 4"},
+		{func(p *Policy) { p.MaxNodes = 2 }, "below the replication factor 3"},
+		{func(p *Policy) { p.SLOP99 = 0 }, "SLO must be positive"},
+		{func(p *Policy) { p.Actuator = "ssh" }, `unknown actuator "ssh"`},
+		{func(p *Policy) { p.Controller = "magic" }, `unknown controller "magic"`},
+		{func(p *Policy) { p.TargetUtilization = 1.5 }, "target utilization"},
+		{func(p *Policy) { p.Bandwidth.Min = 0 }, "migration bandwidth"},
+	} {
+		p := DefaultPolicy()
+		c.change(&p)
+		if err := p.Validate(3); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", p, err, c.want)
+		}
+	}
+}

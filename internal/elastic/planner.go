@@ -1,0 +1,196 @@
+package elastic
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Input is what the planner sees in one round.
+type Input struct {
+	Now time.Time
+	// Serving are the live nodes that are not draining; PendingOut nodes
+	// were asked for and have not joined, PendingIn are draining.
+	Serving               []uint64
+	PendingOut, PendingIn int
+	// Offered is the cluster's offered load (served + refused, ops/s).
+	Offered float64
+	// P99 is the worst p99 among serving nodes; Queue the fullest
+	// admission queue's occupancy in [0,1].
+	P99   time.Duration
+	Queue float64
+	// Samples are each serving node's foreground this round.
+	Samples map[uint64]Sample
+	// ReplicaBytes is the data of every replica in the cluster: a new
+	// node receives about ReplicaBytes/(nodes+1) of it.
+	ReplicaBytes float64
+	// RF is the replication factor: never fewer nodes.
+	RF int
+}
+
+// Output is one round's plan.
+type Output struct {
+	// Target is the node count the planner wants; Delta what to ask the
+	// actuator for now (+n nodes, −1 to drain one, 0 nothing) and Reason
+	// why; Proactive when the forecast, not an observed overload, drove
+	// a scale-out.
+	Target    int
+	Delta     int
+	Proactive bool
+	Reason    string
+	// Bandwidth is the migration allowance (bytes/s per node) and why.
+	Bandwidth       float64
+	BandwidthReason string
+	// Lead is how long a new node needs before it serves its share.
+	Lead time.Duration
+	// Forecast samples the expected load over the planning window.
+	Forecast      []ForecastAt
+	ForecastError float64
+	// CapacityAtSLO and Interference are by serving node.
+	CapacityAtSLO map[uint64]float64
+	Interference  map[uint64]float64
+}
+
+// ForecastAt is the load (ops/s) expected After from now.
+type ForecastAt struct {
+	After time.Duration
+	Ops   float64
+}
+
+// Planner is the elasticity controller's state across rounds: the
+// forecaster, the capacity model, the bandwidth controller, and how long
+// the cluster has been overloaded or oversized.
+type Planner struct {
+	policy   Policy
+	interval time.Duration
+	fc       *Forecaster
+	capacity *CapacityModel
+	bw       *Bandwidth
+
+	overRounds int       // consecutive rounds beyond the reactive thresholds
+	fitsSince  time.Time // since when one node fewer would do (zero: not now)
+	lastAction time.Time
+}
+
+// NewPlanner plans with p, one round every interval.
+func NewPlanner(p Policy, interval time.Duration) *Planner {
+	pl := &Planner{policy: p, interval: interval,
+		capacity: NewCapacityModel(p.NodeCapacity, p.IdleP99), bw: NewBandwidth(p.Bandwidth)}
+	pl.fc = NewForecaster(pl.steps(p.Season), pl.steps(p.NodeStartTime+p.Horizon))
+	return pl
+}
+
+// SetPolicy changes the policy from the next round; a new season restarts
+// the forecaster.
+func (pl *Planner) SetPolicy(p Policy) {
+	if p.Season != pl.policy.Season || p.NodeStartTime+p.Horizon != pl.policy.NodeStartTime+pl.policy.Horizon {
+		pl.fc = NewForecaster(pl.steps(p.Season), pl.steps(p.NodeStartTime+p.Horizon))
+	}
+	pl.bw.SetConfig(p.Bandwidth)
+	pl.policy = p
+}
+
+// Policy is the policy in force.
+func (pl *Planner) Policy() Policy { return pl.policy }
+
+func (pl *Planner) steps(d time.Duration) int {
+	return int(math.Ceil(float64(d) / float64(pl.interval)))
+}
+
+// Round learns from in and plans.
+func (pl *Planner) Round(in Input) Output {
+	p := pl.policy
+	pl.fc.Observe(in.Offered)
+	pl.capacity.Observe(in.Samples)
+	var out Output
+	out.Bandwidth, out.BandwidthReason = pl.bw.Decide(in.P99, p.SLOP99, in.Queue)
+	out.CapacityAtSLO, out.Interference = map[uint64]float64{}, map[uint64]float64{}
+	var capacity, biggest float64
+	for _, id := range in.Serving {
+		c := pl.capacity.AtSLO(id, p.SLOP99, !p.IgnoreInterference)
+		out.CapacityAtSLO[id], out.Interference[id] = c, pl.capacity.Interference(id)
+		capacity += c * p.TargetUtilization
+		biggest = math.Max(biggest, c*p.TargetUtilization)
+	}
+	perNew := pl.capacity.AtSLO(0, p.SLOP99, false) * p.TargetUtilization
+	current := len(in.Serving) + in.PendingOut
+	capacity += float64(in.PendingOut) * perNew
+	// need is the node count whose capacity, filled to the target
+	// utilisation, carries load: the serving nodes plus new ones.
+	need := func(load float64) int {
+		return current + int(math.Ceil(math.Max(0, load-capacity)/perNew))
+	}
+	out.Lead = p.NodeStartTime + time.Duration(in.ReplicaBytes/float64(current+1)/out.Bandwidth*float64(time.Second))
+	window := pl.steps(out.Lead + p.Horizon)
+	peak := pl.fc.Peak(window)
+	for i := 1; i <= window; i += max(1, window/12) {
+		out.Forecast = append(out.Forecast, ForecastAt{After: time.Duration(i) * pl.interval, Ops: pl.fc.Forecast(i)})
+	}
+	out.ForecastError = pl.fc.Error()
+
+	util := in.Offered / math.Max(capacity/p.TargetUtilization, 1)
+	if in.P99 > p.SLOP99 || util > p.ReactUtilization {
+		pl.overRounds++
+	} else {
+		pl.overRounds = 0
+	}
+	trusted := pl.fc.Samples() > 2*window && out.ForecastError <= p.MaxForecastError
+	reactive, proactive := p.Controller == Reactive || p.Controller == Combined, p.Controller == Proactive || p.Controller == Combined
+	if p.Controller == Combined && !trusted {
+		proactive = false
+	}
+	out.Target, out.Reason = current, fmt.Sprintf("%d node(s) carry %.0f ops/s at %.0f%% of their capacity at the SLO", current, in.Offered, 100*util)
+	if reactive && pl.overRounds >= p.ReactAfter {
+		if n := max(need(in.Offered), current+1); n > out.Target {
+			out.Target = n
+			out.Reason = fmt.Sprintf("reactive: p99 %v against the %v SLO, utilisation %.0f%% for %d rounds; %.0f ops/s needs %d node(s) at %.0f%%",
+				in.P99.Round(100*time.Microsecond), p.SLOP99, 100*util, pl.overRounds, in.Offered, n, 100*p.TargetUtilization)
+		}
+	}
+	if proactive {
+		if n := need(peak); n > out.Target {
+			out.Target, out.Proactive = n, true
+			out.Reason = fmt.Sprintf("proactive: forecast peak %.0f ops/s within %v (lead %v: start %v + data at %s) needs %d node(s) at %.0f%%",
+				peak, (out.Lead + p.Horizon).Round(time.Second), out.Lead.Round(time.Second), p.NodeStartTime, MiBps(out.Bandwidth), n, 100*p.TargetUtilization)
+		}
+	}
+	load := in.Offered
+	if proactive {
+		load = math.Max(load, peak) // never shrink ahead of a forecast rise
+	}
+	pl.scaleIn(in, &out, current, capacity-biggest, load)
+	floor := p.MinServing(in.RF)
+	out.Target = min(max(out.Target, floor), max(p.MaxNodes, floor))
+	if p.Controller == Static && current >= floor && current <= p.MaxNodes {
+		out.Target = current
+	}
+	switch {
+	case out.Target > current:
+		out.Delta = out.Target - current
+	case out.Target < current && in.PendingOut == 0 && in.PendingIn == 0:
+		out.Delta = -1
+	}
+	if out.Delta != 0 {
+		pl.lastAction, pl.fitsSince = in.Now, time.Time{}
+	}
+	return out
+}
+
+// scaleIn lowers the target by one when load (the larger of now and the
+// forecast peak) has fit in one node fewer for ScaleInAfter and no
+// scaling happened within CoolDown.
+func (pl *Planner) scaleIn(in Input, out *Output, current int, fewer, load float64) {
+	p := pl.policy
+	if out.Target != current || current-1 < p.MinServing(in.RF) || load > fewer || in.P99 > p.SLOP99/2 {
+		pl.fitsSince = time.Time{}
+		return
+	}
+	if pl.fitsSince.IsZero() {
+		pl.fitsSince = in.Now
+	}
+	if in.Now.Sub(pl.fitsSince) < p.ScaleInAfter || in.Now.Sub(pl.lastAction) < p.CoolDown {
+		return
+	}
+	out.Target = current - 1
+	out.Reason = fmt.Sprintf("%.0f ops/s has fit in %d node(s) at %.0f%% for %v", load, current-1, 100*p.TargetUtilization, in.Now.Sub(pl.fitsSince).Round(time.Second))
+}

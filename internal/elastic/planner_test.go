@@ -1,0 +1,145 @@
+package elastic
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// cluster is a planner's world: n nodes of 10k ops/s at full
+// utilisation, the load spread evenly, p99 from an open queue.
+type cluster struct {
+	pl      *Planner
+	nodes   int
+	pending int
+	now     time.Time
+}
+
+func newCluster(t *testing.T, p Policy, nodes int) *cluster {
+	t.Helper()
+	if err := p.Validate(1); err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{pl: NewPlanner(p, time.Second), nodes: nodes, now: epoch}
+}
+
+func (c *cluster) round(offered float64) Output {
+	in := Input{Now: c.now, Offered: offered, Samples: map[uint64]Sample{}, RF: 1, PendingOut: c.pending, ReplicaBytes: 1 << 30}
+	u := offered / float64(c.nodes) / 10000
+	for i := 1; i <= c.nodes; i++ {
+		in.Serving = append(in.Serving, uint64(i))
+		in.Samples[uint64(i)] = Sample{Ops: offered / float64(c.nodes), Utilization: min(u, 1)}
+	}
+	in.P99 = time.Duration(float64(2*time.Millisecond) / (1 - min(u, 0.99)))
+	c.now = c.now.Add(time.Second)
+	return c.pl.Round(in)
+}
+
+func testPolicy(controller string) Policy {
+	p := DefaultPolicy()
+	p.Controller, p.NodeCapacity, p.MaxNodes = controller, 10000, 8
+	p.ScaleInAfter, p.CoolDown = 30*time.Second, 20*time.Second
+	return p
+}
+
+func TestPlannerReactiveWaitsForKRounds(t *testing.T) {
+	c := newCluster(t, testPolicy(Reactive), 2)
+	for range 60 {
+		if o := c.round(8000); o.Delta != 0 {
+			t.Fatalf("steady 40%%: %+v", o)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		o := c.round(19000) // 95%: p99 40 ms
+		if i < 3 && o.Delta != 0 || i == 3 && o.Delta <= 0 {
+			t.Fatalf("round %d over the SLO: delta %d (%s)", i, o.Delta, o.Reason)
+		}
+		if i == 3 && (o.Proactive || !strings.Contains(o.Reason, "reactive")) {
+			t.Fatalf("reason %q", o.Reason)
+		}
+	}
+}
+
+func TestPlannerProactiveActsBeforeTheCrossing(t *testing.T) {
+	p := testPolicy(Proactive)
+	c := newCluster(t, p, 2)
+	// The load climbs 40 ops/s every second from 6000: two nodes cross
+	// 70% of their capacity at the SLO (2·10000·0.9·0.7 = 12600) at
+	// second 165; the planner must ask before that, by its lead time.
+	first := -1
+	for i := 0; i < 300 && first < 0; i++ {
+		if o := c.round(6000 + 40*float64(i)); o.Delta > 0 {
+			first = i
+			if !o.Proactive || o.Lead < p.NodeStartTime {
+				t.Fatalf("at %d s: %+v", i, o)
+			}
+		}
+	}
+	if first < 0 || first > 165-int(p.NodeStartTime/time.Second) {
+		t.Fatalf("first scale-out at %d s, want before %d s", first, 165-int(p.NodeStartTime/time.Second))
+	}
+}
+
+func TestPlannerScalesInAfterStablePeriodNotBelowRF(t *testing.T) {
+	p := testPolicy(Reactive)
+	c := newCluster(t, p, 3)
+	var ins []int
+	for i := 0; i < 300; i++ {
+		o := c.round(2000)
+		if o.Delta < 0 {
+			ins = append(ins, i)
+			c.nodes--
+		}
+	}
+	// 2000 ops/s fits in one node: 3 → 2 after ScaleInAfter, 2 → 1 after
+	// the next ScaleInAfter; never 0.
+	if len(ins) != 2 || ins[0] < 29 || ins[1]-ins[0] < 30 || c.nodes != 1 {
+		t.Fatalf("scale-ins at %v, %d nodes left", ins, c.nodes)
+	}
+}
+
+func TestPlannerStaticNeverMoves(t *testing.T) {
+	c := newCluster(t, testPolicy(Static), 2)
+	for i := 0; i < 100; i++ {
+		if o := c.round(float64(1000 + 300*i)); o.Delta != 0 {
+			t.Fatalf("static scaled at %d: %+v", i, o)
+		}
+	}
+}
+
+func TestPlannerCombinedDistrustsABadForecast(t *testing.T) {
+	c := newCluster(t, testPolicy(Combined), 2)
+	// A load that jumps between two levels every few seconds: the
+	// forecast keeps missing, so the combined controller does not act on
+	// its peaks.
+	for i := 0; i < 200; i++ {
+		load := 4000.0
+		if i/3%2 == 0 {
+			load = 16000
+		}
+		o := c.round(load)
+		if i > 100 && o.ForecastError < c.pl.Policy().MaxForecastError {
+			t.Fatalf("forecast error %.2f on a load that flips", o.ForecastError)
+		}
+		if o.Delta > 0 && i > 100 {
+			t.Fatalf("acted on a forecast with error %.2f: %+v", o.ForecastError, o)
+		}
+	}
+	// The same peaks under the proactive controller do scale out.
+	c = newCluster(t, testPolicy(Proactive), 2)
+	out := 0
+	for i := 0; i < 200; i++ {
+		load := 4000.0
+		if i/3%2 == 0 {
+			load = 16000
+		}
+		if c.round(load).Delta > 0 {
+			out++
+		}
+	}
+	if out == 0 {
+		t.Fatal("the proactive controller ignored 16000 ops/s peaks above two nodes' 12600")
+	}
+}
