@@ -49,7 +49,7 @@ func (s *Sim) ElasticTimeline() []ElasticPoint { return slices.Clone(s.series) }
 // recordElastic appends the tick's point.
 func (s *Sim) recordElastic() {
 	p := ElasticPoint{At: s.clock.Elapsed(), Offered: s.workload.QPS,
-		MigrationAllowance: s.loop.Runner.MigrationRate()}
+		MigrationAllowance: s.loop.Runner.MigrationRate(), Starting: len(s.starting)}
 	var capacity, worst float64
 	for _, n := range s.nodes {
 		if !n.up() {

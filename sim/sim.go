@@ -35,6 +35,12 @@ type Sim struct {
 	curve  LoadCurve
 	series []ElasticPoint
 
+	// With an autoscaler: its scaler, and when each node it started
+	// joins (with startSpec).
+	scaler    *control.Scaler
+	starting  []time.Time
+	startSpec NodeSpec
+
 	nextDecide time.Time
 
 	total  Counters
@@ -264,6 +270,7 @@ func (s *Sim) tick(dt time.Duration) {
 			s.logf("n%d dead", n.id)
 		}
 	}
+	s.joinStarted()
 	s.progress(dt)
 	s.applyWorkload(dt)
 	s.computeLoads()

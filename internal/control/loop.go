@@ -14,6 +14,9 @@ type Loop struct {
 	Controller *Controller
 	Runner     *Runner
 	Sink       EventSink
+	// Autoscaler, when set, plans the node count and the migration
+	// bandwidth after placement has decided.
+	Autoscaler *Autoscaler
 }
 
 // Round runs one round and returns what it decided. Operators the runner
@@ -36,6 +39,15 @@ func (l *Loop) Round(obs Observation) Decisions {
 				touched[op.Other] = true
 			}
 		}
+	}
+	if l.Autoscaler != nil {
+		settling := 0
+		for _, n := range d.Snapshot.Nodes {
+			if n.State == placement.NodeLive && n.Phase != placement.PhaseNone {
+				settling++
+			}
+		}
+		l.Autoscaler.Round(obs, l.Controller.Policy().ReplicationFactor, settling)
 	}
 	return d
 }

@@ -3,8 +3,10 @@ package elastic
 import "math"
 
 // Forecaster is additive Holt-Winters over one sample per step: a level,
-// a trend, and (with a season) one seasonal offset per step of the
-// season. Until a full season has been seen it is Holt's linear method.
+// a damped trend, and (with a season) one seasonal offset per step of the
+// season. The trend is damped (each further step adds phi times the
+// previous step's trend) so a step in the load is not extrapolated into
+// a ramp over a long horizon. Until a full season has been seen it is Holt's linear method.
 // It also tracks its own error at a fixed horizon: each forecast made for
 // ErrorHorizon steps ahead is compared with the sample that arrives then.
 type Forecaster struct {
@@ -23,8 +25,9 @@ type Forecaster struct {
 // trend more slowly so one noisy sample does not tilt it.
 const (
 	forecastAlpha = 0.5
-	forecastBeta  = 0.1
+	forecastBeta  = 0.05
 	forecastGamma = 0.3
+	forecastPhi   = 0.9
 	errorAlpha    = 0.1
 )
 
@@ -70,8 +73,8 @@ func (f *Forecaster) Observe(x float64) {
 	default:
 		s := f.offset(0)
 		prev := f.level
-		f.level = f.alpha*(x-s) + (1-f.alpha)*(f.level+f.trend)
-		f.trend = f.beta*(f.level-prev) + (1-f.beta)*f.trend
+		f.level = f.alpha*(x-s) + (1-f.alpha)*(f.level+forecastPhi*f.trend)
+		f.trend = f.beta*(f.level-prev) + (1-f.beta)*forecastPhi*f.trend
 		if m > 0 {
 			f.season[f.n%m] = f.gamma*(x-f.level) + (1-f.gamma)*f.season[f.n%m]
 		}
@@ -98,7 +101,12 @@ func (f *Forecaster) Forecast(h int) float64 {
 	if f.n == 0 {
 		return 0
 	}
-	return math.Max(0, f.level+float64(h)*f.trend+f.offset(h-1))
+	damped, phi := 0.0, 1.0
+	for range h {
+		phi *= forecastPhi
+		damped += phi
+	}
+	return math.Max(0, f.level+damped*f.trend+f.offset(h-1))
 }
 
 // Peak is the highest forecast over the next h steps.

@@ -13,19 +13,26 @@ type Input struct {
 	// were asked for and have not joined, PendingIn are draining.
 	Serving               []uint64
 	PendingOut, PendingIn int
-	// Offered is the cluster's offered load (served + refused, ops/s).
-	Offered float64
+	// Offered is the cluster's offered load (served + refused, ops/s),
+	// Rejected the part refused.
+	Offered, Rejected float64
+	// Moving: data moves between nodes now.
+	Moving bool
 	// P99 is the worst p99 among serving nodes; Queue the fullest
 	// admission queue's occupancy in [0,1].
 	P99   time.Duration
 	Queue float64
-	// Samples are each serving node's foreground this round.
+	// Samples are serving nodes' foreground this round (those not moving
+	// data: migration would blur what they serve).
 	Samples map[uint64]Sample
 	// ReplicaBytes is the data of every replica in the cluster: a new
 	// node receives about ReplicaBytes/(nodes+1) of it.
 	ReplicaBytes float64
 	// RF is the replication factor: never fewer nodes.
 	RF int
+	// Settling is how many serving nodes still take data as new nodes
+	// (bootstrapping): capacity asked for that does not serve yet.
+	Settling int
 }
 
 // Output is one round's plan.
@@ -103,7 +110,8 @@ func (pl *Planner) Round(in Input) Output {
 	pl.fc.Observe(in.Offered)
 	pl.capacity.Observe(in.Samples)
 	var out Output
-	out.Bandwidth, out.BandwidthReason = pl.bw.Decide(in.P99, p.SLOP99, in.Queue)
+	out.Bandwidth, out.BandwidthReason = pl.bw.Decide(Signals{P99: in.P99, Queue: in.Queue, Moving: in.Moving,
+		Overloaded: in.Settling > 0 && in.Rejected > 0.01*in.Offered}, p.SLOP99)
 	out.CapacityAtSLO, out.Interference = map[uint64]float64{}, map[uint64]float64{}
 	var capacity, biggest float64
 	for _, id := range in.Serving {
@@ -141,7 +149,11 @@ func (pl *Planner) Round(in Input) Output {
 	}
 	out.Target, out.Reason = current, fmt.Sprintf("%d node(s) carry %.0f ops/s at %.0f%% of their capacity at the SLO", current, in.Offered, 100*util)
 	if reactive && pl.overRounds >= p.ReactAfter {
-		if n := max(need(in.Offered), current+1); n > out.Target {
+		n := need(in.Offered)
+		if in.Settling == 0 {
+			n = max(n, current+1) // more of the same did not help: add one
+		}
+		if n > out.Target {
 			out.Target = n
 			out.Reason = fmt.Sprintf("reactive: p99 %v against the %v SLO, utilisation %.0f%% for %d rounds; %.0f ops/s needs %d node(s) at %.0f%%",
 				in.P99.Round(100*time.Microsecond), p.SLOP99, 100*util, pl.overRounds, in.Offered, n, 100*p.TargetUtilization)
@@ -158,7 +170,7 @@ func (pl *Planner) Round(in Input) Output {
 	if proactive {
 		load = math.Max(load, peak) // never shrink ahead of a forecast rise
 	}
-	pl.scaleIn(in, &out, current, capacity-biggest, load)
+	pl.scaleIn(in, &out, current, capacity-biggest, load, proactive)
 	floor := p.MinServing(in.RF)
 	out.Target = min(max(out.Target, floor), max(p.MaxNodes, floor))
 	if p.Controller == Static && current >= floor && current <= p.MaxNodes {
@@ -178,8 +190,10 @@ func (pl *Planner) Round(in Input) Output {
 
 // scaleIn lowers the target by one when load (the larger of now and the
 // forecast peak) has fit in one node fewer for ScaleInAfter and no
-// scaling happened within CoolDown.
-func (pl *Planner) scaleIn(in Input, out *Output, current int, fewer, load float64) {
+// scaling happened within CoolDown. A trusted forecast that covers the
+// coming window already guards against a rebound, so with one both waits
+// are at most Horizon.
+func (pl *Planner) scaleIn(in Input, out *Output, current int, fewer, load float64, forecast bool) {
 	p := pl.policy
 	if out.Target != current || current-1 < p.MinServing(in.RF) || load > fewer || in.P99 > p.SLOP99/2 {
 		pl.fitsSince = time.Time{}
@@ -188,9 +202,13 @@ func (pl *Planner) scaleIn(in Input, out *Output, current int, fewer, load float
 	if pl.fitsSince.IsZero() {
 		pl.fitsSince = in.Now
 	}
-	if in.Now.Sub(pl.fitsSince) < p.ScaleInAfter || in.Now.Sub(pl.lastAction) < p.CoolDown {
+	wait, cool, what := p.ScaleInAfter, p.CoolDown, "the load"
+	if forecast {
+		wait, cool, what = min(wait, p.Horizon), min(cool, p.Horizon), "the load and its forecast"
+	}
+	if in.Now.Sub(pl.fitsSince) < wait || in.Now.Sub(pl.lastAction) < cool {
 		return
 	}
 	out.Target = current - 1
-	out.Reason = fmt.Sprintf("%.0f ops/s has fit in %d node(s) at %.0f%% for %v", load, current-1, 100*p.TargetUtilization, in.Now.Sub(pl.fitsSince).Round(time.Second))
+	out.Reason = fmt.Sprintf("%s (%.0f ops/s at most) has fit in %d node(s) at %.0f%% for %v", what, load, current-1, 100*p.TargetUtilization, in.Now.Sub(pl.fitsSince).Round(time.Second))
 }

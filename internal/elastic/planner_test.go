@@ -1,6 +1,7 @@
 package elastic
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -64,22 +65,33 @@ func TestPlannerReactiveWaitsForKRounds(t *testing.T) {
 
 func TestPlannerProactiveActsBeforeTheCrossing(t *testing.T) {
 	p := testPolicy(Proactive)
-	c := newCluster(t, p, 2)
-	// The load climbs 40 ops/s every second from 6000: two nodes cross
-	// 70% of their capacity at the SLO (2·10000·0.9·0.7 = 12600) at
-	// second 165; the planner must ask before that, by its lead time.
-	first := -1
-	for i := 0; i < 300 && first < 0; i++ {
-		if o := c.round(6000 + 40*float64(i)); o.Delta > 0 {
-			first = i
-			if !o.Proactive || o.Lead < p.NodeStartTime {
-				t.Fatalf("at %d s: %+v", i, o)
-			}
+	p.Season = 200 * time.Second
+	c := newCluster(t, p, 4)
+	// A daily-like wave between 4000 and 28000 ops/s with a 200 s period.
+	// After two periods the forecast knows the shape: in the third, the
+	// scale-out must come at least the node start time before the wave
+	// crosses what the nodes carry at the target (10000·0.92·0.7 each).
+	wave := func(i int) float64 { return 16000 - 12000*math.Cos(2*math.Pi*float64(i%200)/200) }
+	for i := 0; i < 400; i++ {
+		if o := c.round(wave(i)); o.Delta > 0 {
+			c.nodes += o.Delta
+		} else if o.Delta < 0 {
+			c.nodes--
 		}
 	}
-	if first < 0 || first > 165-int(p.NodeStartTime/time.Second) {
-		t.Fatalf("first scale-out at %d s, want before %d s", first, 165-int(p.NodeStartTime/time.Second))
+	crossing := 400
+	for wave(crossing) <= float64(c.nodes)*10000*0.92*0.7 {
+		crossing++
 	}
+	for i := 400; i < crossing; i++ {
+		if o := c.round(wave(i)); o.Delta > 0 {
+			if !o.Proactive || crossing-i < int(p.NodeStartTime/time.Second) {
+				t.Fatalf("scale-out %d s before the crossing: %+v", crossing-i, o)
+			}
+			return
+		}
+	}
+	t.Fatal("no scale-out before the crossing")
 }
 
 func TestPlannerScalesInAfterStablePeriodNotBelowRF(t *testing.T) {

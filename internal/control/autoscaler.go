@@ -1,0 +1,172 @@
+package control
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/elastic"
+	"github.com/tidekv/tidekv/internal/placement"
+)
+
+// Autoscaler is the elasticity half of a round: the planner's migration
+// allowance goes to the runner (and from there to every node), and when
+// scaling is enabled its node count goes to the Scaler. The bandwidth
+// controller runs even with scaling disabled: it replaces a fixed cap.
+// Safe for concurrent use (status is read while rounds run).
+type Autoscaler struct {
+	runner *Runner
+	sink   EventSink
+
+	mu       sync.Mutex
+	planner  *elastic.Planner
+	scaler   *Scaler // nil: no actuator (scaling cannot be enabled)
+	last     elastic.Output
+	lastIn   elastic.Input
+	reported float64 // the allowance last reported as an event
+}
+
+// NewAutoscaler plans with p every interval, moves nodes through scaler
+// (nil for none) and sets runner's migration rate.
+func NewAutoscaler(p elastic.Policy, interval time.Duration, scaler *Scaler, runner *Runner, sink EventSink) *Autoscaler {
+	return &Autoscaler{runner: runner, sink: sink, planner: elastic.NewPlanner(p, interval), scaler: scaler}
+}
+
+// SetPolicy changes the policy from the next round.
+func (a *Autoscaler) SetPolicy(p elastic.Policy) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.planner.SetPolicy(p)
+}
+
+// SetScaler replaces the scaler (the actuator changed).
+func (a *Autoscaler) SetScaler(s *Scaler) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.scaler = s
+}
+
+// Policy is the policy in force.
+func (a *Autoscaler) Policy() elastic.Policy {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.planner.Policy()
+}
+
+// Round plans from obs and acts; rf is the replication factor, settling
+// the nodes still bootstrapping.
+func (a *Autoscaler) Round(obs Observation, rf, settling int) {
+	a.mu.Lock()
+	in := a.input(obs, rf)
+	in.Settling = settling
+	out := a.planner.Round(in)
+	a.last, a.lastIn = out, in
+	p, scaler := a.planner.Policy(), a.scaler
+	report := a.reported == 0 || math.Abs(math.Log2(out.Bandwidth/a.reported)) >= 1
+	if report {
+		a.reported = out.Bandwidth
+	}
+	a.mu.Unlock()
+
+	a.runner.SetMigrationRate(out.Bandwidth)
+	if report {
+		a.sink.Event(Event{Kind: "bandwidth", Subject: "cluster", Reason: out.BandwidthReason})
+	}
+	if scaler == nil {
+		return
+	}
+	action := ScaleAction{From: len(in.Serving) + in.PendingOut, Reason: out.Reason, Proactive: out.Proactive}
+	switch {
+	case !p.Enabled:
+		// Disabled: follow what is under way, start nothing.
+	case out.Delta > 0:
+		action.Kind, action.To = ScaleOut, action.From+out.Delta
+	case out.Delta < 0:
+		action.Kind, action.To = ScaleIn, action.From-1
+	}
+	scaler.Round(action, ViewOf(obs))
+}
+
+// input derives the planner's view: serving nodes are live and not
+// draining; the cluster's p99 is the worst among nodes serving a
+// noticeable share (an idle node's tail says nothing).
+func (a *Autoscaler) input(obs Observation, rf int) elastic.Input {
+	in := elastic.Input{Now: obs.Now, RF: rf, Samples: map[uint64]elastic.Sample{}}
+	if a.scaler != nil {
+		in.PendingOut, in.PendingIn = a.scaler.Pending()
+	}
+	for _, n := range obs.Nodes {
+		if n.State != placement.NodeLive && n.State != placement.NodeDraining {
+			continue
+		}
+		s := obs.Signals[n.ID]
+		in.Offered += s.Ops + s.Rejected
+		in.Rejected += s.Rejected
+	}
+	moving := a.movingData(obs)
+	in.Moving = len(moving) > 0
+	for _, n := range obs.Nodes {
+		if n.State != placement.NodeLive {
+			continue
+		}
+		s := obs.Signals[n.ID]
+		in.Serving = append(in.Serving, n.ID)
+		if !moving[n.ID] {
+			in.Samples[n.ID] = elastic.Sample{Ops: s.Ops, Utilization: s.CPU, P99: s.P99}
+		}
+		if s.Ops+s.Rejected > 0.01*in.Offered {
+			in.P99 = max(in.P99, s.P99)
+		}
+		in.Queue = max(in.Queue, s.QueueUtil)
+	}
+	for _, r := range obs.Ranges {
+		in.ReplicaBytes += float64(r.Bytes) * float64(len(r.Replicas))
+	}
+	return in
+}
+
+// movingData is the nodes sending or receiving a snapshot now: their
+// utilisation includes migration, so their samples would understate what
+// they serve (the capacity model learns from the others).
+func (a *Autoscaler) movingData(obs Observation) map[uint64]bool {
+	_, inFlight := a.runner.Busy()
+	leaseholder := map[uint64]uint64{}
+	for _, r := range obs.Ranges {
+		leaseholder[r.ID] = r.Leaseholder
+	}
+	moving := map[uint64]bool{}
+	for _, op := range inFlight {
+		switch op.Kind {
+		case placement.OpAddVoter, placement.OpAddLearner, placement.OpMoveReplica:
+			moving[op.Target], moving[op.Source], moving[leaseholder[op.Range]] = true, true, true
+		}
+	}
+	return moving
+}
+
+// Status is what operators see: the policy, the last round's plan and
+// the scaler's recent decisions.
+func (a *Autoscaler) Status() AutoscaleStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, out, in := a.planner.Policy(), a.last, a.lastIn
+	st := AutoscaleStatus{
+		Enabled: p.Enabled && a.scaler != nil, Actuator: p.Actuator,
+		Policy: StatusPolicy{Controller: p.Controller, SLOP99Ms: ms(p.SLOP99), MinNodes: p.MinNodes, MaxNodes: p.MaxNodes,
+			TargetUtilization: p.TargetUtilization},
+		Nodes: len(in.Serving), TargetNodes: out.Target, PendingOut: in.PendingOut, PendingIn: in.PendingIn,
+		OfferedOps: in.Offered, P99Ms: ms(in.P99), CapacityOpsPerNode: out.CapacityAtSLO, Interference: out.Interference,
+		ForecastError: out.ForecastError, MigrationBytesPerSec: out.Bandwidth, MigrationReason: out.BandwidthReason,
+	}
+	for _, f := range out.Forecast {
+		st.Forecast = append(st.Forecast, ForecastPoint{At: in.Now.Add(f.After), Ops: f.Ops})
+	}
+	if a.scaler != nil {
+		for _, r := range a.scaler.History() {
+			st.Decisions = append(st.Decisions, StatusDecision{At: r.At, Action: r.Action, NodesBefore: r.NodesBefore, NodesAfter: r.NodesAfter, Reason: r.Reason})
+		}
+	}
+	return st
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
