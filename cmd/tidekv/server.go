@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidekv/tidekv/internal/actuator/local"
 	"github.com/tidekv/tidekv/internal/server"
 )
 
@@ -18,6 +19,7 @@ func newServerCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
 	var join string
 	var gcPercent *int
+	var autoscale bool
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a TideKV node",
@@ -31,6 +33,13 @@ func newServerCmd() *cobra.Command {
 			// One replication factor: the replica store's checks and
 			// placement's target.
 			cfg.Placement.ReplicationFactor = cfg.Raft.ReplicationFactor
+			if autoscale {
+				cfg.Autoscale.Enabled, cfg.Autoscale.Actuator = true, "local"
+			}
+			// Nodes the local actuator starts live beside this one and
+			// run with this node's settings.
+			cfg.Actuators.Local.Dir = local.DirBeside(cfg.DataDir)
+			cfg.Actuators.Local.ExtraArgs = inheritedArgs(os.Args[2:])
 			log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 			applyGCPercent(*gcPercent)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -63,8 +72,32 @@ func newServerCmd() *cobra.Command {
 	f.StringVar(&join, "join", "", "comma-separated gRPC addresses of existing nodes to join")
 	gcPercent = gcPercentFlag(f)
 	f.IntVar(&cfg.Raft.ReplicationFactor, "replication-factor", cfg.Raft.ReplicationFactor, "voters per range")
+	f.BoolVar(&autoscale, "autoscale", false, "let the controller add and remove nodes with the local actuator (cluster settings autoscale.* override)")
+	f.IntVar(&cfg.Autoscale.MinNodes, "autoscale-min-nodes", cfg.Autoscale.MinNodes, "autoscaling never goes below this many nodes (nor the replication factor)")
+	f.IntVar(&cfg.Autoscale.MaxNodes, "autoscale-max-nodes", cfg.Autoscale.MaxNodes, "autoscaling never goes above this many nodes")
 	f.IntVar(&cfg.MaxInflightRequests, "max-inflight", cfg.MaxInflightRequests, "KV requests in progress before the node answers 'overloaded, retry'")
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
 	_ = f.MarkHidden("testing-stale-reads")
 	return cmd
+}
+
+// perNodeFlags name a node's own directory, addresses and join list: a
+// node the local actuator starts gets its own, not this node's.
+var perNodeFlags = map[string]bool{"--data-dir": true, "--listen": true, "--http-listen": true,
+	"--redis-listen": true, "--gossip-listen": true, "--join": true, "--node-label": true}
+
+// inheritedArgs is this node's server arguments without the per-node ones.
+func inheritedArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(args[i], "=")
+		if !perNodeFlags[name] {
+			out = append(out, args[i])
+			continue
+		}
+		if !hasValue {
+			i++ // skip the flag's value
+		}
+	}
+	return out
 }

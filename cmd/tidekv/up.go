@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidekv/tidekv/internal/actuator/local"
 	"github.com/tidekv/tidekv/internal/launcher"
 )
 
 func newUpCmd() *cobra.Command {
 	cfg := launcher.DefaultConfig()
+	var autoscale bool
+	var maxNodes int
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a local cluster of tidekv server processes in the foreground",
@@ -31,6 +36,9 @@ on the same data dir restarts the same cluster with its data.`,
 				}
 				cfg.Binary = exe
 			}
+			if autoscale {
+				cfg.ExtraArgs = append(cfg.ExtraArgs, "--autoscale", "--autoscale-max-nodes", fmt.Sprint(maxNodes))
+			}
 			ctx, stop := signal.NotifyContext(cmdContext(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			go func() {
@@ -40,7 +48,11 @@ on the same data dir restarts the same cluster with its data.`,
 				<-ctx.Done()
 				stop()
 			}()
-			return launcher.Up(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			err := launcher.Up(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if autoscale {
+				err = errors.Join(err, stopAutoscaled(cfg, cmd.ErrOrStderr()))
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -48,7 +60,28 @@ on the same data dir restarts the same cluster with its data.`,
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "parent data directory; node i uses <data-dir>/node<i>")
 	f.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "gRPC port of node 1; node i uses base-port+10*(i-1) and the next 9 ports")
 	f.StringVar(&cfg.Binary, "binary", "", "tidekv executable to run (default: this executable)")
+	f.BoolVar(&autoscale, "autoscale", false, "let the cluster add and remove nodes itself (local processes, in <data-dir>/autoscaled)")
+	f.IntVar(&maxNodes, "max-nodes", 4, "with --autoscale: never more nodes than this")
 	return cmd
+}
+
+// stopAutoscaled stops the nodes the local actuator started for the
+// cluster (they run detached from `up`); their data stays, as the other
+// nodes' does.
+func stopAutoscaled(cfg launcher.Config, errOut io.Writer) error {
+	lc := local.DefaultConfig()
+	lc.Dir, lc.Binary = local.DirBeside(cfg.Node(1).DataDir), cfg.Binary
+	act, err := local.New(lc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*lc.StopGrace)
+	defer cancel()
+	n, err := act.StopAll(ctx)
+	if n > 0 {
+		fmt.Fprintf(errOut, "stopped %d node(s) the autoscaler had started\n", n)
+	}
+	return err
 }
 
 func cmdContext(cmd *cobra.Command) context.Context {

@@ -27,9 +27,10 @@ type Autoscaler struct {
 }
 
 // NewAutoscaler plans with p every interval, moves nodes through scaler
-// (nil for none) and sets runner's migration rate.
+// (nil for none) and sets runner's migration rate, starting from the
+// rate the runner was configured with.
 func NewAutoscaler(p elastic.Policy, interval time.Duration, scaler *Scaler, runner *Runner, sink EventSink) *Autoscaler {
-	return &Autoscaler{runner: runner, sink: sink, planner: elastic.NewPlanner(p, interval), scaler: scaler}
+	return &Autoscaler{runner: runner, sink: sink, planner: elastic.NewPlanner(p, interval, runner.MigrationRate()), scaler: scaler}
 }
 
 // SetPolicy changes the policy from the next round.

@@ -14,8 +14,10 @@ type Bandwidth struct {
 	rate float64
 }
 
-// NewBandwidth starts at cfg.Initial.
-func NewBandwidth(cfg BandwidthConfig) *Bandwidth { return &Bandwidth{cfg: cfg, rate: cfg.Initial} }
+// NewBandwidth starts at initial (bytes/s), clamped into cfg's limits.
+func NewBandwidth(cfg BandwidthConfig, initial float64) *Bandwidth {
+	return &Bandwidth{cfg: cfg, rate: min(max(initial, cfg.Min), cfg.Max)}
+}
 
 // SetConfig changes the limits; the rate is clamped into them.
 func (b *Bandwidth) SetConfig(cfg BandwidthConfig) {

@@ -107,7 +107,7 @@ func TestCapacityModel(t *testing.T) {
 
 func TestBandwidthAIMD(t *testing.T) {
 	cfg := DefaultBandwidthConfig()
-	b := NewBandwidth(cfg)
+	b := NewBandwidth(cfg, 64<<20)
 	slo := 20 * time.Millisecond
 	light := Signals{P99: 2 * time.Millisecond, Moving: true}
 	steps := []struct {

@@ -79,10 +79,11 @@ type Planner struct {
 	lastAction time.Time
 }
 
-// NewPlanner plans with p, one round every interval.
-func NewPlanner(p Policy, interval time.Duration) *Planner {
+// NewPlanner plans with p, one round every interval, moving data at
+// migrationRate (bytes/s per node) until feedback changes it.
+func NewPlanner(p Policy, interval time.Duration, migrationRate float64) *Planner {
 	pl := &Planner{policy: p, interval: interval,
-		capacity: NewCapacityModel(p.NodeCapacity, p.IdleP99), bw: NewBandwidth(p.Bandwidth)}
+		capacity: NewCapacityModel(p.NodeCapacity, p.IdleP99), bw: NewBandwidth(p.Bandwidth, migrationRate)}
 	pl.fc = NewForecaster(pl.steps(p.Season), pl.steps(p.NodeStartTime+p.Horizon))
 	return pl
 }
@@ -172,7 +173,14 @@ func (pl *Planner) Round(in Input) Output {
 	}
 	pl.scaleIn(in, &out, current, capacity-biggest, load, proactive)
 	floor := p.MinServing(in.RF)
-	out.Target = min(max(out.Target, floor), max(p.MaxNodes, floor))
+	if out.Target < floor {
+		out.Target, out.Proactive = floor, false
+		out.Reason = fmt.Sprintf("%d node(s) is below the minimum of %d (min nodes %d, replication factor %d)", current, floor, p.MinNodes, in.RF)
+	}
+	if ceiling := max(p.MaxNodes, floor); out.Target > ceiling {
+		out.Target = ceiling
+		out.Reason += fmt.Sprintf(" (capped at max nodes %d)", ceiling)
+	}
 	if p.Controller == Static && current >= floor && current <= p.MaxNodes {
 		out.Target = current
 	}

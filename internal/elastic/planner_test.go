@@ -23,7 +23,7 @@ func newCluster(t *testing.T, p Policy, nodes int) *cluster {
 	if err := p.Validate(1); err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{pl: NewPlanner(p, time.Second), nodes: nodes, now: epoch}
+	return &cluster{pl: NewPlanner(p, time.Second, 64<<20), nodes: nodes, now: epoch}
 }
 
 func (c *cluster) round(offered float64) Output {

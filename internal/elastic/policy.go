@@ -69,10 +69,10 @@ type Policy struct {
 // BandwidthConfig tunes the migration-rate controller (bytes/s).
 type BandwidthConfig struct {
 	// Min is the floor: moves always progress. Max is the ceiling when
-	// foreground is light. Initial is the rate before any feedback.
-	// Urgent is the least rate while new nodes take data and the SLO is
-	// already lost.
-	Min, Max, Initial, Urgent float64
+	// foreground is light. Urgent is the least rate while new nodes take
+	// data and the SLO is already lost. (The rate before any feedback is
+	// the runner's configured MigrationRate.)
+	Min, Max, Urgent float64
 	// Step is the additive increase per round while p99 is below
 	// Low × SLO; the rate is multiplied by Decrease while p99 is above
 	// High × SLO (or the admission queue is above QueueHigh).
@@ -82,12 +82,14 @@ type BandwidthConfig struct {
 	QueueHigh float64
 }
 
-// DefaultPolicy is scaling disabled with settings that suit nodes on one
-// machine: a 25 ms p99 SLO, 70% target utilisation, 1 to 9 nodes.
+// DefaultPolicy is scaling disabled, with the manual actuator (a server
+// starts no process and calls no API unless told to), and settings that
+// suit nodes on one machine: a 25 ms p99 SLO, 70% target utilisation,
+// 1 to 9 nodes.
 func DefaultPolicy() Policy {
 	return Policy{
 		Controller:        Combined,
-		Actuator:          "local",
+		Actuator:          "manual",
 		SLOP99:            25 * time.Millisecond,
 		TargetUtilization: 0.7,
 		MinNodes:          1,
@@ -108,7 +110,7 @@ func DefaultPolicy() Policy {
 // DefaultBandwidthConfig moves data at up to 256 MiB/s when foreground
 // is light and never below 4 MiB/s.
 func DefaultBandwidthConfig() BandwidthConfig {
-	return BandwidthConfig{Min: 4 << 20, Max: 256 << 20, Initial: 64 << 20, Urgent: 128 << 20, Step: 16 << 20,
+	return BandwidthConfig{Min: 4 << 20, Max: 256 << 20, Urgent: 128 << 20, Step: 16 << 20,
 		Decrease: 0.5, Low: 0.5, High: 0.8, QueueHigh: 0.5}
 }
 
@@ -149,8 +151,8 @@ func (p Policy) Validate(rf int) error {
 // Validate reports a bandwidth setting that cannot work.
 func (b BandwidthConfig) Validate() error {
 	switch {
-	case !(b.Min > 0) || b.Max < b.Min || b.Initial < b.Min || b.Initial > b.Max || b.Urgent < b.Min || b.Urgent > b.Max:
-		return fmt.Errorf("migration bandwidth needs 0 < min ≤ initial, urgent ≤ max (min %.0f, initial %.0f, urgent %.0f, max %.0f bytes/s)", b.Min, b.Initial, b.Urgent, b.Max)
+	case !(b.Min > 0) || b.Max < b.Min || b.Urgent < b.Min || b.Urgent > b.Max:
+		return fmt.Errorf("migration bandwidth needs 0 < min ≤ urgent ≤ max (min %s, urgent %s, max %s)", MiBps(b.Min), MiBps(b.Urgent), MiBps(b.Max))
 	case !(b.Step > 0) || !(b.Decrease > 0 && b.Decrease < 1):
 		return errors.New("migration bandwidth step must be positive and its decrease factor in (0, 1)")
 	case !(b.Low > 0 && b.Low < b.High) || !(b.QueueHigh > 0):

@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/tidekv/tidekv/internal/actuator"
+	"github.com/tidekv/tidekv/internal/elastic"
 	"time"
 
 	"github.com/tidekv/tidekv/internal/control"
@@ -86,6 +88,11 @@ type Config struct {
 	Control control.Config
 	// Placement tunes the placement policies.
 	Placement placement.Config
+	// Autoscale is the elasticity policy (cluster settings autoscale.*
+	// override it at runtime); Actuators configures each actuator it may
+	// name.
+	Autoscale elastic.Policy
+	Actuators actuator.Config
 	// ReplicaGCInterval is how often the node checks its replicas against
 	// the meta range and removes those no longer members.
 	ReplicaGCInterval time.Duration
@@ -127,6 +134,8 @@ func DefaultConfig() Config {
 		ReportInterval:          3 * time.Second,
 		Control:                 control.DefaultConfig(),
 		Placement:               placement.DefaultConfig(),
+		Autoscale:               elastic.DefaultPolicy(),
+		Actuators:               actuator.DefaultConfig(),
 		ReplicaGCInterval:       10 * time.Second,
 		ClosedTimestampInterval: 100 * time.Millisecond,
 		LeaseRebalanceInterval:  10 * time.Second,
@@ -166,6 +175,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Placement.Validate(); err != nil {
 		return err
+	}
+	if err := c.Autoscale.Validate(c.Placement.ReplicationFactor); err != nil {
+		return fmt.Errorf("server: autoscale policy: %w", err)
 	}
 	if err := c.Control.Validate(); err != nil {
 		return err

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/placement"
-	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // The control loop (internal/control) runs on the meta range's
@@ -25,16 +23,19 @@ import (
 // controller is not safe for concurrent use: mu serialises rounds, resets
 // and status reads.
 type controlState struct {
-	mu   sync.Mutex
-	loop *control.Loop
+	mu           sync.Mutex
+	loop         *control.Loop
+	actuatorName string // the autoscaler's actuator ("": none yet)
 }
 
 func newControlState(s *Server) *controlState {
 	sink := eventSink{s}
+	runner := control.NewRunner(s.cfg.Control.Runner, opExecutor{s}, time.Now, sink)
 	return &controlState{loop: &control.Loop{
 		Controller: control.NewController(s.cfg.Control, s.cfg.Placement),
-		Runner:     control.NewRunner(s.cfg.Control.Runner, opExecutor{s}, time.Now, sink),
+		Runner:     runner,
 		Sink:       sink,
+		Autoscaler: control.NewAutoscaler(s.cfg.Autoscale, s.cfg.Control.Interval, nil, runner, sink),
 	}}
 }
 
@@ -63,9 +64,11 @@ func (s *Server) place(ctx context.Context) {
 		return
 	}
 	obs := s.observe(meta.Desc(), resp, time.Now())
+	cfg := s.clusterConfig()
 	s.ctl.mu.Lock()
 	defer s.ctl.mu.Unlock()
-	s.ctl.loop.Controller.SetPolicy(s.placementConfig())
+	s.ctl.loop.Controller.SetPolicy(cfg.Placement)
+	s.ctl.applyAutoscale(s, cfg.Autoscale)
 	s.ctl.loop.Round(obs)
 }
 
@@ -177,43 +180,4 @@ func (x opExecutor) run(ctx context.Context, op placement.Operator) error {
 		err = fmt.Errorf("operator %s not supported", op.Kind)
 	}
 	return err
-}
-
-// AutoscaleStatus answers on the meta leaseholder (others forward): the
-// controller's view as JSON. No elasticity policy runs yet, so it reports
-// autoscaling disabled with the serving nodes and the migration allowance.
-func (a *adminService) AutoscaleStatus(ctx context.Context, req *tidekvpb.AutoscaleStatusRequest) (*tidekvpb.AutoscaleStatusResponse, error) {
-	if err := a.ready(); err != nil {
-		return nil, err
-	}
-	s := a.s
-	resp, err := callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.AutoscaleStatusResponse, error) {
-		return s.autoscaleStatusLocal(ctx, meta)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.AutoscaleStatusResponse, error) {
-		return c.AutoscaleStatus(ctx, req)
-	})
-	return resp, s.toStatus(err)
-}
-
-func (s *Server) autoscaleStatusLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.AutoscaleStatusResponse, error) {
-	ranges, err := s.rangesLocal(ctx, meta)
-	if err != nil {
-		return nil, err
-	}
-	st := control.AutoscaleStatus{Actuator: "none", Decisions: []control.StatusDecision{},
-		MigrationBytesPerSec: s.ctl.loop.Runner.MigrationRate(), MigrationReason: "configured rate (--snapshot-rate); no bandwidth controller yet"}
-	for _, ns := range s.nodeStatuses(ranges.GetNodes(), time.Now()) {
-		if s.placementState(ns) != placement.NodeLive {
-			continue
-		}
-		st.Nodes++
-		st.OfferedOps += ns.GetQps()
-		st.P99Ms = max(st.P99Ms, ns.GetP99Ms())
-	}
-	st.TargetNodes = st.Nodes
-	b, err := json.Marshal(st)
-	if err != nil {
-		return nil, err
-	}
-	return &tidekvpb.AutoscaleStatusResponse{Json: string(b)}, nil
 }

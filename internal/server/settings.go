@@ -9,22 +9,62 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/elastic"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/units"
 )
 
-// Cluster settings override placement's configuration at runtime, for the
-// whole cluster: they live in the meta range, and the controller reads them
-// every round. `tidekv ctl config` lists and changes them.
+// Cluster settings override placement's configuration and the autoscale
+// policy at runtime, for the whole cluster: they live in the meta range,
+// and the controller reads them every round. `tidekv ctl config` lists
+// and changes them; `tidekv ctl autoscale set` changes the autoscale.*
+// ones.
+
+// clusterConfig is what cluster settings configure.
+type clusterConfig struct {
+	Placement placement.Config
+	Autoscale elastic.Policy
+}
+
+// Validate checks both halves; the autoscale policy against the
+// replication factor.
+func (c clusterConfig) Validate() error {
+	if err := c.Placement.Validate(); err != nil {
+		return err
+	}
+	if err := c.Autoscale.Validate(c.Placement.ReplicationFactor); err != nil {
+		return fmt.Errorf("autoscale policy: %w", err)
+	}
+	return nil
+}
 
 // setting is one known key: how to apply a value to a configuration.
 type setting struct {
 	help  string
+	apply func(c *clusterConfig, v string) error
+}
+
+// settings are every known key: placement's here, autoscale.* in
+// autoscale.go.
+var settings = map[string]setting{}
+
+func init() {
+	for k, v := range placementSettings {
+		settings[k] = setting{v.help, func(c *clusterConfig, s string) error { return v.apply(&c.Placement, s) }}
+	}
+	for k, v := range autoscaleSettings {
+		settings[k] = v
+	}
+}
+
+// placementSetting applies a value to the placement configuration.
+type placementSetting struct {
+	help  string
 	apply func(c *placement.Config, v string) error
 }
 
-var settings = map[string]setting{
+var placementSettings = map[string]placementSetting{
 	"range-max-bytes": {"Θmax: ranges above this size split (bytes; KiB/MiB/GiB suffixes)", func(c *placement.Config, v string) (err error) {
 		c.RangeMaxBytes, err = units.ParseBytes(v)
 		return err
@@ -94,7 +134,7 @@ func floatSetting(field func(*placement.Config) *float64) func(*placement.Config
 
 // withSettings applies settings to base; an unknown key or a bad value is
 // an error, as is a result that does not validate.
-func withSettings(base placement.Config, sts []*tidekvpb.Setting) (placement.Config, error) {
+func withSettings(base clusterConfig, sts []*tidekvpb.Setting) (clusterConfig, error) {
 	c := base
 	for _, st := range sts {
 		def, ok := settings[st.GetKey()]
@@ -117,16 +157,21 @@ func settingNames() []string {
 	return names
 }
 
-// placementConfig is the node's placement configuration with the cluster
-// settings stored in the meta range applied (meta leaseholder only).
-func (s *Server) placementConfig() placement.Config {
+// baseConfig is what the node was started with, before cluster settings.
+func (s *Server) baseConfig() clusterConfig {
+	return clusterConfig{Placement: s.cfg.Placement, Autoscale: s.cfg.Autoscale}
+}
+
+// clusterConfig is the node's configuration with the cluster settings
+// stored in the meta range applied (meta leaseholder only).
+func (s *Server) clusterConfig() clusterConfig {
 	sts, err := raftstore.ReadMetaSettings(s.eng)
 	if err != nil {
-		return s.cfg.Placement
+		return s.baseConfig()
 	}
-	c, err := withSettings(s.cfg.Placement, sts)
+	c, err := withSettings(s.baseConfig(), sts)
 	if err != nil {
-		return s.cfg.Placement // refused on write; stay safe if it slipped in
+		return s.baseConfig() // refused on write; stay safe if it slipped in
 	}
 	return c
 }
@@ -170,7 +215,7 @@ func (s *Server) settingsLocal(ctx context.Context, meta *raftstore.Replica, req
 				all = append(all, &tidekvpb.Setting{Key: k, Value: v})
 			}
 		}
-		if _, err := withSettings(s.cfg.Placement, all); err != nil {
+		if _, err := withSettings(s.baseConfig(), all); err != nil {
 			return nil, invalidArg("%v", err)
 		}
 		for _, st := range req.GetSet() {
