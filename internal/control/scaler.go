@@ -115,6 +115,7 @@ type Scaler struct {
 	outCount int       // nodes that scale-out asked for
 	outSince time.Time // when it was asked
 	victim   *Member   // the node a scale-in drains
+	victimAt time.Time // when its decommission was accepted
 	fails    int
 	retryAt  time.Time
 	history  []ScaleRecord
@@ -201,6 +202,12 @@ func (s *Scaler) follow(v ScaleView) func() {
 	case !known || state == placement.NodeDead:
 		s.record(v.Now, "scale-in-done", live+1, live, fmt.Sprintf("node %d is gone", m.ID))
 		s.victim = nil
+	case state == placement.NodeLive && v.Now.Sub(s.victimAt) > s.cfg.CallTimeout:
+		// Still live long after its drain was accepted: an operator
+		// recommissioned it. The scale-in is over; the planner decides
+		// again.
+		s.record(v.Now, "scale-in-cancelled", live, live, fmt.Sprintf("node %d is live again: its drain was cancelled", m.ID))
+		s.victim = nil
 	case state == placement.NodeDraining && v.Replicas[m.ID] == 0:
 		act := s.act
 		return func() {
@@ -277,7 +284,7 @@ func (s *Scaler) scaleIn(a ScaleAction, v ScaleView) func() {
 			return
 		}
 		s.record(v.Now, "scale-in", a.From, a.To, fmt.Sprintf("%s; draining node %d, removed once it holds nothing", a.Reason, victim.ID))
-		s.victim = &victim
+		s.victim, s.victimAt = &victim, v.Now
 	}
 }
 

@@ -160,3 +160,20 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// An operator recommissions the node a scale-in drains: once it has been
+// live for longer than a call could take, the scale-in is over.
+func TestScalerScaleInCancelled(t *testing.T) {
+	act, dec := &fakeActuator{}, &fakeDecom{}
+	cfg := DefaultScalerConfig()
+	s := NewScaler(cfg, act, dec, inline, &events{})
+	s.Round(ScaleAction{Kind: ScaleIn, From: 3, To: 2}, view(epoch, 3))
+	s.Round(ScaleAction{}, view(epoch.Add(time.Second), 3)) // not yet visible as draining
+	if _, in := s.Pending(); in != 1 {
+		t.Fatal("gave up on the drain at once")
+	}
+	s.Round(ScaleAction{}, view(epoch.Add(cfg.CallTimeout+2*time.Second), 3))
+	if _, in := s.Pending(); in != 0 || kinds(s.History()) != "scale-in,scale-in-cancelled" || len(act.removed) != 0 {
+		t.Fatalf("history %s, removed %v", kinds(s.History()), act.removed)
+	}
+}

@@ -109,7 +109,7 @@ func (c *controlState) applyAutoscale(s *Server, policy elastic.Policy) {
 type decommissioner struct{ s *Server }
 
 func (d decommissioner) Decommission(ctx context.Context, node uint64) error {
-	_, err := (&adminService{s: d.s}).Decommission(ctx, &tidekvpb.DecommissionRequest{NodeId: node})
+	_, err := (&adminService{s: d.s}).Decommission(ctx, &tidekvpb.DecommissionRequest{NodeId: node, Drain: true})
 	return err
 }
 

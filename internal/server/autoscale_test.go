@@ -73,4 +73,21 @@ func TestAutoscaleStatusAndPolicy(t *testing.T) {
 		}
 		return nil
 	})
+	// A scale-in drains its victim through the decommission path.
+	victim := tc.nodes[2].NodeID()
+	if err := (decommissioner{tc.nodes[0]}).Decommission(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "victim draining", func() error {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ns := range st.GetNodes() {
+			if ns.GetNode().GetNodeId() == victim && ns.GetState() != stateDraining {
+				return fmt.Errorf("node %d is %s", victim, ns.GetState())
+			}
+		}
+		return nil
+	})
 }
