@@ -47,9 +47,9 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// startUp runs `tidekv up` and reads its report: one "node <i> k=v..." line
-// per node, then the "cluster up:" hint.
-func startUp(t *testing.T, bin, dir string, base, nodes int) *upProc {
+// startUp runs `tidekv up` (with extra arguments) and reads its report:
+// one "node <i> k=v..." line per node, then the "cluster up:" hint.
+func startUp(t *testing.T, bin, dir string, base, nodes int, extra ...string) *upProc {
 	t.Helper()
 	u := &upProc{
 		stderr: &lockedBuffer{},
@@ -57,7 +57,7 @@ func startUp(t *testing.T, bin, dir string, base, nodes int) *upProc {
 		done:   make(chan struct{}),
 		nodes:  map[int]map[string]string{},
 	}
-	u.cmd = exec.Command(bin, "up", "--nodes", strconv.Itoa(nodes), "--data-dir", dir, "--base-port", strconv.Itoa(base))
+	u.cmd = exec.Command(bin, append([]string{"up", "--nodes", strconv.Itoa(nodes), "--data-dir", dir, "--base-port", strconv.Itoa(base)}, extra...)...)
 	u.cmd.Stderr = u.stderr
 	stdout, err := u.cmd.StdoutPipe()
 	if err != nil {
