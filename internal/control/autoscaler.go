@@ -2,6 +2,7 @@ package control
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,8 +24,13 @@ type Autoscaler struct {
 	scaler   *Scaler // nil: no actuator (scaling cannot be enabled)
 	last     elastic.Output
 	lastIn   elastic.Input
-	reported float64 // the allowance last reported as an event
+	reported float64       // the allowance last reported as an event
+	timeline []StatusPoint // the last timelineRounds rounds
 }
+
+// timelineRounds is how many rounds status keeps: five minutes at the
+// default interval.
+const timelineRounds = 300
 
 // NewAutoscaler plans with p every interval, moves nodes through scaler
 // (nil for none) and sets runner's migration rate, starting from the
@@ -62,6 +68,11 @@ func (a *Autoscaler) Round(obs Observation, rf, settling int) {
 	in.Settling = settling
 	out := a.planner.Round(in)
 	a.last, a.lastIn = out, in
+	a.timeline = append(a.timeline, StatusPoint{At: in.Now, Nodes: len(in.Serving), TargetNodes: out.Target,
+		OfferedOps: in.Offered, P99Ms: ms(in.P99), MigrationBytesPerSec: out.Bandwidth})
+	if over := len(a.timeline) - timelineRounds; over > 0 {
+		a.timeline = a.timeline[over:]
+	}
 	p, scaler := a.planner.Policy(), a.scaler
 	report := a.reported == 0 || math.Abs(math.Log2(out.Bandwidth/a.reported)) >= 1
 	if report {
@@ -158,6 +169,7 @@ func (a *Autoscaler) Status() AutoscaleStatus {
 		Nodes: len(in.Serving), TargetNodes: out.Target, PendingOut: in.PendingOut, PendingIn: in.PendingIn,
 		OfferedOps: in.Offered, P99Ms: ms(in.P99), CapacityOpsPerNode: out.CapacityAtSLO, Interference: out.Interference,
 		ForecastError: out.ForecastError, MigrationBytesPerSec: out.Bandwidth, MigrationReason: out.BandwidthReason,
+		Decisions: []StatusDecision{}, Timeline: slices.Clone(a.timeline),
 	}
 	for _, f := range out.Forecast {
 		st.Forecast = append(st.Forecast, ForecastPoint{At: in.Now.Add(f.After), Ops: f.Ops})

@@ -32,6 +32,18 @@ type AutoscaleStatus struct {
 	MigrationBytesPerSec float64          `json:"migration_bytes_per_sec"`
 	MigrationReason      string           `json:"migration_reason"`
 	Decisions            []StatusDecision `json:"decisions"`
+	// Timeline is the recent rounds, oldest first (the dashboard's view).
+	Timeline []StatusPoint `json:"timeline"`
+}
+
+// StatusPoint is one round of the elasticity controller.
+type StatusPoint struct {
+	At                   time.Time `json:"at"`
+	Nodes                int       `json:"nodes"`
+	TargetNodes          int       `json:"target_nodes"`
+	OfferedOps           float64   `json:"offered_ops"`
+	P99Ms                float64   `json:"p99_ms"`
+	MigrationBytesPerSec float64   `json:"migration_bytes_per_sec"`
 }
 
 // StatusPolicy is the part of the policy status shows.

@@ -132,6 +132,14 @@ const eventsJSON = `{"events":[
  {"time":"2026-11-22T03:00:05.500Z","node":2,"kind":"lease-transfer","subject":"range 5","reason":"qps 640 on n1 <b>above</b> mean & rising"},
  {"time":"2026-11-22T03:01:00.000Z","node":3,"kind":"drain","subject":"node 3","reason":"operator requested drain"}]}`
 
+const autoscaleJSON = `{"enabled":true,"actuator":"local","policy":{"controller":"combined","slo_p99_ms":25,"min_nodes":1,"max_nodes":4,"target_utilization":0.7},
+"nodes":4,"target_nodes":4,"pending_out":0,"pending_in":0,"offered_ops":3663,"p99_ms":45.9,"migration_bytes_per_sec":8388608,
+"migration_reason":"foreground p99 45.9ms (queue 0%) is near the 25ms SLO: migration cut to 8 MiB/s",
+"decisions":[{"at":"2026-11-22T03:00:10Z","action":"scale-out","nodes_before":3,"nodes_after":4,"reason":"reactive: p99 45.9ms against the 25ms SLO for 3 rounds"}],
+"timeline":[{"at":"2026-11-22T03:00:08Z","nodes":3,"target_nodes":3,"offered_ops":3000,"p99_ms":30,"migration_bytes_per_sec":67108864},
+ {"at":"2026-11-22T03:00:09Z","nodes":3,"target_nodes":4,"offered_ops":3600,"p99_ms":45,"migration_bytes_per_sec":33554432},
+ {"at":"2026-11-22T03:00:10Z","nodes":4,"target_nodes":4,"offered_ops":3663,"p99_ms":45.9,"migration_bytes_per_sec":8388608}]}`
+
 func seriesJSON() string {
 	var b strings.Builder
 	b.WriteString(`{"interval_ms":1000,"points":[`)
@@ -176,6 +184,7 @@ func newServer(t *testing.T, statusFails func(call int64) bool) *httptest.Server
 		serveJSON(eventsJSON)(w, r)
 	})
 	mux.HandleFunc("GET /api/series", serveJSON(series))
+	mux.HandleFunc("GET /api/autoscale", serveJSON(autoscaleJSON))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
@@ -299,9 +308,24 @@ func TestBrowserRendersDashboard(t *testing.T) {
 		t.Error("event reason was inserted as markup")
 	}
 
-	for _, id := range []string{"chart-qps", "chart-p99"} {
+	for _, id := range []string{"chart-qps", "chart-p99", "chart-nodes", "chart-migration"} {
 		if !regexp.MustCompile(`<div\b[^>]*\bid="` + id + `"[^>]*><svg\b`).MatchString(dom) {
 			t.Errorf("#%s has no svg", id)
+		}
+	}
+	if got := text(element(t, dom, "span", "elastic-state")); got != "enabled · actuator local · combined" {
+		t.Errorf("elasticity state %q", got)
+	}
+	summary := text(element(t, dom, "p", "elastic-summary"))
+	for _, want := range []string{"4 nodes serving, target 4", "against 25.0 ms", "migration 8 MiB/s: foreground p99 45.9ms"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("elasticity summary %q lacks %q", summary, want)
+		}
+	}
+	decisions := text(element(t, dom, "table", "elastic-decisions"))
+	for _, want := range []string{"scale-out", "3→4", "reactive: p99 45.9ms"} {
+		if !strings.Contains(decisions, want) {
+			t.Errorf("decisions %q lack %q", decisions, want)
 		}
 	}
 

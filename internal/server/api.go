@@ -40,6 +40,12 @@ func (s *Server) registerAPI(mux *http.ServeMux) {
 		resp, err := admin.Events(ctx, &tidekvpb.EventsRequest{Local: r.URL.Query().Has("local"), Limit: uint32(max(limit, 0))})
 		writeAPI(w, err, func() any { return cliformat.EventsOf(resp.GetEvents()) })
 	})
+	mux.HandleFunc("GET /api/autoscale", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
+		defer cancel()
+		resp, err := admin.AutoscaleStatus(ctx, &tidekvpb.AutoscaleStatusRequest{})
+		writeAPI(w, err, func() any { return json.RawMessage(resp.GetJson()) })
+	})
 	mux.HandleFunc("GET /api/series", func(w http.ResponseWriter, r *http.Request) {
 		points := s.metrics.points()
 		if !r.URL.Query().Has("local") {

@@ -254,6 +254,20 @@ func (s *Server) registerStoreGauges() {
 			func() float64 { return float64(len(s.inflight)) }),
 		gauge("tidekv_requests_inflight_limit", "The bound on KV requests in progress.",
 			func() float64 { return float64(cap(s.inflight)) }),
+		gauge("tidekv_migration_allowance_bytes_per_second", "The snapshot bandwidth this node may use now, as the bandwidth controller set it.",
+			func() float64 {
+				if s.store == nil {
+					return 0
+				}
+				return s.store.SnapshotRate()
+			}),
+		gauge("tidekv_autoscale_target_nodes", "The node count the elasticity controller wants (exported by the meta leaseholder; 0 elsewhere).",
+			func() float64 {
+				if s.metaLeader() == nil {
+					return 0
+				}
+				return float64(s.ctl.loop.Autoscaler.Status().TargetNodes)
+			}),
 	)
 	usage := func(fn func(*monitor.Snapshot) float64) func() float64 {
 		return func() float64 {

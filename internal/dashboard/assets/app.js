@@ -14,6 +14,7 @@
     ranges: "api/ranges",
     events: "api/events?limit=200",
     series: "api/series",
+    autoscale: "api/autoscale",
   };
   // Cool-to-hot scale (ColorBrewer RdYlBu); .legend-scale in style.css matches.
   const HEAT = [
@@ -32,6 +33,7 @@
   let lastOK = null;
   let lastSeries = null;
   let lastRanges = null;
+  let lastAutoscale = null;
 
   // ---- small helpers ----
 
@@ -505,9 +507,51 @@
     $("p99-now").textContent = p99.length ? fmtMs(p99[p99.length - 1][1]) + " ms" : "–";
   }
 
+  // ---- elasticity: the controller's state, decisions and timeline ----
+
+  function renderAutoscale(st) {
+    lastAutoscale = st;
+    const pol = st.policy || {};
+    $("elastic-state").textContent =
+      (st.enabled ? "enabled" : "disabled") + " · actuator " + (str(st.actuator) || "–") + " · " + (str(pol.controller) || "–");
+    const mig = num(st.migration_bytes_per_sec) / 1048576;
+    $("elastic-summary").textContent =
+      num(st.nodes) + " nodes serving, target " + num(st.target_nodes) +
+      " (" + num(st.pending_out) + " starting, " + num(st.pending_in) + " draining) · " +
+      fmtQPS(num(st.offered_ops)) + " ops/s offered, p99 " + fmtMs(num(st.p99_ms)) + " ms against " + fmtMs(num(pol.slo_p99_ms)) +
+      " ms · migration " + mig.toFixed(0) + " MiB/s: " + str(st.migration_reason);
+    const rows = arr(st.decisions)
+      .slice()
+      .reverse()
+      .map((d) => {
+        const tr = el("tr");
+        const t = new Date(str(d.at));
+        tr.append(td(isNaN(t.getTime()) ? str(d.at) : fmtDateTime(t), "mono nowrap"));
+        tr.append(td(str(d.action), "nowrap"));
+        tr.append(td(num(d.nodes_before) + "→" + num(d.nodes_after), "num"));
+        tr.append(td(str(d.reason), "reason"));
+        return tr;
+      });
+    if (!rows.length) {
+      const tr = el("tr", "empty");
+      const c = td("no scaling decisions yet", "muted");
+      c.colSpan = 4;
+      tr.append(c);
+      rows.push(tr);
+    }
+    $("elastic-decisions").tBodies[0].replaceChildren(...rows);
+    const tl = arr(st.timeline).filter((p) => p && !isNaN(Date.parse(p.at)));
+    const nodes = tl.map((p) => [Date.parse(p.at), num(p.nodes)]);
+    const allowance = tl.map((p) => [Date.parse(p.at), num(p.migration_bytes_per_sec) / 1048576]);
+    drawChart($("chart-nodes"), nodes, { unit: "nodes", fmt: (v) => String(Math.round(v)), color: "#0f766e", interval: 1000, label: "serving nodes over time" });
+    drawChart($("chart-migration"), allowance, { unit: "MiB/s", fmt: (v) => v.toFixed(0), color: "#7c3aed", interval: 1000, label: "migration allowance per node over time" });
+    $("nodes-now").textContent = num(st.nodes) + " (target " + num(st.target_nodes) + ")";
+    $("migration-now").textContent = mig.toFixed(0) + " MiB/s";
+  }
+
   // ---- polling ----
 
-  const RENDER = { status: renderStatus, ranges: renderRanges, events: renderEvents, series: renderSeries };
+  const RENDER = { status: renderStatus, ranges: renderRanges, events: renderEvents, series: renderSeries, autoscale: renderAutoscale };
 
   async function fetchJSON(path) {
     const ctl = new AbortController();
@@ -589,6 +633,7 @@
     resizeTimer = setTimeout(() => {
       if (lastSeries) renderSeries(lastSeries);
       if (lastRanges) renderRanges(lastRanges);
+      if (lastAutoscale) renderAutoscale(lastAutoscale);
     }, 150);
   });
 
