@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	elasticbench "github.com/tidekv/tidekv/bench/elastic"
 	"github.com/tidekv/tidekv/internal/elastic"
 	"github.com/tidekv/tidekv/sim"
 )
@@ -36,6 +37,7 @@ func newElasticBenchCmd() *cobra.Command {
 	var scenarioName, controller, out string
 	var simulate, asJSON bool
 	var seed uint64
+	real := elasticbench.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "elastic",
 		Short: "Compare elasticity controllers under a load curve: SLO violations, node-seconds, utilisation, actions",
@@ -43,13 +45,12 @@ func newElasticBenchCmd() *cobra.Command {
 and an optional "# period: SECONDS" comment) against a cluster run by the
 static-at-peak, reactive, proactive or combined controller ("all" runs the
 four). With --sim it runs in the deterministic simulator, in seconds, with
-the same control code the server runs. Writes a timeline (CSV) and a plot
-(SVG) per run into --out.`,
+the same control code the server runs; without, it starts a cluster of real
+processes (3 nodes, autoscaling with the local actuator up to --max-nodes)
+and drives it open-loop for three minutes (step and spike only). Writes a
+timeline (CSV) and a plot (SVG) per run into --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !simulate {
-				return errors.New("bench elastic: only --sim runs are built so far; for real processes run tidekv up --autoscale and drive it with tidekv bench (docs/elasticity.md)")
-			}
 			controllers := []string{controller}
 			if controller == "all" {
 				controllers = []string{elastic.Static, elastic.Reactive, elastic.Proactive, elastic.Combined}
@@ -59,7 +60,13 @@ the same control code the server runs. Writes a timeline (CSV) and a plot
 			}
 			var reports []elasticReport
 			for _, ctl := range controllers {
-				r, err := runElasticSim(scenarioName, ctl, seed, out)
+				run := runElasticSim
+				if !simulate {
+					run = func(scenarioName, ctl string, seed uint64, out string) (elasticReport, error) {
+						return runElasticReal(cmdContext(cmd), real, scenarioName, ctl, seed, out, cmd.ErrOrStderr())
+					}
+				}
+				r, err := run(scenarioName, ctl, seed, out)
 				if err != nil {
 					return err
 				}
@@ -83,7 +90,36 @@ the same control code the server runs. Writes a timeline (CSV) and a plot
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.Uint64Var(&seed, "seed", 1, "simulator seed (load noise)")
 	f.StringVar(&out, "out", "elastic-results", "directory for the timelines and plots")
+	f.StringVar(&real.Binary, "binary", "", "tidekv executable for real-process runs (default: this one)")
+	f.IntVar(&real.MaxNodes, "max-nodes", real.MaxNodes, "real-process runs: the most nodes autoscaling may start")
 	return cmd
+}
+
+// runElasticReal runs one scenario against real processes (a cluster in
+// a directory under out, removed afterwards) and writes its files.
+func runElasticReal(ctx context.Context, o elasticbench.Options, scenarioName, controller string, seed uint64, out string, progress io.Writer) (elasticReport, error) {
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return elasticReport{}, err
+		}
+		o.Binary = exe
+	}
+	dir, err := os.MkdirTemp(out, "cluster-")
+	if err != nil {
+		return elasticReport{}, err
+	}
+	defer os.RemoveAll(dir)
+	o.Dir, o.Scenario, o.Controller, o.Seed = dir, scenarioName, controller, seed
+	r, err := elasticbench.Run(ctx, o, progress)
+	if err != nil {
+		return elasticReport{}, err
+	}
+	for _, d := range r.Decisions {
+		fmt.Fprintf(progress, "  %s %s: %s\n", d.At.Format("15:04:05"), d.Action, d.Reason)
+	}
+	title := fmt.Sprintf("%s, %s controller (real processes)", scenarioName, controller)
+	return writeElastic(scenarioName+"-real", controller, seed, out, title, r.Metrics, r.Timeline, r.SLO)
 }
 
 // runElasticSim runs one scenario in the simulator and writes its files.
@@ -96,16 +132,21 @@ func runElasticSim(scenarioName, controller string, seed uint64, out string) (el
 	if err != nil {
 		return elasticReport{}, err
 	}
+	title := fmt.Sprintf("%s, %s controller (simulated, seed %d)", scenarioName, controller, seed)
+	return writeElastic(scenarioName, controller, seed, out, title, r.Metrics, r.Timeline, c.Policy.SLOP99)
+}
+
+// writeElastic writes a run's timeline (CSV) and plot (SVG) and reports it.
+func writeElastic(scenarioName, controller string, seed uint64, out, title string, m sim.ElasticMetrics, timeline []sim.ElasticPoint, slo time.Duration) (elasticReport, error) {
 	base := filepath.Join(out, fmt.Sprintf("%s-%s", strings.ReplaceAll(filepath.Base(scenarioName), ":", "-"), controller))
 	rep := elasticReport{Scenario: scenarioName, Controller: controller, Seed: seed,
-		ViolationSeconds: r.Metrics.ViolationSeconds, NodeSeconds: r.Metrics.NodeSeconds, MeanUtilization: r.Metrics.MeanUtilization,
-		ScalingActions: r.Metrics.ScalingActions, P99Ms: float64(r.Metrics.P99.Microseconds()) / 1000,
+		ViolationSeconds: m.ViolationSeconds, NodeSeconds: m.NodeSeconds, MeanUtilization: m.MeanUtilization,
+		ScalingActions: m.ScalingActions, P99Ms: float64(m.P99.Microseconds()) / 1000,
 		Timeline: base + ".csv", Plot: base + ".svg"}
-	if err := writeFile(rep.Timeline, func(w io.Writer) error { return sim.WriteElasticCSV(w, r.Timeline) }); err != nil {
+	if err := writeFile(rep.Timeline, func(w io.Writer) error { return sim.WriteElasticCSV(w, timeline) }); err != nil {
 		return rep, err
 	}
-	title := fmt.Sprintf("%s, %s controller (simulated, seed %d)", scenarioName, controller, seed)
-	err = writeFile(rep.Plot, func(w io.Writer) error { return sim.ElasticChart(title, r.Timeline, c.Policy.SLOP99).WriteSVG(w) })
+	err := writeFile(rep.Plot, func(w io.Writer) error { return sim.ElasticChart(title, timeline, slo).WriteSVG(w) })
 	return rep, err
 }
 
