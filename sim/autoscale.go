@@ -82,7 +82,10 @@ func (a *modelActuator) Remove(context.Context, control.Member) (string, error) 
 	return "left the model", nil
 }
 
-func (a *modelActuator) Decommission(_ context.Context, node uint64) error {
+func (a *modelActuator) Decommission(_ context.Context, node uint64, drain bool) error {
+	if !drain {
+		return a.s.Recommission(node)
+	}
 	return a.s.Decommission(node)
 }
 

@@ -50,14 +50,14 @@ func (s *Sim) ElasticTimeline() []ElasticPoint { return slices.Clone(s.series) }
 func (s *Sim) recordElastic() {
 	p := ElasticPoint{At: s.clock.Elapsed(), Offered: s.workload.QPS,
 		MigrationAllowance: s.loop.Runner.MigrationRate(), Starting: len(s.starting)}
-	var capacity, worst float64
+	var capacity, worst, load, rejected float64
 	for _, n := range s.nodes {
 		if !n.up() {
 			continue
 		}
 		p.Nodes++
-		p.Served += n.served
-		p.Rejected += n.rejected
+		load += n.load
+		rejected += n.rejected
 		capacity += n.spec.Capacity * (1 - n.spec.Steal)
 		// The cluster's p99 is the worst p99 among nodes serving a
 		// noticeable share (an idle node's tail does not count).
@@ -65,6 +65,12 @@ func (s *Sim) recordElastic() {
 			worst = math.Max(worst, float64(n.p99))
 		}
 	}
+	// Nodes refuse work units (a write costs its followers too); the
+	// client's requests are refused in the same proportion.
+	if load > 0 {
+		p.Rejected = p.Offered * rejected / load
+	}
+	p.Served = p.Offered - p.Rejected
 	for _, f := range s.flights {
 		p.MigrationRate += f.rate
 	}
@@ -111,10 +117,15 @@ func WriteElasticCSV(w io.Writer, points []ElasticPoint) error {
 }
 
 // ElasticChart draws a timeline: offered and served load, nodes, p99
-// against the SLO, and migration traffic.
+// against the SLO, and migration traffic. Long timelines are drawn from
+// every k-th point (at most chartPoints), which keeps a plot small.
 func ElasticChart(title string, points []ElasticPoint, slo time.Duration) plot.Chart {
 	var offered, served, nodes, p99, mig, allow []plot.Point
-	for _, p := range points {
+	every := (len(points) + chartPoints - 1) / chartPoints
+	for i, p := range points {
+		if i%max(every, 1) != 0 {
+			continue
+		}
 		x := p.At.Seconds()
 		offered = append(offered, plot.Point{X: x, Y: p.Offered})
 		served = append(served, plot.Point{X: x, Y: p.Served})
@@ -130,6 +141,9 @@ func ElasticChart(title string, points []ElasticPoint, slo time.Duration) plot.C
 		{YLabel: "migration (MiB/s)", Series: []plot.Series{{Name: "streaming", Points: mig}, {Name: "allowance/node", Points: allow}}},
 	}}
 }
+
+// chartPoints bounds the points per series of an elastic chart.
+const chartPoints = 600
 
 func (m ElasticMetrics) String() string {
 	return fmt.Sprintf("violation=%.0fs node-seconds=%.0f utilization=%.2f actions=%d p99=%v",

@@ -230,6 +230,20 @@ func (s *Sim) Decommission(id uint64) error {
 	return nil
 }
 
+// Recommission stops draining a node: it takes replicas again.
+func (s *Sim) Recommission(id uint64) error {
+	n := s.node(id)
+	if n == nil || n.gone {
+		return fmt.Errorf("sim: no node %d", id)
+	}
+	if n.state != placement.NodeDraining {
+		return fmt.Errorf("sim: node %d is %s, not draining", id, n.state)
+	}
+	n.state = placement.NodeLive
+	s.logf("n%d recommissioned", id)
+	return nil
+}
+
 // GrowData adds bytes at once: to range rangeID, or spread over the ranges
 // like writes when rangeID is 0.
 func (s *Sim) GrowData(bytes uint64, rangeID uint64) error {

@@ -48,11 +48,12 @@ func Backoff(n int, lo, hi time.Duration) time.Duration {
 	return min(d, hi)
 }
 
-// Decommissioner starts draining a node; placement then moves its replicas
-// away. The server decommissions through the meta range; the simulator
-// marks its model's node.
+// Decommissioner starts draining a node (drain) or stops draining it
+// (!drain: it takes replicas again); placement moves the replicas. The
+// server decommissions through the meta range; the simulator marks its
+// model's node.
 type Decommissioner interface {
-	Decommission(ctx context.Context, node uint64) error
+	Decommission(ctx context.Context, node uint64, drain bool) error
 }
 
 // Recommender is implemented by an actuator that only recommends: nothing
@@ -160,6 +161,11 @@ func (s *Scaler) History() []ScaleRecord {
 func (s *Scaler) Round(a ScaleAction, v ScaleView) {
 	s.mu.Lock()
 	call := s.follow(v)
+	if call == nil && a.Kind == ScaleOut && s.victim != nil && !s.calling {
+		// The load rose while a node drains: keeping it is the fastest
+		// capacity there is.
+		call = s.cancelScaleIn(a, v)
+	}
 	if call == nil && a.Kind != ScaleNone && !s.calling && s.outWant == 0 && s.victim == nil && !v.Now.Before(s.retryAt) {
 		switch a.Kind {
 		case ScaleOut:
@@ -275,7 +281,7 @@ func (s *Scaler) scaleIn(a ScaleAction, v ScaleView) func() {
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
 		defer cancel()
-		err := s.dec.Decommission(ctx, victim.ID)
+		err := s.dec.Decommission(ctx, victim.ID, true)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.calling = false
@@ -285,6 +291,26 @@ func (s *Scaler) scaleIn(a ScaleAction, v ScaleView) func() {
 		}
 		s.record(v.Now, "scale-in", a.From, a.To, fmt.Sprintf("%s; draining node %d, removed once it holds nothing", a.Reason, victim.ID))
 		s.victim, s.victimAt = &victim, v.Now
+	}
+}
+
+// cancelScaleIn returns the call that recommissions the node a scale-in
+// drains (caller holds mu).
+func (s *Scaler) cancelScaleIn(a ScaleAction, v ScaleView) func() {
+	m, live := *s.victim, len(v.Live)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
+		defer cancel()
+		err := s.dec.Decommission(ctx, m.ID, false)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.calling = false
+		if err != nil {
+			s.failed(v.Now, "scale-in-failed", live, fmt.Sprintf("%s; node %d could not be kept: %v", a.Reason, m.ID, err))
+			return
+		}
+		s.record(v.Now, "scale-in-cancelled", live, live+1, fmt.Sprintf("%s; node %d stops draining and serves again", a.Reason, m.ID))
+		s.victim = nil
 	}
 }
 

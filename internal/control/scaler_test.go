@@ -43,10 +43,14 @@ type recommender struct{ fakeActuator }
 
 func (recommender) RecommendOnly() bool { return true }
 
-type fakeDecom struct{ nodes []uint64 }
+type fakeDecom struct{ nodes, kept []uint64 }
 
-func (f *fakeDecom) Decommission(_ context.Context, node uint64) error {
-	f.nodes = append(f.nodes, node)
+func (f *fakeDecom) Decommission(_ context.Context, node uint64, drain bool) error {
+	if drain {
+		f.nodes = append(f.nodes, node)
+	} else {
+		f.kept = append(f.kept, node)
+	}
 	return nil
 }
 
@@ -175,5 +179,22 @@ func TestScalerScaleInCancelled(t *testing.T) {
 	s.Round(ScaleAction{}, view(epoch.Add(cfg.CallTimeout+2*time.Second), 3))
 	if _, in := s.Pending(); in != 0 || kinds(s.History()) != "scale-in,scale-in-cancelled" || len(act.removed) != 0 {
 		t.Fatalf("history %s, removed %v", kinds(s.History()), act.removed)
+	}
+}
+
+// The load rises while a node drains: the drain is cancelled (the node
+// is kept) before any new node is asked for.
+func TestScalerScaleOutCancelsADrain(t *testing.T) {
+	act, dec := &fakeActuator{}, &fakeDecom{}
+	s := NewScaler(DefaultScalerConfig(), act, dec, inline, &events{})
+	s.Round(ScaleAction{Kind: ScaleIn, From: 3, To: 2}, view(epoch, 3))
+	v := view(epoch.Add(time.Second), 2, placement.Node{ID: 3, State: placement.NodeDraining})
+	v.Replicas[3] = 2
+	s.Round(ScaleAction{Kind: ScaleOut, From: 2, To: 4, Reason: "load rose"}, v)
+	if len(dec.kept) != 1 || dec.kept[0] != 3 || len(act.outs) != 0 {
+		t.Fatalf("kept %v, scale-outs %v", dec.kept, act.outs)
+	}
+	if _, in := s.Pending(); in != 0 || kinds(s.History()) != "scale-in,scale-in-cancelled" {
+		t.Fatalf("history %s", kinds(s.History()))
 	}
 }

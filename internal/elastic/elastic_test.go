@@ -115,18 +115,23 @@ func TestBandwidthAIMD(t *testing.T) {
 		want float64 // MiB/s after the round
 		say  string
 	}{
-		{Signals{P99: 2 * time.Millisecond}, 64, "held"}, // nothing moves: nothing learned
+		{Signals{P99: 2 * time.Millisecond}, 64, "held"}, // nothing moves: nothing learned, steady p99 2 ms
 		{light, 80, "well under"},
 		{light, 96, "well under"},
-		{Signals{P99: 12 * time.Millisecond, Moving: true}, 96, "held"},
-		{Signals{P99: 18 * time.Millisecond, Moving: true}, 48, "cut"},
-		{Signals{P99: 5 * time.Millisecond, Queue: 0.9, Moving: true}, 24, "queue 90%"},
-		{Signals{P99: 30 * time.Millisecond}, 12, "cut"},
+		// 2.15 ms, 7.5% above steady: between half the slowdown and
+		// the slowdown, held.
+		{Signals{P99: 2150 * time.Microsecond, Moving: true}, 96, "held"},
+		// 3 ms, 50% above steady: cut, and the next burst starts no
+		// higher.
+		{Signals{P99: 3 * time.Millisecond, Moving: true}, 48, "above its steady"},
+		{Signals{P99: 18 * time.Millisecond, Moving: true}, 24, "near the 20ms SLO"},
+		{Signals{P99: 5 * time.Millisecond, Queue: 0.9, Moving: true}, 12, "queue 90%"},
 		{Signals{P99: 30 * time.Millisecond}, 6, "cut"},
 		{Signals{P99: 30 * time.Millisecond}, 4, "cut"}, // the floor
 		{Signals{P99: 30 * time.Millisecond}, 4, "cut"},
 		{Signals{P99: 200 * time.Millisecond, Overloaded: true}, 128, "refuses requests"},
 		{Signals{P99: 200 * time.Millisecond, Overloaded: true}, 128, "refuses requests"},
+		{Signals{P99: 2 * time.Millisecond}, 48, "start again at 48"},
 	}
 	for i, s := range steps {
 		rate, reason := b.Decide(s.in, slo)

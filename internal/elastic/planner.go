@@ -111,8 +111,6 @@ func (pl *Planner) Round(in Input) Output {
 	pl.fc.Observe(in.Offered)
 	pl.capacity.Observe(in.Samples)
 	var out Output
-	out.Bandwidth, out.BandwidthReason = pl.bw.Decide(Signals{P99: in.P99, Queue: in.Queue, Moving: in.Moving,
-		Overloaded: in.Settling > 0 && in.Rejected > 0.01*in.Offered}, p.SLOP99)
 	out.CapacityAtSLO, out.Interference = map[uint64]float64{}, map[uint64]float64{}
 	var capacity, biggest float64
 	for _, id := range in.Serving {
@@ -129,6 +127,14 @@ func (pl *Planner) Round(in Input) Output {
 	need := func(load float64) int {
 		return current + int(math.Ceil(math.Max(0, load-capacity)/perNew))
 	}
+	util := in.Offered / math.Max(capacity/p.TargetUtilization, 1)
+	// The nodes that serve now (not the new ones still taking data) are
+	// above the target: moves that bring capacity are urgent, bounded by
+	// the SLO only, not by the slowdown allowed to ordinary moves.
+	serving := max(current-in.Settling-in.PendingOut, 1)
+	urgent := in.Settling > 0 && util*float64(current)/float64(serving) > p.TargetUtilization
+	out.Bandwidth, out.BandwidthReason = pl.bw.Decide(Signals{P99: in.P99, Queue: in.Queue, Moving: in.Moving,
+		Urgent: urgent, Overloaded: in.Settling > 0 && in.Rejected > 0.01*in.Offered}, p.SLOP99)
 	out.Lead = p.NodeStartTime + time.Duration(in.ReplicaBytes/float64(current+1)/out.Bandwidth*float64(time.Second))
 	window := pl.steps(out.Lead + p.Horizon)
 	peak := pl.fc.Peak(window)
@@ -137,7 +143,6 @@ func (pl *Planner) Round(in Input) Output {
 	}
 	out.ForecastError = pl.fc.Error()
 
-	util := in.Offered / math.Max(capacity/p.TargetUtilization, 1)
 	if in.P99 > p.SLOP99 || util > p.ReactUtilization {
 		pl.overRounds++
 	} else {

@@ -80,6 +80,10 @@ type BandwidthConfig struct {
 	Decrease  float64
 	Low, High float64
 	QueueHigh float64
+	// MaxSlowdown is how much above its steady value (p99 while nothing
+	// moves) foreground p99 may rise because of moves: above it the rate
+	// is cut, below half of it the rate may grow.
+	MaxSlowdown float64
 }
 
 // DefaultPolicy is scaling disabled, with the manual actuator (a server
@@ -111,7 +115,7 @@ func DefaultPolicy() Policy {
 // is light and never below 4 MiB/s.
 func DefaultBandwidthConfig() BandwidthConfig {
 	return BandwidthConfig{Min: 4 << 20, Max: 256 << 20, Urgent: 128 << 20, Step: 16 << 20,
-		Decrease: 0.5, Low: 0.5, High: 0.8, QueueHigh: 0.5}
+		Decrease: 0.5, Low: 0.5, High: 0.8, QueueHigh: 0.5, MaxSlowdown: 0.1}
 }
 
 // Validate reports the first setting that cannot work, as one sentence;
@@ -155,8 +159,8 @@ func (b BandwidthConfig) Validate() error {
 		return fmt.Errorf("migration bandwidth needs 0 < min ≤ urgent ≤ max (min %s, urgent %s, max %s)", MiBps(b.Min), MiBps(b.Urgent), MiBps(b.Max))
 	case !(b.Step > 0) || !(b.Decrease > 0 && b.Decrease < 1):
 		return errors.New("migration bandwidth step must be positive and its decrease factor in (0, 1)")
-	case !(b.Low > 0 && b.Low < b.High) || !(b.QueueHigh > 0):
-		return errors.New("migration bandwidth thresholds need 0 < low < high and a positive queue threshold")
+	case !(b.Low > 0 && b.Low < b.High) || !(b.QueueHigh > 0) || !(b.MaxSlowdown > 0):
+		return errors.New("migration bandwidth thresholds need 0 < low < high, a positive queue threshold and a positive maximum slowdown")
 	}
 	return nil
 }

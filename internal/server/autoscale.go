@@ -104,12 +104,12 @@ func (c *controlState) applyAutoscale(s *Server, policy elastic.Policy) {
 	a.SetScaler(control.NewScaler(control.DefaultScalerConfig(), act, decommissioner{s}, spawn, eventSink{s}))
 }
 
-// decommissioner drains a node for a scale-in through the admin path an
-// operator's `ctl decommission` takes.
+// decommissioner drains a node for a scale-in (or keeps it after all)
+// through the admin path an operator's `ctl decommission` takes.
 type decommissioner struct{ s *Server }
 
-func (d decommissioner) Decommission(ctx context.Context, node uint64) error {
-	_, err := (&adminService{s: d.s}).Decommission(ctx, &tidekvpb.DecommissionRequest{NodeId: node, Drain: true})
+func (d decommissioner) Decommission(ctx context.Context, node uint64, drain bool) error {
+	_, err := (&adminService{s: d.s}).Decommission(ctx, &tidekvpb.DecommissionRequest{NodeId: node, Drain: drain})
 	return err
 }
 

@@ -75,7 +75,7 @@ func TestAutoscaleStatusAndPolicy(t *testing.T) {
 	})
 	// A scale-in drains its victim through the decommission path.
 	victim := tc.nodes[2].NodeID()
-	if err := (decommissioner{tc.nodes[0]}).Decommission(ctx, victim); err != nil {
+	if err := (decommissioner{tc.nodes[0]}).Decommission(ctx, victim, true); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "victim draining", func() error {
