@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -440,27 +441,67 @@ func LogTail(path string, n int) string {
 // WaitHealthy polls GET http://addr/health until it answers 200 or ctx ends.
 // An unspecified host (0.0.0.0, ::) is reached through loopback.
 func WaitHealthy(ctx context.Context, addr string) error {
-	url := "http://" + dialable(addr) + "/health"
-	cl := &http.Client{Timeout: 2 * time.Second}
+	return pollGET(ctx, []string{addr}, "/health", func(code int, _ []byte) bool {
+		return code == http.StatusOK
+	})
+}
+
+// Readiness is a node's answer to GET /ready.
+type Readiness struct {
+	Ready             bool   `json:"ready"`
+	NodeID            uint64 `json:"node_id"`
+	Reason            string `json:"reason"`
+	ReplicationFactor int    `json:"replication_factor"`
+	LiveNodes         int    `json:"live_nodes"`
+	Ranges            int    `json:"ranges"`
+}
+
+// WaitReady polls GET /ready on the first of addrs that answers until the
+// cluster is ready (every range has its replication factor) or ctx ends,
+// and returns the ready answer. Each time the reason for not being ready
+// changes, progress (if non-nil) is told it.
+func WaitReady(ctx context.Context, addrs []string, progress func(reason string)) (Readiness, error) {
+	var r Readiness
+	last := ""
+	err := pollGET(ctx, addrs, "/ready", func(code int, body []byte) bool {
+		r = Readiness{}
+		if json.Unmarshal(body, &r) != nil {
+			return false
+		}
+		if r.Reason != last && r.Reason != "" && progress != nil {
+			progress(r.Reason)
+		}
+		last = r.Reason
+		return code == http.StatusOK && r.Ready
+	})
+	return r, err
+}
+
+// pollGET asks GET path of each of addrs in turn, every 100 ms, until one
+// answers and done(status, body) is true, or ctx ends.
+func pollGET(ctx context.Context, addrs []string, path string, done func(code int, body []byte) bool) error {
+	cl := &http.Client{Timeout: 3 * time.Second}
 	var last error
-	for {
+	for i := 0; ; i++ {
+		url := "http://" + dialable(addrs[i%len(addrs)]) + path
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
 		}
 		resp, err := cl.Do(req)
 		if err == nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10))
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if done(resp.StatusCode, body) {
 				return nil
 			}
-			err = fmt.Errorf("GET %s: %s", url, resp.Status)
+			i-- // the node answered: keep asking it
+			err = fmt.Errorf("GET %s: %s %s", url, resp.Status, bytes.TrimSpace(body))
 		}
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last health check: %v)", ctx.Err(), last)
+			return fmt.Errorf("%w (last answer: %v)", ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
