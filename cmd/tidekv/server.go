@@ -53,7 +53,7 @@ func newServerCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", "tidekv-data", "directory for this node's data")
 	f.StringVar(&cfg.GRPCAddr, "listen", "127.0.0.1:7400", "gRPC listen address (host:port) for clients and peers")
-	f.StringVar(&cfg.HTTPAddr, "http-listen", "127.0.0.1:7401", "HTTP listen address for /health and /metrics (empty disables)")
+	f.StringVar(&cfg.HTTPAddr, "http-listen", server.AutoAddr, "HTTP listen address for /health, /ready, /metrics and the dashboard; \"auto\": the --listen host at its port + 1, or a free port if that one is taken (printed); empty disables it")
 	f.StringVar(&cfg.Redis.ListenAddr, "redis-listen", "", "Redis-protocol listen address (host:port; empty disables it)")
 	f.StringVar(&cfg.Redis.Password, "redis-password", "", "password Redis clients must give with AUTH (empty: none)")
 	f.StringVar(&cfg.Gossip.BindAddr, "gossip-listen", "", "gossip (failure detection) listen address, TCP and UDP (host:port; empty disables it)")

@@ -34,7 +34,8 @@ type NodeSpec struct {
 	DataDir string
 	// GRPCAddr and HTTPAddr are the listen addresses (host:port) passed as
 	// --listen and --http-listen. HTTPAddr may be empty to leave the flag
-	// out.
+	// out: the server then puts HTTP beside gRPC (see server.AutoAddr) and
+	// announces where.
 	GRPCAddr, HTTPAddr string
 	// RedisAddr is the Redis-protocol listen address (--redis-listen);
 	// empty leaves the flag out.

@@ -16,6 +16,12 @@ import (
 	"github.com/tidekv/tidekv/internal/transport"
 )
 
+// AutoAddr as Config.HTTPAddr derives the HTTP address from the gRPC
+// listener: its host with its port + 1 (the layout of `tidekv up`), or a
+// free port on that host when that one is taken. Nodes started on one host
+// with different --listen ports then never collide on a default.
+const AutoAddr = "auto"
+
 // Limits bound what a single request may carry. Requests over a limit fail
 // with InvalidArgument naming the limit, and change nothing.
 type Limits struct {
@@ -53,7 +59,8 @@ type Config struct {
 	// GRPCAddr is the host:port the gRPC services listen on (also the
 	// address other nodes and clients use).
 	GRPCAddr string
-	// HTTPAddr is the host:port of /health and /metrics ("" disables it).
+	// HTTPAddr is the host:port of /health, /ready, /metrics and the
+	// dashboard ("" disables it; AutoAddr puts it beside GRPCAddr).
 	HTTPAddr string
 	// Redis configures the Redis-protocol listener; an empty
 	// Redis.ListenAddr disables it.

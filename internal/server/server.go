@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,7 +147,7 @@ func (s *Server) serve(ctx context.Context) error {
 	s.grpcT.Register(s.grpcSrv)
 	go s.grpcSrv.Serve(lis)
 	if s.cfg.HTTPAddr != "" {
-		if s.httpLis, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
+		if s.httpLis, err = s.listenHTTP(); err != nil {
 			return err
 		}
 		s.httpSrv = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
@@ -194,6 +195,28 @@ func (s *Server) serve(ctx context.Context) error {
 	s.events.Record("node-start", nodeSubject(s.nodeID), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
 	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.nodeID, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.clusterID)
 	return nil
+}
+
+// listenHTTP binds the HTTP listener, deriving its address for AutoAddr.
+func (s *Server) listenHTTP() (net.Listener, error) {
+	if s.cfg.HTTPAddr != AutoAddr {
+		return net.Listen("tcp", s.cfg.HTTPAddr)
+	}
+	host, port, err := net.SplitHostPort(s.Addr())
+	if err != nil {
+		return nil, err
+	}
+	p, _ := strconv.Atoi(port)
+	next := net.JoinHostPort(host, strconv.Itoa(p+1))
+	if l, err := net.Listen("tcp", next); err == nil {
+		return l, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, err
+	}
+	log.Printf("HTTP: %s is taken; listening on %s instead", next, l.Addr())
+	return l, nil
 }
 
 func (s *Server) self() *tidekvpb.NodeDescriptor {
