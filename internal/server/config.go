@@ -206,10 +206,13 @@ func (c *Config) Validate() error {
 }
 
 // redisDefaults is resp's configuration with the listener off: a node
-// serves the Redis protocol only when given an address.
+// serves the Redis protocol only when given an address. Its bulk strings
+// are capped at the maximum value size: a larger one could only be refused
+// by the KV after being read whole.
 func redisDefaults() resp.Config {
 	c := resp.DefaultConfig()
 	c.ListenAddr = ""
+	c.MaxBulkLen = DefaultLimits().MaxValueSize
 	return c
 }
 
