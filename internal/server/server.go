@@ -31,6 +31,14 @@ import (
 	"github.com/tidekv/tidekv/internal/transport"
 )
 
+// maxMessageSize bounds every gRPC message a node receives or sends, and so
+// what one message can make it allocate before any check: gRPC refuses a
+// larger one unread (the client reports "request of N bytes is too large").
+// The KV, admin and Raft services share the server, so it must cover Raft
+// batches and scan pages; KV requests are then held to the far smaller
+// Limits (keys, values, writes) after decoding.
+const maxMessageSize = 64 << 20
+
 // Server is one running TideKV node.
 type Server struct {
 	cfg       Config
@@ -141,7 +149,7 @@ func (s *Server) serve(ctx context.Context) error {
 	}
 	// Stream workers reuse goroutines (and their grown stacks) across
 	// requests instead of starting one per request.
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), grpc.NumStreamWorkers(32))
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageSize), grpc.MaxSendMsgSize(maxMessageSize), grpc.NumStreamWorkers(32))
 	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.grpcT.Register(s.grpcSrv)
@@ -362,7 +370,7 @@ func (s *Server) conn(addr string) *grpc.ClientConn {
 		return c
 	}
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize)))
 	if err != nil {
 		// NewClient only fails on malformed targets; callers see the error
 		// on their first RPC through a closed placeholder.
