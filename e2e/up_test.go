@@ -270,7 +270,7 @@ func TestUpCommandPrintsNodes(t *testing.T) {
 // lease is SIGKILLed: the followers' election timeout (10 ticks of 100 ms,
 // randomised by raft up to twice that, so at most 2 s), then the new
 // leader's first lease (half an election timeout after a heartbeat round),
-// plus the client's backoff and CI slack. Measured: about 2 s.
+// plus the client's backoff and CI slack. Measured: 1.1-1.6 s.
 const failoverBound = 10 * time.Second
 
 // TestUpReadyThenKill: once `tidekv up` says the cluster is up, any one node

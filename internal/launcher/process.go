@@ -478,13 +478,14 @@ func WaitReady(ctx context.Context, addrs []string, progress func(reason string)
 	return r, err
 }
 
-// pollGET asks GET path of each of addrs in turn, every 100 ms, until one
-// answers and done(status, body) is true, or ctx ends.
+// pollGET asks GET path of addrs[0], every 100 ms, until done(status, body)
+// is true or ctx ends. A node that cannot be reached is left for the next
+// of addrs; one that answers is asked again.
 func pollGET(ctx context.Context, addrs []string, path string, done func(code int, body []byte) bool) error {
 	cl := &http.Client{Timeout: 3 * time.Second}
 	var last error
-	for i := 0; ; i++ {
-		url := "http://" + dialable(addrs[i%len(addrs)]) + path
+	for next := 0; ; {
+		url := "http://" + dialable(addrs[next]) + path
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
@@ -496,8 +497,9 @@ func pollGET(ctx context.Context, addrs []string, path string, done func(code in
 			if done(resp.StatusCode, body) {
 				return nil
 			}
-			i-- // the node answered: keep asking it
 			err = fmt.Errorf("GET %s: %s %s", url, resp.Status, bytes.TrimSpace(body))
+		} else {
+			next = (next + 1) % len(addrs)
 		}
 		last = err
 		select {

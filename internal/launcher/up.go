@@ -52,7 +52,9 @@ func Up(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 		}
 		return errors.Join(startErr, stopErr)
 	}
-	go announceReady(ctx, cfg, out, errOut)
+	rctx, cancel := context.WithCancel(ctx) // ends the wait if every node dies
+	defer cancel()
+	go announceReady(rctx, cfg, out, errOut)
 	return watch(ctx, c, errOut)
 }
 
