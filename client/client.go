@@ -235,7 +235,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		}
 		switch class {
 		case classInvalid:
-			return fmt.Errorf("%w: %s", ErrInvalidArgument, st.Message())
+			return fmt.Errorf("%w: %s", ErrInvalidArgument, invalidReason(st))
 
 		case classNotFound:
 			return fmt.Errorf("%w: %s", ErrNotFound, st.Message())

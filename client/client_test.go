@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -803,5 +804,32 @@ func TestConcurrentChurn(t *testing.T) {
 	// far fewer of them than requests that hit a stale cache.
 	if refreshes > 40 {
 		t.Errorf("%d range refreshes", refreshes)
+	}
+}
+
+// TestTooLargeRequest: a request over gRPC's message size limit is an
+// invalid argument in one sentence, returned at once: not "overloaded"
+// (gRPC refuses it with ResourceExhausted) and not retried. The fake nodes
+// keep gRPC's default 4 MiB receive limit; the client's own send limit is
+// maxMsgSize.
+func TestTooLargeRequest(t *testing.T) {
+	c := newFakeCluster(t, 1)
+	c.setRanges(rng(1, "", "", 1, 1))
+	cl := c.newClient(nil)
+	for _, tc := range []struct {
+		size int
+		want string
+	}{
+		{5 << 20, `^tidekv: invalid argument: request of 52428\d\d bytes is too large \(a node accepts at most 4194304 bytes per message\)$`},
+		{maxMsgSize + 1, `^tidekv: invalid argument: request of 671088\d\d bytes is too large \(a node accepts at most 67108864 bytes per message\)$`},
+	} {
+		before := c.node(1).count("Put")
+		err := cl.Put(testCtx(t), []byte("k"), make([]byte, tc.size))
+		if !errors.Is(err, ErrInvalidArgument) || !regexp.MustCompile(tc.want).MatchString(err.Error()) {
+			t.Errorf("Put of %d bytes: %v, want %s", tc.size, err, tc.want)
+		}
+		if n := c.node(1).count("Put") - before; n != 0 {
+			t.Errorf("Put of %d bytes reached the node's handler %d times", tc.size, n)
+		}
 	}
 }

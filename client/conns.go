@@ -37,8 +37,11 @@ type connPool struct {
 	closed  bool
 }
 
-// maxRecvMsgSize lets large scan pages through; gRPC's default is 4 MiB.
-const maxRecvMsgSize = 64 << 20
+// maxMsgSize is the largest message a TideKV node accepts (and sends) over
+// gRPC. Receiving it lets large scan pages through (gRPC's default is 4
+// MiB); sending no more makes a larger request fail here, before it is
+// sent, with the same "too large" error the node would give.
+const maxMsgSize = 64 << 20
 
 func newConnPool(dialTimeout time.Duration, peerOf func(string) *peerStats, latency func(string) time.Duration, locality string) *connPool {
 	p := &connPool{
@@ -57,7 +60,7 @@ func newConnPool(dialTimeout time.Duration, peerOf func(string) *peerStats, late
 				},
 				MinConnectTimeout: dialTimeout,
 			}),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 		},
 	}
 	if locality != "" {

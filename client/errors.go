@@ -2,6 +2,8 @@ package client
 
 import (
 	"errors"
+	"fmt"
+	"regexp"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -84,6 +86,9 @@ func classify(st *status.Status, d *tidekvpb.ErrorDetail) errClass {
 	case codes.FailedPrecondition:
 		return classStale
 	case codes.ResourceExhausted:
+		if tooLarge(st) != nil {
+			return classInvalid
+		}
 		return classOverloaded
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 		// Without a detail these come from the transport (or the attempt's
@@ -104,4 +109,31 @@ func neverSent(st *status.Status) bool {
 	}
 	m := strings.ToLower(st.Message())
 	return strings.Contains(m, "while dialing") || strings.Contains(m, "connection refused")
+}
+
+// grpcTooLarge matches gRPC's refusal of a message over its size limit,
+// raised by the sender ("trying to send message larger than max (N vs. M)")
+// or the receiver ("received message larger than max (N vs. M)").
+var grpcTooLarge = regexp.MustCompile(`message (?:after decompression )?larger than max \((\d+) vs\. (\d+)\)`)
+
+// tooLarge returns the message size and the limit of a gRPC size refusal,
+// or nil. Such a refusal carries no TideKV ErrorDetail, and without this it
+// would read as the node shedding load (ResourceExhausted) and be retried.
+func tooLarge(st *status.Status) []string {
+	if st.Code() != codes.ResourceExhausted {
+		return nil
+	}
+	m := grpcTooLarge.FindStringSubmatch(st.Message())
+	if m == nil {
+		return nil
+	}
+	return m[1:]
+}
+
+// invalidReason is the one-sentence reason of a refused request.
+func invalidReason(st *status.Status) string {
+	if m := tooLarge(st); m != nil {
+		return fmt.Sprintf("request of %s bytes is too large (a node accepts at most %s bytes per message)", m[0], m[1])
+	}
+	return st.Message()
 }

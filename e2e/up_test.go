@@ -265,3 +265,56 @@ func TestUpCommandPrintsNodes(t *testing.T) {
 	}
 	u.stop(t, dir)
 }
+
+// failoverBound is how long writes may fail after the node holding every
+// lease is SIGKILLed: the followers' election timeout (10 ticks of 100 ms,
+// randomised by raft up to twice that, so at most 2 s), then the new
+// leader's first lease (half an election timeout after a heartbeat round),
+// plus the client's backoff and CI slack. Measured: 1.1-1.6 s.
+const failoverBound = 10 * time.Second
+
+// TestUpReadyThenKill: once `tidekv up` says the cluster is up, any one node
+// may die. Node 1 bootstrapped the cluster and holds the meta range's and
+// the first range's leases, the worst node to lose; writes and status
+// through node 2 must work again within failoverBound, and /ready comes
+// back (2 live nodes, 2 voters each) without node 1.
+func TestUpReadyThenKill(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	const nodes = 3
+	u := startUp(t, bin, dir, testcluster.FreeBasePort(t, nodes), nodes)
+	pids := serversUsing(filepath.Join(dir, "node1")) // only 3 nodes: no node1x
+	if len(pids) != 1 {
+		t.Fatalf("node 1's server processes: %v, want one", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+
+	ctx := testCtx(t, time.Minute)
+	cl := newClient(t, []string{u.nodes[2]["grpc"]})
+	for i := 0; ; i++ {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := cl.Put(actx, []byte("after-kill"), []byte(strconv.Itoa(i)))
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Since(killed) > failoverBound {
+			t.Fatalf("writes through node 2 still failing %v after node 1 was killed: %v", failoverBound, err)
+		}
+	}
+	t.Logf("first write through node 2 succeeded %v after SIGKILL of node 1", time.Since(killed).Round(time.Millisecond))
+	if _, _, err := ctl(ctx, bin, u.nodes[2]["grpc"], "status"); err != nil {
+		t.Errorf("ctl status through node 2 after the kill: %v", err)
+	}
+	r, err := launcher.WaitReady(testCtx(t, failoverBound), []string{u.nodes[2]["http"]}, nil)
+	if err != nil {
+		t.Fatalf("/ready on node 2 after the kill: %v", err)
+	}
+	if r.LiveNodes != 2 {
+		t.Errorf("/ready after the kill: %+v, want 2 live nodes", r)
+	}
+	t.Logf("/ready answered 200 again %v after the kill", time.Since(killed).Round(time.Millisecond))
+}

@@ -2084,6 +2084,126 @@ func (x *StatusResponse) GetImbalance() *Imbalance {
 	return nil
 }
 
+// Readiness: is the cluster fully replicated? Answered by the meta
+// leaseholder (others forward).
+type ReadinessRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadinessRequest) Reset() {
+	*x = ReadinessRequest{}
+	mi := &file_tidekv_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadinessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadinessRequest) ProtoMessage() {}
+
+func (x *ReadinessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadinessRequest.ProtoReflect.Descriptor instead.
+func (*ReadinessRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{28}
+}
+
+type ReadinessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the meta range and every user range have
+	// min(replication_factor, live_nodes) voters on live nodes, no replica
+	// change in flight, and a known leaseholder.
+	Ready bool `protobuf:"varint,1,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Why not, in one sentence; empty when ready.
+	Reason            string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	ReplicationFactor uint32 `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	// Members heartbeating within the liveness timeout, draining ones excluded.
+	LiveNodes uint32 `protobuf:"varint,4,opt,name=live_nodes,json=liveNodes,proto3" json:"live_nodes,omitempty"`
+	// Ranges checked, the meta range included.
+	Ranges        uint32 `protobuf:"varint,5,opt,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadinessResponse) Reset() {
+	*x = ReadinessResponse{}
+	mi := &file_tidekv_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadinessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadinessResponse) ProtoMessage() {}
+
+func (x *ReadinessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadinessResponse.ProtoReflect.Descriptor instead.
+func (*ReadinessResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReadinessResponse) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *ReadinessResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReadinessResponse) GetReplicationFactor() uint32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
+}
+
+func (x *ReadinessResponse) GetLiveNodes() uint32 {
+	if x != nil {
+		return x.LiveNodes
+	}
+	return 0
+}
+
+func (x *ReadinessResponse) GetRanges() uint32 {
+	if x != nil {
+		return x.Ranges
+	}
+	return 0
+}
+
 type LocalStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2092,7 +2212,7 @@ type LocalStatusRequest struct {
 
 func (x *LocalStatusRequest) Reset() {
 	*x = LocalStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[28]
+	mi := &file_tidekv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2224,7 @@ func (x *LocalStatusRequest) String() string {
 func (*LocalStatusRequest) ProtoMessage() {}
 
 func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[28]
+	mi := &file_tidekv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2237,7 @@ func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusRequest.ProtoReflect.Descriptor instead.
 func (*LocalStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{28}
+	return file_tidekv_proto_rawDescGZIP(), []int{30}
 }
 
 type LocalStatusResponse struct {
@@ -2132,7 +2252,7 @@ type LocalStatusResponse struct {
 
 func (x *LocalStatusResponse) Reset() {
 	*x = LocalStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[29]
+	mi := &file_tidekv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2264,7 @@ func (x *LocalStatusResponse) String() string {
 func (*LocalStatusResponse) ProtoMessage() {}
 
 func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[29]
+	mi := &file_tidekv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2277,7 @@ func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusResponse.ProtoReflect.Descriptor instead.
 func (*LocalStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{29}
+	return file_tidekv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LocalStatusResponse) GetNode() *NodeDescriptor {
@@ -2204,7 +2324,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tidekv_proto_msgTypes[30]
+	mi := &file_tidekv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2336,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[30]
+	mi := &file_tidekv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2349,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{30}
+	return file_tidekv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SplitRequest) GetSplitKey() []byte {
@@ -2270,7 +2390,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tidekv_proto_msgTypes[31]
+	mi := &file_tidekv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2402,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[31]
+	mi := &file_tidekv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2415,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{31}
+	return file_tidekv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -2330,7 +2450,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tidekv_proto_msgTypes[32]
+	mi := &file_tidekv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2462,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[32]
+	mi := &file_tidekv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2475,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{32}
+	return file_tidekv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -2402,7 +2522,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tidekv_proto_msgTypes[33]
+	mi := &file_tidekv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2534,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[33]
+	mi := &file_tidekv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2547,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{33}
+	return file_tidekv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ChangeReplicasResponse) GetDesc() *RangeDescriptor {
@@ -2449,7 +2569,7 @@ type TransferLeaseRequest struct {
 
 func (x *TransferLeaseRequest) Reset() {
 	*x = TransferLeaseRequest{}
-	mi := &file_tidekv_proto_msgTypes[34]
+	mi := &file_tidekv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2581,7 @@ func (x *TransferLeaseRequest) String() string {
 func (*TransferLeaseRequest) ProtoMessage() {}
 
 func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[34]
+	mi := &file_tidekv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2594,7 @@ func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{34}
+	return file_tidekv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TransferLeaseRequest) GetRangeId() uint64 {
@@ -2506,7 +2626,7 @@ type TransferLeaseResponse struct {
 
 func (x *TransferLeaseResponse) Reset() {
 	*x = TransferLeaseResponse{}
-	mi := &file_tidekv_proto_msgTypes[35]
+	mi := &file_tidekv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2638,7 @@ func (x *TransferLeaseResponse) String() string {
 func (*TransferLeaseResponse) ProtoMessage() {}
 
 func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[35]
+	mi := &file_tidekv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2651,7 @@ func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{35}
+	return file_tidekv_proto_rawDescGZIP(), []int{37}
 }
 
 type JoinRequest struct {
@@ -2544,7 +2664,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tidekv_proto_msgTypes[36]
+	mi := &file_tidekv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2676,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[36]
+	mi := &file_tidekv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2689,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{36}
+	return file_tidekv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JoinRequest) GetGrpcAddr() string {
@@ -2597,7 +2717,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2729,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2742,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{37}
+	return file_tidekv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *JoinResponse) GetClusterId() uint64 {
@@ -2668,7 +2788,7 @@ type NodeHeartbeatRequest struct {
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2800,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2813,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{38}
+	return file_tidekv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeHeartbeatRequest) GetNode() *NodeDescriptor {
@@ -2785,7 +2905,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2917,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2930,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{39}
+	return file_tidekv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeHeartbeatResponse) GetNodes() []*NodeDescriptor {
@@ -2849,7 +2969,7 @@ type ReportRangeRequest struct {
 
 func (x *ReportRangeRequest) Reset() {
 	*x = ReportRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2861,7 +2981,7 @@ func (x *ReportRangeRequest) String() string {
 func (*ReportRangeRequest) ProtoMessage() {}
 
 func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2874,7 +2994,7 @@ func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeRequest.ProtoReflect.Descriptor instead.
 func (*ReportRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{40}
+	return file_tidekv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReportRangeRequest) GetDesc() *RangeDescriptor {
@@ -2941,7 +3061,7 @@ type ReportRangeResponse struct {
 
 func (x *ReportRangeResponse) Reset() {
 	*x = ReportRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3073,7 @@ func (x *ReportRangeResponse) String() string {
 func (*ReportRangeResponse) ProtoMessage() {}
 
 func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3086,7 @@ func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeResponse.ProtoReflect.Descriptor instead.
 func (*ReportRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{41}
+	return file_tidekv_proto_rawDescGZIP(), []int{43}
 }
 
 // Event is one thing the cluster did on its own or was told to do, with why.
@@ -2986,7 +3106,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2998,7 +3118,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3011,7 +3131,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{42}
+	return file_tidekv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Event) GetUnixNanos() int64 {
@@ -3061,7 +3181,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3073,7 +3193,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3086,7 +3206,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{43}
+	return file_tidekv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EventsRequest) GetLocal() bool {
@@ -3113,7 +3233,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3245,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3258,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{44}
+	return file_tidekv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -3162,7 +3282,7 @@ type ClosedTimestamp struct {
 
 func (x *ClosedTimestamp) Reset() {
 	*x = ClosedTimestamp{}
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3174,7 +3294,7 @@ func (x *ClosedTimestamp) String() string {
 func (*ClosedTimestamp) ProtoMessage() {}
 
 func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3187,7 +3307,7 @@ func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestamp.ProtoReflect.Descriptor instead.
 func (*ClosedTimestamp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{45}
+	return file_tidekv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ClosedTimestamp) GetRangeId() uint64 {
@@ -3226,7 +3346,7 @@ type ClosedTimestampsRequest struct {
 
 func (x *ClosedTimestampsRequest) Reset() {
 	*x = ClosedTimestampsRequest{}
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3358,7 @@ func (x *ClosedTimestampsRequest) String() string {
 func (*ClosedTimestampsRequest) ProtoMessage() {}
 
 func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3371,7 @@ func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsRequest.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{46}
+	return file_tidekv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ClosedTimestampsRequest) GetFromNodeId() uint64 {
@@ -3284,7 +3404,7 @@ type ClosedTimestampsResponse struct {
 
 func (x *ClosedTimestampsResponse) Reset() {
 	*x = ClosedTimestampsResponse{}
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3416,7 @@ func (x *ClosedTimestampsResponse) String() string {
 func (*ClosedTimestampsResponse) ProtoMessage() {}
 
 func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3429,7 @@ func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsResponse.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{47}
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ClosedTimestampsResponse) GetLoad() *NodeLoad {
@@ -3333,7 +3453,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3345,7 +3465,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3358,7 +3478,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{48}
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeLoad) GetNodeId() uint64 {
@@ -3410,7 +3530,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3542,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3555,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{49}
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -3461,7 +3581,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3473,7 +3593,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3486,7 +3606,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{50}
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MergeResponse) GetDesc() *RangeDescriptor {
@@ -3509,7 +3629,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3521,7 +3641,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3534,7 +3654,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -3567,7 +3687,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3579,7 +3699,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3592,7 +3712,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{52}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FreezeRangeResponse) GetDesc() *RangeDescriptor {
@@ -3613,7 +3733,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3625,7 +3745,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3638,7 +3758,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{53}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -3665,7 +3785,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3677,7 +3797,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3690,7 +3810,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{54}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DecommissionResponse) GetReplicas() uint32 {
@@ -3712,7 +3832,7 @@ type Setting struct {
 
 func (x *Setting) Reset() {
 	*x = Setting{}
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3724,7 +3844,7 @@ func (x *Setting) String() string {
 func (*Setting) ProtoMessage() {}
 
 func (x *Setting) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3737,7 +3857,7 @@ func (x *Setting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Setting.ProtoReflect.Descriptor instead.
 func (*Setting) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{55}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Setting) GetKey() string {
@@ -3764,7 +3884,7 @@ type SettingsRequest struct {
 
 func (x *SettingsRequest) Reset() {
 	*x = SettingsRequest{}
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +3896,7 @@ func (x *SettingsRequest) String() string {
 func (*SettingsRequest) ProtoMessage() {}
 
 func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3789,7 +3909,7 @@ func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsRequest.ProtoReflect.Descriptor instead.
 func (*SettingsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{56}
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SettingsRequest) GetSet() []*Setting {
@@ -3809,7 +3929,7 @@ type SettingsResponse struct {
 
 func (x *SettingsResponse) Reset() {
 	*x = SettingsResponse{}
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3821,7 +3941,7 @@ func (x *SettingsResponse) String() string {
 func (*SettingsResponse) ProtoMessage() {}
 
 func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3834,7 +3954,7 @@ func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsResponse.ProtoReflect.Descriptor instead.
 func (*SettingsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{57}
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SettingsResponse) GetSettings() []*Setting {
@@ -3852,7 +3972,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3864,7 +3984,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3877,7 +3997,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{58}
+	return file_tidekv_proto_rawDescGZIP(), []int{60}
 }
 
 type AutoscaleStatusResponse struct {
@@ -3891,7 +4011,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3903,7 +4023,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3916,7 +4036,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{59}
+	return file_tidekv_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -3934,7 +4054,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3946,7 +4066,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3959,7 +4079,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{60}
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
 }
 
 type NodeLoadsResponse struct {
@@ -3972,7 +4092,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4104,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4117,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{61}
+	return file_tidekv_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -4015,7 +4135,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4027,7 +4147,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4040,7 +4160,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{62}
+	return file_tidekv_proto_rawDescGZIP(), []int{64}
 }
 
 type AllocRangeIDResponse struct {
@@ -4052,7 +4172,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4064,7 +4184,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4077,7 +4197,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{63}
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -4099,7 +4219,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +4231,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4244,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{64}
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -4165,7 +4285,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4177,7 +4297,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4190,7 +4310,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{65}
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -4213,7 +4333,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4225,7 +4345,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4238,7 +4358,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -4272,7 +4392,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4284,7 +4404,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4297,7 +4417,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{67}
+	return file_tidekv_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -4322,7 +4442,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4334,7 +4454,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4347,7 +4467,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{68}
+	return file_tidekv_proto_rawDescGZIP(), []int{70}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -4502,7 +4622,15 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05nodes\x18\x03 \x03(\v2\x12.tidekv.NodeStatusR\x05nodes\x12\x1f\n" +
 	"\vrange_count\x18\x04 \x01(\rR\n" +
 	"rangeCount\x12/\n" +
-	"\timbalance\x18\x05 \x01(\v2\x11.tidekv.ImbalanceR\timbalance\"\x14\n" +
+	"\timbalance\x18\x05 \x01(\v2\x11.tidekv.ImbalanceR\timbalance\"\x12\n" +
+	"\x10ReadinessRequest\"\xa7\x01\n" +
+	"\x11ReadinessResponse\x12\x14\n" +
+	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12-\n" +
+	"\x12replication_factor\x18\x03 \x01(\rR\x11replicationFactor\x12\x1d\n" +
+	"\n" +
+	"live_nodes\x18\x04 \x01(\rR\tliveNodes\x12\x16\n" +
+	"\x06ranges\x18\x05 \x01(\rR\x06ranges\"\x14\n" +
 	"\x12LocalStatusRequest\"\x9c\x01\n" +
 	"\x13LocalStatusResponse\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x121\n" +
@@ -4676,10 +4804,12 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Scan\x12\x13.tidekv.ScanRequest\x1a\x14.tidekv.ScanResponse\x12=\n" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
-	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\xdc\t\n" +
+	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\x9e\n" +
+	"\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
-	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12F\n" +
+	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12@\n" +
+	"\tReadiness\x12\x18.tidekv.ReadinessRequest\x1a\x19.tidekv.ReadinessResponse\x12F\n" +
 	"\vLocalStatus\x12\x1a.tidekv.LocalStatusRequest\x1a\x1b.tidekv.LocalStatusResponse\x124\n" +
 	"\x05Split\x12\x14.tidekv.SplitRequest\x1a\x15.tidekv.SplitResponse\x12O\n" +
 	"\x0eChangeReplicas\x12\x1d.tidekv.ChangeReplicasRequest\x1a\x1e.tidekv.ChangeReplicasResponse\x12L\n" +
@@ -4714,7 +4844,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -4748,48 +4878,50 @@ var file_tidekv_proto_goTypes = []any{
 	(*Imbalance)(nil),                // 29: tidekv.Imbalance
 	(*StatusRequest)(nil),            // 30: tidekv.StatusRequest
 	(*StatusResponse)(nil),           // 31: tidekv.StatusResponse
-	(*LocalStatusRequest)(nil),       // 32: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),      // 33: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),             // 34: tidekv.SplitRequest
-	(*SplitResponse)(nil),            // 35: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),    // 36: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil),   // 37: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),     // 38: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),    // 39: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),              // 40: tidekv.JoinRequest
-	(*JoinResponse)(nil),             // 41: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),     // 42: tidekv.NodeHeartbeatRequest
-	(*NodeHeartbeatResponse)(nil),    // 43: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 44: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 45: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 46: tidekv.Event
-	(*EventsRequest)(nil),            // 47: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 48: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 49: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 50: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 51: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 52: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 53: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 54: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 55: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 56: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 57: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 58: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 59: tidekv.Setting
-	(*SettingsRequest)(nil),          // 60: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 61: tidekv.SettingsResponse
-	(*AutoscaleStatusRequest)(nil),   // 62: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 63: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 64: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 65: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 66: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 67: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 68: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 69: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 70: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 71: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 72: tidekv.RaftBatchAck
-	(*raftpb.Message)(nil),           // 73: raftpb.Message
+	(*ReadinessRequest)(nil),         // 32: tidekv.ReadinessRequest
+	(*ReadinessResponse)(nil),        // 33: tidekv.ReadinessResponse
+	(*LocalStatusRequest)(nil),       // 34: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),      // 35: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),             // 36: tidekv.SplitRequest
+	(*SplitResponse)(nil),            // 37: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),    // 38: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 39: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),     // 40: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),    // 41: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),              // 42: tidekv.JoinRequest
+	(*JoinResponse)(nil),             // 43: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),     // 44: tidekv.NodeHeartbeatRequest
+	(*NodeHeartbeatResponse)(nil),    // 45: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 46: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 47: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 48: tidekv.Event
+	(*EventsRequest)(nil),            // 49: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 50: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 51: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 52: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 53: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 54: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 55: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 56: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 57: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 58: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 59: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 60: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 61: tidekv.Setting
+	(*SettingsRequest)(nil),          // 62: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 63: tidekv.SettingsResponse
+	(*AutoscaleStatusRequest)(nil),   // 64: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 65: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 66: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 67: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 68: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 69: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 70: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 71: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 72: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 73: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 74: tidekv.RaftBatchAck
+	(*raftpb.Message)(nil),           // 75: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -4819,18 +4951,18 @@ var file_tidekv_proto_depIdxs = []int32{
 	6,  // 24: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
 	6,  // 25: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
 	5,  // 26: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	46, // 27: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	49, // 28: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	52, // 29: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	52, // 30: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	48, // 27: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	51, // 28: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	54, // 29: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	54, // 30: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
 	5,  // 31: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
 	5,  // 32: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	59, // 33: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	59, // 34: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	52, // 35: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	73, // 36: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	68, // 37: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	68, // 38: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	61, // 33: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	61, // 34: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	54, // 35: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	75, // 36: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	70, // 37: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	70, // 38: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
 	9,  // 39: tidekv.KV.Get:input_type -> tidekv.GetRequest
 	11, // 40: tidekv.KV.Put:input_type -> tidekv.PutRequest
 	13, // 41: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
@@ -4840,53 +4972,55 @@ var file_tidekv_proto_depIdxs = []int32{
 	22, // 45: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
 	25, // 46: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
 	30, // 47: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	32, // 48: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	34, // 49: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	36, // 50: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	38, // 51: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	40, // 52: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	42, // 53: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	44, // 54: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	66, // 55: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	47, // 56: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	50, // 57: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	64, // 58: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	57, // 59: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	60, // 60: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	62, // 61: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	53, // 62: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	55, // 63: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	69, // 64: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	70, // 65: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	10, // 66: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	12, // 67: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	14, // 68: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	16, // 69: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	18, // 70: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	21, // 71: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	23, // 72: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	26, // 73: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	31, // 74: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	33, // 75: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	35, // 76: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	37, // 77: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	39, // 78: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	41, // 79: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	43, // 80: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	45, // 81: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	67, // 82: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	48, // 83: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	51, // 84: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	65, // 85: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	58, // 86: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	61, // 87: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	63, // 88: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	54, // 89: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	56, // 90: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	72, // 91: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	71, // 92: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	66, // [66:93] is the sub-list for method output_type
-	39, // [39:66] is the sub-list for method input_type
+	32, // 48: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	34, // 49: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	36, // 50: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	38, // 51: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	40, // 52: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	42, // 53: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	44, // 54: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	46, // 55: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	68, // 56: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	49, // 57: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	52, // 58: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	66, // 59: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	59, // 60: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	62, // 61: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	64, // 62: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	55, // 63: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	57, // 64: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	71, // 65: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	72, // 66: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	10, // 67: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	12, // 68: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	14, // 69: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	16, // 70: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	18, // 71: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	21, // 72: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	23, // 73: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	26, // 74: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	31, // 75: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	33, // 76: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	35, // 77: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	37, // 78: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	39, // 79: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	41, // 80: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	43, // 81: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	45, // 82: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	47, // 83: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	69, // 84: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	50, // 85: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	53, // 86: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	67, // 87: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	60, // 88: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	63, // 89: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	65, // 90: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	56, // 91: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	58, // 92: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	74, // 93: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	73, // 94: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	67, // [67:95] is the sub-list for method output_type
+	39, // [39:67] is the sub-list for method input_type
 	39, // [39:39] is the sub-list for extension type_name
 	39, // [39:39] is the sub-list for extension extendee
 	0,  // [0:39] is the sub-list for field type_name
@@ -4903,7 +5037,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   69,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

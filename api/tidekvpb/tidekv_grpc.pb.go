@@ -355,6 +355,7 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 const (
 	Admin_Ranges_FullMethodName               = "/tidekv.Admin/Ranges"
 	Admin_Status_FullMethodName               = "/tidekv.Admin/Status"
+	Admin_Readiness_FullMethodName            = "/tidekv.Admin/Readiness"
 	Admin_LocalStatus_FullMethodName          = "/tidekv.Admin/LocalStatus"
 	Admin_Split_FullMethodName                = "/tidekv.Admin/Split"
 	Admin_ChangeReplicas_FullMethodName       = "/tidekv.Admin/ChangeReplicas"
@@ -379,6 +380,7 @@ const (
 type AdminClient interface {
 	Ranges(ctx context.Context, in *RangesRequest, opts ...grpc.CallOption) (*RangesResponse, error)
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	Readiness(ctx context.Context, in *ReadinessRequest, opts ...grpc.CallOption) (*ReadinessResponse, error)
 	LocalStatus(ctx context.Context, in *LocalStatusRequest, opts ...grpc.CallOption) (*LocalStatusResponse, error)
 	Split(ctx context.Context, in *SplitRequest, opts ...grpc.CallOption) (*SplitResponse, error)
 	ChangeReplicas(ctx context.Context, in *ChangeReplicasRequest, opts ...grpc.CallOption) (*ChangeReplicasResponse, error)
@@ -424,6 +426,16 @@ func (c *adminClient) Status(ctx context.Context, in *StatusRequest, opts ...grp
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StatusResponse)
 	err := c.cc.Invoke(ctx, Admin_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Readiness(ctx context.Context, in *ReadinessRequest, opts ...grpc.CallOption) (*ReadinessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadinessResponse)
+	err := c.cc.Invoke(ctx, Admin_Readiness_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -596,6 +608,7 @@ func (c *adminClient) FreezeRange(ctx context.Context, in *FreezeRangeRequest, o
 type AdminServer interface {
 	Ranges(context.Context, *RangesRequest) (*RangesResponse, error)
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	Readiness(context.Context, *ReadinessRequest) (*ReadinessResponse, error)
 	LocalStatus(context.Context, *LocalStatusRequest) (*LocalStatusResponse, error)
 	Split(context.Context, *SplitRequest) (*SplitResponse, error)
 	ChangeReplicas(context.Context, *ChangeReplicasRequest) (*ChangeReplicasResponse, error)
@@ -632,6 +645,9 @@ func (UnimplementedAdminServer) Ranges(context.Context, *RangesRequest) (*Ranges
 }
 func (UnimplementedAdminServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedAdminServer) Readiness(context.Context, *ReadinessRequest) (*ReadinessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Readiness not implemented")
 }
 func (UnimplementedAdminServer) LocalStatus(context.Context, *LocalStatusRequest) (*LocalStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LocalStatus not implemented")
@@ -734,6 +750,24 @@ func _Admin_Status_Handler(srv interface{}, ctx context.Context, dec func(interf
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).Status(ctx, req.(*StatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Readiness_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadinessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Readiness(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Readiness_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Readiness(ctx, req.(*ReadinessRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1040,6 +1074,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _Admin_Status_Handler,
+		},
+		{
+			MethodName: "Readiness",
+			Handler:    _Admin_Readiness_Handler,
 		},
 		{
 			MethodName: "LocalStatus",

@@ -25,8 +25,11 @@ func newUpCmd() *cobra.Command {
 		Long: `Starts --nodes tidekv server processes on 127.0.0.1, node i with data in
 <data-dir>/node<i> (its log in <data-dir>/node<i>/tidekv.log) and ports
 base-port+10*(i-1) (gRPC) and +1 (HTTP). Prints "node <i> grpc=... http=..."
-as each node becomes ready. Ctrl-C stops every node cleanly. Running it again
-on the same data dir restarts the same cluster with its data.`,
+as each node serves, then "cluster up: ..." once the meta range and every
+range have their replication factor (GET /ready answers 200), so that any
+one node can then fail without a range losing its quorum. Ctrl-C stops
+every node cleanly. Running it again on the same data dir restarts the same
+cluster with its data.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Binary == "" {

@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 // fakeServer mimics the server's process contract: flags, logs on stderr,
 // exactly one ready line on stdout, /health, clean exit 0 on SIGTERM. It
 // records its arguments and pid in the data directory for the tests, and
+// answers /ready as a cluster being replicated; it
 // keeps a node id there so that restarts keep their identity.
 func fakeServer(mode string, args []string) int {
 	if len(args) == 0 || args[0] != "server" {
@@ -101,6 +102,15 @@ func fakeServer(mode string, args []string) int {
 			return
 		}
 		fmt.Fprint(w, "ok")
+	})
+	// Not replicated until the test says so, by creating <data-dir>/replicated.
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := os.Stat(filepath.Join(*dataDir, "replicated")); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"ready":false,"reason":"range 1 has 1 of 3 voters on live nodes."}`)
+			return
+		}
+		fmt.Fprint(w, `{"ready":true,"replication_factor":3,"live_nodes":3,"ranges":2}`)
 	})
 	go http.Serve(hl, mux)
 	if mode != "no-ready" {

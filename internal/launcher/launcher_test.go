@@ -485,8 +485,24 @@ func TestUp(t *testing.T) {
 			t.Errorf("line %d = %q, want %q", i, got, want)
 		}
 	}
-	if got := next(); !strings.HasPrefix(got, "cluster up: 3 nodes; try: tidekv ctl --addr "+cfg.Node(1).GRPCAddr+" status") {
-		t.Errorf("hint line = %q", got)
+	// "cluster up" waits for /ready, which reports the replication gap.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(errOut.String(), "waiting for replication: range 1 has 1 of 3 voters on live nodes.\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("replication wait not reported; stderr:\n%s", errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case l := <-lines:
+		t.Fatalf("%q printed before the cluster was ready", l)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Node(1).DataDir, "replicated"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := next(), "cluster up: 3 nodes, 2 ranges with 3 voters each; try: tidekv ctl --addr "+cfg.Node(1).GRPCAddr+" status"; got != want {
+		t.Errorf("hint line = %q, want %q", got, want)
 	}
 
 	// A crash (not requested by Up) is reported and the others keep running.
@@ -498,7 +514,7 @@ func TestUp(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for !strings.Contains(errOut.String(), "node 2 exited unexpectedly") {
 		if time.Now().After(deadline) {
 			t.Fatalf("crash not reported; stderr:\n%s", errOut.String())

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +34,8 @@ type NodeSpec struct {
 	DataDir string
 	// GRPCAddr and HTTPAddr are the listen addresses (host:port) passed as
 	// --listen and --http-listen. HTTPAddr may be empty to leave the flag
-	// out.
+	// out: the server then puts HTTP beside gRPC (see server.AutoAddr) and
+	// announces where.
 	GRPCAddr, HTTPAddr string
 	// RedisAddr is the Redis-protocol listen address (--redis-listen);
 	// empty leaves the flag out.
@@ -440,27 +442,69 @@ func LogTail(path string, n int) string {
 // WaitHealthy polls GET http://addr/health until it answers 200 or ctx ends.
 // An unspecified host (0.0.0.0, ::) is reached through loopback.
 func WaitHealthy(ctx context.Context, addr string) error {
-	url := "http://" + dialable(addr) + "/health"
-	cl := &http.Client{Timeout: 2 * time.Second}
+	return pollGET(ctx, []string{addr}, "/health", func(code int, _ []byte) bool {
+		return code == http.StatusOK
+	})
+}
+
+// Readiness is a node's answer to GET /ready.
+type Readiness struct {
+	Ready             bool   `json:"ready"`
+	NodeID            uint64 `json:"node_id"`
+	Reason            string `json:"reason"`
+	ReplicationFactor int    `json:"replication_factor"`
+	LiveNodes         int    `json:"live_nodes"`
+	Ranges            int    `json:"ranges"`
+}
+
+// WaitReady polls GET /ready on the first of addrs that answers until the
+// cluster is ready (every range has its replication factor) or ctx ends,
+// and returns the ready answer. Each time the reason for not being ready
+// changes, progress (if non-nil) is told it.
+func WaitReady(ctx context.Context, addrs []string, progress func(reason string)) (Readiness, error) {
+	var r Readiness
+	last := ""
+	err := pollGET(ctx, addrs, "/ready", func(code int, body []byte) bool {
+		r = Readiness{}
+		if json.Unmarshal(body, &r) != nil {
+			return false
+		}
+		if r.Reason != last && r.Reason != "" && progress != nil {
+			progress(r.Reason)
+		}
+		last = r.Reason
+		return code == http.StatusOK && r.Ready
+	})
+	return r, err
+}
+
+// pollGET asks GET path of addrs[0], every 100 ms, until done(status, body)
+// is true or ctx ends. A node that cannot be reached is left for the next
+// of addrs; one that answers is asked again.
+func pollGET(ctx context.Context, addrs []string, path string, done func(code int, body []byte) bool) error {
+	cl := &http.Client{Timeout: 3 * time.Second}
 	var last error
-	for {
+	for next := 0; ; {
+		url := "http://" + dialable(addrs[next]) + path
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
 		}
 		resp, err := cl.Do(req)
 		if err == nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10))
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if done(resp.StatusCode, body) {
 				return nil
 			}
-			err = fmt.Errorf("GET %s: %s", url, resp.Status)
+			err = fmt.Errorf("GET %s: %s %s", url, resp.Status, bytes.TrimSpace(body))
+		} else {
+			next = (next + 1) % len(addrs)
 		}
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last health check: %v)", ctx.Err(), last)
+			return fmt.Errorf("%w (last answer: %v)", ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

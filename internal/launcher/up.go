@@ -18,11 +18,14 @@ import (
 //	node <i> grpc=<addr> http=<addr> redis=<addr>
 //
 // (space-separated key=value fields; new listeners add fields, so parse by
-// key), then one hint line starting "cluster up: ". A node that exits
-// unexpectedly is reported on errOut with the tail of its log, and the
-// others keep running. When ctx ends, Up stops every node (SIGTERM, then
-// SIGKILL after cfg.StopTimeout) and returns nil. It returns an error if the
-// cluster fails to start or if every node has died.
+// key), then, once the nodes' GET /ready says that the meta range and every
+// range have their replication factor, one hint line starting
+// "cluster up: ". Until then each new reason for not being ready is
+// reported on errOut. A node that exits unexpectedly is reported on errOut
+// with the tail of its log, and the others keep running. When ctx ends, Up
+// stops every node (SIGTERM, then SIGKILL after cfg.StopTimeout) and
+// returns nil. It returns an error if the cluster fails to start or if
+// every node has died.
 func Up(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 	c, err := NewCluster(cfg)
 	if err != nil {
@@ -49,11 +52,36 @@ func Up(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 		}
 		return errors.Join(startErr, stopErr)
 	}
-	fmt.Fprintf(out, "cluster up: %d nodes; try: tidekv ctl --addr %s status\n",
-		cfg.Nodes, cfg.Node(1).GRPCAddr)
+	rctx, cancel := context.WithCancel(ctx) // ends the wait if every node dies
+	defer cancel()
+	go announceReady(rctx, cfg, out, errOut)
+	return watch(ctx, c, errOut)
+}
 
-	exited := make(chan *Process, cfg.Nodes)
-	for i := 1; i <= cfg.Nodes; i++ {
+// announceReady prints the "cluster up" line once the cluster is fully
+// replicated: only then can any one node die without a range losing its
+// quorum.
+func announceReady(ctx context.Context, cfg Config, out, errOut io.Writer) {
+	addrs := make([]string, cfg.Nodes)
+	for i := range addrs {
+		addrs[i] = cfg.Node(i + 1).HTTPAddr
+	}
+	r, err := WaitReady(ctx, addrs, func(reason string) {
+		fmt.Fprintf(errOut, "waiting for replication: %s\n", reason)
+	})
+	if err != nil {
+		return // stopping
+	}
+	fmt.Fprintf(out, "cluster up: %d nodes, %d ranges with %d voters each; try: tidekv ctl --addr %s status\n",
+		cfg.Nodes, r.Ranges, min(r.ReplicationFactor, r.LiveNodes), cfg.Node(1).GRPCAddr)
+}
+
+// watch reports nodes that exit unexpectedly until ctx ends (then it stops
+// the cluster) or every node has exited.
+func watch(ctx context.Context, c *Cluster, errOut io.Writer) error {
+	n := c.Config().Nodes
+	exited := make(chan *Process, n)
+	for i := 1; i <= n; i++ {
 		p := c.Process(i)
 		go func() {
 			<-p.Done()
@@ -62,7 +90,7 @@ func Up(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 			}
 		}()
 	}
-	alive := cfg.Nodes
+	alive := n
 	for alive > 0 {
 		select {
 		case <-ctx.Done():

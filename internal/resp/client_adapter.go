@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tidekv/tidekv/client"
 )
@@ -11,12 +12,14 @@ import (
 // FromClient adapts the TideKV Go client to KV, so that the RESP front end
 // takes the same path as gRPC requests (routing, read modes, limits,
 // admission control). Client errors are wrapped with this package's
-// sentinels (ErrNotFound, ErrInvalidArgument, ErrOverloaded, ErrAmbiguous)
-// and keep the client's message.
+// sentinels (see mapErr).
 func FromClient(c *client.Client) KV { return clientKV{c} }
 
 type clientKV struct{ c *client.Client }
 
+// mapErr wraps client errors with this package's sentinels. An invalid
+// argument keeps only the client's reason (its message less the client's
+// own sentinel), so the reply names "invalid argument" once.
 func mapErr(err error) error {
 	switch {
 	case err == nil:
@@ -24,11 +27,13 @@ func mapErr(err error) error {
 	case errors.Is(err, client.ErrNotFound):
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	case errors.Is(err, client.ErrInvalidArgument):
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: %s", ErrInvalidArgument, strings.TrimPrefix(err.Error(), client.ErrInvalidArgument.Error()+": "))
 	case errors.Is(err, client.ErrOverloaded):
 		return fmt.Errorf("%w: %w", ErrOverloaded, err)
 	case errors.Is(err, client.ErrAmbiguous):
 		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
+	case errors.Is(err, client.ErrUnavailable):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
 }

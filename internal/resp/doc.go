@@ -45,9 +45,21 @@
 // an empty end means no upper bound; LIMIT defaults to and is capped at
 // Config.MaxScanCount; hashes are skipped.
 //
-// Errors from the KV: not found is a nil reply; ErrInvalidArgument is
-// "ERR <message>"; ErrOverloaded is "ERR overloaded, retry"; ErrAmbiguous is
-// "ERR ambiguous result: the write may or may not have been applied (...)".
+// Errors from the KV, each one sentence: not found is a nil reply;
+// ErrInvalidArgument is "ERR invalid argument: <reason>" (a value over the
+// node's maximum value size: "ERR invalid argument: value of N bytes is too
+// large (the maximum value size is M bytes)"); ErrOverloaded is "ERR
+// overloaded, retry"; ErrAmbiguous is "ERR ambiguous result: the write may
+// or may not have been applied"; ErrUnavailable is "ERR unavailable: no
+// replica could serve the command, retry"; a deadline is "ERR timeout: the
+// command did not complete in time".
+//
+// Request limits (Config.MaxBulkLen, MaxArgs, MaxInlineLen, MaxCommandLen,
+// MaxConns): a request over one is refused at its header, before its
+// payload is read, with one reply naming the limit ("ERR Protocol error:
+// bulk string of N bytes is too large (the maximum is M bytes)"), and the
+// connection is closed; a connection beyond MaxConns gets "ERR max number
+// of clients reached (the maximum is N connections)". See limits.go.
 //
 // Pipelining: redcon reads every command a client has sent, runs them one
 // at a time in order on the connection's goroutine and flushes the replies

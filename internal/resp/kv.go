@@ -11,8 +11,11 @@ import (
 // FromClient adapts the TideKV Go client to it.
 //
 // Errors: implementations wrap ErrNotFound (Get only), ErrInvalidArgument,
-// ErrOverloaded and ErrAmbiguous so that errors.Is finds them; any other error
-// is reported to the Redis client as "ERR <message>".
+// ErrOverloaded, ErrAmbiguous and ErrUnavailable so that errors.Is finds
+// them. An invalid argument is reported to the Redis client as "ERR
+// <message>", so its message should be ErrInvalidArgument's followed by the
+// reason alone ("invalid argument: value of ... is too large ..."); the
+// other sentinels get a fixed text, and any other error is "ERR <message>".
 type KV interface {
 	// Get returns the value of key or an error wrapping ErrNotFound.
 	Get(ctx context.Context, key []byte) ([]byte, error)
@@ -56,6 +59,7 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	ErrOverloaded      = errors.New("overloaded")
 	ErrAmbiguous       = errors.New("ambiguous result: the write may or may not have been applied")
+	ErrUnavailable     = errors.New("unavailable: no replica could serve the command, retry")
 )
 
 // Key encoding (see doc.go).

@@ -460,13 +460,18 @@ func TestKVErrorMapping(t *testing.T) {
 		want string
 	}{
 		{fmt.Errorf("tidekv: %w", ErrOverloaded), "ERR overloaded, retry"},
-		{fmt.Errorf("put: %w", ErrAmbiguous), "ERR ambiguous result"},
+		{fmt.Errorf("%w: %w", ErrAmbiguous, fmt.Errorf("tidekv: ambiguous result: put: %w", context.DeadlineExceeded)), "ERR ambiguous result: the write may or may not have been applied"},
+		{fmt.Errorf("%w: tidekv: unavailable: get: giving up after 10 attempts: rpc error", ErrUnavailable), "ERR unavailable: no replica could serve the command, retry"},
+		{fmt.Errorf("tidekv: get: %w (last error: rpc error)", context.DeadlineExceeded), "ERR timeout: the command did not complete in time"},
 		{fmt.Errorf("%w: value too large (limit 1 MiB)", ErrInvalidArgument), "ERR invalid argument: value too large (limit 1 MiB)"},
 		{errors.New("boom\r\nline"), "ERR boom  line"},
 	} {
 		_, rc := start(t, errKV{newFakeKV(), tc.err}, nil, nil)
-		wantErr(t, rc.Get(ctx, "k").Err(), tc.want)
-		wantErr(t, rc.Set(ctx, "k", "v", 0).Err(), tc.want)
+		for _, err := range []error{rc.Get(ctx, "k").Err(), rc.Set(ctx, "k", "v", 0).Err()} {
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("error for %v: %v, want %q", tc.err, err, tc.want)
+			}
+		}
 	}
 }
 
@@ -583,6 +588,10 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.MaxScanCount = 0 },
 		func(c *Config) { c.MaxBatchKeys = 0 },
 		func(c *Config) { c.MaxConns = -1 },
+		func(c *Config) { c.MaxBulkLen = 0 },
+		func(c *Config) { c.MaxArgs = 0 },
+		func(c *Config) { c.MaxInlineLen = 0 },
+		func(c *Config) { c.MaxCommandLen = c.MaxBulkLen - 1 },
 		func(c *Config) { c.CursorTTL = 0 },
 		func(c *Config) { c.MaxCursors = 0 },
 		func(c *Config) { c.CASAttempts = 0 },

@@ -31,8 +31,18 @@ type Config struct {
 	// more than the cluster's BatchGet/Write key limit (1,000 by default).
 	MaxBatchKeys int
 	// MaxConns is the most client connections served at once; more are
-	// refused. 0 means no limit.
+	// refused with an error reply. 0 means no limit.
 	MaxConns int
+	// MaxBulkLen is the largest bulk string (one argument) a client may
+	// send, in bytes, like Redis's proto-max-bulk-len. MaxArgs is the most
+	// arguments of one command, MaxInlineLen the longest inline command
+	// line in bytes, and MaxCommandLen the most bytes of one command in
+	// all, like Redis's client-query-buffer-limit. A request over any of
+	// them is refused at its header, before its payload is read, with one
+	// error reply naming the limit, and the connection is closed: together
+	// they bound what one connection can make the node buffer. Each must
+	// be > 0, and MaxCommandLen at least MaxBulkLen.
+	MaxBulkLen, MaxArgs, MaxInlineLen, MaxCommandLen int
 	// CursorTTL is how long an idle SCAN cursor is kept. Must be > 0.
 	CursorTTL time.Duration
 	// MaxCursors is the most SCAN cursors kept; the oldest is dropped beyond
@@ -51,6 +61,11 @@ func DefaultConfig() Config {
 		RequestTimeout: 5 * time.Second,
 		MaxScanCount:   10000,
 		MaxBatchKeys:   1000,
+		MaxConns:       10000,
+		MaxBulkLen:     1 << 20,
+		MaxArgs:        1 << 16,
+		MaxInlineLen:   64 << 10,
+		MaxCommandLen:  32 << 20,
 		CursorTTL:      10 * time.Minute,
 		MaxCursors:     10000,
 		CASAttempts:    1000,
@@ -70,6 +85,10 @@ func (c Config) Validate() error {
 		return errors.New("resp: MaxBatchKeys must be > 0")
 	case c.MaxConns < 0:
 		return errors.New("resp: MaxConns must be >= 0")
+	case c.MaxBulkLen <= 0 || c.MaxArgs <= 0 || c.MaxInlineLen <= 0:
+		return errors.New("resp: MaxBulkLen, MaxArgs and MaxInlineLen must be > 0")
+	case c.MaxCommandLen < c.MaxBulkLen:
+		return fmt.Errorf("resp: MaxCommandLen (%d) must be at least MaxBulkLen (%d)", c.MaxCommandLen, c.MaxBulkLen)
 	case c.CursorTTL <= 0:
 		return errors.New("resp: CursorTTL must be > 0")
 	case c.MaxCursors <= 0:
@@ -158,7 +177,8 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Serve serves connections until Close; it returns nil after Close.
 func (s *Server) Serve() error {
-	err := s.rs.Serve(s.ln)
+	lim := frameLimits{bulk: s.cfg.MaxBulkLen, args: s.cfg.MaxArgs, inline: s.cfg.MaxInlineLen, command: s.cfg.MaxCommandLen}
+	err := s.rs.Serve(guardedListener{Listener: s.ln, lim: lim})
 	if s.ctx.Err() != nil {
 		return nil
 	}
@@ -182,6 +202,8 @@ func (s *Server) Close() error {
 func (s *Server) accept(c redcon.Conn) bool {
 	if n := s.conns.Add(1); s.cfg.MaxConns > 0 && n > int64(s.cfg.MaxConns) {
 		s.conns.Add(-1)
+		// redcon flushes this before closing a refused connection.
+		c.WriteError(fmt.Sprintf("ERR max number of clients reached (the maximum is %d connections)", s.cfg.MaxConns))
 		return false
 	}
 	c.SetContext(&connState{id: s.nextID.Add(1), authed: s.cfg.Password == ""})
@@ -263,14 +285,18 @@ func replyErr(c redcon.Conn, err error) {
 	c.WriteError(errText(err))
 }
 
+// errText renders a KV error as one sentence: the sentinels get fixed
+// texts, never the chain of causes behind them.
 func errText(err error) string {
 	switch {
 	case errors.Is(err, ErrOverloaded):
 		return "ERR overloaded, retry"
 	case errors.Is(err, ErrAmbiguous):
-		return "ERR ambiguous result: the write may or may not have been applied (" + oneLine(err.Error()) + ")"
+		return "ERR " + ErrAmbiguous.Error()
+	case errors.Is(err, ErrUnavailable):
+		return "ERR " + ErrUnavailable.Error()
 	case errors.Is(err, context.DeadlineExceeded):
-		return "ERR timeout: " + oneLine(err.Error())
+		return "ERR timeout: the command did not complete in time"
 	}
 	return "ERR " + oneLine(err.Error())
 }

@@ -18,6 +18,12 @@ import (
 	"github.com/tidekv/tidekv/internal/transport"
 )
 
+// AutoAddr as Config.HTTPAddr derives the HTTP address from the gRPC
+// listener: its host with its port + 1 (the layout of `tidekv up`), or a
+// free port on that host when that one is taken. Nodes started on one host
+// with different --listen ports then never collide on a default.
+const AutoAddr = "auto"
+
 // Limits bound what a single request may carry. Requests over a limit fail
 // with InvalidArgument naming the limit, and change nothing.
 type Limits struct {
@@ -55,7 +61,8 @@ type Config struct {
 	// GRPCAddr is the host:port the gRPC services listen on (also the
 	// address other nodes and clients use).
 	GRPCAddr string
-	// HTTPAddr is the host:port of /health and /metrics ("" disables it).
+	// HTTPAddr is the host:port of /health, /ready, /metrics and the
+	// dashboard ("" disables it; AutoAddr puts it beside GRPCAddr).
 	HTTPAddr string
 	// Redis configures the Redis-protocol listener; an empty
 	// Redis.ListenAddr disables it.
@@ -211,10 +218,13 @@ func (c *Config) Validate() error {
 }
 
 // redisDefaults is resp's configuration with the listener off: a node
-// serves the Redis protocol only when given an address.
+// serves the Redis protocol only when given an address. Its bulk strings
+// are capped at the maximum value size: a larger one could only be refused
+// by the KV after being read whole.
 func redisDefaults() resp.Config {
 	c := resp.DefaultConfig()
 	c.ListenAddr = ""
+	c.MaxBulkLen = DefaultLimits().MaxValueSize
 	return c
 }
 

@@ -40,14 +40,14 @@ func (s *Server) checkKey(k []byte) error {
 		return invalidArg("empty key")
 	}
 	if len(k) > s.cfg.Limits.MaxKeySize {
-		return invalidArg("key of %d bytes exceeds the maximum key size of %d bytes", len(k), s.cfg.Limits.MaxKeySize)
+		return invalidArg("key of %d bytes is too large (the maximum key size is %d bytes)", len(k), s.cfg.Limits.MaxKeySize)
 	}
 	return nil
 }
 
 func (s *Server) checkValue(v []byte) error {
 	if len(v) > s.cfg.Limits.MaxValueSize {
-		return invalidArg("value of %d bytes exceeds the maximum value size of %d bytes", len(v), s.cfg.Limits.MaxValueSize)
+		return invalidArg("value of %d bytes is too large (the maximum value size is %d bytes)", len(v), s.cfg.Limits.MaxValueSize)
 	}
 	return nil
 }
@@ -243,7 +243,7 @@ func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tid
 			total += len(op.GetKey()) + len(op.GetValue())
 		}
 		if total > s.cfg.Limits.MaxWriteBytes {
-			return invalidArg("write of %d bytes exceeds the maximum write size of %d bytes", total, s.cfg.Limits.MaxWriteBytes)
+			return invalidArg("write of %d bytes is too large (the maximum write size is %d bytes)", total, s.cfg.Limits.MaxWriteBytes)
 		}
 		return nil
 	}

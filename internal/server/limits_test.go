@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,11 +62,11 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"key over 4 KiB", func() error {
 			_, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: big(4097), Value: []byte("v")})
 			return err
-		}, "maximum key size of 4096"},
+		}, "key of 4097 bytes is too large (the maximum key size is 4096 bytes)"},
 		{"value over 1 MiB", func() error {
 			_, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: []byte("k"), Value: big(1<<20 + 1)})
 			return err
-		}, "maximum value size of 1048576"},
+		}, "value of 1048577 bytes is too large (the maximum value size is 1048576 bytes)"},
 		{"get empty key", func() error { _, err := kv.Get(ctx, &tidekvpb.GetRequest{}); return err }, "empty key"},
 		{"scan over the limit", func() error {
 			_, err := kv.Scan(ctx, &tidekvpb.ScanRequest{StartKey: []byte("a"), Limit: 10001})
@@ -179,6 +182,39 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	for _, want := range []string{`tidekv_requests_total{code="OK",op="put"}`, "tidekv_request_duration_seconds_bucket", "tidekv_replicas 2", "tidekv_leases 2", "tidekv_requests_inflight"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestRedisTooLargeValue: through a node's Redis listener, a value over the
+// maximum value size is "too large" in one sentence, whichever limit stops
+// it: the bulk length cap (by default the maximum value size) at its
+// header, or, with that cap raised, the node's value size check.
+func TestRedisTooLargeValue(t *testing.T) {
+	for _, tc := range []struct {
+		bulkLen int
+		want    string
+	}{
+		{0, "-ERR Protocol error: bulk string of 2097152 bytes is too large (the maximum is 1048576 bytes)"},
+		{4 << 20, "-ERR invalid argument: value of 2097152 bytes is too large (the maximum value size is 1048576 bytes)"},
+	} {
+		tc1 := startClusterWith(t, 1, func(c *Config) {
+			c.Redis.ListenAddr = "127.0.0.1:0"
+			if tc.bulkLen > 0 {
+				c.Redis.MaxBulkLen = tc.bulkLen
+			}
+		})
+		waitServing(t, kvClient(t, tc1.nodes[0].Addr()))
+		conn, err := net.Dial("tcp", tc1.nodes[0].RedisAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		go fmt.Fprintf(conn, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n%s\r\n", 2<<20, bytes.Repeat([]byte("x"), 2<<20))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if strings.TrimRight(line, "\r\n") != tc.want {
+			t.Errorf("bulk cap %d: reply %q (%v), want %q", tc.bulkLen, line, err, tc.want)
 		}
 	}
 }

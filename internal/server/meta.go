@@ -440,7 +440,9 @@ func (s *Server) stateOf(n *tidekvpb.NodeDescriptor, ns *tidekvpb.NodeStatus, si
 	case silent >= s.cfg.Control.DeadNodeGrace:
 		return stateDead
 	case !heard:
-		return stateUnknown
+		// Never heard from, and gossip cannot reach it (the cases above
+		// took every other node not heard from).
+		return stateSuspect
 	case !ns.GetLive():
 		return stateSuspect
 	case n.GetDraining() && ns.GetReplicas() == 0:

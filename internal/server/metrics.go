@@ -350,6 +350,7 @@ func (s *Server) httpHandler() http.Handler {
 		}
 		w.Write([]byte("ok\n"))
 	})
+	mux.HandleFunc("/ready", s.serveReady)
 	s.registerAPI(mux)
 	mux.Handle("/", dashboard.Handler())
 	return mux

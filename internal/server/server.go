@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,14 @@ import (
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
 )
+
+// maxMessageSize bounds every gRPC message a node receives or sends, and so
+// what one message can make it allocate before any check: gRPC refuses a
+// larger one unread (the client reports "request of N bytes is too large").
+// The KV, admin and Raft services share the server, so it must cover Raft
+// batches and scan pages; KV requests are then held to the far smaller
+// Limits (keys, values, writes) after decoding.
+const maxMessageSize = 64 << 20
 
 // Server is one running TideKV node.
 type Server struct {
@@ -140,13 +149,13 @@ func (s *Server) serve(ctx context.Context) error {
 	}
 	// Stream workers reuse goroutines (and their grown stacks) across
 	// requests instead of starting one per request.
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), grpc.NumStreamWorkers(32))
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageSize), grpc.MaxSendMsgSize(maxMessageSize), grpc.NumStreamWorkers(32))
 	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.grpcT.Register(s.grpcSrv)
 	go s.grpcSrv.Serve(lis)
 	if s.cfg.HTTPAddr != "" {
-		if s.httpLis, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
+		if s.httpLis, err = s.listenHTTP(); err != nil {
 			return err
 		}
 		s.httpSrv = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
@@ -194,6 +203,28 @@ func (s *Server) serve(ctx context.Context) error {
 	s.events.Record("node-start", nodeSubject(s.nodeID), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
 	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.nodeID, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.clusterID)
 	return nil
+}
+
+// listenHTTP binds the HTTP listener, deriving its address for AutoAddr.
+func (s *Server) listenHTTP() (net.Listener, error) {
+	if s.cfg.HTTPAddr != AutoAddr {
+		return net.Listen("tcp", s.cfg.HTTPAddr)
+	}
+	host, port, err := net.SplitHostPort(s.Addr())
+	if err != nil {
+		return nil, err
+	}
+	p, _ := strconv.Atoi(port)
+	next := net.JoinHostPort(host, strconv.Itoa(p+1))
+	if l, err := net.Listen("tcp", next); err == nil {
+		return l, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, err
+	}
+	log.Printf("HTTP: %s is taken; listening on %s instead", next, l.Addr())
+	return l, nil
 }
 
 func (s *Server) self() *tidekvpb.NodeDescriptor {
@@ -339,7 +370,7 @@ func (s *Server) conn(addr string) *grpc.ClientConn {
 		return c
 	}
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize)))
 	if err != nil {
 		// NewClient only fails on malformed targets; callers see the error
 		// on their first RPC through a closed placeholder.

@@ -1,0 +1,179 @@
+package resp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// exchange sends header, then payload bytes of filler, and returns
+// everything the server answers until it closes the connection. payload is
+// written concurrently from one reused buffer, so the test itself
+// allocates next to nothing.
+func exchange(t *testing.T, addr, header string, payload int64) (reply string, sent int64) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	wrote := make(chan int64, 1)
+	go func() {
+		n, _ := io.WriteString(c, header)
+		chunk := make([]byte, 64<<10)
+		total := int64(n)
+		for payload > 0 {
+			m, err := c.Write(chunk[:min(int64(len(chunk)), payload)])
+			total += int64(m)
+			payload -= int64(m)
+			if err != nil {
+				break
+			}
+		}
+		wrote <- total
+	}()
+	var out bytes.Buffer
+	if _, err := io.Copy(&out, io.LimitReader(c, 1<<10)); err != nil {
+		t.Fatalf("reading the reply: %v (so far %q)", err, out.String())
+	}
+	return out.String(), <-wrote
+}
+
+// allocated returns the bytes allocated by the whole process since it
+// started (including what was freed since).
+func allocated() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
+}
+
+// TestOversizeRequestsRefused: a request over a limit gets one error reply
+// naming the limit, then the connection closes, and the node never
+// allocates the payload the header announced (or the part of it that is
+// sent). Commands pipelined before it are answered first.
+func TestOversizeRequestsRefused(t *testing.T) {
+	s, _ := start(t, newFakeKV(), nil, nil)
+	const maxAlloc = 4 << 20 // the whole process, test client included
+	for _, tc := range []struct {
+		name, header string
+		payload      int64
+		want         string
+	}{
+		{"bulk length 2^40", "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1099511627776\r\n", 0,
+			"-ERR Protocol error: bulk string of 1099511627776 bytes is too large (the maximum is 1048576 bytes)\r\n"},
+		{"array of 10^9", "*1000000000\r\n", 0,
+			"-ERR Protocol error: command of 1000000000 arguments is too large (the maximum is 65536 arguments)\r\n"},
+		{"64 MB value", "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$67108864\r\n", 64 << 20,
+			"-ERR Protocol error: bulk string of 67108864 bytes is too large (the maximum is 1048576 bytes)\r\n"},
+		{"inline line of 1 MiB", "SET k ", 1 << 20,
+			"-ERR Protocol error: inline command is too large (the maximum is 65536 bytes)\r\n"},
+		{"after a pipelined command", "PING\r\n*2\r\n$4\r\nECHO\r\n$1099511627776\r\n", 0,
+			"+PONG\r\n-ERR Protocol error: bulk string of 1099511627776 bytes is too large (the maximum is 1048576 bytes)\r\n"},
+		{"malformed length", "*1\r\n$12345678901234567890123\r\n", 0, "-ERR Protocol error: invalid bulk length\r\n"},
+		{"not a bulk string", "*1\r\n+PING\r\n", 0, "-ERR Protocol error: expected '$', got '+'\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runtime.GC()
+			before := allocated()
+			reply, sent := exchange(t, s.Addr().String(), tc.header, tc.payload)
+			grew := allocated() - before
+			if reply != tc.want {
+				t.Fatalf("reply %q, want %q", reply, tc.want)
+			}
+			if grew > maxAlloc {
+				t.Errorf("%d bytes allocated while %d were sent; want at most %d", grew, sent, maxAlloc)
+			}
+			t.Logf("%d bytes sent, %d allocated", sent, grew)
+		})
+	}
+}
+
+// TestCommandLenLimit: arguments each within MaxBulkLen but together over
+// MaxCommandLen are refused at the header that crosses it.
+func TestCommandLenLimit(t *testing.T) {
+	s, _ := start(t, newFakeKV(), func(c *Config) { c.MaxCommandLen = 2 << 20 }, nil)
+	mib := fmt.Sprint(1 << 20)
+	header := "*4\r\n$4\r\nMSET\r\n$1\r\na\r\n$" + mib + "\r\n" + strings.Repeat("x", 1<<20) + "\r\n$" + mib + "\r\n"
+	reply, _ := exchange(t, s.Addr().String(), header, 1<<20)
+	if want := "-ERR Protocol error: command of more than 2097152 bytes is too large (the maximum is 2097152 bytes)\r\n"; reply != want {
+		t.Fatalf("reply %q, want %q", reply, want)
+	}
+}
+
+// TestOversizeValueThroughClient: what a Redis client sees for a value over
+// the limit, and that its next command works (on a new connection).
+func TestOversizeValueThroughClient(t *testing.T) {
+	ctx := context.Background()
+	_, rc := start(t, newFakeKV(), nil, nil)
+	err := rc.Set(ctx, "k", strings.Repeat("x", 2<<20), 0).Err()
+	if want := "ERR Protocol error: bulk string of 2097152 bytes is too large (the maximum is 1048576 bytes)"; err == nil || err.Error() != want {
+		t.Fatalf("SET of 2 MiB: %v, want %q", err, want)
+	}
+	eq(t, must(rc.Set(ctx, "k", strings.Repeat("x", 1<<20), 0).Result()), "OK")
+}
+
+// TestMaxConnections: a connection beyond MaxConns gets an error reply and
+// is closed; once one closes, a new one is served.
+func TestMaxConnections(t *testing.T) {
+	s, _ := start(t, newFakeKV(), func(c *Config) { c.MaxConns = 2 }, nil)
+	dial := func() (net.Conn, string) {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "PING\r\n")
+		b := make([]byte, 128)
+		n, _ := io.ReadAtLeast(c, b, 7)
+		return c, string(b[:n])
+	}
+	a, ra := dial()
+	defer a.Close()
+	b, rb := dial()
+	eq(t, ra+rb, "+PONG\r\n+PONG\r\n")
+	c, rc := dial()
+	c.Close()
+	eq(t, rc, "-ERR max number of clients reached (the maximum is 2 connections)\r\n")
+	b.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d, rd := dial()
+		d.Close()
+		if rd == "+PONG\r\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a connection closed, a new one still gets %q", rd)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFrameScannerSplits: the scanner follows valid requests however the
+// stream is cut into reads.
+func TestFrameScannerSplits(t *testing.T) {
+	stream := []byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\nPING\r\n*1\r\n$0\r\n\r\nGET k\r\n")
+	lim := frameLimits{bulk: 5, args: 3, inline: 6, command: 64}
+	for cut := 0; cut <= len(stream); cut++ {
+		f := frameScanner{lim: lim}
+		for _, part := range [][]byte{stream[:cut], stream[cut:]} {
+			if n, err := f.scan(part); err != nil || n != len(part) {
+				t.Fatalf("cut at %d: scan = %d, %v", cut, n, err)
+			}
+		}
+		if f.state != atCommand {
+			t.Fatalf("cut at %d: ends in state %d", cut, f.state)
+		}
+	}
+	f := frameScanner{lim: lim}
+	if _, err := f.scan([]byte("*1\r\n$6\r\n")); err == nil {
+		t.Fatal("a bulk string over the limit was accepted")
+	}
+}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// Readiness: a cluster is ready when losing any one node cannot take a
+// range below quorum, i.e. when the meta range and every user range have
+// their replication factor (see replicationGap). Liveness alone (/health)
+// says nothing about that: a freshly bootstrapped cluster serves from node
+// 1 alone for a few seconds while placement adds the other voters.
+
+// readyTimeout bounds GET /ready: a meta range without a reachable
+// leaseholder is itself a reason not to be ready, not a reason to hang.
+const readyTimeout = 2 * time.Second
+
+func (a *adminService) Readiness(ctx context.Context, req *tidekvpb.ReadinessRequest) (*tidekvpb.ReadinessResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := callMeta(ctx, s, s.readinessLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReadinessResponse, error) {
+		return c.Readiness(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+// readinessLocal judges readiness on the meta leaseholder, from the range
+// directory, the reported leaseholders and node liveness.
+func (s *Server) readinessLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ReadinessResponse, error) {
+	rs, err := s.rangesLocal(ctx, meta)
+	if err != nil {
+		return nil, err
+	}
+	ranges := append([]*tidekvpb.RangeInfo{{Desc: meta.Desc(), LeaderNodeId: s.nodeID}}, rs.GetRanges()...)
+	rf := s.cfg.Placement.ReplicationFactor
+	live, reason := replicationGap(ranges, s.nodeStatuses(rs.GetNodes(), time.Now()), rf)
+	return &tidekvpb.ReadinessResponse{Ready: reason == "", Reason: reason, ReplicationFactor: uint32(rf),
+		LiveNodes: uint32(live), Ranges: uint32(len(ranges))}, nil
+}
+
+// replicationGap returns the number of live nodes (draining ones excluded)
+// and, in one sentence, the first reason the ranges are not fully
+// replicated, or "" when they are: each range needs min(rf, live nodes)
+// voters on live nodes, no replica change in flight (a joint
+// configuration) and a known leaseholder. A node the meta leaseholder has
+// not heard from since it took over makes the target unknown, so it is a
+// reason too.
+func replicationGap(ranges []*tidekvpb.RangeInfo, nodes []*tidekvpb.NodeStatus, rf int) (int, string) {
+	liveNode := map[uint64]bool{}
+	live := 0
+	for _, ns := range nodes {
+		id := ns.GetNode().GetNodeId()
+		if ns.GetState() == stateUnknown {
+			return 0, fmt.Sprintf("node %d has not heartbeated to the meta leaseholder yet.", id)
+		}
+		liveNode[id] = ns.GetLive()
+		if ns.GetLive() && !ns.GetNode().GetDraining() {
+			live++
+		}
+	}
+	if live == 0 {
+		return 0, "no node is live yet."
+	}
+	want := min(rf, live)
+	for _, ri := range ranges {
+		d := ri.GetDesc()
+		name := fmt.Sprintf("range %d", d.GetRangeId())
+		if d.GetRangeId() == keys.MetaRangeID {
+			name = "the meta range"
+		}
+		voters := 0
+		for _, rd := range d.GetReplicas() {
+			switch rd.GetType() {
+			case tidekvpb.ReplicaType_VOTER_INCOMING, tidekvpb.ReplicaType_VOTER_OUTGOING:
+				return live, fmt.Sprintf("%s has a replica change in progress.", name)
+			case tidekvpb.ReplicaType_VOTER:
+				if liveNode[rd.GetNodeId()] {
+					voters++
+				}
+			}
+		}
+		if voters < want {
+			return live, fmt.Sprintf("%s has %d of %d voters on live nodes.", name, voters, want)
+		}
+		if ri.GetLeaderNodeId() == 0 {
+			return live, fmt.Sprintf("%s has no known leaseholder.", name)
+		}
+	}
+	return live, ""
+}
+
+// readyView is the body of GET /ready.
+type readyView struct {
+	Ready             bool   `json:"ready"`
+	NodeID            uint64 `json:"node_id"`
+	Reason            string `json:"reason,omitempty"`
+	ReplicationFactor uint32 `json:"replication_factor,omitempty"`
+	LiveNodes         uint32 `json:"live_nodes,omitempty"`
+	Ranges            uint32 `json:"ranges,omitempty"`
+}
+
+// serveReady answers GET /ready: 200 when this node serves and the cluster
+// is fully replicated, 503 with the reason otherwise.
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	v := readyView{NodeID: s.nodeID}
+	if !s.ready.Load() {
+		v.Reason = "this node is not serving yet."
+	} else {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		resp, err := (&adminService{s: s}).Readiness(ctx, &tidekvpb.ReadinessRequest{})
+		switch {
+		case ctx.Err() != nil:
+			v.Reason = fmt.Sprintf("no meta range leaseholder answered within %v.", readyTimeout)
+		case err != nil:
+			v.Reason = fmt.Sprintf("the meta range could not be read (%s).", status.Convert(err).Message())
+		default:
+			v.Ready, v.Reason = resp.GetReady(), resp.GetReason()
+			v.ReplicationFactor, v.LiveNodes, v.Ranges = resp.GetReplicationFactor(), resp.GetLiveNodes(), resp.GetRanges()
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if !v.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	json.NewEncoder(w).Encode(v)
+}
