@@ -38,6 +38,7 @@ func newElasticBenchCmd() *cobra.Command {
 	var simulate, asJSON bool
 	var seed uint64
 	real := elasticbench.DefaultOptions()
+	var variant simVariant
 	cmd := &cobra.Command{
 		Use:   "elastic",
 		Short: "Compare elasticity controllers under a load curve: SLO violations, node-seconds, utilisation, actions",
@@ -60,7 +61,9 @@ timeline (CSV) and a plot (SVG) per run into --out.`,
 			}
 			var reports []elasticReport
 			for _, ctl := range controllers {
-				run := runElasticSim
+				run := func(scenarioName, ctl string, seed uint64, out string) (elasticReport, error) {
+					return runElasticSim(scenarioName, ctl, seed, out, variant)
+				}
 				if !simulate {
 					run = func(scenarioName, ctl string, seed uint64, out string) (elasticReport, error) {
 						return runElasticReal(cmdContext(cmd), real, scenarioName, ctl, seed, out, cmd.ErrOrStderr())
@@ -90,6 +93,8 @@ timeline (CSV) and a plot (SVG) per run into --out.`,
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.Uint64Var(&seed, "seed", 1, "simulator seed (load noise)")
 	f.StringVar(&out, "out", "elastic-results", "directory for the timelines and plots")
+	f.Float64Var(&variant.hog, "hog", 0, "--sim: share of node 1's capacity a co-located process steals (0..1)")
+	f.BoolVar(&variant.plain, "ignore-interference", false, "--sim: plan as if every node had its peers' capacity")
 	f.StringVar(&real.Binary, "binary", "", "tidekv executable for real-process runs (default: this one)")
 	f.IntVar(&real.MaxNodes, "max-nodes", real.MaxNodes, "real-process runs: the most nodes autoscaling may start")
 	return cmd
@@ -122,11 +127,25 @@ func runElasticReal(ctx context.Context, o elasticbench.Options, scenarioName, c
 	return writeElastic(scenarioName+"-real", controller, seed, out, title, r.Metrics, r.Timeline, r.SLO)
 }
 
+// simVariant changes a simulated scenario: a co-runner stealing a share
+// of node 1's capacity, and the plain planner that ignores interference.
+type simVariant struct {
+	hog   float64
+	plain bool
+}
+
 // runElasticSim runs one scenario in the simulator and writes its files.
-func runElasticSim(scenarioName, controller string, seed uint64, out string) (elasticReport, error) {
+func runElasticSim(scenarioName, controller string, seed uint64, out string, v simVariant) (elasticReport, error) {
 	c, err := sim.ElasticScenario(scenarioName, controller, seed)
 	if err != nil {
 		return elasticReport{}, err
+	}
+	c.Hog, c.Policy.IgnoreInterference = v.hog, v.plain
+	if v.hog > 0 || v.plain {
+		controller += fmt.Sprintf("-hog%.0f%%", 100*v.hog)
+		if v.plain {
+			controller += "-plain"
+		}
 	}
 	r, err := sim.RunElastic(c)
 	if err != nil {
@@ -138,7 +157,9 @@ func runElasticSim(scenarioName, controller string, seed uint64, out string) (el
 
 // writeElastic writes a run's timeline (CSV) and plot (SVG) and reports it.
 func writeElastic(scenarioName, controller string, seed uint64, out, title string, m sim.ElasticMetrics, timeline []sim.ElasticPoint, slo time.Duration) (elasticReport, error) {
-	base := filepath.Join(out, fmt.Sprintf("%s-%s", strings.ReplaceAll(filepath.Base(scenarioName), ":", "-"), controller))
+	name := filepath.Base(scenarioName)
+	name = strings.TrimSuffix(strings.ReplaceAll(name, ":", "-"), filepath.Ext(name))
+	base := filepath.Join(out, fmt.Sprintf("%s-%s", name, controller))
 	rep := elasticReport{Scenario: scenarioName, Controller: controller, Seed: seed,
 		ViolationSeconds: m.ViolationSeconds, NodeSeconds: m.NodeSeconds, MeanUtilization: m.MeanUtilization,
 		ScalingActions: m.ScalingActions, P99Ms: float64(m.P99.Microseconds()) / 1000,
