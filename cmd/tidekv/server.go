@@ -62,6 +62,7 @@ func newServerCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", "tidekv-data", "directory for this node's data")
 	f.StringVar(&cfg.GRPCAddr, "listen", "127.0.0.1:7400", "gRPC listen address (host:port) for clients and peers")
+	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "gRPC address (host:port) peers and clients dial, when not the one --listen binds (e.g. a pod's DNS name)")
 	f.StringVar(&cfg.HTTPAddr, "http-listen", server.AutoAddr, "HTTP listen address for /health, /ready, /metrics and the dashboard; \"auto\": the --listen host at its port + 1, or a free port if that one is taken (printed); empty disables it")
 	f.StringVar(&cfg.Redis.ListenAddr, "redis-listen", "", "Redis-protocol listen address (host:port; empty disables it)")
 	f.StringVar(&cfg.Redis.Password, "redis-password", "", "password Redis clients must give with AUTH (empty: none)")
@@ -86,7 +87,7 @@ func newServerCmd() *cobra.Command {
 
 // perNodeFlags name a node's own directory, addresses and join list: a
 // node the local actuator starts gets its own, not this node's.
-var perNodeFlags = map[string]bool{"--data-dir": true, "--listen": true, "--http-listen": true,
+var perNodeFlags = map[string]bool{"--data-dir": true, "--listen": true, "--advertise": true, "--http-listen": true,
 	"--redis-listen": true, "--gossip-listen": true, "--join": true, "--node-label": true}
 
 // inheritedArgs is this node's server arguments without the per-node ones.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +91,46 @@ func TestAutoscaleStatusAndPolicy(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A node bound to one address advertises another (a pod's DNS name):
+// peers join through it and the cluster lists it; a malformed one is
+// refused at start.
+func TestAdvertiseAddr(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	tc := startClusterWith(t, 2, func(c *Config) {
+		if c.Join == nil && port != 0 {
+			c.GRPCAddr, c.AdvertiseAddr = fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("localhost:%d", port)
+			port = 0
+		}
+	})
+	c := tc.client()
+	want := tc.nodes[0].Addr()
+	if !strings.HasPrefix(want, "localhost:") {
+		t.Fatalf("node 1 advertises %s", want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eventually(t, 10*time.Second, "node 1 listed under its advertised address", func() error {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ns := range st.GetNodes() {
+			if ns.GetNode().GetGrpcAddr() == want {
+				return nil
+			}
+		}
+		return fmt.Errorf("no node at %s", want)
+	})
+	cfg := testConfig(t)
+	cfg.AdvertiseAddr = "pod-0"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `advertise address "pod-0" is not host:port`) {
+		t.Fatalf("validate: %v", err)
+	}
 }

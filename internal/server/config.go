@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/tidekv/tidekv/internal/actuator"
 	"github.com/tidekv/tidekv/internal/elastic"
+	"net"
 	"time"
 
 	"github.com/tidekv/tidekv/internal/control"
@@ -61,6 +62,10 @@ type Config struct {
 	// GRPCAddr is the host:port the gRPC services listen on (also the
 	// address other nodes and clients use).
 	GRPCAddr string
+	// AdvertiseAddr is the host:port other nodes and clients dial to reach
+	// the gRPC listener, when it differs from the address bound (a pod's
+	// DNS name in a StatefulSet); "" advertises the bound address.
+	AdvertiseAddr string
 	// HTTPAddr is the host:port of /health, /ready, /metrics and the
 	// dashboard ("" disables it; AutoAddr puts it beside GRPCAddr).
 	HTTPAddr string
@@ -157,6 +162,11 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("server: data dir is required")
+	}
+	if c.AdvertiseAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdvertiseAddr); err != nil {
+			return fmt.Errorf("server: advertise address %q is not host:port: %v", c.AdvertiseAddr, err)
+		}
 	}
 	if c.GRPCAddr == "" {
 		return errors.New("server: gRPC listen address is required")

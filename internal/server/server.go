@@ -210,7 +210,7 @@ func (s *Server) listenHTTP() (net.Listener, error) {
 	if s.cfg.HTTPAddr != AutoAddr {
 		return net.Listen("tcp", s.cfg.HTTPAddr)
 	}
-	host, port, err := net.SplitHostPort(s.Addr())
+	host, port, err := net.SplitHostPort(s.lis.Addr().String())
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,14 @@ func (s *Server) RedisAddr() string {
 }
 
 // Addr is the node's gRPC address.
-func (s *Server) Addr() string { return s.lis.Addr().String() }
+// Addr is the gRPC address the node advertises: what peers and clients
+// dial.
+func (s *Server) Addr() string {
+	if s.cfg.AdvertiseAddr != "" {
+		return s.cfg.AdvertiseAddr
+	}
+	return s.lis.Addr().String()
+}
 
 // HTTPAddr is the node's HTTP address ("" if disabled).
 func (s *Server) HTTPAddr() string {
