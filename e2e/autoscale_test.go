@@ -124,3 +124,86 @@ func TestAutoscaleGrowsAndShrinks(t *testing.T) {
 		}
 	}
 }
+
+// The node running the controller is killed right after it asked for a
+// node: another node takes the meta lease, its controller counts what
+// joined and asks again for what is still missing, and the cluster ends
+// with the nodes the policy wants and every range fully replicated.
+func TestAutoscaleResumesAfterControllerKill(t *testing.T) {
+	tc := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--autoscale", "--autoscale-max-nodes", "5"}})
+	stopAutoscaled(t, local.DirBeside(tc.DataDir(1)))
+	ctx := testCtx(t, 4*time.Minute)
+	cl := newClient(t, tc.Addrs())
+	waitReplicated(ctx, t, cl, 3)
+	if err := eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+		_, err := cl.Settings(ctx, map[string]string{"autoscale.min-nodes": "4"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+		st, err := autoscaleStatus(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if st.PendingOut == 0 && st.Nodes < 4 {
+			return fmt.Errorf("no scale-out yet: %d nodes, target %d", st.Nodes, st.TargetNodes)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	victim := plMetaLeader(ctx, t, tc, cl)
+	killed := tc.NodeID(victim)
+	t.Logf("killing node %d, the controller, during the scale-out", killed)
+	tc.Kill(victim)
+	// Two of the original nodes and what the controllers started: the
+	// policy's four serving nodes; the dead node's replicas replaced.
+	waitNodes(ctx, t, cl, 4, 2*time.Minute)
+	if err := eventually(ctx, 2*time.Minute, func(ctx context.Context) error {
+		resp, err := cl.Ranges(ctx)
+		if err != nil {
+			return err
+		}
+		if n := plReplicasOn(resp, killed); n > 0 {
+			return fmt.Errorf("%d replicas still on the dead node %d", n, killed)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicated(ctx, t, cl, 3)
+	events, err := cl.Events(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deciders := map[uint64]bool{}
+	for _, e := range events {
+		if e.GetKind() == "scale-out" {
+			deciders[e.GetNodeId()] = true
+			t.Logf("node %d: %s", e.GetNodeId(), e.GetReason())
+		}
+	}
+	if len(deciders) == 0 {
+		t.Fatal("no scale-out event")
+	}
+}
+
+// stopAutoscaled stops, when the test ends, every node the local actuator
+// started in dir.
+func stopAutoscaled(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		lc := local.DefaultConfig()
+		lc.Dir = dir
+		act, err := local.New(lc)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := act.StopAll(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+}

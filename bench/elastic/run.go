@@ -111,7 +111,13 @@ func Run(ctx context.Context, o Options, progress io.Writer) (Result, error) {
 		}
 		if now.After(nextSecond) {
 			nextSecond = nextSecond.Add(time.Second)
-			res.Timeline = append(res.Timeline, g.second(ctx, cl, now.Sub(start), load(now.Sub(start))))
+			p := g.second(ctx, cl, now.Sub(start), load(now.Sub(start)))
+			if p.Nodes == 0 && len(res.Timeline) > 0 {
+				// The status call timed out: the cluster is as it was.
+				last := res.Timeline[len(res.Timeline)-1]
+				p.Nodes, p.Starting, p.MigrationAllowance, p.Utilization = last.Nodes, last.Starting, last.MigrationAllowance, last.Utilization
+			}
+			res.Timeline = append(res.Timeline, p)
 			if len(res.Timeline)%15 == 0 {
 				p := res.Timeline[len(res.Timeline)-1]
 				fmt.Fprintf(progress, "%4.0fs offered %5.0f served %5.0f refused %5.0f p99 %6.1fms nodes %d migration %3.0f MiB/s\n",
