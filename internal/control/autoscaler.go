@@ -87,7 +87,7 @@ func (a *Autoscaler) Round(obs Observation, rf, settling int) {
 	if scaler == nil {
 		return
 	}
-	action := ScaleAction{From: len(in.Serving) + in.PendingOut, Reason: out.Reason, Proactive: out.Proactive}
+	action := ScaleAction{From: len(in.Serving) + in.PendingOut + in.Suspect, Reason: out.Reason, Proactive: out.Proactive}
 	switch {
 	case !p.Enabled:
 		// Disabled: follow what is under way, start nothing.
@@ -108,6 +108,9 @@ func (a *Autoscaler) input(obs Observation, rf int) elastic.Input {
 		in.PendingOut, in.PendingIn = a.scaler.Pending()
 	}
 	for _, n := range obs.Nodes {
+		if n.State == placement.NodeSuspect {
+			in.Suspect++
+		}
 		if n.State != placement.NodeLive && n.State != placement.NodeDraining {
 			continue
 		}

@@ -13,6 +13,10 @@ type Input struct {
 	// were asked for and have not joined, PendingIn are draining.
 	Serving               []uint64
 	PendingOut, PendingIn int
+	// Suspect nodes have missed heartbeats but are not dead: they serve
+	// nothing now, yet a node is not started to replace them (they
+	// usually come back; a dead node leaves the count).
+	Suspect int
 	// Offered is the cluster's offered load (served + refused, ops/s),
 	// Rejected the part refused.
 	Offered, Rejected float64
@@ -120,7 +124,7 @@ func (pl *Planner) Round(in Input) Output {
 		biggest = math.Max(biggest, c*p.TargetUtilization)
 	}
 	perNew := pl.capacity.AtSLO(0, p.SLOP99, false) * p.TargetUtilization
-	current := len(in.Serving) + in.PendingOut
+	current := len(in.Serving) + in.PendingOut + in.Suspect
 	capacity += float64(in.PendingOut) * perNew
 	// need is the node count whose capacity, filled to the target
 	// utilisation, carries load: the serving nodes plus new ones.
@@ -131,7 +135,7 @@ func (pl *Planner) Round(in Input) Output {
 	// The nodes that serve now (not the new ones still taking data) are
 	// above the target: moves that bring capacity are urgent, bounded by
 	// the SLO only, not by the slowdown allowed to ordinary moves.
-	serving := max(current-in.Settling-in.PendingOut, 1)
+	serving := max(current-in.Settling-in.PendingOut-in.Suspect, 1)
 	urgent := in.Settling > 0 && util*float64(current)/float64(serving) > p.TargetUtilization
 	out.Bandwidth, out.BandwidthReason = pl.bw.Decide(Signals{P99: in.P99, Queue: in.Queue, Moving: in.Moving,
 		Urgent: urgent, Overloaded: in.Settling > 0 && in.Rejected > 0.01*in.Offered}, p.SLOP99)

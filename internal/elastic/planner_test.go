@@ -155,3 +155,18 @@ func TestPlannerCombinedDistrustsABadForecast(t *testing.T) {
 		t.Fatal("the proactive controller ignored 16000 ops/s peaks above two nodes' 12600")
 	}
 }
+
+// A node that missed a few heartbeats is not replaced: at the floor (the
+// replication factor) with one node suspect, nothing is started.
+func TestPlannerWaitsForASuspectNode(t *testing.T) {
+	pl := NewPlanner(testPolicy(Combined), time.Second, 64<<20)
+	in := Input{Now: epoch, Serving: []uint64{1, 2}, Suspect: 1, RF: 3, Offered: 1000, P99: 3 * time.Millisecond,
+		Samples: map[uint64]Sample{1: {Ops: 500, Utilization: 0.05}, 2: {Ops: 500, Utilization: 0.05}}}
+	if o := pl.Round(in); o.Delta != 0 || o.Target != 3 {
+		t.Fatalf("with a suspect node: %+v", o)
+	}
+	in.Suspect = 0 // it died: the floor asks for a node
+	if o := pl.Round(in); o.Delta != 1 || !strings.Contains(o.Reason, "below the minimum of 3") {
+		t.Fatalf("after it died: %+v", o)
+	}
+}
