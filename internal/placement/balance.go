@@ -235,7 +235,7 @@ func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, b
 		}
 	}
 	r := p.middleRange(src, func(r *Range) bool {
-		return r.Leaseholder == src && !p.rangeCooling(r.ID) && p.bestLeaseTarget(r, ok(r)) != 0
+		return r.Leaseholder == src && !p.rangeCooling(r.ID) && !(r.ControlLoop && p.bootstrapping()) && p.bestLeaseTarget(r, ok(r)) != 0
 	})
 	if r == nil {
 		return false
@@ -243,6 +243,16 @@ func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, b
 	t := p.bestLeaseTarget(r, ok(r))
 	return p.add(Operator{Kind: OpTransferLease, Range: r.ID, Source: src, Target: t, Policy: "lease-balance",
 		Reason: fmt.Sprintf("node %d holds %d leases, node %d %d (mean %.1f ± %.1f)", src, p.leases[src], t, p.leases[t], mean, tol)})
+}
+
+// bootstrapping reports whether a live node is in a bootstrap phase.
+func (p *planner) bootstrapping() bool {
+	for _, n := range p.s.Nodes {
+		if n.State == NodeLive && n.Phase != PhaseNone {
+			return true
+		}
+	}
+	return false
 }
 
 // balanceLoad moves one lease off the busiest node when, by the projected

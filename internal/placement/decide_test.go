@@ -153,6 +153,7 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 			s.Busy[id] = true
 		}
 		_, r.LoadStale = m["stale"]
+		_, r.ControlLoop = m["control"]
 		s.Ranges = append(s.Ranges, r)
 	case "recent":
 		m := kv(f[2:])

@@ -85,6 +85,7 @@ func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.Rang
 			// The meta range lives in its own key space: never split or
 			// merged, only replicated and balanced.
 			r.Start, r.End, r.Bytes, r.QPS, r.ReadQPS = nil, nil, 0, 0, 0
+			r.ControlLoop = true
 		}
 		for _, rd := range d.GetReplicas() {
 			t := placement.Voter
