@@ -534,7 +534,9 @@ func (p *planner) bootstrap() {
 			if float64(p.leases[n.ID]+1) > meanLeases {
 				break
 			}
-			r := p.middleRange(d, func(r *Range) bool { return r.Leaseholder == d && hasVoter(r, n.ID) })
+			// Not the control loop's range: its lease moving would
+			// restart the bootstrap this is part of.
+			r := p.middleRange(d, func(r *Range) bool { return r.Leaseholder == d && hasVoter(r, n.ID) && !r.ControlLoop })
 			if r != nil {
 				p.add(Operator{Kind: OpTransferLease, Range: r.ID, Source: d, Target: n.ID, Policy: "bootstrap",
 					Reason: fmt.Sprintf("node %d phase 1: takes leases from loaded node %d", n.ID, d)})
