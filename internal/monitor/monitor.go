@@ -69,6 +69,8 @@ type Monitor struct {
 	mu         sync.Mutex // serialises Sample; guards the fields below
 	prevCPU    cpuTimes
 	haveCPU    bool
+	prevProc   uint64 // the process's CPU ticks at prevCPU
+	haveProc   bool
 	prevDisk   map[string]uint64
 	prevDiskAt time.Time
 }
@@ -118,6 +120,7 @@ func (m *Monitor) Sample() (*Snapshot, error) {
 		if t, err := parseStat(b); err != nil {
 			errs = append(errs, err)
 		} else {
+			m.sampleProcess(read, t, &u, &errs)
 			if m.haveCPU {
 				u.CPU = cpuUtil(m.prevCPU, t)
 			}
@@ -148,6 +151,28 @@ func (m *Monitor) Sample() (*Snapshot, error) {
 	s := &Snapshot{Usage: u, Score: Score(u, 0, m.cfg.Weights)}
 	m.latest.Store(s)
 	return s, errors.Join(errs...)
+}
+
+// sampleProcess sets u's process share: the process's CPU ticks over the
+// machine's, both since the previous sample (caller holds mu, before
+// prevCPU moves to t).
+func (m *Monitor) sampleProcess(read func(string) []byte, t cpuTimes, u *Usage, errs *[]error) {
+	b := read(FileSelfStat)
+	if b == nil {
+		m.haveProc = false
+		return
+	}
+	ticks, err := parseSelfStat(b)
+	if err != nil {
+		*errs = append(*errs, err)
+		m.haveProc = false
+		return
+	}
+	if m.haveProc && m.haveCPU && t.total > m.prevCPU.total && ticks >= m.prevProc {
+		u.ProcessCPU = min(1, float64(ticks-m.prevProc)/float64(t.total-m.prevCPU.total))
+		u.ProcessKnown = true
+	}
+	m.prevProc, m.haveProc = ticks, true
 }
 
 // Run samples immediately and then every SampleInterval until ctx is done,

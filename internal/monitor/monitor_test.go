@@ -48,6 +48,32 @@ func diskLine(name string, ioTicks uint64) string {
 	return "   8       0 " + name + " 1 0 8 1 1 0 8 1 0 " + u64(ioTicks) + " 2 0 0 0 0\n"
 }
 
+// selfStat is a /proc/self/stat line whose utime+stime is ticks; the
+// command name holds a space and a parenthesis, as names may.
+func selfStat(ticks uint64) string {
+	return "4242 (tidekv (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 " + u64(ticks-ticks/4) + " " + u64(ticks/4) + " 0 0 20 0 12 0 100 0 0\n"
+}
+
+// Two nodes on one machine: the one doing the work scores worse, while a
+// node alone keeps the machine's figure.
+func TestNodeCPUSeparatesColocatedNodes(t *testing.T) {
+	busy := Usage{CPU: 0.9, ProcessCPU: 0.6, ProcessKnown: true}
+	quiet := Usage{CPU: 0.9, ProcessCPU: 0.2, ProcessKnown: true}
+	alone := Usage{CPU: 0.9, ProcessCPU: 0.9, ProcessKnown: true}
+	if !near(busy.NodeCPU(), 0.75) || !near(quiet.NodeCPU(), 0.55) || !near(alone.NodeCPU(), 0.9) {
+		t.Fatalf("node cpu: busy %v quiet %v alone %v", busy.NodeCPU(), quiet.NodeCPU(), alone.NodeCPU())
+	}
+	if w := DefaultWeights(); !(Score(busy, 0, w) > Score(quiet, 0, w)) {
+		t.Fatal("the loaded node does not score worse")
+	}
+	if u := (Usage{CPU: 0.7}); u.NodeCPU() != 0.7 {
+		t.Fatal("without a process reading the machine's figure stands")
+	}
+	if _, err := parseSelfStat([]byte("12 (short) S 1 2")); err == nil {
+		t.Fatal("a truncated stat line parsed")
+	}
+}
+
 func u64(v uint64) string { return strconv.FormatUint(v, 10) }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -59,6 +85,8 @@ func TestMonitorSampleDeltas(t *testing.T) {
 			// user +200, system +100, idle +80, iowait +20: busy 300 of 400 ticks
 			statLine(1200, 600, 8080, 520),
 		},
+		// The process used 100 of the machine's 400 ticks.
+		FileSelfStat: {selfStat(700), selfStat(800)},
 		FileMeminfo: {
 			"MemTotal: 1000 kB\nMemAvailable: 750 kB\n",
 			"MemTotal: 1000 kB\nMemAvailable: 400 kB\n",
@@ -104,7 +132,7 @@ func TestMonitorSampleDeltas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want2 := Usage{CPU: 0.75, Memory: 0.6, DiskIO: 0.7, QueueDepth: 10, QueueLimit: 100,
+	want2 := Usage{CPU: 0.75, ProcessCPU: 0.25, ProcessKnown: true, Memory: 0.6, DiskIO: 0.7, QueueDepth: 10, QueueLimit: 100,
 		ServiceTime: 2 * time.Millisecond, SampledAt: time.Unix(1700000002, 0)}
 	if !usageNear(s2.Usage, want2) {
 		t.Fatalf("second sample %+v, want %+v", s2.Usage, want2)
@@ -118,7 +146,7 @@ func TestMonitorSampleDeltas(t *testing.T) {
 }
 
 func usageNear(a, b Usage) bool {
-	return near(a.CPU, b.CPU) && near(a.Memory, b.Memory) && near(a.DiskIO, b.DiskIO) &&
+	return near(a.CPU, b.CPU) && near(a.ProcessCPU, b.ProcessCPU) && a.ProcessKnown == b.ProcessKnown && near(a.Memory, b.Memory) && near(a.DiskIO, b.DiskIO) &&
 		a.QueueDepth == b.QueueDepth && a.QueueLimit == b.QueueLimit &&
 		a.ServiceTime == b.ServiceTime && a.SampledAt.Equal(b.SampledAt)
 }

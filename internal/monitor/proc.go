@@ -16,6 +16,8 @@ const (
 	FileStat      = "stat"
 	FileMeminfo   = "meminfo"
 	FileDiskstats = "diskstats"
+	// FileSelfStat is this process's own stat (CPU time it used).
+	FileSelfStat = "self/stat"
 )
 
 // Source supplies the contents of a /proc file by name (FileStat,
@@ -85,6 +87,31 @@ func cpuUtil(prev, cur cpuTimes) float64 {
 		return 0
 	}
 	return float64(dt-di) / float64(dt)
+}
+
+// parseSelfStat returns the process's CPU time (utime + stime, in
+// USER_HZ ticks, all threads) from /proc/self/stat. The command name
+// (field 2) may hold spaces and parentheses, so fields are counted after
+// its last ')'.
+func parseSelfStat(b []byte) (uint64, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("monitor: /proc/self/stat has no command name")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state): utime is field 14, stime field 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("monitor: /proc/self/stat has %d fields after the name", len(f))
+	}
+	var total uint64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("monitor: /proc/self/stat cpu time: %w", err)
+		}
+		total += v
+	}
+	return total, nil
 }
 
 // parseMeminfo returns 1 - MemAvailable/MemTotal. Kernels before 3.14 lack

@@ -19,6 +19,10 @@ type Usage struct {
 	// CPU is the machine-wide busy fraction of all CPUs since the previous
 	// sample, in [0,1]. Time in iowait counts as idle.
 	CPU float64
+	// ProcessCPU is this process's share of all the machine's CPU time
+	// over the same interval, in [0,1]; meaningful when ProcessKnown.
+	ProcessCPU   float64
+	ProcessKnown bool
 	// Memory is 1 - MemAvailable/MemTotal, in [0,1]: the share of RAM the
 	// kernel could not hand out without swapping (reclaimable page cache
 	// counts as available).
@@ -35,6 +39,23 @@ type Usage struct {
 	ServiceTime time.Duration
 	// SampledAt is when the sample was taken (injected clock).
 	SampledAt time.Time
+}
+
+// OtherLoadWeight is how much of the machine's CPU use by other processes
+// counts in a node's own CPU utilisation: they slow it (shared cores), but
+// less than its own work, and nodes sharing a machine must differ when one
+// of them is the loaded one.
+const OtherLoadWeight = 0.5
+
+// NodeCPU is the CPU utilisation that stands for this node: its own share
+// of the machine plus OtherLoadWeight of everyone else's. A node alone on
+// its machine gets the machine's figure; without a process reading, the
+// machine's.
+func (u Usage) NodeCPU() float64 {
+	if !u.ProcessKnown {
+		return u.CPU
+	}
+	return min(1, u.ProcessCPU+OtherLoadWeight*max(0, u.CPU-u.ProcessCPU))
 }
 
 // QueueOccupancy is QueueDepth/QueueLimit as a utilisation, 0 when the
@@ -120,6 +141,7 @@ func (w Weights) Validate() error {
 //	Score = Wcpu/(1-cpu) + Wmem/(1-mem) + Wdisk/(1-disk) + Wq/(1-depth/limit)
 //	      + Wsvc·(serviceTime/1ms) + Wrtt·(rtt/1ms)
 //
+// cpu is NodeCPU: the node's own CPU use with the machine's as context.
 // Each utilisation is clamped to [0, MaxUtilisation] (NaN counts as 0), so
 // the score is finite even for a saturated resource. The 1/(1-u) form is the
 // slow-down of a single-server queue at utilisation u: it grows slowly while
@@ -131,7 +153,7 @@ func (w Weights) Validate() error {
 // any goroutine and equal inputs give equal scores. It is additive in rtt,
 // so a chooser can add Wrtt·rtt/1ms to a Snapshot.Score computed with rtt=0.
 func Score(u Usage, rtt time.Duration, w Weights) float64 {
-	return w.CPU/(1-clampUtil(u.CPU)) +
+	return w.CPU/(1-clampUtil(u.NodeCPU())) +
 		w.Memory/(1-clampUtil(u.Memory)) +
 		w.DiskIO/(1-clampUtil(u.DiskIO)) +
 		w.Queue/(1-clampUtil(u.QueueOccupancy())) +

@@ -50,7 +50,7 @@ func (t *loadTable) list() []*tidekvpb.NodeLoad {
 func (s *Server) ownLoad() *tidekvpb.NodeLoad {
 	l := &tidekvpb.NodeLoad{NodeId: s.nodeID, QueueDepth: uint32(len(s.inflight)), UnixNanos: time.Now().UnixNano()}
 	if snap := s.mon.Latest(); snap != nil {
-		l.Cpu, l.Score = snap.Usage.CPU, snap.Score
+		l.Cpu, l.Score = snap.Usage.NodeCPU(), snap.Score
 	}
 	return l
 }

@@ -66,7 +66,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 		RejectedQps: s.hbRates.rejectedRate(s.rejections.Load(), time.Now()),
 		QueueUtil:   float64(len(s.inflight)) / float64(cap(s.inflight))}
 	if snap := s.mon.Latest(); snap != nil {
-		req.Cpu, req.Score = snap.Usage.CPU, snap.Score
+		req.Cpu, req.Score = snap.Usage.NodeCPU(), snap.Score
 	}
 	var qps, reads float64
 	for _, r := range s.store.Replicas() {

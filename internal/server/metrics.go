@@ -280,6 +280,10 @@ func (s *Server) registerStoreGauges() {
 	s.metrics.reg.MustRegister(
 		gauge("tidekv_cpu_utilization", "Machine CPU busy fraction over the last sample interval.",
 			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.CPU })),
+		gauge("tidekv_process_cpu_utilization", "This process's share of the machine's CPU time over the last sample interval.",
+			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.ProcessCPU })),
+		gauge("tidekv_node_cpu_utilization", "The CPU utilisation the node reports and scores with: its own share plus half of the rest of the machine's use.",
+			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.NodeCPU() })),
 		gauge("tidekv_memory_utilization", "Machine memory in use (1 - available/total).",
 			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.Memory })),
 		gauge("tidekv_disk_utilization", "Busiest disk's busy fraction over the last sample interval.",
