@@ -467,7 +467,7 @@ func TestMerges(t *testing.T) {
 		c.Placement.MergeCooldown = 0
 		// The writer below makes its range hot; splits for load would
 		// fight the merges this test is about.
-		c.Placement.LoadSplitSlack = 0
+		c.Placement.LoadSplitSlack, c.Placement.SplitQPS = 0, 1e9
 	})
 	c := tc.client()
 	tc.waitReplicated(c, 3)

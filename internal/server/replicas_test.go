@@ -188,7 +188,7 @@ func (tc *testCluster) waitMember(t *testing.T, node, rangeID uint64) {
 	})
 }
 
-func replicaKey(i int) []byte   { return []byte(fmt.Sprintf("rk%04d", i)) }
+func replicaKey(i int) []byte   { return []byte(fmt.Sprintf("rk%08d", i)) }
 func replicaValue(i int) []byte { return []byte(fmt.Sprintf("value-%d", i)) }
 
 // checkAllKeys reads keys [from, to) back through the client.
