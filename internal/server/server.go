@@ -110,6 +110,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	var err error
 	if cfg.InMemory {
 		eng = storage.NewMem()
+	} else if err = storage.CheckFormat(cfg.DataDir); err != nil {
+		return nil, err
 	} else if eng, err = storage.OpenPebble(filepath.Join(cfg.DataDir, "engine"), cfg.Pebble); err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
