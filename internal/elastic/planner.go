@@ -78,6 +78,7 @@ type Planner struct {
 	capacity *CapacityModel
 	bw       *Bandwidth
 
+	window     int       // the planning window of the last round, in rounds
 	overRounds int       // consecutive rounds beyond the reactive thresholds
 	fitsSince  time.Time // since when one node fewer would do (zero: not now)
 	lastAction time.Time
@@ -111,98 +112,135 @@ func (pl *Planner) steps(d time.Duration) int {
 
 // Round learns from in and plans.
 func (pl *Planner) Round(in Input) Output {
-	p := pl.policy
 	pl.fc.Observe(in.Offered)
 	pl.capacity.Observe(in.Samples)
 	var out Output
-	out.CapacityAtSLO, out.Interference = map[uint64]float64{}, map[uint64]float64{}
-	var capacity, biggest float64
-	for _, id := range in.Serving {
-		c := pl.capacity.AtSLO(id, p.SLOP99, !p.IgnoreInterference)
-		out.CapacityAtSLO[id], out.Interference[id] = c, pl.capacity.Interference(id)
-		capacity += c * p.TargetUtilization
-		biggest = math.Max(biggest, c*p.TargetUtilization)
-	}
-	perNew := pl.capacity.AtSLO(0, p.SLOP99, false) * p.TargetUtilization
-	current := len(in.Serving) + in.PendingOut + in.Suspect
-	capacity += float64(in.PendingOut) * perNew
-	// need is the node count whose capacity, filled to the target
-	// utilisation, carries load: the serving nodes plus new ones.
-	need := func(load float64) int {
-		return current + int(math.Ceil(math.Max(0, load-capacity)/perNew))
-	}
-	util := in.Offered / math.Max(capacity/p.TargetUtilization, 1)
-	// The nodes that serve now (not the new ones still taking data) are
-	// above the target: moves that bring capacity are urgent, bounded by
-	// the SLO only, not by the slowdown allowed to ordinary moves.
-	serving := max(current-in.Settling-in.PendingOut-in.Suspect, 1)
-	urgent := in.Settling > 0 && util*float64(current)/float64(serving) > p.TargetUtilization
-	out.Bandwidth, out.BandwidthReason = pl.bw.Decide(Signals{P99: in.P99, Queue: in.Queue, Moving: in.Moving,
-		Urgent: urgent, Overloaded: in.Settling > 0 && in.Rejected > 0.01*in.Offered}, p.SLOP99)
-	out.Lead = p.NodeStartTime + time.Duration(in.ReplicaBytes/float64(current+1)/out.Bandwidth*float64(time.Second))
-	window := pl.steps(out.Lead + p.Horizon)
-	peak := pl.fc.Peak(window)
-	for i := 1; i <= window; i += max(1, window/12) {
-		out.Forecast = append(out.Forecast, ForecastAt{After: time.Duration(i) * pl.interval, Ops: pl.fc.Forecast(i)})
-	}
-	out.ForecastError = pl.fc.Error()
-
-	if in.P99 > p.SLOP99 || util > p.ReactUtilization {
-		pl.overRounds++
-	} else {
-		pl.overRounds = 0
-	}
-	trusted := pl.fc.Samples() > 2*window && out.ForecastError <= p.MaxForecastError
-	reactive, proactive := p.Controller == Reactive || p.Controller == Combined, p.Controller == Proactive || p.Controller == Combined
-	if p.Controller == Combined && !trusted {
-		proactive = false
-	}
-	out.Target, out.Reason = current, fmt.Sprintf("%d node(s) carry %.0f ops/s at %.0f%% of their capacity at the SLO", current, in.Offered, 100*util)
-	if reactive && pl.overRounds >= p.ReactAfter {
-		n := need(in.Offered)
-		if in.Settling == 0 {
-			n = max(n, current+1) // more of the same did not help: add one
-		}
-		if n > out.Target {
-			out.Target = n
-			out.Reason = fmt.Sprintf("reactive: p99 %v against the %v SLO, utilisation %.0f%% for %d rounds; %.0f ops/s needs %d node(s) at %.0f%%",
-				in.P99.Round(100*time.Microsecond), p.SLOP99, 100*util, pl.overRounds, in.Offered, n, 100*p.TargetUtilization)
-		}
-	}
-	if proactive {
-		if n := need(peak); n > out.Target {
-			out.Target, out.Proactive = n, true
-			out.Reason = fmt.Sprintf("proactive: forecast peak %.0f ops/s within %v (lead %v: start %v + data at %s) needs %d node(s) at %.0f%%",
-				peak, (out.Lead + p.Horizon).Round(time.Second), out.Lead.Round(time.Second), p.NodeStartTime, MiBps(out.Bandwidth), n, 100*p.TargetUtilization)
-		}
-	}
+	v := pl.view(in, &out)
+	peak := pl.bandwidthAndForecast(in, v, &out)
+	proactive := pl.scaleOut(in, v, peak, &out)
 	load := in.Offered
 	if proactive {
 		load = math.Max(load, peak) // never shrink ahead of a forecast rise
 	}
-	pl.scaleIn(in, &out, current, capacity-biggest, load, proactive)
-	floor := p.MinServing(in.RF)
-	if out.Target < floor {
-		out.Target, out.Proactive = floor, false
-		out.Reason = fmt.Sprintf("%d node(s) is below the minimum of %d (min nodes %d, replication factor %d)", current, floor, p.MinNodes, in.RF)
-	}
-	if ceiling := max(p.MaxNodes, floor); out.Target > ceiling {
-		out.Target = ceiling
-		out.Reason += fmt.Sprintf(" (capped at max nodes %d)", ceiling)
-	}
-	if p.Controller == Static && current >= floor && current <= p.MaxNodes {
-		out.Target = current
-	}
+	pl.scaleIn(in, &out, v.current, v.capacity-v.biggest, load, proactive)
+	pl.bound(in, v, &out)
 	switch {
-	case out.Target > current:
-		out.Delta = out.Target - current
-	case out.Target < current && in.PendingOut == 0 && in.PendingIn == 0:
+	case out.Target > v.current:
+		out.Delta = out.Target - v.current
+	case out.Target < v.current && in.PendingOut == 0 && in.PendingIn == 0:
 		out.Delta = -1
 	}
 	if out.Delta != 0 {
 		pl.lastAction, pl.fitsSince = in.Now, time.Time{}
 	}
 	return out
+}
+
+// view is what a round derives from its input before deciding.
+type view struct {
+	current int // serving, starting and suspect nodes
+	// capacity is the serving and starting nodes' throughput at the SLO
+	// filled to the target utilisation; biggest one node's share of it;
+	// perNew a new node's.
+	capacity, biggest, perNew float64
+	util                      float64 // offered load over capacity at the SLO
+}
+
+// need is the node count whose capacity, filled to the target
+// utilisation, carries load: the nodes there are plus new ones.
+func (v view) need(load float64) int {
+	return v.current + int(math.Ceil(math.Max(0, load-v.capacity)/v.perNew))
+}
+
+// view measures the cluster's capacity and fills out's per-node figures.
+func (pl *Planner) view(in Input, out *Output) view {
+	p := pl.policy
+	out.CapacityAtSLO, out.Interference = map[uint64]float64{}, map[uint64]float64{}
+	var v view
+	for _, id := range in.Serving {
+		c := pl.capacity.AtSLO(id, p.SLOP99, !p.IgnoreInterference)
+		out.CapacityAtSLO[id], out.Interference[id] = c, pl.capacity.Interference(id)
+		v.capacity += c * p.TargetUtilization
+		v.biggest = math.Max(v.biggest, c*p.TargetUtilization)
+	}
+	v.perNew = pl.capacity.AtSLO(0, p.SLOP99, false) * p.TargetUtilization
+	v.current = len(in.Serving) + in.PendingOut + in.Suspect
+	v.capacity += float64(in.PendingOut) * v.perNew
+	v.util = in.Offered / math.Max(v.capacity/p.TargetUtilization, 1)
+	return v
+}
+
+// bandwidthAndForecast sets the migration allowance, the lead time it
+// implies and the forecast over the planning window, whose peak it
+// returns.
+func (pl *Planner) bandwidthAndForecast(in Input, v view, out *Output) float64 {
+	p := pl.policy
+	// The nodes that serve now (not the new ones still taking data) are
+	// above the target: moves that bring capacity are urgent, bounded by
+	// the SLO only, not by the slowdown allowed to ordinary moves.
+	serving := max(v.current-in.Settling-in.PendingOut-in.Suspect, 1)
+	urgent := in.Settling > 0 && v.util*float64(v.current)/float64(serving) > p.TargetUtilization
+	out.Bandwidth, out.BandwidthReason = pl.bw.Decide(Signals{P99: in.P99, Queue: in.Queue, Moving: in.Moving,
+		Urgent: urgent, Overloaded: in.Settling > 0 && in.Rejected > 0.01*in.Offered}, p.SLOP99)
+	out.Lead = p.NodeStartTime + time.Duration(in.ReplicaBytes/float64(v.current+1)/out.Bandwidth*float64(time.Second))
+	window := pl.steps(out.Lead + p.Horizon)
+	for i := 1; i <= window; i += max(1, window/12) {
+		out.Forecast = append(out.Forecast, ForecastAt{After: time.Duration(i) * pl.interval, Ops: pl.fc.Forecast(i)})
+	}
+	out.ForecastError = pl.fc.Error()
+	pl.window = window
+	return pl.fc.Peak(window)
+}
+
+// scaleOut sets the target from the reactive and proactive rules the
+// controller runs; it reports whether the forecast was used.
+func (pl *Planner) scaleOut(in Input, v view, peak float64, out *Output) (proactive bool) {
+	p := pl.policy
+	if in.P99 > p.SLOP99 || v.util > p.ReactUtilization {
+		pl.overRounds++
+	} else {
+		pl.overRounds = 0
+	}
+	trusted := pl.fc.Samples() > 2*pl.window && out.ForecastError <= p.MaxForecastError
+	reactive := p.Controller == Reactive || p.Controller == Combined
+	proactive = p.Controller == Proactive || p.Controller == Combined && trusted
+	out.Target, out.Reason = v.current, fmt.Sprintf("%d node(s) carry %.0f ops/s at %.0f%% of their capacity at the SLO", v.current, in.Offered, 100*v.util)
+	if reactive && pl.overRounds >= p.ReactAfter {
+		n := v.need(in.Offered)
+		if in.Settling == 0 {
+			n = max(n, v.current+1) // more of the same did not help: add one
+		}
+		if n > out.Target {
+			out.Target = n
+			out.Reason = fmt.Sprintf("reactive: p99 %v against the %v SLO, utilisation %.0f%% for %d rounds; %.0f ops/s needs %d node(s) at %.0f%%",
+				in.P99.Round(100*time.Microsecond), p.SLOP99, 100*v.util, pl.overRounds, in.Offered, n, 100*p.TargetUtilization)
+		}
+	}
+	if n := v.need(peak); proactive && n > out.Target {
+		out.Target, out.Proactive = n, true
+		out.Reason = fmt.Sprintf("proactive: forecast peak %.0f ops/s within %v (lead %v: start %v + data at %s) needs %d node(s) at %.0f%%",
+			peak, (out.Lead + p.Horizon).Round(time.Second), out.Lead.Round(time.Second), p.NodeStartTime, MiBps(out.Bandwidth), n, 100*p.TargetUtilization)
+	}
+	return proactive
+}
+
+// bound keeps the target within the floor (min nodes, replication
+// factor) and max nodes; the static controller holds any count within
+// them.
+func (pl *Planner) bound(in Input, v view, out *Output) {
+	p := pl.policy
+	floor := p.MinServing(in.RF)
+	if out.Target < floor {
+		out.Target, out.Proactive = floor, false
+		out.Reason = fmt.Sprintf("%d node(s) is below the minimum of %d (min nodes %d, replication factor %d)", v.current, floor, p.MinNodes, in.RF)
+	}
+	if ceiling := max(p.MaxNodes, floor); out.Target > ceiling {
+		out.Target = ceiling
+		out.Reason += fmt.Sprintf(" (capped at max nodes %d)", ceiling)
+	}
+	if p.Controller == Static && v.current >= floor && v.current <= p.MaxNodes {
+		out.Target = v.current
+	}
 }
 
 // scaleIn lowers the target by one when load (the larger of now and the
