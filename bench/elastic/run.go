@@ -71,7 +71,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (Result, error) {
 		return Result{}, err
 	}
 	cfg := launcher.Config{Nodes: o.Nodes, DataDir: o.Dir, Host: "127.0.0.1", BasePort: base, Binary: o.Binary,
-		ExtraArgs: []string{"--autoscale", "--autoscale-max-nodes", fmt.Sprint(o.MaxNodes)},
+		ExtraArgs:    []string{"--autoscale", "--autoscale-max-nodes", fmt.Sprint(o.MaxNodes)},
 		ReadyTimeout: time.Minute, StopTimeout: 10 * time.Second}
 	cluster, err := launcher.NewCluster(cfg)
 	if err != nil {
@@ -94,38 +94,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) (Result, error) {
 		return Result{}, err
 	}
 	fmt.Fprintf(progress, "cluster of %d nodes up in %s; %s load for %v under the %s controller\n", o.Nodes, o.Dir, o.Scenario, duration, o.Controller)
-	g := newGenerator(cl, o.Workers, o.Seed)
 	var res Result
-	start := time.Now()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	nextSecond := start.Add(time.Second)
-	owed := 0.0
-	for now := range tick.C {
-		if ctx.Err() != nil || now.Sub(start) >= duration {
-			break
-		}
-		owed += load(now.Sub(start)) * 0.01
-		for ; owed >= 1; owed-- {
-			g.offer(ctx)
-		}
-		if now.After(nextSecond) {
-			nextSecond = nextSecond.Add(time.Second)
-			p := g.second(ctx, cl, now.Sub(start), load(now.Sub(start)))
-			if p.Nodes == 0 && len(res.Timeline) > 0 {
-				// The status call timed out: the cluster is as it was.
-				last := res.Timeline[len(res.Timeline)-1]
-				p.Nodes, p.Starting, p.MigrationAllowance, p.Utilization = last.Nodes, last.Starting, last.MigrationAllowance, last.Utilization
-			}
-			res.Timeline = append(res.Timeline, p)
-			if len(res.Timeline)%15 == 0 {
-				p := res.Timeline[len(res.Timeline)-1]
-				fmt.Fprintf(progress, "%4.0fs offered %5.0f served %5.0f refused %5.0f p99 %6.1fms nodes %d migration %3.0f MiB/s\n",
-					p.At.Seconds(), p.Offered, p.Served, p.Rejected, float64(p.P99.Microseconds())/1000, p.Nodes, p.MigrationAllowance/(1<<20))
-			}
-		}
-	}
-	g.wait()
+	res.Timeline = drive(ctx, cl, newGenerator(cl, o.Workers, o.Seed), load, duration, progress)
 	st, err := status(ctx, cl)
 	if err != nil {
 		return res, err
@@ -149,6 +119,43 @@ func Run(ctx context.Context, o Options, progress io.Writer) (Result, error) {
 	}
 	res.Metrics = sim.Metrics(res.Timeline, res.SLO, time.Second, actions)
 	return res, nil
+}
+
+// drive offers load for duration, open-loop in 10 ms slices, and returns
+// one timeline point per second.
+func drive(ctx context.Context, cl *client.Client, g *generator, load sim.LoadCurve, duration time.Duration, progress io.Writer) []sim.ElasticPoint {
+	var timeline []sim.ElasticPoint
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	nextSecond := start.Add(time.Second)
+	owed := 0.0
+	for now := range tick.C {
+		if ctx.Err() != nil || now.Sub(start) >= duration {
+			break
+		}
+		owed += load(now.Sub(start)) * 0.01
+		for ; owed >= 1; owed-- {
+			g.offer(ctx)
+		}
+		if !now.After(nextSecond) {
+			continue
+		}
+		nextSecond = nextSecond.Add(time.Second)
+		p := g.second(ctx, cl, now.Sub(start), load(now.Sub(start)))
+		if p.Nodes == 0 && len(timeline) > 0 {
+			// The status call timed out: the cluster is as it was.
+			last := timeline[len(timeline)-1]
+			p.Nodes, p.Starting, p.MigrationAllowance, p.Utilization = last.Nodes, last.Starting, last.MigrationAllowance, last.Utilization
+		}
+		timeline = append(timeline, p)
+		if len(timeline)%15 == 0 {
+			fmt.Fprintf(progress, "%4.0fs offered %5.0f served %5.0f refused %5.0f p99 %6.1fms nodes %d migration %3.0f MiB/s\n",
+				p.At.Seconds(), p.Offered, p.Served, p.Rejected, float64(p.P99.Microseconds())/1000, p.Nodes, p.MigrationAllowance/(1<<20))
+		}
+	}
+	g.wait()
+	return timeline
 }
 
 // stopAll stops the cluster and the nodes the autoscaler started.
