@@ -138,8 +138,13 @@ cluster (stored in the meta range): range-max-bytes, range-min-bytes,
 merge-cooldown, split-qps, load-split-slack, load-split-min-qps,
 hot-key-share, adaptive-read-qps, max-adaptive-replicas, balance-tolerance,
 lease-tolerance, move-margin, min-move-qps, range-cooldown, node-cooldown,
-bootstrap-share, rebalance. Invalid combinations (range-max-bytes < 2 × range-min-bytes) are
-refused. See docs/operations.md.`,
+bootstrap-share, rebalance; and the autoscale policy, autoscale.* (enabled,
+controller, actuator, slo-p99, target-utilization, min-nodes, max-nodes,
+horizon, season, node-start-time, react-after, scale-in-after, cool-down,
+node-capacity, migration-min, migration-max; see ctl autoscale and
+docs/elasticity.md). Invalid combinations (range-max-bytes < 2 ×
+range-min-bytes, min nodes above max nodes, ...) are refused whole. See
+docs/operations.md.`,
 		Args: cobra.RangeArgs(0, 2),
 	}
 	config.RunE = o.command(config.Use, config.Short, -1, func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
