@@ -400,6 +400,7 @@ func (c *Client) routeFollower(ctx context.Context, r *rpc, tried *uint64, tried
 		bound:      bound,
 		now:        monoNow(),
 		stallAfter: int64(c.tune.stallAfter),
+		rttMaxAge:  int64(c.tune.rttMaxAge),
 		rnd:        rand.Uint64(),
 		skip:       *tried,
 	}

@@ -708,6 +708,21 @@ func TestChooseReplica(t *testing.T) {
 		}
 	}
 
+	t.Run("an old round trip is forgotten", func(t *testing.T) {
+		in := base(testRefs(20*ms, ms/10, ms/10), testView(4, 4, 4))
+		in.rttMaxAge = int64(3 * time.Second)
+		in.refs[0].peer.lastReply.Store(now - int64(time.Second))
+		if got := pickCounts(in, 6); strings.Contains(got, "n1") {
+			t.Fatalf("a recent 20 ms round trip: %s", got)
+		}
+		// Forgotten, it counts as unmeasured and ties with the others
+		// again, so it gets measured afresh.
+		in.refs[0].peer.lastReply.Store(now - int64(5*time.Second))
+		if got := pickCounts(in, 6); got != "n1=2 n2=2 n3=2" {
+			t.Fatalf("a 5 s old 20 ms round trip still counts: %s", got)
+		}
+	})
+
 	t.Run("penalised, hung and stale replicas are skipped", func(t *testing.T) {
 		in := base(testRefs(ms/10, ms/10, ms/10), testView(1, 2, 3))
 		in.refs[0].peer.penaltyUntil.Store(now + 1)

@@ -35,6 +35,7 @@ type readTuning struct {
 	penaltyMax   time.Duration // cap as consecutive failures double it
 	stallAfter   time.Duration // busy without any reply this long: hung
 	staleHintFor time.Duration // how long a STALE_REPLICA answer is remembered
+	rttMaxAge    time.Duration // a round trip older than this is forgotten
 }
 
 func defaultReadTuning() readTuning {
@@ -46,6 +47,7 @@ func defaultReadTuning() readTuning {
 		penaltyMax:   4 * time.Second,
 		stallAfter:   time.Second,
 		staleHintFor: time.Second,
+		rttMaxAge:    3 * time.Second,
 	}
 }
 
@@ -483,6 +485,7 @@ type pickInput struct {
 	bound      time.Duration // a BOUNDED read's bound; anyBound for ANY
 	now        int64         // mono ns
 	stallAfter int64         // ns
+	rttMaxAge  int64         // ns; 0 keeps every round trip
 	rnd        uint64        // random bits for breaking ties
 	skip       uint64        // bit i: refs[i] already tried by this request
 }
@@ -495,7 +498,9 @@ type pickInput struct {
 // The cheapest eligible replica by score + rttWeight·rtt/1ms wins. Replicas
 // within tieScore of it tie; among those, the ones within tieRTTMs of the
 // nearest remain, and rnd picks one of them, so equal replicas share the load.
-// A replica never measured counts rtt 0, so each gets tried and measured.
+// A replica never measured counts rtt 0, so each gets tried and measured;
+// so does one whose last reply is older than rttMaxAge: one slow round
+// trip must not keep a replica unchosen, and so unmeasured, for good.
 func chooseReplica(in *pickInput) int {
 	type cand struct {
 		i         int
@@ -517,6 +522,9 @@ func chooseReplica(in *pickInput) int {
 			continue
 		}
 		rtt := float64(r.peer.rtt.Load()) / float64(time.Millisecond)
+		if last := r.peer.lastReply.Load(); in.rttMaxAge > 0 && last != 0 && in.now-last > in.rttMaxAge {
+			rtt = 0
+		}
 		cost := loads.score(r.id) + in.rttWeight*rtt
 		cs = append(cs, cand{i, cost, rtt})
 		best = min(best, cost)
