@@ -721,6 +721,10 @@ func TestChooseReplica(t *testing.T) {
 		if got := pickCounts(in, 6); got != "n1=2 n2=2 n3=2" {
 			t.Fatalf("a 5 s old 20 ms round trip still counts: %s", got)
 		}
+		in.refs[0].peer.inflight.Store(1) // a probe is out: wait for it
+		if got := pickCounts(in, 6); strings.Contains(got, "n1") {
+			t.Fatalf("a second probe while one is in flight: %s", got)
+		}
 	})
 
 	t.Run("penalised, hung and stale replicas are skipped", func(t *testing.T) {

@@ -499,8 +499,9 @@ type pickInput struct {
 // within tieScore of it tie; among those, the ones within tieRTTMs of the
 // nearest remain, and rnd picks one of them, so equal replicas share the load.
 // A replica never measured counts rtt 0, so each gets tried and measured;
-// so does one whose last reply is older than rttMaxAge: one slow round
-// trip must not keep a replica unchosen, and so unmeasured, for good.
+// so does one whose last reply is older than rttMaxAge while nothing is in
+// flight to it (one probe at a time): one slow round trip must not keep a
+// replica unchosen, and so unmeasured, for good.
 func chooseReplica(in *pickInput) int {
 	type cand struct {
 		i         int
@@ -522,8 +523,8 @@ func chooseReplica(in *pickInput) int {
 			continue
 		}
 		rtt := float64(r.peer.rtt.Load()) / float64(time.Millisecond)
-		if last := r.peer.lastReply.Load(); in.rttMaxAge > 0 && last != 0 && in.now-last > in.rttMaxAge {
-			rtt = 0
+		if last := r.peer.lastReply.Load(); in.rttMaxAge > 0 && last != 0 && in.now-last > in.rttMaxAge && r.peer.inflight.Load() == 0 {
+			rtt = 0 // one probe at a time: the rest wait for its answer
 		}
 		cost := loads.score(r.id) + in.rttWeight*rtt
 		cs = append(cs, cand{i, cost, rtt})
