@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -131,11 +132,23 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 	if follow {
 		c.startPoller()
 	}
-	for attempt := 0; attempt < c.cfg.MaxAttempts; attempt++ {
+	// Admin operations with a deadline retry until it, through overload
+	// and failover, rather than for a number of attempts: a split right
+	// after a node died should wait for the cluster, not give up in a
+	// second. The error then says how long it tried.
+	maxAttempts := c.cfg.MaxAttempts
+	start := time.Now()
+	if _, ok := ctx.Deadline(); ok && r.anyNode {
+		maxAttempts = math.MaxInt
+	}
+	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if c.closed.Load() {
 			return ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
+			if r.anyNode && attempt > 1 {
+				return ctxError(fmt.Sprintf("%s (%d attempts over %v)", r.op, attempt, time.Since(start).Round(time.Millisecond)), err, lastErr)
+			}
 			return ctxError(r.op, err, lastErr)
 		}
 		if len(avoid) > 8 {
@@ -205,15 +218,17 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		lastErr = err
 		st := status.Convert(err)
 		d := errorDetail(st)
+		class := classify(st, d)
 		if cerr := ctxErr(ctx); cerr != nil {
-			if !r.idempotent && sent && !neverSent(st) {
+			// Every earlier attempt was refused outright (anything else
+			// returned already), so only this one can have done anything.
+			if !r.idempotent && sent && !neverSent(st) && !refusedOutright(class, d) {
 				return fmt.Errorf("%w: %s: %w", ErrAmbiguous, r.op, cerr)
 			}
 			return ctxError(r.op, cerr, err)
 		}
 
 		var wait time.Duration
-		class := classify(st, d)
 		if r.anyNode && d == nil && class == classStale {
 			// A bare FailedPrecondition from an admin operation is a refusal
 			// (say, splitting at an existing boundary), not a routing hint.
@@ -295,12 +310,18 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			lastSentinel = ErrOverloaded
 			wait = time.Duration(d.GetRetryAfterMs()) * time.Millisecond
 			nc.peer.shed(monoNow(), wait)
-			if wait == 0 {
-				wait = c.backoff(failures)
+			if b := c.backoff(failures); wait == 0 || (r.anyNode && b > wait) {
+				// Admin calls back off further than the hint: they have
+				// until their deadline and should not add to the load.
+				wait = b
 			}
 			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 				// Waiting as asked would overrun the deadline: say so now
 				// rather than sleep into it.
+				if r.anyNode {
+					return fmt.Errorf("%w: %s: %d attempts over %v, the last asked to retry after %v: %w", ErrOverloaded, r.op,
+						attempt+1, time.Since(start).Round(time.Millisecond), wait.Round(time.Millisecond), context.DeadlineExceeded)
+				}
 				return fmt.Errorf("%w: %s: server asked to retry after %v: %w", ErrOverloaded, r.op, wait, context.DeadlineExceeded)
 			}
 

@@ -833,3 +833,41 @@ func TestTooLargeRequest(t *testing.T) {
 		}
 	}
 }
+
+// An admin call with a deadline retries through overload until the
+// deadline, with back-off, rather than for a fixed number of attempts (a
+// split right after a node died must wait for the cluster, not give up
+// within a second); when the deadline ends it says how long it tried.
+func TestAdminRetriesThroughOverloadUntilDeadline(t *testing.T) {
+	c := newFakeCluster(t, 3)
+	c.setRanges(rng(1, "", "", 1, 1, 2, 3))
+	cl := c.newClient(func(cfg *Config) { cfg.MaxAttempts = 3 })
+	var refusals atomic.Int32
+	overload := func(_ context.Context, method string, _ []byte) error {
+		if method == "Split" && refusals.Add(1) <= 6 {
+			return statusWith(codes.ResourceExhausted, "overloaded, retry", &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED, RetryAfterMs: 1})
+		}
+		return nil
+	}
+	for i := uint64(1); i <= 3; i++ {
+		c.node(i).setHook(overload)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cl.Split(ctx, []byte("m")); err != nil {
+		t.Fatalf("split through 6 overloaded answers with MaxAttempts 3: %v", err)
+	}
+
+	refusals.Store(-1 << 20) // overloaded from now on
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := cl.Split(ctx, []byte("t"))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "attempts over") || !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("split against a node overloaded until the deadline: %v, want the deadline with the attempts and the last error", err)
+	}
+	// Without a deadline the attempt bound still holds.
+	_, err = cl.Split(context.Background(), []byte("t"))
+	if !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("split without a deadline: %v, want ErrOverloaded after MaxAttempts", err)
+	}
+}

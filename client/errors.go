@@ -103,6 +103,16 @@ func classify(st *status.Status, d *tidekvpb.ErrorDetail) errClass {
 // non-idempotent request can safely be retried. gRPC gives no typed signal for
 // this; its status message for dial failures is the only evidence, and when
 // in doubt we report "maybe sent", which is always safe.
+// refusedOutright reports whether a node's answer says it did nothing: it
+// shed the request, is not the leaseholder, or holds no such range.
+func refusedOutright(c errClass, d *tidekvpb.ErrorDetail) bool {
+	switch c {
+	case classOverloaded, classNotLeader, classStaleReplica, classStale:
+		return d != nil
+	}
+	return false
+}
+
 func neverSent(st *status.Status) bool {
 	if st.Code() != codes.Unavailable {
 		return false

@@ -1474,10 +1474,14 @@ type RangeInfo struct {
 	// and whether that sample does not cover a full reporting window of it
 	// (the lease, or the range after a split or merge, is younger than a
 	// window): placement does not act on stale load.
-	LeaseTerm     uint64 `protobuf:"varint,7,opt,name=lease_term,json=leaseTerm,proto3" json:"lease_term,omitempty"`
-	LoadStale     bool   `protobuf:"varint,8,opt,name=load_stale,json=loadStale,proto3" json:"load_stale,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaseTerm uint64 `protobuf:"varint,7,opt,name=lease_term,json=leaseTerm,proto3" json:"lease_term,omitempty"`
+	LoadStale bool   `protobuf:"varint,8,opt,name=load_stale,json=loadStale,proto3" json:"load_stale,omitempty"`
+	// Whether the leaseholder was running a replica change when it last
+	// reported: a plain learner then belongs to that change, not to an
+	// interrupted one.
+	ChangeInProgress bool `protobuf:"varint,9,opt,name=change_in_progress,json=changeInProgress,proto3" json:"change_in_progress,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RangeInfo) Reset() {
@@ -1562,6 +1566,13 @@ func (x *RangeInfo) GetLeaseTerm() uint64 {
 func (x *RangeInfo) GetLoadStale() bool {
 	if x != nil {
 		return x.LoadStale
+	}
+	return false
+}
+
+func (x *RangeInfo) GetChangeInProgress() bool {
+	if x != nil {
+		return x.ChangeInProgress
 	}
 	return false
 }
@@ -2961,10 +2972,11 @@ type ReportRangeRequest struct {
 	// stale. The meta range ignores load from a term older than the one it
 	// holds, so a late report of the old leaseholder never replaces the new
 	// one's.
-	LeaseTerm     uint64 `protobuf:"varint,7,opt,name=lease_term,json=leaseTerm,proto3" json:"lease_term,omitempty"`
-	LoadStale     bool   `protobuf:"varint,8,opt,name=load_stale,json=loadStale,proto3" json:"load_stale,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaseTerm        uint64 `protobuf:"varint,7,opt,name=lease_term,json=leaseTerm,proto3" json:"lease_term,omitempty"`
+	LoadStale        bool   `protobuf:"varint,8,opt,name=load_stale,json=loadStale,proto3" json:"load_stale,omitempty"`
+	ChangeInProgress bool   `protobuf:"varint,9,opt,name=change_in_progress,json=changeInProgress,proto3" json:"change_in_progress,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ReportRangeRequest) Reset() {
@@ -3049,6 +3061,13 @@ func (x *ReportRangeRequest) GetLeaseTerm() uint64 {
 func (x *ReportRangeRequest) GetLoadStale() bool {
 	if x != nil {
 		return x.LoadStale
+	}
+	return false
+}
+
+func (x *ReportRangeRequest) GetChangeInProgress() bool {
+	if x != nil {
+		return x.ChangeInProgress
 	}
 	return false
 }
@@ -4564,7 +4583,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12%\n" +
 	"\x0ecurrent_exists\x18\x02 \x01(\bR\rcurrentExists\x12#\n" +
-	"\rcurrent_value\x18\x03 \x01(\fR\fcurrentValue\"\x83\x02\n" +
+	"\rcurrent_value\x18\x03 \x01(\fR\fcurrentValue\"\xb1\x02\n" +
 	"\tRangeInfo\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -4575,7 +4594,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"lease_term\x18\a \x01(\x04R\tleaseTerm\x12\x1d\n" +
 	"\n" +
-	"load_stale\x18\b \x01(\bR\tloadStale\"\x0f\n" +
+	"load_stale\x18\b \x01(\bR\tloadStale\x12,\n" +
+	"\x12change_in_progress\x18\t \x01(\bR\x10changeInProgress\"\x0f\n" +
 	"\rRangesRequest\"i\n" +
 	"\x0eRangesResponse\x12)\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x11.tidekv.RangeInfoR\x06ranges\x12,\n" +
@@ -4683,7 +4703,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"read_share\x18\v \x01(\x01R\treadShare\"|\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x125\n" +
-	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\"\x8c\x02\n" +
+	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\"\xba\x02\n" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -4694,7 +4714,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"lease_term\x18\a \x01(\x04R\tleaseTerm\x12\x1d\n" +
 	"\n" +
-	"load_stale\x18\b \x01(\bR\tloadStale\"\x15\n" +
+	"load_stale\x18\b \x01(\bR\tloadStale\x12,\n" +
+	"\x12change_in_progress\x18\t \x01(\bR\x10changeInProgress\"\x15\n" +
 	"\x13ReportRangeResponse\"\x85\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +

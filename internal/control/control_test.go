@@ -180,6 +180,28 @@ func TestControllerDerivesSoftState(t *testing.T) {
 	}
 }
 
+// A plain learner's grace counts from when its leaseholder last reported
+// no replica change running: while one runs, the learner is that change's.
+func TestControllerLearnerGraceWaitsForChange(t *testing.T) {
+	c := NewController(DefaultConfig(), placement.DefaultConfig())
+	var seen []placement.Snapshot
+	c.SetDecider(func(s placement.Snapshot) placement.Plan { seen = append(seen, s); return placement.Plan{} })
+	r := placement.Range{ID: 2, Leaseholder: 1, ChangeInProgress: true,
+		Replicas: append(voters(1, 2, 3), placement.Replica{Node: 4, Type: placement.Learner})}
+	for i := range 10 {
+		c.Decide(snapObs(epoch.Add(time.Duration(i)*time.Second), live(1, 2, 3, 4), r), nil, nil, nil)
+	}
+	if since := seen[9].Ranges[0].Replicas[3].Since; !since.Equal(epoch.Add(9 * time.Second)) {
+		t.Fatalf("learner of a running change: since %v, want the latest round", since)
+	}
+	r.ChangeInProgress = false
+	c.Decide(snapObs(epoch.Add(10*time.Second), live(1, 2, 3, 4), r), nil, nil, nil)
+	c.Decide(snapObs(epoch.Add(20*time.Second), live(1, 2, 3, 4), r), nil, nil, nil)
+	if since := seen[11].Ranges[0].Replicas[3].Since; !since.Equal(epoch.Add(9 * time.Second)) {
+		t.Fatalf("learner after the change stopped: since %v, want the last round it ran", since)
+	}
+}
+
 func TestControllerBootstrapPhases(t *testing.T) {
 	c := NewController(DefaultConfig(), placement.DefaultConfig())
 	c.SetDecider(func(placement.Snapshot) placement.Plan { return placement.Plan{} })

@@ -119,7 +119,8 @@ func (c *Controller) snapshot(obs Observation, busy map[uint64]bool, inFlight []
 			if rep.Type == placement.Learner && !rep.Adaptive {
 				key := [2]uint64{r.ID, rep.Node}
 				seenLearners[key] = true
-				if _, ok := c.learners[key]; !ok {
+				if _, ok := c.learners[key]; !ok || r.ChangeInProgress {
+					// The grace counts from when no change was running.
 					c.learners[key] = now
 				}
 				rep.Since = c.learners[key]

@@ -72,8 +72,10 @@ type Config struct {
 	// own rate limits on top).
 	MaxOps int
 	// LearnerGrace is how long a plain learner may sit on a range that has
-	// all its voters before it counts as left over by an interrupted
-	// replica change and is removed.
+	// all its voters, with no replica change reported running, before it
+	// counts as left over by an interrupted change and is removed (the
+	// leaseholder rolls back its own failed changes at once; this catches
+	// the changes of leaseholders that died or lost the lease).
 	LearnerGrace time.Duration
 }
 
@@ -103,7 +105,7 @@ func DefaultConfig() Config {
 		AdaptiveReadQPS:     2000,
 		MaxAdaptiveReplicas: 2,
 		MaxOps:              8,
-		LearnerGrace:        30 * time.Second,
+		LearnerGrace:        5 * time.Second,
 	}
 }
 

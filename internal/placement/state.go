@@ -121,6 +121,9 @@ type Range struct {
 	// the load, so policies that weigh load leave the range alone and do
 	// not trust its leaseholder's total until a fresh sample arrives.
 	LoadStale bool
+	// ChangeInProgress: the leaseholder last reported a replica change
+	// running, so a plain learner is that change's, not left over.
+	ChangeInProgress bool
 	// ControlLoop marks the range whose leaseholder runs the control loop
 	// (the meta range). Moving its lease restarts the loop's soft state,
 	// so balancing leaves it alone while a node bootstraps.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -15,11 +16,18 @@ import (
 )
 
 // Split cuts the range at key; newRangeID must come from the meta range's
-// allocator.
+// allocator. It waits for a replica change in progress to end first (up to
+// splitWaitForChange): splitting in the middle of one would copy its
+// learner into the new range, where nothing would promote it.
 func (r *Replica) Split(ctx context.Context, key []byte, newRangeID uint64) (*tidekvpb.SplitResponse, error) {
 	if newRangeID == 0 || r.store.GetReplica(newRangeID) != nil {
 		return nil, fmt.Errorf("%w: range ID %d is not fresh", ErrInvalidRequest, newRangeID)
 	}
+	mu := r.store.adminMu(r.rangeID)
+	if err := lockWithin(ctx, mu, splitWaitForChange); err != nil {
+		return nil, &RangeBusyError{RangeID: r.rangeID, What: "a replica change", Waited: splitWaitForChange}
+	}
+	defer mu.Unlock()
 	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Split: &tidekvpb.SplitCommand{SplitKey: key, NewRangeId: newRangeID}}, nil)
 	if err != nil {
 		return nil, err
@@ -82,6 +90,8 @@ func isJoint(d *tidekvpb.RangeDescriptor) bool {
 func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64) (*tidekvpb.RangeDescriptor, error) {
 	r.store.adminMu(r.rangeID).Lock()
 	defer r.store.adminMu(r.rangeID).Unlock()
+	r.changing.Add(1)
+	defer r.changing.Add(-1)
 	if !r.isLeader.Load() {
 		return nil, r.notLeader()
 	}
@@ -141,7 +151,7 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 	}
 	// Step 2: wait until the learner has caught up with the log.
 	if err := r.waitCaughtUp(ctx, add.GetReplicaId()); err != nil {
-		return nil, fmt.Errorf("learner on node %d: %w", addNode, err)
+		return nil, r.rollBackLearner(add, fmt.Errorf("learner on node %d: %w", addNode, err))
 	}
 	// Step 3: promote (and remove, jointly).
 	changes := []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(add.GetReplicaId())}}
@@ -151,10 +161,42 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		transition = raftpb.ConfChangeTransitionJointImplicit
 	}
 	cc := &raftpb.ConfChangeV2{Transition: transition.Enum(), Changes: changes}
-	return r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool {
+	nd, err := r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool {
 		a := replicaOnNode(nd, addNode)
 		return a != nil && a.GetType() == tidekvpb.ReplicaType_VOTER && (removeRd == nil || replicaOnNode(nd, removeNode) == nil)
 	})
+	if err != nil {
+		return nil, r.rollBackLearner(add, err)
+	}
+	return nd, nil
+}
+
+// rollBackWithin bounds the removal of a learner whose addition failed.
+const rollBackWithin = 10 * time.Second
+
+// rollBackLearner undoes the first step of a failed addition: a learner
+// that was not promoted is removed, so a failed move leaves the range as
+// it was (writable on the new node only once it is readable there too,
+// or not at all). If this replica lost the lease, or the promotion did
+// happen after all, the descriptor says so and nothing is removed; a
+// learner that cannot be removed now is left to placement's clean-up of
+// leftover learners. It returns cause, noting the roll-back.
+func (r *Replica) rollBackLearner(learner *tidekvpb.ReplicaDescriptor, cause error) error {
+	d := r.desc.Load()
+	cur := replicaOnNode(d, learner.GetNodeId())
+	if cur == nil || cur.GetReplicaId() != learner.GetReplicaId() || cur.GetType() != tidekvpb.ReplicaType_LEARNER || !r.isLeader.Load() {
+		return cause
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rollBackWithin)
+	defer cancel()
+	cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(learner.GetReplicaId())}}}
+	_, err := r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool {
+		return replicaOnNode(nd, learner.GetNodeId()) == nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (the learner on node %d could not be removed: %v)", cause, learner.GetNodeId(), err)
+	}
+	return fmt.Errorf("%w (rolled back: the learner on node %d was removed)", cause, learner.GetNodeId())
 }
 
 // AddLearner adds an adaptive learner on node: a read replica for load
@@ -168,6 +210,8 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 func (r *Replica) AddLearner(ctx context.Context, node uint64) (*tidekvpb.RangeDescriptor, error) {
 	r.store.adminMu(r.rangeID).Lock()
 	defer r.store.adminMu(r.rangeID).Unlock()
+	r.changing.Add(1)
+	defer r.changing.Add(-1)
 	if !r.isLeader.Load() {
 		return nil, r.notLeader()
 	}
@@ -283,6 +327,30 @@ func (r *Replica) proposeChange(ctx context.Context, cc *raftpb.ConfChangeV2, fr
 		}
 	}
 }
+
+// splitWaitForChange bounds how long a split waits for a replica change in
+// progress on its range before it is refused as busy.
+const splitWaitForChange = 5 * time.Second
+
+// lockWithin takes mu, waiting at most d (and not past ctx).
+func lockWithin(ctx context.Context, mu *sync.Mutex, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for !mu.TryLock() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return context.DeadlineExceeded
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+// ChangeInProgress reports whether this replica is running a replica
+// change (ChangeReplicas or AddLearner) right now: a plain learner in its
+// descriptor then belongs to that change, not to an interrupted one.
+func (r *Replica) ChangeInProgress() bool { return r.changing.Load() > 0 }
 
 func (r *Replica) waitDesc(ctx context.Context, ok func(*tidekvpb.RangeDescriptor) bool) error {
 	t := time.NewTicker(10 * time.Millisecond)

@@ -41,6 +41,9 @@ import (
 //	add-replica range=R node=N [timeout=D]
 //	add-learner range=R node=N [timeout=D]   an adaptive learner (never promoted)
 //	remove-replica range=R node=N
+//	interrupted-add range=R node=N     only the first step of an addition (a
+//	                                   plain learner), as a dead leaseholder
+//	                                   leaves it
 //	change-replicas range=R add=N remove=M   both in one joint change
 //	transfer-lease range=R node=N      waits until N holds the lease
 //	wait-leader range=R                a reachable node holds the lease
@@ -56,6 +59,10 @@ import (
 //	data [node=N]                      every node's user keys (settles)
 //	snapshots [node=N] [no-counts]     snapshots each node accepted (settles)
 //	refuse-snapshots node=N [count=K]  N refuses its next K snapshots
+//	directory publish|unpublish        the range directory the stores check
+//	                                   replicas against: what the running
+//	                                   nodes' replicas say now, or unreachable
+//	gc node=N                          N's replica GC against the directory
 //
 // Commands that print cluster state "settle": they poll until the output
 // matches the expected one (or, under -rewrite, until it stops changing), so
@@ -77,6 +84,7 @@ type ddDriver struct {
 	tc       *testCluster
 	isolated map[uint64]bool
 	snaps    map[uint64]*snapCounters
+	dir      ddDirectory
 }
 
 // snapCounters are a node's snapshot counters; they outlive restarts.
@@ -113,6 +121,7 @@ func (d *ddDriver) wrap(id uint64) {
 	if d.snaps[id] == nil {
 		d.snaps[id] = &snapCounters{}
 	}
+	d.tc.stores[id].SetRangeDirectory(&d.dir)
 	d.tc.net.Register(id, countingHandler{s: d.tc.stores[id], c: d.snaps[id]})
 }
 
@@ -154,6 +163,8 @@ func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
 		return d.split(t, td)
 	case "add-replica", "remove-replica", "change-replicas", "add-learner":
 		return d.changeReplicas(t, td)
+	case "interrupted-add":
+		return d.interruptedAdd(t, td)
 	case "size-split-key":
 		var key []byte
 		err := d.do(t, td, nil, true, func(ctx context.Context, r *Replica) error {
@@ -215,6 +226,10 @@ func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
 		td.MaybeScanArgs(t, "count", &n)
 		d.snaps[id].refuse.Store(n)
 		return "ok"
+	case "directory":
+		return d.directory(t, td)
+	case "gc":
+		return d.gc(t, td)
 	case "snapshots":
 		var node uint64
 		td.MaybeScanArgs(t, "node", &node)

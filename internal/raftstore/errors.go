@@ -3,6 +3,7 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
@@ -41,6 +42,18 @@ type KeyMismatchError struct {
 
 func (e *KeyMismatchError) Error() string {
 	return fmt.Sprintf("key %q is outside range %d [%q, %q)", e.Key, e.Desc.GetRangeId(), e.Desc.GetStartKey(), e.Desc.GetEndKey())
+}
+
+// RangeBusyError says an admin operation was refused because another one
+// held the range for longer than it would wait; nothing was done.
+type RangeBusyError struct {
+	RangeID uint64
+	What    string
+	Waited  time.Duration
+}
+
+func (e *RangeBusyError) Error() string {
+	return fmt.Sprintf("range %d is busy with %s (waited %v); nothing was done, retry after it", e.RangeID, e.What, e.Waited)
 }
 
 var (

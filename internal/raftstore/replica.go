@@ -45,6 +45,8 @@ type Replica struct {
 	load     loadSampler
 	// closed is the newest closed timestamp known (closed.go).
 	closed atomic.Pointer[closedTS]
+	// changing counts replica changes running on this replica (admin.go).
+	changing atomic.Int32
 
 	in struct {
 		sync.Mutex

@@ -129,9 +129,10 @@ func (s *Store) throttleSnapshot(ctx context.Context, sst io.Reader) *throttledR
 }
 
 // HandleSnapshot receives a snapshot from another node: it stages the SST
-// and steps the MsgSnap into the replica (created if needed). It refuses a
-// snapshot that would overlap another local range: that range must first
-// catch up (apply the split that separated them) or be removed.
+// and steps the MsgSnap into the replica (created if needed). A snapshot
+// that overlaps other local replicas replaces those the range directory
+// shows to be stale (gc.go) and is refused if one is still a member: that
+// one must first catch up (apply the split that separated them).
 func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) error {
 	msg := header.GetMessage()
 	sd := &tidekvpb.SnapshotData{}
@@ -143,8 +144,9 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 		return fmt.Errorf("snapshot descriptor is for range %d, header for %d", desc.GetRangeId(), header.GetRangeId())
 	}
 	s.dropMergedInto(desc)
-	if s.spanOwnedByOther(desc.GetRangeId(), desc) {
-		return fmt.Errorf("range %d: snapshot overlaps another local range", desc.GetRangeId())
+	if err := s.clearOverlapsFor(desc); err != nil {
+		s.stats.SnapshotsRefusedOverlap.Add(1)
+		return err
 	}
 	idx := msg.GetSnapshot().GetMetadata().GetIndex()
 	path := filepath.Join(s.cfg.SnapshotDir, fmt.Sprintf("recv-r%d-i%d-%d.sst", desc.GetRangeId(), idx, s.nextProposalID()))
@@ -168,6 +170,9 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 		return err
 	}
 	r := s.GetReplica(header.GetRangeId())
+	if r != nil && s.dropOlderUninitialized(r, msg.GetTo()) {
+		r = nil
+	}
 	if r == nil {
 		if r, err = s.createUninitialized(header.GetRangeId(), msg.GetTo()); err != nil || r == nil {
 			os.Remove(path)

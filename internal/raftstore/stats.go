@@ -27,6 +27,12 @@ type Stats struct {
 	// SnapshotThrottleNanos is the time snapshot senders spent waiting
 	// under Config.SnapshotBytesPerSecond, summed over concurrent sends.
 	SnapshotThrottleNanos atomic.Uint64
+	// SnapshotsRefusedOverlap counts snapshots refused because they
+	// overlap a local replica that is still a member of its range (or
+	// could not be checked); StaleReplicasRemoved counts replicas the
+	// replica GC destroyed.
+	SnapshotsRefusedOverlap atomic.Uint64
+	StaleReplicasRemoved    atomic.Uint64
 }
 
 // Stats returns the store's live counters.

@@ -27,6 +27,8 @@ type Listener interface {
 	LeaderAcquired(desc *tidekvpb.RangeDescriptor)
 	// DescriptorChanged: a leader replica applied a new descriptor.
 	DescriptorChanged(desc *tidekvpb.RangeDescriptor)
+	// ReplicaRemoved: the replica GC destroyed a stale local replica.
+	ReplicaRemoved(rm Removed)
 }
 
 // Store is the set of replicas on one node plus the scheduler that drives
@@ -37,6 +39,7 @@ type Store struct {
 	eng       storage.Engine
 	transport Transport
 	listener  Listener
+	directory atomic.Pointer[directoryRef]
 
 	mu struct {
 		sync.RWMutex
@@ -329,6 +332,9 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 		return
 	}
 	r := s.GetReplica(m.GetRangeId())
+	if r != nil && s.dropOlderUninitialized(r, msg.GetTo()) {
+		r = nil
+	}
 	if r == nil {
 		// A leader's traffic means we were added to the range and need a
 		// snapshot. A vote request means a split created the range and its
@@ -356,6 +362,24 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 	r.mu.peerNodes[msg.GetFrom()] = m.GetFromNodeId()
 	r.mu.Unlock()
 	r.enqueueMsg(msg)
+}
+
+// dropOlderUninitialized destroys r if it is an uninitialized replica (no
+// data, no log) of an older incarnation than replicaID, which a message
+// from the range now addresses: this node was added, removed before its
+// snapshot arrived (a rolled-back addition), and added again. It reports
+// whether it did; the caller then creates the new incarnation.
+func (s *Store) dropOlderUninitialized(r *Replica, replicaID uint64) bool {
+	if r.desc.Load() != nil {
+		return false // initialized: the replica GC decides (gc.go)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.destroyed || r.desc.Load() != nil || r.mu.replicaID >= replicaID {
+		return false
+	}
+	s.destroyReplicaLocked(r, fmt.Sprintf("uninitialized replica %d replaced by replica %d", r.mu.replicaID, replicaID))
+	return true
 }
 
 func (s *Store) createUninitialized(rangeID, replicaID uint64) (*Replica, error) {
@@ -441,32 +465,6 @@ func (s *Store) spanOwnedByOther(rangeID uint64, d *tidekvpb.RangeDescriptor) bo
 		}
 	}
 	return false
-}
-
-// RemoveIfStale destroys the local replica of a range when the authoritative
-// descriptor (from the meta range), at least as new as the local one, no
-// longer lists this node, or lists it with a newer replica ID (it was
-// removed and added again while this node was away: the new incarnation
-// starts empty and gets a snapshot). It is the replica GC for replicas that
-// missed their own removal.
-func (s *Store) RemoveIfStale(authoritative *tidekvpb.RangeDescriptor) bool {
-	r := s.GetReplica(authoritative.GetRangeId())
-	if r == nil {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if rd := replicaOnNode(authoritative, s.nodeID); rd != nil && rd.GetReplicaId() <= r.mu.replicaID {
-		return false
-	}
-	if d := r.desc.Load(); d != nil && d.GetGeneration() > authoritative.GetGeneration() {
-		return false
-	}
-	if r.isLeader.Load() {
-		return false
-	}
-	s.destroyReplicaLocked(r, "not a member of the range's current descriptor")
-	return true
 }
 
 // ReportUnreachable tells a replica's Raft that a message to a peer was lost.

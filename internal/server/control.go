@@ -80,7 +80,8 @@ func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.Rang
 		d := ri.GetDesc()
 		r := placement.Range{ID: d.GetRangeId(), Start: d.GetStartKey(), End: d.GetEndKey(), Leaseholder: ri.GetLeaderNodeId(),
 			Bytes: ri.GetBytes(), QPS: ri.GetQps(), ReadQPS: ri.GetReadQps(), HotKeyShare: ri.GetHotKeyShare(),
-			MergingInto: d.GetMergingInto(), LoadStale: ri.GetLoadStale()}
+			MergingInto: d.GetMergingInto(), LoadStale: ri.GetLoadStale(),
+			ChangeInProgress: ri.GetChangeInProgress()}
 		if r.ID == keys.MetaRangeID {
 			// The meta range lives in its own key space: never split or
 			// merged, only replicated and balanced.

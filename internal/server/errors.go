@@ -43,7 +43,11 @@ func (s *Server) toStatus(err error) error {
 	var km *raftstore.KeyMismatchError
 	var sr *raftstore.StaleReplicaError
 	var fr *raftstore.RangeFrozenError
+	var busy *raftstore.RangeBusyError
 	switch {
+	case errors.As(err, &busy):
+		// A deliberate refusal: nothing was done.
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.As(err, &fr):
 		// Nothing was done; routing again finds the merged range.
 		return withDetail(codes.FailedPrecondition, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_NOT_FOUND})

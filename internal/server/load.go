@@ -23,6 +23,9 @@ type rangeLoad struct {
 	// load and placement must not act on them.
 	term  uint64
 	stale bool
+	// changing: the leaseholder was running a replica change (only in the
+	// meta range's copy of reports).
+	changing bool
 }
 
 // loadTracker turns the replicas' request counters into rates, once per

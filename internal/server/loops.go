@@ -14,6 +14,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.ReportInterval, s.reportAll)
 	s.loop(s.cfg.Control.Interval, s.place)
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
+	s.wg.Go(s.gcAtStart)
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
 	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)
 	s.loop(s.cfg.LeaseRebalanceInterval, s.followWriters)
@@ -116,12 +117,13 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var term uint64
+	changing := false
 	if r := s.store.GetReplica(d.GetRangeId()); r != nil {
-		term = r.LeaderTerm()
+		term, changing = r.LeaderTerm(), r.ChangeInProgress()
 	}
 	l := s.rangeLoadOf(d, term)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes,
-		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale}
+		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: changing}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
@@ -146,21 +148,51 @@ func (s *Server) reportAll(ctx context.Context) {
 // gcReplicas removes local replicas that the range directory says are no
 // longer members (they missed their own removal, e.g. while down).
 func (s *Server) gcReplicas(ctx context.Context) {
-	resp, err := s.ranges(ctx)
+	_ = s.gcReplicasOnce(ctx)
+}
+
+func (s *Server) gcReplicasOnce(ctx context.Context) error {
+	descs, err := metaDirectory{s}.RangeDescriptors(ctx)
 	if err != nil {
-		return
+		return err
 	}
-	byID := map[uint64]*tidekvpb.RangeDescriptor{}
+	for _, rm := range s.store.RemoveStale(descs) {
+		s.ReplicaRemoved(rm)
+	}
+	return nil
+}
+
+// gcAtStart checks the node's replicas against the directory as soon as
+// the meta range answers after a (re)start, rather than a GC interval
+// later: replicas moved away while the node was down go at once.
+func (s *Server) gcAtStart() {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := s.gcReplicasOnce(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-s.stopper:
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// metaDirectory is the range directory the store checks replicas against:
+// the meta range, read through its leaseholder.
+type metaDirectory struct{ s *Server }
+
+func (m metaDirectory) RangeDescriptors(ctx context.Context) ([]*tidekvpb.RangeDescriptor, error) {
+	resp, err := m.s.ranges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*tidekvpb.RangeDescriptor, 0, len(resp.GetRanges()))
 	for _, ri := range resp.GetRanges() {
-		byID[ri.GetDesc().GetRangeId()] = ri.GetDesc()
+		out = append(out, ri.GetDesc())
 	}
-	for _, r := range s.store.Replicas() {
-		d := byID[r.RangeID()]
-		if d == nil || r.Desc() == nil || r.IsLeader() {
-			continue
-		}
-		if s.store.RemoveIfStale(d) {
-			s.events.Record("replica-gc", rangeSubject(r.RangeID()), "local replica removed: the range directory no longer lists this node (generation %d)", d.GetGeneration())
-		}
-	}
+	return out, nil
 }

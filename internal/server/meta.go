@@ -275,7 +275,7 @@ func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 		}
 		l := s.meta.load[d.GetRangeId()]
 		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()],
-			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale})
+			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: l.changing})
 	}
 	s.meta.mu.Unlock()
 	sortRanges(resp.Ranges)
@@ -340,7 +340,7 @@ func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, 
 	if prev, ok := s.meta.load[d.GetRangeId()]; !ok || req.GetLeaseTerm() >= prev.term || req.GetLeaseTerm() == 0 {
 		s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
 		s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), readQPS: req.GetReadQps(), bytes: req.GetBytes(),
-			hotKeyShare: req.GetHotKeyShare(), term: req.GetLeaseTerm(), stale: req.GetLoadStale()}
+			hotKeyShare: req.GetHotKeyShare(), term: req.GetLeaseTerm(), stale: req.GetLoadStale(), changing: req.GetChangeInProgress()}
 	}
 	s.meta.mu.Unlock()
 	if err := meta.LeaseRead(ctx); err != nil {

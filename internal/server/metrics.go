@@ -336,6 +336,10 @@ func (s *Server) registerStoreGauges() {
 			func(st *raftstore.Stats) uint64 { return st.SnapshotsReceived.Load() }),
 		counter("tidekv_snapshot_received_bytes_total", "Snapshot SST bytes received.",
 			func(st *raftstore.Stats) uint64 { return st.SnapshotBytesReceived.Load() }),
+		counter("tidekv_snapshots_refused_overlap_total", "Snapshots refused because they overlap a local replica that is still a member of its range.",
+			func(st *raftstore.Stats) uint64 { return st.SnapshotsRefusedOverlap.Load() }),
+		counter("tidekv_stale_replicas_removed_total", "Local replicas the replica GC removed (the range directory no longer lists them here).",
+			func(st *raftstore.Stats) uint64 { return st.StaleReplicasRemoved.Load() }),
 	)
 }
 

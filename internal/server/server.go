@@ -185,6 +185,7 @@ func (s *Server) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.store.SetRangeDirectory(metaDirectory{s})
 	if len(s.cfg.Join) == 0 && !s.bootstrapped() {
 		if err := s.bootstrapRanges(); err != nil {
 			return err
@@ -444,6 +445,11 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.queueReport(d)
+}
+
+// ReplicaRemoved implements raftstore.Listener.
+func (s *Server) ReplicaRemoved(rm raftstore.Removed) {
+	s.events.Record("replica-gc", rangeSubject(rm.RangeID), "local replica (generation %d) removed: %s", rm.Generation, rm.Reason)
 }
 
 // DescriptorChanged implements raftstore.Listener.

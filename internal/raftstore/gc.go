@@ -1,0 +1,186 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+)
+
+// Replica GC. A node that was down (or cut off) while a range moved away
+// from it still holds its old replica when it comes back: the removal it
+// missed can never reach it, since the range's current members no longer
+// talk to it. The range directory in the meta range says who the members
+// are, so a stale replica is recognised by comparing with it, and removed.
+// A stale replica also blocks snapshots of the ranges that now own its
+// span (a new member of a range split off from it, say), so a snapshot
+// that overlaps local replicas checks them against the directory first.
+
+// RangeDirectory is the cluster's authoritative list of range descriptors
+// (the server reads it from the meta range). The store only asks it; it
+// never writes.
+type RangeDirectory interface {
+	// RangeDescriptors returns every user range's descriptor as the meta
+	// range has it.
+	RangeDescriptors(ctx context.Context) ([]*tidekvpb.RangeDescriptor, error)
+}
+
+// SetRangeDirectory gives the store the directory it checks local replicas
+// against (nil: none, overlapping snapshots are refused).
+func (s *Store) SetRangeDirectory(d RangeDirectory) { s.directory.Store(&directoryRef{d}) }
+
+type directoryRef struct{ RangeDirectory }
+
+// directoryCheckTimeout bounds the directory read a snapshot waits for.
+const directoryCheckTimeout = 3 * time.Second
+
+// staleReason says why a local replica (descriptor local, replica ID id)
+// on node is stale according to the directory, or "" if it is not or the
+// directory cannot tell. Generations grow along a range's whole lineage
+// (splits, merges, replica changes), which makes "newer" well defined:
+//   - the directory has the range at a generation at least the local one,
+//     without this node or with a newer replica of it (removed, maybe added
+//     again: the new incarnation starts empty and gets a snapshot);
+//   - the directory no longer has the range (merged away), and every
+//     directory range newer than the local replica that overlaps its span
+//     lacks this node. If one lists it, the node may still need this data:
+//     its replica of the merged range has yet to apply the merge.
+//
+// A range missing from the directory with nothing newer over its span is
+// kept: it may be a split's new half the directory has not heard of yet.
+func staleReason(local *tidekvpb.RangeDescriptor, id, node uint64, dir map[uint64]*tidekvpb.RangeDescriptor, all []*tidekvpb.RangeDescriptor) string {
+	if local == nil {
+		return ""
+	}
+	if d := dir[local.GetRangeId()]; d != nil {
+		if local.GetGeneration() > d.GetGeneration() {
+			return "" // the directory has not heard of the local change yet
+		}
+		switch rd := replicaOnNode(d, node); {
+		case rd == nil:
+			return fmt.Sprintf("the range directory (generation %d) no longer lists this node", d.GetGeneration())
+		case rd.GetReplicaId() > id:
+			return fmt.Sprintf("the range directory (generation %d) lists a newer replica %d here", d.GetGeneration(), rd.GetReplicaId())
+		}
+		return ""
+	}
+	var newer []string
+	for _, d := range all {
+		if d.GetGeneration() <= local.GetGeneration() ||
+			!keys.Overlaps(d.GetStartKey(), d.GetEndKey(), local.GetStartKey(), local.GetEndKey()) {
+			continue
+		}
+		if replicaOnNode(d, node) != nil {
+			return ""
+		}
+		newer = append(newer, fmt.Sprintf("range %d (generation %d)", d.GetRangeId(), d.GetGeneration()))
+	}
+	if len(newer) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the range is gone from the directory and its span belongs to %s, without this node", strings.Join(newer, ", "))
+}
+
+// Removed is one replica the GC destroyed, and why.
+type Removed struct {
+	RangeID, Generation uint64
+	Reason              string
+}
+
+// RemoveStale destroys every local replica that the directory (every user
+// range's descriptor) shows to be stale. Leaders and the meta range (not
+// in the directory) are never touched.
+func (s *Store) RemoveStale(all []*tidekvpb.RangeDescriptor) []Removed {
+	var out []Removed
+	for _, r := range s.Replicas() {
+		if rm, ok := s.removeIfStale(r, all); ok {
+			out = append(out, rm)
+		}
+	}
+	return out
+}
+
+func (s *Store) removeIfStale(r *Replica, all []*tidekvpb.RangeDescriptor) (Removed, bool) {
+	if r.rangeID == keys.MetaRangeID {
+		return Removed{}, false
+	}
+	byID := make(map[uint64]*tidekvpb.RangeDescriptor, len(all))
+	for _, d := range all {
+		byID[d.GetRangeId()] = d
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.destroyed || r.isLeader.Load() {
+		return Removed{}, false
+	}
+	local := r.desc.Load()
+	why := staleReason(local, r.mu.replicaID, s.nodeID, byID, all)
+	if why == "" {
+		return Removed{}, false
+	}
+	s.destroyReplicaLocked(r, why)
+	s.stats.StaleReplicasRemoved.Add(1)
+	return Removed{RangeID: r.rangeID, Generation: local.GetGeneration(), Reason: why}, true
+}
+
+// clearOverlapsFor makes room for a snapshot of desc: local replicas of
+// other ranges that overlap its span are checked against the directory and
+// destroyed if stale. It returns an error naming the first overlapping
+// replica that must stay (or why the directory could not be asked); the
+// snapshot is then refused, and the leader tries again later.
+func (s *Store) clearOverlapsFor(desc *tidekvpb.RangeDescriptor) error {
+	overlaps := s.overlapping(desc)
+	if len(overlaps) == 0 {
+		return nil
+	}
+	first := overlaps[0].desc.Load()
+	dir := s.directory.Load()
+	if dir == nil || dir.RangeDirectory == nil {
+		return fmt.Errorf("range %d: snapshot overlaps the local replica of range %d (generation %d)",
+			desc.GetRangeId(), first.GetRangeId(), first.GetGeneration())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), directoryCheckTimeout)
+	defer cancel()
+	all, err := dir.RangeDescriptors(ctx)
+	if err != nil {
+		return fmt.Errorf("range %d: snapshot overlaps the local replica of range %d, and the range directory could not be read to check it: %v",
+			desc.GetRangeId(), first.GetRangeId(), err)
+	}
+	for _, o := range overlaps {
+		if rm, ok := s.removeIfStale(o, all); ok {
+			s.listenRemoved(rm)
+			continue
+		}
+		od := o.desc.Load()
+		return fmt.Errorf("range %d: snapshot overlaps the local replica of range %d (generation %d), which is still a member; it must first catch up",
+			desc.GetRangeId(), od.GetRangeId(), od.GetGeneration())
+	}
+	return nil
+}
+
+// overlapping returns the initialized local replicas of other ranges that
+// overlap d's span.
+func (s *Store) overlapping(d *tidekvpb.RangeDescriptor) []*Replica {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*Replica
+	for id, o := range s.mu.replicas {
+		od := o.desc.Load()
+		if id == d.GetRangeId() || od == nil || (id == keys.MetaRangeID) != (d.GetRangeId() == keys.MetaRangeID) {
+			continue
+		}
+		if keys.Overlaps(od.GetStartKey(), od.GetEndKey(), d.GetStartKey(), d.GetEndKey()) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (s *Store) listenRemoved(rm Removed) {
+	if s.listener != nil {
+		s.listener.ReplicaRemoved(rm)
+	}
+}
