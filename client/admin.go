@@ -1,8 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/status"
 
@@ -119,9 +122,57 @@ func (c *Client) LocalStatus(ctx context.Context, addr string) (*tidekvpb.LocalS
 }
 
 // Split splits the range containing key at key. Any node accepts it and
-// forwards it to the range's leaseholder. An unknown outcome is reported as
-// ErrAmbiguous rather than retried: check Ranges.
+// forwards it to the range's leaseholder. An unknown outcome is resolved
+// from the range directory: a range starting at key means the split
+// happened; otherwise it is made again (once more without a deadline).
 func (c *Client) Split(ctx context.Context, key []byte) (*tidekvpb.SplitResponse, error) {
+	var ambiguous error
+	for round := 0; ; round++ {
+		resp, err := c.splitOnce(ctx, key)
+		if err == nil {
+			return resp, nil
+		}
+		if ambiguous == nil && !errors.Is(err, ErrAmbiguous) {
+			return nil, err
+		}
+		// After an ambiguous attempt, a refusal may just say the split is
+		// there already: the directory tells.
+		if resp, ok := c.splitOutcome(ctx, key, 2*time.Second); ok {
+			return resp, nil
+		}
+		if !errors.Is(err, ErrAmbiguous) {
+			return nil, err
+		}
+		ambiguous = err
+		if _, hasDeadline := ctx.Deadline(); ctx.Err() != nil || (!hasDeadline && round >= 1) {
+			return nil, ambiguous
+		}
+	}
+}
+
+// splitOutcome polls the range directory for up to wait for a range that
+// starts at key, and returns it with its left neighbour.
+func (c *Client) splitOutcome(ctx context.Context, key []byte, wait time.Duration) (*tidekvpb.SplitResponse, bool) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		if resp, err := c.Ranges(ctx); err == nil {
+			var left *tidekvpb.RangeDescriptor
+			for _, ri := range resp.GetRanges() {
+				d := ri.GetDesc()
+				if bytes.Equal(d.GetStartKey(), key) {
+					return &tidekvpb.SplitResponse{Left: left, Right: d}, true
+				}
+				left = d
+			}
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return nil, false
+		}
+	}
+}
+
+func (c *Client) splitOnce(ctx context.Context, key []byte) (*tidekvpb.SplitResponse, error) {
 	var resp *tidekvpb.SplitResponse
 	err := c.invoke(ctx, &rpc{op: "split", anyNode: true, noAttemptTimeout: true,
 		call: func(ctx context.Context, nc *nodeConn) (err error) {
@@ -141,9 +192,73 @@ func (c *Client) Split(ctx context.Context, key []byte) (*tidekvpb.SplitResponse
 }
 
 // ChangeReplicas adds a voter on addNodeID and/or removes the replica on
-// removeNodeID (0 for none) and returns the new descriptor. Like Split, an
-// unknown outcome is reported as ErrAmbiguous rather than retried.
+// removeNodeID (0 for none) and returns the new descriptor. An unknown
+// outcome (the node running it died, say) is resolved from the range
+// directory: if the range has the asked-for layout the change happened,
+// otherwise it was rolled back or never ran and is made again (the
+// leaseholder resumes a learner left in place). Only when the deadline
+// ends first is the answer ErrAmbiguous.
 func (c *Client) ChangeReplicas(ctx context.Context, rangeID, addNodeID, removeNodeID uint64) (*tidekvpb.RangeDescriptor, error) {
+	var ambiguous error
+	for round := 0; ; round++ {
+		d, err := c.changeReplicasOnce(ctx, rangeID, addNodeID, removeNodeID)
+		switch {
+		case err == nil:
+			return d, nil
+		case ambiguous != nil && errors.Is(err, ErrInvalidArgument):
+			// A retry refused as asking for what is already there: the
+			// ambiguous attempt did it, and the directory had not heard yet.
+			if d, ok := c.changeOutcome(ctx, rangeID, addNodeID, removeNodeID, time.Second); ok {
+				return d, nil
+			}
+			return nil, err
+		case !errors.Is(err, ErrAmbiguous):
+			return nil, err
+		}
+		ambiguous = err
+		if d, ok := c.changeOutcome(ctx, rangeID, addNodeID, removeNodeID, 2*time.Second); ok {
+			return d, nil
+		}
+		if _, hasDeadline := ctx.Deadline(); ctx.Err() != nil || (!hasDeadline && round >= 2) {
+			return nil, ambiguous
+		}
+	}
+}
+
+// changeOutcome polls the range directory for up to wait and reports
+// whether rangeID has the layout a change asked for: a voter on add (if
+// any) and no replica on remove (if any).
+func (c *Client) changeOutcome(ctx context.Context, rangeID, add, remove uint64, wait time.Duration) (*tidekvpb.RangeDescriptor, bool) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		if resp, err := c.Ranges(ctx); err == nil {
+			for _, ri := range resp.GetRanges() {
+				if d := ri.GetDesc(); d.GetRangeId() == rangeID && hasLayout(d, add, remove) {
+					return d, true
+				}
+			}
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return nil, false
+		}
+	}
+}
+
+func hasLayout(d *tidekvpb.RangeDescriptor, add, remove uint64) bool {
+	var added, removed = add == 0, true
+	for _, rd := range d.GetReplicas() {
+		switch rd.GetNodeId() {
+		case add:
+			added = rd.GetType() == tidekvpb.ReplicaType_VOTER
+		case remove:
+			removed = false
+		}
+	}
+	return added && removed
+}
+
+func (c *Client) changeReplicasOnce(ctx context.Context, rangeID, addNodeID, removeNodeID uint64) (*tidekvpb.RangeDescriptor, error) {
 	req := &tidekvpb.ChangeReplicasRequest{RangeId: rangeID, AddNodeId: addNodeID, RemoveNodeId: removeNodeID}
 	var resp *tidekvpb.ChangeReplicasResponse
 	err := c.invoke(ctx, &rpc{op: "change replicas", anyNode: true, noAttemptTimeout: true,

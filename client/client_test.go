@@ -871,3 +871,48 @@ func TestAdminRetriesThroughOverloadUntilDeadline(t *testing.T) {
 		t.Fatalf("split without a deadline: %v, want ErrOverloaded after MaxAttempts", err)
 	}
 }
+
+// A replica change whose outcome is unknown is resolved from the range
+// directory: done if the range has the asked-for layout, else made again.
+func TestChangeReplicasResolvesAmbiguity(t *testing.T) {
+	c := newFakeCluster(t, 4)
+	c.setRanges(rng(1, "", "", 1, 1, 2, 3))
+	cl := c.newClient(nil)
+	ctx := testCtx(t)
+	lost := func(applied bool) hookFunc {
+		var once atomic.Bool
+		return func(_ context.Context, method string, _ []byte) error {
+			if method != "ChangeReplicas" || once.Swap(true) {
+				return nil
+			}
+			if applied {
+				c.setRanges(rng(1, "", "", 1, 1, 2, 4))
+			}
+			return statusWith(codes.Unavailable, "connection lost", &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_AMBIGUOUS})
+		}
+	}
+	for i := uint64(1); i <= 4; i++ {
+		c.node(i).setHook(lost(true))
+	}
+	d, err := cl.ChangeReplicas(ctx, 1, 4, 3)
+	if err != nil || !hasLayout(d, 4, 3) {
+		t.Fatalf("change applied before its answer was lost: %v %v, want the new layout", d, err)
+	}
+	calls := 0
+	for i := uint64(1); i <= 4; i++ {
+		calls += c.node(i).count("ChangeReplicas")
+	}
+	if calls != 1 {
+		t.Fatalf("ChangeReplicas sent %d times; the directory already showed it done", calls)
+	}
+
+	c.setRanges(rng(1, "", "", 1, 1, 2, 3))
+	c.resetCalls()
+	for i := uint64(1); i <= 4; i++ {
+		c.node(i).setHook(lost(false))
+	}
+	d, err = cl.ChangeReplicas(ctx, 1, 4, 3)
+	if err != nil || !hasLayout(d, 4, 3) {
+		t.Fatalf("change lost before it ran: %v %v, want it made again", d, err)
+	}
+}

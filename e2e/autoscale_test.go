@@ -77,7 +77,9 @@ func TestAutoscaleGrowsAndShrinks(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 16 {
 		w := linearizability.NewClient(i, rec, keys, uint64(i))
-		w.OnReply = func(in linearizability.Input, start time.Time, res linearizability.Reply) { stats.Record(in, start, res) }
+		w.OnReply = func(in linearizability.Input, start time.Time, res linearizability.Reply) {
+			stats.Record(in, start, res)
+		}
 		do := clientDo(wctx, cl)
 		wg.Go(func() {
 			for wctx.Err() == nil {

@@ -44,6 +44,7 @@ func reconfigRuns(t *testing.T) (runs int, d time.Duration) {
 // operator with a script might, through the public CLI only, while clients
 // write and read: every second a random split, replica move or lease
 // transfer, and every 8 s a SIGKILL of a random node, restarted 3 s later
+// (every third fault a 3 s SIGSTOP pause instead)
 // (TIDEKV_RECONFIG_NONE=1: the kills and load only, for a throughput
 // baseline).
 // After the last fault every range must be back to RF voters with no
@@ -131,8 +132,10 @@ func reconfigRun(t *testing.T, seed uint64, d time.Duration) {
 		}
 	})
 
-	// Kills: every 8 s a random node, back 3 s later.
-	kills := 0
+	// Faults: every 8 s a random node is SIGKILLed and restarted 3 s
+	// later; every third fault is a 3 s SIGSTOP pause instead (a hung node
+	// that holds its connections open, like a partitioned one).
+	kills, pauses := 0, 0
 	for start := time.Now(); time.Since(start)+8*time.Second <= d; {
 		select {
 		case <-ctx.Done():
@@ -140,6 +143,13 @@ func reconfigRun(t *testing.T, seed uint64, d time.Duration) {
 		case <-time.After(5 * time.Second):
 		}
 		i := 1 + rng.IntN(tc.N())
+		if (kills+pauses)%3 == 2 {
+			tc.Pause(i)
+			pauses++
+			time.Sleep(3 * time.Second)
+			tc.Resume(i)
+			continue
+		}
 		tc.Kill(i)
 		kills++
 		time.Sleep(3 * time.Second)
@@ -173,7 +183,7 @@ func reconfigRun(t *testing.T, seed uint64, d time.Duration) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("seed %d: %d kills; converged %v after the last fault; %d ranges", seed, kills, converged.Round(time.Millisecond), len(resp.GetRanges()))
+	t.Logf("seed %d: %d kills, %d pauses; converged %v after the last fault; %d ranges", seed, kills, pauses, converged.Round(time.Millisecond), len(resp.GetRanges()))
 	if converged > 10*time.Second {
 		t.Errorf("converged %v after the last fault, want ≤ 10 s", converged.Round(time.Millisecond))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,6 +221,23 @@ func (c *Cluster) IndexOf(nodeID uint64) int {
 func (c *Cluster) Kill(i int) {
 	c.t.Helper()
 	if err := c.lc.KillNode(i); err != nil {
+		c.t.Fatalf("testcluster: %v", err)
+	}
+}
+
+// Pause stops node i with SIGSTOP; Resume continues it with SIGCONT.
+func (c *Cluster) Pause(i int) { c.signal(i, syscall.SIGSTOP) }
+
+// Resume continues a paused node.
+func (c *Cluster) Resume(i int) { c.signal(i, syscall.SIGCONT) }
+
+func (c *Cluster) signal(i int, sig syscall.Signal) {
+	c.t.Helper()
+	p := c.lc.Process(i)
+	if p == nil {
+		c.t.Fatalf("testcluster: node %d was never started", i)
+	}
+	if err := p.Signal(sig); err != nil {
 		c.t.Fatalf("testcluster: %v", err)
 	}
 }
