@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"net/http"
 	"net/http/pprof"
 	"sort"
@@ -336,6 +337,17 @@ func (s *Server) registerStoreGauges() {
 			func(st *raftstore.Stats) uint64 { return st.SnapshotsReceived.Load() }),
 		counter("tidekv_snapshot_received_bytes_total", "Snapshot SST bytes received.",
 			func(st *raftstore.Stats) uint64 { return st.SnapshotBytesReceived.Load() }),
+		// With process_cpu_seconds_total and tidekv_raft_syncs_total, what
+		// `tidekv bench` divides by operations to report cost per operation.
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidekv_process_write_bytes_total",
+			Help: "Bytes this process caused to be written to storage (/proc/self/io write_bytes)."},
+			func() float64 {
+				n, err := monitor.ProcessWriteBytes()
+				if err != nil {
+					return math.NaN()
+				}
+				return float64(n)
+			}),
 	)
 }
 
