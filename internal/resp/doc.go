@@ -3,8 +3,10 @@
 // interface. It owns the protocol mapping only: command parsing, replies,
 // Redis-style errors, the encoding of Redis types into ordered keys, and
 // SCAN cursors. Routing, limits and admission control belong to the KV
-// behind it; FromClient adapts the TideKV Go client (package client), so a
-// node serves Redis on the same path as gRPC.
+// behind it. A node's KV (internal/server's redisKV) runs commands on ranges
+// the node leads in process, through the same KV service code as gRPC
+// requests but without a call to itself, and sends the rest through the
+// routing client that FromClient adapts (package client).
 //
 // Imports: the standard library, redcon, and the client package (only in
 // client_adapter.go). Nothing under internal/: the KV interface is defined
