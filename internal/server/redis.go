@@ -192,21 +192,39 @@ func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 // service then refuses ops that span ranges, as it does over gRPC.
 func (k *redisKV) Write(ctx context.Context, ops []resp.Op) error {
 	if len(ops) > 0 && k.leads(ops[0].Key) {
-		req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
-		for i, op := range ops {
-			w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value}
-			if op.Delete {
-				w.Kind, w.Value = tidekvpb.WriteOp_DELETE, nil
-			}
-			req.Ops[i] = w
-		}
-		_, err := k.kv.Write(k.in(ctx), req)
+		_, err := k.kv.Write(k.in(ctx), writeRequest(ops))
 		if err, route := outcome(err, true); !route {
 			return err
 		}
 	}
 	k.routedCall()
 	return k.remote.Write(ctx, ops)
+}
+
+func (k *redisKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard) (resp.GuardResult, error) {
+	if len(ops) > 0 && k.leads(ops[0].Key) {
+		req := writeRequest(ops)
+		req.WantExisted = true
+		req.Guard = &tidekvpb.WriteGuard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd}
+		r, err := k.kv.Write(k.in(ctx), req)
+		if err, route := outcome(err, true); !route {
+			return resp.GuardResult{Failed: r.GetGuardFailed(), Existed: r.GetExisted()}, err
+		}
+	}
+	k.routedCall()
+	return k.remote.GuardedWrite(ctx, ops, g)
+}
+
+func writeRequest(ops []resp.Op) *tidekvpb.WriteRequest {
+	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
+	for i, op := range ops {
+		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value}
+		if op.Delete {
+			w.Kind, w.Value = tidekvpb.WriteOp_DELETE, nil
+		}
+		req.Ops[i] = w
+	}
+	return req
 }
 
 // BatchGet reads the keys of ranges this node leads in process, one call
