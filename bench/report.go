@@ -37,6 +37,8 @@ type PhaseResult struct {
 	// Ops has one entry per operation kind that ran, in the order READ,
 	// UPDATE, INSERT, SCAN, READ-MODIFY-WRITE.
 	Ops []OpResult `json:"ops"`
+	// Cost is the servers' work per operation (RunWithCost only).
+	Cost
 }
 
 // OpResult summarises one operation kind in one phase. Latencies are in
@@ -156,6 +158,7 @@ func (p *PhaseResult) writeTable(w io.Writer) error {
 		fmt.Fprintf(w, " (stopped: %s)", p.Stopped)
 	}
 	fmt.Fprintln(w)
+	p.Cost.writeLine(w)
 	// Numbers align right; names are padded to one width so that they
 	// read left-aligned in the right-aligned first column.
 	nameWidth := len("OPERATION")
@@ -169,4 +172,21 @@ func (p *PhaseResult) writeTable(w io.Writer) error {
 			nameWidth, o.Op, o.Count, o.Errors, o.Throughput, o.AvgMs, o.P50Ms, o.P95Ms, o.P99Ms, o.P999Ms, o.MaxMs)
 	}
 	return tw.Flush()
+}
+
+// writeLine writes the cost line of a phase measured with a probe.
+func (c Cost) writeLine(w io.Writer) {
+	switch {
+	case c.Error != "":
+		fmt.Fprintf(w, "server cost: not measured (%s)\n", c.Error)
+	case c.Nodes > 0:
+		f := func(v *float64, format string) string {
+			if v == nil {
+				return "n/a"
+			}
+			return fmt.Sprintf(format, *v)
+		}
+		fmt.Fprintf(w, "server cost per operation, summed over %d nodes: %s µs CPU, %s fsyncs, %s bytes written\n",
+			c.Nodes, f(c.ServerCPUMicrosPerOp, "%.1f"), f(c.FsyncsPerOp, "%.3f"), f(c.BytesWrittenPerOp, "%.0f"))
+	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -25,6 +26,12 @@ const (
 // operations in flight and returns the partial Result with ctx's error;
 // operations that failed because of the cancellation are not counted.
 func Run(ctx context.Context, cfg Config, store Store, progress io.Writer) (*Result, error) {
+	return RunWithCost(ctx, cfg, store, progress, nil)
+}
+
+// RunWithCost is Run that also reports each phase's cost on the servers:
+// probe is sampled right before and right after each phase (nil: no cost).
+func RunWithCost(ctx context.Context, cfg Config, store Store, progress io.Writer, probe Probe) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -33,6 +40,7 @@ func Run(ctx context.Context, cfg Config, store Store, progress io.Writer) (*Res
 	}
 	cfg = cfg.resolved()
 	b := newBenchmark(cfg, store)
+	b.probe = probe
 	res := &Result{Config: cfg}
 	if !cfg.SkipLoad {
 		res.Load = b.load(ctx, newProgress(progress, "load"))
@@ -52,6 +60,7 @@ type benchmark struct {
 	cfg   Config
 	wl    workload
 	store Store
+	probe Probe // nil: cost not measured
 
 	loadSeq   atomic.Int64 // next record number to load
 	insertSeq *ackCounter  // run-phase insert key numbers
@@ -360,6 +369,7 @@ func (b *benchmark) phase(ctx context.Context, name string, workers []*worker, t
 		stop.Store(true)
 	}()
 
+	before, probeErr := b.sample(ctx)
 	start := time.Now()
 	p.start(start, total, limit, workers)
 	var wg sync.WaitGroup
@@ -395,5 +405,24 @@ func (b *benchmark) phase(ctx context.Context, name string, workers []*worker, t
 			stopped = StoppedCanceled
 		}
 	}
-	return summarize(name, workers, elapsed, stopped)
+	pr := summarize(name, workers, elapsed, stopped)
+	if b.probe != nil {
+		after, err := b.sample(ctx)
+		pr.Cost = costOf(before, after, pr.Operations)
+		if err = cmp.Or(probeErr, err); err != nil {
+			pr.Cost = Cost{Error: err.Error()}
+		}
+	}
+	return pr
+}
+
+// sample runs the probe, if any. It outlives a cancelled ctx, so that an
+// interrupted phase still gets its cost.
+func (b *benchmark) sample(ctx context.Context) ([]Counters, error) {
+	if b.probe == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return b.probe(ctx)
 }

@@ -238,8 +238,47 @@ func (c *Client) Write(ctx context.Context, ops []Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	_, err := c.write(ctx, writeRequest(ops))
+	return err
+}
+
+// Guard makes a write conditional: it applies only if Key is absent or
+// holds Value, and if Key is absent it first deletes every key in
+// [ClearStart, ClearEnd) (none when both are empty). Key and the span must
+// lie in the write's range.
+type Guard struct {
+	Key, Value           []byte
+	ClearStart, ClearEnd []byte
+}
+
+// WriteResult is what a guarded write found.
+type WriteResult struct {
+	// GuardFailed: Key held another value, and nothing was written.
+	GuardFailed bool
+	// GuardExisted and GuardCurrent: Key's state before the write.
+	GuardExisted bool
+	GuardCurrent []byte
+	// Existed says, per op, whether its key held a value before the write
+	// (empty if the guard failed).
+	Existed []bool
+}
+
+// WriteGuarded applies ops atomically under g, in one round trip, and
+// reports what it found. Like Write, all keys must lie in one range.
+func (c *Client) WriteGuarded(ctx context.Context, ops []Op, g Guard) (WriteResult, error) {
+	req := writeRequest(ops)
+	req.WantExisted = true
+	req.Guard = &tidekvpb.WriteGuard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd}
+	resp, err := c.write(ctx, req)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return WriteResult{GuardFailed: resp.GetGuardFailed(), GuardExisted: resp.GetGuardExisted(),
+		GuardCurrent: resp.GetGuardCurrent(), Existed: resp.GetExisted()}, nil
+}
+
+func writeRequest(ops []Op) *tidekvpb.WriteRequest {
 	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
-	keys := make([][]byte, len(ops))
 	for i, op := range ops {
 		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value}
 		if op.Delete {
@@ -247,25 +286,40 @@ func (c *Client) Write(ctx context.Context, ops []Op) error {
 			w.Value = nil
 		}
 		req.Ops[i] = w
-		keys[i] = op.Key
 	}
+	return req
+}
+
+// write sends req to the leaseholder of its keys' range.
+func (c *Client) write(ctx context.Context, req *tidekvpb.WriteRequest) (*tidekvpb.WriteResponse, error) {
+	keys := make([][]byte, 0, len(req.Ops)+1)
+	for _, op := range req.Ops {
+		keys = append(keys, op.Key)
+	}
+	if g := req.GetGuard(); g != nil {
+		keys = append(keys, g.GetKey())
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: write: no ops", ErrInvalidArgument)
+	}
+	var resp *tidekvpb.WriteResponse
 	r := &rpc{op: "write", key: keys[0], span: keys,
-		call: func(ctx context.Context, nc *nodeConn) error {
-			_, err := nc.kv.Write(ctx, req)
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.kv.Write(ctx, req)
 			return err
 		}}
 	for refreshed := false; ; refreshed = true {
 		err := c.invoke(ctx, r)
 		if !errors.Is(err, errSpanChanged) {
-			return err
+			return resp, err
 		}
 		if refreshed {
-			return fmt.Errorf("%w: write: keys %q and others span more than one range", ErrInvalidArgument, keys[0])
+			return nil, fmt.Errorf("%w: write: keys %q and others span more than one range", ErrInvalidArgument, keys[0])
 		}
 		// The cache may be older than the cluster's ranges; judge by a
 		// fresh copy before rejecting the request.
 		if err := c.refresh(ctx, c.cache.load().epoch); err != nil && ctx.Err() != nil {
-			return ctxError("write", ctx.Err(), err)
+			return nil, ctxError("write", ctx.Err(), err)
 		}
 	}
 }

@@ -446,7 +446,11 @@ type RaftCommand struct {
 	// Undo a freeze whose merge did not happen.
 	Unfreeze bool `protobuf:"varint,7,opt,name=unfreeze,proto3" json:"unfreeze,omitempty"`
 	// Absorb the frozen right neighbour.
-	Merge         *MergeCommand `protobuf:"bytes,8,opt,name=merge,proto3" json:"merge,omitempty"`
+	Merge *MergeCommand `protobuf:"bytes,8,opt,name=merge,proto3" json:"merge,omitempty"`
+	// With writes: the write's guard and whether to report which keys
+	// existed (see WriteRequest).
+	WriteGuard    *WriteGuard `protobuf:"bytes,9,opt,name=write_guard,json=writeGuard,proto3" json:"write_guard,omitempty"`
+	WantExisted   bool        `protobuf:"varint,10,opt,name=want_existed,json=wantExisted,proto3" json:"want_existed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -537,6 +541,20 @@ func (x *RaftCommand) GetMerge() *MergeCommand {
 	return nil
 }
 
+func (x *RaftCommand) GetWriteGuard() *WriteGuard {
+	if x != nil {
+		return x.WriteGuard
+	}
+	return nil
+}
+
+func (x *RaftCommand) GetWantExisted() bool {
+	if x != nil {
+		return x.WantExisted
+	}
+	return false
+}
+
 type MergeCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The right-hand range as frozen.
@@ -615,7 +633,7 @@ const file_storage_proto_rawDesc = "" +
 	"\x0ealloc_range_id\x18\x03 \x01(\bR\fallocRangeId\x12:\n" +
 	"\fupdate_range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\vupdateRange\x120\n" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
-	"setSetting\"\xc5\x02\n" +
+	"setSetting\"\x9d\x03\n" +
 	"\vRaftCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12'\n" +
@@ -626,7 +644,11 @@ const file_storage_proto_rawDesc = "" +
 	"\vfreeze_into\x18\x06 \x01(\x04R\n" +
 	"freezeInto\x12\x1a\n" +
 	"\bunfreeze\x18\a \x01(\bR\bunfreeze\x12*\n" +
-	"\x05merge\x18\b \x01(\v2\x14.tidekv.MergeCommandR\x05merge\"9\n" +
+	"\x05merge\x18\b \x01(\v2\x14.tidekv.MergeCommandR\x05merge\x123\n" +
+	"\vwrite_guard\x18\t \x01(\v2\x12.tidekv.WriteGuardR\n" +
+	"writeGuard\x12!\n" +
+	"\fwant_existed\x18\n" +
+	" \x01(\bR\vwantExisted\"9\n" +
 	"\fMergeCommand\x12)\n" +
 	"\x03rhs\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x03rhsB'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
 
@@ -659,6 +681,7 @@ var file_storage_proto_goTypes = []any{
 	(*Setting)(nil),               // 12: tidekv.Setting
 	(*WriteOp)(nil),               // 13: tidekv.WriteOp
 	(*CompareAndSetRequest)(nil),  // 14: tidekv.CompareAndSetRequest
+	(*WriteGuard)(nil),            // 15: tidekv.WriteGuard
 }
 var file_storage_proto_depIdxs = []int32{
 	9,  // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
@@ -674,12 +697,13 @@ var file_storage_proto_depIdxs = []int32{
 	4,  // 10: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
 	6,  // 11: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
 	8,  // 12: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
-	9,  // 13: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	15, // 13: tidekv.RaftCommand.write_guard:type_name -> tidekv.WriteGuard
+	9,  // 14: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }

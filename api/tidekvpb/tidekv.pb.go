@@ -1238,8 +1238,12 @@ func (x *WriteOp) GetValue() []byte {
 
 // Write applies all ops atomically; every key must lie in one range.
 type WriteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ops           []*WriteOp             `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ops   []*WriteOp             `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	// Makes the write conditional (see WriteGuard); none when absent.
+	Guard *WriteGuard `protobuf:"bytes,2,opt,name=guard,proto3" json:"guard,omitempty"`
+	// Ask for WriteResponse.existed.
+	WantExisted   bool `protobuf:"varint,3,opt,name=want_existed,json=wantExisted,proto3" json:"want_existed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1281,8 +1285,30 @@ func (x *WriteRequest) GetOps() []*WriteOp {
 	return nil
 }
 
+func (x *WriteRequest) GetGuard() *WriteGuard {
+	if x != nil {
+		return x.Guard
+	}
+	return nil
+}
+
+func (x *WriteRequest) GetWantExisted() bool {
+	if x != nil {
+		return x.WantExisted
+	}
+	return false
+}
+
 type WriteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// With want_existed, and unless the guard failed: whether each op's key
+	// held a value before the write, in op order.
+	Existed []bool `protobuf:"varint,1,rep,packed,name=existed,proto3" json:"existed,omitempty"`
+	// The guard's key held another value: nothing was written.
+	GuardFailed bool `protobuf:"varint,2,opt,name=guard_failed,json=guardFailed,proto3" json:"guard_failed,omitempty"`
+	// Whether the guard's key existed before the write, and its value then.
+	GuardExisted  bool   `protobuf:"varint,3,opt,name=guard_existed,json=guardExisted,proto3" json:"guard_existed,omitempty"`
+	GuardCurrent  []byte `protobuf:"bytes,4,opt,name=guard_current,json=guardCurrent,proto3" json:"guard_current,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1315,6 +1341,34 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
 	return file_tidekv_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WriteResponse) GetExisted() []bool {
+	if x != nil {
+		return x.Existed
+	}
+	return nil
+}
+
+func (x *WriteResponse) GetGuardFailed() bool {
+	if x != nil {
+		return x.GuardFailed
+	}
+	return false
+}
+
+func (x *WriteResponse) GetGuardExisted() bool {
+	if x != nil {
+		return x.GuardExisted
+	}
+	return false
+}
+
+func (x *WriteResponse) GetGuardCurrent() []byte {
+	if x != nil {
+		return x.GuardCurrent
+	}
+	return nil
 }
 
 // CompareAndSet sets key to new_value (or deletes it when delete is true) only
@@ -4489,6 +4543,81 @@ func (*RaftBatchAck) Descriptor() ([]byte, []int) {
 	return file_tidekv_proto_rawDescGZIP(), []int{70}
 }
 
+// WriteGuard lets a write create or update a keyed collection in one step
+// (the Redis front end's hashes: a type marker key followed by a span of
+// member keys). The write applies only if key is absent or holds value;
+// otherwise nothing is written. If key is absent, every key in
+// [clear_start, clear_end) is deleted before the ops apply, so a collection
+// created afresh drops members left over from an earlier one. The key and
+// the span must lie in the write's range.
+type WriteGuard struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	ClearStart    []byte                 `protobuf:"bytes,3,opt,name=clear_start,json=clearStart,proto3" json:"clear_start,omitempty"`
+	ClearEnd      []byte                 `protobuf:"bytes,4,opt,name=clear_end,json=clearEnd,proto3" json:"clear_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteGuard) Reset() {
+	*x = WriteGuard{}
+	mi := &file_tidekv_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteGuard) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteGuard) ProtoMessage() {}
+
+func (x *WriteGuard) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
+func (*WriteGuard) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *WriteGuard) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *WriteGuard) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *WriteGuard) GetClearStart() []byte {
+	if x != nil {
+		return x.ClearStart
+	}
+	return nil
+}
+
+func (x *WriteGuard) GetClearEnd() []byte {
+	if x != nil {
+		return x.ClearEnd
+	}
+	return nil
+}
+
 var File_tidekv_proto protoreflect.FileDescriptor
 
 const file_tidekv_proto_rawDesc = "" +
@@ -4570,10 +4699,16 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Kind\x12\a\n" +
 	"\x03PUT\x10\x00\x12\n" +
 	"\n" +
-	"\x06DELETE\x10\x01\"1\n" +
+	"\x06DELETE\x10\x01\"~\n" +
 	"\fWriteRequest\x12!\n" +
-	"\x03ops\x18\x01 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"\x0f\n" +
-	"\rWriteResponse\"\xa9\x01\n" +
+	"\x03ops\x18\x01 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\x12(\n" +
+	"\x05guard\x18\x02 \x01(\v2\x12.tidekv.WriteGuardR\x05guard\x12!\n" +
+	"\fwant_existed\x18\x03 \x01(\bR\vwantExisted\"\x96\x01\n" +
+	"\rWriteResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x03(\bR\aexisted\x12!\n" +
+	"\fguard_failed\x18\x02 \x01(\bR\vguardFailed\x12#\n" +
+	"\rguard_existed\x18\x03 \x01(\bR\fguardExisted\x12#\n" +
+	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\xa9\x01\n" +
 	"\x14CompareAndSetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\rexpect_exists\x18\x02 \x01(\bR\fexpectExists\x12%\n" +
@@ -4797,7 +4932,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x10SnapshotResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x0e\n" +
-	"\fRaftBatchAck*M\n" +
+	"\fRaftBatchAck\"r\n" +
+	"\n" +
+	"WriteGuard\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1f\n" +
+	"\vclear_start\x18\x03 \x01(\fR\n" +
+	"clearStart\x12\x1b\n" +
+	"\tclear_end\x18\x04 \x01(\fR\bclearEnd*M\n" +
 	"\vReplicaType\x12\t\n" +
 	"\x05VOTER\x10\x00\x12\v\n" +
 	"\aLEARNER\x10\x01\x12\x12\n" +
@@ -4865,7 +5007,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -4942,7 +5084,8 @@ var file_tidekv_proto_goTypes = []any{
 	(*SnapshotChunk)(nil),            // 72: tidekv.SnapshotChunk
 	(*SnapshotResponse)(nil),         // 73: tidekv.SnapshotResponse
 	(*RaftBatchAck)(nil),             // 74: tidekv.RaftBatchAck
-	(*raftpb.Message)(nil),           // 75: raftpb.Message
+	(*WriteGuard)(nil),               // 75: tidekv.WriteGuard
+	(*raftpb.Message)(nil),           // 76: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -4956,95 +5099,96 @@ var file_tidekv_proto_depIdxs = []int32{
 	10, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
 	3,  // 9: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
 	19, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	5,  // 11: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	24, // 12: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	6,  // 13: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
-	0,  // 14: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	6,  // 15: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	28, // 16: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	29, // 17: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	6,  // 18: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	27, // 19: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	5,  // 20: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	5,  // 21: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	5,  // 22: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,  // 23: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,  // 24: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	6,  // 25: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	5,  // 26: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	48, // 27: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	51, // 28: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	54, // 29: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	54, // 30: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	5,  // 31: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	5,  // 32: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	61, // 33: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	61, // 34: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	54, // 35: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	75, // 36: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	70, // 37: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	70, // 38: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	9,  // 39: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	11, // 40: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	13, // 41: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	15, // 42: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	17, // 43: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	20, // 44: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	22, // 45: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	25, // 46: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	30, // 47: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	32, // 48: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	34, // 49: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	36, // 50: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	38, // 51: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	40, // 52: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	42, // 53: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	44, // 54: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	46, // 55: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	68, // 56: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	49, // 57: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	52, // 58: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	66, // 59: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	59, // 60: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	62, // 61: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	64, // 62: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	55, // 63: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	57, // 64: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	71, // 65: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	72, // 66: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	10, // 67: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	12, // 68: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	14, // 69: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	16, // 70: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	18, // 71: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	21, // 72: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	23, // 73: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	26, // 74: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	31, // 75: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	33, // 76: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	35, // 77: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	37, // 78: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	39, // 79: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	41, // 80: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	43, // 81: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	45, // 82: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	47, // 83: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	69, // 84: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	50, // 85: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	53, // 86: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	67, // 87: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	60, // 88: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	63, // 89: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	65, // 90: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	56, // 91: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	58, // 92: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	74, // 93: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	73, // 94: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	67, // [67:95] is the sub-list for method output_type
-	39, // [39:67] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	75, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	5,  // 12: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	24, // 13: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	6,  // 14: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	0,  // 15: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
+	6,  // 16: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	28, // 17: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	29, // 18: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	6,  // 19: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	27, // 20: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	5,  // 21: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	5,  // 22: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	5,  // 23: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	6,  // 24: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	6,  // 25: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	6,  // 26: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	5,  // 27: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	48, // 28: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	51, // 29: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	54, // 30: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	54, // 31: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	5,  // 32: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	5,  // 33: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	61, // 34: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	61, // 35: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	54, // 36: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	76, // 37: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	70, // 38: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	70, // 39: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	9,  // 40: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	11, // 41: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	13, // 42: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	15, // 43: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	17, // 44: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	20, // 45: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	22, // 46: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	25, // 47: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	30, // 48: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	32, // 49: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	34, // 50: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	36, // 51: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	38, // 52: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	40, // 53: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	42, // 54: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	44, // 55: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	46, // 56: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	68, // 57: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	49, // 58: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	52, // 59: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	66, // 60: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	59, // 61: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	62, // 62: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	64, // 63: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	55, // 64: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	57, // 65: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	71, // 66: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	72, // 67: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	10, // 68: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	12, // 69: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	14, // 70: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	16, // 71: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	18, // 72: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	21, // 73: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	23, // 74: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	26, // 75: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	31, // 76: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	33, // 77: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	35, // 78: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	37, // 79: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	39, // 80: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	41, // 81: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	43, // 82: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	45, // 83: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	47, // 84: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	69, // 85: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	50, // 86: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	53, // 87: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	67, // 88: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	60, // 89: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	63, // 90: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	65, // 91: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	56, // 92: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	58, // 93: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	74, // 94: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	73, // 95: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	68, // [68:96] is the sub-list for method output_type
+	40, // [40:68] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -5058,7 +5202,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   71,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

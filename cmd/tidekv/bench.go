@@ -36,6 +36,11 @@ then run --ops operations over --threads concurrent clients.
 --read sets the read mode of every read and scan, including the read of a
 read-modify-write (as YCSB's bindings apply their read consistency level).
 
+Each phase also reports the servers' cost per operation, summed over every
+node in the cluster's node list: CPU µs, fsyncs and bytes written, from the
+deltas of the nodes' /metrics counters across the phase. Work the cluster
+does for other clients in that time counts too.
+
 Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -70,7 +75,11 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 			if err != nil && !errors.Is(err, client.ErrNotFound) {
 				return fmt.Errorf("bench: cluster at %s not reachable: %w", addrs, err)
 			}
-			res, runErr := bench.Run(ctx, cfg, clientStore{c: c, read: read}, os.Stderr)
+			probe, err := costProbe(ctx, c)
+			if err != nil {
+				return err
+			}
+			res, runErr := bench.RunWithCost(ctx, cfg, clientStore{c: c, read: read}, os.Stderr, probe)
 			if res == nil {
 				return runErr
 			}
@@ -103,6 +112,26 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 	f.Var(&read, "read", readFlagUsage)
 	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd())
 	return cmd
+}
+
+// costProbe samples the metrics of every node in the cluster's node list,
+// so that the cost per operation sums over all of them.
+func costProbe(ctx context.Context, c *client.Client) (bench.Probe, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: list the cluster's nodes: %w", err)
+	}
+	var addrs []string
+	for _, n := range st.GetNodes() {
+		a := n.GetNode().GetHttpAddr()
+		if a == "" {
+			return nil, fmt.Errorf("bench: node %d has no HTTP address to read its metrics from", n.GetNode().GetNodeId())
+		}
+		addrs = append(addrs, a)
+	}
+	return bench.HTTPProbe(addrs), nil
 }
 
 func splitAddrs(s string) []string {

@@ -220,3 +220,27 @@ func diskUtil(prev, cur map[string]uint64, elapsedMs float64) float64 {
 	}
 	return min(worst, 1)
 }
+
+// ProcessWriteBytes is the number of bytes this process has caused to be
+// written to storage (write_bytes of /proc/self/io: counted when pages are
+// dirtied, so WAL, flushes and compactions all count, sockets do not).
+func ProcessWriteBytes() (uint64, error) {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, err
+	}
+	return parseSelfIOWriteBytes(b)
+}
+
+func parseSelfIOWriteBytes(b []byte) (uint64, error) {
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "write_bytes:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("monitor: /proc/self/io write_bytes: %w", err)
+			}
+			return n, nil
+		}
+	}
+	return 0, errors.New("monitor: /proc/self/io has no write_bytes line")
+}

@@ -203,3 +203,16 @@ func TestDirSource(t *testing.T) {
 		t.Fatal("reading a missing file succeeded")
 	}
 }
+
+func TestParseSelfIOWriteBytes(t *testing.T) {
+	io := "rchar: 1685830\nwchar: 5001689\nsyscr: 668\nsyscw: 30\nread_bytes: 0\nwrite_bytes: 5001216\ncancelled_write_bytes: 0\n"
+	if n, err := parseSelfIOWriteBytes([]byte(io)); err != nil || n != 5001216 {
+		t.Fatalf("write_bytes = %d, %v; want 5001216", n, err)
+	}
+	if _, err := parseSelfIOWriteBytes([]byte("rchar: 1\n")); err == nil {
+		t.Fatal("a file without write_bytes was accepted")
+	}
+	if _, err := parseSelfIOWriteBytes([]byte("write_bytes: lots\n")); err == nil {
+		t.Fatal("an unreadable write_bytes was accepted")
+	}
+}

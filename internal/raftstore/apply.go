@@ -35,6 +35,38 @@ func (ab *applyBatch) get(key []byte) ([]byte, bool, error) {
 	return ab.eng.Get(key)
 }
 
+// mustGet reads key as the batch sees it; a read error is fatal, as for
+// any apply step.
+func (ab *applyBatch) mustGet(r *Replica, key []byte) ([]byte, bool) {
+	v, found, err := ab.get(key)
+	if err != nil {
+		log.Fatalf("range %d: read during apply: %v", r.rangeID, err)
+	}
+	return v, found
+}
+
+// clearSpan deletes every key in [start, end) as the batch sees it: those in
+// the engine and those written earlier in this batch.
+func (ab *applyBatch) clearSpan(r *Replica, start, end []byte) {
+	it, err := ab.eng.NewIter(start, end)
+	if err == nil {
+		for ok := it.First(); ok && err == nil; ok = it.Next() {
+			err = ab.del(it.Key())
+		}
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}
+	for k, v := range ab.overlay {
+		if err == nil && v != nil && bytes.Compare([]byte(k), start) >= 0 && bytes.Compare([]byte(k), end) < 0 {
+			err = ab.del([]byte(k))
+		}
+	}
+	if err != nil {
+		log.Fatalf("range %d: clear during apply: %v", r.rangeID, err)
+	}
+}
+
 func (ab *applyBatch) set(key, val []byte) error {
 	if val == nil {
 		val = []byte{}
@@ -140,26 +172,48 @@ func (r *Replica) applyCommandLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand, 
 	case cmd.GetCas() != nil:
 		return r.applyCASLocked(ab, cmd.GetCas()), nil
 	default:
-		return r.applyWritesLocked(ab, cmd.GetWrites()), nil
+		return r.applyWritesLocked(ab, cmd), nil
 	}
 }
 
-func (r *Replica) applyWritesLocked(ab *applyBatch, ops []*tidekvpb.WriteOp) applyResult {
+func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) applyResult {
+	ops, g := cmd.GetWrites(), cmd.GetWriteGuard()
 	for _, op := range ops {
 		if err := r.checkKeysLocked(op.GetKey()); err != nil {
 			return applyResult{err: err}
 		}
 	}
 	var res applyResult
+	if g != nil || cmd.GetWantExisted() {
+		res.write = &tidekvpb.WriteResponse{}
+	}
+	if g != nil {
+		if err := r.checkGuardLocked(g); err != nil {
+			return applyResult{err: err}
+		}
+		cur, found := ab.mustGet(r, keys.DataKey(r.rangeID, g.GetKey()))
+		res.write.GuardExisted, res.write.GuardCurrent = found, cur
+		if found && !bytes.Equal(cur, g.GetValue()) {
+			res.write.GuardFailed = true
+			return res
+		}
+		if !found && len(g.GetClearStart()) > 0 {
+			ab.clearSpan(r, keys.DataKey(r.rangeID, g.GetClearStart()), keys.DataKey(r.rangeID, g.GetClearEnd()))
+		}
+	}
 	for _, op := range ops {
 		k := keys.DataKey(r.rangeID, op.GetKey())
+		if op.GetKind() == tidekvpb.WriteOp_DELETE || cmd.GetWantExisted() {
+			_, found := ab.mustGet(r, k)
+			if op.GetKind() == tidekvpb.WriteOp_DELETE {
+				res.deleted = res.deleted || found
+			}
+			if cmd.GetWantExisted() {
+				res.write.Existed = append(res.write.Existed, found)
+			}
+		}
 		var err error
 		if op.GetKind() == tidekvpb.WriteOp_DELETE {
-			_, found, gerr := ab.get(k)
-			if gerr != nil {
-				log.Fatalf("range %d: read during apply: %v", r.rangeID, gerr)
-			}
-			res.deleted = res.deleted || found
 			err = ab.del(k)
 		} else {
 			err = ab.set(k, op.GetValue())
@@ -169,6 +223,25 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, ops []*tidekvpb.WriteOp) app
 		}
 	}
 	return res
+}
+
+// checkGuardLocked checks that a guard's key and clear span lie in the
+// range (the span's exclusive end may be the range's end).
+func (r *Replica) checkGuardLocked(g *tidekvpb.WriteGuard) error {
+	if err := r.checkKeysLocked(g.GetKey()); err != nil {
+		return err
+	}
+	if len(g.GetClearStart()) == 0 {
+		return nil
+	}
+	d := r.mu.state.GetDesc()
+	if err := r.checkKeysLocked(g.GetClearStart()); err != nil {
+		return err
+	}
+	if len(d.GetEndKey()) > 0 && bytes.Compare(g.GetClearEnd(), d.GetEndKey()) > 0 {
+		return &KeyMismatchError{Key: g.GetClearEnd(), Desc: d}
+	}
+	return nil
 }
 
 func (r *Replica) applyCASLocked(ab *applyBatch, c *tidekvpb.CompareAndSetRequest) applyResult {

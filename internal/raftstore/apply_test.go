@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -126,6 +127,66 @@ func bareReplica(start, end string) *Replica {
 	return r
 }
 
+// TestApplyGuardedWrite: a guarded write applies only while its key is
+// absent or holds the guard's value, clears the span when the key is
+// absent (including keys written earlier in the round), and reports which
+// keys existed.
+func TestApplyGuardedWrite(t *testing.T) {
+	eng := storage.NewMem()
+	r := bareReplica("a", "m")
+	ab := newApplyBatch(eng)
+	guard := &tidekvpb.WriteGuard{Key: []byte("h"), Value: []byte("H"), ClearStart: []byte("h/"), ClearEnd: []byte("h0")}
+	write := func(ops ...*tidekvpb.WriteOp) *tidekvpb.WriteResponse {
+		t.Helper()
+		res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: ops, WriteGuard: guard, WantExisted: true})
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		return res.write
+	}
+	// Stale members: one committed, one written earlier in this round.
+	b := eng.NewBatch()
+	if err := b.Set(keys.DataKey(2, []byte("h/old")), []byte("x")); err != nil || b.Commit(false) != nil {
+		t.Fatal(err)
+	}
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("h/f1", "stale"), putOp("h0", "neighbour")}}); res.err != nil {
+		t.Fatal(res.err)
+	}
+	w := write(putOp("h", "H"), putOp("h/f1", "v1"), putOp("h/f2", "v2"))
+	if w.GetGuardFailed() || w.GetGuardExisted() || fmt.Sprint(w.GetExisted()) != "[false false false]" {
+		t.Fatalf("creating the collection: %v", w)
+	}
+	if _, found := ab.mustGet(r, keys.DataKey(2, []byte("h/old"))); found {
+		t.Fatal("a stale member survived the collection's creation")
+	}
+	if v, _ := ab.mustGet(r, keys.DataKey(2, []byte("h0"))); string(v) != "neighbour" {
+		t.Fatalf("the key at the span's end was touched: %q", v)
+	}
+	w = write(putOp("h", "H"), putOp("h/f2", "w2"), putOp("h/f3", "v3"))
+	if w.GetGuardFailed() || !w.GetGuardExisted() || fmt.Sprint(w.GetExisted()) != "[true true false]" {
+		t.Fatalf("updating the collection: %v", w)
+	}
+	if v, _ := ab.mustGet(r, keys.DataKey(2, []byte("h/f1"))); string(v) != "v1" {
+		t.Fatalf("an update cleared a member: h/f1 = %q", v)
+	}
+	// The key holds something else: nothing is written.
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("h", "string")}}); res.err != nil {
+		t.Fatal(res.err)
+	}
+	w = write(putOp("h", "H"), putOp("h/f4", "v4"))
+	if !w.GetGuardFailed() || string(w.GetGuardCurrent()) != "string" || len(w.GetExisted()) != 0 {
+		t.Fatalf("a guard on a key of another type: %v", w)
+	}
+	if _, found := ab.mustGet(r, keys.DataKey(2, []byte("h/f4"))); found {
+		t.Fatal("a write whose guard failed was applied")
+	}
+	// A span past the range's end is refused.
+	bad := &tidekvpb.WriteGuard{Key: []byte("h"), ClearStart: []byte("h/"), ClearEnd: []byte("z")}
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("h", "H")}, WriteGuard: bad}); res.err == nil {
+		t.Fatal("a clear span past the range's end was accepted")
+	}
+}
+
 func putOp(k, v string) *tidekvpb.WriteOp { return &tidekvpb.WriteOp{Key: []byte(k), Value: []byte(v)} }
 func delOp(k string) *tidekvpb.WriteOp {
 	return &tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_DELETE, Key: []byte(k)}
@@ -139,18 +200,18 @@ func TestApplyCommandsSeeEarlierEntries(t *testing.T) {
 	ab := newApplyBatch(eng)
 	dk := func(k string) string { return string(keys.DataKey(2, []byte(k))) }
 
-	if res := r.applyWritesLocked(ab, []*tidekvpb.WriteOp{putOp("b", "1"), putOp("c", "1")}); res.err != nil {
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("b", "1"), putOp("c", "1")}}); res.err != nil {
 		t.Fatal(res.err)
 	}
 	// A delete of a key written earlier in the round reports it existed;
 	// within one command, a put then delete of the same key too.
-	if res := r.applyWritesLocked(ab, []*tidekvpb.WriteOp{delOp("b")}); res.err != nil || !res.deleted {
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{delOp("b")}}); res.err != nil || !res.deleted {
 		t.Fatalf("delete of b written this round: %+v", res)
 	}
-	if res := r.applyWritesLocked(ab, []*tidekvpb.WriteOp{delOp("b")}); res.deleted {
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{delOp("b")}}); res.deleted {
 		t.Fatal("second delete of b reports it existed")
 	}
-	if res := r.applyWritesLocked(ab, []*tidekvpb.WriteOp{putOp("d", "1"), delOp("d")}); !res.deleted {
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("d", "1"), delOp("d")}}); !res.deleted {
 		t.Fatal("put+delete in one command: delete did not see the put")
 	}
 	// CAS sees the round's writes and deletes.
@@ -174,7 +235,7 @@ func TestApplyCommandsSeeEarlierEntries(t *testing.T) {
 	}
 
 	// A command with any key outside the range applies none of its writes.
-	res := r.applyWritesLocked(ab, []*tidekvpb.WriteOp{putOp("e", "1"), putOp("z", "1")})
+	res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("e", "1"), putOp("z", "1")}})
 	var km *KeyMismatchError
 	if !errors.As(res.err, &km) || string(km.Key) != "z" {
 		t.Fatalf("write outside the range: %v", res.err)

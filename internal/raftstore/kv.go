@@ -119,6 +119,24 @@ func (r *Replica) Write(ctx context.Context, ops []*tidekvpb.WriteOp) (deleted b
 	return res.deleted, err
 }
 
+// WriteGuarded applies ops under guard (nil: none) in one Raft command and
+// returns what the write found: whether the guard held, and with
+// wantExisted which op keys existed (see tidekvpb.WriteRequest).
+func (r *Replica) WriteGuarded(ctx context.Context, ops []*tidekvpb.WriteOp, guard *tidekvpb.WriteGuard, wantExisted bool) (*tidekvpb.WriteResponse, error) {
+	ks := make([][]byte, 0, len(ops)+1)
+	for _, op := range ops {
+		ks = append(ks, op.GetKey())
+	}
+	if guard != nil {
+		ks = append(ks, guard.GetKey())
+	}
+	if err := r.checkKey(ks...); err != nil {
+		return nil, err
+	}
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: ops, WriteGuard: guard, WantExisted: wantExisted}, nil)
+	return res.write, err
+}
+
 // CompareAndSet applies a conditional write.
 func (r *Replica) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndSetRequest) (*tidekvpb.CompareAndSetResponse, error) {
 	if err := r.checkKey(req.GetKey()); err != nil {

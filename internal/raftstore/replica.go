@@ -120,6 +120,7 @@ type applyResult struct {
 	err     error
 	deleted bool
 	cas     *tidekvpb.CompareAndSetResponse
+	write   *tidekvpb.WriteResponse // guarded writes and want_existed
 	split   *tidekvpb.SplitResponse
 	metaID  uint64
 	newDesc *tidekvpb.RangeDescriptor

@@ -72,6 +72,15 @@ func (a clientKV) Write(ctx context.Context, ops []Op) error {
 	return mapErr(a.c.Write(ctx, cops))
 }
 
+func (a clientKV) GuardedWrite(ctx context.Context, ops []Op, g Guard) (GuardResult, error) {
+	cops := make([]client.Op, len(ops))
+	for i, op := range ops {
+		cops[i] = client.Op{Key: op.Key, Value: op.Value, Delete: op.Delete}
+	}
+	r, err := a.c.WriteGuarded(ctx, cops, client.Guard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd})
+	return GuardResult{Failed: r.GuardFailed, Existed: r.Existed}, mapErr(err)
+}
+
 func (a clientKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte) (bool, []byte, bool, error) {
 	ok, cur, exists, err := a.c.CompareAndSet(ctx, key, expected, newValue)
 	return ok, cur, exists, mapErr(err)

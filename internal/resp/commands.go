@@ -666,6 +666,64 @@ func cmdHSet(x *call) {
 		}
 		vals[f] = x.args[i+1]
 	}
+	if !x.hsetOneStep(h, fields, vals) {
+		x.hsetReadThenWrite(h, fields, vals)
+	}
+}
+
+// replyHSet answers HSET with the number of new fields, HMSET with OK.
+func (x *call) replyHSet(added int) {
+	if x.name == "hmset" {
+		x.c.WriteString("OK")
+	} else {
+		x.c.WriteInt(added)
+	}
+}
+
+// hashOps are the writes of HSET: the marker, then each field.
+func hashOps(h []byte, fields [][]byte, vals map[string][]byte) []Op {
+	ops := make([]Op, 0, 1+len(fields))
+	ops = append(ops, Op{Key: encKey(h), Value: hashMarker})
+	for _, f := range fields {
+		ops = append(ops, Op{Key: fieldKey(h, f), Value: vals[string(f)]})
+	}
+	return ops
+}
+
+// hsetOneStep writes the hash in one guarded write: the store checks the
+// marker (WRONGTYPE on a string), clears stale fields if the hash is new,
+// and says which fields existed. It returns false, having replied nothing,
+// when the write cannot be one step (too many fields for one write, or the
+// hash spans ranges).
+func (x *call) hsetOneStep(h []byte, fields [][]byte, vals map[string][]byte) bool {
+	if 1+len(fields) > x.s.cfg.MaxBatchKeys {
+		return false
+	}
+	g := Guard{Key: encKey(h), Value: hashMarker, ClearStart: fieldPrefix(h), ClearEnd: fieldsEnd(h)}
+	res, err := x.s.kv.GuardedWrite(x.ctx, hashOps(h, fields, vals), g)
+	switch {
+	case errors.Is(err, ErrInvalidArgument):
+		return false
+	case err != nil:
+		replyErr(x.c, err)
+	case res.Failed:
+		x.c.WriteError(errWrongType)
+	default:
+		added := 0
+		for _, existed := range res.Existed[1:] {
+			if !existed {
+				added++
+			}
+		}
+		x.replyHSet(added)
+	}
+	return true
+}
+
+// hsetReadThenWrite is HSET for hashes one write cannot cover: read the
+// marker and fields, clear stale fields of a new hash, then write in
+// batches.
+func (x *call) hsetReadThenWrite(h []byte, fields [][]byte, vals map[string][]byte) {
 	exists, cur, ok := x.hashState(h, fields)
 	if !ok {
 		return
@@ -677,23 +735,16 @@ func cmdHSet(x *call) {
 		}
 	}
 	added := 0
-	ops := make([]Op, 0, 1+len(fields))
-	ops = append(ops, Op{Key: encKey(h), Value: hashMarker})
-	for i, f := range fields {
+	for i := range fields {
 		if !cur[i].Found {
 			added++
 		}
-		ops = append(ops, Op{Key: fieldKey(h, f), Value: vals[string(f)]})
 	}
-	if err := x.write(ops); err != nil {
+	if err := x.write(hashOps(h, fields, vals)); err != nil {
 		replyErr(x.c, err)
 		return
 	}
-	if x.name == "hmset" {
-		x.c.WriteString("OK")
-	} else {
-		x.c.WriteInt(added)
-	}
+	x.replyHSet(added)
 }
 
 func cmdHGet(x *call) {

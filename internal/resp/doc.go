@@ -3,8 +3,10 @@
 // interface. It owns the protocol mapping only: command parsing, replies,
 // Redis-style errors, the encoding of Redis types into ordered keys, and
 // SCAN cursors. Routing, limits and admission control belong to the KV
-// behind it; FromClient adapts the TideKV Go client (package client), so a
-// node serves Redis on the same path as gRPC.
+// behind it. A node's KV (internal/server's redisKV) runs commands on ranges
+// the node leads in process, through the same KV service code as gRPC
+// requests but without a call to itself, and sends the rest through the
+// routing client that FromClient adapts (package client).
 //
 // Imports: the standard library, redcon, and the client package (only in
 // client_adapter.go). Nothing under internal/: the KV interface is defined
@@ -79,22 +81,32 @@
 //
 // The fields of h are the span [enc(h) 0x00 0x01, enc(h) 0x00 0x02), right
 // after the marker, so HGETALL is one range scan of [enc(h), enc(h) 0x00
-// 0x02), and HSET of new fields is usually one atomic Write of the marker and
-// the fields (one range). No string key and no other hash's field can fall
-// in that span, because enc never yields 0x00 0x01. The marker's value tells
-// a hash from a string: strings equal to hashMarker are refused ("ERR value
-// is reserved"), so GET on a hash reliably gets WRONGTYPE, and so do hash
+// 0x02). No string key and no other hash's field can fall in that span,
+// because enc never yields 0x00 0x01. The marker's value tells a hash from a
+// string: strings equal to hashMarker are refused ("ERR value is
+// reserved"), so GET on a hash reliably gets WRONGTYPE, and so do hash
 // commands on a string. Without its marker a hash does not exist: SET over a
 // hash replaces it (as in Redis) and leaves its fields as unreachable
 // garbage, which the next HSET creating that hash, or DEL, removes. HDEL of
 // the last field removes the marker.
 //
+// HSET and HMSET are one step: one guarded write (KV.GuardedWrite) of the
+// marker and the fields, which the store evaluates atomically when it
+// applies it. It fails, writing nothing, if the marker's key holds a string
+// (WRONGTYPE); if the hash is new, it first deletes the span's garbage; and
+// it reports which fields existed, so HSET returns Redis's count of new
+// fields without reading first. Only a hash whose marker and fields lie in
+// different ranges, or an HSET of more than Config.MaxBatchKeys-1 fields,
+// takes the older path: read the marker and fields, then write. HGET,
+// HMGET and HEXISTS are one read (the marker and the fields in one
+// BatchGet); HGETALL, HKEYS, HVALS and HLEN one scan. HDEL still reads
+// first (its count needs it, and the last field takes the marker with it).
+//
 // # Known limits
 //
-// Hash commands are not atomic against each other across several keys of
-// one hash: HSET's "new fields" count and type check are read before the
-// write, and a concurrent HDEL of a hash's last field and HSET of a new one,
-// or DEL and HSET of the same key, can leave the hash missing fields. Each
-// single field write is atomic. There is no expiry, no lists, sets or sorted
+// Hash commands other than a one-step HSET are not atomic against each
+// other across several keys of one hash: a concurrent HDEL of a hash's last
+// field and HSET of a new one, or DEL and HSET of the same key, can leave
+// the hash missing fields. Each single field write is atomic. There is no expiry, no lists, sets or sorted
 // sets, no transactions (MULTI/EXEC), no pub/sub, and RESP3 is not spoken.
 package resp

@@ -16,6 +16,8 @@ type fakeKV struct {
 	m       map[string][]byte
 	splitAt []byte
 	scans   int
+	guarded int // GuardedWrite calls
+	reads   int // Get and BatchGet calls
 }
 
 func newFakeKV() *fakeKV { return &fakeKV{m: map[string][]byte{}} }
@@ -32,6 +34,7 @@ func checkKey(k []byte) error {
 func (f *fakeKV) Get(_ context.Context, key []byte) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
@@ -66,6 +69,7 @@ func (f *fakeKV) Delete(_ context.Context, key []byte) (bool, error) {
 func (f *fakeKV) BatchGet(_ context.Context, keys [][]byte) ([]Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	out := make([]Result, len(keys))
 	for i, k := range keys {
 		if err := checkKey(k); err != nil {
@@ -80,6 +84,15 @@ func (f *fakeKV) BatchGet(_ context.Context, keys [][]byte) ([]Result, error) {
 func (f *fakeKV) Write(_ context.Context, ops []Op) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.checkOps(ops); err != nil {
+		return err
+	}
+	f.apply(ops)
+	return nil
+}
+
+// checkOps rejects empty keys, and keys on both sides of splitAt.
+func (f *fakeKV) checkOps(ops []Op) error {
 	var lo, hi int
 	for _, op := range ops {
 		if err := checkKey(op.Key); err != nil {
@@ -94,6 +107,10 @@ func (f *fakeKV) Write(_ context.Context, ops []Op) error {
 	if lo > 0 && hi > 0 && f.splitAt != nil {
 		return fmt.Errorf("%w: keys span more than one range", ErrInvalidArgument)
 	}
+	return nil
+}
+
+func (f *fakeKV) apply(ops []Op) {
 	for _, op := range ops {
 		if op.Delete {
 			delete(f.m, string(op.Key))
@@ -101,7 +118,33 @@ func (f *fakeKV) Write(_ context.Context, ops []Op) error {
 			f.m[string(op.Key)] = cp(op.Value)
 		}
 	}
-	return nil
+}
+
+func (f *fakeKV) GuardedWrite(_ context.Context, ops []Op, g Guard) (GuardResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.guarded++
+	if err := f.checkOps(append(ops[:len(ops):len(ops)], Op{Key: g.Key}, Op{Key: g.ClearStart})); err != nil {
+		return GuardResult{}, err
+	}
+	cur, ok := f.m[string(g.Key)]
+	if ok && !bytes.Equal(cur, g.Value) {
+		return GuardResult{Failed: true}, nil
+	}
+	if !ok {
+		for k := range f.m {
+			if k >= string(g.ClearStart) && k < string(g.ClearEnd) {
+				delete(f.m, k)
+			}
+		}
+	}
+	var res GuardResult
+	for _, op := range ops {
+		_, found := f.m[string(op.Key)]
+		res.Existed = append(res.Existed, found)
+		f.apply([]Op{op})
+	}
+	return res, nil
 }
 
 func (f *fakeKV) CompareAndSet(_ context.Context, key []byte, expected, newValue *[]byte) (bool, []byte, bool, error) {

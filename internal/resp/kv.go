@@ -29,6 +29,10 @@ type KV interface {
 	// whose keys span more than one range; callers here then fall back to
 	// one operation per key.
 	Write(ctx context.Context, ops []Op) error
+	// GuardedWrite applies ops atomically in one step under g and reports
+	// what it found (see Guard). Like Write, it may reject ops whose keys
+	// span more than one range (ErrInvalidArgument).
+	GuardedWrite(ctx context.Context, ops []Op, g Guard) (GuardResult, error)
 	// CompareAndSet sets key to *newValue (deletes it if newValue is nil) if
 	// its current state matches expected (nil: absent). It returns whether
 	// it swapped and the state before the operation.
@@ -48,6 +52,24 @@ type Result struct {
 type Op struct {
 	Key, Value []byte
 	Delete     bool
+}
+
+// Guard makes a write conditional: it applies only if Key is absent or
+// holds Value, and when Key is absent every key in [ClearStart, ClearEnd)
+// is deleted first. It is how a hash is created or updated in one step:
+// Key is the hash's marker, the span its fields.
+type Guard struct {
+	Key, Value           []byte
+	ClearStart, ClearEnd []byte
+}
+
+// GuardResult is what a guarded write found.
+type GuardResult struct {
+	// Failed: Key held another value (a hash command on a string), and
+	// nothing was written.
+	Failed bool
+	// Existed says, per op, whether its key held a value before the write.
+	Existed []bool
 }
 
 // KeyValue is one key and its value.

@@ -255,6 +255,45 @@ func TestHashes(t *testing.T) {
 	kv.mu.Unlock()
 }
 
+// TestHSetIsOneStep: HSET is one guarded write, with no read before it,
+// whether it creates a hash (dropping fields a lost marker left behind),
+// updates one, or meets a string; a hash whose keys span ranges falls back
+// to reading, then writing.
+func TestHSetIsOneStep(t *testing.T) {
+	ctx := context.Background()
+	kv := newFakeKV()
+	_, rc := start(t, kv, nil, nil)
+	kv.mu.Lock()
+	kv.m[string(fieldKey([]byte("h"), []byte("stale")))] = []byte("x") // no marker: not a field
+	kv.mu.Unlock()
+	steps := func() (guarded, reads, scans int) {
+		kv.mu.Lock()
+		defer kv.mu.Unlock()
+		return kv.guarded, kv.reads, kv.scans
+	}
+	eq(t, must(rc.HSet(ctx, "h", "f1", "v1", "f2", "v2").Result()), int64(2))
+	eq(t, must(rc.HSet(ctx, "h", "f2", "w2", "f3", "v3").Result()), int64(1))
+	rc.Set(ctx, "str", "v", 0)
+	wantErr(t, rc.HSet(ctx, "str", "f", "v").Err(), "WRONGTYPE")
+	eq(t, must(rc.HMSet(ctx, "h", "f4", "v4").Result()), true)
+	g, r, sc := steps()
+	if g != 4 || r != 0 || sc != 0 {
+		t.Fatalf("four HSETs took %d guarded writes, %d reads and %d scans; want 4, 0, 0", g, r, sc)
+	}
+	eq(t, fmt.Sprint(must(rc.HGetAll(ctx, "h").Result())), "map[f1:v1 f2:w2 f3:v3 f4:v4]")
+	eq(t, must(rc.Get(ctx, "str").Result()), "v")
+
+	kv.mu.Lock()
+	kv.splitAt = fieldKey([]byte("hs"), []byte("m"))
+	kv.mu.Unlock()
+	eq(t, must(rc.HSet(ctx, "hs", "a", "1", "z", "26").Result()), int64(2))
+	eq(t, must(rc.HSet(ctx, "hs", "a", "2", "y", "25").Result()), int64(1))
+	eq(t, fmt.Sprint(must(rc.HGetAll(ctx, "hs").Result())), "map[a:2 y:25 z:26]")
+	if _, r2, _ := steps(); r2 == r {
+		t.Fatal("HSET on a hash across ranges did not read first")
+	}
+}
+
 // go-ycsb's redis driver: HSET with ten fields, HMGET of ten fields.
 func TestYCSBStyleHashes(t *testing.T) {
 	ctx := context.Background()

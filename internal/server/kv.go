@@ -245,7 +245,7 @@ func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tid
 		if total > s.cfg.Limits.MaxWriteBytes {
 			return invalidArg("write of %d bytes is too large (the maximum write size is %d bytes)", total, s.cfg.Limits.MaxWriteBytes)
 		}
-		return nil
+		return s.checkGuard(req.GetGuard())
 	}
 	var first []byte
 	if len(ops) > 0 {
@@ -253,17 +253,64 @@ func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tid
 	}
 	return serve(s, "write", validate, first, func(r *raftstore.Replica) (*tidekvpb.WriteResponse, error) {
 		d := r.Desc()
-		for _, op := range ops {
-			if !keys.Contains(d.GetStartKey(), d.GetEndKey(), op.GetKey()) {
-				return nil, invalidArg("write spans more than one range: key %q is outside range %d [%q, %q)", op.GetKey(), d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
+		for _, k := range writeKeys(req) {
+			if !keys.Contains(d.GetStartKey(), d.GetEndKey(), k) {
+				return nil, invalidArg("write spans more than one range: key %q is outside range %d [%q, %q)", k, d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
 			}
 		}
-		s.noteWrite(ctx, r)
-		if _, err := r.Write(ctx, ops); err != nil {
-			return nil, err
+		if end := req.GetGuard().GetClearEnd(); len(end) > 0 && len(d.GetEndKey()) > 0 && bytes.Compare(end, d.GetEndKey()) > 0 {
+			return nil, invalidArg("write spans more than one range: its clear span ends at %q, past the end %q of range %d", end, d.GetEndKey(), d.GetRangeId())
 		}
-		return &tidekvpb.WriteResponse{}, nil
+		s.noteWrite(ctx, r)
+		if req.GetGuard() == nil && !req.GetWantExisted() {
+			if _, err := r.Write(ctx, ops); err != nil {
+				return nil, err
+			}
+			return &tidekvpb.WriteResponse{}, nil
+		}
+		return r.WriteGuarded(ctx, ops, req.GetGuard(), req.GetWantExisted())
 	})
+}
+
+// writeKeys are the keys a write touches that must lie in its range: the
+// ops', the guard's and the start of its clear span.
+func writeKeys(req *tidekvpb.WriteRequest) [][]byte {
+	ks := make([][]byte, 0, len(req.GetOps())+2)
+	for _, op := range req.GetOps() {
+		ks = append(ks, op.GetKey())
+	}
+	if g := req.GetGuard(); g != nil {
+		ks = append(ks, g.GetKey())
+		if len(g.GetClearStart()) > 0 {
+			ks = append(ks, g.GetClearStart())
+		}
+	}
+	return ks
+}
+
+// checkGuard validates a write's guard: a key, and a clear span that is
+// either absent or a non-empty interval.
+func (s *Server) checkGuard(g *tidekvpb.WriteGuard) error {
+	if g == nil {
+		return nil
+	}
+	if err := s.checkKey(g.GetKey()); err != nil {
+		return err
+	}
+	if err := s.checkValue(g.GetValue()); err != nil {
+		return err
+	}
+	start, end := g.GetClearStart(), g.GetClearEnd()
+	if len(start) == 0 && len(end) == 0 {
+		return nil
+	}
+	if len(start) > s.cfg.Limits.MaxKeySize || len(end) > s.cfg.Limits.MaxKeySize {
+		return invalidArg("guard clear span exceeds the maximum key size of %d bytes", s.cfg.Limits.MaxKeySize)
+	}
+	if len(start) == 0 || bytes.Compare(start, end) >= 0 {
+		return invalidArg("invalid guard clear span: start %q is not before end %q", start, end)
+	}
+	return nil
 }
 
 func (k *kvService) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndSetRequest) (*tidekvpb.CompareAndSetResponse, error) {

@@ -86,6 +86,16 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 			return err
 		}, "maximum value size"},
 		{"empty batch get", func() error { _, err := kv.BatchGet(ctx, &tidekvpb.BatchGetRequest{}); return err }, "at least one key"},
+		{"write guard without a key", func() error {
+			_, err := kv.Write(ctx, &tidekvpb.WriteRequest{Ops: []*tidekvpb.WriteOp{{Key: []byte("w1"), Value: []byte("ok")}},
+				Guard: &tidekvpb.WriteGuard{Value: []byte("m")}})
+			return err
+		}, "empty key"},
+		{"write guard with an inverted clear span", func() error {
+			_, err := kv.Write(ctx, &tidekvpb.WriteRequest{Ops: []*tidekvpb.WriteOp{{Key: []byte("w1"), Value: []byte("ok")}},
+				Guard: &tidekvpb.WriteGuard{Key: []byte("w1"), ClearStart: []byte("w2"), ClearEnd: []byte("w1")}})
+			return err
+		}, "invalid guard clear span"},
 	}
 	for _, c := range cases {
 		err := c.call()

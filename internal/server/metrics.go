@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"net/http"
 	"net/http/pprof"
 	"sort"
@@ -340,6 +341,17 @@ func (s *Server) registerStoreGauges() {
 			func(st *raftstore.Stats) uint64 { return st.SnapshotsRefusedOverlap.Load() }),
 		counter("tidekv_stale_replicas_removed_total", "Local replicas the replica GC removed (the range directory no longer lists them here).",
 			func(st *raftstore.Stats) uint64 { return st.StaleReplicasRemoved.Load() }),
+		// With process_cpu_seconds_total and tidekv_raft_syncs_total, what
+		// `tidekv bench` divides by operations to report cost per operation.
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidekv_process_write_bytes_total",
+			Help: "Bytes this process caused to be written to storage (/proc/self/io write_bytes)."},
+			func() float64 {
+				n, err := monitor.ProcessWriteBytes()
+				if err != nil {
+					return math.NaN()
+				}
+				return float64(n)
+			}),
 	)
 }
 

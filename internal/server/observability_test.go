@@ -151,7 +151,8 @@ func TestObservability(t *testing.T) {
 	}
 	for _, want := range []string{"tidekv_raft_syncs_total", "tidekv_raft_entries_committed_total", "tidekv_raft_messages_sent_total",
 		"tidekv_snapshot_sent_bytes_total", "tidekv_snapshot_received_bytes_total", "tidekv_range_qps", "tidekv_load_score",
-		"tidekv_requests_total", "tidekv_replicas", "tidekv_leases", "tidekv_migration_allowance_bytes_per_second", "tidekv_autoscale_target_nodes"} {
+		"tidekv_requests_total", "tidekv_replicas", "tidekv_leases", "tidekv_migration_allowance_bytes_per_second", "tidekv_autoscale_target_nodes",
+		"tidekv_process_write_bytes_total"} {
 		if !metrics[want] {
 			t.Errorf("no non-zero %s on any node", want)
 		}

@@ -234,29 +234,6 @@ func (s *Server) self() *tidekvpb.NodeDescriptor {
 	return &tidekvpb.NodeDescriptor{NodeId: s.nodeID, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr(), Locality: s.cfg.Locality, RedisAddr: s.RedisAddr(), GossipAddr: s.gossipAddr()}
 }
 
-// startRedis serves the Redis protocol through a routing client of this
-// node: commands take the same path as gRPC clients' (leaseholder routing,
-// limits, admission control).
-func (s *Server) startRedis() error {
-	ccfg := client.DefaultConfig()
-	ccfg.Addrs = []string{s.Addr()}
-	// Writes through this node come from its locality.
-	ccfg.Locality = s.cfg.Locality
-	gw, err := client.New(ccfg)
-	if err != nil {
-		return err
-	}
-	rs, err := resp.New(s.cfg.Redis, resp.FromClient(gw))
-	if err != nil {
-		gw.Close()
-		return fmt.Errorf("redis listener: %w", err)
-	}
-	rs.SetObserver(s.metrics.observeRedis)
-	s.gateway, s.redis = gw, rs
-	go rs.Serve()
-	return nil
-}
-
 // RedisAddr is the node's Redis-protocol address ("" if disabled).
 func (s *Server) RedisAddr() string {
 	if s.redis == nil {

@@ -1,0 +1,325 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/resp"
+)
+
+// startRedis serves the Redis protocol. Commands on ranges this node leads
+// run in process through the KV service (its limits, admission control and
+// metrics, without gRPC); the others go through a routing client of this
+// node, as gRPC clients' requests do.
+func (s *Server) startRedis() error {
+	ccfg := client.DefaultConfig()
+	ccfg.Addrs = []string{s.Addr()}
+	// Writes through this node come from its locality.
+	ccfg.Locality = s.cfg.Locality
+	gw, err := client.New(ccfg)
+	if err != nil {
+		return err
+	}
+	kv := newRedisKV(s, resp.FromClient(gw))
+	rs, err := resp.New(s.cfg.Redis, kv)
+	if err != nil {
+		gw.Close()
+		return fmt.Errorf("redis listener: %w", err)
+	}
+	rs.SetObserver(s.metrics.observeRedis)
+	s.metrics.reg.MustRegister(kv.collectors()...)
+	s.gateway, s.redis = gw, rs
+	go rs.Serve()
+	return nil
+}
+
+// redisKV is the Redis front end's KV: in process when this node holds the
+// lease of a key's range, through the routing client otherwise. A local
+// attempt that the store refuses without applying anything (the lease moved,
+// the range split, the node sheds load or is not serving yet) is handed to
+// the routing client, which redirects, backs off and retries as it does for
+// every client.
+type redisKV struct {
+	s      *Server
+	kv     *kvService
+	remote resp.KV
+	// origin is the node's locality as the routing client would send it, so
+	// that in-process writes count for the same origin (leases.go).
+	origin metadata.MD
+	// Calls served in process and through the routing client.
+	local, routed atomic.Uint64
+}
+
+func newRedisKV(s *Server, remote resp.KV) *redisKV {
+	k := &redisKV{s: s, kv: &kvService{s: s}, remote: remote}
+	if s.cfg.Locality != "" {
+		k.origin = metadata.Pairs(OriginMetadataKey, s.cfg.Locality)
+	}
+	return k
+}
+
+func (k *redisKV) collectors() []prometheus.Collector {
+	calls := func(path string, n *atomic.Uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidekv_redis_kv_calls_total",
+			Help:        "KV calls of the Redis front end: served in process (local) or through the routing client (routed).",
+			ConstLabels: prometheus.Labels{"path": path}}, func() float64 { return float64(n.Load()) })
+	}
+	return []prometheus.Collector{calls("local", &k.local), calls("routed", &k.routed)}
+}
+
+// leads reports whether this node holds the lease of key's range.
+func (k *redisKV) leads(key []byte) bool {
+	r := k.s.store.LookupKey(key)
+	return r != nil && r.IsLeader()
+}
+
+func (k *redisKV) in(ctx context.Context) context.Context {
+	k.local.Add(1)
+	if k.origin == nil {
+		return ctx
+	}
+	return metadata.NewIncomingContext(ctx, k.origin)
+}
+
+// routedKinds are the refusals of a local attempt that applied nothing and
+// that the routing client knows how to handle.
+var routedKinds = map[tidekvpb.ErrorKind]bool{
+	tidekvpb.ErrorKind_NOT_LEASEHOLDER: true,
+	tidekvpb.ErrorKind_RANGE_NOT_FOUND: true,
+	tidekvpb.ErrorKind_KEY_MISMATCH:    true,
+	tidekvpb.ErrorKind_STALE_REPLICA:   true,
+	tidekvpb.ErrorKind_OVERLOADED:      true,
+	tidekvpb.ErrorKind_UNAVAILABLE:     true,
+}
+
+// outcome maps a local attempt's error to resp's sentinels, as the routing
+// client and resp's client adapter would; route means "hand the call to the
+// routing client". A write that timed out may have been applied, so it is
+// ambiguous, as the client reports it.
+func outcome(err error, write bool) (mapped error, route bool) {
+	if err == nil {
+		return nil, false
+	}
+	st := status.Convert(err)
+	d := errorDetail(err)
+	switch {
+	case routedKinds[d.GetKind()]:
+		return nil, true
+	case d.GetKind() == tidekvpb.ErrorKind_INVALID_ARGUMENT || st.Code() == codes.InvalidArgument:
+		return fmt.Errorf("%w: %s", resp.ErrInvalidArgument, st.Message()), false
+	case d.GetKind() == tidekvpb.ErrorKind_AMBIGUOUS:
+		return fmt.Errorf("%w: %s", resp.ErrAmbiguous, st.Message()), false
+	case st.Code() == codes.DeadlineExceeded && write:
+		return fmt.Errorf("%w: %w", resp.ErrAmbiguous, context.DeadlineExceeded), false
+	case st.Code() == codes.DeadlineExceeded:
+		return context.DeadlineExceeded, false
+	case st.Code() == codes.Canceled:
+		return context.Canceled, false
+	}
+	return errors.New(st.Message()), false
+}
+
+func (k *redisKV) routedCall() { k.routed.Add(1) }
+
+func (k *redisKV) Get(ctx context.Context, key []byte) ([]byte, error) {
+	if k.leads(key) {
+		r, err := k.kv.Get(k.in(ctx), &tidekvpb.GetRequest{Key: key})
+		if err, route := outcome(err, false); !route {
+			switch {
+			case err != nil:
+				return nil, err
+			case !r.GetFound():
+				return nil, resp.ErrNotFound
+			}
+			return r.GetValue(), nil
+		}
+	}
+	k.routedCall()
+	return k.remote.Get(ctx, key)
+}
+
+func (k *redisKV) Put(ctx context.Context, key, value []byte) error {
+	if k.leads(key) {
+		_, err := k.kv.Put(k.in(ctx), &tidekvpb.PutRequest{Key: key, Value: value})
+		if err, route := outcome(err, true); !route {
+			return err
+		}
+	}
+	k.routedCall()
+	return k.remote.Put(ctx, key, value)
+}
+
+func (k *redisKV) Delete(ctx context.Context, key []byte) (bool, error) {
+	if k.leads(key) {
+		r, err := k.kv.Delete(k.in(ctx), &tidekvpb.DeleteRequest{Key: key})
+		if err, route := outcome(err, true); !route {
+			return r.GetDeleted(), err
+		}
+	}
+	k.routedCall()
+	return k.remote.Delete(ctx, key)
+}
+
+func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte) (bool, []byte, bool, error) {
+	if k.leads(key) {
+		req := &tidekvpb.CompareAndSetRequest{Key: key, ExpectExists: expected != nil, Delete: newValue == nil}
+		if expected != nil {
+			req.ExpectedValue = *expected
+		}
+		if newValue != nil {
+			req.NewValue = *newValue
+		}
+		r, err := k.kv.CompareAndSet(k.in(ctx), req)
+		if err, route := outcome(err, true); !route {
+			return r.GetSucceeded(), r.GetCurrentValue(), r.GetCurrentExists(), err
+		}
+	}
+	k.routedCall()
+	return k.remote.CompareAndSet(ctx, key, expected, newValue)
+}
+
+// Write runs in process when this node leads the first key's range; the KV
+// service then refuses ops that span ranges, as it does over gRPC.
+func (k *redisKV) Write(ctx context.Context, ops []resp.Op) error {
+	if len(ops) > 0 && k.leads(ops[0].Key) {
+		_, err := k.kv.Write(k.in(ctx), writeRequest(ops))
+		if err, route := outcome(err, true); !route {
+			return err
+		}
+	}
+	k.routedCall()
+	return k.remote.Write(ctx, ops)
+}
+
+func (k *redisKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard) (resp.GuardResult, error) {
+	if len(ops) > 0 && k.leads(ops[0].Key) {
+		req := writeRequest(ops)
+		req.WantExisted = true
+		req.Guard = &tidekvpb.WriteGuard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd}
+		r, err := k.kv.Write(k.in(ctx), req)
+		if err, route := outcome(err, true); !route {
+			return resp.GuardResult{Failed: r.GetGuardFailed(), Existed: r.GetExisted()}, err
+		}
+	}
+	k.routedCall()
+	return k.remote.GuardedWrite(ctx, ops, g)
+}
+
+func writeRequest(ops []resp.Op) *tidekvpb.WriteRequest {
+	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
+	for i, op := range ops {
+		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value}
+		if op.Delete {
+			w.Kind, w.Value = tidekvpb.WriteOp_DELETE, nil
+		}
+		req.Ops[i] = w
+	}
+	return req
+}
+
+// BatchGet reads the keys of ranges this node leads in process, one call
+// per range, and the rest through the routing client in one call.
+func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, error) {
+	out := make([]resp.Result, len(keys))
+	var order []uint64 // range IDs in first-seen order, for determinism
+	groups := map[uint64][]int{}
+	var routed []int
+	for i, key := range keys {
+		r := k.s.store.LookupKey(key)
+		if r == nil || !r.IsLeader() {
+			routed = append(routed, i)
+			continue
+		}
+		if _, ok := groups[r.RangeID()]; !ok {
+			order = append(order, r.RangeID())
+		}
+		groups[r.RangeID()] = append(groups[r.RangeID()], i)
+	}
+	for _, id := range order {
+		idx := groups[id]
+		req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx))}
+		for j, i := range idx {
+			req.Keys[j] = keys[i]
+		}
+		r, err := k.kv.BatchGet(k.in(ctx), req)
+		if err, route := outcome(err, false); route {
+			routed = append(routed, idx...)
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			res := r.GetResults()[j]
+			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound()}
+		}
+	}
+	if len(routed) == 0 {
+		return out, nil
+	}
+	k.routedCall()
+	sub := make([][]byte, len(routed))
+	for j, i := range routed {
+		sub[j] = keys[i]
+	}
+	rs, err := k.remote.BatchGet(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range routed {
+		out[i] = rs[j]
+	}
+	return out, nil
+}
+
+// Scan reads range by range in process while this node leads the range at
+// the resume key, and hands the rest of the span to the routing client at
+// the first range led elsewhere.
+func (k *redisKV) Scan(ctx context.Context, start, end []byte, limit int) ([]resp.KeyValue, error) {
+	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
+		return nil, nil
+	}
+	var out []resp.KeyValue
+	for k.leads(start) {
+		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end}
+		if limit > 0 {
+			req.Limit = uint32(limit - len(out))
+		}
+		r, err := k.kv.Scan(k.in(ctx), req)
+		if err, route := outcome(err, false); route {
+			break
+		} else if err != nil {
+			return nil, err
+		}
+		for _, kv := range r.GetKvs() {
+			out = append(out, resp.KeyValue{Key: kv.GetKey(), Value: kv.GetValue()})
+		}
+		next := r.GetResumeKey()
+		if (limit > 0 && len(out) >= limit) || len(next) == 0 || (len(end) > 0 && bytes.Compare(next, end) >= 0) {
+			return out, nil
+		}
+		if bytes.Compare(next, start) <= 0 {
+			return nil, fmt.Errorf("scan: the store returned resume key %q, not after start %q", next, start)
+		}
+		start = next
+	}
+	k.routedCall()
+	rest := limit
+	if limit > 0 {
+		rest = limit - len(out)
+	}
+	kvs, err := k.remote.Scan(ctx, start, end, rest)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, kvs...), nil
+}
