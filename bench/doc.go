@@ -23,6 +23,18 @@
 // themselves; Duration additionally caps the run phase and cancelling the
 // context stops either phase, returning the partial Result.
 //
+// # Cost on the servers
+//
+// RunWithCost also takes a Probe that samples the servers' cumulative
+// counters (CPU seconds, fsyncs, bytes written; HTTPProbe reads them from
+// each node's /metrics) right before and after each phase. The phase's
+// Cost is the sum of the deltas over every sampled process divided by the
+// phase's operations; in JSON, server_cpu_us_per_op, fsyncs_per_op and
+// bytes_written_per_op. A figure is absent when some process does not
+// export its counter or restarted during the phase, rather than too low.
+// Anything else the servers did in that time (other clients, background
+// compactions) counts too.
+//
 // # Keys, values and distributions
 //
 // Key number n is stored under "user" followed by the decimal FNV-1a 64 hash
