@@ -85,7 +85,7 @@ type Replica struct {
 		// snapshot, until the MsgSnap is handed to the sender.
 		outgoingSnaps map[uint64]storage.Snapshot
 		// incomingSST holds received SST files by snapshot index.
-		incomingSST map[uint64]string
+		incomingSST map[uint64]stagedSST
 		lastLeader  uint64
 		// leaseTerm is the term leaseIndex belongs to.
 		leaseTerm uint64

@@ -298,6 +298,8 @@ func (t *GRPC) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, s
 	// then fails with io.EOF and the reason is in the response.
 	sendErr := stream.Send(&tidekvpb.SnapshotChunk{Header: header})
 	buf := make([]byte, t.cfg.SnapshotChunkSize)
+	sum := newSummer()
+	sst = summingReader{r: sst, s: sum}
 	for sendErr == nil {
 		n, rerr := sst.Read(buf)
 		if n > 0 {
@@ -306,7 +308,7 @@ func (t *GRPC) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, s
 			}
 		}
 		if rerr == io.EOF {
-			sendErr = stream.Send(&tidekvpb.SnapshotChunk{Final: true})
+			sendErr = stream.Send(&tidekvpb.SnapshotChunk{Final: true, Crc32C: sum.h.Sum32(), Length: sum.n})
 			break
 		}
 		if rerr != nil {
@@ -337,6 +339,7 @@ func (t *GRPC) Snapshot(stream tidekvpb.Raft_SnapshotServer) error {
 	}
 	pr, pw := io.Pipe()
 	go func() {
+		sum := newSummer()
 		for {
 			c, err := stream.Recv()
 			if err != nil {
@@ -344,12 +347,14 @@ func (t *GRPC) Snapshot(stream tidekvpb.Raft_SnapshotServer) error {
 				return
 			}
 			if len(c.GetData()) > 0 {
+				sum.Write(c.GetData())
 				if _, err := pw.Write(c.GetData()); err != nil {
 					return
 				}
 			}
 			if c.GetFinal() {
-				pw.Close()
+				// The reader sees the end only if every byte arrived intact.
+				pw.CloseWithError(sum.check(c.GetLength(), c.GetCrc32C()))
 				return
 			}
 		}
