@@ -110,7 +110,7 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 	f.BoolVar(&cfg.SkipLoad, "skip-load", false, "skip the load phase (records were loaded by an earlier run)")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.Var(&read, "read", readFlagUsage)
-	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd())
+	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd(), newChaosBenchCmd())
 	return cmd
 }
 
