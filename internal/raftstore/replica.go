@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -369,6 +370,9 @@ func (r *Replica) drainInboxLocked(tick bool) {
 		switch {
 		case err == raft.ErrProposalDropped && raw.BasicStatus().RaftState != raft.StateLeader:
 			p.done <- applyResult{err: r.notLeader()}
+		case err == raft.ErrProposalDropped && raw.BasicStatus().LeadTransferee != 0:
+			// Raft takes no proposals while it hands leadership over.
+			p.done <- applyResult{err: fmt.Errorf("%w: range %d is transferring its lease", ErrOverloaded, r.rangeID)}
 		case err == raft.ErrProposalDropped:
 			p.done <- applyResult{err: ErrOverloaded}
 		case err != nil:
