@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/testcluster"
+)
+
+// secureSetup makes a CA, a node certificate for 127.0.0.1, client
+// certificates for root and alice, and a users file (reader: read, writer:
+// write, both with passwords; alice: admin by certificate), all with the
+// CLI.
+func secureSetup(t *testing.T, bin string) (certs, users string) {
+	t.Helper()
+	dir := t.TempDir()
+	certs, users = filepath.Join(dir, "certs"), filepath.Join(dir, "users.json")
+	run := func(env string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("tidekv %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("", "cert", "create-ca", "--certs-dir", certs)
+	run("", "cert", "create-node", "--certs-dir", certs, "127.0.0.1", "localhost")
+	run("", "cert", "create-client", "--certs-dir", certs, "root")
+	run("", "cert", "create-client", "--certs-dir", certs, "alice")
+	run("TIDEKV_NEW_PASSWORD=r-pass", "user", "add", "reader", "--role", "read", "--users-file", users)
+	run("TIDEKV_NEW_PASSWORD=w-pass", "user", "add", "writer", "--role", "write", "--users-file", users)
+	run("", "user", "add", "alice", "--role", "admin", "--cert-only", "--users-file", users)
+	return certs, users
+}
+
+// tlsConfig trusts the test CA and presents user's client certificate
+// ("" for none).
+func tlsConfig(t *testing.T, certs, user string) *tls.Config {
+	t.Helper()
+	ca, err := os.ReadFile(filepath.Join(certs, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
+	if user != "" {
+		pair, err := tls.LoadX509KeyPair(filepath.Join(certs, "client."+user+".crt"), filepath.Join(certs, "client."+user+".key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg
+}
+
+// secureCtl runs `tidekv ctl` with extra environment entries.
+func secureCtl(ctx context.Context, bin, addr string, env []string, args ...string) (string, string, error) {
+	cmd := exec.CommandContext(ctx, bin, append([]string{"ctl", "--addr", addr, "--timeout", "5s"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return strings.TrimSpace(out.String()), strings.TrimSpace(errb.String()), err
+}
+
+func TestSecureCluster(t *testing.T) {
+	bin := testcluster.Binary(t)
+	certs, users := secureSetup(t, bin)
+	tc := testcluster.Start(t, testcluster.Options{Nodes: 3,
+		ExtraArgs: []string{"--certs-dir", certs, "--users-file", users},
+		HTTPTLS:   tlsConfig(t, certs, "")})
+	ctx := testCtx(t, 2*time.Minute)
+	addr := tc.Addr(2)
+	sec := []string{"--certs-dir", certs}
+
+	t.Run("ctl with a client certificate", func(t *testing.T) {
+		if _, errOut, err := secureCtl(ctx, bin, addr, nil, append(sec, "put", "greeting", "hello")...); err != nil {
+			t.Fatalf("put as root: %v: %s", err, errOut)
+		}
+		if out, errOut, err := secureCtl(ctx, bin, tc.Addr(3), nil, append(sec, "--user", "alice", "get", "greeting")...); err != nil || out != "hello" {
+			t.Fatalf("get as alice: %q %v: %s", out, err, errOut)
+		}
+	})
+	t.Run("plaintext client refused", func(t *testing.T) {
+		if out, _, err := secureCtl(ctx, bin, addr, nil, "get", "greeting"); err == nil {
+			t.Fatalf("a plaintext ctl got %q", out)
+		}
+	})
+	t.Run("read user cannot write", func(t *testing.T) {
+		env := []string{"TIDEKV_PASSWORD=r-pass"}
+		if out, errOut, err := secureCtl(ctx, bin, addr, env, append(sec, "--user", "reader", "get", "greeting")...); err != nil || out != "hello" {
+			t.Fatalf("get as reader: %q %v: %s", out, err, errOut)
+		}
+		_, errOut, err := secureCtl(ctx, bin, addr, env, append(sec, "--user", "reader", "put", "greeting", "bye")...)
+		if err == nil || !strings.Contains(errOut, "PermissionDenied") || !strings.Contains(errOut, "needs role write") {
+			t.Fatalf("put as reader: %v: %s", err, errOut)
+		}
+		_, errOut, err = secureCtl(ctx, bin, addr, []string{"TIDEKV_PASSWORD=wrong"}, append(sec, "--user", "reader", "get", "greeting")...)
+		if err == nil || !strings.Contains(errOut, "Unauthenticated") {
+			t.Fatalf("get with a wrong password: %v: %s", err, errOut)
+		}
+	})
+	t.Run("non-admin cannot move a replica", func(t *testing.T) {
+		env := []string{"TIDEKV_PASSWORD=w-pass"}
+		if _, errOut, err := secureCtl(ctx, bin, addr, env, append(sec, "--user", "writer", "put", "k", "v")...); err != nil {
+			t.Fatalf("put as writer: %v: %s", err, errOut)
+		}
+		_, errOut, err := secureCtl(ctx, bin, addr, env, append(sec, "--user", "writer", "move-replica", "2", "1", "3")...)
+		if err == nil || !strings.Contains(errOut, "PermissionDenied") || !strings.Contains(errOut, "needs role admin") {
+			t.Fatalf("move-replica as writer: %v: %s", err, errOut)
+		}
+	})
+	t.Run("client certificate cannot act as a node", func(t *testing.T) {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig(t, certs, "root"))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		_, err = tidekvpb.NewAdminClient(cc).Join(ctx, &tidekvpb.JoinRequest{GrpcAddr: "127.0.0.1:1"})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("Join with a client certificate: %v, want PermissionDenied", err)
+		}
+		stream, err := tidekvpb.NewRaftClient(cc).RaftStream(ctx)
+		if err == nil {
+			_ = stream.Send(&tidekvpb.RaftMessageBatch{})
+			_, err = stream.CloseAndRecv()
+		}
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("RaftStream with a client certificate: %v, want PermissionDenied", err)
+		}
+	})
+	t.Run("redis needs AUTH with a user and password", func(t *testing.T) {
+		open := func(user, pass string) *redis.Client {
+			c := redis.NewClient(&redis.Options{Addr: tc.RedisAddr(1), Username: user, Password: pass,
+				TLSConfig: tlsConfig(t, certs, ""), MaxRetries: -1})
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		if err := open("", "").Get(ctx, "greeting").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+			t.Errorf("GET without AUTH: %v, want NOAUTH", err)
+		}
+		r := open("reader", "r-pass")
+		if v, err := r.Get(ctx, "greeting").Result(); err != nil || v != "hello" {
+			t.Errorf("GET as reader: %q %v", v, err)
+		}
+		if err := r.Set(ctx, "greeting", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Errorf("SET as reader: %v, want NOPERM", err)
+		}
+		if err := open("writer", "w-pass").Set(ctx, "r", "1", 0).Err(); err != nil {
+			t.Errorf("SET as writer: %v", err)
+		}
+		plain := redis.NewClient(&redis.Options{Addr: tc.RedisAddr(1), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+		defer plain.Close()
+		if err := plain.Ping(ctx).Err(); err == nil {
+			t.Error("a plaintext Redis client got an answer")
+		}
+	})
+}
