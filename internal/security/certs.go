@@ -43,6 +43,7 @@ type Files interface {
 	// overwrite is false.
 	WriteFile(path string, data []byte, perm os.FileMode, overwrite bool) error
 	Exists(path string) bool
+	Rename(oldPath, newPath string) error
 }
 
 // OSFiles is Files on the local file system.
@@ -51,6 +52,8 @@ type OSFiles struct{}
 func (OSFiles) ReadFile(p string) ([]byte, error) { return os.ReadFile(p) }
 
 func (OSFiles) Exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func (OSFiles) Rename(oldPath, newPath string) error { return os.Rename(oldPath, newPath) }
 
 func (OSFiles) WriteFile(p string, data []byte, perm os.FileMode, overwrite bool) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -120,7 +120,7 @@ func (uf *UserFile) Write(f Files, path string) error {
 	if err := f.WriteFile(tmp, append(b, '\n'), 0o600, true); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return f.Rename(tmp, path)
 }
 
 // Find returns the index of the named user, or -1.
