@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,6 +143,41 @@ func TestSecureCluster(t *testing.T) {
 		}
 		if status.Code(err) != codes.PermissionDenied {
 			t.Errorf("RaftStream with a client certificate: %v, want PermissionDenied", err)
+		}
+	})
+	t.Run("certificate of another CA refused", func(t *testing.T) {
+		other := t.TempDir()
+		for _, args := range [][]string{{"create-ca"}, {"create-client", "root"}} {
+			if out, err := exec.Command(bin, append(append([]string{"cert"}, args...), "--certs-dir", other)...).CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+		}
+		forged := tlsConfig(t, other, "root")
+		forged.RootCAs = tlsConfig(t, certs, "").RootCAs // trusts the cluster, is not trusted by it
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(forged)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := tidekvpb.NewKVClient(cc).Get(cctx, &tidekvpb.GetRequest{Key: []byte("greeting")}); err == nil {
+			t.Error("a client certificate of another CA was accepted")
+		}
+	})
+	t.Run("HTTP is HTTPS only", func(t *testing.T) {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig(t, certs, "")}}
+		resp, err := hc.Get("https://" + tc.HTTPAddr(1) + "/health")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET https /health: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		resp, err = http.Get("http://" + tc.HTTPAddr(1) + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Error("plain HTTP /health answered 200")
+			}
 		}
 	})
 	t.Run("redis needs AUTH with a user and password", func(t *testing.T) {
