@@ -79,131 +79,154 @@ func secureCtl(ctx context.Context, bin, addr string, env []string, args ...stri
 	return strings.TrimSpace(out.String()), strings.TrimSpace(errb.String()), err
 }
 
+// secureCluster is a running cluster started with --certs-dir and the
+// users of secureSetup.
+type secureCluster struct {
+	bin, certs, addr string
+	tc               *testcluster.Cluster
+	ctx              context.Context
+	sec              []string // ctl's flags for the cluster
+}
+
 func TestSecureCluster(t *testing.T) {
 	bin := testcluster.Binary(t)
 	certs, users := secureSetup(t, bin)
 	tc := testcluster.Start(t, testcluster.Options{Nodes: 3,
 		ExtraArgs: []string{"--certs-dir", certs, "--users-file", users},
 		HTTPTLS:   tlsConfig(t, certs, "")})
-	ctx := testCtx(t, 2*time.Minute)
-	addr := tc.Addr(2)
-	sec := []string{"--certs-dir", certs}
+	c := &secureCluster{bin: bin, certs: certs, addr: tc.Addr(2), tc: tc, ctx: testCtx(t, 2*time.Minute),
+		sec: []string{"--certs-dir", certs}}
+	t.Run("ctl with a client certificate", func(t *testing.T) { testCtlByCertificate(t, c) })
+	t.Run("plaintext client refused", func(t *testing.T) { testPlaintextRefused(t, c) })
+	t.Run("read user cannot write", func(t *testing.T) { testReaderCannotWrite(t, c) })
+	t.Run("non-admin cannot move a replica", func(t *testing.T) { testNonAdminCannotMove(t, c) })
+	t.Run("client certificate cannot act as a node", func(t *testing.T) { testClientCertNotANode(t, c) })
+	t.Run("certificate of another CA refused", func(t *testing.T) { testForeignCARefused(t, c) })
+	t.Run("HTTP is HTTPS only", func(t *testing.T) { testHTTPSOnly(t, c) })
+	t.Run("redis needs AUTH with a user and password", func(t *testing.T) { testRedisAuth(t, c) })
+}
 
-	t.Run("ctl with a client certificate", func(t *testing.T) {
-		if _, errOut, err := secureCtl(ctx, bin, addr, nil, append(sec, "put", "greeting", "hello")...); err != nil {
-			t.Fatalf("put as root: %v: %s", err, errOut)
+func testCtlByCertificate(t *testing.T, c *secureCluster) {
+	if _, errOut, err := secureCtl(c.ctx, c.bin, c.addr, nil, append(c.sec, "put", "greeting", "hello")...); err != nil {
+		t.Fatalf("put as root: %v: %s", err, errOut)
+	}
+	if out, errOut, err := secureCtl(c.ctx, c.bin, c.tc.Addr(3), nil, append(c.sec, "--user", "alice", "get", "greeting")...); err != nil || out != "hello" {
+		t.Fatalf("get as alice: %q %v: %s", out, err, errOut)
+	}
+}
+
+func testPlaintextRefused(t *testing.T, c *secureCluster) {
+	if out, _, err := secureCtl(c.ctx, c.bin, c.addr, nil, "get", "greeting"); err == nil {
+		t.Fatalf("a plaintext ctl got %q", out)
+	}
+}
+
+func testReaderCannotWrite(t *testing.T, c *secureCluster) {
+	env := []string{"TIDEKV_PASSWORD=r-pass"}
+	if out, errOut, err := secureCtl(c.ctx, c.bin, c.addr, env, append(c.sec, "--user", "reader", "get", "greeting")...); err != nil || out != "hello" {
+		t.Fatalf("get as reader: %q %v: %s", out, err, errOut)
+	}
+	_, errOut, err := secureCtl(c.ctx, c.bin, c.addr, env, append(c.sec, "--user", "reader", "put", "greeting", "bye")...)
+	if err == nil || !strings.Contains(errOut, "PermissionDenied") || !strings.Contains(errOut, "needs role write") {
+		t.Fatalf("put as reader: %v: %s", err, errOut)
+	}
+	_, errOut, err = secureCtl(c.ctx, c.bin, c.addr, []string{"TIDEKV_PASSWORD=wrong"}, append(c.sec, "--user", "reader", "get", "greeting")...)
+	if err == nil || !strings.Contains(errOut, "Unauthenticated") {
+		t.Fatalf("get with a wrong password: %v: %s", err, errOut)
+	}
+}
+
+func testNonAdminCannotMove(t *testing.T, c *secureCluster) {
+	env := []string{"TIDEKV_PASSWORD=w-pass"}
+	if _, errOut, err := secureCtl(c.ctx, c.bin, c.addr, env, append(c.sec, "--user", "writer", "put", "k", "v")...); err != nil {
+		t.Fatalf("put as writer: %v: %s", err, errOut)
+	}
+	_, errOut, err := secureCtl(c.ctx, c.bin, c.addr, env, append(c.sec, "--user", "writer", "move-replica", "2", "1", "3")...)
+	if err == nil || !strings.Contains(errOut, "PermissionDenied") || !strings.Contains(errOut, "needs role admin") {
+		t.Fatalf("move-replica as writer: %v: %s", err, errOut)
+	}
+}
+
+func testClientCertNotANode(t *testing.T, c *secureCluster) {
+	cc, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig(t, c.certs, "root"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	_, err = tidekvpb.NewAdminClient(cc).Join(c.ctx, &tidekvpb.JoinRequest{GrpcAddr: "127.0.0.1:1"})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Join with a client certificate: %v, want PermissionDenied", err)
+	}
+	stream, err := tidekvpb.NewRaftClient(cc).RaftStream(c.ctx)
+	if err == nil {
+		_ = stream.Send(&tidekvpb.RaftMessageBatch{})
+		_, err = stream.CloseAndRecv()
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("RaftStream with a client certificate: %v, want PermissionDenied", err)
+	}
+}
+
+func testForeignCARefused(t *testing.T, c *secureCluster) {
+	other := t.TempDir()
+	for _, args := range [][]string{{"create-ca"}, {"create-client", "root"}} {
+		if out, err := exec.Command(c.bin, append(append([]string{"cert"}, args...), "--certs-dir", other)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
 		}
-		if out, errOut, err := secureCtl(ctx, bin, tc.Addr(3), nil, append(sec, "--user", "alice", "get", "greeting")...); err != nil || out != "hello" {
-			t.Fatalf("get as alice: %q %v: %s", out, err, errOut)
-		}
-	})
-	t.Run("plaintext client refused", func(t *testing.T) {
-		if out, _, err := secureCtl(ctx, bin, addr, nil, "get", "greeting"); err == nil {
-			t.Fatalf("a plaintext ctl got %q", out)
-		}
-	})
-	t.Run("read user cannot write", func(t *testing.T) {
-		env := []string{"TIDEKV_PASSWORD=r-pass"}
-		if out, errOut, err := secureCtl(ctx, bin, addr, env, append(sec, "--user", "reader", "get", "greeting")...); err != nil || out != "hello" {
-			t.Fatalf("get as reader: %q %v: %s", out, err, errOut)
-		}
-		_, errOut, err := secureCtl(ctx, bin, addr, env, append(sec, "--user", "reader", "put", "greeting", "bye")...)
-		if err == nil || !strings.Contains(errOut, "PermissionDenied") || !strings.Contains(errOut, "needs role write") {
-			t.Fatalf("put as reader: %v: %s", err, errOut)
-		}
-		_, errOut, err = secureCtl(ctx, bin, addr, []string{"TIDEKV_PASSWORD=wrong"}, append(sec, "--user", "reader", "get", "greeting")...)
-		if err == nil || !strings.Contains(errOut, "Unauthenticated") {
-			t.Fatalf("get with a wrong password: %v: %s", err, errOut)
-		}
-	})
-	t.Run("non-admin cannot move a replica", func(t *testing.T) {
-		env := []string{"TIDEKV_PASSWORD=w-pass"}
-		if _, errOut, err := secureCtl(ctx, bin, addr, env, append(sec, "--user", "writer", "put", "k", "v")...); err != nil {
-			t.Fatalf("put as writer: %v: %s", err, errOut)
-		}
-		_, errOut, err := secureCtl(ctx, bin, addr, env, append(sec, "--user", "writer", "move-replica", "2", "1", "3")...)
-		if err == nil || !strings.Contains(errOut, "PermissionDenied") || !strings.Contains(errOut, "needs role admin") {
-			t.Fatalf("move-replica as writer: %v: %s", err, errOut)
-		}
-	})
-	t.Run("client certificate cannot act as a node", func(t *testing.T) {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig(t, certs, "root"))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cc.Close()
-		_, err = tidekvpb.NewAdminClient(cc).Join(ctx, &tidekvpb.JoinRequest{GrpcAddr: "127.0.0.1:1"})
-		if status.Code(err) != codes.PermissionDenied {
-			t.Errorf("Join with a client certificate: %v, want PermissionDenied", err)
-		}
-		stream, err := tidekvpb.NewRaftClient(cc).RaftStream(ctx)
-		if err == nil {
-			_ = stream.Send(&tidekvpb.RaftMessageBatch{})
-			_, err = stream.CloseAndRecv()
-		}
-		if status.Code(err) != codes.PermissionDenied {
-			t.Errorf("RaftStream with a client certificate: %v, want PermissionDenied", err)
-		}
-	})
-	t.Run("certificate of another CA refused", func(t *testing.T) {
-		other := t.TempDir()
-		for _, args := range [][]string{{"create-ca"}, {"create-client", "root"}} {
-			if out, err := exec.Command(bin, append(append([]string{"cert"}, args...), "--certs-dir", other)...).CombinedOutput(); err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-		}
-		forged := tlsConfig(t, other, "root")
-		forged.RootCAs = tlsConfig(t, certs, "").RootCAs // trusts the cluster, is not trusted by it
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(forged)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cc.Close()
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if _, err := tidekvpb.NewKVClient(cc).Get(cctx, &tidekvpb.GetRequest{Key: []byte("greeting")}); err == nil {
-			t.Error("a client certificate of another CA was accepted")
-		}
-	})
-	t.Run("HTTP is HTTPS only", func(t *testing.T) {
-		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig(t, certs, "")}}
-		resp, err := hc.Get("https://" + tc.HTTPAddr(1) + "/health")
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET https /health: %v %v", resp, err)
-		}
+	}
+	forged := tlsConfig(t, other, "root")
+	forged.RootCAs = tlsConfig(t, c.certs, "").RootCAs // trusts the cluster, is not trusted by it
+	cc, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(credentials.NewTLS(forged)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	cctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer cancel()
+	if _, err := tidekvpb.NewKVClient(cc).Get(cctx, &tidekvpb.GetRequest{Key: []byte("greeting")}); err == nil {
+		t.Error("a client certificate of another CA was accepted")
+	}
+}
+
+func testHTTPSOnly(t *testing.T, c *secureCluster) {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig(t, c.certs, "")}}
+	resp, err := hc.Get("https://" + c.tc.HTTPAddr(1) + "/health")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET https /health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get("http://" + c.tc.HTTPAddr(1) + "/health")
+	if err == nil {
 		resp.Body.Close()
-		resp, err = http.Get("http://" + tc.HTTPAddr(1) + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				t.Error("plain HTTP /health answered 200")
-			}
+		if resp.StatusCode == http.StatusOK {
+			t.Error("plain HTTP /health answered 200")
 		}
-	})
-	t.Run("redis needs AUTH with a user and password", func(t *testing.T) {
-		open := func(user, pass string) *redis.Client {
-			c := redis.NewClient(&redis.Options{Addr: tc.RedisAddr(1), Username: user, Password: pass,
-				TLSConfig: tlsConfig(t, certs, ""), MaxRetries: -1})
-			t.Cleanup(func() { c.Close() })
-			return c
-		}
-		if err := open("", "").Get(ctx, "greeting").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
-			t.Errorf("GET without AUTH: %v, want NOAUTH", err)
-		}
-		r := open("reader", "r-pass")
-		if v, err := r.Get(ctx, "greeting").Result(); err != nil || v != "hello" {
-			t.Errorf("GET as reader: %q %v", v, err)
-		}
-		if err := r.Set(ctx, "greeting", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
-			t.Errorf("SET as reader: %v, want NOPERM", err)
-		}
-		if err := open("writer", "w-pass").Set(ctx, "r", "1", 0).Err(); err != nil {
-			t.Errorf("SET as writer: %v", err)
-		}
-		plain := redis.NewClient(&redis.Options{Addr: tc.RedisAddr(1), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
-		defer plain.Close()
-		if err := plain.Ping(ctx).Err(); err == nil {
-			t.Error("a plaintext Redis client got an answer")
-		}
-	})
+	}
+}
+
+func testRedisAuth(t *testing.T, c *secureCluster) {
+	open := func(user, pass string) *redis.Client {
+		rc := redis.NewClient(&redis.Options{Addr: c.tc.RedisAddr(1), Username: user, Password: pass,
+			TLSConfig: tlsConfig(t, c.certs, ""), MaxRetries: -1})
+		t.Cleanup(func() { rc.Close() })
+		return rc
+	}
+	if err := open("", "").Get(c.ctx, "greeting").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Errorf("GET without AUTH: %v, want NOAUTH", err)
+	}
+	r := open("reader", "r-pass")
+	if v, err := r.Get(c.ctx, "greeting").Result(); err != nil || v != "hello" {
+		t.Errorf("GET as reader: %q %v", v, err)
+	}
+	if err := r.Set(c.ctx, "greeting", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+		t.Errorf("SET as reader: %v, want NOPERM", err)
+	}
+	if err := open("writer", "w-pass").Set(c.ctx, "r", "1", 0).Err(); err != nil {
+		t.Errorf("SET as writer: %v", err)
+	}
+	plain := redis.NewClient(&redis.Options{Addr: c.tc.RedisAddr(1), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	defer plain.Close()
+	if err := plain.Ping(c.ctx).Err(); err == nil {
+		t.Error("a plaintext Redis client got an answer")
+	}
 }
