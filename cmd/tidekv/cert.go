@@ -73,27 +73,7 @@ func newUserCmd() *cobra.Command {
 			return uf.Write(security.OSFiles{}, path)
 		}
 	}
-	var role string
-	var certOnly bool
-	add := &cobra.Command{
-		Use: "add USER", Short: "Add a user with a role and a password (or --cert-only)", Args: cobra.ExactArgs(1),
-		RunE: edit(func(uf *security.UserFile, args []string) error {
-			r, err := security.ParseRole(role)
-			if err != nil {
-				return err
-			}
-			pw := ""
-			if !certOnly {
-				if pw, err = newPassword(); err != nil {
-					return err
-				}
-			}
-			return uf.Add(args[0], r, pw)
-		}),
-	}
-	add.Flags().StringVar(&role, "role", "read", "read, write or admin")
-	add.Flags().BoolVar(&certOnly, "cert-only", false, "no password: the user authenticates with a client certificate only")
-	cmd.AddCommand(add,
+	cmd.AddCommand(newUserAddCmd(edit),
 		&cobra.Command{Use: "remove USER", Short: "Remove a user", Args: cobra.ExactArgs(1),
 			RunE: edit(func(uf *security.UserFile, args []string) error { return uf.Remove(args[0]) })},
 		&cobra.Command{Use: "passwd USER", Short: "Change a user's password", Args: cobra.ExactArgs(1),
@@ -115,6 +95,31 @@ func newUserCmd() *cobra.Command {
 			}},
 	)
 	return cmd
+}
+
+// newUserAddCmd is `tidekv user add`; edit runs it on the users file.
+func newUserAddCmd(edit func(func(*security.UserFile, []string) error) func(*cobra.Command, []string) error) *cobra.Command {
+	var role string
+	var certOnly bool
+	add := &cobra.Command{
+		Use: "add USER", Short: "Add a user with a role and a password (or --cert-only)", Args: cobra.ExactArgs(1),
+		RunE: edit(func(uf *security.UserFile, args []string) error {
+			r, err := security.ParseRole(role)
+			if err != nil {
+				return err
+			}
+			pw := ""
+			if !certOnly {
+				if pw, err = newPassword(); err != nil {
+					return err
+				}
+			}
+			return uf.Add(args[0], r, pw)
+		}),
+	}
+	add.Flags().StringVar(&role, "role", "read", "read, write or admin")
+	add.Flags().BoolVar(&certOnly, "cert-only", false, "no password: the user authenticates with a client certificate only")
+	return add
 }
 
 // newPassword reads a new password from $TIDEKV_NEW_PASSWORD or, twice,
