@@ -113,6 +113,16 @@ func testCtlByCertificate(t *testing.T, c *secureCluster) {
 	if out, errOut, err := secureCtl(c.ctx, c.bin, c.tc.Addr(3), nil, append(c.sec, "--user", "alice", "get", "greeting")...); err != nil || out != "hello" {
 		t.Fatalf("get as alice: %q %v: %s", out, err, errOut)
 	}
+	// Admin calls go to the meta leaseholder and range leaders: nodes
+	// forward them with their node certificates.
+	for _, addr := range []string{c.tc.Addr(1), c.tc.Addr(3)} {
+		if _, errOut, err := secureCtl(c.ctx, c.bin, addr, nil, append(c.sec, "--user", "alice", "status")...); err != nil {
+			t.Fatalf("status as alice via %s: %v: %s", addr, err, errOut)
+		}
+	}
+	if _, errOut, err := secureCtl(c.ctx, c.bin, c.tc.Addr(3), nil, append(c.sec, "--user", "alice", "split", "m")...); err != nil {
+		t.Fatalf("split as alice: %v: %s", err, errOut)
+	}
 }
 
 func testPlaintextRefused(t *testing.T, c *secureCluster) {
