@@ -115,6 +115,15 @@ func TestAuthorize(t *testing.T) {
 	}
 }
 
+func TestDirectoryRefusesAMissingUsersFile(t *testing.T) {
+	if _, err := NewDirectory(OSFiles{}, filepath.Join(t.TempDir(), "nope.json")); err == nil {
+		t.Error("a missing users file was accepted")
+	}
+	if _, err := NewDirectory(OSFiles{}, ""); err != nil {
+		t.Errorf("no users file: %v", err)
+	}
+}
+
 func TestDirectoryReloadsTheUsersFile(t *testing.T) {
 	path := writeUsers(t)
 	dir, err := NewDirectory(OSFiles{}, path)

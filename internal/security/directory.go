@@ -35,6 +35,10 @@ const ReloadEvery = time.Second
 // certificate).
 func NewDirectory(f Files, path string) (*Directory, error) {
 	load := func() (*UserFile, error) { return &UserFile{}, nil }
+	if path != "" && !f.Exists(path) {
+		// A mistyped path would otherwise lock out every password user.
+		return nil, fmt.Errorf("users file %s does not exist (create it with `tidekv user add`)", path)
+	}
 	if path != "" {
 		load = func() (*UserFile, error) { return ReadUserFile(f, path) }
 	}
