@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -42,6 +43,9 @@ type Config struct {
 	// queue, so QueueSize must cover message rate × delay. One table may be
 	// shared by every node's transport. nil costs nothing.
 	Delays *Delays
+	// Credentials secure connections to other nodes (TLS with this node's
+	// certificate, which the peer checks); nil dials plaintext.
+	Credentials credentials.TransportCredentials
 }
 
 // DefaultConfig returns settings for a local cluster.
@@ -152,7 +156,11 @@ func (t *GRPC) conn(node uint64) (*grpc.ClientConn, error) {
 	if c := t.conns[addr]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds := t.cfg.Credentials
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
 		return nil, err
