@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/plot"
+	"github.com/tidekv/tidekv/plot"
 )
 
 // ElasticPoint is the cluster during one tick of an elastic run.

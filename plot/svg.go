@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -17,6 +18,9 @@ type Series struct {
 	Points []Point
 	// Step draws the line as steps (a node count), not straight segments.
 	Step bool
+	// Bars draws one bar per point instead of a line (a histogram); the
+	// bar series of a panel stand side by side within each x slot.
+	Bars bool
 }
 
 // Panel is one y axis with its lines; HLine, when non-zero, draws a dashed
@@ -27,10 +31,19 @@ type Panel struct {
 	HLine  float64
 }
 
-// Chart is a figure: panels stacked over a shared x axis.
+// Chart is a figure: panels stacked over a shared x axis. Marks draw
+// dashed vertical lines through every panel (a moment: a node starts
+// serving).
 type Chart struct {
 	Title, XLabel string
 	Panels        []Panel
+	Marks         []Mark
+}
+
+// Mark is a labelled x position.
+type Mark struct {
+	X     float64
+	Label string
 }
 
 const (
@@ -50,7 +63,7 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="22" font-size="15">%s</text>`+"\n", marginLeft, html.EscapeString(c.Title))
-	x0, x1 := c.xRange()
+	x0, x1, slot := c.xRange()
 	plotW := float64(width - marginLeft - marginRight)
 	sx := func(x float64) float64 { return marginLeft + (x-x0)/(x1-x0)*plotW }
 	for i, p := range c.Panels {
@@ -65,13 +78,25 @@ func (c Chart) WriteSVG(w io.Writer) error {
 		if p.HLine > 0 && p.HLine <= y1 {
 			fmt.Fprintf(&b, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#555" stroke-dasharray="5,4"/>`+"\n", marginLeft, marginLeft+plotW, sy(p.HLine), sy(p.HLine))
 		}
+		bars := p.barLayout(slot * plotW / (x1 - x0))
 		for j, s := range p.Series {
 			color := colors[j%len(colors)]
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", color, polyline(s, sx, sy))
+			if s.Bars {
+				writeBars(&b, s, color, sx, sy, top+panelHeight, bars[j])
+			} else {
+				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", color, polyline(s, sx, sy))
+			}
 			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", marginLeft+plotW+8, top+14+float64(j)*16, color, html.EscapeString(s.Name))
 		}
 	}
 	bottom := float64(marginTop + len(c.Panels)*(panelHeight+gap) - gap)
+	for _, m := range c.Marks {
+		if m.X < x0 || m.X > x1 {
+			continue
+		}
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.0f" stroke="#555" stroke-dasharray="3,3"/>`+"\n", sx(m.X), sx(m.X), marginTop, bottom)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="11">%s</text>`+"\n", sx(m.X)+3, marginTop-4, html.EscapeString(m.Label))
+	}
 	for _, t := range []float64{0, 0.25, 0.5, 0.75, 1} {
 		x := x0 + t*(x1-x0)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", sx(x), bottom+16, num(x))
@@ -82,19 +107,78 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	return err
 }
 
-func (c Chart) xRange() (lo, hi float64) {
+// xRange is the shared x axis and the width of one bar slot (the closest
+// spacing of bar x values). Bars need half a slot of room at each end.
+func (c Chart) xRange() (lo, hi, slot float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
+	var barXs []float64
 	for _, p := range c.Panels {
 		for _, s := range p.Series {
 			for _, pt := range s.Points {
 				lo, hi = math.Min(lo, pt.X), math.Max(hi, pt.X)
+				if s.Bars {
+					barXs = append(barXs, pt.X)
+				}
 			}
 		}
 	}
-	if !(hi > lo) {
-		return 0, 1
+	for _, m := range c.Marks {
+		lo, hi = math.Min(lo, m.X), math.Max(hi, m.X)
 	}
-	return lo, hi
+	slices.Sort(barXs)
+	slot = math.Inf(1)
+	for i := 1; i < len(barXs); i++ {
+		if d := barXs[i] - barXs[i-1]; d > 0 {
+			slot = math.Min(slot, d)
+		}
+	}
+	if len(barXs) > 0 {
+		if math.IsInf(slot, 1) {
+			slot = 1 // one x value: a unit-wide slot
+		}
+		lo, hi = lo-slot/2, hi+slot/2
+	}
+	if !(hi > lo) {
+		return 0, 1, 0
+	}
+	return lo, hi, slot
+}
+
+// barSlot is where one bar series draws within an x slot, in pixels.
+type barSlot struct{ off, w float64 }
+
+// barLayout gives each bar series of p its offset and width in pixels
+// within a slot of slotPx pixels; zero for line series.
+func (p Panel) barLayout(slotPx float64) []barSlot {
+	out := make([]barSlot, len(p.Series))
+	n := 0
+	for _, s := range p.Series {
+		if s.Bars {
+			n++
+		}
+	}
+	if n == 0 {
+		return out
+	}
+	w := 0.8 * slotPx / float64(n)
+	k := 0
+	for j, s := range p.Series {
+		if s.Bars {
+			out[j].off, out[j].w = -0.4*slotPx+float64(k)*w, w
+			k++
+		}
+	}
+	return out
+}
+
+func writeBars(b *strings.Builder, s Series, color string, sx, sy func(float64) float64, base float64, l barSlot) {
+	for _, pt := range s.Points {
+		if math.IsNaN(pt.Y) || math.IsInf(pt.Y, 0) || pt.Y <= 0 {
+			continue
+		}
+		y := sy(pt.Y)
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n", sx(pt.X)+l.off, y, l.w, base-y, color)
+	}
 }
 
 // yMax is the panel's top: its largest value (or reference line) plus 10%.
