@@ -33,11 +33,13 @@ type Panel struct {
 
 // Chart is a figure: panels stacked over a shared x axis. Marks draw
 // dashed vertical lines through every panel (a moment: a node starts
-// serving).
+// serving); XTicks, when set, replace the numeric x labels (categories
+// drawn as bars at 0, 1, 2, ...).
 type Chart struct {
 	Title, XLabel string
 	Panels        []Panel
 	Marks         []Mark
+	XTicks        []Mark
 }
 
 // Mark is a labelled x position.
@@ -55,7 +57,7 @@ const (
 	gap         = 30
 )
 
-var colors = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
+var colors = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"}
 
 // WriteSVG draws c.
 func (c Chart) WriteSVG(w io.Writer) error {
@@ -97,9 +99,15 @@ func (c Chart) WriteSVG(w io.Writer) error {
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.0f" stroke="#555" stroke-dasharray="3,3"/>`+"\n", sx(m.X), sx(m.X), marginTop, bottom)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="11">%s</text>`+"\n", sx(m.X)+3, marginTop-4, html.EscapeString(m.Label))
 	}
-	for _, t := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		x := x0 + t*(x1-x0)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", sx(x), bottom+16, num(x))
+	ticks := c.XTicks
+	if len(ticks) == 0 {
+		for _, t := range []float64{0, 0.25, 0.5, 0.75, 1} {
+			x := x0 + t*(x1-x0)
+			ticks = append(ticks, Mark{X: x, Label: num(x)})
+		}
+	}
+	for _, t := range ticks {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", sx(t.X), bottom+16, html.EscapeString(t.Label))
 	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`+"\n", marginLeft+plotW/2, bottom+30, html.EscapeString(c.XLabel))
 	b.WriteString("</svg>\n")

@@ -113,3 +113,16 @@ func TestDegenerateInput(t *testing.T) {
 		t.Errorf("one bar: x range %v..%v, want 2.5..3.5", x0, x1)
 	}
 }
+
+func TestXTicks(t *testing.T) {
+	c := Chart{XTicks: []Mark{{X: 0, Label: "hogs, get"}, {X: 1, Label: "hogs & scan"}},
+		Panels: []Panel{{Series: []Series{{Name: "p99", Bars: true, Points: []Point{{0, 5}, {1, 7}}}}}}}
+	out := render(t, c)
+	if !strings.Contains(out, ">hogs, get<") || !strings.Contains(out, ">hogs &amp; scan<") {
+		t.Error("category labels missing")
+	}
+	// The numeric quartile labels give way to the categories.
+	if strings.Contains(out, ">-0.5<") || strings.Contains(out, ">0.25<") {
+		t.Error("numeric x labels drawn alongside categories")
+	}
+}
