@@ -183,6 +183,9 @@ func runAdaptive(ctx context.Context, opts Options, out io.Writer) error {
 	}
 	plTable(out, []string{"configuration", "offered reads/s", "served reads/s", "failed", "overloaded / timeout / other / not sent",
 		"p50 ms", "p99 ms", "adaptive learners at end", "reads served/s per node", "requests shed per node", "median load score per node"}, rows)
+	if err := writeFigure(opts, out, "adaptive", "failures", adaptiveChart(configs, results)); err != nil {
+		return err
+	}
 	return ctx.Err()
 }
 

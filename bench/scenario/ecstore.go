@@ -271,7 +271,7 @@ func runECStore(ctx context.Context, opts Options, out io.Writer) error {
 		}
 	}
 	fmt.Fprintln(out)
-	return nil
+	return writeFigure(opts, out, "ecstore", "admission", ecstoreChart(steps))
 }
 
 // ecsPrepare chooses the next request to node n (in the node's generator

@@ -320,7 +320,7 @@ func runHoroscope(ctx context.Context, opts Options, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "\nLeases during the runs (range: node): %s.\n\n", rows[len(rows)-1].leases)
-	return nil
+	return writeFigure(opts, out, "horoscope", "replica-choice", horoscopeChart(rows))
 }
 
 // hsPct formats a/b - 1 as a signed percentage.

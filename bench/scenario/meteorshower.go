@@ -424,5 +424,5 @@ func runMeteorShower(ctx context.Context, opts Options, out io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out)
-	return nil
+	return writeFigure(opts, out, "meteorshower", "latency-rtt", meteorChart(rows))
 }

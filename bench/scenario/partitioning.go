@@ -115,6 +115,9 @@ func runPartitioning(ctx context.Context, opts Options, out io.Writer) error {
 		fmt.Fprintf(out, "- Θmax %s MiB: exact fullness %.0f%% ± %.0f%%, %s ElasCass's 60–80%% with σ < 20%%\n", plMiB(float64(r.maxBytes)), 100*em, 100*es, verdict)
 	}
 	fmt.Fprintln(out)
+	if err := writeFigure(opts, out, "partitioning", "fullness", partitioningChart(results)); err != nil {
+		return err
+	}
 	return ctx.Err()
 }
 

@@ -87,6 +87,7 @@ type scaleoutStep struct {
 	states       []string // the new node's states as seen, in order
 	events       map[string]int
 	failures     []string // reasons of failed operators
+	samples      []scaleoutSample
 }
 
 func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
@@ -226,6 +227,11 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 	if bres != nil && bres.Run != nil {
 		fmt.Fprintf(out, "Background load over all steps: %d operations, %d errors, %.0f ops/s.\n\n", bres.Run.Operations, bres.Run.Errors, bres.Run.Throughput)
 	}
+	for _, s := range steps {
+		if err := writeFigure(opts, out, "scaleout", fmt.Sprintf("join%d", s.nodes), scaleoutChart(s)); err != nil {
+			return err
+		}
+	}
 	met := func(ok bool) string {
 		if ok {
 			return "met"
@@ -269,6 +275,12 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 		if err != nil {
 			return false
 		}
+		smp := scaleoutSample{at: since().Seconds(), qps: map[uint64]float64{}, replicas: map[uint64]float64{}, leases: map[uint64]float64{}}
+		for _, ns := range status.GetNodes() {
+			id := ns.GetNode().GetNodeId()
+			smp.qps[id], smp.replicas[id], smp.leases[id] = ns.GetQps(), float64(ns.GetReplicas()), float64(ns.GetLeases())
+		}
+		st.samples = append(st.samples, smp)
 		for _, ns := range status.GetNodes() {
 			if ns.GetNode().GetNodeId() == st.nodeID {
 				if s := ns.GetState(); s != state {

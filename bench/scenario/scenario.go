@@ -28,6 +28,9 @@ type Options struct {
 	Duration time.Duration
 	// Quick shrinks the scenario (data, steps, durations) to a smoke test.
 	Quick bool
+	// Out is the directory for the scenario's figures (SVG), linked from
+	// its report ("": none drawn).
+	Out string
 	// Seed makes workload choices reproducible.
 	Seed uint64
 	// Progress receives human progress lines (stderr in the CLI).

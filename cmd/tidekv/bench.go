@@ -199,6 +199,7 @@ func newScenarioCmd() *cobra.Command {
 	f.StringVar(&opts.Dir, "dir", "", "data and log directory (default: a temporary one)")
 	f.DurationVar(&opts.Duration, "duration", 0, "length of each measured step (default: the scenario's)")
 	f.BoolVar(&opts.Quick, "quick", false, "a small, fast version (smoke test)")
+	f.StringVar(&opts.Out, "out", "scenario-results", "directory for the figures (SVG), named SCENARIO-FIGURE.svg and linked from the report")
 	f.Uint64Var(&opts.Seed, "seed", 1, "workload seed")
 	return cmd
 }
