@@ -39,6 +39,8 @@ type PhaseResult struct {
 	Ops []OpResult `json:"ops"`
 	// Cost is the servers' work per operation (RunWithCost only).
 	Cost
+	// Timeline has one point per second of the phase.
+	Timeline []TimelinePoint `json:"timeline"`
 }
 
 // OpResult summarises one operation kind in one phase. Latencies are in

@@ -134,6 +134,11 @@ type worker struct {
 	canceled bool  // an operation failed because ctx was cancelled
 	stats    [numOpKinds]*opStats
 
+	// The phase's per-second timeline and this worker's current second.
+	tl  *timeline
+	sec int
+	cur secStats
+
 	// Per-worker rather than shared counters, so that counting an
 	// operation never contends; the progress printer sums them.
 	done atomic.Int64
@@ -171,6 +176,7 @@ func (w *worker) finish(ctx context.Context, k opKind, start time.Time, found bo
 		w.canceled = true
 		return
 	}
+	w.tl.add(w, start.Add(lat), lat, err != nil)
 	s := w.stats[k]
 	if s == nil {
 		// Allocated on first use: most workloads use two kinds.
@@ -371,6 +377,10 @@ func (b *benchmark) phase(ctx context.Context, name string, workers []*worker, t
 
 	before, probeErr := b.sample(ctx)
 	start := time.Now()
+	tl := &timeline{begin: start}
+	for _, w := range workers {
+		w.tl = tl
+	}
 	p.start(start, total, limit, workers)
 	var wg sync.WaitGroup
 	var interrupted atomic.Bool // some worker stopped before its quota
@@ -394,6 +404,9 @@ func (b *benchmark) phase(ctx context.Context, name string, workers []*worker, t
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	for _, w := range workers {
+		tl.flush(w)
+	}
 	close(phaseDone)
 	<-watcherDone
 	p.stop(time.Now())
@@ -406,6 +419,7 @@ func (b *benchmark) phase(ctx context.Context, name string, workers []*worker, t
 		}
 	}
 	pr := summarize(name, workers, elapsed, stopped)
+	pr.Timeline = tl.points(elapsed)
 	if b.probe != nil {
 		after, err := b.sample(ctx)
 		pr.Cost = costOf(before, after, pr.Operations)

@@ -23,6 +23,7 @@ func newBenchCmd() *cobra.Command {
 	var addrs string
 	var gcPercent *int
 	var asJSON bool
+	var figures string
 	var read client.ReadOption
 	var sec clientSecurity
 	cmd := &cobra.Command{
@@ -43,7 +44,9 @@ node in the cluster's node list: CPU µs, fsyncs and bytes written, from the
 deltas of the nodes' /metrics counters across the phase. Work the cluster
 does for other clients in that time counts too.
 
-Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
+Progress goes to stderr; the report (a table, or JSON with --json, which
+includes each phase's per-second timeline) to stdout. Throughput and p99 per
+second are drawn as one SVG per phase into --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if read != client.Linearizable() {
@@ -94,6 +97,13 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 			} else {
 				err = res.WriteTable(out)
 			}
+			if figures != "" {
+				paths, ferr := res.WriteFigures(figures)
+				for _, p := range paths {
+					fmt.Fprintf(cmd.ErrOrStderr(), "figure: %s\n", p)
+				}
+				err = errors.Join(err, ferr)
+			}
 			if runErr != nil {
 				// 130 is the shell's code for death by SIGINT.
 				return &exitCodeError{code: 130, err: fmt.Errorf("bench interrupted: %w", runErr)}
@@ -114,6 +124,7 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 	f.DurationVar(&cfg.Duration, "duration", 0, "cap on the run phase's wall time (0 = none)")
 	f.BoolVar(&cfg.SkipLoad, "skip-load", false, "skip the load phase (records were loaded by an earlier run)")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	f.StringVar(&figures, "out", "bench-results", "directory for the per-phase figures (SVG: ycsb-WORKLOAD-PHASE.svg); empty: none")
 	f.Var(&read, "read", readFlagUsage)
 	sec.addFlags(f)
 	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd(), newChaosBenchCmd())
