@@ -71,11 +71,22 @@ func fullnessBins(xs []float64) []plot.Point {
 func partitioningChart(results []partitioningResult) plot.Chart {
 	c := plot.Chart{Title: "partitioning: range fullness after the load (share of Θmax)", XLabel: "fullness, % of Θmax",
 		Marks: []plot.Mark{{X: 100, Label: "Θmax"}}}
+	hi := 100.0
 	for _, r := range results {
+		exact, reported := fullnessBins(r.exact), fullnessBins(r.reported)
+		for _, bins := range [][]plot.Point{exact, reported} {
+			if len(bins) > 0 {
+				hi = max(hi, bins[len(bins)-1].X+5)
+			}
+		}
 		c.Panels = append(c.Panels, plot.Panel{YLabel: fmt.Sprintf("ranges, Θmax %s MiB", plMiB(float64(r.maxBytes))), Series: []plot.Series{
-			{Name: "exact bytes", Bars: true, Points: fullnessBins(r.exact)},
-			{Name: "reported size", Bars: true, Points: fullnessBins(r.reported)},
+			{Name: "exact bytes", Bars: true, Points: exact},
+			{Name: "reported size", Bars: true, Points: reported},
 		}})
+	}
+	// Bin edges read better than the axis's quarter points.
+	for x := 0.0; x <= hi; x += 20 {
+		c.XTicks = append(c.XTicks, plot.Mark{X: x, Label: fmt.Sprintf("%.0f%%", x)})
 	}
 	return c
 }

@@ -44,6 +44,10 @@ func TestFullnessBins(t *testing.T) {
 	if len(c.Panels) != 1 || !c.Panels[0].Series[0].Bars || c.Marks[0].X != 100 || !strings.Contains(c.Panels[0].YLabel, "4.0 MiB") {
 		t.Errorf("partitioning chart %+v", c)
 	}
+	// Ticks every 20% reach Θmax even when every range is below it.
+	if n := len(c.XTicks); n != 6 || c.XTicks[5].Label != "100%" {
+		t.Errorf("ticks %+v", c.XTicks)
+	}
 }
 
 func TestScaleoutChart(t *testing.T) {
