@@ -204,7 +204,7 @@ func adaptiveChart(configs []adaptiveConfig, results map[string][]adaptiveStep) 
 }
 
 // horoscopeChart puts the replica-choice modes side by side as bars, one
-// slot per (hogs, workload) case.
+// slot per (hogs, workload) case: p99, throughput and errors.
 func horoscopeChart(rows []hsRow) plot.Chart {
 	type group struct {
 		stressed bool
@@ -228,18 +228,19 @@ func horoscopeChart(rows []hsRow) plot.Chart {
 		}
 		c.XTicks = append(c.XTicks, plot.Mark{X: float64(i), Label: hogs + ", " + g.workload})
 	}
-	p99, errs := plot.Panel{YLabel: "p99 ms"}, plot.Panel{YLabel: "errors % of operations"}
+	p99, rate, errs := plot.Panel{YLabel: "p99 ms"}, plot.Panel{YLabel: "operations/s"}, plot.Panel{YLabel: "errors % of operations"}
 	for _, m := range modes {
-		a, b := plot.Series{Name: m, Bars: true}, plot.Series{Name: m, Bars: true}
+		a, b, e := plot.Series{Name: m, Bars: true}, plot.Series{Name: m, Bars: true}, plot.Series{Name: m, Bars: true}
 		for _, r := range rows {
 			if r.mode == m {
 				x := float64(slices.Index(groups, group{r.stressed, r.workload}))
 				a.Points = append(a.Points, plot.Point{X: x, Y: ms(r.res.Q(0.99))})
-				b.Points = append(b.Points, plot.Point{X: x, Y: share(float64(r.res.Errors), float64(r.res.Ops+r.res.Errors))})
+				b.Points = append(b.Points, plot.Point{X: x, Y: r.res.Rate()})
+				e.Points = append(e.Points, plot.Point{X: x, Y: share(float64(r.res.Errors), float64(r.res.Ops+r.res.Errors))})
 			}
 		}
-		p99.Series, errs.Series = append(p99.Series, a), append(errs.Series, b)
+		p99.Series, rate.Series, errs.Series = append(p99.Series, a), append(rate.Series, b), append(errs.Series, e)
 	}
-	c.Panels = []plot.Panel{p99, errs}
+	c.Panels = []plot.Panel{p99, rate, errs}
 	return c
 }

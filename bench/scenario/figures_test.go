@@ -102,7 +102,7 @@ func TestMeteorAndAdaptiveCharts(t *testing.T) {
 }
 
 func TestHoroscopeChart(t *testing.T) {
-	r := lrResult{Ops: 99, Errors: 1, Lat: []time.Duration{2 * time.Millisecond}}
+	r := lrResult{Ops: 99, Errors: 1, Elapsed: time.Second, Lat: []time.Duration{2 * time.Millisecond}}
 	var rows []hsRow
 	for _, stressed := range []bool{false, true} {
 		for _, w := range []string{"get", "scan"} {
@@ -115,7 +115,9 @@ func TestHoroscopeChart(t *testing.T) {
 	if len(c.XTicks) != 4 || c.XTicks[2].Label != "hogs, get" || len(c.Panels[0].Series) != 2 {
 		t.Fatalf("ticks %+v, series %d", c.XTicks, len(c.Panels[0].Series))
 	}
-	samePoints(t, "leaseholder errors", c.Panels[1].Series[1], [][2]float64{{0, 1}, {1, 1}, {2, 1}, {3, 1}})
+	samePoints(t, "leaseholder errors", c.Panels[2].Series[1], [][2]float64{{0, 1}, {1, 1}, {2, 1}, {3, 1}})
+	samePoints(t, "throughput", c.Panels[1].Series[0], [][2]float64{{0, 99}, {1, 99}, {2, 99}, {3, 99}})
+	samePoints(t, "load-aware p99", c.Panels[0].Series[0], [][2]float64{{0, 2}, {1, 2}, {2, 2}, {3, 2}})
 }
 
 func TestWriteFigure(t *testing.T) {
