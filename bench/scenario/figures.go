@@ -98,7 +98,8 @@ type scaleoutSample struct {
 }
 
 // scaleoutChart draws one join: per-node load, replicas and leases over
-// time, with the moments the new node first served and phase 1 ended.
+// time, with the moments the new node first served (took a lease), ended
+// bootstrap phase 1 and was live.
 func scaleoutChart(st scaleoutStep) plot.Chart {
 	var ids []uint64
 	for _, s := range st.samples {
@@ -132,6 +133,9 @@ func scaleoutChart(st scaleoutStep) plot.Chart {
 	}
 	if st.phase1 && st.phase1End >= 0 {
 		c.Marks = append(c.Marks, plot.Mark{X: st.phase1End.Seconds(), Label: "phase 1 ends"})
+	}
+	if st.live >= 0 {
+		c.Marks = append(c.Marks, plot.Mark{X: st.live.Seconds(), Label: "live"})
 	}
 	return c
 }

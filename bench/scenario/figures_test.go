@@ -51,7 +51,7 @@ func TestFullnessBins(t *testing.T) {
 }
 
 func TestScaleoutChart(t *testing.T) {
-	st := scaleoutStep{nodes: 3, nodeID: 3, firstLease: 4 * time.Second, phase1: true, phase1End: 9 * time.Second, samples: []scaleoutSample{
+	st := scaleoutStep{nodes: 3, nodeID: 3, firstLease: 4 * time.Second, phase1: true, phase1End: 9 * time.Second, live: 12 * time.Second, samples: []scaleoutSample{
 		{at: 1, qps: map[uint64]float64{1: 100, 2: 90}, replicas: map[uint64]float64{1: 10, 2: 10}, leases: map[uint64]float64{1: 6, 2: 4}},
 		{at: 5, qps: map[uint64]float64{1: 60, 2: 70, 3: 60}, replicas: map[uint64]float64{1: 10, 2: 10, 3: 4}, leases: map[uint64]float64{1: 4, 2: 3, 3: 3}},
 	}}
@@ -62,10 +62,10 @@ func TestScaleoutChart(t *testing.T) {
 	// The new node counts 0 before it appears.
 	samePoints(t, "node 3 replicas", c.Panels[1].Series[2], [][2]float64{{1, 0}, {5, 4}})
 	samePoints(t, "node 1 qps", c.Panels[0].Series[0], [][2]float64{{1, 100}, {5, 60}})
-	if len(c.Marks) != 2 || c.Marks[0].X != 4 || c.Marks[0].Label != "serving" || c.Marks[1].X != 9 {
+	if len(c.Marks) != 3 || c.Marks[0].X != 4 || c.Marks[0].Label != "serving" || c.Marks[1].X != 9 || c.Marks[2].Label != "live" {
 		t.Errorf("marks %+v", c.Marks)
 	}
-	if c := scaleoutChart(scaleoutStep{nodes: 2, firstLease: -1}); len(c.Marks) != 0 {
+	if c := scaleoutChart(scaleoutStep{nodes: 2, firstLease: -1, live: -1}); len(c.Marks) != 0 {
 		t.Errorf("a node that never served is marked: %+v", c.Marks)
 	}
 }

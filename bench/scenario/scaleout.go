@@ -71,6 +71,7 @@ type scaleoutStep struct {
 	firstLease   time.Duration // serving: it holds a lease
 	phase1       bool          // "bootstrap phase 1" was seen
 	phase1End    time.Duration
+	live         time.Duration // the new node's state first read "live"
 	balanced     time.Duration // state live, replication complete, replica counts stable
 	settled      bool
 	recvPhase1   float64 // bytes the new node received until phase 1 ended
@@ -251,7 +252,7 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p scaleoutParams) (scaleoutStep, error) {
 	log := pc.progress
 	cl := pc.cl
-	st := scaleoutStep{nodes: n, firstReplica: -1, firstLease: -1, phase1End: -1, balanced: -1}
+	st := scaleoutStep{nodes: n, firstReplica: -1, firstLease: -1, phase1End: -1, live: -1, balanced: -1}
 	sent0, recv0 := pc.snapshotBytes(ctx)
 	okFrom, failFrom := bg.store.ok.Load(), bg.store.fail.Load()
 	t0 := time.Now()
@@ -286,6 +287,9 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 				if s := ns.GetState(); s != state {
 					plLogf(log, "node %d: %s (%.1f s)", n, s, since().Seconds())
 					state = s
+					if s == "live" && st.live < 0 {
+						st.live = since()
+					}
 					st.states = append(st.states, fmt.Sprintf("%s at %.1f s", s, since().Seconds()))
 				}
 			}
