@@ -71,7 +71,7 @@ type scaleoutStep struct {
 	firstLease   time.Duration // serving: it holds a lease
 	phase1       bool          // "bootstrap phase 1" was seen
 	phase1End    time.Duration
-	live         time.Duration // the new node's state first read "live"
+	live         time.Duration // the new node's state last turned "live" (a joining node may flash live before its bootstrap)
 	balanced     time.Duration // state live, replication complete, replica counts stable
 	settled      bool
 	recvPhase1   float64 // bytes the new node received until phase 1 ended
@@ -287,7 +287,7 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 				if s := ns.GetState(); s != state {
 					plLogf(log, "node %d: %s (%.1f s)", n, s, since().Seconds())
 					state = s
-					if s == "live" && st.live < 0 {
+					if s == "live" {
 						st.live = since()
 					}
 					st.states = append(st.states, fmt.Sprintf("%s at %.1f s", s, since().Seconds()))
