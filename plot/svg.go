@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Point is one sample of a series.
@@ -49,10 +50,11 @@ type Mark struct {
 }
 
 const (
-	width       = 900
+	plotWidth   = 660
 	panelHeight = 180
 	marginLeft  = 80
-	marginRight = 160
+	marginRight = 160 // the legend's room; wider for long series names
+	charWidth   = 7   // a generous average at font-size 12
 	marginTop   = 40
 	gap         = 30
 )
@@ -63,10 +65,11 @@ var colors = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8
 func (c Chart) WriteSVG(w io.Writer) error {
 	height := marginTop + len(c.Panels)*(panelHeight+gap) + 30
 	var b strings.Builder
+	width := marginLeft + plotWidth + c.legendWidth()
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="22" font-size="15">%s</text>`+"\n", marginLeft, html.EscapeString(c.Title))
 	x0, x1, slot := c.xRange()
-	plotW := float64(width - marginLeft - marginRight)
+	plotW := float64(plotWidth)
 	sx := func(x float64) float64 { return marginLeft + (x-x0)/(x1-x0)*plotW }
 	for i, p := range c.Panels {
 		top := float64(marginTop + i*(panelHeight+gap))
@@ -113,6 +116,17 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// legendWidth fits the longest series name right of the panels.
+func (c Chart) legendWidth() int {
+	w := marginRight
+	for _, p := range c.Panels {
+		for _, s := range p.Series {
+			w = max(w, 8+charWidth*utf8.RuneCountInString(s.Name))
+		}
+	}
+	return w
 }
 
 // xRange is the shared x axis and the width of one bar slot (the closest

@@ -126,3 +126,14 @@ func TestXTicks(t *testing.T) {
 		t.Error("numeric x labels drawn alongside categories")
 	}
 }
+
+func TestLegendFitsLongNames(t *testing.T) {
+	short := Chart{Panels: []Panel{{Series: []Series{{Name: "p99", Points: []Point{{0, 1}}}}}}}
+	if !strings.Contains(render(t, short), `width="900"`) {
+		t.Error("short names changed the default width")
+	}
+	long := Chart{Panels: []Panel{{Series: []Series{{Name: "RF1 + adaptive, client refreshing ranges", Points: []Point{{0, 1}}}}}}}
+	if w := long.legendWidth(); w < 8+7*40 {
+		t.Errorf("legend %d px wide for a 40-character name", w)
+	}
+}
