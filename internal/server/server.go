@@ -65,6 +65,7 @@ type Server struct {
 	meta   *metaState
 	ctl    *controlState
 	load   loadTracker
+	sizes  rangeSizes
 	events *events.Log
 	mon    *monitor.Monitor
 	gossip *gossip.Gossip
