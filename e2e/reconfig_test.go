@@ -19,7 +19,8 @@ import (
 
 // reconfigRuns is how many seeded runs TestReconfigurationUnderKills makes
 // and how long each lasts: one short run by default, the 20 × 60 s
-// with TIDEKV_E2E_LONG=1, or TIDEKV_RECONFIG_RUNS / TIDEKV_RECONFIG_DURATION.
+// with TIDEKV_E2E_LONG=1, or TIDEKV_RECONFIG_RUNS / TIDEKV_RECONFIG_DURATION
+// (TIDEKV_RECONFIG_SEED: the first run's seed, default 1).
 func reconfigRuns(t *testing.T) (runs int, d time.Duration) {
 	runs, d = 1, 24*time.Second
 	if long() {
@@ -55,8 +56,16 @@ func reconfigRuns(t *testing.T) (runs int, d time.Duration) {
 // or a timeout.
 func TestReconfigurationUnderKills(t *testing.T) {
 	runs, d := reconfigRuns(t)
+	first := uint64(1)
+	if v := os.Getenv("TIDEKV_RECONFIG_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("TIDEKV_RECONFIG_SEED=%q: want an unsigned integer", v)
+		}
+		first = n
+	}
 	for run := range runs {
-		seed := uint64(run + 1)
+		seed := first + uint64(run)
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { reconfigRun(t, seed, d) })
 	}
 }

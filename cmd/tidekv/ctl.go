@@ -40,6 +40,10 @@ func ctlFail(err error) error {
 	if err == nil || errors.As(err, &ec) {
 		return err
 	}
+	if strings.Contains(err.Error(), "error reading server preface") {
+		// A plaintext client reaching a TLS listener sees only an EOF.
+		err = fmt.Errorf("%w (the node may be serving TLS: give --certs-dir, see docs/security.md)", err)
+	}
 	return &exitCodeError{code: ctlFailure, err: err}
 }
 

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -44,5 +46,17 @@ func TestServerSecurityFlags(t *testing.T) {
 		if err := sec.check(); (err == nil) != c.ok {
 			t.Errorf("%q: check() = %v, want ok=%v", c.args, err, c.ok)
 		}
+	}
+}
+
+// A plaintext ctl reaching a TLS node sees only "error reading server
+// preface: EOF"; the error then says what to try.
+func TestCtlFailHintsAtTLS(t *testing.T) {
+	err := ctlFail(errors.New("tidekv: ranges: rpc error: code = Unavailable desc = connection error: desc = error reading server preface: EOF"))
+	if !strings.Contains(err.Error(), "--certs-dir") {
+		t.Fatalf("no TLS hint in %q", err)
+	}
+	if err := ctlFail(errors.New("tidekv: invalid argument: empty key")); strings.Contains(err.Error(), "--certs-dir") {
+		t.Fatalf("TLS hint on an unrelated error: %q", err)
 	}
 }

@@ -48,6 +48,9 @@ type Replica struct {
 	closed atomic.Pointer[closedTS]
 	// changing counts replica changes running on this replica (admin.go).
 	changing atomic.Int32
+	// written counts the user bytes (key + value) of the puts applied here,
+	// for the range size estimate (WrittenBytes).
+	written atomic.Uint64
 
 	in struct {
 		sync.Mutex
@@ -129,6 +132,12 @@ type applyResult struct {
 
 // RangeID returns the range this replica belongs to.
 func (r *Replica) RangeID() uint64 { return r.rangeID }
+
+// WrittenBytes is the total key and value bytes of the puts this replica
+// has applied since it was loaded: an upper bound on how much its range's
+// live data can have grown meanwhile (overwrites and deletes count as
+// growth), which the server adds to its last exact count.
+func (r *Replica) WrittenBytes() uint64 { return r.written.Load() }
 
 // Desc returns the replica's current descriptor (nil if uninitialized).
 func (r *Replica) Desc() *tidekvpb.RangeDescriptor { return r.desc.Load() }

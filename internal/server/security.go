@@ -31,29 +31,36 @@ type nodeSecurity struct {
 	users *security.Directory
 }
 
-// setupSecurity loads certificates and users and points the transport,
-// the Redis listener and node-to-node dialing at them; an insecure node
-// says so once.
-func (s *Server) setupSecurity() error {
-	sc := s.cfg.Security
+// loadSecurity loads the certificates and users of a secure node (nil for
+// an insecure one). Start calls it before it touches the data directory,
+// so a bad --certs-dir leaves nothing behind.
+func loadSecurity(sc SecurityConfig) (*nodeSecurity, error) {
 	if sc.CertsDir == "" {
-		log.Printf("INSECURE: no TLS and no authentication: anyone who can reach this node's ports can read, write and administer the cluster (start with --certs-dir to secure it)")
-		return nil
+		return nil, nil
 	}
 	nt, err := security.LoadNodeTLS(security.OSFiles{}, sc.CertsDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	users, err := security.NewDirectory(security.OSFiles{}, sc.UsersFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.sec = &nodeSecurity{tls: nt, users: users}
-	s.cfg.Transport.Credentials = credentials.NewTLS(nt.Client)
-	s.cfg.Redis.TLS = nt.Server
-	s.cfg.Redis.Auth = redisUsers{users: users, defaultPassword: s.cfg.Redis.Password}
-	log.Printf("secure: TLS with certificates from %s; users from %q", sc.CertsDir, sc.UsersFile)
-	return nil
+	return &nodeSecurity{tls: nt, users: users}, nil
+}
+
+// setupSecurity points the transport, the Redis listener and node-to-node
+// dialing at the loaded certificates and users; an insecure node says so
+// once.
+func (s *Server) setupSecurity() {
+	if s.sec == nil {
+		log.Printf("INSECURE: no TLS and no authentication: anyone who can reach this node's ports can read, write and administer the cluster (start with --certs-dir to secure it)")
+		return
+	}
+	s.cfg.Transport.Credentials = credentials.NewTLS(s.sec.tls.Client)
+	s.cfg.Redis.TLS = s.sec.tls.Server
+	s.cfg.Redis.Auth = redisUsers{users: s.sec.users, defaultPassword: s.cfg.Redis.Password}
+	log.Printf("secure: TLS with certificates from %s; users from %q", s.cfg.Security.CertsDir, s.cfg.Security.UsersFile)
 }
 
 // grpcSecurity is the gRPC server's TLS and authentication options.

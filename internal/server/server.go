@@ -65,6 +65,7 @@ type Server struct {
 	meta   *metaState
 	ctl    *controlState
 	load   loadTracker
+	sizes  rangeSizes
 	events *events.Log
 	mon    *monitor.Monitor
 	gossip *gossip.Gossip
@@ -104,11 +105,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Raft.SnapshotDir == "" {
 		cfg.Raft.SnapshotDir = filepath.Join(cfg.DataDir, "snapshots")
 	}
+	sec, err := loadSecurity(cfg.Security)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
 	var eng storage.Engine
-	var err error
 	if cfg.InMemory {
 		eng = storage.NewMem()
 	} else if err = storage.CheckFormat(cfg.DataDir); err != nil {
@@ -117,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	s := &Server{
-		cfg: cfg, eng: eng, dir: newDirectory(eng),
+		cfg: cfg, eng: eng, dir: newDirectory(eng), sec: sec,
 		conns:    map[string]*grpc.ClientConn{},
 		inflight: make(chan struct{}, cfg.MaxInflightRequests),
 		reports:  make(chan *tidekvpb.RangeDescriptor, 1024),
@@ -141,9 +145,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) serve(ctx context.Context) error {
-	if err := s.setupSecurity(); err != nil {
-		return err
-	}
+	s.setupSecurity()
 	lis, err := net.Listen("tcp", s.cfg.GRPCAddr)
 	if err != nil {
 		return err
