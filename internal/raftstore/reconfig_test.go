@@ -17,7 +17,8 @@ import (
 // TestRandomReconfigurationInProcess runs seeded random splits, replica
 // moves and lease transfers on a 4-node in-process cluster while nodes
 // crash and restart or are cut off by the transport (fault injection), and
-// writes go on. After the faults heal: every range has at least 3 voters
+// writes go on. The replica GC runs against a directory of the newest
+// descriptors, as the server runs it against the meta range. After the faults heal: every range has at least 3 voters
 // and all its members agree on its descriptor, and every acknowledged
 // write reads back. TIDEKV_RECONFIG_ROUNDS sets the rounds (default 60).
 func TestRandomReconfigurationInProcess(t *testing.T) {
@@ -35,10 +36,46 @@ func TestRandomReconfigurationInProcess(t *testing.T) {
 }
 
 // rcCluster wraps the test cluster with what the random run needs: which
-// nodes are down or cut off, and routing around them.
+// nodes are down or cut off, routing around them, and the range directory
+// the server would keep in the meta range (published from the reachable
+// replicas, for the stores' replica GC and snapshot overlap checks).
 type rcCluster struct {
 	*testCluster
 	cut map[uint64]bool
+	dir ddDirectory
+}
+
+// publish refreshes the directory from the reachable replicas.
+func (c *rcCluster) publish() []*tidekvpb.RangeDescriptor {
+	var seen []*tidekvpb.RangeDescriptor
+	for _, id := range c.nodes {
+		if c.up(id) {
+			for _, r := range c.stores[id].Replicas() {
+				if d := r.Desc(); d != nil && r.RangeID() != keys.MetaRangeID {
+					seen = append(seen, d)
+				}
+			}
+		}
+	}
+	descs := directoryOf(seen)
+	c.dir.publish(descs)
+	return descs
+}
+
+// gc runs every reachable store's replica GC, as the server's loop does.
+func (c *rcCluster) gc() {
+	descs := c.publish()
+	for _, id := range c.nodes {
+		if c.up(id) {
+			c.stores[id].RemoveStale(descs)
+		}
+	}
+}
+
+// restart brings a crashed node back with the directory wired in.
+func (c *rcCluster) restart(id uint64) {
+	c.testCluster.restart(id)
+	c.stores[id].SetRangeDirectory(&c.dir)
 }
 
 func (c *rcCluster) up(id uint64) bool { return c.stores[id] != nil && !c.cut[id] }
@@ -99,6 +136,9 @@ func randomReconfig(t *testing.T, seed uint64, rounds int) {
 	tc.leader(testRangeID)
 	tc.addNode()
 	c := &rcCluster{testCluster: tc, cut: map[uint64]bool{}}
+	for _, id := range tc.nodes {
+		tc.stores[id].SetRangeDirectory(&c.dir)
+	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	acked := map[string]string{}
 	nextID := uint64(100)
@@ -118,11 +158,14 @@ func randomReconfig(t *testing.T, seed uint64, rounds int) {
 			cancel()
 		}
 		ops[c.reconfigure(t, rng, &nextID)]++
+		if round%3 == 0 {
+			c.gc()
+		}
 
 		switch {
 		case down != 0 && round >= downUntil:
 			if downKind == "crash" {
-				tc.restart(down)
+				c.restart(down)
 			} else {
 				tc.net.Isolate(down, tc.nodes, false)
 				c.cut[down] = false
@@ -144,7 +187,7 @@ func randomReconfig(t *testing.T, seed uint64, rounds int) {
 	}
 	if down != 0 {
 		if downKind == "crash" {
-			tc.restart(down)
+			c.restart(down)
 		} else {
 			tc.net.Isolate(down, tc.nodes, false)
 			c.cut[down] = false
@@ -160,6 +203,7 @@ func randomReconfig(t *testing.T, seed uint64, rounds int) {
 	var why string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		c.gc()
 		why = c.unsettled()
 		if why == "" || time.Now().After(deadline) {
 			break
