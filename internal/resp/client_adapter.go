@@ -97,3 +97,9 @@ func (a clientKV) Scan(ctx context.Context, start, end []byte, limit int) ([]Key
 	}
 	return out, nil
 }
+
+// WriteEach sends the ops one by one: the client has no per-op batch call,
+// and a Write would make them atomic and fail them together.
+func (a clientKV) WriteEach(ctx context.Context, ops []Op) []OpResult {
+	return writeEachByOne(ctx, a, ops)
+}
