@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -20,10 +21,23 @@ import (
 // later chunks are routed too, after it.
 func (k *redisKV) WriteEach(ctx context.Context, ops []resp.Op) []resp.OpResult {
 	out := make([]resp.OpResult, len(ops))
-	var order []*raftstore.Replica // groups in first-seen order
-	groups := map[*raftstore.Replica][]int{}
+	k.writePlanned(ctx, ops, k.plan(ops, out), out)
+	return out
+}
+
+// writePlan is where a WriteEach's ops go: groups of ops (indexes) per
+// range this node leads, in first-seen order, and the ops to route.
+type writePlan struct {
+	groups [][]int
+	routed []int
+}
+
+// plan validates ops (an invalid op's error goes to out) and groups the
+// valid ones by the led range holding their key.
+func (k *redisKV) plan(ops []resp.Op, out []resp.OpResult) writePlan {
+	var p writePlan
+	group := map[*raftstore.Replica]int{} // replica → index in p.groups
 	byKey := make(map[string]*raftstore.Replica, len(ops))
-	var routed []int
 	for i, op := range ops {
 		if err := k.checkOp(op); err != nil {
 			out[i].Err = err
@@ -37,16 +51,26 @@ func (k *redisKV) WriteEach(ctx context.Context, ops []resp.Op) []resp.OpResult 
 			byKey[string(op.Key)] = r
 		}
 		if r == nil {
-			routed = append(routed, i)
+			p.routed = append(p.routed, i)
 			continue
 		}
-		if _, ok := groups[r]; !ok {
-			order = append(order, r)
+		g, ok := group[r]
+		if !ok {
+			g = len(p.groups)
+			group[r] = g
+			p.groups = append(p.groups, nil)
 		}
-		groups[r] = append(groups[r], i)
+		p.groups[g] = append(p.groups[g], i)
 	}
-	for _, r := range order {
-		chunks := k.chunks(ops, groups[r])
+	return p
+}
+
+// writePlanned writes each group in process, chunk by chunk, and routes
+// what is left.
+func (k *redisKV) writePlanned(ctx context.Context, ops []resp.Op, p writePlan, out []resp.OpResult) {
+	routed := p.routed
+	for _, g := range p.groups {
+		chunks := k.chunks(ops, g)
 		for c, idx := range chunks {
 			if !k.writeLocal(ctx, ops, idx, out) {
 				for _, rest := range chunks[c:] {
@@ -57,7 +81,7 @@ func (k *redisKV) WriteEach(ctx context.Context, ops []resp.Op) []resp.OpResult 
 		}
 	}
 	if len(routed) == 0 {
-		return out
+		return
 	}
 	k.routedCall()
 	slices.Sort(routed)
@@ -68,7 +92,6 @@ func (k *redisKV) WriteEach(ctx context.Context, ops []resp.Op) []resp.OpResult 
 	for j, res := range k.remote.WriteEach(ctx, sub) {
 		out[routed[j]] = res
 	}
-	return out
 }
 
 // checkOp applies the KV service's key and value limits to one op, so
@@ -115,7 +138,10 @@ func (k *redisKV) writeLocal(ctx context.Context, ops []resp.Op, idx []int, out 
 	req.WantExisted = wantExisted
 	r, err := k.kv.Write(k.in(ctx), req)
 	err, route := outcome(err, true)
-	if route {
+	// Every op passed checkOp and the chunk is within the limits, so an
+	// invalid argument here can only be the KV service finding the keys
+	// outside the range: it split since plan. Nothing was applied.
+	if route || errors.Is(err, resp.ErrInvalidArgument) {
 		return false
 	}
 	for j, i := range idx {
