@@ -235,17 +235,3 @@ func (s *Server) observeRun(run []*prepared, start time.Time, failed []bool) {
 		(*observe)(p.name, took, failed[i])
 	}
 }
-
-// writeEachByOne is WriteEach as one Put or Delete per op, for KVs with no
-// better way.
-func writeEachByOne(ctx context.Context, kv KV, ops []Op) []OpResult {
-	out := make([]OpResult, len(ops))
-	for i, op := range ops {
-		if op.Delete {
-			out[i].Existed, out[i].Err = kv.Delete(ctx, op.Key)
-		} else {
-			out[i].Err = kv.Put(ctx, op.Key, op.Value)
-		}
-	}
-	return out
-}
