@@ -154,8 +154,6 @@ func (s *Server) serveReads(c redcon.Conn, st *connState, run []*prepared) {
 // serveWrites runs SETs and DELs through WriteEach, MaxBatchKeys ops at a
 // time, and replies to each command from its own ops' results.
 func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
-	defer cancel()
 	start := time.Now()
 	var ops []Op
 	first := make([]int, len(run)) // index of each command's first op
@@ -172,12 +170,11 @@ func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
 			}
 		}
 	}
-	results := make([]OpResult, 0, len(ops))
-	for len(results) < len(ops) {
-		chunk := ops[len(results):min(len(ops), len(results)+s.cfg.MaxBatchKeys)]
-		results = append(results, s.kv.WriteEach(ctx, chunk)...)
-	}
+	results := s.writeEach(ops)
 	failed := make([]bool, len(run))
+	// DEL's removal of hash fields gets a deadline of its own.
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+	defer cancel()
 	x := &call{s: s, c: c, st: st, ctx: ctx}
 	for i, p := range run {
 		end := len(ops)
@@ -187,6 +184,19 @@ func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
 		failed[i] = !x.replyWrite(p, results[first[i]:end])
 	}
 	s.observeRun(run, start, failed)
+}
+
+// writeEach runs ops through KV.WriteEach, MaxBatchKeys at a time, each
+// call with the deadline a command alone would have.
+func (s *Server) writeEach(ops []Op) []OpResult {
+	results := make([]OpResult, 0, len(ops))
+	for len(results) < len(ops) {
+		chunk := ops[len(results):min(len(ops), len(results)+s.cfg.MaxBatchKeys)]
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+		results = append(results, s.kv.WriteEach(ctx, chunk)...)
+		cancel()
+	}
+	return results
 }
 
 // replyWrite answers one SET or DEL from its ops' results; it reports
