@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"math"
@@ -108,15 +109,19 @@ func ParseCounters(r io.Reader) (Counters, error) {
 }
 
 // HTTPProbe samples the /metrics page of every HTTP address (host:port) at
-// once; any page that cannot be read fails the sample.
-func HTTPProbe(addrs []string) Probe {
-	hc := &http.Client{Timeout: 5 * time.Second}
+// once; any page that cannot be read fails the sample. A non-nil tc reads
+// them over HTTPS (a cluster started with --certs-dir).
+func HTTPProbe(addrs []string, tc *tls.Config) Probe {
+	hc, scheme := &http.Client{Timeout: 5 * time.Second}, "http://"
+	if tc != nil {
+		hc.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https://"
+	}
 	return func(ctx context.Context) ([]Counters, error) {
 		out := make([]Counters, len(addrs))
 		errs := make([]error, len(addrs))
 		var wg sync.WaitGroup
 		for i, addr := range addrs {
-			wg.Go(func() { out[i], errs[i] = scrape(ctx, hc, addr) })
+			wg.Go(func() { out[i], errs[i] = scrape(ctx, hc, scheme+addr) })
 		}
 		wg.Wait()
 		for _, err := range errs {
@@ -128,15 +133,15 @@ func HTTPProbe(addrs []string) Probe {
 	}
 }
 
-func scrape(ctx context.Context, hc *http.Client, addr string) (Counters, error) {
-	url := "http://" + addr + "/metrics"
+func scrape(ctx context.Context, hc *http.Client, base string) (Counters, error) {
+	url := base + "/metrics"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Counters{}, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return Counters{}, fmt.Errorf("read the metrics of %s: %w", addr, err)
+		return Counters{}, fmt.Errorf("read the metrics of %s: %w", base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -144,7 +149,7 @@ func scrape(ctx context.Context, hc *http.Client, addr string) (Counters, error)
 	}
 	c, err := ParseCounters(resp.Body)
 	if err != nil {
-		return c, fmt.Errorf("read the metrics of %s: %w", addr, err)
+		return c, fmt.Errorf("read the metrics of %s: %w", base, err)
 	}
 	return c, nil
 }

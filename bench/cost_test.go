@@ -143,7 +143,7 @@ func TestHTTPProbe(t *testing.T) {
 	}))
 	defer ok.Close()
 	addr := strings.TrimPrefix(ok.URL, "http://")
-	got, err := HTTPProbe([]string{addr, addr})(context.Background())
+	got, err := HTTPProbe([]string{addr, addr}, nil)(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestHTTPProbe(t *testing.T) {
 	}
 	broken := httptest.NewServer(http.NotFoundHandler())
 	defer broken.Close()
-	if _, err := HTTPProbe([]string{addr, strings.TrimPrefix(broken.URL, "http://")})(context.Background()); err == nil {
+	if _, err := HTTPProbe([]string{addr, strings.TrimPrefix(broken.URL, "http://")}, nil)(context.Background()); err == nil {
 		t.Fatal("a node whose metrics cannot be read did not fail the sample")
 	}
 }

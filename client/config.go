@@ -1,11 +1,14 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"time"
+
+	"google.golang.org/grpc/credentials"
 )
 
 // Config configures a Client. Zero durations and counts take their defaults,
@@ -49,6 +52,13 @@ type Config struct {
 	// every request (metadata tidekv-origin), it lets leaseholders move a
 	// range's lease toward the locality its writes come from. "" sends none.
 	Locality string
+	// TLS, when set, dials every node over TLS with it: a secure cluster
+	// (started with --certs-dir) refuses plaintext. A client certificate in
+	// it authenticates the client as its user (docs/security.md).
+	TLS *tls.Config
+	// Credentials, when set, go with every call, e.g. a user name and
+	// password; gRPC sends them only over TLS.
+	Credentials credentials.PerRPCCredentials
 }
 
 const (

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -43,12 +44,17 @@ type connPool struct {
 // sent, with the same "too large" error the node would give.
 const maxMsgSize = 64 << 20
 
-func newConnPool(dialTimeout time.Duration, peerOf func(string) *peerStats, latency func(string) time.Duration, locality string) *connPool {
+func newConnPool(cfg Config, peerOf func(string) *peerStats) *connPool {
+	dialTimeout, locality := cfg.DialTimeout, cfg.Locality
+	creds := insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
 	p := &connPool{
 		peerOf:  peerOf,
-		latency: latency,
+		latency: cfg.Latency,
 		opts: []grpc.DialOption{
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(creds),
 			// gRPC's default reconnect backoff grows to 2 minutes, which would
 			// keep a restarted node out of rotation long after it is back.
 			grpc.WithConnectParams(grpc.ConnectParams{
@@ -62,6 +68,9 @@ func newConnPool(dialTimeout time.Duration, peerOf func(string) *peerStats, late
 			}),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 		},
+	}
+	if cfg.Credentials != nil {
+		p.opts = append(p.opts, grpc.WithPerRPCCredentials(cfg.Credentials))
 	}
 	if locality != "" {
 		p.opts = append(p.opts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

@@ -80,7 +80,7 @@ func TestAutoscaleGrowsAndShrinks(t *testing.T) {
 		w.OnReply = func(in linearizability.Input, start time.Time, res linearizability.Reply) {
 			stats.Record(in, start, res)
 		}
-		do := clientDo(wctx, cl)
+		do := linearizability.ClientDo(wctx, cl)
 		wg.Go(func() {
 			for wctx.Err() == nil {
 				w.Step(do)

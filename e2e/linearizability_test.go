@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -36,81 +35,6 @@ func linzDuration(t *testing.T, def time.Duration) time.Duration {
 		def = 3 * time.Minute
 	}
 	return linearizability.NemesisDuration(t, def)
-}
-
-// classifyPut maps a Put error to an outcome. Puts are retried inside
-// the client, so any failure may follow an attempt that was applied: only
-// a request rejected as malformed certainly had no effect.
-func classifyPut(err error) linearizability.Outcome {
-	switch {
-	case err == nil:
-		return linearizability.OutcomeOk
-	case errors.Is(err, client.ErrInvalidArgument):
-		return linearizability.OutcomeFailed
-	}
-	return linearizability.OutcomeUnknown
-}
-
-// classifyCAS maps a CompareAndSet error to an outcome. The client never
-// retries a CAS that may have reached a server and reports such an outcome
-// as ErrAmbiguous (client/doc.go); it gives up with ErrUnavailable or
-// ErrOverloaded only after attempts the cluster definitely refused, and
-// never sends an invalid one. Anything else, context errors included, is
-// treated as unknown.
-func classifyCAS(err error) linearizability.Outcome {
-	switch {
-	case err == nil:
-		return linearizability.OutcomeOk
-	case errors.Is(err, client.ErrAmbiguous):
-		return linearizability.OutcomeUnknown
-	case errors.Is(err, client.ErrInvalidArgument),
-		errors.Is(err, client.ErrUnavailable),
-		errors.Is(err, client.ErrOverloaded):
-		return linearizability.OutcomeFailed
-	}
-	return linearizability.OutcomeUnknown
-}
-
-const linzOpTimeout = 5 * time.Second
-
-// clientDo runs workload operations through cl, each bounded by
-// linzOpTimeout (and ctx).
-func clientDo(ctx context.Context, cl *client.Client) linearizability.Do {
-	return func(in linearizability.Input) linearizability.Reply {
-		octx, cancel := context.WithTimeout(ctx, linzOpTimeout)
-		defer cancel()
-		key := []byte(in.Key)
-		switch in.Kind {
-		case linearizability.Get:
-			v, err := cl.Get(octx, key)
-			switch {
-			case err == nil:
-				return linearizability.Reply{Output: linearizability.Output{Found: true, Value: string(v)}}
-			case errors.Is(err, client.ErrNotFound):
-				return linearizability.Reply{Output: linearizability.Output{Found: false}}
-			}
-			// A read has no effect; it is dropped.
-			return linearizability.Reply{Outcome: linearizability.OutcomeUnknown, Err: err}
-		case linearizability.Put:
-			err := cl.Put(octx, key, []byte(in.Value))
-			return linearizability.Reply{Outcome: classifyPut(err), Err: err}
-		case linearizability.CAS:
-			var exp *[]byte
-			if in.ExpectExists {
-				b := []byte(in.Expected)
-				exp = &b
-			}
-			nv := []byte(in.Value)
-			swapped, cur, curExists, err := cl.CompareAndSet(octx, key, exp, &nv)
-			res := linearizability.Reply{Outcome: classifyCAS(err), Output: linearizability.Output{Swapped: swapped}, Err: err}
-			if curExists {
-				s := string(cur)
-				res.Current = &s
-			}
-			return res
-		}
-		panic(fmt.Sprintf("linearizability workload: unexpected %s", in.Kind))
-	}
 }
 
 // linzErrors keeps a sample of the workload's error texts, for the log.
@@ -230,7 +154,7 @@ func TestLinearizabilityKillRestart(t *testing.T) {
 			stats.Record(in, start, res)
 			errs.record(in, res)
 		}
-		do := clientDo(wctx, newClient(t, tc.Addrs()))
+		do := linearizability.ClientDo(wctx, newClient(t, tc.Addrs()))
 		wg.Go(func() {
 			for wctx.Err() == nil {
 				w.Step(do)
@@ -315,7 +239,7 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 		err := eventually(ctx, 20*time.Second, func(ctx context.Context) error {
 			return rec.Run(0, linearizability.PutInput(string(key), val), func(linearizability.Input) linearizability.Reply {
 				err := cl.Put(ctx, key, []byte(val))
-				return linearizability.Reply{Outcome: classifyPut(err), Err: err}
+				return linearizability.Reply{Outcome: linearizability.ClassifyPut(err), Err: err}
 			}).Err
 		})
 		if err != nil {

@@ -803,7 +803,7 @@ func TestScaleOneToFourLinearizable(t *testing.T) {
 			stats.Record(in, start, res)
 			errs.record(in, res)
 		}
-		do := clientDo(wctx, newClient(t, tc.Addrs()))
+		do := linearizability.ClientDo(wctx, newClient(t, tc.Addrs()))
 		wg.Go(func() {
 			for wctx.Err() == nil {
 				w.Step(do)
@@ -912,7 +912,7 @@ func TestScaleOneToFourLinearizable(t *testing.T) {
 	// the state the cluster ends in must be one the history explains.
 	for _, k := range keys {
 		err := eventually(ctx, 20*time.Second, func(ctx context.Context) error {
-			return rec.Run(workers, linearizability.GetInput(k), clientDo(ctx, admin)).Err
+			return rec.Run(workers, linearizability.GetInput(k), linearizability.ClientDo(ctx, admin)).Err
 		})
 		if err != nil {
 			t.Fatalf("final read of %s: %v", k, err)

@@ -13,12 +13,14 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/nemesis"
 	"github.com/tidekv/tidekv/internal/testcluster"
 )
 
 // reconfigRuns is how many seeded runs TestReconfigurationUnderKills makes
 // and how long each lasts: one short run by default, the 20 × 60 s
-// with TIDEKV_E2E_LONG=1, or TIDEKV_RECONFIG_RUNS / TIDEKV_RECONFIG_DURATION.
+// with TIDEKV_E2E_LONG=1, or TIDEKV_RECONFIG_RUNS / TIDEKV_RECONFIG_DURATION
+// (TIDEKV_RECONFIG_SEED: the first run's seed, default 1).
 func reconfigRuns(t *testing.T) (runs int, d time.Duration) {
 	runs, d = 1, 24*time.Second
 	if long() {
@@ -44,7 +46,7 @@ func reconfigRuns(t *testing.T) (runs int, d time.Duration) {
 // operator with a script might, through the public CLI only, while clients
 // write and read: every second a random split, replica move or lease
 // transfer, and every 8 s a SIGKILL of a random node, restarted 3 s later
-// (every third fault a 3 s SIGSTOP pause instead)
+// (a third of the faults a 3 s SIGSTOP pause instead; nemesis.Plan)
 // (TIDEKV_RECONFIG_NONE=1: the kills and load only, for a throughput
 // baseline).
 // After the last fault every range must be back to RF voters with no
@@ -54,8 +56,16 @@ func reconfigRuns(t *testing.T) (runs int, d time.Duration) {
 // or a timeout.
 func TestReconfigurationUnderKills(t *testing.T) {
 	runs, d := reconfigRuns(t)
+	first := uint64(1)
+	if v := os.Getenv("TIDEKV_RECONFIG_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("TIDEKV_RECONFIG_SEED=%q: want an unsigned integer", v)
+		}
+		first = n
+	}
 	for run := range runs {
-		seed := uint64(run + 1)
+		seed := first + uint64(run)
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { reconfigRun(t, seed, d) })
 	}
 }
@@ -96,7 +106,6 @@ func reconfigRun(t *testing.T, seed uint64, d time.Duration) {
 	cl := newClient(t, tc.Addrs())
 	waitReplicated(ctx, t, cl, 3)
 	allAddrs := strings.Join(tc.Addrs(), ",")
-	rng := rand.New(rand.NewPCG(seed, 0x7e1de))
 
 	load := plStartAckLoad(ctx, cl, "rc/", 4, 2)
 	loadStart := time.Now()
@@ -133,27 +142,21 @@ func reconfigRun(t *testing.T, seed uint64, d time.Duration) {
 	})
 
 	// Faults: every 8 s a random node is SIGKILLed and restarted 3 s
-	// later; every third fault is a 3 s SIGSTOP pause instead (a hung node
-	// that holds its connections open, like a partitioned one).
+	// later, or (a third of them) paused with SIGSTOP for 3 s: a hung node
+	// that holds its connections open, like a partitioned one.
+	faults := nemesis.DefaultConfig()
+	faults.Duration, faults.Nodes = d, tc.N()
+	plan := nemesis.Plan(seed, faults)
 	kills, pauses := 0, 0
-	for start := time.Now(); time.Since(start)+8*time.Second <= d; {
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(5 * time.Second):
-		}
-		i := 1 + rng.IntN(tc.N())
-		if (kills+pauses)%3 == 2 {
-			tc.Pause(i)
+	for _, s := range plan {
+		if s.Kind == nemesis.Kill {
+			kills++
+		} else {
 			pauses++
-			time.Sleep(3 * time.Second)
-			tc.Resume(i)
-			continue
 		}
-		tc.Kill(i)
-		kills++
-		time.Sleep(3 * time.Second)
-		tc.Restart(i)
+	}
+	if err := nemesis.Run(ctx, plan, testTarget{tc}, func(s nemesis.Step) { t.Logf("nemesis: %s", s) }); err != nil {
+		t.Fatal(err)
 	}
 	lastFault := time.Now()
 	ops.Wait()
@@ -292,3 +295,15 @@ func reconfigNoStaleReplicas(ctx context.Context, t *testing.T, tc *testcluster.
 		t.Error(err)
 	}
 }
+
+// testTarget does a nemesis plan's faults to a test cluster (from the test's
+// goroutine: its methods fail the test on error).
+type testTarget struct{ tc *testcluster.Cluster }
+
+func (t testTarget) Kill(i int) error { t.tc.Kill(i); return nil }
+
+func (t testTarget) Restart(_ context.Context, i int) error { t.tc.Restart(i); return nil }
+
+func (t testTarget) Pause(i int) error { t.tc.Pause(i); return nil }
+
+func (t testTarget) Resume(i int) error { t.tc.Resume(i); return nil }

@@ -4396,10 +4396,14 @@ func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
 // A snapshot travels as a header (the MsgSnap) followed by chunks of one SST
 // file holding the range's data.
 type SnapshotChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *RaftMessage           `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
-	Final         bool                   `protobuf:"varint,3,opt,name=final,proto3" json:"final,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RaftMessage           `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Data   []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// The final chunk carries no data, and says how many bytes were sent
+	// with their CRC-32C: the receiver refuses a snapshot that differs.
+	Final         bool   `protobuf:"varint,3,opt,name=final,proto3" json:"final,omitempty"`
+	Crc32C        uint32 `protobuf:"fixed32,4,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
+	Length        uint64 `protobuf:"varint,5,opt,name=length,proto3" json:"length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4453,6 +4457,20 @@ func (x *SnapshotChunk) GetFinal() bool {
 		return x.Final
 	}
 	return false
+}
+
+func (x *SnapshotChunk) GetCrc32C() uint32 {
+	if x != nil {
+		return x.Crc32C
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
 }
 
 type SnapshotResponse struct {
@@ -4924,11 +4942,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12)\n" +
 	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\"C\n" +
 	"\x10RaftMessageBatch\x12/\n" +
-	"\bmessages\x18\x01 \x03(\v2\x13.tidekv.RaftMessageR\bmessages\"f\n" +
+	"\bmessages\x18\x01 \x03(\v2\x13.tidekv.RaftMessageR\bmessages\"\x96\x01\n" +
 	"\rSnapshotChunk\x12+\n" +
 	"\x06header\x18\x01 \x01(\v2\x13.tidekv.RaftMessageR\x06header\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x14\n" +
-	"\x05final\x18\x03 \x01(\bR\x05final\"D\n" +
+	"\x05final\x18\x03 \x01(\bR\x05final\x12\x16\n" +
+	"\x06crc32c\x18\x04 \x01(\aR\x06crc32c\x12\x16\n" +
+	"\x06length\x18\x05 \x01(\x04R\x06length\"D\n" +
 	"\x10SnapshotResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x0e\n" +

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -23,6 +24,7 @@ func newBenchCmd() *cobra.Command {
 	var gcPercent *int
 	var asJSON bool
 	var read client.ReadOption
+	var sec clientSecurity
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Run a YCSB core workload (a-f) against a TideKV cluster",
@@ -56,6 +58,9 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 			if len(ccfg.Addrs) == 0 {
 				return errors.New("bench: --addr is empty")
 			}
+			if err := sec.apply(&ccfg); err != nil {
+				return err
+			}
 			c, err := client.New(ccfg)
 			if err != nil {
 				return err
@@ -75,7 +80,7 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 			if err != nil && !errors.Is(err, client.ErrNotFound) {
 				return fmt.Errorf("bench: cluster at %s not reachable: %w", addrs, err)
 			}
-			probe, err := costProbe(ctx, c)
+			probe, err := costProbe(ctx, c, ccfg.TLS)
 			if err != nil {
 				return err
 			}
@@ -110,13 +115,14 @@ Progress goes to stderr; the report (a table, or JSON with --json) to stdout.`,
 	f.BoolVar(&cfg.SkipLoad, "skip-load", false, "skip the load phase (records were loaded by an earlier run)")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.Var(&read, "read", readFlagUsage)
-	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd())
+	sec.addFlags(f)
+	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd(), newChaosBenchCmd())
 	return cmd
 }
 
 // costProbe samples the metrics of every node in the cluster's node list,
 // so that the cost per operation sums over all of them.
-func costProbe(ctx context.Context, c *client.Client) (bench.Probe, error) {
+func costProbe(ctx context.Context, c *client.Client, tc *tls.Config) (bench.Probe, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	st, err := c.Status(ctx)
@@ -131,7 +137,7 @@ func costProbe(ctx context.Context, c *client.Client) (bench.Probe, error) {
 		}
 		addrs = append(addrs, a)
 	}
-	return bench.HTTPProbe(addrs), nil
+	return bench.HTTPProbe(addrs, tc), nil
 }
 
 func splitAddrs(s string) []string {

@@ -23,6 +23,7 @@ type ctlOptions struct {
 	addrs   string
 	json    bool
 	timeout time.Duration
+	sec     clientSecurity
 }
 
 // Exit codes: 1 for a missing key (so scripts can test for it), 2 for any
@@ -57,6 +58,7 @@ Keys and values are taken literally from the arguments. Output is for humans
 	pf.StringVar(&o.addrs, "addr", "127.0.0.1:7400", "node gRPC address(es), host:port[,host:port...]")
 	pf.BoolVar(&o.json, "json", false, "print machine-readable JSON")
 	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on the command after this long")
+	o.sec.addFlags(pf)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return ctlFail(err) })
 
 	var limit int
@@ -288,6 +290,9 @@ func (o *ctlOptions) command(use, short string, nargs int, fn func(context.Conte
 				if a = strings.TrimSpace(a); a != "" {
 					cfg.Addrs = append(cfg.Addrs, a)
 				}
+			}
+			if err := o.sec.apply(&cfg); err != nil {
+				return ctlFail(err)
 			}
 			cl, err := client.New(cfg)
 			if err != nil {

@@ -17,7 +17,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(), newUpCmd(), newCtlCmd(), newBenchCmd())
+	root.AddCommand(newServerCmd(), newUpCmd(), newCtlCmd(), newBenchCmd(), newCertCmd(), newUserCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(exitCode(err))

@@ -20,6 +20,7 @@ func newServerCmd() *cobra.Command {
 	var join string
 	var gcPercent *int
 	var autoscale bool
+	var sec serverSecurity
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a TideKV node",
@@ -27,6 +28,9 @@ func newServerCmd() *cobra.Command {
 			"others join through any existing node. Restarting on an existing data dir rejoins with its data.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := sec.check(); err != nil {
+				return err
+			}
 			if join != "" {
 				cfg.Join = strings.Split(join, ",")
 			}
@@ -73,6 +77,7 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&cfg.Control.DeadNodeGrace, "dead-node-grace", cfg.Control.DeadNodeGrace, "how long a node may be unreachable before its replicas are re-created elsewhere")
 	f.Float64Var(&cfg.Control.Runner.MigrationRate, "snapshot-rate", cfg.Control.Runner.MigrationRate, "migration bandwidth: bytes per second for all outgoing snapshots of the node")
 	f.StringVar(&cfg.Locality, "locality", "", "this node's place as key=value labels, widest first (e.g. region=eu,zone=a)")
+	sec.addFlags(f, &cfg.Security)
 	f.StringVar(&join, "join", "", "comma-separated gRPC addresses of existing nodes to join")
 	gcPercent = gcPercentFlag(f)
 	f.IntVar(&cfg.Raft.ReplicationFactor, "replication-factor", cfg.Raft.ReplicationFactor, "voters per range")

@@ -29,7 +29,8 @@ as each node serves, then "cluster up: ..." once the meta range and every
 range have their replication factor (GET /ready answers 200), so that any
 one node can then fail without a range losing its quorum. Ctrl-C stops
 every node cleanly. Running it again on the same data dir restarts the same
-cluster with its data.`,
+cluster with its data. The nodes run insecure (plaintext, no authentication)
+on 127.0.0.1; docs/security.md starts a secure cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Binary == "" {

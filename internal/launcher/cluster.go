@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -26,6 +27,8 @@ type Config struct {
 	Binary string
 	// ExtraArgs are appended to every node's `server` arguments.
 	ExtraArgs []string
+	// HTTPTLS reaches the nodes' HTTP ports over HTTPS (NodeSpec.HTTPTLS).
+	HTTPTLS *tls.Config
 	// Env entries ("K=V") are added to every node's environment.
 	Env []string
 	// ReadyTimeout bounds how long one node may take, from its start, to
@@ -88,6 +91,7 @@ func (c Config) Node(i int) NodeSpec {
 		GossipAddr: HostPort(c.Host, Port(c.BasePort, i, OffsetGossip)),
 		ExtraArgs:  c.ExtraArgs,
 		Env:        c.Env,
+		HTTPTLS:    c.HTTPTLS,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +56,9 @@ type NodeSpec struct {
 	// LogPath is where stderr and stdout are appended; empty means
 	// <DataDir>/tidekv.log.
 	LogPath string
+	// HTTPTLS, when set, reaches the node's HTTP port over HTTPS with it
+	// (a node started with --certs-dir); nil uses plain HTTP.
+	HTTPTLS *tls.Config
 }
 
 // Validate reports whether the spec can be started.
@@ -347,7 +351,7 @@ func (p *Process) Ready(ctx context.Context) error {
 		case <-hctx.Done():
 		}
 	}()
-	if err := WaitHealthy(hctx, rl.HTTPAddr); err != nil {
+	if err := pollGET(hctx, []string{rl.HTTPAddr}, "/health", p.spec.HTTPTLS, healthy); err != nil {
 		if p.Exited() {
 			err = fmt.Errorf("exited (%s)", exitString(p.waitErr))
 		}
@@ -442,10 +446,10 @@ func LogTail(path string, n int) string {
 // WaitHealthy polls GET http://addr/health until it answers 200 or ctx ends.
 // An unspecified host (0.0.0.0, ::) is reached through loopback.
 func WaitHealthy(ctx context.Context, addr string) error {
-	return pollGET(ctx, []string{addr}, "/health", func(code int, _ []byte) bool {
-		return code == http.StatusOK
-	})
+	return pollGET(ctx, []string{addr}, "/health", nil, healthy)
 }
+
+func healthy(code int, _ []byte) bool { return code == http.StatusOK }
 
 // Readiness is a node's answer to GET /ready.
 type Readiness struct {
@@ -464,7 +468,7 @@ type Readiness struct {
 func WaitReady(ctx context.Context, addrs []string, progress func(reason string)) (Readiness, error) {
 	var r Readiness
 	last := ""
-	err := pollGET(ctx, addrs, "/ready", func(code int, body []byte) bool {
+	err := pollGET(ctx, addrs, "/ready", nil, func(code int, body []byte) bool {
 		r = Readiness{}
 		if json.Unmarshal(body, &r) != nil {
 			return false
@@ -481,11 +485,14 @@ func WaitReady(ctx context.Context, addrs []string, progress func(reason string)
 // pollGET asks GET path of addrs[0], every 100 ms, until done(status, body)
 // is true or ctx ends. A node that cannot be reached is left for the next
 // of addrs; one that answers is asked again.
-func pollGET(ctx context.Context, addrs []string, path string, done func(code int, body []byte) bool) error {
-	cl := &http.Client{Timeout: 3 * time.Second}
+func pollGET(ctx context.Context, addrs []string, path string, tc *tls.Config, done func(code int, body []byte) bool) error {
+	cl, scheme := &http.Client{Timeout: 3 * time.Second}, "http://"
+	if tc != nil {
+		cl.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https://"
+	}
 	var last error
 	for next := 0; ; {
-		url := "http://" + dialable(addrs[next]) + path
+		url := scheme + dialable(addrs[next]) + path
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err

@@ -217,6 +217,7 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 			err = ab.del(k)
 		} else {
 			err = ab.set(k, op.GetValue())
+			r.written.Add(uint64(len(op.GetKey()) + len(op.GetValue())))
 		}
 		if err != nil {
 			log.Fatalf("range %d: write during apply: %v", r.rangeID, err)
@@ -261,6 +262,7 @@ func (r *Replica) applyCASLocked(ab *applyBatch, c *tidekvpb.CompareAndSetReques
 			err = ab.del(k)
 		} else {
 			err = ab.set(k, c.GetNewValue())
+			r.written.Add(uint64(len(c.GetKey()) + len(c.GetNewValue())))
 		}
 		if err != nil {
 			log.Fatalf("range %d: write during apply: %v", r.rangeID, err)

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,9 @@ type Replica struct {
 	closed atomic.Pointer[closedTS]
 	// changing counts replica changes running on this replica (admin.go).
 	changing atomic.Int32
+	// written counts the user bytes (key + value) of the puts applied here,
+	// for the range size estimate (WrittenBytes).
+	written atomic.Uint64
 
 	in struct {
 		sync.Mutex
@@ -85,7 +89,7 @@ type Replica struct {
 		// snapshot, until the MsgSnap is handed to the sender.
 		outgoingSnaps map[uint64]storage.Snapshot
 		// incomingSST holds received SST files by snapshot index.
-		incomingSST map[uint64]string
+		incomingSST map[uint64]stagedSST
 		lastLeader  uint64
 		// leaseTerm is the term leaseIndex belongs to.
 		leaseTerm uint64
@@ -128,6 +132,12 @@ type applyResult struct {
 
 // RangeID returns the range this replica belongs to.
 func (r *Replica) RangeID() uint64 { return r.rangeID }
+
+// WrittenBytes is the total key and value bytes of the puts this replica
+// has applied since it was loaded: an upper bound on how much its range's
+// live data can have grown meanwhile (overwrites and deletes count as
+// growth), which the server adds to its last exact count.
+func (r *Replica) WrittenBytes() uint64 { return r.written.Load() }
 
 // Desc returns the replica's current descriptor (nil if uninitialized).
 func (r *Replica) Desc() *tidekvpb.RangeDescriptor { return r.desc.Load() }
@@ -369,6 +379,9 @@ func (r *Replica) drainInboxLocked(tick bool) {
 		switch {
 		case err == raft.ErrProposalDropped && raw.BasicStatus().RaftState != raft.StateLeader:
 			p.done <- applyResult{err: r.notLeader()}
+		case err == raft.ErrProposalDropped && raw.BasicStatus().LeadTransferee != 0:
+			// Raft takes no proposals while it hands leadership over.
+			p.done <- applyResult{err: fmt.Errorf("%w: range %d is transferring its lease", ErrOverloaded, r.rangeID)}
 		case err == raft.ErrProposalDropped:
 			p.done <- applyResult{err: ErrOverloaded}
 		case err != nil:

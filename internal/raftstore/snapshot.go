@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log"
 	"os"
@@ -20,6 +21,31 @@ import (
 // A range travels as one SST file holding all its keys, built from an
 // engine snapshot taken at the Raft snapshot's index and ingested whole on
 // the receiver. Raft's own snapshot message carries only the descriptor.
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// stagedSST is a received snapshot's SST file and the CRC-32C of the bytes
+// written to it.
+type stagedSST struct {
+	path string
+	crc  uint32
+}
+
+func (s stagedSST) verify() error {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sum := crc32.New(castagnoli)
+	if _, err := io.Copy(sum, f); err != nil {
+		return fmt.Errorf("reading staged snapshot %s: %w", s.path, err)
+	}
+	if got := sum.Sum32(); got != s.crc {
+		return fmt.Errorf("staged snapshot %s is corrupt: CRC-32C %08x on disk, %08x when received", s.path, got, s.crc)
+	}
+	return nil
+}
 
 // sendSnapshotLocked hands a MsgSnap to a sender goroutine.
 func (r *Replica) sendSnapshotLocked(rm *tidekvpb.RaftMessage) {
@@ -154,7 +180,8 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(f, data)
+	sum := crc32.New(castagnoli)
+	n, err := io.Copy(io.MultiWriter(f, sum), data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -185,10 +212,10 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 		os.Remove(path)
 		return fmt.Errorf("range %d: snapshot for replica %d, local replica differs", header.GetRangeId(), msg.GetTo())
 	}
-	if old := r.mu.incomingSST[idx]; old != "" {
-		os.Remove(old)
+	if old, ok := r.mu.incomingSST[idx]; ok {
+		os.Remove(old.path)
 	}
-	r.mu.incomingSST[idx] = path
+	r.mu.incomingSST[idx] = stagedSST{path: path, crc: sum.Sum32()}
 	r.mu.peerNodes[msg.GetFrom()] = header.GetFromNodeId()
 	r.mu.Unlock()
 	r.enqueueMsg(msg)
@@ -199,16 +226,22 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 // data with the staged SST and reset its Raft log and applied state.
 func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	idx := snap.GetMetadata().GetIndex()
-	path := r.mu.incomingSST[idx]
-	if path == "" {
+	staged, ok := r.mu.incomingSST[idx]
+	if !ok {
 		return fmt.Errorf("no staged SST for snapshot at index %d", idx)
 	}
+	path := staged.path
 	delete(r.mu.incomingSST, idx)
-	for i, p := range r.mu.incomingSST {
+	for i, st := range r.mu.incomingSST {
 		if i <= idx {
-			os.Remove(p)
+			os.Remove(st.path)
 			delete(r.mu.incomingSST, i)
 		}
+	}
+	// The file was checked as it arrived; check it again as it is about to
+	// become the range's data (a disk can corrupt what it was given).
+	if err := staged.verify(); err != nil {
+		return err
 	}
 	sd := &tidekvpb.SnapshotData{}
 	if err := proto.Unmarshal(snap.GetData(), sd); err != nil {

@@ -151,7 +151,7 @@ func (s *Store) newReplica(rangeID uint64) *Replica {
 	r.mu.readBatches = map[uint64][]*readWaiter{}
 	r.mu.peerNodes = map[uint64]uint64{}
 	r.mu.outgoingSnaps = map[uint64]storage.Snapshot{}
-	r.mu.incomingSST = map[uint64]string{}
+	r.mu.incomingSST = map[uint64]stagedSST{}
 	r.mu.lastContact = map[uint64]time.Time{}
 	r.mu.heartbeatsSent = map[uint64][]time.Time{}
 	return r
@@ -436,8 +436,8 @@ func (s *Store) destroyReplicaLocked(r *Replica, reason string) {
 	for _, sn := range r.mu.outgoingSnaps {
 		sn.Close()
 	}
-	for _, p := range r.mu.incomingSST {
-		os.Remove(p)
+	for _, st := range r.mu.incomingSST {
+		os.Remove(st.path)
 	}
 	gone := &RangeNotFoundError{RangeID: r.rangeID}
 	r.failPendingLocked(gone, gone)

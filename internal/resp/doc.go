@@ -17,7 +17,9 @@
 // Connection: PING [msg], ECHO, QUIT, SELECT 0 (other databases are an
 // error), AUTH [default] password (when Config.Password is set, every
 // command but AUTH, HELLO and QUIT gets "NOAUTH Authentication required."
-// until then), HELLO [2] [AUTH user pass] [SETNAME name] (HELLO 3 gets
+// until then; with Config.Auth, AUTH user password names one of its users,
+// and a read-only user gets "NOPERM User u has no permissions to run the
+// 'set' command" for writes: acl.go), HELLO [2] [AUTH user pass] [SETNAME name] (HELLO 3 gets
 // "NOPROTO unsupported protocol version", so RESP3 clients such as go-redis
 // and go-ycsb fall back to RESP2), CLIENT SETNAME/GETNAME/ID/SETINFO,
 // COMMAND (an empty list; COMMAND COUNT), INFO (a "# Server" section with

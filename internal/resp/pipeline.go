@@ -37,7 +37,8 @@ type prepared struct {
 }
 
 // prepare copies a command's arguments (redcon reuses its read buffer and
-// the KV may keep them) and checks its name, authentication and arity.
+// the KV may keep them) and checks its name, authentication, permission
+// and arity.
 func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
 	if len(cmd.Args) == 0 {
 		return &prepared{errMsg: "ERR empty command"}
@@ -48,11 +49,14 @@ func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
 	}
 	name := strings.ToLower(string(args[0]))
 	spec, ok := commands[name]
+	var denied errorText
 	switch {
 	case !ok:
 		return &prepared{errMsg: "ERR unknown command '" + trunc(args[0]) + "', with args beginning with: " + argsPreview(args[1:])}
 	case !st.authed && !spec.noAuth:
 		return &prepared{errMsg: "NOAUTH Authentication required."}
+	case !st.permitted(&denied, name):
+		return &prepared{errMsg: denied.msg}
 	case (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity):
 		return &prepared{errMsg: errArity(name)}
 	}
@@ -65,6 +69,11 @@ func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
 	}
 	return p
 }
+
+// errorText keeps an error reply instead of writing it.
+type errorText struct{ msg string }
+
+func (e *errorText) WriteError(msg string) { e.msg = msg }
 
 // servePipeline serves cmds in order, grouping runs of GET, SET and DEL.
 func (s *Server) servePipeline(c redcon.Conn, st *connState, cmds []redcon.Command) {

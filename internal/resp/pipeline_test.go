@@ -177,3 +177,22 @@ func TestPipelineWritesChunked(t *testing.T) {
 		t.Fatalf("WriteEach sizes %v, want [3 3 1]", sizes)
 	}
 }
+
+// A read-only user's writes in a pipeline get NOPERM each, and its reads
+// around them are served.
+func TestPipelineReadOnlyUser(t *testing.T) {
+	auth := users{"reader": {"r", AccessRead}}
+	kv := newFakeKV()
+	kv.m["a"] = []byte("1")
+	s, _ := start(t, kv, func(c *Config) { c.Auth = auth }, nil)
+	got := pipeline(t, s,
+		[]string{"AUTH", "reader", "r"},
+		[]string{"GET", "a"},
+		[]string{"SET", "a", "2"},
+		[]string{"DEL", "a"},
+		[]string{"GET", "a"},
+	)
+	eqReplies(t, got, []string{"+OK", "$1",
+		"-NOPERM User reader has no permissions to run the 'set' command",
+		"-NOPERM User reader has no permissions to run the 'del' command", "$1"})
+}

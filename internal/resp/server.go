@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,11 @@ type Config struct {
 	// Password, when not empty, must be given with AUTH (or HELLO ... AUTH)
 	// before any other command. Empty means no authentication.
 	Password string
+	// Auth, when set, replaces Password: every connection must AUTH as one
+	// of its users, and a read-only user gets NOPERM for writes (acl.go).
+	Auth Authenticator
+	// TLS, when set, serves TLS only.
+	TLS *tls.Config
 	// RequestTimeout bounds each command's KV calls. Must be > 0.
 	RequestTimeout time.Duration
 	// MaxScanCount is the largest COUNT of SCAN and LIMIT of TKV.RANGE, in
@@ -151,6 +157,8 @@ type connState struct {
 	id     int64
 	authed bool
 	name   string
+	user   string
+	access Access
 	// quit: QUIT closed the connection; the rest of its pipeline is
 	// dropped.
 	quit bool
@@ -181,7 +189,11 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // Serve serves connections until Close; it returns nil after Close.
 func (s *Server) Serve() error {
 	lim := frameLimits{bulk: s.cfg.MaxBulkLen, args: s.cfg.MaxArgs, inline: s.cfg.MaxInlineLen, command: s.cfg.MaxCommandLen}
-	err := s.rs.Serve(guardedListener{Listener: s.ln, lim: lim})
+	ln := s.ln
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
+	err := s.rs.Serve(guardedListener{Listener: ln, lim: lim})
 	if s.ctx.Err() != nil {
 		return nil
 	}
@@ -209,7 +221,11 @@ func (s *Server) accept(c redcon.Conn) bool {
 		c.WriteError(fmt.Sprintf("ERR max number of clients reached (the maximum is %d connections)", s.cfg.MaxConns))
 		return false
 	}
-	c.SetContext(&connState{id: s.nextID.Add(1), authed: s.cfg.Password == ""})
+	st := &connState{id: s.nextID.Add(1), user: "default"}
+	if s.cfg.Password == "" && s.cfg.Auth == nil {
+		st.authed, st.access = true, AccessWrite
+	}
+	c.SetContext(st)
 	return true
 }
 

@@ -80,7 +80,10 @@ func (s *Server) clusterSeries(ctx context.Context, own []seriesPoint) []seriesP
 	lists := [][]seriesPoint{own}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	hc := &http.Client{Timeout: time.Second}
+	hc, scheme := &http.Client{Timeout: time.Second}, "http://"
+	if tc := s.peerTLS(); tc != nil {
+		hc.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https://"
+	}
 	for _, n := range s.dir.list() {
 		if n.GetNodeId() == s.nodeID || n.GetHttpAddr() == "" {
 			continue
@@ -88,7 +91,7 @@ func (s *Server) clusterSeries(ctx context.Context, own []seriesPoint) []seriesP
 		wg.Add(1)
 		go func(addr string) {
 			defer wg.Done()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/series?local", nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/api/series?local", nil)
 			if err != nil {
 				return
 			}

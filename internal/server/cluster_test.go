@@ -13,12 +13,12 @@ import (
 
 // testCluster runs n in-process nodes on loopback with in-memory engines.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	nodes []*Server
 	cfgs  []Config
 }
 
-func testConfig(t *testing.T) Config {
+func testConfig(t testing.TB) Config {
 	cfg := DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.GRPCAddr = "127.0.0.1:0"
@@ -37,13 +37,13 @@ func testConfig(t *testing.T) Config {
 	return cfg
 }
 
-func startCluster(t *testing.T, n int) *testCluster {
+func startCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
 	return startClusterWith(t, n, nil)
 }
 
 // startClusterWith starts n nodes, letting adjust change each node's config.
-func startClusterWith(t *testing.T, n int, adjust func(*Config)) *testCluster {
+func startClusterWith(t testing.TB, n int, adjust func(*Config)) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -72,6 +72,8 @@ type Config struct {
 	// Redis configures the Redis-protocol listener; an empty
 	// Redis.ListenAddr disables it.
 	Redis resp.Config
+	// Security turns on TLS and authentication; its zero value is insecure.
+	Security SecurityConfig
 	// Join lists gRPC addresses of existing nodes; empty with a new data
 	// dir creates a new cluster.
 	Join []string

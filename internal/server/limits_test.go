@@ -20,7 +20,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
 
-func kvClient(t *testing.T, addr string) tidekvpb.KVClient {
+func kvClient(t testing.TB, addr string) tidekvpb.KVClient {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
@@ -32,7 +32,7 @@ func kvClient(t *testing.T, addr string) tidekvpb.KVClient {
 }
 
 // waitServing waits until the single node serves a write.
-func waitServing(t *testing.T, kv tidekvpb.KVClient) {
+func waitServing(t testing.TB, kv tidekvpb.KVClient) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {

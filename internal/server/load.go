@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/keys"
 )
 
 // rangeLoad is a range's recent request rate and size as seen by this node.
@@ -45,6 +44,8 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	hot := map[uint64]float64{}
 	gens := map[uint64]uint64{}
 	terms := map[uint64]uint64{}
+	local := map[uint64]bool{}
+	recount := s.recountAfter()
 	for _, r := range s.store.Replicas() {
 		d := r.Desc()
 		if d == nil {
@@ -54,11 +55,12 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 		hot[r.RangeID()] = r.HotKeyShare()
 		gens[r.RangeID()] = d.GetGeneration()
 		terms[r.RangeID()] = r.LeaderTerm()
-		lo, hi := keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
-		if n, err := s.eng.ApproximateSize(lo, hi); err == nil {
+		local[r.RangeID()] = true
+		if n, err := s.rangeSize(r, d.GetGeneration(), d.GetStartKey(), d.GetEndKey(), recount); err == nil {
 			sizes[r.RangeID()] = n
 		}
 	}
+	s.sizes.forget(local)
 	t := &s.load
 	t.mu.Lock()
 	ranges := map[uint64]rangeLoad{}
@@ -103,9 +105,10 @@ func (s *Server) rangeLoadOf(d *tidekvpb.RangeDescriptor, term uint64) rangeLoad
 		return l
 	}
 	fresh := rangeLoad{gen: d.GetGeneration(), term: term, stale: true}
-	lo, hi := keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
-	if n, err := s.eng.ApproximateSize(lo, hi); err == nil {
-		fresh.bytes = n
+	if r := s.store.GetReplica(d.GetRangeId()); r != nil {
+		if n, err := s.rangeSize(r, d.GetGeneration(), d.GetStartKey(), d.GetEndKey(), s.recountAfter()); err == nil {
+			fresh.bytes = n
+		}
 	}
 	return fresh
 }

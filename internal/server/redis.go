@@ -26,6 +26,8 @@ func (s *Server) startRedis() error {
 	ccfg.Addrs = []string{s.Addr()}
 	// Writes through this node come from its locality.
 	ccfg.Locality = s.cfg.Locality
+	// It reaches other nodes as this node, by its node certificate.
+	ccfg.TLS = s.peerTLS()
 	gw, err := client.New(ccfg)
 	if err != nil {
 		return err

@@ -55,6 +55,7 @@ type Server struct {
 	redis    *resp.Server
 	gateway  *client.Client
 	grpcT    *transport.GRPC
+	sec      *nodeSecurity
 	metrics  *metrics
 	inflight chan struct{}
 
@@ -64,6 +65,7 @@ type Server struct {
 	meta   *metaState
 	ctl    *controlState
 	load   loadTracker
+	sizes  rangeSizes
 	events *events.Log
 	mon    *monitor.Monitor
 	gossip *gossip.Gossip
@@ -140,6 +142,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) serve(ctx context.Context) error {
+	if err := s.setupSecurity(); err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", s.cfg.GRPCAddr)
 	if err != nil {
 		return err
@@ -151,7 +156,8 @@ func (s *Server) serve(ctx context.Context) error {
 	}
 	// Stream workers reuse goroutines (and their grown stacks) across
 	// requests instead of starting one per request.
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageSize), grpc.MaxSendMsgSize(maxMessageSize), grpc.NumStreamWorkers(32))
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageSize), grpc.MaxSendMsgSize(maxMessageSize), grpc.NumStreamWorkers(32)}, s.grpcSecurity()...)
+	s.grpcSrv = grpc.NewServer(opts...)
 	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.grpcT.Register(s.grpcSrv)
@@ -161,7 +167,12 @@ func (s *Server) serve(ctx context.Context) error {
 			return err
 		}
 		s.httpSrv = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
-		go s.httpSrv.Serve(s.httpLis)
+		if s.sec != nil {
+			s.httpSrv.TLSConfig = s.sec.tls.Server
+			go s.httpSrv.ServeTLS(s.httpLis, "", "")
+		} else {
+			go s.httpSrv.Serve(s.httpLis)
+		}
 	}
 
 	ident, err := s.loadIdent()
@@ -356,7 +367,7 @@ func (s *Server) conn(addr string) *grpc.ClientConn {
 	if c := s.conns[addr]; c != nil {
 		return c
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(s.peerCreds()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize)))
 	if err != nil {
 		// NewClient only fails on malformed targets; callers see the error

@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -21,6 +22,9 @@ type Options struct {
 	ExtraArgs []string
 	// Env entries ("K=V") are added to every server's environment.
 	Env []string
+	// HTTPTLS reaches the servers' HTTP ports over HTTPS, for clusters
+	// started with --certs-dir; nil uses plain HTTP.
+	HTTPTLS *tls.Config
 	// ReadyTimeout bounds how long one node may take to become ready after
 	// a start or restart; default 45 s.
 	ReadyTimeout time.Duration
@@ -92,6 +96,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	cfg.Binary = bin
 	cfg.ExtraArgs = opts.ExtraArgs
 	cfg.Env = opts.Env
+	cfg.HTTPTLS = opts.HTTPTLS
 	cfg.ReadyTimeout = opts.ReadyTimeout
 	cfg.StopTimeout = opts.StopTimeout
 	lc, err := launcher.NewCluster(cfg)

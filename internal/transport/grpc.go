@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -42,6 +43,9 @@ type Config struct {
 	// queue, so QueueSize must cover message rate × delay. One table may be
 	// shared by every node's transport. nil costs nothing.
 	Delays *Delays
+	// Credentials secure connections to other nodes (TLS with this node's
+	// certificate, which the peer checks); nil dials plaintext.
+	Credentials credentials.TransportCredentials
 }
 
 // DefaultConfig returns settings for a local cluster.
@@ -152,7 +156,11 @@ func (t *GRPC) conn(node uint64) (*grpc.ClientConn, error) {
 	if c := t.conns[addr]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds := t.cfg.Credentials
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
 		return nil, err
@@ -298,6 +306,8 @@ func (t *GRPC) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, s
 	// then fails with io.EOF and the reason is in the response.
 	sendErr := stream.Send(&tidekvpb.SnapshotChunk{Header: header})
 	buf := make([]byte, t.cfg.SnapshotChunkSize)
+	sum := newSummer()
+	sst = summingReader{r: sst, s: sum}
 	for sendErr == nil {
 		n, rerr := sst.Read(buf)
 		if n > 0 {
@@ -306,7 +316,7 @@ func (t *GRPC) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, s
 			}
 		}
 		if rerr == io.EOF {
-			sendErr = stream.Send(&tidekvpb.SnapshotChunk{Final: true})
+			sendErr = stream.Send(&tidekvpb.SnapshotChunk{Final: true, Crc32C: sum.h.Sum32(), Length: sum.n})
 			break
 		}
 		if rerr != nil {
@@ -337,6 +347,7 @@ func (t *GRPC) Snapshot(stream tidekvpb.Raft_SnapshotServer) error {
 	}
 	pr, pw := io.Pipe()
 	go func() {
+		sum := newSummer()
 		for {
 			c, err := stream.Recv()
 			if err != nil {
@@ -344,12 +355,14 @@ func (t *GRPC) Snapshot(stream tidekvpb.Raft_SnapshotServer) error {
 				return
 			}
 			if len(c.GetData()) > 0 {
+				sum.Write(c.GetData())
 				if _, err := pw.Write(c.GetData()); err != nil {
 					return
 				}
 			}
 			if c.GetFinal() {
-				pw.Close()
+				// The reader sees the end only if every byte arrived intact.
+				pw.CloseWithError(sum.check(c.GetLength(), c.GetCrc32C()))
 				return
 			}
 		}

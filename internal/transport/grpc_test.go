@@ -15,6 +15,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -549,5 +550,65 @@ func TestGRPCConfigValidate(t *testing.T) {
 		if _, err := NewGRPC(c, (&addrBook{}).resolve, nil); err == nil {
 			t.Errorf("case %d: invalid config accepted", i)
 		}
+	}
+}
+
+// A snapshot whose bytes differ from what the sender checksummed (a flipped
+// bit, a lost chunk) reaches the handler as an error before its end, so no
+// corrupt SST is ever staged, and the refusal says why.
+func TestGRPCSnapshotChecksum(t *testing.T) {
+	book := &addrBook{}
+	handlerErr := make(chan error, 1)
+	h2 := newRecorder()
+	h2.setSnap(func(_ *tidekvpb.RaftMessage, r io.Reader) error {
+		_, err := io.Copy(io.Discard, r)
+		handlerErr <- err
+		return err
+	})
+	startNode(t, DefaultConfig(), book, 2, h2)
+	addr, _ := book.resolve(2)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	data := bytes.Repeat([]byte("abcdefgh"), 1<<14)
+	sum := newSummer()
+	sum.Write(data)
+	for _, c := range []struct {
+		name         string
+		sent         []byte
+		length       uint64
+		crc          uint32
+		wantAccepted bool
+	}{
+		{"intact", data, sum.n, sum.h.Sum32(), true},
+		{"flipped bit", append(append([]byte{}, data[:100]...), append([]byte{data[100] ^ 1}, data[101:]...)...), sum.n, sum.h.Sum32(), false},
+		{"lost tail", data[:len(data)-8], sum.n, sum.h.Sum32(), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stream, err := tidekvpb.NewRaftClient(conn).Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range []*tidekvpb.SnapshotChunk{{Header: snapHeader()}, {Data: c.sent}, {Final: true, Crc32C: c.crc, Length: c.length}} {
+				if err := stream.Send(ch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resp, err := stream.CloseAndRecv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			herr := <-handlerErr
+			if resp.GetAccepted() != c.wantAccepted {
+				t.Fatalf("accepted %v (%q), want %v", resp.GetAccepted(), resp.GetError(), c.wantAccepted)
+			}
+			if !c.wantAccepted && (herr == nil || !strings.Contains(resp.GetError(), "corrupt")) {
+				t.Fatalf("handler saw %v, refusal %q: want the corruption named", herr, resp.GetError())
+			}
+		})
 	}
 }

@@ -1,0 +1,53 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/nemesis"
+	"github.com/tidekv/tidekv/internal/testcluster"
+)
+
+// TestBenchChaos runs `tidekv bench chaos` as an operator would: one short
+// seeded schedule of kills and pauses against 4 real processes, with the
+// workload's history checked by porcupine and the cluster back at its
+// replication factor afterwards. TIDEKV_E2E_LONG=1 runs 10 schedules of a
+// minute each.
+func TestBenchChaos(t *testing.T) {
+	schedules, dur := 1, 17*time.Second
+	if long() {
+		schedules, dur = 10, time.Minute
+	}
+	bin := testcluster.Binary(t)
+	port := testcluster.FreeBasePort(t, 4)
+	ctx := testCtx(t, time.Duration(schedules)*(dur+2*time.Minute))
+	cmd := exec.CommandContext(ctx, bin, "bench", "chaos", "--json", "--schedules", fmt.Sprint(schedules),
+		"--duration", dur.String(), "--base-port", fmt.Sprint(port), "--data-dir", t.TempDir())
+	out, err := cmd.Output()
+	var stderr []byte
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = ee.Stderr
+	}
+	var reports []nemesis.Report
+	if jerr := json.Unmarshal(out, &reports); jerr != nil {
+		t.Fatalf("tidekv bench chaos: %v (%v)\n%s\n%s", err, jerr, out, stderr)
+	}
+	if len(reports) != schedules {
+		t.Fatalf("%d reports for %d schedules", len(reports), schedules)
+	}
+	for _, r := range reports {
+		t.Logf("seed %d: %s", r.Seed, r.Verdict)
+		if !r.Passed() {
+			t.Errorf("schedule with seed %d failed: %s", r.Seed, r.Verdict)
+		}
+		if r.Kills+r.Pauses < 2 || r.CheckedOps < 500 {
+			t.Errorf("seed %d: %d faults and %d checked operations prove too little", r.Seed, r.Kills+r.Pauses, r.CheckedOps)
+		}
+	}
+	if err != nil && !t.Failed() {
+		t.Fatalf("tidekv bench chaos exited with %v although every schedule passed\n%s", err, stderr)
+	}
+}

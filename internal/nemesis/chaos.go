@@ -1,0 +1,249 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/launcher"
+	"github.com/tidekv/tidekv/internal/linearizability"
+)
+
+// ChaosConfig is one chaos run: Schedules seeded fault plans, each on a
+// fresh cluster of the real binary.
+type ChaosConfig struct {
+	Binary   string
+	DataDir  string // each schedule uses a fresh directory under it
+	BasePort int
+	Seed     uint64 // schedule i uses Seed+i
+	Faults   Config
+	// Schedules is how many plans to run, one after another.
+	Schedules int
+	// Clients and Keys shape the linearizability workload.
+	Clients, Keys int
+	// ConvergeWithin bounds the wait, after the last fault, for every range
+	// to be back at its replication factor (3) with no learner.
+	ConvergeWithin time.Duration
+	// CheckTimeout bounds the linearizability check of one history.
+	CheckTimeout time.Duration
+}
+
+// DefaultChaosConfig runs one default plan on 4 nodes from port 27000.
+func DefaultChaosConfig() ChaosConfig {
+	return ChaosConfig{DataDir: os.TempDir(), BasePort: 27000, Seed: 1, Faults: DefaultConfig(), Schedules: 1,
+		Clients: 8, Keys: 4, ConvergeWithin: 30 * time.Second, CheckTimeout: 2 * time.Minute}
+}
+
+// Validate reports the first setting that cannot work, in one sentence.
+func (c ChaosConfig) Validate() error {
+	switch {
+	case c.Binary == "":
+		return errors.New("chaos: no tidekv binary to run")
+	case c.Schedules < 1 || c.Clients < 1 || c.Keys < 1:
+		return errors.New("chaos: schedules, clients and keys must be at least 1")
+	case c.Faults.Nodes < 3:
+		return fmt.Errorf("chaos: %d nodes: the replication factor 3 needs at least 3", c.Faults.Nodes)
+	case c.ConvergeWithin <= 0 || c.CheckTimeout <= 0:
+		return errors.New("chaos: the convergence and check timeouts must be positive")
+	}
+	return c.Faults.Validate()
+}
+
+// Report is one schedule's outcome.
+type Report struct {
+	Seed         uint64  `json:"seed"`
+	Kills        int     `json:"kills"`
+	Pauses       int     `json:"pauses"`
+	Ops          int     `json:"ops"`
+	OkOps        int     `json:"ok_ops"`
+	Linearizable bool    `json:"linearizable"`
+	CheckedOps   int     `json:"checked_ops"`
+	Converged    bool    `json:"converged"`
+	ConvergedSec float64 `json:"converged_seconds"`
+	Verdict      string  `json:"verdict"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// Passed reports whether the schedule found nothing wrong.
+func (r Report) Passed() bool { return r.Error == "" && r.Linearizable && r.Converged }
+
+// Chaos runs c.Schedules schedules and returns a report for each; progress
+// lines go to logf.
+func Chaos(ctx context.Context, c ChaosConfig, logf func(format string, args ...any)) ([]Report, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var out []Report
+	for i := range c.Schedules {
+		seed := c.Seed + uint64(i)
+		rep := chaosOne(ctx, c, seed, logf)
+		logf("schedule %d (seed %d): %s", i+1, seed, rep.Verdict)
+		out = append(out, rep)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string, ...any)) Report {
+	rep := Report{Seed: seed}
+	fail := func(err error) Report {
+		rep.Error = err.Error()
+		rep.Verdict = "error: " + rep.Error
+		return rep
+	}
+	dir, err := os.MkdirTemp(c.DataDir, fmt.Sprintf("tidekv-chaos-%d-", seed))
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
+	lcfg := launcher.DefaultConfig()
+	lcfg.Nodes, lcfg.DataDir, lcfg.BasePort, lcfg.Binary = c.Faults.Nodes, dir, c.BasePort, c.Binary
+	lc, err := launcher.NewCluster(lcfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer lc.Stop()
+	if err := lc.Start(ctx, nil); err != nil {
+		return fail(err)
+	}
+	var addrs []string
+	for i := 1; i <= lcfg.Nodes; i++ {
+		addrs = append(addrs, lcfg.Node(i).GRPCAddr)
+	}
+	ccfg := client.DefaultConfig()
+	ccfg.Addrs = addrs
+	cl, err := client.New(ccfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer cl.Close()
+	if _, err := awaitReplicated(ctx, cl, time.Minute, false); err != nil {
+		return fail(fmt.Errorf("the cluster never reached 3 voters per range: %w", err))
+	}
+
+	rec := linearizability.NewRecorder()
+	keys := linearizability.Keys(c.Keys)
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range c.Clients {
+		w := linearizability.NewClient(i, rec, keys, seed)
+		do := linearizability.ClientDo(wctx, cl)
+		wg.Go(func() {
+			for wctx.Err() == nil {
+				res := w.Step(do)
+				mu.Lock()
+				rep.Ops++
+				if res.Outcome == linearizability.OutcomeOk {
+					rep.OkOps++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	steps := Plan(seed, c.Faults)
+	for _, s := range steps {
+		if s.Kind == Kill {
+			rep.Kills++
+		} else {
+			rep.Pauses++
+		}
+	}
+	runErr := Run(ctx, steps, launcherTarget{lc}, func(s Step) { logf("  seed %d: %s", seed, s) })
+	took, convErr := awaitReplicated(ctx, cl, c.ConvergeWithin, true)
+	stop()
+	wg.Wait()
+	if runErr != nil {
+		return fail(runErr)
+	}
+	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
+	res := linearizability.Check(rec.History(), c.CheckTimeout)
+	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
+	rep.Verdict = fmt.Sprintf("%d kills, %d pauses; %d ops (%d ok); %s; ", rep.Kills, rep.Pauses, rep.Ops, rep.OkOps, res.Describe)
+	if convErr != nil {
+		rep.Verdict += "NOT converged: " + convErr.Error()
+	} else {
+		rep.Verdict += fmt.Sprintf("converged %.1f s after the last fault", rep.ConvergedSec)
+	}
+	return rep
+}
+
+// awaitReplicated polls the directory until every range has 3 voters and a
+// leaseholder (and, if strict, nothing else: no learner, no joint state),
+// for at most d; it returns how long that took.
+func awaitReplicated(ctx context.Context, cl *client.Client, d time.Duration, strict bool) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var last error
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := cl.Ranges(rctx)
+		rcancel()
+		if err == nil {
+			last = replicatedErr(resp, strict)
+		} else {
+			last = err
+		}
+		if last == nil {
+			return time.Since(start), nil
+		}
+		if sleep(ctx, 200*time.Millisecond) != nil {
+			return time.Since(start), last
+		}
+	}
+}
+
+func replicatedErr(resp *tidekvpb.RangesResponse, strict bool) error {
+	if len(resp.GetRanges()) == 0 {
+		return errors.New("no ranges reported")
+	}
+	for _, r := range resp.GetRanges() {
+		d := r.GetDesc()
+		voters := 0
+		for _, rd := range d.GetReplicas() {
+			switch {
+			case rd.GetType() == tidekvpb.ReplicaType_VOTER:
+				voters++
+			case strict && !rd.GetAdaptive():
+				return fmt.Errorf("range %d has a %v replica on node %d", d.GetRangeId(), rd.GetType(), rd.GetNodeId())
+			}
+		}
+		if voters < 3 || (strict && voters != 3) {
+			return fmt.Errorf("range %d has %d voters", d.GetRangeId(), voters)
+		}
+		if r.GetLeaderNodeId() == 0 {
+			return fmt.Errorf("range %d has no known leaseholder", d.GetRangeId())
+		}
+	}
+	return nil
+}
+
+// launcherTarget does faults to a launcher cluster's processes.
+type launcherTarget struct{ lc *launcher.Cluster }
+
+func (t launcherTarget) Kill(i int) error { return t.lc.KillNode(i) }
+
+func (t launcherTarget) Restart(ctx context.Context, i int) error {
+	_, err := t.lc.StartNode(ctx, i)
+	return err
+}
+
+func (t launcherTarget) Pause(i int) error  { return t.signal(i, syscall.SIGSTOP) }
+func (t launcherTarget) Resume(i int) error { return t.signal(i, syscall.SIGCONT) }
+
+func (t launcherTarget) signal(i int, sig syscall.Signal) error {
+	p := t.lc.Process(i)
+	if p == nil || p.Exited() {
+		return fmt.Errorf("node %d is not running", i)
+	}
+	return p.Signal(sig)
+}

@@ -1,0 +1,86 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPlanIsSeededAndKeepsOneNodeDown(t *testing.T) {
+	c := DefaultConfig()
+	a, b := Plan(7, c), Plan(7, c)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("the same seed gave different plans")
+	}
+	if reflect.DeepEqual(a, Plan(8, c)) {
+		t.Fatal("different seeds gave the same plan")
+	}
+	if len(a) != 7 {
+		t.Fatalf("%d steps in a minute at one per 8 s, want 7", len(a))
+	}
+	kinds := map[Kind]int{}
+	for i, s := range a {
+		kinds[s.Kind]++
+		if s.Node < 1 || s.Node > c.Nodes || s.For != c.Down || s.At+s.For > c.Duration {
+			t.Fatalf("step %v out of bounds", s)
+		}
+		if i > 0 && s.At < a[i-1].At+a[i-1].For {
+			t.Fatalf("step %v starts before %v ends: two nodes down", s, a[i-1])
+		}
+	}
+	var pauses int
+	for seed := range uint64(50) {
+		for _, s := range Plan(seed, c) {
+			if s.Kind == Pause {
+				pauses++
+			}
+		}
+	}
+	if share := float64(pauses) / 350; share < 0.2 || share > 0.45 {
+		t.Fatalf("pause share over 50 plans %.2f, want about 1/3", share)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Down = c.Interval
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "one node down at a time") {
+		t.Fatalf("down = interval: %v", err)
+	}
+}
+
+// fakeTarget records what was done, in order.
+type fakeTarget struct{ log []string }
+
+func (f *fakeTarget) Kill(i int) error { f.log = append(f.log, fmt.Sprint("kill ", i)); return nil }
+func (f *fakeTarget) Restart(_ context.Context, i int) error {
+	f.log = append(f.log, fmt.Sprint("restart ", i))
+	return nil
+}
+func (f *fakeTarget) Pause(i int) error  { f.log = append(f.log, fmt.Sprint("pause ", i)); return nil }
+func (f *fakeTarget) Resume(i int) error { f.log = append(f.log, fmt.Sprint("resume ", i)); return nil }
+
+func TestRunBringsEveryNodeBack(t *testing.T) {
+	steps := []Step{{At: 0, Kind: Kill, Node: 2, For: time.Millisecond}, {At: 5 * time.Millisecond, Kind: Pause, Node: 3, For: time.Millisecond}}
+	f := &fakeTarget{}
+	if err := Run(context.Background(), steps, f, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.log, ","); got != "kill 2,restart 2,pause 3,resume 3" {
+		t.Fatalf("did %s", got)
+	}
+	// Cancelled while a node is down: it is brought back all the same.
+	f = &fakeTarget{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := Run(ctx, []Step{{At: 0, Kind: Pause, Node: 1, For: time.Hour}}, f, nil)
+	if err == nil || strings.Join(f.log, ",") != "pause 1,resume 1" {
+		t.Fatalf("cancelled run: %v, did %v", err, f.log)
+	}
+}

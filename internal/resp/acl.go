@@ -1,0 +1,57 @@
+package resp
+
+import "fmt"
+
+// Users with roles (Config.Auth): AUTH user password names a user, whose
+// access decides which commands the connection may run. Without Auth, the
+// single Config.Password (if any) grants everything, as before.
+
+// Access is what an authenticated connection may do.
+type Access int
+
+const (
+	AccessNone Access = iota
+	AccessRead
+	AccessWrite
+)
+
+// Authenticator checks AUTH's user name and password ("default" when AUTH
+// names none) and says what the user may do; a wrong pair is an error.
+// Implementations must not log the password.
+type Authenticator interface {
+	Authenticate(user, password string) (Access, error)
+}
+
+// writeCommands change data and need AccessWrite; every other command
+// needs only an authenticated connection.
+var writeCommands = map[string]bool{
+	"set": true, "setnx": true, "getset": true, "del": true, "unlink": true, "mset": true,
+	"incr": true, "decr": true, "incrby": true, "decrby": true,
+	"hset": true, "hmset": true, "hdel": true,
+}
+
+// permitted reports whether the connection may run name, writing Redis's
+// NOPERM error if not.
+func (st *connState) permitted(c interface{ WriteError(string) }, name string) bool {
+	if writeCommands[name] && st.access < AccessWrite {
+		c.WriteError(fmt.Sprintf("NOPERM User %s has no permissions to run the '%s' command", st.user, name))
+		return false
+	}
+	return true
+}
+
+// authenticate runs AUTH against Config.Auth, writing the error if the
+// pair is wrong.
+func (x *call) authenticate(user, pass []byte) bool {
+	name := "default"
+	if user != nil {
+		name = string(user)
+	}
+	access, err := x.s.cfg.Auth.Authenticate(name, string(pass))
+	if err != nil || access == AccessNone {
+		x.c.WriteError("WRONGPASS invalid username-password pair or user is disabled.")
+		return false
+	}
+	x.st.authed, x.st.user, x.st.access = true, name, access
+	return true
+}

@@ -1,0 +1,51 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// users is an Authenticator over fixed pairs.
+type users map[string]struct {
+	pass   string
+	access Access
+}
+
+func (u users) Authenticate(user, pass string) (Access, error) {
+	if e, ok := u[user]; ok && e.pass == pass {
+		return e.access, nil
+	}
+	return AccessNone, errors.New("bad pair")
+}
+
+func TestUsersAndAccess(t *testing.T) {
+	ctx := context.Background()
+	auth := users{"reader": {"r", AccessRead}, "writer": {"w", AccessWrite}, "default": {"d", AccessWrite}}
+	s, anon := start(t, newFakeKV(), func(c *Config) { c.Auth = auth }, nil)
+	wantErr(t, anon.Get(ctx, "a").Err(), "NOAUTH Authentication required.")
+	wantErr(t, anon.Do(ctx, "AUTH", "reader", "nope").Err(), "WRONGPASS")
+
+	client := func(user, pass string) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Username: user, Password: pass, MaxRetries: -1})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	w := client("writer", "w")
+	eq(t, must(w.Set(ctx, "a", "1", 0).Result()), "OK")
+	eq(t, must(w.HSet(ctx, "h", "f", "v").Result()), int64(1))
+
+	r := client("reader", "r")
+	eq(t, must(r.Get(ctx, "a").Result()), "1")
+	eq(t, must(r.HGet(ctx, "h", "f").Result()), "v")
+	wantErr(t, r.Set(ctx, "a", "2", 0).Err(), "NOPERM User reader has no permissions to run the 'set' command")
+	wantErr(t, r.Incr(ctx, "n").Err(), "NOPERM User reader has no permissions to run the 'incr' command")
+	wantErr(t, r.Del(ctx, "a").Err(), "NOPERM")
+	eq(t, must(r.Get(ctx, "a").Result()), "1")
+
+	// AUTH password alone is the default user.
+	d := client("", "d")
+	eq(t, must(d.Set(ctx, "b", "1", 0).Result()), "OK")
+}

@@ -1,0 +1,31 @@
+// Package security holds TideKV's TLS and authentication mechanisms: the
+// certificates `tidekv cert` writes, the TLS configurations nodes and
+// clients build from a certs directory, users with roles and hashed
+// passwords, and the gRPC interceptors that authenticate every call and
+// check its method against the role it needs.
+//
+// # Certificates
+//
+// A certs directory holds ca.crt (and, on the machine that signs, ca.key),
+// node.crt/node.key and client.<user>.crt/client.<user>.key, as
+// CockroachDB's `cockroach cert` lays them out. Keys are ECDSA P-256,
+// written 0600; nothing is overwritten unless asked.
+//
+// Roles travel in the certificate's subject: a node certificate has
+// OU=tidekv-node (and CN=node), a client certificate OU=tidekv-client and
+// CN=<user>. Only the CA's holder can mint either, so a client certificate
+// cannot act as a node: node-to-node methods (Raft, snapshots, joins,
+// heartbeats, range reports, closed timestamps) require OU=tidekv-node.
+//
+// # Users and roles
+//
+// Roles are ordered: read < write < admin; a node is above admin. A call
+// authenticates by client certificate (CN = user) or by an
+// "authorization: Basic base64(user:password)" metadata entry over TLS.
+// The user named by a certificate needs no password; "root" is always an
+// admin and need not be listed. Users live in a JSON file (Users), one per
+// cluster copied to every node; passwords are stored as salted
+// PBKDF2-SHA256 hashes, never in clear, and never logged.
+//
+// Imports: the standard library and gRPC only.
+package security

@@ -1,0 +1,184 @@
+package security
+
+import (
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Role is what a user may do; each role includes the ones below it.
+type Role int
+
+const (
+	RoleNone Role = iota
+	RoleRead
+	RoleWrite
+	RoleAdmin
+	// RoleNode is held only by node certificates: node-to-node methods.
+	RoleNode
+)
+
+// RootUser is always an admin, by client certificate, without being listed.
+const RootUser = "root"
+
+var roleNames = map[Role]string{RoleNone: "none", RoleRead: "read", RoleWrite: "write", RoleAdmin: "admin", RoleNode: "node"}
+
+func (r Role) String() string { return roleNames[r] }
+
+// ParseRole parses a user's role: read, write or admin.
+func ParseRole(s string) (Role, error) {
+	for r, n := range roleNames {
+		if n == s && r >= RoleRead && r <= RoleAdmin {
+			return r, nil
+		}
+	}
+	return RoleNone, fmt.Errorf("role %q is not one of read, write, admin", s)
+}
+
+// pbkdf2Iterations makes one guess cost tens of milliseconds; servers
+// cache successful checks so that only the first call of a user pays it.
+const pbkdf2Iterations = 100_000
+
+// User is one entry of a users file. The password is stored as a salted
+// PBKDF2-SHA256 hash; a user without one authenticates by certificate only.
+type User struct {
+	Name       string `json:"name"`
+	Role       string `json:"role"`
+	Salt       []byte `json:"salt,omitempty"`
+	Hash       []byte `json:"hash,omitempty"`
+	Iterations int    `json:"iterations,omitempty"`
+}
+
+// SetPassword replaces the user's password hash with a fresh salt.
+func (u *User) SetPassword(password string) error {
+	if password == "" {
+		return errors.New("a password must not be empty")
+	}
+	u.Salt = make([]byte, 16)
+	if _, err := rand.Read(u.Salt); err != nil {
+		return err
+	}
+	u.Iterations = pbkdf2Iterations
+	var err error
+	u.Hash, err = pbkdf2.Key(sha256.New, password, u.Salt, u.Iterations, 32)
+	return err
+}
+
+// CheckPassword reports whether password is the user's, in constant time.
+func (u User) CheckPassword(password string) bool {
+	if len(u.Hash) == 0 || u.Iterations <= 0 {
+		return false
+	}
+	h, err := pbkdf2.Key(sha256.New, password, u.Salt, u.Iterations, len(u.Hash))
+	return err == nil && subtle.ConstantTimeCompare(h, u.Hash) == 1
+}
+
+// UserFile is the users file: every user of the cluster.
+type UserFile struct {
+	Users []User `json:"users"`
+}
+
+// ReadUserFile reads path; a missing file is an empty list.
+func ReadUserFile(f Files, path string) (*UserFile, error) {
+	b, err := f.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &UserFile{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	uf := &UserFile{}
+	if err := json.Unmarshal(b, uf); err != nil {
+		return nil, fmt.Errorf("%s is not a users file: %v", path, err)
+	}
+	for _, u := range uf.Users {
+		if _, err := ParseRole(u.Role); err != nil {
+			return nil, fmt.Errorf("%s: user %s: %w", path, u.Name, err)
+		}
+	}
+	return uf, nil
+}
+
+// Write replaces path with the list, readable by its owner only (it holds
+// password hashes). The new file is renamed over the old one so that a
+// node reloading it never reads half a file.
+func (uf *UserFile) Write(f Files, path string) error {
+	sort.Slice(uf.Users, func(i, j int) bool { return uf.Users[i].Name < uf.Users[j].Name })
+	b, err := json.MarshalIndent(uf, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := f.WriteFile(tmp, append(b, '\n'), 0o600, true); err != nil {
+		return err
+	}
+	return f.Rename(tmp, path)
+}
+
+// Find returns the index of the named user, or -1.
+func (uf *UserFile) Find(name string) int {
+	for i, u := range uf.Users {
+		if u.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Add adds a user; password "" makes a certificate-only user.
+func (uf *UserFile) Add(name string, role Role, password string) error {
+	if err := ValidUser(name); err != nil {
+		return err
+	}
+	if uf.Find(name) >= 0 {
+		return fmt.Errorf("user %s already exists", name)
+	}
+	u := User{Name: name, Role: role.String()}
+	if password != "" {
+		if err := u.SetPassword(password); err != nil {
+			return err
+		}
+	}
+	uf.Users = append(uf.Users, u)
+	return nil
+}
+
+// Remove removes a user.
+func (uf *UserFile) Remove(name string) error {
+	i := uf.Find(name)
+	if i < 0 {
+		return fmt.Errorf("user %s does not exist", name)
+	}
+	uf.Users = append(uf.Users[:i], uf.Users[i+1:]...)
+	return nil
+}
+
+// Passwd changes a user's password.
+func (uf *UserFile) Passwd(name, password string) error {
+	i := uf.Find(name)
+	if i < 0 {
+		return fmt.Errorf("user %s does not exist", name)
+	}
+	return uf.Users[i].SetPassword(password)
+}
+
+// Describe lists users as "name role [password|certificate only]" lines.
+func (uf *UserFile) Describe() string {
+	var sb strings.Builder
+	for _, u := range uf.Users {
+		how := "password"
+		if len(u.Hash) == 0 {
+			how = "certificate only"
+		}
+		fmt.Fprintf(&sb, "%s\t%s\t%s\n", u.Name, u.Role, how)
+	}
+	return sb.String()
+}

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"sync"
+
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+// Range sizes. Placement splits a range above Θmax, so its size must not
+// read low. The engine's estimate (SST files) misses what still sits in
+// the memtable and counts overwritten and deleted versions; under a steady
+// write load that let ranges grow past Θmax. A range's size here is an
+// exact count of its live user bytes (keys and values, as a scan sees them,
+// memtable included) plus the bytes of the puts applied since that count:
+// an upper bound, since an overwrite or a delete only counts as growth. The
+// count is redone when the range's span changes (a split, a merge, a
+// snapshot) and whenever the writes since it could have added a quarter of
+// Θmax, so the bound is never more than Θmax/4 above the live size, and a
+// scan costs at most four bytes read per byte written.
+
+// sizedReplica is what a size estimate needs of a replica.
+type sizedReplica interface {
+	RangeID() uint64
+	WrittenBytes() uint64
+}
+
+// rangeSizes holds each local range's last exact count.
+type rangeSizes struct {
+	mu sync.Mutex
+	m  map[uint64]sizeCount
+}
+
+type sizeCount struct {
+	gen     uint64 // descriptor generation the count is for
+	live    uint64 // live user bytes counted
+	written uint64 // the replica's WrittenBytes at the count
+}
+
+// size returns the size of r's range (descriptor generation gen, span
+// [lo, hi) in the engine), counting it afresh when the last count is for
+// another span or the writes since may have added recountAfter bytes.
+func (rs *rangeSizes) size(eng storage.Reader, r sizedReplica, gen uint64, lo, hi []byte, recountAfter uint64) (uint64, error) {
+	id, written := r.RangeID(), r.WrittenBytes()
+	rs.mu.Lock()
+	c, ok := rs.m[id]
+	rs.mu.Unlock()
+	if ok && c.gen == gen && written >= c.written && written-c.written < recountAfter {
+		return c.live + (written - c.written), nil
+	}
+	live, err := liveBytes(eng, lo, hi)
+	if err != nil {
+		return 0, err
+	}
+	rs.mu.Lock()
+	if rs.m == nil {
+		rs.m = map[uint64]sizeCount{}
+	}
+	rs.m[id] = sizeCount{gen: gen, live: live, written: written}
+	rs.mu.Unlock()
+	return live, nil
+}
+
+// forget drops the counts of ranges no longer local.
+func (rs *rangeSizes) forget(local map[uint64]bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for id := range rs.m {
+		if !local[id] {
+			delete(rs.m, id)
+		}
+	}
+}
+
+// liveBytes counts the user key and value bytes in the engine span.
+func liveBytes(eng storage.Reader, lo, hi []byte) (uint64, error) {
+	it, err := eng.NewIter(lo, hi)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		n += uint64(len(keys.UserKey(it.Key())) + len(it.Value()))
+	}
+	return n, it.Close()
+}
+
+// recountAfter is how many bytes written since a range's last exact count
+// trigger the next: a quarter of Θmax.
+func (s *Server) recountAfter() uint64 {
+	return max(s.clusterConfig().Placement.RangeMaxBytes/4, 1)
+}
+
+// rangeSize is r's range size (descriptor generation gen, span [start, end)).
+func (s *Server) rangeSize(r *raftstore.Replica, gen uint64, start, end []byte, recountAfter uint64) (uint64, error) {
+	lo, hi := keys.DataSpan(r.RangeID(), start, end)
+	return s.sizes.size(s.eng, r, gen, lo, hi, recountAfter)
+}

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+type fakeSized struct{ id, written uint64 }
+
+func (f *fakeSized) RangeID() uint64      { return f.id }
+func (f *fakeSized) WrittenBytes() uint64 { return f.written }
+
+// The size is an exact count of live bytes plus the bytes written since,
+// counted again once those could have added recountAfter bytes or when
+// the span changes.
+func TestRangeSizeEstimate(t *testing.T) {
+	eng := storage.NewMem()
+	put := func(k, v string) {
+		b := eng.NewBatch()
+		defer b.Close()
+		if err := b.Set(keys.DataKey(2, []byte(k)), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", "1234")   // 5 bytes, outside [b, m)
+	put("b", "123456") // 7
+	put("c", "12")     // 3
+	put("z", "x")      // outside
+	lo, hi := keys.DataSpan(2, []byte("b"), []byte("m"))
+	r := &fakeSized{id: 2}
+	var rs rangeSizes
+	size := func(gen uint64) uint64 {
+		n, err := rs.size(eng, r, gen, lo, hi, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := size(1); n != 10 {
+		t.Fatalf("first count %d, want the 10 live bytes in [b, m)", n)
+	}
+	// An overwrite of c (3 → 3 bytes) applied: counted as growth, no scan.
+	put("c", "34")
+	r.written += 3
+	if n := size(1); n != 13 {
+		t.Fatalf("after 3 bytes written: %d, want 10 + 3 (an upper bound, no recount)", n)
+	}
+	// Writes that could have added recountAfter bytes: counted again.
+	put("d", "123456789")
+	r.written += 100
+	if n := size(1); n != 20 {
+		t.Fatalf("after 103 bytes written: %d, want the exact 20", n)
+	}
+	// A new span (a split): counted again at once.
+	put("e", "1")
+	if n := size(2); n != 22 {
+		t.Fatalf("new generation: %d, want the exact 22", n)
+	}
+	rs.forget(map[uint64]bool{})
+	if len(rs.m) != 0 {
+		t.Fatal("forget kept a range that is no longer local")
+	}
+}
