@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/tidekv/tidekv/client"
 )
@@ -97,3 +98,41 @@ func (a clientKV) Scan(ctx context.Context, start, end []byte, limit int) ([]Key
 	}
 	return out, nil
 }
+
+// WriteEach sends each op as its own Put or Delete (the client has no
+// per-op batch call, and a Write would make the ops atomic and fail them
+// together). Ops on different keys go concurrently, at most
+// maxConcurrentOps at a time, so that the leaseholder can put them in one
+// Raft entry; the ops on one key go one after another, in order.
+func (a clientKV) WriteEach(ctx context.Context, ops []Op) []OpResult {
+	out := make([]OpResult, len(ops))
+	byKey := map[string][]int{}
+	var order []string
+	for i, op := range ops {
+		if _, ok := byKey[string(op.Key)]; !ok {
+			order = append(order, string(op.Key))
+		}
+		byKey[string(op.Key)] = append(byKey[string(op.Key)], i)
+	}
+	sem := make(chan struct{}, maxConcurrentOps)
+	var wg sync.WaitGroup
+	for _, k := range order {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(idx []int) {
+			defer func() { <-sem; wg.Done() }()
+			for _, i := range idx {
+				if ops[i].Delete {
+					out[i].Existed, out[i].Err = a.Delete(ctx, ops[i].Key)
+				} else {
+					out[i].Err = a.Put(ctx, ops[i].Key, ops[i].Value)
+				}
+			}
+		}(byKey[k])
+	}
+	wg.Wait()
+	return out
+}
+
+// maxConcurrentOps bounds the calls one WriteEach has in flight.
+const maxConcurrentOps = 64

@@ -97,6 +97,7 @@ func cmdEcho(x *call) { x.c.WriteBulk(x.args[1]) }
 
 func cmdQuit(x *call) {
 	x.c.WriteString("OK")
+	x.st.quit = true
 	x.c.Close()
 }
 

@@ -65,9 +65,18 @@
 // connection is closed; a connection beyond MaxConns gets "ERR max number
 // of clients reached (the maximum is N connections)". See limits.go.
 //
-// Pipelining: redcon reads every command a client has sent, runs them one
-// at a time in order on the connection's goroutine and flushes the replies
-// together, so replies keep their order.
+// Pipelining (pipeline.go): redcon parses every complete command a client
+// has sent; the handler takes them all and serves them in order on the
+// connection's goroutine, and redcon flushes the replies together. A run of
+// consecutive plain GET, SET key value and DEL/UNLINK commands is served
+// together: its consecutive writes as one KV.WriteEach (the node writes the
+// ops of each range it leads in one Raft proposal), its consecutive reads
+// as one BatchGet, alternately in arrival order, so a read sees the writes
+// sent before it. Every other command (SET with options, INCR, HSET, MGET,
+// AUTH, ...) runs alone in its place and ends the run. Each command gets
+// its own reply, an error only for itself (an invalid value fails its SET
+// alone); QUIT drops what follows it. A DEL that removed a key still scans
+// for hash fields afterwards, as it does alone.
 //
 // # Key encoding
 //

@@ -18,6 +18,8 @@ type fakeKV struct {
 	scans   int
 	guarded int // GuardedWrite calls
 	reads   int // Get and BatchGet calls
+	// eachOps: the ops of every WriteEach call, for tests of grouping.
+	eachOps [][]Op
 }
 
 func newFakeKV() *fakeKV { return &fakeKV{m: map[string][]byte{}} }
@@ -120,6 +122,23 @@ func (f *fakeKV) apply(ops []Op) {
 	}
 }
 
+// WriteEach applies ops in order, each on its own, and fails an op with an
+// empty key alone.
+func (f *fakeKV) WriteEach(_ context.Context, ops []Op) []OpResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.eachOps = append(f.eachOps, ops)
+	out := make([]OpResult, len(ops))
+	for i, op := range ops {
+		if out[i].Err = checkKey(op.Key); out[i].Err != nil {
+			continue
+		}
+		_, out[i].Existed = f.m[string(op.Key)]
+		f.apply([]Op{op})
+	}
+	return out
+}
+
 func (f *fakeKV) GuardedWrite(_ context.Context, ops []Op, g Guard) (GuardResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -195,3 +214,10 @@ type errKV struct {
 
 func (e errKV) Get(context.Context, []byte) ([]byte, error) { return nil, e.err }
 func (e errKV) Put(context.Context, []byte, []byte) error   { return e.err }
+func (e errKV) WriteEach(_ context.Context, ops []Op) []OpResult {
+	out := make([]OpResult, len(ops))
+	for i := range out {
+		out[i].Err = e.err
+	}
+	return out
+}

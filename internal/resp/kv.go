@@ -40,6 +40,21 @@ type KV interface {
 	// Scan returns pairs with keys in [start, end) in key order, at most
 	// limit of them (limit <= 0: no limit). An empty end means no bound.
 	Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error)
+	// WriteEach applies each op on its own, as Put or Delete would, and
+	// returns one result per op, in order; Existed is reported for deletes.
+	// Ops on one key take effect in their order, so a delete's Existed
+	// sees an earlier put. The ops
+	// are not atomic together: an implementation may apply the ops of one
+	// range in one atomic write, and an op that fails (an invalid value,
+	// say) fails alone. It is how a pipeline's writes share a proposal.
+	WriteEach(ctx context.Context, ops []Op) []OpResult
+}
+
+// OpResult is one op's outcome of a WriteEach: for a delete, whether its
+// key held a value; or why the op failed.
+type OpResult struct {
+	Existed bool
+	Err     error
 }
 
 // Result is one key's outcome of a BatchGet.

@@ -159,6 +159,9 @@ type connState struct {
 	name   string
 	user   string
 	access Access
+	// quit: QUIT closed the connection; the rest of its pipeline is
+	// dropped.
+	quit bool
 }
 
 // New listens on cfg.ListenAddr and returns a Server; call Serve to serve.
@@ -232,49 +235,20 @@ func (s *Server) closed(c redcon.Conn, err error) {
 	}
 }
 
-// handle runs one command. redcon calls it sequentially for the commands of
-// one connection and flushes replies in order, so pipelined replies keep
-// their order.
+// handle serves the first command of what redcon read and, taken from
+// redcon, every command read with it (pipeline.go); redcon flushes the
+// replies together after it returns.
 func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	st, _ := c.Context().(*connState)
-	if st == nil || len(cmd.Args) == 0 {
+	if st == nil {
 		c.WriteError("ERR empty command")
 		return
 	}
-	// redcon reuses its read buffer; copy the arguments, which may be kept
-	// by the KV.
-	args := make([][]byte, len(cmd.Args))
-	for i, a := range cmd.Args {
-		args[i] = append([]byte(nil), a...)
+	cmds := []redcon.Command{cmd}
+	if rest := c.ReadPipeline(); len(rest) > 0 {
+		cmds = append(cmds, rest...)
 	}
-	name := strings.ToLower(string(args[0]))
-	spec, ok := commands[name]
-	if !ok {
-		c.WriteError(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", trunc(args[0]), argsPreview(args[1:])))
-		return
-	}
-	if !st.authed && !spec.noAuth {
-		c.WriteError("NOAUTH Authentication required.")
-		return
-	}
-	if !st.permitted(c, name) {
-		return
-	}
-	if (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity) {
-		c.WriteError(errArity(name))
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	observe := s.observe.Load()
-	if observe == nil {
-		spec.fn(&call{s: s, c: c, st: st, ctx: ctx, name: name, args: args})
-		return
-	}
-	start := time.Now()
-	ec := &errorNoting{Conn: c}
-	spec.fn(&call{s: s, c: ec, st: st, ctx: ctx, name: name, args: args})
-	(*observe)(name, time.Since(start), ec.failed)
+	s.servePipeline(c, st, cmds)
 }
 
 func errArity(name string) string {

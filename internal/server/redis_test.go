@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tidekv/tidekv/client"
 )
 
 // redisCalls reads tidekv_redis_kv_calls_total{path} from s's registry.
@@ -33,17 +35,14 @@ func redisCalls(t *testing.T, s *Server, path string) float64 {
 	return 0
 }
 
-// TestRedisServesLedRangesInProcess: a node's Redis listener serves the
-// keys of ranges it leads without any call through its routing client (so
-// no gRPC request to itself), and routes the keys of ranges led elsewhere;
-// a command over both gets both.
-func TestRedisServesLedRangesInProcess(t *testing.T) {
-	tc := startClusterWith(t, 3, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
-	c := tc.client()
-	tc.waitReplicated(c, 3)
+// splitLedApart splits the key space at key and moves the leases so that
+// one node leads the left range and another the right one; it returns the
+// left range's leaseholder.
+func splitLedApart(t *testing.T, tc *testCluster, c *client.Client, key string) uint64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	split, err := c.Split(ctx, []byte("m"))
+	split, err := c.Split(ctx, []byte(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +63,20 @@ func TestRedisServesLedRangesInProcess(t *testing.T) {
 			return nil
 		})
 	}
+	return lh
+}
+
+// TestRedisServesLedRangesInProcess: a node's Redis listener serves the
+// keys of ranges it leads without any call through its routing client (so
+// no gRPC request to itself), and routes the keys of ranges led elsewhere;
+// a command over both gets both.
+func TestRedisServesLedRangesInProcess(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lh := splitLedApart(t, tc, c, "m")
 	node := tc.server(lh)
 	rdb := redis.NewClient(&redis.Options{Addr: node.RedisAddr()})
 	defer rdb.Close()

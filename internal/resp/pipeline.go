@@ -1,0 +1,256 @@
+package resp
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// Pipelines: redcon parses every complete command a client has sent before
+// calling the handler for the first; the handler takes the rest of them
+// (ReadPipeline) and serves them here. A run of consecutive plain GET, SET
+// and DEL commands is served together: its writes in one WriteEach (the
+// node groups them into one proposal per range), its reads in one
+// BatchGet, alternating in the order they came, so a read after a write to
+// the same key sees it. Every other command runs alone, in its place.
+// Replies are written in order and each command gets its own, error or not.
+
+// cmdClass says how a pipelined command may be grouped.
+type cmdClass int
+
+const (
+	classAlone cmdClass = iota
+	classRead
+	classWrite
+)
+
+// prepared is one parsed command, ready to run.
+type prepared struct {
+	name  string
+	args  [][]byte
+	spec  cmdSpec
+	class cmdClass
+	// errMsg, when set, is the command's reply (unknown, arity, NOAUTH).
+	errMsg string
+}
+
+// prepare copies a command's arguments (redcon reuses its read buffer and
+// the KV may keep them) and checks its name, authentication, permission
+// and arity.
+func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
+	if len(cmd.Args) == 0 {
+		return &prepared{errMsg: "ERR empty command"}
+	}
+	args := make([][]byte, len(cmd.Args))
+	for i, a := range cmd.Args {
+		args[i] = append([]byte(nil), a...)
+	}
+	name := strings.ToLower(string(args[0]))
+	spec, ok := commands[name]
+	var denied errorText
+	switch {
+	case !ok:
+		return &prepared{errMsg: "ERR unknown command '" + trunc(args[0]) + "', with args beginning with: " + argsPreview(args[1:])}
+	case !st.authed && !spec.noAuth:
+		return &prepared{errMsg: "NOAUTH Authentication required."}
+	case !st.permitted(&denied, name):
+		return &prepared{errMsg: denied.msg}
+	case (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity):
+		return &prepared{errMsg: errArity(name)}
+	}
+	p := &prepared{name: name, args: args, spec: spec}
+	switch {
+	case name == "get":
+		p.class = classRead
+	case name == "set" && len(args) == 3, name == "del", name == "unlink":
+		p.class = classWrite
+	}
+	return p
+}
+
+// errorText keeps an error reply instead of writing it.
+type errorText struct{ msg string }
+
+func (e *errorText) WriteError(msg string) { e.msg = msg }
+
+// servePipeline serves cmds in order, grouping runs of GET, SET and DEL.
+func (s *Server) servePipeline(c redcon.Conn, st *connState, cmds []redcon.Command) {
+	for i := 0; i < len(cmds) && !st.quit; {
+		p := s.prepare(st, cmds[i])
+		i++
+		if p.class == classAlone {
+			s.serveOne(c, st, p)
+			continue
+		}
+		// None of GET, SET and DEL changes the connection's state, so the
+		// commands after p may be checked before p runs.
+		run := []*prepared{p}
+		for i < len(cmds) {
+			q := s.prepare(st, cmds[i])
+			if q.class == classAlone {
+				break
+			}
+			run = append(run, q)
+			i++
+		}
+		for len(run) > 0 {
+			n := 1
+			for n < len(run) && run[n].class == run[0].class {
+				n++
+			}
+			if n == 1 {
+				s.serveOne(c, st, run[0])
+			} else if run[0].class == classRead {
+				s.serveReads(c, st, run[:n])
+			} else {
+				s.serveWrites(c, st, run[:n])
+			}
+			run = run[n:]
+		}
+	}
+}
+
+// serveOne runs one prepared command.
+func (s *Server) serveOne(c redcon.Conn, st *connState, p *prepared) {
+	if p.errMsg != "" {
+		c.WriteError(p.errMsg)
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	observe := s.observe.Load()
+	if observe == nil {
+		p.spec.fn(&call{s: s, c: c, st: st, ctx: ctx, name: p.name, args: p.args})
+		return
+	}
+	start := time.Now()
+	ec := &errorNoting{Conn: c}
+	p.spec.fn(&call{s: s, c: ec, st: st, ctx: ctx, name: p.name, args: p.args})
+	(*observe)(p.name, time.Since(start), ec.failed)
+}
+
+// serveReads runs GETs in one batched read.
+func (s *Server) serveReads(c redcon.Conn, st *connState, run []*prepared) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	start := time.Now()
+	keys := make([][]byte, len(run))
+	for i, p := range run {
+		keys[i] = encKey(p.args[1])
+	}
+	x := &call{s: s, c: c, st: st, ctx: ctx}
+	res, err := x.batchGet(keys)
+	failed := make([]bool, len(run))
+	for i := range run {
+		switch {
+		case err != nil:
+			replyErr(c, err)
+			failed[i] = true
+		case !res[i].Found:
+			c.WriteNull()
+		case isHashMarker(res[i].Value):
+			c.WriteError(errWrongType)
+			failed[i] = true
+		default:
+			c.WriteBulk(res[i].Value)
+		}
+	}
+	s.observeRun(run, start, failed)
+}
+
+// serveWrites runs SETs and DELs through WriteEach, MaxBatchKeys ops at a
+// time, and replies to each command from its own ops' results.
+func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
+	start := time.Now()
+	var ops []Op
+	first := make([]int, len(run)) // index of each command's first op
+	for i, p := range run {
+		first[i] = len(ops)
+		switch {
+		case p.name == "set" && isHashMarker(p.args[2]):
+			// Refused below, without an op.
+		case p.name == "set":
+			ops = append(ops, Op{Key: encKey(p.args[1]), Value: p.args[2]})
+		default:
+			for _, k := range p.args[1:] {
+				ops = append(ops, Op{Key: encKey(k), Delete: true})
+			}
+		}
+	}
+	results := s.writeEach(ops)
+	failed := make([]bool, len(run))
+	// DEL's removal of hash fields gets a deadline of its own.
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	x := &call{s: s, c: c, st: st, ctx: ctx}
+	for i, p := range run {
+		end := len(ops)
+		if i+1 < len(run) {
+			end = first[i+1]
+		}
+		failed[i] = !x.replyWrite(p, results[first[i]:end])
+	}
+	s.observeRun(run, start, failed)
+}
+
+// writeEach runs ops through KV.WriteEach, MaxBatchKeys at a time, each
+// call with the deadline a command alone would have.
+func (s *Server) writeEach(ops []Op) []OpResult {
+	results := make([]OpResult, 0, len(ops))
+	for len(results) < len(ops) {
+		chunk := ops[len(results):min(len(ops), len(results)+s.cfg.MaxBatchKeys)]
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+		results = append(results, s.kv.WriteEach(ctx, chunk)...)
+		cancel()
+	}
+	return results
+}
+
+// replyWrite answers one SET or DEL from its ops' results; it reports
+// whether the reply was a success.
+func (x *call) replyWrite(p *prepared, rs []OpResult) bool {
+	if p.name == "set" {
+		switch {
+		case len(rs) == 0:
+			x.c.WriteError(errReserved)
+		case rs[0].Err != nil:
+			replyErr(x.c, rs[0].Err)
+		default:
+			x.c.WriteString("OK")
+			return true
+		}
+		return false
+	}
+	n := 0
+	for i, r := range rs {
+		if r.Err != nil {
+			replyErr(x.c, r.Err)
+			return false
+		}
+		if !r.Existed {
+			continue
+		}
+		n++
+		// The key may have been a hash: remove its fields too, as DEL
+		// does alone.
+		if err := x.clearFields(p.args[1+i]); err != nil {
+			replyErr(x.c, err)
+			return false
+		}
+	}
+	x.c.WriteInt(n)
+	return true
+}
+
+func (s *Server) observeRun(run []*prepared, start time.Time, failed []bool) {
+	observe := s.observe.Load()
+	if observe == nil {
+		return
+	}
+	took := time.Since(start)
+	for i, p := range run {
+		(*observe)(p.name, took, failed[i])
+	}
+}
