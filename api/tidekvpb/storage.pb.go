@@ -449,8 +449,12 @@ type RaftCommand struct {
 	Merge *MergeCommand `protobuf:"bytes,8,opt,name=merge,proto3" json:"merge,omitempty"`
 	// With writes: the write's guard and whether to report which keys
 	// existed (see WriteRequest).
-	WriteGuard    *WriteGuard `protobuf:"bytes,9,opt,name=write_guard,json=writeGuard,proto3" json:"write_guard,omitempty"`
-	WantExisted   bool        `protobuf:"varint,10,opt,name=want_existed,json=wantExisted,proto3" json:"want_existed,omitempty"`
+	WriteGuard  *WriteGuard `protobuf:"bytes,9,opt,name=write_guard,json=writeGuard,proto3" json:"write_guard,omitempty"`
+	WantExisted bool        `protobuf:"varint,10,opt,name=want_existed,json=wantExisted,proto3" json:"want_existed,omitempty"`
+	// Writes and CAS commands proposed in one scheduler round, sharing one
+	// Raft entry: each is applied in order as if it were its own entry and
+	// answers its own proposer. The other fields are unset.
+	Batch         []*RaftCommand `protobuf:"bytes,11,rep,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -555,6 +559,13 @@ func (x *RaftCommand) GetWantExisted() bool {
 	return false
 }
 
+func (x *RaftCommand) GetBatch() []*RaftCommand {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 type MergeCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The right-hand range as frozen.
@@ -633,7 +644,7 @@ const file_storage_proto_rawDesc = "" +
 	"\x0ealloc_range_id\x18\x03 \x01(\bR\fallocRangeId\x12:\n" +
 	"\fupdate_range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\vupdateRange\x120\n" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
-	"setSetting\"\x9d\x03\n" +
+	"setSetting\"\xc8\x03\n" +
 	"\vRaftCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12'\n" +
@@ -648,7 +659,8 @@ const file_storage_proto_rawDesc = "" +
 	"\vwrite_guard\x18\t \x01(\v2\x12.tidekv.WriteGuardR\n" +
 	"writeGuard\x12!\n" +
 	"\fwant_existed\x18\n" +
-	" \x01(\bR\vwantExisted\"9\n" +
+	" \x01(\bR\vwantExisted\x12)\n" +
+	"\x05batch\x18\v \x03(\v2\x13.tidekv.RaftCommandR\x05batch\"9\n" +
 	"\fMergeCommand\x12)\n" +
 	"\x03rhs\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x03rhsB'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
 
@@ -698,12 +710,13 @@ var file_storage_proto_depIdxs = []int32{
 	6,  // 11: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
 	8,  // 12: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
 	15, // 13: tidekv.RaftCommand.write_guard:type_name -> tidekv.WriteGuard
-	9,  // 14: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	7,  // 14: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
+	9,  // 15: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }

@@ -120,11 +120,13 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (ac
 			if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
 				log.Fatalf("range %d: corrupt entry %d: %v", r.rangeID, e.GetIndex(), err)
 			}
-			res, after := r.applyCommandLocked(ab, cmd, e.GetIndex())
-			post = append(post, after...)
-			if p := r.mu.proposals[cmd.GetProposalId()]; p != nil && cmd.GetProposalId() != 0 {
-				delete(r.mu.proposals, p.id)
-				acks = append(acks, func() { p.done <- res })
+			for _, cmd := range entryCommands(cmd) {
+				res, after := r.applyCommandLocked(ab, cmd, e.GetIndex())
+				post = append(post, after...)
+				if p := r.mu.proposals[cmd.GetProposalId()]; p != nil && cmd.GetProposalId() != 0 {
+					delete(r.mu.proposals, p.id)
+					acks = append(acks, func() { p.done <- res })
+				}
 			}
 		case raftpb.EntryConfChangeV2:
 			post = append(post, r.applyConfChangeLocked(e)...)

@@ -3,7 +3,6 @@ package raftstore
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,6 +107,8 @@ type proposal struct {
 	// cc is set for conf changes.
 	cc   *raftpb.ConfChangeV2
 	done chan applyResult
+	// batchable: the command may share a Raft entry (batch.go).
+	batchable bool
 }
 
 type readWaiter struct {
@@ -265,6 +266,7 @@ func (r *Replica) propose(ctx context.Context, cmd *tidekvpb.RaftCommand, cc *ra
 			return applyResult{}, err
 		}
 		p.data = data
+		p.batchable = batchable(cmd)
 	}
 	r.in.Lock()
 	if r.in.closed {
@@ -368,31 +370,7 @@ func (r *Replica) drainInboxLocked(tick bool) {
 		r.leaseExpiry.Store(0)
 		raw.TransferLeader(transfer)
 	}
-	for _, p := range props {
-		var err error
-		if p.cc != nil {
-			cc := proto.Clone(p.cc).(*raftpb.ConfChangeV2)
-			err = raw.ProposeConfChange(cc)
-		} else {
-			err = raw.Propose(p.data)
-		}
-		switch {
-		case err == raft.ErrProposalDropped && raw.BasicStatus().RaftState != raft.StateLeader:
-			p.done <- applyResult{err: r.notLeader()}
-		case err == raft.ErrProposalDropped && raw.BasicStatus().LeadTransferee != 0:
-			// Raft takes no proposals while it hands leadership over.
-			p.done <- applyResult{err: fmt.Errorf("%w: range %d is transferring its lease", ErrOverloaded, r.rangeID)}
-		case err == raft.ErrProposalDropped:
-			p.done <- applyResult{err: ErrOverloaded}
-		case err != nil:
-			p.done <- applyResult{err: err}
-		case p.cc != nil:
-			// Conf changes carry no proposal ID; the change loop polls.
-			p.done <- applyResult{}
-		default:
-			r.mu.proposals[p.id] = p
-		}
-	}
+	r.proposeAllLocked(props)
 	if len(reads) > 0 {
 		if raw.BasicStatus().RaftState != raft.StateLeader {
 			for _, w := range reads {
