@@ -30,7 +30,7 @@ func TestLeasesHoldStillUnderSteadyLoad(t *testing.T) {
 	waitReplicated(ctx, t, newClient(t, tc.Addrs()), 3)
 
 	cmd := exec.CommandContext(ctx, bin, "bench", "--addr", strings.Join(tc.Addrs(), ","), "--workload", "a",
-		"--records", records, "--threads", "16", "--ops", "0", "--duration", run.String(), "--seed", "1")
+		"--records", records, "--threads", "16", "--ops", "0", "--duration", run.String(), "--seed", "1", "--out", t.TempDir())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
