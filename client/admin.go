@@ -153,21 +153,33 @@ func (c *Client) Split(ctx context.Context, key []byte) (*tidekvpb.SplitResponse
 // splitOutcome polls the range directory for up to wait for a range that
 // starts at key, and returns it with its left neighbour.
 func (c *Client) splitOutcome(ctx context.Context, key []byte, wait time.Duration) (*tidekvpb.SplitResponse, bool) {
+	var out *tidekvpb.SplitResponse
+	ok := c.awaitDirectory(ctx, wait, func(resp *tidekvpb.RangesResponse) bool {
+		var left *tidekvpb.RangeDescriptor
+		for _, ri := range resp.GetRanges() {
+			d := ri.GetDesc()
+			if bytes.Equal(d.GetStartKey(), key) {
+				out = &tidekvpb.SplitResponse{Left: left, Right: d}
+				return true
+			}
+			left = d
+		}
+		return false
+	})
+	return out, ok
+}
+
+// awaitDirectory polls the range directory every 100 ms, for at most wait,
+// until found says it shows what an ambiguous admin call asked for.
+func (c *Client) awaitDirectory(ctx context.Context, wait time.Duration, found func(*tidekvpb.RangesResponse) bool) bool {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
-		if resp, err := c.Ranges(ctx); err == nil {
-			var left *tidekvpb.RangeDescriptor
-			for _, ri := range resp.GetRanges() {
-				d := ri.GetDesc()
-				if bytes.Equal(d.GetStartKey(), key) {
-					return &tidekvpb.SplitResponse{Left: left, Right: d}, true
-				}
-				left = d
-			}
+		if resp, err := c.Ranges(ctx); err == nil && found(resp) {
+			return true
 		}
 		if !sleep(ctx, 100*time.Millisecond) {
-			return nil, false
+			return false
 		}
 	}
 }
@@ -229,20 +241,17 @@ func (c *Client) ChangeReplicas(ctx context.Context, rangeID, addNodeID, removeN
 // whether rangeID has the layout a change asked for: a voter on add (if
 // any) and no replica on remove (if any).
 func (c *Client) changeOutcome(ctx context.Context, rangeID, add, remove uint64, wait time.Duration) (*tidekvpb.RangeDescriptor, bool) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	for {
-		if resp, err := c.Ranges(ctx); err == nil {
-			for _, ri := range resp.GetRanges() {
-				if d := ri.GetDesc(); d.GetRangeId() == rangeID && hasLayout(d, add, remove) {
-					return d, true
-				}
+	var out *tidekvpb.RangeDescriptor
+	ok := c.awaitDirectory(ctx, wait, func(resp *tidekvpb.RangesResponse) bool {
+		for _, ri := range resp.GetRanges() {
+			if d := ri.GetDesc(); d.GetRangeId() == rangeID && hasLayout(d, add, remove) {
+				out = d
+				return true
 			}
 		}
-		if !sleep(ctx, 100*time.Millisecond) {
-			return nil, false
-		}
-	}
+		return false
+	})
+	return out, ok
 }
 
 func hasLayout(d *tidekvpb.RangeDescriptor, add, remove uint64) bool {

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"fmt"
+
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/encoding/protowire"

@@ -94,22 +94,33 @@ type Removed struct {
 // range's descriptor) shows to be stale. Leaders and the meta range (not
 // in the directory) are never touched.
 func (s *Store) RemoveStale(all []*tidekvpb.RangeDescriptor) []Removed {
+	dir := indexDirectory(all)
 	var out []Removed
 	for _, r := range s.Replicas() {
-		if rm, ok := s.removeIfStale(r, all); ok {
+		if rm, ok := s.removeIfStale(r, dir); ok {
 			out = append(out, rm)
 		}
 	}
 	return out
 }
 
-func (s *Store) removeIfStale(r *Replica, all []*tidekvpb.RangeDescriptor) (Removed, bool) {
-	if r.rangeID == keys.MetaRangeID {
-		return Removed{}, false
-	}
+// directory is the range directory indexed by range ID.
+type directory struct {
+	all  []*tidekvpb.RangeDescriptor
+	byID map[uint64]*tidekvpb.RangeDescriptor
+}
+
+func indexDirectory(all []*tidekvpb.RangeDescriptor) directory {
 	byID := make(map[uint64]*tidekvpb.RangeDescriptor, len(all))
 	for _, d := range all {
 		byID[d.GetRangeId()] = d
+	}
+	return directory{all: all, byID: byID}
+}
+
+func (s *Store) removeIfStale(r *Replica, dir directory) (Removed, bool) {
+	if r.rangeID == keys.MetaRangeID {
+		return Removed{}, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -117,7 +128,7 @@ func (s *Store) removeIfStale(r *Replica, all []*tidekvpb.RangeDescriptor) (Remo
 		return Removed{}, false
 	}
 	local := r.desc.Load()
-	why := staleReason(local, r.mu.replicaID, s.nodeID, byID, all)
+	why := staleReason(local, r.mu.replicaID, s.nodeID, dir.byID, dir.all)
 	if why == "" {
 		return Removed{}, false
 	}
@@ -137,20 +148,21 @@ func (s *Store) clearOverlapsFor(desc *tidekvpb.RangeDescriptor) error {
 		return nil
 	}
 	first := overlaps[0].desc.Load()
-	dir := s.directory.Load()
-	if dir == nil || dir.RangeDirectory == nil {
+	src := s.directory.Load()
+	if src == nil || src.RangeDirectory == nil {
 		return fmt.Errorf("range %d: snapshot overlaps the local replica of range %d (generation %d)",
 			desc.GetRangeId(), first.GetRangeId(), first.GetGeneration())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), directoryCheckTimeout)
 	defer cancel()
-	all, err := dir.RangeDescriptors(ctx)
+	all, err := src.RangeDescriptors(ctx)
 	if err != nil {
 		return fmt.Errorf("range %d: snapshot overlaps the local replica of range %d, and the range directory could not be read to check it: %v",
 			desc.GetRangeId(), first.GetRangeId(), err)
 	}
+	dir := indexDirectory(all)
 	for _, o := range overlaps {
-		if rm, ok := s.removeIfStale(o, all); ok {
+		if rm, ok := s.removeIfStale(o, dir); ok {
 			s.listenRemoved(rm)
 			continue
 		}

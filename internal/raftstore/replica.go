@@ -48,8 +48,9 @@ type Replica struct {
 	// changing counts replica changes running on this replica (admin.go).
 	changing atomic.Int32
 	// written counts the user bytes (key + value) of the puts applied here,
-	// for the range size estimate (WrittenBytes).
-	written atomic.Uint64
+	// for the range size estimate (WrittenBytes); snapshots counts the
+	// snapshots installed, which replace the data without a put.
+	written, snapshots atomic.Uint64
 
 	in struct {
 		sync.Mutex
@@ -139,6 +140,11 @@ func (r *Replica) RangeID() uint64 { return r.rangeID }
 // live data can have grown meanwhile (overwrites and deletes count as
 // growth), which the server adds to its last exact count.
 func (r *Replica) WrittenBytes() uint64 { return r.written.Load() }
+
+// SnapshotsApplied counts the snapshots this replica has installed since it
+// was loaded: each replaces its data wholesale, so a size counted before
+// one says nothing after it.
+func (r *Replica) SnapshotsApplied() uint64 { return r.snapshots.Load() }
 
 // Desc returns the replica's current descriptor (nil if uninitialized).
 func (r *Replica) Desc() *tidekvpb.RangeDescriptor { return r.desc.Load() }

@@ -289,6 +289,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	r.mu.state = st
 	r.setDescLocked(desc)
 	r.applied.Store(idx)
+	r.snapshots.Add(1)
 	r.store.rebuildIndex()
 	log.Printf("range %d: applied snapshot at index %d: %s", r.rangeID, idx, FormatReplicas(desc))
 	return nil

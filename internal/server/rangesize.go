@@ -15,15 +15,16 @@ import (
 // exact count of its live user bytes (keys and values, as a scan sees them,
 // memtable included) plus the bytes of the puts applied since that count:
 // an upper bound, since an overwrite or a delete only counts as growth. The
-// count is redone when the range's span changes (a split, a merge, a
-// snapshot) and whenever the writes since it could have added a quarter of
-// Θmax, so the bound is never more than Θmax/4 above the live size, and a
+// count is redone when the range's span changes (a split, a merge), when a
+// snapshot replaces the data, and whenever the writes since it could have
+// added a quarter of Θmax, so the bound is never more than Θmax/4 above the live size, and a
 // scan costs at most four bytes read per byte written.
 
 // sizedReplica is what a size estimate needs of a replica.
 type sizedReplica interface {
 	RangeID() uint64
 	WrittenBytes() uint64
+	SnapshotsApplied() uint64
 }
 
 // rangeSizes holds each local range's last exact count.
@@ -34,6 +35,7 @@ type rangeSizes struct {
 
 type sizeCount struct {
 	gen     uint64 // descriptor generation the count is for
+	snaps   uint64 // the replica's SnapshotsApplied at the count
 	live    uint64 // live user bytes counted
 	written uint64 // the replica's WrittenBytes at the count
 }
@@ -42,11 +44,11 @@ type sizeCount struct {
 // [lo, hi) in the engine), counting it afresh when the last count is for
 // another span or the writes since may have added recountAfter bytes.
 func (rs *rangeSizes) size(eng storage.Reader, r sizedReplica, gen uint64, lo, hi []byte, recountAfter uint64) (uint64, error) {
-	id, written := r.RangeID(), r.WrittenBytes()
+	id, written, snaps := r.RangeID(), r.WrittenBytes(), r.SnapshotsApplied()
 	rs.mu.Lock()
 	c, ok := rs.m[id]
 	rs.mu.Unlock()
-	if ok && c.gen == gen && written >= c.written && written-c.written < recountAfter {
+	if ok && c.gen == gen && c.snaps == snaps && written >= c.written && written-c.written < recountAfter {
 		return c.live + (written - c.written), nil
 	}
 	live, err := liveBytes(eng, lo, hi)
@@ -57,7 +59,7 @@ func (rs *rangeSizes) size(eng storage.Reader, r sizedReplica, gen uint64, lo, h
 	if rs.m == nil {
 		rs.m = map[uint64]sizeCount{}
 	}
-	rs.m[id] = sizeCount{gen: gen, live: live, written: written}
+	rs.m[id] = sizeCount{gen: gen, snaps: snaps, live: live, written: written}
 	rs.mu.Unlock()
 	return live, nil
 }

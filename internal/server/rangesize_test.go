@@ -7,14 +7,15 @@ import (
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
-type fakeSized struct{ id, written uint64 }
+type fakeSized struct{ id, written, snaps uint64 }
 
-func (f *fakeSized) RangeID() uint64      { return f.id }
-func (f *fakeSized) WrittenBytes() uint64 { return f.written }
+func (f *fakeSized) RangeID() uint64          { return f.id }
+func (f *fakeSized) WrittenBytes() uint64     { return f.written }
+func (f *fakeSized) SnapshotsApplied() uint64 { return f.snaps }
 
 // The size is an exact count of live bytes plus the bytes written since,
-// counted again once those could have added recountAfter bytes or when
-// the span changes.
+// counted again once those could have added recountAfter bytes, when the
+// span changes, or when a snapshot replaced the data.
 func TestRangeSizeEstimate(t *testing.T) {
 	eng := storage.NewMem()
 	put := func(k, v string) {
@@ -60,6 +61,12 @@ func TestRangeSizeEstimate(t *testing.T) {
 	put("e", "1")
 	if n := size(2); n != 22 {
 		t.Fatalf("new generation: %d, want the exact 22", n)
+	}
+	// A snapshot installed at the same generation replaced the data: counted again.
+	put("f", "12345")
+	r.snaps++
+	if n := size(2); n != 28 {
+		t.Fatalf("after a snapshot: %d, want the exact 28", n)
 	}
 	rs.forget(map[uint64]bool{})
 	if len(rs.m) != 0 {
