@@ -859,11 +859,22 @@ func TestAdminRetriesThroughOverloadUntilDeadline(t *testing.T) {
 	}
 
 	refusals.Store(-1 << 20) // overloaded from now on
+	c.resetCalls()
 	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := cl.Split(ctx, []byte("t"))
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "attempts over") || !errors.Is(err, ErrOverloaded) {
-		t.Fatalf("split against a node overloaded until the deadline: %v, want the deadline with the attempts and the last error", err)
+	calls := 0
+	for i := uint64(1); i <= 3; i++ {
+		calls += c.node(i).count("Split")
+	}
+	// The deadline, not MaxAttempts, ends the retries. It usually falls
+	// between attempts (overloaded, with how long it tried); under load it
+	// can fall during one, whose outcome is then honestly unknown.
+	if !errors.Is(err, context.DeadlineExceeded) || calls <= 3 {
+		t.Fatalf("split against a node overloaded until the deadline: %v after %d attempts, want the deadline after more than MaxAttempts (3)", err, calls)
+	}
+	if !errors.Is(err, ErrAmbiguous) && !strings.Contains(err.Error(), "attempts over") {
+		t.Fatalf("split against a node overloaded until the deadline: %v, want overloaded with the attempts and the time tried (or ambiguous, if the deadline fell inside an attempt)", err)
 	}
 	// Without a deadline the attempt bound still holds.
 	_, err = cl.Split(context.Background(), []byte("t"))
