@@ -308,8 +308,14 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 
 		case classOverloaded:
 			lastSentinel = ErrOverloaded
-			wait = time.Duration(d.GetRetryAfterMs()) * time.Millisecond
-			nc.peer.shed(monoNow(), wait)
+			hint := time.Duration(d.GetRetryAfterMs()) * time.Millisecond
+			nc.peer.shed(monoNow(), hint)
+			if c.cfg.FailFastOnOverload && !r.anyNode {
+				return &OverloadedError{Op: r.op, RetryAfter: hint, Reason: st.Message()}
+			}
+			// Up to twice the hint: the clients a node refused together
+			// should not all come back together.
+			wait = hint + rand.N(hint+1)
 			if b := c.backoff(failures); wait == 0 || (r.anyNode && b > wait) {
 				// Admin calls back off further than the hint: they have
 				// until their deadline and should not add to the load.

@@ -502,6 +502,23 @@ func TestOverloaded(t *testing.T) {
 			t.Fatalf("%d attempts, want MaxAttempts=5", n)
 		}
 	})
+	t.Run("fail fast passes the hint on", func(t *testing.T) {
+		ff := c.newClient(func(cfg *Config) { cfg.FailFastOnOverload = true })
+		script(1, 250*time.Millisecond)
+		before := c.node(1).count("Get")
+		start := time.Now()
+		_, err := ff.Get(testCtx(t), []byte("a"))
+		var oe *OverloadedError
+		if !errors.As(err, &oe) || !errors.Is(err, ErrOverloaded) || oe.RetryAfter != 250*time.Millisecond || !strings.Contains(err.Error(), "too busy") {
+			t.Fatalf("got %v, want an OverloadedError with the node's 250ms hint and sentence", err)
+		}
+		if n := c.node(1).count("Get") - before; n != 1 {
+			t.Fatalf("%d attempts, want 1", n)
+		}
+		if d := time.Since(start); d > 200*time.Millisecond {
+			t.Fatalf("fail-fast refusal took %v", d)
+		}
+	})
 }
 
 func TestInvalidArgumentNotRetried(t *testing.T) {

@@ -29,6 +29,11 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the jittered exponential backoff
 	// between retries (default 5ms and 500ms).
 	MinBackoff, MaxBackoff time.Duration
+	// FailFastOnOverload returns a node's "overloaded, retry" at once, as
+	// an *OverloadedError with the node's hint, instead of waiting and
+	// retrying: for front ends that pass the refusal on to their own
+	// clients (the Redis protocol). Admin calls still retry.
+	FailFastOnOverload bool
 
 	// DefaultRead is the read mode of Get, Scan and BatchGet calls that pass
 	// no ReadOption. The zero value is Linearizable(); Bounded and Any let

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -147,3 +148,18 @@ func invalidReason(st *status.Status) string {
 	}
 	return st.Message()
 }
+
+// OverloadedError is a node's "overloaded, retry" passed on at once
+// (Config.FailFastOnOverload); errors.Is(err, ErrOverloaded) holds.
+type OverloadedError struct {
+	Op string
+	// RetryAfter is how long the node asked its clients to stay away.
+	RetryAfter time.Duration
+	// Reason is the node's sentence.
+	Reason string
+}
+
+func (e *OverloadedError) Error() string { return "tidekv: " + e.Op + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrOverloaded) hold.
+func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded }

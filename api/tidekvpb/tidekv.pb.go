@@ -208,6 +208,58 @@ func (ReadMode) EnumDescriptor() ([]byte, []int) {
 	return file_tidekv_proto_rawDescGZIP(), []int{2}
 }
 
+// Priority orders a client's requests when a node must refuse some
+// (docs/admission.md): background requests yield to normal ones. It
+// travels in the request header PriorityHeader (the value's name, e.g.
+// "PRIORITY_BACKGROUND") rather than in the request, so that a node can
+// decide before it reads the request's payload. Node-internal work (Raft,
+// leases, heartbeats, snapshots, admin calls) never competes with either.
+type Priority int32
+
+const (
+	Priority_PRIORITY_NORMAL     Priority = 0
+	Priority_PRIORITY_BACKGROUND Priority = 1
+)
+
+// Enum value maps for Priority.
+var (
+	Priority_name = map[int32]string{
+		0: "PRIORITY_NORMAL",
+		1: "PRIORITY_BACKGROUND",
+	}
+	Priority_value = map[string]int32{
+		"PRIORITY_NORMAL":     0,
+		"PRIORITY_BACKGROUND": 1,
+	}
+)
+
+func (x Priority) Enum() *Priority {
+	p := new(Priority)
+	*p = x
+	return p
+}
+
+func (x Priority) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Priority) Descriptor() protoreflect.EnumDescriptor {
+	return file_tidekv_proto_enumTypes[3].Descriptor()
+}
+
+func (Priority) Type() protoreflect.EnumType {
+	return &file_tidekv_proto_enumTypes[3]
+}
+
+func (x Priority) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Priority.Descriptor instead.
+func (Priority) EnumDescriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{3}
+}
+
 type WriteOp_Kind int32
 
 const (
@@ -238,11 +290,11 @@ func (x WriteOp_Kind) String() string {
 }
 
 func (WriteOp_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tidekv_proto_enumTypes[3].Descriptor()
+	return file_tidekv_proto_enumTypes[4].Descriptor()
 }
 
 func (WriteOp_Kind) Type() protoreflect.EnumType {
-	return &file_tidekv_proto_enumTypes[3]
+	return &file_tidekv_proto_enumTypes[4]
 }
 
 func (x WriteOp_Kind) Number() protoreflect.EnumNumber {
@@ -1855,7 +1907,14 @@ type NodeStatus struct {
 	Cpu   float64 `protobuf:"fixed64,9,opt,name=cpu,proto3" json:"cpu,omitempty"`
 	Score float64 `protobuf:"fixed64,10,opt,name=score,proto3" json:"score,omitempty"`
 	// 99th percentile KV request latency on the node over the last interval.
-	P99Ms         float64 `protobuf:"fixed64,11,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	P99Ms float64 `protobuf:"fixed64,11,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	// Admission (docs/admission.md): the smallest queueing delay of the last
+	// window, the share of new requests admitted (1 = all), whether the node
+	// is overloaded, and requests refused per second.
+	QueueDelayMs  float64 `protobuf:"fixed64,12,opt,name=queue_delay_ms,json=queueDelayMs,proto3" json:"queue_delay_ms,omitempty"`
+	AdmitShare    float64 `protobuf:"fixed64,13,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
+	Overloaded    bool    `protobuf:"varint,14,opt,name=overloaded,proto3" json:"overloaded,omitempty"`
+	RejectedQps   float64 `protobuf:"fixed64,15,opt,name=rejected_qps,json=rejectedQps,proto3" json:"rejected_qps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1963,6 +2022,34 @@ func (x *NodeStatus) GetScore() float64 {
 func (x *NodeStatus) GetP99Ms() float64 {
 	if x != nil {
 		return x.P99Ms
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetQueueDelayMs() float64 {
+	if x != nil {
+		return x.QueueDelayMs
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetAdmitShare() float64 {
+	if x != nil {
+		return x.AdmitShare
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetOverloaded() bool {
+	if x != nil {
+		return x.Overloaded
+	}
+	return false
+}
+
+func (x *NodeStatus) GetRejectedQps() float64 {
+	if x != nil {
+		return x.RejectedQps
 	}
 	return 0
 }
@@ -2844,9 +2931,13 @@ type NodeHeartbeatRequest struct {
 	// Foreground signals for the elasticity controller: requests per second
 	// refused as overloaded, admission queue occupancy in [0,1], and the
 	// fraction of served requests that read.
-	RejectedQps   float64 `protobuf:"fixed64,9,opt,name=rejected_qps,json=rejectedQps,proto3" json:"rejected_qps,omitempty"`
-	QueueUtil     float64 `protobuf:"fixed64,10,opt,name=queue_util,json=queueUtil,proto3" json:"queue_util,omitempty"`
-	ReadShare     float64 `protobuf:"fixed64,11,opt,name=read_share,json=readShare,proto3" json:"read_share,omitempty"`
+	RejectedQps float64 `protobuf:"fixed64,9,opt,name=rejected_qps,json=rejectedQps,proto3" json:"rejected_qps,omitempty"`
+	QueueUtil   float64 `protobuf:"fixed64,10,opt,name=queue_util,json=queueUtil,proto3" json:"queue_util,omitempty"`
+	ReadShare   float64 `protobuf:"fixed64,11,opt,name=read_share,json=readShare,proto3" json:"read_share,omitempty"`
+	// Admission state, as in NodeStatus.
+	QueueDelayMs  float64 `protobuf:"fixed64,12,opt,name=queue_delay_ms,json=queueDelayMs,proto3" json:"queue_delay_ms,omitempty"`
+	AdmitShare    float64 `protobuf:"fixed64,13,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
+	Overloaded    bool    `protobuf:"varint,14,opt,name=overloaded,proto3" json:"overloaded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2956,6 +3047,27 @@ func (x *NodeHeartbeatRequest) GetReadShare() float64 {
 		return x.ReadShare
 	}
 	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetQueueDelayMs() float64 {
+	if x != nil {
+		return x.QueueDelayMs
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetAdmitShare() float64 {
+	if x != nil {
+		return x.AdmitShare
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetOverloaded() bool {
+	if x != nil {
+		return x.Overloaded
+	}
+	return false
 }
 
 type NodeHeartbeatResponse struct {
@@ -3514,12 +3626,16 @@ func (x *ClosedTimestampsResponse) GetLoad() *NodeLoad {
 
 // A node's load as its resource monitor measured it.
 type NodeLoad struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Cpu           float64                `protobuf:"fixed64,2,opt,name=cpu,proto3" json:"cpu,omitempty"`
-	Score         float64                `protobuf:"fixed64,3,opt,name=score,proto3" json:"score,omitempty"`
-	QueueDepth    uint32                 `protobuf:"varint,4,opt,name=queue_depth,json=queueDepth,proto3" json:"queue_depth,omitempty"`
-	UnixNanos     int64                  `protobuf:"varint,5,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	NodeId     uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Cpu        float64                `protobuf:"fixed64,2,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Score      float64                `protobuf:"fixed64,3,opt,name=score,proto3" json:"score,omitempty"`
+	QueueDepth uint32                 `protobuf:"varint,4,opt,name=queue_depth,json=queueDepth,proto3" json:"queue_depth,omitempty"`
+	UnixNanos  int64                  `protobuf:"varint,5,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// Admission state, as in NodeStatus.
+	QueueDelayMs  float64 `protobuf:"fixed64,6,opt,name=queue_delay_ms,json=queueDelayMs,proto3" json:"queue_delay_ms,omitempty"`
+	AdmitShare    float64 `protobuf:"fixed64,7,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
+	Overloaded    bool    `protobuf:"varint,8,opt,name=overloaded,proto3" json:"overloaded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3587,6 +3703,27 @@ func (x *NodeLoad) GetUnixNanos() int64 {
 		return x.UnixNanos
 	}
 	return 0
+}
+
+func (x *NodeLoad) GetQueueDelayMs() float64 {
+	if x != nil {
+		return x.QueueDelayMs
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetAdmitShare() float64 {
+	if x != nil {
+		return x.AdmitShare
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetOverloaded() bool {
+	if x != nil {
+		return x.Overloaded
+	}
+	return false
 }
 
 // Merge joins a range with its right neighbour (same replicas, no
@@ -4767,7 +4904,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\n" +
 	" \x01(\x04R\n" +
-	"generation\"\xa9\x02\n" +
+	"generation\"\xb3\x03\n" +
 	"\n" +
 	"NodeStatus\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x12\n" +
@@ -4781,7 +4918,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03cpu\x18\t \x01(\x01R\x03cpu\x12\x14\n" +
 	"\x05score\x18\n" +
 	" \x01(\x01R\x05score\x12\x15\n" +
-	"\x06p99_ms\x18\v \x01(\x01R\x05p99Ms\"a\n" +
+	"\x06p99_ms\x18\v \x01(\x01R\x05p99Ms\x12$\n" +
+	"\x0equeue_delay_ms\x18\f \x01(\x01R\fqueueDelayMs\x12\x1f\n" +
+	"\vadmit_share\x18\r \x01(\x01R\n" +
+	"admitShare\x12\x1e\n" +
+	"\n" +
+	"overloaded\x18\x0e \x01(\bR\n" +
+	"overloaded\x12!\n" +
+	"\frejected_qps\x18\x0f \x01(\x01R\vrejectedQps\"a\n" +
 	"\tImbalance\x12\x1a\n" +
 	"\breplicas\x18\x01 \x01(\x01R\breplicas\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x01R\x05bytes\x12\x10\n" +
@@ -4838,7 +4982,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12,\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xbe\x02\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xa5\x03\n" +
 	"\x14NodeHeartbeatRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12\x16\n" +
@@ -4853,7 +4997,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"queue_util\x18\n" +
 	" \x01(\x01R\tqueueUtil\x12\x1d\n" +
 	"\n" +
-	"read_share\x18\v \x01(\x01R\treadShare\"|\n" +
+	"read_share\x18\v \x01(\x01R\treadShare\x12$\n" +
+	"\x0equeue_delay_ms\x18\f \x01(\x01R\fqueueDelayMs\x12\x1f\n" +
+	"\vadmit_share\x18\r \x01(\x01R\n" +
+	"admitShare\x12\x1e\n" +
+	"\n" +
+	"overloaded\x18\x0e \x01(\bR\n" +
+	"overloaded\"|\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x125\n" +
 	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\"\xba\x02\n" +
@@ -4893,7 +5043,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x06closed\x18\x02 \x03(\v2\x17.tidekv.ClosedTimestampR\x06closed\x12$\n" +
 	"\x04load\x18\x03 \x01(\v2\x10.tidekv.NodeLoadR\x04load\"@\n" +
 	"\x18ClosedTimestampsResponse\x12$\n" +
-	"\x04load\x18\x01 \x01(\v2\x10.tidekv.NodeLoadR\x04load\"\x8b\x01\n" +
+	"\x04load\x18\x01 \x01(\v2\x10.tidekv.NodeLoadR\x04load\"\xf2\x01\n" +
 	"\bNodeLoad\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x10\n" +
 	"\x03cpu\x18\x02 \x01(\x01R\x03cpu\x12\x14\n" +
@@ -4901,7 +5051,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\vqueue_depth\x18\x04 \x01(\rR\n" +
 	"queueDepth\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x05 \x01(\x03R\tunixNanos\"J\n" +
+	"unix_nanos\x18\x05 \x01(\x03R\tunixNanos\x12$\n" +
+	"\x0equeue_delay_ms\x18\x06 \x01(\x01R\fqueueDelayMs\x12\x1f\n" +
+	"\vadmit_share\x18\a \x01(\x01R\n" +
+	"admitShare\x12\x1e\n" +
+	"\n" +
+	"overloaded\x18\b \x01(\bR\n" +
+	"overloaded\"J\n" +
 	"\fMergeRequest\x12\"\n" +
 	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"<\n" +
@@ -4979,7 +5135,10 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bReadMode\x12\x10\n" +
 	"\fLINEARIZABLE\x10\x00\x12\v\n" +
 	"\aBOUNDED\x10\x01\x12\a\n" +
-	"\x03ANY\x10\x022\x93\x03\n" +
+	"\x03ANY\x10\x02*8\n" +
+	"\bPriority\x12\x13\n" +
+	"\x0fPRIORITY_NORMAL\x10\x00\x12\x17\n" +
+	"\x13PRIORITY_BACKGROUND\x10\x012\x93\x03\n" +
 	"\x02KV\x12.\n" +
 	"\x03Get\x12\x12.tidekv.GetRequest\x1a\x13.tidekv.GetResponse\x12.\n" +
 	"\x03Put\x12\x12.tidekv.PutRequest\x1a\x13.tidekv.PutResponse\x127\n" +
@@ -5026,184 +5185,185 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 	return file_tidekv_proto_rawDescData
 }
 
-var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
 	(ReadMode)(0),                    // 2: tidekv.ReadMode
-	(WriteOp_Kind)(0),                // 3: tidekv.WriteOp.Kind
-	(*ReplicaDescriptor)(nil),        // 4: tidekv.ReplicaDescriptor
-	(*RangeDescriptor)(nil),          // 5: tidekv.RangeDescriptor
-	(*NodeDescriptor)(nil),           // 6: tidekv.NodeDescriptor
-	(*ErrorDetail)(nil),              // 7: tidekv.ErrorDetail
-	(*KeyValue)(nil),                 // 8: tidekv.KeyValue
-	(*GetRequest)(nil),               // 9: tidekv.GetRequest
-	(*GetResponse)(nil),              // 10: tidekv.GetResponse
-	(*PutRequest)(nil),               // 11: tidekv.PutRequest
-	(*PutResponse)(nil),              // 12: tidekv.PutResponse
-	(*DeleteRequest)(nil),            // 13: tidekv.DeleteRequest
-	(*DeleteResponse)(nil),           // 14: tidekv.DeleteResponse
-	(*ScanRequest)(nil),              // 15: tidekv.ScanRequest
-	(*ScanResponse)(nil),             // 16: tidekv.ScanResponse
-	(*BatchGetRequest)(nil),          // 17: tidekv.BatchGetRequest
-	(*BatchGetResponse)(nil),         // 18: tidekv.BatchGetResponse
-	(*WriteOp)(nil),                  // 19: tidekv.WriteOp
-	(*WriteRequest)(nil),             // 20: tidekv.WriteRequest
-	(*WriteResponse)(nil),            // 21: tidekv.WriteResponse
-	(*CompareAndSetRequest)(nil),     // 22: tidekv.CompareAndSetRequest
-	(*CompareAndSetResponse)(nil),    // 23: tidekv.CompareAndSetResponse
-	(*RangeInfo)(nil),                // 24: tidekv.RangeInfo
-	(*RangesRequest)(nil),            // 25: tidekv.RangesRequest
-	(*RangesResponse)(nil),           // 26: tidekv.RangesResponse
-	(*ReplicaStatus)(nil),            // 27: tidekv.ReplicaStatus
-	(*NodeStatus)(nil),               // 28: tidekv.NodeStatus
-	(*Imbalance)(nil),                // 29: tidekv.Imbalance
-	(*StatusRequest)(nil),            // 30: tidekv.StatusRequest
-	(*StatusResponse)(nil),           // 31: tidekv.StatusResponse
-	(*ReadinessRequest)(nil),         // 32: tidekv.ReadinessRequest
-	(*ReadinessResponse)(nil),        // 33: tidekv.ReadinessResponse
-	(*LocalStatusRequest)(nil),       // 34: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),      // 35: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),             // 36: tidekv.SplitRequest
-	(*SplitResponse)(nil),            // 37: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),    // 38: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil),   // 39: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),     // 40: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),    // 41: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),              // 42: tidekv.JoinRequest
-	(*JoinResponse)(nil),             // 43: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),     // 44: tidekv.NodeHeartbeatRequest
-	(*NodeHeartbeatResponse)(nil),    // 45: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 46: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 47: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 48: tidekv.Event
-	(*EventsRequest)(nil),            // 49: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 50: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 51: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 52: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 53: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 54: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 55: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 56: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 57: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 58: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 59: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 60: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 61: tidekv.Setting
-	(*SettingsRequest)(nil),          // 62: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 63: tidekv.SettingsResponse
-	(*AutoscaleStatusRequest)(nil),   // 64: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 65: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 66: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 67: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 68: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 69: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 70: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 71: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 72: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 73: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 74: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 75: tidekv.WriteGuard
-	(*raftpb.Message)(nil),           // 76: raftpb.Message
+	(Priority)(0),                    // 3: tidekv.Priority
+	(WriteOp_Kind)(0),                // 4: tidekv.WriteOp.Kind
+	(*ReplicaDescriptor)(nil),        // 5: tidekv.ReplicaDescriptor
+	(*RangeDescriptor)(nil),          // 6: tidekv.RangeDescriptor
+	(*NodeDescriptor)(nil),           // 7: tidekv.NodeDescriptor
+	(*ErrorDetail)(nil),              // 8: tidekv.ErrorDetail
+	(*KeyValue)(nil),                 // 9: tidekv.KeyValue
+	(*GetRequest)(nil),               // 10: tidekv.GetRequest
+	(*GetResponse)(nil),              // 11: tidekv.GetResponse
+	(*PutRequest)(nil),               // 12: tidekv.PutRequest
+	(*PutResponse)(nil),              // 13: tidekv.PutResponse
+	(*DeleteRequest)(nil),            // 14: tidekv.DeleteRequest
+	(*DeleteResponse)(nil),           // 15: tidekv.DeleteResponse
+	(*ScanRequest)(nil),              // 16: tidekv.ScanRequest
+	(*ScanResponse)(nil),             // 17: tidekv.ScanResponse
+	(*BatchGetRequest)(nil),          // 18: tidekv.BatchGetRequest
+	(*BatchGetResponse)(nil),         // 19: tidekv.BatchGetResponse
+	(*WriteOp)(nil),                  // 20: tidekv.WriteOp
+	(*WriteRequest)(nil),             // 21: tidekv.WriteRequest
+	(*WriteResponse)(nil),            // 22: tidekv.WriteResponse
+	(*CompareAndSetRequest)(nil),     // 23: tidekv.CompareAndSetRequest
+	(*CompareAndSetResponse)(nil),    // 24: tidekv.CompareAndSetResponse
+	(*RangeInfo)(nil),                // 25: tidekv.RangeInfo
+	(*RangesRequest)(nil),            // 26: tidekv.RangesRequest
+	(*RangesResponse)(nil),           // 27: tidekv.RangesResponse
+	(*ReplicaStatus)(nil),            // 28: tidekv.ReplicaStatus
+	(*NodeStatus)(nil),               // 29: tidekv.NodeStatus
+	(*Imbalance)(nil),                // 30: tidekv.Imbalance
+	(*StatusRequest)(nil),            // 31: tidekv.StatusRequest
+	(*StatusResponse)(nil),           // 32: tidekv.StatusResponse
+	(*ReadinessRequest)(nil),         // 33: tidekv.ReadinessRequest
+	(*ReadinessResponse)(nil),        // 34: tidekv.ReadinessResponse
+	(*LocalStatusRequest)(nil),       // 35: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),      // 36: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),             // 37: tidekv.SplitRequest
+	(*SplitResponse)(nil),            // 38: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),    // 39: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 40: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),     // 41: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),    // 42: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),              // 43: tidekv.JoinRequest
+	(*JoinResponse)(nil),             // 44: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),     // 45: tidekv.NodeHeartbeatRequest
+	(*NodeHeartbeatResponse)(nil),    // 46: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 47: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 48: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 49: tidekv.Event
+	(*EventsRequest)(nil),            // 50: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 51: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 52: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 53: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 54: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 55: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 56: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 57: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 58: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 59: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 60: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 61: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 62: tidekv.Setting
+	(*SettingsRequest)(nil),          // 63: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 64: tidekv.SettingsResponse
+	(*AutoscaleStatusRequest)(nil),   // 65: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 66: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 67: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 68: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 69: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 70: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 71: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 72: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 73: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 74: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 75: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 76: tidekv.WriteGuard
+	(*raftpb.Message)(nil),           // 77: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
-	4,  // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
+	5,  // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
 	1,  // 2: tidekv.ErrorDetail.kind:type_name -> tidekv.ErrorKind
-	5,  // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
+	6,  // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
 	2,  // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
 	2,  // 5: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	8,  // 6: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	9,  // 6: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
 	2,  // 7: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	10, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
-	3,  // 9: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	19, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	75, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
-	5,  // 12: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	24, // 13: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	6,  // 14: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	11, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	4,  // 9: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
+	20, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	76, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	6,  // 12: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	25, // 13: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	7,  // 14: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
 	0,  // 15: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	6,  // 16: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	28, // 17: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	29, // 18: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	6,  // 19: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	27, // 20: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	5,  // 21: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	5,  // 22: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	5,  // 23: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,  // 24: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,  // 25: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	6,  // 26: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	5,  // 27: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	48, // 28: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	51, // 29: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	54, // 30: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	54, // 31: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	5,  // 32: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	5,  // 33: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	61, // 34: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	61, // 35: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	54, // 36: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	76, // 37: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	70, // 38: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	70, // 39: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	9,  // 40: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	11, // 41: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	13, // 42: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	15, // 43: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	17, // 44: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	20, // 45: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	22, // 46: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	25, // 47: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	30, // 48: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	32, // 49: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	34, // 50: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	36, // 51: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	38, // 52: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	40, // 53: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	42, // 54: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	44, // 55: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	46, // 56: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	68, // 57: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	49, // 58: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	52, // 59: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	66, // 60: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	59, // 61: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	62, // 62: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	64, // 63: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	55, // 64: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	57, // 65: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	71, // 66: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	72, // 67: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	10, // 68: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	12, // 69: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	14, // 70: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	16, // 71: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	18, // 72: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	21, // 73: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	23, // 74: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	26, // 75: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	31, // 76: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	33, // 77: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	35, // 78: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	37, // 79: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	39, // 80: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	41, // 81: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	43, // 82: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	45, // 83: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	47, // 84: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	69, // 85: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	50, // 86: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	53, // 87: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	67, // 88: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	60, // 89: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	63, // 90: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	65, // 91: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	56, // 92: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	58, // 93: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	74, // 94: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	73, // 95: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	7,  // 16: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	29, // 17: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	30, // 18: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	7,  // 19: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	28, // 20: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	6,  // 21: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	6,  // 22: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	6,  // 23: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	7,  // 24: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	7,  // 25: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	7,  // 26: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	6,  // 27: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	49, // 28: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	52, // 29: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	55, // 30: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	55, // 31: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	6,  // 32: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	6,  // 33: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	62, // 34: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	62, // 35: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	55, // 36: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	77, // 37: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	71, // 38: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	71, // 39: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	10, // 40: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	12, // 41: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	14, // 42: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	16, // 43: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	18, // 44: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	21, // 45: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	23, // 46: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	26, // 47: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	31, // 48: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	33, // 49: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	35, // 50: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	37, // 51: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	39, // 52: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	41, // 53: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	43, // 54: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	45, // 55: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	47, // 56: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	69, // 57: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	50, // 58: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	53, // 59: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	67, // 60: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	60, // 61: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	63, // 62: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	65, // 63: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	56, // 64: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	58, // 65: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	72, // 66: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	73, // 67: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	11, // 68: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	13, // 69: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	15, // 70: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	17, // 71: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	19, // 72: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	22, // 73: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	24, // 74: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	27, // 75: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	32, // 76: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	34, // 77: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	36, // 78: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	38, // 79: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	40, // 80: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	42, // 81: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	44, // 82: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	46, // 83: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	48, // 84: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	70, // 85: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	51, // 86: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	54, // 87: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	68, // 88: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	61, // 89: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	64, // 90: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	66, // 91: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	57, // 92: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	59, // 93: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	75, // 94: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	74, // 95: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
 	68, // [68:96] is the sub-list for method output_type
 	40, // [40:68] is the sub-list for method input_type
 	40, // [40:40] is the sub-list for extension type_name
@@ -5221,7 +5381,7 @@ func file_tidekv_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   3,

@@ -36,7 +36,7 @@ import (
 //     (and removes when it cools), serving ANY reads;
 //   - RF3: three voters from the start.
 //
-// Each node admits one KV request at a time (MaxInflightRequests 1) and
+// Each node admits one KV request at a time (Admission.MaxInflight 1) and
 // sheds the rest as "overloaded", so a single replica saturates visibly
 // (an Erlang loss system) well before the shared CPU does. Reads are ANY
 // reads, sent open loop at a fixed rate, one attempt each with a one-second
@@ -64,7 +64,7 @@ type adaptiveParams struct {
 	keys        int
 	rates       []int
 	step        time.Duration
-	inflight    int     // MaxInflightRequests per node
+	inflight    int     // Admission.MaxInflight per node
 	adaptiveQPS float64 // AdaptiveReadQPS of the adaptive configuration
 	timeout     time.Duration
 	workers     int // client goroutines; a request finding all busy counts as failed
@@ -161,7 +161,7 @@ func runAdaptive(ctx context.Context, opts Options, out io.Writer) error {
 
 	fmt.Fprintf(out, "## adaptive\n\n")
 	fmt.Fprintf(out, "Machine load average (1 min) at start / end: %s / %s.\n\n", load0, plLoadAvg())
-	fmt.Fprintf(out, "3 in-process nodes, MaxInflightRequests %d per node, %d keys of 1,010 bytes in one range (load splits off), "+
+	fmt.Fprintf(out, "3 in-process nodes, Admission.MaxInflight %d per node, %d keys of 1,010 bytes in one range (load splits off), "+
 		"Zipf(1.0) ANY reads sent open loop at each rate for %v (rates rise without a pause), one attempt per read, %v deadline, %d sending goroutines. "+
 		"Adaptive: AdaptiveReadQPS %.0f, at most 2 learners. Quick: %v. Total %.0f s.\n\n",
 		p.inflight, p.keys, p.step, p.timeout, p.workers, p.adaptiveQPS, opts.Quick, time.Since(start).Seconds())
@@ -210,7 +210,7 @@ func adaptiveQPSList(q []float64) string {
 // adaptiveRun starts a cluster for c and runs the rising rates against it.
 func adaptiveRun(ctx context.Context, p adaptiveParams, c adaptiveConfig, dir string, seed uint64, progress io.Writer) ([]adaptiveStep, error) {
 	cl, err := plStartInProc(ctx, dir, 3, func(cfg *server.Config) {
-		cfg.MaxInflightRequests = p.inflight
+		cfg.Admission.MaxInflight = p.inflight
 		cfg.Raft.ReplicationFactor = c.rf
 		cfg.Placement.ReplicationFactor = c.rf
 		cfg.Placement.SplitQPS = 1e9

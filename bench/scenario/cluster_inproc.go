@@ -28,6 +28,10 @@ func plStartInProc(ctx context.Context, dir string, n int, adjust func(*server.C
 		cfg.GRPCAddr = plHost + ":0"
 		cfg.HTTPAddr = plHost + ":0"
 		cfg.Pebble.CacheSizeBytes = 64 << 20
+		// Nodes in one process share one Go scheduler, so a queueing delay
+		// is every node's at once: delay-based admission is off and the
+		// in-flight bound alone sheds load (docs/admission.md).
+		cfg.Admission.Target = 0
 		if adjust != nil {
 			adjust(&cfg)
 		}

@@ -1,41 +1,37 @@
 package scenario
 
-// ecstore: admission control under rising open-loop load.
+// ecstore: admission under open-loop load above what the nodes can serve.
 //
-// Three `tidekv server` processes admit at most 100 KV requests in flight
-// each (--max-inflight 100, server.Config.MaxInflightRequests); past that a
-// node answers at once with OVERLOADED ("overloaded, retry"). An open-loop
-// generator (this process) schedules Zipf(1.0) point reads at a fixed rate
-// per node, each request at its own time whatever happened to earlier
-// ones, so that an overloaded node sees its backlog grow rather than a
-// closed loop slowing down to match it. Requests are raw gRPC Gets in ANY
-// mode sent to one chosen node (each node holds a replica of every range),
-// with no retries, so every rejection is visible. A second series does the
-// same with Puts, each node receiving writes for the third of the keys whose
-// range it leads (writes wait for a Raft commit, so they occupy admission
-// slots far longer than reads). The rate rises step by step; each step
-// reports what was offered, what was served, what was rejected, the
-// latency of the served requests (from the scheduled send time, so
-// queueing in the generator counts too, and from the actual send), the
-// nodes' admitted requests in flight (Admin.NodeLoads), and their memory:
-// resident set from /proc/PID/status, Go heap and goroutines from /metrics.
+// Three `tidekv server` processes share one CPU (taskset), and this process,
+// the load generator, runs on the other, so that offering three times what
+// the nodes serve does not starve the generator itself. The keys are split
+// in three ranges, one lease per node, and each node is sent requests for
+// its own third: Zipf(1.0) reads (gRPC Gets in ANY mode, Redis GETs),
+// writes (Puts, SETs) and a 50/50 mix. A closed-loop calibration first
+// measures what the nodes serve per workload and protocol at saturation
+// (the peak); the open-loop generator then offers 0.5–3× that peak, each
+// request at its own time however the earlier ones fared, without
+// retries, so every refusal is visible. A step reports goodput, the
+// refused, dropped (generator's own bound) and timed-out shares, latency
+// of served requests from the actual send and from the schedule, how fast
+// refusals came, the nodes' smallest admitted share, requests in flight and
+// memory. Full runs repeat everything with delay-based admission off
+// (`--admission-target 0`: the in-flight bound alone, the old behaviour).
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
@@ -44,7 +40,7 @@ import (
 func init() {
 	register(Scenario{
 		Name:  "ecstore",
-		Short: "admission control: open-loop Zipf(1.0) reads at rising rates per node against a 100-request in-flight bound (processes)",
+		Short: "admission: open-loop reads, writes and a mix at 0.5-3x what the nodes serve, over gRPC and RESP, with and without delay-based admission (processes)",
 		Run:   runECStore,
 	})
 }
@@ -53,72 +49,57 @@ const (
 	ecsNodes       = 3
 	ecsMaxInflight = 100
 	ecsPrefix      = "ec/"
+	ecsKeys        = 9000
 	ecsValueSize   = 100
 	ecsZipfS       = 1.0
 	ecsTimeout     = 2 * time.Second
 	// ecsMaxOutstanding bounds the generator's own requests in flight per
-	// node: beyond it a scheduled request is dropped (and counted) instead
-	// of started, so that the generator's memory is bounded too.
+	// node (gRPC) or per connection (RESP): beyond it a scheduled request
+	// is dropped and counted, so that the generator's memory is bounded.
 	ecsMaxOutstanding = 5000
 	ecsConnsPerNode   = 4
+	ecsRESPConns      = 64 // per node: independent clients, one request at a time each
+	ecsWorkers        = 64 // closed-loop calibration, per node
+	// ecsP99Target and ecsRefusalTarget are the issue's targets: served
+	// requests within 50 ms at p99, refusals within 5 ms.
+	ecsP99Target     = 50 * time.Millisecond
+	ecsRefusalTarget = 5 * time.Millisecond
 )
 
 // ecsStep is one rate step's outcome.
 type ecsStep struct {
-	series      string
-	ratePerNode float64
-	offered     int64 // scheduled requests
-	ok          int64
-	rejected    int64 // OVERLOADED
-	dropped     int64 // not sent: the generator's own bound was reached
-	timeouts    int64
-	other       int64
-	elapsed     time.Duration
-	lat         []time.Duration // served: from the scheduled send time
-	svc         []time.Duration // served: from the actual send
-	firstErr    string
-	// The nodes, sampled every 250 ms during the step: the largest value
-	// of any node.
+	mode, proto, workload string
+	multiple              float64 // offered / peak
+	ratePerNode, peak     float64 // offered and calibrated, per node per second
+	elapsed               time.Duration
+
+	offered, ok, rejected, dropped, timeouts, other int64
+	lat, svc, rej                                   []time.Duration
+	firstErr                                        string
+
+	// The nodes, sampled every 250 ms: the extreme over nodes and samples.
 	peakRSS, peakHeap, peakGoroutines float64
-	peakInflight                      uint32  // requests admitted and not finished (NodeLoads queue_depth)
-	serverRejected                    float64 // tidekv_requests_rejected_total, all nodes, during the step
+	peakInflight                      uint32
+	minShare                          float64
 }
 
-// ecsNodeMem is one node's memory.
-type ecsNodeMem struct{ rss, hwm, heap, goroutines float64 }
+func (st ecsStep) failed() int64 { return st.rejected + st.dropped + st.timeouts + st.other }
 
-func ecsMem(ctx context.Context, cl *lrProcs) []ecsNodeMem {
-	out := make([]ecsNodeMem, ecsNodes)
-	for i := range out {
-		rss, hwm := lrProcMem(strconv.Itoa(cl.Pid(i)))
-		out[i].rss, out[i].hwm = float64(rss), float64(hwm)
-		if m, err := lrScrape(ctx, cl.HTTPAddr(i)); err == nil {
-			out[i].heap, out[i].goroutines = m["go_memstats_heap_inuse_bytes"], m["go_goroutines"]
-		}
-	}
-	return out
-}
-
-func ecsRejected(ctx context.Context, cl *lrProcs) float64 {
-	sum := 0.0
-	for i := range ecsNodes {
-		if m, err := lrScrape(ctx, cl.HTTPAddr(i)); err == nil {
-			sum += m["tidekv_requests_rejected_total"]
-		}
-	}
-	return sum
+// ecsMode is one cluster configuration.
+type ecsMode struct {
+	name string
+	args []string
 }
 
 func runECStore(ctx context.Context, opts Options, out io.Writer) error {
-	rates := []float64{1000, 2000, 4000, 8000, 16000}
-	wrates := []float64{500, 1000, 2000, 4000, 8000}
-	keys := 9000
+	multiples := []float64{0.5, 1, 1.5, 2, 3}
+	modes := []ecsMode{{"admission", nil}, {"count-only", []string{"--admission-target", "0"}}}
 	if opts.Quick {
-		rates = []float64{1000, 4000, 16000}
-		wrates = []float64{500, 2000, 8000}
-		keys = 3000
+		multiples = []float64{0.5, 1.5, 3}
+		modes = modes[:1]
 	}
-	step := lrStep(opts, 8*time.Second, 1500*time.Millisecond)
+	step := lrStep(opts, 6*time.Second, 1500*time.Millisecond)
+	calib := lrStep(opts, 4*time.Second, 1500*time.Millisecond)
 	dir, cleanup, err := lrWorkDir(opts, "ecstore")
 	if err != nil {
 		return err
@@ -128,12 +109,122 @@ func runECStore(ctx context.Context, opts Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lrLogf(opts, "ecstore: starting %d node processes with --max-inflight %d in %s", ecsNodes, ecsMaxInflight, dir)
-	cl, err := lrStartProcs(ctx, binary, dir, ecsNodes, nil, []string{"--max-inflight", strconv.Itoa(ecsMaxInflight)})
+	cpus, pinned := ecsPinning(opts)
+	peaks := map[string]float64{}
+	var steps []ecsStep
+	for _, m := range modes {
+		ms, err := ecsRunMode(ctx, opts, m, binary, dir, cpus, peaks, multiples, step, calib)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		steps = append(steps, ms...)
+	}
+	ecsReport(out, steps, pinned, step, calib)
+	for _, proto := range []string{"grpc", "resp"} {
+		if err := writeFigure(opts, out, "ecstore", "admission-"+proto, ecstoreChart(steps, proto)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ecsPinning puts the nodes on CPU 1 and this process on CPU 0 when the
+// machine has two CPUs or more and taskset is there.
+func ecsPinning(opts Options) ([]string, bool) {
+	if runtime.NumCPU() < 2 {
+		return nil, false
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		return nil, false
+	}
+	if err := exec.Command("taskset", "-a", "-cp", "0", strconv.Itoa(os.Getpid())).Run(); err != nil {
+		lrLogf(opts, "ecstore: could not pin the generator to CPU 0: %v", err)
+		return nil, false
+	}
+	return []string{"1", "1", "1"}, true
+}
+
+// ecsUnpin gives this process every CPU back.
+func ecsUnpin(pinned bool) {
+	if pinned {
+		_ = exec.Command("taskset", "-a", "-cp", "0-"+strconv.Itoa(runtime.NumCPU()-1), strconv.Itoa(os.Getpid())).Run()
+	}
+}
+
+// ecsRunMode starts a cluster with m's flags and runs every series on it;
+// peaks are measured by the first mode and reused by the others.
+func ecsRunMode(ctx context.Context, opts Options, m ecsMode, binary, dir string, cpus []string, peaks map[string]float64,
+	multiples []float64, step, calib time.Duration) ([]ecsStep, error) {
+	defer ecsUnpin(cpus != nil)
+	lrLogf(opts, "ecstore: %s: starting %d node processes with --max-inflight %d %v", m.name, ecsNodes, ecsMaxInflight, m.args)
+	mdir := filepath.Join(dir, m.name)
+	if err := os.MkdirAll(mdir, 0o755); err != nil {
+		return nil, err
+	}
+	cl, err := lrStartProcs(ctx, binary, mdir, ecsNodes, cpus, append([]string{"--max-inflight", strconv.Itoa(ecsMaxInflight)}, m.args...))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cl.Stop()
+	if err := ecsSetup(ctx, opts, cl); err != nil {
+		return nil, err
+	}
+	var conns [][]*grpc.ClientConn
+	var redis []string
+	for i, a := range cl.Addrs() {
+		var nc []*grpc.ClientConn
+		for range ecsConnsPerNode {
+			cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return nil, err
+			}
+			defer cc.Close()
+			nc = append(nc, cc)
+		}
+		conns = append(conns, nc)
+		redis = append(redis, cl.RedisAddr(i))
+	}
+	third := ecsKeys / ecsNodes
+	value := lrValue("w;", ecsValueSize)
+	var steps []ecsStep
+	for _, proto := range []string{"grpc", "resp"} {
+		for _, wl := range []string{"reads", "writes", "mix"} {
+			zipf := newLrZipf(third, ecsZipfS, opts.Seed)
+			choose := func(n int, r *rand.Rand) ecsOp {
+				write := wl == "writes" || (wl == "mix" && r.IntN(2) == 0)
+				return ecsOp{write: write, key: lrKey(ecsPrefix, n*third+zipf.Next(r))}
+			}
+			name := proto + "/" + wl
+			if _, ok := peaks[name]; !ok {
+				p, err := ecsPeak(ctx, proto, conns, redis, calib, choose, value)
+				if err != nil {
+					return nil, err
+				}
+				peaks[name] = p
+				lrLogf(opts, "ecstore: %s peak %.0f/s per node", name, p)
+			}
+			for i, k := range multiples {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				rate := k * peaks[name]
+				lrLogf(opts, "ecstore: %s: %s at %.1fx (%.0f/s per node) for %v", m.name, name, k, rate, step)
+				st, err := ecsRunStep(ctx, cl, proto, conns, redis, choose, value, rate, step, opts.Seed+uint64(i))
+				if err != nil {
+					return nil, err
+				}
+				st.mode, st.proto, st.workload, st.multiple, st.peak = m.name, proto, wl, k, peaks[name]
+				steps = append(steps, st)
+				time.Sleep(500 * time.Millisecond) // let the backlog drain
+			}
+		}
+	}
+	return steps, nil
+}
+
+// ecsSetup waits for the cluster, splits the keys in three ranges with one
+// lease per node and loads them.
+func ecsSetup(ctx context.Context, opts Options, cl *lrProcs) error {
 	ccfg := client.DefaultConfig()
 	ccfg.Addrs = cl.Addrs()
 	admin, err := client.New(ccfg)
@@ -147,8 +238,7 @@ func runECStore(ctx context.Context, opts Options, out io.Writer) error {
 	if err := lrNoRebalance(ctx, admin); err != nil {
 		return err
 	}
-	// Three ranges of the keys, one lease per node, for the write series.
-	third := keys / ecsNodes
+	third := ecsKeys / ecsNodes
 	for q := range ecsNodes {
 		split := []byte(ecsPrefix)
 		if q > 0 {
@@ -165,149 +255,83 @@ func runECStore(ctx context.Context, opts Options, out io.Writer) error {
 			return err
 		}
 	}
-	lrLogf(opts, "ecstore: loading %d keys of %d B", keys, ecsValueSize)
-	if err := lrLoad(ctx, admin, ecsPrefix, keys, ecsValueSize, 16); err != nil {
+	lrLogf(opts, "ecstore: loading %d keys of %d B", ecsKeys, ecsValueSize)
+	if err := lrLoad(ctx, admin, ecsPrefix, ecsKeys, ecsValueSize, 16); err != nil {
 		return err
 	}
-	// Every node must hold every key before ANY reads are sent to it.
-	if err := lrWaitVoters(ctx, admin, ecsNodes, 60*time.Second); err != nil {
-		return err
-	}
-	time.Sleep(time.Second)
-
-	var conns [][]*grpc.ClientConn
-	for _, a := range cl.Addrs() {
-		var nc []*grpc.ClientConn
-		for range ecsConnsPerNode {
-			cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				return err
-			}
-			defer cc.Close()
-			nc = append(nc, cc)
-		}
-		conns = append(conns, nc)
-	}
-	// Reads: any key, any node (every node holds every range).
-	zipf := newLrZipf(keys, ecsZipfS, opts.Seed)
-	readOne := func(_ int, r *rand.Rand) func(context.Context, tidekvpb.KVClient) error {
-		req := &tidekvpb.GetRequest{Key: lrKey(ecsPrefix, zipf.Next(r)), ReadMode: tidekvpb.ReadMode_ANY}
-		return func(ctx context.Context, kv tidekvpb.KVClient) error {
-			_, err := kv.Get(ctx, req)
-			return err
-		}
-	}
-	// Writes: node n leads the n-th third of the keys; Zipf within it.
-	wzipf := newLrZipf(third, ecsZipfS, opts.Seed+1)
-	value := lrValue("w;", ecsValueSize)
-	writeOne := func(n int, r *rand.Rand) func(context.Context, tidekvpb.KVClient) error {
-		req := &tidekvpb.PutRequest{Key: lrKey(ecsPrefix, n*third+wzipf.Next(r)), Value: value}
-		return func(ctx context.Context, kv tidekvpb.KVClient) error {
-			_, err := kv.Put(ctx, req)
-			return err
-		}
-	}
-
-	memBefore := ecsMem(ctx, cl)
-	var steps []ecsStep
-	for _, series := range []struct {
-		name    string
-		rates   []float64
-		prepare ecsPrepare
-	}{{"reads", rates, readOne}, {"writes", wrates, writeOne}} {
-		for si, rate := range series.rates {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			lrLogf(opts, "ecstore: %s, %.0f/s per node (%.0f total) for %v", series.name, rate, rate*ecsNodes, step)
-			rejBefore := ecsRejected(ctx, cl)
-			st := ecsRun(ctx, cl, conns, series.prepare, rate, step, opts.Seed+uint64(si))
-			st.series = series.name
-			st.serverRejected = ecsRejected(ctx, cl) - rejBefore
-			steps = append(steps, st)
-			// Let the backlog drain before the next step.
-			time.Sleep(time.Second)
-		}
-	}
-	memAfter := ecsMem(ctx, cl)
-
-	fmt.Fprintf(out, "## ecstore: admission control under rising open-loop load\n\n")
-	fmt.Fprintf(out, "%d `tidekv server` processes (replication factor 3, Pebble), each started with `--max-inflight %d` "+
-		"(more KV requests in flight are answered at once with OVERLOADED). Open-loop generator in a separate process: "+
-		"Zipf(%.1f) over %d keys of %d B, scheduled at the given rate per node; reads are raw gRPC ANY-mode Gets to that node "+
-		"(every node holds every range), writes raw gRPC Puts of the third of the keys whose range that node leads; "+
-		"no retries, %v timeout, at most %d outstanding per node in the generator (beyond: dropped, counted). %v per step. "+
-		"Latency of served requests is from the scheduled send time (so the generator's own lag counts); "+
-		"\"from send\" starts when the request was actually sent. Node columns: the largest value among the nodes, "+
-		"sampled every 250 ms during the step (in flight = requests past admission and not finished, from Admin.NodeLoads; "+
-		"RSS from /proc; heap and goroutines from /metrics).\n\n",
-		ecsNodes, ecsMaxInflight, ecsZipfS, keys, ecsValueSize, ecsTimeout, ecsMaxOutstanding, step)
-	fmt.Fprintf(out, "| series | offered/node | offered total/s | served/s | rejected (client) | rejected (servers' counter) | dropped in generator | timeouts+errors | p50 ms | p99 ms | p99 from send ms | node peak in flight | node peak RSS MiB | node peak heap MiB | node peak goroutines |\n")
-	fmt.Fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, st := range steps {
-		off := float64(st.offered)
-		pct := func(n float64) string {
-			if off == 0 {
-				return "-"
-			}
-			return fmt.Sprintf("%.1f%%", 100*n/off)
-		}
-		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %.0f | %.0f | %.0f |\n",
-			st.series, lrThousands(st.ratePerNode), lrThousands(off/st.elapsed.Seconds()), lrThousands(float64(st.ok)/st.elapsed.Seconds()),
-			pct(float64(st.rejected)), pct(st.serverRejected), pct(float64(st.dropped)), pct(float64(st.timeouts+st.other)),
-			lrMs(lrQuantile(st.lat, 0.5)), lrMs(lrQuantile(st.lat, 0.99)), lrMs(lrQuantile(st.svc, 0.99)), st.peakInflight,
-			st.peakRSS/(1<<20), st.peakHeap/(1<<20), st.peakGoroutines)
-	}
-	fmt.Fprintf(out, "\nNode memory before the first step → 1 s after the last (RSS MiB, peak RSS (VmHWM) MiB over the node's life, Go heap in use MiB, goroutines):\n\n")
-	fmt.Fprintf(out, "| node | RSS before | RSS after | VmHWM | heap before | heap after | goroutines before | goroutines after |\n|---|---|---|---|---|---|---|---|\n")
-	for i := range ecsNodes {
-		b, a := memBefore[i], memAfter[i]
-		fmt.Fprintf(out, "| %d | %.0f | %.0f | %.0f | %.1f | %.1f | %.0f | %.0f |\n", i+1,
-			b.rss/(1<<20), a.rss/(1<<20), a.hwm/(1<<20), b.heap/(1<<20), a.heap/(1<<20), b.goroutines, a.goroutines)
-	}
-	for _, st := range steps {
-		if st.firstErr != "" {
-			fmt.Fprintf(out, "\nFirst error other than overload or timeout at %s/node: %s\n", lrThousands(st.ratePerNode), st.firstErr)
-		}
-	}
-	fmt.Fprintln(out)
-	return writeFigure(opts, out, "ecstore", "admission", ecstoreChart(steps))
+	return lrWaitVoters(ctx, admin, ecsNodes, 60*time.Second)
 }
 
-// ecsPrepare chooses the next request to node n (in the node's generator
-// goroutine, with its random source) and returns the call that sends it.
-type ecsPrepare func(n int, r *rand.Rand) func(ctx context.Context, kv tidekvpb.KVClient) error
+// ecsPeak is what the nodes serve closed-loop, per node per second.
+func ecsPeak(ctx context.Context, proto string, conns [][]*grpc.ClientConn, redis []string, d time.Duration,
+	choose func(int, *rand.Rand) ecsOp, value []byte) (float64, error) {
+	if proto == "resp" {
+		do, closeAll, err := ecsRESPDo(redis, ecsWorkers, value)
+		if err != nil {
+			return 0, err
+		}
+		defer closeAll()
+		return ecsCalibrate(ctx, d, ecsWorkers, len(redis), choose, do), nil
+	}
+	g := newECSGRPC(ctx, conns, value, &ecsRecorder{})
+	return ecsCalibrate(ctx, d, ecsWorkers, len(conns), choose, func(n, w int, op ecsOp) error {
+		cctx, cancel := context.WithTimeout(ctx, ecsTimeout)
+		defer cancel()
+		return g.call(cctx, g.kv[n][w%len(g.kv[n])], op)
+	}), nil
+}
 
-// ecsRun offers rate requests/s to each node for d and collects the
-// outcome.
-func ecsRun(ctx context.Context, cl *lrProcs, conns [][]*grpc.ClientConn, prepare ecsPrepare, rate float64, d time.Duration, seed uint64) ecsStep {
-	st := ecsStep{ratePerNode: rate, elapsed: d}
-	var offered, ok, rejected, dropped, timeouts, other atomic.Int64
-	var mu sync.Mutex
-	var firstErr string
-	var lat, svc []time.Duration
-	var reqWG sync.WaitGroup
+// ecsRunStep offers rate requests/s per node for d and collects the
+// outcome and the nodes' state.
+func ecsRunStep(ctx context.Context, cl *lrProcs, proto string, conns [][]*grpc.ClientConn, redis []string,
+	choose func(int, *rand.Rand) ecsOp, value []byte, rate float64, d time.Duration, seed uint64) (ecsStep, error) {
+	rec := &ecsRecorder{}
+	var snd ecsSender
+	if proto == "resp" {
+		r, err := newECSRESP(redis, ecsRESPConns, value, rec)
+		if err != nil {
+			return ecsStep{}, err
+		}
+		snd = r
+	} else {
+		snd = newECSGRPC(ctx, conns, value, rec)
+	}
+	st := ecsStep{ratePerNode: rate, elapsed: d, minShare: 1}
+	stop := ecsSample(ctx, cl, conns, &st)
+	ecsSchedule(ctx, len(conns), rate, d, seed, choose, snd, rec)
+	stop()
+	st.offered, st.ok, st.rejected, st.dropped = rec.offered.Load(), rec.ok.Load(), rec.rejected.Load(), rec.dropped.Load()
+	st.timeouts, st.other, st.firstErr = rec.timeouts.Load(), rec.other.Load(), rec.firstErr
+	st.lat, st.svc, st.rej = ecsSorted(rec.lat), ecsSorted(rec.svc), ecsSorted(rec.rej)
+	return st, nil
+}
 
-	// The nodes' memory, sampled during the step.
-	sctx, stopSampler := context.WithCancel(ctx)
-	samplerDone := make(chan struct{})
+// ecsSample samples the nodes' memory and admission every 250 ms into st
+// until the returned stop is called.
+func ecsSample(ctx context.Context, cl *lrProcs, conns [][]*grpc.ClientConn, st *ecsStep) (stop func()) {
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
-		defer close(samplerDone)
+		defer close(done)
 		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
 		for {
-			for _, m := range ecsMem(sctx, cl) {
-				st.peakRSS = max(st.peakRSS, m.rss)
-				st.peakHeap = max(st.peakHeap, m.heap)
-				st.peakGoroutines = max(st.peakGoroutines, m.goroutines)
-			}
-			for n := range conns {
-				lctx, cancel := context.WithTimeout(sctx, 200*time.Millisecond)
-				resp, err := tidekvpb.NewAdminClient(conns[n][0]).NodeLoads(lctx, &tidekvpb.NodeLoadsRequest{})
-				cancel()
+			for i := range ecsNodes {
+				rss, _ := lrProcMem(strconv.Itoa(cl.Pid(i)))
+				st.peakRSS = max(st.peakRSS, float64(rss))
+				if m, err := lrScrape(sctx, cl.HTTPAddr(i)); err == nil {
+					st.peakHeap = max(st.peakHeap, m["go_memstats_heap_inuse_bytes"])
+					st.peakGoroutines = max(st.peakGoroutines, m["go_goroutines"])
+				}
+				lctx, lcancel := context.WithTimeout(sctx, 200*time.Millisecond)
+				resp, err := tidekvpb.NewAdminClient(conns[i][0]).NodeLoads(lctx, &tidekvpb.NodeLoadsRequest{})
+				lcancel()
 				for _, l := range resp.GetLoads() {
-					if err == nil && l.GetNodeId() == cl.ID(n) {
+					if err == nil && l.GetNodeId() == cl.ID(i) {
 						st.peakInflight = max(st.peakInflight, l.GetQueueDepth())
+						if s := l.GetAdmitShare(); s > 0 {
+							st.minShare = min(st.minShare, s)
+						}
 					}
 				}
 			}
@@ -318,98 +342,5 @@ func ecsRun(ctx context.Context, cl *lrProcs, conns [][]*grpc.ClientConn, prepar
 			}
 		}
 	}()
-
-	start := time.Now()
-	var genWG sync.WaitGroup
-	for n := range conns {
-		genWG.Add(1)
-		go func() {
-			defer genWG.Done()
-			r := rand.New(rand.NewPCG(seed, uint64(n)+1))
-			kv := make([]tidekvpb.KVClient, len(conns[n]))
-			for i, cc := range conns[n] {
-				kv[i] = tidekvpb.NewKVClient(cc)
-			}
-			var outstanding atomic.Int64
-			interval := float64(time.Second) / rate
-			var sent int64
-			for ctx.Err() == nil {
-				now := time.Now()
-				if now.Sub(start) >= d {
-					return
-				}
-				// Requests 0..due-1 are scheduled at or before now.
-				due := int64(float64(now.Sub(start))/interval) + 1
-				for ; sent < due; sent++ {
-					offered.Add(1)
-					if outstanding.Load() >= ecsMaxOutstanding {
-						dropped.Add(1)
-						continue
-					}
-					sched := start.Add(time.Duration(float64(sent) * interval))
-					call := prepare(n, r)
-					kvc := kv[sent%int64(len(kv))]
-					outstanding.Add(1)
-					reqWG.Add(1)
-					go func() {
-						defer reqWG.Done()
-						defer outstanding.Add(-1)
-						rctx, cancel := context.WithDeadline(ctx, sched.Add(ecsTimeout))
-						sentAt := time.Now()
-						err := call(rctx, kvc)
-						cancel()
-						done := time.Now()
-						switch {
-						case err == nil:
-							ok.Add(1)
-							mu.Lock()
-							lat = append(lat, done.Sub(sched))
-							svc = append(svc, done.Sub(sentAt))
-							mu.Unlock()
-						case ecsOverloaded(err):
-							rejected.Add(1)
-						case status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
-							timeouts.Add(1)
-						default:
-							other.Add(1)
-							mu.Lock()
-							if firstErr == "" {
-								firstErr = err.Error()
-							}
-							mu.Unlock()
-						}
-					}()
-				}
-				// Sleep until the next request is due (timers are coarse, so
-				// requests go out in small bursts at high rates).
-				next := start.Add(time.Duration(float64(sent) * interval))
-				if w := time.Until(next); w > 0 {
-					time.Sleep(w)
-				}
-			}
-		}()
-	}
-	genWG.Wait()
-	reqWG.Wait()
-	stopSampler()
-	<-samplerDone
-	slices.Sort(lat)
-	slices.Sort(svc)
-	st.offered, st.ok, st.rejected, st.dropped = offered.Load(), ok.Load(), rejected.Load(), dropped.Load()
-	st.timeouts, st.other, st.lat, st.svc, st.firstErr = timeouts.Load(), other.Load(), lat, svc, firstErr
-	return st
-}
-
-// ecsOverloaded reports whether err is a node's "overloaded, retry".
-func ecsOverloaded(err error) bool {
-	st, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	for _, d := range st.Details() {
-		if ed, ok := d.(*tidekvpb.ErrorDetail); ok {
-			return ed.GetKind() == tidekvpb.ErrorKind_OVERLOADED
-		}
-	}
-	return st.Code() == codes.ResourceExhausted
+	return func() { cancel(); <-done }
 }

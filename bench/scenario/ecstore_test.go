@@ -3,6 +3,7 @@ package scenario
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -11,7 +12,7 @@ import (
 // every step.
 func TestECStoreQuick(t *testing.T) {
 	if testing.Short() {
-		t.Skip("scenario benchmark (about 25 s, starts processes)")
+		t.Skip("scenario benchmark (about 70 s, starts processes)")
 	}
 	bin := lrTestBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -22,13 +23,29 @@ func TestECStoreQuick(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	t.Logf("took %v\n%s", time.Since(start).Round(time.Millisecond), out.String())
-	if n := len(lrTableRows(&out, "reads", 0)); n != 3 {
-		t.Errorf("%d read steps reported, want 3", n)
+	steps := lrTableRows(&out, "admission", 18)
+	if len(steps) != 18 {
+		t.Fatalf("%d steps reported, want 2 protocols x 3 workloads x 3 rates", len(steps))
 	}
-	if n := len(lrTableRows(&out, "writes", 0)); n != 3 {
-		t.Errorf("%d write steps reported, want 3", n)
+	if n := len(lrTableRows(&out, "admission", 8)); n != 12 {
+		t.Errorf("%d verdicts, want one per series at 1.5x and 3x", n)
 	}
-	if n := len(lrTableRows(&out, "3", 8)); n != 1 {
-		t.Errorf("no memory row for node 3")
+	// Three times what the nodes serve is overload on either protocol: the
+	// nodes must refuse some of it, and no node's memory may run away.
+	for _, proto := range []string{"grpc", "resp"} {
+		refused := false
+		for _, row := range steps {
+			if row[1] == proto && row[3] == "3.0" && row[7] != "0.0%" {
+				refused = true
+			}
+		}
+		if !refused {
+			t.Errorf("%s: nothing refused at 3x the peak", proto)
+		}
+	}
+	for _, row := range steps {
+		if rss, _ := strconv.ParseFloat(row[15], 64); rss > 1024 {
+			t.Errorf("node RSS %s MiB in step %v", row[15], row[:4])
+		}
 	}
 }

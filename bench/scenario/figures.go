@@ -140,32 +140,6 @@ func scaleoutChart(st scaleoutStep) plot.Chart {
 	return c
 }
 
-// ecstoreChart is ecStore's admission-control curve: failed-query share
-// and p99 against the offered rate, for reads and writes.
-func ecstoreChart(steps []ecsStep) plot.Chart {
-	var names []string
-	for _, st := range steps {
-		if !slices.Contains(names, st.series) {
-			names = append(names, st.series)
-		}
-	}
-	failed, p99 := plot.Panel{YLabel: "failed % of offered"}, plot.Panel{YLabel: "p99 ms (from scheduled send)"}
-	for _, name := range names {
-		f, l := plot.Series{Name: name}, plot.Series{Name: name}
-		for _, st := range steps {
-			if st.series != name {
-				continue
-			}
-			fails := float64(st.rejected + st.dropped + st.timeouts + st.other)
-			f.Points = append(f.Points, plot.Point{X: st.ratePerNode, Y: share(fails, float64(st.offered))})
-			l.Points = append(l.Points, plot.Point{X: st.ratePerNode, Y: ms(lrQuantile(st.lat, 0.99))})
-		}
-		failed.Series, p99.Series = append(failed.Series, f), append(p99.Series, l)
-	}
-	return plot.Chart{Title: "ecstore: failed queries and p99 against the offered rate", XLabel: "offered requests/s per node",
-		Panels: []plot.Panel{failed, p99}}
-}
-
 // meteorChart is read latency against the WAN round trip, per read mode.
 func meteorChart(rows []meteorRow) plot.Chart {
 	var modes []string

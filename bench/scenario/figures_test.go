@@ -73,12 +73,16 @@ func TestScaleoutChart(t *testing.T) {
 func TestEcstoreChart(t *testing.T) {
 	lat := []time.Duration{time.Millisecond, 2 * time.Millisecond}
 	c := ecstoreChart([]ecsStep{
-		{series: "reads", ratePerNode: 1000, offered: 1000, rejected: 100, dropped: 50, timeouts: 50, lat: lat},
-		{series: "reads", ratePerNode: 4000, offered: 0},
-		{series: "writes", ratePerNode: 500, offered: 400, other: 4, lat: lat},
-	})
-	samePoints(t, "reads failed", c.Panels[0].Series[0], [][2]float64{{1000, 20}, {4000, math.NaN()}})
-	samePoints(t, "writes failed", c.Panels[0].Series[1], [][2]float64{{500, 1}})
+		{proto: "grpc", workload: "reads", mode: "admission", multiple: 1, offered: 1000, rejected: 100, dropped: 50, timeouts: 50, svc: lat},
+		{proto: "grpc", workload: "reads", mode: "admission", multiple: 3, offered: 0},
+		{proto: "resp", workload: "reads", mode: "admission", multiple: 1, offered: 10, rejected: 10},
+		{proto: "grpc", workload: "writes", mode: "count-only", multiple: 0.5, offered: 400, other: 4, svc: lat},
+	}, "grpc")
+	if len(c.Panels[0].Series) != 2 || c.Panels[0].Series[1].Name != "writes (count-only)" {
+		t.Fatalf("series %+v", c.Panels[0].Series)
+	}
+	samePoints(t, "reads failed", c.Panels[0].Series[0], [][2]float64{{1, 20}, {3, math.NaN()}})
+	samePoints(t, "writes failed", c.Panels[0].Series[1], [][2]float64{{0.5, 1}})
 	if got := c.Panels[1].Series[1].Points[0].Y; got != ms(lrQuantile(lat, 0.99)) {
 		t.Errorf("writes p99 %v", got)
 	}

@@ -184,3 +184,6 @@ func lrScrape(ctx context.Context, httpAddr string) (map[string]float64, error) 
 	}
 	return out, sc.Err()
 }
+
+// RedisAddr returns node i's Redis-protocol address.
+func (c *lrProcs) RedisAddr(i int) string { return c.procs[i].Spec().RedisAddr }

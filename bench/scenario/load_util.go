@@ -355,6 +355,10 @@ func lrStartInProc(ctx context.Context, dir string, n int, adjust func(i int, c 
 		cfg.HTTPAddr = ""
 		cfg.ReportInterval = time.Second
 		cfg.Placement.Rebalance = false
+		// Nodes in one process share one Go scheduler, so a queueing delay
+		// is every node's at once: delay-based admission is off and the
+		// in-flight bound alone sheds load (docs/admission.md).
+		cfg.Admission.Target = 0
 		if i > 0 {
 			cfg.Join = []string{c.Nodes[0].Addr()}
 		}

@@ -84,7 +84,11 @@ func newServerCmd() *cobra.Command {
 	f.BoolVar(&autoscale, "autoscale", false, "let the controller add and remove nodes with the local actuator (cluster settings autoscale.* override)")
 	f.IntVar(&cfg.Autoscale.MinNodes, "autoscale-min-nodes", cfg.Autoscale.MinNodes, "autoscaling never goes below this many nodes (nor the replication factor)")
 	f.IntVar(&cfg.Autoscale.MaxNodes, "autoscale-max-nodes", cfg.Autoscale.MaxNodes, "autoscaling never goes above this many nodes")
-	f.IntVar(&cfg.MaxInflightRequests, "max-inflight", cfg.MaxInflightRequests, "KV requests in progress before the node answers 'overloaded, retry'")
+	f.IntVar(&cfg.Admission.MaxInflight, "max-inflight", cfg.Admission.MaxInflight, "KV requests in progress before the node answers 'overloaded, retry'")
+	f.DurationVar(&cfg.Admission.Target, "admission-target", cfg.Admission.Target,
+		"queueing delay a node tolerates as standing before it sheds new requests (0 turns delay-based admission off; docs/admission.md)")
+	f.DurationVar(&cfg.Admission.Interval, "admission-interval", cfg.Admission.Interval,
+		"window over which the smallest queueing delay is taken; also the longest a request may wait to start")
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
 	_ = f.MarkHidden("testing-stale-reads")
 	return cmd

@@ -32,9 +32,32 @@ type NodeView struct {
 	CPU       float64 `json:"cpu"`
 	Score     float64 `json:"score"`
 	P99Ms     float64 `json:"p99_ms"`
+	Admission AdmissionView `json:"admission"`
 	// LastSeenSeconds is -1 when the node has not heartbeated to the
 	// current meta leaseholder.
 	LastSeenSeconds float64 `json:"last_seen_seconds"`
+}
+
+// AdmissionView is a node's admission control (docs/admission.md): whether
+// it is overloaded, the share of new requests it admits, the smallest
+// queueing delay of its last window, and requests it refused per second.
+type AdmissionView struct {
+	Overloaded   bool    `json:"overloaded"`
+	AdmitShare   float64 `json:"admit_share"`
+	QueueDelayMs float64 `json:"queue_delay_ms"`
+	RejectedQPS  float64 `json:"rejected_qps"`
+}
+
+// String is the status table's cell: "ok", or the share admitted, the
+// delay and the refusals; "-" before the node has reported.
+func (a AdmissionView) String() string {
+	switch {
+	case a.AdmitShare == 0:
+		return "-"
+	case !a.Overloaded && a.AdmitShare >= 1 && a.RejectedQPS < 0.5:
+		return "ok"
+	}
+	return fmt.Sprintf("admits %.0f%%, delay %.1fms, %.0f refused/s", 100*a.AdmitShare, a.QueueDelayMs, a.RejectedQPS)
 }
 
 // ImbalanceView holds stddev/mean indices across live nodes.
@@ -64,6 +87,7 @@ func StatusOf(resp *tidekvpb.StatusResponse) StatusView {
 			State: n.GetState(), Live: n.GetLive(), Locality: d.GetLocality(),
 			Replicas: n.GetReplicas(), Leases: n.GetLeases(), Bytes: n.GetBytes(), QPS: n.GetQps(),
 			CPU: n.GetCpu(), Score: n.GetScore(), P99Ms: n.GetP99Ms(), LastSeenSeconds: n.GetLastSeenSeconds(),
+			Admission: AdmissionView{Overloaded: n.GetOverloaded(), AdmitShare: n.GetAdmitShare(), QueueDelayMs: n.GetQueueDelayMs(), RejectedQPS: n.GetRejectedQps()},
 		})
 	}
 	sort.Slice(v.Nodes, func(i, j int) bool { return v.Nodes[i].ID < v.Nodes[j].ID })
@@ -75,11 +99,11 @@ func StatusOf(resp *tidekvpb.StatusResponse) StatusView {
 // StatusTable writes the nodes, the range count and the imbalance indices.
 func StatusTable(w io.Writer, v StatusView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tLOCALITY\tREPLICAS\tLEASES\tDATA\tQPS\tCPU\tSCORE\tP99\tLAST SEEN")
+	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tLOCALITY\tREPLICAS\tLEASES\tDATA\tQPS\tCPU\tSCORE\tP99\tLAST SEEN\tADMISSION")
 	for _, n := range v.Nodes {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%.1f\t%.0f%%\t%.2f\t%.1fms\t%s\n",
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%.1f\t%.0f%%\t%.2f\t%.1fms\t%s\t%s\n",
 			n.ID, n.Addr, n.State, orDash(n.Locality), n.Replicas, n.Leases, units.Human(n.Bytes), n.QPS,
-			100*n.CPU, n.Score, n.P99Ms, Ago(n.LastSeenSeconds))
+			100*n.CPU, n.Score, n.P99Ms, Ago(n.LastSeenSeconds), n.Admission)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -30,6 +30,9 @@ func mapErr(err error) error {
 	case errors.Is(err, client.ErrInvalidArgument):
 		return fmt.Errorf("%w: %s", ErrInvalidArgument, strings.TrimPrefix(err.Error(), client.ErrInvalidArgument.Error()+": "))
 	case errors.Is(err, client.ErrOverloaded):
+		if oe := (*client.OverloadedError)(nil); errors.As(err, &oe) {
+			return &OverloadedError{RetryAfter: oe.RetryAfter}
+		}
 		return fmt.Errorf("%w: %w", ErrOverloaded, err)
 	case errors.Is(err, client.ErrAmbiguous):
 		return fmt.Errorf("%w: %w", ErrAmbiguous, err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"time"
 )
 
 // KV is the storage the RESP front end needs. It is defined here (by its
@@ -98,6 +100,15 @@ var (
 	ErrAmbiguous       = errors.New("ambiguous result: the write may or may not have been applied")
 	ErrUnavailable     = errors.New("unavailable: no replica could serve the command, retry")
 )
+
+// OverloadedError is ErrOverloaded with the node's hint of when to retry;
+// its reply is "ERR overloaded, retry after N ms".
+type OverloadedError struct{ RetryAfter time.Duration }
+
+func (e *OverloadedError) Error() string { return fmt.Sprintf("overloaded, retry after %v", e.RetryAfter) }
+
+// Is makes errors.Is(err, ErrOverloaded) hold.
+func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded }
 
 // Key encoding (see doc.go).
 

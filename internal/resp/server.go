@@ -281,7 +281,10 @@ func replyErr(c redcon.Conn, err error) {
 // errText renders a KV error as one sentence: the sentinels get fixed
 // texts, never the chain of causes behind them.
 func errText(err error) string {
+	var oe *OverloadedError
 	switch {
+	case errors.As(err, &oe):
+		return fmt.Sprintf("ERR overloaded, retry after %d ms", max(oe.RetryAfter.Milliseconds(), 1))
 	case errors.Is(err, ErrOverloaded):
 		return "ERR overloaded, retry"
 	case errors.Is(err, ErrAmbiguous):

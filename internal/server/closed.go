@@ -48,7 +48,9 @@ func (t *loadTable) list() []*tidekvpb.NodeLoad {
 
 // ownLoad is this node's load from its latest monitor sample.
 func (s *Server) ownLoad() *tidekvpb.NodeLoad {
-	l := &tidekvpb.NodeLoad{NodeId: s.nodeID, QueueDepth: uint32(len(s.inflight)), UnixNanos: time.Now().UnixNano()}
+	adm := s.adm.State()
+	l := &tidekvpb.NodeLoad{NodeId: s.nodeID, QueueDepth: uint32(adm.Inflight), UnixNanos: time.Now().UnixNano(),
+		QueueDelayMs: ms(max(adm.QueueDelay, 0)), AdmitShare: adm.AdmitShare, Overloaded: adm.Overloaded}
 	if snap := s.mon.Latest(); snap != nil {
 		l.Cpu, l.Score = snap.Usage.NodeCPU(), snap.Score
 	}

@@ -34,6 +34,11 @@ func testConfig(t testing.TB) Config {
 	// replication factor unless a test turns rebalancing on.
 	cfg.Placement.Rebalance = false
 	cfg.ReplicaGCInterval = time.Second
+	// The nodes of a test share one process and one Go scheduler (and the
+	// machine with other test packages), so a queueing delay is every
+	// node's at once: delay-based admission is off here and tested on its
+	// own (admission_test.go).
+	cfg.Admission.Target = 0
 	return cfg
 }
 

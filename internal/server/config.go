@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tidekv/tidekv/internal/actuator"
+	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/elastic"
 	"net"
 	"time"
@@ -84,9 +85,13 @@ type Config struct {
 	// Transport configures the gRPC Raft transport.
 	Transport transport.Config
 	Limits    Limits
-	// MaxInflightRequests bounds KV requests in progress on this node;
-	// beyond it requests fail at once with "overloaded, retry".
-	MaxInflightRequests int
+	// Admission decides which client requests the node starts: a hard cap
+	// on requests in progress and shedding by queueing delay
+	// (internal/admission, docs/admission.md).
+	Admission admission.Config
+	// admissionClock replaces time.Now for the admission controller
+	// (tests drive its windows by hand).
+	admissionClock func() time.Time
 	// HeartbeatInterval is how often the node reports to the meta range.
 	HeartbeatInterval time.Duration
 	// LivenessTimeout is how long without a heartbeat before the meta
@@ -142,7 +147,7 @@ func DefaultConfig() Config {
 		Transport:               transport.DefaultConfig(),
 		Limits:                  DefaultLimits(),
 		Redis:                   redisDefaults(),
-		MaxInflightRequests:     4096,
+		Admission:               admission.DefaultConfig(),
 		HeartbeatInterval:       time.Second,
 		LivenessTimeout:         5 * time.Second,
 		ReportInterval:          3 * time.Second,
@@ -173,8 +178,8 @@ func (c *Config) Validate() error {
 	if c.GRPCAddr == "" {
 		return errors.New("server: gRPC listen address is required")
 	}
-	if c.MaxInflightRequests <= 0 {
-		return errors.New("server: MaxInflightRequests must be positive")
+	if err := c.Admission.Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	l := c.Limits
 	if l.MaxKeySize <= 0 || l.MaxValueSize <= 0 || l.MaxScanLimit <= 0 || l.MaxScanBytes <= 0 || l.MaxBatchKeys <= 0 || l.MaxWriteBytes <= 0 {

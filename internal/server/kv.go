@@ -18,23 +18,6 @@ type kvService struct {
 	s *Server
 }
 
-// admit bounds requests in flight: past the bound, fail fast rather than
-// queue without limit.
-func (s *Server) admit() (func(), error) {
-	if !s.ready.Load() {
-		return nil, s.toStatus(raftstore.ErrStopped)
-	}
-	select {
-	case s.inflight <- struct{}{}:
-		s.requests.Add(1)
-		return func() { <-s.inflight }, nil
-	default:
-		s.metrics.rejected.Inc()
-		s.rejections.Add(1)
-		return nil, overloaded("node overloaded: too many requests in flight, retry")
-	}
-}
-
 func (s *Server) checkKey(k []byte) error {
 	if len(k) == 0 {
 		return invalidArg("empty key")
@@ -65,14 +48,14 @@ func (s *Server) replicaFor(key []byte) (*raftstore.Replica, error) {
 var readOps = map[string]bool{"get": true, "scan": true, "batch_get": true}
 
 // serve runs one KV request: admission, validation, routing, metrics.
-func serve[T any](s *Server, op string, validate func() error, key []byte, fn func(*raftstore.Replica) (T, error)) (T, error) {
+func serve[T any](ctx context.Context, s *Server, op string, validate func() error, key []byte, fn func(*raftstore.Replica) (T, error)) (T, error) {
 	var zero T
 	start := time.Now()
 	if err := validate(); err != nil {
 		s.metrics.observe(op, start, err)
 		return zero, err
 	}
-	release, err := s.admit()
+	release, err := s.admit(ctx)
 	if err != nil {
 		s.metrics.observe(op, start, err)
 		return zero, err
@@ -124,7 +107,7 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 	s := k.s
 	var ro raftstore.ReadOptions
 	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error { return s.checkKey(req.GetKey()) })
-	return serve(s, "get", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
+	return serve(ctx, s, "get", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
 		v, found, err := r.Get(ctx, req.GetKey(), ro)
 		if err != nil {
 			return nil, err
@@ -141,7 +124,7 @@ func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvp
 		}
 		return s.checkValue(req.GetValue())
 	}
-	return serve(s, "put", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.PutResponse, error) {
+	return serve(ctx, s, "put", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.PutResponse, error) {
 		s.noteWrite(ctx, r)
 		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: req.GetKey(), Value: req.GetValue()}})
 		if err != nil {
@@ -153,7 +136,7 @@ func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvp
 
 func (k *kvService) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*tidekvpb.DeleteResponse, error) {
 	s := k.s
-	return serve(s, "delete", func() error { return s.checkKey(req.GetKey()) }, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.DeleteResponse, error) {
+	return serve(ctx, s, "delete", func() error { return s.checkKey(req.GetKey()) }, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.DeleteResponse, error) {
 		s.noteWrite(ctx, r)
 		deleted, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_DELETE, Key: req.GetKey()}})
 		if err != nil {
@@ -182,7 +165,7 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 	if limit == 0 {
 		limit = s.cfg.Limits.MaxScanLimit
 	}
-	return serve(s, "scan", validate, req.GetStartKey(), func(r *raftstore.Replica) (*tidekvpb.ScanResponse, error) {
+	return serve(ctx, s, "scan", validate, req.GetStartKey(), func(r *raftstore.Replica) (*tidekvpb.ScanResponse, error) {
 		kvs, resume, err := r.Scan(ctx, req.GetStartKey(), req.GetEndKey(), limit, s.cfg.Limits.MaxScanBytes, ro)
 		if err != nil {
 			return nil, err
@@ -213,7 +196,7 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 	if len(ks) > 0 {
 		first = ks[0]
 	}
-	return serve(s, "batch_get", validate, first, func(r *raftstore.Replica) (*tidekvpb.BatchGetResponse, error) {
+	return serve(ctx, s, "batch_get", validate, first, func(r *raftstore.Replica) (*tidekvpb.BatchGetResponse, error) {
 		res, err := r.BatchGet(ctx, ks, ro)
 		if err != nil {
 			return nil, err
@@ -251,7 +234,7 @@ func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tid
 	if len(ops) > 0 {
 		first = ops[0].GetKey()
 	}
-	return serve(s, "write", validate, first, func(r *raftstore.Replica) (*tidekvpb.WriteResponse, error) {
+	return serve(ctx, s, "write", validate, first, func(r *raftstore.Replica) (*tidekvpb.WriteResponse, error) {
 		d := r.Desc()
 		for _, k := range writeKeys(req) {
 			if !keys.Contains(d.GetStartKey(), d.GetEndKey(), k) {
@@ -321,7 +304,7 @@ func (k *kvService) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndS
 		}
 		return s.checkValue(req.GetNewValue())
 	}
-	return serve(s, "cas", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.CompareAndSetResponse, error) {
+	return serve(ctx, s, "cas", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.CompareAndSetResponse, error) {
 		s.noteWrite(ctx, r)
 		return r.CompareAndSet(ctx, req)
 	})

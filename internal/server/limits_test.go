@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/tidekv/tidekv/internal/admission"
 	"io"
 	"net"
 	"net/http"
@@ -121,8 +122,10 @@ func TestOverloadFailsFast(t *testing.T) {
 	kv := kvClient(t, s.Addr())
 	waitServing(t, kv)
 	// Occupy every admission slot, as a burst of slow requests would.
-	for i := 0; i < cap(s.inflight); i++ {
-		s.inflight <- struct{}{}
+	for range s.cfg.Admission.MaxInflight {
+		if err := s.adm.Admit(admission.Normal, time.Time{}, true); err != nil {
+			t.Fatal(err)
+		}
 	}
 	start := time.Now()
 	_, err := kv.Get(context.Background(), &tidekvpb.GetRequest{Key: []byte("probe")})
@@ -135,8 +138,8 @@ func TestOverloadFailsFast(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("rejection took %v; it must not queue", took)
 	}
-	for i := 0; i < cap(s.inflight); i++ {
-		<-s.inflight
+	for range s.cfg.Admission.MaxInflight {
+		s.adm.Done(admission.Normal)
 	}
 	if _, err := kv.Get(context.Background(), &tidekvpb.GetRequest{Key: []byte("probe")}); err != nil {
 		t.Fatalf("get after the burst: %v", err)

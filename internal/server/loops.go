@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/tidekv/tidekv/internal/admission"
 	"log"
 	"time"
 
@@ -20,6 +21,9 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.LeaseRebalanceInterval, s.followWriters)
 	s.loop(seriesInterval, func(context.Context) { s.metrics.sample(time.Now()) })
 	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })
+	// Admission windows move on even when no request arrives.
+	sched := admission.NewSchedSampler()
+	s.loop(s.cfg.Admission.Interval, func(context.Context) { s.adm.Tick(sched.Sample()) })
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -63,9 +67,11 @@ func (s *Server) loop(every time.Duration, fn func(ctx context.Context)) {
 
 func (s *Server) heartbeat(ctx context.Context) {
 	p := s.metrics.latest()
+	adm := s.adm.State()
 	req := &tidekvpb.NodeHeartbeatRequest{Node: s.self(), Qps: p.QPS, P99Ms: p.P99Ms,
-		RejectedQps: s.hbRates.rejectedRate(s.rejections.Load(), time.Now()),
-		QueueUtil:   float64(len(s.inflight)) / float64(cap(s.inflight))}
+		RejectedQps:  s.hbRates.rejectedRate(adm.RejectedTotal(), time.Now()),
+		QueueUtil:    float64(adm.Inflight) / float64(s.cfg.Admission.MaxInflight),
+		QueueDelayMs: ms(max(adm.QueueDelay, 0)), AdmitShare: adm.AdmitShare, Overloaded: adm.Overloaded}
 	if snap := s.mon.Latest(); snap != nil {
 		req.Cpu, req.Score = snap.Usage.NodeCPU(), snap.Score
 	}

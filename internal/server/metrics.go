@@ -25,7 +25,8 @@ type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
-	rejected prometheus.Counter
+	// queueDelay is the admission queueing delay of every measured request.
+	queueDelay prometheus.Histogram
 
 	redisCommands *prometheus.CounterVec
 	redisLatency  *prometheus.HistogramVec
@@ -48,8 +49,9 @@ func newMetrics() *metrics {
 		Name: "tidekv_request_duration_seconds", Help: "KV request (gRPC API) latency on the serving node.",
 		Buckets: latencyBuckets,
 	}, []string{"op"})
-	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tidekv_requests_rejected_total", Help: "Requests refused because the node was overloaded.",
+	m.queueDelay = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "tidekv_admission_queue_delay_seconds", Help: "How long KV requests waited between arriving at the node and the start of their work (gRPC requests; docs/admission.md).",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 	})
 	m.redisCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidekv_redis_commands_total", Help: "Redis-protocol commands by command and result (ok or error).",
@@ -64,7 +66,7 @@ func newMetrics() *metrics {
 	m.imbalance = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tidekv_imbalance", Help: "Standard deviation over mean across live nodes (exported by the meta leaseholder).",
 	}, []string{"dimension"})
-	m.reg.MustRegister(m.requests, m.latency, m.rejected, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance,
+	m.reg.MustRegister(m.requests, m.latency, m.queueDelay, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -251,10 +253,6 @@ func (s *Server) registerStoreGauges() {
 	s.metrics.reg.MustRegister(
 		gauge("tidekv_replicas", "Replicas on this node.", count(false)),
 		gauge("tidekv_leases", "Ranges whose lease this node holds.", count(true)),
-		gauge("tidekv_requests_inflight", "KV requests in progress (the admission queue; bounded by MaxInflightRequests).",
-			func() float64 { return float64(len(s.inflight)) }),
-		gauge("tidekv_requests_inflight_limit", "The bound on KV requests in progress.",
-			func() float64 { return float64(cap(s.inflight)) }),
 		gauge("tidekv_migration_allowance_bytes_per_second", "The snapshot bandwidth this node may use now, as the bandwidth controller set it.",
 			func() float64 {
 				if s.store == nil {

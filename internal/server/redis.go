@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -28,6 +29,9 @@ func (s *Server) startRedis() error {
 	ccfg.Locality = s.cfg.Locality
 	// It reaches other nodes as this node, by its node certificate.
 	ccfg.TLS = s.peerTLS()
+	// A node's "overloaded, retry" goes back to the Redis client at once,
+	// with its hint, rather than waiting here while the client waits.
+	ccfg.FailFastOnOverload = true
 	gw, err := client.New(ccfg)
 	if err != nil {
 		return err
@@ -48,9 +52,10 @@ func (s *Server) startRedis() error {
 // redisKV is the Redis front end's KV: in process when this node holds the
 // lease of a key's range, through the routing client otherwise. A local
 // attempt that the store refuses without applying anything (the lease moved,
-// the range split, the node sheds load or is not serving yet) is handed to
-// the routing client, which redirects, backs off and retries as it does for
-// every client.
+// the range split, or the node is not serving yet) is handed to the routing
+// client, which redirects, backs off and retries as it does for every
+// client. A local "overloaded, retry" is the Redis client's answer: this
+// node's admission refused it.
 type redisKV struct {
 	s      *Server
 	kv     *kvService
@@ -100,7 +105,6 @@ var routedKinds = map[tidekvpb.ErrorKind]bool{
 	tidekvpb.ErrorKind_RANGE_NOT_FOUND: true,
 	tidekvpb.ErrorKind_KEY_MISMATCH:    true,
 	tidekvpb.ErrorKind_STALE_REPLICA:   true,
-	tidekvpb.ErrorKind_OVERLOADED:      true,
 	tidekvpb.ErrorKind_UNAVAILABLE:     true,
 }
 
@@ -119,6 +123,8 @@ func outcome(err error, write bool) (mapped error, route bool) {
 		return nil, true
 	case d.GetKind() == tidekvpb.ErrorKind_INVALID_ARGUMENT || st.Code() == codes.InvalidArgument:
 		return fmt.Errorf("%w: %s", resp.ErrInvalidArgument, st.Message()), false
+	case d.GetKind() == tidekvpb.ErrorKind_OVERLOADED:
+		return &resp.OverloadedError{RetryAfter: time.Duration(d.GetRetryAfterMs()) * time.Millisecond}, false
 	case d.GetKind() == tidekvpb.ErrorKind_AMBIGUOUS:
 		return fmt.Errorf("%w: %s", resp.ErrAmbiguous, st.Message()), false
 	case st.Code() == codes.DeadlineExceeded && write:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tidekv/tidekv/internal/admission"
 	"log"
 	"math/rand/v2"
 	"net"
@@ -48,16 +49,16 @@ type Server struct {
 	clusterID uint64
 	nodeID    uint64
 
-	grpcSrv  *grpc.Server
-	lis      net.Listener
-	httpSrv  *http.Server
-	httpLis  net.Listener
-	redis    *resp.Server
-	gateway  *client.Client
-	grpcT    *transport.GRPC
-	sec      *nodeSecurity
-	metrics  *metrics
-	inflight chan struct{}
+	grpcSrv *grpc.Server
+	lis     net.Listener
+	httpSrv *http.Server
+	httpLis net.Listener
+	redis   *resp.Server
+	gateway *client.Client
+	grpcT   *transport.GRPC
+	sec     *nodeSecurity
+	metrics *metrics
+	adm     *admission.Controller
 
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -79,10 +80,9 @@ type Server struct {
 	origins    sync.Map // range ID -> *originCounts
 	leaseMoved sync.Map // range ID -> time.Time
 
-	// rejections counts requests refused as overloaded; hbRates turns it
-	// into the rate each heartbeat reports.
-	rejections atomic.Uint64
-	hbRates    heartbeatRates
+	// hbRates turns the count of refused requests into the rate each
+	// heartbeat reports.
+	hbRates heartbeatRates
 
 	metaLeaderAddr atomic.Pointer[string]
 	reports        chan *tidekvpb.RangeDescriptor
@@ -122,21 +122,29 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, eng: eng, dir: newDirectory(eng), sec: sec,
-		conns:    map[string]*grpc.ClientConn{},
-		inflight: make(chan struct{}, cfg.MaxInflightRequests),
-		reports:  make(chan *tidekvpb.RangeDescriptor, 1024),
-		stopper:  make(chan struct{}),
-		meta:     newMetaState(),
-		metrics:  newMetrics(),
-		events:   events.New(cfg.Events, 0, time.Now),
+		conns:   map[string]*grpc.ClientConn{},
+		reports: make(chan *tidekvpb.RangeDescriptor, 1024),
+		stopper: make(chan struct{}),
+		meta:    newMetaState(),
+		metrics: newMetrics(),
+		events:  events.New(cfg.Events, 0, time.Now),
 	}
 	s.ctl = newControlState(s)
+	admNow := time.Now
+	if cfg.admissionClock != nil {
+		admNow = cfg.admissionClock
+	}
+	if s.adm, err = admission.New(cfg.Admission, admNow, nil); err != nil {
+		return nil, err
+	}
+	s.adm.OnDelay(s.metrics.observeQueueDelay)
 	if s.mon, err = monitor.New(cfg.Monitor, monitor.ProcSource, func() (int, int, time.Duration) {
-		return len(s.inflight), cap(s.inflight), s.svc.Mean()
+		return s.adm.State().Inflight, cfg.Admission.MaxInflight, s.svc.Mean()
 	}, time.Now); err != nil {
 		return nil, err
 	}
 	s.registerStoreGauges()
+	s.metrics.reg.MustRegister(s.admissionCollectors()...)
 	if err := s.serve(ctx); err != nil {
 		s.Stop()
 		return nil, err
@@ -157,7 +165,8 @@ func (s *Server) serve(ctx context.Context) error {
 	}
 	// Stream workers reuse goroutines (and their grown stacks) across
 	// requests instead of starting one per request.
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageSize), grpc.MaxSendMsgSize(maxMessageSize), grpc.NumStreamWorkers(32)}, s.grpcSecurity()...)
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageSize), grpc.MaxSendMsgSize(maxMessageSize), grpc.NumStreamWorkers(32),
+		grpc.InTapHandle(s.arrive)}, s.grpcSecurity()...)
 	s.grpcSrv = grpc.NewServer(opts...)
 	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})

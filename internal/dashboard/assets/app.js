@@ -143,6 +143,18 @@
     return k === "" ? (isEnd ? "(max)" : "(min)") : k;
   }
 
+  // admissionCell shows a node's admission control: "ok", or how much it
+  // admits, its queueing delay and its refusals per second while it sheds.
+  function admissionCell(a) {
+    const share = num(a.admit_share);
+    if (share === 0) return td("–", "muted");
+    if (!a.overloaded && share >= 1 && num(a.rejected_qps) < 0.5) return td("ok", "muted");
+    const c = el("td", "nowrap");
+    c.append(el("span", "badge badge-" + (a.overloaded ? "bad" : "warn"), "admits " + (share * 100).toFixed(0) + "%"));
+    c.append(el("span", "sub", "delay " + fmtMs(a.queue_delay_ms) + " ms, " + fmtQPS(a.rejected_qps) + " refused/s"));
+    return c;
+  }
+
   function stateClass(s) {
     s = str(s).toLowerCase();
     if (/^(live|alive|up|healthy|ok|ready|running)\b/.test(s)) return "ok";
@@ -241,12 +253,13 @@
 
       tr.append(td(num(n.score).toFixed(2), "num"));
       tr.append(td(fmtMs(n.p99_ms), "num"));
+      tr.append(admissionCell(n.admission || {}));
       return tr;
     });
     if (!rows.length) {
       const tr = el("tr", "empty");
       const c = td("no nodes reported", "muted");
-      c.colSpan = 11;
+      c.colSpan = 12;
       tr.append(c);
       rows.push(tr);
     }

@@ -1,0 +1,93 @@
+package scenario
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tidekv/tidekv/plot"
+)
+
+// ecsReport writes the steps' table and the targets' verdicts.
+func ecsReport(out io.Writer, steps []ecsStep, pinned bool, step, calib time.Duration) {
+	fmt.Fprintf(out, "## ecstore: admission under open-loop load\n\n")
+	where := "the nodes and the generator share every CPU"
+	if pinned {
+		where = "the three nodes share CPU 1 (taskset), the generator has CPU 0"
+	}
+	fmt.Fprintf(out, "%d `tidekv server` processes (replication factor 3, Pebble, `--max-inflight %d`); %s. "+
+		"Each node is sent Zipf(%.1f) requests over the third of %d keys (%d B values) whose lease it holds: reads "+
+		"(gRPC Get in ANY mode, Redis GET), writes (Put, SET) and a 50/50 mix. Peak = closed-loop goodput with %d "+
+		"workers per node for %v; each step offers a multiple of it open-loop for %v, no retries, %v timeout "+
+		"(gRPC: one call per request on %d connections per node; RESP: a pool of %d connections per node, one request on each at a time, "+
+		"requests due while all are busy queue in the generator). "+
+		"p99 \"from send\" counts from the moment the request left the generator, \"from schedule\" from when it was due. "+
+		"Mode count-only is `--admission-target 0`: the in-flight bound alone.\n\n",
+		ecsNodes, ecsMaxInflight, where, ecsZipfS, ecsKeys, ecsValueSize, ecsWorkers, calib, step, ecsTimeout, ecsConnsPerNode, ecsRESPConns)
+	fmt.Fprintf(out, "| mode | proto | workload | × peak | offered/node/s | served/s | goodput %% of peak | refused | dropped | timeouts+errors | p99 served from send ms | p99 from schedule ms | p99 refusal ms | min admit share | peak in flight | peak RSS MiB | peak heap MiB | peak goroutines |\n")
+	fmt.Fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, st := range steps {
+		off := float64(st.offered)
+		pct := func(n int64) string {
+			if off == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f%%", 100*float64(n)/off)
+		}
+		served := float64(st.ok) / st.elapsed.Seconds()
+		fmt.Fprintf(out, "| %s | %s | %s | %.1f | %s | %s | %.0f%% | %s | %s | %s | %s | %s | %s | %.2f | %d | %.0f | %.0f | %.0f |\n",
+			st.mode, st.proto, st.workload, st.multiple, lrThousands(st.ratePerNode), lrThousands(served),
+			100*served/(st.peak*ecsNodes), pct(st.rejected), pct(st.dropped), pct(st.timeouts+st.other),
+			lrMs(lrQuantile(st.svc, 0.99)), lrMs(lrQuantile(st.lat, 0.99)), lrMs(lrQuantile(st.rej, 0.99)),
+			st.minShare, st.peakInflight, st.peakRSS/(1<<20), st.peakHeap/(1<<20), st.peakGoroutines)
+	}
+	fmt.Fprintf(out, "\nTargets at 1.5× and 3× the peak: served p99 from send ≤ %v, refusals' p99 ≤ %v, goodput at 3× ≥ 90%% of the peak.\n\n",
+		ecsP99Target, ecsRefusalTarget)
+	fmt.Fprintf(out, "| mode | proto | workload | × peak | served p99 | refusal p99 | goodput | verdict |\n|---|---|---|---|---|---|---|---|\n")
+	for _, st := range steps {
+		if st.multiple < 1.5 {
+			continue
+		}
+		p99, rej := lrQuantile(st.svc, 0.99), lrQuantile(st.rej, 0.99)
+		good := float64(st.ok) / st.elapsed.Seconds() / (st.peak * ecsNodes)
+		verdict := "met"
+		if p99 > ecsP99Target || rej > ecsRefusalTarget || (st.multiple >= 3 && good < 0.9) {
+			verdict = "missed"
+		}
+		fmt.Fprintf(out, "| %s | %s | %s | %.1f | %s ms | %s ms | %.0f%% | %s |\n", st.mode, st.proto, st.workload, st.multiple,
+			lrMs(p99), lrMs(rej), 100*good, verdict)
+	}
+	for _, st := range steps {
+		if st.firstErr != "" {
+			fmt.Fprintf(out, "\nFirst error other than a refusal or timeout, %s %s %s at %.1f×: %s\n", st.mode, st.proto, st.workload, st.multiple, st.firstErr)
+		}
+	}
+	fmt.Fprintln(out)
+}
+
+// ecstoreChart is ecStore's figure for one protocol: the failed share
+// and the p99 of served requests against the offered multiple of the
+// peak, a line per workload and mode.
+func ecstoreChart(steps []ecsStep, proto string) plot.Chart {
+	failed, p99 := plot.Panel{YLabel: "failed % of offered"}, plot.Panel{YLabel: "p99 served ms (from send)"}
+	var names []string
+	idx := map[string]int{}
+	for _, st := range steps {
+		if st.proto != proto {
+			continue
+		}
+		name := st.workload + " (" + st.mode + ")"
+		i, ok := idx[name]
+		if !ok {
+			i = len(names)
+			idx[name] = i
+			names = append(names, name)
+			failed.Series = append(failed.Series, plot.Series{Name: name})
+			p99.Series = append(p99.Series, plot.Series{Name: name})
+		}
+		failed.Series[i].Points = append(failed.Series[i].Points, plot.Point{X: st.multiple, Y: share(float64(st.failed()), float64(st.offered))})
+		p99.Series[i].Points = append(p99.Series[i].Points, plot.Point{X: st.multiple, Y: ms(lrQuantile(st.svc, 0.99))})
+	}
+	return plot.Chart{Title: "ecstore (" + proto + "): failed requests and p99 against the offered load", XLabel: "offered load, multiple of the peak",
+		Panels: []plot.Panel{failed, p99}}
+}

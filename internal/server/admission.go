@@ -1,0 +1,102 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/tap"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// admit passes a KV request through the node's admission control. Its
+// arrival, priority and gate outcome were recorded by arrive for gRPC
+// requests; in-process ones (Redis commands) carry none and pass the gate
+// here.
+func (s *Server) admit(ctx context.Context) (func(), error) {
+	if !s.ready.Load() {
+		return nil, s.toStatus(raftstore.ErrStopped)
+	}
+	at, p, gated := admission.ArrivalOf(ctx)
+	if err := s.adm.Admit(p, at, gated); err != nil {
+		return nil, refused(err)
+	}
+	s.requests.Add(1)
+	return func() { s.adm.Done(p) }, nil
+}
+
+// arrive is the gRPC server's first look at a request: its header has been
+// read, its payload not yet. KV requests are stamped with their arrival and
+// pass the admission gate here, so that a node that is shedding refuses
+// them before it spends anything on them. Other services (Raft, admin) are
+// never refused here.
+func (s *Server) arrive(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if !strings.HasPrefix(info.FullMethodName, "/tidekv.KV/") {
+		return ctx, nil
+	}
+	p := admission.Normal
+	if v := info.Header.Get(client.PriorityHeader); len(v) > 0 && v[0] == tidekvpb.Priority_PRIORITY_BACKGROUND.String() {
+		p = admission.Background
+	}
+	if err := s.adm.Gate(p); err != nil {
+		return ctx, refused(err)
+	}
+	return admission.WithArrival(ctx, time.Now(), p, true), nil
+}
+
+// refused renders an admission refusal as OVERLOADED with its retry hint.
+func refused(err error) error {
+	var r *admission.Rejection
+	if !errors.As(err, &r) {
+		return err
+	}
+	return withDetail(codes.ResourceExhausted, r.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED,
+		RetryAfterMs: uint32(max(r.RetryAfter.Milliseconds(), 1))})
+}
+
+// observeQueueDelay records one measured request's queueing delay.
+func (m *metrics) observeQueueDelay(d time.Duration) { m.queueDelay.Observe(d.Seconds()) }
+
+// admissionCollectors are the admission metrics read from the controller.
+func (s *Server) admissionCollectors() []prometheus.Collector {
+	gauge := func(name, help string, fn func(admission.State) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return fn(s.adm.State()) })
+	}
+	out := []prometheus.Collector{
+		gauge("tidekv_requests_inflight", "KV requests in progress (bounded by the admission's MaxInflight).",
+			func(st admission.State) float64 { return float64(st.Inflight) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidekv_requests_inflight_limit", Help: "The bound on KV requests in progress."},
+			func() float64 { return float64(s.cfg.Admission.MaxInflight) }),
+		gauge("tidekv_admission_admit_share", "Share of new normal-priority requests the admission gate admits (1 = all; below 1 the node sheds).",
+			func(st admission.State) float64 { return st.AdmitShare }),
+		gauge("tidekv_admission_overloaded", "1 while the smallest queueing delay of a window (or the scheduler's run-queue latency) stays above the target.",
+			func(st admission.State) float64 { return b2f(st.Overloaded) }),
+		gauge("tidekv_admission_window_delay_seconds", "Smallest queueing delay of the last admission window.",
+			func(st admission.State) float64 { return max(st.QueueDelay, 0).Seconds() }),
+		gauge("tidekv_scheduler_latency_seconds", "Median time runnable goroutines waited for a CPU over the last admission window.",
+			func(st admission.State) float64 { return st.SchedLatency.Seconds() }),
+	}
+	for _, r := range admission.Reasons() {
+		out = append(out, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidekv_requests_rejected_total",
+			Help:        "KV requests refused as overloaded, by reason (inflight, shed, queue-delay, background).",
+			ConstLabels: prometheus.Labels{"reason": r.String()}}, func() float64 { return float64(s.adm.State().Rejected[r]) }))
+	}
+	return out
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ms is d in milliseconds, for reports.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/admission"
+)
+
+// manualClock is the admission controller's clock in these tests: its
+// windows end only when the test says so.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (m *manualClock) now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.t
+}
+
+func (m *manualClock) advance(d time.Duration) {
+	m.mu.Lock()
+	m.t = m.t.Add(d)
+	m.mu.Unlock()
+}
+
+// windows closes n admission windows, each with the scheduler's run queue
+// at sched.
+func windows(s *Server, clk *manualClock, n int, sched time.Duration) {
+	for range n {
+		clk.advance(s.cfg.Admission.Interval)
+		s.adm.Tick(sched)
+	}
+}
+
+// An overloaded node refuses a share of new gRPC and Redis requests at
+// once, with a reason and a retry hint, refuses background requests
+// outright, keeps serving admin calls, and admits everything again once
+// its queue is short.
+func TestAdmissionShedsByDelay(t *testing.T) {
+	clk := &manualClock{t: time.Unix(1000, 0)}
+	tc := startClusterWith(t, 1, func(c *Config) {
+		c.Redis.ListenAddr = "127.0.0.1:0"
+		c.admissionClock = clk.now
+		c.Admission = admission.DefaultConfig()
+	})
+	s := tc.nodes[0]
+	kv := kvClient(t, s.Addr())
+	waitServing(t, kv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Five windows with the run queue 50 ms long: the gate admits 0.7^5.
+	windows(s, clk, 5, 50*time.Millisecond)
+	if st := s.adm.State(); !st.Overloaded || st.AdmitShare > 0.17 {
+		t.Fatalf("admission state %+v, want overloaded admitting about 17%%", st)
+	}
+	var admitted, shed int
+	for range 200 {
+		_, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k")})
+		if err == nil {
+			admitted++
+			continue
+		}
+		d := errorDetail(err)
+		if status.Code(err) != codes.ResourceExhausted || d.GetKind() != tidekvpb.ErrorKind_OVERLOADED || d.GetRetryAfterMs() < 100 {
+			t.Fatalf("refusal %v (detail %v), want OVERLOADED with a hint of several windows", err, d)
+		}
+		if msg := status.Convert(err).Message(); !strings.Contains(msg, "admits 17%") || !strings.Contains(msg, "retry after") {
+			t.Fatalf("refusal message %q", msg)
+		}
+		shed++
+	}
+	if admitted == 0 || shed < 100 {
+		t.Fatalf("%d admitted, %d shed of 200 at a 17%% share", admitted, shed)
+	}
+
+	// Background work is refused whatever the draw.
+	bg := client.WithPriority(ctx, tidekvpb.Priority_PRIORITY_BACKGROUND)
+	for range 20 {
+		_, err := kv.Get(bg, &tidekvpb.GetRequest{Key: []byte("k")})
+		if !strings.Contains(status.Convert(err).Message(), "background requests wait") {
+			t.Fatalf("background get on an overloaded node: %v", err)
+		}
+	}
+
+	// Redis commands pass the same gate and get the hint in their reply.
+	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr(), MaxRetries: -1})
+	defer rdb.Close()
+	var redisShed int
+	for range 100 {
+		err := rdb.Set(ctx, "r", "v", 0).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "ERR overloaded, retry after ") {
+			redisShed++
+		} else if err != nil {
+			t.Fatalf("redis SET: %v", err)
+		}
+	}
+	if redisShed < 50 {
+		t.Fatalf("%d of 100 Redis SETs shed at a 17%% share", redisShed)
+	}
+
+	// Admin calls are node-internal work: never shed.
+	admin := tc.client()
+	for range 20 {
+		if _, err := admin.Status(ctx); err != nil {
+			t.Fatalf("status on an overloaded node: %v", err)
+		}
+	}
+	st := s.adm.State()
+	if st.Rejected[admission.Shed] < uint64(shed+redisShed) || st.Rejected[admission.Deferred] < 20 {
+		t.Fatalf("counted refusals %v, want at least %d shed and 20 background", st.Rejected, shed+redisShed)
+	}
+	if v := gathered(t, s, "tidekv_requests_rejected_total", "reason", "shed"); v < float64(shed+redisShed) {
+		t.Fatalf("tidekv_requests_rejected_total{reason=shed} = %v", v)
+	}
+
+	// Good windows give the share back a tenth at a time.
+	windows(s, clk, 9, 0)
+	if st := s.adm.State(); st.Overloaded || st.AdmitShare != 1 {
+		t.Fatalf("after 9 good windows: %+v", st)
+	}
+	for range 50 {
+		if _, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k")}); err != nil {
+			t.Fatalf("get after recovery: %v", err)
+		}
+	}
+}
+
+// gathered returns the value of the series name{label=value} on s.
+func gathered(t *testing.T, s *Server, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := s.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series %s{%s=%q}", name, label, value)
+	return 0
+}
