@@ -73,6 +73,8 @@ func newServerCmd() *cobra.Command {
 	f.IntVar(&cfg.Redis.MaxConns, "max-connections", cfg.Redis.MaxConns, "most Redis-protocol client connections at once; one more gets 'ERR max number of clients reached' and is closed (0: no limit)")
 	f.IntVar(&cfg.Redis.MaxBulkLen, "redis-max-bulk-len", cfg.Redis.MaxBulkLen, "largest Redis-protocol argument in bytes (like proto-max-bulk-len; default: the maximum value size); a larger one is refused at its header, unread, and the connection closed")
 	f.IntVar(&cfg.Redis.MaxCommandLen, "redis-max-command-len", cfg.Redis.MaxCommandLen, "most bytes of one Redis-protocol command, arguments included (like client-query-buffer-limit; at least --redis-max-bulk-len)")
+	f.IntVar(&cfg.Redis.MaxOutputBuffer, "redis-max-output-buffer", cfg.Redis.MaxOutputBuffer, "most reply bytes held for one Redis-protocol client (like client-output-buffer-limit): replies are written out when they reach it, and a client that does not take them within --redis-output-timeout is disconnected")
+	f.DurationVar(&cfg.Redis.OutputTimeout, "redis-output-timeout", cfg.Redis.OutputTimeout, "how long a Redis-protocol client may take to accept one write of its replies before it is disconnected")
 	f.StringVar(&cfg.Gossip.BindAddr, "gossip-listen", "", "gossip (failure detection) listen address, TCP and UDP (host:port; empty disables it)")
 	f.DurationVar(&cfg.Control.DeadNodeGrace, "dead-node-grace", cfg.Control.DeadNodeGrace, "how long a node may be unreachable before its replicas are re-created elsewhere")
 	f.Float64Var(&cfg.Control.Runner.MigrationRate, "snapshot-rate", cfg.Control.Runner.MigrationRate, "migration bandwidth: bytes per second for all outgoing snapshots of the node")
