@@ -3,7 +3,9 @@ package resp
 import (
 	"errors"
 	"log"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -37,17 +39,36 @@ const (
 // pipeline; a larger one is dropped, so an idle client holds little.
 const keepReplyCap = 256 << 10
 
+// bigBulk is the size from which a bulk reply is kept by reference, not
+// copied: a value read for the client is then held once, not twice.
+const bigBulk = 64 << 10
+
 // replyBuffer is the redcon.Conn commands write their replies to.
 type replyBuffer struct {
 	redcon.Conn
-	s      *Server
-	st     *connState
-	b      []byte
+	s  *Server
+	st *connState
+	b  []byte // the replies after those in bufs
+	// bufs: earlier replies, copied runs and big bulks by reference.
+	bufs   net.Buffers
+	n      int  // bytes in bufs and b
 	failed bool // a write failed; the connection is closed
 }
 
-func (r *replyBuffer) WriteString(str string)      { r.add(redcon.AppendString(r.b, str)) }
-func (r *replyBuffer) WriteBulk(bulk []byte)       { r.add(redcon.AppendBulk(r.b, bulk)) }
+func (r *replyBuffer) WriteString(str string) { r.add(redcon.AppendString(r.b, str)) }
+
+func (r *replyBuffer) WriteBulk(bulk []byte) {
+	if len(bulk) < bigBulk || r.failed {
+		r.add(redcon.AppendBulk(r.b, bulk))
+		return
+	}
+	head := strconv.AppendInt(append(r.b, '$'), int64(len(bulk)), 10)
+	r.bufs = append(r.bufs, append(head, '\r', '\n'), bulk)
+	r.n += len(r.bufs[len(r.bufs)-2]) - len(r.b) + len(bulk)
+	r.b = nil // the run is in bufs now
+	r.add(append(r.b, '\r', '\n'))
+}
+
 func (r *replyBuffer) WriteBulkString(bulk string) { r.add(redcon.AppendBulkString(r.b, bulk)) }
 func (r *replyBuffer) WriteInt(num int)            { r.add(redcon.AppendInt(r.b, int64(num))) }
 func (r *replyBuffer) WriteInt64(num int64)        { r.add(redcon.AppendInt(r.b, num)) }
@@ -76,8 +97,9 @@ func (r *replyBuffer) add(b []byte) {
 	if r.failed {
 		return
 	}
+	r.n += len(b) - len(r.b)
 	r.b = b
-	if len(r.b) >= r.s.cfg.MaxOutputBuffer {
+	if r.n >= r.s.cfg.MaxOutputBuffer {
 		r.flush()
 	}
 }
@@ -86,17 +108,19 @@ func (r *replyBuffer) add(b []byte) {
 // take them; if it does not, the connection is closed and the rest of its
 // pipeline dropped.
 func (r *replyBuffer) flush() {
-	if r.failed || len(r.b) == 0 {
+	if r.failed || r.n == 0 {
 		return
 	}
 	nc := r.NetConn()
 	_ = nc.SetWriteDeadline(time.Now().Add(r.s.cfg.OutputTimeout))
-	total := len(r.b)
-	n, err := nc.Write(r.b)
+	total := r.n
+	bufs := append(r.bufs, r.b)
+	n, err := bufs.WriteTo(nc)
 	// No deadline between writes: redcon's own (empty) flush after the
 	// handler would fail on an expired one.
 	_ = nc.SetWriteDeadline(time.Time{})
-	r.b = r.b[:0]
+	clear(r.bufs[:cap(r.bufs)]) // let go of the values
+	r.bufs, r.b, r.n = r.bufs[:0], r.b[:0], 0
 	if err == nil {
 		return
 	}
