@@ -35,6 +35,9 @@ const (
 	ReasonOutputBuffer = "output_buffer"
 )
 
+// DisconnectReasons lists the Reason constants.
+var DisconnectReasons = []string{ReasonMaxConns, ReasonRequestLimit, ReasonOutputBuffer}
+
 // keepReplyCap is the largest reply buffer kept for a connection's next
 // pipeline; a larger one is dropped, so an idle client holds little.
 const keepReplyCap = 256 << 10

@@ -52,8 +52,9 @@ type Config struct {
 	// MaxOutputBuffer is the most reply bytes the node holds for one
 	// client, like Redis's client-output-buffer-limit: replies are written
 	// out whenever they reach it, and values are read for a client
-	// MaxOutputBuffer/MaxBulkLen at a time (pipelined GETs, MGET), so a
-	// client that does not read holds about twice this much. Must be > 0.
+	// MaxOutputBuffer/MaxBulkLen at a time (pipelined GETs, MGET, EXISTS),
+	// so a client that does not read holds about this much plus one such
+	// batch. Must be > 0.
 	MaxOutputBuffer int
 	// OutputTimeout is how long a client may take to accept one write of
 	// its replies (up to MaxOutputBuffer bytes and one more reply); one
@@ -203,7 +204,7 @@ func New(cfg Config, kv KV) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(),
 		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}}
-	for _, r := range []string{ReasonMaxConns, ReasonRequestLimit, ReasonOutputBuffer} {
+	for _, r := range DisconnectReasons {
 		s.disconnects[r] = new(atomic.Uint64)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

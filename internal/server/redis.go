@@ -76,7 +76,7 @@ func newRedisKV(s *Server, remote resp.KV) *redisKV {
 // slow to take its replies (the output buffer limit).
 func disconnectCounters(rs *resp.Server) []prometheus.Collector {
 	var cs []prometheus.Collector
-	for _, reason := range []string{resp.ReasonMaxConns, resp.ReasonRequestLimit, resp.ReasonOutputBuffer} {
+	for _, reason := range resp.DisconnectReasons {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidekv_redis_disconnects_total",
 			Help:        "Redis-protocol connections the node closed, by reason.",
 			ConstLabels: prometheus.Labels{"reason": reason}}, func() float64 { return float64(rs.Disconnects(reason)) }))
