@@ -39,9 +39,10 @@ type connPool struct {
 }
 
 // maxMsgSize is the largest message a TideKV node accepts (and sends) over
-// gRPC. Receiving it lets large scan pages through (gRPC's default is 4
-// MiB); sending no more makes a larger request fail here, before it is
-// sent, with the same "too large" error the node would give.
+// gRPC by default (its --grpc-max-message-size). Receiving it lets large
+// scan pages through (gRPC's default is 4 MiB); sending no more makes a
+// larger request fail here, before it is sent, with the same "too large"
+// error a node would give (one with a lower limit gives it itself).
 const maxMsgSize = 64 << 20
 
 func newConnPool(cfg Config, peerOf func(string) *peerStats) *connPool {

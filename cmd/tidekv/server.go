@@ -73,6 +73,8 @@ func newServerCmd() *cobra.Command {
 	f.IntVar(&cfg.Redis.MaxConns, "max-connections", cfg.Redis.MaxConns, "most Redis-protocol client connections at once; one more gets 'ERR max number of clients reached' and is closed (0: no limit)")
 	f.IntVar(&cfg.Redis.MaxBulkLen, "redis-max-bulk-len", cfg.Redis.MaxBulkLen, "largest Redis-protocol argument in bytes (like proto-max-bulk-len; default: the maximum value size); a larger one is refused at its header, unread, and the connection closed")
 	f.IntVar(&cfg.Redis.MaxCommandLen, "redis-max-command-len", cfg.Redis.MaxCommandLen, "most bytes of one Redis-protocol command, arguments included (like client-query-buffer-limit; at least --redis-max-bulk-len)")
+	f.IntVar(&cfg.Redis.MaxOutputBuffer, "redis-max-output-buffer", cfg.Redis.MaxOutputBuffer, "most reply bytes held for one Redis-protocol client (like client-output-buffer-limit): replies are written out when they reach it, and a client that does not take them within --redis-output-timeout is disconnected")
+	f.DurationVar(&cfg.Redis.OutputTimeout, "redis-output-timeout", cfg.Redis.OutputTimeout, "how long a Redis-protocol client may take to accept one write of its replies before it is disconnected")
 	f.StringVar(&cfg.Gossip.BindAddr, "gossip-listen", "", "gossip (failure detection) listen address, TCP and UDP (host:port; empty disables it)")
 	f.DurationVar(&cfg.Control.DeadNodeGrace, "dead-node-grace", cfg.Control.DeadNodeGrace, "how long a node may be unreachable before its replicas are re-created elsewhere")
 	f.Float64Var(&cfg.Control.Runner.MigrationRate, "snapshot-rate", cfg.Control.Runner.MigrationRate, "migration bandwidth: bytes per second for all outgoing snapshots of the node")
@@ -84,11 +86,13 @@ func newServerCmd() *cobra.Command {
 	f.BoolVar(&autoscale, "autoscale", false, "let the controller add and remove nodes with the local actuator (cluster settings autoscale.* override)")
 	f.IntVar(&cfg.Autoscale.MinNodes, "autoscale-min-nodes", cfg.Autoscale.MinNodes, "autoscaling never goes below this many nodes (nor the replication factor)")
 	f.IntVar(&cfg.Autoscale.MaxNodes, "autoscale-max-nodes", cfg.Autoscale.MaxNodes, "autoscaling never goes above this many nodes")
+	f.IntVar(&cfg.Limits.MaxMessageSize, "grpc-max-message-size", cfg.Limits.MaxMessageSize, "largest gRPC message in bytes the node receives or sends; a larger one is refused unread (at least the 16 MiB write and scan-page limits plus 1 MiB)")
+	f.Uint32Var(&cfg.Limits.MaxConcurrentStreams, "grpc-max-streams", cfg.Limits.MaxConcurrentStreams, "most RPCs in progress on one gRPC connection; a client's further calls wait")
 	f.IntVar(&cfg.Admission.MaxInflight, "max-inflight", cfg.Admission.MaxInflight, "KV requests in progress before the node answers 'overloaded, retry'")
 	f.DurationVar(&cfg.Admission.Target, "admission-target", cfg.Admission.Target,
 		"queueing delay a node tolerates as standing before it sheds new requests (0 turns delay-based admission off; docs/admission.md)")
 	f.DurationVar(&cfg.Admission.Interval, "admission-interval", cfg.Admission.Interval,
-		"window over which the smallest queueing delay is taken; also the longest a request may wait to start")
+		"window over which the median queueing delay is taken; also the longest a request may wait to start")
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
 	_ = f.MarkHidden("testing-stale-reads")
 	return cmd

@@ -509,15 +509,6 @@ func (x *call) clearFields(h []byte) error {
 }
 
 // batchGet reads keys in batches of at most MaxBatchKeys.
-// batchGetArgs reads the keys named by the command's arguments.
-func (x *call) batchGetArgs() ([]Result, error) {
-	keys := make([][]byte, len(x.args)-1)
-	for i, k := range x.args[1:] {
-		keys[i] = encKey(k)
-	}
-	return x.batchGet(keys)
-}
-
 func (x *call) batchGet(keys [][]byte) ([]Result, error) {
 	out := make([]Result, 0, len(keys))
 	for len(keys) > 0 {
@@ -561,19 +552,45 @@ func (x *call) write(ops []Op) error {
 	return nil
 }
 
-func cmdExists(x *call) {
-	rs, err := x.batchGetArgs()
-	if err != nil {
-		replyErr(x.c, err)
-		return
-	}
-	n := 0
-	for _, r := range rs {
-		if r.Found {
-			n++
+// readArgs reads the keys named by the command's arguments readBatch at a
+// time, handing each batch's results to reply before reading the next, so
+// that one command holds at most one batch of values (output.go). done is
+// how many keys were replied to before.
+func (x *call) readArgs(reply func(done int, rs []Result, err error) bool) {
+	keys := x.args[1:]
+	for done := 0; done < len(keys) && !x.st.quit; {
+		batch := keys[done:min(len(keys), done+x.s.readBatch())]
+		enc := make([][]byte, len(batch))
+		for i, k := range batch {
+			enc[i] = encKey(k)
 		}
+		rs, err := x.batchGet(enc)
+		if !reply(done, rs, err) {
+			return
+		}
+		done += len(batch)
 	}
-	x.c.WriteInt(n)
+}
+
+func cmdExists(x *call) {
+	n := 0
+	ok := true
+	x.readArgs(func(_ int, rs []Result, err error) bool {
+		if err != nil {
+			replyErr(x.c, err)
+			ok = false
+			return false
+		}
+		for _, r := range rs {
+			if r.Found {
+				n++
+			}
+		}
+		return true
+	})
+	if ok {
+		x.c.WriteInt(n)
+	}
 }
 
 func cmdType(x *call) {
@@ -590,20 +607,33 @@ func cmdType(x *call) {
 	}
 }
 
+// cmdMGet replies batch by batch. A batch that fails after the first has
+// been written answers each of its keys with the error, as an element of
+// the array (RESP allows it; EXEC does the same), and ends the command.
 func cmdMGet(x *call) {
-	rs, err := x.batchGetArgs()
-	if err != nil {
-		replyErr(x.c, err)
-		return
-	}
-	x.c.WriteArray(len(rs))
-	for _, r := range rs {
-		if r.Found && !isHashMarker(r.Value) {
-			x.c.WriteBulk(r.Value)
-		} else {
-			x.c.WriteNull()
+	keys := len(x.args) - 1
+	x.readArgs(func(done int, rs []Result, err error) bool {
+		switch {
+		case err != nil && done == 0:
+			replyErr(x.c, err)
+			return false
+		case err != nil:
+			for range keys - done {
+				replyErr(x.c, err)
+			}
+			return false
+		case done == 0:
+			x.c.WriteArray(keys)
 		}
-	}
+		for _, r := range rs {
+			if r.Found && !isHashMarker(r.Value) {
+				x.c.WriteBulk(r.Value)
+			} else {
+				x.c.WriteNull()
+			}
+		}
+		return true
+	})
 }
 
 func cmdMSet(x *call) {

@@ -65,13 +65,21 @@
 // connection is closed; a connection beyond MaxConns gets "ERR max number
 // of clients reached (the maximum is N connections)". See limits.go.
 //
+// Output limits (Config.MaxOutputBuffer, OutputTimeout; output.go): the
+// node holds at most MaxOutputBuffer bytes of replies for a client (plus
+// one reply) and writes them out when they reach it; a client that does
+// not take a write within OutputTimeout is disconnected. Values are read
+// for a client MaxOutputBuffer/MaxBulkLen keys at a time (pipelined GETs,
+// MGET, EXISTS), so what a client that does not read holds stays near
+// MaxOutputBuffer too.
+//
 // Pipelining (pipeline.go): redcon parses every complete command a client
 // has sent; the handler takes them all and serves them in order on the
-// connection's goroutine, and redcon flushes the replies together. A run of
+// connection's goroutine, and writes their replies together. A run of
 // consecutive plain GET, SET key value and DEL/UNLINK commands is served
 // together: its consecutive writes as one KV.WriteEach (the node writes the
 // ops of each range it leads in one Raft proposal), its consecutive reads
-// as one BatchGet, alternately in arrival order, so a read sees the writes
+// as BatchGets of up to MaxOutputBuffer/MaxBulkLen keys, alternately in arrival order, so a read sees the writes
 // sent before it. Every other command (SET with options, INCR, HSET, MGET,
 // AUTH, ...) runs alone in its place and ends the run. Each command gets
 // its own reply, an error only for itself (an invalid value fails its SET

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -207,6 +208,7 @@ type guardedConn struct {
 	net.Conn
 	scan    frameScanner
 	refused error // held back while the commands before it are served
+	counted *atomic.Uint64
 }
 
 func (g *guardedConn) Read(p []byte) (int, error) {
@@ -230,6 +232,7 @@ func (g *guardedConn) Read(p []byte) (int, error) {
 // with unread input would reset the connection, and the client could lose
 // the reply. Nothing read here is kept.
 func (g *guardedConn) refuse() error {
+	g.counted.Add(1)
 	_ = g.Conn.SetWriteDeadline(time.Now().Add(drainFor))
 	_, _ = io.WriteString(g.Conn, "-"+g.refused.Error()+"\r\n")
 	if cw, ok := g.Conn.(interface{ CloseWrite() error }); ok {
@@ -243,7 +246,8 @@ func (g *guardedConn) refuse() error {
 // guardedListener hands out guardedConns.
 type guardedListener struct {
 	net.Listener
-	lim frameLimits
+	lim     frameLimits
+	refused *atomic.Uint64 // counts refused connections
 }
 
 func (l guardedListener) Accept() (net.Conn, error) {
@@ -251,5 +255,5 @@ func (l guardedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &guardedConn{Conn: c, scan: frameScanner{lim: l.lim}}, nil
+	return &guardedConn{Conn: c, scan: frameScanner{lim: l.lim}, counted: l.refused}, nil
 }

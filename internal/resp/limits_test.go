@@ -81,9 +81,11 @@ func TestOversizeRequestsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runtime.GC()
+			refused := s.Disconnects(ReasonRequestLimit)
 			before := allocated()
 			reply, sent := exchange(t, s.Addr().String(), tc.header, tc.payload)
 			grew := allocated() - before
+			eq(t, s.Disconnects(ReasonRequestLimit), refused+1)
 			if reply != tc.want {
 				t.Fatalf("reply %q, want %q", reply, tc.want)
 			}
@@ -141,6 +143,7 @@ func TestMaxConnections(t *testing.T) {
 	c, rc := dial()
 	c.Close()
 	eq(t, rc, "-ERR max number of clients reached (the maximum is 2 connections)\r\n")
+	eq(t, s.Disconnects(ReasonMaxConns), 1)
 	b.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -131,18 +131,31 @@ func (s *Server) serveOne(c redcon.Conn, st *connState, p *prepared) {
 	(*observe)(p.name, time.Since(start), ec.failed)
 }
 
-// serveReads runs GETs in one batched read.
+// serveReads runs GETs in batched reads of readBatch keys, each answered
+// before the next is read: values are read no faster than the client takes
+// them (output.go).
 func (s *Server) serveReads(c redcon.Conn, st *connState, run []*prepared) {
+	start := time.Now()
+	failed := make([]bool, len(run))
+	done := 0
+	for done < len(run) && !st.quit {
+		n := min(len(run)-done, s.readBatch())
+		s.readAndReply(c, st, run[done:done+n], failed[done:])
+		done += n
+	}
+	s.observeRun(run[:done], start, failed)
+}
+
+// readAndReply runs GETs in one batched read.
+func (s *Server) readAndReply(c redcon.Conn, st *connState, run []*prepared, failed []bool) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	start := time.Now()
 	keys := make([][]byte, len(run))
 	for i, p := range run {
 		keys[i] = encKey(p.args[1])
 	}
 	x := &call{s: s, c: c, st: st, ctx: ctx}
 	res, err := x.batchGet(keys)
-	failed := make([]bool, len(run))
 	for i := range run {
 		switch {
 		case err != nil:
@@ -157,7 +170,6 @@ func (s *Server) serveReads(c redcon.Conn, st *connState, run []*prepared) {
 			c.WriteBulk(res[i].Value)
 		}
 	}
-	s.observeRun(run, start, failed)
 }
 
 // serveWrites runs SETs and DELs through WriteEach, MaxBatchKeys ops at a

@@ -631,6 +631,8 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.MaxArgs = 0 },
 		func(c *Config) { c.MaxInlineLen = 0 },
 		func(c *Config) { c.MaxCommandLen = c.MaxBulkLen - 1 },
+		func(c *Config) { c.MaxOutputBuffer = 0 },
+		func(c *Config) { c.OutputTimeout = 0 },
 		func(c *Config) { c.CursorTTL = 0 },
 		func(c *Config) { c.MaxCursors = 0 },
 		func(c *Config) { c.CASAttempts = 0 },

@@ -49,6 +49,17 @@ type Config struct {
 	// they bound what one connection can make the node buffer. Each must
 	// be > 0, and MaxCommandLen at least MaxBulkLen.
 	MaxBulkLen, MaxArgs, MaxInlineLen, MaxCommandLen int
+	// MaxOutputBuffer is the most reply bytes the node holds for one
+	// client, like Redis's client-output-buffer-limit: replies are written
+	// out whenever they reach it, and values are read for a client
+	// MaxOutputBuffer/MaxBulkLen at a time (pipelined GETs, MGET, EXISTS),
+	// so a client that does not read holds about this much plus one such
+	// batch. Must be > 0.
+	MaxOutputBuffer int
+	// OutputTimeout is how long a client may take to accept one write of
+	// its replies (up to MaxOutputBuffer bytes and one more reply); one
+	// that does not is disconnected (output.go). Must be > 0.
+	OutputTimeout time.Duration
 	// CursorTTL is how long an idle SCAN cursor is kept. Must be > 0.
 	CursorTTL time.Duration
 	// MaxCursors is the most SCAN cursors kept; the oldest is dropped beyond
@@ -72,9 +83,13 @@ func DefaultConfig() Config {
 		MaxArgs:        1 << 16,
 		MaxInlineLen:   64 << 10,
 		MaxCommandLen:  32 << 20,
-		CursorTTL:      10 * time.Minute,
-		MaxCursors:     10000,
-		CASAttempts:    1000,
+		// 16 values of 1 MiB per read batch: a pipeline of 16 GETs
+		// (redis-benchmark -P 16) is still one read.
+		MaxOutputBuffer: 16 << 20,
+		OutputTimeout:   10 * time.Second,
+		CursorTTL:       10 * time.Minute,
+		MaxCursors:      10000,
+		CASAttempts:     1000,
 	}
 }
 
@@ -95,6 +110,10 @@ func (c Config) Validate() error {
 		return errors.New("resp: MaxBulkLen, MaxArgs and MaxInlineLen must be > 0")
 	case c.MaxCommandLen < c.MaxBulkLen:
 		return fmt.Errorf("resp: MaxCommandLen (%d) must be at least MaxBulkLen (%d)", c.MaxCommandLen, c.MaxBulkLen)
+	case c.MaxOutputBuffer <= 0:
+		return errors.New("resp: MaxOutputBuffer must be > 0")
+	case c.OutputTimeout <= 0:
+		return errors.New("resp: OutputTimeout must be > 0")
 	case c.CursorTTL <= 0:
 		return errors.New("resp: CursorTTL must be > 0")
 	case c.MaxCursors <= 0:
@@ -123,6 +142,11 @@ type Server struct {
 	nextCur uint64
 
 	observe atomic.Pointer[Observer]
+
+	// disconnects counts closed connections by reason (output.go);
+	// loggedSlow: the first slow client's disconnect was logged.
+	disconnects map[string]*atomic.Uint64
+	loggedSlow  atomic.Bool
 
 	closeOnce sync.Once
 }
@@ -159,9 +183,11 @@ type connState struct {
 	name   string
 	user   string
 	access Access
-	// quit: QUIT closed the connection; the rest of its pipeline is
-	// dropped.
+	// quit: the connection is closed (QUIT, or a client too slow to take
+	// its replies); the rest of its pipeline is dropped.
 	quit bool
+	// out holds the replies to the pipeline being served.
+	out replyBuffer
 }
 
 // New listens on cfg.ListenAddr and returns a Server; call Serve to serve.
@@ -177,7 +203,10 @@ func New(cfg Config, kv KV) (*Server, error) {
 		return nil, fmt.Errorf("resp: listen: %w", err)
 	}
 	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(),
-		cursors: map[uint64]*cursor{}}
+		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}}
+	for _, r := range DisconnectReasons {
+		s.disconnects[r] = new(atomic.Uint64)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.rs = redcon.NewServerNetwork("tcp", ln.Addr().String(), s.handle, s.accept, s.closed)
 	return s, nil
@@ -193,7 +222,7 @@ func (s *Server) Serve() error {
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
-	err := s.rs.Serve(guardedListener{Listener: ln, lim: lim})
+	err := s.rs.Serve(guardedListener{Listener: ln, lim: lim, refused: s.disconnects[ReasonRequestLimit]})
 	if s.ctx.Err() != nil {
 		return nil
 	}
@@ -217,11 +246,13 @@ func (s *Server) Close() error {
 func (s *Server) accept(c redcon.Conn) bool {
 	if n := s.conns.Add(1); s.cfg.MaxConns > 0 && n > int64(s.cfg.MaxConns) {
 		s.conns.Add(-1)
+		s.disconnected(ReasonMaxConns)
 		// redcon flushes this before closing a refused connection.
 		c.WriteError(fmt.Sprintf("ERR max number of clients reached (the maximum is %d connections)", s.cfg.MaxConns))
 		return false
 	}
 	st := &connState{id: s.nextID.Add(1), user: "default"}
+	st.out = replyBuffer{Conn: c, s: s, st: st}
 	if s.cfg.Password == "" && s.cfg.Auth == nil {
 		st.authed, st.access = true, AccessWrite
 	}
@@ -236,8 +267,8 @@ func (s *Server) closed(c redcon.Conn, err error) {
 }
 
 // handle serves the first command of what redcon read and, taken from
-// redcon, every command read with it (pipeline.go); redcon flushes the
-// replies together after it returns.
+// redcon, every command read with it (pipeline.go), and writes their
+// replies (output.go).
 func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	st, _ := c.Context().(*connState)
 	if st == nil {
@@ -248,7 +279,8 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	if rest := c.ReadPipeline(); len(rest) > 0 {
 		cmds = append(cmds, rest...)
 	}
-	s.servePipeline(c, st, cmds)
+	s.servePipeline(&st.out, st, cmds)
+	st.out.done()
 }
 
 func errArity(name string) string {

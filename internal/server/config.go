@@ -42,6 +42,18 @@ type Limits struct {
 	MaxBatchKeys int
 	// MaxWriteBytes caps the total key and value bytes of one Write.
 	MaxWriteBytes int
+	// MaxMessageSize bounds every gRPC message the node receives or sends,
+	// and so what one message can make it allocate before any check: gRPC
+	// refuses a larger one unread (the Go client reports "request of N
+	// bytes is too large (a node accepts at most M bytes per message)").
+	// The KV, admin and Raft services share the server, so it must cover
+	// Raft batches and scan pages: at least MaxWriteBytes and MaxScanBytes
+	// plus 1 MiB of framing.
+	MaxMessageSize int
+	// MaxConcurrentStreams bounds the RPCs one gRPC connection has in
+	// progress (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; gRPC's default is
+	// unbounded); a client's further calls wait for a free stream.
+	MaxConcurrentStreams uint32
 }
 
 // DefaultLimits returns the documented limits.
@@ -53,6 +65,9 @@ func DefaultLimits() Limits {
 		MaxScanBytes:  16 << 20,
 		MaxBatchKeys:  1000,
 		MaxWriteBytes: 16 << 20,
+		// 64 MiB: Raft batches and 16 MiB scan pages fit with room.
+		MaxMessageSize:       64 << 20,
+		MaxConcurrentStreams: 1024,
 	}
 }
 
@@ -182,8 +197,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("server: %w", err)
 	}
 	l := c.Limits
-	if l.MaxKeySize <= 0 || l.MaxValueSize <= 0 || l.MaxScanLimit <= 0 || l.MaxScanBytes <= 0 || l.MaxBatchKeys <= 0 || l.MaxWriteBytes <= 0 {
+	if l.MaxKeySize <= 0 || l.MaxValueSize <= 0 || l.MaxScanLimit <= 0 || l.MaxScanBytes <= 0 || l.MaxBatchKeys <= 0 || l.MaxWriteBytes <= 0 || l.MaxConcurrentStreams == 0 {
 		return errors.New("server: every limit must be positive")
+	}
+	if need := max(l.MaxWriteBytes, l.MaxScanBytes) + 1<<20; l.MaxMessageSize < need {
+		return fmt.Errorf("server: MaxMessageSize (%d bytes) must be at least %d bytes, MaxWriteBytes and MaxScanBytes plus 1 MiB, so that a full write or scan page fits in one message", l.MaxMessageSize, need)
 	}
 	for name, d := range map[string]time.Duration{"HeartbeatInterval": c.HeartbeatInterval, "LivenessTimeout": c.LivenessTimeout,
 		"ReportInterval": c.ReportInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {

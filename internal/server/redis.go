@@ -44,6 +44,7 @@ func (s *Server) startRedis() error {
 	}
 	rs.SetObserver(s.metrics.observeRedis)
 	s.metrics.reg.MustRegister(kv.collectors()...)
+	s.metrics.reg.MustRegister(disconnectCounters(rs)...)
 	s.gateway, s.redis = gw, rs
 	go rs.Serve()
 	return nil
@@ -73,6 +74,19 @@ func newRedisKV(s *Server, remote resp.KV) *redisKV {
 		k.origin = metadata.Pairs(OriginMetadataKey, s.cfg.Locality)
 	}
 	return k
+}
+
+// disconnectCounters count the Redis connections the node closed, by
+// reason: over --max-connections, a request over a limit, or a client too
+// slow to take its replies (the output buffer limit).
+func disconnectCounters(rs *resp.Server) []prometheus.Collector {
+	var cs []prometheus.Collector
+	for _, reason := range resp.DisconnectReasons {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidekv_redis_disconnects_total",
+			Help:        "Redis-protocol connections the node closed, by reason.",
+			ConstLabels: prometheus.Labels{"reason": reason}}, func() float64 { return float64(rs.Disconnects(reason)) }))
+	}
+	return cs
 }
 
 func (k *redisKV) collectors() []prometheus.Collector {

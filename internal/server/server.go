@@ -32,13 +32,14 @@ import (
 	"github.com/tidekv/tidekv/internal/transport"
 )
 
-// maxMessageSize bounds every gRPC message a node receives or sends, and so
-// what one message can make it allocate before any check: gRPC refuses a
-// larger one unread (the client reports "request of N bytes is too large").
-// The KV, admin and Raft services share the server, so it must cover Raft
-// batches and scan pages; KV requests are then held to the far smaller
-// Limits (keys, values, writes) after decoding.
-const maxMessageSize = 64 << 20
+// HTTP request bounds. Every endpoint is a GET but /debug/pprof/symbol,
+// which reads a short POST body: a body beyond maxHTTPBody is cut there and
+// its connection closed after the reply; headers beyond maxHTTPHeader get
+// 431; a request must arrive within ReadTimeout.
+const (
+	maxHTTPBody   = 64 << 10
+	maxHTTPHeader = 64 << 10
+)
 
 // Server is one running TideKV node.
 type Server struct {
@@ -165,8 +166,9 @@ func (s *Server) serve(ctx context.Context) error {
 	}
 	// Stream workers reuse goroutines (and their grown stacks) across
 	// requests instead of starting one per request.
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageSize), grpc.MaxSendMsgSize(maxMessageSize), grpc.NumStreamWorkers(32),
-		grpc.InTapHandle(s.arrive)}, s.grpcSecurity()...)
+	l := s.cfg.Limits
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(l.MaxMessageSize), grpc.MaxSendMsgSize(l.MaxMessageSize),
+		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams), grpc.NumStreamWorkers(32), grpc.InTapHandle(s.arrive)}, s.grpcSecurity()...)
 	s.grpcSrv = grpc.NewServer(opts...)
 	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
@@ -176,7 +178,8 @@ func (s *Server) serve(ctx context.Context) error {
 		if s.httpLis, err = s.listenHTTP(); err != nil {
 			return err
 		}
-		s.httpSrv = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		s.httpSrv = &http.Server{Handler: http.MaxBytesHandler(s.httpHandler(), maxHTTPBody),
+			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, MaxHeaderBytes: maxHTTPHeader}
 		if s.sec != nil {
 			s.httpSrv.TLSConfig = s.sec.tls.Server
 			go s.httpSrv.ServeTLS(s.httpLis, "", "")
@@ -378,7 +381,7 @@ func (s *Server) conn(addr string) *grpc.ClientConn {
 		return c
 	}
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(s.peerCreds()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(s.cfg.Limits.MaxMessageSize)))
 	if err != nil {
 		// NewClient only fails on malformed targets; callers see the error
 		// on their first RPC through a closed placeholder.
