@@ -1,6 +1,7 @@
 // Package nemesis owns fault schedules for TideKV clusters and the chaos
 // run that checks them: a seeded plan of faults (SIGKILL and restart,
-// SIGSTOP pauses) is a value made by Plan without I/O; Run carries it out
+// SIGSTOP pauses, network partitions of one node through its
+// fault-injection endpoint) is a value made by Plan without I/O; Run carries it out
 // against a Target (real processes from the launcher, or a test cluster);
 // Chaos starts a cluster of the real binary, runs a linearizability
 // workload through it while a plan runs, and reports whether the history

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -14,19 +16,42 @@ const (
 	// Kill SIGKILLs the node and restarts it For later.
 	Kill Kind = iota
 	// Pause SIGSTOPs the node and continues it For later: a hung node
-	// that holds its connections open, as a partitioned one looks.
+	// that holds its connections open.
 	Pause
+	// Partition cuts the node's Raft traffic with every other node (both
+	// ways) and heals it For later; clients still reach it, so they see
+	// the minority side's refusals and timeouts. Needs nodes started with
+	// --enable-fault-injection.
+	Partition
 )
 
+var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition"}
+
 func (k Kind) String() string {
-	if k == Pause {
-		return "pause"
+	if k < 0 || int(k) >= len(kindNames) {
+		return fmt.Sprintf("kind(%d)", int(k))
 	}
-	return "kill"
+	return kindNames[k]
+}
+
+// AllKinds is every fault kind, the default mix.
+func AllKinds() []Kind { return []Kind{Kill, Pause, Partition} }
+
+// ParseKinds reads a comma-separated list of kind names ("kill,partition").
+func ParseKinds(s string) ([]Kind, error) {
+	var out []Kind
+	for _, name := range strings.Split(s, ",") {
+		i := slices.Index(kindNames, strings.TrimSpace(name))
+		if i < 0 {
+			return nil, fmt.Errorf("nemesis: unknown fault %q (known: %s)", name, strings.Join(kindNames, ", "))
+		}
+		out = append(out, Kind(i))
+	}
+	return out, nil
 }
 
 // Step is one fault: at At after the start, node Node (1-based) is
-// killed or paused for For.
+// killed, paused or partitioned off for For.
 type Step struct {
 	At   time.Duration
 	Kind Kind
@@ -44,19 +69,22 @@ type Config struct {
 	Duration time.Duration
 	// Interval is the time from one fault's start to the next's.
 	Interval time.Duration
-	// Down is how long a node stays killed or paused (< Interval, so at
-	// most one node is down at a time and every range keeps a quorum).
+	// Down is how long a node stays killed, paused or partitioned off
+	// (< Interval, so at most one node is down at a time and every range
+	// keeps a quorum).
 	Down time.Duration
-	// PauseShare is the share (0..1) of faults that are pauses.
-	PauseShare float64
+	// Kinds are the faults a step picks from, uniformly; a kind listed
+	// twice is twice as likely.
+	Kinds []Kind
 	// Nodes is the number of nodes faults pick from.
 	Nodes int
 }
 
-// DefaultConfig is a fault every 8 s, down for 3 s, one in three a pause,
-// for a minute on 4 nodes.
+// DefaultConfig is a fault every 8 s, down for 3 s, a kill, pause or
+// partition alike, for a minute on 4 nodes. 3 s is past the 1 s election
+// timeout, so a partitioned leaseholder loses its leases.
 func DefaultConfig() Config {
-	return Config{Duration: time.Minute, Interval: 8 * time.Second, Down: 3 * time.Second, PauseShare: 1.0 / 3, Nodes: 4}
+	return Config{Duration: time.Minute, Interval: 8 * time.Second, Down: 3 * time.Second, Kinds: AllKinds(), Nodes: 4}
 }
 
 // Validate reports the first setting that cannot work, in one sentence.
@@ -70,8 +98,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nemesis: down time %v must be shorter than the interval %v (one node down at a time)", c.Down, c.Interval)
 	case c.Duration < c.Interval:
 		return fmt.Errorf("nemesis: duration %v is shorter than one interval %v", c.Duration, c.Interval)
-	case c.PauseShare < 0 || c.PauseShare > 1:
-		return fmt.Errorf("nemesis: pause share %v must be within 0..1", c.PauseShare)
+	case len(c.Kinds) == 0:
+		return errors.New("nemesis: no fault kinds to pick from")
+	}
+	for _, k := range c.Kinds {
+		if k < 0 || int(k) >= len(kindNames) {
+			return fmt.Errorf("nemesis: unknown fault %v", k)
+		}
 	}
 	return nil
 }
@@ -83,10 +116,7 @@ func Plan(seed uint64, c Config) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x6e656d65))
 	var steps []Step
 	for at := c.Interval - c.Down; at+c.Down <= c.Duration; at += c.Interval {
-		k := Kill
-		if rng.Float64() < c.PauseShare {
-			k = Pause
-		}
+		k := c.Kinds[rng.IntN(len(c.Kinds))]
 		steps = append(steps, Step{At: at, Kind: k, Node: 1 + rng.IntN(c.Nodes), For: c.Down})
 	}
 	return steps

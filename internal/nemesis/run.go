@@ -14,11 +14,26 @@ type Target interface {
 	Resume(i int) error
 }
 
+// Partitioner is a Target that can also cut a node off the network: Isolate
+// cuts node i's Raft traffic with every other node, Heal restores it.
+type Partitioner interface {
+	Isolate(i int) error
+	Heal(i int) error
+}
+
 // Run carries out steps against t, each at its time after now, and calls
 // log before each. It returns when the last step has ended (its node
-// restarted or resumed), or with the first error; a node left down by a
-// cancelled ctx is brought back before returning.
+// restarted, resumed or healed), or with the first error; a node left down
+// by a cancelled ctx is brought back before returning. A plan with
+// partitions needs a t that is also a Partitioner; that is checked first.
 func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
+	if _, ok := t.(Partitioner); !ok {
+		for _, s := range steps {
+			if s.Kind == Partition {
+				return fmt.Errorf("nemesis: %s: this target cannot partition nodes", s)
+			}
+		}
+	}
 	start := time.Now()
 	for _, s := range steps {
 		if err := sleep(ctx, time.Until(start.Add(s.At))); err != nil {
@@ -36,8 +51,12 @@ func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
 
 func do(ctx context.Context, t Target, s Step) error {
 	down, up := t.Kill, func(i int) error { return t.Restart(context.WithoutCancel(ctx), i) }
-	if s.Kind == Pause {
+	switch s.Kind {
+	case Pause:
 		down, up = t.Pause, t.Resume
+	case Partition:
+		p := t.(Partitioner)
+		down, up = p.Isolate, p.Heal
 	}
 	if err := down(s.Node); err != nil {
 		return err

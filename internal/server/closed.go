@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
 
@@ -63,7 +66,7 @@ func (s *Server) pushClosed(context.Context) {
 	s.loads.note(load)
 	for _, n := range s.dir.list() {
 		peer := n.GetNodeId()
-		if peer == s.nodeID || n.GetGrpcAddr() == "" {
+		if peer == s.nodeID || n.GetGrpcAddr() == "" || s.cfg.Transport.Partition.Blocked(peer) {
 			continue
 		}
 		busy := s.pushing(peer)
@@ -100,6 +103,9 @@ func (s *Server) pushing(peer uint64) *atomic.Bool {
 func (a *adminService) PushClosedTimestamps(ctx context.Context, req *tidekvpb.ClosedTimestampsRequest) (*tidekvpb.ClosedTimestampsResponse, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
+	}
+	if a.s.cfg.Transport.Partition.Blocked(req.GetFromNodeId()) {
+		return nil, status.Error(codes.Unavailable, "cut off by an injected partition")
 	}
 	a.s.store.ApplyClosedTimestamps(req.GetClosed())
 	a.s.loads.note(req.GetLoad())

@@ -131,6 +131,10 @@ type Config struct {
 	// Gossip configures membership and failure detection; an empty
 	// Gossip.BindAddr turns it off (heartbeats alone then decide).
 	Gossip gossip.Config
+	// FaultInjection serves /debug/faults on the HTTP address (loopback
+	// callers only), through which chaos runs partition this node. Off by
+	// default: it lets anyone on the host cut the node off.
+	FaultInjection bool
 }
 
 // DefaultConfig returns a configuration for a node of a local cluster;
@@ -225,6 +229,9 @@ func (c *Config) Validate() error {
 		if err := c.Redis.Validate(); err != nil {
 			return err
 		}
+	}
+	if c.FaultInjection && c.HTTPAddr == "" {
+		return errors.New("server: fault injection is served on the HTTP address, which is disabled")
 	}
 	return nil
 }

@@ -372,6 +372,10 @@ func (s *Server) httpHandler() http.Handler {
 	})
 	mux.HandleFunc("/ready", s.serveReady)
 	s.registerAPI(mux)
+	if s.cfg.FaultInjection {
+		mux.Handle("/debug/faults", faultHandler(s.cfg.Transport.Partition))
+		mux.Handle("/debug/faults/", faultHandler(s.cfg.Transport.Partition))
+	}
 	mux.Handle("/", dashboard.Handler())
 	return mux
 }

@@ -151,6 +151,9 @@ func (s *Server) serve(ctx context.Context) error {
 		return err
 	}
 	s.lis = lis
+	if s.cfg.FaultInjection && s.cfg.Transport.Partition == nil {
+		s.cfg.Transport.Partition = &transport.Partition{}
+	}
 	s.grpcT, err = transport.NewGRPC(s.cfg.Transport, s.dir.addr, nil)
 	if err != nil {
 		return err

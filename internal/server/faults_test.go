@@ -1,0 +1,41 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tidekv/tidekv/internal/transport"
+)
+
+func TestFaultEndpoint(t *testing.T) {
+	p := &transport.Partition{}
+	h := faultHandler(p)
+	do := func(method, target, remote string) (int, string) {
+		r := httptest.NewRequest(method, target, nil)
+		r.RemoteAddr = remote
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code, w.Body.String()
+	}
+	const local = "127.0.0.1:5000"
+	if code, body := do("POST", "/debug/faults/partition?peers=all", "192.0.2.1:5000"); code != http.StatusForbidden || p.Blocked(2) {
+		t.Fatalf("a remote caller partitioned the node: %d %s", code, body)
+	}
+	if code, body := do("POST", "/debug/faults/partition?peers=all", local); code != http.StatusOK || !p.Blocked(2) || body != "partition=all\n" {
+		t.Fatalf("isolate: %d %q", code, body)
+	}
+	if code, body := do("POST", "/debug/faults/partition?peers=3,2", "[::1]:5000"); code != http.StatusOK || p.Blocked(1) || !p.Blocked(3) {
+		t.Fatalf("cut 2,3: %d %q", code, body)
+	}
+	if code, body := do("POST", "/debug/faults/partition?peers=2,x", local); code != http.StatusBadRequest || !strings.Contains(body, "not a node ID") || !p.Blocked(2) {
+		t.Fatalf("a bad peer list: %d %q (and the cut must stay as it was)", code, body)
+	}
+	if code, body := do("POST", "/debug/faults/partition?peers=none", local); code != http.StatusOK || p.Blocked(2) {
+		t.Fatalf("heal: %d %q", code, body)
+	}
+	if code, body := do("GET", "/debug/faults", local); code != http.StatusOK || body != "partition=none\n" {
+		t.Fatalf("status: %d %q", code, body)
+	}
+}
