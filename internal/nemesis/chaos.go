@@ -18,6 +18,7 @@ import (
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/launcher"
 	"github.com/tidekv/tidekv/internal/linearizability"
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // ChaosConfig is one chaos run: Schedules seeded fault plans, each on a
@@ -56,8 +57,17 @@ func (c ChaosConfig) Validate() error {
 		return fmt.Errorf("chaos: %d nodes: the replication factor 3 needs at least 3", c.Faults.Nodes)
 	case c.ConvergeWithin <= 0 || c.CheckTimeout <= 0:
 		return errors.New("chaos: the convergence and check timeouts must be positive")
+	case c.Faults.MaxSkew >= leaseMargin():
+		return fmt.Errorf("chaos: max skew %v must be below the lease's %v margin for clock error (half the election timeout): a larger step of a leaseholder's clock may outlast its lease", c.Faults.MaxSkew, leaseMargin())
 	}
 	return c.Faults.Validate()
+}
+
+// leaseMargin is how far a lease ends before another leader can exist,
+// under the Raft settings the nodes run with (raftstore/lease.go).
+func leaseMargin() time.Duration {
+	rc := raftstore.DefaultConfig()
+	return time.Duration(rc.ElectionTicks) * rc.TickInterval / 2
 }
 
 // Report is one schedule's outcome.
@@ -66,6 +76,7 @@ type Report struct {
 	Kills      int    `json:"kills"`
 	Pauses     int    `json:"pauses"`
 	Partitions int    `json:"partitions"`
+	Skews      int    `json:"skews"`
 	Ops        int    `json:"ops"`
 	OkOps      int    `json:"ok_ops"`
 	// FinalReads is how many keys were read back after convergence; the
@@ -132,6 +143,8 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 			rep.Pauses++
 		case Partition:
 			rep.Partitions++
+		case Skew:
+			rep.Skews++
 		}
 	}
 	rec := linearizability.NewRecorder()
@@ -152,8 +165,8 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
 	res := linearizability.Check(rec.History(), c.CheckTimeout)
 	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
-	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions; %d ops (%d ok), %d final reads; %s; ",
-		rep.Kills, rep.Pauses, rep.Partitions, rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
+	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews; %d ops (%d ok), %d final reads; %s; ",
+		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
 	if convErr != nil {
 		rep.Verdict += "NOT converged: " + convErr.Error()
 	} else {
@@ -167,7 +180,7 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Cluster, *client.Client, error) {
 	lcfg := launcher.DefaultConfig()
 	lcfg.Nodes, lcfg.DataDir, lcfg.BasePort, lcfg.Binary = c.Faults.Nodes, dir, c.BasePort, c.Binary
-	if slices.Contains(c.Faults.Kinds, Partition) {
+	if slices.ContainsFunc(c.Faults.Kinds, Kind.Injected) {
 		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--enable-fault-injection")
 	}
 	lc, err := launcher.NewCluster(lcfg)
@@ -321,19 +334,26 @@ func (t launcherTarget) partition(i int, peers string) error {
 	return SetPartition(t.http, t.lc.Config().Node(i).HTTPAddr, peers)
 }
 
+func (t launcherTarget) Skew(i int, d time.Duration) error {
+	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "skew?offset="+d.String())
+}
+
 // SetPartition asks the node serving HTTP at httpAddr (started with
 // --enable-fault-injection) to cut its Raft traffic with peers: "all",
 // "none" (heal) or node IDs like "2,3".
 func SetPartition(hc *http.Client, httpAddr, peers string) error {
-	u := "http://" + httpAddr + "/debug/faults/partition?peers=" + url.QueryEscape(peers)
-	resp, err := hc.Post(u, "", nil)
+	return postFault(hc, httpAddr, "partition?peers="+url.QueryEscape(peers))
+}
+
+func postFault(hc *http.Client, httpAddr, what string) error {
+	resp, err := hc.Post("http://"+httpAddr+"/debug/faults/"+what, "", nil)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("partition %s at %s: %s: %s", peers, httpAddr, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("fault %s at %s: %s: %s", what, httpAddr, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return nil
 }

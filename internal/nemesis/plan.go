@@ -23,9 +23,13 @@ const (
 	// the minority side's refusals and timeouts. Needs nodes started with
 	// --enable-fault-injection.
 	Partition
+	// Skew offsets the clock the node's leases and closed timestamps read
+	// by Step.Skew and removes the offset For later (needs
+	// --enable-fault-injection). Both changes are steps of that clock.
+	Skew
 )
 
-var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition"}
+var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -35,7 +39,11 @@ func (k Kind) String() string {
 }
 
 // AllKinds is every fault kind, the default mix.
-func AllKinds() []Kind { return []Kind{Kill, Pause, Partition} }
+func AllKinds() []Kind { return []Kind{Kill, Pause, Partition, Skew} }
+
+// Injected reports whether kind k needs nodes started with
+// --enable-fault-injection.
+func (k Kind) Injected() bool { return k == Partition || k == Skew }
 
 // ParseKinds reads a comma-separated list of kind names ("kill,partition").
 func ParseKinds(s string) ([]Kind, error) {
@@ -51,16 +59,21 @@ func ParseKinds(s string) ([]Kind, error) {
 }
 
 // Step is one fault: at At after the start, node Node (1-based) is
-// killed, paused or partitioned off for For.
+// killed, paused, partitioned off or has its clock offset by Skew, for For.
 type Step struct {
 	At   time.Duration
 	Kind Kind
 	Node int
 	For  time.Duration
+	Skew time.Duration // Kind Skew only
 }
 
 func (s Step) String() string {
-	return fmt.Sprintf("%v: %s node %d for %v", s.At.Round(time.Millisecond), s.Kind, s.Node, s.For)
+	what := s.Kind.String()
+	if s.Kind == Skew {
+		what = fmt.Sprintf("skew (%+v)", s.Skew)
+	}
+	return fmt.Sprintf("%v: %s node %d for %v", s.At.Round(time.Millisecond), what, s.Node, s.For)
 }
 
 // Config shapes a plan. Durations are wall-clock.
@@ -76,15 +89,22 @@ type Config struct {
 	// Kinds are the faults a step picks from, uniformly; a kind listed
 	// twice is twice as likely.
 	Kinds []Kind
+	// MaxSkew bounds a skew step's offset, drawn uniformly from
+	// [-MaxSkew, MaxSkew]. Adding or removing an offset steps the clock, and
+	// a lease outlives its end in real time by a backward step, so chaos
+	// runs keep it below the lease's margin (ChaosConfig.Validate).
+	MaxSkew time.Duration
 	// Nodes is the number of nodes faults pick from.
 	Nodes int
 }
 
-// DefaultConfig is a fault every 8 s, down for 3 s, a kill, pause or
-// partition alike, for a minute on 4 nodes. 3 s is past the 1 s election
-// timeout, so a partitioned leaseholder loses its leases.
+// DefaultConfig is a fault every 8 s, down for 3 s, every kind alike, for
+// a minute on 4 nodes. 3 s is past the 1 s election timeout, so a
+// partitioned leaseholder loses its leases. Skews are within ±250 ms, half
+// the lease's 500 ms margin under default Raft settings.
 func DefaultConfig() Config {
-	return Config{Duration: time.Minute, Interval: 8 * time.Second, Down: 3 * time.Second, Kinds: AllKinds(), Nodes: 4}
+	return Config{Duration: time.Minute, Interval: 8 * time.Second, Down: 3 * time.Second, Kinds: AllKinds(),
+		MaxSkew: 250 * time.Millisecond, Nodes: 4}
 }
 
 // Validate reports the first setting that cannot work, in one sentence.
@@ -100,6 +120,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nemesis: duration %v is shorter than one interval %v", c.Duration, c.Interval)
 	case len(c.Kinds) == 0:
 		return errors.New("nemesis: no fault kinds to pick from")
+	case c.MaxSkew < 0:
+		return fmt.Errorf("nemesis: max skew %v must not be negative", c.MaxSkew)
 	}
 	for _, k := range c.Kinds {
 		if k < 0 || int(k) >= len(kindNames) {
@@ -116,8 +138,11 @@ func Plan(seed uint64, c Config) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x6e656d65))
 	var steps []Step
 	for at := c.Interval - c.Down; at+c.Down <= c.Duration; at += c.Interval {
-		k := c.Kinds[rng.IntN(len(c.Kinds))]
-		steps = append(steps, Step{At: at, Kind: k, Node: 1 + rng.IntN(c.Nodes), For: c.Down})
+		st := Step{At: at, Kind: c.Kinds[rng.IntN(len(c.Kinds))], Node: 1 + rng.IntN(c.Nodes), For: c.Down}
+		if st.Kind == Skew {
+			st.Skew = time.Duration(rng.Int64N(2*int64(c.MaxSkew)+1)) - c.MaxSkew
+		}
+		steps = append(steps, st)
 	}
 	return steps
 }

@@ -32,15 +32,25 @@ func TestPlanIsSeededAndKeepsOneNodeDown(t *testing.T) {
 		}
 	}
 	counts := map[Kind]int{}
+	skews := map[bool]int{} // by sign
 	for seed := range uint64(50) {
 		for _, s := range Plan(seed, c) {
 			counts[s.Kind]++
+			if s.Kind == Skew {
+				skews[s.Skew > 0]++
+			}
+			if (s.Kind == Skew) != (s.Skew != 0) || s.Skew < -c.MaxSkew || s.Skew > c.MaxSkew {
+				t.Fatalf("step %v: skew out of bounds", s)
+			}
 		}
 	}
 	for _, k := range AllKinds() {
-		if share := float64(counts[k]) / 350; share < 0.2 || share > 0.45 {
-			t.Fatalf("%v share over 50 plans %.2f, want about 1/3", k, share)
+		if share := float64(counts[k]) / 350; share < 0.15 || share > 0.35 {
+			t.Fatalf("%v share over 50 plans %.2f, want about 1/4", k, share)
 		}
+	}
+	if skews[true] < counts[Skew]/4 || skews[false] < counts[Skew]/4 {
+		t.Fatalf("skews ahead/behind: %v, want both", skews)
 	}
 	// Only the kinds asked for; a kind listed twice is twice as likely.
 	c.Kinds = []Kind{Kill, Kill, Partition}
@@ -60,7 +70,7 @@ func TestParseKinds(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []Kind{Kill, Partition, Pause}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition)`) {
+	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew)`) {
 		t.Fatalf("an unknown kind: %v", err)
 	}
 	for _, k := range AllKinds() {
@@ -97,7 +107,7 @@ func (f *fakeTarget) Restart(_ context.Context, i int) error {
 func (f *fakeTarget) Pause(i int) error  { f.log = append(f.log, fmt.Sprint("pause ", i)); return nil }
 func (f *fakeTarget) Resume(i int) error { f.log = append(f.log, fmt.Sprint("resume ", i)); return nil }
 
-// fakePartitioner also records partitions.
+// fakePartitioner also records partitions and skews.
 type fakePartitioner struct{ fakeTarget }
 
 func (f *fakePartitioner) Isolate(i int) error {
@@ -106,6 +116,10 @@ func (f *fakePartitioner) Isolate(i int) error {
 }
 func (f *fakePartitioner) Heal(i int) error {
 	f.log = append(f.log, fmt.Sprint("heal ", i))
+	return nil
+}
+func (f *fakePartitioner) Skew(i int, d time.Duration) error {
+	f.log = append(f.log, fmt.Sprint("skew ", i, " ", d))
 	return nil
 }
 
@@ -128,19 +142,34 @@ func TestRunBringsEveryNodeBack(t *testing.T) {
 	}
 }
 
-func TestRunPartitionsAndHeals(t *testing.T) {
-	steps := []Step{{At: 0, Kind: Kill, Node: 1, For: time.Millisecond}, {At: 2 * time.Millisecond, Kind: Partition, Node: 4, For: time.Millisecond}}
+func TestRunInjectedFaults(t *testing.T) {
+	steps := []Step{{At: 0, Kind: Kill, Node: 1, For: time.Millisecond}, {At: 2 * time.Millisecond, Kind: Partition, Node: 4, For: time.Millisecond},
+		{At: 4 * time.Millisecond, Kind: Skew, Node: 2, For: time.Millisecond, Skew: -90 * time.Millisecond}}
 	p := &fakePartitioner{}
 	if err := Run(context.Background(), steps, p, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(p.log, ","); got != "kill 1,restart 1,isolate 4,heal 4" {
+	if got := strings.Join(p.log, ","); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s" {
 		t.Fatalf("did %s", got)
 	}
-	// A target that cannot partition is refused before any fault is done.
-	f := &fakeTarget{}
-	err := Run(context.Background(), steps, f, nil)
-	if err == nil || !strings.Contains(err.Error(), "cannot partition") || len(f.log) != 0 {
-		t.Fatalf("partition plan on a kill/pause target: %v, did %v", err, f.log)
+	// A target that cannot partition or skew is refused before any fault.
+	for _, k := range []Kind{Partition, Skew} {
+		f := &fakeTarget{}
+		err := Run(context.Background(), append(steps[:1:1], Step{At: time.Millisecond, Kind: k, Node: 1, For: time.Millisecond}), f, nil)
+		if err == nil || !strings.Contains(err.Error(), "cannot do "+k.String()) || len(f.log) != 0 {
+			t.Fatalf("%v plan on a kill/pause target: %v, did %v", k, err, f.log)
+		}
+	}
+}
+
+func TestChaosConfigKeepsSkewWithinTheLeaseMargin(t *testing.T) {
+	c := DefaultChaosConfig()
+	c.Binary = "tidekv"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Faults.MaxSkew = leaseMargin()
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "below the lease's 500ms margin") {
+		t.Fatalf("skew at the margin: %v", err)
 	}
 }

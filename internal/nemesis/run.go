@@ -21,17 +21,24 @@ type Partitioner interface {
 	Heal(i int) error
 }
 
+// Skewer is a Target that can also offset a node's clock: Skew sets node
+// i's offset (0 removes it).
+type Skewer interface {
+	Skew(i int, d time.Duration) error
+}
+
 // Run carries out steps against t, each at its time after now, and calls
 // log before each. It returns when the last step has ended (its node
-// restarted, resumed or healed), or with the first error; a node left down
-// by a cancelled ctx is brought back before returning. A plan with
-// partitions needs a t that is also a Partitioner; that is checked first.
+// restarted, resumed, healed or its clock reset), or with the first error;
+// a node left down by a cancelled ctx is brought back before returning. A
+// plan with partitions or skews needs a t that is also a Partitioner or a
+// Skewer; that is checked first.
 func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
-	if _, ok := t.(Partitioner); !ok {
-		for _, s := range steps {
-			if s.Kind == Partition {
-				return fmt.Errorf("nemesis: %s: this target cannot partition nodes", s)
-			}
+	_, canPartition := t.(Partitioner)
+	_, canSkew := t.(Skewer)
+	for _, s := range steps {
+		if (s.Kind == Partition && !canPartition) || (s.Kind == Skew && !canSkew) {
+			return fmt.Errorf("nemesis: %s: this target cannot do %s faults", s, s.Kind)
 		}
 	}
 	start := time.Now()
@@ -57,6 +64,10 @@ func do(ctx context.Context, t Target, s Step) error {
 	case Partition:
 		p := t.(Partitioner)
 		down, up = p.Isolate, p.Heal
+	case Skew:
+		sk := t.(Skewer)
+		down = func(i int) error { return sk.Skew(i, s.Skew) }
+		up = func(i int) error { return sk.Skew(i, 0) }
 	}
 	if err := down(s.Node); err != nil {
 		return err

@@ -61,7 +61,7 @@ func (s *Server) ownLoad() *tidekvpb.NodeLoad {
 // pushClosed sends this round's messages, one per peer, without waiting; a
 // peer whose previous message is still on its way is skipped this round.
 func (s *Server) pushClosed(context.Context) {
-	byPeer := s.store.ClosedTimestamps(time.Now())
+	byPeer := s.store.ClosedTimestamps(s.store.Now())
 	load := s.ownLoad()
 	s.loads.note(load)
 	for _, n := range s.dir.list() {

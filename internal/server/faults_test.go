@@ -5,13 +5,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/transport"
 )
 
 func TestFaultEndpoint(t *testing.T) {
-	p := &transport.Partition{}
-	h := faultHandler(p)
+	p, clock := &transport.Partition{}, &raftstore.SkewClock{}
+	h := faultHandler(p, clock)
 	do := func(method, target, remote string) (int, string) {
 		r := httptest.NewRequest(method, target, nil)
 		r.RemoteAddr = remote
@@ -23,7 +25,7 @@ func TestFaultEndpoint(t *testing.T) {
 	if code, body := do("POST", "/debug/faults/partition?peers=all", "192.0.2.1:5000"); code != http.StatusForbidden || p.Blocked(2) {
 		t.Fatalf("a remote caller partitioned the node: %d %s", code, body)
 	}
-	if code, body := do("POST", "/debug/faults/partition?peers=all", local); code != http.StatusOK || !p.Blocked(2) || body != "partition=all\n" {
+	if code, body := do("POST", "/debug/faults/partition?peers=all", local); code != http.StatusOK || !p.Blocked(2) || body != "partition=all skew=0s\n" {
 		t.Fatalf("isolate: %d %q", code, body)
 	}
 	if code, body := do("POST", "/debug/faults/partition?peers=3,2", "[::1]:5000"); code != http.StatusOK || p.Blocked(1) || !p.Blocked(3) {
@@ -35,7 +37,13 @@ func TestFaultEndpoint(t *testing.T) {
 	if code, body := do("POST", "/debug/faults/partition?peers=none", local); code != http.StatusOK || p.Blocked(2) {
 		t.Fatalf("heal: %d %q", code, body)
 	}
-	if code, body := do("GET", "/debug/faults", local); code != http.StatusOK || body != "partition=none\n" {
+	if code, body := do("POST", "/debug/faults/skew?offset=-300ms", local); code != http.StatusOK || clock.Offset() != -300*time.Millisecond {
+		t.Fatalf("skew: %d %q", code, body)
+	}
+	if code, body := do("POST", "/debug/faults/skew?offset=300", local); code != http.StatusBadRequest || !strings.Contains(body, "a duration like -300ms") || clock.Offset() != -300*time.Millisecond {
+		t.Fatalf("a skew without a unit: %d %q (and the offset must stay as it was)", code, body)
+	}
+	if code, body := do("GET", "/debug/faults", local); code != http.StatusOK || body != "partition=none skew=-300ms\n" {
 		t.Fatalf("status: %d %q", code, body)
 	}
 }

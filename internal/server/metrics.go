@@ -372,9 +372,9 @@ func (s *Server) httpHandler() http.Handler {
 	})
 	mux.HandleFunc("/ready", s.serveReady)
 	s.registerAPI(mux)
-	if s.cfg.FaultInjection {
-		mux.Handle("/debug/faults", faultHandler(s.cfg.Transport.Partition))
-		mux.Handle("/debug/faults/", faultHandler(s.cfg.Transport.Partition))
+	if s.faults != nil {
+		mux.Handle("/debug/faults", s.faults)
+		mux.Handle("/debug/faults/", s.faults)
 	}
 	mux.Handle("/", dashboard.Handler())
 	return mux

@@ -55,6 +55,7 @@ type Server struct {
 	redis    *resp.Server
 	gateway  *client.Client
 	grpcT    *transport.GRPC
+	faults   http.Handler // nil unless Config.FaultInjection
 	sec      *nodeSecurity
 	metrics  *metrics
 	inflight chan struct{}
@@ -105,6 +106,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Raft.SnapshotDir == "" {
 		cfg.Raft.SnapshotDir = filepath.Join(cfg.DataDir, "snapshots")
 	}
+	var faults http.Handler
+	if cfg.FaultInjection {
+		faults = injectFaults(&cfg)
+	}
 	sec, err := loadSecurity(cfg.Security)
 	if err != nil {
 		return nil, err
@@ -121,7 +126,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	s := &Server{
-		cfg: cfg, eng: eng, dir: newDirectory(eng), sec: sec,
+		cfg: cfg, eng: eng, dir: newDirectory(eng), sec: sec, faults: faults,
 		conns:    map[string]*grpc.ClientConn{},
 		inflight: make(chan struct{}, cfg.MaxInflightRequests),
 		reports:  make(chan *tidekvpb.RangeDescriptor, 1024),
@@ -151,9 +156,6 @@ func (s *Server) serve(ctx context.Context) error {
 		return err
 	}
 	s.lis = lis
-	if s.cfg.FaultInjection && s.cfg.Transport.Partition == nil {
-		s.cfg.Transport.Partition = &transport.Partition{}
-	}
 	s.grpcT, err = transport.NewGRPC(s.cfg.Transport, s.dir.addr, nil)
 	if err != nil {
 		return err
