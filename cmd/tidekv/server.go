@@ -87,7 +87,7 @@ func newServerCmd() *cobra.Command {
 	f.IntVar(&cfg.MaxInflightRequests, "max-inflight", cfg.MaxInflightRequests, "KV requests in progress before the node answers 'overloaded, retry'")
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
 	_ = f.MarkHidden("testing-stale-reads")
-	f.BoolVar(&cfg.FaultInjection, "enable-fault-injection", false, "TESTING ONLY, off by default: serve /debug/faults on the HTTP address to loopback callers, through which chaos runs (tidekv bench chaos) cut this node's Raft traffic with its peers and offset its lease clock")
+	f.BoolVar(&cfg.FaultInjection, "enable-fault-injection", false, "TESTING ONLY, off by default: serve /debug/faults on the HTTP address to loopback callers, through which chaos runs (tidekv bench chaos) cut this node's Raft traffic with its peers, offset its lease clock and slow its disk")
 	return cmd
 }
 

@@ -77,6 +77,7 @@ type Report struct {
 	Pauses     int    `json:"pauses"`
 	Partitions int    `json:"partitions"`
 	Skews      int    `json:"skews"`
+	SlowDisks  int    `json:"slow_disks"`
 	Ops        int    `json:"ops"`
 	OkOps      int    `json:"ok_ops"`
 	// FinalReads is how many keys were read back after convergence; the
@@ -145,6 +146,8 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 			rep.Partitions++
 		case Skew:
 			rep.Skews++
+		case SlowDisk:
+			rep.SlowDisks++
 		}
 	}
 	rec := linearizability.NewRecorder()
@@ -165,8 +168,8 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
 	res := linearizability.Check(rec.History(), c.CheckTimeout)
 	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
-	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews; %d ops (%d ok), %d final reads; %s; ",
-		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
+	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks; %d ops (%d ok), %d final reads; %s; ",
+		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
 	if convErr != nil {
 		rep.Verdict += "NOT converged: " + convErr.Error()
 	} else {
@@ -336,6 +339,10 @@ func (t launcherTarget) partition(i int, peers string) error {
 
 func (t launcherTarget) Skew(i int, d time.Duration) error {
 	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "skew?offset="+d.String())
+}
+
+func (t launcherTarget) SlowDisk(i int, d time.Duration) error {
+	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "disk?delay="+d.String())
 }
 
 // SetPartition asks the node serving HTTP at httpAddr (started with

@@ -24,12 +24,15 @@ const (
 	// --enable-fault-injection.
 	Partition
 	// Skew offsets the clock the node's leases and closed timestamps read
-	// by Step.Skew and removes the offset For later (needs
+	// by Step.Amount and removes the offset For later (needs
 	// --enable-fault-injection). Both changes are steps of that clock.
 	Skew
+	// SlowDisk makes every sync of the node's engine wait Step.Amount,
+	// until For later (needs --enable-fault-injection).
+	SlowDisk
 )
 
-var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew"}
+var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew", SlowDisk: "slow-disk"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -39,11 +42,11 @@ func (k Kind) String() string {
 }
 
 // AllKinds is every fault kind, the default mix.
-func AllKinds() []Kind { return []Kind{Kill, Pause, Partition, Skew} }
+func AllKinds() []Kind { return []Kind{Kill, Pause, Partition, Skew, SlowDisk} }
 
 // Injected reports whether kind k needs nodes started with
 // --enable-fault-injection.
-func (k Kind) Injected() bool { return k == Partition || k == Skew }
+func (k Kind) Injected() bool { return k == Partition || k == Skew || k == SlowDisk }
 
 // ParseKinds reads a comma-separated list of kind names ("kill,partition").
 func ParseKinds(s string) ([]Kind, error) {
@@ -59,19 +62,23 @@ func ParseKinds(s string) ([]Kind, error) {
 }
 
 // Step is one fault: at At after the start, node Node (1-based) is
-// killed, paused, partitioned off or has its clock offset by Skew, for For.
+// killed, paused, partitioned off, has its clock offset or its disk
+// slowed by Amount, for For.
 type Step struct {
-	At   time.Duration
-	Kind Kind
-	Node int
-	For  time.Duration
-	Skew time.Duration // Kind Skew only
+	At     time.Duration
+	Kind   Kind
+	Node   int
+	For    time.Duration
+	Amount time.Duration // Skew: the clock offset; SlowDisk: the delay per sync
 }
 
 func (s Step) String() string {
 	what := s.Kind.String()
-	if s.Kind == Skew {
-		what = fmt.Sprintf("skew (%+v)", s.Skew)
+	switch s.Kind {
+	case Skew:
+		what = fmt.Sprintf("skew (%+v)", s.Amount)
+	case SlowDisk:
+		what = fmt.Sprintf("slow disk (%v per sync)", s.Amount)
 	}
 	return fmt.Sprintf("%v: %s node %d for %v", s.At.Round(time.Millisecond), what, s.Node, s.For)
 }
@@ -94,6 +101,8 @@ type Config struct {
 	// a lease outlives its end in real time by a backward step, so chaos
 	// runs keep it below the lease's margin (ChaosConfig.Validate).
 	MaxSkew time.Duration
+	// DiskDelay is how long each sync of a slowed disk waits.
+	DiskDelay time.Duration
 	// Nodes is the number of nodes faults pick from.
 	Nodes int
 }
@@ -101,10 +110,11 @@ type Config struct {
 // DefaultConfig is a fault every 8 s, down for 3 s, every kind alike, for
 // a minute on 4 nodes. 3 s is past the 1 s election timeout, so a
 // partitioned leaseholder loses its leases. Skews are within ±250 ms, half
-// the lease's 500 ms margin under default Raft settings.
+// the lease's 500 ms margin under default Raft settings. A slowed disk
+// takes 100 ms per sync, ten times a slow SSD's worst.
 func DefaultConfig() Config {
 	return Config{Duration: time.Minute, Interval: 8 * time.Second, Down: 3 * time.Second, Kinds: AllKinds(),
-		MaxSkew: 250 * time.Millisecond, Nodes: 4}
+		MaxSkew: 250 * time.Millisecond, DiskDelay: 100 * time.Millisecond, Nodes: 4}
 }
 
 // Validate reports the first setting that cannot work, in one sentence.
@@ -120,8 +130,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nemesis: duration %v is shorter than one interval %v", c.Duration, c.Interval)
 	case len(c.Kinds) == 0:
 		return errors.New("nemesis: no fault kinds to pick from")
-	case c.MaxSkew < 0:
-		return fmt.Errorf("nemesis: max skew %v must not be negative", c.MaxSkew)
+	case c.MaxSkew < 0 || c.DiskDelay < 0:
+		return errors.New("nemesis: max skew and disk delay must not be negative")
 	}
 	for _, k := range c.Kinds {
 		if k < 0 || int(k) >= len(kindNames) {
@@ -139,8 +149,11 @@ func Plan(seed uint64, c Config) []Step {
 	var steps []Step
 	for at := c.Interval - c.Down; at+c.Down <= c.Duration; at += c.Interval {
 		st := Step{At: at, Kind: c.Kinds[rng.IntN(len(c.Kinds))], Node: 1 + rng.IntN(c.Nodes), For: c.Down}
-		if st.Kind == Skew {
-			st.Skew = time.Duration(rng.Int64N(2*int64(c.MaxSkew)+1)) - c.MaxSkew
+		switch st.Kind {
+		case Skew:
+			st.Amount = time.Duration(rng.Int64N(2*int64(c.MaxSkew)+1)) - c.MaxSkew
+		case SlowDisk:
+			st.Amount = c.DiskDelay
 		}
 		steps = append(steps, st)
 	}

@@ -36,17 +36,26 @@ func TestPlanIsSeededAndKeepsOneNodeDown(t *testing.T) {
 	for seed := range uint64(50) {
 		for _, s := range Plan(seed, c) {
 			counts[s.Kind]++
-			if s.Kind == Skew {
-				skews[s.Skew > 0]++
-			}
-			if (s.Kind == Skew) != (s.Skew != 0) || s.Skew < -c.MaxSkew || s.Skew > c.MaxSkew {
-				t.Fatalf("step %v: skew out of bounds", s)
+			switch s.Kind {
+			case Skew:
+				skews[s.Amount > 0]++
+				if s.Amount < -c.MaxSkew || s.Amount > c.MaxSkew {
+					t.Fatalf("step %v: skew out of bounds", s)
+				}
+			case SlowDisk:
+				if s.Amount != c.DiskDelay {
+					t.Fatalf("step %v: want a delay of %v", s, c.DiskDelay)
+				}
+			default:
+				if s.Amount != 0 {
+					t.Fatalf("step %v has an amount", s)
+				}
 			}
 		}
 	}
 	for _, k := range AllKinds() {
-		if share := float64(counts[k]) / 350; share < 0.15 || share > 0.35 {
-			t.Fatalf("%v share over 50 plans %.2f, want about 1/4", k, share)
+		if share := float64(counts[k]) / 350; share < 0.1 || share > 0.3 {
+			t.Fatalf("%v share over 50 plans %.2f, want about 1/5", k, share)
 		}
 	}
 	if skews[true] < counts[Skew]/4 || skews[false] < counts[Skew]/4 {
@@ -70,7 +79,7 @@ func TestParseKinds(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []Kind{Kill, Partition, Pause}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew)`) {
+	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk)`) {
 		t.Fatalf("an unknown kind: %v", err)
 	}
 	for _, k := range AllKinds() {
@@ -107,7 +116,7 @@ func (f *fakeTarget) Restart(_ context.Context, i int) error {
 func (f *fakeTarget) Pause(i int) error  { f.log = append(f.log, fmt.Sprint("pause ", i)); return nil }
 func (f *fakeTarget) Resume(i int) error { f.log = append(f.log, fmt.Sprint("resume ", i)); return nil }
 
-// fakePartitioner also records partitions and skews.
+// fakePartitioner also records partitions, skews and slow disks.
 type fakePartitioner struct{ fakeTarget }
 
 func (f *fakePartitioner) Isolate(i int) error {
@@ -120,6 +129,10 @@ func (f *fakePartitioner) Heal(i int) error {
 }
 func (f *fakePartitioner) Skew(i int, d time.Duration) error {
 	f.log = append(f.log, fmt.Sprint("skew ", i, " ", d))
+	return nil
+}
+func (f *fakePartitioner) SlowDisk(i int, d time.Duration) error {
+	f.log = append(f.log, fmt.Sprint("disk ", i, " ", d))
 	return nil
 }
 
@@ -144,16 +157,18 @@ func TestRunBringsEveryNodeBack(t *testing.T) {
 
 func TestRunInjectedFaults(t *testing.T) {
 	steps := []Step{{At: 0, Kind: Kill, Node: 1, For: time.Millisecond}, {At: 2 * time.Millisecond, Kind: Partition, Node: 4, For: time.Millisecond},
-		{At: 4 * time.Millisecond, Kind: Skew, Node: 2, For: time.Millisecond, Skew: -90 * time.Millisecond}}
+		{At: 4 * time.Millisecond, Kind: Skew, Node: 2, For: time.Millisecond, Amount: -90 * time.Millisecond},
+		{At: 6 * time.Millisecond, Kind: SlowDisk, Node: 3, For: time.Millisecond, Amount: 100 * time.Millisecond}}
 	p := &fakePartitioner{}
 	if err := Run(context.Background(), steps, p, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(p.log, ","); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s" {
+	if got := strings.Join(p.log, ","); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s,disk 3 100ms,disk 3 0s" {
 		t.Fatalf("did %s", got)
 	}
-	// A target that cannot partition or skew is refused before any fault.
-	for _, k := range []Kind{Partition, Skew} {
+	// A target that cannot partition, skew or slow a disk is refused
+	// before any fault.
+	for _, k := range []Kind{Partition, Skew, SlowDisk} {
 		f := &fakeTarget{}
 		err := Run(context.Background(), append(steps[:1:1], Step{At: time.Millisecond, Kind: k, Node: 1, For: time.Millisecond}), f, nil)
 		if err == nil || !strings.Contains(err.Error(), "cannot do "+k.String()) || len(f.log) != 0 {

@@ -132,8 +132,9 @@ type Config struct {
 	// Gossip.BindAddr turns it off (heartbeats alone then decide).
 	Gossip gossip.Config
 	// FaultInjection serves /debug/faults on the HTTP address (loopback
-	// callers only), through which chaos runs partition this node and skew
-	// its lease clock. Off by default: it lets anyone on the host do so.
+	// callers only), through which chaos runs partition this node, skew
+	// its lease clock and slow its disk. Off by default: it lets anyone on
+	// the host do so.
 	FaultInjection bool
 }
 

@@ -9,17 +9,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
 )
 
-// injectFaults gives cfg's transport a partition and its store a clock
-// that the returned handler controls.
+// injectFaults gives cfg's transport a partition, its store a clock and
+// its engine a disk that the returned handler controls.
 func injectFaults(cfg *Config) http.Handler {
-	p, clock := &transport.Partition{}, &raftstore.SkewClock{}
-	cfg.Transport.Partition, cfg.Raft.Clock = p, clock
-	log.Printf("fault injection on: /debug/faults on the HTTP address can partition this node and skew its clock (loopback callers only)")
-	return faultHandler(p, clock)
+	f := faults{partition: &transport.Partition{}, clock: &raftstore.SkewClock{}, disk: &storage.SlowDisk{}}
+	cfg.Transport.Partition, cfg.Raft.Clock = f.partition, f.clock
+	cfg.Pebble.FS = f.disk.Wrap(vfs.Default)
+	log.Printf("fault injection on: /debug/faults on the HTTP address can partition this node, skew its clock and slow its disk (loopback callers only)")
+	return faultHandler(f)
+}
+
+// faults are the fault-injection controls of one node.
+type faults struct {
+	partition *transport.Partition
+	clock     *raftstore.SkewClock
+	disk      *storage.SlowDisk
 }
 
 // faultHandler serves fault injection for chaos tests (Config.FaultInjection,
@@ -27,29 +38,36 @@ func injectFaults(cfg *Config) http.Handler {
 // faults; POST /debug/faults/partition?peers=all|none|2,3 cuts this node's
 // Raft traffic with those peers (all: isolate it) or heals it; POST
 // /debug/faults/skew?offset=-300ms sets the offset of the clock its leases
-// and closed timestamps read (0 removes it). Only loopback callers are
-// served: the endpoint has no authentication, and chaos runs drive it from
-// the same host.
-func faultHandler(p *transport.Partition, clock *raftstore.SkewClock) http.Handler {
+// and closed timestamps read; POST /debug/faults/disk?delay=100ms makes
+// every sync of its engine wait that long (0 removes either). Only
+// loopback callers are served: the endpoint has no authentication, and
+// chaos runs drive it from the same host.
+func faultHandler(f faults) http.Handler {
 	mux := http.NewServeMux()
-	state := func(w http.ResponseWriter) { fmt.Fprintf(w, "partition=%s skew=%v\n", p, clock.Offset()) }
+	state := func(w http.ResponseWriter) {
+		fmt.Fprintf(w, "partition=%s skew=%v disk-delay=%v\n", f.partition, f.clock.Offset(), f.disk.Delay())
+	}
 	mux.HandleFunc("GET /debug/faults", func(w http.ResponseWriter, r *http.Request) { state(w) })
 	mux.HandleFunc("POST /debug/faults/partition", func(w http.ResponseWriter, r *http.Request) {
-		if err := setPartition(p, r.URL.Query().Get("peers")); err != nil {
+		if err := setPartition(f.partition, r.URL.Query().Get("peers")); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		state(w)
 	})
-	mux.HandleFunc("POST /debug/faults/skew", func(w http.ResponseWriter, r *http.Request) {
-		d, err := time.ParseDuration(r.URL.Query().Get("offset"))
-		if err != nil {
-			http.Error(w, fmt.Sprintf("offset: %v (a duration like -300ms; 0 removes the skew)", err), http.StatusBadRequest)
-			return
+	duration := func(param, example string, set func(time.Duration)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			d, err := time.ParseDuration(r.URL.Query().Get(param))
+			if err != nil {
+				http.Error(w, fmt.Sprintf("%s: %v (a duration like %s; 0 removes the fault)", param, err, example), http.StatusBadRequest)
+				return
+			}
+			set(d)
+			state(w)
 		}
-		clock.Set(d)
-		state(w)
-	})
+	}
+	mux.HandleFunc("POST /debug/faults/skew", duration("offset", "-300ms", f.clock.Set))
+	mux.HandleFunc("POST /debug/faults/disk", duration("delay", "100ms", f.disk.SetDelay))
 	return loopbackOnly(mux)
 }
 

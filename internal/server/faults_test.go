@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
 )
 
 func TestFaultEndpoint(t *testing.T) {
-	p, clock := &transport.Partition{}, &raftstore.SkewClock{}
-	h := faultHandler(p, clock)
+	p, clock, disk := &transport.Partition{}, &raftstore.SkewClock{}, &storage.SlowDisk{}
+	h := faultHandler(faults{partition: p, clock: clock, disk: disk})
 	do := func(method, target, remote string) (int, string) {
 		r := httptest.NewRequest(method, target, nil)
 		r.RemoteAddr = remote
@@ -25,7 +26,7 @@ func TestFaultEndpoint(t *testing.T) {
 	if code, body := do("POST", "/debug/faults/partition?peers=all", "192.0.2.1:5000"); code != http.StatusForbidden || p.Blocked(2) {
 		t.Fatalf("a remote caller partitioned the node: %d %s", code, body)
 	}
-	if code, body := do("POST", "/debug/faults/partition?peers=all", local); code != http.StatusOK || !p.Blocked(2) || body != "partition=all skew=0s\n" {
+	if code, body := do("POST", "/debug/faults/partition?peers=all", local); code != http.StatusOK || !p.Blocked(2) || body != "partition=all skew=0s disk-delay=0s\n" {
 		t.Fatalf("isolate: %d %q", code, body)
 	}
 	if code, body := do("POST", "/debug/faults/partition?peers=3,2", "[::1]:5000"); code != http.StatusOK || p.Blocked(1) || !p.Blocked(3) {
@@ -43,7 +44,10 @@ func TestFaultEndpoint(t *testing.T) {
 	if code, body := do("POST", "/debug/faults/skew?offset=300", local); code != http.StatusBadRequest || !strings.Contains(body, "a duration like -300ms") || clock.Offset() != -300*time.Millisecond {
 		t.Fatalf("a skew without a unit: %d %q (and the offset must stay as it was)", code, body)
 	}
-	if code, body := do("GET", "/debug/faults", local); code != http.StatusOK || body != "partition=none skew=-300ms\n" {
+	if code, body := do("POST", "/debug/faults/disk?delay=100ms", local); code != http.StatusOK || disk.Delay() != 100*time.Millisecond {
+		t.Fatalf("slow disk: %d %q", code, body)
+	}
+	if code, body := do("GET", "/debug/faults", local); code != http.StatusOK || body != "partition=none skew=-300ms disk-delay=100ms\n" {
 		t.Fatalf("status: %d %q", code, body)
 	}
 }
