@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/linearizability"
 	"github.com/tidekv/tidekv/internal/nemesis"
 	"github.com/tidekv/tidekv/internal/testcluster"
@@ -44,25 +45,7 @@ func TestPartitionedLeaseholder(t *testing.T) {
 	}
 
 	rec := linearizability.NewRecorder()
-	var okWrites atomic.Int64
-	wctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	send := linearizability.ClientDo(wctx, cl)
-	do := func(in linearizability.Input) linearizability.Reply {
-		res := send(in)
-		if in.Kind != linearizability.Get && res.Outcome == linearizability.OutcomeOk {
-			okWrites.Add(1)
-		}
-		return res
-	}
-	for i := range 6 {
-		w := linearizability.NewClient(i, rec, keys, 13)
-		wg.Go(func() {
-			for wctx.Err() == nil {
-				w.Step(do)
-			}
-		})
-	}
+	okWrites, stop := writeWorkload(ctx, cl, rec, keys, 6)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	time.Sleep(time.Second)
 	t.Logf("isolating node %d (n%d), leaseholder of range %d", victim, victimID, r.GetDesc().GetRangeId())
@@ -107,7 +90,6 @@ func TestPartitionedLeaseholder(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	stop()
-	wg.Wait()
 	waitReplicated(ctx, t, cl, 3)
 	final := linearizability.ClientDo(ctx, cl)
 	for _, k := range keys {
@@ -118,6 +100,31 @@ func TestPartitionedLeaseholder(t *testing.T) {
 	if res := linearizability.CheckWithArtifacts(t, rec.History(), 2*time.Minute); !res.Ok {
 		t.Fatalf("the history across the partition is not linearizable: %s", res.Describe)
 	}
+}
+
+// writeWorkload runs n linearizability clients through cl into rec and
+// counts their acknowledged writes; stop ends them and waits.
+func writeWorkload(ctx context.Context, cl *client.Client, rec *linearizability.Recorder, keys []string, n int) (okWrites *atomic.Int64, stop func()) {
+	okWrites = new(atomic.Int64)
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	send := linearizability.ClientDo(wctx, cl)
+	do := func(in linearizability.Input) linearizability.Reply {
+		res := send(in)
+		if in.Kind != linearizability.Get && res.Outcome == linearizability.OutcomeOk {
+			okWrites.Add(1)
+		}
+		return res
+	}
+	for i := range n {
+		w := linearizability.NewClient(i, rec, keys, 13)
+		wg.Go(func() {
+			for wctx.Err() == nil {
+				w.Step(do)
+			}
+		})
+	}
+	return okWrites, func() { cancel(); wg.Wait() }
 }
 
 // leases reads the tidekv_leases gauge (ranges the node leads) from a

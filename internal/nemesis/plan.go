@@ -96,8 +96,8 @@ type Config struct {
 	// Kinds are the faults a step picks from, uniformly; a kind listed
 	// twice is twice as likely.
 	Kinds []Kind
-	// MaxSkew bounds a skew step's offset, drawn uniformly from
-	// [-MaxSkew, MaxSkew]. Adding or removing an offset steps the clock, and
+	// MaxSkew bounds a skew step's offset, drawn uniformly in whole
+	// milliseconds from [-MaxSkew, MaxSkew]. Adding or removing an offset steps the clock, and
 	// a lease outlives its end in real time by a backward step, so chaos
 	// runs keep it below the lease's margin (ChaosConfig.Validate).
 	MaxSkew time.Duration
@@ -151,7 +151,8 @@ func Plan(seed uint64, c Config) []Step {
 		st := Step{At: at, Kind: c.Kinds[rng.IntN(len(c.Kinds))], Node: 1 + rng.IntN(c.Nodes), For: c.Down}
 		switch st.Kind {
 		case Skew:
-			st.Amount = time.Duration(rng.Int64N(2*int64(c.MaxSkew)+1)) - c.MaxSkew
+			ms := int64(c.MaxSkew / time.Millisecond) // whole milliseconds read better in logs
+			st.Amount = time.Duration(rng.Int64N(2*ms+1)-ms) * time.Millisecond
 		case SlowDisk:
 			st.Amount = c.DiskDelay
 		}

@@ -39,7 +39,7 @@ func TestPlanIsSeededAndKeepsOneNodeDown(t *testing.T) {
 			switch s.Kind {
 			case Skew:
 				skews[s.Amount > 0]++
-				if s.Amount < -c.MaxSkew || s.Amount > c.MaxSkew {
+				if s.Amount < -c.MaxSkew || s.Amount > c.MaxSkew || s.Amount%time.Millisecond != 0 {
 					t.Fatalf("step %v: skew out of bounds", s)
 				}
 			case SlowDisk:
