@@ -75,7 +75,7 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the first schedule")
 	f.DurationVar(&c.Faults.Duration, "duration", c.Faults.Duration, "how long faults are injected per schedule")
 	f.DurationVar(&c.Faults.Interval, "interval", c.Faults.Interval, "time between fault starts")
-	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a node stays killed, paused or partitioned off")
+	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a fault lasts (a node stays killed, paused, partitioned off, skewed or slowed)")
 	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk; one listed twice is twice as likely)")
 	f.DurationVar(&c.Faults.DiskDelay, "disk-delay", c.Faults.DiskDelay, "how long each sync of a slowed disk waits")
 	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (below the lease's 500ms margin)")

@@ -89,17 +89,17 @@ type Config struct {
 	Duration time.Duration
 	// Interval is the time from one fault's start to the next's.
 	Interval time.Duration
-	// Down is how long a node stays killed, paused or partitioned off
-	// (< Interval, so at most one node is down at a time and every range
-	// keeps a quorum).
+	// Down is how long a fault lasts (< Interval, so at most one node is
+	// faulty at a time and every range keeps a quorum).
 	Down time.Duration
 	// Kinds are the faults a step picks from, uniformly; a kind listed
 	// twice is twice as likely.
 	Kinds []Kind
 	// MaxSkew bounds a skew step's offset, drawn uniformly in whole
-	// milliseconds from [-MaxSkew, MaxSkew]. Adding or removing an offset steps the clock, and
-	// a lease outlives its end in real time by a backward step, so chaos
-	// runs keep it below the lease's margin (ChaosConfig.Validate).
+	// milliseconds from [-MaxSkew, MaxSkew]. Adding or removing an offset
+	// steps the clock, and a backward step makes a lease outlive its end in
+	// real time by the step, so chaos runs keep it below the lease's margin
+	// (ChaosConfig.Validate).
 	MaxSkew time.Duration
 	// DiskDelay is how long each sync of a slowed disk waits.
 	DiskDelay time.Duration
@@ -111,7 +111,7 @@ type Config struct {
 // a minute on 4 nodes. 3 s is past the 1 s election timeout, so a
 // partitioned leaseholder loses its leases. Skews are within ±250 ms, half
 // the lease's 500 ms margin under default Raft settings. A slowed disk
-// takes 100 ms per sync, ten times a slow SSD's worst.
+// takes 100 ms per sync, a hundred times or more a healthy one's.
 func DefaultConfig() Config {
 	return Config{Duration: time.Minute, Interval: 8 * time.Second, Down: 3 * time.Second, Kinds: AllKinds(),
 		MaxSkew: 250 * time.Millisecond, DiskDelay: 100 * time.Millisecond, Nodes: 4}
