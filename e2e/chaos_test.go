@@ -12,10 +12,12 @@ import (
 )
 
 // TestBenchChaos runs `tidekv bench chaos` as an operator would: one short
-// seeded schedule of kills and pauses against 4 real processes, with the
-// workload's history checked by porcupine and the cluster back at its
-// replication factor afterwards. TIDEKV_E2E_LONG=1 runs 10 schedules of a
-// minute each.
+// seeded schedule of faults of every kind (kills, pauses, partitions, clock
+// skews, slow disks: a fault every 4 s, undone 2 s later, past the 1 s
+// election timeout) against 4 real processes, with the workload's history and the
+// final reads of every key checked by porcupine and the cluster back at
+// its replication factor afterwards. TIDEKV_E2E_LONG=1 runs 10 schedules
+// of a minute each.
 func TestBenchChaos(t *testing.T) {
 	schedules, dur := 1, 17*time.Second
 	if long() {
@@ -25,7 +27,8 @@ func TestBenchChaos(t *testing.T) {
 	port := testcluster.FreeBasePort(t, 4)
 	ctx := testCtx(t, time.Duration(schedules)*(dur+2*time.Minute))
 	cmd := exec.CommandContext(ctx, bin, "bench", "chaos", "--json", "--schedules", fmt.Sprint(schedules),
-		"--duration", dur.String(), "--base-port", fmt.Sprint(port), "--data-dir", t.TempDir())
+		"--duration", dur.String(), "--interval", "4s", "--down", "2s", "--faults", "kill,pause,partition,skew,slow-disk",
+		"--base-port", fmt.Sprint(port), "--data-dir", t.TempDir())
 	out, err := cmd.Output()
 	var stderr []byte
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -43,8 +46,8 @@ func TestBenchChaos(t *testing.T) {
 		if !r.Passed() {
 			t.Errorf("schedule with seed %d failed: %s", r.Seed, r.Verdict)
 		}
-		if r.Kills+r.Pauses < 2 || r.CheckedOps < 500 {
-			t.Errorf("seed %d: %d faults and %d checked operations prove too little", r.Seed, r.Kills+r.Pauses, r.CheckedOps)
+		if faults := r.Kills + r.Pauses + r.Partitions + r.Skews + r.SlowDisks; faults < 4 || r.CheckedOps < 500 || r.FinalReads != 4 {
+			t.Errorf("seed %d: %d faults, %d checked operations and %d final reads prove too little", r.Seed, faults, r.CheckedOps, r.FinalReads)
 		}
 	}
 	if err != nil && !t.Failed() {

@@ -146,6 +146,7 @@ func reconfigRun(t *testing.T, seed uint64, d time.Duration) {
 	// that holds its connections open, like a partitioned one.
 	faults := nemesis.DefaultConfig()
 	faults.Duration, faults.Nodes = d, tc.N()
+	faults.Kinds = []nemesis.Kind{nemesis.Kill, nemesis.Kill, nemesis.Pause}
 	plan := nemesis.Plan(seed, faults)
 	kills, pauses := 0, 0
 	for _, s := range plan {

@@ -14,19 +14,31 @@ import (
 func newChaosBenchCmd() *cobra.Command {
 	c := nemesis.DefaultChaosConfig()
 	var asJSON bool
+	faults := "kill,pause,partition,skew,slow-disk"
 	cmd := &cobra.Command{
 		Use:   "chaos",
 		Short: "Seeded fault schedules against a cluster of real processes, each history checked for linearizability",
 		Long: `Starts a fresh cluster of real processes per schedule (4 nodes by default),
 runs a linearizability workload (concurrent put/get/compare-and-set clients
 over a few keys) and, at the same time, a seeded fault plan: every
---interval a random node is SIGKILLed and restarted, or SIGSTOPped and
-continued (--pause-share of them), --down later. Afterwards every range
-must be back at 3 voters with no learner within --converge-within, and the
-recorded history must be linearizable (porcupine). Schedule i uses seed
+--interval a random node gets one of the --faults, undone --down later:
+kill (SIGKILL, then restart), pause (SIGSTOP, then SIGCONT), partition
+(its Raft traffic with every other node cut both ways, then healed; clients
+still reach it), skew (the clock its leases and closed timestamps read
+offset by up to ±--max-skew, then reset) or slow-disk (every sync of its
+engine waits --disk-delay, then not). Partitions, skews and slow disks go
+through each node's fault-injection endpoint (--enable-fault-injection).
+Afterwards every range must be back at 3 voters with no learner within
+--converge-within, every key is read back, and the recorded history, those
+reads included, must be linearizable (porcupine). Schedule i uses seed
 --seed+i. Exits non-zero if any schedule fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			kinds, err := nemesis.ParseKinds(faults)
+			if err != nil {
+				return err
+			}
+			c.Faults.Kinds = kinds
 			if c.Binary == "" {
 				exe, err := os.Executable()
 				if err != nil {
@@ -63,8 +75,10 @@ recorded history must be linearizable (porcupine). Schedule i uses seed
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the first schedule")
 	f.DurationVar(&c.Faults.Duration, "duration", c.Faults.Duration, "how long faults are injected per schedule")
 	f.DurationVar(&c.Faults.Interval, "interval", c.Faults.Interval, "time between fault starts")
-	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a node stays killed or paused")
-	f.Float64Var(&c.Faults.PauseShare, "pause-share", c.Faults.PauseShare, "share of faults that are SIGSTOP pauses (0..1)")
+	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a fault lasts (a node stays killed, paused, partitioned off, skewed or slowed)")
+	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk; one listed twice is twice as likely)")
+	f.DurationVar(&c.Faults.DiskDelay, "disk-delay", c.Faults.DiskDelay, "how long each sync of a slowed disk waits")
+	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (below the lease's 500ms margin)")
 	f.IntVar(&c.Faults.Nodes, "nodes", c.Faults.Nodes, "cluster size")
 	f.IntVar(&c.Clients, "clients", c.Clients, "concurrent workload clients")
 	f.IntVar(&c.BasePort, "base-port", c.BasePort, "first port of the cluster's port blocks")
@@ -77,7 +91,7 @@ recorded history must be linearizable (porcupine). Schedule i uses seed
 
 func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tOPS\tOK\tLINEARIZABLE\tCONVERGED\tRESULT")
+	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tOPS\tOK\tCHECKED\tLINEARIZABLE\tCONVERGED\tRESULT")
 	for _, r := range reports {
 		conv := "no"
 		if r.Converged {
@@ -90,7 +104,7 @@ func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 				result += ": " + r.Error
 			}
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%v\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Ops, r.OkOps, r.Linearizable, conv, result)
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks, r.Ops, r.OkOps, r.CheckedOps, r.Linearizable, conv, result)
 	}
 	w.Flush()
 }

@@ -18,20 +18,20 @@ import (
 
 // NodeView is one node of StatusView.
 type NodeView struct {
-	ID        uint64  `json:"id"`
-	Addr      string  `json:"addr"`
-	HTTPAddr  string  `json:"http_addr"`
-	RedisAddr string  `json:"redis_addr"`
-	State     string  `json:"state"`
-	Live      bool    `json:"live"`
-	Locality  string  `json:"locality"`
-	Replicas  uint32  `json:"replicas"`
-	Leases    uint32  `json:"leases"`
-	Bytes     uint64  `json:"bytes"`
-	QPS       float64 `json:"qps"`
-	CPU       float64 `json:"cpu"`
-	Score     float64 `json:"score"`
-	P99Ms     float64 `json:"p99_ms"`
+	ID        uint64        `json:"id"`
+	Addr      string        `json:"addr"`
+	HTTPAddr  string        `json:"http_addr"`
+	RedisAddr string        `json:"redis_addr"`
+	State     string        `json:"state"`
+	Live      bool          `json:"live"`
+	Locality  string        `json:"locality"`
+	Replicas  uint32        `json:"replicas"`
+	Leases    uint32        `json:"leases"`
+	Bytes     uint64        `json:"bytes"`
+	QPS       float64       `json:"qps"`
+	CPU       float64       `json:"cpu"`
+	Score     float64       `json:"score"`
+	P99Ms     float64       `json:"p99_ms"`
 	Admission AdmissionView `json:"admission"`
 	// LastSeenSeconds is -1 when the node has not heartbeated to the
 	// current meta leaseholder.

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -13,6 +18,7 @@ import (
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/launcher"
 	"github.com/tidekv/tidekv/internal/linearizability"
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // ChaosConfig is one chaos run: Schedules seeded fault plans, each on a
@@ -51,17 +57,33 @@ func (c ChaosConfig) Validate() error {
 		return fmt.Errorf("chaos: %d nodes: the replication factor 3 needs at least 3", c.Faults.Nodes)
 	case c.ConvergeWithin <= 0 || c.CheckTimeout <= 0:
 		return errors.New("chaos: the convergence and check timeouts must be positive")
+	case c.Faults.MaxSkew >= leaseMargin():
+		return fmt.Errorf("chaos: max skew %v must be below the lease's %v margin for clock error (half the election timeout): a larger step of a leaseholder's clock may outlast its lease", c.Faults.MaxSkew, leaseMargin())
 	}
 	return c.Faults.Validate()
 }
 
+// leaseMargin is how far a lease ends before another leader can exist,
+// under the Raft settings the nodes run with (raftstore/lease.go).
+func leaseMargin() time.Duration {
+	rc := raftstore.DefaultConfig()
+	return time.Duration(rc.ElectionTicks) * rc.TickInterval / 2
+}
+
 // Report is one schedule's outcome.
 type Report struct {
-	Seed         uint64  `json:"seed"`
-	Kills        int     `json:"kills"`
-	Pauses       int     `json:"pauses"`
-	Ops          int     `json:"ops"`
-	OkOps        int     `json:"ok_ops"`
+	Seed       uint64 `json:"seed"`
+	Kills      int    `json:"kills"`
+	Pauses     int    `json:"pauses"`
+	Partitions int    `json:"partitions"`
+	Skews      int    `json:"skews"`
+	SlowDisks  int    `json:"slow_disks"`
+	Ops        int    `json:"ops"`
+	OkOps      int    `json:"ok_ops"`
+	// FinalReads is how many keys were read back after convergence; the
+	// reads are part of the checked history, so an acknowledged write they
+	// do not see is a linearizability violation.
+	FinalReads   int     `json:"final_reads"`
 	Linearizable bool    `json:"linearizable"`
 	CheckedOps   int     `json:"checked_ops"`
 	Converged    bool    `json:"converged"`
@@ -104,39 +126,97 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 		return fail(err)
 	}
 	defer os.RemoveAll(dir)
-	lcfg := launcher.DefaultConfig()
-	lcfg.Nodes, lcfg.DataDir, lcfg.BasePort, lcfg.Binary = c.Faults.Nodes, dir, c.BasePort, c.Binary
-	lc, err := launcher.NewCluster(lcfg)
-	if err != nil {
-		return fail(err)
+	lc, cl, err := startCluster(ctx, c, dir)
+	if lc != nil {
+		defer lc.Stop()
 	}
-	defer lc.Stop()
-	if err := lc.Start(ctx, nil); err != nil {
-		return fail(err)
-	}
-	var addrs []string
-	for i := 1; i <= lcfg.Nodes; i++ {
-		addrs = append(addrs, lcfg.Node(i).GRPCAddr)
-	}
-	ccfg := client.DefaultConfig()
-	ccfg.Addrs = addrs
-	cl, err := client.New(ccfg)
 	if err != nil {
 		return fail(err)
 	}
 	defer cl.Close()
-	if _, err := awaitReplicated(ctx, cl, time.Minute, false); err != nil {
-		return fail(fmt.Errorf("the cluster never reached 3 voters per range: %w", err))
-	}
 
+	steps := Plan(seed, c.Faults)
+	for _, s := range steps {
+		switch s.Kind {
+		case Kill:
+			rep.Kills++
+		case Pause:
+			rep.Pauses++
+		case Partition:
+			rep.Partitions++
+		case Skew:
+			rep.Skews++
+		case SlowDisk:
+			rep.SlowDisks++
+		}
+	}
 	rec := linearizability.NewRecorder()
 	keys := linearizability.Keys(c.Keys)
-	wctx, stop := context.WithCancel(ctx)
+	stop := runWorkload(ctx, c, seed, cl, rec, keys, &rep)
+	runErr := Run(ctx, steps, newLauncherTarget(lc), func(s Step) { logf("  seed %d: %s", seed, s) })
+	took, convErr := awaitReplicated(ctx, cl, c.ConvergeWithin, true)
+	stop()
+	if runErr != nil {
+		return fail(runErr)
+	}
+	// The last word on every key, after the workload: a lost acknowledged
+	// write makes the history unlinearizable through these reads.
+	if err := finalReads(ctx, cl, rec, c.Clients, keys); err != nil {
+		return fail(err)
+	}
+	rep.FinalReads = len(keys)
+	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
+	res := linearizability.Check(rec.History(), c.CheckTimeout)
+	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
+	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks; %d ops (%d ok), %d final reads; %s; ",
+		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
+	if convErr != nil {
+		rep.Verdict += "NOT converged: " + convErr.Error()
+	} else {
+		rep.Verdict += fmt.Sprintf("converged %.1f s after the last fault", rep.ConvergedSec)
+	}
+	return rep
+}
+
+// startCluster starts c's cluster under dir and waits for full
+// replication; the cluster is returned for stopping even with an error.
+func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Cluster, *client.Client, error) {
+	lcfg := launcher.DefaultConfig()
+	lcfg.Nodes, lcfg.DataDir, lcfg.BasePort, lcfg.Binary = c.Faults.Nodes, dir, c.BasePort, c.Binary
+	if slices.ContainsFunc(c.Faults.Kinds, Kind.Injected) {
+		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--enable-fault-injection")
+	}
+	lc, err := launcher.NewCluster(lcfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := lc.Start(ctx, nil); err != nil {
+		return lc, nil, err
+	}
+	ccfg := client.DefaultConfig()
+	for i := 1; i <= lcfg.Nodes; i++ {
+		ccfg.Addrs = append(ccfg.Addrs, lcfg.Node(i).GRPCAddr)
+	}
+	cl, err := client.New(ccfg)
+	if err != nil {
+		return lc, nil, err
+	}
+	if _, err := awaitReplicated(ctx, cl, time.Minute, false); err != nil {
+		cl.Close()
+		return lc, nil, fmt.Errorf("the cluster never reached 3 voters per range: %w", err)
+	}
+	return lc, cl, nil
+}
+
+// runWorkload starts c.Clients linearizability clients recording into rec
+// and counting into rep; the returned func stops them and waits.
+func runWorkload(ctx context.Context, c ChaosConfig, seed uint64, cl *client.Client, rec *linearizability.Recorder, keys []string, rep *Report) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	do := linearizability.ClientDo(wctx, cl)
 	for i := range c.Clients {
 		w := linearizability.NewClient(i, rec, keys, seed)
-		do := linearizability.ClientDo(wctx, cl)
 		wg.Go(func() {
 			for wctx.Err() == nil {
 				res := w.Step(do)
@@ -149,31 +229,25 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 			}
 		})
 	}
-	steps := Plan(seed, c.Faults)
-	for _, s := range steps {
-		if s.Kind == Kill {
-			rep.Kills++
-		} else {
-			rep.Pauses++
+	return func() { cancel(); wg.Wait() }
+}
+
+// finalReads reads every key once as client id, retrying a read that ends
+// without an answer (a read changes nothing, so retrying is safe).
+func finalReads(ctx context.Context, cl *client.Client, rec *linearizability.Recorder, id int, keys []string) error {
+	do := linearizability.ClientDo(ctx, cl)
+	for _, k := range keys {
+		var res linearizability.Reply
+		for range 5 {
+			if res = rec.Run(id, linearizability.GetInput(k), do); res.Outcome == linearizability.OutcomeOk {
+				break
+			}
+		}
+		if res.Outcome != linearizability.OutcomeOk {
+			return fmt.Errorf("final read of %s after recovery: %v", k, res.Err)
 		}
 	}
-	runErr := Run(ctx, steps, launcherTarget{lc}, func(s Step) { logf("  seed %d: %s", seed, s) })
-	took, convErr := awaitReplicated(ctx, cl, c.ConvergeWithin, true)
-	stop()
-	wg.Wait()
-	if runErr != nil {
-		return fail(runErr)
-	}
-	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
-	res := linearizability.Check(rec.History(), c.CheckTimeout)
-	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
-	rep.Verdict = fmt.Sprintf("%d kills, %d pauses; %d ops (%d ok); %s; ", rep.Kills, rep.Pauses, rep.Ops, rep.OkOps, res.Describe)
-	if convErr != nil {
-		rep.Verdict += "NOT converged: " + convErr.Error()
-	} else {
-		rep.Verdict += fmt.Sprintf("converged %.1f s after the last fault", rep.ConvergedSec)
-	}
-	return rep
+	return nil
 }
 
 // awaitReplicated polls the directory until every range has 3 voters and a
@@ -227,8 +301,16 @@ func replicatedErr(resp *tidekvpb.RangesResponse, strict bool) error {
 	return nil
 }
 
-// launcherTarget does faults to a launcher cluster's processes.
-type launcherTarget struct{ lc *launcher.Cluster }
+// launcherTarget does faults to a launcher cluster's processes: signals,
+// and partitions through each node's fault-injection endpoint.
+type launcherTarget struct {
+	lc   *launcher.Cluster
+	http *http.Client
+}
+
+func newLauncherTarget(lc *launcher.Cluster) launcherTarget {
+	return launcherTarget{lc: lc, http: &http.Client{Timeout: 5 * time.Second}}
+}
 
 func (t launcherTarget) Kill(i int) error { return t.lc.KillNode(i) }
 
@@ -246,4 +328,39 @@ func (t launcherTarget) signal(i int, sig syscall.Signal) error {
 		return fmt.Errorf("node %d is not running", i)
 	}
 	return p.Signal(sig)
+}
+
+func (t launcherTarget) Isolate(i int) error { return t.partition(i, "all") }
+func (t launcherTarget) Heal(i int) error    { return t.partition(i, "none") }
+
+func (t launcherTarget) partition(i int, peers string) error {
+	return SetPartition(t.http, t.lc.Config().Node(i).HTTPAddr, peers)
+}
+
+func (t launcherTarget) Skew(i int, d time.Duration) error {
+	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "skew?offset="+d.String())
+}
+
+func (t launcherTarget) SlowDisk(i int, d time.Duration) error {
+	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "disk?delay="+d.String())
+}
+
+// SetPartition asks the node serving HTTP at httpAddr (started with
+// --enable-fault-injection) to cut its Raft traffic with peers: "all",
+// "none" (heal) or node IDs like "2,3".
+func SetPartition(hc *http.Client, httpAddr, peers string) error {
+	return postFault(hc, httpAddr, "partition?peers="+url.QueryEscape(peers))
+}
+
+func postFault(hc *http.Client, httpAddr, what string) error {
+	resp, err := hc.Post("http://"+httpAddr+"/debug/faults/"+what, "", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fault %s at %s: %s: %s", what, httpAddr, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
 }

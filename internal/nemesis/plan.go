@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -14,28 +16,71 @@ const (
 	// Kill SIGKILLs the node and restarts it For later.
 	Kill Kind = iota
 	// Pause SIGSTOPs the node and continues it For later: a hung node
-	// that holds its connections open, as a partitioned one looks.
+	// that holds its connections open.
 	Pause
+	// Partition cuts the node's Raft traffic with every other node (both
+	// ways) and heals it For later; clients still reach it, so they see
+	// the minority side's refusals and timeouts. Needs nodes started with
+	// --enable-fault-injection.
+	Partition
+	// Skew offsets the clock the node's leases and closed timestamps read
+	// by Step.Amount and removes the offset For later (needs
+	// --enable-fault-injection). Both changes are steps of that clock.
+	Skew
+	// SlowDisk makes every sync of the node's engine wait Step.Amount,
+	// until For later (needs --enable-fault-injection).
+	SlowDisk
 )
 
+var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew", SlowDisk: "slow-disk"}
+
 func (k Kind) String() string {
-	if k == Pause {
-		return "pause"
+	if k < 0 || int(k) >= len(kindNames) {
+		return fmt.Sprintf("kind(%d)", int(k))
 	}
-	return "kill"
+	return kindNames[k]
+}
+
+// AllKinds is every fault kind, the default mix.
+func AllKinds() []Kind { return []Kind{Kill, Pause, Partition, Skew, SlowDisk} }
+
+// Injected reports whether kind k needs nodes started with
+// --enable-fault-injection.
+func (k Kind) Injected() bool { return k == Partition || k == Skew || k == SlowDisk }
+
+// ParseKinds reads a comma-separated list of kind names ("kill,partition").
+func ParseKinds(s string) ([]Kind, error) {
+	var out []Kind
+	for _, name := range strings.Split(s, ",") {
+		i := slices.Index(kindNames, strings.TrimSpace(name))
+		if i < 0 {
+			return nil, fmt.Errorf("nemesis: unknown fault %q (known: %s)", name, strings.Join(kindNames, ", "))
+		}
+		out = append(out, Kind(i))
+	}
+	return out, nil
 }
 
 // Step is one fault: at At after the start, node Node (1-based) is
-// killed or paused for For.
+// killed, paused, partitioned off, has its clock offset or its disk
+// slowed by Amount, for For.
 type Step struct {
-	At   time.Duration
-	Kind Kind
-	Node int
-	For  time.Duration
+	At     time.Duration
+	Kind   Kind
+	Node   int
+	For    time.Duration
+	Amount time.Duration // Skew: the clock offset; SlowDisk: the delay per sync
 }
 
 func (s Step) String() string {
-	return fmt.Sprintf("%v: %s node %d for %v", s.At.Round(time.Millisecond), s.Kind, s.Node, s.For)
+	what := s.Kind.String()
+	switch s.Kind {
+	case Skew:
+		what = fmt.Sprintf("skew (%+v)", s.Amount)
+	case SlowDisk:
+		what = fmt.Sprintf("slow disk (%v per sync)", s.Amount)
+	}
+	return fmt.Sprintf("%v: %s node %d for %v", s.At.Round(time.Millisecond), what, s.Node, s.For)
 }
 
 // Config shapes a plan. Durations are wall-clock.
@@ -44,19 +89,32 @@ type Config struct {
 	Duration time.Duration
 	// Interval is the time from one fault's start to the next's.
 	Interval time.Duration
-	// Down is how long a node stays killed or paused (< Interval, so at
-	// most one node is down at a time and every range keeps a quorum).
+	// Down is how long a fault lasts (< Interval, so at most one node is
+	// faulty at a time and every range keeps a quorum).
 	Down time.Duration
-	// PauseShare is the share (0..1) of faults that are pauses.
-	PauseShare float64
+	// Kinds are the faults a step picks from, uniformly; a kind listed
+	// twice is twice as likely.
+	Kinds []Kind
+	// MaxSkew bounds a skew step's offset, drawn uniformly in whole
+	// milliseconds from [-MaxSkew, MaxSkew]. Adding or removing an offset
+	// steps the clock, and a backward step makes a lease outlive its end in
+	// real time by the step, so chaos runs keep it below the lease's margin
+	// (ChaosConfig.Validate).
+	MaxSkew time.Duration
+	// DiskDelay is how long each sync of a slowed disk waits.
+	DiskDelay time.Duration
 	// Nodes is the number of nodes faults pick from.
 	Nodes int
 }
 
-// DefaultConfig is a fault every 8 s, down for 3 s, one in three a pause,
-// for a minute on 4 nodes.
+// DefaultConfig is a fault every 8 s, down for 3 s, every kind alike, for
+// a minute on 4 nodes. 3 s is past the 1 s election timeout, so a
+// partitioned leaseholder loses its leases. Skews are within ±250 ms, half
+// the lease's 500 ms margin under default Raft settings. A slowed disk
+// takes 100 ms per sync, a hundred times or more a healthy one's.
 func DefaultConfig() Config {
-	return Config{Duration: time.Minute, Interval: 8 * time.Second, Down: 3 * time.Second, PauseShare: 1.0 / 3, Nodes: 4}
+	return Config{Duration: time.Minute, Interval: 8 * time.Second, Down: 3 * time.Second, Kinds: AllKinds(),
+		MaxSkew: 250 * time.Millisecond, DiskDelay: 100 * time.Millisecond, Nodes: 4}
 }
 
 // Validate reports the first setting that cannot work, in one sentence.
@@ -70,8 +128,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nemesis: down time %v must be shorter than the interval %v (one node down at a time)", c.Down, c.Interval)
 	case c.Duration < c.Interval:
 		return fmt.Errorf("nemesis: duration %v is shorter than one interval %v", c.Duration, c.Interval)
-	case c.PauseShare < 0 || c.PauseShare > 1:
-		return fmt.Errorf("nemesis: pause share %v must be within 0..1", c.PauseShare)
+	case len(c.Kinds) == 0:
+		return errors.New("nemesis: no fault kinds to pick from")
+	case c.MaxSkew < 0 || c.DiskDelay < 0:
+		return errors.New("nemesis: max skew and disk delay must not be negative")
+	}
+	for _, k := range c.Kinds {
+		if k < 0 || int(k) >= len(kindNames) {
+			return fmt.Errorf("nemesis: unknown fault %v", k)
+		}
 	}
 	return nil
 }
@@ -83,11 +148,15 @@ func Plan(seed uint64, c Config) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x6e656d65))
 	var steps []Step
 	for at := c.Interval - c.Down; at+c.Down <= c.Duration; at += c.Interval {
-		k := Kill
-		if rng.Float64() < c.PauseShare {
-			k = Pause
+		st := Step{At: at, Kind: c.Kinds[rng.IntN(len(c.Kinds))], Node: 1 + rng.IntN(c.Nodes), For: c.Down}
+		switch st.Kind {
+		case Skew:
+			ms := int64(c.MaxSkew / time.Millisecond) // whole milliseconds read better in logs
+			st.Amount = time.Duration(rng.Int64N(2*ms+1)-ms) * time.Millisecond
+		case SlowDisk:
+			st.Amount = c.DiskDelay
 		}
-		steps = append(steps, Step{At: at, Kind: k, Node: 1 + rng.IntN(c.Nodes), For: c.Down})
+		steps = append(steps, st)
 	}
 	return steps
 }

@@ -31,16 +31,61 @@ func TestPlanIsSeededAndKeepsOneNodeDown(t *testing.T) {
 			t.Fatalf("step %v starts before %v ends: two nodes down", s, a[i-1])
 		}
 	}
-	var pauses int
+	counts := map[Kind]int{}
+	skews := map[bool]int{} // by sign
 	for seed := range uint64(50) {
 		for _, s := range Plan(seed, c) {
-			if s.Kind == Pause {
-				pauses++
+			counts[s.Kind]++
+			switch s.Kind {
+			case Skew:
+				skews[s.Amount > 0]++
+				if s.Amount < -c.MaxSkew || s.Amount > c.MaxSkew || s.Amount%time.Millisecond != 0 {
+					t.Fatalf("step %v: skew out of bounds", s)
+				}
+			case SlowDisk:
+				if s.Amount != c.DiskDelay {
+					t.Fatalf("step %v: want a delay of %v", s, c.DiskDelay)
+				}
+			default:
+				if s.Amount != 0 {
+					t.Fatalf("step %v has an amount", s)
+				}
 			}
 		}
 	}
-	if share := float64(pauses) / 350; share < 0.2 || share > 0.45 {
-		t.Fatalf("pause share over 50 plans %.2f, want about 1/3", share)
+	for _, k := range AllKinds() {
+		if share := float64(counts[k]) / 350; share < 0.1 || share > 0.3 {
+			t.Fatalf("%v share over 50 plans %.2f, want about 1/5", k, share)
+		}
+	}
+	if skews[true] < counts[Skew]/4 || skews[false] < counts[Skew]/4 {
+		t.Fatalf("skews ahead/behind: %v, want both", skews)
+	}
+	// Only the kinds asked for; a kind listed twice is twice as likely.
+	c.Kinds = []Kind{Kill, Kill, Partition}
+	counts = map[Kind]int{}
+	for seed := range uint64(50) {
+		for _, s := range Plan(seed, c) {
+			counts[s.Kind]++
+		}
+	}
+	if counts[Pause] != 0 || counts[Kill] < 2*counts[Partition]*3/4 || counts[Kill] > 2*counts[Partition]*5/4 {
+		t.Fatalf("kinds kill,kill,partition gave %v", counts)
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	got, err := ParseKinds("kill, partition,pause")
+	if err != nil || !reflect.DeepEqual(got, []Kind{Kill, Partition, Pause}) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk)`) {
+		t.Fatalf("an unknown kind: %v", err)
+	}
+	for _, k := range AllKinds() {
+		if back, err := ParseKinds(k.String()); err != nil || back[0] != k {
+			t.Fatalf("%v does not round-trip: %v %v", k, back, err)
+		}
 	}
 }
 
@@ -52,6 +97,11 @@ func TestConfigValidate(t *testing.T) {
 	c.Down = c.Interval
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "one node down at a time") {
 		t.Fatalf("down = interval: %v", err)
+	}
+	c = DefaultConfig()
+	c.Kinds = nil
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "no fault kinds") {
+		t.Fatalf("no kinds: %v", err)
 	}
 }
 
@@ -65,6 +115,26 @@ func (f *fakeTarget) Restart(_ context.Context, i int) error {
 }
 func (f *fakeTarget) Pause(i int) error  { f.log = append(f.log, fmt.Sprint("pause ", i)); return nil }
 func (f *fakeTarget) Resume(i int) error { f.log = append(f.log, fmt.Sprint("resume ", i)); return nil }
+
+// fakePartitioner also records partitions, skews and slow disks.
+type fakePartitioner struct{ fakeTarget }
+
+func (f *fakePartitioner) Isolate(i int) error {
+	f.log = append(f.log, fmt.Sprint("isolate ", i))
+	return nil
+}
+func (f *fakePartitioner) Heal(i int) error {
+	f.log = append(f.log, fmt.Sprint("heal ", i))
+	return nil
+}
+func (f *fakePartitioner) Skew(i int, d time.Duration) error {
+	f.log = append(f.log, fmt.Sprint("skew ", i, " ", d))
+	return nil
+}
+func (f *fakePartitioner) SlowDisk(i int, d time.Duration) error {
+	f.log = append(f.log, fmt.Sprint("disk ", i, " ", d))
+	return nil
+}
 
 func TestRunBringsEveryNodeBack(t *testing.T) {
 	steps := []Step{{At: 0, Kind: Kill, Node: 2, For: time.Millisecond}, {At: 5 * time.Millisecond, Kind: Pause, Node: 3, For: time.Millisecond}}
@@ -82,5 +152,39 @@ func TestRunBringsEveryNodeBack(t *testing.T) {
 	err := Run(ctx, []Step{{At: 0, Kind: Pause, Node: 1, For: time.Hour}}, f, nil)
 	if err == nil || strings.Join(f.log, ",") != "pause 1,resume 1" {
 		t.Fatalf("cancelled run: %v, did %v", err, f.log)
+	}
+}
+
+func TestRunInjectedFaults(t *testing.T) {
+	steps := []Step{{At: 0, Kind: Kill, Node: 1, For: time.Millisecond}, {At: 2 * time.Millisecond, Kind: Partition, Node: 4, For: time.Millisecond},
+		{At: 4 * time.Millisecond, Kind: Skew, Node: 2, For: time.Millisecond, Amount: -90 * time.Millisecond},
+		{At: 6 * time.Millisecond, Kind: SlowDisk, Node: 3, For: time.Millisecond, Amount: 100 * time.Millisecond}}
+	p := &fakePartitioner{}
+	if err := Run(context.Background(), steps, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(p.log, ","); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s,disk 3 100ms,disk 3 0s" {
+		t.Fatalf("did %s", got)
+	}
+	// A target that cannot partition, skew or slow a disk is refused
+	// before any fault.
+	for _, k := range []Kind{Partition, Skew, SlowDisk} {
+		f := &fakeTarget{}
+		err := Run(context.Background(), append(steps[:1:1], Step{At: time.Millisecond, Kind: k, Node: 1, For: time.Millisecond}), f, nil)
+		if err == nil || !strings.Contains(err.Error(), "cannot do "+k.String()) || len(f.log) != 0 {
+			t.Fatalf("%v plan on a kill/pause target: %v, did %v", k, err, f.log)
+		}
+	}
+}
+
+func TestChaosConfigKeepsSkewWithinTheLeaseMargin(t *testing.T) {
+	c := DefaultChaosConfig()
+	c.Binary = "tidekv"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Faults.MaxSkew = leaseMargin()
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "below the lease's 500ms margin") {
+		t.Fatalf("skew at the margin: %v", err)
 	}
 }

@@ -14,11 +14,53 @@ type Target interface {
 	Resume(i int) error
 }
 
+// Partitioner is a Target that can also cut a node off the network: Isolate
+// cuts node i's Raft traffic with every other node, Heal restores it.
+type Partitioner interface {
+	Isolate(i int) error
+	Heal(i int) error
+}
+
+// Skewer is a Target that can also offset a node's clock: Skew sets node
+// i's offset (0 removes it).
+type Skewer interface {
+	Skew(i int, d time.Duration) error
+}
+
+// DiskSlower is a Target that can also slow a node's disk: SlowDisk makes
+// each of node i's syncs wait d (0 restores it).
+type DiskSlower interface {
+	SlowDisk(i int, d time.Duration) error
+}
+
+// can reports whether t can do faults of kind k.
+func can(t Target, k Kind) bool {
+	var ok bool
+	switch k {
+	case Partition:
+		_, ok = t.(Partitioner)
+	case Skew:
+		_, ok = t.(Skewer)
+	case SlowDisk:
+		_, ok = t.(DiskSlower)
+	default:
+		ok = true
+	}
+	return ok
+}
+
 // Run carries out steps against t, each at its time after now, and calls
 // log before each. It returns when the last step has ended (its node
-// restarted or resumed), or with the first error; a node left down by a
-// cancelled ctx is brought back before returning.
+// restarted, resumed, healed, its clock or disk restored), or with the
+// first error; a node left down by a cancelled ctx is brought back before
+// returning. A plan with partitions, skews or slow disks needs a t that is
+// also a Partitioner, Skewer or DiskSlower; that is checked first.
 func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
+	for _, s := range steps {
+		if !can(t, s.Kind) {
+			return fmt.Errorf("nemesis: %s: this target cannot do %s faults", s, s.Kind)
+		}
+	}
 	start := time.Now()
 	for _, s := range steps {
 		if err := sleep(ctx, time.Until(start.Add(s.At))); err != nil {
@@ -36,8 +78,20 @@ func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
 
 func do(ctx context.Context, t Target, s Step) error {
 	down, up := t.Kill, func(i int) error { return t.Restart(context.WithoutCancel(ctx), i) }
-	if s.Kind == Pause {
+	switch s.Kind {
+	case Pause:
 		down, up = t.Pause, t.Resume
+	case Partition:
+		p := t.(Partitioner)
+		down, up = p.Isolate, p.Heal
+	case Skew:
+		sk := t.(Skewer)
+		down = func(i int) error { return sk.Skew(i, s.Amount) }
+		up = func(i int) error { return sk.Skew(i, 0) }
+	case SlowDisk:
+		sd := t.(DiskSlower)
+		down = func(i int) error { return sd.SlowDisk(i, s.Amount) }
+		up = func(i int) error { return sd.SlowDisk(i, 0) }
 	}
 	if err := down(s.Node); err != nil {
 		return err

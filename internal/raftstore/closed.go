@@ -75,7 +75,7 @@ func (r *Replica) checkRead(ctx context.Context, ro ReadOptions) error {
 		if ts == nil || r.applied.Load() < ts.index {
 			return err
 		}
-		if age := time.Duration(time.Now().UnixNano() - ts.at); age > ro.MaxStaleness {
+		if age := time.Duration(r.store.Now().UnixNano() - ts.at); age > ro.MaxStaleness {
 			err.Staleness = age
 			return err
 		}
@@ -104,7 +104,7 @@ func (s *Store) ClosedTimestamps(now time.Time) map[uint64][]*tidekvpb.ClosedTim
 		r.mu.Unlock()
 		// The lease may have lapsed while we took the lock; then the
 		// commit index read may miss another leader's writes.
-		if r.leaseExpiry.Load() <= time.Now().UnixNano() {
+		if r.leaseExpiry.Load() <= s.Now().UnixNano() {
 			continue
 		}
 		r.noteClosed(closedTS{index: commit, at: at})

@@ -54,7 +54,7 @@ func (r *Replica) refreshLeaseLocked() {
 		r.mu.leaseTerm = bs.GetTerm()
 		r.leaseIndex.Store(commit)
 	}
-	contact := r.quorumContactLocked(time.Now())
+	contact := r.quorumContactLocked(r.store.Now())
 	if contact.IsZero() {
 		r.leaseExpiry.Store(0)
 		return
@@ -106,7 +106,7 @@ func (r *Replica) quorumTimeLocked(voters []uint64, now time.Time) time.Time {
 // leaseCovers reports whether a read arriving now may be served locally.
 func (r *Replica) leaseCovers() bool {
 	exp := r.leaseExpiry.Load()
-	if exp == 0 || time.Now().UnixNano() >= exp {
+	if exp == 0 || r.store.Now().UnixNano() >= exp {
 		return false
 	}
 	idx := r.leaseIndex.Load()
@@ -119,7 +119,7 @@ const maxHeartbeatsInFlight = 64
 
 func (r *Replica) heartbeatSentLocked(peer uint64) {
 	if q := r.mu.heartbeatsSent[peer]; len(q) < maxHeartbeatsInFlight {
-		r.mu.heartbeatsSent[peer] = append(q, time.Now())
+		r.mu.heartbeatsSent[peer] = append(q, r.store.Now())
 	}
 }
 

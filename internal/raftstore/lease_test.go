@@ -51,3 +51,33 @@ func TestLateHeartbeatAnswerDoesNotRenewLease(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// A lease measures time on its leaseholder's clock alone (heartbeat send
+// times to now), so an offset of the clock, even an hour, neither keeps the
+// leaseholder from renewing its lease nor keeps the lease alive once the
+// answers stop. (A backward step of the clock while answers are missing
+// would stretch a lease by the step: see Clock.)
+func TestLeaseUnderClockOffset(t *testing.T) {
+	clock := &SkewClock{}
+	tc := newTestCluster(t, 3, func(c *Config) { c.Clock = clock })
+	tc.put("k", "v")
+	ld := tc.leader(testRangeID)
+	waitFor(t, ld.leaseCovers)
+	clock.Set(time.Hour)
+	if skew := time.Until(ld.store.Now()); skew < 59*time.Minute {
+		t.Fatalf("the store's clock is %v ahead, want an hour", skew)
+	}
+	waitFor(t, ld.leaseCovers)
+	tc.put("k", "v2")
+	if v, ok := tc.get("k"); !ok || v != "v2" {
+		t.Fatalf("read %q, %v under the offset, want v2", v, ok)
+	}
+	ld = tc.leader(testRangeID)
+	waitFor(t, ld.leaseCovers)
+	for _, id := range tc.nodes {
+		if id != ld.store.nodeID {
+			tc.net.SetCut(id, ld.store.nodeID, true)
+		}
+	}
+	waitFor(t, func() bool { return !ld.leaseCovers() })
+}

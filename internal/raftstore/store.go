@@ -39,6 +39,7 @@ type Store struct {
 	eng       storage.Engine
 	transport Transport
 	listener  Listener
+	clock     Clock
 	directory atomic.Pointer[directoryRef]
 
 	mu struct {
@@ -83,7 +84,10 @@ func NewStore(cfg Config, nodeID uint64, eng storage.Engine, t Transport, l List
 	s := &Store{
 		cfg: cfg, nodeID: nodeID, eng: eng, transport: t, listener: l,
 		wake: make(chan struct{}, 1), stopper: make(chan struct{}), done: make(chan struct{}),
-		snapSem: make(chan struct{}, cfg.MaxConcurrentSnapshotSends),
+		snapSem: make(chan struct{}, cfg.MaxConcurrentSnapshotSends), clock: cfg.Clock,
+	}
+	if s.clock == nil {
+		s.clock = systemClock{}
 	}
 	if cfg.SnapshotBytesPerSecond > 0 {
 		s.snapLimiter = newTokenBucket(cfg.SnapshotBytesPerSecond, snapshotBurst, time.Now)

@@ -105,7 +105,9 @@ var (
 // its reply is "ERR overloaded, retry after N ms".
 type OverloadedError struct{ RetryAfter time.Duration }
 
-func (e *OverloadedError) Error() string { return fmt.Sprintf("overloaded, retry after %v", e.RetryAfter) }
+func (e *OverloadedError) Error() string {
+	return fmt.Sprintf("overloaded, retry after %v", e.RetryAfter)
+}
 
 // Is makes errors.Is(err, ErrOverloaded) hold.
 func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded }

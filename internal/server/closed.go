@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
 
@@ -60,12 +63,12 @@ func (s *Server) ownLoad() *tidekvpb.NodeLoad {
 // pushClosed sends this round's messages, one per peer, without waiting; a
 // peer whose previous message is still on its way is skipped this round.
 func (s *Server) pushClosed(context.Context) {
-	byPeer := s.store.ClosedTimestamps(time.Now())
+	byPeer := s.store.ClosedTimestamps(s.store.Now())
 	load := s.ownLoad()
 	s.loads.note(load)
 	for _, n := range s.dir.list() {
 		peer := n.GetNodeId()
-		if peer == s.nodeID || n.GetGrpcAddr() == "" {
+		if peer == s.nodeID || n.GetGrpcAddr() == "" || s.cfg.Transport.Partition.Blocked(peer) {
 			continue
 		}
 		busy := s.pushing(peer)
@@ -102,6 +105,9 @@ func (s *Server) pushing(peer uint64) *atomic.Bool {
 func (a *adminService) PushClosedTimestamps(ctx context.Context, req *tidekvpb.ClosedTimestampsRequest) (*tidekvpb.ClosedTimestampsResponse, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
+	}
+	if a.s.cfg.Transport.Partition.Blocked(req.GetFromNodeId()) {
+		return nil, status.Error(codes.Unavailable, "cut off by an injected partition")
 	}
 	a.s.store.ApplyClosedTimestamps(req.GetClosed())
 	a.s.loads.note(req.GetLoad())

@@ -151,6 +151,11 @@ type Config struct {
 	// Gossip configures membership and failure detection; an empty
 	// Gossip.BindAddr turns it off (heartbeats alone then decide).
 	Gossip gossip.Config
+	// FaultInjection serves /debug/faults on the HTTP address (loopback
+	// callers only), through which chaos runs partition this node, skew
+	// its lease clock and slow its disk. Off by default: it lets anyone on
+	// the host do so.
+	FaultInjection bool
 }
 
 // DefaultConfig returns a configuration for a node of a local cluster;
@@ -248,6 +253,9 @@ func (c *Config) Validate() error {
 		if err := c.Redis.Validate(); err != nil {
 			return err
 		}
+	}
+	if c.FaultInjection && c.HTTPAddr == "" {
+		return errors.New("server: fault injection is served on the HTTP address, which is disabled")
 	}
 	return nil
 }

@@ -370,6 +370,10 @@ func (s *Server) httpHandler() http.Handler {
 	})
 	mux.HandleFunc("/ready", s.serveReady)
 	s.registerAPI(mux)
+	if s.faults != nil {
+		mux.Handle("/debug/faults", s.faults)
+		mux.Handle("/debug/faults/", s.faults)
+	}
 	mux.Handle("/", dashboard.Handler())
 	return mux
 }

@@ -57,6 +57,7 @@ type Server struct {
 	redis   *resp.Server
 	gateway *client.Client
 	grpcT   *transport.GRPC
+	faults  http.Handler // nil unless Config.FaultInjection
 	sec     *nodeSecurity
 	metrics *metrics
 	adm     *admission.Controller
@@ -106,6 +107,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Raft.SnapshotDir == "" {
 		cfg.Raft.SnapshotDir = filepath.Join(cfg.DataDir, "snapshots")
 	}
+	var faults http.Handler
+	if cfg.FaultInjection {
+		faults = injectFaults(&cfg)
+	}
 	sec, err := loadSecurity(cfg.Security)
 	if err != nil {
 		return nil, err
@@ -122,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	s := &Server{
-		cfg: cfg, eng: eng, dir: newDirectory(eng), sec: sec,
+		cfg: cfg, eng: eng, dir: newDirectory(eng), sec: sec, faults: faults,
 		conns:   map[string]*grpc.ClientConn{},
 		reports: make(chan *tidekvpb.RangeDescriptor, 1024),
 		stopper: make(chan struct{}),

@@ -43,6 +43,10 @@ type PebbleOptions struct {
 	// stderr; fatal errors still terminate the process either way, as Pebble
 	// requires.
 	VerboseLogging bool
+
+	// FS is the filesystem the engine's files live on; nil is the OS's.
+	// Fault injection passes one that can be made slow (SlowDisk).
+	FS vfs.FS
 }
 
 // DefaultPebbleOptions returns the options TideKV runs with unless
@@ -95,6 +99,7 @@ func (o PebbleOptions) pebbleOptions() *pebble.Options {
 		// binary agrees on the SST table format, so WriteSST output from one
 		// node ingests on any other.
 		FormatMajorVersion: pebble.FormatNewest,
+		FS:                 o.FS,
 	}
 	if o.VerboseLogging {
 		po.Logger = pebble.DefaultLogger

@@ -1,7 +1,8 @@
 // Package transport carries Raft traffic between nodes: batched message
 // streams (one per node pair and direction) and snapshot streams of SST
 // bytes. GRPC is the real implementation; Mem is an in-process twin with
-// partitions for tests.
+// partitions for tests. A Partition (Config.Partition) gives GRPC
+// partitions too, for chaos runs against real processes.
 //
 // Both can emulate a WAN for tests and benchmarks of geo-distributed
 // localities: a Delays table (Config.Delays, MemNetwork.SetDelays) gives a

@@ -43,6 +43,10 @@ type Config struct {
 	// queue, so QueueSize must cover message rate × delay. One table may be
 	// shared by every node's transport. nil costs nothing.
 	Delays *Delays
+	// Partition, if set, loses traffic to and from the peers it cuts (fault
+	// injection; the server sets it only with fault injection on). nil
+	// costs nothing.
+	Partition *Partition
 	// Credentials secure connections to other nodes (TLS with this node's
 	// certificate, which the peer checks); nil dials plaintext.
 	Credentials credentials.TransportCredentials
@@ -123,8 +127,12 @@ func (t *GRPC) Stop() {
 	})
 }
 
-// Send queues m for its destination without blocking.
+// Send queues m for its destination without blocking. A message to a cut
+// peer is lost on the wire: the sender is not told, as in a real partition.
 func (t *GRPC) Send(m *tidekvpb.RaftMessage) bool {
+	if t.cfg.Partition.Blocked(m.GetToNodeId()) {
+		return true
+	}
 	q := t.queue(m.GetToNodeId())
 	select {
 	case q.ch <- queued{m: m, due: t.cfg.Delays.dueTime(m.GetFromNodeId(), m.GetToNodeId())}:
@@ -282,6 +290,9 @@ func (t *GRPC) RaftStream(stream tidekvpb.Raft_RaftStreamServer) error {
 			continue
 		}
 		for _, m := range b.GetMessages() {
+			if t.cfg.Partition.Blocked(m.GetFromNodeId()) {
+				continue
+			}
 			h.HandleRaftMessage(m)
 		}
 	}
@@ -291,6 +302,9 @@ func (t *GRPC) RaftStream(stream tidekvpb.Raft_RaftStreamServer) error {
 // stream starts the pair's one-way delay late, shifting its arrival as a
 // whole (chunks are pipelined, so one wait is the same as one per chunk).
 func (t *GRPC) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, sst io.Reader) error {
+	if t.cfg.Partition.Blocked(header.GetToNodeId()) {
+		return errPartitioned(header.GetToNodeId())
+	}
 	if err := sleepCtx(ctx, t.cfg.Delays.Get(header.GetFromNodeId(), header.GetToNodeId())); err != nil {
 		return err
 	}
@@ -344,6 +358,9 @@ func (t *GRPC) Snapshot(stream tidekvpb.Raft_SnapshotServer) error {
 	}
 	if first.GetHeader() == nil {
 		return stream.SendAndClose(&tidekvpb.SnapshotResponse{Error: "first chunk carries no header"})
+	}
+	if from := first.GetHeader().GetFromNodeId(); t.cfg.Partition.Blocked(from) {
+		return errPartitioned(from)
 	}
 	pr, pw := io.Pipe()
 	go func() {
