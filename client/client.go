@@ -196,7 +196,13 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			actx, cancel = context.WithCancel(ctx)
 		}
 		sent := true
-		if !r.idempotent && !waitReady(actx, nc, c.cfg.DialTimeout) {
+		if hint, refused := nc.peer.throttled(); refused && !r.anyNode {
+			// The node is overloaded and this client already has as many
+			// requests in flight to it as it may: refused here, as the
+			// node would, without costing it anything.
+			sent = false
+			err = overloadedHere(hint)
+		} else if !r.idempotent && !waitReady(actx, nc, c.cfg.DialTimeout) {
 			// Not connected, so nothing was sent: safe to try elsewhere.
 			sent = false
 			err = status.Errorf(codes.Unavailable, "cannot connect to %s", target)
@@ -310,6 +316,9 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			lastSentinel = ErrOverloaded
 			hint := time.Duration(d.GetRetryAfterMs()) * time.Millisecond
 			nc.peer.shed(monoNow(), hint)
+			if sent {
+				nc.peer.cut(monoNow(), d.GetAdmitShare(), hint)
+			}
 			if c.cfg.FailFastOnOverload && !r.anyNode {
 				return &OverloadedError{Op: r.op, RetryAfter: hint, Reason: st.Message()}
 			}
@@ -458,6 +467,7 @@ func (c *Client) readFailover(class errClass, d *tidekvpb.ErrorDetail, r *rpc, e
 		return ErrUnavailable, true
 	case classOverloaded:
 		nc.peer.shed(now, time.Duration(d.GetRetryAfterMs())*time.Millisecond)
+		nc.peer.cut(now, d.GetAdmitShare(), time.Duration(d.GetRetryAfterMs())*time.Millisecond)
 		return ErrOverloaded, true
 	case classUnavailable, classTransport:
 		c.markDown(nc, 0)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"sync"
@@ -942,5 +943,45 @@ func TestChangeReplicasResolvesAmbiguity(t *testing.T) {
 	d, err = cl.ChangeReplicas(ctx, 1, 4, 3)
 	if err != nil || !hasLayout(d, 4, 3) {
 		t.Fatalf("change lost before it ran: %v %v, want it made again", d, err)
+	}
+}
+
+// An overloaded node's refusal narrows the client's window of requests in
+// flight to it; requests over the window are refused in the client;
+// successes widen it back until it is unbounded again.
+func TestOverloadWindow(t *testing.T) {
+	var p peerStats
+	now := int64(time.Hour)
+	if _, refused := p.throttled(); refused {
+		t.Fatal("a fresh peer has a window")
+	}
+	p.inflight.Store(40)
+	p.cut(now, 0.25, 30*time.Millisecond)
+	if hint, refused := p.throttled(); !refused || hint != 30*time.Millisecond {
+		t.Fatalf("40 in flight after a cut to 10: refused=%v hint=%v", refused, hint)
+	}
+	p.cut(now+int64(time.Millisecond), 0.25, 0) // within a round trip: one cut only
+	if w := math.Float64frombits(p.window.Load()); w != 10 {
+		t.Fatalf("window %v, want 40 x 0.25", w)
+	}
+	p.inflight.Store(9)
+	if _, refused := p.throttled(); refused {
+		t.Fatal("9 in flight refused under a window of 10")
+	}
+	p.inflight.Store(6)
+	p.cut(now+int64(time.Second), 0, 0) // unknown share: halves what is in flight
+	if w := math.Float64frombits(p.window.Load()); w != minWindow {
+		t.Fatalf("window %v, want max(minWindow, 6 x 0.5)", w)
+	}
+	for range 200 {
+		p.widen()
+	}
+	if w := math.Float64frombits(p.window.Load()); w < 15 || w > 25 {
+		t.Fatalf("window %v after 200 successes, want about 20 (growth 1/window each)", w)
+	}
+	p.window.Store(math.Float64bits(maxWindow - 1e-6))
+	p.widen()
+	if _, refused := p.throttled(); refused || p.window.Load() != 0 {
+		t.Fatal("a window grown to maxWindow still bounds")
 	}
 }

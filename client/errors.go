@@ -163,3 +163,13 @@ func (e *OverloadedError) Error() string { return "tidekv: " + e.Op + ": " + e.R
 
 // Is makes errors.Is(err, ErrOverloaded) hold.
 func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded }
+
+// overloadedHere is the refusal the client gives itself for a node whose
+// window of requests in flight is full (peerStats.throttled): the same
+// status as the node's, so it is retried, failed over or returned the same
+// way.
+func overloadedHere(hint time.Duration) error {
+	st, _ := status.New(codes.ResourceExhausted, fmt.Sprintf("node overloaded (refused by the client: it has as many requests in flight to the node as the node's refusals allow), retry after %v", hint)).
+		WithDetails(&tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED, RetryAfterMs: uint32(max(hint.Milliseconds(), 1))})
+	return st.Err()
+}

@@ -74,6 +74,61 @@ type peerStats struct {
 	lastProgress atomic.Int64 // lastReply, or later when it went busy
 	penaltyUntil atomic.Int64 // mono ns; excluded from replica choice until then
 	strikes      atomic.Int32 // failures since the last success
+	// window bounds the KV requests kept in flight to the node (float64
+	// bits; 0: unbounded), as TCP's congestion window bounds bytes: a
+	// refusal from the overloaded node cuts it to what was in flight times
+	// the share the node admits, and every success widens it by 1/window.
+	// Requests over it are refused here. Beyond what a node can read, the
+	// excess waits in front of it, where the node cannot see it, and
+	// refusing costs the node as much as serving a cached read, so only the
+	// client can keep that queue short.
+	window    atomic.Uint64
+	cutAt     atomic.Int64 // mono ns of the last cut: one per round trip
+	shareHint atomic.Int64 // the retry hint of the last refusal, ns
+}
+
+const (
+	minWindow = 4
+	// maxWindow: a window grown back this far means no bound again.
+	maxWindow = 1 << 16
+)
+
+// cut narrows the window after the node refused a request as overloaded,
+// admitting share of its requests (0: unknown, taken as a half).
+func (p *peerStats) cut(now int64, share float64, hint time.Duration) {
+	p.shareHint.Store(int64(hint))
+	if now-p.cutAt.Load() < max(p.rtt.Load(), int64(10*time.Millisecond)) {
+		return
+	}
+	p.cutAt.Store(now)
+	if share <= 0 || share >= 1 {
+		share = 0.5
+	}
+	base := float64(p.inflight.Load())
+	if w := math.Float64frombits(p.window.Load()); w > 0 {
+		base = min(base, w)
+	}
+	p.window.Store(math.Float64bits(max(minWindow, base*share)))
+}
+
+// widen grows the window after a success.
+func (p *peerStats) widen() {
+	old := p.window.Load()
+	w := math.Float64frombits(old)
+	if w == 0 {
+		return
+	}
+	if w += 1 / w; w >= maxWindow {
+		w = 0
+	}
+	p.window.CompareAndSwap(old, math.Float64bits(w)) // a lost update only delays growth
+}
+
+// throttled reports whether a new request would exceed the window, with
+// the node's last retry hint.
+func (p *peerStats) throttled() (time.Duration, bool) {
+	w := math.Float64frombits(p.window.Load())
+	return time.Duration(p.shareHint.Load()), w > 0 && float64(p.inflight.Load()) >= w
 }
 
 // observe folds one round trip into the average with weight 1/4: one
@@ -174,6 +229,7 @@ func (p *peerStats) interceptor(addr string, latency func(string) time.Duration)
 				p.lastProgress.Store(end)
 				if err == nil {
 					p.succeeded()
+					p.widen()
 				}
 			}
 		}

@@ -579,7 +579,12 @@ type ErrorDetail struct {
 	// The node's current descriptor of the range that covers the key, if any.
 	Range *RangeDescriptor `protobuf:"bytes,4,opt,name=range,proto3" json:"range,omitempty"`
 	// For OVERLOADED: how long to wait before retrying.
-	RetryAfterMs  uint32 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	RetryAfterMs uint32 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// For OVERLOADED: the share of new requests the node admits now, in
+	// (0,1]. Clients send it no more than that share until it recovers, so
+	// that the excess is refused before it costs the node anything
+	// (docs/admission.md). 0: not given.
+	AdmitShare    float64 `protobuf:"fixed64,6,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -645,6 +650,13 @@ func (x *ErrorDetail) GetRange() *RangeDescriptor {
 func (x *ErrorDetail) GetRetryAfterMs() uint32 {
 	if x != nil {
 		return x.RetryAfterMs
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetAdmitShare() float64 {
+	if x != nil {
+		return x.AdmitShare
 	}
 	return 0
 }
@@ -4803,14 +4815,16 @@ const file_tidekv_proto_rawDesc = "" +
 	"redis_addr\x18\x05 \x01(\tR\tredisAddr\x12\x1a\n" +
 	"\bdraining\x18\x06 \x01(\bR\bdraining\x12\x1f\n" +
 	"\vgossip_addr\x18\a \x01(\tR\n" +
-	"gossipAddr\"\xd0\x01\n" +
+	"gossipAddr\"\xf1\x01\n" +
 	"\vErrorDetail\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.tidekv.ErrorKindR\x04kind\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x1f\n" +
 	"\vleader_addr\x18\x03 \x01(\tR\n" +
 	"leaderAddr\x12-\n" +
 	"\x05range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\x05range\x12$\n" +
-	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs\"2\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs\x12\x1f\n" +
+	"\vadmit_share\x18\x06 \x01(\x01R\n" +
+	"admitShare\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"w\n" +

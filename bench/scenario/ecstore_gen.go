@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
 )
 
 // ecsOp is one request: a read or a write of key.
@@ -118,65 +119,84 @@ func ecsSchedule(ctx context.Context, nodes int, rate float64, d time.Duration, 
 	snd.wait()
 }
 
-// ecsGRPC sends each request as its own unary call on one of a node's
-// connections, at most ecsMaxOutstanding per node.
-type ecsGRPC struct {
+// ecsCalls sends each request as its own call (a raw gRPC call or one of
+// the Go client's), at most ecsMaxOutstanding per node.
+type ecsCalls struct {
 	ctx         context.Context
-	kv          [][]tidekvpb.KVClient
-	value       []byte
+	call        ecsCall
 	rec         *ecsRecorder
 	outstanding []atomic.Int64
-	next        atomic.Uint64
 	wg          sync.WaitGroup
 }
 
-func newECSGRPC(ctx context.Context, conns [][]*grpc.ClientConn, value []byte, rec *ecsRecorder) *ecsGRPC {
-	g := &ecsGRPC{ctx: ctx, value: value, rec: rec, outstanding: make([]atomic.Int64, len(conns))}
-	for _, nc := range conns {
-		var kvs []tidekvpb.KVClient
-		for _, cc := range nc {
-			kvs = append(kvs, tidekvpb.NewKVClient(cc))
-		}
-		g.kv = append(g.kv, kvs)
-	}
-	return g
+// ecsCall sends op to node n.
+type ecsCall func(ctx context.Context, n int, op ecsOp) error
+
+func newECSCalls(ctx context.Context, nodes int, call ecsCall, rec *ecsRecorder) *ecsCalls {
+	return &ecsCalls{ctx: ctx, call: call, rec: rec, outstanding: make([]atomic.Int64, nodes)}
 }
 
-func (g *ecsGRPC) issue(n int, op ecsOp, sched time.Time) bool {
+func (g *ecsCalls) issue(n int, op ecsOp, sched time.Time) bool {
 	if g.outstanding[n].Load() >= ecsMaxOutstanding {
 		return false
 	}
 	g.outstanding[n].Add(1)
-	kv := g.kv[n][g.next.Add(1)%uint64(len(g.kv[n]))]
 	g.wg.Go(func() {
 		defer g.outstanding[n].Add(-1)
 		ctx, cancel := context.WithDeadline(g.ctx, sched.Add(ecsTimeout))
 		defer cancel()
 		sent := time.Now()
-		err := g.call(ctx, kv, op)
+		err := g.call(ctx, n, op)
 		o, text := ecsClassify(err)
 		g.rec.record(sched, sent, o, text)
 	})
 	return true
 }
 
-func (g *ecsGRPC) call(ctx context.Context, kv tidekvpb.KVClient, op ecsOp) error {
-	if op.write {
-		_, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: op.key, Value: g.value})
+func (g *ecsCalls) wait() { g.wg.Wait() }
+
+// ecsRawCall sends raw gRPC calls, round robin over a node's connections:
+// a client that knows nothing of admission.
+func ecsRawCall(conns [][]*grpc.ClientConn, value []byte) ecsCall {
+	var kv [][]tidekvpb.KVClient
+	for _, nc := range conns {
+		var kvs []tidekvpb.KVClient
+		for _, cc := range nc {
+			kvs = append(kvs, tidekvpb.NewKVClient(cc))
+		}
+		kv = append(kv, kvs)
+	}
+	var next atomic.Uint64
+	return func(ctx context.Context, n int, op ecsOp) error {
+		c := kv[n][next.Add(1)%uint64(len(kv[n]))]
+		if op.write {
+			_, err := c.Put(ctx, &tidekvpb.PutRequest{Key: op.key, Value: value})
+			return err
+		}
+		_, err := c.Get(ctx, &tidekvpb.GetRequest{Key: op.key, ReadMode: tidekvpb.ReadMode_ANY})
 		return err
 	}
-	_, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: op.key, ReadMode: tidekvpb.ReadMode_ANY})
-	return err
 }
 
-func (g *ecsGRPC) wait() { g.wg.Wait() }
+// ecsClientCall sends through the Go client, which routes to the key's
+// leaseholder (node n, by construction) and keeps to the share of
+// requests an overloaded node admits.
+func ecsClientCall(cl *client.Client, value []byte) ecsCall {
+	return func(ctx context.Context, _ int, op ecsOp) error {
+		if op.write {
+			return cl.Put(ctx, op.key, value)
+		}
+		_, err := cl.Get(ctx, op.key)
+		return err
+	}
+}
 
 // ecsClassify sorts a gRPC answer.
 func ecsClassify(err error) (ecsOutcome, string) {
 	switch {
 	case err == nil:
 		return ecsOK, ""
-	case ecsOverloaded(err):
+	case errors.Is(err, client.ErrOverloaded) || ecsOverloaded(err):
 		return ecsRejected, ""
 	case status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
 		return ecsTimedOut, ""
@@ -348,6 +368,10 @@ func ecsCalibrate(ctx context.Context, d time.Duration, workers int, nodes int, 
 				for ctx.Err() == nil && time.Now().Before(end) {
 					if do(n, w, choose(n, r)) == nil {
 						ok.Add(1)
+					} else {
+						// A refused worker waits as a polite client would, so
+						// that refusals do not eat what it measures.
+						time.Sleep(5 * time.Millisecond)
 					}
 				}
 			})

@@ -17,15 +17,19 @@ func ecsReport(out io.Writer, steps []ecsStep, pinned bool, step, calib time.Dur
 	}
 	fmt.Fprintf(out, "%d `tidekv server` processes (replication factor 3, Pebble, `--max-inflight %d`); %s. "+
 		"Each node is sent Zipf(%.1f) requests over the third of %d keys (%d B values) whose lease it holds: reads "+
-		"(gRPC Get in ANY mode, Redis GET), writes (Put, SET) and a 50/50 mix. Peak = closed-loop goodput with %d "+
-		"workers per node for %v; each step offers a multiple of it open-loop for %v, no retries, %v timeout "+
+		"(gRPC Get in ANY mode, Redis GET), writes (Put, SET) and a 50/50 mix. Protocols: grpc = raw unary calls that ignore admission; "+
+		"client = the Go client (MaxAttempts 2, FailFastOnOverload: no retries, but its window of requests in flight per node); "+
+		"resp = the Redis protocol. Peak = closed-loop goodput with %d "+
+		"workers per node for %v (a refused worker waits 5 ms; raw gRPC for grpc and client, RESP for resp); each step offers a multiple of it open-loop for %v, no retries, %v timeout "+
 		"(gRPC: one call per request on %d connections per node; RESP: a pool of %d connections per node, one request on each at a time, "+
 		"requests due while all are busy queue in the generator). "+
 		"p99 \"from send\" counts from the moment the request left the generator, \"from schedule\" from when it was due. "+
+		"Node columns are the extreme over nodes of samples every 250 ms: the admitted share, the median queueing delay of an admission window "+
+		"(gRPC requests, from header read to start), the scheduler's median run-queue latency, requests in flight, memory. "+
 		"Mode count-only is `--admission-target 0`: the in-flight bound alone.\n\n",
 		ecsNodes, ecsMaxInflight, where, ecsZipfS, ecsKeys, ecsValueSize, ecsWorkers, calib, step, ecsTimeout, ecsConnsPerNode, ecsRESPConns)
-	fmt.Fprintf(out, "| mode | proto | workload | × peak | offered/node/s | served/s | goodput %% of peak | refused | dropped | timeouts+errors | p99 served from send ms | p99 from schedule ms | p99 refusal ms | min admit share | peak in flight | peak RSS MiB | peak heap MiB | peak goroutines |\n")
-	fmt.Fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(out, "| mode | proto | workload | × peak | offered/node/s | served/s | goodput %% of peak | refused | dropped | timeouts+errors | p99 served from send ms | p99 from schedule ms | p99 refusal ms | min admit share | peak window delay ms | peak sched latency ms | peak in flight | peak RSS MiB | peak heap MiB | peak goroutines |\n")
+	fmt.Fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, st := range steps {
 		off := float64(st.offered)
 		pct := func(n int64) string {
@@ -35,11 +39,11 @@ func ecsReport(out io.Writer, steps []ecsStep, pinned bool, step, calib time.Dur
 			return fmt.Sprintf("%.1f%%", 100*float64(n)/off)
 		}
 		served := float64(st.ok) / st.elapsed.Seconds()
-		fmt.Fprintf(out, "| %s | %s | %s | %.1f | %s | %s | %.0f%% | %s | %s | %s | %s | %s | %s | %.2f | %d | %.0f | %.0f | %.0f |\n",
+		fmt.Fprintf(out, "| %s | %s | %s | %.1f | %s | %s | %.0f%% | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %d | %.0f | %.0f | %.0f |\n",
 			st.mode, st.proto, st.workload, st.multiple, lrThousands(st.ratePerNode), lrThousands(served),
 			100*served/(st.peak*ecsNodes), pct(st.rejected), pct(st.dropped), pct(st.timeouts+st.other),
 			lrMs(lrQuantile(st.svc, 0.99)), lrMs(lrQuantile(st.lat, 0.99)), lrMs(lrQuantile(st.rej, 0.99)),
-			st.minShare, st.peakInflight, st.peakRSS/(1<<20), st.peakHeap/(1<<20), st.peakGoroutines)
+			st.minShare, lrMs(st.peakDelay), lrMs(st.peakSched), st.peakInflight, st.peakRSS/(1<<20), st.peakHeap/(1<<20), st.peakGoroutines)
 	}
 	fmt.Fprintf(out, "\nTargets at 1.5× and 3× the peak: served p99 from send ≤ %v, refusals' p99 ≤ %v, goodput at 3× ≥ 90%% of the peak.\n\n",
 		ecsP99Target, ecsRefusalTarget)

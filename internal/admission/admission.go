@@ -226,6 +226,14 @@ func (c *Controller) Admit(p Priority, arrival time.Time, gated bool) error {
 	return nil
 }
 
+// Observe measures the queueing delay of a request admitted without
+// Admit's delay check (one that refusing would not relieve).
+func (c *Controller) Observe(arrival time.Time) {
+	if c.cfg.Target > 0 {
+		c.measure(max(c.now().Sub(arrival), 0))
+	}
+}
+
 // Done ends a request Admit admitted.
 func (c *Controller) Done(p Priority) {
 	if p == Background {

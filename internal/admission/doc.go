@@ -15,13 +15,14 @@
 //     median above Target, or a scheduler run queue that long, means the
 //     node is overloaded.
 //   - While overloaded, a gate at arrival admits only a share of new
-//     foreground requests (multiplicative decrease each overloaded
-//     interval, additive increase each good one), refusing the rest before
-//     their payload is read: a refusal costs far less than a service, so the
-//     node's CPU goes to the requests it admits. Requests already past the
-//     gate that have waited longer than Target are refused when their work
-//     would start (they are likely past their caller's patience), and any
-//     request that waited longer than Interval is refused at any time.
+//     normal requests (multiplicative decrease each overloaded interval,
+//     additive increase each good one), refusing the rest before their
+//     payload is read. Requests already past the gate that have waited
+//     longer than Target are refused when their work would start (they
+//     are likely past their caller's patience), and any request that
+//     waited longer than Interval is refused at any time. The server
+//     applies both to writes only: a refused write saves its Raft round,
+//     while refusing a cached read costs the node as much as serving it.
 //   - Background requests are refused whenever the node is overloaded and
 //     may hold only a share of the in-flight slots; node-internal work
 //     (Raft messages, leases, heartbeats, snapshots, admin calls) never

@@ -20,11 +20,23 @@ import (
 // arrival, priority and gate outcome were recorded by arrive for gRPC
 // requests; in-process ones (Redis commands) carry none and pass the gate
 // here.
-func (s *Server) admit(ctx context.Context) (func(), error) {
+//
+// Reads are measured but never shed by delay, only bounded by the in-flight
+// cap: a refusal costs a node as much as serving a cached read (25 µs of
+// CPU each over gRPC, docs/admission.md), so refusing reads frees nothing
+// and only loses them. Writes are shed: a refused write saves its Raft
+// round, its fsyncs and its replication.
+func (s *Server) admit(ctx context.Context, read bool) (func(), error) {
 	if !s.ready.Load() {
 		return nil, s.toStatus(raftstore.ErrStopped)
 	}
 	at, p, gated := admission.ArrivalOf(ctx)
+	if read {
+		if !at.IsZero() {
+			s.adm.Observe(at)
+		}
+		at, gated = time.Time{}, true
+	}
 	if err := s.adm.Admit(p, at, gated); err != nil {
 		return nil, refused(err)
 	}
@@ -33,10 +45,10 @@ func (s *Server) admit(ctx context.Context) (func(), error) {
 }
 
 // arrive is the gRPC server's first look at a request: its header has been
-// read, its payload not yet. KV requests are stamped with their arrival and
-// pass the admission gate here, so that a node that is shedding refuses
-// them before it spends anything on them. Other services (Raft, admin) are
-// never refused here.
+// read, its payload not yet. KV requests are stamped with their arrival;
+// writes pass the admission gate here, so that a node that is shedding
+// refuses them before it spends anything on them. Other services (Raft,
+// admin) are never refused here.
 func (s *Server) arrive(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if !strings.HasPrefix(info.FullMethodName, "/tidekv.KV/") {
 		return ctx, nil
@@ -45,10 +57,17 @@ func (s *Server) arrive(ctx context.Context, info *tap.Info) (context.Context, e
 	if v := info.Header.Get(client.PriorityHeader); len(v) > 0 && v[0] == tidekvpb.Priority_PRIORITY_BACKGROUND.String() {
 		p = admission.Background
 	}
-	if err := s.adm.Gate(p); err != nil {
-		return ctx, refused(err)
+	if !readMethods[info.FullMethodName] {
+		if err := s.adm.Gate(p); err != nil {
+			return ctx, refused(err)
+		}
 	}
 	return admission.WithArrival(ctx, time.Now(), p, true), nil
+}
+
+// readMethods are the KV methods that only read.
+var readMethods = map[string]bool{
+	tidekvpb.KV_Get_FullMethodName: true, tidekvpb.KV_Scan_FullMethodName: true, tidekvpb.KV_BatchGet_FullMethodName: true,
 }
 
 // refused renders an admission refusal as OVERLOADED with its retry hint.
@@ -58,7 +77,7 @@ func refused(err error) error {
 		return err
 	}
 	return withDetail(codes.ResourceExhausted, r.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED,
-		RetryAfterMs: uint32(max(r.RetryAfter.Milliseconds(), 1))})
+		RetryAfterMs: uint32(max(r.RetryAfter.Milliseconds(), 1)), AdmitShare: r.Share})
 }
 
 // observeQueueDelay records one measured request's queueing delay.

@@ -44,10 +44,10 @@ func windows(s *Server, clk *manualClock, n int, sched time.Duration) {
 	}
 }
 
-// An overloaded node refuses a share of new gRPC and Redis requests at
-// once, with a reason and a retry hint, refuses background requests
-// outright, keeps serving admin calls, and admits everything again once
-// its queue is short.
+// An overloaded node refuses a share of new gRPC and Redis writes at once,
+// with a reason and a retry hint, refuses background writes outright,
+// keeps serving reads (refusing one costs as much as serving it) and admin
+// calls, and admits everything again once its queue is short.
 func TestAdmissionShedsByDelay(t *testing.T) {
 	clk := &manualClock{t: time.Unix(1000, 0)}
 	tc := startClusterWith(t, 1, func(c *Config) {
@@ -68,7 +68,7 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 	}
 	var admitted, shed int
 	for range 200 {
-		_, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k")})
+		_, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: []byte("k"), Value: []byte("v")})
 		if err == nil {
 			admitted++
 			continue
@@ -89,9 +89,18 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 	// Background work is refused whatever the draw.
 	bg := client.WithPriority(ctx, tidekvpb.Priority_PRIORITY_BACKGROUND)
 	for range 20 {
-		_, err := kv.Get(bg, &tidekvpb.GetRequest{Key: []byte("k")})
+		_, err := kv.Put(bg, &tidekvpb.PutRequest{Key: []byte("k"), Value: []byte("v")})
 		if !strings.Contains(status.Convert(err).Message(), "background requests wait") {
-			t.Fatalf("background get on an overloaded node: %v", err)
+			t.Fatalf("background put on an overloaded node: %v", err)
+		}
+	}
+	// Reads are served.
+	for range 50 {
+		if _, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k")}); err != nil {
+			t.Fatalf("get on an overloaded node: %v", err)
+		}
+		if _, err := rdbGet(ctx, s); err != nil {
+			t.Fatalf("redis GET on an overloaded node: %v", err)
 		}
 	}
 
@@ -132,10 +141,21 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 		t.Fatalf("after 9 good windows: %+v", st)
 	}
 	for range 50 {
-		if _, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k")}); err != nil {
-			t.Fatalf("get after recovery: %v", err)
+		if _, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+			t.Fatalf("put after recovery: %v", err)
 		}
 	}
+}
+
+// rdbGet reads "r" over the node's Redis port.
+func rdbGet(ctx context.Context, s *Server) (string, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr(), MaxRetries: -1})
+	defer rdb.Close()
+	v, err := rdb.Get(ctx, "r").Result()
+	if err == redis.Nil {
+		return "", nil
+	}
+	return v, err
 }
 
 // gathered returns the value of the series name{label=value} on s.

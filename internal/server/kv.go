@@ -55,7 +55,7 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 		s.metrics.observe(op, start, err)
 		return zero, err
 	}
-	release, err := s.admit(ctx)
+	release, err := s.admit(ctx, readOps[op])
 	if err != nil {
 		s.metrics.observe(op, start, err)
 		return zero, err
