@@ -24,8 +24,8 @@ over a few keys) and, at the same time, a seeded fault plan: every
 --interval a random node gets one of the --faults, undone --down later:
 kill (SIGKILL, then restart), pause (SIGSTOP, then SIGCONT), partition
 (its Raft traffic with every other node cut both ways, then healed; clients
-still reach it), skew (the clock its leases and closed timestamps read
-offset by up to ±--max-skew, then reset) or slow-disk (every sync of its
+still reach it), skew (the wall clock its closed timestamps read offset
+by up to ±--max-skew, then reset) or slow-disk (every sync of its
 engine waits --disk-delay, then not). Partitions, skews and slow disks go
 through each node's fault-injection endpoint (--enable-fault-injection).
 Afterwards every range must be back at 3 voters with no learner within

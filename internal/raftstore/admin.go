@@ -279,13 +279,13 @@ func isAdaptiveLearner(rd *tidekvpb.ReplicaDescriptor) bool {
 func (r *Replica) transferAway() error {
 	d := r.desc.Load()
 	var best *tidekvpb.ReplicaDescriptor
-	var bestAt time.Time
+	var bestAt monoTime
 	r.mu.Lock()
 	for _, rd := range d.GetReplicas() {
 		if rd.GetNodeId() == r.store.nodeID || rd.GetType() != tidekvpb.ReplicaType_VOTER {
 			continue
 		}
-		if at := r.mu.lastContact[rd.GetReplicaId()]; best == nil || at.After(bestAt) {
+		if at := r.mu.lastContact[rd.GetReplicaId()]; best == nil || at > bestAt {
 			best, bestAt = rd, at
 		}
 	}

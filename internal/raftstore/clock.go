@@ -5,18 +5,18 @@ import (
 	"time"
 )
 
-// Clock is what leases and closed timestamps read the time from. Leases
-// compare times of one node's own clock only (lease.go), so an offset
-// between nodes cannot stretch them; a step of a node's clock can, by the
-// step. Closed timestamps compare a leaseholder's time with a follower's
-// (closed.go), so an offset shifts a BOUNDED read's staleness by as much.
+// Clock is the wall clock closed timestamps read (closed.go): they compare a
+// leaseholder's time with a follower's, so an offset between nodes shifts a
+// BOUNDED read's staleness by as much. Leases never read it: they are
+// measured on the process's monotonic clock (monoNow), which steps of the
+// wall clock (NTP, VM resume, operator, SkewClock.Set) do not move.
 type Clock interface {
 	Now() time.Time
 }
 
 // SkewClock is the system clock plus an offset that can be changed while
 // the node runs, for clock-skew fault injection. Changing the offset is a
-// step of the node's clock. The zero value has no offset.
+// step of the node's wall clock. The zero value has no offset.
 type SkewClock struct {
 	offset atomic.Int64
 }
@@ -34,5 +34,16 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// Now is the store's time for leases and closed timestamps (Config.Clock).
+// Now is the store's wall-clock time for closed timestamps (Config.Clock).
 func (s *Store) Now() time.Time { return s.clock.Now() }
+
+// monoTime is a reading of the process's monotonic clock in nanoseconds
+// since monoBase; 0 means never. It means nothing to another process or
+// after a restart, so it is neither sent nor persisted.
+type monoTime int64
+
+var monoBase = time.Now()
+
+// monoNow reads the monotonic clock: time.Since uses time.Now's monotonic
+// reading, which is never stepped.
+func monoNow() monoTime { return monoTime(time.Since(monoBase)) }

@@ -85,13 +85,15 @@ func (r *Replica) checkRead(ctx context.Context, ro ReadOptions) error {
 }
 
 // ClosedTimestamps returns, for each peer node, the closed timestamps of the
-// ranges this node leads under a valid lease at now that have a replica on
-// that peer. The caller sends each list in one message.
+// ranges this node leads that have a replica on that peer, stamped with now
+// (wall clock, read before the call). A range is included only if its lease
+// is still valid after its commit index was read, which is later than now.
+// The caller sends each list in one message.
 func (s *Store) ClosedTimestamps(now time.Time) map[uint64][]*tidekvpb.ClosedTimestamp {
 	out := map[uint64][]*tidekvpb.ClosedTimestamp{}
 	at := now.UnixNano()
 	for _, r := range s.Replicas() {
-		if !r.IsLeader() || r.leaseExpiry.Load() <= at {
+		if !r.IsLeader() || !r.leaseValid() {
 			continue
 		}
 		r.mu.Lock()
@@ -104,7 +106,7 @@ func (s *Store) ClosedTimestamps(now time.Time) map[uint64][]*tidekvpb.ClosedTim
 		r.mu.Unlock()
 		// The lease may have lapsed while we took the lock; then the
 		// commit index read may miss another leader's writes.
-		if r.leaseExpiry.Load() <= s.Now().UnixNano() {
+		if !r.leaseValid() {
 			continue
 		}
 		r.noteClosed(closedTS{index: commit, at: at})

@@ -43,8 +43,9 @@ type Config struct {
 	// CatchUpTimeout bounds how long a replica change waits for a new
 	// learner to catch up before giving up.
 	CatchUpTimeout time.Duration
-	// Clock is the time leases and closed timestamps are measured by; nil
-	// is the system clock (fault injection passes a SkewClock).
+	// Clock is the wall clock closed timestamps are measured by; nil is the
+	// system clock (fault injection passes a SkewClock). Leases use the
+	// monotonic clock instead (clock.go).
 	Clock Clock
 	// TestingStaleReads makes every replica serve reads from its local state
 	// without the lease check. Only for the linearizability checker's

@@ -18,14 +18,17 @@ import (
 // timeout without hearing from the leader. So once a quorum of voters has
 // acknowledged heartbeats the leader sent at time t, no other leader can
 // exist before t + electionTimeout. The lease ends halfway there, leaving
-// the other half for clock-rate differences. It counts from the heartbeat's
-// send time, never from when the answer arrived: an answer delayed in a
-// queue or a paused process must not renew the lease. Heartbeats and their
-// answers travel in order on one stream per node pair, so answers are
-// matched with send times first in, first out; a lost message (the
-// transport reports the peer unreachable) clears the queue, after which
-// answers are ignored until new heartbeats go out. A leadership transfer
-// voids the lease at once (the transferee campaigns without waiting).
+// the other half for clock-rate differences. Its times are readings of the
+// leaseholder's monotonic clock (monoNow), so neither an offset from other
+// nodes' clocks nor a step of its own wall clock can stretch it. It counts
+// from the heartbeat's send time, never from when the answer arrived: an
+// answer delayed in a queue or a paused process must not renew the lease.
+// Heartbeats and their answers travel in order on one stream per node pair,
+// so answers are matched with send times first in, first out; a lost
+// message (the transport reports the peer unreachable) clears the queue,
+// after which answers are ignored until new heartbeats go out. A leadership
+// transfer voids the lease at once (the transferee campaigns without
+// waiting).
 //
 // A lease read also needs the leader to have applied the first index
 // committed in its term: everything earlier leaders acknowledged is at or
@@ -54,18 +57,18 @@ func (r *Replica) refreshLeaseLocked() {
 		r.mu.leaseTerm = bs.GetTerm()
 		r.leaseIndex.Store(commit)
 	}
-	contact := r.quorumContactLocked(r.store.Now())
-	if contact.IsZero() {
+	contact := r.quorumContactLocked(monoNow())
+	if contact == 0 {
 		r.leaseExpiry.Store(0)
 		return
 	}
 	cfg := &r.store.cfg
-	r.leaseExpiry.Store(contact.Add(time.Duration(cfg.ElectionTicks) * cfg.TickInterval / 2).UnixNano())
+	r.leaseExpiry.Store(int64(contact) + int64(time.Duration(cfg.ElectionTicks)*cfg.TickInterval/2))
 }
 
 // quorumContactLocked returns the latest time by which a quorum of every
 // voting configuration (both halves of a joint one) had answered us.
-func (r *Replica) quorumContactLocked(now time.Time) time.Time {
+func (r *Replica) quorumContactLocked(now monoTime) monoTime {
 	var incoming, outgoing []uint64
 	for _, rd := range r.mu.state.GetDesc().GetReplicas() {
 		switch rd.GetType() {
@@ -80,18 +83,18 @@ func (r *Replica) quorumContactLocked(now time.Time) time.Time {
 	}
 	t := r.quorumTimeLocked(incoming, now)
 	if len(outgoing) > 0 && len(outgoing) != len(incoming) || isJoint(r.mu.state.GetDesc()) {
-		if o := r.quorumTimeLocked(outgoing, now); o.Before(t) {
+		if o := r.quorumTimeLocked(outgoing, now); o < t {
 			t = o
 		}
 	}
 	return t
 }
 
-func (r *Replica) quorumTimeLocked(voters []uint64, now time.Time) time.Time {
+func (r *Replica) quorumTimeLocked(voters []uint64, now monoTime) monoTime {
 	if len(voters) == 0 {
-		return time.Time{}
+		return 0
 	}
-	times := make([]time.Time, 0, len(voters))
+	times := make([]monoTime, 0, len(voters))
 	for _, id := range voters {
 		if id == r.mu.replicaID {
 			times = append(times, now)
@@ -99,18 +102,23 @@ func (r *Replica) quorumTimeLocked(voters []uint64, now time.Time) time.Time {
 			times = append(times, r.mu.lastContact[id])
 		}
 	}
-	sort.Slice(times, func(i, j int) bool { return times[i].After(times[j]) })
+	sort.Slice(times, func(i, j int) bool { return times[i] > times[j] })
 	return times[len(times)/2] // the quorum-th most recent answer
 }
 
 // leaseCovers reports whether a read arriving now may be served locally.
 func (r *Replica) leaseCovers() bool {
-	exp := r.leaseExpiry.Load()
-	if exp == 0 || r.store.Now().UnixNano() >= exp {
+	if !r.leaseValid() {
 		return false
 	}
 	idx := r.leaseIndex.Load()
 	return idx != 0 && r.applied.Load() >= idx
+}
+
+// leaseValid reports whether the lease holds now.
+func (r *Replica) leaseValid() bool {
+	exp := r.leaseExpiry.Load()
+	return exp != 0 && int64(monoNow()) < exp
 }
 
 // maxHeartbeatsInFlight bounds the send times kept per peer; a peer that
@@ -119,7 +127,7 @@ const maxHeartbeatsInFlight = 64
 
 func (r *Replica) heartbeatSentLocked(peer uint64) {
 	if q := r.mu.heartbeatsSent[peer]; len(q) < maxHeartbeatsInFlight {
-		r.mu.heartbeatsSent[peer] = append(q, r.store.Now())
+		r.mu.heartbeatsSent[peer] = append(q, monoNow())
 	}
 }
 

@@ -52,11 +52,10 @@ func TestLateHeartbeatAnswerDoesNotRenewLease(t *testing.T) {
 	}
 }
 
-// A lease measures time on its leaseholder's clock alone (heartbeat send
-// times to now), so an offset of the clock, even an hour, neither keeps the
-// leaseholder from renewing its lease nor keeps the lease alive once the
-// answers stop. (A backward step of the clock while answers are missing
-// would stretch a lease by the step: see Clock.)
+// A lease measures time on its leaseholder's monotonic clock alone
+// (heartbeat send times to now), so an offset of the wall clock, even an
+// hour, neither keeps the leaseholder from renewing its lease nor keeps the
+// lease alive once the answers stop.
 func TestLeaseUnderClockOffset(t *testing.T) {
 	clock := &SkewClock{}
 	tc := newTestCluster(t, 3, func(c *Config) { c.Clock = clock })
@@ -80,4 +79,34 @@ func TestLeaseUnderClockOffset(t *testing.T) {
 		}
 	}
 	waitFor(t, func() bool { return !ld.leaseCovers() })
+}
+
+// A backward step of the leaseholder's wall clock (an NTP step, a VM
+// resume, an operator) must not revive a lapsed lease: a leader that lost
+// its quorum would serve reads while the others elect a new leader.
+func TestClockStepDoesNotReviveLease(t *testing.T) {
+	clock := &SkewClock{}
+	tc := newTestCluster(t, 3, func(c *Config) { c.Clock = clock })
+	tc.put("k", "v")
+	ld := tc.leader(testRangeID)
+	waitFor(t, ld.leaseCovers)
+	for _, id := range tc.nodes {
+		if id != ld.store.nodeID {
+			tc.net.SetCut(id, ld.store.nodeID, true)
+		}
+	}
+	waitFor(t, func() bool { return !ld.leaseCovers() })
+	clock.Set(-time.Hour)
+	if !ld.IsLeader() {
+		t.Skip("leader stepped down before its clock was stepped")
+	}
+	// The leader keeps recomputing its lease on every tick until it steps
+	// down for want of a quorum; none of those may cover a read.
+	end := time.Now().Add(2 * time.Duration(tc.cfg.ElectionTicks) * tc.cfg.TickInterval)
+	for ld.IsLeader() && time.Now().Before(end) {
+		if ld.leaseCovers() {
+			t.Fatal("a backward step of the wall clock revived a lapsed lease")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

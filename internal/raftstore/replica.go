@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -33,7 +32,7 @@ type Replica struct {
 	// does not lead): load samples belong to the lease that produced them.
 	leaderTerm atomic.Uint64
 	applied    atomic.Uint64
-	// The leader lease (see lease.go): until leaseExpiry (unix ns) the
+	// The leader lease (see lease.go): until leaseExpiry (a monoTime) the
 	// leader may serve reads from local state once it has applied
 	// leaseIndex, the first index committed in its term or later.
 	leaseExpiry atomic.Int64
@@ -95,10 +94,10 @@ type Replica struct {
 		leaseTerm uint64
 		// lastContact: for each peer, when this leader sent the latest
 		// heartbeat the peer has acknowledged (lease.go).
-		lastContact map[uint64]time.Time
+		lastContact map[uint64]monoTime
 		// heartbeatsSent: send times of heartbeats not yet acknowledged,
 		// per peer, oldest first.
-		heartbeatsSent map[uint64][]time.Time
+		heartbeatsSent map[uint64][]monoTime
 	}
 }
 
@@ -186,7 +185,7 @@ func newRaftConfig(c *Config, id uint64, st raft.Storage, applied uint64) *raft.
 		MaxInflightMsgs:           c.MaxInflightMsgs,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		// Reads the wall-clock lease (lease.go) does not cover confirm
+		// Reads the lease (lease.go) does not cover confirm
 		// leadership with a quorum heartbeat round. Raft's own lease-based
 		// ReadIndex is not safe: under CheckQuorum a partitioned leader
 		// keeps leading for up to two election timeouts, while the others
@@ -478,8 +477,8 @@ func (r *Replica) updateLeadershipLocked(ss *raft.SoftState) {
 		r.failPendingLocked(ErrAmbiguous, r.notLeader())
 	}
 	if nowLeader && !wasLeader {
-		r.mu.heartbeatsSent = map[uint64][]time.Time{}
-		r.mu.lastContact = map[uint64]time.Time{}
+		r.mu.heartbeatsSent = map[uint64][]monoTime{}
+		r.mu.lastContact = map[uint64]monoTime{}
 		r.store.notifyLeader(r)
 	}
 	r.mu.lastLeader = ss.Lead

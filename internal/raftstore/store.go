@@ -156,8 +156,8 @@ func (s *Store) newReplica(rangeID uint64) *Replica {
 	r.mu.peerNodes = map[uint64]uint64{}
 	r.mu.outgoingSnaps = map[uint64]storage.Snapshot{}
 	r.mu.incomingSST = map[uint64]stagedSST{}
-	r.mu.lastContact = map[uint64]time.Time{}
-	r.mu.heartbeatsSent = map[uint64][]time.Time{}
+	r.mu.lastContact = map[uint64]monoTime{}
+	r.mu.heartbeatsSent = map[uint64][]monoTime{}
 	return r
 }
 

@@ -37,8 +37,9 @@ type faults struct {
 // --enable-fault-injection): GET /debug/faults reports the node's injected
 // faults; POST /debug/faults/partition?peers=all|none|2,3 cuts this node's
 // Raft traffic with those peers (all: isolate it) or heals it; POST
-// /debug/faults/skew?offset=-300ms sets the offset of the clock its leases
-// and closed timestamps read; POST /debug/faults/disk?delay=100ms makes
+// /debug/faults/skew?offset=-300ms sets the offset of the wall clock its
+// closed timestamps read (leases use the monotonic clock, which it does
+// not move); POST /debug/faults/disk?delay=100ms makes
 // every sync of its engine wait that long (0 removes either). Only
 // loopback callers are served: the endpoint has no authentication, and
 // chaos runs drive it from the same host.
