@@ -71,6 +71,12 @@ type Config struct {
 	BackgroundShare float64
 	// MaxRetryAfter bounds the retry hint given with a refusal.
 	MaxRetryAfter time.Duration
+	// MinInflight is the fewest requests in progress for which the node
+	// sheds by delay, as CoDel never drops from a nearly empty queue: with
+	// fewer, the delay comes from elsewhere (other processes on the
+	// machine, reads), and refusing this node's few requests would relieve
+	// nothing. 0 sheds at any count.
+	MinInflight int
 }
 
 // DefaultConfig returns the defaults: 4,096 requests in flight, a 10 ms
@@ -79,7 +85,7 @@ type Config struct {
 // quarter of the slots for background work, hints of at most 1 s.
 func DefaultConfig() Config {
 	return Config{MaxInflight: 4096, Target: 10 * time.Millisecond, Interval: 100 * time.Millisecond, Quantile: 0.5,
-		MinAdmitShare: 0.05, BackgroundShare: 0.25, MaxRetryAfter: time.Second}
+		MinAdmitShare: 0.05, BackgroundShare: 0.25, MaxRetryAfter: time.Second, MinInflight: 8}
 }
 
 // Validate reports the first invalid field.
@@ -101,6 +107,8 @@ func (c Config) Validate() error {
 		return errors.New("admission: BackgroundShare must be in (0,1]")
 	case c.MaxRetryAfter <= 0:
 		return errors.New("admission: MaxRetryAfter must be positive")
+	case c.MinInflight < 0 || c.MinInflight > c.MaxInflight:
+		return fmt.Errorf("admission: MinInflight (%d) must be between 0 and MaxInflight (%d)", c.MinInflight, c.MaxInflight)
 	}
 	return nil
 }
@@ -182,7 +190,7 @@ func (c *Controller) share() float64 { return math.Float64frombits(c.shareBits.L
 // must cost next to nothing. While the node is overloaded it admits a
 // share of normal requests and no background ones.
 func (c *Controller) Gate(p Priority) error {
-	if c.cfg.Target == 0 {
+	if c.cfg.Target == 0 || c.inflight.Load() < int64(c.cfg.MinInflight) {
 		return nil
 	}
 	if p == Background && c.overloaded.Load() {
@@ -203,7 +211,8 @@ func (c *Controller) Admit(p Priority, arrival time.Time, gated bool) error {
 		if !arrival.IsZero() {
 			waited := max(c.now().Sub(arrival), 0)
 			c.measure(waited)
-			if waited > c.cfg.Interval || (waited > c.cfg.Target && c.overloaded.Load()) {
+			queued := c.inflight.Load() >= int64(c.cfg.MinInflight)
+			if queued && (waited > c.cfg.Interval || (waited > c.cfg.Target && c.overloaded.Load())) {
 				return c.refuse(Delay, waited)
 			}
 		}

@@ -7,6 +7,14 @@ import (
 	"time"
 )
 
+// policy is the default policy shedding at any count in flight: these
+// tests drive one request at a time (MinInflight has its own test).
+func policy() Config {
+	c := DefaultConfig()
+	c.MinInflight = 0
+	return c
+}
+
 // fakeClock is the injected clock.
 type fakeClock struct{ t time.Time }
 
@@ -53,7 +61,7 @@ func window(c *Controller, clk *fakeClock, d time.Duration) error {
 }
 
 func TestShortQueuesAreNotOverload(t *testing.T) {
-	c, clk := newTest(t, DefaultConfig())
+	c, clk := newTest(t, policy())
 	for range 20 {
 		// A burst: one request waits 50 ms, but most start within 1 ms.
 		if err := c.Admit(Normal, clk.now().Add(-50*time.Millisecond), false); err != nil {
@@ -76,7 +84,7 @@ func TestShortQueuesAreNotOverload(t *testing.T) {
 }
 
 func TestStandingQueueShedsThenRecovers(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := policy()
 	c, clk := newTest(t, cfg)
 	// Three windows whose smallest delay is 20 ms, above the 10 ms target.
 	for i := range 3 {
@@ -124,7 +132,7 @@ func TestStandingQueueShedsThenRecovers(t *testing.T) {
 // while most wait. The window's median sees the standing queue that its
 // minimum would hide.
 func TestUnorderedQueueIsOverload(t *testing.T) {
-	c, clk := newTest(t, DefaultConfig())
+	c, clk := newTest(t, policy())
 	for range 3 {
 		for _, d := range []time.Duration{100 * time.Microsecond, 40 * time.Millisecond, 40 * time.Millisecond} {
 			if err := c.Admit(Normal, clk.now().Add(-d), true); err == nil {
@@ -167,7 +175,7 @@ func TestHistogramBuckets(t *testing.T) {
 }
 
 func TestShareHasAFloor(t *testing.T) {
-	c, clk := newTest(t, DefaultConfig())
+	c, clk := newTest(t, policy())
 	for range 50 {
 		_ = window(c, clk, 30*time.Millisecond)
 	}
@@ -181,7 +189,7 @@ func TestShareHasAFloor(t *testing.T) {
 }
 
 func TestSchedulerLatencyAloneMeansOverload(t *testing.T) {
-	c, clk := newTest(t, DefaultConfig())
+	c, clk := newTest(t, policy())
 	clk.advance(c.cfg.Interval)
 	c.Tick(25 * time.Millisecond) // no request measured, the run queue is long
 	if st := c.State(); !st.Overloaded || st.AdmitShare != 0.7 || st.SchedLatency != 25*time.Millisecond {
@@ -190,7 +198,7 @@ func TestSchedulerLatencyAloneMeansOverload(t *testing.T) {
 }
 
 func TestWaitPastIntervalIsRefused(t *testing.T) {
-	c, clk := newTest(t, DefaultConfig())
+	c, clk := newTest(t, policy())
 	err := c.Admit(Normal, clk.now().Add(-150*time.Millisecond), true)
 	if r, ok := reason(err); !ok || r != Delay {
 		t.Fatalf("a request that waited 150 ms: %v, want a queue-delay refusal", err)
@@ -198,7 +206,7 @@ func TestWaitPastIntervalIsRefused(t *testing.T) {
 }
 
 func TestHardCap(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := policy()
 	cfg.MaxInflight = 2
 	c, clk := newTest(t, cfg)
 	for range 2 {
@@ -219,7 +227,7 @@ func TestHardCap(t *testing.T) {
 }
 
 func TestBackgroundYields(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := policy()
 	cfg.MaxInflight, cfg.BackgroundShare = 8, 0.25
 	c, clk := newTest(t, cfg)
 	for range 2 {
@@ -250,7 +258,7 @@ func TestBackgroundYields(t *testing.T) {
 }
 
 func TestTargetZeroCountsOnly(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := policy()
 	cfg.Target = 0
 	c, clk := newTest(t, cfg)
 	for range 10 {
@@ -273,6 +281,7 @@ func TestValidate(t *testing.T) {
 		"share 0":            func(c *Config) { c.MinAdmitShare = 0 },
 		"background share 2": func(c *Config) { c.BackgroundShare = 2 },
 		"no retry bound":     func(c *Config) { c.MaxRetryAfter = 0 },
+		"min over max":       func(c *Config) { c.MinInflight = c.MaxInflight + 1 },
 	} {
 		cfg := DefaultConfig()
 		mut(&cfg)
@@ -300,5 +309,31 @@ func TestMedian(t *testing.T) {
 	<-done
 	if d := s.Sample(); d < 0 || d > time.Second {
 		t.Fatalf("sampled %v", d)
+	}
+}
+
+// With fewer than MinInflight requests in progress the delay is not this
+// node's queue: nothing is shed, however overloaded the windows say it is.
+func TestNearlyEmptyQueueIsNotShed(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MinInflight = 3
+	c, clk := newTest(t, cfg, 0.99, 0.99)
+	for range 3 {
+		clk.advance(cfg.Interval)
+		c.Tick(50 * time.Millisecond)
+	}
+	if !c.State().Overloaded {
+		t.Fatal("not overloaded")
+	}
+	if err := c.Admit(Normal, clk.now().Add(-30*time.Millisecond), false); err != nil {
+		t.Fatalf("a lone request refused: %v", err)
+	}
+	for range 2 {
+		if err := c.Admit(Normal, time.Time{}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, ok := reason(c.Gate(Normal)); !ok || r != Shed {
+		t.Fatal("with 3 in flight, a draw over the share passed the gate")
 	}
 }

@@ -54,6 +54,9 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 		c.Redis.ListenAddr = "127.0.0.1:0"
 		c.admissionClock = clk.now
 		c.Admission = admission.DefaultConfig()
+		// One request at a time: shed at any count in flight (the
+		// nearly-empty-queue guard has its own test in internal/admission).
+		c.Admission.MinInflight = 0
 	})
 	s := tc.nodes[0]
 	kv := kvClient(t, s.Addr())
