@@ -78,7 +78,7 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a fault lasts (a node stays killed, paused, partitioned off, skewed or slowed)")
 	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk; one listed twice is twice as likely)")
 	f.DurationVar(&c.Faults.DiskDelay, "disk-delay", c.Faults.DiskDelay, "how long each sync of a slowed disk waits")
-	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (below the lease's 500ms margin)")
+	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (a step of the node's wall clock: leases run on the monotonic clock)")
 	f.IntVar(&c.Faults.Nodes, "nodes", c.Faults.Nodes, "cluster size")
 	f.IntVar(&c.Clients, "clients", c.Clients, "concurrent workload clients")
 	f.IntVar(&c.BasePort, "base-port", c.BasePort, "first port of the cluster's port blocks")

@@ -18,7 +18,6 @@ import (
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/launcher"
 	"github.com/tidekv/tidekv/internal/linearizability"
-	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // ChaosConfig is one chaos run: Schedules seeded fault plans, each on a
@@ -57,17 +56,8 @@ func (c ChaosConfig) Validate() error {
 		return fmt.Errorf("chaos: %d nodes: the replication factor 3 needs at least 3", c.Faults.Nodes)
 	case c.ConvergeWithin <= 0 || c.CheckTimeout <= 0:
 		return errors.New("chaos: the convergence and check timeouts must be positive")
-	case c.Faults.MaxSkew >= leaseMargin():
-		return fmt.Errorf("chaos: max skew %v must be below the lease's %v margin for clock error (half the election timeout): a larger step of a leaseholder's clock may outlast its lease", c.Faults.MaxSkew, leaseMargin())
 	}
 	return c.Faults.Validate()
-}
-
-// leaseMargin is how far a lease ends before another leader can exist,
-// under the Raft settings the nodes run with (raftstore/lease.go).
-func leaseMargin() time.Duration {
-	rc := raftstore.DefaultConfig()
-	return time.Duration(rc.ElectionTicks) * rc.TickInterval / 2
 }
 
 // Report is one schedule's outcome.

@@ -97,9 +97,8 @@ type Config struct {
 	Kinds []Kind
 	// MaxSkew bounds a skew step's offset, drawn uniformly in whole
 	// milliseconds from [-MaxSkew, MaxSkew]. Adding or removing an offset
-	// steps the clock, and a backward step makes a lease outlive its end in
-	// real time by the step, so chaos runs keep it below the lease's margin
-	// (ChaosConfig.Validate).
+	// steps the node's wall clock: leases do not read it (they run on the
+	// monotonic clock), closed timestamps do.
 	MaxSkew time.Duration
 	// DiskDelay is how long each sync of a slowed disk waits.
 	DiskDelay time.Duration
@@ -109,8 +108,8 @@ type Config struct {
 
 // DefaultConfig is a fault every 8 s, down for 3 s, every kind alike, for
 // a minute on 4 nodes. 3 s is past the 1 s election timeout, so a
-// partitioned leaseholder loses its leases. Skews are within ±250 ms, half
-// the lease's 500 ms margin under default Raft settings. A slowed disk
+// partitioned leaseholder loses its leases. Skews are within ±250 ms, well
+// within what clock sync keeps machines to. A slowed disk
 // takes 100 ms per sync, a hundred times or more a healthy one's.
 func DefaultConfig() Config {
 	return Config{Duration: time.Minute, Interval: 8 * time.Second, Down: 3 * time.Second, Kinds: AllKinds(),

@@ -177,14 +177,13 @@ func TestRunInjectedFaults(t *testing.T) {
 	}
 }
 
-func TestChaosConfigKeepsSkewWithinTheLeaseMargin(t *testing.T) {
+// Leases run on the monotonic clock, so a chaos run may step a node's wall
+// clock by more than the lease's margin.
+func TestChaosConfigAcceptsLargeSkews(t *testing.T) {
 	c := DefaultChaosConfig()
 	c.Binary = "tidekv"
+	c.Faults.MaxSkew = time.Hour
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
-	}
-	c.Faults.MaxSkew = leaseMargin()
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "below the lease's 500ms margin") {
-		t.Fatalf("skew at the margin: %v", err)
 	}
 }
