@@ -177,9 +177,6 @@ func New(cfg Config, now func() time.Time, rnd func() float64) (*Controller, err
 	return c, nil
 }
 
-// Config returns the policy in force.
-func (c *Controller) Config() Config { return c.cfg }
-
 // OnDelay installs a hook told of every measured queueing delay (metrics);
 // call it before the first request.
 func (c *Controller) OnDelay(f func(time.Duration)) { c.observe = f }
