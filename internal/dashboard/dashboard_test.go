@@ -116,8 +116,10 @@ const clusterID = "9f3a1c7e-5b2d-4c1a-8e0f-3d6b9a2c4e11"
 
 var statusJSON = `{"cluster_id":"` + clusterID + `","node_id":1,"range_count":4,
 "nodes":[
- {"id":2,"addr":"127.0.0.1:7410","http_addr":"127.0.0.1:7411","state":"live","locality":"region=a,zone=2","replicas":3,"leases":1,"bytes":73400320,"qps":812.25,"cpu":0.31,"score":1.42,"p99_ms":2.7,"last_seen_seconds":0.3},
- {"id":1,"addr":"127.0.0.1:7400","http_addr":"127.0.0.1:7401","state":"live","locality":"region=a,zone=1","replicas":4,"leases":2,"bytes":123456789,"qps":1523.5,"cpu":0.72,"score":1.9,"p99_ms":3.2,"last_seen_seconds":0},
+ {"id":2,"addr":"127.0.0.1:7410","http_addr":"127.0.0.1:7411","state":"live","locality":"region=a,zone=2","replicas":3,"leases":1,"bytes":73400320,"qps":812.25,"cpu":0.31,"score":1.42,"p99_ms":2.7,"last_seen_seconds":0.3,
+  "admission":{"overloaded":true,"admit_share":0.34,"queue_delay_ms":12.5,"rejected_qps":840}},
+ {"id":1,"addr":"127.0.0.1:7400","http_addr":"127.0.0.1:7401","state":"live","locality":"region=a,zone=1","replicas":4,"leases":2,"bytes":123456789,"qps":1523.5,"cpu":0.72,"score":1.9,"p99_ms":3.2,"last_seen_seconds":0,
+  "admission":{"overloaded":false,"admit_share":1,"queue_delay_ms":0.4,"rejected_qps":0}},
  {"id":3,"addr":"127.0.0.1:7420","http_addr":"127.0.0.1:7421","state":"draining","locality":"","replicas":1,"leases":0,"bytes":0,"qps":0,"cpu":0.04,"score":0,"p99_ms":0,"last_seen_seconds":7.5}],
 "imbalance":{"replicas":0.05,"bytes":0.1,"qps":0.3,"cpu":0.2}}`
 
@@ -269,6 +271,18 @@ func TestBrowserRendersDashboard(t *testing.T) {
 		if !strings.Contains(text(nodes), want) {
 			t.Errorf("nodes table lacks %q", want)
 		}
+	}
+	// Admission: a shedding node shows its share, delay and refusals; a
+	// node admitting everything shows ok; one that never reported, a dash.
+	row2 := regexp.MustCompile(`(?s)<tr\b[^>]*data-node-id="2".*?</tr>`).FindString(nodes)
+	for _, want := range []string{"admits 34%", "delay 12.5 ms", "840 refused/s"} {
+		if !strings.Contains(text(row2), want) {
+			t.Errorf("node 2's admission cell lacks %q: %s", want, text(row2))
+		}
+	}
+	row1 := regexp.MustCompile(`(?s)<tr\b[^>]*data-node-id="1".*?</tr>`).FindString(nodes)
+	if !strings.HasSuffix(strings.TrimSpace(text(row1)), "ok") || !strings.HasSuffix(strings.TrimSpace(text(row3)), "–") {
+		t.Errorf("admission cells: node 1 %q, node 3 %q; want ok and –", text(row1), text(row3))
 	}
 
 	keyspace := element(t, dom, "div", "keyspace")
