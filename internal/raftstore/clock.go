@@ -44,6 +44,12 @@ type monoTime int64
 
 var monoBase = time.Now()
 
-// monoNow reads the monotonic clock: time.Since uses time.Now's monotonic
-// reading, which is never stepped.
-func monoNow() monoTime { return monoTime(time.Since(monoBase)) }
+// monoNow reads the monotonic clock. Where the system has a boot-time
+// clock (Linux, clock_linux.go) it is that one: never stepped either, and
+// unlike Go's monotonic clock it keeps counting while the machine is
+// suspended, so a leaseholder resumed from suspend finds its lease over
+// instead of serving for what was left of it.
+var monoNow = goMonoNow
+
+// goMonoNow uses time.Now's monotonic reading, which is never stepped.
+func goMonoNow() monoTime { return monoTime(time.Since(monoBase)) }
