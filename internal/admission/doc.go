@@ -10,8 +10,9 @@
 //
 //   - Each Interval it looks at the median delay of that interval (CoDel
 //     takes the minimum, the standing part of a FIFO queue; goroutines do
-//     not start in arrival order, so here a few start at once however long
-//     the others wait, and the median is what shows the standing queue). A
+//     not start in arrival order, so here a few can start at once however
+//     long the others wait, and the median is what shows the standing
+//     queue). A
 //     median above Target, or a scheduler run queue that long, means the
 //     node is overloaded.
 //   - While overloaded, a gate at arrival admits only a share of new

@@ -25,10 +25,11 @@ import (
 // cap: a refusal costs a node as much as serving a cached read (25 µs of
 // CPU each over gRPC, docs/admission.md), so refusing reads frees nothing
 // and only loses them. Writes are shed: a refused write saves its Raft
-// round, its fsyncs and its replication.
-func (s *Server) admit(ctx context.Context, read bool) (func(), error) {
+// round, its fsyncs and its replication. On nil the caller must call
+// s.adm.Done with the returned priority when the request ends.
+func (s *Server) admit(ctx context.Context, read bool) (admission.Priority, error) {
 	if !s.ready.Load() {
-		return nil, s.toStatus(raftstore.ErrStopped)
+		return 0, s.toStatus(raftstore.ErrStopped)
 	}
 	at, p, gated := admission.ArrivalOf(ctx)
 	if read {
@@ -38,10 +39,10 @@ func (s *Server) admit(ctx context.Context, read bool) (func(), error) {
 		at, gated = time.Time{}, true
 	}
 	if err := s.adm.Admit(p, at, gated); err != nil {
-		return nil, refused(err)
+		return 0, refused(err)
 	}
 	s.requests.Add(1)
-	return func() { s.adm.Done(p) }, nil
+	return p, nil
 }
 
 // arrive is the gRPC server's first look at a request: its header has been

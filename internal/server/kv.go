@@ -55,12 +55,12 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 		s.metrics.observe(op, start, err)
 		return zero, err
 	}
-	release, err := s.admit(ctx, readOps[op])
+	pri, err := s.admit(ctx, readOps[op])
 	if err != nil {
 		s.metrics.observe(op, start, err)
 		return zero, err
 	}
-	defer release()
+	defer s.adm.Done(pri)
 	r, err := s.replicaFor(key)
 	if err != nil {
 		s.metrics.observe(op, start, err)
