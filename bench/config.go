@@ -65,6 +65,10 @@ type Config struct {
 	// interpret it: the Store applies it, the report records it. Empty means
 	// the store's default (linearizable for TideKV) and is left out of JSON.
 	ReadMode string `json:"read_mode,omitempty"`
+	// Transport names how the Store sends requests when it has a choice
+	// (for TideKV: "unary" calls instead of its Batch stream). Recorded
+	// only, like ReadMode; empty for the store's default.
+	Transport string `json:"transport,omitempty"`
 }
 
 // DefaultConfig returns YCSB's core workload defaults for workload A.

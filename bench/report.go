@@ -133,6 +133,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if c.ReadMode != "" {
 		fmt.Fprintf(w, ", %s reads", c.ReadMode)
 	}
+	if c.Transport != "" {
+		fmt.Fprintf(w, ", %s requests", c.Transport)
+	}
 	fmt.Fprintln(w)
 	for _, p := range []*PhaseResult{r.Load, r.Run} {
 		if p == nil {

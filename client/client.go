@@ -65,7 +65,7 @@ func New(cfg Config) (*Client, error) {
 		cancel: cancel,
 		tune:   defaultReadTuning(),
 	}
-	c.conns = newConnPool(cfg, c.peer)
+	c.conns = newConnPool(ctx, cfg, c.peer)
 	c.loads.Store(emptyLoadView)
 	return c, nil
 }

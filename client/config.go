@@ -64,6 +64,11 @@ type Config struct {
 	// Credentials, when set, go with every call, e.g. a user name and
 	// password; gRPC sends them only over TLS.
 	Credentials credentials.PerRPCCredentials
+	// UnaryRPC sends every KV request as its own gRPC call instead of
+	// multiplexing the requests to a node on one Batch stream
+	// (docs/batch-rpc.md). The stream costs the nodes less per request;
+	// this is for comparing the two.
+	UnaryRPC bool
 }
 
 const (

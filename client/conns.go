@@ -21,7 +21,7 @@ import (
 type nodeConn struct {
 	addr  string
 	cc    *grpc.ClientConn
-	kv    tidekvpb.KVClient
+	kv    tidekvpb.KVClient // a muxKV unless Config.UnaryRPC
 	admin tidekvpb.AdminClient
 	peer  *peerStats // round trips and failures, for replica choice
 }
@@ -30,6 +30,9 @@ type nodeConn struct {
 // Lookups go through a sync.Map so the request path takes no lock; mu only
 // serializes creation and Close.
 type connPool struct {
+	ctx     context.Context // the client's: ends KV streams on Close
+	unary   bool            // Config.UnaryRPC
+	md      metadata.MD     // sent when a KV stream opens (Config.Locality)
 	opts    []grpc.DialOption
 	peerOf  func(addr string) *peerStats
 	latency func(addr string) time.Duration // Config.Latency
@@ -45,13 +48,15 @@ type connPool struct {
 // error a node would give (one with a lower limit gives it itself).
 const maxMsgSize = 64 << 20
 
-func newConnPool(cfg Config, peerOf func(string) *peerStats) *connPool {
+func newConnPool(ctx context.Context, cfg Config, peerOf func(string) *peerStats) *connPool {
 	dialTimeout, locality := cfg.DialTimeout, cfg.Locality
 	creds := insecure.NewCredentials()
 	if cfg.TLS != nil {
 		creds = credentials.NewTLS(cfg.TLS)
 	}
 	p := &connPool{
+		ctx:     ctx,
+		unary:   cfg.UnaryRPC,
 		peerOf:  peerOf,
 		latency: cfg.Latency,
 		opts: []grpc.DialOption{
@@ -74,6 +79,7 @@ func newConnPool(cfg Config, peerOf func(string) *peerStats) *connPool {
 		p.opts = append(p.opts, grpc.WithPerRPCCredentials(cfg.Credentials))
 	}
 	if locality != "" {
+		p.md = metadata.Pairs(originMetadataKey, locality)
 		p.opts = append(p.opts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return invoker(metadata.AppendToOutgoingContext(ctx, originMetadataKey, locality), method, req, reply, cc, opts...)
 		}))
@@ -98,13 +104,18 @@ func (p *connPool) get(addr string) (*nodeConn, error) {
 		return nc.(*nodeConn), nil
 	}
 	peer := p.peerOf(addr)
-	opts := append(p.opts[:len(p.opts):len(p.opts)], grpc.WithUnaryInterceptor(peer.interceptor(addr, p.latency)))
+	intercept := peer.interceptor(addr, p.latency)
+	opts := append(p.opts[:len(p.opts):len(p.opts)], grpc.WithUnaryInterceptor(intercept))
 	// NewClient does not connect; the first RPC (or waitReady) does.
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
-	nc := &nodeConn{addr: addr, cc: cc, kv: tidekvpb.NewKVClient(cc), admin: tidekvpb.NewAdminClient(cc), peer: peer}
+	var kv tidekvpb.KVClient = newMuxKV(cc, intercept, p.ctx, p.md)
+	if p.unary {
+		kv = tidekvpb.NewKVClient(cc)
+	}
+	nc := &nodeConn{addr: addr, cc: cc, kv: kv, admin: tidekvpb.NewAdminClient(cc), peer: peer}
 	p.conns.Store(addr, nc)
 	return nc, nil
 }

@@ -118,6 +118,9 @@ func neverSent(st *status.Status) bool {
 	if st.Code() != codes.Unavailable {
 		return false
 	}
+	if strings.HasPrefix(st.Message(), notSentMessage) {
+		return true
+	}
 	m := strings.ToLower(st.Message())
 	return strings.Contains(m, "while dialing") || strings.Contains(m, "connection refused")
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tidekv/tidekv/api/kvbatch"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
 
@@ -57,10 +58,13 @@ type fakeNode struct {
 	addr string
 	srv  *grpc.Server
 
-	mu    sync.Mutex
-	calls map[string]int
-	modes map[string]int // "Get BOUNDED 500": reads by method, mode and bound
-	hook  hookFunc
+	mu      sync.Mutex
+	noBatch bool           // serve no Batch stream (a node older than it)
+	streams int            // Batch streams opened
+	rpcs    map[string]int // KV handler entries by gRPC method (a stream's requests count as Batch)
+	calls   map[string]int
+	modes   map[string]int // "Get BOUNDED 500": reads by method, mode and bound
+	hook    hookFunc
 }
 
 func newFakeCluster(t *testing.T, numNodes int) *fakeCluster {
@@ -71,7 +75,7 @@ func newFakeCluster(t *testing.T, numNodes int) *fakeCluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := &fakeNode{c: c, id: id, addr: lis.Addr().String(), srv: grpc.NewServer(), calls: map[string]int{}, modes: map[string]int{}}
+		n := &fakeNode{c: c, id: id, addr: lis.Addr().String(), srv: grpc.NewServer(), calls: map[string]int{}, rpcs: map[string]int{}, modes: map[string]int{}}
 		tidekvpb.RegisterKVServer(n.srv, fakeKV{n: n})
 		tidekvpb.RegisterAdminServer(n.srv, fakeAdmin{n: n})
 		go func() { _ = n.srv.Serve(lis) }()
@@ -274,6 +278,9 @@ func (n *fakeNode) setHook(h hookFunc) {
 func (n *fakeNode) enter(ctx context.Context, method string, key []byte) error {
 	n.mu.Lock()
 	n.calls[method]++
+	if m, ok := grpc.Method(ctx); ok {
+		n.rpcs[m]++
+	}
 	h := n.hook
 	n.mu.Unlock()
 	if h != nil {
@@ -350,6 +357,40 @@ func hasReplica(d *tidekvpb.RangeDescriptor, node uint64) bool {
 type fakeKV struct {
 	tidekvpb.UnimplementedKVServer
 	n *fakeNode
+}
+
+// Batch serves the stream as a node does, each request through the fake's
+// unary method (hooks included), unless the node plays an older binary
+// without it.
+func (s fakeKV) Batch(stream tidekvpb.KV_BatchServer) error {
+	s.n.mu.Lock()
+	noBatch := s.n.noBatch
+	s.n.streams++
+	s.n.mu.Unlock()
+	if noBatch {
+		return s.UnimplementedKVServer.Batch(stream)
+	}
+	var (
+		sendMu sync.Mutex
+		wg     sync.WaitGroup
+	)
+	defer wg.Wait()
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		for _, req := range msg.Requests {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp := kvbatch.Dispatch(stream.Context(), s, req)
+				sendMu.Lock()
+				defer sendMu.Unlock()
+				_ = stream.Send(&tidekvpb.KVBatchResponse{Responses: []*tidekvpb.KVResponse{resp}})
+			}()
+		}
+	}
 }
 
 func (s fakeKV) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvpb.GetResponse, error) {

@@ -209,10 +209,11 @@ func (ReadMode) EnumDescriptor() ([]byte, []int) {
 }
 
 // Priority orders a client's requests when a node must refuse some
-// (docs/admission.md): background requests yield to normal ones. It
-// travels in the request header PriorityHeader (the value's name, e.g.
-// "PRIORITY_BACKGROUND") rather than in the request, so that a node can
-// decide before it reads the request's payload. Node-internal work (Raft,
+// (docs/admission.md): background requests yield to normal ones. A unary
+// call carries it in the request header PriorityHeader (the value's name,
+// e.g. "PRIORITY_BACKGROUND") rather than in the request, so that a node
+// can decide before it reads the request's payload; on a Batch stream it is
+// a field of each KVRequest. Node-internal work (Raft,
 // leases, heartbeats, snapshots, admin calls) never competes with either.
 type Priority int32
 
@@ -1575,6 +1576,484 @@ func (x *CompareAndSetResponse) GetCurrentValue() []byte {
 	return nil
 }
 
+// KVRequest is one request of a Batch stream.
+type KVRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client, unique among its requests in flight on the
+	// stream; the answer carries it back.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The time the client still gives the request, in milliseconds; 0 for
+	// no deadline of its own (the stream's bounds it).
+	TimeoutMs uint32 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// On a stream the priority travels per request (unary calls carry it in
+	// the PriorityHeader).
+	Priority Priority `protobuf:"varint,3,opt,name=priority,proto3,enum=tidekv.Priority" json:"priority,omitempty"`
+	// Types that are valid to be assigned to Request:
+	//
+	//	*KVRequest_Get
+	//	*KVRequest_Put
+	//	*KVRequest_Delete
+	//	*KVRequest_Scan
+	//	*KVRequest_BatchGet
+	//	*KVRequest_Write
+	//	*KVRequest_CompareAndSet
+	Request       isKVRequest_Request `protobuf_oneof:"request"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVRequest) Reset() {
+	*x = KVRequest{}
+	mi := &file_tidekv_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVRequest) ProtoMessage() {}
+
+func (x *KVRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVRequest.ProtoReflect.Descriptor instead.
+func (*KVRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *KVRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *KVRequest) GetTimeoutMs() uint32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *KVRequest) GetPriority() Priority {
+	if x != nil {
+		return x.Priority
+	}
+	return Priority_PRIORITY_NORMAL
+}
+
+func (x *KVRequest) GetRequest() isKVRequest_Request {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *KVRequest) GetGet() *GetRequest {
+	if x != nil {
+		if x, ok := x.Request.(*KVRequest_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *KVRequest) GetPut() *PutRequest {
+	if x != nil {
+		if x, ok := x.Request.(*KVRequest_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *KVRequest) GetDelete() *DeleteRequest {
+	if x != nil {
+		if x, ok := x.Request.(*KVRequest_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *KVRequest) GetScan() *ScanRequest {
+	if x != nil {
+		if x, ok := x.Request.(*KVRequest_Scan); ok {
+			return x.Scan
+		}
+	}
+	return nil
+}
+
+func (x *KVRequest) GetBatchGet() *BatchGetRequest {
+	if x != nil {
+		if x, ok := x.Request.(*KVRequest_BatchGet); ok {
+			return x.BatchGet
+		}
+	}
+	return nil
+}
+
+func (x *KVRequest) GetWrite() *WriteRequest {
+	if x != nil {
+		if x, ok := x.Request.(*KVRequest_Write); ok {
+			return x.Write
+		}
+	}
+	return nil
+}
+
+func (x *KVRequest) GetCompareAndSet() *CompareAndSetRequest {
+	if x != nil {
+		if x, ok := x.Request.(*KVRequest_CompareAndSet); ok {
+			return x.CompareAndSet
+		}
+	}
+	return nil
+}
+
+type isKVRequest_Request interface {
+	isKVRequest_Request()
+}
+
+type KVRequest_Get struct {
+	Get *GetRequest `protobuf:"bytes,4,opt,name=get,proto3,oneof"`
+}
+
+type KVRequest_Put struct {
+	Put *PutRequest `protobuf:"bytes,5,opt,name=put,proto3,oneof"`
+}
+
+type KVRequest_Delete struct {
+	Delete *DeleteRequest `protobuf:"bytes,6,opt,name=delete,proto3,oneof"`
+}
+
+type KVRequest_Scan struct {
+	Scan *ScanRequest `protobuf:"bytes,7,opt,name=scan,proto3,oneof"`
+}
+
+type KVRequest_BatchGet struct {
+	BatchGet *BatchGetRequest `protobuf:"bytes,8,opt,name=batch_get,json=batchGet,proto3,oneof"`
+}
+
+type KVRequest_Write struct {
+	Write *WriteRequest `protobuf:"bytes,9,opt,name=write,proto3,oneof"`
+}
+
+type KVRequest_CompareAndSet struct {
+	CompareAndSet *CompareAndSetRequest `protobuf:"bytes,10,opt,name=compare_and_set,json=compareAndSet,proto3,oneof"`
+}
+
+func (*KVRequest_Get) isKVRequest_Request() {}
+
+func (*KVRequest_Put) isKVRequest_Request() {}
+
+func (*KVRequest_Delete) isKVRequest_Request() {}
+
+func (*KVRequest_Scan) isKVRequest_Request() {}
+
+func (*KVRequest_BatchGet) isKVRequest_Request() {}
+
+func (*KVRequest_Write) isKVRequest_Request() {}
+
+func (*KVRequest_CompareAndSet) isKVRequest_Request() {}
+
+// KVResponse answers the KVRequest with the same id: one response, or an
+// error as the unary call would have returned it (its gRPC status code,
+// message and ErrorDetail).
+type KVResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Response:
+	//
+	//	*KVResponse_Get
+	//	*KVResponse_Put
+	//	*KVResponse_Delete
+	//	*KVResponse_Scan
+	//	*KVResponse_BatchGet
+	//	*KVResponse_Write
+	//	*KVResponse_CompareAndSet
+	Response      isKVResponse_Response `protobuf_oneof:"response"`
+	ErrorCode     uint32                `protobuf:"varint,9,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string                `protobuf:"bytes,10,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ErrorDetail   *ErrorDetail          `protobuf:"bytes,11,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVResponse) Reset() {
+	*x = KVResponse{}
+	mi := &file_tidekv_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVResponse) ProtoMessage() {}
+
+func (x *KVResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVResponse.ProtoReflect.Descriptor instead.
+func (*KVResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *KVResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *KVResponse) GetResponse() isKVResponse_Response {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *KVResponse) GetGet() *GetResponse {
+	if x != nil {
+		if x, ok := x.Response.(*KVResponse_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *KVResponse) GetPut() *PutResponse {
+	if x != nil {
+		if x, ok := x.Response.(*KVResponse_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *KVResponse) GetDelete() *DeleteResponse {
+	if x != nil {
+		if x, ok := x.Response.(*KVResponse_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *KVResponse) GetScan() *ScanResponse {
+	if x != nil {
+		if x, ok := x.Response.(*KVResponse_Scan); ok {
+			return x.Scan
+		}
+	}
+	return nil
+}
+
+func (x *KVResponse) GetBatchGet() *BatchGetResponse {
+	if x != nil {
+		if x, ok := x.Response.(*KVResponse_BatchGet); ok {
+			return x.BatchGet
+		}
+	}
+	return nil
+}
+
+func (x *KVResponse) GetWrite() *WriteResponse {
+	if x != nil {
+		if x, ok := x.Response.(*KVResponse_Write); ok {
+			return x.Write
+		}
+	}
+	return nil
+}
+
+func (x *KVResponse) GetCompareAndSet() *CompareAndSetResponse {
+	if x != nil {
+		if x, ok := x.Response.(*KVResponse_CompareAndSet); ok {
+			return x.CompareAndSet
+		}
+	}
+	return nil
+}
+
+func (x *KVResponse) GetErrorCode() uint32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *KVResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *KVResponse) GetErrorDetail() *ErrorDetail {
+	if x != nil {
+		return x.ErrorDetail
+	}
+	return nil
+}
+
+type isKVResponse_Response interface {
+	isKVResponse_Response()
+}
+
+type KVResponse_Get struct {
+	Get *GetResponse `protobuf:"bytes,2,opt,name=get,proto3,oneof"`
+}
+
+type KVResponse_Put struct {
+	Put *PutResponse `protobuf:"bytes,3,opt,name=put,proto3,oneof"`
+}
+
+type KVResponse_Delete struct {
+	Delete *DeleteResponse `protobuf:"bytes,4,opt,name=delete,proto3,oneof"`
+}
+
+type KVResponse_Scan struct {
+	Scan *ScanResponse `protobuf:"bytes,5,opt,name=scan,proto3,oneof"`
+}
+
+type KVResponse_BatchGet struct {
+	BatchGet *BatchGetResponse `protobuf:"bytes,6,opt,name=batch_get,json=batchGet,proto3,oneof"`
+}
+
+type KVResponse_Write struct {
+	Write *WriteResponse `protobuf:"bytes,7,opt,name=write,proto3,oneof"`
+}
+
+type KVResponse_CompareAndSet struct {
+	CompareAndSet *CompareAndSetResponse `protobuf:"bytes,8,opt,name=compare_and_set,json=compareAndSet,proto3,oneof"`
+}
+
+func (*KVResponse_Get) isKVResponse_Response() {}
+
+func (*KVResponse_Put) isKVResponse_Response() {}
+
+func (*KVResponse_Delete) isKVResponse_Response() {}
+
+func (*KVResponse_Scan) isKVResponse_Response() {}
+
+func (*KVResponse_BatchGet) isKVResponse_Response() {}
+
+func (*KVResponse_Write) isKVResponse_Response() {}
+
+func (*KVResponse_CompareAndSet) isKVResponse_Response() {}
+
+type KVBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requests      []*KVRequest           `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVBatchRequest) Reset() {
+	*x = KVBatchRequest{}
+	mi := &file_tidekv_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVBatchRequest) ProtoMessage() {}
+
+func (x *KVBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVBatchRequest.ProtoReflect.Descriptor instead.
+func (*KVBatchRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *KVBatchRequest) GetRequests() []*KVRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type KVBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Responses     []*KVResponse          `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVBatchResponse) Reset() {
+	*x = KVBatchResponse{}
+	mi := &file_tidekv_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVBatchResponse) ProtoMessage() {}
+
+func (x *KVBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVBatchResponse.ProtoReflect.Descriptor instead.
+func (*KVBatchResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *KVBatchResponse) GetResponses() []*KVResponse {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
 type RangeInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Desc  *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
@@ -1604,7 +2083,7 @@ type RangeInfo struct {
 
 func (x *RangeInfo) Reset() {
 	*x = RangeInfo{}
-	mi := &file_tidekv_proto_msgTypes[20]
+	mi := &file_tidekv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +2095,7 @@ func (x *RangeInfo) String() string {
 func (*RangeInfo) ProtoMessage() {}
 
 func (x *RangeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[20]
+	mi := &file_tidekv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +2108,7 @@ func (x *RangeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfo.ProtoReflect.Descriptor instead.
 func (*RangeInfo) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{20}
+	return file_tidekv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RangeInfo) GetDesc() *RangeDescriptor {
@@ -1703,7 +2182,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_tidekv_proto_msgTypes[21]
+	mi := &file_tidekv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +2194,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[21]
+	mi := &file_tidekv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +2207,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{21}
+	return file_tidekv_proto_rawDescGZIP(), []int{25}
 }
 
 type RangesResponse struct {
@@ -1743,7 +2222,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_tidekv_proto_msgTypes[22]
+	mi := &file_tidekv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +2234,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[22]
+	mi := &file_tidekv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +2247,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{22}
+	return file_tidekv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RangesResponse) GetRanges() []*RangeInfo {
@@ -1803,7 +2282,7 @@ type ReplicaStatus struct {
 
 func (x *ReplicaStatus) Reset() {
 	*x = ReplicaStatus{}
-	mi := &file_tidekv_proto_msgTypes[23]
+	mi := &file_tidekv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +2294,7 @@ func (x *ReplicaStatus) String() string {
 func (*ReplicaStatus) ProtoMessage() {}
 
 func (x *ReplicaStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[23]
+	mi := &file_tidekv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2307,7 @@ func (x *ReplicaStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatus.ProtoReflect.Descriptor instead.
 func (*ReplicaStatus) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{23}
+	return file_tidekv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReplicaStatus) GetRangeId() uint64 {
@@ -1933,7 +2412,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_tidekv_proto_msgTypes[24]
+	mi := &file_tidekv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2424,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[24]
+	mi := &file_tidekv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2437,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{24}
+	return file_tidekv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeStatus) GetNode() *NodeDescriptor {
@@ -2080,7 +2559,7 @@ type Imbalance struct {
 
 func (x *Imbalance) Reset() {
 	*x = Imbalance{}
-	mi := &file_tidekv_proto_msgTypes[25]
+	mi := &file_tidekv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2571,7 @@ func (x *Imbalance) String() string {
 func (*Imbalance) ProtoMessage() {}
 
 func (x *Imbalance) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[25]
+	mi := &file_tidekv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2584,7 @@ func (x *Imbalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Imbalance.ProtoReflect.Descriptor instead.
 func (*Imbalance) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{25}
+	return file_tidekv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Imbalance) GetReplicas() float64 {
@@ -2144,7 +2623,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[26]
+	mi := &file_tidekv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2635,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[26]
+	mi := &file_tidekv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2648,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{26}
+	return file_tidekv_proto_rawDescGZIP(), []int{30}
 }
 
 type StatusResponse struct {
@@ -2185,7 +2664,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[27]
+	mi := &file_tidekv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2676,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[27]
+	mi := &file_tidekv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2689,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{27}
+	return file_tidekv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatusResponse) GetClusterId() uint64 {
@@ -2258,7 +2737,7 @@ type ReadinessRequest struct {
 
 func (x *ReadinessRequest) Reset() {
 	*x = ReadinessRequest{}
-	mi := &file_tidekv_proto_msgTypes[28]
+	mi := &file_tidekv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2749,7 @@ func (x *ReadinessRequest) String() string {
 func (*ReadinessRequest) ProtoMessage() {}
 
 func (x *ReadinessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[28]
+	mi := &file_tidekv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2762,7 @@ func (x *ReadinessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadinessRequest.ProtoReflect.Descriptor instead.
 func (*ReadinessRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{28}
+	return file_tidekv_proto_rawDescGZIP(), []int{32}
 }
 
 type ReadinessResponse struct {
@@ -2305,7 +2784,7 @@ type ReadinessResponse struct {
 
 func (x *ReadinessResponse) Reset() {
 	*x = ReadinessResponse{}
-	mi := &file_tidekv_proto_msgTypes[29]
+	mi := &file_tidekv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2796,7 @@ func (x *ReadinessResponse) String() string {
 func (*ReadinessResponse) ProtoMessage() {}
 
 func (x *ReadinessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[29]
+	mi := &file_tidekv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2809,7 @@ func (x *ReadinessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadinessResponse.ProtoReflect.Descriptor instead.
 func (*ReadinessResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{29}
+	return file_tidekv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadinessResponse) GetReady() bool {
@@ -2376,7 +2855,7 @@ type LocalStatusRequest struct {
 
 func (x *LocalStatusRequest) Reset() {
 	*x = LocalStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[30]
+	mi := &file_tidekv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2867,7 @@ func (x *LocalStatusRequest) String() string {
 func (*LocalStatusRequest) ProtoMessage() {}
 
 func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[30]
+	mi := &file_tidekv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2880,7 @@ func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusRequest.ProtoReflect.Descriptor instead.
 func (*LocalStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{30}
+	return file_tidekv_proto_rawDescGZIP(), []int{34}
 }
 
 type LocalStatusResponse struct {
@@ -2416,7 +2895,7 @@ type LocalStatusResponse struct {
 
 func (x *LocalStatusResponse) Reset() {
 	*x = LocalStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[31]
+	mi := &file_tidekv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2907,7 @@ func (x *LocalStatusResponse) String() string {
 func (*LocalStatusResponse) ProtoMessage() {}
 
 func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[31]
+	mi := &file_tidekv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2920,7 @@ func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusResponse.ProtoReflect.Descriptor instead.
 func (*LocalStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{31}
+	return file_tidekv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LocalStatusResponse) GetNode() *NodeDescriptor {
@@ -2488,7 +2967,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tidekv_proto_msgTypes[32]
+	mi := &file_tidekv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2979,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[32]
+	mi := &file_tidekv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2992,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{32}
+	return file_tidekv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SplitRequest) GetSplitKey() []byte {
@@ -2554,7 +3033,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tidekv_proto_msgTypes[33]
+	mi := &file_tidekv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +3045,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[33]
+	mi := &file_tidekv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +3058,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{33}
+	return file_tidekv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -2614,7 +3093,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tidekv_proto_msgTypes[34]
+	mi := &file_tidekv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2626,7 +3105,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[34]
+	mi := &file_tidekv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2639,7 +3118,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{34}
+	return file_tidekv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -2686,7 +3165,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tidekv_proto_msgTypes[35]
+	mi := &file_tidekv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +3177,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[35]
+	mi := &file_tidekv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +3190,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{35}
+	return file_tidekv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ChangeReplicasResponse) GetDesc() *RangeDescriptor {
@@ -2733,7 +3212,7 @@ type TransferLeaseRequest struct {
 
 func (x *TransferLeaseRequest) Reset() {
 	*x = TransferLeaseRequest{}
-	mi := &file_tidekv_proto_msgTypes[36]
+	mi := &file_tidekv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +3224,7 @@ func (x *TransferLeaseRequest) String() string {
 func (*TransferLeaseRequest) ProtoMessage() {}
 
 func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[36]
+	mi := &file_tidekv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +3237,7 @@ func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{36}
+	return file_tidekv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TransferLeaseRequest) GetRangeId() uint64 {
@@ -2790,7 +3269,7 @@ type TransferLeaseResponse struct {
 
 func (x *TransferLeaseResponse) Reset() {
 	*x = TransferLeaseResponse{}
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +3281,7 @@ func (x *TransferLeaseResponse) String() string {
 func (*TransferLeaseResponse) ProtoMessage() {}
 
 func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +3294,7 @@ func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{37}
+	return file_tidekv_proto_rawDescGZIP(), []int{41}
 }
 
 type JoinRequest struct {
@@ -2828,7 +3307,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3319,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3332,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{38}
+	return file_tidekv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *JoinRequest) GetGrpcAddr() string {
@@ -2881,7 +3360,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +3372,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +3385,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{39}
+	return file_tidekv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *JoinResponse) GetClusterId() uint64 {
@@ -2956,7 +3435,7 @@ type NodeHeartbeatRequest struct {
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3447,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3460,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{40}
+	return file_tidekv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeHeartbeatRequest) GetNode() *NodeDescriptor {
@@ -3094,7 +3573,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +3585,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3598,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{41}
+	return file_tidekv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeHeartbeatResponse) GetNodes() []*NodeDescriptor {
@@ -3159,7 +3638,7 @@ type ReportRangeRequest struct {
 
 func (x *ReportRangeRequest) Reset() {
 	*x = ReportRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3650,7 @@ func (x *ReportRangeRequest) String() string {
 func (*ReportRangeRequest) ProtoMessage() {}
 
 func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3663,7 @@ func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeRequest.ProtoReflect.Descriptor instead.
 func (*ReportRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{42}
+	return file_tidekv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReportRangeRequest) GetDesc() *RangeDescriptor {
@@ -3258,7 +3737,7 @@ type ReportRangeResponse struct {
 
 func (x *ReportRangeResponse) Reset() {
 	*x = ReportRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +3749,7 @@ func (x *ReportRangeResponse) String() string {
 func (*ReportRangeResponse) ProtoMessage() {}
 
 func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3283,7 +3762,7 @@ func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeResponse.ProtoReflect.Descriptor instead.
 func (*ReportRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{43}
+	return file_tidekv_proto_rawDescGZIP(), []int{47}
 }
 
 // Event is one thing the cluster did on its own or was told to do, with why.
@@ -3303,7 +3782,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3315,7 +3794,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3328,7 +3807,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{44}
+	return file_tidekv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Event) GetUnixNanos() int64 {
@@ -3378,7 +3857,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3390,7 +3869,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3403,7 +3882,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{45}
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EventsRequest) GetLocal() bool {
@@ -3430,7 +3909,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3442,7 +3921,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3455,7 +3934,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{46}
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -3479,7 +3958,7 @@ type ClosedTimestamp struct {
 
 func (x *ClosedTimestamp) Reset() {
 	*x = ClosedTimestamp{}
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3491,7 +3970,7 @@ func (x *ClosedTimestamp) String() string {
 func (*ClosedTimestamp) ProtoMessage() {}
 
 func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3504,7 +3983,7 @@ func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestamp.ProtoReflect.Descriptor instead.
 func (*ClosedTimestamp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{47}
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ClosedTimestamp) GetRangeId() uint64 {
@@ -3543,7 +4022,7 @@ type ClosedTimestampsRequest struct {
 
 func (x *ClosedTimestampsRequest) Reset() {
 	*x = ClosedTimestampsRequest{}
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3555,7 +4034,7 @@ func (x *ClosedTimestampsRequest) String() string {
 func (*ClosedTimestampsRequest) ProtoMessage() {}
 
 func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3568,7 +4047,7 @@ func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsRequest.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{48}
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClosedTimestampsRequest) GetFromNodeId() uint64 {
@@ -3601,7 +4080,7 @@ type ClosedTimestampsResponse struct {
 
 func (x *ClosedTimestampsResponse) Reset() {
 	*x = ClosedTimestampsResponse{}
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +4092,7 @@ func (x *ClosedTimestampsResponse) String() string {
 func (*ClosedTimestampsResponse) ProtoMessage() {}
 
 func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +4105,7 @@ func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsResponse.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{49}
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClosedTimestampsResponse) GetLoad() *NodeLoad {
@@ -3654,7 +4133,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3666,7 +4145,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3679,7 +4158,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{50}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeLoad) GetNodeId() uint64 {
@@ -3752,7 +4231,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +4243,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +4256,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -3803,7 +4282,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3815,7 +4294,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3828,7 +4307,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{52}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *MergeResponse) GetDesc() *RangeDescriptor {
@@ -3851,7 +4330,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +4342,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +4355,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{53}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -3909,7 +4388,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3921,7 +4400,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3934,7 +4413,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{54}
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *FreezeRangeResponse) GetDesc() *RangeDescriptor {
@@ -3955,7 +4434,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3967,7 +4446,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3980,7 +4459,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{55}
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -4007,7 +4486,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4019,7 +4498,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4032,7 +4511,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{56}
+	return file_tidekv_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DecommissionResponse) GetReplicas() uint32 {
@@ -4054,7 +4533,7 @@ type Setting struct {
 
 func (x *Setting) Reset() {
 	*x = Setting{}
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4545,7 @@ func (x *Setting) String() string {
 func (*Setting) ProtoMessage() {}
 
 func (x *Setting) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4558,7 @@ func (x *Setting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Setting.ProtoReflect.Descriptor instead.
 func (*Setting) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{57}
+	return file_tidekv_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Setting) GetKey() string {
@@ -4106,7 +4585,7 @@ type SettingsRequest struct {
 
 func (x *SettingsRequest) Reset() {
 	*x = SettingsRequest{}
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4118,7 +4597,7 @@ func (x *SettingsRequest) String() string {
 func (*SettingsRequest) ProtoMessage() {}
 
 func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4131,7 +4610,7 @@ func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsRequest.ProtoReflect.Descriptor instead.
 func (*SettingsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{58}
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SettingsRequest) GetSet() []*Setting {
@@ -4151,7 +4630,7 @@ type SettingsResponse struct {
 
 func (x *SettingsResponse) Reset() {
 	*x = SettingsResponse{}
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4163,7 +4642,7 @@ func (x *SettingsResponse) String() string {
 func (*SettingsResponse) ProtoMessage() {}
 
 func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4176,7 +4655,7 @@ func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsResponse.ProtoReflect.Descriptor instead.
 func (*SettingsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{59}
+	return file_tidekv_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SettingsResponse) GetSettings() []*Setting {
@@ -4194,7 +4673,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4206,7 +4685,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4219,7 +4698,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{60}
+	return file_tidekv_proto_rawDescGZIP(), []int{64}
 }
 
 type AutoscaleStatusResponse struct {
@@ -4233,7 +4712,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4245,7 +4724,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4258,7 +4737,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{61}
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -4276,7 +4755,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4767,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4301,7 +4780,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{62}
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
 }
 
 type NodeLoadsResponse struct {
@@ -4314,7 +4793,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4326,7 +4805,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4339,7 +4818,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{63}
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -4357,7 +4836,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4369,7 +4848,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4382,7 +4861,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{64}
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
 }
 
 type AllocRangeIDResponse struct {
@@ -4394,7 +4873,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4406,7 +4885,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4419,7 +4898,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{65}
+	return file_tidekv_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -4441,7 +4920,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +4932,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +4945,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -4507,7 +4986,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4519,7 +4998,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4532,7 +5011,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{67}
+	return file_tidekv_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -4559,7 +5038,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4571,7 +5050,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4584,7 +5063,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{68}
+	return file_tidekv_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -4632,7 +5111,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4644,7 +5123,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4657,7 +5136,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{69}
+	return file_tidekv_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -4682,7 +5161,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4694,7 +5173,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4707,7 +5186,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{70}
+	return file_tidekv_proto_rawDescGZIP(), []int{74}
 }
 
 // WriteGuard lets a write create or update a keyed collection in one step
@@ -4729,7 +5208,7 @@ type WriteGuard struct {
 
 func (x *WriteGuard) Reset() {
 	*x = WriteGuard{}
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4741,7 +5220,7 @@ func (x *WriteGuard) String() string {
 func (*WriteGuard) ProtoMessage() {}
 
 func (x *WriteGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4754,7 +5233,7 @@ func (x *WriteGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
 func (*WriteGuard) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{71}
+	return file_tidekv_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *WriteGuard) GetKey() []byte {
@@ -4887,7 +5366,42 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12%\n" +
 	"\x0ecurrent_exists\x18\x02 \x01(\bR\rcurrentExists\x12#\n" +
-	"\rcurrent_value\x18\x03 \x01(\fR\fcurrentValue\"\xb1\x02\n" +
+	"\rcurrent_value\x18\x03 \x01(\fR\fcurrentValue\"\xcd\x03\n" +
+	"\tKVRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\rR\ttimeoutMs\x12,\n" +
+	"\bpriority\x18\x03 \x01(\x0e2\x10.tidekv.PriorityR\bpriority\x12&\n" +
+	"\x03get\x18\x04 \x01(\v2\x12.tidekv.GetRequestH\x00R\x03get\x12&\n" +
+	"\x03put\x18\x05 \x01(\v2\x12.tidekv.PutRequestH\x00R\x03put\x12/\n" +
+	"\x06delete\x18\x06 \x01(\v2\x15.tidekv.DeleteRequestH\x00R\x06delete\x12)\n" +
+	"\x04scan\x18\a \x01(\v2\x13.tidekv.ScanRequestH\x00R\x04scan\x126\n" +
+	"\tbatch_get\x18\b \x01(\v2\x17.tidekv.BatchGetRequestH\x00R\bbatchGet\x12,\n" +
+	"\x05write\x18\t \x01(\v2\x14.tidekv.WriteRequestH\x00R\x05write\x12F\n" +
+	"\x0fcompare_and_set\x18\n" +
+	" \x01(\v2\x1c.tidekv.CompareAndSetRequestH\x00R\rcompareAndSetB\t\n" +
+	"\arequest\"\x85\x04\n" +
+	"\n" +
+	"KVResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12'\n" +
+	"\x03get\x18\x02 \x01(\v2\x13.tidekv.GetResponseH\x00R\x03get\x12'\n" +
+	"\x03put\x18\x03 \x01(\v2\x13.tidekv.PutResponseH\x00R\x03put\x120\n" +
+	"\x06delete\x18\x04 \x01(\v2\x16.tidekv.DeleteResponseH\x00R\x06delete\x12*\n" +
+	"\x04scan\x18\x05 \x01(\v2\x14.tidekv.ScanResponseH\x00R\x04scan\x127\n" +
+	"\tbatch_get\x18\x06 \x01(\v2\x18.tidekv.BatchGetResponseH\x00R\bbatchGet\x12-\n" +
+	"\x05write\x18\a \x01(\v2\x15.tidekv.WriteResponseH\x00R\x05write\x12G\n" +
+	"\x0fcompare_and_set\x18\b \x01(\v2\x1d.tidekv.CompareAndSetResponseH\x00R\rcompareAndSet\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\t \x01(\rR\terrorCode\x12#\n" +
+	"\rerror_message\x18\n" +
+	" \x01(\tR\ferrorMessage\x126\n" +
+	"\ferror_detail\x18\v \x01(\v2\x13.tidekv.ErrorDetailR\verrorDetailB\n" +
+	"\n" +
+	"\bresponse\"?\n" +
+	"\x0eKVBatchRequest\x12-\n" +
+	"\brequests\x18\x01 \x03(\v2\x11.tidekv.KVRequestR\brequests\"C\n" +
+	"\x0fKVBatchResponse\x120\n" +
+	"\tresponses\x18\x01 \x03(\v2\x12.tidekv.KVResponseR\tresponses\"\xb1\x02\n" +
 	"\tRangeInfo\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -5152,7 +5666,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03ANY\x10\x02*8\n" +
 	"\bPriority\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x00\x12\x17\n" +
-	"\x13PRIORITY_BACKGROUND\x10\x012\x93\x03\n" +
+	"\x13PRIORITY_BACKGROUND\x10\x012\xd1\x03\n" +
 	"\x02KV\x12.\n" +
 	"\x03Get\x12\x12.tidekv.GetRequest\x1a\x13.tidekv.GetResponse\x12.\n" +
 	"\x03Put\x12\x12.tidekv.PutRequest\x1a\x13.tidekv.PutResponse\x127\n" +
@@ -5160,7 +5674,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Scan\x12\x13.tidekv.ScanRequest\x1a\x14.tidekv.ScanResponse\x12=\n" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
-	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse2\x9e\n" +
+	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse\x12<\n" +
+	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\x9e\n" +
 	"\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
@@ -5200,7 +5715,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -5227,59 +5742,63 @@ var file_tidekv_proto_goTypes = []any{
 	(*WriteResponse)(nil),            // 22: tidekv.WriteResponse
 	(*CompareAndSetRequest)(nil),     // 23: tidekv.CompareAndSetRequest
 	(*CompareAndSetResponse)(nil),    // 24: tidekv.CompareAndSetResponse
-	(*RangeInfo)(nil),                // 25: tidekv.RangeInfo
-	(*RangesRequest)(nil),            // 26: tidekv.RangesRequest
-	(*RangesResponse)(nil),           // 27: tidekv.RangesResponse
-	(*ReplicaStatus)(nil),            // 28: tidekv.ReplicaStatus
-	(*NodeStatus)(nil),               // 29: tidekv.NodeStatus
-	(*Imbalance)(nil),                // 30: tidekv.Imbalance
-	(*StatusRequest)(nil),            // 31: tidekv.StatusRequest
-	(*StatusResponse)(nil),           // 32: tidekv.StatusResponse
-	(*ReadinessRequest)(nil),         // 33: tidekv.ReadinessRequest
-	(*ReadinessResponse)(nil),        // 34: tidekv.ReadinessResponse
-	(*LocalStatusRequest)(nil),       // 35: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),      // 36: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),             // 37: tidekv.SplitRequest
-	(*SplitResponse)(nil),            // 38: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),    // 39: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil),   // 40: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),     // 41: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),    // 42: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),              // 43: tidekv.JoinRequest
-	(*JoinResponse)(nil),             // 44: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),     // 45: tidekv.NodeHeartbeatRequest
-	(*NodeHeartbeatResponse)(nil),    // 46: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 47: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 48: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 49: tidekv.Event
-	(*EventsRequest)(nil),            // 50: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 51: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 52: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 53: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 54: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 55: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 56: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 57: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 58: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 59: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 60: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 61: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 62: tidekv.Setting
-	(*SettingsRequest)(nil),          // 63: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 64: tidekv.SettingsResponse
-	(*AutoscaleStatusRequest)(nil),   // 65: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 66: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 67: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 68: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 69: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 70: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 71: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 72: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 73: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 74: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 75: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 76: tidekv.WriteGuard
-	(*raftpb.Message)(nil),           // 77: raftpb.Message
+	(*KVRequest)(nil),                // 25: tidekv.KVRequest
+	(*KVResponse)(nil),               // 26: tidekv.KVResponse
+	(*KVBatchRequest)(nil),           // 27: tidekv.KVBatchRequest
+	(*KVBatchResponse)(nil),          // 28: tidekv.KVBatchResponse
+	(*RangeInfo)(nil),                // 29: tidekv.RangeInfo
+	(*RangesRequest)(nil),            // 30: tidekv.RangesRequest
+	(*RangesResponse)(nil),           // 31: tidekv.RangesResponse
+	(*ReplicaStatus)(nil),            // 32: tidekv.ReplicaStatus
+	(*NodeStatus)(nil),               // 33: tidekv.NodeStatus
+	(*Imbalance)(nil),                // 34: tidekv.Imbalance
+	(*StatusRequest)(nil),            // 35: tidekv.StatusRequest
+	(*StatusResponse)(nil),           // 36: tidekv.StatusResponse
+	(*ReadinessRequest)(nil),         // 37: tidekv.ReadinessRequest
+	(*ReadinessResponse)(nil),        // 38: tidekv.ReadinessResponse
+	(*LocalStatusRequest)(nil),       // 39: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),      // 40: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),             // 41: tidekv.SplitRequest
+	(*SplitResponse)(nil),            // 42: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),    // 43: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 44: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),     // 45: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),    // 46: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),              // 47: tidekv.JoinRequest
+	(*JoinResponse)(nil),             // 48: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),     // 49: tidekv.NodeHeartbeatRequest
+	(*NodeHeartbeatResponse)(nil),    // 50: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 51: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 52: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 53: tidekv.Event
+	(*EventsRequest)(nil),            // 54: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 55: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 56: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 57: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 58: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 59: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 60: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 61: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 62: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 63: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 64: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 65: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 66: tidekv.Setting
+	(*SettingsRequest)(nil),          // 67: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 68: tidekv.SettingsResponse
+	(*AutoscaleStatusRequest)(nil),   // 69: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 70: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 71: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 72: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 73: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 74: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 75: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 76: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 77: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 78: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 79: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 80: tidekv.WriteGuard
+	(*raftpb.Message)(nil),           // 81: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -5293,96 +5812,116 @@ var file_tidekv_proto_depIdxs = []int32{
 	11, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
 	4,  // 9: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
 	20, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	76, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
-	6,  // 12: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	25, // 13: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	7,  // 14: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
-	0,  // 15: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	7,  // 16: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	29, // 17: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	30, // 18: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	7,  // 19: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	28, // 20: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	6,  // 21: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	6,  // 22: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	6,  // 23: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	7,  // 24: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	7,  // 25: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	7,  // 26: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,  // 27: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	49, // 28: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	52, // 29: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	55, // 30: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	55, // 31: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	6,  // 32: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,  // 33: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	62, // 34: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	62, // 35: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	55, // 36: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	77, // 37: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	71, // 38: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	71, // 39: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	10, // 40: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	12, // 41: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	14, // 42: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	16, // 43: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	18, // 44: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	21, // 45: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	23, // 46: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	26, // 47: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	31, // 48: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	33, // 49: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	35, // 50: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	37, // 51: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	39, // 52: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	41, // 53: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	43, // 54: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	45, // 55: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	47, // 56: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	69, // 57: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	50, // 58: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	53, // 59: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	67, // 60: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	60, // 61: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	63, // 62: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	65, // 63: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	56, // 64: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	58, // 65: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	72, // 66: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	73, // 67: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	11, // 68: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	13, // 69: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	15, // 70: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	17, // 71: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	19, // 72: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	22, // 73: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	24, // 74: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	27, // 75: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	32, // 76: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	34, // 77: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	36, // 78: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	38, // 79: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	40, // 80: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	42, // 81: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	44, // 82: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	46, // 83: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	48, // 84: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	70, // 85: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	51, // 86: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	54, // 87: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	68, // 88: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	61, // 89: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	64, // 90: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	66, // 91: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	57, // 92: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	59, // 93: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	75, // 94: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	74, // 95: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	68, // [68:96] is the sub-list for method output_type
-	40, // [40:68] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	80, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	3,  // 12: tidekv.KVRequest.priority:type_name -> tidekv.Priority
+	10, // 13: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	12, // 14: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	14, // 15: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	16, // 16: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	18, // 17: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	21, // 18: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	23, // 19: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	11, // 20: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	13, // 21: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	15, // 22: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	17, // 23: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	19, // 24: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	22, // 25: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	24, // 26: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	8,  // 27: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
+	25, // 28: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	26, // 29: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	6,  // 30: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	29, // 31: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	7,  // 32: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	0,  // 33: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
+	7,  // 34: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	33, // 35: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	34, // 36: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	7,  // 37: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	32, // 38: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	6,  // 39: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	6,  // 40: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	6,  // 41: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	7,  // 42: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	7,  // 43: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	7,  // 44: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	6,  // 45: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	53, // 46: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	56, // 47: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	59, // 48: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	59, // 49: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	6,  // 50: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	6,  // 51: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	66, // 52: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	66, // 53: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	59, // 54: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	81, // 55: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	75, // 56: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	75, // 57: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	10, // 58: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	12, // 59: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	14, // 60: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	16, // 61: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	18, // 62: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	21, // 63: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	23, // 64: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	27, // 65: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	30, // 66: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	35, // 67: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	37, // 68: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	39, // 69: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	41, // 70: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	43, // 71: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	45, // 72: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	47, // 73: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	49, // 74: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	51, // 75: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	73, // 76: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	54, // 77: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	57, // 78: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	71, // 79: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	64, // 80: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	67, // 81: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	69, // 82: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	60, // 83: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	62, // 84: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	76, // 85: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	77, // 86: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	11, // 87: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	13, // 88: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	15, // 89: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	17, // 90: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	19, // 91: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	22, // 92: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	24, // 93: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	28, // 94: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	31, // 95: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	36, // 96: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	38, // 97: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	40, // 98: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	42, // 99: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	44, // 100: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	46, // 101: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	48, // 102: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	50, // 103: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	52, // 104: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	74, // 105: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	55, // 106: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	58, // 107: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	72, // 108: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	65, // 109: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	68, // 110: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	70, // 111: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	61, // 112: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	63, // 113: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	79, // 114: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	78, // 115: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	87, // [87:116] is the sub-list for method output_type
+	58, // [58:87] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -5390,13 +5929,31 @@ func file_tidekv_proto_init() {
 	if File_tidekv_proto != nil {
 		return
 	}
+	file_tidekv_proto_msgTypes[20].OneofWrappers = []any{
+		(*KVRequest_Get)(nil),
+		(*KVRequest_Put)(nil),
+		(*KVRequest_Delete)(nil),
+		(*KVRequest_Scan)(nil),
+		(*KVRequest_BatchGet)(nil),
+		(*KVRequest_Write)(nil),
+		(*KVRequest_CompareAndSet)(nil),
+	}
+	file_tidekv_proto_msgTypes[21].OneofWrappers = []any{
+		(*KVResponse_Get)(nil),
+		(*KVResponse_Put)(nil),
+		(*KVResponse_Delete)(nil),
+		(*KVResponse_Scan)(nil),
+		(*KVResponse_BatchGet)(nil),
+		(*KVResponse_Write)(nil),
+		(*KVResponse_CompareAndSet)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   72,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

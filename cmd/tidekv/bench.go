@@ -22,7 +22,7 @@ func newBenchCmd() *cobra.Command {
 	cfg := bench.DefaultConfig()
 	var addrs string
 	var gcPercent *int
-	var asJSON bool
+	var asJSON, unary bool
 	var figures string
 	var read client.ReadOption
 	var sec clientSecurity
@@ -60,6 +60,9 @@ second are drawn as one SVG per phase into --out.`,
 			ccfg.Addrs = splitAddrs(addrs)
 			if len(ccfg.Addrs) == 0 {
 				return errors.New("bench: --addr is empty")
+			}
+			if ccfg.UnaryRPC = unary; unary {
+				cfg.Transport = "unary"
 			}
 			if err := sec.apply(&ccfg); err != nil {
 				return err
@@ -126,6 +129,7 @@ second are drawn as one SVG per phase into --out.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.StringVar(&figures, "out", "bench-results", "directory for the per-phase figures (SVG: ycsb-WORKLOAD-PHASE.svg); empty: none")
 	f.Var(&read, "read", readFlagUsage)
+	f.BoolVar(&unary, "unary", false, "send each request as its own gRPC call instead of on one Batch stream per node (docs/batch-rpc.md), to compare the two")
 	sec.addFlags(f)
 	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd(), newChaosBenchCmd())
 	return cmd

@@ -51,7 +51,9 @@ func (s *Server) admit(ctx context.Context, read bool) (admission.Priority, erro
 // refuses them before it spends anything on them. Other services (Raft,
 // admin) are never refused here.
 func (s *Server) arrive(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if !strings.HasPrefix(info.FullMethodName, "/tidekv.KV/") {
+	if !strings.HasPrefix(info.FullMethodName, "/tidekv.KV/") || info.FullMethodName == tidekvpb.KV_Batch_FullMethodName {
+		// A Batch stream's requests are stamped and gated one by one as
+		// its messages are read (Batch).
 		return ctx, nil
 	}
 	p := admission.Normal
@@ -96,9 +98,9 @@ func (s *Server) admissionCollectors() []prometheus.Collector {
 			func() float64 { return float64(s.cfg.Admission.MaxInflight) }),
 		gauge("tidekv_admission_admit_share", "Share of new normal-priority requests the admission gate admits (1 = all; below 1 the node sheds).",
 			func(st admission.State) float64 { return st.AdmitShare }),
-		gauge("tidekv_admission_overloaded", "1 while the smallest queueing delay of a window (or the scheduler's run-queue latency) stays above the target.",
+		gauge("tidekv_admission_overloaded", "1 while the median queueing delay of a window (or the scheduler's run-queue latency) stays above the target.",
 			func(st admission.State) float64 { return b2f(st.Overloaded) }),
-		gauge("tidekv_admission_window_delay_seconds", "Smallest queueing delay of the last admission window.",
+		gauge("tidekv_admission_window_delay_seconds", "Median queueing delay of the last admission window.",
 			func(st admission.State) float64 { return max(st.QueueDelay, 0).Seconds() }),
 		gauge("tidekv_scheduler_latency_seconds", "Median time runnable goroutines waited for a CPU over the last admission window.",
 			func(st admission.State) float64 { return st.SchedLatency.Seconds() }),

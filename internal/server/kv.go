@@ -15,7 +15,8 @@ import (
 // answers with a typed routing error.
 type kvService struct {
 	tidekvpb.UnimplementedKVServer
-	s *Server
+	s       *Server
+	workers *workers // run Batch streams' requests
 }
 
 func (s *Server) checkKey(k []byte) error {

@@ -27,6 +27,9 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	// queueDelay is the admission queueing delay of every measured request.
 	queueDelay prometheus.Histogram
+	// Batch streams: messages read and the requests they carried (their
+	// ratio is how many requests share a message).
+	streamMessages, streamRequests prometheus.Counter
 
 	redisCommands *prometheus.CounterVec
 	redisLatency  *prometheus.HistogramVec
@@ -53,6 +56,12 @@ func newMetrics() *metrics {
 		Name: "tidekv_admission_queue_delay_seconds", Help: "How long KV requests waited between arriving at the node and the start of their work (gRPC requests; docs/admission.md).",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 	})
+	m.streamMessages = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tidekv_kv_stream_messages_total", Help: "Messages read from KV Batch streams.",
+	})
+	m.streamRequests = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tidekv_kv_stream_requests_total", Help: "KV requests read from Batch streams (divided by tidekv_kv_stream_messages_total: requests per message).",
+	})
 	m.redisCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidekv_redis_commands_total", Help: "Redis-protocol commands by command and result (ok or error).",
 	}, []string{"command", "result"})
@@ -66,7 +75,7 @@ func newMetrics() *metrics {
 	m.imbalance = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tidekv_imbalance", Help: "Standard deviation over mean across live nodes (exported by the meta leaseholder).",
 	}, []string{"dimension"})
-	m.reg.MustRegister(m.requests, m.latency, m.queueDelay, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance,
+	m.reg.MustRegister(m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -175,7 +175,7 @@ func (s *Server) serve(ctx context.Context) error {
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(l.MaxMessageSize), grpc.MaxSendMsgSize(l.MaxMessageSize),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams), grpc.NumStreamWorkers(32), grpc.InTapHandle(s.arrive)}, s.grpcSecurity()...)
 	s.grpcSrv = grpc.NewServer(opts...)
-	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
+	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s, workers: newWorkers(batchWorkers, s.stopper)})
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.grpcT.Register(s.grpcSrv)
 	go s.grpcSrv.Serve(lis)
