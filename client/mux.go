@@ -360,6 +360,10 @@ func (s *muxStream) failureLocked(sent bool) error {
 	switch {
 	case st.Code() == codes.Unimplemented:
 		return errNoBatch
+	case st.Code() == codes.Unauthenticated || st.Code() == codes.PermissionDenied:
+		// Refused when it opened, before any request ran: every request
+		// gets the node's answer.
+		return st.Err()
 	case !sent:
 		return status.Error(codes.Unavailable, notSentMessage+": "+st.Message())
 	case st.Code() == codes.Canceled || st.Code() == codes.Unavailable:

@@ -119,6 +119,10 @@ func TestMuxBrokenStreamErrors(t *testing.T) {
 	if neverSent(sent) || classify(sent, nil) != classTransport {
 		t.Fatalf("sent request: %v, want a transport failure of unknown outcome", sent.Err())
 	}
+	s.err = status.Error(codes.Unauthenticated, "invalid user name or password")
+	if st := status.Convert(s.failure(true)); st.Code() != codes.Unauthenticated || st.Message() != "invalid user name or password" {
+		t.Fatalf("stream refused at open: %v, want the node's Unauthenticated answer", st.Err())
+	}
 	s.err = status.Error(codes.Unimplemented, "unknown method Batch")
 	if err := s.failure(true); !errors.Is(err, errNoBatch) {
 		t.Fatalf("node without Batch: %v, want errNoBatch (retry as a unary call)", err)
