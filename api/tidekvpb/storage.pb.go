@@ -362,9 +362,11 @@ type MetaCommand struct {
 	// descriptors it supersedes.
 	UpdateRange *RangeDescriptor `protobuf:"bytes,4,opt,name=update_range,json=updateRange,proto3" json:"update_range,omitempty"`
 	// Set (or, with an empty value, clear) a cluster setting.
-	SetSetting    *Setting `protobuf:"bytes,5,opt,name=set_setting,json=setSetting,proto3" json:"set_setting,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SetSetting *Setting `protobuf:"bytes,5,opt,name=set_setting,json=setSetting,proto3" json:"set_setting,omitempty"`
+	// Raise the cluster's Raft log version to this (never lowers it).
+	RaiseLogVersion uint32 `protobuf:"varint,6,opt,name=raise_log_version,json=raiseLogVersion,proto3" json:"raise_log_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *MetaCommand) Reset() {
@@ -430,6 +432,13 @@ func (x *MetaCommand) GetSetSetting() *Setting {
 		return x.SetSetting
 	}
 	return nil
+}
+
+func (x *MetaCommand) GetRaiseLogVersion() uint32 {
+	if x != nil {
+		return x.RaiseLogVersion
+	}
+	return 0
 }
 
 // RaftCommand is the payload of every normal Raft entry TideKV proposes.
@@ -636,7 +645,7 @@ const file_storage_proto_rawDesc = "" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
 	"newRangeId\"D\n" +
 	"\x15ChangeReplicasCommand\x12+\n" +
-	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\x8d\x02\n" +
+	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\xb9\x02\n" +
 	"\vMetaCommand\x121\n" +
 	"\badd_node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\aaddNode\x127\n" +
 	"\vupdate_node\x18\x02 \x01(\v2\x16.tidekv.NodeDescriptorR\n" +
@@ -644,7 +653,8 @@ const file_storage_proto_rawDesc = "" +
 	"\x0ealloc_range_id\x18\x03 \x01(\bR\fallocRangeId\x12:\n" +
 	"\fupdate_range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\vupdateRange\x120\n" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
-	"setSetting\"\xc8\x03\n" +
+	"setSetting\x12*\n" +
+	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\"\xc8\x03\n" +
 	"\vRaftCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12'\n" +

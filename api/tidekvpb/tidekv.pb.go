@@ -487,7 +487,10 @@ type NodeDescriptor struct {
 	// and nothing new comes here. Cleared by recommission.
 	Draining bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
 	// Gossip (memberlist) address, host:port.
-	GossipAddr    string `protobuf:"bytes,7,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	GossipAddr string `protobuf:"bytes,7,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	// The newest Raft log version the node's binary applies (0: a binary
+	// from before log versions, which applies version 1 only).
+	MaxLogVersion uint32 `protobuf:"varint,8,opt,name=max_log_version,json=maxLogVersion,proto3" json:"max_log_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -569,6 +572,13 @@ func (x *NodeDescriptor) GetGossipAddr() string {
 		return x.GossipAddr
 	}
 	return ""
+}
+
+func (x *NodeDescriptor) GetMaxLogVersion() uint32 {
+	if x != nil {
+		return x.MaxLogVersion
+	}
+	return 0
 }
 
 type ErrorDetail struct {
@@ -2652,12 +2662,14 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	NodeId        uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Nodes         []*NodeStatus          `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	RangeCount    uint32                 `protobuf:"varint,4,opt,name=range_count,json=rangeCount,proto3" json:"range_count,omitempty"`
-	Imbalance     *Imbalance             `protobuf:"bytes,5,opt,name=imbalance,proto3" json:"imbalance,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId  uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	NodeId     uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Nodes      []*NodeStatus          `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	RangeCount uint32                 `protobuf:"varint,4,opt,name=range_count,json=rangeCount,proto3" json:"range_count,omitempty"`
+	Imbalance  *Imbalance             `protobuf:"bytes,5,opt,name=imbalance,proto3" json:"imbalance,omitempty"`
+	// The cluster's Raft log version (docs/upgrades.md).
+	LogVersion    uint32 `protobuf:"varint,6,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2725,6 +2737,13 @@ func (x *StatusResponse) GetImbalance() *Imbalance {
 		return x.Imbalance
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
+	}
+	return 0
 }
 
 // Readiness: is the cluster fully replicated? Answered by the meta
@@ -3298,9 +3317,12 @@ func (*TransferLeaseResponse) Descriptor() ([]byte, []int) {
 }
 
 type JoinRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GrpcAddr      string                 `protobuf:"bytes,1,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	HttpAddr      string                 `protobuf:"bytes,2,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	GrpcAddr string                 `protobuf:"bytes,1,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	HttpAddr string                 `protobuf:"bytes,2,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// As NodeDescriptor.max_log_version: a node older than the cluster's log
+	// version is refused.
+	MaxLogVersion uint32 `protobuf:"varint,3,opt,name=max_log_version,json=maxLogVersion,proto3" json:"max_log_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3347,6 +3369,13 @@ func (x *JoinRequest) GetHttpAddr() string {
 		return x.HttpAddr
 	}
 	return ""
+}
+
+func (x *JoinRequest) GetMaxLogVersion() uint32 {
+	if x != nil {
+		return x.MaxLogVersion
+	}
+	return 0
 }
 
 type JoinResponse struct {
@@ -3567,8 +3596,10 @@ type NodeHeartbeatResponse struct {
 	// The snapshot bandwidth (bytes/s) the control loop grants each node
 	// now; 0 leaves the node's current rate.
 	MigrationBytesPerSec float64 `protobuf:"fixed64,2,opt,name=migration_bytes_per_sec,json=migrationBytesPerSec,proto3" json:"migration_bytes_per_sec,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The cluster's Raft log version: what the node may propose.
+	LogVersion    uint32 `protobuf:"varint,3,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeHeartbeatResponse) Reset() {
@@ -3611,6 +3642,13 @@ func (x *NodeHeartbeatResponse) GetNodes() []*NodeDescriptor {
 func (x *NodeHeartbeatResponse) GetMigrationBytesPerSec() float64 {
 	if x != nil {
 		return x.MigrationBytesPerSec
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatResponse) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
 	}
 	return 0
 }
@@ -5284,7 +5322,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"generation\x18\x05 \x01(\x04R\n" +
 	"generation\x12&\n" +
 	"\x0fnext_replica_id\x18\x06 \x01(\x04R\rnextReplicaId\x12!\n" +
-	"\fmerging_into\x18\a \x01(\x04R\vmergingInto\"\xdb\x01\n" +
+	"\fmerging_into\x18\a \x01(\x04R\vmergingInto\"\x83\x02\n" +
 	"\x0eNodeDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -5294,7 +5332,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"redis_addr\x18\x05 \x01(\tR\tredisAddr\x12\x1a\n" +
 	"\bdraining\x18\x06 \x01(\bR\bdraining\x12\x1f\n" +
 	"\vgossip_addr\x18\a \x01(\tR\n" +
-	"gossipAddr\"\xf1\x01\n" +
+	"gossipAddr\x12&\n" +
+	"\x0fmax_log_version\x18\b \x01(\rR\rmaxLogVersion\"\xf1\x01\n" +
 	"\vErrorDetail\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.tidekv.ErrorKindR\x04kind\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x1f\n" +
@@ -5459,7 +5498,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05bytes\x18\x02 \x01(\x01R\x05bytes\x12\x10\n" +
 	"\x03qps\x18\x03 \x01(\x01R\x03qps\x12\x10\n" +
 	"\x03cpu\x18\x04 \x01(\x01R\x03cpu\"\x0f\n" +
-	"\rStatusRequest\"\xc4\x01\n" +
+	"\rStatusRequest\"\xe5\x01\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
@@ -5467,7 +5506,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05nodes\x18\x03 \x03(\v2\x12.tidekv.NodeStatusR\x05nodes\x12\x1f\n" +
 	"\vrange_count\x18\x04 \x01(\rR\n" +
 	"rangeCount\x12/\n" +
-	"\timbalance\x18\x05 \x01(\v2\x11.tidekv.ImbalanceR\timbalance\"\x12\n" +
+	"\timbalance\x18\x05 \x01(\v2\x11.tidekv.ImbalanceR\timbalance\x12\x1f\n" +
+	"\vlog_version\x18\x06 \x01(\rR\n" +
+	"logVersion\"\x12\n" +
 	"\x10ReadinessRequest\"\xa7\x01\n" +
 	"\x11ReadinessResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x16\n" +
@@ -5502,10 +5543,11 @@ const file_tidekv_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12$\n" +
 	"\x0etarget_node_id\x18\x02 \x01(\x04R\ftargetNodeId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x17\n" +
-	"\x15TransferLeaseResponse\"G\n" +
+	"\x15TransferLeaseResponse\"o\n" +
 	"\vJoinRequest\x12\x1b\n" +
 	"\tgrpc_addr\x18\x01 \x01(\tR\bgrpcAddr\x12\x1b\n" +
-	"\thttp_addr\x18\x02 \x01(\tR\bhttpAddr\"t\n" +
+	"\thttp_addr\x18\x02 \x01(\tR\bhttpAddr\x12&\n" +
+	"\x0fmax_log_version\x18\x03 \x01(\rR\rmaxLogVersion\"t\n" +
 	"\fJoinResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
@@ -5531,10 +5573,12 @@ const file_tidekv_proto_rawDesc = "" +
 	"admitShare\x12\x1e\n" +
 	"\n" +
 	"overloaded\x18\x0e \x01(\bR\n" +
-	"overloaded\"|\n" +
+	"overloaded\"\x9d\x01\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x125\n" +
-	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\"\xba\x02\n" +
+	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\x12\x1f\n" +
+	"\vlog_version\x18\x03 \x01(\rR\n" +
+	"logVersion\"\xba\x02\n" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +

@@ -40,6 +40,7 @@ func sampleStatus() *tidekvpb.StatusResponse {
 		ClusterId:  7,
 		NodeId:     1,
 		RangeCount: 5,
+		LogVersion: 2,
 		Nodes: []*tidekvpb.NodeStatus{
 			{Node: &tidekvpb.NodeDescriptor{NodeId: 3, GrpcAddr: "127.0.0.1:7402"}, State: "suspect", Live: false, Replicas: 4, Leases: 0, Bytes: 0, Qps: 0, LastSeenSeconds: 93.4},
 			{Node: &tidekvpb.NodeDescriptor{NodeId: 1, GrpcAddr: "127.0.0.1:7400", Locality: "region=eu"}, State: "live", Live: true, Replicas: 5, Leases: 3, Bytes: 3 << 20, Qps: 1234.56, Cpu: 0.42, Score: 2.5, P99Ms: 3.25, LastSeenSeconds: 0.35,
@@ -59,7 +60,7 @@ func TestStatusTable(t *testing.T) {
 1     127.0.0.1:7400  live     region=eu  5         3       3.0 MiB  1234.6  42%  2.50   3.2ms  350ms ago  admits 35%, delay 12.5ms, 840 refused/s
 2     127.0.0.1:7401  live     -          5         2       1.5 KiB  7.0     0%   0.00   0.0ms  1.3s ago   ok
 3     127.0.0.1:7402  suspect  -          4         0       0 B      0.0     0%   0.00   0.0ms  1m33s ago  -
-3 nodes, 5 ranges; imbalance (stddev/mean): replicas 0.00, data 0.99, qps 0.99, cpu 1.00
+3 nodes, 5 ranges, log version 2; imbalance (stddev/mean): replicas 0.00, data 0.99, qps 0.99, cpu 1.00
 `
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)

@@ -73,13 +73,15 @@ type StatusView struct {
 	ClusterID  string        `json:"cluster_id"`
 	NodeID     uint64        `json:"node_id"`
 	RangeCount uint32        `json:"range_count"`
+	LogVersion uint32        `json:"log_version"`
 	Nodes      []NodeView    `json:"nodes"`
 	Imbalance  ImbalanceView `json:"imbalance"`
 }
 
 // StatusOf flattens a Status answer, nodes ordered by id.
 func StatusOf(resp *tidekvpb.StatusResponse) StatusView {
-	v := StatusView{ClusterID: fmt.Sprintf("%x", resp.GetClusterId()), NodeID: resp.GetNodeId(), RangeCount: resp.GetRangeCount(), Nodes: []NodeView{}}
+	v := StatusView{ClusterID: fmt.Sprintf("%x", resp.GetClusterId()), NodeID: resp.GetNodeId(), RangeCount: resp.GetRangeCount(),
+		LogVersion: resp.GetLogVersion(), Nodes: []NodeView{}}
 	for _, n := range resp.GetNodes() {
 		d := n.GetNode()
 		v.Nodes = append(v.Nodes, NodeView{
@@ -109,8 +111,8 @@ func StatusTable(w io.Writer, v StatusView) error {
 		return err
 	}
 	im := v.Imbalance
-	_, err := fmt.Fprintf(w, "%s, %s; imbalance (stddev/mean): replicas %.2f, data %.2f, qps %.2f, cpu %.2f\n",
-		plural(len(v.Nodes), "node"), plural(int(v.RangeCount), "range"), im.Replicas, im.Bytes, im.QPS, im.CPU)
+	_, err := fmt.Fprintf(w, "%s, %s, log version %d; imbalance (stddev/mean): replicas %.2f, data %.2f, qps %.2f, cpu %.2f\n",
+		plural(len(v.Nodes), "node"), plural(int(v.RangeCount), "range"), v.LogVersion, im.Replicas, im.Bytes, im.QPS, im.CPU)
 	return err
 }
 

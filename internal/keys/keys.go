@@ -90,6 +90,10 @@ func IsReplicaStateKey(key []byte) bool {
 // NodeIdentKey holds the node's cluster and node IDs.
 var NodeIdentKey = []byte{prefixNodeLocal, 'i'}
 
+// LogVersionKey holds the highest log version the node has learnt
+// (raftstore/logversion.go).
+var LogVersionKey = []byte{prefixNodeLocal, 'v'}
+
 // NodeDirectoryKey caches the last known addresses of all nodes, so a
 // restarted node can reach its peers before anyone tells it.
 var NodeDirectoryKey = []byte{prefixNodeLocal, 'd'}
@@ -128,6 +132,8 @@ var (
 	MetaNextNodeIDKey = []byte("counter/node")
 	MetaNextRangeKey  = []byte("counter/range")
 	MetaClusterIDKey  = []byte("cluster-id")
+	// MetaLogVersionKey holds the cluster's log version.
+	MetaLogVersionKey = []byte("log-version")
 	metaSettingPrefix = []byte("setting/")
 )
 

@@ -37,11 +37,13 @@ func batchable(cmd *tidekvpb.RaftCommand) bool {
 }
 
 // proposeAllLocked hands queued proposals to Raft in order, consecutive
-// batchable ones in shared entries of at most maxBatchEntryBytes.
+// batchable ones in shared entries of at most maxBatchEntryBytes once the
+// cluster's log version allows shared entries.
 func (r *Replica) proposeAllLocked(props []*proposal) {
+	share := r.store.logVersion.Load() >= LogVersionShared
 	for i := 0; i < len(props); {
 		j, size := i+1, len(props[i].data)
-		for props[i].batchable && j < len(props) && props[j].batchable && size+len(props[j].data) <= maxBatchEntryBytes {
+		for share && props[i].batchable && j < len(props) && props[j].batchable && size+len(props[j].data) <= maxBatchEntryBytes {
 			size += len(props[j].data)
 			j++
 		}

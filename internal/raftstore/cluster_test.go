@@ -29,6 +29,7 @@ const testRangeID = 2
 
 func testStoreConfig(t *testing.T) Config {
 	cfg := DefaultConfig()
+	cfg.InitialLogVersion = LatestLogVersion
 	cfg.TickInterval = 10 * time.Millisecond
 	cfg.SnapshotDir = t.TempDir()
 	cfg.CatchUpTimeout = 10 * time.Second

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -47,6 +48,15 @@ type Config struct {
 	// system clock (fault injection passes a SkewClock). Leases use the
 	// monotonic clock instead (clock.go).
 	Clock Clock
+	// MaxLogVersion is the newest log version the store may be raised to
+	// (logversion.go); DefaultConfig sets LatestLogVersion. Tests lower it
+	// to play an older binary.
+	MaxLogVersion uint32
+	// InitialLogVersion is the version a store starts at when its engine
+	// has none persisted; 0 means LogVersionBase (a node that has not
+	// heard the cluster's version yet proposes nothing newer). Tests of a
+	// single store set LatestLogVersion.
+	InitialLogVersion uint32
 	// TestingStaleReads makes every replica serve reads from its local state
 	// without the lease check. Only for the linearizability checker's
 	// negative control; never set it in production.
@@ -68,6 +78,7 @@ func DefaultConfig() Config {
 		SnapshotBytesPerSecond:     64 << 20,
 		ReplicationFactor:          3,
 		CatchUpTimeout:             60 * time.Second,
+		MaxLogVersion:              LatestLogVersion,
 	}
 }
 
@@ -96,6 +107,10 @@ func (c *Config) Validate() error {
 		return errors.New("raftstore: ReplicationFactor must be positive")
 	case c.CatchUpTimeout <= 0:
 		return errors.New("raftstore: CatchUpTimeout must be positive")
+	case c.MaxLogVersion < LogVersionBase || c.MaxLogVersion > LatestLogVersion:
+		return fmt.Errorf("raftstore: MaxLogVersion %d is not a version this binary applies (%d to %d)", c.MaxLogVersion, LogVersionBase, LatestLogVersion)
+	case c.InitialLogVersion > c.MaxLogVersion:
+		return fmt.Errorf("raftstore: InitialLogVersion %d exceeds MaxLogVersion %d", c.InitialLogVersion, c.MaxLogVersion)
 	}
 	return nil
 }

@@ -133,6 +133,11 @@ func (r *Replica) WriteGuarded(ctx context.Context, ops []*tidekvpb.WriteOp, gua
 	if err := r.checkKey(ks...); err != nil {
 		return nil, err
 	}
+	if guard != nil {
+		if err := r.store.needVersion(LogVersionShared, "a guarded write (Redis hash commands)"); err != nil {
+			return nil, err
+		}
+	}
 	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: ops, WriteGuard: guard, WantExisted: wantExisted}, nil)
 	return res.write, err
 }

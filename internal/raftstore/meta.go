@@ -41,6 +41,13 @@ func (r *Replica) applyMetaLocked(ab *applyBatch, mc *tidekvpb.MetaCommand) (app
 		}
 		b, _ := proto.Marshal(st)
 		return applyResult{}, ab.set(mk(keys.MetaSettingKey(st.GetKey())), b)
+	case mc.GetRaiseLogVersion() != 0:
+		key := mk(keys.MetaLogVersionKey)
+		cur, err := decodeLogVersion(ab.get(key))
+		if err != nil || mc.GetRaiseLogVersion() <= cur {
+			return applyResult{}, err
+		}
+		return applyResult{}, ab.set(key, binary.BigEndian.AppendUint32(nil, mc.GetRaiseLogVersion()))
 	case mc.GetAllocRangeId():
 		id, err := nextCounter(ab, mk(keys.MetaNextRangeKey))
 		return applyResult{metaID: id}, err
@@ -121,6 +128,12 @@ func ReadMetaSettings(rd storage.Reader) ([]*tidekvpb.Setting, error) {
 		return nil
 	})
 	return out, err
+}
+
+// ReadMetaLogVersion returns the cluster's log version stored in the meta
+// range.
+func ReadMetaLogVersion(rd storage.Reader) (uint32, error) {
+	return ReadLogVersion(rd, keys.DataKey(keys.MetaRangeID, keys.MetaLogVersionKey))
 }
 
 // ReadMetaNodes returns the node records stored in the meta range.

@@ -65,8 +65,12 @@ type Store struct {
 	}
 
 	proposalSeq atomic.Uint64
-	stats       Stats
-	snapSem     chan struct{}
+	// logVersion is the log version the store proposes at (logversion.go);
+	// versionMu serializes raising it.
+	logVersion atomic.Uint32
+	versionMu  sync.Mutex
+	stats      Stats
+	snapSem    chan struct{}
 	// snapLimiter meters outgoing snapshot bytes (nil: unlimited).
 	snapLimiter *tokenBucket
 	stopOnce    sync.Once
@@ -95,6 +99,9 @@ func NewStore(cfg Config, nodeID uint64, eng storage.Engine, t Transport, l List
 	s.mu.replicas = map[uint64]*Replica{}
 	s.sched.pending = map[uint64]struct{}{}
 	s.proposalSeq.Store(rand.Uint64() >> 16)
+	if err := s.loadLogVersion(); err != nil {
+		return nil, err
+	}
 	if err := s.loadReplicas(); err != nil {
 		return nil, err
 	}

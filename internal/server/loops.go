@@ -100,6 +100,9 @@ func (s *Server) heartbeat(ctx context.Context) {
 	}
 	s.dir.update(resp.GetNodes())
 	s.store.SetSnapshotRate(resp.GetMigrationBytesPerSec())
+	if err := s.store.RaiseLogVersion(resp.GetLogVersion()); err != nil {
+		s.logVersionRefused(err)
+	}
 	s.rejoinGossip()
 }
 

@@ -286,7 +286,13 @@ func (s *Server) joinLocal(ctx context.Context, meta *raftstore.Replica, req *ti
 	if req.GetGrpcAddr() == "" {
 		return nil, invalidArg("join: grpc_addr is required")
 	}
-	id, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{AddNode: &tidekvpb.NodeDescriptor{GrpcAddr: req.GetGrpcAddr(), HttpAddr: req.GetHttpAddr()}})
+	if err := meta.LeaseRead(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.checkJoinVersion(req); err != nil {
+		return nil, err
+	}
+	id, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{AddNode: &tidekvpb.NodeDescriptor{GrpcAddr: req.GetGrpcAddr(), HttpAddr: req.GetHttpAddr(), MaxLogVersion: req.GetMaxLogVersion()}})
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +335,11 @@ func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, re
 	s.meta.mu.Lock()
 	s.meta.nodes[n.GetNodeId()] = &nodeLiveness{lastSeen: time.Now(), hb: req}
 	s.meta.mu.Unlock()
-	return &tidekvpb.NodeHeartbeatResponse{Nodes: nodes, MigrationBytesPerSec: s.ctl.loop.Runner.MigrationRate()}, nil
+	version, err := s.raiseLogVersion(ctx, meta, nodes)
+	if err != nil {
+		return nil, err
+	}
+	return &tidekvpb.NodeHeartbeatResponse{Nodes: nodes, MigrationBytesPerSec: s.ctl.loop.Runner.MigrationRate(), LogVersion: version}, nil
 }
 
 func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
@@ -370,6 +380,9 @@ func (s *Server) statusLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 	resp := &tidekvpb.StatusResponse{ClusterId: s.clusterID, NodeId: s.nodeID, RangeCount: uint32(len(rs.GetRanges()))}
 	resp.Nodes = s.nodeStatuses(rs.GetNodes(), time.Now())
 	resp.Imbalance = placement.ImbalanceOf(resp.Nodes)
+	if resp.LogVersion, err = raftstore.ReadMetaLogVersion(s.eng); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 

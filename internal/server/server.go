@@ -12,12 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -90,6 +93,7 @@ type Server struct {
 	reports        chan *tidekvpb.RangeDescriptor
 	requests       atomic.Uint64
 	ready          atomic.Bool
+	versionWarned  atomic.Bool // logVersionRefused said so once
 	stopper        chan struct{}
 	wg             sync.WaitGroup
 	stopOnce       sync.Once
@@ -260,7 +264,8 @@ func (s *Server) listenHTTP() (net.Listener, error) {
 }
 
 func (s *Server) self() *tidekvpb.NodeDescriptor {
-	return &tidekvpb.NodeDescriptor{NodeId: s.nodeID, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr(), Locality: s.cfg.Locality, RedisAddr: s.RedisAddr(), GossipAddr: s.gossipAddr()}
+	return &tidekvpb.NodeDescriptor{NodeId: s.nodeID, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr(), Locality: s.cfg.Locality, RedisAddr: s.RedisAddr(), GossipAddr: s.gossipAddr(),
+		MaxLogVersion: s.cfg.Raft.MaxLogVersion}
 }
 
 // RedisAddr is the node's Redis-protocol address ("" if disabled).
@@ -352,7 +357,7 @@ func (s *Server) bootstrapRanges() error {
 
 // join asks an existing node for a node ID, retrying until one answers.
 func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
-	req := &tidekvpb.JoinRequest{GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr()}
+	req := &tidekvpb.JoinRequest{GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr(), MaxLogVersion: s.cfg.Raft.MaxLogVersion}
 	backoff := 100 * time.Millisecond
 	for {
 		for _, addr := range s.cfg.Join {
@@ -367,6 +372,9 @@ func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
 				}
 				log.Printf("joined cluster %x as node %d via %s", id.GetClusterId(), id.GetNodeId(), addr)
 				return id, nil
+			}
+			if st := status.Convert(err); st.Code() == codes.FailedPrecondition && strings.HasPrefix(st.Message(), joinRefused) {
+				return nil, fmt.Errorf("join via %s: %s", addr, st.Message())
 			}
 			log.Printf("join via %s: %v", addr, err)
 		}

@@ -1,0 +1,98 @@
+package raftstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+// Log versions gate changes to what a Raft entry may contain. Every
+// replica of a range applies the same entries, so a binary must not
+// propose an entry some replica's binary would apply differently (an older
+// binary ignores RaftCommand.batch and would apply a shared entry as
+// empty). The cluster's log version lives in the meta range; the meta
+// leaseholder raises it once every node that can hold replicas reports a
+// binary that supports the next one, and nodes learn it from their
+// heartbeats. A node proposes at the version it has learnt, never higher.
+const (
+	// LogVersionBase: one write or CAS per entry, no write guards.
+	LogVersionBase uint32 = 1
+	// LogVersionShared: writes and CAS commands share entries
+	// (RaftCommand.batch) and writes may carry a guard (WriteGuard).
+	LogVersionShared uint32 = 2
+	// LatestLogVersion is the newest version this binary applies.
+	LatestLogVersion = LogVersionShared
+)
+
+// ErrLogVersion: a request needs a log version the cluster has not reached
+// yet (some node still runs an older binary).
+var ErrLogVersion = errors.New("the cluster has not finished upgrading")
+
+// LogVersion is the log version this store proposes at.
+func (s *Store) LogVersion() uint32 { return s.logVersion.Load() }
+
+// RaiseLogVersion moves the store to version v if that is higher than its
+// own, and persists it so that a restart starts there and an older binary
+// refuses the data directory. It refuses a version this binary does not
+// apply (a newer binary raised the cluster past it).
+func (s *Store) RaiseLogVersion(v uint32) error {
+	if v > s.cfg.MaxLogVersion {
+		return fmt.Errorf("the cluster runs at log version %d, newer than this binary's %d: run a newer binary", v, s.cfg.MaxLogVersion)
+	}
+	s.versionMu.Lock()
+	defer s.versionMu.Unlock()
+	if v <= s.logVersion.Load() {
+		return nil
+	}
+	b := s.eng.NewBatch()
+	defer b.Close()
+	if err := b.Set(keys.LogVersionKey, binary.BigEndian.AppendUint32(nil, v)); err != nil {
+		return err
+	}
+	if err := b.Commit(true); err != nil {
+		return err
+	}
+	s.logVersion.Store(v)
+	return nil
+}
+
+// loadLogVersion reads the persisted version (LogVersionBase if none).
+func (s *Store) loadLogVersion() error {
+	v, err := ReadLogVersion(s.eng, keys.LogVersionKey)
+	if err != nil {
+		return err
+	}
+	if v > s.cfg.MaxLogVersion {
+		return fmt.Errorf("this data directory is at log version %d, newer than this binary's %d: run the newer binary it was written by", v, s.cfg.MaxLogVersion)
+	}
+	s.logVersion.Store(max(v, s.cfg.InitialLogVersion))
+	return nil
+}
+
+// ReadLogVersion reads a log version stored under key (LogVersionBase if
+// none is).
+func ReadLogVersion(rd storage.Reader, key []byte) (uint32, error) {
+	return decodeLogVersion(rd.Get(key))
+}
+
+func decodeLogVersion(b []byte, ok bool, err error) (uint32, error) {
+	if err != nil || !ok {
+		return LogVersionBase, err
+	}
+	if len(b) != 4 {
+		return 0, fmt.Errorf("log version record of %d bytes, want 4", len(b))
+	}
+	return binary.BigEndian.Uint32(b), nil
+}
+
+// needVersion refuses a request that needs log version v before the
+// cluster has reached it.
+func (s *Store) needVersion(v uint32, what string) error {
+	if s.logVersion.Load() >= v {
+		return nil
+	}
+	return fmt.Errorf("%w: %s needs log version %d on every node, and this node has learnt %d (a node still runs an older binary?)", ErrLogVersion, what, v, s.logVersion.Load())
+}

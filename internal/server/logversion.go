@@ -1,0 +1,110 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// The cluster's Raft log version (raftstore/logversion.go, docs/upgrades.md)
+// is raised by the meta leaseholder as it serves heartbeats, and handed to
+// every node in the heartbeat's answer.
+
+// nodeLogVersion is the newest log version a node's binary applies; a
+// binary from before log versions reports none and applies the first.
+func nodeLogVersion(v uint32) uint32 { return max(v, raftstore.LogVersionBase) }
+
+// nextLogVersion is the version the cluster may run at: the oldest binary's
+// among the nodes that hold or may get replicas. A draining node that holds
+// no replica is on its way out and is not waited for. It never goes below
+// active (a version once raised stays), and says why it moves.
+func nextLogVersion(active uint32, nodes []*tidekvpb.NodeDescriptor, ranges []*tidekvpb.RangeDescriptor) (uint32, string) {
+	holds := map[uint64]bool{}
+	for _, d := range ranges {
+		for _, r := range d.GetReplicas() {
+			holds[r.GetNodeId()] = true
+		}
+	}
+	oldest := uint32(0)
+	for _, n := range nodes {
+		if n.GetDraining() && !holds[n.GetNodeId()] {
+			continue
+		}
+		if v := nodeLogVersion(n.GetMaxLogVersion()); oldest == 0 || v < oldest {
+			oldest = v
+		}
+	}
+	if oldest <= active {
+		return active, ""
+	}
+	return oldest, fmt.Sprintf("every node that holds or may hold replicas (%d) runs a binary that applies log version %d", len(nodes), oldest)
+}
+
+// raiseLogVersion raises the cluster's log version if every node allows it,
+// and returns the version in force.
+func (s *Server) raiseLogVersion(ctx context.Context, meta *raftstore.Replica, nodes []*tidekvpb.NodeDescriptor) (uint32, error) {
+	active, err := raftstore.ReadMetaLogVersion(s.eng)
+	if err != nil {
+		return 0, err
+	}
+	// Without the draining nodes the version can only be higher: if even
+	// that is not above active, nothing moves (every heartbeat once the
+	// cluster is upgraded), and the range directory need not be read.
+	var staying []*tidekvpb.NodeDescriptor
+	for _, n := range nodes {
+		if !n.GetDraining() {
+			staying = append(staying, n)
+		}
+	}
+	if bound, _ := nextLogVersion(active, staying, nil); bound == active {
+		return active, nil
+	}
+	ranges, err := raftstore.ReadMetaRanges(s.eng)
+	if err != nil {
+		return 0, err
+	}
+	next, why := nextLogVersion(active, nodes, ranges)
+	if next == active {
+		return active, nil
+	}
+	if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{RaiseLogVersion: next}); err != nil {
+		return active, err
+	}
+	s.events.Record("log-version", "cluster", "Raft log version raised from %d to %d: %s", active, next, why)
+	return next, nil
+}
+
+// joinRefused begins the answer to a node that must not join: the node
+// stops trying (other failures to join are retried).
+const joinRefused = "join refused"
+
+// checkJoinVersion refuses a node whose binary is older than the
+// cluster's log version: it would misapply entries.
+func (s *Server) checkJoinVersion(req *tidekvpb.JoinRequest) error {
+	active, err := raftstore.ReadMetaLogVersion(s.eng)
+	if err != nil {
+		return err
+	}
+	if v := nodeLogVersion(req.GetMaxLogVersion()); v < active {
+		return status.Errorf(codes.FailedPrecondition, joinRefused+": the node's binary applies Raft log version %d and the cluster runs at %d; start it with a newer binary", v, active)
+	}
+	return nil
+}
+
+// logVersionRefused reports, once, that the cluster runs at a log version
+// this binary cannot apply: a newer binary raised it, and this node keeps
+// proposing at its own (its replicas of ranges it does not lead still
+// apply what others propose, which it may misapply: replace the binary).
+func (s *Server) logVersionRefused(err error) {
+	if s.versionWarned.Swap(true) {
+		return
+	}
+	log.Printf("ERROR: %v", err)
+	s.events.Record("log-version", nodeSubject(s.nodeID), "%v", err)
+}

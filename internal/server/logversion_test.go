@@ -1,0 +1,136 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+func TestNextLogVersion(t *testing.T) {
+	node := func(id uint64, v uint32, draining bool) *tidekvpb.NodeDescriptor {
+		return &tidekvpb.NodeDescriptor{NodeId: id, MaxLogVersion: v, Draining: draining}
+	}
+	holding := []*tidekvpb.RangeDescriptor{{Replicas: []*tidekvpb.ReplicaDescriptor{{NodeId: 1}, {NodeId: 3}}}}
+	for _, c := range []struct {
+		name   string
+		active uint32
+		nodes  []*tidekvpb.NodeDescriptor
+		want   uint32
+	}{
+		{"every node new", 1, []*tidekvpb.NodeDescriptor{node(1, 2, false), node(2, 2, false)}, 2},
+		{"one node old", 1, []*tidekvpb.NodeDescriptor{node(1, 2, false), node(2, 1, false)}, 1},
+		{"a binary from before versions", 1, []*tidekvpb.NodeDescriptor{node(1, 2, false), node(2, 0, false)}, 1},
+		{"an old draining node without replicas is not waited for", 1, []*tidekvpb.NodeDescriptor{node(1, 2, false), node(2, 0, true)}, 2},
+		{"an old draining node that still holds replicas is", 1, []*tidekvpb.NodeDescriptor{node(1, 2, false), node(3, 1, true)}, 1},
+		{"never lowered", 2, []*tidekvpb.NodeDescriptor{node(1, 2, false), node(2, 1, false)}, 2},
+	} {
+		got, why := nextLogVersion(c.active, c.nodes, holding)
+		if got != c.want || (got != c.active) != (why != "") {
+			t.Errorf("%s: %d (%q), want %d", c.name, got, why, c.want)
+		}
+	}
+}
+
+// logVersions are the versions the nodes' stores propose at.
+func (tc *testCluster) logVersions() []uint32 {
+	var out []uint32
+	for _, s := range tc.nodes {
+		if s != nil {
+			out = append(out, s.store.LogVersion())
+		}
+	}
+	return out
+}
+
+func (tc *testCluster) waitLogVersion(t *testing.T, want uint32) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		ok := true
+		for _, v := range tc.logVersions() {
+			ok = ok && v == want
+		}
+		if ok {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("log versions %v, want every node at %d", tc.logVersions(), want)
+}
+
+// guardedWrite runs a guarded write at the leaseholder of key.
+func (tc *testCluster) guardedWrite(ctx context.Context, key string) error {
+	for _, s := range tc.nodes {
+		if r := s.store.LookupKey([]byte(key)); r != nil && r.IsLeader() {
+			_, err := r.WriteGuarded(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: []byte(key + "/f"), Value: []byte("v")}},
+				&tidekvpb.WriteGuard{Key: []byte(key), Value: []byte("h")}, false)
+			return err
+		}
+	}
+	return errors.New("no leaseholder for " + key)
+}
+
+// A cluster with one node on a binary that applies only log version 1 stays
+// there: no shared entries, and guarded writes are refused with a reason.
+// Once that node runs a binary that applies version 2 the cluster moves,
+// says so in an event, and guarded writes work.
+func TestLogVersionWaitsForEveryNode(t *testing.T) {
+	i := 0
+	tc := startClusterWith(t, 3, func(c *Config) {
+		// Node 3 restarts below with its data; nodes on in-memory engines
+		// cannot send it snapshots (their SSTs are the memory engine's).
+		c.InMemory = false
+		if i++; i == 3 {
+			c.Raft.MaxLogVersion = raftstore.LogVersionBase
+		}
+	})
+	tc.waitReplicated(tc.client(), 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Heartbeats run every 100 ms: give them time to (wrongly) move.
+	time.Sleep(time.Second)
+	tc.waitLogVersion(t, raftstore.LogVersionBase)
+	if err := tc.guardedWrite(ctx, "h1"); !errors.Is(err, raftstore.ErrLogVersion) || !strings.Contains(err.Error(), "needs log version 2") {
+		t.Fatalf("guarded write with an old node: %v, want ErrLogVersion", err)
+	}
+
+	// The old node comes back on a new binary.
+	tc.nodes[2].Stop()
+	cfg := tc.cfgs[2]
+	cfg.Raft.MaxLogVersion = raftstore.LatestLogVersion
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.nodes[2] = s
+	tc.waitLogVersion(t, raftstore.LogVersionShared)
+	if err := tc.guardedWrite(ctx, "h1"); err != nil {
+		t.Fatalf("guarded write after the upgrade: %v", err)
+	}
+	tc.waitEvents(t, [3]string{"log-version", "raised from 1 to 2", "cluster"})
+}
+
+// A node whose binary is older than the cluster's log version is refused
+// when it joins, and says why.
+func TestJoinRefusedBelowLogVersion(t *testing.T) {
+	tc := startCluster(t, 1)
+	tc.waitLogVersion(t, raftstore.LatestLogVersion)
+	cfg := testConfig(t)
+	cfg.Join = []string{tc.nodes[0].Addr()}
+	cfg.Raft.MaxLogVersion = raftstore.LogVersionBase
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, cfg)
+	if err == nil {
+		s.Stop()
+		t.Fatal("a node applying only log version 1 joined a cluster at version 2")
+	}
+	if !strings.Contains(err.Error(), "join refused") || !strings.Contains(err.Error(), "applies Raft log version 1 and the cluster runs at 2") {
+		t.Fatalf("join of an old node: %v", err)
+	}
+}
