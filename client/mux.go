@@ -121,7 +121,7 @@ func (m *muxKV) roundTrip(ctx context.Context, req *tidekvpb.KVRequest) (*tidekv
 		// A little later than the caller's deadline: the caller, not the
 		// node, decides when it gave up (its error says so), and the node
 		// stops working on it soon after.
-		req.TimeoutMs = uint32(max((time.Until(dl)+deadlineGrace+time.Millisecond-1).Milliseconds(), 1))
+		req.TimeoutMs = uint32(max((time.Until(dl) + deadlineGrace + time.Millisecond - 1).Milliseconds(), 1))
 	}
 	if v := metadata.ValueFromOutgoingContext(ctx, PriorityHeader); len(v) > 0 && v[0] == tidekvpb.Priority_PRIORITY_BACKGROUND.String() {
 		req.Priority = tidekvpb.Priority_PRIORITY_BACKGROUND
