@@ -441,15 +441,224 @@ func (x *MetaCommand) GetRaiseLogVersion() uint32 {
 	return 0
 }
 
+// LogWrite sets or deletes one key.
+type LogWrite struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Was WriteOp.kind (PUT = 0, DELETE = 1): the same varint on the wire.
+	Delete        bool   `protobuf:"varint,1,opt,name=delete,proto3" json:"delete,omitempty"`
+	Key           []byte `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogWrite) Reset() {
+	*x = LogWrite{}
+	mi := &file_storage_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogWrite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogWrite) ProtoMessage() {}
+
+func (x *LogWrite) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogWrite.ProtoReflect.Descriptor instead.
+func (*LogWrite) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LogWrite) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+func (x *LogWrite) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *LogWrite) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// LogCompareAndSet writes new_value (or deletes, with delete) if the key's
+// existence and value are as expected.
+type LogCompareAndSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	ExpectExists  bool                   `protobuf:"varint,2,opt,name=expect_exists,json=expectExists,proto3" json:"expect_exists,omitempty"`
+	ExpectedValue []byte                 `protobuf:"bytes,3,opt,name=expected_value,json=expectedValue,proto3" json:"expected_value,omitempty"`
+	NewValue      []byte                 `protobuf:"bytes,4,opt,name=new_value,json=newValue,proto3" json:"new_value,omitempty"`
+	Delete        bool                   `protobuf:"varint,5,opt,name=delete,proto3" json:"delete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogCompareAndSet) Reset() {
+	*x = LogCompareAndSet{}
+	mi := &file_storage_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogCompareAndSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogCompareAndSet) ProtoMessage() {}
+
+func (x *LogCompareAndSet) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogCompareAndSet.ProtoReflect.Descriptor instead.
+func (*LogCompareAndSet) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LogCompareAndSet) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *LogCompareAndSet) GetExpectExists() bool {
+	if x != nil {
+		return x.ExpectExists
+	}
+	return false
+}
+
+func (x *LogCompareAndSet) GetExpectedValue() []byte {
+	if x != nil {
+		return x.ExpectedValue
+	}
+	return nil
+}
+
+func (x *LogCompareAndSet) GetNewValue() []byte {
+	if x != nil {
+		return x.NewValue
+	}
+	return nil
+}
+
+func (x *LogCompareAndSet) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+// LogGuard makes a write conditional, as the API's WriteGuard describes.
+type LogGuard struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	ClearStart    []byte                 `protobuf:"bytes,3,opt,name=clear_start,json=clearStart,proto3" json:"clear_start,omitempty"`
+	ClearEnd      []byte                 `protobuf:"bytes,4,opt,name=clear_end,json=clearEnd,proto3" json:"clear_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogGuard) Reset() {
+	*x = LogGuard{}
+	mi := &file_storage_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogGuard) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogGuard) ProtoMessage() {}
+
+func (x *LogGuard) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogGuard.ProtoReflect.Descriptor instead.
+func (*LogGuard) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *LogGuard) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *LogGuard) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *LogGuard) GetClearStart() []byte {
+	if x != nil {
+		return x.ClearStart
+	}
+	return nil
+}
+
+func (x *LogGuard) GetClearEnd() []byte {
+	if x != nil {
+		return x.ClearEnd
+	}
+	return nil
+}
+
 // RaftCommand is the payload of every normal Raft entry TideKV proposes.
 type RaftCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Matches the proposal with its waiter on the proposing node; 0 for none.
-	ProposalId uint64                `protobuf:"varint,1,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
-	Writes     []*WriteOp            `protobuf:"bytes,2,rep,name=writes,proto3" json:"writes,omitempty"`
-	Cas        *CompareAndSetRequest `protobuf:"bytes,3,opt,name=cas,proto3" json:"cas,omitempty"`
-	Split      *SplitCommand         `protobuf:"bytes,4,opt,name=split,proto3" json:"split,omitempty"`
-	Meta       *MetaCommand          `protobuf:"bytes,5,opt,name=meta,proto3" json:"meta,omitempty"`
+	ProposalId uint64            `protobuf:"varint,1,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
+	Writes     []*LogWrite       `protobuf:"bytes,2,rep,name=writes,proto3" json:"writes,omitempty"`
+	Cas        *LogCompareAndSet `protobuf:"bytes,3,opt,name=cas,proto3" json:"cas,omitempty"`
+	Split      *SplitCommand     `protobuf:"bytes,4,opt,name=split,proto3" json:"split,omitempty"`
+	Meta       *MetaCommand      `protobuf:"bytes,5,opt,name=meta,proto3" json:"meta,omitempty"`
 	// Freeze this range for a merge into that range (see raftstore/merge.go).
 	FreezeInto uint64 `protobuf:"varint,6,opt,name=freeze_into,json=freezeInto,proto3" json:"freeze_into,omitempty"`
 	// Undo a freeze whose merge did not happen.
@@ -458,8 +667,8 @@ type RaftCommand struct {
 	Merge *MergeCommand `protobuf:"bytes,8,opt,name=merge,proto3" json:"merge,omitempty"`
 	// With writes: the write's guard and whether to report which keys
 	// existed (see WriteRequest).
-	WriteGuard  *WriteGuard `protobuf:"bytes,9,opt,name=write_guard,json=writeGuard,proto3" json:"write_guard,omitempty"`
-	WantExisted bool        `protobuf:"varint,10,opt,name=want_existed,json=wantExisted,proto3" json:"want_existed,omitempty"`
+	WriteGuard  *LogGuard `protobuf:"bytes,9,opt,name=write_guard,json=writeGuard,proto3" json:"write_guard,omitempty"`
+	WantExisted bool      `protobuf:"varint,10,opt,name=want_existed,json=wantExisted,proto3" json:"want_existed,omitempty"`
 	// Writes and CAS commands proposed in one scheduler round, sharing one
 	// Raft entry: each is applied in order as if it were its own entry and
 	// answers its own proposer. The other fields are unset.
@@ -470,7 +679,7 @@ type RaftCommand struct {
 
 func (x *RaftCommand) Reset() {
 	*x = RaftCommand{}
-	mi := &file_storage_proto_msgTypes[7]
+	mi := &file_storage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +691,7 @@ func (x *RaftCommand) String() string {
 func (*RaftCommand) ProtoMessage() {}
 
 func (x *RaftCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[7]
+	mi := &file_storage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +704,7 @@ func (x *RaftCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftCommand.ProtoReflect.Descriptor instead.
 func (*RaftCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{7}
+	return file_storage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RaftCommand) GetProposalId() uint64 {
@@ -505,14 +714,14 @@ func (x *RaftCommand) GetProposalId() uint64 {
 	return 0
 }
 
-func (x *RaftCommand) GetWrites() []*WriteOp {
+func (x *RaftCommand) GetWrites() []*LogWrite {
 	if x != nil {
 		return x.Writes
 	}
 	return nil
 }
 
-func (x *RaftCommand) GetCas() *CompareAndSetRequest {
+func (x *RaftCommand) GetCas() *LogCompareAndSet {
 	if x != nil {
 		return x.Cas
 	}
@@ -554,7 +763,7 @@ func (x *RaftCommand) GetMerge() *MergeCommand {
 	return nil
 }
 
-func (x *RaftCommand) GetWriteGuard() *WriteGuard {
+func (x *RaftCommand) GetWriteGuard() *LogGuard {
 	if x != nil {
 		return x.WriteGuard
 	}
@@ -585,7 +794,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_storage_proto_msgTypes[8]
+	mi := &file_storage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +806,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[8]
+	mi := &file_storage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +819,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{8}
+	return file_storage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MergeCommand) GetRhs() *RangeDescriptor {
@@ -654,19 +863,35 @@ const file_storage_proto_rawDesc = "" +
 	"\fupdate_range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\vupdateRange\x120\n" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
 	"setSetting\x12*\n" +
-	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\"\xc8\x03\n" +
+	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\"J\n" +
+	"\bLogWrite\x12\x16\n" +
+	"\x06delete\x18\x01 \x01(\bR\x06delete\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"\xa5\x01\n" +
+	"\x10LogCompareAndSet\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
+	"\rexpect_exists\x18\x02 \x01(\bR\fexpectExists\x12%\n" +
+	"\x0eexpected_value\x18\x03 \x01(\fR\rexpectedValue\x12\x1b\n" +
+	"\tnew_value\x18\x04 \x01(\fR\bnewValue\x12\x16\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete\"p\n" +
+	"\bLogGuard\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1f\n" +
+	"\vclear_start\x18\x03 \x01(\fR\n" +
+	"clearStart\x12\x1b\n" +
+	"\tclear_end\x18\x04 \x01(\fR\bclearEnd\"\xc3\x03\n" +
 	"\vRaftCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
-	"proposalId\x12'\n" +
-	"\x06writes\x18\x02 \x03(\v2\x0f.tidekv.WriteOpR\x06writes\x12.\n" +
-	"\x03cas\x18\x03 \x01(\v2\x1c.tidekv.CompareAndSetRequestR\x03cas\x12*\n" +
+	"proposalId\x12(\n" +
+	"\x06writes\x18\x02 \x03(\v2\x10.tidekv.LogWriteR\x06writes\x12*\n" +
+	"\x03cas\x18\x03 \x01(\v2\x18.tidekv.LogCompareAndSetR\x03cas\x12*\n" +
 	"\x05split\x18\x04 \x01(\v2\x14.tidekv.SplitCommandR\x05split\x12'\n" +
 	"\x04meta\x18\x05 \x01(\v2\x13.tidekv.MetaCommandR\x04meta\x12\x1f\n" +
 	"\vfreeze_into\x18\x06 \x01(\x04R\n" +
 	"freezeInto\x12\x1a\n" +
 	"\bunfreeze\x18\a \x01(\bR\bunfreeze\x12*\n" +
-	"\x05merge\x18\b \x01(\v2\x14.tidekv.MergeCommandR\x05merge\x123\n" +
-	"\vwrite_guard\x18\t \x01(\v2\x12.tidekv.WriteGuardR\n" +
+	"\x05merge\x18\b \x01(\v2\x14.tidekv.MergeCommandR\x05merge\x121\n" +
+	"\vwrite_guard\x18\t \x01(\v2\x10.tidekv.LogGuardR\n" +
 	"writeGuard\x12!\n" +
 	"\fwant_existed\x18\n" +
 	" \x01(\bR\vwantExisted\x12)\n" +
@@ -686,7 +911,7 @@ func file_storage_proto_rawDescGZIP() []byte {
 	return file_storage_proto_rawDescData
 }
 
-var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_storage_proto_goTypes = []any{
 	(*NodeIdent)(nil),             // 0: tidekv.NodeIdent
 	(*ReplicaState)(nil),          // 1: tidekv.ReplicaState
@@ -695,33 +920,33 @@ var file_storage_proto_goTypes = []any{
 	(*SplitCommand)(nil),          // 4: tidekv.SplitCommand
 	(*ChangeReplicasCommand)(nil), // 5: tidekv.ChangeReplicasCommand
 	(*MetaCommand)(nil),           // 6: tidekv.MetaCommand
-	(*RaftCommand)(nil),           // 7: tidekv.RaftCommand
-	(*MergeCommand)(nil),          // 8: tidekv.MergeCommand
-	(*RangeDescriptor)(nil),       // 9: tidekv.RangeDescriptor
-	(*raftpb.ConfState)(nil),      // 10: raftpb.ConfState
-	(*NodeDescriptor)(nil),        // 11: tidekv.NodeDescriptor
-	(*Setting)(nil),               // 12: tidekv.Setting
-	(*WriteOp)(nil),               // 13: tidekv.WriteOp
-	(*CompareAndSetRequest)(nil),  // 14: tidekv.CompareAndSetRequest
-	(*WriteGuard)(nil),            // 15: tidekv.WriteGuard
+	(*LogWrite)(nil),              // 7: tidekv.LogWrite
+	(*LogCompareAndSet)(nil),      // 8: tidekv.LogCompareAndSet
+	(*LogGuard)(nil),              // 9: tidekv.LogGuard
+	(*RaftCommand)(nil),           // 10: tidekv.RaftCommand
+	(*MergeCommand)(nil),          // 11: tidekv.MergeCommand
+	(*RangeDescriptor)(nil),       // 12: tidekv.RangeDescriptor
+	(*raftpb.ConfState)(nil),      // 13: raftpb.ConfState
+	(*NodeDescriptor)(nil),        // 14: tidekv.NodeDescriptor
+	(*Setting)(nil),               // 15: tidekv.Setting
 }
 var file_storage_proto_depIdxs = []int32{
-	9,  // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
-	10, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
-	9,  // 2: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
-	9,  // 3: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
-	11, // 4: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
-	11, // 5: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
-	9,  // 6: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
-	12, // 7: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
-	13, // 8: tidekv.RaftCommand.writes:type_name -> tidekv.WriteOp
-	14, // 9: tidekv.RaftCommand.cas:type_name -> tidekv.CompareAndSetRequest
+	12, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
+	13, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
+	12, // 2: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
+	12, // 3: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
+	14, // 4: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
+	14, // 5: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
+	12, // 6: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
+	15, // 7: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
+	7,  // 8: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
+	8,  // 9: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
 	4,  // 10: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
 	6,  // 11: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	8,  // 12: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
-	15, // 13: tidekv.RaftCommand.write_guard:type_name -> tidekv.WriteGuard
-	7,  // 14: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
-	9,  // 15: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	11, // 12: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	9,  // 13: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
+	10, // 14: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
+	12, // 15: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
 	16, // [16:16] is the sub-list for method output_type
 	16, // [16:16] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
@@ -741,7 +966,7 @@ func file_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storage_proto_rawDesc), len(file_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -205,9 +205,9 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 	}
 	for _, op := range ops {
 		k := keys.DataKey(r.rangeID, op.GetKey())
-		if op.GetKind() == tidekvpb.WriteOp_DELETE || cmd.GetWantExisted() {
+		if op.GetDelete() || cmd.GetWantExisted() {
 			_, found := ab.mustGet(r, k)
-			if op.GetKind() == tidekvpb.WriteOp_DELETE {
+			if op.GetDelete() {
 				res.deleted = res.deleted || found
 			}
 			if cmd.GetWantExisted() {
@@ -215,7 +215,7 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 			}
 		}
 		var err error
-		if op.GetKind() == tidekvpb.WriteOp_DELETE {
+		if op.GetDelete() {
 			err = ab.del(k)
 		} else {
 			err = ab.set(k, op.GetValue())
@@ -230,7 +230,7 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 
 // checkGuardLocked checks that a guard's key and clear span lie in the
 // range (the span's exclusive end may be the range's end).
-func (r *Replica) checkGuardLocked(g *tidekvpb.WriteGuard) error {
+func (r *Replica) checkGuardLocked(g *tidekvpb.LogGuard) error {
 	if err := r.checkKeysLocked(g.GetKey()); err != nil {
 		return err
 	}
@@ -247,7 +247,7 @@ func (r *Replica) checkGuardLocked(g *tidekvpb.WriteGuard) error {
 	return nil
 }
 
-func (r *Replica) applyCASLocked(ab *applyBatch, c *tidekvpb.CompareAndSetRequest) applyResult {
+func (r *Replica) applyCASLocked(ab *applyBatch, c *tidekvpb.LogCompareAndSet) applyResult {
 	if err := r.checkKeysLocked(c.GetKey()); err != nil {
 		return applyResult{err: err}
 	}

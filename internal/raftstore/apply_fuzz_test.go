@@ -26,14 +26,14 @@ func FuzzApplyCommand(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	add(&tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{{Key: []byte("d"), Value: []byte("1")}, {Key: []byte("e"), Kind: tidekvpb.WriteOp_DELETE}}})
-	add(&tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{{Key: []byte("d"), Value: []byte("1")}, {Key: []byte("z"), Value: []byte("out")}}})
-	add(&tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{{Key: []byte("h"), Value: []byte("v")}}, WantExisted: true,
-		WriteGuard: &tidekvpb.WriteGuard{Key: []byte("h"), ClearStart: []byte("h\x00"), ClearEnd: []byte("h\x01")}})
-	add(&tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{{Key: []byte("h"), Value: []byte("v")}},
-		WriteGuard: &tidekvpb.WriteGuard{Key: []byte("h"), ClearStart: []byte("a"), ClearEnd: []byte("z")}})
-	add(&tidekvpb.RaftCommand{Cas: &tidekvpb.CompareAndSetRequest{Key: []byte("k"), NewValue: []byte("2")}})
-	add(&tidekvpb.RaftCommand{Cas: &tidekvpb.CompareAndSetRequest{Key: []byte("q"), NewValue: []byte("2")}})
+	add(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{{Key: []byte("d"), Value: []byte("1")}, {Key: []byte("e"), Delete: true}}})
+	add(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{{Key: []byte("d"), Value: []byte("1")}, {Key: []byte("z"), Value: []byte("out")}}})
+	add(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{{Key: []byte("h"), Value: []byte("v")}}, WantExisted: true,
+		WriteGuard: &tidekvpb.LogGuard{Key: []byte("h"), ClearStart: []byte("h\x00"), ClearEnd: []byte("h\x01")}})
+	add(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{{Key: []byte("h"), Value: []byte("v")}},
+		WriteGuard: &tidekvpb.LogGuard{Key: []byte("h"), ClearStart: []byte("a"), ClearEnd: []byte("z")}})
+	add(&tidekvpb.RaftCommand{Cas: &tidekvpb.LogCompareAndSet{Key: []byte("k"), NewValue: []byte("2")}})
+	add(&tidekvpb.RaftCommand{Cas: &tidekvpb.LogCompareAndSet{Key: []byte("q"), NewValue: []byte("2")}})
 
 	desc := &tidekvpb.RangeDescriptor{RangeId: 7, Generation: 1, StartKey: []byte("c"), EndKey: []byte("m"), NextReplicaId: 2,
 		Replicas: []*tidekvpb.ReplicaDescriptor{{NodeId: 1, ReplicaId: 1}}}

@@ -135,8 +135,8 @@ func TestApplyGuardedWrite(t *testing.T) {
 	eng := storage.NewMem()
 	r := bareReplica("a", "m")
 	ab := newApplyBatch(eng)
-	guard := &tidekvpb.WriteGuard{Key: []byte("h"), Value: []byte("H"), ClearStart: []byte("h/"), ClearEnd: []byte("h0")}
-	write := func(ops ...*tidekvpb.WriteOp) *tidekvpb.WriteResponse {
+	guard := &tidekvpb.LogGuard{Key: []byte("h"), Value: []byte("H"), ClearStart: []byte("h/"), ClearEnd: []byte("h0")}
+	write := func(ops ...*tidekvpb.LogWrite) *tidekvpb.WriteResponse {
 		t.Helper()
 		res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: ops, WriteGuard: guard, WantExisted: true})
 		if res.err != nil {
@@ -149,7 +149,7 @@ func TestApplyGuardedWrite(t *testing.T) {
 	if err := b.Set(keys.DataKey(2, []byte("h/old")), []byte("x")); err != nil || b.Commit(false) != nil {
 		t.Fatal(err)
 	}
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("h/f1", "stale"), putOp("h0", "neighbour")}}); res.err != nil {
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h/f1", "stale"), putOp("h0", "neighbour")}}); res.err != nil {
 		t.Fatal(res.err)
 	}
 	w := write(putOp("h", "H"), putOp("h/f1", "v1"), putOp("h/f2", "v2"))
@@ -170,7 +170,7 @@ func TestApplyGuardedWrite(t *testing.T) {
 		t.Fatalf("an update cleared a member: h/f1 = %q", v)
 	}
 	// The key holds something else: nothing is written.
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("h", "string")}}); res.err != nil {
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h", "string")}}); res.err != nil {
 		t.Fatal(res.err)
 	}
 	w = write(putOp("h", "H"), putOp("h/f4", "v4"))
@@ -181,15 +181,15 @@ func TestApplyGuardedWrite(t *testing.T) {
 		t.Fatal("a write whose guard failed was applied")
 	}
 	// A span past the range's end is refused.
-	bad := &tidekvpb.WriteGuard{Key: []byte("h"), ClearStart: []byte("h/"), ClearEnd: []byte("z")}
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("h", "H")}, WriteGuard: bad}); res.err == nil {
+	bad := &tidekvpb.LogGuard{Key: []byte("h"), ClearStart: []byte("h/"), ClearEnd: []byte("z")}
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h", "H")}, WriteGuard: bad}); res.err == nil {
 		t.Fatal("a clear span past the range's end was accepted")
 	}
 }
 
-func putOp(k, v string) *tidekvpb.WriteOp { return &tidekvpb.WriteOp{Key: []byte(k), Value: []byte(v)} }
-func delOp(k string) *tidekvpb.WriteOp {
-	return &tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_DELETE, Key: []byte(k)}
+func putOp(k, v string) *tidekvpb.LogWrite { return &tidekvpb.LogWrite{Key: []byte(k), Value: []byte(v)} }
+func delOp(k string) *tidekvpb.LogWrite {
+	return &tidekvpb.LogWrite{Delete: true, Key: []byte(k)}
 }
 
 // TestApplyCommandsSeeEarlierEntries: several entries applied in one round
@@ -200,24 +200,24 @@ func TestApplyCommandsSeeEarlierEntries(t *testing.T) {
 	ab := newApplyBatch(eng)
 	dk := func(k string) string { return string(keys.DataKey(2, []byte(k))) }
 
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("b", "1"), putOp("c", "1")}}); res.err != nil {
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("b", "1"), putOp("c", "1")}}); res.err != nil {
 		t.Fatal(res.err)
 	}
 	// A delete of a key written earlier in the round reports it existed;
 	// within one command, a put then delete of the same key too.
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{delOp("b")}}); res.err != nil || !res.deleted {
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{delOp("b")}}); res.err != nil || !res.deleted {
 		t.Fatalf("delete of b written this round: %+v", res)
 	}
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{delOp("b")}}); res.deleted {
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{delOp("b")}}); res.deleted {
 		t.Fatal("second delete of b reports it existed")
 	}
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("d", "1"), delOp("d")}}); !res.deleted {
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("d", "1"), delOp("d")}}); !res.deleted {
 		t.Fatal("put+delete in one command: delete did not see the put")
 	}
 	// CAS sees the round's writes and deletes.
 	cas := func(key string, exists bool, expect, newV string) *tidekvpb.CompareAndSetResponse {
 		t.Helper()
-		res := r.applyCASLocked(ab, &tidekvpb.CompareAndSetRequest{Key: []byte(key), ExpectExists: exists,
+		res := r.applyCASLocked(ab, &tidekvpb.LogCompareAndSet{Key: []byte(key), ExpectExists: exists,
 			ExpectedValue: []byte(expect), NewValue: []byte(newV)})
 		if res.err != nil {
 			t.Fatal(res.err)
@@ -235,12 +235,12 @@ func TestApplyCommandsSeeEarlierEntries(t *testing.T) {
 	}
 
 	// A command with any key outside the range applies none of its writes.
-	res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{putOp("e", "1"), putOp("z", "1")}})
+	res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("e", "1"), putOp("z", "1")}})
 	var km *KeyMismatchError
 	if !errors.As(res.err, &km) || string(km.Key) != "z" {
 		t.Fatalf("write outside the range: %v", res.err)
 	}
-	if res := r.applyCASLocked(ab, &tidekvpb.CompareAndSetRequest{Key: []byte("z"), NewValue: []byte("1")}); !errors.As(res.err, &km) {
+	if res := r.applyCASLocked(ab, &tidekvpb.LogCompareAndSet{Key: []byte("z"), NewValue: []byte("1")}); !errors.As(res.err, &km) {
 		t.Fatalf("cas outside the range: %v", res.err)
 	}
 	if err := ab.commit(); err != nil {

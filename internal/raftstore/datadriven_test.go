@@ -507,7 +507,7 @@ func (d *ddDriver) put(t *testing.T, td *datadriven.TestData) string {
 			if td.HasArg("raw") {
 				// Skip the request-path key check so the command reaches
 				// the log and apply must refuse it.
-				_, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: []*tidekvpb.WriteOp{op}}, nil)
+				_, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: logWrites([]*tidekvpb.WriteOp{op})}, nil)
 				return err
 			}
 			_, err := r.Write(ctx, []*tidekvpb.WriteOp{op})

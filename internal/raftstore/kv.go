@@ -115,7 +115,7 @@ func (r *Replica) Write(ctx context.Context, ops []*tidekvpb.WriteOp) (deleted b
 	if err := r.checkKey(ks...); err != nil {
 		return false, err
 	}
-	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: ops}, nil)
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: logWrites(ops)}, nil)
 	return res.deleted, err
 }
 
@@ -138,7 +138,7 @@ func (r *Replica) WriteGuarded(ctx context.Context, ops []*tidekvpb.WriteOp, gua
 			return nil, err
 		}
 	}
-	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: ops, WriteGuard: guard, WantExisted: wantExisted}, nil)
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: logWrites(ops), WriteGuard: logGuard(guard), WantExisted: wantExisted}, nil)
 	return res.write, err
 }
 
@@ -147,7 +147,7 @@ func (r *Replica) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndSet
 	if err := r.checkKey(req.GetKey()); err != nil {
 		return nil, err
 	}
-	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Cas: req}, nil)
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Cas: logCAS(req)}, nil)
 	return res.cas, err
 }
 
