@@ -820,11 +820,21 @@ func cmdHMGet(x *call) {
 	}
 }
 
-// cmdHGetAll serves HGETALL, HKEYS, HVALS and HLEN with one range scan over
-// [enc(h), enc(h) 0x00 0x02): the marker followed by the fields.
+// cmdHGetAll serves HGETALL, HKEYS, HVALS and HLEN with a range scan over
+// [enc(h), enc(h) 0x00 0x02): the marker followed by the fields. A hash
+// whose fields exceed the output buffer is refused (HLEN only counts, so it
+// reads page by page, holding one page).
 func cmdHGetAll(x *call) {
 	h := x.args[1]
-	kvs, err := x.s.kv.Scan(x.ctx, encKey(h), fieldsEnd(h), 0)
+	budget := x.s.cfg.MaxOutputBuffer
+	if x.name == "hlen" {
+		budget = -1
+	}
+	kvs, n, err := x.readSpan(encKey(h), fieldsEnd(h), budget)
+	if errors.Is(err, errReplyTooLarge) {
+		x.c.WriteError(fmt.Sprintf("ERR hash of more than %d bytes: %s replies at most the output buffer limit (--redis-max-output-buffer); read it with HMGET in parts", budget, strings.ToUpper(x.name)))
+		return
+	}
 	if err != nil {
 		replyErr(x.c, err)
 		return
@@ -840,7 +850,10 @@ func cmdHGetAll(x *call) {
 	pre := fieldPrefix(h)
 	switch x.name {
 	case "hlen":
-		x.c.WriteInt(len(kvs))
+		if kvs == nil {
+			n = 0
+		}
+		x.c.WriteInt(max(n-1, 0))
 	case "hkeys":
 		x.c.WriteArray(len(kvs))
 		for _, kv := range kvs {

@@ -145,3 +145,31 @@ func TestMGetFailsMidway(t *testing.T) {
 		t.Fatalf("MGET = %q, want [1 %q %q]", vals, want, want)
 	}
 }
+
+// TestWholeReadsBoundedByOutputBuffer: HGETALL, HKEYS, HVALS and TKV.RANGE
+// of more than the output buffer are refused with a sentence naming the
+// limit instead of being read whole into the node's memory; HLEN, which
+// only counts, still answers; smaller reads are unchanged.
+func TestWholeReadsBoundedByOutputBuffer(t *testing.T) {
+	kv := newFakeKV()
+	_, rc := start(t, kv, func(c *Config) { c.MaxOutputBuffer = 1 << 20; c.MaxScanCount = 7 }, nil)
+	ctx := context.Background()
+	big := strings.Repeat("x", 200<<10)
+	for i := range 12 { // 2.4 MB of fields, read in pages of 7
+		eq(t, must(rc.HSet(ctx, "h", fmt.Sprint("f", i), big).Result()), int64(1))
+		eq(t, must(rc.Set(ctx, fmt.Sprint("s", i), big, 0).Result()), "OK")
+	}
+	for _, cmd := range []string{"HGETALL", "HKEYS", "HVALS"} {
+		wantErr(t, rc.Do(ctx, cmd, "h").Err(), "ERR hash of more than 1048576 bytes: "+cmd)
+	}
+	eq(t, must(rc.HLen(ctx, "h").Result()), int64(12))
+	wantErr(t, rc.Do(ctx, "TKV.RANGE", "s", "t").Err(), "ERR TKV.RANGE reply of more than 1048576 bytes")
+	// Under the limit: answered as before, across pages.
+	eq(t, len(must(rc.Do(ctx, "TKV.RANGE", "s", "t", "LIMIT", "5").Slice())), 10)
+	for i := range 4 {
+		eq(t, must(rc.HSet(ctx, "small", fmt.Sprint("f", i), "v").Result()), int64(1))
+	}
+	eq(t, len(must(rc.HGetAll(ctx, "small").Result())), 4)
+	eq(t, must(rc.HLen(ctx, "small").Result()), int64(4))
+	eq(t, must(rc.HLen(ctx, "missing").Result()), int64(0))
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -186,6 +187,7 @@ func cmdRange(x *call) {
 		}
 	}
 	var out []KeyValue
+	size := 0
 	for len(out) < limit {
 		want := limit - len(out)
 		kvs, err := x.s.kv.Scan(x.ctx, start, end, want)
@@ -204,6 +206,10 @@ func cmdRange(x *call) {
 			next = append(append([]byte(nil), kv.Key...), 0)
 			if isHashMarker(kv.Value) {
 				continue
+			}
+			if size += len(user) + len(kv.Value); size > x.s.cfg.MaxOutputBuffer {
+				x.c.WriteError(fmt.Sprintf("ERR TKV.RANGE reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower LIMIT", x.s.cfg.MaxOutputBuffer))
+				return
 			}
 			out = append(out, KeyValue{Key: user, Value: kv.Value})
 		}
@@ -292,4 +298,38 @@ func globMatch(p, s []byte) bool {
 		}
 	}
 	return len(s) == 0
+}
+
+// errReplyTooLarge: what a command would reply exceeds its byte budget.
+var errReplyTooLarge = errors.New("reply too large")
+
+// readSpan reads the pairs in [start, end) page by page. With budget >= 0
+// it keeps them all, failing with errReplyTooLarge once their keys and
+// values pass budget bytes, so a command never holds more than that plus
+// a page; with budget < 0 it only counts them, keeping the first (n is the
+// count either way).
+func (x *call) readSpan(start, end []byte, budget int) (kvs []KeyValue, n int, err error) {
+	size := 0
+	for {
+		page, err := x.s.kv.Scan(x.ctx, start, end, x.s.cfg.MaxScanCount)
+		if err != nil {
+			return nil, 0, err
+		}
+		n += len(page)
+		switch {
+		case budget < 0 && len(kvs) == 0 && len(page) > 0:
+			kvs = page[:1]
+		case budget >= 0:
+			for _, kv := range page {
+				if size += len(kv.Key) + len(kv.Value); size > budget {
+					return nil, 0, errReplyTooLarge
+				}
+			}
+			kvs = append(kvs, page...)
+		}
+		if len(page) < x.s.cfg.MaxScanCount {
+			return kvs, n, nil
+		}
+		start = append(append([]byte(nil), page[len(page)-1].Key...), 0)
+	}
 }
