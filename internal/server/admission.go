@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/tap"
 
+	"github.com/tidekv/tidekv/api/kvbatch"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
@@ -79,8 +80,22 @@ func refused(err error) error {
 	if !errors.As(err, &r) {
 		return err
 	}
-	return withDetail(codes.ResourceExhausted, r.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED,
-		RetryAfterMs: uint32(max(r.RetryAfter.Milliseconds(), 1)), AdmitShare: r.Share})
+	return withDetail(codes.ResourceExhausted, r.Error(), refusalDetail(r))
+}
+
+func refusalDetail(r *admission.Rejection) *tidekvpb.ErrorDetail {
+	return &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED,
+		RetryAfterMs: uint32(max(r.RetryAfter.Milliseconds(), 1)), AdmitShare: r.Share}
+}
+
+// refusedAnswer is an admission refusal as a Batch stream's answer, built
+// directly: a refusal on the stream must cost far less than a service.
+func refusedAnswer(id uint64, err error) *tidekvpb.KVResponse {
+	var r *admission.Rejection
+	if !errors.As(err, &r) {
+		return kvbatch.ErrResponse(id, err)
+	}
+	return &tidekvpb.KVResponse{Id: id, ErrorCode: uint32(codes.ResourceExhausted), ErrorMessage: r.Error(), ErrorDetail: refusalDetail(r)}
 }
 
 // observeQueueDelay records one measured request's queueing delay.

@@ -130,14 +130,14 @@ func (r *batchReader) start(ctx context.Context, at time.Time, req *tidekvpb.KVR
 		p = admission.Background
 	}
 	if !kvbatch.IsRead(req) {
-		err := s.permitWrite(r.id, req)
-		if err == nil {
-			if e := s.adm.Gate(p); e != nil {
-				err = refused(e)
-			}
+		var answer *tidekvpb.KVResponse
+		if err := s.permitWrite(r.id, req); err != nil {
+			answer = kvbatch.ErrResponse(req.GetId(), err)
+		} else if err := s.adm.Gate(p); err != nil {
+			answer = refusedAnswer(req.GetId(), err)
 		}
-		if err != nil {
-			r.out.push(kvbatch.ErrResponse(req.GetId(), err))
+		if answer != nil {
+			r.out.push(answer)
 			r.wg.Done()
 			return
 		}
