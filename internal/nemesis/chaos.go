@@ -68,6 +68,7 @@ type Report struct {
 	Partitions int    `json:"partitions"`
 	Skews      int    `json:"skews"`
 	SlowDisks  int    `json:"slow_disks"`
+	Bridges    int    `json:"bridges"`
 	Ops        int    `json:"ops"`
 	OkOps      int    `json:"ok_ops"`
 	// FinalReads is how many keys were read back after convergence; the
@@ -138,12 +139,18 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 			rep.Skews++
 		case SlowDisk:
 			rep.SlowDisks++
+		case Bridge:
+			rep.Bridges++
 		}
 	}
 	rec := linearizability.NewRecorder()
 	keys := linearizability.Keys(c.Keys)
 	stop := runWorkload(ctx, c, seed, cl, rec, keys, &rep)
-	runErr := Run(ctx, steps, newLauncherTarget(lc), func(s Step) { logf("  seed %d: %s", seed, s) })
+	target, err := newLauncherTarget(ctx, lc, cl)
+	if err != nil {
+		return fail(err)
+	}
+	runErr := Run(ctx, steps, target, func(s Step) { logf("  seed %d: %s", seed, s) })
 	took, convErr := awaitReplicated(ctx, cl, c.ConvergeWithin, true)
 	stop()
 	if runErr != nil {
@@ -158,8 +165,8 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
 	res := linearizability.Check(rec.History(), c.CheckTimeout)
 	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
-	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks; %d ops (%d ok), %d final reads; %s; ",
-		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
+	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d bridges; %d ops (%d ok), %d final reads; %s; ",
+		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.Bridges, rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
 	if convErr != nil {
 		rep.Verdict += "NOT converged: " + convErr.Error()
 	} else {
@@ -296,11 +303,36 @@ func replicatedErr(resp *tidekvpb.RangesResponse, strict bool) error {
 type launcherTarget struct {
 	lc   *launcher.Cluster
 	http *http.Client
+	ids  map[int]uint64 // launcher index -> node ID, for cutting links
 }
 
-func newLauncherTarget(lc *launcher.Cluster) launcherTarget {
-	return launcherTarget{lc: lc, http: &http.Client{Timeout: 5 * time.Second}}
+// newLauncherTarget also learns each node's ID from the cluster's node
+// list: a partition names peers by node ID, which join order decides.
+func newLauncherTarget(ctx context.Context, lc *launcher.Cluster, cl *client.Client) (launcherTarget, error) {
+	t := launcherTarget{lc: lc, http: &http.Client{Timeout: 5 * time.Second}, ids: map[int]uint64{}}
+	resp, err := cl.Ranges(ctx)
+	if err != nil {
+		return t, fmt.Errorf("reading the node list: %w", err)
+	}
+	for i := 1; i <= lc.Config().Nodes; i++ {
+		for _, n := range resp.GetNodes() {
+			if n.GetGrpcAddr() == lc.Config().Node(i).GRPCAddr {
+				t.ids[i] = n.GetNodeId()
+			}
+		}
+	}
+	return t, nil
 }
+
+func (t launcherTarget) CutLink(i, j int) error {
+	ii, jj := t.ids[i], t.ids[j]
+	if ii == 0 || jj == 0 {
+		return fmt.Errorf("node %d or %d is not in the cluster's node list", i, j)
+	}
+	return errors.Join(t.partition(i, fmt.Sprint(jj)), t.partition(j, fmt.Sprint(ii)))
+}
+
+func (t launcherTarget) HealLink(i, j int) error { return errors.Join(t.Heal(i), t.Heal(j)) }
 
 func (t launcherTarget) Kill(i int) error { return t.lc.KillNode(i) }
 

@@ -30,9 +30,16 @@ const (
 	// SlowDisk makes every sync of the node's engine wait Step.Amount,
 	// until For later (needs --enable-fault-injection).
 	SlowDisk
+	// Bridge cuts the link between the node and Step.Peer, both ways,
+	// and heals it For later: neither is isolated, each still reaches the
+	// others, so the cluster stays connected through them. Raft's leader
+	// and a follower that cannot talk directly, or two followers that
+	// both can, are what it tests (needs --enable-fault-injection). Not in
+	// AllKinds, so that recorded seeds keep their plans: ask for it.
+	Bridge
 )
 
-var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew", SlowDisk: "slow-disk"}
+var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew", SlowDisk: "slow-disk", Bridge: "bridge"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -46,7 +53,7 @@ func AllKinds() []Kind { return []Kind{Kill, Pause, Partition, Skew, SlowDisk} }
 
 // Injected reports whether kind k needs nodes started with
 // --enable-fault-injection.
-func (k Kind) Injected() bool { return k == Partition || k == Skew || k == SlowDisk }
+func (k Kind) Injected() bool { return k == Partition || k == Skew || k == SlowDisk || k == Bridge }
 
 // ParseKinds reads a comma-separated list of kind names ("kill,partition").
 func ParseKinds(s string) ([]Kind, error) {
@@ -70,6 +77,7 @@ type Step struct {
 	Node   int
 	For    time.Duration
 	Amount time.Duration // Skew: the clock offset; SlowDisk: the delay per sync
+	Peer   int           // Bridge: the node cut from Node (1-based)
 }
 
 func (s Step) String() string {
@@ -79,6 +87,8 @@ func (s Step) String() string {
 		what = fmt.Sprintf("skew (%+v)", s.Amount)
 	case SlowDisk:
 		what = fmt.Sprintf("slow disk (%v per sync)", s.Amount)
+	case Bridge:
+		return fmt.Sprintf("%v: bridge: cut node %d from node %d for %v", s.At.Round(time.Millisecond), s.Node, s.Peer, s.For)
 	}
 	return fmt.Sprintf("%v: %s node %d for %v", s.At.Round(time.Millisecond), what, s.Node, s.For)
 }
@@ -136,6 +146,9 @@ func (c Config) Validate() error {
 		if k < 0 || int(k) >= len(kindNames) {
 			return fmt.Errorf("nemesis: unknown fault %v", k)
 		}
+		if k == Bridge && c.Nodes < 3 {
+			return fmt.Errorf("nemesis: a bridge needs at least 3 nodes (two cut apart and one they both reach), not %d", c.Nodes)
+		}
 	}
 	return nil
 }
@@ -154,6 +167,8 @@ func Plan(seed uint64, c Config) []Step {
 			st.Amount = time.Duration(rng.Int64N(2*ms+1)-ms) * time.Millisecond
 		case SlowDisk:
 			st.Amount = c.DiskDelay
+		case Bridge:
+			st.Peer = 1 + (st.Node+rng.IntN(c.Nodes-1))%c.Nodes // any other node
 		}
 		steps = append(steps, st)
 	}

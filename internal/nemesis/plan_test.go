@@ -79,10 +79,10 @@ func TestParseKinds(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []Kind{Kill, Partition, Pause}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk)`) {
+	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk, bridge)`) {
 		t.Fatalf("an unknown kind: %v", err)
 	}
-	for _, k := range AllKinds() {
+	for _, k := range append(AllKinds(), Bridge) {
 		if back, err := ParseKinds(k.String()); err != nil || back[0] != k {
 			t.Fatalf("%v does not round-trip: %v %v", k, back, err)
 		}
@@ -135,6 +135,14 @@ func (f *fakePartitioner) SlowDisk(i int, d time.Duration) error {
 	f.log = append(f.log, fmt.Sprint("disk ", i, " ", d))
 	return nil
 }
+func (f *fakePartitioner) CutLink(i, j int) error {
+	f.log = append(f.log, fmt.Sprint("cut ", i, "-", j))
+	return nil
+}
+func (f *fakePartitioner) HealLink(i, j int) error {
+	f.log = append(f.log, fmt.Sprint("mend ", i, "-", j))
+	return nil
+}
 
 func TestRunBringsEveryNodeBack(t *testing.T) {
 	steps := []Step{{At: 0, Kind: Kill, Node: 2, For: time.Millisecond}, {At: 5 * time.Millisecond, Kind: Pause, Node: 3, For: time.Millisecond}}
@@ -158,17 +166,18 @@ func TestRunBringsEveryNodeBack(t *testing.T) {
 func TestRunInjectedFaults(t *testing.T) {
 	steps := []Step{{At: 0, Kind: Kill, Node: 1, For: time.Millisecond}, {At: 2 * time.Millisecond, Kind: Partition, Node: 4, For: time.Millisecond},
 		{At: 4 * time.Millisecond, Kind: Skew, Node: 2, For: time.Millisecond, Amount: -90 * time.Millisecond},
-		{At: 6 * time.Millisecond, Kind: SlowDisk, Node: 3, For: time.Millisecond, Amount: 100 * time.Millisecond}}
+		{At: 6 * time.Millisecond, Kind: SlowDisk, Node: 3, For: time.Millisecond, Amount: 100 * time.Millisecond},
+		{At: 8 * time.Millisecond, Kind: Bridge, Node: 2, Peer: 4, For: time.Millisecond}}
 	p := &fakePartitioner{}
 	if err := Run(context.Background(), steps, p, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(p.log, ","); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s,disk 3 100ms,disk 3 0s" {
+	if got := strings.Join(p.log, ","); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s,disk 3 100ms,disk 3 0s,cut 2-4,mend 2-4" {
 		t.Fatalf("did %s", got)
 	}
-	// A target that cannot partition, skew or slow a disk is refused
-	// before any fault.
-	for _, k := range []Kind{Partition, Skew, SlowDisk} {
+	// A target that cannot partition, skew, slow a disk or cut a link is
+	// refused before any fault.
+	for _, k := range []Kind{Partition, Skew, SlowDisk, Bridge} {
 		f := &fakeTarget{}
 		err := Run(context.Background(), append(steps[:1:1], Step{At: time.Millisecond, Kind: k, Node: 1, For: time.Millisecond}), f, nil)
 		if err == nil || !strings.Contains(err.Error(), "cannot do "+k.String()) || len(f.log) != 0 {
@@ -185,5 +194,26 @@ func TestChaosConfigAcceptsLargeSkews(t *testing.T) {
 	c.Faults.MaxSkew = time.Hour
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A bridge cuts a node from one other node, never from itself, and needs a
+// third node for the two to reach each other through.
+func TestPlanBridges(t *testing.T) {
+	c := DefaultConfig()
+	c.Kinds, c.Nodes, c.Duration = []Kind{Bridge}, 3, 10*time.Minute
+	peers := map[[2]int]bool{}
+	for _, s := range Plan(7, c) {
+		if s.Peer == s.Node || s.Peer < 1 || s.Peer > c.Nodes {
+			t.Fatalf("%s: peer %d", s, s.Peer)
+		}
+		peers[[2]int{s.Node, s.Peer}] = true
+	}
+	if len(peers) != 6 {
+		t.Fatalf("75 bridges on 3 nodes cut %d of the 6 ordered pairs", len(peers))
+	}
+	c.Nodes = 2
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "at least 3 nodes") {
+		t.Fatalf("bridge on 2 nodes: %v", err)
 	}
 }

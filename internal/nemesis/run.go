@@ -21,6 +21,14 @@ type Partitioner interface {
 	Heal(i int) error
 }
 
+// LinkCutter is a Target that can also cut the link between two nodes:
+// CutLink cuts node i's and node j's Raft traffic with each other (both
+// ways), HealLink restores it.
+type LinkCutter interface {
+	CutLink(i, j int) error
+	HealLink(i, j int) error
+}
+
 // Skewer is a Target that can also offset a node's clock: Skew sets node
 // i's offset (0 removes it).
 type Skewer interface {
@@ -43,6 +51,8 @@ func can(t Target, k Kind) bool {
 		_, ok = t.(Skewer)
 	case SlowDisk:
 		_, ok = t.(DiskSlower)
+	case Bridge:
+		_, ok = t.(LinkCutter)
 	default:
 		ok = true
 	}
@@ -53,8 +63,9 @@ func can(t Target, k Kind) bool {
 // log before each. It returns when the last step has ended (its node
 // restarted, resumed, healed, its clock or disk restored), or with the
 // first error; a node left down by a cancelled ctx is brought back before
-// returning. A plan with partitions, skews or slow disks needs a t that is
-// also a Partitioner, Skewer or DiskSlower; that is checked first.
+// returning. A plan with partitions, skews, slow disks or bridges needs a t
+// that is also a Partitioner, Skewer, DiskSlower or LinkCutter; that is
+// checked first.
 func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
 	for _, s := range steps {
 		if !can(t, s.Kind) {
@@ -92,6 +103,10 @@ func do(ctx context.Context, t Target, s Step) error {
 		sd := t.(DiskSlower)
 		down = func(i int) error { return sd.SlowDisk(i, s.Amount) }
 		up = func(i int) error { return sd.SlowDisk(i, 0) }
+	case Bridge:
+		lc := t.(LinkCutter)
+		down = func(i int) error { return lc.CutLink(i, s.Peer) }
+		up = func(i int) error { return lc.HealLink(i, s.Peer) }
 	}
 	if err := down(s.Node); err != nil {
 		return err
