@@ -187,7 +187,9 @@ func TestApplyGuardedWrite(t *testing.T) {
 	}
 }
 
-func putOp(k, v string) *tidekvpb.LogWrite { return &tidekvpb.LogWrite{Key: []byte(k), Value: []byte(v)} }
+func putOp(k, v string) *tidekvpb.LogWrite {
+	return &tidekvpb.LogWrite{Key: []byte(k), Value: []byte(v)}
+}
 func delOp(k string) *tidekvpb.LogWrite {
 	return &tidekvpb.LogWrite{Delete: true, Key: []byte(k)}
 }
