@@ -69,8 +69,7 @@ func staleReason(local *tidekvpb.RangeDescriptor, id, node uint64, dir map[uint6
 	}
 	var newer []string
 	for _, d := range all {
-		if d.GetGeneration() <= local.GetGeneration() ||
-			!keys.Overlaps(d.GetStartKey(), d.GetEndKey(), local.GetStartKey(), local.GetEndKey()) {
+		if d.GetGeneration() <= local.GetGeneration() || !descsOverlap(d, local) {
 			continue
 		}
 		if replicaOnNode(d, node) != nil {
@@ -181,10 +180,10 @@ func (s *Store) overlapping(d *tidekvpb.RangeDescriptor) []*Replica {
 	var out []*Replica
 	for id, o := range s.mu.replicas {
 		od := o.desc.Load()
-		if id == d.GetRangeId() || od == nil || (id == keys.MetaRangeID) != (d.GetRangeId() == keys.MetaRangeID) {
+		if id == d.GetRangeId() || od == nil {
 			continue
 		}
-		if keys.Overlaps(od.GetStartKey(), od.GetEndKey(), d.GetStartKey(), d.GetEndKey()) {
+		if descsOverlap(od, d) {
 			out = append(out, o)
 		}
 	}

@@ -137,6 +137,11 @@ func TestStaleReason(t *testing.T) {
 		{"unknown to the directory (a split's new half not reported yet)",
 			[]*tidekvpb.RangeDescriptor{desc(2, 3, "a", "c", 1, 1, 2, 2, 4, 4)}, false},
 		{"only older ranges over the span", []*tidekvpb.RangeDescriptor{desc(2, 2, "a", "z", 1, 1, 2, 2, 4, 4)}, false},
+		// The meta range's empty bounds span its own key space, not the
+		// user keys: that this node holds a newer meta replica says
+		// nothing about a user range merged away.
+		{"merged away, the meta range on this node",
+			[]*tidekvpb.RangeDescriptor{desc(1, 12, "", "", 1, 1, 2, 2, 3, 3), desc(2, 9, "a", "z", 1, 1, 2, 2, 4, 4)}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			byID := map[uint64]*tidekvpb.RangeDescriptor{}

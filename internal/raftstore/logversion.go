@@ -23,8 +23,13 @@ const (
 	// LogVersionShared: writes and CAS commands share entries
 	// (RaftCommand.batch) and writes may carry a guard (WriteGuard).
 	LogVersionShared uint32 = 2
+	// LogVersionDirectory: the meta range's directory ignores a range
+	// report that an overlapping newer descriptor supersedes (the late
+	// report of a range merged away), and every report clears the older
+	// descriptors it overlaps even when its own is already stored.
+	LogVersionDirectory uint32 = 3
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionShared
+	LatestLogVersion = LogVersionDirectory
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

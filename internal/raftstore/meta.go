@@ -83,21 +83,92 @@ func applyRangeUpdate(ab *applyBatch, d *tidekvpb.RangeDescriptor) error {
 	if err != nil {
 		return err
 	}
-	for _, o := range all {
-		if o.GetRangeId() == d.GetRangeId() {
-			if o.GetGeneration() >= d.GetGeneration() {
-				return nil
-			}
-			continue
+	version, err := decodeLogVersion(ab.get(keys.DataKey(keys.MetaRangeID, keys.MetaLogVersionKey)))
+	if err != nil {
+		return err
+	}
+	drop, store := DirectoryUpdate(all, d, version)
+	for _, id := range drop {
+		if err := ab.del(keys.DataKey(keys.MetaRangeID, keys.MetaRangeKey(id))); err != nil {
+			return err
 		}
-		if o.GetGeneration() < d.GetGeneration() && keys.Overlaps(o.GetStartKey(), o.GetEndKey(), d.GetStartKey(), d.GetEndKey()) {
-			if err := ab.del(keys.DataKey(keys.MetaRangeID, keys.MetaRangeKey(o.GetRangeId()))); err != nil {
-				return err
-			}
-		}
+	}
+	if !store {
+		return nil
 	}
 	b, _ := proto.Marshal(d)
 	return ab.set(keys.DataKey(keys.MetaRangeID, keys.MetaRangeKey(d.GetRangeId())), b)
+}
+
+// DirectoryUpdate decides what a range report does to the directory all:
+// which descriptors it drops and whether d is stored. It is evaluated at
+// apply, so it depends only on replicated state (the directory and the
+// cluster's log version).
+//
+// A descriptor's generation grows along every split, merge and replica
+// change, so of two overlapping descriptors the newer layout has the higher
+// generation. Before LogVersionDirectory a report was stored unless its own
+// range had a newer one, which let the late report of a range merged away
+// come back after the merge and stay for good; and the meta range, whose
+// empty bounds span its own key space, counted as overlapping every user
+// range, so a newer user range dropped the meta range's entry and the meta
+// range's next report dropped every older user range (until each reported
+// again).
+func DirectoryUpdate(all []*tidekvpb.RangeDescriptor, d *tidekvpb.RangeDescriptor, version uint32) (drop []uint64, store bool) {
+	if version < LogVersionDirectory {
+		return directoryUpdateV2(all, d)
+	}
+	if Superseded(all, d) {
+		return nil, false
+	}
+	store = true
+	for _, o := range all {
+		switch {
+		case o.GetRangeId() == d.GetRangeId():
+			store = store && o.GetGeneration() < d.GetGeneration()
+		case o.GetGeneration() < d.GetGeneration() && descsOverlap(o, d):
+			drop = append(drop, o.GetRangeId())
+		}
+	}
+	return drop, store
+}
+
+// directoryUpdateV2 is the rule binaries before LogVersionDirectory apply,
+// to the letter: it stops at the range's own entry if that is as new,
+// keeping what it dropped before it, and it takes the meta range's span
+// (every key) as overlapping every user range.
+func directoryUpdateV2(all []*tidekvpb.RangeDescriptor, d *tidekvpb.RangeDescriptor) (drop []uint64, store bool) {
+	for _, o := range all {
+		switch {
+		case o.GetRangeId() == d.GetRangeId():
+			if o.GetGeneration() >= d.GetGeneration() {
+				return drop, false
+			}
+		case o.GetGeneration() < d.GetGeneration() && keys.Overlaps(o.GetStartKey(), o.GetEndKey(), d.GetStartKey(), d.GetEndKey()):
+			drop = append(drop, o.GetRangeId())
+		}
+	}
+	return drop, true
+}
+
+// Superseded reports whether the directory all holds a newer layout of
+// any part of d: another range over d's span at a higher generation.
+func Superseded(all []*tidekvpb.RangeDescriptor, d *tidekvpb.RangeDescriptor) bool {
+	for _, o := range all {
+		if o.GetRangeId() != d.GetRangeId() && o.GetGeneration() > d.GetGeneration() && descsOverlap(o, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// descsOverlap reports whether two ranges share keys. The meta range's
+// span is every key of its own key space, which no user range shares.
+func descsOverlap(a, b *tidekvpb.RangeDescriptor) bool {
+	if (a.GetRangeId() == keys.MetaRangeID) != (b.GetRangeId() == keys.MetaRangeID) {
+		return false
+	}
+	return keys.Overlaps(a.GetStartKey(), a.GetEndKey(), b.GetStartKey(), b.GetEndKey())
 }
 
 // ReadMetaRanges returns the range directory stored in the meta range.

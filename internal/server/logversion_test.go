@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -108,11 +109,11 @@ func TestLogVersionWaitsForEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.nodes[2] = s
-	tc.waitLogVersion(t, raftstore.LogVersionShared)
+	tc.waitLogVersion(t, raftstore.LatestLogVersion)
 	if err := tc.guardedWrite(ctx, "h1"); err != nil {
 		t.Fatalf("guarded write after the upgrade: %v", err)
 	}
-	tc.waitEvents(t, [3]string{"log-version", "raised from 1 to 2", "cluster"})
+	tc.waitEvents(t, [3]string{"log-version", fmt.Sprintf("raised from 1 to %d", raftstore.LatestLogVersion), "cluster"})
 }
 
 // A node whose binary is older than the cluster's log version is refused
@@ -128,9 +129,9 @@ func TestJoinRefusedBelowLogVersion(t *testing.T) {
 	s, err := Start(ctx, cfg)
 	if err == nil {
 		s.Stop()
-		t.Fatal("a node applying only log version 1 joined a cluster at version 2")
+		t.Fatalf("a node applying only log version 1 joined a cluster at version %d", raftstore.LatestLogVersion)
 	}
-	if !strings.Contains(err.Error(), "join refused") || !strings.Contains(err.Error(), "applies Raft log version 1 and the cluster runs at 2") {
+	if want := fmt.Sprintf("applies Raft log version 1 and the cluster runs at %d", raftstore.LatestLogVersion); !strings.Contains(err.Error(), "join refused") || !strings.Contains(err.Error(), want) {
 		t.Fatalf("join of an old node: %v", err)
 	}
 }

@@ -356,20 +356,26 @@ func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, 
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
 	}
-	v, ok, err := s.eng.Get(keys.DataKey(keys.MetaRangeID, keys.MetaRangeKey(d.GetRangeId())))
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		stored := &tidekvpb.RangeDescriptor{}
-		if err := proto.Unmarshal(v, stored); err == nil && stored.GetGeneration() >= d.GetGeneration() {
-			return &tidekvpb.ReportRangeResponse{}, nil
-		}
+	if !s.directoryNeeds(d) {
+		return &tidekvpb.ReportRangeResponse{}, nil
 	}
 	if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{UpdateRange: d}); err != nil {
 		return nil, err
 	}
 	return &tidekvpb.ReportRangeResponse{}, nil
+}
+
+// directoryNeeds reports whether d may change the range directory: it is
+// newer than what is stored for its range. The apply decides the rest
+// (raftstore.DirectoryUpdate), on the whole directory; this check reads one
+// key because every leaseholder re-reports every few seconds.
+func (s *Server) directoryNeeds(d *tidekvpb.RangeDescriptor) bool {
+	v, ok, err := s.eng.Get(keys.DataKey(keys.MetaRangeID, keys.MetaRangeKey(d.GetRangeId())))
+	if err != nil || !ok {
+		return true
+	}
+	stored := &tidekvpb.RangeDescriptor{}
+	return proto.Unmarshal(v, stored) != nil || stored.GetGeneration() < d.GetGeneration()
 }
 
 func (s *Server) statusLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.StatusResponse, error) {

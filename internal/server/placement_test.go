@@ -489,6 +489,10 @@ func TestMerges(t *testing.T) {
 		}
 	}
 	tc.waitReplicated(c, 3)
+	before, err := c.Ranges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stop := make(chan struct{})
 	written := make(chan int, 1)
 	go func() {
@@ -523,6 +527,15 @@ func TestMerges(t *testing.T) {
 	close(stop)
 	n := <-written
 	tc.waitEvents(t, [3]string{"merge", "merged range", ""})
+	// A range's report that reaches the meta range after the range was
+	// merged away must not bring it back: clients would be routed to it
+	// for good.
+	for _, r := range before.GetRanges() {
+		tc.nodes[0].report(r.GetDesc())
+	}
+	if resp, err := c.Ranges(ctx); err != nil || len(resp.GetRanges()) != 1 {
+		t.Fatalf("after late reports of the merged ranges: %d ranges, %v; want 1", len(resp.GetRanges()), err)
+	}
 	checkAllKeys(t, c, 0, n)
 	for _, s := range tc.nodes {
 		if got := len(s.Store().Replicas()); got != 2 {
