@@ -77,7 +77,7 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&cfg.Redis.OutputTimeout, "redis-output-timeout", cfg.Redis.OutputTimeout, "how long a Redis-protocol client may take to accept one write of its replies before it is disconnected")
 	f.StringVar(&cfg.Gossip.BindAddr, "gossip-listen", "", "gossip (failure detection) listen address, TCP and UDP (host:port; empty disables it)")
 	f.DurationVar(&cfg.Control.DeadNodeGrace, "dead-node-grace", cfg.Control.DeadNodeGrace, "how long a node may be unreachable before its replicas are re-created elsewhere")
-	f.Float64Var(&cfg.Control.Runner.MigrationRate, "snapshot-rate", cfg.Control.Runner.MigrationRate, "migration bandwidth: bytes per second for all outgoing snapshots of the node")
+	f.Float64Var(&cfg.MaxSnapshotRate, "snapshot-rate", 0, "most bytes per second for all outgoing snapshots of the node, whatever migration allowance the control loop sets (0: the allowance alone)")
 	f.StringVar(&cfg.Locality, "locality", "", "this node's place as key=value labels, widest first (e.g. region=eu,zone=a)")
 	sec.addFlags(f, &cfg.Security)
 	f.StringVar(&join, "join", "", "comma-separated gRPC addresses of existing nodes to join")

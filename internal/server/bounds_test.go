@@ -153,3 +153,22 @@ func TestMessageLimitsValidate(t *testing.T) {
 		t.Error("MaxConcurrentStreams 0 accepted")
 	}
 }
+
+// A node's --snapshot-rate caps the migration allowance the control loop
+// hands out; it never raises it.
+func TestSnapshotRateCap(t *testing.T) {
+	cfg := testConfig(t)
+	if got := cfg.snapshotRate(64 << 20); got != 64<<20 {
+		t.Errorf("no cap: %v, want the allowance", got)
+	}
+	cfg.MaxSnapshotRate = 1e6
+	for allowance, want := range map[float64]float64{64 << 20: 1e6, 5e5: 5e5, 0: 1e6} {
+		if got := cfg.snapshotRate(allowance); got != want {
+			t.Errorf("cap 1e6, allowance %v: %v, want %v", allowance, got, want)
+		}
+	}
+	cfg.MaxSnapshotRate = -1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "snapshot rate cap") {
+		t.Errorf("Validate with a negative cap = %v", err)
+	}
+}

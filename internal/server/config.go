@@ -127,6 +127,11 @@ type Config struct {
 	// name.
 	Autoscale elastic.Policy
 	Actuators actuator.Config
+	// MaxSnapshotRate caps this node's outgoing snapshots (bytes/s)
+	// whatever migration allowance the control loop hands out (0: no cap
+	// beyond the allowance). An operator's bound for a node whose disk or
+	// link is shared.
+	MaxSnapshotRate float64
 	// ReplicaGCInterval is how often the node checks its replicas against
 	// the meta range and removes those no longer members.
 	ReplicaGCInterval time.Duration
@@ -185,6 +190,15 @@ func DefaultConfig() Config {
 	}
 }
 
+// snapshotRate is the bandwidth this node's snapshots may use under the
+// allowance: the allowance, or the node's cap if that is lower.
+func (c *Config) snapshotRate(allowance float64) float64 {
+	if c.MaxSnapshotRate > 0 && (allowance <= 0 || allowance > c.MaxSnapshotRate) {
+		return c.MaxSnapshotRate
+	}
+	return allowance
+}
+
 // Validate checks the configuration.
 func (c *Config) Validate() error {
 	if c.DataDir == "" {
@@ -197,6 +211,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GRPCAddr == "" {
 		return errors.New("server: gRPC listen address is required")
+	}
+	if c.MaxSnapshotRate < 0 {
+		return fmt.Errorf("server: the snapshot rate cap must be positive or 0 for none, not %v", c.MaxSnapshotRate)
 	}
 	if err := c.Admission.Validate(); err != nil {
 		return fmt.Errorf("server: %w", err)

@@ -99,7 +99,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 		return
 	}
 	s.dir.update(resp.GetNodes())
-	s.store.SetSnapshotRate(resp.GetMigrationBytesPerSec())
+	s.store.SetSnapshotRate(s.cfg.snapshotRate(resp.GetMigrationBytesPerSec()))
 	if err := s.store.RaiseLogVersion(resp.GetLogVersion()); err != nil {
 		s.logVersionRefused(err)
 	}

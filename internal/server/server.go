@@ -105,9 +105,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	// Snapshot bandwidth has one knob, the control loop's migration rate,
-	// which raftstore enforces on every outgoing snapshot.
-	cfg.Raft.SnapshotBytesPerSecond = int64(cfg.Control.Runner.MigrationRate)
+	// Snapshot bandwidth is the control loop's migration allowance, which
+	// raftstore enforces on every outgoing snapshot, under the node's cap.
+	cfg.Raft.SnapshotBytesPerSecond = int64(cfg.snapshotRate(cfg.Control.Runner.MigrationRate))
 	if cfg.Raft.SnapshotDir == "" {
 		cfg.Raft.SnapshotDir = filepath.Join(cfg.DataDir, "snapshots")
 	}
