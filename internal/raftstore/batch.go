@@ -1,7 +1,6 @@
 package raftstore
 
 import (
-	"fmt"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -69,8 +68,12 @@ func (r *Replica) proposeLocked(ps []*proposal) {
 		case err == raft.ErrProposalDropped && raw.BasicStatus().RaftState != raft.StateLeader:
 			p.done <- applyResult{err: r.notLeader()}
 		case err == raft.ErrProposalDropped && raw.BasicStatus().LeadTransferee != 0:
-			// Raft takes no proposals while it hands leadership over.
-			p.done <- applyResult{err: fmt.Errorf("%w: range %d is transferring its lease", ErrOverloaded, r.rangeID)}
+			// Raft takes no proposals while it hands leadership over: the
+			// request belongs with the node taking the lease. Not overload:
+			// a client told "overloaded" may give up (the Redis front end
+			// fails fast on it), while one told where the lease is going
+			// follows it.
+			p.done <- applyResult{err: &NotLeaderError{RangeID: r.rangeID, LeaderNodeID: r.mu.peerNodes[raw.BasicStatus().LeadTransferee], Desc: r.desc.Load()}}
 		case err == raft.ErrProposalDropped:
 			p.done <- applyResult{err: ErrOverloaded}
 		case err != nil:

@@ -1,6 +1,8 @@
 package raftstore
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -109,4 +111,40 @@ func TestClockStepDoesNotReviveLease(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// While a leaseholder hands its lease over it takes no proposals; a write
+// then is told where the lease is going (NotLeaderError naming the
+// transferee), not "overloaded": a client told it is overloaded may give
+// up, as the Redis front end does.
+func TestWriteDuringLeaseTransferNamesTheTransferee(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.put("a", "1")
+	r := tc.leader(testRangeID)
+	from := r.store.nodeID
+	to := from%3 + 1
+	// The transferee never hears it is to campaign, so the transfer stays
+	// pending until Raft gives up on it (an election timeout).
+	tc.net.SetCut(from, to, true)
+	if err := r.TransferLease(to); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("a"), Value: []byte("2")}})
+		cancel()
+		var nl *NotLeaderError
+		switch {
+		case errors.As(err, &nl):
+			if nl.LeaderNodeID != to {
+				t.Fatalf("write during the transfer: %v, want the transferee node %d named", err, to)
+			}
+			return
+		case errors.Is(err, ErrOverloaded):
+			t.Fatalf("write during the transfer: %v, want NotLeaderError", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("never saw a write refused while the lease was being transferred")
 }
