@@ -93,6 +93,8 @@ func newServerCmd() *cobra.Command {
 		"queueing delay a node tolerates as standing before it sheds new requests (0 turns delay-based admission off; docs/admission.md)")
 	f.DurationVar(&cfg.Admission.Interval, "admission-interval", cfg.Admission.Interval,
 		"window over which the median queueing delay is taken; also the longest a request may wait to start")
+	f.IntVar(&cfg.Admission.MinInflight, "admission-min-inflight", cfg.Admission.MinInflight,
+		"fewest KV requests in progress at which the node sheds by delay: below it, a closed loop of clients is served however slow the machine is")
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
 	_ = f.MarkHidden("testing-stale-reads")
 	f.BoolVar(&cfg.FaultInjection, "enable-fault-injection", false, "TESTING ONLY, off by default: serve /debug/faults on the HTTP address to loopback callers, through which chaos runs (tidekv bench chaos) cut this node's Raft traffic with its peers, offset its lease clock and slow its disk")

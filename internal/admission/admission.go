@@ -73,19 +73,21 @@ type Config struct {
 	MaxRetryAfter time.Duration
 	// MinInflight is the fewest requests in progress for which the node
 	// sheds by delay, as CoDel never drops from a nearly empty queue: with
-	// fewer, the delay comes from elsewhere (other processes on the
-	// machine, reads), and refusing this node's few requests would relieve
-	// nothing. 0 sheds at any count.
+	// fewer, the queue is no deeper than a pool of clients each waiting
+	// for its answer, whose delay comes from the machine (other processes,
+	// a saturated CPU) rather than from work piling up, and refusing them
+	// only turns that pool's concurrency into errors. 0 sheds at any count.
 	MinInflight int
 }
 
 // DefaultConfig returns the defaults: 4,096 requests in flight, a 10 ms
 // target for the median over 100 ms windows (CoDel's ratio), 5% minimum
-// admitted, a
-// quarter of the slots for background work, hints of at most 1 s.
+// admitted, a quarter of the slots for background work, hints of at most
+// 1 s, no shedding below 64 requests in progress (redis-benchmark's 50
+// connections, go-ycsb's 32 threads).
 func DefaultConfig() Config {
 	return Config{MaxInflight: 4096, Target: 10 * time.Millisecond, Interval: 100 * time.Millisecond, Quantile: 0.5,
-		MinAdmitShare: 0.05, BackgroundShare: 0.25, MaxRetryAfter: time.Second, MinInflight: 8}
+		MinAdmitShare: 0.05, BackgroundShare: 0.25, MaxRetryAfter: time.Second, MinInflight: 64}
 }
 
 // Validate reports the first invalid field.
