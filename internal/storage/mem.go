@@ -139,7 +139,7 @@ func memGet(t *memTree, key []byte) ([]byte, bool, error) {
 }
 
 func (e *MemEngine) NewIter(lower, upper []byte) (Iterator, error) {
-	if err := checkIterBounds(lower, upper); err != nil {
+	if err := CheckIterBounds(lower, upper); err != nil {
 		return nil, err
 	}
 	t, err := e.clone()
@@ -167,45 +167,31 @@ func (e *MemEngine) WriteSST(r Reader, lower, upper []byte, path string) (SSTSta
 	if e.isClosed() {
 		return SSTStats{}, ErrClosed
 	}
-	if err := checkIterBounds(lower, upper); err != nil {
-		return SSTStats{}, err
-	}
-	return writeMemSST(r, lower, upper, path)
+	return WriteMemSST(r, lower, upper, path)
 }
 
 func (e *MemEngine) IngestSST(path string, lower, upper []byte) error {
 	if e.isClosed() {
 		return ErrClosed
 	}
-	clearFrom, _, err := checkDeleteSpan(lower, upper)
+	items, err := ReadMemSST(path, lower, upper)
 	if err != nil {
 		return err
 	}
-	items, err := readMemSST(path)
-	if err != nil {
-		return err
-	}
-	empty := len(items) == 0
-	var first, last []byte
-	if !empty {
-		first, last = items[0].key, items[len(items)-1].key
-	}
-	if err := checkSSTBounds(path, empty, first, last, clearFrom, upper); err != nil {
-		return err
-	}
-
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return ErrClosed
 	}
-	deleteRangeLocked(e.tree, clearFrom, upper)
+	// The empty key is never stored, so clearing from lower (even "")
+	// clears the same keys as from CheckDeleteSpan's normalised start.
+	deleteRangeLocked(e.tree, lower, upper)
 	if e.ingestErr != nil {
 		e.markDurableLocked()
 		return e.ingestErr
 	}
 	for _, it := range items {
-		e.tree.ReplaceOrInsert(it)
+		e.tree.ReplaceOrInsert(memItem{key: it.Key, value: it.Value})
 	}
 	e.markDurableLocked()
 	// Pebble consumes the file on success; do the same so tests cannot come
@@ -216,7 +202,7 @@ func (e *MemEngine) IngestSST(path string, lower, upper []byte) error {
 
 // ApproximateSize returns the exact sum of key and value lengths in the span.
 func (e *MemEngine) ApproximateSize(lower, upper []byte) (uint64, error) {
-	if err := checkIterBounds(lower, upper); err != nil {
+	if err := CheckIterBounds(lower, upper); err != nil {
 		return 0, err
 	}
 	e.mu.RLock()
@@ -315,7 +301,7 @@ func (b *memBatch) Set(key, value []byte) error {
 	if err := b.writable(); err != nil {
 		return err
 	}
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return err
 	}
 	// Copy both, as Pebble does, so the caller may reuse its buffers. The
@@ -328,7 +314,7 @@ func (b *memBatch) Delete(key []byte) error {
 	if err := b.writable(); err != nil {
 		return err
 	}
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return err
 	}
 	b.ops = append(b.ops, memOp{kind: memDelete, key: bytes.Clone(key)})
@@ -339,7 +325,7 @@ func (b *memBatch) DeleteRange(start, end []byte) error {
 	if err := b.writable(); err != nil {
 		return err
 	}
-	start, empty, err := checkDeleteSpan(start, end)
+	start, empty, err := CheckDeleteSpan(start, end)
 	if err != nil || empty {
 		return err // empty spans are dropped, as in the Pebble engine
 	}
@@ -416,7 +402,7 @@ func (s *memSnapshot) NewIter(lower, upper []byte) (Iterator, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	if err := checkIterBounds(lower, upper); err != nil {
+	if err := CheckIterBounds(lower, upper); err != nil {
 		return nil, err
 	}
 	// The snapshot's tree is immutable, so iterators can share it.

@@ -20,7 +20,9 @@ import (
 //	entry = 0x01 uvarint(len(key)) key uvarint(len(value)) value
 //	end   = 0x00 uvarint(count) crc32c(every preceding byte, big-endian uint32)
 //
-// Keys are strictly ascending.
+// Keys are strictly ascending. The in-memory cache engine
+// (internal/memengine) shares the format through WriteMemSST and ReadMemSST,
+// so a range moves between any two memory engines as one file.
 const memSSTMagic = "TKVMSST1"
 
 const (
@@ -30,7 +32,18 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func writeMemSST(r Reader, lower, upper []byte, path string) (stats SSTStats, err error) {
+// KeyValue is one pair read from a MemEngine-format SST.
+type KeyValue struct {
+	Key, Value []byte
+}
+
+// WriteMemSST writes every key of r in [lower, upper) (nil upper: no bound)
+// into a new MemEngine-format SST at path; Engine.WriteSST describes the
+// contract.
+func WriteMemSST(r Reader, lower, upper []byte, path string) (stats SSTStats, err error) {
+	if err := CheckIterBounds(lower, upper); err != nil {
+		return SSTStats{}, err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return SSTStats{}, fmt.Errorf("storage: create sst: %w", err)
@@ -93,9 +106,17 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// readMemSST parses and fully validates a MemEngine SST. Returned items own
-// their memory.
-func readMemSST(path string) ([]memItem, error) {
+// ReadMemSST reads a MemEngine-format SST for ingestion into [lower, upper)
+// and returns its pairs in ascending key order, owning their memory. It
+// refuses a span IngestSST cannot clear (ErrInvalidSpan) and a file that is
+// unreadable, corrupt, of another format or holding keys outside the span
+// (ErrInvalidSST), so a caller that gets pairs can clear the span and insert
+// them without further checks.
+func ReadMemSST(path string, lower, upper []byte) ([]KeyValue, error) {
+	clearFrom, _, err := CheckDeleteSpan(lower, upper)
+	if err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("storage: read sst: %w", err)
@@ -104,10 +125,17 @@ func readMemSST(path string) ([]memItem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidSST, path, err)
 	}
+	var first, last []byte
+	if len(items) > 0 {
+		first, last = items[0].Key, items[len(items)-1].Key
+	}
+	if err := checkSSTBounds(path, len(items) == 0, first, last, clearFrom, upper); err != nil {
+		return nil, err
+	}
 	return items, nil
 }
 
-func parseMemSST(data []byte) ([]memItem, error) {
+func parseMemSST(data []byte) ([]KeyValue, error) {
 	if len(data) < len(memSSTMagic) || string(data[:len(memSSTMagic)]) != memSSTMagic {
 		return nil, errors.New("not a MemEngine sst (bad magic; Pebble SSTs only ingest into Pebble engines)")
 	}
@@ -128,7 +156,7 @@ func parseMemSST(data []byte) ([]memItem, error) {
 		p = p[n+int(l):]
 		return b, nil
 	}
-	var items []memItem
+	var items []KeyValue
 	for {
 		if len(p) == 0 {
 			return nil, errors.New("missing end marker")
@@ -149,7 +177,7 @@ func parseMemSST(data []byte) ([]memItem, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(items) > 0 && bytes.Compare(items[len(items)-1].key, k) >= 0 {
+		if len(items) > 0 && bytes.Compare(items[len(items)-1].Key, k) >= 0 {
 			return nil, fmt.Errorf("keys out of order at %q", k)
 		}
 		// Items alias data, which nothing else references; non-nil empty
@@ -157,7 +185,7 @@ func parseMemSST(data []byte) ([]memItem, error) {
 		if v == nil {
 			v = []byte{}
 		}
-		items = append(items, memItem{key: k, value: v})
+		items = append(items, KeyValue{Key: k, Value: v})
 	}
 	count, n := binary.Uvarint(p)
 	if n <= 0 || n != len(p) {

@@ -205,7 +205,7 @@ func (e *pebbleEngine) WriteSST(r Reader, lower, upper []byte, path string) (SST
 	if e.closed.Load() {
 		return SSTStats{}, ErrClosed
 	}
-	if err := checkIterBounds(lower, upper); err != nil {
+	if err := CheckIterBounds(lower, upper); err != nil {
 		return SSTStats{}, err
 	}
 	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
@@ -233,7 +233,7 @@ func (e *pebbleEngine) IngestSST(path string, lower, upper []byte) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
-	clearFrom, emptySpan, err := checkDeleteSpan(lower, upper)
+	clearFrom, emptySpan, err := CheckDeleteSpan(lower, upper)
 	if err != nil {
 		return err
 	}
@@ -340,7 +340,7 @@ func (e *pebbleEngine) ApproximateSize(lower, upper []byte) (uint64, error) {
 	if e.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := checkIterBounds(lower, upper); err != nil {
+	if err := CheckIterBounds(lower, upper); err != nil {
 		return 0, err
 	}
 	if len(lower) == 0 {
@@ -421,7 +421,7 @@ func (b *pebbleBatch) Set(key, value []byte) error {
 	if err := b.writable(); err != nil {
 		return err
 	}
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return err
 	}
 	if err := b.b.Set(key, value, nil); err != nil {
@@ -435,7 +435,7 @@ func (b *pebbleBatch) Delete(key []byte) error {
 	if err := b.writable(); err != nil {
 		return err
 	}
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return err
 	}
 	if err := b.b.Delete(key, nil); err != nil {
@@ -449,7 +449,7 @@ func (b *pebbleBatch) DeleteRange(start, end []byte) error {
 	if err := b.writable(); err != nil {
 		return err
 	}
-	start, empty, err := checkDeleteSpan(start, end)
+	start, empty, err := CheckDeleteSpan(start, end)
 	if err != nil || empty {
 		// An empty span is dropped rather than handed to Pebble, whose
 		// fragmenter treats start >= end as an invariant violation.
@@ -536,7 +536,7 @@ type pebbleIter struct {
 func newPebbleIter(r interface {
 	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
 }, lower, upper []byte) (Iterator, error) {
-	if err := checkIterBounds(lower, upper); err != nil {
+	if err := CheckIterBounds(lower, upper); err != nil {
 		return nil, err
 	}
 	p := &pebbleIter{empty: upper != nil && bytes.Compare(lower, upper) >= 0}

@@ -86,7 +86,7 @@ var (
 	// panics on reuse of a committed batch; an error is friendlier.
 	ErrBatchCommitted = errors.New("storage: batch already committed")
 	// ErrEmptyKey is returned by Set and Delete of the empty key, which
-	// cannot be stored (see checkKey). Empty bounds are fine.
+	// cannot be stored (see CheckKey). Empty bounds are fine.
 	ErrEmptyKey = errors.New("storage: empty key")
 	// ErrInvalidSpan is returned for malformed key spans (lower > upper, or a
 	// nil end where a bounded span is required).
@@ -97,21 +97,23 @@ var (
 	ErrInvalidSST = errors.New("storage: invalid sst")
 )
 
-// checkIterBounds validates NewIter/WriteSST/ApproximateSize bounds, where a
-// nil upper means unbounded. lower == upper is a valid, empty span.
-func checkIterBounds(lower, upper []byte) error {
+// CheckIterBounds validates NewIter/WriteSST/ApproximateSize bounds, where a
+// nil upper means unbounded. lower == upper is a valid, empty span. It and
+// CheckKey and CheckDeleteSpan are exported so every Engine (the in-memory
+// cache engine of internal/memengine too) applies the same rules.
+func CheckIterBounds(lower, upper []byte) error {
 	if upper != nil && bytes.Compare(lower, upper) > 0 {
 		return fmt.Errorf("%w: lower %q > upper %q", ErrInvalidSpan, lower, upper)
 	}
 	return nil
 }
 
-// checkKey rejects the empty key for writes. Pebble v2.1.7 mishandles it in
+// CheckKey rejects the empty key for writes. Pebble v2.1.7 mishandles it in
 // several places: a columnar data block holding only the empty key panics
 // in a background flush (killing the process), and empty span start keys
 // trip invariant checks. CockroachDB, Pebble's main user, never writes one,
-// so we don't either; both engines enforce it so tests catch violations.
-func checkKey(key []byte) error {
+// so we don't either; every engine enforces it so tests catch violations.
+func CheckKey(key []byte) error {
 	if len(key) == 0 {
 		return ErrEmptyKey
 	}
@@ -124,12 +126,12 @@ func checkKey(key []byte) error {
 // empty start key.
 var minKey = []byte{0}
 
-// checkDeleteSpan validates a span that must be bounded (DeleteRange,
+// CheckDeleteSpan validates a span that must be bounded (DeleteRange,
 // IngestSST), returns its start with "" replaced by minKey, and reports
-// whether the span is empty. Neither engine can express an unbounded range
+// whether the span is empty. No engine can express an unbounded range
 // deletion, so a nil end is an error rather than a silent no-op a caller
 // might mistake for "delete to the end".
-func checkDeleteSpan(start, end []byte) (normStart []byte, empty bool, err error) {
+func CheckDeleteSpan(start, end []byte) (normStart []byte, empty bool, err error) {
 	if end == nil {
 		return nil, false, fmt.Errorf("%w: nil end key", ErrInvalidSpan)
 	}
@@ -168,7 +170,7 @@ func copySpan(r Reader, lower, upper []byte, emit func(k, v []byte) error) (n in
 	for ok := it.First(); ok; ok = it.Next() {
 		// Our engines never yield the empty key, but r may be any Reader,
 		// and Pebble's SST writer can panic on one.
-		if err = checkKey(it.Key()); err != nil {
+		if err = CheckKey(it.Key()); err != nil {
 			break
 		}
 		if err = emit(it.Key(), it.Value()); err != nil {
