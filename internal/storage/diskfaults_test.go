@@ -1,4 +1,4 @@
-package storage
+package storage_test
 
 import (
 	"errors"
@@ -6,21 +6,23 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tidekv/tidekv/internal/storage"
+	"github.com/tidekv/tidekv/internal/storage/enginetest"
 )
 
 // A synced commit on a slowed disk takes at least the delay (the WAL sync
 // waits it), and is fast again once the delay is removed; the data written
 // meanwhile is intact.
 func TestSlowDiskDelaysSyncedCommits(t *testing.T) {
-	disk := &SlowDisk{}
-	o := testPebbleOptions()
+	disk := &storage.SlowDisk{}
+	o := enginetest.PebbleOptions()
 	o.FS = disk.Wrap(vfs.Default)
-	e, err := openPebble(t.TempDir(), o)
+	e, err := storage.OpenPebbleEngine(t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := e.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		if err := e.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
 			t.Errorf("close: %v", err)
 		}
 	})

@@ -11,7 +11,9 @@
 // Allowed imports: the standard library, github.com/cockroachdb/pebble/v2 (and
 // its subpackages) and github.com/google/btree. Nothing from TideKV itself.
 //
-// Semantics shared by both engines (the conformance tests pin them down):
+// Semantics shared by every engine (the conformance suite in
+// internal/storage/enginetest pins them down, for these two engines and for
+// internal/memengine's):
 //   - Keys order bytewise (bytes.Compare). The empty key cannot be stored:
 //     Set and Delete reject it with ErrEmptyKey, because Pebble v2.1.7 has
 //     bugs around it (one panics in a background flush). It is still a fine
@@ -25,7 +27,9 @@
 //   - A Batch may be committed at most once, whether or not Commit succeeds.
 //   - SST files are engine-kind specific: files from a Pebble engine's
 //     WriteSST ingest into Pebble engines, files from a MemEngine's WriteSST
-//     into MemEngines. Either engine's WriteSST accepts any Reader as source.
+//     into MemEngines and the memory engines of internal/memengine, which
+//     share its format (WriteMemSST, ReadMemSST). Every WriteSST accepts any
+//     Reader as source.
 //   - Using an engine, snapshot or batch after Close returns ErrClosed instead
 //     of panicking; closing an engine with open iterators or snapshots reports
 //     the leak as an error.

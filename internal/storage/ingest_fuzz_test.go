@@ -1,4 +1,4 @@
-package storage
+package storage_test
 
 import (
 	"errors"
@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tidekv/tidekv/internal/storage"
+	"github.com/tidekv/tidekv/internal/storage/enginetest"
 )
 
 // FuzzIngestSST feeds arbitrary bytes to the snapshot ingestion path of
@@ -15,10 +18,10 @@ import (
 // span fully readable and the data outside it untouched.
 func FuzzIngestSST(f *testing.F) {
 	// Seeds: a valid SST of the span, and damaged copies of it.
-	src := NewMem()
-	setAll(f, src, kv{"k1", "v1"}, kv{"k2", "v2"}, kv{"k3", "a longer value to fill a block"})
+	src := storage.NewMem()
+	enginetest.SetAll(f, src, enginetest.KV{K: "k1", V: "v1"}, enginetest.KV{K: "k2", V: "v2"}, enginetest.KV{K: "k3", V: "a longer value to fill a block"})
 	path := filepath.Join(f.TempDir(), "seed.sst")
-	pe, err := OpenPebble(f.TempDir(), testPebbleOptions())
+	pe, err := storage.OpenPebble(f.TempDir(), enginetest.PebbleOptions())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -40,35 +43,35 @@ func FuzzIngestSST(f *testing.F) {
 
 	// Pebble, the production engine (the mem twin has its own SST format
 	// and checks, memsst.go).
-	k := engines[0]
-	e := k.open(f)
+	k := enginetest.Pebble
+	e := k.Open(f)
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		setAll(t, e, kv{"a-outside", "x"}, kv{"k0", "before"}, kv{"z-outside", "y"})
+		enginetest.SetAll(t, e, enginetest.KV{K: "a-outside", V: "x"}, enginetest.KV{K: "k0", V: "before"}, enginetest.KV{K: "z-outside", V: "y"})
 		p := filepath.Join(dir, "in.sst")
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		defer os.Remove(p)
-		before := scan(t, e, nil, nil)
+		before := enginetest.Scan(t, e, nil, nil)
 		err := e.IngestSST(p, b("k"), b("l"))
 		if err != nil {
-			if !errors.Is(err, ErrInvalidSST) {
-				t.Fatalf("%s: refused with %v, want ErrInvalidSST", k.name, err)
+			if !errors.Is(err, storage.ErrInvalidSST) {
+				t.Fatalf("%s: refused with %v, want ErrInvalidSST", k.Name, err)
 			}
-			if after := scan(t, e, nil, nil); !equalKVs(before, after) {
-				t.Fatalf("%s: refused ingestion changed the engine: %v -> %v", k.name, before, after)
+			if after := enginetest.Scan(t, e, nil, nil); !equalKVs(before, after) {
+				t.Fatalf("%s: refused ingestion changed the engine: %v -> %v", k.Name, before, after)
 			}
 			return
 		}
 		// Accepted: outside untouched, inside readable end to end.
-		wantGet(t, e, "a-outside", "x", true)
-		wantGet(t, e, "z-outside", "y", true)
-		scan(t, e, b("k"), b("l"))
+		enginetest.WantGet(t, e, "a-outside", "x", true)
+		enginetest.WantGet(t, e, "z-outside", "y", true)
+		enginetest.Scan(t, e, b("k"), b("l"))
 	})
 }
 
-func equalKVs(a, b []kv) bool {
+func equalKVs(a, b []enginetest.KV) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -83,13 +86,13 @@ func equalKVs(a, b []kv) bool {
 // A bit flipped inside a data block is caught at ingestion (every block's
 // checksum is read), not by a later read of live data.
 func TestIngestRefusesCorruptBlock(t *testing.T) {
-	src := NewMem()
-	var kvs []kv
+	src := storage.NewMem()
+	var kvs []enginetest.KV
 	for i := range 2000 {
-		kvs = append(kvs, kv{fmt.Sprintf("k%05d", i), fmt.Sprintf("value-%d", i)})
+		kvs = append(kvs, enginetest.KV{K: fmt.Sprintf("k%05d", i), V: fmt.Sprintf("value-%d", i)})
 	}
-	setAll(t, src, kvs...)
-	e := engines[0].open(t)
+	enginetest.SetAll(t, src, kvs...)
+	e := enginetest.Pebble.Open(t)
 	path := filepath.Join(t.TempDir(), "snap.sst")
 	if _, err := e.WriteSST(src, b("k"), b("l"), path); err != nil {
 		t.Fatal(err)
@@ -102,7 +105,7 @@ func TestIngestRefusesCorruptBlock(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.IngestSST(path, b("k"), b("l")); !errors.Is(err, ErrInvalidSST) {
+	if err := e.IngestSST(path, b("k"), b("l")); !errors.Is(err, storage.ErrInvalidSST) {
 		t.Fatalf("ingesting an SST with a corrupt data block: %v, want ErrInvalidSST", err)
 	}
 }

@@ -1,4 +1,4 @@
-package storage
+package storage_test
 
 import (
 	"encoding/binary"
@@ -8,12 +8,15 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/tidekv/tidekv/internal/storage"
+	"github.com/tidekv/tidekv/internal/storage/enginetest"
 )
 
 func TestMemCommitError(t *testing.T) {
-	e := NewMem()
+	e := storage.NewMem()
 	defer e.Close()
-	setAll(t, e, kv{"a", "1"})
+	enginetest.SetAll(t, e, enginetest.KV{K: "a", V: "1"})
 
 	boom := errors.New("boom")
 	e.SetCommitError(boom)
@@ -24,10 +27,10 @@ func TestMemCommitError(t *testing.T) {
 		t.Fatalf("Commit = %v, want injected error", err)
 	}
 	// A failed commit applies nothing and uses up the batch.
-	if got := scan(t, e, nil, nil); !slices.Equal(got, []kv{{"a", "1"}}) {
+	if got := enginetest.Scan(t, e, nil, nil); !slices.Equal(got, []enginetest.KV{{K: "a", V: "1"}}) {
 		t.Fatalf("failed commit applied writes: %v", got)
 	}
-	if err := batch.Commit(true); !errors.Is(err, ErrBatchCommitted) {
+	if err := batch.Commit(true); !errors.Is(err, storage.ErrBatchCommitted) {
 		t.Fatalf("retry of failed batch: %v", err)
 	}
 	_ = batch.Close()
@@ -38,16 +41,16 @@ func TestMemCommitError(t *testing.T) {
 	}
 
 	e.SetCommitError(nil)
-	setAll(t, e, kv{"b", "2"})
-	wantGet(t, e, "b", "2", true)
+	enginetest.SetAll(t, e, enginetest.KV{K: "b", V: "2"})
+	enginetest.WantGet(t, e, "b", "2", true)
 }
 
 func TestMemIngestError(t *testing.T) {
-	src, dst := NewMem(), NewMem()
+	src, dst := storage.NewMem(), storage.NewMem()
 	defer src.Close()
 	defer dst.Close()
-	setAll(t, src, kv{"m", "new"})
-	setAll(t, dst, kv{"a", "keep"}, kv{"m", "old"}, kv{"n", "old"}, kv{"z", "keep"})
+	enginetest.SetAll(t, src, enginetest.KV{K: "m", V: "new"})
+	enginetest.SetAll(t, dst, enginetest.KV{K: "a", V: "keep"}, enginetest.KV{K: "m", V: "old"}, enginetest.KV{K: "n", V: "old"}, enginetest.KV{K: "z", V: "keep"})
 	path := filepath.Join(t.TempDir(), "x.sst")
 	if _, err := src.WriteSST(src, b("m"), b("o"), path); err != nil {
 		t.Fatal(err)
@@ -59,13 +62,13 @@ func TestMemIngestError(t *testing.T) {
 		t.Fatalf("IngestSST = %v, want injected error", err)
 	}
 	// The worst case Pebble allows: span durably cleared, file not ingested.
-	want := []kv{{"a", "keep"}, {"z", "keep"}}
-	if got := scan(t, dst, nil, nil); !slices.Equal(got, want) {
+	want := []enginetest.KV{{K: "a", V: "keep"}, {K: "z", V: "keep"}}
+	if got := enginetest.Scan(t, dst, nil, nil); !slices.Equal(got, want) {
 		t.Fatalf("after failed ingest: %v, want %v", got, want)
 	}
 	crashed := dst.CrashClone()
 	defer crashed.Close()
-	if got := scan(t, crashed, nil, nil); !slices.Equal(got, want) {
+	if got := enginetest.Scan(t, crashed, nil, nil); !slices.Equal(got, want) {
 		t.Fatalf("span clear not durable: %v", got)
 	}
 	if _, err := os.Stat(path); err != nil {
@@ -77,15 +80,15 @@ func TestMemIngestError(t *testing.T) {
 	if err := dst.IngestSST(path, b("m"), b("o")); err != nil {
 		t.Fatal(err)
 	}
-	if got := scan(t, dst, nil, nil); !slices.Equal(got, []kv{{"a", "keep"}, {"m", "new"}, {"z", "keep"}}) {
+	if got := enginetest.Scan(t, dst, nil, nil); !slices.Equal(got, []enginetest.KV{{K: "a", V: "keep"}, {K: "m", V: "new"}, {K: "z", V: "keep"}}) {
 		t.Fatalf("after retry: %v", got)
 	}
 }
 
 func TestMemCrashClone(t *testing.T) {
-	e := NewMem()
+	e := storage.NewMem()
 	defer e.Close()
-	apply(t, e, set("synced", "1"))
+	enginetest.Apply(t, e, enginetest.Set("synced", "1"))
 	nosync := func(ops ...[]string) {
 		batch := e.NewBatch()
 		defer batch.Close()
@@ -96,53 +99,53 @@ func TestMemCrashClone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nosync(set("unsynced", "1"))
+	nosync(enginetest.Set("unsynced", "1"))
 
 	c1 := e.CrashClone()
 	defer c1.Close()
-	if got := scanKeys(t, c1, nil, nil); !slices.Equal(got, []string{"synced"}) {
+	if got := enginetest.ScanKeys(t, c1, nil, nil); !slices.Equal(got, []string{"synced"}) {
 		t.Fatalf("crash lost synced data or kept unsynced: %q", got)
 	}
 
 	// A later synced commit makes every earlier write durable (WAL order).
-	nosync(set("unsynced2", "1"))
-	apply(t, e, set("synced2", "1"))
+	nosync(enginetest.Set("unsynced2", "1"))
+	enginetest.Apply(t, e, enginetest.Set("synced2", "1"))
 	c2 := e.CrashClone()
 	defer c2.Close()
-	if got := scanKeys(t, c2, nil, nil); !slices.Equal(got, []string{"synced", "synced2", "unsynced", "unsynced2"}) {
+	if got := enginetest.ScanKeys(t, c2, nil, nil); !slices.Equal(got, []string{"synced", "synced2", "unsynced", "unsynced2"}) {
 		t.Fatalf("after synced commit: %q", got)
 	}
 
 	// So does Sync.
-	nosync(set("viasync", "1"))
+	nosync(enginetest.Set("viasync", "1"))
 	if err := e.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	c3 := e.CrashClone()
 	defer c3.Close()
-	wantGet(t, c3, "viasync", "1", true)
+	enginetest.WantGet(t, c3, "viasync", "1", true)
 
 	// Clones are independent engines.
-	setAll(t, c3, kv{"only-in-clone", "1"})
-	wantGet(t, e, "only-in-clone", "", false)
-	wantGet(t, c1, "only-in-clone", "", false)
+	enginetest.SetAll(t, c3, enginetest.KV{K: "only-in-clone", V: "1"})
+	enginetest.WantGet(t, e, "only-in-clone", "", false)
+	enginetest.WantGet(t, c1, "only-in-clone", "", false)
 
 	// An empty synced commit is not a sync point (matches Pebble, which skips
 	// the WAL write entirely).
-	nosync(set("lost", "1"))
+	nosync(enginetest.Set("lost", "1"))
 	empty := e.NewBatch()
 	if err := empty.Commit(true); err != nil {
 		t.Fatal(err)
 	}
 	c4 := e.CrashClone()
 	defer c4.Close()
-	wantGet(t, c4, "lost", "", false)
+	enginetest.WantGet(t, c4, "lost", "", false)
 }
 
 func TestMemSSTCorruption(t *testing.T) {
-	e := NewMem()
+	e := storage.NewMem()
 	defer e.Close()
-	setAll(t, e, kv{"a", "1"}, kv{"b", "2"}, kv{"c", "3"})
+	enginetest.SetAll(t, e, enginetest.KV{K: "a", V: "1"}, enginetest.KV{K: "b", V: "2"}, enginetest.KV{K: "c", V: "3"})
 	dir := t.TempDir()
 	path := filepath.Join(dir, "good.sst")
 	if _, err := e.WriteSST(e, nil, nil, path); err != nil {
@@ -152,20 +155,20 @@ func TestMemSSTCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if items, err := parseMemSST(good); err != nil || len(items) != 3 {
+	if items, err := storage.ParseMemSST(good); err != nil || len(items) != 3 {
 		t.Fatalf("good file: %d items, %v", len(items), err)
 	}
 
 	// withCRC re-seals a body so the test reaches checks past the checksum.
 	withCRC := func(body []byte) []byte {
-		return binary.BigEndian.AppendUint32(slices.Clone(body), crc32.Checksum(body, castagnoli))
+		return binary.BigEndian.AppendUint32(slices.Clone(body), crc32.Checksum(body, storage.Castagnoli))
 	}
 	body := good[:len(good)-4]
 	flipped := slices.Clone(good)
-	flipped[len(memSSTMagic)+3] ^= 0x40
+	flipped[len(storage.MemSSTMagic)+3] ^= 0x40
 	outOfOrder := slices.Clone(body)
 	// Swap the first two one-byte keys ("a" <-> "b") in place.
-	ia := len(memSSTMagic) + 2
+	ia := len(storage.MemSSTMagic) + 2
 	ib := ia + 1 + 1 + 1 + 1 + 1
 	outOfOrder[ia], outOfOrder[ib] = outOfOrder[ib], outOfOrder[ia]
 	wrongCount := slices.Clone(body)
@@ -185,17 +188,17 @@ func TestMemSSTCorruption(t *testing.T) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.IngestSST(p, nil, b("z")); !errors.Is(err, ErrInvalidSST) {
+		if err := e.IngestSST(p, nil, b("z")); !errors.Is(err, storage.ErrInvalidSST) {
 			t.Errorf("%s: IngestSST = %v, want ErrInvalidSST", name, err)
 		}
 	}
-	if got := scanKeys(t, e, nil, nil); !slices.Equal(got, []string{"a", "b", "c"}) {
+	if got := enginetest.ScanKeys(t, e, nil, nil); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("rejected files changed data: %q", got)
 	}
 }
 
 func TestMemCrashCloneKeepsAPrefixOfUnsyncedBatches(t *testing.T) {
-	e := NewMem()
+	e := storage.NewMem()
 	commit := func(k string, sync bool) {
 		b := e.NewBatch()
 		if err := b.Set([]byte(k), []byte("v")); err != nil {
@@ -211,7 +214,7 @@ func TestMemCrashCloneKeepsAPrefixOfUnsyncedBatches(t *testing.T) {
 	if n := e.UnsyncedBatches(); n != 2 {
 		t.Fatalf("UnsyncedBatches = %d, want 2", n)
 	}
-	has := func(c *MemEngine, k string) bool { _, ok, _ := c.Get([]byte(k)); return ok }
+	has := func(c *storage.MemEngine, k string) bool { _, ok, _ := c.Get([]byte(k)); return ok }
 	for n, want := range map[int][3]bool{0: {true, false, false}, 1: {true, true, false}, 2: {true, true, true}, 5: {true, true, true}} {
 		c := e.CrashCloneKeeping(n)
 		got := [3]bool{has(c, "synced"), has(c, "u1"), has(c, "u2")}

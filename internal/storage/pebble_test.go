@@ -1,4 +1,4 @@
-package storage
+package storage_test
 
 import (
 	"encoding/binary"
@@ -8,16 +8,19 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/tidekv/tidekv/internal/storage"
+	"github.com/tidekv/tidekv/internal/storage/enginetest"
 )
 
-func openTestPebble(t testing.TB, dir string) *pebbleEngine {
+func openTestPebble(t testing.TB, dir string) *storage.PebbleEngine {
 	t.Helper()
-	e, err := openPebble(dir, testPebbleOptions())
+	e, err := storage.OpenPebbleEngine(dir, enginetest.PebbleOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := e.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		if err := e.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
 			t.Errorf("close: %v", err)
 		}
 	})
@@ -25,31 +28,31 @@ func openTestPebble(t testing.TB, dir string) *pebbleEngine {
 }
 
 func TestPebbleOptionsValidate(t *testing.T) {
-	if err := DefaultPebbleOptions().Validate(); err != nil {
+	if err := storage.DefaultPebbleOptions().Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	d := DefaultPebbleOptions()
+	d := storage.DefaultPebbleOptions()
 	if d.CacheSizeBytes != 512<<20 || d.MemTableSizeBytes != 64<<20 || d.VerboseLogging {
 		t.Fatalf("unexpected defaults: %+v", d)
 	}
-	for name, mut := range map[string]func(*PebbleOptions){
-		"zero cache":      func(o *PebbleOptions) { o.CacheSizeBytes = 0 },
-		"negative cache":  func(o *PebbleOptions) { o.CacheSizeBytes = -1 },
-		"tiny memtable":   func(o *PebbleOptions) { o.MemTableSizeBytes = 1 << 10 },
-		"huge memtable":   func(o *PebbleOptions) { o.MemTableSizeBytes = 4 << 30 },
-		"few open files":  func(o *PebbleOptions) { o.MaxOpenFiles = 2 },
-		"zero open files": func(o *PebbleOptions) { o.MaxOpenFiles = 0 },
+	for name, mut := range map[string]func(*storage.PebbleOptions){
+		"zero cache":      func(o *storage.PebbleOptions) { o.CacheSizeBytes = 0 },
+		"negative cache":  func(o *storage.PebbleOptions) { o.CacheSizeBytes = -1 },
+		"tiny memtable":   func(o *storage.PebbleOptions) { o.MemTableSizeBytes = 1 << 10 },
+		"huge memtable":   func(o *storage.PebbleOptions) { o.MemTableSizeBytes = 4 << 30 },
+		"few open files":  func(o *storage.PebbleOptions) { o.MaxOpenFiles = 2 },
+		"zero open files": func(o *storage.PebbleOptions) { o.MaxOpenFiles = 0 },
 	} {
-		o := DefaultPebbleOptions()
+		o := storage.DefaultPebbleOptions()
 		mut(&o)
 		if err := o.Validate(); err == nil {
 			t.Errorf("%s: Validate accepted %+v", name, o)
 		}
-		if _, err := OpenPebble(t.TempDir(), o); err == nil {
+		if _, err := storage.OpenPebble(t.TempDir(), o); err == nil {
 			t.Errorf("%s: OpenPebble accepted %+v", name, o)
 		}
 	}
-	if _, err := OpenPebble(t.TempDir(), PebbleOptions{}); err == nil {
+	if _, err := storage.OpenPebble(t.TempDir(), storage.PebbleOptions{}); err == nil {
 		t.Error("zero PebbleOptions accepted")
 	}
 }
@@ -58,12 +61,12 @@ func TestPebbleOptionsValidate(t *testing.T) {
 // files survive close and reopen.
 func TestPebbleReopen(t *testing.T) {
 	dir := t.TempDir()
-	e, err := OpenPebble(dir, testPebbleOptions())
+	e, err := storage.OpenPebble(dir, enginetest.PebbleOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply(t, e, set("synced", "1"), set("doomed", "x"))
-	apply(t, e, delRange("d", "e"))
+	enginetest.Apply(t, e, enginetest.Set("synced", "1"), enginetest.Set("doomed", "x"))
+	enginetest.Apply(t, e, enginetest.DelRange("d", "e"))
 
 	batch := e.NewBatch()
 	_ = batch.Set(b("nosync-then-sync"), b("2"))
@@ -75,9 +78,9 @@ func TestPebbleReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	src := NewMem()
+	src := storage.NewMem()
 	defer src.Close()
-	setAll(t, src, kv{"ingested/1", "a"}, kv{"ingested/2", "b"})
+	enginetest.SetAll(t, src, enginetest.KV{K: "ingested/1", V: "a"}, enginetest.KV{K: "ingested/2", V: "b"})
 	path := filepath.Join(t.TempDir(), "x.sst")
 	if _, err := e.WriteSST(src, b("ingested/"), b("ingested0"), path); err != nil {
 		t.Fatal(err)
@@ -85,17 +88,17 @@ func TestPebbleReopen(t *testing.T) {
 	if err := e.IngestSST(path, b("ingested/"), b("ingested0")); err != nil {
 		t.Fatal(err)
 	}
-	want := scan(t, e, nil, nil)
+	want := enginetest.Scan(t, e, nil, nil)
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	e2 := openTestPebble(t, dir)
-	got := scan(t, e2, nil, nil)
+	got := enginetest.Scan(t, e2, nil, nil)
 	if !slices.Equal(got, want) {
 		t.Fatalf("after reopen:\n got %v\nwant %v", got, want)
 	}
-	if want := []kv{{"ingested/1", "a"}, {"ingested/2", "b"}, {"nosync-then-sync", "2"}, {"synced", "1"}}; !slices.Equal(got, want) {
+	if want := []enginetest.KV{{K: "ingested/1", V: "a"}, {K: "ingested/2", V: "b"}, {K: "nosync-then-sync", V: "2"}, {K: "synced", V: "1"}}; !slices.Equal(got, want) {
 		t.Fatalf("unexpected contents %v", got)
 	}
 }
@@ -162,8 +165,8 @@ func TestPebbleApproximateSize(t *testing.T) {
 	}
 
 	// Clearing a span and compacting shrinks it.
-	apply(t, e, delRange(string(key(0)), string(key(n/2))))
-	if err := e.db.Compact(t.Context(), key(0), key(n), false); err != nil {
+	enginetest.Apply(t, e, enginetest.DelRange(string(key(0)), string(key(n/2))))
+	if err := e.DB().Compact(t.Context(), key(0), key(n), false); err != nil {
 		t.Fatal(err)
 	}
 	if after := size(key(0), key(n/2)); after > half/10 {
@@ -177,14 +180,14 @@ func TestPebbleApproximateSize(t *testing.T) {
 // obsolete-key filter to a nil slice; nothing a caller can avoid.)
 func TestPebbleGetAllocs(t *testing.T) {
 	e := openTestPebble(t, t.TempDir())
-	setAll(t, e, kv{"k", "value"})
+	enginetest.SetAll(t, e, enginetest.KV{K: "k", V: "value"})
 	if err := e.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range [][]byte{b("k"), b("missing")} {
 		_, _, _ = e.Get(key) // warm the block cache
 		raw := testing.AllocsPerRun(1000, func() {
-			if _, closer, err := e.db.Get(key); err == nil {
+			if _, closer, err := e.DB().Get(key); err == nil {
 				_ = closer.Close()
 			}
 		})
@@ -212,9 +215,9 @@ func BenchmarkPebbleGet(b *testing.B) {
 	val := make([]byte, 100)
 	for _, where := range []string{"memtable", "sst"} {
 		b.Run(where, func(b *testing.B) {
-			opts := DefaultPebbleOptions()
+			opts := storage.DefaultPebbleOptions()
 			opts.MemTableSizeBytes = 64 << 20 // keep all n keys in one memtable
-			e, err := openPebble(b.TempDir(), opts)
+			e, err := storage.OpenPebbleEngine(b.TempDir(), opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -231,7 +234,7 @@ func BenchmarkPebbleGet(b *testing.B) {
 				if err := e.Flush(); err != nil {
 					b.Fatal(err)
 				}
-				if err := e.db.Compact(b.Context(), keys[0], keys[n-1], false); err != nil {
+				if err := e.DB().Compact(b.Context(), keys[0], keys[n-1], false); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -260,7 +263,7 @@ func BenchmarkPebbleCommit(b *testing.B) {
 		{"nosync", false, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			e, err := openPebble(b.TempDir(), DefaultPebbleOptions())
+			e, err := storage.OpenPebbleEngine(b.TempDir(), storage.DefaultPebbleOptions())
 			if err != nil {
 				b.Fatal(err)
 			}

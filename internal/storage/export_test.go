@@ -1,0 +1,34 @@
+package storage
+
+import "github.com/cockroachdb/pebble/v2"
+
+// What the external tests (package storage_test, which shares enginetest's
+// helpers and so cannot live in this package) reach inside.
+var (
+	ParseMemSST = parseMemSST
+	Castagnoli  = castagnoli
+)
+
+const MemSSTMagic = memSSTMagic
+
+// PebbleEngine is the Pebble engine's concrete type, for tests that reach
+// Pebble itself.
+type PebbleEngine = pebbleEngine
+
+// OpenPebbleEngine is OpenPebble returning the concrete type.
+func OpenPebbleEngine(dir string, o PebbleOptions) (*PebbleEngine, error) { return openPebble(dir, o) }
+
+// DB is the engine's Pebble database.
+func (e *pebbleEngine) DB() *pebble.DB { return e.db }
+
+// Engines must satisfy the interfaces the lead codes against.
+var (
+	_ Engine   = (*pebbleEngine)(nil)
+	_ Engine   = (*MemEngine)(nil)
+	_ Snapshot = (*pebbleSnapshot)(nil)
+	_ Snapshot = (*memSnapshot)(nil)
+	_ Batch    = (*pebbleBatch)(nil)
+	_ Batch    = (*memBatch)(nil)
+	_ Iterator = (*pebbleIter)(nil)
+	_ Iterator = (*memIter)(nil)
+)
