@@ -1,0 +1,313 @@
+package memengine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+// Engine is a storage.Engine that keeps everything in memory, in the index
+// its Config names. Writers (batch commits, ingestion) hold the write lock
+// for the whole batch, which is what makes a batch atomic to readers;
+// readers share the read lock.
+//
+// Nothing is ever durable: Sync and synced commits succeed without doing
+// anything, and a crash or restart loses every key. That is a cache's
+// contract; the data is refilled from its origin.
+type Engine struct {
+	mu     sync.RWMutex
+	idx    index
+	seq    uint64 // the last committed batch's sequence number
+	closed bool
+	// garbage lists the entries holding versions (or deletions) that only
+	// readers open at the time could see; collectLocked drops those once
+	// the readers have gone.
+	garbage []*entry
+	// collectedFor is the oldest pin garbage was last collected for.
+	collectedFor uint64
+
+	// pins counts the open snapshots and B+-tree iterators reading at each
+	// sequence number, so a write keeps the versions they still see.
+	pinMu sync.Mutex
+	pins  map[uint64]int
+
+	// Open iterators and snapshots, so Close can report leaks like Pebble.
+	openIters atomic.Int64
+	openSnaps atomic.Int64
+}
+
+var _ storage.Engine = (*Engine)(nil)
+
+// noPin stands for "no reader open": every version but the newest can go.
+const noPin = math.MaxUint64
+
+// New returns an empty engine, or Validate's error for a bad config.
+func New(c Config) (*Engine, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &Engine{idx: newIndex(c), pins: map[uint64]int{}, collectedFor: noPin}, nil
+}
+
+// pinLocked registers a reader at seq. The caller holds mu (either way),
+// so no batch commits between its reading seq and the pin taking hold.
+func (e *Engine) pinLocked(seq uint64) {
+	e.pinMu.Lock()
+	e.pins[seq]++
+	e.pinMu.Unlock()
+}
+
+func (e *Engine) unpin(seq uint64) {
+	e.pinMu.Lock()
+	if e.pins[seq]--; e.pins[seq] == 0 {
+		delete(e.pins, seq)
+	}
+	e.pinMu.Unlock()
+}
+
+// oldestPin returns the oldest sequence number an open reader reads at,
+// or noPin. Readers are few at a time, so a pass over them is cheap.
+func (e *Engine) oldestPin() uint64 {
+	e.pinMu.Lock()
+	defer e.pinMu.Unlock()
+	oldest := uint64(noPin)
+	for seq := range e.pins {
+		oldest = min(oldest, seq)
+	}
+	return oldest
+}
+
+// beginWriteLocked starts a batch under the write lock: it returns the
+// batch's sequence number and the oldest one a reader holds, first
+// collecting what readers closed since the last batch no longer need.
+func (e *Engine) beginWriteLocked() (seq, oldest uint64) {
+	oldest = e.oldestPin()
+	if oldest != e.collectedFor {
+		e.collectLocked(oldest)
+	}
+	return e.seq + 1, oldest
+}
+
+func (e *Engine) collectLocked(oldest uint64) {
+	kept := e.garbage[:0]
+	for _, en := range e.garbage {
+		if en.removed {
+			continue
+		}
+		en.prune(oldest)
+		switch {
+		case en.dead():
+			e.idx.remove(en)
+			en.removed = true
+		case en.settled():
+			en.queued = false
+		default:
+			kept = append(kept, en)
+		}
+	}
+	clear(e.garbage[len(kept):])
+	e.garbage = kept
+	e.collectedFor = oldest
+}
+
+// track queues en for collection if it holds more than one live version.
+func (e *Engine) track(en *entry) {
+	if !en.settled() && !en.queued {
+		en.queued = true
+		e.garbage = append(e.garbage, en)
+	}
+}
+
+func (e *Engine) setLocked(key, value []byte, seq, oldest uint64) {
+	if en := e.idx.get(key); en != nil {
+		en.write(version{seq, value}, oldest)
+		e.track(en)
+		return
+	}
+	e.idx.insert(newEntry(key, version{seq, value}))
+}
+
+func (e *Engine) deleteLocked(en *entry, seq, oldest uint64) {
+	if _, live := en.latest(); !live {
+		return // already deleted, kept only for older readers
+	}
+	en.write(version{seq: seq}, oldest)
+	if en.dead() {
+		e.idx.remove(en)
+		en.removed = true
+		return
+	}
+	e.track(en)
+}
+
+func (e *Engine) deleteRangeLocked(start, end []byte, seq, oldest uint64) {
+	for _, en := range collect(e.idx, start, end) {
+		e.deleteLocked(en, seq, oldest)
+	}
+}
+
+// collect returns the entries with keys in [lower, upper), in the index's
+// order; gathering them first lets the caller change the index after.
+func collect(idx index, lower, upper []byte) []*entry {
+	var out []*entry
+	idx.scan(lower, upper, func(en *entry) bool {
+		out = append(out, en)
+		return true
+	})
+	return out
+}
+
+func (e *Engine) Get(key []byte) ([]byte, bool, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return nil, false, storage.ErrClosed
+	}
+	return get(e.idx, key, (*entry).latest)
+}
+
+// get reads key's value as read picks it, returning a copy the caller owns.
+func get(idx index, key []byte, read func(*entry) ([]byte, bool)) ([]byte, bool, error) {
+	en := idx.get(key)
+	if en == nil {
+		return nil, false, nil
+	}
+	v, ok := read(en)
+	if !ok {
+		return nil, false, nil
+	}
+	return bytes.Clone(v), true, nil
+}
+
+func (e *Engine) NewIter(lower, upper []byte) (storage.Iterator, error) {
+	if err := storage.CheckIterBounds(lower, upper); err != nil {
+		return nil, err
+	}
+	e.mu.RLock()
+	if e.closed {
+		e.mu.RUnlock()
+		return nil, storage.ErrClosed
+	}
+	it := e.newIterLocked(e.seq, lower, upper)
+	e.mu.RUnlock()
+	it.sortWindow()
+	return it, nil
+}
+
+func (e *Engine) NewBatch() storage.Batch {
+	// Like the other engines: a batch from a closed engine is born closed.
+	return &batch{e: e, closed: e.isClosed()}
+}
+
+// NewSnapshot costs a pin, not a copy: writes made while it is open keep
+// the versions it reads, which go when it closes.
+func (e *Engine) NewSnapshot() storage.Snapshot {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	s := &snapshot{e: e, seq: e.seq}
+	if e.closed {
+		s.closed.Store(true) // NewSnapshot has no error return; reads say ErrClosed
+		return s
+	}
+	e.pinLocked(s.seq)
+	e.openSnaps.Add(1)
+	return s
+}
+
+// WriteSST writes in the MemEngine's SST format, which every memory engine
+// ingests, so a range moves between them as one file.
+func (e *Engine) WriteSST(r storage.Reader, lower, upper []byte, path string) (storage.SSTStats, error) {
+	if e.isClosed() {
+		return storage.SSTStats{}, storage.ErrClosed
+	}
+	return storage.WriteMemSST(r, lower, upper, path)
+}
+
+// IngestSST replaces [lower, upper) with the file's pairs in one batch, so
+// readers see the old span or the new one, never a mix. The file is
+// validated in full before anything changes.
+func (e *Engine) IngestSST(path string, lower, upper []byte) error {
+	if e.isClosed() {
+		return storage.ErrClosed
+	}
+	pairs, err := storage.ReadMemSST(path, lower, upper)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return storage.ErrClosed
+	}
+	seq, oldest := e.beginWriteLocked()
+	// The empty key is never stored, so clearing from lower (even "")
+	// clears exactly the span.
+	e.deleteRangeLocked(lower, upper, seq, oldest)
+	for _, p := range pairs {
+		e.setLocked(p.Key, p.Value, seq, oldest)
+	}
+	e.seq = seq
+	// Pebble consumes the file on success; do the same so callers cannot
+	// come to depend on it surviving.
+	_ = os.Remove(path)
+	return nil
+}
+
+// ApproximateSize returns the exact sum of key and value lengths in the
+// span. Over a hashed index that means looking at every key.
+func (e *Engine) ApproximateSize(lower, upper []byte) (uint64, error) {
+	if err := storage.CheckIterBounds(lower, upper); err != nil {
+		return 0, err
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return 0, storage.ErrClosed
+	}
+	var n uint64
+	e.idx.scan(lower, upper, func(en *entry) bool {
+		if v, ok := en.latest(); ok {
+			n += uint64(len(en.key) + len(v))
+		}
+		return true
+	})
+	return n, nil
+}
+
+// Sync succeeds without doing anything: a memory engine has nothing to make
+// durable, and loses everything at a crash.
+func (e *Engine) Sync() error {
+	if e.isClosed() {
+		return storage.ErrClosed
+	}
+	return nil
+}
+
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return storage.ErrClosed
+	}
+	e.closed = true
+	var errs []error
+	if n := e.openIters.Load(); n > 0 {
+		errs = append(errs, fmt.Errorf("memengine: leaked iterators: %d open", n))
+	}
+	if n := e.openSnaps.Load(); n > 0 {
+		errs = append(errs, fmt.Errorf("memengine: leaked snapshots: %d open", n))
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.closed
+}
