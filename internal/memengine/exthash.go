@@ -5,8 +5,9 @@ import "bytes"
 // maxDirDepth caps the extendible-hashing directory at 2^24 slots (128 MiB
 // of pointers). A bucket that is full when the directory is at its cap takes
 // the record anyway and grows past its size; with random hashes that needs
-// billions of keys, but keys sharing a hash (or an adversary's guesses at
-// one) must not be able to double the directory without bound.
+// billions of keys, but keys whose hashes share many low bits (or an
+// adversary's guesses at the seed) must not double the directory without
+// bound.
 const maxDirDepth = 24
 
 // exthash is extendible hashing: a directory of 2^depth slots, indexed by
@@ -32,6 +33,8 @@ type exthash struct {
 	records int
 	hash    func([]byte) uint64
 	n       int
+	// maxDepth is maxDirDepth, lowered by tests to reach the cap.
+	maxDepth uint
 }
 
 type bucket struct {
@@ -41,10 +44,11 @@ type bucket struct {
 
 func newExtHash(records int, hash func([]byte) uint64) *exthash {
 	return &exthash{
-		dir:     []*bucket{{entries: make([]*entry, 0, records)}},
-		atDepth: 1,
-		records: records,
-		hash:    hash,
+		dir:      []*bucket{{entries: make([]*entry, 0, records)}},
+		atDepth:  1,
+		records:  records,
+		hash:     hash,
+		maxDepth: maxDirDepth,
 	}
 }
 
@@ -76,9 +80,10 @@ func (t *exthash) insert(e *entry) {
 
 // split divides b, the bucket of hash h, on its next hash bit, doubling the
 // directory if b already uses all of its bits. It reports false when b
-// cannot split: the directory is at its cap, or b's keys share every bit.
+// cannot split: the directory is at its cap, or b's keys and h are one hash,
+// which no bit can separate.
 func (t *exthash) split(b *bucket, h uint64) bool {
-	if b.depth == 64 || (b.depth == t.depth && t.depth == maxDirDepth) {
+	if b.depth == t.depth && t.depth == t.maxDepth || allHash(b.entries, h) {
 		return false
 	}
 	if b.depth == t.depth {
@@ -102,6 +107,15 @@ func (t *exthash) split(b *bucket, h uint64) bool {
 	t.repoint(h&(bit-1)|bit, bit<<1, sibling)
 	if b.depth == t.depth {
 		t.atDepth += 2
+	}
+	return true
+}
+
+func allHash(entries []*entry, h uint64) bool {
+	for _, e := range entries {
+		if e.hash != h {
+			return false
+		}
 	}
 	return true
 }
