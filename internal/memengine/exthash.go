@@ -38,13 +38,25 @@ type exthash struct {
 }
 
 type bucket struct {
-	depth   uint // local depth
+	depth uint // local depth
+	// hashes[i] is entries[i].hash: a lookup scans this array, which is
+	// contiguous, rather than following a pointer to every entry.
+	hashes  []uint64
 	entries []*entry
+}
+
+func newBucket(depth uint, records int) *bucket {
+	return &bucket{depth: depth, hashes: make([]uint64, 0, records), entries: make([]*entry, 0, records)}
+}
+
+func (b *bucket) add(e *entry) {
+	b.hashes = append(b.hashes, e.hash)
+	b.entries = append(b.entries, e)
 }
 
 func newExtHash(records int, hash func([]byte) uint64) *exthash {
 	return &exthash{
-		dir:      []*bucket{{entries: make([]*entry, 0, records)}},
+		dir:      []*bucket{newBucket(0, records)},
 		atDepth:  1,
 		records:  records,
 		hash:     hash,
@@ -60,9 +72,10 @@ func (t *exthash) get(key []byte) *entry {
 	h := t.hash(key)
 	// Comparing the stored hash first makes a bucket scan cheap per record,
 	// but it is still a scan: the cost grows with records per bucket.
-	for _, e := range t.dir[t.slot(h)].entries {
-		if e.hash == h && bytes.Equal(e.key, key) {
-			return e
+	b := t.dir[t.slot(h)]
+	for i, bh := range b.hashes {
+		if bh == h && bytes.Equal(b.entries[i].key, key) {
+			return b.entries[i]
 		}
 	}
 	return nil
@@ -74,7 +87,7 @@ func (t *exthash) insert(e *entry) {
 	for len(b.entries) >= t.records && t.split(b, e.hash) {
 		b = t.dir[t.slot(e.hash)]
 	}
-	b.entries = append(b.entries, e)
+	b.add(e)
 	t.n++
 }
 
@@ -83,7 +96,7 @@ func (t *exthash) insert(e *entry) {
 // cannot split: the directory is at its cap, or b's keys and h are one hash,
 // which no bit can separate.
 func (t *exthash) split(b *bucket, h uint64) bool {
-	if b.depth == t.depth && t.depth == t.maxDepth || allHash(b.entries, h) {
+	if b.depth == t.depth && t.depth == t.maxDepth || allHash(b.hashes, h) {
 		return false
 	}
 	if b.depth == t.depth {
@@ -93,17 +106,17 @@ func (t *exthash) split(b *bucket, h uint64) bool {
 	}
 	bit := uint64(1) << b.depth
 	b.depth++
-	sibling := &bucket{depth: b.depth, entries: make([]*entry, 0, t.records)}
-	kept := b.entries[:0]
-	for _, e := range b.entries {
+	sibling := newBucket(b.depth, t.records)
+	entries := b.entries
+	b.hashes, b.entries = b.hashes[:0], b.entries[:0]
+	for _, e := range entries {
 		if e.hash&bit != 0 {
-			sibling.entries = append(sibling.entries, e)
+			sibling.add(e)
 		} else {
-			kept = append(kept, e)
+			b.add(e) // writes only slots already read
 		}
 	}
-	clear(b.entries[len(kept):])
-	b.entries = kept
+	clear(entries[len(b.entries):])
 	t.repoint(h&(bit-1)|bit, bit<<1, sibling)
 	if b.depth == t.depth {
 		t.atDepth += 2
@@ -111,9 +124,9 @@ func (t *exthash) split(b *bucket, h uint64) bool {
 	return true
 }
 
-func allHash(entries []*entry, h uint64) bool {
-	for _, e := range entries {
-		if e.hash != h {
+func allHash(hashes []uint64, h uint64) bool {
+	for _, x := range hashes {
+		if x != h {
 			return false
 		}
 	}
@@ -133,9 +146,9 @@ func (t *exthash) remove(e *entry) {
 	for i, x := range b.entries {
 		if x == e {
 			last := len(b.entries) - 1
-			b.entries[i] = b.entries[last]
+			b.hashes[i], b.entries[i] = b.hashes[last], b.entries[last]
 			b.entries[last] = nil
-			b.entries = b.entries[:last]
+			b.hashes, b.entries = b.hashes[:last], b.entries[:last]
 			t.n--
 			t.mergeUp(b, e.hash)
 			return
@@ -158,6 +171,7 @@ func (t *exthash) mergeUp(b *bucket, h uint64) {
 		if h&bit != 0 {
 			kept, gone = buddy, b
 		}
+		kept.hashes = append(kept.hashes, gone.hashes...)
 		kept.entries = append(kept.entries, gone.entries...)
 		if kept.depth == t.depth {
 			t.atDepth -= 2

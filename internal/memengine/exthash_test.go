@@ -37,12 +37,18 @@ func (t *exthash) check() error {
 		if slots != 1<<(t.depth-b.depth) {
 			return fmt.Errorf("bucket %b/%d has %d slots, want %d", pattern, b.depth, slots, 1<<(t.depth-b.depth))
 		}
-		for _, e := range b.entries {
+		if len(b.hashes) != len(b.entries) {
+			return fmt.Errorf("bucket holds %d hashes for %d records", len(b.hashes), len(b.entries))
+		}
+		for j, e := range b.entries {
+			if b.hashes[j] != e.hash {
+				return fmt.Errorf("bucket's hash %x for a record of hash %x", b.hashes[j], e.hash)
+			}
 			if e.hash&(1<<b.depth-1) != pattern {
 				return fmt.Errorf("hash %x in bucket %b/%d", e.hash, pattern, b.depth)
 			}
 		}
-		if len(b.entries) > t.records && t.depth < t.maxDepth && !allHash(b.entries, b.entries[0].hash) {
+		if len(b.entries) > t.records && t.depth < t.maxDepth && !allHash(b.hashes, b.hashes[0]) {
 			return fmt.Errorf("bucket of %d records, size %d", len(b.entries), t.records)
 		}
 		if b.depth == t.depth {
