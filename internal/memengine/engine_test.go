@@ -8,8 +8,8 @@ import (
 )
 
 // kinds are an engine of each index, with buckets and a filter small enough
-// that the suite's few thousand keys split buckets, double the directory
-// and share filter counters.
+// that the suite's keys (up to a thousand) split buckets, double the
+// directory and share filter counters.
 var kinds = []enginetest.Kind{
 	kind(BTree),
 	kind(ExtendibleHash),

@@ -27,10 +27,7 @@ type index interface {
 }
 
 func newIndex(c Config) index {
-	seed := maphash.MakeSeed()
-	// A random seed per engine: keys chosen to collide in a known hash
-	// could otherwise force bucket splits until the directory hits its cap.
-	hash := func(key []byte) uint64 { return maphash.Bytes(seed, key) }
+	hash := newHash()
 	switch c.Index {
 	case ExtendibleHash:
 		return newExtHash(c.BucketRecords, hash)
@@ -39,6 +36,14 @@ func newIndex(c Config) index {
 	default:
 		return newBTree(btreeOrder)
 	}
+}
+
+// newHash returns a key hash with a random seed: keys chosen to collide
+// under a known hash could otherwise force bucket splits until the
+// directory hits its cap, or fill the Bloom filter's counters.
+func newHash() func([]byte) uint64 {
+	seed := maphash.MakeSeed()
+	return func(key []byte) uint64 { return maphash.Bytes(seed, key) }
 }
 
 // inSpan reports whether key is in [lower, upper), a nil upper unbounded.

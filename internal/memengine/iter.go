@@ -3,7 +3,6 @@ package memengine
 import (
 	"bytes"
 	"slices"
-	"sort"
 	"sync/atomic"
 
 	"github.com/tidekv/tidekv/internal/storage"
@@ -124,7 +123,7 @@ func (it *iter) SeekGE(key []byte) bool {
 	if it.sweeping {
 		return it.fill(key, true)
 	}
-	it.pos = sort.Search(len(it.window), func(i int) bool { return bytes.Compare(it.window[i].key, key) >= 0 })
+	it.pos, _ = slices.BinarySearchFunc(it.window, key, func(p pair, k []byte) int { return bytes.Compare(p.key, k) })
 	it.valid = it.pos < len(it.window)
 	return it.valid
 }

@@ -17,11 +17,10 @@ import (
 // split and merge B+-tree nodes and hash buckets at every level, and
 // saturate Bloom filter counters.
 func stressIndexes() map[string]index {
-	hash := newIndex(Config{Index: ExtendibleHash, BucketRecords: 8}).(*exthash).hash
 	return map[string]index{
 		"btree":   newBTree(4),
-		"exthash": newExtHash(8, hash),
-		"cbf":     newCBFIndex(256, 4, hash),
+		"exthash": newExtHash(8, newHash()),
+		"cbf":     newCBFIndex(256, 4, newHash()),
 	}
 }
 

@@ -38,6 +38,7 @@ func Apply(tb testing.TB, e storage.Engine, ops ...Op) {
 	}
 }
 
+// Set, Del and DelRange are the operations Apply takes.
 func Set(k, v string) Op      { return Op{"set", k, v} }
 func Del(k string) Op         { return Op{"del", k} }
 func DelRange(a, b string) Op { return Op{"delrange", a, b} }
