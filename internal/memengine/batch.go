@@ -88,17 +88,17 @@ func (b *batch) Commit(bool) error {
 	if len(b.ops) == 0 {
 		return nil
 	}
-	seq, oldest := e.beginWriteLocked()
+	seq, pins := e.beginWriteLocked()
 	for _, o := range b.ops {
 		switch o.kind {
 		case opSet:
-			e.setLocked(o.key, o.value, seq, oldest)
+			e.setLocked(o.key, o.value, seq, pins)
 		case opDelete:
 			if en := e.idx.get(o.key); en != nil {
-				e.deleteLocked(en, seq, oldest)
+				e.deleteLocked(en, seq, pins)
 			}
 		case opDeleteRange:
-			e.deleteRangeLocked(o.key, o.value, seq, oldest)
+			e.deleteRangeLocked(o.key, o.value, seq, pins)
 		}
 	}
 	e.seq = seq

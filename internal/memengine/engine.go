@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -29,13 +30,15 @@ type Engine struct {
 	// readers open at the time could see; collectLocked drops those once
 	// the readers have gone.
 	garbage []*entry
-	// collectedFor is the oldest pin garbage was last collected for.
-	collectedFor uint64
+	// collectedAt is the count of unpins when garbage was last collected:
+	// only a reader going lets anything go.
+	collectedAt uint64
 
 	// pins counts the open snapshots and B+-tree iterators reading at each
 	// sequence number, so a write keeps the versions they still see.
-	pinMu sync.Mutex
-	pins  map[uint64]int
+	pinMu  sync.Mutex
+	pins   map[uint64]int
+	unpins uint64
 
 	// Open iterators and snapshots, so Close can report leaks like Pebble.
 	openIters atomic.Int64
@@ -44,15 +47,12 @@ type Engine struct {
 
 var _ storage.Engine = (*Engine)(nil)
 
-// noPin stands for "no reader open": every version but the newest can go.
-const noPin = math.MaxUint64
-
 // New returns an empty engine, or Validate's error for a bad config.
 func New(c Config) (*Engine, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{idx: newIndex(c), pins: map[uint64]int{}, collectedFor: noPin}, nil
+	return &Engine{idx: newIndex(c), pins: map[uint64]int{}}, nil
 }
 
 // pinLocked registers a reader at seq. The caller holds mu (either way),
@@ -68,39 +68,37 @@ func (e *Engine) unpin(seq uint64) {
 	if e.pins[seq]--; e.pins[seq] == 0 {
 		delete(e.pins, seq)
 	}
+	e.unpins++
 	e.pinMu.Unlock()
 }
 
-// oldestPin returns the oldest sequence number an open reader reads at,
-// or noPin. Readers are few at a time, so a pass over them is cheap.
-func (e *Engine) oldestPin() uint64 {
+// readers returns the sequence numbers open readers read at, ascending, and
+// the count of unpins so far. Readers are few at a time, so this is cheap.
+func (e *Engine) readers() (pins []uint64, unpins uint64) {
 	e.pinMu.Lock()
 	defer e.pinMu.Unlock()
-	oldest := uint64(noPin)
-	for seq := range e.pins {
-		oldest = min(oldest, seq)
-	}
-	return oldest
+	return slices.Sorted(maps.Keys(e.pins)), e.unpins
 }
 
 // beginWriteLocked starts a batch under the write lock: it returns the
-// batch's sequence number and the oldest one a reader holds, first
-// collecting what readers closed since the last batch no longer need.
-func (e *Engine) beginWriteLocked() (seq, oldest uint64) {
-	oldest = e.oldestPin()
-	if oldest != e.collectedFor {
-		e.collectLocked(oldest)
+// batch's sequence number and the sequence numbers readers hold, first
+// collecting what readers closed since the last collection no longer need.
+func (e *Engine) beginWriteLocked() (seq uint64, pins []uint64) {
+	pins, unpins := e.readers()
+	if unpins != e.collectedAt {
+		e.collectLocked(pins)
+		e.collectedAt = unpins
 	}
-	return e.seq + 1, oldest
+	return e.seq + 1, pins
 }
 
-func (e *Engine) collectLocked(oldest uint64) {
+func (e *Engine) collectLocked(pins []uint64) {
 	kept := e.garbage[:0]
 	for _, en := range e.garbage {
 		if en.removed {
 			continue
 		}
-		en.prune(oldest)
+		en.prune(pins)
 		switch {
 		case en.dead():
 			e.idx.remove(en)
@@ -113,7 +111,6 @@ func (e *Engine) collectLocked(oldest uint64) {
 	}
 	clear(e.garbage[len(kept):])
 	e.garbage = kept
-	e.collectedFor = oldest
 }
 
 // track queues en for collection if it holds more than one live version.
@@ -124,20 +121,20 @@ func (e *Engine) track(en *entry) {
 	}
 }
 
-func (e *Engine) setLocked(key, value []byte, seq, oldest uint64) {
+func (e *Engine) setLocked(key, value []byte, seq uint64, pins []uint64) {
 	if en := e.idx.get(key); en != nil {
-		en.write(version{seq, value}, oldest)
+		en.write(version{seq, value}, pins)
 		e.track(en)
 		return
 	}
 	e.idx.insert(newEntry(key, version{seq, value}))
 }
 
-func (e *Engine) deleteLocked(en *entry, seq, oldest uint64) {
+func (e *Engine) deleteLocked(en *entry, seq uint64, pins []uint64) {
 	if _, live := en.latest(); !live {
 		return // already deleted, kept only for older readers
 	}
-	en.write(version{seq: seq}, oldest)
+	en.write(version{seq: seq}, pins)
 	if en.dead() {
 		e.idx.remove(en)
 		en.removed = true
@@ -146,9 +143,9 @@ func (e *Engine) deleteLocked(en *entry, seq, oldest uint64) {
 	e.track(en)
 }
 
-func (e *Engine) deleteRangeLocked(start, end []byte, seq, oldest uint64) {
+func (e *Engine) deleteRangeLocked(start, end []byte, seq uint64, pins []uint64) {
 	for _, en := range collect(e.idx, start, end) {
-		e.deleteLocked(en, seq, oldest)
+		e.deleteLocked(en, seq, pins)
 	}
 }
 
@@ -245,12 +242,12 @@ func (e *Engine) IngestSST(path string, lower, upper []byte) error {
 	if e.closed {
 		return storage.ErrClosed
 	}
-	seq, oldest := e.beginWriteLocked()
+	seq, pins := e.beginWriteLocked()
 	// The empty key is never stored, so clearing from lower (even "")
 	// clears exactly the span.
-	e.deleteRangeLocked(lower, upper, seq, oldest)
+	e.deleteRangeLocked(lower, upper, seq, pins)
 	for _, p := range pairs {
-		e.setLocked(p.Key, p.Value, seq, oldest)
+		e.setLocked(p.Key, p.Value, seq, pins)
 	}
 	e.seq = seq
 	// Pebble consumes the file on success; do the same so callers cannot

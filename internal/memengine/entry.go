@@ -1,10 +1,12 @@
 package memengine
 
+import "slices"
+
 // entry is one key and the versions of it that some reader can still see,
 // oldest first. Snapshots and iterators read at the sequence number of the
 // last batch committed when they opened; a write made while one is open
-// adds a version instead of replacing, and the older one goes once no
-// reader needs it. With no reader open an entry holds exactly one live
+// adds a version instead of replacing, and an older one goes as soon as no
+// open reader sees it. With no reader open an entry holds exactly one live
 // version, so the common case costs one value per key.
 //
 // Keys and values are never mutated after they are stored, which is what
@@ -57,33 +59,42 @@ func (e *entry) at(seq uint64) ([]byte, bool) {
 }
 
 // write makes v the newest version (replacing one of the same batch) and
-// drops what no reader at oldest or later can see.
-func (e *entry) write(v version, oldest uint64) {
+// drops what no reader at pins can see.
+func (e *entry) write(v version, pins []uint64) {
 	if last := len(e.versions) - 1; e.versions[last].seq == v.seq {
 		e.versions[last] = v
 	} else {
 		e.versions = append(e.versions, v)
 	}
-	e.prune(oldest)
+	e.prune(pins)
 }
 
-// prune drops the versions no reader at oldest or later can see: those
-// older than the one a reader at oldest sees, and deletions with nothing
-// older to hide, which read as absence anyway. It may leave none (dead).
-func (e *entry) prune(oldest uint64) {
-	from := 0
-	for i := len(e.versions) - 1; i >= 0; i-- {
-		if e.versions[i].seq <= oldest {
-			from = i
-			break
+// prune keeps the newest version and, for each sequence number in pins
+// (ascending, those open readers read at), the version a reader there sees;
+// no one sees the others. A deletion left oldest then hides nothing, reading
+// as absence like no version at all, so it goes too. It may leave none
+// (dead).
+func (e *entry) prune(pins []uint64) {
+	kept := e.versions[:0]
+	for i, v := range e.versions {
+		// A reader at p sees v if v.seq <= p < the next version's seq.
+		if i == len(e.versions)-1 || seenAt(pins, v.seq, e.versions[i+1].seq) {
+			kept = append(kept, v) // kept is never ahead of i: reads come first
 		}
 	}
-	for from < len(e.versions) && e.versions[from].value == nil {
+	from := 0
+	for from < len(kept) && kept[from].value == nil {
 		from++
 	}
-	n := copy(e.versions, e.versions[from:])
+	n := copy(e.versions, kept[from:])
 	clear(e.versions[n:])
 	e.versions = e.versions[:n]
+}
+
+// seenAt reports whether some pin is in [from, to).
+func seenAt(pins []uint64, from, to uint64) bool {
+	i, _ := slices.BinarySearch(pins, from)
+	return i < len(pins) && pins[i] < to
 }
 
 // dead reports that no reader can see the key: it leaves the index.

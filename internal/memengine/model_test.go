@@ -212,3 +212,55 @@ func TestRangesMoveBetweenMemoryEngines(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneKeepsWhatEachReaderSees pins down which versions survive: the
+// newest, and for each reader the newest version no newer than it.
+func TestPruneKeepsWhatEachReaderSees(t *testing.T) {
+	v := func(seq uint64, val string) version {
+		if val == "-" {
+			return version{seq: seq} // a deletion
+		}
+		return version{seq, []byte(val)}
+	}
+	for _, tc := range []struct {
+		versions []version
+		pins     []uint64
+		want     []uint64 // seqs kept
+	}{
+		{[]version{v(1, "a"), v(2, "b")}, nil, []uint64{2}},
+		{[]version{v(1, "a"), v(2, "-")}, nil, nil},                                          // dead
+		{[]version{v(1, "a"), v(3, "b"), v(5, "c"), v(7, "d")}, []uint64{2}, []uint64{1, 7}}, // 3 and 5: no one
+		{[]version{v(1, "a"), v(3, "b"), v(5, "c"), v(7, "d")}, []uint64{3, 6}, []uint64{3, 5, 7}},
+		{[]version{v(1, "a"), v(5, "-"), v(8, "b")}, []uint64{6}, []uint64{8}}, // the reader at 6 sees no key, as with none
+		{[]version{v(1, "a"), v(5, "-"), v(8, "b")}, []uint64{1, 6}, []uint64{1, 5, 8}},
+		{[]version{v(4, "a")}, []uint64{2}, []uint64{4}}, // born after the reader: it sees nothing
+	} {
+		e := &entry{versions: slices.Clone(tc.versions)}
+		e.prune(tc.pins)
+		var got []uint64
+		for _, x := range e.versions {
+			got = append(got, x.seq)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%v with readers at %v: kept %v, want %v", tc.versions, tc.pins, got, tc.want)
+		}
+	}
+}
+
+// TestAHotKeyUnderASnapshotKeepsTwoVersions: a key written a thousand times
+// while one snapshot is open keeps the snapshot's version and the newest,
+// not every one in between.
+func TestAHotKeyUnderASnapshotKeepsTwoVersions(t *testing.T) {
+	e := newTestEngine(t, BTree)
+	enginetest.Apply(t, e, enginetest.Set("hot", "0"))
+	snap := e.NewSnapshot()
+	defer snap.Close()
+	for i := range 1000 {
+		enginetest.Apply(t, e, enginetest.Set("hot", fmt.Sprint(i+1)))
+	}
+	if n := len(e.idx.get([]byte("hot")).versions); n != 2 {
+		t.Fatalf("%d versions kept, want 2", n)
+	}
+	enginetest.WantGet(t, snap, "hot", "0", true)
+	enginetest.WantGet(t, e, "hot", "1000", true)
+}
