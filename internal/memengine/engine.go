@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -77,7 +76,15 @@ func (e *Engine) unpin(seq uint64) {
 func (e *Engine) readers() (pins []uint64, unpins uint64) {
 	e.pinMu.Lock()
 	defer e.pinMu.Unlock()
-	return slices.Sorted(maps.Keys(e.pins)), e.unpins
+	if len(e.pins) == 0 {
+		return nil, e.unpins // the common case, without an allocation
+	}
+	pins = make([]uint64, 0, len(e.pins))
+	for seq := range e.pins {
+		pins = append(pins, seq)
+	}
+	slices.Sort(pins)
+	return pins, e.unpins
 }
 
 // beginWriteLocked starts a batch under the write lock: it returns the
