@@ -29,9 +29,11 @@ type Engine struct {
 	// readers open at the time could see; collectLocked drops those once
 	// the readers have gone.
 	garbage []*entry
-	// collectedAt is the count of unpins when garbage was last collected:
-	// only a reader going lets anything go.
-	collectedAt uint64
+	// collectedAt is the count of unpins when garbage was last collected
+	// (only a reader going lets anything go), and batchesSince the batches
+	// committed since.
+	collectedAt  uint64
+	batchesSince int
 
 	// pins counts the open snapshots and B+-tree iterators reading at each
 	// sequence number, so a write keeps the versions they still see.
@@ -90,11 +92,18 @@ func (e *Engine) readers() (pins []uint64, unpins uint64) {
 // beginWriteLocked starts a batch under the write lock: it returns the
 // batch's sequence number and the sequence numbers readers hold, first
 // collecting what readers closed since the last collection no longer need.
+//
+// A collection walks the whole garbage list. Once no reader is open it
+// empties the list, so its cost is that of the writes that filled it; while
+// one stays open (a long snapshot send) and short ones come and go, it runs
+// only every len(garbage)/4 batches, so a commit pays for a few entries, not
+// for the whole list every time.
 func (e *Engine) beginWriteLocked() (seq uint64, pins []uint64) {
 	pins, unpins := e.readers()
-	if unpins != e.collectedAt {
+	e.batchesSince++
+	if unpins != e.collectedAt && (len(pins) == 0 || e.batchesSince >= len(e.garbage)/4) {
 		e.collectLocked(pins)
-		e.collectedAt = unpins
+		e.collectedAt, e.batchesSince = unpins, 0
 	}
 	return e.seq + 1, pins
 }

@@ -264,3 +264,36 @@ func TestAHotKeyUnderASnapshotKeepsTwoVersions(t *testing.T) {
 	enginetest.WantGet(t, snap, "hot", "0", true)
 	enginetest.WantGet(t, e, "hot", "1000", true)
 }
+
+// TestCollectionIsAmortisedUnderALongReader: while a long snapshot stays
+// open, a short one closing does not make the next commit walk the whole
+// garbage list; the versions only it saw go within len(garbage)/4 batches.
+func TestCollectionIsAmortisedUnderALongReader(t *testing.T) {
+	e := newTestEngine(t, BTree)
+	long := e.NewSnapshot()
+	defer long.Close()
+	setAll := func(v string) {
+		var kvs []enginetest.KV
+		for i := range 400 {
+			kvs = append(kvs, enginetest.KV{K: string(ikey(i)), V: v})
+		}
+		enginetest.SetAll(t, e, kvs...)
+	}
+	setAll("a")
+	short := e.NewSnapshot()
+	setAll("b") // every key keeps "a" for short
+	_ = short.Close()
+	versions := func() int { return len(e.idx.get(ikey(7)).versions) }
+
+	enginetest.Apply(t, e, enginetest.Set("x", "1"))
+	if n := versions(); n != 2 {
+		t.Fatalf("one commit after the short reader closed: %d versions, want the collection deferred (2)", n)
+	}
+	for range 400 / 4 {
+		enginetest.Apply(t, e, enginetest.Set("x", "1"))
+	}
+	if n := versions(); n != 1 {
+		t.Fatalf("%d versions after %d batches, want the short reader's collected", n, 400/4+1)
+	}
+	enginetest.WantGet(t, long, string(ikey(7)), "", false)
+}
