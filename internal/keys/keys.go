@@ -100,13 +100,18 @@ var NodeDirectoryKey = []byte{prefixNodeLocal, 'd'}
 
 // DataKey maps a key of the given range's key space to its engine key.
 func DataKey(rangeID uint64, key []byte) []byte {
-	k := make([]byte, 0, 1+len(key))
+	return AppendDataKey(make([]byte, 0, 1+len(key)), rangeID, key)
+}
+
+// AppendDataKey appends the engine data key of key to dst, so a caller can
+// reuse one buffer across reads.
+func AppendDataKey(dst []byte, rangeID uint64, key []byte) []byte {
 	if rangeID == MetaRangeID {
-		k = append(k, prefixMeta)
+		dst = append(dst, prefixMeta)
 	} else {
-		k = append(k, prefixUser)
+		dst = append(dst, prefixUser)
 	}
-	return append(k, key...)
+	return append(dst, key...)
 }
 
 // UserKey strips the prefix from an engine data key.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
@@ -22,8 +23,16 @@ func (r *Replica) Get(ctx context.Context, key []byte, ro ReadOptions) ([]byte, 
 	if err := r.checkKey(key); err != nil {
 		return nil, false, err
 	}
-	return r.store.eng.Get(keys.DataKey(r.rangeID, key))
+	buf := keyBufs.Get().(*[]byte)
+	*buf = keys.AppendDataKey((*buf)[:0], r.rangeID, key)
+	v, found, err := r.store.eng.Get(*buf)
+	keyBufs.Put(buf)
+	return v, found, err
 }
+
+// keyBufs holds engine-key buffers for point reads: a read's only
+// allocation is then its value (the engine copies it out).
+var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // BatchGet reads several keys of this range at one point.
 func (r *Replica) BatchGet(ctx context.Context, ks [][]byte, ro ReadOptions) ([]*tidekvpb.GetResponse, error) {
