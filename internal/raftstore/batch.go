@@ -1,7 +1,6 @@
 package raftstore
 
 import (
-
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/encoding/protowire"
