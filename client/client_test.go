@@ -642,6 +642,35 @@ func TestBatchGetAcrossRanges(t *testing.T) {
 	}
 }
 
+// WriteEach sends one Write per range, and reports each op in order.
+func TestWriteEachAcrossRanges(t *testing.T) {
+	c := newFakeCluster(t, 3)
+	c.setRanges(threeRanges()...)
+	cl := c.newClient(nil)
+	mustPut(t, cl, "k", "old")
+	c.resetCalls()
+	ops := []Op{
+		{Key: []byte("x"), Value: []byte("1")}, {Key: []byte("a"), Value: []byte("1")},
+		{Key: []byte("k"), Delete: true}, {Key: []byte("b"), Value: []byte("1")},
+		{Key: []byte("k"), Delete: true}, {Key: []byte("zz"), Value: []byte("1")},
+	}
+	res := cl.WriteEach(testCtx(t), ops)
+	for i, want := range []bool{false, false, true, false, false, false} {
+		if res[i].Err != nil || res[i].Existed != want {
+			t.Errorf("op %d (%q): %+v, want existed=%v", i, ops[i].Key, res[i], want)
+		}
+	}
+	expectCalls(t, c, "n1:Write=1 n2:Write=1 n3:Write=1")
+	for k, want := range map[string]string{"x": "1", "a": "1", "b": "1", "zz": "1"} {
+		if v, err := cl.Get(testCtx(t), []byte(k)); err != nil || string(v) != want {
+			t.Errorf("get %q = %q, %v", k, v, err)
+		}
+	}
+	if _, err := cl.Get(testCtx(t), []byte("k")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("get k after its delete: %v", err)
+	}
+}
+
 func TestContextDeadline(t *testing.T) {
 	t.Run("hung leaseholder", func(t *testing.T) {
 		c := newFakeCluster(t, 3)

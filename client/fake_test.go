@@ -510,14 +510,19 @@ func (s fakeKV) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tidekvp
 	c := s.n.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	resp := &tidekvpb.WriteResponse{}
 	for _, op := range req.Ops {
+		if req.WantExisted {
+			_, ok := c.data[string(op.Key)]
+			resp.Existed = append(resp.Existed, ok)
+		}
 		if op.Kind == tidekvpb.WriteOp_DELETE {
 			delete(c.data, string(op.Key))
 		} else {
 			c.data[string(op.Key)] = op.Value
 		}
 	}
-	return &tidekvpb.WriteResponse{}, nil
+	return resp, nil
 }
 
 func (s fakeKV) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndSetRequest) (*tidekvpb.CompareAndSetResponse, error) {

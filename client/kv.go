@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -240,6 +241,82 @@ func (c *Client) Write(ctx context.Context, ops []Op) error {
 	}
 	_, err := c.write(ctx, writeRequest(ops))
 	return err
+}
+
+// OpResult is the outcome of one op of a WriteEach.
+type OpResult struct {
+	// Existed: a deleted key held a value before the delete.
+	Existed bool
+	Err     error
+}
+
+// WriteEach applies ops in order per key but not as one unit: the ops of
+// one range go to its leaseholder as one Write (one proposal), the ranges
+// in parallel, so that a pipeline of independent writes costs one round
+// trip per range rather than one per op. Results are in the order of ops;
+// a Write that fails fails the ops of its range (each op should be valid
+// on its own: the node refuses a Write with an invalid op whole).
+func (c *Client) WriteEach(ctx context.Context, ops []Op) []OpResult {
+	out := make([]OpResult, len(ops))
+	keys := make([][]byte, len(ops))
+	idx := make([]int, len(ops))
+	for i, op := range ops {
+		keys[i], idx[i] = op.Key, i
+	}
+	c.writeEach(ctx, ops, keys, idx, out, 0)
+	return out
+}
+
+func (c *Client) writeEach(ctx context.Context, ops []Op, keys [][]byte, idx []int, out []OpResult, depth int) {
+	if len(idx) == 0 {
+		return
+	}
+	groups := c.groupByRange(ctx, keys, idx)
+	if len(groups) == 1 {
+		c.writeEachGroup(ctx, ops, keys, groups[0], out, depth)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.writeEachGroup(ctx, ops, keys, g, out, depth)
+		}()
+	}
+	wg.Wait()
+}
+
+// writeEachGroup writes ops[idx], which the cache places in one range, as
+// one Write; if the range's boundaries moved it groups them again.
+func (c *Client) writeEachGroup(ctx context.Context, ops []Op, keys [][]byte, idx []int, out []OpResult, depth int) {
+	sub := make([]Op, len(idx))
+	span := make([][]byte, len(idx))
+	for j, i := range idx {
+		sub[j], span[j] = ops[i], keys[i]
+	}
+	req := writeRequest(sub)
+	req.WantExisted = slices.ContainsFunc(sub, func(op Op) bool { return op.Delete })
+	var resp *tidekvpb.WriteResponse
+	err := c.invoke(ctx, &rpc{op: "write", key: span[0], span: span,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.kv.Write(ctx, req)
+			return err
+		}})
+	if errors.Is(err, errSpanChanged) && depth < maxRegroups {
+		c.writeEach(ctx, ops, keys, idx, out, depth+1)
+		return
+	}
+	if errors.Is(err, errSpanChanged) {
+		err = fmt.Errorf("%w: write: range boundaries kept changing", ErrUnavailable)
+	}
+	existed := resp.GetExisted()
+	for j, i := range idx {
+		out[i].Err = err
+		if err == nil && j < len(existed) {
+			out[i].Existed = existed[j]
+		}
+	}
 }
 
 // Guard makes a write conditional: it applies only if Key is absent or

@@ -102,16 +102,36 @@ func (a clientKV) Scan(ctx context.Context, start, end []byte, limit int) ([]Key
 	return out, nil
 }
 
-// WriteEach sends each op as its own Put or Delete (the client has no
-// per-op batch call, and a Write would make the ops atomic and fail them
-// together). Ops on different keys go concurrently, at most
-// maxConcurrentOps at a time, so that the leaseholder can put them in one
-// Raft entry; the ops on one key go one after another, in order.
+// WriteEach sends the ops of each range as one Write (client.WriteEach):
+// one round trip and one proposal per range. A Write the node refused as
+// invalid applied nothing; its ops are then sent one by one, so that the
+// invalid op fails alone as the KV contract says.
 func (a clientKV) WriteEach(ctx context.Context, ops []Op) []OpResult {
+	cops := make([]client.Op, len(ops))
+	for i, op := range ops {
+		cops[i] = client.Op{Key: op.Key, Value: op.Value, Delete: op.Delete}
+	}
 	out := make([]OpResult, len(ops))
+	var redo []int
+	for i, r := range a.c.WriteEach(ctx, cops) {
+		if errors.Is(r.Err, client.ErrInvalidArgument) {
+			redo = append(redo, i)
+			continue
+		}
+		out[i] = OpResult{Existed: r.Existed, Err: mapErr(r.Err)}
+	}
+	a.eachOnItsOwn(ctx, ops, redo, out)
+	return out
+}
+
+// eachOnItsOwn sends ops[idx] each as its own Put or Delete. Ops on
+// different keys go concurrently, at most maxConcurrentOps at a time; the
+// ops on one key go one after another, in order.
+func (a clientKV) eachOnItsOwn(ctx context.Context, ops []Op, idx []int, out []OpResult) {
 	byKey := map[string][]int{}
 	var order []string
-	for i, op := range ops {
+	for _, i := range idx {
+		op := ops[i]
 		if _, ok := byKey[string(op.Key)]; !ok {
 			order = append(order, string(op.Key))
 		}
@@ -134,7 +154,6 @@ func (a clientKV) WriteEach(ctx context.Context, ops []Op) []OpResult {
 		}(byKey[k])
 	}
 	wg.Wait()
-	return out
 }
 
 // maxConcurrentOps bounds the calls one WriteEach has in flight.
