@@ -123,8 +123,8 @@ func (m *muxKV) roundTrip(ctx context.Context, req *tidekvpb.KVRequest) (*tidekv
 		// stops working on it soon after.
 		req.TimeoutMs = uint32(max((time.Until(dl) + deadlineGrace + time.Millisecond - 1).Milliseconds(), 1))
 	}
-	if v := metadata.ValueFromOutgoingContext(ctx, PriorityHeader); len(v) > 0 && v[0] == tidekvpb.Priority_PRIORITY_BACKGROUND.String() {
-		req.Priority = tidekvpb.Priority_PRIORITY_BACKGROUND
+	if v := metadata.ValueFromOutgoingContext(ctx, PriorityHeader); len(v) > 0 {
+		req.Priority = tidekvpb.Priority(tidekvpb.Priority_value[v[0]])
 	}
 	s, err := m.stream(ctx)
 	if err != nil {

@@ -15,7 +15,9 @@ const PriorityHeader = "tidekv-priority"
 
 // WithPriority returns a context whose requests carry priority p: bulk
 // jobs use PRIORITY_BACKGROUND so that a busy node defers them to
-// foreground work (docs/admission.md).
+// foreground work; a front end whose connections each wait for their
+// answer uses PRIORITY_HIGH, which a node bounds only by its in-flight cap
+// (docs/admission.md).
 func WithPriority(ctx context.Context, p tidekvpb.Priority) context.Context {
 	if p == tidekvpb.Priority_PRIORITY_NORMAL {
 		return ctx

@@ -214,12 +214,17 @@ func (ReadMode) EnumDescriptor() ([]byte, []int) {
 // e.g. "PRIORITY_BACKGROUND") rather than in the request, so that a node
 // can decide before it reads the request's payload; on a Batch stream it is
 // a field of each KVRequest. Node-internal work (Raft,
-// leases, heartbeats, snapshots, admin calls) never competes with either.
+// leases, heartbeats, snapshots, admin calls) never competes with any.
 type Priority int32
 
 const (
 	Priority_PRIORITY_NORMAL     Priority = 0
 	Priority_PRIORITY_BACKGROUND Priority = 1
+	// Never shed by queueing delay, only bounded by the node's in-flight cap:
+	// for requests from a closed pool of connections that each wait for their
+	// answer and whose clients take a refusal as a failure, not as a hint.
+	// The Redis front end sends its routed requests at it.
+	Priority_PRIORITY_HIGH Priority = 2
 )
 
 // Enum value maps for Priority.
@@ -227,10 +232,12 @@ var (
 	Priority_name = map[int32]string{
 		0: "PRIORITY_NORMAL",
 		1: "PRIORITY_BACKGROUND",
+		2: "PRIORITY_HIGH",
 	}
 	Priority_value = map[string]int32{
 		"PRIORITY_NORMAL":     0,
 		"PRIORITY_BACKGROUND": 1,
+		"PRIORITY_HIGH":       2,
 	}
 )
 
@@ -5707,10 +5714,11 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bReadMode\x12\x10\n" +
 	"\fLINEARIZABLE\x10\x00\x12\v\n" +
 	"\aBOUNDED\x10\x01\x12\a\n" +
-	"\x03ANY\x10\x02*8\n" +
+	"\x03ANY\x10\x02*K\n" +
 	"\bPriority\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x00\x12\x17\n" +
-	"\x13PRIORITY_BACKGROUND\x10\x012\xd1\x03\n" +
+	"\x13PRIORITY_BACKGROUND\x10\x01\x12\x11\n" +
+	"\rPRIORITY_HIGH\x10\x022\xd1\x03\n" +
 	"\x02KV\x12.\n" +
 	"\x03Get\x12\x12.tidekv.GetRequest\x1a\x13.tidekv.GetResponse\x12.\n" +
 	"\x03Put\x12\x12.tidekv.PutRequest\x1a\x13.tidekv.PutResponse\x127\n" +

@@ -21,6 +21,11 @@ const (
 	// refused whenever the node is overloaded, and held to a share of the
 	// in-flight slots.
 	Background
+	// High is never shed by queueing delay, only bounded by MaxInflight:
+	// work from a closed pool of connections (the Redis front end), whose
+	// queue the pool's size bounds and whose clients take a refusal as a
+	// failure rather than as a hint to slow down.
+	High
 )
 
 // Reason says why a request was refused.
@@ -109,8 +114,8 @@ func (c Config) Validate() error {
 		return errors.New("admission: BackgroundShare must be in (0,1]")
 	case c.MaxRetryAfter <= 0:
 		return errors.New("admission: MaxRetryAfter must be positive")
-	case c.MinInflight < 0 || c.MinInflight > c.MaxInflight:
-		return fmt.Errorf("admission: MinInflight (%d) must be between 0 and MaxInflight (%d)", c.MinInflight, c.MaxInflight)
+	case c.MinInflight < 0:
+		return fmt.Errorf("admission: MinInflight (%d) must not be negative (at or above MaxInflight, nothing is shed by delay)", c.MinInflight)
 	}
 	return nil
 }
@@ -189,7 +194,7 @@ func (c *Controller) share() float64 { return math.Float64frombits(c.shareBits.L
 // must cost next to nothing. While the node is overloaded it admits a
 // share of normal requests and no background ones.
 func (c *Controller) Gate(p Priority) error {
-	if c.cfg.Target == 0 || c.inflight.Load() < int64(c.cfg.MinInflight) {
+	if c.cfg.Target == 0 || p == High || c.inflight.Load() < int64(c.cfg.MinInflight) {
 		return nil
 	}
 	if p == Background && c.overloaded.Load() {
@@ -210,7 +215,7 @@ func (c *Controller) Admit(p Priority, arrival time.Time, gated bool) error {
 		if !arrival.IsZero() {
 			waited := max(c.now().Sub(arrival), 0)
 			c.measure(waited)
-			queued := c.inflight.Load() >= int64(c.cfg.MinInflight)
+			queued := p != High && c.inflight.Load() >= int64(c.cfg.MinInflight)
 			if queued && (waited > c.cfg.Interval || (waited > c.cfg.Target && c.overloaded.Load())) {
 				return c.refuse(Delay, waited)
 			}

@@ -281,7 +281,7 @@ func TestValidate(t *testing.T) {
 		"share 0":            func(c *Config) { c.MinAdmitShare = 0 },
 		"background share 2": func(c *Config) { c.BackgroundShare = 2 },
 		"no retry bound":     func(c *Config) { c.MaxRetryAfter = 0 },
-		"min over max":       func(c *Config) { c.MinInflight = c.MaxInflight + 1 },
+		"negative min":       func(c *Config) { c.MinInflight = -1 },
 	} {
 		cfg := DefaultConfig()
 		mut(&cfg)
@@ -335,5 +335,31 @@ func TestNearlyEmptyQueueIsNotShed(t *testing.T) {
 	}
 	if r, ok := reason(c.Gate(Normal)); !ok || r != Shed {
 		t.Fatal("with 3 in flight, a draw over the share passed the gate")
+	}
+}
+
+// High priority is never shed by delay, on an overloaded node or after a
+// long wait; only the in-flight cap bounds it.
+func TestHighIsBoundedByTheCapOnly(t *testing.T) {
+	cfg := policy()
+	cfg.MaxInflight = 2
+	c, clk := newTest(t, cfg, 0.99, 0.99, 0.99, 0.99)
+	_ = window(c, clk, 50*time.Millisecond)
+	if !c.State().Overloaded {
+		t.Fatal("not overloaded after a standing 50 ms queue")
+	}
+	if r, ok := reason(c.Gate(Normal)); !ok || r != Shed {
+		t.Fatal("a normal request passed the gate with draw 0.99")
+	}
+	if err := c.Gate(High); err != nil {
+		t.Fatalf("gate refused a high-priority request: %v", err)
+	}
+	for range 2 {
+		if err := c.Admit(High, clk.now().Add(-150*time.Millisecond), false); err != nil {
+			t.Fatalf("high-priority request that waited 150 ms: %v", err)
+		}
+	}
+	if r, ok := reason(c.Admit(High, clk.now(), false)); !ok || r != Inflight {
+		t.Fatal("a high-priority request admitted past MaxInflight 2")
 	}
 }

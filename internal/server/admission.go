@@ -58,8 +58,8 @@ func (s *Server) arrive(ctx context.Context, info *tap.Info) (context.Context, e
 		return ctx, nil
 	}
 	p := admission.Normal
-	if v := info.Header.Get(client.PriorityHeader); len(v) > 0 && v[0] == tidekvpb.Priority_PRIORITY_BACKGROUND.String() {
-		p = admission.Background
+	if v := info.Header.Get(client.PriorityHeader); len(v) > 0 {
+		p = admissionPriority(tidekvpb.Priority(tidekvpb.Priority_value[v[0]]))
 	}
 	if !readMethods[info.FullMethodName] {
 		if err := s.adm.Gate(p); err != nil {
@@ -67,6 +67,17 @@ func (s *Server) arrive(ctx context.Context, info *tap.Info) (context.Context, e
 		}
 	}
 	return admission.WithArrival(ctx, time.Now(), p, true), nil
+}
+
+// admissionPriority is how admission treats a request's API priority.
+func admissionPriority(p tidekvpb.Priority) admission.Priority {
+	switch p {
+	case tidekvpb.Priority_PRIORITY_BACKGROUND:
+		return admission.Background
+	case tidekvpb.Priority_PRIORITY_HIGH:
+		return admission.High
+	}
+	return admission.Normal
 }
 
 // readMethods are the KV methods that only read.

@@ -125,10 +125,7 @@ func (r *batchReader) read() error {
 // on a worker.
 func (r *batchReader) start(ctx context.Context, at time.Time, req *tidekvpb.KVRequest) {
 	s := r.k.s
-	p := admission.Normal
-	if req.GetPriority() == tidekvpb.Priority_PRIORITY_BACKGROUND {
-		p = admission.Background
-	}
+	p := admissionPriority(req.GetPriority())
 	if !kvbatch.IsRead(req) {
 		var answer *tidekvpb.KVResponse
 		if err := s.permitWrite(r.id, req); err != nil {

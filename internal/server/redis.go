@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/resp"
 )
 
@@ -106,6 +107,7 @@ func (k *redisKV) leads(key []byte) bool {
 
 func (k *redisKV) in(ctx context.Context) context.Context {
 	k.local.Add(1)
+	ctx = admission.WithArrival(ctx, time.Time{}, admission.High, false)
 	if k.origin == nil {
 		return ctx
 	}
@@ -151,7 +153,14 @@ func outcome(err error, write bool) (mapped error, route bool) {
 	return errors.New(st.Message()), false
 }
 
-func (k *redisKV) routedCall() { k.routed.Add(1) }
+// toRemote counts a call routed to another node and marks it, like the
+// calls served in process, as the Redis front end's: PRIORITY_HIGH, never
+// shed by queueing delay (its connections each wait for their answer, and
+// Redis clients take a refusal as a failure; docs/admission.md).
+func (k *redisKV) toRemote(ctx context.Context) context.Context {
+	k.routed.Add(1)
+	return client.WithPriority(ctx, tidekvpb.Priority_PRIORITY_HIGH)
+}
 
 func (k *redisKV) Get(ctx context.Context, key []byte) ([]byte, error) {
 	if k.leads(key) {
@@ -166,7 +175,7 @@ func (k *redisKV) Get(ctx context.Context, key []byte) ([]byte, error) {
 			return r.GetValue(), nil
 		}
 	}
-	k.routedCall()
+	ctx = k.toRemote(ctx)
 	return k.remote.Get(ctx, key)
 }
 
@@ -177,7 +186,7 @@ func (k *redisKV) Put(ctx context.Context, key, value []byte) error {
 			return err
 		}
 	}
-	k.routedCall()
+	ctx = k.toRemote(ctx)
 	return k.remote.Put(ctx, key, value)
 }
 
@@ -188,7 +197,7 @@ func (k *redisKV) Delete(ctx context.Context, key []byte) (bool, error) {
 			return r.GetDeleted(), err
 		}
 	}
-	k.routedCall()
+	ctx = k.toRemote(ctx)
 	return k.remote.Delete(ctx, key)
 }
 
@@ -206,7 +215,7 @@ func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 			return r.GetSucceeded(), r.GetCurrentValue(), r.GetCurrentExists(), err
 		}
 	}
-	k.routedCall()
+	ctx = k.toRemote(ctx)
 	return k.remote.CompareAndSet(ctx, key, expected, newValue)
 }
 
@@ -219,7 +228,7 @@ func (k *redisKV) Write(ctx context.Context, ops []resp.Op) error {
 			return err
 		}
 	}
-	k.routedCall()
+	ctx = k.toRemote(ctx)
 	return k.remote.Write(ctx, ops)
 }
 
@@ -233,7 +242,7 @@ func (k *redisKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard)
 			return resp.GuardResult{Failed: r.GetGuardFailed(), Existed: r.GetExisted()}, err
 		}
 	}
-	k.routedCall()
+	ctx = k.toRemote(ctx)
 	return k.remote.GuardedWrite(ctx, ops, g)
 }
 
@@ -288,7 +297,7 @@ func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, e
 	if len(routed) == 0 {
 		return out, nil
 	}
-	k.routedCall()
+	ctx = k.toRemote(ctx)
 	sub := make([][]byte, len(routed))
 	for j, i := range routed {
 		sub[j] = keys[i]
@@ -334,7 +343,7 @@ func (k *redisKV) Scan(ctx context.Context, start, end []byte, limit int) ([]res
 		}
 		start = next
 	}
-	k.routedCall()
+	ctx = k.toRemote(ctx)
 	rest := limit
 	if limit > 0 {
 		rest = limit - len(out)

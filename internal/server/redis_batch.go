@@ -83,7 +83,7 @@ func (k *redisKV) writePlanned(ctx context.Context, ops []resp.Op, p writePlan, 
 	if len(routed) == 0 {
 		return
 	}
-	k.routedCall()
+	ctx = k.toRemote(ctx)
 	slices.Sort(routed)
 	sub := make([]resp.Op, len(routed))
 	for j, i := range routed {
