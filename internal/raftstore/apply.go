@@ -189,6 +189,11 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 	if g != nil || cmd.GetWantExisted() {
 		res.write = &tidekvpb.WriteResponse{}
 	}
+	// Whether a deleted key or an op's key existed changes only the answer,
+	// not the state, so only the replica whose proposer waits reads it: on
+	// the others it would be a point read per op for nothing (a Redis HSET
+	// of ten fields read ten keys on every replica).
+	answered := cmd.GetProposalId() != 0 && r.mu.proposals[cmd.GetProposalId()] != nil
 	if g != nil {
 		if err := r.checkGuardLocked(g); err != nil {
 			return applyResult{err: err}
@@ -205,7 +210,7 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 	}
 	for _, op := range ops {
 		k := keys.DataKey(r.rangeID, op.GetKey())
-		if op.GetDelete() || cmd.GetWantExisted() {
+		if answered && (op.GetDelete() || cmd.GetWantExisted()) {
 			_, found := ab.mustGet(r, k)
 			if op.GetDelete() {
 				res.deleted = res.deleted || found

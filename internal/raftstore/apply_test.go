@@ -124,7 +124,16 @@ func bareReplica(start, end string) *Replica {
 		e = []byte(end)
 	}
 	r.mu.state = &tidekvpb.ReplicaState{Desc: &tidekvpb.RangeDescriptor{RangeId: 2, StartKey: []byte(start), EndKey: e}}
+	r.mu.proposals = map[uint64]*proposal{}
 	return r
+}
+
+// proposed makes cmd this replica's own proposal, as the leaseholder's
+// would be: only then does its apply compute what the proposer is told.
+func proposed(r *Replica, cmd *tidekvpb.RaftCommand) *tidekvpb.RaftCommand {
+	cmd.ProposalId = uint64(len(r.mu.proposals)) + 1
+	r.mu.proposals[cmd.ProposalId] = &proposal{id: cmd.ProposalId, done: make(chan applyResult, 1)}
+	return cmd
 }
 
 // TestApplyGuardedWrite: a guarded write applies only while its key is
@@ -138,7 +147,7 @@ func TestApplyGuardedWrite(t *testing.T) {
 	guard := &tidekvpb.LogGuard{Key: []byte("h"), Value: []byte("H"), ClearStart: []byte("h/"), ClearEnd: []byte("h0")}
 	write := func(ops ...*tidekvpb.LogWrite) *tidekvpb.WriteResponse {
 		t.Helper()
-		res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: ops, WriteGuard: guard, WantExisted: true})
+		res := r.applyWritesLocked(ab, proposed(r, &tidekvpb.RaftCommand{Writes: ops, WriteGuard: guard, WantExisted: true}))
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
@@ -165,6 +174,14 @@ func TestApplyGuardedWrite(t *testing.T) {
 	w = write(putOp("h", "H"), putOp("h/f2", "w2"), putOp("h/f3", "v3"))
 	if w.GetGuardFailed() || !w.GetGuardExisted() || fmt.Sprint(w.GetExisted()) != "[true true false]" {
 		t.Fatalf("updating the collection: %v", w)
+	}
+	// A replica no proposer waits on applies the same writes without
+	// reading what existed: that answers nobody.
+	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h", "H"), putOp("h/f5", "v5")}, WriteGuard: guard, WantExisted: true}); res.err != nil || len(res.write.GetExisted()) != 0 {
+		t.Fatalf("a follower's apply: %+v", res)
+	}
+	if v, _ := ab.mustGet(r, keys.DataKey(2, []byte("h/f5"))); string(v) != "v5" {
+		t.Fatalf("a follower's apply did not write: h/f5 = %q", v)
 	}
 	if v, _ := ab.mustGet(r, keys.DataKey(2, []byte("h/f1"))); string(v) != "v1" {
 		t.Fatalf("an update cleared a member: h/f1 = %q", v)
@@ -207,13 +224,13 @@ func TestApplyCommandsSeeEarlierEntries(t *testing.T) {
 	}
 	// A delete of a key written earlier in the round reports it existed;
 	// within one command, a put then delete of the same key too.
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{delOp("b")}}); res.err != nil || !res.deleted {
+	if res := r.applyWritesLocked(ab, proposed(r, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{delOp("b")}})); res.err != nil || !res.deleted {
 		t.Fatalf("delete of b written this round: %+v", res)
 	}
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{delOp("b")}}); res.deleted {
+	if res := r.applyWritesLocked(ab, proposed(r, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{delOp("b")}})); res.deleted {
 		t.Fatal("second delete of b reports it existed")
 	}
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("d", "1"), delOp("d")}}); !res.deleted {
+	if res := r.applyWritesLocked(ab, proposed(r, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("d", "1"), delOp("d")}})); !res.deleted {
 		t.Fatal("put+delete in one command: delete did not see the put")
 	}
 	// CAS sees the round's writes and deletes.
