@@ -111,7 +111,7 @@ func (p *connPool) get(addr string) (*nodeConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var kv tidekvpb.KVClient = newMuxKV(cc, intercept, p.ctx, p.md)
+	var kv tidekvpb.KVClient = newMuxKV(cc, intercept, p.ctx, p.md, func() { peer.congested(monoNow()) })
 	if p.unary {
 		kv = tidekvpb.NewKVClient(cc)
 	}

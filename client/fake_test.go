@@ -60,6 +60,9 @@ type fakeNode struct {
 
 	mu      sync.Mutex
 	noBatch bool           // serve no Batch stream (a node older than it)
+	// congested marks every answer on a Batch stream congested, as an
+	// overloaded node does.
+	congested bool
 	streams int            // Batch streams opened
 	rpcs    map[string]int // KV handler entries by gRPC method (a stream's requests count as Batch)
 	calls   map[string]int
@@ -385,6 +388,9 @@ func (s fakeKV) Batch(stream tidekvpb.KV_BatchServer) error {
 			go func() {
 				defer wg.Done()
 				resp := kvbatch.Dispatch(stream.Context(), s, req)
+				s.n.mu.Lock()
+				resp.Congested = s.n.congested
+				s.n.mu.Unlock()
 				sendMu.Lock()
 				defer sendMu.Unlock()
 				_ = stream.Send(&tidekvpb.KVBatchResponse{Responses: []*tidekvpb.KVResponse{resp}})

@@ -97,7 +97,7 @@ const (
 // admitting share of its requests (0: unknown, taken as a half).
 func (p *peerStats) cut(now int64, share float64, hint time.Duration) {
 	p.shareHint.Store(int64(hint))
-	if now-p.cutAt.Load() < max(p.rtt.Load(), int64(10*time.Millisecond)) {
+	if last := p.cutAt.Load(); last != 0 && now-last < max(p.rtt.Load(), int64(10*time.Millisecond)) {
 		return
 	}
 	p.cutAt.Store(now)
@@ -109,6 +109,17 @@ func (p *peerStats) cut(now int64, share float64, hint time.Duration) {
 		base = min(base, w)
 	}
 	p.window.Store(math.Float64bits(max(minWindow, base*share)))
+}
+
+// congestionCut is the share of the window kept after an answer marked
+// congested: a gentler cut than a refusal's, since the node served it.
+const congestionCut = 0.7
+
+// congested narrows the window after the node answered while overloaded
+// (KVResponse.congested), as cut does for a refusal: at most once per
+// round trip.
+func (p *peerStats) congested(now int64) {
+	p.cut(now, congestionCut, max(time.Duration(p.rtt.Load()), time.Millisecond))
 }
 
 // widen grows the window after a success.

@@ -140,7 +140,9 @@ func (r *batchReader) start(ctx context.Context, at time.Time, req *tidekvpb.KVR
 		}
 	}
 	r.k.workers.run(func() {
-		r.out.push(kvbatch.Dispatch(admission.WithArrival(ctx, at, p, true), r.k, req))
+		resp := kvbatch.Dispatch(admission.WithArrival(ctx, at, p, true), r.k, req)
+		resp.Congested = s.adm.Overloaded()
+		r.out.push(resp)
 		r.wg.Done()
 	})
 }
