@@ -59,15 +59,15 @@ type fakeNode struct {
 	srv  *grpc.Server
 
 	mu      sync.Mutex
-	noBatch bool           // serve no Batch stream (a node older than it)
+	noBatch bool // serve no Batch stream (a node older than it)
 	// congested marks every answer on a Batch stream congested, as an
 	// overloaded node does.
 	congested bool
-	streams int            // Batch streams opened
-	rpcs    map[string]int // KV handler entries by gRPC method (a stream's requests count as Batch)
-	calls   map[string]int
-	modes   map[string]int // "Get BOUNDED 500": reads by method, mode and bound
-	hook    hookFunc
+	streams   int            // Batch streams opened
+	rpcs      map[string]int // KV handler entries by gRPC method (a stream's requests count as Batch)
+	calls     map[string]int
+	modes     map[string]int // "Get BOUNDED 500": reads by method, mode and bound
+	hook      hookFunc
 }
 
 func newFakeCluster(t *testing.T, numNodes int) *fakeCluster {
