@@ -1013,4 +1013,12 @@ func TestOverloadWindow(t *testing.T) {
 	if _, refused := p.throttled(); refused || p.window.Load() != 0 {
 		t.Fatal("a window grown to maxWindow still bounds")
 	}
+	// The first cut counts however soon after the process started (the
+	// monotonic clock starts at 0 there).
+	var fresh peerStats
+	fresh.inflight.Store(40)
+	fresh.cut(int64(time.Millisecond), 0.25, 0)
+	if w := math.Float64frombits(fresh.window.Load()); w != 10 {
+		t.Fatalf("window %v after a cut 1 ms into the process, want 10", w)
+	}
 }

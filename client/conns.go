@@ -111,7 +111,7 @@ func (p *connPool) get(addr string) (*nodeConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var kv tidekvpb.KVClient = newMuxKV(cc, intercept, p.ctx, p.md, func() { peer.congested(monoNow()) })
+	var kv tidekvpb.KVClient = newMuxKV(cc, intercept, p.ctx, p.md)
 	if p.unary {
 		kv = tidekvpb.NewKVClient(cc)
 	}

@@ -59,15 +59,12 @@ type fakeNode struct {
 	srv  *grpc.Server
 
 	mu      sync.Mutex
-	noBatch bool // serve no Batch stream (a node older than it)
-	// congested marks every answer on a Batch stream congested, as an
-	// overloaded node does.
-	congested bool
-	streams   int            // Batch streams opened
-	rpcs      map[string]int // KV handler entries by gRPC method (a stream's requests count as Batch)
-	calls     map[string]int
-	modes     map[string]int // "Get BOUNDED 500": reads by method, mode and bound
-	hook      hookFunc
+	noBatch bool           // serve no Batch stream (a node older than it)
+	streams int            // Batch streams opened
+	rpcs    map[string]int // KV handler entries by gRPC method (a stream's requests count as Batch)
+	calls   map[string]int
+	modes   map[string]int // "Get BOUNDED 500": reads by method, mode and bound
+	hook    hookFunc
 }
 
 func newFakeCluster(t *testing.T, numNodes int) *fakeCluster {
@@ -388,9 +385,6 @@ func (s fakeKV) Batch(stream tidekvpb.KV_BatchServer) error {
 			go func() {
 				defer wg.Done()
 				resp := kvbatch.Dispatch(stream.Context(), s, req)
-				s.n.mu.Lock()
-				resp.Congested = s.n.congested
-				s.n.mu.Unlock()
 				sendMu.Lock()
 				defer sendMu.Unlock()
 				_ = stream.Send(&tidekvpb.KVBatchResponse{Responses: []*tidekvpb.KVResponse{resp}})

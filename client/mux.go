@@ -27,8 +27,6 @@ type muxKV struct {
 	unary     tidekvpb.KVClient // over a conn that applies intercept itself
 	intercept grpc.UnaryClientInterceptor
 	open      func() (tidekvpb.KV_BatchClient, context.CancelFunc, error)
-	// congested is told of every answer the node marked congested.
-	congested func()
 
 	mu      sync.Mutex
 	cur     *muxStream
@@ -64,9 +62,9 @@ var errNoBatch = errors.New("tidekv: node does not serve KV.Batch")
 // (neverSent): its stream broke before the request was written.
 const notSentMessage = "request not sent: no stream to the node"
 
-func newMuxKV(cc *grpc.ClientConn, intercept grpc.UnaryClientInterceptor, ctx context.Context, md metadata.MD, congested func()) *muxKV {
+func newMuxKV(cc *grpc.ClientConn, intercept grpc.UnaryClientInterceptor, ctx context.Context, md metadata.MD) *muxKV {
 	kv := tidekvpb.NewKVClient(cc)
-	return &muxKV{unary: kv, intercept: intercept, congested: congested, open: func() (tidekvpb.KV_BatchClient, context.CancelFunc, error) {
+	return &muxKV{unary: kv, intercept: intercept, open: func() (tidekvpb.KV_BatchClient, context.CancelFunc, error) {
 		sctx, cancel := context.WithCancel(ctx)
 		if md != nil {
 			sctx = metadata.NewOutgoingContext(sctx, md)
@@ -93,9 +91,6 @@ func (m *muxKV) call(ctx context.Context, method string, req *tidekvpb.KVRequest
 		resp, err := m.roundTrip(ctx, req)
 		if err != nil {
 			return err
-		}
-		if resp.GetCongested() && m.congested != nil {
-			m.congested()
 		}
 		if resp.GetErrorCode() != 0 {
 			return answerStatus(resp)

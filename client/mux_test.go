@@ -2,12 +2,10 @@ package client
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -146,71 +144,5 @@ func TestMuxForgetsAbandonedCalls(t *testing.T) {
 	s.forget(a)
 	if len(s.waiting) != 1 || len(s.queue) != 1 || s.queue[0] != b {
 		t.Fatalf("after forgetting a: %d waiting, queue %v; want only b", len(s.waiting), s.queue)
-	}
-}
-
-// Answers marked congested narrow the client's window of requests in
-// flight to the node, so that readers beyond it are refused here (reads
-// are never refused by the node for delay); unmarked answers widen it
-// again.
-func TestCongestedAnswersNarrowTheWindow(t *testing.T) {
-	c := newFakeCluster(t, 1)
-	c.setRanges(rng(1, "", "", 1, 1))
-	cl := c.newClient(func(cfg *Config) { cfg.FailFastOnOverload = true })
-	mustPut(t, cl, "k", "v")
-	n := c.node(1)
-	release := make(chan struct{})
-	n.setHook(func(ctx context.Context, method string, key []byte) error {
-		if method == "Get" {
-			<-release
-		}
-		return nil
-	})
-	n.mu.Lock()
-	n.congested = true
-	n.mu.Unlock()
-	// 32 readers in flight; the first congested answer cuts the window to
-	// 0.7 of them.
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = cl.Get(testCtx(t), []byte("k"))
-		}()
-	}
-	waitFor(t, func() bool { return n.count("Get") >= 32 })
-	release <- struct{}{}
-	peer := cl.peer(n.addr)
-	waitFor(t, func() bool { _, refused := peer.throttled(); return refused })
-	_, err := cl.Get(testCtx(t), []byte("k"))
-	var oe *OverloadedError
-	if !errors.As(err, &oe) {
-		t.Fatalf("a read over the narrowed window: %v, want OverloadedError from the client", err)
-	}
-	close(release)
-	wg.Wait()
-	// Unmarked answers widen the window until it no longer bounds.
-	n.mu.Lock()
-	n.congested = false
-	n.mu.Unlock()
-	for range 200 {
-		if _, err := cl.Get(testCtx(t), []byte("k")); err != nil && !errors.As(err, &oe) {
-			t.Fatal(err)
-		}
-	}
-	if _, refused := peer.throttled(); refused {
-		t.Fatal("the window still refuses after 200 unmarked answers with nothing in flight")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

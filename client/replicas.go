@@ -111,17 +111,6 @@ func (p *peerStats) cut(now int64, share float64, hint time.Duration) {
 	p.window.Store(math.Float64bits(max(minWindow, base*share)))
 }
 
-// congestionCut is the share of the window kept after an answer marked
-// congested: a gentler cut than a refusal's, since the node served it.
-const congestionCut = 0.7
-
-// congested narrows the window after the node answered while overloaded
-// (KVResponse.congested), as cut does for a refusal: at most once per
-// round trip.
-func (p *peerStats) congested(now int64) {
-	p.cut(now, congestionCut, max(time.Duration(p.rtt.Load()), time.Millisecond))
-}
-
 // widen grows the window after a success.
 func (p *peerStats) widen() {
 	old := p.window.Load()

@@ -1801,16 +1801,10 @@ type KVResponse struct {
 	//	*KVResponse_BatchGet
 	//	*KVResponse_Write
 	//	*KVResponse_CompareAndSet
-	Response     isKVResponse_Response `protobuf_oneof:"response"`
-	ErrorCode    uint32                `protobuf:"varint,9,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
-	ErrorMessage string                `protobuf:"bytes,10,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	ErrorDetail  *ErrorDetail          `protobuf:"bytes,11,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
-	// The node was overloaded when it answered (its queueing delay above its
-	// admission target): the request was served, and the client should
-	// narrow its window of requests in flight to the node, as TCP does on an
-	// ECN mark. Reads are never refused for delay (a refusal costs the node
-	// as much as a read), so this is how a node slows its readers down.
-	Congested     bool `protobuf:"varint,12,opt,name=congested,proto3" json:"congested,omitempty"`
+	Response      isKVResponse_Response `protobuf_oneof:"response"`
+	ErrorCode     uint32                `protobuf:"varint,9,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string                `protobuf:"bytes,10,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ErrorDetail   *ErrorDetail          `protobuf:"bytes,11,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1941,13 +1935,6 @@ func (x *KVResponse) GetErrorDetail() *ErrorDetail {
 		return x.ErrorDetail
 	}
 	return nil
-}
-
-func (x *KVResponse) GetCongested() bool {
-	if x != nil {
-		return x.Congested
-	}
-	return false
 }
 
 type isKVResponse_Response interface {
@@ -5439,7 +5426,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05write\x18\t \x01(\v2\x14.tidekv.WriteRequestH\x00R\x05write\x12F\n" +
 	"\x0fcompare_and_set\x18\n" +
 	" \x01(\v2\x1c.tidekv.CompareAndSetRequestH\x00R\rcompareAndSetB\t\n" +
-	"\arequest\"\xa3\x04\n" +
+	"\arequest\"\x85\x04\n" +
 	"\n" +
 	"KVResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12'\n" +
@@ -5454,8 +5441,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"error_code\x18\t \x01(\rR\terrorCode\x12#\n" +
 	"\rerror_message\x18\n" +
 	" \x01(\tR\ferrorMessage\x126\n" +
-	"\ferror_detail\x18\v \x01(\v2\x13.tidekv.ErrorDetailR\verrorDetail\x12\x1c\n" +
-	"\tcongested\x18\f \x01(\bR\tcongestedB\n" +
+	"\ferror_detail\x18\v \x01(\v2\x13.tidekv.ErrorDetailR\verrorDetailB\n" +
 	"\n" +
 	"\bresponse\"?\n" +
 	"\x0eKVBatchRequest\x12-\n" +

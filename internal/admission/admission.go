@@ -247,10 +247,6 @@ func (c *Controller) Observe(arrival time.Time) {
 	}
 }
 
-// Overloaded reports whether the node is overloaded now (cheap: one atomic
-// load, for the request path).
-func (c *Controller) Overloaded() bool { return c.cfg.Target > 0 && c.overloaded.Load() }
-
 // Done ends a request Admit admitted.
 func (c *Controller) Done(p Priority) {
 	if p == Background {

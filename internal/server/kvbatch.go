@@ -140,9 +140,7 @@ func (r *batchReader) start(ctx context.Context, at time.Time, req *tidekvpb.KVR
 		}
 	}
 	r.k.workers.run(func() {
-		resp := kvbatch.Dispatch(admission.WithArrival(ctx, at, p, true), r.k, req)
-		resp.Congested = s.adm.Overloaded()
-		r.out.push(resp)
+		r.out.push(kvbatch.Dispatch(admission.WithArrival(ctx, at, p, true), r.k, req))
 		r.wg.Done()
 	})
 }

@@ -168,16 +168,8 @@ func TestBatchStreamShedsWrites(t *testing.T) {
 		if a := ans[201+i]; !strings.Contains(a.GetErrorMessage(), "background requests wait") {
 			t.Fatalf("background put: %v", a)
 		}
-		if a := ans[221+i]; a.GetErrorCode() != 0 || !a.GetCongested() {
-			t.Fatalf("get on a shedding node: %v, want served and marked congested", a)
+		if a := ans[221+i]; a.GetErrorCode() != 0 {
+			t.Fatalf("get on a shedding node: %v", a)
 		}
-	}
-	// Once the queue is gone, answers are no longer marked.
-	windows(s, clk, 1, 0)
-	if err := st.Send(&tidekvpb.KVBatchRequest{Requests: []*tidekvpb.KVRequest{{Id: 1000, Request: &tidekvpb.KVRequest_Get{Get: &tidekvpb.GetRequest{Key: []byte("k")}}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if a := recvAnswers(t, st, 1)[1000]; a.GetErrorCode() != 0 || a.GetCongested() {
-		t.Fatalf("get once the node recovered: %v, want served and unmarked", a)
 	}
 }
