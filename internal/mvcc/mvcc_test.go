@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/storage"
+	"github.com/tidekv/tidekv/internal/storage/enginetest"
 )
 
 // commitVersion commits a version: a nil value is a tombstone.
@@ -288,5 +289,36 @@ func TestSplitKeyIsAKeyBoundary(t *testing.T) {
 	cancel()
 	if _, err := SplitKey(ctx, e, nil, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("SplitKey after cancel: err = %v", err)
+	}
+}
+
+// TestGetAllocatesOnlyItsValue pins the point read's cost on Pebble, from
+// the memtable and from an SST: the value's copy and nothing else; a miss
+// allocates nothing.
+func TestGetAllocatesOnlyItsValue(t *testing.T) {
+	e := enginetest.Pebble.Open(t)
+	for i := range 5 {
+		commitVersion(t, e, "k", at(int64(10+i)), []byte("value"))
+	}
+	for _, flushed := range []bool{false, true} {
+		if flushed {
+			enginetest.Pebble.Flush(t, e)
+		}
+		for _, tc := range []struct {
+			key    string
+			ts     hlc.Timestamp
+			allocs float64
+		}{
+			{"k", hlc.MaxTimestamp, 1},
+			{"k", at(11), 1},
+			{"k", at(1), 0},
+			{"missing", hlc.MaxTimestamp, 0},
+		} {
+			mustGet(t, e, tc.key, tc.ts) // warm the pool and the block cache
+			got := testing.AllocsPerRun(500, func() { mustGet(t, e, tc.key, tc.ts) })
+			if got > tc.allocs {
+				t.Errorf("flushed %v: Get(%q, %s) allocates %.1f times, want %.0f", flushed, tc.key, tc.ts, got, tc.allocs)
+			}
+		}
 	}
 }

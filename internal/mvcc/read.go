@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/tidekv/tidekv/internal/hlc"
@@ -33,18 +34,32 @@ func (v Version) Found() bool { return !v.Timestamp.IsZero() && !v.Tombstone }
 // the value it returns (engines copy bounds and written keys).
 var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// Get returns the newest version of key at or below ts. It positions one
-// iterator once: the seek key is the version at ts itself, and the newest
-// version at or below it is the first key at or after it within the key's
-// versions.
+// Get returns the newest version of key at or below ts: the first engine
+// key at or after the version at ts itself, within the key's versions. On
+// a reader that can find it without an iterator (storage.FirstGetter:
+// Pebble) the value's copy is the only allocation.
 func Get(r storage.Reader, key []byte, ts hlc.Timestamp) (Version, error) {
 	b := keyBufs.Get().(*[]byte)
 	defer keyBufs.Put(b)
 	buf := AppendKey((*b)[:0], key, ts)
 	n := len(buf)
 	buf = appendVersionsEnd(buf, buf[:n-hlc.EncodedLen])
+	// Room for the key found, which is as long as the seek key.
+	buf = slices.Grow(buf, n)
 	*b = buf
-	it, err := r.NewIter(buf[:n], buf[n:])
+	seek, end := buf[:n], buf[n:]
+	if fg, ok := r.(storage.FirstGetter); ok {
+		k, raw, found, err := fg.GetFirst(seek, end, buf[len(buf):])
+		if err != nil || !found {
+			return Version{}, err
+		}
+		val, tomb, err := decodeValue(raw)
+		if err != nil {
+			return Version{}, fmt.Errorf("%w (key %q)", err, k)
+		}
+		return Version{Timestamp: versionTimestamp(k), Value: val, Tombstone: tomb}, nil
+	}
+	it, err := r.NewIter(seek, end)
 	if err != nil {
 		return Version{}, err
 	}
