@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -112,14 +113,14 @@ func splitKey(ek []byte) (esc []byte, ts hlc.Timestamp, err error) {
 }
 
 // versionTimestamp reads the timestamp at the end of an engine key of at
-// least suffixLen bytes.
+// least suffixLen bytes. It undoes appendInverted in place of copying the
+// bytes back for hlc.Decode: scans call it once or twice a key.
 func versionTimestamp(ek []byte) hlc.Timestamp {
-	var enc [hlc.EncodedLen]byte
-	for i, b := range ek[len(ek)-hlc.EncodedLen:] {
-		enc[i] = ^b
+	b := ek[len(ek)-hlc.EncodedLen:]
+	return hlc.Timestamp{
+		WallTime: int64(^binary.BigEndian.Uint64(b) ^ (1 << 63)),
+		Logical:  ^binary.BigEndian.Uint32(b[8:]),
 	}
-	ts, _ := hlc.Decode(enc[:]) // cannot fail: the length is right
-	return ts
 }
 
 // appendUnescaped appends the user key of a well-formed escaped key.
