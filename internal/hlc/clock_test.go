@@ -167,7 +167,10 @@ func TestUpdateRefusesARemoteBeyondTheMaxOffset(t *testing.T) {
 	}
 }
 
-func TestNewClockRefusesBadConfig(t *testing.T) {
+func TestNewClockConfig(t *testing.T) {
+	if c, _ := newTestClock(t, 250*time.Millisecond); c.MaxOffset() != 250*time.Millisecond {
+		t.Fatalf("MaxOffset = %v, want the 250ms it was created with", c.MaxOffset())
+	}
 	if _, err := NewClock(&fakeClock{}, 0); err == nil || !strings.Contains(err.Error(), "must be positive") {
 		t.Fatalf("NewClock with a zero offset: err = %v", err)
 	}

@@ -296,6 +296,9 @@ func TestSplitKeyIsAKeyBoundary(t *testing.T) {
 // the memtable and from an SST: the value's copy and nothing else; a miss
 // allocates nothing.
 func TestGetAllocatesOnlyItsValue(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
 	e := enginetest.Pebble.Open(t)
 	for i := range 5 {
 		commitVersion(t, e, "k", at(int64(10+i)), []byte("value"))
