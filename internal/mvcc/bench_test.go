@@ -91,8 +91,10 @@ func BenchmarkGet(b *testing.B) {
 }
 
 // BenchmarkScan reads 1000 keys of 100-byte values at the newest
-// timestamp, with 1 and 10 versions a key, against an unversioned scan
-// that copies each key and value as raftstore's Scan does.
+// timestamp, with 1, 10 and 100 versions a key, against an unversioned
+// scan that copies each key and value as raftstore's Scan does. A key's
+// older versions are passed by one seek: stepping through them instead
+// measured the same at 10 versions and 7.6x slower at 100.
 func BenchmarkScan(b *testing.B) {
 	b.Run("unversioned", func(b *testing.B) {
 		e := loadBench(b, 0, 100)
@@ -114,7 +116,7 @@ func BenchmarkScan(b *testing.B) {
 			}
 		}
 	})
-	for _, versions := range []int{1, 10} {
+	for _, versions := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("versions=%d", versions), func(b *testing.B) {
 			e := loadBench(b, versions, 100)
 			b.ReportAllocs()
