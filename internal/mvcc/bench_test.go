@@ -92,7 +92,7 @@ func BenchmarkGet(b *testing.B) {
 
 // BenchmarkScan reads 1000 keys of 100-byte values at the newest
 // timestamp, with 1, 10 and 100 versions a key, against an unversioned
-// scan that copies each key and value as raftstore's Scan does. A key's
+// scan that collects each key and value the same way. A key's
 // older versions are passed by one seek: stepping through them instead
 // measured the same at 10 versions and 7.6x slower at 100.
 func BenchmarkScan(b *testing.B) {
@@ -104,15 +104,14 @@ func BenchmarkScan(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			n := 0
+			var kvs []KeyValue
 			for ok := it.First(); ok; ok = it.Next() {
 				k, v := it.Key(), it.Value()
 				buf := append(append(make([]byte, 0, len(k)+len(v)), k...), v...)
-				_ = buf
-				n++
+				kvs = append(kvs, KeyValue{Key: buf[:len(k)], Value: buf[len(k):]})
 			}
-			if err := it.Close(); err != nil || n != benchKeys {
-				b.Fatal(err, n)
+			if err := it.Close(); err != nil || len(kvs) != benchKeys {
+				b.Fatal(err, len(kvs))
 			}
 		}
 	})
