@@ -185,6 +185,20 @@ func (e *pebbleEngine) NewIter(lower, upper []byte) (Iterator, error) {
 	return newPebbleIter(e.db, lower, upper)
 }
 
+func (e *pebbleEngine) GetFirst(lower, upper, kdst []byte) ([]byte, []byte, bool, error) {
+	if e.closed.Load() {
+		return kdst, nil, false, ErrClosed
+	}
+	opts, ok, err := firstOptions(lower, upper)
+	if !ok {
+		return kdst, nil, false, err
+	}
+	// NewIter on the concrete type, so escape analysis can keep opts on
+	// the stack (Pebble copies it).
+	it, err := e.db.NewIter(&opts)
+	return readFirst(it, err, kdst)
+}
+
 func (e *pebbleEngine) NewBatch() Batch {
 	if e.closed.Load() {
 		// NewBatch cannot fail; a pre-closed batch turns every use into
@@ -512,6 +526,18 @@ func (s *pebbleSnapshot) NewIter(lower, upper []byte) (Iterator, error) {
 	return newPebbleIter(s.snap, lower, upper)
 }
 
+func (s *pebbleSnapshot) GetFirst(lower, upper, kdst []byte) ([]byte, []byte, bool, error) {
+	if s.closed.Load() {
+		return kdst, nil, false, ErrClosed
+	}
+	opts, ok, err := firstOptions(lower, upper)
+	if !ok {
+		return kdst, nil, false, err
+	}
+	it, err := s.snap.NewIter(&opts)
+	return readFirst(it, err, kdst)
+}
+
 func (s *pebbleSnapshot) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
@@ -553,6 +579,44 @@ func newPebbleIter(r interface {
 	}
 	p.it = it
 	return p, nil
+}
+
+// firstOptions returns the iterator options of GetFirst's span, and false
+// when there is nothing to read (an empty span, or err). The iterator is
+// closed before GetFirst returns, so the bounds need no copy.
+func firstOptions(lower, upper []byte) (pebble.IterOptions, bool, error) {
+	if err := CheckIterBounds(lower, upper); err != nil {
+		return pebble.IterOptions{}, false, err
+	}
+	if upper != nil && bytes.Compare(lower, upper) >= 0 {
+		return pebble.IterOptions{}, false, nil // Pebble reads an empty upper bound as none
+	}
+	if len(lower) == 0 {
+		lower = nil // as in newPebbleIter
+	}
+	return pebble.IterOptions{LowerBound: lower, UpperBound: upper}, true, nil
+}
+
+// readFirst returns GetFirst's answer from a fresh iterator and closes it.
+// The iterator comes from Pebble's pool: the value's copy is the only
+// allocation.
+func readFirst(it *pebble.Iterator, err error, kdst []byte) (key, value []byte, found bool, _ error) {
+	if err != nil {
+		return kdst, nil, false, err
+	}
+	if it.First() {
+		var v []byte
+		if v, err = it.ValueAndErr(); err == nil {
+			key, value, found = append(kdst, it.Key()...), append(make([]byte, 0, len(v)), v...), true
+		}
+	}
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || !found {
+		return kdst, nil, false, err
+	}
+	return key, value, true, nil
 }
 
 func (p *pebbleIter) First() bool {

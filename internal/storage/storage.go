@@ -47,6 +47,18 @@ type Batch interface {
 	Close() error
 }
 
+// FirstGetter is implemented by readers that can return the first key of a
+// span without handing out an Iterator: Pebble's engine and snapshots, where
+// the Iterator's wrapper and copied bounds would be a point read's only
+// allocations besides its value. internal/mvcc's versioned Get, which
+// wants the newest version at or below a timestamp (the first key at or
+// after a seek key), uses it when the reader has it and NewIter otherwise.
+type FirstGetter interface {
+	// GetFirst finds the first key in [lower, upper) (a nil upper: no
+	// bound) and returns it appended to kdst, and a copy of its value.
+	GetFirst(lower, upper, kdst []byte) (key, value []byte, found bool, err error)
+}
+
 // Snapshot is a consistent, immutable view of the engine at the time it was taken.
 type Snapshot interface {
 	Reader

@@ -1,0 +1,25 @@
+// Package mvcc owns TideKV's versioned key layout over a storage engine:
+// every write is a version of its key at a hybrid-logical-clock timestamp
+// (internal/hlc), a delete is a version too (a tombstone), and a read at a
+// timestamp sees, per key, the newest version at or below it. On that it
+// builds point reads and scans at a timestamp, writes into a batch,
+// garbage collection of the versions no read at or above a safe point can
+// see, span sizes (live and total), and split keys that never separate
+// two versions of one key.
+//
+// Layout (key.go, value.go): a version of user key k at t is stored under
+// escape(k) 0x00 0x01 ^encode(t), so under the engines' bytewise order user
+// keys keep their order, a key's versions are contiguous, and the newest
+// comes first; its value is a two-byte header (format, flags: tombstone,
+// and room for a transaction's intent) then the user's value.
+//
+// The package is given user keys and spans and knows nothing of ranges,
+// Raft or the engine's other key classes; a caller that shares an engine
+// with other keys versions keys it has already prefixed (keys.DataKey)
+// and bounds every span. Whether a read or write at a timestamp is allowed
+// (below the GC threshold, a closed timestamp, a newer version) is the
+// caller's decision too. Nothing in TideKV uses it yet (issue 15;
+// docs/transactions.md has the integration plan).
+//
+// It imports internal/hlc and internal/storage only.
+package mvcc

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mvcc
+
+const raceEnabled = false
