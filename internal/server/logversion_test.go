@@ -83,10 +83,13 @@ func (tc *testCluster) guardedWrite(ctx context.Context, key string) error {
 func TestLogVersionWaitsForEveryNode(t *testing.T) {
 	i := 0
 	tc := startClusterWith(t, 3, func(c *Config) {
-		// Node 3 restarts below with its data; nodes on in-memory engines
+		// Node 1 restarts below with its data; nodes on in-memory engines
 		// cannot send it snapshots (their SSTs are the memory engine's).
 		c.InMemory = false
-		if i++; i == 3 {
+		// The old binary is the first node: were it a later one, the
+		// nodes before it could raise the version before it joins, and
+		// it would (rightly) be refused at its join.
+		if i++; i == 1 {
 			c.Raft.MaxLogVersion = raftstore.LogVersionBase
 		}
 	})
@@ -101,14 +104,14 @@ func TestLogVersionWaitsForEveryNode(t *testing.T) {
 	}
 
 	// The old node comes back on a new binary.
-	tc.nodes[2].Stop()
-	cfg := tc.cfgs[2]
+	tc.nodes[0].Stop()
+	cfg := tc.cfgs[0]
 	cfg.Raft.MaxLogVersion = raftstore.LatestLogVersion
 	s, err := Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc.nodes[2] = s
+	tc.nodes[0] = s
 	tc.waitLogVersion(t, raftstore.LatestLogVersion)
 	if err := tc.guardedWrite(ctx, "h1"); err != nil {
 		t.Fatalf("guarded write after the upgrade: %v", err)
