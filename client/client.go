@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Client is a routing TideKV client. It is safe for concurrent use; share one
@@ -26,6 +27,10 @@ type Client struct {
 	ctx    context.Context // canceled by Close; bounds background refreshes
 	cancel context.CancelFunc
 	closed atomic.Bool
+	// clock is the client's hybrid logical clock: Batch messages carry it
+	// and their answers move it on, so that what the client does after an
+	// answer is ordered after it (reads at timestamps will need it).
+	clock *hlc.Clock
 
 	refreshMu   sync.Mutex
 	refreshing  *flight // the full refresh in progress, if any
@@ -37,6 +42,11 @@ type Client struct {
 	tune  readTuning
 	pollState
 }
+
+// wallClock is the system clock the client's HLC reads.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
 
 // flight is one full cache refresh that concurrent callers share.
 type flight struct {
@@ -57,15 +67,20 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	clock, err := hlc.NewClock(wallClock{}, cfg.MaxClockOffset)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
+		clock:  clock,
 		cfg:    cfg,
 		cache:  newRangeCache(cfg.Addrs),
 		ctx:    ctx,
 		cancel: cancel,
 		tune:   defaultReadTuning(),
 	}
-	c.conns = newConnPool(ctx, cfg, c.peer)
+	c.conns = newConnPool(ctx, cfg, c.peer, clock)
 	c.loads.Store(emptyLoadView)
 	return c, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Config configures a Client. Zero durations and counts take their defaults,
@@ -69,6 +71,10 @@ type Config struct {
 	// (docs/batch-rpc.md). The stream costs the nodes less per request;
 	// this is for comparing the two.
 	UnaryRPC bool
+	// MaxClockOffset is the cluster's --max-offset (default 250ms): the
+	// client's hybrid logical clock, which every Batch message carries and
+	// every answer updates, refuses a node's timestamp further ahead.
+	MaxClockOffset time.Duration
 }
 
 const (
@@ -90,6 +96,7 @@ func DefaultConfig() Config {
 		MinBackoff:     defaultMinBackoff,
 		MaxBackoff:     defaultMaxBackoff,
 		RTTWeight:      defaultRTTWeight,
+		MaxClockOffset: hlc.DefaultMaxOffset,
 	}
 }
 
@@ -111,6 +118,8 @@ func (c Config) Validate() error {
 		return errors.New("tidekv client: config: AttemptTimeout must not be negative")
 	case c.MaxAttempts < 0:
 		return errors.New("tidekv client: config: MaxAttempts must not be negative")
+	case c.MaxClockOffset < 0:
+		return errors.New("tidekv client: config: MaxClockOffset must not be negative")
 	case c.MinBackoff < 0 || c.MaxBackoff < 0:
 		return errors.New("tidekv client: config: backoff durations must not be negative")
 	case c.RTTWeight < 0 || math.IsNaN(c.RTTWeight) || math.IsInf(c.RTTWeight, 0):
@@ -136,6 +145,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = d.MaxAttempts
+	}
+	if c.MaxClockOffset == 0 {
+		c.MaxClockOffset = d.MaxClockOffset
 	}
 	if c.MinBackoff == 0 {
 		c.MinBackoff = d.MinBackoff

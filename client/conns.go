@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // nodeConn is the one connection the client keeps to a node address, with
@@ -32,6 +33,7 @@ type nodeConn struct {
 type connPool struct {
 	ctx     context.Context // the client's: ends KV streams on Close
 	unary   bool            // Config.UnaryRPC
+	clock   *hlc.Clock      // the client's, for Batch streams
 	md      metadata.MD     // sent when a KV stream opens (Config.Locality)
 	opts    []grpc.DialOption
 	peerOf  func(addr string) *peerStats
@@ -48,7 +50,7 @@ type connPool struct {
 // error a node would give (one with a lower limit gives it itself).
 const maxMsgSize = 64 << 20
 
-func newConnPool(ctx context.Context, cfg Config, peerOf func(string) *peerStats) *connPool {
+func newConnPool(ctx context.Context, cfg Config, peerOf func(string) *peerStats, clock *hlc.Clock) *connPool {
 	dialTimeout, locality := cfg.DialTimeout, cfg.Locality
 	creds := insecure.NewCredentials()
 	if cfg.TLS != nil {
@@ -56,6 +58,7 @@ func newConnPool(ctx context.Context, cfg Config, peerOf func(string) *peerStats
 	}
 	p := &connPool{
 		ctx:     ctx,
+		clock:   clock,
 		unary:   cfg.UnaryRPC,
 		peerOf:  peerOf,
 		latency: cfg.Latency,
@@ -111,7 +114,7 @@ func (p *connPool) get(addr string) (*nodeConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var kv tidekvpb.KVClient = newMuxKV(cc, intercept, p.ctx, p.md)
+	var kv tidekvpb.KVClient = newMuxKV(cc, intercept, p.ctx, p.md, p.clock)
 	if p.unary {
 		kv = tidekvpb.NewKVClient(cc)
 	}

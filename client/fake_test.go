@@ -18,6 +18,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/kvbatch"
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // fakeCluster is an in-process stand-in for a TideKV cluster: one gRPC server
@@ -65,6 +66,9 @@ type fakeNode struct {
 	calls   map[string]int
 	modes   map[string]int // "Get BOUNDED 500": reads by method, mode and bound
 	hook    hookFunc
+	// hlc is the HLC the node's Batch answers carry (zero: none, as from
+	// a node before HLC); sawHLC the newest a request message carried.
+	hlc, sawHLC hlc.Timestamp
 }
 
 func newFakeCluster(t *testing.T, numNodes int) *fakeCluster {
@@ -380,6 +384,15 @@ func (s fakeKV) Batch(stream tidekvpb.KV_BatchServer) error {
 		if err != nil {
 			return err
 		}
+		s.n.mu.Lock()
+		if ts := msg.GetHlc().HLC(); s.n.sawHLC.Less(ts) {
+			s.n.sawHLC = ts
+		}
+		var answerHLC *tidekvpb.Timestamp
+		if !s.n.hlc.IsZero() {
+			answerHLC = tidekvpb.FromHLC(s.n.hlc)
+		}
+		s.n.mu.Unlock()
 		for _, req := range msg.Requests {
 			wg.Add(1)
 			go func() {
@@ -387,7 +400,7 @@ func (s fakeKV) Batch(stream tidekvpb.KV_BatchServer) error {
 				resp := kvbatch.Dispatch(stream.Context(), s, req)
 				sendMu.Lock()
 				defer sendMu.Unlock()
-				_ = stream.Send(&tidekvpb.KVBatchResponse{Responses: []*tidekvpb.KVResponse{resp}})
+				_ = stream.Send(&tidekvpb.KVBatchResponse{Responses: []*tidekvpb.KVResponse{resp}, Hlc: answerHLC})
 			}()
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // muxKV sends a client's KV requests to one node on a KV.Batch stream
@@ -26,6 +27,7 @@ import (
 type muxKV struct {
 	unary     tidekvpb.KVClient // over a conn that applies intercept itself
 	intercept grpc.UnaryClientInterceptor
+	clock     *hlc.Clock // stamps every message, updated by every answer
 	open      func() (tidekvpb.KV_BatchClient, context.CancelFunc, error)
 
 	mu      sync.Mutex
@@ -62,9 +64,9 @@ var errNoBatch = errors.New("tidekv: node does not serve KV.Batch")
 // (neverSent): its stream broke before the request was written.
 const notSentMessage = "request not sent: no stream to the node"
 
-func newMuxKV(cc *grpc.ClientConn, intercept grpc.UnaryClientInterceptor, ctx context.Context, md metadata.MD) *muxKV {
+func newMuxKV(cc *grpc.ClientConn, intercept grpc.UnaryClientInterceptor, ctx context.Context, md metadata.MD, clock *hlc.Clock) *muxKV {
 	kv := tidekvpb.NewKVClient(cc)
-	return &muxKV{unary: kv, intercept: intercept, open: func() (tidekvpb.KV_BatchClient, context.CancelFunc, error) {
+	return &muxKV{unary: kv, intercept: intercept, clock: clock, open: func() (tidekvpb.KV_BatchClient, context.CancelFunc, error) {
 		sctx, cancel := context.WithCancel(ctx)
 		if md != nil {
 			sctx = metadata.NewOutgoingContext(sctx, md)
@@ -286,7 +288,7 @@ func (s *muxStream) send() {
 		}
 		s.mu.Unlock()
 		for len(q) > 0 {
-			msg := &tidekvpb.KVBatchRequest{}
+			msg := &tidekvpb.KVBatchRequest{Hlc: tidekvpb.FromHLC(s.m.clock.Now())}
 			size := 0
 			for len(q) > 0 && (len(msg.Requests) == 0 || size < maxMuxMessage-maxMuxRequest) {
 				msg.Requests = append(msg.Requests, q[0].req)
@@ -310,6 +312,12 @@ func (s *muxStream) receive() {
 		if err != nil {
 			s.breakWith(err)
 			return
+		}
+		// A node from before HLC sends none; one beyond the maximum offset
+		// ahead is refused (the clock stays as it was) and the answers
+		// still count.
+		if ts := msg.GetHlc().HLC(); !ts.IsZero() {
+			_, _ = s.m.clock.Update(ts)
 		}
 		s.mu.Lock()
 		for _, r := range msg.GetResponses() {

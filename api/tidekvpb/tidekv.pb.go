@@ -311,7 +311,7 @@ func (x WriteOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WriteOp_Kind.Descriptor instead.
 func (WriteOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{15, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{16, 0}
 }
 
 type ReplicaDescriptor struct {
@@ -679,6 +679,61 @@ func (x *ErrorDetail) GetAdmitShare() float64 {
 	return 0
 }
 
+// A hybrid logical clock timestamp (internal/hlc): wall time in nanoseconds
+// since the Unix epoch, then a logical counter. Absent means none (a node
+// or client from before HLC).
+type Timestamp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WallNanos     int64                  `protobuf:"varint,1,opt,name=wall_nanos,json=wallNanos,proto3" json:"wall_nanos,omitempty"`
+	Logical       uint32                 `protobuf:"varint,2,opt,name=logical,proto3" json:"logical,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Timestamp) Reset() {
+	*x = Timestamp{}
+	mi := &file_tidekv_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Timestamp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Timestamp) ProtoMessage() {}
+
+func (x *Timestamp) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Timestamp.ProtoReflect.Descriptor instead.
+func (*Timestamp) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Timestamp) GetWallNanos() int64 {
+	if x != nil {
+		return x.WallNanos
+	}
+	return 0
+}
+
+func (x *Timestamp) GetLogical() uint32 {
+	if x != nil {
+		return x.Logical
+	}
+	return 0
+}
+
 type KeyValue struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -689,7 +744,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_tidekv_proto_msgTypes[4]
+	mi := &file_tidekv_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +756,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[4]
+	mi := &file_tidekv_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +769,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{4}
+	return file_tidekv_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -743,7 +798,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_tidekv_proto_msgTypes[5]
+	mi := &file_tidekv_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +810,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[5]
+	mi := &file_tidekv_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +823,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{5}
+	return file_tidekv_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetRequest) GetKey() []byte {
@@ -802,7 +857,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_tidekv_proto_msgTypes[6]
+	mi := &file_tidekv_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +869,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[6]
+	mi := &file_tidekv_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +882,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{6}
+	return file_tidekv_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetResponse) GetFound() bool {
@@ -854,7 +909,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_tidekv_proto_msgTypes[7]
+	mi := &file_tidekv_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +921,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[7]
+	mi := &file_tidekv_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +934,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{7}
+	return file_tidekv_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PutRequest) GetKey() []byte {
@@ -904,7 +959,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_tidekv_proto_msgTypes[8]
+	mi := &file_tidekv_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +971,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[8]
+	mi := &file_tidekv_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +984,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{8}
+	return file_tidekv_proto_rawDescGZIP(), []int{9}
 }
 
 type DeleteRequest struct {
@@ -941,7 +996,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_tidekv_proto_msgTypes[9]
+	mi := &file_tidekv_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1008,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[9]
+	mi := &file_tidekv_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1021,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{9}
+	return file_tidekv_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteRequest) GetKey() []byte {
@@ -986,7 +1041,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_tidekv_proto_msgTypes[10]
+	mi := &file_tidekv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1053,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[10]
+	mi := &file_tidekv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1066,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{10}
+	return file_tidekv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteResponse) GetDeleted() bool {
@@ -1037,7 +1092,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[11]
+	mi := &file_tidekv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1104,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[11]
+	mi := &file_tidekv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1117,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{11}
+	return file_tidekv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ScanRequest) GetStartKey() []byte {
@@ -1111,7 +1166,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[12]
+	mi := &file_tidekv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1178,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[12]
+	mi := &file_tidekv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1191,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{12}
+	return file_tidekv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScanResponse) GetKvs() []*KeyValue {
@@ -1164,7 +1219,7 @@ type BatchGetRequest struct {
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_tidekv_proto_msgTypes[13]
+	mi := &file_tidekv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1231,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[13]
+	mi := &file_tidekv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1244,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{13}
+	return file_tidekv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BatchGetRequest) GetKeys() [][]byte {
@@ -1223,7 +1278,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_tidekv_proto_msgTypes[14]
+	mi := &file_tidekv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1290,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[14]
+	mi := &file_tidekv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1303,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{14}
+	return file_tidekv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BatchGetResponse) GetResults() []*GetResponse {
@@ -1269,7 +1324,7 @@ type WriteOp struct {
 
 func (x *WriteOp) Reset() {
 	*x = WriteOp{}
-	mi := &file_tidekv_proto_msgTypes[15]
+	mi := &file_tidekv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1336,7 @@ func (x *WriteOp) String() string {
 func (*WriteOp) ProtoMessage() {}
 
 func (x *WriteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[15]
+	mi := &file_tidekv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1349,7 @@ func (x *WriteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteOp.ProtoReflect.Descriptor instead.
 func (*WriteOp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{15}
+	return file_tidekv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WriteOp) GetKind() WriteOp_Kind {
@@ -1332,7 +1387,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_tidekv_proto_msgTypes[16]
+	mi := &file_tidekv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1399,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[16]
+	mi := &file_tidekv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1412,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{16}
+	return file_tidekv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WriteRequest) GetOps() []*WriteOp {
@@ -1397,7 +1452,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_tidekv_proto_msgTypes[17]
+	mi := &file_tidekv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1464,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[17]
+	mi := &file_tidekv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1477,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{17}
+	return file_tidekv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WriteResponse) GetExisted() []bool {
@@ -1469,7 +1524,7 @@ type CompareAndSetRequest struct {
 
 func (x *CompareAndSetRequest) Reset() {
 	*x = CompareAndSetRequest{}
-	mi := &file_tidekv_proto_msgTypes[18]
+	mi := &file_tidekv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1536,7 @@ func (x *CompareAndSetRequest) String() string {
 func (*CompareAndSetRequest) ProtoMessage() {}
 
 func (x *CompareAndSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[18]
+	mi := &file_tidekv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1549,7 @@ func (x *CompareAndSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSetRequest.ProtoReflect.Descriptor instead.
 func (*CompareAndSetRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{18}
+	return file_tidekv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CompareAndSetRequest) GetKey() []byte {
@@ -1544,7 +1599,7 @@ type CompareAndSetResponse struct {
 
 func (x *CompareAndSetResponse) Reset() {
 	*x = CompareAndSetResponse{}
-	mi := &file_tidekv_proto_msgTypes[19]
+	mi := &file_tidekv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1611,7 @@ func (x *CompareAndSetResponse) String() string {
 func (*CompareAndSetResponse) ProtoMessage() {}
 
 func (x *CompareAndSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[19]
+	mi := &file_tidekv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1624,7 @@ func (x *CompareAndSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSetResponse.ProtoReflect.Descriptor instead.
 func (*CompareAndSetResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{19}
+	return file_tidekv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CompareAndSetResponse) GetSucceeded() bool {
@@ -1621,7 +1676,7 @@ type KVRequest struct {
 
 func (x *KVRequest) Reset() {
 	*x = KVRequest{}
-	mi := &file_tidekv_proto_msgTypes[20]
+	mi := &file_tidekv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1688,7 @@ func (x *KVRequest) String() string {
 func (*KVRequest) ProtoMessage() {}
 
 func (x *KVRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[20]
+	mi := &file_tidekv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1701,7 @@ func (x *KVRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVRequest.ProtoReflect.Descriptor instead.
 func (*KVRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{20}
+	return file_tidekv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KVRequest) GetId() uint64 {
@@ -1811,7 +1866,7 @@ type KVResponse struct {
 
 func (x *KVResponse) Reset() {
 	*x = KVResponse{}
-	mi := &file_tidekv_proto_msgTypes[21]
+	mi := &file_tidekv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1878,7 @@ func (x *KVResponse) String() string {
 func (*KVResponse) ProtoMessage() {}
 
 func (x *KVResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[21]
+	mi := &file_tidekv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1891,7 @@ func (x *KVResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVResponse.ProtoReflect.Descriptor instead.
 func (*KVResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{21}
+	return file_tidekv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KVResponse) GetId() uint64 {
@@ -1984,15 +2039,18 @@ func (*KVResponse_Write) isKVResponse_Response() {}
 func (*KVResponse_CompareAndSet) isKVResponse_Response() {}
 
 type KVBatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Requests      []*KVRequest           `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Requests []*KVRequest           `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// The sender's hybrid logical clock as it sent the message; the node
+	// folds it into its own (reads at timestamps will need it).
+	Hlc           *Timestamp `protobuf:"bytes,2,opt,name=hlc,proto3" json:"hlc,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KVBatchRequest) Reset() {
 	*x = KVBatchRequest{}
-	mi := &file_tidekv_proto_msgTypes[22]
+	mi := &file_tidekv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2062,7 @@ func (x *KVBatchRequest) String() string {
 func (*KVBatchRequest) ProtoMessage() {}
 
 func (x *KVBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[22]
+	mi := &file_tidekv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2075,7 @@ func (x *KVBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatchRequest.ProtoReflect.Descriptor instead.
 func (*KVBatchRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{22}
+	return file_tidekv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KVBatchRequest) GetRequests() []*KVRequest {
@@ -2027,16 +2085,26 @@ func (x *KVBatchRequest) GetRequests() []*KVRequest {
 	return nil
 }
 
+func (x *KVBatchRequest) GetHlc() *Timestamp {
+	if x != nil {
+		return x.Hlc
+	}
+	return nil
+}
+
 type KVBatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Responses     []*KVResponse          `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Responses []*KVResponse          `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	// The node's hybrid logical clock as it sent the message; clients fold it
+	// into theirs.
+	Hlc           *Timestamp `protobuf:"bytes,2,opt,name=hlc,proto3" json:"hlc,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KVBatchResponse) Reset() {
 	*x = KVBatchResponse{}
-	mi := &file_tidekv_proto_msgTypes[23]
+	mi := &file_tidekv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2116,7 @@ func (x *KVBatchResponse) String() string {
 func (*KVBatchResponse) ProtoMessage() {}
 
 func (x *KVBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[23]
+	mi := &file_tidekv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,12 +2129,19 @@ func (x *KVBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatchResponse.ProtoReflect.Descriptor instead.
 func (*KVBatchResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{23}
+	return file_tidekv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KVBatchResponse) GetResponses() []*KVResponse {
 	if x != nil {
 		return x.Responses
+	}
+	return nil
+}
+
+func (x *KVBatchResponse) GetHlc() *Timestamp {
+	if x != nil {
+		return x.Hlc
 	}
 	return nil
 }
@@ -2100,7 +2175,7 @@ type RangeInfo struct {
 
 func (x *RangeInfo) Reset() {
 	*x = RangeInfo{}
-	mi := &file_tidekv_proto_msgTypes[24]
+	mi := &file_tidekv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2187,7 @@ func (x *RangeInfo) String() string {
 func (*RangeInfo) ProtoMessage() {}
 
 func (x *RangeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[24]
+	mi := &file_tidekv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2200,7 @@ func (x *RangeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfo.ProtoReflect.Descriptor instead.
 func (*RangeInfo) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{24}
+	return file_tidekv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RangeInfo) GetDesc() *RangeDescriptor {
@@ -2199,7 +2274,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_tidekv_proto_msgTypes[25]
+	mi := &file_tidekv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2286,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[25]
+	mi := &file_tidekv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2299,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{25}
+	return file_tidekv_proto_rawDescGZIP(), []int{26}
 }
 
 type RangesResponse struct {
@@ -2239,7 +2314,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_tidekv_proto_msgTypes[26]
+	mi := &file_tidekv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2326,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[26]
+	mi := &file_tidekv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2339,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{26}
+	return file_tidekv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RangesResponse) GetRanges() []*RangeInfo {
@@ -2299,7 +2374,7 @@ type ReplicaStatus struct {
 
 func (x *ReplicaStatus) Reset() {
 	*x = ReplicaStatus{}
-	mi := &file_tidekv_proto_msgTypes[27]
+	mi := &file_tidekv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2386,7 @@ func (x *ReplicaStatus) String() string {
 func (*ReplicaStatus) ProtoMessage() {}
 
 func (x *ReplicaStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[27]
+	mi := &file_tidekv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2399,7 @@ func (x *ReplicaStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatus.ProtoReflect.Descriptor instead.
 func (*ReplicaStatus) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{27}
+	return file_tidekv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReplicaStatus) GetRangeId() uint64 {
@@ -2419,17 +2494,24 @@ type NodeStatus struct {
 	// Admission (docs/admission.md): the smallest queueing delay of the last
 	// window, the share of new requests admitted (1 = all), whether the node
 	// is overloaded, and requests refused per second.
-	QueueDelayMs  float64 `protobuf:"fixed64,12,opt,name=queue_delay_ms,json=queueDelayMs,proto3" json:"queue_delay_ms,omitempty"`
-	AdmitShare    float64 `protobuf:"fixed64,13,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
-	Overloaded    bool    `protobuf:"varint,14,opt,name=overloaded,proto3" json:"overloaded,omitempty"`
-	RejectedQps   float64 `protobuf:"fixed64,15,opt,name=rejected_qps,json=rejectedQps,proto3" json:"rejected_qps,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	QueueDelayMs float64 `protobuf:"fixed64,12,opt,name=queue_delay_ms,json=queueDelayMs,proto3" json:"queue_delay_ms,omitempty"`
+	AdmitShare   float64 `protobuf:"fixed64,13,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
+	Overloaded   bool    `protobuf:"varint,14,opt,name=overloaded,proto3" json:"overloaded,omitempty"`
+	RejectedQps  float64 `protobuf:"fixed64,15,opt,name=rejected_qps,json=rejectedQps,proto3" json:"rejected_qps,omitempty"`
+	// The offset monitor (docs/design.md, "Clocks"): whether the node's clock
+	// is too far from a majority of its peers for it to hold leases, why, and
+	// the largest offset it measured to a peer, in milliseconds (signed: a
+	// peer's clock ahead of the node's is positive).
+	ClockUntrusted   bool    `protobuf:"varint,16,opt,name=clock_untrusted,json=clockUntrusted,proto3" json:"clock_untrusted,omitempty"`
+	ClockReason      string  `protobuf:"bytes,17,opt,name=clock_reason,json=clockReason,proto3" json:"clock_reason,omitempty"`
+	MaxClockOffsetMs float64 `protobuf:"fixed64,18,opt,name=max_clock_offset_ms,json=maxClockOffsetMs,proto3" json:"max_clock_offset_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_tidekv_proto_msgTypes[28]
+	mi := &file_tidekv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2523,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[28]
+	mi := &file_tidekv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2536,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{28}
+	return file_tidekv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeStatus) GetNode() *NodeDescriptor {
@@ -2562,6 +2644,27 @@ func (x *NodeStatus) GetRejectedQps() float64 {
 	return 0
 }
 
+func (x *NodeStatus) GetClockUntrusted() bool {
+	if x != nil {
+		return x.ClockUntrusted
+	}
+	return false
+}
+
+func (x *NodeStatus) GetClockReason() string {
+	if x != nil {
+		return x.ClockReason
+	}
+	return ""
+}
+
+func (x *NodeStatus) GetMaxClockOffsetMs() float64 {
+	if x != nil {
+		return x.MaxClockOffsetMs
+	}
+	return 0
+}
+
 // Imbalance indices across live nodes: standard deviation over mean of a
 // per-node quantity (0 is perfectly even).
 type Imbalance struct {
@@ -2576,7 +2679,7 @@ type Imbalance struct {
 
 func (x *Imbalance) Reset() {
 	*x = Imbalance{}
-	mi := &file_tidekv_proto_msgTypes[29]
+	mi := &file_tidekv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2691,7 @@ func (x *Imbalance) String() string {
 func (*Imbalance) ProtoMessage() {}
 
 func (x *Imbalance) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[29]
+	mi := &file_tidekv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2704,7 @@ func (x *Imbalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Imbalance.ProtoReflect.Descriptor instead.
 func (*Imbalance) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{29}
+	return file_tidekv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Imbalance) GetReplicas() float64 {
@@ -2640,7 +2743,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[30]
+	mi := &file_tidekv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +2755,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[30]
+	mi := &file_tidekv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +2768,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{30}
+	return file_tidekv_proto_rawDescGZIP(), []int{31}
 }
 
 type StatusResponse struct {
@@ -2683,7 +2786,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[31]
+	mi := &file_tidekv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2798,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[31]
+	mi := &file_tidekv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2811,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{31}
+	return file_tidekv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatusResponse) GetClusterId() uint64 {
@@ -2763,7 +2866,7 @@ type ReadinessRequest struct {
 
 func (x *ReadinessRequest) Reset() {
 	*x = ReadinessRequest{}
-	mi := &file_tidekv_proto_msgTypes[32]
+	mi := &file_tidekv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2878,7 @@ func (x *ReadinessRequest) String() string {
 func (*ReadinessRequest) ProtoMessage() {}
 
 func (x *ReadinessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[32]
+	mi := &file_tidekv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +2891,7 @@ func (x *ReadinessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadinessRequest.ProtoReflect.Descriptor instead.
 func (*ReadinessRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{32}
+	return file_tidekv_proto_rawDescGZIP(), []int{33}
 }
 
 type ReadinessResponse struct {
@@ -2810,7 +2913,7 @@ type ReadinessResponse struct {
 
 func (x *ReadinessResponse) Reset() {
 	*x = ReadinessResponse{}
-	mi := &file_tidekv_proto_msgTypes[33]
+	mi := &file_tidekv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +2925,7 @@ func (x *ReadinessResponse) String() string {
 func (*ReadinessResponse) ProtoMessage() {}
 
 func (x *ReadinessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[33]
+	mi := &file_tidekv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2938,7 @@ func (x *ReadinessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadinessResponse.ProtoReflect.Descriptor instead.
 func (*ReadinessResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{33}
+	return file_tidekv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadinessResponse) GetReady() bool {
@@ -2881,7 +2984,7 @@ type LocalStatusRequest struct {
 
 func (x *LocalStatusRequest) Reset() {
 	*x = LocalStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[34]
+	mi := &file_tidekv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +2996,7 @@ func (x *LocalStatusRequest) String() string {
 func (*LocalStatusRequest) ProtoMessage() {}
 
 func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[34]
+	mi := &file_tidekv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +3009,7 @@ func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusRequest.ProtoReflect.Descriptor instead.
 func (*LocalStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{34}
+	return file_tidekv_proto_rawDescGZIP(), []int{35}
 }
 
 type LocalStatusResponse struct {
@@ -2921,7 +3024,7 @@ type LocalStatusResponse struct {
 
 func (x *LocalStatusResponse) Reset() {
 	*x = LocalStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[35]
+	mi := &file_tidekv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3036,7 @@ func (x *LocalStatusResponse) String() string {
 func (*LocalStatusResponse) ProtoMessage() {}
 
 func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[35]
+	mi := &file_tidekv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3049,7 @@ func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusResponse.ProtoReflect.Descriptor instead.
 func (*LocalStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{35}
+	return file_tidekv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LocalStatusResponse) GetNode() *NodeDescriptor {
@@ -2993,7 +3096,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tidekv_proto_msgTypes[36]
+	mi := &file_tidekv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3108,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[36]
+	mi := &file_tidekv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3121,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{36}
+	return file_tidekv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SplitRequest) GetSplitKey() []byte {
@@ -3059,7 +3162,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3174,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3187,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{37}
+	return file_tidekv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -3119,7 +3222,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3234,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3247,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{38}
+	return file_tidekv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -3191,7 +3294,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3203,7 +3306,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3216,7 +3319,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{39}
+	return file_tidekv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ChangeReplicasResponse) GetDesc() *RangeDescriptor {
@@ -3238,7 +3341,7 @@ type TransferLeaseRequest struct {
 
 func (x *TransferLeaseRequest) Reset() {
 	*x = TransferLeaseRequest{}
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3250,7 +3353,7 @@ func (x *TransferLeaseRequest) String() string {
 func (*TransferLeaseRequest) ProtoMessage() {}
 
 func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3263,7 +3366,7 @@ func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{40}
+	return file_tidekv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TransferLeaseRequest) GetRangeId() uint64 {
@@ -3295,7 +3398,7 @@ type TransferLeaseResponse struct {
 
 func (x *TransferLeaseResponse) Reset() {
 	*x = TransferLeaseResponse{}
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3307,7 +3410,7 @@ func (x *TransferLeaseResponse) String() string {
 func (*TransferLeaseResponse) ProtoMessage() {}
 
 func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3320,7 +3423,7 @@ func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{41}
+	return file_tidekv_proto_rawDescGZIP(), []int{42}
 }
 
 type JoinRequest struct {
@@ -3336,7 +3439,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3451,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +3464,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{42}
+	return file_tidekv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *JoinRequest) GetGrpcAddr() string {
@@ -3396,7 +3499,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3511,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3524,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{43}
+	return file_tidekv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *JoinResponse) GetClusterId() uint64 {
@@ -3462,16 +3565,20 @@ type NodeHeartbeatRequest struct {
 	QueueUtil   float64 `protobuf:"fixed64,10,opt,name=queue_util,json=queueUtil,proto3" json:"queue_util,omitempty"`
 	ReadShare   float64 `protobuf:"fixed64,11,opt,name=read_share,json=readShare,proto3" json:"read_share,omitempty"`
 	// Admission state, as in NodeStatus.
-	QueueDelayMs  float64 `protobuf:"fixed64,12,opt,name=queue_delay_ms,json=queueDelayMs,proto3" json:"queue_delay_ms,omitempty"`
-	AdmitShare    float64 `protobuf:"fixed64,13,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
-	Overloaded    bool    `protobuf:"varint,14,opt,name=overloaded,proto3" json:"overloaded,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	QueueDelayMs float64 `protobuf:"fixed64,12,opt,name=queue_delay_ms,json=queueDelayMs,proto3" json:"queue_delay_ms,omitempty"`
+	AdmitShare   float64 `protobuf:"fixed64,13,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
+	Overloaded   bool    `protobuf:"varint,14,opt,name=overloaded,proto3" json:"overloaded,omitempty"`
+	// The offset monitor (docs/design.md, "Clocks"), as in NodeStatus.
+	ClockUntrusted   bool    `protobuf:"varint,15,opt,name=clock_untrusted,json=clockUntrusted,proto3" json:"clock_untrusted,omitempty"`
+	ClockReason      string  `protobuf:"bytes,16,opt,name=clock_reason,json=clockReason,proto3" json:"clock_reason,omitempty"`
+	MaxClockOffsetMs float64 `protobuf:"fixed64,17,opt,name=max_clock_offset_ms,json=maxClockOffsetMs,proto3" json:"max_clock_offset_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3483,7 +3590,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3496,7 +3603,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{44}
+	return file_tidekv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeHeartbeatRequest) GetNode() *NodeDescriptor {
@@ -3597,6 +3704,27 @@ func (x *NodeHeartbeatRequest) GetOverloaded() bool {
 	return false
 }
 
+func (x *NodeHeartbeatRequest) GetClockUntrusted() bool {
+	if x != nil {
+		return x.ClockUntrusted
+	}
+	return false
+}
+
+func (x *NodeHeartbeatRequest) GetClockReason() string {
+	if x != nil {
+		return x.ClockReason
+	}
+	return ""
+}
+
+func (x *NodeHeartbeatRequest) GetMaxClockOffsetMs() float64 {
+	if x != nil {
+		return x.MaxClockOffsetMs
+	}
+	return 0
+}
+
 type NodeHeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Nodes []*NodeDescriptor      `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -3611,7 +3739,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3623,7 +3751,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3636,7 +3764,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{45}
+	return file_tidekv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeHeartbeatResponse) GetNodes() []*NodeDescriptor {
@@ -3683,7 +3811,7 @@ type ReportRangeRequest struct {
 
 func (x *ReportRangeRequest) Reset() {
 	*x = ReportRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3823,7 @@ func (x *ReportRangeRequest) String() string {
 func (*ReportRangeRequest) ProtoMessage() {}
 
 func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3836,7 @@ func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeRequest.ProtoReflect.Descriptor instead.
 func (*ReportRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{46}
+	return file_tidekv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReportRangeRequest) GetDesc() *RangeDescriptor {
@@ -3782,7 +3910,7 @@ type ReportRangeResponse struct {
 
 func (x *ReportRangeResponse) Reset() {
 	*x = ReportRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +3922,7 @@ func (x *ReportRangeResponse) String() string {
 func (*ReportRangeResponse) ProtoMessage() {}
 
 func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +3935,7 @@ func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeResponse.ProtoReflect.Descriptor instead.
 func (*ReportRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{47}
+	return file_tidekv_proto_rawDescGZIP(), []int{48}
 }
 
 // Event is one thing the cluster did on its own or was told to do, with why.
@@ -3827,7 +3955,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3839,7 +3967,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3852,7 +3980,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{48}
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Event) GetUnixNanos() int64 {
@@ -3902,7 +4030,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3914,7 +4042,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3927,7 +4055,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{49}
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EventsRequest) GetLocal() bool {
@@ -3954,7 +4082,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3966,7 +4094,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3979,7 +4107,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{50}
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -4003,7 +4131,7 @@ type ClosedTimestamp struct {
 
 func (x *ClosedTimestamp) Reset() {
 	*x = ClosedTimestamp{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4015,7 +4143,7 @@ func (x *ClosedTimestamp) String() string {
 func (*ClosedTimestamp) ProtoMessage() {}
 
 func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4028,7 +4156,7 @@ func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestamp.ProtoReflect.Descriptor instead.
 func (*ClosedTimestamp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClosedTimestamp) GetRangeId() uint64 {
@@ -4060,14 +4188,18 @@ type ClosedTimestampsRequest struct {
 	Closed     []*ClosedTimestamp     `protobuf:"bytes,2,rep,name=closed,proto3" json:"closed,omitempty"`
 	// The sender's load, so every node learns every other's score about once
 	// per interval (replica choice for BOUNDED and ANY reads).
-	Load          *NodeLoad `protobuf:"bytes,3,opt,name=load,proto3" json:"load,omitempty"`
+	Load *NodeLoad `protobuf:"bytes,3,opt,name=load,proto3" json:"load,omitempty"`
+	// The sender's hybrid logical clock; the receiver folds it into its own,
+	// and refuses it (and the closed timestamps with it) when it is further
+	// ahead than the maximum clock offset.
+	Hlc           *Timestamp `protobuf:"bytes,4,opt,name=hlc,proto3" json:"hlc,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClosedTimestampsRequest) Reset() {
 	*x = ClosedTimestampsRequest{}
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4079,7 +4211,7 @@ func (x *ClosedTimestampsRequest) String() string {
 func (*ClosedTimestampsRequest) ProtoMessage() {}
 
 func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4092,7 +4224,7 @@ func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsRequest.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{52}
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClosedTimestampsRequest) GetFromNodeId() uint64 {
@@ -4116,16 +4248,29 @@ func (x *ClosedTimestampsRequest) GetLoad() *NodeLoad {
 	return nil
 }
 
+func (x *ClosedTimestampsRequest) GetHlc() *Timestamp {
+	if x != nil {
+		return x.Hlc
+	}
+	return nil
+}
+
 type ClosedTimestampsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Load          *NodeLoad              `protobuf:"bytes,1,opt,name=load,proto3" json:"load,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Load  *NodeLoad              `protobuf:"bytes,1,opt,name=load,proto3" json:"load,omitempty"`
+	// The receiver's hybrid logical clock, folded into the sender's as above.
+	Hlc *Timestamp `protobuf:"bytes,2,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	// The receiver's physical clock as it answered (Unix nanoseconds): with
+	// its own send and receive times the sender estimates the offset between
+	// the two clocks.
+	UnixNanos     int64 `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClosedTimestampsResponse) Reset() {
 	*x = ClosedTimestampsResponse{}
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4137,7 +4282,7 @@ func (x *ClosedTimestampsResponse) String() string {
 func (*ClosedTimestampsResponse) ProtoMessage() {}
 
 func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4150,7 +4295,7 @@ func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsResponse.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{53}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClosedTimestampsResponse) GetLoad() *NodeLoad {
@@ -4158,6 +4303,20 @@ func (x *ClosedTimestampsResponse) GetLoad() *NodeLoad {
 		return x.Load
 	}
 	return nil
+}
+
+func (x *ClosedTimestampsResponse) GetHlc() *Timestamp {
+	if x != nil {
+		return x.Hlc
+	}
+	return nil
+}
+
+func (x *ClosedTimestampsResponse) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
 }
 
 // A node's load as its resource monitor measured it.
@@ -4169,16 +4328,19 @@ type NodeLoad struct {
 	QueueDepth uint32                 `protobuf:"varint,4,opt,name=queue_depth,json=queueDepth,proto3" json:"queue_depth,omitempty"`
 	UnixNanos  int64                  `protobuf:"varint,5,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
 	// Admission state, as in NodeStatus.
-	QueueDelayMs  float64 `protobuf:"fixed64,6,opt,name=queue_delay_ms,json=queueDelayMs,proto3" json:"queue_delay_ms,omitempty"`
-	AdmitShare    float64 `protobuf:"fixed64,7,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
-	Overloaded    bool    `protobuf:"varint,8,opt,name=overloaded,proto3" json:"overloaded,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	QueueDelayMs float64 `protobuf:"fixed64,6,opt,name=queue_delay_ms,json=queueDelayMs,proto3" json:"queue_delay_ms,omitempty"`
+	AdmitShare   float64 `protobuf:"fixed64,7,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
+	Overloaded   bool    `protobuf:"varint,8,opt,name=overloaded,proto3" json:"overloaded,omitempty"`
+	// The node's offset monitor does not trust its clock: no lease should
+	// move to it.
+	ClockUntrusted bool `protobuf:"varint,9,opt,name=clock_untrusted,json=clockUntrusted,proto3" json:"clock_untrusted,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4190,7 +4352,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4203,7 +4365,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{54}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeLoad) GetNodeId() uint64 {
@@ -4262,6 +4424,13 @@ func (x *NodeLoad) GetOverloaded() bool {
 	return false
 }
 
+func (x *NodeLoad) GetClockUntrusted() bool {
+	if x != nil {
+		return x.ClockUntrusted
+	}
+	return false
+}
+
 // Merge joins a range with its right neighbour (same replicas, no
 // learners): the neighbour is frozen, every replica of it confirms, then the
 // left range takes over its span in one Raft command.
@@ -4276,7 +4445,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4457,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4301,7 +4470,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{55}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -4327,7 +4496,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4339,7 +4508,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4352,7 +4521,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{56}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *MergeResponse) GetDesc() *RangeDescriptor {
@@ -4375,7 +4544,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4387,7 +4556,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4400,7 +4569,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{57}
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -4433,7 +4602,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4445,7 +4614,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4458,7 +4627,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{58}
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FreezeRangeResponse) GetDesc() *RangeDescriptor {
@@ -4479,7 +4648,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4491,7 +4660,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4504,7 +4673,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{59}
+	return file_tidekv_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -4531,7 +4700,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4543,7 +4712,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4556,7 +4725,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{60}
+	return file_tidekv_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DecommissionResponse) GetReplicas() uint32 {
@@ -4578,7 +4747,7 @@ type Setting struct {
 
 func (x *Setting) Reset() {
 	*x = Setting{}
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4590,7 +4759,7 @@ func (x *Setting) String() string {
 func (*Setting) ProtoMessage() {}
 
 func (x *Setting) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4603,7 +4772,7 @@ func (x *Setting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Setting.ProtoReflect.Descriptor instead.
 func (*Setting) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{61}
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Setting) GetKey() string {
@@ -4630,7 +4799,7 @@ type SettingsRequest struct {
 
 func (x *SettingsRequest) Reset() {
 	*x = SettingsRequest{}
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4642,7 +4811,7 @@ func (x *SettingsRequest) String() string {
 func (*SettingsRequest) ProtoMessage() {}
 
 func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4655,7 +4824,7 @@ func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsRequest.ProtoReflect.Descriptor instead.
 func (*SettingsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{62}
+	return file_tidekv_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SettingsRequest) GetSet() []*Setting {
@@ -4675,7 +4844,7 @@ type SettingsResponse struct {
 
 func (x *SettingsResponse) Reset() {
 	*x = SettingsResponse{}
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4687,7 +4856,7 @@ func (x *SettingsResponse) String() string {
 func (*SettingsResponse) ProtoMessage() {}
 
 func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4700,7 +4869,7 @@ func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsResponse.ProtoReflect.Descriptor instead.
 func (*SettingsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{63}
+	return file_tidekv_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SettingsResponse) GetSettings() []*Setting {
@@ -4718,7 +4887,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4730,7 +4899,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4743,7 +4912,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{64}
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
 }
 
 type AutoscaleStatusResponse struct {
@@ -4757,7 +4926,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4769,7 +4938,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4782,7 +4951,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{65}
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -4800,7 +4969,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4812,7 +4981,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4825,7 +4994,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
 }
 
 type NodeLoadsResponse struct {
@@ -4838,7 +5007,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4850,7 +5019,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4863,7 +5032,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{67}
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -4881,7 +5050,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4893,7 +5062,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4906,7 +5075,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{68}
+	return file_tidekv_proto_rawDescGZIP(), []int{69}
 }
 
 type AllocRangeIDResponse struct {
@@ -4918,7 +5087,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4930,7 +5099,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4943,7 +5112,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{69}
+	return file_tidekv_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -4965,7 +5134,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4977,7 +5146,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4990,7 +5159,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{70}
+	return file_tidekv_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -5031,7 +5200,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5043,7 +5212,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5056,7 +5225,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{71}
+	return file_tidekv_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -5083,7 +5252,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5095,7 +5264,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5108,7 +5277,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{72}
+	return file_tidekv_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -5156,7 +5325,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5168,7 +5337,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5181,7 +5350,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{73}
+	return file_tidekv_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -5206,7 +5375,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5218,7 +5387,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5231,7 +5400,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{74}
+	return file_tidekv_proto_rawDescGZIP(), []int{75}
 }
 
 // WriteGuard lets a write create or update a keyed collection in one step
@@ -5253,7 +5422,7 @@ type WriteGuard struct {
 
 func (x *WriteGuard) Reset() {
 	*x = WriteGuard{}
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5265,7 +5434,7 @@ func (x *WriteGuard) String() string {
 func (*WriteGuard) ProtoMessage() {}
 
 func (x *WriteGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5278,7 +5447,7 @@ func (x *WriteGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
 func (*WriteGuard) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{75}
+	return file_tidekv_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *WriteGuard) GetKey() []byte {
@@ -5349,7 +5518,11 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\x05range\x12$\n" +
 	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs\x12\x1f\n" +
 	"\vadmit_share\x18\x06 \x01(\x01R\n" +
-	"admitShare\"2\n" +
+	"admitShare\"D\n" +
+	"\tTimestamp\x12\x1d\n" +
+	"\n" +
+	"wall_nanos\x18\x01 \x01(\x03R\twallNanos\x12\x18\n" +
+	"\alogical\x18\x02 \x01(\rR\alogical\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"w\n" +
@@ -5443,11 +5616,13 @@ const file_tidekv_proto_rawDesc = "" +
 	" \x01(\tR\ferrorMessage\x126\n" +
 	"\ferror_detail\x18\v \x01(\v2\x13.tidekv.ErrorDetailR\verrorDetailB\n" +
 	"\n" +
-	"\bresponse\"?\n" +
+	"\bresponse\"d\n" +
 	"\x0eKVBatchRequest\x12-\n" +
-	"\brequests\x18\x01 \x03(\v2\x11.tidekv.KVRequestR\brequests\"C\n" +
+	"\brequests\x18\x01 \x03(\v2\x11.tidekv.KVRequestR\brequests\x12#\n" +
+	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"h\n" +
 	"\x0fKVBatchResponse\x120\n" +
-	"\tresponses\x18\x01 \x03(\v2\x12.tidekv.KVResponseR\tresponses\"\xb1\x02\n" +
+	"\tresponses\x18\x01 \x03(\v2\x12.tidekv.KVResponseR\tresponses\x12#\n" +
+	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\xb1\x02\n" +
 	"\tRangeInfo\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -5478,7 +5653,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\n" +
 	" \x01(\x04R\n" +
-	"generation\"\xb3\x03\n" +
+	"generation\"\xae\x04\n" +
 	"\n" +
 	"NodeStatus\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x12\n" +
@@ -5499,7 +5674,10 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"overloaded\x18\x0e \x01(\bR\n" +
 	"overloaded\x12!\n" +
-	"\frejected_qps\x18\x0f \x01(\x01R\vrejectedQps\"a\n" +
+	"\frejected_qps\x18\x0f \x01(\x01R\vrejectedQps\x12'\n" +
+	"\x0fclock_untrusted\x18\x10 \x01(\bR\x0eclockUntrusted\x12!\n" +
+	"\fclock_reason\x18\x11 \x01(\tR\vclockReason\x12-\n" +
+	"\x13max_clock_offset_ms\x18\x12 \x01(\x01R\x10maxClockOffsetMs\"a\n" +
 	"\tImbalance\x12\x1a\n" +
 	"\breplicas\x18\x01 \x01(\x01R\breplicas\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x01R\x05bytes\x12\x10\n" +
@@ -5559,7 +5737,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12,\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xa5\x03\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xa0\x04\n" +
 	"\x14NodeHeartbeatRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12\x16\n" +
@@ -5580,7 +5758,10 @@ const file_tidekv_proto_rawDesc = "" +
 	"admitShare\x12\x1e\n" +
 	"\n" +
 	"overloaded\x18\x0e \x01(\bR\n" +
-	"overloaded\"\x9d\x01\n" +
+	"overloaded\x12'\n" +
+	"\x0fclock_untrusted\x18\x0f \x01(\bR\x0eclockUntrusted\x12!\n" +
+	"\fclock_reason\x18\x10 \x01(\tR\vclockReason\x12-\n" +
+	"\x13max_clock_offset_ms\x18\x11 \x01(\x01R\x10maxClockOffsetMs\"\x9d\x01\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x125\n" +
 	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\x12\x1f\n" +
@@ -5615,14 +5796,18 @@ const file_tidekv_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\x92\x01\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\xb7\x01\n" +
 	"\x17ClosedTimestampsRequest\x12 \n" +
 	"\ffrom_node_id\x18\x01 \x01(\x04R\n" +
 	"fromNodeId\x12/\n" +
 	"\x06closed\x18\x02 \x03(\v2\x17.tidekv.ClosedTimestampR\x06closed\x12$\n" +
-	"\x04load\x18\x03 \x01(\v2\x10.tidekv.NodeLoadR\x04load\"@\n" +
+	"\x04load\x18\x03 \x01(\v2\x10.tidekv.NodeLoadR\x04load\x12#\n" +
+	"\x03hlc\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\x84\x01\n" +
 	"\x18ClosedTimestampsResponse\x12$\n" +
-	"\x04load\x18\x01 \x01(\v2\x10.tidekv.NodeLoadR\x04load\"\xf2\x01\n" +
+	"\x04load\x18\x01 \x01(\v2\x10.tidekv.NodeLoadR\x04load\x12#\n" +
+	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\x9b\x02\n" +
 	"\bNodeLoad\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x10\n" +
 	"\x03cpu\x18\x02 \x01(\x01R\x03cpu\x12\x14\n" +
@@ -5636,7 +5821,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"admitShare\x12\x1e\n" +
 	"\n" +
 	"overloaded\x18\b \x01(\bR\n" +
-	"overloaded\"J\n" +
+	"overloaded\x12'\n" +
+	"\x0fclock_untrusted\x18\t \x01(\bR\x0eclockUntrusted\"J\n" +
 	"\fMergeRequest\x12\"\n" +
 	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"<\n" +
@@ -5767,7 +5953,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -5778,79 +5964,80 @@ var file_tidekv_proto_goTypes = []any{
 	(*RangeDescriptor)(nil),          // 6: tidekv.RangeDescriptor
 	(*NodeDescriptor)(nil),           // 7: tidekv.NodeDescriptor
 	(*ErrorDetail)(nil),              // 8: tidekv.ErrorDetail
-	(*KeyValue)(nil),                 // 9: tidekv.KeyValue
-	(*GetRequest)(nil),               // 10: tidekv.GetRequest
-	(*GetResponse)(nil),              // 11: tidekv.GetResponse
-	(*PutRequest)(nil),               // 12: tidekv.PutRequest
-	(*PutResponse)(nil),              // 13: tidekv.PutResponse
-	(*DeleteRequest)(nil),            // 14: tidekv.DeleteRequest
-	(*DeleteResponse)(nil),           // 15: tidekv.DeleteResponse
-	(*ScanRequest)(nil),              // 16: tidekv.ScanRequest
-	(*ScanResponse)(nil),             // 17: tidekv.ScanResponse
-	(*BatchGetRequest)(nil),          // 18: tidekv.BatchGetRequest
-	(*BatchGetResponse)(nil),         // 19: tidekv.BatchGetResponse
-	(*WriteOp)(nil),                  // 20: tidekv.WriteOp
-	(*WriteRequest)(nil),             // 21: tidekv.WriteRequest
-	(*WriteResponse)(nil),            // 22: tidekv.WriteResponse
-	(*CompareAndSetRequest)(nil),     // 23: tidekv.CompareAndSetRequest
-	(*CompareAndSetResponse)(nil),    // 24: tidekv.CompareAndSetResponse
-	(*KVRequest)(nil),                // 25: tidekv.KVRequest
-	(*KVResponse)(nil),               // 26: tidekv.KVResponse
-	(*KVBatchRequest)(nil),           // 27: tidekv.KVBatchRequest
-	(*KVBatchResponse)(nil),          // 28: tidekv.KVBatchResponse
-	(*RangeInfo)(nil),                // 29: tidekv.RangeInfo
-	(*RangesRequest)(nil),            // 30: tidekv.RangesRequest
-	(*RangesResponse)(nil),           // 31: tidekv.RangesResponse
-	(*ReplicaStatus)(nil),            // 32: tidekv.ReplicaStatus
-	(*NodeStatus)(nil),               // 33: tidekv.NodeStatus
-	(*Imbalance)(nil),                // 34: tidekv.Imbalance
-	(*StatusRequest)(nil),            // 35: tidekv.StatusRequest
-	(*StatusResponse)(nil),           // 36: tidekv.StatusResponse
-	(*ReadinessRequest)(nil),         // 37: tidekv.ReadinessRequest
-	(*ReadinessResponse)(nil),        // 38: tidekv.ReadinessResponse
-	(*LocalStatusRequest)(nil),       // 39: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),      // 40: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),             // 41: tidekv.SplitRequest
-	(*SplitResponse)(nil),            // 42: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),    // 43: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil),   // 44: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),     // 45: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),    // 46: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),              // 47: tidekv.JoinRequest
-	(*JoinResponse)(nil),             // 48: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),     // 49: tidekv.NodeHeartbeatRequest
-	(*NodeHeartbeatResponse)(nil),    // 50: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 51: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 52: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 53: tidekv.Event
-	(*EventsRequest)(nil),            // 54: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 55: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 56: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 57: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 58: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 59: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 60: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 61: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 62: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 63: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 64: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 65: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 66: tidekv.Setting
-	(*SettingsRequest)(nil),          // 67: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 68: tidekv.SettingsResponse
-	(*AutoscaleStatusRequest)(nil),   // 69: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 70: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 71: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 72: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 73: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 74: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 75: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 76: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 77: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 78: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 79: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 80: tidekv.WriteGuard
-	(*raftpb.Message)(nil),           // 81: raftpb.Message
+	(*Timestamp)(nil),                // 9: tidekv.Timestamp
+	(*KeyValue)(nil),                 // 10: tidekv.KeyValue
+	(*GetRequest)(nil),               // 11: tidekv.GetRequest
+	(*GetResponse)(nil),              // 12: tidekv.GetResponse
+	(*PutRequest)(nil),               // 13: tidekv.PutRequest
+	(*PutResponse)(nil),              // 14: tidekv.PutResponse
+	(*DeleteRequest)(nil),            // 15: tidekv.DeleteRequest
+	(*DeleteResponse)(nil),           // 16: tidekv.DeleteResponse
+	(*ScanRequest)(nil),              // 17: tidekv.ScanRequest
+	(*ScanResponse)(nil),             // 18: tidekv.ScanResponse
+	(*BatchGetRequest)(nil),          // 19: tidekv.BatchGetRequest
+	(*BatchGetResponse)(nil),         // 20: tidekv.BatchGetResponse
+	(*WriteOp)(nil),                  // 21: tidekv.WriteOp
+	(*WriteRequest)(nil),             // 22: tidekv.WriteRequest
+	(*WriteResponse)(nil),            // 23: tidekv.WriteResponse
+	(*CompareAndSetRequest)(nil),     // 24: tidekv.CompareAndSetRequest
+	(*CompareAndSetResponse)(nil),    // 25: tidekv.CompareAndSetResponse
+	(*KVRequest)(nil),                // 26: tidekv.KVRequest
+	(*KVResponse)(nil),               // 27: tidekv.KVResponse
+	(*KVBatchRequest)(nil),           // 28: tidekv.KVBatchRequest
+	(*KVBatchResponse)(nil),          // 29: tidekv.KVBatchResponse
+	(*RangeInfo)(nil),                // 30: tidekv.RangeInfo
+	(*RangesRequest)(nil),            // 31: tidekv.RangesRequest
+	(*RangesResponse)(nil),           // 32: tidekv.RangesResponse
+	(*ReplicaStatus)(nil),            // 33: tidekv.ReplicaStatus
+	(*NodeStatus)(nil),               // 34: tidekv.NodeStatus
+	(*Imbalance)(nil),                // 35: tidekv.Imbalance
+	(*StatusRequest)(nil),            // 36: tidekv.StatusRequest
+	(*StatusResponse)(nil),           // 37: tidekv.StatusResponse
+	(*ReadinessRequest)(nil),         // 38: tidekv.ReadinessRequest
+	(*ReadinessResponse)(nil),        // 39: tidekv.ReadinessResponse
+	(*LocalStatusRequest)(nil),       // 40: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),      // 41: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),             // 42: tidekv.SplitRequest
+	(*SplitResponse)(nil),            // 43: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),    // 44: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 45: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),     // 46: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),    // 47: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),              // 48: tidekv.JoinRequest
+	(*JoinResponse)(nil),             // 49: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),     // 50: tidekv.NodeHeartbeatRequest
+	(*NodeHeartbeatResponse)(nil),    // 51: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 52: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 53: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 54: tidekv.Event
+	(*EventsRequest)(nil),            // 55: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 56: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 57: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 58: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 59: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 60: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 61: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 62: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 63: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 64: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 65: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 66: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 67: tidekv.Setting
+	(*SettingsRequest)(nil),          // 68: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 69: tidekv.SettingsResponse
+	(*AutoscaleStatusRequest)(nil),   // 70: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 71: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 72: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 73: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 74: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 75: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 76: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 77: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 78: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 79: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 80: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 81: tidekv.WriteGuard
+	(*raftpb.Message)(nil),           // 82: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -5859,121 +6046,125 @@ var file_tidekv_proto_depIdxs = []int32{
 	6,  // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
 	2,  // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
 	2,  // 5: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	9,  // 6: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	10, // 6: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
 	2,  // 7: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	11, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	12, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
 	4,  // 9: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	20, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	80, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	21, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	81, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,  // 12: tidekv.KVRequest.priority:type_name -> tidekv.Priority
-	10, // 13: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
-	12, // 14: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
-	14, // 15: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
-	16, // 16: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
-	18, // 17: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
-	21, // 18: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
-	23, // 19: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
-	11, // 20: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
-	13, // 21: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
-	15, // 22: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
-	17, // 23: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
-	19, // 24: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
-	22, // 25: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
-	24, // 26: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	11, // 13: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	13, // 14: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	15, // 15: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	17, // 16: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	19, // 17: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	22, // 18: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	24, // 19: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	12, // 20: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	14, // 21: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	16, // 22: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	18, // 23: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	20, // 24: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	23, // 25: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	25, // 26: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
 	8,  // 27: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
-	25, // 28: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
-	26, // 29: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
-	6,  // 30: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	29, // 31: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	7,  // 32: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
-	0,  // 33: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	7,  // 34: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	33, // 35: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	34, // 36: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	7,  // 37: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	32, // 38: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	6,  // 39: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	6,  // 40: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	6,  // 41: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	7,  // 42: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	7,  // 43: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	7,  // 44: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,  // 45: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	53, // 46: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	56, // 47: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	59, // 48: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	59, // 49: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	6,  // 50: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,  // 51: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	66, // 52: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	66, // 53: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	59, // 54: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	81, // 55: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	75, // 56: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	75, // 57: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	10, // 58: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	12, // 59: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	14, // 60: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	16, // 61: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	18, // 62: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	21, // 63: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	23, // 64: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	27, // 65: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	30, // 66: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	35, // 67: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	37, // 68: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	39, // 69: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	41, // 70: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	43, // 71: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	45, // 72: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	47, // 73: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	49, // 74: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	51, // 75: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	73, // 76: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	54, // 77: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	57, // 78: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	71, // 79: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	64, // 80: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	67, // 81: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	69, // 82: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	60, // 83: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	62, // 84: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	76, // 85: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	77, // 86: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	11, // 87: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	13, // 88: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	15, // 89: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	17, // 90: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	19, // 91: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	22, // 92: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	24, // 93: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	28, // 94: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	31, // 95: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	36, // 96: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	38, // 97: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	40, // 98: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	42, // 99: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	44, // 100: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	46, // 101: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	48, // 102: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	50, // 103: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	52, // 104: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	74, // 105: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	55, // 106: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	58, // 107: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	72, // 108: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	65, // 109: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	68, // 110: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	70, // 111: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	61, // 112: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	63, // 113: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	79, // 114: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	78, // 115: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	87, // [87:116] is the sub-list for method output_type
-	58, // [58:87] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	26, // 28: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	9,  // 29: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
+	27, // 30: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	9,  // 31: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
+	6,  // 32: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	30, // 33: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	7,  // 34: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	0,  // 35: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
+	7,  // 36: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	34, // 37: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	35, // 38: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	7,  // 39: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	33, // 40: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	6,  // 41: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	6,  // 42: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	6,  // 43: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	7,  // 44: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	7,  // 45: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	7,  // 46: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	6,  // 47: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	54, // 48: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	57, // 49: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	60, // 50: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	9,  // 51: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	60, // 52: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	9,  // 53: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	6,  // 54: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	6,  // 55: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	67, // 56: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	67, // 57: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	60, // 58: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	82, // 59: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	76, // 60: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	76, // 61: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	11, // 62: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	13, // 63: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	15, // 64: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	17, // 65: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	19, // 66: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	22, // 67: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	24, // 68: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	28, // 69: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	31, // 70: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	36, // 71: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	38, // 72: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	40, // 73: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	42, // 74: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	44, // 75: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	46, // 76: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	48, // 77: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	50, // 78: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	52, // 79: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	74, // 80: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	55, // 81: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	58, // 82: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	72, // 83: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	65, // 84: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	68, // 85: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	70, // 86: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	61, // 87: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	63, // 88: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	77, // 89: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	78, // 90: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	12, // 91: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	14, // 92: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	16, // 93: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	18, // 94: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	20, // 95: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	23, // 96: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	25, // 97: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	29, // 98: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	32, // 99: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	37, // 100: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	39, // 101: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	41, // 102: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	43, // 103: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	45, // 104: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	47, // 105: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	49, // 106: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	51, // 107: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	53, // 108: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	75, // 109: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	56, // 110: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	59, // 111: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	73, // 112: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	66, // 113: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	69, // 114: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	71, // 115: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	62, // 116: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	64, // 117: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	80, // 118: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	79, // 119: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	91, // [91:120] is the sub-list for method output_type
+	62, // [62:91] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -5981,7 +6172,7 @@ func file_tidekv_proto_init() {
 	if File_tidekv_proto != nil {
 		return
 	}
-	file_tidekv_proto_msgTypes[20].OneofWrappers = []any{
+	file_tidekv_proto_msgTypes[21].OneofWrappers = []any{
 		(*KVRequest_Get)(nil),
 		(*KVRequest_Put)(nil),
 		(*KVRequest_Delete)(nil),
@@ -5990,7 +6181,7 @@ func file_tidekv_proto_init() {
 		(*KVRequest_Write)(nil),
 		(*KVRequest_CompareAndSet)(nil),
 	}
-	file_tidekv_proto_msgTypes[21].OneofWrappers = []any{
+	file_tidekv_proto_msgTypes[22].OneofWrappers = []any{
 		(*KVResponse_Get)(nil),
 		(*KVResponse_Put)(nil),
 		(*KVResponse_Delete)(nil),
@@ -6005,7 +6196,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   76,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -24,8 +24,8 @@ over a few keys) and, at the same time, a seeded fault plan: every
 --interval a random node gets one of the --faults, undone --down later:
 kill (SIGKILL, then restart), pause (SIGSTOP, then SIGCONT), partition
 (its Raft traffic with every other node cut both ways, then healed; clients
-still reach it), skew (the wall clock its closed timestamps read offset
-by up to ±--max-skew, then reset) or slow-disk (every sync of its
+still reach it), skew (its wall clock, which its HLC and closed timestamps
+read, offset by up to ±--max-skew, then reset) or slow-disk (every sync of its
 engine waits --disk-delay, then not); bridge (not in the default mix: the
 link between it and one other node cut both ways, then healed, each still
 reaching the rest). Partitions, skews, slow disks and bridges go through
@@ -80,7 +80,7 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a fault lasts (a node stays killed, paused, partitioned off, skewed or slowed)")
 	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk; one listed twice is twice as likely)")
 	f.DurationVar(&c.Faults.DiskDelay, "disk-delay", c.Faults.DiskDelay, "how long each sync of a slowed disk waits")
-	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (a step of the node's wall clock: leases run on the monotonic clock)")
+	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (a step of the node's wall clock: leases run on the monotonic clock); the default, half the nodes' --max-offset, never trips the offset monitor, and beyond 0.8 × --max-offset a skewed node gives up its leases")
 	f.IntVar(&c.Faults.Nodes, "nodes", c.Faults.Nodes, "cluster size")
 	f.IntVar(&c.Clients, "clients", c.Clients, "concurrent workload clients")
 	f.IntVar(&c.BasePort, "base-port", c.BasePort, "first port of the cluster's port blocks")

@@ -82,6 +82,7 @@ func newServerCmd() *cobra.Command {
 	sec.addFlags(f, &cfg.Security)
 	f.StringVar(&join, "join", "", "comma-separated gRPC addresses of existing nodes to join")
 	gcPercent = gcPercentFlag(f)
+	f.DurationVar(&cfg.Raft.MaxClockOffset, "max-offset", cfg.Raft.MaxClockOffset, "most any two nodes' clocks may differ, the same on every node: timestamps further ahead are refused, and a node further than 0.8 × this from a majority of its peers holds no leases (at most 0.8 × half the election timeout: 400ms)")
 	f.IntVar(&cfg.Raft.ReplicationFactor, "replication-factor", cfg.Raft.ReplicationFactor, "voters per range")
 	f.BoolVar(&autoscale, "autoscale", false, "let the controller add and remove nodes with the local actuator (cluster settings autoscale.* override)")
 	f.IntVar(&cfg.Autoscale.MinNodes, "autoscale-min-nodes", cfg.Autoscale.MinNodes, "autoscaling never goes below this many nodes (nor the replication factor)")

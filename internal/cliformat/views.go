@@ -33,6 +33,7 @@ type NodeView struct {
 	Score     float64       `json:"score"`
 	P99Ms     float64       `json:"p99_ms"`
 	Admission AdmissionView `json:"admission"`
+	Clock     ClockView     `json:"clock"`
 	// LastSeenSeconds is -1 when the node has not heartbeated to the
 	// current meta leaseholder.
 	LastSeenSeconds float64 `json:"last_seen_seconds"`
@@ -58,6 +59,28 @@ func (a AdmissionView) String() string {
 		return "ok"
 	}
 	return fmt.Sprintf("admits %.0f%%, delay %.1fms, %.0f refused/s", 100*a.AdmitShare, a.QueueDelayMs, a.RejectedQPS)
+}
+
+// ClockView is a node's offset monitor (docs/design.md, "Clocks"): whether
+// its clock is too far from a majority of its peers for it to hold leases,
+// why, and the largest offset it measured to a peer (signed: positive when
+// the peer's clock is ahead).
+type ClockView struct {
+	Untrusted   bool    `json:"untrusted"`
+	Reason      string  `json:"reason,omitempty"`
+	MaxOffsetMs float64 `json:"max_offset_ms"`
+}
+
+// String is the status table's cell: the largest offset, marked when the
+// node holds no leases for it; "-" before the node measured any.
+func (c ClockView) String() string {
+	switch {
+	case c.Untrusted:
+		return fmt.Sprintf("UNTRUSTED %+.0fms", c.MaxOffsetMs)
+	case c.MaxOffsetMs == 0:
+		return "-"
+	}
+	return fmt.Sprintf("%+.0fms", c.MaxOffsetMs)
 }
 
 // ImbalanceView holds stddev/mean indices across live nodes.
@@ -90,6 +113,7 @@ func StatusOf(resp *tidekvpb.StatusResponse) StatusView {
 			Replicas: n.GetReplicas(), Leases: n.GetLeases(), Bytes: n.GetBytes(), QPS: n.GetQps(),
 			CPU: n.GetCpu(), Score: n.GetScore(), P99Ms: n.GetP99Ms(), LastSeenSeconds: n.GetLastSeenSeconds(),
 			Admission: AdmissionView{Overloaded: n.GetOverloaded(), AdmitShare: n.GetAdmitShare(), QueueDelayMs: n.GetQueueDelayMs(), RejectedQPS: n.GetRejectedQps()},
+			Clock:     ClockView{Untrusted: n.GetClockUntrusted(), Reason: n.GetClockReason(), MaxOffsetMs: n.GetMaxClockOffsetMs()},
 		})
 	}
 	sort.Slice(v.Nodes, func(i, j int) bool { return v.Nodes[i].ID < v.Nodes[j].ID })
@@ -101,14 +125,19 @@ func StatusOf(resp *tidekvpb.StatusResponse) StatusView {
 // StatusTable writes the nodes, the range count and the imbalance indices.
 func StatusTable(w io.Writer, v StatusView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tLOCALITY\tREPLICAS\tLEASES\tDATA\tQPS\tCPU\tSCORE\tP99\tLAST SEEN\tADMISSION")
+	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tLOCALITY\tREPLICAS\tLEASES\tDATA\tQPS\tCPU\tSCORE\tP99\tLAST SEEN\tCLOCK\tADMISSION")
 	for _, n := range v.Nodes {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%.1f\t%.0f%%\t%.2f\t%.1fms\t%s\t%s\n",
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%.1f\t%.0f%%\t%.2f\t%.1fms\t%s\t%s\t%s\n",
 			n.ID, n.Addr, n.State, orDash(n.Locality), n.Replicas, n.Leases, units.Human(n.Bytes), n.QPS,
-			100*n.CPU, n.Score, n.P99Ms, Ago(n.LastSeenSeconds), n.Admission)
+			100*n.CPU, n.Score, n.P99Ms, Ago(n.LastSeenSeconds), n.Clock, n.Admission)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, n := range v.Nodes {
+		if n.Clock.Untrusted {
+			fmt.Fprintf(w, "node %d holds no leases: %s\n", n.ID, n.Clock.Reason)
+		}
 	}
 	im := v.Imbalance
 	_, err := fmt.Fprintf(w, "%s, %s, log version %d; imbalance (stddev/mean): replicas %.2f, data %.2f, qps %.2f, cpu %.2f\n",

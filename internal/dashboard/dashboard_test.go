@@ -117,9 +117,11 @@ const clusterID = "9f3a1c7e-5b2d-4c1a-8e0f-3d6b9a2c4e11"
 var statusJSON = `{"cluster_id":"` + clusterID + `","node_id":1,"range_count":4,
 "nodes":[
  {"id":2,"addr":"127.0.0.1:7410","http_addr":"127.0.0.1:7411","state":"live","locality":"region=a,zone=2","replicas":3,"leases":1,"bytes":73400320,"qps":812.25,"cpu":0.31,"score":1.42,"p99_ms":2.7,"last_seen_seconds":0.3,
-  "admission":{"overloaded":true,"admit_share":0.34,"queue_delay_ms":12.5,"rejected_qps":840}},
+  "admission":{"overloaded":true,"admit_share":0.34,"queue_delay_ms":12.5,"rejected_qps":840},
+  "clock":{"untrusted":true,"reason":"clock is more than 200ms (0.8 × max offset 250ms) from 2 of 2 peers","max_offset_ms":-312.4}},
  {"id":1,"addr":"127.0.0.1:7400","http_addr":"127.0.0.1:7401","state":"live","locality":"region=a,zone=1","replicas":4,"leases":2,"bytes":123456789,"qps":1523.5,"cpu":0.72,"score":1.9,"p99_ms":3.2,"last_seen_seconds":0,
-  "admission":{"overloaded":false,"admit_share":1,"queue_delay_ms":0.4,"rejected_qps":0}},
+  "admission":{"overloaded":false,"admit_share":1,"queue_delay_ms":0.4,"rejected_qps":0},
+  "clock":{"untrusted":false,"max_offset_ms":3.2}},
  {"id":3,"addr":"127.0.0.1:7420","http_addr":"127.0.0.1:7421","state":"draining","locality":"","replicas":1,"leases":0,"bytes":0,"qps":0,"cpu":0.04,"score":0,"p99_ms":0,"last_seen_seconds":7.5}],
 "imbalance":{"replicas":0.05,"bytes":0.1,"qps":0.3,"cpu":0.2}}`
 
@@ -267,7 +269,7 @@ func TestBrowserRendersDashboard(t *testing.T) {
 	if !strings.Contains(row3, ">draining<") {
 		t.Errorf("node 3's row lacks its draining state: %s", row3)
 	}
-	for _, want := range []string{"127.0.0.1:7400", "region=a,zone=1", "118 MiB", "1,524", "72%", "1.90"} {
+	for _, want := range []string{"127.0.0.1:7400", "region=a,zone=1", "118 MiB", "1,524", "72%", "1.90", "+3 ms"} {
 		if !strings.Contains(text(nodes), want) {
 			t.Errorf("nodes table lacks %q", want)
 		}
@@ -275,7 +277,7 @@ func TestBrowserRendersDashboard(t *testing.T) {
 	// Admission: a shedding node shows its share, delay and refusals; a
 	// node admitting everything shows ok; one that never reported, a dash.
 	row2 := regexp.MustCompile(`(?s)<tr\b[^>]*data-node-id="2".*?</tr>`).FindString(nodes)
-	for _, want := range []string{"admits 34%", "delay 12.5 ms", "840 refused/s"} {
+	for _, want := range []string{"admits 34%", "delay 12.5 ms", "840 refused/s", "untrusted", "-312 ms, no leases"} {
 		if !strings.Contains(text(row2), want) {
 			t.Errorf("node 2's admission cell lacks %q: %s", want, text(row2))
 		}

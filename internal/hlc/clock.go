@@ -14,6 +14,12 @@ type PhysicalClock interface {
 	Now() time.Time
 }
 
+// DefaultMaxOffset is the maximum clock offset a cluster assumes unless
+// told otherwise (raftstore.Config.MaxClockOffset; the Go client's clock).
+// It must stay below half the election timeout (docs/transactions.md,
+// "Max offset and leases").
+const DefaultMaxOffset = 250 * time.Millisecond
+
 // ErrClockOffset: a remote timestamp lies further ahead of the local
 // physical clock than the maximum offset allows.
 var ErrClockOffset = errors.New("hlc: remote clock too far ahead")

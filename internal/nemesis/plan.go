@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Kind is what a step does to its node.
@@ -23,9 +25,10 @@ const (
 	// the minority side's refusals and timeouts. Needs nodes started with
 	// --enable-fault-injection.
 	Partition
-	// Skew offsets the clock the node's leases and closed timestamps read
-	// by Step.Amount and removes the offset For later (needs
-	// --enable-fault-injection). Both changes are steps of that clock.
+	// Skew offsets the node's wall clock (its HLC and closed timestamps
+	// read it; leases run on the monotonic clock) by Step.Amount and
+	// removes the offset For later (needs --enable-fault-injection). Both
+	// changes are steps of that clock.
 	Skew
 	// SlowDisk makes every sync of the node's engine wait Step.Amount,
 	// until For later (needs --enable-fault-injection).
@@ -108,7 +111,9 @@ type Config struct {
 	// MaxSkew bounds a skew step's offset, drawn uniformly in whole
 	// milliseconds from [-MaxSkew, MaxSkew]. Adding or removing an offset
 	// steps the node's wall clock: leases do not read it (they run on the
-	// monotonic clock), closed timestamps do.
+	// monotonic clock), closed timestamps and the HLC do. Beyond 0.8 × the
+	// cluster's --max-offset the skewed node's offset monitor makes it
+	// give up its leases.
 	MaxSkew time.Duration
 	// DiskDelay is how long each sync of a slowed disk waits.
 	DiskDelay time.Duration
@@ -118,12 +123,14 @@ type Config struct {
 
 // DefaultConfig is a fault every 8 s, down for 3 s, every kind alike, for
 // a minute on 4 nodes. 3 s is past the 1 s election timeout, so a
-// partitioned leaseholder loses its leases. Skews are within ±250 ms, well
-// within what clock sync keeps machines to. A slowed disk
+// partitioned leaseholder loses its leases. Skews are within ±max offset
+// / 2 (125 ms at the default --max-offset): with one node faulty at a
+// time two nodes differ by at most that, and even two skewed at once by
+// at most the max offset, so the offset monitor takes no lease away. A slowed disk
 // takes 100 ms per sync, a hundred times or more a healthy one's.
 func DefaultConfig() Config {
 	return Config{Duration: time.Minute, Interval: 8 * time.Second, Down: 3 * time.Second, Kinds: AllKinds(),
-		MaxSkew: 250 * time.Millisecond, DiskDelay: 100 * time.Millisecond, Nodes: 4}
+		MaxSkew: hlc.DefaultMaxOffset / 2, DiskDelay: 100 * time.Millisecond, Nodes: 4}
 }
 
 // Validate reports the first setting that cannot work, in one sentence.

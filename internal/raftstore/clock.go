@@ -3,6 +3,8 @@ package raftstore
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Clock is the wall clock closed timestamps read (closed.go): they compare a
@@ -36,6 +38,33 @@ func (systemClock) Now() time.Time { return time.Now() }
 
 // Now is the store's wall-clock time for closed timestamps (Config.Clock).
 func (s *Store) Now() time.Time { return s.clock.Now() }
+
+// HLC is the node's hybrid logical clock, over Config.Clock and bounded by
+// Config.MaxClockOffset.
+func (s *Store) HLC() *hlc.Clock { return s.hlc }
+
+// SetClockTrusted records the offset monitor's judgement of this node's
+// clock. While it is untrusted (reason says why) no replica of the store
+// holds a lease: none serves lease reads or publishes closed timestamps,
+// and none serves BOUNDED reads from closed timestamps, which its clock
+// measures. Leaders stay leaders (writes and ReadIndex reads need no
+// clock); the server hands their leadership to trusted nodes.
+func (s *Store) SetClockTrusted(trusted bool, reason string) {
+	if trusted {
+		s.clockUntrusted.Store(nil)
+		return
+	}
+	s.clockUntrusted.Store(&reason)
+}
+
+// ClockUntrusted returns why the node's clock is not trusted, or "" when
+// it is.
+func (s *Store) ClockUntrusted() string {
+	if r := s.clockUntrusted.Load(); r != nil {
+		return *r
+	}
+	return ""
+}
 
 // monoTime is a reading of the process's monotonic clock in nanoseconds
 // since monoBase; 0 means never. It means nothing to another process or

@@ -72,7 +72,8 @@ func (r *Replica) checkRead(ctx context.Context, ro ReadOptions) error {
 		}
 		err := &StaleReplicaError{RangeID: r.rangeID, LeaderNodeID: r.leaderNode.Load(), Bound: ro.MaxStaleness}
 		ts := r.closed.Load()
-		if ts == nil || r.applied.Load() < ts.index {
+		// An untrusted clock cannot say how old a closed timestamp is.
+		if ts == nil || r.applied.Load() < ts.index || r.store.clockUntrusted.Load() != nil {
 			return err
 		}
 		if age := time.Duration(r.store.Now().UnixNano() - ts.at); age > ro.MaxStaleness {

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,74 @@ func TestNoClosedTimestampsWithoutLease(t *testing.T) {
 	waitFor(t, func() bool { return old.leaseExpiry.Load() < time.Now().UnixNano() })
 	if got := old.store.ClosedTimestamps(time.Now()); len(got) != 0 {
 		t.Fatalf("deposed leader published %v", got)
+	}
+}
+
+// A node whose clock the offset monitor does not trust holds no lease: its
+// leader replicas serve linearizable reads through ReadIndex only and
+// publish no closed timestamps, and as a follower it serves no BOUNDED
+// read, whose staleness its clock would measure. Trusted again, it does.
+func TestUntrustedClockHoldsNoLease(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.put("k", "v1")
+	ld := tc.leader(testRangeID)
+	waitFor(t, ld.leaseCovers)
+	tc.publishClosed()
+	var follower *Replica
+	for _, id := range tc.nodes {
+		if r := tc.stores[id].GetReplica(testRangeID); r != ld {
+			follower = r
+		}
+	}
+	ctx := context.Background()
+	waitFor(t, func() bool {
+		_, _, err := follower.Get(ctx, []byte("k"), bounded(time.Minute))
+		return err == nil
+	})
+
+	ld.store.SetClockTrusted(false, "test: clock far from its peers")
+	follower.store.SetClockTrusted(false, "test: clock far from its peers")
+	if ld.leaseCovers() {
+		t.Fatal("a leader with an untrusted clock still holds its lease")
+	}
+	if got := ld.store.ClosedTimestamps(time.Now()); len(got) != 0 {
+		t.Fatalf("a leader with an untrusted clock published %v", got)
+	}
+	var stale *StaleReplicaError
+	if _, _, err := follower.Get(ctx, []byte("k"), bounded(time.Minute)); !errors.As(err, &stale) {
+		t.Fatalf("bounded read on a follower with an untrusted clock: %v, want a stale-replica refusal", err)
+	}
+	if v, ok := tc.get("k"); !ok || v != "v1" {
+		t.Fatalf("linearizable read without the lease: %q, %v", v, ok)
+	}
+	tc.put("k", "v2")
+	if ld.store.ClockUntrusted() == "" {
+		t.Fatal("ClockUntrusted lost the reason")
+	}
+
+	ld.store.SetClockTrusted(true, "")
+	follower.store.SetClockTrusted(true, "")
+	waitFor(t, func() bool { l := tc.leader(testRangeID); return l.leaseCovers() })
+	if _, _, err := follower.Get(ctx, []byte("k"), bounded(time.Minute)); err != nil {
+		t.Fatalf("bounded read on a follower trusted again: %v", err)
+	}
+}
+
+func TestMaxClockOffsetBound(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.SnapshotDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	// A 1 s election timeout allows 400 ms.
+	cfg.MaxClockOffset = 400 * time.Millisecond
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("400ms: %v", err)
+	}
+	for _, d := range []time.Duration{401 * time.Millisecond, 0, -time.Millisecond} {
+		cfg.MaxClockOffset = d
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "at most 400ms") {
+			t.Fatalf("max offset %v: %v, want a refusal naming the 400ms bound", d, err)
+		}
 	}
 }

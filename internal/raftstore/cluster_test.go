@@ -31,6 +31,7 @@ func testStoreConfig(t *testing.T) Config {
 	cfg := DefaultConfig()
 	cfg.InitialLogVersion = LatestLogVersion
 	cfg.TickInterval = 10 * time.Millisecond
+	cfg.MaxClockOffset = 40 * time.Millisecond // the most a 100 ms election timeout allows
 	cfg.SnapshotDir = t.TempDir()
 	cfg.CatchUpTimeout = 10 * time.Second
 	return cfg

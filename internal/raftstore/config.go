@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Config tunes a node's replicas. All replicas of a node share it.
@@ -48,6 +50,12 @@ type Config struct {
 	// system clock (fault injection passes a SkewClock). Leases use the
 	// monotonic clock instead (clock.go).
 	Clock Clock
+	// MaxClockOffset is the most any two nodes' wall clocks may differ,
+	// the same on every node: the store's hybrid logical clock refuses
+	// remote timestamps further ahead, and a node further than 0.8 × this
+	// from a majority of its peers holds no leases (SetClockTrusted). It
+	// must stay under half the election timeout (validateMaxClockOffset).
+	MaxClockOffset time.Duration
 	// MaxLogVersion is the newest log version the store may be raised to
 	// (logversion.go); DefaultConfig sets LatestLogVersion. Tests lower it
 	// to play an older binary.
@@ -78,6 +86,7 @@ func DefaultConfig() Config {
 		SnapshotBytesPerSecond:     64 << 20,
 		ReplicationFactor:          3,
 		CatchUpTimeout:             60 * time.Second,
+		MaxClockOffset:             hlc.DefaultMaxOffset,
 		MaxLogVersion:              LatestLogVersion,
 	}
 }
@@ -111,6 +120,21 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("raftstore: MaxLogVersion %d is not a version this binary applies (%d to %d)", c.MaxLogVersion, LogVersionBase, LatestLogVersion)
 	case c.InitialLogVersion > c.MaxLogVersion:
 		return fmt.Errorf("raftstore: InitialLogVersion %d exceeds MaxLogVersion %d", c.InitialLogVersion, c.MaxLogVersion)
+	}
+	return c.ValidateMaxClockOffset()
+}
+
+// ValidateMaxClockOffset refuses a maximum clock offset that breaks the
+// lease argument (docs/transactions.md, "Max offset and leases"): after a
+// lease lapses, half an election timeout passes before another node's
+// lease starts, and a new leaseholder's clock must be past every
+// timestamp the old one served by then, with 0.8 of that as the margin for
+// clock rates.
+func (c *Config) ValidateMaxClockOffset() error {
+	limit := time.Duration(c.ElectionTicks) * c.TickInterval / 2 / 5 * 4
+	if c.MaxClockOffset <= 0 || c.MaxClockOffset > limit {
+		return fmt.Errorf("raftstore: the maximum clock offset must be positive and at most %v (0.8 × half the %v election timeout, so that a new leaseholder's clock is past every read its predecessor served), not %v",
+			limit, time.Duration(c.ElectionTicks)*c.TickInterval, c.MaxClockOffset)
 	}
 	return nil
 }

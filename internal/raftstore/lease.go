@@ -115,8 +115,14 @@ func (r *Replica) leaseCovers() bool {
 	return idx != 0 && r.applied.Load() >= idx
 }
 
-// leaseValid reports whether the lease holds now.
+// leaseValid reports whether the lease holds now. It never does while the
+// node's clock is untrusted (Store.SetClockTrusted): the lease itself is on
+// the monotonic clock, but what a leaseholder serves under it will carry
+// its timestamps.
 func (r *Replica) leaseValid() bool {
+	if r.store.clockUntrusted.Load() != nil {
+		return false
+	}
 	exp := r.leaseExpiry.Load()
 	return exp != 0 && int64(monoNow()) < exp
 }

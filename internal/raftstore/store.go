@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/storage"
 )
@@ -40,7 +41,12 @@ type Store struct {
 	transport Transport
 	listener  Listener
 	clock     Clock
-	directory atomic.Pointer[directoryRef]
+	// hlc is the node's hybrid logical clock over clock (one per node).
+	hlc *hlc.Clock
+	// clockUntrusted, when set, holds why the offset monitor does not
+	// trust this node's clock; its replicas then hold no leases.
+	clockUntrusted atomic.Pointer[string]
+	directory      atomic.Pointer[directoryRef]
 
 	mu struct {
 		sync.RWMutex
@@ -92,6 +98,10 @@ func NewStore(cfg Config, nodeID uint64, eng storage.Engine, t Transport, l List
 	}
 	if s.clock == nil {
 		s.clock = systemClock{}
+	}
+	var err error
+	if s.hlc, err = hlc.NewClock(s.clock, cfg.MaxClockOffset); err != nil {
+		return nil, err
 	}
 	if cfg.SnapshotBytesPerSecond > 0 {
 		s.snapLimiter = newTokenBucket(cfg.SnapshotBytesPerSecond, snapshotBurst, time.Now)

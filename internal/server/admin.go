@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sort"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cliformat"
 	"github.com/tidekv/tidekv/internal/keys"
@@ -201,6 +204,9 @@ func (a *adminService) TransferLease(ctx context.Context, req *tidekvpb.Transfer
 	resp, err := callRangeLeader(ctx, s, req.GetRangeId(), func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.TransferLeaseResponse, error) {
 		if s.nodeID == req.GetTargetNodeId() {
 			return &tidekvpb.TransferLeaseResponse{}, nil
+		}
+		if s.clockUntrustedOn(req.GetTargetNodeId()) {
+			return nil, status.Errorf(codes.FailedPrecondition, "node %d: %v", req.GetTargetNodeId(), errClockUntrusted)
 		}
 		if err := r.TransferLease(req.GetTargetNodeId()); err != nil {
 			return nil, err

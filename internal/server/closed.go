@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,7 +54,8 @@ func (t *loadTable) list() []*tidekvpb.NodeLoad {
 func (s *Server) ownLoad() *tidekvpb.NodeLoad {
 	adm := s.adm.State()
 	l := &tidekvpb.NodeLoad{NodeId: s.nodeID, QueueDepth: uint32(adm.Inflight), UnixNanos: time.Now().UnixNano(),
-		QueueDelayMs: ms(max(adm.QueueDelay, 0)), AdmitShare: adm.AdmitShare, Overloaded: adm.Overloaded}
+		QueueDelayMs: ms(max(adm.QueueDelay, 0)), AdmitShare: adm.AdmitShare, Overloaded: adm.Overloaded,
+		ClockUntrusted: s.store.ClockUntrusted() != ""}
 	if snap := s.mon.Latest(); snap != nil {
 		l.Cpu, l.Score = snap.Usage.NodeCPU(), snap.Score
 	}
@@ -76,7 +78,7 @@ func (s *Server) pushClosed(context.Context) {
 			continue
 		}
 		req := &tidekvpb.ClosedTimestampsRequest{FromNodeId: s.nodeID, Closed: byPeer[peer], Load: load}
-		go func(addr string) {
+		go func(peer uint64, addr string) {
 			defer busy.Store(false)
 			// Emulated WAN latency applies to this traffic too, or
 			// followers far away would look fresher than they are.
@@ -89,11 +91,16 @@ func (s *Server) pushClosed(context.Context) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
+			// The send and receive times bracket the peer's answer for
+			// the offset estimate (clock.go).
+			req.Hlc = tidekvpb.FromHLC(s.store.HLC().Now())
+			sent := s.store.Now()
 			resp, err := tidekvpb.NewAdminClient(s.conn(addr)).PushClosedTimestamps(ctx, req)
 			if err == nil {
+				s.notePushAnswer(peer, sent, s.store.Now(), resp)
 				s.loads.note(resp.GetLoad())
 			}
-		}(n.GetGrpcAddr())
+		}(peer, n.GetGrpcAddr())
 	}
 }
 
@@ -109,9 +116,13 @@ func (a *adminService) PushClosedTimestamps(ctx context.Context, req *tidekvpb.C
 	if a.s.cfg.Transport.Partition.Blocked(req.GetFromNodeId()) {
 		return nil, status.Error(codes.Unavailable, "cut off by an injected partition")
 	}
-	a.s.store.ApplyClosedTimestamps(req.GetClosed())
+	// Closed timestamps from a node whose clock runs beyond the maximum
+	// offset ahead would let followers serve reads staler than their bound.
+	if a.s.updateClock(req.GetHlc(), "node "+strconv.FormatUint(req.GetFromNodeId(), 10)) == nil {
+		a.s.store.ApplyClosedTimestamps(req.GetClosed())
+	}
 	a.s.loads.note(req.GetLoad())
-	return &tidekvpb.ClosedTimestampsResponse{Load: a.s.ownLoad()}, nil
+	return &tidekvpb.ClosedTimestampsResponse{Load: a.s.ownLoad(), Hlc: tidekvpb.FromHLC(a.s.store.HLC().Now()), UnixNanos: a.s.store.Now().UnixNano()}, nil
 }
 
 func (a *adminService) NodeLoads(ctx context.Context, req *tidekvpb.NodeLoadsRequest) (*tidekvpb.NodeLoadsResponse, error) {

@@ -25,6 +25,7 @@ func testConfig(t testing.TB) Config {
 	cfg.HTTPAddr = ""
 	cfg.InMemory = true
 	cfg.Raft.TickInterval = 20 * time.Millisecond
+	cfg.Raft.MaxClockOffset = 80 * time.Millisecond // the most a 200 ms election timeout allows
 	cfg.HeartbeatInterval = 100 * time.Millisecond
 	cfg.LivenessTimeout = time.Second
 	cfg.ReportInterval = 300 * time.Millisecond

@@ -215,6 +215,9 @@ func (c *Config) Validate() error {
 	if c.MaxSnapshotRate < 0 {
 		return fmt.Errorf("server: the snapshot rate cap must be positive or 0 for none, not %v", c.MaxSnapshotRate)
 	}
+	if err := c.Raft.ValidateMaxClockOffset(); err != nil {
+		return fmt.Errorf("server: --max-offset: %w", err)
+	}
 	if err := c.Admission.Validate(); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

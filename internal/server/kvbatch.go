@@ -14,6 +14,7 @@ import (
 	"github.com/tidekv/tidekv/api/kvbatch"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/security"
 )
 
@@ -49,7 +50,7 @@ func (k *kvService) Batch(stream tidekvpb.KV_BatchServer) error {
 		return err
 	}
 	r := &batchReader{k: k, stream: stream, id: id,
-		out: newBatchSender(stream, min(s.cfg.Limits.MaxMessageSize, maxClientMessage)-messageSlack)}
+		out: newBatchSender(stream, s.store.HLC(), min(s.cfg.Limits.MaxMessageSize, maxClientMessage)-messageSlack)}
 	go r.out.run()
 	done := make(chan error, 1)
 	go func() { done <- r.read() }()
@@ -107,6 +108,7 @@ func (r *batchReader) read() error {
 			return err
 		}
 		at := time.Now()
+		_ = s.updateClock(msg.GetHlc(), "a client")
 		s.metrics.streamMessages.Inc()
 		s.metrics.streamRequests.Add(float64(len(msg.GetRequests())))
 		for _, req := range msg.GetRequests() {
@@ -170,7 +172,8 @@ func (s *Server) permitWrite(id security.Identity, req *tidekvpb.KVRequest) erro
 // (maxStreamInflight), freed as answers are sent.
 type batchSender struct {
 	stream tidekvpb.KV_BatchServer
-	limit  int // bytes per message
+	clock  *hlc.Clock // stamps every message
+	limit  int        // bytes per message
 	slots  chan struct{}
 	wake   chan struct{}
 	done   chan struct{}
@@ -180,8 +183,8 @@ type batchSender struct {
 	closed  bool
 }
 
-func newBatchSender(stream tidekvpb.KV_BatchServer, limit int) *batchSender {
-	return &batchSender{stream: stream, limit: limit, slots: make(chan struct{}, maxStreamInflight),
+func newBatchSender(stream tidekvpb.KV_BatchServer, clock *hlc.Clock, limit int) *batchSender {
+	return &batchSender{stream: stream, clock: clock, limit: limit, slots: make(chan struct{}, maxStreamInflight),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -238,7 +241,7 @@ func (b *batchSender) run() {
 			}
 			// A stream that failed to send is over: its client sees the
 			// error, and the answers left only need their slots back.
-			if !broken && b.stream.Send(&tidekvpb.KVBatchResponse{Responses: batch[:n]}) != nil {
+			if !broken && b.stream.Send(&tidekvpb.KVBatchResponse{Responses: batch[:n], Hlc: tidekvpb.FromHLC(b.clock.Now())}) != nil {
 				broken = true
 			}
 			for range n {

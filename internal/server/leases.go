@@ -90,7 +90,8 @@ func (s *Server) followWriters(ctx context.Context) {
 				c.Locality = n.GetLocality()
 			}
 			if l := loads[rd.GetNodeId()]; l != nil {
-				c.Live = now.Sub(time.Unix(0, l.GetUnixNanos())) < leaseLoadFreshness
+				// A node that does not trust its clock takes no leases.
+				c.Live = now.Sub(time.Unix(0, l.GetUnixNanos())) < leaseLoadFreshness && !l.GetClockUntrusted()
 				c.Score = l.GetScore()
 			}
 			in.Replicas = append(in.Replicas, c)

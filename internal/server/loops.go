@@ -18,6 +18,7 @@ func (s *Server) startLoops() {
 	s.wg.Go(s.gcAtStart)
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
 	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)
+	s.loop(s.cfg.ClosedTimestampInterval, s.checkClock)
 	s.loop(s.cfg.LeaseRebalanceInterval, s.followWriters)
 	s.loop(seriesInterval, func(context.Context) { s.metrics.sample(time.Now()) })
 	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })
@@ -75,6 +76,8 @@ func (s *Server) heartbeat(ctx context.Context) {
 	if snap := s.mon.Latest(); snap != nil {
 		req.Cpu, req.Score = snap.Usage.NodeCPU(), snap.Score
 	}
+	ch := s.clockHealth()
+	req.ClockUntrusted, req.ClockReason, req.MaxClockOffsetMs = !ch.Trusted, ch.Reason, maxClockOffsetMs(ch)
 	var qps, reads float64
 	for _, r := range s.store.Replicas() {
 		req.Replicas++

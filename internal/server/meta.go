@@ -421,6 +421,7 @@ func (s *Server) nodeStatuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) [
 			ns.Replicas, ns.Leases, ns.Bytes, ns.Qps = hb.GetReplicas(), hb.GetLeases(), hb.GetBytes(), hb.GetQps()
 			ns.Cpu, ns.Score, ns.P99Ms = hb.GetCpu(), hb.GetScore(), hb.GetP99Ms()
 			ns.QueueDelayMs, ns.AdmitShare, ns.Overloaded, ns.RejectedQps = hb.GetQueueDelayMs(), hb.GetAdmitShare(), hb.GetOverloaded(), hb.GetRejectedQps()
+			ns.ClockUntrusted, ns.ClockReason, ns.MaxClockOffsetMs = hb.GetClockUntrusted(), hb.GetClockReason(), hb.GetMaxClockOffsetMs()
 			ns.Live = silent < s.cfg.LivenessTimeout
 		}
 		ns.State = s.stateOf(n, ns, silent)

@@ -77,6 +77,8 @@ type Server struct {
 	gossip *gossip.Gossip
 	// svc averages how long KV requests take, for the load score.
 	svc monitor.ServiceTimer
+	// clock is the offset monitor and its verdict (clock.go).
+	clock *clockState
 	// loads is every node's load as last heard (closed.go).
 	loads    loadTable
 	pushBusy sync.Map // peer node ID -> *atomic.Bool
@@ -153,6 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}, time.Now); err != nil {
 		return nil, err
 	}
+	s.clock = newClockState(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, s.metrics.reg)
 	s.registerStoreGauges()
 	s.metrics.reg.MustRegister(s.admissionCollectors()...)
 	if err := s.serve(ctx); err != nil {

@@ -155,6 +155,20 @@
     return c;
   }
 
+  // clockCell shows a node's offset monitor: the largest offset it measured
+  // to a peer, and a badge with the reason while its clock is untrusted
+  // (it then holds no leases).
+  function clockCell(c) {
+    const off = num(c.max_offset_ms);
+    const text = (off > 0 ? "+" : "") + off.toFixed(0) + " ms";
+    if (!c.untrusted) return off === 0 ? td("–", "muted") : td(text, "num");
+    const cell = el("td", "nowrap");
+    const b = el("span", "badge badge-bad", "untrusted");
+    b.title = str(c.reason);
+    cell.append(b, el("span", "sub", text + ", no leases"));
+    return cell;
+  }
+
   function stateClass(s) {
     s = str(s).toLowerCase();
     if (/^(live|alive|up|healthy|ok|ready|running)\b/.test(s)) return "ok";
@@ -253,13 +267,14 @@
 
       tr.append(td(num(n.score).toFixed(2), "num"));
       tr.append(td(fmtMs(n.p99_ms), "num"));
+      tr.append(clockCell(n.clock || {}));
       tr.append(admissionCell(n.admission || {}));
       return tr;
     });
     if (!rows.length) {
       const tr = el("tr", "empty");
       const c = td("no nodes reported", "muted");
-      c.colSpan = 12;
+      c.colSpan = 13;
       tr.append(c);
       rows.push(tr);
     }
