@@ -118,7 +118,7 @@ func TestNoClosedTimestampsWithoutLease(t *testing.T) {
 	tc.put("k", "v1")
 	old := tc.leader(testRangeID)
 	tc.net.Isolate(old.store.nodeID, tc.nodes, true)
-	waitFor(t, func() bool { return old.leaseExpiry.Load() < time.Now().UnixNano() })
+	waitFor(t, func() bool { return !old.leaseValid() })
 	if got := old.store.ClosedTimestamps(time.Now()); len(got) != 0 {
 		t.Fatalf("deposed leader published %v", got)
 	}
