@@ -211,6 +211,9 @@ func adaptiveQPSList(q []float64) string {
 func adaptiveRun(ctx context.Context, p adaptiveParams, c adaptiveConfig, dir string, seed uint64, progress io.Writer) ([]adaptiveStep, error) {
 	cl, err := plStartInProc(ctx, dir, 3, func(cfg *server.Config) {
 		cfg.Admission.MaxInflight = p.inflight
+		// Delay-based admission is off in process (plStartInProc); its
+		// floor must still fit under the cap.
+		cfg.Admission.MinInflight = min(cfg.Admission.MinInflight, p.inflight)
 		cfg.Raft.ReplicationFactor = c.rf
 		cfg.Placement.ReplicationFactor = c.rf
 		cfg.Placement.SplitQPS = 1e9
