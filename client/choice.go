@@ -10,10 +10,14 @@ import (
 //
 // Each replica costs score + RTTWeight·rtt/1ms: score is the node's load
 // score from Admin.NodeLoads, polled in the background; rtt is this
-// client's moving average of its round trips to the node. Replicas that
-// recently failed, look hung, or refused this range's bound as stale are
-// left out. The cheapest remaining replica wins; near-equal ones share the
-// load at random.
+// client's moving average of its round trips to the node, aged toward the
+// nearest replica's while it is not refreshed. Replicas that recently
+// failed, look hung, are at their in-flight window, or refused this
+// range's bound as stale are left out. Among the replicas whose cost is
+// within the noise of the cheapest, the one with the fewest of this
+// client's requests in flight wins. Now and then a replica that has been
+// sent nothing for a while gets a read, so that what is known of it does
+// not go stale.
 
 // readTuning holds the timing constants of replica choice, in one place so
 // that tests can shorten them.
@@ -25,7 +29,12 @@ type readTuning struct {
 	penaltyMax   time.Duration // cap as consecutive failures double it
 	stallAfter   time.Duration // busy without any reply this long: hung
 	staleHintFor time.Duration // how long a STALE_REPLICA answer is remembered
-	rttMaxAge    time.Duration // a round trip older than this is forgotten
+	// rttHalfLife: a round-trip average not refreshed for this long counts
+	// half as much, in the choice (against the nearest replica's) and
+	// against the next sample.
+	rttHalfLife time.Duration
+	// probeAfter: a replica sent no request for this long may be probed.
+	probeAfter time.Duration
 }
 
 func defaultReadTuning() readTuning {
@@ -37,18 +46,27 @@ func defaultReadTuning() readTuning {
 		penaltyMax:   4 * time.Second,
 		stallAfter:   time.Second,
 		staleHintFor: time.Second,
-		rttMaxAge:    3 * time.Second,
+		rttHalfLife:  time.Second,
+		probeAfter:   time.Second,
 	}
 }
 
-// Replicas whose costs are within tieScore points of the cheapest, and
-// whose round trips are within tieRTTMs of the nearest of those, are equal:
-// measured costs never tie exactly, and without a band every client would
-// pile onto whichever replica is a hair cheaper until the next poll.
+// The noise band: a replica ties with the cheapest when its cost is within
+// tieScore + RTTWeight·(tieRTTShare·nearest + tieRTTMs) of it, nearest
+// being the smallest round trip among the candidates (ms). Measured costs
+// never tie exactly, and round trips on a busy machine jitter by about
+// their own size; without a band every client would pile onto whichever
+// replica is a hair cheaper.
 const (
-	tieScore = 0.5
-	tieRTTMs = 0.5
+	tieScore    = 0.5
+	tieRTTShare = 0.5
+	tieRTTMs    = 0.5
 )
+
+// probeOneIn: a read probes a due replica with this chance (a power of
+// two), so that probes are at most this share of a slow client's reads and
+// follow within a few reads at a busy one.
+const probeOneIn = 16
 
 // replicaRef is one replica of a cached range resolved to its address and
 // stats. refs are parallel to the descriptor's replicas; peer is nil for a
@@ -108,74 +126,141 @@ func (c *Client) replicasOf(s *snapshot, e *rangeEntry) []replicaRef {
 
 // pickInput is everything chooseReplica looks at.
 type pickInput struct {
-	refs       []replicaRef
-	stale      []staleHint // parallel to refs; may be shorter or nil
-	loads      *loadView
-	rttWeight  float64
-	bound      time.Duration // a BOUNDED read's bound; anyBound for ANY
-	now        int64         // mono ns
-	stallAfter int64         // ns
-	rttMaxAge  int64         // ns; 0 keeps every round trip
-	rnd        uint64        // random bits for breaking ties
-	skip       uint64        // bit i: refs[i] already tried by this request
+	refs        []replicaRef
+	stale       []staleHint // parallel to refs; may be shorter or nil
+	loads       *loadView
+	rttWeight   float64
+	bound       time.Duration // a BOUNDED read's bound; anyBound for ANY
+	now         int64         // mono ns
+	stallAfter  int64         // ns
+	rttHalfLife int64         // ns; 0: round trips do not age
+	probeAfter  int64         // ns; 0: no probes
+	rnd         uint64        // random bits: probes and ties
+	skip        uint64        // bit i: refs[i] already tried by this request
+}
+
+// candidate is an eligible replica as chooseReplica weighs it.
+type candidate struct {
+	i        int
+	score    float64
+	rtt      int64 // ns, aged (the nearest if never measured)
+	measured int64 // the rtt as measured, 0 if never
+	age      int64 // ns since the rtt was measured
+	sent     int64 // mono ns of the last request sent
+	inflight int32
+	cost     float64
 }
 
 // chooseReplica returns the index in refs of the replica to try next, or -1
-// when none is eligible (all tried, unresolved, penalised, hung, or known to
-// refuse this read). It is pure: it reads only its input (and the
-// atomics of the peers it names), no clock, no shared state.
+// when none is eligible (all tried, unresolved, penalised, hung, at its
+// in-flight window, or known to refuse this read). It is pure: it reads
+// only its input (and the atomics of the peers it names), no clock, no
+// shared state.
 //
-// The cheapest eligible replica by score + rttWeight·rtt/1ms wins. Replicas
-// within tieScore of it tie; among those, the ones within tieRTTMs of the
-// nearest remain, and rnd picks one of them, so equal replicas share the load.
-// A replica never measured counts rtt 0, so each gets tried and measured;
-// so does one whose last reply is older than rttMaxAge while nothing is in
-// flight to it (one probe at a time): one slow round trip must not keep a
-// replica unchosen, and so unmeasured, for good.
+//   - Each costs score + rttWeight·rtt/1ms, where a round trip not
+//     refreshed for a while moves toward the nearest replica's, halving
+//     the difference every rttHalfLife, and a replica never measured counts
+//     as the nearest: an old measurement is neither trusted for long nor
+//     shunned for good.
+//   - Probes, one at a time per replica (nothing in flight to it), and
+//     only to a replica whose score would tie at the nearest round trip: a
+//     replica never measured, else, with chance 1/probeOneIn, the one sent
+//     nothing for the longest if that is over probeAfter. A replica that
+//     slow replies pushed out of the choice is measured again within about
+//     probeAfter at a busy client.
+//   - Otherwise the replicas within the noise band of the cheapest are
+//     equal, and of those the one with the fewest requests in flight from
+//     this client wins, rnd picking among equals. The in-flight counts are this
+//     client's own and exact, so joining the shortest queue does not herd
+//     as shared, periodically polled figures would; a replica that slows
+//     down holds its requests longer and so gets fewer of them.
 func chooseReplica(in *pickInput) int {
-	type cand struct {
-		i         int
-		cost, rtt float64
-	}
-	var buf [8]cand
+	var buf [8]candidate
 	cs := buf[:0]
 	loads := in.loads
 	if loads == nil {
 		loads = emptyLoadView
 	}
-	best := math.Inf(1)
+	nearest := int64(math.MaxInt64)
 	for i := range in.refs {
 		r := &in.refs[i]
-		if r.peer == nil || (i < 64 && in.skip&(1<<uint(i)) != 0) || r.peer.excluded(in.now, in.stallAfter) {
+		p := r.peer
+		if p == nil || (i < 64 && in.skip&(1<<uint(i)) != 0) || p.excluded(in.now, in.stallAfter) {
 			continue
 		}
 		if i < len(in.stale) && in.stale[i].applies(in.now, in.bound) {
 			continue
 		}
-		rtt := float64(r.peer.rtt.Load()) / float64(time.Millisecond)
-		if last := r.peer.lastReply.Load(); in.rttMaxAge > 0 && last != 0 && in.now-last > in.rttMaxAge && r.peer.inflight.Load() == 0 {
-			rtt = 0 // one probe at a time: the rest wait for its answer
+		if _, full := p.throttled(); full {
+			continue
 		}
-		cost := loads.score(r.id) + in.rttWeight*rtt
-		cs = append(cs, cand{i, cost, rtt})
-		best = min(best, cost)
+		c := candidate{i: i, score: loads.score(r.id), measured: p.rtt.Load(), age: in.now - p.rttAt.Load(),
+			sent: p.lastSent.Load(), inflight: p.inflight.Load()}
+		if c.measured != 0 {
+			nearest = min(nearest, c.measured)
+		}
+		cs = append(cs, c)
 	}
 	if len(cs) == 0 {
 		return -1
 	}
-	nearest := math.Inf(1)
-	for _, c := range cs {
-		if c.cost <= best+tieScore {
-			nearest = min(nearest, c.rtt)
+	if nearest == math.MaxInt64 {
+		nearest = 0 // nothing measured yet
+	}
+	nearestMs := float64(nearest) / float64(time.Millisecond)
+	best := math.Inf(1)
+	for k := range cs {
+		c := &cs[k]
+		c.rtt = nearest
+		if c.measured != 0 {
+			c.rtt = decayToward(c.measured, nearest, c.age, in.rttHalfLife)
+		}
+		c.cost = c.score + in.rttWeight*float64(c.rtt)/float64(time.Millisecond)
+		best = min(best, c.cost)
+	}
+	limit := best + tieScore + in.rttWeight*(tieRTTShare*nearestMs+tieRTTMs)
+	// Probes: a replica never measured first, else, now and then, the one
+	// sent nothing for longest. Only a replica whose score would tie at the
+	// nearest round trip is worth measuring: the scores are polled anyway.
+	probe := -1
+	for k := range cs {
+		c := &cs[k]
+		if c.inflight != 0 || c.score+in.rttWeight*nearestMs > limit {
+			continue
+		}
+		switch {
+		case c.measured == 0:
+			return c.i
+		case in.probeAfter > 0 && in.rnd%probeOneIn == 0 && in.now-c.sent > in.probeAfter && (probe < 0 || c.sent < cs[probe].sent):
+			probe = k
 		}
 	}
-	n := 0
+	if probe >= 0 {
+		return cs[probe].i
+	}
+	least, n := int32(math.MaxInt32), 0
 	for _, c := range cs {
-		if c.cost <= best+tieScore && c.rtt <= nearest+tieRTTMs {
-			cs[n] = c
+		if c.cost > limit {
+			continue
+		}
+		if c.inflight < least {
+			least, n = c.inflight, 0
+		}
+		if c.inflight == least {
+			cs[n] = c // n never passes the element being read
 			n++
 		}
 	}
 	// Lemire's multiply-shift: a uniform index without a division.
 	return cs[((in.rnd>>32)*uint64(n))>>32].i
+}
+
+// decayToward moves v toward target by half the difference for every
+// halfLife of age (not at all with halfLife 0). Ages under a sixteenth of
+// the half-life, the common case under load, skip the exponential.
+func decayToward(v, target, age, halfLife int64) int64 {
+	if halfLife <= 0 || age < halfLife/16 || v == target {
+		return v
+	}
+	return target + int64(float64(v-target)*math.Exp2(-float64(age)/float64(halfLife)))
 }

@@ -241,7 +241,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			class = classFatal
 		}
 		if chosen >= 0 {
-			if sentinel, ok := c.readFailover(class, d, r, entry, chosen, nc, epoch); ok {
+			if sentinel, ok := c.readFailover(class, d, r, entry, chosen, nc, sent, epoch); ok {
 				// Another replica may well serve it: no backoff.
 				lastSentinel = sentinel
 				if chosen < 64 {
@@ -315,10 +315,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		case classOverloaded:
 			lastSentinel = ErrOverloaded
 			hint := time.Duration(d.GetRetryAfterMs()) * time.Millisecond
-			nc.peer.shed(monoNow(), hint)
-			if sent {
-				nc.peer.cut(monoNow(), d.GetAdmitShare(), hint)
-			}
+			nc.peer.refused(monoNow(), d, sent)
 			if c.cfg.FailFastOnOverload && !r.anyNode {
 				return &OverloadedError{Op: r.op, RetryAfter: hint, Reason: st.Message()}
 			}
@@ -429,16 +426,17 @@ func (c *Client) routeFollower(ctx context.Context, r *rpc, tried *uint64, tried
 		bound = anyBound
 	}
 	in := pickInput{
-		refs:       refs,
-		stale:      e.stale,
-		loads:      c.loads.Load(),
-		rttWeight:  c.cfg.RTTWeight,
-		bound:      bound,
-		now:        monoNow(),
-		stallAfter: int64(c.tune.stallAfter),
-		rttMaxAge:  int64(c.tune.rttMaxAge),
-		rnd:        rand.Uint64(),
-		skip:       *tried,
+		refs:        refs,
+		stale:       e.stale,
+		loads:       c.loads.Load(),
+		rttWeight:   c.cfg.RTTWeight,
+		bound:       bound,
+		now:         monoNow(),
+		stallAfter:  int64(c.tune.stallAfter),
+		rttHalfLife: int64(c.tune.rttHalfLife),
+		probeAfter:  int64(c.tune.probeAfter),
+		rnd:         rand.Uint64(),
+		skip:        *tried,
 	}
 	if i := chooseReplica(&in); i >= 0 {
 		return e, refs[i].addr, s.epoch, i, nil
@@ -452,7 +450,8 @@ func (c *Client) routeFollower(ctx context.Context, r *rpc, tried *uint64, tried
 // the range) it records what it learnt and reports ok: the caller tries the
 // next replica at once. Anything else (NOT_LEASEHOLDER from a server that
 // ignores read modes, invalid arguments, ...) is left to the general rules.
-func (c *Client) readFailover(class errClass, d *tidekvpb.ErrorDetail, r *rpc, e *rangeEntry, chosen int, nc *nodeConn, epoch uint64) (sentinel error, ok bool) {
+// sent says whether the attempt reached the node at all.
+func (c *Client) readFailover(class errClass, d *tidekvpb.ErrorDetail, r *rpc, e *rangeEntry, chosen int, nc *nodeConn, sent bool, epoch uint64) (sentinel error, ok bool) {
 	now := monoNow()
 	switch class {
 	case classStaleReplica:
@@ -466,8 +465,7 @@ func (c *Client) readFailover(class errClass, d *tidekvpb.ErrorDetail, r *rpc, e
 		}
 		return ErrUnavailable, true
 	case classOverloaded:
-		nc.peer.shed(now, time.Duration(d.GetRetryAfterMs())*time.Millisecond)
-		nc.peer.cut(now, d.GetAdmitShare(), time.Duration(d.GetRetryAfterMs())*time.Millisecond)
+		nc.peer.refused(now, d, sent)
 		return ErrOverloaded, true
 	case classUnavailable, classTransport:
 		c.markDown(nc, 0)

@@ -120,8 +120,8 @@ func (c *Client) startPoller() {
 }
 
 // pollLoads polls NodeLoads every pollInterval until Close, rotating over
-// the known nodes: any node knows every node's load, and rotating also
-// refreshes the round trip to nodes that reads currently avoid. The view is
+// the known nodes: any node knows every node's load, and rotating spreads
+// the polls. The view is
 // rebuilt even when a poll fails, so that scores age into staleness. Every
 // rangeRefreshEvery polls it also reloads the range map: replicas placement
 // adds (adaptive learners for hot ranges) cause no routing error, so a

@@ -23,7 +23,11 @@ func monoNow() int64 { return int64(time.Since(monoEpoch)) }
 // shared by every request and updated with atomics only.
 type peerStats struct {
 	rtt          atomic.Int64 // moving average round trip, ns; 0 until the first reply
+	rttAt        atomic.Int64 // mono ns of the last round trip folded into rtt
+	firstReply   atomic.Int64 // mono ns of the node's first KV reply; 0 until then
+	rttHalfLife  int64        // readTuning.rttHalfLife, ns; set at creation
 	inflight     atomic.Int32 // KV RPCs in flight
+	lastSent     atomic.Int64 // mono ns of the last KV request sent
 	lastReply    atomic.Int64 // mono ns of the last KV reply
 	lastProgress atomic.Int64 // lastReply, or later when it went busy
 	penaltyUntil atomic.Int64 // mono ns; excluded from replica choice until then
@@ -85,18 +89,40 @@ func (p *peerStats) throttled() (time.Duration, bool) {
 	return time.Duration(p.shareHint.Load()), w > 0 && float64(p.inflight.Load()) >= w
 }
 
-// observe folds one round trip into the average with weight 1/4: one
-// outlier moves it a quarter of the way, a lasting change wins within a few
-// replies. A single CAS keeps it wait-free; a sample lost to a concurrent
-// update is harmless for an average.
-func (p *peerStats) observe(sample int64) {
-	sample = max(sample, 1) // 0 means "never measured"
-	old := p.rtt.Load()
-	next := sample
-	if old != 0 {
-		next = old + (sample-old)/4
+// observe folds a round trip, sent and answered at these mono times, into
+// the average with weight 1/4: a lasting change wins within a few replies
+// (three quarters of a hundredfold one within sixteen). A sample counts as
+// at most 2× the average + 2 ms, so one slow reply (a pause, a scheduling
+// hiccup) moves it by at most a quarter of the average + 0.5 ms, inside
+// the noise band of replica choice: it cannot push the replica out of the
+// choice by itself. The old average first ages toward the sample
+// (rttHalfLife), so after a silence the fresh sample all but replaces it.
+// Requests sent before the node's first reply are not measured. A single
+// CAS keeps it wait-free; a sample lost to a concurrent update is harmless
+// for an average.
+func (p *peerStats) observe(sent, now int64) {
+	if first := p.firstReply.Load(); first == 0 || sent < first {
+		// Sent before the node first answered: it waited for the
+		// connection and the stream to open, which says nothing about
+		// the node.
+		p.firstReply.CompareAndSwap(0, now)
+		return
 	}
-	p.rtt.CompareAndSwap(old, max(next, 1))
+	sample := max(now-sent, 1) // 0 means "never measured"
+	old := p.rtt.Load()
+	if old == 0 {
+		// A lone sample is trusted as if already a half-life old: one
+		// slow first reply does not keep the replica out for long.
+		if p.rtt.CompareAndSwap(0, sample) {
+			p.rttAt.Store(now - p.rttHalfLife)
+		}
+		return
+	}
+	aged := decayToward(old, sample, now-p.rttAt.Load(), p.rttHalfLife)
+	next := aged + (min(sample, 2*aged+int64(2*time.Millisecond))-aged)/4
+	if p.rtt.CompareAndSwap(old, max(next, 1)) {
+		p.rttAt.Store(now)
+	}
 }
 
 // penalise excludes the peer from replica choice for base·2^(strikes-1),
@@ -111,15 +137,28 @@ func (p *peerStats) penalise(now int64, t *readTuning, atLeast time.Duration) {
 	p.penaltyUntil.Store(now + int64(d))
 }
 
-// shed excludes the peer for the server's retry hint only (a default of
-// 20 ms without one): an overloaded node is healthy and sheds load in
-// bursts, and a failure-sized penalty would push every read onto the one
-// replica left.
-func (p *peerStats) shed(now int64, retryAfter time.Duration) {
-	if retryAfter <= 0 {
-		retryAfter = 20 * time.Millisecond
+// refused records an OVERLOADED answer; sent is false when the refusal
+// was this client's own (its window was full), which says nothing new.
+// The window narrows. A node that admits everything it is sent (admit
+// share 1) refused only because its in-flight slots were full at that
+// instant, which the next request may well not find: it stays in the
+// choice, where its in-flight count and window already weigh, since
+// leaving it out pushes its reads onto the other replicas, which then
+// refuse in turn. A node shedding load (share below 1, or not given)
+// asked for its retry hint (20 ms without one) and is left out for it.
+func (p *peerStats) refused(now int64, d *tidekvpb.ErrorDetail, sent bool) {
+	if !sent {
+		return
 	}
-	if until := now + int64(retryAfter); until > p.penaltyUntil.Load() {
+	hint := time.Duration(d.GetRetryAfterMs()) * time.Millisecond
+	p.cut(now, d.GetAdmitShare(), hint)
+	if d.GetAdmitShare() >= 1 {
+		return
+	}
+	if hint <= 0 {
+		hint = 20 * time.Millisecond
+	}
+	if until := now + int64(hint); until > p.penaltyUntil.Load() {
 		p.penaltyUntil.Store(until)
 	}
 }
@@ -141,14 +180,12 @@ func (p *peerStats) excluded(now, stallAfter int64) bool {
 	return p.inflight.Load() > 0 && now-p.lastProgress.Load() > stallAfter
 }
 
-// Round trips of KV requests and load polls are measured; admin operations
-// can legitimately take seconds and would say nothing about distance. Only
-// KV requests count for stall detection: a node whose request path hangs
-// may still answer load polls.
-func measured(method string) (rtt, stall bool) {
-	kv := strings.HasPrefix(method, "/tidekv.KV/")
-	return kv || method == tidekvpb.Admin_NodeLoads_FullMethodName, kv
-}
+// Only KV requests are measured (round trips, requests in flight, stalls):
+// admin operations can legitimately take seconds, and even load polls take
+// another path through the node (a unary call where KV requests share a
+// stream), so a node measured by polls alone looked farther than the ones
+// read from, stayed unread, and so stayed measured by polls alone.
+func measured(method string) bool { return strings.HasPrefix(method, "/tidekv.KV/") }
 
 // interceptor measures round trips to addr and adds the emulated latency.
 // The delays are inside the measurement, so emulated distance steers
@@ -159,13 +196,14 @@ func (p *peerStats) interceptor(addr string, latency func(string) time.Duration)
 		if latency != nil {
 			d = latency(addr)
 		}
-		sample, stall := measured(method)
+		kv := measured(method)
 		start := monoNow()
-		if stall {
+		if kv {
 			if p.inflight.Add(1) == 1 {
 				p.lastProgress.Store(start)
 			}
 			defer p.inflight.Add(-1)
+			p.lastSent.Store(start)
 		}
 		if d > 0 && !sleep(ctx, d) {
 			return status.FromContextError(ctx.Err()).Err()
@@ -175,16 +213,14 @@ func (p *peerStats) interceptor(addr string, latency func(string) time.Duration)
 			// The reply is still "on the wire" when the deadline passes.
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		if sample && replied(err) {
+		if kv && replied(err) {
 			end := monoNow()
-			p.observe(end - start)
-			if stall {
-				p.lastReply.Store(end)
-				p.lastProgress.Store(end)
-				if err == nil {
-					p.succeeded()
-					p.widen()
-				}
+			p.observe(start, end)
+			p.lastReply.Store(end)
+			p.lastProgress.Store(end)
+			if err == nil {
+				p.succeeded()
+				p.widen()
 			}
 		}
 		return err
@@ -227,7 +263,7 @@ func (c *Client) peer(addr string) *peerStats {
 	if p, ok := c.peers.Load(addr); ok {
 		return p.(*peerStats)
 	}
-	p, _ := c.peers.LoadOrStore(addr, new(peerStats))
+	p, _ := c.peers.LoadOrStore(addr, &peerStats{rttHalfLife: int64(c.tune.rttHalfLife)})
 	return p.(*peerStats)
 }
 
