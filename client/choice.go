@@ -141,13 +141,12 @@ type pickInput struct {
 
 // candidate is an eligible replica as chooseReplica weighs it.
 type candidate struct {
-	i        int
-	score    float64
-	rtt      int64 // ns, aged (the nearest if never measured)
-	measured int64 // the rtt as measured, 0 if never
-	age      int64 // ns since the rtt was measured
-	sent     int64 // mono ns of the last request sent
+	i        int32
 	inflight int32
+	score    float64
+	measured int64 // the rtt as measured, ns; 0 if never
+	at       int64 // mono ns when it was measured
+	sent     int64 // mono ns of the last request sent
 	cost     float64
 }
 
@@ -185,21 +184,21 @@ func chooseReplica(in *pickInput) int {
 	for i := range in.refs {
 		r := &in.refs[i]
 		p := r.peer
-		if p == nil || (i < 64 && in.skip&(1<<uint(i)) != 0) || p.excluded(in.now, in.stallAfter) {
+		if p == nil || (i < 64 && in.skip&(1<<uint(i)) != 0) {
 			continue
 		}
-		if i < len(in.stale) && in.stale[i].applies(in.now, in.bound) {
+		inflight, ok := p.usable(in.now, in.stallAfter)
+		if !ok || (i < len(in.stale) && in.stale[i].applies(in.now, in.bound)) {
 			continue
 		}
-		if _, full := p.throttled(); full {
-			continue
-		}
-		c := candidate{i: i, score: loads.score(r.id), measured: p.rtt.Load(), age: in.now - p.rttAt.Load(),
-			sent: p.lastSent.Load(), inflight: p.inflight.Load()}
+		// Filled in place: a candidate is copied only to drop the costlier.
+		cs = cs[:len(cs)+1]
+		c := &cs[len(cs)-1]
+		c.i, c.inflight, c.score = int32(i), inflight, loads.score(r.id)
+		c.measured, c.at, c.sent = p.rtt.Load(), p.rttAt.Load(), p.lastSent.Load()
 		if c.measured != 0 {
 			nearest = min(nearest, c.measured)
 		}
-		cs = append(cs, c)
 	}
 	if len(cs) == 0 {
 		return -1
@@ -211,12 +210,14 @@ func chooseReplica(in *pickInput) int {
 	best := math.Inf(1)
 	for k := range cs {
 		c := &cs[k]
-		c.rtt = nearest
+		rtt := nearest
 		if c.measured != 0 {
-			c.rtt = decayToward(c.measured, nearest, c.age, in.rttHalfLife)
+			rtt = decayToward(c.measured, nearest, in.now-c.at, in.rttHalfLife)
 		}
-		c.cost = c.score + in.rttWeight*float64(c.rtt)/float64(time.Millisecond)
-		best = min(best, c.cost)
+		c.cost = c.score + in.rttWeight*float64(rtt)/float64(time.Millisecond)
+		if c.cost < best { // not min: it checks for NaN, and costs are finite
+			best = c.cost
+		}
 	}
 	limit := best + tieScore + in.rttWeight*(tieRTTShare*nearestMs+tieRTTMs)
 	// Probes: a replica never measured first, else, now and then, the one
@@ -230,16 +231,17 @@ func chooseReplica(in *pickInput) int {
 		}
 		switch {
 		case c.measured == 0:
-			return c.i
+			return int(c.i)
 		case in.probeAfter > 0 && in.rnd%probeOneIn == 0 && in.now-c.sent > in.probeAfter && (probe < 0 || c.sent < cs[probe].sent):
 			probe = k
 		}
 	}
 	if probe >= 0 {
-		return cs[probe].i
+		return int(cs[probe].i)
 	}
 	least, n := int32(math.MaxInt32), 0
-	for _, c := range cs {
+	for k := range cs {
+		c := &cs[k]
 		if c.cost > limit {
 			continue
 		}
@@ -247,12 +249,12 @@ func chooseReplica(in *pickInput) int {
 			least, n = c.inflight, 0
 		}
 		if c.inflight == least {
-			cs[n] = c // n never passes the element being read
+			cs[n].i = c.i // n never passes k
 			n++
 		}
 	}
 	// Lemire's multiply-shift: a uniform index without a division.
-	return cs[((in.rnd>>32)*uint64(n))>>32].i
+	return int(cs[((in.rnd>>32)*uint64(n))>>32].i)
 }
 
 // decayToward moves v toward target by half the difference for every

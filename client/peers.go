@@ -171,13 +171,19 @@ func (p *peerStats) succeeded() {
 	}
 }
 
-// excluded reports whether the peer is penalised, or busy with no reply for
-// stallAfter (a hung node that has not failed anything yet).
-func (p *peerStats) excluded(now, stallAfter int64) bool {
+// usable reports whether replica choice may pick the peer, with its
+// requests in flight: not penalised, not busy with no reply for stallAfter
+// (a hung node that has not failed anything yet), and not at its window.
+func (p *peerStats) usable(now, stallAfter int64) (inflight int32, ok bool) {
 	if now < p.penaltyUntil.Load() {
-		return true
+		return 0, false
 	}
-	return p.inflight.Load() > 0 && now-p.lastProgress.Load() > stallAfter
+	inflight = p.inflight.Load()
+	if inflight > 0 && now-p.lastProgress.Load() > stallAfter {
+		return inflight, false
+	}
+	w := math.Float64frombits(p.window.Load())
+	return inflight, w == 0 || float64(inflight) < w
 }
 
 // Only KV requests are measured (round trips, requests in flight, stalls):

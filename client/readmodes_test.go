@@ -1104,8 +1104,14 @@ func BenchmarkChooseReplica(b *testing.B) {
 		}
 		refs := testRefs(rtts...)
 		view := testView(scores...)
+		now := monoNow()
+		for _, r := range refs {
+			r.peer.rttAt.Store(now) // measured just now, as under load
+			r.peer.lastSent.Store(now)
+		}
 		b.Run(fmt.Sprintf("choose/replicas=%d", n), func(b *testing.B) {
-			in := pickInput{refs: refs, loads: view, rttWeight: 1, now: monoNow(), stallAfter: int64(time.Second), stale: make([]staleHint, n), bound: time.Second}
+			in := pickInput{refs: refs, loads: view, rttWeight: 1, now: now, stallAfter: int64(time.Second), stale: make([]staleHint, n), bound: time.Second,
+				rttHalfLife: int64(time.Second), probeAfter: int64(time.Second)}
 			var sink int
 			for i := 0; b.Loop(); i++ {
 				in.rnd = uint64(i) * 0x9E3779B97F4A7C15
@@ -1126,7 +1132,10 @@ func BenchmarkChooseReplica(b *testing.B) {
 				desc.Replicas = append(desc.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: id, ReplicaId: id})
 				addr := fmt.Sprintf("n%d:1", id)
 				resp.Nodes = append(resp.Nodes, &tidekvpb.NodeDescriptor{NodeId: id, GrpcAddr: addr})
-				cl.peer(addr).rtt.Store(int64(rtts[i]))
+				p := cl.peer(addr)
+				p.rtt.Store(int64(rtts[i]))
+				p.rttAt.Store(monoNow())
+				p.lastSent.Store(monoNow())
 			}
 			resp.Ranges = []*tidekvpb.RangeInfo{{Desc: desc, LeaderNodeId: 1}}
 			cl.cache.install(resp)
@@ -1185,7 +1194,7 @@ func TestStalledNodeLeftOut(t *testing.T) {
 	}
 	// It answered: no longer excluded (though the slow reply now weighs in
 	// its measured round trip).
-	if cl.peer(c.node(1).addr).excluded(monoNow(), int64(cl.tune.stallAfter)) {
+	if _, ok := cl.peer(c.node(1).addr).usable(monoNow(), int64(cl.tune.stallAfter)); !ok {
 		t.Fatal("n1 still excluded after replying")
 	}
 }
