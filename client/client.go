@@ -105,6 +105,12 @@ type rpc struct {
 	read ReadOption
 	// call performs one attempt.
 	call func(ctx context.Context, nc *nodeConn) error
+	// served is what a read's call sets: the generation of the range's
+	// descriptor at the replica that answered (0: not given). A newer one
+	// than the cache's means the range changed without a routing error to
+	// say so (placement added a replica, an adaptive learner), so the
+	// range map is reloaded in the background.
+	served uint64
 }
 
 // errSpanChanged: the keys of a multi-key request no longer lie in one cached
@@ -219,6 +225,9 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		cancel()
 		if err == nil {
 			c.sus.clear(target)
+			if entry != nil && r.served > entry.desc.GetGeneration() {
+				c.refreshAsync(epoch)
+			}
 			return nil
 		}
 		lastErr = err

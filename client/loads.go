@@ -121,12 +121,11 @@ func (c *Client) startPoller() {
 
 // pollLoads polls NodeLoads every pollInterval until Close, rotating over
 // the known nodes: any node knows every node's load, and rotating spreads
-// the polls. The view is
-// rebuilt even when a poll fails, so that scores age into staleness. Every
-// rangeRefreshEvery polls it also reloads the range map: replicas placement
-// adds (adaptive learners for hot ranges) cause no routing error, so a
-// client reading in bounded/any mode would otherwise never learn of them.
-// rangeRefreshEvery: with the default 500 ms poll, the range map of a
+// the polls. The view is rebuilt even when a poll fails, so that scores age
+// into staleness. Every rangeRefreshEvery polls it also reloads the range
+// map: replicas placement adds (adaptive learners for hot ranges) cause no
+// routing error, and nodes older than range_generation in read answers do
+// not tell of them either. With the default 500 ms poll, the range map of a
 // client doing relaxed reads is at most about 5 s old.
 const rangeRefreshEvery = 10
 

@@ -544,62 +544,78 @@ func TestLatencyHookSteersChoice(t *testing.T) {
 	}
 }
 
-// Adaptive learners cause no routing error, so a client finds them only by
-// re-reading the range map; then its relaxed reads spread over them, and
-// its linearizable reads stay with the leaseholder.
+// Adaptive learners cause no routing error. A client learns of them when a
+// read reports a newer range generation than it caches, or (from nodes that
+// report none) when its poller re-reads the range map; then its relaxed
+// reads spread over them, and its linearizable reads stay with the
+// leaseholder.
 func TestLearnersServeRelaxedReads(t *testing.T) {
-	c := newFakeCluster(t, 3)
-	c.setRanges(rng(1, "", "", 1, 1)) // one replica
-	// Ranked by load alone (all equal), so that the spread does not
-	// depend on round trips measured on a busy machine.
-	cl := c.newClient(func(cfg *Config) { cfg.RTTWeight = 1e-9 })
-	cl.tune.pollInterval = 5 * time.Millisecond
-	for id := uint64(1); id <= 3; id++ {
-		c.setLoad(id, 4, 0)
-	}
-	mustPut(t, cl, "a", "1")
-	waitLoads(t, cl, 3)
-	hot := rng(1, "", "", 1, 1, 2, 3)
-	hot.desc.Generation = 2
-	for _, rd := range hot.desc.Replicas[1:] {
-		rd.Type, rd.Adaptive = tidekvpb.ReplicaType_LEARNER, true
-	}
-	c.setRanges(hot)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(cl.cache.load().lookup([]byte("a")).desc.GetReplicas()) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the client never re-read the range map")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	c.resetCalls()
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for i := range 50 {
-				o := Any()
-				if i%2 == 0 {
-					o = Bounded(time.Second)
+	for _, tc := range []struct {
+		name          string
+		noGenerations bool
+		pollInterval  time.Duration
+	}{
+		{"told by a read", false, time.Hour},
+		{"re-read by the poller", true, 5 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newFakeCluster(t, 3)
+			c.noGenerations = tc.noGenerations
+			c.setRanges(rng(1, "", "", 1, 1)) // one replica
+			// Ranked by load alone (all equal), so that the spread does
+			// not depend on round trips measured on a busy machine.
+			cl := c.newClient(func(cfg *Config) { cfg.RTTWeight = 1e-9 })
+			cl.tune.pollInterval = tc.pollInterval // the first poll is at once
+			for id := uint64(1); id <= 3; id++ {
+				c.setLoad(id, 4, 0)
+			}
+			mustPut(t, cl, "a", "1")
+			waitLoads(t, cl, 3)
+			mustGetWith(t, cl, "a", "1", Any())
+			hot := rng(1, "", "", 1, 1, 2, 3)
+			hot.desc.Generation = 2
+			for _, rd := range hot.desc.Replicas[1:] {
+				rd.Type, rd.Adaptive = tidekvpb.ReplicaType_LEARNER, true
+			}
+			c.setRanges(hot)
+			deadline := time.Now().Add(5 * time.Second)
+			for len(cl.cache.load().lookup([]byte("a")).desc.GetReplicas()) < 3 {
+				if time.Now().After(deadline) {
+					t.Fatal("the client never learnt of the learners")
 				}
-				if _, err := cl.Get(testCtx(t), []byte("a"), o); err != nil {
-					t.Error(err)
-					return
+				mustGetWith(t, cl, "a", "1", Any())
+				time.Sleep(5 * time.Millisecond)
+			}
+			c.resetCalls()
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					for i := range 50 {
+						o := Any()
+						if i%2 == 0 {
+							o = Bounded(time.Second)
+						}
+						if _, err := cl.Get(testCtx(t), []byte("a"), o); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for id := uint64(1); id <= 3; id++ {
+				if n := c.node(id).count("Get"); n < 20 {
+					t.Errorf("n%d served %d of 200 relaxed reads: %s", id, n, c.methodCounts("Get"))
 				}
 			}
+			c.resetCalls()
+			for range 10 {
+				mustGetWith(t, cl, "a", "1", Linearizable())
+			}
+			if got := c.methodCounts("Get"); got != "n1=10" {
+				t.Fatalf("linearizable reads: %s, want n1=10", got)
+			}
 		})
-	}
-	wg.Wait()
-	for id := uint64(1); id <= 3; id++ {
-		if n := c.node(id).count("Get"); n < 20 {
-			t.Errorf("n%d served %d of 200 relaxed reads: %s", id, n, c.methodCounts("Get"))
-		}
-	}
-	c.resetCalls()
-	for range 10 {
-		mustGetWith(t, cl, "a", "1", Linearizable())
-	}
-	if got := c.methodCounts("Get"); got != "n1=10" {
-		t.Fatalf("linearizable reads: %s, want n1=10", got)
 	}
 }
 
