@@ -12,12 +12,12 @@ import (
 // score from Admin.NodeLoads, polled in the background; rtt is this
 // client's moving average of its round trips to the node, aged toward the
 // nearest replica's while it is not refreshed. Replicas that recently
-// failed, look hung, are at their in-flight window, or refused this
-// range's bound as stale are left out. Among the replicas whose cost is
-// within the noise of the cheapest, the one with the fewest of this
-// client's requests in flight wins. Now and then a replica that has been
-// sent nothing for a while gets a read, so that what is known of it does
-// not go stale.
+// failed, look hung, or refused this range's bound as stale are left out,
+// and those at their in-flight window while others are not. Of two
+// replicas drawn at random from those whose cost is within the noise of
+// the cheapest, the one with fewer of this client's requests in flight
+// wins. Now and then a replica that has been sent nothing for a while gets
+// a read, so that what is known of it does not go stale.
 
 // readTuning holds the timing constants of replica choice, in one place so
 // that tests can shorten them.
@@ -143,6 +143,7 @@ type pickInput struct {
 type candidate struct {
 	i        int32
 	inflight int32
+	full     bool // at its window
 	score    float64
 	measured int64 // the rtt as measured, ns; 0 if never
 	at       int64 // mono ns when it was measured
@@ -151,8 +152,9 @@ type candidate struct {
 }
 
 // chooseReplica returns the index in refs of the replica to try next, or -1
-// when none is eligible (all tried, unresolved, penalised, hung, at its
-// in-flight window, or known to refuse this read). It is pure: it reads
+// when none is eligible (all tried, unresolved, penalised, hung, or known
+// to refuse this read). Replicas at their in-flight window are chosen only
+// when every eligible one is. It is pure: it reads
 // only its input (and the atomics of the peers it names), no clock, no
 // shared state.
 //
@@ -168,11 +170,13 @@ type candidate struct {
 //     slow replies pushed out of the choice is measured again within about
 //     probeAfter at a busy client.
 //   - Otherwise the replicas within the noise band of the cheapest are
-//     equal, and of those the one with the fewest requests in flight from
-//     this client wins, rnd picking among equals. The in-flight counts are this
-//     client's own and exact, so joining the shortest queue does not herd
-//     as shared, periodically polled figures would; a replica that slows
-//     down holds its requests longer and so gets fewer of them.
+//     equal; rnd draws two of them, and the one with fewer requests in
+//     flight from this client wins (the first drawn if as many). The counts
+//     are this client's own, so the choice does not herd as choosing by
+//     shared, periodically polled figures would; a replica that slows down
+//     holds its requests longer and so gets fewer new ones. Two choices
+//     rather than the fewest of all: requests chosen at the same instant
+//     see the same counts, and would all go to the one emptiest replica.
 func chooseReplica(in *pickInput) int {
 	var buf [8]candidate
 	cs := buf[:0]
@@ -180,28 +184,46 @@ func chooseReplica(in *pickInput) int {
 	if loads == nil {
 		loads = emptyLoadView
 	}
-	nearest := int64(math.MaxInt64)
+	// Replicas at their window are chosen only when all are: a read the
+	// client refuses itself fails for sure, one sent may well be served.
+	nearest, nearestOpen, open := int64(math.MaxInt64), int64(math.MaxInt64), 0
 	for i := range in.refs {
 		r := &in.refs[i]
 		p := r.peer
 		if p == nil || (i < 64 && in.skip&(1<<uint(i)) != 0) {
 			continue
 		}
-		inflight, ok := p.usable(in.now, in.stallAfter)
+		inflight, full, ok := p.usable(in.now, in.stallAfter)
 		if !ok || (i < len(in.stale) && in.stale[i].applies(in.now, in.bound)) {
 			continue
 		}
 		// Filled in place: a candidate is copied only to drop the costlier.
 		cs = cs[:len(cs)+1]
 		c := &cs[len(cs)-1]
-		c.i, c.inflight, c.score = int32(i), inflight, loads.score(r.id)
+		c.i, c.inflight, c.full, c.score = int32(i), inflight, full, loads.score(r.id)
 		c.measured, c.at, c.sent = p.rtt.Load(), p.rttAt.Load(), p.lastSent.Load()
 		if c.measured != 0 {
 			nearest = min(nearest, c.measured)
 		}
+		if !full {
+			open++
+			if c.measured != 0 {
+				nearestOpen = min(nearestOpen, c.measured)
+			}
+		}
 	}
 	if len(cs) == 0 {
 		return -1
+	}
+	if open > 0 && open < len(cs) {
+		n := 0
+		for k := range cs {
+			if !cs[k].full {
+				cs[n] = cs[k]
+				n++
+			}
+		}
+		cs, nearest = cs[:n], nearestOpen
 	}
 	if nearest == math.MaxInt64 {
 		nearest = 0 // nothing measured yet
@@ -239,22 +261,23 @@ func chooseReplica(in *pickInput) int {
 	if probe >= 0 {
 		return int(cs[probe].i)
 	}
-	least, n := int32(math.MaxInt32), 0
+	n := 0
 	for k := range cs {
-		c := &cs[k]
-		if c.cost > limit {
-			continue
-		}
-		if c.inflight < least {
-			least, n = c.inflight, 0
-		}
-		if c.inflight == least {
-			cs[n].i = c.i // n never passes k
+		if cs[k].cost <= limit {
+			cs[n].i, cs[n].inflight = cs[k].i, cs[k].inflight // n never passes k
 			n++
 		}
 	}
-	// Lemire's multiply-shift: a uniform index without a division.
-	return int(cs[((in.rnd>>32)*uint64(n))>>32].i)
+	// Two of the equals at random; the one with fewer in flight wins.
+	a := int((in.rnd >> 32) * uint64(n) >> 32) // Lemire's multiply-shift
+	if n == 1 {
+		return int(cs[a].i)
+	}
+	b := (a + 1 + int((in.rnd>>8&0xffffff)*uint64(n-1)>>24)) % n
+	if cs[b].inflight < cs[a].inflight {
+		a = b
+	}
+	return int(cs[a].i)
 }
 
 // decayToward moves v toward target by half the difference for every

@@ -202,10 +202,12 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			actx, cancel = context.WithCancel(ctx)
 		}
 		sent := true
-		if hint, refused := nc.peer.throttled(); refused && !r.anyNode {
+		if hint, refused := nc.peer.throttled(); refused && !r.anyNode && chosen < 0 {
 			// The node is overloaded and this client already has as many
 			// requests in flight to it as it may: refused here, as the
-			// node would, without costing it anything.
+			// node would, without costing it anything. A relaxed read's
+			// replica is at its window only if every replica is, and the
+			// read may as well be tried there (chooseReplica).
 			sent = false
 			err = overloadedHere(hint)
 		} else if !r.idempotent && !waitReady(actx, nc, c.cfg.DialTimeout) {

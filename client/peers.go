@@ -171,19 +171,20 @@ func (p *peerStats) succeeded() {
 	}
 }
 
-// usable reports whether replica choice may pick the peer, with its
-// requests in flight: not penalised, not busy with no reply for stallAfter
-// (a hung node that has not failed anything yet), and not at its window.
-func (p *peerStats) usable(now, stallAfter int64) (inflight int32, ok bool) {
+// usable reports whether replica choice may pick the peer: not penalised,
+// and not busy with no reply for stallAfter (a hung node that has not
+// failed anything yet). It also gives the peer's requests in flight and
+// whether they fill its window.
+func (p *peerStats) usable(now, stallAfter int64) (inflight int32, full, ok bool) {
 	if now < p.penaltyUntil.Load() {
-		return 0, false
+		return 0, false, false
 	}
 	inflight = p.inflight.Load()
 	if inflight > 0 && now-p.lastProgress.Load() > stallAfter {
-		return inflight, false
+		return inflight, false, false
 	}
 	w := math.Float64frombits(p.window.Load())
-	return inflight, w == 0 || float64(inflight) < w
+	return inflight, w > 0 && float64(inflight) >= w, true
 }
 
 // Only KV requests are measured (round trips, requests in flight, stalls):

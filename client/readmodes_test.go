@@ -746,6 +746,27 @@ func pickCounts(in pickInput, n int) string {
 	return strings.Join(parts, " ")
 }
 
+// pairCounts runs chooseReplica once for each ordered pair of the n
+// replicas that tie (the two drawn at random) and counts the winners.
+func pairCounts(in pickInput, n int) string {
+	counts := map[int]int{}
+	for a := range uint64(n) {
+		for b := range uint64(n - 1) {
+			hi := (a<<32 + 1<<31) / uint64(n)
+			mid := (b<<24 + 1<<23) / uint64(n-1)
+			in.rnd = hi<<32 | mid<<8 | 1 // odd: no probe
+			counts[chooseReplica(&in)]++
+		}
+	}
+	var parts []string
+	for i := range in.refs {
+		if k := counts[i]; k > 0 {
+			parts = append(parts, fmt.Sprintf("n%d=%d", i+1, k))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 func TestChooseReplica(t *testing.T) {
 	ms := time.Millisecond
 	now := int64(time.Hour) // any mono time
@@ -798,23 +819,25 @@ func TestChooseReplica(t *testing.T) {
 		}
 	}
 
-	t.Run("ties go to the fewest in flight", func(t *testing.T) {
+	t.Run("of two equals drawn at random, the one with fewer in flight wins", func(t *testing.T) {
 		in := base(testRefs(ms/10, ms/10, ms/10, ms/10), testView(4, 4, 4, 9))
 		for i, n := range []int32{3, 1, 2, 0} {
 			in.refs[i].peer.inflight.Store(n)
 			in.refs[i].peer.lastProgress.Store(now) // busy, not hung
 		}
-		// n4 is idle but costlier: in-flight counts only rank equals.
-		if got := pickCounts(in, 12); got != "n2=12" {
-			t.Fatalf("in flight 3/1/2: %s, want n2", got)
+		// n4 is idle but costlier: in-flight counts only rank equals. Of
+		// the six ordered pairs of n1..n3, n2 wins the four it is in, n3
+		// the two with n1, n1 none.
+		if got := pairCounts(in, 3); got != "n2=4 n3=2" {
+			t.Fatalf("in flight 3/1/2: %s", got)
 		}
 		in.refs[2].peer.inflight.Store(1)
-		if got := pickCounts(in, 12); got != "n2=6 n3=6" {
-			t.Fatalf("in flight 3/1/1: %s, want n2 and n3", got)
+		if got := pairCounts(in, 3); got != "n2=3 n3=3" {
+			t.Fatalf("in flight 3/1/1: %s", got)
 		}
 	})
 
-	t.Run("replicas at their window are skipped", func(t *testing.T) {
+	t.Run("replicas at their window are skipped while others are not", func(t *testing.T) {
 		in := base(testRefs(ms/10, ms/10, ms/10), testView(4, 9, 9))
 		p := in.refs[0].peer
 		p.window.Store(math.Float64bits(4))
@@ -826,6 +849,17 @@ func TestChooseReplica(t *testing.T) {
 		p.inflight.Store(3)
 		if got := pickCounts(in, 4); got != "n1=4" {
 			t.Fatalf("n1 below its window: %s", got)
+		}
+		// All at their windows: the read is tried where it would be
+		// anyway, rather than refused by the client.
+		p.inflight.Store(4)
+		for _, r := range in.refs[1:] {
+			r.peer.window.Store(math.Float64bits(4))
+			r.peer.inflight.Store(5)
+			r.peer.lastProgress.Store(now)
+		}
+		if got := pickCounts(in, 4); got != "n1=4" {
+			t.Fatalf("all at their windows: %s", got)
 		}
 	})
 
@@ -1210,7 +1244,7 @@ func TestStalledNodeLeftOut(t *testing.T) {
 	}
 	// It answered: no longer excluded (though the slow reply now weighs in
 	// its measured round trip).
-	if _, ok := cl.peer(c.node(1).addr).usable(monoNow(), int64(cl.tune.stallAfter)); !ok {
+	if _, _, ok := cl.peer(c.node(1).addr).usable(monoNow(), int64(cl.tune.stallAfter)); !ok {
 		t.Fatal("n1 still excluded after replying")
 	}
 }
