@@ -603,10 +603,11 @@ func TestLearnersServeRelaxedReads(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			for id := uint64(1); id <= 3; id++ {
-				if n := c.node(id).count("Get"); n < 20 {
-					t.Errorf("n%d served %d of 200 relaxed reads: %s", id, n, c.methodCounts("Get"))
-				}
+			// Who gets how many depends on whose answers come back first,
+			// so only the spread is checked.
+			n1, n2, n3 := c.node(1).count("Get"), c.node(2).count("Get"), c.node(3).count("Get")
+			if n1 == 0 || n2 == 0 || n3 == 0 || n2+n3 < 50 {
+				t.Errorf("relaxed reads: %s, want every replica used and the learners serving at least 50 of 200", c.methodCounts("Get"))
 			}
 			c.resetCalls()
 			for range 10 {
