@@ -13,11 +13,11 @@ import (
 // client's moving average of its round trips to the node, aged toward the
 // nearest replica's while it is not refreshed. Replicas that recently
 // failed, look hung, or refused this range's bound as stale are left out,
-// and those at their in-flight window while others are not. Of two
-// replicas drawn at random from those whose cost is within the noise of
-// the cheapest, the one with fewer of this client's requests in flight
-// wins. Now and then a replica that has been sent nothing for a while gets
-// a read, so that what is known of it does not go stale.
+// and those at their in-flight window while others are not. The replicas
+// whose cost is within the noise of the cheapest take turns, a replica
+// yielding its turn to the next when that one has fewer of this client's
+// requests in flight. Now and then a replica that has been sent nothing
+// for a while gets a read, so that what is known of it does not go stale.
 
 // readTuning holds the timing constants of replica choice, in one place so
 // that tests can shorten them.
@@ -63,8 +63,8 @@ const (
 	tieRTTMs    = 0.5
 )
 
-// probeOneIn: a read probes a due replica with this chance (a power of
-// two), so that probes are at most this share of a slow client's reads and
+// probeOneIn: every probeOneIn-th read of a range may probe a due replica,
+// so that probes are at most this share of a slow client's reads and
 // follow within a few reads at a busy one.
 const probeOneIn = 16
 
@@ -135,7 +135,7 @@ type pickInput struct {
 	stallAfter  int64         // ns
 	rttHalfLife int64         // ns; 0: round trips do not age
 	probeAfter  int64         // ns; 0: no probes
-	rnd         uint64        // random bits: probes and ties
+	turn        uint64        // the range's count of relaxed read attempts: equals take turns
 	skip        uint64        // bit i: refs[i] already tried by this request
 }
 
@@ -165,18 +165,22 @@ type candidate struct {
 //     shunned for good.
 //   - Probes, one at a time per replica (nothing in flight to it), and
 //     only to a replica whose score would tie at the nearest round trip: a
-//     replica never measured, else, with chance 1/probeOneIn, the one sent
+//     replica never measured, else, every probeOneIn-th turn, the one sent
 //     nothing for the longest if that is over probeAfter. A replica that
 //     slow replies pushed out of the choice is measured again within about
 //     probeAfter at a busy client.
 //   - Otherwise the replicas within the noise band of the cheapest are
-//     equal; rnd draws two of them, and the one with fewer requests in
-//     flight from this client wins (the first drawn if as many). The counts
-//     are this client's own, so the choice does not herd as choosing by
-//     shared, periodically polled figures would; a replica that slows down
-//     holds its requests longer and so gets fewer new ones. Two choices
-//     rather than the fewest of all: requests chosen at the same instant
-//     see the same counts, and would all go to the one emptiest replica.
+//     equal, and take turns (turn modulo their number); the one whose turn
+//     it is yields to the next if that one has fewer of this client's
+//     requests in flight. Equal replicas with equal queues thus share the
+//     reads exactly as round robin would, with arrivals evenly spaced
+//     (random picks bunch them, which a node with few slots pays for in
+//     refusals); a replica that slows down holds its requests longer and
+//     so gets fewer new ones. The counts are this client's own, so the
+//     choice does not herd as choosing by shared, periodically polled
+//     figures would. Reads chosen at the same instant get successive
+//     turns, so they spread rather than all going to the one emptiest
+//     replica.
 func chooseReplica(in *pickInput) int {
 	var buf [8]candidate
 	cs := buf[:0]
@@ -254,7 +258,7 @@ func chooseReplica(in *pickInput) int {
 		switch {
 		case c.measured == 0:
 			return int(c.i)
-		case in.probeAfter > 0 && in.rnd%probeOneIn == 0 && in.now-c.sent > in.probeAfter && (probe < 0 || c.sent < cs[probe].sent):
+		case in.probeAfter > 0 && in.turn%probeOneIn == 0 && in.now-c.sent > in.probeAfter && (probe < 0 || c.sent < cs[probe].sent):
 			probe = k
 		}
 	}
@@ -268,13 +272,10 @@ func chooseReplica(in *pickInput) int {
 			n++
 		}
 	}
-	// Two of the equals at random; the one with fewer in flight wins.
-	a := int((in.rnd >> 32) * uint64(n) >> 32) // Lemire's multiply-shift
-	if n == 1 {
-		return int(cs[a].i)
-	}
-	b := (a + 1 + int((in.rnd>>8&0xffffff)*uint64(n-1)>>24)) % n
-	if cs[b].inflight < cs[a].inflight {
+	// The equals take turns; the one whose turn it is yields to the next
+	// if that one has fewer in flight.
+	a := int(in.turn % uint64(n))
+	if b := (a + 1) % n; cs[b].inflight < cs[a].inflight {
 		a = b
 	}
 	return int(cs[a].i)

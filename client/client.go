@@ -446,7 +446,7 @@ func (c *Client) routeFollower(ctx context.Context, r *rpc, tried *uint64, tried
 		stallAfter:  int64(c.tune.stallAfter),
 		rttHalfLife: int64(c.tune.rttHalfLife),
 		probeAfter:  int64(c.tune.probeAfter),
-		rnd:         rand.Uint64(),
+		turn:        e.turn.Add(1),
 		skip:        *tried,
 	}
 	if i := chooseReplica(&in); i >= 0 {

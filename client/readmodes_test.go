@@ -726,40 +726,18 @@ func testView(scores ...float64) *loadView {
 	return buildLoadView(samples, now, 3*time.Second)
 }
 
-// pickCounts runs chooseReplica with n spread random values and counts the
-// winners by node ("n2=10 n3=10"; "none" if -1).
+// pickCounts runs chooseReplica for turns 1..n and counts the winners by
+// node ("n2=10 n3=10"; "none" if -1).
 func pickCounts(in pickInput, n int) string {
 	counts := map[int]int{}
-	step := math.MaxUint64 / uint64(n)
 	for i := range n {
-		in.rnd = uint64(i)*step + step/2
+		in.turn = uint64(i + 1)
 		counts[chooseReplica(&in)]++
 	}
 	var parts []string
 	if k := counts[-1]; k > 0 {
 		parts = append(parts, "none")
 	}
-	for i := range in.refs {
-		if k := counts[i]; k > 0 {
-			parts = append(parts, fmt.Sprintf("n%d=%d", i+1, k))
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
-// pairCounts runs chooseReplica once for each ordered pair of the n
-// replicas that tie (the two drawn at random) and counts the winners.
-func pairCounts(in pickInput, n int) string {
-	counts := map[int]int{}
-	for a := range uint64(n) {
-		for b := range uint64(n - 1) {
-			hi := (a<<32 + 1<<31) / uint64(n)
-			mid := (b<<24 + 1<<23) / uint64(n-1)
-			in.rnd = hi<<32 | mid<<8 | 1 // odd: no probe
-			counts[chooseReplica(&in)]++
-		}
-	}
-	var parts []string
 	for i := range in.refs {
 		if k := counts[i]; k > 0 {
 			parts = append(parts, fmt.Sprintf("n%d=%d", i+1, k))
@@ -820,21 +798,23 @@ func TestChooseReplica(t *testing.T) {
 		}
 	}
 
-	t.Run("of two equals drawn at random, the one with fewer in flight wins", func(t *testing.T) {
+	t.Run("equals take turns, yielding to the next with fewer in flight", func(t *testing.T) {
 		in := base(testRefs(ms/10, ms/10, ms/10, ms/10), testView(4, 4, 4, 9))
 		for i, n := range []int32{3, 1, 2, 0} {
 			in.refs[i].peer.inflight.Store(n)
 			in.refs[i].peer.lastProgress.Store(now) // busy, not hung
 		}
-		// n4 is idle but costlier: in-flight counts only rank equals. Of
-		// the six ordered pairs of n1..n3, n2 wins the four it is in, n3
-		// the two with n1, n1 none.
-		if got := pairCounts(in, 3); got != "n2=4 n3=2" {
+		// n4 is idle but costlier: in-flight counts only rank equals. n1's
+		// turns go to n2, n2 keeps its own, and n3 keeps its own (n1 after
+		// it has more in flight).
+		if got := pickCounts(in, 12); got != "n2=8 n3=4" {
 			t.Fatalf("in flight 3/1/2: %s", got)
 		}
-		in.refs[2].peer.inflight.Store(1)
-		if got := pairCounts(in, 3); got != "n2=3 n3=3" {
-			t.Fatalf("in flight 3/1/1: %s", got)
+		for _, r := range in.refs {
+			r.peer.inflight.Store(1)
+		}
+		if got := pickCounts(in, 12); got != "n1=4 n2=4 n3=4" {
+			t.Fatalf("in flight 1/1/1: %s, want round robin", got)
 		}
 	})
 
@@ -924,7 +904,7 @@ func TestChooseReplica(t *testing.T) {
 		}
 		probes := func() (n int) {
 			for r := range uint64(4 * probeOneIn) {
-				in.rnd = r<<32 | r // each low residue 4 times
+				in.turn = r
 				if chooseReplica(&in) == 0 {
 					n++
 				}
@@ -946,7 +926,7 @@ func TestChooseReplica(t *testing.T) {
 		// The one sent nothing for longest goes first.
 		in.refs[0].peer.lastSent.Store(now - int64(2*time.Second))
 		in.refs[1].peer.lastSent.Store(now - int64(3*time.Second))
-		in.rnd = 0
+		in.turn = 0
 		if got := chooseReplica(&in); got != 1 {
 			t.Fatalf("probed n%d, want n2 (idle longest)", got+1)
 		}
@@ -1165,7 +1145,7 @@ func BenchmarkChooseReplica(b *testing.B) {
 				rttHalfLife: int64(time.Second), probeAfter: int64(time.Second)}
 			var sink int
 			for i := 0; b.Loop(); i++ {
-				in.rnd = uint64(i) * 0x9E3779B97F4A7C15
+				in.turn = uint64(i)
 				sink += chooseReplica(&in)
 			}
 			_ = sink
