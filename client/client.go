@@ -202,12 +202,12 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			actx, cancel = context.WithCancel(ctx)
 		}
 		sent := true
-		if hint, refused := nc.peer.throttled(); refused && !r.anyNode && chosen < 0 {
+		if hint, refused := nc.peer.throttled(); refused && !r.anyNode && (chosen < 0 || nc.peer.shedding.Load()) {
 			// The node is overloaded and this client already has as many
 			// requests in flight to it as it may: refused here, as the
-			// node would, without costing it anything. A relaxed read's
-			// replica is at its window only if every replica is, and the
-			// read may as well be tried there (chooseReplica).
+			// node would, without costing it anything. A relaxed read is
+			// held back only by a shedding node's window, and goes to a
+			// replica at its window only if all are (peerStats.usable).
 			sent = false
 			err = overloadedHere(hint)
 		} else if !r.idempotent && !waitReady(actx, nc, c.cfg.DialTimeout) {

@@ -43,6 +43,10 @@ type peerStats struct {
 	window    atomic.Uint64
 	cutAt     atomic.Int64 // mono ns of the last cut: one per round trip
 	shareHint atomic.Int64 // the retry hint of the last refusal, ns
+	// shedding: the node's last refusal said it admits less than all it
+	// is sent (admit share below 1, or not given). Only then does the
+	// window hold back relaxed reads (peerStats.usable).
+	shedding atomic.Bool
 }
 
 const (
@@ -152,6 +156,7 @@ func (p *peerStats) refused(now int64, d *tidekvpb.ErrorDetail, sent bool) {
 	}
 	hint := time.Duration(d.GetRetryAfterMs()) * time.Millisecond
 	p.cut(now, d.GetAdmitShare(), hint)
+	p.shedding.Store(d.GetAdmitShare() < 1)
 	if d.GetAdmitShare() >= 1 {
 		return
 	}
@@ -174,7 +179,10 @@ func (p *peerStats) succeeded() {
 // usable reports whether replica choice may pick the peer: not penalised,
 // and not busy with no reply for stallAfter (a hung node that has not
 // failed anything yet). It also gives the peer's requests in flight and
-// whether they fill its window.
+// whether they fill its window while the node is shedding: a window cut
+// by a node that admits everything (its in-flight slots were full) does not
+// hold back relaxed reads, since a read refused by the client fails for
+// sure and one sent may well find a slot.
 func (p *peerStats) usable(now, stallAfter int64) (inflight int32, full, ok bool) {
 	if now < p.penaltyUntil.Load() {
 		return 0, false, false
@@ -184,7 +192,7 @@ func (p *peerStats) usable(now, stallAfter int64) (inflight int32, full, ok bool
 		return inflight, false, false
 	}
 	w := math.Float64frombits(p.window.Load())
-	return inflight, w > 0 && float64(inflight) >= w, true
+	return inflight, w > 0 && float64(inflight) >= w && p.shedding.Load(), true
 }
 
 // Only KV requests are measured (round trips, requests in flight, stalls):

@@ -818,12 +818,13 @@ func TestChooseReplica(t *testing.T) {
 		}
 	})
 
-	t.Run("replicas at their window are skipped while others are not", func(t *testing.T) {
+	t.Run("replicas at a shedding node's window are skipped while others are not", func(t *testing.T) {
 		in := base(testRefs(ms/10, ms/10, ms/10), testView(4, 9, 9))
 		p := in.refs[0].peer
 		p.window.Store(math.Float64bits(4))
 		p.inflight.Store(4)
 		p.lastProgress.Store(now)
+		p.shedding.Store(true)
 		if got := pickCounts(in, 4); got != "n2=2 n3=2" {
 			t.Fatalf("n1 at its window: %s", got)
 		}
@@ -831,16 +832,26 @@ func TestChooseReplica(t *testing.T) {
 		if got := pickCounts(in, 4); got != "n1=4" {
 			t.Fatalf("n1 below its window: %s", got)
 		}
-		// All at their windows: the read is tried where it would be
-		// anyway, rather than refused by the client.
+		// All at their windows: the read goes where it would anyway.
 		p.inflight.Store(4)
 		for _, r := range in.refs[1:] {
 			r.peer.window.Store(math.Float64bits(4))
 			r.peer.inflight.Store(5)
 			r.peer.lastProgress.Store(now)
+			r.peer.shedding.Store(true)
 		}
 		if got := pickCounts(in, 4); got != "n1=4" {
 			t.Fatalf("all at their windows: %s", got)
+		}
+		// A window cut by a node that admits everything (its slots were
+		// full) does not hold relaxed reads back.
+		for _, r := range in.refs {
+			r.peer.shedding.Store(false)
+		}
+		in.loads = testView(4, 4, 4)
+		// Turns as usual: n1 (4 in flight) keeps its own and takes n3's (5).
+		if got := pickCounts(in, 6); got != "n1=4 n2=2" {
+			t.Fatalf("windows of nodes not shedding: %s", got)
 		}
 	})
 
@@ -1096,6 +1107,9 @@ func TestOverloadRefusals(t *testing.T) {
 		}
 		if got := math.Float64frombits(p.window.Load()); got != tc.window {
 			t.Errorf("%s: window %v, want %v", tc.name, got, tc.window)
+		}
+		if got, want := p.shedding.Load(), tc.sent && tc.share < 1; got != want {
+			t.Errorf("%s: shedding %v, want %v", tc.name, got, want)
 		}
 	}
 }
