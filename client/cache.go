@@ -19,6 +19,7 @@ type rangeEntry struct {
 	// replica (parallel to desc.Replicas) what it recently refused.
 	reps  atomic.Pointer[replicaSet]
 	stale []staleHint
+	turn  atomic.Uint64 // relaxed read attempts so far: equal replicas take turns
 }
 
 func newEntry(desc *tidekvpb.RangeDescriptor, leader uint64) *rangeEntry {

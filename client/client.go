@@ -120,6 +120,12 @@ type rpc struct {
 	read ReadOption
 	// call performs one attempt.
 	call func(ctx context.Context, nc *nodeConn) error
+	// served is what a read's call sets: the generation of the range's
+	// descriptor at the replica that answered (0: not given). A newer one
+	// than the cache's means the range changed without a routing error to
+	// say so (placement added a replica, an adaptive learner), so the
+	// range map is reloaded in the background.
+	served uint64
 }
 
 // errSpanChanged: the keys of a multi-key request no longer lie in one cached
@@ -211,10 +217,12 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			actx, cancel = context.WithCancel(ctx)
 		}
 		sent := true
-		if hint, refused := nc.peer.throttled(); refused && !r.anyNode {
+		if hint, refused := nc.peer.throttled(); refused && !r.anyNode && (chosen < 0 || nc.peer.shedding.Load()) {
 			// The node is overloaded and this client already has as many
 			// requests in flight to it as it may: refused here, as the
-			// node would, without costing it anything.
+			// node would, without costing it anything. A relaxed read is
+			// held back only by a shedding node's window, and goes to a
+			// replica at its window only if all are (peerStats.usable).
 			sent = false
 			err = overloadedHere(hint)
 		} else if !r.idempotent && !waitReady(actx, nc, c.cfg.DialTimeout) {
@@ -234,6 +242,9 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		cancel()
 		if err == nil {
 			c.sus.clear(target)
+			if entry != nil && r.served > entry.desc.GetGeneration() {
+				c.refreshAsync(epoch)
+			}
 			return nil
 		}
 		lastErr = err
@@ -256,7 +267,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			class = classFatal
 		}
 		if chosen >= 0 {
-			if sentinel, ok := c.readFailover(class, d, r, entry, chosen, nc, epoch); ok {
+			if sentinel, ok := c.readFailover(class, d, r, entry, chosen, nc, sent, epoch); ok {
 				// Another replica may well serve it: no backoff.
 				lastSentinel = sentinel
 				if chosen < 64 {
@@ -330,10 +341,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		case classOverloaded:
 			lastSentinel = ErrOverloaded
 			hint := time.Duration(d.GetRetryAfterMs()) * time.Millisecond
-			nc.peer.shed(monoNow(), hint)
-			if sent {
-				nc.peer.cut(monoNow(), d.GetAdmitShare(), hint)
-			}
+			nc.peer.refused(monoNow(), d, sent)
 			if c.cfg.FailFastOnOverload && !r.anyNode {
 				return &OverloadedError{Op: r.op, RetryAfter: hint, Reason: st.Message()}
 			}
@@ -444,16 +452,17 @@ func (c *Client) routeFollower(ctx context.Context, r *rpc, tried *uint64, tried
 		bound = anyBound
 	}
 	in := pickInput{
-		refs:       refs,
-		stale:      e.stale,
-		loads:      c.loads.Load(),
-		rttWeight:  c.cfg.RTTWeight,
-		bound:      bound,
-		now:        monoNow(),
-		stallAfter: int64(c.tune.stallAfter),
-		rttMaxAge:  int64(c.tune.rttMaxAge),
-		rnd:        rand.Uint64(),
-		skip:       *tried,
+		refs:        refs,
+		stale:       e.stale,
+		loads:       c.loads.Load(),
+		rttWeight:   c.cfg.RTTWeight,
+		bound:       bound,
+		now:         monoNow(),
+		stallAfter:  int64(c.tune.stallAfter),
+		rttHalfLife: int64(c.tune.rttHalfLife),
+		probeAfter:  int64(c.tune.probeAfter),
+		turn:        e.turn.Add(1),
+		skip:        *tried,
 	}
 	if i := chooseReplica(&in); i >= 0 {
 		return e, refs[i].addr, s.epoch, i, nil
@@ -467,7 +476,8 @@ func (c *Client) routeFollower(ctx context.Context, r *rpc, tried *uint64, tried
 // the range) it records what it learnt and reports ok: the caller tries the
 // next replica at once. Anything else (NOT_LEASEHOLDER from a server that
 // ignores read modes, invalid arguments, ...) is left to the general rules.
-func (c *Client) readFailover(class errClass, d *tidekvpb.ErrorDetail, r *rpc, e *rangeEntry, chosen int, nc *nodeConn, epoch uint64) (sentinel error, ok bool) {
+// sent says whether the attempt reached the node at all.
+func (c *Client) readFailover(class errClass, d *tidekvpb.ErrorDetail, r *rpc, e *rangeEntry, chosen int, nc *nodeConn, sent bool, epoch uint64) (sentinel error, ok bool) {
 	now := monoNow()
 	switch class {
 	case classStaleReplica:
@@ -481,8 +491,7 @@ func (c *Client) readFailover(class errClass, d *tidekvpb.ErrorDetail, r *rpc, e
 		}
 		return ErrUnavailable, true
 	case classOverloaded:
-		nc.peer.shed(now, time.Duration(d.GetRetryAfterMs())*time.Millisecond)
-		nc.peer.cut(now, d.GetAdmitShare(), time.Duration(d.GetRetryAfterMs())*time.Millisecond)
+		nc.peer.refused(now, d, sent)
 		return ErrOverloaded, true
 	case classUnavailable, classTransport:
 		c.markDown(nc, 0)

@@ -37,6 +37,8 @@ type fakeCluster struct {
 	data map[string][]byte
 	// loads are what NodeLoads reports: node -> score and sample age.
 	loads map[uint64]fakeLoad
+	// noGenerations: reads report no range generation, as older nodes.
+	noGenerations bool
 }
 
 type fakeLoad struct {
@@ -349,6 +351,14 @@ func (n *fakeNode) routeRead(mode tidekvpb.ReadMode, keys ...[]byte) error {
 	return nil
 }
 
+// generationLocked is what a read of key reports as its range's generation.
+func (c *fakeCluster) generationLocked(key []byte) uint64 {
+	if c.noGenerations {
+		return 0
+	}
+	return c.rangeForLocked(key).desc.Generation
+}
+
 func hasReplica(d *tidekvpb.RangeDescriptor, node uint64) bool {
 	for _, r := range d.Replicas {
 		if r.NodeId == node {
@@ -418,7 +428,7 @@ func (s fakeKV) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvpb.Ge
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.data[string(req.Key)]
-	return &tidekvpb.GetResponse{Found: ok, Value: v}, nil
+	return &tidekvpb.GetResponse{Found: ok, Value: v, RangeGeneration: c.generationLocked(req.Key)}, nil
 }
 
 func (s fakeKV) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvpb.PutResponse, error) {
@@ -483,7 +493,7 @@ func (s fakeKV) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.
 		keys = keys[:limit]
 		resume = []byte(keys[limit-1] + "\x00")
 	}
-	resp := &tidekvpb.ScanResponse{ResumeKey: resume}
+	resp := &tidekvpb.ScanResponse{ResumeKey: resume, RangeGeneration: c.generationLocked(req.StartKey)}
 	for _, k := range keys {
 		resp.Kvs = append(resp.Kvs, &tidekvpb.KeyValue{Key: []byte(k), Value: c.data[k]})
 	}
@@ -501,7 +511,7 @@ func (s fakeKV) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest) (*t
 	c := s.n.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	resp := &tidekvpb.BatchGetResponse{}
+	resp := &tidekvpb.BatchGetResponse{RangeGeneration: c.generationLocked(req.Keys[0])}
 	for _, k := range req.Keys {
 		v, ok := c.data[string(k)]
 		resp.Results = append(resp.Results, &tidekvpb.GetResponse{Found: ok, Value: v})

@@ -37,12 +37,13 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byt
 	}
 	req := &tidekvpb.GetRequest{Key: key, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs()}
 	var resp *tidekvpb.GetResponse
-	err = c.invoke(ctx, &rpc{op: "get", key: key, idempotent: true, read: ro,
-		call: func(ctx context.Context, nc *nodeConn) (err error) {
-			resp, err = nc.kv.Get(ctx, req)
-			return err
-		}})
-	if err != nil {
+	r := &rpc{op: "get", key: key, idempotent: true, read: ro}
+	r.call = func(ctx context.Context, nc *nodeConn) (err error) {
+		resp, err = nc.kv.Get(ctx, req)
+		r.served = resp.GetRangeGeneration()
+		return err
+	}
+	if err := c.invoke(ctx, r); err != nil {
 		return nil, err
 	}
 	if !resp.GetFound() {
@@ -100,12 +101,13 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 			req.Limit = uint32(min(limit-len(out), math.MaxUint32))
 		}
 		var resp *tidekvpb.ScanResponse
-		err := c.invoke(ctx, &rpc{op: "scan", key: start, idempotent: true, read: ro,
-			call: func(ctx context.Context, nc *nodeConn) (err error) {
-				resp, err = nc.kv.Scan(ctx, req)
-				return err
-			}})
-		if err != nil {
+		r := &rpc{op: "scan", key: start, idempotent: true, read: ro}
+		r.call = func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.kv.Scan(ctx, req)
+			r.served = resp.GetRangeGeneration()
+			return err
+		}
+		if err := c.invoke(ctx, r); err != nil {
 			return out, err
 		}
 		for _, kv := range resp.GetKvs() {
@@ -209,11 +211,13 @@ func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, ou
 		req.Keys[j] = keys[i]
 	}
 	var resp *tidekvpb.BatchGetResponse
-	err := c.invoke(ctx, &rpc{op: "batch get", key: req.Keys[0], span: req.Keys, idempotent: true, read: ro,
-		call: func(ctx context.Context, nc *nodeConn) (err error) {
-			resp, err = nc.kv.BatchGet(ctx, req)
-			return err
-		}})
+	r := &rpc{op: "batch get", key: req.Keys[0], span: req.Keys, idempotent: true, read: ro}
+	r.call = func(ctx context.Context, nc *nodeConn) (err error) {
+		resp, err = nc.kv.BatchGet(ctx, req)
+		r.served = resp.GetRangeGeneration()
+		return err
+	}
+	err := c.invoke(ctx, r)
 	if errors.Is(err, errSpanChanged) {
 		if depth >= maxRegroups {
 			return fmt.Errorf("%w: batch get: range boundaries kept changing", ErrUnavailable)

@@ -512,25 +512,28 @@ func TestLatencyHookSteersChoice(t *testing.T) {
 	}
 
 	// The hook delays both ways: a linearizable read of n1 costs 2×15ms,
-	// and so does the round trip the client measures.
-	for range 8 {
+	// and so does the round trip the client measures (from the put's
+	// fraction of a millisecond it takes sixteen replies to get near).
+	for range 16 {
 		start := time.Now()
 		mustGet(t, cl, "a", "1")
 		if d := time.Since(start); d < 30*time.Millisecond {
 			t.Fatalf("read of a 15ms-away node took %v", d)
 		}
 	}
-	if rtt := time.Duration(cl.peer(c.node(1).addr).rtt.Load()); rtt < 25*time.Millisecond {
+	if rtt := time.Duration(cl.peer(c.node(1).addr).rtt.Load()); rtt < 22*time.Millisecond {
 		t.Fatalf("measured rtt to n1 %v, want about 30ms", rtt)
 	}
+	cl.tune.probeAfter = 0 // exact counts below
 
 	waitLoads(t, cl, 3)
 	c.resetCalls()
 	for range 30 {
 		mustGetWith(t, cl, "a", "1", Bounded(time.Second))
 	}
-	// Unmeasured nodes are tried once; then the near one takes every read.
-	if n := c.node(3).count("Get"); n < 28 {
+	// Unmeasured nodes are probed until measured (twice: a node's first
+	// reply is not measured); then the near one takes every read.
+	if n := c.node(3).count("Get"); n < 26 {
 		t.Fatalf("near n3 served %d of 30 reads: %s", n, c.methodCounts("Get"))
 	}
 	c.resetCalls()
@@ -539,6 +542,82 @@ func TestLatencyHookSteersChoice(t *testing.T) {
 	}
 	if got := c.methodCounts("Get"); got != "n3=10" {
 		t.Fatalf("gets %s, want n3=10", got)
+	}
+}
+
+// Adaptive learners cause no routing error. A client learns of them when a
+// read reports a newer range generation than it caches, or (from nodes that
+// report none) when its poller re-reads the range map; then its relaxed
+// reads spread over them, and its linearizable reads stay with the
+// leaseholder.
+func TestLearnersServeRelaxedReads(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		noGenerations bool
+		pollInterval  time.Duration
+	}{
+		{"told by a read", false, time.Hour},
+		{"re-read by the poller", true, 5 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newFakeCluster(t, 3)
+			c.noGenerations = tc.noGenerations
+			c.setRanges(rng(1, "", "", 1, 1)) // one replica
+			// Ranked by load alone (all equal), so that the spread does
+			// not depend on round trips measured on a busy machine.
+			cl := c.newClient(func(cfg *Config) { cfg.RTTWeight = 1e-9 })
+			cl.tune.pollInterval = tc.pollInterval // the first poll is at once
+			for id := uint64(1); id <= 3; id++ {
+				c.setLoad(id, 4, 0)
+			}
+			mustPut(t, cl, "a", "1")
+			waitLoads(t, cl, 3)
+			mustGetWith(t, cl, "a", "1", Any())
+			hot := rng(1, "", "", 1, 1, 2, 3)
+			hot.desc.Generation = 2
+			for _, rd := range hot.desc.Replicas[1:] {
+				rd.Type, rd.Adaptive = tidekvpb.ReplicaType_LEARNER, true
+			}
+			c.setRanges(hot)
+			deadline := time.Now().Add(5 * time.Second)
+			for len(cl.cache.load().lookup([]byte("a")).desc.GetReplicas()) < 3 {
+				if time.Now().After(deadline) {
+					t.Fatal("the client never learnt of the learners")
+				}
+				mustGetWith(t, cl, "a", "1", Any())
+				time.Sleep(5 * time.Millisecond)
+			}
+			c.resetCalls()
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					for i := range 50 {
+						o := Any()
+						if i%2 == 0 {
+							o = Bounded(time.Second)
+						}
+						if _, err := cl.Get(testCtx(t), []byte("a"), o); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			// Who gets how many depends on whose answers come back first,
+			// so only the spread is checked.
+			n1, n2, n3 := c.node(1).count("Get"), c.node(2).count("Get"), c.node(3).count("Get")
+			if n1 == 0 || n2 == 0 || n3 == 0 || n2+n3 < 50 {
+				t.Errorf("relaxed reads: %s, want every replica used and the learners serving at least 50 of 200", c.methodCounts("Get"))
+			}
+			c.resetCalls()
+			for range 10 {
+				mustGetWith(t, cl, "a", "1", Linearizable())
+			}
+			if got := c.methodCounts("Get"); got != "n1=10" {
+				t.Fatalf("linearizable reads: %s, want n1=10", got)
+			}
+		})
 	}
 }
 
@@ -648,13 +727,12 @@ func testView(scores ...float64) *loadView {
 	return buildLoadView(samples, now, 3*time.Second)
 }
 
-// pickCounts runs chooseReplica with n spread random values and counts the
-// winners by node ("n2=10 n3=10"; "none" if -1).
+// pickCounts runs chooseReplica for turns 1..n and counts the winners by
+// node ("n2=10 n3=10"; "none" if -1).
 func pickCounts(in pickInput, n int) string {
 	counts := map[int]int{}
-	step := math.MaxUint64 / uint64(n)
 	for i := range n {
-		in.rnd = uint64(i)*step + step/2
+		in.turn = uint64(i + 1)
 		counts[chooseReplica(&in)]++
 	}
 	var parts []string
@@ -683,13 +761,26 @@ func TestChooseReplica(t *testing.T) {
 		{"lowest score", base(testRefs(ms/10, ms/10, ms/10), testView(9, 4, 6)), "n2=12"},
 		{"rtt is added to the score", base(testRefs(20*ms, ms/10, ms/10), testView(4, 9, 12)), "n2=12"},
 		{"ties share the load", base(testRefs(ms/10, ms/10, ms/10), testView(4, 4.3, 9)), "n1=6 n2=6"},
-		// n2 is cheapest (4.3 vs 4.4) but within the tie band, and n1 is
-		// more than tieRTTMs nearer.
-		{"ties go to the nearer", base(testRefs(ms/10, 800*time.Microsecond, ms/10), testView(4.3, 3.5, 9)), "n1=12"},
+		// n2 is cheapest (4.3 vs 4.4); n1's extra 0.7 ms is within the
+		// noise of round trips.
+		{"small rtt differences tie", base(testRefs(ms/10, 800*time.Microsecond, ms/10), testView(4.3, 3.5, 9)), "n1=6 n2=6"},
+		// The band grows with the nearest round trip: 30 ms and 40 ms
+		// are equal, 60 ms is not.
+		{"the band is relative", base(testRefs(30*ms, 40*ms, 60*ms), testView(4, 4, 4)), "n1=6 n2=6"},
 		// n1 has no score: it gets the median 9, not 0.
 		{"unknown scores take the median", base(testRefs(ms/10, ms/10, ms/10, ms/10), testView(math.NaN(), 5, 9, 20)), "n2=12"},
 		{"no scores at all: rtt decides", base(testRefs(3*ms, ms/10, 2*ms), testView()), "n2=12"},
-		{"unmeasured rtt counts 0", base(testRefs(5*ms, 0, 5*ms), testView(4, 4, 4)), "n2=12"},
+		{"a replica never measured is probed", base(testRefs(5*ms, 0, 20*ms), testView(4, 4, 4)), "n2=12"},
+		{"unless it is busy: its score would not tie", base(testRefs(5*ms, 0, 20*ms), testView(4, 9, 4)), "n1=12"},
+		// With a probe in flight to it, it counts as the nearest.
+		{"while measured, it counts as the nearest", func() pickInput {
+			in := base(testRefs(5*ms, 0, 20*ms), testView(4, 4, 4))
+			in.refs[1].peer.inflight.Store(1)
+			in.refs[1].peer.lastProgress.Store(now)
+			in.refs[0].peer.inflight.Store(1)
+			in.refs[0].peer.lastProgress.Store(now)
+			return in
+		}(), "n1=6 n2=6"},
 		{"nil view", base(testRefs(ms, ms, ms), nil), "n1=4 n2=4 n3=4"},
 		{"tried are skipped", func() pickInput {
 			in := base(testRefs(ms/10, ms/10, ms/10), testView(9, 4, 6))
@@ -704,31 +795,164 @@ func TestChooseReplica(t *testing.T) {
 		}(), "n2=12"},
 	} {
 		if got := pickCounts(tc.in, 12); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, pickCounts(tc.in, 12), tc.want)
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
 
-	t.Run("an old round trip is forgotten", func(t *testing.T) {
-		in := base(testRefs(20*ms, ms/10, ms/10), testView(4, 4, 4))
-		in.rttMaxAge = int64(3 * time.Second)
-		in.refs[0].peer.lastReply.Store(now - int64(time.Second))
-		if got := pickCounts(in, 6); strings.Contains(got, "n1") {
-			t.Fatalf("a recent 20 ms round trip: %s", got)
+	t.Run("equals take turns, yielding to the next with fewer in flight", func(t *testing.T) {
+		in := base(testRefs(ms/10, ms/10, ms/10, ms/10), testView(4, 4, 4, 9))
+		for i, n := range []int32{3, 1, 2, 0} {
+			in.refs[i].peer.inflight.Store(n)
+			in.refs[i].peer.lastProgress.Store(now) // busy, not hung
 		}
-		// Forgotten, it counts as unmeasured and ties with the others
-		// again, so it gets measured afresh.
-		in.refs[0].peer.lastReply.Store(now - int64(5*time.Second))
+		// n4 is idle but costlier: in-flight counts only rank equals. n1's
+		// turns go to n2, n2 keeps its own, and n3 keeps its own (n1 after
+		// it has more in flight).
+		if got := pickCounts(in, 12); got != "n2=8 n3=4" {
+			t.Fatalf("in flight 3/1/2: %s", got)
+		}
+		for _, r := range in.refs {
+			r.peer.inflight.Store(1)
+		}
+		if got := pickCounts(in, 12); got != "n1=4 n2=4 n3=4" {
+			t.Fatalf("in flight 1/1/1: %s, want round robin", got)
+		}
+	})
+
+	t.Run("replicas at a shedding node's window are skipped while others are not", func(t *testing.T) {
+		in := base(testRefs(ms/10, ms/10, ms/10), testView(4, 9, 9))
+		p := in.refs[0].peer
+		p.window.Store(math.Float64bits(4))
+		p.inflight.Store(4)
+		p.lastProgress.Store(now)
+		p.shedding.Store(true)
+		if got := pickCounts(in, 4); got != "n2=2 n3=2" {
+			t.Fatalf("n1 at its window: %s", got)
+		}
+		p.inflight.Store(3)
+		if got := pickCounts(in, 4); got != "n1=4" {
+			t.Fatalf("n1 below its window: %s", got)
+		}
+		// All at their windows: the read goes where it would anyway.
+		p.inflight.Store(4)
+		for _, r := range in.refs[1:] {
+			r.peer.window.Store(math.Float64bits(4))
+			r.peer.inflight.Store(5)
+			r.peer.lastProgress.Store(now)
+			r.peer.shedding.Store(true)
+		}
+		if got := pickCounts(in, 4); got != "n1=4" {
+			t.Fatalf("all at their windows: %s", got)
+		}
+		// A window cut by a node that admits everything (its slots were
+		// full) does not hold relaxed reads back.
+		for _, r := range in.refs {
+			r.peer.shedding.Store(false)
+		}
+		in.loads = testView(4, 4, 4)
+		// Turns as usual: n1 (4 in flight) keeps its own and takes n3's (5).
+		if got := pickCounts(in, 6); got != "n1=4 n2=2" {
+			t.Fatalf("windows of nodes not shedding: %s", got)
+		}
+	})
+
+	t.Run("an unrefreshed round trip ages toward the nearest", func(t *testing.T) {
+		half := int64(time.Second)
+		in := base(testRefs(8*ms, ms, ms), testView(4, 4, 4))
+		in.rttHalfLife = half
+		p := in.refs[0].peer
+		p.rttAt.Store(now - half/2)
+		for i := 1; i < 3; i++ {
+			in.refs[i].peer.rttAt.Store(now)
+		}
+		if got := pickCounts(in, 6); strings.Contains(got, "n1") {
+			t.Fatalf("8 ms half a half-life ago (~6 ms) against 1 ms: %s", got)
+		}
+		// Three half-lives: 1 + 7/8 ms, within the band of 1 ms.
+		p.rttAt.Store(now - 3*half)
 		if got := pickCounts(in, 6); got != "n1=2 n2=2 n3=2" {
-			t.Fatalf("a 5 s old 20 ms round trip still counts: %s", got)
+			t.Fatalf("8 ms three half-lives ago: %s", got)
 		}
-		in.refs[0].peer.inflight.Store(1) // a probe is out: wait for it
+		in.rttHalfLife = 0 // no ageing: an old round trip counts in full
 		if got := pickCounts(in, 6); strings.Contains(got, "n1") {
-			t.Fatalf("a second probe while one is in flight: %s", got)
+			t.Fatalf("without ageing: %s", got)
+		}
+	})
+
+	t.Run("one slow reply does not exclude a replica, many only for a while", func(t *testing.T) {
+		half := int64(time.Second)
+		in := base(testRefs(ms/10, ms/10, ms/10), testView(4, 4, 4))
+		in.rttHalfLife = half
+		for _, r := range in.refs {
+			r.peer.rttHalfLife = half
+			r.peer.rttAt.Store(now)
+		}
+		p := in.refs[0].peer
+		p.firstReply.Store(1)
+		p.observe(now-int64(50*ms), now) // a 50 ms pause
+		if got := pickCounts(in, 6); got != "n1=2 n2=2 n3=2" {
+			t.Fatalf("after one 50 ms reply (average %v): %s", time.Duration(p.rtt.Load()), got)
+		}
+		for range 5 {
+			p.observe(now-int64(50*ms), now)
+		}
+		if got := pickCounts(in, 6); strings.Contains(got, "n1") {
+			t.Fatalf("after six 50 ms replies (average %v): %s", time.Duration(p.rtt.Load()), got)
+		}
+		in.now = now + 3*half // no reply since; the others are fresh
+		for _, r := range in.refs[1:] {
+			r.peer.rttAt.Store(in.now)
+		}
+		if got := pickCounts(in, 6); got != "n1=2 n2=2 n3=2" {
+			t.Fatalf("three half-lives later (average %v): %s", time.Duration(p.rtt.Load()), got)
+		}
+	})
+
+	t.Run("replicas sent nothing lately are probed", func(t *testing.T) {
+		in := base(testRefs(30*ms, ms, ms), testView(4, 4, 4))
+		in.probeAfter = int64(time.Second)
+		for i, ago := range []time.Duration{2 * time.Second, 0, 0} {
+			in.refs[i].peer.lastSent.Store(now - int64(ago))
+		}
+		probes := func() (n int) {
+			for r := range uint64(4 * probeOneIn) {
+				in.turn = r
+				if chooseReplica(&in) == 0 {
+					n++
+				}
+			}
+			return n
+		}
+		if n := probes(); n != 4 {
+			t.Fatalf("far n1, sent nothing for 2 s: probed %d times in %d reads, want 4", n, 4*probeOneIn)
+		}
+		in.refs[0].peer.inflight.Store(1) // its probe is out: wait for it
+		if n := probes(); n != 0 {
+			t.Fatalf("probed %d times with a probe in flight", n)
+		}
+		in.refs[0].peer.inflight.Store(0)
+		in.refs[0].peer.lastSent.Store(now - int64(500*ms))
+		if n := probes(); n != 0 {
+			t.Fatalf("probed %d times 500 ms after the last request", n)
+		}
+		// The one sent nothing for longest goes first.
+		in.refs[0].peer.lastSent.Store(now - int64(2*time.Second))
+		in.refs[1].peer.lastSent.Store(now - int64(3*time.Second))
+		in.turn = 0
+		if got := chooseReplica(&in); got != 1 {
+			t.Fatalf("probed n%d, want n2 (idle longest)", got+1)
+		}
+		// A busy node is not worth measuring: near or far, it would not be
+		// chosen.
+		in.loads = testView(30, 4, 4)
+		in.refs[1].peer.lastSent.Store(now)
+		if n := probes(); n != 0 {
+			t.Fatalf("a node scoring 30 against 4 probed %d times", n)
 		}
 	})
 
 	t.Run("penalised, hung and stale replicas are skipped", func(t *testing.T) {
-		in := base(testRefs(ms/10, ms/10, ms/10), testView(1, 2, 3))
+		in := base(testRefs(ms/10, ms/10, ms/10), testView(1, 2.5, 5))
 		in.refs[0].peer.penaltyUntil.Store(now + 1)
 		if got := pickCounts(in, 4); got != "n2=4" {
 			t.Fatalf("penalised n1: %s", got)
@@ -802,25 +1026,92 @@ func TestBuildLoadView(t *testing.T) {
 }
 
 func TestRTTAverage(t *testing.T) {
-	var p peerStats
 	ms := int64(time.Millisecond)
-	p.observe(4 * ms)
+	now := int64(time.Hour)
+	p := peerStats{rttHalfLife: int64(time.Second)}
+	p.observe(now-40*ms, now) // the first reply waited for a connection
+	p.observe(now-ms, now)    // and so did this one, sent before it came
+	if got := p.rtt.Load(); got != 0 {
+		t.Fatalf("replies to requests sent before the first reply counted: %v", time.Duration(got))
+	}
+	at := now + 200*ms
+	obs := func(rtt int64) { p.observe(at-rtt, at) }
+	obs(4 * ms)
 	if got := p.rtt.Load(); got != 4*ms {
 		t.Fatalf("first sample: %v", got)
 	}
-	p.observe(8 * ms) // a quarter of the way
-	if got := p.rtt.Load(); got != 5*ms {
-		t.Fatalf("after 8ms: %v, want 5ms", time.Duration(got))
+	// The lone first sample counts as a half-life old: it ages half way
+	// to 8 ms (6 ms), then the sample moves it a quarter of the way.
+	obs(8 * ms)
+	if got := p.rtt.Load(); got != 6500*time.Microsecond.Nanoseconds() {
+		t.Fatalf("after 8ms: %v, want 6.5ms", time.Duration(got))
+	}
+	obs(10500 * time.Microsecond.Nanoseconds()) // a quarter of the way
+	if got := p.rtt.Load(); got != 7500*time.Microsecond.Nanoseconds() {
+		t.Fatalf("after 10.5ms: %v, want 7.5ms", time.Duration(got))
 	}
 	for range 20 {
-		p.observe(ms)
+		obs(ms)
 	}
 	if got := time.Duration(p.rtt.Load()); got > 1100*time.Microsecond {
 		t.Fatalf("after 20 × 1ms: %v", got)
 	}
-	p.observe(0)
+	p.rtt.Store(ms)
+	obs(100 * ms) // one stall counts as 4 ms
+	if got := p.rtt.Load(); got != 1750*time.Microsecond.Nanoseconds() {
+		t.Fatalf("after one 100 ms stall: %v, want 1.75ms", time.Duration(got))
+	}
+	for range 15 {
+		obs(100 * ms) // a lasting change wins
+	}
+	if got := time.Duration(p.rtt.Load()); got < 75*time.Millisecond {
+		t.Fatalf("after 16 × 100ms: %v", got)
+	}
+	at += int64(10 * time.Second)
+	obs(ms) // after a silence, the fresh sample all but replaces the average
+	if got := time.Duration(p.rtt.Load()); got > 1100*time.Microsecond {
+		t.Fatalf("1 ms ten half-lives after the average: %v", got)
+	}
+	if got := p.rttAt.Load(); got != at {
+		t.Fatalf("rttAt %v, want %v", got, at)
+	}
+	obs(0)
 	if p.rtt.Load() == 0 {
 		t.Fatal("a zero sample made the rtt unknown again")
+	}
+}
+
+func TestOverloadRefusals(t *testing.T) {
+	now := int64(time.Hour)
+	detail := func(share float64) *tidekvpb.ErrorDetail {
+		return &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED, RetryAfterMs: 30, AdmitShare: share}
+	}
+	for _, tc := range []struct {
+		name    string
+		share   float64
+		sent    bool
+		penalty time.Duration
+		window  float64
+	}{
+		// Its slots were full that instant: not left out, the window narrows.
+		{"at the in-flight cap", 1, true, 0, 5},
+		{"shedding", 0.2, true, 30 * time.Millisecond, minWindow},
+		{"share not given", 0, true, 30 * time.Millisecond, 5},
+		// This client's own refusal: the node said nothing.
+		{"refused here", 0.2, false, 0, 0},
+	} {
+		var p peerStats
+		p.inflight.Store(10)
+		p.refused(now, detail(tc.share), tc.sent)
+		if got := time.Duration(max(p.penaltyUntil.Load()-now, 0)); got != tc.penalty {
+			t.Errorf("%s: left out for %v, want %v", tc.name, got, tc.penalty)
+		}
+		if got := math.Float64frombits(p.window.Load()); got != tc.window {
+			t.Errorf("%s: window %v, want %v", tc.name, got, tc.window)
+		}
+		if got, want := p.shedding.Load(), tc.sent && tc.share < 1; got != want {
+			t.Errorf("%s: shedding %v, want %v", tc.name, got, want)
+		}
 	}
 }
 
@@ -859,11 +1150,17 @@ func BenchmarkChooseReplica(b *testing.B) {
 		}
 		refs := testRefs(rtts...)
 		view := testView(scores...)
+		now := monoNow()
+		for _, r := range refs {
+			r.peer.rttAt.Store(now) // measured just now, as under load
+			r.peer.lastSent.Store(now)
+		}
 		b.Run(fmt.Sprintf("choose/replicas=%d", n), func(b *testing.B) {
-			in := pickInput{refs: refs, loads: view, rttWeight: 1, now: monoNow(), stallAfter: int64(time.Second), stale: make([]staleHint, n), bound: time.Second}
+			in := pickInput{refs: refs, loads: view, rttWeight: 1, now: now, stallAfter: int64(time.Second), stale: make([]staleHint, n), bound: time.Second,
+				rttHalfLife: int64(time.Second), probeAfter: int64(time.Second)}
 			var sink int
 			for i := 0; b.Loop(); i++ {
-				in.rnd = uint64(i) * 0x9E3779B97F4A7C15
+				in.turn = uint64(i)
 				sink += chooseReplica(&in)
 			}
 			_ = sink
@@ -881,7 +1178,10 @@ func BenchmarkChooseReplica(b *testing.B) {
 				desc.Replicas = append(desc.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: id, ReplicaId: id})
 				addr := fmt.Sprintf("n%d:1", id)
 				resp.Nodes = append(resp.Nodes, &tidekvpb.NodeDescriptor{NodeId: id, GrpcAddr: addr})
-				cl.peer(addr).rtt.Store(int64(rtts[i]))
+				p := cl.peer(addr)
+				p.rtt.Store(int64(rtts[i]))
+				p.rttAt.Store(monoNow())
+				p.lastSent.Store(monoNow())
 			}
 			resp.Ranges = []*tidekvpb.RangeInfo{{Desc: desc, LeaderNodeId: 1}}
 			cl.cache.install(resp)
@@ -940,7 +1240,7 @@ func TestStalledNodeLeftOut(t *testing.T) {
 	}
 	// It answered: no longer excluded (though the slow reply now weighs in
 	// its measured round trip).
-	if cl.peer(c.node(1).addr).excluded(monoNow(), int64(cl.tune.stallAfter)) {
+	if _, _, ok := cl.peer(c.node(1).addr).usable(monoNow(), int64(cl.tune.stallAfter)); !ok {
 		t.Fatal("n1 still excluded after replying")
 	}
 }

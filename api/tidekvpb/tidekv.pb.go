@@ -848,11 +848,16 @@ func (x *GetRequest) GetMaxStalenessMs() uint32 {
 }
 
 type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Found bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// The generation of the serving replica's descriptor of the key's range
+	// (0 from older nodes; never set per key of a BatchGetResponse). A client
+	// whose cached descriptor is older reloads it: replicas placement added
+	// (adaptive learners) cause no routing error to tell it.
+	RangeGeneration uint64 `protobuf:"varint,3,opt,name=range_generation,json=rangeGeneration,proto3" json:"range_generation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetResponse) Reset() {
@@ -897,6 +902,13 @@ func (x *GetResponse) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *GetResponse) GetRangeGeneration() uint64 {
+	if x != nil {
+		return x.RangeGeneration
+	}
+	return 0
 }
 
 type PutRequest struct {
@@ -1159,9 +1171,11 @@ type ScanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kvs   []*KeyValue            `protobuf:"bytes,1,rep,name=kvs,proto3" json:"kvs,omitempty"`
 	// Empty when the scan is complete; otherwise the next start key.
-	ResumeKey     []byte `protobuf:"bytes,2,opt,name=resume_key,json=resumeKey,proto3" json:"resume_key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResumeKey []byte `protobuf:"bytes,2,opt,name=resume_key,json=resumeKey,proto3" json:"resume_key,omitempty"`
+	// As in GetResponse.
+	RangeGeneration uint64 `protobuf:"varint,3,opt,name=range_generation,json=rangeGeneration,proto3" json:"range_generation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ScanResponse) Reset() {
@@ -1206,6 +1220,13 @@ func (x *ScanResponse) GetResumeKey() []byte {
 		return x.ResumeKey
 	}
 	return nil
+}
+
+func (x *ScanResponse) GetRangeGeneration() uint64 {
+	if x != nil {
+		return x.RangeGeneration
+	}
+	return 0
 }
 
 type BatchGetRequest struct {
@@ -1271,9 +1292,11 @@ func (x *BatchGetRequest) GetMaxStalenessMs() uint32 {
 type BatchGetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One entry per requested key, in request order; found=false for missing.
-	Results       []*GetResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Results []*GetResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// As in GetResponse.
+	RangeGeneration uint64 `protobuf:"varint,2,opt,name=range_generation,json=rangeGeneration,proto3" json:"range_generation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BatchGetResponse) Reset() {
@@ -1311,6 +1334,13 @@ func (x *BatchGetResponse) GetResults() []*GetResponse {
 		return x.Results
 	}
 	return nil
+}
+
+func (x *BatchGetResponse) GetRangeGeneration() uint64 {
+	if x != nil {
+		return x.RangeGeneration
+	}
+	return 0
 }
 
 type WriteOp struct {
@@ -5530,10 +5560,11 @@ const file_tidekv_proto_rawDesc = "" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"9\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"d\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"4\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
+	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"4\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -5548,17 +5579,19 @@ const file_tidekv_proto_rawDesc = "" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12-\n" +
 	"\tread_mode\x18\x04 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\"Q\n" +
+	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\"|\n" +
 	"\fScanResponse\x12\"\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
-	"resume_key\x18\x02 \x01(\fR\tresumeKey\"~\n" +
+	"resume_key\x18\x02 \x01(\fR\tresumeKey\x12)\n" +
+	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"~\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"A\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"l\n" +
 	"\x10BatchGetResponse\x12-\n" +
-	"\aresults\x18\x01 \x03(\v2\x13.tidekv.GetResponseR\aresults\"x\n" +
+	"\aresults\x18\x01 \x03(\v2\x13.tidekv.GetResponseR\aresults\x12)\n" +
+	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\"x\n" +
 	"\aWriteOp\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.tidekv.WriteOp.KindR\x04kind\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +

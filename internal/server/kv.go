@@ -113,7 +113,7 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 		if err != nil {
 			return nil, err
 		}
-		return &tidekvpb.GetResponse{Found: found, Value: v}, nil
+		return &tidekvpb.GetResponse{Found: found, Value: v, RangeGeneration: r.Desc().GetGeneration()}, nil
 	})
 }
 
@@ -171,7 +171,7 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 		if err != nil {
 			return nil, err
 		}
-		return &tidekvpb.ScanResponse{Kvs: kvs, ResumeKey: resume}, nil
+		return &tidekvpb.ScanResponse{Kvs: kvs, ResumeKey: resume, RangeGeneration: r.Desc().GetGeneration()}, nil
 	})
 }
 
@@ -202,7 +202,7 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 		if err != nil {
 			return nil, err
 		}
-		return &tidekvpb.BatchGetResponse{Results: res}, nil
+		return &tidekvpb.BatchGetResponse{Results: res, RangeGeneration: r.Desc().GetGeneration()}, nil
 	})
 }
 

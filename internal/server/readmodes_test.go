@@ -187,6 +187,39 @@ func TestLaggingFollowerRefusesBoundedReads(t *testing.T) {
 	}
 }
 
+// Reads report the generation of the serving replica's descriptor, so that
+// a client learns of replicas added without a routing error.
+func TestReadsReportRangeGeneration(t *testing.T) {
+	tc := startCluster(t, 1)
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	want := tc.nodes[0].Store().LookupKey([]byte("k")).Desc().GetGeneration()
+	conn, err := grpc.NewClient(tc.nodes[0].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	kv := tidekvpb.NewKVClient(conn)
+	for _, mode := range []tidekvpb.ReadMode{tidekvpb.ReadMode_LINEARIZABLE, tidekvpb.ReadMode_ANY} {
+		get, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k"), ReadMode: mode})
+		if err != nil || get.GetRangeGeneration() != want || want == 0 {
+			t.Errorf("%v get: generation %d, %v; want %d", mode, get.GetRangeGeneration(), err, want)
+		}
+		scan, err := kv.Scan(ctx, &tidekvpb.ScanRequest{StartKey: []byte("k"), ReadMode: mode})
+		if err != nil || scan.GetRangeGeneration() != want {
+			t.Errorf("%v scan: generation %d, %v; want %d", mode, scan.GetRangeGeneration(), err, want)
+		}
+		batch, err := kv.BatchGet(ctx, &tidekvpb.BatchGetRequest{Keys: [][]byte{[]byte("k")}, ReadMode: mode})
+		if err != nil || batch.GetRangeGeneration() != want {
+			t.Errorf("%v batch get: generation %d, %v; want %d", mode, batch.GetRangeGeneration(), err, want)
+		}
+	}
+}
+
 // A bounded read needs a bound, and an unknown mode is refused.
 func TestReadModeValidation(t *testing.T) {
 	tc := startCluster(t, 1)
