@@ -313,13 +313,13 @@ func (p *planner) balanceLoad(live []uint64) {
 			before.max, after.max, before.std, after.std, need)})
 }
 
-// bestLeaseTarget is the live voter of r (not the leaseholder) passing ok
-// with the lowest load score, or 0.
+// bestLeaseTarget is the live voter of r (not the leaseholder) whose clock
+// is trusted, passing ok, with the lowest load score, or 0.
 func (p *planner) bestLeaseTarget(r *Range, ok func(uint64) bool) uint64 {
 	var best *Node
 	for _, v := range voters(r) {
 		n := p.nodes[v]
-		if n == nil || v == r.Leaseholder || n.State != NodeLive || !ok(v) {
+		if n == nil || v == r.Leaseholder || n.State != NodeLive || n.ClockUntrusted || !ok(v) {
 			continue
 		}
 		if best == nil || n.Score < best.Score || n.Score == best.Score && n.ID < best.ID {

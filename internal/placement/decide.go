@@ -528,9 +528,12 @@ func (p *planner) bootstrap() {
 			}
 		}
 		// Leases only up to the mean (rounded up), or lease balance hands
-		// them back.
+		// them back; none to a node whose clock is not trusted.
 		meanLeases := math.Ceil(p.meanLeases())
 		for _, d := range donors {
+			if n.ClockUntrusted {
+				break
+			}
 			if float64(p.leases[n.ID]+1) > meanLeases {
 				break
 			}

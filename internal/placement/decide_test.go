@@ -14,7 +14,7 @@ import (
 // snapshot from its input lines and prints the plan:
 //
 //	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS]
-//	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S]
+//	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S] [clock-untrusted]
 //	range ID START END v=1,2,3 [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy] [stale]
 //	recent RANGE kind=KIND [from=N] [to=N] at=SECONDS   (a completed operator)
 //
@@ -118,6 +118,7 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 			t.Fatalf("%q: bad state", line)
 		}
 		m := kv(f[3:])
+		_, n.ClockUntrusted = m["clock-untrusted"]
 		n.Phase, n.Locality = Phase(num(m["phase"])), m["locality"]
 		n.QPS, n.CPU, n.Score = num(m["qps"]), num(m["cpu"]), num(m["score"])
 		s.Nodes = append(s.Nodes, n)

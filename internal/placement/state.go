@@ -74,6 +74,9 @@ type Node struct {
 	QPS   float64
 	CPU   float64
 	Score float64
+	// ClockUntrusted: the node's clock is too far from its peers' for it
+	// to hold leases (its offset monitor says so), so no lease is moved to it.
+	ClockUntrusted bool
 }
 
 // ReplicaType mirrors the API's replica types that placement reasons about.

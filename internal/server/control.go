@@ -103,7 +103,8 @@ func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.Rang
 	for _, ns := range statuses {
 		n := ns.GetNode()
 		obs.Nodes = append(obs.Nodes, placement.Node{ID: n.GetNodeId(), Locality: n.GetLocality(),
-			State: s.placementState(ns), Bytes: ns.GetBytes(), QPS: ns.GetQps(), CPU: ns.GetCpu(), Score: ns.GetScore()})
+			State: s.placementState(ns), Bytes: ns.GetBytes(), QPS: ns.GetQps(), CPU: ns.GetCpu(), Score: ns.GetScore(),
+			ClockUntrusted: ns.GetClockUntrusted()})
 		sig := control.NodeSignal{Addr: n.GetGrpcAddr(), Ops: ns.GetQps(), CPU: ns.GetCpu(),
 			P99: time.Duration(ns.GetP99Ms() * float64(time.Millisecond))}
 		if l := s.meta.nodes[n.GetNodeId()]; l != nil {
