@@ -91,6 +91,27 @@ func partitioningChart(results []partitioningResult) plot.Chart {
 	return c
 }
 
+// partitioningLoadChart draws, per Θmax, the ranges' fullness at each look
+// during the load against the data loaded so far: the mean, the fullest
+// and the emptiest range.
+func partitioningLoadChart(results []partitioningResult) plot.Chart {
+	c := plot.Chart{Title: "partitioning: range fullness while loading (% of Θmax)", XLabel: "data loaded, MiB"}
+	for _, r := range results {
+		var mean, full, empty []plot.Point
+		for _, smp := range r.samples {
+			x := float64(smp.data) / (1 << 20)
+			m, _ := plMeanStd(smp.exact)
+			mean = append(mean, plot.Point{X: x, Y: 100 * m})
+			full = append(full, plot.Point{X: x, Y: 100 * plQuantile(smp.exact, 1)})
+			empty = append(empty, plot.Point{X: x, Y: 100 * plQuantile(smp.exact, 0)})
+		}
+		c.Panels = append(c.Panels, plot.Panel{YLabel: fmt.Sprintf("%% of Θmax %s MiB", plMiB(float64(r.maxBytes))), Series: []plot.Series{
+			{Name: "mean", Points: mean}, {Name: "fullest range", Points: full}, {Name: "emptiest range", Points: empty},
+		}})
+	}
+	return c
+}
+
 // scaleoutSample is the cluster as one status poll during a join saw it.
 type scaleoutSample struct {
 	at                    float64 // seconds since the new process started

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/bench"
 	"github.com/tidekv/tidekv/client"
 )
 
@@ -41,12 +43,15 @@ type partitioningParams struct {
 	records int64
 	limit   time.Duration // bound on waiting for splits to settle
 	settle  time.Duration // range count unchanged this long: settled
+	every   time.Duration // pause between fullness samples during the load
 }
 
 func partitioningDefaults(opts Options) partitioningParams {
-	p := partitioningParams{sizes: []uint64{16 << 20, 32 << 20, 64 << 20}, records: 1_100_000, limit: 4 * time.Minute, settle: 15 * time.Second}
+	p := partitioningParams{sizes: []uint64{16 << 20, 32 << 20, 64 << 20}, records: 1_100_000, limit: 4 * time.Minute, settle: 15 * time.Second,
+		every: 5 * time.Second}
 	if opts.Quick {
-		p = partitioningParams{sizes: []uint64{2 << 20, 4 << 20}, records: 40_000, limit: 20 * time.Second, settle: 5 * time.Second}
+		p = partitioningParams{sizes: []uint64{2 << 20, 4 << 20}, records: 40_000, limit: 20 * time.Second, settle: 5 * time.Second,
+			every: 200 * time.Millisecond}
 	}
 	if opts.Duration > 0 {
 		p.limit = opts.Duration
@@ -64,6 +69,15 @@ type partitioningResult struct {
 	reported   []float64 // fullness from reported sizes
 	exact      []float64 // fullness from scanned bytes
 	overExact  int       // ranges above Θmax by exact bytes
+	// samples were taken while the data was being loaded.
+	samples []fullnessSample
+}
+
+// fullnessSample is the ranges as one look during the load found them.
+type fullnessSample struct {
+	data  uint64    // exact key and value bytes of all ranges
+	exact []float64 // each range's fullness by exact bytes
+	over  int       // ranges above Θmax by exact bytes
 }
 
 func runPartitioning(ctx context.Context, opts Options, out io.Writer) error {
@@ -115,10 +129,41 @@ func runPartitioning(ctx context.Context, opts Options, out io.Writer) error {
 		fmt.Fprintf(out, "- Θmax %s MiB: exact fullness %.0f%% ± %.0f%%, %s ElasCass's 60–80%% with σ < 20%%\n", plMiB(float64(r.maxBytes)), 100*em, 100*es, verdict)
 	}
 	fmt.Fprintln(out)
+	partitioningDuringLoad(out, p, results)
 	if err := writeFigure(opts, out, "partitioning", "fullness", partitioningChart(results)); err != nil {
 		return err
 	}
+	if err := writeFigure(opts, out, "partitioning", "during-load", partitioningLoadChart(results)); err != nil {
+		return err
+	}
 	return ctx.Err()
+}
+
+// partitioningDuringLoad reports the samples taken while the data loaded:
+// the ranges must stay bounded all along, not only once settled.
+func partitioningDuringLoad(out io.Writer, p partitioningParams, results []partitioningResult) {
+	fmt.Fprintf(out, "While loading (exact bytes of every range, one look every %v plus the time a look takes):\n\n", p.every)
+	rows := [][]string{}
+	for _, r := range results {
+		if len(r.samples) == 0 {
+			rows = append(rows, []string{plMiB(float64(r.maxBytes)), "0", "–", "–", "–", "–", "–"})
+			continue
+		}
+		lo, hi, sigma, fullest, over := 1e9, 0.0, 0.0, 0.0, 0
+		for _, smp := range r.samples {
+			m, sd := plMeanStd(smp.exact)
+			lo, hi, sigma = min(lo, m), max(hi, m), max(sigma, sd)
+			fullest = max(fullest, plQuantile(smp.exact, 1))
+			if smp.over > 0 {
+				over++
+			}
+		}
+		rows = append(rows, []string{plMiB(float64(r.maxBytes)), strconv.Itoa(len(r.samples)),
+			fmt.Sprintf("%s–%s", plMiB(float64(r.samples[0].data)), plMiB(float64(r.samples[len(r.samples)-1].data))),
+			fmt.Sprintf("%.0f%%–%.0f%%", 100*lo, 100*hi), fmt.Sprintf("%.0f%%", 100*sigma), fmt.Sprintf("%.0f%%", 100*fullest), strconv.Itoa(over)})
+	}
+	plTable(out, []string{"Θmax MiB", "samples", "data MiB", "mean fullness (lowest–highest)", "largest σ", "fullest range", "samples with a range > Θmax"}, rows)
+	fmt.Fprintln(out)
 }
 
 // partitioningRun loads a fresh cluster with Θmax maxBytes and measures
@@ -135,10 +180,11 @@ func partitioningRun(ctx context.Context, p partitioningParams, bin, dir string,
 		"range-min-bytes": strconv.FormatUint(maxBytes/4, 10), "split-qps": "1e9", "load-split-slack": "0"}); err != nil {
 		return r, fmt.Errorf("settings: %w", err)
 	}
-	res, err := plLoad(ctx, cl, p.records, seed)
+	res, samples, err := loadSampling(ctx, cl, p, maxBytes, seed)
 	if err != nil {
 		return r, err
 	}
+	r.samples = samples
 	r.loadSecs = res.ElapsedSeconds
 	loaded := time.Now()
 	lastCount, lastChange := -1, time.Now()
@@ -169,20 +215,65 @@ func partitioningRun(ctx context.Context, p partitioningParams, bin, dir string,
 	r.ranges = len(resp.GetRanges())
 	for _, ri := range resp.GetRanges() {
 		r.reported = append(r.reported, float64(ri.GetBytes())/float64(maxBytes))
-		n, err := plSpanBytes(ctx, cl, ri.GetDesc().GetStartKey(), ri.GetDesc().GetEndKey())
-		if err != nil {
-			return r, fmt.Errorf("scanning range %d: %w", ri.GetDesc().GetRangeId(), err)
-		}
-		f := float64(n) / float64(maxBytes)
-		r.exact = append(r.exact, f)
-		if f > 1 {
-			r.overExact++
-		}
 	}
+	final, err := sampleFullness(ctx, cl, resp, maxBytes)
+	if err != nil {
+		return r, err
+	}
+	r.exact, r.overExact = final.exact, final.over
 	em, es := plMeanStd(r.exact)
 	plLogf(log, "Θmax %s MiB: %d ranges, exact fullness %.0f%% ± %.0f%% (load %.1f s, settled %.1f s after)",
 		plMiB(float64(maxBytes)), r.ranges, 100*em, 100*es, r.loadSecs, r.settleSecs)
 	return r, nil
+}
+
+// loadSampling loads p.records records and, while they load, samples the
+// ranges' exact fullness every p.every (each sample scans every range, so
+// samples are as far apart as a scan of all the data takes at least).
+func loadSampling(ctx context.Context, cl *client.Client, p partitioningParams, maxBytes, seed uint64) (*bench.PhaseResult, []fullnessSample, error) {
+	type loaded struct {
+		res *bench.PhaseResult
+		err error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		res, err := plLoad(ctx, cl, p.records, seed)
+		done <- loaded{res, err}
+	}()
+	var samples []fullnessSample
+	for {
+		select {
+		case l := <-done:
+			return l.res, samples, l.err
+		case <-time.After(p.every):
+		}
+		resp, err := plRanges(ctx, cl)
+		if err != nil {
+			continue // the load goes on; the next sample will tell
+		}
+		if smp, err := sampleFullness(ctx, cl, resp, maxBytes); err == nil && smp.data > 0 {
+			samples = append(samples, smp)
+		}
+	}
+}
+
+// sampleFullness scans every range of resp for its exact key and value
+// bytes.
+func sampleFullness(ctx context.Context, cl *client.Client, resp *tidekvpb.RangesResponse, maxBytes uint64) (fullnessSample, error) {
+	var smp fullnessSample
+	for _, ri := range resp.GetRanges() {
+		n, err := plSpanBytes(ctx, cl, ri.GetDesc().GetStartKey(), ri.GetDesc().GetEndKey())
+		if err != nil {
+			return smp, fmt.Errorf("scanning range %d: %w", ri.GetDesc().GetRangeId(), err)
+		}
+		f := float64(n) / float64(maxBytes)
+		smp.data += n
+		smp.exact = append(smp.exact, f)
+		if f > 1 {
+			smp.over++
+		}
+	}
+	return smp, nil
 }
 
 // plSpanBytes sums the key and value bytes in [start, end) ("" end: to the

@@ -40,14 +40,28 @@ func TestPartitioningQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settled, during, ok := strings.Cut(out.String(), "While loading")
+	if !ok {
+		t.Fatal("no samples taken while loading in the report")
+	}
 	row := regexp.MustCompile(`(?m)^\| ([0-9.]+) \| ([0-9]+) \|`)
-	rows := row.FindAllStringSubmatch(out.String(), -1)
+	rows := row.FindAllStringSubmatch(settled, -1)
 	if len(rows) != 2 {
 		t.Fatalf("want 2 Θmax rows, got %d", len(rows))
 	}
 	for _, r := range rows {
 		if n, _ := strconv.Atoi(r[2]); n < 2 {
 			t.Errorf("Θmax %s MiB: %d ranges, want splits", r[1], n)
+		}
+	}
+	// The second number of a row while loading is its sample count.
+	rows = row.FindAllStringSubmatch(during, -1)
+	if len(rows) != 2 {
+		t.Fatalf("want 2 Θmax rows while loading, got %d", len(rows))
+	}
+	for _, r := range rows {
+		if n, _ := strconv.Atoi(r[2]); n < 1 {
+			t.Errorf("Θmax %s MiB: no sample taken while loading", r[1])
 		}
 	}
 }
