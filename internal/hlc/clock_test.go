@@ -7,33 +7,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
-
-// fakeClock is a physical clock the test moves by hand, backwards too.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.t
-}
-
-func (f *fakeClock) set(t time.Time) {
-	f.mu.Lock()
-	f.t = t
-	f.mu.Unlock()
-}
-
-func (f *fakeClock) add(d time.Duration) { f.set(f.Now().Add(d)) }
 
 var epoch = time.Unix(1_700_000_000, 0)
 
-func newTestClock(t *testing.T, maxOffset time.Duration) (*Clock, *fakeClock) {
+func newTestClock(t *testing.T, maxOffset time.Duration) (*Clock, *manualclock.Clock) {
 	t.Helper()
-	phys := &fakeClock{t: epoch}
+	phys := manualclock.New(epoch)
 	c, err := NewClock(phys, maxOffset)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +34,7 @@ func TestNowFollowsThePhysicalClock(t *testing.T) {
 	if got, want := c.Now(), ts(epoch.UnixNano(), 1); got != want {
 		t.Fatalf("second Now = %s, want %s", got, want)
 	}
-	phys.add(time.Millisecond)
+	phys.Advance(time.Millisecond)
 	if got, want := c.Now(), ts(epoch.Add(time.Millisecond).UnixNano(), 0); got != want {
 		t.Fatalf("after the clock moved, Now = %s, want %s", got, want)
 	}
@@ -60,13 +42,13 @@ func TestNowFollowsThePhysicalClock(t *testing.T) {
 
 func TestNowIsMonotonicWhenThePhysicalClockStepsBack(t *testing.T) {
 	c, phys := newTestClock(t, 500*time.Millisecond)
-	phys.add(time.Hour)
+	phys.Advance(time.Hour)
 	high := c.Now()
-	phys.set(epoch) // an hour back: NTP, an operator, a VM resume
+	phys.Set(epoch) // an hour back: NTP, an operator, a VM resume
 	prev := high
 	for i := range 1000 {
 		if i%100 == 0 {
-			phys.add(time.Millisecond) // moving again, still below high
+			phys.Advance(time.Millisecond) // moving again, still below high
 		}
 		got := c.Now()
 		if !prev.Less(got) {
@@ -78,7 +60,7 @@ func TestNowIsMonotonicWhenThePhysicalClockStepsBack(t *testing.T) {
 		prev = got
 	}
 	// Once physical time passes the high mark, it is used again.
-	phys.set(epoch.Add(time.Hour + time.Second))
+	phys.Set(epoch.Add(time.Hour + time.Second))
 	if got, want := c.Now(), ts(epoch.Add(time.Hour+time.Second).UnixNano(), 0); got != want {
 		t.Fatalf("after physical time caught up, Now = %s, want %s", got, want)
 	}
@@ -153,7 +135,7 @@ func TestUpdateRefusesARemoteBeyondTheMaxOffset(t *testing.T) {
 	if _, err := c.Update(ts(epoch.Add(500*time.Millisecond).UnixNano(), 0)); err != nil {
 		t.Fatalf("Update at exactly the bound: %v", err)
 	}
-	phys.add(200 * time.Millisecond)
+	phys.Advance(200 * time.Millisecond)
 	if got, err := c.Update(far); err != nil || !far.Less(got) {
 		t.Fatalf("Update(%s) after the clock moved = %s, %v; want after it", far, got, err)
 	}
@@ -161,7 +143,7 @@ func TestUpdateRefusesARemoteBeyondTheMaxOffset(t *testing.T) {
 	if _, err := c.Update(MaxTimestamp); !errors.Is(err, ErrClockOffset) {
 		t.Fatalf("Update(MaxTimestamp): err = %v, want ErrClockOffset", err)
 	}
-	phys.set(time.Unix(0, math.MinInt64))
+	phys.Set(time.Unix(0, math.MinInt64))
 	if _, err := c.Update(MaxTimestamp); !errors.Is(err, ErrClockOffset) {
 		t.Fatalf("Update(MaxTimestamp) from the earliest physical time: err = %v, want ErrClockOffset", err)
 	}
@@ -171,7 +153,7 @@ func TestNewClockConfig(t *testing.T) {
 	if c, _ := newTestClock(t, 250*time.Millisecond); c.MaxOffset() != 250*time.Millisecond {
 		t.Fatalf("MaxOffset = %v, want the 250ms it was created with", c.MaxOffset())
 	}
-	if _, err := NewClock(&fakeClock{}, 0); err == nil || !strings.Contains(err.Error(), "must be positive") {
+	if _, err := NewClock(manualclock.New(time.Time{}), 0); err == nil || !strings.Contains(err.Error(), "must be positive") {
 		t.Fatalf("NewClock with a zero offset: err = %v", err)
 	}
 	if _, err := NewClock(nil, time.Second); err == nil {
@@ -190,7 +172,7 @@ func TestConcurrentNowIsUnique(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				if g == 0 && i%50 == 0 {
-					phys.add(time.Duration(i%7-3) * time.Millisecond)
+					phys.Advance(time.Duration(i%7-3) * time.Millisecond)
 				}
 				out[g] = append(out[g], c.Now())
 			}

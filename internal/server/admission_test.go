@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,32 +13,12 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
 
-// manualClock is the admission controller's clock in these tests: its
-// windows end only when the test says so.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (m *manualClock) now() time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.t
-}
-
-func (m *manualClock) advance(d time.Duration) {
-	m.mu.Lock()
-	m.t = m.t.Add(d)
-	m.mu.Unlock()
-}
-
-// windows closes n admission windows, each with the scheduler's run queue
-// at sched.
-func windows(s *Server, clk *manualClock, n int, sched time.Duration) {
+func windows(s *Server, clk *manualclock.Clock, n int, sched time.Duration) {
 	for range n {
-		clk.advance(s.cfg.Admission.Interval)
+		clk.Advance(s.cfg.Admission.Interval)
 		s.adm.Tick(sched)
 	}
 }
@@ -49,10 +28,10 @@ func windows(s *Server, clk *manualClock, n int, sched time.Duration) {
 // keeps serving reads (refusing one costs as much as serving it) and admin
 // calls, and admits everything again once its queue is short.
 func TestAdmissionShedsByDelay(t *testing.T) {
-	clk := &manualClock{t: time.Unix(1000, 0)}
+	clk := manualclock.New(time.Unix(1000, 0))
 	tc := startClusterWith(t, 1, func(c *Config) {
 		c.Redis.ListenAddr = "127.0.0.1:0"
-		c.admissionClock = clk.now
+		c.admissionClock = clk.Now
 		c.Admission = admission.DefaultConfig()
 		// One request at a time: shed at any count in flight (the
 		// nearly-empty-queue guard has its own test in internal/admission).

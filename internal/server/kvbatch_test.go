@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
 
 // openBatch opens a raw Batch stream to s.
@@ -126,9 +127,9 @@ func TestBatchStreamEndsWhenNodeStops(t *testing.T) {
 // the unary call's OVERLOADED answer, refuses background writes, and
 // serves the reads of the same message.
 func TestBatchStreamShedsWrites(t *testing.T) {
-	clk := &manualClock{t: time.Unix(1000, 0)}
+	clk := manualclock.New(time.Unix(1000, 0))
 	tc := startClusterWith(t, 1, func(c *Config) {
-		c.admissionClock = clk.now
+		c.admissionClock = clk.Now
 		c.Admission = admission.DefaultConfig()
 		c.Admission.MinInflight = 0
 	})
