@@ -3113,8 +3113,10 @@ func (x *LocalStatusResponse) GetQps() float64 {
 type SplitRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Where to split. Empty: the range's leaseholder picks the key that
-	// halves its data, or with by_load the median of its sampled requests;
-	// range_id then names the range.
+	// halves its data (or, when halves would still exceed the cluster's
+	// range-max-bytes, the keys that cut it into the power of two of equal
+	// pieces that brings each below it), or with by_load the median of its
+	// sampled requests; range_id then names the range.
 	SplitKey []byte `protobuf:"bytes,1,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
 	// Why, for the event log ("" means an operator asked).
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`

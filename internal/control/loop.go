@@ -22,6 +22,23 @@ type Loop struct {
 // Round runs one round and returns what it decided. Operators the runner
 // could not start now are dropped: the next round decides again.
 func (l *Loop) Round(obs Observation) Decisions {
+	d := l.Urgent(obs)
+	if l.Autoscaler != nil {
+		settling := 0
+		for _, n := range d.Snapshot.Nodes {
+			if n.State == placement.NodeLive && n.Phase != placement.PhaseNone {
+				settling++
+			}
+		}
+		l.Autoscaler.Round(obs, l.Controller.Policy().ReplicationFactor, settling)
+	}
+	return d
+}
+
+// Urgent runs placement alone, between the periodic rounds, for a change
+// that should not wait for the next one (a range that outgrew Θmax). The
+// autoscaler plans once per interval, so it waits for Round.
+func (l *Loop) Urgent(obs Observation) Decisions {
 	busy, inFlight := l.Runner.Busy()
 	d := l.Controller.Decide(obs, busy, inFlight, l.Runner.Recent())
 	for _, e := range d.Events {
@@ -39,15 +56,6 @@ func (l *Loop) Round(obs Observation) Decisions {
 				touched[op.Other] = true
 			}
 		}
-	}
-	if l.Autoscaler != nil {
-		settling := 0
-		for _, n := range d.Snapshot.Nodes {
-			if n.State == placement.NodeLive && n.Phase != placement.PhaseNone {
-				settling++
-			}
-		}
-		l.Autoscaler.Round(obs, l.Controller.Policy().ReplicationFactor, settling)
 	}
 	return d
 }

@@ -224,8 +224,8 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 			err = ab.del(k)
 		} else {
 			err = ab.set(k, op.GetValue())
-			r.written.Add(uint64(len(op.GetKey()) + len(op.GetValue())))
 		}
+		r.written.Add(uint64(len(op.GetKey()) + len(op.GetValue())))
 		if err != nil {
 			log.Fatalf("range %d: write during apply: %v", r.rangeID, err)
 		}

@@ -134,10 +134,12 @@ type applyResult struct {
 // RangeID returns the range this replica belongs to.
 func (r *Replica) RangeID() uint64 { return r.rangeID }
 
-// WrittenBytes is the total key and value bytes of the puts this replica
-// has applied since it was loaded: an upper bound on how much its range's
-// live data can have grown meanwhile (overwrites and deletes count as
-// growth), which the server adds to its last exact count.
+// WrittenBytes is the total key and value bytes of the writes (puts and
+// deletes) this replica has applied since it was loaded: an upper bound on
+// how much its range's live data can have grown meanwhile (overwrites and
+// deletes count as growth), which the server adds to its last exact
+// count. It moves with every write, so a count is known to be exact when
+// it has not moved since.
 func (r *Replica) WrittenBytes() uint64 { return r.written.Load() }
 
 // SnapshotsApplied counts the snapshots this replica has installed since it

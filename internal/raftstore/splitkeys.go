@@ -2,12 +2,14 @@ package raftstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/storage"
 )
 
 // Where to split a range: by size (the key that halves its data) or by load
@@ -21,12 +23,30 @@ import (
 // exact halfway key.
 const sizeSplitCheckpoints = 1024
 
+// maxSizePieces bounds the pieces one size split makes.
+const maxSizePieces = 64
+
 // SizeSplitKey returns a key k that splits the range's user data (keys and
 // values, in bytes) about in half: the range's first key < k < its end key,
 // and the data before k is as close to half the total as the keys sampled
 // allow. Only the leaseholder answers. A range with fewer than two keys
 // cannot be split (ErrInvalidRequest).
 func (r *Replica) SizeSplitKey(ctx context.Context) ([]byte, error) {
+	ks, err := r.SizeSplitKeys(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	return ks[0], nil
+}
+
+// SizeSplitKeys returns the keys, ascending, that cut the range's user data
+// into equal pieces: two, or with maxBytes > 0 the fewest power of two
+// (at most maxSizePieces) that brings each piece to maxBytes or below. That
+// is where halving again and again would end, in one step: a range that
+// outgrew maxBytes several times over while its splits were being decided
+// needs no further rounds. Keys are as close to the exact quantiles as the
+// sampled keys allow; a range with too few keys gets fewer pieces.
+func (r *Replica) SizeSplitKeys(ctx context.Context, maxBytes uint64) ([][]byte, error) {
 	if !r.isLeader.Load() {
 		return nil, r.notLeader()
 	}
@@ -38,23 +58,49 @@ func (r *Replica) SizeSplitKey(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("%w: the meta range does not split", ErrInvalidRequest)
 	}
 	lo, hi := dataSpanOf(d)
-	it, err := r.store.eng.NewIter(lo, hi)
+	cps, total, err := sizeCheckpoints(ctx, r.store.eng, lo, hi)
 	if err != nil {
 		return nil, err
 	}
-	defer it.Close()
-	type checkpoint struct {
-		key    []byte
-		before uint64 // bytes of the keys before key
+	if len(cps) == 0 {
+		return nil, fmt.Errorf("%w: range too small to split: range %d has fewer than 2 keys", ErrInvalidRequest, r.rangeID)
 	}
-	var cps []checkpoint
+	pieces := uint64(2)
+	for maxBytes > 0 && total/pieces > maxBytes && pieces < maxSizePieces {
+		pieces *= 2
+	}
+	var out [][]byte
+	for i := uint64(1); i < pieces; i++ {
+		k := nearestCheckpoint(cps, total*i/pieces).key
+		if len(out) == 0 || bytes.Compare(k, out[len(out)-1]) > 0 {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// sizeCheckpoint is a candidate split key and the bytes of the keys before it.
+type sizeCheckpoint struct {
+	key    []byte
+	before uint64
+}
+
+// sizeCheckpoints scans [lo, hi) and returns candidate split keys in key
+// order (never the first key: a left piece must not be empty) with the
+// total user bytes.
+func sizeCheckpoints(ctx context.Context, eng storage.Reader, lo, hi []byte) ([]sizeCheckpoint, uint64, error) {
+	it, err := eng.NewIter(lo, hi)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer it.Close()
+	var cps []sizeCheckpoint
 	var total uint64
 	n, stride := 0, 1
 	for ok := it.First(); ok; ok = it.Next() {
 		k := keys.UserKey(it.Key())
-		// Never the first key: the left half must not be empty.
 		if n > 0 && n%stride == 0 {
-			cps = append(cps, checkpoint{key: append([]byte(nil), k...), before: total})
+			cps = append(cps, sizeCheckpoint{key: append([]byte(nil), k...), before: total})
 			if len(cps) == sizeSplitCheckpoints {
 				// Keep the checkpoints at multiples of 2·stride: the odd ones.
 				kept := cps[:0]
@@ -69,30 +115,26 @@ func (r *Replica) SizeSplitKey(ctx context.Context) ([]byte, error) {
 		n++
 		if n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 	}
-	if err := it.Close(); err != nil {
-		return nil, err
+	return cps, total, it.Close()
+}
+
+// nearestCheckpoint returns the checkpoint whose bytes-before is closest to
+// target (cps is non-empty and ascending in before).
+func nearestCheckpoint(cps []sizeCheckpoint, target uint64) sizeCheckpoint {
+	i, _ := slices.BinarySearchFunc(cps, target, func(c sizeCheckpoint, t uint64) int {
+		return cmp.Compare(c.before, t)
+	})
+	switch {
+	case i == len(cps):
+		return cps[i-1]
+	case i > 0 && target-cps[i-1].before <= cps[i].before-target: // a tie goes to the first
+		return cps[i-1]
 	}
-	if n < 2 {
-		return nil, fmt.Errorf("%w: range too small to split: range %d has fewer than 2 keys", ErrInvalidRequest, r.rangeID)
-	}
-	half := total / 2
-	dist := func(c checkpoint) uint64 {
-		if c.before > half {
-			return c.before - half
-		}
-		return half - c.before
-	}
-	best := cps[0]
-	for _, c := range cps[1:] {
-		if dist(c) < dist(best) {
-			best = c
-		}
-	}
-	return best.key, nil
+	return cps[i]
 }
 
 // Load sampling: every loadSampleEvery-th request's key goes into a ring

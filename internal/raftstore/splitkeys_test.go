@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -128,6 +129,53 @@ func TestSizeSplitKeyManyKeys(t *testing.T) {
 		if half := total / 2; before+slack < half || before > half+slack {
 			t.Fatalf("%d keys: %q has %d of %d bytes before it (slack %d)", n, k, before, total, slack)
 		}
+	}
+}
+
+// A range several times maxBytes is cut in one step into the power of two
+// of equal pieces that repeated halving would reach; a few keys give fewer.
+func TestSizeSplitKeysPieces(t *testing.T) {
+	ctx := context.Background()
+	kvs := map[string][]byte{}
+	for i := range 1000 {
+		kvs[fmt.Sprintf("k%04d", i)] = bytes.Repeat([]byte("v"), 95) // 100 bytes a key
+	}
+	eng := storage.NewMem()
+	putRaw(t, eng, kvs)
+	r := detachedReplica(eng, "", "", true)
+	for _, c := range []struct {
+		maxBytes uint64
+		want     []string
+	}{
+		{0, []string{"k0500"}},
+		{60_000, []string{"k0500"}},
+		{50_000, []string{"k0500"}},
+		{49_999, []string{"k0250", "k0500", "k0750"}},
+		{13_000, []string{"k0125", "k0250", "k0375", "k0500", "k0625", "k0750", "k0875"}},
+	} {
+		ks, err := r.SizeSplitKeys(ctx, c.maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, k := range ks {
+			got = append(got, string(k))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("maxBytes %d: %v, want %v", c.maxBytes, got, c.want)
+		}
+	}
+	// 100 KB at 1 byte a piece would be 100,000 pieces: capped, and each
+	// key appears once.
+	ks, err := r.SizeSplitKeys(ctx, 1)
+	if err != nil || len(ks) != maxSizePieces-1 {
+		t.Fatalf("maxBytes 1: %d keys, %v; want %d", len(ks), err, maxSizePieces-1)
+	}
+	three := storage.NewMem()
+	putRaw(t, three, map[string][]byte{"a": []byte("1"), "b": []byte("2"), "c": []byte("3")})
+	ks, err = detachedReplica(three, "", "", true).SizeSplitKeys(ctx, 1)
+	if err != nil || len(ks) != 2 || string(ks[0]) != "b" || string(ks[1]) != "c" {
+		t.Fatalf("three keys: %q %v, want [b c]", ks, err)
 	}
 }
 

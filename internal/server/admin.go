@@ -100,47 +100,62 @@ func (a *adminService) Split(ctx context.Context, req *tidekvpb.SplitRequest) (*
 		return nil, invalidArg("split: give a split key or a range ID")
 	}
 	resp, err := callRangeLeader(ctx, s, rangeID, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.SplitResponse, error) {
-		d := r.Desc()
-		key := key
+		splitKeys := [][]byte{key}
 		if len(key) == 0 {
 			var err error
-			if key, err = splitKeyFor(ctx, r, req.GetByLoad()); err != nil {
+			if splitKeys, err = s.splitKeysFor(ctx, r, req.GetByLoad()); err != nil {
 				return nil, err
 			}
 		}
-		if bytes.Equal(d.GetStartKey(), key) {
-			return nil, invalidArg("key %q is already the start of range %d", key, d.GetRangeId())
+		// From the right, so that every split cuts the range r still leads.
+		var resp *tidekvpb.SplitResponse
+		for i := len(splitKeys) - 1; i >= 0; i-- {
+			var err error
+			if resp, err = s.splitAt(ctx, r, splitKeys[i], req.GetReason()); err != nil {
+				return nil, err
+			}
 		}
-		if !keys.Contains(d.GetStartKey(), d.GetEndKey(), key) {
-			return nil, &raftstore.KeyMismatchError{Key: key, Desc: d}
-		}
-		newID, err := s.allocRangeID(ctx)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := r.Split(ctx, key, newID)
-		if err == nil {
-			s.events.Record("split", rangeSubject(d.GetRangeId()), "split at %s into ranges %d and %d: %s",
-				cliformat.Quote(key), d.GetRangeId(), newID, reasonOr(req.GetReason()))
-		}
-		return resp, err
+		return resp, nil
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.SplitResponse, error) {
 		return c.Split(ctx, req)
 	})
 	return resp, s.toStatus(err)
 }
 
-// splitKeyFor picks where the leaseholder r splits its range: the key that
-// halves its data, or the median of its sampled requests.
-func splitKeyFor(ctx context.Context, r *raftstore.Replica, byLoad bool) ([]byte, error) {
+// splitAt splits the range the leaseholder r leads at key.
+func (s *Server) splitAt(ctx context.Context, r *raftstore.Replica, key []byte, reason string) (*tidekvpb.SplitResponse, error) {
+	d := r.Desc()
+	if bytes.Equal(d.GetStartKey(), key) {
+		return nil, invalidArg("key %q is already the start of range %d", key, d.GetRangeId())
+	}
+	if !keys.Contains(d.GetStartKey(), d.GetEndKey(), key) {
+		return nil, &raftstore.KeyMismatchError{Key: key, Desc: d}
+	}
+	newID, err := s.allocRangeID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.Split(ctx, key, newID)
+	if err == nil {
+		s.events.Record("split", rangeSubject(d.GetRangeId()), "split at %s into ranges %d and %d: %s",
+			cliformat.Quote(key), d.GetRangeId(), newID, reasonOr(reason))
+	}
+	return resp, err
+}
+
+// splitKeysFor picks where the leaseholder r splits its range: the median
+// of its sampled requests, or by size the key that halves its data, or the
+// keys that cut it into pieces of at most Θmax if halves would still be
+// above it (raftstore.SizeSplitKeys).
+func (s *Server) splitKeysFor(ctx context.Context, r *raftstore.Replica, byLoad bool) ([][]byte, error) {
 	if !byLoad {
-		return r.SizeSplitKey(ctx)
+		return r.SizeSplitKeys(ctx, s.clusterConfig().Placement.RangeMaxBytes)
 	}
 	key, hot, ok := r.LoadSplitKey()
 	if !ok {
 		return nil, fmt.Errorf("%w: range %d: no load split key (too few sampled requests, or %.0f%% on one key)", raftstore.ErrInvalidRequest, r.RangeID(), 100*hot)
 	}
-	return key, nil
+	return [][]byte{key}, nil
 }
 
 // rangeIDForKey finds the range covering key, locally or in the directory.

@@ -115,6 +115,20 @@ type Config struct {
 	// ReportInterval is how often each leaseholder re-reports its ranges'
 	// descriptors to the meta range.
 	ReportInterval time.Duration
+	// SizeWatchInterval is how often a leaseholder checks its ranges'
+	// sizes against Θmax between reports: a range that crosses it is
+	// reported at once and wakes the control loop, so its split does not
+	// wait for the next periodic report and round.
+	SizeWatchInterval time.Duration
+	// SplitBackpressure holds writes to a range whose exact size has
+	// reached this multiple of Θmax until the range splits (0: never),
+	// for at most SplitBackpressureWait, then refuses them as overloaded.
+	// Above 1, so that a held range is always one placement splits; the
+	// margin is what a range may take while its split is under way. The
+	// wait outlasts the few seconds a new meta leaseholder takes to learn
+	// liveness before it places anything.
+	SplitBackpressure     float64
+	SplitBackpressureWait time.Duration
 	// Control holds the control loop's interval, the dead-node grace (how
 	// long a node may stay silent, no heartbeat and gossip not seeing it,
 	// before placement replaces its replicas) and the runner's limits;
@@ -176,6 +190,9 @@ func DefaultConfig() Config {
 		HeartbeatInterval:       time.Second,
 		LivenessTimeout:         5 * time.Second,
 		ReportInterval:          3 * time.Second,
+		SizeWatchInterval:       250 * time.Millisecond,
+		SplitBackpressure:       1.125,
+		SplitBackpressureWait:   5 * time.Second,
 		Control:                 control.DefaultConfig(),
 		Placement:               placement.DefaultConfig(),
 		Autoscale:               elastic.DefaultPolicy(),
@@ -212,6 +229,9 @@ func (c *Config) Validate() error {
 	if c.GRPCAddr == "" {
 		return errors.New("server: gRPC listen address is required")
 	}
+	if c.SplitBackpressure != 0 && (c.SplitBackpressure <= 1 || c.SplitBackpressureWait <= 0) {
+		return fmt.Errorf("server: split backpressure must be 0 (off) or above 1 × Θmax with a positive wait, not %v × Θmax for %v: a range held at Θmax or below would never be split", c.SplitBackpressure, c.SplitBackpressureWait)
+	}
 	if c.MaxSnapshotRate < 0 {
 		return fmt.Errorf("server: the snapshot rate cap must be positive or 0 for none, not %v", c.MaxSnapshotRate)
 	}
@@ -229,7 +249,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("server: MaxMessageSize (%d bytes) must be at least %d bytes, MaxWriteBytes and MaxScanBytes plus 1 MiB, so that a full write or scan page fits in one message", l.MaxMessageSize, need)
 	}
 	for name, d := range map[string]time.Duration{"HeartbeatInterval": c.HeartbeatInterval, "LivenessTimeout": c.LivenessTimeout,
-		"ReportInterval": c.ReportInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {
+		"ReportInterval": c.ReportInterval, "SizeWatchInterval": c.SizeWatchInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {
 		if d <= 0 {
 			return fmt.Errorf("server: %s must be positive", name)
 		}

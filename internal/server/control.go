@@ -54,7 +54,12 @@ func (s *Server) phaseOf(node uint64) placement.Phase {
 }
 
 // place runs one control round if this node holds the meta lease.
-func (s *Server) place(ctx context.Context) {
+func (s *Server) place(ctx context.Context) { s.placeRound(ctx, false) }
+
+// placeUrgent runs placement alone, woken between rounds (sizewatch.go).
+func (s *Server) placeUrgent(ctx context.Context) { s.placeRound(ctx, true) }
+
+func (s *Server) placeRound(ctx context.Context, urgent bool) {
 	meta := s.metaLeader()
 	if meta == nil || s.liveNodes() == nil {
 		return // not leaseholder, or liveness still being learnt
@@ -68,6 +73,10 @@ func (s *Server) place(ctx context.Context) {
 	s.ctl.mu.Lock()
 	defer s.ctl.mu.Unlock()
 	s.ctl.loop.Controller.SetPolicy(cfg.Placement)
+	if urgent {
+		s.ctl.loop.Urgent(obs)
+		return
+	}
 	s.ctl.applyAutoscale(s, cfg.Autoscale)
 	s.ctl.loop.Round(obs)
 }
@@ -143,15 +152,8 @@ func (x opExecutor) Execute(op placement.Operator, done func(error)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), s.ctl.loop.Runner.Config().OpTimeout)
+		ctx, cancel := s.untilStop(s.ctl.loop.Runner.Config().OpTimeout)
 		defer cancel()
-		go func() {
-			select {
-			case <-s.stopper:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		err := x.run(ctx, op)
 		if errors.Is(err, context.Canceled) {
 			err = nil // the node is stopping: nothing to report

@@ -48,6 +48,10 @@ func (s *Server) replicaFor(key []byte) (*raftstore.Replica, error) {
 // readOps are the operations counted as reads in a range's load.
 var readOps = map[string]bool{"get": true, "scan": true, "batch_get": true}
 
+// growOps are the writes that may make a range larger: they wait while
+// their range waits for a split (awaitSplit). A delete never does.
+var growOps = map[string]bool{"put": true, "write": true, "cas": true}
+
 // serve runs one KV request: admission, validation, routing, metrics.
 func serve[T any](ctx context.Context, s *Server, op string, validate func() error, key []byte, fn func(*raftstore.Replica) (T, error)) (T, error) {
 	var zero T
@@ -63,7 +67,11 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 	}
 	defer s.adm.Done(pri)
 	r, err := s.replicaFor(key)
+	if err == nil && growOps[op] {
+		r, err = s.awaitSplit(ctx, r, key)
+	}
 	if err != nil {
+		err = s.toStatus(err)
 		s.metrics.observe(op, start, err)
 		return zero, err
 	}

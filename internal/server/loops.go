@@ -2,18 +2,19 @@ package server
 
 import (
 	"context"
-	"github.com/tidekv/tidekv/internal/admission"
 	"log"
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.heartbeat)
 	s.loop(s.cfg.ReportInterval, s.reportAll)
-	s.loop(s.cfg.Control.Interval, s.place)
+	s.placeLoop()
+	s.sizeLoop()
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
 	s.wg.Go(s.gcAtStart)
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
@@ -51,19 +52,32 @@ func (s *Server) loop(every time.Duration, fn func(ctx context.Context)) {
 			case <-s.stopper:
 				return
 			case <-t.C:
-				ctx, cancel := context.WithTimeout(context.Background(), 4*every+2*time.Second)
-				go func() {
-					select {
-					case <-s.stopper:
-						cancel()
-					case <-ctx.Done():
-					}
-				}()
-				fn(ctx)
-				cancel()
+				s.runBounded(every, fn)
 			}
 		}
 	}()
+}
+
+// runBounded runs fn once, with a context that ends when the server stops
+// or after four of fn's intervals (plus slack for slow RPCs).
+func (s *Server) runBounded(every time.Duration, fn func(ctx context.Context)) {
+	ctx, cancel := s.untilStop(4*every + 2*time.Second)
+	defer cancel()
+	fn(ctx)
+}
+
+// untilStop returns a context that ends after timeout or when the server
+// stops, whichever comes first.
+func (s *Server) untilStop(timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	go func() {
+		select {
+		case <-s.stopper:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 func (s *Server) heartbeat(ctx context.Context) {

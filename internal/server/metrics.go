@@ -36,6 +36,8 @@ type metrics struct {
 
 	rangeQPS  *prometheus.GaugeVec
 	imbalance *prometheus.GaugeVec
+	// splitWaits counts writes held for a split, by outcome (sizewatch.go).
+	splitWaits *prometheus.CounterVec
 
 	series series
 }
@@ -75,7 +77,10 @@ func newMetrics() *metrics {
 	m.imbalance = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tidekv_imbalance", Help: "Standard deviation over mean across live nodes (exported by the meta leaseholder).",
 	}, []string{"dimension"})
-	m.reg.MustRegister(m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance,
+	m.splitWaits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidekv_split_backpressure_total", Help: "Writes held because their range was above its size limit and waiting for its split, by outcome (split: went ahead after it; refused: overloaded after the longest wait).",
+	}, []string{"outcome"})
+	m.reg.MustRegister(m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

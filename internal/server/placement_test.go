@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -267,6 +268,14 @@ func TestSizeSplits(t *testing.T) {
 	})
 	c := tc.client()
 	tc.waitReplicated(c, 3)
+	fillAndWaitSplits(t, c, 30*time.Second)
+	tc.waitEvents(t, [3]string{"split", "size-split:", ""})
+}
+
+// fillAndWaitSplits writes 300 KB into a cluster whose Θmax is 64 KiB and
+// waits (up to within) until the ranges have split down to Θmax.
+func fillAndWaitSplits(t *testing.T, c *client.Client, within time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	val := strings.Repeat("x", 1000)
@@ -275,7 +284,7 @@ func TestSizeSplits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 30*time.Second, "ranges split down to at most Θmax", func() error {
+	eventually(t, within, "ranges split down to at most Θmax", func() error {
 		resp, err := c.Ranges(ctx)
 		if err != nil {
 			return err
@@ -290,8 +299,67 @@ func TestSizeSplits(t *testing.T) {
 		}
 		return nil
 	})
-	tc.waitEvents(t, [3]string{"split", "size-split:", ""})
 	checkAllKeysValue(t, c, 300, val)
+}
+
+// A range that outgrows Θmax is split within moments, not after the next
+// periodic report and control round: here both are a minute apart, so only
+// the size watch and the early round it wakes can split in time.
+func TestSizeWatchSplitsBetweenReports(t *testing.T) {
+	tc := startClusterWith(t, 1, func(c *Config) {
+		c.Placement.Rebalance = true
+		c.Placement.RangeMaxBytes, c.Placement.RangeMinBytes = 64<<10, 16<<10
+		c.ReportInterval, c.Control.Interval = time.Minute, time.Minute
+		c.Control.DeadNodeGrace = 2 * time.Minute
+	})
+	c := tc.client()
+	// An early round before the meta leaseholder has learnt liveness
+	// decides nothing; the split would then wait for the periodic round.
+	eventually(t, 10*time.Second, "liveness learnt", func() error {
+		if len(tc.nodes[0].liveNodes()) == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	fillAndWaitSplits(t, c, 20*time.Second)
+}
+
+// A write that would take its range past SplitBackpressure × Θmax waits
+// for the split; when none comes (a range of one key cannot split) it is
+// refused as overloaded after SplitBackpressureWait. A delete is never
+// held, and once it has shrunk the range, writes go ahead again.
+func TestSplitBackpressure(t *testing.T) {
+	tc := startClusterWith(t, 1, func(c *Config) {
+		c.Placement.Rebalance = true
+		c.Placement.RangeMaxBytes, c.Placement.RangeMinBytes = 64<<10, 16<<10
+		c.SplitBackpressureWait = 300 * time.Millisecond
+	})
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	big := strings.Repeat("x", 100<<10)
+	if err := c.Put(ctx, []byte("a"), []byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a write to the full range refused", func() error {
+		err := c.Put(ctx, []byte("a"), []byte(big))
+		if !errors.Is(err, client.ErrOverloaded) {
+			return fmt.Errorf("put: %v", err)
+		}
+		if !strings.Contains(err.Error(), "above its size limit") {
+			t.Fatalf("refusal %q does not say why", err)
+		}
+		return nil
+	})
+	if _, err := c.Delete(ctx, []byte("a")); err != nil {
+		t.Fatalf("delete held or refused: %v", err)
+	}
+	eventually(t, 10*time.Second, "writes go ahead once the range shrank", func() error {
+		return c.Put(ctx, []byte("b"), []byte("small"))
+	})
+	if n := gathered(t, tc.nodes[0], "tidekv_split_backpressure_total", "outcome", "refused"); n < 1 {
+		t.Fatalf("refused holds counted %v times", n)
+	}
 }
 
 func checkAllKeysValue(t *testing.T, c *client.Client, n int, val string) {

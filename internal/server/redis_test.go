@@ -15,24 +15,7 @@ import (
 // redisCalls reads tidekv_redis_kv_calls_total{path} from s's registry.
 func redisCalls(t *testing.T, s *Server, path string) float64 {
 	t.Helper()
-	mfs, err := s.metrics.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "tidekv_redis_kv_calls_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "path" && l.GetValue() == path {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no tidekv_redis_kv_calls_total{path=%q}", path)
-	return 0
+	return gathered(t, s, "tidekv_redis_kv_calls_total", "path", path)
 }
 
 // splitLedApart splits the key space at key and moves the leases so that

@@ -93,6 +93,11 @@ type Server struct {
 
 	metaLeaderAddr atomic.Pointer[string]
 	reports        chan *tidekvpb.RangeDescriptor
+	placeWake      chan struct{}     // wakes the control loop early (sizewatch.go)
+	sizeAlerts     map[uint64]uint64 // range ID -> generation reported above Θmax
+	budgets        sync.Map          // range ID -> writeBudget (sizewatch.go)
+	holdWrites     atomic.Bool       // budgets are kept and enforced
+	sizeWake       chan struct{}
 	requests       atomic.Uint64
 	ready          atomic.Bool
 	versionWarned  atomic.Bool // logVersionRefused said so once
@@ -134,8 +139,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, eng: eng, dir: newDirectory(eng), sec: sec, faults: faults,
-		conns:   map[string]*grpc.ClientConn{},
-		reports: make(chan *tidekvpb.RangeDescriptor, 1024),
+		conns:     map[string]*grpc.ClientConn{},
+		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
+		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1), sizeAlerts: map[uint64]uint64{},
 		stopper: make(chan struct{}),
 		meta:    newMetaState(),
 		metrics: newMetrics(),
