@@ -3,11 +3,15 @@ package raftstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/mvcc"
+	"github.com/tidekv/tidekv/internal/storage"
 )
 
 // Where to split a range: by size (the key that halves its data) or by load
@@ -37,8 +41,33 @@ func (r *Replica) SizeSplitKey(ctx context.Context) ([]byte, error) {
 	if r.rangeID == keys.MetaRangeID {
 		return nil, fmt.Errorf("%w: the meta range does not split", ErrInvalidRequest)
 	}
-	lo, hi := dataSpanOf(d)
-	it, err := r.store.eng.NewIter(lo, hi)
+	for {
+		lv, err := r.readLayout(ctx)
+		if err != nil {
+			return nil, err
+		}
+		key, err := sizeSplitKey(ctx, r.store.eng, d, lv.mvcc)
+		if r.stillLayout(lv) {
+			return key, err
+		}
+	}
+}
+
+// sizeSplitKey finds SizeSplitKey's key in the range d's data in a layout.
+// On the versioned one every version counts (they move with the range)
+// and the key never separates two versions of one user key.
+func sizeSplitKey(ctx context.Context, eng storage.Reader, d *tidekvpb.RangeDescriptor, versioned bool) ([]byte, error) {
+	tooSmall := fmt.Errorf("%w: range too small to split: range %d has fewer than 2 keys", ErrInvalidRequest, d.GetRangeId())
+	if versioned {
+		lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
+		k, err := mvcc.SplitKey(ctx, eng, lo, hi)
+		if errors.Is(err, mvcc.ErrInvalidArgument) {
+			return nil, tooSmall
+		}
+		return keys.UserKey(k), err
+	}
+	lo, hi := dataSpan(d, false)
+	it, err := eng.NewIter(lo, hi)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +106,7 @@ func (r *Replica) SizeSplitKey(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	if n < 2 {
-		return nil, fmt.Errorf("%w: range too small to split: range %d has fewer than 2 keys", ErrInvalidRequest, r.rangeID)
+		return nil, tooSmall
 	}
 	half := total / 2
 	dist := func(c checkpoint) uint64 {

@@ -1,17 +1,34 @@
 package server
 
 import (
+	"context"
 	"testing"
 
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
-type fakeSized struct{ id, written, snaps uint64 }
+type fakeSized struct {
+	id, written, snaps uint64
+	eng                storage.Reader
+	span               [2][]byte // the range's unversioned engine span
+}
 
 func (f *fakeSized) RangeID() uint64          { return f.id }
 func (f *fakeSized) WrittenBytes() uint64     { return f.written }
 func (f *fakeSized) SnapshotsApplied() uint64 { return f.snaps }
+
+func (f *fakeSized) LiveBytes(context.Context) (uint64, error) {
+	it, err := f.eng.NewIter(f.span[0], f.span[1])
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		n += uint64(len(keys.UserKey(it.Key())) + len(it.Value()))
+	}
+	return n, it.Close()
+}
 
 // The size is an exact count of live bytes plus the bytes written since,
 // counted again once those could have added recountAfter bytes, when the
@@ -33,10 +50,10 @@ func TestRangeSizeEstimate(t *testing.T) {
 	put("c", "12")     // 3
 	put("z", "x")      // outside
 	lo, hi := keys.DataSpan(2, []byte("b"), []byte("m"))
-	r := &fakeSized{id: 2}
+	r := &fakeSized{id: 2, eng: eng, span: [2][]byte{lo, hi}}
 	var rs rangeSizes
 	size := func(gen uint64) uint64 {
-		n, err := rs.size(eng, r, gen, lo, hi, 100)
+		n, err := rs.size(context.Background(), r, gen, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
