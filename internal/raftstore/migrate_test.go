@@ -136,8 +136,18 @@ func TestMigrateLayoutAcrossSplitAndSnapshot(t *testing.T) {
 		want[k] = v
 	}
 	tc.checkValues(t, want)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Live bytes count the same in both layouts.
+	live := liveOf(want, "")
+	if n, err := tc.leader(testRangeID).LiveBytes(ctx); err != nil || n != live {
+		t.Fatalf("live bytes before the migration: %d, %v; want %d", n, err, live)
+	}
 	tc.migrate(t, testRangeID)
 	tc.checkValues(t, want)
+	if n, err := tc.leader(testRangeID).LiveBytes(ctx); err != nil || n != live {
+		t.Fatalf("live bytes after the migration: %d, %v; want %d", n, err, live)
+	}
 	for _, id := range tc.nodes {
 		lo, hi := keys.DataSpan(testRangeID, nil, nil)
 		if n, err := tc.engines[id].ApproximateSize(lo, hi); err != nil || n != 0 {
@@ -146,8 +156,6 @@ func TestMigrateLayoutAcrossSplitAndSnapshot(t *testing.T) {
 	}
 	tc.put("k000", "new")
 	want["k000"] = "new"
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	if deleted, err := tc.leader(testRangeID).Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_DELETE, Key: []byte("k001")}}); err != nil || !deleted {
 		t.Fatalf("delete after the migration: %v, %v", deleted, err)
 	}
@@ -165,14 +173,8 @@ func TestMigrateLayoutAcrossSplitAndSnapshot(t *testing.T) {
 	if key, err := rhs.SizeSplitKey(ctx); err != nil || string(key) <= "k100" {
 		t.Fatalf("split key of the versioned right half: %q, %v", key, err)
 	}
-	var live uint64
-	for k, v := range want {
-		if k >= "k100" {
-			live += uint64(len(k) + len(v))
-		}
-	}
-	if n, err := rhs.LiveBytes(ctx); err != nil || n != live {
-		t.Fatalf("live bytes of the right half: %d, %v; want %d", n, err, live)
+	if n, err := rhs.LiveBytes(ctx); err != nil || n != liveOf(want, "k100") {
+		t.Fatalf("live bytes of the right half: %d, %v; want %d", n, err, liveOf(want, "k100"))
 	}
 
 	n4 := tc.addNode()
@@ -195,6 +197,17 @@ func TestMigrateLayoutAcrossSplitAndSnapshot(t *testing.T) {
 	if r4.SnapshotsApplied() == 0 {
 		t.Fatal("the new replica caught up without a snapshot")
 	}
+}
+
+// liveOf is the user bytes of the keys in kvs from from on.
+func liveOf(kvs map[string]string, from string) uint64 {
+	var n uint64
+	for k, v := range kvs {
+		if k >= from {
+			n += uint64(len(k) + len(v))
+		}
+	}
+	return n
 }
 
 // Ranges in different layouts do not merge (their data would mix); once
@@ -274,4 +287,54 @@ func loadUnversioned(b *testing.B, size, valueLen int) storage.Engine {
 		b.Fatal(err)
 	}
 	return eng
+}
+
+// Reads that run while the migration applies see the data in one layout
+// or the other, never neither: each waits out the commit that moves it.
+func TestReadsDuringMigration(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	for i := range 300 {
+		tc.put(fmt.Sprintf("k%03d", i), "v")
+	}
+	ld := tc.leader(testRangeID)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	errs := make(chan error, 2)
+	for _, read := range []func() error{
+		func() error {
+			if _, ok, err := ld.Get(ctx, []byte("k150"), ReadOptions{Mode: tidekvpb.ReadMode_ANY}); err != nil || !ok {
+				return fmt.Errorf("get: found %v, %v", ok, err)
+			}
+			return nil
+		},
+		func() error {
+			if kvs, _, err := ld.Scan(ctx, nil, nil, 1000, 1<<20, ReadOptions{Mode: tidekvpb.ReadMode_ANY}); err != nil || len(kvs) != 300 {
+				return fmt.Errorf("scan: %d keys, %v", len(kvs), err)
+			}
+			return nil
+		},
+	} {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if err := read(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	tc.migrate(t, testRangeID)
+	close(stop)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -65,6 +65,20 @@ func (tc *testCluster) waitLogVersion(t *testing.T, want uint32) {
 	t.Fatalf("log versions %v, want every node at %d", tc.logVersions(), want)
 }
 
+// restartOnNewBinary restarts node i on its data with a binary that
+// applies the latest log version.
+func (tc *testCluster) restartOnNewBinary(ctx context.Context, t *testing.T, i int) {
+	t.Helper()
+	tc.nodes[i].Stop()
+	cfg := tc.cfgs[i]
+	cfg.Raft.MaxLogVersion = raftstore.LatestLogVersion
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.nodes[i] = s
+}
+
 // guardedWrite runs a guarded write at the leaseholder of key.
 func (tc *testCluster) guardedWrite(ctx context.Context, key string) error {
 	for _, s := range tc.nodes {
@@ -105,14 +119,7 @@ func TestLogVersionWaitsForEveryNode(t *testing.T) {
 	}
 
 	// The old node comes back on a new binary.
-	tc.nodes[0].Stop()
-	cfg := tc.cfgs[0]
-	cfg.Raft.MaxLogVersion = raftstore.LatestLogVersion
-	s, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc.nodes[0] = s
+	tc.restartOnNewBinary(ctx, t, 0)
 	tc.waitLogVersion(t, raftstore.LatestLogVersion)
 	if err := tc.guardedWrite(ctx, "h1"); err != nil {
 		t.Fatalf("guarded write after the upgrade: %v", err)
@@ -191,14 +198,7 @@ func TestLogVersionRaisedToMVCC(t *testing.T) {
 		t.Fatalf("ranges versioned at log version 3: %v", v)
 	}
 
-	tc.nodes[0].Stop()
-	cfg := tc.cfgs[0]
-	cfg.Raft.MaxLogVersion = raftstore.LatestLogVersion
-	s, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc.nodes[0] = s
+	tc.restartOnNewBinary(ctx, t, 0)
 	tc.waitLogVersion(t, raftstore.LogVersionMVCC)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
