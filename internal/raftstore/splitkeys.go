@@ -57,12 +57,14 @@ func (r *Replica) SizeSplitKey(ctx context.Context) ([]byte, error) {
 // On the versioned one every version counts (they move with the range)
 // and the key never separates two versions of one user key.
 func sizeSplitKey(ctx context.Context, eng storage.Reader, d *tidekvpb.RangeDescriptor, versioned bool) ([]byte, error) {
-	tooSmall := fmt.Errorf("%w: range too small to split: range %d has fewer than 2 keys", ErrInvalidRequest, d.GetRangeId())
+	tooSmall := func() error {
+		return fmt.Errorf("%w: range too small to split: range %d has fewer than 2 keys", ErrInvalidRequest, d.GetRangeId())
+	}
 	if versioned {
 		lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
 		k, err := mvcc.SplitKey(ctx, eng, lo, hi)
 		if errors.Is(err, mvcc.ErrInvalidArgument) {
-			return nil, tooSmall
+			return nil, tooSmall()
 		}
 		return keys.UserKey(k), err
 	}
@@ -106,7 +108,7 @@ func sizeSplitKey(ctx context.Context, eng storage.Reader, d *tidekvpb.RangeDesc
 		return nil, err
 	}
 	if n < 2 {
-		return nil, tooSmall
+		return nil, tooSmall()
 	}
 	half := total / 2
 	dist := func(c checkpoint) uint64 {
