@@ -199,6 +199,54 @@ func TestMigrateLayoutAcrossSplitAndSnapshot(t *testing.T) {
 	}
 }
 
+// A replica that was down through the migration, and whose log the others
+// truncated meanwhile, catches up by a snapshot in the versioned layout
+// that replaces its unversioned data.
+func TestSnapshotReplacesUnversionedData(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.LogKeepEntries = 5 })
+	want := map[string]string{}
+	for i := range 30 {
+		k := fmt.Sprintf("k%02d", i)
+		tc.put(k, "old")
+		want[k] = "old"
+	}
+	behind := tc.nodes[2]
+	if tc.leader(testRangeID).store.nodeID == behind {
+		behind = tc.nodes[1]
+	}
+	waitFor(t, func() bool { _, ok, _ := tc.engines[behind].Get(dataKey("k29")); return ok })
+	tc.crash(behind)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tc.leader(testRangeID).MigrateLayout(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		k := fmt.Sprintf("k%02d", i)
+		tc.put(k, "new")
+		want[k] = "new"
+	}
+	tc.restart(behind)
+	waitFor(t, func() bool {
+		r := tc.stores[behind].GetReplica(testRangeID)
+		return r != nil && r.VersionedLayout() && r.SnapshotsApplied() > 0
+	})
+	r := tc.stores[behind].GetReplica(testRangeID)
+	waitFor(t, func() bool {
+		v, ok, err := r.Get(ctx, []byte("k29"), ReadOptions{Mode: tidekvpb.ReadMode_ANY})
+		return err == nil && ok && string(v) == "new"
+	})
+	for k, v := range want {
+		if got, ok, err := r.Get(ctx, []byte(k), ReadOptions{Mode: tidekvpb.ReadMode_ANY}); err != nil || !ok || string(got) != v {
+			t.Fatalf("%s on the caught-up replica: %q, %v, %v; want %q", k, got, ok, err, v)
+		}
+	}
+	lo, hi := keys.DataSpan(testRangeID, nil, nil)
+	if n, err := tc.engines[behind].ApproximateSize(lo, hi); err != nil || n != 0 {
+		t.Fatalf("the caught-up replica keeps %d bytes of unversioned data (%v)", n, err)
+	}
+}
+
 // liveOf is the user bytes of the keys in kvs from from on.
 func liveOf(kvs map[string]string, from string) uint64 {
 	var n uint64
