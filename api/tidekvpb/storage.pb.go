@@ -26,6 +26,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DataLayout is how a range's user data sits in the engine.
+type DataLayout int32
+
+const (
+	// One key per user key under the 0x04 prefix, no history: every range
+	// before log version 4, and the meta range always.
+	DataLayout_DATA_LAYOUT_UNVERSIONED DataLayout = 0
+	// internal/mvcc versions under the 0x06 prefix, at HLC timestamps.
+	DataLayout_DATA_LAYOUT_MVCC DataLayout = 1
+)
+
+// Enum value maps for DataLayout.
+var (
+	DataLayout_name = map[int32]string{
+		0: "DATA_LAYOUT_UNVERSIONED",
+		1: "DATA_LAYOUT_MVCC",
+	}
+	DataLayout_value = map[string]int32{
+		"DATA_LAYOUT_UNVERSIONED": 0,
+		"DATA_LAYOUT_MVCC":        1,
+	}
+)
+
+func (x DataLayout) Enum() *DataLayout {
+	p := new(DataLayout)
+	*p = x
+	return p
+}
+
+func (x DataLayout) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DataLayout) Descriptor() protoreflect.EnumDescriptor {
+	return file_storage_proto_enumTypes[0].Descriptor()
+}
+
+func (DataLayout) Type() protoreflect.EnumType {
+	return &file_storage_proto_enumTypes[0]
+}
+
+func (x DataLayout) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DataLayout.Descriptor instead.
+func (DataLayout) EnumDescriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{0}
+}
+
 // NodeIdent is written once into a node's engine when it joins a cluster.
 type NodeIdent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -89,8 +139,11 @@ type ReplicaState struct {
 	// The log holds entries after truncated_index.
 	TruncatedIndex uint64 `protobuf:"varint,4,opt,name=truncated_index,json=truncatedIndex,proto3" json:"truncated_index,omitempty"`
 	TruncatedTerm  uint64 `protobuf:"varint,5,opt,name=truncated_term,json=truncatedTerm,proto3" json:"truncated_term,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How the range's user data is stored (raftstore/layout.go). Replicated:
+	// every replica changes it at the same entry (MigrateLayoutCommand).
+	Layout        DataLayout `protobuf:"varint,6,opt,name=layout,proto3,enum=tidekv.DataLayout" json:"layout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaState) Reset() {
@@ -158,6 +211,13 @@ func (x *ReplicaState) GetTruncatedTerm() uint64 {
 	return 0
 }
 
+func (x *ReplicaState) GetLayout() DataLayout {
+	if x != nil {
+		return x.Layout
+	}
+	return DataLayout_DATA_LAYOUT_UNVERSIONED
+}
+
 // Tombstone marks a destroyed replica: messages addressed to replica IDs
 // below next_replica_id are stale and dropped.
 type Tombstone struct {
@@ -207,8 +267,10 @@ func (x *Tombstone) GetNextReplicaId() uint64 {
 // SnapshotData is the Data of a Raft snapshot: the range's descriptor at the
 // snapshot's index. The range's keys travel beside it as an SST file.
 type SnapshotData struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Desc          *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Desc  *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
+	// The layout of the range's data in the SST, which the receiver adopts.
+	Layout        DataLayout `protobuf:"varint,2,opt,name=layout,proto3,enum=tidekv.DataLayout" json:"layout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -248,6 +310,13 @@ func (x *SnapshotData) GetDesc() *RangeDescriptor {
 		return x.Desc
 	}
 	return nil
+}
+
+func (x *SnapshotData) GetLayout() DataLayout {
+	if x != nil {
+		return x.Layout
+	}
+	return DataLayout_DATA_LAYOUT_UNVERSIONED
 }
 
 type SplitCommand struct {
@@ -650,6 +719,97 @@ func (x *LogGuard) GetClearEnd() []byte {
 	return nil
 }
 
+// LogTimestamp is an HLC timestamp (internal/hlc) in a Raft command.
+type LogTimestamp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WallNanos     int64                  `protobuf:"varint,1,opt,name=wall_nanos,json=wallNanos,proto3" json:"wall_nanos,omitempty"`
+	Logical       uint32                 `protobuf:"varint,2,opt,name=logical,proto3" json:"logical,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogTimestamp) Reset() {
+	*x = LogTimestamp{}
+	mi := &file_storage_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogTimestamp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogTimestamp) ProtoMessage() {}
+
+func (x *LogTimestamp) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogTimestamp.ProtoReflect.Descriptor instead.
+func (*LogTimestamp) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LogTimestamp) GetWallNanos() int64 {
+	if x != nil {
+		return x.WallNanos
+	}
+	return 0
+}
+
+func (x *LogTimestamp) GetLogical() uint32 {
+	if x != nil {
+		return x.Logical
+	}
+	return 0
+}
+
+// MigrateLayoutCommand rewrites the range's unversioned data as versions
+// at the command's timestamp and moves the range to DATA_LAYOUT_MVCC.
+type MigrateLayoutCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateLayoutCommand) Reset() {
+	*x = MigrateLayoutCommand{}
+	mi := &file_storage_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateLayoutCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateLayoutCommand) ProtoMessage() {}
+
+func (x *MigrateLayoutCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateLayoutCommand.ProtoReflect.Descriptor instead.
+func (*MigrateLayoutCommand) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{11}
+}
+
 // RaftCommand is the payload of every normal Raft entry TideKV proposes.
 type RaftCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -672,14 +832,19 @@ type RaftCommand struct {
 	// Writes and CAS commands proposed in one scheduler round, sharing one
 	// Raft entry: each is applied in order as if it were its own entry and
 	// answers its own proposer. The other fields are unset.
-	Batch         []*RaftCommand `protobuf:"bytes,11,rep,name=batch,proto3" json:"batch,omitempty"`
+	Batch []*RaftCommand `protobuf:"bytes,11,rep,name=batch,proto3" json:"batch,omitempty"`
+	// With writes, cas or migrate_layout (log version 4): the HLC timestamp
+	// the leaseholder chose at proposal; a range on the versioned layout
+	// writes its versions at or above it.
+	Timestamp     *LogTimestamp         `protobuf:"bytes,12,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	MigrateLayout *MigrateLayoutCommand `protobuf:"bytes,13,opt,name=migrate_layout,json=migrateLayout,proto3" json:"migrate_layout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RaftCommand) Reset() {
 	*x = RaftCommand{}
-	mi := &file_storage_proto_msgTypes[10]
+	mi := &file_storage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +856,7 @@ func (x *RaftCommand) String() string {
 func (*RaftCommand) ProtoMessage() {}
 
 func (x *RaftCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[10]
+	mi := &file_storage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +869,7 @@ func (x *RaftCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftCommand.ProtoReflect.Descriptor instead.
 func (*RaftCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{10}
+	return file_storage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RaftCommand) GetProposalId() uint64 {
@@ -784,6 +949,20 @@ func (x *RaftCommand) GetBatch() []*RaftCommand {
 	return nil
 }
 
+func (x *RaftCommand) GetTimestamp() *LogTimestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *RaftCommand) GetMigrateLayout() *MigrateLayoutCommand {
+	if x != nil {
+		return x.MigrateLayout
+	}
+	return nil
+}
+
 type MergeCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The right-hand range as frozen.
@@ -794,7 +973,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_storage_proto_msgTypes[11]
+	mi := &file_storage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +985,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[11]
+	mi := &file_storage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +998,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{11}
+	return file_storage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MergeCommand) GetRhs() *RangeDescriptor {
@@ -837,18 +1016,20 @@ const file_storage_proto_rawDesc = "" +
 	"\tNodeIdent\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xe2\x01\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\x8e\x02\n" +
 	"\fReplicaState\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12+\n" +
 	"\x04desc\x18\x02 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x120\n" +
 	"\n" +
 	"conf_state\x18\x03 \x01(\v2\x11.raftpb.ConfStateR\tconfState\x12'\n" +
 	"\x0ftruncated_index\x18\x04 \x01(\x04R\x0etruncatedIndex\x12%\n" +
-	"\x0etruncated_term\x18\x05 \x01(\x04R\rtruncatedTerm\"3\n" +
+	"\x0etruncated_term\x18\x05 \x01(\x04R\rtruncatedTerm\x12*\n" +
+	"\x06layout\x18\x06 \x01(\x0e2\x12.tidekv.DataLayoutR\x06layout\"3\n" +
 	"\tTombstone\x12&\n" +
-	"\x0fnext_replica_id\x18\x01 \x01(\x04R\rnextReplicaId\";\n" +
+	"\x0fnext_replica_id\x18\x01 \x01(\x04R\rnextReplicaId\"g\n" +
 	"\fSnapshotData\x12+\n" +
-	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"M\n" +
+	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12*\n" +
+	"\x06layout\x18\x02 \x01(\x0e2\x12.tidekv.DataLayoutR\x06layout\"M\n" +
 	"\fSplitCommand\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\fR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
@@ -879,7 +1060,12 @@ const file_storage_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1f\n" +
 	"\vclear_start\x18\x03 \x01(\fR\n" +
 	"clearStart\x12\x1b\n" +
-	"\tclear_end\x18\x04 \x01(\fR\bclearEnd\"\xc3\x03\n" +
+	"\tclear_end\x18\x04 \x01(\fR\bclearEnd\"G\n" +
+	"\fLogTimestamp\x12\x1d\n" +
+	"\n" +
+	"wall_nanos\x18\x01 \x01(\x03R\twallNanos\x12\x18\n" +
+	"\alogical\x18\x02 \x01(\rR\alogical\"\x16\n" +
+	"\x14MigrateLayoutCommand\"\xbc\x04\n" +
 	"\vRaftCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12(\n" +
@@ -895,9 +1081,15 @@ const file_storage_proto_rawDesc = "" +
 	"writeGuard\x12!\n" +
 	"\fwant_existed\x18\n" +
 	" \x01(\bR\vwantExisted\x12)\n" +
-	"\x05batch\x18\v \x03(\v2\x13.tidekv.RaftCommandR\x05batch\"9\n" +
+	"\x05batch\x18\v \x03(\v2\x13.tidekv.RaftCommandR\x05batch\x122\n" +
+	"\ttimestamp\x18\f \x01(\v2\x14.tidekv.LogTimestampR\ttimestamp\x12C\n" +
+	"\x0emigrate_layout\x18\r \x01(\v2\x1c.tidekv.MigrateLayoutCommandR\rmigrateLayout\"9\n" +
 	"\fMergeCommand\x12)\n" +
-	"\x03rhs\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x03rhsB'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
+	"\x03rhs\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x03rhs*?\n" +
+	"\n" +
+	"DataLayout\x12\x1b\n" +
+	"\x17DATA_LAYOUT_UNVERSIONED\x10\x00\x12\x14\n" +
+	"\x10DATA_LAYOUT_MVCC\x10\x01B'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
 
 var (
 	file_storage_proto_rawDescOnce sync.Once
@@ -911,47 +1103,55 @@ func file_storage_proto_rawDescGZIP() []byte {
 	return file_storage_proto_rawDescData
 }
 
-var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_storage_proto_goTypes = []any{
-	(*NodeIdent)(nil),             // 0: tidekv.NodeIdent
-	(*ReplicaState)(nil),          // 1: tidekv.ReplicaState
-	(*Tombstone)(nil),             // 2: tidekv.Tombstone
-	(*SnapshotData)(nil),          // 3: tidekv.SnapshotData
-	(*SplitCommand)(nil),          // 4: tidekv.SplitCommand
-	(*ChangeReplicasCommand)(nil), // 5: tidekv.ChangeReplicasCommand
-	(*MetaCommand)(nil),           // 6: tidekv.MetaCommand
-	(*LogWrite)(nil),              // 7: tidekv.LogWrite
-	(*LogCompareAndSet)(nil),      // 8: tidekv.LogCompareAndSet
-	(*LogGuard)(nil),              // 9: tidekv.LogGuard
-	(*RaftCommand)(nil),           // 10: tidekv.RaftCommand
-	(*MergeCommand)(nil),          // 11: tidekv.MergeCommand
-	(*RangeDescriptor)(nil),       // 12: tidekv.RangeDescriptor
-	(*raftpb.ConfState)(nil),      // 13: raftpb.ConfState
-	(*NodeDescriptor)(nil),        // 14: tidekv.NodeDescriptor
-	(*Setting)(nil),               // 15: tidekv.Setting
+	(DataLayout)(0),               // 0: tidekv.DataLayout
+	(*NodeIdent)(nil),             // 1: tidekv.NodeIdent
+	(*ReplicaState)(nil),          // 2: tidekv.ReplicaState
+	(*Tombstone)(nil),             // 3: tidekv.Tombstone
+	(*SnapshotData)(nil),          // 4: tidekv.SnapshotData
+	(*SplitCommand)(nil),          // 5: tidekv.SplitCommand
+	(*ChangeReplicasCommand)(nil), // 6: tidekv.ChangeReplicasCommand
+	(*MetaCommand)(nil),           // 7: tidekv.MetaCommand
+	(*LogWrite)(nil),              // 8: tidekv.LogWrite
+	(*LogCompareAndSet)(nil),      // 9: tidekv.LogCompareAndSet
+	(*LogGuard)(nil),              // 10: tidekv.LogGuard
+	(*LogTimestamp)(nil),          // 11: tidekv.LogTimestamp
+	(*MigrateLayoutCommand)(nil),  // 12: tidekv.MigrateLayoutCommand
+	(*RaftCommand)(nil),           // 13: tidekv.RaftCommand
+	(*MergeCommand)(nil),          // 14: tidekv.MergeCommand
+	(*RangeDescriptor)(nil),       // 15: tidekv.RangeDescriptor
+	(*raftpb.ConfState)(nil),      // 16: raftpb.ConfState
+	(*NodeDescriptor)(nil),        // 17: tidekv.NodeDescriptor
+	(*Setting)(nil),               // 18: tidekv.Setting
 }
 var file_storage_proto_depIdxs = []int32{
-	12, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
-	13, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
-	12, // 2: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
-	12, // 3: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
-	14, // 4: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
-	14, // 5: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
-	12, // 6: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
-	15, // 7: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
-	7,  // 8: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
-	8,  // 9: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
-	4,  // 10: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
-	6,  // 11: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	11, // 12: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
-	9,  // 13: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
-	10, // 14: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
-	12, // 15: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	15, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
+	16, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
+	0,  // 2: tidekv.ReplicaState.layout:type_name -> tidekv.DataLayout
+	15, // 3: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
+	0,  // 4: tidekv.SnapshotData.layout:type_name -> tidekv.DataLayout
+	15, // 5: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
+	17, // 6: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
+	17, // 7: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
+	15, // 8: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
+	18, // 9: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
+	8,  // 10: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
+	9,  // 11: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
+	5,  // 12: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
+	7,  // 13: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
+	14, // 14: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	10, // 15: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
+	13, // 16: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
+	11, // 17: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
+	12, // 18: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
+	15, // 19: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }
@@ -965,13 +1165,14 @@ func file_storage_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storage_proto_rawDesc), len(file_storage_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   12,
+			NumEnums:      1,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_storage_proto_goTypes,
 		DependencyIndexes: file_storage_proto_depIdxs,
+		EnumInfos:         file_storage_proto_enumTypes,
 		MessageInfos:      file_storage_proto_msgTypes,
 	}.Build()
 	File_storage_proto = out.File

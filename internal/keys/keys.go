@@ -11,8 +11,12 @@ const (
 	prefixRangeLocal byte = 0x01 // per-replica Raft and applied state
 	prefixNodeLocal  byte = 0x02 // node identity and caches
 	prefixMeta       byte = 0x03 // data of the meta range
-	prefixUser       byte = 0x04 // data of user ranges
-	prefixEnd        byte = 0x05
+	prefixUser       byte = 0x04 // data of user ranges, unversioned
+	prefixEnd        byte = 0x05 // bounds the unversioned user data
+	// Versioned user data (internal/mvcc), apart from 0x04 so that a key
+	// an unversioned range left can never be read as a version.
+	prefixVersioned    byte = 0x06
+	prefixVersionedEnd byte = 0x07
 )
 
 // Suffixes of range-local keys.
@@ -114,7 +118,7 @@ func AppendDataKey(dst []byte, rangeID uint64, key []byte) []byte {
 	return append(dst, key...)
 }
 
-// UserKey strips the prefix from an engine data key.
+// UserKey strips the prefix from an engine data key or a VersionedKey.
 func UserKey(engineKey []byte) []byte { return engineKey[1:] }
 
 // DataSpan is the engine span holding the data of a range with bounds
@@ -128,6 +132,27 @@ func DataSpan(rangeID uint64, start, end []byte) (lo, hi []byte) {
 		return lo, []byte{prefixEnd}
 	}
 	return lo, DataKey(rangeID, end)
+}
+
+// VersionedKey is the key internal/mvcc versions for user key key of a
+// range on the versioned layout: mvcc adds the timestamp and escaping.
+func VersionedKey(key []byte) []byte {
+	return AppendVersionedKey(make([]byte, 0, 1+len(key)), key)
+}
+
+// AppendVersionedKey appends VersionedKey(key) to dst.
+func AppendVersionedKey(dst, key []byte) []byte {
+	return append(append(dst, prefixVersioned), key...)
+}
+
+// VersionedSpan is the span of mvcc keys (VersionedKey) holding the
+// versioned data of a range with bounds [start, end) (empty end:
+// unbounded); mvcc.EngineSpan turns it into engine bounds.
+func VersionedSpan(start, end []byte) (lo, hi []byte) {
+	if len(end) == 0 {
+		return VersionedKey(start), []byte{prefixVersionedEnd}
+	}
+	return VersionedKey(start), VersionedKey(end)
 }
 
 // Meta-range key space (relative keys; DataKey adds the prefix).

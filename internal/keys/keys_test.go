@@ -23,6 +23,19 @@ func TestKeyClassesDoNotInterleave(t *testing.T) {
 	if bytes.Compare(mh, ul) > 0 || bytes.Compare(ml, hi) < 0 || bytes.Compare(uh, []byte{0xff}) >= 0 {
 		t.Fatalf("data spans overlap: meta [%x,%x) user [%x,%x)", ml, mh, ul, uh)
 	}
+	// Versioned user data lies above the unversioned, and its span of a
+	// bounded range holds exactly the range's keys.
+	vl, vh := VersionedSpan(nil, nil)
+	if bytes.Compare(uh, vl) > 0 || bytes.Compare(vh, []byte{0xff}) >= 0 {
+		t.Fatalf("versioned span [%x,%x) overlaps unversioned [%x,%x)", vl, vh, ul, uh)
+	}
+	bl, bh := VersionedSpan([]byte("b"), []byte("m"))
+	for k, in := range map[string]bool{"a": false, "b": true, "lzz": true, "m": false} {
+		vk := VersionedKey([]byte(k))
+		if got := bytes.Compare(vk, bl) >= 0 && bytes.Compare(vk, bh) < 0; got != in || !bytes.Equal(UserKey(vk), []byte(k)) {
+			t.Errorf("versioned key of %q: in [b, m) %v, user key %q", k, got, UserKey(vk))
+		}
+	}
 	// Log keys sort by index.
 	if bytes.Compare(LogKey(1, 255), LogKey(1, 256)) >= 0 {
 		t.Fatal("log keys must sort by index")

@@ -15,11 +15,11 @@
 //
 // The package is given user keys and spans and knows nothing of ranges,
 // Raft or the engine's other key classes; a caller that shares an engine
-// with other keys versions keys it has already prefixed (keys.DataKey)
+// with other keys versions keys it has already prefixed (keys.VersionedKey)
 // and bounds every span. Whether a read or write at a timestamp is allowed
 // (below the GC threshold, a closed timestamp, a newer version) is the
-// caller's decision too. Nothing in TideKV uses it yet (issue 15;
-// docs/transactions.md has the integration plan).
+// caller's decision too. internal/raftstore stores the data of ranges on
+// the versioned layout with it (docs/transactions.md, integration step 2).
 //
 // It imports internal/hlc and internal/storage only.
 package mvcc

@@ -42,11 +42,6 @@ func ComputeStats(r storage.Reader, start, end []byte) (st Stats, err error) {
 	return st, err
 }
 
-// splitCheckpoints bounds the candidate keys SplitKey keeps: with this many
-// it drops every other one and samples keys half as often, so memory stays
-// bounded and the key chosen is within one sampling stride of the middle.
-const splitCheckpoints = 1024
-
 // SplitKey returns the user key that divides the stored bytes of the keys
 // in [start, end) about in half, counting every version (they all move with
 // the range). It is a user-key boundary: every version of the returned key
@@ -55,46 +50,25 @@ const splitCheckpoints = 1024
 // both halves hold data. A span with fewer than two keys cannot be split
 // (ErrInvalidArgument).
 func SplitKey(ctx context.Context, r storage.Reader, start, end []byte) ([]byte, error) {
-	type checkpoint struct {
-		esc    []byte // escaped user key
-		before int64  // bytes of the versions before it
-	}
-	var cps []checkpoint
-	var total int64
-	keys, stride := 0, 1
-	err := eachVersion(ctx, r, start, end, func(c *cursor, first bool) error {
-		if first {
-			if keys > 0 && keys%stride == 0 {
-				cps = append(cps, checkpoint{esc: append([]byte(nil), c.esc()...), before: total})
-				if len(cps) == splitCheckpoints {
-					kept := cps[:0]
-					for i := 1; i < len(cps); i += 2 {
-						kept = append(kept, cps[i])
-					}
-					clear(cps[len(kept):])
-					cps, stride = kept, 2*stride
-				}
-			}
-			keys++
-		}
-		total += int64(len(c.it.Key()) + len(c.it.Value()))
-		return nil
-	})
+	p, err := SplitPointsOf(ctx, r, start, end)
 	if err != nil {
 		return nil, err
 	}
-	if keys < 2 {
-		return nil, fmt.Errorf("%w: [%q, %q) holds %d keys; a split needs at least two", ErrInvalidArgument, start, end, keys)
+	if p.Keys() < 2 {
+		return nil, fmt.Errorf("%w: [%q, %q) holds %d keys; a split needs at least two", ErrInvalidArgument, start, end, p.Keys())
 	}
-	half := total / 2
-	dist := func(c checkpoint) int64 { return max(c.before-half, half-c.before) }
-	best := cps[0]
-	for _, c := range cps[1:] {
-		if dist(c) < dist(best) {
-			best = c
-		}
-	}
-	return appendUnescaped(nil, best.esc), nil
+	return p.Cut(2)[0], nil
+}
+
+// SplitPointsOf reads every version in [start, end) into SplitPoints, each
+// user key a candidate (never between two versions of one key).
+func SplitPointsOf(ctx context.Context, r storage.Reader, start, end []byte) (*SplitPoints, error) {
+	var p SplitPoints
+	err := eachVersion(ctx, r, start, end, func(c *cursor, first bool) error {
+		p.Add(first, func() []byte { return appendUnescaped(nil, c.esc()) }, uint64(len(c.it.Key())+len(c.it.Value())))
+		return nil
+	})
+	return &p, err
 }
 
 // eachVersion calls fn on every version in the span, in order, with first

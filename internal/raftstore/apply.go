@@ -9,7 +9,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/mvcc"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
@@ -20,12 +22,27 @@ type applyBatch struct {
 	eng     storage.Engine
 	b       storage.Batch
 	overlay map[string][]byte // nil value: deleted
+	// versions holds the newest version written in the batch of each
+	// keys.VersionedKey; migrated, the timestamp of each range migrated
+	// in it (applydata.go).
+	versions map[string]mvcc.Version
+	migrated map[uint64]hlc.Timestamp
 	// sync makes the commit durable (a merge freeze must survive a crash).
 	sync bool
 }
 
 func newApplyBatch(eng storage.Engine) *applyBatch {
-	return &applyBatch{eng: eng, b: eng.NewBatch(), overlay: map[string][]byte{}}
+	ab := &applyBatch{eng: eng}
+	ab.reset()
+	return ab
+}
+
+// reset starts an empty batch.
+func (ab *applyBatch) reset() {
+	ab.b = ab.eng.NewBatch()
+	ab.overlay = map[string][]byte{}
+	ab.versions = map[string]mvcc.Version{}
+	ab.migrated = map[uint64]hlc.Timestamp{}
 }
 
 func (ab *applyBatch) get(key []byte) ([]byte, bool, error) {
@@ -48,23 +65,39 @@ func (ab *applyBatch) mustGet(r *Replica, key []byte) ([]byte, bool) {
 // clearSpan deletes every key in [start, end) as the batch sees it: those in
 // the engine and those written earlier in this batch.
 func (ab *applyBatch) clearSpan(r *Replica, start, end []byte) {
-	it, err := ab.eng.NewIter(start, end)
-	if err == nil {
-		for ok := it.First(); ok && err == nil; ok = it.Next() {
-			err = ab.del(it.Key())
-		}
-		if cerr := it.Close(); err == nil {
-			err = cerr
-		}
-	}
-	for k, v := range ab.overlay {
-		if err == nil && v != nil && bytes.Compare([]byte(k), start) >= 0 && bytes.Compare([]byte(k), end) < 0 {
-			err = ab.del([]byte(k))
-		}
-	}
-	if err != nil {
+	if err := ab.eachKey(start, end, func(k, _ []byte) error { return ab.del(k) }); err != nil {
 		log.Fatalf("range %d: clear during apply: %v", r.rangeID, err)
 	}
+}
+
+// eachKey calls fn with every key in [start, end) as the batch sees it and
+// its value, valid during the call: the engine's keys the batch has not
+// written, then those it has. fn may write to the batch.
+func (ab *applyBatch) eachKey(start, end []byte, fn func(k, v []byte) error) error {
+	it, err := ab.eng.NewIter(start, end)
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok && err == nil; ok = it.Next() {
+		if _, written := ab.overlay[string(it.Key())]; !written {
+			err = fn(it.Key(), it.Value())
+		}
+	}
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	var ks []string
+	for k, v := range ab.overlay {
+		if v != nil && k >= string(start) && k < string(end) {
+			ks = append(ks, k)
+		}
+	}
+	for _, k := range ks {
+		if err == nil {
+			err = fn([]byte(k), ab.overlay[k])
+		}
+	}
+	return err
 }
 
 func (ab *applyBatch) set(key, val []byte) error {
@@ -95,8 +128,7 @@ func (ab *applyBatch) flush() error {
 	if err := ab.commit(); err != nil {
 		return err
 	}
-	ab.b = ab.eng.NewBatch()
-	ab.overlay = map[string][]byte{}
+	ab.reset()
 	return nil
 }
 
@@ -171,8 +203,10 @@ func (r *Replica) applyCommandLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand, 
 			log.Fatalf("range %d: meta apply at %d: %v", r.rangeID, index, err)
 		}
 		return res, nil
+	case cmd.GetMigrateLayout() != nil:
+		return r.applyMigrateLocked(ab, cmd)
 	case cmd.GetCas() != nil:
-		return r.applyCASLocked(ab, cmd.GetCas()), nil
+		return r.applyCASLocked(ab, cmd), nil
 	default:
 		return r.applyWritesLocked(ab, cmd), nil
 	}
@@ -184,6 +218,10 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 		if err := r.checkKeysLocked(op.GetKey()); err != nil {
 			return applyResult{err: err}
 		}
+	}
+	data, err := r.dataLocked(ab, cmd)
+	if err != nil {
+		return applyResult{err: err}
 	}
 	var res applyResult
 	if g != nil || cmd.GetWantExisted() {
@@ -198,20 +236,19 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 		if err := r.checkGuardLocked(g); err != nil {
 			return applyResult{err: err}
 		}
-		cur, found := ab.mustGet(r, keys.DataKey(r.rangeID, g.GetKey()))
+		cur, found := data.get(g.GetKey())
 		res.write.GuardExisted, res.write.GuardCurrent = found, cur
 		if found && !bytes.Equal(cur, g.GetValue()) {
 			res.write.GuardFailed = true
 			return res
 		}
 		if !found && len(g.GetClearStart()) > 0 {
-			ab.clearSpan(r, keys.DataKey(r.rangeID, g.GetClearStart()), keys.DataKey(r.rangeID, g.GetClearEnd()))
+			data.clear(g.GetClearStart(), g.GetClearEnd())
 		}
 	}
 	for _, op := range ops {
-		k := keys.DataKey(r.rangeID, op.GetKey())
 		if answered && (op.GetDelete() || cmd.GetWantExisted()) {
-			_, found := ab.mustGet(r, k)
+			_, found := data.get(op.GetKey())
 			if op.GetDelete() {
 				res.deleted = res.deleted || found
 			}
@@ -219,16 +256,12 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 				res.write.Existed = append(res.write.Existed, found)
 			}
 		}
-		var err error
 		if op.GetDelete() {
-			err = ab.del(k)
+			data.del(op.GetKey())
 		} else {
-			err = ab.set(k, op.GetValue())
+			data.put(op.GetKey(), op.GetValue())
 		}
 		r.written.Add(uint64(len(op.GetKey()) + len(op.GetValue())))
-		if err != nil {
-			log.Fatalf("range %d: write during apply: %v", r.rangeID, err)
-		}
 	}
 	return res
 }
@@ -252,27 +285,25 @@ func (r *Replica) checkGuardLocked(g *tidekvpb.LogGuard) error {
 	return nil
 }
 
-func (r *Replica) applyCASLocked(ab *applyBatch, c *tidekvpb.LogCompareAndSet) applyResult {
+func (r *Replica) applyCASLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) applyResult {
+	c := cmd.GetCas()
 	if err := r.checkKeysLocked(c.GetKey()); err != nil {
 		return applyResult{err: err}
 	}
-	k := keys.DataKey(r.rangeID, c.GetKey())
-	cur, found, err := ab.get(k)
+	data, err := r.dataLocked(ab, cmd)
 	if err != nil {
-		log.Fatalf("range %d: read during apply: %v", r.rangeID, err)
+		return applyResult{err: err}
 	}
+	cur, found := data.get(c.GetKey())
 	resp := &tidekvpb.CompareAndSetResponse{CurrentExists: found, CurrentValue: cur}
 	match := found == c.GetExpectExists() && (!found || bytes.Equal(cur, c.GetExpectedValue()))
 	if match {
 		resp.Succeeded = true
 		if c.GetDelete() {
-			err = ab.del(k)
+			data.del(c.GetKey())
 		} else {
-			err = ab.set(k, c.GetNewValue())
+			data.put(c.GetKey(), c.GetNewValue())
 			r.written.Add(uint64(len(c.GetKey()) + len(c.GetNewValue())))
-		}
-		if err != nil {
-			log.Fatalf("range %d: write during apply: %v", r.rangeID, err)
 		}
 	}
 	return applyResult{cas: resp}
@@ -297,7 +328,7 @@ func (r *Replica) applySplitLocked(ab *applyBatch, sc *tidekvpb.SplitCommand) (a
 	right.Generation = left.Generation
 	// The right range is born with the left's membership, so replicas of a
 	// range in the middle of a change carry the joint state over.
-	rightState, err := writeInitialRangeState(ab.eng, ab.b, right)
+	rightState, err := writeInitialRangeState(ab.eng, ab.b, right, r.mu.state.GetLayout())
 	if err != nil {
 		log.Fatalf("range %d: split: %v", r.rangeID, err)
 	}

@@ -3,10 +3,11 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
@@ -116,16 +117,36 @@ func TestApplyBatchOverlay(t *testing.T) {
 }
 
 // bareReplica is just enough of a replica for the apply functions that
-// evaluate commands against its descriptor.
-func bareReplica(start, end string) *Replica {
-	r := &Replica{rangeID: 2}
+// evaluate commands against its descriptor, with its data in the given
+// layout.
+func bareReplica(eng storage.Engine, start, end string, versioned bool) *Replica {
+	r := &Replica{rangeID: 2, store: &Store{eng: eng}}
 	var e []byte
 	if end != "" {
 		e = []byte(end)
 	}
 	r.mu.state = &tidekvpb.ReplicaState{Desc: &tidekvpb.RangeDescriptor{RangeId: 2, StartKey: []byte(start), EndKey: e}}
+	if versioned {
+		r.mu.state.Layout = tidekvpb.DataLayout_DATA_LAYOUT_MVCC
+	}
 	r.mu.proposals = map[uint64]*proposal{}
 	return r
+}
+
+// inLayouts runs a test of apply once per data layout.
+func inLayouts(t *testing.T, test func(t *testing.T, versioned bool)) {
+	for _, versioned := range []bool{false, true} {
+		t.Run(fmt.Sprintf("versioned=%v", versioned), func(t *testing.T) { test(t, versioned) })
+	}
+}
+
+// stamped gives cmd the timestamp a leaseholder at log version 4 would:
+// every command of a test the same one, so later writes of a key land
+// just above earlier ones, as writes proposed before them but applied
+// after do.
+func stamped(cmd *tidekvpb.RaftCommand) *tidekvpb.RaftCommand {
+	cmd.Timestamp = logTimestamp(hlc.Timestamp{WallTime: 100})
+	return cmd
 }
 
 // proposed makes cmd this replica's own proposal, as the leaseholder's
@@ -133,18 +154,36 @@ func bareReplica(start, end string) *Replica {
 func proposed(r *Replica, cmd *tidekvpb.RaftCommand) *tidekvpb.RaftCommand {
 	cmd.ProposalId = uint64(len(r.mu.proposals)) + 1
 	r.mu.proposals[cmd.ProposalId] = &proposal{id: cmd.ProposalId, done: make(chan applyResult, 1)}
-	return cmd
+	return stamped(cmd)
+}
+
+// batchView reads key as the apply batch sees it in r's layout.
+func batchView(t *testing.T, r *Replica, ab *applyBatch, key string) (string, bool) {
+	t.Helper()
+	data, err := r.dataLocked(ab, stamped(&tidekvpb.RaftCommand{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, found := data.get([]byte(key))
+	return string(v), found
 }
 
 // TestApplyGuardedWrite: a guarded write applies only while its key is
 // absent or holds the guard's value, clears the span when the key is
 // absent (including keys written earlier in the round), and reports which
 // keys existed.
-func TestApplyGuardedWrite(t *testing.T) {
+func TestApplyGuardedWrite(t *testing.T) { inLayouts(t, testApplyGuardedWrite) }
+
+func testApplyGuardedWrite(t *testing.T, versioned bool) {
 	eng := storage.NewMem()
-	r := bareReplica("a", "m")
-	ab := newApplyBatch(eng)
+	r := bareReplica(eng, "a", "m", versioned)
 	guard := &tidekvpb.LogGuard{Key: []byte("h"), Value: []byte("H"), ClearStart: []byte("h/"), ClearEnd: []byte("h0")}
+	// Stale members: one committed, one written earlier in this round.
+	ab := newApplyBatch(eng)
+	if res := r.applyWritesLocked(ab, stamped(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h/old", "x")}})); res.err != nil || ab.commit() != nil {
+		t.Fatal(res.err)
+	}
+	ab = newApplyBatch(eng)
 	write := func(ops ...*tidekvpb.LogWrite) *tidekvpb.WriteResponse {
 		t.Helper()
 		res := r.applyWritesLocked(ab, proposed(r, &tidekvpb.RaftCommand{Writes: ops, WriteGuard: guard, WantExisted: true}))
@@ -153,22 +192,17 @@ func TestApplyGuardedWrite(t *testing.T) {
 		}
 		return res.write
 	}
-	// Stale members: one committed, one written earlier in this round.
-	b := eng.NewBatch()
-	if err := b.Set(keys.DataKey(2, []byte("h/old")), []byte("x")); err != nil || b.Commit(false) != nil {
-		t.Fatal(err)
-	}
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h/f1", "stale"), putOp("h0", "neighbour")}}); res.err != nil {
+	if res := r.applyWritesLocked(ab, stamped(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h/f1", "stale"), putOp("h0", "neighbour")}})); res.err != nil {
 		t.Fatal(res.err)
 	}
 	w := write(putOp("h", "H"), putOp("h/f1", "v1"), putOp("h/f2", "v2"))
 	if w.GetGuardFailed() || w.GetGuardExisted() || fmt.Sprint(w.GetExisted()) != "[false false false]" {
 		t.Fatalf("creating the collection: %v", w)
 	}
-	if _, found := ab.mustGet(r, keys.DataKey(2, []byte("h/old"))); found {
+	if _, found := batchView(t, r, ab, "h/old"); found {
 		t.Fatal("a stale member survived the collection's creation")
 	}
-	if v, _ := ab.mustGet(r, keys.DataKey(2, []byte("h0"))); string(v) != "neighbour" {
+	if v, _ := batchView(t, r, ab, "h0"); v != "neighbour" {
 		t.Fatalf("the key at the span's end was touched: %q", v)
 	}
 	w = write(putOp("h", "H"), putOp("h/f2", "w2"), putOp("h/f3", "v3"))
@@ -177,29 +211,29 @@ func TestApplyGuardedWrite(t *testing.T) {
 	}
 	// A replica no proposer waits on applies the same writes without
 	// reading what existed: that answers nobody.
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h", "H"), putOp("h/f5", "v5")}, WriteGuard: guard, WantExisted: true}); res.err != nil || len(res.write.GetExisted()) != 0 {
+	if res := r.applyWritesLocked(ab, stamped(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h", "H"), putOp("h/f5", "v5")}, WriteGuard: guard, WantExisted: true})); res.err != nil || len(res.write.GetExisted()) != 0 {
 		t.Fatalf("a follower's apply: %+v", res)
 	}
-	if v, _ := ab.mustGet(r, keys.DataKey(2, []byte("h/f5"))); string(v) != "v5" {
+	if v, _ := batchView(t, r, ab, "h/f5"); v != "v5" {
 		t.Fatalf("a follower's apply did not write: h/f5 = %q", v)
 	}
-	if v, _ := ab.mustGet(r, keys.DataKey(2, []byte("h/f1"))); string(v) != "v1" {
+	if v, _ := batchView(t, r, ab, "h/f1"); v != "v1" {
 		t.Fatalf("an update cleared a member: h/f1 = %q", v)
 	}
 	// The key holds something else: nothing is written.
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h", "string")}}); res.err != nil {
+	if res := r.applyWritesLocked(ab, stamped(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h", "string")}})); res.err != nil {
 		t.Fatal(res.err)
 	}
 	w = write(putOp("h", "H"), putOp("h/f4", "v4"))
 	if !w.GetGuardFailed() || string(w.GetGuardCurrent()) != "string" || len(w.GetExisted()) != 0 {
 		t.Fatalf("a guard on a key of another type: %v", w)
 	}
-	if _, found := ab.mustGet(r, keys.DataKey(2, []byte("h/f4"))); found {
+	if _, found := batchView(t, r, ab, "h/f4"); found {
 		t.Fatal("a write whose guard failed was applied")
 	}
 	// A span past the range's end is refused.
 	bad := &tidekvpb.LogGuard{Key: []byte("h"), ClearStart: []byte("h/"), ClearEnd: []byte("z")}
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h", "H")}, WriteGuard: bad}); res.err == nil {
+	if res := r.applyWritesLocked(ab, stamped(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("h", "H")}, WriteGuard: bad})); res.err == nil {
 		t.Fatal("a clear span past the range's end was accepted")
 	}
 }
@@ -214,12 +248,15 @@ func delOp(k string) *tidekvpb.LogWrite {
 // TestApplyCommandsSeeEarlierEntries: several entries applied in one round
 // share a batch; each must evaluate against the effects of the ones before.
 func TestApplyCommandsSeeEarlierEntries(t *testing.T) {
-	eng := storage.NewMem()
-	r := bareReplica("a", "m")
-	ab := newApplyBatch(eng)
-	dk := func(k string) string { return string(keys.DataKey(2, []byte(k))) }
+	inLayouts(t, testApplyCommandsSeeEarlierEntries)
+}
 
-	if res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("b", "1"), putOp("c", "1")}}); res.err != nil {
+func testApplyCommandsSeeEarlierEntries(t *testing.T, versioned bool) {
+	eng := storage.NewMem()
+	r := bareReplica(eng, "a", "m", versioned)
+	ab := newApplyBatch(eng)
+
+	if res := r.applyWritesLocked(ab, stamped(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("b", "1"), putOp("c", "1")}})); res.err != nil {
 		t.Fatal(res.err)
 	}
 	// A delete of a key written earlier in the round reports it existed;
@@ -236,8 +273,8 @@ func TestApplyCommandsSeeEarlierEntries(t *testing.T) {
 	// CAS sees the round's writes and deletes.
 	cas := func(key string, exists bool, expect, newV string) *tidekvpb.CompareAndSetResponse {
 		t.Helper()
-		res := r.applyCASLocked(ab, &tidekvpb.LogCompareAndSet{Key: []byte(key), ExpectExists: exists,
-			ExpectedValue: []byte(expect), NewValue: []byte(newV)})
+		res := r.applyCASLocked(ab, stamped(&tidekvpb.RaftCommand{Cas: &tidekvpb.LogCompareAndSet{Key: []byte(key), ExpectExists: exists,
+			ExpectedValue: []byte(expect), NewValue: []byte(newV)}}))
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
@@ -254,29 +291,36 @@ func TestApplyCommandsSeeEarlierEntries(t *testing.T) {
 	}
 
 	// A command with any key outside the range applies none of its writes.
-	res := r.applyWritesLocked(ab, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("e", "1"), putOp("z", "1")}})
+	res := r.applyWritesLocked(ab, stamped(&tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("e", "1"), putOp("z", "1")}}))
 	var km *KeyMismatchError
 	if !errors.As(res.err, &km) || string(km.Key) != "z" {
 		t.Fatalf("write outside the range: %v", res.err)
 	}
-	if res := r.applyCASLocked(ab, &tidekvpb.LogCompareAndSet{Key: []byte("z"), NewValue: []byte("1")}); !errors.As(res.err, &km) {
+	if res := r.applyCASLocked(ab, stamped(&tidekvpb.RaftCommand{Cas: &tidekvpb.LogCompareAndSet{Key: []byte("z"), NewValue: []byte("1")}})); !errors.As(res.err, &km) {
 		t.Fatalf("cas outside the range: %v", res.err)
 	}
 	if err := ab.commit(); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{dk("b"): "new", dk("c"): "2"}
-	got := map[string]string{}
-	lo, hi := keys.DataSpan(2, nil, nil)
-	it, err := eng.NewIter(lo, hi)
+	if got := scanAll(t, r); got != "b=new c=2" {
+		t.Fatalf("engine holds %s, want b=new c=2", got)
+	}
+}
+
+// scanAll renders the range's data in the engine as key=value pairs.
+func scanAll(t *testing.T, r *Replica) string {
+	t.Helper()
+	scan := r.scanUnversioned
+	if isMVCC(r.mu.state) {
+		scan = r.scanVersioned
+	}
+	kvs, _, err := scan(r.mu.state.GetDesc().GetStartKey(), r.mu.state.GetDesc().GetEndKey(), 1000, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ok := it.First(); ok; ok = it.Next() {
-		got[string(it.Key())] = string(it.Value())
+	var out []string
+	for _, kv := range kvs {
+		out = append(out, fmt.Sprintf("%s=%s", kv.GetKey(), kv.GetValue()))
 	}
-	it.Close()
-	if len(got) != len(want) || got[dk("b")] != "new" || got[dk("c")] != "2" {
-		t.Fatalf("engine holds %q, want %q", got, want)
-	}
+	return strings.Join(out, " ")
 }

@@ -6,9 +6,11 @@
 // finding split keys (by data size, or from sampled request keys), replica
 // changes (learner, snapshot, joint-consensus promotion) and adaptive
 // learners (read replicas that are never promoted), snapshots shipped as
-// SST files under a store-wide bandwidth cap, and replica destruction.
+// SST files under a store-wide bandwidth cap, and replica destruction, and
+// each range's data layout (unversioned, or versioned through internal/mvcc
+// from log version 4, layout.go).
 //
-// It may import api/tidekvpb, internal/keys, internal/storage and the raft
-// library. It does no networking itself: messages leave through the
+// It may import api/tidekvpb, internal/hlc, internal/keys, internal/mvcc,
+// internal/storage and the raft library. It does no networking itself: messages leave through the
 // Transport interface it defines.
 package raftstore

@@ -7,7 +7,10 @@ import (
 	"sync"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/mvcc"
+	"github.com/tidekv/tidekv/internal/storage"
 )
 
 // Request evaluation on a replica. Writes are evaluated when applied, so
@@ -23,11 +26,29 @@ func (r *Replica) Get(ctx context.Context, key []byte, ro ReadOptions) ([]byte, 
 	if err := r.checkKey(key); err != nil {
 		return nil, false, err
 	}
+	for {
+		lv, err := r.readLayout(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		v, found, err := r.get(r.store.eng, lv.mvcc, key)
+		if r.stillLayout(lv) {
+			return v, found, err
+		}
+	}
+}
+
+// get reads key from rd in a layout.
+func (r *Replica) get(rd storage.Reader, versioned bool, key []byte) ([]byte, bool, error) {
 	buf := keyBufs.Get().(*[]byte)
-	*buf = keys.AppendDataKey((*buf)[:0], r.rangeID, key)
-	v, found, err := r.store.eng.Get(*buf)
-	keyBufs.Put(buf)
-	return v, found, err
+	defer keyBufs.Put(buf)
+	if !versioned {
+		*buf = keys.AppendDataKey((*buf)[:0], r.rangeID, key)
+		return rd.Get(*buf)
+	}
+	*buf = keys.AppendVersionedKey((*buf)[:0], key)
+	ver, err := mvcc.Get(rd, *buf, hlc.MaxTimestamp)
+	return ver.Value, ver.Found(), err
 }
 
 // keyBufs holds engine-key buffers for point reads: a read's only
@@ -42,11 +63,24 @@ func (r *Replica) BatchGet(ctx context.Context, ks [][]byte, ro ReadOptions) ([]
 	if err := r.checkKey(ks...); err != nil {
 		return nil, err
 	}
+	for {
+		lv, err := r.readLayout(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out, err := r.batchGet(lv.mvcc, ks)
+		if r.stillLayout(lv) {
+			return out, err
+		}
+	}
+}
+
+func (r *Replica) batchGet(versioned bool, ks [][]byte) ([]*tidekvpb.GetResponse, error) {
 	snap := r.store.eng.NewSnapshot()
 	defer snap.Close()
 	out := make([]*tidekvpb.GetResponse, len(ks))
 	for i, k := range ks {
-		v, ok, err := snap.Get(keys.DataKey(r.rangeID, k))
+		v, ok, err := r.get(snap, versioned, k)
 		if err != nil {
 			return nil, err
 		}
@@ -74,13 +108,31 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxByt
 	if len(d.GetEndKey()) > 0 && (len(end) == 0 || bytes.Compare(d.GetEndKey(), end) < 0) {
 		upper, clipped = d.GetEndKey(), true
 	}
-	var hi []byte
-	if len(upper) > 0 {
-		hi = keys.DataKey(r.rangeID, upper)
-	} else {
-		_, hi = keys.DataSpan(r.rangeID, nil, nil)
+	for {
+		lv, err := r.readLayout(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		scan := r.scanUnversioned
+		if lv.mvcc {
+			scan = r.scanVersioned
+		}
+		kvs, resume, err = scan(start, upper, limit, maxBytes)
+		if r.stillLayout(lv) {
+			break
+		}
 	}
-	it, err := r.store.eng.NewIter(keys.DataKey(r.rangeID, start), hi)
+	if err == nil && resume == nil && clipped {
+		resume = append([]byte(nil), upper...)
+	}
+	return kvs, resume, err
+}
+
+// scanUnversioned scans [start, upper) (empty upper: the range's end);
+// resume is nil when it read to the end.
+func (r *Replica) scanUnversioned(start, upper []byte, limit, maxBytes int) (kvs []*tidekvpb.KeyValue, resume []byte, err error) {
+	lo, hi := keys.DataSpan(r.rangeID, start, upper)
+	it, err := r.store.eng.NewIter(lo, hi)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -96,8 +148,23 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxByt
 		size += len(k) + len(v)
 		kvs = append(kvs, &tidekvpb.KeyValue{Key: k, Value: v})
 	}
-	if clipped {
-		resume = append([]byte(nil), upper...)
+	return kvs, nil, nil
+}
+
+// scanVersioned is scanUnversioned on the versioned layout, reading the
+// newest versions.
+func (r *Replica) scanVersioned(start, upper []byte, limit, maxBytes int) ([]*tidekvpb.KeyValue, []byte, error) {
+	lo, hi := keys.VersionedSpan(start, upper)
+	found, resume, err := mvcc.Scan(r.store.eng, lo, hi, hlc.MaxTimestamp, limit, maxBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	kvs := make([]*tidekvpb.KeyValue, len(found))
+	for i, kv := range found {
+		kvs[i] = &tidekvpb.KeyValue{Key: keys.UserKey(kv.Key), Value: kv.Value}
+	}
+	if resume != nil {
+		resume = keys.UserKey(resume)
 	}
 	return kvs, resume, nil
 }
@@ -124,7 +191,7 @@ func (r *Replica) Write(ctx context.Context, ops []*tidekvpb.WriteOp) (deleted b
 	if err := r.checkKey(ks...); err != nil {
 		return false, err
 	}
-	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: logWrites(ops)}, nil)
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: logWrites(ops), Timestamp: r.proposalTimestamp()}, nil)
 	return res.deleted, err
 }
 
@@ -147,7 +214,8 @@ func (r *Replica) WriteGuarded(ctx context.Context, ops []*tidekvpb.WriteOp, gua
 			return nil, err
 		}
 	}
-	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: logWrites(ops), WriteGuard: logGuard(guard), WantExisted: wantExisted}, nil)
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: logWrites(ops), WriteGuard: logGuard(guard), WantExisted: wantExisted,
+		Timestamp: r.proposalTimestamp()}, nil)
 	return res.write, err
 }
 
@@ -156,7 +224,7 @@ func (r *Replica) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndSet
 	if err := r.checkKey(req.GetKey()); err != nil {
 		return nil, err
 	}
-	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Cas: logCAS(req)}, nil)
+	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Cas: logCAS(req), Timestamp: r.proposalTimestamp()}, nil)
 	return res.cas, err
 }
 

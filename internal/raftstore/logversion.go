@@ -28,8 +28,13 @@ const (
 	// report of a range merged away), and every report clears the older
 	// descriptors it overlaps even when its own is already stored.
 	LogVersionDirectory uint32 = 3
+	// LogVersionMVCC: writes and CAS commands carry the HLC timestamp
+	// their leaseholder chose (RaftCommand.timestamp), and MigrateLayout
+	// moves a range's data to the versioned layout (layout.go), where they
+	// apply as versions. An older binary would ignore both.
+	LogVersionMVCC uint32 = 4
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionDirectory
+	LatestLogVersion = LogVersionMVCC
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

@@ -194,6 +194,11 @@ func (r *Replica) applyMergeLocked(mc *tidekvpb.MergeCommand) (applyResult, []fu
 		log.Fatalf("range %d: merge of range %d: the local replica of range %d is missing or not frozen (%v); refusing to take over its span",
 			r.rangeID, rhs.GetRangeId(), rhs.GetRangeId(), local.Desc())
 	}
+	// Both halves' data must be in one layout. The right one is frozen, so
+	// its layout is final and the same on every replica of it.
+	if local.VersionedLayout() != isMVCC(r.mu.state) {
+		return refuse("the ranges' data layouts differ; the merge can run once both have moved to the versioned layout")
+	}
 	nd := proto.Clone(d).(*tidekvpb.RangeDescriptor)
 	nd.EndKey = append([]byte(nil), rhs.GetEndKey()...)
 	nd.Generation = max(d.GetGeneration(), rhs.GetGeneration()) + 1

@@ -23,7 +23,9 @@ func (tc *testCluster) splitAt(t *testing.T, key string, id uint64) {
 	}
 	waitFor(t, func() bool {
 		for _, s := range tc.stores {
-			if s.GetReplica(id) == nil || s.GetReplica(id).Desc() == nil {
+			// One lookup: a placeholder replica may be swapped for the
+			// split's between two.
+			if r := s.GetReplica(id); r == nil || r.Desc() == nil {
 				return false
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
@@ -42,6 +41,8 @@ type Replica struct {
 	requests atomic.Uint64
 	reads    atomic.Uint64
 	load     loadSampler
+	// layout is how reads find the range's data (layout.go); never nil.
+	layout atomic.Pointer[layoutView]
 	// closed is the newest closed timestamp known (closed.go).
 	closed atomic.Pointer[closedTS]
 	// changing counts replica changes running on this replica (admin.go).
@@ -210,6 +211,7 @@ func (r *Replica) initRaftLocked(replicaID uint64, ms *raft.MemoryStorage, st *t
 	}
 	r.mu.raw = raw
 	r.applied.Store(st.GetAppliedIndex())
+	r.publishLayoutLocked()
 	if st.GetDesc() != nil {
 		r.setDescLocked(st.GetDesc())
 	}
@@ -233,7 +235,7 @@ func (r *Replica) snapshotLocked() (*raftpb.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := proto.Marshal(&tidekvpb.SnapshotData{Desc: st.GetDesc()})
+	data, err := proto.Marshal(&tidekvpb.SnapshotData{Desc: st.GetDesc(), Layout: st.GetLayout()})
 	if err != nil {
 		return nil, err
 	}
@@ -507,9 +509,4 @@ func (r *Replica) Status() Status {
 		s.Term, s.Commit = bs.GetTerm(), bs.GetCommit()
 	}
 	return s
-}
-
-// dataSpan is the engine span of this replica's data.
-func dataSpanOf(d *tidekvpb.RangeDescriptor) (lo, hi []byte) {
-	return keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
 }

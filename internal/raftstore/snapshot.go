@@ -70,7 +70,7 @@ func (r *Replica) sendSnapshotLocked(rm *tidekvpb.RaftMessage) {
 		defer func() { <-s.snapSem }()
 		start := time.Now()
 		path := filepath.Join(s.cfg.SnapshotDir, fmt.Sprintf("send-r%d-i%d-n%d.sst", r.rangeID, idx, rm.GetToNodeId()))
-		lo, hi := dataSpanOf(sd.GetDesc())
+		lo, hi := dataSpan(sd.GetDesc(), sd.GetLayout() == tidekvpb.DataLayout_DATA_LAYOUT_MVCC)
 		stats, err := s.eng.WriteSST(snap, lo, hi, path)
 		var tr *throttledReader
 		if err == nil {
@@ -251,22 +251,27 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	eng := r.store.eng
 	// Data first, then the state that claims it: a crash in between leaves
 	// the old applied state, so the leader simply sends the snapshot again.
+	// The data may change layout (whole version histories travel): reads
+	// wait until it is in place. Both layouts' spans are cleared, of the
+	// old bounds and the new, so nothing of another layout stays beside it.
+	versioned := sd.GetLayout() == tidekvpb.DataLayout_DATA_LAYOUT_MVCC
+	defer r.beginLayoutChangeLocked(versioned)()
+	b := eng.NewBatch()
 	if old := r.desc.Load(); old != nil {
-		b := eng.NewBatch()
-		olo, ohi := dataSpanOf(old)
-		_ = b.DeleteRange(olo, ohi)
-		err := b.Commit(true)
-		b.Close()
-		if err != nil {
-			return err
-		}
+		_ = clearRangeData(b, old)
 	}
-	lo, hi := dataSpanOf(desc)
+	_ = clearRangeData(b, desc)
+	err := b.Commit(true)
+	b.Close()
+	if err != nil {
+		return err
+	}
+	lo, hi := dataSpan(desc, versioned)
 	if err := eng.IngestSST(path, lo, hi); err != nil {
 		return err
 	}
 	os.Remove(path)
-	b := eng.NewBatch()
+	b = eng.NewBatch()
 	defer b.Close()
 	llo, lhi := keys.LogSpan(r.rangeID)
 	_ = b.DeleteRange(llo, lhi)
@@ -276,6 +281,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 		ConfState:      snap.GetMetadata().GetConfState(),
 		TruncatedIndex: idx,
 		TruncatedTerm:  snap.GetMetadata().GetTerm(),
+		Layout:         sd.GetLayout(),
 	}
 	if err := putProto(b, keys.ReplicaStateKey(r.rangeID), st); err != nil {
 		return err

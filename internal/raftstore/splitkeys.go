@@ -2,26 +2,20 @@ package raftstore
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"sync"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/mvcc"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
 // Where to split a range: by size (the key that halves its data) or by load
 // (the median key of recent requests). Placement decides whether to split;
 // these only find the key.
-
-// sizeSplitCheckpoints bounds the candidate keys SizeSplitKey keeps while
-// scanning: once it holds this many it drops every other one and keeps
-// every 2N-th key instead of every N-th, so memory stays bounded however
-// many keys the range holds, and the chosen key is within one stride of the
-// exact halfway key.
-const sizeSplitCheckpoints = 1024
 
 // maxSizePieces bounds the pieces one size split makes.
 const maxSizePieces = 64
@@ -39,13 +33,13 @@ func (r *Replica) SizeSplitKey(ctx context.Context) ([]byte, error) {
 	return ks[0], nil
 }
 
-// SizeSplitKeys returns the keys, ascending, that cut the range's user data
-// into equal pieces: two, or with maxBytes > 0 the fewest power of two
-// (at most maxSizePieces) that brings each piece to maxBytes or below. That
-// is where halving again and again would end, in one step: a range that
-// outgrew maxBytes several times over while its splits were being decided
-// needs no further rounds. Keys are as close to the exact quantiles as the
-// sampled keys allow; a range with too few keys gets fewer pieces.
+// SizeSplitKeys returns the keys, ascending, that cut the range's data into
+// equal pieces: two, or with maxBytes > 0 the fewest power of two (at most
+// maxSizePieces) that brings each piece to maxBytes or below. That is where
+// halving again and again would end, in one step: a range that outgrew
+// maxBytes several times over while its splits were being decided needs no
+// further rounds. Keys are as close to the exact points as the sampled keys
+// allow; a range with few keys gets fewer pieces.
 func (r *Replica) SizeSplitKeys(ctx context.Context, maxBytes uint64) ([][]byte, error) {
 	if !r.isLeader.Load() {
 		return nil, r.notLeader()
@@ -57,84 +51,64 @@ func (r *Replica) SizeSplitKeys(ctx context.Context, maxBytes uint64) ([][]byte,
 	if r.rangeID == keys.MetaRangeID {
 		return nil, fmt.Errorf("%w: the meta range does not split", ErrInvalidRequest)
 	}
-	lo, hi := dataSpanOf(d)
-	cps, total, err := sizeCheckpoints(ctx, r.store.eng, lo, hi)
+	var pts *mvcc.SplitPoints
+	versioned := false
+	for {
+		lv, err := r.readLayout(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pts, err = splitPoints(ctx, r.store.eng, d, lv.mvcc)
+		if r.stillLayout(lv) {
+			if err != nil {
+				return nil, err
+			}
+			versioned = lv.mvcc
+			break
+		}
+	}
+	if pts.Keys() < 2 {
+		return nil, fmt.Errorf("%w: range too small to split: range %d has fewer than 2 keys", ErrInvalidRequest, d.GetRangeId())
+	}
+	pieces := uint64(2)
+	for maxBytes > 0 && pts.Total()/pieces > maxBytes && pieces < maxSizePieces {
+		pieces *= 2
+	}
+	cut := pts.Cut(int(pieces))
+	if versioned {
+		for i, k := range cut {
+			cut[i] = keys.UserKey(k) // cut at the versioned prefix and key
+		}
+	}
+	return cut, nil
+}
+
+// splitPoints reads the range d's data in a layout for SizeSplitKeys. On
+// the versioned one every version counts (they move with the range) and a
+// cut never separates two versions of one user key.
+func splitPoints(ctx context.Context, eng storage.Reader, d *tidekvpb.RangeDescriptor, versioned bool) (*mvcc.SplitPoints, error) {
+	if versioned {
+		lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
+		return mvcc.SplitPointsOf(ctx, eng, lo, hi)
+	}
+	lo, hi := dataSpan(d, false)
+	it, err := eng.NewIter(lo, hi)
 	if err != nil {
 		return nil, err
 	}
-	if len(cps) == 0 {
-		return nil, fmt.Errorf("%w: range too small to split: range %d has fewer than 2 keys", ErrInvalidRequest, r.rangeID)
-	}
-	pieces := uint64(2)
-	for maxBytes > 0 && total/pieces > maxBytes && pieces < maxSizePieces {
-		pieces *= 2
-	}
-	var out [][]byte
-	for i := uint64(1); i < pieces; i++ {
-		k := nearestCheckpoint(cps, total*i/pieces).key
-		if len(out) == 0 || bytes.Compare(k, out[len(out)-1]) > 0 {
-			out = append(out, k)
-		}
-	}
-	return out, nil
-}
-
-// sizeCheckpoint is a candidate split key and the bytes of the keys before it.
-type sizeCheckpoint struct {
-	key    []byte
-	before uint64
-}
-
-// sizeCheckpoints scans [lo, hi) and returns candidate split keys in key
-// order (never the first key: a left piece must not be empty) with the
-// total user bytes.
-func sizeCheckpoints(ctx context.Context, eng storage.Reader, lo, hi []byte) ([]sizeCheckpoint, uint64, error) {
-	it, err := eng.NewIter(lo, hi)
-	if err != nil {
-		return nil, 0, err
-	}
 	defer it.Close()
-	var cps []sizeCheckpoint
-	var total uint64
-	n, stride := 0, 1
+	var p mvcc.SplitPoints
+	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		k := keys.UserKey(it.Key())
-		if n > 0 && n%stride == 0 {
-			cps = append(cps, sizeCheckpoint{key: append([]byte(nil), k...), before: total})
-			if len(cps) == sizeSplitCheckpoints {
-				// Keep the checkpoints at multiples of 2·stride: the odd ones.
-				kept := cps[:0]
-				for i := 1; i < len(cps); i += 2 {
-					kept = append(kept, cps[i])
-				}
-				clear(cps[len(kept):])
-				cps, stride = kept, 2*stride
-			}
-		}
-		total += uint64(len(k) + len(it.Value()))
-		n++
-		if n%4096 == 0 {
+		p.Add(true, func() []byte { return append([]byte(nil), k...) }, uint64(len(k)+len(it.Value())))
+		if n++; n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
 	}
-	return cps, total, it.Close()
-}
-
-// nearestCheckpoint returns the checkpoint whose bytes-before is closest to
-// target (cps is non-empty and ascending in before).
-func nearestCheckpoint(cps []sizeCheckpoint, target uint64) sizeCheckpoint {
-	i, _ := slices.BinarySearchFunc(cps, target, func(c sizeCheckpoint, t uint64) int {
-		return cmp.Compare(c.before, t)
-	})
-	switch {
-	case i == len(cps):
-		return cps[i-1]
-	case i > 0 && target-cps[i-1].before <= cps[i].before-target: // a tie goes to the first
-		return cps[i-1]
-	}
-	return cps[i]
+	return &p, it.Close()
 }
 
 // Load sampling: every loadSampleEvery-th request's key goes into a ring

@@ -125,7 +125,7 @@ func TestSizeSplitKeyManyKeys(t *testing.T) {
 			t.Fatalf("%d keys: split at the first key", n)
 		}
 		// Candidates are at most 2·(n/1024)+1 keys apart, each < 412 bytes.
-		slack := uint64(412 * (2*n/sizeSplitCheckpoints + 1))
+		slack := uint64(412 * (2*n/1024 + 1)) // 1024 candidates at most (mvcc.SplitPoints)
 		if half := total / 2; before+slack < half || before > half+slack {
 			t.Fatalf("%d keys: %q has %d of %d bytes before it (slack %d)", n, k, before, total, slack)
 		}

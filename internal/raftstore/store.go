@@ -168,6 +168,7 @@ func (s *Store) loadReplicas() error {
 
 func (s *Store) newReplica(rangeID uint64) *Replica {
 	r := &Replica{store: s, rangeID: rangeID}
+	r.layout.Store(&layoutView{})
 	r.mu.proposals = map[uint64]*proposal{}
 	r.mu.readBatches = map[uint64][]*readWaiter{}
 	r.mu.peerNodes = map[uint64]uint64{}
@@ -213,7 +214,7 @@ func (s *Store) Bootstrap(descs []*tidekvpb.RangeDescriptor) error {
 	b := s.eng.NewBatch()
 	defer b.Close()
 	for _, d := range descs {
-		if _, err := writeInitialRangeState(s.eng, b, d); err != nil {
+		if _, err := writeInitialRangeState(s.eng, b, d, tidekvpb.DataLayout_DATA_LAYOUT_UNVERSIONED); err != nil {
 			return err
 		}
 	}
@@ -444,11 +445,8 @@ func (s *Store) destroyReplicaLocked(r *Replica, reason string) {
 	defer b.Close()
 	lo, hi := keys.RangeLocalSpan(r.rangeID)
 	_ = b.DeleteRange(lo, hi)
-	if d := r.desc.Load(); d != nil {
-		dlo, dhi := dataSpanOf(d)
-		if !s.spanOwnedByOther(r.rangeID, d) {
-			_ = b.DeleteRange(dlo, dhi)
-		}
+	if d := r.desc.Load(); d != nil && !s.spanOwnedByOther(r.rangeID, d) {
+		_ = clearRangeData(b, d)
 	}
 	_ = putProto(b, keys.TombstoneKey(r.rangeID), &tidekvpb.Tombstone{NextReplicaId: r.mu.replicaID + 1})
 	if err := b.Commit(true); err != nil {

@@ -69,8 +69,7 @@ func (s *Server) localStatus() *tidekvpb.LocalStatusResponse {
 					rs.Type = rd.GetType()
 				}
 			}
-			lo, hi := keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
-			if n, err := s.eng.ApproximateSize(lo, hi); err == nil {
+			if n, err := s.eng.ApproximateSize(r.DataSpan()); err == nil {
 				resp.Bytes += n
 			}
 		}

@@ -56,7 +56,7 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 		gens[r.RangeID()] = d.GetGeneration()
 		terms[r.RangeID()] = r.LeaderTerm()
 		local[r.RangeID()] = true
-		if n, err := s.rangeSize(r, d.GetGeneration(), d.GetStartKey(), d.GetEndKey(), recount); err == nil {
+		if n, err := s.rangeSize(r, d.GetGeneration(), recount); err == nil {
 			sizes[r.RangeID()] = n
 		}
 	}
@@ -106,7 +106,7 @@ func (s *Server) rangeLoadOf(d *tidekvpb.RangeDescriptor, term uint64) rangeLoad
 	}
 	fresh := rangeLoad{gen: d.GetGeneration(), term: term, stale: true}
 	if r := s.store.GetReplica(d.GetRangeId()); r != nil {
-		if n, err := s.rangeSize(r, d.GetGeneration(), d.GetStartKey(), d.GetEndKey(), s.recountAfter()); err == nil {
+		if n, err := s.rangeSize(r, d.GetGeneration(), s.recountAfter()); err == nil {
 			fresh.bytes = n
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -64,6 +65,20 @@ func (tc *testCluster) waitLogVersion(t *testing.T, want uint32) {
 	t.Fatalf("log versions %v, want every node at %d", tc.logVersions(), want)
 }
 
+// restartOnNewBinary restarts node i on its data with a binary that
+// applies the latest log version.
+func (tc *testCluster) restartOnNewBinary(ctx context.Context, t *testing.T, i int) {
+	t.Helper()
+	tc.nodes[i].Stop()
+	cfg := tc.cfgs[i]
+	cfg.Raft.MaxLogVersion = raftstore.LatestLogVersion
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.nodes[i] = s
+}
+
 // guardedWrite runs a guarded write at the leaseholder of key.
 func (tc *testCluster) guardedWrite(ctx context.Context, key string) error {
 	for _, s := range tc.nodes {
@@ -104,14 +119,7 @@ func TestLogVersionWaitsForEveryNode(t *testing.T) {
 	}
 
 	// The old node comes back on a new binary.
-	tc.nodes[0].Stop()
-	cfg := tc.cfgs[0]
-	cfg.Raft.MaxLogVersion = raftstore.LatestLogVersion
-	s, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc.nodes[0] = s
+	tc.restartOnNewBinary(ctx, t, 0)
 	tc.waitLogVersion(t, raftstore.LatestLogVersion)
 	if err := tc.guardedWrite(ctx, "h1"); err != nil {
 		t.Fatalf("guarded write after the upgrade: %v", err)
@@ -136,5 +144,83 @@ func TestJoinRefusedBelowLogVersion(t *testing.T) {
 	}
 	if want := fmt.Sprintf("applies Raft log version 1 and the cluster runs at %d", raftstore.LatestLogVersion); !strings.Contains(err.Error(), "join refused") || !strings.Contains(err.Error(), want) {
 		t.Fatalf("join of an old node: %v", err)
+	}
+}
+
+// layouts reports, per node, which local user ranges are versioned.
+func (tc *testCluster) layouts() (versioned, unversioned []string) {
+	for _, s := range tc.nodes {
+		for _, r := range s.store.Replicas() {
+			if r.RangeID() == keys.MetaRangeID {
+				continue
+			}
+			name := fmt.Sprintf("n%d/r%d", s.nodeID, r.RangeID())
+			if r.VersionedLayout() {
+				versioned = append(versioned, name)
+			} else {
+				unversioned = append(unversioned, name)
+			}
+		}
+	}
+	return versioned, unversioned
+}
+
+// A cluster at log version 3 (one node's binary applies no more) keeps
+// every range's data unversioned; raised to 4, every user range moves to
+// the versioned layout on every replica, and the data reads the same.
+func TestLogVersionRaisedToMVCC(t *testing.T) {
+	i := 0
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.InMemory = false // node 1 restarts on its data (see above)
+		if i++; i == 1 {
+			c.Raft.MaxLogVersion = raftstore.LogVersionDirectory
+		}
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	want := map[string]string{}
+	for i := range 100 {
+		k, v := fmt.Sprintf("k%03d", i), fmt.Sprintf("v%d", i)
+		if err := c.Put(ctx, []byte(k), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = v
+	}
+	if _, err := c.Split(ctx, []byte("k050")); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitReplicated(c, 3)
+	tc.waitLogVersion(t, raftstore.LogVersionDirectory)
+	time.Sleep(time.Second) // reports and heartbeats: time to (wrongly) migrate
+	if v, _ := tc.layouts(); len(v) != 0 {
+		t.Fatalf("ranges versioned at log version 3: %v", v)
+	}
+
+	tc.restartOnNewBinary(ctx, t, 0)
+	tc.waitLogVersion(t, raftstore.LogVersionMVCC)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, u := tc.layouts()
+		if len(u) == 0 && len(v) >= 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not every range migrated: versioned %v, unversioned %v", v, u)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for k, v := range want {
+		if got, err := c.Get(ctx, []byte(k)); err != nil || string(got) != v {
+			t.Fatalf("%s after the migration: %q, %v; want %q", k, got, err, v)
+		}
+	}
+	if err := c.Put(ctx, []byte("k010"), []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := c.Scan(ctx, []byte("k000"), []byte("k100"), 1000)
+	if err != nil || len(kvs) != len(want) || string(kvs[10].Value) != "new" {
+		t.Fatalf("scan after the migration: %d keys (%v), want %d with k010 = new", len(kvs), err, len(want))
 	}
 }

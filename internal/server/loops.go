@@ -7,12 +7,14 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.heartbeat)
 	s.loop(s.cfg.ReportInterval, s.reportAll)
+	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
 	s.placeLoop()
 	s.sizeLoop()
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
@@ -167,6 +169,26 @@ func (s *Server) reportAll(ctx context.Context) {
 	for _, r := range s.store.Replicas() {
 		if r.IsLeader() && r.Desc() != nil {
 			s.queueReport(r.Desc())
+		}
+	}
+}
+
+// migrateLayouts moves the data of every user range this node leads to
+// the versioned layout once the cluster runs at log version 4, one range
+// at a time: each is one Raft entry whose apply rewrites up to Θmax of
+// data (raftstore/migrate.go).
+func (s *Server) migrateLayouts(ctx context.Context) {
+	if s.store.LogVersion() < raftstore.LogVersionMVCC {
+		return
+	}
+	for _, r := range s.store.Replicas() {
+		if ctx.Err() != nil {
+			return
+		}
+		if r.IsLeader() && r.RangeID() != keys.MetaRangeID && r.Desc() != nil && !r.VersionedLayout() {
+			if err := r.MigrateLayout(ctx); err != nil {
+				log.Printf("range %d: moving to the versioned layout: %v", r.RangeID(), err)
+			}
 		}
 	}
 }

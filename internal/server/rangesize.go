@@ -1,11 +1,10 @@
 package server
 
 import (
+	"context"
 	"sync"
 
-	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
-	"github.com/tidekv/tidekv/internal/storage"
 )
 
 // Range sizes. Placement splits a range above Θmax, so its size must not
@@ -25,6 +24,8 @@ type sizedReplica interface {
 	RangeID() uint64
 	WrittenBytes() uint64
 	SnapshotsApplied() uint64
+	// LiveBytes counts the range's live user bytes in its data layout.
+	LiveBytes(ctx context.Context) (uint64, error)
 }
 
 // rangeSizes holds each local range's last exact count.
@@ -40,10 +41,10 @@ type sizeCount struct {
 	written uint64 // the replica's WrittenBytes at the count
 }
 
-// size returns the size of r's range (descriptor generation gen, span
-// [lo, hi) in the engine), counting it afresh when the last count is for
-// another span or the writes since may have added recountAfter bytes.
-func (rs *rangeSizes) size(eng storage.Reader, r sizedReplica, gen uint64, lo, hi []byte, recountAfter uint64) (uint64, error) {
+// size returns the size of r's range (descriptor generation gen),
+// counting it afresh when the last count is for another span or the
+// writes since may have added recountAfter bytes.
+func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, recountAfter uint64) (uint64, error) {
 	id, written, snaps := r.RangeID(), r.WrittenBytes(), r.SnapshotsApplied()
 	rs.mu.Lock()
 	c, ok := rs.m[id]
@@ -51,7 +52,7 @@ func (rs *rangeSizes) size(eng storage.Reader, r sizedReplica, gen uint64, lo, h
 	if ok && c.gen == gen && c.snaps == snaps && written >= c.written && written-c.written < recountAfter {
 		return c.live + (written - c.written), nil
 	}
-	live, err := liveBytes(eng, lo, hi)
+	live, err := r.LiveBytes(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -75,27 +76,13 @@ func (rs *rangeSizes) forget(local map[uint64]bool) {
 	}
 }
 
-// liveBytes counts the user key and value bytes in the engine span.
-func liveBytes(eng storage.Reader, lo, hi []byte) (uint64, error) {
-	it, err := eng.NewIter(lo, hi)
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	for ok := it.First(); ok; ok = it.Next() {
-		n += uint64(len(keys.UserKey(it.Key())) + len(it.Value()))
-	}
-	return n, it.Close()
-}
-
 // recountAfter is how many bytes written since a range's last exact count
 // trigger the next: a quarter of Θmax.
 func (s *Server) recountAfter() uint64 {
 	return max(s.clusterConfig().Placement.RangeMaxBytes/4, 1)
 }
 
-// rangeSize is r's range size (descriptor generation gen, span [start, end)).
-func (s *Server) rangeSize(r *raftstore.Replica, gen uint64, start, end []byte, recountAfter uint64) (uint64, error) {
-	lo, hi := keys.DataSpan(r.RangeID(), start, end)
-	return s.sizes.size(s.eng, r, gen, lo, hi, recountAfter)
+// rangeSize is r's range size (descriptor generation gen).
+func (s *Server) rangeSize(r *raftstore.Replica, gen uint64, recountAfter uint64) (uint64, error) {
+	return s.sizes.size(context.Background(), r, gen, recountAfter)
 }

@@ -34,11 +34,11 @@ func (s *Server) watchSizes(context.Context) {
 			continue
 		}
 		id, gen, written := r.RangeID(), d.GetGeneration(), r.WrittenBytes()
-		n, err := s.rangeSize(r, gen, d.GetStartKey(), d.GetEndKey(), recount)
+		n, err := s.rangeSize(r, gen, recount)
 		if err == nil && hold && n >= holdAt {
 			// Hold only on an exact count: the estimate counts overwrites
 			// as growth.
-			n, err = s.rangeSize(r, gen, d.GetStartKey(), d.GetEndKey(), 1)
+			n, err = s.rangeSize(r, gen, 1)
 		}
 		if err != nil {
 			continue

@@ -1,0 +1,149 @@
+package raftstore
+
+import (
+	"bytes"
+	"fmt"
+	"log"
+	"slices"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/mvcc"
+)
+
+// rangeData is a range's user data as an apply batch sees it, in the
+// range's layout. Write and CAS commands evaluate against it; engine
+// errors are fatal, as for any apply step.
+type rangeData interface {
+	get(key []byte) (value []byte, found bool)
+	put(key, value []byte)
+	del(key []byte)
+	// clear deletes every key in [start, end).
+	clear(start, end []byte)
+}
+
+// dataLocked returns the range's data for applying cmd. A versioned range
+// refuses a command without a timestamp (proposed by a node that had not
+// learnt log version 4 before the migration applied), the same way on
+// every replica.
+func (r *Replica) dataLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) (rangeData, error) {
+	if !isMVCC(r.mu.state) {
+		return unversionedData{ab: ab, r: r}, nil
+	}
+	ts := commandTimestamp(cmd)
+	if ts.IsZero() {
+		return nil, fmt.Errorf("%w: range %d holds versioned data and the write carries no timestamp (its proposer had not learnt log version %d): retry",
+			ErrLogVersion, r.rangeID, LogVersionMVCC)
+	}
+	return versionedData{ab: ab, r: r, ts: ts}, nil
+}
+
+func (r *Replica) mustWrite(err error) {
+	if err != nil {
+		log.Fatalf("range %d: write during apply: %v", r.rangeID, err)
+	}
+}
+
+// unversionedData: one engine key per user key (keys.DataKey).
+type unversionedData struct {
+	ab *applyBatch
+	r  *Replica
+}
+
+func (u unversionedData) key(k []byte) []byte { return keys.DataKey(u.r.rangeID, k) }
+
+func (u unversionedData) get(k []byte) ([]byte, bool) { return u.ab.mustGet(u.r, u.key(k)) }
+func (u unversionedData) put(k, v []byte)             { u.r.mustWrite(u.ab.set(u.key(k), v)) }
+func (u unversionedData) del(k []byte)                { u.r.mustWrite(u.ab.del(u.key(k))) }
+func (u unversionedData) clear(start, end []byte)     { u.ab.clearSpan(u.r, u.key(start), u.key(end)) }
+
+// versionedData: mvcc versions of keys.VersionedKey, written at the
+// command's timestamp ts or, when the key already has a version at or
+// above it, just after that version: a write proposed earlier may apply
+// later, and "latest" must be what was applied last (a blind write is
+// never too old to land, docs/transactions.md "Write timestamp").
+type versionedData struct {
+	ab *applyBatch
+	r  *Replica
+	ts hlc.Timestamp
+}
+
+// newest is key's newest version as the batch sees it.
+func (v versionedData) newest(k []byte) mvcc.Version {
+	vk := keys.VersionedKey(k)
+	if ver, ok := v.ab.versions[string(vk)]; ok {
+		return ver
+	}
+	if at, ok := v.ab.migrated[v.r.rangeID]; ok {
+		// Migrated in this batch: the versions are not in the engine
+		// yet, and the unversioned keys as the batch sees them are.
+		val, found := v.ab.mustGet(v.r, keys.DataKey(v.r.rangeID, k))
+		if !found {
+			return mvcc.Version{}
+		}
+		return mvcc.Version{Timestamp: at, Value: val}
+	}
+	ver, err := mvcc.Get(v.ab.eng, vk, hlc.MaxTimestamp)
+	if err != nil {
+		log.Fatalf("range %d: read during apply: %v", v.r.rangeID, err)
+	}
+	return ver
+}
+
+func (v versionedData) get(k []byte) ([]byte, bool) {
+	ver := v.newest(k)
+	return ver.Value, ver.Found()
+}
+
+func (v versionedData) put(k, val []byte) { v.write(k, val, false) }
+func (v versionedData) del(k []byte)      { v.write(k, nil, true) }
+
+func (v versionedData) write(k, val []byte, tombstone bool) {
+	cur := v.newest(k)
+	if tombstone && !cur.Found() {
+		return // nothing to delete: a tombstone would change no read
+	}
+	ts := v.ts
+	if !cur.Timestamp.Less(ts) {
+		ts = cur.Timestamp.Next()
+	}
+	vk := keys.VersionedKey(k)
+	if tombstone {
+		v.r.mustWrite(mvcc.Delete(v.ab.b, vk, ts))
+	} else {
+		v.r.mustWrite(mvcc.Put(v.ab.b, vk, ts, val))
+	}
+	v.ab.versions[string(vk)] = mvcc.Version{Timestamp: ts, Value: val, Tombstone: tombstone}
+}
+
+// clear deletes the live keys of [start, end) as the batch sees them:
+// those in the engine (or, migrated in this batch, its unversioned keys)
+// and those written earlier in the batch.
+func (v versionedData) clear(start, end []byte) {
+	var ks [][]byte
+	if _, ok := v.ab.migrated[v.r.rangeID]; ok {
+		err := v.ab.eachKey(keys.DataKey(v.r.rangeID, start), keys.DataKey(v.r.rangeID, end), func(k, _ []byte) error {
+			ks = append(ks, slices.Clone(keys.UserKey(k)))
+			return nil
+		})
+		v.r.mustWrite(err)
+	}
+	lo, hi := keys.VersionedKey(start), keys.VersionedKey(end)
+	for from := lo; from != nil; {
+		kvs, resume, err := mvcc.Scan(v.ab.eng, from, hi, hlc.MaxTimestamp, 1024, 1<<20)
+		v.r.mustWrite(err)
+		for _, kv := range kvs {
+			ks = append(ks, keys.UserKey(kv.Key))
+		}
+		from = resume
+	}
+	for vk := range v.ab.versions {
+		if bytes.Compare([]byte(vk), lo) >= 0 && bytes.Compare([]byte(vk), hi) < 0 {
+			ks = append(ks, keys.UserKey([]byte(vk)))
+		}
+	}
+	for _, k := range ks {
+		v.del(k) // a key listed twice is a tombstone the second time
+	}
+}

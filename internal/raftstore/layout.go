@@ -1,0 +1,159 @@
+package raftstore
+
+import (
+	"context"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/mvcc"
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+// Data layouts. A range's user data is either unversioned (one engine key
+// per user key under keys.DataKey, every range before log version 4) or
+// versioned (internal/mvcc versions of keys.VersionedKey). The layout is
+// replicated state (ReplicaState.layout): a range moves to the versioned
+// one by one MigrateLayout entry (migrate.go), its right half of a split
+// inherits it, and a snapshot carries it. Reads run beside apply, so they
+// learn the layout from an atomic view that changes around the commit
+// that moves the data (readLayout).
+
+// layoutView is a replica's layout as reads see it.
+type layoutView struct {
+	mvcc bool
+	// moving is non-nil from the apply that changes the data's layout
+	// (a migration, a snapshot) until its batch is committed; closed then.
+	moving chan struct{}
+}
+
+func isMVCC(st *tidekvpb.ReplicaState) bool {
+	return st.GetLayout() == tidekvpb.DataLayout_DATA_LAYOUT_MVCC
+}
+
+// publishLayoutLocked sets the read view from the replicated state.
+func (r *Replica) publishLayoutLocked() {
+	r.layout.Store(&layoutView{mvcc: isMVCC(r.mu.state)})
+}
+
+// beginLayoutChangeLocked is called where an apply changes how the range's
+// data is stored, before the change is committed: reads wait until the
+// returned function, called once it is, publishes the new layout. The
+// scheduler applies one change of a replica at a time, so nothing else
+// publishes in between.
+func (r *Replica) beginLayoutChangeLocked(versioned bool) (done func()) {
+	moving := make(chan struct{})
+	next := &layoutView{mvcc: versioned}
+	r.layout.Store(&layoutView{mvcc: next.mvcc, moving: moving})
+	return func() {
+		r.layout.Store(next)
+		close(moving)
+	}
+}
+
+// readLayout returns the view a read should use, waiting while the data is
+// moving. A read is valid if the view is still current once it has read
+// (stillLayout): no layout change was committed in between.
+func (r *Replica) readLayout(ctx context.Context) (*layoutView, error) {
+	for {
+		v := r.layout.Load()
+		if v.moving == nil {
+			return v, nil
+		}
+		select {
+		case <-v.moving:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-r.store.stopper:
+			return nil, ErrStopped
+		}
+	}
+}
+
+func (r *Replica) stillLayout(v *layoutView) bool { return r.layout.Load() == v }
+
+// VersionedLayout reports whether the range's data is on the versioned
+// layout (as of its last committed apply).
+func (r *Replica) VersionedLayout() bool { return r.layout.Load().mvcc }
+
+// dataSpan is the engine span holding the data of the range d in a layout.
+func dataSpan(d *tidekvpb.RangeDescriptor, versioned bool) (lo, hi []byte) {
+	if versioned {
+		return mvcc.EngineSpan(keys.VersionedSpan(d.GetStartKey(), d.GetEndKey()))
+	}
+	return keys.DataSpan(d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
+}
+
+// clearRangeData deletes the data of the range d in both layouts, so no
+// key of an earlier layout outlives a replica or a snapshot. The meta
+// range has no versioned data (its empty bounds would span all of it).
+func clearRangeData(w storage.Writer, d *tidekvpb.RangeDescriptor) error {
+	lo, hi := dataSpan(d, false)
+	if err := w.DeleteRange(lo, hi); err != nil || d.GetRangeId() == keys.MetaRangeID {
+		return err
+	}
+	lo, hi = dataSpan(d, true)
+	return w.DeleteRange(lo, hi)
+}
+
+// DataSpan is the engine span holding the range's data in its current
+// layout (for size estimates).
+func (r *Replica) DataSpan() (lo, hi []byte) {
+	return dataSpan(r.desc.Load(), r.VersionedLayout())
+}
+
+// LiveBytes counts the user key and value bytes a read at the newest
+// timestamp finds in the range: what placement holds against Θmax.
+func (r *Replica) LiveBytes(ctx context.Context) (uint64, error) {
+	for {
+		v, err := r.readLayout(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n, err := liveBytes(r.store.eng, r.desc.Load(), v.mvcc)
+		if r.stillLayout(v) {
+			return n, err
+		}
+	}
+}
+
+func liveBytes(eng storage.Reader, d *tidekvpb.RangeDescriptor, versioned bool) (uint64, error) {
+	if versioned {
+		lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
+		st, err := mvcc.ComputeStats(eng, lo, hi)
+		// Each live key counts its keys.VersionedKey prefix byte too.
+		return uint64(st.LiveBytes - st.LiveKeys), err
+	}
+	lo, hi := dataSpan(d, false)
+	it, err := eng.NewIter(lo, hi)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		n += uint64(len(keys.UserKey(it.Key())) + len(it.Value()))
+	}
+	return n, it.Close()
+}
+
+// logTimestamp is t in a Raft command.
+func logTimestamp(t hlc.Timestamp) *tidekvpb.LogTimestamp {
+	return &tidekvpb.LogTimestamp{WallNanos: t.WallTime, Logical: t.Logical}
+}
+
+// commandTimestamp is the timestamp a command carries (zero: none).
+func commandTimestamp(cmd *tidekvpb.RaftCommand) hlc.Timestamp {
+	ts := cmd.GetTimestamp()
+	return hlc.Timestamp{WallTime: ts.GetWallNanos(), Logical: ts.GetLogical()}
+}
+
+// proposalTimestamp is the timestamp a write proposed now carries: none
+// until every replica's binary applies log version 4 (an older one would
+// apply the write unversioned), which a range already on the versioned
+// layout proves, since only then is a migration proposed.
+func (r *Replica) proposalTimestamp() *tidekvpb.LogTimestamp {
+	if r.store.logVersion.Load() < LogVersionMVCC && !r.VersionedLayout() {
+		return nil
+	}
+	return logTimestamp(r.store.hlc.Now())
+}
