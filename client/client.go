@@ -341,7 +341,9 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		case classOverloaded:
 			lastSentinel = ErrOverloaded
 			hint := time.Duration(d.GetRetryAfterMs()) * time.Millisecond
-			nc.peer.refused(monoNow(), d, sent)
+			if d.GetKind() != tidekvpb.ErrorKind_RANGE_BUSY {
+				nc.peer.refused(monoNow(), d, sent) // only the node's own load narrows its window
+			}
 			if c.cfg.FailFastOnOverload && !r.anyNode {
 				return &OverloadedError{Op: r.op, RetryAfter: hint, Reason: st.Message()}
 			}

@@ -978,6 +978,32 @@ func TestChangeReplicasResolvesAmbiguity(t *testing.T) {
 // An overloaded node's refusal narrows the client's window of requests in
 // flight to it; requests over the window are refused in the client;
 // successes widen it back until it is unbounded again.
+// A write refused because its range waits for a split (RANGE_BUSY) is
+// retried after the hint, and does not narrow the node's window: the node
+// is not overloaded, and a window cut by a range's hold would refuse, in
+// the client, requests to every other range of the node.
+func TestRangeBusyRetriesWithoutWindowCut(t *testing.T) {
+	c := newFakeCluster(t, 3)
+	c.setRanges(rng(1, "", "", 1, 1, 2, 3))
+	var busy atomic.Int32
+	busy.Store(3)
+	c.node(1).setHook(func(ctx context.Context, method string, key []byte) error {
+		if method != "Put" || busy.Add(-1) < 0 {
+			return nil
+		}
+		return statusWith(codes.ResourceExhausted, "range 1 is above its size limit and its split is late, retry",
+			&tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_BUSY, RetryAfterMs: 10})
+	})
+	cl := c.newClient(nil)
+	mustPut(t, cl, "a", "1")
+	if n := c.node(1).count("Put"); n != 4 {
+		t.Fatalf("%d attempts, want 3 refused and 1 served", n)
+	}
+	if w := cl.peer(c.node(1).addr).window.Load(); w != 0 {
+		t.Fatalf("window %v after RANGE_BUSY refusals, want none", math.Float64frombits(w))
+	}
+}
+
 func TestOverloadWindow(t *testing.T) {
 	var p peerStats
 	now := int64(time.Hour)

@@ -98,6 +98,11 @@ const (
 	// the staleness bound (it lags, or has no recent closed timestamp): try
 	// another replica or the leaseholder.
 	ErrorKind_STALE_REPLICA ErrorKind = 8
+	// The write's range is above its size limit and waiting for its split
+	// (retry after retry_after_ms). Code RESOURCE_EXHAUSTED, like OVERLOADED,
+	// but says nothing of the node's load: a client keeps sending it other
+	// requests as before.
+	ErrorKind_RANGE_BUSY ErrorKind = 9
 )
 
 // Enum value maps for ErrorKind.
@@ -112,6 +117,7 @@ var (
 		6: "INVALID_ARGUMENT",
 		7: "UNAVAILABLE",
 		8: "STALE_REPLICA",
+		9: "RANGE_BUSY",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_UNKNOWN":    0,
@@ -123,6 +129,7 @@ var (
 		"INVALID_ARGUMENT": 6,
 		"UNAVAILABLE":      7,
 		"STALE_REPLICA":    8,
+		"RANGE_BUSY":       9,
 	}
 )
 
@@ -5920,7 +5927,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05VOTER\x10\x00\x12\v\n" +
 	"\aLEARNER\x10\x01\x12\x12\n" +
 	"\x0eVOTER_INCOMING\x10\x02\x12\x12\n" +
-	"\x0eVOTER_OUTGOING\x10\x03*\xb3\x01\n" +
+	"\x0eVOTER_OUTGOING\x10\x03*\xc3\x01\n" +
 	"\tErrorKind\x12\x11\n" +
 	"\rERROR_UNKNOWN\x10\x00\x12\x13\n" +
 	"\x0fNOT_LEASEHOLDER\x10\x01\x12\x13\n" +
@@ -5931,7 +5938,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"OVERLOADED\x10\x05\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x06\x12\x0f\n" +
 	"\vUNAVAILABLE\x10\a\x12\x11\n" +
-	"\rSTALE_REPLICA\x10\b*2\n" +
+	"\rSTALE_REPLICA\x10\b\x12\x0e\n" +
+	"\n" +
+	"RANGE_BUSY\x10\t*2\n" +
 	"\bReadMode\x12\x10\n" +
 	"\fLINEARIZABLE\x10\x00\x12\v\n" +
 	"\aBOUNDED\x10\x01\x12\a\n" +

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -107,8 +110,11 @@ func (s *Server) awaitSplit(ctx context.Context, r *raftstore.Replica, key []byt
 }
 
 // splitWaitMargin is how long before the caller's deadline a held write
-// is refused.
-const splitWaitMargin = 50 * time.Millisecond
+// is refused; rangeBusyRetryMs is the retry hint of the refusal.
+const (
+	splitWaitMargin  = 50 * time.Millisecond
+	rangeBusyRetryMs = 50
+)
 
 // holdForSplit waits until r's range is within its budget, or its budget
 // stays unknown for a SizeWatchInterval.
@@ -139,7 +145,8 @@ func (s *Server) holdForSplit(ctx context.Context, r *raftstore.Replica) error {
 			return nil
 		case !time.Now().Before(giveUp):
 			s.metrics.splitWaits.WithLabelValues("refused").Inc()
-			return fmt.Errorf("%w: range %d is above its size limit and its split is late", raftstore.ErrOverloaded, r.RangeID())
+			return withDetail(codes.ResourceExhausted, fmt.Sprintf("range %d is above its size limit and its split is late, retry", r.RangeID()),
+				&tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_BUSY, RetryAfterMs: rangeBusyRetryMs})
 		}
 	}
 }
