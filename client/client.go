@@ -135,22 +135,8 @@ var errSpanChanged = errors.New("tidekv: request keys span more than one range")
 // invoke runs r with routing, redirects and retries until it succeeds, fails
 // for good, runs out of attempts, or ctx ends.
 func (c *Client) invoke(ctx context.Context, r *rpc) error {
-	var (
-		lastErr      error
-		lastSentinel = ErrUnavailable // what to wrap if attempts run out
-		avoid        []string         // nodes this request should not try again soon
-		redirect     string           // leaseholder address a node pointed us to
-		failures     int              // drives the backoff
-		redirects    int              // consecutive redirects
-		staleErrs    int
-		// BOUNDED and ANY reads try replicas in order of cost while follow
-		// holds, then fall back to leaseholder routing. tried marks the
-		// replicas of triedEntry already tried by this request.
-		follow     = r.read.follower() && !r.anyNode
-		tried      uint64
-		triedEntry *rangeEntry
-	)
-	if follow {
+	s := attempts{lastSentinel: ErrUnavailable, follow: r.read.follower() && !r.anyNode, start: time.Now()}
+	if s.follow {
 		c.startPoller()
 	}
 	// Admin operations with a deadline retry until it, through overload
@@ -158,243 +144,305 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 	// after a node died should wait for the cluster, not give up in a
 	// second. The error then says how long it tried.
 	maxAttempts := c.cfg.MaxAttempts
-	start := time.Now()
 	if _, ok := ctx.Deadline(); ok && r.anyNode {
 		maxAttempts = math.MaxInt
 	}
-	for attempt := 0; attempt < maxAttempts; attempt++ {
+	for s.attempt = 0; s.attempt < maxAttempts; s.attempt++ {
 		if c.closed.Load() {
 			return ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
-			if r.anyNode && attempt > 1 {
-				return ctxError(fmt.Sprintf("%s (%d attempts over %v)", r.op, attempt, time.Since(start).Round(time.Millisecond)), err, lastErr)
+			if r.anyNode && s.attempt > 1 {
+				return ctxError(fmt.Sprintf("%s (%d attempts over %v)", r.op, s.attempt, time.Since(s.start).Round(time.Millisecond)), err, s.lastErr)
 			}
-			return ctxError(r.op, err, lastErr)
+			return ctxError(r.op, err, s.lastErr)
 		}
-		if len(avoid) > 8 {
-			avoid = avoid[:0] // everything failed recently; start over
+		if len(s.avoid) > 8 {
+			s.avoid = s.avoid[:0] // everything failed recently; start over
 		}
-
-		var (
-			entry  *rangeEntry
-			target = redirect
-			epoch  = c.cache.load().epoch
-			chosen = -1 // index of the replica picked by cost, if any
-		)
-		redirect = ""
-		switch {
-		case r.anyNode:
-			if target == "" {
-				target = c.pickAny(c.cache.load(), avoid, attempt)
-			}
-		case target != "":
-			entry = c.cache.load().lookup(r.key)
-		default:
-			var err error
-			if follow {
-				if entry, target, epoch, chosen, err = c.routeFollower(ctx, r, &tried, &triedEntry); err != nil {
-					return err
-				}
-				follow = chosen >= 0
-			}
-			if chosen < 0 {
-				if entry, target, epoch, err = c.route(ctx, r, avoid, attempt); err != nil {
-					return err
-				}
-			}
-			if err := ctx.Err(); err != nil {
-				return ctxError(r.op, err, lastErr)
-			}
+		a, err := c.target(ctx, r, &s)
+		if err != nil {
+			return err
 		}
-
-		nc, err := c.conns.get(target)
+		nc, err := c.conns.get(a.target)
 		if err != nil {
 			return fmt.Errorf("tidekv: %s: %w", r.op, err)
 		}
-		actx, cancel := c.attemptCtx(ctx)
-		if r.noAttemptTimeout {
-			actx, cancel = context.WithCancel(ctx)
-		}
-		sent := true
-		if hint, refused := nc.peer.throttled(); refused && !r.anyNode && (chosen < 0 || nc.peer.shedding.Load()) {
-			// The node is overloaded and this client already has as many
-			// requests in flight to it as it may: refused here, as the
-			// node would, without costing it anything. A relaxed read is
-			// held back only by a shedding node's window, and goes to a
-			// replica at its window only if all are (peerStats.usable).
-			sent = false
-			err = overloadedHere(hint)
-		} else if !r.idempotent && !waitReady(actx, nc, c.cfg.DialTimeout) {
-			// Not connected, so nothing was sent: safe to try elsewhere.
-			sent = false
-			err = status.Errorf(codes.Unavailable, "cannot connect to %s", target)
-		} else {
-			var abandon *time.Timer
-			if chosen >= 0 {
-				abandon = c.abandonIfStalled(nc.peer, cancel)
-			}
-			err = r.call(actx, nc)
-			if abandon != nil {
-				abandon.Stop()
-			}
-		}
-		cancel()
-		if err == nil {
-			c.sus.clear(target)
-			if entry != nil && r.served > entry.desc.GetGeneration() {
-				c.refreshAsync(epoch)
+		a.nc = nc
+		if a.err = c.attemptOnce(ctx, r, &a); a.err == nil {
+			c.sus.clear(a.target)
+			if a.entry != nil && r.served > a.entry.desc.GetGeneration() {
+				c.refreshAsync(a.epoch)
 			}
 			return nil
 		}
-		lastErr = err
-		st := status.Convert(err)
-		d := errorDetail(st)
-		class := classify(st, d)
-		if cerr := ctxErr(ctx); cerr != nil {
-			// Every earlier attempt was refused outright (anything else
-			// returned already), so only this one can have done anything.
-			if !r.idempotent && sent && !neverSent(st) && !refusedOutright(class, d) {
-				return fmt.Errorf("%w: %s: %w", ErrAmbiguous, r.op, cerr)
-			}
-			return ctxError(r.op, cerr, err)
+		wait, retryNow, err := c.afterFailure(ctx, r, &s, &a)
+		if err != nil {
+			return err
 		}
-
-		var wait time.Duration
-		if r.anyNode && d == nil && class == classStale {
-			// A bare FailedPrecondition from an admin operation is a refusal
-			// (say, splitting at an existing boundary), not a routing hint.
-			class = classFatal
+		if retryNow {
+			continue
 		}
-		if chosen >= 0 {
-			if sentinel, ok := c.readFailover(class, d, r, entry, chosen, nc, sent, epoch); ok {
-				// Another replica may well serve it: no backoff.
-				lastSentinel = sentinel
-				if chosen < 64 {
-					tried |= 1 << uint(chosen)
-				}
-				continue
-			}
-			follow = false // anything else is handled as for any request
-		}
-		if class != classNotLeader {
-			redirects = 0
-		}
-		switch class {
-		case classInvalid:
-			return fmt.Errorf("%w: %s", ErrInvalidArgument, invalidReason(st))
-
-		case classNotFound:
-			return fmt.Errorf("%w: %s", ErrNotFound, st.Message())
-
-		case classNotLeader, classStaleReplica:
-			// A stale replica reached by leaseholder routing (no lease
-			// holder known) points at the leaseholder like a redirect.
-			lastSentinel = ErrUnavailable
-			if e := c.cache.update(d.GetRange(), d.GetLeaderNodeId(), d.GetLeaderAddr()); e == nil && entry != nil && d.GetLeaderNodeId() != 0 {
-				entry.leader.Store(d.GetLeaderNodeId())
-			}
-			addr := d.GetLeaderAddr()
-			if addr == "" && d.GetLeaderNodeId() != 0 {
-				addr = c.cache.load().nodes[d.GetLeaderNodeId()]
-			}
-			if addr != "" && addr != target && !c.sus.is(addr) {
-				redirect = addr
-				redirects++
-				if redirects > 2 {
-					// Nodes with different views bounce us around: slow down
-					// until the lease settles.
-					wait = c.backoff(failures)
-				}
-			} else {
-				// Election in progress, or the named leaseholder is down: ask
-				// another replica after a pause.
-				if entry != nil && c.cache.load().nodes[entry.leader.Load()] == target {
-					entry.leader.Store(0)
-				}
-				avoid = append(avoid, target)
-				wait = c.backoff(failures)
-			}
-
-		case classStale:
-			lastSentinel = ErrUnavailable
-			if d.GetRange() != nil {
-				c.cache.update(d.GetRange(), d.GetLeaderNodeId(), d.GetLeaderAddr())
-			} else if !r.anyNode {
-				_ = c.refresh(ctx, epoch) // on failure the next attempt still has somewhere to go
-			}
-			if d.GetKind() != tidekvpb.ErrorKind_KEY_MISMATCH {
-				avoid = append(avoid, target) // it has no replica of this range
-			}
-			if staleErrs > 0 {
-				wait = c.backoff(failures)
-			}
-			staleErrs++
-
-		case classAmbiguous:
-			if !r.idempotent {
-				return fmt.Errorf("%w: %s: %s", ErrAmbiguous, r.op, st.Message())
-			}
-			lastSentinel = ErrAmbiguous
-			wait = c.backoff(failures)
-
-		case classOverloaded:
-			lastSentinel = ErrOverloaded
-			hint := time.Duration(d.GetRetryAfterMs()) * time.Millisecond
-			if d.GetKind() != tidekvpb.ErrorKind_RANGE_BUSY {
-				nc.peer.refused(monoNow(), d, sent) // only the node's own load narrows its window
-			}
-			if c.cfg.FailFastOnOverload && !r.anyNode {
-				return &OverloadedError{Op: r.op, RetryAfter: hint, Reason: st.Message()}
-			}
-			// Up to twice the hint: the clients a node refused together
-			// should not all come back together.
-			wait = hint + rand.N(hint+1)
-			if b := c.backoff(failures); wait == 0 || (r.anyNode && b > wait) {
-				// Admin calls back off further than the hint: they have
-				// until their deadline and should not add to the load.
-				wait = b
-			}
-			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-				// Waiting as asked would overrun the deadline: say so now
-				// rather than sleep into it.
-				if r.anyNode {
-					return fmt.Errorf("%w: %s: %d attempts over %v, the last asked to retry after %v: %w", ErrOverloaded, r.op,
-						attempt+1, time.Since(start).Round(time.Millisecond), wait.Round(time.Millisecond), context.DeadlineExceeded)
-				}
-				return fmt.Errorf("%w: %s: server asked to retry after %v: %w", ErrOverloaded, r.op, wait, context.DeadlineExceeded)
-			}
-
-		case classUnavailable:
-			lastSentinel = ErrUnavailable
-			c.markDown(nc, 0)
-			avoid = append(avoid, target)
-			wait = c.backoff(failures)
-
-		case classTransport:
-			if c.closed.Load() {
-				return ErrClosed
-			}
-			if !r.idempotent && sent && !neverSent(st) {
-				return fmt.Errorf("%w: %s: %v", ErrAmbiguous, r.op, err)
-			}
-			lastSentinel = ErrUnavailable
-			c.markDown(nc, 0)
-			avoid = append(avoid, target)
-			// Another replica is likely healthy: try it at once, then back off.
-			if failures > 0 {
-				wait = c.backoff(failures)
-			}
-
-		default:
-			return fmt.Errorf("tidekv: %s: %w", r.op, err)
-		}
-		failures++
+		s.failures++
 		if wait > 0 && !sleep(ctx, wait) {
-			return ctxError(r.op, ctx.Err(), lastErr)
+			return ctxError(r.op, ctx.Err(), s.lastErr)
 		}
 	}
-	return fmt.Errorf("%w: %s: giving up after %d attempts: %v", lastSentinel, r.op, c.cfg.MaxAttempts, lastErr)
+	return fmt.Errorf("%w: %s: giving up after %d attempts: %v", s.lastSentinel, r.op, c.cfg.MaxAttempts, s.lastErr)
+}
+
+// attempts is what invoke carries from one attempt to the next.
+type attempts struct {
+	attempt      int
+	start        time.Time
+	lastErr      error
+	lastSentinel error    // what to wrap if attempts run out
+	avoid        []string // nodes this request should not try again soon
+	redirect     string   // leaseholder address a node pointed us to
+	failures     int      // drives the backoff
+	redirects    int      // consecutive redirects
+	staleErrs    int
+	// BOUNDED and ANY reads try replicas in order of cost while follow
+	// holds, then fall back to leaseholder routing. tried marks the
+	// replicas of triedEntry already tried by this request.
+	follow     bool
+	tried      uint64
+	triedEntry *rangeEntry
+}
+
+// attempt is one try: where it went and how it ended.
+type attempt struct {
+	entry  *rangeEntry
+	target string
+	epoch  uint64
+	chosen int // index of the replica picked by cost, or -1
+	nc     *nodeConn
+	sent   bool // the request left the client
+	err    error
+}
+
+// target picks the node for the next attempt: a redirect, any node for
+// admin calls, a replica by cost for relaxed reads, else the leaseholder.
+func (c *Client) target(ctx context.Context, r *rpc, s *attempts) (attempt, error) {
+	a := attempt{target: s.redirect, epoch: c.cache.load().epoch, chosen: -1}
+	s.redirect = ""
+	switch {
+	case r.anyNode:
+		if a.target == "" {
+			a.target = c.pickAny(c.cache.load(), s.avoid, s.attempt)
+		}
+	case a.target != "":
+		a.entry = c.cache.load().lookup(r.key)
+	default:
+		var err error
+		if s.follow {
+			if a.entry, a.target, a.epoch, a.chosen, err = c.routeFollower(ctx, r, &s.tried, &s.triedEntry); err != nil {
+				return a, err
+			}
+			s.follow = a.chosen >= 0
+		}
+		if a.chosen < 0 {
+			if a.entry, a.target, a.epoch, err = c.route(ctx, r, s.avoid, s.attempt); err != nil {
+				return a, err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return a, ctxError(r.op, err, s.lastErr)
+		}
+	}
+	return a, nil
+}
+
+// attemptOnce sends r to a.nc, unless the client's window for the node
+// refuses it or (for a non-idempotent request) the node is not connected.
+func (c *Client) attemptOnce(ctx context.Context, r *rpc, a *attempt) error {
+	nc := a.nc
+	actx, cancel := c.attemptCtx(ctx)
+	if r.noAttemptTimeout {
+		actx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+	if hint, refused := nc.peer.throttled(); refused && !r.anyNode && (a.chosen < 0 || nc.peer.shedding.Load()) {
+		// The node is overloaded and this client already has as many
+		// requests in flight to it as it may: refused here, as the
+		// node would, without costing it anything. A relaxed read is
+		// held back only by a shedding node's window, and goes to a
+		// replica at its window only if all are (peerStats.usable).
+		return overloadedHere(hint)
+	}
+	if !r.idempotent && !waitReady(actx, nc, c.cfg.DialTimeout) {
+		// Not connected, so nothing was sent: safe to try elsewhere.
+		return status.Errorf(codes.Unavailable, "cannot connect to %s", a.target)
+	}
+	a.sent = true
+	var abandon *time.Timer
+	if a.chosen >= 0 {
+		abandon = c.abandonIfStalled(nc.peer, cancel)
+	}
+	err := r.call(actx, nc)
+	if abandon != nil {
+		abandon.Stop()
+	}
+	return err
+}
+
+// afterFailure decides what a failed attempt leads to: an error that ends
+// the request, another replica at once (retryNow), or a wait before the
+// next attempt.
+func (c *Client) afterFailure(ctx context.Context, r *rpc, s *attempts, a *attempt) (wait time.Duration, retryNow bool, err error) {
+	s.lastErr = a.err
+	st := status.Convert(a.err)
+	d := errorDetail(st)
+	class := classify(st, d)
+	if cerr := ctxErr(ctx); cerr != nil {
+		// Every earlier attempt was refused outright (anything else
+		// returned already), so only this one can have done anything.
+		if !r.idempotent && a.sent && !neverSent(st) && !refusedOutright(class, d) {
+			return 0, false, fmt.Errorf("%w: %s: %w", ErrAmbiguous, r.op, cerr)
+		}
+		return 0, false, ctxError(r.op, cerr, a.err)
+	}
+	if r.anyNode && d == nil && class == classStale {
+		// A bare FailedPrecondition from an admin operation is a refusal
+		// (say, splitting at an existing boundary), not a routing hint.
+		class = classFatal
+	}
+	if a.chosen >= 0 {
+		if sentinel, ok := c.readFailover(class, d, r, a.entry, a.chosen, a.nc, a.sent, a.epoch); ok {
+			// Another replica may well serve it: no backoff.
+			s.lastSentinel = sentinel
+			if a.chosen < 64 {
+				s.tried |= 1 << uint(a.chosen)
+			}
+			return 0, true, nil
+		}
+		s.follow = false // anything else is handled as for any request
+	}
+	if class != classNotLeader {
+		s.redirects = 0
+	}
+	switch class {
+	case classInvalid:
+		return 0, false, fmt.Errorf("%w: %s", ErrInvalidArgument, invalidReason(st))
+	case classNotFound:
+		return 0, false, fmt.Errorf("%w: %s", ErrNotFound, st.Message())
+	case classNotLeader, classStaleReplica:
+		return c.afterNotLeader(s, a, d), false, nil
+	case classStale:
+		return c.afterStale(ctx, r, s, a, d), false, nil
+	case classAmbiguous:
+		if !r.idempotent {
+			return 0, false, fmt.Errorf("%w: %s: %s", ErrAmbiguous, r.op, st.Message())
+		}
+		s.lastSentinel = ErrAmbiguous
+		return c.backoff(s.failures), false, nil
+	case classOverloaded:
+		wait, err := c.afterOverloaded(ctx, r, s, a, st, d)
+		return wait, false, err
+	case classUnavailable:
+		s.lastSentinel = ErrUnavailable
+		c.markDown(a.nc, 0)
+		s.avoid = append(s.avoid, a.target)
+		return c.backoff(s.failures), false, nil
+	case classTransport:
+		if c.closed.Load() {
+			return 0, false, ErrClosed
+		}
+		if !r.idempotent && a.sent && !neverSent(st) {
+			return 0, false, fmt.Errorf("%w: %s: %v", ErrAmbiguous, r.op, a.err)
+		}
+		s.lastSentinel = ErrUnavailable
+		c.markDown(a.nc, 0)
+		s.avoid = append(s.avoid, a.target)
+		// Another replica is likely healthy: try it at once, then back off.
+		if s.failures > 0 {
+			return c.backoff(s.failures), false, nil
+		}
+		return 0, false, nil
+	}
+	return 0, false, fmt.Errorf("tidekv: %s: %w", r.op, a.err)
+}
+
+// afterNotLeader follows a redirect to the leaseholder a node named, or
+// avoids the node and pauses when none is known. A stale replica reached
+// by leaseholder routing (no leaseholder known) points at the leaseholder
+// like a redirect.
+func (c *Client) afterNotLeader(s *attempts, a *attempt, d *tidekvpb.ErrorDetail) time.Duration {
+	s.lastSentinel = ErrUnavailable
+	if e := c.cache.update(d.GetRange(), d.GetLeaderNodeId(), d.GetLeaderAddr()); e == nil && a.entry != nil && d.GetLeaderNodeId() != 0 {
+		a.entry.leader.Store(d.GetLeaderNodeId())
+	}
+	addr := d.GetLeaderAddr()
+	if addr == "" && d.GetLeaderNodeId() != 0 {
+		addr = c.cache.load().nodes[d.GetLeaderNodeId()]
+	}
+	if addr != "" && addr != a.target && !c.sus.is(addr) {
+		s.redirect = addr
+		s.redirects++
+		if s.redirects > 2 {
+			// Nodes with different views bounce us around: slow down
+			// until the lease settles.
+			return c.backoff(s.failures)
+		}
+		return 0
+	}
+	// Election in progress, or the named leaseholder is down: ask
+	// another replica after a pause.
+	if a.entry != nil && c.cache.load().nodes[a.entry.leader.Load()] == a.target {
+		a.entry.leader.Store(0)
+	}
+	s.avoid = append(s.avoid, a.target)
+	return c.backoff(s.failures)
+}
+
+// afterStale refreshes the routing a node said was out of date.
+func (c *Client) afterStale(ctx context.Context, r *rpc, s *attempts, a *attempt, d *tidekvpb.ErrorDetail) time.Duration {
+	s.lastSentinel = ErrUnavailable
+	if d.GetRange() != nil {
+		c.cache.update(d.GetRange(), d.GetLeaderNodeId(), d.GetLeaderAddr())
+	} else if !r.anyNode {
+		_ = c.refresh(ctx, a.epoch) // on failure the next attempt still has somewhere to go
+	}
+	if d.GetKind() != tidekvpb.ErrorKind_KEY_MISMATCH {
+		s.avoid = append(s.avoid, a.target) // it has no replica of this range
+	}
+	var wait time.Duration
+	if s.staleErrs > 0 {
+		wait = c.backoff(s.failures)
+	}
+	s.staleErrs++
+	return wait
+}
+
+// afterOverloaded waits as a refusal asks, up to twice its hint, unless
+// that would overrun the deadline or the caller wants refusals at once.
+func (c *Client) afterOverloaded(ctx context.Context, r *rpc, s *attempts, a *attempt, st *status.Status, d *tidekvpb.ErrorDetail) (time.Duration, error) {
+	s.lastSentinel = ErrOverloaded
+	hint := time.Duration(d.GetRetryAfterMs()) * time.Millisecond
+	if d.GetKind() != tidekvpb.ErrorKind_RANGE_BUSY {
+		a.nc.peer.refused(monoNow(), d, a.sent) // only the node's own load narrows its window
+	}
+	if c.cfg.FailFastOnOverload && !r.anyNode {
+		return 0, &OverloadedError{Op: r.op, RetryAfter: hint, Reason: st.Message()}
+	}
+	// Up to twice the hint: the clients a node refused together
+	// should not all come back together.
+	wait := hint + rand.N(hint+1)
+	if b := c.backoff(s.failures); wait == 0 || (r.anyNode && b > wait) {
+		// Admin calls back off further than the hint: they have
+		// until their deadline and should not add to the load.
+		wait = b
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		// Waiting as asked would overrun the deadline: say so now
+		// rather than sleep into it.
+		if r.anyNode {
+			return 0, fmt.Errorf("%w: %s: %d attempts over %v, the last asked to retry after %v: %w", ErrOverloaded, r.op,
+				s.attempt+1, time.Since(s.start).Round(time.Millisecond), wait.Round(time.Millisecond), context.DeadlineExceeded)
+		}
+		return 0, fmt.Errorf("%w: %s: server asked to retry after %v: %w", ErrOverloaded, r.op, wait, context.DeadlineExceeded)
+	}
+	return wait, nil
 }
 
 // route finds the cached range for r and the node to send it to, refreshing
