@@ -48,9 +48,9 @@ const (
 	// it has a quorum of and refuse the rest (needs
 	// --enable-fault-injection). Not in AllKinds: ask for it.
 	Split
-	// Move moves a replica of one range to the node (Step.Node), from one
-	// of the range's voters, through the admin ChangeReplicas RPC, while
-	// a fault is on; Step.Pick chooses the range and the voter among
+	// Move moves the node's (Step.Node's) voter of one range to a node
+	// without a replica of it, through the admin ChangeReplicas RPC,
+	// while a fault is on; Step.Pick chooses the range and the node among
 	// those the cluster has then. It is an operation, not a fault: a
 	// fault may make it fail, and it is given up For after it starts.
 	// Not in AllKinds: ask for it.
@@ -110,8 +110,8 @@ type Step struct {
 	// Peer is, for Bridge, the node cut from Node; for Split, the node on
 	// Node's side (0: Node alone). 1-based.
 	Peer int
-	// Pick chooses, for Move, the range and the voter it moves from
-	// among those the cluster has when the step runs.
+	// Pick chooses, for Move, the range and the node it moves to among
+	// those the cluster has when the step runs.
 	Pick uint64
 }
 
@@ -131,7 +131,7 @@ func (s Step) String() string {
 		}
 		return fmt.Sprintf("%v: split: cut nodes %s from the rest for %v", s.At.Round(time.Millisecond), side, s.For)
 	case Move:
-		return fmt.Sprintf("%v: move a replica to node %d, giving up after %v", s.At.Round(time.Millisecond), s.Node, s.For)
+		return fmt.Sprintf("%v: move a replica off node %d, giving up after %v", s.At.Round(time.Millisecond), s.Node, s.For)
 	case Churn:
 		what = "decommission"
 	}

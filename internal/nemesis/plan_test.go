@@ -135,8 +135,8 @@ func (f *fakePartitioner) Skew(i int, d time.Duration) error     { return f.did(
 func (f *fakePartitioner) SlowDisk(i int, d time.Duration) error { return f.did("disk ", i, " ", d) }
 func (f *fakePartitioner) CutLinks(a, b []int) error             { return f.did("cut ", a, "-", b) }
 func (f *fakePartitioner) HealLinks(a, b []int) error            { return f.did("mend ", a, "-", b) }
-func (f *fakePartitioner) MoveReplica(_ context.Context, to int, pick uint64) error {
-	return f.did("move ", pick, " to ", to)
+func (f *fakePartitioner) MoveReplica(_ context.Context, from int, pick uint64) error {
+	return f.did("move ", pick, " off ", from)
 }
 func (f *fakePartitioner) Decommission(_ context.Context, i int, drain bool) error {
 	return f.did("drain ", i, " ", drain)
@@ -299,7 +299,7 @@ func TestRunOperationsBesideFaults(t *testing.T) {
 		{At: 100 * time.Millisecond, Kind: Move, Node: 3, Pick: 9, For: time.Millisecond},
 		{At: 150 * time.Millisecond, Kind: Churn, Node: 2, For: time.Millisecond},
 		{At: 400 * time.Millisecond, Kind: Split, Node: 2, Peer: 4, For: time.Millisecond}}
-	if got := runFake(t, steps); got != "kill 1,move 9 to 3,drain 2 true,drain 2 false,restart 1,cut [2 4]-[],mend [2 4]-[]" {
+	if got := runFake(t, steps); got != "kill 1,move 9 off 3,drain 2 true,drain 2 false,restart 1,cut [2 4]-[],mend [2 4]-[]" {
 		t.Fatalf("did %s", got)
 	}
 }

@@ -34,12 +34,13 @@ type LinkCutter interface {
 }
 
 // Operator is a Target that can also change the cluster's membership, for
-// Move and Churn: MoveReplica moves a replica to node to (pick chooses the
-// range and the voter it leaves); Decommission starts (drain) or cancels
+// Move and Churn: MoveReplica moves node from's voter of a range to
+// another node (pick chooses the range and the node); Decommission
+// starts (drain) or cancels
 // node i's decommission. A refusal or timeout that a fault explains is
 // the target's to record, not an error: an error ends the run.
 type Operator interface {
-	MoveReplica(ctx context.Context, to int, pick uint64) error
+	MoveReplica(ctx context.Context, from int, pick uint64) error
 	Decommission(ctx context.Context, i int, drain bool) error
 }
 

@@ -108,19 +108,19 @@ func (t launcherTarget) nodeIDs(nodes []int) (string, error) {
 	return strings.Join(ids, ","), nil
 }
 
-// MoveReplica moves a replica of the range pick chooses to node to; a
+// MoveReplica moves node from's voter of the range pick chooses; a
 // failure is counted and logged, not returned: the fault it meets may
 // refuse it.
-func (t launcherTarget) MoveReplica(ctx context.Context, to int, pick uint64) error {
+func (t launcherTarget) MoveReplica(ctx context.Context, from int, pick uint64) error {
 	resp, err := t.cl.Ranges(ctx)
 	if err == nil {
-		rangeID, from, ok := pickMove(resp, t.ids[to], pick)
+		rangeID, to, ok := pickMove(resp, t.ids[from], pick)
 		if !ok {
-			t.logf("    move to node %d: every range has a replica there", to)
+			t.logf("    move off node %d: it has no voter to move", from)
 			return nil
 		}
-		_, err = t.cl.ChangeReplicas(ctx, rangeID, t.ids[to], from)
-		t.logf("    move of range %d from node ID %d to node ID %d: %v", rangeID, from, t.ids[to], orOK(err))
+		_, err = t.cl.ChangeReplicas(ctx, rangeID, to, t.ids[from])
+		t.logf("    move of range %d from node ID %d to node ID %d: %v", rangeID, t.ids[from], to, orOK(err))
 	}
 	t.ops.mu.Lock()
 	defer t.ops.mu.Unlock()
@@ -131,31 +131,42 @@ func (t launcherTarget) MoveReplica(ctx context.Context, to int, pick uint64) er
 	return nil
 }
 
-// pickMove chooses, by pick, one of the ranges with no replica on node to
-// (in range ID order) and one of its voters to move from.
-func pickMove(resp *tidekvpb.RangesResponse, to uint64, pick uint64) (rangeID, from uint64, ok bool) {
-	var cands []*tidekvpb.RangeDescriptor
+// pickMove chooses, by pick, one of the ranges with a voter on node from
+// and a node without a replica (in range ID order), and one such node
+// (in node ID order) to move that voter to.
+func pickMove(resp *tidekvpb.RangesResponse, from uint64, pick uint64) (rangeID, to uint64, ok bool) {
+	type cand struct {
+		rangeID uint64
+		to      []uint64
+	}
+	var cands []cand
 	for _, r := range resp.GetRanges() {
-		if !slices.ContainsFunc(r.GetDesc().GetReplicas(), func(rd *tidekvpb.ReplicaDescriptor) bool { return rd.GetNodeId() == to }) {
-			cands = append(cands, r.GetDesc())
+		d := r.GetDesc()
+		holds := func(n uint64) bool {
+			return slices.ContainsFunc(d.GetReplicas(), func(rd *tidekvpb.ReplicaDescriptor) bool { return rd.GetNodeId() == n })
+		}
+		if !slices.ContainsFunc(d.GetReplicas(), func(rd *tidekvpb.ReplicaDescriptor) bool {
+			return rd.GetNodeId() == from && rd.GetType() == tidekvpb.ReplicaType_VOTER
+		}) {
+			continue
+		}
+		c := cand{rangeID: d.GetRangeId()}
+		for _, n := range resp.GetNodes() {
+			if !holds(n.GetNodeId()) {
+				c.to = append(c.to, n.GetNodeId())
+			}
+		}
+		if len(c.to) > 0 {
+			slices.Sort(c.to)
+			cands = append(cands, c)
 		}
 	}
 	if len(cands) == 0 {
 		return 0, 0, false
 	}
-	slices.SortFunc(cands, func(a, b *tidekvpb.RangeDescriptor) int { return cmp.Compare(a.GetRangeId(), b.GetRangeId()) })
-	d := cands[pick%uint64(len(cands))]
-	var voters []uint64
-	for _, rd := range d.GetReplicas() {
-		if rd.GetType() == tidekvpb.ReplicaType_VOTER {
-			voters = append(voters, rd.GetNodeId())
-		}
-	}
-	if len(voters) == 0 {
-		return 0, 0, false
-	}
-	slices.Sort(voters)
-	return d.GetRangeId(), voters[pick/uint64(len(cands))%uint64(len(voters))], true
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.rangeID, b.rangeID) })
+	c := cands[pick%uint64(len(cands))]
+	return c.rangeID, c.to[pick/uint64(len(cands))%uint64(len(c.to))], true
 }
 
 // Decommission starts node i's drain, logging a refusal, or cancels it,
