@@ -68,7 +68,7 @@ type Report struct {
 	Bridges    int    `json:"bridges"`
 	Splits     int    `json:"splits"`
 	// Moves is how many moves were asked of the cluster (a fault may
-	// refuse them; a move to a node holding every range is skipped),
+	// refuse them; a move off a node with no voter to move is skipped),
 	// MovesOK how many it made; Churns is how many decommissions were
 	// planned, each recommissioned.
 	Moves   int `json:"moves"`
