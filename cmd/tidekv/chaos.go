@@ -31,8 +31,8 @@ recorded seeds keep their plans: bridge (the link between it and one other
 node cut both ways, then healed, each still reaching the rest), split (the
 cluster cut in two, both ways: it and possibly one more node, at most half,
 against the rest; then healed), and two operations that run while a fault
-is on: move (a replica of a range moved to it with ChangeReplicas, given up
-after --down) and churn (it is decommissioned, then recommissioned --down
+is on: move (its replica of a range moved to a node without one, with
+ChangeReplicas, given up after --down) and churn (it is decommissioned, then recommissioned --down
 later). A step that draws an operation also gets a fault, drawn from the
 faults among --faults, and the operation starts halfway through it.
 Partitions, skews, slow disks, bridges and splits go through each node's
