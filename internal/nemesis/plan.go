@@ -224,7 +224,8 @@ func (c Config) Validate() error {
 // in, so the cluster starts healthy; the last one ends within Duration.
 // A slot that draws an operation (Move, Churn) also gets a fault, drawn
 // from the fault kinds of c.Kinds (if any), and the operation starts
-// halfway through that fault, when it has taken hold, and lasts Down.
+// halfway through that fault, when it has taken hold, and lasts Down
+// (less if Duration ends first).
 func Plan(seed uint64, c Config) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x6e656d65))
 	faults := slices.DeleteFunc(slices.Clone(c.Kinds), Kind.Operation)
