@@ -82,7 +82,8 @@ func can(t Target, k Kind) bool {
 // or with the first error; a node left down by a cancelled ctx is brought
 // back before returning. Faults run one after another, and so do
 // operations, but the two beside each other, so that an operation meets
-// the fault it was planned in. A plan with partitions, skews, slow disks,
+// the fault it was planned in (log may then be called from both at once).
+// A plan with partitions, skews, slow disks,
 // bridges, splits or operations needs a t that is also a Partitioner,
 // Skewer, DiskSlower, LinkCutter or Operator; that is checked first.
 func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
