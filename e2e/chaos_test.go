@@ -12,14 +12,18 @@ import (
 )
 
 // TestBenchChaos runs `tidekv bench chaos` as an operator would: one short
-// seeded schedule of faults of every kind (kills, pauses, partitions, clock
-// skews, slow disks: a fault every 4 s, undone 2 s later, past the 1 s
-// election timeout) against 4 real processes, with the workload's history and the
-// final reads of every key checked by porcupine and the cluster back at
-// its replication factor afterwards. TIDEKV_E2E_LONG=1 runs 10 schedules
-// of a minute each.
+// seeded schedule of faults (kills, pauses, partitions, clock skews, slow
+// disks, splits: a fault every 4 s, undone 2 s later, past the 1 s
+// election timeout) with operations meeting some of them (replica moves,
+// a decommission and recommission) against 4 real processes, with the
+// workload's history and the final reads of every key checked by
+// porcupine and the cluster back at its replication factor afterwards.
+// Seed 92's six faults are one of each kind, its split cuts 2 nodes from
+// 2 while the one churn decommissions a node of the cut pair, and a move
+// meets a pause and a kill. TIDEKV_E2E_LONG=1 runs 10 schedules of a
+// minute each.
 func TestBenchChaos(t *testing.T) {
-	schedules, dur := 1, 17*time.Second
+	schedules, dur := 1, 25*time.Second
 	if long() {
 		schedules, dur = 10, time.Minute
 	}
@@ -27,7 +31,8 @@ func TestBenchChaos(t *testing.T) {
 	port := testcluster.FreeBasePort(t, 4)
 	ctx := testCtx(t, time.Duration(schedules)*(dur+2*time.Minute))
 	cmd := exec.CommandContext(ctx, bin, "bench", "chaos", "--json", "--schedules", fmt.Sprint(schedules),
-		"--duration", dur.String(), "--interval", "4s", "--down", "2s", "--faults", "kill,pause,partition,skew,slow-disk",
+		"--duration", dur.String(), "--interval", "4s", "--down", "2s", "--seed", "92",
+		"--faults", "kill,pause,partition,skew,slow-disk,split,move,churn",
 		"--base-port", fmt.Sprint(port), "--data-dir", t.TempDir())
 	out, err := cmd.Output()
 	var stderr []byte
@@ -46,8 +51,11 @@ func TestBenchChaos(t *testing.T) {
 		if !r.Passed() {
 			t.Errorf("schedule with seed %d failed: %s", r.Seed, r.Verdict)
 		}
-		if faults := r.Kills + r.Pauses + r.Partitions + r.Skews + r.SlowDisks; faults < 4 || r.CheckedOps < 500 || r.FinalReads != 4 {
+		if faults := r.Kills + r.Pauses + r.Partitions + r.Skews + r.SlowDisks + r.Splits; faults < 6 || r.CheckedOps < 500 || r.FinalReads != 4 {
 			t.Errorf("seed %d: %d faults, %d checked operations and %d final reads prove too little", r.Seed, faults, r.CheckedOps, r.FinalReads)
+		}
+		if !long() && (r.Splits != 1 || r.Churns != 1) {
+			t.Errorf("seed %d: %d splits and %d churns, want seed 92's one of each", r.Seed, r.Splits, r.Churns)
 		}
 	}
 	if err != nil && !t.Failed() {

@@ -26,10 +26,17 @@ kill (SIGKILL, then restart), pause (SIGSTOP, then SIGCONT), partition
 (its Raft traffic with every other node cut both ways, then healed; clients
 still reach it), skew (its wall clock, which its HLC and closed timestamps
 read, offset by up to ±--max-skew, then reset) or slow-disk (every sync of its
-engine waits --disk-delay, then not); bridge (not in the default mix: the
-link between it and one other node cut both ways, then healed, each still
-reaching the rest). Partitions, skews, slow disks and bridges go through
-each node's fault-injection endpoint (--enable-fault-injection).
+engine waits --disk-delay, then not). Not in the default mix, so that
+recorded seeds keep their plans: bridge (the link between it and one other
+node cut both ways, then healed, each still reaching the rest), split (the
+cluster cut in two, both ways: it and possibly one more node, at most half,
+against the rest; then healed), and two operations that run while a fault
+is on: move (its replica of a range moved to a node without one, with
+ChangeReplicas, given up after --down) and churn (it is decommissioned, then recommissioned --down
+later). A step that draws an operation also gets a fault, drawn from the
+faults among --faults, and the operation starts halfway through it.
+Partitions, skews, slow disks, bridges and splits go through each node's
+fault-injection endpoint (--enable-fault-injection).
 Afterwards every range must be back at 3 voters with no learner within
 --converge-within, every key is read back, and the recorded history, those
 reads included, must be linearizable (porcupine). Schedule i uses seed
@@ -77,8 +84,8 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the first schedule")
 	f.DurationVar(&c.Faults.Duration, "duration", c.Faults.Duration, "how long faults are injected per schedule")
 	f.DurationVar(&c.Faults.Interval, "interval", c.Faults.Interval, "time between fault starts")
-	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a fault lasts (a node stays killed, paused, partitioned off, skewed or slowed)")
-	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk; one listed twice is twice as likely)")
+	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a fault lasts (a node stays killed, paused, partitioned off, skewed or slowed), a move may take, or a churned node stays decommissioned")
+	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk, bridge, split, move, churn; one listed twice is twice as likely)")
 	f.DurationVar(&c.Faults.DiskDelay, "disk-delay", c.Faults.DiskDelay, "how long each sync of a slowed disk waits")
 	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (a step of the node's wall clock: leases run on the monotonic clock); the default, half the nodes' --max-offset, never trips the offset monitor, and beyond 0.8 × --max-offset a skewed node gives up its leases")
 	f.IntVar(&c.Faults.Nodes, "nodes", c.Faults.Nodes, "cluster size")
@@ -93,7 +100,7 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 
 func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tBRIDGES\tOPS\tOK\tCHECKED\tLINEARIZABLE\tCONVERGED\tRESULT")
+	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tBRIDGES\tSPLITS\tMOVES (MADE)\tCHURNS\tOPS\tOK\tCHECKED\tLINEARIZABLE\tCONVERGED\tRESULT")
 	for _, r := range reports {
 		conv := "no"
 		if r.Converged {
@@ -106,7 +113,8 @@ func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 				result += ": " + r.Error
 			}
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks, r.Bridges, r.Ops, r.OkOps, r.CheckedOps, r.Linearizable, conv, result)
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d\t%v\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks,
+			r.Bridges, r.Splits, r.Moves, r.MovesOK, r.Churns, r.Ops, r.OkOps, r.CheckedOps, r.Linearizable, conv, result)
 	}
 	w.Flush()
 }

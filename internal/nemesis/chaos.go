@@ -4,14 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"slices"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -54,6 +49,8 @@ func (c ChaosConfig) Validate() error {
 		return errors.New("chaos: schedules, clients and keys must be at least 1")
 	case c.Faults.Nodes < 3:
 		return fmt.Errorf("chaos: %d nodes: the replication factor 3 needs at least 3", c.Faults.Nodes)
+	case c.Faults.Nodes < 4 && slices.ContainsFunc(c.Faults.Kinds, Kind.Operation):
+		return fmt.Errorf("chaos: %d nodes: moves and churn need a node beyond the replication factor 3 to move replicas to", c.Faults.Nodes)
 	case c.ConvergeWithin <= 0 || c.CheckTimeout <= 0:
 		return errors.New("chaos: the convergence and check timeouts must be positive")
 	}
@@ -69,8 +66,16 @@ type Report struct {
 	Skews      int    `json:"skews"`
 	SlowDisks  int    `json:"slow_disks"`
 	Bridges    int    `json:"bridges"`
-	Ops        int    `json:"ops"`
-	OkOps      int    `json:"ok_ops"`
+	Splits     int    `json:"splits"`
+	// Moves is how many moves were asked of the cluster (a fault may
+	// refuse them; a move off a node with no voter to move is skipped),
+	// MovesOK how many it made; Churns is how many decommissions were
+	// planned, each recommissioned.
+	Moves   int `json:"moves"`
+	MovesOK int `json:"moves_ok"`
+	Churns  int `json:"churns"`
+	Ops     int `json:"ops"`
+	OkOps   int `json:"ok_ops"`
 	// FinalReads is how many keys were read back after convergence; the
 	// reads are part of the checked history, so an acknowledged write they
 	// do not see is a linearizability violation.
@@ -127,30 +132,16 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	defer cl.Close()
 
 	steps := Plan(seed, c.Faults)
-	for _, s := range steps {
-		switch s.Kind {
-		case Kill:
-			rep.Kills++
-		case Pause:
-			rep.Pauses++
-		case Partition:
-			rep.Partitions++
-		case Skew:
-			rep.Skews++
-		case SlowDisk:
-			rep.SlowDisks++
-		case Bridge:
-			rep.Bridges++
-		}
-	}
+	rep.count(steps)
 	rec := linearizability.NewRecorder()
 	keys := linearizability.Keys(c.Keys)
 	stop := runWorkload(ctx, c, seed, cl, rec, keys, &rep)
-	target, err := newLauncherTarget(ctx, lc, cl)
+	target, err := newLauncherTarget(ctx, lc, cl, c, logf)
 	if err != nil {
 		return fail(err)
 	}
 	runErr := Run(ctx, steps, target, func(s Step) { logf("  seed %d: %s", seed, s) })
+	rep.Moves, rep.MovesOK = target.ops.moves, target.ops.movesOK
 	took, convErr := awaitReplicated(ctx, cl, c.ConvergeWithin, true)
 	stop()
 	if runErr != nil {
@@ -165,14 +156,39 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
 	res := linearizability.Check(rec.History(), c.CheckTimeout)
 	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
-	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d bridges; %d ops (%d ok), %d final reads; %s; ",
-		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.Bridges, rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
+	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d bridges, %d splits; %d moves (%d made), %d churns; %d ops (%d ok), %d final reads; %s; ",
+		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.Bridges, rep.Splits, rep.Moves, rep.MovesOK, rep.Churns,
+		rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
 	if convErr != nil {
 		rep.Verdict += "NOT converged: " + convErr.Error()
 	} else {
 		rep.Verdict += fmt.Sprintf("converged %.1f s after the last fault", rep.ConvergedSec)
 	}
 	return rep
+}
+
+// count counts the plan's steps by kind; moves are counted as they run.
+func (r *Report) count(steps []Step) {
+	for _, s := range steps {
+		switch s.Kind {
+		case Kill:
+			r.Kills++
+		case Pause:
+			r.Pauses++
+		case Partition:
+			r.Partitions++
+		case Skew:
+			r.Skews++
+		case SlowDisk:
+			r.SlowDisks++
+		case Bridge:
+			r.Bridges++
+		case Split:
+			r.Splits++
+		case Churn:
+			r.Churns++
+		}
+	}
 }
 
 // startCluster starts c's cluster under dir and waits for full
@@ -294,95 +310,6 @@ func replicatedErr(resp *tidekvpb.RangesResponse, strict bool) error {
 		if r.GetLeaderNodeId() == 0 {
 			return fmt.Errorf("range %d has no known leaseholder", d.GetRangeId())
 		}
-	}
-	return nil
-}
-
-// launcherTarget does faults to a launcher cluster's processes: signals,
-// and partitions through each node's fault-injection endpoint.
-type launcherTarget struct {
-	lc   *launcher.Cluster
-	http *http.Client
-	ids  map[int]uint64 // launcher index -> node ID, for cutting links
-}
-
-// newLauncherTarget also learns each node's ID from the cluster's node
-// list: a partition names peers by node ID, which join order decides.
-func newLauncherTarget(ctx context.Context, lc *launcher.Cluster, cl *client.Client) (launcherTarget, error) {
-	t := launcherTarget{lc: lc, http: &http.Client{Timeout: 5 * time.Second}, ids: map[int]uint64{}}
-	resp, err := cl.Ranges(ctx)
-	if err != nil {
-		return t, fmt.Errorf("reading the node list: %w", err)
-	}
-	for i := 1; i <= lc.Config().Nodes; i++ {
-		for _, n := range resp.GetNodes() {
-			if n.GetGrpcAddr() == lc.Config().Node(i).GRPCAddr {
-				t.ids[i] = n.GetNodeId()
-			}
-		}
-	}
-	return t, nil
-}
-
-func (t launcherTarget) CutLink(i, j int) error {
-	ii, jj := t.ids[i], t.ids[j]
-	if ii == 0 || jj == 0 {
-		return fmt.Errorf("node %d or %d is not in the cluster's node list", i, j)
-	}
-	return errors.Join(t.partition(i, fmt.Sprint(jj)), t.partition(j, fmt.Sprint(ii)))
-}
-
-func (t launcherTarget) HealLink(i, j int) error { return errors.Join(t.Heal(i), t.Heal(j)) }
-
-func (t launcherTarget) Kill(i int) error { return t.lc.KillNode(i) }
-
-func (t launcherTarget) Restart(ctx context.Context, i int) error {
-	_, err := t.lc.StartNode(ctx, i)
-	return err
-}
-
-func (t launcherTarget) Pause(i int) error  { return t.signal(i, syscall.SIGSTOP) }
-func (t launcherTarget) Resume(i int) error { return t.signal(i, syscall.SIGCONT) }
-
-func (t launcherTarget) signal(i int, sig syscall.Signal) error {
-	p := t.lc.Process(i)
-	if p == nil || p.Exited() {
-		return fmt.Errorf("node %d is not running", i)
-	}
-	return p.Signal(sig)
-}
-
-func (t launcherTarget) Isolate(i int) error { return t.partition(i, "all") }
-func (t launcherTarget) Heal(i int) error    { return t.partition(i, "none") }
-
-func (t launcherTarget) partition(i int, peers string) error {
-	return SetPartition(t.http, t.lc.Config().Node(i).HTTPAddr, peers)
-}
-
-func (t launcherTarget) Skew(i int, d time.Duration) error {
-	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "skew?offset="+d.String())
-}
-
-func (t launcherTarget) SlowDisk(i int, d time.Duration) error {
-	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "disk?delay="+d.String())
-}
-
-// SetPartition asks the node serving HTTP at httpAddr (started with
-// --enable-fault-injection) to cut its Raft traffic with peers: "all",
-// "none" (heal) or node IDs like "2,3".
-func SetPartition(hc *http.Client, httpAddr, peers string) error {
-	return postFault(hc, httpAddr, "partition?peers="+url.QueryEscape(peers))
-}
-
-func postFault(hc *http.Client, httpAddr, what string) error {
-	resp, err := hc.Post("http://"+httpAddr+"/debug/faults/"+what, "", nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fault %s at %s: %s: %s", what, httpAddr, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return nil
 }

@@ -40,9 +40,29 @@ const (
 	// both can, are what it tests (needs --enable-fault-injection). Not in
 	// AllKinds, so that recorded seeds keep their plans: ask for it.
 	Bridge
+	// Split cuts the cluster in two, both ways, and heals it For later:
+	// one side is the node and, if Step.Peer is not 0, Peer too (never
+	// more than half the nodes), the other side the rest. Unlike
+	// Partition it can leave a range's majority on the small side (2 of
+	// its 3 replicas on a 2-node side of 4), so each side must serve what
+	// it has a quorum of and refuse the rest (needs
+	// --enable-fault-injection). Not in AllKinds: ask for it.
+	Split
+	// Move moves the node's (Step.Node's) voter of one range to a node
+	// without a replica of it, through the admin ChangeReplicas RPC,
+	// while a fault is on; Step.Pick chooses the range and the node among
+	// those the cluster has then. It is an operation, not a fault: a
+	// fault may make it fail, and it is given up For after it starts.
+	// Not in AllKinds: ask for it.
+	Move
+	// Churn decommissions the node (its replicas start moving away)
+	// while a fault is on and recommissions it For later. An operation,
+	// like Move. Not in AllKinds: ask for it.
+	Churn
 )
 
-var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew", SlowDisk: "slow-disk", Bridge: "bridge"}
+var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew", SlowDisk: "slow-disk", Bridge: "bridge",
+	Split: "split", Move: "move", Churn: "churn"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -56,7 +76,14 @@ func AllKinds() []Kind { return []Kind{Kill, Pause, Partition, Skew, SlowDisk} }
 
 // Injected reports whether kind k needs nodes started with
 // --enable-fault-injection.
-func (k Kind) Injected() bool { return k == Partition || k == Skew || k == SlowDisk || k == Bridge }
+func (k Kind) Injected() bool {
+	return k == Partition || k == Skew || k == SlowDisk || k == Bridge || k == Split
+}
+
+// Operation reports whether kind k is an administrative change (Move,
+// Churn) rather than a fault: Run carries operations out beside the
+// faults, so that they meet them.
+func (k Kind) Operation() bool { return k == Move || k == Churn }
 
 // ParseKinds reads a comma-separated list of kind names ("kill,partition").
 func ParseKinds(s string) ([]Kind, error) {
@@ -80,7 +107,12 @@ type Step struct {
 	Node   int
 	For    time.Duration
 	Amount time.Duration // Skew: the clock offset; SlowDisk: the delay per sync
-	Peer   int           // Bridge: the node cut from Node (1-based)
+	// Peer is, for Bridge, the node cut from Node; for Split, the node on
+	// Node's side (0: Node alone). 1-based.
+	Peer int
+	// Pick chooses, for Move, the range and the node it moves to among
+	// those the cluster has when the step runs.
+	Pick uint64
 }
 
 func (s Step) String() string {
@@ -92,8 +124,30 @@ func (s Step) String() string {
 		what = fmt.Sprintf("slow disk (%v per sync)", s.Amount)
 	case Bridge:
 		return fmt.Sprintf("%v: bridge: cut node %d from node %d for %v", s.At.Round(time.Millisecond), s.Node, s.Peer, s.For)
+	case Split:
+		side := fmt.Sprint(s.Node)
+		if s.Peer != 0 {
+			side += fmt.Sprintf(",%d", s.Peer)
+		}
+		return fmt.Sprintf("%v: split: cut nodes %s from the rest for %v", s.At.Round(time.Millisecond), side, s.For)
+	case Move:
+		return fmt.Sprintf("%v: move a replica off node %d, giving up after %v", s.At.Round(time.Millisecond), s.Node, s.For)
+	case Churn:
+		what = "decommission"
 	}
 	return fmt.Sprintf("%v: %s node %d for %v", s.At.Round(time.Millisecond), what, s.Node, s.For)
+}
+
+// sides are the nodes a Bridge or Split cuts apart: a from b (nil: from
+// every other node).
+func (s Step) sides() (a, b []int) {
+	if s.Kind == Bridge {
+		return []int{s.Node}, []int{s.Peer}
+	}
+	if a = []int{s.Node}; s.Peer != 0 {
+		a = append(a, s.Peer)
+	}
+	return a, nil
 }
 
 // Config shapes a plan. Durations are wall-clock.
@@ -102,8 +156,10 @@ type Config struct {
 	Duration time.Duration
 	// Interval is the time from one fault's start to the next's.
 	Interval time.Duration
-	// Down is how long a fault lasts (< Interval, so at most one node is
-	// faulty at a time and every range keeps a quorum).
+	// Down is how long a fault lasts (< Interval, so one fault is on at a
+	// time: every range keeps a quorum, except that a split may leave a
+	// range's majority on either side). An operation (Move, Churn) may
+	// overlap the next slot's fault.
 	Down time.Duration
 	// Kinds are the faults a step picks from, uniformly; a kind listed
 	// twice is twice as likely.
@@ -156,6 +212,9 @@ func (c Config) Validate() error {
 		if k == Bridge && c.Nodes < 3 {
 			return fmt.Errorf("nemesis: a bridge needs at least 3 nodes (two cut apart and one they both reach), not %d", c.Nodes)
 		}
+		if k == Split && c.Nodes < 3 {
+			return fmt.Errorf("nemesis: a split needs at least 3 nodes (a side of one and a majority side of two), not %d", c.Nodes)
+		}
 	}
 	return nil
 }
@@ -163,21 +222,50 @@ func (c Config) Validate() error {
 // Plan returns the faults of one schedule: the same seed and config give
 // the same steps. The first fault comes one interval minus the down time
 // in, so the cluster starts healthy; the last one ends within Duration.
+// A slot that draws an operation (Move, Churn) also gets a fault, drawn
+// from the fault kinds of c.Kinds (if any), and the operation starts
+// halfway through that fault, when it has taken hold, and lasts Down
+// (less if Duration ends first).
 func Plan(seed uint64, c Config) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x6e656d65))
+	faults := slices.DeleteFunc(slices.Clone(c.Kinds), Kind.Operation)
 	var steps []Step
 	for at := c.Interval - c.Down; at+c.Down <= c.Duration; at += c.Interval {
-		st := Step{At: at, Kind: c.Kinds[rng.IntN(len(c.Kinds))], Node: 1 + rng.IntN(c.Nodes), For: c.Down}
-		switch st.Kind {
-		case Skew:
-			ms := int64(c.MaxSkew / time.Millisecond) // whole milliseconds read better in logs
-			st.Amount = time.Duration(rng.Int64N(2*ms+1)-ms) * time.Millisecond
-		case SlowDisk:
-			st.Amount = c.DiskDelay
-		case Bridge:
-			st.Peer = 1 + (st.Node+rng.IntN(c.Nodes-1))%c.Nodes // any other node
+		st := drawStep(rng, c, at, c.Kinds[rng.IntN(len(c.Kinds))])
+		if st.Kind.Operation() {
+			if len(faults) > 0 {
+				steps = append(steps, drawStep(rng, c, at, faults[rng.IntN(len(faults))]))
+			}
+			st.At += c.Down / 2
+			st.For = min(c.Down, c.Duration-st.At)
 		}
 		steps = append(steps, st)
 	}
 	return steps
+}
+
+// drawStep draws the node and the kind's details of a kind step at at.
+// Recorded seeds' plans depend on the order of its draws.
+func drawStep(rng *rand.Rand, c Config, at time.Duration, kind Kind) Step {
+	st := Step{At: at, Kind: kind, Node: 1 + rng.IntN(c.Nodes), For: c.Down}
+	other := func() int { return 1 + (st.Node+rng.IntN(c.Nodes-1))%c.Nodes }
+	switch st.Kind {
+	case Skew:
+		ms := int64(c.MaxSkew / time.Millisecond) // whole milliseconds read better in logs
+		st.Amount = time.Duration(rng.Int64N(2*ms+1)-ms) * time.Millisecond
+	case SlowDisk:
+		st.Amount = c.DiskDelay
+	case Bridge:
+		st.Peer = other()
+	case Split:
+		// A second node on the small side only while it stays at most
+		// half: with 4 nodes, a 2-2 split, where every 3-replica range
+		// has its majority on exactly one side.
+		if c.Nodes >= 4 && rng.IntN(2) == 1 {
+			st.Peer = other()
+		}
+	case Move:
+		st.Pick = rng.Uint64()
+	}
+	return st
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -79,10 +80,10 @@ func TestParseKinds(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []Kind{Kill, Partition, Pause}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk, bridge)`) {
+	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk, bridge, split, move, churn)`) {
 		t.Fatalf("an unknown kind: %v", err)
 	}
-	for _, k := range append(AllKinds(), Bridge) {
+	for _, k := range append(AllKinds(), Bridge, Split, Move, Churn) {
 		if back, err := ParseKinds(k.String()); err != nil || back[0] != k {
 			t.Fatalf("%v does not round-trip: %v %v", k, back, err)
 		}
@@ -105,43 +106,50 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// fakeTarget records what was done, in order.
-type fakeTarget struct{ log []string }
+// fakeTarget records what was done, in order; faults and operations run
+// beside each other, so it locks.
+type fakeTarget struct {
+	mu  sync.Mutex
+	log []string
+}
 
-func (f *fakeTarget) Kill(i int) error { f.log = append(f.log, fmt.Sprint("kill ", i)); return nil }
-func (f *fakeTarget) Restart(_ context.Context, i int) error {
-	f.log = append(f.log, fmt.Sprint("restart ", i))
+func (f *fakeTarget) did(what ...any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log = append(f.log, fmt.Sprint(what...))
 	return nil
 }
-func (f *fakeTarget) Pause(i int) error  { f.log = append(f.log, fmt.Sprint("pause ", i)); return nil }
-func (f *fakeTarget) Resume(i int) error { f.log = append(f.log, fmt.Sprint("resume ", i)); return nil }
 
-// fakePartitioner also records partitions, skews and slow disks.
+func (f *fakeTarget) Kill(i int) error                       { return f.did("kill ", i) }
+func (f *fakeTarget) Restart(_ context.Context, i int) error { return f.did("restart ", i) }
+func (f *fakeTarget) Pause(i int) error                      { return f.did("pause ", i) }
+func (f *fakeTarget) Resume(i int) error                     { return f.did("resume ", i) }
+
+// fakePartitioner also records partitions, skews, slow disks, cuts and
+// operations.
 type fakePartitioner struct{ fakeTarget }
 
-func (f *fakePartitioner) Isolate(i int) error {
-	f.log = append(f.log, fmt.Sprint("isolate ", i))
-	return nil
+func (f *fakePartitioner) Isolate(i int) error                   { return f.did("isolate ", i) }
+func (f *fakePartitioner) Heal(i int) error                      { return f.did("heal ", i) }
+func (f *fakePartitioner) Skew(i int, d time.Duration) error     { return f.did("skew ", i, " ", d) }
+func (f *fakePartitioner) SlowDisk(i int, d time.Duration) error { return f.did("disk ", i, " ", d) }
+func (f *fakePartitioner) CutLinks(a, b []int) error             { return f.did("cut ", a, "-", b) }
+func (f *fakePartitioner) HealLinks(a, b []int) error            { return f.did("mend ", a, "-", b) }
+func (f *fakePartitioner) MoveReplica(_ context.Context, from int, pick uint64) error {
+	return f.did("move ", pick, " off ", from)
 }
-func (f *fakePartitioner) Heal(i int) error {
-	f.log = append(f.log, fmt.Sprint("heal ", i))
-	return nil
+func (f *fakePartitioner) Decommission(_ context.Context, i int, drain bool) error {
+	return f.did("drain ", i, " ", drain)
 }
-func (f *fakePartitioner) Skew(i int, d time.Duration) error {
-	f.log = append(f.log, fmt.Sprint("skew ", i, " ", d))
-	return nil
-}
-func (f *fakePartitioner) SlowDisk(i int, d time.Duration) error {
-	f.log = append(f.log, fmt.Sprint("disk ", i, " ", d))
-	return nil
-}
-func (f *fakePartitioner) CutLink(i, j int) error {
-	f.log = append(f.log, fmt.Sprint("cut ", i, "-", j))
-	return nil
-}
-func (f *fakePartitioner) HealLink(i, j int) error {
-	f.log = append(f.log, fmt.Sprint("mend ", i, "-", j))
-	return nil
+
+// runFake runs steps against a fakePartitioner and returns what it did.
+func runFake(t *testing.T, steps []Step) string {
+	t.Helper()
+	p := &fakePartitioner{}
+	if err := Run(context.Background(), steps, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(p.log, ",")
 }
 
 func TestRunBringsEveryNodeBack(t *testing.T) {
@@ -168,16 +176,12 @@ func TestRunInjectedFaults(t *testing.T) {
 		{At: 4 * time.Millisecond, Kind: Skew, Node: 2, For: time.Millisecond, Amount: -90 * time.Millisecond},
 		{At: 6 * time.Millisecond, Kind: SlowDisk, Node: 3, For: time.Millisecond, Amount: 100 * time.Millisecond},
 		{At: 8 * time.Millisecond, Kind: Bridge, Node: 2, Peer: 4, For: time.Millisecond}}
-	p := &fakePartitioner{}
-	if err := Run(context.Background(), steps, p, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(p.log, ","); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s,disk 3 100ms,disk 3 0s,cut 2-4,mend 2-4" {
+	if got := runFake(t, steps); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s,disk 3 100ms,disk 3 0s,cut [2]-[4],mend [2]-[4]" {
 		t.Fatalf("did %s", got)
 	}
 	// A target that cannot partition, skew, slow a disk or cut a link is
 	// refused before any fault.
-	for _, k := range []Kind{Partition, Skew, SlowDisk, Bridge} {
+	for _, k := range []Kind{Partition, Skew, SlowDisk, Bridge, Split, Move, Churn} {
 		f := &fakeTarget{}
 		err := Run(context.Background(), append(steps[:1:1], Step{At: time.Millisecond, Kind: k, Node: 1, For: time.Millisecond}), f, nil)
 		if err == nil || !strings.Contains(err.Error(), "cannot do "+k.String()) || len(f.log) != 0 {
@@ -215,5 +219,87 @@ func TestPlanBridges(t *testing.T) {
 	c.Nodes = 2
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "at least 3 nodes") {
 		t.Fatalf("bridge on 2 nodes: %v", err)
+	}
+}
+
+// A split's small side is the node and at most one more, never more than
+// half the cluster; on 4 nodes both 1-3 and 2-2 splits come up.
+func TestPlanSplits(t *testing.T) {
+	c := DefaultConfig()
+	c.Kinds, c.Duration = []Kind{Split}, 10*time.Minute
+	sizes := map[int]int{}
+	for _, s := range Plan(7, c) {
+		a, b := s.sides()
+		if s.Peer == s.Node || s.Peer < 0 || s.Peer > c.Nodes || b != nil {
+			t.Fatalf("%s: sides %v and %v", s, a, b)
+		}
+		sizes[len(a)]++
+	}
+	if sizes[1] < 20 || sizes[2] < 20 || len(sizes) != 2 {
+		t.Fatalf("75 splits of 4 nodes had small sides of sizes %v", sizes)
+	}
+	c.Nodes = 3
+	for _, s := range Plan(7, c) {
+		if s.Peer != 0 {
+			t.Fatalf("%s: two of 3 nodes on the small side", s)
+		}
+	}
+	if got := (Step{At: time.Second, Kind: Split, Node: 2, Peer: 4, For: 3 * time.Second}).String(); got != "1s: split: cut nodes 2,4 from the rest for 3s" {
+		t.Fatalf("a split reads %q", got)
+	}
+}
+
+// An operation comes with a fault drawn from the fault kinds and starts
+// halfway through it; the faults stay one at a time, and everything ends
+// within the duration.
+func TestPlanOperationsMeetFaults(t *testing.T) {
+	c := DefaultConfig()
+	c.Kinds = []Kind{Kill, Partition, Move, Churn}
+	counts := map[Kind]int{}
+	for seed := range uint64(50) {
+		steps := Plan(seed, c)
+		var last Step // the last fault
+		for _, s := range steps {
+			counts[s.Kind]++
+			if s.At+s.For > c.Duration {
+				t.Fatalf("seed %d: %s ends after %v", seed, s, c.Duration)
+			}
+			if !s.Kind.Operation() {
+				if last.For != 0 && s.At < last.At+last.For {
+					t.Fatalf("seed %d: %s starts before %s ends", seed, s, last)
+				}
+				last = s
+				continue
+			}
+			if s.At != last.At+c.Down/2 || s.For > c.Down {
+				t.Fatalf("seed %d: %s is not halfway through the fault %s", seed, s, last)
+			}
+			if s.Kind != Move && s.Pick != 0 {
+				t.Fatalf("seed %d: %s has a pick", seed, s)
+			}
+		}
+	}
+	// Every slot has a fault; half of them an operation too.
+	if faults := counts[Kill] + counts[Partition]; faults != 350 || counts[Move] < 60 || counts[Churn] < 60 {
+		t.Fatalf("50 plans of 7 slots gave %v", counts)
+	}
+	// Operations alone: no fault to meet.
+	c.Kinds = []Kind{Move}
+	for _, s := range Plan(1, c) {
+		if s.Kind != Move {
+			t.Fatalf("kinds move gave %s", s)
+		}
+	}
+}
+
+// Operations run beside the faults: a move planned inside a kill happens
+// while the node is down, and a churn's recommission follows its drain.
+func TestRunOperationsBesideFaults(t *testing.T) {
+	steps := []Step{{At: 0, Kind: Kill, Node: 1, For: 300 * time.Millisecond},
+		{At: 100 * time.Millisecond, Kind: Move, Node: 3, Pick: 9, For: time.Millisecond},
+		{At: 150 * time.Millisecond, Kind: Churn, Node: 2, For: time.Millisecond},
+		{At: 400 * time.Millisecond, Kind: Split, Node: 2, Peer: 4, For: time.Millisecond}}
+	if got := runFake(t, steps); got != "kill 1,move 9 off 3,drain 2 true,drain 2 false,restart 1,cut [2 4]-[],mend [2 4]-[]" {
+		t.Fatalf("did %s", got)
 	}
 }

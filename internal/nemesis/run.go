@@ -2,7 +2,9 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -21,12 +23,25 @@ type Partitioner interface {
 	Heal(i int) error
 }
 
-// LinkCutter is a Target that can also cut the link between two nodes:
-// CutLink cuts node i's and node j's Raft traffic with each other (both
-// ways), HealLink restores it.
+// LinkCutter is a Target that can also cut the links between two sets of
+// nodes: CutLinks cuts the Raft traffic between every node of a and every
+// node of b (nil: every node not in a), both ways, and nothing else;
+// HealLinks restores it. A bridge cuts one pair, a split the cluster in
+// two.
 type LinkCutter interface {
-	CutLink(i, j int) error
-	HealLink(i, j int) error
+	CutLinks(a, b []int) error
+	HealLinks(a, b []int) error
+}
+
+// Operator is a Target that can also change the cluster's membership, for
+// Move and Churn: MoveReplica moves node from's voter of a range to
+// another node (pick chooses the range and the node); Decommission
+// starts (drain) or cancels
+// node i's decommission. A refusal or timeout that a fault explains is
+// the target's to record, not an error: an error ends the run.
+type Operator interface {
+	MoveReplica(ctx context.Context, from int, pick uint64) error
+	Decommission(ctx context.Context, i int, drain bool) error
 }
 
 // Skewer is a Target that can also offset a node's clock: Skew sets node
@@ -51,8 +66,10 @@ func can(t Target, k Kind) bool {
 		_, ok = t.(Skewer)
 	case SlowDisk:
 		_, ok = t.(DiskSlower)
-	case Bridge:
+	case Bridge, Split:
 		_, ok = t.(LinkCutter)
+	case Move, Churn:
+		_, ok = t.(Operator)
 	default:
 		ok = true
 	}
@@ -61,11 +78,14 @@ func can(t Target, k Kind) bool {
 
 // Run carries out steps against t, each at its time after now, and calls
 // log before each. It returns when the last step has ended (its node
-// restarted, resumed, healed, its clock or disk restored), or with the
-// first error; a node left down by a cancelled ctx is brought back before
-// returning. A plan with partitions, skews, slow disks or bridges needs a t
-// that is also a Partitioner, Skewer, DiskSlower or LinkCutter; that is
-// checked first.
+// restarted, resumed, healed, its clock or disk restored, recommissioned),
+// or with the first error; a node left down by a cancelled ctx is brought
+// back before returning. Faults run one after another, and so do
+// operations, but the two beside each other, so that an operation meets
+// the fault it was planned in (log may then be called from both at once).
+// A plan with partitions, skews, slow disks,
+// bridges, splits or operations needs a t that is also a Partitioner,
+// Skewer, DiskSlower, LinkCutter or Operator; that is checked first.
 func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
 	for _, s := range steps {
 		if !can(t, s.Kind) {
@@ -73,7 +93,33 @@ func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
 		}
 	}
 	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var opErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if opErr = runTrack(ctx, start, steps, true, t, log); opErr != nil {
+			cancel()
+		}
+	})
+	err := runTrack(ctx, start, steps, false, t, log)
+	if err != nil {
+		cancel()
+	}
+	wg.Wait()
+	if err == nil || errors.Is(err, context.Canceled) && opErr != nil {
+		return opErr // the operations' error cancelled the faults
+	}
+	return err
+}
+
+// runTrack carries out the steps that are operations (ops) or faults
+// (!ops), in order.
+func runTrack(ctx context.Context, start time.Time, steps []Step, ops bool, t Target, log func(Step)) error {
 	for _, s := range steps {
+		if s.Kind.Operation() != ops {
+			continue
+		}
 		if err := sleep(ctx, time.Until(start.Add(s.At))); err != nil {
 			return err
 		}
@@ -103,10 +149,24 @@ func do(ctx context.Context, t Target, s Step) error {
 		sd := t.(DiskSlower)
 		down = func(i int) error { return sd.SlowDisk(i, s.Amount) }
 		up = func(i int) error { return sd.SlowDisk(i, 0) }
-	case Bridge:
+	case Bridge, Split:
 		lc := t.(LinkCutter)
-		down = func(i int) error { return lc.CutLink(i, s.Peer) }
-		up = func(i int) error { return lc.HealLink(i, s.Peer) }
+		a, b := s.sides()
+		down = func(int) error { return lc.CutLinks(a, b) }
+		up = func(int) error { return lc.HealLinks(a, b) }
+	case Move:
+		mctx, cancel := context.WithTimeout(ctx, s.For)
+		defer cancel()
+		return t.(Operator).MoveReplica(mctx, s.Node, s.Pick)
+	case Churn:
+		op := t.(Operator)
+		down = func(i int) error {
+			dctx, cancel := context.WithTimeout(ctx, s.For)
+			defer cancel()
+			return op.Decommission(dctx, i, true)
+		}
+		// Recommissioning is the recovery: it must not be cut short.
+		up = func(i int) error { return op.Decommission(context.WithoutCancel(ctx), i, false) }
 	}
 	if err := down(s.Node); err != nil {
 		return err

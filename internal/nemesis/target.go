@@ -1,0 +1,247 @@
+package nemesis
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/launcher"
+)
+
+// launcherTarget does faults to a launcher cluster's processes: signals,
+// and partitions through each node's fault-injection endpoint; and
+// operations through the cluster's admin RPCs.
+type launcherTarget struct {
+	lc   *launcher.Cluster
+	cl   *client.Client
+	http *http.Client
+	ids  map[int]uint64 // launcher index -> node ID, for cutting links
+	ops  *opCounts
+	// recommissionWithin bounds the retries of a recommission, which the
+	// run needs to recover.
+	recommissionWithin time.Duration
+	logf               func(string, ...any)
+}
+
+// opCounts counts moves by outcome; a refusal is no failure (a fault may
+// explain it), but its reason is logged.
+type opCounts struct {
+	mu             sync.Mutex
+	moves, movesOK int
+}
+
+// newLauncherTarget also learns each node's ID from the cluster's node
+// list: a partition names peers by node ID, which join order decides.
+func newLauncherTarget(ctx context.Context, lc *launcher.Cluster, cl *client.Client, c ChaosConfig, logf func(string, ...any)) (launcherTarget, error) {
+	t := launcherTarget{lc: lc, cl: cl, http: &http.Client{Timeout: 5 * time.Second}, ids: map[int]uint64{}, ops: &opCounts{},
+		recommissionWithin: c.ConvergeWithin, logf: logf}
+	resp, err := cl.Ranges(ctx)
+	if err != nil {
+		return t, fmt.Errorf("reading the node list: %w", err)
+	}
+	for i := 1; i <= lc.Config().Nodes; i++ {
+		for _, n := range resp.GetNodes() {
+			if n.GetGrpcAddr() == lc.Config().Node(i).GRPCAddr {
+				t.ids[i] = n.GetNodeId()
+			}
+		}
+	}
+	return t, nil
+}
+
+// CutLinks has every node of a drop its Raft traffic with the nodes of b
+// and every node of b with those of a, so the cut holds both ways whoever
+// sends.
+func (t launcherTarget) CutLinks(a, b []int) error {
+	if b == nil {
+		for i := 1; i <= t.lc.Config().Nodes; i++ {
+			if !slices.Contains(a, i) {
+				b = append(b, i)
+			}
+		}
+	}
+	var errs []error
+	for _, side := range [][2][]int{{a, b}, {b, a}} {
+		peers, err := t.nodeIDs(side[1])
+		if err != nil {
+			return err
+		}
+		for _, i := range side[0] {
+			errs = append(errs, t.partition(i, peers))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// HealLinks heals every node the cut touched: a node has one cut set, so
+// healing it heals all its links.
+func (t launcherTarget) HealLinks(a, b []int) error {
+	var errs []error
+	for i := 1; i <= t.lc.Config().Nodes; i++ {
+		if slices.Contains(a, i) || b == nil || slices.Contains(b, i) {
+			errs = append(errs, t.Heal(i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nodeIDs is the fault endpoint's peers parameter for launcher nodes.
+func (t launcherTarget) nodeIDs(nodes []int) (string, error) {
+	ids := make([]string, len(nodes))
+	for k, i := range nodes {
+		if t.ids[i] == 0 {
+			return "", fmt.Errorf("node %d is not in the cluster's node list", i)
+		}
+		ids[k] = fmt.Sprint(t.ids[i])
+	}
+	return strings.Join(ids, ","), nil
+}
+
+// MoveReplica moves node from's voter of the range pick chooses; a
+// failure is counted and logged, not returned: the fault it meets may
+// refuse it.
+func (t launcherTarget) MoveReplica(ctx context.Context, from int, pick uint64) error {
+	resp, err := t.cl.Ranges(ctx)
+	if err == nil {
+		rangeID, to, ok := pickMove(resp, t.ids[from], pick)
+		if !ok {
+			t.logf("    move off node %d: it has no voter to move", from)
+			return nil
+		}
+		_, err = t.cl.ChangeReplicas(ctx, rangeID, to, t.ids[from])
+		t.logf("    move of range %d from node ID %d to node ID %d: %v", rangeID, t.ids[from], to, orOK(err))
+	}
+	t.ops.mu.Lock()
+	defer t.ops.mu.Unlock()
+	t.ops.moves++
+	if err == nil {
+		t.ops.movesOK++
+	}
+	return nil
+}
+
+// pickMove chooses, by pick, one of the ranges with a voter on node from
+// and a node without a replica (in range ID order), and one such node
+// (in node ID order) to move that voter to.
+func pickMove(resp *tidekvpb.RangesResponse, from uint64, pick uint64) (rangeID, to uint64, ok bool) {
+	type cand struct {
+		rangeID uint64
+		to      []uint64
+	}
+	var cands []cand
+	for _, r := range resp.GetRanges() {
+		d := r.GetDesc()
+		holds := func(n uint64) bool {
+			return slices.ContainsFunc(d.GetReplicas(), func(rd *tidekvpb.ReplicaDescriptor) bool { return rd.GetNodeId() == n })
+		}
+		if !slices.ContainsFunc(d.GetReplicas(), func(rd *tidekvpb.ReplicaDescriptor) bool {
+			return rd.GetNodeId() == from && rd.GetType() == tidekvpb.ReplicaType_VOTER
+		}) {
+			continue
+		}
+		c := cand{rangeID: d.GetRangeId()}
+		for _, n := range resp.GetNodes() {
+			if !holds(n.GetNodeId()) {
+				c.to = append(c.to, n.GetNodeId())
+			}
+		}
+		if len(c.to) > 0 {
+			slices.Sort(c.to)
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		return 0, 0, false
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.rangeID, b.rangeID) })
+	c := cands[pick%uint64(len(cands))]
+	return c.rangeID, c.to[pick/uint64(len(cands))%uint64(len(c.to))], true
+}
+
+// Decommission starts node i's drain, logging a refusal, or cancels it,
+// retrying for up to recommissionWithin: a node left draining is a
+// cluster that did not recover, so that failure is an error.
+func (t launcherTarget) Decommission(ctx context.Context, i int, drain bool) error {
+	if drain {
+		left, err := t.cl.Decommission(ctx, t.ids[i], true)
+		t.logf("    decommission node %d (%d replicas): %v", i, left, orOK(err))
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.recommissionWithin)
+	defer cancel()
+	if _, err := t.cl.Decommission(ctx, t.ids[i], false); err != nil {
+		return fmt.Errorf("recommissioning node %d: %w", i, err)
+	}
+	return nil
+}
+
+func orOK(err error) any {
+	if err == nil {
+		return "ok"
+	}
+	return err
+}
+
+func (t launcherTarget) Kill(i int) error { return t.lc.KillNode(i) }
+
+func (t launcherTarget) Restart(ctx context.Context, i int) error {
+	_, err := t.lc.StartNode(ctx, i)
+	return err
+}
+
+func (t launcherTarget) Pause(i int) error  { return t.signal(i, syscall.SIGSTOP) }
+func (t launcherTarget) Resume(i int) error { return t.signal(i, syscall.SIGCONT) }
+
+func (t launcherTarget) signal(i int, sig syscall.Signal) error {
+	p := t.lc.Process(i)
+	if p == nil || p.Exited() {
+		return fmt.Errorf("node %d is not running", i)
+	}
+	return p.Signal(sig)
+}
+
+func (t launcherTarget) Isolate(i int) error { return t.partition(i, "all") }
+func (t launcherTarget) Heal(i int) error    { return t.partition(i, "none") }
+
+func (t launcherTarget) partition(i int, peers string) error {
+	return SetPartition(t.http, t.lc.Config().Node(i).HTTPAddr, peers)
+}
+
+func (t launcherTarget) Skew(i int, d time.Duration) error {
+	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "skew?offset="+d.String())
+}
+
+func (t launcherTarget) SlowDisk(i int, d time.Duration) error {
+	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "disk?delay="+d.String())
+}
+
+// SetPartition asks the node serving HTTP at httpAddr (started with
+// --enable-fault-injection) to cut its Raft traffic with peers: "all",
+// "none" (heal) or node IDs like "2,3".
+func SetPartition(hc *http.Client, httpAddr, peers string) error {
+	return postFault(hc, httpAddr, "partition?peers="+url.QueryEscape(peers))
+}
+
+func postFault(hc *http.Client, httpAddr, what string) error {
+	resp, err := hc.Post("http://"+httpAddr+"/debug/faults/"+what, "", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fault %s at %s: %s: %s", what, httpAddr, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
