@@ -3764,7 +3764,11 @@ type NodeHeartbeatResponse struct {
 	// now; 0 leaves the node's current rate.
 	MigrationBytesPerSec float64 `protobuf:"fixed64,2,opt,name=migration_bytes_per_sec,json=migrationBytesPerSec,proto3" json:"migration_bytes_per_sec,omitempty"`
 	// The cluster's Raft log version: what the node may propose.
-	LogVersion    uint32 `protobuf:"varint,3,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
+	LogVersion uint32 `protobuf:"varint,3,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
+	// The gc-ttl cluster setting in milliseconds: how much history the
+	// node's GC queue keeps; 0 (an older meta leaseholder) leaves the
+	// node's current value.
+	GcTtlMs       int64 `protobuf:"varint,4,opt,name=gc_ttl_ms,json=gcTtlMs,proto3" json:"gc_ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3816,6 +3820,13 @@ func (x *NodeHeartbeatResponse) GetMigrationBytesPerSec() float64 {
 func (x *NodeHeartbeatResponse) GetLogVersion() uint32 {
 	if x != nil {
 		return x.LogVersion
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatResponse) GetGcTtlMs() int64 {
+	if x != nil {
+		return x.GcTtlMs
 	}
 	return 0
 }
@@ -5796,12 +5807,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"overloaded\x12'\n" +
 	"\x0fclock_untrusted\x18\x0f \x01(\bR\x0eclockUntrusted\x12!\n" +
 	"\fclock_reason\x18\x10 \x01(\tR\vclockReason\x12-\n" +
-	"\x13max_clock_offset_ms\x18\x11 \x01(\x01R\x10maxClockOffsetMs\"\x9d\x01\n" +
+	"\x13max_clock_offset_ms\x18\x11 \x01(\x01R\x10maxClockOffsetMs\"\xb9\x01\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x125\n" +
 	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\x12\x1f\n" +
 	"\vlog_version\x18\x03 \x01(\rR\n" +
-	"logVersion\"\xba\x02\n" +
+	"logVersion\x12\x1a\n" +
+	"\tgc_ttl_ms\x18\x04 \x01(\x03R\agcTtlMs\"\xba\x02\n" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +

@@ -33,6 +33,11 @@ type Stats struct {
 	// replica GC destroyed.
 	SnapshotsRefusedOverlap atomic.Uint64
 	StaleReplicasRemoved    atomic.Uint64
+	// MVCC GC on this node's replicas (mvccgc.go): GC commands applied,
+	// and the versions and their bytes they removed.
+	GCCommandsApplied atomic.Uint64
+	GCVersionsRemoved atomic.Uint64
+	GCBytesRemoved    atomic.Uint64
 }
 
 // Stats returns the store's live counters.
