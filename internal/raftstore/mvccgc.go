@@ -98,9 +98,21 @@ func (r *Replica) GC(ctx context.Context, safePoint hlc.Timestamp) (GCResult, er
 		st := res.gc.stats
 		out.Keys, out.Versions, out.Bytes = out.Keys+st.Keys, out.Versions+st.Versions, out.Bytes+st.Bytes
 		if resume = res.gc.resume; resume == nil {
+			r.store.stats.GCPasses.Add(1)
 			return out, nil
 		}
 	}
+}
+
+// MVCCStats sizes the range's versioned data (mvcc.ComputeStats: one read
+// of all its versions).
+func (r *Replica) MVCCStats() (mvcc.Stats, error) {
+	if !r.VersionedLayout() {
+		return mvcc.Stats{}, fmt.Errorf("%w: range %d is not on the versioned layout", ErrInvalidRequest, r.rangeID)
+	}
+	d := r.desc.Load()
+	lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
+	return mvcc.ComputeStats(r.store.eng, lo, hi)
 }
 
 // applyGCLocked raises the threshold and collects one chunk. What it

@@ -15,6 +15,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.heartbeat)
 	s.loop(s.cfg.ReportInterval, s.reportAll)
 	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
+	s.loop(s.cfg.GC.Interval, s.collectGarbage)
 	s.placeLoop()
 	s.sizeLoop()
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
@@ -119,6 +120,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	}
 	s.dir.update(resp.GetNodes())
 	s.store.SetSnapshotRate(s.cfg.snapshotRate(resp.GetMigrationBytesPerSec()))
+	s.learnGCTTL(resp.GetGcTtlMs())
 	if err := s.store.RaiseLogVersion(resp.GetLogVersion()); err != nil {
 		s.logVersionRefused(err)
 	}

@@ -339,7 +339,8 @@ func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, re
 	if err != nil {
 		return nil, err
 	}
-	return &tidekvpb.NodeHeartbeatResponse{Nodes: nodes, MigrationBytesPerSec: s.ctl.loop.Runner.MigrationRate(), LogVersion: version}, nil
+	return &tidekvpb.NodeHeartbeatResponse{Nodes: nodes, MigrationBytesPerSec: s.ctl.loop.Runner.MigrationRate(), LogVersion: version,
+		GcTtlMs: s.clusterConfig().GC.TTL.Milliseconds()}, nil
 }
 
 func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
