@@ -238,3 +238,56 @@ func TestApplyWriteAboveGCThreshold(t *testing.T) {
 		t.Fatalf("GC of an unversioned range: %v", res.err)
 	}
 }
+
+// BenchmarkGCChunk times one GC command's apply at the default budget, its
+// batch's commit included, on Pebble with the production options: 100-byte
+// values with 10 versions each, flushed to SSTs, every version but the
+// newest below the safe point, so nearly every version visited is removed
+// (the worst case). The node's scheduler is held that long
+// (docs/transactions.md step 4). Run with -benchtime 1x.
+func BenchmarkGCChunk(b *testing.B) {
+	budget := DefaultConfig().GCChunkVersions
+	for range b.N {
+		b.StopTimer()
+		eng := loadVersions(b, int(budget)/5, 10, 100)
+		r := bareReplica(eng, "", "", true)
+		b.StartTimer()
+		ab := newApplyBatch(eng)
+		res := r.applyGCLocked(ab, &tidekvpb.GCCommand{SafePoint: logTimestamp(hlc.Timestamp{WallTime: 1000}), Budget: budget})
+		if res.err != nil || res.gc.resume == nil {
+			b.Fatalf("%v, resume %q", res.err, res.gc.resume)
+		}
+		if err := ab.commit(); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(res.gc.stats.Versions), "removed/op")
+		eng.Close()
+	}
+}
+
+// loadVersions opens a Pebble engine holding n keys of versions versions
+// of valueLen bytes at wall times 1..versions, flushed to SSTs.
+func loadVersions(b *testing.B, n, versions, valueLen int) storage.Engine {
+	eng, err := storage.OpenPebble(b.TempDir(), storage.DefaultPebbleOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	val := make([]byte, valueLen)
+	batch := eng.NewBatch()
+	defer batch.Close()
+	for i := range n {
+		for v := range versions {
+			if err := mvcc.Put(batch, keys.VersionedKey(fmt.Appendf(nil, "user%011d", i)), hlc.Timestamp{WallTime: int64(v + 1)}, val); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := batch.Commit(false); err != nil {
+		b.Fatal(err)
+	}
+	if err := eng.(interface{ Flush() error }).Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return eng
+}
