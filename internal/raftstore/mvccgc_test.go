@@ -269,25 +269,15 @@ func BenchmarkGCChunk(b *testing.B) {
 // loadVersions opens a Pebble engine holding n keys of versions versions
 // of valueLen bytes at wall times 1..versions, flushed to SSTs.
 func loadVersions(b *testing.B, n, versions, valueLen int) storage.Engine {
-	eng, err := storage.OpenPebble(b.TempDir(), storage.DefaultPebbleOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
 	val := make([]byte, valueLen)
-	batch := eng.NewBatch()
-	defer batch.Close()
-	for i := range n {
-		for v := range versions {
-			if err := mvcc.Put(batch, keys.VersionedKey(fmt.Appendf(nil, "user%011d", i)), hlc.Timestamp{WallTime: int64(v + 1)}, val); err != nil {
-				b.Fatal(err)
+	return loadPebble(b, func(w storage.Writer) error {
+		for i := range n {
+			for v := range versions {
+				if err := mvcc.Put(w, keys.VersionedKey(fmt.Appendf(nil, "user%011d", i)), hlc.Timestamp{WallTime: int64(v + 1)}, val); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	if err := batch.Commit(false); err != nil {
-		b.Fatal(err)
-	}
-	if err := eng.(interface{ Flush() error }).Flush(); err != nil {
-		b.Fatal(err)
-	}
-	return eng
+		return nil
+	})
 }
