@@ -281,3 +281,17 @@ func loadVersions(b *testing.B, n, versions, valueLen int) storage.Engine {
 		return nil
 	})
 }
+
+// Before log version 5 no GC is proposed: a binary at 4 would apply it as
+// an empty write and keep what the others removed.
+func TestGCNeedsLogVersion5(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.InitialLogVersion = LogVersionMVCC })
+	tc.migrate(t, testRangeID)
+	tc.put("a", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l := tc.leader(testRangeID)
+	if _, err := l.GC(ctx, l.store.hlc.Now()); !errors.Is(err, ErrLogVersion) || !strings.Contains(err.Error(), "needs log version 5") {
+		t.Fatalf("GC at log version 4: %v", err)
+	}
+}
