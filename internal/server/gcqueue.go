@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/tidekv/tidekv/internal/hlc"
@@ -68,6 +69,44 @@ type gcRange struct {
 	written uint64    // the replica's WrittenBytes at the last look
 	passAt  time.Time // when its last pass ran (zero: none yet)
 	left    int64     // garbage that pass had to keep, younger than gc-ttl
+	garbage int64     // estimated at the last look, less what a pass removed
+}
+
+// gcRanges is the queue's memory of the ranges this node leads: the
+// queue's loop writes it, range reports read each range's garbage.
+type gcRanges struct {
+	mu sync.Mutex
+	m  map[uint64]gcRange
+}
+
+func (g *gcRanges) get(id uint64) (gcRange, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, ok := g.m[id]
+	return r, ok
+}
+
+func (g *gcRanges) set(id uint64, r gcRange) {
+	g.mu.Lock()
+	g.m[id] = r
+	g.mu.Unlock()
+}
+
+// keepOnly forgets the ranges not in led.
+func (g *gcRanges) keepOnly(led map[uint64]bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id := range g.m {
+		if !led[id] {
+			delete(g.m, id)
+		}
+	}
+}
+
+// garbage is the range's garbage as last estimated (0: not looked at).
+func (g *gcRanges) garbage(id uint64) uint64 {
+	r, _ := g.get(id)
+	return uint64(r.garbage)
 }
 
 // gcReason says why a range whose versions st shows should be collected
@@ -101,7 +140,8 @@ func (s *Server) learnGCTTL(ms int64) {
 	}
 }
 
-// collectGarbage is one round of the GC queue. Only its loop runs it.
+// collectGarbage is one round of the GC queue. Only its loop runs it, so
+// a range's entry changes under no one else.
 func (s *Server) collectGarbage(ctx context.Context) {
 	if s.store.LogVersion() < raftstore.LogVersionGC {
 		return
@@ -119,17 +159,13 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		led[r.RangeID()] = true
 		s.gcRange(ctx, r, cfg)
 	}
-	for id := range s.gcRanges {
-		if !led[id] {
-			delete(s.gcRanges, id)
-		}
-	}
+	s.gcRanges.keepOnly(led)
 }
 
 // gcRange looks at one range and collects it if worth it.
 func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg GCConfig) {
 	id, written := r.RangeID(), r.WrittenBytes()
-	last, seen := s.gcRanges[id]
+	last, seen := s.gcRanges.get(id)
 	now := s.store.Now()
 	aged := last.left > 0 && now.Sub(last.passAt) >= cfg.TTL
 	if seen && written == last.written && !aged {
@@ -141,11 +177,12 @@ func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg GCConfig
 	}
 	last.written = written
 	reason, garbage := gcReason(st, last, now, cfg)
+	last.garbage = garbage
 	if reason == "" {
 		if garbage < cfg.MinGarbageBytes {
 			last.left = 0 // too little to look at again before more writes
 		}
-		s.gcRanges[id] = last
+		s.gcRanges.set(id, last)
 		return
 	}
 	safePoint := hlc.Timestamp{WallTime: s.store.HLC().Now().WallTime - cfg.TTL.Nanoseconds()}
@@ -155,7 +192,8 @@ func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg GCConfig
 		return
 	}
 	last.passAt, last.left = now, max(garbage-res.Bytes, 0)
-	s.gcRanges[id] = last
+	last.garbage = last.left
+	s.gcRanges.set(id, last)
 	s.events.Record("gc", rangeSubject(id), "removed %d versions (%d bytes) below %s in %d chunks: %s",
 		res.Versions, res.Bytes, safePoint, res.Chunks, reason)
 }

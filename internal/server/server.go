@@ -98,7 +98,7 @@ type Server struct {
 	budgets        sync.Map          // range ID -> writeBudget (sizewatch.go)
 	holdWrites     atomic.Bool       // budgets are kept and enforced
 	gcTTLNanos     atomic.Int64      // gc-ttl as last learnt (gcqueue.go)
-	gcRanges       map[uint64]gcRange
+	gcRanges       gcRanges          // the GC queue's memory (gcqueue.go)
 	sizeWake       chan struct{}
 	requests       atomic.Uint64
 	ready          atomic.Bool
@@ -144,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		conns:     map[string]*grpc.ClientConn{},
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
 		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1), sizeAlerts: map[uint64]uint64{},
-		gcRanges: map[uint64]gcRange{},
+		gcRanges: gcRanges{m: map[uint64]gcRange{}},
 		stopper:  make(chan struct{}),
 		meta:     newMetaState(),
 		metrics:  newMetrics(),
