@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"sync"
 	"time"
 
@@ -95,12 +96,8 @@ func (g *gcRanges) set(id uint64, r gcRange) {
 // keepOnly forgets the ranges not in led.
 func (g *gcRanges) keepOnly(led map[uint64]bool) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	for id := range g.m {
-		if !led[id] {
-			delete(g.m, id)
-		}
-	}
+	maps.DeleteFunc(g.m, func(id uint64, _ gcRange) bool { return !led[id] })
+	g.mu.Unlock()
 }
 
 // garbage is the range's garbage as last estimated (0: not looked at).
