@@ -112,7 +112,7 @@ func TestGCAppliesIdenticallyOnReplicas(t *testing.T) {
 
 // A read below the threshold is refused with one sentence naming both
 // timestamps and the range, on the leader and on followers; at the
-// threshold it reads.
+// threshold it reads. The threshold is persisted with the replica state.
 func TestReadBelowGCThresholdRefused(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	tc.migrate(t, testRangeID)
@@ -142,10 +142,15 @@ func TestReadBelowGCThresholdRefused(t *testing.T) {
 			t.Fatalf("node %d: get at the threshold: %q, %v, %v", id, v, ok, err)
 		}
 	}
-	// The threshold never moves back.
+	// The threshold never moves back, and survives a restart.
 	tc.gcAt(t, testRangeID, below)
 	if got := tc.leader(testRangeID).GCThreshold(); got != safePoint {
 		t.Fatalf("threshold after a GC at an older safe point: %s, want %s", got, safePoint)
+	}
+	tc.crash(3)
+	tc.restart(3)
+	if got := tc.stores[3].GetReplica(testRangeID).GCThreshold(); got != safePoint {
+		t.Fatalf("threshold after a restart: %s, want %s", got, safePoint)
 	}
 }
 

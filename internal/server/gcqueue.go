@@ -191,6 +191,6 @@ func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg GCConfig
 	last.passAt, last.left = now, max(garbage-res.Bytes, 0)
 	last.garbage = last.left
 	s.gcRanges.set(id, last)
-	s.events.Record("gc", rangeSubject(id), "removed %d versions (%d bytes) below %s in %d chunks: %s",
+	s.events.Record("gc", rangeSubject(id), "removed %d versions (%d bytes) below %s, GC commands: %d; %s",
 		res.Versions, res.Bytes, safePoint, res.Chunks, reason)
 }
