@@ -141,7 +141,11 @@ type ReplicaState struct {
 	TruncatedTerm  uint64 `protobuf:"varint,5,opt,name=truncated_term,json=truncatedTerm,proto3" json:"truncated_term,omitempty"`
 	// How the range's user data is stored (raftstore/layout.go). Replicated:
 	// every replica changes it at the same entry (MigrateLayoutCommand).
-	Layout        DataLayout `protobuf:"varint,6,opt,name=layout,proto3,enum=tidekv.DataLayout" json:"layout,omitempty"`
+	Layout DataLayout `protobuf:"varint,6,opt,name=layout,proto3,enum=tidekv.DataLayout" json:"layout,omitempty"`
+	// Reads below this timestamp are refused: GC (GCCommand, log version 5)
+	// may have removed the versions they need. Only moves forward; a split's
+	// halves both keep it, a merge takes the higher of the two.
+	GcThreshold   *LogTimestamp `protobuf:"bytes,7,opt,name=gc_threshold,json=gcThreshold,proto3" json:"gc_threshold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -218,6 +222,13 @@ func (x *ReplicaState) GetLayout() DataLayout {
 	return DataLayout_DATA_LAYOUT_UNVERSIONED
 }
 
+func (x *ReplicaState) GetGcThreshold() *LogTimestamp {
+	if x != nil {
+		return x.GcThreshold
+	}
+	return nil
+}
+
 // Tombstone marks a destroyed replica: messages addressed to replica IDs
 // below next_replica_id are stale and dropped.
 type Tombstone struct {
@@ -270,7 +281,9 @@ type SnapshotData struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Desc  *RangeDescriptor       `protobuf:"bytes,1,opt,name=desc,proto3" json:"desc,omitempty"`
 	// The layout of the range's data in the SST, which the receiver adopts.
-	Layout        DataLayout `protobuf:"varint,2,opt,name=layout,proto3,enum=tidekv.DataLayout" json:"layout,omitempty"`
+	Layout DataLayout `protobuf:"varint,2,opt,name=layout,proto3,enum=tidekv.DataLayout" json:"layout,omitempty"`
+	// The range's GC threshold (ReplicaState.gc_threshold).
+	GcThreshold   *LogTimestamp `protobuf:"bytes,3,opt,name=gc_threshold,json=gcThreshold,proto3" json:"gc_threshold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +330,13 @@ func (x *SnapshotData) GetLayout() DataLayout {
 		return x.Layout
 	}
 	return DataLayout_DATA_LAYOUT_UNVERSIONED
+}
+
+func (x *SnapshotData) GetGcThreshold() *LogTimestamp {
+	if x != nil {
+		return x.GcThreshold
+	}
+	return nil
 }
 
 type SplitCommand struct {
@@ -810,6 +830,71 @@ func (*MigrateLayoutCommand) Descriptor() ([]byte, []int) {
 	return file_storage_proto_rawDescGZIP(), []int{11}
 }
 
+// GCCommand raises the range's GC threshold to safe_point (if higher) and
+// removes, from resume_key on (empty: the range's start), the versions no
+// read at or above safe_point can see, stopping after budget versions
+// (internal/mvcc.GC). Every replica removes the same versions: the budget
+// travels with the command. The answer says where the next one resumes.
+type GCCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SafePoint     *LogTimestamp          `protobuf:"bytes,1,opt,name=safe_point,json=safePoint,proto3" json:"safe_point,omitempty"`
+	ResumeKey     []byte                 `protobuf:"bytes,2,opt,name=resume_key,json=resumeKey,proto3" json:"resume_key,omitempty"`
+	Budget        uint32                 `protobuf:"varint,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GCCommand) Reset() {
+	*x = GCCommand{}
+	mi := &file_storage_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GCCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GCCommand) ProtoMessage() {}
+
+func (x *GCCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GCCommand.ProtoReflect.Descriptor instead.
+func (*GCCommand) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GCCommand) GetSafePoint() *LogTimestamp {
+	if x != nil {
+		return x.SafePoint
+	}
+	return nil
+}
+
+func (x *GCCommand) GetResumeKey() []byte {
+	if x != nil {
+		return x.ResumeKey
+	}
+	return nil
+}
+
+func (x *GCCommand) GetBudget() uint32 {
+	if x != nil {
+		return x.Budget
+	}
+	return 0
+}
+
 // RaftCommand is the payload of every normal Raft entry TideKV proposes.
 type RaftCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -838,13 +923,15 @@ type RaftCommand struct {
 	// writes its versions at or above it.
 	Timestamp     *LogTimestamp         `protobuf:"bytes,12,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
 	MigrateLayout *MigrateLayoutCommand `protobuf:"bytes,13,opt,name=migrate_layout,json=migrateLayout,proto3" json:"migrate_layout,omitempty"`
+	// Log version 5.
+	Gc            *GCCommand `protobuf:"bytes,14,opt,name=gc,proto3" json:"gc,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RaftCommand) Reset() {
 	*x = RaftCommand{}
-	mi := &file_storage_proto_msgTypes[12]
+	mi := &file_storage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +943,7 @@ func (x *RaftCommand) String() string {
 func (*RaftCommand) ProtoMessage() {}
 
 func (x *RaftCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[12]
+	mi := &file_storage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +956,7 @@ func (x *RaftCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftCommand.ProtoReflect.Descriptor instead.
 func (*RaftCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{12}
+	return file_storage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RaftCommand) GetProposalId() uint64 {
@@ -963,6 +1050,13 @@ func (x *RaftCommand) GetMigrateLayout() *MigrateLayoutCommand {
 	return nil
 }
 
+func (x *RaftCommand) GetGc() *GCCommand {
+	if x != nil {
+		return x.Gc
+	}
+	return nil
+}
+
 type MergeCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The right-hand range as frozen.
@@ -973,7 +1067,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_storage_proto_msgTypes[13]
+	mi := &file_storage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1079,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[13]
+	mi := &file_storage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1092,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{13}
+	return file_storage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MergeCommand) GetRhs() *RangeDescriptor {
@@ -1016,7 +1110,7 @@ const file_storage_proto_rawDesc = "" +
 	"\tNodeIdent\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\x8e\x02\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xc7\x02\n" +
 	"\fReplicaState\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12+\n" +
 	"\x04desc\x18\x02 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x120\n" +
@@ -1024,12 +1118,14 @@ const file_storage_proto_rawDesc = "" +
 	"conf_state\x18\x03 \x01(\v2\x11.raftpb.ConfStateR\tconfState\x12'\n" +
 	"\x0ftruncated_index\x18\x04 \x01(\x04R\x0etruncatedIndex\x12%\n" +
 	"\x0etruncated_term\x18\x05 \x01(\x04R\rtruncatedTerm\x12*\n" +
-	"\x06layout\x18\x06 \x01(\x0e2\x12.tidekv.DataLayoutR\x06layout\"3\n" +
+	"\x06layout\x18\x06 \x01(\x0e2\x12.tidekv.DataLayoutR\x06layout\x127\n" +
+	"\fgc_threshold\x18\a \x01(\v2\x14.tidekv.LogTimestampR\vgcThreshold\"3\n" +
 	"\tTombstone\x12&\n" +
-	"\x0fnext_replica_id\x18\x01 \x01(\x04R\rnextReplicaId\"g\n" +
+	"\x0fnext_replica_id\x18\x01 \x01(\x04R\rnextReplicaId\"\xa0\x01\n" +
 	"\fSnapshotData\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12*\n" +
-	"\x06layout\x18\x02 \x01(\x0e2\x12.tidekv.DataLayoutR\x06layout\"M\n" +
+	"\x06layout\x18\x02 \x01(\x0e2\x12.tidekv.DataLayoutR\x06layout\x127\n" +
+	"\fgc_threshold\x18\x03 \x01(\v2\x14.tidekv.LogTimestampR\vgcThreshold\"M\n" +
 	"\fSplitCommand\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\fR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
@@ -1065,7 +1161,13 @@ const file_storage_proto_rawDesc = "" +
 	"\n" +
 	"wall_nanos\x18\x01 \x01(\x03R\twallNanos\x12\x18\n" +
 	"\alogical\x18\x02 \x01(\rR\alogical\"\x16\n" +
-	"\x14MigrateLayoutCommand\"\xbc\x04\n" +
+	"\x14MigrateLayoutCommand\"w\n" +
+	"\tGCCommand\x123\n" +
+	"\n" +
+	"safe_point\x18\x01 \x01(\v2\x14.tidekv.LogTimestampR\tsafePoint\x12\x1d\n" +
+	"\n" +
+	"resume_key\x18\x02 \x01(\fR\tresumeKey\x12\x16\n" +
+	"\x06budget\x18\x03 \x01(\rR\x06budget\"\xdf\x04\n" +
 	"\vRaftCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12(\n" +
@@ -1083,7 +1185,8 @@ const file_storage_proto_rawDesc = "" +
 	" \x01(\bR\vwantExisted\x12)\n" +
 	"\x05batch\x18\v \x03(\v2\x13.tidekv.RaftCommandR\x05batch\x122\n" +
 	"\ttimestamp\x18\f \x01(\v2\x14.tidekv.LogTimestampR\ttimestamp\x12C\n" +
-	"\x0emigrate_layout\x18\r \x01(\v2\x1c.tidekv.MigrateLayoutCommandR\rmigrateLayout\"9\n" +
+	"\x0emigrate_layout\x18\r \x01(\v2\x1c.tidekv.MigrateLayoutCommandR\rmigrateLayout\x12!\n" +
+	"\x02gc\x18\x0e \x01(\v2\x11.tidekv.GCCommandR\x02gc\"9\n" +
 	"\fMergeCommand\x12)\n" +
 	"\x03rhs\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x03rhs*?\n" +
 	"\n" +
@@ -1104,7 +1207,7 @@ func file_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_storage_proto_goTypes = []any{
 	(DataLayout)(0),               // 0: tidekv.DataLayout
 	(*NodeIdent)(nil),             // 1: tidekv.NodeIdent
@@ -1119,39 +1222,44 @@ var file_storage_proto_goTypes = []any{
 	(*LogGuard)(nil),              // 10: tidekv.LogGuard
 	(*LogTimestamp)(nil),          // 11: tidekv.LogTimestamp
 	(*MigrateLayoutCommand)(nil),  // 12: tidekv.MigrateLayoutCommand
-	(*RaftCommand)(nil),           // 13: tidekv.RaftCommand
-	(*MergeCommand)(nil),          // 14: tidekv.MergeCommand
-	(*RangeDescriptor)(nil),       // 15: tidekv.RangeDescriptor
-	(*raftpb.ConfState)(nil),      // 16: raftpb.ConfState
-	(*NodeDescriptor)(nil),        // 17: tidekv.NodeDescriptor
-	(*Setting)(nil),               // 18: tidekv.Setting
+	(*GCCommand)(nil),             // 13: tidekv.GCCommand
+	(*RaftCommand)(nil),           // 14: tidekv.RaftCommand
+	(*MergeCommand)(nil),          // 15: tidekv.MergeCommand
+	(*RangeDescriptor)(nil),       // 16: tidekv.RangeDescriptor
+	(*raftpb.ConfState)(nil),      // 17: raftpb.ConfState
+	(*NodeDescriptor)(nil),        // 18: tidekv.NodeDescriptor
+	(*Setting)(nil),               // 19: tidekv.Setting
 }
 var file_storage_proto_depIdxs = []int32{
-	15, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
-	16, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
+	16, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
+	17, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
 	0,  // 2: tidekv.ReplicaState.layout:type_name -> tidekv.DataLayout
-	15, // 3: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
-	0,  // 4: tidekv.SnapshotData.layout:type_name -> tidekv.DataLayout
-	15, // 5: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
-	17, // 6: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
-	17, // 7: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
-	15, // 8: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
-	18, // 9: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
-	8,  // 10: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
-	9,  // 11: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
-	5,  // 12: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
-	7,  // 13: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	14, // 14: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
-	10, // 15: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
-	13, // 16: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
-	11, // 17: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
-	12, // 18: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
-	15, // 19: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	11, // 3: tidekv.ReplicaState.gc_threshold:type_name -> tidekv.LogTimestamp
+	16, // 4: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
+	0,  // 5: tidekv.SnapshotData.layout:type_name -> tidekv.DataLayout
+	11, // 6: tidekv.SnapshotData.gc_threshold:type_name -> tidekv.LogTimestamp
+	16, // 7: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
+	18, // 8: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
+	18, // 9: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
+	16, // 10: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
+	19, // 11: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
+	11, // 12: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
+	8,  // 13: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
+	9,  // 14: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
+	5,  // 15: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
+	7,  // 16: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
+	15, // 17: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	10, // 18: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
+	14, // 19: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
+	11, // 20: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
+	12, // 21: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
+	13, // 22: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
+	16, // 23: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }
@@ -1166,7 +1274,7 @@ func file_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storage_proto_rawDesc), len(file_storage_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

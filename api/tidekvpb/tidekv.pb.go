@@ -2206,8 +2206,12 @@ type RangeInfo struct {
 	// reported: a plain learner then belongs to that change, not to an
 	// interrupted one.
 	ChangeInProgress bool `protobuf:"varint,9,opt,name=change_in_progress,json=changeInProgress,proto3" json:"change_in_progress,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Bytes of old versions GC could remove once they are older than
+	// gc-ttl, as the leaseholder's GC queue last estimated them (0: none,
+	// or not looked at yet).
+	GarbageBytes  uint64 `protobuf:"varint,10,opt,name=garbage_bytes,json=garbageBytes,proto3" json:"garbage_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeInfo) Reset() {
@@ -2301,6 +2305,13 @@ func (x *RangeInfo) GetChangeInProgress() bool {
 		return x.ChangeInProgress
 	}
 	return false
+}
+
+func (x *RangeInfo) GetGarbageBytes() uint64 {
+	if x != nil {
+		return x.GarbageBytes
+	}
+	return 0
 }
 
 type RangesRequest struct {
@@ -3771,7 +3782,11 @@ type NodeHeartbeatResponse struct {
 	// now; 0 leaves the node's current rate.
 	MigrationBytesPerSec float64 `protobuf:"fixed64,2,opt,name=migration_bytes_per_sec,json=migrationBytesPerSec,proto3" json:"migration_bytes_per_sec,omitempty"`
 	// The cluster's Raft log version: what the node may propose.
-	LogVersion    uint32 `protobuf:"varint,3,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
+	LogVersion uint32 `protobuf:"varint,3,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
+	// The gc-ttl cluster setting in milliseconds: how much history the
+	// node's GC queue keeps; 0 (an older meta leaseholder) leaves the
+	// node's current value.
+	GcTtlMs       int64 `protobuf:"varint,4,opt,name=gc_ttl_ms,json=gcTtlMs,proto3" json:"gc_ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3827,6 +3842,13 @@ func (x *NodeHeartbeatResponse) GetLogVersion() uint32 {
 	return 0
 }
 
+func (x *NodeHeartbeatResponse) GetGcTtlMs() int64 {
+	if x != nil {
+		return x.GcTtlMs
+	}
+	return 0
+}
+
 // ReportRange is how a range's leaseholder tells the meta range about its
 // current descriptor; the meta range keeps the highest generation.
 type ReportRangeRequest struct {
@@ -3844,8 +3866,10 @@ type ReportRangeRequest struct {
 	LeaseTerm        uint64 `protobuf:"varint,7,opt,name=lease_term,json=leaseTerm,proto3" json:"lease_term,omitempty"`
 	LoadStale        bool   `protobuf:"varint,8,opt,name=load_stale,json=loadStale,proto3" json:"load_stale,omitempty"`
 	ChangeInProgress bool   `protobuf:"varint,9,opt,name=change_in_progress,json=changeInProgress,proto3" json:"change_in_progress,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// As in RangeInfo.
+	GarbageBytes  uint64 `protobuf:"varint,10,opt,name=garbage_bytes,json=garbageBytes,proto3" json:"garbage_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportRangeRequest) Reset() {
@@ -3939,6 +3963,13 @@ func (x *ReportRangeRequest) GetChangeInProgress() bool {
 		return x.ChangeInProgress
 	}
 	return false
+}
+
+func (x *ReportRangeRequest) GetGarbageBytes() uint64 {
+	if x != nil {
+		return x.GarbageBytes
+	}
+	return 0
 }
 
 type ReportRangeResponse struct {
@@ -5664,7 +5695,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"h\n" +
 	"\x0fKVBatchResponse\x120\n" +
 	"\tresponses\x18\x01 \x03(\v2\x12.tidekv.KVResponseR\tresponses\x12#\n" +
-	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\xb1\x02\n" +
+	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\xd6\x02\n" +
 	"\tRangeInfo\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -5676,7 +5707,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"lease_term\x18\a \x01(\x04R\tleaseTerm\x12\x1d\n" +
 	"\n" +
 	"load_stale\x18\b \x01(\bR\tloadStale\x12,\n" +
-	"\x12change_in_progress\x18\t \x01(\bR\x10changeInProgress\"\x0f\n" +
+	"\x12change_in_progress\x18\t \x01(\bR\x10changeInProgress\x12#\n" +
+	"\rgarbage_bytes\x18\n" +
+	" \x01(\x04R\fgarbageBytes\"\x0f\n" +
 	"\rRangesRequest\"i\n" +
 	"\x0eRangesResponse\x12)\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x11.tidekv.RangeInfoR\x06ranges\x12,\n" +
@@ -5803,12 +5836,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"overloaded\x12'\n" +
 	"\x0fclock_untrusted\x18\x0f \x01(\bR\x0eclockUntrusted\x12!\n" +
 	"\fclock_reason\x18\x10 \x01(\tR\vclockReason\x12-\n" +
-	"\x13max_clock_offset_ms\x18\x11 \x01(\x01R\x10maxClockOffsetMs\"\x9d\x01\n" +
+	"\x13max_clock_offset_ms\x18\x11 \x01(\x01R\x10maxClockOffsetMs\"\xb9\x01\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x125\n" +
 	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\x12\x1f\n" +
 	"\vlog_version\x18\x03 \x01(\rR\n" +
-	"logVersion\"\xba\x02\n" +
+	"logVersion\x12\x1a\n" +
+	"\tgc_ttl_ms\x18\x04 \x01(\x03R\agcTtlMs\"\xdf\x02\n" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -5820,7 +5854,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"lease_term\x18\a \x01(\x04R\tleaseTerm\x12\x1d\n" +
 	"\n" +
 	"load_stale\x18\b \x01(\bR\tloadStale\x12,\n" +
-	"\x12change_in_progress\x18\t \x01(\bR\x10changeInProgress\"\x15\n" +
+	"\x12change_in_progress\x18\t \x01(\bR\x10changeInProgress\x12#\n" +
+	"\rgarbage_bytes\x18\n" +
+	" \x01(\x04R\fgarbageBytes\"\x15\n" +
 	"\x13ReportRangeResponse\"\x85\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +

@@ -148,7 +148,8 @@ bootstrap-share, rebalance; and the autoscale policy, autoscale.* (enabled,
 controller, actuator, slo-p99, target-utilization, min-nodes, max-nodes,
 horizon, season, node-start-time, react-after, scale-in-after, cool-down,
 node-capacity, migration-min, migration-max; see ctl autoscale and
-docs/elasticity.md). Invalid combinations (range-max-bytes < 2 ×
+docs/elasticity.md); and gc-ttl, how long old versions stay readable
+before GC removes them (10m; 1s to 720h). Invalid combinations (range-max-bytes < 2 ×
 range-min-bytes, min nodes above max nodes, ...) are refused whole. See
 docs/operations.md.`,
 		Args: cobra.RangeArgs(0, 2),

@@ -169,6 +169,8 @@ type RangeView struct {
 	Leader     uint64        `json:"leader"`
 	QPS        float64       `json:"qps"`
 	Bytes      uint64        `json:"bytes"`
+	// GarbageBytes: old versions GC could remove once past gc-ttl.
+	GarbageBytes uint64 `json:"garbage_bytes"`
 }
 
 // RangesView lists ranges in key order.
@@ -189,7 +191,8 @@ func RangesOf(resp *tidekvpb.RangesResponse) RangesView {
 	for _, ri := range sortedRanges(resp) {
 		d := ri.GetDesc()
 		rv := RangeView{ID: d.GetRangeId(), Start: printableKey(d.GetStartKey()), End: printableKey(d.GetEndKey()),
-			Generation: d.GetGeneration(), Leader: ri.GetLeaderNodeId(), QPS: ri.GetQps(), Bytes: ri.GetBytes(), Replicas: []ReplicaView{}}
+			Generation: d.GetGeneration(), Leader: ri.GetLeaderNodeId(), QPS: ri.GetQps(), Bytes: ri.GetBytes(),
+			GarbageBytes: ri.GetGarbageBytes(), Replicas: []ReplicaView{}}
 		for _, r := range d.GetReplicas() {
 			rv.Replicas = append(rv.Replicas, ReplicaView{Node: r.GetNodeId(), Type: replicaTypeNames[r.GetType()]})
 		}

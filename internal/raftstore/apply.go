@@ -205,6 +205,8 @@ func (r *Replica) applyCommandLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand, 
 		return res, nil
 	case cmd.GetMigrateLayout() != nil:
 		return r.applyMigrateLocked(ab, cmd)
+	case cmd.GetGc() != nil:
+		return r.applyGCLocked(ab, cmd.GetGc()), nil
 	case cmd.GetCas() != nil:
 		return r.applyCASLocked(ab, cmd), nil
 	default:
@@ -327,8 +329,9 @@ func (r *Replica) applySplitLocked(ab *applyBatch, sc *tidekvpb.SplitCommand) (a
 	right.StartKey = append([]byte(nil), key...)
 	right.Generation = left.Generation
 	// The right range is born with the left's membership, so replicas of a
-	// range in the middle of a change carry the joint state over.
-	rightState, err := writeInitialRangeState(ab.eng, ab.b, right, r.mu.state.GetLayout())
+	// range in the middle of a change carry the joint state over; its data
+	// keeps the left's layout and GC threshold.
+	rightState, err := writeInitialRangeState(ab.eng, ab.b, right, r.mu.state)
 	if err != nil {
 		log.Fatalf("range %d: split: %v", r.rangeID, err)
 	}

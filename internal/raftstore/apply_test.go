@@ -314,7 +314,7 @@ func scanAll(t *testing.T, r *Replica) string {
 	if isMVCC(r.mu.state) {
 		scan = r.scanVersioned
 	}
-	kvs, _, err := scan(r.mu.state.GetDesc().GetStartKey(), r.mu.state.GetDesc().GetEndKey(), 1000, 1<<20)
+	kvs, _, err := scan(r.mu.state.GetDesc().GetStartKey(), r.mu.state.GetDesc().GetEndKey(), 1000, 1<<20, hlc.Timestamp{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,9 @@ func (r *Replica) dataLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) (rangeDa
 		return nil, fmt.Errorf("%w: range %d holds versioned data and the write carries no timestamp (its proposer had not learnt log version %d): retry",
 			ErrLogVersion, r.rangeID, LogVersionMVCC)
 	}
+	if thr := gcThresholdOf(r.mu.state); !thr.Less(ts) && !thr.IsZero() {
+		ts = thr.Next() // see mvccgc.go
+	}
 	return versionedData{ab: ab, r: r, ts: ts}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Reads below linearizable. A leaseholder periodically publishes, for each
@@ -23,6 +24,12 @@ type ReadOptions struct {
 	Mode tidekvpb.ReadMode
 	// MaxStaleness bounds a BOUNDED read's staleness (> 0).
 	MaxStaleness time.Duration
+	// Timestamp is the time a read on the versioned layout reads at
+	// (zero: the newest data); below the range's GC threshold it is
+	// refused. Step 3 of docs/transactions.md sets it from requests,
+	// together with the timestamp cache that keeps writes from landing
+	// under it later; until then only tests do.
+	Timestamp hlc.Timestamp
 }
 
 // StaleReplicaError says a BOUNDED read reached a replica that cannot prove
@@ -52,6 +59,12 @@ type closedTS struct {
 // checkRead waits for or checks what the read mode needs before local state
 // may be read.
 func (r *Replica) checkRead(ctx context.Context, ro ReadOptions) error {
+	if !ro.Timestamp.IsZero() && !r.VersionedLayout() {
+		return fmt.Errorf("%w: range %d keeps no history (unversioned layout): it cannot be read at a timestamp", ErrInvalidRequest, r.rangeID)
+	}
+	if err := r.checkGCThreshold(ro.Timestamp); err != nil {
+		return err
+	}
 	switch ro.Mode {
 	case tidekvpb.ReadMode_LINEARIZABLE:
 		return r.waitLeaseRead(ctx)

@@ -65,6 +65,11 @@ type Config struct {
 	// heard the cluster's version yet proposes nothing newer). Tests of a
 	// single store set LatestLogVersion.
 	InitialLogVersion uint32
+	// GCChunkVersions is the budget of one MVCC GC command: how many
+	// versions its apply visits (mvccgc.go). It bounds how long one apply
+	// holds the node's scheduler (docs/transactions.md step 4 has the
+	// time); the proposer sets it in the command, so replicas agree.
+	GCChunkVersions uint32
 	// TestingStaleReads makes every replica serve reads from its local state
 	// without the lease check. Only for the linearizability checker's
 	// negative control; never set it in production.
@@ -88,6 +93,7 @@ func DefaultConfig() Config {
 		CatchUpTimeout:             60 * time.Second,
 		MaxClockOffset:             hlc.DefaultMaxOffset,
 		MaxLogVersion:              LatestLogVersion,
+		GCChunkVersions:            10_000,
 	}
 }
 
@@ -118,6 +124,8 @@ func (c *Config) Validate() error {
 		return errors.New("raftstore: CatchUpTimeout must be positive")
 	case c.MaxLogVersion < LogVersionBase || c.MaxLogVersion > LatestLogVersion:
 		return fmt.Errorf("raftstore: MaxLogVersion %d is not a version this binary applies (%d to %d)", c.MaxLogVersion, LogVersionBase, LatestLogVersion)
+	case c.GCChunkVersions == 0:
+		return errors.New("raftstore: GCChunkVersions must be positive")
 	case c.InitialLogVersion > c.MaxLogVersion:
 		return fmt.Errorf("raftstore: InitialLogVersion %d exceeds MaxLogVersion %d", c.InitialLogVersion, c.MaxLogVersion)
 	}

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -31,15 +32,15 @@ func (r *Replica) Get(ctx context.Context, key []byte, ro ReadOptions) ([]byte, 
 		if err != nil {
 			return nil, false, err
 		}
-		v, found, err := r.get(r.store.eng, lv.mvcc, key)
+		v, found, err := r.get(r.store.eng, lv.mvcc, key, ro.Timestamp)
 		if r.stillLayout(lv) {
-			return v, found, err
+			return v, found, cmp.Or(err, r.checkGCThreshold(ro.Timestamp))
 		}
 	}
 }
 
-// get reads key from rd in a layout.
-func (r *Replica) get(rd storage.Reader, versioned bool, key []byte) ([]byte, bool, error) {
+// get reads key from rd in a layout, at ts (zero: the newest version).
+func (r *Replica) get(rd storage.Reader, versioned bool, key []byte, ts hlc.Timestamp) ([]byte, bool, error) {
 	buf := keyBufs.Get().(*[]byte)
 	defer keyBufs.Put(buf)
 	if !versioned {
@@ -47,8 +48,16 @@ func (r *Replica) get(rd storage.Reader, versioned bool, key []byte) ([]byte, bo
 		return rd.Get(*buf)
 	}
 	*buf = keys.AppendVersionedKey((*buf)[:0], key)
-	ver, err := mvcc.Get(rd, *buf, hlc.MaxTimestamp)
+	ver, err := mvcc.Get(rd, *buf, readAt(ts))
 	return ver.Value, ver.Found(), err
+}
+
+// readAt is the mvcc read timestamp of a read at ts (zero: the newest).
+func readAt(ts hlc.Timestamp) hlc.Timestamp {
+	if ts.IsZero() {
+		return hlc.MaxTimestamp
+	}
+	return ts
 }
 
 // keyBufs holds engine-key buffers for point reads: a read's only
@@ -68,19 +77,19 @@ func (r *Replica) BatchGet(ctx context.Context, ks [][]byte, ro ReadOptions) ([]
 		if err != nil {
 			return nil, err
 		}
-		out, err := r.batchGet(lv.mvcc, ks)
+		out, err := r.batchGet(lv.mvcc, ks, ro.Timestamp)
 		if r.stillLayout(lv) {
-			return out, err
+			return out, cmp.Or(err, r.checkGCThreshold(ro.Timestamp))
 		}
 	}
 }
 
-func (r *Replica) batchGet(versioned bool, ks [][]byte) ([]*tidekvpb.GetResponse, error) {
+func (r *Replica) batchGet(versioned bool, ks [][]byte, ts hlc.Timestamp) ([]*tidekvpb.GetResponse, error) {
 	snap := r.store.eng.NewSnapshot()
 	defer snap.Close()
 	out := make([]*tidekvpb.GetResponse, len(ks))
 	for i, k := range ks {
-		v, ok, err := r.get(snap, versioned, k)
+		v, ok, err := r.get(snap, versioned, k, ts)
 		if err != nil {
 			return nil, err
 		}
@@ -117,8 +126,9 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxByt
 		if lv.mvcc {
 			scan = r.scanVersioned
 		}
-		kvs, resume, err = scan(start, upper, limit, maxBytes)
+		kvs, resume, err = scan(start, upper, limit, maxBytes, ro.Timestamp)
 		if r.stillLayout(lv) {
+			err = cmp.Or(err, r.checkGCThreshold(ro.Timestamp))
 			break
 		}
 	}
@@ -130,7 +140,7 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxByt
 
 // scanUnversioned scans [start, upper) (empty upper: the range's end);
 // resume is nil when it read to the end.
-func (r *Replica) scanUnversioned(start, upper []byte, limit, maxBytes int) (kvs []*tidekvpb.KeyValue, resume []byte, err error) {
+func (r *Replica) scanUnversioned(start, upper []byte, limit, maxBytes int, _ hlc.Timestamp) (kvs []*tidekvpb.KeyValue, resume []byte, err error) {
 	lo, hi := keys.DataSpan(r.rangeID, start, upper)
 	it, err := r.store.eng.NewIter(lo, hi)
 	if err != nil {
@@ -151,11 +161,11 @@ func (r *Replica) scanUnversioned(start, upper []byte, limit, maxBytes int) (kvs
 	return kvs, nil, nil
 }
 
-// scanVersioned is scanUnversioned on the versioned layout, reading the
-// newest versions.
-func (r *Replica) scanVersioned(start, upper []byte, limit, maxBytes int) ([]*tidekvpb.KeyValue, []byte, error) {
+// scanVersioned is scanUnversioned on the versioned layout, reading at ts
+// (zero: the newest versions).
+func (r *Replica) scanVersioned(start, upper []byte, limit, maxBytes int, ts hlc.Timestamp) ([]*tidekvpb.KeyValue, []byte, error) {
 	lo, hi := keys.VersionedSpan(start, upper)
-	found, resume, err := mvcc.Scan(r.store.eng, lo, hi, hlc.MaxTimestamp, limit, maxBytes)
+	found, resume, err := mvcc.Scan(r.store.eng, lo, hi, readAt(ts), limit, maxBytes)
 	if err != nil {
 		return nil, nil, err
 	}

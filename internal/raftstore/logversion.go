@@ -33,8 +33,14 @@ const (
 	// moves a range's data to the versioned layout (layout.go), where they
 	// apply as versions. An older binary would ignore both.
 	LogVersionMVCC uint32 = 4
+	// LogVersionGC: GC entries (GCCommand, mvccgc.go) raise a range's GC
+	// threshold and remove old versions. A binary at 4 would apply one as
+	// an empty write: its replica would keep the versions the others
+	// removed, and its threshold, so it would serve reads the others
+	// refuse (and answer them from versions they no longer have).
+	LogVersionGC uint32 = 5
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionMVCC
+	LatestLogVersion = LogVersionGC
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

@@ -199,6 +199,9 @@ func (r *Replica) applyMergeLocked(mc *tidekvpb.MergeCommand) (applyResult, []fu
 	if local.VersionedLayout() != isMVCC(r.mu.state) {
 		return refuse("the ranges' data layouts differ; the merge can run once both have moved to the versioned layout")
 	}
+	// Reads below either half's threshold may miss versions: the merged
+	// range keeps the higher one (the frozen right one is final).
+	r.raiseGCThresholdLocked(local.GCThreshold())
 	nd := proto.Clone(d).(*tidekvpb.RangeDescriptor)
 	nd.EndKey = append([]byte(nil), rhs.GetEndKey()...)
 	nd.Generation = max(d.GetGeneration(), rhs.GetGeneration()) + 1

@@ -53,12 +53,8 @@ func (r *Replica) applyMetaLocked(ab *applyBatch, mc *tidekvpb.MetaCommand) (app
 		return applyResult{metaID: id}, err
 	case mc.GetUpdateRange() != nil:
 		// The update iterates the directory, so pending writes are flushed
-		// first, together with the applied index they correspond to, so a
-		// crash never replays an entry whose effects are already written.
-		if err := putProto(ab.b, keys.ReplicaStateKey(r.rangeID), r.mu.state); err != nil {
-			return applyResult{}, err
-		}
-		if err := ab.flush(); err != nil {
+		// first.
+		if err := r.flushAppliedLocked(ab); err != nil {
 			return applyResult{}, err
 		}
 		return applyResult{}, applyRangeUpdate(ab, mc.GetUpdateRange())

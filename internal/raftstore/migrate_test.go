@@ -316,17 +316,28 @@ func BenchmarkMigrateLayout64MiB(b *testing.B) {
 // loadUnversioned opens a Pebble engine holding about size bytes of
 // unversioned user data in valueLen-byte values, flushed to SSTs.
 func loadUnversioned(b *testing.B, size, valueLen int) storage.Engine {
+	val := make([]byte, valueLen)
+	return loadPebble(b, func(w storage.Writer) error {
+		for i := range size / (valueLen + 16) {
+			if err := w.Set(keys.DataKey(testRangeID, fmt.Appendf(nil, "user%011d", i)), val); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// loadPebble opens a Pebble engine with the production options holding
+// what fill writes, flushed to SSTs.
+func loadPebble(b *testing.B, fill func(storage.Writer) error) storage.Engine {
 	eng, err := storage.OpenPebble(b.TempDir(), storage.DefaultPebbleOptions())
 	if err != nil {
 		b.Fatal(err)
 	}
-	val := make([]byte, valueLen)
 	batch := eng.NewBatch()
 	defer batch.Close()
-	for i := range size / (valueLen + 16) {
-		if err := batch.Set(keys.DataKey(testRangeID, fmt.Appendf(nil, "user%011d", i)), val); err != nil {
-			b.Fatal(err)
-		}
+	if err := fill(batch); err != nil {
+		b.Fatal(err)
 	}
 	if err := batch.Commit(false); err != nil {
 		b.Fatal(err)

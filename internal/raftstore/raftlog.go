@@ -133,7 +133,7 @@ func putProto(w storage.Writer, key []byte, m proto.Message) error {
 // starts life at initialIndex (bootstrap or the right side of a split).
 // A HardState already on disk (an uninitialized replica that voted) is
 // kept if it is newer.
-func writeInitialRangeState(eng storage.Reader, w storage.Writer, desc *tidekvpb.RangeDescriptor, layout tidekvpb.DataLayout) (*tidekvpb.ReplicaState, error) {
+func writeInitialRangeState(eng storage.Reader, w storage.Writer, desc *tidekvpb.RangeDescriptor, inherit *tidekvpb.ReplicaState) (*tidekvpb.ReplicaState, error) {
 	cs := confStateFromDesc(desc)
 	st := &tidekvpb.ReplicaState{
 		AppliedIndex:   initialIndex,
@@ -141,7 +141,8 @@ func writeInitialRangeState(eng storage.Reader, w storage.Writer, desc *tidekvpb
 		ConfState:      cs,
 		TruncatedIndex: initialIndex,
 		TruncatedTerm:  initialTerm,
-		Layout:         layout,
+		Layout:         inherit.GetLayout(),
+		GcThreshold:    inherit.GetGcThreshold(),
 	}
 	hs := &raftpb.HardState{Term: new(initialTerm), Commit: new(initialIndex)}
 	if old, err := loadHardState(eng, desc.GetRangeId()); err != nil {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
@@ -43,6 +44,9 @@ type Replica struct {
 	load     loadSampler
 	// layout is how reads find the range's data (layout.go); never nil.
 	layout atomic.Pointer[layoutView]
+	// gcThreshold is the range's GC threshold as reads check it
+	// (mvccgc.go); never nil once the replica has state.
+	gcThreshold atomic.Pointer[hlc.Timestamp]
 	// closed is the newest closed timestamp known (closed.go).
 	closed atomic.Pointer[closedTS]
 	// changing counts replica changes running on this replica (admin.go).
@@ -130,6 +134,7 @@ type applyResult struct {
 	split   *tidekvpb.SplitResponse
 	metaID  uint64
 	newDesc *tidekvpb.RangeDescriptor
+	gc      *gcApplied
 }
 
 // RangeID returns the range this replica belongs to.
@@ -212,6 +217,7 @@ func (r *Replica) initRaftLocked(replicaID uint64, ms *raft.MemoryStorage, st *t
 	r.mu.raw = raw
 	r.applied.Store(st.GetAppliedIndex())
 	r.publishLayoutLocked()
+	r.publishGCThresholdLocked()
 	if st.GetDesc() != nil {
 		r.setDescLocked(st.GetDesc())
 	}
@@ -235,7 +241,7 @@ func (r *Replica) snapshotLocked() (*raftpb.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := proto.Marshal(&tidekvpb.SnapshotData{Desc: st.GetDesc(), Layout: st.GetLayout()})
+	data, err := proto.Marshal(&tidekvpb.SnapshotData{Desc: st.GetDesc(), Layout: st.GetLayout(), GcThreshold: st.GetGcThreshold()})
 	if err != nil {
 		return nil, err
 	}

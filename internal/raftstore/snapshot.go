@@ -282,6 +282,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 		TruncatedIndex: idx,
 		TruncatedTerm:  snap.GetMetadata().GetTerm(),
 		Layout:         sd.GetLayout(),
+		GcThreshold:    sd.GetGcThreshold(),
 	}
 	if err := putProto(b, keys.ReplicaStateKey(r.rangeID), st); err != nil {
 		return err
@@ -293,6 +294,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 		return err
 	}
 	r.mu.state = st
+	r.publishGCThresholdLocked()
 	r.setDescLocked(desc)
 	r.applied.Store(idx)
 	r.snapshots.Add(1)

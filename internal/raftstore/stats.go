@@ -33,6 +33,13 @@ type Stats struct {
 	// replica GC destroyed.
 	SnapshotsRefusedOverlap atomic.Uint64
 	StaleReplicasRemoved    atomic.Uint64
+	// MVCC GC (mvccgc.go): passes this node's leaseholders completed; GC
+	// commands its replicas applied, and the versions and their bytes
+	// those removed.
+	GCPasses          atomic.Uint64
+	GCCommandsApplied atomic.Uint64
+	GCVersionsRemoved atomic.Uint64
+	GCBytesRemoved    atomic.Uint64
 }
 
 // Stats returns the store's live counters.

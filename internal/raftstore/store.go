@@ -169,6 +169,7 @@ func (s *Store) loadReplicas() error {
 func (s *Store) newReplica(rangeID uint64) *Replica {
 	r := &Replica{store: s, rangeID: rangeID}
 	r.layout.Store(&layoutView{})
+	r.gcThreshold.Store(&hlc.Timestamp{})
 	r.mu.proposals = map[uint64]*proposal{}
 	r.mu.readBatches = map[uint64][]*readWaiter{}
 	r.mu.peerNodes = map[uint64]uint64{}
@@ -214,7 +215,7 @@ func (s *Store) Bootstrap(descs []*tidekvpb.RangeDescriptor) error {
 	b := s.eng.NewBatch()
 	defer b.Close()
 	for _, d := range descs {
-		if _, err := writeInitialRangeState(s.eng, b, d, tidekvpb.DataLayout_DATA_LAYOUT_UNVERSIONED); err != nil {
+		if _, err := writeInitialRangeState(s.eng, b, d, nil); err != nil {
 			return err
 		}
 	}

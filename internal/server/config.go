@@ -158,6 +158,9 @@ type Config struct {
 	// its ranges' writes by origin before deciding whether to move a lease
 	// toward its writers.
 	LeaseRebalanceInterval time.Duration
+	// GC configures the MVCC GC queue (gcqueue.go); the gc-ttl cluster
+	// setting overrides GC.TTL.
+	GC GCConfig
 	// Lease tunes when a lease follows its writers.
 	Lease placement.LeaseConfig
 	// Locality labels the node's place, "key=value,..." from the widest
@@ -200,6 +203,7 @@ func DefaultConfig() Config {
 		ReplicaGCInterval:       10 * time.Second,
 		ClosedTimestampInterval: 100 * time.Millisecond,
 		LeaseRebalanceInterval:  10 * time.Second,
+		GC:                      DefaultGCConfig(),
 		Lease:                   placement.DefaultLeaseConfig(),
 		Events:                  events.DefaultConfig(),
 		Monitor:                 monitor.DefaultConfig(),
@@ -271,6 +275,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Lease.Validate(); err != nil {
 		return err
+	}
+	if err := c.GC.Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	if c.Gossip.BindAddr != "" {
 		// The node's ID and address are filled in once known.

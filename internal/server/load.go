@@ -22,9 +22,11 @@ type rangeLoad struct {
 	// load and placement must not act on them.
 	term  uint64
 	stale bool
-	// changing: the leaseholder was running a replica change (only in the
-	// meta range's copy of reports).
+	// changing: the leaseholder was running a replica change; garbage,
+	// its GC queue's estimate (both only in the meta range's copy of
+	// reports).
 	changing bool
+	garbage  uint64
 }
 
 // loadTracker turns the replicas' request counters into rates, once per

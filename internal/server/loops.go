@@ -15,6 +15,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.heartbeat)
 	s.loop(s.cfg.ReportInterval, s.reportAll)
 	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
+	s.loop(s.cfg.GC.Interval, s.collectGarbage)
 	s.placeLoop()
 	s.sizeLoop()
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
@@ -119,6 +120,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	}
 	s.dir.update(resp.GetNodes())
 	s.store.SetSnapshotRate(s.cfg.snapshotRate(resp.GetMigrationBytesPerSec()))
+	s.learnGCTTL(resp.GetGcTtlMs())
 	if err := s.store.RaiseLogVersion(resp.GetLogVersion()); err != nil {
 		s.logVersionRefused(err)
 	}
@@ -151,7 +153,8 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	}
 	l := s.rangeLoadOf(d, term)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes,
-		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: changing}
+		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: changing,
+		GarbageBytes: s.gcRanges.garbage(d.GetRangeId())}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {

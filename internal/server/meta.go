@@ -275,7 +275,8 @@ func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 		}
 		l := s.meta.load[d.GetRangeId()]
 		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()],
-			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: l.changing})
+			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: l.changing,
+			GarbageBytes: l.garbage})
 	}
 	s.meta.mu.Unlock()
 	sortRanges(resp.Ranges)
@@ -339,7 +340,8 @@ func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, re
 	if err != nil {
 		return nil, err
 	}
-	return &tidekvpb.NodeHeartbeatResponse{Nodes: nodes, MigrationBytesPerSec: s.ctl.loop.Runner.MigrationRate(), LogVersion: version}, nil
+	return &tidekvpb.NodeHeartbeatResponse{Nodes: nodes, MigrationBytesPerSec: s.ctl.loop.Runner.MigrationRate(), LogVersion: version,
+		GcTtlMs: s.clusterConfig().GC.TTL.Milliseconds()}, nil
 }
 
 func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
@@ -356,7 +358,8 @@ func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, 
 		}
 		s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
 		s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), readQPS: req.GetReadQps(), bytes: req.GetBytes(), gen: d.GetGeneration(),
-			hotKeyShare: req.GetHotKeyShare(), term: req.GetLeaseTerm(), stale: req.GetLoadStale(), changing: req.GetChangeInProgress()}
+			hotKeyShare: req.GetHotKeyShare(), term: req.GetLeaseTerm(), stale: req.GetLoadStale(), changing: req.GetChangeInProgress(),
+			garbage: req.GetGarbageBytes()}
 	}
 	s.meta.mu.Unlock()
 	if err := meta.LeaseRead(ctx); err != nil {

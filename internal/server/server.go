@@ -97,6 +97,8 @@ type Server struct {
 	sizeAlerts     map[uint64]uint64 // range ID -> generation reported above Θmax
 	budgets        sync.Map          // range ID -> writeBudget (sizewatch.go)
 	holdWrites     atomic.Bool       // budgets are kept and enforced
+	gcTTLNanos     atomic.Int64      // gc-ttl as last learnt (gcqueue.go)
+	gcRanges       gcRanges          // the GC queue's memory (gcqueue.go)
 	sizeWake       chan struct{}
 	requests       atomic.Uint64
 	ready          atomic.Bool
@@ -142,12 +144,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		conns:     map[string]*grpc.ClientConn{},
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
 		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1), sizeAlerts: map[uint64]uint64{},
-		stopper: make(chan struct{}),
-		meta:    newMetaState(),
-		metrics: newMetrics(),
-		events:  events.New(cfg.Events, 0, time.Now),
+		gcRanges: gcRanges{m: map[uint64]gcRange{}},
+		stopper:  make(chan struct{}),
+		meta:     newMetaState(),
+		metrics:  newMetrics(),
+		events:   events.New(cfg.Events, 0, time.Now),
 	}
 	s.ctl = newControlState(s)
+	s.gcTTLNanos.Store(int64(cfg.GC.TTL))
 	admNow := time.Now
 	if cfg.admissionClock != nil {
 		admNow = cfg.admissionClock

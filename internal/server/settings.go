@@ -15,9 +15,10 @@ import (
 	"github.com/tidekv/tidekv/internal/units"
 )
 
-// Cluster settings override placement's configuration and the autoscale
-// policy at runtime, for the whole cluster: they live in the meta range,
-// and the controller reads them every round. `tidekv ctl config` lists
+// Cluster settings override placement's configuration, the autoscale
+// policy and gc-ttl at runtime, for the whole cluster: they live in the
+// meta range, and the controller reads them every round (gc-ttl reaches
+// every node in its heartbeat's answer). `tidekv ctl config` lists
 // and changes them; `tidekv ctl autoscale set` changes the autoscale.*
 // ones.
 
@@ -25,11 +26,15 @@ import (
 type clusterConfig struct {
 	Placement placement.Config
 	Autoscale elastic.Policy
+	GC        GCConfig
 }
 
-// Validate checks both halves; the autoscale policy against the
+// Validate checks each part; the autoscale policy against the
 // replication factor.
 func (c clusterConfig) Validate() error {
+	if err := c.GC.Validate(); err != nil {
+		return err
+	}
 	if err := c.Placement.Validate(); err != nil {
 		return err
 	}
@@ -56,6 +61,8 @@ func init() {
 	for k, v := range autoscaleSettings {
 		settings[k] = v
 	}
+	settings["gc-ttl"] = durationSetting(func(c *clusterConfig) *time.Duration { return &c.GC.TTL },
+		"how long overwritten and deleted versions stay readable before GC removes them, 1s to 720h")
 }
 
 // placementSetting applies a value to the placement configuration.
@@ -159,7 +166,7 @@ func settingNames() []string {
 
 // baseConfig is what the node was started with, before cluster settings.
 func (s *Server) baseConfig() clusterConfig {
-	return clusterConfig{Placement: s.cfg.Placement, Autoscale: s.cfg.Autoscale}
+	return clusterConfig{Placement: s.cfg.Placement, Autoscale: s.cfg.Autoscale, GC: s.cfg.GC}
 }
 
 // clusterConfig is the node's configuration with the cluster settings

@@ -1,0 +1,196 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/mvcc"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// The MVCC GC queue (docs/transactions.md step 4). Every GC.Interval a
+// leaseholder looks at the user ranges it leads on the versioned layout
+// and collects those with enough garbage, proposing GC commands at the
+// safe point now − gc-ttl (Replica.GC, one chunk per Raft entry). A range
+// is looked at (mvcc.ComputeStats, one read of its data) only when it has
+// been written since the last look, or when the garbage its last pass had
+// to keep (newer than the safe point then) has since aged past gc-ttl.
+
+// GCConfig configures the GC queue. The gc-ttl cluster setting overrides
+// TTL for the whole cluster; nodes learn it from their heartbeats.
+type GCConfig struct {
+	// TTL is how long an overwritten or deleted version stays readable
+	// (by reads at a timestamp: backups, and step 3's snapshot reads).
+	// 10 minutes, like a short CockroachDB gc.ttl: long enough for a
+	// backup or a long scan of a range, short enough that an overwrite
+	// workload keeps at most 10 minutes of its writes.
+	TTL time.Duration
+	// Interval is how often a leaseholder looks at its ranges.
+	Interval time.Duration
+	// MinGarbageBytes is the least garbage worth a pass: the range's
+	// versions that are not live times their mean size.
+	MinGarbageBytes int64
+}
+
+// The bounds of gc-ttl: above the clock offsets the HLC tolerates (a safe
+// point must be well behind any write in flight), and at most a month (a
+// longer retention keeps a month of every overwrite on disk).
+const (
+	minGCTTL = time.Second
+	maxGCTTL = 30 * 24 * time.Hour
+)
+
+// DefaultGCConfig returns the documented defaults.
+func DefaultGCConfig() GCConfig {
+	return GCConfig{TTL: 10 * time.Minute, Interval: time.Minute, MinGarbageBytes: 1 << 20}
+}
+
+// Validate checks the bounds.
+func (c GCConfig) Validate() error {
+	switch {
+	case c.TTL < minGCTTL || c.TTL > maxGCTTL:
+		return fmt.Errorf("gc-ttl must be between %v and %v, not %v", minGCTTL, maxGCTTL, c.TTL)
+	case c.Interval <= 0:
+		return errors.New("the GC interval must be positive")
+	case c.MinGarbageBytes < 0:
+		return errors.New("the GC minimum garbage must not be negative")
+	}
+	return nil
+}
+
+// gcRange is what the queue remembers of a range it leads.
+type gcRange struct {
+	written uint64    // the replica's WrittenBytes at the last look
+	passAt  time.Time // when its last pass ran (zero: none yet)
+	left    int64     // garbage that pass had to keep, younger than gc-ttl
+	garbage int64     // estimated at the last look, less what a pass removed
+}
+
+// gcRanges is the queue's memory of the ranges this node leads: the
+// queue's loop writes it, range reports read each range's garbage.
+type gcRanges struct {
+	mu sync.Mutex
+	m  map[uint64]gcRange
+}
+
+func (g *gcRanges) get(id uint64) (gcRange, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, ok := g.m[id]
+	return r, ok
+}
+
+func (g *gcRanges) set(id uint64, r gcRange) {
+	g.mu.Lock()
+	g.m[id] = r
+	g.mu.Unlock()
+}
+
+// keepOnly forgets the ranges not in led.
+func (g *gcRanges) keepOnly(led map[uint64]bool) {
+	g.mu.Lock()
+	maps.DeleteFunc(g.m, func(id uint64, _ gcRange) bool { return !led[id] })
+	g.mu.Unlock()
+}
+
+// garbage is the range's garbage as last estimated (0: not looked at).
+func (g *gcRanges) garbage(id uint64) uint64 {
+	r, _ := g.get(id)
+	return uint64(r.garbage)
+}
+
+// gcReason says why a range whose versions st shows should be collected
+// now, or "" if it should not. garbage estimates what a pass could remove
+// once every version is older than gc-ttl.
+func gcReason(st mvcc.Stats, last gcRange, now time.Time, cfg GCConfig) (reason string, garbage int64) {
+	if st.Versions > 0 {
+		garbage = (st.Versions - st.LiveKeys) * st.TotalBytes / st.Versions
+	}
+	switch {
+	case garbage < cfg.MinGarbageBytes:
+		return "", garbage
+	case last.passAt.IsZero():
+		return fmt.Sprintf("%d bytes of garbage in %d versions", garbage, st.Versions-st.LiveKeys), garbage
+	case garbage >= last.left+cfg.MinGarbageBytes:
+		return fmt.Sprintf("garbage grew to %d bytes since the last pass", garbage), garbage
+	case now.Sub(last.passAt) >= cfg.TTL:
+		return fmt.Sprintf("%d bytes of garbage the last pass had to keep are now older than gc-ttl", last.left), garbage
+	}
+	return "", garbage
+}
+
+// gcTTL is the cluster's gc-ttl as this node last learnt it.
+func (s *Server) gcTTL() time.Duration { return time.Duration(s.gcTTLNanos.Load()) }
+
+// learnGCTTL takes the gc-ttl a heartbeat answer carries (0: the meta
+// leaseholder did not say).
+func (s *Server) learnGCTTL(ms int64) {
+	if ms > 0 {
+		s.gcTTLNanos.Store(int64(time.Duration(ms) * time.Millisecond))
+	}
+}
+
+// collectGarbage is one round of the GC queue. Only its loop runs it, so
+// a range's entry changes under no one else.
+func (s *Server) collectGarbage(ctx context.Context) {
+	if s.store.LogVersion() < raftstore.LogVersionGC {
+		return
+	}
+	cfg := s.cfg.GC
+	cfg.TTL = s.gcTTL()
+	led := map[uint64]bool{}
+	for _, r := range s.store.Replicas() {
+		if ctx.Err() != nil {
+			return
+		}
+		if !r.IsLeader() || r.RangeID() == keys.MetaRangeID || r.Desc() == nil || !r.VersionedLayout() {
+			continue
+		}
+		led[r.RangeID()] = true
+		s.gcRange(ctx, r, cfg)
+	}
+	s.gcRanges.keepOnly(led)
+}
+
+// gcRange looks at one range and collects it if worth it.
+func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg GCConfig) {
+	id, written := r.RangeID(), r.WrittenBytes()
+	last, seen := s.gcRanges.get(id)
+	now := s.store.Now()
+	aged := last.left > 0 && now.Sub(last.passAt) >= cfg.TTL
+	if seen && written == last.written && !aged {
+		return // nothing new since the last look
+	}
+	st, err := r.MVCCStats()
+	if err != nil {
+		return
+	}
+	last.written = written
+	reason, garbage := gcReason(st, last, now, cfg)
+	last.garbage = garbage
+	if reason == "" {
+		if garbage < cfg.MinGarbageBytes {
+			last.left = 0 // too little to look at again before more writes
+		}
+		s.gcRanges.set(id, last)
+		return
+	}
+	safePoint := hlc.Timestamp{WallTime: s.store.HLC().Now().WallTime - cfg.TTL.Nanoseconds()}
+	res, err := r.GC(ctx, safePoint)
+	if err != nil {
+		log.Printf("range %d: GC at %s: %v", id, safePoint, err)
+		return
+	}
+	last.passAt, last.left = now, max(garbage-res.Bytes, 0)
+	last.garbage = last.left
+	s.gcRanges.set(id, last)
+	s.events.Record("gc", rangeSubject(id), "removed %d versions (%d bytes) below %s, GC commands: %d; %s",
+		res.Versions, res.Bytes, safePoint, res.Chunks, reason)
+}

@@ -1,0 +1,135 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/mvcc"
+)
+
+// userTotalBytes sums the versioned bytes of the user ranges the nodes
+// lead: what the range holds on disk and ships in a snapshot.
+func (tc *testCluster) userTotalBytes(t *testing.T) int64 {
+	t.Helper()
+	var total int64
+	for _, s := range tc.nodes {
+		for _, r := range s.store.Replicas() {
+			if r.RangeID() == keys.MetaRangeID || !r.IsLeader() || !r.VersionedLayout() {
+				continue
+			}
+			st, err := r.MVCCStats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += st.TotalBytes
+		}
+	}
+	return total
+}
+
+// An overwrite workload's ranges stop growing once gc-ttl (set through
+// the cluster setting) is short: each leaseholder's GC queue removes what
+// is older, says so in an event per pass, and reports the garbage it
+// keeps.
+func TestGCQueueBoundsOverwrites(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.GC.Interval = 200 * time.Millisecond
+		c.GC.MinGarbageBytes = 4 << 10
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, bad := range []struct{ value, want string }{{"0s", "gc-ttl must be between 1s and 720h0m0s, not 0s"}, {"1000h", "not 1000h0m0s"}, {"soon", "invalid duration"}} {
+		if _, err := c.Settings(ctx, map[string]string{"gc-ttl": bad.value}); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Fatalf("gc-ttl = %s: %v, want an error saying %q", bad.value, err, bad.want)
+		}
+	}
+	if _, err := c.Settings(ctx, map[string]string{"gc-ttl": "1s"}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool {
+		v, u := tc.layouts()
+		return len(v) > 0 && len(u) == 0
+	})
+	value := strings.Repeat("v", 200)
+	var totals, puts []int64
+	written := 0
+	for second := range 8 {
+		for end := time.Now().Add(time.Second); time.Now().Before(end); {
+			k := fmt.Sprintf("k%02d", written%20)
+			if err := c.Put(ctx, []byte(k), []byte(value)); err != nil {
+				t.Fatal(err)
+			}
+			written++
+		}
+		totals, puts = append(totals, tc.userTotalBytes(t)), append(puts, int64(written))
+		t.Logf("after %d s: %d puts, %d bytes of versions", second+1, written, totals[second])
+	}
+	// Without GC the total grows with every put (about 220 bytes a
+	// version); with it, it holds at about what gc-ttl plus a queue
+	// interval of puts write: well under what the last 4 s wrote, however
+	// fast the loaded machine let them go.
+	if recent, last := puts[7]-puts[3], totals[7]; last > (recent+20)*250 {
+		t.Fatalf("versions kept growing under GC: %d bytes after 8 s, more than the last 4 s of puts (%d) wrote", last, recent)
+	}
+	tc.waitEvents(t, [3]string{"gc", "garbage", ""})
+	var removed uint64
+	for _, s := range tc.nodes {
+		removed += s.store.Stats().GCVersionsRemoved.Load()
+	}
+	if removed == 0 {
+		t.Fatal("no node counts removed versions")
+	}
+	// The garbage kept for gc-ttl shows in the range listing.
+	waitUntil(t, func() bool {
+		resp, err := c.Ranges(ctx)
+		for _, ri := range resp.GetRanges() {
+			if ri.GetGarbageBytes() > 0 {
+				return err == nil
+			}
+		}
+		return false
+	})
+}
+
+// waitUntil polls cond for up to 30 s.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 30 s")
+		}
+	}
+}
+
+// gcReason collects a range once its garbage reaches the minimum, again
+// once it grew by the minimum since the last pass, or once what that pass
+// had to keep is older than gc-ttl.
+func TestGCReason(t *testing.T) {
+	cfg := GCConfig{TTL: time.Minute, Interval: time.Second, MinGarbageBytes: 1000}
+	now := time.Unix(1000, 0)
+	// 100 versions of 100 bytes, 10 of them live: 9000 bytes of garbage.
+	st := mvcc.Stats{LiveKeys: 10, Versions: 100, TotalBytes: 10000}
+	for _, c := range []struct {
+		name string
+		st   mvcc.Stats
+		last gcRange
+		want string
+	}{
+		{"first", st, gcRange{}, "9000 bytes of garbage in 90 versions"},
+		{"too little", mvcc.Stats{LiveKeys: 95, Versions: 100, TotalBytes: 10000}, gcRange{}, ""},
+		{"grew", st, gcRange{passAt: now.Add(-time.Second), left: 7000}, "garbage grew to 9000 bytes"},
+		{"kept, young", st, gcRange{passAt: now.Add(-time.Second), left: 8500}, ""},
+		{"kept, aged", st, gcRange{passAt: now.Add(-time.Minute), left: 8500}, "8500 bytes of garbage the last pass had to keep are now older than gc-ttl"},
+	} {
+		got, _ := gcReason(c.st, c.last, now, cfg)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
