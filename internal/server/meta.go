@@ -274,6 +274,12 @@ func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 			continue
 		}
 		l := s.meta.load[d.GetRangeId()]
+		if l.gen != 0 && l.gen < d.GetGeneration() {
+			// Reported before the range's last split or merge: its size
+			// was the old span's, and placement would split the left half
+			// again on it (urgent rounds come as soon as 250 ms apart).
+			l.bytes, l.garbage, l.stale = 0, 0, true
+		}
 		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()],
 			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: l.changing,
 			GarbageBytes: l.garbage})
