@@ -3137,11 +3137,14 @@ type SplitRequest struct {
 	// sampled requests; range_id then names the range.
 	SplitKey []byte `protobuf:"bytes,1,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
 	// Why, for the event log ("" means an operator asked).
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	RangeId       uint64 `protobuf:"varint,3,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	ByLoad        bool   `protobuf:"varint,4,opt,name=by_load,json=byLoad,proto3" json:"by_load,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason  string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	RangeId uint64 `protobuf:"varint,3,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	ByLoad  bool   `protobuf:"varint,4,opt,name=by_load,json=byLoad,proto3" json:"by_load,omitempty"`
+	// When non-zero, the range's descriptor generation the caller decided
+	// on: if the range has split or merged since, nothing is done (ABORTED).
+	ExpectedGeneration uint64 `protobuf:"varint,5,opt,name=expected_generation,json=expectedGeneration,proto3" json:"expected_generation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *SplitRequest) Reset() {
@@ -3200,6 +3203,13 @@ func (x *SplitRequest) GetByLoad() bool {
 		return x.ByLoad
 	}
 	return false
+}
+
+func (x *SplitRequest) GetExpectedGeneration() uint64 {
+	if x != nil {
+		return x.ExpectedGeneration
+	}
+	return 0
 }
 
 type SplitResponse struct {
@@ -5782,12 +5792,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x121\n" +
 	"\breplicas\x18\x02 \x03(\v2\x15.tidekv.ReplicaStatusR\breplicas\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x10\n" +
-	"\x03qps\x18\x04 \x01(\x01R\x03qps\"w\n" +
+	"\x03qps\x18\x04 \x01(\x01R\x03qps\"\xa8\x01\n" +
 	"\fSplitRequest\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\fR\bsplitKey\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x19\n" +
 	"\brange_id\x18\x03 \x01(\x04R\arangeId\x12\x17\n" +
-	"\aby_load\x18\x04 \x01(\bR\x06byLoad\"k\n" +
+	"\aby_load\x18\x04 \x01(\bR\x06byLoad\x12/\n" +
+	"\x13expected_generation\x18\x05 \x01(\x04R\x12expectedGeneration\"k\n" +
 	"\rSplitResponse\x12+\n" +
 	"\x04left\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04left\x12-\n" +
 	"\x05right\x18\x02 \x01(\v2\x17.tidekv.RangeDescriptorR\x05right\"\xaa\x01\n" +

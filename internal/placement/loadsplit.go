@@ -94,15 +94,15 @@ func (p *planner) splits() {
 		qps := math.Min(r.QPS, r.HitsEWMA)
 		switch {
 		case r.Bytes > p.cfg.RangeMaxBytes:
-			p.add(Operator{Kind: OpSplit, Range: r.ID, Policy: "size-split",
+			p.add(Operator{Kind: OpSplit, Range: r.ID, Generation: r.Generation, Policy: "size-split",
 				Reason: fmt.Sprintf("%s above the %s maximum", units.Human(r.Bytes), units.Human(p.cfg.RangeMaxBytes))})
 		case r == hot:
-			p.add(Operator{Kind: OpSplit, Range: r.ID, SplitByLoad: true, Policy: "load-split", Reason: why})
+			p.add(Operator{Kind: OpSplit, Range: r.ID, Generation: r.Generation, SplitByLoad: true, Policy: "load-split", Reason: why})
 		case r.LoadStale || qps <= p.cfg.SplitQPS:
 		case r.HotKeyShare >= p.cfg.HotKeyShare:
 			p.note("range %d: %.0f qps, %.0f%% on one key: no split spreads it (adaptive replicas may)", r.ID, qps, 100*r.HotKeyShare)
 		default:
-			p.add(Operator{Kind: OpSplit, Range: r.ID, SplitByLoad: true, Policy: "load-split",
+			p.add(Operator{Kind: OpSplit, Range: r.ID, Generation: r.Generation, SplitByLoad: true, Policy: "load-split",
 				Reason: fmt.Sprintf("%.0f qps sustained above the %.0f threshold", qps, p.cfg.SplitQPS)})
 		}
 	}

@@ -103,6 +103,8 @@ type Replica struct {
 type Range struct {
 	ID         uint64
 	Start, End []byte
+	// Generation is the descriptor generation observed (0: unknown).
+	Generation uint64
 	Replicas   []Replica
 	// Leaseholder is 0 when unknown.
 	Leaseholder uint64
@@ -213,6 +215,11 @@ type Operator struct {
 	SplitKey    []byte
 	SplitByLoad bool
 	Other       uint64
+	// Generation, for OpSplit, is the range's descriptor generation the
+	// decision saw: the leaseholder does nothing if the range has split
+	// or merged since, as the decision was about another span (0: no
+	// check).
+	Generation uint64
 	// Policy names the policy that decided; Reason says why, for events.
 	Policy, Reason string
 	// Bytes the operator moves between nodes (a replica's data), for

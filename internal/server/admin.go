@@ -99,6 +99,9 @@ func (a *adminService) Split(ctx context.Context, req *tidekvpb.SplitRequest) (*
 		return nil, invalidArg("split: give a split key or a range ID")
 	}
 	resp, err := callRangeLeader(ctx, s, rangeID, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.SplitResponse, error) {
+		if want, gen := req.GetExpectedGeneration(), r.Desc().GetGeneration(); want != 0 && want != gen {
+			return nil, status.Errorf(codes.Aborted, "range %d changed since the split was decided (generation %d, now %d): nothing done", rangeID, want, gen)
+		}
 		splitKeys := [][]byte{key}
 		if len(key) == 0 {
 			var err error

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keys"
@@ -87,7 +90,7 @@ func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.Rang
 	ranges := append([]*tidekvpb.RangeInfo{{Desc: metaDesc, LeaderNodeId: s.nodeID}}, resp.GetRanges()...)
 	for _, ri := range ranges {
 		d := ri.GetDesc()
-		r := placement.Range{ID: d.GetRangeId(), Start: d.GetStartKey(), End: d.GetEndKey(), Leaseholder: ri.GetLeaderNodeId(),
+		r := placement.Range{ID: d.GetRangeId(), Start: d.GetStartKey(), End: d.GetEndKey(), Generation: d.GetGeneration(), Leaseholder: ri.GetLeaderNodeId(),
 			Bytes: ri.GetBytes(), QPS: ri.GetQps(), ReadQPS: ri.GetReadQps(), HotKeyShare: ri.GetHotKeyShare(),
 			MergingInto: d.GetMergingInto(), LoadStale: ri.GetLoadStale(),
 			ChangeInProgress: ri.GetChangeInProgress()}
@@ -180,7 +183,11 @@ func (x opExecutor) run(ctx context.Context, op placement.Operator) error {
 	case placement.OpMerge:
 		_, err = admin.Merge(ctx, &tidekvpb.MergeRequest{LeftRangeId: op.Range, Reason: reason})
 	case placement.OpSplit:
-		_, err = admin.Split(ctx, &tidekvpb.SplitRequest{RangeId: op.Range, SplitKey: op.SplitKey, ByLoad: op.SplitByLoad, Reason: reason})
+		_, err = admin.Split(ctx, &tidekvpb.SplitRequest{RangeId: op.Range, SplitKey: op.SplitKey, ByLoad: op.SplitByLoad, Reason: reason,
+			ExpectedGeneration: op.Generation})
+		if status.Code(err) == codes.Aborted {
+			err = nil // the range split or merged since the decision: nothing to do
+		}
 	default:
 		err = fmt.Errorf("operator %s not supported", op.Kind)
 	}

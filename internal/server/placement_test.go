@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 )
@@ -270,6 +273,38 @@ func TestSizeSplits(t *testing.T) {
 	tc.waitReplicated(c, 3)
 	fillAndWaitSplits(t, c, 30*time.Second)
 	tc.waitEvents(t, [3]string{"split", "size-split:", ""})
+}
+
+// A split decided on a range's old span (its descriptor generation) is not
+// made on the range it has become: placement's split of a range that split
+// since would cut the left half again, into quarters of what Θmax calls for.
+func TestSplitAtExpectedGeneration(t *testing.T) {
+	tc := startCluster(t, 1)
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, k := range []string{"a", "b", "c", "d"} {
+		if err := c.Put(ctx, []byte(k), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := c.Split(ctx, []byte("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := first.GetLeft()
+	admin := &adminService{s: tc.nodes[0]}
+	_, err = admin.Split(ctx, &tidekvpb.SplitRequest{RangeId: left.GetRangeId(), ExpectedGeneration: left.GetGeneration() - 1})
+	if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "changed since the split was decided") {
+		t.Fatalf("split at an old generation: %v, want ABORTED saying the range changed", err)
+	}
+	resp, err := c.Ranges(ctx)
+	if err != nil || len(resp.GetRanges()) != 2 {
+		t.Fatalf("ranges after the refused split: %d, %v; want the 2 of the first split", len(resp.GetRanges()), err)
+	}
+	if _, err := admin.Split(ctx, &tidekvpb.SplitRequest{RangeId: left.GetRangeId(), ExpectedGeneration: left.GetGeneration()}); err != nil {
+		t.Fatalf("split at the current generation: %v", err)
+	}
 }
 
 // fillAndWaitSplits writes 300 KB into a cluster whose Θmax is 64 KiB and
