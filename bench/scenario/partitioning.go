@@ -150,24 +150,32 @@ func partitioningDuringLoad(out io.Writer, p partitioningParams, results []parti
 	rows := [][]string{}
 	for _, r := range results {
 		if len(r.samples) == 0 {
-			rows = append(rows, []string{plMiB(float64(r.maxBytes)), "0", "–", "–", "–", "–", "–", "–"})
+			rows = append(rows, []string{plMiB(float64(r.maxBytes)), "0", "–", "–", "–", "–", "–", "–", "–"})
 			continue
 		}
 		lo, hi, sigma, fullest, over, changed := 1e9, 0.0, 0.0, 0.0, 0, 0
+		var means []float64
 		for _, smp := range r.samples {
+			changed += smp.changed
+			if len(smp.exact) == 0 {
+				continue // every range split during this look
+			}
 			m, sd := plMeanStd(smp.exact)
+			means = append(means, m)
 			lo, hi, sigma = min(lo, m), max(hi, m), max(sigma, sd)
 			fullest = max(fullest, plQuantile(smp.exact, 1))
 			if smp.over > 0 {
 				over++
 			}
-			changed += smp.changed
 		}
+		overall, _ := plMeanStd(means)
 		rows = append(rows, []string{plMiB(float64(r.maxBytes)), strconv.Itoa(len(r.samples)),
 			fmt.Sprintf("%s–%s", plMiB(float64(r.samples[0].data)), plMiB(float64(r.samples[len(r.samples)-1].data))),
-			fmt.Sprintf("%.0f%%–%.0f%%", 100*lo, 100*hi), fmt.Sprintf("%.0f%%", 100*sigma), fmt.Sprintf("%.0f%%", 100*fullest), strconv.Itoa(over), strconv.Itoa(changed)})
+			fmt.Sprintf("%.0f%%", 100*overall), fmt.Sprintf("%.0f%%–%.0f%%", 100*lo, 100*hi), fmt.Sprintf("%.0f%%", 100*sigma),
+			fmt.Sprintf("%.0f%%", 100*fullest), strconv.Itoa(over), strconv.Itoa(changed)})
 	}
-	plTable(out, []string{"Θmax MiB", "samples", "data MiB", "mean fullness (lowest–highest)", "largest σ", "fullest range", "samples with a range > Θmax", "ranges split during a look (not judged)"}, rows)
+	plTable(out, []string{"Θmax MiB", "samples", "data MiB", "mean fullness over the looks", "each look's mean (lowest–highest)", "largest σ in a look",
+		"fullest range", "looks with a range > Θmax", "ranges split during a look (not judged)"}, rows)
 	fmt.Fprintln(out)
 }
 
