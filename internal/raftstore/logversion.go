@@ -33,8 +33,13 @@ const (
 	// moves a range's data to the versioned layout (layout.go), where they
 	// apply as versions. An older binary would ignore both.
 	LogVersionMVCC uint32 = 4
+	// LogVersionExpiry: writes and CAS commands may set, keep or change
+	// a value's expiry (LogWrite.expires_at, keep_ttl, expire), which an
+	// older binary would ignore, writing the value without it or an
+	// EXPIRE as an empty value.
+	LogVersionExpiry uint32 = 5
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionMVCC
+	LatestLogVersion = LogVersionExpiry
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached
