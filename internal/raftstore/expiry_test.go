@@ -124,7 +124,9 @@ func TestExpiryReplicated(t *testing.T) {
 			}
 			return v
 		}
-		same := func(v Value) bool { return string(v.Value) == string(want.Value) && v.Found == want.Found && v.TTL == want.TTL }
+		same := func(v Value) bool {
+			return string(v.Value) == string(want.Value) && v.Found == want.Found && v.TTL == want.TTL
+		}
 		for _, id := range tc.nodes {
 			r := tc.stores[id].GetReplica(testRangeID)
 			waitFor(t, func() bool { return same(read(r)) })
