@@ -16,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 )
 
@@ -201,9 +202,10 @@ func (k *redisKV) Delete(ctx context.Context, key []byte) (bool, error) {
 	return k.remote.Delete(ctx, key)
 }
 
-func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte) (bool, []byte, bool, error) {
+func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e resp.Expiry) (bool, []byte, bool, error) {
 	if k.leads(key) {
-		req := &tidekvpb.CompareAndSetRequest{Key: key, ExpectExists: expected != nil, Delete: newValue == nil}
+		req := &tidekvpb.CompareAndSetRequest{Key: key, ExpectExists: expected != nil, Delete: newValue == nil,
+			TtlMs: raftstore.TTLMillis(e.TTL), KeepTtl: e.Keep}
 		if expected != nil {
 			req.ExpectedValue = *expected
 		}
@@ -216,7 +218,7 @@ func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 		}
 	}
 	ctx = k.toRemote(ctx)
-	return k.remote.CompareAndSet(ctx, key, expected, newValue)
+	return k.remote.CompareAndSet(ctx, key, expected, newValue, e)
 }
 
 // Write runs in process when this node leads the first key's range; the KV
@@ -249,9 +251,12 @@ func (k *redisKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard)
 func writeRequest(ops []resp.Op) *tidekvpb.WriteRequest {
 	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
 	for i, op := range ops {
-		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value}
-		if op.Delete {
+		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value, TtlMs: raftstore.TTLMillis(op.Expiry.TTL), KeepTtl: op.Expiry.Keep}
+		switch {
+		case op.Delete:
 			w.Kind, w.Value = tidekvpb.WriteOp_DELETE, nil
+		case op.SetTTL:
+			w.Kind, w.Value = tidekvpb.WriteOp_EXPIRE, nil
 		}
 		req.Ops[i] = w
 	}
@@ -291,7 +296,7 @@ func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, e
 		}
 		for j, i := range idx {
 			res := r.GetResults()[j]
-			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound()}
+			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound(), TTL: time.Duration(res.GetTtlMs()) * time.Millisecond}
 		}
 	}
 	if len(routed) == 0 {
