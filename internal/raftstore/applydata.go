@@ -68,8 +68,8 @@ type unversionedData struct {
 
 func (u unversionedData) key(k []byte) []byte { return keys.DataKey(u.r.rangeID, k) }
 
-// Commands that use expiry never reach it (dataLocked), so its values
-// never expire.
+// Commands that set an expiry never reach it (dataLocked), so its values
+// never expire and keeping a TTL is a plain put.
 func (u unversionedData) get(k []byte) ([]byte, bool)   { return u.ab.mustGet(u.r, u.key(k)) }
 func (u unversionedData) put(k, v []byte, _ ttl)        { u.r.mustWrite(u.ab.set(u.key(k), v)) }
 func (u unversionedData) del(k []byte)                  { u.r.mustWrite(u.ab.del(u.key(k))) }

@@ -85,10 +85,14 @@ func TestApplyExpiry(t *testing.T) {
 	u := bareReplica(storage.NewMem(), "a", "m", false)
 	ub := newApplyBatch(u.store.eng)
 	defer ub.b.Close()
-	for _, w := range []*tidekvpb.LogWrite{{Key: []byte("a"), ExpiresAt: 5}, {Key: []byte("a"), KeepTtl: true}, expireOp("a", 0)} {
+	for _, w := range []*tidekvpb.LogWrite{{Key: []byte("a"), ExpiresAt: 5}, expireOp("a", 0)} {
 		if res := u.applyWritesLocked(ub, at(1, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{w}})); !errors.Is(res.err, ErrLogVersion) {
 			t.Errorf("unversioned apply of %v: %v", w, res.err)
 		}
+	}
+	// keep_ttl alone is a plain put there: no value has a TTL to keep.
+	if res := u.applyWritesLocked(ub, at(1, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{{Key: []byte("a"), Value: []byte("1"), KeepTtl: true}}})); res.err != nil {
+		t.Errorf("unversioned put keeping a TTL: %v", res.err)
 	}
 }
 
@@ -159,18 +163,20 @@ func TestExpiryReplicated(t *testing.T) {
 }
 
 // TestExpiryNeedsLogVersion: below log version 5 a TTL is refused at
-// proposal, before it reaches the log.
+// proposal, before it reaches the log; invalid TTLs always are.
 func TestExpiryNeedsLogVersion(t *testing.T) {
 	tc := newTestCluster(t, 1, func(c *Config) { c.InitialLogVersion = LogVersionMVCC })
 	tc.migrate(t, testRangeID)
 	r := tc.leader(testRangeID)
 	ctx := context.Background()
-	for _, op := range []*tidekvpb.WriteOp{
-		{Key: []byte("k"), TtlMs: 5}, {Key: []byte("k"), KeepTtl: true}, {Kind: tidekvpb.WriteOp_EXPIRE, Key: []byte("k")},
-	} {
+	for _, op := range []*tidekvpb.WriteOp{{Key: []byte("k"), TtlMs: 5}, {Kind: tidekvpb.WriteOp_EXPIRE, Key: []byte("k")}} {
 		if _, err := r.Write(ctx, []*tidekvpb.WriteOp{op}); !errors.Is(err, ErrLogVersion) {
 			t.Errorf("write %v at log version 4: %v", op, err)
 		}
+	}
+	// HSET and INCR keep a TTL, and must work while the cluster upgrades.
+	if _, err := r.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("k"), KeepTtl: true}}); err != nil {
+		t.Errorf("a put keeping the TTL at log version 4: %v", err)
 	}
 	if _, err := r.CompareAndSet(ctx, &tidekvpb.CompareAndSetRequest{Key: []byte("k"), TtlMs: 5}); !errors.Is(err, ErrLogVersion) {
 		t.Errorf("CAS with a TTL at log version 4: %v", err)

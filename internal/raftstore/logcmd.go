@@ -92,14 +92,16 @@ func expiryVersionErr() error {
 	return fmt.Errorf("%w: a TTL needs log version %d on every node (a node still runs an older binary?)", ErrLogVersion, LogVersionExpiry)
 }
 
-// usesExpiry reports whether a write or CAS command sets, keeps or
-// changes an expiry, which needs log version 5 and the versioned layout.
+// usesExpiry reports whether a write or CAS command sets or changes an
+// expiry, which needs log version 5 and the versioned layout. keep_ttl
+// alone does not: before version 5 no value has an expiry to keep, so a
+// binary that ignores it applies the same put (Redis HSET and INCR keep a
+// TTL, and keep working on a cluster still upgrading).
 func usesExpiry(cmd *tidekvpb.RaftCommand) bool {
 	for _, w := range cmd.GetWrites() {
-		if w.GetExpiresAt() != 0 || w.GetKeepTtl() || w.GetExpire() {
+		if w.GetExpiresAt() != 0 || w.GetExpire() {
 			return true
 		}
 	}
-	c := cmd.GetCas()
-	return c.GetExpiresAt() != 0 || c.GetKeepTtl()
+	return cmd.GetCas().GetExpiresAt() != 0
 }

@@ -203,4 +203,3 @@ func (x *call) casLoop(key []byte, e Expiry, decide func(cur []byte, exists bool
 	}
 	return nil, false, false, fmt.Errorf("%w: too much contention on key %q, retry", ErrOverloaded, key)
 }
-

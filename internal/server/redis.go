@@ -203,6 +203,9 @@ func (k *redisKV) Delete(ctx context.Context, key []byte) (bool, error) {
 }
 
 func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e resp.Expiry) (bool, []byte, bool, error) {
+	if err := k.checkExpiry(resp.Op{Expiry: e}); err != nil {
+		return false, nil, false, err
+	}
 	if k.leads(key) {
 		req := &tidekvpb.CompareAndSetRequest{Key: key, ExpectExists: expected != nil, Delete: newValue == nil,
 			TtlMs: raftstore.TTLMillis(e.TTL), KeepTtl: e.Keep}
@@ -224,6 +227,9 @@ func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 // Write runs in process when this node leads the first key's range; the KV
 // service then refuses ops that span ranges, as it does over gRPC.
 func (k *redisKV) Write(ctx context.Context, ops []resp.Op) error {
+	if err := k.checkExpiry(ops...); err != nil {
+		return err
+	}
 	if len(ops) > 0 && k.leads(ops[0].Key) {
 		_, err := k.kv.Write(k.in(ctx), writeRequest(ops))
 		if err, route := outcome(err, true); !route {
@@ -246,6 +252,21 @@ func (k *redisKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard)
 	}
 	ctx = k.toRemote(ctx)
 	return k.remote.GuardedWrite(ctx, ops, g)
+}
+
+// checkExpiry refuses ops that set or change a TTL before the cluster is
+// at log version 5. The store refuses them too, but a routed op may reach
+// a node on an older binary, which would ignore the TTL (docs/expiry.md).
+func (k *redisKV) checkExpiry(ops ...resp.Op) error {
+	if k.s.store.LogVersion() >= raftstore.LogVersionExpiry {
+		return nil
+	}
+	for _, op := range ops {
+		if op.Expiry.TTL != 0 || op.SetTTL {
+			return fmt.Errorf("%w: a TTL needs Raft log version %d on every node", raftstore.ErrLogVersion, raftstore.LogVersionExpiry)
+		}
+	}
+	return nil
 }
 
 func writeRequest(ops []resp.Op) *tidekvpb.WriteRequest {

@@ -101,6 +101,9 @@ func (k *redisKV) checkOp(op resp.Op) error {
 	if err == nil {
 		err = k.s.checkValue(op.Value)
 	}
+	if err == nil {
+		err = k.checkExpiry(op)
+	}
 	mapped, _ := outcome(err, true)
 	return mapped
 }
