@@ -19,12 +19,6 @@ import (
 // the leaseholder from local state once it has applied everything committed
 // when the read arrived, other reads as closed.go explains.
 
-// Get reads one key.
-func (r *Replica) Get(ctx context.Context, key []byte, ro ReadOptions) ([]byte, bool, error) {
-	v, err := r.GetValue(ctx, key, ro)
-	return v.Value, v.Found, err
-}
-
 // Value is what a point read finds.
 type Value struct {
 	Value []byte

@@ -1,0 +1,38 @@
+package client
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// TestExpiryOnTheWire: TTLs travel in whole milliseconds rounded up (a
+// positive one never becomes "none"), SetTTL ops as EXPIRE without a
+// value, and a negative TTL never leaves the client.
+func TestExpiryOnTheWire(t *testing.T) {
+	req, err := writeRequest([]Op{
+		{Key: []byte("a"), Value: []byte("v"), Expiry: Expiry{TTL: 1500 * time.Microsecond}},
+		{Key: []byte("b"), Value: []byte("v"), Expiry: Expiry{Keep: true}},
+		{Key: []byte("c"), Value: []byte("ignored"), SetTTL: true, Expiry: Expiry{TTL: time.Second}},
+		{Key: []byte("d"), Delete: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*tidekvpb.WriteOp{
+		{Key: []byte("a"), Value: []byte("v"), TtlMs: 2},
+		{Key: []byte("b"), Value: []byte("v"), KeepTtl: true},
+		{Kind: tidekvpb.WriteOp_EXPIRE, Key: []byte("c"), TtlMs: 1000},
+		{Kind: tidekvpb.WriteOp_DELETE, Key: []byte("d")},
+	}
+	for i, op := range req.GetOps() {
+		if op.String() != want[i].String() {
+			t.Errorf("op %d = %v, want %v", i, op, want[i])
+		}
+	}
+	if _, err := writeRequest([]Op{{Key: []byte("a"), Expiry: Expiry{TTL: -time.Second}}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("a negative TTL: %v", err)
+	}
+}
