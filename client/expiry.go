@@ -13,23 +13,32 @@ import (
 // write with one is refused as unavailable ("the cluster has not finished
 // upgrading").
 
-// Expiry says what a put does with its key's time to live.
+// Expiry says what a put does with its key's time to live. At most one of
+// its fields is set; none: the value does not expire, and a TTL the key
+// had is cleared.
 type Expiry struct {
 	// TTL > 0: the value expires TTL after the write (rounded up to a
-	// millisecond); 0: it does not, and a TTL the key had is cleared.
+	// millisecond).
 	TTL time.Duration
-	// Keep: keep the TTL of the key's current value (Redis KEEPTTL);
-	// excludes TTL.
+	// At: the value expires at this time (to the millisecond) by the
+	// cluster's clocks; a time already past leaves the key absent.
+	At time.Time
+	// Keep: keep the TTL of the key's current value (Redis KEEPTTL).
 	Keep bool
 }
 
-// ttlMillis is a TTL on the wire, rounded up so that a positive one does
-// not become 0 (no expiry).
-func ttlMillis(d time.Duration) (int64, error) {
-	if d < 0 {
-		return 0, fmt.Errorf("%w: a TTL must not be negative, got %v", ErrInvalidArgument, d)
+// wire is e on the wire: the TTL rounded up, so that a positive one does
+// not become 0 (none), and the time in Unix milliseconds.
+func (e Expiry) wire() (ttlMs, atMs int64, err error) {
+	if e.TTL < 0 {
+		return 0, 0, fmt.Errorf("%w: a TTL must not be negative, got %v", ErrInvalidArgument, e.TTL)
 	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond), nil
+	if !e.At.IsZero() {
+		if atMs = e.At.UnixMilli(); atMs <= 0 {
+			return 0, 0, fmt.Errorf("%w: an expiry time must be after 1970, got %v", ErrInvalidArgument, e.At)
+		}
+	}
+	return int64((e.TTL + time.Millisecond - 1) / time.Millisecond), atMs, nil
 }
 
 // TTL returns the remaining time to live of key's value (0: it does not
@@ -39,11 +48,11 @@ func (c *Client) TTL(ctx context.Context, key []byte, opts ...ReadOption) (time.
 	return time.Duration(resp.GetTtlMs()) * time.Millisecond, err
 }
 
-// Expire sets the TTL of key's value to ttl, or removes it with ttl 0
-// (Redis PERSIST), keeping the value, and reports whether the key existed;
-// a missing key is left missing.
-func (c *Client) Expire(ctx context.Context, key []byte, ttl time.Duration) (existed bool, err error) {
-	req, err := writeRequest([]Op{{Key: key, SetTTL: true, Expiry: Expiry{TTL: ttl}}})
+// Expire sets the expiry of key's value to e (e.Keep is invalid), or
+// removes it with Expiry{} (Redis PERSIST), keeping the value, and reports
+// whether the key existed; a missing key is left missing.
+func (c *Client) Expire(ctx context.Context, key []byte, e Expiry) (existed bool, err error) {
+	req, err := writeRequest([]Op{{Key: key, SetTTL: true, Expiry: e}})
 	if err != nil {
 		return false, err
 	}

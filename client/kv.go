@@ -21,8 +21,8 @@ type KeyValue struct{ Key, Value []byte }
 type Op struct {
 	Key, Value []byte
 	Delete     bool
-	// SetTTL: not a put; if the key exists, its TTL becomes Expiry.TTL (0:
-	// none) and its value stays (Redis EXPIRE, PERSIST).
+	// SetTTL: not a put; if the key exists, its expiry becomes Expiry's
+	// (none: removed) and its value stays (Redis EXPIRE, PERSIST).
 	SetTTL bool
 	// Expiry is a put's TTL (expiry.go).
 	Expiry Expiry
@@ -78,7 +78,7 @@ func (c *Client) Put(ctx context.Context, key, value []byte) error {
 
 // PutTTL is Put of a value that expires ttl after the write (0: never).
 func (c *Client) PutTTL(ctx context.Context, key, value []byte, ttl time.Duration) error {
-	ms, err := ttlMillis(ttl)
+	ms, _, err := Expiry{TTL: ttl}.wire()
 	if err != nil {
 		return err
 	}
@@ -396,7 +396,7 @@ func writeRequest(ops []Op) (*tidekvpb.WriteRequest, error) {
 	for i, op := range ops {
 		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value, KeepTtl: op.Expiry.Keep}
 		var err error
-		if w.TtlMs, err = ttlMillis(op.Expiry.TTL); err != nil {
+		if w.TtlMs, w.ExpireAtMs, err = op.Expiry.wire(); err != nil {
 			return nil, err
 		}
 		switch {
@@ -456,11 +456,11 @@ func (c *Client) CompareAndSet(ctx context.Context, key []byte, expected *[]byte
 // CompareAndSetTTL is CompareAndSet whose new value has the expiry e. A key
 // whose value has expired is absent.
 func (c *Client) CompareAndSetTTL(ctx context.Context, key []byte, expected *[]byte, newValue *[]byte, e Expiry) (swapped bool, current []byte, currentExists bool, err error) {
-	ms, err := ttlMillis(e.TTL)
+	ms, atMs, err := e.wire()
 	if err != nil {
 		return false, nil, false, err
 	}
-	req := &tidekvpb.CompareAndSetRequest{Key: key, TtlMs: ms, KeepTtl: e.Keep}
+	req := &tidekvpb.CompareAndSetRequest{Key: key, TtlMs: ms, ExpireAtMs: atMs, KeepTtl: e.Keep}
 	if expected != nil {
 		req.ExpectExists = true
 		req.ExpectedValue = *expected

@@ -1386,7 +1386,12 @@ type WriteOp struct {
 	TtlMs int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// PUT: keep the TTL of the key's current value instead (Redis KEEPTTL);
 	// excludes ttl_ms.
-	KeepTtl       bool `protobuf:"varint,5,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	KeepTtl bool `protobuf:"varint,5,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	// PUT, EXPIRE: the key expires at this Unix time in milliseconds, by the
+	// cluster's clocks, instead of after ttl_ms (Redis EXAT, PXAT,
+	// EXPIREAT); a time already past leaves the key absent. Excludes ttl_ms
+	// and keep_ttl. Needs log version 5.
+	ExpireAtMs    int64 `protobuf:"varint,6,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1454,6 +1459,13 @@ func (x *WriteOp) GetKeepTtl() bool {
 		return x.KeepTtl
 	}
 	return false
+}
+
+func (x *WriteOp) GetExpireAtMs() int64 {
+	if x != nil {
+		return x.ExpireAtMs
+	}
+	return 0
 }
 
 // Write applies all ops atomically; every key must lie in one range.
@@ -1601,9 +1613,10 @@ type CompareAndSetRequest struct {
 	ExpectedValue []byte                 `protobuf:"bytes,3,opt,name=expected_value,json=expectedValue,proto3" json:"expected_value,omitempty"`
 	NewValue      []byte                 `protobuf:"bytes,4,opt,name=new_value,json=newValue,proto3" json:"new_value,omitempty"`
 	Delete        bool                   `protobuf:"varint,5,opt,name=delete,proto3" json:"delete,omitempty"`
-	// new_value's TTL and keep_ttl, as in WriteOp's PUT.
+	// new_value's TTL, keep_ttl and expire_at_ms, as in WriteOp's PUT.
 	TtlMs         int64 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	KeepTtl       bool  `protobuf:"varint,7,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	ExpireAtMs    int64 `protobuf:"varint,8,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1685,6 +1698,13 @@ func (x *CompareAndSetRequest) GetKeepTtl() bool {
 		return x.KeepTtl
 	}
 	return false
+}
+
+func (x *CompareAndSetRequest) GetExpireAtMs() int64 {
+	if x != nil {
+		return x.ExpireAtMs
+	}
+	return 0
 }
 
 type CompareAndSetResponse struct {
@@ -5665,13 +5685,15 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"l\n" +
 	"\x10BatchGetResponse\x12-\n" +
 	"\aresults\x18\x01 \x03(\v2\x13.tidekv.GetResponseR\aresults\x12)\n" +
-	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\"\xb6\x01\n" +
+	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\"\xd8\x01\n" +
 	"\aWriteOp\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.tidekv.WriteOp.KindR\x04kind\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x12\x15\n" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x19\n" +
-	"\bkeep_ttl\x18\x05 \x01(\bR\akeepTtl\"'\n" +
+	"\bkeep_ttl\x18\x05 \x01(\bR\akeepTtl\x12 \n" +
+	"\fexpire_at_ms\x18\x06 \x01(\x03R\n" +
+	"expireAtMs\"'\n" +
 	"\x04Kind\x12\a\n" +
 	"\x03PUT\x10\x00\x12\n" +
 	"\n" +
@@ -5686,7 +5708,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\aexisted\x18\x01 \x03(\bR\aexisted\x12!\n" +
 	"\fguard_failed\x18\x02 \x01(\bR\vguardFailed\x12#\n" +
 	"\rguard_existed\x18\x03 \x01(\bR\fguardExisted\x12#\n" +
-	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\xdb\x01\n" +
+	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\xfd\x01\n" +
 	"\x14CompareAndSetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\rexpect_exists\x18\x02 \x01(\bR\fexpectExists\x12%\n" +
@@ -5694,7 +5716,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"\tnew_value\x18\x04 \x01(\fR\bnewValue\x12\x16\n" +
 	"\x06delete\x18\x05 \x01(\bR\x06delete\x12\x15\n" +
 	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x19\n" +
-	"\bkeep_ttl\x18\a \x01(\bR\akeepTtl\"\x81\x01\n" +
+	"\bkeep_ttl\x18\a \x01(\bR\akeepTtl\x12 \n" +
+	"\fexpire_at_ms\x18\b \x01(\x03R\n" +
+	"expireAtMs\"\x81\x01\n" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12%\n" +
 	"\x0ecurrent_exists\x18\x02 \x01(\bR\rcurrentExists\x12#\n" +

@@ -160,6 +160,14 @@ func TestExpiryReplicated(t *testing.T) {
 	}
 	write(&tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_EXPIRE, Key: []byte("p")})
 	agree("p", Value{Value: []byte("w"), Found: true})
+
+	// An absolute expiry is stored as it is; one already past leaves the
+	// key absent.
+	nowMs := clock.Now().UnixMilli()
+	write(&tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_EXPIRE, Key: []byte("p"), ExpireAtMs: nowMs + 500})
+	agree("p", Value{Value: []byte("w"), Found: true, TTL: 500 * time.Millisecond})
+	write(&tidekvpb.WriteOp{Key: []byte("q"), Value: []byte("v"), ExpireAtMs: nowMs - 1})
+	agree("q", Value{})
 }
 
 // TestExpiryNeedsLogVersion: below log version 5 a TTL is refused at
@@ -169,7 +177,7 @@ func TestExpiryNeedsLogVersion(t *testing.T) {
 	tc.migrate(t, testRangeID)
 	r := tc.leader(testRangeID)
 	ctx := context.Background()
-	for _, op := range []*tidekvpb.WriteOp{{Key: []byte("k"), TtlMs: 5}, {Kind: tidekvpb.WriteOp_EXPIRE, Key: []byte("k")}} {
+	for _, op := range []*tidekvpb.WriteOp{{Key: []byte("k"), TtlMs: 5}, {Key: []byte("k"), ExpireAtMs: 5}, {Kind: tidekvpb.WriteOp_EXPIRE, Key: []byte("k")}} {
 		if _, err := r.Write(ctx, []*tidekvpb.WriteOp{op}); !errors.Is(err, ErrLogVersion) {
 			t.Errorf("write %v at log version 4: %v", op, err)
 		}
@@ -183,6 +191,7 @@ func TestExpiryNeedsLogVersion(t *testing.T) {
 	}
 	for _, op := range []*tidekvpb.WriteOp{
 		{Key: []byte("k"), TtlMs: -1}, {Key: []byte("k"), TtlMs: 1, KeepTtl: true}, {Kind: tidekvpb.WriteOp_EXPIRE, Key: []byte("k"), Value: []byte("v")},
+		{Key: []byte("k"), ExpireAtMs: -1}, {Key: []byte("k"), TtlMs: 1, ExpireAtMs: 1}, {Key: []byte("k"), ExpireAtMs: 1, KeepTtl: true},
 		{Kind: 7, Key: []byte("k")},
 	} {
 		if _, err := r.Write(ctx, []*tidekvpb.WriteOp{op}); !errors.Is(err, ErrInvalidRequest) {

@@ -26,14 +26,11 @@ func logWrites(ops []*tidekvpb.WriteOp, ts hlc.Timestamp) ([]*tidekvpb.LogWrite,
 		w := &all[i]
 		w.Delete, w.Key, w.Value = op.GetKind() == tidekvpb.WriteOp_DELETE, op.GetKey(), op.GetValue()
 		w.Expire, w.KeepTtl = op.GetKind() == tidekvpb.WriteOp_EXPIRE, op.GetKeepTtl()
-		if err := checkTTL(op.GetTtlMs(), op.GetKeepTtl(), op.GetKind() == tidekvpb.WriteOp_PUT); err != nil {
-			return nil, err
-		}
 		if w.Expire && len(w.Value) > 0 {
 			return nil, fmt.Errorf("%w: an EXPIRE op of %q carries a value", ErrInvalidRequest, w.Key)
 		}
 		var err error
-		if w.ExpiresAt, err = expiresAt(ts, op.GetTtlMs()); err != nil {
+		if w.ExpiresAt, err = expiresAt(ts, op.GetTtlMs(), op.GetExpireAtMs(), op.GetKeepTtl(), op.GetKind() == tidekvpb.WriteOp_PUT); err != nil {
 			return nil, err
 		}
 		out[i] = w
@@ -49,10 +46,7 @@ func logGuard(g *tidekvpb.WriteGuard) *tidekvpb.LogGuard {
 }
 
 func logCAS(c *tidekvpb.CompareAndSetRequest, ts hlc.Timestamp) (*tidekvpb.LogCompareAndSet, error) {
-	if err := checkTTL(c.GetTtlMs(), c.GetKeepTtl(), !c.GetDelete()); err != nil {
-		return nil, err
-	}
-	exp, err := expiresAt(ts, c.GetTtlMs())
+	exp, err := expiresAt(ts, c.GetTtlMs(), c.GetExpireAtMs(), c.GetKeepTtl(), !c.GetDelete())
 	if err != nil {
 		return nil, err
 	}
@@ -60,32 +54,39 @@ func logCAS(c *tidekvpb.CompareAndSetRequest, ts hlc.Timestamp) (*tidekvpb.LogCo
 		NewValue: c.GetNewValue(), Delete: c.GetDelete(), ExpiresAt: exp, KeepTtl: c.GetKeepTtl()}, nil
 }
 
-// checkTTL refuses a TTL an op cannot have: a negative one, one beside
-// keep_ttl, keep_ttl on anything but a put.
-func checkTTL(ttlMs int64, keep, put bool) error {
+// checkTTL refuses an expiry an op cannot have: a negative TTL or time,
+// two of a TTL, a time and keep_ttl, keep_ttl on anything but a put.
+func checkTTL(ttlMs, atMs int64, keep, put bool) error {
 	switch {
-	case ttlMs < 0:
-		return fmt.Errorf("%w: a TTL must not be negative, got %d ms", ErrInvalidRequest, ttlMs)
-	case keep && (ttlMs != 0 || !put):
+	case ttlMs < 0 || atMs < 0:
+		return fmt.Errorf("%w: a TTL or expiry time must not be negative, got %d and %d ms", ErrInvalidRequest, ttlMs, atMs)
+	case ttlMs != 0 && atMs != 0:
+		return fmt.Errorf("%w: ttl_ms and expire_at_ms exclude each other", ErrInvalidRequest)
+	case keep && (ttlMs != 0 || atMs != 0 || !put):
 		return fmt.Errorf("%w: keep_ttl goes with a put that sets no TTL", ErrInvalidRequest)
 	}
 	return nil
 }
 
-// expiresAt is the expiry of a value written at ts with a TTL of ttlMs
-// (0: none). A command without a timestamp is proposed below log version
-// 4, so it cannot carry one.
-func expiresAt(ts hlc.Timestamp, ttlMs int64) (int64, error) {
-	if ttlMs == 0 {
+// expiresAt is the expiry of a value written at ts with a TTL of ttlMs or
+// at the Unix time atMs (0: neither, no expiry), once checkTTL accepts
+// them. A command without a timestamp is proposed below log version 4, so
+// it cannot carry one.
+func expiresAt(ts hlc.Timestamp, ttlMs, atMs int64, keep, put bool) (int64, error) {
+	const ms = int64(time.Millisecond)
+	switch err := checkTTL(ttlMs, atMs, keep, put); {
+	case err != nil:
+		return 0, err
+	case ttlMs == 0 && atMs == 0:
 		return 0, nil
-	}
-	if ts.IsZero() {
+	case ts.IsZero():
 		return 0, expiryVersionErr()
+	case ttlMs > (math.MaxInt64-ts.WallTime)/ms || atMs > math.MaxInt64/ms:
+		return 0, fmt.Errorf("%w: an expiry %d ms from now or at %d ms is too late", ErrInvalidRequest, ttlMs, atMs)
+	case atMs != 0:
+		return atMs * ms, nil
 	}
-	if ttlMs > (math.MaxInt64-ts.WallTime)/int64(time.Millisecond) {
-		return 0, fmt.Errorf("%w: a TTL of %d ms is too large", ErrInvalidRequest, ttlMs)
-	}
-	return ts.WallTime + ttlMs*int64(time.Millisecond), nil
+	return ts.WallTime + ttlMs*ms, nil
 }
 
 func expiryVersionErr() error {

@@ -73,7 +73,7 @@ func clientOps(ops []Op) []client.Op {
 	cops := make([]client.Op, len(ops))
 	for i, op := range ops {
 		cops[i] = client.Op{Key: op.Key, Value: op.Value, Delete: op.Delete, SetTTL: op.SetTTL,
-			Expiry: client.Expiry{TTL: op.Expiry.TTL, Keep: op.Expiry.Keep}}
+			Expiry: client.Expiry(op.Expiry)}
 	}
 	return cops
 }
@@ -88,7 +88,7 @@ func (a clientKV) GuardedWrite(ctx context.Context, ops []Op, g Guard) (GuardRes
 }
 
 func (a clientKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e Expiry) (bool, []byte, bool, error) {
-	ok, cur, exists, err := a.c.CompareAndSetTTL(ctx, key, expected, newValue, client.Expiry{TTL: e.TTL, Keep: e.Keep})
+	ok, cur, exists, err := a.c.CompareAndSetTTL(ctx, key, expected, newValue, client.Expiry(e))
 	return ok, cur, exists, mapErr(err)
 }
 
@@ -156,8 +156,8 @@ func (a clientKV) writeOne(ctx context.Context, op Op) OpResult {
 	case op.Delete:
 		r.Existed, r.Err = a.c.Delete(ctx, op.Key)
 	case op.SetTTL:
-		r.Existed, r.Err = a.c.Expire(ctx, op.Key, op.Expiry.TTL)
-	case op.Expiry != Expiry{}:
+		r.Existed, r.Err = a.c.Expire(ctx, op.Key, client.Expiry(op.Expiry))
+	case op.Expiry != (Expiry{}):
 		r.Err = a.c.Write(ctx, clientOps([]Op{op}))
 	default:
 		r.Err = a.c.Put(ctx, op.Key, op.Value)

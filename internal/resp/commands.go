@@ -50,6 +50,8 @@ func init() {
 		"set":       {arity: -3, fn: cmdSet},
 		"expire":    {arity: -3, fn: cmdExpire},
 		"pexpire":   {arity: -3, fn: cmdExpire},
+		"expireat":  {arity: -3, fn: cmdExpire},
+		"pexpireat": {arity: -3, fn: cmdExpire},
 		"ttl":       {arity: 2, fn: cmdTTL},
 		"pttl":      {arity: 2, fn: cmdTTL},
 		"persist":   {arity: 2, fn: cmdPersist},

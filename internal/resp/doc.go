@@ -26,14 +26,14 @@
 // redis_version:7.0.0-tidekv), CONFIG GET (save, appendonly, databases:
 // what redis-benchmark asks).
 //
-// Strings: GET, SET key value [NX|XX] [GET] [EX s|PX ms|KEEPTTL] (EXAT and
-// PXAT are refused), SETNX, GETSET, DEL/UNLINK, EXISTS, TYPE, MGET, MSET,
+// Strings: GET, SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL],
+// SETNX, GETSET, DEL/UNLINK, EXISTS, TYPE, MGET, MSET,
 // INCR, DECR, INCRBY, DECRBY. Plain SET is one Put (a TTL with it one
 // Write); SET with NX/XX/GET, GETSET and the counters are compare-and-set
 // loops (at most Config.CASAttempts rounds), so they are atomic per key.
 //
-// Expiry (expiry.go, set.go; docs/expiry.md): EXPIRE, PEXPIRE (without
-// their NX/XX/GT/LT options), TTL, PTTL, PERSIST. The store fixes a
+// Expiry (expiry.go, set.go; docs/expiry.md): EXPIRE, PEXPIRE, EXPIREAT,
+// PEXPIREAT (without their NX/XX/GT/LT options), TTL, PTTL, PERSIST. The store fixes a
 // value's expiry when it orders the write; a plain SET clears a TTL, INCR
 // and HSET keep it, and a hash's TTL is its marker's.
 // MSET (and every multi-key write here) is one atomic Write per

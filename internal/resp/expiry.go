@@ -2,22 +2,26 @@ package resp
 
 import "time"
 
-// Expiry commands: EXPIRE, PEXPIRE, TTL, PTTL, PERSIST (SET's EX, PX and
-// KEEPTTL are in set.go). A key's TTL is its stored value's, so a hash's
+// Expiry commands: EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL,
+// PERSIST (SET's EX, PX, EXAT, PXAT and KEEPTTL are in set.go). A key's TTL is its stored value's, so a hash's
 // is its marker's: the whole hash expires with it, its fields left as
 // garbage the next HSET creating the hash, or DEL, removes. The store
 // fixes the expiry when it orders the write and every replica judges it
 // at its own clock (docs/expiry.md).
 
-// cmdExpire: EXPIRE key seconds, PEXPIRE key milliseconds. 1 if the key
-// exists and its TTL was set, else 0; a time that is not positive deletes
-// the key, as in Redis. The NX, XX, GT and LT options are not supported.
+// cmdExpire: EXPIRE key seconds, PEXPIRE key milliseconds, EXPIREAT key
+// unix-seconds, PEXPIREAT key unix-milliseconds. 1 if the key exists and
+// its expiry was set, else 0; a relative time that is not positive, or an
+// absolute one that is not, deletes the key, as in Redis (an absolute time
+// already past leaves it absent too). The NX, XX, GT and LT options are
+// not supported.
 func cmdExpire(x *call) {
 	if len(x.args) > 3 {
 		x.c.WriteError("ERR Unsupported option " + string(x.args[3]))
 		return
 	}
-	d, rerr := parseTTL(x.args[2], x.name == "expire", "ERR invalid expire time in '"+x.name+"' command")
+	seconds := x.name == "expire" || x.name == "expireat"
+	d, rerr := parseTTL(x.args[2], seconds, "ERR invalid expire time in '"+x.name+"' command")
 	if rerr != "" {
 		x.c.WriteError(rerr)
 		return
@@ -27,13 +31,13 @@ func cmdExpire(x *call) {
 		x.replyFlag(existed, err)
 		return
 	}
-	x.replyFlag(x.setTTL(d))
+	x.replyFlag(x.setExpiry(expiryOf(d, x.name == "expireat" || x.name == "pexpireat")))
 }
 
-// setTTL sets the key's TTL (0: none) if it exists, and reports whether it
-// did.
-func (x *call) setTTL(d time.Duration) (bool, error) {
-	r := x.s.kv.WriteEach(x.ctx, []Op{{Key: encKey(x.args[1]), SetTTL: true, Expiry: Expiry{TTL: d}}})
+// setExpiry sets the key's expiry (none: removes it) if it exists, and
+// reports whether it did.
+func (x *call) setExpiry(e Expiry) (bool, error) {
+	r := x.s.kv.WriteEach(x.ctx, []Op{{Key: encKey(x.args[1]), SetTTL: true, Expiry: e}})
 	return r[0].Existed, r[0].Err
 }
 
@@ -78,6 +82,6 @@ func cmdPersist(x *call) {
 	case !r[0].Found || r[0].TTL == 0:
 		x.c.WriteInt(0)
 	default:
-		x.replyFlag(x.setTTL(0))
+		x.replyFlag(x.setExpiry(Expiry{}))
 	}
 }

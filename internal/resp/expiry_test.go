@@ -66,7 +66,20 @@ func TestSetExpiryOptions(t *testing.T) {
 	} {
 		wantErr(t, rc.Do(ctx, append([]any{"SET", "k", "v"}, args...)...).Err(), "ERR syntax error")
 	}
-	wantErr(t, rc.Do(ctx, "SET", "k", "v", "EXAT", "1").Err(), "ERR SET option 'EXAT' is not supported")
+	for _, args := range [][]any{{"EXAT", "1", "EX", "1"}, {"PXAT", "1", "KEEPTTL"}} {
+		wantErr(t, rc.Do(ctx, append([]any{"SET", "k", "v"}, args...)...).Err(), "ERR syntax error")
+	}
+	wantErr(t, rc.Do(ctx, "SET", "k", "v", "EXAT", "0").Err(), "ERR invalid expire time in 'set' command")
+
+	// EXAT and PXAT are Unix times; one already past leaves no key.
+	kv.clock.Set(time.Unix(kv.clock.Now().Unix()+1, 0)) // a whole second
+	now := kv.clock.Now()
+	eq(t, must(rc.Do(ctx, "SET", "a", "v", "EXAT", now.Unix()+20).Text()), "OK")
+	eq(t, ttl("a"), 20)
+	eq(t, must(rc.Do(ctx, "SET", "a", "v", "PXAT", now.UnixMilli()+1500).Text()), "OK")
+	eq(t, pttl("a"), 1500)
+	eq(t, must(rc.Do(ctx, "SET", "a", "w", "PXAT", now.UnixMilli()-1, "GET").Text()), "v")
+	eq(t, ttl("a"), -2)
 }
 
 func wantNil(t *testing.T, err error) {
@@ -106,6 +119,23 @@ func TestExpireCommands(t *testing.T) {
 	wantErr(t, rc.Do(ctx, "EXPIRE", "p", "ten").Err(), "ERR value is not an integer or out of range")
 	wantErr(t, rc.Do(ctx, "EXPIRE", "p", "9999999999999999").Err(), "ERR invalid expire time in 'expire' command")
 	wantErr(t, rc.Do(ctx, "EXPIRE", "p", "10", "NX").Err(), "ERR Unsupported option NX")
+	wantErr(t, rc.Do(ctx, "PEXPIREAT", "p", "ten").Err(), "ERR value is not an integer or out of range")
+
+	// EXPIREAT and PEXPIREAT: Unix times; one already past removes the
+	// key.
+	kv.clock.Set(time.Unix(kv.clock.Now().Unix()+1, 0)) // a whole second
+	now := kv.clock.Now()
+	eq(t, do("EXPIREAT", "missing", now.Unix()+5), 0)
+	must(rc.Set(ctx, "p", "v", 0).Result())
+	eq(t, do("EXPIREAT", "p", now.Unix()+5), 1)
+	eq(t, ttl("p"), 5)
+	eq(t, do("PEXPIREAT", "p", now.UnixMilli()+250), 1)
+	eq(t, do("PTTL", "p"), 250)
+	eq(t, do("PEXPIREAT", "p", now.UnixMilli()-1), 1)
+	eq(t, ttl("p"), -2)
+	must(rc.Set(ctx, "p", "v", 0).Result())
+	eq(t, do("EXPIREAT", "p", 0), 1)
+	eq(t, ttl("p"), -2)
 
 	must(rc.Do(ctx, "SET", "c", "1", "EX", "100").Result())
 	eq(t, must(rc.Incr(ctx, "c").Result()), 2)

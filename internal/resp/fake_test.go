@@ -54,6 +54,8 @@ func (f *fakeKV) set(k, v []byte, e Expiry) {
 	case e.Keep && had:
 	case e.TTL > 0:
 		f.exp[string(k)] = f.clock.Now().Add(e.TTL)
+	case !e.At.IsZero():
+		f.exp[string(k)] = e.At
 	default:
 		delete(f.exp, string(k))
 	}

@@ -74,8 +74,8 @@ type Result struct {
 type Op struct {
 	Key, Value []byte
 	Delete     bool
-	// SetTTL: not a put; if the key holds a value, its TTL becomes
-	// Expiry.TTL (0: none) and the value stays.
+	// SetTTL: not a put; if the key holds a value, its expiry becomes
+	// Expiry's (none: removed) and the value stays.
 	SetTTL bool
 	// Expiry is a put's (Put, MSET: none, which clears a TTL).
 	Expiry Expiry
@@ -83,11 +83,15 @@ type Op struct {
 
 // Expiry says what a write does with its key's time to live. Values
 // expire at a time the store fixes when it orders the write, the same for
-// every reader.
+// every reader. At most one field is set; none: the value does not expire,
+// and a TTL the key had is cleared.
 type Expiry struct {
 	// TTL > 0: the value expires TTL after the write (whole
-	// milliseconds); 0: it does not, and a TTL the key had is cleared.
+	// milliseconds).
 	TTL time.Duration
+	// At: the value expires at this time (whole milliseconds); one
+	// already past leaves the key absent.
+	At time.Time
 	// Keep: keep the TTL of the key's current value (KEEPTTL, INCR, HSET).
 	Keep bool
 }

@@ -19,11 +19,12 @@ type setOptions struct {
 
 const errSetExpire = "ERR invalid expire time in 'set' command"
 
-// parseSetOptions reads NX, XX, GET, EX seconds, PX milliseconds and
-// KEEPTTL as Redis does: NX with XX, or two of EX, PX and KEEPTTL, is a
-// syntax error; a time that is not an integer is errNotInt, one that is
-// not positive (or too large for TideKV's TTLs, about 292 years) is
-// errSetExpire. It returns the error reply, if any.
+// parseSetOptions reads NX, XX, GET, EX seconds, PX milliseconds, EXAT
+// and PXAT (Unix time in seconds, milliseconds) and KEEPTTL as Redis does:
+// NX with XX, or two of the expiry options, is a syntax error; a time that
+// is not an integer is errNotInt, one that is not positive (or too large
+// for TideKV's, about 292 years) is errSetExpire. It returns the error
+// reply, if any.
 func parseSetOptions(args [][]byte) (setOptions, string) {
 	var o setOptions
 	timed := false
@@ -41,21 +42,19 @@ func parseSetOptions(args [][]byte) (setOptions, string) {
 				return o, errSyntax
 			}
 			o.expiry.Keep, timed = true, true
-		case "EX", "PX":
+		case "EX", "PX", "EXAT", "PXAT":
 			if timed || i+1 == len(args) {
 				return o, errSyntax
 			}
 			i++
-			d, rerr := parseTTL(args[i], opt == "EX", errSetExpire)
+			d, rerr := parseTTL(args[i], opt == "EX" || opt == "EXAT", errSetExpire)
 			if rerr != "" {
 				return o, rerr
 			}
 			if d <= 0 {
 				return o, errSetExpire
 			}
-			o.expiry.TTL, timed = d, true
-		case "EXAT", "PXAT":
-			return o, fmt.Sprintf("ERR SET option '%s' is not supported by TideKV: use EX or PX", opt)
+			o.expiry, timed = expiryOf(d, opt == "EXAT" || opt == "PXAT"), true
 		default:
 			return o, errSyntax
 		}
@@ -63,9 +62,17 @@ func parseSetOptions(args [][]byte) (setOptions, string) {
 	return o, ""
 }
 
-// parseTTL reads a time to live in seconds or milliseconds; it may be
-// zero or negative. Not an integer is errNotInt, too large for a
-// time.Duration is tooLarge.
+// expiryOf is an expiry d from now or, with at, d after the Unix epoch.
+func expiryOf(d time.Duration, at bool) Expiry {
+	if at {
+		return Expiry{At: time.Unix(0, 0).Add(d)}
+	}
+	return Expiry{TTL: d}
+}
+
+// parseTTL reads a time to live, or a Unix time, in seconds or
+// milliseconds; it may be zero or negative. Not an integer is errNotInt,
+// too large for a time.Duration is tooLarge.
 func parseTTL(arg []byte, seconds bool, tooLarge string) (time.Duration, string) {
 	n, err := strconv.ParseInt(string(arg), 10, 64)
 	if err != nil {

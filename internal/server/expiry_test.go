@@ -63,6 +63,11 @@ func TestExpiryEndToEnd(t *testing.T) {
 			{[]any{"EXPIRE", k + "p", "0"}, "1"},
 			{[]any{"EXISTS", k + "p"}, "0"},
 			{[]any{"SET", k, "v", "EX", "0"}, "ERR invalid expire time in 'set' command"},
+			{[]any{"SET", k + "q", "v", "PXAT", "1"}, "OK"}, // long past
+			{[]any{"EXISTS", k + "q"}, "0"},
+			{[]any{"SET", k + "q", "v", "EXAT", "4000000000"}, "OK"},
+			{[]any{"EXPIREAT", k + "q", "1"}, "1"},
+			{[]any{"EXISTS", k + "q"}, "0"},
 		} {
 			if got := do(s.cmd...); got != s.want {
 				t.Fatalf("%v = %q, want %q", s.cmd, got, s.want)
@@ -76,8 +81,8 @@ func TestExpiryEndToEnd(t *testing.T) {
 	if d, err := c.TTL(ctx, []byte("zc")); err != nil || d > time.Minute || d < 50*time.Second {
 		t.Fatalf("TTL(zc) = %v, %v", d, err)
 	}
-	if ok, err := c.Expire(ctx, []byte("zc"), 0); err != nil || !ok {
-		t.Fatalf("Expire(zc, 0) = %v, %v", ok, err)
+	if ok, err := c.Expire(ctx, []byte("zc"), client.Expiry{}); err != nil || !ok {
+		t.Fatalf("Expire(zc, none) = %v, %v", ok, err)
 	}
 	if d, err := c.TTL(ctx, []byte("zc")); err != nil || d != 0 {
 		t.Fatalf("TTL(zc) after removing it = %v, %v", d, err)

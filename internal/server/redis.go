@@ -208,7 +208,7 @@ func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 	}
 	if k.leads(key) {
 		req := &tidekvpb.CompareAndSetRequest{Key: key, ExpectExists: expected != nil, Delete: newValue == nil,
-			TtlMs: raftstore.TTLMillis(e.TTL), KeepTtl: e.Keep}
+			TtlMs: raftstore.TTLMillis(e.TTL), ExpireAtMs: unixMillis(e.At), KeepTtl: e.Keep}
 		if expected != nil {
 			req.ExpectedValue = *expected
 		}
@@ -262,17 +262,26 @@ func (k *redisKV) checkExpiry(ops ...resp.Op) error {
 		return nil
 	}
 	for _, op := range ops {
-		if op.Expiry.TTL != 0 || op.SetTTL {
+		if op.Expiry.TTL != 0 || !op.Expiry.At.IsZero() || op.SetTTL {
 			return fmt.Errorf("%w: a TTL needs Raft log version %d on every node", raftstore.ErrLogVersion, raftstore.LogVersionExpiry)
 		}
 	}
 	return nil
 }
 
+// unixMillis is an expiry time on the wire (0: none).
+func unixMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
 func writeRequest(ops []resp.Op) *tidekvpb.WriteRequest {
 	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
 	for i, op := range ops {
-		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value, TtlMs: raftstore.TTLMillis(op.Expiry.TTL), KeepTtl: op.Expiry.Keep}
+		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value, TtlMs: raftstore.TTLMillis(op.Expiry.TTL), ExpireAtMs: unixMillis(op.Expiry.At),
+			KeepTtl: op.Expiry.Keep}
 		switch {
 		case op.Delete:
 			w.Kind, w.Value = tidekvpb.WriteOp_DELETE, nil
