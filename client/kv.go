@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
@@ -15,22 +16,36 @@ import (
 // KeyValue is one key and its value.
 type KeyValue struct{ Key, Value []byte }
 
-// Op is one operation of an atomic Write: a put of Value, or a delete.
+// Op is one operation of an atomic Write: a put of Value, or a delete, or
+// (SetTTL) a change of the key's TTL.
 type Op struct {
 	Key, Value []byte
 	Delete     bool
+	// SetTTL: not a put; if the key exists, its expiry becomes Expiry's
+	// (none: removed) and its value stays (Redis EXPIRE, PERSIST).
+	SetTTL bool
+	// Expiry is a put's TTL (expiry.go).
+	Expiry Expiry
 }
 
 // GetResult is the outcome for one key of a BatchGet.
 type GetResult struct {
 	Value []byte
 	Found bool
+	// TTL is the value's remaining time to live (0: it does not expire).
+	TTL time.Duration
 }
 
 // Get returns the value of key, or an error wrapping ErrNotFound. opts
 // choose the read mode (Linearizable, Bounded, Any; default
 // Config.DefaultRead).
 func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, error) {
+	resp, err := c.get(ctx, key, opts)
+	return resp.GetValue(), err
+}
+
+// get reads key; a key not found is an error wrapping ErrNotFound.
+func (c *Client) get(ctx context.Context, key []byte, opts []ReadOption) (*tidekvpb.GetResponse, error) {
 	ro, err := c.readOption("get", opts)
 	if err != nil {
 		return nil, err
@@ -49,16 +64,25 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byt
 	if !resp.GetFound() {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
 	}
-	return resp.GetValue(), nil
+	return resp, nil
 }
 
 // Put sets key to value. It is retried while the cluster says it was not
 // applied (redirects, overload, connection refused); once an attempt's
 // outcome is unknown it returns ErrAmbiguous rather than retry, because a
 // late-applied first attempt plus a retry would write the value twice,
-// around other clients' writes.
+// around other clients' writes. A TTL the key had is cleared.
 func (c *Client) Put(ctx context.Context, key, value []byte) error {
-	req := &tidekvpb.PutRequest{Key: key, Value: value}
+	return c.PutTTL(ctx, key, value, 0)
+}
+
+// PutTTL is Put of a value that expires ttl after the write (0: never).
+func (c *Client) PutTTL(ctx context.Context, key, value []byte, ttl time.Duration) error {
+	ms, _, err := Expiry{TTL: ttl}.wire()
+	if err != nil {
+		return err
+	}
+	req := &tidekvpb.PutRequest{Key: key, Value: value, TtlMs: ms}
 	return c.invoke(ctx, &rpc{op: "put", key: key,
 		call: func(ctx context.Context, nc *nodeConn) error {
 			_, err := nc.kv.Put(ctx, req)
@@ -232,7 +256,7 @@ func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, ou
 	}
 	for j, i := range idx {
 		r := resp.GetResults()[j]
-		out[i] = GetResult{Value: r.GetValue(), Found: r.GetFound()}
+		out[i] = GetResult{Value: r.GetValue(), Found: r.GetFound(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond}
 	}
 	return nil
 }
@@ -243,13 +267,17 @@ func (c *Client) Write(ctx context.Context, ops []Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	_, err := c.write(ctx, writeRequest(ops))
+	req, err := writeRequest(ops)
+	if err != nil {
+		return err
+	}
+	_, err = c.write(ctx, req)
 	return err
 }
 
 // OpResult is the outcome of one op of a WriteEach.
 type OpResult struct {
-	// Existed: a deleted key held a value before the delete.
+	// Existed: the key of a delete or a SetTTL op held a value before it.
 	Existed bool
 	Err     error
 }
@@ -299,14 +327,16 @@ func (c *Client) writeEachGroup(ctx context.Context, ops []Op, keys [][]byte, id
 	for j, i := range idx {
 		sub[j], span[j] = ops[i], keys[i]
 	}
-	req := writeRequest(sub)
-	req.WantExisted = slices.ContainsFunc(sub, func(op Op) bool { return op.Delete })
+	req, err := writeRequest(sub)
 	var resp *tidekvpb.WriteResponse
-	err := c.invoke(ctx, &rpc{op: "write", key: span[0], span: span,
-		call: func(ctx context.Context, nc *nodeConn) (err error) {
-			resp, err = nc.kv.Write(ctx, req)
-			return err
-		}})
+	if err == nil {
+		req.WantExisted = slices.ContainsFunc(sub, func(op Op) bool { return op.Delete || op.SetTTL })
+		err = c.invoke(ctx, &rpc{op: "write", key: span[0], span: span,
+			call: func(ctx context.Context, nc *nodeConn) (err error) {
+				resp, err = nc.kv.Write(ctx, req)
+				return err
+			}})
+	}
 	if errors.Is(err, errSpanChanged) && depth < maxRegroups {
 		c.writeEach(ctx, ops, keys, idx, out, depth+1)
 		return
@@ -347,7 +377,10 @@ type WriteResult struct {
 // WriteGuarded applies ops atomically under g, in one round trip, and
 // reports what it found. Like Write, all keys must lie in one range.
 func (c *Client) WriteGuarded(ctx context.Context, ops []Op, g Guard) (WriteResult, error) {
-	req := writeRequest(ops)
+	req, err := writeRequest(ops)
+	if err != nil {
+		return WriteResult{}, err
+	}
 	req.WantExisted = true
 	req.Guard = &tidekvpb.WriteGuard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd}
 	resp, err := c.write(ctx, req)
@@ -358,17 +391,23 @@ func (c *Client) WriteGuarded(ctx context.Context, ops []Op, g Guard) (WriteResu
 		GuardCurrent: resp.GetGuardCurrent(), Existed: resp.GetExisted()}, nil
 }
 
-func writeRequest(ops []Op) *tidekvpb.WriteRequest {
+func writeRequest(ops []Op) (*tidekvpb.WriteRequest, error) {
 	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
 	for i, op := range ops {
-		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value}
-		if op.Delete {
-			w.Kind = tidekvpb.WriteOp_DELETE
-			w.Value = nil
+		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value, KeepTtl: op.Expiry.Keep}
+		var err error
+		if w.TtlMs, w.ExpireAtMs, err = op.Expiry.wire(); err != nil {
+			return nil, err
+		}
+		switch {
+		case op.Delete:
+			w.Kind, w.Value = tidekvpb.WriteOp_DELETE, nil
+		case op.SetTTL:
+			w.Kind, w.Value = tidekvpb.WriteOp_EXPIRE, nil
 		}
 		req.Ops[i] = w
 	}
-	return req
+	return req, nil
 }
 
 // write sends req to the leaseholder of its keys' range.
@@ -411,7 +450,17 @@ func (c *Client) write(ctx context.Context, req *tidekvpb.WriteRequest) (*tidekv
 // operation. It is never retried once it may have reached a server: an
 // unknown outcome returns an error wrapping ErrAmbiguous.
 func (c *Client) CompareAndSet(ctx context.Context, key []byte, expected *[]byte, newValue *[]byte) (swapped bool, current []byte, currentExists bool, err error) {
-	req := &tidekvpb.CompareAndSetRequest{Key: key}
+	return c.CompareAndSetTTL(ctx, key, expected, newValue, Expiry{})
+}
+
+// CompareAndSetTTL is CompareAndSet whose new value has the expiry e. A key
+// whose value has expired is absent.
+func (c *Client) CompareAndSetTTL(ctx context.Context, key []byte, expected *[]byte, newValue *[]byte, e Expiry) (swapped bool, current []byte, currentExists bool, err error) {
+	ms, atMs, err := e.wire()
+	if err != nil {
+		return false, nil, false, err
+	}
+	req := &tidekvpb.CompareAndSetRequest{Key: key, TtlMs: ms, ExpireAtMs: atMs, KeepTtl: e.Keep}
 	if expected != nil {
 		req.ExpectExists = true
 		req.ExpectedValue = *expected

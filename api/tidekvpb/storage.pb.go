@@ -534,9 +534,18 @@ func (x *MetaCommand) GetRaiseLogVersion() uint32 {
 type LogWrite struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Was WriteOp.kind (PUT = 0, DELETE = 1): the same varint on the wire.
-	Delete        bool   `protobuf:"varint,1,opt,name=delete,proto3" json:"delete,omitempty"`
-	Key           []byte `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Delete bool   `protobuf:"varint,1,opt,name=delete,proto3" json:"delete,omitempty"`
+	Key    []byte `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value  []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// Log version 5 (expiry, docs/expiry.md); each needs the versioned
+	// layout. A put's value expires at this HLC wall time in nanoseconds
+	// (0: never); with expire, the key's new expiry (0: none).
+	ExpiresAt int64 `protobuf:"varint,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// A put keeps the expiry of the key's live value (Redis KEEPTTL).
+	KeepTtl bool `protobuf:"varint,5,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	// Not a put: rewrite the key's live value with expires_at, or write
+	// nothing if the key has none (Redis EXPIRE, PERSIST).
+	Expire        bool `protobuf:"varint,6,opt,name=expire,proto3" json:"expire,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -592,6 +601,27 @@ func (x *LogWrite) GetValue() []byte {
 	return nil
 }
 
+func (x *LogWrite) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *LogWrite) GetKeepTtl() bool {
+	if x != nil {
+		return x.KeepTtl
+	}
+	return false
+}
+
+func (x *LogWrite) GetExpire() bool {
+	if x != nil {
+		return x.Expire
+	}
+	return false
+}
+
 // LogCompareAndSet writes new_value (or deletes, with delete) if the key's
 // existence and value are as expected.
 type LogCompareAndSet struct {
@@ -601,6 +631,9 @@ type LogCompareAndSet struct {
 	ExpectedValue []byte                 `protobuf:"bytes,3,opt,name=expected_value,json=expectedValue,proto3" json:"expected_value,omitempty"`
 	NewValue      []byte                 `protobuf:"bytes,4,opt,name=new_value,json=newValue,proto3" json:"new_value,omitempty"`
 	Delete        bool                   `protobuf:"varint,5,opt,name=delete,proto3" json:"delete,omitempty"`
+	// Log version 5: new_value's expiry and keep_ttl, as in LogWrite.
+	ExpiresAt     int64 `protobuf:"varint,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	KeepTtl       bool  `protobuf:"varint,7,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -666,6 +699,20 @@ func (x *LogCompareAndSet) GetNewValue() []byte {
 func (x *LogCompareAndSet) GetDelete() bool {
 	if x != nil {
 		return x.Delete
+	}
+	return false
+}
+
+func (x *LogCompareAndSet) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *LogCompareAndSet) GetKeepTtl() bool {
+	if x != nil {
+		return x.KeepTtl
 	}
 	return false
 }
@@ -1140,17 +1187,24 @@ const file_storage_proto_rawDesc = "" +
 	"\fupdate_range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\vupdateRange\x120\n" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
 	"setSetting\x12*\n" +
-	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\"J\n" +
+	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\"\x9c\x01\n" +
 	"\bLogWrite\x12\x16\n" +
 	"\x06delete\x18\x01 \x01(\bR\x06delete\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"\xa5\x01\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\x03R\texpiresAt\x12\x19\n" +
+	"\bkeep_ttl\x18\x05 \x01(\bR\akeepTtl\x12\x16\n" +
+	"\x06expire\x18\x06 \x01(\bR\x06expire\"\xdf\x01\n" +
 	"\x10LogCompareAndSet\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\rexpect_exists\x18\x02 \x01(\bR\fexpectExists\x12%\n" +
 	"\x0eexpected_value\x18\x03 \x01(\fR\rexpectedValue\x12\x1b\n" +
 	"\tnew_value\x18\x04 \x01(\fR\bnewValue\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete\"p\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\x03R\texpiresAt\x12\x19\n" +
+	"\bkeep_ttl\x18\a \x01(\bR\akeepTtl\"p\n" +
 	"\bLogGuard\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1f\n" +

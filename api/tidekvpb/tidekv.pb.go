@@ -280,6 +280,10 @@ type WriteOp_Kind int32
 const (
 	WriteOp_PUT    WriteOp_Kind = 0
 	WriteOp_DELETE WriteOp_Kind = 1
+	// Set the TTL of the key to ttl_ms, or remove it with ttl_ms 0, if the
+	// key exists; its value stays. With want_existed, existed says whether
+	// it did. Needs log version 5 on every node (docs/expiry.md).
+	WriteOp_EXPIRE WriteOp_Kind = 2
 )
 
 // Enum value maps for WriteOp_Kind.
@@ -287,10 +291,12 @@ var (
 	WriteOp_Kind_name = map[int32]string{
 		0: "PUT",
 		1: "DELETE",
+		2: "EXPIRE",
 	}
 	WriteOp_Kind_value = map[string]int32{
 		"PUT":    0,
 		"DELETE": 1,
+		"EXPIRE": 2,
 	}
 )
 
@@ -863,8 +869,11 @@ type GetResponse struct {
 	// whose cached descriptor is older reloads it: replicas placement added
 	// (adaptive learners) cause no routing error to tell it.
 	RangeGeneration uint64 `protobuf:"varint,3,opt,name=range_generation,json=rangeGeneration,proto3" json:"range_generation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The value's remaining time to live in milliseconds, rounded up, as the
+	// serving replica's clock judges it; 0: it does not expire.
+	TtlMs         int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetResponse) Reset() {
@@ -918,10 +927,19 @@ func (x *GetResponse) GetRangeGeneration() uint64 {
 	return 0
 }
 
+func (x *GetResponse) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
 type PutRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// The key expires ttl_ms milliseconds after the write (0: never).
+	TtlMs         int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,6 +986,13 @@ func (x *PutRequest) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *PutRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
 }
 
 type PutResponse struct {
@@ -1351,10 +1376,22 @@ func (x *BatchGetResponse) GetRangeGeneration() uint64 {
 }
 
 type WriteOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          WriteOp_Kind           `protobuf:"varint,1,opt,name=kind,proto3,enum=tidekv.WriteOp_Kind" json:"kind,omitempty"`
-	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  WriteOp_Kind           `protobuf:"varint,1,opt,name=kind,proto3,enum=tidekv.WriteOp_Kind" json:"kind,omitempty"`
+	Key   []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// PUT: the key expires ttl_ms milliseconds after the write's timestamp
+	// (0: never, and a previous TTL is cleared); EXPIRE: the new TTL. Not
+	// negative. Needs log version 5 when set.
+	TtlMs int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// PUT: keep the TTL of the key's current value instead (Redis KEEPTTL);
+	// excludes ttl_ms.
+	KeepTtl bool `protobuf:"varint,5,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	// PUT, EXPIRE: the key expires at this Unix time in milliseconds, by the
+	// cluster's clocks, instead of after ttl_ms (Redis EXAT, PXAT,
+	// EXPIREAT); a time already past leaves the key absent. Excludes ttl_ms
+	// and keep_ttl. Needs log version 5.
+	ExpireAtMs    int64 `protobuf:"varint,6,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1408,6 +1445,27 @@ func (x *WriteOp) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *WriteOp) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *WriteOp) GetKeepTtl() bool {
+	if x != nil {
+		return x.KeepTtl
+	}
+	return false
+}
+
+func (x *WriteOp) GetExpireAtMs() int64 {
+	if x != nil {
+		return x.ExpireAtMs
+	}
+	return 0
 }
 
 // Write applies all ops atomically; every key must lie in one range.
@@ -1555,6 +1613,10 @@ type CompareAndSetRequest struct {
 	ExpectedValue []byte                 `protobuf:"bytes,3,opt,name=expected_value,json=expectedValue,proto3" json:"expected_value,omitempty"`
 	NewValue      []byte                 `protobuf:"bytes,4,opt,name=new_value,json=newValue,proto3" json:"new_value,omitempty"`
 	Delete        bool                   `protobuf:"varint,5,opt,name=delete,proto3" json:"delete,omitempty"`
+	// new_value's TTL, keep_ttl and expire_at_ms, as in WriteOp's PUT.
+	TtlMs         int64 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	KeepTtl       bool  `protobuf:"varint,7,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	ExpireAtMs    int64 `protobuf:"varint,8,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1622,6 +1684,27 @@ func (x *CompareAndSetRequest) GetDelete() bool {
 		return x.Delete
 	}
 	return false
+}
+
+func (x *CompareAndSetRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *CompareAndSetRequest) GetKeepTtl() bool {
+	if x != nil {
+		return x.KeepTtl
+	}
+	return false
+}
+
+func (x *CompareAndSetRequest) GetExpireAtMs() int64 {
+	if x != nil {
+		return x.ExpireAtMs
+	}
+	return 0
 }
 
 type CompareAndSetResponse struct {
@@ -5610,15 +5693,17 @@ const file_tidekv_proto_rawDesc = "" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"d\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"{\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
-	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"4\n" +
+	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"K\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\r\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\"\r\n" +
 	"\vPutResponse\"!\n" +
 	"\rDeleteRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\"*\n" +
@@ -5641,15 +5726,21 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"l\n" +
 	"\x10BatchGetResponse\x12-\n" +
 	"\aresults\x18\x01 \x03(\v2\x13.tidekv.GetResponseR\aresults\x12)\n" +
-	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\"x\n" +
+	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\"\xd8\x01\n" +
 	"\aWriteOp\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.tidekv.WriteOp.KindR\x04kind\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"\x1b\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x19\n" +
+	"\bkeep_ttl\x18\x05 \x01(\bR\akeepTtl\x12 \n" +
+	"\fexpire_at_ms\x18\x06 \x01(\x03R\n" +
+	"expireAtMs\"'\n" +
 	"\x04Kind\x12\a\n" +
 	"\x03PUT\x10\x00\x12\n" +
 	"\n" +
-	"\x06DELETE\x10\x01\"~\n" +
+	"\x06DELETE\x10\x01\x12\n" +
+	"\n" +
+	"\x06EXPIRE\x10\x02\"~\n" +
 	"\fWriteRequest\x12!\n" +
 	"\x03ops\x18\x01 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\x12(\n" +
 	"\x05guard\x18\x02 \x01(\v2\x12.tidekv.WriteGuardR\x05guard\x12!\n" +
@@ -5658,13 +5749,17 @@ const file_tidekv_proto_rawDesc = "" +
 	"\aexisted\x18\x01 \x03(\bR\aexisted\x12!\n" +
 	"\fguard_failed\x18\x02 \x01(\bR\vguardFailed\x12#\n" +
 	"\rguard_existed\x18\x03 \x01(\bR\fguardExisted\x12#\n" +
-	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\xa9\x01\n" +
+	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\xfd\x01\n" +
 	"\x14CompareAndSetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\rexpect_exists\x18\x02 \x01(\bR\fexpectExists\x12%\n" +
 	"\x0eexpected_value\x18\x03 \x01(\fR\rexpectedValue\x12\x1b\n" +
 	"\tnew_value\x18\x04 \x01(\fR\bnewValue\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete\"\x81\x01\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x19\n" +
+	"\bkeep_ttl\x18\a \x01(\bR\akeepTtl\x12 \n" +
+	"\fexpire_at_ms\x18\b \x01(\x03R\n" +
+	"expireAtMs\"\x81\x01\n" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12%\n" +
 	"\x0ecurrent_exists\x18\x02 \x01(\bR\rcurrentExists\x12#\n" +

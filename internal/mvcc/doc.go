@@ -11,7 +11,10 @@
 // escape(k) 0x00 0x01 ^encode(t), so under the engines' bytewise order user
 // keys keep their order, a key's versions are contiguous, and the newest
 // comes first; its value is a two-byte header (format, flags: tombstone,
-// and room for a transaction's intent) then the user's value.
+// expires, and room for a transaction's intent), the expiry if it has one,
+// then the user's value. A value expires at an absolute HLC wall time: a
+// read at or after it finds no value (Version.LiveAt, Scan, ScanNewest),
+// so readers at one time agree; the version stays stored until GC.
 //
 // The package is given user keys and spans and knows nothing of ranges,
 // Raft or the engine's other key classes; a caller that shares an engine

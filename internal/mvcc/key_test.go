@@ -93,6 +93,10 @@ func TestDecodeValueRefusesWhatItDoesNotKnow(t *testing.T) {
 		{[]byte{2, 0, 'x'}, "format 2, this binary reads format 1"},
 		{[]byte{formatV1, 0x02, 'x'}, "bits this binary does not know (0x02)"},
 		{[]byte{formatV1, flagTombstone, 'x'}, "a tombstone carrying 1 bytes"},
+		{[]byte{formatV1, flagTombstone | flagExpires}, "a tombstone with an expiry"},
+		{[]byte{formatV1, flagExpires, 0, 0, 0}, "shorter than its expiry"},
+		{[]byte{formatV1, flagExpires, 0, 0, 0, 0, 0, 0, 0, 0, 'x'}, "expiry 0 is not positive"},
+		{[]byte{formatV1, flagExpires, 0x80, 0, 0, 0, 0, 0, 0, 0}, "is not positive"},
 	} {
 		_, _, err := decodeValue(tc.raw)
 		if !errors.Is(err, ErrInvalidValue) || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {

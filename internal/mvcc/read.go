@@ -25,17 +25,26 @@ type Version struct {
 	Value []byte
 	// Tombstone: the version is a delete, so the read finds no value.
 	Tombstone bool
+	// ExpiresAt is when the value expires, HLC wall time in nanoseconds;
+	// 0: never.
+	ExpiresAt int64
 }
 
-// Found reports whether the read sees a value.
+// Found reports whether the version holds a value, expired or not.
 func (v Version) Found() bool { return !v.Timestamp.IsZero() && !v.Tombstone }
+
+// LiveAt reports whether a read at wall time now sees the value: it is
+// found and has not expired.
+func (v Version) LiveAt(now int64) bool { return v.Found() && !expired(v.ExpiresAt, now) }
 
 // keyBufs holds engine-key buffers, so a point read's only allocation is
 // the value it returns (engines copy bounds and written keys).
 var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // Get returns the newest version of key at or below ts: the first engine
-// key at or after the version at ts itself, within the key's versions. On
+// key at or after the version at ts itself, within the key's versions. An
+// expiring version is returned as it is, expired or not: the caller, which
+// may need its timestamp either way, asks LiveAt whether it is seen. On
 // a reader that can find it without an iterator (storage.FirstGetter:
 // Pebble) the value's copy is the only allocation.
 func Get(r storage.Reader, key []byte, ts hlc.Timestamp) (Version, error) {
@@ -57,7 +66,7 @@ func Get(r storage.Reader, key []byte, ts hlc.Timestamp) (Version, error) {
 		if err != nil {
 			return Version{}, fmt.Errorf("%w (key %q)", err, k)
 		}
-		return Version{Timestamp: versionTimestamp(k), Value: val, Tombstone: tomb}, nil
+		return Version{Timestamp: versionTimestamp(k), Value: val, Tombstone: tomb, ExpiresAt: expiresAt(raw)}, nil
 	}
 	it, err := r.NewIter(seek, end)
 	if err != nil {
@@ -76,7 +85,7 @@ func readVersion(it storage.Iterator) (Version, error) {
 	if err != nil {
 		return Version{}, fmt.Errorf("%w (key %q)", err, it.Key())
 	}
-	v := Version{Timestamp: versionTimestamp(it.Key()), Tombstone: tomb}
+	v := Version{Timestamp: versionTimestamp(it.Key()), Tombstone: tomb, ExpiresAt: expiresAt(it.Value())}
 	if !tomb {
 		v.Value = append(make([]byte, 0, len(val)), val...)
 	}
@@ -87,6 +96,7 @@ func readVersion(it storage.Iterator) (Version, error) {
 type KeyValue struct {
 	Key, Value []byte
 	Timestamp  hlc.Timestamp
+	ExpiresAt  int64 // as in Version
 }
 
 // Scan reads the keys in [start, end) (empty end: no bound) as of ts, in
@@ -97,10 +107,23 @@ type KeyValue struct {
 // is nil when the span is done. Each returned key and value share one
 // allocation.
 //
+// A key whose value expired at or before ts's wall time is skipped too.
+//
 // A key's versions newer than ts are skipped by one seek, not stepped
 // through; after the version read, one step reaches the next key when the
 // key had no older version, else one seek passes them all.
 func Scan(r storage.Reader, start, end []byte, ts hlc.Timestamp, limit, maxBytes int) (kvs []KeyValue, resume []byte, err error) {
+	return scan(r, start, end, ts, ts.WallTime, limit, maxBytes)
+}
+
+// ScanNewest is Scan of every key's newest version, whatever its
+// timestamp, skipping values expired at wall time now: a read at "latest"
+// whose reader judges expiry by its own clock.
+func ScanNewest(r storage.Reader, start, end []byte, now int64, limit, maxBytes int) (kvs []KeyValue, resume []byte, err error) {
+	return scan(r, start, end, hlc.MaxTimestamp, now, limit, maxBytes)
+}
+
+func scan(r storage.Reader, start, end []byte, ts hlc.Timestamp, now int64, limit, maxBytes int) (kvs []KeyValue, resume []byte, err error) {
 	if limit <= 0 || maxBytes <= 0 {
 		return nil, nil, fmt.Errorf("%w: a scan's key limit and byte budget must be positive, got %d and %d", ErrInvalidArgument, limit, maxBytes)
 	}
@@ -131,12 +154,12 @@ func Scan(r storage.Reader, start, end []byte, ts hlc.Timestamp, limit, maxBytes
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w (key %q)", err, it.Key())
 		}
-		if !tomb {
+		if exp := expiresAt(it.Value()); !tomb && !expired(exp, now) {
 			esc := c.esc()
 			buf := appendUnescaped(make([]byte, 0, unescapedLen(esc)+len(val)), esc)
 			k := len(buf)
 			buf = append(buf, val...)
-			kvs = append(kvs, KeyValue{Key: buf[:k:k], Value: buf[k:], Timestamp: versionTimestamp(it.Key())})
+			kvs = append(kvs, KeyValue{Key: buf[:k:k], Value: buf[k:], Timestamp: versionTimestamp(it.Key()), ExpiresAt: exp})
 			size += len(buf)
 		}
 		ok = c.nextKey()

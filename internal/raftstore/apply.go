@@ -258,10 +258,13 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 				res.write.Existed = append(res.write.Existed, found)
 			}
 		}
-		if op.GetDelete() {
+		switch {
+		case op.GetDelete():
 			data.del(op.GetKey())
-		} else {
-			data.put(op.GetKey(), op.GetValue())
+		case op.GetExpire():
+			data.expire(op.GetKey(), op.GetExpiresAt())
+		default:
+			data.put(op.GetKey(), op.GetValue(), ttl{expiresAt: op.GetExpiresAt(), keep: op.GetKeepTtl()})
 		}
 		r.written.Add(uint64(len(op.GetKey()) + len(op.GetValue())))
 	}
@@ -304,7 +307,7 @@ func (r *Replica) applyCASLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) appl
 		if c.GetDelete() {
 			data.del(c.GetKey())
 		} else {
-			data.put(c.GetKey(), c.GetNewValue())
+			data.put(c.GetKey(), c.GetNewValue(), ttl{expiresAt: c.GetExpiresAt(), keep: c.GetKeepTtl()})
 			r.written.Add(uint64(len(c.GetKey()) + len(c.GetNewValue())))
 		}
 	}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/storage"
+	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
 
 func applyMustGet(t *testing.T, r interface {
@@ -120,7 +122,12 @@ func TestApplyBatchOverlay(t *testing.T) {
 // evaluate commands against its descriptor, with its data in the given
 // layout.
 func bareReplica(eng storage.Engine, start, end string, versioned bool) *Replica {
-	r := &Replica{rangeID: 2, store: &Store{eng: eng}}
+	// Reads judge expiry by the store's clock: one that reads 0 here.
+	clock, err := hlc.NewClock(manualclock.New(time.Unix(0, 0)), time.Second)
+	if err != nil {
+		panic(err)
+	}
+	r := &Replica{rangeID: 2, store: &Store{eng: eng, hlc: clock}}
 	var e []byte
 	if end != "" {
 		e = []byte(end)

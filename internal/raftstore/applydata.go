@@ -16,22 +16,37 @@ import (
 // range's layout. Write and CAS commands evaluate against it; engine
 // errors are fatal, as for any apply step.
 type rangeData interface {
+	// get reads key's live value: one that has not expired at the
+	// command's timestamp.
 	get(key []byte) (value []byte, found bool)
-	put(key, value []byte)
+	put(key, value []byte, t ttl)
 	del(key []byte)
+	// expire rewrites key's live value to expire at expiresAt (0: never)
+	// and reports whether it had one.
+	expire(key []byte, expiresAt int64) bool
 	// clear deletes every key in [start, end).
 	clear(start, end []byte)
 }
 
+// ttl is what a put does with its key's expiry.
+type ttl struct {
+	expiresAt int64 // HLC wall nanoseconds; 0: the value does not expire
+	keep      bool  // keep the live value's expiry instead
+}
+
 // dataLocked returns the range's data for applying cmd. A versioned range
 // refuses a command without a timestamp (proposed by a node that had not
-// learnt log version 4 before the migration applied), the same way on
-// every replica.
+// learnt log version 4 before the migration applied), and an unversioned
+// one a command that uses expiry (proposed while its migration was on its
+// way), the same way on every replica.
 func (r *Replica) dataLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) (rangeData, error) {
 	if !isMVCC(r.mu.state) {
+		if usesExpiry(cmd) {
+			return nil, fmt.Errorf("%w: range %d has not moved to the versioned layout, which expiry needs: retry", ErrLogVersion, r.rangeID)
+		}
 		return unversionedData{ab: ab, r: r}, nil
 	}
-	ts := commandTimestamp(cmd)
+	ts := commandTimestamp(cmd.GetTimestamp())
 	if ts.IsZero() {
 		return nil, fmt.Errorf("%w: range %d holds versioned data and the write carries no timestamp (its proposer had not learnt log version %d): retry",
 			ErrLogVersion, r.rangeID, LogVersionMVCC)
@@ -56,16 +71,20 @@ type unversionedData struct {
 
 func (u unversionedData) key(k []byte) []byte { return keys.DataKey(u.r.rangeID, k) }
 
-func (u unversionedData) get(k []byte) ([]byte, bool) { return u.ab.mustGet(u.r, u.key(k)) }
-func (u unversionedData) put(k, v []byte)             { u.r.mustWrite(u.ab.set(u.key(k), v)) }
-func (u unversionedData) del(k []byte)                { u.r.mustWrite(u.ab.del(u.key(k))) }
-func (u unversionedData) clear(start, end []byte)     { u.ab.clearSpan(u.r, u.key(start), u.key(end)) }
+// Commands that set an expiry never reach it (dataLocked), so its values
+// never expire and keeping a TTL is a plain put.
+func (u unversionedData) get(k []byte) ([]byte, bool)   { return u.ab.mustGet(u.r, u.key(k)) }
+func (u unversionedData) put(k, v []byte, _ ttl)        { u.r.mustWrite(u.ab.set(u.key(k), v)) }
+func (u unversionedData) del(k []byte)                  { u.r.mustWrite(u.ab.del(u.key(k))) }
+func (u unversionedData) expire(k []byte, _ int64) bool { _, found := u.get(k); return found }
+func (u unversionedData) clear(start, end []byte)       { u.ab.clearSpan(u.r, u.key(start), u.key(end)) }
 
 // versionedData: mvcc versions of keys.VersionedKey, written at the
 // command's timestamp ts or, when the key already has a version at or
 // above it, just after that version: a write proposed earlier may apply
 // later, and "latest" must be what was applied last (a blind write is
-// never too old to land, docs/transactions.md "Write timestamp").
+// never too old to land, docs/transactions.md "Write timestamp"). Values
+// expire as judged at ts's wall time, whatever timestamp the version gets.
 type versionedData struct {
 	ab *applyBatch
 	r  *Replica
@@ -96,16 +115,39 @@ func (v versionedData) newest(k []byte) mvcc.Version {
 
 func (v versionedData) get(k []byte) ([]byte, bool) {
 	ver := v.newest(k)
-	return ver.Value, ver.Found()
+	if !ver.LiveAt(v.ts.WallTime) {
+		return nil, false
+	}
+	return ver.Value, true
 }
 
-func (v versionedData) put(k, val []byte) { v.write(k, val, false) }
-func (v versionedData) del(k []byte)      { v.write(k, nil, true) }
+func (v versionedData) put(k, val []byte, t ttl) {
+	exp := t.expiresAt
+	if t.keep {
+		if cur := v.newest(k); cur.LiveAt(v.ts.WallTime) {
+			exp = cur.ExpiresAt
+		}
+	}
+	v.write(k, val, exp, false)
+}
 
-func (v versionedData) write(k, val []byte, tombstone bool) {
+func (v versionedData) del(k []byte) { v.write(k, nil, 0, true) }
+
+// expire writes the live value again with the new expiry: a new version,
+// so it orders with other writes of the key like any put.
+func (v versionedData) expire(k []byte, expiresAt int64) bool {
+	cur := v.newest(k)
+	if !cur.LiveAt(v.ts.WallTime) {
+		return false
+	}
+	v.write(k, cur.Value, expiresAt, false)
+	return true
+}
+
+func (v versionedData) write(k, val []byte, expiresAt int64, tombstone bool) {
 	cur := v.newest(k)
 	if tombstone && !cur.Found() {
-		return // nothing to delete: a tombstone would change no read
+		return // nothing to delete: a tombstone would change no read (an expired value gets one, which GC can use)
 	}
 	ts := v.ts
 	if !cur.Timestamp.Less(ts) {
@@ -115,9 +157,9 @@ func (v versionedData) write(k, val []byte, tombstone bool) {
 	if tombstone {
 		v.r.mustWrite(mvcc.Delete(v.ab.b, vk, ts))
 	} else {
-		v.r.mustWrite(mvcc.Put(v.ab.b, vk, ts, val))
+		v.r.mustWrite(mvcc.PutExpiring(v.ab.b, vk, ts, val, expiresAt))
 	}
-	v.ab.versions[string(vk)] = mvcc.Version{Timestamp: ts, Value: val, Tombstone: tombstone}
+	v.ab.versions[string(vk)] = mvcc.Version{Timestamp: ts, Value: val, Tombstone: tombstone, ExpiresAt: expiresAt}
 }
 
 // clear deletes the live keys of [start, end) as the batch sees them:
@@ -134,7 +176,7 @@ func (v versionedData) clear(start, end []byte) {
 	}
 	lo, hi := keys.VersionedKey(start), keys.VersionedKey(end)
 	for from := lo; from != nil; {
-		kvs, resume, err := mvcc.Scan(v.ab.eng, from, hi, hlc.MaxTimestamp, 1024, 1<<20)
+		kvs, resume, err := mvcc.ScanNewest(v.ab.eng, from, hi, v.ts.WallTime, 1024, 1<<20)
 		v.r.mustWrite(err)
 		for _, kv := range kvs {
 			ks = append(ks, keys.UserKey(kv.Key))

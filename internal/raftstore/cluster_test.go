@@ -136,6 +136,12 @@ func (tc *testCluster) put(key, value string) {
 	tc.t.Fatalf("put %s: timed out", key)
 }
 
+// Get reads one key: GetValue without the TTL, for tests.
+func (r *Replica) Get(ctx context.Context, key []byte, ro ReadOptions) ([]byte, bool, error) {
+	v, err := r.GetValue(ctx, key, ro)
+	return v.Value, v.Found, err
+}
+
 // get reads linearizably through the current leader.
 func (tc *testCluster) get(key string) (string, bool) {
 	tc.t.Helper()

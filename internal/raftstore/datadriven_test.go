@@ -507,7 +507,8 @@ func (d *ddDriver) put(t *testing.T, td *datadriven.TestData) string {
 			if td.HasArg("raw") {
 				// Skip the request-path key check so the command reaches
 				// the log and apply must refuse it.
-				_, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: logWrites([]*tidekvpb.WriteOp{op})}, nil)
+				cmd := &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{{Key: op.Key, Value: op.Value}}}
+				_, err := r.propose(ctx, cmd, nil)
 				return err
 			}
 			_, err := r.Write(ctx, []*tidekvpb.WriteOp{op})

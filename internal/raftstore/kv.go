@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/hlc"
@@ -19,37 +20,78 @@ import (
 // the leaseholder from local state once it has applied everything committed
 // when the read arrived, other reads as closed.go explains.
 
-// Get reads one key.
-func (r *Replica) Get(ctx context.Context, key []byte, ro ReadOptions) ([]byte, bool, error) {
+// Value is what a point read finds.
+type Value struct {
+	Value []byte
+	Found bool
+	// TTL is the value's remaining time to live by the replica's clock
+	// (readNow); 0: it does not expire.
+	TTL time.Duration
+}
+
+// GetValue reads one key with its TTL.
+func (r *Replica) GetValue(ctx context.Context, key []byte, ro ReadOptions) (Value, error) {
 	if err := r.checkRead(ctx, ro); err != nil {
-		return nil, false, err
+		return Value{}, err
 	}
 	if err := r.checkKey(key); err != nil {
-		return nil, false, err
+		return Value{}, err
 	}
 	for {
 		lv, err := r.readLayout(ctx)
 		if err != nil {
-			return nil, false, err
+			return Value{}, err
 		}
-		v, found, err := r.get(r.store.eng, lv.mvcc, key, ro.Timestamp)
+		v, err := r.get(r.store.eng, lv.mvcc, key, ro.Timestamp)
 		if r.stillLayout(lv) {
-			return v, found, cmp.Or(err, r.checkGCThreshold(ro.Timestamp))
+			return v, cmp.Or(err, r.checkGCThreshold(ro.Timestamp))
 		}
 	}
 }
 
-// get reads key from rd in a layout, at ts (zero: the newest version).
-func (r *Replica) get(rd storage.Reader, versioned bool, key []byte, ts hlc.Timestamp) ([]byte, bool, error) {
+// readNow is the wall time at which a read judges expiry: the node's HLC,
+// the leaseholder's clock for a lease read. Every replica reading at one
+// time agrees, since expiry is part of the replicated value; a follower's
+// bounded read uses its own clock, within the offset the cluster allows
+// of the leaseholder's.
+func (r *Replica) readNow() int64 { return r.store.hlc.Now().WallTime }
+
+// expiryAt is the wall time a read at ts (zero: the newest versions, now)
+// judges expiry at: a read at a timestamp sees what was live then.
+func (r *Replica) expiryAt(ts hlc.Timestamp) int64 {
+	if ts.IsZero() {
+		return r.readNow()
+	}
+	return ts.WallTime
+}
+
+// get reads key from rd in a layout at ts (zero: the newest version),
+// judging expiry as expiryAt says.
+func (r *Replica) get(rd storage.Reader, versioned bool, key []byte, ts hlc.Timestamp) (Value, error) {
 	buf := keyBufs.Get().(*[]byte)
 	defer keyBufs.Put(buf)
 	if !versioned {
 		*buf = keys.AppendDataKey((*buf)[:0], r.rangeID, key)
-		return rd.Get(*buf)
+		v, found, err := rd.Get(*buf)
+		return Value{Value: v, Found: found}, err
 	}
 	*buf = keys.AppendVersionedKey((*buf)[:0], key)
+	now := r.expiryAt(ts)
 	ver, err := mvcc.Get(rd, *buf, readAt(ts))
-	return ver.Value, ver.Found(), err
+	if err != nil || !ver.LiveAt(now) {
+		return Value{}, err
+	}
+	v := Value{Value: ver.Value, Found: true}
+	if ver.ExpiresAt != 0 {
+		v.TTL = time.Duration(ver.ExpiresAt - now)
+	}
+	return v, nil
+}
+
+// TTLMillis is a TTL in an API answer: whole milliseconds, rounded up so
+// that a value about to expire does not read as one that never does.
+func TTLMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // readAt is the mvcc read timestamp of a read at ts (zero: the newest).
@@ -89,11 +131,11 @@ func (r *Replica) batchGet(versioned bool, ks [][]byte, ts hlc.Timestamp) ([]*ti
 	defer snap.Close()
 	out := make([]*tidekvpb.GetResponse, len(ks))
 	for i, k := range ks {
-		v, ok, err := r.get(snap, versioned, k, ts)
+		v, err := r.get(snap, versioned, k, ts)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = &tidekvpb.GetResponse{Found: ok, Value: v}
+		out[i] = &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: TTLMillis(v.TTL)}
 	}
 	return out, nil
 }
@@ -162,10 +204,19 @@ func (r *Replica) scanUnversioned(start, upper []byte, limit, maxBytes int, _ hl
 }
 
 // scanVersioned is scanUnversioned on the versioned layout, reading at ts
-// (zero: the newest versions).
+// what had not expired then, or (zero ts) the newest versions that have
+// not expired now (readNow).
 func (r *Replica) scanVersioned(start, upper []byte, limit, maxBytes int, ts hlc.Timestamp) ([]*tidekvpb.KeyValue, []byte, error) {
 	lo, hi := keys.VersionedSpan(start, upper)
-	found, resume, err := mvcc.Scan(r.store.eng, lo, hi, readAt(ts), limit, maxBytes)
+	scan := func() ([]mvcc.KeyValue, []byte, error) {
+		return mvcc.Scan(r.store.eng, lo, hi, ts, limit, maxBytes)
+	}
+	if ts.IsZero() {
+		scan = func() ([]mvcc.KeyValue, []byte, error) {
+			return mvcc.ScanNewest(r.store.eng, lo, hi, r.readNow(), limit, maxBytes)
+		}
+	}
+	found, resume, err := scan()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -201,8 +252,33 @@ func (r *Replica) Write(ctx context.Context, ops []*tidekvpb.WriteOp) (deleted b
 	if err := r.checkKey(ks...); err != nil {
 		return false, err
 	}
-	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: logWrites(ops), Timestamp: r.proposalTimestamp()}, nil)
+	cmd, err := r.writeCommand(ops, nil)
+	if err != nil {
+		return false, err
+	}
+	res, err := r.propose(ctx, cmd, nil)
 	return res.deleted, err
+}
+
+// writeCommand is the Raft command of a write of ops, guarded by g (nil:
+// none), at the timestamp the leaseholder chooses now.
+func (r *Replica) writeCommand(ops []*tidekvpb.WriteOp, g *tidekvpb.WriteGuard) (*tidekvpb.RaftCommand, error) {
+	ts := r.proposalTimestamp()
+	ws, err := logWrites(ops, commandTimestamp(ts))
+	if err != nil {
+		return nil, err
+	}
+	cmd := &tidekvpb.RaftCommand{Writes: ws, WriteGuard: logGuard(g), Timestamp: ts}
+	return cmd, r.checkExpiry(cmd)
+}
+
+// checkExpiry refuses a command that uses expiry before every node's
+// binary applies it.
+func (r *Replica) checkExpiry(cmd *tidekvpb.RaftCommand) error {
+	if usesExpiry(cmd) && r.store.logVersion.Load() < LogVersionExpiry {
+		return expiryVersionErr()
+	}
+	return nil
 }
 
 // WriteGuarded applies ops under guard (nil: none) in one Raft command and
@@ -224,8 +300,12 @@ func (r *Replica) WriteGuarded(ctx context.Context, ops []*tidekvpb.WriteOp, gua
 			return nil, err
 		}
 	}
-	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Writes: logWrites(ops), WriteGuard: logGuard(guard), WantExisted: wantExisted,
-		Timestamp: r.proposalTimestamp()}, nil)
+	cmd, err := r.writeCommand(ops, guard)
+	if err != nil {
+		return nil, err
+	}
+	cmd.WantExisted = wantExisted
+	res, err := r.propose(ctx, cmd, nil)
 	return res.write, err
 }
 
@@ -234,7 +314,16 @@ func (r *Replica) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndSet
 	if err := r.checkKey(req.GetKey()); err != nil {
 		return nil, err
 	}
-	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Cas: logCAS(req), Timestamp: r.proposalTimestamp()}, nil)
+	ts := r.proposalTimestamp()
+	c, err := logCAS(req, commandTimestamp(ts))
+	if err != nil {
+		return nil, err
+	}
+	cmd := &tidekvpb.RaftCommand{Cas: c, Timestamp: ts}
+	if err := r.checkExpiry(cmd); err != nil {
+		return nil, err
+	}
+	res, err := r.propose(ctx, cmd, nil)
 	return res.cas, err
 }
 

@@ -141,9 +141,8 @@ func logTimestamp(t hlc.Timestamp) *tidekvpb.LogTimestamp {
 	return &tidekvpb.LogTimestamp{WallNanos: t.WallTime, Logical: t.Logical}
 }
 
-// commandTimestamp is the timestamp a command carries (zero: none).
-func commandTimestamp(cmd *tidekvpb.RaftCommand) hlc.Timestamp {
-	ts := cmd.GetTimestamp()
+// commandTimestamp is the timestamp a command carries (nil or zero: none).
+func commandTimestamp(ts *tidekvpb.LogTimestamp) hlc.Timestamp {
 	return hlc.Timestamp{WallTime: ts.GetWallNanos(), Logical: ts.GetLogical()}
 }
 

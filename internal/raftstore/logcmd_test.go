@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // The log's own commands encode exactly as the API messages the log carried
@@ -34,11 +35,22 @@ func TestLogCommandsEncodeAsTheirAPIForms(t *testing.T) {
 		{Kind: tidekvpb.WriteOp_DELETE, Key: []byte("gone")},
 		{Key: []byte("empty")},
 	}
-	for i, w := range logWrites(ops) {
+	logWritesOf := func(ops []*tidekvpb.WriteOp) []*tidekvpb.LogWrite {
+		ws, err := logWrites(ops, hlc.Timestamp{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	for i, w := range logWritesOf(ops) {
 		same("write "+string(ops[i].GetKey()), ops[i], w)
 	}
 	cas := &tidekvpb.CompareAndSetRequest{Key: []byte("c"), ExpectExists: true, ExpectedValue: []byte("old"), NewValue: []byte("new"), Delete: true}
-	same("compare-and-set", cas, logCAS(cas))
+	lc, err := logCAS(cas, hlc.Timestamp{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("compare-and-set", cas, lc)
 	g := &tidekvpb.WriteGuard{Key: []byte("h"), Value: []byte("H"), ClearStart: []byte("h/"), ClearEnd: []byte("h0")}
 	same("guard", g, logGuard(g))
 
@@ -54,7 +66,7 @@ func TestLogCommandsEncodeAsTheirAPIForms(t *testing.T) {
 	if err := proto.Unmarshal(old, cmd); err != nil {
 		t.Fatal(err)
 	}
-	want := &tidekvpb.RaftCommand{Writes: logWrites(ops), WriteGuard: logGuard(g)}
+	want := &tidekvpb.RaftCommand{Writes: logWritesOf(ops), WriteGuard: logGuard(g)}
 	if !proto.Equal(cmd, want) {
 		t.Fatalf("old entry decodes as %v, want %v", cmd, want)
 	}

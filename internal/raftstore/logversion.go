@@ -39,6 +39,11 @@ const (
 	// removed, and its threshold, so it would serve reads the others
 	// refuse (and answer them from versions they no longer have).
 	LogVersionGC uint32 = 5
+	// LogVersionExpiry: writes and CAS commands may set, keep or change
+	// a value's expiry (LogWrite.expires_at, keep_ttl, expire), which an
+	// older binary would ignore, writing the value without it or an
+	// EXPIRE as an empty value. It came with GC, in the same version.
+	LogVersionExpiry = LogVersionGC
 	// LatestLogVersion is the newest version this binary applies.
 	LatestLogVersion = LogVersionGC
 )

@@ -41,7 +41,7 @@ func (r *Replica) MigrateLayout(ctx context.Context) error {
 // command's timestamp. Whether it does depends on the command and the
 // replica state only.
 func (r *Replica) applyMigrateLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) (applyResult, []func()) {
-	ts := commandTimestamp(cmd)
+	ts := commandTimestamp(cmd.GetTimestamp())
 	switch {
 	case isMVCC(r.mu.state):
 		return applyResult{}, nil

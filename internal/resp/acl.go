@@ -26,6 +26,7 @@ type Authenticator interface {
 // needs only an authenticated connection.
 var writeCommands = map[string]bool{
 	"set": true, "setnx": true, "getset": true, "del": true, "unlink": true, "mset": true,
+	"expire": true, "pexpire": true, "expireat": true, "pexpireat": true, "persist": true,
 	"incr": true, "decr": true, "incrby": true, "decrby": true,
 	"hset": true, "hmset": true, "hdel": true,
 }

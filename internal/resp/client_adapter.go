@@ -63,30 +63,32 @@ func (a clientKV) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error)
 	}
 	out := make([]Result, len(rs))
 	for i, r := range rs {
-		out[i] = Result{Value: r.Value, Found: r.Found}
+		out[i] = Result{Value: r.Value, Found: r.Found, TTL: r.TTL}
 	}
 	return out, nil
 }
 
-func (a clientKV) Write(ctx context.Context, ops []Op) error {
+// clientOps are ops as the client takes them.
+func clientOps(ops []Op) []client.Op {
 	cops := make([]client.Op, len(ops))
 	for i, op := range ops {
-		cops[i] = client.Op{Key: op.Key, Value: op.Value, Delete: op.Delete}
+		cops[i] = client.Op{Key: op.Key, Value: op.Value, Delete: op.Delete, SetTTL: op.SetTTL,
+			Expiry: client.Expiry(op.Expiry)}
 	}
-	return mapErr(a.c.Write(ctx, cops))
+	return cops
+}
+
+func (a clientKV) Write(ctx context.Context, ops []Op) error {
+	return mapErr(a.c.Write(ctx, clientOps(ops)))
 }
 
 func (a clientKV) GuardedWrite(ctx context.Context, ops []Op, g Guard) (GuardResult, error) {
-	cops := make([]client.Op, len(ops))
-	for i, op := range ops {
-		cops[i] = client.Op{Key: op.Key, Value: op.Value, Delete: op.Delete}
-	}
-	r, err := a.c.WriteGuarded(ctx, cops, client.Guard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd})
+	r, err := a.c.WriteGuarded(ctx, clientOps(ops), client.Guard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd})
 	return GuardResult{Failed: r.GuardFailed, Existed: r.Existed}, mapErr(err)
 }
 
-func (a clientKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte) (bool, []byte, bool, error) {
-	ok, cur, exists, err := a.c.CompareAndSet(ctx, key, expected, newValue)
+func (a clientKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e Expiry) (bool, []byte, bool, error) {
+	ok, cur, exists, err := a.c.CompareAndSetTTL(ctx, key, expected, newValue, client.Expiry(e))
 	return ok, cur, exists, mapErr(err)
 }
 
@@ -107,13 +109,9 @@ func (a clientKV) Scan(ctx context.Context, start, end []byte, limit int) ([]Key
 // invalid applied nothing; its ops are then sent one by one, so that the
 // invalid op fails alone as the KV contract says.
 func (a clientKV) WriteEach(ctx context.Context, ops []Op) []OpResult {
-	cops := make([]client.Op, len(ops))
-	for i, op := range ops {
-		cops[i] = client.Op{Key: op.Key, Value: op.Value, Delete: op.Delete}
-	}
 	out := make([]OpResult, len(ops))
 	var redo []int
-	for i, r := range a.c.WriteEach(ctx, cops) {
+	for i, r := range a.c.WriteEach(ctx, clientOps(ops)) {
 		if errors.Is(r.Err, client.ErrInvalidArgument) {
 			redo = append(redo, i)
 			continue
@@ -124,7 +122,7 @@ func (a clientKV) WriteEach(ctx context.Context, ops []Op) []OpResult {
 	return out
 }
 
-// eachOnItsOwn sends ops[idx] each as its own Put or Delete. Ops on
+// eachOnItsOwn sends ops[idx] each as its own Put, Delete or Expire. Ops on
 // different keys go concurrently, at most maxConcurrentOps at a time; the
 // ops on one key go one after another, in order.
 func (a clientKV) eachOnItsOwn(ctx context.Context, ops []Op, idx []int, out []OpResult) {
@@ -145,15 +143,27 @@ func (a clientKV) eachOnItsOwn(ctx context.Context, ops []Op, idx []int, out []O
 		go func(idx []int) {
 			defer func() { <-sem; wg.Done() }()
 			for _, i := range idx {
-				if ops[i].Delete {
-					out[i].Existed, out[i].Err = a.Delete(ctx, ops[i].Key)
-				} else {
-					out[i].Err = a.Put(ctx, ops[i].Key, ops[i].Value)
-				}
+				out[i] = a.writeOne(ctx, ops[i])
 			}
 		}(byKey[k])
 	}
 	wg.Wait()
+}
+
+func (a clientKV) writeOne(ctx context.Context, op Op) OpResult {
+	var r OpResult
+	switch {
+	case op.Delete:
+		r.Existed, r.Err = a.c.Delete(ctx, op.Key)
+	case op.SetTTL:
+		r.Existed, r.Err = a.c.Expire(ctx, op.Key, client.Expiry(op.Expiry))
+	case op.Expiry != (Expiry{}):
+		r.Err = a.c.Write(ctx, clientOps([]Op{op}))
+	default:
+		r.Err = a.c.Put(ctx, op.Key, op.Value)
+	}
+	r.Err = mapErr(r.Err)
+	return r
 }
 
 // maxConcurrentOps bounds the calls one WriteEach has in flight.

@@ -48,6 +48,13 @@ func init() {
 		"auth":      {arity: -2, noAuth: true, fn: cmdAuth},
 		"get":       {arity: 2, fn: cmdGet},
 		"set":       {arity: -3, fn: cmdSet},
+		"expire":    {arity: -3, fn: cmdExpire},
+		"pexpire":   {arity: -3, fn: cmdExpire},
+		"expireat":  {arity: -3, fn: cmdExpire},
+		"pexpireat": {arity: -3, fn: cmdExpire},
+		"ttl":       {arity: 2, fn: cmdTTL},
+		"pttl":      {arity: 2, fn: cmdTTL},
+		"persist":   {arity: 2, fn: cmdPersist},
 		"setnx":     {arity: 3, fn: cmdSetNX},
 		"getset":    {arity: 3, fn: cmdGetSet},
 		"del":       {arity: -2, fn: cmdDel},
@@ -292,138 +299,6 @@ func cmdGet(x *call) {
 	}
 }
 
-func cmdSet(x *call) {
-	key, val := x.args[1], x.args[2]
-	var nx, xx, get bool
-	for _, o := range x.args[3:] {
-		switch strings.ToUpper(string(o)) {
-		case "NX":
-			nx = true
-		case "XX":
-			xx = true
-		case "GET":
-			get = true
-		case "EX", "PX", "EXAT", "PXAT", "KEEPTTL":
-			x.c.WriteError(fmt.Sprintf("ERR SET option '%s' is not supported: TideKV keys do not expire", strings.ToUpper(string(o))))
-			return
-		default:
-			x.c.WriteError(errSyntax)
-			return
-		}
-	}
-	if nx && xx {
-		x.c.WriteError(errSyntax)
-		return
-	}
-	if isHashMarker(val) {
-		x.c.WriteError(errReserved)
-		return
-	}
-	if !nx && !xx && !get {
-		if err := x.s.kv.Put(x.ctx, encKey(key), val); err != nil {
-			replyErr(x.c, err)
-			return
-		}
-		x.c.WriteString("OK")
-		return
-	}
-	old, oldExists, applied, err := x.casLoop(encKey(key), func(cur []byte, exists bool) ([]byte, bool, string) {
-		if get && exists && isHashMarker(cur) {
-			return nil, false, errWrongType
-		}
-		if (nx && exists) || (xx && !exists) {
-			return nil, false, ""
-		}
-		return val, true, ""
-	})
-	if err != nil {
-		writeCASErr(x.c, err)
-		return
-	}
-	switch {
-	case get && oldExists:
-		x.c.WriteBulk(old)
-	case get:
-		x.c.WriteNull()
-	case applied:
-		x.c.WriteString("OK")
-	default:
-		x.c.WriteNull()
-	}
-}
-
-func cmdSetNX(x *call) {
-	if isHashMarker(x.args[2]) {
-		x.c.WriteError(errReserved)
-		return
-	}
-	nv := x.args[2]
-	swapped, _, _, err := x.s.kv.CompareAndSet(x.ctx, encKey(x.args[1]), nil, &nv)
-	if err != nil {
-		replyErr(x.c, err)
-		return
-	}
-	if swapped {
-		x.c.WriteInt(1)
-	} else {
-		x.c.WriteInt(0)
-	}
-}
-
-func cmdGetSet(x *call) {
-	x.args = [][]byte{[]byte("set"), x.args[1], x.args[2], []byte("GET")}
-	cmdSet(x)
-}
-
-// replyError is an error that is already a Redis error reply.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-
-func writeCASErr(c redcon.Conn, err error) {
-	var re replyError
-	if errors.As(err, &re) {
-		c.WriteError(string(re))
-		return
-	}
-	replyErr(c, err)
-}
-
-// casLoop reads key and applies decide to its state until a compare-and-set
-// succeeds or decide declines. decide returns the new value, whether to
-// write, and a Redis error to reply instead (no write). It returns the state
-// before the successful write (or the state decide declined on).
-func (x *call) casLoop(key []byte, decide func(cur []byte, exists bool) ([]byte, bool, string)) (old []byte, oldExists, applied bool, err error) {
-	cur, err := x.s.kv.Get(x.ctx, key)
-	exists := err == nil
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, false, false, err
-	}
-	for range x.s.cfg.CASAttempts {
-		nv, write, rerr := decide(cur, exists)
-		if rerr != "" {
-			return cur, exists, false, replyError(rerr)
-		}
-		if !write {
-			return cur, exists, false, nil
-		}
-		var expected *[]byte
-		if exists {
-			c := cur
-			expected = &c
-		}
-		swapped, now, nowExists, err := x.s.kv.CompareAndSet(x.ctx, key, expected, &nv)
-		if err != nil {
-			return nil, false, false, err
-		}
-		if swapped {
-			return cur, exists, true, nil
-		}
-		cur, exists = now, nowExists
-	}
-	return nil, false, false, fmt.Errorf("%w: too much contention on key %q, retry", ErrOverloaded, key)
-}
-
 func cmdIncr(x *call) {
 	delta := int64(1)
 	switch x.name {
@@ -441,7 +316,8 @@ func cmdIncr(x *call) {
 		delta = d
 	}
 	var result int64
-	_, _, _, err := x.casLoop(encKey(x.args[1]), func(cur []byte, exists bool) ([]byte, bool, string) {
+	// The counter keeps its TTL, as in Redis.
+	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, bool, string) {
 		var n int64
 		if exists {
 			if isHashMarker(cur) {
@@ -469,21 +345,27 @@ func cmdIncr(x *call) {
 func cmdDel(x *call) {
 	n := 0
 	for _, k := range x.args[1:] {
-		existed, err := x.s.kv.Delete(x.ctx, encKey(k))
+		existed, err := x.deleteKey(k)
 		if err != nil {
 			replyErr(x.c, err)
 			return
 		}
 		if existed {
 			n++
-			// The key may have been a hash: remove its fields too.
-			if err := x.clearFields(k); err != nil {
-				replyErr(x.c, err)
-				return
-			}
 		}
 	}
 	x.c.WriteInt(n)
+}
+
+// deleteKey deletes key k, a string or a hash with its fields, and reports
+// whether it existed.
+func (x *call) deleteKey(k []byte) (bool, error) {
+	existed, err := x.s.kv.Delete(x.ctx, encKey(k))
+	if err != nil || !existed {
+		return existed, err
+	}
+	// The key may have been a hash: remove its fields too.
+	return true, x.clearFields(k)
 }
 
 // clearFields deletes every field of hash h (not its marker).
@@ -717,7 +599,8 @@ func (x *call) replyHSet(added int) {
 // hashOps are the writes of HSET: the marker, then each field.
 func hashOps(h []byte, fields [][]byte, vals map[string][]byte) []Op {
 	ops := make([]Op, 0, 1+len(fields))
-	ops = append(ops, Op{Key: encKey(h), Value: hashMarker})
+	// The marker keeps the hash's TTL, as in Redis.
+	ops = append(ops, Op{Key: encKey(h), Value: hashMarker, Expiry: Expiry{Keep: true}})
 	for _, f := range fields {
 		ops = append(ops, Op{Key: fieldKey(h, f), Value: vals[string(f)]})
 	}
@@ -906,7 +789,7 @@ func cmdHDel(x *call) {
 		}
 		if len(left) == 0 {
 			m := hashMarker
-			if _, _, _, err := x.s.kv.CompareAndSet(x.ctx, encKey(h), &m, nil); err != nil {
+			if _, _, _, err := x.s.kv.CompareAndSet(x.ctx, encKey(h), &m, nil, Expiry{}); err != nil {
 				replyErr(x.c, err)
 				return
 			}

@@ -26,11 +26,16 @@
 // redis_version:7.0.0-tidekv), CONFIG GET (save, appendonly, databases:
 // what redis-benchmark asks).
 //
-// Strings: GET, SET key value [NX|XX] [GET] (EX, PX, EXAT, PXAT and KEEPTTL
-// are refused: TideKV keys do not expire), SETNX, GETSET, DEL/UNLINK,
-// EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY. Plain SET is one
-// Put; SET with NX/XX/GET, GETSET and the counters are compare-and-set
+// Strings: GET, SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL],
+// SETNX, GETSET, DEL/UNLINK, EXISTS, TYPE, MGET, MSET,
+// INCR, DECR, INCRBY, DECRBY. Plain SET is one Put (a TTL with it one
+// Write); SET with NX/XX/GET, GETSET and the counters are compare-and-set
 // loops (at most Config.CASAttempts rounds), so they are atomic per key.
+//
+// Expiry (expiry.go, set.go; docs/expiry.md): EXPIRE, PEXPIRE, EXPIREAT,
+// PEXPIREAT (without their NX/XX/GT/LT options), TTL, PTTL, PERSIST. The store fixes a
+// value's expiry when it orders the write; a plain SET clears a TTL, INCR
+// and HSET keep it, and a hash's TTL is its marker's.
 // MSET (and every multi-key write here) is one atomic Write per
 // Config.MaxBatchKeys keys when those keys lie in one range; if the store
 // refuses the Write because they span ranges, the keys are written one by
@@ -126,6 +131,6 @@
 // Hash commands other than a one-step HSET are not atomic against each
 // other across several keys of one hash: a concurrent HDEL of a hash's last
 // field and HSET of a new one, or DEL and HSET of the same key, can leave
-// the hash missing fields. Each single field write is atomic. There is no expiry, no lists, sets or sorted
+// the hash missing fields. Each single field write is atomic. There is no eviction, no lists, sets or sorted
 // sets, no transactions (MULTI/EXEC), no pub/sub, and RESP3 is not spoken.
 package resp

@@ -6,14 +6,19 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
 
 // fakeKV is an in-memory KV: a map behind a mutex, sorted scans, CAS. It
 // rejects empty keys like TideKV does, and Writes whose keys straddle
-// splitAt (if set), like a multi-range Write.
+// splitAt (if set), like a multi-range Write. Values expire by clock.
 type fakeKV struct {
 	mu      sync.Mutex
 	m       map[string][]byte
+	exp     map[string]time.Time // expiry of the keys that have one
+	clock   *manualclock.Clock
 	splitAt []byte
 	scans   int
 	guarded int // GuardedWrite calls
@@ -22,7 +27,49 @@ type fakeKV struct {
 	eachOps [][]Op
 }
 
-func newFakeKV() *fakeKV { return &fakeKV{m: map[string][]byte{}} }
+func newFakeKV() *fakeKV {
+	return &fakeKV{m: map[string][]byte{}, exp: map[string]time.Time{}, clock: manualclock.New(time.Unix(1_700_000_000, 0))}
+}
+
+// live returns k's value if it has one that has not expired; an expired
+// one is dropped.
+func (f *fakeKV) live(k []byte) ([]byte, bool) {
+	if at, ok := f.exp[string(k)]; ok && !f.clock.Now().Before(at) {
+		f.del(k)
+	}
+	v, ok := f.m[string(k)]
+	return v, ok
+}
+
+func (f *fakeKV) del(k []byte) {
+	delete(f.m, string(k))
+	delete(f.exp, string(k))
+}
+
+// set writes k's value with expiry e.
+func (f *fakeKV) set(k, v []byte, e Expiry) {
+	_, had := f.live(k)
+	f.m[string(k)] = cp(v)
+	switch {
+	case e.Keep && had:
+	case e.TTL > 0:
+		f.exp[string(k)] = f.clock.Now().Add(e.TTL)
+	case !e.At.IsZero():
+		f.exp[string(k)] = e.At
+	default:
+		delete(f.exp, string(k))
+	}
+}
+
+// ttl is k's remaining time to live, in whole milliseconds rounded up as
+// the store answers (0: none).
+func (f *fakeKV) ttl(k []byte) time.Duration {
+	at, ok := f.exp[string(k)]
+	if !ok {
+		return 0
+	}
+	return (at.Sub(f.clock.Now()) + time.Millisecond - 1).Truncate(time.Millisecond)
+}
 
 func cp(b []byte) []byte { return append([]byte{}, b...) }
 
@@ -40,7 +87,7 @@ func (f *fakeKV) Get(_ context.Context, key []byte) ([]byte, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	v, ok := f.m[string(key)]
+	v, ok := f.live(key)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
 	}
@@ -53,7 +100,7 @@ func (f *fakeKV) Put(_ context.Context, key, value []byte) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	f.m[string(key)] = cp(value)
+	f.set(key, value, Expiry{})
 	return nil
 }
 
@@ -63,8 +110,8 @@ func (f *fakeKV) Delete(_ context.Context, key []byte) (bool, error) {
 	if err := checkKey(key); err != nil {
 		return false, err
 	}
-	_, ok := f.m[string(key)]
-	delete(f.m, string(key))
+	_, ok := f.live(key)
+	f.del(key)
 	return ok, nil
 }
 
@@ -77,8 +124,8 @@ func (f *fakeKV) BatchGet(_ context.Context, keys [][]byte) ([]Result, error) {
 		if err := checkKey(k); err != nil {
 			return nil, err
 		}
-		v, ok := f.m[string(k)]
-		out[i] = Result{Value: cp(v), Found: ok}
+		v, ok := f.live(k)
+		out[i] = Result{Value: cp(v), Found: ok, TTL: f.ttl(k)}
 	}
 	return out, nil
 }
@@ -114,10 +161,14 @@ func (f *fakeKV) checkOps(ops []Op) error {
 
 func (f *fakeKV) apply(ops []Op) {
 	for _, op := range ops {
-		if op.Delete {
-			delete(f.m, string(op.Key))
-		} else {
-			f.m[string(op.Key)] = cp(op.Value)
+		cur, ok := f.live(op.Key)
+		switch {
+		case op.Delete:
+			f.del(op.Key)
+		case op.SetTTL && ok:
+			f.set(op.Key, cur, op.Expiry)
+		case !op.SetTTL:
+			f.set(op.Key, op.Value, op.Expiry)
 		}
 	}
 }
@@ -133,7 +184,7 @@ func (f *fakeKV) WriteEach(_ context.Context, ops []Op) []OpResult {
 		if out[i].Err = checkKey(op.Key); out[i].Err != nil {
 			continue
 		}
-		_, out[i].Existed = f.m[string(op.Key)]
+		_, out[i].Existed = f.live(op.Key)
 		f.apply([]Op{op})
 	}
 	return out
@@ -146,41 +197,41 @@ func (f *fakeKV) GuardedWrite(_ context.Context, ops []Op, g Guard) (GuardResult
 	if err := f.checkOps(append(ops[:len(ops):len(ops)], Op{Key: g.Key}, Op{Key: g.ClearStart})); err != nil {
 		return GuardResult{}, err
 	}
-	cur, ok := f.m[string(g.Key)]
+	cur, ok := f.live(g.Key)
 	if ok && !bytes.Equal(cur, g.Value) {
 		return GuardResult{Failed: true}, nil
 	}
 	if !ok {
 		for k := range f.m {
 			if k >= string(g.ClearStart) && k < string(g.ClearEnd) {
-				delete(f.m, k)
+				f.del([]byte(k))
 			}
 		}
 	}
 	var res GuardResult
 	for _, op := range ops {
-		_, found := f.m[string(op.Key)]
+		_, found := f.live(op.Key)
 		res.Existed = append(res.Existed, found)
 		f.apply([]Op{op})
 	}
 	return res, nil
 }
 
-func (f *fakeKV) CompareAndSet(_ context.Context, key []byte, expected, newValue *[]byte) (bool, []byte, bool, error) {
+func (f *fakeKV) CompareAndSet(_ context.Context, key []byte, expected, newValue *[]byte, e Expiry) (bool, []byte, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := checkKey(key); err != nil {
 		return false, nil, false, err
 	}
-	cur, ok := f.m[string(key)]
+	cur, ok := f.live(key)
 	match := (expected == nil && !ok) || (expected != nil && ok && bytes.Equal(*expected, cur))
 	if !match {
 		return false, cp(cur), ok, nil
 	}
 	if newValue == nil {
-		delete(f.m, string(key))
+		f.del(key)
 	} else {
-		f.m[string(key)] = cp(*newValue)
+		f.set(key, *newValue, e)
 	}
 	return true, cp(cur), ok, nil
 }
@@ -191,7 +242,7 @@ func (f *fakeKV) Scan(_ context.Context, start, end []byte, limit int) ([]KeyVal
 	f.scans++
 	var keys []string
 	for k := range f.m {
-		if k >= string(start) && (len(end) == 0 || k < string(end)) {
+		if _, ok := f.live([]byte(k)); ok && k >= string(start) && (len(end) == 0 || k < string(end)) {
 			keys = append(keys, k)
 		}
 	}

@@ -35,15 +35,17 @@ type KV interface {
 	// what it found (see Guard). Like Write, it may reject ops whose keys
 	// span more than one range (ErrInvalidArgument).
 	GuardedWrite(ctx context.Context, ops []Op, g Guard) (GuardResult, error)
-	// CompareAndSet sets key to *newValue (deletes it if newValue is nil) if
-	// its current state matches expected (nil: absent). It returns whether
-	// it swapped and the state before the operation.
-	CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte) (swapped bool, current []byte, currentExists bool, err error)
+	// CompareAndSet sets key to *newValue (deletes it if newValue is nil),
+	// with the expiry e, if its current state matches expected (nil:
+	// absent). It returns whether it swapped and the state before the
+	// operation.
+	CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e Expiry) (swapped bool, current []byte, currentExists bool, err error)
 	// Scan returns pairs with keys in [start, end) in key order, at most
 	// limit of them (limit <= 0: no limit). An empty end means no bound.
 	Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error)
 	// WriteEach applies each op on its own, as Put or Delete would, and
-	// returns one result per op, in order; Existed is reported for deletes.
+	// returns one result per op, in order; Existed is reported for deletes
+	// and SetTTL ops.
 	// Ops on one key take effect in their order, so a delete's Existed
 	// sees an earlier put. The ops
 	// are not atomic together: an implementation may apply the ops of one
@@ -63,12 +65,35 @@ type OpResult struct {
 type Result struct {
 	Value []byte
 	Found bool
+	// TTL is the value's remaining time to live; 0: it does not expire.
+	TTL time.Duration
 }
 
-// Op is one operation of a Write: a put of Value, or a delete.
+// Op is one operation of a Write: a put of Value, or a delete, or a change
+// of the key's TTL.
 type Op struct {
 	Key, Value []byte
 	Delete     bool
+	// SetTTL: not a put; if the key holds a value, its expiry becomes
+	// Expiry's (none: removed) and the value stays.
+	SetTTL bool
+	// Expiry is a put's (Put, MSET: none, which clears a TTL).
+	Expiry Expiry
+}
+
+// Expiry says what a write does with its key's time to live. Values
+// expire at a time the store fixes when it orders the write, the same for
+// every reader. At most one field is set; none: the value does not expire,
+// and a TTL the key had is cleared.
+type Expiry struct {
+	// TTL > 0: the value expires TTL after the write (whole
+	// milliseconds).
+	TTL time.Duration
+	// At: the value expires at this time (whole milliseconds); one
+	// already past leaves the key absent.
+	At time.Time
+	// Keep: keep the TTL of the key's current value (KEEPTTL, INCR, HSET).
+	Keep bool
 }
 
 // Guard makes a write conditional: it applies only if Key is absent or

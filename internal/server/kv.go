@@ -117,11 +117,11 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 	var ro raftstore.ReadOptions
 	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error { return s.checkKey(req.GetKey()) })
 	return serve(ctx, s, "get", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
-		v, found, err := r.Get(ctx, req.GetKey(), ro)
+		v, err := r.GetValue(ctx, req.GetKey(), ro)
 		if err != nil {
 			return nil, err
 		}
-		return &tidekvpb.GetResponse{Found: found, Value: v, RangeGeneration: r.Desc().GetGeneration()}, nil
+		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration()}, nil
 	})
 }
 
@@ -135,7 +135,7 @@ func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvp
 	}
 	return serve(ctx, s, "put", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.PutResponse, error) {
 		s.noteWrite(ctx, r)
-		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: req.GetKey(), Value: req.GetValue()}})
+		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: req.GetKey(), Value: req.GetValue(), TtlMs: req.GetTtlMs()}})
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -166,12 +168,15 @@ func (tc *testCluster) layouts() (versioned, unversioned []string) {
 }
 
 // A cluster at log version 3 (one node's binary applies no more) keeps
-// every range's data unversioned; raised to 4, every user range moves to
-// the versioned layout on every replica, and the data reads the same.
+// every range's data unversioned, and the Redis front end refuses TTLs but
+// not what keeps one (INCR); raised to 4 or later (here straight to the
+// latest), every user range moves to the versioned layout on every
+// replica, the data reads the same, and TTLs work.
 func TestLogVersionRaisedToMVCC(t *testing.T) {
 	i := 0
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.InMemory = false // node 1 restarts on its data (see above)
+		c.Redis.ListenAddr = "127.0.0.1:0"
 		if i++; i == 1 {
 			c.Raft.MaxLogVersion = raftstore.LogVersionDirectory
 		}
@@ -196,6 +201,14 @@ func TestLogVersionRaisedToMVCC(t *testing.T) {
 	time.Sleep(time.Second) // reports and heartbeats: time to (wrongly) migrate
 	if v, _ := tc.layouts(); len(v) != 0 {
 		t.Fatalf("ranges versioned at log version 3: %v", v)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: tc.nodes[2].RedisAddr()})
+	defer rdb.Close()
+	if err := rdb.Set(ctx, "e", "v", time.Minute).Err(); err == nil || !strings.Contains(err.Error(), "has not finished upgrading") {
+		t.Fatalf("SET EX at log version 3: %v", err)
+	}
+	if n, err := rdb.Incr(ctx, "cnt").Result(); err != nil || n != 1 {
+		t.Fatalf("INCR at log version 3: %d, %v", n, err)
 	}
 
 	tc.restartOnNewBinary(ctx, t, 0)
@@ -222,5 +235,11 @@ func TestLogVersionRaisedToMVCC(t *testing.T) {
 	kvs, err := c.Scan(ctx, []byte("k000"), []byte("k100"), 1000)
 	if err != nil || len(kvs) != len(want) || string(kvs[10].Value) != "new" {
 		t.Fatalf("scan after the migration: %d keys (%v), want %d with k010 = new", len(kvs), err, len(want))
+	}
+	if err := rdb.Set(ctx, "e", "v", time.Minute).Err(); err != nil {
+		t.Fatalf("SET EX after the upgrade: %v", err)
+	}
+	if d, err := rdb.TTL(ctx, "e").Result(); err != nil || d != time.Minute {
+		t.Fatalf("TTL after the upgrade: %v, %v", d, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 )
 
@@ -201,9 +202,13 @@ func (k *redisKV) Delete(ctx context.Context, key []byte) (bool, error) {
 	return k.remote.Delete(ctx, key)
 }
 
-func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte) (bool, []byte, bool, error) {
+func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e resp.Expiry) (bool, []byte, bool, error) {
+	if err := k.checkExpiry(resp.Op{Expiry: e}); err != nil {
+		return false, nil, false, err
+	}
 	if k.leads(key) {
-		req := &tidekvpb.CompareAndSetRequest{Key: key, ExpectExists: expected != nil, Delete: newValue == nil}
+		req := &tidekvpb.CompareAndSetRequest{Key: key, ExpectExists: expected != nil, Delete: newValue == nil,
+			TtlMs: raftstore.TTLMillis(e.TTL), ExpireAtMs: unixMillis(e.At), KeepTtl: e.Keep}
 		if expected != nil {
 			req.ExpectedValue = *expected
 		}
@@ -216,12 +221,15 @@ func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 		}
 	}
 	ctx = k.toRemote(ctx)
-	return k.remote.CompareAndSet(ctx, key, expected, newValue)
+	return k.remote.CompareAndSet(ctx, key, expected, newValue, e)
 }
 
 // Write runs in process when this node leads the first key's range; the KV
 // service then refuses ops that span ranges, as it does over gRPC.
 func (k *redisKV) Write(ctx context.Context, ops []resp.Op) error {
+	if err := k.checkExpiry(ops...); err != nil {
+		return err
+	}
 	if len(ops) > 0 && k.leads(ops[0].Key) {
 		_, err := k.kv.Write(k.in(ctx), writeRequest(ops))
 		if err, route := outcome(err, true); !route {
@@ -246,12 +254,39 @@ func (k *redisKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard)
 	return k.remote.GuardedWrite(ctx, ops, g)
 }
 
+// checkExpiry refuses ops that set or change a TTL before the cluster is
+// at log version 5. The store refuses them too, but a routed op may reach
+// a node on an older binary, which would ignore the TTL (docs/expiry.md).
+func (k *redisKV) checkExpiry(ops ...resp.Op) error {
+	if k.s.store.LogVersion() >= raftstore.LogVersionExpiry {
+		return nil
+	}
+	for _, op := range ops {
+		if op.Expiry.TTL != 0 || !op.Expiry.At.IsZero() || op.SetTTL {
+			return fmt.Errorf("%w: a TTL needs Raft log version %d on every node", raftstore.ErrLogVersion, raftstore.LogVersionExpiry)
+		}
+	}
+	return nil
+}
+
+// unixMillis is an expiry time on the wire (0: none).
+func unixMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
 func writeRequest(ops []resp.Op) *tidekvpb.WriteRequest {
 	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
 	for i, op := range ops {
-		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value}
-		if op.Delete {
+		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value, TtlMs: raftstore.TTLMillis(op.Expiry.TTL), ExpireAtMs: unixMillis(op.Expiry.At),
+			KeepTtl: op.Expiry.Keep}
+		switch {
+		case op.Delete:
 			w.Kind, w.Value = tidekvpb.WriteOp_DELETE, nil
+		case op.SetTTL:
+			w.Kind, w.Value = tidekvpb.WriteOp_EXPIRE, nil
 		}
 		req.Ops[i] = w
 	}
@@ -291,7 +326,7 @@ func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, e
 		}
 		for j, i := range idx {
 			res := r.GetResults()[j]
-			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound()}
+			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound(), TTL: time.Duration(res.GetTtlMs()) * time.Millisecond}
 		}
 	}
 	if len(routed) == 0 {

@@ -101,6 +101,9 @@ func (k *redisKV) checkOp(op resp.Op) error {
 	if err == nil {
 		err = k.s.checkValue(op.Value)
 	}
+	if err == nil {
+		err = k.checkExpiry(op)
+	}
 	mapped, _ := outcome(err, true)
 	return mapped
 }
@@ -130,11 +133,11 @@ func (k *redisKV) writeLocal(ctx context.Context, ops []resp.Op, idx []int, out 
 	wantExisted := false
 	for j, i := range idx {
 		sub[j] = ops[i]
-		wantExisted = wantExisted || ops[i].Delete
+		wantExisted = wantExisted || reportsExisted(ops[i])
 	}
 	req := writeRequest(sub)
-	// Only deletes report whether their key existed; asking costs a read
-	// per op at apply, so a group of puts does not.
+	// Only deletes and SetTTL ops report whether their key existed; asking
+	// costs a read per op at apply, so a group of puts does not.
 	req.WantExisted = wantExisted
 	r, err := k.kv.Write(k.in(ctx), req)
 	err, route := outcome(err, true)
@@ -146,9 +149,12 @@ func (k *redisKV) writeLocal(ctx context.Context, ops []resp.Op, idx []int, out 
 	}
 	for j, i := range idx {
 		out[i].Err = err
-		if err == nil && ops[i].Delete && j < len(r.GetExisted()) {
+		if err == nil && reportsExisted(ops[i]) && j < len(r.GetExisted()) {
 			out[i].Existed = r.GetExisted()[j]
 		}
 	}
 	return true
 }
+
+// reportsExisted: the op's result says whether its key held a value.
+func reportsExisted(op resp.Op) bool { return op.Delete || op.SetTTL }

@@ -1,0 +1,212 @@
+package resp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// setOptions are SET's options after key and value.
+type setOptions struct {
+	nx, xx, get bool
+	expiry      Expiry
+}
+
+const errSetExpire = "ERR invalid expire time in 'set' command"
+
+// parseSetOptions reads NX, XX, GET, EX seconds, PX milliseconds, EXAT
+// and PXAT (Unix time in seconds, milliseconds) and KEEPTTL as Redis does:
+// NX with XX, or two of the expiry options, is a syntax error; a time that
+// is not an integer is errNotInt, one that is not positive (or too large
+// for TideKV's, about 292 years) is errSetExpire. It returns the error
+// reply, if any.
+func parseSetOptions(args [][]byte) (setOptions, string) {
+	var o setOptions
+	timed := false
+	for i := 0; i < len(args); i++ {
+		switch opt := strings.ToUpper(string(args[i])); opt {
+		case "NX", "XX":
+			if (opt == "NX" && o.xx) || (opt == "XX" && o.nx) {
+				return o, errSyntax
+			}
+			o.nx, o.xx = o.nx || opt == "NX", o.xx || opt == "XX"
+		case "GET":
+			o.get = true
+		case "KEEPTTL":
+			if timed {
+				return o, errSyntax
+			}
+			o.expiry.Keep, timed = true, true
+		case "EX", "PX", "EXAT", "PXAT":
+			if timed || i+1 == len(args) {
+				return o, errSyntax
+			}
+			i++
+			d, rerr := parseTTL(args[i], opt == "EX" || opt == "EXAT", errSetExpire)
+			if rerr != "" {
+				return o, rerr
+			}
+			if d <= 0 {
+				return o, errSetExpire
+			}
+			o.expiry, timed = expiryOf(d, opt == "EXAT" || opt == "PXAT"), true
+		default:
+			return o, errSyntax
+		}
+	}
+	return o, ""
+}
+
+// expiryOf is an expiry d from now or, with at, d after the Unix epoch.
+func expiryOf(d time.Duration, at bool) Expiry {
+	if at {
+		return Expiry{At: time.Unix(0, 0).Add(d)}
+	}
+	return Expiry{TTL: d}
+}
+
+// parseTTL reads a time to live, or a Unix time, in seconds or
+// milliseconds; it may be zero or negative. Not an integer is errNotInt,
+// too large for a time.Duration is tooLarge.
+func parseTTL(arg []byte, seconds bool, tooLarge string) (time.Duration, string) {
+	n, err := strconv.ParseInt(string(arg), 10, 64)
+	if err != nil {
+		return 0, errNotInt
+	}
+	unit := time.Millisecond
+	if seconds {
+		unit = time.Second
+	}
+	if n > math.MaxInt64/int64(unit) || n < math.MinInt64/int64(unit) {
+		return 0, tooLarge
+	}
+	return time.Duration(n) * unit, ""
+}
+
+func cmdSet(x *call) {
+	key, val := x.args[1], x.args[2]
+	o, rerr := parseSetOptions(x.args[3:])
+	if rerr != "" {
+		x.c.WriteError(rerr)
+		return
+	}
+	if isHashMarker(val) {
+		x.c.WriteError(errReserved)
+		return
+	}
+	if !o.nx && !o.xx && !o.get {
+		var err error
+		if o.expiry == (Expiry{}) {
+			err = x.s.kv.Put(x.ctx, encKey(key), val) // clears a TTL
+		} else {
+			err = x.s.kv.Write(x.ctx, []Op{{Key: encKey(key), Value: val, Expiry: o.expiry}})
+		}
+		if err != nil {
+			replyErr(x.c, err)
+			return
+		}
+		x.c.WriteString("OK")
+		return
+	}
+	old, oldExists, applied, err := x.casLoop(encKey(key), o.expiry, func(cur []byte, exists bool) ([]byte, bool, string) {
+		if o.get && exists && isHashMarker(cur) {
+			return nil, false, errWrongType
+		}
+		if (o.nx && exists) || (o.xx && !exists) {
+			return nil, false, ""
+		}
+		return val, true, ""
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	switch {
+	case o.get && oldExists:
+		x.c.WriteBulk(old)
+	case o.get:
+		x.c.WriteNull()
+	case applied:
+		x.c.WriteString("OK")
+	default:
+		x.c.WriteNull()
+	}
+}
+
+func cmdSetNX(x *call) {
+	if isHashMarker(x.args[2]) {
+		x.c.WriteError(errReserved)
+		return
+	}
+	nv := x.args[2]
+	swapped, _, _, err := x.s.kv.CompareAndSet(x.ctx, encKey(x.args[1]), nil, &nv, Expiry{})
+	if err != nil {
+		replyErr(x.c, err)
+		return
+	}
+	if swapped {
+		x.c.WriteInt(1)
+	} else {
+		x.c.WriteInt(0)
+	}
+}
+
+func cmdGetSet(x *call) {
+	x.args = [][]byte{[]byte("set"), x.args[1], x.args[2], []byte("GET")}
+	cmdSet(x)
+}
+
+// replyError is an error that is already a Redis error reply.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+func writeCASErr(c redcon.Conn, err error) {
+	var re replyError
+	if errors.As(err, &re) {
+		c.WriteError(string(re))
+		return
+	}
+	replyErr(c, err)
+}
+
+// casLoop reads key and applies decide to its state until a compare-and-set
+// succeeds or decide declines. decide returns the new value, whether to
+// write, and a Redis error to reply instead (no write); the new value is
+// written with expiry e. It returns the state before the successful write
+// (or the state decide declined on).
+func (x *call) casLoop(key []byte, e Expiry, decide func(cur []byte, exists bool) ([]byte, bool, string)) (old []byte, oldExists, applied bool, err error) {
+	cur, err := x.s.kv.Get(x.ctx, key)
+	exists := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, false, false, err
+	}
+	for range x.s.cfg.CASAttempts {
+		nv, write, rerr := decide(cur, exists)
+		if rerr != "" {
+			return cur, exists, false, replyError(rerr)
+		}
+		if !write {
+			return cur, exists, false, nil
+		}
+		var expected *[]byte
+		if exists {
+			c := cur
+			expected = &c
+		}
+		swapped, now, nowExists, err := x.s.kv.CompareAndSet(x.ctx, key, expected, &nv, e)
+		if err != nil {
+			return nil, false, false, err
+		}
+		if swapped {
+			return cur, exists, true, nil
+		}
+		cur, exists = now, nowExists
+	}
+	return nil, false, false, fmt.Errorf("%w: too much contention on key %q, retry", ErrOverloaded, key)
+}
