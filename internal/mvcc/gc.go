@@ -17,7 +17,9 @@ type GCStats struct {
 // GC removes, for the keys in [start, end) (empty end: no bound), the
 // versions no read at or above safePoint can see: of each key it keeps
 // every version above safePoint and the newest one at or below it, unless
-// that one is a tombstone, and removes everything older. Reads below
+// that one is a tombstone or a value expired by safePoint's wall time
+// (a read at or above safePoint judges expiry no earlier), and removes
+// everything older. Reads below
 // safePoint may then see wrong data; the caller refuses them, and refuses
 // writes at or below safePoint, which could slip under a removed
 // tombstone.
@@ -30,9 +32,9 @@ type GCStats struct {
 // the next call and reads with a reader that sees the commit. A key's
 // versions above safePoint are passed by one seek, not visited.
 //
-// A tombstone is removed in the same call as the last older version it
-// hides, so a reader at or above safePoint never sees an older version come
-// back between calls.
+// A tombstone (or expired value) is removed in the same call as the last
+// older version it hides, so a reader at or above safePoint never sees an
+// older version come back between calls.
 func GC(r storage.Reader, w storage.Writer, start, end []byte, safePoint hlc.Timestamp, budget int) (resume []byte, st GCStats, err error) {
 	if budget <= 0 {
 		return nil, st, fmt.Errorf("%w: a GC budget must be positive, got %d", ErrInvalidArgument, budget)
@@ -49,7 +51,7 @@ func GC(r storage.Reader, w storage.Writer, start, end []byte, safePoint hlc.Tim
 	}()
 	c := cursor{it: it}
 	visited := 0
-	var tombstone []byte // the engine key of a tombstone to remove last
+	var gone []byte // the engine key of a tombstone or expired value, removed last
 	for ok := it.First(); ok; ok = it.Valid() {
 		if err := c.enterKey(); err != nil {
 			return nil, st, err
@@ -66,9 +68,11 @@ func GC(r storage.Reader, w storage.Writer, start, end []byte, safePoint hlc.Tim
 		if err != nil {
 			return nil, st, fmt.Errorf("%w (key %q)", err, it.Key())
 		}
-		tombstone = tombstone[:0]
-		if tomb {
-			tombstone = append(tombstone, it.Key()...)
+		invisible := tomb || expired(expiresAt(it.Value()), safePoint.WallTime)
+		goneLen := len(it.Value())
+		gone = gone[:0]
+		if invisible {
+			gone = append(gone, it.Key()...)
 		}
 		for it.Next() && c.inKey() {
 			visited++
@@ -79,8 +83,8 @@ func GC(r storage.Reader, w storage.Writer, start, end []byte, safePoint hlc.Tim
 				return nil, st, err
 			}
 		}
-		if tomb {
-			if err := remove(w, tombstone, headerLen, &st); err != nil {
+		if invisible {
+			if err := remove(w, gone, goneLen, &st); err != nil {
 				return nil, st, err
 			}
 		}

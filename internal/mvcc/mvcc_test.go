@@ -207,6 +207,40 @@ func TestGCRemovesATombstoneLast(t *testing.T) {
 
 // Versions above the safe point are passed by a seek: a key with a
 // thousand of them costs one call of a small budget.
+// A value that expired by the safe point's wall time is as invisible to
+// reads at or above it as a tombstone: GC removes it with what it hides.
+// One that expires later stays.
+func TestGCRemovesExpiredValues(t *testing.T) {
+	e := storage.NewMem()
+	b := e.NewBatch()
+	for _, v := range []struct {
+		key     string
+		ts, exp int64
+	}{{"gone", 10, 0}, {"gone", 20, 30}, {"kept", 10, 0}, {"kept", 20, 50}} {
+		if err := PutExpiring(b, []byte(v.key), at(v.ts), []byte("v"), v.exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	gcb := e.NewBatch()
+	defer gcb.Close()
+	if _, st, err := GC(e, gcb, nil, nil, at(40), 100); err != nil || st.Versions != 3 {
+		t.Fatalf("GC at 40: %+v, %v; want gone@20, gone@10 and kept@10 removed", st, err)
+	}
+	if err := gcb.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ComputeStats(e, nil, nil)
+	if err != nil || st.Versions != 1 {
+		t.Fatalf("after GC: %+v, %v; want kept@20 alone", st, err)
+	}
+	if v := mustGet(t, e, "kept", at(45)); !v.LiveAt(45) {
+		t.Fatal("kept, expiring at 50, is gone at 45")
+	}
+}
+
 func TestGCSeeksPastVersionsAboveTheSafePoint(t *testing.T) {
 	e := storage.NewMem()
 	b := e.NewBatch()
