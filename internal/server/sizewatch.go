@@ -90,7 +90,7 @@ type writeBudget struct{ gen, written uint64 }
 
 // awaitSplit holds a write to r's range while the range is over its write
 // budget (a split is due and not done), until the split, the context's
-// end or SplitBackpressureWait; then the write is refused as overloaded.
+// end or SplitBackpressureWait; then the write is refused as RANGE_BUSY.
 // CockroachDB holds writes the same way; without it, a range written
 // faster than it can split outgrows Θmax many times over. A range whose
 // budget is not known yet (just split off, or just led) holds its writes
