@@ -220,6 +220,34 @@ func (c *Config) snapshotRate(allowance float64) float64 {
 	return allowance
 }
 
+// validate checks the request limits.
+func (l Limits) validate() error {
+	if l.MaxKeySize <= 0 || l.MaxValueSize <= 0 || l.MaxScanLimit <= 0 || l.MaxScanBytes <= 0 || l.MaxBatchKeys <= 0 || l.MaxWriteBytes <= 0 || l.MaxConcurrentStreams == 0 {
+		return errors.New("server: every limit must be positive")
+	}
+	if need := max(l.MaxWriteBytes, l.MaxScanBytes) + 1<<20; l.MaxMessageSize < need {
+		return fmt.Errorf("server: MaxMessageSize (%d bytes) must be at least %d bytes, MaxWriteBytes and MaxScanBytes plus 1 MiB, so that a full write or scan page fits in one message", l.MaxMessageSize, need)
+	}
+	return nil
+}
+
+// validateIntervals checks the node's loop intervals and timeouts.
+func (c *Config) validateIntervals() error {
+	for name, d := range map[string]time.Duration{"HeartbeatInterval": c.HeartbeatInterval, "LivenessTimeout": c.LivenessTimeout,
+		"ReportInterval": c.ReportInterval, "SizeWatchInterval": c.SizeWatchInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {
+		if d <= 0 {
+			return fmt.Errorf("server: %s must be positive", name)
+		}
+	}
+	if c.LivenessTimeout <= c.HeartbeatInterval {
+		return errors.New("server: LivenessTimeout must exceed HeartbeatInterval")
+	}
+	if c.Control.DeadNodeGrace <= c.LivenessTimeout {
+		return errors.New("server: the dead-node grace must exceed LivenessTimeout")
+	}
+	return nil
+}
+
 // Validate checks the configuration.
 func (c *Config) Validate() error {
 	if c.DataDir == "" {
@@ -245,24 +273,11 @@ func (c *Config) Validate() error {
 	if err := c.Admission.Validate(); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	l := c.Limits
-	if l.MaxKeySize <= 0 || l.MaxValueSize <= 0 || l.MaxScanLimit <= 0 || l.MaxScanBytes <= 0 || l.MaxBatchKeys <= 0 || l.MaxWriteBytes <= 0 || l.MaxConcurrentStreams == 0 {
-		return errors.New("server: every limit must be positive")
+	if err := c.Limits.validate(); err != nil {
+		return err
 	}
-	if need := max(l.MaxWriteBytes, l.MaxScanBytes) + 1<<20; l.MaxMessageSize < need {
-		return fmt.Errorf("server: MaxMessageSize (%d bytes) must be at least %d bytes, MaxWriteBytes and MaxScanBytes plus 1 MiB, so that a full write or scan page fits in one message", l.MaxMessageSize, need)
-	}
-	for name, d := range map[string]time.Duration{"HeartbeatInterval": c.HeartbeatInterval, "LivenessTimeout": c.LivenessTimeout,
-		"ReportInterval": c.ReportInterval, "SizeWatchInterval": c.SizeWatchInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {
-		if d <= 0 {
-			return fmt.Errorf("server: %s must be positive", name)
-		}
-	}
-	if c.LivenessTimeout <= c.HeartbeatInterval {
-		return errors.New("server: LivenessTimeout must exceed HeartbeatInterval")
-	}
-	if c.Control.DeadNodeGrace <= c.LivenessTimeout {
-		return errors.New("server: the dead-node grace must exceed LivenessTimeout")
+	if err := c.validateIntervals(); err != nil {
+		return err
 	}
 	if err := c.Placement.Validate(); err != nil {
 		return err
