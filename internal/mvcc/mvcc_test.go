@@ -239,6 +239,14 @@ func TestGCRemovesExpiredValues(t *testing.T) {
 	if v := mustGet(t, e, "kept", at(45)); !v.LiveAt(45) {
 		t.Fatal("kept, expiring at 50, is gone at 45")
 	}
+	// Sizes count it live until it is removed; GC's view counts it as
+	// garbage once expired.
+	if st, err := ComputeStatsAt(e, nil, nil, 50); err != nil || st.LiveKeys != 0 || st.Versions != 1 {
+		t.Fatalf("stats at 50: %+v, %v; want kept@20 stored but not live", st, err)
+	}
+	if st, err := ComputeStats(e, nil, nil); err != nil || st.LiveKeys != 1 {
+		t.Fatalf("stats for sizes: %+v, %v; want kept@20 live", st, err)
+	}
 }
 
 func TestGCSeeksPastVersionsAboveTheSafePoint(t *testing.T) {

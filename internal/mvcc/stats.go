@@ -20,8 +20,16 @@ type Stats struct {
 }
 
 // ComputeStats sizes the keys in [start, end) (empty end: no bound) by
-// reading every version.
+// reading every version. Values count as live whatever their expiry: range
+// sizes must not read low while expired values are still stored.
 func ComputeStats(r storage.Reader, start, end []byte) (st Stats, err error) {
+	return ComputeStatsAt(r, start, end, 0)
+}
+
+// ComputeStatsAt is ComputeStats with values expired at now (wall
+// nanoseconds; 0: none) counted as garbage rather than live, as GC sees
+// them once its safe point passes their expiry.
+func ComputeStatsAt(r storage.Reader, start, end []byte, now int64) (st Stats, err error) {
 	err = eachVersion(context.Background(), r, start, end, func(c *cursor, first bool) error {
 		raw := c.it.Value()
 		st.Versions++
@@ -33,7 +41,7 @@ func ComputeStats(r storage.Reader, start, end []byte) (st Stats, err error) {
 		if err != nil {
 			return fmt.Errorf("%w (key %q)", err, c.it.Key())
 		}
-		if !tomb {
+		if !tomb && !expired(expiresAt(raw), now) {
 			st.LiveKeys++
 			st.LiveBytes += int64(unescapedLen(c.esc()) + len(val))
 		}

@@ -104,15 +104,16 @@ func (r *Replica) GC(ctx context.Context, safePoint hlc.Timestamp) (GCResult, er
 	}
 }
 
-// MVCCStats sizes the range's versioned data (mvcc.ComputeStats: one read
-// of all its versions).
+// MVCCStats sizes the range's versioned data (mvcc.ComputeStatsAt: one
+// read of all its versions), values expired by the node's clock counted
+// as garbage, which GC removes once they are older than its safe point.
 func (r *Replica) MVCCStats() (mvcc.Stats, error) {
 	if !r.VersionedLayout() {
 		return mvcc.Stats{}, fmt.Errorf("%w: range %d is not on the versioned layout", ErrInvalidRequest, r.rangeID)
 	}
 	d := r.desc.Load()
 	lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
-	return mvcc.ComputeStats(r.store.eng, lo, hi)
+	return mvcc.ComputeStatsAt(r.store.eng, lo, hi, r.readNow())
 }
 
 // applyGCLocked raises the threshold and collects one chunk. What it
