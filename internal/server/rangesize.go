@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -69,11 +70,7 @@ func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, reco
 func (rs *rangeSizes) forget(local map[uint64]bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	for id := range rs.m {
-		if !local[id] {
-			delete(rs.m, id)
-		}
-	}
+	maps.DeleteFunc(rs.m, func(id uint64, _ sizeCount) bool { return !local[id] })
 }
 
 // recountAfter is how many bytes written since a range's last exact count

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -62,11 +63,7 @@ func (s *Server) watchSizes(context.Context) {
 		s.load.mu.Unlock()
 		s.queueReport(d)
 	}
-	for id := range s.sizeAlerts {
-		if !led[id] {
-			delete(s.sizeAlerts, id)
-		}
-	}
+	maps.DeleteFunc(s.sizeAlerts, func(id, _ uint64) bool { return !led[id] })
 	s.budgets.Range(func(k, _ any) bool {
 		if id := k.(uint64); !hold || !led[id] {
 			s.budgets.Delete(id)
