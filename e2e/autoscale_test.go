@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/actuator/local"
 	"github.com/tidekv/tidekv/internal/control"
+	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/linearizability"
 	"github.com/tidekv/tidekv/internal/testcluster"
 )
@@ -36,7 +38,13 @@ func waitNodes(ctx context.Context, t *testing.T, cl *client.Client, want int, d
 			return err
 		}
 		if st.Nodes != want || st.PendingOut+st.PendingIn != 0 {
-			return fmt.Errorf("%d nodes serving (%d starting, %d draining), target %d", st.Nodes, st.PendingOut, st.PendingIn, st.TargetNodes)
+			last := "none"
+			if n := len(st.Decisions); n > 0 {
+				d := st.Decisions[n-1]
+				last = fmt.Sprintf("%s %s %d→%d: %s", d.At.Format("15:04:05"), d.Action, d.NodesBefore, d.NodesAfter, d.Reason)
+			}
+			return fmt.Errorf("%d nodes serving (%d starting, %d draining), target %d, offered %.0f ops/s, p99 %.1f ms; last decision: %s",
+				st.Nodes, st.PendingOut, st.PendingIn, st.TargetNodes, st.OfferedOps, st.P99Ms, last)
 		}
 		return nil
 	})
@@ -93,6 +101,9 @@ func TestAutoscaleGrowsAndShrinks(t *testing.T) {
 	wg.Wait()
 	t.Logf("operations: %s", stats)
 
+	// The controller follows the meta lease: on a node the actuator
+	// started, it must still find and remove the nodes the first one did.
+	moveMetaLeaseOffNode1(ctx, t, cl)
 	waitNodes(ctx, t, cl, 3, 120*time.Second)
 	waitReplicated(ctx, t, cl, 3)
 	st, err := autoscaleStatus(ctx, cl)
@@ -124,6 +135,52 @@ func TestAutoscaleGrowsAndShrinks(t *testing.T) {
 		if n.Alive {
 			t.Errorf("node%d (pid %d), started by the autoscaler, still runs after up stopped", n.Index, n.PID)
 		}
+	}
+}
+
+// moveMetaLeaseOffNode1 gives the meta range's lease, and with it the
+// controller, to a node the autoscaler started (any node but node 1).
+func moveMetaLeaseOffNode1(ctx context.Context, t *testing.T, cl *client.Client) {
+	t.Helper()
+	err := eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return err
+		}
+		leader, target := uint64(0), uint64(0)
+		for _, n := range st.GetNodes() {
+			if !n.GetLive() {
+				continue
+			}
+			ls, err := cl.LocalStatus(ctx, n.GetNode().GetGrpcAddr())
+			if err != nil {
+				return err
+			}
+			for _, r := range ls.GetReplicas() {
+				if r.GetRangeId() != keys.MetaRangeID || r.GetType() != tidekvpb.ReplicaType_VOTER {
+					continue
+				}
+				if id := n.GetNode().GetNodeId(); r.GetLeader() {
+					leader = id
+				} else if id != 1 {
+					target = id
+				}
+			}
+		}
+		switch {
+		case leader != 0 && leader != 1:
+			t.Logf("the meta lease is on node %d", leader)
+			return nil
+		case target == 0:
+			return fmt.Errorf("no meta voter off node 1 to take its lease (leader: node %d)", leader)
+		}
+		if err := cl.TransferLease(ctx, keys.MetaRangeID, target); err != nil {
+			return err
+		}
+		return fmt.Errorf("meta lease sent to node %d", target)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -20,6 +21,7 @@ func newServerCmd() *cobra.Command {
 	var join string
 	var gcPercent *int
 	var autoscale bool
+	var autoscaleDir string
 	var sec serverSecurity
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -41,9 +43,18 @@ func newServerCmd() *cobra.Command {
 				cfg.Autoscale.Enabled, cfg.Autoscale.Actuator = true, "local"
 			}
 			// Nodes the local actuator starts live beside this one and
-			// run with this node's settings.
-			cfg.Actuators.Local.Dir = local.DirBeside(cfg.DataDir)
-			cfg.Actuators.Local.ExtraArgs = inheritedArgs(os.Args[2:])
+			// run with this node's settings, the actuator's directory
+			// included: whichever node holds the meta lease runs the
+			// controller and must find the nodes the others started.
+			if autoscaleDir == "" {
+				autoscaleDir = local.DirBeside(cfg.DataDir)
+			}
+			dir, err := filepath.Abs(autoscaleDir)
+			if err != nil {
+				return fmt.Errorf("--autoscale-dir: %w", err)
+			}
+			cfg.Actuators.Local.Dir = dir
+			cfg.Actuators.Local.ExtraArgs = inheritedArgs(os.Args[2:], dir)
 			log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 			applyGCPercent(*gcPercent)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -85,6 +96,7 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&cfg.Raft.MaxClockOffset, "max-offset", cfg.Raft.MaxClockOffset, "most any two nodes' clocks may differ, the same on every node: timestamps further ahead are refused, and a node further than 0.8 × this from a majority of its peers holds no leases (at most 0.8 × half the election timeout: 400ms)")
 	f.IntVar(&cfg.Raft.ReplicationFactor, "replication-factor", cfg.Raft.ReplicationFactor, "voters per range")
 	f.BoolVar(&autoscale, "autoscale", false, "let the controller add and remove nodes with the local actuator (cluster settings autoscale.* override)")
+	f.StringVar(&autoscaleDir, "autoscale-dir", "", "where the local actuator keeps the nodes it starts, the same for every node of the cluster (default: \"autoscaled\" beside --data-dir); nodes it starts get this node's")
 	f.IntVar(&cfg.Autoscale.MinNodes, "autoscale-min-nodes", cfg.Autoscale.MinNodes, "autoscaling never goes below this many nodes (nor the replication factor)")
 	f.IntVar(&cfg.Autoscale.MaxNodes, "autoscale-max-nodes", cfg.Autoscale.MaxNodes, "autoscaling never goes above this many nodes")
 	f.IntVar(&cfg.Limits.MaxMessageSize, "grpc-max-message-size", cfg.Limits.MaxMessageSize, "largest gRPC message in bytes the node receives or sends; a larger one is refused unread (at least the 16 MiB write and scan-page limits plus 1 MiB)")
@@ -103,13 +115,15 @@ func newServerCmd() *cobra.Command {
 }
 
 // perNodeFlags name a node's own directory, addresses and join list: a
-// node the local actuator starts gets its own, not this node's.
+// node the local actuator starts gets its own, not this node's. The
+// actuator directory is given again in its resolved form.
 var perNodeFlags = map[string]bool{"--data-dir": true, "--listen": true, "--advertise": true, "--http-listen": true,
-	"--redis-listen": true, "--gossip-listen": true, "--join": true, "--node-label": true}
+	"--redis-listen": true, "--gossip-listen": true, "--join": true, "--node-label": true, "--autoscale-dir": true}
 
-// inheritedArgs is this node's server arguments without the per-node ones.
-func inheritedArgs(args []string) []string {
-	var out []string
+// inheritedArgs is this node's server arguments without the per-node ones,
+// and with the actuator directory dir every node shares.
+func inheritedArgs(args []string, dir string) []string {
+	out := []string{"--autoscale-dir", dir}
 	for i := 0; i < len(args); i++ {
 		name, _, hasValue := strings.Cut(args[i], "=")
 		if !perNodeFlags[name] {
