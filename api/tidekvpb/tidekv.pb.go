@@ -3715,8 +3715,13 @@ type NodeHeartbeatRequest struct {
 	ClockUntrusted   bool    `protobuf:"varint,15,opt,name=clock_untrusted,json=clockUntrusted,proto3" json:"clock_untrusted,omitempty"`
 	ClockReason      string  `protobuf:"bytes,16,opt,name=clock_reason,json=clockReason,proto3" json:"clock_reason,omitempty"`
 	MaxClockOffsetMs float64 `protobuf:"fixed64,17,opt,name=max_clock_offset_ms,json=maxClockOffsetMs,proto3" json:"max_clock_offset_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Reads per second this node's replicas served for ranges it does not
+	// lead (follower and learner reads), over its last load sample: placement
+	// counts them as their range's (adaptive learners are kept while the
+	// reads they took over last).
+	ReplicaReads  []*ReplicaReads `protobuf:"bytes,18,rep,name=replica_reads,json=replicaReads,proto3" json:"replica_reads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeHeartbeatRequest) Reset() {
@@ -3868,6 +3873,74 @@ func (x *NodeHeartbeatRequest) GetMaxClockOffsetMs() float64 {
 	return 0
 }
 
+func (x *NodeHeartbeatRequest) GetReplicaReads() []*ReplicaReads {
+	if x != nil {
+		return x.ReplicaReads
+	}
+	return nil
+}
+
+type ReplicaReads struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// The range's descriptor generation when sampled.
+	Generation    uint64  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	ReadQps       float64 `protobuf:"fixed64,3,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaReads) Reset() {
+	*x = ReplicaReads{}
+	mi := &file_tidekv_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaReads) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaReads) ProtoMessage() {}
+
+func (x *ReplicaReads) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaReads.ProtoReflect.Descriptor instead.
+func (*ReplicaReads) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ReplicaReads) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *ReplicaReads) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ReplicaReads) GetReadQps() float64 {
+	if x != nil {
+		return x.ReadQps
+	}
+	return 0
+}
+
 type NodeHeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Nodes []*NodeDescriptor      `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -3886,7 +3959,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3898,7 +3971,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3911,7 +3984,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{46}
+	return file_tidekv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeHeartbeatResponse) GetNodes() []*NodeDescriptor {
@@ -3967,7 +4040,7 @@ type ReportRangeRequest struct {
 
 func (x *ReportRangeRequest) Reset() {
 	*x = ReportRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3979,7 +4052,7 @@ func (x *ReportRangeRequest) String() string {
 func (*ReportRangeRequest) ProtoMessage() {}
 
 func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3992,7 +4065,7 @@ func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeRequest.ProtoReflect.Descriptor instead.
 func (*ReportRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{47}
+	return file_tidekv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReportRangeRequest) GetDesc() *RangeDescriptor {
@@ -4073,7 +4146,7 @@ type ReportRangeResponse struct {
 
 func (x *ReportRangeResponse) Reset() {
 	*x = ReportRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4158,7 @@ func (x *ReportRangeResponse) String() string {
 func (*ReportRangeResponse) ProtoMessage() {}
 
 func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4171,7 @@ func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeResponse.ProtoReflect.Descriptor instead.
 func (*ReportRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{48}
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
 }
 
 // Event is one thing the cluster did on its own or was told to do, with why.
@@ -4118,7 +4191,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4130,7 +4203,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4143,7 +4216,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{49}
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Event) GetUnixNanos() int64 {
@@ -4193,7 +4266,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4205,7 +4278,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4218,7 +4291,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{50}
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EventsRequest) GetLocal() bool {
@@ -4245,7 +4318,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4257,7 +4330,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4270,7 +4343,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -4294,7 +4367,7 @@ type ClosedTimestamp struct {
 
 func (x *ClosedTimestamp) Reset() {
 	*x = ClosedTimestamp{}
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4306,7 +4379,7 @@ func (x *ClosedTimestamp) String() string {
 func (*ClosedTimestamp) ProtoMessage() {}
 
 func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4319,7 +4392,7 @@ func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestamp.ProtoReflect.Descriptor instead.
 func (*ClosedTimestamp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{52}
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClosedTimestamp) GetRangeId() uint64 {
@@ -4362,7 +4435,7 @@ type ClosedTimestampsRequest struct {
 
 func (x *ClosedTimestampsRequest) Reset() {
 	*x = ClosedTimestampsRequest{}
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4374,7 +4447,7 @@ func (x *ClosedTimestampsRequest) String() string {
 func (*ClosedTimestampsRequest) ProtoMessage() {}
 
 func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4387,7 +4460,7 @@ func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsRequest.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{53}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClosedTimestampsRequest) GetFromNodeId() uint64 {
@@ -4433,7 +4506,7 @@ type ClosedTimestampsResponse struct {
 
 func (x *ClosedTimestampsResponse) Reset() {
 	*x = ClosedTimestampsResponse{}
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4445,7 +4518,7 @@ func (x *ClosedTimestampsResponse) String() string {
 func (*ClosedTimestampsResponse) ProtoMessage() {}
 
 func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4458,7 +4531,7 @@ func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsResponse.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{54}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClosedTimestampsResponse) GetLoad() *NodeLoad {
@@ -4503,7 +4576,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4515,7 +4588,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4528,7 +4601,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{55}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeLoad) GetNodeId() uint64 {
@@ -4608,7 +4681,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4620,7 +4693,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4633,7 +4706,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{56}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -4659,7 +4732,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4671,7 +4744,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4684,7 +4757,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{57}
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *MergeResponse) GetDesc() *RangeDescriptor {
@@ -4707,7 +4780,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4719,7 +4792,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4732,7 +4805,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{58}
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -4765,7 +4838,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4777,7 +4850,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4790,7 +4863,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{59}
+	return file_tidekv_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FreezeRangeResponse) GetDesc() *RangeDescriptor {
@@ -4811,7 +4884,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4823,7 +4896,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4836,7 +4909,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{60}
+	return file_tidekv_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -4863,7 +4936,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +4948,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +4961,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{61}
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DecommissionResponse) GetReplicas() uint32 {
@@ -4910,7 +4983,7 @@ type Setting struct {
 
 func (x *Setting) Reset() {
 	*x = Setting{}
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4922,7 +4995,7 @@ func (x *Setting) String() string {
 func (*Setting) ProtoMessage() {}
 
 func (x *Setting) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4935,7 +5008,7 @@ func (x *Setting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Setting.ProtoReflect.Descriptor instead.
 func (*Setting) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{62}
+	return file_tidekv_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Setting) GetKey() string {
@@ -4962,7 +5035,7 @@ type SettingsRequest struct {
 
 func (x *SettingsRequest) Reset() {
 	*x = SettingsRequest{}
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4974,7 +5047,7 @@ func (x *SettingsRequest) String() string {
 func (*SettingsRequest) ProtoMessage() {}
 
 func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4987,7 +5060,7 @@ func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsRequest.ProtoReflect.Descriptor instead.
 func (*SettingsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{63}
+	return file_tidekv_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SettingsRequest) GetSet() []*Setting {
@@ -5007,7 +5080,7 @@ type SettingsResponse struct {
 
 func (x *SettingsResponse) Reset() {
 	*x = SettingsResponse{}
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5019,7 +5092,7 @@ func (x *SettingsResponse) String() string {
 func (*SettingsResponse) ProtoMessage() {}
 
 func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5032,7 +5105,7 @@ func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsResponse.ProtoReflect.Descriptor instead.
 func (*SettingsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{64}
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SettingsResponse) GetSettings() []*Setting {
@@ -5050,7 +5123,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5062,7 +5135,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5075,7 +5148,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{65}
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
 }
 
 type AutoscaleStatusResponse struct {
@@ -5089,7 +5162,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5101,7 +5174,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5114,7 +5187,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -5132,7 +5205,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5144,7 +5217,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5157,7 +5230,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{67}
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
 }
 
 type NodeLoadsResponse struct {
@@ -5170,7 +5243,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5182,7 +5255,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5195,7 +5268,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{68}
+	return file_tidekv_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -5213,7 +5286,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5225,7 +5298,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5238,7 +5311,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{69}
+	return file_tidekv_proto_rawDescGZIP(), []int{70}
 }
 
 type AllocRangeIDResponse struct {
@@ -5250,7 +5323,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5262,7 +5335,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5275,7 +5348,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{70}
+	return file_tidekv_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -5297,7 +5370,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5309,7 +5382,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5322,7 +5395,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{71}
+	return file_tidekv_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -5363,7 +5436,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5375,7 +5448,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5388,7 +5461,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{72}
+	return file_tidekv_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -5415,7 +5488,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5427,7 +5500,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5440,7 +5513,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{73}
+	return file_tidekv_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -5488,7 +5561,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5500,7 +5573,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5513,7 +5586,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{74}
+	return file_tidekv_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -5538,7 +5611,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5550,7 +5623,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5563,7 +5636,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{75}
+	return file_tidekv_proto_rawDescGZIP(), []int{76}
 }
 
 // WriteGuard lets a write create or update a keyed collection in one step
@@ -5585,7 +5658,7 @@ type WriteGuard struct {
 
 func (x *WriteGuard) Reset() {
 	*x = WriteGuard{}
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5597,7 +5670,7 @@ func (x *WriteGuard) String() string {
 func (*WriteGuard) ProtoMessage() {}
 
 func (x *WriteGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5610,7 +5683,7 @@ func (x *WriteGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
 func (*WriteGuard) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{76}
+	return file_tidekv_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *WriteGuard) GetKey() []byte {
@@ -5918,7 +5991,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12,\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xa0\x04\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xdb\x04\n" +
 	"\x14NodeHeartbeatRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12\x16\n" +
@@ -5942,7 +6015,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"overloaded\x12'\n" +
 	"\x0fclock_untrusted\x18\x0f \x01(\bR\x0eclockUntrusted\x12!\n" +
 	"\fclock_reason\x18\x10 \x01(\tR\vclockReason\x12-\n" +
-	"\x13max_clock_offset_ms\x18\x11 \x01(\x01R\x10maxClockOffsetMs\"\xb9\x01\n" +
+	"\x13max_clock_offset_ms\x18\x11 \x01(\x01R\x10maxClockOffsetMs\x129\n" +
+	"\rreplica_reads\x18\x12 \x03(\v2\x14.tidekv.ReplicaReadsR\freplicaReads\"d\n" +
+	"\fReplicaReads\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12\x19\n" +
+	"\bread_qps\x18\x03 \x01(\x01R\areadQps\"\xb9\x01\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x125\n" +
 	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\x12\x1f\n" +
@@ -6139,7 +6219,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -6192,38 +6272,39 @@ var file_tidekv_proto_goTypes = []any{
 	(*JoinRequest)(nil),              // 48: tidekv.JoinRequest
 	(*JoinResponse)(nil),             // 49: tidekv.JoinResponse
 	(*NodeHeartbeatRequest)(nil),     // 50: tidekv.NodeHeartbeatRequest
-	(*NodeHeartbeatResponse)(nil),    // 51: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 52: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 53: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 54: tidekv.Event
-	(*EventsRequest)(nil),            // 55: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 56: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 57: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 58: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 59: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 60: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 61: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 62: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 63: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 64: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 65: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 66: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 67: tidekv.Setting
-	(*SettingsRequest)(nil),          // 68: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 69: tidekv.SettingsResponse
-	(*AutoscaleStatusRequest)(nil),   // 70: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 71: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 72: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 73: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 74: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 75: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 76: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 77: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 78: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 79: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 80: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 81: tidekv.WriteGuard
-	(*raftpb.Message)(nil),           // 82: raftpb.Message
+	(*ReplicaReads)(nil),             // 51: tidekv.ReplicaReads
+	(*NodeHeartbeatResponse)(nil),    // 52: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 53: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 54: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 55: tidekv.Event
+	(*EventsRequest)(nil),            // 56: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 57: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 58: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 59: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 60: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 61: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 62: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 63: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 64: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 65: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 66: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 67: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 68: tidekv.Setting
+	(*SettingsRequest)(nil),          // 69: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 70: tidekv.SettingsResponse
+	(*AutoscaleStatusRequest)(nil),   // 71: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 72: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 73: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 74: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 75: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 76: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 77: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 78: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 79: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 80: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 81: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 82: tidekv.WriteGuard
+	(*raftpb.Message)(nil),           // 83: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -6237,7 +6318,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	12, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
 	4,  // 9: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
 	21, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	81, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	82, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,  // 12: tidekv.KVRequest.priority:type_name -> tidekv.Priority
 	11, // 13: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
 	13, // 14: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
@@ -6272,85 +6353,86 @@ var file_tidekv_proto_depIdxs = []int32{
 	6,  // 43: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
 	7,  // 44: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
 	7,  // 45: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	7,  // 46: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,  // 47: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	54, // 48: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	57, // 49: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	60, // 50: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	9,  // 51: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	60, // 52: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	9,  // 53: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	6,  // 54: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,  // 55: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	67, // 56: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	67, // 57: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	60, // 58: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	82, // 59: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	76, // 60: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	76, // 61: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	11, // 62: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	13, // 63: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	15, // 64: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	17, // 65: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	19, // 66: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	22, // 67: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	24, // 68: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	28, // 69: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	31, // 70: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	36, // 71: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	38, // 72: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	40, // 73: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	42, // 74: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	44, // 75: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	46, // 76: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	48, // 77: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	50, // 78: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	52, // 79: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	74, // 80: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	55, // 81: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	58, // 82: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	72, // 83: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	65, // 84: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	68, // 85: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	70, // 86: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	61, // 87: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	63, // 88: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	77, // 89: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	78, // 90: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	12, // 91: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	14, // 92: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	16, // 93: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	18, // 94: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	20, // 95: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	23, // 96: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	25, // 97: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	29, // 98: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	32, // 99: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	37, // 100: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	39, // 101: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	41, // 102: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	43, // 103: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	45, // 104: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	47, // 105: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	49, // 106: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	51, // 107: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	53, // 108: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	75, // 109: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	56, // 110: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	59, // 111: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	73, // 112: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	66, // 113: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	69, // 114: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	71, // 115: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	62, // 116: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	64, // 117: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	80, // 118: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	79, // 119: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	91, // [91:120] is the sub-list for method output_type
-	62, // [62:91] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	51, // 46: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	7,  // 47: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	6,  // 48: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	55, // 49: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	58, // 50: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	61, // 51: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	9,  // 52: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	61, // 53: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	9,  // 54: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	6,  // 55: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	6,  // 56: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	68, // 57: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	68, // 58: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	61, // 59: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	83, // 60: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	77, // 61: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	77, // 62: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	11, // 63: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	13, // 64: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	15, // 65: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	17, // 66: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	19, // 67: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	22, // 68: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	24, // 69: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	28, // 70: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	31, // 71: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	36, // 72: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	38, // 73: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	40, // 74: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	42, // 75: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	44, // 76: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	46, // 77: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	48, // 78: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	50, // 79: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	53, // 80: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	75, // 81: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	56, // 82: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	59, // 83: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	73, // 84: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	66, // 85: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	69, // 86: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	71, // 87: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	62, // 88: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	64, // 89: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	78, // 90: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	79, // 91: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	12, // 92: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	14, // 93: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	16, // 94: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	18, // 95: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	20, // 96: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	23, // 97: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	25, // 98: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	29, // 99: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	32, // 100: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	37, // 101: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	39, // 102: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	41, // 103: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	43, // 104: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	45, // 105: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	47, // 106: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	49, // 107: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	52, // 108: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	54, // 109: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	76, // 110: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	57, // 111: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	60, // 112: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	74, // 113: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	67, // 114: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	70, // 115: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	72, // 116: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	63, // 117: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	65, // 118: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	81, // 119: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	80, // 120: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	92, // [92:121] is the sub-list for method output_type
+	63, // [63:92] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -6382,7 +6464,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   77,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

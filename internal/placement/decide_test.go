@@ -15,7 +15,7 @@ import (
 //
 //	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS]
 //	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S] [clock-untrusted]
-//	range ID START END v=1,2,3 [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy] [stale]
+//	range ID START END v=1,2,3 [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy] [stale]
 //	recent RANGE kind=KIND [from=N] [to=N] at=SECONDS   (a completed operator)
 //
 // START/END "-" mean the ends of the key space; v lists voters, l plain
@@ -147,6 +147,7 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 		r.Leaseholder = uint64(num(m["lease"]))
 		r.Bytes = uint64(num(m["mib"]) * (1 << 20))
 		r.QPS, r.ReadQPS, r.HitsEWMA, r.HotKeyShare = num(m["qps"]), num(m["reads"]), num(m["hits"]), num(m["hot"])
+		r.ReplicaReadQPS = num(m["replica-reads"])
 		if v, ok := m["split"]; ok {
 			r.SplitAt = time.Unix(int64(num(v)), 0)
 		}

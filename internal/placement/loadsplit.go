@@ -185,7 +185,11 @@ func (p *planner) adaptive() {
 				adaptive = append(adaptive, rep.Node)
 			}
 		}
-		reads := math.Min(r.ReadQPS, r.HitsEWMA)
+		// The range's reads are the leaseholder's and its other
+		// replicas': judged on the leaseholder's alone, learners that took
+		// the reads over would look idle and go.
+		reads := math.Min(r.ReadQPS, r.HitsEWMA) + r.ReplicaReadQPS
+		all := r.ReadQPS + r.ReplicaReadQPS
 		// Above the split threshold now, a load split is coming (it waits
 		// for the rate to be sustained): wait for it rather than copy.
 		splitWillHelp := r == hot || r.QPS > p.cfg.SplitQPS && r.HotKeyShare < p.cfg.HotKeyShare
@@ -193,9 +197,9 @@ func (p *planner) adaptive() {
 		case reads > p.cfg.AdaptiveReadQPS && !splitWillHelp && len(adaptive) < p.cfg.MaxAdaptiveReplicas:
 			if t, ok := p.leastLoaded(r); ok {
 				p.add(Operator{Kind: OpAddLearner, Range: r.ID, Target: t, Bytes: r.Bytes, Policy: "adaptive-replicas",
-					Reason: fmt.Sprintf("%.0f reads/s above %.0f", r.ReadQPS, p.cfg.AdaptiveReadQPS)})
+					Reason: fmt.Sprintf("%s above %.0f", readsOf(r), p.cfg.AdaptiveReadQPS)})
 			}
-		case r.ReadQPS < p.cfg.AdaptiveReadQPS/2 && len(adaptive) > 0:
+		case all < p.cfg.AdaptiveReadQPS/2 && len(adaptive) > 0 && !p.learnerJustAdded(r.ID):
 			victim := adaptive[0]
 			for _, a := range adaptive[1:] {
 				if p.qps[a] > p.qps[victim] {
@@ -203,9 +207,31 @@ func (p *planner) adaptive() {
 				}
 			}
 			p.add(Operator{Kind: OpRemoveReplica, Range: r.ID, Source: victim, Policy: "adaptive-replicas",
-				Reason: fmt.Sprintf("cooled to %.0f reads/s", r.ReadQPS)})
+				Reason: fmt.Sprintf("cooled to %s", readsOf(r))})
 		}
 	}
+}
+
+// learnerJustAdded reports whether range id got an adaptive learner within
+// RangeCooldown: the reads a new learner takes over leave the
+// leaseholder's report a window before they reach its node's, so the
+// range would look cool in between.
+func (p *planner) learnerJustAdded(id uint64) bool {
+	for _, ro := range p.s.Recent {
+		if ro.Op.Kind == OpAddLearner && ro.Op.Range == id && p.s.Now.Sub(ro.At) < p.cfg.RangeCooldown {
+			return true
+		}
+	}
+	return false
+}
+
+// readsOf says a range's read rate, and the other replicas' share of it
+// when they serve some.
+func readsOf(r *Range) string {
+	if r.ReplicaReadQPS == 0 {
+		return fmt.Sprintf("%.0f reads/s", r.ReadQPS)
+	}
+	return fmt.Sprintf("%.0f reads/s (%.0f at the leaseholder, %.0f at other replicas)", r.ReadQPS+r.ReplicaReadQPS, r.ReadQPS, r.ReplicaReadQPS)
 }
 
 // leastLoaded is the live node without a replica of r with the lowest load

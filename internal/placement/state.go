@@ -111,7 +111,12 @@ type Range struct {
 	Bytes       uint64
 	// QPS is all requests per second; ReadQPS the reads among them;
 	// HitsEWMA a smoothed request rate used to order a node's ranges.
+	// All three are the leaseholder's.
 	QPS, ReadQPS, HitsEWMA float64
+	// ReplicaReadQPS is the reads per second its other replicas
+	// (followers, learners) serve, as their nodes last reported: reads a
+	// learner took over still count as the range's.
+	ReplicaReadQPS float64
 	// SplitAt is when the range last split (zero if never or unknown).
 	SplitAt time.Time
 	// HotKeyShare is the share (0..1) of the range's sampled requests that

@@ -84,6 +84,28 @@ func (s *Server) placeRound(ctx context.Context, urgent bool) {
 	s.ctl.loop.Round(obs)
 }
 
+// addReplicaReadsLocked adds to each range the reads its other replicas
+// served, as the live nodes' last heartbeats report them for the range's
+// current span.
+func (s *Server) addReplicaReadsLocked(ranges []placement.Range, statuses []*tidekvpb.NodeStatus) {
+	at := make(map[uint64]*placement.Range, len(ranges))
+	for i := range ranges {
+		at[ranges[i].ID] = &ranges[i]
+	}
+	for _, ns := range statuses {
+		l := s.meta.nodes[ns.GetNode().GetNodeId()]
+		if !ns.GetLive() || l == nil {
+			continue
+		}
+		for _, rr := range l.hb.GetReplicaReads() {
+			r := at[rr.GetRangeId()]
+			if r != nil && !r.ControlLoop && r.Generation == rr.GetGeneration() && r.Leaseholder != ns.GetNode().GetNodeId() {
+				r.ReplicaReadQPS += rr.GetReadQps()
+			}
+		}
+	}
+}
+
 // observe assembles what the control loop looks at.
 func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.RangesResponse, now time.Time) control.Observation {
 	obs := control.Observation{Now: now}
@@ -112,6 +134,7 @@ func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.Rang
 	statuses := s.nodeStatuses(resp.GetNodes(), now)
 	obs.Signals = make(map[uint64]control.NodeSignal, len(statuses))
 	s.meta.mu.Lock()
+	s.addReplicaReadsLocked(obs.Ranges, statuses)
 	for _, ns := range statuses {
 		n := ns.GetNode()
 		obs.Nodes = append(obs.Nodes, placement.Node{ID: n.GetNodeId(), Locality: n.GetLocality(),

@@ -84,6 +84,23 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	})
 }
 
+// replicaReads is the last sample's read rate of each local replica that
+// served reads without leading its range (a follower or learner read),
+// at the range's current span.
+func (s *Server) replicaReads() []*tidekvpb.ReplicaReads {
+	s.load.mu.Lock()
+	defer s.load.mu.Unlock()
+	var out []*tidekvpb.ReplicaReads
+	for id, l := range s.load.ranges {
+		r := s.store.GetReplica(id)
+		if l.readQPS <= 0 || r == nil || r.IsLeader() || r.Desc().GetGeneration() != l.gen {
+			continue
+		}
+		out = append(out, &tidekvpb.ReplicaReads{RangeId: id, Generation: l.gen, ReadQps: l.readQPS})
+	}
+	return out
+}
+
 // coversWindow reports whether sample cur covers a whole window of one
 // lease: this node led the range in the same term, with the same span, at
 // the previous sample prev as well.

@@ -109,6 +109,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	if qps > 0 {
 		req.ReadShare = reads / qps
 	}
+	req.ReplicaReads = s.replicaReads()
 	req.Bytes = s.localStatus().GetBytes()
 	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
 		return s.heartbeatLocal(ctx, r, req)

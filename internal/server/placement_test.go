@@ -438,6 +438,7 @@ func TestAdaptiveReplicas(t *testing.T) {
 		c.Placement.AdaptiveReadQPS = 100
 		c.Placement.SplitQPS = 150
 		c.Placement.MaxAdaptiveReplicas = 1
+		c.Placement.RangeCooldown = 3 * time.Second
 	})
 	c := tc.client()
 	tc.waitReplicated(c, 3)
@@ -483,6 +484,95 @@ func TestAdaptiveReplicas(t *testing.T) {
 		return nil
 	})
 	tc.waitEvents(t, [3]string{"learner-add", "adaptive-replicas:", ""}, [3]string{"replica-remove", "cooled", ""})
+}
+
+// An adaptive learner that serves a range's reads is kept while it does:
+// its node reports the reads it serves for the range (the leaseholder
+// then reads little), and placement counts them as the range's. Once they
+// stop, the learner goes.
+func TestAdaptiveLearnerKeptWhileItServes(t *testing.T) {
+	tc := startClusterWith(t, 4, func(c *Config) {
+		c.Placement.Rebalance = true
+		c.Placement.AdaptiveReadQPS = 100
+		c.Placement.SplitQPS = 1e9
+		c.Placement.MaxAdaptiveReplicas = 1
+		c.Placement.RangeCooldown = 3 * time.Second
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.Put(ctx, []byte("hot"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	learner := func() (uint64, error) {
+		resp, err := c.Ranges(ctx)
+		if err != nil {
+			return 0, err
+		}
+		for _, ri := range resp.GetRanges() {
+			for _, rd := range ri.GetDesc().GetReplicas() {
+				if rd.GetAdaptive() {
+					return rd.GetNodeId(), nil
+				}
+			}
+		}
+		return 0, nil
+	}
+	stop := make(chan struct{})
+	done := readLoad(c, func(int) []byte { return []byte("hot") }, stop)
+	var node uint64
+	eventually(t, 30*time.Second, "an adaptive learner", func() error {
+		var err error
+		if node, err = learner(); node == 0 {
+			return fmt.Errorf("none yet (%v)", err)
+		}
+		return nil
+	})
+	close(stop)
+	<-done
+	// Every read now goes to the learner's node, served by its replica.
+	var addr string
+	for _, n := range tc.nodes {
+		if n.NodeID() == node {
+			addr = n.Addr()
+		}
+	}
+	kv := kvClient(t, addr)
+	stop = make(chan struct{})
+	served := make(chan int)
+	go func() {
+		n := 0
+		defer func() { served <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("hot"), ReadMode: tidekvpb.ReadMode_ANY}); err == nil {
+				n++
+			}
+		}
+	}()
+	// Past the range cool-down after the learner's addition, and many
+	// report windows: the leaseholder's near-zero reads reach placement.
+	for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if n, err := learner(); err == nil && n == 0 {
+			close(stop)
+			t.Fatalf("the learner on node %d was removed while it served the range's reads (%d served)", node, <-served)
+		}
+	}
+	close(stop)
+	if n := <-served; n < 1000 {
+		t.Fatalf("the learner's node served only %d reads", n)
+	}
+	eventually(t, 30*time.Second, "the learner removed once its reads stopped", func() error {
+		if n, err := learner(); n != 0 || err != nil {
+			return fmt.Errorf("still on node %d (%v)", n, err)
+		}
+		return nil
+	})
 }
 
 // A range whose load stays above the threshold splits at the median of its
