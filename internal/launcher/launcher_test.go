@@ -541,3 +541,28 @@ func TestUp(t *testing.T) {
 		assertPortsFree(t, cfg.Node(i))
 	}
 }
+
+// WipeState leaves only the log: the directory then has no state.
+func TestWipeState(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{launcher.LogName, "000001.log", "MANIFEST-000001"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "snapshots"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if has, err := launcher.HasState(dir); err != nil || !has {
+		t.Fatalf("before: %v %v", has, err)
+	}
+	if err := launcher.WipeState(dir); err != nil {
+		t.Fatal(err)
+	}
+	if has, err := launcher.HasState(dir); err != nil || has {
+		t.Fatalf("after: %v %v", has, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, launcher.LogName)); err != nil {
+		t.Fatalf("the log went too: %v", err)
+	}
+}

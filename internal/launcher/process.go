@@ -551,3 +551,21 @@ func HasState(dataDir string) (bool, error) {
 	}
 	return false, nil
 }
+
+// WipeState removes everything in dataDir but the launcher's log file: the
+// node started there next is a fresh one (HasState is then false), as on a
+// replaced disk, and its log still holds the earlier runs.
+func WipeState(dataDir string) error {
+	entries, err := os.ReadDir(dataDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != LogName {
+			if err := os.RemoveAll(filepath.Join(dataDir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -79,8 +79,10 @@ type Report struct {
 	// fail on, and were killed).
 	DiskFails     int `json:"disk_fails"`
 	DiskFailStops int `json:"disk_fail_stops"`
-	Ops           int `json:"ops"`
-	OkOps         int `json:"ok_ops"`
+	// Replaced is how many nodes were wiped and started afresh.
+	Replaced int `json:"replaced"`
+	Ops      int `json:"ops"`
+	OkOps    int `json:"ok_ops"`
 	// FinalReads is how many keys were read back after convergence; the
 	// reads are part of the checked history, so an acknowledged write they
 	// do not see is a linearizability violation.
@@ -147,7 +149,7 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	}
 	runErr := Run(ctx, steps, target, func(s Step) { logf("  seed %d: %s", seed, s) })
 	rep.Moves, rep.MovesOK = target.ops.moves, target.ops.movesOK
-	rep.DiskFails, rep.DiskFailStops = target.ops.diskFails, target.ops.diskStops
+	rep.DiskFails, rep.DiskFailStops, rep.Replaced = target.ops.diskFails, target.ops.diskStops, target.ops.replaced
 	took, convErr := awaitReplicated(ctx, cl, c.ConvergeWithin, true)
 	stop()
 	if runErr != nil {
@@ -162,8 +164,8 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
 	res := linearizability.Check(rec.History(), c.CheckTimeout)
 	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
-	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d failed disks (%d stopped their node), %d bridges, %d splits; %d moves (%d made), %d churns; %d ops (%d ok), %d final reads; %s; ",
-		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.DiskFails, rep.DiskFailStops, rep.Bridges, rep.Splits, rep.Moves, rep.MovesOK, rep.Churns,
+	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d failed disks (%d stopped their node), %d replaced, %d bridges, %d splits; %d moves (%d made), %d churns; %d ops (%d ok), %d final reads; %s; ",
+		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.DiskFails, rep.DiskFailStops, rep.Replaced, rep.Bridges, rep.Splits, rep.Moves, rep.MovesOK, rep.Churns,
 		rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
 	if convErr != nil {
 		rep.Verdict += "NOT converged: " + convErr.Error()
@@ -204,6 +206,12 @@ func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Clu
 	lcfg.Nodes, lcfg.DataDir, lcfg.BasePort, lcfg.Binary = c.Faults.Nodes, dir, c.BasePort, c.Binary
 	if slices.ContainsFunc(c.Faults.Kinds, Kind.Injected) {
 		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--enable-fault-injection")
+	}
+	if slices.Contains(c.Faults.Kinds, Replace) {
+		// A replaced node's old ID must be found dead, and its replicas
+		// re-created, within the run: twice a fault's length, which no
+		// other fault keeps a live node silent for.
+		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--dead-node-grace", (2 * c.Faults.Down).String())
 	}
 	lc, err := launcher.NewCluster(lcfg)
 	if err != nil {
@@ -280,9 +288,13 @@ func awaitReplicated(ctx context.Context, cl *client.Client, d time.Duration, st
 	for {
 		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
 		resp, err := cl.Ranges(rctx)
+		var st *tidekvpb.StatusResponse
+		if err == nil {
+			st, err = cl.Status(rctx)
+		}
 		rcancel()
 		if err == nil {
-			last = replicatedErr(resp, strict)
+			last = replicatedErr(resp, liveNodes(st), strict)
 		} else {
 			last = err
 		}
@@ -295,7 +307,21 @@ func awaitReplicated(ctx context.Context, cl *client.Client, d time.Duration, st
 	}
 }
 
-func replicatedErr(resp *tidekvpb.RangesResponse, strict bool) error {
+// liveNodes is the set of nodes st reports live.
+func liveNodes(st *tidekvpb.StatusResponse) map[uint64]bool {
+	live := map[uint64]bool{}
+	for _, n := range st.GetNodes() {
+		if n.GetLive() {
+			live[n.GetNode().GetNodeId()] = true
+		}
+	}
+	return live
+}
+
+// replicatedErr says why resp's ranges are not fully replicated on live
+// nodes: a voter on a node that is not live (a replaced node's old ID) does
+// not count.
+func replicatedErr(resp *tidekvpb.RangesResponse, live map[uint64]bool, strict bool) error {
 	if len(resp.GetRanges()) == 0 {
 		return errors.New("no ranges reported")
 	}
@@ -304,6 +330,8 @@ func replicatedErr(resp *tidekvpb.RangesResponse, strict bool) error {
 		voters := 0
 		for _, rd := range d.GetReplicas() {
 			switch {
+			case !live[rd.GetNodeId()]:
+				return fmt.Errorf("range %d has a replica on node %d, which is not live", d.GetRangeId(), rd.GetNodeId())
 			case rd.GetType() == tidekvpb.ReplicaType_VOTER:
 				voters++
 			case strict && !rd.GetAdaptive():

@@ -64,10 +64,17 @@ const (
 	// (healthy again) disk: what it acknowledged must have been durable
 	// (needs --enable-fault-injection). Not in AllKinds: ask for it.
 	DiskFail
+	// Replace SIGKILLs the node and wipes its data, as a lost disk would,
+	// and For later starts a fresh node at its addresses: it joins under
+	// a new node ID, the old one is dead, and the dead node's replicas
+	// must be re-created elsewhere; the step ends once they are, as a
+	// second fault before that would be two at once (a range may lose
+	// its quorum for good). Not in AllKinds: ask for it.
+	Replace
 )
 
 var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew", SlowDisk: "slow-disk", Bridge: "bridge",
-	Split: "split", Move: "move", Churn: "churn", DiskFail: "disk-fail"}
+	Split: "split", Move: "move", Churn: "churn", DiskFail: "disk-fail", Replace: "replace"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -141,6 +148,8 @@ func (s Step) String() string {
 		what = "decommission"
 	case DiskFail:
 		what = "fail the disk of"
+	case Replace:
+		return fmt.Sprintf("%v: replace node %d with a fresh one after %v", s.At.Round(time.Millisecond), s.Node, s.For)
 	}
 	return fmt.Sprintf("%v: %s node %d for %v", s.At.Round(time.Millisecond), what, s.Node, s.For)
 }

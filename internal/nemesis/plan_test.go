@@ -80,10 +80,10 @@ func TestParseKinds(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []Kind{Kill, Partition, Pause}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk, bridge, split, move, churn, disk-fail)`) {
+	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk, bridge, split, move, churn, disk-fail, replace)`) {
 		t.Fatalf("an unknown kind: %v", err)
 	}
-	for _, k := range append(AllKinds(), Bridge, Split, Move, Churn, DiskFail) {
+	for _, k := range append(AllKinds(), Bridge, Split, Move, Churn, DiskFail, Replace) {
 		if back, err := ParseKinds(k.String()); err != nil || back[0] != k {
 			t.Fatalf("%v does not round-trip: %v %v", k, back, err)
 		}
@@ -134,6 +134,10 @@ func (f *fakePartitioner) Heal(i int) error                      { return f.did(
 func (f *fakePartitioner) Skew(i int, d time.Duration) error     { return f.did("skew ", i, " ", d) }
 func (f *fakePartitioner) SlowDisk(i int, d time.Duration) error { return f.did("disk ", i, " ", d) }
 func (f *fakePartitioner) FailDisk(i int) error                  { return f.did("fail disk ", i) }
+func (f *fakePartitioner) Wipe(i int) error                      { return f.did("wipe ", i) }
+func (f *fakePartitioner) AwaitRepair(_ context.Context, i int) error {
+	return f.did("repaired ", i)
+}
 func (f *fakePartitioner) RecoverDisk(_ context.Context, i int) error {
 	return f.did("recover disk ", i)
 }
@@ -180,13 +184,14 @@ func TestRunInjectedFaults(t *testing.T) {
 		{At: 4 * time.Millisecond, Kind: Skew, Node: 2, For: time.Millisecond, Amount: -90 * time.Millisecond},
 		{At: 6 * time.Millisecond, Kind: SlowDisk, Node: 3, For: time.Millisecond, Amount: 100 * time.Millisecond},
 		{At: 8 * time.Millisecond, Kind: Bridge, Node: 2, Peer: 4, For: time.Millisecond},
-		{At: 10 * time.Millisecond, Kind: DiskFail, Node: 1, For: time.Millisecond}}
-	if got := runFake(t, steps); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s,disk 3 100ms,disk 3 0s,cut [2]-[4],mend [2]-[4],fail disk 1,recover disk 1" {
+		{At: 10 * time.Millisecond, Kind: DiskFail, Node: 1, For: time.Millisecond},
+		{At: 12 * time.Millisecond, Kind: Replace, Node: 2, For: time.Millisecond}}
+	if got := runFake(t, steps); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s,disk 3 100ms,disk 3 0s,cut [2]-[4],mend [2]-[4],fail disk 1,recover disk 1,kill 2,wipe 2,restart 2,repaired 2" {
 		t.Fatalf("did %s", got)
 	}
 	// A target that cannot partition, skew, slow a disk or cut a link is
 	// refused before any fault.
-	for _, k := range []Kind{Partition, Skew, SlowDisk, DiskFail, Bridge, Split, Move, Churn} {
+	for _, k := range []Kind{Partition, Skew, SlowDisk, DiskFail, Replace, Bridge, Split, Move, Churn} {
 		f := &fakeTarget{}
 		err := Run(context.Background(), append(steps[:1:1], Step{At: time.Millisecond, Kind: k, Node: 1, For: time.Millisecond}), f, nil)
 		if err == nil || !strings.Contains(err.Error(), "cannot do "+k.String()) || len(f.log) != 0 {

@@ -65,6 +65,15 @@ type DiskFailer interface {
 	RecoverDisk(ctx context.Context, i int) error
 }
 
+// Wiper is a Target that can also wipe a stopped node's data, so that it
+// restarts as a fresh node (Replace), and wait until the cluster has
+// re-created elsewhere what the wiped node held: until then a second fault
+// may take a range's quorum for good, which is two faults at once.
+type Wiper interface {
+	Wipe(i int) error
+	AwaitRepair(ctx context.Context, i int) error
+}
+
 // can reports whether t can do faults of kind k.
 func can(t Target, k Kind) bool {
 	var ok bool
@@ -77,6 +86,8 @@ func can(t Target, k Kind) bool {
 		_, ok = t.(DiskSlower)
 	case DiskFail:
 		_, ok = t.(DiskFailer)
+	case Replace:
+		_, ok = t.(Wiper)
 	case Bridge, Split:
 		_, ok = t.(LinkCutter)
 	case Move, Churn:
@@ -94,10 +105,10 @@ func can(t Target, k Kind) bool {
 // back before returning. Faults run one after another, and so do
 // operations, but the two beside each other, so that an operation meets
 // the fault it was planned in (log may then be called from both at once).
-// A plan with partitions, skews, slow or failing disks,
+// A plan with partitions, skews, slow or failing disks, replacements,
 // bridges, splits or operations needs a t that is also a Partitioner,
-// Skewer, DiskSlower, DiskFailer, LinkCutter or Operator; that is checked
-// first.
+// Skewer, DiskSlower, DiskFailer, Wiper, LinkCutter or Operator; that is
+// checked first.
 func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
 	for _, s := range steps {
 		if !can(t, s.Kind) {
@@ -161,6 +172,20 @@ func do(ctx context.Context, t Target, s Step) error {
 		sd := t.(DiskSlower)
 		down = func(i int) error { return sd.SlowDisk(i, s.Amount) }
 		up = func(i int) error { return sd.SlowDisk(i, 0) }
+	case Replace:
+		w := t.(Wiper)
+		down = func(i int) error {
+			if err := t.Kill(i); err != nil {
+				return err
+			}
+			return w.Wipe(i)
+		}
+		up = func(i int) error {
+			if err := t.Restart(context.WithoutCancel(ctx), i); err != nil {
+				return err
+			}
+			return w.AwaitRepair(context.WithoutCancel(ctx), i)
+		}
 	case DiskFail:
 		df := t.(DiskFailer)
 		down = df.FailDisk

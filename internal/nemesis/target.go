@@ -26,7 +26,7 @@ type launcherTarget struct {
 	lc   *launcher.Cluster
 	cl   *client.Client
 	http *http.Client
-	ids  map[int]uint64 // launcher index -> node ID, for cutting links
+	ids  *nodeIDs // launcher index -> node ID, for cutting links
 	ops  *opCounts
 	// recommissionWithin bounds the retries of a recommission, which the
 	// run needs to recover.
@@ -40,14 +40,14 @@ type opCounts struct {
 	mu             sync.Mutex
 	moves, movesOK int
 	// diskFails are the disk failures done, diskStops those that stopped
-	// their node by themselves.
-	diskFails, diskStops int
+	// their node by themselves; replaced the nodes wiped.
+	diskFails, diskStops, replaced int
 }
 
 // newLauncherTarget also learns each node's ID from the cluster's node
 // list: a partition names peers by node ID, which join order decides.
 func newLauncherTarget(ctx context.Context, lc *launcher.Cluster, cl *client.Client, c ChaosConfig, logf func(string, ...any)) (launcherTarget, error) {
-	t := launcherTarget{lc: lc, cl: cl, http: &http.Client{Timeout: 5 * time.Second}, ids: map[int]uint64{}, ops: &opCounts{},
+	t := launcherTarget{lc: lc, cl: cl, http: &http.Client{Timeout: 5 * time.Second}, ids: &nodeIDs{m: map[int]uint64{}}, ops: &opCounts{},
 		recommissionWithin: c.ConvergeWithin, logf: logf}
 	resp, err := cl.Ranges(ctx)
 	if err != nil {
@@ -56,11 +56,50 @@ func newLauncherTarget(ctx context.Context, lc *launcher.Cluster, cl *client.Cli
 	for i := 1; i <= lc.Config().Nodes; i++ {
 		for _, n := range resp.GetNodes() {
 			if n.GetGrpcAddr() == lc.Config().Node(i).GRPCAddr {
-				t.ids[i] = n.GetNodeId()
+				t.ids.set(i, n.GetNodeId())
 			}
 		}
 	}
 	return t, nil
+}
+
+// nodeIDs maps launcher indexes to node IDs; a replaced node's changes
+// while operations read it, and the ID it had is kept until its replicas
+// are re-created.
+type nodeIDs struct {
+	mu  sync.Mutex
+	m   map[int]uint64
+	old map[int]uint64
+}
+
+// wipe notes that node i's current ID is about to lose its data.
+func (n *nodeIDs) wipe(i int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.old == nil {
+		n.old = map[int]uint64{}
+	}
+	n.old[i] = n.m[i]
+}
+
+// wiped is the ID node i had when it was last wiped.
+func (n *nodeIDs) wiped(i int) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.old[i]
+}
+
+func (n *nodeIDs) get(i int) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.m[i]
+}
+
+// set records id for i unless i already has a newer (higher) one.
+func (n *nodeIDs) set(i int, id uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.m[i] = max(n.m[i], id)
 }
 
 // CutLinks has every node of a drop its Raft traffic with the nodes of b
@@ -103,10 +142,10 @@ func (t launcherTarget) HealLinks(a, b []int) error {
 func (t launcherTarget) nodeIDs(nodes []int) (string, error) {
 	ids := make([]string, len(nodes))
 	for k, i := range nodes {
-		if t.ids[i] == 0 {
+		if t.ids.get(i) == 0 {
 			return "", fmt.Errorf("node %d is not in the cluster's node list", i)
 		}
-		ids[k] = fmt.Sprint(t.ids[i])
+		ids[k] = fmt.Sprint(t.ids.get(i))
 	}
 	return strings.Join(ids, ","), nil
 }
@@ -117,13 +156,13 @@ func (t launcherTarget) nodeIDs(nodes []int) (string, error) {
 func (t launcherTarget) MoveReplica(ctx context.Context, from int, pick uint64) error {
 	resp, err := t.cl.Ranges(ctx)
 	if err == nil {
-		rangeID, to, ok := pickMove(resp, t.ids[from], pick)
+		rangeID, to, ok := pickMove(resp, t.ids.get(from), pick)
 		if !ok {
 			t.logf("    move off node %d: it has no voter to move", from)
 			return nil
 		}
-		_, err = t.cl.ChangeReplicas(ctx, rangeID, to, t.ids[from])
-		t.logf("    move of range %d from node ID %d to node ID %d: %v", rangeID, t.ids[from], to, orOK(err))
+		_, err = t.cl.ChangeReplicas(ctx, rangeID, to, t.ids.get(from))
+		t.logf("    move of range %d from node ID %d to node ID %d: %v", rangeID, t.ids.get(from), to, orOK(err))
 	}
 	t.ops.mu.Lock()
 	defer t.ops.mu.Unlock()
@@ -177,13 +216,13 @@ func pickMove(resp *tidekvpb.RangesResponse, from uint64, pick uint64) (rangeID,
 // cluster that did not recover, so that failure is an error.
 func (t launcherTarget) Decommission(ctx context.Context, i int, drain bool) error {
 	if drain {
-		left, err := t.cl.Decommission(ctx, t.ids[i], true)
+		left, err := t.cl.Decommission(ctx, t.ids.get(i), true)
 		t.logf("    decommission node %d (%d replicas): %v", i, left, orOK(err))
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.recommissionWithin)
 	defer cancel()
-	if _, err := t.cl.Decommission(ctx, t.ids[i], false); err != nil {
+	if _, err := t.cl.Decommission(ctx, t.ids.get(i), false); err != nil {
 		return fmt.Errorf("recommissioning node %d: %w", i, err)
 	}
 	return nil
@@ -198,9 +237,73 @@ func orOK(err error) any {
 
 func (t launcherTarget) Kill(i int) error { return t.lc.KillNode(i) }
 
+// Restart starts node i again; a node restarted on a wiped directory
+// joins under a new node ID, which the target learns for its cuts and
+// operations.
 func (t launcherTarget) Restart(ctx context.Context, i int) error {
-	_, err := t.lc.StartNode(ctx, i)
-	return err
+	if _, err := t.lc.StartNode(ctx, i); err != nil {
+		return err
+	}
+	resp, err := t.cl.Ranges(ctx)
+	if err != nil {
+		return fmt.Errorf("learning node %d's ID: %w", i, err)
+	}
+	for _, n := range resp.GetNodes() {
+		if n.GetGrpcAddr() == t.lc.Config().Node(i).GRPCAddr {
+			t.ids.set(i, n.GetNodeId())
+		}
+	}
+	return nil
+}
+
+// AwaitRepair waits, up to recommissionWithin, until no range has a
+// replica on the node ID node i had before it was wiped, and every range
+// has its voters on live nodes.
+func (t launcherTarget) AwaitRepair(ctx context.Context, i int) error {
+	old := t.ids.wiped(i)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, t.recommissionWithin)
+	defer cancel()
+	for {
+		resp, err := t.cl.Ranges(ctx)
+		if err == nil {
+			if err = replicasOn(resp, old); err == nil {
+				break
+			}
+		}
+		if sleep(ctx, 200*time.Millisecond) != nil {
+			return fmt.Errorf("node %d's replicas (node ID %d before it was wiped) were not re-created within %v: %w", i, old, t.recommissionWithin, err)
+		}
+	}
+	if _, err := awaitReplicated(ctx, t.cl, t.recommissionWithin, false); err != nil {
+		return fmt.Errorf("after node %d was replaced: %w", i, err)
+	}
+	t.logf("    node ID %d's replicas re-created %.1f s after the new node started", old, time.Since(start).Seconds())
+	return nil
+}
+
+// replicasOn is an error while a range has a replica on node.
+func replicasOn(resp *tidekvpb.RangesResponse, node uint64) error {
+	for _, r := range resp.GetRanges() {
+		for _, rd := range r.GetDesc().GetReplicas() {
+			if rd.GetNodeId() == node {
+				return fmt.Errorf("range %d still has a replica on node %d", r.GetDesc().GetRangeId(), node)
+			}
+		}
+	}
+	return nil
+}
+
+// Wipe removes node i's data (not its log); it must be stopped.
+func (t launcherTarget) Wipe(i int) error {
+	if t.lc.Running(i) {
+		return fmt.Errorf("node %d still runs: its data cannot be wiped", i)
+	}
+	t.ops.mu.Lock()
+	t.ops.replaced++
+	t.ops.mu.Unlock()
+	t.ids.wipe(i)
+	return launcher.WipeState(t.lc.Config().Node(i).DataDir)
 }
 
 func (t launcherTarget) Pause(i int) error  { return t.signal(i, syscall.SIGSTOP) }

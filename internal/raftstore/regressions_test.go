@@ -2,8 +2,11 @@ package raftstore
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
@@ -200,4 +203,28 @@ func TestRegressionReplicaReaddedWhileNodeDown(t *testing.T) {
 		v, ok, _ := tc.engines[victim].Get(dataKey("a"))
 		return ok && string(v) == "1"
 	})
+}
+
+// A node started afresh at a replaced node's address gets that node's
+// peers' traffic: messages and snapshots for another node ID are dropped,
+// and no replica is created for them (it would answer for one whose votes
+// and log it never had).
+func TestMisaddressedRaftMessagesDropped(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.stores[1]
+	hb := func(to uint64) *tidekvpb.RaftMessage {
+		return &tidekvpb.RaftMessage{RangeId: 99, FromNodeId: 2, ToNodeId: to,
+			Message: &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: new(uint64(5)), From: new(uint64(6)), Term: new(uint64(3))}}
+	}
+	s.HandleRaftMessage(hb(7))
+	if r := s.GetReplica(99); r != nil || s.Stats().MessagesMisaddressed.Load() != 1 {
+		t.Fatalf("a heartbeat for node 7 on node 1: replica %v, %d counted", r, s.Stats().MessagesMisaddressed.Load())
+	}
+	if err := s.HandleSnapshot(hb(7), strings.NewReader("")); err == nil || !strings.Contains(err.Error(), "for node 7 reached node 1") {
+		t.Fatalf("a snapshot for node 7: %v", err)
+	}
+	s.HandleRaftMessage(hb(1))
+	if s.GetReplica(99) == nil {
+		t.Fatal("a heartbeat for this node created no replica")
+	}
 }

@@ -160,6 +160,9 @@ func (s *Store) throttleSnapshot(ctx context.Context, sst io.Reader) *throttledR
 // shows to be stale (gc.go) and is refused if one is still a member: that
 // one must first catch up (apply the split that separated them).
 func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) error {
+	if err := s.misaddressed(header); err != nil {
+		return err
+	}
 	msg := header.GetMessage()
 	sd := &tidekvpb.SnapshotData{}
 	if err := proto.Unmarshal(msg.GetSnapshot().GetData(), sd); err != nil {

@@ -33,6 +33,10 @@ type Stats struct {
 	// replica GC destroyed.
 	SnapshotsRefusedOverlap atomic.Uint64
 	StaleReplicasRemoved    atomic.Uint64
+	// MessagesMisaddressed counts Raft messages and snapshots dropped
+	// because they were sent to another node ID: a node started afresh at
+	// a replaced node's address must not take over its replicas.
+	MessagesMisaddressed atomic.Uint64
 	// MVCC GC (mvccgc.go): passes this node's leaseholders completed; GC
 	// commands its replicas applied, and the versions and their bytes
 	// those removed.

@@ -354,6 +354,9 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 		// node's own components; the inbox acts on them.
 		return
 	}
+	if s.misaddressed(m) != nil {
+		return
+	}
 	r := s.GetReplica(m.GetRangeId())
 	if r != nil && s.dropOlderUninitialized(r, msg.GetTo()) {
 		r = nil
@@ -385,6 +388,20 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 	r.mu.peerNodes[msg.GetFrom()] = m.GetFromNodeId()
 	r.mu.Unlock()
 	r.enqueueMsg(msg)
+}
+
+// misaddressed refuses a message sent to another node ID (0: the sender
+// did not say). Node IDs are never reused, but addresses are: a node
+// started on a wiped disk at a replaced node's address gets a new ID, and
+// the old one's peers still send its replicas' traffic there. Taken up, it
+// would make a replica of no data answer for one whose votes and log it
+// never had.
+func (s *Store) misaddressed(m *tidekvpb.RaftMessage) error {
+	if to := m.GetToNodeId(); to != 0 && to != s.nodeID {
+		s.stats.MessagesMisaddressed.Add(1)
+		return fmt.Errorf("raft message for node %d reached node %d (a node that once had this address)", to, s.nodeID)
+	}
+	return nil
 }
 
 // dropOlderUninitialized destroys r if it is an uninitialized replica (no

@@ -52,6 +52,9 @@ func (s *Server) admit(ctx context.Context, read bool) (admission.Priority, erro
 // refuses them before it spends anything on them. Other services (Raft,
 // admin) are never refused here.
 func (s *Server) arrive(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if err := s.startingErr(info.FullMethodName); err != nil {
+		return ctx, err
+	}
 	if !strings.HasPrefix(info.FullMethodName, "/tidekv.KV/") || info.FullMethodName == tidekvpb.KV_Batch_FullMethodName {
 		// A Batch stream's requests are stamped and gated one by one as
 		// its messages are read (Batch).
@@ -148,3 +151,16 @@ func b2f(b bool) float64 {
 
 // ms is d in milliseconds, for reports.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// startingErr refuses KV and admin calls until the node is ready: gRPC
+// serves from before the node joins (peers' Raft traffic may come first),
+// but its store does not exist until it has joined. A client that knew the
+// address (a node replaced on a wiped disk, or restarted) tries another
+// node; the refusal says the request did nothing.
+func (s *Server) startingErr(method string) error {
+	if s.ready.Load() || !strings.HasPrefix(method, "/tidekv.KV/") && !strings.HasPrefix(method, "/tidekv.Admin/") {
+		return nil
+	}
+	return withDetail(codes.Unavailable, "node is starting: it serves requests once it has joined the cluster, retry another node",
+		&tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_UNAVAILABLE})
+}

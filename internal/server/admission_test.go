@@ -192,3 +192,23 @@ func TestRedisOverloadedAtTheCap(t *testing.T) {
 		t.Fatalf("SET once the slots are free: %v", err)
 	}
 }
+
+// Until it is ready (joined, its store open), a node refuses KV and admin
+// calls as UNAVAILABLE, saying they did nothing, and still lets peers' Raft
+// traffic through; once ready it refuses none of them.
+func TestStartingNodeRefusesRequests(t *testing.T) {
+	s := &Server{}
+	for _, m := range []string{tidekvpb.KV_Get_FullMethodName, tidekvpb.KV_Batch_FullMethodName, tidekvpb.Admin_LocalStatus_FullMethodName} {
+		err := s.startingErr(m)
+		if status.Code(err) != codes.Unavailable || errorDetail(err).GetKind() != tidekvpb.ErrorKind_UNAVAILABLE || !strings.Contains(err.Error(), "node is starting") {
+			t.Errorf("%s while starting: %v", m, err)
+		}
+	}
+	if err := s.startingErr(tidekvpb.Raft_RaftStream_FullMethodName); err != nil {
+		t.Errorf("Raft traffic while starting: %v", err)
+	}
+	s.ready.Store(true)
+	if err := s.startingErr(tidekvpb.KV_Get_FullMethodName); err != nil {
+		t.Errorf("a ready node refused a get: %v", err)
+	}
+}

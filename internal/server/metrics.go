@@ -359,6 +359,8 @@ func (s *Server) registerStoreGauges() {
 			func(st *raftstore.Stats) uint64 { return st.GCVersionsRemoved.Load() }),
 		counter("tidekv_gc_bytes_removed_total", "Engine key and value bytes of the versions MVCC GC removed on this node.",
 			func(st *raftstore.Stats) uint64 { return st.GCBytesRemoved.Load() }),
+		counter("tidekv_raft_messages_misaddressed_total", "Raft messages and snapshots dropped because they were for another node ID (a node at a replaced node's address).",
+			func(st *raftstore.Stats) uint64 { return st.MessagesMisaddressed.Load() }),
 		counter("tidekv_stale_replicas_removed_total", "Local replicas the replica GC removed (the range directory no longer lists them here).",
 			func(st *raftstore.Stats) uint64 { return st.StaleReplicasRemoved.Load() }),
 		// With process_cpu_seconds_total and tidekv_raft_syncs_total, what
