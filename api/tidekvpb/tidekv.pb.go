@@ -5042,6 +5042,325 @@ func (x *SettingsResponse) GetSettings() []*Setting {
 	return nil
 }
 
+// A named key space (docs/keyspaces.md): its settings and, in lists, what
+// it holds and serves.
+type KeySpace struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// ordered | hashed
+	Mode string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Voters per range (0: the cluster's replication factor).
+	Rf uint32 `protobuf:"varint,3,opt,name=rf,proto3" json:"rf,omitempty"`
+	// pebble | memory
+	Engine          string `protobuf:"bytes,4,opt,name=engine,proto3" json:"engine,omitempty"`
+	CapacityPerNode uint64 `protobuf:"varint,5,opt,name=capacity_per_node,json=capacityPerNode,proto3" json:"capacity_per_node,omitempty"`
+	// Default time to live of a value written without one (0: none).
+	TtlMs int64 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// Its number: Redis SELECT n reaches key space n (0: the default).
+	Id uint32 `protobuf:"varint,7,opt,name=id,proto3" json:"id,omitempty"`
+	// Lists only: live bytes and keys of its ranges as their leaseholders
+	// last reported them, and the requests its keys got on the answering
+	// node since it started.
+	Bytes         uint64 `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Keys          uint64 `protobuf:"varint,9,opt,name=keys,proto3" json:"keys,omitempty"`
+	Hits          uint64 `protobuf:"varint,10,opt,name=hits,proto3" json:"hits,omitempty"`
+	Misses        uint64 `protobuf:"varint,11,opt,name=misses,proto3" json:"misses,omitempty"`
+	Evictions     uint64 `protobuf:"varint,12,opt,name=evictions,proto3" json:"evictions,omitempty"`
+	Ranges        uint32 `protobuf:"varint,13,opt,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeySpace) Reset() {
+	*x = KeySpace{}
+	mi := &file_tidekv_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeySpace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeySpace) ProtoMessage() {}
+
+func (x *KeySpace) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeySpace.ProtoReflect.Descriptor instead.
+func (*KeySpace) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *KeySpace) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *KeySpace) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *KeySpace) GetRf() uint32 {
+	if x != nil {
+		return x.Rf
+	}
+	return 0
+}
+
+func (x *KeySpace) GetEngine() string {
+	if x != nil {
+		return x.Engine
+	}
+	return ""
+}
+
+func (x *KeySpace) GetCapacityPerNode() uint64 {
+	if x != nil {
+		return x.CapacityPerNode
+	}
+	return 0
+}
+
+func (x *KeySpace) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *KeySpace) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *KeySpace) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *KeySpace) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *KeySpace) GetHits() uint64 {
+	if x != nil {
+		return x.Hits
+	}
+	return 0
+}
+
+func (x *KeySpace) GetMisses() uint64 {
+	if x != nil {
+		return x.Misses
+	}
+	return 0
+}
+
+func (x *KeySpace) GetEvictions() uint64 {
+	if x != nil {
+		return x.Evictions
+	}
+	return 0
+}
+
+func (x *KeySpace) GetRanges() uint32 {
+	if x != nil {
+		return x.Ranges
+	}
+	return 0
+}
+
+type CreateKeySpaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace      *KeySpace              `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateKeySpaceRequest) Reset() {
+	*x = CreateKeySpaceRequest{}
+	mi := &file_tidekv_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateKeySpaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateKeySpaceRequest) ProtoMessage() {}
+
+func (x *CreateKeySpaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateKeySpaceRequest.ProtoReflect.Descriptor instead.
+func (*CreateKeySpaceRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *CreateKeySpaceRequest) GetKeyspace() *KeySpace {
+	if x != nil {
+		return x.Keyspace
+	}
+	return nil
+}
+
+type CreateKeySpaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace      *KeySpace              `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateKeySpaceResponse) Reset() {
+	*x = CreateKeySpaceResponse{}
+	mi := &file_tidekv_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateKeySpaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateKeySpaceResponse) ProtoMessage() {}
+
+func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateKeySpaceResponse.ProtoReflect.Descriptor instead.
+func (*CreateKeySpaceResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *CreateKeySpaceResponse) GetKeyspace() *KeySpace {
+	if x != nil {
+		return x.Keyspace
+	}
+	return nil
+}
+
+type ListKeySpacesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeySpacesRequest) Reset() {
+	*x = ListKeySpacesRequest{}
+	mi := &file_tidekv_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeySpacesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeySpacesRequest) ProtoMessage() {}
+
+func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeySpacesRequest.ProtoReflect.Descriptor instead.
+func (*ListKeySpacesRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
+}
+
+type ListKeySpacesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The default key space first, then the others by id.
+	Keyspaces     []*KeySpace `protobuf:"bytes,1,rep,name=keyspaces,proto3" json:"keyspaces,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeySpacesResponse) Reset() {
+	*x = ListKeySpacesResponse{}
+	mi := &file_tidekv_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeySpacesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeySpacesResponse) ProtoMessage() {}
+
+func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeySpacesResponse.ProtoReflect.Descriptor instead.
+func (*ListKeySpacesResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *ListKeySpacesResponse) GetKeyspaces() []*KeySpace {
+	if x != nil {
+		return x.Keyspaces
+	}
+	return nil
+}
+
 type AutoscaleStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -5050,7 +5369,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5062,7 +5381,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5075,7 +5394,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{65}
+	return file_tidekv_proto_rawDescGZIP(), []int{70}
 }
 
 type AutoscaleStatusResponse struct {
@@ -5089,7 +5408,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5101,7 +5420,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5114,7 +5433,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -5132,7 +5451,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5144,7 +5463,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5157,7 +5476,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{67}
+	return file_tidekv_proto_rawDescGZIP(), []int{72}
 }
 
 type NodeLoadsResponse struct {
@@ -5170,7 +5489,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5182,7 +5501,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5195,7 +5514,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{68}
+	return file_tidekv_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -5213,7 +5532,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5225,7 +5544,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5238,7 +5557,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{69}
+	return file_tidekv_proto_rawDescGZIP(), []int{74}
 }
 
 type AllocRangeIDResponse struct {
@@ -5250,7 +5569,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5262,7 +5581,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5275,7 +5594,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{70}
+	return file_tidekv_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -5297,7 +5616,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5309,7 +5628,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5322,7 +5641,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{71}
+	return file_tidekv_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -5363,7 +5682,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5375,7 +5694,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5388,7 +5707,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{72}
+	return file_tidekv_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -5415,7 +5734,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5427,7 +5746,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5440,7 +5759,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{73}
+	return file_tidekv_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -5488,7 +5807,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5500,7 +5819,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5513,7 +5832,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{74}
+	return file_tidekv_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -5538,7 +5857,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5550,7 +5869,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5563,7 +5882,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{75}
+	return file_tidekv_proto_rawDescGZIP(), []int{80}
 }
 
 // WriteGuard lets a write create or update a keyed collection in one step
@@ -5585,7 +5904,7 @@ type WriteGuard struct {
 
 func (x *WriteGuard) Reset() {
 	*x = WriteGuard{}
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5597,7 +5916,7 @@ func (x *WriteGuard) String() string {
 func (*WriteGuard) ProtoMessage() {}
 
 func (x *WriteGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5610,7 +5929,7 @@ func (x *WriteGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
 func (*WriteGuard) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{76}
+	return file_tidekv_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *WriteGuard) GetKey() []byte {
@@ -6029,7 +6348,29 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0fSettingsRequest\x12!\n" +
 	"\x03set\x18\x01 \x03(\v2\x0f.tidekv.SettingR\x03set\"?\n" +
 	"\x10SettingsResponse\x12+\n" +
-	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\x18\n" +
+	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\xb9\x02\n" +
+	"\bKeySpace\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x0e\n" +
+	"\x02rf\x18\x03 \x01(\rR\x02rf\x12\x16\n" +
+	"\x06engine\x18\x04 \x01(\tR\x06engine\x12*\n" +
+	"\x11capacity_per_node\x18\x05 \x01(\x04R\x0fcapacityPerNode\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x0e\n" +
+	"\x02id\x18\a \x01(\rR\x02id\x12\x14\n" +
+	"\x05bytes\x18\b \x01(\x04R\x05bytes\x12\x12\n" +
+	"\x04keys\x18\t \x01(\x04R\x04keys\x12\x12\n" +
+	"\x04hits\x18\n" +
+	" \x01(\x04R\x04hits\x12\x16\n" +
+	"\x06misses\x18\v \x01(\x04R\x06misses\x12\x1c\n" +
+	"\tevictions\x18\f \x01(\x04R\tevictions\x12\x16\n" +
+	"\x06ranges\x18\r \x01(\rR\x06ranges\"E\n" +
+	"\x15CreateKeySpaceRequest\x12,\n" +
+	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"F\n" +
+	"\x16CreateKeySpaceResponse\x12,\n" +
+	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"\x16\n" +
+	"\x14ListKeySpacesRequest\"G\n" +
+	"\x15ListKeySpacesResponse\x12.\n" +
+	"\tkeyspaces\x18\x01 \x03(\v2\x10.tidekv.KeySpaceR\tkeyspaces\"\x18\n" +
 	"\x16AutoscaleStatusRequest\"-\n" +
 	"\x17AutoscaleStatusResponse\x12\x12\n" +
 	"\x04json\x18\x01 \x01(\tR\x04json\"\x12\n" +
@@ -6099,8 +6440,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
 	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse\x12<\n" +
-	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\x9e\n" +
-	"\n" +
+	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\xbd\v\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12@\n" +
@@ -6117,7 +6457,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x14PushClosedTimestamps\x12\x1f.tidekv.ClosedTimestampsRequest\x1a .tidekv.ClosedTimestampsResponse\x12@\n" +
 	"\tNodeLoads\x12\x18.tidekv.NodeLoadsRequest\x1a\x19.tidekv.NodeLoadsResponse\x12I\n" +
 	"\fDecommission\x12\x1b.tidekv.DecommissionRequest\x1a\x1c.tidekv.DecommissionResponse\x12=\n" +
-	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse\x12R\n" +
+	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse\x12O\n" +
+	"\x0eCreateKeySpace\x12\x1d.tidekv.CreateKeySpaceRequest\x1a\x1e.tidekv.CreateKeySpaceResponse\x12L\n" +
+	"\rListKeySpaces\x12\x1c.tidekv.ListKeySpacesRequest\x1a\x1d.tidekv.ListKeySpacesResponse\x12R\n" +
 	"\x0fAutoscaleStatus\x12\x1e.tidekv.AutoscaleStatusRequest\x1a\x1f.tidekv.AutoscaleStatusResponse\x124\n" +
 	"\x05Merge\x12\x14.tidekv.MergeRequest\x1a\x15.tidekv.MergeResponse\x12F\n" +
 	"\vFreezeRange\x12\x1a.tidekv.FreezeRangeRequest\x1a\x1b.tidekv.FreezeRangeResponse2\x85\x01\n" +
@@ -6139,7 +6481,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -6211,19 +6553,24 @@ var file_tidekv_proto_goTypes = []any{
 	(*Setting)(nil),                  // 67: tidekv.Setting
 	(*SettingsRequest)(nil),          // 68: tidekv.SettingsRequest
 	(*SettingsResponse)(nil),         // 69: tidekv.SettingsResponse
-	(*AutoscaleStatusRequest)(nil),   // 70: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 71: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 72: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 73: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 74: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 75: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 76: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 77: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 78: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 79: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 80: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 81: tidekv.WriteGuard
-	(*raftpb.Message)(nil),           // 82: raftpb.Message
+	(*KeySpace)(nil),                 // 70: tidekv.KeySpace
+	(*CreateKeySpaceRequest)(nil),    // 71: tidekv.CreateKeySpaceRequest
+	(*CreateKeySpaceResponse)(nil),   // 72: tidekv.CreateKeySpaceResponse
+	(*ListKeySpacesRequest)(nil),     // 73: tidekv.ListKeySpacesRequest
+	(*ListKeySpacesResponse)(nil),    // 74: tidekv.ListKeySpacesResponse
+	(*AutoscaleStatusRequest)(nil),   // 75: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 76: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 77: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 78: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 79: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 80: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 81: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 82: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 83: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 84: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 85: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 86: tidekv.WriteGuard
+	(*raftpb.Message)(nil),           // 87: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -6237,7 +6584,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	12, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
 	4,  // 9: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
 	21, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	81, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	86, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,  // 12: tidekv.KVRequest.priority:type_name -> tidekv.Priority
 	11, // 13: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
 	13, // 14: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
@@ -6284,73 +6631,80 @@ var file_tidekv_proto_depIdxs = []int32{
 	6,  // 55: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
 	67, // 56: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
 	67, // 57: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	60, // 58: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	82, // 59: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	76, // 60: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	76, // 61: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	11, // 62: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	13, // 63: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	15, // 64: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	17, // 65: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	19, // 66: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	22, // 67: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	24, // 68: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	28, // 69: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	31, // 70: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	36, // 71: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	38, // 72: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	40, // 73: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	42, // 74: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	44, // 75: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	46, // 76: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	48, // 77: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	50, // 78: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	52, // 79: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	74, // 80: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	55, // 81: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	58, // 82: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	72, // 83: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	65, // 84: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	68, // 85: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	70, // 86: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	61, // 87: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	63, // 88: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	77, // 89: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	78, // 90: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	12, // 91: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	14, // 92: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	16, // 93: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	18, // 94: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	20, // 95: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	23, // 96: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	25, // 97: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	29, // 98: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	32, // 99: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	37, // 100: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	39, // 101: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	41, // 102: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	43, // 103: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	45, // 104: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	47, // 105: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	49, // 106: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	51, // 107: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	53, // 108: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	75, // 109: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	56, // 110: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	59, // 111: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	73, // 112: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	66, // 113: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	69, // 114: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	71, // 115: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	62, // 116: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	64, // 117: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	80, // 118: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	79, // 119: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	91, // [91:120] is the sub-list for method output_type
-	62, // [62:91] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	70, // 58: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	70, // 59: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	70, // 60: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	60, // 61: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	87, // 62: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	81, // 63: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	81, // 64: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	11, // 65: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	13, // 66: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	15, // 67: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	17, // 68: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	19, // 69: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	22, // 70: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	24, // 71: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	28, // 72: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	31, // 73: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	36, // 74: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	38, // 75: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	40, // 76: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	42, // 77: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	44, // 78: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	46, // 79: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	48, // 80: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	50, // 81: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	52, // 82: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	79, // 83: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	55, // 84: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	58, // 85: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	77, // 86: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	65, // 87: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	68, // 88: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	71, // 89: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	73, // 90: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	75, // 91: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	61, // 92: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	63, // 93: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	82, // 94: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	83, // 95: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	12, // 96: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	14, // 97: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	16, // 98: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	18, // 99: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	20, // 100: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	23, // 101: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	25, // 102: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	29, // 103: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	32, // 104: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	37, // 105: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	39, // 106: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	41, // 107: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	43, // 108: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	45, // 109: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	47, // 110: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	49, // 111: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	51, // 112: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	53, // 113: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	80, // 114: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	56, // 115: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	59, // 116: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	78, // 117: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	66, // 118: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	69, // 119: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	72, // 120: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	74, // 121: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	76, // 122: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	62, // 123: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	64, // 124: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	85, // 125: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	84, // 126: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	96, // [96:127] is the sub-list for method output_type
+	65, // [65:96] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -6382,7 +6736,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   77,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

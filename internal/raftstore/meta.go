@@ -48,6 +48,13 @@ func (r *Replica) applyMetaLocked(ab *applyBatch, mc *tidekvpb.MetaCommand) (app
 			return applyResult{}, err
 		}
 		return applyResult{}, ab.set(key, binary.BigEndian.AppendUint32(nil, mc.GetRaiseLogVersion()))
+	case mc.GetCreateKeyspace() != nil:
+		// The creation reads the catalogue, so pending writes are
+		// flushed first.
+		if err := r.flushAppliedLocked(ab); err != nil {
+			return applyResult{}, err
+		}
+		return applyCreateKeySpace(ab, mc.GetCreateKeyspace())
 	case mc.GetAllocRangeId():
 		id, err := nextCounter(ab, mk(keys.MetaNextRangeKey))
 		return applyResult{metaID: id}, err
@@ -60,6 +67,30 @@ func (r *Replica) applyMetaLocked(ab *applyBatch, mc *tidekvpb.MetaCommand) (app
 		return applyResult{}, applyRangeUpdate(ab, mc.GetUpdateRange())
 	}
 	return applyResult{err: ErrInvalidRequest}, nil
+}
+
+// applyCreateKeySpace stores a new key space under the next number, unless
+// one of that name exists (result 0): two creations of one name racing
+// through different proposers end with one key space, the same on every
+// replica.
+func applyCreateKeySpace(ab *applyBatch, rec *tidekvpb.KeySpaceRecord) (applyResult, error) {
+	all, err := ReadMetaKeySpaces(ab.eng)
+	if err != nil {
+		return applyResult{}, err
+	}
+	for _, o := range all {
+		if o.GetName() == rec.GetName() {
+			return applyResult{}, nil
+		}
+	}
+	id, err := nextCounter(ab, keys.DataKey(keys.MetaRangeID, keys.MetaNextKeySpaceKey))
+	if err != nil {
+		return applyResult{}, err
+	}
+	stored := proto.Clone(rec).(*tidekvpb.KeySpaceRecord)
+	stored.Id = uint32(id)
+	b, _ := proto.Marshal(stored)
+	return applyResult{metaID: id}, ab.set(keys.DataKey(keys.MetaRangeID, keys.MetaKeySpaceKey(stored.Id)), b)
 }
 
 func nextCounter(ab *applyBatch, key []byte) (uint64, error) {
@@ -177,6 +208,21 @@ func ReadMetaRanges(rd storage.Reader) ([]*tidekvpb.RangeDescriptor, error) {
 			return err
 		}
 		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// ReadMetaKeySpaces returns the key spaces stored in the meta range, by id.
+func ReadMetaKeySpaces(rd storage.Reader) ([]*tidekvpb.KeySpaceRecord, error) {
+	var out []*tidekvpb.KeySpaceRecord
+	lo, hi := keys.MetaKeySpaceSpan()
+	err := scanMeta(rd, lo, hi, func(v []byte) error {
+		k := &tidekvpb.KeySpaceRecord{}
+		if err := proto.Unmarshal(v, k); err != nil {
+			return err
+		}
+		out = append(out, k)
 		return nil
 	})
 	return out, err
