@@ -82,6 +82,7 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 	v, err := fn(r)
 	err = s.toStatus(err)
 	s.metrics.observe(op, start, err)
+	s.metrics.keyspaceRequests.WithLabelValues(keySpaceLabel(key), op).Inc()
 	s.svc.Observe(time.Since(start))
 	return v, err
 }

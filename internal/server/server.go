@@ -100,6 +100,7 @@ type Server struct {
 	gcTTLNanos     atomic.Int64      // gc-ttl as last learnt (gcqueue.go)
 	gcRanges       gcRanges          // the GC queue's memory (gcqueue.go)
 	sizeWake       chan struct{}
+	keyspaces      catalogueCache // this node's copy of the key spaces (keyspaces.go)
 	requests       atomic.Uint64
 	ready          atomic.Bool
 	versionWarned  atomic.Bool // logVersionRefused said so once

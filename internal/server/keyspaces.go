@@ -1,0 +1,235 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/control"
+	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// Key spaces (docs/keyspaces.md): the admin RPCs that create and list them,
+// and each node's copy of the catalogue, which the Redis front end (SELECT)
+// and the metrics read. The catalogue lives in the meta range; key spaces
+// are never renamed or dropped and their mode never changes, so a copy is
+// only ever missing entries, and a miss refreshes it.
+
+// catalogueCache is a node's copy of the key space catalogue.
+type catalogueCache struct {
+	mu  sync.Mutex
+	cat keyspace.Catalogue
+}
+
+func (c *catalogueCache) get() keyspace.Catalogue {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cat
+}
+
+func (c *catalogueCache) set(cat keyspace.Catalogue) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(cat) >= len(c.cat) {
+		c.cat = cat
+	}
+}
+
+// keySpaceByID finds key space id, asking the meta range if this node's
+// copy does not know it.
+func (s *Server) keySpaceByID(ctx context.Context, id keyspace.ID) (keyspace.KeySpace, error) {
+	if k, ok := s.keyspaces.get().ByID(id); ok {
+		return k, nil
+	}
+	if _, err := s.listKeySpaces(ctx); err != nil {
+		return keyspace.KeySpace{}, err
+	}
+	if k, ok := s.keyspaces.get().ByID(id); ok {
+		return k, nil
+	}
+	return keyspace.KeySpace{}, fmt.Errorf("no key space number %d (tidekv ctl keyspace list shows them)", id)
+}
+
+// settingsOf reads a key space's settings from its API message, with the
+// defaults for what is unset.
+func settingsOf(k *tidekvpb.KeySpace) keyspace.Settings {
+	s := keyspace.DefaultSettings()
+	s.Name = k.GetName()
+	if k.GetMode() != "" {
+		s.Mode = keyspace.Mode(k.GetMode())
+	}
+	if k.GetEngine() != "" {
+		s.Engine = keyspace.Engine(k.GetEngine())
+	}
+	s.RF, s.CapacityPerNode = int(k.GetRf()), k.GetCapacityPerNode()
+	s.TTL = time.Duration(k.GetTtlMs()) * time.Millisecond
+	return s
+}
+
+// APIKeySpace is a key space as the admin API shows it.
+func APIKeySpace(k keyspace.KeySpace) *tidekvpb.KeySpace {
+	return &tidekvpb.KeySpace{Id: uint32(k.ID), Name: k.Name, Mode: string(k.Mode), Engine: string(k.Engine), Rf: uint32(k.RF),
+		CapacityPerNode: k.CapacityPerNode, TtlMs: k.TTL.Milliseconds()}
+}
+
+// KeySpaceOf reads an API key space (its settings and number).
+func KeySpaceOf(k *tidekvpb.KeySpace) keyspace.KeySpace {
+	return keyspace.KeySpace{ID: keyspace.ID(k.GetId()), Settings: settingsOf(k)}
+}
+
+func recordOf(s keyspace.Settings) *tidekvpb.KeySpaceRecord {
+	return &tidekvpb.KeySpaceRecord{Name: s.Name, Mode: string(s.Mode), Rf: uint32(s.RF), Engine: string(s.Engine),
+		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds()}
+}
+
+func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
+	ks := make([]keyspace.KeySpace, 0, len(recs))
+	for _, r := range recs {
+		ks = append(ks, keyspace.KeySpace{ID: keyspace.ID(r.GetId()), Settings: keyspace.Settings{Name: r.GetName(),
+			Mode: keyspace.Mode(r.GetMode()), RF: int(r.GetRf()), Engine: keyspace.Engine(r.GetEngine()),
+			CapacityPerNode: r.GetCapacityPerNode(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond}})
+	}
+	return keyspace.NewCatalogue(ks)
+}
+
+// metaCatalogue reads the catalogue from this node's copy of the meta range
+// (its leaseholder's, after a lease read).
+func (s *Server) metaCatalogue() (keyspace.Catalogue, error) {
+	recs, err := raftstore.ReadMetaKeySpaces(s.eng)
+	if err != nil {
+		return nil, err
+	}
+	return catalogueOf(recs), nil
+}
+
+// CreateKeySpace adds a key space to the catalogue; placement then splits
+// ranges at its bounds.
+func (a *adminService) CreateKeySpace(ctx context.Context, req *tidekvpb.CreateKeySpaceRequest) (*tidekvpb.CreateKeySpaceResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.CreateKeySpaceResponse, error) {
+		return s.createKeySpaceLocal(ctx, meta, req)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.CreateKeySpaceResponse, error) {
+		return c.CreateKeySpace(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+func (s *Server) createKeySpaceLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.CreateKeySpaceRequest) (*tidekvpb.CreateKeySpaceResponse, error) {
+	if v := s.store.LogVersion(); v < raftstore.LogVersionKeySpaces {
+		return nil, fmt.Errorf("%w: key spaces need Raft log version %d on every node, the cluster is at %d", raftstore.ErrLogVersion, raftstore.LogVersionKeySpaces, v)
+	}
+	if err := meta.LeaseRead(ctx); err != nil {
+		return nil, err
+	}
+	cat, err := s.metaCatalogue()
+	if err != nil {
+		return nil, err
+	}
+	set := settingsOf(req.GetKeyspace())
+	if err := cat.CheckNew(set); err != nil {
+		return nil, invalidArg("key space not created: %v", err)
+	}
+	id, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{CreateKeyspace: recordOf(set)})
+	if err != nil {
+		return nil, err
+	}
+	if id == 0 {
+		return nil, invalidArg("key space not created: key space %q exists", set.Name)
+	}
+	k := keyspace.KeySpace{ID: keyspace.ID(id), Settings: set}
+	s.events.Record("keyspace", "cluster", "key space %d created: %s", id, set)
+	if cat, err := s.metaCatalogue(); err == nil {
+		s.keyspaces.set(cat)
+	}
+	s.wakePlace() // split ranges at its bounds now rather than next round
+	return &tidekvpb.CreateKeySpaceResponse{Keyspace: APIKeySpace(k)}, nil
+}
+
+// ListKeySpaces lists the key spaces with what they hold.
+func (a *adminService) ListKeySpaces(ctx context.Context, req *tidekvpb.ListKeySpacesRequest) (*tidekvpb.ListKeySpacesResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	resp, err := a.s.listKeySpaces(ctx)
+	return resp, a.s.toStatus(err)
+}
+
+func (s *Server) listKeySpaces(ctx context.Context) (*tidekvpb.ListKeySpacesResponse, error) {
+	resp, err := callMeta(ctx, s, s.listKeySpacesLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ListKeySpacesResponse, error) {
+		return c.ListKeySpaces(ctx, &tidekvpb.ListKeySpacesRequest{})
+	})
+	if err == nil {
+		var ks []keyspace.KeySpace
+		for _, k := range resp.GetKeyspaces()[min(1, len(resp.GetKeyspaces())):] {
+			ks = append(ks, KeySpaceOf(k))
+		}
+		s.keyspaces.set(keyspace.NewCatalogue(ks))
+	}
+	return resp, err
+}
+
+func (s *Server) listKeySpacesLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ListKeySpacesResponse, error) {
+	ranges, err := s.rangesLocal(ctx, meta) // a lease read first
+	if err != nil {
+		return nil, err
+	}
+	cat, err := s.metaCatalogue()
+	if err != nil {
+		return nil, err
+	}
+	resp := &tidekvpb.ListKeySpacesResponse{}
+	byID := map[keyspace.ID]*tidekvpb.KeySpace{}
+	for _, k := range cat.All() {
+		a := APIKeySpace(k)
+		byID[k.ID] = a
+		resp.Keyspaces = append(resp.Keyspaces, a)
+	}
+	for _, ri := range ranges.GetRanges() {
+		if a := byID[keyspace.Of(ri.GetDesc().GetStartKey())]; a != nil {
+			a.Bytes += ri.GetBytes()
+			a.Ranges++
+		}
+	}
+	return resp, nil
+}
+
+// placeKeySpaces gives placement the key spaces' boundaries and each
+// range's replication factor, and exports what each key space holds
+// (meta leaseholder).
+func (s *Server) placeKeySpaces(obs *control.Observation) {
+	cat, err := s.metaCatalogue()
+	if err != nil {
+		return
+	}
+	s.keyspaces.set(cat)
+	obs.Boundaries = cat.Boundaries()
+	bytes, ranges := map[keyspace.ID]uint64{}, map[keyspace.ID]int{}
+	for i := range obs.Ranges {
+		r := &obs.Ranges[i]
+		if r.ControlLoop {
+			continue
+		}
+		id := keyspace.Of(r.Start)
+		if k, ok := cat.ByID(id); ok {
+			r.RF = k.RF
+		}
+		bytes[id] += r.Bytes
+		ranges[id]++
+	}
+	for _, k := range cat.All() {
+		l := strconv.FormatUint(uint64(k.ID), 10)
+		s.metrics.keyspaceBytes.WithLabelValues(l).Set(float64(bytes[k.ID]))
+		s.metrics.keyspaceRanges.WithLabelValues(l).Set(float64(ranges[k.ID]))
+	}
+}
+
+// keySpaceLabel is the metrics label of the key space a key belongs to: its
+// number, so counting a request needs no catalogue.
+func keySpaceLabel(key []byte) string { return strconv.FormatUint(uint64(keyspace.Of(key)), 10) }
