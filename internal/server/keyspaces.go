@@ -54,33 +54,6 @@ func (s *Server) keySpaceByID(ctx context.Context, id keyspace.ID) (keyspace.Key
 	return keyspace.KeySpace{}, fmt.Errorf("no key space number %d (tidekv ctl keyspace list shows them)", id)
 }
 
-// settingsOf reads a key space's settings from its API message, with the
-// defaults for what is unset.
-func settingsOf(k *tidekvpb.KeySpace) keyspace.Settings {
-	s := keyspace.DefaultSettings()
-	s.Name = k.GetName()
-	if k.GetMode() != "" {
-		s.Mode = keyspace.Mode(k.GetMode())
-	}
-	if k.GetEngine() != "" {
-		s.Engine = keyspace.Engine(k.GetEngine())
-	}
-	s.RF, s.CapacityPerNode = int(k.GetRf()), k.GetCapacityPerNode()
-	s.TTL = time.Duration(k.GetTtlMs()) * time.Millisecond
-	return s
-}
-
-// APIKeySpace is a key space as the admin API shows it.
-func APIKeySpace(k keyspace.KeySpace) *tidekvpb.KeySpace {
-	return &tidekvpb.KeySpace{Id: uint32(k.ID), Name: k.Name, Mode: string(k.Mode), Engine: string(k.Engine), Rf: uint32(k.RF),
-		CapacityPerNode: k.CapacityPerNode, TtlMs: k.TTL.Milliseconds()}
-}
-
-// KeySpaceOf reads an API key space (its settings and number).
-func KeySpaceOf(k *tidekvpb.KeySpace) keyspace.KeySpace {
-	return keyspace.KeySpace{ID: keyspace.ID(k.GetId()), Settings: settingsOf(k)}
-}
-
 func recordOf(s keyspace.Settings) *tidekvpb.KeySpaceRecord {
 	return &tidekvpb.KeySpaceRecord{Name: s.Name, Mode: string(s.Mode), Rf: uint32(s.RF), Engine: string(s.Engine),
 		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds()}
@@ -132,7 +105,7 @@ func (s *Server) createKeySpaceLocal(ctx context.Context, meta *raftstore.Replic
 	if err != nil {
 		return nil, err
 	}
-	set := settingsOf(req.GetKeyspace())
+	set := keyspace.FromAPI(req.GetKeyspace()).Settings
 	if err := cat.CheckNew(set); err != nil {
 		return nil, invalidArg("key space not created: %v", err)
 	}
@@ -149,7 +122,7 @@ func (s *Server) createKeySpaceLocal(ctx context.Context, meta *raftstore.Replic
 		s.keyspaces.set(cat)
 	}
 	s.wakePlace() // split ranges at its bounds now rather than next round
-	return &tidekvpb.CreateKeySpaceResponse{Keyspace: APIKeySpace(k)}, nil
+	return &tidekvpb.CreateKeySpaceResponse{Keyspace: keyspace.ToAPI(k)}, nil
 }
 
 // ListKeySpaces lists the key spaces with what they hold.
@@ -168,7 +141,7 @@ func (s *Server) listKeySpaces(ctx context.Context) (*tidekvpb.ListKeySpacesResp
 	if err == nil {
 		var ks []keyspace.KeySpace
 		for _, k := range resp.GetKeyspaces()[min(1, len(resp.GetKeyspaces())):] {
-			ks = append(ks, KeySpaceOf(k))
+			ks = append(ks, keyspace.FromAPI(k))
 		}
 		s.keyspaces.set(keyspace.NewCatalogue(ks))
 	}
@@ -187,7 +160,7 @@ func (s *Server) listKeySpacesLocal(ctx context.Context, meta *raftstore.Replica
 	resp := &tidekvpb.ListKeySpacesResponse{}
 	byID := map[keyspace.ID]*tidekvpb.KeySpace{}
 	for _, k := range cat.All() {
-		a := APIKeySpace(k)
+		a := keyspace.ToAPI(k)
 		byID[k.ID] = a
 		resp.Keyspaces = append(resp.Keyspaces, a)
 	}

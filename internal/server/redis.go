@@ -16,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 )
@@ -39,12 +40,16 @@ func (s *Server) startRedis() error {
 		return err
 	}
 	kv := newRedisKV(s, resp.FromClient(gw))
-	rs, err := resp.New(s.cfg.Redis, kv)
+	// Database 0 is the default key space: its scans stop short of the
+	// other key spaces' keys (keyspaces.go).
+	def, _ := keyspace.Catalogue(nil).ByID(keyspace.Default)
+	rs, err := resp.New(s.cfg.Redis, inKeySpace(kv, def))
 	if err != nil {
 		gw.Close()
 		return fmt.Errorf("redis listener: %w", err)
 	}
 	rs.SetObserver(s.metrics.observeRedis)
+	rs.SetDatabases(s.redisDatabases(kv))
 	s.metrics.reg.MustRegister(kv.collectors()...)
 	s.metrics.reg.MustRegister(disconnectCounters(rs)...)
 	s.gateway, s.redis = gw, rs
