@@ -551,6 +551,7 @@ type KeySpaceRecord struct {
 	Engine          string                 `protobuf:"bytes,5,opt,name=engine,proto3" json:"engine,omitempty"`
 	CapacityPerNode uint64                 `protobuf:"varint,6,opt,name=capacity_per_node,json=capacityPerNode,proto3" json:"capacity_per_node,omitempty"`
 	TtlMs           int64                  `protobuf:"varint,7,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Index           string                 `protobuf:"bytes,8,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -632,6 +633,13 @@ func (x *KeySpaceRecord) GetTtlMs() int64 {
 		return x.TtlMs
 	}
 	return 0
+}
+
+func (x *KeySpaceRecord) GetIndex() string {
+	if x != nil {
+		return x.Index
+	}
+	return ""
 }
 
 // LogWrite sets or deletes one key.
@@ -1292,7 +1300,7 @@ const file_storage_proto_rawDesc = "" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
 	"setSetting\x12*\n" +
 	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\x12?\n" +
-	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\"\xb3\x01\n" +
+	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\"\xc9\x01\n" +
 	"\x0eKeySpaceRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1300,7 +1308,8 @@ const file_storage_proto_rawDesc = "" +
 	"\x02rf\x18\x04 \x01(\rR\x02rf\x12\x16\n" +
 	"\x06engine\x18\x05 \x01(\tR\x06engine\x12*\n" +
 	"\x11capacity_per_node\x18\x06 \x01(\x04R\x0fcapacityPerNode\x12\x15\n" +
-	"\x06ttl_ms\x18\a \x01(\x03R\x05ttlMs\"\x9c\x01\n" +
+	"\x06ttl_ms\x18\a \x01(\x03R\x05ttlMs\x12\x14\n" +
+	"\x05index\x18\b \x01(\tR\x05index\"\x9c\x01\n" +
 	"\bLogWrite\x12\x16\n" +
 	"\x06delete\x18\x01 \x01(\bR\x06delete\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +

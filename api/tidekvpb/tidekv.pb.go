@@ -5061,12 +5061,14 @@ type KeySpace struct {
 	// Lists only: live bytes and keys of its ranges as their leaseholders
 	// last reported them, and the requests its keys got on the answering
 	// node since it started.
-	Bytes         uint64 `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	Keys          uint64 `protobuf:"varint,9,opt,name=keys,proto3" json:"keys,omitempty"`
-	Hits          uint64 `protobuf:"varint,10,opt,name=hits,proto3" json:"hits,omitempty"`
-	Misses        uint64 `protobuf:"varint,11,opt,name=misses,proto3" json:"misses,omitempty"`
-	Evictions     uint64 `protobuf:"varint,12,opt,name=evictions,proto3" json:"evictions,omitempty"`
-	Ranges        uint32 `protobuf:"varint,13,opt,name=ranges,proto3" json:"ranges,omitempty"`
+	Bytes     uint64 `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Keys      uint64 `protobuf:"varint,9,opt,name=keys,proto3" json:"keys,omitempty"`
+	Hits      uint64 `protobuf:"varint,10,opt,name=hits,proto3" json:"hits,omitempty"`
+	Misses    uint64 `protobuf:"varint,11,opt,name=misses,proto3" json:"misses,omitempty"`
+	Evictions uint64 `protobuf:"varint,12,opt,name=evictions,proto3" json:"evictions,omitempty"`
+	Ranges    uint32 `protobuf:"varint,13,opt,name=ranges,proto3" json:"ranges,omitempty"`
+	// The memory engine's index: btree | exthash | cbf (empty with pebble).
+	Index         string `protobuf:"bytes,14,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5190,6 +5192,13 @@ func (x *KeySpace) GetRanges() uint32 {
 		return x.Ranges
 	}
 	return 0
+}
+
+func (x *KeySpace) GetIndex() string {
+	if x != nil {
+		return x.Index
+	}
+	return ""
 }
 
 type CreateKeySpaceRequest struct {
@@ -6348,7 +6357,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0fSettingsRequest\x12!\n" +
 	"\x03set\x18\x01 \x03(\v2\x0f.tidekv.SettingR\x03set\"?\n" +
 	"\x10SettingsResponse\x12+\n" +
-	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\xb9\x02\n" +
+	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\xcf\x02\n" +
 	"\bKeySpace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x0e\n" +
@@ -6363,7 +6372,8 @@ const file_tidekv_proto_rawDesc = "" +
 	" \x01(\x04R\x04hits\x12\x16\n" +
 	"\x06misses\x18\v \x01(\x04R\x06misses\x12\x1c\n" +
 	"\tevictions\x18\f \x01(\x04R\tevictions\x12\x16\n" +
-	"\x06ranges\x18\r \x01(\rR\x06ranges\"E\n" +
+	"\x06ranges\x18\r \x01(\rR\x06ranges\x12\x14\n" +
+	"\x05index\x18\x0e \x01(\tR\x05index\"E\n" +
 	"\x15CreateKeySpaceRequest\x12,\n" +
 	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"F\n" +
 	"\x16CreateKeySpaceResponse\x12,\n" +

@@ -179,6 +179,7 @@ docs/operations.md.`,
 	cmd.AddCommand(
 		config,
 		o.newAutoscaleCmd(),
+		o.newKeySpaceCmd(),
 		decommission,
 		o.command("recommission NODE", "Cancel a decommission: NODE takes replicas again", 1,
 			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/memengine"
 )
 
 // FromAPI reads a key space from its admin API message; unset mode and
@@ -17,6 +18,10 @@ func FromAPI(k *tidekvpb.KeySpace) KeySpace {
 	if k.GetEngine() != "" {
 		s.Engine = Engine(k.GetEngine())
 	}
+	s.Index = memengine.Index(k.GetIndex())
+	if s.Engine == Memory && s.Index == "" {
+		s.Index = memengine.DefaultConfig().Index
+	}
 	s.RF, s.CapacityPerNode = int(k.GetRf()), k.GetCapacityPerNode()
 	s.TTL = time.Duration(k.GetTtlMs()) * time.Millisecond
 	return KeySpace{ID: ID(k.GetId()), Settings: s}
@@ -24,6 +29,6 @@ func FromAPI(k *tidekvpb.KeySpace) KeySpace {
 
 // ToAPI is a key space's admin API message (its settings and number).
 func ToAPI(k KeySpace) *tidekvpb.KeySpace {
-	return &tidekvpb.KeySpace{Id: uint32(k.ID), Name: k.Name, Mode: string(k.Mode), Engine: string(k.Engine), Rf: uint32(k.RF),
+	return &tidekvpb.KeySpace{Id: uint32(k.ID), Name: k.Name, Mode: string(k.Mode), Engine: string(k.Engine), Index: string(k.Index), Rf: uint32(k.RF),
 		CapacityPerNode: k.CapacityPerNode, TtlMs: k.TTL.Milliseconds()}
 }

@@ -12,6 +12,7 @@
 // an 8-byte hash of the user's key comes first, so the key space's ranges
 // are intervals of hash values (docs/keyspaces.md).
 //
-// It imports the standard library, internal/units and, for the admin
-// API's message (api.go), api/tidekvpb.
+// It imports the standard library, internal/units, internal/memengine
+// (its index names) and, for the admin API's message (api.go),
+// api/tidekvpb.
 package keyspace

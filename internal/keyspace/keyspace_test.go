@@ -87,6 +87,8 @@ func TestValidate(t *testing.T) {
 		{func(s *Settings) { s.Name = "" }, "name"},
 		{func(s *Settings) { s.Mode = "sorted" }, `unknown mode "sorted"`},
 		{func(s *Settings) { s.Engine = "rocks" }, `unknown engine "rocks"`},
+		{func(s *Settings) { s.Index = "btree" }, "memory engine only"},
+		{func(s *Settings) { s.Engine, s.Index = Memory, "trie" }, `unknown index "trie"`},
 		{func(s *Settings) { s.RF = -1 }, "replication factor -1"},
 		{func(s *Settings) { s.RF = 9 }, "replication factor 9"},
 		{func(s *Settings) { s.TTL = -time.Second }, "must not be negative"},

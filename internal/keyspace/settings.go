@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/memengine"
 	"github.com/tidekv/tidekv/internal/units"
 )
 
@@ -49,6 +50,9 @@ type Settings struct {
 	// RF is the number of voters each of the key space's ranges has.
 	RF     int
 	Engine Engine
+	// Index is the memory engine's index (memengine.Index; empty with
+	// Pebble).
+	Index memengine.Index
 	// CapacityPerNode is the bytes of the key space one node may hold,
 	// for eviction (not enforced yet).
 	CapacityPerNode uint64
@@ -73,7 +77,18 @@ func (s Settings) Validate() error {
 	if s.Mode != Ordered && s.Mode != Hashed {
 		errs = append(errs, fmt.Errorf("unknown mode %q (known: ordered, hashed)", s.Mode))
 	}
-	if s.Engine != Pebble && s.Engine != Memory {
+	switch s.Engine {
+	case Pebble:
+		if s.Index != "" {
+			errs = append(errs, fmt.Errorf("index %q applies to the memory engine only", s.Index))
+		}
+	case Memory:
+		mc := memengine.DefaultConfig()
+		mc.Index = s.Index
+		if err := mc.Validate(); err != nil {
+			errs = append(errs, errors.New(strings.TrimPrefix(err.Error(), "memengine: ")))
+		}
+	default:
 		errs = append(errs, fmt.Errorf("unknown engine %q (known: pebble, memory)", s.Engine))
 	}
 	if s.RF < 0 || s.RF > MaxRF {
@@ -92,6 +107,9 @@ func (s Settings) Validate() error {
 func (s Settings) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s mode=%s engine=%s", s.Name, s.Mode, s.Engine)
+	if s.Index != "" {
+		fmt.Fprintf(&b, " index=%s", s.Index)
+	}
 	if s.RF > 0 {
 		fmt.Fprintf(&b, " rf=%d", s.RF)
 	}

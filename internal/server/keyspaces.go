@@ -10,6 +10,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/memengine"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -55,7 +56,7 @@ func (s *Server) keySpaceByID(ctx context.Context, id keyspace.ID) (keyspace.Key
 }
 
 func recordOf(s keyspace.Settings) *tidekvpb.KeySpaceRecord {
-	return &tidekvpb.KeySpaceRecord{Name: s.Name, Mode: string(s.Mode), Rf: uint32(s.RF), Engine: string(s.Engine),
+	return &tidekvpb.KeySpaceRecord{Name: s.Name, Mode: string(s.Mode), Rf: uint32(s.RF), Engine: string(s.Engine), Index: string(s.Index),
 		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds()}
 }
 
@@ -63,7 +64,7 @@ func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
 	ks := make([]keyspace.KeySpace, 0, len(recs))
 	for _, r := range recs {
 		ks = append(ks, keyspace.KeySpace{ID: keyspace.ID(r.GetId()), Settings: keyspace.Settings{Name: r.GetName(),
-			Mode: keyspace.Mode(r.GetMode()), RF: int(r.GetRf()), Engine: keyspace.Engine(r.GetEngine()),
+			Mode: keyspace.Mode(r.GetMode()), RF: int(r.GetRf()), Engine: keyspace.Engine(r.GetEngine()), Index: memengine.Index(r.GetIndex()),
 			CapacityPerNode: r.GetCapacityPerNode(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond}})
 	}
 	return keyspace.NewCatalogue(ks)
