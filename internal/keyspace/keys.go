@@ -58,12 +58,21 @@ type Codec struct {
 	Mode Mode
 }
 
-// Hash is the position of a user key inside a hashed key space (FNV-1a,
-// 64 bits: stable across binaries, which the layout on disk needs).
+// Hash is the position of a user key inside a hashed key space: FNV-1a,
+// 64 bits, stable across binaries as the layout on disk needs, then mixed
+// by MurmurHash3's 64-bit finalizer. FNV-1a alone leaves the high bits of
+// keys that differ in their last bytes ("user0001", "user0002") close
+// together, so such keys would crowd into one range.
 func Hash(key []byte) uint64 {
 	h := fnv.New64a()
 	h.Write(key)
-	return h.Sum64()
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
 }
 
 // Encode returns the stored key of user key key. The default key space

@@ -2,6 +2,7 @@ package keyspace
 
 import (
 	"bytes"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -47,6 +48,20 @@ func TestCodecRoundTripAndOrder(t *testing.T) {
 	// A default key in the reserved area is not the default key space's.
 	if _, ok := (Codec{}).Decode([]byte{0xff, 0xff, 1}); ok || !IsReserved([]byte{0xff, 0xff}) || IsReserved([]byte{0xff, 0xfe}) {
 		t.Error("the reserved area is not refused to the default key space")
+	}
+}
+
+// Keys alike but for their last bytes spread over the whole hash range:
+// each quarter of it gets about a quarter of them.
+func TestHashSpreadsSimilarKeys(t *testing.T) {
+	var quarters [4]int
+	for i := 0; i < 1000; i++ {
+		quarters[Hash(fmt.Appendf(nil, "user%04d", i))>>62]++
+	}
+	for q, n := range quarters {
+		if n < 200 || n > 300 {
+			t.Errorf("quarter %d of the hash range holds %d of 1000 keys: %v", q, n, quarters)
+		}
 	}
 }
 

@@ -55,6 +55,20 @@ func (s *Server) keySpaceByID(ctx context.Context, id keyspace.ID) (keyspace.Key
 	return keyspace.KeySpace{}, fmt.Errorf("no key space number %d (tidekv ctl keyspace list shows them)", id)
 }
 
+// keySpaceRF is the replication factor of the key space of the range
+// starting at start, as this node's copy of the catalogue knows it (0: the
+// cluster's). ChangeReplicas refreshes the copy first (learnKeySpace).
+func (s *Server) keySpaceRF(start []byte) int {
+	k, _ := s.keyspaces.get().ByID(keyspace.Of(start))
+	return k.RF
+}
+
+// learnKeySpace makes sure this node's copy of the catalogue knows the key
+// space of the range starting at start, if the meta range does.
+func (s *Server) learnKeySpace(ctx context.Context, start []byte) {
+	_, _ = s.keySpaceByID(ctx, keyspace.Of(start))
+}
+
 func recordOf(s keyspace.Settings) *tidekvpb.KeySpaceRecord {
 	return &tidekvpb.KeySpaceRecord{Name: s.Name, Mode: string(s.Mode), Rf: uint32(s.RF), Engine: string(s.Engine), Index: string(s.Index),
 		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds()}

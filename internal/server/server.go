@@ -228,7 +228,9 @@ func (s *Server) serve(ctx context.Context) error {
 	s.clusterID, s.nodeID = ident.GetClusterId(), ident.GetNodeId()
 	s.events.SetNode(s.nodeID)
 	s.dir.update([]*tidekvpb.NodeDescriptor{s.self()})
-	s.store, err = raftstore.NewStore(s.cfg.Raft, s.nodeID, s.eng, s.grpcT, s)
+	rcfg := s.cfg.Raft
+	rcfg.ReplicationFactorOf = s.keySpaceRF
+	s.store, err = raftstore.NewStore(rcfg, s.nodeID, s.eng, s.grpcT, s)
 	if err != nil {
 		return err
 	}
