@@ -200,47 +200,20 @@ func descsOverlap(a, b *tidekvpb.RangeDescriptor) bool {
 
 // ReadMetaRanges returns the range directory stored in the meta range.
 func ReadMetaRanges(rd storage.Reader) ([]*tidekvpb.RangeDescriptor, error) {
-	var out []*tidekvpb.RangeDescriptor
 	lo, hi := keys.MetaRangeSpan()
-	err := scanMeta(rd, lo, hi, func(v []byte) error {
-		d := &tidekvpb.RangeDescriptor{}
-		if err := proto.Unmarshal(v, d); err != nil {
-			return err
-		}
-		out = append(out, d)
-		return nil
-	})
-	return out, err
+	return readMetaRecords[tidekvpb.RangeDescriptor](rd, lo, hi)
 }
 
 // ReadMetaKeySpaces returns the key spaces stored in the meta range, by id.
 func ReadMetaKeySpaces(rd storage.Reader) ([]*tidekvpb.KeySpaceRecord, error) {
-	var out []*tidekvpb.KeySpaceRecord
 	lo, hi := keys.MetaKeySpaceSpan()
-	err := scanMeta(rd, lo, hi, func(v []byte) error {
-		k := &tidekvpb.KeySpaceRecord{}
-		if err := proto.Unmarshal(v, k); err != nil {
-			return err
-		}
-		out = append(out, k)
-		return nil
-	})
-	return out, err
+	return readMetaRecords[tidekvpb.KeySpaceRecord](rd, lo, hi)
 }
 
 // ReadMetaSettings returns the cluster settings stored in the meta range.
 func ReadMetaSettings(rd storage.Reader) ([]*tidekvpb.Setting, error) {
-	var out []*tidekvpb.Setting
 	lo, hi := keys.MetaSettingSpan()
-	err := scanMeta(rd, lo, hi, func(v []byte) error {
-		st := &tidekvpb.Setting{}
-		if err := proto.Unmarshal(v, st); err != nil {
-			return err
-		}
-		out = append(out, st)
-		return nil
-	})
-	return out, err
+	return readMetaRecords[tidekvpb.Setting](rd, lo, hi)
 }
 
 // ReadMetaLogVersion returns the cluster's log version stored in the meta
@@ -251,14 +224,22 @@ func ReadMetaLogVersion(rd storage.Reader) (uint32, error) {
 
 // ReadMetaNodes returns the node records stored in the meta range.
 func ReadMetaNodes(rd storage.Reader) ([]*tidekvpb.NodeDescriptor, error) {
-	var out []*tidekvpb.NodeDescriptor
 	lo, hi := keys.MetaNodeSpan()
+	return readMetaRecords[tidekvpb.NodeDescriptor](rd, lo, hi)
+}
+
+// readMetaRecords decodes every record the meta range stores in [lo, hi).
+func readMetaRecords[T any, P interface {
+	*T
+	proto.Message
+}](rd storage.Reader, lo, hi []byte) ([]P, error) {
+	var out []P
 	err := scanMeta(rd, lo, hi, func(v []byte) error {
-		n := &tidekvpb.NodeDescriptor{}
-		if err := proto.Unmarshal(v, n); err != nil {
+		m := P(new(T))
+		if err := proto.Unmarshal(v, m); err != nil {
 			return err
 		}
-		out = append(out, n)
+		out = append(out, m)
 		return nil
 	})
 	return out, err
