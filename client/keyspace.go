@@ -65,6 +65,9 @@ func (k *KeySpace) Name() string { return k.ks.Name }
 
 func (k *KeySpace) enc(key []byte) []byte { return k.ks.Codec().Encode(key) }
 
+// in names the key space in the requests made with ctx.
+func (k *KeySpace) in(ctx context.Context) context.Context { return keyspace.WithName(ctx, k.ks.Name) }
+
 func (k *KeySpace) ttl(e Expiry) Expiry {
 	if e == (Expiry{}) {
 		e.TTL = k.ks.TTL
@@ -74,27 +77,27 @@ func (k *KeySpace) ttl(e Expiry) Expiry {
 
 // Get reads key (Client.Get).
 func (k *KeySpace) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, error) {
-	return k.c.Get(ctx, k.enc(key), opts...)
+	return k.c.Get(k.in(ctx), k.enc(key), opts...)
 }
 
 // TTL returns key's remaining time to live (Client.TTL).
 func (k *KeySpace) TTL(ctx context.Context, key []byte, opts ...ReadOption) (time.Duration, error) {
-	return k.c.TTL(ctx, k.enc(key), opts...)
+	return k.c.TTL(k.in(ctx), k.enc(key), opts...)
 }
 
 // Put sets key to value with the key space's default TTL (Client.Put).
 func (k *KeySpace) Put(ctx context.Context, key, value []byte) error {
-	return k.c.PutTTL(ctx, k.enc(key), value, k.ks.TTL)
+	return k.c.PutTTL(k.in(ctx), k.enc(key), value, k.ks.TTL)
 }
 
 // PutTTL is Put with a TTL of its own (0: the key space's default).
 func (k *KeySpace) PutTTL(ctx context.Context, key, value []byte, ttl time.Duration) error {
-	return k.c.PutTTL(ctx, k.enc(key), value, k.ttl(Expiry{TTL: ttl}).TTL)
+	return k.c.PutTTL(k.in(ctx), k.enc(key), value, k.ttl(Expiry{TTL: ttl}).TTL)
 }
 
 // Delete removes key (Client.Delete).
 func (k *KeySpace) Delete(ctx context.Context, key []byte) (bool, error) {
-	return k.c.Delete(ctx, k.enc(key))
+	return k.c.Delete(k.in(ctx), k.enc(key))
 }
 
 // BatchGet reads keys (Client.BatchGet).
@@ -103,7 +106,7 @@ func (k *KeySpace) BatchGet(ctx context.Context, keys [][]byte, opts ...ReadOpti
 	for i, key := range keys {
 		enc[i] = k.enc(key)
 	}
-	return k.c.BatchGet(ctx, enc, opts...)
+	return k.c.BatchGet(k.in(ctx), enc, opts...)
 }
 
 // Write applies ops atomically (Client.Write); puts without an expiry get
@@ -117,13 +120,13 @@ func (k *KeySpace) Write(ctx context.Context, ops []Op) error {
 			enc[i].Expiry = k.ttl(op.Expiry)
 		}
 	}
-	return k.c.Write(ctx, enc)
+	return k.c.Write(k.in(ctx), enc)
 }
 
 // CompareAndSet is Client.CompareAndSetTTL in the key space; a new value
 // without an expiry gets the key space's default TTL.
 func (k *KeySpace) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e Expiry) (swapped bool, current []byte, currentExists bool, err error) {
-	return k.c.CompareAndSetTTL(ctx, k.enc(key), expected, newValue, k.ttl(e))
+	return k.c.CompareAndSetTTL(k.in(ctx), k.enc(key), expected, newValue, k.ttl(e))
 }
 
 // Scan returns the pairs with keys in [start, end) (Client.Scan). A hashed
@@ -134,7 +137,7 @@ func (k *KeySpace) Scan(ctx context.Context, start, end []byte, limit int, opts 
 	}
 	c := k.ks.Codec()
 	lo, hi := c.EncodeSpan(start, end)
-	kvs, err := k.c.Scan(ctx, lo, hi, limit, opts...)
+	kvs, err := k.c.Scan(k.in(ctx), lo, hi, limit, opts...)
 	out := kvs[:0]
 	for _, kv := range kvs {
 		if key, ok := c.Decode(kv.Key); ok {

@@ -805,8 +805,11 @@ type GetRequest struct {
 	ReadMode ReadMode               `protobuf:"varint,2,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
 	// The staleness bound of a BOUNDED read in milliseconds (> 0).
 	MaxStalenessMs uint32 `protobuf:"varint,3,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
@@ -858,6 +861,13 @@ func (x *GetRequest) GetMaxStalenessMs() uint32 {
 		return x.MaxStalenessMs
 	}
 	return 0
+}
+
+func (x *GetRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type GetResponse struct {
@@ -939,7 +949,10 @@ type PutRequest struct {
 	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	// The key expires ttl_ms milliseconds after the write (0: never).
-	TtlMs         int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -995,6 +1008,13 @@ func (x *PutRequest) GetTtlMs() int64 {
 	return 0
 }
 
+func (x *PutRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
+}
+
 type PutResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1032,8 +1052,11 @@ func (*PutResponse) Descriptor() ([]byte, []int) {
 }
 
 type DeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,2,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1073,6 +1096,13 @@ func (x *DeleteRequest) GetKey() []byte {
 		return x.Key
 	}
 	return nil
+}
+
+func (x *DeleteRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type DeleteResponse struct {
@@ -1130,8 +1160,11 @@ type ScanRequest struct {
 	Limit          uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	ReadMode       ReadMode               `protobuf:"varint,4,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
 	MaxStalenessMs uint32                 `protobuf:"varint,5,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,6,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -1197,6 +1230,13 @@ func (x *ScanRequest) GetMaxStalenessMs() uint32 {
 		return x.MaxStalenessMs
 	}
 	return 0
+}
+
+func (x *ScanRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type ScanResponse struct {
@@ -1266,8 +1306,11 @@ type BatchGetRequest struct {
 	Keys           [][]byte               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
 	ReadMode       ReadMode               `protobuf:"varint,2,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
 	MaxStalenessMs uint32                 `protobuf:"varint,3,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BatchGetRequest) Reset() {
@@ -1319,6 +1362,13 @@ func (x *BatchGetRequest) GetMaxStalenessMs() uint32 {
 		return x.MaxStalenessMs
 	}
 	return 0
+}
+
+func (x *BatchGetRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type BatchGetResponse struct {
@@ -1475,7 +1525,10 @@ type WriteRequest struct {
 	// Makes the write conditional (see WriteGuard); none when absent.
 	Guard *WriteGuard `protobuf:"bytes,2,opt,name=guard,proto3" json:"guard,omitempty"`
 	// Ask for WriteResponse.existed.
-	WantExisted   bool `protobuf:"varint,3,opt,name=want_existed,json=wantExisted,proto3" json:"want_existed,omitempty"`
+	WantExisted bool `protobuf:"varint,3,opt,name=want_existed,json=wantExisted,proto3" json:"want_existed,omitempty"`
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1529,6 +1582,13 @@ func (x *WriteRequest) GetWantExisted() bool {
 		return x.WantExisted
 	}
 	return false
+}
+
+func (x *WriteRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type WriteResponse struct {
@@ -1614,9 +1674,12 @@ type CompareAndSetRequest struct {
 	NewValue      []byte                 `protobuf:"bytes,4,opt,name=new_value,json=newValue,proto3" json:"new_value,omitempty"`
 	Delete        bool                   `protobuf:"varint,5,opt,name=delete,proto3" json:"delete,omitempty"`
 	// new_value's TTL, keep_ttl and expire_at_ms, as in WriteOp's PUT.
-	TtlMs         int64 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	KeepTtl       bool  `protobuf:"varint,7,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
-	ExpireAtMs    int64 `protobuf:"varint,8,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
+	TtlMs      int64 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	KeepTtl    bool  `protobuf:"varint,7,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	ExpireAtMs int64 `protobuf:"varint,8,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,9,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1705,6 +1768,13 @@ func (x *CompareAndSetRequest) GetExpireAtMs() int64 {
 		return x.ExpireAtMs
 	}
 	return 0
+}
+
+func (x *CompareAndSetRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type CompareAndSetResponse struct {
@@ -6016,42 +6086,47 @@ const file_tidekv_proto_rawDesc = "" +
 	"\alogical\x18\x02 \x01(\rR\alogical\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"w\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\x93\x01\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"{\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
+	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\"{\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
 	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\x12\x15\n" +
-	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"K\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"g\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x15\n" +
-	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\"\r\n" +
-	"\vPutResponse\"!\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x1a\n" +
+	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\"\r\n" +
+	"\vPutResponse\"=\n" +
 	"\rDeleteRequest\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\fR\x03key\"*\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1a\n" +
+	"\bkeyspace\x18\x02 \x01(\tR\bkeyspace\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xb2\x01\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xce\x01\n" +
 	"\vScanRequest\x12\x1b\n" +
 	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12-\n" +
 	"\tread_mode\x18\x04 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\"|\n" +
+	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
+	"\bkeyspace\x18\x06 \x01(\tR\bkeyspace\"|\n" +
 	"\fScanResponse\x12\"\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
 	"resume_key\x18\x02 \x01(\fR\tresumeKey\x12)\n" +
-	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"~\n" +
+	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"\x9a\x01\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"l\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
+	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\"l\n" +
 	"\x10BatchGetResponse\x12-\n" +
 	"\aresults\x18\x01 \x03(\v2\x13.tidekv.GetResponseR\aresults\x12)\n" +
 	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\"\xd8\x01\n" +
@@ -6068,16 +6143,17 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"\x06DELETE\x10\x01\x12\n" +
 	"\n" +
-	"\x06EXPIRE\x10\x02\"~\n" +
+	"\x06EXPIRE\x10\x02\"\x9a\x01\n" +
 	"\fWriteRequest\x12!\n" +
 	"\x03ops\x18\x01 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\x12(\n" +
 	"\x05guard\x18\x02 \x01(\v2\x12.tidekv.WriteGuardR\x05guard\x12!\n" +
-	"\fwant_existed\x18\x03 \x01(\bR\vwantExisted\"\x96\x01\n" +
+	"\fwant_existed\x18\x03 \x01(\bR\vwantExisted\x12\x1a\n" +
+	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\"\x96\x01\n" +
 	"\rWriteResponse\x12\x18\n" +
 	"\aexisted\x18\x01 \x03(\bR\aexisted\x12!\n" +
 	"\fguard_failed\x18\x02 \x01(\bR\vguardFailed\x12#\n" +
 	"\rguard_existed\x18\x03 \x01(\bR\fguardExisted\x12#\n" +
-	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\xfd\x01\n" +
+	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\x99\x02\n" +
 	"\x14CompareAndSetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\rexpect_exists\x18\x02 \x01(\bR\fexpectExists\x12%\n" +
@@ -6087,7 +6163,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x19\n" +
 	"\bkeep_ttl\x18\a \x01(\bR\akeepTtl\x12 \n" +
 	"\fexpire_at_ms\x18\b \x01(\x03R\n" +
-	"expireAtMs\"\x81\x01\n" +
+	"expireAtMs\x12\x1a\n" +
+	"\bkeyspace\x18\t \x01(\tR\bkeyspace\"\x81\x01\n" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12%\n" +
 	"\x0ecurrent_exists\x18\x02 \x01(\bR\rcurrentExists\x12#\n" +

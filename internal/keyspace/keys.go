@@ -112,6 +112,17 @@ func (c Codec) Decode(k []byte) ([]byte, bool) {
 	return k, true
 }
 
+// Owns reports whether stored key k is a key of this key space as Encode
+// writes it: under its prefix (outside the reserved area for the default
+// key space), and in a hashed key space after the hash of the rest.
+func (c Codec) Owns(k []byte) bool {
+	u, ok := c.Decode(k)
+	if !ok || c.Mode != Hashed {
+		return ok
+	}
+	return binary.BigEndian.Uint64(k[len(reserved)+idLen:]) == Hash(u)
+}
+
 // EncodeSpan maps the user span [start, end) (empty end: to the end of the
 // key space) of an ordered key space to stored keys. The default key
 // space's span ends where the reserved area starts.

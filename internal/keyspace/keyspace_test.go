@@ -25,6 +25,9 @@ func TestCodecRoundTripAndOrder(t *testing.T) {
 			if c.ID == Default {
 				continue
 			}
+			if !c.Owns(e) {
+				t.Errorf("%+v: does not own its own key %x", c, e)
+			}
 			if Of(e) != c.ID || bytes.Compare(e, lo) < 0 || bytes.Compare(e, hi) >= 0 {
 				t.Errorf("%+v: %x outside [%x, %x) or Of = %d", c, e, lo, hi, Of(e))
 			}
@@ -44,6 +47,11 @@ func TestCodecRoundTripAndOrder(t *testing.T) {
 	a, b := hashed.Encode([]byte("a")), hashed.Encode([]byte("b"))
 	if (bytes.Compare(a, b) < 0) != (Hash([]byte("a")) < Hash([]byte("b"))) {
 		t.Error("hashed keys are not ordered by hash")
+	}
+	// A hashed key whose hash is not its key's is not the key space's.
+	forged := append(Prefix(4), make([]byte, 8)...)
+	if hashed.Owns(append(forged, 'a')) || !hashed.Owns(hashed.Encode([]byte("a"))) || ord.Owns(hashed.Encode([]byte("a"))) {
+		t.Error("Owns accepts a key placed at the wrong hash or in another key space")
 	}
 	// A default key in the reserved area is not the default key space's.
 	if _, ok := (Codec{}).Decode([]byte{0xff, 0xff, 1}); ok || !IsReserved([]byte{0xff, 0xff}) || IsReserved([]byte{0xff, 0xfe}) {

@@ -1,10 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -20,24 +21,89 @@ import (
 // are never renamed or dropped and their mode never changes, so a copy is
 // only ever missing entries, and a miss refreshes it.
 
-// catalogueCache is a node's copy of the key space catalogue.
+// catalogueCache is a node's copy of the key space catalogue, read on
+// every request that names a key space, so without a lock.
 type catalogueCache struct {
-	mu  sync.Mutex
-	cat keyspace.Catalogue
+	cat atomic.Pointer[keyspace.Catalogue]
 }
 
 func (c *catalogueCache) get() keyspace.Catalogue {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cat
+	if p := c.cat.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
+// set replaces the copy unless it knows more key spaces than cat (key
+// spaces are never dropped: a shorter catalogue is an older one).
 func (c *catalogueCache) set(cat keyspace.Catalogue) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(cat) >= len(c.cat) {
-		c.cat = cat
+	for {
+		old := c.cat.Load()
+		if old != nil && len(*old) > len(cat) {
+			return
+		}
+		if c.cat.CompareAndSwap(old, &cat) {
+			return
+		}
 	}
+}
+
+// keySpaceByName finds the key space a request names, asking the meta
+// range if this node's copy does not know it.
+func (s *Server) keySpaceByName(ctx context.Context, name string) (keyspace.KeySpace, error) {
+	if k, ok := s.keyspaces.get().ByName(name); ok {
+		return k, nil
+	}
+	if _, err := s.listKeySpaces(ctx); err != nil {
+		return keyspace.KeySpace{}, err
+	}
+	if k, ok := s.keyspaces.get().ByName(name); ok {
+		return k, nil
+	}
+	return keyspace.KeySpace{}, invalidArg("no key space %q (tidekv ctl keyspace list shows them)", name)
+}
+
+// checkKeySpace checks that a request's keys belong to the key space it
+// names: a named key space's keys as its Codec maps them; the default key
+// space's outside the area reserved for the others.
+func (s *Server) checkKeySpace(ctx context.Context, name string, keys ...[]byte) error {
+	ks, err := s.keySpaceByName(ctx, name)
+	if err != nil {
+		return err
+	}
+	c := ks.Codec()
+	for _, k := range keys {
+		switch {
+		case c.Owns(k):
+		case ks.ID == keyspace.Default:
+			return invalidArg("key %q lies in the area reserved for named key spaces (keys starting 0xFF 0xFF): name the key space (docs/keyspaces.md)", k)
+		default:
+			return invalidArg("key %q is not a key of key space %q as its layout maps keys (docs/keyspaces.md)", k, ks.Name)
+		}
+	}
+	return nil
+}
+
+// scanEnd checks a scan's bounds against the key space it names and
+// returns where the scan ends: within an ordered key space's span, and for
+// the default key space before the reserved area. A hashed key space has
+// no order to scan in.
+func (s *Server) scanEnd(ctx context.Context, name string, start, end []byte) ([]byte, error) {
+	ks, err := s.keySpaceByName(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if ks.Mode == keyspace.Hashed {
+		return nil, invalidArg("key space %q is hashed: its keys are placed by hash and have no order to scan", ks.Name)
+	}
+	if err := s.checkKeySpace(ctx, name, start); err != nil {
+		return nil, err
+	}
+	_, hi := ks.Codec().EncodeSpan(nil, nil)
+	if len(end) == 0 || bytes.Compare(end, hi) > 0 {
+		end = hi
+	}
+	return end, nil
 }
 
 // keySpaceByID finds key space id, asking the meta range if this node's

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
@@ -134,6 +136,7 @@ func TestKeySpaces(t *testing.T) {
 	if kvs, err := ord.Scan(ctx, nil, nil, 0); err != nil || len(kvs) != 2 || string(kvs[0].Key) != "k" {
 		t.Fatalf("scan of orders: %v, %v", kvs, err)
 	}
+	checkKeySpaceRequests(ctx, t, tc.nodes[0], c, keyspace.FromAPI(orders).Codec())
 
 	// The hashed key space outgrows Θmax: its ranges split by size at hash
 	// values.
@@ -156,39 +159,81 @@ func TestKeySpaces(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	seen := 0
+	// Which range each key is in: the ranges split at the keys halving
+	// their data, so each holds some, and since the keys are placed by
+	// hash, each holds keys from all over the user keys' order.
 	codec := keyspace.FromAPI(cache).Codec()
-	for _, d := range rs {
-		kvs, err := c.Scan(ctx, d.GetStartKey(), d.GetEndKey(), 0)
-		if err != nil {
-			t.Fatal(err)
+	users := map[uint64][]string{}
+	for i := 0; i < n; i++ {
+		u := fmt.Appendf(nil, "user%04d", i)
+		if v, err := hashed.Get(ctx, u); err != nil || !bytes.Equal(v, val) {
+			t.Fatalf("get %s: %d bytes, %v", u, len(v), err)
 		}
-		var users []string
-		for _, kv := range kvs {
-			u, ok := codec.Decode(kv.Key)
-			if !ok {
-				t.Fatalf("key %x in range %d is not the hashed key space's", kv.Key, d.GetRangeId())
+		stored := codec.Encode(u)
+		for _, d := range rs {
+			if bytes.Compare(stored, d.GetStartKey()) >= 0 && bytes.Compare(stored, d.GetEndKey()) < 0 {
+				users[d.GetRangeId()] = append(users[d.GetRangeId()], string(u))
 			}
-			users = append(users, string(u))
 		}
-		seen += len(users)
-		t.Logf("range %d [%x, %x): %d keys", d.GetRangeId(), d.GetStartKey(), d.GetEndKey(), len(users))
-		// Hash order is not the keys' order: a range's keys come from all
-		// over the user keys' order, not from one interval of it.
-		if len(users) < 30 {
+	}
+	for _, d := range rs {
+		us := users[d.GetRangeId()]
+		t.Logf("range %d [%x, %x): %d keys", d.GetRangeId(), d.GetStartKey(), d.GetEndKey(), len(us))
+		if len(us) == 0 {
+			t.Fatalf("range %d [%x, %x) holds none of the keys: not split at the data's median", d.GetRangeId(), d.GetStartKey(), d.GetEndKey())
+		}
+		if len(us) < 30 {
 			continue
 		}
-		if sort.StringsAreSorted(users) {
-			t.Fatalf("range %d holds %d keys in user-key order: not placed by hash", d.GetRangeId(), len(users))
-		}
-		sort.Strings(users)
-		if users[0] > "user0050" || users[len(users)-1] < "user0250" {
-			t.Fatalf("range %d holds only the user keys from %s to %s", d.GetRangeId(), users[0], users[len(users)-1])
+		sort.Strings(us)
+		if us[0] > "user0050" || us[len(us)-1] < "user0250" {
+			t.Fatalf("range %d holds only the user keys from %s to %s: not placed by hash", d.GetRangeId(), us[0], us[len(us)-1])
 		}
 	}
-	if seen != n {
-		t.Fatalf("ranges of the hashed key space hold %d keys, want %d", seen, n)
+}
+
+// checkKeySpaceRequests: a node refuses a request whose keys are not those
+// of the key space it names, names no key space that exists, or scans a
+// hashed one; a request of the default key space cannot reach another's
+// keys, and its scans end before them.
+func checkKeySpaceRequests(ctx context.Context, t *testing.T, s *Server, c *client.Client, orders keyspace.Codec) {
+	t.Helper()
+	kv := &kvService{s: s}
+	hashedKey := keyspace.Codec{ID: 2, Mode: keyspace.Hashed}.Encode([]byte("k"))
+	forged := append(keyspace.Prefix(2), make([]byte, 8)...)
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a plain key in orders", get(ctx, kv, "orders", []byte("k")), `is not a key of key space "orders"`},
+		{"a hashed key in orders", get(ctx, kv, "orders", hashedKey), `is not a key of key space "orders"`},
+		{"a key at the wrong hash", get(ctx, kv, "cache", append(forged, 'k')), `is not a key of key space "cache"`},
+		{"an unknown key space", get(ctx, kv, "nope", []byte("k")), `no key space "nope"`},
+		{"another key space's key in the default one", get(ctx, kv, "", orders.Encode([]byte("k"))), "reserved for named key spaces"},
+		{"a scan of a hashed key space", scan(ctx, kv, "cache", keyspace.Prefix(2)), `key space "cache" is hashed`},
+		{"a scan of orders from a default key", scan(ctx, kv, "orders", []byte("a")), `is not a key of key space "orders"`},
+	} {
+		if status.Code(c.err) != codes.InvalidArgument || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("%s: %v, want InvalidArgument naming %q", c.name, c.err, c.want)
+		}
 	}
+	if err := c.Put(ctx, orders.Encode([]byte("x")), []byte("v")); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("a default-key-space put into orders' keys: %v", err)
+	}
+	if kvs, err := c.Scan(ctx, nil, nil, 0); err != nil || len(kvs) != 1 || string(kvs[0].Key) != "k" {
+		t.Errorf("a default-key-space scan of everything = %v, %v; want only its own key", kvs, err)
+	}
+}
+
+func get(ctx context.Context, kv *kvService, ks string, key []byte) error {
+	_, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: key, Keyspace: ks})
+	return err
+}
+
+func scan(ctx context.Context, kv *kvService, ks string, start []byte) error {
+	_, err := kv.Scan(ctx, &tidekvpb.ScanRequest{StartKey: start, Keyspace: ks})
+	return err
 }
 
 // rangesIn lists the directory's ranges inside [lo, hi).

@@ -19,6 +19,12 @@ type keySpaceKV struct {
 	c  keyspace.Codec
 }
 
+// in names the key space in the requests made with ctx (the routing
+// client and the in-process path put it in each request).
+func (k *keySpaceKV) in(ctx context.Context) context.Context {
+	return keyspace.WithName(ctx, k.ks.Name)
+}
+
 func inKeySpace(kv resp.KV, ks keyspace.KeySpace) *keySpaceKV {
 	return &keySpaceKV{kv: kv, ks: ks, c: ks.Codec()}
 }
@@ -61,18 +67,18 @@ func (k *keySpaceKV) ops(ops []resp.Op) []resp.Op {
 }
 
 func (k *keySpaceKV) Get(ctx context.Context, key []byte) ([]byte, error) {
-	return k.kv.Get(ctx, k.c.Encode(key))
+	return k.kv.Get(k.in(ctx), k.c.Encode(key))
 }
 
 func (k *keySpaceKV) Put(ctx context.Context, key, value []byte) error {
 	if k.ks.TTL > 0 {
-		return k.kv.Write(ctx, k.ops([]resp.Op{{Key: key, Value: value}}))
+		return k.kv.Write(k.in(ctx), k.ops([]resp.Op{{Key: key, Value: value}}))
 	}
-	return k.kv.Put(ctx, k.c.Encode(key), value)
+	return k.kv.Put(k.in(ctx), k.c.Encode(key), value)
 }
 
 func (k *keySpaceKV) Delete(ctx context.Context, key []byte) (bool, error) {
-	return k.kv.Delete(ctx, k.c.Encode(key))
+	return k.kv.Delete(k.in(ctx), k.c.Encode(key))
 }
 
 func (k *keySpaceKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, error) {
@@ -80,15 +86,15 @@ func (k *keySpaceKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result
 	for i, key := range keys {
 		enc[i] = k.c.Encode(key)
 	}
-	return k.kv.BatchGet(ctx, enc)
+	return k.kv.BatchGet(k.in(ctx), enc)
 }
 
 func (k *keySpaceKV) Write(ctx context.Context, ops []resp.Op) error {
-	return k.kv.Write(ctx, k.ops(ops))
+	return k.kv.Write(k.in(ctx), k.ops(ops))
 }
 
 func (k *keySpaceKV) WriteEach(ctx context.Context, ops []resp.Op) []resp.OpResult {
-	return k.kv.WriteEach(ctx, k.ops(ops))
+	return k.kv.WriteEach(k.in(ctx), k.ops(ops))
 }
 
 func (k *keySpaceKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard) (resp.GuardResult, error) {
@@ -99,14 +105,14 @@ func (k *keySpaceKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Gua
 	if len(g.ClearStart) > 0 {
 		g.ClearStart, g.ClearEnd = k.c.EncodeSpan(g.ClearStart, g.ClearEnd)
 	}
-	return k.kv.GuardedWrite(ctx, k.ops(ops), g)
+	return k.kv.GuardedWrite(k.in(ctx), k.ops(ops), g)
 }
 
 func (k *keySpaceKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e resp.Expiry) (bool, []byte, bool, error) {
 	if newValue != nil {
 		e = k.expiry(e)
 	}
-	return k.kv.CompareAndSet(ctx, k.c.Encode(key), expected, newValue, e)
+	return k.kv.CompareAndSet(k.in(ctx), k.c.Encode(key), expected, newValue, e)
 }
 
 func (k *keySpaceKV) Scan(ctx context.Context, start, end []byte, limit int) ([]resp.KeyValue, error) {
@@ -114,7 +120,7 @@ func (k *keySpaceKV) Scan(ctx context.Context, start, end []byte, limit int) ([]
 		return nil, k.unordered()
 	}
 	lo, hi := k.c.EncodeSpan(start, end)
-	kvs, err := k.kv.Scan(ctx, lo, hi, limit)
+	kvs, err := k.kv.Scan(k.in(ctx), lo, hi, limit)
 	out := kvs[:0]
 	for _, kv := range kvs {
 		if key, ok := k.c.Decode(kv.Key); ok {
