@@ -48,19 +48,36 @@ func (c *catalogueCache) set(cat keyspace.Catalogue) {
 	}
 }
 
-// keySpaceByName finds the key space a request names, asking the meta
-// range if this node's copy does not know it.
+// keySpaceByName finds the key space a request names.
 func (s *Server) keySpaceByName(ctx context.Context, name string) (keyspace.KeySpace, error) {
-	if k, ok := s.keyspaces.get().ByName(name); ok {
-		return k, nil
+	k, ok, err := s.findKeySpace(ctx, func(c keyspace.Catalogue) (keyspace.KeySpace, bool) { return c.ByName(name) })
+	if err == nil && !ok {
+		err = invalidArg("no key space %q (tidekv ctl keyspace list shows them)", name)
+	}
+	return k, err
+}
+
+// keySpaceByID finds key space number id.
+func (s *Server) keySpaceByID(ctx context.Context, id keyspace.ID) (keyspace.KeySpace, error) {
+	k, ok, err := s.findKeySpace(ctx, func(c keyspace.Catalogue) (keyspace.KeySpace, bool) { return c.ByID(id) })
+	if err == nil && !ok {
+		err = fmt.Errorf("no key space number %d (tidekv ctl keyspace list shows them)", id)
+	}
+	return k, err
+}
+
+// findKeySpace looks a key space up in this node's copy of the catalogue,
+// and once more after refreshing the copy from the meta range if it is not
+// there.
+func (s *Server) findKeySpace(ctx context.Context, find func(keyspace.Catalogue) (keyspace.KeySpace, bool)) (keyspace.KeySpace, bool, error) {
+	if k, ok := find(s.keyspaces.get()); ok {
+		return k, true, nil
 	}
 	if _, err := s.listKeySpaces(ctx); err != nil {
-		return keyspace.KeySpace{}, err
+		return keyspace.KeySpace{}, false, err
 	}
-	if k, ok := s.keyspaces.get().ByName(name); ok {
-		return k, nil
-	}
-	return keyspace.KeySpace{}, invalidArg("no key space %q (tidekv ctl keyspace list shows them)", name)
+	k, ok := find(s.keyspaces.get())
+	return k, ok, nil
 }
 
 // checkKeySpace checks that a request's keys belong to the key space it
@@ -104,21 +121,6 @@ func (s *Server) scanEnd(ctx context.Context, name string, start, end []byte) ([
 		end = hi
 	}
 	return end, nil
-}
-
-// keySpaceByID finds key space id, asking the meta range if this node's
-// copy does not know it.
-func (s *Server) keySpaceByID(ctx context.Context, id keyspace.ID) (keyspace.KeySpace, error) {
-	if k, ok := s.keyspaces.get().ByID(id); ok {
-		return k, nil
-	}
-	if _, err := s.listKeySpaces(ctx); err != nil {
-		return keyspace.KeySpace{}, err
-	}
-	if k, ok := s.keyspaces.get().ByID(id); ok {
-		return k, nil
-	}
-	return keyspace.KeySpace{}, fmt.Errorf("no key space number %d (tidekv ctl keyspace list shows them)", id)
 }
 
 // keySpaceRF is the replication factor of the key space of the range
