@@ -247,13 +247,29 @@ func (s *Server) listKeySpacesLocal(ctx context.Context, meta *raftstore.Replica
 		byID[k.ID] = a
 		resp.Keyspaces = append(resp.Keyspaces, a)
 	}
+	t := keySpaceTotals{}
 	for _, ri := range ranges.GetRanges() {
-		if a := byID[keyspace.Of(ri.GetDesc().GetStartKey())]; a != nil {
-			a.Bytes += ri.GetBytes()
-			a.Ranges++
-		}
+		t.add(ri.GetDesc().GetStartKey(), ri.GetBytes())
+	}
+	for id, a := range byID {
+		a.Bytes, a.Ranges = t[id].bytes, uint32(t[id].ranges)
 	}
 	return resp, nil
+}
+
+// keySpaceTotals are the bytes and ranges of each key space, by the key
+// space of each range's start key.
+type keySpaceTotals map[keyspace.ID]struct {
+	bytes  uint64
+	ranges int
+}
+
+func (t keySpaceTotals) add(start []byte, n uint64) {
+	id := keyspace.Of(start)
+	v := t[id]
+	v.bytes += n
+	v.ranges++
+	t[id] = v
 }
 
 // placeKeySpaces gives placement the key spaces' boundaries and each
@@ -266,23 +282,21 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 	}
 	s.keyspaces.set(cat)
 	obs.Boundaries = cat.Boundaries()
-	bytes, ranges := map[keyspace.ID]uint64{}, map[keyspace.ID]int{}
+	t := keySpaceTotals{}
 	for i := range obs.Ranges {
 		r := &obs.Ranges[i]
 		if r.ControlLoop {
 			continue
 		}
-		id := keyspace.Of(r.Start)
-		if k, ok := cat.ByID(id); ok {
+		if k, ok := cat.ByID(keyspace.Of(r.Start)); ok {
 			r.RF = k.RF
 		}
-		bytes[id] += r.Bytes
-		ranges[id]++
+		t.add(r.Start, r.Bytes)
 	}
 	for _, k := range cat.All() {
 		l := strconv.FormatUint(uint64(k.ID), 10)
-		s.metrics.keyspaceBytes.WithLabelValues(l).Set(float64(bytes[k.ID]))
-		s.metrics.keyspaceRanges.WithLabelValues(l).Set(float64(ranges[k.ID]))
+		s.metrics.keyspaceBytes.WithLabelValues(l).Set(float64(t[k.ID].bytes))
+		s.metrics.keyspaceRanges.WithLabelValues(l).Set(float64(t[k.ID].ranges))
 	}
 }
 
