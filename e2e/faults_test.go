@@ -191,3 +191,86 @@ func TestInjectedSlowDisk(t *testing.T) {
 	}
 	t.Fatalf("writes still take %v after the disks recovered", fast)
 }
+
+// TestInjectedDiskFailure fails one node's disk under writes: the node
+// must stop at its next write (never run on, or acknowledge, what its
+// disk did not keep), the other two keep acknowledging writes, and once
+// restarted on its disk, healthy again, the node catches up; every
+// acknowledged write is read back.
+func TestInjectedDiskFailure(t *testing.T) {
+	tc := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--enable-fault-injection"}})
+	ctx := testCtx(t, 3*time.Minute)
+	cl := newClient(t, tc.Addrs())
+	waitReplicated(ctx, t, cl, 3)
+	acked := map[string]string{}
+	put := func(i int) {
+		t.Helper()
+		k, v := fmt.Sprintf("disk-%04d", i), fmt.Sprintf("v%d", i)
+		if err := eventually(ctx, 20*time.Second, func(ctx context.Context) error { return cl.Put(ctx, []byte(k), []byte(v)) }); err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+		acked[k] = v
+	}
+	for i := range 20 {
+		put(i)
+	}
+	if err := nemesis.FailDiskAt(&http.Client{Timeout: 5 * time.Second}, tc.HTTPAddr(3)); err != nil {
+		t.Fatal(err)
+	}
+	n := 20
+	for deadline := time.Now().Add(30 * time.Second); tc.Node(3).Running(); n++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("node 3 still runs 30 s after its disk failed, through %d writes", n-20)
+		}
+		put(n)
+	}
+	if log := tc.Node(3).LogTail(); !strings.Contains(log, "injected disk failure") {
+		t.Fatalf("node 3 stopped without naming its disk failure:\n%s", log)
+	}
+	t.Logf("node 3 stopped on its failed disk after %d more writes", n-20)
+	for i := n; i < n+20; i++ {
+		put(i) // the two others keep a quorum
+	}
+	tc.Restart(3)
+	waitReplicated(ctx, t, cl, 3)
+	if err := eventually(ctx, 30*time.Second, func(ctx context.Context) error { return caughtUp(ctx, cl, tc.Addr(3), tc.Addr(2)) }); err != nil {
+		t.Fatalf("node 3 after its restart: %v", err)
+	}
+	// With node 1 stopped every write needs node 3.
+	tc.Stop(1)
+	put(n + 20)
+	for k, v := range acked {
+		var got []byte
+		err := eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+			var err error
+			got, err = cl.Get(ctx, []byte(k))
+			return err
+		})
+		if err != nil || string(got) != v {
+			t.Fatalf("get %s after the restart: %q, %v; want %q", k, got, err, v)
+		}
+	}
+}
+
+// caughtUp reports whether the node at addr has applied, for every range
+// it holds, at least what the node at ref has.
+func caughtUp(ctx context.Context, cl *client.Client, addr, ref string) error {
+	mine, err := cl.LocalStatus(ctx, addr)
+	if err != nil {
+		return err
+	}
+	theirs, err := cl.LocalStatus(ctx, ref)
+	if err != nil {
+		return err
+	}
+	applied := map[uint64]uint64{}
+	for _, r := range mine.GetReplicas() {
+		applied[r.GetRangeId()] = r.GetAppliedIndex()
+	}
+	for _, r := range theirs.GetReplicas() {
+		if got, ok := applied[r.GetRangeId()]; !ok || got < r.GetAppliedIndex() {
+			return fmt.Errorf("range %d applied at %d there, %d (held: %v) here", r.GetRangeId(), r.GetAppliedIndex(), got, ok)
+		}
+	}
+	return nil
+}

@@ -145,9 +145,16 @@ type ReplicaState struct {
 	// Reads below this timestamp are refused: GC (GCCommand, log version 5)
 	// may have removed the versions they need. Only moves forward; a split's
 	// halves both keep it, a merge takes the higher of the two.
-	GcThreshold   *LogTimestamp `protobuf:"bytes,7,opt,name=gc_threshold,json=gcThreshold,proto3" json:"gc_threshold,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	GcThreshold *LogTimestamp `protobuf:"bytes,7,opt,name=gc_threshold,json=gcThreshold,proto3" json:"gc_threshold,omitempty"`
+	// An upper bound on the timestamps of the range's versions: a write
+	// stamped above it cannot be too old, so its apply reads nothing
+	// (raftstore/versionbound.go). It holds only while version_bound_index
+	// equals applied_index, since a binary that does not maintain it moves
+	// applied_index alone; otherwise the bound is unknown.
+	VersionBound      *LogTimestamp `protobuf:"bytes,8,opt,name=version_bound,json=versionBound,proto3" json:"version_bound,omitempty"`
+	VersionBoundIndex uint64        `protobuf:"varint,9,opt,name=version_bound_index,json=versionBoundIndex,proto3" json:"version_bound_index,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ReplicaState) Reset() {
@@ -229,6 +236,20 @@ func (x *ReplicaState) GetGcThreshold() *LogTimestamp {
 	return nil
 }
 
+func (x *ReplicaState) GetVersionBound() *LogTimestamp {
+	if x != nil {
+		return x.VersionBound
+	}
+	return nil
+}
+
+func (x *ReplicaState) GetVersionBoundIndex() uint64 {
+	if x != nil {
+		return x.VersionBoundIndex
+	}
+	return 0
+}
+
 // Tombstone marks a destroyed replica: messages addressed to replica IDs
 // below next_replica_id are stale and dropped.
 type Tombstone struct {
@@ -283,9 +304,12 @@ type SnapshotData struct {
 	// The layout of the range's data in the SST, which the receiver adopts.
 	Layout DataLayout `protobuf:"varint,2,opt,name=layout,proto3,enum=tidekv.DataLayout" json:"layout,omitempty"`
 	// The range's GC threshold (ReplicaState.gc_threshold).
-	GcThreshold   *LogTimestamp `protobuf:"bytes,3,opt,name=gc_threshold,json=gcThreshold,proto3" json:"gc_threshold,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	GcThreshold *LogTimestamp `protobuf:"bytes,3,opt,name=gc_threshold,json=gcThreshold,proto3" json:"gc_threshold,omitempty"`
+	// The range's version bound (ReplicaState.version_bound), when known.
+	VersionBound      *LogTimestamp `protobuf:"bytes,4,opt,name=version_bound,json=versionBound,proto3" json:"version_bound,omitempty"`
+	VersionBoundKnown bool          `protobuf:"varint,5,opt,name=version_bound_known,json=versionBoundKnown,proto3" json:"version_bound_known,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SnapshotData) Reset() {
@@ -337,6 +361,20 @@ func (x *SnapshotData) GetGcThreshold() *LogTimestamp {
 		return x.GcThreshold
 	}
 	return nil
+}
+
+func (x *SnapshotData) GetVersionBound() *LogTimestamp {
+	if x != nil {
+		return x.VersionBound
+	}
+	return nil
+}
+
+func (x *SnapshotData) GetVersionBoundKnown() bool {
+	if x != nil {
+		return x.VersionBoundKnown
+	}
+	return false
 }
 
 type SplitCommand struct {
@@ -1269,7 +1307,7 @@ const file_storage_proto_rawDesc = "" +
 	"\tNodeIdent\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xc7\x02\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xb2\x03\n" +
 	"\fReplicaState\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12+\n" +
 	"\x04desc\x18\x02 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x120\n" +
@@ -1278,13 +1316,17 @@ const file_storage_proto_rawDesc = "" +
 	"\x0ftruncated_index\x18\x04 \x01(\x04R\x0etruncatedIndex\x12%\n" +
 	"\x0etruncated_term\x18\x05 \x01(\x04R\rtruncatedTerm\x12*\n" +
 	"\x06layout\x18\x06 \x01(\x0e2\x12.tidekv.DataLayoutR\x06layout\x127\n" +
-	"\fgc_threshold\x18\a \x01(\v2\x14.tidekv.LogTimestampR\vgcThreshold\"3\n" +
+	"\fgc_threshold\x18\a \x01(\v2\x14.tidekv.LogTimestampR\vgcThreshold\x129\n" +
+	"\rversion_bound\x18\b \x01(\v2\x14.tidekv.LogTimestampR\fversionBound\x12.\n" +
+	"\x13version_bound_index\x18\t \x01(\x04R\x11versionBoundIndex\"3\n" +
 	"\tTombstone\x12&\n" +
-	"\x0fnext_replica_id\x18\x01 \x01(\x04R\rnextReplicaId\"\xa0\x01\n" +
+	"\x0fnext_replica_id\x18\x01 \x01(\x04R\rnextReplicaId\"\x8b\x02\n" +
 	"\fSnapshotData\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12*\n" +
 	"\x06layout\x18\x02 \x01(\x0e2\x12.tidekv.DataLayoutR\x06layout\x127\n" +
-	"\fgc_threshold\x18\x03 \x01(\v2\x14.tidekv.LogTimestampR\vgcThreshold\"M\n" +
+	"\fgc_threshold\x18\x03 \x01(\v2\x14.tidekv.LogTimestampR\vgcThreshold\x129\n" +
+	"\rversion_bound\x18\x04 \x01(\v2\x14.tidekv.LogTimestampR\fversionBound\x12.\n" +
+	"\x13version_bound_known\x18\x05 \x01(\bR\x11versionBoundKnown\"M\n" +
 	"\fSplitCommand\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\fR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
@@ -1412,32 +1454,34 @@ var file_storage_proto_depIdxs = []int32{
 	18, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
 	0,  // 2: tidekv.ReplicaState.layout:type_name -> tidekv.DataLayout
 	12, // 3: tidekv.ReplicaState.gc_threshold:type_name -> tidekv.LogTimestamp
-	17, // 4: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
-	0,  // 5: tidekv.SnapshotData.layout:type_name -> tidekv.DataLayout
-	12, // 6: tidekv.SnapshotData.gc_threshold:type_name -> tidekv.LogTimestamp
-	17, // 7: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
-	19, // 8: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
-	19, // 9: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
-	17, // 10: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
-	20, // 11: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
-	8,  // 12: tidekv.MetaCommand.create_keyspace:type_name -> tidekv.KeySpaceRecord
-	12, // 13: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
-	9,  // 14: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
-	10, // 15: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
-	5,  // 16: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
-	7,  // 17: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	16, // 18: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
-	11, // 19: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
-	15, // 20: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
-	12, // 21: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
-	13, // 22: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
-	14, // 23: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
-	17, // 24: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	12, // 4: tidekv.ReplicaState.version_bound:type_name -> tidekv.LogTimestamp
+	17, // 5: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
+	0,  // 6: tidekv.SnapshotData.layout:type_name -> tidekv.DataLayout
+	12, // 7: tidekv.SnapshotData.gc_threshold:type_name -> tidekv.LogTimestamp
+	12, // 8: tidekv.SnapshotData.version_bound:type_name -> tidekv.LogTimestamp
+	17, // 9: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
+	19, // 10: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
+	19, // 11: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
+	17, // 12: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
+	20, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
+	8,  // 14: tidekv.MetaCommand.create_keyspace:type_name -> tidekv.KeySpaceRecord
+	12, // 15: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
+	9,  // 16: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
+	10, // 17: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
+	5,  // 18: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
+	7,  // 19: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
+	16, // 20: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	11, // 21: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
+	15, // 22: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
+	12, // 23: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
+	13, // 24: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
+	14, // 25: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
+	17, // 26: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }

@@ -64,6 +64,14 @@ func TestPartitioningQuick(t *testing.T) {
 			t.Errorf("Θmax %s MiB: no sample taken while loading", r[1])
 		}
 	}
+	// Writes wait for a range's split before it passes Θmax, however fast
+	// they come: no look finds a range above it.
+	over := regexp.MustCompile(`(?m)^\| ([0-9.]+) \|(?: [^|]* \|){6} ([0-9]+) \|`)
+	for _, r := range over.FindAllStringSubmatch(during, -1) {
+		if r[2] != "0" {
+			t.Errorf("Θmax %s MiB: %s looks found a range above Θmax", r[1], r[2])
+		}
+	}
 }
 
 func TestZipfShape(t *testing.T) {

@@ -85,7 +85,7 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 	f.DurationVar(&c.Faults.Duration, "duration", c.Faults.Duration, "how long faults are injected per schedule")
 	f.DurationVar(&c.Faults.Interval, "interval", c.Faults.Interval, "time between fault starts")
 	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a fault lasts (a node stays killed, paused, partitioned off, skewed or slowed), a move may take, or a churned node stays decommissioned")
-	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk, bridge, split, move, churn; one listed twice is twice as likely)")
+	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk, disk-fail, bridge, split, move, churn; one listed twice is twice as likely)")
 	f.DurationVar(&c.Faults.DiskDelay, "disk-delay", c.Faults.DiskDelay, "how long each sync of a slowed disk waits")
 	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (a step of the node's wall clock: leases run on the monotonic clock); the default, half the nodes' --max-offset, never trips the offset monitor, and beyond 0.8 × --max-offset a skewed node gives up its leases")
 	f.IntVar(&c.Faults.Nodes, "nodes", c.Faults.Nodes, "cluster size")
@@ -100,7 +100,7 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 
 func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tBRIDGES\tSPLITS\tMOVES (MADE)\tCHURNS\tOPS\tOK\tCHECKED\tLINEARIZABLE\tCONVERGED\tRESULT")
+	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tFAILED DISKS (STOPPED)\tBRIDGES\tSPLITS\tMOVES (MADE)\tCHURNS\tOPS\tOK\tCHECKED\tLINEARIZABLE\tCONVERGED\tRESULT")
 	for _, r := range reports {
 		conv := "no"
 		if r.Converged {
@@ -113,8 +113,8 @@ func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 				result += ": " + r.Error
 			}
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d\t%v\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks,
-			r.Bridges, r.Splits, r.Moves, r.MovesOK, r.Churns, r.Ops, r.OkOps, r.CheckedOps, r.Linearizable, conv, result)
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d\t%v\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks,
+			r.DiskFails, r.DiskFailStops, r.Bridges, r.Splits, r.Moves, r.MovesOK, r.Churns, r.Ops, r.OkOps, r.CheckedOps, r.Linearizable, conv, result)
 	}
 	w.Flush()
 }

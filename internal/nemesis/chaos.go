@@ -74,8 +74,13 @@ type Report struct {
 	Moves   int `json:"moves"`
 	MovesOK int `json:"moves_ok"`
 	Churns  int `json:"churns"`
-	Ops     int `json:"ops"`
-	OkOps   int `json:"ok_ops"`
+	// DiskFails is how many disks were failed, DiskFailStops how many of
+	// them stopped their node by themselves (the others had no write to
+	// fail on, and were killed).
+	DiskFails     int `json:"disk_fails"`
+	DiskFailStops int `json:"disk_fail_stops"`
+	Ops           int `json:"ops"`
+	OkOps         int `json:"ok_ops"`
 	// FinalReads is how many keys were read back after convergence; the
 	// reads are part of the checked history, so an acknowledged write they
 	// do not see is a linearizability violation.
@@ -142,6 +147,7 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	}
 	runErr := Run(ctx, steps, target, func(s Step) { logf("  seed %d: %s", seed, s) })
 	rep.Moves, rep.MovesOK = target.ops.moves, target.ops.movesOK
+	rep.DiskFails, rep.DiskFailStops = target.ops.diskFails, target.ops.diskStops
 	took, convErr := awaitReplicated(ctx, cl, c.ConvergeWithin, true)
 	stop()
 	if runErr != nil {
@@ -156,8 +162,8 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
 	res := linearizability.Check(rec.History(), c.CheckTimeout)
 	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
-	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d bridges, %d splits; %d moves (%d made), %d churns; %d ops (%d ok), %d final reads; %s; ",
-		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.Bridges, rep.Splits, rep.Moves, rep.MovesOK, rep.Churns,
+	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d failed disks (%d stopped their node), %d bridges, %d splits; %d moves (%d made), %d churns; %d ops (%d ok), %d final reads; %s; ",
+		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.DiskFails, rep.DiskFailStops, rep.Bridges, rep.Splits, rep.Moves, rep.MovesOK, rep.Churns,
 		rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
 	if convErr != nil {
 		rep.Verdict += "NOT converged: " + convErr.Error()

@@ -59,10 +59,15 @@ const (
 	// while a fault is on and recommissions it For later. An operation,
 	// like Move. Not in AllKinds: ask for it.
 	Churn
+	// DiskFail makes every write of the node's engine fail, which must
+	// stop the node at its next write, and For later restarts it on its
+	// (healthy again) disk: what it acknowledged must have been durable
+	// (needs --enable-fault-injection). Not in AllKinds: ask for it.
+	DiskFail
 )
 
 var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew", SlowDisk: "slow-disk", Bridge: "bridge",
-	Split: "split", Move: "move", Churn: "churn"}
+	Split: "split", Move: "move", Churn: "churn", DiskFail: "disk-fail"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -77,7 +82,7 @@ func AllKinds() []Kind { return []Kind{Kill, Pause, Partition, Skew, SlowDisk} }
 // Injected reports whether kind k needs nodes started with
 // --enable-fault-injection.
 func (k Kind) Injected() bool {
-	return k == Partition || k == Skew || k == SlowDisk || k == Bridge || k == Split
+	return k == Partition || k == Skew || k == SlowDisk || k == Bridge || k == Split || k == DiskFail
 }
 
 // Operation reports whether kind k is an administrative change (Move,
@@ -134,6 +139,8 @@ func (s Step) String() string {
 		return fmt.Sprintf("%v: move a replica off node %d, giving up after %v", s.At.Round(time.Millisecond), s.Node, s.For)
 	case Churn:
 		what = "decommission"
+	case DiskFail:
+		what = "fail the disk of"
 	}
 	return fmt.Sprintf("%v: %s node %d for %v", s.At.Round(time.Millisecond), what, s.Node, s.For)
 }

@@ -80,10 +80,10 @@ func TestParseKinds(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []Kind{Kill, Partition, Pause}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk, bridge, split, move, churn)`) {
+	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk, bridge, split, move, churn, disk-fail)`) {
 		t.Fatalf("an unknown kind: %v", err)
 	}
-	for _, k := range append(AllKinds(), Bridge, Split, Move, Churn) {
+	for _, k := range append(AllKinds(), Bridge, Split, Move, Churn, DiskFail) {
 		if back, err := ParseKinds(k.String()); err != nil || back[0] != k {
 			t.Fatalf("%v does not round-trip: %v %v", k, back, err)
 		}
@@ -133,8 +133,12 @@ func (f *fakePartitioner) Isolate(i int) error                   { return f.did(
 func (f *fakePartitioner) Heal(i int) error                      { return f.did("heal ", i) }
 func (f *fakePartitioner) Skew(i int, d time.Duration) error     { return f.did("skew ", i, " ", d) }
 func (f *fakePartitioner) SlowDisk(i int, d time.Duration) error { return f.did("disk ", i, " ", d) }
-func (f *fakePartitioner) CutLinks(a, b []int) error             { return f.did("cut ", a, "-", b) }
-func (f *fakePartitioner) HealLinks(a, b []int) error            { return f.did("mend ", a, "-", b) }
+func (f *fakePartitioner) FailDisk(i int) error                  { return f.did("fail disk ", i) }
+func (f *fakePartitioner) RecoverDisk(_ context.Context, i int) error {
+	return f.did("recover disk ", i)
+}
+func (f *fakePartitioner) CutLinks(a, b []int) error  { return f.did("cut ", a, "-", b) }
+func (f *fakePartitioner) HealLinks(a, b []int) error { return f.did("mend ", a, "-", b) }
 func (f *fakePartitioner) MoveReplica(_ context.Context, from int, pick uint64) error {
 	return f.did("move ", pick, " off ", from)
 }
@@ -175,13 +179,14 @@ func TestRunInjectedFaults(t *testing.T) {
 	steps := []Step{{At: 0, Kind: Kill, Node: 1, For: time.Millisecond}, {At: 2 * time.Millisecond, Kind: Partition, Node: 4, For: time.Millisecond},
 		{At: 4 * time.Millisecond, Kind: Skew, Node: 2, For: time.Millisecond, Amount: -90 * time.Millisecond},
 		{At: 6 * time.Millisecond, Kind: SlowDisk, Node: 3, For: time.Millisecond, Amount: 100 * time.Millisecond},
-		{At: 8 * time.Millisecond, Kind: Bridge, Node: 2, Peer: 4, For: time.Millisecond}}
-	if got := runFake(t, steps); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s,disk 3 100ms,disk 3 0s,cut [2]-[4],mend [2]-[4]" {
+		{At: 8 * time.Millisecond, Kind: Bridge, Node: 2, Peer: 4, For: time.Millisecond},
+		{At: 10 * time.Millisecond, Kind: DiskFail, Node: 1, For: time.Millisecond}}
+	if got := runFake(t, steps); got != "kill 1,restart 1,isolate 4,heal 4,skew 2 -90ms,skew 2 0s,disk 3 100ms,disk 3 0s,cut [2]-[4],mend [2]-[4],fail disk 1,recover disk 1" {
 		t.Fatalf("did %s", got)
 	}
 	// A target that cannot partition, skew, slow a disk or cut a link is
 	// refused before any fault.
-	for _, k := range []Kind{Partition, Skew, SlowDisk, Bridge, Split, Move, Churn} {
+	for _, k := range []Kind{Partition, Skew, SlowDisk, DiskFail, Bridge, Split, Move, Churn} {
 		f := &fakeTarget{}
 		err := Run(context.Background(), append(steps[:1:1], Step{At: time.Millisecond, Kind: k, Node: 1, For: time.Millisecond}), f, nil)
 		if err == nil || !strings.Contains(err.Error(), "cannot do "+k.String()) || len(f.log) != 0 {

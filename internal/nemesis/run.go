@@ -56,6 +56,15 @@ type DiskSlower interface {
 	SlowDisk(i int, d time.Duration) error
 }
 
+// DiskFailer is a Target that can also fail a node's disk: FailDisk makes
+// every write of node i's engine fail, which stops the node at its next
+// write; RecoverDisk brings node i back on its disk, healthy again (a node
+// that wrote nothing meanwhile, and so still runs, is stopped first).
+type DiskFailer interface {
+	FailDisk(i int) error
+	RecoverDisk(ctx context.Context, i int) error
+}
+
 // can reports whether t can do faults of kind k.
 func can(t Target, k Kind) bool {
 	var ok bool
@@ -66,6 +75,8 @@ func can(t Target, k Kind) bool {
 		_, ok = t.(Skewer)
 	case SlowDisk:
 		_, ok = t.(DiskSlower)
+	case DiskFail:
+		_, ok = t.(DiskFailer)
 	case Bridge, Split:
 		_, ok = t.(LinkCutter)
 	case Move, Churn:
@@ -83,9 +94,10 @@ func can(t Target, k Kind) bool {
 // back before returning. Faults run one after another, and so do
 // operations, but the two beside each other, so that an operation meets
 // the fault it was planned in (log may then be called from both at once).
-// A plan with partitions, skews, slow disks,
+// A plan with partitions, skews, slow or failing disks,
 // bridges, splits or operations needs a t that is also a Partitioner,
-// Skewer, DiskSlower, LinkCutter or Operator; that is checked first.
+// Skewer, DiskSlower, DiskFailer, LinkCutter or Operator; that is checked
+// first.
 func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
 	for _, s := range steps {
 		if !can(t, s.Kind) {
@@ -149,6 +161,10 @@ func do(ctx context.Context, t Target, s Step) error {
 		sd := t.(DiskSlower)
 		down = func(i int) error { return sd.SlowDisk(i, s.Amount) }
 		up = func(i int) error { return sd.SlowDisk(i, 0) }
+	case DiskFail:
+		df := t.(DiskFailer)
+		down = df.FailDisk
+		up = func(i int) error { return df.RecoverDisk(context.WithoutCancel(ctx), i) }
 	case Bridge, Split:
 		lc := t.(LinkCutter)
 		a, b := s.sides()

@@ -39,6 +39,9 @@ type launcherTarget struct {
 type opCounts struct {
 	mu             sync.Mutex
 	moves, movesOK int
+	// diskFails are the disk failures done, diskStops those that stopped
+	// their node by themselves.
+	diskFails, diskStops int
 }
 
 // newLauncherTarget also learns each node's ID from the cluster's node
@@ -224,6 +227,39 @@ func (t launcherTarget) Skew(i int, d time.Duration) error {
 
 func (t launcherTarget) SlowDisk(i int, d time.Duration) error {
 	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "disk?delay="+d.String())
+}
+
+// FailDisk makes node i's engine fail every write: the node stops at its
+// next one.
+func (t launcherTarget) FailDisk(i int) error {
+	return FailDiskAt(t.http, t.lc.Config().Node(i).HTTPAddr)
+}
+
+// FailDiskAt asks the node serving HTTP at httpAddr (started with
+// --enable-fault-injection) to fail every write of its engine.
+func FailDiskAt(hc *http.Client, httpAddr string) error {
+	return postFault(hc, httpAddr, "disk?fail=true")
+}
+
+// RecoverDisk restarts node i, which its failed disk stopped; one still
+// running wrote nothing since (no range of it took a write), and is
+// killed first. Either is counted: a disk failure that stopped no node
+// tested nothing.
+func (t launcherTarget) RecoverDisk(ctx context.Context, i int) error {
+	stopped := t.lc.Process(i) == nil || t.lc.Process(i).Exited()
+	t.ops.mu.Lock()
+	t.ops.diskFails++
+	if stopped {
+		t.ops.diskStops++
+	}
+	t.ops.mu.Unlock()
+	if !stopped {
+		t.logf("    node %d still ran on its failed disk (it wrote nothing): killed", i)
+		if err := t.Kill(i); err != nil {
+			return err
+		}
+	}
+	return t.Restart(ctx, i)
 }
 
 // SetPartition asks the node serving HTTP at httpAddr (started with

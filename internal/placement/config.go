@@ -18,8 +18,14 @@ type Config struct {
 	Rebalance bool
 	// Merges enables range merges (with Rebalance).
 	Merges bool
-	// RangeMaxBytes (Θmax): a larger range splits at the key halving it.
+	// RangeMaxBytes (Θmax): the most a range holds. It splits, at the
+	// key halving it, once above SplitFill × Θmax, and writes to it wait
+	// for that split near Θmax (server.Config.SplitBackpressure).
 	RangeMaxBytes uint64
+	// SplitFill is the share of Θmax above which a range splits by size,
+	// in (0.5, 1]: below 1, a range written faster than a split takes
+	// (a few hundred ms) splits before it is full, and stays within Θmax.
+	SplitFill float64
 	// RangeMinBytes (Θmin): two adjacent ranges smaller together merge.
 	// Θmax ≥ 2·Θmin so a merged range never immediately splits again.
 	RangeMinBytes uint64
@@ -86,6 +92,7 @@ func DefaultConfig() Config {
 		Rebalance:           true,
 		Merges:              true,
 		RangeMaxBytes:       64 << 20,
+		SplitFill:           0.875,
 		RangeMinBytes:       16 << 20,
 		MergeCooldown:       5 * time.Minute,
 		MinRanges:           1,
@@ -118,6 +125,9 @@ func (c Config) Validate() error {
 	if c.RangeMinBytes == 0 || c.RangeMaxBytes < 2*c.RangeMinBytes {
 		errs = append(errs, fmt.Errorf("need range-max ≥ 2·range-min > 0 so splits and merges cannot oscillate, got max %d min %d", c.RangeMaxBytes, c.RangeMinBytes))
 	}
+	if !(c.SplitFill > 0.5 && c.SplitFill <= 1) {
+		errs = append(errs, fmt.Errorf("range-split-fill must be in (0.5, 1] so a split range's halves stay above range-min, got %v", c.SplitFill))
+	}
 	if c.RangeCooldown < 0 || c.NodeCooldown < 0 || c.MoveMargin < 0 || c.MinMoveQPS < 0 || c.LoadSplitMinQPS < 0 {
 		errs = append(errs, errors.New("range and node cool-downs, move margin, min move qps and load-split min qps must be ≥ 0"))
 	}
@@ -138,3 +148,6 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// SplitBytes is the size above which a range splits: SplitFill × Θmax.
+func (c Config) SplitBytes() uint64 { return uint64(c.SplitFill * float64(c.RangeMaxBytes)) }

@@ -195,6 +195,8 @@ func TestConfigValidate(t *testing.T) {
 		"negative min move qps":     func(c *Config) { c.MinMoveQPS = -1 },
 		"negative load split slack": func(c *Config) { c.LoadSplitSlack = -0.5 },
 		"negative load split min":   func(c *Config) { c.LoadSplitMinQPS = -1 },
+		"split fill at one half":    func(c *Config) { c.SplitFill = 0.5 },
+		"split fill above one":      func(c *Config) { c.SplitFill = 1.1 },
 	} {
 		c := DefaultConfig()
 		bad(&c)

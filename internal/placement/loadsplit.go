@@ -93,9 +93,10 @@ func (p *planner) splits() {
 		}
 		qps := math.Min(r.QPS, r.HitsEWMA)
 		switch {
-		case r.Bytes > p.cfg.RangeMaxBytes:
+		case r.Bytes > p.cfg.SplitBytes():
 			p.add(Operator{Kind: OpSplit, Range: r.ID, Generation: r.Generation, Policy: "size-split",
-				Reason: fmt.Sprintf("%s above the %s maximum", units.Human(r.Bytes), units.Human(p.cfg.RangeMaxBytes))})
+				Reason: fmt.Sprintf("%s above the %s split line (%.3g%% of the %s maximum)", units.Human(r.Bytes), units.Human(p.cfg.SplitBytes()),
+					100*p.cfg.SplitFill, units.Human(p.cfg.RangeMaxBytes))})
 		case r == hot:
 			p.add(Operator{Kind: OpSplit, Range: r.ID, Generation: r.Generation, SplitByLoad: true, Policy: "load-split", Reason: why})
 		case r.LoadStale || qps <= p.cfg.SplitQPS:

@@ -168,6 +168,7 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (ac
 			break
 		}
 	}
+	r.saveVersionBoundLocked()
 	if err := putProto(ab.b, keys.ReplicaStateKey(r.rangeID), r.mu.state); err != nil {
 		log.Fatalf("range %d: %v", r.rangeID, err)
 	}
@@ -333,7 +334,8 @@ func (r *Replica) applySplitLocked(ab *applyBatch, sc *tidekvpb.SplitCommand) (a
 	right.Generation = left.Generation
 	// The right range is born with the left's membership, so replicas of a
 	// range in the middle of a change carry the joint state over; its data
-	// keeps the left's layout and GC threshold.
+	// keeps the left's layout, GC threshold and version bound.
+	r.saveVersionBoundLocked()
 	rightState, err := writeInitialRangeState(ab.eng, ab.b, right, r.mu.state)
 	if err != nil {
 		log.Fatalf("range %d: split: %v", r.rangeID, err)

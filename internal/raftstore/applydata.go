@@ -54,7 +54,7 @@ func (r *Replica) dataLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) (rangeDa
 	if thr := gcThresholdOf(r.mu.state); !thr.Less(ts) && !thr.IsZero() {
 		ts = thr.Next() // see mvccgc.go
 	}
-	return versionedData{ab: ab, r: r, ts: ts}, nil
+	return versionedData{ab: ab, r: r, ts: ts, aboveBound: r.mu.versionBound.below(ts)}, nil
 }
 
 func (r *Replica) mustWrite(err error) {
@@ -89,6 +89,9 @@ type versionedData struct {
 	ab *applyBatch
 	r  *Replica
 	ts hlc.Timestamp
+	// aboveBound: when the command began, every version of the range was
+	// below ts (versionbound.go), so only its own writes can be newer.
+	aboveBound bool
 }
 
 // newest is key's newest version as the batch sees it.
@@ -145,7 +148,13 @@ func (v versionedData) expire(k []byte, expiresAt int64) bool {
 }
 
 func (v versionedData) write(k, val []byte, expiresAt int64, tombstone bool) {
-	cur := v.newest(k)
+	// Above the range's version bound a put cannot be too old, and needs
+	// no read; a delete still reads whether there is anything to delete.
+	vk := keys.VersionedKey(k)
+	cur, inBatch := v.ab.versions[string(vk)]
+	if !inBatch && (tombstone || !v.aboveBound) {
+		cur = v.newest(k)
+	}
 	if tombstone && !cur.Found() {
 		return // nothing to delete: a tombstone would change no read (an expired value gets one, which GC can use)
 	}
@@ -153,7 +162,7 @@ func (v versionedData) write(k, val []byte, expiresAt int64, tombstone bool) {
 	if !cur.Timestamp.Less(ts) {
 		ts = cur.Timestamp.Next()
 	}
-	vk := keys.VersionedKey(k)
+	v.r.mu.versionBound.note(ts)
 	if tombstone {
 		v.r.mustWrite(mvcc.Delete(v.ab.b, vk, ts))
 	} else {

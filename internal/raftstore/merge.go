@@ -202,6 +202,7 @@ func (r *Replica) applyMergeLocked(mc *tidekvpb.MergeCommand) (applyResult, []fu
 	// Reads below either half's threshold may miss versions: the merged
 	// range keeps the higher one (the frozen right one is final).
 	r.raiseGCThresholdLocked(local.GCThreshold())
+	r.mu.versionBound = r.mu.versionBound.merged(local.publishedVersionBound())
 	nd := proto.Clone(d).(*tidekvpb.RangeDescriptor)
 	nd.EndKey = append([]byte(nil), rhs.GetEndKey()...)
 	nd.Generation = max(d.GetGeneration(), rhs.GetGeneration()) + 1

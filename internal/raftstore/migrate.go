@@ -63,6 +63,7 @@ func (r *Replica) applyMigrateLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) 
 	}
 	r.mustWrite(err)
 	ab.migrated[r.rangeID] = ts
+	r.mu.versionBound.note(ts)
 	r.mu.state.Layout = tidekvpb.DataLayout_DATA_LAYOUT_MVCC
 	log.Printf("range %d: data moved to the versioned layout at %s: %d keys, %d bytes, applied in %v",
 		r.rangeID, ts, n, size, time.Since(start).Round(time.Millisecond))

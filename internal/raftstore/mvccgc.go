@@ -49,8 +49,7 @@ type gcApplied struct {
 func (r *Replica) GCThreshold() hlc.Timestamp { return *r.gcThreshold.Load() }
 
 func gcThresholdOf(st *tidekvpb.ReplicaState) hlc.Timestamp {
-	ts := st.GetGcThreshold()
-	return hlc.Timestamp{WallTime: ts.GetWallNanos(), Logical: ts.GetLogical()}
+	return commandTimestamp(st.GetGcThreshold())
 }
 
 func (r *Replica) publishGCThresholdLocked() {
@@ -152,6 +151,7 @@ func (r *Replica) applyGCLocked(ab *applyBatch, c *tidekvpb.GCCommand) applyResu
 // crash never replays an entry whose effects are already written, and
 // starts afresh: for applies that must read the engine.
 func (r *Replica) flushAppliedLocked(ab *applyBatch) error {
+	r.saveVersionBoundLocked()
 	if err := putProto(ab.b, keys.ReplicaStateKey(r.rangeID), r.mu.state); err != nil {
 		return err
 	}

@@ -144,6 +144,7 @@ func writeInitialRangeState(eng storage.Reader, w storage.Writer, desc *tidekvpb
 		Layout:         inherit.GetLayout(),
 		GcThreshold:    inherit.GetGcThreshold(),
 	}
+	recordVersionBound(st, versionBoundOf(inherit))
 	hs := &raftpb.HardState{Term: new(initialTerm), Commit: new(initialIndex)}
 	if old, err := loadHardState(eng, desc.GetRangeId()); err != nil {
 		return nil, err

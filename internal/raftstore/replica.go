@@ -47,6 +47,8 @@ type Replica struct {
 	// gcThreshold is the range's GC threshold as reads check it
 	// (mvccgc.go); never nil once the replica has state.
 	gcThreshold atomic.Pointer[hlc.Timestamp]
+	// versionBound is mu.versionBound as last persisted (versionbound.go).
+	versionBound atomic.Pointer[versionBound]
 	// closed is the newest closed timestamp known (closed.go).
 	closed atomic.Pointer[closedTS]
 	// changing counts replica changes running on this replica (admin.go).
@@ -71,11 +73,14 @@ type Replica struct {
 
 	mu struct {
 		sync.Mutex
-		raw       *raft.RawNode
-		storage   *raftStorage
-		state     *tidekvpb.ReplicaState
-		replicaID uint64
-		destroyed bool
+		raw     *raft.RawNode
+		storage *raftStorage
+		state   *tidekvpb.ReplicaState
+		// versionBound bounds the timestamps of the range's versions
+		// (versionbound.go), kept as writes apply.
+		versionBound versionBound
+		replicaID    uint64
+		destroyed    bool
 		// removalPending: a conf change removed this replica; it is
 		// destroyed once the current round is written.
 		removalPending bool
@@ -218,6 +223,7 @@ func (r *Replica) initRaftLocked(replicaID uint64, ms *raft.MemoryStorage, st *t
 	r.applied.Store(st.GetAppliedIndex())
 	r.publishLayoutLocked()
 	r.publishGCThresholdLocked()
+	r.loadVersionBoundLocked()
 	if st.GetDesc() != nil {
 		r.setDescLocked(st.GetDesc())
 	}
@@ -241,7 +247,9 @@ func (r *Replica) snapshotLocked() (*raftpb.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := proto.Marshal(&tidekvpb.SnapshotData{Desc: st.GetDesc(), Layout: st.GetLayout(), GcThreshold: st.GetGcThreshold()})
+	vb := versionBoundOf(st)
+	data, err := proto.Marshal(&tidekvpb.SnapshotData{Desc: st.GetDesc(), Layout: st.GetLayout(), GcThreshold: st.GetGcThreshold(),
+		VersionBound: logTimestamp(vb.ts), VersionBoundKnown: vb.known})
 	if err != nil {
 		return nil, err
 	}

@@ -284,6 +284,9 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 		Layout:         sd.GetLayout(),
 		GcThreshold:    sd.GetGcThreshold(),
 	}
+	// A sender that does not know the bound (an older binary) leaves it
+	// unknown here too.
+	recordVersionBound(st, versionBound{ts: commandTimestamp(sd.GetVersionBound()), known: sd.GetVersionBoundKnown()})
 	if err := putProto(b, keys.ReplicaStateKey(r.rangeID), st); err != nil {
 		return err
 	}
@@ -295,6 +298,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	}
 	r.mu.state = st
 	r.publishGCThresholdLocked()
+	r.loadVersionBoundLocked()
 	r.setDescLocked(desc)
 	r.applied.Store(idx)
 	r.snapshots.Add(1)

@@ -147,11 +147,11 @@ func (s *Server) splitAt(ctx context.Context, r *raftstore.Replica, key []byte, 
 
 // splitKeysFor picks where the leaseholder r splits its range: the median
 // of its sampled requests, or by size the key that halves its data, or the
-// keys that cut it into pieces of at most Θmax if halves would still be
-// above it (raftstore.SizeSplitKeys).
+// keys that cut it into pieces no larger than its split line if halves
+// would still be above it (raftstore.SizeSplitKeys).
 func (s *Server) splitKeysFor(ctx context.Context, r *raftstore.Replica, byLoad bool) ([][]byte, error) {
 	if !byLoad {
-		return r.SizeSplitKeys(ctx, s.clusterConfig().Placement.RangeMaxBytes)
+		return r.SizeSplitKeys(ctx, s.clusterConfig().Placement.SplitBytes())
 	}
 	key, hot, ok := r.LoadSplitKey()
 	if !ok {

@@ -122,11 +122,12 @@ type Config struct {
 	SizeWatchInterval time.Duration
 	// SplitBackpressure holds writes to a range whose exact size has
 	// reached this multiple of Θmax until the range splits (0: never),
-	// for at most SplitBackpressureWait, then refuses them as overloaded.
-	// Above 1, so that a held range is always one placement splits; the
-	// margin is what a range may take while its split is under way. The
-	// wait outlasts the few seconds a new meta leaseholder takes to learn
-	// liveness before it places anything.
+	// for at most SplitBackpressureWait, then refuses them as RANGE_BUSY.
+	// Just below 1, so that with the writes already on their way a range
+	// stays within Θmax; never at or below the split line (placement's
+	// range-split-fill), so that a held range is always one placement
+	// splits. The wait outlasts the few seconds a new meta leaseholder
+	// takes to learn liveness before it places anything.
 	SplitBackpressure     float64
 	SplitBackpressureWait time.Duration
 	// Control holds the control loop's interval, the dead-node grace (how
@@ -194,7 +195,7 @@ func DefaultConfig() Config {
 		LivenessTimeout:         5 * time.Second,
 		ReportInterval:          3 * time.Second,
 		SizeWatchInterval:       250 * time.Millisecond,
-		SplitBackpressure:       1.125,
+		SplitBackpressure:       0.97,
 		SplitBackpressureWait:   5 * time.Second,
 		Control:                 control.DefaultConfig(),
 		Placement:               placement.DefaultConfig(),
@@ -261,8 +262,8 @@ func (c *Config) Validate() error {
 	if c.GRPCAddr == "" {
 		return errors.New("server: gRPC listen address is required")
 	}
-	if c.SplitBackpressure != 0 && (c.SplitBackpressure <= 1 || c.SplitBackpressureWait <= 0) {
-		return fmt.Errorf("server: split backpressure must be 0 (off) or above 1 × Θmax with a positive wait, not %v × Θmax for %v: a range held at Θmax or below would never be split", c.SplitBackpressure, c.SplitBackpressureWait)
+	if c.SplitBackpressure != 0 && (c.SplitBackpressure < 0.5 || c.SplitBackpressureWait <= 0) {
+		return fmt.Errorf("server: split backpressure must be 0 (off) or at least 0.5 × Θmax with a positive wait, not %v × Θmax for %v", c.SplitBackpressure, c.SplitBackpressureWait)
 	}
 	if c.MaxSnapshotRate < 0 {
 		return fmt.Errorf("server: the snapshot rate cap must be positive or 0 for none, not %v", c.MaxSnapshotRate)

@@ -19,10 +19,10 @@ import (
 // injectFaults gives cfg's transport a partition, its store a clock and
 // its engine a disk that the returned handler controls.
 func injectFaults(cfg *Config) http.Handler {
-	f := faults{partition: &transport.Partition{}, clock: &raftstore.SkewClock{}, disk: &storage.SlowDisk{}}
+	f := faults{partition: &transport.Partition{}, clock: &raftstore.SkewClock{}, disk: &storage.DiskFaults{}}
 	cfg.Transport.Partition, cfg.Raft.Clock = f.partition, f.clock
 	cfg.Pebble.FS = f.disk.Wrap(vfs.Default)
-	log.Printf("fault injection on: /debug/faults on the HTTP address can partition this node, skew its clock and slow its disk (loopback callers only)")
+	log.Printf("fault injection on: /debug/faults on the HTTP address can partition this node, skew its clock and slow or fail its disk (loopback callers only)")
 	return faultHandler(f)
 }
 
@@ -30,7 +30,7 @@ func injectFaults(cfg *Config) http.Handler {
 type faults struct {
 	partition *transport.Partition
 	clock     *raftstore.SkewClock
-	disk      *storage.SlowDisk
+	disk      *storage.DiskFaults
 }
 
 // faultHandler serves fault injection for chaos tests (Config.FaultInjection,
@@ -40,13 +40,16 @@ type faults struct {
 // /debug/faults/skew?offset=-300ms sets the offset of the wall clock its
 // closed timestamps read (leases use the monotonic clock, which it does
 // not move); POST /debug/faults/disk?delay=100ms makes
-// every sync of its engine wait that long (0 removes either). Only
+// every sync of its engine wait that long (0 removes either); POST
+// /debug/faults/disk?fail=true makes every write of its engine fail, which
+// stops the node at its next write (a node must not run on a disk that
+// lost what it was told to keep). Only
 // loopback callers are served: the endpoint has no authentication, and
 // chaos runs drive it from the same host.
 func faultHandler(f faults) http.Handler {
 	mux := http.NewServeMux()
 	state := func(w http.ResponseWriter) {
-		fmt.Fprintf(w, "partition=%s skew=%v disk-delay=%v\n", f.partition, f.clock.Offset(), f.disk.Delay())
+		fmt.Fprintf(w, "partition=%s skew=%v disk-delay=%v disk-failing=%v\n", f.partition, f.clock.Offset(), f.disk.Delay(), f.disk.Failing())
 	}
 	mux.HandleFunc("GET /debug/faults", func(w http.ResponseWriter, r *http.Request) { state(w) })
 	mux.HandleFunc("POST /debug/faults/partition", func(w http.ResponseWriter, r *http.Request) {
@@ -68,7 +71,21 @@ func faultHandler(f faults) http.Handler {
 		}
 	}
 	mux.HandleFunc("POST /debug/faults/skew", duration("offset", "-300ms", f.clock.Set))
-	mux.HandleFunc("POST /debug/faults/disk", duration("delay", "100ms", f.disk.SetDelay))
+	slow := duration("delay", "100ms", f.disk.SetDelay)
+	mux.HandleFunc("POST /debug/faults/disk", func(w http.ResponseWriter, r *http.Request) {
+		fail := r.URL.Query().Get("fail")
+		if fail == "" {
+			slow(w, r)
+			return
+		}
+		failing, err := strconv.ParseBool(fail)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("fail: %q is not true or false", fail), http.StatusBadRequest)
+			return
+		}
+		f.disk.SetFailing(failing)
+		state(w)
+	})
 	return loopbackOnly(mux)
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 func TestFaultEndpoint(t *testing.T) {
-	p, clock, disk := &transport.Partition{}, &raftstore.SkewClock{}, &storage.SlowDisk{}
+	p, clock, disk := &transport.Partition{}, &raftstore.SkewClock{}, &storage.DiskFaults{}
 	h := faultHandler(faults{partition: p, clock: clock, disk: disk})
 	do := func(method, target, remote string) (int, string) {
 		r := httptest.NewRequest(method, target, nil)
@@ -28,7 +28,7 @@ func TestFaultEndpoint(t *testing.T) {
 	if code, body := do("POST", "/debug/faults/partition?peers=all", "192.0.2.1:5000"); code != http.StatusForbidden || p.Blocked(2) {
 		t.Fatalf("a remote caller partitioned the node: %d %s", code, body)
 	}
-	if code, body := do("POST", "/debug/faults/partition?peers=all", local); code != http.StatusOK || !p.Blocked(2) || body != "partition=all skew=0s disk-delay=0s\n" {
+	if code, body := do("POST", "/debug/faults/partition?peers=all", local); code != http.StatusOK || !p.Blocked(2) || body != "partition=all skew=0s disk-delay=0s disk-failing=false\n" {
 		t.Fatalf("isolate: %d %q", code, body)
 	}
 	if code, body := do("POST", "/debug/faults/partition?peers=3,2", "[::1]:5000"); code != http.StatusOK || p.Blocked(1) || !p.Blocked(3) {
@@ -49,7 +49,13 @@ func TestFaultEndpoint(t *testing.T) {
 	if code, body := do("POST", "/debug/faults/disk?delay=100ms", local); code != http.StatusOK || disk.Delay() != 100*time.Millisecond {
 		t.Fatalf("slow disk: %d %q", code, body)
 	}
-	if code, body := do("GET", "/debug/faults", local); code != http.StatusOK || body != "partition=none skew=-300ms disk-delay=100ms\n" {
+	if code, body := do("POST", "/debug/faults/disk?fail=maybe", local); code != http.StatusBadRequest || !strings.Contains(body, "not true or false") || disk.Failing() {
+		t.Fatalf("a bad fail value: %d %q (and the disk must stay as it was)", code, body)
+	}
+	if code, body := do("POST", "/debug/faults/disk?fail=true", local); code != http.StatusOK || !disk.Failing() || disk.Delay() != 100*time.Millisecond {
+		t.Fatalf("failing disk: %d %q", code, body)
+	}
+	if code, body := do("GET", "/debug/faults", local); code != http.StatusOK || body != "partition=none skew=-300ms disk-delay=100ms disk-failing=true\n" {
 		t.Fatalf("status: %d %q", code, body)
 	}
 }

@@ -352,13 +352,13 @@ func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, re
 
 func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
 	d := req.GetDesc()
-	limit := s.clusterConfig().Placement.RangeMaxBytes
+	limit := s.clusterConfig().Placement.SplitBytes()
 	s.meta.mu.Lock()
 	// A report from an older lease (sent by the previous leaseholder just
 	// before it lost the lease) must not replace the new one's numbers.
 	if prev, ok := s.meta.load[d.GetRangeId()]; !ok || req.GetLeaseTerm() >= prev.term || req.GetLeaseTerm() == 0 {
-		// A range newly above Θmax (grown, or a split half still above
-		// it) should not wait for the next round to split.
+		// A range newly above its split line (grown, or a split half
+		// still above it) should not wait for the next round to split.
 		if req.GetBytes() > limit && (!ok || prev.bytes <= limit || prev.gen != d.GetGeneration()) {
 			s.wakePlace()
 		}

@@ -72,10 +72,12 @@ type placementSetting struct {
 }
 
 var placementSettings = map[string]placementSetting{
-	"range-max-bytes": {"Θmax: ranges above this size split (bytes; KiB/MiB/GiB suffixes)", func(c *placement.Config, v string) (err error) {
+	"range-max-bytes": {"Θmax: the most a range holds; it splits above range-split-fill of this, and writes wait for the split near it (bytes; KiB/MiB/GiB suffixes)", func(c *placement.Config, v string) (err error) {
 		c.RangeMaxBytes, err = units.ParseBytes(v)
 		return err
 	}},
+	"range-split-fill": {"a range splits by size once above this share of range-max-bytes, in (0.5, 1], so one written fast splits before it is full",
+		floatSetting(func(c *placement.Config) *float64 { return &c.SplitFill })},
 	"range-min-bytes": {"Θmin: adjacent ranges together below this size merge (bytes)", func(c *placement.Config, v string) (err error) {
 		c.RangeMinBytes, err = units.ParseBytes(v)
 		return err

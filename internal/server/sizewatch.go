@@ -13,13 +13,14 @@ import (
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
-// Splits at Θmax wait for two things: the meta range must learn that a
-// range outgrew Θmax, and the control loop must run a round. With only the
-// periodic report (ReportInterval) and round (Control.Interval), a range
-// written at 13 MB/s reached 3.8 × Θmax before its split. So a leaseholder
-// checks its ranges' sizes every SizeWatchInterval, reports a range the
-// moment it crosses Θmax, and that report wakes the control loop for a
-// placement-only round.
+// Size splits wait for two things: the meta range must learn that a range
+// crossed its split line (range-split-fill × Θmax), and the control loop
+// must run a round. With only the periodic report (ReportInterval) and
+// round (Control.Interval), a range written at 13 MB/s reached 3.8 × Θmax
+// before its split. So a leaseholder checks its ranges' sizes every
+// SizeWatchInterval, reports a range the moment it crosses the line, and
+// that report wakes the control loop for a placement-only round; writes
+// that would take a range past Θmax meanwhile wait.
 
 // watchSizes reports, once per descriptor generation, each range this
 // node leads whose size has crossed Θmax since its last report said so,
@@ -27,9 +28,10 @@ import (
 // limit.
 func (s *Server) watchSizes(context.Context) {
 	cfg := s.clusterConfig().Placement
-	limit, recount := cfg.RangeMaxBytes, s.recountAfter()
+	limit, recount := cfg.SplitBytes(), s.recountAfter()
 	hold := s.cfg.SplitBackpressure > 0 && cfg.Rebalance
-	holdAt := uint64(s.cfg.SplitBackpressure * float64(limit))
+	// Held ranges must be due to split, whatever the two settings say.
+	holdAt := max(uint64(s.cfg.SplitBackpressure*float64(cfg.RangeMaxBytes)), limit+1)
 	s.holdWrites.Store(hold)
 	led := map[uint64]bool{}
 	for _, r := range s.store.Replicas() {

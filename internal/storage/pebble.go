@@ -45,7 +45,7 @@ type PebbleOptions struct {
 	VerboseLogging bool
 
 	// FS is the filesystem the engine's files live on; nil is the OS's.
-	// Fault injection passes one that can be made slow (SlowDisk).
+	// Fault injection passes one that can be made slow (DiskFaults).
 	FS vfs.FS
 }
 
