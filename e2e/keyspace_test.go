@@ -54,6 +54,20 @@ func TestKeySpaceCLI(t *testing.T) {
 		t.Fatalf("second create: exit %d, %v", code, err)
 	}
 
+	// ctl's key operations work in the key space --keyspace names.
+	if _, code, err := ctl(ctx, bin, tc.Addr(1), "--keyspace", "sessions", "put", "k", "in-sessions"); err != nil {
+		t.Fatalf("put: exit %d, %v", code, err)
+	}
+	if out, code, err := ctl(ctx, bin, tc.Addr(2), "--keyspace", "sessions", "get", "k"); err != nil || out != "in-sessions" {
+		t.Fatalf("get in sessions: %q, exit %d, %v", out, code, err)
+	}
+	if _, code, _ := ctl(ctx, bin, tc.Addr(2), "get", "k"); code != 1 {
+		t.Fatalf("get k in the default key space: exit %d, want 1 (not found)", code)
+	}
+	if _, code, err := ctl(ctx, bin, tc.Addr(2), "--keyspace", "sessions", "scan", "", ""); code != 2 || err == nil || !strings.Contains(err.Error(), "is hashed") {
+		t.Fatalf("scan of a hashed key space: exit %d, %v", code, err)
+	}
+
 	ks, err := cl.KeySpace(ctx, "sessions")
 	if err != nil {
 		t.Fatal(err)
