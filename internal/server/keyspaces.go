@@ -84,17 +84,21 @@ func (s *Server) findKeySpace(ctx context.Context, find func(keyspace.Catalogue)
 // names: a named key space's keys as its Codec maps them; the default key
 // space's outside the area reserved for the others.
 func (s *Server) checkKeySpace(ctx context.Context, name string, keys ...[]byte) error {
+	if name == "" { // every request of the default key space: no lookup
+		for _, k := range keys {
+			if keyspace.IsReserved(k) {
+				return invalidArg("key %q lies in the area reserved for named key spaces (keys starting 0xFF 0xFF): name the key space (docs/keyspaces.md)", k)
+			}
+		}
+		return nil
+	}
 	ks, err := s.keySpaceByName(ctx, name)
 	if err != nil {
 		return err
 	}
 	c := ks.Codec()
 	for _, k := range keys {
-		switch {
-		case c.Owns(k):
-		case ks.ID == keyspace.Default:
-			return invalidArg("key %q lies in the area reserved for named key spaces (keys starting 0xFF 0xFF): name the key space (docs/keyspaces.md)", k)
-		default:
+		if !c.Owns(k) {
 			return invalidArg("key %q is not a key of key space %q as its layout maps keys (docs/keyspaces.md)", k, ks.Name)
 		}
 	}
