@@ -69,12 +69,8 @@ Keys and values are taken literally from the arguments. Output is for humans
 
 	var limit int
 	var scanRead, getRead client.ReadOption
-	scan := o.command("scan START END", "List keys in [START, END); END \"\" means to the end", 2,
-		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-			kv, err := o.keySpace(ctx, cl)
-			if err != nil {
-				return err
-			}
+	scan := o.keyCommand("scan START END", "List keys in [START, END); END \"\" means to the end", 2,
+		func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
 			kvs, err := kv.Scan(ctx, []byte(args[0]), []byte(args[1]), limit, scanRead)
 			if err != nil {
 				return err
@@ -98,13 +94,9 @@ Keys and values are taken literally from the arguments. Output is for humans
 	scan.Flags().IntVar(&limit, "limit", 1000, "return at most this many keys (0: no limit)")
 	scan.Flags().Var(&scanRead, "read", readFlagUsage)
 
-	get := o.command("get KEY", "Print the value of KEY (exit 1 if it does not exist)", 1,
-		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+	get := o.keyCommand("get KEY", "Print the value of KEY (exit 1 if it does not exist)", 1,
+		func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
 			key := []byte(args[0])
-			kv, err := o.keySpace(ctx, cl)
-			if err != nil {
-				return err
-			}
 			v, err := kv.Get(ctx, key, getRead)
 			found := err == nil
 			if err != nil && !errors.Is(err, client.ErrNotFound) {
@@ -195,24 +187,16 @@ docs/operations.md.`,
 			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
 				return o.decommission(ctx, cl, w, args[0], false, false)
 			}),
-		o.command("put KEY VALUE", "Set KEY to VALUE", 2,
-			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-				kv, err := o.keySpace(ctx, cl)
-				if err != nil {
-					return err
-				}
+		o.keyCommand("put KEY VALUE", "Set KEY to VALUE", 2,
+			func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
 				if err := kv.Put(ctx, []byte(args[0]), []byte(args[1])); err != nil {
 					return err
 				}
 				return o.done(w, (&cliformat.Object{}).SetBytes("key", []byte(args[0])).Set("ok", true), "OK")
 			}),
 		get,
-		o.command("del KEY", "Delete KEY", 1,
-			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-				kv, err := o.keySpace(ctx, cl)
-				if err != nil {
-					return err
-				}
+		o.keyCommand("del KEY", "Delete KEY", 1,
+			func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
 				existed, err := kv.Delete(ctx, []byte(args[0]))
 				if err != nil {
 					return err
@@ -288,6 +272,18 @@ type keyValues interface {
 	Put(ctx context.Context, key, value []byte) error
 	Delete(ctx context.Context, key []byte) (bool, error)
 	Scan(ctx context.Context, start, end []byte, limit int, opts ...client.ReadOption) ([]client.KeyValue, error)
+}
+
+// keyCommand is command for the key operations, which work in the key
+// space --keyspace names.
+func (o *ctlOptions) keyCommand(use, short string, nargs int, fn func(context.Context, keyValues, io.Writer, []string) error) *cobra.Command {
+	return o.command(use, short, nargs, func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+		kv, err := o.keySpace(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, kv, w, args)
+	})
 }
 
 // keySpace is the key space --keyspace names.
