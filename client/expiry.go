@@ -52,7 +52,7 @@ func (c *Client) TTL(ctx context.Context, key []byte, opts ...ReadOption) (time.
 // removes it with Expiry{} (Redis PERSIST), keeping the value, and reports
 // whether the key existed; a missing key is left missing.
 func (c *Client) Expire(ctx context.Context, key []byte, e Expiry) (existed bool, err error) {
-	req, err := writeRequest([]Op{{Key: key, SetTTL: true, Expiry: e}})
+	req, err := writeRequest(ctx, []Op{{Key: key, SetTTL: true, Expiry: e}})
 	if err != nil {
 		return false, err
 	}

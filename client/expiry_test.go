@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 // positive one never becomes "none"), SetTTL ops as EXPIRE without a
 // value, and a negative TTL never leaves the client.
 func TestExpiryOnTheWire(t *testing.T) {
-	req, err := writeRequest([]Op{
+	req, err := writeRequest(context.Background(), []Op{
 		{Key: []byte("a"), Value: []byte("v"), Expiry: Expiry{TTL: 1500 * time.Microsecond}},
 		{Key: []byte("b"), Value: []byte("v"), Expiry: Expiry{Keep: true}},
 		{Key: []byte("c"), Value: []byte("ignored"), SetTTL: true, Expiry: Expiry{TTL: time.Second}},
@@ -35,7 +36,7 @@ func TestExpiryOnTheWire(t *testing.T) {
 		}
 	}
 	for _, e := range []Expiry{{TTL: -time.Second}, {At: time.Unix(-1, 0)}} {
-		if _, err := writeRequest([]Op{{Key: []byte("a"), Expiry: e}}); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := writeRequest(context.Background(), []Op{{Key: []byte("a"), Expiry: e}}); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("expiry %+v: %v", e, err)
 		}
 	}

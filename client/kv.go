@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keyspace"
 )
 
 // KeyValue is one key and its value.
@@ -50,7 +51,7 @@ func (c *Client) get(ctx context.Context, key []byte, opts []ReadOption) (*tidek
 	if err != nil {
 		return nil, err
 	}
-	req := &tidekvpb.GetRequest{Key: key, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs()}
+	req := &tidekvpb.GetRequest{Key: key, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), Keyspace: keyspace.NameFrom(ctx)}
 	var resp *tidekvpb.GetResponse
 	r := &rpc{op: "get", key: key, idempotent: true, read: ro}
 	r.call = func(ctx context.Context, nc *nodeConn) (err error) {
@@ -82,7 +83,7 @@ func (c *Client) PutTTL(ctx context.Context, key, value []byte, ttl time.Duratio
 	if err != nil {
 		return err
 	}
-	req := &tidekvpb.PutRequest{Key: key, Value: value, TtlMs: ms}
+	req := &tidekvpb.PutRequest{Key: key, Value: value, TtlMs: ms, Keyspace: keyspace.NameFrom(ctx)}
 	return c.invoke(ctx, &rpc{op: "put", key: key,
 		call: func(ctx context.Context, nc *nodeConn) error {
 			_, err := nc.kv.Put(ctx, req)
@@ -93,7 +94,7 @@ func (c *Client) PutTTL(ctx context.Context, key, value []byte, ttl time.Duratio
 // Delete removes key and reports whether it existed. Like Put, an unknown
 // outcome is returned as ErrAmbiguous, not retried.
 func (c *Client) Delete(ctx context.Context, key []byte) (existed bool, err error) {
-	req := &tidekvpb.DeleteRequest{Key: key}
+	req := &tidekvpb.DeleteRequest{Key: key, Keyspace: keyspace.NameFrom(ctx)}
 	err = c.invoke(ctx, &rpc{op: "delete", key: key,
 		call: func(ctx context.Context, nc *nodeConn) error {
 			resp, err := nc.kv.Delete(ctx, req)
@@ -120,7 +121,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 	}
 	var out []KeyValue
 	for {
-		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs()}
+		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), Keyspace: keyspace.NameFrom(ctx)}
 		if limit > 0 {
 			req.Limit = uint32(min(limit-len(out), math.MaxUint32))
 		}
@@ -230,7 +231,7 @@ func (c *Client) groupByRange(ctx context.Context, keys [][]byte, idx []int) [][
 }
 
 func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, out []GetResult, ro ReadOption, depth int) error {
-	req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx)), ReadMode: ro.mode, MaxStalenessMs: ro.staleMs()}
+	req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx)), ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), Keyspace: keyspace.NameFrom(ctx)}
 	for j, i := range idx {
 		req.Keys[j] = keys[i]
 	}
@@ -267,7 +268,7 @@ func (c *Client) Write(ctx context.Context, ops []Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	req, err := writeRequest(ops)
+	req, err := writeRequest(ctx, ops)
 	if err != nil {
 		return err
 	}
@@ -327,7 +328,7 @@ func (c *Client) writeEachGroup(ctx context.Context, ops []Op, keys [][]byte, id
 	for j, i := range idx {
 		sub[j], span[j] = ops[i], keys[i]
 	}
-	req, err := writeRequest(sub)
+	req, err := writeRequest(ctx, sub)
 	var resp *tidekvpb.WriteResponse
 	if err == nil {
 		req.WantExisted = slices.ContainsFunc(sub, func(op Op) bool { return op.Delete || op.SetTTL })
@@ -377,7 +378,7 @@ type WriteResult struct {
 // WriteGuarded applies ops atomically under g, in one round trip, and
 // reports what it found. Like Write, all keys must lie in one range.
 func (c *Client) WriteGuarded(ctx context.Context, ops []Op, g Guard) (WriteResult, error) {
-	req, err := writeRequest(ops)
+	req, err := writeRequest(ctx, ops)
 	if err != nil {
 		return WriteResult{}, err
 	}
@@ -391,8 +392,8 @@ func (c *Client) WriteGuarded(ctx context.Context, ops []Op, g Guard) (WriteResu
 		GuardCurrent: resp.GetGuardCurrent(), Existed: resp.GetExisted()}, nil
 }
 
-func writeRequest(ops []Op) (*tidekvpb.WriteRequest, error) {
-	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
+func writeRequest(ctx context.Context, ops []Op) (*tidekvpb.WriteRequest, error) {
+	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops)), Keyspace: keyspace.NameFrom(ctx)}
 	for i, op := range ops {
 		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value, KeepTtl: op.Expiry.Keep}
 		var err error
@@ -460,7 +461,7 @@ func (c *Client) CompareAndSetTTL(ctx context.Context, key []byte, expected *[]b
 	if err != nil {
 		return false, nil, false, err
 	}
-	req := &tidekvpb.CompareAndSetRequest{Key: key, TtlMs: ms, ExpireAtMs: atMs, KeepTtl: e.Keep}
+	req := &tidekvpb.CompareAndSetRequest{Key: key, TtlMs: ms, ExpireAtMs: atMs, KeepTtl: e.Keep, Keyspace: keyspace.NameFrom(ctx)}
 	if expected != nil {
 		req.ExpectExists = true
 		req.ExpectedValue = *expected

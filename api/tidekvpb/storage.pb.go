@@ -492,8 +492,11 @@ type MetaCommand struct {
 	SetSetting *Setting `protobuf:"bytes,5,opt,name=set_setting,json=setSetting,proto3" json:"set_setting,omitempty"`
 	// Raise the cluster's Raft log version to this (never lowers it).
 	RaiseLogVersion uint32 `protobuf:"varint,6,opt,name=raise_log_version,json=raiseLogVersion,proto3" json:"raise_log_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Log version 6: create a key space with these settings (its id is
+	// allocated at apply; result: the id, or nothing if the name exists).
+	CreateKeyspace *KeySpaceRecord `protobuf:"bytes,7,opt,name=create_keyspace,json=createKeyspace,proto3" json:"create_keyspace,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MetaCommand) Reset() {
@@ -568,6 +571,115 @@ func (x *MetaCommand) GetRaiseLogVersion() uint32 {
 	return 0
 }
 
+func (x *MetaCommand) GetCreateKeyspace() *KeySpaceRecord {
+	if x != nil {
+		return x.CreateKeyspace
+	}
+	return nil
+}
+
+// KeySpaceRecord is a key space as the meta range stores it
+// (internal/keyspace.Settings).
+type KeySpaceRecord struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name            string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Mode            string                 `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	Rf              uint32                 `protobuf:"varint,4,opt,name=rf,proto3" json:"rf,omitempty"`
+	Engine          string                 `protobuf:"bytes,5,opt,name=engine,proto3" json:"engine,omitempty"`
+	CapacityPerNode uint64                 `protobuf:"varint,6,opt,name=capacity_per_node,json=capacityPerNode,proto3" json:"capacity_per_node,omitempty"`
+	TtlMs           int64                  `protobuf:"varint,7,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Index           string                 `protobuf:"bytes,8,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *KeySpaceRecord) Reset() {
+	*x = KeySpaceRecord{}
+	mi := &file_storage_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeySpaceRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeySpaceRecord) ProtoMessage() {}
+
+func (x *KeySpaceRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeySpaceRecord.ProtoReflect.Descriptor instead.
+func (*KeySpaceRecord) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *KeySpaceRecord) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *KeySpaceRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *KeySpaceRecord) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *KeySpaceRecord) GetRf() uint32 {
+	if x != nil {
+		return x.Rf
+	}
+	return 0
+}
+
+func (x *KeySpaceRecord) GetEngine() string {
+	if x != nil {
+		return x.Engine
+	}
+	return ""
+}
+
+func (x *KeySpaceRecord) GetCapacityPerNode() uint64 {
+	if x != nil {
+		return x.CapacityPerNode
+	}
+	return 0
+}
+
+func (x *KeySpaceRecord) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *KeySpaceRecord) GetIndex() string {
+	if x != nil {
+		return x.Index
+	}
+	return ""
+}
+
 // LogWrite sets or deletes one key.
 type LogWrite struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -590,7 +702,7 @@ type LogWrite struct {
 
 func (x *LogWrite) Reset() {
 	*x = LogWrite{}
-	mi := &file_storage_proto_msgTypes[7]
+	mi := &file_storage_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -602,7 +714,7 @@ func (x *LogWrite) String() string {
 func (*LogWrite) ProtoMessage() {}
 
 func (x *LogWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[7]
+	mi := &file_storage_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -615,7 +727,7 @@ func (x *LogWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogWrite.ProtoReflect.Descriptor instead.
 func (*LogWrite) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{7}
+	return file_storage_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LogWrite) GetDelete() bool {
@@ -678,7 +790,7 @@ type LogCompareAndSet struct {
 
 func (x *LogCompareAndSet) Reset() {
 	*x = LogCompareAndSet{}
-	mi := &file_storage_proto_msgTypes[8]
+	mi := &file_storage_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +802,7 @@ func (x *LogCompareAndSet) String() string {
 func (*LogCompareAndSet) ProtoMessage() {}
 
 func (x *LogCompareAndSet) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[8]
+	mi := &file_storage_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +815,7 @@ func (x *LogCompareAndSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogCompareAndSet.ProtoReflect.Descriptor instead.
 func (*LogCompareAndSet) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{8}
+	return file_storage_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LogCompareAndSet) GetKey() []byte {
@@ -768,7 +880,7 @@ type LogGuard struct {
 
 func (x *LogGuard) Reset() {
 	*x = LogGuard{}
-	mi := &file_storage_proto_msgTypes[9]
+	mi := &file_storage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +892,7 @@ func (x *LogGuard) String() string {
 func (*LogGuard) ProtoMessage() {}
 
 func (x *LogGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[9]
+	mi := &file_storage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +905,7 @@ func (x *LogGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogGuard.ProtoReflect.Descriptor instead.
 func (*LogGuard) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{9}
+	return file_storage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LogGuard) GetKey() []byte {
@@ -835,7 +947,7 @@ type LogTimestamp struct {
 
 func (x *LogTimestamp) Reset() {
 	*x = LogTimestamp{}
-	mi := &file_storage_proto_msgTypes[10]
+	mi := &file_storage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +959,7 @@ func (x *LogTimestamp) String() string {
 func (*LogTimestamp) ProtoMessage() {}
 
 func (x *LogTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[10]
+	mi := &file_storage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +972,7 @@ func (x *LogTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogTimestamp.ProtoReflect.Descriptor instead.
 func (*LogTimestamp) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{10}
+	return file_storage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LogTimestamp) GetWallNanos() int64 {
@@ -887,7 +999,7 @@ type MigrateLayoutCommand struct {
 
 func (x *MigrateLayoutCommand) Reset() {
 	*x = MigrateLayoutCommand{}
-	mi := &file_storage_proto_msgTypes[11]
+	mi := &file_storage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1011,7 @@ func (x *MigrateLayoutCommand) String() string {
 func (*MigrateLayoutCommand) ProtoMessage() {}
 
 func (x *MigrateLayoutCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[11]
+	mi := &file_storage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1024,7 @@ func (x *MigrateLayoutCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateLayoutCommand.ProtoReflect.Descriptor instead.
 func (*MigrateLayoutCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{11}
+	return file_storage_proto_rawDescGZIP(), []int{12}
 }
 
 // GCCommand raises the range's GC threshold to safe_point (if higher) and
@@ -931,7 +1043,7 @@ type GCCommand struct {
 
 func (x *GCCommand) Reset() {
 	*x = GCCommand{}
-	mi := &file_storage_proto_msgTypes[12]
+	mi := &file_storage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1055,7 @@ func (x *GCCommand) String() string {
 func (*GCCommand) ProtoMessage() {}
 
 func (x *GCCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[12]
+	mi := &file_storage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1068,7 @@ func (x *GCCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GCCommand.ProtoReflect.Descriptor instead.
 func (*GCCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{12}
+	return file_storage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GCCommand) GetSafePoint() *LogTimestamp {
@@ -1016,7 +1128,7 @@ type RaftCommand struct {
 
 func (x *RaftCommand) Reset() {
 	*x = RaftCommand{}
-	mi := &file_storage_proto_msgTypes[13]
+	mi := &file_storage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1140,7 @@ func (x *RaftCommand) String() string {
 func (*RaftCommand) ProtoMessage() {}
 
 func (x *RaftCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[13]
+	mi := &file_storage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1153,7 @@ func (x *RaftCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftCommand.ProtoReflect.Descriptor instead.
 func (*RaftCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{13}
+	return file_storage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RaftCommand) GetProposalId() uint64 {
@@ -1152,7 +1264,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_storage_proto_msgTypes[14]
+	mi := &file_storage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1276,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[14]
+	mi := &file_storage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1289,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{14}
+	return file_storage_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MergeCommand) GetRhs() *RangeDescriptor {
@@ -1220,7 +1332,7 @@ const file_storage_proto_rawDesc = "" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
 	"newRangeId\"D\n" +
 	"\x15ChangeReplicasCommand\x12+\n" +
-	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\xb9\x02\n" +
+	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\xfa\x02\n" +
 	"\vMetaCommand\x121\n" +
 	"\badd_node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\aaddNode\x127\n" +
 	"\vupdate_node\x18\x02 \x01(\v2\x16.tidekv.NodeDescriptorR\n" +
@@ -1229,7 +1341,17 @@ const file_storage_proto_rawDesc = "" +
 	"\fupdate_range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\vupdateRange\x120\n" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
 	"setSetting\x12*\n" +
-	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\"\x9c\x01\n" +
+	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\x12?\n" +
+	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\"\xc9\x01\n" +
+	"\x0eKeySpaceRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\tR\x04mode\x12\x0e\n" +
+	"\x02rf\x18\x04 \x01(\rR\x02rf\x12\x16\n" +
+	"\x06engine\x18\x05 \x01(\tR\x06engine\x12*\n" +
+	"\x11capacity_per_node\x18\x06 \x01(\x04R\x0fcapacityPerNode\x12\x15\n" +
+	"\x06ttl_ms\x18\a \x01(\x03R\x05ttlMs\x12\x14\n" +
+	"\x05index\x18\b \x01(\tR\x05index\"\x9c\x01\n" +
 	"\bLogWrite\x12\x16\n" +
 	"\x06delete\x18\x01 \x01(\bR\x06delete\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
@@ -1303,7 +1425,7 @@ func file_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_storage_proto_goTypes = []any{
 	(DataLayout)(0),               // 0: tidekv.DataLayout
 	(*NodeIdent)(nil),             // 1: tidekv.NodeIdent
@@ -1313,51 +1435,53 @@ var file_storage_proto_goTypes = []any{
 	(*SplitCommand)(nil),          // 5: tidekv.SplitCommand
 	(*ChangeReplicasCommand)(nil), // 6: tidekv.ChangeReplicasCommand
 	(*MetaCommand)(nil),           // 7: tidekv.MetaCommand
-	(*LogWrite)(nil),              // 8: tidekv.LogWrite
-	(*LogCompareAndSet)(nil),      // 9: tidekv.LogCompareAndSet
-	(*LogGuard)(nil),              // 10: tidekv.LogGuard
-	(*LogTimestamp)(nil),          // 11: tidekv.LogTimestamp
-	(*MigrateLayoutCommand)(nil),  // 12: tidekv.MigrateLayoutCommand
-	(*GCCommand)(nil),             // 13: tidekv.GCCommand
-	(*RaftCommand)(nil),           // 14: tidekv.RaftCommand
-	(*MergeCommand)(nil),          // 15: tidekv.MergeCommand
-	(*RangeDescriptor)(nil),       // 16: tidekv.RangeDescriptor
-	(*raftpb.ConfState)(nil),      // 17: raftpb.ConfState
-	(*NodeDescriptor)(nil),        // 18: tidekv.NodeDescriptor
-	(*Setting)(nil),               // 19: tidekv.Setting
+	(*KeySpaceRecord)(nil),        // 8: tidekv.KeySpaceRecord
+	(*LogWrite)(nil),              // 9: tidekv.LogWrite
+	(*LogCompareAndSet)(nil),      // 10: tidekv.LogCompareAndSet
+	(*LogGuard)(nil),              // 11: tidekv.LogGuard
+	(*LogTimestamp)(nil),          // 12: tidekv.LogTimestamp
+	(*MigrateLayoutCommand)(nil),  // 13: tidekv.MigrateLayoutCommand
+	(*GCCommand)(nil),             // 14: tidekv.GCCommand
+	(*RaftCommand)(nil),           // 15: tidekv.RaftCommand
+	(*MergeCommand)(nil),          // 16: tidekv.MergeCommand
+	(*RangeDescriptor)(nil),       // 17: tidekv.RangeDescriptor
+	(*raftpb.ConfState)(nil),      // 18: raftpb.ConfState
+	(*NodeDescriptor)(nil),        // 19: tidekv.NodeDescriptor
+	(*Setting)(nil),               // 20: tidekv.Setting
 }
 var file_storage_proto_depIdxs = []int32{
-	16, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
-	17, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
+	17, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
+	18, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
 	0,  // 2: tidekv.ReplicaState.layout:type_name -> tidekv.DataLayout
-	11, // 3: tidekv.ReplicaState.gc_threshold:type_name -> tidekv.LogTimestamp
-	11, // 4: tidekv.ReplicaState.version_bound:type_name -> tidekv.LogTimestamp
-	16, // 5: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
+	12, // 3: tidekv.ReplicaState.gc_threshold:type_name -> tidekv.LogTimestamp
+	12, // 4: tidekv.ReplicaState.version_bound:type_name -> tidekv.LogTimestamp
+	17, // 5: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
 	0,  // 6: tidekv.SnapshotData.layout:type_name -> tidekv.DataLayout
-	11, // 7: tidekv.SnapshotData.gc_threshold:type_name -> tidekv.LogTimestamp
-	11, // 8: tidekv.SnapshotData.version_bound:type_name -> tidekv.LogTimestamp
-	16, // 9: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
-	18, // 10: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
-	18, // 11: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
-	16, // 12: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
-	19, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
-	11, // 14: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
-	8,  // 15: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
-	9,  // 16: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
-	5,  // 17: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
-	7,  // 18: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	15, // 19: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
-	10, // 20: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
-	14, // 21: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
-	11, // 22: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
-	12, // 23: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
-	13, // 24: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
-	16, // 25: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	12, // 7: tidekv.SnapshotData.gc_threshold:type_name -> tidekv.LogTimestamp
+	12, // 8: tidekv.SnapshotData.version_bound:type_name -> tidekv.LogTimestamp
+	17, // 9: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
+	19, // 10: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
+	19, // 11: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
+	17, // 12: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
+	20, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
+	8,  // 14: tidekv.MetaCommand.create_keyspace:type_name -> tidekv.KeySpaceRecord
+	12, // 15: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
+	9,  // 16: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
+	10, // 17: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
+	5,  // 18: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
+	7,  // 19: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
+	16, // 20: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	11, // 21: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
+	15, // 22: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
+	12, // 23: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
+	13, // 24: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
+	14, // 25: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
+	17, // 26: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }
@@ -1372,7 +1496,7 @@ func file_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storage_proto_rawDesc), len(file_storage_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -805,8 +805,11 @@ type GetRequest struct {
 	ReadMode ReadMode               `protobuf:"varint,2,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
 	// The staleness bound of a BOUNDED read in milliseconds (> 0).
 	MaxStalenessMs uint32 `protobuf:"varint,3,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
@@ -858,6 +861,13 @@ func (x *GetRequest) GetMaxStalenessMs() uint32 {
 		return x.MaxStalenessMs
 	}
 	return 0
+}
+
+func (x *GetRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type GetResponse struct {
@@ -939,7 +949,10 @@ type PutRequest struct {
 	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	// The key expires ttl_ms milliseconds after the write (0: never).
-	TtlMs         int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -995,6 +1008,13 @@ func (x *PutRequest) GetTtlMs() int64 {
 	return 0
 }
 
+func (x *PutRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
+}
+
 type PutResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1032,8 +1052,11 @@ func (*PutResponse) Descriptor() ([]byte, []int) {
 }
 
 type DeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,2,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1073,6 +1096,13 @@ func (x *DeleteRequest) GetKey() []byte {
 		return x.Key
 	}
 	return nil
+}
+
+func (x *DeleteRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type DeleteResponse struct {
@@ -1130,8 +1160,11 @@ type ScanRequest struct {
 	Limit          uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	ReadMode       ReadMode               `protobuf:"varint,4,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
 	MaxStalenessMs uint32                 `protobuf:"varint,5,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,6,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -1197,6 +1230,13 @@ func (x *ScanRequest) GetMaxStalenessMs() uint32 {
 		return x.MaxStalenessMs
 	}
 	return 0
+}
+
+func (x *ScanRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type ScanResponse struct {
@@ -1266,8 +1306,11 @@ type BatchGetRequest struct {
 	Keys           [][]byte               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
 	ReadMode       ReadMode               `protobuf:"varint,2,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
 	MaxStalenessMs uint32                 `protobuf:"varint,3,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BatchGetRequest) Reset() {
@@ -1319,6 +1362,13 @@ func (x *BatchGetRequest) GetMaxStalenessMs() uint32 {
 		return x.MaxStalenessMs
 	}
 	return 0
+}
+
+func (x *BatchGetRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type BatchGetResponse struct {
@@ -1475,7 +1525,10 @@ type WriteRequest struct {
 	// Makes the write conditional (see WriteGuard); none when absent.
 	Guard *WriteGuard `protobuf:"bytes,2,opt,name=guard,proto3" json:"guard,omitempty"`
 	// Ask for WriteResponse.existed.
-	WantExisted   bool `protobuf:"varint,3,opt,name=want_existed,json=wantExisted,proto3" json:"want_existed,omitempty"`
+	WantExisted bool `protobuf:"varint,3,opt,name=want_existed,json=wantExisted,proto3" json:"want_existed,omitempty"`
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1529,6 +1582,13 @@ func (x *WriteRequest) GetWantExisted() bool {
 		return x.WantExisted
 	}
 	return false
+}
+
+func (x *WriteRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type WriteResponse struct {
@@ -1614,9 +1674,12 @@ type CompareAndSetRequest struct {
 	NewValue      []byte                 `protobuf:"bytes,4,opt,name=new_value,json=newValue,proto3" json:"new_value,omitempty"`
 	Delete        bool                   `protobuf:"varint,5,opt,name=delete,proto3" json:"delete,omitempty"`
 	// new_value's TTL, keep_ttl and expire_at_ms, as in WriteOp's PUT.
-	TtlMs         int64 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	KeepTtl       bool  `protobuf:"varint,7,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
-	ExpireAtMs    int64 `protobuf:"varint,8,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
+	TtlMs      int64 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	KeepTtl    bool  `protobuf:"varint,7,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	ExpireAtMs int64 `protobuf:"varint,8,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
+	// The key space the keys belong to (docs/keyspaces.md; empty: the
+	// default). The keys are its stored keys, as keyspace.Codec maps them.
+	Keyspace      string `protobuf:"bytes,9,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1705,6 +1768,13 @@ func (x *CompareAndSetRequest) GetExpireAtMs() int64 {
 		return x.ExpireAtMs
 	}
 	return 0
+}
+
+func (x *CompareAndSetRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type CompareAndSetResponse struct {
@@ -5115,6 +5185,334 @@ func (x *SettingsResponse) GetSettings() []*Setting {
 	return nil
 }
 
+// A named key space (docs/keyspaces.md): its settings and, in lists, what
+// it holds and serves.
+type KeySpace struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// ordered | hashed
+	Mode string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Voters per range (0: the cluster's replication factor).
+	Rf uint32 `protobuf:"varint,3,opt,name=rf,proto3" json:"rf,omitempty"`
+	// pebble | memory
+	Engine          string `protobuf:"bytes,4,opt,name=engine,proto3" json:"engine,omitempty"`
+	CapacityPerNode uint64 `protobuf:"varint,5,opt,name=capacity_per_node,json=capacityPerNode,proto3" json:"capacity_per_node,omitempty"`
+	// Default time to live of a value written without one (0: none).
+	TtlMs int64 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// Its number: Redis SELECT n reaches key space n (0: the default).
+	Id uint32 `protobuf:"varint,7,opt,name=id,proto3" json:"id,omitempty"`
+	// Lists only: live bytes and keys of its ranges as their leaseholders
+	// last reported them, and the requests its keys got on the answering
+	// node since it started.
+	Bytes     uint64 `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Keys      uint64 `protobuf:"varint,9,opt,name=keys,proto3" json:"keys,omitempty"`
+	Hits      uint64 `protobuf:"varint,10,opt,name=hits,proto3" json:"hits,omitempty"`
+	Misses    uint64 `protobuf:"varint,11,opt,name=misses,proto3" json:"misses,omitempty"`
+	Evictions uint64 `protobuf:"varint,12,opt,name=evictions,proto3" json:"evictions,omitempty"`
+	Ranges    uint32 `protobuf:"varint,13,opt,name=ranges,proto3" json:"ranges,omitempty"`
+	// The memory engine's index: btree | exthash | cbf (empty with pebble).
+	Index         string `protobuf:"bytes,14,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeySpace) Reset() {
+	*x = KeySpace{}
+	mi := &file_tidekv_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeySpace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeySpace) ProtoMessage() {}
+
+func (x *KeySpace) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeySpace.ProtoReflect.Descriptor instead.
+func (*KeySpace) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *KeySpace) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *KeySpace) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *KeySpace) GetRf() uint32 {
+	if x != nil {
+		return x.Rf
+	}
+	return 0
+}
+
+func (x *KeySpace) GetEngine() string {
+	if x != nil {
+		return x.Engine
+	}
+	return ""
+}
+
+func (x *KeySpace) GetCapacityPerNode() uint64 {
+	if x != nil {
+		return x.CapacityPerNode
+	}
+	return 0
+}
+
+func (x *KeySpace) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *KeySpace) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *KeySpace) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *KeySpace) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *KeySpace) GetHits() uint64 {
+	if x != nil {
+		return x.Hits
+	}
+	return 0
+}
+
+func (x *KeySpace) GetMisses() uint64 {
+	if x != nil {
+		return x.Misses
+	}
+	return 0
+}
+
+func (x *KeySpace) GetEvictions() uint64 {
+	if x != nil {
+		return x.Evictions
+	}
+	return 0
+}
+
+func (x *KeySpace) GetRanges() uint32 {
+	if x != nil {
+		return x.Ranges
+	}
+	return 0
+}
+
+func (x *KeySpace) GetIndex() string {
+	if x != nil {
+		return x.Index
+	}
+	return ""
+}
+
+type CreateKeySpaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace      *KeySpace              `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateKeySpaceRequest) Reset() {
+	*x = CreateKeySpaceRequest{}
+	mi := &file_tidekv_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateKeySpaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateKeySpaceRequest) ProtoMessage() {}
+
+func (x *CreateKeySpaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateKeySpaceRequest.ProtoReflect.Descriptor instead.
+func (*CreateKeySpaceRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *CreateKeySpaceRequest) GetKeyspace() *KeySpace {
+	if x != nil {
+		return x.Keyspace
+	}
+	return nil
+}
+
+type CreateKeySpaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace      *KeySpace              `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateKeySpaceResponse) Reset() {
+	*x = CreateKeySpaceResponse{}
+	mi := &file_tidekv_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateKeySpaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateKeySpaceResponse) ProtoMessage() {}
+
+func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateKeySpaceResponse.ProtoReflect.Descriptor instead.
+func (*CreateKeySpaceResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *CreateKeySpaceResponse) GetKeyspace() *KeySpace {
+	if x != nil {
+		return x.Keyspace
+	}
+	return nil
+}
+
+type ListKeySpacesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeySpacesRequest) Reset() {
+	*x = ListKeySpacesRequest{}
+	mi := &file_tidekv_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeySpacesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeySpacesRequest) ProtoMessage() {}
+
+func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeySpacesRequest.ProtoReflect.Descriptor instead.
+func (*ListKeySpacesRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{69}
+}
+
+type ListKeySpacesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The default key space first, then the others by id.
+	Keyspaces     []*KeySpace `protobuf:"bytes,1,rep,name=keyspaces,proto3" json:"keyspaces,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeySpacesResponse) Reset() {
+	*x = ListKeySpacesResponse{}
+	mi := &file_tidekv_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeySpacesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeySpacesResponse) ProtoMessage() {}
+
+func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeySpacesResponse.ProtoReflect.Descriptor instead.
+func (*ListKeySpacesResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *ListKeySpacesResponse) GetKeyspaces() []*KeySpace {
+	if x != nil {
+		return x.Keyspaces
+	}
+	return nil
+}
+
 type AutoscaleStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -5123,7 +5521,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5135,7 +5533,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5148,7 +5546,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{71}
 }
 
 type AutoscaleStatusResponse struct {
@@ -5162,7 +5560,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5174,7 +5572,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5187,7 +5585,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{67}
+	return file_tidekv_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -5205,7 +5603,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5217,7 +5615,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5230,7 +5628,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{68}
+	return file_tidekv_proto_rawDescGZIP(), []int{73}
 }
 
 type NodeLoadsResponse struct {
@@ -5243,7 +5641,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5255,7 +5653,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5268,7 +5666,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{69}
+	return file_tidekv_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -5286,7 +5684,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5298,7 +5696,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5311,7 +5709,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{70}
+	return file_tidekv_proto_rawDescGZIP(), []int{75}
 }
 
 type AllocRangeIDResponse struct {
@@ -5323,7 +5721,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5335,7 +5733,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5348,7 +5746,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{71}
+	return file_tidekv_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -5370,7 +5768,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5382,7 +5780,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5395,7 +5793,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{72}
+	return file_tidekv_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -5436,7 +5834,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5448,7 +5846,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5461,7 +5859,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{73}
+	return file_tidekv_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -5488,7 +5886,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5500,7 +5898,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5513,7 +5911,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{74}
+	return file_tidekv_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -5561,7 +5959,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5573,7 +5971,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5586,7 +5984,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{75}
+	return file_tidekv_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -5611,7 +6009,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5623,7 +6021,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5636,7 +6034,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{76}
+	return file_tidekv_proto_rawDescGZIP(), []int{81}
 }
 
 // WriteGuard lets a write create or update a keyed collection in one step
@@ -5658,7 +6056,7 @@ type WriteGuard struct {
 
 func (x *WriteGuard) Reset() {
 	*x = WriteGuard{}
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5670,7 +6068,7 @@ func (x *WriteGuard) String() string {
 func (*WriteGuard) ProtoMessage() {}
 
 func (x *WriteGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5683,7 +6081,7 @@ func (x *WriteGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
 func (*WriteGuard) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{77}
+	return file_tidekv_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *WriteGuard) GetKey() []byte {
@@ -5761,42 +6159,47 @@ const file_tidekv_proto_rawDesc = "" +
 	"\alogical\x18\x02 \x01(\rR\alogical\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"w\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\x93\x01\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"{\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
+	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\"{\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
 	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\x12\x15\n" +
-	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"K\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"g\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x15\n" +
-	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\"\r\n" +
-	"\vPutResponse\"!\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x1a\n" +
+	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\"\r\n" +
+	"\vPutResponse\"=\n" +
 	"\rDeleteRequest\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\fR\x03key\"*\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1a\n" +
+	"\bkeyspace\x18\x02 \x01(\tR\bkeyspace\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xb2\x01\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xce\x01\n" +
 	"\vScanRequest\x12\x1b\n" +
 	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12-\n" +
 	"\tread_mode\x18\x04 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\"|\n" +
+	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
+	"\bkeyspace\x18\x06 \x01(\tR\bkeyspace\"|\n" +
 	"\fScanResponse\x12\"\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
 	"resume_key\x18\x02 \x01(\fR\tresumeKey\x12)\n" +
-	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"~\n" +
+	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"\x9a\x01\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"l\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
+	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\"l\n" +
 	"\x10BatchGetResponse\x12-\n" +
 	"\aresults\x18\x01 \x03(\v2\x13.tidekv.GetResponseR\aresults\x12)\n" +
 	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\"\xd8\x01\n" +
@@ -5813,16 +6216,17 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"\x06DELETE\x10\x01\x12\n" +
 	"\n" +
-	"\x06EXPIRE\x10\x02\"~\n" +
+	"\x06EXPIRE\x10\x02\"\x9a\x01\n" +
 	"\fWriteRequest\x12!\n" +
 	"\x03ops\x18\x01 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\x12(\n" +
 	"\x05guard\x18\x02 \x01(\v2\x12.tidekv.WriteGuardR\x05guard\x12!\n" +
-	"\fwant_existed\x18\x03 \x01(\bR\vwantExisted\"\x96\x01\n" +
+	"\fwant_existed\x18\x03 \x01(\bR\vwantExisted\x12\x1a\n" +
+	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\"\x96\x01\n" +
 	"\rWriteResponse\x12\x18\n" +
 	"\aexisted\x18\x01 \x03(\bR\aexisted\x12!\n" +
 	"\fguard_failed\x18\x02 \x01(\bR\vguardFailed\x12#\n" +
 	"\rguard_existed\x18\x03 \x01(\bR\fguardExisted\x12#\n" +
-	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\xfd\x01\n" +
+	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\x99\x02\n" +
 	"\x14CompareAndSetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\rexpect_exists\x18\x02 \x01(\bR\fexpectExists\x12%\n" +
@@ -5832,7 +6236,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x19\n" +
 	"\bkeep_ttl\x18\a \x01(\bR\akeepTtl\x12 \n" +
 	"\fexpire_at_ms\x18\b \x01(\x03R\n" +
-	"expireAtMs\"\x81\x01\n" +
+	"expireAtMs\x12\x1a\n" +
+	"\bkeyspace\x18\t \x01(\tR\bkeyspace\"\x81\x01\n" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12%\n" +
 	"\x0ecurrent_exists\x18\x02 \x01(\bR\rcurrentExists\x12#\n" +
@@ -6109,7 +6514,30 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0fSettingsRequest\x12!\n" +
 	"\x03set\x18\x01 \x03(\v2\x0f.tidekv.SettingR\x03set\"?\n" +
 	"\x10SettingsResponse\x12+\n" +
-	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\x18\n" +
+	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\xcf\x02\n" +
+	"\bKeySpace\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x0e\n" +
+	"\x02rf\x18\x03 \x01(\rR\x02rf\x12\x16\n" +
+	"\x06engine\x18\x04 \x01(\tR\x06engine\x12*\n" +
+	"\x11capacity_per_node\x18\x05 \x01(\x04R\x0fcapacityPerNode\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x0e\n" +
+	"\x02id\x18\a \x01(\rR\x02id\x12\x14\n" +
+	"\x05bytes\x18\b \x01(\x04R\x05bytes\x12\x12\n" +
+	"\x04keys\x18\t \x01(\x04R\x04keys\x12\x12\n" +
+	"\x04hits\x18\n" +
+	" \x01(\x04R\x04hits\x12\x16\n" +
+	"\x06misses\x18\v \x01(\x04R\x06misses\x12\x1c\n" +
+	"\tevictions\x18\f \x01(\x04R\tevictions\x12\x16\n" +
+	"\x06ranges\x18\r \x01(\rR\x06ranges\x12\x14\n" +
+	"\x05index\x18\x0e \x01(\tR\x05index\"E\n" +
+	"\x15CreateKeySpaceRequest\x12,\n" +
+	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"F\n" +
+	"\x16CreateKeySpaceResponse\x12,\n" +
+	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"\x16\n" +
+	"\x14ListKeySpacesRequest\"G\n" +
+	"\x15ListKeySpacesResponse\x12.\n" +
+	"\tkeyspaces\x18\x01 \x03(\v2\x10.tidekv.KeySpaceR\tkeyspaces\"\x18\n" +
 	"\x16AutoscaleStatusRequest\"-\n" +
 	"\x17AutoscaleStatusResponse\x12\x12\n" +
 	"\x04json\x18\x01 \x01(\tR\x04json\"\x12\n" +
@@ -6179,8 +6607,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
 	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse\x12<\n" +
-	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\x9e\n" +
-	"\n" +
+	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\xbd\v\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12@\n" +
@@ -6197,7 +6624,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x14PushClosedTimestamps\x12\x1f.tidekv.ClosedTimestampsRequest\x1a .tidekv.ClosedTimestampsResponse\x12@\n" +
 	"\tNodeLoads\x12\x18.tidekv.NodeLoadsRequest\x1a\x19.tidekv.NodeLoadsResponse\x12I\n" +
 	"\fDecommission\x12\x1b.tidekv.DecommissionRequest\x1a\x1c.tidekv.DecommissionResponse\x12=\n" +
-	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse\x12R\n" +
+	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse\x12O\n" +
+	"\x0eCreateKeySpace\x12\x1d.tidekv.CreateKeySpaceRequest\x1a\x1e.tidekv.CreateKeySpaceResponse\x12L\n" +
+	"\rListKeySpaces\x12\x1c.tidekv.ListKeySpacesRequest\x1a\x1d.tidekv.ListKeySpacesResponse\x12R\n" +
 	"\x0fAutoscaleStatus\x12\x1e.tidekv.AutoscaleStatusRequest\x1a\x1f.tidekv.AutoscaleStatusResponse\x124\n" +
 	"\x05Merge\x12\x14.tidekv.MergeRequest\x1a\x15.tidekv.MergeResponse\x12F\n" +
 	"\vFreezeRange\x12\x1a.tidekv.FreezeRangeRequest\x1a\x1b.tidekv.FreezeRangeResponse2\x85\x01\n" +
@@ -6219,7 +6648,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -6292,19 +6721,24 @@ var file_tidekv_proto_goTypes = []any{
 	(*Setting)(nil),                  // 68: tidekv.Setting
 	(*SettingsRequest)(nil),          // 69: tidekv.SettingsRequest
 	(*SettingsResponse)(nil),         // 70: tidekv.SettingsResponse
-	(*AutoscaleStatusRequest)(nil),   // 71: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 72: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 73: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 74: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 75: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 76: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 77: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 78: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 79: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 80: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 81: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 82: tidekv.WriteGuard
-	(*raftpb.Message)(nil),           // 83: raftpb.Message
+	(*KeySpace)(nil),                 // 71: tidekv.KeySpace
+	(*CreateKeySpaceRequest)(nil),    // 72: tidekv.CreateKeySpaceRequest
+	(*CreateKeySpaceResponse)(nil),   // 73: tidekv.CreateKeySpaceResponse
+	(*ListKeySpacesRequest)(nil),     // 74: tidekv.ListKeySpacesRequest
+	(*ListKeySpacesResponse)(nil),    // 75: tidekv.ListKeySpacesResponse
+	(*AutoscaleStatusRequest)(nil),   // 76: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 77: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 78: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 79: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 80: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 81: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 82: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 83: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 84: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 85: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 86: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 87: tidekv.WriteGuard
+	(*raftpb.Message)(nil),           // 88: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -6318,7 +6752,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	12, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
 	4,  // 9: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
 	21, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	82, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	87, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,  // 12: tidekv.KVRequest.priority:type_name -> tidekv.Priority
 	11, // 13: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
 	13, // 14: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
@@ -6366,73 +6800,80 @@ var file_tidekv_proto_depIdxs = []int32{
 	6,  // 56: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
 	68, // 57: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
 	68, // 58: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	61, // 59: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	83, // 60: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	77, // 61: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	77, // 62: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	11, // 63: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	13, // 64: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	15, // 65: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	17, // 66: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	19, // 67: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	22, // 68: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	24, // 69: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	28, // 70: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	31, // 71: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	36, // 72: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	38, // 73: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	40, // 74: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	42, // 75: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	44, // 76: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	46, // 77: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	48, // 78: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	50, // 79: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	53, // 80: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	75, // 81: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	56, // 82: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	59, // 83: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	73, // 84: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	66, // 85: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	69, // 86: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	71, // 87: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	62, // 88: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	64, // 89: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	78, // 90: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	79, // 91: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	12, // 92: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	14, // 93: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	16, // 94: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	18, // 95: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	20, // 96: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	23, // 97: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	25, // 98: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	29, // 99: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	32, // 100: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	37, // 101: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	39, // 102: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	41, // 103: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	43, // 104: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	45, // 105: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	47, // 106: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	49, // 107: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	52, // 108: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	54, // 109: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	76, // 110: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	57, // 111: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	60, // 112: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	74, // 113: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	67, // 114: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	70, // 115: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	72, // 116: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	63, // 117: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	65, // 118: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	81, // 119: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	80, // 120: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	92, // [92:121] is the sub-list for method output_type
-	63, // [63:92] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	71, // 59: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	71, // 60: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	71, // 61: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	61, // 62: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	88, // 63: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	82, // 64: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	82, // 65: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	11, // 66: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	13, // 67: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	15, // 68: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	17, // 69: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	19, // 70: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	22, // 71: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	24, // 72: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	28, // 73: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	31, // 74: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	36, // 75: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	38, // 76: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	40, // 77: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	42, // 78: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	44, // 79: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	46, // 80: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	48, // 81: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	50, // 82: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	53, // 83: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	80, // 84: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	56, // 85: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	59, // 86: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	78, // 87: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	66, // 88: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	69, // 89: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	72, // 90: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	74, // 91: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	76, // 92: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	62, // 93: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	64, // 94: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	83, // 95: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	84, // 96: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	12, // 97: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	14, // 98: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	16, // 99: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	18, // 100: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	20, // 101: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	23, // 102: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	25, // 103: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	29, // 104: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	32, // 105: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	37, // 106: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	39, // 107: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	41, // 108: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	43, // 109: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	45, // 110: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	47, // 111: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	49, // 112: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	52, // 113: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	54, // 114: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	81, // 115: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	57, // 116: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	60, // 117: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	79, // 118: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	67, // 119: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	70, // 120: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	73, // 121: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	75, // 122: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	77, // 123: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	63, // 124: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	65, // 125: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	86, // 126: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	85, // 127: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	97, // [97:128] is the sub-list for method output_type
+	66, // [66:97] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -6464,7 +6905,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   78,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -412,6 +412,8 @@ const (
 	Admin_NodeLoads_FullMethodName            = "/tidekv.Admin/NodeLoads"
 	Admin_Decommission_FullMethodName         = "/tidekv.Admin/Decommission"
 	Admin_Settings_FullMethodName             = "/tidekv.Admin/Settings"
+	Admin_CreateKeySpace_FullMethodName       = "/tidekv.Admin/CreateKeySpace"
+	Admin_ListKeySpaces_FullMethodName        = "/tidekv.Admin/ListKeySpaces"
 	Admin_AutoscaleStatus_FullMethodName      = "/tidekv.Admin/AutoscaleStatus"
 	Admin_Merge_FullMethodName                = "/tidekv.Admin/Merge"
 	Admin_FreezeRange_FullMethodName          = "/tidekv.Admin/FreezeRange"
@@ -441,6 +443,9 @@ type AdminClient interface {
 	NodeLoads(ctx context.Context, in *NodeLoadsRequest, opts ...grpc.CallOption) (*NodeLoadsResponse, error)
 	Decommission(ctx context.Context, in *DecommissionRequest, opts ...grpc.CallOption) (*DecommissionResponse, error)
 	Settings(ctx context.Context, in *SettingsRequest, opts ...grpc.CallOption) (*SettingsResponse, error)
+	// Key spaces (docs/keyspaces.md).
+	CreateKeySpace(ctx context.Context, in *CreateKeySpaceRequest, opts ...grpc.CallOption) (*CreateKeySpaceResponse, error)
+	ListKeySpaces(ctx context.Context, in *ListKeySpacesRequest, opts ...grpc.CallOption) (*ListKeySpacesResponse, error)
 	// AutoscaleStatus answers on the meta leaseholder (others forward).
 	AutoscaleStatus(ctx context.Context, in *AutoscaleStatusRequest, opts ...grpc.CallOption) (*AutoscaleStatusResponse, error)
 	Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error)
@@ -615,6 +620,26 @@ func (c *adminClient) Settings(ctx context.Context, in *SettingsRequest, opts ..
 	return out, nil
 }
 
+func (c *adminClient) CreateKeySpace(ctx context.Context, in *CreateKeySpaceRequest, opts ...grpc.CallOption) (*CreateKeySpaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateKeySpaceResponse)
+	err := c.cc.Invoke(ctx, Admin_CreateKeySpace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListKeySpaces(ctx context.Context, in *ListKeySpacesRequest, opts ...grpc.CallOption) (*ListKeySpacesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListKeySpacesResponse)
+	err := c.cc.Invoke(ctx, Admin_ListKeySpaces_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) AutoscaleStatus(ctx context.Context, in *AutoscaleStatusRequest, opts ...grpc.CallOption) (*AutoscaleStatusResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AutoscaleStatusResponse)
@@ -669,6 +694,9 @@ type AdminServer interface {
 	NodeLoads(context.Context, *NodeLoadsRequest) (*NodeLoadsResponse, error)
 	Decommission(context.Context, *DecommissionRequest) (*DecommissionResponse, error)
 	Settings(context.Context, *SettingsRequest) (*SettingsResponse, error)
+	// Key spaces (docs/keyspaces.md).
+	CreateKeySpace(context.Context, *CreateKeySpaceRequest) (*CreateKeySpaceResponse, error)
+	ListKeySpaces(context.Context, *ListKeySpacesRequest) (*ListKeySpacesResponse, error)
 	// AutoscaleStatus answers on the meta leaseholder (others forward).
 	AutoscaleStatus(context.Context, *AutoscaleStatusRequest) (*AutoscaleStatusResponse, error)
 	Merge(context.Context, *MergeRequest) (*MergeResponse, error)
@@ -730,6 +758,12 @@ func (UnimplementedAdminServer) Decommission(context.Context, *DecommissionReque
 }
 func (UnimplementedAdminServer) Settings(context.Context, *SettingsRequest) (*SettingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Settings not implemented")
+}
+func (UnimplementedAdminServer) CreateKeySpace(context.Context, *CreateKeySpaceRequest) (*CreateKeySpaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateKeySpace not implemented")
+}
+func (UnimplementedAdminServer) ListKeySpaces(context.Context, *ListKeySpacesRequest) (*ListKeySpacesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListKeySpaces not implemented")
 }
 func (UnimplementedAdminServer) AutoscaleStatus(context.Context, *AutoscaleStatusRequest) (*AutoscaleStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AutoscaleStatus not implemented")
@@ -1049,6 +1083,42 @@ func _Admin_Settings_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CreateKeySpace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateKeySpaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateKeySpace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateKeySpace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateKeySpace(ctx, req.(*CreateKeySpaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListKeySpaces_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListKeySpacesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListKeySpaces(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListKeySpaces_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListKeySpaces(ctx, req.(*ListKeySpacesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_AutoscaleStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AutoscaleStatusRequest)
 	if err := dec(in); err != nil {
@@ -1173,6 +1243,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Settings",
 			Handler:    _Admin_Settings_Handler,
+		},
+		{
+			MethodName: "CreateKeySpace",
+			Handler:    _Admin_CreateKeySpace_Handler,
+		},
+		{
+			MethodName: "ListKeySpaces",
+			Handler:    _Admin_ListKeySpaces_Handler,
 		},
 		{
 			MethodName: "AutoscaleStatus",

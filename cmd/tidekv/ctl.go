@@ -20,10 +20,11 @@ import (
 
 // ctlOptions are the flags shared by every ctl subcommand.
 type ctlOptions struct {
-	addrs   string
-	json    bool
-	timeout time.Duration
-	sec     clientSecurity
+	addrs    string
+	keyspace string
+	json     bool
+	timeout  time.Duration
+	sec      clientSecurity
 }
 
 // Exit codes: 1 for a missing key (so scripts can test for it), 2 for any
@@ -60,6 +61,7 @@ Keys and values are taken literally from the arguments. Output is for humans
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.addrs, "addr", "127.0.0.1:7400", "node gRPC address(es), host:port[,host:port...]")
+	pf.StringVar(&o.keyspace, "keyspace", "", "the key space get, put, del and scan work in (default: the default key space)")
 	pf.BoolVar(&o.json, "json", false, "print machine-readable JSON")
 	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on the command after this long")
 	o.sec.addFlags(pf)
@@ -67,9 +69,9 @@ Keys and values are taken literally from the arguments. Output is for humans
 
 	var limit int
 	var scanRead, getRead client.ReadOption
-	scan := o.command("scan START END", "List keys in [START, END); END \"\" means to the end", 2,
-		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-			kvs, err := cl.Scan(ctx, []byte(args[0]), []byte(args[1]), limit, scanRead)
+	scan := o.keyCommand("scan START END", "List keys in [START, END); END \"\" means to the end", 2,
+		func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
+			kvs, err := kv.Scan(ctx, []byte(args[0]), []byte(args[1]), limit, scanRead)
 			if err != nil {
 				return err
 			}
@@ -92,10 +94,10 @@ Keys and values are taken literally from the arguments. Output is for humans
 	scan.Flags().IntVar(&limit, "limit", 1000, "return at most this many keys (0: no limit)")
 	scan.Flags().Var(&scanRead, "read", readFlagUsage)
 
-	get := o.command("get KEY", "Print the value of KEY (exit 1 if it does not exist)", 1,
-		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+	get := o.keyCommand("get KEY", "Print the value of KEY (exit 1 if it does not exist)", 1,
+		func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
 			key := []byte(args[0])
-			v, err := cl.Get(ctx, key, getRead)
+			v, err := kv.Get(ctx, key, getRead)
 			found := err == nil
 			if err != nil && !errors.Is(err, client.ErrNotFound) {
 				return err
@@ -179,22 +181,23 @@ docs/operations.md.`,
 	cmd.AddCommand(
 		config,
 		o.newAutoscaleCmd(),
+		o.newKeySpaceCmd(),
 		decommission,
 		o.command("recommission NODE", "Cancel a decommission: NODE takes replicas again", 1,
 			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
 				return o.decommission(ctx, cl, w, args[0], false, false)
 			}),
-		o.command("put KEY VALUE", "Set KEY to VALUE", 2,
-			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-				if err := cl.Put(ctx, []byte(args[0]), []byte(args[1])); err != nil {
+		o.keyCommand("put KEY VALUE", "Set KEY to VALUE", 2,
+			func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
+				if err := kv.Put(ctx, []byte(args[0]), []byte(args[1])); err != nil {
 					return err
 				}
 				return o.done(w, (&cliformat.Object{}).SetBytes("key", []byte(args[0])).Set("ok", true), "OK")
 			}),
 		get,
-		o.command("del KEY", "Delete KEY", 1,
-			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-				existed, err := cl.Delete(ctx, []byte(args[0]))
+		o.keyCommand("del KEY", "Delete KEY", 1,
+			func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
+				existed, err := kv.Delete(ctx, []byte(args[0]))
 				if err != nil {
 					return err
 				}
@@ -260,6 +263,35 @@ docs/operations.md.`,
 			}),
 	)
 	return cmd
+}
+
+// keyValues are the key operations of ctl, on the default key space
+// (client.Client) or a named one (client.KeySpace).
+type keyValues interface {
+	Get(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, error)
+	Put(ctx context.Context, key, value []byte) error
+	Delete(ctx context.Context, key []byte) (bool, error)
+	Scan(ctx context.Context, start, end []byte, limit int, opts ...client.ReadOption) ([]client.KeyValue, error)
+}
+
+// keyCommand is command for the key operations, which work in the key
+// space --keyspace names.
+func (o *ctlOptions) keyCommand(use, short string, nargs int, fn func(context.Context, keyValues, io.Writer, []string) error) *cobra.Command {
+	return o.command(use, short, nargs, func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+		kv, err := o.keySpace(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, kv, w, args)
+	})
+}
+
+// keySpace is the key space --keyspace names.
+func (o *ctlOptions) keySpace(ctx context.Context, cl *client.Client) (keyValues, error) {
+	if o.keyspace == "" {
+		return cl, nil
+	}
+	return cl.KeySpace(ctx, o.keyspace)
 }
 
 // printSettings prints settings as "key = value" lines in key order.

@@ -101,7 +101,7 @@ var digits = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
 // snapshot fills what placement derives across rounds.
 func (c *Controller) snapshot(obs Observation, busy map[uint64]bool, inFlight []placement.Operator) placement.Snapshot {
 	now := obs.Now
-	snap := placement.Snapshot{Now: now, Busy: busy, InFlight: inFlight}
+	snap := placement.Snapshot{Now: now, Busy: busy, InFlight: inFlight, Boundaries: obs.Boundaries}
 	if snap.Busy == nil {
 		snap.Busy = map[uint64]bool{}
 	}

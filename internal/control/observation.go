@@ -16,6 +16,8 @@ type Observation struct {
 	Now    time.Time
 	Nodes  []placement.Node
 	Ranges []placement.Range
+	// Boundaries are the key space boundaries (placement.Snapshot).
+	Boundaries [][]byte
 	// Signals are what elasticity needs beyond placement's view, by node.
 	Signals map[uint64]NodeSignal
 }

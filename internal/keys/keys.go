@@ -165,7 +165,18 @@ var (
 	// MetaLogVersionKey holds the cluster's log version.
 	MetaLogVersionKey = []byte("log-version")
 	metaSettingPrefix = []byte("setting/")
+	// MetaNextKeySpaceKey is the next key space number to allocate.
+	MetaNextKeySpaceKey = []byte("counter/keyspace")
+	metaKeySpacePrefix  = []byte("keyspace/")
 )
+
+// MetaKeySpaceKey is where the meta range stores key space id's record.
+func MetaKeySpaceKey(id uint32) []byte {
+	return binary.BigEndian.AppendUint32(append([]byte(nil), metaKeySpacePrefix...), id)
+}
+
+// MetaKeySpaceSpan covers all key space records.
+func MetaKeySpaceSpan() (lo, hi []byte) { return prefixSpan(metaKeySpacePrefix) }
 
 // MetaSettingKey is where the meta range stores a cluster setting.
 func MetaSettingKey(name string) []byte {

@@ -24,6 +24,7 @@ func Decide(s Snapshot, cfg Config) Plan {
 	p := newPlanner(s, cfg)
 	p.resumeMerges()
 	p.repair()
+	p.keySpaceSplits()
 	p.replicationFactor()
 	p.drain()
 	if !cfg.Rebalance {
@@ -343,10 +344,10 @@ func (p *planner) replicationFactor() {
 		if p.taken[r.ID] {
 			continue
 		}
-		vs := voters(r)
+		vs, rf := voters(r), p.rf(r)
 		switch {
-		case len(vs) < p.cfg.ReplicationFactor:
-			reason := fmt.Sprintf("%d of %d voters", len(vs), p.cfg.ReplicationFactor)
+		case len(vs) < rf:
+			reason := fmt.Sprintf("%d of %d voters", len(vs), rf)
 			for _, rep := range r.Replicas {
 				if rep.Type == Learner && !rep.Adaptive && p.acceptsReplicas(rep.Node) {
 					p.add(Operator{Kind: OpAddVoter, Range: r.ID, Target: rep.Node, Bytes: r.Bytes, Policy: "replication",
@@ -364,7 +365,7 @@ func (p *planner) replicationFactor() {
 			n := p.leftoverLearner(r)
 			p.add(Operator{Kind: OpRemoveReplica, Range: r.ID, Source: n, Policy: "replication",
 				Reason: fmt.Sprintf("learner on node %d left over by an interrupted replica change (%d voters already)", n, len(vs))})
-		case len(vs) > p.cfg.ReplicationFactor:
+		case len(vs) > rf:
 			// Drop a voter on a draining node if there is one, else on the
 			// node with the most replicas; never the leaseholder's (that
 			// would cost a lease transfer first).
@@ -382,7 +383,7 @@ func (p *planner) replicationFactor() {
 			}
 			if victim != 0 {
 				p.add(Operator{Kind: OpRemoveReplica, Range: r.ID, Source: victim, Policy: "replication",
-					Reason: fmt.Sprintf("%d voters, replication factor %d", len(vs), p.cfg.ReplicationFactor)})
+					Reason: fmt.Sprintf("%d voters, replication factor %d", len(vs), rf)})
 			}
 		}
 	}
@@ -392,7 +393,7 @@ func (p *planner) replicationFactor() {
 // which has all its voters, for longer than LearnerGrace (0 if none): the
 // change that added it was interrupted.
 func (p *planner) leftoverLearner(r *Range) uint64 {
-	if len(voters(r)) < p.cfg.ReplicationFactor {
+	if len(voters(r)) < p.rf(r) {
 		return 0 // it is finished (promoted) instead
 	}
 	for _, rep := range r.Replicas {

@@ -15,7 +15,8 @@ import (
 //
 //	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS]
 //	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S] [clock-untrusted]
-//	range ID START END v=1,2,3 [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy] [stale]
+//	range ID START END v=1,2,3 [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy] [stale] [rf=N]
+//	boundary KEY   (a key space boundary, in ascending order)
 //	recent RANGE kind=KIND [from=N] [to=N] at=SECONDS   (a completed operator)
 //
 // START/END "-" mean the ends of the key space; v lists voters, l plain
@@ -79,6 +80,10 @@ func TestDecide(t *testing.T) {
 func parseLine(t *testing.T, s *Snapshot, line string) {
 	t.Helper()
 	f := strings.Fields(line)
+	if f[0] == "boundary" {
+		s.Boundaries = append(s.Boundaries, []byte(f[1]))
+		return
+	}
 	id, err := strconv.ParseUint(f[1], 10, 64)
 	if err != nil {
 		t.Fatalf("%q: bad id", line)
@@ -156,6 +161,7 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 		}
 		_, r.LoadStale = m["stale"]
 		_, r.ControlLoop = m["control"]
+		r.RF = int(num(m["rf"]))
 		s.Ranges = append(s.Ranges, r)
 	case "recent":
 		m := kv(f[2:])

@@ -122,7 +122,7 @@ func (p *planner) merges() {
 	count := len(rs)
 	for i := 0; i+1 < len(rs) && count > p.cfg.MinRanges; i++ {
 		l, r := rs[i], rs[i+1]
-		if !bytes.Equal(l.End, r.Start) || len(l.End) == 0 || l.Bytes+r.Bytes >= p.cfg.RangeMinBytes || !sameVoters(l, r) {
+		if !bytes.Equal(l.End, r.Start) || len(l.End) == 0 || p.isBoundary(l.End) || l.Bytes+r.Bytes >= p.cfg.RangeMinBytes || !sameVoters(l, r) {
 			continue
 		}
 		// A merged range must stay well below the load-split thresholds, or

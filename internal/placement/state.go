@@ -134,6 +134,9 @@ type Range struct {
 	// ChangeInProgress: the leaseholder last reported a replica change
 	// running, so a plain learner is that change's, not left over.
 	ChangeInProgress bool
+	// RF is the replication factor of the range's key space (0: the
+	// cluster's, Config.ReplicationFactor).
+	RF int
 	// ControlLoop marks the range whose leaseholder runs the control loop
 	// (the meta range). Moving its lease restarts the loop's soft state,
 	// so balancing leaves it alone while a node bootstraps.
@@ -153,6 +156,10 @@ type Snapshot struct {
 	// and lease counts is counted as done, so a decision made while a move
 	// is under way does not start a second one for the same imbalance.
 	InFlight []Operator
+	// Boundaries are the keys, ascending, that no range may span: the
+	// edges of the key spaces (keyspace.Catalogue.Boundaries). A range
+	// across one is split at it; no merge joins ranges across one.
+	Boundaries [][]byte
 	// Recent are the operators completed lately (the longest cool-down of
 	// Config is enough history), for the cool-downs after a move.
 	Recent []RecentOp

@@ -121,9 +121,9 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		}
 		// Refuse before moving the lease below: a refused change must
 		// change nothing.
-		if addNode == 0 && removeRd.GetType() == tidekvpb.ReplicaType_VOTER && countVoters(d)-1 < r.store.cfg.ReplicationFactor {
+		if rf := r.store.replicationFactor(d.GetStartKey()); addNode == 0 && removeRd.GetType() == tidekvpb.ReplicaType_VOTER && countVoters(d)-1 < rf {
 			return nil, fmt.Errorf("%w: removing node %d would leave range %d with %d voters, below the replication factor %d; add a replica first",
-				ErrInvalidRequest, removeNode, r.rangeID, countVoters(d)-1, r.store.cfg.ReplicationFactor)
+				ErrInvalidRequest, removeNode, r.rangeID, countVoters(d)-1, rf)
 		}
 		if removeNode == r.store.nodeID {
 			// Hand the lease away first; the caller retries at the new leaseholder.
@@ -404,4 +404,15 @@ func (r *Replica) waitCaughtUp(ctx context.Context, replicaID uint64) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// replicationFactor is the replication factor of the range starting at
+// start.
+func (s *Store) replicationFactor(start []byte) int {
+	if s.cfg.ReplicationFactorOf != nil {
+		if rf := s.cfg.ReplicationFactorOf(start); rf > 0 {
+			return rf
+		}
+	}
+	return s.cfg.ReplicationFactor
 }

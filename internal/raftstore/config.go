@@ -43,6 +43,10 @@ type Config struct {
 	// ReplicationFactor is the number of voters a range should have; manual
 	// removals never go below it.
 	ReplicationFactor int
+	// ReplicationFactorOf, if set, is the replication factor of the range
+	// starting at start when it is not ReplicationFactor (its key space's:
+	// 0 means ReplicationFactor).
+	ReplicationFactorOf func(start []byte) int
 	// CatchUpTimeout bounds how long a replica change waits for a new
 	// learner to catch up before giving up.
 	CatchUpTimeout time.Duration

@@ -44,8 +44,13 @@ const (
 	// older binary would ignore, writing the value without it or an
 	// EXPIRE as an empty value. It came with GC, in the same version.
 	LogVersionExpiry = LogVersionGC
+	// LogVersionKeySpaces: the meta range applies MetaCommand
+	// create_keyspace (a key space in its catalogue). A binary at 5 would
+	// refuse the entry, and its copy of the meta range would lack the key
+	// space the others hold.
+	LogVersionKeySpaces uint32 = 6
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionGC
+	LatestLogVersion = LogVersionKeySpaces
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

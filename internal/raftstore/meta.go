@@ -48,6 +48,13 @@ func (r *Replica) applyMetaLocked(ab *applyBatch, mc *tidekvpb.MetaCommand) (app
 			return applyResult{}, err
 		}
 		return applyResult{}, ab.set(key, binary.BigEndian.AppendUint32(nil, mc.GetRaiseLogVersion()))
+	case mc.GetCreateKeyspace() != nil:
+		// The creation reads the catalogue, so pending writes are
+		// flushed first.
+		if err := r.flushAppliedLocked(ab); err != nil {
+			return applyResult{}, err
+		}
+		return applyCreateKeySpace(ab, mc.GetCreateKeyspace())
 	case mc.GetAllocRangeId():
 		id, err := nextCounter(ab, mk(keys.MetaNextRangeKey))
 		return applyResult{metaID: id}, err
@@ -60,6 +67,30 @@ func (r *Replica) applyMetaLocked(ab *applyBatch, mc *tidekvpb.MetaCommand) (app
 		return applyResult{}, applyRangeUpdate(ab, mc.GetUpdateRange())
 	}
 	return applyResult{err: ErrInvalidRequest}, nil
+}
+
+// applyCreateKeySpace stores a new key space under the next number, unless
+// one of that name exists (result 0): two creations of one name racing
+// through different proposers end with one key space, the same on every
+// replica.
+func applyCreateKeySpace(ab *applyBatch, rec *tidekvpb.KeySpaceRecord) (applyResult, error) {
+	all, err := ReadMetaKeySpaces(ab.eng)
+	if err != nil {
+		return applyResult{}, err
+	}
+	for _, o := range all {
+		if o.GetName() == rec.GetName() {
+			return applyResult{}, nil
+		}
+	}
+	id, err := nextCounter(ab, keys.DataKey(keys.MetaRangeID, keys.MetaNextKeySpaceKey))
+	if err != nil {
+		return applyResult{}, err
+	}
+	stored := proto.Clone(rec).(*tidekvpb.KeySpaceRecord)
+	stored.Id = uint32(id)
+	b, _ := proto.Marshal(stored)
+	return applyResult{metaID: id}, ab.set(keys.DataKey(keys.MetaRangeID, keys.MetaKeySpaceKey(stored.Id)), b)
 }
 
 func nextCounter(ab *applyBatch, key []byte) (uint64, error) {
@@ -169,32 +200,20 @@ func descsOverlap(a, b *tidekvpb.RangeDescriptor) bool {
 
 // ReadMetaRanges returns the range directory stored in the meta range.
 func ReadMetaRanges(rd storage.Reader) ([]*tidekvpb.RangeDescriptor, error) {
-	var out []*tidekvpb.RangeDescriptor
 	lo, hi := keys.MetaRangeSpan()
-	err := scanMeta(rd, lo, hi, func(v []byte) error {
-		d := &tidekvpb.RangeDescriptor{}
-		if err := proto.Unmarshal(v, d); err != nil {
-			return err
-		}
-		out = append(out, d)
-		return nil
-	})
-	return out, err
+	return readMetaRecords[tidekvpb.RangeDescriptor](rd, lo, hi)
+}
+
+// ReadMetaKeySpaces returns the key spaces stored in the meta range, by id.
+func ReadMetaKeySpaces(rd storage.Reader) ([]*tidekvpb.KeySpaceRecord, error) {
+	lo, hi := keys.MetaKeySpaceSpan()
+	return readMetaRecords[tidekvpb.KeySpaceRecord](rd, lo, hi)
 }
 
 // ReadMetaSettings returns the cluster settings stored in the meta range.
 func ReadMetaSettings(rd storage.Reader) ([]*tidekvpb.Setting, error) {
-	var out []*tidekvpb.Setting
 	lo, hi := keys.MetaSettingSpan()
-	err := scanMeta(rd, lo, hi, func(v []byte) error {
-		st := &tidekvpb.Setting{}
-		if err := proto.Unmarshal(v, st); err != nil {
-			return err
-		}
-		out = append(out, st)
-		return nil
-	})
-	return out, err
+	return readMetaRecords[tidekvpb.Setting](rd, lo, hi)
 }
 
 // ReadMetaLogVersion returns the cluster's log version stored in the meta
@@ -205,14 +224,22 @@ func ReadMetaLogVersion(rd storage.Reader) (uint32, error) {
 
 // ReadMetaNodes returns the node records stored in the meta range.
 func ReadMetaNodes(rd storage.Reader) ([]*tidekvpb.NodeDescriptor, error) {
-	var out []*tidekvpb.NodeDescriptor
 	lo, hi := keys.MetaNodeSpan()
+	return readMetaRecords[tidekvpb.NodeDescriptor](rd, lo, hi)
+}
+
+// readMetaRecords decodes every record the meta range stores in [lo, hi).
+func readMetaRecords[T any, P interface {
+	*T
+	proto.Message
+}](rd storage.Reader, lo, hi []byte) ([]P, error) {
+	var out []P
 	err := scanMeta(rd, lo, hi, func(v []byte) error {
-		n := &tidekvpb.NodeDescriptor{}
-		if err := proto.Unmarshal(v, n); err != nil {
+		m := P(new(T))
+		if err := proto.Unmarshal(v, m); err != nil {
 			return err
 		}
-		out = append(out, n)
+		out = append(out, m)
 		return nil
 	})
 	return out, err

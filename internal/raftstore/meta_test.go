@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/storage"
 )
 
 func TestDirectoryUpdate(t *testing.T) {
@@ -51,5 +53,43 @@ func TestDirectoryUpdate(t *testing.T) {
 	}
 	if !Superseded([]*tidekvpb.RangeDescriptor{merged}, right) || Superseded([]*tidekvpb.RangeDescriptor{right}, merged) {
 		t.Fatal("Superseded must hold for the older of two overlapping descriptors only")
+	}
+}
+
+// Key space creations get numbers from 1 in apply order; a name that
+// exists creates nothing and answers 0, however the proposals raced.
+func TestApplyCreateKeySpace(t *testing.T) {
+	eng := storage.NewMem()
+	meta := bareReplica(eng, "", "", false)
+	meta.rangeID = keys.MetaRangeID
+	create := func(name string) uint64 {
+		t.Helper()
+		ab := newApplyBatch(eng)
+		defer ab.b.Close()
+		res, err := meta.applyMetaLocked(ab, &tidekvpb.MetaCommand{CreateKeyspace: &tidekvpb.KeySpaceRecord{Name: name, Mode: "hashed"}})
+		if err != nil || res.err != nil {
+			t.Fatalf("create %s: %v, %v", name, err, res.err)
+		}
+		if err := ab.commit(); err != nil {
+			t.Fatal(err)
+		}
+		return res.metaID
+	}
+	for _, c := range []struct {
+		name string
+		want uint64
+	}{{"a", 1}, {"b", 2}, {"a", 0}, {"c", 3}} {
+		if got := create(c.name); got != c.want {
+			t.Fatalf("create %s = %d, want %d", c.name, got, c.want)
+		}
+	}
+	recs, err := ReadMetaKeySpaces(eng)
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("stored %v, %v", recs, err)
+	}
+	for i, r := range recs {
+		if r.GetId() != uint32(i+1) || r.GetName() != string(rune('a'+i)) || r.GetMode() != "hashed" {
+			t.Errorf("record %d: %v", i, r)
+		}
 	}
 }

@@ -108,14 +108,25 @@ func cmdQuit(x *call) {
 	x.c.Close()
 }
 
+// cmdSelect: SELECT n switches the connection to database n: 0 is the
+// Server's KV, the others what Databases maps them to.
 func cmdSelect(x *call) {
 	n, err := strconv.Atoi(string(x.args[1]))
 	switch {
 	case err != nil:
 		x.c.WriteError(errNotInt)
-	case n != 0:
-		x.c.WriteError("ERR DB index is out of range (TideKV has only database 0)")
+	case n == 0:
+		x.st.kv = x.s.kv
+		x.c.WriteString("OK")
+	case n < 0 || x.s.databases == nil:
+		x.c.WriteError("ERR DB index is out of range (this node serves only database 0)")
 	default:
+		kv, err := x.s.databases(x.ctx, n)
+		if err != nil {
+			x.c.WriteError("ERR " + err.Error())
+			return
+		}
+		x.st.kv = kv
 		x.c.WriteString("OK")
 	}
 }
@@ -286,7 +297,7 @@ func cmdAuth(x *call) {
 // ---- strings ----
 
 func cmdGet(x *call) {
-	v, err := x.s.kv.Get(x.ctx, encKey(x.args[1]))
+	v, err := x.st.kv.Get(x.ctx, encKey(x.args[1]))
 	switch {
 	case errors.Is(err, ErrNotFound):
 		x.c.WriteNull()
@@ -360,7 +371,7 @@ func cmdDel(x *call) {
 // deleteKey deletes key k, a string or a hash with its fields, and reports
 // whether it existed.
 func (x *call) deleteKey(k []byte) (bool, error) {
-	existed, err := x.s.kv.Delete(x.ctx, encKey(k))
+	existed, err := x.st.kv.Delete(x.ctx, encKey(k))
 	if err != nil || !existed {
 		return existed, err
 	}
@@ -368,11 +379,15 @@ func (x *call) deleteKey(k []byte) (bool, error) {
 	return true, x.clearFields(k)
 }
 
-// clearFields deletes every field of hash h (not its marker).
+// clearFields deletes every field of hash h (not its marker). A KV that
+// cannot scan holds no hashes.
 func (x *call) clearFields(h []byte) error {
 	start, end := fieldPrefix(h), fieldsEnd(h)
 	for {
-		kvs, err := x.s.kv.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
+		kvs, err := x.st.kv.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
+		if errors.Is(err, ErrUnordered) {
+			return nil
+		}
 		if err != nil || len(kvs) == 0 {
 			return err
 		}
@@ -395,7 +410,7 @@ func (x *call) batchGet(keys [][]byte) ([]Result, error) {
 	out := make([]Result, 0, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), x.s.cfg.MaxBatchKeys)
-		r, err := x.s.kv.BatchGet(x.ctx, keys[:n])
+		r, err := x.st.kv.BatchGet(x.ctx, keys[:n])
 		if err != nil {
 			return nil, err
 		}
@@ -413,7 +428,7 @@ func (x *call) write(ops []Op) error {
 		n := min(len(ops), x.s.cfg.MaxBatchKeys)
 		batch := ops[:n]
 		ops = ops[n:]
-		err := x.s.kv.Write(x.ctx, batch)
+		err := x.st.kv.Write(x.ctx, batch)
 		if err == nil {
 			continue
 		}
@@ -422,9 +437,9 @@ func (x *call) write(ops []Op) error {
 		}
 		for _, op := range batch {
 			if op.Delete {
-				_, err = x.s.kv.Delete(x.ctx, op.Key)
+				_, err = x.st.kv.Delete(x.ctx, op.Key)
 			} else {
-				err = x.s.kv.Put(x.ctx, op.Key, op.Value)
+				err = x.st.kv.Put(x.ctx, op.Key, op.Value)
 			}
 			if err != nil {
 				return err
@@ -476,7 +491,7 @@ func cmdExists(x *call) {
 }
 
 func cmdType(x *call) {
-	v, err := x.s.kv.Get(x.ctx, encKey(x.args[1]))
+	v, err := x.st.kv.Get(x.ctx, encKey(x.args[1]))
 	switch {
 	case errors.Is(err, ErrNotFound):
 		x.c.WriteString("none")
@@ -617,7 +632,7 @@ func (x *call) hsetOneStep(h []byte, fields [][]byte, vals map[string][]byte) bo
 		return false
 	}
 	g := Guard{Key: encKey(h), Value: hashMarker, ClearStart: fieldPrefix(h), ClearEnd: fieldsEnd(h)}
-	res, err := x.s.kv.GuardedWrite(x.ctx, hashOps(h, fields, vals), g)
+	res, err := x.st.kv.GuardedWrite(x.ctx, hashOps(h, fields, vals), g)
 	switch {
 	case errors.Is(err, ErrInvalidArgument):
 		return false
@@ -782,14 +797,14 @@ func cmdHDel(x *call) {
 			return
 		}
 		// The last field gone, the hash goes too.
-		left, err := x.s.kv.Scan(x.ctx, fieldPrefix(h), fieldsEnd(h), 1)
+		left, err := x.st.kv.Scan(x.ctx, fieldPrefix(h), fieldsEnd(h), 1)
 		if err != nil {
 			replyErr(x.c, err)
 			return
 		}
 		if len(left) == 0 {
 			m := hashMarker
-			if _, _, _, err := x.s.kv.CompareAndSet(x.ctx, encKey(h), &m, nil, Expiry{}); err != nil {
+			if _, _, _, err := x.st.kv.CompareAndSet(x.ctx, encKey(h), &m, nil, Expiry{}); err != nil {
 				replyErr(x.c, err)
 				return
 			}

@@ -14,8 +14,9 @@
 //
 // # Commands
 //
-// Connection: PING [msg], ECHO, QUIT, SELECT 0 (other databases are an
-// error), AUTH [default] password (when Config.Password is set, every
+// Connection: PING [msg], ECHO, QUIT, SELECT n (0 is the Server's KV,
+// others what Server.SetDatabases maps them to: a TideKV node maps n to key
+// space number n, docs/keyspaces.md), AUTH [default] password (when Config.Password is set, every
 // command but AUTH, HELLO and QUIT gets "NOAUTH Authentication required."
 // until then; with Config.Auth, AUTH user password names one of its users,
 // and a read-only user gets "NOPERM User u has no permissions to run the

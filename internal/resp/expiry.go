@@ -37,7 +37,7 @@ func cmdExpire(x *call) {
 // setExpiry sets the key's expiry (none: removes it) if it exists, and
 // reports whether it did.
 func (x *call) setExpiry(e Expiry) (bool, error) {
-	r := x.s.kv.WriteEach(x.ctx, []Op{{Key: encKey(x.args[1]), SetTTL: true, Expiry: e}})
+	r := x.st.kv.WriteEach(x.ctx, []Op{{Key: encKey(x.args[1]), SetTTL: true, Expiry: e}})
 	return r[0].Existed, r[0].Err
 }
 
@@ -56,7 +56,7 @@ func (x *call) replyFlag(ok bool, err error) {
 // cmdTTL: TTL key in seconds (rounded as Redis does), PTTL key in
 // milliseconds; -2 if the key does not exist, -1 if it has no TTL.
 func cmdTTL(x *call) {
-	r, err := x.s.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
+	r, err := x.st.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
 	switch {
 	case err != nil:
 		replyErr(x.c, err)
@@ -75,7 +75,7 @@ func cmdTTL(x *call) {
 // It reads first, since the removal alone cannot tell a key that had no
 // TTL from one that had.
 func cmdPersist(x *call) {
-	r, err := x.s.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
+	r, err := x.st.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
 	switch {
 	case err != nil:
 		replyErr(x.c, err)

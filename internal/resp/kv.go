@@ -123,7 +123,10 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	ErrOverloaded      = errors.New("overloaded")
 	ErrAmbiguous       = errors.New("ambiguous result: the write may or may not have been applied")
-	ErrUnavailable     = errors.New("unavailable: no replica could serve the command, retry")
+	// ErrUnordered: the KV keeps no key order (a hashed key space), so it
+	// cannot scan; it holds no hashes either (GuardedWrite is refused).
+	ErrUnordered   = errors.New("unordered")
+	ErrUnavailable = errors.New("unavailable: no replica could serve the command, retry")
 )
 
 // OverloadedError is ErrOverloaded with the node's hint of when to retry;

@@ -191,7 +191,7 @@ func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
 			}
 		}
 	}
-	results := s.writeEach(ops)
+	results := s.writeEach(st.kv, ops)
 	failed := make([]bool, len(run))
 	// DEL's removal of hash fields gets a deadline of its own.
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
@@ -207,14 +207,14 @@ func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
 	s.observeRun(run, start, failed)
 }
 
-// writeEach runs ops through KV.WriteEach, MaxBatchKeys at a time, each
+// writeEach runs ops through kv.WriteEach, MaxBatchKeys at a time, each
 // call with the deadline a command alone would have.
-func (s *Server) writeEach(ops []Op) []OpResult {
+func (s *Server) writeEach(kv KV, ops []Op) []OpResult {
 	results := make([]OpResult, 0, len(ops))
 	for len(results) < len(ops) {
 		chunk := ops[len(results):min(len(ops), len(results)+s.cfg.MaxBatchKeys)]
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
-		results = append(results, s.kv.WriteEach(ctx, chunk)...)
+		results = append(results, kv.WriteEach(ctx, chunk)...)
 		cancel()
 	}
 	return results

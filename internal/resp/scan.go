@@ -111,7 +111,7 @@ func cmdScan(x *call) {
 	var next []byte
 	for read := 0; read < count; {
 		want := count - read
-		kvs, err := x.s.kv.Scan(x.ctx, start, nil, want)
+		kvs, err := x.st.kv.Scan(x.ctx, start, nil, want)
 		if err != nil {
 			replyErr(x.c, err)
 			return
@@ -190,7 +190,7 @@ func cmdRange(x *call) {
 	size := 0
 	for len(out) < limit {
 		want := limit - len(out)
-		kvs, err := x.s.kv.Scan(x.ctx, start, end, want)
+		kvs, err := x.st.kv.Scan(x.ctx, start, end, want)
 		if err != nil {
 			replyErr(x.c, err)
 			return
@@ -311,7 +311,7 @@ var errReplyTooLarge = errors.New("reply too large")
 func (x *call) readSpan(start, end []byte, budget int) (kvs []KeyValue, n int, err error) {
 	size := 0
 	for {
-		page, err := x.s.kv.Scan(x.ctx, start, end, x.s.cfg.MaxScanCount)
+		page, err := x.st.kv.Scan(x.ctx, start, end, x.s.cfg.MaxScanCount)
 		if err != nil {
 			return nil, 0, err
 		}

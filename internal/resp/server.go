@@ -126,13 +126,14 @@ func (c Config) Validate() error {
 
 // Server serves the Redis protocol (RESP2) over a KV.
 type Server struct {
-	cfg    Config
-	kv     KV
-	ln     net.Listener
-	rs     *redcon.Server
-	ctx    context.Context
-	cancel context.CancelFunc
-	start  time.Time
+	cfg       Config
+	kv        KV
+	databases Databases
+	ln        net.Listener
+	rs        *redcon.Server
+	ctx       context.Context
+	cancel    context.CancelFunc
+	start     time.Time
 
 	nextID atomic.Int64
 	conns  atomic.Int64
@@ -155,6 +156,14 @@ type Server struct {
 // long it took and whether it answered with an error. It must be cheap and
 // safe for concurrent use.
 type Observer func(command string, took time.Duration, failed bool)
+
+// Databases maps SELECT n (n > 0) to the KV of database n, or an error
+// whose text is the client's answer.
+type Databases func(ctx context.Context, n int) (KV, error)
+
+// SetDatabases installs the databases SELECT reaches beyond 0 (nil: only
+// database 0), before Serve.
+func (s *Server) SetDatabases(d Databases) { s.databases = d }
 
 // SetObserver installs an Observer (nil removes it), at any time.
 func (s *Server) SetObserver(o Observer) {
@@ -188,6 +197,8 @@ type connState struct {
 	quit bool
 	// out holds the replies to the pipeline being served.
 	out replyBuffer
+	// kv is the database SELECT chose (database 0 at first: Server's KV).
+	kv KV
 }
 
 // New listens on cfg.ListenAddr and returns a Server; call Serve to serve.
@@ -251,7 +262,7 @@ func (s *Server) accept(c redcon.Conn) bool {
 		c.WriteError(fmt.Sprintf("ERR max number of clients reached (the maximum is %d connections)", s.cfg.MaxConns))
 		return false
 	}
-	st := &connState{id: s.nextID.Add(1), user: "default"}
+	st := &connState{id: s.nextID.Add(1), user: "default", kv: s.kv}
 	st.out = replyBuffer{Conn: c, s: s, st: st}
 	if s.cfg.Password == "" && s.cfg.Auth == nil {
 		st.authed, st.access = true, AccessWrite

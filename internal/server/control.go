@@ -72,6 +72,7 @@ func (s *Server) placeRound(ctx context.Context, urgent bool) {
 		return
 	}
 	obs := s.observe(meta.Desc(), resp, time.Now())
+	s.placeKeySpaces(&obs)
 	cfg := s.clusterConfig()
 	s.ctl.mu.Lock()
 	defer s.ctl.mu.Unlock()

@@ -82,6 +82,7 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 	v, err := fn(r)
 	err = s.toStatus(err)
 	s.metrics.observe(op, start, err)
+	s.metrics.keyspaceRequests.WithLabelValues(keySpaceLabel(key), op).Inc()
 	s.svc.Observe(time.Since(start))
 	return v, err
 }
@@ -115,7 +116,12 @@ func withRead(ro *raftstore.ReadOptions, mode tidekvpb.ReadMode, maxStalenessMs 
 func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvpb.GetResponse, error) {
 	s := k.s
 	var ro raftstore.ReadOptions
-	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error { return s.checkKey(req.GetKey()) })
+	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error {
+		if err := s.checkKey(req.GetKey()); err != nil {
+			return err
+		}
+		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
+	})
 	return serve(ctx, s, "get", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
 		v, err := r.GetValue(ctx, req.GetKey(), ro)
 		if err != nil {
@@ -131,7 +137,10 @@ func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvp
 		if err := s.checkKey(req.GetKey()); err != nil {
 			return err
 		}
-		return s.checkValue(req.GetValue())
+		if err := s.checkValue(req.GetValue()); err != nil {
+			return err
+		}
+		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
 	}
 	return serve(ctx, s, "put", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.PutResponse, error) {
 		s.noteWrite(ctx, r)
@@ -145,7 +154,13 @@ func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvp
 
 func (k *kvService) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*tidekvpb.DeleteResponse, error) {
 	s := k.s
-	return serve(ctx, s, "delete", func() error { return s.checkKey(req.GetKey()) }, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.DeleteResponse, error) {
+	validate := func() error {
+		if err := s.checkKey(req.GetKey()); err != nil {
+			return err
+		}
+		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
+	}
+	return serve(ctx, s, "delete", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.DeleteResponse, error) {
 		s.noteWrite(ctx, r)
 		deleted, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_DELETE, Key: req.GetKey()}})
 		if err != nil {
@@ -158,6 +173,7 @@ func (k *kvService) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*t
 func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.ScanResponse, error) {
 	s := k.s
 	limit := int(req.GetLimit())
+	end := req.GetEndKey()
 	var ro raftstore.ReadOptions
 	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error {
 		if len(req.GetStartKey()) > s.cfg.Limits.MaxKeySize || len(req.GetEndKey()) > s.cfg.Limits.MaxKeySize {
@@ -169,13 +185,15 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 		if limit > s.cfg.Limits.MaxScanLimit {
 			return invalidArg("scan limit %d exceeds the maximum scan limit of %d", limit, s.cfg.Limits.MaxScanLimit)
 		}
-		return nil
+		var err error
+		end, err = s.scanEnd(ctx, req.GetKeyspace(), req.GetStartKey(), end)
+		return err
 	})
 	if limit == 0 {
 		limit = s.cfg.Limits.MaxScanLimit
 	}
 	return serve(ctx, s, "scan", validate, req.GetStartKey(), func(r *raftstore.Replica) (*tidekvpb.ScanResponse, error) {
-		kvs, resume, err := r.Scan(ctx, req.GetStartKey(), req.GetEndKey(), limit, s.cfg.Limits.MaxScanBytes, ro)
+		kvs, resume, err := r.Scan(ctx, req.GetStartKey(), end, limit, s.cfg.Limits.MaxScanBytes, ro)
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +217,7 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 				return err
 			}
 		}
-		return nil
+		return s.checkKeySpace(ctx, req.GetKeyspace(), ks...)
 	})
 	var first []byte
 	if len(ks) > 0 {
@@ -237,7 +255,10 @@ func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tid
 		if total > s.cfg.Limits.MaxWriteBytes {
 			return invalidArg("write of %d bytes is too large (the maximum write size is %d bytes)", total, s.cfg.Limits.MaxWriteBytes)
 		}
-		return s.checkGuard(req.GetGuard())
+		if err := s.checkGuard(req.GetGuard()); err != nil {
+			return err
+		}
+		return s.checkKeySpace(ctx, req.GetKeyspace(), writeKeys(req)...)
 	}
 	var first []byte
 	if len(ops) > 0 {
@@ -311,7 +332,10 @@ func (k *kvService) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndS
 		if err := s.checkKey(req.GetKey()); err != nil {
 			return err
 		}
-		return s.checkValue(req.GetNewValue())
+		if err := s.checkValue(req.GetNewValue()); err != nil {
+			return err
+		}
+		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
 	}
 	return serve(ctx, s, "cas", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.CompareAndSetResponse, error) {
 		s.noteWrite(ctx, r)

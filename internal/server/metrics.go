@@ -38,6 +38,10 @@ type metrics struct {
 	imbalance *prometheus.GaugeVec
 	// splitWaits counts writes held for a split, by outcome (sizewatch.go).
 	splitWaits *prometheus.CounterVec
+	// Per key space, labelled by its number (keyspaces.go): requests this
+	// node served, and (meta leaseholder) the bytes and ranges it holds.
+	keyspaceRequests              *prometheus.CounterVec
+	keyspaceBytes, keyspaceRanges *prometheus.GaugeVec
 
 	series series
 }
@@ -77,11 +81,20 @@ func newMetrics() *metrics {
 	m.imbalance = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tidekv_imbalance", Help: "Standard deviation over mean across live nodes (exported by the meta leaseholder).",
 	}, []string{"dimension"})
+	m.keyspaceRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidekv_keyspace_requests_total", Help: "KV requests this node served by key space number (0: the default) and operation.",
+	}, []string{"keyspace", "op"})
+	m.keyspaceBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tidekv_keyspace_bytes", Help: "Live bytes of each key space's ranges as their leaseholders last reported them (exported by the meta leaseholder).",
+	}, []string{"keyspace"})
+	m.keyspaceRanges = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tidekv_keyspace_ranges", Help: "Ranges of each key space (exported by the meta leaseholder).",
+	}, []string{"keyspace"})
 	m.splitWaits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidekv_split_backpressure_total", Help: "Writes held because their range was above its size limit and waiting for its split, by outcome (split: went ahead after it; refused: overloaded after the longest wait).",
 	}, []string{"outcome"})
 	m.reg.MustRegister(m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		m.keyspaceRequests, m.keyspaceBytes, m.keyspaceRanges, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 

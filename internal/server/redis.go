@@ -16,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 )
@@ -39,12 +40,16 @@ func (s *Server) startRedis() error {
 		return err
 	}
 	kv := newRedisKV(s, resp.FromClient(gw))
-	rs, err := resp.New(s.cfg.Redis, kv)
+	// Database 0 is the default key space: its scans stop short of the
+	// other key spaces' keys (keyspaces.go).
+	def, _ := keyspace.Catalogue(nil).ByID(keyspace.Default)
+	rs, err := resp.New(s.cfg.Redis, inKeySpace(kv, def))
 	if err != nil {
 		gw.Close()
 		return fmt.Errorf("redis listener: %w", err)
 	}
 	rs.SetObserver(s.metrics.observeRedis)
+	rs.SetDatabases(s.redisDatabases(kv))
 	s.metrics.reg.MustRegister(kv.collectors()...)
 	s.metrics.reg.MustRegister(disconnectCounters(rs)...)
 	s.gateway, s.redis = gw, rs
@@ -165,7 +170,7 @@ func (k *redisKV) toRemote(ctx context.Context) context.Context {
 
 func (k *redisKV) Get(ctx context.Context, key []byte) ([]byte, error) {
 	if k.leads(key) {
-		r, err := k.kv.Get(k.in(ctx), &tidekvpb.GetRequest{Key: key})
+		r, err := k.kv.Get(k.in(ctx), &tidekvpb.GetRequest{Key: key, Keyspace: keyspace.NameFrom(ctx)})
 		if err, route := outcome(err, false); !route {
 			switch {
 			case err != nil:
@@ -182,7 +187,7 @@ func (k *redisKV) Get(ctx context.Context, key []byte) ([]byte, error) {
 
 func (k *redisKV) Put(ctx context.Context, key, value []byte) error {
 	if k.leads(key) {
-		_, err := k.kv.Put(k.in(ctx), &tidekvpb.PutRequest{Key: key, Value: value})
+		_, err := k.kv.Put(k.in(ctx), &tidekvpb.PutRequest{Key: key, Value: value, Keyspace: keyspace.NameFrom(ctx)})
 		if err, route := outcome(err, true); !route {
 			return err
 		}
@@ -193,7 +198,7 @@ func (k *redisKV) Put(ctx context.Context, key, value []byte) error {
 
 func (k *redisKV) Delete(ctx context.Context, key []byte) (bool, error) {
 	if k.leads(key) {
-		r, err := k.kv.Delete(k.in(ctx), &tidekvpb.DeleteRequest{Key: key})
+		r, err := k.kv.Delete(k.in(ctx), &tidekvpb.DeleteRequest{Key: key, Keyspace: keyspace.NameFrom(ctx)})
 		if err, route := outcome(err, true); !route {
 			return r.GetDeleted(), err
 		}
@@ -208,7 +213,7 @@ func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 	}
 	if k.leads(key) {
 		req := &tidekvpb.CompareAndSetRequest{Key: key, ExpectExists: expected != nil, Delete: newValue == nil,
-			TtlMs: raftstore.TTLMillis(e.TTL), ExpireAtMs: unixMillis(e.At), KeepTtl: e.Keep}
+			TtlMs: raftstore.TTLMillis(e.TTL), ExpireAtMs: unixMillis(e.At), KeepTtl: e.Keep, Keyspace: keyspace.NameFrom(ctx)}
 		if expected != nil {
 			req.ExpectedValue = *expected
 		}
@@ -231,7 +236,7 @@ func (k *redisKV) Write(ctx context.Context, ops []resp.Op) error {
 		return err
 	}
 	if len(ops) > 0 && k.leads(ops[0].Key) {
-		_, err := k.kv.Write(k.in(ctx), writeRequest(ops))
+		_, err := k.kv.Write(k.in(ctx), writeRequest(ctx, ops))
 		if err, route := outcome(err, true); !route {
 			return err
 		}
@@ -242,7 +247,7 @@ func (k *redisKV) Write(ctx context.Context, ops []resp.Op) error {
 
 func (k *redisKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard) (resp.GuardResult, error) {
 	if len(ops) > 0 && k.leads(ops[0].Key) {
-		req := writeRequest(ops)
+		req := writeRequest(ctx, ops)
 		req.WantExisted = true
 		req.Guard = &tidekvpb.WriteGuard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd}
 		r, err := k.kv.Write(k.in(ctx), req)
@@ -277,8 +282,8 @@ func unixMillis(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-func writeRequest(ops []resp.Op) *tidekvpb.WriteRequest {
-	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops))}
+func writeRequest(ctx context.Context, ops []resp.Op) *tidekvpb.WriteRequest {
+	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops)), Keyspace: keyspace.NameFrom(ctx)}
 	for i, op := range ops {
 		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value, TtlMs: raftstore.TTLMillis(op.Expiry.TTL), ExpireAtMs: unixMillis(op.Expiry.At),
 			KeepTtl: op.Expiry.Keep}
@@ -313,7 +318,7 @@ func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, e
 	}
 	for _, id := range order {
 		idx := groups[id]
-		req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx))}
+		req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx)), Keyspace: keyspace.NameFrom(ctx)}
 		for j, i := range idx {
 			req.Keys[j] = keys[i]
 		}
@@ -356,7 +361,7 @@ func (k *redisKV) Scan(ctx context.Context, start, end []byte, limit int) ([]res
 	}
 	var out []resp.KeyValue
 	for k.leads(start) {
-		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end}
+		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, Keyspace: keyspace.NameFrom(ctx)}
 		if limit > 0 {
 			req.Limit = uint32(limit - len(out))
 		}

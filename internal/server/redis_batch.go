@@ -135,7 +135,7 @@ func (k *redisKV) writeLocal(ctx context.Context, ops []resp.Op, idx []int, out 
 		sub[j] = ops[i]
 		wantExisted = wantExisted || reportsExisted(ops[i])
 	}
-	req := writeRequest(sub)
+	req := writeRequest(ctx, sub)
 	// Only deletes and SetTTL ops report whether their key existed; asking
 	// costs a read per op at apply, so a group of puts does not.
 	req.WantExisted = wantExisted

@@ -100,6 +100,7 @@ type Server struct {
 	gcTTLNanos     atomic.Int64      // gc-ttl as last learnt (gcqueue.go)
 	gcRanges       gcRanges          // the GC queue's memory (gcqueue.go)
 	sizeWake       chan struct{}
+	keyspaces      catalogueCache // this node's copy of the key spaces (keyspaces.go)
 	requests       atomic.Uint64
 	ready          atomic.Bool
 	versionWarned  atomic.Bool // logVersionRefused said so once
@@ -227,7 +228,9 @@ func (s *Server) serve(ctx context.Context) error {
 	s.clusterID, s.nodeID = ident.GetClusterId(), ident.GetNodeId()
 	s.events.SetNode(s.nodeID)
 	s.dir.update([]*tidekvpb.NodeDescriptor{s.self()})
-	s.store, err = raftstore.NewStore(s.cfg.Raft, s.nodeID, s.eng, s.grpcT, s)
+	rcfg := s.cfg.Raft
+	rcfg.ReplicationFactorOf = s.keySpaceRF
+	s.store, err = raftstore.NewStore(rcfg, s.nodeID, s.eng, s.grpcT, s)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/testcluster"
+)
+
+// TestKeySpaceCLI: `tidekv ctl keyspace create` refuses bad settings with
+// one sentence and creates nothing, creates a hashed key space, and
+// `keyspace list --json` shows it with every field scripts read, and the
+// bytes written into it once its ranges report.
+func TestKeySpaceCLI(t *testing.T) {
+	tc := testcluster.Start(t, testcluster.Options{Nodes: 3})
+	bin := testcluster.Binary(t)
+	ctx := testCtx(t, 2*time.Minute)
+	cl := newClient(t, tc.Addrs())
+	waitReplicated(ctx, t, cl, 3)
+
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mode", "sorted"}, `unknown mode "sorted"`},
+		{[]string{"--engine", "rocks"}, `unknown engine "rocks"`},
+		{[]string{"--capacity-per-node", "0"}, "--capacity-per-node must be a size above 0"},
+		{[]string{"--ttl", "-1s"}, "--ttl must be whole milliseconds and not negative"},
+		{[]string{"--rf", "9"}, "replication factor 9"},
+	} {
+		_, code, err := ctl(ctx, bin, tc.Addr(1), append([]string{"keyspace", "create", "sessions"}, bad.args...)...)
+		if code != 2 || err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Fatalf("create with %v: exit %d, %v; want exit 2 naming %q", bad.args, code, err, bad.want)
+		}
+	}
+	out, code, err := ctl(ctx, bin, tc.Addr(1), "keyspace", "create", "sessions", "--mode", "hashed", "--rf", "1",
+		"--engine", "memory", "--capacity-per-node", "64MiB", "--ttl", "30s", "--json")
+	if err != nil {
+		t.Fatalf("create: exit %d, %v", code, err)
+	}
+	var made map[string]any
+	if err := json.Unmarshal([]byte(out), &made); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if made["id"] != 1.0 || made["mode"] != "hashed" || made["engine"] != "memory" || made["index"] != "btree" ||
+		made["rf"] != 1.0 || made["capacity_per_node"] != float64(64<<20) || made["ttl_ms"] != 30000.0 {
+		t.Fatalf("created %s", out)
+	}
+	if _, code, err := ctl(ctx, bin, tc.Addr(2), "keyspace", "create", "sessions"); code != 2 || err == nil || !strings.Contains(err.Error(), `key space "sessions" exists`) {
+		t.Fatalf("second create: exit %d, %v", code, err)
+	}
+
+	// ctl's key operations work in the key space --keyspace names.
+	if _, code, err := ctl(ctx, bin, tc.Addr(1), "--keyspace", "sessions", "put", "k", "in-sessions"); err != nil {
+		t.Fatalf("put: exit %d, %v", code, err)
+	}
+	if out, code, err := ctl(ctx, bin, tc.Addr(2), "--keyspace", "sessions", "get", "k"); err != nil || out != "in-sessions" {
+		t.Fatalf("get in sessions: %q, exit %d, %v", out, code, err)
+	}
+	if _, code, _ := ctl(ctx, bin, tc.Addr(2), "get", "k"); code != 1 {
+		t.Fatalf("get k in the default key space: exit %d, want 1 (not found)", code)
+	}
+	if _, code, err := ctl(ctx, bin, tc.Addr(2), "--keyspace", "sessions", "scan", "", ""); code != 2 || err == nil || !strings.Contains(err.Error(), "is hashed") {
+		t.Fatalf("scan of a hashed key space: exit %d, %v", code, err)
+	}
+
+	ks, err := cl.KeySpace(ctx, "sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := strings.Repeat("v", 1024)
+	for i := range 50 {
+		if err := eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+			return ks.Put(ctx, fmt.Appendf(nil, "session%03d", i), []byte(val))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ttl, err := ks.TTL(ctx, []byte("session000")); err != nil || ttl <= 0 || ttl > 30*time.Second {
+		t.Fatalf("a value written without a TTL has TTL %v, %v; want the key space's 30s", ttl, err)
+	}
+	fields := []string{"name", "mode", "engine", "index", "rf", "capacity_per_node", "bytes", "keys", "hits", "misses", "evictions"}
+	if err := eventually(ctx, 40*time.Second, func(ctx context.Context) error {
+		out, code, err := ctl(ctx, bin, tc.Addr(3), "keyspace", "list", "--json")
+		if err != nil {
+			return fmt.Errorf("exit %d: %v", code, err)
+		}
+		var list struct {
+			KeySpaces []map[string]any `json:"keyspaces"`
+		}
+		if err := json.Unmarshal([]byte(out), &list); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		if len(list.KeySpaces) != 2 || list.KeySpaces[0]["name"] != "default" || list.KeySpaces[1]["name"] != "sessions" {
+			return fmt.Errorf("list: %s", out)
+		}
+		for _, k := range list.KeySpaces {
+			for _, f := range fields {
+				if _, ok := k[f]; !ok {
+					t.Fatalf("key space %v lacks field %q: %s", k["name"], f, out)
+				}
+			}
+		}
+		if b := list.KeySpaces[1]["bytes"].(float64); b < 50*1024 {
+			return fmt.Errorf("sessions holds %v bytes, want at least the 50 KiB written: %s", b, out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

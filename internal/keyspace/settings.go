@@ -1,0 +1,123 @@
+package keyspace
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/memengine"
+	"github.com/tidekv/tidekv/internal/units"
+)
+
+// Mode says how a key space places its keys.
+type Mode string
+
+const (
+	// Ordered keeps keys in their order: scans work, a range is an
+	// interval of keys.
+	Ordered Mode = "ordered"
+	// Hashed places keys by a hash of the key: load and size spread over
+	// ranges whatever the keys look like, and a range is an interval of
+	// hash values; scans have no order to follow and are refused.
+	Hashed Mode = "hashed"
+)
+
+// Engine is the storage engine a key space's replicas are meant to use.
+type Engine string
+
+const (
+	Pebble Engine = "pebble"
+	// Memory is internal/memengine. Recorded; replicas of every key space
+	// still store in Pebble for now (docs/keyspaces.md).
+	Memory Engine = "memory"
+)
+
+// DefaultName is the default key space's name.
+const DefaultName = "default"
+
+// MaxRF bounds a key space's replication factor: more voters than this
+// only slow every write.
+const MaxRF = 7
+
+// Settings are one key space's settings. A zero RF means the cluster's
+// replication factor; a zero CapacityPerNode means no capacity (nothing is
+// evicted); a zero TTL means values do not expire unless a write says so.
+type Settings struct {
+	Name string
+	Mode Mode
+	// RF is the number of voters each of the key space's ranges has.
+	RF     int
+	Engine Engine
+	// Index is the memory engine's index (memengine.Index; empty with
+	// Pebble).
+	Index memengine.Index
+	// CapacityPerNode is the bytes of the key space one node may hold,
+	// for eviction (not enforced yet).
+	CapacityPerNode uint64
+	// TTL is the expiry a value written without one gets.
+	TTL time.Duration
+}
+
+// DefaultSettings are those of the default key space and the starting
+// point of a new one.
+func DefaultSettings() Settings {
+	return Settings{Name: DefaultName, Mode: Ordered, Engine: Pebble}
+}
+
+var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+
+// Validate checks the settings alone; every problem is named.
+func (s Settings) Validate() error {
+	var errs []error
+	if !namePattern.MatchString(s.Name) {
+		errs = append(errs, fmt.Errorf("name %q must be 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter", s.Name))
+	}
+	if s.Mode != Ordered && s.Mode != Hashed {
+		errs = append(errs, fmt.Errorf("unknown mode %q (known: ordered, hashed)", s.Mode))
+	}
+	switch s.Engine {
+	case Pebble:
+		if s.Index != "" {
+			errs = append(errs, fmt.Errorf("index %q applies to the memory engine only", s.Index))
+		}
+	case Memory:
+		mc := memengine.DefaultConfig()
+		mc.Index = s.Index
+		if err := mc.Validate(); err != nil {
+			errs = append(errs, errors.New(strings.TrimPrefix(err.Error(), "memengine: ")))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown engine %q (known: pebble, memory)", s.Engine))
+	}
+	if s.RF < 0 || s.RF > MaxRF {
+		errs = append(errs, fmt.Errorf("replication factor %d must be between 1 and %d (0: the cluster's)", s.RF, MaxRF))
+	}
+	if s.TTL < 0 {
+		errs = append(errs, fmt.Errorf("default TTL %s must not be negative", s.TTL))
+	}
+	if s.TTL%time.Millisecond != 0 {
+		errs = append(errs, fmt.Errorf("default TTL %s must be whole milliseconds", s.TTL))
+	}
+	return errors.Join(errs...)
+}
+
+// String is the settings as the CLI would write them.
+func (s Settings) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s mode=%s engine=%s", s.Name, s.Mode, s.Engine)
+	if s.Index != "" {
+		fmt.Fprintf(&b, " index=%s", s.Index)
+	}
+	if s.RF > 0 {
+		fmt.Fprintf(&b, " rf=%d", s.RF)
+	}
+	if s.CapacityPerNode > 0 {
+		fmt.Fprintf(&b, " capacity-per-node=%s", units.Human(s.CapacityPerNode))
+	}
+	if s.TTL > 0 {
+		fmt.Fprintf(&b, " ttl=%s", s.TTL)
+	}
+	return b.String()
+}

@@ -1,0 +1,131 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/resp"
+)
+
+// keySpaceKV is the Redis front end's KV of one key space (SELECT n reaches
+// key space number n): it maps the commands' keys into the key space and
+// scan results back, and gives puts without an expiry the key space's
+// default TTL. A hashed key space cannot scan (KEYS, SCAN) nor hold hashes,
+// whose fields a hash would scatter over ranges.
+type keySpaceKV struct {
+	kv resp.KV
+	ks keyspace.KeySpace
+	c  keyspace.Codec
+}
+
+// in names the key space in the requests made with ctx (the routing
+// client and the in-process path put it in each request).
+func (k *keySpaceKV) in(ctx context.Context) context.Context {
+	return keyspace.WithName(ctx, k.ks.Name)
+}
+
+func inKeySpace(kv resp.KV, ks keyspace.KeySpace) *keySpaceKV {
+	return &keySpaceKV{kv: kv, ks: ks, c: ks.Codec()}
+}
+
+// redisDatabases maps SELECT n to key space number n.
+func (s *Server) redisDatabases(kv resp.KV) resp.Databases {
+	return func(ctx context.Context, n int) (resp.KV, error) {
+		if int64(n) > int64(^keyspace.ID(0)) {
+			return nil, fmt.Errorf("DB index is out of range (no key space number %d)", n)
+		}
+		ks, err := s.keySpaceByID(ctx, keyspace.ID(n))
+		if err != nil {
+			return nil, fmt.Errorf("DB index is out of range (%v)", err)
+		}
+		return inKeySpace(kv, ks), nil
+	}
+}
+
+func (k *keySpaceKV) unordered() error {
+	return fmt.Errorf("%w: key space %q is hashed: its keys are placed by hash, so it has no order to scan and holds no hashes (use an ordered key space)", resp.ErrUnordered, k.ks.Name)
+}
+
+func (k *keySpaceKV) expiry(e resp.Expiry) resp.Expiry {
+	if e == (resp.Expiry{}) {
+		e.TTL = k.ks.TTL
+	}
+	return e
+}
+
+func (k *keySpaceKV) ops(ops []resp.Op) []resp.Op {
+	out := make([]resp.Op, len(ops))
+	for i, op := range ops {
+		out[i] = op
+		out[i].Key = k.c.Encode(op.Key)
+		if !op.Delete && !op.SetTTL {
+			out[i].Expiry = k.expiry(op.Expiry)
+		}
+	}
+	return out
+}
+
+func (k *keySpaceKV) Get(ctx context.Context, key []byte) ([]byte, error) {
+	return k.kv.Get(k.in(ctx), k.c.Encode(key))
+}
+
+func (k *keySpaceKV) Put(ctx context.Context, key, value []byte) error {
+	if k.ks.TTL > 0 {
+		return k.kv.Write(k.in(ctx), k.ops([]resp.Op{{Key: key, Value: value}}))
+	}
+	return k.kv.Put(k.in(ctx), k.c.Encode(key), value)
+}
+
+func (k *keySpaceKV) Delete(ctx context.Context, key []byte) (bool, error) {
+	return k.kv.Delete(k.in(ctx), k.c.Encode(key))
+}
+
+func (k *keySpaceKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, error) {
+	enc := make([][]byte, len(keys))
+	for i, key := range keys {
+		enc[i] = k.c.Encode(key)
+	}
+	return k.kv.BatchGet(k.in(ctx), enc)
+}
+
+func (k *keySpaceKV) Write(ctx context.Context, ops []resp.Op) error {
+	return k.kv.Write(k.in(ctx), k.ops(ops))
+}
+
+func (k *keySpaceKV) WriteEach(ctx context.Context, ops []resp.Op) []resp.OpResult {
+	return k.kv.WriteEach(k.in(ctx), k.ops(ops))
+}
+
+func (k *keySpaceKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard) (resp.GuardResult, error) {
+	if k.ks.Mode == keyspace.Hashed {
+		return resp.GuardResult{}, k.unordered()
+	}
+	g.Key = k.c.Encode(g.Key)
+	if len(g.ClearStart) > 0 {
+		g.ClearStart, g.ClearEnd = k.c.EncodeSpan(g.ClearStart, g.ClearEnd)
+	}
+	return k.kv.GuardedWrite(k.in(ctx), k.ops(ops), g)
+}
+
+func (k *keySpaceKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e resp.Expiry) (bool, []byte, bool, error) {
+	if newValue != nil {
+		e = k.expiry(e)
+	}
+	return k.kv.CompareAndSet(k.in(ctx), k.c.Encode(key), expected, newValue, e)
+}
+
+func (k *keySpaceKV) Scan(ctx context.Context, start, end []byte, limit int) ([]resp.KeyValue, error) {
+	if k.ks.Mode == keyspace.Hashed {
+		return nil, k.unordered()
+	}
+	lo, hi := k.c.EncodeSpan(start, end)
+	kvs, err := k.kv.Scan(k.in(ctx), lo, hi, limit)
+	out := kvs[:0]
+	for _, kv := range kvs {
+		if key, ok := k.c.Decode(kv.Key); ok {
+			out = append(out, resp.KeyValue{Key: key, Value: kv.Value})
+		}
+	}
+	return out, err
+}
