@@ -298,10 +298,15 @@ func TestSplitAtExpectedGeneration(t *testing.T) {
 	if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "changed since the split was decided") {
 		t.Fatalf("split at an old generation: %v, want ABORTED saying the range changed", err)
 	}
-	resp, err := c.Ranges(ctx)
-	if err != nil || len(resp.GetRanges()) != 2 {
-		t.Fatalf("ranges after the refused split: %d, %v; want the 2 of the first split", len(resp.GetRanges()), err)
-	}
+	// The directory learns of the first split from its report, at its
+	// own pace: it must come to hold its two ranges and no third.
+	eventually(t, 10*time.Second, "the 2 ranges of the first split", func() error {
+		resp, err := c.Ranges(ctx)
+		if err != nil || len(resp.GetRanges()) != 2 {
+			return fmt.Errorf("%d ranges, %v", len(resp.GetRanges()), err)
+		}
+		return nil
+	})
 	if _, err := admin.Split(ctx, &tidekvpb.SplitRequest{RangeId: left.GetRangeId(), ExpectedGeneration: left.GetGeneration()}); err != nil {
 		t.Fatalf("split at the current generation: %v", err)
 	}
