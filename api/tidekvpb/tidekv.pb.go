@@ -805,8 +805,16 @@ type GetRequest struct {
 	ReadMode ReadMode               `protobuf:"varint,2,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
 	// The staleness bound of a BOUNDED read in milliseconds (> 0).
 	MaxStalenessMs uint32 `protobuf:"varint,3,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Read at this hybrid logical clock timestamp (absent: the newest data).
+	// The range must be on the versioned layout, and the timestamp at or above
+	// its GC threshold and at most the maximum clock offset ahead of the
+	// serving node's clock. LINEARIZABLE: the leaseholder answers. BOUNDED or
+	// ANY: any replica whose applied closed timestamp is at or above it
+	// answers (max_staleness_ms is then not needed), others refuse with
+	// STALE_REPLICA (docs/transactions.md, "Timestamps").
+	ReadTimestamp *Timestamp `protobuf:"bytes,4,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
@@ -858,6 +866,13 @@ func (x *GetRequest) GetMaxStalenessMs() uint32 {
 		return x.MaxStalenessMs
 	}
 	return 0
+}
+
+func (x *GetRequest) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
 }
 
 type GetResponse struct {
@@ -1130,8 +1145,10 @@ type ScanRequest struct {
 	Limit          uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	ReadMode       ReadMode               `protobuf:"varint,4,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
 	MaxStalenessMs uint32                 `protobuf:"varint,5,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// As in GetRequest.
+	ReadTimestamp *Timestamp `protobuf:"bytes,6,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -1197,6 +1214,13 @@ func (x *ScanRequest) GetMaxStalenessMs() uint32 {
 		return x.MaxStalenessMs
 	}
 	return 0
+}
+
+func (x *ScanRequest) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
 }
 
 type ScanResponse struct {
@@ -1266,8 +1290,10 @@ type BatchGetRequest struct {
 	Keys           [][]byte               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
 	ReadMode       ReadMode               `protobuf:"varint,2,opt,name=read_mode,json=readMode,proto3,enum=tidekv.ReadMode" json:"read_mode,omitempty"`
 	MaxStalenessMs uint32                 `protobuf:"varint,3,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// As in GetRequest.
+	ReadTimestamp *Timestamp `protobuf:"bytes,4,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BatchGetRequest) Reset() {
@@ -1319,6 +1345,13 @@ func (x *BatchGetRequest) GetMaxStalenessMs() uint32 {
 		return x.MaxStalenessMs
 	}
 	return 0
+}
+
+func (x *BatchGetRequest) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
 }
 
 type BatchGetResponse struct {
@@ -4357,10 +4390,15 @@ func (x *EventsResponse) GetEvents() []*Event {
 // unix_nanos, had committed through index, so a replica that has applied
 // index holds every write committed before unix_nanos.
 type ClosedTimestamp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	UnixNanos     int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RangeId   uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Index     uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	UnixNanos int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// The HLC timestamp closed with the index: the leaseholder will propose
+	// no write at or below it, and every write at or below it is at or below
+	// index. Absent from older nodes: their closed timestamps serve BOUNDED
+	// reads of the newest data only, never reads at a timestamp.
+	Hlc           *Timestamp `protobuf:"bytes,4,opt,name=hlc,proto3" json:"hlc,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4414,6 +4452,13 @@ func (x *ClosedTimestamp) GetUnixNanos() int64 {
 		return x.UnixNanos
 	}
 	return 0
+}
+
+func (x *ClosedTimestamp) GetHlc() *Timestamp {
+	if x != nil {
+		return x.Hlc
+	}
+	return nil
 }
 
 // One push per node pair per interval, covering every range the sender
@@ -5359,11 +5404,16 @@ func (x *AllocRangeIDResponse) GetRangeId() uint64 {
 }
 
 type RaftMessage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	FromNodeId    uint64                 `protobuf:"varint,2,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
-	ToNodeId      uint64                 `protobuf:"varint,3,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
-	Message       *raftpb.Message        `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	FromNodeId uint64                 `protobuf:"varint,2,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
+	ToNodeId   uint64                 `protobuf:"varint,3,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
+	Message    *raftpb.Message        `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// The sender's hybrid logical clock, set on a lease transfer's
+	// MsgTimeoutNow only: the transferee folds it into its clock before it
+	// campaigns, so it starts its lease past every read the old leaseholder
+	// served at a timestamp (docs/transactions.md, "Timestamps").
+	Hlc           *Timestamp `protobuf:"bytes,5,opt,name=hlc,proto3" json:"hlc,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5422,6 +5472,13 @@ func (x *RaftMessage) GetToNodeId() uint64 {
 func (x *RaftMessage) GetMessage() *raftpb.Message {
 	if x != nil {
 		return x.Message
+	}
+	return nil
+}
+
+func (x *RaftMessage) GetHlc() *Timestamp {
+	if x != nil {
+		return x.Hlc
 	}
 	return nil
 }
@@ -5761,12 +5818,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\alogical\x18\x02 \x01(\rR\alogical\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"w\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xb1\x01\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"{\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x128\n" +
+	"\x0eread_timestamp\x18\x04 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"{\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
@@ -5781,22 +5839,24 @@ const file_tidekv_proto_rawDesc = "" +
 	"\rDeleteRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xb2\x01\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xec\x01\n" +
 	"\vScanRequest\x12\x1b\n" +
 	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12-\n" +
 	"\tread_mode\x18\x04 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\"|\n" +
+	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\x128\n" +
+	"\x0eread_timestamp\x18\x06 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"|\n" +
 	"\fScanResponse\x12\"\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
 	"resume_key\x18\x02 \x01(\fR\tresumeKey\x12)\n" +
-	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"~\n" +
+	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"\xb8\x01\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
-	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\"l\n" +
+	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x128\n" +
+	"\x0eread_timestamp\x18\x04 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"l\n" +
 	"\x10BatchGetResponse\x12-\n" +
 	"\aresults\x18\x01 \x03(\v2\x13.tidekv.GetResponseR\aresults\x12)\n" +
 	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\"\xd8\x01\n" +
@@ -6055,12 +6115,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05local\x18\x01 \x01(\bR\x05local\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"7\n" +
 	"\x0eEventsResponse\x12%\n" +
-	"\x06events\x18\x01 \x03(\v2\r.tidekv.EventR\x06events\"a\n" +
+	"\x06events\x18\x01 \x03(\v2\r.tidekv.EventR\x06events\"\x86\x01\n" +
 	"\x0fClosedTimestamp\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\xb7\x01\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12#\n" +
+	"\x03hlc\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\xb7\x01\n" +
 	"\x17ClosedTimestampsRequest\x12 \n" +
 	"\ffrom_node_id\x18\x01 \x01(\x04R\n" +
 	"fromNodeId\x12/\n" +
@@ -6118,14 +6179,15 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05loads\x18\x01 \x03(\v2\x10.tidekv.NodeLoadR\x05loads\"\x15\n" +
 	"\x13AllocRangeIDRequest\"1\n" +
 	"\x14AllocRangeIDResponse\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\x93\x01\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xb8\x01\n" +
 	"\vRaftMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
 	"fromNodeId\x12\x1c\n" +
 	"\n" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12)\n" +
-	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\"C\n" +
+	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\x12#\n" +
+	"\x03hlc\x18\x05 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"C\n" +
 	"\x10RaftMessageBatch\x12/\n" +
 	"\bmessages\x18\x01 \x03(\v2\x13.tidekv.RaftMessageR\bmessages\"\x96\x01\n" +
 	"\rSnapshotChunk\x12+\n" +
@@ -6312,127 +6374,132 @@ var file_tidekv_proto_depIdxs = []int32{
 	1,  // 2: tidekv.ErrorDetail.kind:type_name -> tidekv.ErrorKind
 	6,  // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
 	2,  // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
-	2,  // 5: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	10, // 6: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
-	2,  // 7: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	12, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
-	4,  // 9: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	21, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	82, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
-	3,  // 12: tidekv.KVRequest.priority:type_name -> tidekv.Priority
-	11, // 13: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
-	13, // 14: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
-	15, // 15: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
-	17, // 16: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
-	19, // 17: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
-	22, // 18: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
-	24, // 19: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
-	12, // 20: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
-	14, // 21: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
-	16, // 22: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
-	18, // 23: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
-	20, // 24: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
-	23, // 25: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
-	25, // 26: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
-	8,  // 27: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
-	26, // 28: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
-	9,  // 29: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
-	27, // 30: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
-	9,  // 31: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
-	6,  // 32: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	30, // 33: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	7,  // 34: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
-	0,  // 35: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	7,  // 36: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	34, // 37: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	35, // 38: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	7,  // 39: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	33, // 40: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	6,  // 41: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	6,  // 42: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	6,  // 43: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	7,  // 44: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	7,  // 45: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	51, // 46: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	7,  // 47: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,  // 48: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	55, // 49: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	58, // 50: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	61, // 51: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	9,  // 52: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	61, // 53: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	9,  // 54: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	6,  // 55: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,  // 56: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	68, // 57: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	68, // 58: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	61, // 59: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	83, // 60: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	77, // 61: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	77, // 62: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	11, // 63: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	13, // 64: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	15, // 65: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	17, // 66: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	19, // 67: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	22, // 68: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	24, // 69: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	28, // 70: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	31, // 71: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	36, // 72: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	38, // 73: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	40, // 74: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	42, // 75: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	44, // 76: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	46, // 77: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	48, // 78: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	50, // 79: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	53, // 80: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	75, // 81: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	56, // 82: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	59, // 83: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	73, // 84: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	66, // 85: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	69, // 86: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	71, // 87: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	62, // 88: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	64, // 89: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	78, // 90: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	79, // 91: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	12, // 92: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	14, // 93: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	16, // 94: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	18, // 95: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	20, // 96: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	23, // 97: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	25, // 98: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	29, // 99: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	32, // 100: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	37, // 101: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	39, // 102: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	41, // 103: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	43, // 104: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	45, // 105: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	47, // 106: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	49, // 107: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	52, // 108: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	54, // 109: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	76, // 110: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	57, // 111: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	60, // 112: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	74, // 113: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	67, // 114: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	70, // 115: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	72, // 116: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	63, // 117: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	65, // 118: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	81, // 119: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	80, // 120: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	92, // [92:121] is the sub-list for method output_type
-	63, // [63:92] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	9,  // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	2,  // 6: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
+	9,  // 7: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
+	10, // 8: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	2,  // 9: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
+	9,  // 10: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	12, // 11: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	4,  // 12: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
+	21, // 13: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	82, // 14: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	3,  // 15: tidekv.KVRequest.priority:type_name -> tidekv.Priority
+	11, // 16: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	13, // 17: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	15, // 18: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	17, // 19: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	19, // 20: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	22, // 21: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	24, // 22: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	12, // 23: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	14, // 24: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	16, // 25: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	18, // 26: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	20, // 27: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	23, // 28: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	25, // 29: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	8,  // 30: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
+	26, // 31: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	9,  // 32: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
+	27, // 33: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	9,  // 34: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
+	6,  // 35: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	30, // 36: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	7,  // 37: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	0,  // 38: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
+	7,  // 39: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	34, // 40: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	35, // 41: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	7,  // 42: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	33, // 43: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	6,  // 44: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	6,  // 45: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	6,  // 46: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	7,  // 47: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	7,  // 48: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	51, // 49: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	7,  // 50: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	6,  // 51: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	55, // 52: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	9,  // 53: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	58, // 54: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	61, // 55: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	9,  // 56: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	61, // 57: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	9,  // 58: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	6,  // 59: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	6,  // 60: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	68, // 61: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	68, // 62: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	61, // 63: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	83, // 64: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	9,  // 65: tidekv.RaftMessage.hlc:type_name -> tidekv.Timestamp
+	77, // 66: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	77, // 67: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	11, // 68: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	13, // 69: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	15, // 70: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	17, // 71: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	19, // 72: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	22, // 73: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	24, // 74: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	28, // 75: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	31, // 76: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	36, // 77: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	38, // 78: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	40, // 79: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	42, // 80: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	44, // 81: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	46, // 82: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	48, // 83: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	50, // 84: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	53, // 85: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	75, // 86: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	56, // 87: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	59, // 88: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	73, // 89: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	66, // 90: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	69, // 91: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	71, // 92: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	62, // 93: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	64, // 94: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	78, // 95: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	79, // 96: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	12, // 97: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	14, // 98: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	16, // 99: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	18, // 100: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	20, // 101: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	23, // 102: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	25, // 103: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	29, // 104: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	32, // 105: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	37, // 106: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	39, // 107: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	41, // 108: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	43, // 109: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	45, // 110: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	47, // 111: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	49, // 112: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	52, // 113: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	54, // 114: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	76, // 115: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	57, // 116: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	60, // 117: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	74, // 118: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	67, // 119: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	70, // 120: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	72, // 121: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	63, // 122: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	65, // 123: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	81, // 124: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	80, // 125: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	97, // [97:126] is the sub-list for method output_type
+	68, // [68:97] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }

@@ -231,6 +231,11 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 			continue
 		}
 		rm := &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m}
+		if m.GetType() == raftpb.MsgTimeoutNow {
+			// The lease is void already: the transferee's clock passes
+			// every read at a timestamp served under it (docs/transactions.md, "Timestamps").
+			rm.Hlc = tidekvpb.FromHLC(r.store.hlc.Now())
+		}
 		if m.GetType() == raftpb.MsgSnap {
 			r.sendSnapshotLocked(rm)
 			continue

@@ -169,6 +169,7 @@ func (s *Store) loadReplicas() error {
 func (s *Store) newReplica(rangeID uint64) *Replica {
 	r := &Replica{store: s, rangeID: rangeID}
 	r.layout.Store(&layoutView{})
+	r.order = newReadOrder()
 	r.gcThreshold.Store(&hlc.Timestamp{})
 	r.mu.proposals = map[uint64]*proposal{}
 	r.mu.readBatches = map[uint64][]*readWaiter{}
@@ -353,6 +354,14 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 		// Local types (snapshot status, unreachable) come only from this
 		// node's own components; the inbox acts on them.
 		return
+	}
+	if t := m.GetHlc().HLC(); !t.IsZero() {
+		if _, err := s.hlc.Update(t); err != nil {
+			// Taking the lease with a clock this far behind could stamp
+			// writes under reads the sender served.
+			log.Printf("range %d: refused a lease transfer from node %d: %v", m.GetRangeId(), m.GetFromNodeId(), err)
+			return
+		}
 	}
 	r := s.GetReplica(m.GetRangeId())
 	if r != nil && s.dropOlderUninitialized(r, msg.GetTo()) {
