@@ -145,4 +145,3 @@ func logTimestamp(t hlc.Timestamp) *tidekvpb.LogTimestamp {
 func commandTimestamp(ts *tidekvpb.LogTimestamp) hlc.Timestamp {
 	return hlc.Timestamp{WallTime: ts.GetWallNanos(), Logical: ts.GetLogical()}
 }
-
