@@ -190,14 +190,19 @@ func TestFollowerReadsAtClosedTimestamp(t *testing.T) {
 		t.Fatalf("follower read before any closed timestamp: %v, want StaleReplicaError", err)
 	}
 	waitFor(t, func() bool {
-		// What the server's push loop does every 100 ms.
-		for node, cts := range lead.store.ClosedTimestamps(time.Now()) {
-			tc.stores[node].ApplyClosedTimestamps(cts)
-		}
+		tc.pushClosed(lead)
 		v, ok, err := f.Get(ctx, []byte("k"), ro)
 		return err == nil && ok && string(v) == "v1"
 	})
 	if c := f.closed.Load(); !at.Less(c.ts) {
 		t.Fatalf("closed %v, not above %v", c.ts, at)
+	}
+}
+
+// pushClosed does what the server's push loop does every 100 ms: lead's
+// closed timestamps to the other nodes.
+func (tc *testCluster) pushClosed(lead *Replica) {
+	for node, cts := range lead.store.ClosedTimestamps(time.Now()) {
+		tc.stores[node].ApplyClosedTimestamps(cts)
 	}
 }
