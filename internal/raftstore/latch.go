@@ -15,22 +15,25 @@ import (
 type latch struct {
 	ts    hlc.Timestamp
 	spans []keySpan
-	// done is closed on release.
+	// done is closed on release; made only once a read waits for the
+	// latch (under readOrder.mu), so that a write allocates no channel.
 	done chan struct{}
 }
 
 type latchSet map[*latch]struct{}
 
-// blocking returns the latches at or below ts on any of spans.
-func (ls latchSet) blocking(spans []keySpan, ts hlc.Timestamp) []*latch {
-	var out []*latch
+// blocking returns what a read of spans at ts waits on: a channel for each
+// latch at or below ts on any of spans, closed on its release.
+func (ls latchSet) blocking(spans []keySpan, ts hlc.Timestamp) []chan struct{} {
+	var out []chan struct{}
 	for l := range ls {
-		if ts.Less(l.ts) {
+		if ts.Less(l.ts) || !l.overlaps(spans) {
 			continue
 		}
-		if l.overlaps(spans) {
-			out = append(out, l)
+		if l.done == nil {
+			l.done = make(chan struct{})
 		}
+		out = append(out, l.done)
 	}
 	return out
 }

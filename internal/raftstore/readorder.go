@@ -41,7 +41,7 @@ func (o *readOrder) stamp(spans []keySpan, now hlc.Timestamp) *latch {
 			ts = m.Next()
 		}
 	}
-	l := &latch{ts: ts, spans: spans, done: make(chan struct{})}
+	l := &latch{ts: ts, spans: spans}
 	o.latches[l] = struct{}{}
 	return l
 }
@@ -49,13 +49,16 @@ func (o *readOrder) stamp(spans []keySpan, now hlc.Timestamp) *latch {
 func (o *readOrder) release(l *latch) {
 	o.mu.Lock()
 	delete(o.latches, l)
+	done := l.done
 	o.mu.Unlock()
-	close(l.done)
+	if done != nil {
+		close(done)
+	}
 }
 
-// read records a read of spans at ts and returns the latches it must wait
-// for before it reads the engine.
-func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp) []*latch {
+// read records a read of spans at ts and returns what it must wait for
+// before it reads the engine (latch.go).
+func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp) []chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, sp := range spans {
@@ -150,9 +153,9 @@ func (r *Replica) checkReadAt(ctx context.Context, ro ReadOptions, spans []keySp
 	if err := r.waitLeaseRead(ctx); err != nil {
 		return err
 	}
-	for _, l := range r.order.read(spans, ts) {
+	for _, done := range r.order.read(spans, ts) {
 		select {
-		case <-l.done:
+		case <-done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

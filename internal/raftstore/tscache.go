@@ -45,7 +45,7 @@ func (s keySpan) overlaps(o keySpan) bool {
 // most for a range read at timestamps key by key.
 const (
 	tsCachePoints = 4096
-	tsCacheSpans  = 256
+	tsCacheSpans  = 64
 )
 
 type tsSpan struct {
