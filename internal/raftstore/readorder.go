@@ -90,6 +90,25 @@ func (o *readOrder) leaseStart(now hlc.Timestamp) {
 	o.mu.Unlock()
 }
 
+// leaseLowWater is what a new leaseholder stamps writes above: past every
+// read at a timestamp an earlier leaseholder served. A read at T moved
+// that node's clock to T, and no node's clock runs more than the maximum
+// offset ahead of its physical clock (hlc.Clock.Update), which is at most
+// the maximum offset ahead of ours: T ≤ ours + 2 × max offset then. A
+// lease taken by election starts at least half an election timeout after
+// the old lease ended, so only the part of 2 × max offset beyond that is
+// left to add (none with the defaults: 250 ms and 1 s). A lease taken by
+// transfer starts at once, but the MsgTimeoutNow that started it carried
+// the old leaseholder's clock (store.go), so Now() is past T already.
+func (r *Replica) leaseLowWater() hlc.Timestamp {
+	now := r.store.hlc.Now()
+	cfg := &r.store.cfg
+	if margin := 2*cfg.MaxClockOffset - time.Duration(cfg.ElectionTicks)*cfg.TickInterval/2; margin > 0 {
+		now.WallTime += int64(margin)
+	}
+	return now
+}
+
 // prev is the timestamp just below t (t not zero).
 func prev(t hlc.Timestamp) hlc.Timestamp {
 	if t.Logical > 0 {
@@ -113,8 +132,11 @@ func (r *Replica) stampWrite(spans []keySpan) (*tidekvpb.LogTimestamp, *latch) {
 // commitWait holds an acknowledged write back until the node's clock has
 // passed its timestamp. A write is stamped ahead of the clock only when a
 // read at a future timestamp (at most the maximum clock offset ahead) was
-// served on its keys; without the wait a client could see it acknowledged,
-// pick a timestamp from its own clock and read a snapshot without it.
+// served on its keys, or early in a lease whose low-water mark has a
+// margin (leaseLowWater); without the wait a client could see it
+// acknowledged, pick a timestamp from its own clock and read a snapshot
+// without it. The wait is at most the maximum offset, also on a clock
+// that tests hold still.
 func (r *Replica) commitWait(ctx context.Context, ts *tidekvpb.LogTimestamp) {
 	d := time.Duration(ts.GetWallNanos() - r.store.Now().UnixNano())
 	if d <= 0 {

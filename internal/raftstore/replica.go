@@ -517,10 +517,8 @@ func (r *Replica) updateLeadershipLocked(ss *raft.SoftState) {
 		r.leaderTerm.Store(r.mu.raw.BasicStatus().GetTerm())
 	}
 	if nowLeader && !wasLeader {
-		// Before any write of the term is stamped: this node's clock is
-		// past every read at a timestamp an earlier leaseholder served
-		// (docs/transactions.md, "Timestamps").
-		r.order.leaseStart(r.store.hlc.Now())
+		// Before any write of the term is stamped.
+		r.order.leaseStart(r.leaseLowWater())
 	}
 	r.isLeader.Store(nowLeader)
 	if wasLeader && !nowLeader {
