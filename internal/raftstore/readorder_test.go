@@ -37,13 +37,13 @@ func TestTSCache(t *testing.T) {
 		{check: pt("b"), want: 0},
 		{add: pt("a"), at: 5, check: pt("a"), want: 10}, // a lower read changes nothing
 		{add: span("c", "f"), at: 20, check: pt("d"), want: 20},
-		{check: pt("f"), want: 0},                      // the end is exclusive
-		{check: span("e", "z"), want: 20},              // spans overlap
-		{check: span("", ""), want: 20},                // unbounded covers all
-		{check: span("a", "b"), want: 10},              // a span finds points
+		{check: pt("f"), want: 0},         // the end is exclusive
+		{check: span("e", "z"), want: 20}, // spans overlap
+		{check: span("", ""), want: 20},   // unbounded covers all
+		{check: span("a", "b"), want: 10}, // a span finds points
 		{add: span("x", ""), at: 30, check: pt("zz"), want: 30},
 		{add: span("m", "n"), at: 40, check: pt("m"), want: 40}, // third span: older half evicted
-		{check: pt("d"), want: 30},                               // low-water is the median (30)
+		{check: pt("d"), want: 30},                              // low-water is the median (30)
 		{raise: 50, check: pt("m"), want: 50},
 		{add: pt("q"), at: 45, check: pt("q"), want: 50}, // below the low-water: nothing
 	}
