@@ -5409,11 +5409,11 @@ type RaftMessage struct {
 	FromNodeId uint64                 `protobuf:"varint,2,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
 	ToNodeId   uint64                 `protobuf:"varint,3,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
 	Message    *raftpb.Message        `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	// The sender's hybrid logical clock, set on a lease transfer's
-	// MsgTimeoutNow only: the transferee folds it into its clock before it
-	// campaigns, so it starts its lease past every read the old leaseholder
-	// served at a timestamp (docs/transactions.md, "Timestamps").
-	Hlc           *Timestamp `protobuf:"bytes,5,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	// Set on a lease transfer's MsgTimeoutNow only: the highest timestamp
+	// the sender served a read at or closed. The transferee stamps its writes
+	// above it, so none lands under a read the old leaseholder served
+	// (docs/transactions.md, "Timestamps"). Older nodes ignore it.
+	LeaseHandoff  *Timestamp `protobuf:"bytes,5,opt,name=lease_handoff,json=leaseHandoff,proto3" json:"lease_handoff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5476,9 +5476,9 @@ func (x *RaftMessage) GetMessage() *raftpb.Message {
 	return nil
 }
 
-func (x *RaftMessage) GetHlc() *Timestamp {
+func (x *RaftMessage) GetLeaseHandoff() *Timestamp {
 	if x != nil {
-		return x.Hlc
+		return x.LeaseHandoff
 	}
 	return nil
 }
@@ -6179,15 +6179,15 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05loads\x18\x01 \x03(\v2\x10.tidekv.NodeLoadR\x05loads\"\x15\n" +
 	"\x13AllocRangeIDRequest\"1\n" +
 	"\x14AllocRangeIDResponse\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xb8\x01\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xcb\x01\n" +
 	"\vRaftMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
 	"fromNodeId\x12\x1c\n" +
 	"\n" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12)\n" +
-	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\x12#\n" +
-	"\x03hlc\x18\x05 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"C\n" +
+	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\x126\n" +
+	"\rlease_handoff\x18\x05 \x01(\v2\x11.tidekv.TimestampR\fleaseHandoff\"C\n" +
 	"\x10RaftMessageBatch\x12/\n" +
 	"\bmessages\x18\x01 \x03(\v2\x13.tidekv.RaftMessageR\bmessages\"\x96\x01\n" +
 	"\rSnapshotChunk\x12+\n" +
@@ -6434,7 +6434,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	68, // 62: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
 	61, // 63: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
 	83, // 64: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	9,  // 65: tidekv.RaftMessage.hlc:type_name -> tidekv.Timestamp
+	9,  // 65: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
 	77, // 66: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
 	77, // 67: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
 	11, // 68: tidekv.KV.Get:input_type -> tidekv.GetRequest

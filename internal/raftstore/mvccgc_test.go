@@ -140,7 +140,7 @@ func TestReadBelowGCThresholdRefused(t *testing.T) {
 		// A follower reads at a timestamp once its closed timestamp is there.
 		ro.Timestamp = safePoint
 		waitFor(t, func() bool {
-			tc.pushClosed(tc.leader(testRangeID))
+			tc.publishClosed()
 			v, ok, err := r.Get(ctx, []byte("a"), ro)
 			return err == nil && ok && string(v) == "1"
 		})

@@ -23,6 +23,8 @@ type readOrder struct {
 	latches latchSet
 	// closed is the newest timestamp closed (closed.go).
 	closed hlc.Timestamp
+	// high is the highest timestamp a read was recorded at or closed.
+	high hlc.Timestamp
 }
 
 func newReadOrder() *readOrder {
@@ -64,7 +66,25 @@ func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp) []chan struct{} {
 	for _, sp := range spans {
 		o.cache.add(sp, ts)
 	}
+	o.high = maxTS(o.high, ts)
 	return o.latches.blocking(spans, ts)
+}
+
+// handoff is what a lease transfer hands the new leaseholder: the highest
+// timestamp read at or closed here. A read is recorded before its lease is
+// checked (checkReadAt), so one served under a lease voided before this
+// call is in it.
+func (o *readOrder) handoff() hlc.Timestamp {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.high
+}
+
+func maxTS(a, b hlc.Timestamp) hlc.Timestamp {
+	if a.Less(b) {
+		return b
+	}
+	return a
 }
 
 // close closes a timestamp at most target: below every write in flight and
@@ -79,6 +99,7 @@ func (o *readOrder) close(target hlc.Timestamp) hlc.Timestamp {
 		target = o.closed
 	}
 	o.closed = target
+	o.high = maxTS(o.high, target)
 	o.cache.raise(target)
 	return target
 }
@@ -99,7 +120,8 @@ func (o *readOrder) leaseStart(now hlc.Timestamp) {
 // the old lease ended, so only the part of 2 × max offset beyond that is
 // left to add (none with the defaults: 250 ms and 1 s). A lease taken by
 // transfer starts at once, but the MsgTimeoutNow that started it carried
-// the old leaseholder's clock (store.go), so Now() is past T already.
+// the old leaseholder's highest read (readOrder.handoff), and the
+// transferee stamps above that too (Store.HandleRaftMessage).
 func (r *Replica) leaseLowWater() hlc.Timestamp {
 	now := r.store.hlc.Now()
 	cfg := &r.store.cfg
@@ -172,10 +194,14 @@ func (r *Replica) checkReadAt(ctx context.Context, ro ReadOptions, spans []keySp
 	if ro.Mode != tidekvpb.ReadMode_LINEARIZABLE && !r.leaseCovers() {
 		return r.checkFollowerReadAt(ts)
 	}
+	// Recorded before the lease is checked, for a lease transfer
+	// (readOrder.handoff); a record on a replica that turns out not to
+	// hold the lease only pushes its writes, if it ever leads, higher.
+	waits := r.order.read(spans, ts)
 	if err := r.waitLeaseRead(ctx); err != nil {
 		return err
 	}
-	for _, done := range r.order.read(spans, ts) {
+	for _, done := range waits {
 		select {
 		case <-done:
 		case <-ctx.Done():

@@ -191,20 +191,12 @@ func TestFollowerReadsAtClosedTimestamp(t *testing.T) {
 		t.Fatalf("follower read before any closed timestamp: %v, want StaleReplicaError", err)
 	}
 	waitFor(t, func() bool {
-		tc.pushClosed(lead)
+		tc.publishClosed()
 		v, ok, err := f.Get(ctx, []byte("k"), ro)
 		return err == nil && ok && string(v) == "v1"
 	})
 	if c := f.closed.Load(); !at.Less(c.ts) {
 		t.Fatalf("closed %v, not above %v", c.ts, at)
-	}
-}
-
-// pushClosed does what the server's push loop does every 100 ms: lead's
-// closed timestamps to the other nodes.
-func (tc *testCluster) pushClosed(lead *Replica) {
-	for node, cts := range lead.store.ClosedTimestamps(time.Now()) {
-		tc.stores[node].ApplyClosedTimestamps(cts)
 	}
 }
 
@@ -230,5 +222,61 @@ func BenchmarkStampWrite(b *testing.B) {
 				o.release(o.stamp([]keySpan{pointSpan(key)}, ts(int64(1e6+i))))
 			}
 		})
+	}
+}
+
+// An elected leaseholder stamps writes above its clock by the part of
+// 2 × max offset beyond half the election timeout: none at a quarter of
+// it, 30 ms at 40 ms of a 100 ms election timeout.
+func TestLeaseLowWater(t *testing.T) {
+	for _, c := range []struct {
+		offset, margin time.Duration
+	}{{25 * time.Millisecond, 0}, {40 * time.Millisecond, 30 * time.Millisecond}} {
+		tc := newTestCluster(t, 1, func(cfg *Config) { cfg.MaxClockOffset = c.offset })
+		r := tc.leader(testRangeID)
+		before := r.store.hlc.Now()
+		lw := r.leaseLowWater()
+		after := r.store.hlc.Now()
+		lo, hi := before.WallTime+int64(c.margin), after.WallTime+int64(c.margin)
+		if lw.WallTime < lo || lw.WallTime > hi {
+			t.Errorf("max offset %v: low-water %v, want the clock + %v", c.offset, lw, c.margin)
+		}
+		if r.order.cache.lowWater.IsZero() {
+			t.Errorf("max offset %v: the lease started without a low-water mark", c.offset)
+		}
+	}
+}
+
+// A lease transfer hands over the highest read the old leaseholder served:
+// the new one stamps its writes above it, though its clock is behind.
+func TestLeaseTransferHandsOverReads(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.migrate(t, testRangeID)
+	tc.put("k", "v1")
+	old := tc.leader(testRangeID)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	at := old.store.hlc.Now()
+	at.WallTime += int64(15 * time.Millisecond) // ahead of every node's clock
+	if v, _, err := old.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || string(v) != "v1" {
+		t.Fatalf("read at %v: %q, %v", at, v, err)
+	}
+	target := old.store.nodeID%3 + 1
+	if err := old.TransferLease(target); err != nil {
+		t.Fatal(err)
+	}
+	var r *Replica
+	waitFor(t, func() bool {
+		r = tc.stores[target].GetReplica(testRangeID)
+		return r.IsLeader()
+	})
+	if now := r.store.hlc.Now(); !now.Less(at) {
+		t.Fatalf("the new leaseholder's clock (%v) passed the read (%v) before it wrote: no test", now, at)
+	}
+	if _, err := r.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("v2")}}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || string(v) != "v1" {
+		t.Fatalf("read at %v after the transfer and a write: %q, %v; want v1", at, v, err)
 	}
 }

@@ -232,9 +232,9 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 		}
 		rm := &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m}
 		if m.GetType() == raftpb.MsgTimeoutNow {
-			// The lease is void already: the transferee's clock passes
-			// every read at a timestamp served under it (docs/transactions.md, "Timestamps").
-			rm.Hlc = tidekvpb.FromHLC(r.store.hlc.Now())
+			// The lease is void already: no read is served under it after
+			// this (readOrder.handoff).
+			rm.LeaseHandoff = tidekvpb.FromHLC(r.order.handoff())
 		}
 		if m.GetType() == raftpb.MsgSnap {
 			r.sendSnapshotLocked(rm)

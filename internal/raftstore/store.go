@@ -355,17 +355,15 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 		// node's own components; the inbox acts on them.
 		return
 	}
-	if t := m.GetHlc().HLC(); !t.IsZero() {
-		if _, err := s.hlc.Update(t); err != nil {
-			// Taking the lease with a clock this far behind could stamp
-			// writes under reads the sender served.
-			log.Printf("range %d: refused a lease transfer from node %d: %v", m.GetRangeId(), m.GetFromNodeId(), err)
-			return
-		}
-	}
 	r := s.GetReplica(m.GetRangeId())
 	if r != nil && s.dropOlderUninitialized(r, msg.GetTo()) {
 		r = nil
+	}
+	if t := m.GetLeaseHandoff().HLC(); r != nil && !t.IsZero() {
+		// Before the campaign the message starts: the lease this node
+		// is about to take stamps writes above every read served under
+		// the old one.
+		r.order.leaseStart(t)
 	}
 	if r == nil {
 		// A leader's traffic means we were added to the range and need a
