@@ -122,8 +122,9 @@ func TestReadsAtTimestampsOnLeaseholder(t *testing.T) {
 	r := tc.leader(testRangeID)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// A read slightly ahead of the clock: without the timestamp cache the
-	// next write would be stamped below it and change what it read.
+	// A read slightly ahead of the clock: the next write must be stamped
+	// above it (the read moved the clock there, and the cache says so too;
+	// TestReadOrder shows the cache alone) and wait for the clock to pass.
 	at := r.store.hlc.Now()
 	at.WallTime += int64(20 * time.Millisecond)
 	if v, ok, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || !ok || string(v) != "v1" {
