@@ -116,20 +116,13 @@ func TestReadOrder(t *testing.T) {
 // (the read at T still sees the old value), a read at T waits for a write
 // in flight at or below T, and a read too far in the future is refused.
 func TestReadsAtTimestampsOnLeaseholder(t *testing.T) {
-	tc := newTestCluster(t, 3)
-	tc.migrate(t, testRangeID)
-	tc.put("k", "v1")
-	r := tc.leader(testRangeID)
+	_, r := startWithK(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// A read slightly ahead of the clock: the next write must be stamped
 	// above it (the read moved the clock there, and the cache says so too;
 	// TestReadOrder shows the cache alone) and wait for the clock to pass.
-	at := r.store.hlc.Now()
-	at.WallTime += int64(20 * time.Millisecond)
-	if v, ok, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || !ok || string(v) != "v1" {
-		t.Fatalf("read at %v: %q %v %v", at, v, ok, err)
-	}
+	at := readAhead(ctx, t, r, 20*time.Millisecond)
 	if _, err := r.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("v2")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +165,7 @@ func TestReadsAtTimestampsOnLeaseholder(t *testing.T) {
 // A follower serves a read at T once its applied closed timestamp reaches
 // T, and refuses it before.
 func TestFollowerReadsAtClosedTimestamp(t *testing.T) {
-	tc := newTestCluster(t, 3)
-	tc.migrate(t, testRangeID)
-	tc.put("k", "v1")
-	lead := tc.leader(testRangeID)
+	tc, lead := startWithK(t)
 	at := lead.store.hlc.Now()
 	tc.put("k", "v2")
 	var f *Replica
@@ -251,17 +241,10 @@ func TestLeaseLowWater(t *testing.T) {
 // A lease transfer hands over the highest read the old leaseholder served:
 // the new one stamps its writes above it, though its clock is behind.
 func TestLeaseTransferHandsOverReads(t *testing.T) {
-	tc := newTestCluster(t, 3)
-	tc.migrate(t, testRangeID)
-	tc.put("k", "v1")
-	old := tc.leader(testRangeID)
+	tc, old := startWithK(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	at := old.store.hlc.Now()
-	at.WallTime += int64(15 * time.Millisecond) // ahead of every node's clock
-	if v, _, err := old.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || string(v) != "v1" {
-		t.Fatalf("read at %v: %q, %v", at, v, err)
-	}
+	at := readAhead(ctx, t, old, 15*time.Millisecond) // ahead of every node's clock
 	target := old.store.nodeID%3 + 1
 	if err := old.TransferLease(target); err != nil {
 		t.Fatal(err)
@@ -280,4 +263,25 @@ func TestLeaseTransferHandsOverReads(t *testing.T) {
 	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || string(v) != "v1" {
 		t.Fatalf("read at %v after the transfer and a write: %q, %v; want v1", at, v, err)
 	}
+}
+
+// startWithK starts a 3-node range on the versioned layout holding k = v1
+// and returns its leaseholder.
+func startWithK(t *testing.T) (*testCluster, *Replica) {
+	tc := newTestCluster(t, 3)
+	tc.migrate(t, testRangeID)
+	tc.put("k", "v1")
+	return tc, tc.leader(testRangeID)
+}
+
+// readAhead reads k = v1 on r at d ahead of r's clock and returns the
+// timestamp it read at.
+func readAhead(ctx context.Context, t *testing.T, r *Replica, d time.Duration) hlc.Timestamp {
+	t.Helper()
+	at := r.store.hlc.Now()
+	at.WallTime += int64(d)
+	if v, ok, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || !ok || string(v) != "v1" {
+		t.Fatalf("read at %v: %q %v %v", at, v, ok, err)
+	}
+	return at
 }
