@@ -62,6 +62,9 @@ func (c *Client) get(ctx context.Context, key []byte, opts []ReadOption) (*tidek
 	if err := c.invoke(ctx, r); err != nil {
 		return nil, err
 	}
+	if err := ro.served("get", resp.GetReadTimestamp()); err != nil {
+		return nil, err
+	}
 	if !resp.GetFound() {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
 	}
@@ -134,6 +137,9 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 			return err
 		}
 		if err := c.invoke(ctx, r); err != nil {
+			return out, err
+		}
+		if err := ro.served("scan", resp.GetReadTimestamp()); err != nil {
 			return out, err
 		}
 		for _, kv := range resp.GetKvs() {
@@ -251,6 +257,9 @@ func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, ou
 		return c.batchGet(ctx, keys, idx, out, ro, depth+1)
 	}
 	if err != nil {
+		return err
+	}
+	if err := ro.served("batch get", resp.GetReadTimestamp()); err != nil {
 		return err
 	}
 	if n := len(resp.GetResults()); n != len(idx) {

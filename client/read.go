@@ -115,6 +115,15 @@ func (o ReadOption) timestamp() *tidekvpb.Timestamp {
 	return tidekvpb.FromHLC(o.at)
 }
 
+// served checks that an answer to a read in o was read at o's timestamp
+// (echoed, the answer's read_timestamp).
+func (o ReadOption) served(op string, echoed *tidekvpb.Timestamp) error {
+	if o.at.IsZero() || echoed.HLC() == o.at {
+		return nil
+	}
+	return fmt.Errorf("%w: %s at %s", ErrNoReadAt, op, o.at)
+}
+
 // String renders o as ParseReadMode accepts it (a read at a timestamp with
 // "@" and the timestamp after the mode, which ParseReadMode does not take).
 func (o ReadOption) String() string {

@@ -886,7 +886,10 @@ type GetResponse struct {
 	RangeGeneration uint64 `protobuf:"varint,3,opt,name=range_generation,json=rangeGeneration,proto3" json:"range_generation,omitempty"`
 	// The value's remaining time to live in milliseconds, rounded up, as the
 	// serving replica's clock judges it; 0: it does not expire.
-	TtlMs         int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// The read_timestamp the request was served at, echoed: a node that
+	// leaves it out ignored it (an older binary) and read the newest data.
+	ReadTimestamp *Timestamp `protobuf:"bytes,5,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -947,6 +950,13 @@ func (x *GetResponse) GetTtlMs() int64 {
 		return x.TtlMs
 	}
 	return 0
+}
+
+func (x *GetResponse) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
 }
 
 type PutRequest struct {
@@ -1230,8 +1240,10 @@ type ScanResponse struct {
 	ResumeKey []byte `protobuf:"bytes,2,opt,name=resume_key,json=resumeKey,proto3" json:"resume_key,omitempty"`
 	// As in GetResponse.
 	RangeGeneration uint64 `protobuf:"varint,3,opt,name=range_generation,json=rangeGeneration,proto3" json:"range_generation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// As in GetResponse.
+	ReadTimestamp *Timestamp `protobuf:"bytes,4,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanResponse) Reset() {
@@ -1283,6 +1295,13 @@ func (x *ScanResponse) GetRangeGeneration() uint64 {
 		return x.RangeGeneration
 	}
 	return 0
+}
+
+func (x *ScanResponse) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
 }
 
 type BatchGetRequest struct {
@@ -1360,8 +1379,10 @@ type BatchGetResponse struct {
 	Results []*GetResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	// As in GetResponse.
 	RangeGeneration uint64 `protobuf:"varint,2,opt,name=range_generation,json=rangeGeneration,proto3" json:"range_generation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// As in GetResponse.
+	ReadTimestamp *Timestamp `protobuf:"bytes,3,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BatchGetResponse) Reset() {
@@ -1406,6 +1427,13 @@ func (x *BatchGetResponse) GetRangeGeneration() uint64 {
 		return x.RangeGeneration
 	}
 	return 0
+}
+
+func (x *BatchGetResponse) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
 }
 
 type WriteOp struct {
@@ -5824,12 +5852,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
 	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x128\n" +
-	"\x0eread_timestamp\x18\x04 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"{\n" +
+	"\x0eread_timestamp\x18\x04 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xb5\x01\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
 	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\x12\x15\n" +
-	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"K\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x128\n" +
+	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"K\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -5846,20 +5875,22 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12-\n" +
 	"\tread_mode\x18\x04 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
 	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\x128\n" +
-	"\x0eread_timestamp\x18\x06 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"|\n" +
+	"\x0eread_timestamp\x18\x06 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xb6\x01\n" +
 	"\fScanResponse\x12\"\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
 	"resume_key\x18\x02 \x01(\fR\tresumeKey\x12)\n" +
-	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"\xb8\x01\n" +
+	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\x128\n" +
+	"\x0eread_timestamp\x18\x04 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xb8\x01\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
 	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x128\n" +
-	"\x0eread_timestamp\x18\x04 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"l\n" +
+	"\x0eread_timestamp\x18\x04 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xa6\x01\n" +
 	"\x10BatchGetResponse\x12-\n" +
 	"\aresults\x18\x01 \x03(\v2\x13.tidekv.GetResponseR\aresults\x12)\n" +
-	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\"\xd8\x01\n" +
+	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\x128\n" +
+	"\x0eread_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xd8\x01\n" +
 	"\aWriteOp\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.tidekv.WriteOp.KindR\x04kind\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
@@ -6369,137 +6400,140 @@ var file_tidekv_proto_goTypes = []any{
 	(*raftpb.Message)(nil),           // 83: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
-	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
-	5,  // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
-	1,  // 2: tidekv.ErrorDetail.kind:type_name -> tidekv.ErrorKind
-	6,  // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
-	2,  // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
-	9,  // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	2,  // 6: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	9,  // 7: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
-	10, // 8: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
-	2,  // 9: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	9,  // 10: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	12, // 11: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
-	4,  // 12: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	21, // 13: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	82, // 14: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
-	3,  // 15: tidekv.KVRequest.priority:type_name -> tidekv.Priority
-	11, // 16: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
-	13, // 17: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
-	15, // 18: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
-	17, // 19: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
-	19, // 20: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
-	22, // 21: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
-	24, // 22: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
-	12, // 23: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
-	14, // 24: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
-	16, // 25: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
-	18, // 26: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
-	20, // 27: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
-	23, // 28: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
-	25, // 29: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
-	8,  // 30: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
-	26, // 31: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
-	9,  // 32: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
-	27, // 33: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
-	9,  // 34: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
-	6,  // 35: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	30, // 36: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	7,  // 37: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
-	0,  // 38: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	7,  // 39: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	34, // 40: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	35, // 41: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	7,  // 42: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	33, // 43: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	6,  // 44: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	6,  // 45: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	6,  // 46: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	7,  // 47: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	7,  // 48: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	51, // 49: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	7,  // 50: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,  // 51: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	55, // 52: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	9,  // 53: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
-	58, // 54: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	61, // 55: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	9,  // 56: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	61, // 57: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	9,  // 58: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	6,  // 59: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,  // 60: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	68, // 61: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	68, // 62: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	61, // 63: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	83, // 64: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	9,  // 65: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	77, // 66: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	77, // 67: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	11, // 68: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	13, // 69: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	15, // 70: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	17, // 71: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	19, // 72: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	22, // 73: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	24, // 74: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	28, // 75: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	31, // 76: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	36, // 77: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	38, // 78: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	40, // 79: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	42, // 80: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	44, // 81: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	46, // 82: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	48, // 83: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	50, // 84: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	53, // 85: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	75, // 86: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	56, // 87: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	59, // 88: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	73, // 89: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	66, // 90: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	69, // 91: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	71, // 92: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	62, // 93: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	64, // 94: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	78, // 95: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	79, // 96: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	12, // 97: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	14, // 98: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	16, // 99: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	18, // 100: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	20, // 101: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	23, // 102: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	25, // 103: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	29, // 104: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	32, // 105: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	37, // 106: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	39, // 107: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	41, // 108: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	43, // 109: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	45, // 110: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	47, // 111: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	49, // 112: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	52, // 113: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	54, // 114: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	76, // 115: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	57, // 116: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	60, // 117: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	74, // 118: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	67, // 119: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	70, // 120: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	72, // 121: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	63, // 122: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	65, // 123: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	81, // 124: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	80, // 125: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	97, // [97:126] is the sub-list for method output_type
-	68, // [68:97] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
+	5,   // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
+	1,   // 2: tidekv.ErrorDetail.kind:type_name -> tidekv.ErrorKind
+	6,   // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
+	2,   // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
+	9,   // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	9,   // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	2,   // 7: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
+	9,   // 8: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
+	10,  // 9: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	9,   // 10: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	2,   // 11: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
+	9,   // 12: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	12,  // 13: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	9,   // 14: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	4,   // 15: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
+	21,  // 16: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	82,  // 17: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	3,   // 18: tidekv.KVRequest.priority:type_name -> tidekv.Priority
+	11,  // 19: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	13,  // 20: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	15,  // 21: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	17,  // 22: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	19,  // 23: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	22,  // 24: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	24,  // 25: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	12,  // 26: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	14,  // 27: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	16,  // 28: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	18,  // 29: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	20,  // 30: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	23,  // 31: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	25,  // 32: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	8,   // 33: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
+	26,  // 34: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	9,   // 35: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
+	27,  // 36: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	9,   // 37: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
+	6,   // 38: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	30,  // 39: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	7,   // 40: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	0,   // 41: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
+	7,   // 42: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	34,  // 43: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	35,  // 44: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	7,   // 45: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	33,  // 46: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	6,   // 47: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	6,   // 48: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	6,   // 49: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	7,   // 50: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	7,   // 51: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	51,  // 52: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	7,   // 53: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	6,   // 54: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	55,  // 55: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	9,   // 56: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	58,  // 57: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	61,  // 58: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	9,   // 59: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	61,  // 60: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	9,   // 61: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	6,   // 62: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	6,   // 63: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	68,  // 64: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	68,  // 65: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	61,  // 66: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	83,  // 67: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	9,   // 68: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	77,  // 69: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	77,  // 70: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	11,  // 71: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	13,  // 72: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	15,  // 73: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	17,  // 74: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	19,  // 75: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	22,  // 76: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	24,  // 77: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	28,  // 78: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	31,  // 79: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	36,  // 80: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	38,  // 81: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	40,  // 82: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	42,  // 83: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	44,  // 84: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	46,  // 85: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	48,  // 86: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	50,  // 87: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	53,  // 88: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	75,  // 89: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	56,  // 90: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	59,  // 91: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	73,  // 92: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	66,  // 93: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	69,  // 94: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	71,  // 95: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	62,  // 96: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	64,  // 97: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	78,  // 98: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	79,  // 99: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	12,  // 100: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	14,  // 101: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	16,  // 102: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	18,  // 103: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	20,  // 104: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	23,  // 105: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	25,  // 106: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	29,  // 107: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	32,  // 108: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	37,  // 109: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	39,  // 110: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	41,  // 111: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	43,  // 112: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	45,  // 113: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	47,  // 114: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	49,  // 115: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	52,  // 116: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	54,  // 117: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	76,  // 118: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	57,  // 119: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	60,  // 120: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	74,  // 121: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	67,  // 122: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	70,  // 123: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	72,  // 124: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	63,  // 125: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	65,  // 126: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	81,  // 127: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	80,  // 128: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	100, // [100:129] is the sub-list for method output_type
+	71,  // [71:100] is the sub-list for method input_type
+	71,  // [71:71] is the sub-list for extension type_name
+	71,  // [71:71] is the sub-list for extension extendee
+	0,   // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }

@@ -132,7 +132,7 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 		if err != nil {
 			return nil, err
 		}
-		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration()}, nil
+		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }
 
@@ -190,7 +190,7 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 		if err != nil {
 			return nil, err
 		}
-		return &tidekvpb.ScanResponse{Kvs: kvs, ResumeKey: resume, RangeGeneration: r.Desc().GetGeneration()}, nil
+		return &tidekvpb.ScanResponse{Kvs: kvs, ResumeKey: resume, RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }
 
@@ -221,7 +221,7 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 		if err != nil {
 			return nil, err
 		}
-		return &tidekvpb.BatchGetResponse{Results: res, RangeGeneration: r.Desc().GetGeneration()}, nil
+		return &tidekvpb.BatchGetResponse{Results: res, RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }
 
