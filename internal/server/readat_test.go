@@ -98,9 +98,12 @@ func TestSnapshotScanIsConsistentAcrossRanges(t *testing.T) {
 	if _, err := c.Split(ctx, []byte("acct-b")); err != nil {
 		t.Fatal(err)
 	}
-	if a, b := tc.nodes[0].Store().LookupKey([]byte("acct-a")), tc.nodes[0].Store().LookupKey([]byte("acct-b")); a == nil || b == nil || a.RangeID() == b.RangeID() {
-		t.Fatalf("the accounts are not on two ranges")
-	}
+	eventually(t, 10*time.Second, "the accounts on two ranges", func() error {
+		if a, b := tc.nodes[0].Store().LookupKey([]byte("acct-a")), tc.nodes[0].Store().LookupKey([]byte("acct-b")); a == nil || b == nil || a.RangeID() == b.RangeID() {
+			return errors.New("acct-a and acct-b are not on two ranges of node 1 yet")
+		}
+		return nil
+	})
 	sum := func(kvs []client.KeyValue) int {
 		s := 0
 		for _, kv := range kvs {
