@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
 
 func ts(wall int64) hlc.Timestamp { return hlc.Timestamp{WallTime: wall} }
@@ -239,9 +240,11 @@ func TestLeaseLowWater(t *testing.T) {
 }
 
 // A lease transfer hands over the highest read the old leaseholder served:
-// the new one stamps its writes above it, though its clock is behind.
+// the new one stamps its writes above it, though its clock is behind (the
+// nodes' physical clock stands still, so the read stays ahead of it).
 func TestLeaseTransferHandsOverReads(t *testing.T) {
-	tc, old := startWithK(t)
+	clock := manualclock.New(time.Now())
+	tc, old := startWithK(t, func(c *Config) { c.Clock = clock })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	at := readAhead(ctx, t, old, 15*time.Millisecond) // ahead of every node's clock
@@ -267,8 +270,8 @@ func TestLeaseTransferHandsOverReads(t *testing.T) {
 
 // startWithK starts a 3-node range on the versioned layout holding k = v1
 // and returns its leaseholder.
-func startWithK(t *testing.T) (*testCluster, *Replica) {
-	tc := newTestCluster(t, 3)
+func startWithK(t *testing.T, mutate ...func(*Config)) (*testCluster, *Replica) {
+	tc := newTestCluster(t, 3, mutate...)
 	tc.migrate(t, testRangeID)
 	tc.put("k", "v1")
 	return tc, tc.leader(testRangeID)
