@@ -11,7 +11,10 @@
 // lowest load score (Admin.NodeLoads, polled in the background) plus
 // measured round trip, skipping replicas that recently failed, look hung or
 // refused as stale. When a replica cannot serve it, the client tries the
-// next one at once, and finally the leaseholder. See docs/read-modes.md.
+// next one at once, and finally the leaseholder. ReadAt(ts) and
+// FollowerReadAt(ts) read the data as it was at a timestamp, and
+// SnapshotScan scans every range at one: a consistent cut. See
+// docs/read-modes.md.
 //
 // Reads are retried after any failure. Writes (Put, Delete, Write,
 // CompareAndSet) are retried only while the cluster says they were not

@@ -30,6 +30,10 @@ var (
 	ErrInvalidArgument = errors.New("tidekv: invalid argument")
 	// ErrClosed: the Client has been closed.
 	ErrClosed = errors.New("tidekv: client closed")
+	// ErrNoReadAt: a node answered a read at a timestamp (ReadAt) with the
+	// newest data, as a binary from before reads at timestamps does: they
+	// need every node of the cluster upgraded.
+	ErrNoReadAt = errors.New("tidekv: a node read the newest data instead of at the timestamp (its binary predates reads at timestamps)")
 )
 
 // errorDetail returns the ErrorDetail a TideKV server attaches to its

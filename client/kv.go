@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/keyspace"
 )
 
@@ -51,7 +52,7 @@ func (c *Client) get(ctx context.Context, key []byte, opts []ReadOption) (*tidek
 	if err != nil {
 		return nil, err
 	}
-	req := &tidekvpb.GetRequest{Key: key, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), Keyspace: keyspace.NameFrom(ctx)}
+	req := &tidekvpb.GetRequest{Key: key, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), ReadTimestamp: ro.timestamp(), Keyspace: keyspace.NameFrom(ctx)}
 	var resp *tidekvpb.GetResponse
 	r := &rpc{op: "get", key: key, idempotent: true, read: ro}
 	r.call = func(ctx context.Context, nc *nodeConn) (err error) {
@@ -60,6 +61,9 @@ func (c *Client) get(ctx context.Context, key []byte, opts []ReadOption) (*tidek
 		return err
 	}
 	if err := c.invoke(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := ro.served("get", resp.GetReadTimestamp()); err != nil {
 		return nil, err
 	}
 	if !resp.GetFound() {
@@ -109,8 +113,9 @@ func (c *Client) Delete(ctx context.Context, key []byte) (existed bool, err erro
 // the client's own: every request then asks for the server's maximum page,
 // and the scan runs to end. Each request reads one range; Scan continues at
 // the server's resume key until the limit or end is reached. The result is
-// not a snapshot across ranges. opts choose the read mode, for every range
-// (with Bounded or Any each range's page may come from a different replica).
+// not a snapshot across ranges unless opts read at one timestamp (ReadAt,
+// SnapshotScan). opts choose the read mode, for every range (with Bounded or
+// Any each range's page may come from a different replica).
 func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ...ReadOption) ([]KeyValue, error) {
 	ro, err := c.readOption("scan", opts)
 	if err != nil {
@@ -121,7 +126,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 	}
 	var out []KeyValue
 	for {
-		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), Keyspace: keyspace.NameFrom(ctx)}
+		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), ReadTimestamp: ro.timestamp(), Keyspace: keyspace.NameFrom(ctx)}
 		if limit > 0 {
 			req.Limit = uint32(min(limit-len(out), math.MaxUint32))
 		}
@@ -133,6 +138,9 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 			return err
 		}
 		if err := c.invoke(ctx, r); err != nil {
+			return out, err
+		}
+		if err := ro.served("scan", resp.GetReadTimestamp()); err != nil {
 			return out, err
 		}
 		for _, kv := range resp.GetKvs() {
@@ -231,7 +239,7 @@ func (c *Client) groupByRange(ctx context.Context, keys [][]byte, idx []int) [][
 }
 
 func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, out []GetResult, ro ReadOption, depth int) error {
-	req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx)), ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), Keyspace: keyspace.NameFrom(ctx)}
+	req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx)), ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), ReadTimestamp: ro.timestamp(), Keyspace: keyspace.NameFrom(ctx)}
 	for j, i := range idx {
 		req.Keys[j] = keys[i]
 	}
@@ -250,6 +258,9 @@ func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, ou
 		return c.batchGet(ctx, keys, idx, out, ro, depth+1)
 	}
 	if err != nil {
+		return err
+	}
+	if err := ro.served("batch get", resp.GetReadTimestamp()); err != nil {
 		return err
 	}
 	if n := len(resp.GetResults()); n != len(idx) {
@@ -481,4 +492,18 @@ func (c *Client) CompareAndSetTTL(ctx context.Context, key []byte, expected *[]b
 		return false, nil, false, err
 	}
 	return resp.GetSucceeded(), resp.GetCurrentValue(), resp.GetCurrentExists(), nil
+}
+
+// Now is a timestamp of the client's hybrid logical clock, after every one
+// it handed out or learnt from a node (Batch stream messages carry the
+// nodes' clocks): a read at it (ReadAt) sees every write acknowledged to
+// this client, within the clocks' offset.
+func (c *Client) Now() hlc.Timestamp { return c.clock.Now() }
+
+// SnapshotScan is Scan at one timestamp for every range, Now() taken once:
+// a consistent cut across ranges. It returns the timestamp it read at.
+func (c *Client) SnapshotScan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, hlc.Timestamp, error) {
+	ts := c.Now()
+	kvs, err := c.Scan(ctx, start, end, limit, ReadAt(ts))
+	return kvs, ts, err
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // ReadOption selects how Get, Scan and BatchGet read: Linearizable(),
@@ -20,6 +21,8 @@ import (
 type ReadOption struct {
 	mode  tidekvpb.ReadMode
 	bound time.Duration
+	// at is the timestamp of a read at a timestamp (zero: the newest data).
+	at hlc.Timestamp
 }
 
 // MinStaleness is the smallest bound Bounded accepts: the wire carries the
@@ -46,6 +49,23 @@ func Bounded(maxStaleness time.Duration) ReadOption {
 // no freshness guarantee (a lagging or partitioned replica answers from old
 // state), but no wait for one either.
 func Any() ReadOption { return ReadOption{mode: tidekvpb.ReadMode_ANY} }
+
+// ReadAt reads what the data was at ts, a hybrid logical clock timestamp
+// such as Client.Now returns: the range's leaseholder answers from the
+// versioned layout, after every write at or below ts, and no write lands
+// at or below ts afterwards. Reads of several ranges at one ts see one
+// consistent state. ts may not be below the range's GC threshold
+// (now − gc-ttl) nor more than the cluster's maximum clock offset ahead of
+// the serving node's clock (ErrInvalidArgument).
+func ReadAt(ts hlc.Timestamp) ReadOption { return ReadOption{at: ts} }
+
+// FollowerReadAt is ReadAt served by the cheapest replica whose closed
+// timestamp has reached ts (on a quiet cluster, anything older than a
+// closed-timestamp interval and the replication delay); a replica behind
+// it refers the read on, in the end to the leaseholder.
+func FollowerReadAt(ts hlc.Timestamp) ReadOption {
+	return ReadOption{mode: tidekvpb.ReadMode_ANY, at: ts}
+}
 
 // ParseReadMode parses "linearizable", "any" or "bounded:DURATION" (a Go
 // duration of at least 1ms, e.g. "bounded:500ms"), case-insensitively. It is
@@ -84,8 +104,34 @@ func (o ReadOption) MaxStaleness() time.Duration {
 	return o.bound
 }
 
-// String renders o as ParseReadMode accepts it.
+// Timestamp is the timestamp of a read at a timestamp (zero: none).
+func (o ReadOption) Timestamp() hlc.Timestamp { return o.at }
+
+// timestamp is the wire read timestamp (nil: none).
+func (o ReadOption) timestamp() *tidekvpb.Timestamp {
+	if o.at.IsZero() {
+		return nil
+	}
+	return tidekvpb.FromHLC(o.at)
+}
+
+// served checks that an answer to a read in o was read at o's timestamp
+// (echoed, the answer's read_timestamp).
+func (o ReadOption) served(op string, echoed *tidekvpb.Timestamp) error {
+	if o.at.IsZero() || echoed.HLC() == o.at {
+		return nil
+	}
+	return fmt.Errorf("%w: %s at %s", ErrNoReadAt, op, o.at)
+}
+
+// String renders o as ParseReadMode accepts it (a read at a timestamp with
+// "@" and the timestamp after the mode, which ParseReadMode does not take).
 func (o ReadOption) String() string {
+	if !o.at.IsZero() {
+		at := o
+		at.at = hlc.Timestamp{}
+		return at.String() + "@" + o.at.String()
+	}
 	switch o.mode {
 	case tidekvpb.ReadMode_LINEARIZABLE:
 		return "linearizable"
@@ -115,6 +161,9 @@ func (o ReadOption) validate() error {
 	case tidekvpb.ReadMode_LINEARIZABLE, tidekvpb.ReadMode_ANY:
 		return nil
 	case tidekvpb.ReadMode_BOUNDED:
+		if !o.at.IsZero() {
+			return nil
+		}
 		if o.bound < MinStaleness {
 			return fmt.Errorf("staleness bound %v is below the minimum of %v", o.bound, MinStaleness)
 		}

@@ -1244,3 +1244,24 @@ func TestStalledNodeLeftOut(t *testing.T) {
 		t.Fatal("n1 still excluded after replying")
 	}
 }
+
+// A node that ignores the read timestamp (the fake, as a binary from before
+// reads at timestamps would) answers with the newest data: the client
+// refuses the answer rather than pass it off as a read at the timestamp.
+func TestReadAtRefusesAnswersOfTheNewestData(t *testing.T) {
+	_, cl := readCluster(t, nil)
+	ctx := testCtx(t)
+	at := ReadAt(cl.Now())
+	for op, err := range map[string]error{
+		"get":       func() error { _, err := cl.Get(ctx, []byte("a"), at); return err }(),
+		"scan":      func() error { _, err := cl.Scan(ctx, nil, nil, 0, at); return err }(),
+		"batch get": func() error { _, err := cl.BatchGet(ctx, [][]byte{[]byte("a")}, at); return err }(),
+	} {
+		if !errors.Is(err, ErrNoReadAt) {
+			t.Errorf("%s at a timestamp from a node that ignores it: %v, want ErrNoReadAt", op, err)
+		}
+	}
+	if _, err := cl.Get(ctx, []byte("a")); err != nil {
+		t.Errorf("get of the newest data: %v", err)
+	}
+}

@@ -807,7 +807,15 @@ type GetRequest struct {
 	MaxStalenessMs uint32 `protobuf:"varint,3,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
 	// The key space the keys belong to (docs/keyspaces.md; empty: the
 	// default). The keys are its stored keys, as keyspace.Codec maps them.
-	Keyspace      string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Keyspace string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	// Read at this hybrid logical clock timestamp (absent: the newest data).
+	// The range must be on the versioned layout, and the timestamp at or above
+	// its GC threshold and at most the maximum clock offset ahead of the
+	// serving node's clock. LINEARIZABLE: the leaseholder answers. BOUNDED or
+	// ANY: any replica whose applied closed timestamp is at or above it
+	// answers (max_staleness_ms is then not needed), others refuse with
+	// STALE_REPLICA (docs/transactions.md, "Timestamps").
+	ReadTimestamp *Timestamp `protobuf:"bytes,5,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -870,6 +878,13 @@ func (x *GetRequest) GetKeyspace() string {
 	return ""
 }
 
+func (x *GetRequest) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
 type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Found bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
@@ -881,7 +896,10 @@ type GetResponse struct {
 	RangeGeneration uint64 `protobuf:"varint,3,opt,name=range_generation,json=rangeGeneration,proto3" json:"range_generation,omitempty"`
 	// The value's remaining time to live in milliseconds, rounded up, as the
 	// serving replica's clock judges it; 0: it does not expire.
-	TtlMs         int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// The read_timestamp the request was served at, echoed: a node that
+	// leaves it out ignored it (an older binary) and read the newest data.
+	ReadTimestamp *Timestamp `protobuf:"bytes,5,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -942,6 +960,13 @@ func (x *GetResponse) GetTtlMs() int64 {
 		return x.TtlMs
 	}
 	return 0
+}
+
+func (x *GetResponse) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
 }
 
 type PutRequest struct {
@@ -1162,7 +1187,9 @@ type ScanRequest struct {
 	MaxStalenessMs uint32                 `protobuf:"varint,5,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
 	// The key space the keys belong to (docs/keyspaces.md; empty: the
 	// default). The keys are its stored keys, as keyspace.Codec maps them.
-	Keyspace      string `protobuf:"bytes,6,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Keyspace string `protobuf:"bytes,6,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	// As in GetRequest.
+	ReadTimestamp *Timestamp `protobuf:"bytes,7,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1239,6 +1266,13 @@ func (x *ScanRequest) GetKeyspace() string {
 	return ""
 }
 
+func (x *ScanRequest) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
 type ScanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kvs   []*KeyValue            `protobuf:"bytes,1,rep,name=kvs,proto3" json:"kvs,omitempty"`
@@ -1246,8 +1280,10 @@ type ScanResponse struct {
 	ResumeKey []byte `protobuf:"bytes,2,opt,name=resume_key,json=resumeKey,proto3" json:"resume_key,omitempty"`
 	// As in GetResponse.
 	RangeGeneration uint64 `protobuf:"varint,3,opt,name=range_generation,json=rangeGeneration,proto3" json:"range_generation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// As in GetResponse.
+	ReadTimestamp *Timestamp `protobuf:"bytes,4,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanResponse) Reset() {
@@ -1301,6 +1337,13 @@ func (x *ScanResponse) GetRangeGeneration() uint64 {
 	return 0
 }
 
+func (x *ScanResponse) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
 type BatchGetRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Keys           [][]byte               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
@@ -1308,7 +1351,9 @@ type BatchGetRequest struct {
 	MaxStalenessMs uint32                 `protobuf:"varint,3,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
 	// The key space the keys belong to (docs/keyspaces.md; empty: the
 	// default). The keys are its stored keys, as keyspace.Codec maps them.
-	Keyspace      string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Keyspace string `protobuf:"bytes,4,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	// As in GetRequest.
+	ReadTimestamp *Timestamp `protobuf:"bytes,5,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1371,14 +1416,23 @@ func (x *BatchGetRequest) GetKeyspace() string {
 	return ""
 }
 
+func (x *BatchGetRequest) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
 type BatchGetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One entry per requested key, in request order; found=false for missing.
 	Results []*GetResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	// As in GetResponse.
 	RangeGeneration uint64 `protobuf:"varint,2,opt,name=range_generation,json=rangeGeneration,proto3" json:"range_generation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// As in GetResponse.
+	ReadTimestamp *Timestamp `protobuf:"bytes,3,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BatchGetResponse) Reset() {
@@ -1423,6 +1477,13 @@ func (x *BatchGetResponse) GetRangeGeneration() uint64 {
 		return x.RangeGeneration
 	}
 	return 0
+}
+
+func (x *BatchGetResponse) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
 }
 
 type WriteOp struct {
@@ -4427,10 +4488,15 @@ func (x *EventsResponse) GetEvents() []*Event {
 // unix_nanos, had committed through index, so a replica that has applied
 // index holds every write committed before unix_nanos.
 type ClosedTimestamp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	UnixNanos     int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RangeId   uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Index     uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	UnixNanos int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// The HLC timestamp closed with the index: the leaseholder will propose
+	// no write at or below it, and every write at or below it is at or below
+	// index. Absent from older nodes: their closed timestamps serve BOUNDED
+	// reads of the newest data only, never reads at a timestamp.
+	Hlc           *Timestamp `protobuf:"bytes,4,opt,name=hlc,proto3" json:"hlc,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4484,6 +4550,13 @@ func (x *ClosedTimestamp) GetUnixNanos() int64 {
 		return x.UnixNanos
 	}
 	return 0
+}
+
+func (x *ClosedTimestamp) GetHlc() *Timestamp {
+	if x != nil {
+		return x.Hlc
+	}
+	return nil
 }
 
 // One push per node pair per interval, covering every range the sender
@@ -5757,11 +5830,16 @@ func (x *AllocRangeIDResponse) GetRangeId() uint64 {
 }
 
 type RaftMessage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	FromNodeId    uint64                 `protobuf:"varint,2,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
-	ToNodeId      uint64                 `protobuf:"varint,3,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
-	Message       *raftpb.Message        `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	FromNodeId uint64                 `protobuf:"varint,2,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
+	ToNodeId   uint64                 `protobuf:"varint,3,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
+	Message    *raftpb.Message        `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// Set on a lease transfer's MsgTimeoutNow only: the highest timestamp
+	// the sender served a read at or closed. The transferee stamps its writes
+	// above it, so none lands under a read the old leaseholder served
+	// (docs/transactions.md, "Timestamps"). Older nodes ignore it.
+	LeaseHandoff  *Timestamp `protobuf:"bytes,5,opt,name=lease_handoff,json=leaseHandoff,proto3" json:"lease_handoff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5820,6 +5898,13 @@ func (x *RaftMessage) GetToNodeId() uint64 {
 func (x *RaftMessage) GetMessage() *raftpb.Message {
 	if x != nil {
 		return x.Message
+	}
+	return nil
+}
+
+func (x *RaftMessage) GetLeaseHandoff() *Timestamp {
+	if x != nil {
+		return x.LeaseHandoff
 	}
 	return nil
 }
@@ -6159,18 +6244,20 @@ const file_tidekv_proto_rawDesc = "" +
 	"\alogical\x18\x02 \x01(\rR\alogical\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\x93\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xcd\x01\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
 	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
-	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\"{\n" +
+	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\x128\n" +
+	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xb5\x01\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
 	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\x12\x15\n" +
-	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"g\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x128\n" +
+	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"g\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -6182,27 +6269,31 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1a\n" +
 	"\bkeyspace\x18\x02 \x01(\tR\bkeyspace\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xce\x01\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\x88\x02\n" +
 	"\vScanRequest\x12\x1b\n" +
 	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12-\n" +
 	"\tread_mode\x18\x04 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
 	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
-	"\bkeyspace\x18\x06 \x01(\tR\bkeyspace\"|\n" +
+	"\bkeyspace\x18\x06 \x01(\tR\bkeyspace\x128\n" +
+	"\x0eread_timestamp\x18\a \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xb6\x01\n" +
 	"\fScanResponse\x12\"\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
 	"resume_key\x18\x02 \x01(\fR\tresumeKey\x12)\n" +
-	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\"\x9a\x01\n" +
+	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\x128\n" +
+	"\x0eread_timestamp\x18\x04 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xd4\x01\n" +
 	"\x0fBatchGetRequest\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
 	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
-	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\"l\n" +
+	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\x128\n" +
+	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xa6\x01\n" +
 	"\x10BatchGetResponse\x12-\n" +
 	"\aresults\x18\x01 \x03(\v2\x13.tidekv.GetResponseR\aresults\x12)\n" +
-	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\"\xd8\x01\n" +
+	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\x128\n" +
+	"\x0eread_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xd8\x01\n" +
 	"\aWriteOp\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.tidekv.WriteOp.KindR\x04kind\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
@@ -6460,12 +6551,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05local\x18\x01 \x01(\bR\x05local\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"7\n" +
 	"\x0eEventsResponse\x12%\n" +
-	"\x06events\x18\x01 \x03(\v2\r.tidekv.EventR\x06events\"a\n" +
+	"\x06events\x18\x01 \x03(\v2\r.tidekv.EventR\x06events\"\x86\x01\n" +
 	"\x0fClosedTimestamp\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\xb7\x01\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12#\n" +
+	"\x03hlc\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\xb7\x01\n" +
 	"\x17ClosedTimestampsRequest\x12 \n" +
 	"\ffrom_node_id\x18\x01 \x01(\x04R\n" +
 	"fromNodeId\x12/\n" +
@@ -6546,14 +6638,15 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05loads\x18\x01 \x03(\v2\x10.tidekv.NodeLoadR\x05loads\"\x15\n" +
 	"\x13AllocRangeIDRequest\"1\n" +
 	"\x14AllocRangeIDResponse\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\x93\x01\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xcb\x01\n" +
 	"\vRaftMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
 	"fromNodeId\x12\x1c\n" +
 	"\n" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12)\n" +
-	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\"C\n" +
+	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\x126\n" +
+	"\rlease_handoff\x18\x05 \x01(\v2\x11.tidekv.TimestampR\fleaseHandoff\"C\n" +
 	"\x10RaftMessageBatch\x12/\n" +
 	"\bmessages\x18\x01 \x03(\v2\x13.tidekv.RaftMessageR\bmessages\"\x96\x01\n" +
 	"\rSnapshotChunk\x12+\n" +
@@ -6741,139 +6834,147 @@ var file_tidekv_proto_goTypes = []any{
 	(*raftpb.Message)(nil),           // 88: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
-	0,  // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
-	5,  // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
-	1,  // 2: tidekv.ErrorDetail.kind:type_name -> tidekv.ErrorKind
-	6,  // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
-	2,  // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
-	2,  // 5: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	10, // 6: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
-	2,  // 7: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	12, // 8: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
-	4,  // 9: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	21, // 10: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	87, // 11: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
-	3,  // 12: tidekv.KVRequest.priority:type_name -> tidekv.Priority
-	11, // 13: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
-	13, // 14: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
-	15, // 15: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
-	17, // 16: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
-	19, // 17: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
-	22, // 18: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
-	24, // 19: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
-	12, // 20: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
-	14, // 21: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
-	16, // 22: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
-	18, // 23: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
-	20, // 24: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
-	23, // 25: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
-	25, // 26: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
-	8,  // 27: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
-	26, // 28: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
-	9,  // 29: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
-	27, // 30: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
-	9,  // 31: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
-	6,  // 32: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	30, // 33: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	7,  // 34: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
-	0,  // 35: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	7,  // 36: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	34, // 37: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	35, // 38: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	7,  // 39: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	33, // 40: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	6,  // 41: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	6,  // 42: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	6,  // 43: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	7,  // 44: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	7,  // 45: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	51, // 46: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	7,  // 47: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,  // 48: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	55, // 49: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	58, // 50: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	61, // 51: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	9,  // 52: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	61, // 53: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	9,  // 54: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	6,  // 55: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,  // 56: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	68, // 57: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	68, // 58: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	71, // 59: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	71, // 60: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	71, // 61: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	61, // 62: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	88, // 63: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	82, // 64: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	82, // 65: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	11, // 66: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	13, // 67: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	15, // 68: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	17, // 69: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	19, // 70: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	22, // 71: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	24, // 72: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	28, // 73: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	31, // 74: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	36, // 75: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	38, // 76: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	40, // 77: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	42, // 78: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	44, // 79: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	46, // 80: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	48, // 81: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	50, // 82: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	53, // 83: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	80, // 84: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	56, // 85: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	59, // 86: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	78, // 87: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	66, // 88: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	69, // 89: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	72, // 90: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	74, // 91: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	76, // 92: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	62, // 93: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	64, // 94: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	83, // 95: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	84, // 96: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	12, // 97: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	14, // 98: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	16, // 99: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	18, // 100: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	20, // 101: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	23, // 102: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	25, // 103: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	29, // 104: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	32, // 105: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	37, // 106: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	39, // 107: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	41, // 108: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	43, // 109: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	45, // 110: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	47, // 111: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	49, // 112: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	52, // 113: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	54, // 114: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	81, // 115: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	57, // 116: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	60, // 117: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	79, // 118: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	67, // 119: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	70, // 120: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	73, // 121: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	75, // 122: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	77, // 123: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	63, // 124: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	65, // 125: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	86, // 126: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	85, // 127: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	97, // [97:128] is the sub-list for method output_type
-	66, // [66:97] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
+	5,   // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
+	1,   // 2: tidekv.ErrorDetail.kind:type_name -> tidekv.ErrorKind
+	6,   // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
+	2,   // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
+	9,   // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	9,   // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	2,   // 7: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
+	9,   // 8: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
+	10,  // 9: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	9,   // 10: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	2,   // 11: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
+	9,   // 12: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	12,  // 13: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	9,   // 14: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	4,   // 15: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
+	21,  // 16: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	87,  // 17: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	3,   // 18: tidekv.KVRequest.priority:type_name -> tidekv.Priority
+	11,  // 19: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	13,  // 20: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	15,  // 21: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	17,  // 22: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	19,  // 23: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	22,  // 24: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	24,  // 25: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	12,  // 26: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	14,  // 27: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	16,  // 28: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	18,  // 29: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	20,  // 30: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	23,  // 31: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	25,  // 32: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	8,   // 33: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
+	26,  // 34: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	9,   // 35: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
+	27,  // 36: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	9,   // 37: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
+	6,   // 38: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	30,  // 39: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	7,   // 40: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	0,   // 41: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
+	7,   // 42: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	34,  // 43: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	35,  // 44: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	7,   // 45: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	33,  // 46: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	6,   // 47: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	6,   // 48: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	6,   // 49: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	7,   // 50: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	7,   // 51: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	51,  // 52: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	7,   // 53: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	6,   // 54: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	55,  // 55: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	9,   // 56: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	58,  // 57: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	61,  // 58: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	9,   // 59: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	61,  // 60: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	9,   // 61: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	6,   // 62: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	6,   // 63: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	68,  // 64: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	68,  // 65: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	71,  // 66: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	71,  // 67: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	71,  // 68: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	61,  // 69: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	88,  // 70: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	9,   // 71: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	82,  // 72: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	82,  // 73: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	11,  // 74: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	13,  // 75: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	15,  // 76: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	17,  // 77: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	19,  // 78: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	22,  // 79: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	24,  // 80: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	28,  // 81: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	31,  // 82: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	36,  // 83: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	38,  // 84: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	40,  // 85: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	42,  // 86: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	44,  // 87: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	46,  // 88: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	48,  // 89: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	50,  // 90: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	53,  // 91: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	80,  // 92: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	56,  // 93: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	59,  // 94: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	78,  // 95: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	66,  // 96: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	69,  // 97: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	72,  // 98: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	74,  // 99: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	76,  // 100: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	62,  // 101: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	64,  // 102: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	83,  // 103: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	84,  // 104: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	12,  // 105: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	14,  // 106: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	16,  // 107: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	18,  // 108: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	20,  // 109: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	23,  // 110: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	25,  // 111: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	29,  // 112: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	32,  // 113: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	37,  // 114: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	39,  // 115: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	41,  // 116: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	43,  // 117: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	45,  // 118: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	47,  // 119: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	49,  // 120: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	52,  // 121: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	54,  // 122: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	81,  // 123: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	57,  // 124: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	60,  // 125: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	79,  // 126: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	67,  // 127: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	70,  // 128: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	73,  // 129: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	75,  // 130: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	77,  // 131: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	63,  // 132: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	65,  // 133: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	86,  // 134: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	85,  // 135: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	105, // [105:136] is the sub-list for method output_type
+	74,  // [74:105] is the sub-list for method input_type
+	74,  // [74:74] is the sub-list for extension type_name
+	74,  // [74:74] is the sub-list for extension extendee
+	0,   // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }

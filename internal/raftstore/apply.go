@@ -157,7 +157,7 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (ac
 				post = append(post, after...)
 				if p := r.mu.proposals[cmd.GetProposalId()]; p != nil && cmd.GetProposalId() != 0 {
 					delete(r.mu.proposals, p.id)
-					acks = append(acks, func() { p.done <- res })
+					acks = append(acks, func() { p.finish(res) })
 				}
 			}
 		case raftpb.EntryConfChangeV2:

@@ -65,21 +65,21 @@ func (r *Replica) proposeLocked(ps []*proposal) {
 	for _, p := range ps {
 		switch {
 		case err == raft.ErrProposalDropped && raw.BasicStatus().RaftState != raft.StateLeader:
-			p.done <- applyResult{err: r.notLeader()}
+			p.finish(applyResult{err: r.notLeader()})
 		case err == raft.ErrProposalDropped && raw.BasicStatus().LeadTransferee != 0:
 			// Raft takes no proposals while it hands leadership over: the
 			// request belongs with the node taking the lease. Not overload:
 			// a client told "overloaded" may give up (the Redis front end
 			// fails fast on it), while one told where the lease is going
 			// follows it.
-			p.done <- applyResult{err: &NotLeaderError{RangeID: r.rangeID, LeaderNodeID: r.mu.peerNodes[raw.BasicStatus().LeadTransferee], Desc: r.desc.Load()}}
+			p.finish(applyResult{err: &NotLeaderError{RangeID: r.rangeID, LeaderNodeID: r.mu.peerNodes[raw.BasicStatus().LeadTransferee], Desc: r.desc.Load()}})
 		case err == raft.ErrProposalDropped:
-			p.done <- applyResult{err: ErrOverloaded}
+			p.finish(applyResult{err: ErrOverloaded})
 		case err != nil:
-			p.done <- applyResult{err: err}
+			p.finish(applyResult{err: err})
 		case p.cc != nil:
 			// Conf changes carry no proposal ID; the change loop polls.
-			p.done <- applyResult{}
+			p.finish(applyResult{})
 		default:
 			r.mu.proposals[p.id] = p
 		}

@@ -10,14 +10,19 @@ import (
 )
 
 // Reads below linearizable. A leaseholder periodically publishes, for each
-// range it leads, a closed timestamp (index C, time T): it held a valid
-// lease at T and had committed through C. No other leader can commit while
-// the lease holds, and every write acknowledged before T is at or below C,
-// so a replica that has applied C holds every write committed before T. A
-// BOUNDED(θ) read is served by a replica whose latest closed timestamp is
-// applied and at most θ old by the replica's clock. Clocks of the nodes are
-// assumed synchronised well within θ (true on one machine; across machines
-// θ must exceed the clock offset).
+// range it leads, a closed timestamp (index C, time T, HLC timestamp H): it
+// held a valid lease at T and had committed through C. No other leader can
+// commit while the lease holds, and every write acknowledged before T is at
+// or below C, so a replica that has applied C holds every write committed
+// before T. A BOUNDED(θ) read of the newest data is served by a replica
+// whose latest closed timestamp is applied and at most θ old by the
+// replica's clock. Clocks of the nodes are assumed synchronised well within
+// θ (true on one machine; across machines θ must exceed the clock offset).
+//
+// H is closed before C is read (readOrder.close): below every write in
+// flight, and no write is stamped at or below it after, so every write at
+// or below H is at or below C. A replica that has applied C serves reads
+// at any timestamp at or below H (readorder.go, checkFollowerReadAt).
 
 // ReadOptions say how fresh a read must be. The zero value is linearizable.
 type ReadOptions struct {
@@ -26,9 +31,9 @@ type ReadOptions struct {
 	MaxStaleness time.Duration
 	// Timestamp is the time a read on the versioned layout reads at
 	// (zero: the newest data); below the range's GC threshold it is
-	// refused. Step 3 of docs/transactions.md sets it from requests,
-	// together with the timestamp cache that keeps writes from landing
-	// under it later; until then only tests do.
+	// refused. With a timestamp MaxStaleness is not used: a LINEARIZABLE
+	// read is served by the leaseholder, others by any replica whose
+	// closed timestamp covers it (readorder.go).
 	Timestamp hlc.Timestamp
 }
 
@@ -41,9 +46,15 @@ type StaleReplicaError struct {
 	// when it has none applied).
 	Staleness time.Duration
 	Bound     time.Duration
+	// At is the timestamp of a read at a timestamp, Closed the replica's
+	// applied closed timestamp (zero: none).
+	At, Closed hlc.Timestamp
 }
 
 func (e *StaleReplicaError) Error() string {
+	if !e.At.IsZero() {
+		return fmt.Sprintf("range %d: replica's closed timestamp %s is below the read timestamp %s", e.RangeID, e.Closed, e.At)
+	}
 	if e.Staleness == 0 {
 		return fmt.Sprintf("range %d: replica has no applied closed timestamp within %v", e.RangeID, e.Bound)
 	}
@@ -54,16 +65,15 @@ func (e *StaleReplicaError) Error() string {
 type closedTS struct {
 	index uint64
 	at    int64 // unix nanoseconds
+	// ts is the HLC timestamp closed with index (zero from older nodes).
+	ts hlc.Timestamp
 }
 
 // checkRead waits for or checks what the read mode needs before local state
-// may be read.
-func (r *Replica) checkRead(ctx context.Context, ro ReadOptions) error {
-	if !ro.Timestamp.IsZero() && !r.VersionedLayout() {
-		return fmt.Errorf("%w: range %d keeps no history (unversioned layout): it cannot be read at a timestamp", ErrInvalidRequest, r.rangeID)
-	}
-	if err := r.checkGCThreshold(ro.Timestamp); err != nil {
-		return err
+// may be read at the spans it reads.
+func (r *Replica) checkRead(ctx context.Context, ro ReadOptions, spans ...keySpan) error {
+	if !ro.Timestamp.IsZero() {
+		return r.checkReadAt(ctx, ro, spans)
 	}
 	switch ro.Mode {
 	case tidekvpb.ReadMode_LINEARIZABLE:
@@ -110,6 +120,9 @@ func (s *Store) ClosedTimestamps(now time.Time) map[uint64][]*tidekvpb.ClosedTim
 		if !r.IsLeader() || !r.leaseValid() {
 			continue
 		}
+		// Closed before the commit index is read: every write at or below
+		// it has applied by then.
+		ts := r.order.close(s.hlc.Now())
 		r.mu.Lock()
 		if r.mu.destroyed || r.mu.raw == nil {
 			r.mu.Unlock()
@@ -123,8 +136,8 @@ func (s *Store) ClosedTimestamps(now time.Time) map[uint64][]*tidekvpb.ClosedTim
 		if !r.leaseValid() {
 			continue
 		}
-		r.noteClosed(closedTS{index: commit, at: at})
-		ct := &tidekvpb.ClosedTimestamp{RangeId: r.rangeID, Index: commit, UnixNanos: at}
+		r.noteClosed(closedTS{index: commit, at: at, ts: ts})
+		ct := &tidekvpb.ClosedTimestamp{RangeId: r.rangeID, Index: commit, UnixNanos: at, Hlc: tidekvpb.FromHLC(ts)}
 		for _, rd := range desc.GetReplicas() {
 			if n := rd.GetNodeId(); n != s.nodeID {
 				out[n] = append(out[n], ct)
@@ -139,7 +152,7 @@ func (s *Store) ClosedTimestamps(now time.Time) map[uint64][]*tidekvpb.ClosedTim
 func (s *Store) ApplyClosedTimestamps(cts []*tidekvpb.ClosedTimestamp) {
 	for _, ct := range cts {
 		if r := s.GetReplica(ct.GetRangeId()); r != nil {
-			r.noteClosed(closedTS{index: ct.GetIndex(), at: ct.GetUnixNanos()})
+			r.noteClosed(closedTS{index: ct.GetIndex(), at: ct.GetUnixNanos(), ts: ct.GetHlc().HLC()})
 		}
 	}
 }

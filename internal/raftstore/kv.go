@@ -31,10 +31,10 @@ type Value struct {
 
 // GetValue reads one key with its TTL.
 func (r *Replica) GetValue(ctx context.Context, key []byte, ro ReadOptions) (Value, error) {
-	if err := r.checkRead(ctx, ro); err != nil {
+	if err := r.checkKey(key); err != nil {
 		return Value{}, err
 	}
-	if err := r.checkKey(key); err != nil {
+	if err := r.checkRead(ctx, ro, pointSpan(key)); err != nil {
 		return Value{}, err
 	}
 	for {
@@ -108,10 +108,14 @@ var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // BatchGet reads several keys of this range at one point.
 func (r *Replica) BatchGet(ctx context.Context, ks [][]byte, ro ReadOptions) ([]*tidekvpb.GetResponse, error) {
-	if err := r.checkRead(ctx, ro); err != nil {
+	if err := r.checkKey(ks...); err != nil {
 		return nil, err
 	}
-	if err := r.checkKey(ks...); err != nil {
+	spans := make([]keySpan, len(ks))
+	for i, k := range ks {
+		spans[i] = pointSpan(k)
+	}
+	if err := r.checkRead(ctx, ro, spans...); err != nil {
 		return nil, err
 	}
 	for {
@@ -147,9 +151,6 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxByt
 	if limit <= 0 || maxBytes <= 0 {
 		return nil, nil, fmt.Errorf("%w: scan limit and byte budget must be positive", ErrInvalidRequest)
 	}
-	if err := r.checkRead(ctx, ro); err != nil {
-		return nil, nil, err
-	}
 	if err := r.checkKey(start); err != nil {
 		return nil, nil, err
 	}
@@ -158,6 +159,9 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxByt
 	clipped := false
 	if len(d.GetEndKey()) > 0 && (len(end) == 0 || bytes.Compare(d.GetEndKey(), end) < 0) {
 		upper, clipped = d.GetEndKey(), true
+	}
+	if err := r.checkRead(ctx, ro, keySpan{start: start, end: upper}); err != nil {
+		return nil, nil, err
 	}
 	for {
 		lv, err := r.readLayout(ctx)
@@ -252,24 +256,55 @@ func (r *Replica) Write(ctx context.Context, ops []*tidekvpb.WriteOp) (deleted b
 	if err := r.checkKey(ks...); err != nil {
 		return false, err
 	}
-	cmd, err := r.writeCommand(ops, nil)
-	if err != nil {
-		return false, err
-	}
-	res, err := r.propose(ctx, cmd, nil)
+	res, err := r.proposeWrite(ctx, writeSpans(ops, nil), func(ts *tidekvpb.LogTimestamp) (*tidekvpb.RaftCommand, error) {
+		return r.writeCommand(ops, nil, ts)
+	})
 	return res.deleted, err
 }
 
 // writeCommand is the Raft command of a write of ops, guarded by g (nil:
-// none), at the timestamp the leaseholder chooses now.
-func (r *Replica) writeCommand(ops []*tidekvpb.WriteOp, g *tidekvpb.WriteGuard) (*tidekvpb.RaftCommand, error) {
-	ts := r.proposalTimestamp()
+// none), at ts.
+func (r *Replica) writeCommand(ops []*tidekvpb.WriteOp, g *tidekvpb.WriteGuard, ts *tidekvpb.LogTimestamp) (*tidekvpb.RaftCommand, error) {
 	ws, err := logWrites(ops, commandTimestamp(ts))
 	if err != nil {
 		return nil, err
 	}
 	cmd := &tidekvpb.RaftCommand{Writes: ws, WriteGuard: logGuard(g), Timestamp: ts}
 	return cmd, r.checkExpiry(cmd)
+}
+
+// writeSpans are the keys a write of ops under g reads or writes.
+func writeSpans(ops []*tidekvpb.WriteOp, g *tidekvpb.WriteGuard) []keySpan {
+	spans := make([]keySpan, 0, len(ops)+2)
+	for _, op := range ops {
+		spans = append(spans, pointSpan(op.GetKey()))
+	}
+	if g != nil {
+		spans = append(spans, pointSpan(g.GetKey()))
+		if len(g.GetClearEnd()) > 0 {
+			spans = append(spans, keySpan{start: g.GetClearStart(), end: g.GetClearEnd()})
+		}
+	}
+	return spans
+}
+
+// proposeWrite builds the command of a write of spans at the timestamp the
+// leaseholder chooses now (readorder.go), proposes it holding the write's
+// latch, and answers once the clock has passed the timestamp.
+func (r *Replica) proposeWrite(ctx context.Context, spans []keySpan, build func(*tidekvpb.LogTimestamp) (*tidekvpb.RaftCommand, error)) (applyResult, error) {
+	ts, l := r.stampWrite(spans)
+	cmd, err := build(ts)
+	if err != nil {
+		if l != nil {
+			r.order.release(l)
+		}
+		return applyResult{}, err
+	}
+	res, err := r.proposeLatched(ctx, cmd, nil, l)
+	if err == nil && ts != nil {
+		r.commitWait(ctx, ts)
+	}
+	return res, err
 }
 
 // checkExpiry refuses a command that uses expiry before every node's
@@ -300,12 +335,13 @@ func (r *Replica) WriteGuarded(ctx context.Context, ops []*tidekvpb.WriteOp, gua
 			return nil, err
 		}
 	}
-	cmd, err := r.writeCommand(ops, guard)
-	if err != nil {
-		return nil, err
-	}
-	cmd.WantExisted = wantExisted
-	res, err := r.propose(ctx, cmd, nil)
+	res, err := r.proposeWrite(ctx, writeSpans(ops, guard), func(ts *tidekvpb.LogTimestamp) (*tidekvpb.RaftCommand, error) {
+		cmd, err := r.writeCommand(ops, guard, ts)
+		if err == nil {
+			cmd.WantExisted = wantExisted
+		}
+		return cmd, err
+	})
 	return res.write, err
 }
 
@@ -314,16 +350,14 @@ func (r *Replica) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndSet
 	if err := r.checkKey(req.GetKey()); err != nil {
 		return nil, err
 	}
-	ts := r.proposalTimestamp()
-	c, err := logCAS(req, commandTimestamp(ts))
-	if err != nil {
-		return nil, err
-	}
-	cmd := &tidekvpb.RaftCommand{Cas: c, Timestamp: ts}
-	if err := r.checkExpiry(cmd); err != nil {
-		return nil, err
-	}
-	res, err := r.propose(ctx, cmd, nil)
+	res, err := r.proposeWrite(ctx, []keySpan{pointSpan(req.GetKey())}, func(ts *tidekvpb.LogTimestamp) (*tidekvpb.RaftCommand, error) {
+		c, err := logCAS(req, commandTimestamp(ts))
+		if err != nil {
+			return nil, err
+		}
+		cmd := &tidekvpb.RaftCommand{Cas: c, Timestamp: ts}
+		return cmd, r.checkExpiry(cmd)
+	})
 	return res.cas, err
 }
 

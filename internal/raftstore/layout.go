@@ -145,14 +145,3 @@ func logTimestamp(t hlc.Timestamp) *tidekvpb.LogTimestamp {
 func commandTimestamp(ts *tidekvpb.LogTimestamp) hlc.Timestamp {
 	return hlc.Timestamp{WallTime: ts.GetWallNanos(), Logical: ts.GetLogical()}
 }
-
-// proposalTimestamp is the timestamp a write proposed now carries: none
-// until every replica's binary applies log version 4 (an older one would
-// apply the write unversioned), which a range already on the versioned
-// layout proves, since only then is a migration proposed.
-func (r *Replica) proposalTimestamp() *tidekvpb.LogTimestamp {
-	if r.store.logVersion.Load() < LogVersionMVCC && !r.VersionedLayout() {
-		return nil
-	}
-	return logTimestamp(r.store.hlc.Now())
-}

@@ -137,10 +137,13 @@ func TestReadBelowGCThresholdRefused(t *testing.T) {
 		if _, err := r.BatchGet(ctx, [][]byte{[]byte("a")}, ro); !errors.As(err, &gce) {
 			t.Fatalf("node %d: batch get below the threshold: %v", id, err)
 		}
+		// A follower reads at a timestamp once its closed timestamp is there.
 		ro.Timestamp = safePoint
-		if v, ok, err := r.Get(ctx, []byte("a"), ro); err != nil || !ok || string(v) != "1" {
-			t.Fatalf("node %d: get at the threshold: %q, %v, %v", id, v, ok, err)
-		}
+		waitFor(t, func() bool {
+			tc.publishClosed()
+			v, ok, err := r.Get(ctx, []byte("a"), ro)
+			return err == nil && ok && string(v) == "1"
+		})
 	}
 	// The threshold never moves back, and survives a restart.
 	tc.gcAt(t, testRangeID, below)

@@ -231,6 +231,11 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 			continue
 		}
 		rm := &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m}
+		if m.GetType() == raftpb.MsgTimeoutNow {
+			// The lease is void already: no read is served under it after
+			// this (readOrder.handoff).
+			rm.LeaseHandoff = tidekvpb.FromHLC(r.order.handoff())
+		}
 		if m.GetType() == raftpb.MsgSnap {
 			r.sendSnapshotLocked(rm)
 			continue

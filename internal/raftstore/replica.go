@@ -51,6 +51,9 @@ type Replica struct {
 	versionBound atomic.Pointer[versionBound]
 	// closed is the newest closed timestamp known (closed.go).
 	closed atomic.Pointer[closedTS]
+	// order holds the leaseholder's timestamp cache and latches
+	// (readorder.go).
+	order *readOrder
 	// changing counts replica changes running on this replica (admin.go).
 	changing atomic.Int32
 	// written counts the user bytes (key + value) of the puts applied here,
@@ -119,6 +122,23 @@ type proposal struct {
 	done chan applyResult
 	// batchable: the command may share a Raft entry (batch.go).
 	batchable bool
+	// latch, when set, is held in order until the proposal is answered.
+	latch *latch
+	order *readOrder
+}
+
+// refuse answers a proposal that never reached Raft.
+func (p *proposal) refuse(err error) (applyResult, error) {
+	p.finish(applyResult{err: err})
+	return applyResult{}, err
+}
+
+// finish answers the proposer and releases the proposal's latch.
+func (p *proposal) finish(res applyResult) {
+	if p.latch != nil {
+		p.order.release(p.latch)
+	}
+	p.done <- res
 }
 
 type readWaiter struct {
@@ -278,15 +298,21 @@ func (r *Replica) enqueueMsg(m *raftpb.Message) {
 
 // propose submits a command and waits for its application.
 func (r *Replica) propose(ctx context.Context, cmd *tidekvpb.RaftCommand, cc *raftpb.ConfChangeV2) (applyResult, error) {
+	return r.proposeLatched(ctx, cmd, cc, nil)
+}
+
+// proposeLatched is propose for a command that holds l (nil: none) until
+// it is answered.
+func (r *Replica) proposeLatched(ctx context.Context, cmd *tidekvpb.RaftCommand, cc *raftpb.ConfChangeV2, l *latch) (applyResult, error) {
+	p := &proposal{id: r.store.nextProposalID(), cc: cc, done: make(chan applyResult, 1), latch: l, order: r.order}
 	if !r.isLeader.Load() {
-		return applyResult{}, r.notLeader()
+		return p.refuse(r.notLeader())
 	}
-	p := &proposal{id: r.store.nextProposalID(), cc: cc, done: make(chan applyResult, 1)}
 	if cmd != nil {
 		cmd.ProposalId = p.id
 		data, err := proto.Marshal(cmd)
 		if err != nil {
-			return applyResult{}, err
+			return p.refuse(err)
 		}
 		p.data = data
 		p.batchable = batchable(cmd)
@@ -294,11 +320,11 @@ func (r *Replica) propose(ctx context.Context, cmd *tidekvpb.RaftCommand, cc *ra
 	r.in.Lock()
 	if r.in.closed {
 		r.in.Unlock()
-		return applyResult{}, &RangeNotFoundError{RangeID: r.rangeID}
+		return p.refuse(&RangeNotFoundError{RangeID: r.rangeID})
 	}
 	if len(r.in.props) >= r.store.cfg.MaxPendingProposals {
 		r.in.Unlock()
-		return applyResult{}, ErrOverloaded
+		return p.refuse(ErrOverloaded)
 	}
 	r.in.props = append(r.in.props, p)
 	r.in.Unlock()
@@ -450,7 +476,7 @@ func (r *Replica) closeInbox() {
 	r.in.Unlock()
 	gone := &RangeNotFoundError{RangeID: r.rangeID}
 	for _, p := range props {
-		p.done <- applyResult{err: gone}
+		p.finish(applyResult{err: gone})
 	}
 	for _, w := range reads {
 		w.done <- gone
@@ -459,7 +485,7 @@ func (r *Replica) closeInbox() {
 
 func (r *Replica) failPendingLocked(propErr, readErr error) {
 	for id, p := range r.mu.proposals {
-		p.done <- applyResult{err: propErr}
+		p.finish(applyResult{err: propErr})
 		delete(r.mu.proposals, id)
 	}
 	for id, b := range r.mu.readBatches {
@@ -489,6 +515,10 @@ func (r *Replica) updateLeadershipLocked(ss *raft.SoftState) {
 		r.leaderTerm.Store(0)
 	case !wasLeader:
 		r.leaderTerm.Store(r.mu.raw.BasicStatus().GetTerm())
+	}
+	if nowLeader && !wasLeader {
+		// Before any write of the term is stamped.
+		r.order.leaseStart(r.leaseLowWater())
 	}
 	r.isLeader.Store(nowLeader)
 	if wasLeader && !nowLeader {

@@ -169,6 +169,7 @@ func (s *Store) loadReplicas() error {
 func (s *Store) newReplica(rangeID uint64) *Replica {
 	r := &Replica{store: s, rangeID: rangeID}
 	r.layout.Store(&layoutView{})
+	r.order = newReadOrder()
 	r.gcThreshold.Store(&hlc.Timestamp{})
 	r.mu.proposals = map[uint64]*proposal{}
 	r.mu.readBatches = map[uint64][]*readWaiter{}
@@ -360,6 +361,12 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 	r := s.GetReplica(m.GetRangeId())
 	if r != nil && s.dropOlderUninitialized(r, msg.GetTo()) {
 		r = nil
+	}
+	if t := m.GetLeaseHandoff().HLC(); r != nil && !t.IsZero() {
+		// Before the campaign the message starts: the lease this node
+		// is about to take stamps writes above every read served under
+		// the old one.
+		r.order.leaseStart(t)
 	}
 	if r == nil {
 		// A leader's traffic means we were added to the range and need a

@@ -87,13 +87,24 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 	return v, err
 }
 
-// readOptions validates a read's mode and staleness bound.
-func readOptions(mode tidekvpb.ReadMode, maxStalenessMs uint32) (raftstore.ReadOptions, error) {
-	ro := raftstore.ReadOptions{Mode: mode, MaxStaleness: time.Duration(maxStalenessMs) * time.Millisecond}
+// readRequest is what every read request says about how it reads.
+type readRequest interface {
+	GetReadMode() tidekvpb.ReadMode
+	GetMaxStalenessMs() uint32
+	GetReadTimestamp() *tidekvpb.Timestamp
+}
+
+// readOptions validates a read's mode, staleness bound and timestamp.
+func readOptions(req readRequest) (raftstore.ReadOptions, error) {
+	mode, maxStalenessMs := req.GetReadMode(), req.GetMaxStalenessMs()
+	ro := raftstore.ReadOptions{Mode: mode, MaxStaleness: time.Duration(maxStalenessMs) * time.Millisecond, Timestamp: req.GetReadTimestamp().HLC()}
+	if ts := req.GetReadTimestamp(); ts != nil && ts.GetWallNanos() <= 0 {
+		return ro, invalidArg("read timestamp %s is not after the Unix epoch", ro.Timestamp)
+	}
 	switch mode {
 	case tidekvpb.ReadMode_LINEARIZABLE, tidekvpb.ReadMode_ANY:
 	case tidekvpb.ReadMode_BOUNDED:
-		if maxStalenessMs == 0 {
+		if maxStalenessMs == 0 && ro.Timestamp.IsZero() {
 			return ro, invalidArg("a bounded read needs max_staleness_ms > 0")
 		}
 	default:
@@ -103,10 +114,10 @@ func readOptions(mode tidekvpb.ReadMode, maxStalenessMs uint32) (raftstore.ReadO
 }
 
 // withRead runs validate after checking the read options.
-func withRead(ro *raftstore.ReadOptions, mode tidekvpb.ReadMode, maxStalenessMs uint32, validate func() error) func() error {
+func withRead(ro *raftstore.ReadOptions, req readRequest, validate func() error) func() error {
 	return func() error {
 		var err error
-		if *ro, err = readOptions(mode, maxStalenessMs); err != nil {
+		if *ro, err = readOptions(req); err != nil {
 			return err
 		}
 		return validate()
@@ -116,7 +127,7 @@ func withRead(ro *raftstore.ReadOptions, mode tidekvpb.ReadMode, maxStalenessMs 
 func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvpb.GetResponse, error) {
 	s := k.s
 	var ro raftstore.ReadOptions
-	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error {
+	validate := withRead(&ro, req, func() error {
 		if err := s.checkKey(req.GetKey()); err != nil {
 			return err
 		}
@@ -127,7 +138,7 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 		if err != nil {
 			return nil, err
 		}
-		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration()}, nil
+		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }
 
@@ -175,7 +186,7 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 	limit := int(req.GetLimit())
 	end := req.GetEndKey()
 	var ro raftstore.ReadOptions
-	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error {
+	validate := withRead(&ro, req, func() error {
 		if len(req.GetStartKey()) > s.cfg.Limits.MaxKeySize || len(req.GetEndKey()) > s.cfg.Limits.MaxKeySize {
 			return invalidArg("scan bound exceeds the maximum key size of %d bytes", s.cfg.Limits.MaxKeySize)
 		}
@@ -197,7 +208,7 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 		if err != nil {
 			return nil, err
 		}
-		return &tidekvpb.ScanResponse{Kvs: kvs, ResumeKey: resume, RangeGeneration: r.Desc().GetGeneration()}, nil
+		return &tidekvpb.ScanResponse{Kvs: kvs, ResumeKey: resume, RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }
 
@@ -205,7 +216,7 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 	s := k.s
 	ks := req.GetKeys()
 	var ro raftstore.ReadOptions
-	validate := withRead(&ro, req.GetReadMode(), req.GetMaxStalenessMs(), func() error {
+	validate := withRead(&ro, req, func() error {
 		if len(ks) == 0 {
 			return invalidArg("batch get needs at least one key")
 		}
@@ -228,7 +239,7 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 		if err != nil {
 			return nil, err
 		}
-		return &tidekvpb.BatchGetResponse{Results: res, RangeGeneration: r.Desc().GetGeneration()}, nil
+		return &tidekvpb.BatchGetResponse{Results: res, RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }
 

@@ -1,0 +1,229 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
+)
+
+// readOrder orders a range's reads at timestamps and its writes on the
+// leaseholder: the timestamp cache (tscache.go) and the latches (latch.go)
+// under one lock, so that a write's timestamp and its latch are fixed
+// together with respect to a read's record and its look at the latches:
+// either the read sees the write's latch and waits for it, or the write
+// sees the read's record and is stamped above it.
+type readOrder struct {
+	mu      sync.Mutex
+	cache   *tsCache
+	latches latchSet
+	// closed is the newest timestamp closed (closed.go).
+	closed hlc.Timestamp
+	// high is the highest timestamp a read was recorded at or closed.
+	high hlc.Timestamp
+}
+
+func newReadOrder() *readOrder {
+	return &readOrder{cache: newTSCache(tsCachePoints, tsCacheSpans), latches: latchSet{}}
+}
+
+// stamp returns the latch of a write of spans proposed at now: its
+// timestamp is now, or above every read of its keys and every closed
+// timestamp when one is at or above now.
+func (o *readOrder) stamp(spans []keySpan, now hlc.Timestamp) *latch {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ts := now
+	for _, sp := range spans {
+		if m := o.cache.max(sp); !m.Less(ts) {
+			ts = m.Next()
+		}
+	}
+	l := &latch{ts: ts, spans: spans}
+	o.latches[l] = struct{}{}
+	return l
+}
+
+func (o *readOrder) release(l *latch) {
+	o.mu.Lock()
+	delete(o.latches, l)
+	done := l.done
+	o.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
+}
+
+// read records a read of spans at ts and returns what it must wait for
+// before it reads the engine (latch.go).
+func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp) []chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, sp := range spans {
+		o.cache.add(sp, ts)
+	}
+	o.high = maxTS(o.high, ts)
+	return o.latches.blocking(spans, ts)
+}
+
+// handoff is what a lease transfer hands the new leaseholder: the highest
+// timestamp read at or closed here. A read is recorded before its lease is
+// checked (checkReadAt), so one served under a lease voided before this
+// call is in it.
+func (o *readOrder) handoff() hlc.Timestamp {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.high
+}
+
+func maxTS(a, b hlc.Timestamp) hlc.Timestamp {
+	if a.Less(b) {
+		return b
+	}
+	return a
+}
+
+// close closes a timestamp at most target: below every write in flight and
+// never below one closed before. No write is stamped at or below it after.
+func (o *readOrder) close(target hlc.Timestamp) hlc.Timestamp {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if low, ok := o.latches.lowest(); ok && !target.Less(low) {
+		target = prev(low)
+	}
+	if target.Less(o.closed) {
+		target = o.closed
+	}
+	o.closed = target
+	o.high = maxTS(o.high, target)
+	o.cache.raise(target)
+	return target
+}
+
+// leaseStart starts a lease at now: every write is stamped above it.
+func (o *readOrder) leaseStart(now hlc.Timestamp) {
+	o.mu.Lock()
+	o.cache.raise(now)
+	o.mu.Unlock()
+}
+
+// leaseLowWater is what a new leaseholder stamps writes above: past every
+// read at a timestamp an earlier leaseholder served. A read at T moved
+// that node's clock to T, and no node's clock runs more than the maximum
+// offset ahead of its physical clock (hlc.Clock.Update), which is at most
+// the maximum offset ahead of ours: T ≤ ours + 2 × max offset then. A
+// lease taken by election starts at least half an election timeout after
+// the old lease ended, so only the part of 2 × max offset beyond that is
+// left to add (none with the defaults: 250 ms and 1 s). A lease taken by
+// transfer starts at once, but the MsgTimeoutNow that started it carried
+// the old leaseholder's highest read (readOrder.handoff), and the
+// transferee stamps above that too (Store.HandleRaftMessage).
+func (r *Replica) leaseLowWater() hlc.Timestamp {
+	now := r.store.hlc.Now()
+	cfg := &r.store.cfg
+	if margin := 2*cfg.MaxClockOffset - time.Duration(cfg.ElectionTicks)*cfg.TickInterval/2; margin > 0 {
+		now.WallTime += int64(margin)
+	}
+	return now
+}
+
+// prev is the timestamp just below t (t not zero).
+func prev(t hlc.Timestamp) hlc.Timestamp {
+	if t.Logical > 0 {
+		return hlc.Timestamp{WallTime: t.WallTime, Logical: t.Logical - 1}
+	}
+	return hlc.Timestamp{WallTime: t.WallTime - 1, Logical: math.MaxUint32}
+}
+
+// stampWrite is the timestamp and latch of a write of spans proposed now:
+// none until every replica's binary applies log version 4 (an older one
+// would apply the write unversioned), which a range already on the
+// versioned layout proves, since only then is a migration proposed.
+func (r *Replica) stampWrite(spans []keySpan) (*tidekvpb.LogTimestamp, *latch) {
+	if r.store.logVersion.Load() < LogVersionMVCC && !r.VersionedLayout() {
+		return nil, nil
+	}
+	l := r.order.stamp(spans, r.store.hlc.Now())
+	return logTimestamp(l.ts), l
+}
+
+// commitWait holds an acknowledged write back until the node's clock has
+// passed its timestamp. A write is stamped ahead of the clock only when a
+// read at a future timestamp (at most the maximum clock offset ahead) was
+// served on its keys, or early in a lease whose low-water mark has a
+// margin (leaseLowWater); without the wait a client could see it
+// acknowledged, pick a timestamp from its own clock and read a snapshot
+// without it. The wait is at most the maximum offset, also on a clock
+// that tests hold still.
+func (r *Replica) commitWait(ctx context.Context, ts *tidekvpb.LogTimestamp) {
+	d := time.Duration(ts.GetWallNanos() - r.store.Now().UnixNano())
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(min(d, r.store.hlc.MaxOffset()))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// checkReadAt waits for or checks what a read of spans at ro.Timestamp (T)
+// needs. A LINEARIZABLE one, or one that reaches the leaseholder, is
+// served under the lease: the clock moves to T, the read is recorded in
+// the timestamp cache, and it waits for the writes in flight at or below
+// T on its spans. Any other is a follower read: served when the replica's
+// applied closed timestamp is at or above T, else refused with
+// StaleReplicaError (the client goes on to the leaseholder).
+func (r *Replica) checkReadAt(ctx context.Context, ro ReadOptions, spans []keySpan) error {
+	ts := ro.Timestamp
+	if !r.VersionedLayout() {
+		return fmt.Errorf("%w: range %d keeps no history (unversioned layout): it cannot be read at a timestamp", ErrInvalidRequest, r.rangeID)
+	}
+	if err := r.checkGCThreshold(ts); err != nil {
+		return err
+	}
+	if _, err := r.store.hlc.Update(ts); err != nil {
+		return fmt.Errorf("%w: read timestamp %s is in the future, more than the maximum clock offset %v ahead of node %d's clock",
+			ErrInvalidRequest, ts, r.store.hlc.MaxOffset(), r.store.nodeID)
+	}
+	if ro.Mode != tidekvpb.ReadMode_LINEARIZABLE && !r.leaseCovers() {
+		return r.checkFollowerReadAt(ts)
+	}
+	// Recorded before the lease is checked, for a lease transfer
+	// (readOrder.handoff); a record on a replica that turns out not to
+	// hold the lease only pushes its writes, if it ever leads, higher.
+	waits := r.order.read(spans, ts)
+	if err := r.waitLeaseRead(ctx); err != nil {
+		return err
+	}
+	for _, done := range waits {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// checkFollowerReadAt allows a read at ts on a replica that has applied a
+// closed timestamp at or above it.
+func (r *Replica) checkFollowerReadAt(ts hlc.Timestamp) error {
+	if r.desc.Load() == nil {
+		return &RangeNotFoundError{RangeID: r.rangeID}
+	}
+	c := r.closed.Load()
+	if c != nil && !c.ts.Less(ts) && r.applied.Load() >= c.index {
+		return nil
+	}
+	err := &StaleReplicaError{RangeID: r.rangeID, LeaderNodeID: r.leaderNode.Load(), At: ts}
+	if c != nil {
+		err.Closed = c.ts
+	}
+	return err
+}
