@@ -454,22 +454,8 @@ func TestAdaptiveReplicas(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	done := readLoad(c, func(int) []byte { return []byte("hot") }, stop)
-	learnerOf := func() (bool, error) {
-		resp, err := c.Ranges(ctx)
-		if err != nil {
-			return false, err
-		}
-		for _, ri := range resp.GetRanges() {
-			for _, rd := range ri.GetDesc().GetReplicas() {
-				if rd.GetAdaptive() {
-					return true, nil
-				}
-			}
-		}
-		return false, nil
-	}
 	eventually(t, 30*time.Second, "an adaptive learner", func() error {
-		if ok, err := learnerOf(); !ok {
+		if n, err := adaptiveLearner(ctx, c); n == 0 {
 			return fmt.Errorf("none yet (%v)", err)
 		}
 		return nil
@@ -483,12 +469,29 @@ func TestAdaptiveReplicas(t *testing.T) {
 	close(stop)
 	<-done
 	eventually(t, 30*time.Second, "the learner removed after cooling", func() error {
-		if ok, err := learnerOf(); ok || err != nil {
-			return fmt.Errorf("still there (%v)", err)
+		if n, err := adaptiveLearner(ctx, c); n != 0 || err != nil {
+			return fmt.Errorf("still on node %d (%v)", n, err)
 		}
 		return nil
 	})
 	tc.waitEvents(t, [3]string{"learner-add", "adaptive-replicas:", ""}, [3]string{"replica-remove", "cooled", ""})
+}
+
+// adaptiveLearner is the node of the first adaptive learner in the
+// directory (0: none).
+func adaptiveLearner(ctx context.Context, c *client.Client) (uint64, error) {
+	resp, err := c.Ranges(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, ri := range resp.GetRanges() {
+		for _, rd := range ri.GetDesc().GetReplicas() {
+			if rd.GetAdaptive() {
+				return rd.GetNodeId(), nil
+			}
+		}
+	}
+	return 0, nil
 }
 
 // An adaptive learner that serves a range's reads is kept while it does:
@@ -510,26 +513,12 @@ func TestAdaptiveLearnerKeptWhileItServes(t *testing.T) {
 	if err := c.Put(ctx, []byte("hot"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	learner := func() (uint64, error) {
-		resp, err := c.Ranges(ctx)
-		if err != nil {
-			return 0, err
-		}
-		for _, ri := range resp.GetRanges() {
-			for _, rd := range ri.GetDesc().GetReplicas() {
-				if rd.GetAdaptive() {
-					return rd.GetNodeId(), nil
-				}
-			}
-		}
-		return 0, nil
-	}
 	stop := make(chan struct{})
 	done := readLoad(c, func(int) []byte { return []byte("hot") }, stop)
 	var node uint64
 	eventually(t, 30*time.Second, "an adaptive learner", func() error {
 		var err error
-		if node, err = learner(); node == 0 {
+		if node, err = adaptiveLearner(ctx, c); node == 0 {
 			return fmt.Errorf("none yet (%v)", err)
 		}
 		return nil
@@ -563,7 +552,7 @@ func TestAdaptiveLearnerKeptWhileItServes(t *testing.T) {
 	// Past the range cool-down after the learner's addition, and many
 	// report windows: the leaseholder's near-zero reads reach placement.
 	for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if n, err := learner(); err == nil && n == 0 {
+		if n, err := adaptiveLearner(ctx, c); err == nil && n == 0 {
 			close(stop)
 			t.Fatalf("the learner on node %d was removed while it served the range's reads (%d served)", node, <-served)
 		}
@@ -573,7 +562,7 @@ func TestAdaptiveLearnerKeptWhileItServes(t *testing.T) {
 		t.Fatalf("the learner's node served only %d reads", n)
 	}
 	eventually(t, 30*time.Second, "the learner removed once its reads stopped", func() error {
-		if n, err := learner(); n != 0 || err != nil {
+		if n, err := adaptiveLearner(ctx, c); n != 0 || err != nil {
 			return fmt.Errorf("still on node %d (%v)", n, err)
 		}
 		return nil
