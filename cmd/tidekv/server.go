@@ -42,19 +42,9 @@ func newServerCmd() *cobra.Command {
 			if autoscale {
 				cfg.Autoscale.Enabled, cfg.Autoscale.Actuator = true, "local"
 			}
-			// Nodes the local actuator starts live beside this one and
-			// run with this node's settings, the actuator's directory
-			// included: whichever node holds the meta lease runs the
-			// controller and must find the nodes the others started.
-			if autoscaleDir == "" {
-				autoscaleDir = local.DirBeside(cfg.DataDir)
+			if err := setLocalActuator(&cfg, autoscaleDir); err != nil {
+				return err
 			}
-			dir, err := filepath.Abs(autoscaleDir)
-			if err != nil {
-				return fmt.Errorf("--autoscale-dir: %w", err)
-			}
-			cfg.Actuators.Local.Dir = dir
-			cfg.Actuators.Local.ExtraArgs = inheritedArgs(os.Args[2:], dir)
 			log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 			applyGCPercent(*gcPercent)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -112,6 +102,24 @@ func newServerCmd() *cobra.Command {
 	_ = f.MarkHidden("testing-stale-reads")
 	f.BoolVar(&cfg.FaultInjection, "enable-fault-injection", false, "TESTING ONLY, off by default: serve /debug/faults on the HTTP address to loopback callers, through which chaos runs (tidekv bench chaos) cut this node's Raft traffic with its peers, offset its lease clock and slow its disk")
 	return cmd
+}
+
+// setLocalActuator sets where the nodes the local actuator starts live
+// (dir, or beside this node's data) and that they run with this node's
+// settings, the actuator's directory included: whichever node holds the
+// meta lease runs the controller and must find the nodes the others
+// started.
+func setLocalActuator(cfg *server.Config, dir string) error {
+	if dir == "" {
+		dir = local.DirBeside(cfg.DataDir)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("--autoscale-dir: %w", err)
+	}
+	cfg.Actuators.Local.Dir = abs
+	cfg.Actuators.Local.ExtraArgs = inheritedArgs(os.Args[2:], abs)
+	return nil
 }
 
 // perNodeFlags name a node's own directory, addresses and join list: a

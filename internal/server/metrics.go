@@ -257,9 +257,22 @@ func (m *metrics) points() []seriesPoint {
 	return append([]seriesPoint(nil), s.points...)
 }
 
-// registerStoreGauges exports the node's replica state and the store's
-// counters, computed at scrape time so the request path pays nothing.
+// registerStoreGauges exports the node's replica state, its resource use
+// and the store's counters, computed at scrape time so the request path
+// pays nothing.
 func (s *Server) registerStoreGauges() {
+	s.registerReplicaGauges()
+	s.registerUsageGauges()
+	s.registerStoreCounters()
+}
+
+func gaugeFunc(name, help string, fn func() float64) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
+}
+
+// registerReplicaGauges exports replica and lease counts, the migration
+// allowance and the autoscaler's target.
+func (s *Server) registerReplicaGauges() {
 	count := func(leaders bool) func() float64 {
 		return func() float64 {
 			if s.store == nil {
@@ -274,9 +287,7 @@ func (s *Server) registerStoreGauges() {
 			return float64(n)
 		}
 	}
-	gauge := func(name, help string, fn func() float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
-	}
+	gauge := gaugeFunc
 	s.metrics.reg.MustRegister(
 		gauge("tidekv_replicas", "Replicas on this node.", count(false)),
 		gauge("tidekv_leases", "Ranges whose lease this node holds.", count(true)),
@@ -295,6 +306,11 @@ func (s *Server) registerStoreGauges() {
 				return float64(s.ctl.loop.Autoscaler.Status().TargetNodes)
 			}),
 	)
+}
+
+// registerUsageGauges exports the resource monitor's latest sample.
+func (s *Server) registerUsageGauges() {
+	gauge := gaugeFunc
 	usage := func(fn func(*monitor.Snapshot) float64) func() float64 {
 		return func() float64 {
 			if snap := s.mon.Latest(); snap != nil {
@@ -319,6 +335,10 @@ func (s *Server) registerStoreGauges() {
 		gauge("tidekv_load_score", "The node's load score (lower is better; docs/monitor.md).",
 			usage(func(sn *monitor.Snapshot) float64 { return sn.Score })),
 	)
+}
+
+// registerStoreCounters exports the store's work counters.
+func (s *Server) registerStoreCounters() {
 	counter := func(name, help string, v func(*raftstore.Stats) uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
 			if s.store == nil {
