@@ -287,18 +287,17 @@ func (s *Server) registerReplicaGauges() {
 			return float64(n)
 		}
 	}
-	gauge := gaugeFunc
 	s.metrics.reg.MustRegister(
-		gauge("tidekv_replicas", "Replicas on this node.", count(false)),
-		gauge("tidekv_leases", "Ranges whose lease this node holds.", count(true)),
-		gauge("tidekv_migration_allowance_bytes_per_second", "The snapshot bandwidth this node may use now, as the bandwidth controller set it.",
+		gaugeFunc("tidekv_replicas", "Replicas on this node.", count(false)),
+		gaugeFunc("tidekv_leases", "Ranges whose lease this node holds.", count(true)),
+		gaugeFunc("tidekv_migration_allowance_bytes_per_second", "The snapshot bandwidth this node may use now, as the bandwidth controller set it.",
 			func() float64 {
 				if s.store == nil {
 					return 0
 				}
 				return s.store.SnapshotRate()
 			}),
-		gauge("tidekv_autoscale_target_nodes", "The node count the elasticity controller wants (exported by the meta leaseholder; 0 elsewhere).",
+		gaugeFunc("tidekv_autoscale_target_nodes", "The node count the elasticity controller wants (exported by the meta leaseholder; 0 elsewhere).",
 			func() float64 {
 				if s.metaLeader() == nil {
 					return 0
@@ -310,7 +309,6 @@ func (s *Server) registerReplicaGauges() {
 
 // registerUsageGauges exports the resource monitor's latest sample.
 func (s *Server) registerUsageGauges() {
-	gauge := gaugeFunc
 	usage := func(fn func(*monitor.Snapshot) float64) func() float64 {
 		return func() float64 {
 			if snap := s.mon.Latest(); snap != nil {
@@ -320,19 +318,19 @@ func (s *Server) registerUsageGauges() {
 		}
 	}
 	s.metrics.reg.MustRegister(
-		gauge("tidekv_cpu_utilization", "Machine CPU busy fraction over the last sample interval.",
+		gaugeFunc("tidekv_cpu_utilization", "Machine CPU busy fraction over the last sample interval.",
 			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.CPU })),
-		gauge("tidekv_process_cpu_utilization", "This process's share of the machine's CPU time over the last sample interval.",
+		gaugeFunc("tidekv_process_cpu_utilization", "This process's share of the machine's CPU time over the last sample interval.",
 			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.ProcessCPU })),
-		gauge("tidekv_node_cpu_utilization", "The CPU utilisation the node reports and scores with: its own share plus half of the rest of the machine's use.",
+		gaugeFunc("tidekv_node_cpu_utilization", "The CPU utilisation the node reports and scores with: its own share plus half of the rest of the machine's use.",
 			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.NodeCPU() })),
-		gauge("tidekv_memory_utilization", "Machine memory in use (1 - available/total).",
+		gaugeFunc("tidekv_memory_utilization", "Machine memory in use (1 - available/total).",
 			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.Memory })),
-		gauge("tidekv_disk_utilization", "Busiest disk's busy fraction over the last sample interval.",
+		gaugeFunc("tidekv_disk_utilization", "Busiest disk's busy fraction over the last sample interval.",
 			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.DiskIO })),
-		gauge("tidekv_service_time_seconds", "Moving average of KV request service time.",
+		gaugeFunc("tidekv_service_time_seconds", "Moving average of KV request service time.",
 			usage(func(sn *monitor.Snapshot) float64 { return sn.Usage.ServiceTime.Seconds() })),
-		gauge("tidekv_load_score", "The node's load score (lower is better; docs/monitor.md).",
+		gaugeFunc("tidekv_load_score", "The node's load score (lower is better; docs/monitor.md).",
 			usage(func(sn *monitor.Snapshot) float64 { return sn.Score })),
 	)
 }
