@@ -209,6 +209,12 @@ func TestRestoreRefusesCorruption(t *testing.T) {
 			copy(b[headerLen:], []byte{0xff, 0xff, 0xff, 0xff})
 			write(t, p, b)
 		}},
+		{"length past the end", "run past the end of the file", func(t *testing.T, dir string, m *Manifest) {
+			p := filepath.Join(dir, m.Files[0].Name)
+			b, _ := os.ReadFile(p)
+			copy(b[headerLen+4:], []byte{0x7f, 0xff, 0xff, 0xff})
+			write(t, p, b)
+		}},
 		{"unknown version", "format version 2", func(t *testing.T, dir string, _ *Manifest) {
 			editManifest(t, dir, `"format_version": 1`, `"format_version": 2`)
 		}},

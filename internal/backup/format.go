@@ -192,8 +192,9 @@ func readPairs(r io.Reader, f File, each func(Pair) error) error {
 	}
 	var prev []byte
 	var n int64
+	left := f.Bytes - headerLen // readFile checked the size: no length may exceed it
 	for ; ; n++ {
-		p, err := readPair(r)
+		p, err := readPair(r, left)
 		if err == io.EOF {
 			break
 		}
@@ -212,6 +213,7 @@ func readPairs(r io.Reader, f File, each func(Pair) error) error {
 			}
 		}
 		prev = p.Key
+		left -= int64(8 + len(p.Key) + len(p.Value))
 	}
 	if n != f.Pairs {
 		return corrupt("data file %s holds %d pairs, the manifest says %d", f.Name, n, f.Pairs)
@@ -222,9 +224,10 @@ func readPairs(r io.Reader, f File, each func(Pair) error) error {
 	return nil
 }
 
-// readPair reads one record: io.EOF at a clean end, an error for a
-// truncated or implausible one.
-func readPair(r io.Reader) (Pair, error) {
+// readPair reads one record of at most left bytes: io.EOF at a clean end,
+// an error for a truncated or implausible one (never a large allocation
+// for a corrupt length).
+func readPair(r io.Reader, left int64) (Pair, error) {
 	var lens [8]byte
 	if _, err := io.ReadFull(r, lens[:]); err != nil {
 		if err == io.EOF {
@@ -236,8 +239,8 @@ func readPair(r io.Reader) (Pair, error) {
 	if kl == 0 || kl > maxKeyLen {
 		return Pair{}, fmt.Errorf("implausible key length %d", kl)
 	}
-	if vl > maxValueLen {
-		return Pair{}, fmt.Errorf("implausible value length %d", vl)
+	if 8+int64(kl)+int64(vl) > left {
+		return Pair{}, fmt.Errorf("lengths %d and %d run past the end of the file", kl, vl)
 	}
 	buf := make([]byte, int(kl)+int(vl))
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -245,10 +248,6 @@ func readPair(r io.Reader) (Pair, error) {
 	}
 	return Pair{Key: buf[:kl:kl], Value: buf[kl:]}, nil
 }
-
-// maxValueLen bounds a value length read from a data file (well above any
-// value size a node accepts).
-const maxValueLen = 1 << 30
 
 // writeManifest writes m to dir atomically: a temporary file, synced, then
 // renamed, then the directory synced, so a manifest is whole or absent.
