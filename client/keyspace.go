@@ -112,6 +112,18 @@ func (k *KeySpace) BatchGet(ctx context.Context, keys [][]byte, opts ...ReadOpti
 // Write applies ops atomically (Client.Write); puts without an expiry get
 // the key space's default TTL.
 func (k *KeySpace) Write(ctx context.Context, ops []Op) error {
+	return k.c.Write(k.in(ctx), k.encOps(ops))
+}
+
+// WriteEach applies ops per range (Client.WriteEach); puts without an
+// expiry get the key space's default TTL.
+func (k *KeySpace) WriteEach(ctx context.Context, ops []Op) []OpResult {
+	return k.c.WriteEach(k.in(ctx), k.encOps(ops))
+}
+
+// encOps maps ops' keys to stored keys and gives puts without an expiry
+// the key space's default TTL.
+func (k *KeySpace) encOps(ops []Op) []Op {
 	enc := make([]Op, len(ops))
 	for i, op := range ops {
 		enc[i] = op
@@ -120,7 +132,7 @@ func (k *KeySpace) Write(ctx context.Context, ops []Op) error {
 			enc[i].Expiry = k.ttl(op.Expiry)
 		}
 	}
-	return k.c.Write(k.in(ctx), enc)
+	return enc
 }
 
 // CompareAndSet is Client.CompareAndSetTTL in the key space; a new value

@@ -178,6 +178,7 @@ docs/operations.md.`,
 		return nil
 	}).RunE
 
+	cmd.AddCommand(o.newBackupCmds()...)
 	cmd.AddCommand(
 		config,
 		o.newAutoscaleCmd(),

@@ -1,0 +1,306 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/keyspace"
+)
+
+// memCluster is the in-memory twin of a cluster: key spaces by name ("":
+// the default one), each a map of user keys to versions by timestamp.
+type memCluster struct {
+	mu      sync.Mutex // Restore writes from several goroutines
+	clock   hlc.Timestamp
+	named   []keyspace.Settings
+	data    map[string]map[string][]version
+	writes  int
+	scanErr error
+}
+
+type version struct {
+	ts    hlc.Timestamp
+	value []byte
+}
+
+func newMem() *memCluster { return &memCluster{data: map[string]map[string][]version{"": {}}} }
+
+func (m *memCluster) tick() hlc.Timestamp {
+	m.clock = hlc.Timestamp{WallTime: m.clock.WallTime + 1}
+	return m.clock
+}
+
+func (m *memCluster) put(ks, k, v string) {
+	m.data[ks][k] = append(m.data[ks][k], version{m.tick(), []byte(v)})
+}
+
+func (m *memCluster) Now() hlc.Timestamp                        { return m.tick() }
+func (m *memCluster) ClusterID(context.Context) (uint64, error) { return 7, nil }
+func (m *memCluster) KeySpaces(context.Context) ([]keyspace.Settings, error) {
+	return slices.Clone(m.named), nil
+}
+
+func (m *memCluster) Scan(_ context.Context, ks string, start []byte, limit int, ts hlc.Timestamp) ([]Pair, error) {
+	if m.scanErr != nil {
+		return nil, m.scanErr
+	}
+	var out []Pair
+	for _, k := range slices.Sorted(maps.Keys(m.data[ks])) {
+		if k < string(start) {
+			continue
+		}
+		var val []byte
+		for _, v := range m.data[ks][k] {
+			if !ts.Less(v.ts) {
+				val = v.value
+			}
+		}
+		if val != nil && len(out) < limit {
+			out = append(out, Pair{Key: []byte(k), Value: val})
+		}
+	}
+	return out, nil
+}
+
+func (m *memCluster) CreateKeySpace(_ context.Context, s keyspace.Settings) error {
+	m.writes++
+	m.named = append(m.named, s)
+	m.data[s.Name] = map[string][]version{}
+	return nil
+}
+
+func (m *memCluster) Empty(context.Context) (bool, error) {
+	for _, d := range m.data {
+		if len(d) > 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (m *memCluster) Write(_ context.Context, ks string, pairs []Pair) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	for _, p := range pairs {
+		m.put(ks, string(p.Key), string(p.Value))
+	}
+	return nil
+}
+
+// latest is every key's newest value, by key space.
+func (m *memCluster) latest() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for ks, d := range m.data {
+		out[ks] = map[string]string{}
+		for k, vs := range d {
+			out[ks][k] = string(vs[len(vs)-1].value)
+		}
+	}
+	return out
+}
+
+// source builds a cluster with a named key space and enough pairs for
+// several data files and pages.
+func source() *memCluster {
+	m := newMem()
+	m.named = []keyspace.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: keyspace.Pebble, RF: 3}}
+	m.data["users"] = map[string][]version{}
+	for i := range 500 {
+		m.put("", fmt.Sprintf("k%04d", i), strings.Repeat("v", i%50))
+	}
+	for i := range 30 {
+		m.put("users", fmt.Sprintf("u%02d", i), fmt.Sprint(i))
+	}
+	return m
+}
+
+var small = Options{MaxFileBytes: 4096, PageSize: 64, BatchPairs: 10, BatchBytes: 512, InFlight: 3}
+
+func TestRoundTrip(t *testing.T) {
+	src := source()
+	dir := filepath.Join(t.TempDir(), "b")
+	m, err := Backup(t.Context(), src, dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writes after the backup's timestamp are not in it.
+	src.put("", "k0001", "later")
+	src.put("", "zzz", "later")
+	if len(m.Files) < 3 || m.Pairs != 530 || m.ClusterID != 7 || len(m.KeySpaces) != 1 {
+		t.Fatalf("manifest: %d files, %d pairs, cluster %d, key spaces %v", len(m.Files), m.Pairs, m.ClusterID, m.KeySpaces)
+	}
+	for _, f := range m.Files {
+		if f.Bytes > small.MaxFileBytes+100 {
+			t.Errorf("file %s has %d bytes, above the bound", f.Name, f.Bytes)
+		}
+	}
+	dst := newMem()
+	if _, err := Restore(t.Context(), dst, dir, false, small); err != nil {
+		t.Fatal(err)
+	}
+	want := source().latest()
+	if got := dst.latest(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored data differs from the source at the backup timestamp:\n got %v\nwant %v", got, want)
+	}
+	if !slices.Equal(dst.named, src.named) {
+		t.Fatalf("key spaces: got %v, want %v", dst.named, src.named)
+	}
+}
+
+func TestBackupRefuses(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "x"), nil, 0o644)
+	if _, err := Backup(t.Context(), source(), dir, small); err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Errorf("non-empty directory: %v", err)
+	}
+	src := source()
+	src.named = append(src.named, keyspace.Settings{Name: "cache", Mode: keyspace.Hashed, Engine: keyspace.Pebble})
+	if _, err := Backup(t.Context(), src, t.TempDir(), small); err == nil || !strings.Contains(err.Error(), `"cache" is hashed`) {
+		t.Errorf("hashed key space: %v", err)
+	}
+	src = source()
+	src.scanErr = fmt.Errorf("read is below the GC threshold")
+	dir = t.TempDir()
+	if _, err := Backup(t.Context(), src, dir, small); err == nil {
+		t.Error("a failing scan made a backup")
+	}
+	if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
+		t.Error("a failed backup wrote a manifest")
+	}
+}
+
+// TestRestoreRefusesCorruption damages a good backup in each way and checks
+// the sentence and that nothing was written.
+func TestRestoreRefusesCorruption(t *testing.T) {
+	cases := []struct {
+		name, want string
+		damage     func(t *testing.T, dir string, m *Manifest)
+	}{
+		{"missing manifest", "has no MANIFEST.json", func(t *testing.T, dir string, _ *Manifest) {
+			rm(t, filepath.Join(dir, ManifestName))
+		}},
+		{"missing file", "is missing", func(t *testing.T, dir string, m *Manifest) {
+			rm(t, filepath.Join(dir, m.Files[1].Name))
+		}},
+		{"truncated file", "truncated or altered", func(t *testing.T, dir string, m *Manifest) {
+			p := filepath.Join(dir, m.Files[len(m.Files)-1].Name)
+			b, _ := os.ReadFile(p)
+			write(t, p, b[:len(b)-3])
+		}},
+		{"flipped byte", "SHA-256", func(t *testing.T, dir string, m *Manifest) {
+			p := filepath.Join(dir, m.Files[2].Name)
+			b, _ := os.ReadFile(p)
+			b[len(b)-1] ^= 1
+			write(t, p, b)
+		}},
+		{"bad framing", "implausible key length", func(t *testing.T, dir string, m *Manifest) {
+			p := filepath.Join(dir, m.Files[0].Name)
+			b, _ := os.ReadFile(p)
+			copy(b[headerLen:], []byte{0xff, 0xff, 0xff, 0xff})
+			write(t, p, b)
+		}},
+		{"length past the end", "run past the end of the file", func(t *testing.T, dir string, m *Manifest) {
+			p := filepath.Join(dir, m.Files[0].Name)
+			b, _ := os.ReadFile(p)
+			copy(b[headerLen+4:], []byte{0x7f, 0xff, 0xff, 0xff})
+			write(t, p, b)
+		}},
+		{"unknown version", "format version 2", func(t *testing.T, dir string, _ *Manifest) {
+			editManifest(t, dir, `"format_version": 1`, `"format_version": 2`)
+		}},
+		{"pair count", "the manifest says 1", func(t *testing.T, dir string, m *Manifest) {
+			editManifest(t, dir, fmt.Sprintf(`"pairs": %d,`, m.Files[0].Pairs), `"pairs": 1,`)
+		}},
+		{"garbled manifest", "not a valid manifest", func(t *testing.T, dir string, _ *Manifest) {
+			write(t, filepath.Join(dir, ManifestName), []byte("{"))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "b")
+			m, err := Backup(t.Context(), source(), dir, small)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.damage(t, dir, m)
+			dst := newMem()
+			_, err = Restore(t.Context(), dst, dir, false, small)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "backup refused: ") {
+				t.Fatalf("got %v, want a refusal naming %q", err, c.want)
+			}
+			if dst.writes != 0 {
+				t.Fatalf("a refused restore made %d writes", dst.writes)
+			}
+		})
+	}
+}
+
+func TestRestoreRefusesTarget(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "b")
+	if _, err := Backup(t.Context(), source(), dir, small); err != nil {
+		t.Fatal(err)
+	}
+	dst := newMem()
+	dst.put("", "x", "y")
+	if _, err := Restore(t.Context(), dst, dir, false, small); err == nil || !strings.Contains(err.Error(), "already holds data") {
+		t.Errorf("non-empty cluster: %v", err)
+	}
+	if dst.writes != 0 {
+		t.Errorf("refused restore wrote")
+	}
+	if _, err := Restore(t.Context(), dst, dir, true, small); err != nil {
+		t.Errorf("--force: %v", err)
+	}
+
+	dst = newMem()
+	dst.named = []keyspace.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: keyspace.Pebble, RF: 5}}
+	if _, err := Restore(t.Context(), dst, dir, false, small); err == nil || !strings.Contains(err.Error(), `key space "users" exists with settings`) {
+		t.Errorf("key space with other settings: %v", err)
+	}
+	if dst.writes != 0 {
+		t.Errorf("refused restore wrote")
+	}
+}
+
+func TestEmptyClusterBackup(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "b")
+	m, err := Backup(t.Context(), newMem(), dir, small)
+	if err != nil || len(m.Files) != 0 {
+		t.Fatalf("empty cluster: %v, %d files", err, len(m.Files))
+	}
+	dst := newMem()
+	if _, err := Restore(t.Context(), dst, dir, false, small); err != nil || dst.writes != 0 {
+		t.Fatalf("restore of an empty backup: %v, %d writes", err, dst.writes)
+	}
+}
+
+func rm(t *testing.T, p string) {
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, p string, b []byte) {
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func editManifest(t *testing.T, dir, old, new string) {
+	p := filepath.Join(dir, ManifestName)
+	b, _ := os.ReadFile(p)
+	if !bytes.Contains(b, []byte(old)) {
+		t.Fatalf("manifest lacks %q", old)
+	}
+	write(t, p, bytes.Replace(b, []byte(old), []byte(new), 1))
+}
