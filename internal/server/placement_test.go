@@ -435,46 +435,63 @@ func readLoad(c *client.Client, keys func(i int) []byte, stop <-chan struct{}) <
 	return done
 }
 
-// A range under heavy reads gets an adaptive learner replica, which goes
-// again once the range cools; one hot key is reported, not split.
-func TestAdaptiveReplicas(t *testing.T) {
+// hotRange is a 4-node cluster with one hot key read in a loop through
+// the client until stopLoad, and the adaptive learner its reads earned.
+type hotRange struct {
+	tc      *testCluster
+	c       *client.Client
+	ctx     context.Context
+	learner uint64 // the node of the adaptive learner
+	stop    chan struct{}
+	done    <-chan struct{}
+}
+
+// startHotRange reads one key hard (adaptive learners above 100 reads/s,
+// at most one, load splits above splitQPS, range cool-down 3 s) until the
+// range has an adaptive learner.
+func startHotRange(t *testing.T, splitQPS float64, timeout time.Duration) *hotRange {
+	t.Helper()
 	tc := startClusterWith(t, 4, func(c *Config) {
 		c.Placement.Rebalance = true
 		c.Placement.AdaptiveReadQPS = 100
-		c.Placement.SplitQPS = 150
+		c.Placement.SplitQPS = splitQPS
 		c.Placement.MaxAdaptiveReplicas = 1
 		c.Placement.RangeCooldown = 3 * time.Second
 	})
-	c := tc.client()
-	tc.waitReplicated(c, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := c.Put(ctx, []byte("hot"), []byte("v")); err != nil {
+	h := &hotRange{tc: tc, c: tc.client(), stop: make(chan struct{})}
+	tc.waitReplicated(h.c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	h.ctx = ctx
+	if err := h.c.Put(ctx, []byte("hot"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	done := readLoad(c, func(int) []byte { return []byte("hot") }, stop)
+	h.done = readLoad(h.c, func(int) []byte { return []byte("hot") }, h.stop)
 	eventually(t, 30*time.Second, "an adaptive learner", func() error {
-		if n, err := adaptiveLearner(ctx, c); n == 0 {
+		var err error
+		if h.learner, err = adaptiveLearner(ctx, h.c); h.learner == 0 {
 			return fmt.Errorf("none yet (%v)", err)
 		}
 		return nil
 	})
-	eventually(t, 10*time.Second, "a hot-key note", func() error {
-		if !tc.sawEvent("placement", "on one key: no split", "") {
-			return fmt.Errorf("no note")
-		}
-		return nil
-	})
-	close(stop)
-	<-done
-	eventually(t, 30*time.Second, "the learner removed after cooling", func() error {
-		if n, err := adaptiveLearner(ctx, c); n != 0 || err != nil {
+	return h
+}
+
+// stopLoad ends the client's reads of the hot key.
+func (h *hotRange) stopLoad() {
+	close(h.stop)
+	<-h.done
+}
+
+// waitLearnerGone waits until the range has no adaptive learner.
+func (h *hotRange) waitLearnerGone(t *testing.T, what string) {
+	t.Helper()
+	eventually(t, 30*time.Second, what, func() error {
+		if n, err := adaptiveLearner(h.ctx, h.c); n != 0 || err != nil {
 			return fmt.Errorf("still on node %d (%v)", n, err)
 		}
 		return nil
 	})
-	tc.waitEvents(t, [3]string{"learner-add", "adaptive-replicas:", ""}, [3]string{"replica-remove", "cooled", ""})
 }
 
 // adaptiveLearner is the node of the first adaptive learner in the
@@ -494,46 +511,37 @@ func adaptiveLearner(ctx context.Context, c *client.Client) (uint64, error) {
 	return 0, nil
 }
 
+// A range under heavy reads gets an adaptive learner replica, which goes
+// again once the range cools; one hot key is reported, not split.
+func TestAdaptiveReplicas(t *testing.T) {
+	h := startHotRange(t, 150, 60*time.Second)
+	eventually(t, 10*time.Second, "a hot-key note", func() error {
+		if !h.tc.sawEvent("placement", "on one key: no split", "") {
+			return fmt.Errorf("no note")
+		}
+		return nil
+	})
+	h.stopLoad()
+	h.waitLearnerGone(t, "the learner removed after cooling")
+	h.tc.waitEvents(t, [3]string{"learner-add", "adaptive-replicas:", ""}, [3]string{"replica-remove", "cooled", ""})
+}
+
 // An adaptive learner that serves a range's reads is kept while it does:
 // its node reports the reads it serves for the range (the leaseholder
 // then reads little), and placement counts them as the range's. Once they
 // stop, the learner goes.
 func TestAdaptiveLearnerKeptWhileItServes(t *testing.T) {
-	tc := startClusterWith(t, 4, func(c *Config) {
-		c.Placement.Rebalance = true
-		c.Placement.AdaptiveReadQPS = 100
-		c.Placement.SplitQPS = 1e9
-		c.Placement.MaxAdaptiveReplicas = 1
-		c.Placement.RangeCooldown = 3 * time.Second
-	})
-	c := tc.client()
-	tc.waitReplicated(c, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := c.Put(ctx, []byte("hot"), []byte("v")); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	done := readLoad(c, func(int) []byte { return []byte("hot") }, stop)
-	var node uint64
-	eventually(t, 30*time.Second, "an adaptive learner", func() error {
-		var err error
-		if node, err = adaptiveLearner(ctx, c); node == 0 {
-			return fmt.Errorf("none yet (%v)", err)
-		}
-		return nil
-	})
-	close(stop)
-	<-done
+	h := startHotRange(t, 1e9, 90*time.Second)
+	h.stopLoad()
 	// Every read now goes to the learner's node, served by its replica.
 	var addr string
-	for _, n := range tc.nodes {
-		if n.NodeID() == node {
+	for _, n := range h.tc.nodes {
+		if n.NodeID() == h.learner {
 			addr = n.Addr()
 		}
 	}
 	kv := kvClient(t, addr)
-	stop = make(chan struct{})
+	stop := make(chan struct{})
 	served := make(chan int)
 	go func() {
 		n := 0
@@ -544,7 +552,7 @@ func TestAdaptiveLearnerKeptWhileItServes(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("hot"), ReadMode: tidekvpb.ReadMode_ANY}); err == nil {
+			if _, err := kv.Get(h.ctx, &tidekvpb.GetRequest{Key: []byte("hot"), ReadMode: tidekvpb.ReadMode_ANY}); err == nil {
 				n++
 			}
 		}
@@ -552,21 +560,16 @@ func TestAdaptiveLearnerKeptWhileItServes(t *testing.T) {
 	// Past the range cool-down after the learner's addition, and many
 	// report windows: the leaseholder's near-zero reads reach placement.
 	for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if n, err := adaptiveLearner(ctx, c); err == nil && n == 0 {
+		if n, err := adaptiveLearner(h.ctx, h.c); err == nil && n == 0 {
 			close(stop)
-			t.Fatalf("the learner on node %d was removed while it served the range's reads (%d served)", node, <-served)
+			t.Fatalf("the learner on node %d was removed while it served the range's reads (%d served)", h.learner, <-served)
 		}
 	}
 	close(stop)
 	if n := <-served; n < 1000 {
 		t.Fatalf("the learner's node served only %d reads", n)
 	}
-	eventually(t, 30*time.Second, "the learner removed once its reads stopped", func() error {
-		if n, err := adaptiveLearner(ctx, c); n != 0 || err != nil {
-			return fmt.Errorf("still on node %d (%v)", n, err)
-		}
-		return nil
-	})
+	h.waitLearnerGone(t, "the learner removed once its reads stopped")
 }
 
 // A range whose load stays above the threshold splits at the median of its
