@@ -237,28 +237,15 @@ func orOK(err error) any {
 
 func (t launcherTarget) Kill(i int) error { return t.lc.KillNode(i) }
 
-// Restart starts node i again; a node restarted on a wiped directory
-// joins under a new node ID, which the target learns for its cuts and
-// operations.
 func (t launcherTarget) Restart(ctx context.Context, i int) error {
-	if _, err := t.lc.StartNode(ctx, i); err != nil {
-		return err
-	}
-	resp, err := t.cl.Ranges(ctx)
-	if err != nil {
-		return fmt.Errorf("learning node %d's ID: %w", i, err)
-	}
-	for _, n := range resp.GetNodes() {
-		if n.GetGrpcAddr() == t.lc.Config().Node(i).GRPCAddr {
-			t.ids.set(i, n.GetNodeId())
-		}
-	}
-	return nil
+	_, err := t.lc.StartNode(ctx, i)
+	return err
 }
 
 // AwaitRepair waits, up to recommissionWithin, until no range has a
 // replica on the node ID node i had before it was wiped, and every range
-// has its voters on live nodes.
+// has its voters on live nodes. It learns node i's new ID on the way, for
+// later cuts and operations.
 func (t launcherTarget) AwaitRepair(ctx context.Context, i int) error {
 	old := t.ids.wiped(i)
 	start := time.Now()
@@ -267,6 +254,11 @@ func (t launcherTarget) AwaitRepair(ctx context.Context, i int) error {
 	for {
 		resp, err := t.cl.Ranges(ctx)
 		if err == nil {
+			for _, n := range resp.GetNodes() {
+				if n.GetGrpcAddr() == t.lc.Config().Node(i).GRPCAddr {
+					t.ids.set(i, n.GetNodeId())
+				}
+			}
 			if err = replicasOn(resp, old); err == nil {
 				break
 			}

@@ -371,11 +371,19 @@ func (r *Replica) waitDesc(ctx context.Context, ok func(*tidekvpb.RangeDescripto
 
 var errNotCaughtUp = errors.New("learner did not catch up in time")
 
+// learnerSilenceLimit is how long, in election timeouts, a new learner may
+// go without answering the leader before the change is given up: its node
+// has died or been partitioned away, and waiting out CatchUpTimeout would
+// keep the range from being repaired for a minute. A live learner answers
+// heartbeats even while its snapshot streams.
+const learnerSilenceLimit = 4
+
 // waitCaughtUp waits until the learner's log matches the leader's commit
 // index as of when the wait began.
 func (r *Replica) waitCaughtUp(ctx context.Context, replicaID uint64) error {
 	deadline := time.Now().Add(r.store.cfg.CatchUpTimeout)
 	var target uint64
+	var silentSince time.Time
 	for {
 		r.mu.Lock()
 		if r.mu.raw == nil || r.mu.destroyed {
@@ -390,10 +398,20 @@ func (r *Replica) waitCaughtUp(ctx context.Context, replicaID uint64) error {
 		if target == 0 {
 			target = st.GetCommit()
 		}
-		if pr, ok := st.Progress[replicaID]; ok && pr.Match >= target {
+		pr, ok := st.Progress[replicaID]
+		if ok && pr.Match >= target {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		now := time.Now()
+		switch {
+		case !ok || pr.RecentActive:
+			silentSince = time.Time{}
+		case silentSince.IsZero():
+			silentSince = now
+		case now.Sub(silentSince) > learnerSilenceLimit*r.store.cfg.electionTimeout():
+			return fmt.Errorf("%w: the learner (replica %d) has not answered for %d election timeouts", errNotCaughtUp, replicaID, learnerSilenceLimit)
+		}
+		if now.After(deadline) {
 			return errNotCaughtUp
 		}
 		select {

@@ -2,8 +2,10 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,4 +246,23 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("condition not met in time")
+}
+
+// A replica addition to a node that dies gives up once the new learner has
+// not answered for a few election timeouts, not after CatchUpTimeout (a
+// minute, during which the range could not be repaired).
+func TestAddReplicaToDeadNodeGivesUp(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.put("k", "v")
+	n4 := tc.addNode()
+	tc.crash(n4)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := tc.leader(testRangeID).ChangeReplicas(ctx, n4, 0)
+	took := time.Since(start)
+	limit := learnerSilenceLimit*tc.stores[1].cfg.electionTimeout() + 3*tc.stores[1].cfg.electionTimeout()
+	if !errors.Is(err, errNotCaughtUp) || !strings.Contains(err.Error(), "has not answered") || took > limit {
+		t.Fatalf("adding a replica on a dead node: %v after %v, want errNotCaughtUp within %v", err, took, limit)
+	}
 }

@@ -143,10 +143,15 @@ func (c *Config) Validate() error {
 // timestamp the old one served by then, with 0.8 of that as the margin for
 // clock rates.
 func (c *Config) ValidateMaxClockOffset() error {
-	limit := time.Duration(c.ElectionTicks) * c.TickInterval / 2 / 5 * 4
+	limit := c.electionTimeout() / 2 / 5 * 4
 	if c.MaxClockOffset <= 0 || c.MaxClockOffset > limit {
 		return fmt.Errorf("raftstore: the maximum clock offset must be positive and at most %v (0.8 × half the %v election timeout, so that a new leaseholder's clock is past every read its predecessor served), not %v",
-			limit, time.Duration(c.ElectionTicks)*c.TickInterval, c.MaxClockOffset)
+			limit, c.electionTimeout(), c.MaxClockOffset)
 	}
 	return nil
+}
+
+// electionTimeout is the election timeout as a duration.
+func (c Config) electionTimeout() time.Duration {
+	return time.Duration(c.ElectionTicks) * c.TickInterval
 }

@@ -2,7 +2,6 @@ package raftstore
 
 import (
 	"sort"
-	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -63,7 +62,7 @@ func (r *Replica) refreshLeaseLocked() {
 		return
 	}
 	cfg := &r.store.cfg
-	r.leaseExpiry.Store(int64(contact) + int64(time.Duration(cfg.ElectionTicks)*cfg.TickInterval/2))
+	r.leaseExpiry.Store(int64(contact) + int64(cfg.electionTimeout()/2))
 }
 
 // quorumContactLocked returns the latest time by which a quorum of every

@@ -125,7 +125,7 @@ func (o *readOrder) leaseStart(now hlc.Timestamp) {
 func (r *Replica) leaseLowWater() hlc.Timestamp {
 	now := r.store.hlc.Now()
 	cfg := &r.store.cfg
-	if margin := 2*cfg.MaxClockOffset - time.Duration(cfg.ElectionTicks)*cfg.TickInterval/2; margin > 0 {
+	if margin := 2*cfg.MaxClockOffset - cfg.electionTimeout()/2; margin > 0 {
 		now.WallTime += int64(margin)
 	}
 	return now
