@@ -199,6 +199,10 @@ func (r *Report) count(steps []Step) {
 	}
 }
 
+// minDeadNodeGrace is above the servers' default liveness timeout (5 s):
+// a grace at or below it is refused at start.
+const minDeadNodeGrace = 6 * time.Second
+
 // startCluster starts c's cluster under dir and waits for full
 // replication; the cluster is returned for stopping even with an error.
 func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Cluster, *client.Client, error) {
@@ -210,8 +214,10 @@ func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Clu
 	if slices.Contains(c.Faults.Kinds, Replace) {
 		// A replaced node's old ID must be found dead, and its replicas
 		// re-created, within the run: twice a fault's length, which no
-		// other fault keeps a live node silent for.
-		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--dead-node-grace", (2 * c.Faults.Down).String())
+		// other fault keeps a live node silent for; and above the
+		// servers' liveness timeout, which they refuse to start without.
+		grace := max(2*c.Faults.Down, minDeadNodeGrace)
+		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--dead-node-grace", grace.String())
 	}
 	lc, err := launcher.NewCluster(lcfg)
 	if err != nil {
