@@ -262,17 +262,23 @@ func (c *Client) attemptOnce(ctx context.Context, r *rpc, a *attempt) error {
 		actx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	if hint, refused := nc.peer.throttled(); refused && !r.anyNode && (a.chosen < 0 || nc.peer.shedding.Load()) {
+	// A relaxed read is held back only by a shedding node's window, and
+	// goes to a replica at its window only if all are (peerStats.usable).
+	windowed := !r.anyNode && (a.chosen < 0 || nc.peer.shedding.Load())
+	if hint, refused := nc.peer.throttled(); refused && windowed {
 		// The node is overloaded and this client already has as many
 		// requests in flight to it as it may: refused here, as the
-		// node would, without costing it anything. A relaxed read is
-		// held back only by a shedding node's window, and goes to a
-		// replica at its window only if all are (peerStats.usable).
+		// node would, without costing it anything.
 		return overloadedHere(hint)
 	}
 	if !r.idempotent && !waitReady(actx, nc, c.cfg.DialTimeout) {
 		// Not connected, so nothing was sent: safe to try elsewhere.
 		return status.Errorf(codes.Unavailable, "cannot connect to %s", a.target)
+	}
+	if windowed {
+		// The interceptor takes the request's place in the window
+		// atomically: requests checked together above could all pass.
+		actx = context.WithValue(actx, windowedKey{}, true)
 	}
 	a.sent = true
 	var abandon *time.Timer
@@ -282,6 +288,10 @@ func (c *Client) attemptOnce(ctx context.Context, r *rpc, a *attempt) error {
 	err := r.call(actx, nc)
 	if abandon != nil {
 		abandon.Stop()
+	}
+	if full, ok := err.(windowFull); ok {
+		a.sent = false
+		return overloadedHere(full.hint)
 	}
 	return err
 }

@@ -71,6 +71,14 @@ type Config struct {
 	// (docs/batch-rpc.md). The stream costs the nodes less per request;
 	// this is for comparing the two.
 	UnaryRPC bool
+	// ReadDelayTarget is how much longer than a node's quickest recent point
+	// read (Get, BatchGet) a round trip may take before the client counts
+	// the excess as reads queued in front of the node and narrows its window
+	// of requests in flight to it (default 20ms; docs/admission.md). Reads
+	// over the window fail at once with ErrOverloaded, or wait and retry,
+	// as a node's refusal would. Negative: the window closes only on
+	// refusals.
+	ReadDelayTarget time.Duration
 	// MaxClockOffset is the cluster's --max-offset (default 250ms): the
 	// client's hybrid logical clock, which every Batch message carries and
 	// every answer updates, refuses a node's timestamp further ahead.
@@ -84,19 +92,21 @@ const (
 	defaultMinBackoff     = 5 * time.Millisecond
 	defaultMaxBackoff     = 500 * time.Millisecond
 	defaultRTTWeight      = 1.0
+	defaultReadDelay      = 20 * time.Millisecond
 )
 
 // DefaultConfig returns the default configuration. Addrs is left empty: the
 // caller must say where the cluster is.
 func DefaultConfig() Config {
 	return Config{
-		DialTimeout:    defaultDialTimeout,
-		AttemptTimeout: defaultAttemptTimeout,
-		MaxAttempts:    defaultMaxAttempts,
-		MinBackoff:     defaultMinBackoff,
-		MaxBackoff:     defaultMaxBackoff,
-		RTTWeight:      defaultRTTWeight,
-		MaxClockOffset: hlc.DefaultMaxOffset,
+		DialTimeout:     defaultDialTimeout,
+		AttemptTimeout:  defaultAttemptTimeout,
+		MaxAttempts:     defaultMaxAttempts,
+		MinBackoff:      defaultMinBackoff,
+		MaxBackoff:      defaultMaxBackoff,
+		RTTWeight:       defaultRTTWeight,
+		ReadDelayTarget: defaultReadDelay,
+		MaxClockOffset:  hlc.DefaultMaxOffset,
 	}
 }
 
@@ -157,6 +167,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RTTWeight == 0 {
 		c.RTTWeight = d.RTTWeight
+	}
+	if c.ReadDelayTarget == 0 {
+		c.ReadDelayTarget = d.ReadDelayTarget
 	}
 	c.Addrs = append([]string(nil), c.Addrs...)
 	return c

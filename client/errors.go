@@ -176,7 +176,7 @@ func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded
 // status as the node's, so it is retried, failed over or returned the same
 // way.
 func overloadedHere(hint time.Duration) error {
-	st, _ := status.New(codes.ResourceExhausted, fmt.Sprintf("node overloaded (refused by the client: it has as many requests in flight to the node as the node's refusals allow), retry after %v", hint)).
+	st, _ := status.New(codes.ResourceExhausted, fmt.Sprintf("node overloaded (refused by the client: it has as many requests in flight to the node as the node's refusals and round trips allow), retry after %v", hint)).
 		WithDetails(&tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED, RetryAfterMs: uint32(max(hint.Milliseconds(), 1))})
 	return st.Err()
 }

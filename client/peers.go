@@ -47,6 +47,11 @@ type peerStats struct {
 	// is sent (admit share below 1, or not given). Only then does the
 	// window hold back relaxed reads (peerStats.usable).
 	shedding atomic.Bool
+	// delayTarget is Config.ReadDelayTarget in ns, set at creation; the
+	// base* fields keep the quickest recent point-read round trip
+	// (delaywindow.go).
+	delayTarget                int64
+	baseCur, basePrev, baseRot atomic.Int64
 }
 
 const (
@@ -89,9 +94,26 @@ func (p *peerStats) widen() {
 // throttled reports whether a new request would exceed the window, with
 // the node's last retry hint.
 func (p *peerStats) throttled() (time.Duration, bool) {
-	w := math.Float64frombits(p.window.Load())
-	return time.Duration(p.shareHint.Load()), w > 0 && float64(p.inflight.Load()) >= w
+	return p.over(p.inflight.Load() + 1)
 }
+
+// over reports whether n requests in flight exceed the window, with the
+// node's last retry hint.
+func (p *peerStats) over(n int32) (time.Duration, bool) {
+	w := math.Float64frombits(p.window.Load())
+	return time.Duration(p.shareHint.Load()), w > 0 && float64(n) > w
+}
+
+// windowedKey marks a request's context when the window applies to it; the
+// interceptor then refuses it with windowFull if its place in the window
+// is gone.
+type windowedKey struct{}
+
+// windowFull is the interceptor's refusal of a windowed request that found
+// the window full: nothing was sent.
+type windowFull struct{ hint time.Duration }
+
+func (windowFull) Error() string { return "the window of requests in flight to the node is full" }
 
 // observe folds a round trip, sent and answered at these mono times, into
 // the average with weight 1/4: a lasting change wins within a few replies
@@ -101,16 +123,16 @@ func (p *peerStats) throttled() (time.Duration, bool) {
 // the noise band of replica choice: it cannot push the replica out of the
 // choice by itself. The old average first ages toward the sample
 // (rttHalfLife), so after a silence the fresh sample all but replaces it.
-// Requests sent before the node's first reply are not measured. A single
-// CAS keeps it wait-free; a sample lost to a concurrent update is harmless
-// for an average.
-func (p *peerStats) observe(sent, now int64) {
+// Requests sent before the node's first reply are not measured (false). A
+// single CAS keeps it wait-free; a sample lost to a concurrent update is
+// harmless for an average.
+func (p *peerStats) observe(sent, now int64) bool {
 	if first := p.firstReply.Load(); first == 0 || sent < first {
 		// Sent before the node first answered: it waited for the
 		// connection and the stream to open, which says nothing about
 		// the node.
 		p.firstReply.CompareAndSwap(0, now)
-		return
+		return false
 	}
 	sample := max(now-sent, 1) // 0 means "never measured"
 	old := p.rtt.Load()
@@ -120,13 +142,14 @@ func (p *peerStats) observe(sent, now int64) {
 		if p.rtt.CompareAndSwap(0, sample) {
 			p.rttAt.Store(now - p.rttHalfLife)
 		}
-		return
+		return true
 	}
 	aged := decayToward(old, sample, now-p.rttAt.Load(), p.rttHalfLife)
 	next := aged + (min(sample, 2*aged+int64(2*time.Millisecond))-aged)/4
 	if p.rtt.CompareAndSwap(old, max(next, 1)) {
 		p.rttAt.Store(now)
 	}
+	return true
 }
 
 // penalise excludes the peer from replica choice for base·2^(strikes-1),
@@ -214,7 +237,12 @@ func (p *peerStats) interceptor(addr string, latency func(string) time.Duration)
 		kv := measured(method)
 		start := monoNow()
 		if kv {
-			if p.inflight.Add(1) == 1 {
+			n := p.inflight.Add(1)
+			if hint, full := p.over(n); full && ctx.Value(windowedKey{}) != nil {
+				p.inflight.Add(-1)
+				return windowFull{hint}
+			}
+			if n == 1 {
 				p.lastProgress.Store(start)
 			}
 			defer p.inflight.Add(-1)
@@ -230,12 +258,17 @@ func (p *peerStats) interceptor(addr string, latency func(string) time.Duration)
 		}
 		if kv && replied(err) {
 			end := monoNow()
-			p.observe(start, end)
+			measuredRTT := p.observe(start, end)
 			p.lastReply.Store(end)
 			p.lastProgress.Store(end)
 			if err == nil {
 				p.succeeded()
 				p.widen()
+				// Emulated latency is a sleep, whose oversleep on a
+				// busy test machine is not a queue at the node.
+				if measuredRTT && d == 0 && delayMeasured(method) {
+					p.queued(start, end)
+				}
 			}
 		}
 		return err
@@ -278,7 +311,7 @@ func (c *Client) peer(addr string) *peerStats {
 	if p, ok := c.peers.Load(addr); ok {
 		return p.(*peerStats)
 	}
-	p, _ := c.peers.LoadOrStore(addr, &peerStats{rttHalfLife: int64(c.tune.rttHalfLife)})
+	p, _ := c.peers.LoadOrStore(addr, &peerStats{rttHalfLife: int64(c.tune.rttHalfLife), delayTarget: int64(c.cfg.ReadDelayTarget)})
 	return p.(*peerStats)
 }
 

@@ -1,0 +1,64 @@
+package client
+
+import "time"
+
+// The window of requests in flight to a node (peerStats.window) also closes
+// on the client's own measure of queueing. Beyond what a node can read, the
+// excess reads wait in front of it (socket buffers, HTTP/2 streams), where the
+// node cannot see them and, since refusing a cached read costs it as much as
+// serving one, would gain nothing by refusing them. The client sees the wait
+// in its round trips: a point read that took longer than the node's quickest
+// recent one plus the target waited in a queue, so the window is cut, as TCP
+// Vegas cuts its congestion window on a growing round trip, to the requests
+// in flight times the share of the round trip that is not excess queueing.
+// Requests over the window are refused in the client at once, which bounds
+// the queue, and with it the latency of the reads that are sent.
+
+// baseBucket is how long one bucket of the quickest round trip lasts; the
+// base is the quicker of the current and the previous bucket's, so it
+// forgets a faster path within two buckets and is never taken from the
+// samples of one burst alone.
+const baseBucket = int64(5 * time.Second)
+
+// delayMeasured reports whether method's round trips measure queueing: the
+// point reads, whose work at the node is small and alike. Scans take as
+// long as their data, and writes as long as their Raft commit and the
+// node's own admission, which refuses them, already bounds them.
+func delayMeasured(method string) bool {
+	return method == "/tidekv.KV/Get" || method == "/tidekv.KV/BatchGet"
+}
+
+// noteBase folds a round trip into the quickest of the recent ones and
+// returns that base. Updates are compare-and-swap; one lost to a concurrent
+// reply only leaves the base a sample older.
+func (p *peerStats) noteBase(sample, now int64) int64 {
+	if rot := p.baseRot.Load(); now-rot >= baseBucket && p.baseRot.CompareAndSwap(rot, now) {
+		p.basePrev.Store(p.baseCur.Swap(sample))
+	}
+	for {
+		cur := p.baseCur.Load()
+		if (cur != 0 && cur <= sample) || p.baseCur.CompareAndSwap(cur, sample) {
+			break
+		}
+	}
+	base := p.baseCur.Load()
+	if prev := p.basePrev.Load(); prev > 0 && prev < base {
+		base = prev
+	}
+	return base
+}
+
+// queued checks a point read's round trip for queueing beyond the target
+// and cuts the window when it finds some. The cut marks the node as
+// shedding, so replica choice also steers relaxed reads away from it while
+// its window is full.
+func (p *peerStats) queued(sent, now int64) {
+	sample := max(now-sent, 1)
+	base := p.noteBase(sample, now)
+	excess := sample - base - p.delayTarget
+	if p.delayTarget <= 0 || excess <= 0 {
+		return
+	}
+	p.cut(now, float64(base+p.delayTarget)/float64(sample), time.Duration(excess))
+	p.shedding.Store(true)
+}
