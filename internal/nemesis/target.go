@@ -47,7 +47,11 @@ type opCounts struct {
 // newLauncherTarget also learns each node's ID from the cluster's node
 // list: a partition names peers by node ID, which join order decides.
 func newLauncherTarget(ctx context.Context, lc *launcher.Cluster, cl *client.Client, c ChaosConfig, logf func(string, ...any)) (launcherTarget, error) {
-	t := launcherTarget{lc: lc, cl: cl, http: &http.Client{Timeout: 5 * time.Second}, ids: &nodeIDs{m: map[int]uint64{}}, ops: &opCounts{},
+	// A fresh connection per fault: a kept-alive one that the node closed
+	// as idle (its HTTP read timeout) while a fault was being posted on it
+	// failed the schedule with "connection reset by peer".
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	t := launcherTarget{lc: lc, cl: cl, http: hc, ids: &nodeIDs{m: map[int]uint64{}}, ops: &opCounts{},
 		recommissionWithin: c.ConvergeWithin, logf: logf}
 	resp, err := cl.Ranges(ctx)
 	if err != nil {
