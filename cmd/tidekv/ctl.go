@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,55 +66,16 @@ Keys and values are taken literally from the arguments. Output is for humans
 	o.sec.addFlags(pf)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return ctlFail(err) })
 
-	var limit int
-	var scanRead, getRead client.ReadOption
-	scan := o.keyCommand("scan START END", "List keys in [START, END); END \"\" means to the end", 2,
-		func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
-			kvs, err := kv.Scan(ctx, []byte(args[0]), []byte(args[1]), limit, scanRead)
-			if err != nil {
-				return err
-			}
-			out := make([]cliformat.KV, len(kvs))
-			for i, kv := range kvs {
-				out[i] = cliformat.KV{Key: kv.Key, Value: kv.Value}
-			}
-			if o.json {
-				return cliformat.WriteJSON(w, cliformat.ScanJSON(out))
-			}
-			if err := cliformat.ScanLines(w, out); err != nil {
-				return err
-			}
-			if limit > 0 && len(kvs) == limit {
-				// On stderr so that stdout stays just the listing.
-				fmt.Fprintf(os.Stderr, "limit of %d reached; more keys may follow (see --limit)\n", limit)
-			}
-			return nil
-		})
-	scan.Flags().IntVar(&limit, "limit", 1000, "return at most this many keys (0: no limit)")
-	scan.Flags().Var(&scanRead, "read", readFlagUsage)
+	cmd.AddCommand(o.newBackupCmds()...)
+	cmd.AddCommand(o.keyCmds()...)
+	cmd.AddCommand(o.clusterCmds()...)
+	cmd.AddCommand(o.placementCmds()...)
+	cmd.AddCommand(o.newAutoscaleCmd(), o.newKeySpaceCmd())
+	return cmd
+}
 
-	get := o.keyCommand("get KEY", "Print the value of KEY (exit 1 if it does not exist)", 1,
-		func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
-			key := []byte(args[0])
-			v, err := kv.Get(ctx, key, getRead)
-			found := err == nil
-			if err != nil && !errors.Is(err, client.ErrNotFound) {
-				return err
-			}
-			if o.json {
-				if err := cliformat.WriteJSON(w, cliformat.GetJSON(key, v, found)); err != nil {
-					return err
-				}
-			} else if found {
-				fmt.Fprintln(w, cliformat.Quote(v))
-			}
-			if !found {
-				return &keyNotFoundError{key: key}
-			}
-			return nil
-		})
-	get.Flags().Var(&getRead, "read", readFlagUsage)
-
+// clusterCmds show the cluster (status, events, ranges) and its settings.
+func (o *ctlOptions) clusterCmds() []*cobra.Command {
 	var eventLimit int
 	events := o.command("events", "Show the cluster's recent events (splits, moves, leases, liveness), oldest first", 0,
 		func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
@@ -130,13 +90,6 @@ Keys and values are taken literally from the arguments. Output is for humans
 			return cliformat.EventsTable(w, v)
 		})
 	events.Flags().IntVar(&eventLimit, "limit", 100, "show at most the newest this many (0: all kept)")
-
-	var wait bool
-	decommission := o.command("decommission NODE", "Drain NODE: move its replicas away one at a time (--wait: until it owns nothing)", 1,
-		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-			return o.decommission(ctx, cl, w, args[0], true, wait)
-		})
-	decommission.Flags().BoolVar(&wait, "wait", false, "print progress until the node owns nothing (bounded by --timeout)")
 
 	config := &cobra.Command{
 		Use:   "config [KEY [VALUE]]",
@@ -178,37 +131,8 @@ docs/operations.md.`,
 		return nil
 	}).RunE
 
-	cmd.AddCommand(o.newBackupCmds()...)
-	cmd.AddCommand(
+	return []*cobra.Command{
 		config,
-		o.newAutoscaleCmd(),
-		o.newKeySpaceCmd(),
-		decommission,
-		o.command("recommission NODE", "Cancel a decommission: NODE takes replicas again", 1,
-			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-				return o.decommission(ctx, cl, w, args[0], false, false)
-			}),
-		o.keyCommand("put KEY VALUE", "Set KEY to VALUE", 2,
-			func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
-				if err := kv.Put(ctx, []byte(args[0]), []byte(args[1])); err != nil {
-					return err
-				}
-				return o.done(w, (&cliformat.Object{}).SetBytes("key", []byte(args[0])).Set("ok", true), "OK")
-			}),
-		get,
-		o.keyCommand("del KEY", "Delete KEY", 1,
-			func(ctx context.Context, kv keyValues, w io.Writer, args []string) error {
-				existed, err := kv.Delete(ctx, []byte(args[0]))
-				if err != nil {
-					return err
-				}
-				msg := "deleted"
-				if !existed {
-					msg = "not found, nothing deleted"
-				}
-				return o.done(w, (&cliformat.Object{}).SetBytes("key", []byte(args[0])).Set("existed", existed), msg)
-			}),
-		scan,
 		o.command("status", "Show the cluster's nodes, their load and the imbalance across them", 0,
 			func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
 				resp, err := cl.Status(ctx)
@@ -232,6 +156,24 @@ docs/operations.md.`,
 					return cliformat.WriteJSON(w, resp)
 				}
 				return cliformat.RangesTable(w, resp)
+			}),
+	}
+}
+
+// placementCmds move data by hand: splits, replicas, leases, decommission.
+func (o *ctlOptions) placementCmds() []*cobra.Command {
+	var wait bool
+	decommission := o.command("decommission NODE", "Drain NODE: move its replicas away one at a time (--wait: until it owns nothing)", 1,
+		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+			return o.decommission(ctx, cl, w, args[0], true, wait)
+		})
+	decommission.Flags().BoolVar(&wait, "wait", false, "print progress until the node owns nothing (bounded by --timeout)")
+
+	return []*cobra.Command{
+		decommission,
+		o.command("recommission NODE", "Cancel a decommission: NODE takes replicas again", 1,
+			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
+				return o.decommission(ctx, cl, w, args[0], false, false)
 			}),
 		o.command("split KEY", "Split the range containing KEY at KEY", 1,
 			func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
@@ -262,8 +204,7 @@ docs/operations.md.`,
 				}
 				return o.done(w, (&cliformat.Object{}).Set("range_id", rangeID).Set("target_node_id", node).Set("ok", true), "OK")
 			}),
-	)
-	return cmd
+	}
 }
 
 // keyValues are the key operations of ctl, on the default key space
