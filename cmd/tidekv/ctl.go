@@ -91,6 +91,37 @@ func (o *ctlOptions) clusterCmds() []*cobra.Command {
 		})
 	events.Flags().IntVar(&eventLimit, "limit", 100, "show at most the newest this many (0: all kept)")
 
+	return []*cobra.Command{
+		o.configCmd(),
+		o.command("status", "Show the cluster's nodes, their load and the imbalance across them", 0,
+			func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
+				resp, err := cl.Status(ctx)
+				if err != nil {
+					return err
+				}
+				v := cliformat.StatusOf(resp)
+				if o.json {
+					return cliformat.WriteJSON(w, v)
+				}
+				return cliformat.StatusTable(w, v)
+			}),
+		events,
+		o.command("ranges", "Show the ranges, their replicas and leaseholders (*)", 0,
+			func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
+				resp, err := cl.Ranges(ctx)
+				if err != nil {
+					return err
+				}
+				if o.json {
+					return cliformat.WriteJSON(w, resp)
+				}
+				return cliformat.RangesTable(w, resp)
+			}),
+	}
+}
+
+// configCmd lists and sets cluster settings.
+func (o *ctlOptions) configCmd() *cobra.Command {
 	config := &cobra.Command{
 		Use:   "config [KEY [VALUE]]",
 		Short: "List cluster settings, or set KEY to VALUE (\"\" restores the default)",
@@ -131,33 +162,7 @@ docs/operations.md.`,
 		return nil
 	}).RunE
 
-	return []*cobra.Command{
-		config,
-		o.command("status", "Show the cluster's nodes, their load and the imbalance across them", 0,
-			func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
-				resp, err := cl.Status(ctx)
-				if err != nil {
-					return err
-				}
-				v := cliformat.StatusOf(resp)
-				if o.json {
-					return cliformat.WriteJSON(w, v)
-				}
-				return cliformat.StatusTable(w, v)
-			}),
-		events,
-		o.command("ranges", "Show the ranges, their replicas and leaseholders (*)", 0,
-			func(ctx context.Context, cl *client.Client, w io.Writer, _ []string) error {
-				resp, err := cl.Ranges(ctx)
-				if err != nil {
-					return err
-				}
-				if o.json {
-					return cliformat.WriteJSON(w, resp)
-				}
-				return cliformat.RangesTable(w, resp)
-			}),
-	}
+	return config
 }
 
 // placementCmds move data by hand: splits, replicas, leases, decommission.
