@@ -60,6 +60,47 @@ func (s *Server) takeCursor(id uint64) ([]byte, bool) {
 	return c.next, true
 }
 
+// scanArgs are SCAN's options.
+type scanArgs struct {
+	pattern []byte
+	typ     string
+	count   int
+}
+
+// parseScanArgs reads SCAN's options after the cursor; on a bad one it
+// answers the error and returns false.
+func parseScanArgs(x *call) (scanArgs, bool) {
+	a := scanArgs{count: 10}
+	for i := 2; i < len(x.args); i += 2 {
+		if i+1 >= len(x.args) {
+			x.c.WriteError(errSyntax)
+			return a, false
+		}
+		v := x.args[i+1]
+		switch strings.ToUpper(string(x.args[i])) {
+		case "MATCH":
+			a.pattern = v
+		case "COUNT":
+			n, err := strconv.Atoi(string(v))
+			if err != nil {
+				x.c.WriteError(errNotInt)
+				return a, false
+			}
+			if n < 1 {
+				x.c.WriteError(errSyntax)
+				return a, false
+			}
+			a.count = min(n, x.s.cfg.MaxScanCount)
+		case "TYPE":
+			a.typ = strings.ToLower(string(v))
+		default:
+			x.c.WriteError(errSyntax)
+			return a, false
+		}
+	}
+	return a, true
+}
+
 // cmdScan: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash]. Each
 // call reads at most COUNT (default 10) stored keys from the cursor on,
 // skipping hash fields, and returns the user keys among them that match.
@@ -69,52 +110,42 @@ func cmdScan(x *call) {
 		x.c.WriteError("ERR invalid cursor")
 		return
 	}
-	var pattern []byte
-	var typ string
-	count := 10
-	for i := 2; i < len(x.args); i += 2 {
-		if i+1 >= len(x.args) {
-			x.c.WriteError(errSyntax)
-			return
-		}
-		v := x.args[i+1]
-		switch strings.ToUpper(string(x.args[i])) {
-		case "MATCH":
-			pattern = v
-		case "COUNT":
-			n, err := strconv.Atoi(string(v))
-			if err != nil {
-				x.c.WriteError(errNotInt)
-				return
-			}
-			if n < 1 {
-				x.c.WriteError(errSyntax)
-				return
-			}
-			count = min(n, x.s.cfg.MaxScanCount)
-		case "TYPE":
-			typ = strings.ToLower(string(v))
-		default:
-			x.c.WriteError(errSyntax)
-			return
-		}
+	a, ok := parseScanArgs(x)
+	if !ok {
+		return
 	}
 	var start []byte
 	if id != 0 {
-		var ok bool
 		if start, ok = x.s.takeCursor(id); !ok {
 			x.c.WriteError("ERR invalid cursor (unknown or expired; TideKV cursors are kept by the node that issued them)")
 			return
 		}
 	}
-	var keys [][]byte
-	var next []byte
-	for read := 0; read < count; {
-		want := count - read
+	keys, next, err := scanKeys(x, start, a)
+	if err != nil {
+		replyErr(x.c, err)
+		return
+	}
+	var cur uint64
+	if next != nil {
+		cur = x.s.saveCursor(next)
+	}
+	x.c.WriteArray(2)
+	x.c.WriteBulkString(strconv.FormatUint(cur, 10))
+	x.c.WriteArray(len(keys))
+	for _, k := range keys {
+		x.c.WriteBulk(k)
+	}
+}
+
+// scanKeys reads at most a.count stored keys from start on and returns the
+// matching user keys and where the next call resumes (nil: the end).
+func scanKeys(x *call, start []byte, a scanArgs) (keys [][]byte, next []byte, err error) {
+	for read := 0; read < a.count; {
+		want := a.count - read
 		kvs, err := x.st.kv.Scan(x.ctx, start, nil, want)
 		if err != nil {
-			replyErr(x.c, err)
-			return
+			return nil, nil, err
 		}
 		read += len(kvs)
 		next = nil
@@ -127,30 +158,20 @@ func cmdScan(x *call) {
 				break
 			}
 			next = append(append([]byte(nil), kv.Key...), 0)
-			if pattern != nil && !globMatch(pattern, user) {
+			if a.pattern != nil && !globMatch(a.pattern, user) {
 				continue
 			}
-			if typ != "" && (typ == "hash") != isHashMarker(kv.Value) {
+			if a.typ != "" && (a.typ == "hash") != isHashMarker(kv.Value) {
 				continue
 			}
 			keys = append(keys, user)
 		}
 		if !jumped && len(kvs) < want {
-			next = nil // the end of the key space
-			break
+			return keys, nil, nil // the end of the key space
 		}
 		start = next
 	}
-	var cur uint64
-	if next != nil {
-		cur = x.s.saveCursor(next)
-	}
-	x.c.WriteArray(2)
-	x.c.WriteBulkString(strconv.FormatUint(cur, 10))
-	x.c.WriteArray(len(keys))
-	for _, k := range keys {
-		x.c.WriteBulk(k)
-	}
+	return keys, next, nil
 }
 
 // cmdRange: TKV.RANGE start end [LIMIT n] returns the string keys in
