@@ -73,10 +73,43 @@ func (s *Store) processRound(tick bool) {
 	if len(replicas) == 0 {
 		return
 	}
-	var work []readyWork
 	batch := s.eng.NewBatch()
 	defer batch.Close()
-	mustSync := false
+	work, mustSync := s.collectReady(replicas, batch, tick)
+	if len(work) == 0 {
+		return
+	}
+	// Committed entries that are already in the stable log (always the
+	// case on a leader, which counts its own copy only once written) are
+	// applied, and their proposers answered, without waiting for this
+	// round's fsync. A follower may learn that entries of this very Ready
+	// are committed; those wait until they are written here too. Apply
+	// batches are not synced: the log is the durable record and a crash
+	// replays what they lost.
+	early, late := splitByStable(work)
+	var ap roundApply
+	ap.apply(s.eng, early)
+	s.commitRaftState(batch, mustSync)
+	// Now stable: tell the in-memory log; followers may now acknowledge.
+	for _, w := range work {
+		w.r.markStableLocked(&w)
+	}
+	ap.apply(s.eng, late)
+	for _, w := range work {
+		s.finishReadyLocked(&w)
+		w.r.mu.Unlock()
+	}
+	// Create or remove replicas only after every lock of this round is
+	// released: these steps may lock other replicas.
+	for _, fn := range ap.post {
+		fn()
+	}
+}
+
+// collectReady takes the Ready of each scheduled replica that has one,
+// adds its log entries and HardState to batch, and returns them with each
+// replica still locked (unlocked by processRound at the round's end).
+func (s *Store) collectReady(replicas []*Replica, batch storage.Batch, tick bool) (work []readyWork, mustSync bool) {
 	for _, r := range replicas {
 		r.mu.Lock()
 		if r.mu.destroyed || r.mu.raw == nil {
@@ -111,32 +144,13 @@ func (s *Store) processRound(tick bool) {
 		}
 		work = append(work, w)
 	}
-	if len(work) == 0 {
-		return
-	}
-	// Committed entries that are already in the stable log (always the
-	// case on a leader, which counts its own copy only once written) are
-	// applied, and their proposers answered, without waiting for this
-	// round's fsync. A follower may learn that entries of this very Ready
-	// are committed; those wait until they are written here too. Apply
-	// batches are not synced: the log is the durable record and a crash
-	// replays what they lost.
-	var acks, post []func()
-	apply := func(ws []readyWork) {
-		ab := newApplyBatch(s.eng)
-		for _, w := range ws {
-			a, p := w.r.applyCommittedLocked(ab, w.rd.CommittedEntries)
-			acks, post = append(acks, a...), append(post, p...)
-		}
-		if err := ab.commit(); err != nil {
-			log.Fatalf("apply commit: %v", err)
-		}
-		for _, fn := range acks {
-			fn()
-		}
-		acks = acks[:0]
-	}
-	var early, late []readyWork
+	return work, mustSync
+}
+
+// splitByStable separates the Readies whose committed entries are all in
+// the stable log already (early) from those that wait for this round's
+// write (late).
+func splitByStable(work []readyWork) (early, late []readyWork) {
 	for _, w := range work {
 		if n := len(w.rd.CommittedEntries); n > 0 {
 			stable, _ := w.r.mu.storage.LastIndex()
@@ -147,7 +161,33 @@ func (s *Store) processRound(tick bool) {
 			}
 		}
 	}
-	apply(early)
+	return early, late
+}
+
+// roundApply applies committed entries in one engine batch per call and
+// keeps the steps to run once the round's locks are released.
+type roundApply struct {
+	acks, post []func()
+}
+
+func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
+	ab := newApplyBatch(eng)
+	for _, w := range ws {
+		a, p := w.r.applyCommittedLocked(ab, w.rd.CommittedEntries)
+		ap.acks, ap.post = append(ap.acks, a...), append(ap.post, p...)
+	}
+	if err := ab.commit(); err != nil {
+		log.Fatalf("apply commit: %v", err)
+	}
+	for _, fn := range ap.acks {
+		fn()
+	}
+	ap.acks = ap.acks[:0]
+}
+
+// commitRaftState writes the round's log entries and HardStates, synced
+// when a Ready asked for it.
+func (s *Store) commitRaftState(batch storage.Batch, mustSync bool) {
 	if !batch.Empty() {
 		start := time.Now()
 		if err := batch.Commit(mustSync); err != nil {
@@ -160,41 +200,38 @@ func (s *Store) processRound(tick bool) {
 		}
 	}
 	s.stats.Rounds.Add(1)
-	// Now stable: tell the in-memory log; followers may now acknowledge.
-	for _, w := range work {
-		r, rd := w.r, w.rd
-		if len(rd.Entries) > 0 {
-			if err := r.mu.storage.Append(rd.Entries); err != nil {
-				log.Fatalf("range %d: append: %v", r.rangeID, err)
-			}
-		}
-		if !raft.IsEmptyHardState(rd.HardState) {
-			_ = r.mu.storage.SetHardState(rd.HardState)
-		}
-		if !w.leader {
-			r.sendMessagesLocked(rd.Messages)
+}
+
+// markStableLocked tells the in-memory log what the round wrote; a
+// follower's messages (its acknowledgements) go out only now.
+func (r *Replica) markStableLocked(w *readyWork) {
+	if len(w.rd.Entries) > 0 {
+		if err := r.mu.storage.Append(w.rd.Entries); err != nil {
+			log.Fatalf("range %d: append: %v", r.rangeID, err)
 		}
 	}
-	apply(late)
-	for _, w := range work {
-		r := w.r
-		if !r.mu.destroyed {
-			r.applied.Store(r.mu.state.GetAppliedIndex())
-			r.updateLeadershipLocked(w.rd.SoftState)
-			r.handleReadStatesLocked(w.rd.ReadStates)
-			r.releaseReadsLocked()
-			r.mu.raw.Advance(w.rd)
-			r.maybeTruncateLogLocked()
-			if r.mu.raw.HasReady() {
-				s.schedule(r.rangeID)
-			}
-		}
-		r.mu.Unlock()
+	if !raft.IsEmptyHardState(w.rd.HardState) {
+		_ = r.mu.storage.SetHardState(w.rd.HardState)
 	}
-	// Create or remove replicas only after every lock of this round is
-	// released: these steps may lock other replicas.
-	for _, fn := range post {
-		fn()
+	if !w.leader {
+		r.sendMessagesLocked(w.rd.Messages)
+	}
+}
+
+// finishReadyLocked advances w's replica past its Ready.
+func (s *Store) finishReadyLocked(w *readyWork) {
+	r := w.r
+	if r.mu.destroyed {
+		return
+	}
+	r.applied.Store(r.mu.state.GetAppliedIndex())
+	r.updateLeadershipLocked(w.rd.SoftState)
+	r.handleReadStatesLocked(w.rd.ReadStates)
+	r.releaseReadsLocked()
+	r.mu.raw.Advance(w.rd)
+	r.maybeTruncateLogLocked()
+	if r.mu.raw.HasReady() {
+		s.schedule(r.rangeID)
 	}
 }
 
