@@ -153,7 +153,7 @@ func (k *KeySpace) Scan(ctx context.Context, start, end []byte, limit int, opts 
 	out := kvs[:0]
 	for _, kv := range kvs {
 		if key, ok := c.Decode(kv.Key); ok {
-			out = append(out, KeyValue{Key: key, Value: kv.Value})
+			out = append(out, KeyValue{Key: key, Value: kv.Value, ExpireAt: kv.ExpireAt})
 		}
 	}
 	return out, err

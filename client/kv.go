@@ -16,7 +16,20 @@ import (
 )
 
 // KeyValue is one key and its value.
-type KeyValue struct{ Key, Value []byte }
+type KeyValue struct {
+	Key, Value []byte
+	// ExpireAt is when the value expires, to the millisecond (rounded up)
+	// by the cluster's clocks; zero: it does not expire.
+	ExpireAt time.Time
+}
+
+// expireAt is an API expiry in Unix milliseconds as a time (0: none).
+func expireAt(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
 
 // Op is one operation of an atomic Write: a put of Value, or a delete, or
 // (SetTTL) a change of the key's TTL.
@@ -144,7 +157,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 			return out, err
 		}
 		for _, kv := range resp.GetKvs() {
-			out = append(out, KeyValue{Key: kv.GetKey(), Value: kv.GetValue()})
+			out = append(out, KeyValue{Key: kv.GetKey(), Value: kv.GetValue(), ExpireAt: expireAt(kv.GetExpireAtMs())})
 		}
 		if limit > 0 && len(out) >= limit {
 			return out[:limit], nil

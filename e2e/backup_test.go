@@ -43,6 +43,9 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	for i := range 200 {
 		put(ctx, t, users.Put, fmt.Sprintf("u%04d", i), []byte(fmt.Sprint(i)))
 	}
+	if err := cl.PutTTL(ctx, []byte("ttl/hour"), value, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 
 	// Writers: counters that only grow, and new keys, all through the backup.
 	var stop atomic.Bool
@@ -109,6 +112,10 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 			t.Errorf("key space %q: restored %d keys, the source had %d at the backup timestamp; first difference: %s",
 				ks, len(got[ks]), len(want[ks]), firstDiff(got[ks], want[ks]))
 		}
+	}
+	// The expiry comes back: the same instant, so a little under an hour.
+	if ttl, err := dcl.TTL(ctx, []byte("ttl/hour")); err != nil || ttl <= 50*time.Minute || ttl > time.Hour {
+		t.Errorf("restored ttl/hour has TTL %v (%v), want just under an hour", ttl, err)
 	}
 	_, code, err = ctl(ctx, bin, dst.Addr(1), "restore", dir)
 	if code != 2 || err == nil || !strings.Contains(err.Error(), "restore refused: the cluster already holds data") {

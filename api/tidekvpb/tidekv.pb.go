@@ -748,9 +748,13 @@ func (x *Timestamp) GetLogical() uint32 {
 }
 
 type KeyValue struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// When the value expires, Unix time in milliseconds rounded up, by the
+	// cluster's clocks; 0: it does not expire. Set by scans of versioned
+	// ranges (docs/expiry.md).
+	ExpireAtMs    int64 `protobuf:"varint,3,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -797,6 +801,13 @@ func (x *KeyValue) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *KeyValue) GetExpireAtMs() int64 {
+	if x != nil {
+		return x.ExpireAtMs
+	}
+	return 0
 }
 
 type GetRequest struct {
@@ -6241,10 +6252,12 @@ const file_tidekv_proto_rawDesc = "" +
 	"\tTimestamp\x12\x1d\n" +
 	"\n" +
 	"wall_nanos\x18\x01 \x01(\x03R\twallNanos\x12\x18\n" +
-	"\alogical\x18\x02 \x01(\rR\alogical\"2\n" +
+	"\alogical\x18\x02 \x01(\rR\alogical\"T\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xcd\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12 \n" +
+	"\fexpire_at_ms\x18\x03 \x01(\x03R\n" +
+	"expireAtMs\"\xcd\x01\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +

@@ -3,6 +3,9 @@ package backup
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -28,8 +31,9 @@ type memCluster struct {
 }
 
 type version struct {
-	ts    hlc.Timestamp
-	value []byte
+	ts       hlc.Timestamp
+	value    []byte
+	expireAt int64 // Unix ms; 0: none
 }
 
 func newMem() *memCluster { return &memCluster{data: map[string]map[string][]version{"": {}}} }
@@ -39,8 +43,10 @@ func (m *memCluster) tick() hlc.Timestamp {
 	return m.clock
 }
 
-func (m *memCluster) put(ks, k, v string) {
-	m.data[ks][k] = append(m.data[ks][k], version{m.tick(), []byte(v)})
+func (m *memCluster) put(ks, k, v string) { m.putExpiring(ks, k, v, 0) }
+
+func (m *memCluster) putExpiring(ks, k, v string, expireAt int64) {
+	m.data[ks][k] = append(m.data[ks][k], version{m.tick(), []byte(v), expireAt})
 }
 
 func (m *memCluster) Now() hlc.Timestamp                        { return m.tick() }
@@ -58,14 +64,14 @@ func (m *memCluster) Scan(_ context.Context, ks string, start []byte, limit int,
 		if k < string(start) {
 			continue
 		}
-		var val []byte
+		var at *version
 		for _, v := range m.data[ks][k] {
 			if !ts.Less(v.ts) {
-				val = v.value
+				at = &v
 			}
 		}
-		if val != nil && len(out) < limit {
-			out = append(out, Pair{Key: []byte(k), Value: val})
+		if at != nil && len(out) < limit {
+			out = append(out, Pair{Key: []byte(k), Value: at.value, ExpireAtMs: at.expireAt})
 		}
 	}
 	return out, nil
@@ -92,7 +98,7 @@ func (m *memCluster) Write(_ context.Context, ks string, pairs []Pair) error {
 	defer m.mu.Unlock()
 	m.writes++
 	for _, p := range pairs {
-		m.put(ks, string(p.Key), string(p.Value))
+		m.putExpiring(ks, string(p.Key), string(p.Value), p.ExpireAtMs)
 	}
 	return nil
 }
@@ -215,8 +221,8 @@ func TestRestoreRefusesCorruption(t *testing.T) {
 			copy(b[headerLen+4:], []byte{0x7f, 0xff, 0xff, 0xff})
 			write(t, p, b)
 		}},
-		{"unknown version", "format version 2", func(t *testing.T, dir string, _ *Manifest) {
-			editManifest(t, dir, `"format_version": 1`, `"format_version": 2`)
+		{"unknown version", "format version 3", func(t *testing.T, dir string, _ *Manifest) {
+			editManifest(t, dir, `"format_version": 2`, `"format_version": 3`)
 		}},
 		{"pair count", "the manifest says 1", func(t *testing.T, dir string, m *Manifest) {
 			editManifest(t, dir, fmt.Sprintf(`"pairs": %d,`, m.Files[0].Pairs), `"pairs": 1,`)
@@ -303,4 +309,53 @@ func editManifest(t *testing.T, dir, old, new string) {
 		t.Fatalf("manifest lacks %q", old)
 	}
 	write(t, p, bytes.Replace(b, []byte(old), []byte(new), 1))
+}
+
+// Expiries go into the backup and come back with the restore.
+func TestRoundTripKeepsExpiry(t *testing.T) {
+	src := source()
+	src.putExpiring("", "session", "s", 1_900_000_000_123)
+	src.putExpiring("users", "u-temp", "t", 1_900_000_000_456)
+	dir := filepath.Join(t.TempDir(), "b")
+	if _, err := Backup(t.Context(), src, dir, small); err != nil {
+		t.Fatal(err)
+	}
+	dst := newMem()
+	if _, err := Restore(t.Context(), dst, dir, false, small); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ks, key string
+		want    int64
+	}{{"", "session", 1_900_000_000_123}, {"users", "u-temp", 1_900_000_000_456}, {"", "k0001", 0}} {
+		vs := dst.data[c.ks][c.key]
+		if len(vs) == 0 || vs[len(vs)-1].expireAt != c.want {
+			t.Errorf("%s/%s restored as %+v, want expiry %d", c.ks, c.key, vs, c.want)
+		}
+	}
+}
+
+// A backup of format version 1 (records without expiry) still restores.
+func TestRestoreReadsFormatVersion1(t *testing.T) {
+	dir := t.TempDir()
+	rec := func(k, v string) []byte {
+		b := binary.BigEndian.AppendUint32(nil, uint32(len(k)))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+		return append(append(b, k...), v...)
+	}
+	data := binary.BigEndian.AppendUint32(append([]byte(nil), fileMagic...), 1)
+	data = append(append(data, rec("a", "1")...), rec("b", "22")...)
+	write(t, filepath.Join(dir, "data-000001.tkb"), data)
+	sum := sha256.Sum256(data)
+	manifest := fmt.Sprintf(`{"format_version": 1, "timestamp": "1.000000000,0", "keyspaces": [],
+		"files": [{"name": "data-000001.tkb", "first_key": "YQ==", "last_key": "Yg==", "pairs": 2, "bytes": %d, "sha256": %q}],
+		"pairs": 2, "bytes": 5}`, len(data), hex.EncodeToString(sum[:]))
+	write(t, filepath.Join(dir, ManifestName), []byte(manifest))
+	dst := newMem()
+	if _, err := Restore(t.Context(), dst, dir, false, small); err != nil {
+		t.Fatal(err)
+	}
+	if got := dst.latest()[""]; got["a"] != "1" || got["b"] != "22" || len(got) != 2 {
+		t.Fatalf("restored %v from a version 1 backup, want a=1 b=22", got)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/hlc"
@@ -99,6 +100,9 @@ func (s *ClientSource) Scan(ctx context.Context, ks string, start []byte, limit 
 	out := make([]Pair, len(kvs))
 	for i, kv := range kvs {
 		out[i] = Pair{Key: kv.Key, Value: kv.Value}
+		if !kv.ExpireAt.IsZero() {
+			out[i].ExpireAtMs = kv.ExpireAt.UnixMilli()
+		}
 	}
 	return out, nil
 }
@@ -133,8 +137,10 @@ func (s *ClientSink) Empty(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// Write puts pairs, each range's share as one Write; in a key space with a
-// default TTL they get it afresh (the backup holds no expiry).
+// Write puts pairs, each range's share as one Write, with their expiry (a
+// time already past leaves the key absent). Pairs without one (in a key
+// space with a default TTL: backups of format version 1) get the key
+// space's TTL afresh.
 func (s *ClientSink) Write(ctx context.Context, ks string, pairs []Pair) error {
 	view, err := s.view(ctx, ks)
 	if err != nil {
@@ -143,6 +149,9 @@ func (s *ClientSink) Write(ctx context.Context, ks string, pairs []Pair) error {
 	ops := make([]client.Op, len(pairs))
 	for i, p := range pairs {
 		ops[i] = client.Op{Key: p.Key, Value: p.Value}
+		if p.ExpireAtMs > 0 {
+			ops[i].Expiry.At = time.UnixMilli(p.ExpireAtMs)
+		}
 	}
 	for i, r := range view.WriteEach(ctx, ops) {
 		if r.Err != nil {

@@ -20,15 +20,17 @@ import (
 )
 
 // FormatVersion is the version of the manifest and data file layout this
-// package writes and the only one it reads.
-const FormatVersion = 1
+// package writes; it reads versions 1 and 2. Version 2 added each value's
+// expiry to its record.
+const FormatVersion = 2
 
 // ManifestName is the manifest's file name in a backup directory.
 const ManifestName = "MANIFEST.json"
 
 // fileMagic opens every data file; the version follows it (4 bytes, big
 // endian), then records: key length and value length (4 bytes each, big
-// endian), the key, the value.
+// endian), the key, the value, and (version 2) the value's expiry in Unix
+// milliseconds (8 bytes, big endian; 0: none).
 var fileMagic = []byte("TIDEKVBK")
 
 const headerLen = 8 + 4
@@ -86,8 +88,21 @@ type File struct {
 	SHA256   string `json:"sha256"`
 }
 
-// Pair is one key and its value.
-type Pair struct{ Key, Value []byte }
+// Pair is one key and its value, with the value's expiry in Unix
+// milliseconds (0: none).
+type Pair struct {
+	Key, Value []byte
+	ExpireAtMs int64
+}
+
+// recordLen is the size of p's record in a data file of version v.
+func recordLen(p Pair, v uint32) int64 {
+	n := int64(8 + len(p.Key) + len(p.Value))
+	if v >= 2 {
+		n += 8
+	}
+	return n
+}
 
 // fileWriter writes one data file and hashes it as it goes.
 type fileWriter struct {
@@ -114,10 +129,11 @@ func createFile(dir, name, ks string) (*fileWriter, error) {
 }
 
 func (fw *fileWriter) add(p Pair) error {
-	var lens [8]byte
+	var lens, exp [8]byte
 	binary.BigEndian.PutUint32(lens[:4], uint32(len(p.Key)))
 	binary.BigEndian.PutUint32(lens[4:], uint32(len(p.Value)))
-	for _, b := range [][]byte{lens[:], p.Key, p.Value} {
+	binary.BigEndian.PutUint64(exp[:], uint64(p.ExpireAtMs))
+	for _, b := range [][]byte{lens[:], p.Key, p.Value, exp[:]} {
 		if _, err := fw.w.Write(b); err != nil {
 			return err
 		}
@@ -127,7 +143,7 @@ func (fw *fileWriter) add(p Pair) error {
 	}
 	fw.meta.LastKey = bytes.Clone(p.Key)
 	fw.meta.Pairs++
-	fw.meta.Bytes += int64(len(lens) + len(p.Key) + len(p.Value))
+	fw.meta.Bytes += recordLen(p, FormatVersion)
 	return nil
 }
 
@@ -187,14 +203,15 @@ func readPairs(r io.Reader, f File, each func(Pair) error) error {
 	if _, err := io.ReadFull(r, hdr); err != nil || !bytes.Equal(hdr[:8], fileMagic) {
 		return corrupt("data file %s does not start with a TideKV backup header", f.Name)
 	}
-	if v := binary.BigEndian.Uint32(hdr[8:]); v != FormatVersion {
-		return corrupt("data file %s has format version %d, this binary reads version %d", f.Name, v, FormatVersion)
+	v := binary.BigEndian.Uint32(hdr[8:])
+	if v < 1 || v > FormatVersion {
+		return corrupt("data file %s has format version %d, this binary reads versions 1 to %d", f.Name, v, FormatVersion)
 	}
 	var prev []byte
 	var n int64
 	left := f.Bytes - headerLen // readFile checked the size: no length may exceed it
 	for ; ; n++ {
-		p, err := readPair(r, left)
+		p, err := readPair(r, left, v)
 		if err == io.EOF {
 			break
 		}
@@ -213,7 +230,7 @@ func readPairs(r io.Reader, f File, each func(Pair) error) error {
 			}
 		}
 		prev = p.Key
-		left -= int64(8 + len(p.Key) + len(p.Value))
+		left -= recordLen(p, v)
 	}
 	if n != f.Pairs {
 		return corrupt("data file %s holds %d pairs, the manifest says %d", f.Name, n, f.Pairs)
@@ -224,10 +241,10 @@ func readPairs(r io.Reader, f File, each func(Pair) error) error {
 	return nil
 }
 
-// readPair reads one record of at most left bytes: io.EOF at a clean end,
-// an error for a truncated or implausible one (never a large allocation
-// for a corrupt length).
-func readPair(r io.Reader, left int64) (Pair, error) {
+// readPair reads one record of version v of at most left bytes: io.EOF at
+// a clean end, an error for a truncated or implausible one (never a large
+// allocation for a corrupt length).
+func readPair(r io.Reader, left int64, v uint32) (Pair, error) {
 	var lens [8]byte
 	if _, err := io.ReadFull(r, lens[:]); err != nil {
 		if err == io.EOF {
@@ -239,14 +256,25 @@ func readPair(r io.Reader, left int64) (Pair, error) {
 	if kl == 0 || kl > maxKeyLen {
 		return Pair{}, fmt.Errorf("implausible key length %d", kl)
 	}
-	if 8+int64(kl)+int64(vl) > left {
+	tail := 0
+	if v >= 2 {
+		tail = 8
+	}
+	if 8+int64(kl)+int64(vl)+int64(tail) > left {
 		return Pair{}, fmt.Errorf("lengths %d and %d run past the end of the file", kl, vl)
 	}
-	buf := make([]byte, int(kl)+int(vl))
+	buf := make([]byte, int(kl)+int(vl)+tail)
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return Pair{}, errors.New("truncated record")
 	}
-	return Pair{Key: buf[:kl:kl], Value: buf[kl:]}, nil
+	p := Pair{Key: buf[:kl:kl], Value: buf[kl : kl+vl : kl+vl]}
+	if tail > 0 {
+		p.ExpireAtMs = int64(binary.BigEndian.Uint64(buf[kl+vl:]))
+		if p.ExpireAtMs < 0 {
+			return Pair{}, fmt.Errorf("implausible expiry %d", p.ExpireAtMs)
+		}
+	}
+	return p, nil
 }
 
 // writeManifest writes m to dir atomically: a temporary file, synced, then
@@ -299,8 +327,8 @@ func readManifest(dir string) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, corrupt("%s is not a valid manifest: %v", ManifestName, err)
 	}
-	if m.FormatVersion != FormatVersion {
-		return nil, corrupt("the manifest has format version %d, this binary reads version %d", m.FormatVersion, FormatVersion)
+	if m.FormatVersion < 1 || m.FormatVersion > FormatVersion {
+		return nil, corrupt("the manifest has format version %d, this binary reads versions 1 to %d", m.FormatVersion, FormatVersion)
 	}
 	seen := map[string]bool{}
 	for _, f := range m.Files {

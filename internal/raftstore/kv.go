@@ -94,6 +94,13 @@ func TTLMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
+// ceilMillis is an expiry in HLC wall nanoseconds as API milliseconds,
+// rounded up, so that a value written back with it expires no earlier
+// than it did (0 stays 0: no expiry).
+func ceilMillis(ns int64) int64 {
+	return (ns + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+}
+
 // readAt is the mvcc read timestamp of a read at ts (zero: the newest).
 func readAt(ts hlc.Timestamp) hlc.Timestamp {
 	if ts.IsZero() {
@@ -226,7 +233,7 @@ func (r *Replica) scanVersioned(start, upper []byte, limit, maxBytes int, ts hlc
 	}
 	kvs := make([]*tidekvpb.KeyValue, len(found))
 	for i, kv := range found {
-		kvs[i] = &tidekvpb.KeyValue{Key: keys.UserKey(kv.Key), Value: kv.Value}
+		kvs[i] = &tidekvpb.KeyValue{Key: keys.UserKey(kv.Key), Value: kv.Value, ExpireAtMs: ceilMillis(kv.ExpiresAt)}
 	}
 	if resume != nil {
 		resume = keys.UserKey(resume)
