@@ -27,7 +27,10 @@ kill (SIGKILL, then restart), pause (SIGSTOP, then SIGCONT), partition
 still reach it), skew (its wall clock, which its HLC and closed timestamps
 read, offset by up to ±--max-skew, then reset) or slow-disk (every sync of its
 engine waits --disk-delay, then not). Not in the default mix, so that
-recorded seeds keep their plans: bridge (the link between it and one other
+recorded seeds keep their plans: disk-fail (its engine's writes fail, so
+it stops, then it restarts on the same data), replace (it is killed, its data
+wiped, and a fresh node started at its address, which must get the old
+node's replicas re-created), bridge (the link between it and one other
 node cut both ways, then healed, each still reaching the rest), split (the
 cluster cut in two, both ways: it and possibly one more node, at most half,
 against the rest; then healed), and two operations that run while a fault
@@ -43,40 +46,7 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 --seed+i. Exits non-zero if any schedule fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			kinds, err := nemesis.ParseKinds(faults)
-			if err != nil {
-				return err
-			}
-			c.Faults.Kinds = kinds
-			if c.Binary == "" {
-				exe, err := os.Executable()
-				if err != nil {
-					return err
-				}
-				c.Binary = exe
-			}
-			progress := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
-			reports, err := nemesis.Chaos(cmdContext(cmd), c, progress)
-			if err != nil && len(reports) == 0 {
-				return err
-			}
-			if asJSON {
-				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(reports); err != nil {
-					return err
-				}
-			} else {
-				chaosTable(cmd, reports)
-			}
-			failed := 0
-			for _, r := range reports {
-				if !r.Passed() {
-					failed++
-				}
-			}
-			if failed > 0 {
-				return fmt.Errorf("%d of %d schedules failed", failed, len(reports))
-			}
-			return err
+			return runChaos(cmd, c, faults, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -117,4 +87,42 @@ func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 			r.DiskFails, r.DiskFailStops, r.Replaced, r.Bridges, r.Splits, r.Moves, r.MovesOK, r.Churns, r.Ops, r.OkOps, r.CheckedOps, r.Linearizable, conv, result)
 	}
 	w.Flush()
+}
+
+// runChaos runs the schedules and reports them; it fails if any failed.
+func runChaos(cmd *cobra.Command, c nemesis.ChaosConfig, faults string, asJSON bool) error {
+	kinds, err := nemesis.ParseKinds(faults)
+	if err != nil {
+		return err
+	}
+	c.Faults.Kinds = kinds
+	if c.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		c.Binary = exe
+	}
+	progress := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+	reports, err := nemesis.Chaos(cmdContext(cmd), c, progress)
+	if err != nil && len(reports) == 0 {
+		return err
+	}
+	if asJSON {
+		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(reports); err != nil {
+			return err
+		}
+	} else {
+		chaosTable(cmd, reports)
+	}
+	failed := 0
+	for _, r := range reports {
+		if !r.Passed() {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d schedules failed", failed, len(reports))
+	}
+	return err
 }
