@@ -11,60 +11,74 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tidekv/tidekv/internal/actuator/local"
 	"github.com/tidekv/tidekv/internal/server"
 )
 
+// serverOpts are the server command's flags that are not server.Config.
+type serverOpts struct {
+	join         string
+	gcPercent    *int
+	autoscale    bool
+	autoscaleDir string
+	sec          serverSecurity
+}
+
 func newServerCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
-	var join string
-	var gcPercent *int
-	var autoscale bool
-	var autoscaleDir string
-	var sec serverSecurity
+	o := &serverOpts{}
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a TideKV node",
 		Long: "Run a TideKV node. The first node, started without --join, creates the cluster;\n" +
 			"others join through any existing node. Restarting on an existing data dir rejoins with its data.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := sec.check(); err != nil {
-				return err
-			}
-			if join != "" {
-				cfg.Join = strings.Split(join, ",")
-			}
-			// One replication factor: the replica store's checks and
-			// placement's target.
-			cfg.Placement.ReplicationFactor = cfg.Raft.ReplicationFactor
-			if autoscale {
-				cfg.Autoscale.Enabled, cfg.Autoscale.Actuator = true, "local"
-			}
-			if err := setLocalActuator(&cfg, autoscaleDir); err != nil {
-				return err
-			}
-			log.SetFlags(log.LstdFlags | log.Lmicroseconds)
-			applyGCPercent(*gcPercent)
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			s, err := server.Start(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			line := fmt.Sprintf("tidekv: node %d ready grpc=%s http=%s", s.NodeID(), s.Addr(), s.HTTPAddr())
-			if a := s.RedisAddr(); a != "" {
-				line += " redis=" + a
-			}
-			fmt.Println(line)
-			<-ctx.Done()
-			log.Printf("node %d shutting down", s.NodeID())
-			s.Stop()
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cfg, o) },
 	}
-	f := cmd.Flags()
+	addServerFlags(cmd.Flags(), &cfg, o)
+	return cmd
+}
+
+// runServer runs a node until SIGINT or SIGTERM.
+func runServer(cfg server.Config, o *serverOpts) error {
+	if err := o.sec.check(); err != nil {
+		return err
+	}
+	if o.join != "" {
+		cfg.Join = strings.Split(o.join, ",")
+	}
+	// One replication factor: the replica store's checks and
+	// placement's target.
+	cfg.Placement.ReplicationFactor = cfg.Raft.ReplicationFactor
+	if o.autoscale {
+		cfg.Autoscale.Enabled, cfg.Autoscale.Actuator = true, "local"
+	}
+	if err := setLocalActuator(&cfg, o.autoscaleDir); err != nil {
+		return err
+	}
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	applyGCPercent(*o.gcPercent)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := server.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	line := fmt.Sprintf("tidekv: node %d ready grpc=%s http=%s", s.NodeID(), s.Addr(), s.HTTPAddr())
+	if a := s.RedisAddr(); a != "" {
+		line += " redis=" + a
+	}
+	fmt.Println(line)
+	<-ctx.Done()
+	log.Printf("node %d shutting down", s.NodeID())
+	s.Stop()
+	return nil
+}
+
+// addServerFlags binds the server command's flags to cfg and o.
+func addServerFlags(f *pflag.FlagSet, cfg *server.Config, o *serverOpts) {
 	f.StringVar(&cfg.DataDir, "data-dir", "tidekv-data", "directory for this node's data")
 	f.StringVar(&cfg.GRPCAddr, "listen", "127.0.0.1:7400", "gRPC listen address (host:port) for clients and peers")
 	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "gRPC address (host:port) peers and clients dial, when not the one --listen binds (e.g. a pod's DNS name)")
@@ -80,13 +94,13 @@ func newServerCmd() *cobra.Command {
 	f.DurationVar(&cfg.Control.DeadNodeGrace, "dead-node-grace", cfg.Control.DeadNodeGrace, "how long a node may be unreachable before its replicas are re-created elsewhere")
 	f.Float64Var(&cfg.MaxSnapshotRate, "snapshot-rate", 0, "most bytes per second for all outgoing snapshots of the node, whatever migration allowance the control loop sets (0: the allowance alone)")
 	f.StringVar(&cfg.Locality, "locality", "", "this node's place as key=value labels, widest first (e.g. region=eu,zone=a)")
-	sec.addFlags(f, &cfg.Security)
-	f.StringVar(&join, "join", "", "comma-separated gRPC addresses of existing nodes to join")
-	gcPercent = gcPercentFlag(f)
+	o.sec.addFlags(f, &cfg.Security)
+	f.StringVar(&o.join, "join", "", "comma-separated gRPC addresses of existing nodes to join")
+	o.gcPercent = gcPercentFlag(f)
 	f.DurationVar(&cfg.Raft.MaxClockOffset, "max-offset", cfg.Raft.MaxClockOffset, "most any two nodes' clocks may differ, the same on every node: timestamps further ahead are refused, and a node further than 0.8 × this from a majority of its peers holds no leases (at most 0.8 × half the election timeout: 400ms)")
 	f.IntVar(&cfg.Raft.ReplicationFactor, "replication-factor", cfg.Raft.ReplicationFactor, "voters per range")
-	f.BoolVar(&autoscale, "autoscale", false, "let the controller add and remove nodes with the local actuator (cluster settings autoscale.* override)")
-	f.StringVar(&autoscaleDir, "autoscale-dir", "", "where the local actuator keeps the nodes it starts, the same for every node of the cluster (default: \"autoscaled\" beside --data-dir); nodes it starts get this node's")
+	f.BoolVar(&o.autoscale, "autoscale", false, "let the controller add and remove nodes with the local actuator (cluster settings autoscale.* override)")
+	f.StringVar(&o.autoscaleDir, "autoscale-dir", "", "where the local actuator keeps the nodes it starts, the same for every node of the cluster (default: \"autoscaled\" beside --data-dir); nodes it starts get this node's")
 	f.IntVar(&cfg.Autoscale.MinNodes, "autoscale-min-nodes", cfg.Autoscale.MinNodes, "autoscaling never goes below this many nodes (nor the replication factor)")
 	f.IntVar(&cfg.Autoscale.MaxNodes, "autoscale-max-nodes", cfg.Autoscale.MaxNodes, "autoscaling never goes above this many nodes")
 	f.IntVar(&cfg.Limits.MaxMessageSize, "grpc-max-message-size", cfg.Limits.MaxMessageSize, "largest gRPC message in bytes the node receives or sends; a larger one is refused unread (at least the 16 MiB write and scan-page limits plus 1 MiB)")
@@ -101,7 +115,6 @@ func newServerCmd() *cobra.Command {
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
 	_ = f.MarkHidden("testing-stale-reads")
 	f.BoolVar(&cfg.FaultInjection, "enable-fault-injection", false, "TESTING ONLY, off by default: serve /debug/faults on the HTTP address to loopback callers, through which chaos runs (tidekv bench chaos) cut this node's Raft traffic with its peers, offset its lease clock and slow its disk")
-	return cmd
 }
 
 // setLocalActuator sets where the nodes the local actuator starts live
