@@ -141,6 +141,33 @@ func (k *KeySpace) CompareAndSet(ctx context.Context, key []byte, expected, newV
 	return k.c.CompareAndSetTTL(k.in(ctx), k.enc(key), expected, newValue, k.ttl(e))
 }
 
+// hashOrderKey marks a scan of a hashed key space in its stored order.
+type hashOrderKey struct{}
+
+// ScanHashOrder returns at most limit pairs (0: no limit) of the key space
+// in the order it stores them, from the key after after on (nil: from the
+// first). In a hashed key space that order is by a hash of the key, and
+// this is the one way to list every key; in an ordered one it is key
+// order, as Scan's. opts are Scan's.
+func (k *KeySpace) ScanHashOrder(ctx context.Context, after []byte, limit int, opts ...ReadOption) ([]KeyValue, error) {
+	c := k.ks.Codec()
+	lo, hi := c.EncodeSpan(nil, nil)
+	if k.ks.Mode == keyspace.Hashed {
+		lo, hi = keyspace.Span(k.ks.ID)
+	}
+	if after != nil {
+		lo = append(c.Encode(after), 0)
+	}
+	kvs, err := k.c.Scan(context.WithValue(k.in(ctx), hashOrderKey{}, true), lo, hi, limit, opts...)
+	out := kvs[:0]
+	for _, kv := range kvs {
+		if key, ok := c.Decode(kv.Key); ok {
+			out = append(out, KeyValue{Key: key, Value: kv.Value, ExpireAt: kv.ExpireAt})
+		}
+	}
+	return out, err
+}
+
 // Scan returns the pairs with keys in [start, end) (Client.Scan). A hashed
 // key space keeps no key order to scan in, so Scan is refused there.
 func (k *KeySpace) Scan(ctx context.Context, start, end []byte, limit int, opts ...ReadOption) ([]KeyValue, error) {

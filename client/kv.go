@@ -139,7 +139,8 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 	}
 	var out []KeyValue
 	for {
-		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), ReadTimestamp: ro.timestamp(), Keyspace: keyspace.NameFrom(ctx)}
+		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), ReadTimestamp: ro.timestamp(),
+			Keyspace: keyspace.NameFrom(ctx), HashOrder: ctx.Value(hashOrderKey{}) != nil}
 		if limit > 0 {
 			req.Limit = uint32(min(limit-len(out), math.MaxUint32))
 		}

@@ -46,6 +46,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	if err := cl.PutTTL(ctx, []byte("ttl/hour"), value, time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	cache := hashedKeySpace(ctx, t, cl, "cache", 50)
 
 	// Writers: counters that only grow, and new keys, all through the backup.
 	var stop atomic.Bool
@@ -92,7 +93,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	if maps.Equal(want[""], latest[""]) {
 		t.Fatal("no write landed after the backup's timestamp: the load did not overlap the backup")
 	}
-	if n := int64(len(want[""]) + len(want["users"])); n != sum.Pairs {
+	if n := int64(len(want[""]) + len(want["users"]) + len(cache)); n != sum.Pairs {
 		t.Fatalf("backup holds %d pairs, a read at its timestamp %d", sum.Pairs, n)
 	}
 
@@ -113,6 +114,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 				ks, len(got[ks]), len(want[ks]), firstDiff(got[ks], want[ks]))
 		}
 	}
+	checkHashedKeySpace(ctx, t, dcl, "cache", cache)
 	// The expiry comes back: the same instant, so a little under an hour.
 	if ttl, err := dcl.TTL(ctx, []byte("ttl/hour")); err != nil || ttl <= 50*time.Minute || ttl > time.Hour {
 		t.Errorf("restored ttl/hour has TTL %v (%v), want just under an hour", ttl, err)
@@ -159,4 +161,43 @@ func firstDiff(got, want map[string]string) string {
 		}
 	}
 	return "none"
+}
+
+// hashedKeySpace creates hashed key space name with n keys and returns them.
+func hashedKeySpace(ctx context.Context, t *testing.T, cl *client.Client, name string, n int) map[string]string {
+	t.Helper()
+	if _, err := cl.CreateKeySpace(ctx, &tidekvpb.KeySpace{Name: name, Mode: "hashed"}); err != nil {
+		t.Fatal(err)
+	}
+	ks, err := cl.KeySpace(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := range n {
+		k, v := fmt.Sprintf("c%03d", i), fmt.Sprint(i)
+		put(ctx, t, ks.Put, k, []byte(v))
+		want[k] = v
+	}
+	return want
+}
+
+// checkHashedKeySpace checks that hashed key space name holds exactly want.
+func checkHashedKeySpace(ctx context.Context, t *testing.T, cl *client.Client, name string, want map[string]string) {
+	t.Helper()
+	ks, err := cl.KeySpace(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := ks.ScanHashOrder(ctx, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("hashed key space %q: restored %d keys, want %d; first difference: %s", name, len(got), len(want), firstDiff(got, want))
+	}
 }

@@ -1201,6 +1201,11 @@ type ScanRequest struct {
 	Keyspace string `protobuf:"bytes,6,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
 	// As in GetRequest.
 	ReadTimestamp *Timestamp `protobuf:"bytes,7,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	// In a hashed key space, scan in the order its keys are stored, by a
+	// hash of the key (the only order it has): start_key and end_key are
+	// then any stored keys of the key space's span. Lists every key of a
+	// hashed key space (backups); ignored in an ordered one.
+	HashOrder     bool `protobuf:"varint,8,opt,name=hash_order,json=hashOrder,proto3" json:"hash_order,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1282,6 +1287,13 @@ func (x *ScanRequest) GetReadTimestamp() *Timestamp {
 		return x.ReadTimestamp
 	}
 	return nil
+}
+
+func (x *ScanRequest) GetHashOrder() bool {
+	if x != nil {
+		return x.HashOrder
+	}
+	return false
 }
 
 type ScanResponse struct {
@@ -6282,7 +6294,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1a\n" +
 	"\bkeyspace\x18\x02 \x01(\tR\bkeyspace\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted\"\x88\x02\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xa7\x02\n" +
 	"\vScanRequest\x12\x1b\n" +
 	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x14\n" +
@@ -6290,7 +6302,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"\tread_mode\x18\x04 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
 	"\x10max_staleness_ms\x18\x05 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
 	"\bkeyspace\x18\x06 \x01(\tR\bkeyspace\x128\n" +
-	"\x0eread_timestamp\x18\a \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xb6\x01\n" +
+	"\x0eread_timestamp\x18\a \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x1d\n" +
+	"\n" +
+	"hash_order\x18\b \x01(\bR\thashOrder\"\xb6\x01\n" +
 	"\fScanResponse\x12\"\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +

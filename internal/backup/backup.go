@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,9 +19,10 @@ type Source interface {
 	// KeySpaces are the named key spaces (not the default one).
 	KeySpaces(ctx context.Context) ([]keyspace.Settings, error)
 	// Scan returns at most limit pairs of key space ks ("": the default
-	// one) with user keys from start on, in key order, as of ts. Fewer than
-	// limit means the key space holds no more.
-	Scan(ctx context.Context, ks string, start []byte, limit int, ts hlc.Timestamp) ([]Pair, error)
+	// one) after user key after (nil: from the first), as of ts, in the
+	// order the key space stores them (by key, or in a hashed key space by
+	// the key's hash: Manifest.order). Fewer than limit: it holds no more.
+	Scan(ctx context.Context, ks string, after []byte, limit int, ts hlc.Timestamp) ([]Pair, error)
 }
 
 // Options tune Backup and Restore; zero fields take the defaults.
@@ -71,11 +71,6 @@ func Backup(ctx context.Context, src Source, dir string, opts Options) (*Manifes
 	named, err := src.KeySpaces(ctx)
 	if err != nil {
 		return nil, err
-	}
-	for _, s := range named {
-		if s.Mode == keyspace.Hashed {
-			return nil, fmt.Errorf("backup refused: key space %q is hashed and a hashed key space cannot be scanned yet, so it cannot be backed up (docs/backup.md)", s.Name)
-		}
 	}
 	id, err := src.ClusterID(ctx)
 	if err != nil {
@@ -126,9 +121,9 @@ type writer struct {
 
 // keySpace copies key space ks, page by page, into data files.
 func (b *writer) keySpace(ctx context.Context, src Source, ks string, ts hlc.Timestamp) error {
-	var start []byte
+	var after []byte
 	for {
-		page, err := src.Scan(ctx, ks, start, b.opts.PageSize, ts)
+		page, err := src.Scan(ctx, ks, after, b.opts.PageSize, ts)
 		if err != nil {
 			return err
 		}
@@ -141,8 +136,7 @@ func (b *writer) keySpace(ctx context.Context, src Source, ks string, ts hlc.Tim
 		if len(page) < b.opts.PageSize {
 			return b.roll()
 		}
-		last := page[len(page)-1].Key
-		start = append(bytes.Clone(last), 0) // the next key after last
+		after = page[len(page)-1].Key
 	}
 }
 

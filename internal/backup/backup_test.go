@@ -55,13 +55,20 @@ func (m *memCluster) KeySpaces(context.Context) ([]keyspace.Settings, error) {
 	return slices.Clone(m.named), nil
 }
 
-func (m *memCluster) Scan(_ context.Context, ks string, start []byte, limit int, ts hlc.Timestamp) ([]Pair, error) {
+func (m *memCluster) Scan(_ context.Context, ks string, after []byte, limit int, ts hlc.Timestamp) ([]Pair, error) {
 	if m.scanErr != nil {
 		return nil, m.scanErr
 	}
+	order := bytes.Compare
+	for _, s := range m.named {
+		if s.Name == ks && s.Mode == keyspace.Hashed {
+			order = hashOrder
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(m.data[ks]), func(a, b string) int { return order([]byte(a), []byte(b)) })
 	var out []Pair
-	for _, k := range slices.Sorted(maps.Keys(m.data[ks])) {
-		if k < string(start) {
+	for _, k := range keys {
+		if after != nil && order([]byte(k), after) <= 0 {
 			continue
 		}
 		var at *version
@@ -170,11 +177,6 @@ func TestBackupRefuses(t *testing.T) {
 		t.Errorf("non-empty directory: %v", err)
 	}
 	src := source()
-	src.named = append(src.named, keyspace.Settings{Name: "cache", Mode: keyspace.Hashed, Engine: keyspace.Pebble})
-	if _, err := Backup(t.Context(), src, t.TempDir(), small); err == nil || !strings.Contains(err.Error(), `"cache" is hashed`) {
-		t.Errorf("hashed key space: %v", err)
-	}
-	src = source()
 	src.scanErr = fmt.Errorf("read is below the GC threshold")
 	dir = t.TempDir()
 	if _, err := Backup(t.Context(), src, dir, small); err == nil {
@@ -357,5 +359,56 @@ func TestRestoreReadsFormatVersion1(t *testing.T) {
 	}
 	if got := dst.latest()[""]; got["a"] != "1" || got["b"] != "22" || len(got) != 2 {
 		t.Fatalf("restored %v from a version 1 backup, want a=1 b=22", got)
+	}
+}
+
+// A hashed key space is backed up in hash order and restored whole; a data
+// file of it whose keys are in key order instead is refused.
+func TestHashedKeySpaceRoundTrip(t *testing.T) {
+	src := source()
+	src.named = append(src.named, keyspace.Settings{Name: "cache", Mode: keyspace.Hashed, Engine: keyspace.Pebble})
+	src.data["cache"] = map[string][]version{}
+	for i := range 100 {
+		src.put("cache", fmt.Sprintf("c%03d", i), fmt.Sprint(i))
+	}
+	dir := filepath.Join(t.TempDir(), "b")
+	m, err := Backup(t.Context(), src, dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := newMem()
+	if _, err := Restore(t.Context(), dst, dir, false, small); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dst.latest(), src.latest(); !maps.EqualFunc(got, want, maps.Equal) {
+		t.Fatalf("restored %d cache keys, want %d", len(got["cache"]), len(want["cache"]))
+	}
+	// The same pairs written in key order are not a hashed key space's file.
+	var f File
+	for _, mf := range m.Files {
+		if mf.KeySpace == "cache" {
+			f = mf
+		}
+	}
+	var pairs []Pair
+	if err := readFile(dir, f, hashOrder, func(p Pair) error { pairs = append(pairs, p); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(pairs, func(a, b Pair) int { return bytes.Compare(a.Key, b.Key) })
+	sorted := filepath.Join(t.TempDir(), "b")
+	os.MkdirAll(sorted, 0o755)
+	fw, err := createFile(sorted, f.Name, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pairs {
+		fw.add(p)
+	}
+	bad, err := fw.finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := readFile(sorted, bad, m.order("cache"), nil); err == nil || !strings.Contains(err.Error(), "keys out of order") {
+		t.Fatalf("a hashed key space's file in key order: %v", err)
 	}
 }

@@ -83,12 +83,12 @@ func namedKeySpaces(ctx context.Context, c *client.Client) ([]keyspace.Settings,
 }
 
 // Scan reads one page of key space ks at ts, every range at ts.
-func (s *ClientSource) Scan(ctx context.Context, ks string, start []byte, limit int, ts hlc.Timestamp) ([]Pair, error) {
+func (s *ClientSource) Scan(ctx context.Context, ks string, after []byte, limit int, ts hlc.Timestamp) ([]Pair, error) {
 	view, err := s.view(ctx, ks)
 	if err != nil {
 		return nil, err
 	}
-	kvs, err := view.Scan(ctx, start, nil, limit, client.ReadAt(ts))
+	kvs, err := view.ScanHashOrder(ctx, after, limit, client.ReadAt(ts))
 	if err != nil {
 		// The node's refusal names the threshold but not what it means
 		// for a backup; the wire carries no distinct code for it.
@@ -113,23 +113,18 @@ func (s *ClientSink) CreateKeySpace(ctx context.Context, set keyspace.Settings) 
 	return err
 }
 
-// Empty scans one key of the default key space and of each ordered named
-// one; a hashed key space cannot be scanned, so its keys go unseen.
+// Empty scans one key of each key space.
 func (s *ClientSink) Empty(ctx context.Context) (bool, error) {
 	all, err := s.C.KeySpaces(ctx)
 	if err != nil {
 		return false, err
 	}
 	for _, k := range all {
-		ks := keyspace.FromAPI(k)
-		if ks.Mode == keyspace.Hashed {
-			continue
-		}
 		view, err := s.C.KeySpace(ctx, k.GetName())
 		if err != nil {
 			return false, err
 		}
-		kvs, err := view.Scan(ctx, nil, nil, 1)
+		kvs, err := view.ScanHashOrder(ctx, nil, 1)
 		if err != nil || len(kvs) > 0 {
 			return false, err
 		}

@@ -3,6 +3,7 @@ package backup
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -167,11 +168,28 @@ func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errCorrupt}, args...)...)
 }
 
+// order compares user keys of key space ks ("": the default one) in the
+// order it stores them, which its data files keep: by key, or in a hashed
+// key space by the key's hash first.
+func (m *Manifest) order(ks string) func(a, b []byte) int {
+	for _, k := range m.KeySpaces {
+		if k.Name == ks && keyspace.Mode(k.Mode) == keyspace.Hashed {
+			return hashOrder
+		}
+	}
+	return bytes.Compare
+}
+
+func hashOrder(a, b []byte) int {
+	return cmp.Or(cmp.Compare(keyspace.Hash(a), keyspace.Hash(b)), bytes.Compare(a, b))
+}
+
 // readFile reads data file f of dir, checking its size, SHA-256 and framing
-// against the manifest entry, and calls each (if not nil) with every pair in
-// order. A caller that writes must verify first (each nil): each sees pairs
-// before the checksum at the end is known.
-func readFile(dir string, f File, each func(Pair) error) error {
+// against the manifest entry (keys in strictly increasing order by order),
+// and calls each (if not nil) with every pair in order. A caller that
+// writes must verify first (each nil): each sees pairs before the checksum
+// at the end is known.
+func readFile(dir string, f File, order func(a, b []byte) int, each func(Pair) error) error {
 	path := filepath.Join(dir, f.Name)
 	fh, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -188,7 +206,7 @@ func readFile(dir string, f File, each func(Pair) error) error {
 	}
 	h := sha256.New()
 	r := bufio.NewReaderSize(io.TeeReader(fh, h), 1<<20)
-	if err := readPairs(r, f, each); err != nil {
+	if err := readPairs(r, f, order, each); err != nil {
 		return err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
@@ -198,7 +216,7 @@ func readFile(dir string, f File, each func(Pair) error) error {
 }
 
 // readPairs parses a data file's header and records, checking them against f.
-func readPairs(r io.Reader, f File, each func(Pair) error) error {
+func readPairs(r io.Reader, f File, order func(a, b []byte) int, each func(Pair) error) error {
 	hdr := make([]byte, headerLen)
 	if _, err := io.ReadFull(r, hdr); err != nil || !bytes.Equal(hdr[:8], fileMagic) {
 		return corrupt("data file %s does not start with a TideKV backup header", f.Name)
@@ -218,7 +236,7 @@ func readPairs(r io.Reader, f File, each func(Pair) error) error {
 		if err != nil {
 			return corrupt("data file %s: record %d: %v", f.Name, n+1, err)
 		}
-		if n > 0 && bytes.Compare(prev, p.Key) >= 0 {
+		if n > 0 && order(prev, p.Key) >= 0 {
 			return corrupt("data file %s: record %d: keys out of order", f.Name, n+1)
 		}
 		if n == 0 && !bytes.Equal(p.Key, f.FirstKey) {

@@ -40,7 +40,7 @@ func Verify(dir string) (*Manifest, error) {
 		if !known[f.KeySpace] {
 			return nil, corrupt("data file %s belongs to key space %q, which the manifest's catalogue lacks", f.Name, f.KeySpace)
 		}
-		if err := readFile(dir, f, nil); err != nil {
+		if err := readFile(dir, f, m.order(f.KeySpace), nil); err != nil {
 			return nil, err
 		}
 		pairs += f.Pairs
@@ -150,7 +150,7 @@ func writeAll(ctx context.Context, dst Sink, dir string, m *Manifest, opts Optio
 				return nil
 			}
 			cur.ks = f.KeySpace
-			err := readFile(dir, f, func(p Pair) error {
+			err := readFile(dir, f, m.order(f.KeySpace), func(p Pair) error {
 				cur.pairs = append(cur.pairs, p)
 				cur.bytes += int64(8 + len(p.Key) + len(p.Value))
 				if len(cur.pairs) >= opts.BatchPairs || cur.bytes >= int64(opts.BatchBytes) {

@@ -108,14 +108,24 @@ func (s *Server) checkKeySpace(ctx context.Context, name string, keys ...[]byte)
 // scanEnd checks a scan's bounds against the key space it names and
 // returns where the scan ends: within an ordered key space's span, and for
 // the default key space before the reserved area. A hashed key space has
-// no order to scan in.
-func (s *Server) scanEnd(ctx context.Context, name string, start, end []byte) ([]byte, error) {
+// no key order to scan in, only the order it stores keys in (hashOrder).
+func (s *Server) scanEnd(ctx context.Context, name string, start, end []byte, hashOrder bool) ([]byte, error) {
 	ks, err := s.keySpaceByName(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	if ks.Mode == keyspace.Hashed {
-		return nil, invalidArg("key space %q is hashed: its keys are placed by hash and have no order to scan", ks.Name)
+		if !hashOrder {
+			return nil, invalidArg("key space %q is hashed: its keys are placed by hash and have no order to scan", ks.Name)
+		}
+		lo, hi := keyspace.Span(ks.ID)
+		if bytes.Compare(start, lo) < 0 || bytes.Compare(start, hi) >= 0 {
+			return nil, invalidArg("scan start %q lies outside key space %q", start, ks.Name)
+		}
+		if len(end) == 0 || bytes.Compare(end, hi) > 0 {
+			end = hi
+		}
+		return end, nil
 	}
 	if err := s.checkKeySpace(ctx, name, start); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -94,6 +95,7 @@ func TestKeySpaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	checkHashOrderScan(ctx, t, hashed)
 	rdb := redis.NewClient(&redis.Options{Addr: tc.nodes[1].RedisAddr(), DB: 1}) // SELECT 1: orders
 	defer rdb.Close()
 	if v, err := rdb.Get(ctx, "k").Result(); err != nil || v != "in-orders" {
@@ -212,6 +214,7 @@ func checkKeySpaceRequests(ctx context.Context, t *testing.T, s *Server, c *clie
 		{"an unknown key space", get(ctx, kv, "nope", []byte("k")), `no key space "nope"`},
 		{"another key space's key in the default one", get(ctx, kv, "", orders.Encode([]byte("k"))), "reserved for named key spaces"},
 		{"a scan of a hashed key space", scan(ctx, kv, "cache", keyspace.Prefix(2)), `key space "cache" is hashed`},
+		{"a hash-order scan from outside the key space", hashOrderScan(ctx, kv, "cache", keyspace.Prefix(3)), `lies outside key space "cache"`},
 		{"a scan of orders from a default key", scan(ctx, kv, "orders", []byte("a")), `is not a key of key space "orders"`},
 	} {
 		if status.Code(c.err) != codes.InvalidArgument || !strings.Contains(c.err.Error(), c.want) {
@@ -229,6 +232,45 @@ func checkKeySpaceRequests(ctx context.Context, t *testing.T, s *Server, c *clie
 func get(ctx context.Context, kv *kvService, ks string, key []byte) error {
 	_, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: key, Keyspace: ks})
 	return err
+}
+
+func hashOrderScan(ctx context.Context, kv *kvService, ks string, start []byte) error {
+	_, err := kv.Scan(ctx, &tidekvpb.ScanRequest{StartKey: start, Keyspace: ks, HashOrder: true})
+	return err
+}
+
+// checkHashOrderScan: pages of a hashed key space in its stored order list
+// every key once, in the order of their hashes.
+func checkHashOrderScan(ctx context.Context, t *testing.T, ks *client.KeySpace) {
+	t.Helper()
+	want := map[string]bool{"k": true}
+	for i := range 20 {
+		k := fmt.Sprintf("h%02d", i)
+		if err := ks.Put(ctx, []byte(k), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = true
+	}
+	var after []byte
+	got := map[string]bool{}
+	for {
+		page, err := ks.ScanHashOrder(ctx, after, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range page {
+			if after != nil && keyspace.Hash(kv.Key) < keyspace.Hash(after) || got[string(kv.Key)] {
+				t.Fatalf("hash-order scan returned %q after %q", kv.Key, after)
+			}
+			got[string(kv.Key)], after = true, kv.Key
+		}
+		if len(page) < 7 {
+			break
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("hash-order scan listed %v, want %v", got, want)
+	}
 }
 
 func scan(ctx context.Context, kv *kvService, ks string, start []byte) error {

@@ -197,7 +197,7 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 			return invalidArg("scan limit %d exceeds the maximum scan limit of %d", limit, s.cfg.Limits.MaxScanLimit)
 		}
 		var err error
-		end, err = s.scanEnd(ctx, req.GetKeyspace(), req.GetStartKey(), end)
+		end, err = s.scanEnd(ctx, req.GetKeyspace(), req.GetStartKey(), end, req.GetHashOrder())
 		return err
 	})
 	if limit == 0 {
