@@ -71,13 +71,13 @@ type Config struct {
 	// (docs/batch-rpc.md). The stream costs the nodes less per request;
 	// this is for comparing the two.
 	UnaryRPC bool
-	// ReadDelayTarget is how much longer than a node's quickest recent point
-	// read (Get, BatchGet) a round trip may take before the client counts
-	// the excess as reads queued in front of the node and narrows its window
-	// of requests in flight to it (default 20ms; docs/admission.md). Reads
-	// over the window fail at once with ErrOverloaded, or wait and retry,
-	// as a node's refusal would. Negative: the window closes only on
-	// refusals.
+	// ReadDelayTarget, when positive, is how much longer than a node's
+	// quickest recent point read (Get, BatchGet) the average round trip
+	// may grow before the client counts the excess as reads queued in front
+	// of the node and narrows its window of requests in flight to it
+	// (docs/admission.md). Reads over the window fail at once with
+	// ErrOverloaded, or wait and retry, as a node's refusal would. 0 (the
+	// default): the window closes only on a node's refusals.
 	ReadDelayTarget time.Duration
 	// MaxClockOffset is the cluster's --max-offset (default 250ms): the
 	// client's hybrid logical clock, which every Batch message carries and
@@ -92,21 +92,19 @@ const (
 	defaultMinBackoff     = 5 * time.Millisecond
 	defaultMaxBackoff     = 500 * time.Millisecond
 	defaultRTTWeight      = 1.0
-	defaultReadDelay      = 20 * time.Millisecond
 )
 
 // DefaultConfig returns the default configuration. Addrs is left empty: the
 // caller must say where the cluster is.
 func DefaultConfig() Config {
 	return Config{
-		DialTimeout:     defaultDialTimeout,
-		AttemptTimeout:  defaultAttemptTimeout,
-		MaxAttempts:     defaultMaxAttempts,
-		MinBackoff:      defaultMinBackoff,
-		MaxBackoff:      defaultMaxBackoff,
-		RTTWeight:       defaultRTTWeight,
-		ReadDelayTarget: defaultReadDelay,
-		MaxClockOffset:  hlc.DefaultMaxOffset,
+		DialTimeout:    defaultDialTimeout,
+		AttemptTimeout: defaultAttemptTimeout,
+		MaxAttempts:    defaultMaxAttempts,
+		MinBackoff:     defaultMinBackoff,
+		MaxBackoff:     defaultMaxBackoff,
+		RTTWeight:      defaultRTTWeight,
+		MaxClockOffset: hlc.DefaultMaxOffset,
 	}
 }
 
@@ -128,6 +126,8 @@ func (c Config) Validate() error {
 		return errors.New("tidekv client: config: AttemptTimeout must not be negative")
 	case c.MaxAttempts < 0:
 		return errors.New("tidekv client: config: MaxAttempts must not be negative")
+	case c.ReadDelayTarget < 0:
+		return errors.New("tidekv client: config: ReadDelayTarget must not be negative")
 	case c.MaxClockOffset < 0:
 		return errors.New("tidekv client: config: MaxClockOffset must not be negative")
 	case c.MinBackoff < 0 || c.MaxBackoff < 0:
@@ -167,9 +167,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RTTWeight == 0 {
 		c.RTTWeight = d.RTTWeight
-	}
-	if c.ReadDelayTarget == 0 {
-		c.ReadDelayTarget = d.ReadDelayTarget
 	}
 	c.Addrs = append([]string(nil), c.Addrs...)
 	return c

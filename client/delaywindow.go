@@ -48,17 +48,24 @@ func (p *peerStats) noteBase(sample, now int64) int64 {
 	return base
 }
 
+// maxDelayCut is the most one cut takes off the window: a round trip that
+// looks a hundred times the base (the client's own process stalled, a
+// collection) must not leave the window at a few requests, from which
+// it grows back by one a round trip.
+const maxDelayCut = 0.5
+
 // queued checks a point read's round trip for queueing beyond the target
-// and cuts the window when it finds some. The cut marks the node as
-// shedding, so replica choice also steers relaxed reads away from it while
-// its window is full.
+// and cuts the window when it finds some. It judges the moving average
+// (peerStats.observe), not the sample: one slow reply is noise, a queue
+// lasts. The cut marks the node as shedding, so replica choice also steers
+// relaxed reads away from it while its window is full.
 func (p *peerStats) queued(sent, now int64) {
-	sample := max(now-sent, 1)
-	base := p.noteBase(sample, now)
-	excess := sample - base - p.delayTarget
+	base := p.noteBase(max(now-sent, 1), now)
+	avg := p.rtt.Load()
+	excess := avg - base - p.delayTarget
 	if p.delayTarget <= 0 || excess <= 0 {
 		return
 	}
-	p.cut(now, float64(base+p.delayTarget)/float64(sample), time.Duration(excess))
+	p.cut(now, max(maxDelayCut, float64(base+p.delayTarget)/float64(avg)), time.Duration(excess))
 	p.shedding.Store(true)
 }

@@ -12,19 +12,30 @@ import (
 
 func TestReadDelayWindow(t *testing.T) {
 	const ms = int64(time.Millisecond)
-	p := peerStats{delayTarget: 10 * ms}
+	p := peerStats{delayTarget: 10 * ms, rttHalfLife: int64(time.Second)}
 	p.inflight.Store(40)
 	now := int64(time.Hour)
-	p.queued(now-ms, now) // the base: 1 ms
-	p.queued(now-8*ms, now)
-	if _, refused := p.throttled(); refused {
-		t.Fatal("8 ms round trips, within 1 ms + the 10 ms target, cut the window")
+	reply := func(rtt int64) {
+		now += ms
+		p.observe(now-rtt, now)
+		p.queued(now-rtt, now)
 	}
-	now += 100 * ms
-	p.queued(now-51*ms, now) // 40 ms of excess queueing
+	p.firstReply.Store(1) // replied long ago: every round trip counts
+	for range 10 {
+		reply(ms) // the base: 1 ms
+	}
+	reply(8 * ms)
+	reply(200 * ms) // one slow reply: the average moves, not past 11 ms
+	if _, refused := p.throttled(); refused {
+		t.Fatalf("one slow reply cut the window (average %v)", time.Duration(p.rtt.Load()))
+	}
+	for range 30 {
+		reply(60 * ms) // a queue: the average climbs past base + target
+	}
 	hint, refused := p.throttled()
-	if w := math.Float64frombits(p.window.Load()); !refused || math.Abs(w-40*11.0/51) > 1e-9 || hint != 40*time.Millisecond {
-		t.Fatalf("after a 51 ms read over a 1 ms base: window %v refused=%v hint %v, want 40 x 11/51, refused, 40ms", w, refused, hint)
+	w := math.Float64frombits(p.window.Load())
+	if !refused || w < 40*maxDelayCut || w >= 40 || hint <= 0 {
+		t.Fatalf("after lasting 60 ms replies over a 1 ms base: window %v refused=%v hint %v, want cut, by at most half of 40", w, refused, hint)
 	}
 	if !p.shedding.Load() {
 		t.Fatal("a delay cut does not steer relaxed reads away")
@@ -32,16 +43,19 @@ func TestReadDelayWindow(t *testing.T) {
 
 	// The base forgets a quicker path within two buckets: round trips of
 	// 30 ms for 12 s become the base, and 35 ms is then no excess.
-	var q peerStats
-	q.delayTarget, now = 10*ms, int64(time.Hour)
+	q := peerStats{delayTarget: 10 * ms, rttHalfLife: int64(time.Second)}
+	now = int64(time.Hour)
 	q.inflight.Store(40)
-	q.queued(now-ms, now)
+	q.firstReply.Store(1)
+	q.noteBase(ms, now)
 	for i := range 13 {
-		at := now + int64(i)*int64(time.Second)
+		at := now + int64(i+1)*int64(time.Second)
+		q.observe(at-30*ms, at)
 		q.queued(at-30*ms, at)
 	}
 	q.window.Store(0)
-	at := now + 13*int64(time.Second)
+	at := now + 14*int64(time.Second)
+	q.observe(at-35*ms, at)
 	q.queued(at-35*ms, at)
 	if _, refused := q.throttled(); refused {
 		t.Fatal("a 35 ms round trip cut the window over a 30 ms base")

@@ -35,10 +35,6 @@ func (s *Server) startRedis() error {
 	// A node's "overloaded, retry" goes back to the Redis client at once,
 	// with its hint, rather than waiting here while the client waits.
 	ccfg.FailFastOnOverload = true
-	// Redis clients are bounded by their connections and do not retry an
-	// error; only a node's own refusals hold their commands back
-	// (docs/admission.md).
-	ccfg.ReadDelayTarget = -1
 	gw, err := client.New(ccfg)
 	if err != nil {
 		return err
