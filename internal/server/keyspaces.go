@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -298,7 +297,7 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 		t.add(r.Start, r.Bytes)
 	}
 	for _, k := range cat.All() {
-		l := strconv.FormatUint(uint64(k.ID), 10)
+		l := idLabel(k.ID)
 		s.metrics.keyspaceBytes.WithLabelValues(l).Set(float64(t[k.ID].bytes))
 		s.metrics.keyspaceRanges.WithLabelValues(l).Set(float64(t[k.ID].ranges))
 	}
@@ -306,4 +305,4 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 
 // keySpaceLabel is the metrics label of the key space a key belongs to: its
 // number, so counting a request needs no catalogue.
-func keySpaceLabel(key []byte) string { return strconv.FormatUint(uint64(keyspace.Of(key)), 10) }
+func keySpaceLabel(key []byte) string { return idLabel(keyspace.Of(key)) }

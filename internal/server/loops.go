@@ -16,6 +16,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.ReportInterval, s.reportAll)
 	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
 	s.loop(s.cfg.GC.Interval, s.collectGarbage)
+	s.loop(s.cfg.Cache.EvictInterval, s.evictRound)
 	s.placeLoop()
 	s.sizeLoop()
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)

@@ -53,6 +53,13 @@ func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, reco
 	if ok && c.gen == gen && c.snaps == snaps && written >= c.written && written-c.written < recountAfter {
 		return c.live + (written - c.written), nil
 	}
+	return rs.exact(ctx, r, gen)
+}
+
+// exact counts r's range afresh: eviction decides on exact counts, since
+// the deletes it proposes never lower the estimate.
+func (rs *rangeSizes) exact(ctx context.Context, r sizedReplica, gen uint64) (uint64, error) {
+	written, snaps := r.WrittenBytes(), r.SnapshotsApplied()
 	live, err := r.LiveBytes(ctx)
 	if err != nil {
 		return 0, err
@@ -61,7 +68,7 @@ func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, reco
 	if rs.m == nil {
 		rs.m = map[uint64]sizeCount{}
 	}
-	rs.m[id] = sizeCount{gen: gen, snaps: snaps, live: live, written: written}
+	rs.m[r.RangeID()] = sizeCount{gen: gen, snaps: snaps, live: live, written: written}
 	rs.mu.Unlock()
 	return live, nil
 }
