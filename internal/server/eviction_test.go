@@ -86,6 +86,24 @@ func TestEvictionKeepsKeySpaceUnderCapacity(t *testing.T) {
 	if evictions < 50 {
 		t.Fatalf("%d evictions counted, want at least the 50 keys over the capacity", evictions)
 	}
+	// ctl keyspace list: the evictions summed over the nodes, and the
+	// keys left as the last exact counts (eviction's) found them.
+	left := 0
+	for i := range 150 {
+		if v, err := ks.Get(ctx, fmt.Appendf(nil, "cold%03d", i)); err == nil && v != nil {
+			left++
+		}
+	}
+	eventually(t, 15*time.Second, "ctl keyspace list counts the evictions and the keys left", func() error {
+		all, err := c.KeySpaces(ctx)
+		if err != nil {
+			return err
+		}
+		if got := all[1]; got.GetEvictions() != evictions || got.GetKeys() != uint64(8+left) {
+			return fmt.Errorf("listed %d evictions and %d keys, want %d and %d", got.GetEvictions(), got.GetKeys(), evictions, 8+left)
+		}
+		return nil
+	})
 	if len(reasons) == 0 || !strings.Contains(reasons[0], `key space "sessions" holds`) || !strings.Contains(reasons[0], "over its capacity of 48.0 KiB") {
 		t.Fatalf("eviction events: %q", reasons)
 	}

@@ -139,6 +139,7 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 			return nil, err
 		}
 		s.touch(r, req.GetKey())
+		s.counters.read(req.GetKey(), v.Found)
 		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }
@@ -242,6 +243,9 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 			return nil, err
 		}
 		s.touch(r, ks...)
+		for i, g := range res {
+			s.counters.read(ks[i], g.GetFound())
+		}
 		return &tidekvpb.BatchGetResponse{Results: res, RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }

@@ -112,6 +112,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	}
 	req.ReplicaReads = s.replicaReads()
 	req.Bytes = s.localStatus().GetBytes()
+	req.KeyspaceCounts = s.counters.snapshot()
 	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
 		return s.heartbeatLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
@@ -156,7 +157,7 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	l := s.rangeLoadOf(d, term)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes,
 		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: changing,
-		GarbageBytes: s.gcRanges.garbage(d.GetRangeId())}
+		GarbageBytes: s.gcRanges.garbage(d.GetRangeId()), Keys: l.keys}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
