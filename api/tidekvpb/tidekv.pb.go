@@ -5383,7 +5383,10 @@ type KeySpace struct {
 	Evictions uint64 `protobuf:"varint,12,opt,name=evictions,proto3" json:"evictions,omitempty"`
 	Ranges    uint32 `protobuf:"varint,13,opt,name=ranges,proto3" json:"ranges,omitempty"`
 	// The memory engine's index: btree | exthash | cbf (empty with pebble).
-	Index         string `protobuf:"bytes,14,opt,name=index,proto3" json:"index,omitempty"`
+	Index string `protobuf:"bytes,14,opt,name=index,proto3" json:"index,omitempty"`
+	// Read-through: the http(s) URL a point read that misses asks for the
+	// value (empty: none; docs/keyspaces.md).
+	MissHandler   string `protobuf:"bytes,15,opt,name=miss_handler,json=missHandler,proto3" json:"miss_handler,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5512,6 +5515,13 @@ func (x *KeySpace) GetRanges() uint32 {
 func (x *KeySpace) GetIndex() string {
 	if x != nil {
 		return x.Index
+	}
+	return ""
+}
+
+func (x *KeySpace) GetMissHandler() string {
+	if x != nil {
+		return x.MissHandler
 	}
 	return ""
 }
@@ -6713,7 +6723,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0fSettingsRequest\x12!\n" +
 	"\x03set\x18\x01 \x03(\v2\x0f.tidekv.SettingR\x03set\"?\n" +
 	"\x10SettingsResponse\x12+\n" +
-	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\xcf\x02\n" +
+	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\xf2\x02\n" +
 	"\bKeySpace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x0e\n" +
@@ -6729,7 +6739,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x06misses\x18\v \x01(\x04R\x06misses\x12\x1c\n" +
 	"\tevictions\x18\f \x01(\x04R\tevictions\x12\x16\n" +
 	"\x06ranges\x18\r \x01(\rR\x06ranges\x12\x14\n" +
-	"\x05index\x18\x0e \x01(\tR\x05index\"E\n" +
+	"\x05index\x18\x0e \x01(\tR\x05index\x12!\n" +
+	"\fmiss_handler\x18\x0f \x01(\tR\vmissHandler\"E\n" +
 	"\x15CreateKeySpaceRequest\x12,\n" +
 	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"F\n" +
 	"\x16CreateKeySpaceResponse\x12,\n" +

@@ -21,6 +21,7 @@ type KeySpaceView struct {
 	RF              uint32 `json:"rf"`
 	CapacityPerNode uint64 `json:"capacity_per_node"`
 	TTLMs           int64  `json:"ttl_ms"`
+	MissHandler     string `json:"miss_handler,omitempty"`
 	Ranges          uint32 `json:"ranges"`
 	Bytes           uint64 `json:"bytes"`
 	Keys            uint64 `json:"keys"`
@@ -37,7 +38,7 @@ type KeySpacesView struct {
 // KeySpaceOf converts one key space.
 func KeySpaceOf(k *tidekvpb.KeySpace) KeySpaceView {
 	return KeySpaceView{ID: k.GetId(), Name: k.GetName(), Mode: k.GetMode(), Engine: k.GetEngine(), Index: k.GetIndex(),
-		RF: k.GetRf(), CapacityPerNode: k.GetCapacityPerNode(), TTLMs: k.GetTtlMs(), Ranges: k.GetRanges(), Bytes: k.GetBytes(),
+		RF: k.GetRf(), CapacityPerNode: k.GetCapacityPerNode(), TTLMs: k.GetTtlMs(), MissHandler: k.GetMissHandler(), Ranges: k.GetRanges(), Bytes: k.GetBytes(),
 		Keys: k.GetKeys(), Hits: k.GetHits(), Misses: k.GetMisses(), Evictions: k.GetEvictions()}
 }
 

@@ -142,7 +142,7 @@ func (s *Server) learnKeySpace(ctx context.Context, start []byte) {
 
 func recordOf(s keyspace.Settings) *tidekvpb.KeySpaceRecord {
 	return &tidekvpb.KeySpaceRecord{Name: s.Name, Mode: string(s.Mode), Rf: uint32(s.RF), Engine: string(s.Engine), Index: string(s.Index),
-		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds()}
+		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler}
 }
 
 func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
@@ -150,7 +150,7 @@ func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
 	for _, r := range recs {
 		ks = append(ks, keyspace.KeySpace{ID: keyspace.ID(r.GetId()), Settings: keyspace.Settings{Name: r.GetName(),
 			Mode: keyspace.Mode(r.GetMode()), RF: int(r.GetRf()), Engine: keyspace.Engine(r.GetEngine()), Index: memengine.Index(r.GetIndex()),
-			CapacityPerNode: r.GetCapacityPerNode(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond}})
+			CapacityPerNode: r.GetCapacityPerNode(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond, MissHandler: r.GetMissHandler()}})
 	}
 	return keyspace.NewCatalogue(ks)
 }

@@ -140,6 +140,9 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 		}
 		s.touch(r, req.GetKey())
 		s.counters.read(req.GetKey(), v.Found)
+		if v, err = s.readThrough(ctx, r, req.GetKey(), v); err != nil {
+			return nil, err
+		}
 		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }

@@ -106,6 +106,7 @@ type Server struct {
 	counters       keySpaceCounters // hits, misses, evictions by key space (kscounters.go)
 	recency        *cache.Recency   // last uses of keys in key spaces with a capacity (eviction.go)
 	evict          evictState       // the eviction loop's memory (eviction.go)
+	rt             readThroughState // miss handler calls (readthrough.go)
 	requests       atomic.Uint64
 	ready          atomic.Bool
 	versionWarned  atomic.Bool // logVersionRefused said so once
@@ -156,6 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		metrics:  newMetrics(),
 		events:   events.New(cfg.Events, 0, time.Now),
 		recency:  cache.NewRecency(cfg.Cache.TrackedKeys),
+		rt:       newReadThrough(cfg.Cache),
 		evict:    evictState{evicting: map[keyspace.ID]bool{}, cursors: map[uint64][]byte{}},
 	}
 	s.counters.m = s.metrics
