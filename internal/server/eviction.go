@@ -32,8 +32,8 @@ type evictState struct {
 // recency, when they belong to a key space with a capacity. Recency is
 // leaseholder memory: a follower read does not count.
 func (s *Server) touch(r *raftstore.Replica, ks ...[]byte) {
-	if len(ks) == 0 || !r.IsLeader() {
-		return
+	if len(ks) == 0 || keyspace.Of(ks[0]) == keyspace.Default || !r.IsLeader() {
+		return // the default key space has no capacity
 	}
 	k, ok := s.keyspaces.get().ByID(keyspace.Of(ks[0]))
 	if !ok || k.CapacityPerNode == 0 {

@@ -5,14 +5,18 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keyspace"
 )
 
 // keySpaceCounts is what one node counted of one key space since it
-// started.
+// started, with its Prometheus counters resolved once (a label lookup per
+// read would cost more than the count).
 type keySpaceCounts struct {
-	hits, misses, evictions atomic.Uint64
+	hits, misses, evictions    atomic.Uint64
+	hitsC, missesC, evictionsC prometheus.Counter
 }
 
 // keySpaceCounters are a node's counts by key space, kept beside the
@@ -20,19 +24,26 @@ type keySpaceCounts struct {
 // which sums them for `ctl keyspace list`.
 type keySpaceCounters struct {
 	m       *metrics
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	bySpace map[keyspace.ID]*keySpaceCounts
 }
 
 func (c *keySpaceCounters) of(id keyspace.ID) *keySpaceCounts {
+	c.mu.RLock()
+	k := c.bySpace[id]
+	c.mu.RUnlock()
+	if k != nil {
+		return k
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := c.bySpace[id]
-	if k == nil {
+	if k = c.bySpace[id]; k == nil {
 		if c.bySpace == nil {
 			c.bySpace = map[keyspace.ID]*keySpaceCounts{}
 		}
-		k = &keySpaceCounts{}
+		l := idLabel(id)
+		k = &keySpaceCounts{hitsC: c.m.keyspaceHits.WithLabelValues(l), missesC: c.m.keyspaceMisses.WithLabelValues(l),
+			evictionsC: c.m.keyspaceEvictions.WithLabelValues(l)}
 		c.bySpace[id] = k
 	}
 	return k
@@ -43,20 +54,20 @@ func idLabel(id keyspace.ID) string { return strconv.FormatUint(uint64(id), 10) 
 
 // read counts a point read of stored key key: a hit if it found a value.
 func (c *keySpaceCounters) read(key []byte, found bool) {
-	id := keyspace.Of(key)
+	k := c.of(keyspace.Of(key))
 	if found {
-		c.of(id).hits.Add(1)
-		c.m.keyspaceHits.WithLabelValues(idLabel(id)).Inc()
+		k.hits.Add(1)
+		k.hitsC.Inc()
 		return
 	}
-	c.of(id).misses.Add(1)
-	c.m.keyspaceMisses.WithLabelValues(idLabel(id)).Inc()
+	k.misses.Add(1)
+	k.missesC.Inc()
 }
 
 // snapshot is the counts for a heartbeat.
 func (c *keySpaceCounters) snapshot() []*tidekvpb.KeySpaceCounts {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	out := make([]*tidekvpb.KeySpaceCounts, 0, len(c.bySpace))
 	for id, k := range c.bySpace {
 		out = append(out, &tidekvpb.KeySpaceCounts{Id: uint32(id), Hits: k.hits.Load(), Misses: k.misses.Load(), Evictions: k.evictions.Load()})
@@ -66,6 +77,7 @@ func (c *keySpaceCounters) snapshot() []*tidekvpb.KeySpaceCounts {
 
 // evicted counts n keys of key space id evicted by this node.
 func (c *keySpaceCounters) evicted(id keyspace.ID, n int) {
-	c.of(id).evictions.Add(uint64(n))
-	c.m.keyspaceEvictions.WithLabelValues(idLabel(id)).Add(float64(n))
+	k := c.of(id)
+	k.evictions.Add(uint64(n))
+	k.evictionsC.Add(float64(n))
 }
