@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"maps"
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -59,17 +60,26 @@ func (s *Server) evictRound(ctx context.Context) {
 }
 
 // learnLocalKeySpaces makes sure the node's copy of the catalogue knows the
-// key spaces of its replicas: a node that only holds replicas of a key
-// space may never have served a request naming it.
+// key spaces of its replicas, and forgets the sample cursors of ranges no
+// longer here. A node may hold, or be given the lease of, a range of a key
+// space it never served a request for. A range past the last key space
+// holds no data (no key space owns its keys): it asks nothing.
 func (s *Server) learnLocalKeySpaces(ctx context.Context) {
 	cat := s.keyspaces.get()
+	local := map[uint64]bool{}
+	learnt := false
 	for _, r := range s.store.Replicas() {
-		id := keyspace.Of(r.Desc().GetStartKey())
-		if _, ok := cat.ByID(id); !ok {
-			s.learnKeySpace(ctx, r.Desc().GetStartKey())
-			return
+		d := r.Desc()
+		local[r.RangeID()] = true
+		if _, ok := cat.ByID(keyspace.Of(d.GetStartKey())); ok || learnt {
+			continue
+		}
+		if n, err := s.rangeSize(r, d.GetGeneration(), s.recountAfter()); err == nil && n > 0 {
+			s.learnKeySpace(ctx, d.GetStartKey())
+			learnt = true
 		}
 	}
+	maps.DeleteFunc(s.evict.cursors, func(id uint64, _ []byte) bool { return !local[id] })
 }
 
 func (s *Server) evictKeySpace(ctx context.Context, ks keyspace.KeySpace) error {
