@@ -13,8 +13,8 @@ import (
 
 // TestKeySpaceCLI: `tidekv ctl keyspace create` refuses bad settings with
 // one sentence and creates nothing, creates a hashed key space, and
-// `keyspace list --json` shows it with every field scripts read, and the
-// bytes written into it once its ranges report.
+// `keyspace list --json` shows it with every field scripts read, the
+// bytes written into it once its ranges report, and its hits and misses.
 func TestKeySpaceCLI(t *testing.T) {
 	tc := testcluster.Start(t, testcluster.Options{Nodes: 3})
 	bin := testcluster.Binary(t)
@@ -31,6 +31,7 @@ func TestKeySpaceCLI(t *testing.T) {
 		{[]string{"--capacity-per-node", "0"}, "--capacity-per-node must be a size above 0"},
 		{[]string{"--ttl", "-1s"}, "--ttl must be whole milliseconds and not negative"},
 		{[]string{"--rf", "9"}, "replication factor 9"},
+		{[]string{"--miss-handler", "ftp://origin/x"}, `miss handler "ftp://origin/x" must be an http or https URL`},
 	} {
 		_, code, err := ctl(ctx, bin, tc.Addr(1), append([]string{"keyspace", "create", "sessions"}, bad.args...)...)
 		if code != 2 || err == nil || !strings.Contains(err.Error(), bad.want) {
@@ -84,6 +85,11 @@ func TestKeySpaceCLI(t *testing.T) {
 		t.Fatalf("a value written without a TTL has TTL %v, %v; want the key space's 30s", ttl, err)
 	}
 	fields := []string{"name", "mode", "engine", "index", "rf", "capacity_per_node", "bytes", "keys", "hits", "misses", "evictions"}
+	// One hit (the get of k above) and one miss (this one), summed from
+	// the nodes' heartbeats.
+	if _, code, _ := ctl(ctx, bin, tc.Addr(1), "--keyspace", "sessions", "get", "absent"); code != 1 {
+		t.Fatalf("get of an absent key: exit %d, want 1 (not found)", code)
+	}
 	if err := eventually(ctx, 40*time.Second, func(ctx context.Context) error {
 		out, code, err := ctl(ctx, bin, tc.Addr(3), "keyspace", "list", "--json")
 		if err != nil {
@@ -107,6 +113,9 @@ func TestKeySpaceCLI(t *testing.T) {
 		}
 		if b := list.KeySpaces[1]["bytes"].(float64); b < 50*1024 {
 			return fmt.Errorf("sessions holds %v bytes, want at least the 50 KiB written: %s", b, out)
+		}
+		if h, m := list.KeySpaces[1]["hits"].(float64), list.KeySpaces[1]["misses"].(float64); h < 1 || m < 1 {
+			return fmt.Errorf("sessions lists %v hits and %v misses, want the get of k and of an absent key: %s", h, m, out)
 		}
 		return nil
 	}); err != nil {

@@ -590,8 +590,10 @@ type KeySpaceRecord struct {
 	CapacityPerNode uint64                 `protobuf:"varint,6,opt,name=capacity_per_node,json=capacityPerNode,proto3" json:"capacity_per_node,omitempty"`
 	TtlMs           int64                  `protobuf:"varint,7,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	Index           string                 `protobuf:"bytes,8,opt,name=index,proto3" json:"index,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Read-through (empty in records written before it existed: none).
+	MissHandler   string `protobuf:"bytes,9,opt,name=miss_handler,json=missHandler,proto3" json:"miss_handler,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KeySpaceRecord) Reset() {
@@ -676,6 +678,13 @@ func (x *KeySpaceRecord) GetTtlMs() int64 {
 func (x *KeySpaceRecord) GetIndex() string {
 	if x != nil {
 		return x.Index
+	}
+	return ""
+}
+
+func (x *KeySpaceRecord) GetMissHandler() string {
+	if x != nil {
+		return x.MissHandler
 	}
 	return ""
 }
@@ -1342,7 +1351,7 @@ const file_storage_proto_rawDesc = "" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
 	"setSetting\x12*\n" +
 	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\x12?\n" +
-	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\"\xc9\x01\n" +
+	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\"\xec\x01\n" +
 	"\x0eKeySpaceRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1351,7 +1360,8 @@ const file_storage_proto_rawDesc = "" +
 	"\x06engine\x18\x05 \x01(\tR\x06engine\x12*\n" +
 	"\x11capacity_per_node\x18\x06 \x01(\x04R\x0fcapacityPerNode\x12\x15\n" +
 	"\x06ttl_ms\x18\a \x01(\x03R\x05ttlMs\x12\x14\n" +
-	"\x05index\x18\b \x01(\tR\x05index\"\x9c\x01\n" +
+	"\x05index\x18\b \x01(\tR\x05index\x12!\n" +
+	"\fmiss_handler\x18\t \x01(\tR\vmissHandler\"\x9c\x01\n" +
 	"\bLogWrite\x12\x16\n" +
 	"\x06delete\x18\x01 \x01(\bR\x06delete\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +

@@ -2446,7 +2446,10 @@ type RangeInfo struct {
 	// Bytes of old versions GC could remove once they are older than
 	// gc-ttl, as the leaseholder's GC queue last estimated them (0: none,
 	// or not looked at yet).
-	GarbageBytes  uint64 `protobuf:"varint,10,opt,name=garbage_bytes,json=garbageBytes,proto3" json:"garbage_bytes,omitempty"`
+	GarbageBytes uint64 `protobuf:"varint,10,opt,name=garbage_bytes,json=garbageBytes,proto3" json:"garbage_bytes,omitempty"`
+	// Live keys of the range at the leaseholder's last exact count of its
+	// size (the count behind bytes).
+	Keys          uint64 `protobuf:"varint,11,opt,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2547,6 +2550,13 @@ func (x *RangeInfo) GetChangeInProgress() bool {
 func (x *RangeInfo) GetGarbageBytes() uint64 {
 	if x != nil {
 		return x.GarbageBytes
+	}
+	return 0
+}
+
+func (x *RangeInfo) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
 	}
 	return 0
 }
@@ -3873,9 +3883,12 @@ type NodeHeartbeatRequest struct {
 	// lead (follower and learner reads), over its last load sample: placement
 	// counts them as their range's (adaptive learners are kept while the
 	// reads they took over last).
-	ReplicaReads  []*ReplicaReads `protobuf:"bytes,18,rep,name=replica_reads,json=replicaReads,proto3" json:"replica_reads,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReplicaReads []*ReplicaReads `protobuf:"bytes,18,rep,name=replica_reads,json=replicaReads,proto3" json:"replica_reads,omitempty"`
+	// What the node counted of each key space since it started (the meta
+	// range sums them for ListKeySpaces).
+	KeyspaceCounts []*KeySpaceCounts `protobuf:"bytes,19,rep,name=keyspace_counts,json=keyspaceCounts,proto3" json:"keyspace_counts,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodeHeartbeatRequest) Reset() {
@@ -4034,6 +4047,84 @@ func (x *NodeHeartbeatRequest) GetReplicaReads() []*ReplicaReads {
 	return nil
 }
 
+func (x *NodeHeartbeatRequest) GetKeyspaceCounts() []*KeySpaceCounts {
+	if x != nil {
+		return x.KeyspaceCounts
+	}
+	return nil
+}
+
+// KeySpaceCounts is one node's counts of one key space since it started.
+type KeySpaceCounts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Point reads this node served that found their key, and that did not.
+	Hits   uint64 `protobuf:"varint,2,opt,name=hits,proto3" json:"hits,omitempty"`
+	Misses uint64 `protobuf:"varint,3,opt,name=misses,proto3" json:"misses,omitempty"`
+	// Keys this node's leaseholders evicted (capacity_per_node).
+	Evictions     uint64 `protobuf:"varint,4,opt,name=evictions,proto3" json:"evictions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeySpaceCounts) Reset() {
+	*x = KeySpaceCounts{}
+	mi := &file_tidekv_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeySpaceCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeySpaceCounts) ProtoMessage() {}
+
+func (x *KeySpaceCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeySpaceCounts.ProtoReflect.Descriptor instead.
+func (*KeySpaceCounts) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *KeySpaceCounts) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *KeySpaceCounts) GetHits() uint64 {
+	if x != nil {
+		return x.Hits
+	}
+	return 0
+}
+
+func (x *KeySpaceCounts) GetMisses() uint64 {
+	if x != nil {
+		return x.Misses
+	}
+	return 0
+}
+
+func (x *KeySpaceCounts) GetEvictions() uint64 {
+	if x != nil {
+		return x.Evictions
+	}
+	return 0
+}
+
 type ReplicaReads struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -4046,7 +4137,7 @@ type ReplicaReads struct {
 
 func (x *ReplicaReads) Reset() {
 	*x = ReplicaReads{}
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4149,7 @@ func (x *ReplicaReads) String() string {
 func (*ReplicaReads) ProtoMessage() {}
 
 func (x *ReplicaReads) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4162,7 @@ func (x *ReplicaReads) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaReads.ProtoReflect.Descriptor instead.
 func (*ReplicaReads) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{46}
+	return file_tidekv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReplicaReads) GetRangeId() uint64 {
@@ -4113,7 +4204,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4125,7 +4216,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4138,7 +4229,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{47}
+	return file_tidekv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NodeHeartbeatResponse) GetNodes() []*NodeDescriptor {
@@ -4188,13 +4279,14 @@ type ReportRangeRequest struct {
 	ChangeInProgress bool   `protobuf:"varint,9,opt,name=change_in_progress,json=changeInProgress,proto3" json:"change_in_progress,omitempty"`
 	// As in RangeInfo.
 	GarbageBytes  uint64 `protobuf:"varint,10,opt,name=garbage_bytes,json=garbageBytes,proto3" json:"garbage_bytes,omitempty"`
+	Keys          uint64 `protobuf:"varint,11,opt,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportRangeRequest) Reset() {
 	*x = ReportRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4206,7 +4298,7 @@ func (x *ReportRangeRequest) String() string {
 func (*ReportRangeRequest) ProtoMessage() {}
 
 func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4219,7 +4311,7 @@ func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeRequest.ProtoReflect.Descriptor instead.
 func (*ReportRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{48}
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ReportRangeRequest) GetDesc() *RangeDescriptor {
@@ -4292,6 +4384,13 @@ func (x *ReportRangeRequest) GetGarbageBytes() uint64 {
 	return 0
 }
 
+func (x *ReportRangeRequest) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
 type ReportRangeResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4300,7 +4399,7 @@ type ReportRangeResponse struct {
 
 func (x *ReportRangeResponse) Reset() {
 	*x = ReportRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4312,7 +4411,7 @@ func (x *ReportRangeResponse) String() string {
 func (*ReportRangeResponse) ProtoMessage() {}
 
 func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4325,7 +4424,7 @@ func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeResponse.ProtoReflect.Descriptor instead.
 func (*ReportRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{49}
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
 }
 
 // Event is one thing the cluster did on its own or was told to do, with why.
@@ -4345,7 +4444,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4357,7 +4456,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4370,7 +4469,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{50}
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Event) GetUnixNanos() int64 {
@@ -4420,7 +4519,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4432,7 +4531,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4445,7 +4544,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EventsRequest) GetLocal() bool {
@@ -4472,7 +4571,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4484,7 +4583,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4497,7 +4596,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{52}
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -4526,7 +4625,7 @@ type ClosedTimestamp struct {
 
 func (x *ClosedTimestamp) Reset() {
 	*x = ClosedTimestamp{}
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4538,7 +4637,7 @@ func (x *ClosedTimestamp) String() string {
 func (*ClosedTimestamp) ProtoMessage() {}
 
 func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4551,7 +4650,7 @@ func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestamp.ProtoReflect.Descriptor instead.
 func (*ClosedTimestamp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{53}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClosedTimestamp) GetRangeId() uint64 {
@@ -4601,7 +4700,7 @@ type ClosedTimestampsRequest struct {
 
 func (x *ClosedTimestampsRequest) Reset() {
 	*x = ClosedTimestampsRequest{}
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4613,7 +4712,7 @@ func (x *ClosedTimestampsRequest) String() string {
 func (*ClosedTimestampsRequest) ProtoMessage() {}
 
 func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4626,7 +4725,7 @@ func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsRequest.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{54}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClosedTimestampsRequest) GetFromNodeId() uint64 {
@@ -4672,7 +4771,7 @@ type ClosedTimestampsResponse struct {
 
 func (x *ClosedTimestampsResponse) Reset() {
 	*x = ClosedTimestampsResponse{}
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4684,7 +4783,7 @@ func (x *ClosedTimestampsResponse) String() string {
 func (*ClosedTimestampsResponse) ProtoMessage() {}
 
 func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4697,7 +4796,7 @@ func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsResponse.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{55}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClosedTimestampsResponse) GetLoad() *NodeLoad {
@@ -4742,7 +4841,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4754,7 +4853,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4767,7 +4866,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{56}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodeLoad) GetNodeId() uint64 {
@@ -4847,7 +4946,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +4958,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +4971,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{57}
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -4898,7 +4997,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4910,7 +5009,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4923,7 +5022,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{58}
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *MergeResponse) GetDesc() *RangeDescriptor {
@@ -4946,7 +5045,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4958,7 +5057,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4971,7 +5070,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{59}
+	return file_tidekv_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -5004,7 +5103,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5016,7 +5115,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5029,7 +5128,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{60}
+	return file_tidekv_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FreezeRangeResponse) GetDesc() *RangeDescriptor {
@@ -5050,7 +5149,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5062,7 +5161,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5075,7 +5174,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{61}
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -5102,7 +5201,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5114,7 +5213,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5127,7 +5226,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{62}
+	return file_tidekv_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DecommissionResponse) GetReplicas() uint32 {
@@ -5149,7 +5248,7 @@ type Setting struct {
 
 func (x *Setting) Reset() {
 	*x = Setting{}
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5161,7 +5260,7 @@ func (x *Setting) String() string {
 func (*Setting) ProtoMessage() {}
 
 func (x *Setting) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5174,7 +5273,7 @@ func (x *Setting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Setting.ProtoReflect.Descriptor instead.
 func (*Setting) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{63}
+	return file_tidekv_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Setting) GetKey() string {
@@ -5201,7 +5300,7 @@ type SettingsRequest struct {
 
 func (x *SettingsRequest) Reset() {
 	*x = SettingsRequest{}
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5213,7 +5312,7 @@ func (x *SettingsRequest) String() string {
 func (*SettingsRequest) ProtoMessage() {}
 
 func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5226,7 +5325,7 @@ func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsRequest.ProtoReflect.Descriptor instead.
 func (*SettingsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{64}
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SettingsRequest) GetSet() []*Setting {
@@ -5246,7 +5345,7 @@ type SettingsResponse struct {
 
 func (x *SettingsResponse) Reset() {
 	*x = SettingsResponse{}
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5258,7 +5357,7 @@ func (x *SettingsResponse) String() string {
 func (*SettingsResponse) ProtoMessage() {}
 
 func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5271,7 +5370,7 @@ func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsResponse.ProtoReflect.Descriptor instead.
 func (*SettingsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{65}
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SettingsResponse) GetSettings() []*Setting {
@@ -5307,14 +5406,17 @@ type KeySpace struct {
 	Evictions uint64 `protobuf:"varint,12,opt,name=evictions,proto3" json:"evictions,omitempty"`
 	Ranges    uint32 `protobuf:"varint,13,opt,name=ranges,proto3" json:"ranges,omitempty"`
 	// The memory engine's index: btree | exthash | cbf (empty with pebble).
-	Index         string `protobuf:"bytes,14,opt,name=index,proto3" json:"index,omitempty"`
+	Index string `protobuf:"bytes,14,opt,name=index,proto3" json:"index,omitempty"`
+	// Read-through: the http(s) URL a point read that misses asks for the
+	// value (empty: none; docs/keyspaces.md).
+	MissHandler   string `protobuf:"bytes,15,opt,name=miss_handler,json=missHandler,proto3" json:"miss_handler,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KeySpace) Reset() {
 	*x = KeySpace{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5326,7 +5428,7 @@ func (x *KeySpace) String() string {
 func (*KeySpace) ProtoMessage() {}
 
 func (x *KeySpace) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5339,7 +5441,7 @@ func (x *KeySpace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpace.ProtoReflect.Descriptor instead.
 func (*KeySpace) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *KeySpace) GetName() string {
@@ -5440,6 +5542,13 @@ func (x *KeySpace) GetIndex() string {
 	return ""
 }
 
+func (x *KeySpace) GetMissHandler() string {
+	if x != nil {
+		return x.MissHandler
+	}
+	return ""
+}
+
 type CreateKeySpaceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Keyspace      *KeySpace              `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
@@ -5449,7 +5558,7 @@ type CreateKeySpaceRequest struct {
 
 func (x *CreateKeySpaceRequest) Reset() {
 	*x = CreateKeySpaceRequest{}
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5461,7 +5570,7 @@ func (x *CreateKeySpaceRequest) String() string {
 func (*CreateKeySpaceRequest) ProtoMessage() {}
 
 func (x *CreateKeySpaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5474,7 +5583,7 @@ func (x *CreateKeySpaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeySpaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeySpaceRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{67}
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CreateKeySpaceRequest) GetKeyspace() *KeySpace {
@@ -5493,7 +5602,7 @@ type CreateKeySpaceResponse struct {
 
 func (x *CreateKeySpaceResponse) Reset() {
 	*x = CreateKeySpaceResponse{}
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5505,7 +5614,7 @@ func (x *CreateKeySpaceResponse) String() string {
 func (*CreateKeySpaceResponse) ProtoMessage() {}
 
 func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5518,7 +5627,7 @@ func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeySpaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeySpaceResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{68}
+	return file_tidekv_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CreateKeySpaceResponse) GetKeyspace() *KeySpace {
@@ -5536,7 +5645,7 @@ type ListKeySpacesRequest struct {
 
 func (x *ListKeySpacesRequest) Reset() {
 	*x = ListKeySpacesRequest{}
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5548,7 +5657,7 @@ func (x *ListKeySpacesRequest) String() string {
 func (*ListKeySpacesRequest) ProtoMessage() {}
 
 func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5561,7 +5670,7 @@ func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySpacesRequest.ProtoReflect.Descriptor instead.
 func (*ListKeySpacesRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{69}
+	return file_tidekv_proto_rawDescGZIP(), []int{70}
 }
 
 type ListKeySpacesResponse struct {
@@ -5574,7 +5683,7 @@ type ListKeySpacesResponse struct {
 
 func (x *ListKeySpacesResponse) Reset() {
 	*x = ListKeySpacesResponse{}
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5586,7 +5695,7 @@ func (x *ListKeySpacesResponse) String() string {
 func (*ListKeySpacesResponse) ProtoMessage() {}
 
 func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5599,7 +5708,7 @@ func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySpacesResponse.ProtoReflect.Descriptor instead.
 func (*ListKeySpacesResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{70}
+	return file_tidekv_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListKeySpacesResponse) GetKeyspaces() []*KeySpace {
@@ -5617,7 +5726,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5629,7 +5738,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5642,7 +5751,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{71}
+	return file_tidekv_proto_rawDescGZIP(), []int{72}
 }
 
 type AutoscaleStatusResponse struct {
@@ -5656,7 +5765,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5668,7 +5777,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5681,7 +5790,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{72}
+	return file_tidekv_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -5699,7 +5808,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5711,7 +5820,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5724,7 +5833,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{73}
+	return file_tidekv_proto_rawDescGZIP(), []int{74}
 }
 
 type NodeLoadsResponse struct {
@@ -5737,7 +5846,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5749,7 +5858,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5762,7 +5871,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{74}
+	return file_tidekv_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -5780,7 +5889,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5792,7 +5901,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5805,7 +5914,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{75}
+	return file_tidekv_proto_rawDescGZIP(), []int{76}
 }
 
 type AllocRangeIDResponse struct {
@@ -5817,7 +5926,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5829,7 +5938,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5842,7 +5951,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{76}
+	return file_tidekv_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -5869,7 +5978,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5881,7 +5990,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5894,7 +6003,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{77}
+	return file_tidekv_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -5942,7 +6051,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[78]
+	mi := &file_tidekv_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5954,7 +6063,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[78]
+	mi := &file_tidekv_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5967,7 +6076,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{78}
+	return file_tidekv_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -5994,7 +6103,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[79]
+	mi := &file_tidekv_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6006,7 +6115,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[79]
+	mi := &file_tidekv_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6019,7 +6128,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{79}
+	return file_tidekv_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -6067,7 +6176,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[80]
+	mi := &file_tidekv_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6079,7 +6188,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[80]
+	mi := &file_tidekv_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6092,7 +6201,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{80}
+	return file_tidekv_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -6117,7 +6226,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[81]
+	mi := &file_tidekv_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6129,7 +6238,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[81]
+	mi := &file_tidekv_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6142,7 +6251,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{81}
+	return file_tidekv_proto_rawDescGZIP(), []int{82}
 }
 
 // WriteGuard lets a write create or update a keyed collection in one step
@@ -6164,7 +6273,7 @@ type WriteGuard struct {
 
 func (x *WriteGuard) Reset() {
 	*x = WriteGuard{}
-	mi := &file_tidekv_proto_msgTypes[82]
+	mi := &file_tidekv_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6176,7 +6285,7 @@ func (x *WriteGuard) String() string {
 func (*WriteGuard) ProtoMessage() {}
 
 func (x *WriteGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[82]
+	mi := &file_tidekv_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6189,7 +6298,7 @@ func (x *WriteGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
 func (*WriteGuard) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{82}
+	return file_tidekv_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *WriteGuard) GetKey() []byte {
@@ -6396,7 +6505,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"h\n" +
 	"\x0fKVBatchResponse\x120\n" +
 	"\tresponses\x18\x01 \x03(\v2\x12.tidekv.KVResponseR\tresponses\x12#\n" +
-	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\xd6\x02\n" +
+	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\xea\x02\n" +
 	"\tRangeInfo\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -6410,7 +6519,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"load_stale\x18\b \x01(\bR\tloadStale\x12,\n" +
 	"\x12change_in_progress\x18\t \x01(\bR\x10changeInProgress\x12#\n" +
 	"\rgarbage_bytes\x18\n" +
-	" \x01(\x04R\fgarbageBytes\"\x0f\n" +
+	" \x01(\x04R\fgarbageBytes\x12\x12\n" +
+	"\x04keys\x18\v \x01(\x04R\x04keys\"\x0f\n" +
 	"\rRangesRequest\"i\n" +
 	"\x0eRangesResponse\x12)\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x11.tidekv.RangeInfoR\x06ranges\x12,\n" +
@@ -6514,7 +6624,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12,\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xdb\x04\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\x9c\x05\n" +
 	"\x14NodeHeartbeatRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12\x16\n" +
@@ -6539,7 +6649,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0fclock_untrusted\x18\x0f \x01(\bR\x0eclockUntrusted\x12!\n" +
 	"\fclock_reason\x18\x10 \x01(\tR\vclockReason\x12-\n" +
 	"\x13max_clock_offset_ms\x18\x11 \x01(\x01R\x10maxClockOffsetMs\x129\n" +
-	"\rreplica_reads\x18\x12 \x03(\v2\x14.tidekv.ReplicaReadsR\freplicaReads\"d\n" +
+	"\rreplica_reads\x18\x12 \x03(\v2\x14.tidekv.ReplicaReadsR\freplicaReads\x12?\n" +
+	"\x0fkeyspace_counts\x18\x13 \x03(\v2\x16.tidekv.KeySpaceCountsR\x0ekeyspaceCounts\"j\n" +
+	"\x0eKeySpaceCounts\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
+	"\x04hits\x18\x02 \x01(\x04R\x04hits\x12\x16\n" +
+	"\x06misses\x18\x03 \x01(\x04R\x06misses\x12\x1c\n" +
+	"\tevictions\x18\x04 \x01(\x04R\tevictions\"d\n" +
 	"\fReplicaReads\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -6551,7 +6667,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\x12\x1f\n" +
 	"\vlog_version\x18\x03 \x01(\rR\n" +
 	"logVersion\x12\x1a\n" +
-	"\tgc_ttl_ms\x18\x04 \x01(\x03R\agcTtlMs\"\xdf\x02\n" +
+	"\tgc_ttl_ms\x18\x04 \x01(\x03R\agcTtlMs\"\xf3\x02\n" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -6565,7 +6681,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"load_stale\x18\b \x01(\bR\tloadStale\x12,\n" +
 	"\x12change_in_progress\x18\t \x01(\bR\x10changeInProgress\x12#\n" +
 	"\rgarbage_bytes\x18\n" +
-	" \x01(\x04R\fgarbageBytes\"\x15\n" +
+	" \x01(\x04R\fgarbageBytes\x12\x12\n" +
+	"\x04keys\x18\v \x01(\x04R\x04keys\"\x15\n" +
 	"\x13ReportRangeResponse\"\x85\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
@@ -6633,7 +6750,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0fSettingsRequest\x12!\n" +
 	"\x03set\x18\x01 \x03(\v2\x0f.tidekv.SettingR\x03set\"?\n" +
 	"\x10SettingsResponse\x12+\n" +
-	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\xcf\x02\n" +
+	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\xf2\x02\n" +
 	"\bKeySpace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x0e\n" +
@@ -6649,7 +6766,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x06misses\x18\v \x01(\x04R\x06misses\x12\x1c\n" +
 	"\tevictions\x18\f \x01(\x04R\tevictions\x12\x16\n" +
 	"\x06ranges\x18\r \x01(\rR\x06ranges\x12\x14\n" +
-	"\x05index\x18\x0e \x01(\tR\x05index\"E\n" +
+	"\x05index\x18\x0e \x01(\tR\x05index\x12!\n" +
+	"\fmiss_handler\x18\x0f \x01(\tR\vmissHandler\"E\n" +
 	"\x15CreateKeySpaceRequest\x12,\n" +
 	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"F\n" +
 	"\x16CreateKeySpaceResponse\x12,\n" +
@@ -6768,7 +6886,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -6821,44 +6939,45 @@ var file_tidekv_proto_goTypes = []any{
 	(*JoinRequest)(nil),              // 48: tidekv.JoinRequest
 	(*JoinResponse)(nil),             // 49: tidekv.JoinResponse
 	(*NodeHeartbeatRequest)(nil),     // 50: tidekv.NodeHeartbeatRequest
-	(*ReplicaReads)(nil),             // 51: tidekv.ReplicaReads
-	(*NodeHeartbeatResponse)(nil),    // 52: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 53: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 54: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 55: tidekv.Event
-	(*EventsRequest)(nil),            // 56: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 57: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 58: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 59: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 60: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 61: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 62: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 63: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 64: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 65: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 66: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 67: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 68: tidekv.Setting
-	(*SettingsRequest)(nil),          // 69: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 70: tidekv.SettingsResponse
-	(*KeySpace)(nil),                 // 71: tidekv.KeySpace
-	(*CreateKeySpaceRequest)(nil),    // 72: tidekv.CreateKeySpaceRequest
-	(*CreateKeySpaceResponse)(nil),   // 73: tidekv.CreateKeySpaceResponse
-	(*ListKeySpacesRequest)(nil),     // 74: tidekv.ListKeySpacesRequest
-	(*ListKeySpacesResponse)(nil),    // 75: tidekv.ListKeySpacesResponse
-	(*AutoscaleStatusRequest)(nil),   // 76: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 77: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 78: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 79: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 80: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 81: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 82: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 83: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 84: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 85: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 86: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 87: tidekv.WriteGuard
-	(*raftpb.Message)(nil),           // 88: raftpb.Message
+	(*KeySpaceCounts)(nil),           // 51: tidekv.KeySpaceCounts
+	(*ReplicaReads)(nil),             // 52: tidekv.ReplicaReads
+	(*NodeHeartbeatResponse)(nil),    // 53: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 54: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 55: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 56: tidekv.Event
+	(*EventsRequest)(nil),            // 57: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 58: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 59: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 60: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 61: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 62: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 63: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 64: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 65: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 66: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 67: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 68: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 69: tidekv.Setting
+	(*SettingsRequest)(nil),          // 70: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 71: tidekv.SettingsResponse
+	(*KeySpace)(nil),                 // 72: tidekv.KeySpace
+	(*CreateKeySpaceRequest)(nil),    // 73: tidekv.CreateKeySpaceRequest
+	(*CreateKeySpaceResponse)(nil),   // 74: tidekv.CreateKeySpaceResponse
+	(*ListKeySpacesRequest)(nil),     // 75: tidekv.ListKeySpacesRequest
+	(*ListKeySpacesResponse)(nil),    // 76: tidekv.ListKeySpacesResponse
+	(*AutoscaleStatusRequest)(nil),   // 77: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 78: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 79: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 80: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 81: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 82: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 83: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 84: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 85: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 86: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 87: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 88: tidekv.WriteGuard
+	(*raftpb.Message)(nil),           // 89: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -6878,7 +6997,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	9,   // 14: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
 	4,   // 15: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
 	21,  // 16: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	87,  // 17: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	88,  // 17: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,   // 18: tidekv.KVRequest.priority:type_name -> tidekv.Priority
 	11,  // 19: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
 	13,  // 20: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
@@ -6913,95 +7032,96 @@ var file_tidekv_proto_depIdxs = []int32{
 	6,   // 49: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
 	7,   // 50: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
 	7,   // 51: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	51,  // 52: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	7,   // 53: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,   // 54: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	55,  // 55: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	9,   // 56: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
-	58,  // 57: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	61,  // 58: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	9,   // 59: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	61,  // 60: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	9,   // 61: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	6,   // 62: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,   // 63: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	68,  // 64: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	68,  // 65: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	71,  // 66: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	71,  // 67: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	71,  // 68: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	61,  // 69: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	88,  // 70: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	9,   // 71: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	82,  // 72: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	82,  // 73: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	11,  // 74: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	13,  // 75: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	15,  // 76: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	17,  // 77: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	19,  // 78: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	22,  // 79: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	24,  // 80: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	28,  // 81: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	31,  // 82: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	36,  // 83: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	38,  // 84: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	40,  // 85: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	42,  // 86: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	44,  // 87: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	46,  // 88: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	48,  // 89: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	50,  // 90: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	53,  // 91: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	80,  // 92: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	56,  // 93: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	59,  // 94: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	78,  // 95: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	66,  // 96: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	69,  // 97: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	72,  // 98: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	74,  // 99: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	76,  // 100: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	62,  // 101: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	64,  // 102: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	83,  // 103: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	84,  // 104: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	12,  // 105: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	14,  // 106: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	16,  // 107: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	18,  // 108: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	20,  // 109: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	23,  // 110: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	25,  // 111: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	29,  // 112: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	32,  // 113: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	37,  // 114: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	39,  // 115: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	41,  // 116: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	43,  // 117: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	45,  // 118: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	47,  // 119: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	49,  // 120: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	52,  // 121: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	54,  // 122: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	81,  // 123: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	57,  // 124: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	60,  // 125: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	79,  // 126: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	67,  // 127: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	70,  // 128: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	73,  // 129: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	75,  // 130: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	77,  // 131: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	63,  // 132: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	65,  // 133: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	86,  // 134: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	85,  // 135: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	105, // [105:136] is the sub-list for method output_type
-	74,  // [74:105] is the sub-list for method input_type
-	74,  // [74:74] is the sub-list for extension type_name
-	74,  // [74:74] is the sub-list for extension extendee
-	0,   // [0:74] is the sub-list for field type_name
+	52,  // 52: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	51,  // 53: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
+	7,   // 54: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	6,   // 55: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	56,  // 56: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	9,   // 57: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	59,  // 58: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	62,  // 59: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	9,   // 60: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	62,  // 61: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	9,   // 62: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	6,   // 63: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	6,   // 64: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	69,  // 65: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	69,  // 66: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	72,  // 67: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	72,  // 68: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	72,  // 69: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	62,  // 70: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	89,  // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	9,   // 72: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	83,  // 73: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	83,  // 74: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	11,  // 75: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	13,  // 76: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	15,  // 77: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	17,  // 78: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	19,  // 79: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	22,  // 80: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	24,  // 81: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	28,  // 82: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	31,  // 83: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	36,  // 84: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	38,  // 85: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	40,  // 86: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	42,  // 87: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	44,  // 88: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	46,  // 89: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	48,  // 90: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	50,  // 91: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	54,  // 92: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	81,  // 93: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	57,  // 94: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	60,  // 95: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	79,  // 96: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	67,  // 97: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	70,  // 98: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	73,  // 99: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	75,  // 100: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	77,  // 101: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	63,  // 102: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	65,  // 103: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	84,  // 104: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	85,  // 105: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	12,  // 106: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	14,  // 107: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	16,  // 108: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	18,  // 109: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	20,  // 110: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	23,  // 111: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	25,  // 112: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	29,  // 113: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	32,  // 114: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	37,  // 115: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	39,  // 116: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	41,  // 117: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	43,  // 118: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	45,  // 119: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	47,  // 120: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	49,  // 121: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	53,  // 122: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	55,  // 123: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	82,  // 124: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	58,  // 125: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	61,  // 126: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	80,  // 127: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	68,  // 128: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	71,  // 129: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	74,  // 130: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	76,  // 131: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	78,  // 132: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	64,  // 133: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	66,  // 134: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	87,  // 135: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	86,  // 136: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	106, // [106:137] is the sub-list for method output_type
+	75,  // [75:106] is the sub-list for method input_type
+	75,  // [75:75] is the sub-list for extension type_name
+	75,  // [75:75] is the sub-list for extension extendee
+	0,   // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -7033,7 +7153,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   83,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

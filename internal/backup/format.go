@@ -64,17 +64,20 @@ type KeySpace struct {
 	Index           string `json:"index,omitempty"`
 	CapacityPerNode uint64 `json:"capacity_per_node,omitempty"`
 	TTLMs           int64  `json:"ttl_ms,omitempty"`
+	// MissHandler is absent from manifests written before read-through.
+	MissHandler string `json:"miss_handler,omitempty"`
 }
 
 func keySpaceOf(s keyspace.Settings) KeySpace {
 	return KeySpace{Name: s.Name, Mode: string(s.Mode), RF: s.RF, Engine: string(s.Engine), Index: string(s.Index),
-		CapacityPerNode: s.CapacityPerNode, TTLMs: s.TTL.Milliseconds()}
+		CapacityPerNode: s.CapacityPerNode, TTLMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler}
 }
 
 // Settings are the key space's settings.
 func (k KeySpace) Settings() keyspace.Settings {
 	return keyspace.Settings{Name: k.Name, Mode: keyspace.Mode(k.Mode), RF: k.RF, Engine: keyspace.Engine(k.Engine),
-		Index: memengine.Index(k.Index), CapacityPerNode: k.CapacityPerNode, TTL: time.Duration(k.TTLMs) * time.Millisecond}
+		Index: memengine.Index(k.Index), CapacityPerNode: k.CapacityPerNode, TTL: time.Duration(k.TTLMs) * time.Millisecond,
+		MissHandler: k.MissHandler}
 }
 
 // File is one data file: the pairs of one key space (empty: the default

@@ -10,7 +10,7 @@ import (
 )
 
 // KeySpaceView is one key space as `ctl keyspace list --json` prints it.
-// Keys, hits, misses and evictions are not counted yet and read 0
+// Hits, misses and evictions are summed over the nodes since each started
 // (docs/keyspaces.md).
 type KeySpaceView struct {
 	ID              uint32 `json:"id"`
@@ -21,6 +21,7 @@ type KeySpaceView struct {
 	RF              uint32 `json:"rf"`
 	CapacityPerNode uint64 `json:"capacity_per_node"`
 	TTLMs           int64  `json:"ttl_ms"`
+	MissHandler     string `json:"miss_handler,omitempty"`
 	Ranges          uint32 `json:"ranges"`
 	Bytes           uint64 `json:"bytes"`
 	Keys            uint64 `json:"keys"`
@@ -37,7 +38,7 @@ type KeySpacesView struct {
 // KeySpaceOf converts one key space.
 func KeySpaceOf(k *tidekvpb.KeySpace) KeySpaceView {
 	return KeySpaceView{ID: k.GetId(), Name: k.GetName(), Mode: k.GetMode(), Engine: k.GetEngine(), Index: k.GetIndex(),
-		RF: k.GetRf(), CapacityPerNode: k.GetCapacityPerNode(), TTLMs: k.GetTtlMs(), Ranges: k.GetRanges(), Bytes: k.GetBytes(),
+		RF: k.GetRf(), CapacityPerNode: k.GetCapacityPerNode(), TTLMs: k.GetTtlMs(), MissHandler: k.GetMissHandler(), Ranges: k.GetRanges(), Bytes: k.GetBytes(),
 		Keys: k.GetKeys(), Hits: k.GetHits(), Misses: k.GetMisses(), Evictions: k.GetEvictions()}
 }
 
@@ -54,7 +55,7 @@ func KeySpacesOf(ks []*tidekvpb.KeySpace) KeySpacesView {
 // database that reaches it.
 func KeySpacesTable(w io.Writer, v KeySpacesView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SELECT\tNAME\tMODE\tENGINE\tRF\tCAPACITY/NODE\tTTL\tRANGES\tBYTES")
+	fmt.Fprintln(tw, "SELECT\tNAME\tMODE\tENGINE\tRF\tCAPACITY/NODE\tTTL\tRANGES\tBYTES\tKEYS\tHITS\tMISSES\tEVICTIONS")
 	for _, k := range v.KeySpaces {
 		rf, capacity, ttl := "cluster", "-", "-"
 		if k.RF > 0 {
@@ -70,7 +71,8 @@ func KeySpacesTable(w io.Writer, v KeySpacesView) error {
 		if k.Index != "" {
 			engine += "/" + k.Index
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", k.ID, k.Name, k.Mode, engine, rf, capacity, ttl, k.Ranges, units.Human(k.Bytes))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", k.ID, k.Name, k.Mode, engine, rf, capacity, ttl, k.Ranges, units.Human(k.Bytes),
+			k.Keys, k.Hits, k.Misses, k.Evictions)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

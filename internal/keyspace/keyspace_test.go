@@ -102,6 +102,13 @@ func TestValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	for _, h := range []string{"http://origin:8080/v", "https://origin"} {
+		s := ok
+		s.MissHandler = h
+		if err := s.Validate(); err != nil {
+			t.Errorf("miss handler %q refused: %v", h, err)
+		}
+	}
 	for _, c := range []struct {
 		mut  func(*Settings)
 		want string
@@ -116,6 +123,10 @@ func TestValidate(t *testing.T) {
 		{func(s *Settings) { s.RF = 9 }, "replication factor 9"},
 		{func(s *Settings) { s.TTL = -time.Second }, "must not be negative"},
 		{func(s *Settings) { s.TTL = time.Microsecond }, "whole milliseconds"},
+		{func(s *Settings) { s.MissHandler = "ftp://origin/x" }, `miss handler "ftp://origin/x" must be an http or https URL`},
+		{func(s *Settings) { s.MissHandler = "origin:8080" }, "must be an http or https URL"},
+		{func(s *Settings) { s.MissHandler = "http:///path" }, "with a host"},
+		{func(s *Settings) { s.MissHandler = "http://origin/v?x=1" }, "no query"},
 	} {
 		s := ok
 		c.mut(&s)

@@ -3,6 +3,7 @@ package keyspace
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -53,11 +54,14 @@ type Settings struct {
 	// Index is the memory engine's index (memengine.Index; empty with
 	// Pebble).
 	Index memengine.Index
-	// CapacityPerNode is the bytes of the key space one node may hold,
-	// for eviction (not enforced yet).
+	// CapacityPerNode is the bytes of the key space one node may hold;
+	// above it the node evicts the least recently used keys.
 	CapacityPerNode uint64
 	// TTL is the expiry a value written without one gets.
 	TTL time.Duration
+	// MissHandler is the http(s) URL a point read that misses asks for
+	// the value (read-through; empty: none).
+	MissHandler string
 }
 
 // DefaultSettings are those of the default key space and the starting
@@ -100,7 +104,23 @@ func (s Settings) Validate() error {
 	if s.TTL%time.Millisecond != 0 {
 		errs = append(errs, fmt.Errorf("default TTL %s must be whole milliseconds", s.TTL))
 	}
+	if err := checkMissHandler(s.MissHandler); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// checkMissHandler accepts an absolute http or https URL without a query
+// or fragment: a read appends "?key=...".
+func checkMissHandler(h string) error {
+	if h == "" {
+		return nil
+	}
+	u, err := url.Parse(h)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return fmt.Errorf("miss handler %q must be an http or https URL with a host and no query (reads add ?key=...)", h)
+	}
+	return nil
 }
 
 // String is the settings as the CLI would write them.
@@ -118,6 +138,9 @@ func (s Settings) String() string {
 	}
 	if s.TTL > 0 {
 		fmt.Fprintf(&b, " ttl=%s", s.TTL)
+	}
+	if s.MissHandler != "" {
+		fmt.Fprintf(&b, " miss-handler=%s", s.MissHandler)
 	}
 	return b.String()
 }

@@ -102,41 +102,41 @@ func (r *Replica) DataSpan() (lo, hi []byte) {
 	return dataSpan(r.desc.Load(), r.VersionedLayout())
 }
 
-// LiveBytes counts the user key and value bytes a read at the newest
-// timestamp finds in the range: what placement holds against Θmax.
-func (r *Replica) LiveBytes(ctx context.Context) (uint64, error) {
+// LiveSize counts the user key and value bytes a read at the newest
+// timestamp finds in the range (what placement holds against Θmax), and
+// the keys.
+func (r *Replica) LiveSize(ctx context.Context) (n, count uint64, err error) {
 	for {
 		v, err := r.readLayout(ctx)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		n, err := liveBytes(r.store.eng, r.desc.Load(), v.mvcc)
+		n, count, err = liveSize(r.store.eng, r.desc.Load(), v.mvcc)
 		if r.stillLayout(v) {
-			return n, err
+			return n, count, err
 		}
 	}
 }
 
-func liveBytes(eng storage.Reader, d *tidekvpb.RangeDescriptor, versioned bool) (uint64, error) {
+func liveSize(eng storage.Reader, d *tidekvpb.RangeDescriptor, versioned bool) (n, count uint64, err error) {
 	if versioned {
 		lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
 		st, err := mvcc.ComputeStats(eng, lo, hi)
 		// Each live key counts its keys.VersionedKey prefix byte too.
-		return uint64(st.LiveBytes - st.LiveKeys), err
+		return uint64(st.LiveBytes - st.LiveKeys), uint64(st.LiveKeys), err
 	}
 	lo, hi := dataSpan(d, false)
 	it, err := eng.NewIter(lo, hi)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var n uint64
 	for ok := it.First(); ok; ok = it.Next() {
 		n += uint64(len(keys.UserKey(it.Key())) + len(it.Value()))
+		count++
 	}
-	return n, it.Close()
+	return n, count, it.Close()
 }
 
-// logTimestamp is t in a Raft command.
 func logTimestamp(t hlc.Timestamp) *tidekvpb.LogTimestamp {
 	return &tidekvpb.LogTimestamp{WallNanos: t.WallTime, Logical: t.Logical}
 }

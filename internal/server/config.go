@@ -9,6 +9,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/gossip"
@@ -162,6 +163,9 @@ type Config struct {
 	// GC configures the MVCC GC queue (gcqueue.go); the gc-ttl cluster
 	// setting overrides GC.TTL.
 	GC GCConfig
+	// Cache configures eviction in key spaces with a capacity and
+	// read-through in key spaces with a miss handler (eviction.go).
+	Cache cache.Config
 	// Lease tunes when a lease follows its writers.
 	Lease placement.LeaseConfig
 	// Locality labels the node's place, "key=value,..." from the widest
@@ -205,6 +209,7 @@ func DefaultConfig() Config {
 		ClosedTimestampInterval: 100 * time.Millisecond,
 		LeaseRebalanceInterval:  10 * time.Second,
 		GC:                      DefaultGCConfig(),
+		Cache:                   cache.DefaultConfig(),
 		Lease:                   placement.DefaultLeaseConfig(),
 		Events:                  events.DefaultConfig(),
 		Monitor:                 monitor.DefaultConfig(),
@@ -290,6 +295,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Lease.Validate(); err != nil {
+		return err
+	}
+	if err := c.Cache.Validate(); err != nil {
 		return err
 	}
 	if err := c.GC.Validate(); err != nil {

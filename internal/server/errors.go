@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -44,7 +45,12 @@ func (s *Server) toStatus(err error) error {
 	var sr *raftstore.StaleReplicaError
 	var fr *raftstore.RangeFrozenError
 	var busy *raftstore.RangeBusyError
+	var origin *cache.OriginError
 	switch {
+	case errors.As(err, &origin):
+		// The key space's origin failed, not TideKV: nothing to retry
+		// elsewhere (ABORTED is not retried by the Go client).
+		return status.Error(codes.Aborted, err.Error())
 	case errors.As(err, &busy):
 		// A deliberate refusal: nothing was done.
 		return status.Error(codes.FailedPrecondition, err.Error())

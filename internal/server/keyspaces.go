@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -153,7 +152,7 @@ func (s *Server) learnKeySpace(ctx context.Context, start []byte) {
 
 func recordOf(s keyspace.Settings) *tidekvpb.KeySpaceRecord {
 	return &tidekvpb.KeySpaceRecord{Name: s.Name, Mode: string(s.Mode), Rf: uint32(s.RF), Engine: string(s.Engine), Index: string(s.Index),
-		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds()}
+		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler}
 }
 
 func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
@@ -161,7 +160,7 @@ func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
 	for _, r := range recs {
 		ks = append(ks, keyspace.KeySpace{ID: keyspace.ID(r.GetId()), Settings: keyspace.Settings{Name: r.GetName(),
 			Mode: keyspace.Mode(r.GetMode()), RF: int(r.GetRf()), Engine: keyspace.Engine(r.GetEngine()), Index: memengine.Index(r.GetIndex()),
-			CapacityPerNode: r.GetCapacityPerNode(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond}})
+			CapacityPerNode: r.GetCapacityPerNode(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond, MissHandler: r.GetMissHandler()}})
 	}
 	return keyspace.NewCatalogue(ks)
 }
@@ -263,25 +262,35 @@ func (s *Server) listKeySpacesLocal(ctx context.Context, meta *raftstore.Replica
 	}
 	t := keySpaceTotals{}
 	for _, ri := range ranges.GetRanges() {
-		t.add(ri.GetDesc().GetStartKey(), ri.GetBytes())
+		t.add(ri.GetDesc().GetStartKey(), ri.GetBytes(), ri.GetKeys())
 	}
 	for id, a := range byID {
-		a.Bytes, a.Ranges = t[id].bytes, uint32(t[id].ranges)
+		a.Bytes, a.Keys, a.Ranges = t[id].bytes, t[id].keys, uint32(t[id].ranges)
+	}
+	s.meta.mu.Lock()
+	defer s.meta.mu.Unlock()
+	for _, n := range s.meta.nodes {
+		for _, c := range n.hb.GetKeyspaceCounts() {
+			if a := byID[keyspace.ID(c.GetId())]; a != nil {
+				a.Hits, a.Misses, a.Evictions = a.Hits+c.GetHits(), a.Misses+c.GetMisses(), a.Evictions+c.GetEvictions()
+			}
+		}
 	}
 	return resp, nil
 }
 
-// keySpaceTotals are the bytes and ranges of each key space, by the key
-// space of each range's start key.
+// keySpaceTotals are the bytes, keys and ranges of each key space, by the
+// key space of each range's start key.
 type keySpaceTotals map[keyspace.ID]struct {
-	bytes  uint64
-	ranges int
+	bytes, keys uint64
+	ranges      int
 }
 
-func (t keySpaceTotals) add(start []byte, n uint64) {
+func (t keySpaceTotals) add(start []byte, bytes, keys uint64) {
 	id := keyspace.Of(start)
 	v := t[id]
-	v.bytes += n
+	v.bytes += bytes
+	v.keys += keys
 	v.ranges++
 	t[id] = v
 }
@@ -297,6 +306,7 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 	s.keyspaces.set(cat)
 	obs.Boundaries = cat.Boundaries()
 	t := keySpaceTotals{}
+	s.meta.mu.Lock()
 	for i := range obs.Ranges {
 		r := &obs.Ranges[i]
 		if r.ControlLoop {
@@ -305,15 +315,21 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 		if k, ok := cat.ByID(keyspace.Of(r.Start)); ok {
 			r.RF = k.RF
 		}
-		t.add(r.Start, r.Bytes)
+		var n uint64
+		if l := s.meta.load[r.ID]; l.gen >= r.Generation { // not of a span before a split or merge
+			n = l.keys
+		}
+		t.add(r.Start, r.Bytes, n)
 	}
+	s.meta.mu.Unlock()
 	for _, k := range cat.All() {
-		l := strconv.FormatUint(uint64(k.ID), 10)
+		l := idLabel(k.ID)
 		s.metrics.keyspaceBytes.WithLabelValues(l).Set(float64(t[k.ID].bytes))
+		s.metrics.keyspaceKeys.WithLabelValues(l).Set(float64(t[k.ID].keys))
 		s.metrics.keyspaceRanges.WithLabelValues(l).Set(float64(t[k.ID].ranges))
 	}
 }
 
 // keySpaceLabel is the metrics label of the key space a key belongs to: its
 // number, so counting a request needs no catalogue.
-func keySpaceLabel(key []byte) string { return strconv.FormatUint(uint64(keyspace.Of(key)), 10) }
+func keySpaceLabel(key []byte) string { return idLabel(keyspace.Of(key)) }

@@ -138,6 +138,11 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 		if err != nil {
 			return nil, err
 		}
+		s.touch(r, req.GetKey())
+		s.counters.read(req.GetKey(), v.Found)
+		if v, err = s.readThrough(ctx, r, req.GetKey(), v); err != nil {
+			return nil, err
+		}
 		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }
@@ -159,6 +164,7 @@ func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvp
 		if err != nil {
 			return nil, err
 		}
+		s.touch(r, req.GetKey())
 		return &tidekvpb.PutResponse{}, nil
 	})
 }
@@ -239,6 +245,10 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 		if err != nil {
 			return nil, err
 		}
+		s.touch(r, ks...)
+		for i, g := range res {
+			s.counters.read(ks[i], g.GetFound())
+		}
 		return &tidekvpb.BatchGetResponse{Results: res, RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
 	})
 }
@@ -286,6 +296,7 @@ func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tid
 			return nil, invalidArg("write spans more than one range: its clear span ends at %q, past the end %q of range %d", end, d.GetEndKey(), d.GetRangeId())
 		}
 		s.noteWrite(ctx, r)
+		s.touch(r, writeKeys(req)...)
 		if req.GetGuard() == nil && !req.GetWantExisted() {
 			if _, err := r.Write(ctx, ops); err != nil {
 				return nil, err
@@ -350,6 +361,7 @@ func (k *kvService) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndS
 	}
 	return serve(ctx, s, "cas", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.CompareAndSetResponse, error) {
 		s.noteWrite(ctx, r)
+		s.touch(r, req.GetKey())
 		return r.CompareAndSet(ctx, req)
 	})
 }

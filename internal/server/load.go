@@ -11,6 +11,8 @@ import (
 type rangeLoad struct {
 	qps, readQPS float64
 	bytes        uint64
+	// keys: live keys at the range's last exact size count.
+	keys uint64
 	// hotKeyShare: the share of sampled requests on the hottest key.
 	hotKeyShare float64
 	// gen is the descriptor generation the sample was taken at.
@@ -68,7 +70,7 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	ranges := map[uint64]rangeLoad{}
 	dt := now.Sub(t.at).Seconds()
 	for id, c := range counts {
-		l := rangeLoad{bytes: sizes[id], hotKeyShare: hot[id], gen: gens[id], term: terms[id], stale: true}
+		l := rangeLoad{bytes: sizes[id], keys: s.sizes.keys(id), hotKeyShare: hot[id], gen: gens[id], term: terms[id], stale: true}
 		if prev, ok := t.counts[id]; ok && dt > 0 && c[0] >= prev[0] && c[1] >= prev[1] {
 			l.qps = float64(c[0]-prev[0]) / dt
 			l.readQPS = float64(c[1]-prev[1]) / dt
@@ -126,7 +128,7 @@ func (s *Server) rangeLoadOf(d *tidekvpb.RangeDescriptor, term uint64) rangeLoad
 	fresh := rangeLoad{gen: d.GetGeneration(), term: term, stale: true}
 	if r := s.store.GetReplica(d.GetRangeId()); r != nil {
 		if n, err := s.rangeSize(r, d.GetGeneration(), s.recountAfter()); err == nil {
-			fresh.bytes = n
+			fresh.bytes, fresh.keys = n, s.sizes.keys(d.GetRangeId())
 		}
 	}
 	return fresh

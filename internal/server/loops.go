@@ -16,6 +16,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.ReportInterval, s.reportAll)
 	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
 	s.loop(s.cfg.GC.Interval, s.collectGarbage)
+	s.loop(s.cfg.Cache.EvictInterval, s.evictRound)
 	s.placeLoop()
 	s.sizeLoop()
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
@@ -111,6 +112,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	}
 	req.ReplicaReads = s.replicaReads()
 	req.Bytes = s.localStatus().GetBytes()
+	req.KeyspaceCounts = s.counters.snapshot()
 	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
 		return s.heartbeatLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
@@ -155,7 +157,7 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	l := s.rangeLoadOf(d, term)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes,
 		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: changing,
-		GarbageBytes: s.gcRanges.garbage(d.GetRangeId())}
+		GarbageBytes: s.gcRanges.garbage(d.GetRangeId()), Keys: l.keys}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {

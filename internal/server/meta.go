@@ -278,11 +278,11 @@ func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 			// Reported before the range's last split or merge: its size
 			// was the old span's, and placement would split the left half
 			// again on it (urgent rounds come as soon as 250 ms apart).
-			l.bytes, l.garbage, l.stale = 0, 0, true
+			l.bytes, l.keys, l.garbage, l.stale = 0, 0, 0, true
 		}
 		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()],
 			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: l.changing,
-			GarbageBytes: l.garbage})
+			GarbageBytes: l.garbage, Keys: l.keys})
 	}
 	s.meta.mu.Unlock()
 	sortRanges(resp.Ranges)
@@ -365,7 +365,7 @@ func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, 
 		s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
 		s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), readQPS: req.GetReadQps(), bytes: req.GetBytes(), gen: d.GetGeneration(),
 			hotKeyShare: req.GetHotKeyShare(), term: req.GetLeaseTerm(), stale: req.GetLoadStale(), changing: req.GetChangeInProgress(),
-			garbage: req.GetGarbageBytes()}
+			garbage: req.GetGarbageBytes(), keys: req.GetKeys()}
 	}
 	s.meta.mu.Unlock()
 	if err := meta.LeaseRead(ctx); err != nil {

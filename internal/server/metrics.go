@@ -42,6 +42,11 @@ type metrics struct {
 	// node served, and (meta leaseholder) the bytes and ranges it holds.
 	keyspaceRequests              *prometheus.CounterVec
 	keyspaceBytes, keyspaceRanges *prometheus.GaugeVec
+	// Evictions this node's leaseholders made, and point reads it served
+	// that found their key or not, by key space (kscounters.go).
+	keyspaceEvictions, keyspaceHits, keyspaceMisses *prometheus.CounterVec
+	// Live keys of each key space's ranges (meta leaseholder).
+	keyspaceKeys *prometheus.GaugeVec
 
 	series series
 }
@@ -87,6 +92,18 @@ func newMetrics() *metrics {
 	m.keyspaceBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tidekv_keyspace_bytes", Help: "Live bytes of each key space's ranges as their leaseholders last reported them (exported by the meta leaseholder).",
 	}, []string{"keyspace"})
+	m.keyspaceEvictions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidekv_keyspace_evictions_total", Help: "Keys of each key space this node's leaseholders evicted because the node held more than the key space's capacity.",
+	}, []string{"keyspace"})
+	m.keyspaceHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidekv_keyspace_hits_total", Help: "Point reads (get, batch get: per key) this node served that found their key, by key space.",
+	}, []string{"keyspace"})
+	m.keyspaceMisses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidekv_keyspace_misses_total", Help: "Point reads (get, batch get: per key) this node served that did not find their key, by key space.",
+	}, []string{"keyspace"})
+	m.keyspaceKeys = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tidekv_keyspace_keys", Help: "Live keys of each key space's ranges as their leaseholders last counted them (exported by the meta leaseholder).",
+	}, []string{"keyspace"})
 	m.keyspaceRanges = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tidekv_keyspace_ranges", Help: "Ranges of each key space (exported by the meta leaseholder).",
 	}, []string{"keyspace"})
@@ -94,7 +111,7 @@ func newMetrics() *metrics {
 		Name: "tidekv_split_backpressure_total", Help: "Writes held because their range was above its size limit and waiting for its split, by outcome (split: went ahead after it; refused: overloaded after the longest wait).",
 	}, []string{"outcome"})
 	m.reg.MustRegister(m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
-		m.keyspaceRequests, m.keyspaceBytes, m.keyspaceRanges, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		m.keyspaceRequests, m.keyspaceBytes, m.keyspaceRanges, m.keyspaceEvictions, m.keyspaceHits, m.keyspaceMisses, m.keyspaceKeys, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 

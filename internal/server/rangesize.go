@@ -25,8 +25,9 @@ type sizedReplica interface {
 	RangeID() uint64
 	WrittenBytes() uint64
 	SnapshotsApplied() uint64
-	// LiveBytes counts the range's live user bytes in its data layout.
-	LiveBytes(ctx context.Context) (uint64, error)
+	// LiveSize counts the range's live user bytes and keys in its data
+	// layout.
+	LiveSize(ctx context.Context) (bytes, keys uint64, err error)
 }
 
 // rangeSizes holds each local range's last exact count.
@@ -39,6 +40,7 @@ type sizeCount struct {
 	gen     uint64 // descriptor generation the count is for
 	snaps   uint64 // the replica's SnapshotsApplied at the count
 	live    uint64 // live user bytes counted
+	keys    uint64 // live keys counted
 	written uint64 // the replica's WrittenBytes at the count
 }
 
@@ -53,7 +55,14 @@ func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, reco
 	if ok && c.gen == gen && c.snaps == snaps && written >= c.written && written-c.written < recountAfter {
 		return c.live + (written - c.written), nil
 	}
-	live, err := r.LiveBytes(ctx)
+	return rs.exact(ctx, r, gen)
+}
+
+// exact counts r's range afresh: eviction decides on exact counts, since
+// the deletes it proposes never lower the estimate.
+func (rs *rangeSizes) exact(ctx context.Context, r sizedReplica, gen uint64) (uint64, error) {
+	written, snaps := r.WrittenBytes(), r.SnapshotsApplied()
+	live, n, err := r.LiveSize(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -61,9 +70,16 @@ func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, reco
 	if rs.m == nil {
 		rs.m = map[uint64]sizeCount{}
 	}
-	rs.m[id] = sizeCount{gen: gen, snaps: snaps, live: live, written: written}
+	rs.m[r.RangeID()] = sizeCount{gen: gen, snaps: snaps, live: live, keys: n, written: written}
 	rs.mu.Unlock()
 	return live, nil
+}
+
+// keys is the key count of range id's last exact count (0: none).
+func (rs *rangeSizes) keys(id uint64) uint64 {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.m[id].keys
 }
 
 // forget drops the counts of ranges no longer local.

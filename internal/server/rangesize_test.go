@@ -14,12 +14,12 @@ func (f *fakeSized) RangeID() uint64          { return f.id }
 func (f *fakeSized) WrittenBytes() uint64     { return f.written }
 func (f *fakeSized) SnapshotsApplied() uint64 { return f.snaps }
 
-func (f *fakeSized) LiveBytes(context.Context) (uint64, error) {
+func (f *fakeSized) LiveSize(context.Context) (uint64, uint64, error) {
 	var n uint64
 	for k, v := range f.data {
 		n += uint64(len(k) + len(v))
 	}
-	return n, nil
+	return n, uint64(len(f.data)), nil
 }
 
 // The size is an exact count of live bytes plus the bytes written since,

@@ -25,9 +25,11 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
@@ -100,7 +102,11 @@ type Server struct {
 	gcTTLNanos     atomic.Int64      // gc-ttl as last learnt (gcqueue.go)
 	gcRanges       gcRanges          // the GC queue's memory (gcqueue.go)
 	sizeWake       chan struct{}
-	keyspaces      catalogueCache // this node's copy of the key spaces (keyspaces.go)
+	keyspaces      catalogueCache   // this node's copy of the key spaces (keyspaces.go)
+	counters       keySpaceCounters // hits, misses, evictions by key space (kscounters.go)
+	recency        *cache.Recency   // last uses of keys in key spaces with a capacity (eviction.go)
+	evict          evictState       // the eviction loop's memory (eviction.go)
+	rt             readThroughState // miss handler calls (readthrough.go)
 	requests       atomic.Uint64
 	ready          atomic.Bool
 	versionWarned  atomic.Bool // logVersionRefused said so once
@@ -150,7 +156,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		meta:     newMetaState(),
 		metrics:  newMetrics(),
 		events:   events.New(cfg.Events, 0, time.Now),
+		recency:  cache.NewRecency(cfg.Cache.TrackedKeys),
+		rt:       newReadThrough(cfg.Cache),
+		evict:    evictState{evicting: map[keyspace.ID]bool{}, cursors: map[uint64][]byte{}},
 	}
+	s.counters.m = s.metrics
 	s.ctl = newControlState(s)
 	s.gcTTLNanos.Store(int64(cfg.GC.TTL))
 	admNow := time.Now

@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/cache"
+	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// Read-through (docs/keyspaces.md): a point read that misses in a key
+// space with a miss handler asks the handler for the value, writes it with
+// the key space's TTL through Raft like any put, and answers it. Only the
+// leaseholder does (it is the one that can write); one fetch per key is in
+// flight however many reads miss it (cache.Flights), and at most
+// Cache.MaxFetches per node.
+
+// readThroughState is what read-through keeps on a node.
+type readThroughState struct {
+	flights *cache.Flights
+	client  *http.Client
+}
+
+func newReadThrough(cfg cache.Config) readThroughState {
+	return readThroughState{flights: cache.NewFlights(cfg.MaxFetches, cfg.FetchTimeout), client: &http.Client{}}
+}
+
+// readThrough returns v, or when v is a miss of a key (stored key key)
+// in a key space with a miss handler, what the handler answers.
+func (s *Server) readThrough(ctx context.Context, r *raftstore.Replica, key []byte, v raftstore.Value) (raftstore.Value, error) {
+	if v.Found || !r.IsLeader() {
+		return v, nil
+	}
+	ks, ok := s.keyspaces.get().ByID(keyspace.Of(key))
+	if !ok || ks.MissHandler == "" {
+		return v, nil
+	}
+	user, _ := ks.Codec().Decode(key)
+	val, found, err := s.rt.flights.Do(ctx, string(key), func(ctx context.Context) ([]byte, bool, error) {
+		val, found, err := cache.Fetch(ctx, s.rt.client, ks.MissHandler, user, s.cfg.Limits.MaxValueSize)
+		if err != nil || !found {
+			return nil, false, err
+		}
+		_, err = r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: key, Value: val, TtlMs: ks.TTL.Milliseconds()}})
+		return val, true, err
+	})
+	if err != nil || !found {
+		return v, err
+	}
+	return raftstore.Value{Value: val, Found: true, TTL: ks.TTL}, nil
+}
