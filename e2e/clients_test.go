@@ -42,8 +42,8 @@ func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
 func redisOptions(t *testing.T, addr string) *redis.Options {
 	t.Helper()
 	o := &redis.Options{Addr: addr}
-	if s := testcluster.Secured(t); s != nil {
-		o.TLSConfig = testcluster.HTTPTLS(t) // the CA only: Redis logs in by password
+	if testcluster.Secured(t) != nil {
+		o.TLSConfig = testcluster.CATLS(t)
 		o.Username, o.Password = testcluster.RedisUser, testcluster.RedisPassword
 	}
 	return o
@@ -83,7 +83,7 @@ func dialRESP(t *testing.T, addr string, readBuffer int) (c net.Conn, r *bufio.R
 	}
 	c = raw
 	if testcluster.Secured(t) != nil {
-		cfg := testcluster.HTTPTLS(t)
+		cfg := testcluster.CATLS(t)
 		cfg.ServerName, _, _ = net.SplitHostPort(addr) // what tls.Dial would check
 		c = tls.Client(raw, cfg)
 	}

@@ -35,7 +35,7 @@ func TestServersShareAHost(t *testing.T) {
 			t.Fatalf("server arguments %q: want only --data-dir and --listen", args)
 		}
 		if sec := testcluster.Secured(t); sec != nil {
-			spec.ExtraArgs, spec.HTTPTLS = sec.ServerArgs(), testcluster.HTTPTLS(t)
+			spec.ExtraArgs, spec.HTTPTLS = sec.ServerArgs(), testcluster.CATLS(t)
 		}
 		p, err := launcher.Start(bin, spec)
 		if err != nil {

@@ -147,9 +147,10 @@ func ClientTLS(t testing.TB) *tls.Config {
 	return nil
 }
 
-// HTTPTLS is what reaches a node's HTTP port: the CA, no client
-// certificate (HTTP authenticates no one); nil in insecure mode.
-func HTTPTLS(t testing.TB) *tls.Config {
+// CATLS trusts the cluster's CA and presents no client certificate, for
+// the ports that authenticate otherwise: HTTP (which authenticates no one)
+// and Redis (AUTH with a password). Nil in insecure mode.
+func CATLS(t testing.TB) *tls.Config {
 	t.Helper()
 	if s := Secured(t); s != nil {
 		return s.ClientTLS(t, "")
@@ -162,7 +163,7 @@ func HTTPTLS(t testing.TB) *tls.Config {
 func HTTPClient(t testing.TB, timeout time.Duration) *http.Client {
 	t.Helper()
 	hc := &http.Client{Timeout: timeout}
-	if tc := HTTPTLS(t); tc != nil {
+	if tc := CATLS(t); tc != nil {
 		hc.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	return hc
