@@ -30,10 +30,14 @@ func TestBenchChaos(t *testing.T) {
 	bin := testcluster.Binary(t)
 	port := testcluster.FreeBasePort(t, 4)
 	ctx := testCtx(t, time.Duration(schedules)*(dur+2*time.Minute))
-	cmd := exec.CommandContext(ctx, bin, "bench", "chaos", "--json", "--schedules", fmt.Sprint(schedules),
+	args := []string{"bench", "chaos", "--json", "--schedules", fmt.Sprint(schedules),
 		"--duration", dur.String(), "--interval", "4s", "--down", "2s", "--seed", "92",
 		"--faults", "kill,pause,partition,skew,slow-disk,split,move,churn",
-		"--base-port", fmt.Sprint(port), "--data-dir", t.TempDir())
+		"--base-port", fmt.Sprint(port), "--data-dir", t.TempDir()}
+	if sec := testcluster.Secured(t); sec != nil {
+		args = append(args, "--certs-dir", sec.CertsDir, "--users-file", sec.UsersFile)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	out, err := cmd.Output()
 	var stderr []byte
 	if ee, ok := err.(*exec.ExitError); ok {

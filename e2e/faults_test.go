@@ -46,10 +46,11 @@ func TestPartitionedLeaseholder(t *testing.T) {
 
 	rec := linearizability.NewRecorder()
 	okWrites, stop := writeWorkload(ctx, cl, rec, keys, 6)
-	hc := &http.Client{Timeout: 5 * time.Second}
+	faults := nemesis.NewFaultEndpoint(testcluster.CATLS(t))
+	hc := testcluster.HTTPClient(t, 5*time.Second)
 	time.Sleep(time.Second)
 	t.Logf("isolating node %d (n%d), leaseholder of range %d", victim, victimID, r.GetDesc().GetRangeId())
-	if err := nemesis.SetPartition(hc, tc.HTTPAddr(victim), "all"); err != nil {
+	if err := faults.SetPartition(tc.HTTPAddr(victim), "all"); err != nil {
 		t.Fatal(err)
 	}
 	cut := time.Now()
@@ -81,7 +82,7 @@ func TestPartitionedLeaseholder(t *testing.T) {
 	before := okWrites.Load()
 	time.Sleep(3 * time.Second)
 	during := okWrites.Load() - before
-	if err := nemesis.SetPartition(hc, tc.HTTPAddr(victim), "none"); err != nil {
+	if err := faults.SetPartition(tc.HTTPAddr(victim), "none"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("healed after %v; %d writes acknowledged in the last 3 s of the partition", time.Since(cut).Round(time.Millisecond), during)
@@ -130,7 +131,7 @@ func writeWorkload(ctx context.Context, cl *client.Client, rec *linearizability.
 // leases reads the tidekv_leases gauge (ranges the node leads) from a
 // node's /metrics.
 func leases(hc *http.Client, httpAddr string) (int, error) {
-	resp, err := hc.Get("http://" + httpAddr + "/metrics")
+	resp, err := hc.Get(testcluster.HTTPURL(httpAddr, "/metrics"))
 	if err != nil {
 		return 0, err
 	}
@@ -163,11 +164,11 @@ func TestInjectedSlowDisk(t *testing.T) {
 		return time.Since(start)
 	}
 	put()
-	hc := &http.Client{Timeout: 5 * time.Second}
+	hc := testcluster.HTTPClient(t, 5*time.Second)
 	setDelay := func(d time.Duration) {
 		t.Helper()
 		for i := 1; i <= 3; i++ {
-			resp, err := hc.Post("http://"+tc.HTTPAddr(i)+"/debug/faults/disk?delay="+d.String(), "", nil)
+			resp, err := hc.Post(testcluster.HTTPURL(tc.HTTPAddr(i), "/debug/faults/disk?delay="+d.String()), "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +215,7 @@ func TestInjectedDiskFailure(t *testing.T) {
 	for i := range 20 {
 		put(i)
 	}
-	if err := nemesis.FailDiskAt(&http.Client{Timeout: 5 * time.Second}, tc.HTTPAddr(3)); err != nil {
+	if err := nemesis.NewFaultEndpoint(testcluster.CATLS(t)).FailDisk(tc.HTTPAddr(3)); err != nil {
 		t.Fatal(err)
 	}
 	n := 20

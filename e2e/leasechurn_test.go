@@ -29,8 +29,10 @@ func TestLeasesHoldStillUnderSteadyLoad(t *testing.T) {
 	ctx := testCtx(t, run+2*time.Minute)
 	waitReplicated(ctx, t, newClient(t, tc.Addrs()), 3)
 
-	cmd := exec.CommandContext(ctx, bin, "bench", "--addr", strings.Join(tc.Addrs(), ","), "--workload", "a",
-		"--records", records, "--threads", "16", "--ops", "0", "--duration", run.String(), "--seed", "1", "--out", t.TempDir())
+	args := append([]string{"bench", "--addr", strings.Join(tc.Addrs(), ","), "--workload", "a",
+		"--records", records, "--threads", "16", "--ops", "0", "--duration", run.String(), "--seed", "1", "--out", t.TempDir()},
+		testcluster.CLIArgs()...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/linearizability"
@@ -250,12 +247,7 @@ func TestLinearizabilityNegativeControlStaleReads(t *testing.T) {
 
 	lh := leaseholderIndex(ctx, t, tc, cl, key)
 	follower := lh%tc.N() + 1
-	conn, err := grpc.NewClient(tc.Addr(follower), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	kv := tidekvpb.NewKVClient(conn)
+	kv := tidekvpb.NewKVClient(dialGRPC(t, tc.Addr(follower)))
 	// In this mode the follower answers from local state: wait until it
 	// has applied v-old (these probes are not part of the history).
 	if err := eventually(ctx, 20*time.Second, func(ctx context.Context) error {

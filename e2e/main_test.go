@@ -3,7 +3,9 @@
 // talk to them only through the public client package and the CLI.
 //
 // Defaults keep each test under about a minute; TIDEKV_E2E_LONG=1 runs the
-// longer variants. TIDEKV_BINARY runs an existing binary instead of
+// longer variants. TIDEKV_E2E_SECURE=1 runs every test against secure
+// clusters (TLS, users; docs/security.md, "The end-to-end suite in secure
+// mode"). TIDEKV_BINARY runs an existing binary instead of
 // building one; TIDEKV_E2E_KEEP=1 keeps the clusters' data directories.
 package e2e
 
@@ -39,6 +41,7 @@ func newClient(t *testing.T, addrs []string) *client.Client {
 	t.Helper()
 	cfg := client.DefaultConfig()
 	cfg.Addrs = addrs
+	cfg.TLS = testcluster.ClientTLS(t)
 	cl, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -118,10 +121,12 @@ func waitReplicated(ctx context.Context, t *testing.T, cl *client.Client, n int)
 	t.Logf("every range has %d voters after %v", n, time.Since(start).Round(time.Millisecond))
 }
 
-// ctl runs `tidekv ctl --addr addr args...` and returns its trimmed stdout
-// and exit code; stderr is folded into err for messages.
+// ctl runs `tidekv ctl --addr addr args...` (as root in secure mode) and
+// returns its trimmed stdout and exit code; stderr is folded into err for
+// messages.
 func ctl(ctx context.Context, bin, addr string, args ...string) (stdout string, code int, err error) {
-	cmd := exec.CommandContext(ctx, bin, append([]string{"ctl", "--addr", addr}, args...)...)
+	argv := append(append([]string{"ctl", "--addr", addr}, testcluster.CLIArgs()...), args...)
+	cmd := exec.CommandContext(ctx, bin, argv...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err = cmd.Run()

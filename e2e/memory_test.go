@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -39,7 +37,9 @@ func TestMemoryBoundedUnderAttack(t *testing.T) {
 		"--max-connections", strconv.Itoa(maxConns), "--redis-output-timeout", "2s"}})
 	ctx := testCtx(t, time.Minute)
 	pid, addr := tc.Node(1).Pid(), tc.RedisAddr(1)
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 5, PoolSize: 1})
+	opts := redisOptions(t, addr)
+	opts.MaxRetries, opts.PoolSize = 5, 1
+	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	value := strings.Repeat("v", 512<<10)
 	for i := range 16 {
@@ -81,11 +81,10 @@ func oversizeFrames(t *testing.T, addr string) {
 		if i%2 == 1 {
 			size, send = 1<<40, 0
 		}
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
+		c, r, refused := dialRESP(t, addr, 0)
+		if refused != "" {
+			t.Fatalf("oversize SET %d: login refused: %q", i, refused)
 		}
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		go func() {
 			fmt.Fprintf(c, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n", size)
 			chunk := make([]byte, 1<<20)
@@ -95,7 +94,7 @@ func oversizeFrames(t *testing.T, addr string) {
 				}
 			}
 		}()
-		line, err := bufio.NewReader(c).ReadString('\n')
+		line, err := r.ReadString('\n')
 		c.Close()
 		want := fmt.Sprintf("-ERR Protocol error: bulk string of %d bytes is too large (the maximum is 1048576 bytes)\r\n", size)
 		if line != want {
@@ -116,14 +115,13 @@ func tooManyConns(t *testing.T, addr string, limit, attempts int) {
 		}
 	}()
 	for range attempts {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, r, line := dialRESP(t, addr, 0)
 		conns = append(conns, c)
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(c, "PING\r\n")
-		line, err := bufio.NewReader(c).ReadString('\n')
+		var err error
+		if line == "" { // a refusal answers the login, when there is one
+			io.WriteString(c, "PING\r\n")
+			line, err = r.ReadString('\n')
+		}
 		switch line {
 		case "+PONG\r\n":
 			served++
@@ -153,12 +151,11 @@ func slowReaders(ctx context.Context, t *testing.T, addr, httpAddr string, n int
 	before := disconnects(t, httpAddr)["output_buffer"]
 	var wg sync.WaitGroup
 	for range n {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
+		c, _, refused := dialRESP(t, addr, 64<<10)
+		if refused != "" {
+			t.Fatalf("slow reader: login refused: %q", refused)
 		}
 		defer c.Close()
-		_ = c.(*net.TCPConn).SetReadBuffer(64 << 10)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -181,7 +178,7 @@ var disconnectLine = regexp.MustCompile(`(?m)^tidekv_redis_disconnects_total\{re
 // disconnects reads tidekv_redis_disconnects_total by reason from /metrics.
 func disconnects(t *testing.T, httpAddr string) map[string]int {
 	t.Helper()
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	resp, err := testcluster.HTTPClient(t, 5*time.Second).Get(testcluster.HTTPURL(httpAddr, "/metrics"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,8 +92,8 @@ func TestOperatorView(t *testing.T) {
 	if _, ok := chromium.Path(); !ok {
 		t.Skip("chromium not installed (.ci/run installs it): dashboard not checked")
 	}
-	url := "http://" + tc.HTTPAddr(2) + "/"
-	dom, err := chromium.DumpDOM(ctx, url, 5*time.Second)
+	url, trust := testcluster.HTTPURL(tc.HTTPAddr(2), "/"), testcluster.BrowserTrust(t)
+	dom, err := chromium.DumpDOM(ctx, url, 5*time.Second, trust...)
 	if err != nil {
 		t.Fatalf("render dashboard: %v", err)
 	}
@@ -115,7 +115,7 @@ func TestOperatorView(t *testing.T) {
 	if dir := os.Getenv("TIDEKV_SCREENSHOT_DIR"); dir != "" {
 		shot = filepath.Join(dir, "dashboard-e2e.png")
 	}
-	if err := chromium.Screenshot(ctx, url, shot, 1440, 1200, 5*time.Second); err != nil {
+	if err := chromium.Screenshot(ctx, url, shot, 1440, 1200, 5*time.Second, trust...); err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
 	t.Logf("dashboard screenshot: %s", shot)
@@ -136,7 +136,8 @@ func TestRedisTools(t *testing.T) {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(cctx, bin, append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+		argv := append(append([]string{"-h", host, "-p", port}, redisToolArgs(t, bin)...), args...)
+		out, err := exec.CommandContext(cctx, bin, argv...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s %v: %v\n%s", filepath.Base(bin), args, err, out)
 		}

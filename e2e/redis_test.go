@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/testcluster"
 )
 
@@ -18,7 +17,9 @@ func TestRedisProtocol(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Node 3's port: it usually holds no lease, so commands are routed.
-	rdb := redis.NewClient(&redis.Options{Addr: tc.RedisAddr(3), MaxRetries: 5})
+	opts := redisOptions(t, tc.RedisAddr(3))
+	opts.MaxRetries = 5
+	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	if err := rdb.Set(ctx, "greeting", "hello", 0).Err(); err != nil {
 		t.Fatalf("SET: %v", err)
@@ -44,13 +45,7 @@ func TestRedisProtocol(t *testing.T) {
 		t.Fatal("GET of a hash must fail with WRONGTYPE")
 	}
 	// The same data through the native client, from another node.
-	cfg := client.DefaultConfig()
-	cfg.Addrs = []string{tc.Addr(1)}
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, []string{tc.Addr(1)})
 	for k, want := range map[string]string{"greeting": "hello", "counter": "10"} {
 		if v, err := c.Get(ctx, []byte(k)); err != nil || string(v) != want {
 			t.Fatalf("native Get(%s) = %q, %v; want %q", k, v, err, want)

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"net/http"
 	"os"
 	"os/exec"
@@ -48,27 +46,6 @@ func secureSetup(t *testing.T, bin string) (certs, users string) {
 	return certs, users
 }
 
-// tlsConfig trusts the test CA and presents user's client certificate
-// ("" for none).
-func tlsConfig(t *testing.T, certs, user string) *tls.Config {
-	t.Helper()
-	ca, err := os.ReadFile(filepath.Join(certs, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
-	if user != "" {
-		pair, err := tls.LoadX509KeyPair(filepath.Join(certs, "client."+user+".crt"), filepath.Join(certs, "client."+user+".key"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg
-}
-
 // secureCtl runs `tidekv ctl` with extra environment entries.
 func secureCtl(ctx context.Context, bin, addr string, env []string, args ...string) (string, string, error) {
 	cmd := exec.CommandContext(ctx, bin, append([]string{"ctl", "--addr", addr, "--timeout", "5s"}, args...)...)
@@ -82,19 +59,19 @@ func secureCtl(ctx context.Context, bin, addr string, env []string, args ...stri
 // secureCluster is a running cluster started with --certs-dir and the
 // users of secureSetup.
 type secureCluster struct {
-	bin, certs, addr string
-	tc               *testcluster.Cluster
-	ctx              context.Context
-	sec              []string // ctl's flags for the cluster
+	bin, addr string
+	certs     *testcluster.Security
+	tc        *testcluster.Cluster
+	ctx       context.Context
+	sec       []string // ctl's flags for the cluster
 }
 
 func TestSecureCluster(t *testing.T) {
 	bin := testcluster.Binary(t)
 	certs, users := secureSetup(t, bin)
-	tc := testcluster.Start(t, testcluster.Options{Nodes: 3,
-		ExtraArgs: []string{"--certs-dir", certs, "--users-file", users},
-		HTTPTLS:   tlsConfig(t, certs, "")})
-	c := &secureCluster{bin: bin, certs: certs, addr: tc.Addr(2), tc: tc, ctx: testCtx(t, 2*time.Minute),
+	sec := &testcluster.Security{CertsDir: certs, UsersFile: users}
+	tc := testcluster.Start(t, testcluster.Options{Nodes: 3, Security: sec})
+	c := &secureCluster{bin: bin, certs: sec, addr: tc.Addr(2), tc: tc, ctx: testCtx(t, 2*time.Minute),
 		sec: []string{"--certs-dir", certs}}
 	t.Run("ctl with a client certificate", func(t *testing.T) { testCtlByCertificate(t, c) })
 	t.Run("plaintext client refused", func(t *testing.T) { testPlaintextRefused(t, c) })
@@ -158,7 +135,7 @@ func testNonAdminCannotMove(t *testing.T, c *secureCluster) {
 }
 
 func testClientCertNotANode(t *testing.T, c *secureCluster) {
-	cc, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig(t, c.certs, "root"))))
+	cc, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(credentials.NewTLS(c.certs.ClientTLS(t, "root"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +161,8 @@ func testForeignCARefused(t *testing.T, c *secureCluster) {
 			t.Fatalf("%v: %s", err, out)
 		}
 	}
-	forged := tlsConfig(t, other, "root")
-	forged.RootCAs = tlsConfig(t, c.certs, "").RootCAs // trusts the cluster, is not trusted by it
+	forged := (&testcluster.Security{CertsDir: other}).ClientTLS(t, "root")
+	forged.RootCAs = c.certs.ClientTLS(t, "").RootCAs // trusts the cluster, is not trusted by it
 	cc, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(credentials.NewTLS(forged)))
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +176,7 @@ func testForeignCARefused(t *testing.T, c *secureCluster) {
 }
 
 func testHTTPSOnly(t *testing.T, c *secureCluster) {
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig(t, c.certs, "")}}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: c.certs.ClientTLS(t, "")}}
 	resp, err := hc.Get("https://" + c.tc.HTTPAddr(1) + "/health")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET https /health: %v %v", resp, err)
@@ -217,7 +194,7 @@ func testHTTPSOnly(t *testing.T, c *secureCluster) {
 func testRedisAuth(t *testing.T, c *secureCluster) {
 	open := func(user, pass string) *redis.Client {
 		rc := redis.NewClient(&redis.Options{Addr: c.tc.RedisAddr(1), Username: user, Password: pass,
-			TLSConfig: tlsConfig(t, c.certs, ""), MaxRetries: -1})
+			TLSConfig: c.certs.ClientTLS(t, ""), MaxRetries: -1})
 		t.Cleanup(func() { rc.Close() })
 		return rc
 	}

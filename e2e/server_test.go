@@ -34,6 +34,9 @@ func TestServersShareAHost(t *testing.T) {
 		if args := spec.Args(); len(args) != 5 {
 			t.Fatalf("server arguments %q: want only --data-dir and --listen", args)
 		}
+		if sec := testcluster.Secured(t); sec != nil {
+			spec.ExtraArgs, spec.HTTPTLS = sec.ServerArgs(), testcluster.CATLS(t)
+		}
 		p, err := launcher.Start(bin, spec)
 		if err != nil {
 			t.Fatal(err)

@@ -64,6 +64,8 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 	f.StringVar(&c.DataDir, "data-dir", c.DataDir, "parent directory of each schedule's (removed) cluster directory")
 	f.DurationVar(&c.ConvergeWithin, "converge-within", c.ConvergeWithin, "bound on the wait for full replication after the last fault")
 	f.StringVar(&c.Binary, "binary", "", "tidekv executable to run (default: this one)")
+	f.StringVar(&c.CertsDir, "certs-dir", "", "run secure clusters: the nodes' --certs-dir, which must also hold client.root.crt/.key, by which the run acts as root (docs/security.md)")
+	f.StringVar(&c.UsersFile, "users-file", "", "with --certs-dir: the nodes' --users-file")
 	f.BoolVar(&asJSON, "json", false, "print the reports as JSON")
 	return cmd
 }

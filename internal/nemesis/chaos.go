@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/launcher"
 	"github.com/tidekv/tidekv/internal/linearizability"
+	"github.com/tidekv/tidekv/internal/security"
 )
 
 // ChaosConfig is one chaos run: Schedules seeded fault plans, each on a
@@ -32,6 +34,10 @@ type ChaosConfig struct {
 	ConvergeWithin time.Duration
 	// CheckTimeout bounds the linearizability check of one history.
 	CheckTimeout time.Duration
+	// CertsDir, when set, runs secure clusters: every node gets it as
+	// --certs-dir and UsersFile as --users-file, and the run reaches them
+	// as root (client.root.crt in it) and its fault endpoints over HTTPS.
+	CertsDir, UsersFile string
 }
 
 // DefaultChaosConfig runs one default plan on 4 nodes from port 27000.
@@ -53,6 +59,8 @@ func (c ChaosConfig) Validate() error {
 		return fmt.Errorf("chaos: %d nodes: moves and churn need a node beyond the replication factor 3 to move replicas to", c.Faults.Nodes)
 	case c.ConvergeWithin <= 0 || c.CheckTimeout <= 0:
 		return errors.New("chaos: the convergence and check timeouts must be positive")
+	case c.UsersFile != "" && c.CertsDir == "":
+		return errors.New("chaos: a users file needs a certs dir: insecure nodes authenticate no one")
 	}
 	return c.Faults.Validate()
 }
@@ -219,6 +227,14 @@ func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Clu
 		grace := max(2*c.Faults.Down, minDeadNodeGrace)
 		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--dead-node-grace", grace.String())
 	}
+	ccfg := client.DefaultConfig()
+	if c.CertsDir != "" {
+		var err error
+		if lcfg.HTTPTLS, ccfg.TLS, err = chaosTLS(c.CertsDir); err != nil {
+			return nil, nil, err
+		}
+		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--certs-dir", c.CertsDir, "--users-file", c.UsersFile)
+	}
 	lc, err := launcher.NewCluster(lcfg)
 	if err != nil {
 		return nil, nil, err
@@ -226,7 +242,6 @@ func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Clu
 	if err := lc.Start(ctx, nil); err != nil {
 		return lc, nil, err
 	}
-	ccfg := client.DefaultConfig()
 	for i := 1; i <= lcfg.Nodes; i++ {
 		ccfg.Addrs = append(ccfg.Addrs, lcfg.Node(i).GRPCAddr)
 	}
@@ -239,6 +254,20 @@ func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Clu
 		return lc, nil, fmt.Errorf("the cluster never reached 3 voters per range: %w", err)
 	}
 	return lc, cl, nil
+}
+
+// chaosTLS loads what reaches a secure cluster: the CA for its HTTP ports,
+// and root's certificate besides for its gRPC ports (root is an admin, as
+// moves and churn need).
+func chaosTLS(dir string) (httpTLS, grpcTLS *tls.Config, err error) {
+	if httpTLS, _, err = security.LoadClientTLS(security.OSFiles{}, dir, ""); err != nil {
+		return nil, nil, err
+	}
+	grpcTLS, hasCert, err := security.LoadClientTLS(security.OSFiles{}, dir, security.RootUser)
+	if err == nil && !hasCert {
+		err = fmt.Errorf("chaos: no %s in %s: the run acts as root", security.ClientCert(security.RootUser), dir)
+	}
+	return httpTLS, grpcTLS, err
 }
 
 // runWorkload starts c.Clients linearizability clients recording into rec

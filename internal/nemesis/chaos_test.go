@@ -3,8 +3,10 @@ package nemesis
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/security"
 )
 
 // A schedule has converged when every range has 3 voters, on live nodes
@@ -33,5 +35,23 @@ func TestReplicatedErr(t *testing.T) {
 		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.resp, err, c.want)
 		}
+	}
+}
+
+// A secure run is refused, in one sentence and before any node starts,
+// when it could not act as root or names users for insecure nodes.
+func TestChaosSecurityRefused(t *testing.T) {
+	c := DefaultChaosConfig()
+	c.Binary = "tidekv"
+	c.UsersFile = "users.json"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "needs a certs dir") {
+		t.Errorf("users file without certs dir: %v", err)
+	}
+	dir := t.TempDir()
+	if err := security.CreateCA(security.CertOptions{Dir: dir, Lifetime: time.Hour, Files: security.OSFiles{}, Now: time.Now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := chaosTLS(dir); err == nil || !strings.Contains(err.Error(), "no client.root.crt") {
+		t.Errorf("certs dir without root's certificate: %v", err)
 	}
 }

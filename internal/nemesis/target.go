@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -23,11 +20,11 @@ import (
 // and partitions through each node's fault-injection endpoint; and
 // operations through the cluster's admin RPCs.
 type launcherTarget struct {
-	lc   *launcher.Cluster
-	cl   *client.Client
-	http *http.Client
-	ids  *nodeIDs // launcher index -> node ID, for cutting links
-	ops  *opCounts
+	lc     *launcher.Cluster
+	cl     *client.Client
+	faults FaultEndpoint
+	ids    *nodeIDs // launcher index -> node ID, for cutting links
+	ops    *opCounts
 	// recommissionWithin bounds the retries of a recommission, which the
 	// run needs to recover.
 	recommissionWithin time.Duration
@@ -47,11 +44,7 @@ type opCounts struct {
 // newLauncherTarget also learns each node's ID from the cluster's node
 // list: a partition names peers by node ID, which join order decides.
 func newLauncherTarget(ctx context.Context, lc *launcher.Cluster, cl *client.Client, c ChaosConfig, logf func(string, ...any)) (launcherTarget, error) {
-	// A fresh connection per fault: a kept-alive one that the node closed
-	// as idle (its HTTP read timeout) while a fault was being posted on it
-	// failed the schedule with "connection reset by peer".
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	t := launcherTarget{lc: lc, cl: cl, http: hc, ids: &nodeIDs{m: map[int]uint64{}}, ops: &opCounts{},
+	t := launcherTarget{lc: lc, cl: cl, faults: NewFaultEndpoint(lc.Config().HTTPTLS), ids: &nodeIDs{m: map[int]uint64{}}, ops: &opCounts{},
 		recommissionWithin: c.ConvergeWithin, logf: logf}
 	resp, err := cl.Ranges(ctx)
 	if err != nil {
@@ -317,27 +310,21 @@ func (t launcherTarget) Isolate(i int) error { return t.partition(i, "all") }
 func (t launcherTarget) Heal(i int) error    { return t.partition(i, "none") }
 
 func (t launcherTarget) partition(i int, peers string) error {
-	return SetPartition(t.http, t.lc.Config().Node(i).HTTPAddr, peers)
+	return t.faults.SetPartition(t.lc.Config().Node(i).HTTPAddr, peers)
 }
 
 func (t launcherTarget) Skew(i int, d time.Duration) error {
-	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "skew?offset="+d.String())
+	return t.faults.post(t.lc.Config().Node(i).HTTPAddr, "skew?offset="+d.String())
 }
 
 func (t launcherTarget) SlowDisk(i int, d time.Duration) error {
-	return postFault(t.http, t.lc.Config().Node(i).HTTPAddr, "disk?delay="+d.String())
+	return t.faults.post(t.lc.Config().Node(i).HTTPAddr, "disk?delay="+d.String())
 }
 
 // FailDisk makes node i's engine fail every write: the node stops at its
 // next one.
 func (t launcherTarget) FailDisk(i int) error {
-	return FailDiskAt(t.http, t.lc.Config().Node(i).HTTPAddr)
-}
-
-// FailDiskAt asks the node serving HTTP at httpAddr (started with
-// --enable-fault-injection) to fail every write of its engine.
-func FailDiskAt(hc *http.Client, httpAddr string) error {
-	return postFault(hc, httpAddr, "disk?fail=true")
+	return t.faults.FailDisk(t.lc.Config().Node(i).HTTPAddr)
 }
 
 // RecoverDisk restarts node i, which its failed disk stopped; one still
@@ -359,24 +346,4 @@ func (t launcherTarget) RecoverDisk(ctx context.Context, i int) error {
 		}
 	}
 	return t.Restart(ctx, i)
-}
-
-// SetPartition asks the node serving HTTP at httpAddr (started with
-// --enable-fault-injection) to cut its Raft traffic with peers: "all",
-// "none" (heal) or node IDs like "2,3".
-func SetPartition(hc *http.Client, httpAddr, peers string) error {
-	return postFault(hc, httpAddr, "partition?peers="+url.QueryEscape(peers))
-}
-
-func postFault(hc *http.Client, httpAddr, what string) error {
-	resp, err := hc.Post("http://"+httpAddr+"/debug/faults/"+what, "", nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fault %s at %s: %s: %s", what, httpAddr, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return nil
 }

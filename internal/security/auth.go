@@ -37,12 +37,14 @@ var methodRoles = map[string]Role{
 	"/tidekv.Admin/Events":          RoleRead,
 	"/tidekv.Admin/NodeLoads":       RoleRead,
 	"/tidekv.Admin/AutoscaleStatus": RoleRead,
+	"/tidekv.Admin/ListKeySpaces":   RoleRead,
 
 	"/tidekv.Admin/Split":          RoleAdmin,
 	"/tidekv.Admin/Merge":          RoleAdmin,
 	"/tidekv.Admin/ChangeReplicas": RoleAdmin,
 	"/tidekv.Admin/TransferLease":  RoleAdmin,
 	"/tidekv.Admin/Decommission":   RoleAdmin,
+	"/tidekv.Admin/CreateKeySpace": RoleAdmin,
 	// Settings both lists and changes cluster settings (autoscale too).
 	"/tidekv.Admin/Settings": RoleAdmin,
 }

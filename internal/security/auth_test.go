@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
 )
 
 func TestRequiredRoles(t *testing.T) {
@@ -174,5 +178,29 @@ func TestUserFileStoresNoPassword(t *testing.T) {
 	}
 	if _, err := ParseRole("superuser"); err == nil {
 		t.Error("an unknown role parsed")
+	}
+}
+
+// nodeOnly are the methods of the services that only nodes call.
+var nodeOnly = []string{
+	"/tidekv.Admin/Join", "/tidekv.Admin/NodeHeartbeat", "/tidekv.Admin/ReportRange",
+	"/tidekv.Admin/AllocRangeID", "/tidekv.Admin/PushClosedTimestamps", "/tidekv.Admin/FreezeRange",
+	"/tidekv.Raft/RaftStream", "/tidekv.Raft/Snapshot",
+}
+
+// Every method of the services is placed: given a client role, or listed
+// above as node-only. A method left out would be closed to every client of
+// a secure cluster, root included, as `ctl keyspace create` once was.
+func TestEveryMethodIsPlaced(t *testing.T) {
+	services := tidekvpb.File_tidekv_proto.Services()
+	for i := range services.Len() {
+		svc := services.Get(i)
+		for j := range svc.Methods().Len() {
+			m := fmt.Sprintf("/%s/%s", svc.FullName(), svc.Methods().Get(j).Name())
+			_, placed := methodRoles[m]
+			if placed == slices.Contains(nodeOnly, m) {
+				t.Errorf("%s: give it a client role in methodRoles or list it in nodeOnly, exactly one (placed: %v)", m, placed)
+			}
+		}
 	}
 }

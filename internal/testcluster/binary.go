@@ -33,6 +33,15 @@ var build struct {
 // every test that needs the binary.
 func Binary(t testing.TB) string {
 	t.Helper()
+	path, err := binary(t.Logf)
+	if err != nil {
+		t.Fatalf("testcluster: no tidekv binary: %v", err)
+	}
+	return path
+}
+
+// binary builds the binary once; logf reports how long that took.
+func binary(logf func(format string, args ...any)) (string, error) {
 	build.once.Do(func() {
 		if p := os.Getenv(BinaryEnv); p != "" {
 			build.path, build.err = filepath.Abs(p)
@@ -49,20 +58,24 @@ func Binary(t testing.TB) string {
 			build.err = fmt.Errorf("go build %s: %v\n%s", pkgPath, err, out)
 			return
 		}
-		t.Logf("testcluster: built %s in %v", build.path, time.Since(start).Round(time.Millisecond))
+		logf("testcluster: built %s in %v", build.path, time.Since(start).Round(time.Millisecond))
 	})
-	if build.err != nil {
-		t.Fatalf("testcluster: no tidekv binary: %v", build.err)
-	}
-	return build.path
+	return build.path, build.err
 }
 
-// Main runs the tests and then removes the binary Binary built. Call it
-// from TestMain:
+// Main makes secure mode's certificates and users when $TIDEKV_E2E_SECURE
+// is 1 (see Secured), runs the tests, and then removes them and the binary
+// Binary built. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { testcluster.Main(m) }
 func Main(m *testing.M) {
-	code := m.Run()
+	code := 1
+	if err := makeSecured(); err != nil {
+		fmt.Fprintf(os.Stderr, "testcluster: secure mode: %v\n", err)
+	} else {
+		code = m.Run()
+	}
+	removeSecured()
 	if build.dir != "" {
 		os.RemoveAll(build.dir)
 	}

@@ -2,7 +2,6 @@ package testcluster
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -22,9 +21,10 @@ type Options struct {
 	ExtraArgs []string
 	// Env entries ("K=V") are added to every server's environment.
 	Env []string
-	// HTTPTLS reaches the servers' HTTP ports over HTTPS, for clusters
-	// started with --certs-dir; nil uses plain HTTP.
-	HTTPTLS *tls.Config
+	// Security, when set, starts the servers with its certificates and
+	// users (and reaches their HTTP ports over HTTPS); nil takes secure
+	// mode's (Secured), which is none in insecure mode.
+	Security *Security
 	// ReadyTimeout bounds how long one node may take to become ready after
 	// a start or restart; default 45 s.
 	ReadyTimeout time.Duration
@@ -74,7 +74,9 @@ type Cluster struct {
 // order, so node ids follow node order) and waits until every node is
 // ready. Cleanup stops every node, fails the test if a node exited without
 // being asked to or did not stop cleanly, and on failure logs the tail of
-// every node's log.
+// every node's log. In secure mode ($TIDEKV_E2E_SECURE=1) the nodes run
+// with secure mode's certificates and users unless Options.Security names
+// others.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	opts = opts.withDefaults()
@@ -96,7 +98,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 	cfg.Binary = bin
 	cfg.ExtraArgs = opts.ExtraArgs
 	cfg.Env = opts.Env
-	cfg.HTTPTLS = opts.HTTPTLS
+	sec := opts.Security
+	if sec == nil {
+		sec = Secured(t)
+	}
+	if sec != nil {
+		cfg.ExtraArgs = append(sec.ServerArgs(), opts.ExtraArgs...)
+		cfg.HTTPTLS = sec.ClientTLS(t, "")
+	}
 	cfg.ReadyTimeout = opts.ReadyTimeout
 	cfg.StopTimeout = opts.StopTimeout
 	lc, err := launcher.NewCluster(cfg)

@@ -3,11 +3,15 @@ package chromium
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -39,8 +43,10 @@ func Path() (string, bool) {
 
 // DumpDOM loads url in headless Chromium, lets the page run for budget of
 // virtual time (see the package comment) and returns the serialized DOM.
-func DumpDOM(ctx context.Context, url string, budget time.Duration) (string, error) {
-	out, err := run(ctx, budget, "--dump-dom", url)
+// trust are server certificates to accept although no CA the browser knows
+// signed them (an https URL of a cluster with its own CA).
+func DumpDOM(ctx context.Context, url string, budget time.Duration, trust ...*x509.Certificate) (string, error) {
+	out, err := run(ctx, budget, append(trustFlags(trust), "--dump-dom", url)...)
 	if err != nil {
 		return "", err
 	}
@@ -48,8 +54,9 @@ func DumpDOM(ctx context.Context, url string, budget time.Duration) (string, err
 }
 
 // Screenshot loads url in a width×height headless window, lets the page run
-// for budget of virtual time and writes a PNG of the viewport to pngPath.
-func Screenshot(ctx context.Context, url, pngPath string, width, height int, budget time.Duration) error {
+// for budget of virtual time and writes a PNG of the viewport to pngPath;
+// trust is as for DumpDOM.
+func Screenshot(ctx context.Context, url, pngPath string, width, height int, budget time.Duration, trust ...*x509.Certificate) error {
 	if width <= 0 || height <= 0 {
 		return fmt.Errorf("chromium: invalid window size %dx%d", width, height)
 	}
@@ -57,12 +64,12 @@ func Screenshot(ctx context.Context, url, pngPath string, width, height int, bud
 	if err := os.Remove(pngPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("chromium: %w", err)
 	}
-	if _, err := run(ctx, budget,
+	if _, err := run(ctx, budget, append(trustFlags(trust),
 		"--hide-scrollbars",
 		"--screenshot="+pngPath,
 		"--window-size="+strconv.Itoa(width)+","+strconv.Itoa(height),
 		url,
-	); err != nil {
+	)...); err != nil {
 		return err
 	}
 	fi, err := os.Stat(pngPath)
@@ -73,6 +80,22 @@ func Screenshot(ctx context.Context, url, pngPath string, width, height int, bud
 		return fmt.Errorf("chromium: screenshot %s is empty", pngPath)
 	}
 	return nil
+}
+
+// trustFlags makes Chromium accept the certificates certs: Chromium keeps
+// its trusted CAs in an NSS database, not in a flag, but it takes a list
+// of public keys (base64 SHA-256 of each SubjectPublicKeyInfo) whose
+// certificates' errors it ignores.
+func trustFlags(certs []*x509.Certificate) []string {
+	if len(certs) == 0 {
+		return nil
+	}
+	hashes := make([]string, len(certs))
+	for i, c := range certs {
+		h := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+		hashes[i] = base64.StdEncoding.EncodeToString(h[:])
+	}
+	return []string{"--ignore-certificate-errors-spki-list=" + strings.Join(hashes, ",")}
 }
 
 // run starts Chromium with the common flags plus args and returns its

@@ -104,3 +104,25 @@ func TestDumpDOMTimeout(t *testing.T) {
 		t.Fatalf("DumpDOM returned after %v, want shortly after the 3s deadline", d)
 	}
 }
+
+// A page served with a certificate of no CA the browser knows loads only
+// when that certificate is trusted.
+func TestDumpDOMTrustsGivenCertificate(t *testing.T) {
+	requireChromium(t)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><html><body><p id="out">over tls</p></body></html>`)
+	}))
+	t.Cleanup(srv.Close)
+	const want = `<p id="out">over tls</p>`
+	if dom, err := DumpDOM(context.Background(), srv.URL+"/", time.Second); err == nil && strings.Contains(dom, want) {
+		t.Fatal("the page of an unknown CA loaded without being trusted: the test proves nothing")
+	}
+	dom, err := DumpDOM(context.Background(), srv.URL+"/", time.Second, srv.Certificate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(dom, want) {
+		t.Fatalf("the trusted page did not load:\n%s", dom)
+	}
+}
