@@ -34,7 +34,8 @@
 // loops (at most Config.CASAttempts rounds), so they are atomic per key.
 //
 // Expiry (expiry.go, set.go; docs/expiry.md): EXPIRE, PEXPIRE, EXPIREAT,
-// PEXPIREAT (without their NX/XX/GT/LT options), TTL, PTTL, PERSIST. The store fixes a
+// PEXPIREAT (with NX/XX/GT/LT, expirecond.go), TTL, PTTL, EXPIRETIME,
+// PEXPIRETIME, PERSIST. The store fixes a
 // value's expiry when it orders the write; a plain SET clears a TTL, INCR
 // and HSET keep it, and a hash's TTL is its marker's.
 // MSET (and every multi-key write here) is one atomic Write per

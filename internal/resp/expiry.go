@@ -3,27 +3,32 @@ package resp
 import "time"
 
 // Expiry commands: EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL,
-// PERSIST (SET's EX, PX, EXAT, PXAT and KEEPTTL are in set.go). A key's TTL is its stored value's, so a hash's
+// EXPIRETIME, PEXPIRETIME, PERSIST (SET's EX, PX, EXAT, PXAT and KEEPTTL are in set.go). A key's TTL is its stored value's, so a hash's
 // is its marker's: the whole hash expires with it, its fields left as
 // garbage the next HSET creating the hash, or DEL, removes. The store
 // fixes the expiry when it orders the write and every replica judges it
 // at its own clock (docs/expiry.md).
 
 // cmdExpire: EXPIRE key seconds, PEXPIRE key milliseconds, EXPIREAT key
-// unix-seconds, PEXPIREAT key unix-milliseconds. 1 if the key exists and
-// its expiry was set, else 0; a relative time that is not positive, or an
-// absolute one that is not, deletes the key, as in Redis (an absolute time
-// already past leaves it absent too). The NX, XX, GT and LT options are
-// not supported.
+// unix-seconds, PEXPIREAT key unix-milliseconds, each with NX, XX, GT or
+// LT (expirecond.go). 1 if the key exists and its expiry was set, else 0;
+// a relative time that is not positive, or an absolute one that is not,
+// deletes the key, as in Redis (an absolute time already past leaves it
+// absent too).
 func cmdExpire(x *call) {
-	if len(x.args) > 3 {
-		x.c.WriteError("ERR Unsupported option " + string(x.args[3]))
+	cond, rerr := parseExpireCond(x.args[3:])
+	if rerr != "" {
+		x.c.WriteError(rerr)
 		return
 	}
 	seconds := x.name == "expire" || x.name == "expireat"
 	d, rerr := parseTTL(x.args[2], seconds, "ERR invalid expire time in '"+x.name+"' command")
 	if rerr != "" {
 		x.c.WriteError(rerr)
+		return
+	}
+	if cond != (expireCond{}) {
+		x.replyFlag(x.expireIf(cond, d, x.name == "expireat" || x.name == "pexpireat"))
 		return
 	}
 	if d <= 0 {
@@ -68,6 +73,28 @@ func cmdTTL(x *call) {
 		x.c.WriteInt64(int64((r[0].TTL + 500*time.Millisecond) / time.Second))
 	default:
 		x.c.WriteInt64(r[0].TTL.Milliseconds())
+	}
+}
+
+// cmdExpireTime: EXPIRETIME key, the Unix time in seconds at which the
+// key expires (PEXPIRETIME: in milliseconds); -2 if the key does not
+// exist, -1 if it has no TTL. The time is this node's clock plus the
+// remaining TTL the serving replica reports (to the millisecond).
+func cmdExpireTime(x *call) {
+	r, err := x.st.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
+	switch {
+	case err != nil:
+		replyErr(x.c, err)
+	case !r[0].Found:
+		x.c.WriteInt(-2)
+	case r[0].TTL == 0:
+		x.c.WriteInt(-1)
+	default:
+		ms := x.s.cfg.Now().Add(r[0].TTL).UnixMilli()
+		if x.name == "expiretime" {
+			ms /= 1000
+		}
+		x.c.WriteInt64(ms)
 	}
 }
 

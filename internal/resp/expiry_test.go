@@ -118,7 +118,7 @@ func TestExpireCommands(t *testing.T) {
 	eq(t, do("PEXPIRE", "p", "-5"), 0)
 	wantErr(t, rc.Do(ctx, "EXPIRE", "p", "ten").Err(), "ERR value is not an integer or out of range")
 	wantErr(t, rc.Do(ctx, "EXPIRE", "p", "9999999999999999").Err(), "ERR invalid expire time in 'expire' command")
-	wantErr(t, rc.Do(ctx, "EXPIRE", "p", "10", "NX").Err(), "ERR Unsupported option NX")
+	wantErr(t, rc.Do(ctx, "EXPIRE", "p", "10", "SOON").Err(), "ERR Unsupported option SOON")
 	wantErr(t, rc.Do(ctx, "PEXPIREAT", "p", "ten").Err(), "ERR value is not an integer or out of range")
 
 	// EXPIREAT and PEXPIREAT: Unix times; one already past removes the
@@ -155,4 +155,42 @@ func TestExpireCommands(t *testing.T) {
 	must(rc.HSet(ctx, "h", "f", "1").Result())
 	eq(t, do("EXPIRE", "h", "0"), 1)
 	eq(t, len(kv.m), 1) // c alone
+}
+
+// TestExpireOptions: EXPIRE's NX, XX, GT and LT as in Redis (a key without
+// TTL expires never: GT leaves it, LT sets it), EXPIRETIME and PEXPIRETIME.
+func TestExpireOptions(t *testing.T) {
+	ctx := context.Background()
+	kv := newFakeKV()
+	kv.clock.Set(time.Unix(1_800_000_000, 0))
+	_, rc := start(t, kv, func(c *Config) { c.Now = kv.clock.Now }, nil)
+	do := func(args ...any) int64 { t.Helper(); return must(rc.Do(ctx, args...).Int64()) }
+	must(rc.Set(ctx, "k", "v", 0).Result())
+
+	eq(t, do("EXPIRE", "k", "100", "XX"), 0) // no TTL yet
+	eq(t, do("EXPIRE", "k", "100", "GT"), 0) // none counts as never
+	eq(t, do("TTL", "k"), -1)
+	eq(t, do("EXPIRETIME", "k"), -1)
+	eq(t, do("EXPIRE", "k", "100", "NX"), 1)
+	eq(t, do("EXPIRE", "k", "50", "NX"), 0)
+	eq(t, do("EXPIRE", "k", "50", "GT"), 0)
+	eq(t, do("EXPIRE", "k", "200", "gt"), 1)
+	eq(t, do("EXPIRE", "k", "300", "LT"), 0)
+	eq(t, do("EXPIRE", "k", "150", "XX", "LT"), 1)
+	eq(t, do("TTL", "k"), 150)
+	eq(t, do("EXPIRETIME", "k"), 1_800_000_150)
+	eq(t, do("PEXPIRETIME", "k"), 1_800_000_150_000)
+	eq(t, do("PEXPIREAT", "k", 1_800_000_120_000, "LT"), 1)
+	eq(t, do("PTTL", "k"), 120_000)
+	eq(t, do("EXPIREAT", "k", 1_800_000_130, "LT"), 0)
+	eq(t, must(rc.Get(ctx, "k").Result()), "v")
+	eq(t, do("EXPIRE", "k", "-1", "XX"), 1) // the condition holds, the time has passed: deleted
+	eq(t, do("EXPIRETIME", "k"), -2)
+	eq(t, do("EXPIRE", "missing", "10", "LT"), 0)
+
+	must(rc.Set(ctx, "p", "v", 0).Result())
+	eq(t, do("EXPIRE", "p", "100", "LT"), 1) // none counts as never: any time is earlier
+	wantErr(t, rc.Do(ctx, "EXPIRE", "p", "10", "NX", "XX").Err(), "ERR NX and XX, GT or LT options at the same time are not compatible")
+	wantErr(t, rc.Do(ctx, "EXPIRE", "p", "10", "GT", "LT").Err(), "ERR GT and LT options at the same time are not compatible")
+	eq(t, do("TTL", "p"), 100) // refused commands change nothing
 }

@@ -68,6 +68,9 @@ type Config struct {
 	// CASAttempts bounds the compare-and-set retries of INCR and friends
 	// under contention before they fail. Must be > 0.
 	CASAttempts int
+	// Now is the clock EXPIRETIME and the GT/LT options of EXPIREAT read
+	// to turn a remaining TTL into a time (nil: time.Now).
+	Now func() time.Time
 }
 
 // DefaultConfig returns a Config with the defaults for every field but
@@ -212,6 +215,9 @@ func New(cfg Config, kv KV) (*Server, error) {
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("resp: listen: %w", err)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(),
 		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}}
