@@ -12,7 +12,8 @@ import (
 
 // Read-through (docs/keyspaces.md): a point read that misses in a key
 // space with a miss handler asks the handler for the value, writes it with
-// the key space's TTL through Raft like any put, and answers it. Only the
+// the key space's TTL through Raft if the key is still absent, and answers
+// it (or the value a write stored meanwhile). Only the
 // leaseholder does (it is the one that can write); one fetch per key is in
 // flight however many reads miss it (cache.Flights), and at most
 // Cache.MaxFetches per node.
@@ -43,7 +44,12 @@ func (s *Server) readThrough(ctx context.Context, r *raftstore.Replica, key []by
 		if err != nil || !found {
 			return nil, false, err
 		}
-		_, err = r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: key, Value: val, TtlMs: ks.TTL.Milliseconds()}})
+		// Only if the key is still absent: a client's write that landed
+		// while the origin answered is newer than the origin's value.
+		resp, err := r.CompareAndSet(ctx, &tidekvpb.CompareAndSetRequest{Key: key, NewValue: val, TtlMs: ks.TTL.Milliseconds()})
+		if err == nil && !resp.GetSucceeded() {
+			return resp.GetCurrentValue(), resp.GetCurrentExists(), nil
+		}
 		return val, true, err
 	})
 	if err != nil || !found {

@@ -27,12 +27,15 @@ import (
 // it; a handler that is not http(s) is refused and nothing is created.
 func TestReadThrough(t *testing.T) {
 	var calls atomic.Int64
+	var clientWrite func() // a client's write that lands while the origin answers
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
 		k := r.URL.Query().Get("key")
 		switch {
 		case k == "slow":
 			time.Sleep(time.Second)
+		case k == "raced":
+			clientWrite()
 		case strings.HasPrefix(k, "absent"):
 			http.NotFound(w, r)
 			return
@@ -100,6 +103,16 @@ func TestReadThrough(t *testing.T) {
 	}
 	if _, err := ks.Get(ctx, []byte("slow")); err == nil || !strings.Contains(err.Error(), "read-through: miss handler "+origin.URL+": no answer within the miss handler timeout") {
 		t.Fatalf("a slow origin: %v", err)
+	}
+	clientWrite = func() {
+		if err := ks.Put(ctx, []byte("raced"), []byte("from-client")); err != nil {
+			t.Error(err)
+		}
+	}
+	for range 2 {
+		if v, err := ks.Get(ctx, []byte("raced")); err != nil || string(v) != "from-client" {
+			t.Fatalf("a key written while the origin answered = %q, %v; the client's write must win", v, err)
+		}
 	}
 	gone, err := c.KeySpace(ctx, "gone")
 	if err != nil {
