@@ -91,7 +91,11 @@ func TestDecodeValueRefusesWhatItDoesNotKnow(t *testing.T) {
 	}{
 		{[]byte{formatV1}, "shorter than the 2-byte header"},
 		{[]byte{2, 0, 'x'}, "format 2, this binary reads format 1"},
-		{[]byte{formatV1, 0x02, 'x'}, "bits this binary does not know (0x02)"},
+		{[]byte{formatV1, 0x08, 'x'}, "bits this binary does not know (0x08)"},
+		{[]byte{formatV1, flagIntent}, "an intent without its transaction's ID"},
+		{[]byte{formatV1, flagIntent, 0}, "an intent without its transaction's ID"},
+		{[]byte{formatV1, flagIntent, 3, 'a'}, "an intent without its transaction's ID"},
+		{[]byte{formatV1, flagIntent | flagTombstone, 1, 'a', 'x'}, "a tombstone carrying 1 bytes"},
 		{[]byte{formatV1, flagTombstone, 'x'}, "a tombstone carrying 1 bytes"},
 		{[]byte{formatV1, flagTombstone | flagExpires}, "a tombstone with an expiry"},
 		{[]byte{formatV1, flagExpires, 0, 0, 0}, "shorter than its expiry"},
