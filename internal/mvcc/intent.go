@@ -12,7 +12,8 @@ import (
 //
 //   - Intents: a transaction's provisional write is a version of its key at
 //     the transaction's write timestamp whose value header carries the
-//     transaction's ID (flag bit 1, value.go). Get returns it like any
+//     transaction (flag bit 1, value.go: its ID and where its record is,
+//     encoded by the caller; this package only compares the bytes). Get returns it like any
 //     version, with Version.Txn set, and the caller decides what it means;
 //     Scan refuses to step over one (IntentError), since it cannot tell
 //     whether the value is there; GC keeps every version of a key whose
@@ -26,17 +27,13 @@ import (
 //     of their anchor, and a range's span, split, merge or snapshot carries
 //     them with its versions. Readers of versions skip them.
 
-// MaxTxnIDLen is the longest transaction ID an intent can carry (its
-// length is stored in one byte).
-const MaxTxnIDLen = 255
-
 const recordMark = 0x00 // after escape(anchor) 0x00: a record, not a version
 
 // IntentError: a scan met a transaction's intent at or below its timestamp
 // and cannot say whether the key has a value.
 type IntentError struct {
 	Key       []byte // the user key
-	Txn       []byte // the intent's transaction ID
+	Txn       []byte // the intent's transaction
 	Timestamp hlc.Timestamp
 }
 
@@ -44,7 +41,7 @@ func (e *IntentError) Error() string {
 	return fmt.Sprintf("key %q holds an intent of transaction %x at %s", e.Key, e.Txn, e.Timestamp)
 }
 
-// PutIntent writes transaction txn's intent to set key to value at ts.
+// PutIntent writes transaction txn's intent (txn: non-empty) to set key to value at ts.
 func PutIntent(w storage.Writer, key []byte, ts hlc.Timestamp, value, txn []byte) error {
 	if err := checkTxnID(txn); err != nil {
 		return err
@@ -61,8 +58,8 @@ func DeleteIntent(w storage.Writer, key []byte, ts hlc.Timestamp, txn []byte) er
 }
 
 func checkTxnID(txn []byte) error {
-	if len(txn) == 0 || len(txn) > MaxTxnIDLen {
-		return fmt.Errorf("%w: a transaction ID is 1 to %d bytes, got %d", ErrInvalidArgument, MaxTxnIDLen, len(txn))
+	if len(txn) == 0 {
+		return fmt.Errorf("%w: an intent needs its transaction", ErrInvalidArgument)
 	}
 	return nil
 }

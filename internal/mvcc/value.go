@@ -14,8 +14,8 @@ import (
 //	byte 1  flags. Bit 0: tombstone (the version is a delete; nothing
 //	        follows the header but an intent's ID). Bit 1: intent (the
 //	        version is a transaction's provisional write, not committed:
-//	        a one-byte length and the transaction's ID follow the header;
-//	        intent.go). Bit 2: expires (an 8-byte big-endian expiry
+//	        a uvarint length and the transaction's reference, opaque to
+//	        this package, follow the header; intent.go). Bit 2: expires (an 8-byte big-endian expiry
 //	        follows, after an intent's ID: HLC wall time in nanoseconds,
 //	        positive; never on a tombstone). Other bits are reserved and
 //	        refused when set: an old binary must refuse an intent rather
@@ -53,7 +53,7 @@ func appendValue(dst, value []byte, expiresAt int64, tombstone bool, txn []byte)
 	}
 	dst = append(dst, formatV1, f)
 	if len(txn) > 0 {
-		dst = append(append(dst, byte(len(txn))), txn...)
+		dst = append(binary.AppendUvarint(dst, uint64(len(txn))), txn...)
 	}
 	if tombstone {
 		return dst
@@ -80,10 +80,11 @@ func decodeValue(raw []byte) (value []byte, tombstone bool, err error) {
 	}
 	body := headerLen
 	if f&flagIntent != 0 {
-		if len(raw) < headerLen+1 || raw[headerLen] == 0 || len(raw) < headerLen+1+int(raw[headerLen]) {
-			return nil, false, fmt.Errorf("%w: an intent without its transaction's ID", ErrInvalidValue)
+		f := intentField(raw)
+		if f == nil {
+			return nil, false, fmt.Errorf("%w: an intent without its transaction", ErrInvalidValue)
 		}
-		body += 1 + int(raw[headerLen])
+		body += len(f)
 	}
 	if f&flagTombstone != 0 {
 		if f&flagExpires != 0 {
@@ -115,20 +116,26 @@ func expiresAt(raw []byte) int64 {
 	return int64(binary.BigEndian.Uint64(raw[headerLen+len(intentField(raw)):]))
 }
 
-// intentField is the length byte and ID of an accepted value's intent,
-// empty for a committed version.
+// intentField is the length and transaction of a value's intent, nil for
+// a committed version or an intent whose transaction is missing or cut.
 func intentField(raw []byte) []byte {
 	if raw[1]&flagIntent == 0 {
 		return nil
 	}
-	return raw[headerLen : headerLen+1+int(raw[headerLen])]
+	n, w := binary.Uvarint(raw[headerLen:])
+	// A length in more bytes than it needs would not store back the same.
+	if w <= 0 || n == 0 || n > uint64(len(raw)-headerLen-w) || w != len(binary.AppendUvarint(nil, n)) {
+		return nil
+	}
+	return raw[headerLen : headerLen+w+int(n)]
 }
 
-// intentTxn is the transaction ID of an accepted value's intent (aliasing
+// intentTxn is the transaction of an accepted value's intent (aliasing
 // raw), nil for a committed version.
 func intentTxn(raw []byte) []byte {
 	if f := intentField(raw); f != nil {
-		return f[1:]
+		_, w := binary.Uvarint(f)
+		return f[w:]
 	}
 	return nil
 }
