@@ -63,6 +63,7 @@ import (
 //	                                   replicas against: what the running
 //	                                   nodes' replicas say now, or unreachable
 //	gc node=N                          N's replica GC against the directory
+//	migrate, merge, txn-...            transactions (txn_dd_test.go)
 //
 // Commands that print cluster state "settle": they poll until the output
 // matches the expected one (or, under -rewrite, until it stops changing), so
@@ -235,6 +236,9 @@ func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
 		td.MaybeScanArgs(t, "node", &node)
 		return d.settle(td, func() string { return d.showSnapshots(node, !td.HasArg("no-counts")) })
 	default:
+		if out, ok := d.runTxn(t, td); ok {
+			return out
+		}
 		td.Fatalf(t, "unknown command %q", td.Cmd)
 		return ""
 	}
@@ -475,6 +479,9 @@ func fmtErr(err error) string {
 		return "error: range not found"
 	case errors.Is(err, ErrAmbiguous):
 		return "error: ambiguous"
+	}
+	if s, ok := fmtTxnErr(err); ok {
+		return "error: " + s
 	}
 	return "error: " + err.Error()
 }

@@ -49,8 +49,13 @@ const (
 	// refuse the entry, and its copy of the meta range would lack the key
 	// space the others hold.
 	LogVersionKeySpaces uint32 = 6
+	// LogVersionTxn: transactions (RaftCommand.txn: intents, records,
+	// pushes, resolution; txnapply.go). A binary at 6 would apply a
+	// TxnCommand as an empty write, and its replica would lack the
+	// intents and records the others hold.
+	LogVersionTxn uint32 = 7
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionKeySpaces
+	LatestLogVersion = LogVersionTxn
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached
