@@ -76,55 +76,6 @@ func (DataLayout) EnumDescriptor() ([]byte, []int) {
 	return file_storage_proto_rawDescGZIP(), []int{0}
 }
 
-type TxnStatus int32
-
-const (
-	TxnStatus_TXN_PENDING   TxnStatus = 0
-	TxnStatus_TXN_COMMITTED TxnStatus = 1
-	TxnStatus_TXN_ABORTED   TxnStatus = 2
-)
-
-// Enum value maps for TxnStatus.
-var (
-	TxnStatus_name = map[int32]string{
-		0: "TXN_PENDING",
-		1: "TXN_COMMITTED",
-		2: "TXN_ABORTED",
-	}
-	TxnStatus_value = map[string]int32{
-		"TXN_PENDING":   0,
-		"TXN_COMMITTED": 1,
-		"TXN_ABORTED":   2,
-	}
-)
-
-func (x TxnStatus) Enum() *TxnStatus {
-	p := new(TxnStatus)
-	*p = x
-	return p
-}
-
-func (x TxnStatus) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (TxnStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_storage_proto_enumTypes[1].Descriptor()
-}
-
-func (TxnStatus) Type() protoreflect.EnumType {
-	return &file_storage_proto_enumTypes[1]
-}
-
-func (x TxnStatus) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use TxnStatus.Descriptor instead.
-func (TxnStatus) EnumDescriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{1}
-}
-
 type TxnCommand_Op int32
 
 const (
@@ -174,11 +125,11 @@ func (x TxnCommand_Op) String() string {
 }
 
 func (TxnCommand_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_storage_proto_enumTypes[2].Descriptor()
+	return file_storage_proto_enumTypes[1].Descriptor()
 }
 
 func (TxnCommand_Op) Type() protoreflect.EnumType {
-	return &file_storage_proto_enumTypes[2]
+	return &file_storage_proto_enumTypes[1]
 }
 
 func (x TxnCommand_Op) Number() protoreflect.EnumNumber {
@@ -1806,11 +1757,7 @@ const file_storage_proto_rawDesc = "" +
 	"\n" +
 	"DataLayout\x12\x1b\n" +
 	"\x17DATA_LAYOUT_UNVERSIONED\x10\x00\x12\x14\n" +
-	"\x10DATA_LAYOUT_MVCC\x10\x01*@\n" +
-	"\tTxnStatus\x12\x0f\n" +
-	"\vTXN_PENDING\x10\x00\x12\x11\n" +
-	"\rTXN_COMMITTED\x10\x01\x12\x0f\n" +
-	"\vTXN_ABORTED\x10\x02B'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
+	"\x10DATA_LAYOUT_MVCC\x10\x01B'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
 
 var (
 	file_storage_proto_rawDescOnce sync.Once
@@ -1824,73 +1771,73 @@ func file_storage_proto_rawDescGZIP() []byte {
 	return file_storage_proto_rawDescData
 }
 
-var file_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_storage_proto_goTypes = []any{
 	(DataLayout)(0),               // 0: tidekv.DataLayout
-	(TxnStatus)(0),                // 1: tidekv.TxnStatus
-	(TxnCommand_Op)(0),            // 2: tidekv.TxnCommand.Op
-	(*NodeIdent)(nil),             // 3: tidekv.NodeIdent
-	(*ReplicaState)(nil),          // 4: tidekv.ReplicaState
-	(*Tombstone)(nil),             // 5: tidekv.Tombstone
-	(*SnapshotData)(nil),          // 6: tidekv.SnapshotData
-	(*SplitCommand)(nil),          // 7: tidekv.SplitCommand
-	(*ChangeReplicasCommand)(nil), // 8: tidekv.ChangeReplicasCommand
-	(*MetaCommand)(nil),           // 9: tidekv.MetaCommand
-	(*KeySpaceRecord)(nil),        // 10: tidekv.KeySpaceRecord
-	(*LogWrite)(nil),              // 11: tidekv.LogWrite
-	(*LogCompareAndSet)(nil),      // 12: tidekv.LogCompareAndSet
-	(*LogGuard)(nil),              // 13: tidekv.LogGuard
-	(*LogTimestamp)(nil),          // 14: tidekv.LogTimestamp
-	(*MigrateLayoutCommand)(nil),  // 15: tidekv.MigrateLayoutCommand
-	(*GCCommand)(nil),             // 16: tidekv.GCCommand
-	(*RaftCommand)(nil),           // 17: tidekv.RaftCommand
-	(*TxnRef)(nil),                // 18: tidekv.TxnRef
-	(*TxnRecord)(nil),             // 19: tidekv.TxnRecord
-	(*TxnCommand)(nil),            // 20: tidekv.TxnCommand
-	(*MergeCommand)(nil),          // 21: tidekv.MergeCommand
-	(*RangeDescriptor)(nil),       // 22: tidekv.RangeDescriptor
-	(*raftpb.ConfState)(nil),      // 23: raftpb.ConfState
-	(*NodeDescriptor)(nil),        // 24: tidekv.NodeDescriptor
-	(*Setting)(nil),               // 25: tidekv.Setting
+	(TxnCommand_Op)(0),            // 1: tidekv.TxnCommand.Op
+	(*NodeIdent)(nil),             // 2: tidekv.NodeIdent
+	(*ReplicaState)(nil),          // 3: tidekv.ReplicaState
+	(*Tombstone)(nil),             // 4: tidekv.Tombstone
+	(*SnapshotData)(nil),          // 5: tidekv.SnapshotData
+	(*SplitCommand)(nil),          // 6: tidekv.SplitCommand
+	(*ChangeReplicasCommand)(nil), // 7: tidekv.ChangeReplicasCommand
+	(*MetaCommand)(nil),           // 8: tidekv.MetaCommand
+	(*KeySpaceRecord)(nil),        // 9: tidekv.KeySpaceRecord
+	(*LogWrite)(nil),              // 10: tidekv.LogWrite
+	(*LogCompareAndSet)(nil),      // 11: tidekv.LogCompareAndSet
+	(*LogGuard)(nil),              // 12: tidekv.LogGuard
+	(*LogTimestamp)(nil),          // 13: tidekv.LogTimestamp
+	(*MigrateLayoutCommand)(nil),  // 14: tidekv.MigrateLayoutCommand
+	(*GCCommand)(nil),             // 15: tidekv.GCCommand
+	(*RaftCommand)(nil),           // 16: tidekv.RaftCommand
+	(*TxnRef)(nil),                // 17: tidekv.TxnRef
+	(*TxnRecord)(nil),             // 18: tidekv.TxnRecord
+	(*TxnCommand)(nil),            // 19: tidekv.TxnCommand
+	(*MergeCommand)(nil),          // 20: tidekv.MergeCommand
+	(*RangeDescriptor)(nil),       // 21: tidekv.RangeDescriptor
+	(*raftpb.ConfState)(nil),      // 22: raftpb.ConfState
+	(*NodeDescriptor)(nil),        // 23: tidekv.NodeDescriptor
+	(*Setting)(nil),               // 24: tidekv.Setting
+	(TxnStatus)(0),                // 25: tidekv.TxnStatus
 }
 var file_storage_proto_depIdxs = []int32{
-	22, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
-	23, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
+	21, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
+	22, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
 	0,  // 2: tidekv.ReplicaState.layout:type_name -> tidekv.DataLayout
-	14, // 3: tidekv.ReplicaState.gc_threshold:type_name -> tidekv.LogTimestamp
-	14, // 4: tidekv.ReplicaState.version_bound:type_name -> tidekv.LogTimestamp
-	22, // 5: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
+	13, // 3: tidekv.ReplicaState.gc_threshold:type_name -> tidekv.LogTimestamp
+	13, // 4: tidekv.ReplicaState.version_bound:type_name -> tidekv.LogTimestamp
+	21, // 5: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
 	0,  // 6: tidekv.SnapshotData.layout:type_name -> tidekv.DataLayout
-	14, // 7: tidekv.SnapshotData.gc_threshold:type_name -> tidekv.LogTimestamp
-	14, // 8: tidekv.SnapshotData.version_bound:type_name -> tidekv.LogTimestamp
-	22, // 9: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
-	24, // 10: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
-	24, // 11: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
-	22, // 12: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
-	25, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
-	10, // 14: tidekv.MetaCommand.create_keyspace:type_name -> tidekv.KeySpaceRecord
-	14, // 15: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
-	11, // 16: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
-	12, // 17: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
-	7,  // 18: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
-	9,  // 19: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	21, // 20: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
-	13, // 21: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
-	17, // 22: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
-	14, // 23: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
-	15, // 24: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
-	16, // 25: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
-	20, // 26: tidekv.RaftCommand.txn:type_name -> tidekv.TxnCommand
-	18, // 27: tidekv.TxnRecord.txn:type_name -> tidekv.TxnRef
-	1,  // 28: tidekv.TxnRecord.status:type_name -> tidekv.TxnStatus
-	14, // 29: tidekv.TxnRecord.commit_timestamp:type_name -> tidekv.LogTimestamp
-	2,  // 30: tidekv.TxnCommand.op:type_name -> tidekv.TxnCommand.Op
-	18, // 31: tidekv.TxnCommand.txn:type_name -> tidekv.TxnRef
-	11, // 32: tidekv.TxnCommand.writes:type_name -> tidekv.LogWrite
-	1,  // 33: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
-	14, // 34: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
-	22, // 35: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	13, // 7: tidekv.SnapshotData.gc_threshold:type_name -> tidekv.LogTimestamp
+	13, // 8: tidekv.SnapshotData.version_bound:type_name -> tidekv.LogTimestamp
+	21, // 9: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
+	23, // 10: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
+	23, // 11: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
+	21, // 12: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
+	24, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
+	9,  // 14: tidekv.MetaCommand.create_keyspace:type_name -> tidekv.KeySpaceRecord
+	13, // 15: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
+	10, // 16: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
+	11, // 17: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
+	6,  // 18: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
+	8,  // 19: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
+	20, // 20: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	12, // 21: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
+	16, // 22: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
+	13, // 23: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
+	14, // 24: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
+	15, // 25: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
+	19, // 26: tidekv.RaftCommand.txn:type_name -> tidekv.TxnCommand
+	17, // 27: tidekv.TxnRecord.txn:type_name -> tidekv.TxnRef
+	25, // 28: tidekv.TxnRecord.status:type_name -> tidekv.TxnStatus
+	13, // 29: tidekv.TxnRecord.commit_timestamp:type_name -> tidekv.LogTimestamp
+	1,  // 30: tidekv.TxnCommand.op:type_name -> tidekv.TxnCommand.Op
+	17, // 31: tidekv.TxnCommand.txn:type_name -> tidekv.TxnRef
+	10, // 32: tidekv.TxnCommand.writes:type_name -> tidekv.LogWrite
+	25, // 33: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
+	13, // 34: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
+	21, // 35: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
 	36, // [36:36] is the sub-list for method output_type
 	36, // [36:36] is the sub-list for method input_type
 	36, // [36:36] is the sub-list for extension type_name
@@ -1909,7 +1856,7 @@ func file_storage_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storage_proto_rawDesc), len(file_storage_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      2,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -170,9 +170,10 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxByt
 		return nil, nil, err
 	}
 	for {
-		lv, err := r.readLayout(ctx)
-		if err != nil {
-			return nil, nil, err
+		// Not :=, which would hide the scan's error from the return.
+		lv, lerr := r.readLayout(ctx)
+		if lerr != nil {
+			return nil, nil, lerr
 		}
 		scan := r.scanUnversioned
 		if lv.mvcc {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/mvcc"
 )
 
@@ -68,7 +69,8 @@ func RetryableTxnError(err error) bool {
 	var ie *IntentError
 	var wto *WriteTooOldError
 	var se *TxnStatusError
-	return errors.As(err, &ie) || errors.As(err, &wto) || (errors.As(err, &se) && se.Status == tidekvpb.TxnStatus_TXN_ABORTED)
+	var rc *ReadChangedError
+	return errors.As(err, &ie) || errors.As(err, &wto) || errors.As(err, &rc) || (errors.As(err, &se) && se.Status == tidekvpb.TxnStatus_TXN_ABORTED)
 }
 
 // foreignIntent is the error of a read at key that found ver, an intent:
@@ -176,4 +178,29 @@ func (r *Replica) ResolveIntents(ctx context.Context, txn *tidekvpb.TxnRef, ks [
 	}
 	_, err := r.propose(ctx, &tidekvpb.RaftCommand{Timestamp: logTimestamp(r.store.hlc.Now()), Txn: c}, nil)
 	return err
+}
+
+// Intents lists up to limit keys of the range that hold an intent, as this
+// replica's data has them: what a GC pass would push (not yet: step 5
+// leaves intents to whoever meets them) and what tests check is gone.
+func (r *Replica) Intents(limit int) ([][]byte, error) {
+	d := r.desc.Load()
+	if d == nil || !r.VersionedLayout() {
+		return nil, nil
+	}
+	var out [][]byte
+	lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
+	for from := lo; from != nil && len(out) < limit; {
+		_, resume, err := mvcc.ScanNewest(r.store.eng, from, hi, r.readNow(), 1024, 1<<20)
+		var ie *mvcc.IntentError
+		switch {
+		case errors.As(err, &ie):
+			out = append(out, keys.UserKey(ie.Key))
+			resume = append(ie.Key, 0) // the next key after it
+		case err != nil:
+			return nil, err
+		}
+		from = resume
+	}
+	return out, nil
 }

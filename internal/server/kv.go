@@ -79,7 +79,7 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 	if readOps[op] {
 		r.CountRead()
 	}
-	v, err := fn(r)
+	v, err := runPastIntents(ctx, s, func() (T, error) { return fn(r) })
 	err = s.toStatus(err)
 	s.metrics.observe(op, start, err)
 	s.metrics.keyspaceRequests.WithLabelValues(keySpaceLabel(key), op).Inc()
@@ -134,6 +134,7 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
 	})
 	return serve(ctx, s, "get", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
+		ro.Txn = req.GetTxnId()
 		v, err := r.GetValue(ctx, req.GetKey(), ro)
 		if err != nil {
 			return nil, err

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/control"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// Requests that meet another transaction's intent (docs/transactions.md
+// "Abandoned transactions, bounded"). A read must not return it and a
+// write must not overwrite it, so the request pushes the intent's
+// transaction at its record's range: a record found COMMITTED or ABORTED
+// (or aborted by the push, its heartbeat older than the expiry) lets the
+// request resolve the intent and run again; a live one makes it wait,
+// with the project's back-off, for at most TxnConfig.IntentWait, and then
+// fail with a retryable error (TXN_RETRY).
+
+// intentWait is one request's budget for waiting on intents.
+type intentWait struct {
+	s        *Server
+	deadline time.Time
+	pushes   int
+}
+
+func (s *Server) newIntentWait() *intentWait {
+	return &intentWait{s: s, deadline: time.Now().Add(s.cfg.Txn.IntentWait)}
+}
+
+// resolve clears the way past ie: nil when the request may run again, a
+// TXN_RETRY error once the wait is over.
+func (w *intentWait) resolve(ctx context.Context, ie *raftstore.IntentError) error {
+	router, err := w.s.router()
+	if err != nil {
+		return err
+	}
+	txn := &tidekvpb.TxnKey{Id: ie.Txn.GetId(), Anchor: ie.Txn.GetAnchor()}
+	for {
+		w.pushes++
+		rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: txn, Op: tidekvpb.TxnRecordOp_TXN_PUSH,
+			ExpiryMs: uint32(w.s.cfg.Txn.Expiry.Milliseconds())})
+		if err != nil {
+			return err
+		}
+		if st := rec.GetStatus(); st != tidekvpb.TxnStatus_TXN_PENDING {
+			return router.ResolveIntents(ctx, txn, [][]byte{ie.Key}, st == tidekvpb.TxnStatus_TXN_COMMITTED, rec.GetCommitTimestamp().HLC())
+		}
+		wait := control.Backoff(w.pushes, 10*time.Millisecond, 200*time.Millisecond)
+		if time.Now().Add(wait).After(w.deadline) {
+			return &txnRetryError{fmt.Sprintf("%v; its transaction is still running after %v", ie, w.s.cfg.Txn.IntentWait)}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// runPastIntents runs fn, and again each time it meets an intent that
+// resolve clears, until it succeeds, fails otherwise, or the wait is over.
+func runPastIntents[T any](ctx context.Context, s *Server, fn func() (T, error)) (T, error) {
+	v, err := fn()
+	var w *intentWait
+	for {
+		var ie *raftstore.IntentError
+		if !errors.As(err, &ie) {
+			return v, err
+		}
+		if w == nil {
+			w = s.newIntentWait()
+		}
+		if err := w.resolve(ctx, ie); err != nil {
+			return v, err
+		}
+		v, err = fn()
+	}
+}
+
+// txnRetryError is a TXN_RETRY answer the node makes itself (the others
+// come from raftstore's transaction errors and from other nodes).
+type txnRetryError struct{ msg string }
+
+func (e *txnRetryError) Error() string { return e.msg }
+
+// router is the node's routing client for the transaction steps it sends
+// to other ranges: pushes, resolutions, a coordinator's operations.
+func (s *Server) router() (*client.Client, error) {
+	s.routerOnce.Do(func() {
+		ccfg := client.DefaultConfig()
+		ccfg.Addrs = []string{s.Addr()}
+		ccfg.Locality = s.cfg.Locality
+		ccfg.TLS = s.peerTLS()
+		s.routerClient, s.routerErr = client.New(ccfg)
+	})
+	return s.routerClient, s.routerErr
+}
+
+// routerState is the lazily made routing client.
+type routerState struct {
+	routerOnce   sync.Once
+	routerClient *client.Client
+	routerErr    error
+}

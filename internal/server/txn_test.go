@@ -1,0 +1,210 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/hlc"
+)
+
+const (
+	bankAccounts = 8
+	bankStart    = 100
+)
+
+func acct(i int) []byte { return []byte(fmt.Sprintf("acct-%d", i)) }
+
+// startBank starts a 3-node cluster with quick transaction expiry, puts
+// the accounts on two ranges and waits until transactions are accepted
+// (log version 7 on every node, both ranges versioned).
+func startBank(t *testing.T) (*testCluster, *client.Client, context.Context) {
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.Txn.HeartbeatInterval = 100 * time.Millisecond
+		c.Txn.Expiry = 500 * time.Millisecond
+		c.Txn.IntentWait = time.Second
+	})
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	for i := range bankAccounts {
+		if err := c.Put(ctx, acct(i), []byte(strconv.Itoa(bankStart))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Split(ctx, acct(bankAccounts/2)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a first transaction", func() error {
+		return c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, acct(0), []byte(strconv.Itoa(bankStart))) })
+	})
+	eventually(t, 10*time.Second, "both ranges readable at a timestamp", func() error {
+		_, _, err := bankTotal(ctx, c)
+		return err
+	})
+	return tc, c, ctx
+}
+
+// transfer moves a random amount between two random accounts in one
+// transaction.
+func transfer(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+	from, to := rng.Intn(bankAccounts), rng.Intn(bankAccounts-1)
+	if to >= from {
+		to++
+	}
+	amt := 1 + rng.Intn(10)
+	return c.Txn(ctx, func(tx *client.Tx) error {
+		fv, err := tx.Get(ctx, acct(from))
+		if err != nil {
+			return err
+		}
+		tv, err := tx.Get(ctx, acct(to))
+		if err != nil {
+			return err
+		}
+		f, _ := strconv.Atoi(string(fv))
+		g, _ := strconv.Atoi(string(tv))
+		if err := tx.Put(ctx, acct(from), []byte(strconv.Itoa(f-amt))); err != nil {
+			return err
+		}
+		return tx.Put(ctx, acct(to), []byte(strconv.Itoa(g+amt)))
+	})
+}
+
+// bankTotal sums the accounts in one snapshot scan.
+func bankTotal(ctx context.Context, c *client.Client) (int, hlc.Timestamp, error) {
+	kvs, at, err := c.SnapshotScan(ctx, []byte("acct-"), []byte("acct-z"), 0)
+	total := 0
+	for _, kv := range kvs {
+		n, _ := strconv.Atoi(string(kv.Value))
+		total += n
+	}
+	if err == nil && len(kvs) != bankAccounts {
+		err = fmt.Errorf("snapshot scan at %s found %d accounts", at, len(kvs))
+	}
+	return total, at, err
+}
+
+// intentsLeft lists the keys holding intents on any node's replicas.
+func intentsLeft(tc *testCluster) error {
+	for _, s := range tc.nodes {
+		for _, r := range s.Store().Replicas() {
+			ks, err := r.Intents(10)
+			if err != nil {
+				return err
+			}
+			if len(ks) > 0 {
+				return fmt.Errorf("node %s, range %d: intents on %q", s.Addr(), r.RangeID(), ks)
+			}
+		}
+	}
+	return nil
+}
+
+// Concurrent transfers between accounts on two ranges: every snapshot scan
+// sees the total, and so does the end; no intent outlives the expiry.
+func TestBankTransfersKeepTheTotal(t *testing.T) {
+	tc, c, ctx := startBank(t)
+	const want = bankAccounts * bankStart
+	var committed, gaveUp atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(w)))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				switch err := transfer(ctx, c, rng); {
+				case err == nil:
+					committed.Add(1)
+				case errors.Is(err, client.ErrTxnRetry):
+					gaveUp.Add(1)
+				default:
+					t.Errorf("transfer: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	scans, retried := 0, 0
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); scans++ {
+		total, at, err := bankTotal(ctx, c)
+		switch {
+		case errors.Is(err, client.ErrTxnRetry):
+			retried++ // waited for a live transaction's intent too long
+		case err != nil:
+			t.Fatal(err)
+		case total != want:
+			t.Fatalf("snapshot scan at %s: total %d, want %d", at, total, want)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d transfers committed, %d gave up; %d snapshot scans, %d waited too long", committed.Load(), gaveUp.Load(), scans, retried)
+	if committed.Load() < 20 {
+		t.Fatalf("only %d transfers committed", committed.Load())
+	}
+	eventually(t, 10*time.Second, "the total and no intents", func() error {
+		if total, at, err := bankTotal(ctx, c); err != nil || total != want {
+			return fmt.Errorf("total %d at %s, want %d (%v)", total, at, want, err)
+		}
+		return intentsLeft(tc)
+	})
+}
+
+// A coordinator that stops heartbeating without committing leaves intents;
+// the transactions they block push it once its record expires, remove
+// them, and go on.
+func TestDeadCoordinatorsIntentsArePushed(t *testing.T) {
+	tc, c, ctx := startBank(t)
+	// The dead coordinator: a record, intents on both ranges, then nothing.
+	dead := &tidekvpb.TxnKey{Id: []byte("dead-coordinator"), Anchor: acct(0)}
+	if _, err := c.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: dead, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT}); err != nil {
+		t.Fatal(err)
+	}
+	ops := []*tidekvpb.WriteOp{{Key: acct(0), Value: []byte("0")}, {Key: acct(bankAccounts - 1), Value: []byte("1000")}}
+	if _, err := c.WriteIntents(ctx, dead, c.Now(), ops); err != nil {
+		t.Fatal(err)
+	}
+	if err := intentsLeft(tc); err == nil {
+		t.Fatal("no intents after the dead coordinator's writes")
+	}
+	start := time.Now()
+	err := c.Txn(ctx, func(tx *client.Tx) error {
+		v, err := tx.Get(ctx, acct(0))
+		if err != nil {
+			return err
+		}
+		if string(v) != strconv.Itoa(bankStart) {
+			return fmt.Errorf("acct-0 = %q: the dead transaction's write shows", v)
+		}
+		return tx.Put(ctx, acct(bankAccounts-1), []byte(strconv.Itoa(bankStart)))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the blocked transaction committed after %v", time.Since(start).Round(time.Millisecond))
+	rec, err := c.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: dead, Op: tidekvpb.TxnRecordOp_TXN_PUSH, ExpiryMs: 1})
+	if err != nil || rec.GetStatus() != tidekvpb.TxnStatus_TXN_ABORTED {
+		t.Fatalf("the dead transaction's record: %v, %v; want ABORTED", rec.GetStatus(), err)
+	}
+	// acct-0's intent was resolved by the read; a scan resolves the rest.
+	if total, at, err := bankTotal(ctx, c); err != nil || total != bankAccounts*bankStart {
+		t.Fatalf("total %d at %s (%v), want %d", total, at, err, bankAccounts*bankStart)
+	}
+	eventually(t, 5*time.Second, "no intents", func() error { return intentsLeft(tc) })
+}
