@@ -51,11 +51,11 @@ func (w *intentWait) resolve(ctx context.Context, ie *raftstore.IntentError) err
 		if st := rec.GetStatus(); st != tidekvpb.TxnStatus_TXN_PENDING {
 			return router.ResolveIntents(ctx, txn, [][]byte{ie.Key}, st == tidekvpb.TxnStatus_TXN_COMMITTED, rec.GetCommitTimestamp().HLC())
 		}
-		wait := control.Backoff(w.pushes, 10*time.Millisecond, 200*time.Millisecond)
-		if time.Now().Add(wait).After(w.deadline) {
-			return &txnRetryError{fmt.Sprintf("%v; its transaction is still running after %v", ie, w.s.cfg.Txn.IntentWait)}
+		left := time.Until(w.deadline)
+		if left <= 0 {
+			return &txnRetryError{fmt.Sprintf("key %q holds an intent of transaction %x, still running after a wait of %v: retry", ie.Key, ie.Txn.GetId(), w.s.cfg.Txn.IntentWait)}
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(min(left, control.Backoff(w.pushes, 10*time.Millisecond, 200*time.Millisecond)))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -65,10 +65,10 @@ func (w *intentWait) resolve(ctx context.Context, ie *raftstore.IntentError) err
 	}
 }
 
-// runPastIntents runs fn, and again each time it meets an intent that
-// resolve clears, until it succeeds, fails otherwise, or the wait is over.
-func runPastIntents[T any](ctx context.Context, s *Server, fn func() (T, error)) (T, error) {
-	v, err := fn()
+// runPastIntents takes fn's first result (v, err) and runs fn again each
+// time it met an intent that resolve clears, until it succeeds, fails
+// otherwise, or the wait is over.
+func runPastIntents[T any](ctx context.Context, s *Server, v T, err error, fn func() (T, error)) (T, error) {
 	var w *intentWait
 	for {
 		var ie *raftstore.IntentError

@@ -79,7 +79,10 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 	if readOps[op] {
 		r.CountRead()
 	}
-	v, err := runPastIntents(ctx, s, func() (T, error) { return fn(r) })
+	v, err := fn(r)
+	if err != nil {
+		v, err = runPastIntents(ctx, s, v, err, func() (T, error) { return fn(r) })
+	}
 	err = s.toStatus(err)
 	s.metrics.observe(op, start, err)
 	s.metrics.keyspaceRequests.WithLabelValues(keySpaceLabel(key), op).Inc()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,4 +208,76 @@ func TestDeadCoordinatorsIntentsArePushed(t *testing.T) {
 		t.Fatalf("total %d at %s (%v), want %d", total, at, err, bankAccounts*bankStart)
 	}
 	eventually(t, 5*time.Second, "no intents", func() error { return intentsLeft(tc) })
+}
+
+// A transaction over its key limit is refused with one sentence and rolled
+// back: nothing it wrote stays, and it is not retried.
+func TestTxnLimitsRollBack(t *testing.T) {
+	tc := startClusterWith(t, 1, func(c *Config) { c.Txn.MaxKeys = 3 })
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	eventually(t, 20*time.Second, "a first transaction", func() error {
+		return c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k0"), []byte("v")) })
+	})
+	attempts := 0
+	err := c.Txn(ctx, func(tx *client.Tx) error {
+		attempts++
+		for i := range 4 {
+			if err := tx.Put(ctx, []byte(fmt.Sprintf("k%d", i)), []byte("new")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "over its limits of 3 keys") || attempts != 1 {
+		t.Fatalf("4 keys past a limit of 3: %v after %d attempts; want one refusal", err, attempts)
+	}
+	if err := intentsLeft(tc); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if v, err := c.Get(ctx, []byte(fmt.Sprintf("k%d", i))); (i == 0 && string(v) != "v") || (i > 0 && !errors.Is(err, client.ErrNotFound)) {
+			t.Errorf("k%d = %q, %v after the refused transaction", i, v, err)
+		}
+	}
+}
+
+// A plain write that meets a live transaction's intent waits for it, up to
+// IntentWait, and then fails with a retryable error; once the transaction
+// commits the write goes through on top of it.
+func TestWriteWaitsForALiveTransaction(t *testing.T) {
+	tc := startClusterWith(t, 1, func(c *Config) { c.Txn.IntentWait = 300 * time.Millisecond })
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	eventually(t, 20*time.Second, "a first transaction", func() error {
+		return c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k"), []byte("0")) })
+	})
+	inTxn, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Txn(ctx, func(tx *client.Tx) error {
+			if err := tx.Put(ctx, []byte("k"), []byte("txn")); err != nil {
+				return err
+			}
+			close(inTxn)
+			<-release
+			return nil
+		})
+	}()
+	<-inTxn
+	start := time.Now()
+	err := c.Put(ctx, []byte("k"), []byte("plain"))
+	if waited := time.Since(start); !errors.Is(err, client.ErrTxnRetry) || !strings.Contains(err.Error(), "still running after a wait of 300ms: retry") || waited < 250*time.Millisecond {
+		t.Fatalf("a put under a live intent: %v after %v; want a retryable refusal after about 300ms", err, waited)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the put after the commit", func() error { return c.Put(ctx, []byte("k"), []byte("plain")) })
+	if v, err := c.Get(ctx, []byte("k")); err != nil || string(v) != "plain" {
+		t.Fatalf("k = %q, %v", v, err)
+	}
 }
