@@ -29,9 +29,11 @@ import (
 //	                                   write keys, routed to their range's
 //	                                   leaseholder unless range/node is given;
 //	                                   raw skips the request-path key check
-//	get [node=N] [mode=any|bounded] [staleness=D] k...
+//	get [node=N] [mode=any|bounded] [staleness=D] [txn=T] [settle] k...
 //	                                   reads, linearizable unless mode is given
-//	                                   (bounded: at most D stale, default 1s)
+//	                                   (bounded: at most D stale, default 1s), as
+//	                                   transaction T (its own intents show);
+//	                                   settle: until the output is as expected
 //	batch-get [range=R] k...           one BatchGet (routed by the first key)
 //	delete k...                        deletes; prints whether the key existed
 //	cas k=K (expect=V | absent) (new=V | delete)
@@ -552,8 +554,20 @@ func (d *ddDriver) get(t *testing.T, td *datadriven.TestData) string {
 	default:
 		td.Fatalf(t, "unknown read mode %q", mode)
 	}
+	if td.HasArg("txn") {
+		var id string
+		td.ScanArgs(t, "txn", &id)
+		ro.Txn = []byte(id)
+	}
+	if td.HasArg("settle") {
+		return d.settle(td, func() string { return d.getKeys(t, td, ro) })
+	}
+	return d.getKeys(t, td, ro)
+}
+
+func (d *ddDriver) getKeys(t *testing.T, td *datadriven.TestData, ro ReadOptions) string {
 	var out strings.Builder
-	for _, a := range kvArgs(td, "range", "node", "mode", "staleness") {
+	for _, a := range kvArgs(td, "range", "node", "mode", "staleness", "txn", "settle") {
 		var v []byte
 		var found bool
 		err := d.do(t, td, []byte(a.Key), true, func(ctx context.Context, r *Replica) error {

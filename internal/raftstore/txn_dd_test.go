@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,8 +29,6 @@ import (
 //	                                   the record's operations; each prints the
 //	                                   record's status after it
 //	txn-resolve txn=T anchor=K status=commit|abort k...
-//	txn-get [txn=T] [node=N] k...      reads (as T: its own intents show);
-//	                                   on N: its local data (settles)
 //	txn-record node=N txn=T anchor=K   the record as N's engine holds it
 func (d *ddDriver) runTxn(t *testing.T, td *datadriven.TestData) (string, bool) {
 	switch td.Cmd {
@@ -55,8 +52,6 @@ func (d *ddDriver) runTxn(t *testing.T, td *datadriven.TestData) (string, bool) 
 		return d.txnRecordOp(t, td), true
 	case "txn-resolve":
 		return d.txnResolve(t, td), true
-	case "txn-get":
-		return d.txnGet(t, td), true
 	case "txn-record":
 		return d.txnShowRecord(t, td), true
 	}
@@ -154,45 +149,6 @@ func (d *ddDriver) txnResolve(t *testing.T, td *datadriven.TestData) string {
 		return fmtErr(err)
 	}
 	return "ok"
-}
-
-func (d *ddDriver) txnGet(t *testing.T, td *datadriven.TestData) string {
-	var ro ReadOptions
-	if td.HasArg("txn") {
-		var id string
-		td.ScanArgs(t, "txn", &id)
-		ro.Txn = []byte(id)
-	}
-	read := func() string {
-		var out strings.Builder
-		for _, a := range td.CmdArgs {
-			if len(a.Vals) > 0 {
-				continue
-			}
-			var v []byte
-			var found bool
-			err := d.do(t, td, []byte(a.Key), true, func(ctx context.Context, r *Replica) error {
-				var err error
-				v, found, err = r.Get(ctx, []byte(a.Key), ro)
-				return err
-			})
-			switch {
-			case err != nil:
-				fmt.Fprintf(&out, "%s: %s\n", a.Key, fmtErr(err))
-			case !found:
-				fmt.Fprintf(&out, "%s: not found\n", a.Key)
-			default:
-				fmt.Fprintf(&out, "%s=%s\n", a.Key, v)
-			}
-		}
-		return out.String()
-	}
-	if !td.HasArg("node") {
-		return read()
-	}
-	// A follower's local data, once it has applied what the output says.
-	ro.Mode = tidekvpb.ReadMode_ANY
-	return d.settle(td, read)
 }
 
 // txnShowRecord reads the record from a node's engine, as its replicas
