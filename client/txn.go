@@ -130,5 +130,5 @@ func txnError(op string, err error) error {
 	case classInvalid:
 		return fmt.Errorf("%w: transaction %s: %s", ErrInvalidArgument, op, st.Message())
 	}
-	return fmt.Errorf("transaction %s: %w", op, err)
+	return fmt.Errorf("transaction %s: %s", op, st.Message())
 }

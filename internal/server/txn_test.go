@@ -15,6 +15,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 const (
@@ -279,5 +280,25 @@ func TestWriteWaitsForALiveTransaction(t *testing.T) {
 	eventually(t, 5*time.Second, "the put after the commit", func() error { return c.Put(ctx, []byte("k"), []byte("plain")) })
 	if v, err := c.Get(ctx, []byte("k")); err != nil || string(v) != "plain" {
 		t.Fatalf("k = %q, %v", v, err)
+	}
+}
+
+// A cluster whose nodes apply log version 6 at most refuses transactions
+// with one sentence, and nothing of them is written.
+func TestTxnRefusedBelowLogVersion7(t *testing.T) {
+	tc := startClusterWith(t, 1, func(c *Config) { c.Raft.MaxLogVersion = raftstore.LogVersionKeySpaces })
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eventually(t, 10*time.Second, "a plain write", func() error { return c.Put(ctx, []byte("k"), []byte("v")) })
+	const want = "transaction write: the cluster has not finished upgrading: a transaction needs log version 7 on every node, and this node has learnt 6 (a node still runs an older binary?)"
+	eventually(t, 10*time.Second, "the refusal at version 6", func() error {
+		if err := c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k"), []byte("txn")) }); err == nil || err.Error() != want {
+			return fmt.Errorf("a transaction at log version 6: %v", err)
+		}
+		return nil
+	})
+	if v, err := c.Get(ctx, []byte("k")); err != nil || string(v) != "v" {
+		t.Fatalf("k = %q, %v after the refused transaction", v, err)
 	}
 }

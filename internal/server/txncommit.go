@@ -2,8 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/hlc"
@@ -81,15 +85,26 @@ func (c *coordinator) resolveCommitted(key *tidekvpb.TxnKey, keys [][]byte, comm
 
 func (t *txnService) Get(ctx context.Context, req *tidekvpb.TxnGetRequest) (*tidekvpb.TxnGetResponse, error) {
 	resp, err := t.coord.Get(ctx, req.GetTxn(), req.GetKey())
-	return resp, t.s.toStatus(err)
+	return resp, t.s.toStatus(innerStatus(err))
 }
 
 func (t *txnService) Write(ctx context.Context, req *tidekvpb.TxnWriteRequest) (*tidekvpb.TxnWriteResponse, error) {
 	resp, err := t.coord.Write(ctx, req.GetTxn(), req.GetOps())
-	return resp, t.s.toStatus(err)
+	return resp, t.s.toStatus(innerStatus(err))
 }
 
 func (t *txnService) End(ctx context.Context, req *tidekvpb.TxnEndRequest) (*tidekvpb.TxnEndResponse, error) {
 	resp, err := t.coord.End(ctx, req.GetTxn(), req.GetCommit())
-	return resp, t.s.toStatus(err)
+	return resp, t.s.toStatus(innerStatus(err))
+}
+
+// innerStatus is the status a range's node answered the coordinator's
+// router with, when err carries one: its code and its own sentence, not
+// the router's wrapping around it.
+func innerStatus(err error) error {
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) && se.GRPCStatus().Code() != codes.Unknown {
+		return se.GRPCStatus().Err()
+	}
+	return err
 }
