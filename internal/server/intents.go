@@ -34,7 +34,9 @@ func (s *Server) newIntentWait() *intentWait {
 }
 
 // resolve clears the way past ie: nil when the request may run again, a
-// TXN_RETRY error once the wait is over.
+// TXN_RETRY error once the wait is over. The first push goes at once, the
+// next ones (a live holder, or a replica that has not applied the
+// resolution yet) after a back-off.
 func (w *intentWait) resolve(ctx context.Context, ie *raftstore.IntentError) error {
 	router, err := w.s.router()
 	if err != nil {
@@ -42,7 +44,9 @@ func (w *intentWait) resolve(ctx context.Context, ie *raftstore.IntentError) err
 	}
 	txn := &tidekvpb.TxnKey{Id: ie.Txn.GetId(), Anchor: ie.Txn.GetAnchor()}
 	for {
-		w.pushes++
+		if err := w.pause(ctx, ie); err != nil {
+			return err
+		}
 		rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: txn, Op: tidekvpb.TxnRecordOp_TXN_PUSH,
 			ExpiryMs: uint32(w.s.cfg.Txn.Expiry.Milliseconds())})
 		if err != nil {
@@ -51,17 +55,26 @@ func (w *intentWait) resolve(ctx context.Context, ie *raftstore.IntentError) err
 		if st := rec.GetStatus(); st != tidekvpb.TxnStatus_TXN_PENDING {
 			return router.ResolveIntents(ctx, txn, [][]byte{ie.Key}, st == tidekvpb.TxnStatus_TXN_COMMITTED, rec.GetCommitTimestamp().HLC())
 		}
-		left := time.Until(w.deadline)
-		if left <= 0 {
-			return &txnRetryError{fmt.Sprintf("key %q holds an intent of transaction %x, still running after a wait of %v: retry", ie.Key, ie.Txn.GetId(), w.s.cfg.Txn.IntentWait)}
-		}
-		t := time.NewTimer(min(left, control.Backoff(w.pushes, 10*time.Millisecond, 200*time.Millisecond)))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
+	}
+}
+
+// pause waits before every push but the first, never past the deadline.
+func (w *intentWait) pause(ctx context.Context, ie *raftstore.IntentError) error {
+	w.pushes++
+	if w.pushes == 1 {
+		return nil
+	}
+	left := time.Until(w.deadline)
+	if left <= 0 {
+		return &txnRetryError{fmt.Sprintf("key %q holds an intent of transaction %x, still running after a wait of %v: retry", ie.Key, ie.Txn.GetId(), w.s.cfg.Txn.IntentWait)}
+	}
+	t := time.NewTimer(min(left, control.Backoff(w.pushes-1, 10*time.Millisecond, 200*time.Millisecond)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
