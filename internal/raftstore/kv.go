@@ -80,7 +80,7 @@ func (r *Replica) get(rd storage.Reader, versioned bool, key []byte, ro ReadOpti
 	}
 	*buf = keys.AppendVersionedKey((*buf)[:0], key)
 	now := r.expiryAt(ts)
-	ver, err := mvcc.Get(rd, *buf, readAt(ts))
+	ver, err := r.readVersion(rd, *buf, ts, ro.Txn)
 	if err == nil && ver.Txn != nil {
 		err = r.foreignIntent(key, ver, ro.Txn)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/mvcc"
+	"github.com/tidekv/tidekv/internal/storage"
 )
 
 // Transactions on a replica (docs/transactions.md step 5): the leaseholder
@@ -81,6 +82,22 @@ func (r *Replica) foreignIntent(key []byte, ver mvcc.Version, txn []byte) error 
 		return err
 	}
 	return &IntentError{RangeID: r.rangeID, Key: append([]byte(nil), key...), Txn: ref, Timestamp: ver.Timestamp}
+}
+
+// readVersion reads the version of vk a read at ts (zero: the newest)
+// sees; a transaction (txn, its ID) sees its own intent whatever its
+// timestamp, since its writes may have been pushed above its reads.
+func (r *Replica) readVersion(rd storage.Reader, vk []byte, ts hlc.Timestamp, txn []byte) (mvcc.Version, error) {
+	if len(txn) > 0 && !ts.IsZero() {
+		newest, err := mvcc.Get(rd, vk, hlc.MaxTimestamp)
+		if err != nil || newest.Txn == nil {
+			return mvcc.Get(rd, vk, ts)
+		}
+		if ref, err := decodeTxnRef(newest.Txn); err != nil || bytes.Equal(ref.GetId(), txn) {
+			return newest, err
+		}
+	}
+	return mvcc.Get(rd, vk, readAt(ts))
 }
 
 func (r *Replica) needTxnVersion() error {

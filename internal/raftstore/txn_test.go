@@ -105,3 +105,31 @@ func TestRecordTransitions(t *testing.T) {
 		})
 	}
 }
+
+// A transaction reads its own write even when the write was pushed above
+// its read timestamp; another reader at that timestamp does not see it.
+func TestTxnReadsItsOwnPushedWrite(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	tc.migrate(t, testRangeID)
+	r := tc.leader(testRangeID)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tc.put("k", "old")
+	readTS := r.store.hlc.Now()
+	ref := &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("k")}
+	// A read at a later timestamp pushes the transaction's write above it.
+	later := hlc.Timestamp{WallTime: readTS.WallTime + int64(5*time.Millisecond)}
+	if _, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: later}); err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := r.WriteIntents(ctx, ref, readTS, []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("new")}})
+	if err != nil || !later.Less(wrote) {
+		t.Fatalf("intent written at %s (%v), want above the read at %s", wrote, err, later)
+	}
+	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: readTS, Txn: ref.GetId()}); err != nil || string(v) != "new" {
+		t.Fatalf("the transaction reads %q, %v at its read timestamp; want its own write", v, err)
+	}
+	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: readTS}); err != nil || string(v) != "old" {
+		t.Fatalf("another reader at %s reads %q, %v; want the old value below the intent", readTS, v, err)
+	}
+}
