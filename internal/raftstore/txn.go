@@ -197,24 +197,32 @@ func (r *Replica) ResolveIntents(ctx context.Context, txn *tidekvpb.TxnRef, ks [
 	return err
 }
 
-// Intents lists up to limit keys of the range that hold an intent, as this
-// replica's data has them: what a GC pass would push (not yet: step 5
-// leaves intents to whoever meets them) and what tests check is gone.
-func (r *Replica) Intents(limit int) ([][]byte, error) {
+// MayHoldIntents reports whether an intent was ever written to the range
+// (ReplicaState.may_hold_intents).
+func (r *Replica) MayHoldIntents() bool { return r.mayHoldIntents.Load() }
+
+// Intents lists up to limit of the range's intents, as this replica's data
+// has them: what the GC queue pushes (the intents nobody runs into) and
+// what tests check is gone.
+func (r *Replica) Intents(limit int) ([]*IntentError, error) {
 	d := r.desc.Load()
 	if d == nil || !r.VersionedLayout() {
 		return nil, nil
 	}
-	var out [][]byte
+	var out []*IntentError
 	lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
 	for from := lo; from != nil && len(out) < limit; {
 		_, resume, err := mvcc.ScanNewest(r.store.eng, from, hi, r.readNow(), 1024, 1<<20)
 		var ie *mvcc.IntentError
-		switch {
-		case errors.As(err, &ie):
-			out = append(out, keys.UserKey(ie.Key))
-			resume = append(ie.Key, 0) // the next key after it
-		case err != nil:
+		if errors.As(err, &ie) {
+			ref, derr := decodeTxnRef(ie.Txn)
+			if derr != nil {
+				return nil, derr
+			}
+			out = append(out, &IntentError{RangeID: r.rangeID, Key: keys.UserKey(ie.Key), Txn: ref, Timestamp: ie.Timestamp})
+			resume, err = append(ie.Key, 0), nil // the next key after it
+		}
+		if err != nil {
 			return nil, err
 		}
 		from = resume

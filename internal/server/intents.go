@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"sync"
 	"time"
 
@@ -38,25 +39,60 @@ func (s *Server) newIntentWait() *intentWait {
 // next ones (a live holder, or a replica that has not applied the
 // resolution yet) after a back-off.
 func (w *intentWait) resolve(ctx context.Context, ie *raftstore.IntentError) error {
-	router, err := w.s.router()
-	if err != nil {
-		return err
-	}
-	txn := &tidekvpb.TxnKey{Id: ie.Txn.GetId(), Anchor: ie.Txn.GetAnchor()}
 	for {
 		if err := w.pause(ctx, ie); err != nil {
 			return err
 		}
-		rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: txn, Op: tidekvpb.TxnRecordOp_TXN_PUSH,
-			ExpiryMs: uint32(w.s.cfg.Txn.Expiry.Milliseconds())})
-		if err != nil {
+		if resolved, err := w.s.pushIntent(ctx, ie); err != nil || resolved {
 			return err
-		}
-		if st := rec.GetStatus(); st != tidekvpb.TxnStatus_TXN_PENDING {
-			return router.ResolveIntents(ctx, txn, [][]byte{ie.Key}, st == tidekvpb.TxnStatus_TXN_COMMITTED, rec.GetCommitTimestamp().HLC())
 		}
 	}
 }
+
+// pushIntent pushes the transaction of ie's intent once and, if its record
+// is final (or the push aborted it), resolves the intent: resolved says so.
+func (s *Server) pushIntent(ctx context.Context, ie *raftstore.IntentError) (resolved bool, err error) {
+	router, err := s.router()
+	if err != nil {
+		return false, err
+	}
+	txn := &tidekvpb.TxnKey{Id: ie.Txn.GetId(), Anchor: ie.Txn.GetAnchor()}
+	rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: txn, Op: tidekvpb.TxnRecordOp_TXN_PUSH,
+		ExpiryMs: uint32(s.cfg.Txn.Expiry.Milliseconds())})
+	if err != nil || rec.GetStatus() == tidekvpb.TxnStatus_TXN_PENDING {
+		return false, err
+	}
+	commit := rec.GetStatus() == tidekvpb.TxnStatus_TXN_COMMITTED
+	return true, router.ResolveIntents(ctx, txn, [][]byte{ie.Key}, commit, rec.GetCommitTimestamp().HLC())
+}
+
+// sweepIntents pushes the transactions of r's intents older than the
+// expiry and resolves those it finds final: the intents no request runs
+// into (a dead coordinator's on keys nobody reads). The GC queue runs it
+// on the ranges it leads; a live transaction's intents stay.
+func (s *Server) sweepIntents(ctx context.Context, r *raftstore.Replica) {
+	if !r.MayHoldIntents() {
+		return
+	}
+	ies, err := r.Intents(maxSweptIntents)
+	if err != nil {
+		log.Printf("range %d: listing intents: %v", r.RangeID(), err)
+		return
+	}
+	old := s.store.HLC().Now().WallTime - s.cfg.Txn.Expiry.Nanoseconds()
+	for _, ie := range ies {
+		if ie.Timestamp.WallTime > old {
+			continue
+		}
+		if _, err := s.pushIntent(ctx, ie); err != nil {
+			log.Printf("range %d: pushing the transaction of an old intent: %v", r.RangeID(), err)
+			return
+		}
+	}
+}
+
+// maxSweptIntents bounds one range's sweep per GC round.
+const maxSweptIntents = 1000
 
 // pause waits before every push but the first, never past the deadline.
 func (w *intentWait) pause(ctx context.Context, ie *raftstore.IntentError) error {
