@@ -62,12 +62,6 @@ const (
 // yet (some node still runs an older binary).
 var ErrLogVersion = errors.New("the cluster has not finished upgrading")
 
-// ErrNeedsUpgrade is the ErrLogVersion of a request refused before it was
-// proposed because the cluster's version is too old for it: no retry
-// mends it until every node runs a newer binary (an apply's ErrLogVersion,
-// a range still on its way to a layout, passes with a retry).
-var ErrNeedsUpgrade = fmt.Errorf("%w", ErrLogVersion)
-
 // LogVersion is the log version this store proposes at.
 func (s *Store) LogVersion() uint32 { return s.logVersion.Load() }
 
@@ -125,11 +119,13 @@ func decodeLogVersion(b []byte, ok bool, err error) (uint32, error) {
 	return binary.BigEndian.Uint32(b), nil
 }
 
-// needVersion refuses a request that needs log version v before the
-// cluster has reached it.
+// NeedVersion refuses a request that needs log version v before the
+// cluster has reached it (ErrLogVersion, with one sentence).
+func (s *Store) NeedVersion(v uint32, what string) error { return s.needVersion(v, what) }
+
 func (s *Store) needVersion(v uint32, what string) error {
 	if s.logVersion.Load() >= v {
 		return nil
 	}
-	return fmt.Errorf("%w: %s needs log version %d on every node, and this node has learnt %d (a node still runs an older binary?)", ErrNeedsUpgrade, what, v, s.logVersion.Load())
+	return fmt.Errorf("%w: %s needs log version %d on every node, and this node has learnt %d (a node still runs an older binary?)", ErrLogVersion, what, v, s.logVersion.Load())
 }

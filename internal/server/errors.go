@@ -80,10 +80,6 @@ func (s *Server) toStatus(err error) error {
 		return withDetail(codes.FailedPrecondition, err.Error(), d)
 	case raftstore.RetryableTxnError(err) || errors.As(err, &tr) || errors.Is(err, client.ErrTxnRetry):
 		return withDetail(codes.Aborted, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_TXN_RETRY})
-	case errors.Is(err, raftstore.ErrNeedsUpgrade):
-		// Not there yet on this cluster: no other node or attempt does
-		// better until every node runs the newer binary.
-		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, raftstore.ErrAmbiguous):
 		return withDetail(codes.Unavailable, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_AMBIGUOUS})
 	case errors.Is(err, raftstore.ErrOverloaded):

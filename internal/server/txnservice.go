@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -22,8 +25,16 @@ func txnRef(k *tidekvpb.TxnKey) *tidekvpb.TxnRef {
 	return &tidekvpb.TxnRef{Id: k.GetId(), Anchor: k.GetAnchor()}
 }
 
-// checkTxnKey refuses a transaction without an ID or a record's key.
+// checkTxnKey refuses a transaction step before the cluster is at log
+// version 7, or without an ID or a record's key. The version refusal
+// answers UNIMPLEMENTED, which the routing client does not retry: a
+// transaction fails with its sentence at once (a plain request's
+// ErrLogVersion answers UNAVAILABLE and is retried, which carries it over a
+// cluster's first heartbeats).
 func (s *Server) checkTxnKey(k *tidekvpb.TxnKey) error {
+	if err := s.store.NeedVersion(raftstore.LogVersionTxn, "a transaction"); err != nil {
+		return status.Error(codes.Unimplemented, err.Error())
+	}
 	if len(k.GetId()) == 0 || len(k.GetId()) > 64 {
 		return invalidArg("a transaction needs an ID of 1 to 64 bytes, got %d", len(k.GetId()))
 	}
@@ -138,7 +149,10 @@ func (t *txnService) ResolveIntents(ctx context.Context, req *tidekvpb.ResolveIn
 func (t *txnService) Refresh(ctx context.Context, req *tidekvpb.RefreshRequest) (*tidekvpb.RefreshResponse, error) {
 	s := t.s
 	validate := func() error {
-		if len(req.GetKeys()) == 0 || len(req.GetTxnId()) == 0 || req.GetFrom().GetWallNanos() <= 0 {
+		if err := s.checkTxnKey(&tidekvpb.TxnKey{Id: req.GetTxnId(), Anchor: firstKey(req.GetKeys())}); err != nil {
+			return err
+		}
+		if len(req.GetKeys()) == 0 || req.GetFrom().GetWallNanos() <= 0 {
 			return invalidArg("a refresh needs keys, a transaction ID and its timestamps")
 		}
 		return nil
