@@ -336,6 +336,8 @@ func (c *Client) afterFailure(ctx context.Context, r *rpc, s *attempts, a *attem
 		return 0, false, fmt.Errorf("%w: %s", ErrInvalidArgument, invalidReason(st))
 	case classNotFound:
 		return 0, false, fmt.Errorf("%w: %s", ErrNotFound, st.Message())
+	case classTxnRetry:
+		return 0, false, fmt.Errorf("%w: %s", ErrTxnRetry, st.Message())
 	case classNotLeader, classStaleReplica:
 		return c.afterNotLeader(s, a, d), false, nil
 	case classStale:

@@ -24,6 +24,7 @@ type nodeConn struct {
 	cc    *grpc.ClientConn
 	kv    tidekvpb.KVClient // a muxKV unless Config.UnaryRPC
 	admin tidekvpb.AdminClient
+	txn   tidekvpb.TxnClient
 	peer  *peerStats // round trips and failures, for replica choice
 }
 
@@ -118,7 +119,7 @@ func (p *connPool) get(addr string) (*nodeConn, error) {
 	if p.unary {
 		kv = tidekvpb.NewKVClient(cc)
 	}
-	nc := &nodeConn{addr: addr, cc: cc, kv: kv, admin: tidekvpb.NewAdminClient(cc), peer: peer}
+	nc := &nodeConn{addr: addr, cc: cc, kv: kv, admin: tidekvpb.NewAdminClient(cc), txn: tidekvpb.NewTxnClient(cc), peer: peer}
 	p.conns.Store(addr, nc)
 	return nc, nil
 }

@@ -30,6 +30,11 @@ var (
 	ErrInvalidArgument = errors.New("tidekv: invalid argument")
 	// ErrClosed: the Client has been closed.
 	ErrClosed = errors.New("tidekv: client closed")
+	// ErrTxnRetry: a transaction cannot go on as it is (it met another
+	// transaction's intent that did not go away in time, wrote below a
+	// newer committed version, its reads changed before its commit, or it
+	// was aborted); running it again from the start may succeed. Txn does.
+	ErrTxnRetry = errors.New("tidekv: transaction must restart")
 	// ErrNoReadAt: a node answered a read at a timestamp (ReadAt) with the
 	// newest data, as a binary from before reads at timestamps does: they
 	// need every node of the cluster upgraded.
@@ -53,6 +58,7 @@ type errClass int
 const (
 	classFatal        errClass = iota // return to the caller as is
 	classInvalid                      // ErrInvalidArgument, never retried
+	classTxnRetry                     // ErrTxnRetry: the transaction restarts, not the request
 	classNotFound                     // ErrNotFound
 	classNotLeader                    // NOT_LEASEHOLDER: redirect
 	classStale                        // RANGE_NOT_FOUND / KEY_MISMATCH: fix the cache
@@ -82,6 +88,8 @@ func classify(st *status.Status, d *tidekvpb.ErrorDetail) errClass {
 		return classUnavailable
 	case tidekvpb.ErrorKind_STALE_REPLICA:
 		return classStaleReplica
+	case tidekvpb.ErrorKind_TXN_RETRY:
+		return classTxnRetry
 	}
 	switch st.Code() {
 	case codes.InvalidArgument, codes.OutOfRange:

@@ -65,7 +65,7 @@ func (c *Client) get(ctx context.Context, key []byte, opts []ReadOption) (*tidek
 	if err != nil {
 		return nil, err
 	}
-	req := &tidekvpb.GetRequest{Key: key, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), ReadTimestamp: ro.timestamp(), Keyspace: keyspace.NameFrom(ctx)}
+	req := &tidekvpb.GetRequest{Key: key, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), ReadTimestamp: ro.timestamp(), Keyspace: keyspace.NameFrom(ctx), TxnId: []byte(ro.txn)}
 	var resp *tidekvpb.GetResponse
 	r := &rpc{op: "get", key: key, idempotent: true, read: ro}
 	r.call = func(ctx context.Context, nc *nodeConn) (err error) {

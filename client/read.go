@@ -23,6 +23,9 @@ type ReadOption struct {
 	bound time.Duration
 	// at is the timestamp of a read at a timestamp (zero: the newest data).
 	at hlc.Timestamp
+	// txn is the ID of the transaction reading (TxnReadAt); a string
+	// keeps options comparable.
+	txn string
 }
 
 // MinStaleness is the smallest bound Bounded accepts: the wire carries the
@@ -58,6 +61,12 @@ func Any() ReadOption { return ReadOption{mode: tidekvpb.ReadMode_ANY} }
 // (now − gc-ttl) nor more than the cluster's maximum clock offset ahead of
 // the serving node's clock (ErrInvalidArgument).
 func ReadAt(ts hlc.Timestamp) ReadOption { return ReadOption{at: ts} }
+
+// TxnReadAt reads at ts as transaction txn, which sees its own intents:
+// how a node's transaction coordinator reads (applications use Txn).
+func TxnReadAt(ts hlc.Timestamp, txn []byte) ReadOption {
+	return ReadOption{at: ts, txn: string(txn)}
+}
 
 // FollowerReadAt is ReadAt served by the cheapest replica whose closed
 // timestamp has reached ts (on a quiet cluster, anything older than a
@@ -108,11 +117,14 @@ func (o ReadOption) MaxStaleness() time.Duration {
 func (o ReadOption) Timestamp() hlc.Timestamp { return o.at }
 
 // timestamp is the wire read timestamp (nil: none).
-func (o ReadOption) timestamp() *tidekvpb.Timestamp {
-	if o.at.IsZero() {
+func (o ReadOption) timestamp() *tidekvpb.Timestamp { return wireTS(o.at) }
+
+// wireTS is ts on the wire (nil for zero: none).
+func wireTS(ts hlc.Timestamp) *tidekvpb.Timestamp {
+	if ts.IsZero() {
 		return nil
 	}
-	return tidekvpb.FromHLC(o.at)
+	return tidekvpb.FromHLC(ts)
 }
 
 // served checks that an answer to a read in o was read at o's timestamp

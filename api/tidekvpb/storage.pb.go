@@ -76,6 +76,71 @@ func (DataLayout) EnumDescriptor() ([]byte, []int) {
 	return file_storage_proto_rawDescGZIP(), []int{0}
 }
 
+type TxnCommand_Op int32
+
+const (
+	TxnCommand_OP_UNSPECIFIED TxnCommand_Op = 0
+	// Write writes (puts and deletes) as txn's intents.
+	TxnCommand_WRITE_INTENTS TxnCommand_Op = 1
+	// Create the record PENDING or refresh its heartbeat.
+	TxnCommand_HEARTBEAT TxnCommand_Op = 2
+	// Set the record to status (COMMITTED at commit_timestamp, or ABORTED).
+	TxnCommand_END TxnCommand_Op = 3
+	// Abort the record if its heartbeat is older than expiry_nanos before
+	// the command's timestamp (or it has none); report it either way.
+	TxnCommand_PUSH TxnCommand_Op = 4
+	// Commit txn's intents on keys at commit_timestamp (status COMMITTED)
+	// or remove them (ABORTED).
+	TxnCommand_RESOLVE TxnCommand_Op = 5
+)
+
+// Enum value maps for TxnCommand_Op.
+var (
+	TxnCommand_Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "WRITE_INTENTS",
+		2: "HEARTBEAT",
+		3: "END",
+		4: "PUSH",
+		5: "RESOLVE",
+	}
+	TxnCommand_Op_value = map[string]int32{
+		"OP_UNSPECIFIED": 0,
+		"WRITE_INTENTS":  1,
+		"HEARTBEAT":      2,
+		"END":            3,
+		"PUSH":           4,
+		"RESOLVE":        5,
+	}
+)
+
+func (x TxnCommand_Op) Enum() *TxnCommand_Op {
+	p := new(TxnCommand_Op)
+	*p = x
+	return p
+}
+
+func (x TxnCommand_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TxnCommand_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_storage_proto_enumTypes[1].Descriptor()
+}
+
+func (TxnCommand_Op) Type() protoreflect.EnumType {
+	return &file_storage_proto_enumTypes[1]
+}
+
+func (x TxnCommand_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TxnCommand_Op.Descriptor instead.
+func (TxnCommand_Op) EnumDescriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{17, 0}
+}
+
 // NodeIdent is written once into a node's engine when it joins a cluster.
 type NodeIdent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -153,8 +218,13 @@ type ReplicaState struct {
 	// applied_index alone; otherwise the bound is unknown.
 	VersionBound      *LogTimestamp `protobuf:"bytes,8,opt,name=version_bound,json=versionBound,proto3" json:"version_bound,omitempty"`
 	VersionBoundIndex uint64        `protobuf:"varint,9,opt,name=version_bound_index,json=versionBoundIndex,proto3" json:"version_bound_index,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Log version 7: some transaction's intent may be in the range, so a
+	// non-transactional write reads its keys for one (raftstore/txn.go). Set
+	// by the first intent written, inherited by a split's halves, either
+	// half's on a merge, carried by snapshots; never cleared yet.
+	MayHoldIntents bool `protobuf:"varint,10,opt,name=may_hold_intents,json=mayHoldIntents,proto3" json:"may_hold_intents,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReplicaState) Reset() {
@@ -250,6 +320,13 @@ func (x *ReplicaState) GetVersionBoundIndex() uint64 {
 	return 0
 }
 
+func (x *ReplicaState) GetMayHoldIntents() bool {
+	if x != nil {
+		return x.MayHoldIntents
+	}
+	return false
+}
+
 // Tombstone marks a destroyed replica: messages addressed to replica IDs
 // below next_replica_id are stale and dropped.
 type Tombstone struct {
@@ -308,8 +385,10 @@ type SnapshotData struct {
 	// The range's version bound (ReplicaState.version_bound), when known.
 	VersionBound      *LogTimestamp `protobuf:"bytes,4,opt,name=version_bound,json=versionBound,proto3" json:"version_bound,omitempty"`
 	VersionBoundKnown bool          `protobuf:"varint,5,opt,name=version_bound_known,json=versionBoundKnown,proto3" json:"version_bound_known,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// ReplicaState.may_hold_intents.
+	MayHoldIntents bool `protobuf:"varint,6,opt,name=may_hold_intents,json=mayHoldIntents,proto3" json:"may_hold_intents,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SnapshotData) Reset() {
@@ -373,6 +452,13 @@ func (x *SnapshotData) GetVersionBound() *LogTimestamp {
 func (x *SnapshotData) GetVersionBoundKnown() bool {
 	if x != nil {
 		return x.VersionBoundKnown
+	}
+	return false
+}
+
+func (x *SnapshotData) GetMayHoldIntents() bool {
+	if x != nil {
+		return x.MayHoldIntents
 	}
 	return false
 }
@@ -1130,7 +1216,9 @@ type RaftCommand struct {
 	Timestamp     *LogTimestamp         `protobuf:"bytes,12,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
 	MigrateLayout *MigrateLayoutCommand `protobuf:"bytes,13,opt,name=migrate_layout,json=migrateLayout,proto3" json:"migrate_layout,omitempty"`
 	// Log version 5.
-	Gc            *GCCommand `protobuf:"bytes,14,opt,name=gc,proto3" json:"gc,omitempty"`
+	Gc *GCCommand `protobuf:"bytes,14,opt,name=gc,proto3" json:"gc,omitempty"`
+	// Log version 7: a transaction's intents, record or resolution.
+	Txn           *TxnCommand `protobuf:"bytes,15,opt,name=txn,proto3" json:"txn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1263,6 +1351,237 @@ func (x *RaftCommand) GetGc() *GCCommand {
 	return nil
 }
 
+func (x *RaftCommand) GetTxn() *TxnCommand {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+// TxnRef names a transaction wherever its intents or record need it: its
+// ID and its record's key (the anchor, a user key). Every intent stores
+// one, so whoever meets an intent knows where to push.
+type TxnRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Anchor        []byte                 `protobuf:"bytes,2,opt,name=anchor,proto3" json:"anchor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnRef) Reset() {
+	*x = TxnRef{}
+	mi := &file_storage_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRef) ProtoMessage() {}
+
+func (x *TxnRef) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRef.ProtoReflect.Descriptor instead.
+func (*TxnRef) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TxnRef) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *TxnRef) GetAnchor() []byte {
+	if x != nil {
+		return x.Anchor
+	}
+	return nil
+}
+
+// TxnRecord is a transaction's record, stored beside its anchor's
+// versions (internal/mvcc.RecordKey).
+type TxnRecord struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Txn    *TxnRef                `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	Status TxnStatus              `protobuf:"varint,2,opt,name=status,proto3,enum=tidekv.TxnStatus" json:"status,omitempty"`
+	// Once COMMITTED: the timestamp its intents commit at.
+	CommitTimestamp *LogTimestamp `protobuf:"bytes,3,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	// HLC wall time of the last heartbeat: the timestamp of the command
+	// that created or heartbeat the record.
+	HeartbeatWallNanos int64 `protobuf:"varint,4,opt,name=heartbeat_wall_nanos,json=heartbeatWallNanos,proto3" json:"heartbeat_wall_nanos,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *TxnRecord) Reset() {
+	*x = TxnRecord{}
+	mi := &file_storage_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRecord) ProtoMessage() {}
+
+func (x *TxnRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRecord.ProtoReflect.Descriptor instead.
+func (*TxnRecord) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TxnRecord) GetTxn() *TxnRef {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *TxnRecord) GetStatus() TxnStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TxnStatus_TXN_PENDING
+}
+
+func (x *TxnRecord) GetCommitTimestamp() *LogTimestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
+func (x *TxnRecord) GetHeartbeatWallNanos() int64 {
+	if x != nil {
+		return x.HeartbeatWallNanos
+	}
+	return 0
+}
+
+// TxnCommand is one transaction step, evaluated at apply from the command
+// and the range's data only (raftstore/txn.go). The command's timestamp
+// (RaftCommand.timestamp) is the intents' timestamp and the "now" a
+// heartbeat or push is judged at.
+type TxnCommand struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Op              TxnCommand_Op          `protobuf:"varint,1,opt,name=op,proto3,enum=tidekv.TxnCommand_Op" json:"op,omitempty"`
+	Txn             *TxnRef                `protobuf:"bytes,2,opt,name=txn,proto3" json:"txn,omitempty"`
+	Writes          []*LogWrite            `protobuf:"bytes,3,rep,name=writes,proto3" json:"writes,omitempty"`
+	Status          TxnStatus              `protobuf:"varint,4,opt,name=status,proto3,enum=tidekv.TxnStatus" json:"status,omitempty"`
+	CommitTimestamp *LogTimestamp          `protobuf:"bytes,5,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	ExpiryNanos     int64                  `protobuf:"varint,6,opt,name=expiry_nanos,json=expiryNanos,proto3" json:"expiry_nanos,omitempty"`
+	Keys            [][]byte               `protobuf:"bytes,7,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnCommand) Reset() {
+	*x = TxnCommand{}
+	mi := &file_storage_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnCommand) ProtoMessage() {}
+
+func (x *TxnCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnCommand.ProtoReflect.Descriptor instead.
+func (*TxnCommand) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TxnCommand) GetOp() TxnCommand_Op {
+	if x != nil {
+		return x.Op
+	}
+	return TxnCommand_OP_UNSPECIFIED
+}
+
+func (x *TxnCommand) GetTxn() *TxnRef {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *TxnCommand) GetWrites() []*LogWrite {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *TxnCommand) GetStatus() TxnStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TxnStatus_TXN_PENDING
+}
+
+func (x *TxnCommand) GetCommitTimestamp() *LogTimestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
+func (x *TxnCommand) GetExpiryNanos() int64 {
+	if x != nil {
+		return x.ExpiryNanos
+	}
+	return 0
+}
+
+func (x *TxnCommand) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
 type MergeCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The right-hand range as frozen.
@@ -1273,7 +1592,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_storage_proto_msgTypes[15]
+	mi := &file_storage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1604,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[15]
+	mi := &file_storage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1617,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{15}
+	return file_storage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MergeCommand) GetRhs() *RangeDescriptor {
@@ -1316,7 +1635,7 @@ const file_storage_proto_rawDesc = "" +
 	"\tNodeIdent\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xb2\x03\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xdc\x03\n" +
 	"\fReplicaState\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12+\n" +
 	"\x04desc\x18\x02 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x120\n" +
@@ -1327,15 +1646,18 @@ const file_storage_proto_rawDesc = "" +
 	"\x06layout\x18\x06 \x01(\x0e2\x12.tidekv.DataLayoutR\x06layout\x127\n" +
 	"\fgc_threshold\x18\a \x01(\v2\x14.tidekv.LogTimestampR\vgcThreshold\x129\n" +
 	"\rversion_bound\x18\b \x01(\v2\x14.tidekv.LogTimestampR\fversionBound\x12.\n" +
-	"\x13version_bound_index\x18\t \x01(\x04R\x11versionBoundIndex\"3\n" +
+	"\x13version_bound_index\x18\t \x01(\x04R\x11versionBoundIndex\x12(\n" +
+	"\x10may_hold_intents\x18\n" +
+	" \x01(\bR\x0emayHoldIntents\"3\n" +
 	"\tTombstone\x12&\n" +
-	"\x0fnext_replica_id\x18\x01 \x01(\x04R\rnextReplicaId\"\x8b\x02\n" +
+	"\x0fnext_replica_id\x18\x01 \x01(\x04R\rnextReplicaId\"\xb5\x02\n" +
 	"\fSnapshotData\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12*\n" +
 	"\x06layout\x18\x02 \x01(\x0e2\x12.tidekv.DataLayoutR\x06layout\x127\n" +
 	"\fgc_threshold\x18\x03 \x01(\v2\x14.tidekv.LogTimestampR\vgcThreshold\x129\n" +
 	"\rversion_bound\x18\x04 \x01(\v2\x14.tidekv.LogTimestampR\fversionBound\x12.\n" +
-	"\x13version_bound_known\x18\x05 \x01(\bR\x11versionBoundKnown\"M\n" +
+	"\x13version_bound_known\x18\x05 \x01(\bR\x11versionBoundKnown\x12(\n" +
+	"\x10may_hold_intents\x18\x06 \x01(\bR\x0emayHoldIntents\"M\n" +
 	"\fSplitCommand\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\fR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
@@ -1395,7 +1717,7 @@ const file_storage_proto_rawDesc = "" +
 	"safe_point\x18\x01 \x01(\v2\x14.tidekv.LogTimestampR\tsafePoint\x12\x1d\n" +
 	"\n" +
 	"resume_key\x18\x02 \x01(\fR\tresumeKey\x12\x16\n" +
-	"\x06budget\x18\x03 \x01(\rR\x06budget\"\xdf\x04\n" +
+	"\x06budget\x18\x03 \x01(\rR\x06budget\"\x85\x05\n" +
 	"\vRaftCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12(\n" +
@@ -1414,7 +1736,32 @@ const file_storage_proto_rawDesc = "" +
 	"\x05batch\x18\v \x03(\v2\x13.tidekv.RaftCommandR\x05batch\x122\n" +
 	"\ttimestamp\x18\f \x01(\v2\x14.tidekv.LogTimestampR\ttimestamp\x12C\n" +
 	"\x0emigrate_layout\x18\r \x01(\v2\x1c.tidekv.MigrateLayoutCommandR\rmigrateLayout\x12!\n" +
-	"\x02gc\x18\x0e \x01(\v2\x11.tidekv.GCCommandR\x02gc\"9\n" +
+	"\x02gc\x18\x0e \x01(\v2\x11.tidekv.GCCommandR\x02gc\x12$\n" +
+	"\x03txn\x18\x0f \x01(\v2\x12.tidekv.TxnCommandR\x03txn\"0\n" +
+	"\x06TxnRef\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x16\n" +
+	"\x06anchor\x18\x02 \x01(\fR\x06anchor\"\xcb\x01\n" +
+	"\tTxnRecord\x12 \n" +
+	"\x03txn\x18\x01 \x01(\v2\x0e.tidekv.TxnRefR\x03txn\x12)\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x11.tidekv.TxnStatusR\x06status\x12?\n" +
+	"\x10commit_timestamp\x18\x03 \x01(\v2\x14.tidekv.LogTimestampR\x0fcommitTimestamp\x120\n" +
+	"\x14heartbeat_wall_nanos\x18\x04 \x01(\x03R\x12heartbeatWallNanos\"\xfe\x02\n" +
+	"\n" +
+	"TxnCommand\x12%\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x15.tidekv.TxnCommand.OpR\x02op\x12 \n" +
+	"\x03txn\x18\x02 \x01(\v2\x0e.tidekv.TxnRefR\x03txn\x12(\n" +
+	"\x06writes\x18\x03 \x03(\v2\x10.tidekv.LogWriteR\x06writes\x12)\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x11.tidekv.TxnStatusR\x06status\x12?\n" +
+	"\x10commit_timestamp\x18\x05 \x01(\v2\x14.tidekv.LogTimestampR\x0fcommitTimestamp\x12!\n" +
+	"\fexpiry_nanos\x18\x06 \x01(\x03R\vexpiryNanos\x12\x12\n" +
+	"\x04keys\x18\a \x03(\fR\x04keys\"Z\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rWRITE_INTENTS\x10\x01\x12\r\n" +
+	"\tHEARTBEAT\x10\x02\x12\a\n" +
+	"\x03END\x10\x03\x12\b\n" +
+	"\x04PUSH\x10\x04\x12\v\n" +
+	"\aRESOLVE\x10\x05\"9\n" +
 	"\fMergeCommand\x12)\n" +
 	"\x03rhs\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x03rhs*?\n" +
 	"\n" +
@@ -1434,64 +1781,78 @@ func file_storage_proto_rawDescGZIP() []byte {
 	return file_storage_proto_rawDescData
 }
 
-var file_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_storage_proto_goTypes = []any{
 	(DataLayout)(0),               // 0: tidekv.DataLayout
-	(*NodeIdent)(nil),             // 1: tidekv.NodeIdent
-	(*ReplicaState)(nil),          // 2: tidekv.ReplicaState
-	(*Tombstone)(nil),             // 3: tidekv.Tombstone
-	(*SnapshotData)(nil),          // 4: tidekv.SnapshotData
-	(*SplitCommand)(nil),          // 5: tidekv.SplitCommand
-	(*ChangeReplicasCommand)(nil), // 6: tidekv.ChangeReplicasCommand
-	(*MetaCommand)(nil),           // 7: tidekv.MetaCommand
-	(*KeySpaceRecord)(nil),        // 8: tidekv.KeySpaceRecord
-	(*LogWrite)(nil),              // 9: tidekv.LogWrite
-	(*LogCompareAndSet)(nil),      // 10: tidekv.LogCompareAndSet
-	(*LogGuard)(nil),              // 11: tidekv.LogGuard
-	(*LogTimestamp)(nil),          // 12: tidekv.LogTimestamp
-	(*MigrateLayoutCommand)(nil),  // 13: tidekv.MigrateLayoutCommand
-	(*GCCommand)(nil),             // 14: tidekv.GCCommand
-	(*RaftCommand)(nil),           // 15: tidekv.RaftCommand
-	(*MergeCommand)(nil),          // 16: tidekv.MergeCommand
-	(*RangeDescriptor)(nil),       // 17: tidekv.RangeDescriptor
-	(*raftpb.ConfState)(nil),      // 18: raftpb.ConfState
-	(*NodeDescriptor)(nil),        // 19: tidekv.NodeDescriptor
-	(*Setting)(nil),               // 20: tidekv.Setting
+	(TxnCommand_Op)(0),            // 1: tidekv.TxnCommand.Op
+	(*NodeIdent)(nil),             // 2: tidekv.NodeIdent
+	(*ReplicaState)(nil),          // 3: tidekv.ReplicaState
+	(*Tombstone)(nil),             // 4: tidekv.Tombstone
+	(*SnapshotData)(nil),          // 5: tidekv.SnapshotData
+	(*SplitCommand)(nil),          // 6: tidekv.SplitCommand
+	(*ChangeReplicasCommand)(nil), // 7: tidekv.ChangeReplicasCommand
+	(*MetaCommand)(nil),           // 8: tidekv.MetaCommand
+	(*KeySpaceRecord)(nil),        // 9: tidekv.KeySpaceRecord
+	(*LogWrite)(nil),              // 10: tidekv.LogWrite
+	(*LogCompareAndSet)(nil),      // 11: tidekv.LogCompareAndSet
+	(*LogGuard)(nil),              // 12: tidekv.LogGuard
+	(*LogTimestamp)(nil),          // 13: tidekv.LogTimestamp
+	(*MigrateLayoutCommand)(nil),  // 14: tidekv.MigrateLayoutCommand
+	(*GCCommand)(nil),             // 15: tidekv.GCCommand
+	(*RaftCommand)(nil),           // 16: tidekv.RaftCommand
+	(*TxnRef)(nil),                // 17: tidekv.TxnRef
+	(*TxnRecord)(nil),             // 18: tidekv.TxnRecord
+	(*TxnCommand)(nil),            // 19: tidekv.TxnCommand
+	(*MergeCommand)(nil),          // 20: tidekv.MergeCommand
+	(*RangeDescriptor)(nil),       // 21: tidekv.RangeDescriptor
+	(*raftpb.ConfState)(nil),      // 22: raftpb.ConfState
+	(*NodeDescriptor)(nil),        // 23: tidekv.NodeDescriptor
+	(*Setting)(nil),               // 24: tidekv.Setting
+	(TxnStatus)(0),                // 25: tidekv.TxnStatus
 }
 var file_storage_proto_depIdxs = []int32{
-	17, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
-	18, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
+	21, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
+	22, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
 	0,  // 2: tidekv.ReplicaState.layout:type_name -> tidekv.DataLayout
-	12, // 3: tidekv.ReplicaState.gc_threshold:type_name -> tidekv.LogTimestamp
-	12, // 4: tidekv.ReplicaState.version_bound:type_name -> tidekv.LogTimestamp
-	17, // 5: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
+	13, // 3: tidekv.ReplicaState.gc_threshold:type_name -> tidekv.LogTimestamp
+	13, // 4: tidekv.ReplicaState.version_bound:type_name -> tidekv.LogTimestamp
+	21, // 5: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
 	0,  // 6: tidekv.SnapshotData.layout:type_name -> tidekv.DataLayout
-	12, // 7: tidekv.SnapshotData.gc_threshold:type_name -> tidekv.LogTimestamp
-	12, // 8: tidekv.SnapshotData.version_bound:type_name -> tidekv.LogTimestamp
-	17, // 9: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
-	19, // 10: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
-	19, // 11: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
-	17, // 12: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
-	20, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
-	8,  // 14: tidekv.MetaCommand.create_keyspace:type_name -> tidekv.KeySpaceRecord
-	12, // 15: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
-	9,  // 16: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
-	10, // 17: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
-	5,  // 18: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
-	7,  // 19: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	16, // 20: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
-	11, // 21: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
-	15, // 22: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
-	12, // 23: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
-	13, // 24: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
-	14, // 25: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
-	17, // 26: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	13, // 7: tidekv.SnapshotData.gc_threshold:type_name -> tidekv.LogTimestamp
+	13, // 8: tidekv.SnapshotData.version_bound:type_name -> tidekv.LogTimestamp
+	21, // 9: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
+	23, // 10: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
+	23, // 11: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
+	21, // 12: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
+	24, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
+	9,  // 14: tidekv.MetaCommand.create_keyspace:type_name -> tidekv.KeySpaceRecord
+	13, // 15: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
+	10, // 16: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
+	11, // 17: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
+	6,  // 18: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
+	8,  // 19: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
+	20, // 20: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	12, // 21: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
+	16, // 22: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
+	13, // 23: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
+	14, // 24: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
+	15, // 25: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
+	19, // 26: tidekv.RaftCommand.txn:type_name -> tidekv.TxnCommand
+	17, // 27: tidekv.TxnRecord.txn:type_name -> tidekv.TxnRef
+	25, // 28: tidekv.TxnRecord.status:type_name -> tidekv.TxnStatus
+	13, // 29: tidekv.TxnRecord.commit_timestamp:type_name -> tidekv.LogTimestamp
+	1,  // 30: tidekv.TxnCommand.op:type_name -> tidekv.TxnCommand.Op
+	17, // 31: tidekv.TxnCommand.txn:type_name -> tidekv.TxnRef
+	10, // 32: tidekv.TxnCommand.writes:type_name -> tidekv.LogWrite
+	25, // 33: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
+	13, // 34: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
+	21, // 35: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }
@@ -1505,8 +1866,8 @@ func file_storage_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storage_proto_rawDesc), len(file_storage_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   16,
+			NumEnums:      2,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -103,21 +103,28 @@ const (
 	// but says nothing of the node's load: a client keeps sending it other
 	// requests as before.
 	ErrorKind_RANGE_BUSY ErrorKind = 9
+	// A transaction cannot go on as it is (it met another transaction's
+	// intent that did not go away in time, wrote below a newer committed
+	// version, its reads changed before its commit, or it was aborted):
+	// code ABORTED. Running the transaction again from the start may
+	// succeed; the Go client's Txn does so.
+	ErrorKind_TXN_RETRY ErrorKind = 10
 )
 
 // Enum value maps for ErrorKind.
 var (
 	ErrorKind_name = map[int32]string{
-		0: "ERROR_UNKNOWN",
-		1: "NOT_LEASEHOLDER",
-		2: "RANGE_NOT_FOUND",
-		3: "KEY_MISMATCH",
-		4: "AMBIGUOUS",
-		5: "OVERLOADED",
-		6: "INVALID_ARGUMENT",
-		7: "UNAVAILABLE",
-		8: "STALE_REPLICA",
-		9: "RANGE_BUSY",
+		0:  "ERROR_UNKNOWN",
+		1:  "NOT_LEASEHOLDER",
+		2:  "RANGE_NOT_FOUND",
+		3:  "KEY_MISMATCH",
+		4:  "AMBIGUOUS",
+		5:  "OVERLOADED",
+		6:  "INVALID_ARGUMENT",
+		7:  "UNAVAILABLE",
+		8:  "STALE_REPLICA",
+		9:  "RANGE_BUSY",
+		10: "TXN_RETRY",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_UNKNOWN":    0,
@@ -130,6 +137,7 @@ var (
 		"UNAVAILABLE":      7,
 		"STALE_REPLICA":    8,
 		"RANGE_BUSY":       9,
+		"TXN_RETRY":        10,
 	}
 )
 
@@ -275,6 +283,107 @@ func (Priority) EnumDescriptor() ([]byte, []int) {
 	return file_tidekv_proto_rawDescGZIP(), []int{3}
 }
 
+type TxnRecordOp int32
+
+const (
+	TxnRecordOp_TXN_HEARTBEAT TxnRecordOp = 0
+	TxnRecordOp_TXN_COMMIT    TxnRecordOp = 1
+	TxnRecordOp_TXN_ABORT     TxnRecordOp = 2
+	TxnRecordOp_TXN_PUSH      TxnRecordOp = 3
+)
+
+// Enum value maps for TxnRecordOp.
+var (
+	TxnRecordOp_name = map[int32]string{
+		0: "TXN_HEARTBEAT",
+		1: "TXN_COMMIT",
+		2: "TXN_ABORT",
+		3: "TXN_PUSH",
+	}
+	TxnRecordOp_value = map[string]int32{
+		"TXN_HEARTBEAT": 0,
+		"TXN_COMMIT":    1,
+		"TXN_ABORT":     2,
+		"TXN_PUSH":      3,
+	}
+)
+
+func (x TxnRecordOp) Enum() *TxnRecordOp {
+	p := new(TxnRecordOp)
+	*p = x
+	return p
+}
+
+func (x TxnRecordOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TxnRecordOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_tidekv_proto_enumTypes[4].Descriptor()
+}
+
+func (TxnRecordOp) Type() protoreflect.EnumType {
+	return &file_tidekv_proto_enumTypes[4]
+}
+
+func (x TxnRecordOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TxnRecordOp.Descriptor instead.
+func (TxnRecordOp) EnumDescriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{4}
+}
+
+type TxnStatus int32
+
+const (
+	TxnStatus_TXN_PENDING   TxnStatus = 0
+	TxnStatus_TXN_COMMITTED TxnStatus = 1
+	TxnStatus_TXN_ABORTED   TxnStatus = 2
+)
+
+// Enum value maps for TxnStatus.
+var (
+	TxnStatus_name = map[int32]string{
+		0: "TXN_PENDING",
+		1: "TXN_COMMITTED",
+		2: "TXN_ABORTED",
+	}
+	TxnStatus_value = map[string]int32{
+		"TXN_PENDING":   0,
+		"TXN_COMMITTED": 1,
+		"TXN_ABORTED":   2,
+	}
+)
+
+func (x TxnStatus) Enum() *TxnStatus {
+	p := new(TxnStatus)
+	*p = x
+	return p
+}
+
+func (x TxnStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TxnStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_tidekv_proto_enumTypes[5].Descriptor()
+}
+
+func (TxnStatus) Type() protoreflect.EnumType {
+	return &file_tidekv_proto_enumTypes[5]
+}
+
+func (x TxnStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TxnStatus.Descriptor instead.
+func (TxnStatus) EnumDescriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{5}
+}
+
 type WriteOp_Kind int32
 
 const (
@@ -311,11 +420,11 @@ func (x WriteOp_Kind) String() string {
 }
 
 func (WriteOp_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tidekv_proto_enumTypes[4].Descriptor()
+	return file_tidekv_proto_enumTypes[6].Descriptor()
 }
 
 func (WriteOp_Kind) Type() protoreflect.EnumType {
-	return &file_tidekv_proto_enumTypes[4]
+	return &file_tidekv_proto_enumTypes[6]
 }
 
 func (x WriteOp_Kind) Number() protoreflect.EnumNumber {
@@ -827,6 +936,9 @@ type GetRequest struct {
 	// answers (max_staleness_ms is then not needed), others refuse with
 	// STALE_REPLICA (docs/transactions.md, "Timestamps").
 	ReadTimestamp *Timestamp `protobuf:"bytes,5,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	// The ID of the transaction reading (Txn service): its own intents are
+	// read as values, another's make the read resolve, push or wait.
+	TxnId         []byte `protobuf:"bytes,6,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -892,6 +1004,13 @@ func (x *GetRequest) GetKeyspace() string {
 func (x *GetRequest) GetReadTimestamp() *Timestamp {
 	if x != nil {
 		return x.ReadTimestamp
+	}
+	return nil
+}
+
+func (x *GetRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
 	}
 	return nil
 }
@@ -6329,6 +6448,844 @@ func (x *WriteGuard) GetClearEnd() []byte {
 	return nil
 }
 
+// TxnMeta is what every operation of a transaction carries. Begin is
+// client-side: the client picks the ID (16 random bytes) and the read
+// timestamp; the coordinator (the node the client sends the operations
+// to) keeps the rest while the transaction is open.
+type TxnMeta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ReadTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnMeta) Reset() {
+	*x = TxnMeta{}
+	mi := &file_tidekv_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnMeta) ProtoMessage() {}
+
+func (x *TxnMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnMeta.ProtoReflect.Descriptor instead.
+func (*TxnMeta) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *TxnMeta) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *TxnMeta) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
+type TxnGetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txn           *TxnMeta               `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnGetRequest) Reset() {
+	*x = TxnGetRequest{}
+	mi := &file_tidekv_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnGetRequest) ProtoMessage() {}
+
+func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnGetRequest.ProtoReflect.Descriptor instead.
+func (*TxnGetRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *TxnGetRequest) GetTxn() *TxnMeta {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *TxnGetRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+type TxnGetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnGetResponse) Reset() {
+	*x = TxnGetResponse{}
+	mi := &file_tidekv_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnGetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnGetResponse) ProtoMessage() {}
+
+func (x *TxnGetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnGetResponse.ProtoReflect.Descriptor instead.
+func (*TxnGetResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *TxnGetResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *TxnGetResponse) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// TxnWriteRequest writes puts and deletes as the transaction's intents.
+type TxnWriteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txn           *TxnMeta               `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	Ops           []*WriteOp             `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnWriteRequest) Reset() {
+	*x = TxnWriteRequest{}
+	mi := &file_tidekv_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnWriteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnWriteRequest) ProtoMessage() {}
+
+func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnWriteRequest.ProtoReflect.Descriptor instead.
+func (*TxnWriteRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *TxnWriteRequest) GetTxn() *TxnMeta {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetOps() []*WriteOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+type TxnWriteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnWriteResponse) Reset() {
+	*x = TxnWriteResponse{}
+	mi := &file_tidekv_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnWriteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnWriteResponse) ProtoMessage() {}
+
+func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnWriteResponse.ProtoReflect.Descriptor instead.
+func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{88}
+}
+
+// TxnEndRequest commits (commit) or rolls back the transaction.
+type TxnEndRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txn           *TxnMeta               `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	Commit        bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnEndRequest) Reset() {
+	*x = TxnEndRequest{}
+	mi := &file_tidekv_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnEndRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnEndRequest) ProtoMessage() {}
+
+func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnEndRequest.ProtoReflect.Descriptor instead.
+func (*TxnEndRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *TxnEndRequest) GetTxn() *TxnMeta {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *TxnEndRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+type TxnEndResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	CommitTimestamp *Timestamp             `protobuf:"bytes,1,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnEndResponse) Reset() {
+	*x = TxnEndResponse{}
+	mi := &file_tidekv_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnEndResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnEndResponse) ProtoMessage() {}
+
+func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnEndResponse.ProtoReflect.Descriptor instead.
+func (*TxnEndResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *TxnEndResponse) GetCommitTimestamp() *Timestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
+// TxnKey names a transaction in the range-level steps: its ID and its
+// record's key (the anchor).
+type TxnKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Anchor        []byte                 `protobuf:"bytes,2,opt,name=anchor,proto3" json:"anchor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnKey) Reset() {
+	*x = TxnKey{}
+	mi := &file_tidekv_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnKey) ProtoMessage() {}
+
+func (x *TxnKey) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnKey.ProtoReflect.Descriptor instead.
+func (*TxnKey) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *TxnKey) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *TxnKey) GetAnchor() []byte {
+	if x != nil {
+		return x.Anchor
+	}
+	return nil
+}
+
+// Range-level steps, routed by key to the leaseholder of the range that
+// holds it, sent by coordinators and by nodes resolving intents.
+type WriteIntentsRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Txn            *TxnKey                `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	WriteTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=write_timestamp,json=writeTimestamp,proto3" json:"write_timestamp,omitempty"`
+	Ops            []*WriteOp             `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WriteIntentsRequest) Reset() {
+	*x = WriteIntentsRequest{}
+	mi := &file_tidekv_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteIntentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteIntentsRequest) ProtoMessage() {}
+
+func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteIntentsRequest.ProtoReflect.Descriptor instead.
+func (*WriteIntentsRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *WriteIntentsRequest) GetTxn() *TxnKey {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *WriteIntentsRequest) GetWriteTimestamp() *Timestamp {
+	if x != nil {
+		return x.WriteTimestamp
+	}
+	return nil
+}
+
+func (x *WriteIntentsRequest) GetOps() []*WriteOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+type WriteIntentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WrittenAt     *Timestamp             `protobuf:"bytes,1,opt,name=written_at,json=writtenAt,proto3" json:"written_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteIntentsResponse) Reset() {
+	*x = WriteIntentsResponse{}
+	mi := &file_tidekv_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteIntentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteIntentsResponse) ProtoMessage() {}
+
+func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteIntentsResponse.ProtoReflect.Descriptor instead.
+func (*WriteIntentsResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *WriteIntentsResponse) GetWrittenAt() *Timestamp {
+	if x != nil {
+		return x.WrittenAt
+	}
+	return nil
+}
+
+type TxnRecordRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Txn   *TxnKey                `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	Op    TxnRecordOp            `protobuf:"varint,2,opt,name=op,proto3,enum=tidekv.TxnRecordOp" json:"op,omitempty"`
+	// TXN_COMMIT: the commit timestamp. TXN_PUSH: the expiry.
+	CommitTimestamp *Timestamp `protobuf:"bytes,3,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	ExpiryMs        uint32     `protobuf:"varint,4,opt,name=expiry_ms,json=expiryMs,proto3" json:"expiry_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnRecordRequest) Reset() {
+	*x = TxnRecordRequest{}
+	mi := &file_tidekv_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRecordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRecordRequest) ProtoMessage() {}
+
+func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRecordRequest.ProtoReflect.Descriptor instead.
+func (*TxnRecordRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *TxnRecordRequest) GetTxn() *TxnKey {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *TxnRecordRequest) GetOp() TxnRecordOp {
+	if x != nil {
+		return x.Op
+	}
+	return TxnRecordOp_TXN_HEARTBEAT
+}
+
+func (x *TxnRecordRequest) GetCommitTimestamp() *Timestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
+func (x *TxnRecordRequest) GetExpiryMs() uint32 {
+	if x != nil {
+		return x.ExpiryMs
+	}
+	return 0
+}
+
+type TxnRecordResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Status          TxnStatus              `protobuf:"varint,1,opt,name=status,proto3,enum=tidekv.TxnStatus" json:"status,omitempty"`
+	CommitTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnRecordResponse) Reset() {
+	*x = TxnRecordResponse{}
+	mi := &file_tidekv_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRecordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRecordResponse) ProtoMessage() {}
+
+func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRecordResponse.ProtoReflect.Descriptor instead.
+func (*TxnRecordResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *TxnRecordResponse) GetStatus() TxnStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TxnStatus_TXN_PENDING
+}
+
+func (x *TxnRecordResponse) GetCommitTimestamp() *Timestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
+type ResolveIntentsRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Txn             *TxnKey                `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	Keys            [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	Commit          bool                   `protobuf:"varint,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	CommitTimestamp *Timestamp             `protobuf:"bytes,4,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ResolveIntentsRequest) Reset() {
+	*x = ResolveIntentsRequest{}
+	mi := &file_tidekv_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveIntentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveIntentsRequest) ProtoMessage() {}
+
+func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveIntentsRequest.ProtoReflect.Descriptor instead.
+func (*ResolveIntentsRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *ResolveIntentsRequest) GetTxn() *TxnKey {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *ResolveIntentsRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *ResolveIntentsRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *ResolveIntentsRequest) GetCommitTimestamp() *Timestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
+type ResolveIntentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveIntentsResponse) Reset() {
+	*x = ResolveIntentsResponse{}
+	mi := &file_tidekv_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveIntentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveIntentsResponse) ProtoMessage() {}
+
+func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveIntentsResponse.ProtoReflect.Descriptor instead.
+func (*ResolveIntentsResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{97}
+}
+
+// RefreshRequest checks that no other transaction committed a version of
+// keys in (from, to] and records a read at to (a transaction moving its
+// reads up to its commit timestamp); a change fails it with TXN_RETRY.
+type RefreshRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TxnId         []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Keys          [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	From          *Timestamp             `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To            *Timestamp             `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshRequest) Reset() {
+	*x = RefreshRequest{}
+	mi := &file_tidekv_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshRequest) ProtoMessage() {}
+
+func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
+func (*RefreshRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *RefreshRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *RefreshRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *RefreshRequest) GetFrom() *Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *RefreshRequest) GetTo() *Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+type RefreshResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshResponse) Reset() {
+	*x = RefreshResponse{}
+	mi := &file_tidekv_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshResponse) ProtoMessage() {}
+
+func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
+func (*RefreshResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{99}
+}
+
 var File_tidekv_proto protoreflect.FileDescriptor
 
 const file_tidekv_proto_rawDesc = "" +
@@ -6378,14 +7335,15 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12 \n" +
 	"\fexpire_at_ms\x18\x03 \x01(\x03R\n" +
-	"expireAtMs\"\xcd\x01\n" +
+	"expireAtMs\"\xe4\x01\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
 	"\tread_mode\x18\x02 \x01(\x0e2\x10.tidekv.ReadModeR\breadMode\x12(\n" +
 	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
 	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\x128\n" +
-	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xb5\x01\n" +
+	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x15\n" +
+	"\x06txn_id\x18\x06 \x01(\fR\x05txnId\"\xb5\x01\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
@@ -6810,12 +7768,60 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1f\n" +
 	"\vclear_start\x18\x03 \x01(\fR\n" +
 	"clearStart\x12\x1b\n" +
-	"\tclear_end\x18\x04 \x01(\fR\bclearEnd*M\n" +
+	"\tclear_end\x18\x04 \x01(\fR\bclearEnd\"S\n" +
+	"\aTxnMeta\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x128\n" +
+	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"D\n" +
+	"\rTxnGetRequest\x12!\n" +
+	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"<\n" +
+	"\x0eTxnGetResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"W\n" +
+	"\x0fTxnWriteRequest\x12!\n" +
+	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12!\n" +
+	"\x03ops\x18\x02 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"\x12\n" +
+	"\x10TxnWriteResponse\"J\n" +
+	"\rTxnEndRequest\x12!\n" +
+	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\"N\n" +
+	"\x0eTxnEndResponse\x12<\n" +
+	"\x10commit_timestamp\x18\x01 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\"0\n" +
+	"\x06TxnKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x16\n" +
+	"\x06anchor\x18\x02 \x01(\fR\x06anchor\"\x96\x01\n" +
+	"\x13WriteIntentsRequest\x12 \n" +
+	"\x03txn\x18\x01 \x01(\v2\x0e.tidekv.TxnKeyR\x03txn\x12:\n" +
+	"\x0fwrite_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x0ewriteTimestamp\x12!\n" +
+	"\x03ops\x18\x03 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"H\n" +
+	"\x14WriteIntentsResponse\x120\n" +
+	"\n" +
+	"written_at\x18\x01 \x01(\v2\x11.tidekv.TimestampR\twrittenAt\"\xb4\x01\n" +
+	"\x10TxnRecordRequest\x12 \n" +
+	"\x03txn\x18\x01 \x01(\v2\x0e.tidekv.TxnKeyR\x03txn\x12#\n" +
+	"\x02op\x18\x02 \x01(\x0e2\x13.tidekv.TxnRecordOpR\x02op\x12<\n" +
+	"\x10commit_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\x12\x1b\n" +
+	"\texpiry_ms\x18\x04 \x01(\rR\bexpiryMs\"|\n" +
+	"\x11TxnRecordResponse\x12)\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x11.tidekv.TxnStatusR\x06status\x12<\n" +
+	"\x10commit_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\"\xa3\x01\n" +
+	"\x15ResolveIntentsRequest\x12 \n" +
+	"\x03txn\x18\x01 \x01(\v2\x0e.tidekv.TxnKeyR\x03txn\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x16\n" +
+	"\x06commit\x18\x03 \x01(\bR\x06commit\x12<\n" +
+	"\x10commit_timestamp\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\"\x18\n" +
+	"\x16ResolveIntentsResponse\"\x85\x01\n" +
+	"\x0eRefreshRequest\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\x12%\n" +
+	"\x04from\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x04from\x12!\n" +
+	"\x02to\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x02to\"\x11\n" +
+	"\x0fRefreshResponse*M\n" +
 	"\vReplicaType\x12\t\n" +
 	"\x05VOTER\x10\x00\x12\v\n" +
 	"\aLEARNER\x10\x01\x12\x12\n" +
 	"\x0eVOTER_INCOMING\x10\x02\x12\x12\n" +
-	"\x0eVOTER_OUTGOING\x10\x03*\xc3\x01\n" +
+	"\x0eVOTER_OUTGOING\x10\x03*\xd2\x01\n" +
 	"\tErrorKind\x12\x11\n" +
 	"\rERROR_UNKNOWN\x10\x00\x12\x13\n" +
 	"\x0fNOT_LEASEHOLDER\x10\x01\x12\x13\n" +
@@ -6828,7 +7834,9 @@ const file_tidekv_proto_rawDesc = "" +
 	"\vUNAVAILABLE\x10\a\x12\x11\n" +
 	"\rSTALE_REPLICA\x10\b\x12\x0e\n" +
 	"\n" +
-	"RANGE_BUSY\x10\t*2\n" +
+	"RANGE_BUSY\x10\t\x12\r\n" +
+	"\tTXN_RETRY\x10\n" +
+	"*2\n" +
 	"\bReadMode\x12\x10\n" +
 	"\fLINEARIZABLE\x10\x00\x12\v\n" +
 	"\aBOUNDED\x10\x01\x12\a\n" +
@@ -6836,7 +7844,17 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bPriority\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x00\x12\x17\n" +
 	"\x13PRIORITY_BACKGROUND\x10\x01\x12\x11\n" +
-	"\rPRIORITY_HIGH\x10\x022\xd1\x03\n" +
+	"\rPRIORITY_HIGH\x10\x02*M\n" +
+	"\vTxnRecordOp\x12\x11\n" +
+	"\rTXN_HEARTBEAT\x10\x00\x12\x0e\n" +
+	"\n" +
+	"TXN_COMMIT\x10\x01\x12\r\n" +
+	"\tTXN_ABORT\x10\x02\x12\f\n" +
+	"\bTXN_PUSH\x10\x03*@\n" +
+	"\tTxnStatus\x12\x0f\n" +
+	"\vTXN_PENDING\x10\x00\x12\x11\n" +
+	"\rTXN_COMMITTED\x10\x01\x12\x0f\n" +
+	"\vTXN_ABORTED\x10\x022\xd1\x03\n" +
 	"\x02KV\x12.\n" +
 	"\x03Get\x12\x12.tidekv.GetRequest\x1a\x13.tidekv.GetResponse\x12.\n" +
 	"\x03Put\x12\x12.tidekv.PutRequest\x1a\x13.tidekv.PutResponse\x127\n" +
@@ -6871,7 +7889,15 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
-	"\bSnapshot\x12\x15.tidekv.SnapshotChunk\x1a\x18.tidekv.SnapshotResponse(\x01B'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
+	"\bSnapshot\x12\x15.tidekv.SnapshotChunk\x1a\x18.tidekv.SnapshotResponse(\x012\xc4\x03\n" +
+	"\x03Txn\x124\n" +
+	"\x03Get\x12\x15.tidekv.TxnGetRequest\x1a\x16.tidekv.TxnGetResponse\x12:\n" +
+	"\x05Write\x12\x17.tidekv.TxnWriteRequest\x1a\x18.tidekv.TxnWriteResponse\x124\n" +
+	"\x03End\x12\x15.tidekv.TxnEndRequest\x1a\x16.tidekv.TxnEndResponse\x12I\n" +
+	"\fWriteIntents\x12\x1b.tidekv.WriteIntentsRequest\x1a\x1c.tidekv.WriteIntentsResponse\x12=\n" +
+	"\x06Record\x12\x18.tidekv.TxnRecordRequest\x1a\x19.tidekv.TxnRecordResponse\x12O\n" +
+	"\x0eResolveIntents\x12\x1d.tidekv.ResolveIntentsRequest\x1a\x1e.tidekv.ResolveIntentsResponse\x12:\n" +
+	"\aRefresh\x12\x16.tidekv.RefreshRequest\x1a\x17.tidekv.RefreshResponseB'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
 
 var (
 	file_tidekv_proto_rawDescOnce sync.Once
@@ -6885,243 +7911,294 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 	return file_tidekv_proto_rawDescData
 }
 
-var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
 	(ReadMode)(0),                    // 2: tidekv.ReadMode
 	(Priority)(0),                    // 3: tidekv.Priority
-	(WriteOp_Kind)(0),                // 4: tidekv.WriteOp.Kind
-	(*ReplicaDescriptor)(nil),        // 5: tidekv.ReplicaDescriptor
-	(*RangeDescriptor)(nil),          // 6: tidekv.RangeDescriptor
-	(*NodeDescriptor)(nil),           // 7: tidekv.NodeDescriptor
-	(*ErrorDetail)(nil),              // 8: tidekv.ErrorDetail
-	(*Timestamp)(nil),                // 9: tidekv.Timestamp
-	(*KeyValue)(nil),                 // 10: tidekv.KeyValue
-	(*GetRequest)(nil),               // 11: tidekv.GetRequest
-	(*GetResponse)(nil),              // 12: tidekv.GetResponse
-	(*PutRequest)(nil),               // 13: tidekv.PutRequest
-	(*PutResponse)(nil),              // 14: tidekv.PutResponse
-	(*DeleteRequest)(nil),            // 15: tidekv.DeleteRequest
-	(*DeleteResponse)(nil),           // 16: tidekv.DeleteResponse
-	(*ScanRequest)(nil),              // 17: tidekv.ScanRequest
-	(*ScanResponse)(nil),             // 18: tidekv.ScanResponse
-	(*BatchGetRequest)(nil),          // 19: tidekv.BatchGetRequest
-	(*BatchGetResponse)(nil),         // 20: tidekv.BatchGetResponse
-	(*WriteOp)(nil),                  // 21: tidekv.WriteOp
-	(*WriteRequest)(nil),             // 22: tidekv.WriteRequest
-	(*WriteResponse)(nil),            // 23: tidekv.WriteResponse
-	(*CompareAndSetRequest)(nil),     // 24: tidekv.CompareAndSetRequest
-	(*CompareAndSetResponse)(nil),    // 25: tidekv.CompareAndSetResponse
-	(*KVRequest)(nil),                // 26: tidekv.KVRequest
-	(*KVResponse)(nil),               // 27: tidekv.KVResponse
-	(*KVBatchRequest)(nil),           // 28: tidekv.KVBatchRequest
-	(*KVBatchResponse)(nil),          // 29: tidekv.KVBatchResponse
-	(*RangeInfo)(nil),                // 30: tidekv.RangeInfo
-	(*RangesRequest)(nil),            // 31: tidekv.RangesRequest
-	(*RangesResponse)(nil),           // 32: tidekv.RangesResponse
-	(*ReplicaStatus)(nil),            // 33: tidekv.ReplicaStatus
-	(*NodeStatus)(nil),               // 34: tidekv.NodeStatus
-	(*Imbalance)(nil),                // 35: tidekv.Imbalance
-	(*StatusRequest)(nil),            // 36: tidekv.StatusRequest
-	(*StatusResponse)(nil),           // 37: tidekv.StatusResponse
-	(*ReadinessRequest)(nil),         // 38: tidekv.ReadinessRequest
-	(*ReadinessResponse)(nil),        // 39: tidekv.ReadinessResponse
-	(*LocalStatusRequest)(nil),       // 40: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),      // 41: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),             // 42: tidekv.SplitRequest
-	(*SplitResponse)(nil),            // 43: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),    // 44: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil),   // 45: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),     // 46: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),    // 47: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),              // 48: tidekv.JoinRequest
-	(*JoinResponse)(nil),             // 49: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),     // 50: tidekv.NodeHeartbeatRequest
-	(*KeySpaceCounts)(nil),           // 51: tidekv.KeySpaceCounts
-	(*ReplicaReads)(nil),             // 52: tidekv.ReplicaReads
-	(*NodeHeartbeatResponse)(nil),    // 53: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 54: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 55: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 56: tidekv.Event
-	(*EventsRequest)(nil),            // 57: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 58: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 59: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 60: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 61: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 62: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 63: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 64: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 65: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 66: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 67: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 68: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 69: tidekv.Setting
-	(*SettingsRequest)(nil),          // 70: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 71: tidekv.SettingsResponse
-	(*KeySpace)(nil),                 // 72: tidekv.KeySpace
-	(*CreateKeySpaceRequest)(nil),    // 73: tidekv.CreateKeySpaceRequest
-	(*CreateKeySpaceResponse)(nil),   // 74: tidekv.CreateKeySpaceResponse
-	(*ListKeySpacesRequest)(nil),     // 75: tidekv.ListKeySpacesRequest
-	(*ListKeySpacesResponse)(nil),    // 76: tidekv.ListKeySpacesResponse
-	(*AutoscaleStatusRequest)(nil),   // 77: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 78: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 79: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 80: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 81: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 82: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 83: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 84: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 85: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 86: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 87: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 88: tidekv.WriteGuard
-	(*raftpb.Message)(nil),           // 89: raftpb.Message
+	(TxnRecordOp)(0),                 // 4: tidekv.TxnRecordOp
+	(TxnStatus)(0),                   // 5: tidekv.TxnStatus
+	(WriteOp_Kind)(0),                // 6: tidekv.WriteOp.Kind
+	(*ReplicaDescriptor)(nil),        // 7: tidekv.ReplicaDescriptor
+	(*RangeDescriptor)(nil),          // 8: tidekv.RangeDescriptor
+	(*NodeDescriptor)(nil),           // 9: tidekv.NodeDescriptor
+	(*ErrorDetail)(nil),              // 10: tidekv.ErrorDetail
+	(*Timestamp)(nil),                // 11: tidekv.Timestamp
+	(*KeyValue)(nil),                 // 12: tidekv.KeyValue
+	(*GetRequest)(nil),               // 13: tidekv.GetRequest
+	(*GetResponse)(nil),              // 14: tidekv.GetResponse
+	(*PutRequest)(nil),               // 15: tidekv.PutRequest
+	(*PutResponse)(nil),              // 16: tidekv.PutResponse
+	(*DeleteRequest)(nil),            // 17: tidekv.DeleteRequest
+	(*DeleteResponse)(nil),           // 18: tidekv.DeleteResponse
+	(*ScanRequest)(nil),              // 19: tidekv.ScanRequest
+	(*ScanResponse)(nil),             // 20: tidekv.ScanResponse
+	(*BatchGetRequest)(nil),          // 21: tidekv.BatchGetRequest
+	(*BatchGetResponse)(nil),         // 22: tidekv.BatchGetResponse
+	(*WriteOp)(nil),                  // 23: tidekv.WriteOp
+	(*WriteRequest)(nil),             // 24: tidekv.WriteRequest
+	(*WriteResponse)(nil),            // 25: tidekv.WriteResponse
+	(*CompareAndSetRequest)(nil),     // 26: tidekv.CompareAndSetRequest
+	(*CompareAndSetResponse)(nil),    // 27: tidekv.CompareAndSetResponse
+	(*KVRequest)(nil),                // 28: tidekv.KVRequest
+	(*KVResponse)(nil),               // 29: tidekv.KVResponse
+	(*KVBatchRequest)(nil),           // 30: tidekv.KVBatchRequest
+	(*KVBatchResponse)(nil),          // 31: tidekv.KVBatchResponse
+	(*RangeInfo)(nil),                // 32: tidekv.RangeInfo
+	(*RangesRequest)(nil),            // 33: tidekv.RangesRequest
+	(*RangesResponse)(nil),           // 34: tidekv.RangesResponse
+	(*ReplicaStatus)(nil),            // 35: tidekv.ReplicaStatus
+	(*NodeStatus)(nil),               // 36: tidekv.NodeStatus
+	(*Imbalance)(nil),                // 37: tidekv.Imbalance
+	(*StatusRequest)(nil),            // 38: tidekv.StatusRequest
+	(*StatusResponse)(nil),           // 39: tidekv.StatusResponse
+	(*ReadinessRequest)(nil),         // 40: tidekv.ReadinessRequest
+	(*ReadinessResponse)(nil),        // 41: tidekv.ReadinessResponse
+	(*LocalStatusRequest)(nil),       // 42: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),      // 43: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),             // 44: tidekv.SplitRequest
+	(*SplitResponse)(nil),            // 45: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),    // 46: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 47: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),     // 48: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),    // 49: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),              // 50: tidekv.JoinRequest
+	(*JoinResponse)(nil),             // 51: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),     // 52: tidekv.NodeHeartbeatRequest
+	(*KeySpaceCounts)(nil),           // 53: tidekv.KeySpaceCounts
+	(*ReplicaReads)(nil),             // 54: tidekv.ReplicaReads
+	(*NodeHeartbeatResponse)(nil),    // 55: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 56: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 57: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 58: tidekv.Event
+	(*EventsRequest)(nil),            // 59: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 60: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 61: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 62: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 63: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 64: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 65: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 66: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 67: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 68: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 69: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 70: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 71: tidekv.Setting
+	(*SettingsRequest)(nil),          // 72: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 73: tidekv.SettingsResponse
+	(*KeySpace)(nil),                 // 74: tidekv.KeySpace
+	(*CreateKeySpaceRequest)(nil),    // 75: tidekv.CreateKeySpaceRequest
+	(*CreateKeySpaceResponse)(nil),   // 76: tidekv.CreateKeySpaceResponse
+	(*ListKeySpacesRequest)(nil),     // 77: tidekv.ListKeySpacesRequest
+	(*ListKeySpacesResponse)(nil),    // 78: tidekv.ListKeySpacesResponse
+	(*AutoscaleStatusRequest)(nil),   // 79: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 80: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 81: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 82: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 83: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 84: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 85: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 86: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 87: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 88: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 89: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 90: tidekv.WriteGuard
+	(*TxnMeta)(nil),                  // 91: tidekv.TxnMeta
+	(*TxnGetRequest)(nil),            // 92: tidekv.TxnGetRequest
+	(*TxnGetResponse)(nil),           // 93: tidekv.TxnGetResponse
+	(*TxnWriteRequest)(nil),          // 94: tidekv.TxnWriteRequest
+	(*TxnWriteResponse)(nil),         // 95: tidekv.TxnWriteResponse
+	(*TxnEndRequest)(nil),            // 96: tidekv.TxnEndRequest
+	(*TxnEndResponse)(nil),           // 97: tidekv.TxnEndResponse
+	(*TxnKey)(nil),                   // 98: tidekv.TxnKey
+	(*WriteIntentsRequest)(nil),      // 99: tidekv.WriteIntentsRequest
+	(*WriteIntentsResponse)(nil),     // 100: tidekv.WriteIntentsResponse
+	(*TxnRecordRequest)(nil),         // 101: tidekv.TxnRecordRequest
+	(*TxnRecordResponse)(nil),        // 102: tidekv.TxnRecordResponse
+	(*ResolveIntentsRequest)(nil),    // 103: tidekv.ResolveIntentsRequest
+	(*ResolveIntentsResponse)(nil),   // 104: tidekv.ResolveIntentsResponse
+	(*RefreshRequest)(nil),           // 105: tidekv.RefreshRequest
+	(*RefreshResponse)(nil),          // 106: tidekv.RefreshResponse
+	(*raftpb.Message)(nil),           // 107: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
-	5,   // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
+	7,   // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
 	1,   // 2: tidekv.ErrorDetail.kind:type_name -> tidekv.ErrorKind
-	6,   // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
+	8,   // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
 	2,   // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
-	9,   // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	9,   // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	11,  // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	11,  // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
 	2,   // 7: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	9,   // 8: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
-	10,  // 9: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
-	9,   // 10: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	11,  // 8: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
+	12,  // 9: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	11,  // 10: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
 	2,   // 11: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	9,   // 12: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	12,  // 13: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
-	9,   // 14: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	4,   // 15: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	21,  // 16: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	88,  // 17: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	11,  // 12: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	14,  // 13: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	11,  // 14: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	6,   // 15: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
+	23,  // 16: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	90,  // 17: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,   // 18: tidekv.KVRequest.priority:type_name -> tidekv.Priority
-	11,  // 19: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
-	13,  // 20: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
-	15,  // 21: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
-	17,  // 22: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
-	19,  // 23: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
-	22,  // 24: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
-	24,  // 25: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
-	12,  // 26: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
-	14,  // 27: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
-	16,  // 28: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
-	18,  // 29: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
-	20,  // 30: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
-	23,  // 31: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
-	25,  // 32: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
-	8,   // 33: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
-	26,  // 34: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
-	9,   // 35: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
-	27,  // 36: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
-	9,   // 37: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
-	6,   // 38: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	30,  // 39: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	7,   // 40: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	13,  // 19: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	15,  // 20: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	17,  // 21: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	19,  // 22: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	21,  // 23: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	24,  // 24: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	26,  // 25: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	14,  // 26: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	16,  // 27: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	18,  // 28: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	20,  // 29: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	22,  // 30: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	25,  // 31: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	27,  // 32: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	10,  // 33: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
+	28,  // 34: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	11,  // 35: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
+	29,  // 36: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	11,  // 37: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
+	8,   // 38: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	32,  // 39: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	9,   // 40: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
 	0,   // 41: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	7,   // 42: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	34,  // 43: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	35,  // 44: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	7,   // 45: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	33,  // 46: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	6,   // 47: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	6,   // 48: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	6,   // 49: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	7,   // 50: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	7,   // 51: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	52,  // 52: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	51,  // 53: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
-	7,   // 54: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	6,   // 55: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	56,  // 56: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	9,   // 57: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
-	59,  // 58: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	62,  // 59: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	9,   // 60: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	62,  // 61: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	9,   // 62: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	6,   // 63: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	6,   // 64: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	69,  // 65: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	69,  // 66: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	72,  // 67: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	72,  // 68: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	72,  // 69: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	62,  // 70: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	89,  // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	9,   // 72: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	83,  // 73: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	83,  // 74: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	11,  // 75: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	13,  // 76: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	15,  // 77: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	17,  // 78: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	19,  // 79: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	22,  // 80: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	24,  // 81: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	28,  // 82: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	31,  // 83: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	36,  // 84: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	38,  // 85: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	40,  // 86: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	42,  // 87: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	44,  // 88: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	46,  // 89: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	48,  // 90: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	50,  // 91: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	54,  // 92: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	81,  // 93: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	57,  // 94: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	60,  // 95: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	79,  // 96: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	67,  // 97: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	70,  // 98: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	73,  // 99: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	75,  // 100: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	77,  // 101: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	63,  // 102: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	65,  // 103: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	84,  // 104: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	85,  // 105: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	12,  // 106: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	14,  // 107: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	16,  // 108: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	18,  // 109: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	20,  // 110: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	23,  // 111: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	25,  // 112: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	29,  // 113: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	32,  // 114: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	37,  // 115: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	39,  // 116: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	41,  // 117: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	43,  // 118: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	45,  // 119: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	47,  // 120: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	49,  // 121: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	53,  // 122: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	55,  // 123: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	82,  // 124: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	58,  // 125: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	61,  // 126: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	80,  // 127: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	68,  // 128: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	71,  // 129: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	74,  // 130: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	76,  // 131: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	78,  // 132: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	64,  // 133: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	66,  // 134: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	87,  // 135: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	86,  // 136: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	106, // [106:137] is the sub-list for method output_type
-	75,  // [75:106] is the sub-list for method input_type
-	75,  // [75:75] is the sub-list for extension type_name
-	75,  // [75:75] is the sub-list for extension extendee
-	0,   // [0:75] is the sub-list for field type_name
+	9,   // 42: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	36,  // 43: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	37,  // 44: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	9,   // 45: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	35,  // 46: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	8,   // 47: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	8,   // 48: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	8,   // 49: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	9,   // 50: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	9,   // 51: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	54,  // 52: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	53,  // 53: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
+	9,   // 54: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	8,   // 55: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	58,  // 56: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	11,  // 57: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	61,  // 58: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	64,  // 59: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	11,  // 60: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	64,  // 61: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	11,  // 62: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	8,   // 63: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	8,   // 64: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	71,  // 65: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	71,  // 66: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	74,  // 67: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	74,  // 68: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	74,  // 69: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	64,  // 70: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	107, // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	11,  // 72: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	85,  // 73: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	85,  // 74: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	11,  // 75: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
+	91,  // 76: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
+	91,  // 77: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	23,  // 78: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
+	91,  // 79: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	11,  // 80: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	98,  // 81: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	11,  // 82: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	23,  // 83: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	11,  // 84: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	98,  // 85: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	4,   // 86: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
+	11,  // 87: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	5,   // 88: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
+	11,  // 89: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	98,  // 90: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	11,  // 91: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	11,  // 92: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	11,  // 93: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	13,  // 94: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	15,  // 95: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	17,  // 96: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	19,  // 97: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	21,  // 98: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	24,  // 99: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	26,  // 100: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	30,  // 101: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	33,  // 102: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	38,  // 103: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	40,  // 104: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	42,  // 105: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	44,  // 106: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	46,  // 107: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	48,  // 108: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	50,  // 109: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	52,  // 110: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	56,  // 111: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	83,  // 112: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	59,  // 113: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	62,  // 114: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	81,  // 115: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	69,  // 116: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	72,  // 117: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	75,  // 118: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	77,  // 119: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	79,  // 120: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	65,  // 121: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	67,  // 122: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	86,  // 123: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	87,  // 124: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	92,  // 125: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	94,  // 126: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	96,  // 127: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	99,  // 128: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	101, // 129: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	103, // 130: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	105, // 131: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	14,  // 132: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	16,  // 133: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	18,  // 134: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	20,  // 135: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	22,  // 136: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	25,  // 137: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	27,  // 138: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	31,  // 139: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	34,  // 140: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	39,  // 141: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	41,  // 142: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	43,  // 143: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	45,  // 144: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	47,  // 145: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	49,  // 146: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	51,  // 147: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	55,  // 148: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	57,  // 149: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	84,  // 150: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	60,  // 151: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	63,  // 152: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	82,  // 153: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	70,  // 154: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	73,  // 155: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	76,  // 156: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	78,  // 157: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	80,  // 158: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	66,  // 159: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	68,  // 160: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	89,  // 161: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	88,  // 162: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	93,  // 163: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	95,  // 164: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	97,  // 165: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	100, // 166: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	102, // 167: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	104, // 168: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	106, // 169: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	132, // [132:170] is the sub-list for method output_type
+	94,  // [94:132] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -7152,10 +8229,10 @@ func file_tidekv_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   84,
+			NumEnums:      7,
+			NumMessages:   100,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_tidekv_proto_goTypes,
 		DependencyIndexes: file_tidekv_proto_depIdxs,

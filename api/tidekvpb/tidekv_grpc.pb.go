@@ -1394,3 +1394,333 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "tidekv.proto",
 }
+
+const (
+	Txn_Get_FullMethodName            = "/tidekv.Txn/Get"
+	Txn_Write_FullMethodName          = "/tidekv.Txn/Write"
+	Txn_End_FullMethodName            = "/tidekv.Txn/End"
+	Txn_WriteIntents_FullMethodName   = "/tidekv.Txn/WriteIntents"
+	Txn_Record_FullMethodName         = "/tidekv.Txn/Record"
+	Txn_ResolveIntents_FullMethodName = "/tidekv.Txn/ResolveIntents"
+	Txn_Refresh_FullMethodName        = "/tidekv.Txn/Refresh"
+)
+
+// TxnClient is the client API for Txn service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type TxnClient interface {
+	Get(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*TxnGetResponse, error)
+	Write(ctx context.Context, in *TxnWriteRequest, opts ...grpc.CallOption) (*TxnWriteResponse, error)
+	End(ctx context.Context, in *TxnEndRequest, opts ...grpc.CallOption) (*TxnEndResponse, error)
+	WriteIntents(ctx context.Context, in *WriteIntentsRequest, opts ...grpc.CallOption) (*WriteIntentsResponse, error)
+	Record(ctx context.Context, in *TxnRecordRequest, opts ...grpc.CallOption) (*TxnRecordResponse, error)
+	ResolveIntents(ctx context.Context, in *ResolveIntentsRequest, opts ...grpc.CallOption) (*ResolveIntentsResponse, error)
+	Refresh(ctx context.Context, in *RefreshRequest, opts ...grpc.CallOption) (*RefreshResponse, error)
+}
+
+type txnClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewTxnClient(cc grpc.ClientConnInterface) TxnClient {
+	return &txnClient{cc}
+}
+
+func (c *txnClient) Get(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*TxnGetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnGetResponse)
+	err := c.cc.Invoke(ctx, Txn_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) Write(ctx context.Context, in *TxnWriteRequest, opts ...grpc.CallOption) (*TxnWriteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnWriteResponse)
+	err := c.cc.Invoke(ctx, Txn_Write_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) End(ctx context.Context, in *TxnEndRequest, opts ...grpc.CallOption) (*TxnEndResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnEndResponse)
+	err := c.cc.Invoke(ctx, Txn_End_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) WriteIntents(ctx context.Context, in *WriteIntentsRequest, opts ...grpc.CallOption) (*WriteIntentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteIntentsResponse)
+	err := c.cc.Invoke(ctx, Txn_WriteIntents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) Record(ctx context.Context, in *TxnRecordRequest, opts ...grpc.CallOption) (*TxnRecordResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnRecordResponse)
+	err := c.cc.Invoke(ctx, Txn_Record_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) ResolveIntents(ctx context.Context, in *ResolveIntentsRequest, opts ...grpc.CallOption) (*ResolveIntentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveIntentsResponse)
+	err := c.cc.Invoke(ctx, Txn_ResolveIntents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) Refresh(ctx context.Context, in *RefreshRequest, opts ...grpc.CallOption) (*RefreshResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefreshResponse)
+	err := c.cc.Invoke(ctx, Txn_Refresh_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TxnServer is the server API for Txn service.
+// All implementations must embed UnimplementedTxnServer
+// for forward compatibility.
+type TxnServer interface {
+	Get(context.Context, *TxnGetRequest) (*TxnGetResponse, error)
+	Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error)
+	End(context.Context, *TxnEndRequest) (*TxnEndResponse, error)
+	WriteIntents(context.Context, *WriteIntentsRequest) (*WriteIntentsResponse, error)
+	Record(context.Context, *TxnRecordRequest) (*TxnRecordResponse, error)
+	ResolveIntents(context.Context, *ResolveIntentsRequest) (*ResolveIntentsResponse, error)
+	Refresh(context.Context, *RefreshRequest) (*RefreshResponse, error)
+	mustEmbedUnimplementedTxnServer()
+}
+
+// UnimplementedTxnServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedTxnServer struct{}
+
+func (UnimplementedTxnServer) Get(context.Context, *TxnGetRequest) (*TxnGetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedTxnServer) Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Write not implemented")
+}
+func (UnimplementedTxnServer) End(context.Context, *TxnEndRequest) (*TxnEndResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method End not implemented")
+}
+func (UnimplementedTxnServer) WriteIntents(context.Context, *WriteIntentsRequest) (*WriteIntentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteIntents not implemented")
+}
+func (UnimplementedTxnServer) Record(context.Context, *TxnRecordRequest) (*TxnRecordResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
+}
+func (UnimplementedTxnServer) ResolveIntents(context.Context, *ResolveIntentsRequest) (*ResolveIntentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveIntents not implemented")
+}
+func (UnimplementedTxnServer) Refresh(context.Context, *RefreshRequest) (*RefreshResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Refresh not implemented")
+}
+func (UnimplementedTxnServer) mustEmbedUnimplementedTxnServer() {}
+func (UnimplementedTxnServer) testEmbeddedByValue()             {}
+
+// UnsafeTxnServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to TxnServer will
+// result in compilation errors.
+type UnsafeTxnServer interface {
+	mustEmbedUnimplementedTxnServer()
+}
+
+func RegisterTxnServer(s grpc.ServiceRegistrar, srv TxnServer) {
+	// If the following call panics, it indicates UnimplementedTxnServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Txn_ServiceDesc, srv)
+}
+
+func _Txn_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnGetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).Get(ctx, req.(*TxnGetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_Write_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnWriteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).Write(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_Write_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).Write(ctx, req.(*TxnWriteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_End_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnEndRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).End(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_End_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).End(ctx, req.(*TxnEndRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_WriteIntents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WriteIntentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).WriteIntents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_WriteIntents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).WriteIntents(ctx, req.(*WriteIntentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnRecordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).Record(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_Record_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).Record(ctx, req.(*TxnRecordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_ResolveIntents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveIntentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).ResolveIntents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_ResolveIntents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).ResolveIntents(ctx, req.(*ResolveIntentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_Refresh_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefreshRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).Refresh(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_Refresh_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).Refresh(ctx, req.(*RefreshRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Txn_ServiceDesc is the grpc.ServiceDesc for Txn service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Txn_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "tidekv.Txn",
+	HandlerType: (*TxnServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Get",
+			Handler:    _Txn_Get_Handler,
+		},
+		{
+			MethodName: "Write",
+			Handler:    _Txn_Write_Handler,
+		},
+		{
+			MethodName: "End",
+			Handler:    _Txn_End_Handler,
+		},
+		{
+			MethodName: "WriteIntents",
+			Handler:    _Txn_WriteIntents_Handler,
+		},
+		{
+			MethodName: "Record",
+			Handler:    _Txn_Record_Handler,
+		},
+		{
+			MethodName: "ResolveIntents",
+			Handler:    _Txn_ResolveIntents_Handler,
+		},
+		{
+			MethodName: "Refresh",
+			Handler:    _Txn_Refresh_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "tidekv.proto",
+}

@@ -69,7 +69,7 @@ func FuzzDecodeValue(f *testing.F) {
 	f.Add([]byte{formatV1, flagTombstone, 'x'})
 	f.Add([]byte{2, 0})
 	f.Add([]byte{formatV1, 2})
-	f.Add(appendValue(nil, []byte("x"), 7, false))
+	f.Add(appendValue(nil, []byte("x"), 7, false, nil))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		v, tomb, err := decodeValue(raw)
 		if err != nil {
@@ -78,7 +78,7 @@ func FuzzDecodeValue(f *testing.F) {
 			}
 			return
 		}
-		if back := appendValue(nil, v, expiresAt(raw), tomb); !bytes.Equal(back, raw) {
+		if back := appendValue(nil, v, expiresAt(raw), tomb, intentTxn(raw)); !bytes.Equal(back, raw) {
 			t.Fatalf("decodeValue(%q) = %q, tombstone %v, stored as %q", raw, v, tomb, back)
 		}
 	})

@@ -32,6 +32,9 @@ type GCStats struct {
 // the next call and reads with a reader that sees the commit. A key's
 // versions above safePoint are passed by one seek, not visited.
 //
+// A key whose newest version at or below safePoint is an intent keeps
+// every version (intent.go).
+//
 // A tombstone (or expired value) is removed in the same call as the last
 // older version it hides, so a reader at or above safePoint never sees an
 // older version come back between calls.
@@ -53,7 +56,7 @@ func GC(r storage.Reader, w storage.Writer, start, end []byte, safePoint hlc.Tim
 	visited := 0
 	var gone []byte // the engine key of a tombstone or expired value, removed last
 	for ok := it.First(); ok; ok = it.Valid() {
-		if err := c.enterKey(); err != nil {
+		if ok, err := c.enterKey(); err != nil || !ok {
 			return nil, st, err
 		}
 		if st.Keys > 0 && visited >= budget {
@@ -67,6 +70,10 @@ func GC(r storage.Reader, w storage.Writer, start, end []byte, safePoint hlc.Tim
 		_, tomb, err := decodeValue(it.Value())
 		if err != nil {
 			return nil, st, fmt.Errorf("%w (key %q)", err, it.Key())
+		}
+		if intentTxn(it.Value()) != nil {
+			c.nextKey() // resolving the intent may uncover what is below it
+			continue
 		}
 		invisible := tomb || expired(expiresAt(it.Value()), safePoint.WallTime)
 		goneLen := len(it.Value())

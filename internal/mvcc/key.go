@@ -139,13 +139,22 @@ func appendUnescaped(dst, esc []byte) []byte {
 func unescapedLen(esc []byte) int { return len(esc) - bytes.Count(esc, []byte{escapeByte}) }
 
 // EngineSpan returns the engine bounds holding every version of every user
-// key in [start, end). An empty end means no bound (nil hi): the span runs
-// to the end of the engine, so a caller sharing the engine with other keys
-// passes an end.
+// key in [start, end), and the transaction records anchored there
+// (intent.go): from start's records to end's. An empty end means no bound
+// (nil hi): the span runs to the end of the engine, so a caller sharing the
+// engine with other keys passes an end.
 func EngineSpan(start, end []byte) (lo, hi []byte) {
-	lo = appendPrefix(nil, start)
+	lo = recordsStart(start)
 	if len(end) > 0 {
-		hi = appendPrefix(nil, end)
+		hi = recordsStart(end)
 	}
 	return lo, hi
+}
+
+// recordsStart is escape(key) 0x00 0x00: below key's records and versions,
+// above every smaller key's.
+func recordsStart(key []byte) []byte {
+	p := appendPrefix(nil, key)
+	p[len(p)-1] = recordMark
+	return p
 }

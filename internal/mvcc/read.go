@@ -28,6 +28,9 @@ type Version struct {
 	// ExpiresAt is when the value expires, HLC wall time in nanoseconds;
 	// 0: never.
 	ExpiresAt int64
+	// Txn is the ID of the transaction whose intent the version is (a
+	// copy); nil for a committed version.
+	Txn []byte
 }
 
 // Found reports whether the version holds a value, expired or not.
@@ -66,7 +69,7 @@ func Get(r storage.Reader, key []byte, ts hlc.Timestamp) (Version, error) {
 		if err != nil {
 			return Version{}, fmt.Errorf("%w (key %q)", err, k)
 		}
-		return Version{Timestamp: versionTimestamp(k), Value: val, Tombstone: tomb, ExpiresAt: expiresAt(raw)}, nil
+		return Version{Timestamp: versionTimestamp(k), Value: val, Tombstone: tomb, ExpiresAt: expiresAt(raw), Txn: cloneTxn(raw)}, nil
 	}
 	it, err := r.NewIter(seek, end)
 	if err != nil {
@@ -85,11 +88,19 @@ func readVersion(it storage.Iterator) (Version, error) {
 	if err != nil {
 		return Version{}, fmt.Errorf("%w (key %q)", err, it.Key())
 	}
-	v := Version{Timestamp: versionTimestamp(it.Key()), Tombstone: tomb, ExpiresAt: expiresAt(it.Value())}
+	v := Version{Timestamp: versionTimestamp(it.Key()), Tombstone: tomb, ExpiresAt: expiresAt(it.Value()), Txn: cloneTxn(it.Value())}
 	if !tomb {
 		v.Value = append(make([]byte, 0, len(val)), val...)
 	}
 	return v, nil
+}
+
+// cloneTxn copies an accepted value's intent transaction ID (nil if none).
+func cloneTxn(raw []byte) []byte {
+	if txn := intentTxn(raw); txn != nil {
+		return append([]byte(nil), txn...)
+	}
+	return nil
 }
 
 // KeyValue is one key a scan found, with the version it read.
@@ -108,6 +119,8 @@ type KeyValue struct {
 // allocation.
 //
 // A key whose value expired at or before ts's wall time is skipped too.
+// A key whose newest version at or below ts is an intent stops the scan
+// with an *IntentError: the caller resolves it and scans again.
 //
 // A key's versions newer than ts are skipped by one seek, not stepped
 // through; after the version read, one step reaches the next key when the
@@ -140,8 +153,8 @@ func scan(r storage.Reader, start, end []byte, ts hlc.Timestamp, now int64, limi
 	c := cursor{it: it}
 	size := 0
 	for ok := it.First(); ok; {
-		if err := c.enterKey(); err != nil {
-			return nil, nil, err
+		if ok, err = c.enterKey(); err != nil || !ok {
+			return kvs, nil, err
 		}
 		if len(kvs) >= limit || size >= maxBytes {
 			return kvs, appendUnescaped(nil, c.esc()), nil
@@ -153,6 +166,9 @@ func scan(r storage.Reader, start, end []byte, ts hlc.Timestamp, now int64, limi
 		val, tomb, err := decodeValue(it.Value())
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w (key %q)", err, it.Key())
+		}
+		if txn := intentTxn(it.Value()); txn != nil {
+			return nil, nil, &IntentError{Key: appendUnescaped(nil, c.esc()), Txn: append([]byte(nil), txn...), Timestamp: versionTimestamp(it.Key())}
 		}
 		if exp := expiresAt(it.Value()); !tomb && !expired(exp, now) {
 			esc := c.esc()
@@ -176,14 +192,22 @@ type cursor struct {
 	seek   []byte // scratch for seek keys
 }
 
-// enterKey records the user key of the version the iterator is on.
-func (c *cursor) enterKey() error {
-	ek := c.it.Key()
-	if _, _, err := splitKey(ek); err != nil {
-		return err
+// enterKey records the user key of the version the iterator is on, first
+// stepping past transaction records (intent.go); false: none is left.
+func (c *cursor) enterKey() (bool, error) {
+	for c.it.Valid() {
+		ek := c.it.Key()
+		if seek, ok := recordAnchorEnd(ek); ok {
+			c.it.SeekGE(seek)
+			continue
+		}
+		if _, _, err := splitKey(ek); err != nil {
+			return false, err
+		}
+		c.prefix = append(c.prefix[:0], ek[:len(ek)-hlc.EncodedLen]...)
+		return true, nil
 	}
-	c.prefix = append(c.prefix[:0], ek[:len(ek)-hlc.EncodedLen]...)
-	return nil
+	return false, nil
 }
 
 // esc is the current user key, escaped.

@@ -101,7 +101,7 @@ func eachVersion(ctx context.Context, r storage.Reader, start, end []byte, fn fu
 	for ok := it.First(); ok; ok = it.Next() {
 		first := n == 0 || !c.inKey()
 		if first {
-			if err := c.enterKey(); err != nil {
+			if ok, err := c.enterKey(); err != nil || !ok {
 				return err
 			}
 		}

@@ -12,7 +12,7 @@ import (
 // allowed at all (below a newer version, below the GC threshold or a
 // closed timestamp) is the caller's decision: this layer stores versions.
 func Put(w storage.Writer, key []byte, ts hlc.Timestamp, value []byte) error {
-	return write(w, key, ts, value, 0, false)
+	return write(w, key, ts, value, 0, false, nil)
 }
 
 // PutExpiring is Put of a value that expires at expiresAt, an HLC wall time
@@ -23,16 +23,16 @@ func PutExpiring(w storage.Writer, key []byte, ts hlc.Timestamp, value []byte, e
 	if expiresAt < 0 {
 		return fmt.Errorf("%w: an expiry of %q must not be negative, got %d", ErrInvalidArgument, key, expiresAt)
 	}
-	return write(w, key, ts, value, expiresAt, false)
+	return write(w, key, ts, value, expiresAt, false, nil)
 }
 
 // Delete writes a tombstone for key at ts: reads at or above ts find no
 // value, reads below it still see the older versions.
 func Delete(w storage.Writer, key []byte, ts hlc.Timestamp) error {
-	return write(w, key, ts, nil, 0, true)
+	return write(w, key, ts, nil, 0, true, nil)
 }
 
-func write(w storage.Writer, key []byte, ts hlc.Timestamp, value []byte, expiresAt int64, tombstone bool) error {
+func write(w storage.Writer, key []byte, ts hlc.Timestamp, value []byte, expiresAt int64, tombstone bool, txn []byte) error {
 	if ts.IsZero() {
 		return fmt.Errorf("%w: a version of %q needs a timestamp, got zero", ErrInvalidArgument, key)
 	}
@@ -40,7 +40,7 @@ func write(w storage.Writer, key []byte, ts hlc.Timestamp, value []byte, expires
 	defer keyBufs.Put(b)
 	buf := AppendKey((*b)[:0], key, ts)
 	n := len(buf)
-	buf = appendValue(buf, value, expiresAt, tombstone)
+	buf = appendValue(buf, value, expiresAt, tombstone, txn)
 	*b = buf
 	// Writers copy their arguments, so the pooled buffer is free again on
 	// return.

@@ -208,6 +208,8 @@ func (r *Replica) applyCommandLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand, 
 		return r.applyMigrateLocked(ab, cmd)
 	case cmd.GetGc() != nil:
 		return r.applyGCLocked(ab, cmd.GetGc()), nil
+	case cmd.GetTxn() != nil:
+		return r.applyTxnLocked(ab, cmd), nil
 	case cmd.GetCas() != nil:
 		return r.applyCASLocked(ab, cmd), nil
 	default:
@@ -225,6 +227,18 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 	data, err := r.dataLocked(ab, cmd)
 	if err != nil {
 		return applyResult{err: err}
+	}
+	if r.mu.state.GetMayHoldIntents() {
+		ks := make([][]byte, 0, len(ops)+1)
+		for _, op := range ops {
+			ks = append(ks, op.GetKey())
+		}
+		if g != nil {
+			ks = append(ks, g.GetKey())
+		}
+		if err := r.checkIntentsLocked(data, ks...); err != nil {
+			return applyResult{err: err}
+		}
 	}
 	var res applyResult
 	if g != nil || cmd.GetWantExisted() {
@@ -246,7 +260,9 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 			return res
 		}
 		if !found && len(g.GetClearStart()) > 0 {
-			data.clear(g.GetClearStart(), g.GetClearEnd())
+			if err := data.clear(g.GetClearStart(), g.GetClearEnd()); err != nil {
+				return applyResult{err: err}
+			}
 		}
 	}
 	for _, op := range ops {
@@ -298,6 +314,9 @@ func (r *Replica) applyCASLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) appl
 	}
 	data, err := r.dataLocked(ab, cmd)
 	if err != nil {
+		return applyResult{err: err}
+	}
+	if err := r.checkIntentsLocked(data, c.GetKey()); err != nil {
 		return applyResult{err: err}
 	}
 	cur, found := data.get(c.GetKey())

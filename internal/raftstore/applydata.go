@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log"
 	"slices"
@@ -24,8 +25,9 @@ type rangeData interface {
 	// expire rewrites key's live value to expire at expiresAt (0: never)
 	// and reports whether it had one.
 	expire(key []byte, expiresAt int64) bool
-	// clear deletes every key in [start, end).
-	clear(start, end []byte)
+	// clear deletes every key in [start, end), or nothing when one holds
+	// a transaction's intent (*IntentError).
+	clear(start, end []byte) error
 }
 
 // ttl is what a put does with its key's expiry.
@@ -77,7 +79,10 @@ func (u unversionedData) get(k []byte) ([]byte, bool)   { return u.ab.mustGet(u.
 func (u unversionedData) put(k, v []byte, _ ttl)        { u.r.mustWrite(u.ab.set(u.key(k), v)) }
 func (u unversionedData) del(k []byte)                  { u.r.mustWrite(u.ab.del(u.key(k))) }
 func (u unversionedData) expire(k []byte, _ int64) bool { _, found := u.get(k); return found }
-func (u unversionedData) clear(start, end []byte)       { u.ab.clearSpan(u.r, u.key(start), u.key(end)) }
+func (u unversionedData) clear(start, end []byte) error {
+	u.ab.clearSpan(u.r, u.key(start), u.key(end))
+	return nil
+}
 
 // versionedData: mvcc versions of keys.VersionedKey, written at the
 // command's timestamp ts or, when the key already has a version at or
@@ -174,7 +179,7 @@ func (v versionedData) write(k, val []byte, expiresAt int64, tombstone bool) {
 // clear deletes the live keys of [start, end) as the batch sees them:
 // those in the engine (or, migrated in this batch, its unversioned keys)
 // and those written earlier in the batch.
-func (v versionedData) clear(start, end []byte) {
+func (v versionedData) clear(start, end []byte) error {
 	var ks [][]byte
 	if _, ok := v.ab.migrated[v.r.rangeID]; ok {
 		err := v.ab.eachKey(keys.DataKey(v.r.rangeID, start), keys.DataKey(v.r.rangeID, end), func(k, _ []byte) error {
@@ -186,6 +191,10 @@ func (v versionedData) clear(start, end []byte) {
 	lo, hi := keys.VersionedKey(start), keys.VersionedKey(end)
 	for from := lo; from != nil; {
 		kvs, resume, err := mvcc.ScanNewest(v.ab.eng, from, hi, v.ts.WallTime, 1024, 1<<20)
+		var ie *mvcc.IntentError
+		if errors.As(err, &ie) {
+			return v.r.foreignIntent(keys.UserKey(ie.Key), mvcc.Version{Timestamp: ie.Timestamp, Txn: ie.Txn}, nil)
+		}
 		v.r.mustWrite(err)
 		for _, kv := range kvs {
 			ks = append(ks, keys.UserKey(kv.Key))
@@ -200,4 +209,5 @@ func (v versionedData) clear(start, end []byte) {
 	for _, k := range ks {
 		v.del(k) // a key listed twice is a tombstone the second time
 	}
+	return nil
 }

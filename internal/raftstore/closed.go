@@ -35,6 +35,9 @@ type ReadOptions struct {
 	// read is served by the leaseholder, others by any replica whose
 	// closed timestamp covers it (readorder.go).
 	Timestamp hlc.Timestamp
+	// Txn is the ID of the transaction reading, whose own intents it
+	// sees; another transaction's intent fails the read (*IntentError).
+	Txn []byte
 }
 
 // StaleReplicaError says a BOUNDED read reached a replica that cannot prove

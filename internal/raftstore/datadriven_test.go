@@ -29,9 +29,11 @@ import (
 //	                                   write keys, routed to their range's
 //	                                   leaseholder unless range/node is given;
 //	                                   raw skips the request-path key check
-//	get [node=N] [mode=any|bounded] [staleness=D] k...
+//	get [node=N] [mode=any|bounded] [staleness=D] [txn=T] [settle] k...
 //	                                   reads, linearizable unless mode is given
-//	                                   (bounded: at most D stale, default 1s)
+//	                                   (bounded: at most D stale, default 1s), as
+//	                                   transaction T (its own intents show);
+//	                                   settle: until the output is as expected
 //	batch-get [range=R] k...           one BatchGet (routed by the first key)
 //	delete k...                        deletes; prints whether the key existed
 //	cas k=K (expect=V | absent) (new=V | delete)
@@ -63,6 +65,7 @@ import (
 //	                                   replicas against: what the running
 //	                                   nodes' replicas say now, or unreachable
 //	gc node=N                          N's replica GC against the directory
+//	migrate, merge, txn-...            transactions (txn_dd_test.go)
 //
 // Commands that print cluster state "settle": they poll until the output
 // matches the expected one (or, under -rewrite, until it stops changing), so
@@ -235,6 +238,9 @@ func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
 		td.MaybeScanArgs(t, "node", &node)
 		return d.settle(td, func() string { return d.showSnapshots(node, !td.HasArg("no-counts")) })
 	default:
+		if out, ok := d.runTxn(t, td); ok {
+			return out
+		}
 		td.Fatalf(t, "unknown command %q", td.Cmd)
 		return ""
 	}
@@ -476,6 +482,9 @@ func fmtErr(err error) string {
 	case errors.Is(err, ErrAmbiguous):
 		return "error: ambiguous"
 	}
+	if s, ok := fmtTxnErr(err); ok {
+		return "error: " + s
+	}
 	return "error: " + err.Error()
 }
 
@@ -545,8 +554,20 @@ func (d *ddDriver) get(t *testing.T, td *datadriven.TestData) string {
 	default:
 		td.Fatalf(t, "unknown read mode %q", mode)
 	}
+	if td.HasArg("txn") {
+		var id string
+		td.ScanArgs(t, "txn", &id)
+		ro.Txn = []byte(id)
+	}
+	if td.HasArg("settle") {
+		return d.settle(td, func() string { return d.getKeys(t, td, ro) })
+	}
+	return d.getKeys(t, td, ro)
+}
+
+func (d *ddDriver) getKeys(t *testing.T, td *datadriven.TestData, ro ReadOptions) string {
 	var out strings.Builder
-	for _, a := range kvArgs(td, "range", "node", "mode", "staleness") {
+	for _, a := range kvArgs(td, "range", "node", "mode", "staleness", "txn", "settle") {
 		var v []byte
 		var found bool
 		err := d.do(t, td, []byte(a.Key), true, func(ctx context.Context, r *Replica) error {

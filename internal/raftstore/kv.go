@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -42,7 +43,7 @@ func (r *Replica) GetValue(ctx context.Context, key []byte, ro ReadOptions) (Val
 		if err != nil {
 			return Value{}, err
 		}
-		v, err := r.get(r.store.eng, lv.mvcc, key, ro.Timestamp)
+		v, err := r.get(r.store.eng, lv.mvcc, key, ro)
 		if r.stillLayout(lv) {
 			return v, cmp.Or(err, r.checkGCThreshold(ro.Timestamp))
 		}
@@ -65,9 +66,11 @@ func (r *Replica) expiryAt(ts hlc.Timestamp) int64 {
 	return ts.WallTime
 }
 
-// get reads key from rd in a layout at ts (zero: the newest version),
-// judging expiry as expiryAt says.
-func (r *Replica) get(rd storage.Reader, versioned bool, key []byte, ts hlc.Timestamp) (Value, error) {
+// get reads key from rd in a layout at ro.Timestamp (zero: the newest
+// version), judging expiry as expiryAt says. An intent of a transaction
+// other than ro.Txn fails it (*IntentError).
+func (r *Replica) get(rd storage.Reader, versioned bool, key []byte, ro ReadOptions) (Value, error) {
+	ts := ro.Timestamp
 	buf := keyBufs.Get().(*[]byte)
 	defer keyBufs.Put(buf)
 	if !versioned {
@@ -77,7 +80,10 @@ func (r *Replica) get(rd storage.Reader, versioned bool, key []byte, ts hlc.Time
 	}
 	*buf = keys.AppendVersionedKey((*buf)[:0], key)
 	now := r.expiryAt(ts)
-	ver, err := mvcc.Get(rd, *buf, readAt(ts))
+	ver, err := r.readVersion(rd, *buf, ts, ro.Txn)
+	if err == nil && ver.Txn != nil {
+		err = r.foreignIntent(key, ver, ro.Txn)
+	}
 	if err != nil || !ver.LiveAt(now) {
 		return Value{}, err
 	}
@@ -130,19 +136,19 @@ func (r *Replica) BatchGet(ctx context.Context, ks [][]byte, ro ReadOptions) ([]
 		if err != nil {
 			return nil, err
 		}
-		out, err := r.batchGet(lv.mvcc, ks, ro.Timestamp)
+		out, err := r.batchGet(lv.mvcc, ks, ro)
 		if r.stillLayout(lv) {
 			return out, cmp.Or(err, r.checkGCThreshold(ro.Timestamp))
 		}
 	}
 }
 
-func (r *Replica) batchGet(versioned bool, ks [][]byte, ts hlc.Timestamp) ([]*tidekvpb.GetResponse, error) {
+func (r *Replica) batchGet(versioned bool, ks [][]byte, ro ReadOptions) ([]*tidekvpb.GetResponse, error) {
 	snap := r.store.eng.NewSnapshot()
 	defer snap.Close()
 	out := make([]*tidekvpb.GetResponse, len(ks))
 	for i, k := range ks {
-		v, err := r.get(snap, versioned, k, ts)
+		v, err := r.get(snap, versioned, k, ro)
 		if err != nil {
 			return nil, err
 		}
@@ -171,9 +177,10 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxByt
 		return nil, nil, err
 	}
 	for {
-		lv, err := r.readLayout(ctx)
-		if err != nil {
-			return nil, nil, err
+		// Not :=, which would hide the scan's error from the return.
+		lv, lerr := r.readLayout(ctx)
+		if lerr != nil {
+			return nil, nil, lerr
 		}
 		scan := r.scanUnversioned
 		if lv.mvcc {
@@ -228,6 +235,10 @@ func (r *Replica) scanVersioned(start, upper []byte, limit, maxBytes int, ts hlc
 		}
 	}
 	found, resume, err := scan()
+	var ie *mvcc.IntentError
+	if errors.As(err, &ie) {
+		err = r.foreignIntent(keys.UserKey(ie.Key), mvcc.Version{Timestamp: ie.Timestamp, Txn: ie.Txn}, nil)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -49,8 +49,13 @@ const (
 	// refuse the entry, and its copy of the meta range would lack the key
 	// space the others hold.
 	LogVersionKeySpaces uint32 = 6
+	// LogVersionTxn: transactions (RaftCommand.txn: intents, records,
+	// pushes, resolution; txnapply.go). A binary at 6 would apply a
+	// TxnCommand as an empty write, and its replica would lack the
+	// intents and records the others hold.
+	LogVersionTxn uint32 = 7
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionKeySpaces
+	LatestLogVersion = LogVersionTxn
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached
@@ -114,8 +119,10 @@ func decodeLogVersion(b []byte, ok bool, err error) (uint32, error) {
 	return binary.BigEndian.Uint32(b), nil
 }
 
-// needVersion refuses a request that needs log version v before the
-// cluster has reached it.
+// NeedVersion refuses a request that needs log version v before the
+// cluster has reached it (ErrLogVersion, with one sentence).
+func (s *Store) NeedVersion(v uint32, what string) error { return s.needVersion(v, what) }
+
 func (s *Store) needVersion(v uint32, what string) error {
 	if s.logVersion.Load() >= v {
 		return nil

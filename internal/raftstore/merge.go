@@ -203,6 +203,9 @@ func (r *Replica) applyMergeLocked(mc *tidekvpb.MergeCommand) (applyResult, []fu
 	// range keeps the higher one (the frozen right one is final).
 	r.raiseGCThresholdLocked(local.GCThreshold())
 	r.mu.versionBound = r.mu.versionBound.merged(local.publishedVersionBound())
+	if local.mayHoldIntents.Load() {
+		r.setMayHoldIntentsLocked()
+	}
 	nd := proto.Clone(d).(*tidekvpb.RangeDescriptor)
 	nd.EndKey = append([]byte(nil), rhs.GetEndKey()...)
 	nd.Generation = max(d.GetGeneration(), rhs.GetGeneration()) + 1

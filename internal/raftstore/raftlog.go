@@ -143,6 +143,7 @@ func writeInitialRangeState(eng storage.Reader, w storage.Writer, desc *tidekvpb
 		TruncatedTerm:  initialTerm,
 		Layout:         inherit.GetLayout(),
 		GcThreshold:    inherit.GetGcThreshold(),
+		MayHoldIntents: inherit.GetMayHoldIntents(),
 	}
 	recordVersionBound(st, versionBoundOf(inherit))
 	hs := &raftpb.HardState{Term: new(initialTerm), Commit: new(initialIndex)}

@@ -47,6 +47,9 @@ type Replica struct {
 	// gcThreshold is the range's GC threshold as reads check it
 	// (mvccgc.go); never nil once the replica has state.
 	gcThreshold atomic.Pointer[hlc.Timestamp]
+	// mayHoldIntents mirrors ReplicaState.may_hold_intents for a merge,
+	// which reads it from the frozen right-hand replica.
+	mayHoldIntents atomic.Bool
 	// versionBound is mu.versionBound as last persisted (versionbound.go).
 	versionBound atomic.Pointer[versionBound]
 	// closed is the newest closed timestamp known (closed.go).
@@ -160,6 +163,7 @@ type applyResult struct {
 	metaID  uint64
 	newDesc *tidekvpb.RangeDescriptor
 	gc      *gcApplied
+	txn     *txnResult
 }
 
 // RangeID returns the range this replica belongs to.
@@ -243,6 +247,7 @@ func (r *Replica) initRaftLocked(replicaID uint64, ms *raft.MemoryStorage, st *t
 	r.applied.Store(st.GetAppliedIndex())
 	r.publishLayoutLocked()
 	r.publishGCThresholdLocked()
+	r.mayHoldIntents.Store(st.GetMayHoldIntents())
 	r.loadVersionBoundLocked()
 	if st.GetDesc() != nil {
 		r.setDescLocked(st.GetDesc())
@@ -269,7 +274,7 @@ func (r *Replica) snapshotLocked() (*raftpb.Snapshot, error) {
 	}
 	vb := versionBoundOf(st)
 	data, err := proto.Marshal(&tidekvpb.SnapshotData{Desc: st.GetDesc(), Layout: st.GetLayout(), GcThreshold: st.GetGcThreshold(),
-		VersionBound: logTimestamp(vb.ts), VersionBoundKnown: vb.known})
+		VersionBound: logTimestamp(vb.ts), VersionBoundKnown: vb.known, MayHoldIntents: st.GetMayHoldIntents()})
 	if err != nil {
 		return nil, err
 	}

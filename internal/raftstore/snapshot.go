@@ -286,6 +286,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 		TruncatedTerm:  snap.GetMetadata().GetTerm(),
 		Layout:         sd.GetLayout(),
 		GcThreshold:    sd.GetGcThreshold(),
+		MayHoldIntents: sd.GetMayHoldIntents(),
 	}
 	// A sender that does not know the bound (an older binary) leaves it
 	// unknown here too.
@@ -301,6 +302,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	}
 	r.mu.state = st
 	r.publishGCThresholdLocked()
+	r.mayHoldIntents.Store(st.GetMayHoldIntents())
 	r.loadVersionBoundLocked()
 	r.setDescLocked(desc)
 	r.applied.Store(idx)

@@ -105,6 +105,8 @@ type Config struct {
 	// on requests in progress and shedding by queueing delay
 	// (internal/admission, docs/admission.md).
 	Admission admission.Config
+	// Txn holds the transactions' knobs (txnconfig.go).
+	Txn TxnConfig
 	// admissionClock replaces time.Now for the admission controller
 	// (tests drive its windows by hand).
 	admissionClock func() time.Time
@@ -195,6 +197,7 @@ func DefaultConfig() Config {
 		Limits:                  DefaultLimits(),
 		Redis:                   redisDefaults(),
 		Admission:               admission.DefaultConfig(),
+		Txn:                     DefaultTxnConfig(),
 		HeartbeatInterval:       time.Second,
 		LivenessTimeout:         5 * time.Second,
 		ReportInterval:          3 * time.Second,
@@ -275,6 +278,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Raft.ValidateMaxClockOffset(); err != nil {
 		return fmt.Errorf("server: --max-offset: %w", err)
+	}
+	if err := c.Txn.Validate(); err != nil {
+		return err
 	}
 	if err := c.Admission.Validate(); err != nil {
 		return fmt.Errorf("server: %w", err)

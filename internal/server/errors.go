@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -46,6 +47,7 @@ func (s *Server) toStatus(err error) error {
 	var fr *raftstore.RangeFrozenError
 	var busy *raftstore.RangeBusyError
 	var origin *cache.OriginError
+	var tr *txnRetryError
 	switch {
 	case errors.As(err, &origin):
 		// The key space's origin failed, not TideKV: nothing to retry
@@ -82,6 +84,8 @@ func (s *Server) toStatus(err error) error {
 			}
 		}
 		return withDetail(codes.FailedPrecondition, err.Error(), d)
+	case raftstore.RetryableTxnError(err) || errors.As(err, &tr) || errors.Is(err, client.ErrTxnRetry):
+		return withDetail(codes.Aborted, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_TXN_RETRY})
 	case errors.Is(err, raftstore.ErrAmbiguous):
 		return withDetail(codes.Unavailable, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_AMBIGUOUS})
 	case errors.Is(err, raftstore.ErrOverloaded):

@@ -155,6 +155,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		}
 		led[r.RangeID()] = true
 		s.gcRange(ctx, r, cfg)
+		s.sweepIntents(ctx, r)
 	}
 	s.gcRanges.keepOnly(led)
 }

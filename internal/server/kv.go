@@ -80,6 +80,9 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 		r.CountRead()
 	}
 	v, err := fn(r)
+	if err != nil {
+		v, err = runPastIntents(ctx, s, v, err, func() (T, error) { return fn(r) })
+	}
 	err = s.toStatus(err)
 	s.metrics.observe(op, start, err)
 	s.metrics.keyspaceRequests.WithLabelValues(keySpaceLabel(key), op).Inc()
@@ -134,6 +137,7 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
 	})
 	return serve(ctx, s, "get", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
+		ro.Txn = req.GetTxnId()
 		v, err := r.GetValue(ctx, req.GetKey(), ro)
 		if err != nil {
 			return nil, err

@@ -21,7 +21,7 @@ import (
 
 // eventually polls f until it returns nil, failing the test with f's last
 // error after d.
-func eventually(t *testing.T, d time.Duration, what string, f func() error) {
+func eventually(t testing.TB, d time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {

@@ -61,6 +61,7 @@ type Server struct {
 	httpLis net.Listener
 	redis   *resp.Server
 	gateway *client.Client
+	routerState
 	grpcT   *transport.GRPC
 	faults  http.Handler // nil unless Config.FaultInjection
 	sec     *nodeSecurity
@@ -205,6 +206,7 @@ func (s *Server) serve(ctx context.Context) error {
 	s.grpcSrv = grpc.NewServer(opts...)
 	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s, workers: newWorkers(batchWorkers, s.stopper)})
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
+	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: newCoordinator(s)})
 	s.grpcT.Register(s.grpcSrv)
 	go s.grpcSrv.Serve(lis)
 	if s.cfg.HTTPAddr != "" {
@@ -443,6 +445,9 @@ func (s *Server) Stop() {
 		if s.redis != nil {
 			s.redis.Close()
 			s.gateway.Close()
+		}
+		if s.routerClient != nil {
+			s.routerClient.Close()
 		}
 		if s.grpcSrv != nil {
 			stopped := make(chan struct{})

@@ -1,0 +1,135 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
+)
+
+// Below log version 7 every transaction operation is refused, with one
+// sentence, before anything is proposed.
+func TestTransactionsNeedLogVersion7(t *testing.T) {
+	tc := newTestCluster(t, 1, func(c *Config) { c.InitialLogVersion = LogVersionKeySpaces })
+	tc.migrate(t, testRangeID)
+	r := tc.leader(testRangeID)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ref := &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("a")}
+	_, err := r.WriteIntents(ctx, ref, r.store.hlc.Now(), []*tidekvpb.WriteOp{{Key: []byte("a"), Value: []byte("1")}})
+	if !errors.Is(err, ErrLogVersion) || !strings.Contains(err.Error(), "a transaction needs log version 7") {
+		t.Fatalf("intents at version 6: %v", err)
+	}
+	if _, err := r.HeartbeatTxn(ctx, ref); !errors.Is(err, ErrLogVersion) {
+		t.Fatalf("heartbeat at version 6: %v", err)
+	}
+	if err := r.ResolveIntents(ctx, ref, [][]byte{[]byte("a")}, tidekvpb.TxnStatus_TXN_ABORTED, hlc.Timestamp{}); !errors.Is(err, ErrLogVersion) {
+		t.Fatalf("resolve at version 6: %v", err)
+	}
+	if v, ok, err := r.Get(ctx, []byte("a"), ReadOptions{}); err != nil || ok {
+		t.Fatalf("after refusals a = %q, %v, %v; want nothing written", v, ok, err)
+	}
+}
+
+// The record's rules, step by step: what each operation makes of a record
+// at a given "now" (the command's timestamp).
+func TestRecordTransitions(t *testing.T) {
+	ref := &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("a")}
+	at := func(wall int64) hlc.Timestamp { return hlc.Timestamp{WallTime: wall} }
+	pending := &tidekvpb.TxnRecord{Txn: ref, HeartbeatWallNanos: 100}
+	aborted := &tidekvpb.TxnRecord{Txn: ref, Status: tidekvpb.TxnStatus_TXN_ABORTED, HeartbeatWallNanos: 100}
+	committed := &tidekvpb.TxnRecord{Txn: ref, Status: tidekvpb.TxnStatus_TXN_COMMITTED, CommitTimestamp: logTimestamp(at(150))}
+	op := func(o tidekvpb.TxnCommand_Op) *tidekvpb.TxnCommand { return &tidekvpb.TxnCommand{Op: o, Txn: ref} }
+	push := func(expiry int64) *tidekvpb.TxnCommand {
+		c := op(tidekvpb.TxnCommand_PUSH)
+		c.ExpiryNanos = expiry
+		return c
+	}
+	end := func(s tidekvpb.TxnStatus, commit int64) *tidekvpb.TxnCommand {
+		c := op(tidekvpb.TxnCommand_END)
+		c.Status = s
+		if commit != 0 {
+			c.CommitTimestamp = logTimestamp(at(commit))
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name  string
+		rec   *tidekvpb.TxnRecord // nil: absent
+		cmd   *tidekvpb.TxnCommand
+		now   int64
+		want  string // status after ("unchanged" when nothing is written) or the error
+		beats int64  // the heartbeat after, when written
+	}{
+		{"heartbeat creates", nil, op(tidekvpb.TxnCommand_HEARTBEAT), 100, "TXN_PENDING", 100},
+		{"heartbeat refreshes", pending, op(tidekvpb.TxnCommand_HEARTBEAT), 200, "TXN_PENDING", 200},
+		{"heartbeat never goes back", pending, op(tidekvpb.TxnCommand_HEARTBEAT), 50, "TXN_PENDING", 100},
+		{"heartbeat of an aborted one", aborted, op(tidekvpb.TxnCommand_HEARTBEAT), 200, "unchanged", 0},
+		{"push of a live one", pending, push(50), 150, "unchanged", 0},
+		{"push at exactly the expiry", pending, push(50), 150, "unchanged", 0},
+		{"push of an expired one", pending, push(50), 151, "TXN_ABORTED", 100},
+		{"push of a missing one", nil, push(50), 151, "TXN_ABORTED", 0},
+		{"push of a committed one", committed, push(1), 1000, "unchanged", 0},
+		{"push without expiry", pending, push(0), 151, "error: invalid request: a push needs a positive expiry", 0},
+		{"commit", pending, end(tidekvpb.TxnStatus_TXN_COMMITTED, 120), 130, "TXN_COMMITTED", 100},
+		{"commit without timestamp", pending, end(tidekvpb.TxnStatus_TXN_COMMITTED, 0), 130, "error: invalid request: ending a transaction needs a final status, and a commit its timestamp", 0},
+		{"commit of an aborted one", aborted, end(tidekvpb.TxnStatus_TXN_COMMITTED, 120), 130, "error: transaction 54 is TXN_ABORTED already (an expired transaction is aborted by the first one it blocks)", 0},
+		{"commit of a missing one", nil, end(tidekvpb.TxnStatus_TXN_COMMITTED, 120), 130, "error: transaction 54 has no record at \"a\": it never started or was cleaned up", 0},
+		{"abort of a committed one", committed, end(tidekvpb.TxnStatus_TXN_ABORTED, 0), 130, "error: transaction 54 is TXN_COMMITTED already (an expired transaction is aborted by the first one it blocks)", 0},
+		{"commit twice", committed, end(tidekvpb.TxnStatus_TXN_COMMITTED, 160), 170, "unchanged", 0},
+		{"abort of a missing one", nil, end(tidekvpb.TxnStatus_TXN_ABORTED, 0), 130, "TXN_ABORTED", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tc.rec
+			if rec == nil {
+				rec = &tidekvpb.TxnRecord{}
+			}
+			next, err := recordTransition(rec, tc.rec != nil, tc.cmd, at(tc.now))
+			got := "unchanged"
+			switch {
+			case err != nil:
+				got = "error: " + err.Error()
+			case next != nil:
+				got = next.GetStatus().String()
+				if next.GetHeartbeatWallNanos() != tc.beats {
+					t.Errorf("heartbeat %d, want %d", next.GetHeartbeatWallNanos(), tc.beats)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// A transaction reads its own write even when the write was pushed above
+// its read timestamp; another reader at that timestamp does not see it.
+func TestTxnReadsItsOwnPushedWrite(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	tc.migrate(t, testRangeID)
+	r := tc.leader(testRangeID)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tc.put("k", "old")
+	readTS := r.store.hlc.Now()
+	ref := &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("k")}
+	// A read at a later timestamp pushes the transaction's write above it.
+	later := hlc.Timestamp{WallTime: readTS.WallTime + int64(5*time.Millisecond)}
+	if _, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: later}); err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := r.WriteIntents(ctx, ref, readTS, []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("new")}})
+	if err != nil || !later.Less(wrote) {
+		t.Fatalf("intent written at %s (%v), want above the read at %s", wrote, err, later)
+	}
+	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: readTS, Txn: ref.GetId()}); err != nil || string(v) != "new" {
+		t.Fatalf("the transaction reads %q, %v at its read timestamp; want its own write", v, err)
+	}
+	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: readTS}); err != nil || string(v) != "old" {
+		t.Fatalf("another reader at %s reads %q, %v; want the old value below the intent", readTS, v, err)
+	}
+}

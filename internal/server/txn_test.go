@@ -1,0 +1,325 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+const (
+	bankAccounts = 8
+	bankStart    = 100
+)
+
+func acct(i int) []byte { return []byte(fmt.Sprintf("acct-%d", i)) }
+
+// startBank starts a 3-node cluster with quick transaction expiry, puts
+// the accounts on two ranges and waits until transactions are accepted
+// (log version 7 on every node, both ranges versioned).
+func startBank(t testing.TB) (*testCluster, *client.Client, context.Context) {
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.Txn.HeartbeatInterval = 100 * time.Millisecond
+		c.Txn.Expiry = 500 * time.Millisecond
+		c.Txn.IntentWait = time.Second
+		c.GC.Interval = 200 * time.Millisecond // which sweeps old intents
+	})
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	for i := range bankAccounts {
+		if err := c.Put(ctx, acct(i), []byte(strconv.Itoa(bankStart))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Split(ctx, acct(bankAccounts/2)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a first transaction", func() error {
+		return c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, acct(0), []byte(strconv.Itoa(bankStart))) })
+	})
+	eventually(t, 10*time.Second, "both ranges readable at a timestamp", func() error {
+		_, _, err := bankTotal(ctx, c)
+		return err
+	})
+	return tc, c, ctx
+}
+
+// transfer moves a random amount between two random accounts in one
+// transaction.
+func transfer(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+	from, to := rng.Intn(bankAccounts), rng.Intn(bankAccounts-1)
+	if to >= from {
+		to++
+	}
+	amt := 1 + rng.Intn(10)
+	return c.Txn(ctx, func(tx *client.Tx) error {
+		fv, err := tx.Get(ctx, acct(from))
+		if err != nil {
+			return err
+		}
+		tv, err := tx.Get(ctx, acct(to))
+		if err != nil {
+			return err
+		}
+		f, _ := strconv.Atoi(string(fv))
+		g, _ := strconv.Atoi(string(tv))
+		if err := tx.Put(ctx, acct(from), []byte(strconv.Itoa(f-amt))); err != nil {
+			return err
+		}
+		return tx.Put(ctx, acct(to), []byte(strconv.Itoa(g+amt)))
+	})
+}
+
+// bankTotal sums the accounts in one snapshot scan.
+func bankTotal(ctx context.Context, c *client.Client) (int, hlc.Timestamp, error) {
+	kvs, at, err := c.SnapshotScan(ctx, []byte("acct-"), []byte("acct-z"), 0)
+	total := 0
+	for _, kv := range kvs {
+		n, _ := strconv.Atoi(string(kv.Value))
+		total += n
+	}
+	if err == nil && len(kvs) != bankAccounts {
+		err = fmt.Errorf("snapshot scan at %s found %d accounts", at, len(kvs))
+	}
+	return total, at, err
+}
+
+// intentsLeft lists the keys holding intents on any node's replicas.
+func intentsLeft(tc *testCluster) error {
+	for _, s := range tc.nodes {
+		for _, r := range s.Store().Replicas() {
+			ies, err := r.Intents(10)
+			if err != nil {
+				return err
+			}
+			if len(ies) > 0 {
+				return fmt.Errorf("node %s, range %d: %d intents, the first %v", s.Addr(), r.RangeID(), len(ies), ies[0])
+			}
+		}
+	}
+	return nil
+}
+
+// Concurrent transfers between accounts on two ranges: every snapshot scan
+// sees the total, and so does the end; no intent outlives the expiry.
+func TestBankTransfersKeepTheTotal(t *testing.T) {
+	tc, c, ctx := startBank(t)
+	const want = bankAccounts * bankStart
+	var committed, gaveUp atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(w)))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				switch err := transfer(ctx, c, rng); {
+				case err == nil:
+					committed.Add(1)
+				case errors.Is(err, client.ErrTxnRetry):
+					gaveUp.Add(1)
+				default:
+					t.Errorf("transfer: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	// At least 3 s and 20 transfers (a loaded machine needs longer), at
+	// most 30 s.
+	const minTransfers = 20
+	scans, retried := 0, 0
+	start := time.Now()
+	for ; time.Since(start) < 30*time.Second && (time.Since(start) < 3*time.Second || committed.Load() < minTransfers); scans++ {
+		total, at, err := bankTotal(ctx, c)
+		switch {
+		case errors.Is(err, client.ErrTxnRetry):
+			retried++ // waited for a live transaction's intent too long
+		case err != nil:
+			t.Fatal(err)
+		case total != want:
+			t.Fatalf("snapshot scan at %s: total %d, want %d", at, total, want)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d transfers committed, %d gave up; %d snapshot scans, %d waited too long", committed.Load(), gaveUp.Load(), scans, retried)
+	if committed.Load() < minTransfers {
+		t.Fatalf("only %d transfers committed", committed.Load())
+	}
+	eventually(t, 10*time.Second, "the total and no intents", func() error {
+		if total, at, err := bankTotal(ctx, c); err != nil || total != want {
+			return fmt.Errorf("total %d at %s, want %d (%v)", total, at, want, err)
+		}
+		return intentsLeft(tc)
+	})
+}
+
+// A coordinator that stops heartbeating without committing leaves intents;
+// the transactions they block push it once its record expires, remove
+// them, and go on; the GC queue's sweep removes the one nobody meets.
+func TestDeadCoordinatorsIntentsArePushed(t *testing.T) {
+	tc, c, ctx := startBank(t)
+	// The dead coordinator: a record, intents on both ranges, then nothing.
+	dead := &tidekvpb.TxnKey{Id: []byte("dead-coordinator"), Anchor: acct(0)}
+	if _, err := c.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: dead, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT}); err != nil {
+		t.Fatal(err)
+	}
+	ops := []*tidekvpb.WriteOp{{Key: acct(0), Value: []byte("0")}, {Key: acct(bankAccounts - 1), Value: []byte("1000")},
+		{Key: []byte("untouched"), Value: []byte("x")}}
+	if _, err := c.WriteIntents(ctx, dead, c.Now(), ops); err != nil {
+		t.Fatal(err)
+	}
+	if err := intentsLeft(tc); err == nil {
+		t.Fatal("no intents after the dead coordinator's writes")
+	}
+	start := time.Now()
+	err := c.Txn(ctx, func(tx *client.Tx) error {
+		v, err := tx.Get(ctx, acct(0))
+		if err != nil {
+			return err
+		}
+		if string(v) != strconv.Itoa(bankStart) {
+			return fmt.Errorf("acct-0 = %q: the dead transaction's write shows", v)
+		}
+		return tx.Put(ctx, acct(bankAccounts-1), []byte(strconv.Itoa(bankStart)))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the blocked transaction committed after %v", time.Since(start).Round(time.Millisecond))
+	rec, err := c.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: dead, Op: tidekvpb.TxnRecordOp_TXN_PUSH, ExpiryMs: 1})
+	if err != nil || rec.GetStatus() != tidekvpb.TxnStatus_TXN_ABORTED {
+		t.Fatalf("the dead transaction's record: %v, %v; want ABORTED", rec.GetStatus(), err)
+	}
+	// acct-0's intent was resolved by the read, acct-7's by the write; the
+	// sweep finds the untouched key's.
+	eventually(t, 5*time.Second, "no intents", func() error { return intentsLeft(tc) })
+	if _, err := c.Get(ctx, []byte("untouched")); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("the dead transaction's untouched key: %v, want not found", err)
+	}
+}
+
+// A transaction over its key limit is refused with one sentence and rolled
+// back: nothing it wrote stays, and it is not retried.
+func TestTxnLimitsRollBack(t *testing.T) {
+	tc := startClusterWith(t, 1, func(c *Config) { c.Txn.MaxKeys = 3 })
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	eventually(t, 20*time.Second, "a first transaction", func() error {
+		return c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k0"), []byte("v")) })
+	})
+	attempts := 0
+	err := c.Txn(ctx, func(tx *client.Tx) error {
+		attempts++
+		for i := range 4 {
+			if err := tx.Put(ctx, []byte(fmt.Sprintf("k%d", i)), []byte("new")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "over its limits of 3 keys") || attempts != 1 {
+		t.Fatalf("4 keys past a limit of 3: %v after %d attempts; want one refusal", err, attempts)
+	}
+	if err := intentsLeft(tc); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if v, err := c.Get(ctx, []byte(fmt.Sprintf("k%d", i))); (i == 0 && string(v) != "v") || (i > 0 && !errors.Is(err, client.ErrNotFound)) {
+			t.Errorf("k%d = %q, %v after the refused transaction", i, v, err)
+		}
+	}
+}
+
+// A plain write that meets a live transaction's intent waits for it, up to
+// IntentWait, and then fails with a retryable error; once the transaction
+// commits the write goes through on top of it.
+func TestWriteWaitsForALiveTransaction(t *testing.T) {
+	tc := startClusterWith(t, 1, func(c *Config) { c.Txn.IntentWait = 300 * time.Millisecond })
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	eventually(t, 20*time.Second, "a first transaction", func() error {
+		return c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k"), []byte("0")) })
+	})
+	inTxn, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Txn(ctx, func(tx *client.Tx) error {
+			if err := tx.Put(ctx, []byte("k"), []byte("txn")); err != nil {
+				return err
+			}
+			close(inTxn)
+			<-release
+			return nil
+		})
+	}()
+	<-inTxn
+	start := time.Now()
+	err := c.Put(ctx, []byte("k"), []byte("plain"))
+	if waited := time.Since(start); !errors.Is(err, client.ErrTxnRetry) || !strings.Contains(err.Error(), "still running after a wait of 300ms: retry") || waited < 250*time.Millisecond {
+		t.Fatalf("a put under a live intent: %v after %v; want a retryable refusal after about 300ms", err, waited)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the put after the commit", func() error { return c.Put(ctx, []byte("k"), []byte("plain")) })
+	if v, err := c.Get(ctx, []byte("k")); err != nil || string(v) != "plain" {
+		t.Fatalf("k = %q, %v", v, err)
+	}
+}
+
+// A cluster whose nodes apply log version 6 at most refuses transactions
+// with one sentence, and nothing of them is written.
+func TestTxnRefusedBelowLogVersion7(t *testing.T) {
+	tc := startClusterWith(t, 1, func(c *Config) { c.Raft.MaxLogVersion = raftstore.LogVersionKeySpaces })
+	c := tc.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eventually(t, 10*time.Second, "a plain write", func() error { return c.Put(ctx, []byte("k"), []byte("v")) })
+	const want = "transaction write: the cluster has not finished upgrading: a transaction needs log version 7 on every node, and this node has learnt 6 (a node still runs an older binary?)"
+	eventually(t, 10*time.Second, "the refusal at version 6", func() error {
+		if err := c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k"), []byte("txn")) }); err == nil || err.Error() != want {
+			return fmt.Errorf("a transaction at log version 6: %v", err)
+		}
+		return nil
+	})
+	if v, err := c.Get(ctx, []byte("k")); err != nil || string(v) != "v" {
+		t.Fatalf("k = %q, %v after the refused transaction", v, err)
+	}
+}
+
+// BenchmarkTxnTransfer measures one transfer transaction at a time (two
+// reads and two writes on two ranges of a 3-node cluster, commit with
+// refresh), from the Go client's Txn to its answer; intents are resolved
+// after it.
+func BenchmarkTxnTransfer(b *testing.B) {
+	_, c, ctx := startBank(b)
+	rng := rand.New(rand.NewSource(1))
+	for b.Loop() {
+		if err := transfer(ctx, c, rng); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

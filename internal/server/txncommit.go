@@ -1,0 +1,110 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
+)
+
+// End commits or rolls back the transaction meta names.
+func (c *coordinator) End(ctx context.Context, meta *tidekvpb.TxnMeta, commit bool) (*tidekvpb.TxnEndResponse, error) {
+	c.mu.Lock()
+	t := c.txns[string(meta.GetId())]
+	c.mu.Unlock()
+	if t == nil {
+		if !commit {
+			return &tidekvpb.TxnEndResponse{}, nil // nothing of it is open here
+		}
+		return nil, &txnRetryError{fmt.Sprintf("transaction %x is not open on this node (it ended, ran past its deadline, or the node restarted)", meta.GetId())}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.failed(); err != nil {
+		c.abort(t, err.Error()) // cleans what a push left, if it has not already
+		return nil, err
+	}
+	if !commit {
+		c.abort(t, "the client rolled it back")
+		return &tidekvpb.TxnEndResponse{}, nil
+	}
+	if len(t.written) == 0 {
+		// Read-only: its reads are one snapshot at the read timestamp.
+		c.forget(t)
+		return &tidekvpb.TxnEndResponse{CommitTimestamp: tidekvpb.FromHLC(t.readTS)}, nil
+	}
+	commitTS := maxHLC(t.readTS, t.writeTS)
+	if err := c.commit(ctx, t, commitTS); err != nil {
+		c.abort(t, err.Error())
+		return nil, err
+	}
+	c.forget(t)
+	go c.resolveCommitted(t.key, t.writtenKeys(), commitTS)
+	return &tidekvpb.TxnEndResponse{CommitTimestamp: tidekvpb.FromHLC(commitTS)}, nil
+}
+
+// commit refreshes t's reads up to commitTS when its writes were pushed
+// above its read timestamp, then marks its record COMMITTED there.
+func (c *coordinator) commit(ctx context.Context, t *openTxn, commitTS hlc.Timestamp) error {
+	router, err := c.s.router()
+	if err != nil {
+		return err
+	}
+	if len(t.reads) > 0 && t.readTS.Less(commitTS) {
+		if err := router.RefreshReads(ctx, t.key.GetId(), t.reads, t.readTS, commitTS); err != nil {
+			return err
+		}
+	}
+	rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_COMMIT, CommitTimestamp: tidekvpb.FromHLC(commitTS)})
+	if err == nil && rec.GetStatus() != tidekvpb.TxnStatus_TXN_COMMITTED {
+		err = &txnRetryError{fmt.Sprintf("transaction %x could not commit: its record is %s", t.key.GetId(), rec.GetStatus())}
+	}
+	return err
+}
+
+// resolveCommitted turns a committed transaction's intents into values,
+// after its client was answered. One that fails stays until someone meets
+// it and resolves it from the record.
+func (c *coordinator) resolveCommitted(key *tidekvpb.TxnKey, keys [][]byte, commitTS hlc.Timestamp) {
+	router, err := c.s.router()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.Txn.MaxDuration)
+		defer cancel()
+		err = router.ResolveIntents(ctx, key, keys, true, commitTS)
+	}
+	if err != nil {
+		log.Printf("transaction %x: resolving its intents after the commit: %v (they are resolved by whoever meets them)", key.GetId(), err)
+	}
+}
+
+func (t *txnService) Get(ctx context.Context, req *tidekvpb.TxnGetRequest) (*tidekvpb.TxnGetResponse, error) {
+	resp, err := t.coord.Get(ctx, req.GetTxn(), req.GetKey())
+	return resp, t.s.toStatus(innerStatus(err))
+}
+
+func (t *txnService) Write(ctx context.Context, req *tidekvpb.TxnWriteRequest) (*tidekvpb.TxnWriteResponse, error) {
+	resp, err := t.coord.Write(ctx, req.GetTxn(), req.GetOps())
+	return resp, t.s.toStatus(innerStatus(err))
+}
+
+func (t *txnService) End(ctx context.Context, req *tidekvpb.TxnEndRequest) (*tidekvpb.TxnEndResponse, error) {
+	resp, err := t.coord.End(ctx, req.GetTxn(), req.GetCommit())
+	return resp, t.s.toStatus(innerStatus(err))
+}
+
+// innerStatus is the status a range's node answered the coordinator's
+// router with, when err carries one: its code and its own sentence, not
+// the router's wrapping around it.
+func innerStatus(err error) error {
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) && se.GRPCStatus().Code() != codes.Unknown {
+		return se.GRPCStatus().Err()
+	}
+	return err
+}

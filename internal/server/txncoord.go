@@ -1,0 +1,268 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/hlc"
+)
+
+// The transaction coordinator (docs/transactions.md step 5): the node a
+// client sends a transaction's operations to keeps the transaction while
+// it is open. Reads go to the leaseholders at the read timestamp; writes
+// become intents; the first write creates the record (PENDING) at its key
+// (the anchor), which the coordinator then heartbeats. Commit is two
+// rounds: the record becomes COMMITTED at the highest timestamp an intent
+// was written at (after the reads are refreshed up to it when it is above
+// the read timestamp), the client is answered, and the intents are
+// resolved in the background. Anything that stops a transaction (a limit,
+// its deadline, a rollback, a push that aborted it) aborts its record and
+// resolves what it wrote before the answer.
+
+type coordinator struct {
+	s    *Server
+	mu   sync.Mutex
+	txns map[string]*openTxn
+}
+
+// openTxn is one open transaction. mu orders its operations; fail is set
+// from outside them (a heartbeat that found the record aborted).
+type openTxn struct {
+	mu      sync.Mutex
+	key     *tidekvpb.TxnKey // anchor empty until the first write
+	readTS  hlc.Timestamp
+	writeTS hlc.Timestamp
+	reads   [][]byte
+	written map[string]bool
+	bytes   int64
+	done    chan struct{}
+	timer   *time.Timer
+	fail    atomic.Pointer[error]
+}
+
+func newCoordinator(s *Server) *coordinator {
+	return &coordinator{s: s, txns: map[string]*openTxn{}}
+}
+
+// open finds the transaction meta names, starting it on its first
+// operation (begin is client-side).
+func (c *coordinator) open(meta *tidekvpb.TxnMeta) (*openTxn, error) {
+	id, ts := meta.GetId(), meta.GetReadTimestamp().HLC()
+	if len(id) == 0 || len(id) > 64 || ts.WallTime <= 0 {
+		return nil, invalidArg("a transaction needs an ID of 1 to 64 bytes and a read timestamp")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.txns[string(id)]; t != nil {
+		if t.readTS != ts {
+			return nil, invalidArg("transaction %x is open with another read timestamp", id)
+		}
+		return t, nil
+	}
+	t := &openTxn{key: &tidekvpb.TxnKey{Id: id}, readTS: ts, written: map[string]bool{}, done: make(chan struct{})}
+	t.timer = time.AfterFunc(c.s.cfg.Txn.MaxDuration, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		c.abort(t, fmt.Sprintf("it ran past its deadline of %v", c.s.cfg.Txn.MaxDuration))
+	})
+	c.txns[string(id)] = t
+	return t, nil
+}
+
+// failed is why t cannot go on, if anything stopped it.
+func (t *openTxn) failed() error {
+	if e := t.fail.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (t *openTxn) stop(err error) { t.fail.CompareAndSwap(nil, &err) }
+
+// Get reads key at the transaction's read timestamp, its own writes
+// included.
+func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byte) (*tidekvpb.TxnGetResponse, error) {
+	if err := c.s.checkKey(key); err != nil {
+		return nil, err
+	}
+	t, err := c.open(meta)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.failed(); err != nil {
+		return nil, err
+	}
+	router, err := c.s.router()
+	if err != nil {
+		return nil, err
+	}
+	v, err := router.Get(ctx, key, client.TxnReadAt(t.readTS, t.key.GetId()))
+	if errors.Is(err, client.ErrNotFound) {
+		t.reads = append(t.reads, key)
+		return &tidekvpb.TxnGetResponse{}, nil
+	}
+	if err != nil {
+		return nil, c.failOp(t, err)
+	}
+	t.reads = append(t.reads, key)
+	return &tidekvpb.TxnGetResponse{Found: true, Value: v}, nil
+}
+
+// failOp aborts t after an operation failed in a way that stops it (a
+// retryable transaction error), and passes the error on.
+func (c *coordinator) failOp(t *openTxn, err error) error {
+	if errors.Is(err, client.ErrTxnRetry) {
+		c.abort(t, err.Error())
+	}
+	return err
+}
+
+// Write writes ops as intents, creating the record on the first write.
+func (c *coordinator) Write(ctx context.Context, meta *tidekvpb.TxnMeta, ops []*tidekvpb.WriteOp) (*tidekvpb.TxnWriteResponse, error) {
+	if err := c.s.checkTxnOps(ops); err != nil {
+		return nil, err
+	}
+	t, err := c.open(meta)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.failed(); err != nil {
+		return nil, err
+	}
+	if err := c.checkLimits(t, ops); err != nil {
+		return nil, err
+	}
+	router, err := c.s.router()
+	if err != nil {
+		return nil, err
+	}
+	if len(t.key.GetAnchor()) == 0 {
+		t.key.Anchor = ops[0].GetKey()
+		rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
+		if err == nil && rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
+			err = &txnRetryError{fmt.Sprintf("transaction %x was aborted before it wrote", t.key.GetId())}
+		}
+		if err != nil {
+			t.key.Anchor = nil // nothing to clean up
+			return nil, c.failOp(t, err)
+		}
+		go c.heartbeat(t)
+	}
+	for _, op := range ops {
+		t.written[string(op.GetKey())] = true // before the attempt: an abort resolves what it may have left
+		t.bytes += int64(len(op.GetKey()) + len(op.GetValue()))
+	}
+	ts, err := router.WriteIntents(ctx, t.key, maxHLC(t.readTS, t.writeTS), ops)
+	if err != nil {
+		return nil, c.failOp(t, err)
+	}
+	t.writeTS = maxHLC(t.writeTS, ts)
+	return &tidekvpb.TxnWriteResponse{}, nil
+}
+
+func maxHLC(a, b hlc.Timestamp) hlc.Timestamp {
+	if a.Less(b) {
+		return b
+	}
+	return a
+}
+
+// checkLimits refuses a write past the transaction's key or byte limit,
+// aborting the transaction first, so that nothing of it stays.
+func (c *coordinator) checkLimits(t *openTxn, ops []*tidekvpb.WriteOp) error {
+	lim := c.s.cfg.Txn
+	keys, bytes := len(t.written), t.bytes
+	for _, op := range ops {
+		if !t.written[string(op.GetKey())] {
+			keys++
+		}
+		bytes += int64(len(op.GetKey()) + len(op.GetValue()))
+	}
+	if keys <= lim.MaxKeys && bytes <= lim.MaxBytes {
+		return nil
+	}
+	err := invalidArg("transaction %x would write %d keys and %d bytes, over its limits of %d keys and %d bytes; it was rolled back",
+		t.key.GetId(), keys, bytes, lim.MaxKeys, lim.MaxBytes)
+	c.abort(t, "it went over its limits")
+	return err
+}
+
+// heartbeat keeps t's record alive until t ends; a record found aborted
+// (pushed after a missed heartbeat) stops t.
+func (c *coordinator) heartbeat(t *openTxn) {
+	tick := time.NewTicker(c.s.cfg.Txn.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-c.s.stopper:
+			return
+		case <-tick.C:
+		}
+		router, err := c.s.router()
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.Txn.HeartbeatInterval)
+		rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
+		cancel()
+		if err == nil && rec.GetStatus() == tidekvpb.TxnStatus_TXN_ABORTED {
+			t.stop(&txnRetryError{fmt.Sprintf("transaction %x was aborted by another transaction (a heartbeat came later than the expiry of %v)", t.key.GetId(), c.s.cfg.Txn.Expiry)})
+			return
+		}
+	}
+}
+
+// forget ends t's life on this node: no more heartbeats or deadline.
+func (c *coordinator) forget(t *openTxn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.txns[string(t.key.GetId())] == t {
+		delete(c.txns, string(t.key.GetId()))
+		close(t.done)
+		t.timer.Stop()
+	}
+}
+
+// abort ends t as ABORTED and removes its intents before returning
+// (t.mu held). why says what stopped it, for later operations.
+func (c *coordinator) abort(t *openTxn, why string) {
+	t.stop(&txnRetryError{fmt.Sprintf("transaction %x was rolled back: %s", t.key.GetId(), why)})
+	c.forget(t)
+	if len(t.key.GetAnchor()) == 0 {
+		return
+	}
+	router, err := c.s.router()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.Txn.MaxDuration)
+	defer cancel()
+	if _, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_ABORT}); err != nil {
+		log.Printf("transaction %x: abort: %v (its intents are cleaned by whoever meets them)", t.key.GetId(), err)
+		return
+	}
+	if err := router.ResolveIntents(ctx, t.key, t.writtenKeys(), false, hlc.Timestamp{}); err != nil {
+		log.Printf("transaction %x: removing intents: %v (they are cleaned by whoever meets them)", t.key.GetId(), err)
+	}
+}
+
+func (t *openTxn) writtenKeys() [][]byte {
+	ks := make([][]byte, 0, len(t.written))
+	for k := range t.written {
+		ks = append(ks, []byte(k))
+	}
+	return ks
+}

@@ -1,0 +1,179 @@
+package server
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// txnService serves the Txn API (docs/transactions.md step 5): the
+// coordinator's operations (Get, Write, End: txncoord.go) for clients,
+// and the range-level steps, each evaluated by the local replica of the
+// range that holds its key like a KV request.
+type txnService struct {
+	tidekvpb.UnimplementedTxnServer
+	s     *Server
+	coord *coordinator
+}
+
+func txnRef(k *tidekvpb.TxnKey) *tidekvpb.TxnRef {
+	return &tidekvpb.TxnRef{Id: k.GetId(), Anchor: k.GetAnchor()}
+}
+
+// checkTxnKey refuses a transaction step before the cluster is at log
+// version 7, or without an ID or a record's key. The version refusal
+// answers UNIMPLEMENTED, which the routing client does not retry: a
+// transaction fails with its sentence at once (a plain request's
+// ErrLogVersion answers UNAVAILABLE and is retried, which carries it over a
+// cluster's first heartbeats).
+func (s *Server) checkTxnKey(k *tidekvpb.TxnKey) error {
+	if err := s.store.NeedVersion(raftstore.LogVersionTxn, "a transaction"); err != nil {
+		return status.Error(codes.Unimplemented, err.Error())
+	}
+	if len(k.GetId()) == 0 || len(k.GetId()) > 64 {
+		return invalidArg("a transaction needs an ID of 1 to 64 bytes, got %d", len(k.GetId()))
+	}
+	return s.checkKey(k.GetAnchor())
+}
+
+// checkTxnOps refuses what a transaction cannot write: no ops, ops other
+// than puts and deletes, keys or values over the limits.
+func (s *Server) checkTxnOps(ops []*tidekvpb.WriteOp) error {
+	if len(ops) == 0 || len(ops) > s.cfg.Limits.MaxBatchKeys {
+		return invalidArg("a transaction's write has %d ops; it needs 1 to %d", len(ops), s.cfg.Limits.MaxBatchKeys)
+	}
+	for _, op := range ops {
+		if k := op.GetKind(); (k != tidekvpb.WriteOp_PUT && k != tidekvpb.WriteOp_DELETE) || op.GetTtlMs() != 0 || op.GetExpireAtMs() != 0 || op.GetKeepTtl() {
+			return invalidArg("a transaction writes puts and deletes without TTLs; %q is not one", op.GetKey())
+		}
+		if err := s.checkKey(op.GetKey()); err != nil {
+			return err
+		}
+		if err := s.checkValue(op.GetValue()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *txnService) WriteIntents(ctx context.Context, req *tidekvpb.WriteIntentsRequest) (*tidekvpb.WriteIntentsResponse, error) {
+	s := t.s
+	validate := func() error {
+		if err := s.checkTxnKey(req.GetTxn()); err != nil {
+			return err
+		}
+		if req.GetWriteTimestamp().GetWallNanos() <= 0 {
+			return invalidArg("intents need a write timestamp after the Unix epoch")
+		}
+		return s.checkTxnOps(req.GetOps())
+	}
+	return serve(ctx, s, "txn_write_intents", validate, firstOpKey(req.GetOps()), func(r *raftstore.Replica) (*tidekvpb.WriteIntentsResponse, error) {
+		ts, err := r.WriteIntents(ctx, txnRef(req.GetTxn()), req.GetWriteTimestamp().HLC(), req.GetOps())
+		if err != nil {
+			return nil, err
+		}
+		return &tidekvpb.WriteIntentsResponse{WrittenAt: tidekvpb.FromHLC(ts)}, nil
+	})
+}
+
+func (t *txnService) Record(ctx context.Context, req *tidekvpb.TxnRecordRequest) (*tidekvpb.TxnRecordResponse, error) {
+	s := t.s
+	validate := func() error {
+		if err := s.checkTxnKey(req.GetTxn()); err != nil {
+			return err
+		}
+		switch req.GetOp() {
+		case tidekvpb.TxnRecordOp_TXN_COMMIT:
+			if req.GetCommitTimestamp().GetWallNanos() <= 0 {
+				return invalidArg("a commit needs its timestamp")
+			}
+		case tidekvpb.TxnRecordOp_TXN_PUSH:
+			if req.GetExpiryMs() == 0 {
+				return invalidArg("a push needs an expiry")
+			}
+		}
+		return nil
+	}
+	return serve(ctx, s, "txn_record", validate, req.GetTxn().GetAnchor(), func(r *raftstore.Replica) (*tidekvpb.TxnRecordResponse, error) {
+		ref := txnRef(req.GetTxn())
+		var rec *tidekvpb.TxnRecord
+		var err error
+		switch req.GetOp() {
+		case tidekvpb.TxnRecordOp_TXN_HEARTBEAT:
+			rec, err = r.HeartbeatTxn(ctx, ref)
+		case tidekvpb.TxnRecordOp_TXN_COMMIT:
+			rec, err = r.EndTxn(ctx, ref, tidekvpb.TxnStatus_TXN_COMMITTED, req.GetCommitTimestamp().HLC())
+		case tidekvpb.TxnRecordOp_TXN_ABORT:
+			rec, err = r.EndTxn(ctx, ref, tidekvpb.TxnStatus_TXN_ABORTED, hlc.Timestamp{})
+		case tidekvpb.TxnRecordOp_TXN_PUSH:
+			rec, err = r.PushTxn(ctx, ref, s.cfg.Txn.Expiry)
+		default:
+			return nil, invalidArg("unknown transaction record operation %d", req.GetOp())
+		}
+		if err != nil {
+			return nil, err
+		}
+		resp := &tidekvpb.TxnRecordResponse{Status: rec.GetStatus()}
+		if ts := rec.GetCommitTimestamp(); ts != nil {
+			resp.CommitTimestamp = &tidekvpb.Timestamp{WallNanos: ts.GetWallNanos(), Logical: ts.GetLogical()}
+		}
+		return resp, nil
+	})
+}
+
+func (t *txnService) ResolveIntents(ctx context.Context, req *tidekvpb.ResolveIntentsRequest) (*tidekvpb.ResolveIntentsResponse, error) {
+	s := t.s
+	validate := func() error {
+		if err := s.checkTxnKey(req.GetTxn()); err != nil {
+			return err
+		}
+		if len(req.GetKeys()) == 0 || (req.GetCommit() && req.GetCommitTimestamp().GetWallNanos() <= 0) {
+			return invalidArg("resolving intents needs keys, and a commit its timestamp")
+		}
+		return nil
+	}
+	return serve(ctx, s, "txn_resolve", validate, firstKey(req.GetKeys()), func(r *raftstore.Replica) (*tidekvpb.ResolveIntentsResponse, error) {
+		st := tidekvpb.TxnStatus_TXN_ABORTED
+		if req.GetCommit() {
+			st = tidekvpb.TxnStatus_TXN_COMMITTED
+		}
+		return &tidekvpb.ResolveIntentsResponse{}, r.ResolveIntents(ctx, txnRef(req.GetTxn()), req.GetKeys(), st, req.GetCommitTimestamp().HLC())
+	})
+}
+
+func (t *txnService) Refresh(ctx context.Context, req *tidekvpb.RefreshRequest) (*tidekvpb.RefreshResponse, error) {
+	s := t.s
+	validate := func() error {
+		if err := s.checkTxnKey(&tidekvpb.TxnKey{Id: req.GetTxnId(), Anchor: firstKey(req.GetKeys())}); err != nil {
+			return err
+		}
+		if len(req.GetKeys()) == 0 || req.GetFrom().GetWallNanos() <= 0 {
+			return invalidArg("a refresh needs keys, a transaction ID and its timestamps")
+		}
+		return nil
+	}
+	return serve(ctx, s, "txn_refresh", validate, firstKey(req.GetKeys()), func(r *raftstore.Replica) (*tidekvpb.RefreshResponse, error) {
+		return &tidekvpb.RefreshResponse{}, r.RefreshReads(ctx, req.GetKeys(), req.GetFrom().HLC(), req.GetTo().HLC(), req.GetTxnId())
+	})
+}
+
+// firstKey and firstOpKey route a request by its first key (nil when it
+// has none, which validation refuses before routing).
+func firstKey(ks [][]byte) []byte {
+	if len(ks) == 0 {
+		return nil
+	}
+	return ks[0]
+}
+
+func firstOpKey(ops []*tidekvpb.WriteOp) []byte {
+	if len(ops) == 0 {
+		return nil
+	}
+	return ops[0].GetKey()
+}
