@@ -30,6 +30,12 @@ var methodRoles = map[string]Role{
 	"/tidekv.KV/Write":         RoleWrite,
 	"/tidekv.KV/CompareAndSet": RoleWrite,
 
+	// Transactions: a coordinator's operations. Ending one needs no more
+	// than reading: a user without write cannot have written intents.
+	"/tidekv.Txn/Get":   RoleRead,
+	"/tidekv.Txn/End":   RoleRead,
+	"/tidekv.Txn/Write": RoleWrite,
+
 	"/tidekv.Admin/Ranges":          RoleRead,
 	"/tidekv.Admin/Status":          RoleRead,
 	"/tidekv.Admin/Readiness":       RoleRead,
