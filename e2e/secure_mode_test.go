@@ -27,6 +27,7 @@ var secureSubset = []string{
 	"TestRedisTools",                               // redis-cli and redis-benchmark with --tls and AUTH
 	"TestMemoryBoundedUnderAttack",                 // raw RESP over TLS; /metrics over HTTPS
 	"TestLinearizabilityNegativeControlStaleReads", // a raw gRPC connection
+	"TestTransfersBetweenRanges",                   // transactions: coordinators' range-level steps between nodes
 }
 
 // TestSecureModeSubset runs secureSubset again, in a child test process
