@@ -227,13 +227,13 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 
 // applySnapshotLocked installs a snapshot Raft accepted: replace the range's
 // data with the staged SST and reset its Raft log and applied state.
-func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
-	idx := snap.GetMetadata().GetIndex()
+// takeStagedSSTLocked returns the verified SST staged for the snapshot at
+// idx and drops those staged for it and earlier ones.
+func (r *Replica) takeStagedSSTLocked(idx uint64) (string, error) {
 	staged, ok := r.mu.incomingSST[idx]
 	if !ok {
-		return fmt.Errorf("no staged SST for snapshot at index %d", idx)
+		return "", fmt.Errorf("no staged SST for snapshot at index %d", idx)
 	}
-	path := staged.path
 	delete(r.mu.incomingSST, idx)
 	for i, st := range r.mu.incomingSST {
 		if i <= idx {
@@ -243,7 +243,13 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	}
 	// The file was checked as it arrived; check it again as it is about to
 	// become the range's data (a disk can corrupt what it was given).
-	if err := staged.verify(); err != nil {
+	return staged.path, staged.verify()
+}
+
+func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
+	idx := snap.GetMetadata().GetIndex()
+	path, err := r.takeStagedSSTLocked(idx)
+	if err != nil {
 		return err
 	}
 	sd := &tidekvpb.SnapshotData{}
@@ -264,7 +270,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 		_ = clearRangeData(b, old)
 	}
 	_ = clearRangeData(b, desc)
-	err := b.Commit(true)
+	err = b.Commit(true)
 	b.Close()
 	if err != nil {
 		return err
