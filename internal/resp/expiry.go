@@ -61,6 +61,16 @@ func (x *call) replyFlag(ok bool, err error) {
 // cmdTTL: TTL key in seconds (rounded as Redis does), PTTL key in
 // milliseconds; -2 if the key does not exist, -1 if it has no TTL.
 func cmdTTL(x *call) {
+	if ttl, ok := x.keyTTL(); ok && x.name == "ttl" {
+		x.c.WriteInt64(int64((ttl + 500*time.Millisecond) / time.Second))
+	} else if ok {
+		x.c.WriteInt64(ttl.Milliseconds())
+	}
+}
+
+// keyTTL reads the key's remaining TTL; when the key is missing (-2), has
+// none (-1) or the read failed, it replies that itself and returns false.
+func (x *call) keyTTL() (time.Duration, bool) {
 	r, err := x.st.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
 	switch {
 	case err != nil:
@@ -69,11 +79,10 @@ func cmdTTL(x *call) {
 		x.c.WriteInt(-2)
 	case r[0].TTL == 0:
 		x.c.WriteInt(-1)
-	case x.name == "ttl":
-		x.c.WriteInt64(int64((r[0].TTL + 500*time.Millisecond) / time.Second))
 	default:
-		x.c.WriteInt64(r[0].TTL.Milliseconds())
+		return r[0].TTL, true
 	}
+	return 0, false
 }
 
 // cmdExpireTime: EXPIRETIME key, the Unix time in seconds at which the
@@ -81,21 +90,15 @@ func cmdTTL(x *call) {
 // exist, -1 if it has no TTL. The time is this node's clock plus the
 // remaining TTL the serving replica reports (to the millisecond).
 func cmdExpireTime(x *call) {
-	r, err := x.st.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
-	switch {
-	case err != nil:
-		replyErr(x.c, err)
-	case !r[0].Found:
-		x.c.WriteInt(-2)
-	case r[0].TTL == 0:
-		x.c.WriteInt(-1)
-	default:
-		ms := x.s.cfg.Now().Add(r[0].TTL).UnixMilli()
-		if x.name == "expiretime" {
-			ms /= 1000
-		}
-		x.c.WriteInt64(ms)
+	ttl, ok := x.keyTTL()
+	if !ok {
+		return
 	}
+	ms := x.s.cfg.Now().Add(ttl).UnixMilli()
+	if x.name == "expiretime" {
+		ms /= 1000
+	}
+	x.c.WriteInt64(ms)
 }
 
 // cmdPersist: PERSIST key removes the key's TTL: 1 if it had one, else 0.

@@ -86,21 +86,32 @@ func (t *openTxn) failed() error {
 
 func (t *openTxn) stop(err error) { t.fail.CompareAndSwap(nil, &err) }
 
+// lockOpen returns meta's open transaction locked (the caller unlocks it),
+// unless it has failed.
+func (c *coordinator) lockOpen(meta *tidekvpb.TxnMeta) (*openTxn, error) {
+	t, err := c.open(meta)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if err := t.failed(); err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
+	return t, nil
+}
+
 // Get reads key at the transaction's read timestamp, its own writes
 // included.
 func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byte) (*tidekvpb.TxnGetResponse, error) {
 	if err := c.s.checkKey(key); err != nil {
 		return nil, err
 	}
-	t, err := c.open(meta)
+	t, err := c.lockOpen(meta)
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.failed(); err != nil {
-		return nil, err
-	}
 	router, err := c.s.router()
 	if err != nil {
 		return nil, err
@@ -131,15 +142,11 @@ func (c *coordinator) Write(ctx context.Context, meta *tidekvpb.TxnMeta, ops []*
 	if err := c.s.checkTxnOps(ops); err != nil {
 		return nil, err
 	}
-	t, err := c.open(meta)
+	t, err := c.lockOpen(meta)
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.failed(); err != nil {
-		return nil, err
-	}
 	if err := c.checkLimits(t, ops); err != nil {
 		return nil, err
 	}
