@@ -250,6 +250,9 @@ func ecsCallers(addrs []string, conns [][]*grpc.ClientConn, value []byte) (map[s
 	ccfg.Addrs = addrs
 	// Every refusal must be visible: no retries beyond one redirect.
 	ccfg.MaxAttempts, ccfg.FailFastOnOverload = 2, true
+	// Its window also closes on measured queueing (docs/admission.md):
+	// off by default, on here, where the client has a core of its own.
+	ccfg.ReadDelayTarget = 20 * time.Millisecond
 	cl, err := client.New(ccfg)
 	if err != nil {
 		return nil, nil, err

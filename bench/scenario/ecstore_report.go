@@ -18,7 +18,7 @@ func ecsReport(out io.Writer, steps []ecsStep, pinned bool, step, calib time.Dur
 	fmt.Fprintf(out, "%d `tidekv server` processes (replication factor 3, Pebble, `--max-inflight %d`); %s. "+
 		"Each node is sent Zipf(%.1f) requests over the third of %d keys (%d B values) whose lease it holds: reads "+
 		"(gRPC Get in ANY mode, Redis GET), writes (Put, SET) and a 50/50 mix. Protocols: grpc = raw unary calls that ignore admission; "+
-		"client = the Go client (MaxAttempts 2, FailFastOnOverload: no retries, but its window of requests in flight per node); "+
+		"client = the Go client (MaxAttempts 2, FailFastOnOverload: no retries, but its window of requests in flight per node, closed also by measured queueing: ReadDelayTarget 20 ms); "+
 		"resp = the Redis protocol. Peak = closed-loop goodput with %d "+
 		"workers per node for %v (a refused worker waits 5 ms; raw gRPC for grpc and client, RESP for resp); each step offers a multiple of it open-loop for %v, no retries, %v timeout "+
 		"(gRPC: one call per request on %d connections per node; RESP: a pool of %d connections per node, one request on each at a time, "+
