@@ -275,9 +275,10 @@ func (c *Client) attemptOnce(ctx context.Context, r *rpc, a *attempt) error {
 		// Not connected, so nothing was sent: safe to try elsewhere.
 		return status.Errorf(codes.Unavailable, "cannot connect to %s", a.target)
 	}
-	if windowed {
+	if windowed && nc.peer.window.Load() != 0 {
 		// The interceptor takes the request's place in the window
 		// atomically: requests checked together above could all pass.
+		// Without a window (the common case) there is nothing to take.
 		actx = context.WithValue(actx, windowedKey{}, true)
 	}
 	a.sent = true

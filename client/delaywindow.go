@@ -60,10 +60,13 @@ const maxDelayCut = 0.5
 // lasts. The cut marks the node as shedding, so replica choice also steers
 // relaxed reads away from it while its window is full.
 func (p *peerStats) queued(sent, now int64) {
+	if p.delayTarget <= 0 {
+		return // off: nothing to keep on the read path
+	}
 	base := p.noteBase(max(now-sent, 1), now)
 	avg := p.rtt.Load()
 	excess := avg - base - p.delayTarget
-	if p.delayTarget <= 0 || excess <= 0 {
+	if excess <= 0 {
 		return
 	}
 	p.cut(now, max(maxDelayCut, float64(base+p.delayTarget)/float64(avg)), time.Duration(excess))
