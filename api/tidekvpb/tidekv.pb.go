@@ -7286,6 +7286,121 @@ func (*RefreshResponse) Descriptor() ([]byte, []int) {
 	return file_tidekv_proto_rawDescGZIP(), []int{99}
 }
 
+// A transaction that wrote nothing before and whose reads and writes all
+// lie in one range commits in one Raft round: its reads (keys) must be
+// unchanged since read_timestamp, and its writes become committed values.
+type OnePhaseCommitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TxnId         []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	ReadTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	Reads         [][]byte               `protobuf:"bytes,3,rep,name=reads,proto3" json:"reads,omitempty"`
+	Ops           []*WriteOp             `protobuf:"bytes,4,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OnePhaseCommitRequest) Reset() {
+	*x = OnePhaseCommitRequest{}
+	mi := &file_tidekv_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OnePhaseCommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OnePhaseCommitRequest) ProtoMessage() {}
+
+func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OnePhaseCommitRequest.ProtoReflect.Descriptor instead.
+func (*OnePhaseCommitRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *OnePhaseCommitRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *OnePhaseCommitRequest) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
+func (x *OnePhaseCommitRequest) GetReads() [][]byte {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+func (x *OnePhaseCommitRequest) GetOps() []*WriteOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+type OnePhaseCommitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommittedAt   *Timestamp             `protobuf:"bytes,1,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OnePhaseCommitResponse) Reset() {
+	*x = OnePhaseCommitResponse{}
+	mi := &file_tidekv_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OnePhaseCommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OnePhaseCommitResponse) ProtoMessage() {}
+
+func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OnePhaseCommitResponse.ProtoReflect.Descriptor instead.
+func (*OnePhaseCommitResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *OnePhaseCommitResponse) GetCommittedAt() *Timestamp {
+	if x != nil {
+		return x.CommittedAt
+	}
+	return nil
+}
+
 var File_tidekv_proto protoreflect.FileDescriptor
 
 const file_tidekv_proto_rawDesc = "" +
@@ -7816,7 +7931,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12%\n" +
 	"\x04from\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x04from\x12!\n" +
 	"\x02to\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x02to\"\x11\n" +
-	"\x0fRefreshResponse*M\n" +
+	"\x0fRefreshResponse\"\xa1\x01\n" +
+	"\x15OnePhaseCommitRequest\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x128\n" +
+	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x14\n" +
+	"\x05reads\x18\x03 \x03(\fR\x05reads\x12!\n" +
+	"\x03ops\x18\x04 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"N\n" +
+	"\x16OnePhaseCommitResponse\x124\n" +
+	"\fcommitted_at\x18\x01 \x01(\v2\x11.tidekv.TimestampR\vcommittedAt*M\n" +
 	"\vReplicaType\x12\t\n" +
 	"\x05VOTER\x10\x00\x12\v\n" +
 	"\aLEARNER\x10\x01\x12\x12\n" +
@@ -7889,12 +8011,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
-	"\bSnapshot\x12\x15.tidekv.SnapshotChunk\x1a\x18.tidekv.SnapshotResponse(\x012\xc4\x03\n" +
+	"\bSnapshot\x12\x15.tidekv.SnapshotChunk\x1a\x18.tidekv.SnapshotResponse(\x012\x95\x04\n" +
 	"\x03Txn\x124\n" +
 	"\x03Get\x12\x15.tidekv.TxnGetRequest\x1a\x16.tidekv.TxnGetResponse\x12:\n" +
 	"\x05Write\x12\x17.tidekv.TxnWriteRequest\x1a\x18.tidekv.TxnWriteResponse\x124\n" +
 	"\x03End\x12\x15.tidekv.TxnEndRequest\x1a\x16.tidekv.TxnEndResponse\x12I\n" +
-	"\fWriteIntents\x12\x1b.tidekv.WriteIntentsRequest\x1a\x1c.tidekv.WriteIntentsResponse\x12=\n" +
+	"\fWriteIntents\x12\x1b.tidekv.WriteIntentsRequest\x1a\x1c.tidekv.WriteIntentsResponse\x12O\n" +
+	"\x0eCommitOnePhase\x12\x1d.tidekv.OnePhaseCommitRequest\x1a\x1e.tidekv.OnePhaseCommitResponse\x12=\n" +
 	"\x06Record\x12\x18.tidekv.TxnRecordRequest\x1a\x19.tidekv.TxnRecordResponse\x12O\n" +
 	"\x0eResolveIntents\x12\x1d.tidekv.ResolveIntentsRequest\x1a\x1e.tidekv.ResolveIntentsResponse\x12:\n" +
 	"\aRefresh\x12\x16.tidekv.RefreshRequest\x1a\x17.tidekv.RefreshResponseB'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
@@ -7912,7 +8035,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -8021,7 +8144,9 @@ var file_tidekv_proto_goTypes = []any{
 	(*ResolveIntentsResponse)(nil),   // 104: tidekv.ResolveIntentsResponse
 	(*RefreshRequest)(nil),           // 105: tidekv.RefreshRequest
 	(*RefreshResponse)(nil),          // 106: tidekv.RefreshResponse
-	(*raftpb.Message)(nil),           // 107: raftpb.Message
+	(*OnePhaseCommitRequest)(nil),    // 107: tidekv.OnePhaseCommitRequest
+	(*OnePhaseCommitResponse)(nil),   // 108: tidekv.OnePhaseCommitResponse
+	(*raftpb.Message)(nil),           // 109: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -8095,7 +8220,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	74,  // 68: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
 	74,  // 69: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
 	64,  // 70: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	107, // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	109, // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
 	11,  // 72: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
 	85,  // 73: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
 	85,  // 74: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
@@ -8118,87 +8243,92 @@ var file_tidekv_proto_depIdxs = []int32{
 	11,  // 91: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
 	11,  // 92: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
 	11,  // 93: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	13,  // 94: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	15,  // 95: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	17,  // 96: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	19,  // 97: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	21,  // 98: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	24,  // 99: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	26,  // 100: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	30,  // 101: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	33,  // 102: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	38,  // 103: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	40,  // 104: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	42,  // 105: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	44,  // 106: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	46,  // 107: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	48,  // 108: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	50,  // 109: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	52,  // 110: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	56,  // 111: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	83,  // 112: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	59,  // 113: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	62,  // 114: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	81,  // 115: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	69,  // 116: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	72,  // 117: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	75,  // 118: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	77,  // 119: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	79,  // 120: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	65,  // 121: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	67,  // 122: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	86,  // 123: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	87,  // 124: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	92,  // 125: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	94,  // 126: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	96,  // 127: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	99,  // 128: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	101, // 129: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	103, // 130: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	105, // 131: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	14,  // 132: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	16,  // 133: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	18,  // 134: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	20,  // 135: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	22,  // 136: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	25,  // 137: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	27,  // 138: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	31,  // 139: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	34,  // 140: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	39,  // 141: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	41,  // 142: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	43,  // 143: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	45,  // 144: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	47,  // 145: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	49,  // 146: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	51,  // 147: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	55,  // 148: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	57,  // 149: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	84,  // 150: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	60,  // 151: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	63,  // 152: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	82,  // 153: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	70,  // 154: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	73,  // 155: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	76,  // 156: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	78,  // 157: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	80,  // 158: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	66,  // 159: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	68,  // 160: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	89,  // 161: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	88,  // 162: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	93,  // 163: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	95,  // 164: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	97,  // 165: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	100, // 166: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	102, // 167: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	104, // 168: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	106, // 169: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	132, // [132:170] is the sub-list for method output_type
-	94,  // [94:132] is the sub-list for method input_type
-	94,  // [94:94] is the sub-list for extension type_name
-	94,  // [94:94] is the sub-list for extension extendee
-	0,   // [0:94] is the sub-list for field type_name
+	11,  // 94: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	23,  // 95: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	11,  // 96: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	13,  // 97: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	15,  // 98: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	17,  // 99: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	19,  // 100: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	21,  // 101: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	24,  // 102: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	26,  // 103: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	30,  // 104: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	33,  // 105: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	38,  // 106: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	40,  // 107: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	42,  // 108: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	44,  // 109: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	46,  // 110: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	48,  // 111: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	50,  // 112: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	52,  // 113: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	56,  // 114: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	83,  // 115: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	59,  // 116: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	62,  // 117: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	81,  // 118: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	69,  // 119: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	72,  // 120: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	75,  // 121: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	77,  // 122: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	79,  // 123: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	65,  // 124: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	67,  // 125: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	86,  // 126: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	87,  // 127: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	92,  // 128: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	94,  // 129: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	96,  // 130: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	99,  // 131: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	107, // 132: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	101, // 133: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	103, // 134: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	105, // 135: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	14,  // 136: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	16,  // 137: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	18,  // 138: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	20,  // 139: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	22,  // 140: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	25,  // 141: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	27,  // 142: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	31,  // 143: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	34,  // 144: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	39,  // 145: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	41,  // 146: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	43,  // 147: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	45,  // 148: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	47,  // 149: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	49,  // 150: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	51,  // 151: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	55,  // 152: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	57,  // 153: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	84,  // 154: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	60,  // 155: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	63,  // 156: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	82,  // 157: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	70,  // 158: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	73,  // 159: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	76,  // 160: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	78,  // 161: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	80,  // 162: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	66,  // 163: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	68,  // 164: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	89,  // 165: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	88,  // 166: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	93,  // 167: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	95,  // 168: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	97,  // 169: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	100, // 170: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	108, // 171: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	102, // 172: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	104, // 173: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	106, // 174: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	136, // [136:175] is the sub-list for method output_type
+	97,  // [97:136] is the sub-list for method input_type
+	97,  // [97:97] is the sub-list for extension type_name
+	97,  // [97:97] is the sub-list for extension extendee
+	0,   // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -8230,7 +8360,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   100,
+			NumMessages:   102,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -1400,6 +1400,7 @@ const (
 	Txn_Write_FullMethodName          = "/tidekv.Txn/Write"
 	Txn_End_FullMethodName            = "/tidekv.Txn/End"
 	Txn_WriteIntents_FullMethodName   = "/tidekv.Txn/WriteIntents"
+	Txn_CommitOnePhase_FullMethodName = "/tidekv.Txn/CommitOnePhase"
 	Txn_Record_FullMethodName         = "/tidekv.Txn/Record"
 	Txn_ResolveIntents_FullMethodName = "/tidekv.Txn/ResolveIntents"
 	Txn_Refresh_FullMethodName        = "/tidekv.Txn/Refresh"
@@ -1413,6 +1414,7 @@ type TxnClient interface {
 	Write(ctx context.Context, in *TxnWriteRequest, opts ...grpc.CallOption) (*TxnWriteResponse, error)
 	End(ctx context.Context, in *TxnEndRequest, opts ...grpc.CallOption) (*TxnEndResponse, error)
 	WriteIntents(ctx context.Context, in *WriteIntentsRequest, opts ...grpc.CallOption) (*WriteIntentsResponse, error)
+	CommitOnePhase(ctx context.Context, in *OnePhaseCommitRequest, opts ...grpc.CallOption) (*OnePhaseCommitResponse, error)
 	Record(ctx context.Context, in *TxnRecordRequest, opts ...grpc.CallOption) (*TxnRecordResponse, error)
 	ResolveIntents(ctx context.Context, in *ResolveIntentsRequest, opts ...grpc.CallOption) (*ResolveIntentsResponse, error)
 	Refresh(ctx context.Context, in *RefreshRequest, opts ...grpc.CallOption) (*RefreshResponse, error)
@@ -1466,6 +1468,16 @@ func (c *txnClient) WriteIntents(ctx context.Context, in *WriteIntentsRequest, o
 	return out, nil
 }
 
+func (c *txnClient) CommitOnePhase(ctx context.Context, in *OnePhaseCommitRequest, opts ...grpc.CallOption) (*OnePhaseCommitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OnePhaseCommitResponse)
+	err := c.cc.Invoke(ctx, Txn_CommitOnePhase_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *txnClient) Record(ctx context.Context, in *TxnRecordRequest, opts ...grpc.CallOption) (*TxnRecordResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TxnRecordResponse)
@@ -1504,6 +1516,7 @@ type TxnServer interface {
 	Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error)
 	End(context.Context, *TxnEndRequest) (*TxnEndResponse, error)
 	WriteIntents(context.Context, *WriteIntentsRequest) (*WriteIntentsResponse, error)
+	CommitOnePhase(context.Context, *OnePhaseCommitRequest) (*OnePhaseCommitResponse, error)
 	Record(context.Context, *TxnRecordRequest) (*TxnRecordResponse, error)
 	ResolveIntents(context.Context, *ResolveIntentsRequest) (*ResolveIntentsResponse, error)
 	Refresh(context.Context, *RefreshRequest) (*RefreshResponse, error)
@@ -1528,6 +1541,9 @@ func (UnimplementedTxnServer) End(context.Context, *TxnEndRequest) (*TxnEndRespo
 }
 func (UnimplementedTxnServer) WriteIntents(context.Context, *WriteIntentsRequest) (*WriteIntentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WriteIntents not implemented")
+}
+func (UnimplementedTxnServer) CommitOnePhase(context.Context, *OnePhaseCommitRequest) (*OnePhaseCommitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitOnePhase not implemented")
 }
 func (UnimplementedTxnServer) Record(context.Context, *TxnRecordRequest) (*TxnRecordResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
@@ -1631,6 +1647,24 @@ func _Txn_WriteIntents_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Txn_CommitOnePhase_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OnePhaseCommitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).CommitOnePhase(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_CommitOnePhase_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).CommitOnePhase(ctx, req.(*OnePhaseCommitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Txn_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(TxnRecordRequest)
 	if err := dec(in); err != nil {
@@ -1707,6 +1741,10 @@ var Txn_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WriteIntents",
 			Handler:    _Txn_WriteIntents_Handler,
+		},
+		{
+			MethodName: "CommitOnePhase",
+			Handler:    _Txn_CommitOnePhase_Handler,
 		},
 		{
 			MethodName: "Record",
