@@ -1399,6 +1399,7 @@ const (
 	Txn_Get_FullMethodName            = "/tidekv.Txn/Get"
 	Txn_Write_FullMethodName          = "/tidekv.Txn/Write"
 	Txn_End_FullMethodName            = "/tidekv.Txn/End"
+	Txn_If_FullMethodName             = "/tidekv.Txn/If"
 	Txn_WriteIntents_FullMethodName   = "/tidekv.Txn/WriteIntents"
 	Txn_CommitOnePhase_FullMethodName = "/tidekv.Txn/CommitOnePhase"
 	Txn_Record_FullMethodName         = "/tidekv.Txn/Record"
@@ -1413,6 +1414,7 @@ type TxnClient interface {
 	Get(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*TxnGetResponse, error)
 	Write(ctx context.Context, in *TxnWriteRequest, opts ...grpc.CallOption) (*TxnWriteResponse, error)
 	End(ctx context.Context, in *TxnEndRequest, opts ...grpc.CallOption) (*TxnEndResponse, error)
+	If(ctx context.Context, in *TxnIfRequest, opts ...grpc.CallOption) (*TxnIfResponse, error)
 	WriteIntents(ctx context.Context, in *WriteIntentsRequest, opts ...grpc.CallOption) (*WriteIntentsResponse, error)
 	CommitOnePhase(ctx context.Context, in *OnePhaseCommitRequest, opts ...grpc.CallOption) (*OnePhaseCommitResponse, error)
 	Record(ctx context.Context, in *TxnRecordRequest, opts ...grpc.CallOption) (*TxnRecordResponse, error)
@@ -1452,6 +1454,16 @@ func (c *txnClient) End(ctx context.Context, in *TxnEndRequest, opts ...grpc.Cal
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TxnEndResponse)
 	err := c.cc.Invoke(ctx, Txn_End_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) If(ctx context.Context, in *TxnIfRequest, opts ...grpc.CallOption) (*TxnIfResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnIfResponse)
+	err := c.cc.Invoke(ctx, Txn_If_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -1515,6 +1527,7 @@ type TxnServer interface {
 	Get(context.Context, *TxnGetRequest) (*TxnGetResponse, error)
 	Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error)
 	End(context.Context, *TxnEndRequest) (*TxnEndResponse, error)
+	If(context.Context, *TxnIfRequest) (*TxnIfResponse, error)
 	WriteIntents(context.Context, *WriteIntentsRequest) (*WriteIntentsResponse, error)
 	CommitOnePhase(context.Context, *OnePhaseCommitRequest) (*OnePhaseCommitResponse, error)
 	Record(context.Context, *TxnRecordRequest) (*TxnRecordResponse, error)
@@ -1538,6 +1551,9 @@ func (UnimplementedTxnServer) Write(context.Context, *TxnWriteRequest) (*TxnWrit
 }
 func (UnimplementedTxnServer) End(context.Context, *TxnEndRequest) (*TxnEndResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method End not implemented")
+}
+func (UnimplementedTxnServer) If(context.Context, *TxnIfRequest) (*TxnIfResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method If not implemented")
 }
 func (UnimplementedTxnServer) WriteIntents(context.Context, *WriteIntentsRequest) (*WriteIntentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WriteIntents not implemented")
@@ -1625,6 +1641,24 @@ func _Txn_End_Handler(srv interface{}, ctx context.Context, dec func(interface{}
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(TxnServer).End(ctx, req.(*TxnEndRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_If_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnIfRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).If(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_If_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).If(ctx, req.(*TxnIfRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1737,6 +1771,10 @@ var Txn_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "End",
 			Handler:    _Txn_End_Handler,
+		},
+		{
+			MethodName: "If",
+			Handler:    _Txn_If_Handler,
 		},
 		{
 			MethodName: "WriteIntents",

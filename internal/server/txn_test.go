@@ -367,3 +367,67 @@ func BenchmarkTxnTransfer(b *testing.B) {
 		})
 	}
 }
+
+// One-shot transactions: the branch the compares choose runs atomically
+// across ranges, the other leaves nothing; compare-and-increment from
+// several workers loses no increment.
+func TestTxnIf(t *testing.T) {
+	_, c, ctx := startBank(t)
+	start := []byte(strconv.Itoa(bankStart))
+	move := client.Branch{Ops: []client.Op{{Key: acct(0), Value: []byte("90")}, {Key: acct(bankAccounts - 1), Value: []byte("110")}}}
+	orRead := client.Branch{Reads: [][]byte{acct(0), []byte("absent")}}
+	for i, want := range []bool{true, false} {
+		res, err := c.TxnIf(ctx, []client.Compare{{Key: acct(0), Op: client.Equal, Value: start}}, move, orRead)
+		if err != nil || res.Succeeded != want {
+			t.Fatalf("call %d: succeeded %v, %v; want %v", i, res.Succeeded, err, want)
+		}
+		if !want && (len(res.Reads) != 2 || string(res.Reads[0].Value) != "90" || res.Reads[1].Found) {
+			t.Fatalf("the else branch's reads: %+v", res.Reads)
+		}
+	}
+	if total, _, err := bankTotal(ctx, c); err != nil || total != bankAccounts*bankStart {
+		t.Fatalf("total %d, %v after the moves", total, err)
+	}
+	// Create if absent, then not again.
+	create := client.Branch{Ops: []client.Op{{Key: []byte("ctr"), Value: []byte("0")}}}
+	for i, want := range []bool{true, false} {
+		res, err := c.TxnIf(ctx, []client.Compare{{Key: []byte("ctr"), Op: client.NotExists}}, create, client.Branch{})
+		if err != nil || res.Succeeded != want {
+			t.Fatalf("create %d: succeeded %v, %v; want %v", i, res.Succeeded, err, want)
+		}
+	}
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				v, err := c.Get(ctx, []byte("ctr"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n, _ := strconv.Atoi(string(v))
+				res, err := c.TxnIf(ctx, []client.Compare{{Key: []byte("ctr"), Op: client.Equal, Value: v}},
+					client.Branch{Ops: []client.Op{{Key: []byte("ctr"), Value: []byte(strconv.Itoa(n + 1))}}}, client.Branch{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Succeeded {
+					done.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if v, err := c.Get(ctx, []byte("ctr")); err != nil || string(v) != strconv.Itoa(int(done.Load())) {
+		t.Fatalf("ctr = %q, %v after %d successful increments", v, err, done.Load())
+	}
+	t.Logf("%d of 40 compare-and-increments succeeded", done.Load())
+	_, err := c.TxnIf(ctx, nil, create, client.Branch{})
+	if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "needs 1 or more compares") {
+		t.Fatalf("no compares: %v", err)
+	}
+}
