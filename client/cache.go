@@ -42,6 +42,20 @@ func (e *rangeEntry) containsAll(keys [][]byte) bool {
 	return true
 }
 
+// holds reports whether r's keys and the ends of its spans lie in e.
+func (e *rangeEntry) holds(r *rpc) bool {
+	if r.span != nil && !e.containsAll(r.span) {
+		return false
+	}
+	dend := e.desc.GetEndKey()
+	for _, end := range r.spanEnds {
+		if len(dend) > 0 && (len(end) == 0 || bytes.Compare(end, dend) > 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // overlaps reports whether the spans of a and b intersect; an empty end key
 // is +infinity.
 func overlaps(a, b *tidekvpb.RangeDescriptor) bool {

@@ -108,6 +108,10 @@ type rpc struct {
 	// touches, which must lie in the routed range.
 	key  []byte
 	span [][]byte
+	// spanEnds are the (exclusive) ends of key spans the request reads
+	// from keys in span, which must not pass the routed range's end (empty:
+	// unbounded).
+	spanEnds [][]byte
 	// anyNode requests (admin) may go to any node.
 	anyNode bool
 	// idempotent requests may be retried after an unknown outcome.
@@ -474,7 +478,7 @@ func (c *Client) route(ctx context.Context, r *rpc, avoid []string, attempt int)
 	if e == nil {
 		return nil, c.pickAny(s, avoid, attempt), s.epoch, nil
 	}
-	if r.span != nil && !e.containsAll(r.span) {
+	if !e.holds(r) {
 		return nil, "", 0, errSpanChanged
 	}
 	if t := c.pickReplica(s, e, avoid, attempt); t != "" {
@@ -502,7 +506,7 @@ func (c *Client) routeFollower(ctx context.Context, r *rpc, tried *uint64, tried
 			return nil, "", s.epoch, -1, nil
 		}
 	}
-	if r.span != nil && !e.containsAll(r.span) {
+	if !e.holds(r) {
 		return nil, "", 0, -1, errSpanChanged
 	}
 	if e != *triedEntry {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 
 	"google.golang.org/grpc/status"
 
@@ -99,6 +100,25 @@ func (tx *Tx) Get(ctx context.Context, key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
 	}
 	return resp.GetValue(), nil
+}
+
+// Scan returns up to limit keys (0: every key) of [start, end) (empty end:
+// no bound) in order, as the transaction sees them (its own writes
+// included). The commit fails with ErrTxnRetry if any key in the span as
+// far as it was read changed, appeared or went away before it.
+func (tx *Tx) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	if limit < 0 || limit > math.MaxUint32 {
+		return nil, fmt.Errorf("%w: scan limit %d", ErrInvalidArgument, limit)
+	}
+	resp, err := tx.nc.txn.Scan(ctx, &tidekvpb.TxnScanRequest{Txn: tx.meta, StartKey: start, EndKey: end, Limit: uint32(limit)})
+	if err != nil {
+		return nil, txnError("scan", err)
+	}
+	out := make([]KeyValue, len(resp.GetKvs()))
+	for i, kv := range resp.GetKvs() {
+		out[i] = KeyValue{Key: kv.GetKey(), Value: kv.GetValue()}
+	}
+	return out, nil
 }
 
 // Put sets key to value when the transaction commits.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,24 +50,28 @@ var ErrNotOneRange = errors.New("tidekv: a one-phase commit's keys span more tha
 
 // CommitOnePhase commits, in one Raft command at the leaseholder of the
 // range that holds every key, a transaction that has written nothing
-// before: reads must be unchanged since readTS, ops become committed
-// values. It returns the commit timestamp. It is not retried once it may
+// before: reads and the spans it scanned must be unchanged since readTS,
+// ops become committed values. It returns the commit timestamp. It is not retried once it may
 // have reached a node (ErrAmbiguous): a second attempt would find the
 // first one's writes and refuse.
-func (c *Client) CommitOnePhase(ctx context.Context, txnID []byte, readTS hlc.Timestamp, reads [][]byte, ops []*tidekvpb.WriteOp) (hlc.Timestamp, error) {
+func (c *Client) CommitOnePhase(ctx context.Context, txnID []byte, readTS hlc.Timestamp, reads [][]byte, scans []*tidekvpb.KeySpan, ops []*tidekvpb.WriteOp) (hlc.Timestamp, error) {
 	if len(ops) == 0 {
 		return hlc.Timestamp{}, fmt.Errorf("%w: one-phase commit: no writes", ErrInvalidArgument)
 	}
-	span := make([][]byte, 0, len(ops)+len(reads))
+	span := make([][]byte, 0, len(ops)+len(reads)+len(scans))
 	for _, op := range ops {
 		span = append(span, op.GetKey())
 	}
 	span = append(span, reads...)
-	req := &tidekvpb.OnePhaseCommitRequest{TxnId: txnID, ReadTimestamp: wireTS(readTS), Reads: reads, Ops: ops}
+	var ends [][]byte
+	for _, sp := range scans {
+		span, ends = append(span, sp.GetStartKey()), append(ends, sp.GetEndKey())
+	}
+	req := &tidekvpb.OnePhaseCommitRequest{TxnId: txnID, ReadTimestamp: wireTS(readTS), Reads: reads, ReadSpans: scans, Ops: ops}
 	var out hlc.Timestamp
 	// By the cached range map: a stale one that splits the keys costs a
 	// two-phase commit, not a refresh of the map on every such commit.
-	err := c.invoke(ctx, &rpc{op: "one-phase commit", key: span[0], span: span,
+	err := c.invoke(ctx, &rpc{op: "one-phase commit", key: span[0], span: span, spanEnds: ends,
 		call: func(ctx context.Context, nc *nodeConn) error {
 			resp, err := nc.txn.CommitOnePhase(ctx, req)
 			out = resp.GetCommittedAt().HLC()
@@ -155,4 +160,32 @@ func (c *Client) RefreshReads(ctx context.Context, txnID []byte, keys [][]byte, 
 				return err
 			}}
 	})
+}
+
+// RefreshSpans is RefreshReads for the spans a transaction scanned
+// (an empty end: no bound), range by range along each span.
+func (c *Client) RefreshSpans(ctx context.Context, txnID []byte, spans []*tidekvpb.KeySpan, from, to hlc.Timestamp) error {
+	for _, sp := range spans {
+		for start := sp.GetStartKey(); ; {
+			req := &tidekvpb.RefreshRequest{TxnId: txnID, Span: &tidekvpb.KeySpan{StartKey: start, EndKey: sp.GetEndKey()}, From: wireTS(from), To: wireTS(to)}
+			var resume []byte
+			err := c.invoke(ctx, &rpc{op: "refresh span", key: start, idempotent: true,
+				call: func(ctx context.Context, nc *nodeConn) error {
+					resp, err := nc.txn.Refresh(ctx, req)
+					resume = resp.GetResumeKey()
+					return err
+				}})
+			if err != nil {
+				return err
+			}
+			if len(resume) == 0 || (len(sp.GetEndKey()) > 0 && bytes.Compare(resume, sp.GetEndKey()) >= 0) {
+				break
+			}
+			if bytes.Compare(resume, start) <= 0 {
+				return fmt.Errorf("tidekv: refresh span: resume key %q not after start %q", resume, start)
+			}
+			start = resume
+		}
+	}
+	return nil
 }

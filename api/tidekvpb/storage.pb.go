@@ -1507,8 +1507,10 @@ type TxnCommand struct {
 	ExpiryNanos     int64                  `protobuf:"varint,6,opt,name=expiry_nanos,json=expiryNanos,proto3" json:"expiry_nanos,omitempty"`
 	Keys            [][]byte               `protobuf:"bytes,7,rep,name=keys,proto3" json:"keys,omitempty"`
 	ReadTimestamp   *LogTimestamp          `protobuf:"bytes,8,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// ONE_PHASE: the spans it scanned, besides the keys it read.
+	ReadSpans     []*KeySpan `protobuf:"bytes,9,rep,name=read_spans,json=readSpans,proto3" json:"read_spans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnCommand) Reset() {
@@ -1593,6 +1595,13 @@ func (x *TxnCommand) GetKeys() [][]byte {
 func (x *TxnCommand) GetReadTimestamp() *LogTimestamp {
 	if x != nil {
 		return x.ReadTimestamp
+	}
+	return nil
+}
+
+func (x *TxnCommand) GetReadSpans() []*KeySpan {
+	if x != nil {
+		return x.ReadSpans
 	}
 	return nil
 }
@@ -1760,7 +1769,7 @@ const file_storage_proto_rawDesc = "" +
 	"\x03txn\x18\x01 \x01(\v2\x0e.tidekv.TxnRefR\x03txn\x12)\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x11.tidekv.TxnStatusR\x06status\x12?\n" +
 	"\x10commit_timestamp\x18\x03 \x01(\v2\x14.tidekv.LogTimestampR\x0fcommitTimestamp\x120\n" +
-	"\x14heartbeat_wall_nanos\x18\x04 \x01(\x03R\x12heartbeatWallNanos\"\xca\x03\n" +
+	"\x14heartbeat_wall_nanos\x18\x04 \x01(\x03R\x12heartbeatWallNanos\"\xfa\x03\n" +
 	"\n" +
 	"TxnCommand\x12%\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x15.tidekv.TxnCommand.OpR\x02op\x12 \n" +
@@ -1770,7 +1779,9 @@ const file_storage_proto_rawDesc = "" +
 	"\x10commit_timestamp\x18\x05 \x01(\v2\x14.tidekv.LogTimestampR\x0fcommitTimestamp\x12!\n" +
 	"\fexpiry_nanos\x18\x06 \x01(\x03R\vexpiryNanos\x12\x12\n" +
 	"\x04keys\x18\a \x03(\fR\x04keys\x12;\n" +
-	"\x0eread_timestamp\x18\b \x01(\v2\x14.tidekv.LogTimestampR\rreadTimestamp\"i\n" +
+	"\x0eread_timestamp\x18\b \x01(\v2\x14.tidekv.LogTimestampR\rreadTimestamp\x12.\n" +
+	"\n" +
+	"read_spans\x18\t \x03(\v2\x0f.tidekv.KeySpanR\treadSpans\"i\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rWRITE_INTENTS\x10\x01\x12\r\n" +
@@ -1827,6 +1838,7 @@ var file_storage_proto_goTypes = []any{
 	(*NodeDescriptor)(nil),        // 23: tidekv.NodeDescriptor
 	(*Setting)(nil),               // 24: tidekv.Setting
 	(TxnStatus)(0),                // 25: tidekv.TxnStatus
+	(*KeySpan)(nil),               // 26: tidekv.KeySpan
 }
 var file_storage_proto_depIdxs = []int32{
 	21, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
@@ -1865,12 +1877,13 @@ var file_storage_proto_depIdxs = []int32{
 	25, // 33: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
 	13, // 34: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
 	13, // 35: tidekv.TxnCommand.read_timestamp:type_name -> tidekv.LogTimestamp
-	21, // 36: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	26, // 36: tidekv.TxnCommand.read_spans:type_name -> tidekv.KeySpan
+	21, // 37: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }

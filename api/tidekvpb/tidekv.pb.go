@@ -491,7 +491,7 @@ func (x TxnCompare_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TxnCompare_Op.Descriptor instead.
 func (TxnCompare_Op) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{100, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{103, 0}
 }
 
 type ReplicaDescriptor struct {
@@ -7240,19 +7240,76 @@ func (*ResolveIntentsResponse) Descriptor() ([]byte, []int) {
 // RefreshRequest checks that no other transaction committed a version of
 // keys in (from, to] and records a read at to (a transaction moving its
 // reads up to its commit timestamp); a change fails it with TXN_RETRY.
+// A span of keys [start_key, end_key) a transaction scanned (empty
+// end_key: no bound).
+type KeySpan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartKey      []byte                 `protobuf:"bytes,1,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey        []byte                 `protobuf:"bytes,2,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeySpan) Reset() {
+	*x = KeySpan{}
+	mi := &file_tidekv_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeySpan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeySpan) ProtoMessage() {}
+
+func (x *KeySpan) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeySpan.ProtoReflect.Descriptor instead.
+func (*KeySpan) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *KeySpan) GetStartKey() []byte {
+	if x != nil {
+		return x.StartKey
+	}
+	return nil
+}
+
+func (x *KeySpan) GetEndKey() []byte {
+	if x != nil {
+		return x.EndKey
+	}
+	return nil
+}
+
+// Keys, or (span set) the part of a span in the range that holds its
+// start, which the answer's resume_key says where to go on from.
 type RefreshRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TxnId         []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
 	Keys          [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
 	From          *Timestamp             `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
 	To            *Timestamp             `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	Span          *KeySpan               `protobuf:"bytes,5,opt,name=span,proto3" json:"span,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7264,7 +7321,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7277,7 +7334,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{98}
+	return file_tidekv_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *RefreshRequest) GetTxnId() []byte {
@@ -7308,15 +7365,23 @@ func (x *RefreshRequest) GetTo() *Timestamp {
 	return nil
 }
 
+func (x *RefreshRequest) GetSpan() *KeySpan {
+	if x != nil {
+		return x.Span
+	}
+	return nil
+}
+
 type RefreshResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResumeKey     []byte                 `protobuf:"bytes,1,opt,name=resume_key,json=resumeKey,proto3" json:"resume_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7328,7 +7393,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7341,7 +7406,127 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{99}
+	return file_tidekv_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *RefreshResponse) GetResumeKey() []byte {
+	if x != nil {
+		return x.ResumeKey
+	}
+	return nil
+}
+
+type TxnScanRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Txn      *TxnMeta               `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	StartKey []byte                 `protobuf:"bytes,2,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey   []byte                 `protobuf:"bytes,3,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
+	// At most this many keys (0: no limit).
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnScanRequest) Reset() {
+	*x = TxnScanRequest{}
+	mi := &file_tidekv_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnScanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnScanRequest) ProtoMessage() {}
+
+func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnScanRequest.ProtoReflect.Descriptor instead.
+func (*TxnScanRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *TxnScanRequest) GetTxn() *TxnMeta {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *TxnScanRequest) GetStartKey() []byte {
+	if x != nil {
+		return x.StartKey
+	}
+	return nil
+}
+
+func (x *TxnScanRequest) GetEndKey() []byte {
+	if x != nil {
+		return x.EndKey
+	}
+	return nil
+}
+
+func (x *TxnScanRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type TxnScanResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kvs           []*KeyValue            `protobuf:"bytes,1,rep,name=kvs,proto3" json:"kvs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnScanResponse) Reset() {
+	*x = TxnScanResponse{}
+	mi := &file_tidekv_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnScanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnScanResponse) ProtoMessage() {}
+
+func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnScanResponse.ProtoReflect.Descriptor instead.
+func (*TxnScanResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *TxnScanResponse) GetKvs() []*KeyValue {
+	if x != nil {
+		return x.Kvs
+	}
+	return nil
 }
 
 // A condition of a one-shot transaction (Txn.If) on a key's value as the
@@ -7358,7 +7543,7 @@ type TxnCompare struct {
 
 func (x *TxnCompare) Reset() {
 	*x = TxnCompare{}
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7370,7 +7555,7 @@ func (x *TxnCompare) String() string {
 func (*TxnCompare) ProtoMessage() {}
 
 func (x *TxnCompare) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7383,7 +7568,7 @@ func (x *TxnCompare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCompare.ProtoReflect.Descriptor instead.
 func (*TxnCompare) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{100}
+	return file_tidekv_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *TxnCompare) GetKey() []byte {
@@ -7424,7 +7609,7 @@ type TxnIfRequest struct {
 
 func (x *TxnIfRequest) Reset() {
 	*x = TxnIfRequest{}
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7436,7 +7621,7 @@ func (x *TxnIfRequest) String() string {
 func (*TxnIfRequest) ProtoMessage() {}
 
 func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7449,7 +7634,7 @@ func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfRequest.ProtoReflect.Descriptor instead.
 func (*TxnIfRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{101}
+	return file_tidekv_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *TxnIfRequest) GetCompares() []*TxnCompare {
@@ -7500,7 +7685,7 @@ type TxnIfResponse struct {
 
 func (x *TxnIfResponse) Reset() {
 	*x = TxnIfResponse{}
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7512,7 +7697,7 @@ func (x *TxnIfResponse) String() string {
 func (*TxnIfResponse) ProtoMessage() {}
 
 func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7525,7 +7710,7 @@ func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfResponse.ProtoReflect.Descriptor instead.
 func (*TxnIfResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{102}
+	return file_tidekv_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *TxnIfResponse) GetSucceeded() bool {
@@ -7558,13 +7743,14 @@ type OnePhaseCommitRequest struct {
 	ReadTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	Reads         [][]byte               `protobuf:"bytes,3,rep,name=reads,proto3" json:"reads,omitempty"`
 	Ops           []*WriteOp             `protobuf:"bytes,4,rep,name=ops,proto3" json:"ops,omitempty"`
+	ReadSpans     []*KeySpan             `protobuf:"bytes,5,rep,name=read_spans,json=readSpans,proto3" json:"read_spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OnePhaseCommitRequest) Reset() {
 	*x = OnePhaseCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7576,7 +7762,7 @@ func (x *OnePhaseCommitRequest) String() string {
 func (*OnePhaseCommitRequest) ProtoMessage() {}
 
 func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7589,7 +7775,7 @@ func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitRequest.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{103}
+	return file_tidekv_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *OnePhaseCommitRequest) GetTxnId() []byte {
@@ -7620,6 +7806,13 @@ func (x *OnePhaseCommitRequest) GetOps() []*WriteOp {
 	return nil
 }
 
+func (x *OnePhaseCommitRequest) GetReadSpans() []*KeySpan {
+	if x != nil {
+		return x.ReadSpans
+	}
+	return nil
+}
+
 type OnePhaseCommitResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CommittedAt   *Timestamp             `protobuf:"bytes,1,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
@@ -7629,7 +7822,7 @@ type OnePhaseCommitResponse struct {
 
 func (x *OnePhaseCommitResponse) Reset() {
 	*x = OnePhaseCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7641,7 +7834,7 @@ func (x *OnePhaseCommitResponse) String() string {
 func (*OnePhaseCommitResponse) ProtoMessage() {}
 
 func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7654,7 +7847,7 @@ func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitResponse.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{104}
+	return file_tidekv_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *OnePhaseCommitResponse) GetCommittedAt() *Timestamp {
@@ -8188,13 +8381,26 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x16\n" +
 	"\x06commit\x18\x03 \x01(\bR\x06commit\x12<\n" +
 	"\x10commit_timestamp\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\"\x18\n" +
-	"\x16ResolveIntentsResponse\"\x85\x01\n" +
+	"\x16ResolveIntentsResponse\"?\n" +
+	"\aKeySpan\x12\x1b\n" +
+	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
+	"\aend_key\x18\x02 \x01(\fR\x06endKey\"\xaa\x01\n" +
 	"\x0eRefreshRequest\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12%\n" +
 	"\x04from\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x04from\x12!\n" +
-	"\x02to\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x02to\"\x11\n" +
-	"\x0fRefreshResponse\"\xae\x01\n" +
+	"\x02to\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x02to\x12#\n" +
+	"\x04span\x18\x05 \x01(\v2\x0f.tidekv.KeySpanR\x04span\"0\n" +
+	"\x0fRefreshResponse\x12\x1d\n" +
+	"\n" +
+	"resume_key\x18\x01 \x01(\fR\tresumeKey\"\x7f\n" +
+	"\x0eTxnScanRequest\x12!\n" +
+	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12\x1b\n" +
+	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
+	"\aend_key\x18\x03 \x01(\fR\x06endKey\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"5\n" +
+	"\x0fTxnScanResponse\x12\"\n" +
+	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\"\xae\x01\n" +
 	"\n" +
 	"TxnCompare\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12%\n" +
@@ -8220,12 +8426,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\rTxnIfResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12,\n" +
 	"\x05reads\x18\x02 \x03(\v2\x16.tidekv.TxnGetResponseR\x05reads\x12<\n" +
-	"\x10commit_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\"\xa1\x01\n" +
+	"\x10commit_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\"\xd1\x01\n" +
 	"\x15OnePhaseCommitRequest\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x128\n" +
 	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x14\n" +
 	"\x05reads\x18\x03 \x03(\fR\x05reads\x12!\n" +
-	"\x03ops\x18\x04 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"N\n" +
+	"\x03ops\x18\x04 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\x12.\n" +
+	"\n" +
+	"read_spans\x18\x05 \x03(\v2\x0f.tidekv.KeySpanR\treadSpans\"N\n" +
 	"\x16OnePhaseCommitResponse\x124\n" +
 	"\fcommitted_at\x18\x01 \x01(\v2\x11.tidekv.TimestampR\vcommittedAt*M\n" +
 	"\vReplicaType\x12\t\n" +
@@ -8300,9 +8508,10 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
-	"\bSnapshot\x12\x15.tidekv.SnapshotChunk\x1a\x18.tidekv.SnapshotResponse(\x012\xc8\x04\n" +
+	"\bSnapshot\x12\x15.tidekv.SnapshotChunk\x1a\x18.tidekv.SnapshotResponse(\x012\x81\x05\n" +
 	"\x03Txn\x124\n" +
-	"\x03Get\x12\x15.tidekv.TxnGetRequest\x1a\x16.tidekv.TxnGetResponse\x12:\n" +
+	"\x03Get\x12\x15.tidekv.TxnGetRequest\x1a\x16.tidekv.TxnGetResponse\x127\n" +
+	"\x04Scan\x12\x16.tidekv.TxnScanRequest\x1a\x17.tidekv.TxnScanResponse\x12:\n" +
 	"\x05Write\x12\x17.tidekv.TxnWriteRequest\x1a\x18.tidekv.TxnWriteResponse\x124\n" +
 	"\x03End\x12\x15.tidekv.TxnEndRequest\x1a\x16.tidekv.TxnEndResponse\x121\n" +
 	"\x02If\x12\x14.tidekv.TxnIfRequest\x1a\x15.tidekv.TxnIfResponse\x12I\n" +
@@ -8325,7 +8534,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 108)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -8433,14 +8642,17 @@ var file_tidekv_proto_goTypes = []any{
 	(*TxnRecordResponse)(nil),        // 103: tidekv.TxnRecordResponse
 	(*ResolveIntentsRequest)(nil),    // 104: tidekv.ResolveIntentsRequest
 	(*ResolveIntentsResponse)(nil),   // 105: tidekv.ResolveIntentsResponse
-	(*RefreshRequest)(nil),           // 106: tidekv.RefreshRequest
-	(*RefreshResponse)(nil),          // 107: tidekv.RefreshResponse
-	(*TxnCompare)(nil),               // 108: tidekv.TxnCompare
-	(*TxnIfRequest)(nil),             // 109: tidekv.TxnIfRequest
-	(*TxnIfResponse)(nil),            // 110: tidekv.TxnIfResponse
-	(*OnePhaseCommitRequest)(nil),    // 111: tidekv.OnePhaseCommitRequest
-	(*OnePhaseCommitResponse)(nil),   // 112: tidekv.OnePhaseCommitResponse
-	(*raftpb.Message)(nil),           // 113: raftpb.Message
+	(*KeySpan)(nil),                  // 106: tidekv.KeySpan
+	(*RefreshRequest)(nil),           // 107: tidekv.RefreshRequest
+	(*RefreshResponse)(nil),          // 108: tidekv.RefreshResponse
+	(*TxnScanRequest)(nil),           // 109: tidekv.TxnScanRequest
+	(*TxnScanResponse)(nil),          // 110: tidekv.TxnScanResponse
+	(*TxnCompare)(nil),               // 111: tidekv.TxnCompare
+	(*TxnIfRequest)(nil),             // 112: tidekv.TxnIfRequest
+	(*TxnIfResponse)(nil),            // 113: tidekv.TxnIfResponse
+	(*OnePhaseCommitRequest)(nil),    // 114: tidekv.OnePhaseCommitRequest
+	(*OnePhaseCommitResponse)(nil),   // 115: tidekv.OnePhaseCommitResponse
+	(*raftpb.Message)(nil),           // 116: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -8514,7 +8726,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	75,  // 68: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
 	75,  // 69: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
 	65,  // 70: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	113, // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	116, // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
 	12,  // 72: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
 	86,  // 73: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
 	86,  // 74: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
@@ -8537,100 +8749,106 @@ var file_tidekv_proto_depIdxs = []int32{
 	12,  // 91: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
 	12,  // 92: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
 	12,  // 93: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	7,   // 94: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
-	108, // 95: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
-	24,  // 96: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
-	24,  // 97: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
-	94,  // 98: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
-	12,  // 99: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	12,  // 100: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
-	24,  // 101: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
-	12,  // 102: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
-	14,  // 103: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	16,  // 104: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	18,  // 105: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	20,  // 106: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	22,  // 107: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	25,  // 108: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	27,  // 109: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	31,  // 110: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	34,  // 111: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	39,  // 112: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	41,  // 113: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	43,  // 114: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	45,  // 115: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	47,  // 116: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	49,  // 117: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	51,  // 118: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	53,  // 119: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	57,  // 120: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	84,  // 121: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	60,  // 122: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	63,  // 123: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	82,  // 124: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	70,  // 125: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	73,  // 126: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	76,  // 127: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	78,  // 128: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	80,  // 129: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	66,  // 130: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	68,  // 131: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	87,  // 132: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	88,  // 133: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	93,  // 134: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	95,  // 135: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	97,  // 136: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	109, // 137: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	100, // 138: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	111, // 139: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	102, // 140: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	104, // 141: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	106, // 142: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	15,  // 143: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	17,  // 144: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	19,  // 145: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	21,  // 146: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	23,  // 147: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	26,  // 148: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	28,  // 149: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	32,  // 150: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	35,  // 151: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	40,  // 152: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	42,  // 153: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	44,  // 154: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	46,  // 155: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	48,  // 156: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	50,  // 157: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	52,  // 158: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	56,  // 159: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	58,  // 160: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	85,  // 161: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	61,  // 162: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	64,  // 163: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	83,  // 164: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	71,  // 165: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	74,  // 166: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	77,  // 167: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	79,  // 168: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	81,  // 169: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	67,  // 170: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	69,  // 171: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	90,  // 172: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	89,  // 173: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	94,  // 174: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	96,  // 175: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	98,  // 176: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	110, // 177: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	101, // 178: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	112, // 179: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	103, // 180: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	105, // 181: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	107, // 182: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	143, // [143:183] is the sub-list for method output_type
-	103, // [103:143] is the sub-list for method input_type
-	103, // [103:103] is the sub-list for extension type_name
-	103, // [103:103] is the sub-list for extension extendee
-	0,   // [0:103] is the sub-list for field type_name
+	106, // 94: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
+	92,  // 95: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
+	13,  // 96: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
+	7,   // 97: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
+	111, // 98: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	24,  // 99: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
+	24,  // 100: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
+	94,  // 101: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	12,  // 102: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	12,  // 103: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	24,  // 104: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	106, // 105: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
+	12,  // 106: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	14,  // 107: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	16,  // 108: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	18,  // 109: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	20,  // 110: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	22,  // 111: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	25,  // 112: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	27,  // 113: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	31,  // 114: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	34,  // 115: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	39,  // 116: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	41,  // 117: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	43,  // 118: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	45,  // 119: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	47,  // 120: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	49,  // 121: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	51,  // 122: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	53,  // 123: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	57,  // 124: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	84,  // 125: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	60,  // 126: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	63,  // 127: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	82,  // 128: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	70,  // 129: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	73,  // 130: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	76,  // 131: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	78,  // 132: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	80,  // 133: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	66,  // 134: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	68,  // 135: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	87,  // 136: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	88,  // 137: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	93,  // 138: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	109, // 139: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	95,  // 140: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	97,  // 141: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	112, // 142: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	100, // 143: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	114, // 144: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	102, // 145: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	104, // 146: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	107, // 147: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	15,  // 148: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	17,  // 149: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	19,  // 150: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	21,  // 151: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	23,  // 152: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	26,  // 153: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	28,  // 154: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	32,  // 155: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	35,  // 156: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	40,  // 157: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	42,  // 158: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	44,  // 159: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	46,  // 160: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	48,  // 161: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	50,  // 162: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	52,  // 163: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	56,  // 164: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	58,  // 165: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	85,  // 166: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	61,  // 167: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	64,  // 168: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	83,  // 169: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	71,  // 170: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	74,  // 171: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	77,  // 172: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	79,  // 173: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	81,  // 174: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	67,  // 175: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	69,  // 176: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	90,  // 177: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	89,  // 178: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	94,  // 179: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	110, // 180: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	96,  // 181: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	98,  // 182: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	113, // 183: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	101, // 184: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	115, // 185: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	103, // 186: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	105, // 187: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	108, // 188: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	148, // [148:189] is the sub-list for method output_type
+	107, // [107:148] is the sub-list for method input_type
+	107, // [107:107] is the sub-list for extension type_name
+	107, // [107:107] is the sub-list for extension extendee
+	0,   // [0:107] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -8662,7 +8880,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   105,
+			NumMessages:   108,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -1397,6 +1397,7 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	Txn_Get_FullMethodName            = "/tidekv.Txn/Get"
+	Txn_Scan_FullMethodName           = "/tidekv.Txn/Scan"
 	Txn_Write_FullMethodName          = "/tidekv.Txn/Write"
 	Txn_End_FullMethodName            = "/tidekv.Txn/End"
 	Txn_If_FullMethodName             = "/tidekv.Txn/If"
@@ -1412,6 +1413,7 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type TxnClient interface {
 	Get(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*TxnGetResponse, error)
+	Scan(ctx context.Context, in *TxnScanRequest, opts ...grpc.CallOption) (*TxnScanResponse, error)
 	Write(ctx context.Context, in *TxnWriteRequest, opts ...grpc.CallOption) (*TxnWriteResponse, error)
 	End(ctx context.Context, in *TxnEndRequest, opts ...grpc.CallOption) (*TxnEndResponse, error)
 	If(ctx context.Context, in *TxnIfRequest, opts ...grpc.CallOption) (*TxnIfResponse, error)
@@ -1434,6 +1436,16 @@ func (c *txnClient) Get(ctx context.Context, in *TxnGetRequest, opts ...grpc.Cal
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TxnGetResponse)
 	err := c.cc.Invoke(ctx, Txn_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) Scan(ctx context.Context, in *TxnScanRequest, opts ...grpc.CallOption) (*TxnScanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnScanResponse)
+	err := c.cc.Invoke(ctx, Txn_Scan_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -1525,6 +1537,7 @@ func (c *txnClient) Refresh(ctx context.Context, in *RefreshRequest, opts ...grp
 // for forward compatibility.
 type TxnServer interface {
 	Get(context.Context, *TxnGetRequest) (*TxnGetResponse, error)
+	Scan(context.Context, *TxnScanRequest) (*TxnScanResponse, error)
 	Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error)
 	End(context.Context, *TxnEndRequest) (*TxnEndResponse, error)
 	If(context.Context, *TxnIfRequest) (*TxnIfResponse, error)
@@ -1545,6 +1558,9 @@ type UnimplementedTxnServer struct{}
 
 func (UnimplementedTxnServer) Get(context.Context, *TxnGetRequest) (*TxnGetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedTxnServer) Scan(context.Context, *TxnScanRequest) (*TxnScanResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Scan not implemented")
 }
 func (UnimplementedTxnServer) Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Write not implemented")
@@ -1605,6 +1621,24 @@ func _Txn_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(TxnServer).Get(ctx, req.(*TxnGetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_Scan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnScanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).Scan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_Scan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).Scan(ctx, req.(*TxnScanRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1763,6 +1797,10 @@ var Txn_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Get",
 			Handler:    _Txn_Get_Handler,
+		},
+		{
+			MethodName: "Scan",
+			Handler:    _Txn_Scan_Handler,
 		},
 		{
 			MethodName: "Write",

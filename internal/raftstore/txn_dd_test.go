@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,9 +32,10 @@ import (
 //	txn-resolve txn=T anchor=K status=commit|abort k...
 //	txn-record node=N txn=T anchor=K   the record as N's engine holds it
 //	txn-begin name=R                   a read timestamp: the leaseholder's clock now
-//	txn-commit1 txn=T read-at=R [reads=(k,...)] k=v... [del=k]
+//	txn-commit1 txn=T read-at=R [reads=(k,...)] [scans=(start:end,...)] k=v... [del=k]
 //	                                   a one-phase commit of T, which read the
-//	                                   reads at R, writing k=v and deleting
+//	                                   reads and scanned the spans (empty end:
+//	                                   unbounded) at R, writing k=v and deleting
 func (d *ddDriver) runTxn(t *testing.T, td *datadriven.TestData) (string, bool) {
 	switch td.Cmd {
 	case "migrate":
@@ -129,12 +131,18 @@ func (d *ddDriver) txnCommitOnePhase(t *testing.T, td *datadriven.TestData) stri
 		td.Fatalf(t, "no txn-begin named %q", at)
 	}
 	var reads [][]byte
+	var scans []*tidekvpb.KeySpan
 	var ops []*tidekvpb.WriteOp
 	for _, a := range kvArgs(td, "txn", "read-at") {
 		switch a.Key {
 		case "reads":
 			for _, k := range a.Vals {
 				reads = append(reads, []byte(k))
+			}
+		case "scans":
+			for _, sp := range a.Vals {
+				start, end, _ := strings.Cut(sp, ":")
+				scans = append(scans, &tidekvpb.KeySpan{StartKey: []byte(start), EndKey: []byte(end)})
 			}
 		case "del":
 			ops = append(ops, &tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_DELETE, Key: []byte(a.Vals[0])})
@@ -143,7 +151,7 @@ func (d *ddDriver) txnCommitOnePhase(t *testing.T, td *datadriven.TestData) stri
 		}
 	}
 	err := d.do(t, td, ops[0].GetKey(), false, func(ctx context.Context, r *Replica) error {
-		_, err := r.CommitOnePhase(ctx, []byte(id), readTS, reads, ops)
+		_, err := r.CommitOnePhase(ctx, []byte(id), readTS, reads, scans, ops)
 		return err
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -17,21 +18,22 @@ import (
 // the reads of its written keys, records its reads at that timestamp so
 // no later write of them lands below it, and waits for the writes in
 // flight at or below it on them. Apply then checks, from the engine only,
-// that no read key changed since the read timestamp and no written key
+// that no read key or scanned span changed since the read timestamp and no written key
 // holds an intent or a version at or above the timestamp, and writes the
 // values as committed versions; or writes nothing.
 
-// CommitOnePhase commits the transaction txn (its ID) that read reads at
-// readTS and writes ops, all keys of this range, in one Raft command; it
+// CommitOnePhase commits the transaction txn (its ID) that read reads and
+// scanned scans at readTS and writes ops, all in this range, in one Raft
+// command; it
 // returns the commit timestamp. A changed read (*ReadChangedError), an
 // intent (*IntentError) or a newer version of a written key
 // (*WriteTooOldError) refuses it with nothing written; the transaction
 // restarts.
-func (r *Replica) CommitOnePhase(ctx context.Context, txn []byte, readTS hlc.Timestamp, reads [][]byte, ops []*tidekvpb.WriteOp) (hlc.Timestamp, error) {
+func (r *Replica) CommitOnePhase(ctx context.Context, txn []byte, readTS hlc.Timestamp, reads [][]byte, scans []*tidekvpb.KeySpan, ops []*tidekvpb.WriteOp) (hlc.Timestamp, error) {
 	if err := r.store.needVersion(LogVersionOnePhase, "a one-phase commit"); err != nil {
 		return hlc.Timestamp{}, err
 	}
-	wspans, rspans, err := r.onePhaseSpans(reads, ops)
+	wspans, rspans, err := r.onePhaseSpans(reads, scans, ops)
 	if err != nil {
 		return hlc.Timestamp{}, err
 	}
@@ -56,7 +58,7 @@ func (r *Replica) CommitOnePhase(ctx context.Context, txn []byte, readTS hlc.Tim
 		return hlc.Timestamp{}, err
 	}
 	cmd := &tidekvpb.RaftCommand{Timestamp: logTimestamp(l.ts), Txn: &tidekvpb.TxnCommand{Op: tidekvpb.TxnCommand_ONE_PHASE,
-		Txn: &tidekvpb.TxnRef{Id: txn}, Writes: ws, Keys: reads, ReadTimestamp: logTimestamp(readTS)}}
+		Txn: &tidekvpb.TxnRef{Id: txn}, Writes: ws, Keys: reads, ReadSpans: scans, ReadTimestamp: logTimestamp(readTS)}}
 	res, err := r.proposeLatched(ctx, cmd, nil, l)
 	if err != nil {
 		return hlc.Timestamp{}, err
@@ -65,9 +67,9 @@ func (r *Replica) CommitOnePhase(ctx context.Context, txn []byte, readTS hlc.Tim
 	return res.txn.ts, nil
 }
 
-// onePhaseSpans checks a one-phase commit's keys and returns the spans of
-// its writes and its reads.
-func (r *Replica) onePhaseSpans(reads [][]byte, ops []*tidekvpb.WriteOp) (writes, read []keySpan, err error) {
+// onePhaseSpans checks that a one-phase commit's keys and scanned spans lie
+// in the range and returns the spans of its writes and its reads.
+func (r *Replica) onePhaseSpans(reads [][]byte, scans []*tidekvpb.KeySpan, ops []*tidekvpb.WriteOp) (writes, read []keySpan, err error) {
 	if len(ops) == 0 {
 		return nil, nil, fmt.Errorf("%w: a one-phase commit writes something", ErrInvalidRequest)
 	}
@@ -83,7 +85,28 @@ func (r *Replica) onePhaseSpans(reads [][]byte, ops []*tidekvpb.WriteOp) (writes
 		ks = append(ks, k)
 		read = append(read, pointSpan(k))
 	}
-	return writes, read, r.checkKey(ks...)
+	for _, sp := range scans {
+		read = append(read, keySpan{start: sp.GetStartKey(), end: sp.GetEndKey()})
+	}
+	if err := r.checkKey(ks...); err != nil {
+		return nil, nil, err
+	}
+	return writes, read, checkSpans(r.desc.Load(), scans)
+}
+
+// checkSpans refuses spans that do not lie wholly in the range d
+// describes.
+func checkSpans(d *tidekvpb.RangeDescriptor, spans []*tidekvpb.KeySpan) error {
+	for _, sp := range spans {
+		end, dend := sp.GetEndKey(), d.GetEndKey()
+		if !keys.Contains(d.GetStartKey(), dend, sp.GetStartKey()) {
+			return &KeyMismatchError{Key: sp.GetStartKey(), Desc: d}
+		}
+		if len(dend) > 0 && (len(end) == 0 || bytes.Compare(end, dend) > 0) {
+			return &KeyMismatchError{Key: end, Desc: d} // the span's end (empty: unbounded)
+		}
+	}
+	return nil
 }
 
 func (r *Replica) applyOnePhaseLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts hlc.Timestamp) applyResult {
@@ -96,6 +119,9 @@ func (r *Replica) applyOnePhaseLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts
 		ks = append(ks, w.GetKey())
 	}
 	if err := r.checkKeysLocked(ks...); err != nil {
+		return applyResult{err: err}
+	}
+	if err := checkSpans(r.mu.state.GetDesc(), c.GetReadSpans()); err != nil {
 		return applyResult{err: err}
 	}
 	if readTS.IsZero() || ts.Less(readTS) {
@@ -139,6 +165,11 @@ func (r *Replica) onePhaseConflictLocked(c *tidekvpb.TxnCommand, readTS, ts hlc.
 		}
 		if readTS.Less(ver.Timestamp) {
 			return &ReadChangedError{RangeID: r.rangeID, Key: append([]byte(nil), k...), At: ver.Timestamp}
+		}
+	}
+	for _, sp := range c.GetReadSpans() {
+		if err := r.spanChanged(r.store.eng, sp, readTS, ts); err != nil {
+			return err
 		}
 	}
 	for _, w := range c.GetWrites() {

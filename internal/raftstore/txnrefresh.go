@@ -1,12 +1,16 @@
 package raftstore
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/mvcc"
+	"github.com/tidekv/tidekv/internal/storage"
 )
 
 // ReadChangedError: a key a transaction read at its read timestamp has a
@@ -68,4 +72,55 @@ func (r *Replica) RefreshReads(ctx context.Context, ks [][]byte, from, to hlc.Ti
 		}
 	}
 	return r.checkGCThreshold(from)
+}
+
+// RefreshSpan is RefreshReads for a span a transaction scanned: the part
+// of [start, end) in this range (empty end: no bound) must hold no
+// version in (from, to], no new key, no deleted one, and no intent at or
+// below to. It returns where the rest of the span starts when the range
+// ends before it (nil: done).
+func (r *Replica) RefreshSpan(ctx context.Context, start, end []byte, from, to hlc.Timestamp) (resume []byte, err error) {
+	if err := r.checkKey(start); err != nil {
+		return nil, err
+	}
+	if !from.Less(to) {
+		return nil, fmt.Errorf("%w: a refresh moves reads from a timestamp to a later one, got %s and %s", ErrInvalidRequest, from, to)
+	}
+	upper := end
+	if d := r.desc.Load(); len(d.GetEndKey()) > 0 && (len(end) == 0 || bytes.Compare(d.GetEndKey(), end) < 0) {
+		upper, resume = d.GetEndKey(), append([]byte(nil), d.GetEndKey()...)
+	}
+	if err := r.checkRead(ctx, ReadOptions{Timestamp: to}, keySpan{start: start, end: upper}); err != nil {
+		return nil, err
+	}
+	if err := r.checkGCThreshold(from); err != nil {
+		return nil, err
+	}
+	if !r.VersionedLayout() {
+		return nil, fmt.Errorf("%w: range %d is not on the versioned layout, which transactions need: retry", ErrLogVersion, r.rangeID)
+	}
+	snap := r.store.eng.NewSnapshot()
+	defer snap.Close()
+	if err := r.spanChanged(snap, &tidekvpb.KeySpan{StartKey: start, EndKey: upper}, from, to); err != nil {
+		return nil, err
+	}
+	return resume, r.checkGCThreshold(from)
+}
+
+// spanChanged is why a scan of sp at from is not what a read at to sees,
+// if it is not: a key with a committed version in (from, to]
+// (*ReadChangedError), or an intent at or below to (*IntentError).
+func (r *Replica) spanChanged(rd storage.Reader, sp *tidekvpb.KeySpan, from, to hlc.Timestamp) error {
+	lo, hi := keys.VersionedSpan(sp.GetStartKey(), sp.GetEndKey())
+	k, at, err := mvcc.FirstChange(rd, lo, hi, from, to)
+	var ie *mvcc.IntentError
+	switch {
+	case errors.As(err, &ie):
+		return r.foreignIntent(keys.UserKey(ie.Key), mvcc.Version{Timestamp: ie.Timestamp, Txn: ie.Txn}, nil)
+	case err != nil:
+		return err
+	case k != nil:
+		return &ReadChangedError{RangeID: r.rangeID, Key: keys.UserKey(k), At: at}
+	}
+	return nil
 }

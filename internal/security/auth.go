@@ -33,6 +33,7 @@ var methodRoles = map[string]Role{
 	// Transactions: a coordinator's operations. Ending one needs no more
 	// than reading: a user without write cannot have written intents.
 	"/tidekv.Txn/Get":   RoleRead,
+	"/tidekv.Txn/Scan":  RoleRead,
 	"/tidekv.Txn/End":   RoleRead,
 	"/tidekv.Txn/Write": RoleWrite,
 	"/tidekv.Txn/If":    RoleWrite,

@@ -431,3 +431,88 @@ func TestTxnIf(t *testing.T) {
 		t.Fatalf("no compares: %v", err)
 	}
 }
+
+// Scans in a transaction see its own writes, and a key that appears in a
+// scanned span before the commit makes it run again: on two ranges (two
+// phases, the span refreshed range by range) and within one (one phase).
+func TestTxnScan(t *testing.T) {
+	tc, c, ctx := startBank(t)
+	err := c.Txn(ctx, func(tx *client.Tx) error {
+		if err := tx.Put(ctx, []byte("acct-9"), []byte("5")); err != nil {
+			return err
+		}
+		if err := tx.Delete(ctx, acct(1)); err != nil {
+			return err
+		}
+		kvs, err := tx.Scan(ctx, []byte("acct-"), []byte("acct-z"), 0)
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, kv := range kvs {
+			got = append(got, string(kv.Key)+"="+string(kv.Value))
+		}
+		if want := "acct-0=100 acct-2=100 acct-3=100 acct-4=100 acct-5=100 acct-6=100 acct-7=100 acct-9=5"; strings.Join(got, " ") != want {
+			return fmt.Errorf("scan with the transaction's writes: %s, want %s", strings.Join(got, " "), want)
+		}
+		if kvs, err = tx.Scan(ctx, []byte("acct-"), nil, 2); err != nil || len(kvs) != 2 || string(kvs[1].Key) != "acct-2" {
+			return fmt.Errorf("scan limited to 2: %v, %v", kvs, err)
+		}
+		return errors.New("roll back")
+	})
+	if err == nil || err.Error() != "roll back" {
+		t.Fatal(err)
+	}
+	for _, sc := range []struct {
+		name, start, end, phantom, sum, path string
+	}{
+		{"two ranges", "acct-", "acct-z", "acct-8", "sum", "two_phase"},
+		{"one range", "acct-0", "acct-3z", "acct-1x", "acct-3z", "one_phase"},
+	} {
+		commits := txnCommits(tc, sc.path)
+		attempts := 0
+		err := c.Txn(ctx, func(tx *client.Tx) error {
+			attempts++
+			kvs, err := tx.Scan(ctx, []byte(sc.start), []byte(sc.end), 0)
+			if err != nil {
+				return err
+			}
+			total := 0
+			for _, kv := range kvs {
+				n, _ := strconv.Atoi(string(kv.Value))
+				total += n
+			}
+			if attempts == 1 {
+				// Another client adds a key to the span meanwhile, and
+				// reads the sum at its clock's now, so that the transaction
+				// commits after the new key (else it may commit below it,
+				// serialized before it, which is no phantom).
+				if err := c.Put(ctx, []byte(sc.phantom), []byte("100")); err != nil {
+					return err
+				}
+				if _, err := c.Get(ctx, []byte(sc.sum), client.ReadAt(c.Now())); err != nil && !errors.Is(err, client.ErrNotFound) {
+					return err
+				}
+			}
+			return tx.Put(ctx, []byte(sc.sum), []byte(strconv.Itoa(total)))
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", sc.name, err)
+		}
+		kvs, err := c.Scan(ctx, []byte(sc.start), []byte(sc.end), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for _, kv := range kvs {
+			n, _ := strconv.Atoi(string(kv.Value))
+			want += n
+		}
+		if v, err := c.Get(ctx, []byte(sc.sum)); err != nil || string(v) != strconv.Itoa(want) || attempts < 2 {
+			t.Fatalf("%s: the sum written is %q (%v) after %d attempts; the span holds %d: the new key was missed", sc.name, v, err, attempts, want)
+		}
+		if n := txnCommits(tc, sc.path); n != commits+1 {
+			t.Errorf("%s: %d commits in %s, want 1", sc.name, n-commits, sc.path)
+		}
+	}
+}

@@ -71,7 +71,7 @@ func (c *coordinator) commitOnePhase(ctx context.Context, t *openTxn, router *cl
 	if c.s.store.LogVersion() < raftstore.LogVersionOnePhase {
 		return hlc.Timestamp{}, false, nil
 	}
-	ts, err = router.CommitOnePhase(ctx, t.key.GetId(), t.readTS, t.reads, t.pending)
+	ts, err = router.CommitOnePhase(ctx, t.key.GetId(), t.readTS, t.reads, t.scans, t.pending)
 	if errors.Is(err, client.ErrNotOneRange) {
 		return hlc.Timestamp{}, false, nil
 	}
@@ -102,11 +102,16 @@ func (c *coordinator) commitTwoPhases(ctx context.Context, t *openTxn, router *c
 	return commitTS, c.commit(ctx, t, router, commitTS)
 }
 
-// commit refreshes t's reads up to commitTS when its writes were pushed
+// commit refreshes t's reads and scans up to commitTS when its writes were pushed
 // above its read timestamp, then marks its record COMMITTED there.
 func (c *coordinator) commit(ctx context.Context, t *openTxn, router *client.Client, commitTS hlc.Timestamp) error {
-	if len(t.reads) > 0 && t.readTS.Less(commitTS) {
-		if err := router.RefreshReads(ctx, t.key.GetId(), t.reads, t.readTS, commitTS); err != nil {
+	if t.readTS.Less(commitTS) {
+		if len(t.reads) > 0 {
+			if err := router.RefreshReads(ctx, t.key.GetId(), t.reads, t.readTS, commitTS); err != nil {
+				return err
+			}
+		}
+		if err := router.RefreshSpans(ctx, t.key.GetId(), t.scans, t.readTS, commitTS); err != nil {
 			return err
 		}
 	}

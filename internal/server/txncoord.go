@@ -42,6 +42,8 @@ type openTxn struct {
 	key    *tidekvpb.TxnKey // anchor empty until the first write
 	readTS hlc.Timestamp
 	reads  [][]byte
+	// scans are the spans it scanned, as far as it read them.
+	scans []*tidekvpb.KeySpan
 	// pending are the writes kept for the commit, one per key (the last),
 	// at pendingAt[key].
 	pending   []*tidekvpb.WriteOp

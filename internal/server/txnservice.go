@@ -105,10 +105,15 @@ func (t *txnService) CommitOnePhase(ctx context.Context, req *tidekvpb.OnePhaseC
 				return err
 			}
 		}
+		for _, sp := range req.GetReadSpans() {
+			if err := s.checkKey(sp.GetStartKey()); err != nil {
+				return err
+			}
+		}
 		return s.checkTxnOps(req.GetOps())
 	}
 	return serve(ctx, s, "txn_commit_one_phase", validate, firstOpKey(req.GetOps()), func(r *raftstore.Replica) (*tidekvpb.OnePhaseCommitResponse, error) {
-		ts, err := r.CommitOnePhase(ctx, req.GetTxnId(), req.GetReadTimestamp().HLC(), req.GetReads(), req.GetOps())
+		ts, err := r.CommitOnePhase(ctx, req.GetTxnId(), req.GetReadTimestamp().HLC(), req.GetReads(), req.GetReadSpans(), req.GetOps())
 		if err != nil {
 			return nil, err
 		}
@@ -183,16 +188,24 @@ func (t *txnService) ResolveIntents(ctx context.Context, req *tidekvpb.ResolveIn
 
 func (t *txnService) Refresh(ctx context.Context, req *tidekvpb.RefreshRequest) (*tidekvpb.RefreshResponse, error) {
 	s := t.s
+	key, span := firstKey(req.GetKeys()), req.GetSpan()
+	if span != nil {
+		key = span.GetStartKey()
+	}
 	validate := func() error {
-		if err := s.checkTxnKey(&tidekvpb.TxnKey{Id: req.GetTxnId(), Anchor: firstKey(req.GetKeys())}); err != nil {
+		if err := s.checkTxnKey(&tidekvpb.TxnKey{Id: req.GetTxnId(), Anchor: key}); err != nil {
 			return err
 		}
-		if len(req.GetKeys()) == 0 || req.GetFrom().GetWallNanos() <= 0 {
-			return invalidArg("a refresh needs keys, a transaction ID and its timestamps")
+		if (len(req.GetKeys()) == 0) == (span == nil) || req.GetFrom().GetWallNanos() <= 0 {
+			return invalidArg("a refresh needs keys or a span, a transaction ID and its timestamps")
 		}
 		return nil
 	}
-	return serve(ctx, s, "txn_refresh", validate, firstKey(req.GetKeys()), func(r *raftstore.Replica) (*tidekvpb.RefreshResponse, error) {
+	return serve(ctx, s, "txn_refresh", validate, key, func(r *raftstore.Replica) (*tidekvpb.RefreshResponse, error) {
+		if span != nil {
+			resume, err := r.RefreshSpan(ctx, span.GetStartKey(), span.GetEndKey(), req.GetFrom().HLC(), req.GetTo().HLC())
+			return &tidekvpb.RefreshResponse{ResumeKey: resume}, err
+		}
 		return &tidekvpb.RefreshResponse{}, r.RefreshReads(ctx, req.GetKeys(), req.GetFrom().HLC(), req.GetTo().HLC(), req.GetTxnId())
 	})
 }

@@ -1,0 +1,58 @@
+package mvcc
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/storage"
+)
+
+// FirstChange finds a write, a delete or a new key in (from, to] and
+// nothing outside it, steps over records, and refuses an intent at or
+// below to.
+func TestFirstChange(t *testing.T) {
+	e := storage.NewMem()
+	b := e.NewBatch()
+	commit(t, b,
+		Put(b, []byte("a"), at(5), []byte("a5")),
+		Put(b, []byte("a"), at(40), []byte("a40")), // above every to below
+		Put(b, []byte("b"), at(5), []byte("b5")),
+		Delete(b, []byte("b"), at(15)),
+		Put(b, []byte("c"), at(25), []byte("c25")),
+		b.Set(RecordKey([]byte("b"), []byte("T9")), []byte("a record")),
+		PutIntent(b, []byte("d"), at(35), []byte("d35"), []byte("T1")),
+	)
+	for _, tc := range []struct {
+		start, end string
+		from, to   int64
+		key        string
+		at         int64
+		intent     bool
+	}{
+		{"", "", 5, 10, "", 0, false},      // a's and b's writes at 5 are not after 5; a at 40 is past 10
+		{"", "", 10, 20, "b", 15, false},   // the delete
+		{"c", "", 10, 20, "", 0, false},    // c appears at 25, later
+		{"", "", 20, 30, "c", 25, false},   // a new key
+		{"", "c", 20, 30, "", 0, false},    // end is exclusive
+		{"", "", 30, 36, "", 0, true},      // d's intent at 35
+		{"", "", 26, 34, "", 0, false},     // below the intent and a's 40
+		{"a", "b", 39, 45, "a", 40, false}, // a's newest version itself
+	} {
+		key, got, err := FirstChange(e, []byte(tc.start), []byte(tc.end), at(tc.from), at(tc.to))
+		var ie *IntentError
+		if tc.intent {
+			if !errors.As(err, &ie) || string(ie.Key) != "d" {
+				t.Errorf("[%q, %q) in (%d, %d]: %q@%s, %v; want d's intent", tc.start, tc.end, tc.from, tc.to, key, got, err)
+			}
+			continue
+		}
+		want := hlc.Timestamp{}
+		if tc.key != "" {
+			want = at(tc.at)
+		}
+		if err != nil || string(key) != tc.key || got != want {
+			t.Errorf("[%q, %q) in (%d, %d]: %q@%s, %v; want %q@%s", tc.start, tc.end, tc.from, tc.to, key, got, err, tc.key, want)
+		}
+	}
+}

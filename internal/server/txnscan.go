@@ -1,0 +1,115 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"slices"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+)
+
+// Scans inside a transaction (docs/transactions.md "Scans in
+// transactions"): the coordinator scans at the transaction's read
+// timestamp, lays the transaction's own writes over what it found, and
+// records the span as far as it read it, which the commit checks like the
+// keys it read: no key in it may have changed, appeared or gone away
+// between the read timestamp and the commit's.
+
+func (t *txnService) Scan(ctx context.Context, req *tidekvpb.TxnScanRequest) (*tidekvpb.TxnScanResponse, error) {
+	resp, err := t.coord.Scan(ctx, req.GetTxn(), req.GetStartKey(), req.GetEndKey(), int(req.GetLimit()))
+	return resp, t.s.toStatus(innerStatus(err))
+}
+
+// Scan reads up to limit keys (0: every key) of [start, end) (empty end:
+// no bound) as the transaction sees them.
+func (c *coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, end []byte, limit int) (*tidekvpb.TxnScanResponse, error) {
+	if err := c.s.checkKey(start); err != nil {
+		return nil, err
+	}
+	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
+		return nil, invalidArg("a scan's start %q is not before its end %q", start, end)
+	}
+	t, err := c.lockOpen(meta)
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	router, err := c.s.router()
+	if err != nil {
+		return nil, err
+	}
+	out, readTo, err := t.scan(ctx, router, start, end, limit)
+	if err != nil {
+		return nil, c.failOp(t, err)
+	}
+	t.scans = append(t.scans, &tidekvpb.KeySpan{StartKey: start, EndKey: readTo})
+	return &tidekvpb.TxnScanResponse{Kvs: out}, nil
+}
+
+// scan reads [start, end) at t's read timestamp with t's writes laid over
+// it, and returns where it stopped reading (end, or just after the last
+// key when limit cut it). Each pass asks the ranges for as many keys as
+// limit plus the deletes t keeps, which its writes may remove.
+func (t *openTxn) scan(ctx context.Context, router *client.Client, start, end []byte, limit int) ([]*tidekvpb.KeyValue, []byte, error) {
+	ask := 0
+	if limit > 0 {
+		ask = limit + t.pendingDeletes()
+	}
+	var out []*tidekvpb.KeyValue
+	for from := start; ; {
+		kvs, err := router.Scan(ctx, from, end, ask, client.ReadAt(t.readTS))
+		if err != nil {
+			return nil, nil, err
+		}
+		upTo, done := end, ask == 0 || len(kvs) < ask
+		if !done {
+			upTo = append(slices.Clone(kvs[len(kvs)-1].Key), 0)
+		}
+		out = append(out, t.overlay(kvs, from, upTo)...)
+		if limit > 0 && len(out) >= limit {
+			out = out[:limit]
+			return out, append(slices.Clone(out[limit-1].Key), 0), nil
+		}
+		if done {
+			return out, end, nil
+		}
+		from = upTo
+	}
+}
+
+// overlay lays t's writes in [from, upTo) (empty upTo: no bound) over
+// kvs, the keys a scan found there, in key order.
+func (t *openTxn) overlay(kvs []client.KeyValue, from, upTo []byte) []*tidekvpb.KeyValue {
+	byKey := make(map[string][]byte, len(kvs))
+	for _, kv := range kvs {
+		byKey[string(kv.Key)] = kv.Value
+	}
+	for _, op := range t.pending {
+		k := op.GetKey()
+		if bytes.Compare(k, from) < 0 || (len(upTo) > 0 && bytes.Compare(k, upTo) >= 0) {
+			continue
+		}
+		if op.GetKind() == tidekvpb.WriteOp_DELETE {
+			delete(byKey, string(k))
+		} else {
+			byKey[string(k)] = op.GetValue()
+		}
+	}
+	out := make([]*tidekvpb.KeyValue, 0, len(byKey))
+	for k, v := range byKey {
+		out = append(out, &tidekvpb.KeyValue{Key: []byte(k), Value: v})
+	}
+	slices.SortFunc(out, func(a, b *tidekvpb.KeyValue) int { return bytes.Compare(a.GetKey(), b.GetKey()) })
+	return out
+}
+
+func (t *openTxn) pendingDeletes() int {
+	n := 0
+	for _, op := range t.pending {
+		if op.GetKind() == tidekvpb.WriteOp_DELETE {
+			n++
+		}
+	}
+	return n
+}
