@@ -168,3 +168,26 @@ func (a clientKV) writeOne(ctx context.Context, op Op) OpResult {
 
 // maxConcurrentOps bounds the calls one WriteEach has in flight.
 const maxConcurrentOps = 64
+
+// Txn runs fn with client.Txn, whose retries of conflicts (ErrTxnRetry)
+// are the only ones: fn gets each attempt's Tx.
+func (a clientKV) Txn(ctx context.Context, fn func(tx TxnKV) error) error {
+	return mapErr(a.c.Txn(ctx, func(tx *client.Tx) error { return fn(clientTx{tx}) }))
+}
+
+// clientTx is a client.Tx as a TxnKV; its errors are mapped like the
+// other calls', so a refusal reads the same inside EXEC as outside.
+type clientTx struct{ tx *client.Tx }
+
+func (t clientTx) Get(ctx context.Context, key []byte) ([]byte, error) {
+	v, err := t.tx.Get(ctx, key)
+	return v, mapErr(err)
+}
+
+func (t clientTx) Put(ctx context.Context, key, value []byte) error {
+	return mapErr(t.tx.Put(ctx, key, value))
+}
+
+func (t clientTx) Delete(ctx context.Context, key []byte) error {
+	return mapErr(t.tx.Delete(ctx, key))
+}

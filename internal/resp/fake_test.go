@@ -25,6 +25,9 @@ type fakeKV struct {
 	reads   int // Get and BatchGet calls
 	// eachOps: the ops of every WriteEach call, for tests of grouping.
 	eachOps [][]Op
+	// conflicts: how many attempts of the next Txn fail as a conflict
+	// would, after fn ran, before the one that commits.
+	conflicts int
 }
 
 func newFakeKV() *fakeKV {
@@ -257,14 +260,82 @@ func (f *fakeKV) Scan(_ context.Context, start, end []byte, limit int) ([]KeyVal
 	return out, nil
 }
 
+// Txn is client.Txn's twin: transactions run one at a time with the store
+// locked (so they are serializable, and nothing else writes meanwhile),
+// each attempt's writes kept aside and applied together when fn returns
+// nil. The first f.conflicts attempts are thrown away after fn, as a
+// conflict's would be, and fn runs again.
+func (f *fakeKV) Txn(_ context.Context, fn func(TxnKV) error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ; ; f.conflicts-- {
+		tx := &fakeTx{f: f, writes: map[string]*[]byte{}}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if f.conflicts > 0 {
+			continue
+		}
+		for k, v := range tx.writes {
+			if v == nil {
+				f.del([]byte(k))
+			} else {
+				f.set([]byte(k), *v, Expiry{})
+			}
+		}
+		return nil
+	}
+}
+
+// fakeTx is one attempt of fakeKV.Txn; writes holds its puts (nil:
+// deletes), which its reads see.
+type fakeTx struct {
+	f      *fakeKV
+	writes map[string]*[]byte
+}
+
+func (t *fakeTx) Get(_ context.Context, key []byte) ([]byte, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	v, ok := t.writes[string(key)]
+	if !ok {
+		if cur, found := t.f.live(key); found {
+			v = &cur
+		}
+	}
+	if v == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
+	return cp(*v), nil
+}
+
+func (t *fakeTx) Put(_ context.Context, key, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	v := cp(value)
+	t.writes[string(key)] = &v
+	return nil
+}
+
+func (t *fakeTx) Delete(_ context.Context, key []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	t.writes[string(key)] = nil
+	return nil
+}
+
 // errKV fails every call with err.
 type errKV struct {
 	*fakeKV
 	err error
 }
 
-func (e errKV) Get(context.Context, []byte) ([]byte, error) { return nil, e.err }
-func (e errKV) Put(context.Context, []byte, []byte) error   { return e.err }
+func (e errKV) Get(context.Context, []byte) ([]byte, error)  { return nil, e.err }
+func (e errKV) Put(context.Context, []byte, []byte) error    { return e.err }
+func (e errKV) Txn(context.Context, func(TxnKV) error) error { return e.err }
 func (e errKV) WriteEach(_ context.Context, ops []Op) []OpResult {
 	out := make([]OpResult, len(ops))
 	for i := range out {

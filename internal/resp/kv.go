@@ -52,6 +52,23 @@ type KV interface {
 	// range in one atomic write, and an op that fails (an invalid value,
 	// say) fails alone. It is how a pipeline's writes share a proposal.
 	WriteEach(ctx context.Context, ops []Op) []OpResult
+	// Txn runs fn in one serializable transaction and commits what fn
+	// wrote through tx if fn returns nil; an error from fn rolls it back
+	// and is returned. Conflicts are retried inside: fn may run again, from
+	// the start, on a new tx, so it must not keep effects of an attempt
+	// that failed. A KV that cannot run transactions (a key space whose
+	// puts carry a TTL) returns ErrInvalidArgument without calling fn.
+	Txn(ctx context.Context, fn func(tx TxnKV) error) error
+}
+
+// TxnKV is one attempt of a KV.Txn. Reads see the transaction's own
+// earlier writes. Writes carry no TTL (TideKV's transactions do not set
+// expiries yet): a put clears the key's TTL.
+type TxnKV interface {
+	// Get returns the value of key or an error wrapping ErrNotFound.
+	Get(ctx context.Context, key []byte) ([]byte, error)
+	Put(ctx context.Context, key, value []byte) error
+	Delete(ctx context.Context, key []byte) error
 }
 
 // OpResult is one op's outcome of a WriteEach: for a delete, whether its

@@ -394,3 +394,10 @@ func (k *redisKV) Scan(ctx context.Context, start, end []byte, limit int) ([]res
 	}
 	return append(out, kvs...), nil
 }
+
+// Txn goes through the routing client: a transaction's coordinator is a
+// node's Txn service, reached like any node's (this node's, mostly), and
+// its reads and writes are routed by the coordinator.
+func (k *redisKV) Txn(ctx context.Context, fn func(resp.TxnKV) error) error {
+	return k.remote.Txn(k.toRemote(ctx), fn)
+}
