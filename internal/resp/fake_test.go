@@ -28,6 +28,8 @@ type fakeKV struct {
 	// conflicts: how many attempts of the next Txn fail as a conflict
 	// would, after fn ran, before the one that commits.
 	conflicts int
+	// txFail: the error of every transaction's writes.
+	txFail error
 }
 
 func newFakeKV() *fakeKV {
@@ -313,6 +315,9 @@ func (t *fakeTx) Get(_ context.Context, key []byte) ([]byte, error) {
 func (t *fakeTx) Put(_ context.Context, key, value []byte) error {
 	if err := checkKey(key); err != nil {
 		return err
+	}
+	if t.f.txFail != nil {
+		return t.f.txFail
 	}
 	v := cp(value)
 	t.writes[string(key)] = &v

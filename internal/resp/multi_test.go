@@ -279,9 +279,17 @@ func TestExecRetriesConflicts(t *testing.T) {
 	eqReplies(t, got, []string{"+OK", "+QUEUED", "+QUEUED", "*[:1 $1]", "$1"})
 }
 
-// A KV failure fails EXEC as a whole with the usual error.
+// A KV failure, of the transaction or of one of its writes, fails EXEC as
+// a whole with the usual error, and nothing is applied.
 func TestExecOverloaded(t *testing.T) {
-	s, _ := start(t, errKV{newFakeKV(), &OverloadedError{RetryAfter: 50 * time.Millisecond}}, nil, nil)
+	overloaded := &OverloadedError{RetryAfter: 50 * time.Millisecond}
+	s, _ := start(t, errKV{newFakeKV(), overloaded}, nil, nil)
 	got := pipeline(t, s, []string{"MULTI"}, []string{"SET", "a", "1"}, []string{"EXEC"})
 	eqReplies(t, got, []string{"+OK", "+QUEUED", "-ERR overloaded, retry after 50 ms"})
+
+	kv := newFakeKV()
+	kv.txFail = overloaded
+	s, _ = start(t, kv, nil, nil)
+	got = pipeline(t, s, []string{"MULTI"}, []string{"SET", "a", "1"}, []string{"SET", "b", "1"}, []string{"EXEC"})
+	eqReplies(t, got, []string{"+OK", "+QUEUED", "+QUEUED", "-ERR overloaded, retry after 50 ms"})
 }

@@ -98,20 +98,25 @@ func TestRedisTransfersKeepTheTotal(t *testing.T) {
 	}
 	const minTransfers = 10 // of each kind
 	scans := 0
+	var failed error
 	start := time.Now()
-	for ; time.Since(start) < 30*time.Second && (time.Since(start) < 2*time.Second ||
+	for ; failed == nil && time.Since(start) < 30*time.Second && (time.Since(start) < 2*time.Second ||
 		committed[0].Load() < minTransfers || committed[1].Load() < minTransfers); scans++ {
 		total, at, err := bankTotal(ctx, c)
 		switch {
 		case errors.Is(err, client.ErrTxnRetry):
 		case err != nil:
-			t.Fatal(err)
+			failed = err
 		case total != want:
-			t.Fatalf("snapshot scan at %s: total %d, want %d", at, total, want)
+			failed = fmt.Errorf("snapshot scan at %s: total %d, want %d", at, total, want)
 		}
 	}
+	// The workers stop before the clients close.
 	close(stop)
 	wg.Wait()
+	if failed != nil {
+		t.Fatal(failed)
+	}
 	t.Logf("%d MULTI and %d WATCH transfers, %d snapshot scans", committed[0].Load(), committed[1].Load(), scans)
 	if committed[0].Load() < minTransfers || committed[1].Load() < minTransfers {
 		t.Fatalf("only %d MULTI and %d WATCH transfers committed", committed[0].Load(), committed[1].Load())
