@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,7 +30,7 @@ func redisClients(t *testing.T, tc *testCluster) []*redis.Client {
 
 // redisTransfer moves amt between two accounts over Redis: MULTI DECRBY
 // INCRBY EXEC, or, with watch, WATCH, two GETs and MULTI SET SET EXEC
-// (go-redis's optimistic locking), again while a watched key changed.
+// on one connection, again while a watched key changed.
 func redisTransfer(ctx context.Context, rc *redis.Client, from, to, amt int, watch bool) error {
 	f, g := string(acct(from)), string(acct(to))
 	if !watch {
@@ -40,27 +41,52 @@ func redisTransfer(ctx context.Context, rc *redis.Client, from, to, amt int, wat
 		})
 		return err
 	}
+	conn := rc.Conn()
+	defer conn.Close()
 	for {
-		err := rc.Watch(ctx, func(tx *redis.Tx) error {
-			fv, err := tx.Get(ctx, f).Int()
-			if err != nil {
+		fv, gv, err := watchAndRead(ctx, conn, f, g)
+		if blockedRead(err) {
+			// Plain reads (WATCH's, GET) that met a running transaction's
+			// intent for longer than IntentWait; EXEC never answers so.
+			if err := do(ctx, conn, "UNWATCH"); err != nil {
 				return err
 			}
-			gv, err := tx.Get(ctx, g).Int()
-			if err != nil {
-				return err
-			}
-			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				p.Set(ctx, f, fv-amt, 0)
-				p.Set(ctx, g, gv+amt, 0)
-				return nil
-			})
+			continue
+		}
+		if err != nil {
 			return err
-		}, f, g)
+		}
+		_, err = conn.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, f, fv-amt, 0)
+			p.Set(ctx, g, gv+amt, 0)
+			return nil
+		})
 		if !errors.Is(err, redis.TxFailedErr) {
 			return err
 		}
 	}
+}
+
+func watchAndRead(ctx context.Context, conn *redis.Conn, f, g string) (fv, gv int, err error) {
+	if err := do(ctx, conn, "WATCH", f, g); err != nil {
+		return 0, 0, err
+	}
+	if fv, err = conn.Get(ctx, f).Int(); err != nil {
+		return 0, 0, err
+	}
+	gv, err = conn.Get(ctx, g).Int()
+	return fv, gv, err
+}
+
+// do runs a command on conn (a redis.Conn has no Do).
+func do(ctx context.Context, conn *redis.Conn, args ...any) error {
+	cmd := redis.NewStatusCmd(ctx, args...)
+	_ = conn.Process(ctx, cmd)
+	return cmd.Err()
+}
+
+func blockedRead(err error) bool {
+	return err != nil && strings.HasSuffix(err.Error(), ": retry")
 }
 
 // Transfers over Redis between accounts on two ranges, through every
