@@ -77,14 +77,22 @@ func (tx *Tx) ReadTimestamp() hlc.Timestamp { return tx.meta.GetReadTimestamp().
 // Get returns key's value as the transaction sees it (its own writes
 // included), or an error wrapping ErrNotFound.
 func (tx *Tx) Get(ctx context.Context, key []byte) ([]byte, error) {
+	r, err := tx.GetVersion(ctx, key)
+	if err == nil && !r.Found {
+		err = fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
+	return r.Value, err
+}
+
+// GetVersion reads key as Get does, with its version's timestamp
+// (GetResult.Version, at the transaction's read timestamp; no TTL); an
+// absent key is Found false, not an error.
+func (tx *Tx) GetVersion(ctx context.Context, key []byte) (GetResult, error) {
 	resp, err := tx.nc.txn.Get(ctx, &tidekvpb.TxnGetRequest{Txn: tx.meta, Key: key})
 	if err != nil {
-		return nil, txnError("get", err)
+		return GetResult{}, txnError("get", err)
 	}
-	if !resp.GetFound() {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
-	}
-	return resp.GetValue(), nil
+	return GetResult{Value: resp.GetValue(), Found: resp.GetFound(), Version: resp.GetVersionTimestamp().HLC()}, nil
 }
 
 // Put sets key to value when the transaction commits.

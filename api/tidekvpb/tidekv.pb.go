@@ -1030,8 +1030,13 @@ type GetResponse struct {
 	// The read_timestamp the request was served at, echoed: a node that
 	// leaves it out ignored it (an older binary) and read the newest data.
 	ReadTimestamp *Timestamp `protobuf:"bytes,5,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The timestamp of the key's newest version at the read's timestamp,
+	// live or not (a delete, an expired value): a key written again with
+	// the same value has a new one (Redis's WATCH compares them). Absent:
+	// the key has no version, its range is unversioned, or an older node.
+	VersionTimestamp *Timestamp `protobuf:"bytes,6,opt,name=version_timestamp,json=versionTimestamp,proto3" json:"version_timestamp,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetResponse) Reset() {
@@ -1095,6 +1100,13 @@ func (x *GetResponse) GetTtlMs() int64 {
 func (x *GetResponse) GetReadTimestamp() *Timestamp {
 	if x != nil {
 		return x.ReadTimestamp
+	}
+	return nil
+}
+
+func (x *GetResponse) GetVersionTimestamp() *Timestamp {
+	if x != nil {
+		return x.VersionTimestamp
 	}
 	return nil
 }
@@ -6557,11 +6569,14 @@ func (x *TxnGetRequest) GetKey() []byte {
 }
 
 type TxnGetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Found bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// As GetResponse's: the version read, at the transaction's read
+	// timestamp (its own write's, once it wrote the key).
+	VersionTimestamp *Timestamp `protobuf:"bytes,3,opt,name=version_timestamp,json=versionTimestamp,proto3" json:"version_timestamp,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TxnGetResponse) Reset() {
@@ -6604,6 +6619,13 @@ func (x *TxnGetResponse) GetFound() bool {
 func (x *TxnGetResponse) GetValue() []byte {
 	if x != nil {
 		return x.Value
+	}
+	return nil
+}
+
+func (x *TxnGetResponse) GetVersionTimestamp() *Timestamp {
+	if x != nil {
+		return x.VersionTimestamp
 	}
 	return nil
 }
@@ -7343,13 +7365,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
 	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\x128\n" +
 	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x15\n" +
-	"\x06txn_id\x18\x06 \x01(\fR\x05txnId\"\xb5\x01\n" +
+	"\x06txn_id\x18\x06 \x01(\fR\x05txnId\"\xf5\x01\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
 	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\x12\x15\n" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x128\n" +
-	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"g\n" +
+	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12>\n" +
+	"\x11version_timestamp\x18\x06 \x01(\v2\x11.tidekv.TimestampR\x10versionTimestamp\"g\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -7774,10 +7797,11 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"D\n" +
 	"\rTxnGetRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key\"<\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"|\n" +
 	"\x0eTxnGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"W\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12>\n" +
+	"\x11version_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x10versionTimestamp\"W\n" +
 	"\x0fTxnWriteRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12!\n" +
 	"\x03ops\x18\x02 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"\x12\n" +
@@ -8031,174 +8055,176 @@ var file_tidekv_proto_depIdxs = []int32{
 	2,   // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
 	11,  // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
 	11,  // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	2,   // 7: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	11,  // 8: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
-	12,  // 9: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
-	11,  // 10: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
-	2,   // 11: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	11,  // 12: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	14,  // 13: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
-	11,  // 14: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	6,   // 15: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	23,  // 16: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	90,  // 17: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
-	3,   // 18: tidekv.KVRequest.priority:type_name -> tidekv.Priority
-	13,  // 19: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
-	15,  // 20: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
-	17,  // 21: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
-	19,  // 22: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
-	21,  // 23: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
-	24,  // 24: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
-	26,  // 25: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
-	14,  // 26: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
-	16,  // 27: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
-	18,  // 28: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
-	20,  // 29: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
-	22,  // 30: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
-	25,  // 31: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
-	27,  // 32: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
-	10,  // 33: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
-	28,  // 34: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
-	11,  // 35: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
-	29,  // 36: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
-	11,  // 37: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
-	8,   // 38: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	32,  // 39: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	9,   // 40: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
-	0,   // 41: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	9,   // 42: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	36,  // 43: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	37,  // 44: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	9,   // 45: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	35,  // 46: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	8,   // 47: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	8,   // 48: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	8,   // 49: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	9,   // 50: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	9,   // 51: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	54,  // 52: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	53,  // 53: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
-	9,   // 54: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	8,   // 55: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	58,  // 56: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	11,  // 57: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
-	61,  // 58: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	64,  // 59: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	11,  // 60: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	64,  // 61: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	11,  // 62: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	8,   // 63: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	8,   // 64: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	71,  // 65: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	71,  // 66: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	74,  // 67: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	74,  // 68: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	74,  // 69: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	64,  // 70: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	107, // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	11,  // 72: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	85,  // 73: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	85,  // 74: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	11,  // 75: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
-	91,  // 76: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
-	91,  // 77: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
-	23,  // 78: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
-	91,  // 79: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
-	11,  // 80: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	98,  // 81: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
-	11,  // 82: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
-	23,  // 83: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
-	11,  // 84: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	98,  // 85: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
-	4,   // 86: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
-	11,  // 87: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	5,   // 88: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
-	11,  // 89: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	98,  // 90: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
-	11,  // 91: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	11,  // 92: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
-	11,  // 93: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	13,  // 94: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	15,  // 95: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	17,  // 96: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	19,  // 97: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	21,  // 98: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	24,  // 99: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	26,  // 100: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	30,  // 101: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	33,  // 102: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	38,  // 103: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	40,  // 104: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	42,  // 105: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	44,  // 106: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	46,  // 107: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	48,  // 108: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	50,  // 109: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	52,  // 110: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	56,  // 111: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	83,  // 112: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	59,  // 113: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	62,  // 114: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	81,  // 115: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	69,  // 116: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	72,  // 117: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	75,  // 118: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	77,  // 119: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	79,  // 120: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	65,  // 121: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	67,  // 122: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	86,  // 123: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	87,  // 124: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	92,  // 125: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	94,  // 126: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	96,  // 127: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	99,  // 128: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	101, // 129: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	103, // 130: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	105, // 131: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	14,  // 132: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	16,  // 133: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	18,  // 134: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	20,  // 135: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	22,  // 136: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	25,  // 137: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	27,  // 138: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	31,  // 139: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	34,  // 140: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	39,  // 141: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	41,  // 142: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	43,  // 143: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	45,  // 144: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	47,  // 145: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	49,  // 146: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	51,  // 147: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	55,  // 148: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	57,  // 149: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	84,  // 150: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	60,  // 151: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	63,  // 152: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	82,  // 153: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	70,  // 154: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	73,  // 155: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	76,  // 156: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	78,  // 157: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	80,  // 158: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	66,  // 159: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	68,  // 160: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	89,  // 161: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	88,  // 162: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	93,  // 163: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	95,  // 164: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	97,  // 165: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	100, // 166: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	102, // 167: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	104, // 168: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	106, // 169: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	132, // [132:170] is the sub-list for method output_type
-	94,  // [94:132] is the sub-list for method input_type
-	94,  // [94:94] is the sub-list for extension type_name
-	94,  // [94:94] is the sub-list for extension extendee
-	0,   // [0:94] is the sub-list for field type_name
+	11,  // 7: tidekv.GetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	2,   // 8: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
+	11,  // 9: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
+	12,  // 10: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	11,  // 11: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	2,   // 12: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
+	11,  // 13: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	14,  // 14: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	11,  // 15: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	6,   // 16: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
+	23,  // 17: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	90,  // 18: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	3,   // 19: tidekv.KVRequest.priority:type_name -> tidekv.Priority
+	13,  // 20: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	15,  // 21: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	17,  // 22: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	19,  // 23: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	21,  // 24: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	24,  // 25: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	26,  // 26: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	14,  // 27: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	16,  // 28: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	18,  // 29: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	20,  // 30: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	22,  // 31: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	25,  // 32: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	27,  // 33: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	10,  // 34: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
+	28,  // 35: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	11,  // 36: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
+	29,  // 37: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	11,  // 38: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
+	8,   // 39: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	32,  // 40: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	9,   // 41: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	0,   // 42: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
+	9,   // 43: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	36,  // 44: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	37,  // 45: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	9,   // 46: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	35,  // 47: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	8,   // 48: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	8,   // 49: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	8,   // 50: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	9,   // 51: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	9,   // 52: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	54,  // 53: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	53,  // 54: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
+	9,   // 55: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	8,   // 56: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	58,  // 57: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	11,  // 58: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	61,  // 59: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	64,  // 60: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	11,  // 61: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	64,  // 62: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	11,  // 63: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	8,   // 64: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	8,   // 65: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	71,  // 66: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	71,  // 67: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	74,  // 68: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	74,  // 69: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	74,  // 70: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	64,  // 71: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	107, // 72: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	11,  // 73: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	85,  // 74: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	85,  // 75: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	11,  // 76: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
+	91,  // 77: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
+	11,  // 78: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	91,  // 79: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	23,  // 80: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
+	91,  // 81: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	11,  // 82: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	98,  // 83: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	11,  // 84: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	23,  // 85: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	11,  // 86: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	98,  // 87: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	4,   // 88: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
+	11,  // 89: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	5,   // 90: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
+	11,  // 91: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	98,  // 92: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	11,  // 93: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	11,  // 94: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	11,  // 95: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	13,  // 96: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	15,  // 97: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	17,  // 98: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	19,  // 99: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	21,  // 100: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	24,  // 101: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	26,  // 102: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	30,  // 103: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	33,  // 104: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	38,  // 105: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	40,  // 106: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	42,  // 107: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	44,  // 108: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	46,  // 109: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	48,  // 110: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	50,  // 111: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	52,  // 112: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	56,  // 113: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	83,  // 114: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	59,  // 115: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	62,  // 116: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	81,  // 117: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	69,  // 118: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	72,  // 119: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	75,  // 120: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	77,  // 121: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	79,  // 122: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	65,  // 123: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	67,  // 124: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	86,  // 125: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	87,  // 126: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	92,  // 127: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	94,  // 128: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	96,  // 129: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	99,  // 130: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	101, // 131: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	103, // 132: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	105, // 133: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	14,  // 134: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	16,  // 135: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	18,  // 136: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	20,  // 137: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	22,  // 138: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	25,  // 139: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	27,  // 140: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	31,  // 141: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	34,  // 142: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	39,  // 143: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	41,  // 144: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	43,  // 145: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	45,  // 146: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	47,  // 147: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	49,  // 148: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	51,  // 149: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	55,  // 150: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	57,  // 151: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	84,  // 152: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	60,  // 153: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	63,  // 154: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	82,  // 155: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	70,  // 156: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	73,  // 157: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	76,  // 158: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	78,  // 159: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	80,  // 160: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	66,  // 161: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	68,  // 162: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	89,  // 163: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	88,  // 164: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	93,  // 165: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	95,  // 166: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	97,  // 167: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	100, // 168: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	102, // 169: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	104, // 170: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	106, // 171: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	134, // [134:172] is the sub-list for method output_type
+	96,  // [96:134] is the sub-list for method input_type
+	96,  // [96:96] is the sub-list for extension type_name
+	96,  // [96:96] is the sub-list for extension extendee
+	0,   // [0:96] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }

@@ -63,7 +63,7 @@ func (a clientKV) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error)
 	}
 	out := make([]Result, len(rs))
 	for i, r := range rs {
-		out[i] = Result{Value: r.Value, Found: r.Found, TTL: r.TTL}
+		out[i] = Result{Value: r.Value, Found: r.Found, TTL: r.TTL, Version: Version(r.Version)}
 	}
 	return out, nil
 }
@@ -179,9 +179,9 @@ func (a clientKV) Txn(ctx context.Context, fn func(tx TxnKV) error) error {
 // other calls', so a refusal reads the same inside EXEC as outside.
 type clientTx struct{ tx *client.Tx }
 
-func (t clientTx) Get(ctx context.Context, key []byte) ([]byte, error) {
-	v, err := t.tx.Get(ctx, key)
-	return v, mapErr(err)
+func (t clientTx) Get(ctx context.Context, key []byte) (Result, error) {
+	r, err := t.tx.GetVersion(ctx, key)
+	return Result{Value: r.Value, Found: r.Found, Version: Version(r.Version)}, mapErr(err)
 }
 
 func (t clientTx) Put(ctx context.Context, key, value []byte) error {

@@ -55,9 +55,10 @@
 // error (WRONGTYPE, not an integer) is that command's reply and the others
 // commit. EXEC runs GET, SET [NX|XX] [GET], SETNX, GETSET, DEL, UNLINK,
 // EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, PING, ECHO and
-// UNWATCH. WATCH remembers a digest of each key's value (or its absence);
-// EXEC reads the keys again inside the transaction and answers the null
-// array, applying nothing, if one differs.
+// UNWATCH. WATCH remembers each key's version (Result.Version) and a
+// digest of its value (or its absence); EXEC reads the keys again inside
+// the transaction and answers the null array, applying nothing, if one
+// differs.
 //
 // Scans: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash] walks the
 // whole key space in key order; COUNT bounds the stored keys read per call
@@ -156,10 +157,10 @@
 // the transaction. Its writes carry no TTL, so INCR, DECR, INCRBY and
 // DECRBY inside EXEC clear the key's TTL, which Redis keeps (SET and
 // GETSET clear it in Redis too). DEL of a hash inside EXEC removes its marker, leaving
-// its fields as garbage for the next HSET creating it. WATCH compares
-// values, not versions: a key written and set back to the value WATCH saw
-// (or deleted and created again with it) is not seen as changed, where
-// Redis would abort. A failure of the store inside EXEC (overloaded, a
+// its fields as garbage for the next HSET creating it. Where a read gives
+// no version (an unversioned range, a read-through value, an older node),
+// WATCH compares values only: a key set back to the value WATCH saw is then
+// not seen as changed, where Redis would abort. A failure of the store inside EXEC (overloaded, a
 // value over the size limit, an empty key, the transaction giving up
 // after its retries of conflicts) fails EXEC as a whole with that error
 // and applies nothing, where Redis has no such failures; conflicts are

@@ -11,13 +11,18 @@ import (
 	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
 
-// fakeKV is an in-memory KV: a map behind a mutex, sorted scans, CAS. It
+// fakeKV is an in-memory KV: a map behind a mutex, sorted scans, CAS,
+// a version per key, serial transactions. It
 // rejects empty keys like TideKV does, and Writes whose keys straddle
 // splitAt (if set), like a multi-range Write. Values expire by clock.
 type fakeKV struct {
-	mu      sync.Mutex
-	m       map[string][]byte
-	exp     map[string]time.Time // expiry of the keys that have one
+	mu  sync.Mutex
+	m   map[string][]byte
+	exp map[string]time.Time // expiry of the keys that have one
+	// vers: each key's version, a count of the store's writes, kept when
+	// the key is deleted (as a tombstone's timestamp is).
+	vers    map[string]int64
+	written int64
 	clock   *manualclock.Clock
 	splitAt []byte
 	scans   int
@@ -33,7 +38,7 @@ type fakeKV struct {
 }
 
 func newFakeKV() *fakeKV {
-	return &fakeKV{m: map[string][]byte{}, exp: map[string]time.Time{}, clock: manualclock.New(time.Unix(1_700_000_000, 0))}
+	return &fakeKV{m: map[string][]byte{}, exp: map[string]time.Time{}, vers: map[string]int64{}, clock: manualclock.New(time.Unix(1_700_000_000, 0))}
 }
 
 // live returns k's value if it has one that has not expired; an expired
@@ -49,12 +54,21 @@ func (f *fakeKV) live(k []byte) ([]byte, bool) {
 func (f *fakeKV) del(k []byte) {
 	delete(f.m, string(k))
 	delete(f.exp, string(k))
+	f.bump(k)
 }
+
+func (f *fakeKV) bump(k []byte) {
+	f.written++
+	f.vers[string(k)] = f.written
+}
+
+func (f *fakeKV) version(k []byte) Version { return Version{WallTime: f.vers[string(k)]} }
 
 // set writes k's value with expiry e.
 func (f *fakeKV) set(k, v []byte, e Expiry) {
 	_, had := f.live(k)
 	f.m[string(k)] = cp(v)
+	f.bump(k)
 	switch {
 	case e.Keep && had:
 	case e.TTL > 0:
@@ -130,7 +144,7 @@ func (f *fakeKV) BatchGet(_ context.Context, keys [][]byte) ([]Result, error) {
 			return nil, err
 		}
 		v, ok := f.live(k)
-		out[i] = Result{Value: cp(v), Found: ok, TTL: f.ttl(k)}
+		out[i] = Result{Value: cp(v), Found: ok, TTL: f.ttl(k), Version: f.version(k)}
 	}
 	return out, nil
 }
@@ -290,26 +304,24 @@ func (f *fakeKV) Txn(_ context.Context, fn func(TxnKV) error) error {
 }
 
 // fakeTx is one attempt of fakeKV.Txn; writes holds its puts (nil:
-// deletes), which its reads see.
+// deletes), which its reads see (with no version yet).
 type fakeTx struct {
 	f      *fakeKV
 	writes map[string]*[]byte
 }
 
-func (t *fakeTx) Get(_ context.Context, key []byte) ([]byte, error) {
+func (t *fakeTx) Get(_ context.Context, key []byte) (Result, error) {
 	if err := checkKey(key); err != nil {
-		return nil, err
+		return Result{}, err
 	}
-	v, ok := t.writes[string(key)]
-	if !ok {
-		if cur, found := t.f.live(key); found {
-			v = &cur
+	if v, ok := t.writes[string(key)]; ok {
+		if v == nil {
+			return Result{}, nil
 		}
+		return Result{Value: cp(*v), Found: true}, nil
 	}
-	if v == nil {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
-	}
-	return cp(*v), nil
+	cur, found := t.f.live(key)
+	return Result{Value: cp(cur), Found: found, Version: t.f.version(key)}, nil
 }
 
 func (t *fakeTx) Put(_ context.Context, key, value []byte) error {

@@ -65,8 +65,9 @@ type KV interface {
 // earlier writes. Writes carry no TTL (TideKV's transactions do not set
 // expiries yet): a put clears the key's TTL.
 type TxnKV interface {
-	// Get returns the value of key or an error wrapping ErrNotFound.
-	Get(ctx context.Context, key []byte) ([]byte, error)
+	// Get reads key, with its Version (no TTL); an absent key is Found
+	// false, not an error.
+	Get(ctx context.Context, key []byte) (Result, error)
 	Put(ctx context.Context, key, value []byte) error
 	Delete(ctx context.Context, key []byte) error
 }
@@ -84,6 +85,17 @@ type Result struct {
 	Found bool
 	// TTL is the value's remaining time to live; 0: it does not expire.
 	TTL time.Duration
+	// Version identifies the key's newest version, live or not (a
+	// delete, an expired value): a key written again, even with the same
+	// value, has another. Zero: unknown (no version, an unversioned range,
+	// a KV that does not tell).
+	Version Version
+}
+
+// Version is a version's timestamp as TideKV's HLC has it; only compared.
+type Version struct {
+	WallTime int64
+	Logical  uint32
 }
 
 // Op is one operation of a Write: a put of Value, or a delete, or a change

@@ -13,9 +13,10 @@ import (
 // MULTI / EXEC / WATCH"). After MULTI a connection's commands are checked
 // and queued (servePipeline hands them to queue); EXEC runs the queue as
 // one KV.Txn, each command through its usual code over a txView, so it
-// reads the transaction's earlier writes. WATCH remembers what each key
-// held (a digest of its value, or its absence); EXEC reads the keys again
-// inside the transaction and applies nothing if one changed.
+// reads the transaction's earlier writes. WATCH remembers each key's
+// version (Result.Version, its timestamp) and what it held (a digest of
+// its value, or its absence); EXEC reads the keys again inside the
+// transaction and applies nothing if one changed.
 
 // multiState is a connection's open MULTI.
 type multiState struct {
@@ -38,16 +39,18 @@ type watchState struct {
 	bytes int
 }
 
-// watchedKey is a key as WATCH found it. A digest, not the value, so that
-// watching large values holds little.
+// watchedKey is a key as WATCH found it. The version tells a key written
+// again with the same value; the digest (not the value, so that watching
+// large values holds little) serves where the version is unknown (zero).
 type watchedKey struct {
-	key   []byte // encoded
-	found bool
-	sum   [sha256.Size]byte
+	key     []byte // encoded
+	found   bool
+	version Version
+	sum     [sha256.Size]byte
 }
 
-func (w watchedKey) same(v []byte, found bool) bool {
-	return w.found == found && (!found || w.sum == sha256.Sum256(v))
+func (w watchedKey) same(r Result) bool {
+	return w.found == r.Found && w.version == r.Version && (!r.Found || w.sum == sha256.Sum256(r.Value))
 }
 
 const (
@@ -174,7 +177,7 @@ func cmdWatch(x *call) {
 		}
 		for i, r := range rs {
 			k := encKey(x.args[1+done+i])
-			w.keys = append(w.keys, watchedKey{key: k, found: r.Found, sum: sha256.Sum256(r.Value)})
+			w.keys = append(w.keys, watchedKey{key: k, found: r.Found, version: r.Version, sum: sha256.Sum256(r.Value)})
 			w.bytes += len(k) + sha256.Size
 		}
 		return true
@@ -250,11 +253,11 @@ func (w *watchState) check(x *call, view *txView) error {
 		return nil
 	}
 	for _, k := range w.keys {
-		v, err := view.Get(x.ctx, k.key)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		r, err := view.read(x.ctx, k.key)
+		if err != nil {
 			return err
 		}
-		if !k.same(v, err == nil) {
+		if !k.same(r) {
 			return errWatched
 		}
 	}

@@ -169,9 +169,9 @@ func TestMultiErrors(t *testing.T) {
 	})
 }
 
-// WATCH: a change by another connection, to a value or from absent, makes
-// EXEC answer the null array and apply nothing; EXEC, DISCARD and UNWATCH
-// clear the watches.
+// WATCH: a change by another connection, to a value, from absent, or to
+// another value and back (a new version), makes EXEC answer the null array
+// and apply nothing; EXEC, DISCARD and UNWATCH clear the watches.
 func TestWatch(t *testing.T) {
 	s, rc := start(t, newFakeKV(), nil, nil)
 	ctx := context.Background()
@@ -182,12 +182,21 @@ func TestWatch(t *testing.T) {
 	eq(t, c("SET", "out", "x"), "+QUEUED")
 	eq(t, c("EXEC"), "*[+OK]") // nothing changed
 
-	for _, change := range []string{"w", "absent"} {
+	for _, change := range [][]string{{"w", "2"}, {"absent", "2"}, {"w", "3", "1"}, {"absent", "3", ""}} {
+		eq(t, c("SET", "w", "1"), "+OK")
 		eq(t, c("WATCH", "w", "absent"), "+OK")
-		must(rc.Set(ctx, change, "2", 0).Result())
+		for _, v := range change[1:] {
+			if v == "" {
+				must(rc.Del(ctx, change[0]).Result())
+			} else {
+				must(rc.Set(ctx, change[0], v, 0).Result())
+			}
+		}
 		eq(t, c("MULTI"), "+OK")
 		eq(t, c("SET", "out", "y"), "+QUEUED")
-		eq(t, c("EXEC"), "*<nil>")
+		if got := c("EXEC"); got != "*<nil>" {
+			t.Fatalf("EXEC after %v: %s, want *<nil>", change, got)
+		}
 		eq(t, must(rc.Get(ctx, "out").Result()), "x")
 		must(rc.Del(ctx, "absent").Result())
 	}

@@ -26,11 +26,20 @@ func (v *txView) fail(err error) error {
 }
 
 func (v *txView) Get(ctx context.Context, key []byte) ([]byte, error) {
-	val, err := v.tx.Get(ctx, key)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, v.fail(err)
+	r, err := v.read(ctx, key)
+	if err == nil && !r.Found {
+		err = fmt.Errorf("%w: %q", ErrNotFound, key)
 	}
-	return val, err
+	return r.Value, err
+}
+
+// read is a read of the transaction, with the key's version.
+func (v *txView) read(ctx context.Context, key []byte) (Result, error) {
+	r, err := v.tx.Get(ctx, key)
+	if err != nil {
+		return Result{}, v.fail(err)
+	}
+	return r, nil
 }
 
 func (v *txView) Put(ctx context.Context, key, value []byte) error {
@@ -60,11 +69,11 @@ func (v *txView) Delete(ctx context.Context, key []byte) (bool, error) {
 func (v *txView) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
 	out := make([]Result, len(keys))
 	for i, k := range keys {
-		val, err := v.Get(ctx, k)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		r, err := v.read(ctx, k)
+		if err != nil {
 			return nil, err
 		}
-		out[i] = Result{Value: val, Found: err == nil}
+		out[i] = r
 	}
 	return out, nil
 }

@@ -331,7 +331,9 @@ func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, e
 		}
 		for j, i := range idx {
 			res := r.GetResults()[j]
-			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound(), TTL: time.Duration(res.GetTtlMs()) * time.Millisecond}
+			v := res.GetVersionTimestamp()
+			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound(), TTL: time.Duration(res.GetTtlMs()) * time.Millisecond,
+				Version: resp.Version{WallTime: v.GetWallNanos(), Logical: v.GetLogical()}}
 		}
 	}
 	if len(routed) == 0 {

@@ -155,31 +155,34 @@ func TestRedisTransfersKeepTheTotal(t *testing.T) {
 	})
 }
 
-// A write through another node's listener to a watched key makes EXEC
-// answer the null array, and nothing queued is applied, on either range.
+// A write through another node's listener to a watched key, of another
+// value or of the same one (a new version), makes EXEC answer the null
+// array, and nothing queued is applied, on either range.
 func TestRedisWatchAbortsOnAnotherConnectionsWrite(t *testing.T) {
 	tc, _, ctx := startBank(t, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
 	rcs := redisClients(t, tc)
 	left, right := string(acct(0)), string(acct(bankAccounts-1))
-	err := rcs[0].Watch(ctx, func(tx *redis.Tx) error {
-		if err := rcs[1].Set(ctx, left, "7", 0).Err(); err != nil {
+	for _, v := range []string{"7", "7"} {
+		err := rcs[0].Watch(ctx, func(tx *redis.Tx) error {
+			if err := rcs[1].Set(ctx, left, v, 0).Err(); err != nil {
+				return err
+			}
+			_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, left, "1", 0)
+				p.Set(ctx, right, "1", 0)
+				return nil
+			})
 			return err
+		}, left)
+		if !errors.Is(err, redis.TxFailedErr) {
+			t.Fatalf("EXEC after a watched key was set to %s: %v, want %v", v, err, redis.TxFailedErr)
 		}
-		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, left, "1", 0)
-			p.Set(ctx, right, "1", 0)
-			return nil
-		})
-		return err
-	}, left)
-	if !errors.Is(err, redis.TxFailedErr) {
-		t.Fatalf("EXEC after a watched key changed: %v, want %v", err, redis.TxFailedErr)
-	}
-	got, err := rcs[2].MGet(ctx, left, right).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []any{"7", strconv.Itoa(bankStart)}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("after the aborted EXEC: %v, want %v", got, want)
+		got, err := rcs[2].MGet(ctx, left, right).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []any{v, strconv.Itoa(bankStart)}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("after the aborted EXEC: %v, want %v", got, want)
+		}
 	}
 }

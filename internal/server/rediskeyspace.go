@@ -151,9 +151,9 @@ func reservedKey(key []byte) error {
 	return nil
 }
 
-func (t defaultSpaceTx) Get(ctx context.Context, key []byte) ([]byte, error) {
+func (t defaultSpaceTx) Get(ctx context.Context, key []byte) (resp.Result, error) {
 	if err := reservedKey(key); err != nil {
-		return nil, err
+		return resp.Result{}, err
 	}
 	return t.tx.Get(ctx, key)
 }
