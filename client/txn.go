@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/status"
 
@@ -111,12 +112,13 @@ func (tx *Tx) write(ctx context.Context, ops ...*tidekvpb.WriteOp) error {
 }
 
 // end commits or rolls back; a commit whose answer was lost is
-// ErrAmbiguous (the record may have become COMMITTED).
+// ErrAmbiguous (the record may have become COMMITTED). A refusal (a
+// conflict, an invalid request, a range's "overloaded") committed nothing.
 func (tx *Tx) end(ctx context.Context, commit bool) (hlc.Timestamp, error) {
 	resp, err := tx.nc.txn.End(ctx, &tidekvpb.TxnEndRequest{Txn: tx.meta, Commit: commit})
 	if err != nil {
 		err = txnError("commit", err)
-		if commit && !errors.Is(err, ErrTxnRetry) && !errors.Is(err, ErrInvalidArgument) {
+		if commit && !errors.Is(err, ErrTxnRetry) && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrOverloaded) {
 			return hlc.Timestamp{}, fmt.Errorf("%w: %w", ErrAmbiguous, err)
 		}
 		return hlc.Timestamp{}, err
@@ -126,17 +128,23 @@ func (tx *Tx) end(ctx context.Context, commit bool) (hlc.Timestamp, error) {
 
 // txnError maps a coordinator's answer: TXN_RETRY to ErrTxnRetry, refusals
 // to ErrInvalidArgument, a node that did not answer to ErrTxnRetry too
-// (the transaction is lost with its coordinator; its intents expire).
+// (the transaction is lost with its coordinator; its intents expire), and
+// a range's "overloaded, retry" that the coordinator passed on to an
+// OverloadedError with the node's hint (the Redis front end answers it as
+// it answers any command's).
 func txnError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	st := status.Convert(err)
-	switch classify(st, errorDetail(st)) {
+	d := errorDetail(st)
+	switch classify(st, d) {
 	case classTxnRetry, classTransport, classUnavailable:
 		return fmt.Errorf("%w: transaction %s: %s", ErrTxnRetry, op, st.Message())
 	case classInvalid:
 		return fmt.Errorf("%w: transaction %s: %s", ErrInvalidArgument, op, st.Message())
+	case classOverloaded:
+		return &OverloadedError{Op: "transaction " + op, RetryAfter: time.Duration(d.GetRetryAfterMs()) * time.Millisecond, Reason: st.Message()}
 	}
 	return fmt.Errorf("transaction %s: %s", op, st.Message())
 }
