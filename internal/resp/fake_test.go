@@ -11,10 +11,10 @@ import (
 	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
 
-// fakeKV is an in-memory KV: a map behind a mutex, sorted scans, CAS,
-// a version per key, serial transactions. It
-// rejects empty keys like TideKV does, and Writes whose keys straddle
-// splitAt (if set), like a multi-range Write. Values expire by clock.
+// fakeKV is an in-memory KV: a map behind a mutex, sorted scans, CAS, a
+// version per key, serial transactions. It rejects empty keys like TideKV
+// does, and Writes whose keys straddle splitAt (if set), like a
+// multi-range Write. Values expire by clock.
 type fakeKV struct {
 	mu  sync.Mutex
 	m   map[string][]byte
