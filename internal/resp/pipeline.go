@@ -15,6 +15,8 @@ import (
 // node groups them into one proposal per range), its reads in one
 // BatchGet, alternating in the order they came, so a read after a write to
 // the same key sees it. Every other command runs alone, in its place.
+// Inside MULTI every command but EXEC, DISCARD, MULTI, WATCH and QUIT is
+// queued as it comes (multi.go), never grouped.
 // Replies are written in order and each command gets its own, error or not.
 
 // cmdClass says how a pipelined command may be grouped.
