@@ -112,13 +112,14 @@ func (tx *Tx) write(ctx context.Context, ops ...*tidekvpb.WriteOp) error {
 }
 
 // end commits or rolls back; a commit whose answer was lost is
-// ErrAmbiguous (the record may have become COMMITTED). A refusal (a
-// conflict, an invalid request, a range's "overloaded") committed nothing.
+// ErrAmbiguous (the record may have become COMMITTED). So is a commit that
+// ends "overloaded": the coordinator's router may have sent the record's
+// END before, without an answer.
 func (tx *Tx) end(ctx context.Context, commit bool) (hlc.Timestamp, error) {
 	resp, err := tx.nc.txn.End(ctx, &tidekvpb.TxnEndRequest{Txn: tx.meta, Commit: commit})
 	if err != nil {
 		err = txnError("commit", err)
-		if commit && !errors.Is(err, ErrTxnRetry) && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrOverloaded) {
+		if commit && !errors.Is(err, ErrTxnRetry) && !errors.Is(err, ErrInvalidArgument) {
 			return hlc.Timestamp{}, fmt.Errorf("%w: %w", ErrAmbiguous, err)
 		}
 		return hlc.Timestamp{}, err

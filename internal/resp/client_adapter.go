@@ -20,7 +20,9 @@ type clientKV struct{ c *client.Client }
 
 // mapErr wraps client errors with this package's sentinels. An invalid
 // argument keeps only the client's reason (its message less the client's
-// own sentinel), so the reply names "invalid argument" once.
+// own sentinel), so the reply names "invalid argument" once. Ambiguity
+// wins over the overload it may wrap (a transaction's commit that ended
+// "overloaded"): "retry" would be wrong if the write was applied.
 func mapErr(err error) error {
 	switch {
 	case err == nil:
@@ -29,13 +31,13 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	case errors.Is(err, client.ErrInvalidArgument):
 		return fmt.Errorf("%w: %s", ErrInvalidArgument, strings.TrimPrefix(err.Error(), client.ErrInvalidArgument.Error()+": "))
+	case errors.Is(err, client.ErrAmbiguous):
+		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
 	case errors.Is(err, client.ErrOverloaded):
 		if oe := (*client.OverloadedError)(nil); errors.As(err, &oe) {
 			return &OverloadedError{RetryAfter: oe.RetryAfter}
 		}
 		return fmt.Errorf("%w: %w", ErrOverloaded, err)
-	case errors.Is(err, client.ErrAmbiguous):
-		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
 	case errors.Is(err, client.ErrUnavailable):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
