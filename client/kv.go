@@ -43,12 +43,22 @@ type Op struct {
 	Expiry Expiry
 }
 
-// GetResult is the outcome for one key of a BatchGet.
+// GetResult is the outcome for one key of a BatchGet or a GetVersion.
 type GetResult struct {
 	Value []byte
 	Found bool
 	// TTL is the value's remaining time to live (0: it does not expire).
 	TTL time.Duration
+	// Version is the timestamp of the key's newest version at the read's
+	// timestamp, live or not (a delete, an expired value): a key written
+	// again, even with the same value, has a new one. Zero: the key has no
+	// version, its range is unversioned, or the node is older.
+	Version hlc.Timestamp
+}
+
+func getResult(r *tidekvpb.GetResponse) GetResult {
+	return GetResult{Value: r.GetValue(), Found: r.GetFound(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond,
+		Version: r.GetVersionTimestamp().HLC()}
 }
 
 // Get returns the value of key, or an error wrapping ErrNotFound. opts
@@ -59,8 +69,27 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byt
 	return resp.GetValue(), err
 }
 
+// GetVersion reads key as Get does, with its version (GetResult.Version);
+// an absent key is Found false, not an error.
+func (c *Client) GetVersion(ctx context.Context, key []byte, opts ...ReadOption) (GetResult, error) {
+	resp, err := c.read(ctx, key, opts)
+	if err != nil {
+		return GetResult{}, err
+	}
+	return getResult(resp), nil
+}
+
 // get reads key; a key not found is an error wrapping ErrNotFound.
 func (c *Client) get(ctx context.Context, key []byte, opts []ReadOption) (*tidekvpb.GetResponse, error) {
+	resp, err := c.read(ctx, key, opts)
+	if err == nil && !resp.GetFound() {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
+	return resp, err
+}
+
+// read reads key, found or not.
+func (c *Client) read(ctx context.Context, key []byte, opts []ReadOption) (*tidekvpb.GetResponse, error) {
 	ro, err := c.readOption("get", opts)
 	if err != nil {
 		return nil, err
@@ -78,9 +107,6 @@ func (c *Client) get(ctx context.Context, key []byte, opts []ReadOption) (*tidek
 	}
 	if err := ro.served("get", resp.GetReadTimestamp()); err != nil {
 		return nil, err
-	}
-	if !resp.GetFound() {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
 	}
 	return resp, nil
 }
@@ -282,7 +308,7 @@ func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, ou
 	}
 	for j, i := range idx {
 		r := resp.GetResults()[j]
-		out[i] = GetResult{Value: r.GetValue(), Found: r.GetFound(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond}
+		out[i] = getResult(r)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"google.golang.org/grpc/status"
 
@@ -92,14 +93,22 @@ func (tx *Tx) ReadTimestamp() hlc.Timestamp { return tx.meta.GetReadTimestamp().
 // Get returns key's value as the transaction sees it (its own writes
 // included), or an error wrapping ErrNotFound.
 func (tx *Tx) Get(ctx context.Context, key []byte) ([]byte, error) {
+	r, err := tx.GetVersion(ctx, key)
+	if err == nil && !r.Found {
+		err = fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
+	return r.Value, err
+}
+
+// GetVersion reads key as Get does, with its version's timestamp
+// (GetResult.Version, at the transaction's read timestamp; no TTL); an
+// absent key is Found false, not an error.
+func (tx *Tx) GetVersion(ctx context.Context, key []byte) (GetResult, error) {
 	resp, err := tx.nc.txn.Get(ctx, &tidekvpb.TxnGetRequest{Txn: tx.meta, Key: key})
 	if err != nil {
-		return nil, txnError("get", err)
+		return GetResult{}, txnError("get", err)
 	}
-	if !resp.GetFound() {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
-	}
-	return resp.GetValue(), nil
+	return GetResult{Value: resp.GetValue(), Found: resp.GetFound(), Version: resp.GetVersionTimestamp().HLC()}, nil
 }
 
 // Scan returns up to limit keys (0: every key) of [start, end) (empty end:
@@ -137,7 +146,9 @@ func (tx *Tx) write(ctx context.Context, ops ...*tidekvpb.WriteOp) error {
 }
 
 // end commits or rolls back; a commit whose answer was lost is
-// ErrAmbiguous (it may have committed).
+// ErrAmbiguous (it may have committed). So is a commit that ends
+// "overloaded": the coordinator's router may have sent the record's END or
+// the one-phase commit before, without an answer.
 func (tx *Tx) end(ctx context.Context, commit bool) (hlc.Timestamp, error) {
 	resp, err := tx.nc.txn.End(ctx, &tidekvpb.TxnEndRequest{Txn: tx.meta, Commit: commit})
 	if err != nil {
@@ -166,17 +177,23 @@ func commitError(op string, err error) error {
 
 // txnError maps a coordinator's answer: TXN_RETRY to ErrTxnRetry, refusals
 // to ErrInvalidArgument, a node that did not answer to ErrTxnRetry too
-// (the transaction is lost with its coordinator; its intents expire).
+// (the transaction is lost with its coordinator; its intents expire), and
+// a range's "overloaded, retry" that the coordinator passed on to an
+// OverloadedError with the node's hint (the Redis front end answers it as
+// it answers any command's).
 func txnError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	st := status.Convert(err)
-	switch classify(st, errorDetail(st)) {
+	d := errorDetail(st)
+	switch classify(st, d) {
 	case classTxnRetry, classTransport, classUnavailable:
 		return fmt.Errorf("%w: transaction %s: %s", ErrTxnRetry, op, st.Message())
 	case classInvalid:
 		return fmt.Errorf("%w: transaction %s: %s", ErrInvalidArgument, op, st.Message())
+	case classOverloaded:
+		return &OverloadedError{Op: "transaction " + op, RetryAfter: time.Duration(d.GetRetryAfterMs()) * time.Millisecond, Reason: st.Message()}
 	}
 	return fmt.Errorf("transaction %s: %s", op, st.Message())
 }

@@ -12,3 +12,11 @@ func FromHLC(t hlc.Timestamp) *Timestamp {
 func (x *Timestamp) HLC() hlc.Timestamp {
 	return hlc.Timestamp{WallTime: x.GetWallNanos(), Logical: x.GetLogical()}
 }
+
+// OptionalHLC is t on the wire, or nil (absent) for the zero timestamp.
+func OptionalHLC(t hlc.Timestamp) *Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return FromHLC(t)
+}

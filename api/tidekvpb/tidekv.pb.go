@@ -1088,8 +1088,13 @@ type GetResponse struct {
 	// The read_timestamp the request was served at, echoed: a node that
 	// leaves it out ignored it (an older binary) and read the newest data.
 	ReadTimestamp *Timestamp `protobuf:"bytes,5,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The timestamp of the key's newest version at the read's timestamp,
+	// live or not (a delete, an expired value): a key written again with
+	// the same value has a new one (Redis's WATCH compares them). Absent:
+	// the key has no version, its range is unversioned, or an older node.
+	VersionTimestamp *Timestamp `protobuf:"bytes,6,opt,name=version_timestamp,json=versionTimestamp,proto3" json:"version_timestamp,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetResponse) Reset() {
@@ -1153,6 +1158,13 @@ func (x *GetResponse) GetTtlMs() int64 {
 func (x *GetResponse) GetReadTimestamp() *Timestamp {
 	if x != nil {
 		return x.ReadTimestamp
+	}
+	return nil
+}
+
+func (x *GetResponse) GetVersionTimestamp() *Timestamp {
+	if x != nil {
+		return x.VersionTimestamp
 	}
 	return nil
 }
@@ -6615,11 +6627,14 @@ func (x *TxnGetRequest) GetKey() []byte {
 }
 
 type TxnGetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Found bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// As GetResponse's: the version read, at the transaction's read
+	// timestamp (its own write's, once it wrote the key).
+	VersionTimestamp *Timestamp `protobuf:"bytes,3,opt,name=version_timestamp,json=versionTimestamp,proto3" json:"version_timestamp,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TxnGetResponse) Reset() {
@@ -6662,6 +6677,13 @@ func (x *TxnGetResponse) GetFound() bool {
 func (x *TxnGetResponse) GetValue() []byte {
 	if x != nil {
 		return x.Value
+	}
+	return nil
+}
+
+func (x *TxnGetResponse) GetVersionTimestamp() *Timestamp {
+	if x != nil {
+		return x.VersionTimestamp
 	}
 	return nil
 }
@@ -7914,13 +7936,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
 	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\x128\n" +
 	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x15\n" +
-	"\x06txn_id\x18\x06 \x01(\fR\x05txnId\"\xb5\x01\n" +
+	"\x06txn_id\x18\x06 \x01(\fR\x05txnId\"\xf5\x01\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
 	"\x10range_generation\x18\x03 \x01(\x04R\x0frangeGeneration\x12\x15\n" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x128\n" +
-	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"g\n" +
+	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12>\n" +
+	"\x11version_timestamp\x18\x06 \x01(\v2\x11.tidekv.TimestampR\x10versionTimestamp\"g\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -8345,10 +8368,11 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"D\n" +
 	"\rTxnGetRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key\"<\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"|\n" +
 	"\x0eTxnGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"W\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12>\n" +
+	"\x11version_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x10versionTimestamp\"W\n" +
 	"\x0fTxnWriteRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12!\n" +
 	"\x03ops\x18\x02 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"\x12\n" +
@@ -8662,193 +8686,195 @@ var file_tidekv_proto_depIdxs = []int32{
 	2,   // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
 	12,  // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
 	12,  // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	2,   // 7: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	12,  // 8: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
-	13,  // 9: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
-	12,  // 10: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
-	2,   // 11: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	12,  // 12: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	15,  // 13: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
-	12,  // 14: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	6,   // 15: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	24,  // 16: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	91,  // 17: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
-	3,   // 18: tidekv.KVRequest.priority:type_name -> tidekv.Priority
-	14,  // 19: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
-	16,  // 20: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
-	18,  // 21: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
-	20,  // 22: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
-	22,  // 23: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
-	25,  // 24: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
-	27,  // 25: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
-	15,  // 26: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
-	17,  // 27: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
-	19,  // 28: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
-	21,  // 29: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
-	23,  // 30: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
-	26,  // 31: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
-	28,  // 32: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
-	11,  // 33: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
-	29,  // 34: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
-	12,  // 35: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
-	30,  // 36: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
-	12,  // 37: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
-	9,   // 38: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	33,  // 39: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	10,  // 40: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
-	0,   // 41: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	10,  // 42: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	37,  // 43: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	38,  // 44: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	10,  // 45: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	36,  // 46: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	9,   // 47: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	9,   // 48: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	9,   // 49: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	10,  // 50: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	10,  // 51: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	55,  // 52: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	54,  // 53: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
-	10,  // 54: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	9,   // 55: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	59,  // 56: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	12,  // 57: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
-	62,  // 58: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	65,  // 59: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	12,  // 60: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	65,  // 61: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	12,  // 62: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	9,   // 63: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	9,   // 64: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	72,  // 65: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	72,  // 66: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	75,  // 67: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	75,  // 68: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	75,  // 69: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	65,  // 70: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	116, // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	12,  // 72: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	86,  // 73: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	86,  // 74: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	12,  // 75: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
-	92,  // 76: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
-	92,  // 77: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
-	24,  // 78: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
-	92,  // 79: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
-	12,  // 80: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	99,  // 81: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
-	12,  // 82: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
-	24,  // 83: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
-	12,  // 84: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	99,  // 85: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
-	4,   // 86: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
-	12,  // 87: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	5,   // 88: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
-	12,  // 89: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	99,  // 90: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
-	12,  // 91: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	12,  // 92: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
-	12,  // 93: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	106, // 94: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
-	92,  // 95: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
-	13,  // 96: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
-	7,   // 97: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
-	111, // 98: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
-	24,  // 99: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
-	24,  // 100: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
-	94,  // 101: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
-	12,  // 102: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	12,  // 103: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
-	24,  // 104: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
-	106, // 105: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
-	12,  // 106: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
-	14,  // 107: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	16,  // 108: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	18,  // 109: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	20,  // 110: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	22,  // 111: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	25,  // 112: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	27,  // 113: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	31,  // 114: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	34,  // 115: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	39,  // 116: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	41,  // 117: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	43,  // 118: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	45,  // 119: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	47,  // 120: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	49,  // 121: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	51,  // 122: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	53,  // 123: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	57,  // 124: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	84,  // 125: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	60,  // 126: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	63,  // 127: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	82,  // 128: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	70,  // 129: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	73,  // 130: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	76,  // 131: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	78,  // 132: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	80,  // 133: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	66,  // 134: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	68,  // 135: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	87,  // 136: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	88,  // 137: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	93,  // 138: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	109, // 139: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
-	95,  // 140: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	97,  // 141: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	112, // 142: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	100, // 143: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	114, // 144: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	102, // 145: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	104, // 146: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	107, // 147: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	15,  // 148: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	17,  // 149: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	19,  // 150: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	21,  // 151: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	23,  // 152: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	26,  // 153: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	28,  // 154: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	32,  // 155: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	35,  // 156: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	40,  // 157: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	42,  // 158: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	44,  // 159: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	46,  // 160: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	48,  // 161: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	50,  // 162: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	52,  // 163: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	56,  // 164: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	58,  // 165: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	85,  // 166: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	61,  // 167: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	64,  // 168: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	83,  // 169: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	71,  // 170: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	74,  // 171: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	77,  // 172: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	79,  // 173: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	81,  // 174: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	67,  // 175: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	69,  // 176: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	90,  // 177: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	89,  // 178: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	94,  // 179: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	110, // 180: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
-	96,  // 181: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	98,  // 182: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	113, // 183: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	101, // 184: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	115, // 185: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	103, // 186: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	105, // 187: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	108, // 188: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	148, // [148:189] is the sub-list for method output_type
-	107, // [107:148] is the sub-list for method input_type
-	107, // [107:107] is the sub-list for extension type_name
-	107, // [107:107] is the sub-list for extension extendee
-	0,   // [0:107] is the sub-list for field type_name
+	12,  // 7: tidekv.GetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	2,   // 8: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
+	12,  // 9: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
+	13,  // 10: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	12,  // 11: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	2,   // 12: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
+	12,  // 13: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	15,  // 14: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	12,  // 15: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	6,   // 16: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
+	24,  // 17: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	91,  // 18: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	3,   // 19: tidekv.KVRequest.priority:type_name -> tidekv.Priority
+	14,  // 20: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	16,  // 21: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	18,  // 22: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	20,  // 23: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	22,  // 24: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	25,  // 25: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	27,  // 26: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	15,  // 27: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	17,  // 28: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	19,  // 29: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	21,  // 30: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	23,  // 31: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	26,  // 32: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	28,  // 33: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	11,  // 34: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
+	29,  // 35: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	12,  // 36: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
+	30,  // 37: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	12,  // 38: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
+	9,   // 39: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	33,  // 40: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	10,  // 41: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	0,   // 42: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
+	10,  // 43: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	37,  // 44: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	38,  // 45: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	10,  // 46: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	36,  // 47: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	9,   // 48: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	9,   // 49: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	9,   // 50: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	10,  // 51: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	10,  // 52: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	55,  // 53: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	54,  // 54: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
+	10,  // 55: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	9,   // 56: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	59,  // 57: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	12,  // 58: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	62,  // 59: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	65,  // 60: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	12,  // 61: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	65,  // 62: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	12,  // 63: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	9,   // 64: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	9,   // 65: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	72,  // 66: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	72,  // 67: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	75,  // 68: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	75,  // 69: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	75,  // 70: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	65,  // 71: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	116, // 72: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	12,  // 73: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	86,  // 74: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	86,  // 75: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	12,  // 76: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
+	92,  // 77: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
+	12,  // 78: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	92,  // 79: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	24,  // 80: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
+	92,  // 81: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	12,  // 82: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	99,  // 83: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	12,  // 84: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	24,  // 85: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	12,  // 86: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	99,  // 87: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	4,   // 88: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
+	12,  // 89: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	5,   // 90: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
+	12,  // 91: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	99,  // 92: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	12,  // 93: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	12,  // 94: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	12,  // 95: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	106, // 96: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
+	92,  // 97: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
+	13,  // 98: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
+	7,   // 99: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
+	111, // 100: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	24,  // 101: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
+	24,  // 102: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
+	94,  // 103: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	12,  // 104: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	12,  // 105: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	24,  // 106: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	106, // 107: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
+	12,  // 108: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	14,  // 109: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	16,  // 110: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	18,  // 111: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	20,  // 112: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	22,  // 113: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	25,  // 114: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	27,  // 115: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	31,  // 116: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	34,  // 117: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	39,  // 118: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	41,  // 119: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	43,  // 120: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	45,  // 121: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	47,  // 122: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	49,  // 123: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	51,  // 124: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	53,  // 125: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	57,  // 126: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	84,  // 127: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	60,  // 128: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	63,  // 129: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	82,  // 130: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	70,  // 131: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	73,  // 132: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	76,  // 133: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	78,  // 134: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	80,  // 135: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	66,  // 136: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	68,  // 137: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	87,  // 138: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	88,  // 139: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	93,  // 140: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	109, // 141: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	95,  // 142: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	97,  // 143: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	112, // 144: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	100, // 145: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	114, // 146: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	102, // 147: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	104, // 148: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	107, // 149: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	15,  // 150: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	17,  // 151: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	19,  // 152: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	21,  // 153: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	23,  // 154: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	26,  // 155: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	28,  // 156: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	32,  // 157: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	35,  // 158: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	40,  // 159: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	42,  // 160: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	44,  // 161: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	46,  // 162: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	48,  // 163: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	50,  // 164: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	52,  // 165: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	56,  // 166: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	58,  // 167: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	85,  // 168: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	61,  // 169: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	64,  // 170: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	83,  // 171: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	71,  // 172: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	74,  // 173: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	77,  // 174: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	79,  // 175: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	81,  // 176: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	67,  // 177: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	69,  // 178: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	90,  // 179: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	89,  // 180: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	94,  // 181: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	110, // 182: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	96,  // 183: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	98,  // 184: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	113, // 185: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	101, // 186: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	115, // 187: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	103, // 188: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	105, // 189: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	108, // 190: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	150, // [150:191] is the sub-list for method output_type
+	109, // [109:150] is the sub-list for method input_type
+	109, // [109:109] is the sub-list for extension type_name
+	109, // [109:109] is the sub-list for extension extendee
+	0,   // [0:109] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }

@@ -28,6 +28,11 @@ type Value struct {
 	// TTL is the value's remaining time to live by the replica's clock
 	// (readNow); 0: it does not expire.
 	TTL time.Duration
+	// Version is the timestamp of the key's newest version at the read's
+	// timestamp, live or not (a delete, an expired value), so that a
+	// reader can tell a key rewritten with the same value (Redis's WATCH);
+	// zero: none, or the unversioned layout.
+	Version hlc.Timestamp
 }
 
 // GetValue reads one key with its TTL.
@@ -84,10 +89,13 @@ func (r *Replica) get(rd storage.Reader, versioned bool, key []byte, ro ReadOpti
 	if err == nil && ver.Txn != nil {
 		err = r.foreignIntent(key, ver, ro.Txn)
 	}
-	if err != nil || !ver.LiveAt(now) {
+	if err != nil {
 		return Value{}, err
 	}
-	v := Value{Value: ver.Value, Found: true}
+	if !ver.LiveAt(now) {
+		return Value{Version: ver.Timestamp}, nil
+	}
+	v := Value{Value: ver.Value, Found: true, Version: ver.Timestamp}
 	if ver.ExpiresAt != 0 {
 		v.TTL = time.Duration(ver.ExpiresAt - now)
 	}
@@ -152,7 +160,7 @@ func (r *Replica) batchGet(versioned bool, ks [][]byte, ro ReadOptions) ([]*tide
 		if err != nil {
 			return nil, err
 		}
-		out[i] = &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: TTLMillis(v.TTL)}
+		out[i] = &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: TTLMillis(v.TTL), VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}
 	}
 	return out, nil
 }

@@ -20,7 +20,9 @@ type clientKV struct{ c *client.Client }
 
 // mapErr wraps client errors with this package's sentinels. An invalid
 // argument keeps only the client's reason (its message less the client's
-// own sentinel), so the reply names "invalid argument" once.
+// own sentinel), so the reply names "invalid argument" once. Ambiguity
+// wins over the overload it may wrap (a transaction's commit that ended
+// "overloaded"): "retry" would be wrong if the write was applied.
 func mapErr(err error) error {
 	switch {
 	case err == nil:
@@ -29,13 +31,13 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	case errors.Is(err, client.ErrInvalidArgument):
 		return fmt.Errorf("%w: %s", ErrInvalidArgument, strings.TrimPrefix(err.Error(), client.ErrInvalidArgument.Error()+": "))
+	case errors.Is(err, client.ErrAmbiguous):
+		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
 	case errors.Is(err, client.ErrOverloaded):
 		if oe := (*client.OverloadedError)(nil); errors.As(err, &oe) {
 			return &OverloadedError{RetryAfter: oe.RetryAfter}
 		}
 		return fmt.Errorf("%w: %w", ErrOverloaded, err)
-	case errors.Is(err, client.ErrAmbiguous):
-		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
 	case errors.Is(err, client.ErrUnavailable):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -63,7 +65,7 @@ func (a clientKV) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error)
 	}
 	out := make([]Result, len(rs))
 	for i, r := range rs {
-		out[i] = Result{Value: r.Value, Found: r.Found, TTL: r.TTL}
+		out[i] = Result{Value: r.Value, Found: r.Found, TTL: r.TTL, Version: Version(r.Version)}
 	}
 	return out, nil
 }
@@ -168,3 +170,26 @@ func (a clientKV) writeOne(ctx context.Context, op Op) OpResult {
 
 // maxConcurrentOps bounds the calls one WriteEach has in flight.
 const maxConcurrentOps = 64
+
+// Txn runs fn with client.Txn, whose retries of conflicts (ErrTxnRetry)
+// are the only ones: fn gets each attempt's Tx.
+func (a clientKV) Txn(ctx context.Context, fn func(tx TxnKV) error) error {
+	return mapErr(a.c.Txn(ctx, func(tx *client.Tx) error { return fn(clientTx{tx}) }))
+}
+
+// clientTx is a client.Tx as a TxnKV; its errors are mapped like the
+// other calls', so a refusal reads the same inside EXEC as outside.
+type clientTx struct{ tx *client.Tx }
+
+func (t clientTx) Get(ctx context.Context, key []byte) (Result, error) {
+	r, err := t.tx.GetVersion(ctx, key)
+	return Result{Value: r.Value, Found: r.Found, Version: Version(r.Version)}, mapErr(err)
+}
+
+func (t clientTx) Put(ctx context.Context, key, value []byte) error {
+	return mapErr(t.tx.Put(ctx, key, value))
+}
+
+func (t clientTx) Delete(ctx context.Context, key []byte) error {
+	return mapErr(t.tx.Delete(ctx, key))
+}

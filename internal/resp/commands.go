@@ -16,9 +16,12 @@ import (
 
 // call is one command being served.
 type call struct {
-	s    *Server
-	c    redcon.Conn
-	st   *connState
+	s  *Server
+	c  redcon.Conn
+	st *connState
+	// kv is what the command reads and writes: the connection's database,
+	// or inside EXEC the transaction (multi.go).
+	kv   KV
 	ctx  context.Context
 	name string
 	args [][]byte
@@ -81,6 +84,11 @@ func init() {
 		"hexists":     {arity: 3, fn: cmdHExists},
 		"scan":        {arity: -2, fn: cmdScan},
 		"tkv.range":   {arity: -3, fn: cmdRange},
+		"multi":       {arity: 1, fn: cmdMulti},
+		"exec":        {arity: 1, fn: cmdExec},
+		"discard":     {arity: 1, fn: cmdDiscard},
+		"watch":       {arity: -2, fn: cmdWatch},
+		"unwatch":     {arity: 1, fn: cmdUnwatch},
 	}
 }
 
@@ -118,7 +126,7 @@ func cmdSelect(x *call) {
 	case err != nil:
 		x.c.WriteError(errNotInt)
 	case n == 0:
-		x.st.kv = x.s.kv
+		x.st.kv, x.st.db = x.s.kv, 0
 		x.c.WriteString("OK")
 	case n < 0 || x.s.databases == nil:
 		x.c.WriteError("ERR DB index is out of range (this node serves only database 0)")
@@ -128,7 +136,7 @@ func cmdSelect(x *call) {
 			x.c.WriteError("ERR " + err.Error())
 			return
 		}
-		x.st.kv = kv
+		x.st.kv, x.st.db = kv, n
 		x.c.WriteString("OK")
 	}
 }
@@ -299,7 +307,7 @@ func cmdAuth(x *call) {
 // ---- strings ----
 
 func cmdGet(x *call) {
-	v, err := x.st.kv.Get(x.ctx, encKey(x.args[1]))
+	v, err := x.kv.Get(x.ctx, encKey(x.args[1]))
 	switch {
 	case errors.Is(err, ErrNotFound):
 		x.c.WriteNull()
@@ -373,7 +381,7 @@ func cmdDel(x *call) {
 // deleteKey deletes key k, a string or a hash with its fields, and reports
 // whether it existed.
 func (x *call) deleteKey(k []byte) (bool, error) {
-	existed, err := x.st.kv.Delete(x.ctx, encKey(k))
+	existed, err := x.kv.Delete(x.ctx, encKey(k))
 	if err != nil || !existed {
 		return existed, err
 	}
@@ -386,7 +394,7 @@ func (x *call) deleteKey(k []byte) (bool, error) {
 func (x *call) clearFields(h []byte) error {
 	start, end := fieldPrefix(h), fieldsEnd(h)
 	for {
-		kvs, err := x.st.kv.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
+		kvs, err := x.kv.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
 		if errors.Is(err, ErrUnordered) {
 			return nil
 		}
@@ -412,7 +420,7 @@ func (x *call) batchGet(keys [][]byte) ([]Result, error) {
 	out := make([]Result, 0, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), x.s.cfg.MaxBatchKeys)
-		r, err := x.st.kv.BatchGet(x.ctx, keys[:n])
+		r, err := x.kv.BatchGet(x.ctx, keys[:n])
 		if err != nil {
 			return nil, err
 		}
@@ -430,7 +438,7 @@ func (x *call) write(ops []Op) error {
 		n := min(len(ops), x.s.cfg.MaxBatchKeys)
 		batch := ops[:n]
 		ops = ops[n:]
-		err := x.st.kv.Write(x.ctx, batch)
+		err := x.kv.Write(x.ctx, batch)
 		if err == nil {
 			continue
 		}
@@ -439,9 +447,9 @@ func (x *call) write(ops []Op) error {
 		}
 		for _, op := range batch {
 			if op.Delete {
-				_, err = x.st.kv.Delete(x.ctx, op.Key)
+				_, err = x.kv.Delete(x.ctx, op.Key)
 			} else {
-				err = x.st.kv.Put(x.ctx, op.Key, op.Value)
+				err = x.kv.Put(x.ctx, op.Key, op.Value)
 			}
 			if err != nil {
 				return err
@@ -493,7 +501,7 @@ func cmdExists(x *call) {
 }
 
 func cmdType(x *call) {
-	v, err := x.st.kv.Get(x.ctx, encKey(x.args[1]))
+	v, err := x.kv.Get(x.ctx, encKey(x.args[1]))
 	switch {
 	case errors.Is(err, ErrNotFound):
 		x.c.WriteString("none")
@@ -634,7 +642,7 @@ func (x *call) hsetOneStep(h []byte, fields [][]byte, vals map[string][]byte) bo
 		return false
 	}
 	g := Guard{Key: encKey(h), Value: hashMarker, ClearStart: fieldPrefix(h), ClearEnd: fieldsEnd(h)}
-	res, err := x.st.kv.GuardedWrite(x.ctx, hashOps(h, fields, vals), g)
+	res, err := x.kv.GuardedWrite(x.ctx, hashOps(h, fields, vals), g)
 	switch {
 	case errors.Is(err, ErrInvalidArgument):
 		return false
@@ -799,14 +807,14 @@ func cmdHDel(x *call) {
 			return
 		}
 		// The last field gone, the hash goes too.
-		left, err := x.st.kv.Scan(x.ctx, fieldPrefix(h), fieldsEnd(h), 1)
+		left, err := x.kv.Scan(x.ctx, fieldPrefix(h), fieldsEnd(h), 1)
 		if err != nil {
 			replyErr(x.c, err)
 			return
 		}
 		if len(left) == 0 {
 			m := hashMarker
-			if _, _, _, err := x.st.kv.CompareAndSet(x.ctx, encKey(h), &m, nil, Expiry{}); err != nil {
+			if _, _, _, err := x.kv.CompareAndSet(x.ctx, encKey(h), &m, nil, Expiry{}); err != nil {
 				replyErr(x.c, err)
 				return
 			}

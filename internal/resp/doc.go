@@ -46,6 +46,20 @@
 // Hashes: HSET/HMSET, HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HDEL,
 // HEXISTS.
 //
+// Transactions (multi.go, txview.go; docs/transactions.md): MULTI, EXEC,
+// DISCARD, WATCH, UNWATCH, with Redis's replies and errors. Queued
+// commands are checked as they arrive (unknown, arity, NOPERM, SET's and
+// MSET's syntax, a command EXEC cannot run): a refusal makes EXEC answer
+// EXECABORT. EXEC runs the queue as one KV.Txn, a serializable
+// transaction, each command reading the earlier ones' writes; a runtime
+// error (WRONGTYPE, not an integer) is that command's reply and the others
+// commit. EXEC runs GET, SET [NX|XX] [GET], SETNX, GETSET, DEL, UNLINK,
+// EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, PING, ECHO and
+// UNWATCH. WATCH remembers each key's version (Result.Version) and a
+// digest of its value (or its absence); EXEC reads the keys again inside
+// the transaction and answers the null array, applying nothing, if one
+// differs.
+//
 // Scans: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash] walks the
 // whole key space in key order; COUNT bounds the stored keys read per call
 // (default 10). Cursors are unsigned integers (what redis-cli and go-redis
@@ -134,5 +148,30 @@
 // other across several keys of one hash: a concurrent HDEL of a hash's last
 // field and HSET of a new one, or DEL and HSET of the same key, can leave
 // the hash missing fields. Each single field write is atomic. There is no eviction, no lists, sets or sorted
-// sets, no transactions (MULTI/EXEC), no pub/sub, and RESP3 is not spoken.
+// sets, no pub/sub, and RESP3 is not spoken.
+//
+// Transactions: EXEC cannot run SET with EX, PX, EXAT, PXAT or KEEPTTL,
+// the EXPIRE family, SCAN, TKV.RANGE, hashes (each needs a scan or a
+// guarded write, which a transaction has not), SELECT, AUTH, CLIENT,
+// HELLO, INFO, CONFIG, COMMAND: each is refused when queued and aborts
+// the transaction. Its writes carry no TTL, so INCR, DECR, INCRBY and
+// DECRBY inside EXEC clear the key's TTL, which Redis keeps (SET and
+// GETSET clear it in Redis too). DEL of a hash inside EXEC removes its marker, leaving
+// its fields as garbage for the next HSET creating it. Where a read gives
+// no version (an unversioned range, a read-through value, an older node),
+// WATCH compares values only: a key set back to the value WATCH saw is then
+// not seen as changed, where Redis would abort. A failure of the store inside EXEC (overloaded, a
+// value over the size limit, an empty key, the transaction giving up
+// after its retries of conflicts) fails EXEC as a whole with that error
+// and applies nothing, where Redis has no such failures; conflicts are
+// retried inside (client.Txn, MaxTxnAttempts) and never answered. EXEC
+// holds its replies until the commit, at most MaxOutputBuffer bytes.
+// Transactions run in database 0 only (a node's other key spaces refuse
+// them: their requests would not name the key space). A plain read (GET,
+// WATCH) of a key a running transaction has written waits for it up to
+// the node's intent wait, then answers an error ending in "retry". MULTI's
+// queue and the watched keys are bounded (Config.MaxMultiCommands,
+// MaxMultiBytes); past that the queue is dropped and the rest of the
+// transaction is refused, not run, so a pipelined transaction never runs
+// in part.
 package resp

@@ -61,7 +61,7 @@ func (c expireCond) allows(cur, next time.Duration) bool {
 func (x *call) expireIf(cond expireCond, d time.Duration, at bool) (bool, error) {
 	key := encKey(x.args[1])
 	for range x.s.cfg.CASAttempts {
-		r, err := x.st.kv.BatchGet(x.ctx, [][]byte{key})
+		r, err := x.kv.BatchGet(x.ctx, [][]byte{key})
 		if err != nil || !r[0].Found {
 			return false, err
 		}
@@ -76,7 +76,7 @@ func (x *call) expireIf(cond expireCond, d time.Duration, at bool) (bool, error)
 			return x.deleteKey(x.args[1])
 		}
 		v := r[0].Value
-		swapped, _, _, err := x.st.kv.CompareAndSet(x.ctx, key, &v, &v, expiryOf(d, at))
+		swapped, _, _, err := x.kv.CompareAndSet(x.ctx, key, &v, &v, expiryOf(d, at))
 		if err != nil || swapped {
 			return swapped, err
 		}

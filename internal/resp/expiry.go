@@ -42,7 +42,7 @@ func cmdExpire(x *call) {
 // setExpiry sets the key's expiry (none: removes it) if it exists, and
 // reports whether it did.
 func (x *call) setExpiry(e Expiry) (bool, error) {
-	r := x.st.kv.WriteEach(x.ctx, []Op{{Key: encKey(x.args[1]), SetTTL: true, Expiry: e}})
+	r := x.kv.WriteEach(x.ctx, []Op{{Key: encKey(x.args[1]), SetTTL: true, Expiry: e}})
 	return r[0].Existed, r[0].Err
 }
 
@@ -71,7 +71,7 @@ func cmdTTL(x *call) {
 // keyTTL reads the key's remaining TTL; when the key is missing (-2), has
 // none (-1) or the read failed, it replies that itself and returns false.
 func (x *call) keyTTL() (time.Duration, bool) {
-	r, err := x.st.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
+	r, err := x.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
 	switch {
 	case err != nil:
 		replyErr(x.c, err)
@@ -105,7 +105,7 @@ func cmdExpireTime(x *call) {
 // It reads first, since the removal alone cannot tell a key that had no
 // TTL from one that had.
 func cmdPersist(x *call) {
-	r, err := x.st.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
+	r, err := x.kv.BatchGet(x.ctx, [][]byte{encKey(x.args[1])})
 	switch {
 	case err != nil:
 		replyErr(x.c, err)

@@ -11,13 +11,18 @@ import (
 	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
 
-// fakeKV is an in-memory KV: a map behind a mutex, sorted scans, CAS. It
-// rejects empty keys like TideKV does, and Writes whose keys straddle
-// splitAt (if set), like a multi-range Write. Values expire by clock.
+// fakeKV is an in-memory KV: a map behind a mutex, sorted scans, CAS, a
+// version per key, serial transactions. It rejects empty keys like TideKV
+// does, and Writes whose keys straddle splitAt (if set), like a
+// multi-range Write. Values expire by clock.
 type fakeKV struct {
-	mu      sync.Mutex
-	m       map[string][]byte
-	exp     map[string]time.Time // expiry of the keys that have one
+	mu  sync.Mutex
+	m   map[string][]byte
+	exp map[string]time.Time // expiry of the keys that have one
+	// vers: each key's version, a count of the store's writes, kept when
+	// the key is deleted (as a tombstone's timestamp is).
+	vers    map[string]int64
+	written int64
 	clock   *manualclock.Clock
 	splitAt []byte
 	scans   int
@@ -25,10 +30,15 @@ type fakeKV struct {
 	reads   int // Get and BatchGet calls
 	// eachOps: the ops of every WriteEach call, for tests of grouping.
 	eachOps [][]Op
+	// conflicts: how many attempts of the next Txn fail as a conflict
+	// would, after fn ran, before the one that commits.
+	conflicts int
+	// txFail: the error of every transaction's writes.
+	txFail error
 }
 
 func newFakeKV() *fakeKV {
-	return &fakeKV{m: map[string][]byte{}, exp: map[string]time.Time{}, clock: manualclock.New(time.Unix(1_700_000_000, 0))}
+	return &fakeKV{m: map[string][]byte{}, exp: map[string]time.Time{}, vers: map[string]int64{}, clock: manualclock.New(time.Unix(1_700_000_000, 0))}
 }
 
 // live returns k's value if it has one that has not expired; an expired
@@ -44,12 +54,21 @@ func (f *fakeKV) live(k []byte) ([]byte, bool) {
 func (f *fakeKV) del(k []byte) {
 	delete(f.m, string(k))
 	delete(f.exp, string(k))
+	f.bump(k)
 }
+
+func (f *fakeKV) bump(k []byte) {
+	f.written++
+	f.vers[string(k)] = f.written
+}
+
+func (f *fakeKV) version(k []byte) Version { return Version{WallTime: f.vers[string(k)]} }
 
 // set writes k's value with expiry e.
 func (f *fakeKV) set(k, v []byte, e Expiry) {
 	_, had := f.live(k)
 	f.m[string(k)] = cp(v)
+	f.bump(k)
 	switch {
 	case e.Keep && had:
 	case e.TTL > 0:
@@ -125,7 +144,7 @@ func (f *fakeKV) BatchGet(_ context.Context, keys [][]byte) ([]Result, error) {
 			return nil, err
 		}
 		v, ok := f.live(k)
-		out[i] = Result{Value: cp(v), Found: ok, TTL: f.ttl(k)}
+		out[i] = Result{Value: cp(v), Found: ok, TTL: f.ttl(k), Version: f.version(k)}
 	}
 	return out, nil
 }
@@ -257,14 +276,83 @@ func (f *fakeKV) Scan(_ context.Context, start, end []byte, limit int) ([]KeyVal
 	return out, nil
 }
 
+// Txn is client.Txn's twin: transactions run one at a time with the store
+// locked (so they are serializable, and nothing else writes meanwhile),
+// each attempt's writes kept aside and applied together when fn returns
+// nil. The first f.conflicts attempts are thrown away after fn, as a
+// conflict's would be, and fn runs again.
+func (f *fakeKV) Txn(_ context.Context, fn func(TxnKV) error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ; ; f.conflicts-- {
+		tx := &fakeTx{f: f, writes: map[string]*[]byte{}}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if f.conflicts > 0 {
+			continue
+		}
+		for k, v := range tx.writes {
+			if v == nil {
+				f.del([]byte(k))
+			} else {
+				f.set([]byte(k), *v, Expiry{})
+			}
+		}
+		return nil
+	}
+}
+
+// fakeTx is one attempt of fakeKV.Txn; writes holds its puts (nil:
+// deletes), which its reads see (with no version yet).
+type fakeTx struct {
+	f      *fakeKV
+	writes map[string]*[]byte
+}
+
+func (t *fakeTx) Get(_ context.Context, key []byte) (Result, error) {
+	if err := checkKey(key); err != nil {
+		return Result{}, err
+	}
+	if v, ok := t.writes[string(key)]; ok {
+		if v == nil {
+			return Result{}, nil
+		}
+		return Result{Value: cp(*v), Found: true}, nil
+	}
+	cur, found := t.f.live(key)
+	return Result{Value: cp(cur), Found: found, Version: t.f.version(key)}, nil
+}
+
+func (t *fakeTx) Put(_ context.Context, key, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if t.f.txFail != nil {
+		return t.f.txFail
+	}
+	v := cp(value)
+	t.writes[string(key)] = &v
+	return nil
+}
+
+func (t *fakeTx) Delete(_ context.Context, key []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	t.writes[string(key)] = nil
+	return nil
+}
+
 // errKV fails every call with err.
 type errKV struct {
 	*fakeKV
 	err error
 }
 
-func (e errKV) Get(context.Context, []byte) ([]byte, error) { return nil, e.err }
-func (e errKV) Put(context.Context, []byte, []byte) error   { return e.err }
+func (e errKV) Get(context.Context, []byte) ([]byte, error)  { return nil, e.err }
+func (e errKV) Put(context.Context, []byte, []byte) error    { return e.err }
+func (e errKV) Txn(context.Context, func(TxnKV) error) error { return e.err }
 func (e errKV) WriteEach(_ context.Context, ops []Op) []OpResult {
 	out := make([]OpResult, len(ops))
 	for i := range out {

@@ -52,6 +52,24 @@ type KV interface {
 	// range in one atomic write, and an op that fails (an invalid value,
 	// say) fails alone. It is how a pipeline's writes share a proposal.
 	WriteEach(ctx context.Context, ops []Op) []OpResult
+	// Txn runs fn in one serializable transaction and commits what fn
+	// wrote through tx if fn returns nil; an error from fn rolls it back
+	// and is returned. Conflicts are retried inside: fn may run again, from
+	// the start, on a new tx, so it must not keep effects of an attempt
+	// that failed. A KV that cannot run transactions (a key space whose
+	// puts carry a TTL) returns ErrInvalidArgument without calling fn.
+	Txn(ctx context.Context, fn func(tx TxnKV) error) error
+}
+
+// TxnKV is one attempt of a KV.Txn. Reads see the transaction's own
+// earlier writes. Writes carry no TTL (TideKV's transactions do not set
+// expiries yet): a put clears the key's TTL.
+type TxnKV interface {
+	// Get reads key, with its Version (no TTL); an absent key is Found
+	// false, not an error.
+	Get(ctx context.Context, key []byte) (Result, error)
+	Put(ctx context.Context, key, value []byte) error
+	Delete(ctx context.Context, key []byte) error
 }
 
 // OpResult is one op's outcome of a WriteEach: for a delete, whether its
@@ -67,6 +85,17 @@ type Result struct {
 	Found bool
 	// TTL is the value's remaining time to live; 0: it does not expire.
 	TTL time.Duration
+	// Version identifies the key's newest version, live or not (a
+	// delete, an expired value): a key written again, even with the same
+	// value, has another. Zero: unknown (no version, an unversioned range,
+	// a KV that does not tell).
+	Version Version
+}
+
+// Version is a version's timestamp as TideKV's HLC has it; only compared.
+type Version struct {
+	WallTime int64
+	Logical  uint32
 }
 
 // Op is one operation of a Write: a put of Value, or a delete, or a change

@@ -15,6 +15,8 @@ import (
 // node groups them into one proposal per range), its reads in one
 // BatchGet, alternating in the order they came, so a read after a write to
 // the same key sees it. Every other command runs alone, in its place.
+// Inside MULTI every command but EXEC, DISCARD, MULTI, WATCH and QUIT is
+// queued as it comes (multi.go), never grouped.
 // Replies are written in order and each command gets its own, error or not.
 
 // cmdClass says how a pipelined command may be grouped.
@@ -80,12 +82,17 @@ func (s *Server) servePipeline(c redcon.Conn, st *connState, cmds []redcon.Comma
 	for i := 0; i < len(cmds) && !st.quit; {
 		p := s.prepare(st, cmds[i])
 		i++
+		if st.multi != nil && !p.runsInMulti() {
+			s.queue(c, st, p)
+			continue
+		}
 		if p.class == classAlone {
 			s.serveOne(c, st, p)
 			continue
 		}
 		// None of GET, SET and DEL changes the connection's state, so the
-		// commands after p may be checked before p runs.
+		// commands after p may be checked before p runs; MULTI ends the
+		// run (it runs alone), so no queued command joins one.
 		run := []*prepared{p}
 		for i < len(cmds) {
 			q := s.prepare(st, cmds[i])
@@ -122,12 +129,12 @@ func (s *Server) serveOne(c redcon.Conn, st *connState, p *prepared) {
 	defer cancel()
 	observe := s.observe.Load()
 	if observe == nil {
-		p.spec.fn(&call{s: s, c: c, st: st, ctx: ctx, name: p.name, args: p.args})
+		p.spec.fn(&call{s: s, c: c, st: st, kv: st.kv, ctx: ctx, name: p.name, args: p.args})
 		return
 	}
 	start := time.Now()
 	ec := &errorNoting{Conn: c}
-	p.spec.fn(&call{s: s, c: ec, st: st, ctx: ctx, name: p.name, args: p.args})
+	p.spec.fn(&call{s: s, c: ec, st: st, kv: st.kv, ctx: ctx, name: p.name, args: p.args})
 	(*observe)(p.name, time.Since(start), ec.failed)
 }
 
@@ -154,7 +161,7 @@ func (s *Server) readAndReply(c redcon.Conn, st *connState, run []*prepared, fai
 	for i, p := range run {
 		keys[i] = encKey(p.args[1])
 	}
-	x := &call{s: s, c: c, st: st, ctx: ctx}
+	x := &call{s: s, c: c, st: st, kv: st.kv, ctx: ctx}
 	res, err := x.batchGet(keys)
 	for i := range run {
 		switch {
@@ -196,7 +203,7 @@ func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
 	// DEL's removal of hash fields gets a deadline of its own.
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	x := &call{s: s, c: c, st: st, ctx: ctx}
+	x := &call{s: s, c: c, st: st, kv: st.kv, ctx: ctx}
 	for i, p := range run {
 		end := len(ops)
 		if i+1 < len(run) {

@@ -12,7 +12,8 @@ import (
 )
 
 // pipeline sends cmds in one write and returns their replies, rendered
-// one per command: "+OK", "-ERR ...", ":1", "$v", "$<nil>", "*[...]".
+// one per command: "+OK", "-ERR ...", ":1", "$v", "$<nil>", "*[...]",
+// "*<nil>".
 func pipeline(t *testing.T, s *Server, cmds ...[]string) []string {
 	t.Helper()
 	c, err := net.Dial("tcp", s.Addr().String())
@@ -62,6 +63,9 @@ func readReply(r *bufio.Reader) (string, error) {
 		return "$" + string(b[:n]), nil
 	case '*':
 		n, _ := strconv.Atoi(l[1:])
+		if n < 0 {
+			return "*<nil>", nil
+		}
 		var elems []string
 		for range n {
 			e, err := readReply(r)

@@ -143,7 +143,7 @@ func cmdScan(x *call) {
 func scanKeys(x *call, start []byte, a scanArgs) (keys [][]byte, next []byte, err error) {
 	for read := 0; read < a.count; {
 		want := a.count - read
-		kvs, err := x.st.kv.Scan(x.ctx, start, nil, want)
+		kvs, err := x.kv.Scan(x.ctx, start, nil, want)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -211,7 +211,7 @@ func cmdRange(x *call) {
 	size := 0
 	for len(out) < limit {
 		want := limit - len(out)
-		kvs, err := x.st.kv.Scan(x.ctx, start, end, want)
+		kvs, err := x.kv.Scan(x.ctx, start, end, want)
 		if err != nil {
 			replyErr(x.c, err)
 			return
@@ -332,7 +332,7 @@ var errReplyTooLarge = errors.New("reply too large")
 func (x *call) readSpan(start, end []byte, budget int) (kvs []KeyValue, n int, err error) {
 	size := 0
 	for {
-		page, err := x.st.kv.Scan(x.ctx, start, end, x.s.cfg.MaxScanCount)
+		page, err := x.kv.Scan(x.ctx, start, end, x.s.cfg.MaxScanCount)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -65,6 +65,11 @@ type Config struct {
 	// MaxCursors is the most SCAN cursors kept; the oldest is dropped beyond
 	// it. Must be > 0.
 	MaxCursors int
+	// MaxMultiCommands is the most commands a connection may queue after
+	// MULTI, and, separately, the most keys it may WATCH; MaxMultiBytes the
+	// most bytes of their arguments (keys). Past them the queue is dropped
+	// and EXEC answers EXECABORT (multi.go). Each must be > 0.
+	MaxMultiCommands, MaxMultiBytes int
 	// CASAttempts bounds the compare-and-set retries of INCR and friends
 	// under contention before they fail. Must be > 0.
 	CASAttempts int
@@ -93,6 +98,10 @@ func DefaultConfig() Config {
 		CursorTTL:       10 * time.Minute,
 		MaxCursors:      10000,
 		CASAttempts:     1000,
+		// A transaction's own limits (docs/transactions.md, TxnConfig):
+		// 10,000 keys and 16 MiB written.
+		MaxMultiCommands: 10000,
+		MaxMultiBytes:    16 << 20,
 	}
 }
 
@@ -121,6 +130,8 @@ func (c Config) Validate() error {
 		return errors.New("resp: CursorTTL must be > 0")
 	case c.MaxCursors <= 0:
 		return errors.New("resp: MaxCursors must be > 0")
+	case c.MaxMultiCommands <= 0 || c.MaxMultiBytes <= 0:
+		return errors.New("resp: MaxMultiCommands and MaxMultiBytes must be > 0")
 	case c.CASAttempts <= 0:
 		return errors.New("resp: CASAttempts must be > 0")
 	}
@@ -200,8 +211,13 @@ type connState struct {
 	quit bool
 	// out holds the replies to the pipeline being served.
 	out replyBuffer
-	// kv is the database SELECT chose (database 0 at first: Server's KV).
+	// kv is the database SELECT chose (database 0 at first: Server's KV),
+	// db its number.
 	kv KV
+	db int
+	// multi: inside MULTI; watch: what WATCH read (multi.go).
+	multi *multiState
+	watch *watchState
 }
 
 // New listens on cfg.ListenAddr and returns a Server; call Serve to serve.

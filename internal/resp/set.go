@@ -102,9 +102,9 @@ func cmdSet(x *call) {
 	if !o.nx && !o.xx && !o.get {
 		var err error
 		if o.expiry == (Expiry{}) {
-			err = x.st.kv.Put(x.ctx, encKey(key), val) // clears a TTL
+			err = x.kv.Put(x.ctx, encKey(key), val) // clears a TTL
 		} else {
-			err = x.st.kv.Write(x.ctx, []Op{{Key: encKey(key), Value: val, Expiry: o.expiry}})
+			err = x.kv.Write(x.ctx, []Op{{Key: encKey(key), Value: val, Expiry: o.expiry}})
 		}
 		if err != nil {
 			replyErr(x.c, err)
@@ -144,7 +144,7 @@ func cmdSetNX(x *call) {
 		return
 	}
 	nv := x.args[2]
-	swapped, _, _, err := x.st.kv.CompareAndSet(x.ctx, encKey(x.args[1]), nil, &nv, Expiry{})
+	swapped, _, _, err := x.kv.CompareAndSet(x.ctx, encKey(x.args[1]), nil, &nv, Expiry{})
 	if err != nil {
 		replyErr(x.c, err)
 		return
@@ -181,7 +181,7 @@ func writeCASErr(c redcon.Conn, err error) {
 // written with expiry e. It returns the state before the successful write
 // (or the state decide declined on).
 func (x *call) casLoop(key []byte, e Expiry, decide func(cur []byte, exists bool) ([]byte, bool, string)) (old []byte, oldExists, applied bool, err error) {
-	cur, err := x.st.kv.Get(x.ctx, key)
+	cur, err := x.kv.Get(x.ctx, key)
 	exists := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, false, false, err
@@ -199,7 +199,7 @@ func (x *call) casLoop(key []byte, e Expiry, decide func(cur []byte, exists bool
 			c := cur
 			expected = &c
 		}
-		swapped, now, nowExists, err := x.st.kv.CompareAndSet(x.ctx, key, expected, &nv, e)
+		swapped, now, nowExists, err := x.kv.CompareAndSet(x.ctx, key, expected, &nv, e)
 		if err != nil {
 			return nil, false, false, err
 		}

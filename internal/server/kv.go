@@ -147,7 +147,8 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 		if v, err = s.readThrough(ctx, r, req.GetKey(), v); err != nil {
 			return nil, err
 		}
-		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
+		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration(),
+			ReadTimestamp: req.GetReadTimestamp(), VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}, nil
 	})
 }
 

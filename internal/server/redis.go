@@ -331,7 +331,9 @@ func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, e
 		}
 		for j, i := range idx {
 			res := r.GetResults()[j]
-			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound(), TTL: time.Duration(res.GetTtlMs()) * time.Millisecond}
+			v := res.GetVersionTimestamp()
+			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound(), TTL: time.Duration(res.GetTtlMs()) * time.Millisecond,
+				Version: resp.Version{WallTime: v.GetWallNanos(), Logical: v.GetLogical()}}
 		}
 	}
 	if len(routed) == 0 {
@@ -393,4 +395,11 @@ func (k *redisKV) Scan(ctx context.Context, start, end []byte, limit int) ([]res
 		return nil, err
 	}
 	return append(out, kvs...), nil
+}
+
+// Txn goes through the routing client: a transaction's coordinator is a
+// node's Txn service, reached like any node's (this node's, mostly), and
+// its reads and writes are routed by the coordinator.
+func (k *redisKV) Txn(ctx context.Context, fn func(resp.TxnKV) error) error {
+	return k.remote.Txn(k.toRemote(ctx), fn)
 }

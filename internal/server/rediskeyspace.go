@@ -129,3 +129,45 @@ func (k *keySpaceKV) Scan(ctx context.Context, start, end []byte, limit int) ([]
 	}
 	return out, err
 }
+
+// Txn runs MULTI/EXEC in the default key space only: a transaction's
+// requests name no key space (the Txn service checks none), and its puts
+// carry no TTL to give a key space's default one.
+func (k *keySpaceKV) Txn(ctx context.Context, fn func(resp.TxnKV) error) error {
+	if k.ks.ID != keyspace.Default || k.ks.TTL > 0 {
+		return fmt.Errorf("%w: MULTI/EXEC run in database 0 only (key space %q: transactions do not name a key space nor give its default TTL yet)", resp.ErrInvalidArgument, k.ks.Name)
+	}
+	return k.kv.Txn(ctx, func(tx resp.TxnKV) error { return fn(defaultSpaceTx{tx}) })
+}
+
+// defaultSpaceTx keeps a transaction of the default key space out of the
+// area reserved for named key spaces, as checkKeySpace does for requests.
+type defaultSpaceTx struct{ tx resp.TxnKV }
+
+func reservedKey(key []byte) error {
+	if keyspace.IsReserved(key) {
+		return fmt.Errorf("%w: key %q lies in the area reserved for named key spaces (keys starting 0xFF 0xFF)", resp.ErrInvalidArgument, key)
+	}
+	return nil
+}
+
+func (t defaultSpaceTx) Get(ctx context.Context, key []byte) (resp.Result, error) {
+	if err := reservedKey(key); err != nil {
+		return resp.Result{}, err
+	}
+	return t.tx.Get(ctx, key)
+}
+
+func (t defaultSpaceTx) Put(ctx context.Context, key, value []byte) error {
+	if err := reservedKey(key); err != nil {
+		return err
+	}
+	return t.tx.Put(ctx, key, value)
+}
+
+func (t defaultSpaceTx) Delete(ctx context.Context, key []byte) error {
+	if err := reservedKey(key); err != nil {
+		return err
+	}
+	return t.tx.Delete(ctx, key)
+}

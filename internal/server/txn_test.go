@@ -29,13 +29,17 @@ func acct(i int) []byte { return []byte(fmt.Sprintf("acct-%d", i)) }
 
 // startBank starts a 3-node cluster with quick transaction expiry, puts
 // the accounts on two ranges and waits until transactions are accepted
-// (log version 7 on every node, both ranges versioned).
-func startBank(t testing.TB) (*testCluster, *client.Client, context.Context) {
+// (log version 7 on every node, both ranges versioned); more changes the
+// nodes' configuration further.
+func startBank(t testing.TB, more ...func(*Config)) (*testCluster, *client.Client, context.Context) {
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.Txn.HeartbeatInterval = 100 * time.Millisecond
 		c.Txn.Expiry = 500 * time.Millisecond
 		c.Txn.IntentWait = time.Second
 		c.GC.Interval = 200 * time.Millisecond // which sweeps old intents
+		for _, m := range more {
+			m(c)
+		}
 	})
 	c := tc.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -135,16 +135,12 @@ func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byt
 	if err != nil {
 		return nil, err
 	}
-	v, err := router.Get(ctx, key, client.TxnReadAt(t.readTS, t.key.GetId()))
-	if errors.Is(err, client.ErrNotFound) {
-		t.reads = append(t.reads, key)
-		return &tidekvpb.TxnGetResponse{}, nil
-	}
+	v, err := router.GetVersion(ctx, key, client.TxnReadAt(t.readTS, t.key.GetId()))
 	if err != nil {
 		return nil, c.failOp(t, err)
 	}
 	t.reads = append(t.reads, key)
-	return &tidekvpb.TxnGetResponse{Found: true, Value: v}, nil
+	return &tidekvpb.TxnGetResponse{Found: v.Found, Value: v.Value, VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}, nil
 }
 
 // failOp aborts t after an operation failed in a way that stops it (a

@@ -1,0 +1,193 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tidekv/tidekv/client"
+)
+
+// redisClients opens a go-redis client to every node's Redis listener.
+func redisClients(t *testing.T, tc *testCluster) []*redis.Client {
+	var out []*redis.Client
+	for _, s := range tc.nodes {
+		rc := redis.NewClient(&redis.Options{Addr: s.RedisAddr(), MaxRetries: -1})
+		t.Cleanup(func() { rc.Close() })
+		out = append(out, rc)
+	}
+	return out
+}
+
+// redisTransfer moves amt between two accounts over Redis: MULTI DECRBY
+// INCRBY EXEC, or, with watch, WATCH, two GETs and MULTI SET SET EXEC
+// on one connection, again while a watched key changed.
+func redisTransfer(ctx context.Context, rc *redis.Client, from, to, amt int, watch bool) error {
+	f, g := string(acct(from)), string(acct(to))
+	if !watch {
+		_, err := rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.DecrBy(ctx, f, int64(amt))
+			p.IncrBy(ctx, g, int64(amt))
+			return nil
+		})
+		return err
+	}
+	conn := rc.Conn()
+	defer conn.Close()
+	for {
+		fv, gv, err := watchAndRead(ctx, conn, f, g)
+		if blockedRead(err) {
+			// Plain reads (WATCH's, GET) that met a running transaction's
+			// intent for longer than IntentWait; EXEC never answers so.
+			if err := do(ctx, conn, "UNWATCH"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		_, err = conn.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, f, fv-amt, 0)
+			p.Set(ctx, g, gv+amt, 0)
+			return nil
+		})
+		if !errors.Is(err, redis.TxFailedErr) {
+			return err
+		}
+	}
+}
+
+func watchAndRead(ctx context.Context, conn *redis.Conn, f, g string) (fv, gv int, err error) {
+	if err := do(ctx, conn, "WATCH", f, g); err != nil {
+		return 0, 0, err
+	}
+	if fv, err = conn.Get(ctx, f).Int(); err != nil {
+		return 0, 0, err
+	}
+	gv, err = conn.Get(ctx, g).Int()
+	return fv, gv, err
+}
+
+// do runs a command on conn (a redis.Conn has no Do).
+func do(ctx context.Context, conn *redis.Conn, args ...any) error {
+	cmd := redis.NewStatusCmd(ctx, args...)
+	_ = conn.Process(ctx, cmd)
+	return cmd.Err()
+}
+
+func blockedRead(err error) bool {
+	return err != nil && strings.HasSuffix(err.Error(), ": retry")
+}
+
+// Transfers over Redis between accounts on two ranges, through every
+// node's listener, half with MULTI alone and half with WATCH: every
+// snapshot scan sees the total, and so does the end.
+func TestRedisTransfersKeepTheTotal(t *testing.T) {
+	tc, c, ctx := startBank(t, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
+	rcs := redisClients(t, tc)
+	const want = bankAccounts * bankStart
+	var committed [2]atomic.Int64
+	var gaveUp atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(w)))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				from, to := rng.Intn(bankAccounts/2), bankAccounts/2+rng.Intn(bankAccounts/2)
+				if rng.Intn(2) == 0 {
+					from, to = to, from
+				}
+				switch err := redisTransfer(ctx, rcs[w%len(rcs)], from, to, 1+rng.Intn(10), w%2 == 1); {
+				case err == nil:
+					committed[w%2].Add(1)
+				case strings.HasPrefix(err.Error(), "ERR transaction gave up after"):
+					gaveUp.Add(1) // MaxTxnAttempts conflicts in a row, applying nothing
+				default:
+					t.Errorf("transfer: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	const minTransfers = 10 // of each kind
+	scans := 0
+	var failed error
+	start := time.Now()
+	for ; failed == nil && time.Since(start) < 30*time.Second && (time.Since(start) < 2*time.Second ||
+		committed[0].Load() < minTransfers || committed[1].Load() < minTransfers); scans++ {
+		total, at, err := bankTotal(ctx, c)
+		switch {
+		case errors.Is(err, client.ErrTxnRetry):
+		case err != nil:
+			failed = err
+		case total != want:
+			failed = fmt.Errorf("snapshot scan at %s: total %d, want %d", at, total, want)
+		}
+	}
+	// The workers stop before the clients close.
+	close(stop)
+	wg.Wait()
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	t.Logf("%d MULTI and %d WATCH transfers, %d gave up; %d snapshot scans", committed[0].Load(), committed[1].Load(), gaveUp.Load(), scans)
+	if committed[0].Load() < minTransfers || committed[1].Load() < minTransfers {
+		t.Fatalf("only %d MULTI and %d WATCH transfers committed", committed[0].Load(), committed[1].Load())
+	}
+	eventually(t, 10*time.Second, "the total", func() error {
+		if total, at, err := bankTotal(ctx, c); err != nil || total != want {
+			return fmt.Errorf("total %d at %s, want %d (%v)", total, at, want, err)
+		}
+		return nil
+	})
+}
+
+// A write through another node's listener to a watched key, of another
+// value or of the same one (a new version), makes EXEC answer the null
+// array, and nothing queued is applied, on either range.
+func TestRedisWatchAbortsOnAnotherConnectionsWrite(t *testing.T) {
+	tc, _, ctx := startBank(t, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
+	rcs := redisClients(t, tc)
+	left, right := string(acct(0)), string(acct(bankAccounts-1))
+	for _, v := range []string{"7", "7"} {
+		err := rcs[0].Watch(ctx, func(tx *redis.Tx) error {
+			if err := rcs[1].Set(ctx, left, v, 0).Err(); err != nil {
+				return err
+			}
+			_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, left, "1", 0)
+				p.Set(ctx, right, "1", 0)
+				return nil
+			})
+			return err
+		}, left)
+		if !errors.Is(err, redis.TxFailedErr) {
+			t.Fatalf("EXEC after a watched key was set to %s: %v, want %v", v, err, redis.TxFailedErr)
+		}
+		got, err := rcs[2].MGet(ctx, left, right).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []any{v, strconv.Itoa(bankStart)}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("after the aborted EXEC: %v, want %v", got, want)
+		}
+	}
+}
