@@ -65,6 +65,16 @@
 // every insert has completed, so they never ask for a key whose insert is
 // still in flight.
 //
+// # Transactions
+//
+// RunTxn (`tidekv bench txn`, txn.go) drives a TxnStore instead: the bank
+// workload splits accounts over ranges, transfers between random pairs in
+// transactions from several workers, and reads every account at one
+// timestamp each CheckInterval and at the end, checking that the total
+// never changed. It reports committed, aborted (given up after conflicts)
+// and failed transactions, retries, latency percentiles of the committed
+// ones and the invariant's verdict.
+//
 // # Differences from YCSB
 //
 //   - UPDATE writes a whole new record (YCSB's writeallfields=true): with
