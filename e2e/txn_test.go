@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,4 +80,35 @@ func balance(ctx context.Context, t *testing.T, cl *client.Client, k []byte) int
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestBenchTxnBank runs `tidekv bench txn --workload bank` as a process
+// against a 3-node cluster: transfers commit, and every check of the
+// accounts' total, the final one included, sees it.
+func TestBenchTxnBank(t *testing.T) {
+	bin := testcluster.Binary(t)
+	tc := testcluster.Start(t, testcluster.Options{Nodes: 3})
+	ctx := testCtx(t, 3*time.Minute)
+	waitReplicated(ctx, t, newClient(t, tc.Addrs()), 3)
+	args := append([]string{"bench", "txn", "--addr", strings.Join(tc.Addrs(), ","), "--workload", "bank",
+		"--accounts", "20", "--duration", "3s", "--json", "--out", t.TempDir()}, testcluster.CLIArgs()...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, progress bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &progress
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench txn: %v\n%s%s", err, out.String(), progress.String())
+	}
+	var res struct {
+		Committed, Aborted, Retries int64
+		InvariantChecks             int64  `json:"invariant_checks"`
+		InvariantOK                 bool   `json:"invariant_ok"`
+		InvariantError              string `json:"invariant_error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("report: %v\n%s", err, out.String())
+	}
+	t.Logf("%d committed, %d aborted, %d retries, %d invariant checks", res.Committed, res.Aborted, res.Retries, res.InvariantChecks)
+	if !res.InvariantOK || res.Committed == 0 || res.InvariantChecks == 0 {
+		t.Fatalf("invariant ok %v (%s), %d committed, %d checks\n%s", res.InvariantOK, res.InvariantError, res.Committed, res.InvariantChecks, progress.String())
+	}
 }
