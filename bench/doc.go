@@ -67,13 +67,14 @@
 //
 // # Transactions
 //
-// RunTxn (`tidekv bench txn`, txn.go) drives a TxnStore instead: the bank
-// workload splits accounts over ranges, transfers between random pairs in
-// transactions from several workers, and reads every account at one
-// timestamp each CheckInterval and at the end, checking that the total
-// never changed. It reports committed, aborted (given up after conflicts)
-// and failed transactions, retries, latency percentiles of the committed
-// ones and the invariant's verdict.
+// RunTxn (`tidekv bench txn`, txn.go) drives a TxnStore instead: a
+// workload's transactions from several workers while its keys are read at
+// one timestamp each CheckInterval and at the end and checked. bank
+// transfers between random pairs of accounts spread over ranges, whose
+// total never changes; tpcc-lite runs TPC-C's New-Order and Payment and
+// checks the consistency conditions they keep. It reports committed,
+// aborted (given up after conflicts) and failed transactions, retries,
+// latency percentiles of the committed ones and the invariants' verdict.
 //
 // # Differences from YCSB
 //

@@ -77,6 +77,13 @@ func (s *memTxnStore) Put(_ context.Context, key, value []byte) error {
 	return nil
 }
 
+func (s *memTxnStore) Delete(_ context.Context, key []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.kv, string(key))
+	return nil
+}
+
 func (s *memTxnStore) SnapshotScan(_ context.Context, start, end []byte) ([]KeyValue, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,11 +121,13 @@ func TestTxnBenchConfigValidate(t *testing.T) {
 		{func(c *TxnBenchConfig) { c.Duration = 0 }, "--duration"},
 		{func(c *TxnBenchConfig) { c.Duration = -time.Second }, "--duration"},
 		{func(c *TxnBenchConfig) { c.Workload = "ledger" }, `unknown workload "ledger"`},
-		{func(c *TxnBenchConfig) { c.Workload = WorkloadTPCCLite }, "not built yet"},
+		{func(c *TxnBenchConfig) { c.Workload = WorkloadTPCCLite }, ""},
+		{func(c *TxnBenchConfig) { c.Workload, c.Warehouses = WorkloadTPCCLite, 0 }, "--warehouses"},
+		{func(c *TxnBenchConfig) { c.Workload, c.Ranges = WorkloadTPCCLite, 11 }, "--ranges"},
 		{func(c *TxnBenchConfig) { c.Workers = 0 }, "--workers"},
 		{func(c *TxnBenchConfig) { c.Ranges = 21 }, "--ranges"},
 		{func(c *TxnBenchConfig) { c.InitialBalance = -1 }, "--initial-balance"},
-		{func(c *TxnBenchConfig) { c.Transfers = -1 }, "--transfers"},
+		{func(c *TxnBenchConfig) { c.Transactions = -1 }, "--transactions"},
 		{func(c *TxnBenchConfig) { c.CheckInterval = 0 }, "--check-interval"},
 	} {
 		cfg := quickBank()
@@ -203,10 +212,10 @@ func TestBankDetectsALostWrite(t *testing.T) {
 	}
 }
 
-// --transfers bounds the run by count.
+// --transactions bounds the run by count.
 func TestBankStopsAfterTransfers(t *testing.T) {
 	cfg := quickBank()
-	cfg.Duration, cfg.Transfers = time.Minute, 25
+	cfg.Duration, cfg.Transactions = time.Minute, 25
 	res, err := RunTxn(context.Background(), cfg, newMemTxnStore(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +247,103 @@ func TestCheckBankTotal(t *testing.T) {
 		err := checkBankTotal(c.kvs, "t", 3, 30)
 		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%q: %v, want %q", c.kvs, err, c.want)
+		}
+	}
+}
+
+func quickTPCC() TxnBenchConfig {
+	c := quickBank()
+	c.Workload = WorkloadTPCCLite
+	return c
+}
+
+// New-Orders and Payments through a serializable store keep TPC-C's
+// consistency conditions; a second run on the same keys starts from
+// fresh districts, the earlier run's orders deleted.
+func TestTPCCLiteKeepsItsInvariants(t *testing.T) {
+	s := newMemTxnStore()
+	s.conflictEvery = 5
+	for run := range 2 {
+		res, err := RunTxn(context.Background(), quickTPCC(), s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.InvariantOK || res.Committed == 0 || res.Retries == 0 || res.InvariantChecks < 3 {
+			t.Fatalf("run %d: invariant ok %v (%q), %d committed, %d retries, %d checks", run, res.InvariantOK, res.InvariantError, res.Committed, res.Retries, res.InvariantChecks)
+		}
+	}
+	if want := [][]byte{tpccWarehouseKey(1), tpccDistrictKey(1, 3), tpccDistrictKey(1, 6), tpccDistrictKey(1, 8)}; !slices.EqualFunc(s.splits[:4], want, bytes.Equal) {
+		t.Fatalf("splits at %q, want %q", s.splits[:4], want)
+	}
+}
+
+// A store that drops a transaction's last write (a Payment's customer, a
+// New-Order's order row) breaks a condition, and the checker says which.
+func TestTPCCLiteDetectsAPartialTransaction(t *testing.T) {
+	s := newMemTxnStore()
+	s.loseLastWrite = true
+	cfg := quickTPCC()
+	cfg.Duration = 10 * time.Second
+	res, err := RunTxn(context.Background(), cfg, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InvariantOK || !strings.Contains(res.InvariantError, "applied in part") || res.Stopped != StoppedInvariant {
+		t.Fatalf("invariant ok %v (%q), stopped %s", res.InvariantOK, res.InvariantError, res.Stopped)
+	}
+}
+
+// Each tpcc-lite invariant on a hand-made snapshot of one warehouse.
+func TestTPCCLiteCheck(t *testing.T) {
+	tp := tpccLite{warehouses: 1}
+	base := func() map[string][]byte {
+		m := map[string][]byte{string(tpccWarehouseKey(1)): row(tpccWarehouseYTD + 7)}
+		for d := 1; d <= tpccDistricts; d++ {
+			m[string(tpccDistrictKey(1, d))] = row(tpccDistrictYTD, 1)
+			for c := 1; c <= tpccCustomers; c++ {
+				m[string(tpccCustomerKey(1, d, c))] = row(-tpccCustomerYTD, tpccCustomerYTD, 1)
+			}
+		}
+		for i := 1; i <= tpccItems; i++ {
+			m[string(tpccStockKey(1, i))] = row(50, 0, 0)
+		}
+		// One payment of 7 by customer 1 of district 2, one order of 3
+		// units of item 4 in district 1.
+		m[string(tpccDistrictKey(1, 2))] = row(tpccDistrictYTD+7, 1)
+		m[string(tpccCustomerKey(1, 2, 1))] = row(-tpccCustomerYTD-7, tpccCustomerYTD+7, 2)
+		m[string(tpccDistrictKey(1, 1))] = row(tpccDistrictYTD, 2)
+		m[string(tpccOrderKey(1, 1, 1))] = row(5, 1, 3)
+		m[string(tpccStockKey(1, 4))] = row(47, 3, 1)
+		return m
+	}
+	snapshot := func(m map[string][]byte) []KeyValue {
+		var out []KeyValue
+		for k, v := range m {
+			out = append(out, KeyValue{Key: []byte(k), Value: v})
+		}
+		slices.SortFunc(out, func(a, b KeyValue) int { return bytes.Compare(a.Key, b.Key) })
+		return out
+	}
+	for _, c := range []struct {
+		change func(m map[string][]byte)
+		want   string // in the error; empty: none
+	}{
+		{func(map[string][]byte) {}, ""},
+		{func(m map[string][]byte) { m[string(tpccWarehouseKey(1))] = row(tpccWarehouseYTD) }, "condition 1"},
+		{func(m map[string][]byte) {
+			m[string(tpccCustomerKey(1, 2, 1))] = row(-tpccCustomerYTD, tpccCustomerYTD, 1)
+		}, "customers paid 0"},
+		{func(m map[string][]byte) { m[string(tpccStockKey(1, 4))] = row(50, 0, 0) }, "stock gave 0 units"},
+		{func(m map[string][]byte) { m[string(tpccDistrictKey(1, 1))] = row(tpccDistrictYTD, 1) }, "conditions 2 and 3"},
+		{func(m map[string][]byte) { delete(m, string(tpccStockKey(1, 9))) }, "999 stock rows"},
+		{func(m map[string][]byte) { m[string(tpccCustomerKey(1, 3, 3))] = []byte("1 2") }, "not 3 columns"},
+		{func(m map[string][]byte) { m[tpccPrefix+"w0001/x01"] = row(1) }, "not a tpcc-lite row"},
+	} {
+		m := base()
+		c.change(m)
+		err := tp.check(snapshot(m), "t")
+		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v, want %q", err, c.want)
 		}
 	}
 }

@@ -43,7 +43,7 @@ type TxnBenchResult struct {
 	InvariantOK    bool   `json:"invariant_ok"`
 	InvariantError string `json:"invariant_error,omitempty"`
 	// Stopped says what ended the run: StoppedDuration, StoppedCompleted
-	// (the transfer count), StoppedInvariant or StoppedCanceled.
+	// (the transaction count), StoppedInvariant or StoppedCanceled.
 	Stopped string `json:"stopped"`
 	// Timeline has one point per second: transactions (committed or
 	// not), the failed ones as errors, and the committed ones' p99.
@@ -51,8 +51,8 @@ type TxnBenchResult struct {
 }
 
 // summarize merges the workers' counts and latencies.
-func (b *bank) summarize(workers []*bankWorker, elapsed time.Duration) *TxnBenchResult {
-	res := &TxnBenchResult{Config: b.cfg, ElapsedSeconds: elapsed.Seconds()}
+func (r *txnRun) summarize(workers []*txnWorker, elapsed time.Duration) *TxnBenchResult {
+	res := &TxnBenchResult{Config: r.cfg, ElapsedSeconds: elapsed.Seconds()}
 	var h histogram
 	for _, w := range workers {
 		h.merge(&w.hist)
@@ -70,12 +70,20 @@ func (b *bank) summarize(workers []*bankWorker, elapsed time.Duration) *TxnBench
 }
 
 // summarizeChecks puts the checker's findings into res.
-func (b *bank) summarizeChecks(res *TxnBenchResult) {
-	res.InvariantChecks, res.InvariantCheckErrors = b.checks.Load(), b.checkErrs.Load()
-	res.InvariantOK = b.violation == nil
+func (r *txnRun) summarizeChecks(res *TxnBenchResult) {
+	res.InvariantChecks, res.InvariantCheckErrors = r.checks.Load(), r.checkErrs.Load()
+	res.InvariantOK = r.violation == nil
 	if !res.InvariantOK {
-		res.InvariantError = b.violation.Error()
+		res.InvariantError = r.violation.Error()
 	}
+}
+
+// scale says how much data the workload ran over.
+func (c TxnBenchConfig) scale() string {
+	if c.Workload == WorkloadTPCCLite {
+		return fmt.Sprintf("%d warehouses", c.Warehouses)
+	}
+	return fmt.Sprintf("%d accounts of %d", c.Accounts, c.InitialBalance)
 }
 
 // WriteJSON writes r as one indented JSON object.
@@ -89,9 +97,9 @@ func (r *TxnBenchResult) WriteJSON(w io.Writer) error {
 // the invariant's verdict.
 func (r *TxnBenchResult) WriteTable(w io.Writer) error {
 	c := r.Config
-	fmt.Fprintf(w, "%s: %d accounts of %d on %d ranges, %d workers for at most %s", c.Workload, c.Accounts, c.InitialBalance, c.Ranges, c.Workers, c.Duration)
-	if c.Transfers > 0 {
-		fmt.Fprintf(w, " or %d transfers", c.Transfers)
+	fmt.Fprintf(w, "%s: %s on %d ranges, %d workers for at most %s", c.Workload, c.scale(), c.Ranges, c.Workers, c.Duration)
+	if c.Transactions > 0 {
+		fmt.Fprintf(w, " or %d transactions", c.Transactions)
 	}
 	fmt.Fprintf(w, ", seed %d; ran %.3fs (stopped: %s)\n", c.Seed, r.ElapsedSeconds, r.Stopped)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -118,7 +126,7 @@ func (r *TxnBenchResult) WriteFigure(dir string) (string, error) {
 	}
 	c := r.Config
 	path := filepath.Join(dir, fmt.Sprintf("txn-%s.svg", c.Workload))
-	title := fmt.Sprintf("bench txn %s: %d accounts on %d ranges, %d workers", c.Workload, c.Accounts, c.Ranges, c.Workers)
+	title := fmt.Sprintf("bench txn %s: %s on %d ranges, %d workers", c.Workload, c.scale(), c.Ranges, c.Workers)
 	f, err := os.Create(path)
 	if err != nil {
 		return "", err
