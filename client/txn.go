@@ -31,13 +31,9 @@ const MaxTxnAttempts = 20
 // other error from fn rolls the transaction back and is returned. fn must
 // not keep effects outside tx it cannot repeat.
 func (c *Client) Txn(ctx context.Context, fn func(tx *Tx) error) error {
-	var err error
-	for attempt := 0; attempt < MaxTxnAttempts; attempt++ {
-		if attempt > 0 && !sleep(ctx, c.backoff(attempt)) {
-			return ctxError("transaction", ctx.Err(), err)
-		}
-		var tx *Tx
-		if tx, err = c.begin(ctx, attempt); err != nil {
+	return c.txnAttempts(ctx, func(attempt int) error {
+		tx, err := c.begin(ctx, attempt)
+		if err != nil {
 			return err
 		}
 		if err = fn(tx); err == nil {
@@ -45,16 +41,28 @@ func (c *Client) Txn(ctx context.Context, fn func(tx *Tx) error) error {
 		} else {
 			_, _ = tx.end(ctx, false)
 		}
-		if !errors.Is(err, ErrTxnRetry) {
+		return err
+	})
+}
+
+// txnAttempts runs attempt again, with a back-off, while it fails with
+// ErrTxnRetry, up to MaxTxnAttempts times.
+func (c *Client) txnAttempts(ctx context.Context, attempt func(n int) error) error {
+	var err error
+	for n := 0; n < MaxTxnAttempts; n++ {
+		if n > 0 && !sleep(ctx, c.backoff(n)) {
+			return ctxError("transaction", ctx.Err(), err)
+		}
+		if err = attempt(n); !errors.Is(err, ErrTxnRetry) {
 			return err
 		}
 	}
 	return fmt.Errorf("transaction gave up after %d attempts: %w", MaxTxnAttempts, err)
 }
 
-// begin starts an attempt: an ID, a read timestamp from the client's
-// clock, and a coordinator node (another one each attempt).
-func (c *Client) begin(ctx context.Context, attempt int) (*Tx, error) {
+// coordinator is the node an attempt's transaction goes to: another one
+// each attempt.
+func (c *Client) coordinator(ctx context.Context, attempt int) (*nodeConn, error) {
 	s := c.cache.load()
 	if len(s.addrs) == 0 {
 		if err := c.refresh(ctx, s.epoch); err != nil {
@@ -62,7 +70,13 @@ func (c *Client) begin(ctx context.Context, attempt int) (*Tx, error) {
 		}
 		s = c.cache.load()
 	}
-	nc, err := c.conns.get(c.pickAny(s, nil, attempt))
+	return c.conns.get(c.pickAny(s, nil, attempt))
+}
+
+// begin starts an attempt: an ID, a read timestamp from the client's
+// clock, and a coordinator node.
+func (c *Client) begin(ctx context.Context, attempt int) (*Tx, error) {
+	nc, err := c.coordinator(ctx, attempt)
 	if err != nil {
 		return nil, err
 	}
@@ -103,17 +117,31 @@ func (tx *Tx) write(ctx context.Context, ops ...*tidekvpb.WriteOp) error {
 }
 
 // end commits or rolls back; a commit whose answer was lost is
-// ErrAmbiguous (the record may have become COMMITTED).
+// ErrAmbiguous (it may have committed).
 func (tx *Tx) end(ctx context.Context, commit bool) (hlc.Timestamp, error) {
 	resp, err := tx.nc.txn.End(ctx, &tidekvpb.TxnEndRequest{Txn: tx.meta, Commit: commit})
 	if err != nil {
-		err = txnError("commit", err)
-		if commit && !errors.Is(err, ErrTxnRetry) && !errors.Is(err, ErrInvalidArgument) {
-			return hlc.Timestamp{}, fmt.Errorf("%w: %w", ErrAmbiguous, err)
+		if commit {
+			return hlc.Timestamp{}, commitError("commit", err)
 		}
-		return hlc.Timestamp{}, err
+		return hlc.Timestamp{}, txnError("commit", err)
 	}
 	return resp.GetCommitTimestamp().HLC(), nil
+}
+
+// commitError maps the answer to a request that commits: a node that
+// stopped answering after it was sent may have committed (a one-phase
+// commit applies with the request), so that is ErrAmbiguous, not a retry.
+func commitError(op string, err error) error {
+	st := status.Convert(err)
+	if cl := classify(st, errorDetail(st)); cl == classTransport && !neverSent(st) {
+		return fmt.Errorf("%w: transaction %s: %s", ErrAmbiguous, op, st.Message())
+	}
+	err = txnError(op, err)
+	if !errors.Is(err, ErrTxnRetry) && !errors.Is(err, ErrInvalidArgument) {
+		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
+	}
+	return err
 }
 
 // txnError maps a coordinator's answer: TXN_RETRY to ErrTxnRetry, refusals

@@ -42,6 +42,42 @@ func (c *Client) WriteIntents(ctx context.Context, txn *tidekvpb.TxnKey, writeTS
 	return out, err
 }
 
+// ErrNotOneRange: a one-phase commit's keys do not lie in one range, by
+// the client's range map. Nothing was applied; the transaction commits in
+// two phases instead.
+var ErrNotOneRange = errors.New("tidekv: a one-phase commit's keys span more than one range")
+
+// CommitOnePhase commits, in one Raft command at the leaseholder of the
+// range that holds every key, a transaction that has written nothing
+// before: reads must be unchanged since readTS, ops become committed
+// values. It returns the commit timestamp. It is not retried once it may
+// have reached a node (ErrAmbiguous): a second attempt would find the
+// first one's writes and refuse.
+func (c *Client) CommitOnePhase(ctx context.Context, txnID []byte, readTS hlc.Timestamp, reads [][]byte, ops []*tidekvpb.WriteOp) (hlc.Timestamp, error) {
+	if len(ops) == 0 {
+		return hlc.Timestamp{}, fmt.Errorf("%w: one-phase commit: no writes", ErrInvalidArgument)
+	}
+	span := make([][]byte, 0, len(ops)+len(reads))
+	for _, op := range ops {
+		span = append(span, op.GetKey())
+	}
+	span = append(span, reads...)
+	req := &tidekvpb.OnePhaseCommitRequest{TxnId: txnID, ReadTimestamp: wireTS(readTS), Reads: reads, Ops: ops}
+	var out hlc.Timestamp
+	// By the cached range map: a stale one that splits the keys costs a
+	// two-phase commit, not a refresh of the map on every such commit.
+	err := c.invoke(ctx, &rpc{op: "one-phase commit", key: span[0], span: span,
+		call: func(ctx context.Context, nc *nodeConn) error {
+			resp, err := nc.txn.CommitOnePhase(ctx, req)
+			out = resp.GetCommittedAt().HLC()
+			return err
+		}})
+	if errors.Is(err, errSpanChanged) {
+		return hlc.Timestamp{}, ErrNotOneRange
+	}
+	return out, err
+}
+
 // TxnRecord runs a step on a transaction's record (heartbeat, commit,
 // abort, push), routed by its anchor. Each may run twice: a second
 // heartbeat or push changes nothing that matters, a second commit or

@@ -92,6 +92,11 @@ const (
 	// Commit txn's intents on keys at commit_timestamp (status COMMITTED)
 	// or remove them (ABORTED).
 	TxnCommand_RESOLVE TxnCommand_Op = 5
+	// Commit a transaction that wrote nothing before, all in this range, in
+	// this one command (log version 8): keys are its reads, which must be
+	// unchanged since read_timestamp, and writes become committed versions
+	// at the command's timestamp; or nothing is written.
+	TxnCommand_ONE_PHASE TxnCommand_Op = 6
 )
 
 // Enum value maps for TxnCommand_Op.
@@ -103,6 +108,7 @@ var (
 		3: "END",
 		4: "PUSH",
 		5: "RESOLVE",
+		6: "ONE_PHASE",
 	}
 	TxnCommand_Op_value = map[string]int32{
 		"OP_UNSPECIFIED": 0,
@@ -111,6 +117,7 @@ var (
 		"END":            3,
 		"PUSH":           4,
 		"RESOLVE":        5,
+		"ONE_PHASE":      6,
 	}
 )
 
@@ -1499,6 +1506,7 @@ type TxnCommand struct {
 	CommitTimestamp *LogTimestamp          `protobuf:"bytes,5,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
 	ExpiryNanos     int64                  `protobuf:"varint,6,opt,name=expiry_nanos,json=expiryNanos,proto3" json:"expiry_nanos,omitempty"`
 	Keys            [][]byte               `protobuf:"bytes,7,rep,name=keys,proto3" json:"keys,omitempty"`
+	ReadTimestamp   *LogTimestamp          `protobuf:"bytes,8,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1578,6 +1586,13 @@ func (x *TxnCommand) GetExpiryNanos() int64 {
 func (x *TxnCommand) GetKeys() [][]byte {
 	if x != nil {
 		return x.Keys
+	}
+	return nil
+}
+
+func (x *TxnCommand) GetReadTimestamp() *LogTimestamp {
+	if x != nil {
+		return x.ReadTimestamp
 	}
 	return nil
 }
@@ -1745,7 +1760,7 @@ const file_storage_proto_rawDesc = "" +
 	"\x03txn\x18\x01 \x01(\v2\x0e.tidekv.TxnRefR\x03txn\x12)\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x11.tidekv.TxnStatusR\x06status\x12?\n" +
 	"\x10commit_timestamp\x18\x03 \x01(\v2\x14.tidekv.LogTimestampR\x0fcommitTimestamp\x120\n" +
-	"\x14heartbeat_wall_nanos\x18\x04 \x01(\x03R\x12heartbeatWallNanos\"\xfe\x02\n" +
+	"\x14heartbeat_wall_nanos\x18\x04 \x01(\x03R\x12heartbeatWallNanos\"\xca\x03\n" +
 	"\n" +
 	"TxnCommand\x12%\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x15.tidekv.TxnCommand.OpR\x02op\x12 \n" +
@@ -1754,14 +1769,16 @@ const file_storage_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\x0e2\x11.tidekv.TxnStatusR\x06status\x12?\n" +
 	"\x10commit_timestamp\x18\x05 \x01(\v2\x14.tidekv.LogTimestampR\x0fcommitTimestamp\x12!\n" +
 	"\fexpiry_nanos\x18\x06 \x01(\x03R\vexpiryNanos\x12\x12\n" +
-	"\x04keys\x18\a \x03(\fR\x04keys\"Z\n" +
+	"\x04keys\x18\a \x03(\fR\x04keys\x12;\n" +
+	"\x0eread_timestamp\x18\b \x01(\v2\x14.tidekv.LogTimestampR\rreadTimestamp\"i\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rWRITE_INTENTS\x10\x01\x12\r\n" +
 	"\tHEARTBEAT\x10\x02\x12\a\n" +
 	"\x03END\x10\x03\x12\b\n" +
 	"\x04PUSH\x10\x04\x12\v\n" +
-	"\aRESOLVE\x10\x05\"9\n" +
+	"\aRESOLVE\x10\x05\x12\r\n" +
+	"\tONE_PHASE\x10\x06\"9\n" +
 	"\fMergeCommand\x12)\n" +
 	"\x03rhs\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x03rhs*?\n" +
 	"\n" +
@@ -1847,12 +1864,13 @@ var file_storage_proto_depIdxs = []int32{
 	10, // 32: tidekv.TxnCommand.writes:type_name -> tidekv.LogWrite
 	25, // 33: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
 	13, // 34: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
-	21, // 35: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	13, // 35: tidekv.TxnCommand.read_timestamp:type_name -> tidekv.LogTimestamp
+	21, // 36: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }

@@ -436,6 +436,64 @@ func (WriteOp_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_tidekv_proto_rawDescGZIP(), []int{16, 0}
 }
 
+type TxnCompare_Op int32
+
+const (
+	TxnCompare_EQUAL      TxnCompare_Op = 0
+	TxnCompare_NOT_EQUAL  TxnCompare_Op = 1
+	TxnCompare_LESS       TxnCompare_Op = 2
+	TxnCompare_GREATER    TxnCompare_Op = 3
+	TxnCompare_EXISTS     TxnCompare_Op = 4
+	TxnCompare_NOT_EXISTS TxnCompare_Op = 5
+)
+
+// Enum value maps for TxnCompare_Op.
+var (
+	TxnCompare_Op_name = map[int32]string{
+		0: "EQUAL",
+		1: "NOT_EQUAL",
+		2: "LESS",
+		3: "GREATER",
+		4: "EXISTS",
+		5: "NOT_EXISTS",
+	}
+	TxnCompare_Op_value = map[string]int32{
+		"EQUAL":      0,
+		"NOT_EQUAL":  1,
+		"LESS":       2,
+		"GREATER":    3,
+		"EXISTS":     4,
+		"NOT_EXISTS": 5,
+	}
+)
+
+func (x TxnCompare_Op) Enum() *TxnCompare_Op {
+	p := new(TxnCompare_Op)
+	*p = x
+	return p
+}
+
+func (x TxnCompare_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TxnCompare_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_tidekv_proto_enumTypes[7].Descriptor()
+}
+
+func (TxnCompare_Op) Type() protoreflect.EnumType {
+	return &file_tidekv_proto_enumTypes[7]
+}
+
+func (x TxnCompare_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TxnCompare_Op.Descriptor instead.
+func (TxnCompare_Op) EnumDescriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{100, 0}
+}
+
 type ReplicaDescriptor struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	NodeId    uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -7286,6 +7344,326 @@ func (*RefreshResponse) Descriptor() ([]byte, []int) {
 	return file_tidekv_proto_rawDescGZIP(), []int{99}
 }
 
+// A condition of a one-shot transaction (Txn.If) on a key's value as the
+// transaction reads it. An absent key holds for NOT_EQUAL and NOT_EXISTS
+// only; values compare bytewise.
+type TxnCompare struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Op            TxnCompare_Op          `protobuf:"varint,2,opt,name=op,proto3,enum=tidekv.TxnCompare_Op" json:"op,omitempty"`
+	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnCompare) Reset() {
+	*x = TxnCompare{}
+	mi := &file_tidekv_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnCompare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnCompare) ProtoMessage() {}
+
+func (x *TxnCompare) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnCompare.ProtoReflect.Descriptor instead.
+func (*TxnCompare) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *TxnCompare) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *TxnCompare) GetOp() TxnCompare_Op {
+	if x != nil {
+		return x.Op
+	}
+	return TxnCompare_EQUAL
+}
+
+func (x *TxnCompare) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// A one-shot transaction (If/Then/Else): when every compare holds, the
+// then branch runs, else the else branch; a branch reads its keys, then
+// writes its puts and deletes, all in one serializable transaction that
+// the node retries on conflicts.
+type TxnIfRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Compares      []*TxnCompare          `protobuf:"bytes,1,rep,name=compares,proto3" json:"compares,omitempty"`
+	ThenReads     [][]byte               `protobuf:"bytes,2,rep,name=then_reads,json=thenReads,proto3" json:"then_reads,omitempty"`
+	ThenOps       []*WriteOp             `protobuf:"bytes,3,rep,name=then_ops,json=thenOps,proto3" json:"then_ops,omitempty"`
+	ElseReads     [][]byte               `protobuf:"bytes,4,rep,name=else_reads,json=elseReads,proto3" json:"else_reads,omitempty"`
+	ElseOps       []*WriteOp             `protobuf:"bytes,5,rep,name=else_ops,json=elseOps,proto3" json:"else_ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnIfRequest) Reset() {
+	*x = TxnIfRequest{}
+	mi := &file_tidekv_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnIfRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnIfRequest) ProtoMessage() {}
+
+func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnIfRequest.ProtoReflect.Descriptor instead.
+func (*TxnIfRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *TxnIfRequest) GetCompares() []*TxnCompare {
+	if x != nil {
+		return x.Compares
+	}
+	return nil
+}
+
+func (x *TxnIfRequest) GetThenReads() [][]byte {
+	if x != nil {
+		return x.ThenReads
+	}
+	return nil
+}
+
+func (x *TxnIfRequest) GetThenOps() []*WriteOp {
+	if x != nil {
+		return x.ThenOps
+	}
+	return nil
+}
+
+func (x *TxnIfRequest) GetElseReads() [][]byte {
+	if x != nil {
+		return x.ElseReads
+	}
+	return nil
+}
+
+func (x *TxnIfRequest) GetElseOps() []*WriteOp {
+	if x != nil {
+		return x.ElseOps
+	}
+	return nil
+}
+
+type TxnIfResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether every compare held (the then branch ran).
+	Succeeded bool `protobuf:"varint,1,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	// The branch's reads, in order.
+	Reads           []*TxnGetResponse `protobuf:"bytes,2,rep,name=reads,proto3" json:"reads,omitempty"`
+	CommitTimestamp *Timestamp        `protobuf:"bytes,3,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnIfResponse) Reset() {
+	*x = TxnIfResponse{}
+	mi := &file_tidekv_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnIfResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnIfResponse) ProtoMessage() {}
+
+func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnIfResponse.ProtoReflect.Descriptor instead.
+func (*TxnIfResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *TxnIfResponse) GetSucceeded() bool {
+	if x != nil {
+		return x.Succeeded
+	}
+	return false
+}
+
+func (x *TxnIfResponse) GetReads() []*TxnGetResponse {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+func (x *TxnIfResponse) GetCommitTimestamp() *Timestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
+// A transaction that wrote nothing before and whose reads and writes all
+// lie in one range commits in one Raft round: its reads (keys) must be
+// unchanged since read_timestamp, and its writes become committed values.
+type OnePhaseCommitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TxnId         []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	ReadTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	Reads         [][]byte               `protobuf:"bytes,3,rep,name=reads,proto3" json:"reads,omitempty"`
+	Ops           []*WriteOp             `protobuf:"bytes,4,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OnePhaseCommitRequest) Reset() {
+	*x = OnePhaseCommitRequest{}
+	mi := &file_tidekv_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OnePhaseCommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OnePhaseCommitRequest) ProtoMessage() {}
+
+func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OnePhaseCommitRequest.ProtoReflect.Descriptor instead.
+func (*OnePhaseCommitRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *OnePhaseCommitRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *OnePhaseCommitRequest) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
+func (x *OnePhaseCommitRequest) GetReads() [][]byte {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+func (x *OnePhaseCommitRequest) GetOps() []*WriteOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+type OnePhaseCommitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommittedAt   *Timestamp             `protobuf:"bytes,1,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OnePhaseCommitResponse) Reset() {
+	*x = OnePhaseCommitResponse{}
+	mi := &file_tidekv_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OnePhaseCommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OnePhaseCommitResponse) ProtoMessage() {}
+
+func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OnePhaseCommitResponse.ProtoReflect.Descriptor instead.
+func (*OnePhaseCommitResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *OnePhaseCommitResponse) GetCommittedAt() *Timestamp {
+	if x != nil {
+		return x.CommittedAt
+	}
+	return nil
+}
+
 var File_tidekv_proto protoreflect.FileDescriptor
 
 const file_tidekv_proto_rawDesc = "" +
@@ -7816,7 +8194,40 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12%\n" +
 	"\x04from\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x04from\x12!\n" +
 	"\x02to\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x02to\"\x11\n" +
-	"\x0fRefreshResponse*M\n" +
+	"\x0fRefreshResponse\"\xae\x01\n" +
+	"\n" +
+	"TxnCompare\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12%\n" +
+	"\x02op\x18\x02 \x01(\x0e2\x15.tidekv.TxnCompare.OpR\x02op\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"Q\n" +
+	"\x02Op\x12\t\n" +
+	"\x05EQUAL\x10\x00\x12\r\n" +
+	"\tNOT_EQUAL\x10\x01\x12\b\n" +
+	"\x04LESS\x10\x02\x12\v\n" +
+	"\aGREATER\x10\x03\x12\n" +
+	"\n" +
+	"\x06EXISTS\x10\x04\x12\x0e\n" +
+	"\n" +
+	"NOT_EXISTS\x10\x05\"\xd4\x01\n" +
+	"\fTxnIfRequest\x12.\n" +
+	"\bcompares\x18\x01 \x03(\v2\x12.tidekv.TxnCompareR\bcompares\x12\x1d\n" +
+	"\n" +
+	"then_reads\x18\x02 \x03(\fR\tthenReads\x12*\n" +
+	"\bthen_ops\x18\x03 \x03(\v2\x0f.tidekv.WriteOpR\athenOps\x12\x1d\n" +
+	"\n" +
+	"else_reads\x18\x04 \x03(\fR\telseReads\x12*\n" +
+	"\belse_ops\x18\x05 \x03(\v2\x0f.tidekv.WriteOpR\aelseOps\"\x99\x01\n" +
+	"\rTxnIfResponse\x12\x1c\n" +
+	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12,\n" +
+	"\x05reads\x18\x02 \x03(\v2\x16.tidekv.TxnGetResponseR\x05reads\x12<\n" +
+	"\x10commit_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\"\xa1\x01\n" +
+	"\x15OnePhaseCommitRequest\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x128\n" +
+	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x14\n" +
+	"\x05reads\x18\x03 \x03(\fR\x05reads\x12!\n" +
+	"\x03ops\x18\x04 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"N\n" +
+	"\x16OnePhaseCommitResponse\x124\n" +
+	"\fcommitted_at\x18\x01 \x01(\v2\x11.tidekv.TimestampR\vcommittedAt*M\n" +
 	"\vReplicaType\x12\t\n" +
 	"\x05VOTER\x10\x00\x12\v\n" +
 	"\aLEARNER\x10\x01\x12\x12\n" +
@@ -7889,12 +8300,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
-	"\bSnapshot\x12\x15.tidekv.SnapshotChunk\x1a\x18.tidekv.SnapshotResponse(\x012\xc4\x03\n" +
+	"\bSnapshot\x12\x15.tidekv.SnapshotChunk\x1a\x18.tidekv.SnapshotResponse(\x012\xc8\x04\n" +
 	"\x03Txn\x124\n" +
 	"\x03Get\x12\x15.tidekv.TxnGetRequest\x1a\x16.tidekv.TxnGetResponse\x12:\n" +
 	"\x05Write\x12\x17.tidekv.TxnWriteRequest\x1a\x18.tidekv.TxnWriteResponse\x124\n" +
-	"\x03End\x12\x15.tidekv.TxnEndRequest\x1a\x16.tidekv.TxnEndResponse\x12I\n" +
-	"\fWriteIntents\x12\x1b.tidekv.WriteIntentsRequest\x1a\x1c.tidekv.WriteIntentsResponse\x12=\n" +
+	"\x03End\x12\x15.tidekv.TxnEndRequest\x1a\x16.tidekv.TxnEndResponse\x121\n" +
+	"\x02If\x12\x14.tidekv.TxnIfRequest\x1a\x15.tidekv.TxnIfResponse\x12I\n" +
+	"\fWriteIntents\x12\x1b.tidekv.WriteIntentsRequest\x1a\x1c.tidekv.WriteIntentsResponse\x12O\n" +
+	"\x0eCommitOnePhase\x12\x1d.tidekv.OnePhaseCommitRequest\x1a\x1e.tidekv.OnePhaseCommitResponse\x12=\n" +
 	"\x06Record\x12\x18.tidekv.TxnRecordRequest\x1a\x19.tidekv.TxnRecordResponse\x12O\n" +
 	"\x0eResolveIntents\x12\x1d.tidekv.ResolveIntentsRequest\x1a\x1e.tidekv.ResolveIntentsResponse\x12:\n" +
 	"\aRefresh\x12\x16.tidekv.RefreshRequest\x1a\x17.tidekv.RefreshResponseB'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
@@ -7911,8 +8324,8 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 	return file_tidekv_proto_rawDescData
 }
 
-var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
+var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -7921,284 +8334,303 @@ var file_tidekv_proto_goTypes = []any{
 	(TxnRecordOp)(0),                 // 4: tidekv.TxnRecordOp
 	(TxnStatus)(0),                   // 5: tidekv.TxnStatus
 	(WriteOp_Kind)(0),                // 6: tidekv.WriteOp.Kind
-	(*ReplicaDescriptor)(nil),        // 7: tidekv.ReplicaDescriptor
-	(*RangeDescriptor)(nil),          // 8: tidekv.RangeDescriptor
-	(*NodeDescriptor)(nil),           // 9: tidekv.NodeDescriptor
-	(*ErrorDetail)(nil),              // 10: tidekv.ErrorDetail
-	(*Timestamp)(nil),                // 11: tidekv.Timestamp
-	(*KeyValue)(nil),                 // 12: tidekv.KeyValue
-	(*GetRequest)(nil),               // 13: tidekv.GetRequest
-	(*GetResponse)(nil),              // 14: tidekv.GetResponse
-	(*PutRequest)(nil),               // 15: tidekv.PutRequest
-	(*PutResponse)(nil),              // 16: tidekv.PutResponse
-	(*DeleteRequest)(nil),            // 17: tidekv.DeleteRequest
-	(*DeleteResponse)(nil),           // 18: tidekv.DeleteResponse
-	(*ScanRequest)(nil),              // 19: tidekv.ScanRequest
-	(*ScanResponse)(nil),             // 20: tidekv.ScanResponse
-	(*BatchGetRequest)(nil),          // 21: tidekv.BatchGetRequest
-	(*BatchGetResponse)(nil),         // 22: tidekv.BatchGetResponse
-	(*WriteOp)(nil),                  // 23: tidekv.WriteOp
-	(*WriteRequest)(nil),             // 24: tidekv.WriteRequest
-	(*WriteResponse)(nil),            // 25: tidekv.WriteResponse
-	(*CompareAndSetRequest)(nil),     // 26: tidekv.CompareAndSetRequest
-	(*CompareAndSetResponse)(nil),    // 27: tidekv.CompareAndSetResponse
-	(*KVRequest)(nil),                // 28: tidekv.KVRequest
-	(*KVResponse)(nil),               // 29: tidekv.KVResponse
-	(*KVBatchRequest)(nil),           // 30: tidekv.KVBatchRequest
-	(*KVBatchResponse)(nil),          // 31: tidekv.KVBatchResponse
-	(*RangeInfo)(nil),                // 32: tidekv.RangeInfo
-	(*RangesRequest)(nil),            // 33: tidekv.RangesRequest
-	(*RangesResponse)(nil),           // 34: tidekv.RangesResponse
-	(*ReplicaStatus)(nil),            // 35: tidekv.ReplicaStatus
-	(*NodeStatus)(nil),               // 36: tidekv.NodeStatus
-	(*Imbalance)(nil),                // 37: tidekv.Imbalance
-	(*StatusRequest)(nil),            // 38: tidekv.StatusRequest
-	(*StatusResponse)(nil),           // 39: tidekv.StatusResponse
-	(*ReadinessRequest)(nil),         // 40: tidekv.ReadinessRequest
-	(*ReadinessResponse)(nil),        // 41: tidekv.ReadinessResponse
-	(*LocalStatusRequest)(nil),       // 42: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),      // 43: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),             // 44: tidekv.SplitRequest
-	(*SplitResponse)(nil),            // 45: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),    // 46: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil),   // 47: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),     // 48: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),    // 49: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),              // 50: tidekv.JoinRequest
-	(*JoinResponse)(nil),             // 51: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),     // 52: tidekv.NodeHeartbeatRequest
-	(*KeySpaceCounts)(nil),           // 53: tidekv.KeySpaceCounts
-	(*ReplicaReads)(nil),             // 54: tidekv.ReplicaReads
-	(*NodeHeartbeatResponse)(nil),    // 55: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 56: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 57: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 58: tidekv.Event
-	(*EventsRequest)(nil),            // 59: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 60: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 61: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 62: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 63: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 64: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 65: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 66: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 67: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 68: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 69: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 70: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 71: tidekv.Setting
-	(*SettingsRequest)(nil),          // 72: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 73: tidekv.SettingsResponse
-	(*KeySpace)(nil),                 // 74: tidekv.KeySpace
-	(*CreateKeySpaceRequest)(nil),    // 75: tidekv.CreateKeySpaceRequest
-	(*CreateKeySpaceResponse)(nil),   // 76: tidekv.CreateKeySpaceResponse
-	(*ListKeySpacesRequest)(nil),     // 77: tidekv.ListKeySpacesRequest
-	(*ListKeySpacesResponse)(nil),    // 78: tidekv.ListKeySpacesResponse
-	(*AutoscaleStatusRequest)(nil),   // 79: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 80: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 81: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 82: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 83: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 84: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 85: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 86: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 87: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 88: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 89: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 90: tidekv.WriteGuard
-	(*TxnMeta)(nil),                  // 91: tidekv.TxnMeta
-	(*TxnGetRequest)(nil),            // 92: tidekv.TxnGetRequest
-	(*TxnGetResponse)(nil),           // 93: tidekv.TxnGetResponse
-	(*TxnWriteRequest)(nil),          // 94: tidekv.TxnWriteRequest
-	(*TxnWriteResponse)(nil),         // 95: tidekv.TxnWriteResponse
-	(*TxnEndRequest)(nil),            // 96: tidekv.TxnEndRequest
-	(*TxnEndResponse)(nil),           // 97: tidekv.TxnEndResponse
-	(*TxnKey)(nil),                   // 98: tidekv.TxnKey
-	(*WriteIntentsRequest)(nil),      // 99: tidekv.WriteIntentsRequest
-	(*WriteIntentsResponse)(nil),     // 100: tidekv.WriteIntentsResponse
-	(*TxnRecordRequest)(nil),         // 101: tidekv.TxnRecordRequest
-	(*TxnRecordResponse)(nil),        // 102: tidekv.TxnRecordResponse
-	(*ResolveIntentsRequest)(nil),    // 103: tidekv.ResolveIntentsRequest
-	(*ResolveIntentsResponse)(nil),   // 104: tidekv.ResolveIntentsResponse
-	(*RefreshRequest)(nil),           // 105: tidekv.RefreshRequest
-	(*RefreshResponse)(nil),          // 106: tidekv.RefreshResponse
-	(*raftpb.Message)(nil),           // 107: raftpb.Message
+	(TxnCompare_Op)(0),               // 7: tidekv.TxnCompare.Op
+	(*ReplicaDescriptor)(nil),        // 8: tidekv.ReplicaDescriptor
+	(*RangeDescriptor)(nil),          // 9: tidekv.RangeDescriptor
+	(*NodeDescriptor)(nil),           // 10: tidekv.NodeDescriptor
+	(*ErrorDetail)(nil),              // 11: tidekv.ErrorDetail
+	(*Timestamp)(nil),                // 12: tidekv.Timestamp
+	(*KeyValue)(nil),                 // 13: tidekv.KeyValue
+	(*GetRequest)(nil),               // 14: tidekv.GetRequest
+	(*GetResponse)(nil),              // 15: tidekv.GetResponse
+	(*PutRequest)(nil),               // 16: tidekv.PutRequest
+	(*PutResponse)(nil),              // 17: tidekv.PutResponse
+	(*DeleteRequest)(nil),            // 18: tidekv.DeleteRequest
+	(*DeleteResponse)(nil),           // 19: tidekv.DeleteResponse
+	(*ScanRequest)(nil),              // 20: tidekv.ScanRequest
+	(*ScanResponse)(nil),             // 21: tidekv.ScanResponse
+	(*BatchGetRequest)(nil),          // 22: tidekv.BatchGetRequest
+	(*BatchGetResponse)(nil),         // 23: tidekv.BatchGetResponse
+	(*WriteOp)(nil),                  // 24: tidekv.WriteOp
+	(*WriteRequest)(nil),             // 25: tidekv.WriteRequest
+	(*WriteResponse)(nil),            // 26: tidekv.WriteResponse
+	(*CompareAndSetRequest)(nil),     // 27: tidekv.CompareAndSetRequest
+	(*CompareAndSetResponse)(nil),    // 28: tidekv.CompareAndSetResponse
+	(*KVRequest)(nil),                // 29: tidekv.KVRequest
+	(*KVResponse)(nil),               // 30: tidekv.KVResponse
+	(*KVBatchRequest)(nil),           // 31: tidekv.KVBatchRequest
+	(*KVBatchResponse)(nil),          // 32: tidekv.KVBatchResponse
+	(*RangeInfo)(nil),                // 33: tidekv.RangeInfo
+	(*RangesRequest)(nil),            // 34: tidekv.RangesRequest
+	(*RangesResponse)(nil),           // 35: tidekv.RangesResponse
+	(*ReplicaStatus)(nil),            // 36: tidekv.ReplicaStatus
+	(*NodeStatus)(nil),               // 37: tidekv.NodeStatus
+	(*Imbalance)(nil),                // 38: tidekv.Imbalance
+	(*StatusRequest)(nil),            // 39: tidekv.StatusRequest
+	(*StatusResponse)(nil),           // 40: tidekv.StatusResponse
+	(*ReadinessRequest)(nil),         // 41: tidekv.ReadinessRequest
+	(*ReadinessResponse)(nil),        // 42: tidekv.ReadinessResponse
+	(*LocalStatusRequest)(nil),       // 43: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),      // 44: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),             // 45: tidekv.SplitRequest
+	(*SplitResponse)(nil),            // 46: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),    // 47: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 48: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),     // 49: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),    // 50: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),              // 51: tidekv.JoinRequest
+	(*JoinResponse)(nil),             // 52: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),     // 53: tidekv.NodeHeartbeatRequest
+	(*KeySpaceCounts)(nil),           // 54: tidekv.KeySpaceCounts
+	(*ReplicaReads)(nil),             // 55: tidekv.ReplicaReads
+	(*NodeHeartbeatResponse)(nil),    // 56: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 57: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 58: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 59: tidekv.Event
+	(*EventsRequest)(nil),            // 60: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 61: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 62: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 63: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 64: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 65: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 66: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 67: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 68: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 69: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 70: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 71: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 72: tidekv.Setting
+	(*SettingsRequest)(nil),          // 73: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 74: tidekv.SettingsResponse
+	(*KeySpace)(nil),                 // 75: tidekv.KeySpace
+	(*CreateKeySpaceRequest)(nil),    // 76: tidekv.CreateKeySpaceRequest
+	(*CreateKeySpaceResponse)(nil),   // 77: tidekv.CreateKeySpaceResponse
+	(*ListKeySpacesRequest)(nil),     // 78: tidekv.ListKeySpacesRequest
+	(*ListKeySpacesResponse)(nil),    // 79: tidekv.ListKeySpacesResponse
+	(*AutoscaleStatusRequest)(nil),   // 80: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 81: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 82: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 83: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 84: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 85: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 86: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 87: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 88: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 89: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 90: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 91: tidekv.WriteGuard
+	(*TxnMeta)(nil),                  // 92: tidekv.TxnMeta
+	(*TxnGetRequest)(nil),            // 93: tidekv.TxnGetRequest
+	(*TxnGetResponse)(nil),           // 94: tidekv.TxnGetResponse
+	(*TxnWriteRequest)(nil),          // 95: tidekv.TxnWriteRequest
+	(*TxnWriteResponse)(nil),         // 96: tidekv.TxnWriteResponse
+	(*TxnEndRequest)(nil),            // 97: tidekv.TxnEndRequest
+	(*TxnEndResponse)(nil),           // 98: tidekv.TxnEndResponse
+	(*TxnKey)(nil),                   // 99: tidekv.TxnKey
+	(*WriteIntentsRequest)(nil),      // 100: tidekv.WriteIntentsRequest
+	(*WriteIntentsResponse)(nil),     // 101: tidekv.WriteIntentsResponse
+	(*TxnRecordRequest)(nil),         // 102: tidekv.TxnRecordRequest
+	(*TxnRecordResponse)(nil),        // 103: tidekv.TxnRecordResponse
+	(*ResolveIntentsRequest)(nil),    // 104: tidekv.ResolveIntentsRequest
+	(*ResolveIntentsResponse)(nil),   // 105: tidekv.ResolveIntentsResponse
+	(*RefreshRequest)(nil),           // 106: tidekv.RefreshRequest
+	(*RefreshResponse)(nil),          // 107: tidekv.RefreshResponse
+	(*TxnCompare)(nil),               // 108: tidekv.TxnCompare
+	(*TxnIfRequest)(nil),             // 109: tidekv.TxnIfRequest
+	(*TxnIfResponse)(nil),            // 110: tidekv.TxnIfResponse
+	(*OnePhaseCommitRequest)(nil),    // 111: tidekv.OnePhaseCommitRequest
+	(*OnePhaseCommitResponse)(nil),   // 112: tidekv.OnePhaseCommitResponse
+	(*raftpb.Message)(nil),           // 113: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
-	7,   // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
+	8,   // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
 	1,   // 2: tidekv.ErrorDetail.kind:type_name -> tidekv.ErrorKind
-	8,   // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
+	9,   // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
 	2,   // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
-	11,  // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	11,  // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	12,  // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	12,  // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
 	2,   // 7: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	11,  // 8: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
-	12,  // 9: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
-	11,  // 10: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	12,  // 8: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
+	13,  // 9: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	12,  // 10: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
 	2,   // 11: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	11,  // 12: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	14,  // 13: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
-	11,  // 14: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	12,  // 12: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	15,  // 13: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	12,  // 14: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
 	6,   // 15: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	23,  // 16: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	90,  // 17: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	24,  // 16: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	91,  // 17: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,   // 18: tidekv.KVRequest.priority:type_name -> tidekv.Priority
-	13,  // 19: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
-	15,  // 20: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
-	17,  // 21: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
-	19,  // 22: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
-	21,  // 23: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
-	24,  // 24: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
-	26,  // 25: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
-	14,  // 26: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
-	16,  // 27: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
-	18,  // 28: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
-	20,  // 29: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
-	22,  // 30: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
-	25,  // 31: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
-	27,  // 32: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
-	10,  // 33: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
-	28,  // 34: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
-	11,  // 35: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
-	29,  // 36: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
-	11,  // 37: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
-	8,   // 38: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	32,  // 39: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	9,   // 40: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	14,  // 19: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	16,  // 20: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	18,  // 21: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	20,  // 22: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	22,  // 23: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	25,  // 24: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	27,  // 25: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	15,  // 26: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	17,  // 27: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	19,  // 28: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	21,  // 29: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	23,  // 30: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	26,  // 31: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	28,  // 32: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	11,  // 33: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
+	29,  // 34: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	12,  // 35: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
+	30,  // 36: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	12,  // 37: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
+	9,   // 38: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	33,  // 39: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	10,  // 40: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
 	0,   // 41: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	9,   // 42: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	36,  // 43: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	37,  // 44: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	9,   // 45: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	35,  // 46: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	8,   // 47: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	8,   // 48: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	8,   // 49: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	9,   // 50: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	9,   // 51: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	54,  // 52: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	53,  // 53: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
-	9,   // 54: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	8,   // 55: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	58,  // 56: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	11,  // 57: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
-	61,  // 58: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	64,  // 59: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	11,  // 60: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	64,  // 61: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	11,  // 62: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	8,   // 63: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	8,   // 64: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	71,  // 65: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	71,  // 66: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	74,  // 67: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	74,  // 68: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	74,  // 69: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	64,  // 70: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	107, // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	11,  // 72: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	85,  // 73: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	85,  // 74: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	11,  // 75: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
-	91,  // 76: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
-	91,  // 77: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
-	23,  // 78: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
-	91,  // 79: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
-	11,  // 80: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	98,  // 81: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
-	11,  // 82: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
-	23,  // 83: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
-	11,  // 84: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	98,  // 85: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	10,  // 42: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	37,  // 43: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	38,  // 44: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	10,  // 45: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	36,  // 46: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	9,   // 47: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	9,   // 48: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	9,   // 49: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	10,  // 50: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	10,  // 51: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	55,  // 52: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	54,  // 53: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
+	10,  // 54: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	9,   // 55: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	59,  // 56: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	12,  // 57: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	62,  // 58: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	65,  // 59: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	12,  // 60: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	65,  // 61: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	12,  // 62: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	9,   // 63: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	9,   // 64: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	72,  // 65: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	72,  // 66: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	75,  // 67: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	75,  // 68: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	75,  // 69: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	65,  // 70: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	113, // 71: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	12,  // 72: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	86,  // 73: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	86,  // 74: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	12,  // 75: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
+	92,  // 76: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
+	92,  // 77: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	24,  // 78: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
+	92,  // 79: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	12,  // 80: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	99,  // 81: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	12,  // 82: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	24,  // 83: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	12,  // 84: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	99,  // 85: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
 	4,   // 86: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
-	11,  // 87: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	12,  // 87: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
 	5,   // 88: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
-	11,  // 89: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	98,  // 90: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
-	11,  // 91: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	11,  // 92: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
-	11,  // 93: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	13,  // 94: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	15,  // 95: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	17,  // 96: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	19,  // 97: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	21,  // 98: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	24,  // 99: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	26,  // 100: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	30,  // 101: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	33,  // 102: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	38,  // 103: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	40,  // 104: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	42,  // 105: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	44,  // 106: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	46,  // 107: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	48,  // 108: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	50,  // 109: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	52,  // 110: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	56,  // 111: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	83,  // 112: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	59,  // 113: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	62,  // 114: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	81,  // 115: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	69,  // 116: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	72,  // 117: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	75,  // 118: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	77,  // 119: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	79,  // 120: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	65,  // 121: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	67,  // 122: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	86,  // 123: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	87,  // 124: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	92,  // 125: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	94,  // 126: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	96,  // 127: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	99,  // 128: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	101, // 129: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	103, // 130: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	105, // 131: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	14,  // 132: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	16,  // 133: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	18,  // 134: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	20,  // 135: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	22,  // 136: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	25,  // 137: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	27,  // 138: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	31,  // 139: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	34,  // 140: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	39,  // 141: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	41,  // 142: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	43,  // 143: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	45,  // 144: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	47,  // 145: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	49,  // 146: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	51,  // 147: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	55,  // 148: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	57,  // 149: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	84,  // 150: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	60,  // 151: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	63,  // 152: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	82,  // 153: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	70,  // 154: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	73,  // 155: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	76,  // 156: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	78,  // 157: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	80,  // 158: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	66,  // 159: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	68,  // 160: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	89,  // 161: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	88,  // 162: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	93,  // 163: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	95,  // 164: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	97,  // 165: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	100, // 166: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	102, // 167: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	104, // 168: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	106, // 169: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	132, // [132:170] is the sub-list for method output_type
-	94,  // [94:132] is the sub-list for method input_type
-	94,  // [94:94] is the sub-list for extension type_name
-	94,  // [94:94] is the sub-list for extension extendee
-	0,   // [0:94] is the sub-list for field type_name
+	12,  // 89: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	99,  // 90: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	12,  // 91: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	12,  // 92: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	12,  // 93: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	7,   // 94: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
+	108, // 95: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	24,  // 96: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
+	24,  // 97: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
+	94,  // 98: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	12,  // 99: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	12,  // 100: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	24,  // 101: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	12,  // 102: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	14,  // 103: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	16,  // 104: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	18,  // 105: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	20,  // 106: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	22,  // 107: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	25,  // 108: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	27,  // 109: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	31,  // 110: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	34,  // 111: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	39,  // 112: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	41,  // 113: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	43,  // 114: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	45,  // 115: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	47,  // 116: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	49,  // 117: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	51,  // 118: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	53,  // 119: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	57,  // 120: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	84,  // 121: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	60,  // 122: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	63,  // 123: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	82,  // 124: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	70,  // 125: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	73,  // 126: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	76,  // 127: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	78,  // 128: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	80,  // 129: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	66,  // 130: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	68,  // 131: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	87,  // 132: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	88,  // 133: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	93,  // 134: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	95,  // 135: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	97,  // 136: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	109, // 137: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	100, // 138: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	111, // 139: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	102, // 140: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	104, // 141: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	106, // 142: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	15,  // 143: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	17,  // 144: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	19,  // 145: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	21,  // 146: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	23,  // 147: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	26,  // 148: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	28,  // 149: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	32,  // 150: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	35,  // 151: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	40,  // 152: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	42,  // 153: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	44,  // 154: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	46,  // 155: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	48,  // 156: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	50,  // 157: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	52,  // 158: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	56,  // 159: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	58,  // 160: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	85,  // 161: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	61,  // 162: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	64,  // 163: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	83,  // 164: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	71,  // 165: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	74,  // 166: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	77,  // 167: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	79,  // 168: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	81,  // 169: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	67,  // 170: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	69,  // 171: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	90,  // 172: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	89,  // 173: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	94,  // 174: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	96,  // 175: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	98,  // 176: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	110, // 177: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	101, // 178: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	112, // 179: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	103, // 180: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	105, // 181: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	107, // 182: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	143, // [143:183] is the sub-list for method output_type
+	103, // [103:143] is the sub-list for method input_type
+	103, // [103:103] is the sub-list for extension type_name
+	103, // [103:103] is the sub-list for extension extendee
+	0,   // [0:103] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -8229,8 +8661,8 @@ func file_tidekv_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   100,
+			NumEnums:      8,
+			NumMessages:   105,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -1399,7 +1399,9 @@ const (
 	Txn_Get_FullMethodName            = "/tidekv.Txn/Get"
 	Txn_Write_FullMethodName          = "/tidekv.Txn/Write"
 	Txn_End_FullMethodName            = "/tidekv.Txn/End"
+	Txn_If_FullMethodName             = "/tidekv.Txn/If"
 	Txn_WriteIntents_FullMethodName   = "/tidekv.Txn/WriteIntents"
+	Txn_CommitOnePhase_FullMethodName = "/tidekv.Txn/CommitOnePhase"
 	Txn_Record_FullMethodName         = "/tidekv.Txn/Record"
 	Txn_ResolveIntents_FullMethodName = "/tidekv.Txn/ResolveIntents"
 	Txn_Refresh_FullMethodName        = "/tidekv.Txn/Refresh"
@@ -1412,7 +1414,9 @@ type TxnClient interface {
 	Get(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*TxnGetResponse, error)
 	Write(ctx context.Context, in *TxnWriteRequest, opts ...grpc.CallOption) (*TxnWriteResponse, error)
 	End(ctx context.Context, in *TxnEndRequest, opts ...grpc.CallOption) (*TxnEndResponse, error)
+	If(ctx context.Context, in *TxnIfRequest, opts ...grpc.CallOption) (*TxnIfResponse, error)
 	WriteIntents(ctx context.Context, in *WriteIntentsRequest, opts ...grpc.CallOption) (*WriteIntentsResponse, error)
+	CommitOnePhase(ctx context.Context, in *OnePhaseCommitRequest, opts ...grpc.CallOption) (*OnePhaseCommitResponse, error)
 	Record(ctx context.Context, in *TxnRecordRequest, opts ...grpc.CallOption) (*TxnRecordResponse, error)
 	ResolveIntents(ctx context.Context, in *ResolveIntentsRequest, opts ...grpc.CallOption) (*ResolveIntentsResponse, error)
 	Refresh(ctx context.Context, in *RefreshRequest, opts ...grpc.CallOption) (*RefreshResponse, error)
@@ -1456,10 +1460,30 @@ func (c *txnClient) End(ctx context.Context, in *TxnEndRequest, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *txnClient) If(ctx context.Context, in *TxnIfRequest, opts ...grpc.CallOption) (*TxnIfResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnIfResponse)
+	err := c.cc.Invoke(ctx, Txn_If_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *txnClient) WriteIntents(ctx context.Context, in *WriteIntentsRequest, opts ...grpc.CallOption) (*WriteIntentsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WriteIntentsResponse)
 	err := c.cc.Invoke(ctx, Txn_WriteIntents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) CommitOnePhase(ctx context.Context, in *OnePhaseCommitRequest, opts ...grpc.CallOption) (*OnePhaseCommitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OnePhaseCommitResponse)
+	err := c.cc.Invoke(ctx, Txn_CommitOnePhase_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -1503,7 +1527,9 @@ type TxnServer interface {
 	Get(context.Context, *TxnGetRequest) (*TxnGetResponse, error)
 	Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error)
 	End(context.Context, *TxnEndRequest) (*TxnEndResponse, error)
+	If(context.Context, *TxnIfRequest) (*TxnIfResponse, error)
 	WriteIntents(context.Context, *WriteIntentsRequest) (*WriteIntentsResponse, error)
+	CommitOnePhase(context.Context, *OnePhaseCommitRequest) (*OnePhaseCommitResponse, error)
 	Record(context.Context, *TxnRecordRequest) (*TxnRecordResponse, error)
 	ResolveIntents(context.Context, *ResolveIntentsRequest) (*ResolveIntentsResponse, error)
 	Refresh(context.Context, *RefreshRequest) (*RefreshResponse, error)
@@ -1526,8 +1552,14 @@ func (UnimplementedTxnServer) Write(context.Context, *TxnWriteRequest) (*TxnWrit
 func (UnimplementedTxnServer) End(context.Context, *TxnEndRequest) (*TxnEndResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method End not implemented")
 }
+func (UnimplementedTxnServer) If(context.Context, *TxnIfRequest) (*TxnIfResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method If not implemented")
+}
 func (UnimplementedTxnServer) WriteIntents(context.Context, *WriteIntentsRequest) (*WriteIntentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WriteIntents not implemented")
+}
+func (UnimplementedTxnServer) CommitOnePhase(context.Context, *OnePhaseCommitRequest) (*OnePhaseCommitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitOnePhase not implemented")
 }
 func (UnimplementedTxnServer) Record(context.Context, *TxnRecordRequest) (*TxnRecordResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
@@ -1613,6 +1645,24 @@ func _Txn_End_Handler(srv interface{}, ctx context.Context, dec func(interface{}
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Txn_If_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnIfRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).If(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_If_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).If(ctx, req.(*TxnIfRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Txn_WriteIntents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WriteIntentsRequest)
 	if err := dec(in); err != nil {
@@ -1627,6 +1677,24 @@ func _Txn_WriteIntents_Handler(srv interface{}, ctx context.Context, dec func(in
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(TxnServer).WriteIntents(ctx, req.(*WriteIntentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_CommitOnePhase_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OnePhaseCommitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).CommitOnePhase(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_CommitOnePhase_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).CommitOnePhase(ctx, req.(*OnePhaseCommitRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1705,8 +1773,16 @@ var Txn_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Txn_End_Handler,
 		},
 		{
+			MethodName: "If",
+			Handler:    _Txn_If_Handler,
+		},
+		{
 			MethodName: "WriteIntents",
 			Handler:    _Txn_WriteIntents_Handler,
+		},
+		{
+			MethodName: "CommitOnePhase",
+			Handler:    _Txn_CommitOnePhase_Handler,
 		},
 		{
 			MethodName: "Record",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tidekv/tidekv/internal/hlc"
 	"io"
 	"sort"
 	"strconv"
@@ -88,6 +89,8 @@ type ddDriver struct {
 	isolated map[uint64]bool
 	snaps    map[uint64]*snapCounters
 	dir      ddDirectory
+	// readAt: the read timestamps txn-begin took, by name.
+	readAt map[string]hlc.Timestamp
 }
 
 // snapCounters are a node's snapshot counters; they outlive restarts.

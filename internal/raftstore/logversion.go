@@ -54,8 +54,12 @@ const (
 	// TxnCommand as an empty write, and its replica would lack the
 	// intents and records the others hold.
 	LogVersionTxn uint32 = 7
+	// LogVersionOnePhase: a transaction within one range commits in one
+	// command (TxnCommand ONE_PHASE, txnonephase.go). A binary at 7 would
+	// refuse the command at apply while the others wrote its values.
+	LogVersionOnePhase uint32 = 8
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionTxn
+	LatestLogVersion = LogVersionOnePhase
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

@@ -37,12 +37,39 @@ func newReadOrder() *readOrder {
 func (o *readOrder) stamp(spans []keySpan, now hlc.Timestamp) *latch {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return o.latchLocked(spans, o.aboveReadsLocked(spans, now))
+}
+
+// stampReading is stamp for a write that also reads: a one-phase commit,
+// which validates its reads of reads up to its own timestamp. The reads
+// are recorded at that timestamp, so no later write of them lands below
+// it, and it returns the writes in flight at or below it on them, which
+// the commit waits for before it proposes.
+func (o *readOrder) stampReading(writes, reads []keySpan, now hlc.Timestamp) (*latch, []chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ts := o.aboveReadsLocked(writes, now)
+	waits := o.latches.blocking(reads, ts) // before its own latch: it never waits for itself
+	for _, sp := range reads {
+		o.cache.add(sp, ts)
+	}
+	o.high = maxTS(o.high, ts)
+	return o.latchLocked(writes, ts), waits
+}
+
+// aboveReadsLocked is now, or just above the newest read (or closed
+// timestamp) of spans when that is at or above now.
+func (o *readOrder) aboveReadsLocked(spans []keySpan, now hlc.Timestamp) hlc.Timestamp {
 	ts := now
 	for _, sp := range spans {
 		if m := o.cache.max(sp); !m.Less(ts) {
 			ts = m.Next()
 		}
 	}
+	return ts
+}
+
+func (o *readOrder) latchLocked(spans []keySpan, ts hlc.Timestamp) *latch {
 	l := &latch{ts: ts, spans: spans}
 	o.latches[l] = struct{}{}
 	return l

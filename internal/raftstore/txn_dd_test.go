@@ -30,6 +30,10 @@ import (
 //	                                   record's status after it
 //	txn-resolve txn=T anchor=K status=commit|abort k...
 //	txn-record node=N txn=T anchor=K   the record as N's engine holds it
+//	txn-begin name=R                   a read timestamp: the leaseholder's clock now
+//	txn-commit1 txn=T read-at=R [reads=(k,...)] k=v... [del=k]
+//	                                   a one-phase commit of T, which read the
+//	                                   reads at R, writing k=v and deleting
 func (d *ddDriver) runTxn(t *testing.T, td *datadriven.TestData) (string, bool) {
 	switch td.Cmd {
 	case "migrate":
@@ -54,6 +58,10 @@ func (d *ddDriver) runTxn(t *testing.T, td *datadriven.TestData) (string, bool) 
 		return d.txnResolve(t, td), true
 	case "txn-record":
 		return d.txnShowRecord(t, td), true
+	case "txn-begin":
+		return d.txnBegin(t, td), true
+	case "txn-commit1":
+		return d.txnCommitOnePhase(t, td), true
 	}
 	return "", false
 }
@@ -94,6 +102,48 @@ func (d *ddDriver) txnWrite(t *testing.T, td *datadriven.TestData) string {
 			at = hlc.Timestamp{WallTime: 1}
 		}
 		_, err := r.WriteIntents(ctx, ref, at, ops)
+		return err
+	})
+	if err != nil {
+		return fmtErr(err)
+	}
+	return "ok"
+}
+
+func (d *ddDriver) txnBegin(t *testing.T, td *datadriven.TestData) string {
+	var name string
+	td.ScanArgs(t, "name", &name)
+	if d.readAt == nil {
+		d.readAt = map[string]hlc.Timestamp{}
+	}
+	d.readAt[name] = d.leaderOf(testRangeID).store.hlc.Now()
+	return "ok"
+}
+
+func (d *ddDriver) txnCommitOnePhase(t *testing.T, td *datadriven.TestData) string {
+	var id, at string
+	td.ScanArgs(t, "txn", &id)
+	td.ScanArgs(t, "read-at", &at)
+	readTS, ok := d.readAt[at]
+	if !ok {
+		td.Fatalf(t, "no txn-begin named %q", at)
+	}
+	var reads [][]byte
+	var ops []*tidekvpb.WriteOp
+	for _, a := range kvArgs(td, "txn", "read-at") {
+		switch a.Key {
+		case "reads":
+			for _, k := range a.Vals {
+				reads = append(reads, []byte(k))
+			}
+		case "del":
+			ops = append(ops, &tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_DELETE, Key: []byte(a.Vals[0])})
+		default:
+			ops = append(ops, &tidekvpb.WriteOp{Key: []byte(a.Key), Value: []byte(a.Vals[0])})
+		}
+	}
+	err := d.do(t, td, ops[0].GetKey(), false, func(ctx context.Context, r *Replica) error {
+		_, err := r.CommitOnePhase(ctx, []byte(id), readTS, reads, ops)
 		return err
 	})
 	if err != nil {
@@ -173,7 +223,10 @@ func fmtTxnErr(err error) (string, bool) {
 	var ie *IntentError
 	var wto *WriteTooOldError
 	var se *TxnStatusError
+	var rc *ReadChangedError
 	switch {
+	case errors.As(err, &rc):
+		return fmt.Sprintf("read changed: %s was written after the transaction read it", rc.Key), true
 	case errors.As(err, &ie):
 		return fmt.Sprintf("intent of %s on %s", ie.Txn.GetId(), ie.Key), true
 	case errors.As(err, &wto):

@@ -55,6 +55,8 @@ func (r *Replica) applyTxnLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) appl
 		return r.applyIntentsLocked(ab, c, ts)
 	case tidekvpb.TxnCommand_RESOLVE:
 		return r.applyResolveLocked(ab, c)
+	case tidekvpb.TxnCommand_ONE_PHASE:
+		return r.applyOnePhaseLocked(ab, c, ts)
 	case tidekvpb.TxnCommand_HEARTBEAT, tidekvpb.TxnCommand_END, tidekvpb.TxnCommand_PUSH:
 		if err := r.checkKeysLocked(c.GetTxn().GetAnchor()); err != nil {
 			return applyResult{err: err}

@@ -35,6 +35,7 @@ var methodRoles = map[string]Role{
 	"/tidekv.Txn/Get":   RoleRead,
 	"/tidekv.Txn/End":   RoleRead,
 	"/tidekv.Txn/Write": RoleWrite,
+	"/tidekv.Txn/If":    RoleWrite,
 
 	"/tidekv.Admin/Ranges":          RoleRead,
 	"/tidekv.Admin/Status":          RoleRead,

@@ -185,7 +185,7 @@ func TestUserFileStoresNoPassword(t *testing.T) {
 var nodeOnly = []string{
 	// A transaction's range-level steps, sent by coordinators and intent
 	// resolvers through their node's routing client.
-	"/tidekv.Txn/WriteIntents", "/tidekv.Txn/Record", "/tidekv.Txn/ResolveIntents", "/tidekv.Txn/Refresh",
+	"/tidekv.Txn/WriteIntents", "/tidekv.Txn/CommitOnePhase", "/tidekv.Txn/Record", "/tidekv.Txn/ResolveIntents", "/tidekv.Txn/Refresh",
 	"/tidekv.Admin/Join", "/tidekv.Admin/NodeHeartbeat", "/tidekv.Admin/ReportRange",
 	"/tidekv.Admin/AllocRangeID", "/tidekv.Admin/PushClosedTimestamps", "/tidekv.Admin/FreezeRange",
 	"/tidekv.Raft/RaftStream", "/tidekv.Raft/Snapshot",

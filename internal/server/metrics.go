@@ -47,6 +47,9 @@ type metrics struct {
 	keyspaceEvictions, keyspaceHits, keyspaceMisses *prometheus.CounterVec
 	// Live keys of each key space's ranges (meta leaseholder).
 	keyspaceKeys *prometheus.GaugeVec
+	// txnCommits counts the transactions this node coordinated that
+	// committed with writes, by how (txncommit.go).
+	txnCommits *prometheus.CounterVec
 
 	series series
 }
@@ -110,7 +113,10 @@ func newMetrics() *metrics {
 	m.splitWaits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidekv_split_backpressure_total", Help: "Writes held because their range was above its size limit and waiting for its split, by outcome (split: went ahead after it; refused: overloaded after the longest wait).",
 	}, []string{"outcome"})
-	m.reg.MustRegister(m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
+	m.txnCommits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidekv_txn_commits_total", Help: "Transactions with writes this node coordinated that committed, by path: one_phase (all keys in one range: one Raft command) or two_phase (intents, record).",
+	}, []string{"path"})
+	m.reg.MustRegister(m.txnCommits, m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
 		m.keyspaceRequests, m.keyspaceBytes, m.keyspaceRanges, m.keyspaceEvictions, m.keyspaceHits, m.keyspaceMisses, m.keyspaceKeys, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

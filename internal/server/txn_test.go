@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/hlc"
@@ -63,7 +65,10 @@ func transfer(ctx context.Context, c *client.Client, rng *rand.Rand) error {
 	if to >= from {
 		to++
 	}
-	amt := 1 + rng.Intn(10)
+	return transferBetween(ctx, c, from, to, 1+rng.Intn(10))
+}
+
+func transferBetween(ctx context.Context, c *client.Client, from, to, amt int) error {
 	return c.Txn(ctx, func(tx *client.Tx) error {
 		fv, err := tx.Get(ctx, acct(from))
 		if err != nil {
@@ -94,6 +99,15 @@ func bankTotal(ctx context.Context, c *client.Client) (int, hlc.Timestamp, error
 		err = fmt.Errorf("snapshot scan at %s found %d accounts", at, len(kvs))
 	}
 	return total, at, err
+}
+
+// txnCommits sums the transactions the cluster's nodes committed by path.
+func txnCommits(tc *testCluster, path string) int {
+	n := 0.0
+	for _, s := range tc.nodes {
+		n += promtest.ToFloat64(s.metrics.txnCommits.WithLabelValues(path))
+	}
+	return int(n)
 }
 
 // intentsLeft lists the keys holding intents on any node's replicas.
@@ -161,9 +175,15 @@ func TestBankTransfersKeepTheTotal(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("%d transfers committed, %d gave up; %d snapshot scans, %d waited too long", committed.Load(), gaveUp.Load(), scans, retried)
+	one, two := txnCommits(tc, "one_phase"), txnCommits(tc, "two_phase")
+	t.Logf("%d transfers committed (%d in one phase, %d in two), %d gave up; %d snapshot scans, %d waited too long",
+		committed.Load(), one, two, gaveUp.Load(), scans, retried)
 	if committed.Load() < minTransfers {
 		t.Fatalf("only %d transfers committed", committed.Load())
+	}
+	// Transfers within a range commit in one phase, between the two in two.
+	if one == 0 || two == 0 {
+		t.Fatalf("commits: %d in one phase, %d in two; want both paths taken", one, two)
 	}
 	eventually(t, 10*time.Second, "the total and no intents", func() error {
 		if total, at, err := bankTotal(ctx, c); err != nil || total != want {
@@ -262,27 +282,43 @@ func TestWriteWaitsForALiveTransaction(t *testing.T) {
 	eventually(t, 20*time.Second, "a first transaction", func() error {
 		return c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k"), []byte("0")) })
 	})
-	inTxn, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
+	// A transaction in the middle of a two-phase commit: its record,
+	// heartbeat while the put waits, and its intent on k.
+	live := &tidekvpb.TxnKey{Id: []byte("live"), Anchor: []byte("k")}
+	heartbeat := func() error {
+		_, err := c.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: live, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
+		return err
+	}
+	if err := heartbeat(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteIntents(ctx, live, c.Now(), []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("txn")}}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	beating := make(chan struct{})
 	go func() {
-		done <- c.Txn(ctx, func(tx *client.Tx) error {
-			if err := tx.Put(ctx, []byte("k"), []byte("txn")); err != nil {
-				return err
+		defer close(beating)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				_ = heartbeat()
 			}
-			close(inTxn)
-			<-release
-			return nil
-		})
+		}
 	}()
-	<-inTxn
 	start := time.Now()
 	err := c.Put(ctx, []byte("k"), []byte("plain"))
-	if waited := time.Since(start); !errors.Is(err, client.ErrTxnRetry) || !strings.Contains(err.Error(), "still running after a wait of 300ms: retry") || waited < 250*time.Millisecond {
+	waited := time.Since(start)
+	close(stop)
+	<-beating
+	if !errors.Is(err, client.ErrTxnRetry) || !strings.Contains(err.Error(), "still running after a wait of 300ms: retry") || waited < 250*time.Millisecond {
 		t.Fatalf("a put under a live intent: %v after %v; want a retryable refusal after about 300ms", err, waited)
 	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	commitTS := c.Now()
+	if rec, err := c.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: live, Op: tidekvpb.TxnRecordOp_TXN_COMMIT, CommitTimestamp: tidekvpb.FromHLC(commitTS)}); err != nil || rec.GetStatus() != tidekvpb.TxnStatus_TXN_COMMITTED {
+		t.Fatalf("committing the live transaction: %v, %v", rec.GetStatus(), err)
 	}
 	eventually(t, 5*time.Second, "the put after the commit", func() error { return c.Put(ctx, []byte("k"), []byte("plain")) })
 	if v, err := c.Get(ctx, []byte("k")); err != nil || string(v) != "plain" {
@@ -314,12 +350,84 @@ func TestTxnRefusedBelowLogVersion7(t *testing.T) {
 // reads and two writes on two ranges of a 3-node cluster, commit with
 // refresh), from the Go client's Txn to its answer; intents are resolved
 // after it.
+// BenchmarkTxnTransfer runs one transfer at a time between two accounts of
+// one range (a one-phase commit) or of the two ranges (two phases).
 func BenchmarkTxnTransfer(b *testing.B) {
 	_, c, ctx := startBank(b)
-	rng := rand.New(rand.NewSource(1))
-	for b.Loop() {
-		if err := transfer(ctx, c, rng); err != nil {
-			b.Fatal(err)
+	for _, bc := range []struct {
+		name     string
+		from, to int
+	}{{"one-range", 0, 1}, {"two-ranges", 0, bankAccounts - 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := transferBetween(ctx, c, bc.from, bc.to, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// One-shot transactions: the branch the compares choose runs atomically
+// across ranges, the other leaves nothing; compare-and-increment from
+// several workers loses no increment.
+func TestTxnIf(t *testing.T) {
+	_, c, ctx := startBank(t)
+	start := []byte(strconv.Itoa(bankStart))
+	move := client.Branch{Ops: []client.Op{{Key: acct(0), Value: []byte("90")}, {Key: acct(bankAccounts - 1), Value: []byte("110")}}}
+	orRead := client.Branch{Reads: [][]byte{acct(0), []byte("absent")}}
+	for i, want := range []bool{true, false} {
+		res, err := c.TxnIf(ctx, []client.Compare{{Key: acct(0), Op: client.Equal, Value: start}}, move, orRead)
+		if err != nil || res.Succeeded != want {
+			t.Fatalf("call %d: succeeded %v, %v; want %v", i, res.Succeeded, err, want)
 		}
+		if !want && (len(res.Reads) != 2 || string(res.Reads[0].Value) != "90" || res.Reads[1].Found) {
+			t.Fatalf("the else branch's reads: %+v", res.Reads)
+		}
+	}
+	if total, _, err := bankTotal(ctx, c); err != nil || total != bankAccounts*bankStart {
+		t.Fatalf("total %d, %v after the moves", total, err)
+	}
+	// Create if absent, then not again.
+	create := client.Branch{Ops: []client.Op{{Key: []byte("ctr"), Value: []byte("0")}}}
+	for i, want := range []bool{true, false} {
+		res, err := c.TxnIf(ctx, []client.Compare{{Key: []byte("ctr"), Op: client.NotExists}}, create, client.Branch{})
+		if err != nil || res.Succeeded != want {
+			t.Fatalf("create %d: succeeded %v, %v; want %v", i, res.Succeeded, err, want)
+		}
+	}
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				v, err := c.Get(ctx, []byte("ctr"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n, _ := strconv.Atoi(string(v))
+				res, err := c.TxnIf(ctx, []client.Compare{{Key: []byte("ctr"), Op: client.Equal, Value: v}},
+					client.Branch{Ops: []client.Op{{Key: []byte("ctr"), Value: []byte(strconv.Itoa(n + 1))}}}, client.Branch{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Succeeded {
+					done.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if v, err := c.Get(ctx, []byte("ctr")); err != nil || string(v) != strconv.Itoa(int(done.Load())) {
+		t.Fatalf("ctr = %q, %v after %d successful increments", v, err, done.Load())
+	}
+	t.Logf("%d of 40 compare-and-increments succeeded", done.Load())
+	_, err := c.TxnIf(ctx, nil, create, client.Branch{})
+	if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "needs 1 or more compares") {
+		t.Fatalf("no compares: %v", err)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // End commits or rolls back the transaction meta names.
@@ -34,28 +36,75 @@ func (c *coordinator) End(ctx context.Context, meta *tidekvpb.TxnMeta, commit bo
 		c.abort(t, "the client rolled it back")
 		return &tidekvpb.TxnEndResponse{}, nil
 	}
-	if len(t.written) == 0 {
+	if len(t.pending) == 0 {
 		// Read-only: its reads are one snapshot at the read timestamp.
 		c.forget(t)
 		return &tidekvpb.TxnEndResponse{CommitTimestamp: tidekvpb.FromHLC(t.readTS)}, nil
 	}
-	commitTS := maxHLC(t.readTS, t.writeTS)
-	if err := c.commit(ctx, t, commitTS); err != nil {
+	router, err := c.s.router()
+	if err != nil {
+		c.abort(t, err.Error())
+		return nil, err
+	}
+	commitTS, onePhase, err := c.commitOnePhase(ctx, t, router)
+	if !onePhase && err == nil {
+		commitTS, err = c.commitTwoPhases(ctx, t, router)
+	}
+	if err != nil {
 		c.abort(t, err.Error())
 		return nil, err
 	}
 	c.forget(t)
-	go c.resolveCommitted(t.key, t.writtenKeys(), commitTS)
+	path := "one_phase"
+	if !onePhase {
+		path = "two_phase"
+		go c.resolveCommitted(t.key, t.writtenKeys(), commitTS)
+	}
+	c.s.metrics.txnCommits.WithLabelValues(path).Inc()
 	return &tidekvpb.TxnEndResponse{CommitTimestamp: tidekvpb.FromHLC(commitTS)}, nil
+}
+
+// commitOnePhase commits t in one Raft command when its reads and writes
+// all lie in one range (and the cluster applies log version 8); onePhase
+// is false, with nothing written, when they do not.
+func (c *coordinator) commitOnePhase(ctx context.Context, t *openTxn, router *client.Client) (ts hlc.Timestamp, onePhase bool, err error) {
+	if c.s.store.LogVersion() < raftstore.LogVersionOnePhase {
+		return hlc.Timestamp{}, false, nil
+	}
+	ts, err = router.CommitOnePhase(ctx, t.key.GetId(), t.readTS, t.reads, t.pending)
+	if errors.Is(err, client.ErrNotOneRange) {
+		return hlc.Timestamp{}, false, nil
+	}
+	return ts, true, err
+}
+
+// commitTwoPhases writes t's writes as intents, creating its record at the
+// first one, then commits the record.
+func (c *coordinator) commitTwoPhases(ctx context.Context, t *openTxn, router *client.Client) (hlc.Timestamp, error) {
+	t.key.Anchor = t.pending[0].GetKey()
+	rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
+	if err == nil && rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
+		err = &txnRetryError{fmt.Sprintf("transaction %x was aborted before it wrote", t.key.GetId())}
+	}
+	if err != nil {
+		t.key.Anchor = nil // nothing to clean up
+		return hlc.Timestamp{}, err
+	}
+	go c.heartbeat(t)
+	for _, op := range t.pending {
+		t.written[string(op.GetKey())] = true // before the attempt: an abort resolves what it may have left
+	}
+	ts, err := router.WriteIntents(ctx, t.key, t.readTS, t.pending)
+	if err != nil {
+		return hlc.Timestamp{}, err
+	}
+	commitTS := maxHLC(t.readTS, ts)
+	return commitTS, c.commit(ctx, t, router, commitTS)
 }
 
 // commit refreshes t's reads up to commitTS when its writes were pushed
 // above its read timestamp, then marks its record COMMITTED there.
-func (c *coordinator) commit(ctx context.Context, t *openTxn, commitTS hlc.Timestamp) error {
-	router, err := c.s.router()
-	if err != nil {
-		return err
-	}
+func (c *coordinator) commit(ctx context.Context, t *openTxn, router *client.Client, commitTS hlc.Timestamp) error {
 	if len(t.reads) > 0 && t.readTS.Less(commitTS) {
 		if err := router.RefreshReads(ctx, t.key.GetId(), t.reads, t.readTS, commitTS); err != nil {
 			return err

@@ -17,14 +17,17 @@ import (
 // The transaction coordinator (docs/transactions.md step 5): the node a
 // client sends a transaction's operations to keeps the transaction while
 // it is open. Reads go to the leaseholders at the read timestamp; writes
-// become intents; the first write creates the record (PENDING) at its key
-// (the anchor), which the coordinator then heartbeats. Commit is two
-// rounds: the record becomes COMMITTED at the highest timestamp an intent
-// was written at (after the reads are refreshed up to it when it is above
-// the read timestamp), the client is answered, and the intents are
-// resolved in the background. Anything that stops a transaction (a limit,
-// its deadline, a rollback, a push that aborted it) aborts its record and
-// resolves what it wrote before the answer.
+// are kept here until the commit (reads of them answered from here), so
+// that a transaction whose keys all lie in one range commits in one Raft
+// command (txncommit.go). Otherwise the commit writes them as intents,
+// creating the record (PENDING) at the first key (the anchor), which the
+// coordinator heartbeats until the end; the record becomes COMMITTED at
+// the highest timestamp an intent was written at (after the reads are
+// refreshed up to it when it is above the read timestamp), the client is
+// answered, and the intents are resolved in the background. Anything that
+// stops a transaction (a limit, its deadline, a rollback, a push that
+// aborted it) aborts its record and resolves what it wrote before the
+// answer.
 
 type coordinator struct {
 	s    *Server
@@ -35,11 +38,15 @@ type coordinator struct {
 // openTxn is one open transaction. mu orders its operations; fail is set
 // from outside them (a heartbeat that found the record aborted).
 type openTxn struct {
-	mu      sync.Mutex
-	key     *tidekvpb.TxnKey // anchor empty until the first write
-	readTS  hlc.Timestamp
-	writeTS hlc.Timestamp
-	reads   [][]byte
+	mu     sync.Mutex
+	key    *tidekvpb.TxnKey // anchor empty until the first write
+	readTS hlc.Timestamp
+	reads  [][]byte
+	// pending are the writes kept for the commit, one per key (the last),
+	// at pendingAt[key].
+	pending   []*tidekvpb.WriteOp
+	pendingAt map[string]int
+	// written are the keys that may hold its intents.
 	written map[string]bool
 	bytes   int64
 	done    chan struct{}
@@ -66,7 +73,7 @@ func (c *coordinator) open(meta *tidekvpb.TxnMeta) (*openTxn, error) {
 		}
 		return t, nil
 	}
-	t := &openTxn{key: &tidekvpb.TxnKey{Id: id}, readTS: ts, written: map[string]bool{}, done: make(chan struct{})}
+	t := &openTxn{key: &tidekvpb.TxnKey{Id: id}, readTS: ts, pendingAt: map[string]int{}, written: map[string]bool{}, done: make(chan struct{})}
 	t.timer = time.AfterFunc(c.s.cfg.Txn.MaxDuration, func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -87,8 +94,12 @@ func (t *openTxn) failed() error {
 func (t *openTxn) stop(err error) { t.fail.CompareAndSwap(nil, &err) }
 
 // lockOpen returns meta's open transaction locked (the caller unlocks it),
-// unless it has failed.
+// unless it has failed or the cluster does not run transactions yet
+// (checkTxnKey).
 func (c *coordinator) lockOpen(meta *tidekvpb.TxnMeta) (*openTxn, error) {
+	if err := c.s.needTxnVersion(); err != nil {
+		return nil, err
+	}
 	t, err := c.open(meta)
 	if err != nil {
 		return nil, err
@@ -112,6 +123,12 @@ func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byt
 		return nil, err
 	}
 	defer t.mu.Unlock()
+	if i, ok := t.pendingAt[string(key)]; ok {
+		if op := t.pending[i]; op.GetKind() == tidekvpb.WriteOp_PUT {
+			return &tidekvpb.TxnGetResponse{Found: true, Value: op.GetValue()}, nil
+		}
+		return &tidekvpb.TxnGetResponse{}, nil
+	}
 	router, err := c.s.router()
 	if err != nil {
 		return nil, err
@@ -137,7 +154,8 @@ func (c *coordinator) failOp(t *openTxn, err error) error {
 	return err
 }
 
-// Write writes ops as intents, creating the record on the first write.
+// Write keeps ops for the commit; a later write of a key replaces an
+// earlier one.
 func (c *coordinator) Write(ctx context.Context, meta *tidekvpb.TxnMeta, ops []*tidekvpb.WriteOp) (*tidekvpb.TxnWriteResponse, error) {
 	if err := c.s.checkTxnOps(ops); err != nil {
 		return nil, err
@@ -150,31 +168,15 @@ func (c *coordinator) Write(ctx context.Context, meta *tidekvpb.TxnMeta, ops []*
 	if err := c.checkLimits(t, ops); err != nil {
 		return nil, err
 	}
-	router, err := c.s.router()
-	if err != nil {
-		return nil, err
-	}
-	if len(t.key.GetAnchor()) == 0 {
-		t.key.Anchor = ops[0].GetKey()
-		rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
-		if err == nil && rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
-			err = &txnRetryError{fmt.Sprintf("transaction %x was aborted before it wrote", t.key.GetId())}
-		}
-		if err != nil {
-			t.key.Anchor = nil // nothing to clean up
-			return nil, c.failOp(t, err)
-		}
-		go c.heartbeat(t)
-	}
 	for _, op := range ops {
-		t.written[string(op.GetKey())] = true // before the attempt: an abort resolves what it may have left
 		t.bytes += int64(len(op.GetKey()) + len(op.GetValue()))
+		if i, ok := t.pendingAt[string(op.GetKey())]; ok {
+			t.pending[i] = op
+			continue
+		}
+		t.pendingAt[string(op.GetKey())] = len(t.pending)
+		t.pending = append(t.pending, op)
 	}
-	ts, err := router.WriteIntents(ctx, t.key, maxHLC(t.readTS, t.writeTS), ops)
-	if err != nil {
-		return nil, c.failOp(t, err)
-	}
-	t.writeTS = maxHLC(t.writeTS, ts)
 	return &tidekvpb.TxnWriteResponse{}, nil
 }
 
@@ -189,10 +191,12 @@ func maxHLC(a, b hlc.Timestamp) hlc.Timestamp {
 // aborting the transaction first, so that nothing of it stays.
 func (c *coordinator) checkLimits(t *openTxn, ops []*tidekvpb.WriteOp) error {
 	lim := c.s.cfg.Txn
-	keys, bytes := len(t.written), t.bytes
+	keys, bytes := len(t.pending), t.bytes
+	seen := map[string]bool{}
 	for _, op := range ops {
-		if !t.written[string(op.GetKey())] {
+		if _, ok := t.pendingAt[string(op.GetKey())]; !ok && !seen[string(op.GetKey())] {
 			keys++
+			seen[string(op.GetKey())] = true
 		}
 		bytes += int64(len(op.GetKey()) + len(op.GetValue()))
 	}

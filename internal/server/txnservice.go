@@ -32,13 +32,20 @@ func txnRef(k *tidekvpb.TxnKey) *tidekvpb.TxnRef {
 // ErrLogVersion answers UNAVAILABLE and is retried, which carries it over a
 // cluster's first heartbeats).
 func (s *Server) checkTxnKey(k *tidekvpb.TxnKey) error {
-	if err := s.store.NeedVersion(raftstore.LogVersionTxn, "a transaction"); err != nil {
-		return status.Error(codes.Unimplemented, err.Error())
+	if err := s.needTxnVersion(); err != nil {
+		return err
 	}
 	if len(k.GetId()) == 0 || len(k.GetId()) > 64 {
 		return invalidArg("a transaction needs an ID of 1 to 64 bytes, got %d", len(k.GetId()))
 	}
 	return s.checkKey(k.GetAnchor())
+}
+
+func (s *Server) needTxnVersion() error {
+	if err := s.store.NeedVersion(raftstore.LogVersionTxn, "a transaction"); err != nil {
+		return status.Error(codes.Unimplemented, err.Error())
+	}
+	return nil
 }
 
 // checkTxnOps refuses what a transaction cannot write: no ops, ops other
@@ -78,6 +85,34 @@ func (t *txnService) WriteIntents(ctx context.Context, req *tidekvpb.WriteIntent
 			return nil, err
 		}
 		return &tidekvpb.WriteIntentsResponse{WrittenAt: tidekvpb.FromHLC(ts)}, nil
+	})
+}
+
+func (t *txnService) CommitOnePhase(ctx context.Context, req *tidekvpb.OnePhaseCommitRequest) (*tidekvpb.OnePhaseCommitResponse, error) {
+	s := t.s
+	validate := func() error {
+		if err := s.store.NeedVersion(raftstore.LogVersionOnePhase, "a one-phase commit"); err != nil {
+			return status.Error(codes.Unimplemented, err.Error())
+		}
+		if err := s.checkTxnKey(&tidekvpb.TxnKey{Id: req.GetTxnId(), Anchor: firstOpKey(req.GetOps())}); err != nil {
+			return err
+		}
+		if req.GetReadTimestamp().GetWallNanos() <= 0 {
+			return invalidArg("a one-phase commit needs its read timestamp")
+		}
+		for _, k := range req.GetReads() {
+			if err := s.checkKey(k); err != nil {
+				return err
+			}
+		}
+		return s.checkTxnOps(req.GetOps())
+	}
+	return serve(ctx, s, "txn_commit_one_phase", validate, firstOpKey(req.GetOps()), func(r *raftstore.Replica) (*tidekvpb.OnePhaseCommitResponse, error) {
+		ts, err := r.CommitOnePhase(ctx, req.GetTxnId(), req.GetReadTimestamp().HLC(), req.GetReads(), req.GetOps())
+		if err != nil {
+			return nil, err
+		}
+		return &tidekvpb.OnePhaseCommitResponse{CommittedAt: tidekvpb.FromHLC(ts)}, nil
 	})
 }
 
