@@ -65,6 +65,17 @@
 // every insert has completed, so they never ask for a key whose insert is
 // still in flight.
 //
+// # Transactions
+//
+// RunTxn (`tidekv bench txn`, txn.go) drives a TxnStore instead: a
+// workload's transactions from several workers while its keys are read at
+// one timestamp each CheckInterval and at the end and checked. bank
+// transfers between random pairs of accounts spread over ranges, whose
+// total never changes; tpcc-lite runs TPC-C's New-Order and Payment and
+// checks the consistency conditions they keep. It reports committed,
+// aborted (given up after conflicts) and failed transactions, retries,
+// latency percentiles of the committed ones and the invariants' verdict.
+//
 // # Differences from YCSB
 //
 //   - UPDATE writes a whole new record (YCSB's writeallfields=true): with

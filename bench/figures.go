@@ -9,11 +9,18 @@ import (
 )
 
 // Chart draws the phase's timeline: throughput (and errors) and p99 per
-// second. Seconds in which nothing succeeded have no p99 point rather
-// than a misleading zero; the line passes over them.
+// second.
 func (p *PhaseResult) Chart(title string) plot.Chart {
-	ops, errs, p99 := plot.Series{Name: "ops/s"}, plot.Series{Name: "errors/s"}, plot.Series{Name: "p99"}
-	for _, t := range p.Timeline {
+	return timelineChart(title, "ops/s", "errors/s", p.Timeline)
+}
+
+// timelineChart draws a timeline: what finished and what failed per second
+// (series done and failed, whose unit the left axis takes from done) and
+// the p99 of what succeeded. Seconds in which nothing succeeded have no p99
+// point rather than a misleading zero; the line passes over them.
+func timelineChart(title, done, failed string, tl []TimelinePoint) plot.Chart {
+	ops, errs, p99 := plot.Series{Name: done}, plot.Series{Name: failed}, plot.Series{Name: "p99"}
+	for _, t := range tl {
 		x := float64(t.Second)
 		ops.Points = append(ops.Points, plot.Point{X: x, Y: t.OpsPerSec})
 		errRate := 0.0
@@ -26,7 +33,7 @@ func (p *PhaseResult) Chart(title string) plot.Chart {
 		}
 	}
 	return plot.Chart{Title: title, XLabel: "seconds since the phase started", Panels: []plot.Panel{
-		{YLabel: "operations/s", Series: []plot.Series{ops, errs}},
+		{YLabel: done, Series: []plot.Series{ops, errs}},
 		{YLabel: "p99 ms (per second)", Series: []plot.Series{p99}},
 	}}
 }

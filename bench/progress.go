@@ -27,6 +27,8 @@ type progress struct {
 	lastOps int64
 	lastAt  time.Time
 	lastLen int
+	// note, if set, adds a phrase of the caller's to each line.
+	note func() string
 
 	quit chan struct{}
 	done chan struct{}
@@ -114,6 +116,9 @@ func (p *progress) print(now time.Time, final bool) {
 	fmt.Fprintf(&b, ", %d errors, %.1fs elapsed", errs, elapsed.Seconds())
 	if p.limit > 0 {
 		fmt.Fprintf(&b, " of %s", p.limit)
+	}
+	if p.note != nil {
+		b.WriteString(", " + p.note())
 	}
 	p.lastOps, p.lastAt = ops, now
 

@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,4 +80,37 @@ func balance(ctx context.Context, t *testing.T, cl *client.Client, k []byte) int
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestBenchTxn runs `tidekv bench txn` as a process against a 3-node
+// cluster, bank then tpcc-lite: transactions commit, and every check of
+// the workload's invariants, the final one included, passes.
+func TestBenchTxn(t *testing.T) {
+	bin := testcluster.Binary(t)
+	tc := testcluster.Start(t, testcluster.Options{Nodes: 3})
+	ctx := testCtx(t, 3*time.Minute)
+	waitReplicated(ctx, t, newClient(t, tc.Addrs()), 3)
+	for _, workload := range [][]string{{"--workload", "bank", "--accounts", "20"}, {"--workload", "tpcc-lite", "--warehouses", "1"}} {
+		args := append(append([]string{"bench", "txn", "--addr", strings.Join(tc.Addrs(), ",")}, workload...),
+			"--duration", "3s", "--json", "--out", t.TempDir())
+		cmd := exec.CommandContext(ctx, bin, append(args, testcluster.CLIArgs()...)...)
+		var out, progress bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &progress
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("bench txn %s: %v\n%s%s", workload[1], err, out.String(), progress.String())
+		}
+		var res struct {
+			Committed, Aborted, Retries int64
+			InvariantChecks             int64  `json:"invariant_checks"`
+			InvariantOK                 bool   `json:"invariant_ok"`
+			InvariantError              string `json:"invariant_error"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			t.Fatalf("%s report: %v\n%s", workload[1], err, out.String())
+		}
+		t.Logf("%s: %d committed, %d aborted, %d retries, %d invariant checks", workload[1], res.Committed, res.Aborted, res.Retries, res.InvariantChecks)
+		if !res.InvariantOK || res.Committed == 0 || res.InvariantChecks == 0 {
+			t.Fatalf("%s: invariant ok %v (%s), %d committed, %d checks\n%s", workload[1], res.InvariantOK, res.InvariantError, res.Committed, res.InvariantChecks, progress.String())
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tidekv/tidekv/bench"
 	"github.com/tidekv/tidekv/bench/scenario"
@@ -57,35 +58,19 @@ second are drawn as one SVG per phase into --out.`,
 			}
 			applyGCPercent(*gcPercent)
 			ccfg := client.DefaultConfig()
-			ccfg.Addrs = splitAddrs(addrs)
-			if len(ccfg.Addrs) == 0 {
-				return errors.New("bench: --addr is empty")
-			}
 			if ccfg.UnaryRPC = unary; unary {
 				cfg.Transport = "unary"
 			}
-			if err := sec.apply(&ccfg); err != nil {
-				return err
-			}
-			c, err := client.New(ccfg)
+			// Ctrl-C stops the benchmark and still prints what ran.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			// In the benchmark's read mode, so that the replica choice has
+			// load scores by the time the run starts.
+			c, err := dialBench(ctx, addrs, &sec, &ccfg, read)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-
-			// Ctrl-C stops the benchmark and still prints what ran.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			// Probe once so that an unreachable cluster fails fast instead
-			// of every operation retrying until its own timeout.
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			// In the benchmark's read mode, so that the replica choice has
-			// load scores by the time the run starts.
-			_, err = c.Get(pctx, []byte("user"), read)
-			cancel()
-			if err != nil && !errors.Is(err, client.ErrNotFound) {
-				return fmt.Errorf("bench: cluster at %s not reachable: %w", addrs, err)
-			}
 			probe, err := costProbe(ctx, c, ccfg.TLS)
 			if err != nil {
 				return err
@@ -116,7 +101,7 @@ second are drawn as one SVG per phase into --out.`,
 	}
 	f := cmd.Flags()
 	gcPercent = gcPercentFlag(f)
-	f.StringVar(&addrs, "addr", "127.0.0.1:7400", "comma-separated `host:port` list of cluster nodes")
+	addAddrFlag(f, &addrs)
 	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "YCSB core workload: a, b, c, d, e or f")
 	f.Int64Var(&cfg.RecordCount, "records", cfg.RecordCount, "records to load, and the key space of the run")
 	f.Int64Var(&cfg.OperationCount, "ops", cfg.OperationCount, "run-phase operations (0 = until --duration)")
@@ -131,8 +116,37 @@ second are drawn as one SVG per phase into --out.`,
 	f.Var(&read, "read", readFlagUsage)
 	f.BoolVar(&unary, "unary", false, "send each request as its own gRPC call instead of on one Batch stream per node (docs/batch-rpc.md), to compare the two")
 	sec.addFlags(f)
-	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd(), newChaosBenchCmd())
+	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd(), newChaosBenchCmd(), newTxnBenchCmd())
 	return cmd
+}
+
+// dialBench connects to the cluster at addrs with ccfg and sec's TLS and
+// credentials, and reads one key with read so that an unreachable cluster
+// fails fast instead of every operation retrying until its own timeout.
+func dialBench(ctx context.Context, addrs string, sec *clientSecurity, ccfg *client.Config, read client.ReadOption) (*client.Client, error) {
+	if ccfg.Addrs = splitAddrs(addrs); len(ccfg.Addrs) == 0 {
+		return nil, errors.New("bench: --addr is empty")
+	}
+	if err := sec.apply(ccfg); err != nil {
+		return nil, err
+	}
+	c, err := client.New(*ccfg)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err = c.Get(pctx, []byte("user"), read); err != nil && !errors.Is(err, client.ErrNotFound) {
+		c.Close()
+		return nil, fmt.Errorf("bench: cluster at %s not reachable: %w", addrs, err)
+	}
+	return c, nil
+}
+
+// addAddrFlag is the --addr flag of the benchmarks that drive a running
+// cluster.
+func addAddrFlag(f *pflag.FlagSet, addrs *string) {
+	f.StringVar(addrs, "addr", "127.0.0.1:7400", "comma-separated `host:port` list of cluster nodes")
 }
 
 // costProbe samples the metrics of every node in the cluster's node list,

@@ -112,6 +112,7 @@ func addServerFlags(f *pflag.FlagSet, cfg *server.Config, o *serverOpts) {
 		"window over which the median queueing delay is taken; also the longest a request may wait to start")
 	f.IntVar(&cfg.Admission.MinInflight, "admission-min-inflight", cfg.Admission.MinInflight,
 		"fewest KV requests in progress at which the node sheds by delay: below it, a closed loop of clients is served however slow the machine is")
+	addTxnFlags(f, &cfg.Txn)
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
 	_ = f.MarkHidden("testing-stale-reads")
 	f.BoolVar(&cfg.FaultInjection, "enable-fault-injection", false, "TESTING ONLY, off by default: serve /debug/faults on the HTTP address to loopback callers, through which chaos runs (tidekv bench chaos) cut this node's Raft traffic with its peers, offset its lease clock and slow its disk")
@@ -156,4 +157,15 @@ func inheritedArgs(args []string, dir string) []string {
 		}
 	}
 	return out
+}
+
+// addTxnFlags binds the transactions' knobs (server.TxnConfig, whose
+// Validate refuses bad values when the node starts).
+func addTxnFlags(f *pflag.FlagSet, c *server.TxnConfig) {
+	f.DurationVar(&c.HeartbeatInterval, "txn-heartbeat-interval", c.HeartbeatInterval, "how often a coordinator heartbeats the record of each open transaction that has written")
+	f.DurationVar(&c.Expiry, "txn-expiry", c.Expiry, "how old a transaction record's last heartbeat must be before a transaction its intents block may abort it (more than twice --txn-heartbeat-interval); bounds how long a dead coordinator's intents block others")
+	f.DurationVar(&c.IntentWait, "txn-intent-wait", c.IntentWait, "how long a request that meets a live transaction's intent waits for it before it fails with a retryable error")
+	f.IntVar(&c.MaxKeys, "txn-max-keys", c.MaxKeys, "most keys one transaction may write; past it the transaction is rolled back")
+	f.Int64Var(&c.MaxBytes, "txn-max-bytes", c.MaxBytes, "most key and value bytes one transaction may write; past it the transaction is rolled back")
+	f.DurationVar(&c.MaxDuration, "txn-max-duration", c.MaxDuration, "longest a transaction may run from its first operation before it is rolled back")
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -60,5 +61,49 @@ func TestCtlFailHintsAtTLS(t *testing.T) {
 	}
 	if err := ctlFail(errors.New("tidekv: invalid argument: empty key")); strings.Contains(err.Error(), "--certs-dir") {
 		t.Fatalf("TLS hint on an unrelated error: %q", err)
+	}
+}
+
+// The transaction flags set server.TxnConfig; values that cannot work are
+// refused by its Validate in a sentence naming the flag.
+func TestTxnFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		bad  string // the flag the refusal names; empty: accepted
+	}{
+		{nil, ""},
+		{[]string{"--txn-heartbeat-interval", "200ms", "--txn-expiry", "1s", "--txn-intent-wait", "3s", "--txn-max-keys", "5", "--txn-max-bytes", "1024", "--txn-max-duration", "10s"}, ""},
+		{[]string{"--txn-expiry", "2s"}, "--txn-expiry"},
+		{[]string{"--txn-heartbeat-interval", "0s"}, "--txn-heartbeat-interval"},
+		{[]string{"--txn-intent-wait", "-1s"}, "--txn-intent-wait"},
+		{[]string{"--txn-max-duration", "0s"}, "--txn-max-duration"},
+		{[]string{"--txn-max-keys", "0"}, "--txn-max-keys"},
+		{[]string{"--txn-max-bytes", "-5"}, "--txn-max-bytes"},
+	} {
+		cfg := server.DefaultConfig()
+		f := pflag.NewFlagSet("server", pflag.ContinueOnError)
+		addServerFlags(f, &cfg, &serverOpts{})
+		if err := f.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		err := cfg.Txn.Validate()
+		if c.bad == "" {
+			if err != nil {
+				t.Errorf("%q refused: %v", c.args, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.bad) {
+			t.Errorf("%q: Validate() = %v, want a refusal naming %s", c.args, err, c.bad)
+		}
+	}
+	cfg := server.DefaultConfig()
+	f := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	addServerFlags(f, &cfg, &serverOpts{})
+	if err := f.Parse([]string{"--txn-max-keys", "7", "--txn-expiry", "9s"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Txn.MaxKeys != 7 || cfg.Txn.Expiry != 9*time.Second {
+		t.Fatalf("flags set %+v", cfg.Txn)
 	}
 }

@@ -34,15 +34,24 @@ func DefaultTxnConfig() TxnConfig {
 		MaxKeys: 10000, MaxBytes: 16 << 20, MaxDuration: time.Minute}
 }
 
-// Validate refuses knobs that cannot work together.
+// Validate refuses knobs that cannot work together, in one sentence
+// naming the `tidekv server` flag that sets the knob.
 func (c TxnConfig) Validate() error {
+	for _, d := range []struct {
+		v    time.Duration
+		flag string
+	}{{c.HeartbeatInterval, "--txn-heartbeat-interval"}, {c.IntentWait, "--txn-intent-wait"}, {c.MaxDuration, "--txn-max-duration"}} {
+		if d.v <= 0 {
+			return fmt.Errorf("server: %s must be positive, not %v", d.flag, d.v)
+		}
+	}
 	switch {
-	case c.HeartbeatInterval <= 0 || c.IntentWait <= 0 || c.MaxDuration <= 0:
-		return fmt.Errorf("server: transaction heartbeat interval (%v), intent wait (%v) and maximum duration (%v) must be positive", c.HeartbeatInterval, c.IntentWait, c.MaxDuration)
 	case c.Expiry <= 2*c.HeartbeatInterval:
-		return fmt.Errorf("server: transaction expiry %v must be more than twice the heartbeat interval %v", c.Expiry, c.HeartbeatInterval)
-	case c.MaxKeys <= 0 || c.MaxBytes <= 0:
-		return fmt.Errorf("server: a transaction's key (%d) and byte (%d) limits must be positive", c.MaxKeys, c.MaxBytes)
+		return fmt.Errorf("server: --txn-expiry %v must be more than twice --txn-heartbeat-interval %v, so that one late heartbeat does not let others abort a live transaction", c.Expiry, c.HeartbeatInterval)
+	case c.MaxKeys <= 0:
+		return fmt.Errorf("server: --txn-max-keys must be positive, not %d", c.MaxKeys)
+	case c.MaxBytes <= 0:
+		return fmt.Errorf("server: --txn-max-bytes must be positive, not %d", c.MaxBytes)
 	}
 	return nil
 }
