@@ -226,6 +226,10 @@ func (a *Autoscaler) Status() AutoscaleStatus {
 		ForecastError: out.ForecastError, MigrationBytesPerSec: out.Bandwidth, MigrationReason: out.BandwidthReason,
 		Decisions: []StatusDecision{}, Timeline: slices.Clone(a.timeline),
 	}
+	st.Caches = []StatusCache{}
+	for _, c := range out.Overflow.Spaces {
+		st.Caches = append(st.Caches, StatusCache{Name: c.Name, CapacityPerNode: c.Capacity, ThresholdBytes: c.Threshold, FullestNode: c.Fullest, FullestBytes: c.Fill})
+	}
 	for _, f := range out.Forecast {
 		st.Forecast = append(st.Forecast, ForecastPoint{At: in.Now.Add(f.After), Ops: f.Ops})
 	}

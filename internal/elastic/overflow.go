@@ -64,8 +64,17 @@ type OverflowPlan struct {
 	// Notes are things an operator should know (a full node with nowhere
 	// to shed to), each once until it changes.
 	Notes []string
-	// Thresholds is T in bytes by key space, for status and metrics.
-	Thresholds map[string]float64
+	// Spaces are the key spaces as measured, for status and metrics.
+	Spaces []OverflowSpace
+}
+
+// OverflowSpace is one key space's threshold and fullest node.
+type OverflowSpace struct {
+	Name string
+	// Capacity and Threshold (T) are bytes per node; Fullest is the node
+	// holding most of the key space, Fill what it holds.
+	Capacity, Threshold, Fill float64
+	Fullest                   uint64
 }
 
 // Overflow is the overflow policy's memory across rounds: each key space's
@@ -99,7 +108,7 @@ func (o *Overflow) SetConfig(cfg OverflowConfig) { o.cfg = cfg }
 
 // Round measures the key spaces and decides.
 func (o *Overflow) Round(in OverflowInput) OverflowPlan {
-	plan := OverflowPlan{Thresholds: map[string]float64{}}
+	var plan OverflowPlan
 	seen := map[string]bool{}
 	for _, sp := range in.Spaces {
 		seen[sp.Name] = true
@@ -115,7 +124,7 @@ func (o *Overflow) Round(in OverflowInput) OverflowPlan {
 		node, fill := fullest(in.Live, held)
 		terms.Rate = o.nodeRate(sp.Name, fill, logical)
 		t, raw := Threshold(terms, o.cfg)
-		plan.Thresholds[sp.Name] = t
+		plan.Spaces = append(plan.Spaces, OverflowSpace{Name: sp.Name, Capacity: terms.Capacity, Threshold: t, Fill: fill, Fullest: node})
 		if fill >= t && !in.Settling && plan.Launch == "" && !hasRoom(in.Live, held, t) {
 			plan.Launch = fmt.Sprintf("pre-launch: key space %q: node %d holds %s, %.0f%% of its %s capacity, at or above %s",
 				sp.Name, node, units.Human(uint64(fill)), 100*fill/terms.Capacity, units.Human(sp.Capacity), terms.Explain(t, raw))

@@ -32,7 +32,7 @@ func TestOverflowPreLaunchAtThreshold(t *testing.T) {
 	if plan.Launch != "" {
 		t.Fatalf("310 MiB of 512: launched early: %s", plan.Launch)
 	}
-	if got := plan.Thresholds["c"] / mib; got < 315.5 || got > 316.5 {
+	if got := plan.Spaces[0].Threshold / mib; got < 315.5 || got > 316.5 {
 		t.Fatalf("T = %.1f MiB, want 316", got)
 	}
 	plan = fillRounds(NewOverflow(DefaultOverflowConfig()), 20, 300*mib, mib, false)
