@@ -33,8 +33,10 @@ type CacheMetrics struct {
 	FirstFull time.Duration
 	// Joined is when each node the actuator started joined.
 	Joined []time.Duration
-	// Nodes is the serving nodes at the end.
-	Nodes int
+	// Nodes is the serving nodes at the end; NodeSeconds sums serving
+	// nodes × seconds (what starting nodes early costs).
+	Nodes       int
+	NodeSeconds float64
 }
 
 func (m CacheMetrics) String() string {
@@ -46,8 +48,8 @@ func (m CacheMetrics) String() string {
 	for i, j := range m.Joined {
 		joined[i] = fmtDur(j)
 	}
-	return fmt.Sprintf("full-node-seconds=%.0f evicted=%s first-full=%s joined=%v nodes=%d",
-		m.FullNodeSeconds, units.Human(uint64(m.EvictedBytes)), first, joined, m.Nodes)
+	return fmt.Sprintf("full-node-seconds=%.0f evicted=%s first-full=%s joined=%v nodes=%d node-seconds=%.0f",
+		m.FullNodeSeconds, units.Human(uint64(m.EvictedBytes)), first, joined, m.Nodes, m.NodeSeconds)
 }
 
 // cacheState is a cache key space's model and what it went through.
@@ -92,6 +94,9 @@ func (s *Sim) evict(dt time.Duration) {
 	m := &s.cache.metrics
 	keep := map[uint64]float64{}
 	for _, n := range s.nodes {
+		if n.up() {
+			m.NodeSeconds += dt.Seconds()
+		}
 		if !n.up() || n.bytes < c {
 			continue
 		}
