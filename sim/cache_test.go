@@ -3,6 +3,7 @@ package sim
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func runCache(t *testing.T, c CacheConfig) CacheResult {
@@ -69,5 +70,49 @@ func TestCacheEvictModeDoesNotGrow(t *testing.T) {
 	r := runCache(t, c)
 	if len(r.Metrics.Joined) != 0 || r.Metrics.EvictedBytes == 0 {
 		t.Fatalf("evict mode: %s, want no node added and evictions", r.Metrics)
+	}
+}
+
+// A node pushed to 97% of its capacity with room elsewhere (scaling
+// disabled, placement's rebalancing off, so only the overflow policy
+// moves data): it splits its fullest range at the median until a half
+// is small enough to move, moves it to the emptiest node, and ends
+// below the shed share without evicting.
+func TestCacheShedsFullNode(t *testing.T) {
+	c := PrelaunchScenario(true, 1)
+	c.Policy.Enabled = false
+	pol, err := Placement(map[string]string{"rf": "1", "rebalance": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ClusterSpec{Nodes: 3, Ranges: 12, RF: 1, BytesPerRange: 4 << 20}, DefaultWorkload(), pol, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnableCache(c.Cache); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnableAutoscaler(c.Policy, DefaultNodeSpec(), c.StartDelay); err != nil {
+		t.Fatal(err)
+	}
+	s.RunFor(10 * time.Second)
+	if err := s.GrowData(480<<20, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.RunFor(time.Minute)
+	var splits, moves int
+	for _, l := range s.Log() {
+		if strings.Contains(l.Text, "(overflow: ") {
+			splits += strings.Count(l.Text, "split range")
+			moves += strings.Count(l.Text, "move-replica range")
+		}
+	}
+	m := s.CacheMetrics()
+	t.Logf("%d overflow splits, %d moves; %s; n1 holds %.0f MiB", splits, moves, m, s.nodes[0].bytes/(1<<20))
+	if splits == 0 || moves == 0 {
+		t.Fatalf("%d overflow splits and %d moves, want both", splits, moves)
+	}
+	if s.nodes[0].bytes >= c.Policy.Overflow.ShedAt*float64(c.Cache.CapacityPerNode) || m.EvictedBytes != 0 || len(m.Joined) != 0 {
+		t.Fatalf("n1 holds %.0f MiB; %s: want it under the shed share, nothing evicted, no node added", s.nodes[0].bytes/(1<<20), m)
 	}
 }

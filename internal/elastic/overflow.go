@@ -43,13 +43,11 @@ type OverflowInput struct {
 // fullest range at the median (Split), or the move of that range's
 // replica From a node To the node with most room.
 type Shed struct {
-	Space      string
-	Range      uint64
-	Generation uint64
-	Split      bool
-	From, To   uint64
-	Bytes      uint64
-	Reason     string
+	Range, Generation uint64
+	Split             bool
+	From, To          uint64
+	Bytes             uint64
+	Reason            string
 }
 
 // OverflowPlan is one round's decisions for the cache key spaces.
@@ -291,7 +289,7 @@ func (o *Overflow) shed(sp CacheSpace, live []uint64, held map[uint64]float64, p
 			sp.Name, n, units.Human(uint64(held[n])), 100*held[n]/c, units.Human(sp.Capacity), 100*o.cfg.ShedAt)
 		if float64(r.Bytes) > o.cfg.MaxMoveShare*c {
 			taken[r.ID] = true
-			plan.Sheds = append(plan.Sheds, Shed{Space: sp.Name, Range: r.ID, Generation: r.Generation, Split: true, From: n,
+			plan.Sheds = append(plan.Sheds, Shed{Range: r.ID, Generation: r.Generation, Split: true, From: n,
 				Reason: fmt.Sprintf("%s: split its fullest range (%s, above %.1f%% of capacity) at the median", head, units.Human(r.Bytes), 100*o.cfg.MaxMoveShare)})
 			continue
 		}
@@ -308,7 +306,7 @@ func (o *Overflow) shed(sp CacheSpace, live []uint64, held map[uint64]float64, p
 		taken[r.ID] = true
 		held[n] -= float64(r.Bytes)
 		held[to] += float64(r.Bytes)
-		plan.Sheds = append(plan.Sheds, Shed{Space: sp.Name, Range: r.ID, From: n, To: to, Bytes: r.Bytes,
+		plan.Sheds = append(plan.Sheds, Shed{Range: r.ID, From: n, To: to, Bytes: r.Bytes,
 			Reason: fmt.Sprintf("%s: moves its fullest range (%s) to node %d, which holds %s", head, units.Human(r.Bytes), to, units.Human(uint64(held[to]-float64(r.Bytes))))})
 	}
 }
