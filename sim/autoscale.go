@@ -99,6 +99,9 @@ func (s *Sim) joinStarted() {
 			continue
 		}
 		s.AddNode(s.startSpec)
+		if s.cache != nil {
+			s.cache.metrics.Joined = append(s.cache.metrics.Joined, s.clock.Elapsed())
+		}
 	}
 	s.starting = kept
 }

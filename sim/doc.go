@@ -15,6 +15,11 @@
 // simulator advances, and the only randomness is a math/rand/v2 PCG source
 // seeded by the scenario, so a scenario's output is a function of its seed.
 //
+// A cache key space (CacheSpec, cache.go) adds a capacity per node: a
+// node over it evicts back to it, and the time nodes sit full is counted
+// (CacheMetrics); PrelaunchScenario runs the overflow policy's scale-out
+// with and without pre-launch.
+//
 // Scenarios are written as datadriven files (testdata/*.txt, see
 // Interpreter for the commands) or as Go values (Scenario, Run).
 // docs/simulator.md describes the model and what it simplifies.

@@ -41,6 +41,9 @@ type Sim struct {
 	starting  []time.Time
 	startSpec NodeSpec
 
+	// With a cache key space: its capacity and what it went through.
+	cache *cacheState
+
 	nextDecide time.Time
 
 	total  Counters
@@ -288,6 +291,7 @@ func (s *Sim) tick(dt time.Duration) {
 	s.progress(dt)
 	s.applyWorkload(dt)
 	s.computeLoads()
+	s.evict(dt)
 	s.retireDrained()
 	if !now.Before(s.nextDecide) {
 		s.decide()
@@ -333,6 +337,7 @@ func (s *Sim) observe() control.Observation {
 	for _, r := range s.ranges {
 		obs.Ranges = append(obs.Ranges, s.observed(r))
 	}
+	s.observeCache(&obs)
 	return obs
 }
 

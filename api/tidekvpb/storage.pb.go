@@ -684,7 +684,9 @@ type KeySpaceRecord struct {
 	TtlMs           int64                  `protobuf:"varint,7,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	Index           string                 `protobuf:"bytes,8,opt,name=index,proto3" json:"index,omitempty"`
 	// Read-through (empty in records written before it existed: none).
-	MissHandler   string `protobuf:"bytes,9,opt,name=miss_handler,json=missHandler,proto3" json:"miss_handler,omitempty"`
+	MissHandler string `protobuf:"bytes,9,opt,name=miss_handler,json=missHandler,proto3" json:"miss_handler,omitempty"`
+	// evict | grow (empty in records written before it existed: evict).
+	OnFull        string `protobuf:"bytes,10,opt,name=on_full,json=onFull,proto3" json:"on_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -778,6 +780,13 @@ func (x *KeySpaceRecord) GetIndex() string {
 func (x *KeySpaceRecord) GetMissHandler() string {
 	if x != nil {
 		return x.MissHandler
+	}
+	return ""
+}
+
+func (x *KeySpaceRecord) GetOnFull() string {
+	if x != nil {
+		return x.OnFull
 	}
 	return ""
 }
@@ -1697,7 +1706,7 @@ const file_storage_proto_rawDesc = "" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
 	"setSetting\x12*\n" +
 	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\x12?\n" +
-	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\"\xec\x01\n" +
+	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\"\x85\x02\n" +
 	"\x0eKeySpaceRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1707,7 +1716,9 @@ const file_storage_proto_rawDesc = "" +
 	"\x11capacity_per_node\x18\x06 \x01(\x04R\x0fcapacityPerNode\x12\x15\n" +
 	"\x06ttl_ms\x18\a \x01(\x03R\x05ttlMs\x12\x14\n" +
 	"\x05index\x18\b \x01(\tR\x05index\x12!\n" +
-	"\fmiss_handler\x18\t \x01(\tR\vmissHandler\"\x9c\x01\n" +
+	"\fmiss_handler\x18\t \x01(\tR\vmissHandler\x12\x17\n" +
+	"\aon_full\x18\n" +
+	" \x01(\tR\x06onFull\"\x9c\x01\n" +
 	"\bLogWrite\x12\x16\n" +
 	"\x06delete\x18\x01 \x01(\bR\x06delete\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +

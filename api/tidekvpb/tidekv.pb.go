@@ -5598,7 +5598,11 @@ type KeySpace struct {
 	Index string `protobuf:"bytes,14,opt,name=index,proto3" json:"index,omitempty"`
 	// Read-through: the http(s) URL a point read that misses asks for the
 	// value (empty: none; docs/keyspaces.md).
-	MissHandler   string `protobuf:"bytes,15,opt,name=miss_handler,json=missHandler,proto3" json:"miss_handler,omitempty"`
+	MissHandler string `protobuf:"bytes,15,opt,name=miss_handler,json=missHandler,proto3" json:"miss_handler,omitempty"`
+	// What a node whose share nears capacity_per_node does: evict (least
+	// recently used keys go) or grow (the cluster adds nodes ahead of need
+	// and moves data to them; eviction only at max nodes). Empty: evict.
+	OnFull        string `protobuf:"bytes,16,opt,name=on_full,json=onFull,proto3" json:"on_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5734,6 +5738,13 @@ func (x *KeySpace) GetIndex() string {
 func (x *KeySpace) GetMissHandler() string {
 	if x != nil {
 		return x.MissHandler
+	}
+	return ""
+}
+
+func (x *KeySpace) GetOnFull() string {
+	if x != nil {
+		return x.OnFull
 	}
 	return ""
 }
@@ -8302,7 +8313,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0fSettingsRequest\x12!\n" +
 	"\x03set\x18\x01 \x03(\v2\x0f.tidekv.SettingR\x03set\"?\n" +
 	"\x10SettingsResponse\x12+\n" +
-	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\xf2\x02\n" +
+	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\x8b\x03\n" +
 	"\bKeySpace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x0e\n" +
@@ -8319,7 +8330,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\tevictions\x18\f \x01(\x04R\tevictions\x12\x16\n" +
 	"\x06ranges\x18\r \x01(\rR\x06ranges\x12\x14\n" +
 	"\x05index\x18\x0e \x01(\tR\x05index\x12!\n" +
-	"\fmiss_handler\x18\x0f \x01(\tR\vmissHandler\"E\n" +
+	"\fmiss_handler\x18\x0f \x01(\tR\vmissHandler\x12\x17\n" +
+	"\aon_full\x18\x10 \x01(\tR\x06onFull\"E\n" +
 	"\x15CreateKeySpaceRequest\x12,\n" +
 	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"F\n" +
 	"\x16CreateKeySpaceResponse\x12,\n" +

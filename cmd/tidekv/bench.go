@@ -116,7 +116,7 @@ second are drawn as one SVG per phase into --out.`,
 	f.Var(&read, "read", readFlagUsage)
 	f.BoolVar(&unary, "unary", false, "send each request as its own gRPC call instead of on one Batch stream per node (docs/batch-rpc.md), to compare the two")
 	sec.addFlags(f)
-	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd(), newChaosBenchCmd(), newTxnBenchCmd())
+	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd(), newChaosBenchCmd(), newTxnBenchCmd(), newCacheBenchCmd())
 	return cmd
 }
 

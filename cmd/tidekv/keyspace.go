@@ -19,13 +19,13 @@ import (
 func (o *ctlOptions) newKeySpaceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keyspace", Short: "Create and list key spaces (named, disjoint parts of the key space with settings of their own)"}
 	var f struct {
-		mode, engine, index, capacity, missHandler string
-		rf                                         int
-		ttl                                        time.Duration
+		mode, engine, index, capacity, missHandler, onFull string
+		rf                                                 int
+		ttl                                                time.Duration
 	}
 	create := o.command("create NAME", "Create a key space; invalid settings or a name in use are refused and nothing is created", 1,
 		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
-			ks := &tidekvpb.KeySpace{Name: args[0], Mode: f.mode, Engine: f.engine, Index: f.index, TtlMs: f.ttl.Milliseconds(), MissHandler: f.missHandler}
+			ks := &tidekvpb.KeySpace{Name: args[0], Mode: f.mode, Engine: f.engine, Index: f.index, TtlMs: f.ttl.Milliseconds(), MissHandler: f.missHandler, OnFull: f.onFull}
 			if f.rf < 0 {
 				return fmt.Errorf("keyspace create: --rf must not be negative, got %d", f.rf)
 			}
@@ -56,6 +56,7 @@ func (o *ctlOptions) newKeySpaceCmd() *cobra.Command {
 	fl.StringVar(&f.engine, "engine", "pebble", "pebble or memory (recorded; replicas store in Pebble for now)")
 	fl.StringVar(&f.index, "index", "", "the memory engine's index: btree, exthash or cbf (default btree)")
 	fl.StringVar(&f.capacity, "capacity-per-node", "", "bytes one node may hold of the key space, e.g. 512MiB; above it the node evicts the least recently used keys (default none)")
+	fl.StringVar(&f.onFull, "on-full", "evict", "as a node nears --capacity-per-node: evict (least recently used keys go) or grow (nodes are added ahead of need and data moves to them; eviction only at max nodes)")
 	fl.DurationVar(&f.ttl, "ttl", 0, "default time to live of values written without one (0: none)")
 	fl.StringVar(&f.missHandler, "miss-handler", "", "http(s) URL a read that misses asks for the value: GET URL?key=KEY (read-through; default none)")
 	list := o.command("list", "List the key spaces with their settings, ranges and bytes", 0,

@@ -126,7 +126,7 @@ func (m *memCluster) latest() map[string]map[string]string {
 // several data files and pages.
 func source() *memCluster {
 	m := newMem()
-	m.named = []keyspace.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: keyspace.Pebble, RF: 3}}
+	m.named = []keyspace.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: keyspace.Pebble, RF: 3, OnFull: keyspace.Evict}}
 	m.data["users"] = map[string][]version{}
 	for i := range 500 {
 		m.put("", fmt.Sprintf("k%04d", i), strings.Repeat("v", i%50))
@@ -271,7 +271,7 @@ func TestRestoreRefusesTarget(t *testing.T) {
 	}
 
 	dst = newMem()
-	dst.named = []keyspace.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: keyspace.Pebble, RF: 5}}
+	dst.named = []keyspace.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: keyspace.Pebble, RF: 5, OnFull: keyspace.Evict}}
 	if _, err := Restore(t.Context(), dst, dir, false, small); err == nil || !strings.Contains(err.Error(), `key space "users" exists with settings`) {
 		t.Errorf("key space with other settings: %v", err)
 	}
@@ -366,7 +366,7 @@ func TestRestoreReadsFormatVersion1(t *testing.T) {
 // file of it whose keys are in key order instead is refused.
 func TestHashedKeySpaceRoundTrip(t *testing.T) {
 	src := source()
-	src.named = append(src.named, keyspace.Settings{Name: "cache", Mode: keyspace.Hashed, Engine: keyspace.Pebble})
+	src.named = append(src.named, keyspace.Settings{Name: "cache", Mode: keyspace.Hashed, Engine: keyspace.Pebble, OnFull: keyspace.Evict})
 	src.data["cache"] = map[string][]version{}
 	for i := range 100 {
 		src.put("cache", fmt.Sprintf("c%03d", i), fmt.Sprint(i))

@@ -66,18 +66,24 @@ type KeySpace struct {
 	TTLMs           int64  `json:"ttl_ms,omitempty"`
 	// MissHandler is absent from manifests written before read-through.
 	MissHandler string `json:"miss_handler,omitempty"`
+	// OnFull is absent from manifests written before it existed (evict).
+	OnFull string `json:"on_full,omitempty"`
 }
 
 func keySpaceOf(s keyspace.Settings) KeySpace {
 	return KeySpace{Name: s.Name, Mode: string(s.Mode), RF: s.RF, Engine: string(s.Engine), Index: string(s.Index),
-		CapacityPerNode: s.CapacityPerNode, TTLMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler}
+		CapacityPerNode: s.CapacityPerNode, TTLMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler, OnFull: string(s.OnFull)}
 }
 
 // Settings are the key space's settings.
 func (k KeySpace) Settings() keyspace.Settings {
-	return keyspace.Settings{Name: k.Name, Mode: keyspace.Mode(k.Mode), RF: k.RF, Engine: keyspace.Engine(k.Engine),
+	s := keyspace.Settings{Name: k.Name, Mode: keyspace.Mode(k.Mode), RF: k.RF, Engine: keyspace.Engine(k.Engine),
 		Index: memengine.Index(k.Index), CapacityPerNode: k.CapacityPerNode, TTL: time.Duration(k.TTLMs) * time.Millisecond,
-		MissHandler: k.MissHandler}
+		MissHandler: k.MissHandler, OnFull: keyspace.OnFull(k.OnFull)}
+	if s.OnFull == "" {
+		s.OnFull = keyspace.Evict
+	}
+	return s
 }
 
 // File is one data file: the pairs of one key space (empty: the default

@@ -22,6 +22,7 @@ type KeySpaceView struct {
 	CapacityPerNode uint64 `json:"capacity_per_node"`
 	TTLMs           int64  `json:"ttl_ms"`
 	MissHandler     string `json:"miss_handler,omitempty"`
+	OnFull          string `json:"on_full,omitempty"`
 	Ranges          uint32 `json:"ranges"`
 	Bytes           uint64 `json:"bytes"`
 	Keys            uint64 `json:"keys"`
@@ -38,7 +39,7 @@ type KeySpacesView struct {
 // KeySpaceOf converts one key space.
 func KeySpaceOf(k *tidekvpb.KeySpace) KeySpaceView {
 	return KeySpaceView{ID: k.GetId(), Name: k.GetName(), Mode: k.GetMode(), Engine: k.GetEngine(), Index: k.GetIndex(),
-		RF: k.GetRf(), CapacityPerNode: k.GetCapacityPerNode(), TTLMs: k.GetTtlMs(), MissHandler: k.GetMissHandler(), Ranges: k.GetRanges(), Bytes: k.GetBytes(),
+		RF: k.GetRf(), CapacityPerNode: k.GetCapacityPerNode(), TTLMs: k.GetTtlMs(), MissHandler: k.GetMissHandler(), OnFull: k.GetOnFull(), Ranges: k.GetRanges(), Bytes: k.GetBytes(),
 		Keys: k.GetKeys(), Hits: k.GetHits(), Misses: k.GetMisses(), Evictions: k.GetEvictions()}
 }
 

@@ -81,6 +81,7 @@ func (a *Autoscaler) Round(obs Observation, rf, settling int) {
 	a.mu.Unlock()
 
 	a.runner.SetMigrationRate(out.Bandwidth)
+	a.overflow(out.Overflow)
 	if report {
 		a.sink.Event(Event{Kind: "bandwidth", Subject: "cluster", Reason: out.BandwidthReason})
 	}
@@ -137,8 +138,59 @@ func (a *Autoscaler) input(obs Observation, rf int) elastic.Input {
 	for _, r := range obs.Ranges {
 		in.ReplicaBytes += float64(r.Bytes) * float64(len(r.Replicas))
 	}
+	in.Caches = a.caches(obs)
 	return in
 }
+
+// caches is the overflow policy's view of the key spaces that grow when
+// full: their ranges with the nodes holding them and whether an
+// operator runs on them.
+func (a *Autoscaler) caches(obs Observation) []elastic.CacheSpace {
+	busy, _ := a.runner.Busy()
+	var out []elastic.CacheSpace
+	for _, c := range obs.Caches {
+		if !c.Grow || c.CapacityPerNode == 0 {
+			continue
+		}
+		sp := elastic.CacheSpace{Name: c.Name, Capacity: c.CapacityPerNode}
+		for _, r := range obs.Ranges {
+			if r.ControlLoop || !c.Holds(r.Start) {
+				continue
+			}
+			cr := elastic.CacheRange{ID: r.ID, Generation: r.Generation, Bytes: r.Bytes, Busy: busy[r.ID] || r.MergingInto != 0}
+			for _, rep := range r.Replicas {
+				cr.Nodes = append(cr.Nodes, rep.Node)
+			}
+			sp.Ranges = append(sp.Ranges, cr)
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// overflow starts the sheds the overflow policy planned and records its
+// notes. Sheds run whether or not scaling is enabled: moving data to a
+// node with room needs no new node.
+func (a *Autoscaler) overflow(plan elastic.OverflowPlan) {
+	for _, n := range plan.Notes {
+		a.sink.Event(Event{Kind: EventOverflow, Subject: "cluster", Reason: n})
+	}
+	for _, sh := range plan.Sheds {
+		op := placement.Operator{Kind: placement.OpMoveReplica, Range: sh.Range, Source: sh.From, Target: sh.To, Bytes: sh.Bytes,
+			Policy: "overflow", Reason: sh.Reason}
+		if sh.Split {
+			// No split key: the leaseholder splits where the data halves.
+			op = placement.Operator{Kind: placement.OpSplit, Range: sh.Range, Generation: sh.Generation, Policy: "overflow", Reason: sh.Reason}
+		}
+		if _, err := a.runner.Start(op); err == nil {
+			a.sink.Event(Event{Kind: EventOverflow, Subject: RangeSubject(sh.Range), Reason: Describe(op)})
+		}
+	}
+}
+
+// EventOverflow is the kind of event for what the overflow policy of
+// cache key spaces decided or noticed.
+const EventOverflow = "overflow"
 
 // movingData is the nodes sending or receiving a snapshot now: their
 // utilisation includes migration, so their samples would understate what
@@ -173,6 +225,10 @@ func (a *Autoscaler) Status() AutoscaleStatus {
 		OfferedOps: in.Offered, P99Ms: ms(in.P99), CapacityOpsPerNode: out.CapacityAtSLO, Interference: out.Interference,
 		ForecastError: out.ForecastError, MigrationBytesPerSec: out.Bandwidth, MigrationReason: out.BandwidthReason,
 		Decisions: []StatusDecision{}, Timeline: slices.Clone(a.timeline),
+	}
+	st.Caches = []StatusCache{}
+	for _, c := range out.Overflow.Spaces {
+		st.Caches = append(st.Caches, StatusCache{Name: c.Name, CapacityPerNode: c.Capacity, ThresholdBytes: c.Threshold, FullestNode: c.Fullest, FullestBytes: c.Fill})
 	}
 	for _, f := range out.Forecast {
 		st.Forecast = append(st.Forecast, ForecastPoint{At: in.Now.Add(f.After), Ops: f.Ops})

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -20,6 +21,27 @@ type Observation struct {
 	Boundaries [][]byte
 	// Signals are what elasticity needs beyond placement's view, by node.
 	Signals map[uint64]NodeSignal
+	// Caches are the key spaces with a capacity per node. Each node's
+	// bytes of one are its replicas' bytes among Ranges within the span.
+	Caches []CacheSpace
+}
+
+// CacheSpace is a key space with a capacity per node.
+type CacheSpace struct {
+	Name string
+	// Start and End are its span (End nil: to the end of the keys).
+	Start, End []byte
+	// CapacityPerNode is the bytes of it one node may hold.
+	CapacityPerNode uint64
+	// Grow: when a node's share nears the capacity the cluster grows
+	// (keyspace.OnFull "grow"); otherwise the node evicts.
+	Grow bool
+}
+
+// Holds reports whether a range starting at start lies in the key space
+// (ranges never span a key space boundary).
+func (c CacheSpace) Holds(start []byte) bool {
+	return bytes.Compare(start, c.Start) >= 0 && (c.End == nil || bytes.Compare(start, c.End) < 0)
 }
 
 // NodeSignal is one node's foreground signals over the last interval.

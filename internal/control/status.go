@@ -34,6 +34,18 @@ type AutoscaleStatus struct {
 	Decisions            []StatusDecision `json:"decisions"`
 	// Timeline is the recent rounds, oldest first (the dashboard's view).
 	Timeline []StatusPoint `json:"timeline"`
+	// Caches are the key spaces that grow when full, as last measured.
+	Caches []StatusCache `json:"caches"`
+}
+
+// StatusCache is a grow-when-full key space: its pre-launch threshold
+// and its fullest node, in bytes of the key space per node.
+type StatusCache struct {
+	Name            string  `json:"name"`
+	CapacityPerNode float64 `json:"capacity_per_node"`
+	ThresholdBytes  float64 `json:"threshold_bytes"`
+	FullestNode     uint64  `json:"fullest_node"`
+	FullestBytes    float64 `json:"fullest_bytes"`
 }
 
 // StatusPoint is one round of the elasticity controller.

@@ -1,5 +1,5 @@
 // Package elastic decides how many nodes the cluster needs and how fast
-// data may move between them. It owns four small models, each fed one
+// data may move between them. It owns five small models, each fed one
 // sample per control round and each a pure function of what it was fed:
 //
 //   - Forecaster: Holt-Winters (level, trend, optional season) over the
@@ -14,6 +14,14 @@
 //     node would be ready (start time plus data to move at the allowed
 //     bandwidth), corrected by a reactive rule when p99 or utilisation
 //     stay beyond thresholds, and scale-in only after a stable period.
+//   - Overflow: for cache key spaces that grow rather than evict when
+//     full, one more node as soon as the fullest node's share crosses the
+//     seed paper's speculative threshold T = c/2 + δH·(‖N‖ − R/δL)
+//     (Threshold, with its terms measured from the key space's fill
+//     rate), and, for a node near its capacity, a split of its fullest
+//     range at the median or a move of it to the node with most room.
+//     The planner adds the node to its target and keeps a floor under
+//     scale-in; docs/keyspaces.md maps each term to what is measured.
 //
 // Policy is the one home of every knob, read by the server (stored in the
 // meta range as autoscale.* settings) and the simulator alike. Nothing

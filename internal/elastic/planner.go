@@ -37,6 +37,9 @@ type Input struct {
 	// Settling is how many serving nodes still take data as new nodes
 	// (bootstrapping): capacity asked for that does not serve yet.
 	Settling int
+	// Caches are the key spaces with a capacity per node that grow
+	// rather than evict when full (the overflow policy's input).
+	Caches []CacheSpace
 }
 
 // Output is one round's plan.
@@ -60,6 +63,9 @@ type Output struct {
 	// CapacityAtSLO and Interference are by serving node.
 	CapacityAtSLO map[uint64]float64
 	Interference  map[uint64]float64
+	// Overflow is what the cache key spaces need: sheds to run, a
+	// pre-launch (already in Target when within max nodes), notes.
+	Overflow OverflowPlan
 }
 
 // ForecastAt is the load (ops/s) expected After from now.
@@ -77,17 +83,21 @@ type Planner struct {
 	fc       *Forecaster
 	capacity *CapacityModel
 	bw       *Bandwidth
+	overflow *Overflow
 
 	window     int       // the planning window of the last round, in rounds
 	overRounds int       // consecutive rounds beyond the reactive thresholds
 	fitsSince  time.Time // since when one node fewer would do (zero: not now)
 	lastAction time.Time
+	// capped: a pre-launch was wanted and max nodes (or the static
+	// controller) refused it, as of the last round.
+	capped bool
 }
 
 // NewPlanner plans with p, one round every interval, moving data at
 // migrationRate (bytes/s per node) until feedback changes it.
 func NewPlanner(p Policy, interval time.Duration, migrationRate float64) *Planner {
-	pl := &Planner{policy: p, interval: interval,
+	pl := &Planner{policy: p, interval: interval, overflow: NewOverflow(p.Overflow),
 		capacity: NewCapacityModel(p.NodeCapacity, p.IdleP99), bw: NewBandwidth(p.Bandwidth, migrationRate)}
 	pl.fc = NewForecaster(pl.steps(p.Season), pl.steps(p.NodeStartTime+p.Horizon))
 	return pl
@@ -100,6 +110,7 @@ func (pl *Planner) SetPolicy(p Policy) {
 		pl.fc = NewForecaster(pl.steps(p.Season), pl.steps(p.NodeStartTime+p.Horizon))
 	}
 	pl.bw.SetConfig(p.Bandwidth)
+	pl.overflow.SetConfig(p.Overflow)
 	pl.policy = p
 }
 
@@ -118,12 +129,18 @@ func (pl *Planner) Round(in Input) Output {
 	v := pl.view(in, &out)
 	peak := pl.bandwidthAndForecast(in, v, &out)
 	proactive := pl.scaleOut(in, v, peak, &out)
+	out.Overflow = pl.overflow.Round(OverflowInput{Now: in.Now, Live: in.Serving, Settling: in.PendingOut > 0 || in.Settling > 0,
+		Lead: pl.policy.NodeStartTime, Spaces: in.Caches})
+	if out.Overflow.Launch != "" && out.Target <= v.current {
+		out.Target, out.Proactive, out.Reason = v.current+1, true, out.Overflow.Launch
+	}
 	load := in.Offered
 	if proactive {
 		load = math.Max(load, peak) // never shrink ahead of a forecast rise
 	}
 	pl.scaleIn(in, &out, v.current, v.capacity-v.biggest, load, proactive)
 	pl.bound(in, v, &out)
+	pl.noteCapped(v, &out)
 	switch {
 	case out.Target > v.current:
 		out.Delta = out.Target - v.current
@@ -243,6 +260,17 @@ func (pl *Planner) bound(in Input, v view, out *Output) {
 	}
 }
 
+// noteCapped tells operators, once per episode, that a cache key space
+// wanted a node it may not have: its full nodes will evict.
+func (pl *Planner) noteCapped(v view, out *Output) {
+	capped := out.Overflow.Launch != "" && out.Target <= v.current
+	if capped && !pl.capped {
+		out.Overflow.Notes = append(out.Overflow.Notes, fmt.Sprintf("%s; no node may be added (%d node(s), max nodes %d, controller %s): nodes that reach capacity evict",
+			out.Overflow.Launch, v.current, pl.policy.MaxNodes, pl.policy.Controller))
+	}
+	pl.capped = capped
+}
+
 // scaleIn lowers the target by one when load (the larger of now and the
 // forecast peak) has fit in one node fewer for ScaleInAfter and no
 // scaling happened within CoolDown. A trusted forecast that covers the
@@ -250,7 +278,10 @@ func (pl *Planner) bound(in Input, v view, out *Output) {
 // are at most Horizon.
 func (pl *Planner) scaleIn(in Input, out *Output, current int, fewer, load float64, forecast bool) {
 	p := pl.policy
-	if out.Target != current || current-1 < p.MinServing(in.RF) || load > fewer || in.P99 > p.SLOP99/2 {
+	// Below the caches' floor the remaining nodes would cross their
+	// pre-launch threshold and ask for the node back.
+	floor := max(p.MinServing(in.RF), out.Overflow.Floor)
+	if out.Target != current || current-1 < floor || load > fewer || in.P99 > p.SLOP99/2 {
 		pl.fitsSince = time.Time{}
 		return
 	}

@@ -64,6 +64,9 @@ type Policy struct {
 	IdleP99      time.Duration
 	// Bandwidth tunes the migration-rate controller.
 	Bandwidth BandwidthConfig
+	// Overflow tunes how cache key spaces that grow when full ask for
+	// nodes ahead of need and shed data from full nodes.
+	Overflow OverflowConfig
 }
 
 // BandwidthConfig tunes the migration-rate controller (bytes/s).
@@ -108,6 +111,7 @@ func DefaultPolicy() Policy {
 		NodeCapacity:      5000,
 		IdleP99:           2 * time.Millisecond,
 		Bandwidth:         DefaultBandwidthConfig(),
+		Overflow:          DefaultOverflowConfig(),
 	}
 }
 
@@ -149,7 +153,10 @@ func (p Policy) Validate(rf int) error {
 	case !(p.NodeCapacity > 0):
 		return errors.New("the node capacity prior must be positive")
 	}
-	return p.Bandwidth.Validate()
+	if err := p.Bandwidth.Validate(); err != nil {
+		return err
+	}
+	return p.Overflow.Validate()
 }
 
 // Validate reports a bandwidth setting that cannot work.

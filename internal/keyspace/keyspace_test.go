@@ -109,6 +109,11 @@ func TestValidate(t *testing.T) {
 			t.Errorf("miss handler %q refused: %v", h, err)
 		}
 	}
+	grow := ok
+	grow.OnFull, grow.CapacityPerNode = Grow, 1<<30
+	if err := grow.Validate(); err != nil {
+		t.Errorf("on-full grow with a capacity refused: %v", err)
+	}
 	for _, c := range []struct {
 		mut  func(*Settings)
 		want string
@@ -127,6 +132,9 @@ func TestValidate(t *testing.T) {
 		{func(s *Settings) { s.MissHandler = "origin:8080" }, "must be an http or https URL"},
 		{func(s *Settings) { s.MissHandler = "http:///path" }, "with a host"},
 		{func(s *Settings) { s.MissHandler = "http://origin/v?x=1" }, "no query"},
+		{func(s *Settings) { s.OnFull = "spill" }, `unknown on-full "spill"`},
+		{func(s *Settings) { s.OnFull = "" }, `unknown on-full ""`},
+		{func(s *Settings) { s.OnFull = Grow }, "on-full grow needs a capacity per node"},
 	} {
 		s := ok
 		c.mut(&s)

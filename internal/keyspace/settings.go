@@ -35,6 +35,20 @@ const (
 	Memory Engine = "memory"
 )
 
+// OnFull says what a node does when its share of a key space with a
+// capacity per node nears that capacity.
+type OnFull string
+
+const (
+	// Evict drops the least recently used keys: the key space is as big
+	// as its nodes' capacities (a static cache).
+	Evict OnFull = "evict"
+	// Grow asks for nodes ahead of need and moves data to nodes with room
+	// (internal/elastic's overflow policy); nodes evict only when no node
+	// may be added.
+	Grow OnFull = "grow"
+)
+
 // DefaultName is the default key space's name.
 const DefaultName = "default"
 
@@ -57,6 +71,8 @@ type Settings struct {
 	// CapacityPerNode is the bytes of the key space one node may hold;
 	// above it the node evicts the least recently used keys.
 	CapacityPerNode uint64
+	// OnFull is what happens as a node nears CapacityPerNode.
+	OnFull OnFull
 	// TTL is the expiry a value written without one gets.
 	TTL time.Duration
 	// MissHandler is the http(s) URL a point read that misses asks for
@@ -67,7 +83,7 @@ type Settings struct {
 // DefaultSettings are those of the default key space and the starting
 // point of a new one.
 func DefaultSettings() Settings {
-	return Settings{Name: DefaultName, Mode: Ordered, Engine: Pebble}
+	return Settings{Name: DefaultName, Mode: Ordered, Engine: Pebble, OnFull: Evict}
 }
 
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -104,6 +120,12 @@ func (s Settings) Validate() error {
 	if s.TTL%time.Millisecond != 0 {
 		errs = append(errs, fmt.Errorf("default TTL %s must be whole milliseconds", s.TTL))
 	}
+	switch {
+	case s.OnFull != Evict && s.OnFull != Grow:
+		errs = append(errs, fmt.Errorf("unknown on-full %q (known: evict, grow)", s.OnFull))
+	case s.OnFull == Grow && s.CapacityPerNode == 0:
+		errs = append(errs, errors.New("on-full grow needs a capacity per node (it grows before nodes reach it)"))
+	}
 	if err := checkMissHandler(s.MissHandler); err != nil {
 		errs = append(errs, err)
 	}
@@ -135,6 +157,9 @@ func (s Settings) String() string {
 	}
 	if s.CapacityPerNode > 0 {
 		fmt.Fprintf(&b, " capacity-per-node=%s", units.Human(s.CapacityPerNode))
+	}
+	if s.OnFull == Grow {
+		fmt.Fprintf(&b, " on-full=%s", s.OnFull)
 	}
 	if s.TTL > 0 {
 		fmt.Fprintf(&b, " ttl=%s", s.TTL)

@@ -83,6 +83,19 @@ func (s *Server) placeRound(ctx context.Context, urgent bool) {
 	}
 	s.ctl.applyAutoscale(s, cfg.Autoscale)
 	s.ctl.loop.Round(obs)
+	s.exportOverflow()
+}
+
+// exportOverflow exports the overflow policy's view of each key space
+// that grows when full.
+func (s *Server) exportOverflow() {
+	cat := s.keyspaces.get()
+	for _, c := range s.ctl.loop.Autoscaler.Status().Caches {
+		if k, ok := cat.ByName(c.Name); ok {
+			s.metrics.keyspacePrelaunch.WithLabelValues(idLabel(k.ID)).Set(c.ThresholdBytes)
+			s.metrics.keyspaceFullest.WithLabelValues(idLabel(k.ID)).Set(c.FullestBytes)
+		}
+	}
 }
 
 // addReplicaReadsLocked adds to each range the reads its other replicas

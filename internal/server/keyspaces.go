@@ -152,7 +152,7 @@ func (s *Server) learnKeySpace(ctx context.Context, start []byte) {
 
 func recordOf(s keyspace.Settings) *tidekvpb.KeySpaceRecord {
 	return &tidekvpb.KeySpaceRecord{Name: s.Name, Mode: string(s.Mode), Rf: uint32(s.RF), Engine: string(s.Engine), Index: string(s.Index),
-		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler}
+		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler, OnFull: string(s.OnFull)}
 }
 
 func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
@@ -160,7 +160,11 @@ func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
 	for _, r := range recs {
 		ks = append(ks, keyspace.KeySpace{ID: keyspace.ID(r.GetId()), Settings: keyspace.Settings{Name: r.GetName(),
 			Mode: keyspace.Mode(r.GetMode()), RF: int(r.GetRf()), Engine: keyspace.Engine(r.GetEngine()), Index: memengine.Index(r.GetIndex()),
-			CapacityPerNode: r.GetCapacityPerNode(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond, MissHandler: r.GetMissHandler()}})
+			CapacityPerNode: r.GetCapacityPerNode(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond, MissHandler: r.GetMissHandler(),
+			OnFull: keyspace.Evict}})
+		if r.GetOnFull() != "" {
+			ks[len(ks)-1].OnFull = keyspace.OnFull(r.GetOnFull())
+		}
 	}
 	return keyspace.NewCatalogue(ks)
 }
@@ -305,6 +309,12 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 	}
 	s.keyspaces.set(cat)
 	obs.Boundaries = cat.Boundaries()
+	for _, k := range cat {
+		if k.CapacityPerNode > 0 {
+			lo, hi := keyspace.Span(k.ID)
+			obs.Caches = append(obs.Caches, control.CacheSpace{Name: k.Name, Start: lo, End: hi, CapacityPerNode: k.CapacityPerNode, Grow: k.OnFull == keyspace.Grow})
+		}
+	}
 	t := keySpaceTotals{}
 	s.meta.mu.Lock()
 	for i := range obs.Ranges {

@@ -44,6 +44,8 @@ func TestKeySpaces(t *testing.T) {
 		{Name: "Bad Name"},
 		{Name: "x", Rf: 9},
 		{Name: "default"},
+		{Name: "x", OnFull: "spill"},
+		{Name: "x", OnFull: "grow"}, // grows before a capacity it does not have
 	} {
 		if _, err := c.CreateKeySpace(ctx, bad); !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "key space not created") {
 			t.Fatalf("create %v: %v, want an invalid-argument refusal", bad, err)
@@ -53,18 +55,18 @@ func TestKeySpaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := c.CreateKeySpace(ctx, &tidekvpb.KeySpace{Name: "cache", Mode: "hashed", Rf: 1, Engine: "memory", CapacityPerNode: 1 << 30})
+	cache, err := c.CreateKeySpace(ctx, &tidekvpb.KeySpace{Name: "cache", Mode: "hashed", Rf: 1, Engine: "memory", CapacityPerNode: 1 << 30, OnFull: "grow"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if orders.GetId() != 1 || cache.GetId() != 2 || cache.GetIndex() != "btree" {
+	if orders.GetId() != 1 || cache.GetId() != 2 || cache.GetIndex() != "btree" || orders.GetOnFull() != "evict" || cache.GetOnFull() != "grow" {
 		t.Fatalf("created %v and %v", orders, cache)
 	}
 	if _, err := c.CreateKeySpace(ctx, &tidekvpb.KeySpace{Name: "orders", Mode: "hashed"}); err == nil || !strings.Contains(err.Error(), `"orders" exists`) {
 		t.Fatalf("second create of orders: %v", err)
 	}
 	all, err := c.KeySpaces(ctx)
-	if err != nil || len(all) != 3 || all[0].GetName() != "default" || all[1].GetMode() != "ordered" || all[2].GetMode() != "hashed" {
+	if err != nil || len(all) != 3 || all[0].GetName() != "default" || all[1].GetMode() != "ordered" || all[2].GetMode() != "hashed" || all[2].GetOnFull() != "grow" {
 		t.Fatalf("key spaces %v, %v", all, err)
 	}
 

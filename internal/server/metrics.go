@@ -42,6 +42,9 @@ type metrics struct {
 	// node served, and (meta leaseholder) the bytes and ranges it holds.
 	keyspaceRequests              *prometheus.CounterVec
 	keyspaceBytes, keyspaceRanges *prometheus.GaugeVec
+	// keyspacePrelaunch and keyspaceFullest: the overflow policy's
+	// threshold and fullest node's bytes, by grow-when-full key space.
+	keyspacePrelaunch, keyspaceFullest *prometheus.GaugeVec
 	// Evictions this node's leaseholders made, and point reads it served
 	// that found their key or not, by key space (kscounters.go).
 	keyspaceEvictions, keyspaceHits, keyspaceMisses *prometheus.CounterVec
@@ -95,6 +98,12 @@ func newMetrics() *metrics {
 	m.keyspaceBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tidekv_keyspace_bytes", Help: "Live bytes of each key space's ranges as their leaseholders last reported them (exported by the meta leaseholder).",
 	}, []string{"keyspace"})
+	m.keyspacePrelaunch = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tidekv_keyspace_prelaunch_threshold_bytes", Help: "Bytes of a grow-when-full key space at which a node asks for one more node (T; exported by the meta leaseholder).",
+	}, []string{"keyspace"})
+	m.keyspaceFullest = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tidekv_keyspace_fullest_node_bytes", Help: "Bytes of a grow-when-full key space its fullest node holds (exported by the meta leaseholder).",
+	}, []string{"keyspace"})
 	m.keyspaceEvictions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidekv_keyspace_evictions_total", Help: "Keys of each key space this node's leaseholders evicted because the node held more than the key space's capacity.",
 	}, []string{"keyspace"})
@@ -117,7 +126,7 @@ func newMetrics() *metrics {
 		Name: "tidekv_txn_commits_total", Help: "Transactions with writes this node coordinated that committed, by path: one_phase (all keys in one range: one Raft command) or two_phase (intents, record).",
 	}, []string{"path"})
 	m.reg.MustRegister(m.txnCommits, m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
-		m.keyspaceRequests, m.keyspaceBytes, m.keyspaceRanges, m.keyspaceEvictions, m.keyspaceHits, m.keyspaceMisses, m.keyspaceKeys, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		m.keyspaceRequests, m.keyspaceBytes, m.keyspaceRanges, m.keyspacePrelaunch, m.keyspaceFullest, m.keyspaceEvictions, m.keyspaceHits, m.keyspaceMisses, m.keyspaceKeys, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 
