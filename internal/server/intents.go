@@ -23,15 +23,30 @@ import (
 // with the project's back-off, for at most TxnConfig.IntentWait, and then
 // fail with a retryable error (TXN_RETRY).
 
+//
+// A committing transaction's own steps (writing its intents, refreshing its
+// reads: noWaitOps) do not wait: it holds intents, and two committing
+// transactions each waiting for the other's would stall both for the whole
+// wait. After one push that finds the holder live, they fail at once, the
+// transaction rolls back (releasing its intents) and runs again after the
+// client's jittered back-off. Transactions hold no intents before they
+// commit (their writes wait on the coordinator), and plain requests never
+// hold any, so their waits cannot close a cycle.
+
+// noWaitOps are the request kinds (serve's op) of a committing
+// transaction.
+var noWaitOps = map[string]bool{"txn_write_intents": true, "txn_refresh": true}
+
 // intentWait is one request's budget for waiting on intents.
 type intentWait struct {
 	s        *Server
 	deadline time.Time
+	noWait   bool
 	pushes   int
 }
 
-func (s *Server) newIntentWait() *intentWait {
-	return &intentWait{s: s, deadline: time.Now().Add(s.cfg.Txn.IntentWait)}
+func (s *Server) newIntentWait(op string) *intentWait {
+	return &intentWait{s: s, deadline: time.Now().Add(s.cfg.Txn.IntentWait), noWait: noWaitOps[op]}
 }
 
 // resolve clears the way past ie: nil when the request may run again, a
@@ -100,6 +115,9 @@ func (w *intentWait) pause(ctx context.Context, ie *raftstore.IntentError) error
 	if w.pushes == 1 {
 		return nil
 	}
+	if w.noWait {
+		return &txnRetryError{fmt.Sprintf("key %q holds an intent of transaction %x, which is running; a committing transaction does not wait for another (they could wait for each other): retry", ie.Key, ie.Txn.GetId())}
+	}
 	left := time.Until(w.deadline)
 	if left <= 0 {
 		return &txnRetryError{fmt.Sprintf("key %q holds an intent of transaction %x, still running after a wait of %v: retry", ie.Key, ie.Txn.GetId(), w.s.cfg.Txn.IntentWait)}
@@ -116,8 +134,8 @@ func (w *intentWait) pause(ctx context.Context, ie *raftstore.IntentError) error
 
 // runPastIntents takes fn's first result (v, err) and runs fn again each
 // time it met an intent that resolve clears, until it succeeds, fails
-// otherwise, or the wait is over.
-func runPastIntents[T any](ctx context.Context, s *Server, v T, err error, fn func() (T, error)) (T, error) {
+// otherwise, or the wait for a request of kind op is over.
+func runPastIntents[T any](ctx context.Context, s *Server, op string, v T, err error, fn func() (T, error)) (T, error) {
 	var w *intentWait
 	for {
 		var ie *raftstore.IntentError
@@ -125,7 +143,7 @@ func runPastIntents[T any](ctx context.Context, s *Server, v T, err error, fn fu
 			return v, err
 		}
 		if w == nil {
-			w = s.newIntentWait()
+			w = s.newIntentWait(op)
 		}
 		if err := w.resolve(ctx, ie); err != nil {
 			return v, err

@@ -81,7 +81,7 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 	}
 	v, err := fn(r)
 	if err != nil {
-		v, err = runPastIntents(ctx, s, v, err, func() (T, error) { return fn(r) })
+		v, err = runPastIntents(ctx, s, op, v, err, func() (T, error) { return fn(r) })
 	}
 	err = s.toStatus(err)
 	s.metrics.observe(op, start, err)

@@ -520,3 +520,27 @@ func TestTxnScan(t *testing.T) {
 		}
 	}
 }
+
+// Two committing transactions that need each other's keys do not wait for
+// each other: the one that meets the other's live intent gives up after
+// one push, well before the intent wait, and its client runs it again.
+func TestCommittingTransactionsDoNotWaitForEachOther(t *testing.T) {
+	_, c, ctx := startBank(t)
+	t1 := &tidekvpb.TxnKey{Id: []byte("t1"), Anchor: acct(0)}
+	t2 := &tidekvpb.TxnKey{Id: []byte("t2"), Anchor: acct(bankAccounts - 1)}
+	for _, txn := range []*tidekvpb.TxnKey{t1, t2} {
+		if _, err := c.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: txn, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WriteIntents(ctx, txn, c.Now(), []*tidekvpb.WriteOp{{Key: txn.GetAnchor(), Value: []byte("0")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	_, err := c.WriteIntents(ctx, t1, c.Now(), []*tidekvpb.WriteOp{{Key: t2.GetAnchor(), Value: []byte("0")}})
+	if took := time.Since(start); !errors.Is(err, client.ErrTxnRetry) || !strings.Contains(err.Error(), "does not wait") || took > 500*time.Millisecond {
+		// Waiting, it would have pushed t2 again until t2 expired (500 ms)
+		// and then written.
+		t.Fatalf("a committing transaction's write under another's live intent: %v after %v; want a retry at once (the intent wait is 1s)", err, took)
+	}
+}
