@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -21,7 +22,19 @@ import (
 type Tx struct {
 	nc   *nodeConn
 	meta *tidekvpb.TxnMeta
+	// writes wait here until the commit carries them (one message less
+	// per write), a scan needs the coordinator to know them, or they
+	// reach maxTxBuffered bytes; written indexes the last one of a key.
+	writes  []*tidekvpb.WriteOp
+	written map[string]int
+	bytes   int
+	// sent: the coordinator has heard of the transaction.
+	sent bool
 }
+
+// maxTxBuffered bounds the bytes of writes a Tx keeps before it sends
+// them to its coordinator.
+const maxTxBuffered = 1 << 20
 
 // MaxTxnAttempts bounds how many times Txn runs a transaction that keeps
 // meeting conflicts.
@@ -104,6 +117,11 @@ func (tx *Tx) Get(ctx context.Context, key []byte) ([]byte, error) {
 // (GetResult.Version, at the transaction's read timestamp; no TTL); an
 // absent key is Found false, not an error.
 func (tx *Tx) GetVersion(ctx context.Context, key []byte) (GetResult, error) {
+	if i, ok := tx.written[string(key)]; ok {
+		op := tx.writes[i]
+		return GetResult{Value: op.GetValue(), Found: op.GetKind() == tidekvpb.WriteOp_PUT}, nil
+	}
+	tx.sent = true
 	resp, err := tx.nc.txn.Get(ctx, &tidekvpb.TxnGetRequest{Txn: tx.meta, Key: key})
 	if err != nil {
 		return GetResult{}, txnError("get", err)
@@ -119,6 +137,10 @@ func (tx *Tx) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValu
 	if limit < 0 || limit > math.MaxUint32 {
 		return nil, fmt.Errorf("%w: scan limit %d", ErrInvalidArgument, limit)
 	}
+	if err := tx.flush(ctx); err != nil {
+		return nil, err
+	}
+	tx.sent = true
 	resp, err := tx.nc.txn.Scan(ctx, &tidekvpb.TxnScanRequest{Txn: tx.meta, StartKey: start, EndKey: end, Limit: uint32(limit)})
 	if err != nil {
 		return nil, txnError("scan", err)
@@ -140,17 +162,45 @@ func (tx *Tx) Delete(ctx context.Context, key []byte) error {
 	return tx.write(ctx, &tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_DELETE, Key: key})
 }
 
-func (tx *Tx) write(ctx context.Context, ops ...*tidekvpb.WriteOp) error {
-	_, err := tx.nc.txn.Write(ctx, &tidekvpb.TxnWriteRequest{Txn: tx.meta, Ops: ops})
+// write keeps op for the commit; the coordinator checks it (limits, key
+// and value sizes) when it arrives.
+func (tx *Tx) write(ctx context.Context, op *tidekvpb.WriteOp) error {
+	if tx.written == nil {
+		tx.written = map[string]int{}
+	}
+	tx.written[string(op.GetKey())] = len(tx.writes)
+	tx.writes = append(tx.writes, op)
+	if tx.bytes += len(op.GetKey()) + len(op.GetValue()); tx.bytes >= maxTxBuffered {
+		return tx.flush(ctx)
+	}
+	return nil
+}
+
+// flush sends the kept writes to the coordinator.
+func (tx *Tx) flush(ctx context.Context) error {
+	if len(tx.writes) == 0 {
+		return nil
+	}
+	tx.sent = true
+	_, err := tx.nc.txn.Write(ctx, &tidekvpb.TxnWriteRequest{Txn: tx.meta, Ops: tx.writes})
+	tx.writes, tx.written, tx.bytes = nil, nil, 0
 	return txnError("write", err)
 }
 
-// end commits or rolls back; a commit whose answer was lost is
-// ErrAmbiguous (it may have committed). So is a commit that ends
-// "overloaded": the coordinator's router may have sent the record's END or
-// the one-phase commit before, without an answer.
+// end commits, carrying the kept writes, or rolls back; a commit whose
+// answer was lost is ErrAmbiguous (it may have committed). So is a commit
+// that ends "overloaded": the coordinator's router may have sent the
+// record's END or the one-phase commit before, without an answer. A
+// transaction that read and wrote nothing ends without a message.
 func (tx *Tx) end(ctx context.Context, commit bool) (hlc.Timestamp, error) {
-	resp, err := tx.nc.txn.End(ctx, &tidekvpb.TxnEndRequest{Txn: tx.meta, Commit: commit})
+	if !tx.sent && (!commit || len(tx.writes) == 0) {
+		return tx.ReadTimestamp(), nil
+	}
+	req := &tidekvpb.TxnEndRequest{Txn: tx.meta, Commit: commit}
+	if commit {
+		req.Ops = tx.writes
+	}
+	resp, err := tx.nc.txn.End(ctx, req)
 	if err != nil {
 		if commit {
 			return hlc.Timestamp{}, commitError("commit", err)
@@ -169,7 +219,8 @@ func commitError(op string, err error) error {
 		return fmt.Errorf("%w: transaction %s: %s", ErrAmbiguous, op, st.Message())
 	}
 	err = txnError(op, err)
-	if !errors.Is(err, ErrTxnRetry) && !errors.Is(err, ErrInvalidArgument) {
+	// UNIMPLEMENTED: the cluster does not run transactions yet (checkTxnKey).
+	if !errors.Is(err, ErrTxnRetry) && !errors.Is(err, ErrInvalidArgument) && st.Code() != codes.Unimplemented {
 		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
 	}
 	return err

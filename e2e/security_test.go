@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/security"
 	"github.com/tidekv/tidekv/internal/testcluster"
 )
 
@@ -76,6 +79,7 @@ func TestSecureCluster(t *testing.T) {
 	t.Run("ctl with a client certificate", func(t *testing.T) { testCtlByCertificate(t, c) })
 	t.Run("plaintext client refused", func(t *testing.T) { testPlaintextRefused(t, c) })
 	t.Run("read user cannot write", func(t *testing.T) { testReaderCannotWrite(t, c) })
+	t.Run("read user cannot write in a transaction", func(t *testing.T) { testReaderCannotWriteInTxn(t, c) })
 	t.Run("non-admin cannot move a replica", func(t *testing.T) { testNonAdminCannotMove(t, c) })
 	t.Run("client certificate cannot act as a node", func(t *testing.T) { testClientCertNotANode(t, c) })
 	t.Run("certificate of another CA refused", func(t *testing.T) { testForeignCARefused(t, c) })
@@ -215,5 +219,31 @@ func testRedisAuth(t *testing.T, c *secureCluster) {
 	defer plain.Close()
 	if err := plain.Ping(c.ctx).Err(); err == nil {
 		t.Error("a plaintext Redis client got an answer")
+	}
+}
+
+// A transaction's writes travel with its commit (End), which a reader may
+// call: the writes still need the role to write, and nothing is applied.
+func testReaderCannotWriteInTxn(t *testing.T, c *secureCluster) {
+	cfg := client.DefaultConfig()
+	cfg.Addrs = []string{c.addr}
+	cfg.TLS = c.certs.ClientTLS(t, "")
+	cfg.Credentials = security.PasswordCredentials{User: "reader", Password: "r-pass"}
+	rc, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	err = rc.Txn(c.ctx, func(tx *client.Tx) error {
+		if _, err := tx.Get(c.ctx, []byte("greeting")); err != nil && !errors.Is(err, client.ErrNotFound) {
+			return err
+		}
+		return tx.Put(c.ctx, []byte("txn-by-reader"), []byte("x"))
+	})
+	if err == nil || !strings.Contains(err.Error(), "needs role write") {
+		t.Fatalf("a reader's transaction with a write: %v; want a refusal that names role write", err)
+	}
+	if _, errOut, err := secureCtl(c.ctx, c.bin, c.addr, nil, append(c.sec, "get", "txn-by-reader")...); err == nil || !strings.Contains(errOut, "not found") {
+		t.Fatalf("the reader's write: %v: %s; want not found", err, errOut)
 	}
 }

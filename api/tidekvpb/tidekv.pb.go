@@ -6790,9 +6790,12 @@ func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
 
 // TxnEndRequest commits (commit) or rolls back the transaction.
 type TxnEndRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Txn           *TxnMeta               `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
-	Commit        bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Txn    *TxnMeta               `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	Commit bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	// Writes the commit makes first, as Write would (the client keeps a
+	// transaction's writes until its commit).
+	Ops           []*WriteOp `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6839,6 +6842,13 @@ func (x *TxnEndRequest) GetCommit() bool {
 		return x.Commit
 	}
 	return false
+}
+
+func (x *TxnEndRequest) GetOps() []*WriteOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
 }
 
 type TxnEndResponse struct {
@@ -8388,10 +8398,11 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0fTxnWriteRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12!\n" +
 	"\x03ops\x18\x02 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"\x12\n" +
-	"\x10TxnWriteResponse\"J\n" +
+	"\x10TxnWriteResponse\"m\n" +
 	"\rTxnEndRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12\x16\n" +
-	"\x06commit\x18\x02 \x01(\bR\x06commit\"N\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\x12!\n" +
+	"\x03ops\x18\x03 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"N\n" +
 	"\x0eTxnEndResponse\x12<\n" +
 	"\x10commit_timestamp\x18\x01 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\"0\n" +
 	"\x06TxnKey\x12\x0e\n" +
@@ -8773,120 +8784,121 @@ var file_tidekv_proto_depIdxs = []int32{
 	92,  // 79: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
 	24,  // 80: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
 	92,  // 81: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
-	12,  // 82: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	99,  // 83: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
-	12,  // 84: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
-	24,  // 85: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
-	12,  // 86: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	99,  // 87: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
-	4,   // 88: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
-	12,  // 89: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	5,   // 90: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
-	12,  // 91: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	99,  // 92: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
-	12,  // 93: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	12,  // 94: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
-	12,  // 95: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	106, // 96: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
-	92,  // 97: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
-	13,  // 98: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
-	7,   // 99: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
-	111, // 100: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
-	24,  // 101: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
-	24,  // 102: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
-	94,  // 103: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
-	12,  // 104: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	12,  // 105: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
-	24,  // 106: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
-	106, // 107: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
-	12,  // 108: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
-	14,  // 109: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	16,  // 110: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	18,  // 111: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	20,  // 112: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	22,  // 113: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	25,  // 114: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	27,  // 115: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	31,  // 116: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	34,  // 117: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	39,  // 118: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	41,  // 119: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	43,  // 120: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	45,  // 121: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	47,  // 122: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	49,  // 123: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	51,  // 124: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	53,  // 125: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	57,  // 126: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	84,  // 127: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	60,  // 128: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	63,  // 129: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	82,  // 130: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	70,  // 131: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	73,  // 132: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	76,  // 133: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	78,  // 134: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	80,  // 135: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	66,  // 136: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	68,  // 137: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	87,  // 138: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	88,  // 139: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	93,  // 140: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	109, // 141: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
-	95,  // 142: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	97,  // 143: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	112, // 144: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	100, // 145: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	114, // 146: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	102, // 147: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	104, // 148: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	107, // 149: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	15,  // 150: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	17,  // 151: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	19,  // 152: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	21,  // 153: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	23,  // 154: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	26,  // 155: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	28,  // 156: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	32,  // 157: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	35,  // 158: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	40,  // 159: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	42,  // 160: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	44,  // 161: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	46,  // 162: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	48,  // 163: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	50,  // 164: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	52,  // 165: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	56,  // 166: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	58,  // 167: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	85,  // 168: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	61,  // 169: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	64,  // 170: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	83,  // 171: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	71,  // 172: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	74,  // 173: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	77,  // 174: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	79,  // 175: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	81,  // 176: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	67,  // 177: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	69,  // 178: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	90,  // 179: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	89,  // 180: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	94,  // 181: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	110, // 182: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
-	96,  // 183: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	98,  // 184: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	113, // 185: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	101, // 186: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	115, // 187: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	103, // 188: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	105, // 189: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	108, // 190: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	150, // [150:191] is the sub-list for method output_type
-	109, // [109:150] is the sub-list for method input_type
-	109, // [109:109] is the sub-list for extension type_name
-	109, // [109:109] is the sub-list for extension extendee
-	0,   // [0:109] is the sub-list for field type_name
+	24,  // 82: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
+	12,  // 83: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	99,  // 84: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	12,  // 85: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	24,  // 86: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	12,  // 87: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	99,  // 88: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	4,   // 89: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
+	12,  // 90: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	5,   // 91: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
+	12,  // 92: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	99,  // 93: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	12,  // 94: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	12,  // 95: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	12,  // 96: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	106, // 97: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
+	92,  // 98: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
+	13,  // 99: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
+	7,   // 100: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
+	111, // 101: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	24,  // 102: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
+	24,  // 103: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
+	94,  // 104: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	12,  // 105: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	12,  // 106: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	24,  // 107: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	106, // 108: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
+	12,  // 109: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	14,  // 110: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	16,  // 111: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	18,  // 112: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	20,  // 113: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	22,  // 114: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	25,  // 115: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	27,  // 116: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	31,  // 117: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	34,  // 118: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	39,  // 119: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	41,  // 120: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	43,  // 121: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	45,  // 122: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	47,  // 123: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	49,  // 124: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	51,  // 125: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	53,  // 126: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	57,  // 127: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	84,  // 128: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	60,  // 129: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	63,  // 130: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	82,  // 131: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	70,  // 132: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	73,  // 133: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	76,  // 134: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	78,  // 135: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	80,  // 136: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	66,  // 137: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	68,  // 138: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	87,  // 139: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	88,  // 140: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	93,  // 141: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	109, // 142: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	95,  // 143: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	97,  // 144: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	112, // 145: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	100, // 146: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	114, // 147: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	102, // 148: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	104, // 149: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	107, // 150: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	15,  // 151: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	17,  // 152: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	19,  // 153: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	21,  // 154: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	23,  // 155: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	26,  // 156: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	28,  // 157: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	32,  // 158: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	35,  // 159: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	40,  // 160: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	42,  // 161: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	44,  // 162: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	46,  // 163: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	48,  // 164: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	50,  // 165: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	52,  // 166: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	56,  // 167: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	58,  // 168: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	85,  // 169: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	61,  // 170: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	64,  // 171: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	83,  // 172: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	71,  // 173: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	74,  // 174: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	77,  // 175: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	79,  // 176: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	81,  // 177: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	67,  // 178: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	69,  // 179: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	90,  // 180: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	89,  // 181: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	94,  // 182: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	110, // 183: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	96,  // 184: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	98,  // 185: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	113, // 186: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	101, // 187: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	115, // 188: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	103, // 189: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	105, // 190: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	108, // 191: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	151, // [151:192] is the sub-list for method output_type
+	110, // [110:151] is the sub-list for method input_type
+	110, // [110:110] is the sub-list for extension type_name
+	110, // [110:110] is the sub-list for extension extendee
+	0,   // [0:110] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }

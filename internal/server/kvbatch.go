@@ -147,6 +147,19 @@ func (r *batchReader) start(ctx context.Context, at time.Time, req *tidekvpb.KVR
 	})
 }
 
+// permitCall checks that the caller of ctx's call may also call method,
+// for a request that carries another method's work.
+func (s *Server) permitCall(ctx context.Context, method string) error {
+	if s.sec == nil {
+		return nil
+	}
+	id, err := s.streamIdentity(ctx)
+	if err != nil {
+		return err
+	}
+	return security.Permit(id, method)
+}
+
 // streamIdentity is who opened a Batch stream on a secure node (the stream
 // interceptor has authenticated it for reads); the zero Identity on an
 // insecure one.

@@ -338,7 +338,7 @@ func TestTxnRefusedBelowLogVersion7(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	eventually(t, 10*time.Second, "a plain write", func() error { return c.Put(ctx, []byte("k"), []byte("v")) })
-	const want = "transaction write: the cluster has not finished upgrading: a transaction needs log version 7 on every node, and this node has learnt 6 (a node still runs an older binary?)"
+	const want = "transaction commit: the cluster has not finished upgrading: a transaction needs log version 7 on every node, and this node has learnt 6 (a node still runs an older binary?)"
 	eventually(t, 10*time.Second, "the refusal at version 6", func() error {
 		if err := c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k"), []byte("txn")) }); err == nil || err.Error() != want {
 			return fmt.Errorf("a transaction at log version 6: %v", err)

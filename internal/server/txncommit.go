@@ -148,6 +148,15 @@ func (t *txnService) Write(ctx context.Context, req *tidekvpb.TxnWriteRequest) (
 }
 
 func (t *txnService) End(ctx context.Context, req *tidekvpb.TxnEndRequest) (*tidekvpb.TxnEndResponse, error) {
+	if req.GetCommit() && len(req.GetOps()) > 0 {
+		// End needs only the role to read; writes it carries need Write's.
+		if err := t.s.permitCall(ctx, tidekvpb.Txn_Write_FullMethodName); err != nil {
+			return nil, err
+		}
+		if _, err := t.coord.Write(ctx, req.GetTxn(), req.GetOps()); err != nil {
+			return nil, t.s.toStatus(innerStatus(err))
+		}
+	}
 	resp, err := t.coord.End(ctx, req.GetTxn(), req.GetCommit())
 	return resp, t.s.toStatus(innerStatus(err))
 }
