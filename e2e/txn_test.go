@@ -114,3 +114,44 @@ func TestBenchTxn(t *testing.T) {
 		}
 	}
 }
+
+// TestBankSurvivesKilledNode runs `tidekv bench txn --workload bank`
+// against a 3-node cluster while one node, coordinator of some of its
+// transactions and holder of replicas and leases, is SIGKILLed mid-run and
+// restarted: every check of the total during the run and the final one
+// pass (an interrupted transfer moved all of its amount or none of it),
+// and transfers go on committing.
+func TestBankSurvivesKilledNode(t *testing.T) {
+	bin := testcluster.Binary(t)
+	tc := testcluster.Start(t, testcluster.Options{Nodes: 3})
+	ctx := testCtx(t, 3*time.Minute)
+	waitReplicated(ctx, t, newClient(t, tc.Addrs()), 3)
+	args := append([]string{"bench", "txn", "--addr", strings.Join(tc.Addrs(), ","), "--workload", "bank", "--accounts", "50",
+		"--duration", "12s", "--json", "--out", t.TempDir()}, testcluster.CLIArgs()...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, progress bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &progress
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second)
+	tc.Kill(2)
+	time.Sleep(3 * time.Second)
+	tc.Restart(2)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("bench txn: %v\n%s%s", err, out.String(), progress.String())
+	}
+	var res struct {
+		Committed, Aborted, Errors int64
+		InvariantChecks            int64  `json:"invariant_checks"`
+		InvariantOK                bool   `json:"invariant_ok"`
+		InvariantError             string `json:"invariant_error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("report: %v\n%s", err, out.String())
+	}
+	t.Logf("%d committed, %d aborted, %d failed, %d invariant checks", res.Committed, res.Aborted, res.Errors, res.InvariantChecks)
+	if !res.InvariantOK || res.Committed == 0 || res.InvariantChecks < 5 {
+		t.Fatalf("invariant ok %v (%s), %d committed, %d checks\n%s", res.InvariantOK, res.InvariantError, res.Committed, res.InvariantChecks, progress.String())
+	}
+}
