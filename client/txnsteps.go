@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/hlc"
@@ -24,6 +25,7 @@ func (c *Client) WriteIntents(ctx context.Context, txn *tidekvpb.TxnKey, writeTS
 	for i, op := range ops {
 		keys[i] = op.GetKey()
 	}
+	var mu sync.Mutex // the ranges' answers arrive together
 	var out hlc.Timestamp
 	err := c.eachRange(ctx, "write intents", keys, func(idx []int) *rpc {
 		req := &tidekvpb.WriteIntentsRequest{Txn: txn, WriteTimestamp: wireTS(writeTS)}
@@ -34,6 +36,8 @@ func (c *Client) WriteIntents(ctx context.Context, txn *tidekvpb.TxnKey, writeTS
 		return &rpc{op: "write intents", key: span[0], span: span, idempotent: true,
 			call: func(ctx context.Context, nc *nodeConn) error {
 				resp, err := nc.txn.WriteIntents(ctx, req)
+				mu.Lock()
+				defer mu.Unlock()
 				if err == nil && out.Less(resp.GetWrittenAt().HLC()) {
 					out = resp.GetWrittenAt().HLC()
 				}
@@ -114,8 +118,8 @@ func (c *Client) ResolveIntents(ctx context.Context, txn *tidekvpb.TxnKey, keys 
 }
 
 // eachRange runs the request build makes for each group of keys that lie
-// in one range, regrouping once with a fresh range map when a group no
-// longer does (a split).
+// in one range, the ranges at once, regrouping once with a fresh range map
+// when a group no longer does (a split).
 func (c *Client) eachRange(ctx context.Context, op string, keys [][]byte, build func(idx []int) *rpc) error {
 	if len(keys) == 0 {
 		return fmt.Errorf("%w: %s: no keys", ErrInvalidArgument, op)
@@ -125,12 +129,19 @@ func (c *Client) eachRange(ctx context.Context, op string, keys [][]byte, build 
 		idx[i] = i
 	}
 	for refreshed := false; ; refreshed = true {
+		groups := c.groupByRange(ctx, keys, idx)
+		errs := make([]error, len(groups))
+		var wg sync.WaitGroup
+		for i, g := range groups {
+			r := build(g)
+			wg.Go(func() { errs[i] = c.invoke(ctx, r) })
+		}
+		wg.Wait()
 		var again []int
-		for _, g := range c.groupByRange(ctx, keys, idx) {
-			err := c.invoke(ctx, build(g))
+		for i, err := range errs {
 			switch {
 			case errors.Is(err, errSpanChanged) && !refreshed:
-				again = append(again, g...)
+				again = append(again, groups[i]...)
 			case err != nil:
 				return err
 			}

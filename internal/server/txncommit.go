@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,22 +83,28 @@ func (c *coordinator) commitOnePhase(ctx context.Context, t *openTxn, router *cl
 // first one, then commits the record.
 func (c *coordinator) commitTwoPhases(ctx context.Context, t *openTxn, router *client.Client) (hlc.Timestamp, error) {
 	t.key.Anchor = t.pending[0].GetKey()
-	rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
-	if err == nil && rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
-		err = &txnRetryError{fmt.Sprintf("transaction %x was aborted before it wrote", t.key.GetId())}
-	}
-	if err != nil {
-		t.key.Anchor = nil // nothing to clean up
-		return hlc.Timestamp{}, err
-	}
-	go c.heartbeat(t)
 	for _, op := range t.pending {
 		t.written[string(op.GetKey())] = true // before the attempt: an abort resolves what it may have left
 	}
+	// The record and the intents go out together. Whoever meets an intent
+	// before its record exists aborts the transaction (a push of a missing
+	// record writes it ABORTED), and creating the record then says so.
+	var rec *tidekvpb.TxnRecordResponse
+	var recErr error
+	created := make(chan struct{})
+	go func() {
+		defer close(created)
+		rec, recErr = router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
+	}()
 	ts, err := router.WriteIntents(ctx, t.key, t.readTS, t.pending)
-	if err != nil {
+	<-created
+	if recErr == nil && rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
+		recErr = &txnRetryError{fmt.Sprintf("transaction %x was aborted before it committed", t.key.GetId())}
+	}
+	if err = cmp.Or(recErr, err); err != nil {
 		return hlc.Timestamp{}, err
 	}
+	go c.heartbeat(t)
 	commitTS := maxHLC(t.readTS, ts)
 	return commitTS, c.commit(ctx, t, router, commitTS)
 }
