@@ -31,13 +31,14 @@ func newReadOrder() *readOrder {
 	return &readOrder{cache: newTSCache(tsCachePoints, tsCacheSpans), latches: latchSet{}}
 }
 
-// stamp returns the latch of a write of spans proposed at now: its
-// timestamp is now, or above every read of its keys and every closed
-// timestamp when one is at or above now.
-func (o *readOrder) stamp(spans []keySpan, now hlc.Timestamp) *latch {
+// stamp returns the latch of a write of spans proposed at now by
+// transaction txn ("": none): its timestamp is now, or above every read of
+// its keys but txn's own and every closed timestamp when one is at or
+// above now.
+func (o *readOrder) stamp(spans []keySpan, now hlc.Timestamp, txn string) *latch {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.latchLocked(spans, o.aboveReadsLocked(spans, now))
+	return o.latchLocked(spans, o.aboveReadsLocked(spans, now, txn))
 }
 
 // stampReading is stamp for a write that also reads: a one-phase commit,
@@ -45,24 +46,24 @@ func (o *readOrder) stamp(spans []keySpan, now hlc.Timestamp) *latch {
 // are recorded at that timestamp, so no later write of them lands below
 // it, and it returns the writes in flight at or below it on them, which
 // the commit waits for before it proposes.
-func (o *readOrder) stampReading(writes, reads []keySpan, now hlc.Timestamp) (*latch, []chan struct{}) {
+func (o *readOrder) stampReading(writes, reads []keySpan, now hlc.Timestamp, txn string) (*latch, []chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	ts := o.aboveReadsLocked(writes, now)
+	ts := o.aboveReadsLocked(writes, now, txn)
 	waits := o.latches.blocking(reads, ts) // before its own latch: it never waits for itself
 	for _, sp := range reads {
-		o.cache.add(sp, ts)
+		o.cache.add(sp, ts, txn)
 	}
 	o.high = maxTS(o.high, ts)
 	return o.latchLocked(writes, ts), waits
 }
 
 // aboveReadsLocked is now, or just above the newest read (or closed
-// timestamp) of spans when that is at or above now.
-func (o *readOrder) aboveReadsLocked(spans []keySpan, now hlc.Timestamp) hlc.Timestamp {
+// timestamp) of spans by others than txn when that is at or above now.
+func (o *readOrder) aboveReadsLocked(spans []keySpan, now hlc.Timestamp, txn string) hlc.Timestamp {
 	ts := now
 	for _, sp := range spans {
-		if m := o.cache.max(sp); !m.Less(ts) {
+		if m := o.cache.max(sp, txn); !m.Less(ts) {
 			ts = m.Next()
 		}
 	}
@@ -85,13 +86,13 @@ func (o *readOrder) release(l *latch) {
 	}
 }
 
-// read records a read of spans at ts and returns what it must wait for
-// before it reads the engine (latch.go).
-func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp) []chan struct{} {
+// read records a read of spans at ts by transaction txn ("": none) and
+// returns what it must wait for before it reads the engine (latch.go).
+func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp, txn string) []chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, sp := range spans {
-		o.cache.add(sp, ts)
+		o.cache.add(sp, ts, txn)
 	}
 	o.high = maxTS(o.high, ts)
 	return o.latches.blocking(spans, ts)
@@ -174,7 +175,7 @@ func (r *Replica) stampWrite(spans []keySpan) (*tidekvpb.LogTimestamp, *latch) {
 	if r.store.logVersion.Load() < LogVersionMVCC && !r.VersionedLayout() {
 		return nil, nil
 	}
-	l := r.order.stamp(spans, r.store.hlc.Now())
+	l := r.order.stamp(spans, r.store.hlc.Now(), "")
 	return logTimestamp(l.ts), l
 }
 
@@ -224,7 +225,7 @@ func (r *Replica) checkReadAt(ctx context.Context, ro ReadOptions, spans []keySp
 	// Recorded before the lease is checked, for a lease transfer
 	// (readOrder.handoff); a record on a replica that turns out not to
 	// hold the lease only pushes its writes, if it ever leads, higher.
-	waits := r.order.read(spans, ts)
+	waits := r.order.read(spans, ts, string(ro.Txn))
 	if err := r.waitLeaseRead(ctx); err != nil {
 		return err
 	}

@@ -53,18 +53,41 @@ func TestTSCache(t *testing.T) {
 			c.raise(ts(s.raise))
 		}
 		if s.at != 0 {
-			c.add(s.add, ts(s.at))
+			c.add(s.add, ts(s.at), "")
 		}
-		if got := c.max(s.check); got != ts(s.want) {
+		if got := c.max(s.check, ""); got != ts(s.want) {
 			t.Fatalf("step %d: max(%q..%q) = %v, want %d", i, s.check.start, s.check.end, got, s.want)
 		}
 	}
 	big := newTSCache(3, 3)
 	for i, k := range []string{"a", "b", "c", "d"} {
-		big.add(pt(k), ts(int64(i+1)))
+		big.add(pt(k), ts(int64(i+1)), "")
 	}
-	if len(big.points) > 3 || big.lowWater.IsZero() || big.max(pt("d")) != ts(4) || big.max(pt("a")) != big.lowWater {
-		t.Fatalf("eviction: %d points, low-water %v, d at %v, a at %v", len(big.points), big.lowWater, big.max(pt("d")), big.max(pt("a")))
+	if len(big.points) > 3 || big.lowWater.IsZero() || big.max(pt("d"), "") != ts(4) || big.max(pt("a"), "") != big.lowWater {
+		t.Fatalf("eviction: %d points, low-water %v, d at %v, a at %v", len(big.points), big.lowWater, big.max(pt("d"), ""), big.max(pt("a"), ""))
+	}
+}
+
+// A transaction's write is not pushed above its own reads, only above
+// other readers'; a tie between two readers is nobody's own.
+func TestTSCacheOwnReads(t *testing.T) {
+	c := newTSCache(8, 4)
+	k := pointSpan([]byte("k"))
+	c.add(k, ts(10), "other")
+	c.add(k, ts(20), "T")
+	if got := c.max(k, "T"); got != ts(0) {
+		t.Fatalf("T's own read at 20 over another's at 10 (replaced): max for T = %v, want the low-water mark", got)
+	}
+	if got := c.max(k, ""); got != ts(20) {
+		t.Fatalf("max for a plain write = %v, want 20", got)
+	}
+	c.add(k, ts(20), "U")
+	if got := c.max(k, "T"); got != ts(20) {
+		t.Fatalf("T and U both read at 20: max for T = %v, want 20", got)
+	}
+	c.add(keySpan{start: []byte("a"), end: []byte("z")}, ts(30), "T")
+	if got, other := c.max(k, "T"), c.max(k, "U"); got != ts(20) || other != ts(30) {
+		t.Fatalf("T's span read at 30: max for T = %v (want 20), for U = %v (want 30)", got, other)
 	}
 }
 
@@ -73,27 +96,27 @@ func TestTSCache(t *testing.T) {
 func TestReadOrder(t *testing.T) {
 	o := newReadOrder()
 	a, b := []keySpan{pointSpan([]byte("a"))}, []keySpan{pointSpan([]byte("b"))}
-	if l := o.stamp(a, ts(10)); l.ts != ts(10) {
+	if l := o.stamp(a, ts(10), ""); l.ts != ts(10) {
 		t.Fatalf("unread key: stamped %v, want 10", l.ts)
 	} else {
 		o.release(l)
 	}
-	o.read(a, ts(20))
-	la := o.stamp(a, ts(15))
+	o.read(a, ts(20), "")
+	la := o.stamp(a, ts(15), "")
 	if !ts(20).Less(la.ts) {
 		t.Fatalf("write under a read at 20 stamped %v", la.ts)
 	}
-	lb := o.stamp(b, ts(15))
+	lb := o.stamp(b, ts(15), "")
 	if lb.ts != ts(15) {
 		t.Fatalf("a read of a did not push a write of b: %v", lb.ts)
 	}
-	if got := o.read(b, ts(14)); len(got) != 0 {
+	if got := o.read(b, ts(14), ""); len(got) != 0 {
 		t.Fatalf("a read below the latch waits for %d latches", len(got))
 	}
-	if got := o.read(b, ts(15)); len(got) != 1 || got[0] != lb.done {
+	if got := o.read(b, ts(15), ""); len(got) != 1 || got[0] != lb.done {
 		t.Fatalf("a read at the latch's timestamp waits for %v", got)
 	}
-	if got := o.read(append(a, b...), ts(100)); len(got) != 2 {
+	if got := o.read(append(a, b...), ts(100), ""); len(got) != 2 {
 		t.Fatalf("a read of both keys waits for %d latches, want 2", len(got))
 	}
 	// Closing stays below the lowest write in flight (b at 15).
@@ -108,7 +131,7 @@ func TestReadOrder(t *testing.T) {
 	if c := o.close(ts(500)); c != ts(1000) {
 		t.Fatalf("closed timestamps went back to %v", c)
 	}
-	if l := o.stamp(b, ts(900)); !ts(1000).Less(l.ts) {
+	if l := o.stamp(b, ts(900), ""); !ts(1000).Less(l.ts) {
 		t.Fatalf("write stamped %v at or under the closed timestamp 1000", l.ts)
 	}
 }
@@ -135,7 +158,7 @@ func TestReadsAtTimestampsOnLeaseholder(t *testing.T) {
 	}
 
 	// A latch at or below the read's timestamp holds the read back.
-	l := r.order.stamp([]keySpan{pointSpan([]byte("k"))}, r.store.hlc.Now())
+	l := r.order.stamp([]keySpan{pointSpan([]byte("k"))}, r.store.hlc.Now(), "")
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: l.ts})
@@ -201,17 +224,17 @@ func BenchmarkStampWrite(b *testing.B) {
 		o := newReadOrder()
 		if full {
 			for i := range tsCachePoints {
-				o.read([]keySpan{pointSpan(fmt.Appendf(nil, "read-%05d", i))}, ts(int64(i+1)))
+				o.read([]keySpan{pointSpan(fmt.Appendf(nil, "read-%05d", i))}, ts(int64(i+1)), "")
 			}
 			for i := range tsCacheSpans {
-				o.read([]keySpan{{start: fmt.Appendf(nil, "span-%05d", i), end: fmt.Appendf(nil, "span-%05d~", i)}}, ts(int64(i+1)))
+				o.read([]keySpan{{start: fmt.Appendf(nil, "span-%05d", i), end: fmt.Appendf(nil, "span-%05d~", i)}}, ts(int64(i+1)), "")
 			}
 		}
 		key := []byte("bench-key")
 		b.Run(fmt.Sprintf("full=%v", full), func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				o.release(o.stamp([]keySpan{pointSpan(key)}, ts(int64(1e6+i))))
+				o.release(o.stamp([]keySpan{pointSpan(key)}, ts(int64(1e6+i)), ""))
 			}
 		})
 	}

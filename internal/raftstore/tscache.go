@@ -48,38 +48,51 @@ const (
 	tsCacheSpans  = 64
 )
 
+// tsRead is the newest read of a key or span and the transaction that
+// made it ("": no transaction, or several at that timestamp). A
+// transaction's writes need not go above its own reads: it writes at or
+// above the timestamp it read at, so the older reads its entry replaced
+// are below its writes too.
+type tsRead struct {
+	ts  hlc.Timestamp
+	txn string
+}
+
 type tsSpan struct {
 	span keySpan
-	ts   hlc.Timestamp
+	tsRead
 }
 
 type tsCache struct {
 	lowWater  hlc.Timestamp
-	points    map[string]hlc.Timestamp
+	points    map[string]tsRead
 	spans     []tsSpan
 	maxPoints int
 	maxSpans  int
 }
 
 func newTSCache(maxPoints, maxSpans int) *tsCache {
-	return &tsCache{points: map[string]hlc.Timestamp{}, maxPoints: maxPoints, maxSpans: maxSpans}
+	return &tsCache{points: map[string]tsRead{}, maxPoints: maxPoints, maxSpans: maxSpans}
 }
 
-// add records a read of sp at ts.
-func (c *tsCache) add(sp keySpan, ts hlc.Timestamp) {
+// add records a read of sp at ts by transaction txn ("": none).
+func (c *tsCache) add(sp keySpan, ts hlc.Timestamp, txn string) {
 	if !c.lowWater.Less(ts) {
 		return
 	}
 	if sp.point {
-		if cur, ok := c.points[string(sp.start)]; !ok || cur.Less(ts) {
-			c.points[string(sp.start)] = ts
+		switch cur, ok := c.points[string(sp.start)]; {
+		case !ok || cur.ts.Less(ts):
+			c.points[string(sp.start)] = tsRead{ts: ts, txn: txn}
+		case cur.ts == ts && cur.txn != txn:
+			c.points[string(sp.start)] = tsRead{ts: ts} // two readers: neither's own
 		}
 		if len(c.points) > c.maxPoints {
 			c.evictPoints()
 		}
 		return
 	}
-	c.spans = append(c.spans, tsSpan{span: sp, ts: ts})
+	c.spans = append(c.spans, tsSpan{span: sp, tsRead: tsRead{ts: ts, txn: txn}})
 	if len(c.spans) > c.maxSpans {
 		c.evictSpans()
 	}
@@ -92,26 +105,28 @@ func (c *tsCache) raise(ts hlc.Timestamp) {
 		return
 	}
 	c.lowWater = ts
-	maps.DeleteFunc(c.points, func(_ string, t hlc.Timestamp) bool { return !ts.Less(t) })
+	maps.DeleteFunc(c.points, func(_ string, r tsRead) bool { return !ts.Less(r.ts) })
 	c.spans = slices.DeleteFunc(c.spans, func(s tsSpan) bool { return !ts.Less(s.ts) })
 }
 
-// max is the highest timestamp sp was read at, at least the low-water mark.
-func (c *tsCache) max(sp keySpan) hlc.Timestamp {
+// max is the highest timestamp sp was read at by others than transaction
+// txn ("": every read counts), at least the low-water mark.
+func (c *tsCache) max(sp keySpan, txn string) hlc.Timestamp {
 	out := c.lowWater
+	other := func(r tsRead) bool { return out.Less(r.ts) && (txn == "" || r.txn != txn) }
 	if sp.point {
-		if t, ok := c.points[string(sp.start)]; ok && out.Less(t) {
-			out = t
+		if r, ok := c.points[string(sp.start)]; ok && other(r) {
+			out = r.ts
 		}
 	} else {
-		for k, t := range c.points {
-			if out.Less(t) && sp.contains([]byte(k)) {
-				out = t
+		for k, r := range c.points {
+			if other(r) && sp.contains([]byte(k)) {
+				out = r.ts
 			}
 		}
 	}
 	for _, s := range c.spans {
-		if out.Less(s.ts) && s.span.overlaps(sp) {
+		if other(s.tsRead) && s.span.overlaps(sp) {
 			out = s.ts
 		}
 	}
@@ -126,8 +141,8 @@ func median(tss []hlc.Timestamp) hlc.Timestamp {
 
 func (c *tsCache) evictPoints() {
 	tss := make([]hlc.Timestamp, 0, len(c.points))
-	for _, t := range c.points {
-		tss = append(tss, t)
+	for _, r := range c.points {
+		tss = append(tss, r.ts)
 	}
 	c.raise(median(tss))
 }

@@ -128,7 +128,7 @@ func (r *Replica) WriteIntents(ctx context.Context, txn *tidekvpb.TxnRef, writeT
 	for i, k := range ks {
 		spans[i] = pointSpan(k)
 	}
-	l := r.order.stamp(spans, writeTS)
+	l := r.order.stamp(spans, writeTS, string(txn.GetId()))
 	ws, err := logWrites(ops, l.ts)
 	if err != nil {
 		r.order.release(l)

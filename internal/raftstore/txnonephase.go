@@ -43,7 +43,7 @@ func (r *Replica) CommitOnePhase(ctx context.Context, txn []byte, readTS hlc.Tim
 	if _, err := r.store.hlc.Update(readTS); err != nil {
 		return hlc.Timestamp{}, err
 	}
-	l, waits := r.order.stampReading(wspans, rspans, maxTS(r.store.hlc.Now(), readTS))
+	l, waits := r.order.stampReading(wspans, rspans, maxTS(r.store.hlc.Now(), readTS), string(txn))
 	for _, done := range waits {
 		select {
 		case <-done:

@@ -53,6 +53,9 @@ type metrics struct {
 	// txnCommits counts the transactions this node coordinated that
 	// committed with writes, by how (txncommit.go).
 	txnCommits *prometheus.CounterVec
+	// txnRefreshes counts two-phase commits that refreshed their reads
+	// (their writes were pushed above their read timestamp).
+	txnRefreshes prometheus.Counter
 
 	series series
 }
@@ -125,7 +128,10 @@ func newMetrics() *metrics {
 	m.txnCommits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidekv_txn_commits_total", Help: "Transactions with writes this node coordinated that committed, by path: one_phase (all keys in one range: one Raft command) or two_phase (intents, record).",
 	}, []string{"path"})
-	m.reg.MustRegister(m.txnCommits, m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
+	m.txnRefreshes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tidekv_txn_refreshes_total", Help: "Two-phase commits this node coordinated whose writes were pushed above their read timestamp (by another's read, or a closed timestamp), so that their reads were checked again up to the commit timestamp.",
+	})
+	m.reg.MustRegister(m.txnCommits, m.txnRefreshes, m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
 		m.keyspaceRequests, m.keyspaceBytes, m.keyspaceRanges, m.keyspacePrelaunch, m.keyspaceFullest, m.keyspaceEvictions, m.keyspaceHits, m.keyspaceMisses, m.keyspaceKeys, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

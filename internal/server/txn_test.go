@@ -354,6 +354,31 @@ func TestTxnRefusedBelowLogVersion7(t *testing.T) {
 // reads and two writes on two ranges of a 3-node cluster, commit with
 // refresh), from the Go client's Txn to its answer; intents are resolved
 // after it.
+// A transfer's own reads of the keys it writes do not push its writes
+// above its read timestamp: one after another, two-phase transfers commit
+// at their read timestamp without refreshing their reads.
+func TestOwnReadsDoNotPushWrites(t *testing.T) {
+	tc, c, ctx := startBank(t)
+	before := promtest.ToFloat64(tc.nodes[0].metrics.txnRefreshes)
+	for _, s := range tc.nodes[1:] {
+		before += promtest.ToFloat64(s.metrics.txnRefreshes)
+	}
+	const n = 20
+	for range n {
+		if err := transferBetween(ctx, c, 0, bankAccounts-1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := 0.0
+	for _, s := range tc.nodes {
+		after += promtest.ToFloat64(s.metrics.txnRefreshes)
+	}
+	// A closed timestamp can still push one that stays open past it.
+	if refreshed := int(after - before); refreshed > n/4 {
+		t.Fatalf("%d of %d transfers refreshed their reads", refreshed, n)
+	}
+}
+
 // BenchmarkTxnTransfer runs one transfer at a time between two accounts of
 // one range (a one-phase commit) or of the two ranges (two phases).
 func BenchmarkTxnTransfer(b *testing.B) {
