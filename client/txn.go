@@ -157,6 +157,20 @@ func (tx *Tx) Put(ctx context.Context, key, value []byte) error {
 	return tx.write(ctx, &tidekvpb.WriteOp{Key: key, Value: value})
 }
 
+// PutExpiring is Put with an expiry (a TTL from the write, or a time);
+// keeping the key's current TTL (Expiry.Keep) is not something a
+// transaction does.
+func (tx *Tx) PutExpiring(ctx context.Context, key, value []byte, e Expiry) error {
+	if e.Keep {
+		return fmt.Errorf("%w: a transaction cannot keep %q's TTL", ErrInvalidArgument, key)
+	}
+	ttl, at, err := e.wire()
+	if err != nil {
+		return err
+	}
+	return tx.write(ctx, &tidekvpb.WriteOp{Key: key, Value: value, TtlMs: ttl, ExpireAtMs: at})
+}
+
 // Delete deletes key when the transaction commits.
 func (tx *Tx) Delete(ctx context.Context, key []byte) error {
 	return tx.write(ctx, &tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_DELETE, Key: key})

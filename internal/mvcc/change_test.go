@@ -21,7 +21,7 @@ func TestFirstChange(t *testing.T) {
 		Delete(b, []byte("b"), at(15)),
 		Put(b, []byte("c"), at(25), []byte("c25")),
 		b.Set(RecordKey([]byte("b"), []byte("T9")), []byte("a record")),
-		PutIntent(b, []byte("d"), at(35), []byte("d35"), []byte("T1")),
+		PutIntent(b, []byte("d"), at(35), []byte("d35"), 0, []byte("T1")),
 	)
 	for _, tc := range []struct {
 		start, end string

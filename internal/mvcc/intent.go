@@ -41,12 +41,13 @@ func (e *IntentError) Error() string {
 	return fmt.Sprintf("key %q holds an intent of transaction %x at %s", e.Key, e.Txn, e.Timestamp)
 }
 
-// PutIntent writes transaction txn's intent (txn: non-empty) to set key to value at ts.
-func PutIntent(w storage.Writer, key []byte, ts hlc.Timestamp, value, txn []byte) error {
+// PutIntent writes transaction txn's intent (txn: non-empty) to set key to
+// value at ts, expiring at expiresAt (as PutExpiring; 0: never).
+func PutIntent(w storage.Writer, key []byte, ts hlc.Timestamp, value []byte, expiresAt int64, txn []byte) error {
 	if err := checkTxnID(txn); err != nil {
 		return err
 	}
-	return write(w, key, ts, value, 0, false, txn)
+	return write(w, key, ts, value, expiresAt, false, txn)
 }
 
 // DeleteIntent writes transaction txn's intent to delete key at ts.

@@ -28,7 +28,7 @@ func TestIntentsAndRecords(t *testing.T) {
 	commit(t, b,
 		Put(b, []byte("a"), at(5), []byte("a5")),
 		Put(b, []byte("k"), at(10), []byte("k10")),
-		PutIntent(b, []byte("k"), at(20), []byte("k20"), []byte("T1")),
+		PutIntent(b, []byte("k"), at(20), []byte("k20"), 0, []byte("T1")),
 		DeleteIntent(b, []byte("m"), at(20), []byte("T1")),
 		b.Set(RecordKey([]byte("k"), []byte("T1")), []byte("record of T1")),
 		b.Set(RecordKey([]byte("k\x00"), []byte("T2")), []byte("record of T2")),
@@ -103,7 +103,7 @@ func TestRecordKeyOrder(t *testing.T) {
 			}
 		}
 	}
-	if err := PutIntent(storage.NewMem().NewBatch(), []byte("k"), at(1), nil, nil); !errors.Is(err, ErrInvalidArgument) {
+	if err := PutIntent(storage.NewMem().NewBatch(), []byte("k"), at(1), nil, 0, nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("an intent without a transaction ID: %v", err)
 	}
 }

@@ -58,6 +58,10 @@ const (
 	// command (TxnCommand ONE_PHASE, txnonephase.go). A binary at 7 would
 	// refuse the command at apply while the others wrote its values.
 	LogVersionOnePhase uint32 = 8
+	// LogVersionTxnExpiry: a transaction's puts may carry an expiry
+	// (LogWrite.expires_at in WRITE_INTENTS and ONE_PHASE), which a binary
+	// at 7 refuses at apply. It came with the one-phase commit.
+	LogVersionTxnExpiry = LogVersionOnePhase
 	// LatestLogVersion is the newest version this binary applies.
 	LatestLogVersion = LogVersionOnePhase
 )

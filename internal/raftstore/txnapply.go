@@ -112,8 +112,8 @@ func (r *Replica) applyIntentsLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts 
 		if err := r.checkKeysLocked(w.GetKey()); err != nil {
 			return applyResult{err: err}
 		}
-		if w.GetExpire() || w.GetKeepTtl() || w.GetExpiresAt() != 0 {
-			return applyResult{err: fmt.Errorf("%w: a transaction's write of %q sets a TTL, which transactions do not support yet", ErrInvalidRequest, w.GetKey())}
+		if err := checkTxnWrite(w); err != nil {
+			return applyResult{err: err}
 		}
 	}
 	if thr := gcThresholdOf(r.mu.state); !thr.Less(ts) && !thr.IsZero() {
@@ -146,7 +146,7 @@ func (r *Replica) applyIntentsLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts 
 		if w.GetDelete() {
 			r.mustWrite(mvcc.DeleteIntent(ab.b, vk, at, txn))
 		} else {
-			r.mustWrite(mvcc.PutIntent(ab.b, vk, at, w.GetValue(), txn))
+			r.mustWrite(mvcc.PutIntent(ab.b, vk, at, w.GetValue(), w.GetExpiresAt(), txn))
 			r.written.Add(uint64(len(w.GetKey()) + len(w.GetValue())))
 		}
 		r.mu.versionBound.note(at)
@@ -155,6 +155,17 @@ func (r *Replica) applyIntentsLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts 
 	r.setMayHoldIntentsLocked()
 	r.mustWrite(r.flushAppliedLocked(ab))
 	return applyResult{txn: &txnResult{ts: ts}}
+}
+
+// checkTxnWrite refuses what a transaction's write cannot do: keep the
+// key's TTL or change only its expiry (EXPIRE). A put may expire at a set
+// time (log version 8: a binary at 7 refuses it, and no node proposes one
+// before every node applies 8).
+func checkTxnWrite(w *tidekvpb.LogWrite) error {
+	if w.GetExpire() || w.GetKeepTtl() || (w.GetDelete() && (len(w.GetValue()) > 0 || w.GetExpiresAt() != 0)) {
+		return fmt.Errorf("%w: a transaction's write of %q keeps or changes only a TTL, which transactions do not do", ErrInvalidRequest, w.GetKey())
+	}
+	return nil
 }
 
 func (r *Replica) setMayHoldIntentsLocked() {
@@ -185,7 +196,7 @@ func (r *Replica) applyResolveLocked(ab *applyBatch, c *tidekvpb.TxnCommand) app
 		if ver.Tombstone {
 			r.mustWrite(mvcc.Delete(ab.b, vk, at))
 		} else {
-			r.mustWrite(mvcc.Put(ab.b, vk, at, ver.Value))
+			r.mustWrite(mvcc.PutExpiring(ab.b, vk, at, ver.Value, ver.ExpiresAt))
 		}
 		r.mu.versionBound.note(at)
 	}

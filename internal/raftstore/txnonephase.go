@@ -113,8 +113,8 @@ func (r *Replica) applyOnePhaseLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts
 	readTS := commandTimestamp(c.GetReadTimestamp())
 	ks := append([][]byte(nil), c.GetKeys()...)
 	for _, w := range c.GetWrites() {
-		if w.GetExpire() || w.GetKeepTtl() || w.GetExpiresAt() != 0 || w.GetDelete() && len(w.GetValue()) > 0 {
-			return applyResult{err: fmt.Errorf("%w: a transaction's write of %q sets a TTL, which transactions do not support yet", ErrInvalidRequest, w.GetKey())}
+		if err := checkTxnWrite(w); err != nil {
+			return applyResult{err: err}
 		}
 		ks = append(ks, w.GetKey())
 	}
@@ -141,7 +141,7 @@ func (r *Replica) applyOnePhaseLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts
 				r.mustWrite(mvcc.Delete(ab.b, vk, ts))
 			}
 		} else {
-			r.mustWrite(mvcc.Put(ab.b, vk, ts, w.GetValue()))
+			r.mustWrite(mvcc.PutExpiring(ab.b, vk, ts, w.GetValue(), w.GetExpiresAt()))
 			r.written.Add(uint64(len(w.GetKey()) + len(w.GetValue())))
 		}
 	}

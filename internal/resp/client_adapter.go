@@ -190,6 +190,10 @@ func (t clientTx) Put(ctx context.Context, key, value []byte) error {
 	return mapErr(t.tx.Put(ctx, key, value))
 }
 
+func (t clientTx) PutExpiring(ctx context.Context, key, value []byte, e Expiry) error {
+	return mapErr(t.tx.PutExpiring(ctx, key, value, client.Expiry{TTL: e.TTL, At: e.At, Keep: e.Keep}))
+}
+
 func (t clientTx) Delete(ctx context.Context, key []byte) error {
 	return mapErr(t.tx.Delete(ctx, key))
 }

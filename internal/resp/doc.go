@@ -150,12 +150,13 @@
 // the hash missing fields. Each single field write is atomic. There is no eviction, no lists, sets or sorted
 // sets, no pub/sub, and RESP3 is not spoken.
 //
-// Transactions: EXEC cannot run SET with EX, PX, EXAT, PXAT or KEEPTTL,
-// the EXPIRE family, SCAN, TKV.RANGE, hashes (each needs a scan or a
-// guarded write, which a transaction has not), SELECT, AUTH, CLIENT,
-// HELLO, INFO, CONFIG, COMMAND: each is refused when queued and aborts
-// the transaction. Its writes carry no TTL, so INCR, DECR, INCRBY and
-// DECRBY inside EXEC clear the key's TTL, which Redis keeps (SET and
+// Transactions: EXEC cannot run SET with KEEPTTL, the EXPIRE family,
+// SCAN, TKV.RANGE, hashes (each needs a scan or a guarded write, which
+// the transaction view does not offer), SELECT, AUTH, CLIENT, HELLO,
+// INFO, CONFIG, COMMAND: each is refused when queued and aborts the
+// transaction. SET with EX, PX, EXAT or PXAT runs; a transaction cannot
+// keep a TTL, so INCR, DECR, INCRBY and DECRBY inside EXEC clear the
+// key's TTL, which Redis keeps (SET and
 // GETSET clear it in Redis too). DEL of a hash inside EXEC removes its marker, leaving
 // its fields as garbage for the next HSET creating it. Where a read gives
 // no version (an unversioned range, a read-through value, an older node),

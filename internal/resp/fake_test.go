@@ -285,7 +285,7 @@ func (f *fakeKV) Txn(_ context.Context, fn func(TxnKV) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for ; ; f.conflicts-- {
-		tx := &fakeTx{f: f, writes: map[string]*[]byte{}}
+		tx := &fakeTx{f: f, writes: map[string]*[]byte{}, exps: map[string]Expiry{}}
 		if err := fn(tx); err != nil {
 			return err
 		}
@@ -296,7 +296,7 @@ func (f *fakeKV) Txn(_ context.Context, fn func(TxnKV) error) error {
 			if v == nil {
 				f.del([]byte(k))
 			} else {
-				f.set([]byte(k), *v, Expiry{})
+				f.set([]byte(k), *v, tx.exps[k])
 			}
 		}
 		return nil
@@ -308,6 +308,7 @@ func (f *fakeKV) Txn(_ context.Context, fn func(TxnKV) error) error {
 type fakeTx struct {
 	f      *fakeKV
 	writes map[string]*[]byte
+	exps   map[string]Expiry // of the puts in writes
 }
 
 func (t *fakeTx) Get(_ context.Context, key []byte) (Result, error) {
@@ -333,6 +334,18 @@ func (t *fakeTx) Put(_ context.Context, key, value []byte) error {
 	}
 	v := cp(value)
 	t.writes[string(key)] = &v
+	delete(t.exps, string(key))
+	return nil
+}
+
+func (t *fakeTx) PutExpiring(ctx context.Context, key, value []byte, e Expiry) error {
+	if e.Keep {
+		return fmt.Errorf("%w: a transaction cannot keep a TTL", ErrInvalidArgument)
+	}
+	if err := t.Put(ctx, key, value); err != nil {
+		return err
+	}
+	t.exps[string(key)] = e
 	return nil
 }
 

@@ -62,13 +62,15 @@ type KV interface {
 }
 
 // TxnKV is one attempt of a KV.Txn. Reads see the transaction's own
-// earlier writes. Writes carry no TTL (TideKV's transactions do not set
-// expiries yet): a put clears the key's TTL.
+// earlier writes. A put clears the key's TTL or sets a new one; it cannot
+// keep the current one.
 type TxnKV interface {
 	// Get reads key, with its Version (no TTL); an absent key is Found
 	// false, not an error.
 	Get(ctx context.Context, key []byte) (Result, error)
 	Put(ctx context.Context, key, value []byte) error
+	// PutExpiring is Put with e's TTL or time (e.Keep is refused).
+	PutExpiring(ctx context.Context, key, value []byte, e Expiry) error
 	Delete(ctx context.Context, key []byte) error
 }
 

@@ -56,7 +56,7 @@ func (w watchedKey) same(r Result) bool {
 const (
 	errExecAbort = "EXECABORT Transaction discarded because of previous errors."
 	// inMultiList names the commands EXEC can run, for refusals.
-	inMultiList = "GET, SET (no EX, PX, EXAT, PXAT, KEEPTTL), SETNX, GETSET, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, PING, ECHO, UNWATCH"
+	inMultiList = "GET, SET (no KEEPTTL), SETNX, GETSET, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, PING, ECHO, UNWATCH"
 )
 
 // inMulti are the commands EXEC can run: those whose KV calls map onto a
@@ -128,8 +128,8 @@ func queueCheck(p *prepared) string {
 		if rerr != "" {
 			return rerr
 		}
-		if o.expiry != (Expiry{}) {
-			return "ERR SET with EX, PX, EXAT, PXAT or KEEPTTL inside MULTI is not supported by TideKV: transactions do not set TTLs yet"
+		if o.expiry.Keep {
+			return "ERR SET with KEEPTTL inside MULTI is not supported by TideKV: a transaction cannot keep a key's TTL"
 		}
 	}
 	return ""

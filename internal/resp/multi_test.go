@@ -102,6 +102,24 @@ func TestExecRuntimeErrorCommitsTheRest(t *testing.T) {
 		"*[+OK -" + errNotInt + " +OK]", "*[$1 $abc $2]"})
 }
 
+// SET's expiries run inside EXEC; an INCR inside it clears a TTL (it
+// cannot keep one).
+func TestExecSetsTTLs(t *testing.T) {
+	s, _ := start(t, newFakeKV(), nil, nil)
+	got := pipeline(t, s,
+		[]string{"SET", "n", "1", "EX", "100"},
+		[]string{"MULTI"},
+		[]string{"SET", "a", "1", "EX", "10"},
+		[]string{"SET", "b", "2", "PX", "500000", "GET"},
+		[]string{"INCR", "n"},
+		[]string{"EXEC"},
+		[]string{"TTL", "a"},
+		[]string{"TTL", "b"},
+		[]string{"TTL", "n"},
+	)
+	eqReplies(t, got, []string{"+OK", "+OK", "+QUEUED", "+QUEUED", "+QUEUED", "*[+OK $<nil> :2]", ":10", ":500", ":-1"})
+}
+
 // A command refused while queuing (unknown, arity, syntax, one EXEC cannot
 // run) aborts the transaction: EXEC answers EXECABORT and applies nothing.
 func TestExecAbortsAfterARefusal(t *testing.T) {
@@ -111,7 +129,6 @@ func TestExecAbortsAfterARefusal(t *testing.T) {
 		{"GET", "a", "b"},
 		{"MSET", "a", "1", "b"},
 		{"SET", "a", "1", "BOGUS"},
-		{"SET", "a", "1", "EX", "10"},
 		{"SET", "a", "1", "KEEPTTL"},
 		{"KEYS", "*"},
 		{"SCAN", "0"},
@@ -133,8 +150,8 @@ func TestExecAbortsAfterARefusal(t *testing.T) {
 		eq(t, got[3+2*i], "+QUEUED")
 	}
 	eqReplies(t, got[len(got)-2:], []string{"-" + errExecAbort, "$<nil>"})
-	eq(t, got[2+2*4], "-ERR SET with EX, PX, EXAT, PXAT or KEEPTTL inside MULTI is not supported by TideKV: transactions do not set TTLs yet")
-	eq(t, got[2+2*7], "-ERR SCAN inside MULTI is not supported by TideKV; EXEC runs "+inMultiList)
+	eq(t, got[2+2*4], "-ERR SET with KEEPTTL inside MULTI is not supported by TideKV: a transaction cannot keep a key's TTL")
+	eq(t, got[2+2*6], "-ERR SCAN inside MULTI is not supported by TideKV; EXEC runs "+inMultiList)
 }
 
 // A user without write access gets NOPERM at queue time, which aborts.

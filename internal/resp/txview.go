@@ -43,7 +43,20 @@ func (v *txView) read(ctx context.Context, key []byte) (Result, error) {
 }
 
 func (v *txView) Put(ctx context.Context, key, value []byte) error {
-	if err := v.tx.Put(ctx, key, value); err != nil {
+	return v.put(ctx, key, value, Expiry{})
+}
+
+// put writes value with e's expiry; e.Keep is dropped (INCR's): a
+// transaction cannot keep a TTL, so it clears it (docs/transactions.md),
+// and SET KEEPTTL is refused at MULTI.
+func (v *txView) put(ctx context.Context, key, value []byte, e Expiry) error {
+	var err error
+	if e.Keep || e == (Expiry{}) {
+		err = v.tx.Put(ctx, key, value)
+	} else {
+		err = v.tx.PutExpiring(ctx, key, value, e)
+	}
+	if err != nil {
 		return v.fail(err)
 	}
 	return nil
@@ -83,12 +96,12 @@ func (v *txView) Write(ctx context.Context, ops []Op) error {
 	for _, op := range ops {
 		var err error
 		switch {
-		case op.SetTTL || op.Expiry != (Expiry{}):
-			err = v.fail(unsupported("a TTL"))
+		case op.SetTTL || op.Expiry.Keep:
+			err = v.fail(unsupported("keeping or changing only a TTL"))
 		case op.Delete:
 			_, err = v.Delete(ctx, op.Key)
 		default:
-			err = v.Put(ctx, op.Key, op.Value)
+			err = v.put(ctx, op.Key, op.Value, op.Expiry)
 		}
 		if err != nil {
 			return err
@@ -97,10 +110,9 @@ func (v *txView) Write(ctx context.Context, ops []Op) error {
 	return nil
 }
 
-// CompareAndSet is a read and a write of the transaction. The expiry is
-// dropped: INCR's KEEPTTL cannot be kept, so a counter's TTL is cleared
-// (docs/transactions.md); SET's expiries are refused at MULTI.
-func (v *txView) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, _ Expiry) (bool, []byte, bool, error) {
+// CompareAndSet is a read and a write of the transaction, with e's expiry
+// (INCR's KEEPTTL cannot be kept: see put).
+func (v *txView) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e Expiry) (bool, []byte, bool, error) {
 	cur, err := v.Get(ctx, key)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return false, nil, false, err
@@ -112,7 +124,7 @@ func (v *txView) CompareAndSet(ctx context.Context, key []byte, expected, newVal
 	if newValue == nil {
 		_, err = v.Delete(ctx, key)
 	} else {
-		err = v.Put(ctx, key, *newValue)
+		err = v.put(ctx, key, *newValue, e)
 	}
 	return err == nil, cur, exists, err
 }

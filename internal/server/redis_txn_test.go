@@ -279,3 +279,29 @@ func startRedisServer(b *testing.B) string {
 	}
 	return addr
 }
+
+// SET with a TTL inside MULTI/EXEC, on two ranges: both keys expire.
+func TestRedisExecSetsTTL(t *testing.T) {
+	tc, _, ctx := startBank(t, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
+	rc := redisClients(t, tc)[1]
+	keys := []string{string(acct(0)) + "t", string(acct(bankAccounts-1)) + "t"}
+	if _, err := rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Set(ctx, k, "v", 800*time.Millisecond)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if ttl, err := rc.PTTL(ctx, k).Result(); err != nil || ttl <= 0 || ttl > 800*time.Millisecond {
+			t.Fatalf("PTTL %s after EXEC: %v, %v", k, ttl, err)
+		}
+	}
+	time.Sleep(time.Second)
+	for _, k := range keys {
+		if n, err := rc.Exists(ctx, k).Result(); err != nil || n != 0 {
+			t.Errorf("%s after its TTL: exists %d, %v", k, n, err)
+		}
+	}
+}

@@ -165,6 +165,13 @@ func (t defaultSpaceTx) Put(ctx context.Context, key, value []byte) error {
 	return t.tx.Put(ctx, key, value)
 }
 
+func (t defaultSpaceTx) PutExpiring(ctx context.Context, key, value []byte, e resp.Expiry) error {
+	if err := reservedKey(key); err != nil {
+		return err
+	}
+	return t.tx.PutExpiring(ctx, key, value, e)
+}
+
 func (t defaultSpaceTx) Delete(ctx context.Context, key []byte) error {
 	if err := reservedKey(key); err != nil {
 		return err

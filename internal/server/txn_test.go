@@ -594,3 +594,39 @@ func TestCommittingTransactionsDoNotWaitForEachOther(t *testing.T) {
 		t.Fatalf("a committing transaction's write under another's live intent: %v after %v; want a retry at once (the intent wait is 1s)", err, took)
 	}
 }
+
+// Transactions' puts may expire, in one phase and in two (the intent
+// carries the expiry into the committed value); keeping a TTL is refused.
+func TestTxnTTL(t *testing.T) {
+	_, c, ctx := startBank(t)
+	for _, keys := range [][]string{{"acct-0x", "acct-1x"}, {"acct-0y", "acct-7y"}} {
+		err := c.Txn(ctx, func(tx *client.Tx) error {
+			for _, k := range keys {
+				if err := tx.PutExpiring(ctx, []byte(k), []byte("v"), client.Expiry{TTL: 800 * time.Millisecond}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if ttl, err := c.TTL(ctx, []byte(k)); err != nil || ttl <= 0 || ttl > 800*time.Millisecond {
+				t.Fatalf("%s after the transaction: TTL %v, %v; want up to 800ms", k, ttl, err)
+			}
+		}
+	}
+	time.Sleep(time.Second)
+	for _, k := range []string{"acct-0x", "acct-1x", "acct-0y", "acct-7y"} {
+		if _, err := c.Get(ctx, []byte(k)); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("%s after its TTL: %v, want not found", k, err)
+		}
+	}
+	err := c.Txn(ctx, func(tx *client.Tx) error {
+		return tx.PutExpiring(ctx, acct(0), []byte("1"), client.Expiry{Keep: true})
+	})
+	if !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("keeping a TTL in a transaction: %v, want a refusal", err)
+	}
+}

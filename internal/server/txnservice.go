@@ -49,14 +49,20 @@ func (s *Server) needTxnVersion() error {
 }
 
 // checkTxnOps refuses what a transaction cannot write: no ops, ops other
-// than puts and deletes, keys or values over the limits.
+// than puts and deletes, TTLs kept, keys or values over the limits.
 func (s *Server) checkTxnOps(ops []*tidekvpb.WriteOp) error {
 	if len(ops) == 0 || len(ops) > s.cfg.Limits.MaxBatchKeys {
 		return invalidArg("a transaction's write has %d ops; it needs 1 to %d", len(ops), s.cfg.Limits.MaxBatchKeys)
 	}
 	for _, op := range ops {
-		if k := op.GetKind(); (k != tidekvpb.WriteOp_PUT && k != tidekvpb.WriteOp_DELETE) || op.GetTtlMs() != 0 || op.GetExpireAtMs() != 0 || op.GetKeepTtl() {
-			return invalidArg("a transaction writes puts and deletes without TTLs; %q is not one", op.GetKey())
+		k, expires := op.GetKind(), op.GetTtlMs() != 0 || op.GetExpireAtMs() != 0
+		if (k != tidekvpb.WriteOp_PUT && k != tidekvpb.WriteOp_DELETE) || op.GetKeepTtl() || (k == tidekvpb.WriteOp_DELETE && expires) {
+			return invalidArg("a transaction writes puts (with or without a TTL) and deletes; it cannot keep a key's TTL or change only its TTL (%q)", op.GetKey())
+		}
+		if expires {
+			if err := s.store.NeedVersion(raftstore.LogVersionTxnExpiry, "a TTL in a transaction"); err != nil {
+				return status.Error(codes.Unimplemented, err.Error())
+			}
 		}
 		if err := s.checkKey(op.GetKey()); err != nil {
 			return err
