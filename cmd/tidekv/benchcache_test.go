@@ -38,9 +38,9 @@ func TestBenchCachePrelaunch(t *testing.T) {
 	}
 }
 
-// runCacheBench runs bench cache with args and --json and decodes the
-// output into v.
-func runCacheBench(t *testing.T, v any, args ...string) {
+// runCacheBench runs bench cache with args and --json, decodes the output
+// into v and checks that every object has the fields scripts read.
+func runCacheBench(t *testing.T, v any, fields []string, args ...string) {
 	t.Helper()
 	var out bytes.Buffer
 	cmd := newCacheBenchCmd()
@@ -52,6 +52,17 @@ func runCacheBench(t *testing.T, v any, args ...string) {
 	if err := json.Unmarshal(out.Bytes(), v); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
+	var objs []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &objs); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		for _, f := range fields {
+			if _, ok := o[f]; !ok {
+				t.Fatalf("no field %q in %v", f, o)
+			}
+		}
+	}
 }
 
 // The migration scenario, small: one report per index, each migration
@@ -60,7 +71,8 @@ func runCacheBench(t *testing.T, v any, args ...string) {
 func TestBenchCacheMigration(t *testing.T) {
 	dir := t.TempDir()
 	var reports []migrationReport
-	runCacheBench(t, &reports, "--scenario", "migration", "--keys", "2000", "--value-bytes", "10",
+	runCacheBench(t, &reports, []string{"scenario", "index", "total_ms", "mean_ms", "min_ms", "max_ms", "migrations"},
+		"--scenario", "migration", "--keys", "2000", "--value-bytes", "10",
 		"--migrations", "3", "--rounds", "1", "--out", dir)
 	want := []string{"btree", "eh100", "eh300", "eh500", "cbf"}
 	if len(reports) != len(want) {
@@ -82,7 +94,8 @@ func TestBenchCacheMigration(t *testing.T) {
 func TestBenchCacheFig3(t *testing.T) {
 	dir := t.TempDir()
 	var reports []fig3Report
-	runCacheBench(t, &reports, "--scenario", "paper-fig3", "--keys", "8192", "--steps", "200", "--bucket-steps", "50",
+	runCacheBench(t, &reports, []string{"scenario", "rate", "variant", "miss_rate", "nodes", "evicted", "node_steps"},
+		"--scenario", "paper-fig3", "--keys", "8192", "--steps", "200", "--bucket-steps", "50",
 		"--rates", "50,100", "--static-nodes", "2", "--capacity-per-node", "131072", "--out", dir)
 	if len(reports) != 4 {
 		t.Fatalf("reports %+v", reports)
