@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidekv/tidekv/bench/cachebench"
 	"github.com/tidekv/tidekv/sim"
 )
 
@@ -33,44 +34,75 @@ type cacheReport struct {
 }
 
 func newCacheBenchCmd() *cobra.Command {
-	var scenarioName string
+	var scenarioName, out string
 	var asJSON bool
 	var seed uint64
+	mig, fig3 := cachebench.DefaultMigrationConfig(), cachebench.DefaultFig3Config()
+	keys, valueBytes := mig.Keys, mig.ValueBytes
 	cmd := &cobra.Command{
 		Use:   "cache",
-		Short: "Cache key space scenarios in the simulator (prelaunch: idle time during scale-out with and without pre-launch)",
-		Long: `Runs a cache key space scenario in the deterministic simulator, with the
-control code the server runs. prelaunch: a key space created with
---on-full grow, 512 MiB per node on 2 nodes, written at 2 MiB/s, nodes that
-take a minute to start, 15 minutes; once with the pre-launch threshold
-(docs/keyspaces.md) and once with T fixed at 95% of the capacity. Prints,
-for each, how long nodes sat at capacity (the seed paper's idle time during
-scale-out), what they evicted and when new nodes joined.`,
+		Short: "The elastic cache paper's experiments in miniature (paper-fig3, migration, prelaunch)",
+		Long: `Runs one of the seed paper's cache experiments with TideKV's own code.
+
+paper-fig3: miss rate over time of static caches of 2, 4 and 8 nodes that
+evict the least recently used keys against a key space that grows (on_full
+grow), at two query rates over --keys distinct keys, in a key-level model
+of virtual time steps (internal/cache decides evictions, internal/elastic
+growth). migration: the memory engine's five indexes (B+-tree, extendible
+hashing with 100/300/500 records a bucket, counting Bloom filter) each
+hold --keys keys on one node; --migrations times, the largest span's lower
+half moves to a new node; prints the time of each move. prelaunch: idle
+time during scale-out with and without pre-launch, in the simulator (a key
+space created with --on-full grow, 512 MiB per node on 2 nodes, written at
+2 MiB/s, nodes that take a minute to start, 15 minutes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if scenarioName != "prelaunch" {
-				return fmt.Errorf("bench cache: unknown scenario %q (built: prelaunch)", scenarioName)
+			w := cmd.OutOrStdout()
+			mig.Keys, mig.ValueBytes = keys, valueBytes
+			fig3.Keys, fig3.ValueBytes, fig3.Seed = keys, valueBytes, seed
+			switch scenarioName {
+			case "prelaunch":
+				return runPrelaunch(w, seed, asJSON)
+			case "migration":
+				return runMigration(w, mig, out, asJSON)
+			case "paper-fig3":
+				return runFig3(w, fig3, out, asJSON)
 			}
-			var reports []cacheReport
-			for _, pre := range []bool{true, false} {
-				c := sim.PrelaunchScenario(pre, seed)
-				r, err := sim.RunCache(c)
-				if err != nil {
-					return err
-				}
-				reports = append(reports, cacheReportOf(scenarioName, c, r.Metrics))
-			}
-			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(reports)
-			}
-			return cacheTable(cmd.OutOrStdout(), reports)
+			return fmt.Errorf("bench cache: unknown scenario %q (want paper-fig3, migration or prelaunch)", scenarioName)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&scenarioName, "scenario", "prelaunch", "scenario: prelaunch")
+	f.StringVar(&scenarioName, "scenario", "prelaunch", "scenario: paper-fig3, migration or prelaunch")
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
-	f.Uint64Var(&seed, "seed", 1, "simulator seed")
+	f.Uint64Var(&seed, "seed", 1, "seed of the simulator (prelaunch) or of the query stream (paper-fig3)")
+	f.StringVar(&out, "out", "", "directory for the figures (SVG: cache-migration.svg, cache-fig3-rateN.svg); empty: none")
+	f.IntVar(&keys, "keys", keys, "distinct keys (paper-fig3, migration)")
+	f.IntVar(&valueBytes, "value-bytes", valueBytes, "bytes per value (paper-fig3, migration)")
+	f.IntVar(&mig.Migrations, "migrations", mig.Migrations, "migration: moves, each to one more node")
+	f.IntVar(&mig.Rounds, "rounds", mig.Rounds, "migration: runs per index; each move reports its fastest")
+	f.IntVar(&fig3.Steps, "steps", fig3.Steps, "paper-fig3: time steps")
+	f.IntVar(&fig3.BucketSteps, "bucket-steps", fig3.BucketSteps, "paper-fig3: steps per reported miss rate")
+	f.IntSliceVar(&fig3.Rates, "rates", fig3.Rates, "paper-fig3: query rates compared (queries per step)")
+	f.IntSliceVar(&fig3.StaticNodes, "static-nodes", fig3.StaticNodes, "paper-fig3: sizes of the static caches")
+	f.Uint64Var(&fig3.CapacityPerNode, "capacity-per-node", fig3.CapacityPerNode, "paper-fig3: bytes of the key space a node holds")
+	f.IntVar(&fig3.NodeStartSteps, "node-start-steps", fig3.NodeStartSteps, "paper-fig3: steps a new node takes to join")
 	return cmd
+}
+
+func runPrelaunch(w io.Writer, seed uint64, asJSON bool) error {
+	var reports []cacheReport
+	for _, pre := range []bool{true, false} {
+		c := sim.PrelaunchScenario(pre, seed)
+		r, err := sim.RunCache(c)
+		if err != nil {
+			return err
+		}
+		reports = append(reports, cacheReportOf("prelaunch", c, r.Metrics))
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(reports)
+	}
+	return cacheTable(w, reports)
 }
 
 func cacheReportOf(scenario string, c sim.CacheConfig, m sim.CacheMetrics) cacheReport {
