@@ -18,7 +18,10 @@ type OverflowConfig struct {
 	MinThreshold, MaxThreshold float64
 	// ShedAt is the share at which a node sheds data of the key space:
 	// its fullest range (split at the median first when it is above
-	// MaxMoveShare) moves to the node with most room.
+	// MaxMoveShare) moves to the node with most room. Below eviction's
+	// low-water mark (cache.Config.LowWater, 0.95), so that a node that
+	// evicted still sheds: at the same share it stayed just under it and
+	// a growing key space stalled (bench cache paper-fig3 at 3 nodes).
 	ShedAt float64
 	// MaxMoveShare is the largest range, as a share of the capacity, that
 	// moves whole; a bigger one is split at its median first.
@@ -38,7 +41,7 @@ type OverflowConfig struct {
 // issue asks, sheds at 95%, moves at most an eighth of a node's capacity
 // in one range, and remembers fill rates for ten minutes.
 func DefaultOverflowConfig() OverflowConfig {
-	return OverflowConfig{MinThreshold: 0.1, MaxThreshold: 0.95, ShedAt: 0.95, MaxMoveShare: 0.125,
+	return OverflowConfig{MinThreshold: 0.1, MaxThreshold: 0.95, ShedAt: 0.9, MaxMoveShare: 0.125,
 		RateAlpha: 0.3, RateWindow: 10 * time.Minute, MinRate: 1024}
 }
 
