@@ -97,6 +97,9 @@ const (
 	// unchanged since read_timestamp, and writes become committed versions
 	// at the command's timestamp; or nothing is written.
 	TxnCommand_ONE_PHASE TxnCommand_Op = 6
+	// Remove the record if it is final (COMMITTED or ABORTED): its
+	// intents are resolved (log version 8).
+	TxnCommand_FORGET TxnCommand_Op = 7
 )
 
 // Enum value maps for TxnCommand_Op.
@@ -109,6 +112,7 @@ var (
 		4: "PUSH",
 		5: "RESOLVE",
 		6: "ONE_PHASE",
+		7: "FORGET",
 	}
 	TxnCommand_Op_value = map[string]int32{
 		"OP_UNSPECIFIED": 0,
@@ -118,6 +122,7 @@ var (
 		"PUSH":           4,
 		"RESOLVE":        5,
 		"ONE_PHASE":      6,
+		"FORGET":         7,
 	}
 )
 
@@ -1780,7 +1785,7 @@ const file_storage_proto_rawDesc = "" +
 	"\x03txn\x18\x01 \x01(\v2\x0e.tidekv.TxnRefR\x03txn\x12)\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x11.tidekv.TxnStatusR\x06status\x12?\n" +
 	"\x10commit_timestamp\x18\x03 \x01(\v2\x14.tidekv.LogTimestampR\x0fcommitTimestamp\x120\n" +
-	"\x14heartbeat_wall_nanos\x18\x04 \x01(\x03R\x12heartbeatWallNanos\"\xfa\x03\n" +
+	"\x14heartbeat_wall_nanos\x18\x04 \x01(\x03R\x12heartbeatWallNanos\"\x86\x04\n" +
 	"\n" +
 	"TxnCommand\x12%\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x15.tidekv.TxnCommand.OpR\x02op\x12 \n" +
@@ -1792,7 +1797,7 @@ const file_storage_proto_rawDesc = "" +
 	"\x04keys\x18\a \x03(\fR\x04keys\x12;\n" +
 	"\x0eread_timestamp\x18\b \x01(\v2\x14.tidekv.LogTimestampR\rreadTimestamp\x12.\n" +
 	"\n" +
-	"read_spans\x18\t \x03(\v2\x0f.tidekv.KeySpanR\treadSpans\"i\n" +
+	"read_spans\x18\t \x03(\v2\x0f.tidekv.KeySpanR\treadSpans\"u\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rWRITE_INTENTS\x10\x01\x12\r\n" +
@@ -1800,7 +1805,9 @@ const file_storage_proto_rawDesc = "" +
 	"\x03END\x10\x03\x12\b\n" +
 	"\x04PUSH\x10\x04\x12\v\n" +
 	"\aRESOLVE\x10\x05\x12\r\n" +
-	"\tONE_PHASE\x10\x06\"9\n" +
+	"\tONE_PHASE\x10\x06\x12\n" +
+	"\n" +
+	"\x06FORGET\x10\a\"9\n" +
 	"\fMergeCommand\x12)\n" +
 	"\x03rhs\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x03rhs*?\n" +
 	"\n" +

@@ -290,6 +290,8 @@ const (
 	TxnRecordOp_TXN_COMMIT    TxnRecordOp = 1
 	TxnRecordOp_TXN_ABORT     TxnRecordOp = 2
 	TxnRecordOp_TXN_PUSH      TxnRecordOp = 3
+	// Remove a final record once its intents are resolved.
+	TxnRecordOp_TXN_FORGET TxnRecordOp = 4
 )
 
 // Enum value maps for TxnRecordOp.
@@ -299,12 +301,14 @@ var (
 		1: "TXN_COMMIT",
 		2: "TXN_ABORT",
 		3: "TXN_PUSH",
+		4: "TXN_FORGET",
 	}
 	TxnRecordOp_value = map[string]int32{
 		"TXN_HEARTBEAT": 0,
 		"TXN_COMMIT":    1,
 		"TXN_ABORT":     2,
 		"TXN_PUSH":      3,
+		"TXN_FORGET":    4,
 	}
 )
 
@@ -8510,13 +8514,15 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bPriority\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x00\x12\x17\n" +
 	"\x13PRIORITY_BACKGROUND\x10\x01\x12\x11\n" +
-	"\rPRIORITY_HIGH\x10\x02*M\n" +
+	"\rPRIORITY_HIGH\x10\x02*]\n" +
 	"\vTxnRecordOp\x12\x11\n" +
 	"\rTXN_HEARTBEAT\x10\x00\x12\x0e\n" +
 	"\n" +
 	"TXN_COMMIT\x10\x01\x12\r\n" +
 	"\tTXN_ABORT\x10\x02\x12\f\n" +
-	"\bTXN_PUSH\x10\x03*@\n" +
+	"\bTXN_PUSH\x10\x03\x12\x0e\n" +
+	"\n" +
+	"TXN_FORGET\x10\x04*@\n" +
 	"\tTxnStatus\x12\x0f\n" +
 	"\vTXN_PENDING\x10\x00\x12\x11\n" +
 	"\rTXN_COMMITTED\x10\x01\x12\x0f\n" +

@@ -76,6 +76,12 @@ func RecordKey(key, txn []byte) []byte {
 	return append(recordsStart(key), txn...)
 }
 
+// IsRecordKey reports whether ek is a transaction record's key.
+func IsRecordKey(ek []byte) bool {
+	_, ok := recordAnchorEnd(ek)
+	return ok
+}
+
 // recordAnchorEnd reports whether ek is a record's key and, if so, returns
 // the seek key past its anchor's records (the anchor's first version).
 func recordAnchorEnd(ek []byte) ([]byte, bool) {

@@ -55,8 +55,10 @@ const (
 	// intents and records the others hold.
 	LogVersionTxn uint32 = 7
 	// LogVersionOnePhase: a transaction within one range commits in one
-	// command (TxnCommand ONE_PHASE, txnonephase.go). A binary at 7 would
-	// refuse the command at apply while the others wrote its values.
+	// command (TxnCommand ONE_PHASE, txnonephase.go), and a final record
+	// whose intents are resolved is removed (FORGET). A binary at 7 would
+	// refuse either at apply while the others wrote its values or removed
+	// the record.
 	LogVersionOnePhase uint32 = 8
 	// LogVersionTxnExpiry: a transaction's puts may carry an expiry
 	// (LogWrite.expires_at in WRITE_INTENTS and ONE_PHASE), which a binary

@@ -2,9 +2,11 @@ package raftstore
 
 import (
 	"bytes"
+
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -158,6 +160,43 @@ func (r *Replica) EndTxn(ctx context.Context, txn *tidekvpb.TxnRef, status tidek
 		c.CommitTimestamp = logTimestamp(commitTS)
 	}
 	return r.proposeRecord(ctx, c)
+}
+
+// ForgetTxn removes txn's record if it is final; its intents must be
+// resolved already (a pusher that met one would take the missing record
+// for a transaction aborted early).
+func (r *Replica) ForgetTxn(ctx context.Context, txn *tidekvpb.TxnRef) (*tidekvpb.TxnRecord, error) {
+	if err := r.store.needVersion(LogVersionOnePhase, "removing a transaction record"); err != nil {
+		return nil, err
+	}
+	return r.proposeRecord(ctx, &tidekvpb.TxnCommand{Op: tidekvpb.TxnCommand_FORGET, Txn: txn})
+}
+
+// TxnRecords counts the transaction records in this replica's data by
+// status.
+func (r *Replica) TxnRecords() (map[tidekvpb.TxnStatus]int, error) {
+	d := r.desc.Load()
+	if d == nil || !r.VersionedLayout() {
+		return nil, nil
+	}
+	lo, hi := mvcc.EngineSpan(keys.VersionedSpan(d.GetStartKey(), d.GetEndKey()))
+	it, err := r.store.eng.NewIter(lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := map[tidekvpb.TxnStatus]int{}
+	for ok := it.First(); ok; ok = it.Next() {
+		if !mvcc.IsRecordKey(it.Key()) {
+			continue
+		}
+		rec := &tidekvpb.TxnRecord{}
+		if err := proto.Unmarshal(it.Value(), rec); err != nil {
+			return nil, fmt.Errorf("range %d: corrupt transaction record %q: %v", r.rangeID, it.Key(), err)
+		}
+		out[rec.GetStatus()]++
+	}
+	return out, nil
 }
 
 // PushTxn aborts txn if its record's last heartbeat is more than expiry

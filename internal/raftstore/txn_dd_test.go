@@ -26,7 +26,7 @@ import (
 //	                                   intents of T at the leaseholder's clock,
 //	                                   or at=old: at wall time 1 (so below any
 //	                                   committed version)
-//	txn-heartbeat|txn-push|txn-end txn=T anchor=K [expiry=D] [status=commit|abort]
+//	txn-heartbeat|txn-push|txn-end|txn-forget txn=T anchor=K [expiry=D] [status=commit|abort]
 //	                                   the record's operations; each prints the
 //	                                   record's status after it
 //	txn-resolve txn=T anchor=K status=commit|abort k...
@@ -54,7 +54,7 @@ func (d *ddDriver) runTxn(t *testing.T, td *datadriven.TestData) (string, bool) 
 		return "ok", true
 	case "txn-write":
 		return d.txnWrite(t, td), true
-	case "txn-heartbeat", "txn-push", "txn-end":
+	case "txn-heartbeat", "txn-push", "txn-end", "txn-forget":
 		return d.txnRecordOp(t, td), true
 	case "txn-resolve":
 		return d.txnResolve(t, td), true
@@ -175,6 +175,8 @@ func (d *ddDriver) txnRecordOp(t *testing.T, td *datadriven.TestData) string {
 				commitTS = r.store.hlc.Now()
 			}
 			rec, err = r.EndTxn(ctx, ref, st, commitTS)
+		case "txn-forget":
+			rec, err = r.ForgetTxn(ctx, ref)
 		case "txn-push":
 			var s string
 			td.ScanArgs(t, "expiry", &s)

@@ -57,6 +57,8 @@ func (r *Replica) applyTxnLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) appl
 		return r.applyResolveLocked(ab, c)
 	case tidekvpb.TxnCommand_ONE_PHASE:
 		return r.applyOnePhaseLocked(ab, c, ts)
+	case tidekvpb.TxnCommand_FORGET:
+		return r.applyForgetLocked(ab, c)
 	case tidekvpb.TxnCommand_HEARTBEAT, tidekvpb.TxnCommand_END, tidekvpb.TxnCommand_PUSH:
 		if err := r.checkKeysLocked(c.GetTxn().GetAnchor()); err != nil {
 			return applyResult{err: err}
@@ -224,6 +226,26 @@ func (r *Replica) applyRecordLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts h
 	}
 	ab.overlay[string(rk)], _ = proto.Marshal(next)
 	return next, nil
+}
+
+// applyForgetLocked removes a final record (the coordinator or a resolver
+// resolved its intents); a pending one stays, and so does the answer.
+func (r *Replica) applyForgetLocked(ab *applyBatch, c *tidekvpb.TxnCommand) applyResult {
+	if err := r.checkKeysLocked(c.GetTxn().GetAnchor()); err != nil {
+		return applyResult{err: err}
+	}
+	rk := mvcc.RecordKey(keys.VersionedKey(c.GetTxn().GetAnchor()), c.GetTxn().GetId())
+	raw, found := ab.mustGet(r, rk)
+	rec := &tidekvpb.TxnRecord{}
+	if found {
+		if err := proto.Unmarshal(raw, rec); err != nil {
+			log.Fatalf("range %d: corrupt transaction record %q: %v", r.rangeID, rk, err)
+		}
+		if rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
+			r.mustWrite(ab.del(rk))
+		}
+	}
+	return applyResult{txn: &txnResult{record: rec, status: rec.GetStatus()}}
 }
 
 // recordTransition decides what a record becomes (nil: unchanged): the

@@ -59,7 +59,7 @@ func (c *coordinator) End(ctx context.Context, meta *tidekvpb.TxnMeta, commit bo
 	path := "one_phase"
 	if !onePhase {
 		path = "two_phase"
-		go c.resolveCommitted(t.key, t.writtenKeys(), commitTS)
+		go c.resolveCommitted(t.key, t.writtenKeys(), commitTS, t.beating)
 	}
 	c.s.metrics.txnCommits.WithLabelValues(path).Inc()
 	return &tidekvpb.TxnEndResponse{CommitTimestamp: tidekvpb.FromHLC(commitTS)}, nil
@@ -104,7 +104,8 @@ func (c *coordinator) commitTwoPhases(ctx context.Context, t *openTxn, router *c
 	if err = cmp.Or(recErr, err); err != nil {
 		return hlc.Timestamp{}, err
 	}
-	go c.heartbeat(t)
+	t.beating = make(chan struct{})
+	go c.heartbeat(t, t.beating)
 	commitTS := maxHLC(t.readTS, ts)
 	return commitTS, c.commit(ctx, t, router, commitTS)
 }
@@ -133,7 +134,7 @@ func (c *coordinator) commit(ctx context.Context, t *openTxn, router *client.Cli
 // resolveCommitted turns a committed transaction's intents into values,
 // after its client was answered. One that fails stays until someone meets
 // it and resolves it from the record.
-func (c *coordinator) resolveCommitted(key *tidekvpb.TxnKey, keys [][]byte, commitTS hlc.Timestamp) {
+func (c *coordinator) resolveCommitted(key *tidekvpb.TxnKey, keys [][]byte, commitTS hlc.Timestamp, beating <-chan struct{}) {
 	router, err := c.s.router()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.Txn.MaxDuration)
@@ -142,6 +143,26 @@ func (c *coordinator) resolveCommitted(key *tidekvpb.TxnKey, keys [][]byte, comm
 	}
 	if err != nil {
 		log.Printf("transaction %x: resolving its intents after the commit: %v (they are resolved by whoever meets them)", key.GetId(), err)
+		return
+	}
+	c.forgetRecord(router, key, beating)
+}
+
+// forgetRecord removes a final record whose intents are all resolved,
+// once the heartbeat loop (beating, nil if none) has stopped: nobody needs
+// the record any more, and records would otherwise pile up. One left
+// behind (a failure here) costs its few bytes.
+func (c *coordinator) forgetRecord(router *client.Client, key *tidekvpb.TxnKey, beating <-chan struct{}) {
+	if c.s.store.LogVersion() < raftstore.LogVersionOnePhase {
+		return
+	}
+	if beating != nil {
+		<-beating
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.Txn.MaxDuration)
+	defer cancel()
+	if _, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: key, Op: tidekvpb.TxnRecordOp_TXN_FORGET}); err != nil {
+		log.Printf("transaction %x: removing its record: %v (it stays)", key.GetId(), err)
 	}
 }
 

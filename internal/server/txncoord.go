@@ -52,6 +52,10 @@ type openTxn struct {
 	written map[string]bool
 	bytes   int64
 	done    chan struct{}
+	// beating is closed when the heartbeat loop has stopped (nil: never
+	// started): a heartbeat landing after the record is removed would
+	// make it again.
+	beating chan struct{}
 	timer   *time.Timer
 	fail    atomic.Pointer[error]
 }
@@ -209,7 +213,8 @@ func (c *coordinator) checkLimits(t *openTxn, ops []*tidekvpb.WriteOp) error {
 
 // heartbeat keeps t's record alive until t ends; a record found aborted
 // (pushed after a missed heartbeat) stops t.
-func (c *coordinator) heartbeat(t *openTxn) {
+func (c *coordinator) heartbeat(t *openTxn, beating chan struct{}) {
+	defer close(beating)
 	tick := time.NewTicker(c.s.cfg.Txn.HeartbeatInterval)
 	defer tick.Stop()
 	for {
@@ -265,7 +270,9 @@ func (c *coordinator) abort(t *openTxn, why string) {
 	}
 	if err := router.ResolveIntents(ctx, t.key, t.writtenKeys(), false, hlc.Timestamp{}); err != nil {
 		log.Printf("transaction %x: removing intents: %v (they are cleaned by whoever meets them)", t.key.GetId(), err)
+		return
 	}
+	go c.forgetRecord(router, t.key, t.beating)
 }
 
 func (t *openTxn) writtenKeys() [][]byte {

@@ -158,6 +158,8 @@ func (t *txnService) Record(ctx context.Context, req *tidekvpb.TxnRecordRequest)
 			rec, err = r.EndTxn(ctx, ref, tidekvpb.TxnStatus_TXN_ABORTED, hlc.Timestamp{})
 		case tidekvpb.TxnRecordOp_TXN_PUSH:
 			rec, err = r.PushTxn(ctx, ref, s.cfg.Txn.Expiry)
+		case tidekvpb.TxnRecordOp_TXN_FORGET:
+			rec, err = r.ForgetTxn(ctx, ref)
 		default:
 			return nil, invalidArg("unknown transaction record operation %d", req.GetOp())
 		}
