@@ -140,7 +140,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	var eng storage.Engine
-	if cfg.InMemory {
+	if cfg.engine != nil {
+		eng = cfg.engine
+	} else if cfg.InMemory {
 		eng = storage.NewMem()
 	} else if err = storage.CheckFormat(cfg.DataDir); err != nil {
 		return nil, err
