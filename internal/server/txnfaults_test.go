@@ -57,9 +57,13 @@ func TestBankUnderFaults(t *testing.T) {
 	wg.Wait()
 	b.faults.heal()
 	start := time.Now()
-	eventually(t, 15*time.Second, "the total and no intents once healed", func() error {
-		if total, at, err := bankTotal(b.ctx, b.c); err != nil || total != bankAccounts*bankStart {
-			return fmt.Errorf("total %d at %s, want %d (%v)", total, at, bankAccounts*bankStart, err)
+	eventually(t, 15*time.Second, "a snapshot scan and no intents once healed", func() error {
+		total, at, err := bankTotal(b.ctx, b.c)
+		if err == nil && total != bankAccounts*bankStart {
+			t.Fatalf("snapshot scan at %s once healed: total %d, want %d", at, total, bankAccounts*bankStart)
+		}
+		if err != nil {
+			return err
 		}
 		return intentsLeft(b.tc)
 	})
@@ -164,6 +168,18 @@ func (b *faultBank) record(key []byte, what string, err error) {
 	}
 }
 
+// violation fails the test, saying the first few of its kind (one broken
+// commit shows in every later scan).
+func (b *faultBank) violation(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.counts["total violated"]++; b.counts["total violated"] <= 3 {
+		b.t.Errorf(format, args...)
+	} else {
+		b.t.Fail()
+	}
+}
+
 func (b *faultBank) count(what string) {
 	b.mu.Lock()
 	b.counts[what]++
@@ -253,7 +269,7 @@ func (b *faultBank) audit() {
 			return err
 		}
 		if total, n := sumAccounts(kvs); total != bankAccounts*bankStart || n != bankAccounts {
-			b.t.Errorf("an audit's Tx.Scan at %s saw %d accounts holding %d, want %d holding %d",
+			b.violation("an audit's Tx.Scan at %s saw %d accounts holding %d, want %d holding %d",
 				tx.ReadTimestamp(), n, total, bankAccounts, bankAccounts*bankStart)
 		}
 		return tx.Put(ctx, []byte("audit"), []byte(strconv.Itoa(bankAccounts*bankStart)))
@@ -270,7 +286,7 @@ func (b *faultBank) snapshotTotal() {
 	case err != nil:
 		b.count("snapshot scan failed") // waited too long for an intent, or cut off by a fault
 	case total != bankAccounts*bankStart:
-		b.t.Errorf("snapshot scan at %s: total %d, want %d", at, total, bankAccounts*bankStart)
+		b.violation("snapshot scan at %s: total %d, want %d", at, total, bankAccounts*bankStart)
 	default:
 		b.count("snapshot scan")
 	}
@@ -475,13 +491,21 @@ func (b *faultBank) killBusiest(ctx context.Context) (string, error) {
 	for _, path := range []string{"one_phase", "two_phase"} {
 		b.commitsGone[path] += int(promtest.ToFloat64(s.metrics.txnCommits.WithLabelValues(path)))
 	}
+	// Kill it in the middle of transactions: some open on it, and, as they
+	// commit one after the other, likely one committing.
+	open := 0
+	for start := time.Now(); open < 2 && time.Since(start) < 2*time.Second; time.Sleep(time.Millisecond) {
+		s.txns.mu.Lock()
+		open = len(s.txns.txns)
+		s.txns.mu.Unlock()
+	}
 	cutBefore := b.cutOff()
 	eng := b.tc.kill(busiest, b.faults.parts[busiest])
 	down := 2 * b.tc.cfgs[busiest].Txn.Expiry
 	time.Sleep(down)
 	b.tc.restartOn(ctx, busiest, eng)
-	return fmt.Sprintf("node %d (%.0f commits coordinated) killed, restarted %v later; %d transactions answered ambiguous or failed meanwhile",
-		s.NodeID(), most, down, b.cutOff()-cutBefore), nil
+	return fmt.Sprintf("node %d (%.0f commits coordinated) killed with %d transactions open on it, restarted %v later; %d transactions answered ambiguous or failed meanwhile",
+		s.NodeID(), most, open, down, b.cutOff()-cutBefore), nil
 }
 
 // cutOff counts the transactions answered ambiguous or failed so far.
