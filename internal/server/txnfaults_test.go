@@ -48,17 +48,19 @@ func TestBankUnderFaults(t *testing.T) {
 		}
 	}
 	t.Logf("seed %d (TIDEKV_TXNFAULTS_SEED=%d replays the schedule)", seed, seed)
-	b := startFaultBank(t, seed)
+	runFor := faultsRunFor(t)
+	b := startFaultBank(t, seed, runFor)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	b.runWorkers(&wg, stop)
-	rounds := b.runSchedule(faultsRunFor(t))
+	rounds := b.runSchedule(runFor)
 	close(stop)
 	wg.Wait()
 	b.faults.heal()
 	// A dead coordinator's intents go within the expiry and one push by
-	// whoever meets them (the snapshot scans meet every marker) or one GC
-	// sweep; the rest is slack for a loaded machine.
+	// whoever meets them (the snapshot scans meet the transfers' markers)
+	// or one GC sweep (the counter's); the rest is slack for a loaded
+	// machine.
 	cfg := b.tc.cfgs[0]
 	heal := cfg.Txn.Expiry + cfg.GC.Interval + 4*time.Second
 	start := time.Now()
@@ -108,10 +110,15 @@ type faultBank struct {
 	commitsGone map[string]int
 
 	mu sync.Mutex
-	// answers are the transfers' and increments' answers, by marker key.
-	answers map[string]answer
-	counts  map[string]int
-	others  []string // the first few unexpected errors, for the log
+	// answers are the transfers' and increments' answers, by marker key,
+	// and when they came.
+	answers    map[string]answer
+	answeredAt map[string]time.Time
+	// timeline says when each fault began and ended, for a violation's
+	// log.
+	timeline []string
+	counts   map[string]int
+	others   []string // the first few unexpected errors, for the log
 }
 
 // answer is what a client learnt of its transaction.
@@ -129,14 +136,18 @@ const ctrKey = "ctr"
 // acct-<from> and the next account), so in the account's range.
 func markerKey(from int, id int64) []byte { return []byte(fmt.Sprintf("acct-%d/x%06d", from, id)) }
 
-// incrMarkerKey is increment id's marker, beside the counter.
+// incrMarkerKey is increment id's marker, beside the counter; it holds the
+// value the increment wrote, so two increments from one value show.
 func incrMarkerKey(id int64) []byte { return []byte(fmt.Sprintf("%s/x%06d", ctrKey, id)) }
 
 func isMarker(key []byte) bool { return bytes.Contains(key, []byte("/x")) }
 
-func startFaultBank(t *testing.T, seed int64) *faultBank {
+func startFaultBank(t *testing.T, seed int64, runFor time.Duration) *faultBank {
 	f := &faultNodes{}
-	tc, c, ctx := startBankOn(t, 4, f.adjust)
+	tc, c, _ := startBankOn(t, 4, f.adjust)
+	// startBank's context ends too soon for a long run.
+	ctx, cancel := context.WithTimeout(context.Background(), runFor+2*time.Minute)
+	t.Cleanup(cancel)
 	if err := c.Put(ctx, []byte(ctrKey), []byte("0")); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +157,7 @@ func startFaultBank(t *testing.T, seed int64) *faultBank {
 		counts[what], counts[what+" ambiguous"], counts[what+" gave up"] = 0, 0, 0
 	}
 	return &faultBank{t: t, tc: tc, c: c, ctx: ctx, faults: f, seed: seed,
-		commitsGone: map[string]int{}, answers: map[string]answer{}, counts: counts}
+		commitsGone: map[string]int{}, answers: map[string]answer{}, answeredAt: map[string]time.Time{}, counts: counts}
 }
 
 // record notes what a transaction of marker key was answered, and counts
@@ -165,7 +176,7 @@ func (b *faultBank) record(key []byte, what string, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if key != nil {
-		b.answers[string(key)] = o
+		b.answers[string(key)], b.answeredAt[string(key)] = o, time.Now()
 	}
 	b.counts[what]++
 	if o == answeredUnknown && !errors.Is(err, client.ErrAmbiguous) && len(b.others) < 5 {
@@ -183,6 +194,13 @@ func (b *faultBank) violation(format string, args ...any) {
 	} else {
 		b.t.Fail()
 	}
+}
+
+// note adds an entry to the fault timeline.
+func (b *faultBank) note(format string, args ...any) {
+	b.mu.Lock()
+	b.timeline = append(b.timeline, time.Now().Format("15:04:05.000 ")+fmt.Sprintf(format, args...))
+	b.mu.Unlock()
 }
 
 func (b *faultBank) count(what string) {
@@ -251,11 +269,11 @@ func (b *faultBank) increment() {
 	}
 	n, _ := strconv.Atoi(string(v))
 	mark := incrMarkerKey(b.ids.Add(1))
-	then := client.Branch{Ops: []client.Op{{Key: []byte(ctrKey), Value: []byte(strconv.Itoa(n + 1))}, {Key: mark, Value: []byte("1")}}}
+	then := client.Branch{Ops: []client.Op{{Key: []byte(ctrKey), Value: []byte(strconv.Itoa(n + 1))}, {Key: mark, Value: []byte(strconv.Itoa(n + 1))}}}
 	res, err := b.c.TxnIf(ctx, []client.Compare{{Key: []byte(ctrKey), Op: client.Equal, Value: v}}, then, client.Branch{})
 	if err == nil && !res.Succeeded {
 		b.mu.Lock()
-		b.answers[string(mark)] = answeredNot
+		b.answers[string(mark)], b.answeredAt[string(mark)] = answeredNot, time.Now()
 		b.counts["increment compare failed"]++
 		b.mu.Unlock()
 		return
@@ -317,12 +335,14 @@ func (b *faultBank) checkLedger() {
 	}
 	committed := map[string]bool{}
 	incrs, counter := 0, -1
+	byValue := map[string][]string{} // the increments' markers by the value they wrote
 	for _, kv := range append(kvs, ctrs...) {
 		k := string(kv.Key)
 		switch {
 		case strings.HasPrefix(k, ctrKey+"/x"):
 			committed[k] = true
 			incrs++
+			byValue[string(kv.Value)] = append(byValue[string(kv.Value)], k)
 		case isMarker(kv.Key):
 			committed[k] = true
 			var from, to, amt int
@@ -343,6 +363,7 @@ func (b *faultBank) checkLedger() {
 	}
 	if counter != incrs {
 		t.Errorf("the counter holds %d, but %d increments' markers committed", counter, incrs)
+		b.logSameValue(byValue)
 	}
 }
 
@@ -408,10 +429,12 @@ func (b *faultBank) runSchedule(runFor time.Duration) int {
 			time.Sleep(time.Duration(200+rng.Intn(300)) * time.Millisecond)
 			// Each fault draws its choices once, so a retry makes the same.
 			pick := rng.Int63()
+			b.note("%s begins", kind)
 			what := retryFault(b.t, 20*time.Second, kind, func() (string, error) {
 				return b.fault(kind, rand.New(rand.NewSource(pick)))
 			})
 			b.t.Logf("fault %s: %s", kind, what)
+			b.note("%s: %s", kind, what)
 			b.count("fault " + kind)
 		}
 	}
@@ -470,6 +493,10 @@ func (b *faultBank) splitOrMerge(ctx context.Context, kind string, rng *rand.Ran
 		}
 	}
 	if kind == "split" || len(starts) == 0 {
+		if len(others) == 0 {
+			// Cannot happen while each round merges as often as it splits.
+			return "", fmt.Errorf("every account starts a range")
+		}
 		k := others[rng.Intn(len(others))]
 		if _, err := b.c.Split(ctx, acct(k)); err != nil || kind == "split" {
 			return fmt.Sprintf("split at %s", acct(k)), err
@@ -524,4 +551,23 @@ func (b *faultBank) cutOff() int {
 		}
 	}
 	return n
+}
+
+// logSameValue logs the increments that committed the same value (each
+// saw the counter before the other's write: a lost update), when they
+// were answered, and the faults' timeline.
+func (b *faultBank) logSameValue(byValue map[string][]string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for v, ks := range byValue {
+		if len(ks) < 2 {
+			continue
+		}
+		var at []string
+		for _, k := range ks {
+			at = append(at, fmt.Sprintf("%s answered %d at %s", k, b.answers[k], b.answeredAt[k].Format("15:04:05.000")))
+		}
+		b.t.Logf("increments that both wrote %s: %s", v, strings.Join(at, "; "))
+	}
+	b.t.Logf("faults: %s", strings.Join(b.timeline, " | "))
 }
