@@ -206,6 +206,17 @@ func (r *Replica) applyMergeLocked(mc *tidekvpb.MergeCommand) (applyResult, []fu
 	if local.mayHoldIntents.Load() {
 		r.setMayHoldIntentsLocked()
 	}
+	// The reads the right range served are in its leaseholder's timestamp
+	// cache, not in ours: stamp every later write above all of them. A
+	// read at T moved its node's clock to T, at most the max offset ahead
+	// of that node's physical clock, itself at most the max offset ahead of
+	// ours; and a frozen range serves no read (checkRead), so none came
+	// after this merge was proposed (every replica of it had applied the
+	// freeze). Writes early after a merge may then wait out their
+	// timestamp (commitWait).
+	mergeLow := r.store.hlc.Now()
+	mergeLow.WallTime += int64(2 * r.store.cfg.MaxClockOffset)
+	r.order.leaseStart(mergeLow)
 	nd := proto.Clone(d).(*tidekvpb.RangeDescriptor)
 	nd.EndKey = append([]byte(nil), rhs.GetEndKey()...)
 	nd.Generation = max(d.GetGeneration(), rhs.GetGeneration()) + 1

@@ -131,8 +131,7 @@ func (tc *testCluster) transferLease(ctx context.Context, t *testing.T, c *clien
 
 // mergeAt merges the range that ends at key with the one that starts
 // there, first moving the right one's replicas onto the left one's nodes
-// (a merge needs both on the same nodes); it returns the moves made. It
-// needs the control loop running (it is in every test cluster).
+// (a merge needs both on the same nodes); it returns the moves made.
 func (tc *testCluster) mergeAt(ctx context.Context, t *testing.T, c *client.Client, key []byte) (moves int, err error) {
 	resp, err := c.Ranges(ctx)
 	if err != nil {
@@ -170,31 +169,48 @@ func (tc *testCluster) mergeAt(ctx context.Context, t *testing.T, c *client.Clie
 		}
 		moves++
 	}
-	// Freeze the right range into the left one and let the placement
-	// controller finish the merge, as it finishes any it finds half done:
-	// a merge run here beside it would race its run, and the loser waits
-	// out a freeze the winner's merge consumed.
-	if _, err := (&adminService{s: tc.nodes[0]}).FreezeRange(ctx, &tidekvpb.FreezeRangeRequest{RangeId: right.GetRangeId(), Into: left.GetRangeId()}); err != nil {
-		return moves, err
+	// Merge as the placement controller does (Admin.Merge). The controller
+	// also finishes any merge whose right range it finds frozen, so it may
+	// run this one beside us, and the loser of that race waits out a
+	// freeze the winner's merge consumed and fails, up to 20 s later: the
+	// directory, not the answer, says whether the ranges merged. The call
+	// ends with ctx; one cut short leaves the right range frozen, and the
+	// controller finishes the merge.
+	res := make(chan error, 1)
+	go func() {
+		_, err := (&adminService{s: tc.nodes[0]}).Merge(ctx, &tidekvpb.MergeRequest{LeftRangeId: left.GetRangeId(), Reason: "test"})
+		res <- err
+	}()
+	for {
+		select {
+		case err := <-res:
+			if err != nil && !mergedAt(ctx, c, key, 5*time.Second) {
+				return moves, err
+			}
+			return moves, nil
+		case <-time.After(200 * time.Millisecond):
+			if mergedAt(ctx, c, key, 0) {
+				return moves, nil
+			}
+		case <-ctx.Done():
+			return moves, ctx.Err()
+		}
 	}
-	if !mergedAt(ctx, c, key) {
-		return moves, fmt.Errorf("range %d frozen into range %d, and not merged within 5s", right.GetRangeId(), left.GetRangeId())
-	}
-	return moves, nil
 }
 
-// mergedAt polls the directory for up to 5 s until no range starts at
-// key.
-func mergedAt(ctx context.Context, c *client.Client, key []byte) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+// mergedAt polls the directory for up to wait (at least once) until no
+// range starts at key.
+func mergedAt(ctx context.Context, c *client.Client, key []byte, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, max(wait, time.Second))
 	defer cancel()
-	for ctx.Err() == nil {
+	for end := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
 		if d, err := rangeAt(ctx, c, key); err == nil && !bytes.Equal(d.GetStartKey(), key) {
 			return true
 		}
-		time.Sleep(100 * time.Millisecond)
+		if time.Now().After(end) || ctx.Err() != nil {
+			return false
+		}
 	}
-	return false
 }
 
 // retryFault runs a fault until it succeeds, for up to d: one may race
