@@ -72,7 +72,9 @@ func TestMergeKeepsTheRightRangesReads(t *testing.T) {
 	// The left leaseholder's clock 150 ms behind, the right one's 150 ms
 	// ahead: 300 ms apart, within the 0.8 × 400 ms the offset monitor
 	// allows.
-	index := func(node uint64) int { return slices.IndexFunc(tc.nodes, func(s *Server) bool { return s.NodeID() == node }) }
+	index := func(node uint64) int {
+		return slices.IndexFunc(tc.nodes, func(s *Server) bool { return s.NodeID() == node })
+	}
 	f.clocks[index(lhL)].Set(-150 * time.Millisecond)
 	f.clocks[index(lhR)].Set(150 * time.Millisecond)
 	at := c.Now()
