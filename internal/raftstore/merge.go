@@ -225,6 +225,7 @@ func (r *Replica) applyMergeLocked(mc *tidekvpb.MergeCommand) (applyResult, []fu
 	s := r.store
 	post := []func(){func() {
 		local.mu.Lock()
+		local.failMergedLocked()
 		s.destroyReplicaLocked(local, fmt.Sprintf("merged into range %d", r.rangeID))
 		local.mu.Unlock()
 	}}
@@ -258,7 +259,18 @@ func (s *Store) dropMergedInto(desc *tidekvpb.RangeDescriptor) {
 	s.mu.RUnlock()
 	for _, v := range victims {
 		v.mu.Lock()
+		v.failMergedLocked()
 		s.destroyReplicaLocked(v, fmt.Sprintf("merged into range %d (learnt from a snapshot)", desc.GetRangeId()))
 		v.mu.Unlock()
 	}
+}
+
+// failMergedLocked ends what is pending on a replica merged away: nothing
+// proposed on a frozen range applies (every replica applied the freeze
+// before the merge was proposed), so its writes can go to the merged range
+// (RangeNotFound), unlike those of a replica merely removed from its range,
+// which the others may still apply (destroyReplicaLocked).
+func (r *Replica) failMergedLocked() {
+	gone := &RangeNotFoundError{RangeID: r.rangeID}
+	r.failPendingLocked(gone, gone)
 }
