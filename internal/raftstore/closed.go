@@ -75,6 +75,13 @@ type closedTS struct {
 // checkRead waits for or checks what the read mode needs before local state
 // may be read at the spans it reads.
 func (r *Replica) checkRead(ctx context.Context, ro ReadOptions, spans ...keySpan) error {
+	// A range frozen for a merge serves no read but ANY's (which promise
+	// nothing): on other nodes the left range may have taken its span and
+	// written there already, and the merge stamps the left range's writes
+	// above only the reads served before it (applyMergeLocked).
+	if into := r.desc.Load().GetMergingInto(); into != 0 && ro.Mode != tidekvpb.ReadMode_ANY {
+		return &RangeFrozenError{RangeID: r.rangeID, Into: into}
+	}
 	if !ro.Timestamp.IsZero() {
 		return r.checkReadAt(ctx, ro, spans)
 	}

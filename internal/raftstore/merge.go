@@ -206,6 +206,17 @@ func (r *Replica) applyMergeLocked(mc *tidekvpb.MergeCommand) (applyResult, []fu
 	if local.mayHoldIntents.Load() {
 		r.setMayHoldIntentsLocked()
 	}
+	// The reads the right range served are in its leaseholder's timestamp
+	// cache, not in ours: stamp every later write above all of them. A
+	// read at T moved its node's clock to T, at most the max offset ahead
+	// of that node's physical clock, itself at most the max offset ahead of
+	// ours; and a frozen range serves no read (checkRead), so none came
+	// after this merge was proposed (every replica of it had applied the
+	// freeze). Writes early after a merge may then wait out their
+	// timestamp (commitWait).
+	mergeLow := r.store.hlc.Now()
+	mergeLow.WallTime += int64(2 * r.store.cfg.MaxClockOffset)
+	r.order.leaseStart(mergeLow)
 	nd := proto.Clone(d).(*tidekvpb.RangeDescriptor)
 	nd.EndKey = append([]byte(nil), rhs.GetEndKey()...)
 	nd.Generation = max(d.GetGeneration(), rhs.GetGeneration()) + 1
@@ -214,6 +225,7 @@ func (r *Replica) applyMergeLocked(mc *tidekvpb.MergeCommand) (applyResult, []fu
 	s := r.store
 	post := []func(){func() {
 		local.mu.Lock()
+		local.failMergedLocked()
 		s.destroyReplicaLocked(local, fmt.Sprintf("merged into range %d", r.rangeID))
 		local.mu.Unlock()
 	}}
@@ -247,7 +259,18 @@ func (s *Store) dropMergedInto(desc *tidekvpb.RangeDescriptor) {
 	s.mu.RUnlock()
 	for _, v := range victims {
 		v.mu.Lock()
+		v.failMergedLocked()
 		s.destroyReplicaLocked(v, fmt.Sprintf("merged into range %d (learnt from a snapshot)", desc.GetRangeId()))
 		v.mu.Unlock()
 	}
+}
+
+// failMergedLocked ends what is pending on a replica merged away: nothing
+// proposed on a frozen range applies (every replica applied the freeze
+// before the merge was proposed), so its writes can go to the merged range
+// (RangeNotFound), unlike those of a replica merely removed from its range,
+// which the others may still apply (destroyReplicaLocked).
+func (r *Replica) failMergedLocked() {
+	gone := &RangeNotFoundError{RangeID: r.rangeID}
+	r.failPendingLocked(gone, gone)
 }

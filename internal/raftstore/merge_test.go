@@ -64,7 +64,9 @@ func TestMergeTakesOverTheFrozenNeighbour(t *testing.T) {
 	defer cancel()
 	frozen := tc.freezeEverywhere(t, 3, testRangeID)
 
-	// Frozen: writes, splits and replica changes are refused, reads served.
+	// Frozen: writes, splits, replica changes and reads are refused (a read
+	// served after the merge took the span elsewhere could miss a write
+	// there; TestMergeKeepsTheRightRangesReads in internal/server).
 	rhs := tc.leader(3)
 	var fe *RangeFrozenError
 	if _, err := rhs.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("k15"), Value: []byte("x")}}); !errors.As(err, &fe) {
@@ -76,7 +78,7 @@ func TestMergeTakesOverTheFrozenNeighbour(t *testing.T) {
 	if _, err := rhs.ChangeReplicas(ctx, 0, 2); !errors.As(err, &fe) {
 		t.Fatalf("replica change of a frozen range: %v", err)
 	}
-	if v, ok, err := rhs.Get(ctx, []byte("k15"), ReadOptions{}); err != nil || !ok || string(v) != "v15" {
+	if v, ok, err := rhs.Get(ctx, []byte("k15"), ReadOptions{}); !errors.As(err, &fe) {
 		t.Fatalf("read of a frozen range: %q %v %v", v, ok, err)
 	}
 

@@ -483,8 +483,11 @@ func (s *Store) destroyReplicaLocked(r *Replica, reason string) {
 	for _, st := range r.mu.incomingSST {
 		os.Remove(st.path)
 	}
+	// A proposal pending here may still be committed by the other
+	// replicas: ambiguous. "Not found" would send it to the range's new
+	// home to run again (destroy_test.go).
 	gone := &RangeNotFoundError{RangeID: r.rangeID}
-	r.failPendingLocked(gone, gone)
+	r.failPendingLocked(fmt.Errorf("%w: range %d went from this node with the write pending", ErrAmbiguous, r.rangeID), gone)
 	r.closeInbox()
 	r.isLeader.Store(false)
 	s.mu.Lock()

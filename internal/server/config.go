@@ -110,6 +110,10 @@ type Config struct {
 	// admissionClock replaces time.Now for the admission controller
 	// (tests drive its windows by hand).
 	admissionClock func() time.Time
+	// engine, when set, is the engine the node runs on instead of the one
+	// InMemory or DataDir names: a test restarts a killed node on what its
+	// in-memory engine held.
+	engine storage.Engine
 	// HeartbeatInterval is how often the node reports to the meta range.
 	HeartbeatInterval time.Duration
 	// LivenessTimeout is how long without a heartbeat before the meta

@@ -56,6 +56,9 @@ type Server struct {
 	nodeID    uint64
 
 	grpcSrv *grpc.Server
+	// txns coordinates the transactions clients send this node
+	// (txncoord.go).
+	txns    *coordinator
 	lis     net.Listener
 	httpSrv *http.Server
 	httpLis net.Listener
@@ -140,7 +143,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	var eng storage.Engine
-	if cfg.InMemory {
+	if cfg.engine != nil {
+		eng = cfg.engine
+	} else if cfg.InMemory {
 		eng = storage.NewMem()
 	} else if err = storage.CheckFormat(cfg.DataDir); err != nil {
 		return nil, err
@@ -206,7 +211,8 @@ func (s *Server) serve(ctx context.Context) error {
 	s.grpcSrv = grpc.NewServer(opts...)
 	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s, workers: newWorkers(batchWorkers, s.stopper)})
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
-	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: newCoordinator(s)})
+	s.txns = newCoordinator(s)
+	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: s.txns})
 	s.grpcT.Register(s.grpcSrv)
 	go s.grpcSrv.Serve(lis)
 	if s.cfg.HTTPAddr != "" {

@@ -32,7 +32,12 @@ func acct(i int) []byte { return []byte(fmt.Sprintf("acct-%d", i)) }
 // (log version 7 on every node, both ranges versioned); more changes the
 // nodes' configuration further.
 func startBank(t testing.TB, more ...func(*Config)) (*testCluster, *client.Client, context.Context) {
-	tc := startClusterWith(t, 3, func(c *Config) {
+	return startBankOn(t, 3, more...)
+}
+
+// startBankOn is startBank on n nodes.
+func startBankOn(t testing.TB, n int, more ...func(*Config)) (*testCluster, *client.Client, context.Context) {
+	tc := startClusterWith(t, n, func(c *Config) {
 		c.Txn.HeartbeatInterval = 100 * time.Millisecond
 		c.Txn.Expiry = 500 * time.Millisecond
 		c.Txn.IntentWait = time.Second
@@ -73,36 +78,49 @@ func transfer(ctx context.Context, c *client.Client, rng *rand.Rand) error {
 }
 
 func transferBetween(ctx context.Context, c *client.Client, from, to, amt int) error {
-	return c.Txn(ctx, func(tx *client.Tx) error {
-		fv, err := tx.Get(ctx, acct(from))
-		if err != nil {
-			return err
-		}
-		tv, err := tx.Get(ctx, acct(to))
-		if err != nil {
-			return err
-		}
-		f, _ := strconv.Atoi(string(fv))
-		g, _ := strconv.Atoi(string(tv))
-		if err := tx.Put(ctx, acct(from), []byte(strconv.Itoa(f-amt))); err != nil {
-			return err
-		}
-		return tx.Put(ctx, acct(to), []byte(strconv.Itoa(g+amt)))
-	})
+	return c.Txn(ctx, func(tx *client.Tx) error { return transferIn(ctx, tx, from, to, amt) })
+}
+
+// transferIn reads both balances and writes them moved by amt, in tx.
+func transferIn(ctx context.Context, tx *client.Tx, from, to, amt int) error {
+	fv, err := tx.Get(ctx, acct(from))
+	if err != nil {
+		return err
+	}
+	tv, err := tx.Get(ctx, acct(to))
+	if err != nil {
+		return err
+	}
+	f, _ := strconv.Atoi(string(fv))
+	g, _ := strconv.Atoi(string(tv))
+	if err := tx.Put(ctx, acct(from), []byte(strconv.Itoa(f-amt))); err != nil {
+		return err
+	}
+	return tx.Put(ctx, acct(to), []byte(strconv.Itoa(g+amt)))
 }
 
 // bankTotal sums the accounts in one snapshot scan.
 func bankTotal(ctx context.Context, c *client.Client) (int, hlc.Timestamp, error) {
 	kvs, at, err := c.SnapshotScan(ctx, []byte("acct-"), []byte("acct-z"), 0)
-	total := 0
-	for _, kv := range kvs {
-		n, _ := strconv.Atoi(string(kv.Value))
-		total += n
-	}
-	if err == nil && len(kvs) != bankAccounts {
-		err = fmt.Errorf("snapshot scan at %s found %d accounts", at, len(kvs))
+	total, n := sumAccounts(kvs)
+	if err == nil && n != bankAccounts {
+		err = fmt.Errorf("snapshot scan at %s found %d accounts", at, n)
 	}
 	return total, at, err
+}
+
+// sumAccounts sums the balances among kvs, stepping over the transfer
+// markers TestBankUnderFaults keeps beside the accounts (isMarker).
+func sumAccounts(kvs []client.KeyValue) (total, n int) {
+	for _, kv := range kvs {
+		if isMarker(kv.Key) {
+			continue
+		}
+		b, _ := strconv.Atoi(string(kv.Value))
+		total += b
+		n++
+	}
+	return total, n
 }
 
 // txnCommits sums the transactions the cluster's nodes committed by path.
