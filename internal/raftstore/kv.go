@@ -322,7 +322,7 @@ func (r *Replica) proposeWrite(ctx context.Context, spans []keySpan, build func(
 	cmd, err := build(ts)
 	if err != nil {
 		if l != nil {
-			r.order.release(l)
+			r.order.release(l, false)
 		}
 		return applyResult{}, err
 	}

@@ -46,7 +46,7 @@ func (o *readOrder) stamp(spans []keySpan, now hlc.Timestamp, txn string) *latch
 // are recorded at that timestamp, so no later write of them lands below
 // it, and it returns the writes in flight at or below it on them, which
 // the commit waits for before it proposes.
-func (o *readOrder) stampReading(writes, reads []keySpan, now hlc.Timestamp, txn string) (*latch, []chan struct{}) {
+func (o *readOrder) stampReading(writes, reads []keySpan, now hlc.Timestamp, txn string) (*latch, []*latch) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ts := o.aboveReadsLocked(writes, now, txn)
@@ -76,10 +76,12 @@ func (o *readOrder) latchLocked(spans []keySpan, ts hlc.Timestamp) *latch {
 	return l
 }
 
-func (o *readOrder) release(l *latch) {
+// release ends l; unknown says its write's outcome is unknown (latch.go).
+func (o *readOrder) release(l *latch, unknown bool) {
 	o.mu.Lock()
 	delete(o.latches, l)
 	done := l.done
+	l.unknown = unknown
 	o.mu.Unlock()
 	if done != nil {
 		close(done)
@@ -88,7 +90,7 @@ func (o *readOrder) release(l *latch) {
 
 // read records a read of spans at ts by transaction txn ("": none) and
 // returns what it must wait for before it reads the engine (latch.go).
-func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp, txn string) []chan struct{} {
+func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp, txn string) []*latch {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, sp := range spans {
@@ -229,14 +231,7 @@ func (r *Replica) checkReadAt(ctx context.Context, ro ReadOptions, spans []keySp
 	if err := r.waitLeaseRead(ctx); err != nil {
 		return err
 	}
-	for _, done := range waits {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return r.waitLatches(ctx, waits)
 }
 
 // checkFollowerReadAt allows a read at ts on a replica that has applied a

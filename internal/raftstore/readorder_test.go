@@ -99,7 +99,7 @@ func TestReadOrder(t *testing.T) {
 	if l := o.stamp(a, ts(10), ""); l.ts != ts(10) {
 		t.Fatalf("unread key: stamped %v, want 10", l.ts)
 	} else {
-		o.release(l)
+		o.release(l, false)
 	}
 	o.read(a, ts(20), "")
 	la := o.stamp(a, ts(15), "")
@@ -113,7 +113,7 @@ func TestReadOrder(t *testing.T) {
 	if got := o.read(b, ts(14), ""); len(got) != 0 {
 		t.Fatalf("a read below the latch waits for %d latches", len(got))
 	}
-	if got := o.read(b, ts(15), ""); len(got) != 1 || got[0] != lb.done {
+	if got := o.read(b, ts(15), ""); len(got) != 1 || got[0] != lb {
 		t.Fatalf("a read at the latch's timestamp waits for %v", got)
 	}
 	if got := o.read(append(a, b...), ts(100), ""); len(got) != 2 {
@@ -123,8 +123,8 @@ func TestReadOrder(t *testing.T) {
 	if c := o.close(ts(1000)); !c.Less(ts(15)) {
 		t.Fatalf("closed %v with a write at 15 in flight", c)
 	}
-	o.release(lb)
-	o.release(la)
+	o.release(lb, false)
+	o.release(la, false)
 	if c := o.close(ts(1000)); c != ts(1000) {
 		t.Fatalf("closed %v with nothing in flight, want 1000", c)
 	}
@@ -173,9 +173,28 @@ func TestReadsAtTimestampsOnLeaseholder(t *testing.T) {
 		t.Fatalf("a read at the latch's timestamp returned (%v) before the write applied", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	r.order.release(l)
+	r.order.release(l, false)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+
+	// A write whose outcome became unknown (leadership moved with it
+	// pending) may still commit elsewhere below the read: the read that
+	// waited for it goes to the new leaseholder instead of reading here.
+	l = r.order.stamp([]keySpan{pointSpan([]byte("k"))}, r.store.hlc.Now(), "")
+	go func() {
+		_, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: l.ts})
+		done <- err
+	}()
+	for waiting := false; !waiting; time.Sleep(time.Millisecond) {
+		r.order.mu.Lock()
+		waiting = l.done != nil // made when the read starts waiting
+		r.order.mu.Unlock()
+	}
+	r.order.release(l, true)
+	var nl *NotLeaderError
+	if err := <-done; !errors.As(err, &nl) {
+		t.Fatalf("a read that waited for a write of unknown outcome: %v, want a NotLeaderError", err)
 	}
 
 	future := r.store.hlc.Now()
@@ -234,7 +253,7 @@ func BenchmarkStampWrite(b *testing.B) {
 		b.Run(fmt.Sprintf("full=%v", full), func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				o.release(o.stamp([]keySpan{pointSpan(key)}, ts(int64(1e6+i)), ""))
+				o.release(o.stamp([]keySpan{pointSpan(key)}, ts(int64(1e6+i)), ""), false)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -139,7 +140,7 @@ func (p *proposal) refuse(err error) (applyResult, error) {
 // finish answers the proposer and releases the proposal's latch.
 func (p *proposal) finish(res applyResult) {
 	if p.latch != nil {
-		p.order.release(p.latch)
+		p.order.release(p.latch, errors.Is(res.err, ErrAmbiguous))
 	}
 	p.done <- res
 }

@@ -133,7 +133,7 @@ func (r *Replica) WriteIntents(ctx context.Context, txn *tidekvpb.TxnRef, writeT
 	l := r.order.stamp(spans, writeTS, string(txn.GetId()))
 	ws, err := logWrites(ops, l.ts)
 	if err != nil {
-		r.order.release(l)
+		r.order.release(l, false)
 		return hlc.Timestamp{}, err
 	}
 	cmd := &tidekvpb.RaftCommand{Timestamp: logTimestamp(l.ts),

@@ -44,17 +44,13 @@ func (r *Replica) CommitOnePhase(ctx context.Context, txn []byte, readTS hlc.Tim
 		return hlc.Timestamp{}, err
 	}
 	l, waits := r.order.stampReading(wspans, rspans, maxTS(r.store.hlc.Now(), readTS), string(txn))
-	for _, done := range waits {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			r.order.release(l)
-			return hlc.Timestamp{}, ctx.Err()
-		}
+	if err := r.waitLatches(ctx, waits); err != nil {
+		r.order.release(l, false)
+		return hlc.Timestamp{}, err
 	}
 	ws, err := logWrites(ops, l.ts)
 	if err != nil {
-		r.order.release(l)
+		r.order.release(l, false)
 		return hlc.Timestamp{}, err
 	}
 	cmd := &tidekvpb.RaftCommand{Timestamp: logTimestamp(l.ts), Txn: &tidekvpb.TxnCommand{Op: tidekvpb.TxnCommand_ONE_PHASE,
