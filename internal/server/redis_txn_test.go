@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,34 +100,22 @@ func TestRedisTransfersKeepTheTotal(t *testing.T) {
 	var committed [2]atomic.Int64
 	var gaveUp atomic.Int64
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewSource(int64(w)))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				from, to := rng.Intn(bankAccounts/2), bankAccounts/2+rng.Intn(bankAccounts/2)
-				if rng.Intn(2) == 0 {
-					from, to = to, from
-				}
-				switch err := redisTransfer(ctx, rcs[w%len(rcs)], from, to, 1+rng.Intn(10), w%2 == 1); {
-				case err == nil:
-					committed[w%2].Add(1)
-				case strings.HasPrefix(err.Error(), "ERR transaction gave up after"):
-					gaveUp.Add(1) // MaxTxnAttempts conflicts in a row, applying nothing
-				default:
-					t.Errorf("transfer: %v", err)
-					return
-				}
-			}
-		}()
-	}
+	wg := untilStopped(4, stop, func(w int, rng *rand.Rand) bool {
+		from, to := rng.Intn(bankAccounts/2), bankAccounts/2+rng.Intn(bankAccounts/2)
+		if rng.Intn(2) == 0 {
+			from, to = to, from
+		}
+		switch err := redisTransfer(ctx, rcs[w%len(rcs)], from, to, 1+rng.Intn(10), w%2 == 1); {
+		case err == nil:
+			committed[w%2].Add(1)
+		case strings.HasPrefix(err.Error(), "ERR transaction gave up after"):
+			gaveUp.Add(1) // MaxTxnAttempts conflicts in a row, applying nothing
+		default:
+			t.Errorf("transfer: %v", err)
+			return false
+		}
+		return true
+	})
 	const minTransfers = 10 // of each kind
 	scans := 0
 	var failed error
