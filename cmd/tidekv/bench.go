@@ -50,53 +50,8 @@ includes each phase's per-second timeline) to stdout. Throughput and p99 per
 second are drawn as one SVG per phase into --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if read != client.Linearizable() {
-				cfg.ReadMode = read.String() // recorded in the report
-			}
-			if err := cfg.Validate(); err != nil {
-				return err
-			}
-			applyGCPercent(*gcPercent)
-			ccfg := client.DefaultConfig()
-			if ccfg.UnaryRPC = unary; unary {
-				cfg.Transport = "unary"
-			}
-			// Ctrl-C stops the benchmark and still prints what ran.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			// In the benchmark's read mode, so that the replica choice has
-			// load scores by the time the run starts.
-			c, err := dialBench(ctx, addrs, &sec, &ccfg, read)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			probe, err := costProbe(ctx, c, ccfg.TLS)
-			if err != nil {
-				return err
-			}
-			res, runErr := bench.RunWithCost(ctx, cfg, clientStore{c: c, read: read}, os.Stderr, probe)
-			if res == nil {
-				return runErr
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				err = res.WriteJSON(out)
-			} else {
-				err = res.WriteTable(out)
-			}
-			if figures != "" {
-				paths, ferr := res.WriteFigures(figures)
-				for _, p := range paths {
-					fmt.Fprintf(cmd.ErrOrStderr(), "figure: %s\n", p)
-				}
-				err = errors.Join(err, ferr)
-			}
-			if runErr != nil {
-				// 130 is the shell's code for death by SIGINT.
-				return &exitCodeError{code: 130, err: fmt.Errorf("bench interrupted: %w", runErr)}
-			}
-			return err
+			return runYCSBBench(cmd, cfg, ycsbBenchOut{addrs: addrs, figures: figures, asJSON: asJSON, unary: unary,
+				gcPercent: *gcPercent, read: read}, &sec)
 		},
 	}
 	f := cmd.Flags()
@@ -118,6 +73,67 @@ second are drawn as one SVG per phase into --out.`,
 	sec.addFlags(f)
 	cmd.AddCommand(newScenarioCmd(), newElasticBenchCmd(), newChaosBenchCmd(), newTxnBenchCmd(), newCacheBenchCmd())
 	return cmd
+}
+
+// ycsbBenchOut is what bench's flags say beside cfg: where to connect and
+// how to run and report.
+type ycsbBenchOut struct {
+	addrs, figures string
+	asJSON, unary  bool
+	gcPercent      int
+	read           client.ReadOption
+}
+
+// runYCSBBench runs cfg's workload against the cluster at o.addrs and
+// prints the report.
+func runYCSBBench(cmd *cobra.Command, cfg bench.Config, o ycsbBenchOut, sec *clientSecurity) error {
+	if o.read != client.Linearizable() {
+		cfg.ReadMode = o.read.String() // recorded in the report
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	applyGCPercent(o.gcPercent)
+	ccfg := client.DefaultConfig()
+	if ccfg.UnaryRPC = o.unary; o.unary {
+		cfg.Transport = "unary"
+	}
+	// Ctrl-C stops the benchmark and still prints what ran.
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// In the benchmark's read mode, so that the replica choice has load
+	// scores by the time the run starts.
+	c, err := dialBench(ctx, o.addrs, sec, &ccfg, o.read)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	probe, err := costProbe(ctx, c, ccfg.TLS)
+	if err != nil {
+		return err
+	}
+	res, runErr := bench.RunWithCost(ctx, cfg, clientStore{c: c, read: o.read}, os.Stderr, probe)
+	if res == nil {
+		return runErr
+	}
+	out := cmd.OutOrStdout()
+	if o.asJSON {
+		err = res.WriteJSON(out)
+	} else {
+		err = res.WriteTable(out)
+	}
+	if o.figures != "" {
+		paths, ferr := res.WriteFigures(o.figures)
+		for _, p := range paths {
+			fmt.Fprintf(cmd.ErrOrStderr(), "figure: %s\n", p)
+		}
+		err = errors.Join(err, ferr)
+	}
+	if runErr != nil {
+		// 130 is the shell's code for death by SIGINT.
+		return &exitCodeError{code: 130, err: fmt.Errorf("bench interrupted: %w", runErr)}
+	}
+	return err
 }
 
 // dialBench connects to the cluster at addrs with ccfg and sec's TLS and
