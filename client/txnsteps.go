@@ -131,12 +131,16 @@ func (c *Client) eachRange(ctx context.Context, op string, keys [][]byte, build 
 	for refreshed := false; ; refreshed = true {
 		groups := c.groupByRange(ctx, keys, idx)
 		errs := make([]error, len(groups))
-		var wg sync.WaitGroup
-		for i, g := range groups {
-			r := build(g)
-			wg.Go(func() { errs[i] = c.invoke(ctx, r) })
+		if len(groups) == 1 {
+			errs[0] = c.invoke(ctx, build(groups[0])) // one range: no goroutine
+		} else {
+			var wg sync.WaitGroup
+			for i, g := range groups {
+				r := build(g)
+				wg.Go(func() { errs[i] = c.invoke(ctx, r) })
+			}
+			wg.Wait()
 		}
-		wg.Wait()
 		var again []int
 		for i, err := range errs {
 			switch {
