@@ -86,9 +86,12 @@ func (s *Server) toStatus(err error) error {
 		return withDetail(codes.FailedPrecondition, err.Error(), d)
 	case raftstore.RetryableTxnError(err) || errors.As(err, &tr) || errors.Is(err, client.ErrTxnRetry):
 		return withDetail(codes.Aborted, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_TXN_RETRY})
-	case errors.Is(err, raftstore.ErrAmbiguous):
+	case errors.Is(err, raftstore.ErrAmbiguous) || errors.Is(err, client.ErrAmbiguous):
+		// client's: a step the node sent on through its routing client (a
+		// transaction's commit) may have applied. Left to the default
+		// (UNAVAILABLE: not applied), the client ran the transaction again.
 		return withDetail(codes.Unavailable, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_AMBIGUOUS})
-	case errors.Is(err, raftstore.ErrOverloaded):
+	case errors.Is(err, raftstore.ErrOverloaded) || errors.Is(err, client.ErrOverloaded):
 		return overloaded(err.Error())
 	case errors.Is(err, raftstore.ErrInvalidRequest):
 		return invalidArg("%v", err)

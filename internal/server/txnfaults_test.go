@@ -37,7 +37,8 @@ import (
 // TIDEKV_TXNFAULTS=1 runs one round (it is skipped otherwise while a bug it
 // finds is open); TIDEKV_TXNFAULTS_SEED=n replays a schedule;
 // TIDEKV_TXNFAULTS_LONG=1 (or a duration) repeats the schedule's rounds for
-// 3 minutes (or that long).
+// 3 minutes (or that long); TIDEKV_TXNFAULTS_KINDS=split,kill,... runs only
+// those faults (to narrow down what a failure needs).
 func TestBankUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a fault schedule on 4 nodes: about 20 s")
@@ -431,6 +432,9 @@ func (b *faultBank) runSchedule(runFor time.Duration) int {
 	rounds := 0
 	for ; rounds == 0 || time.Now().Before(end); rounds++ {
 		order := slices.Clone(faultKinds)
+		if only := os.Getenv("TIDEKV_TXNFAULTS_KINDS"); only != "" {
+			order = strings.Split(only, ",") // to narrow down what a failure needs
+		}
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, kind := range order {
 			time.Sleep(time.Duration(200+rng.Intn(300)) * time.Millisecond)

@@ -1,0 +1,37 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// An error a node's routing client returns for a step it sent on (a
+// transaction's commit) keeps its meaning in the node's answer: an
+// ambiguous one must not read as "unavailable, not applied", which a
+// client retries, running a transaction that committed again.
+func TestToStatusKeepsTheRoutersAmbiguity(t *testing.T) {
+	s := &Server{}
+	for _, tc := range []struct {
+		err  error
+		code codes.Code
+		kind tidekvpb.ErrorKind
+	}{
+		{fmt.Errorf("%w: one-phase commit: the write may have applied", client.ErrAmbiguous), codes.Unavailable, tidekvpb.ErrorKind_AMBIGUOUS},
+		{raftstore.ErrAmbiguous, codes.Unavailable, tidekvpb.ErrorKind_AMBIGUOUS},
+		{fmt.Errorf("%w: shed", client.ErrOverloaded), codes.ResourceExhausted, tidekvpb.ErrorKind_OVERLOADED},
+		{errors.New("something else"), codes.Unavailable, tidekvpb.ErrorKind_UNAVAILABLE},
+	} {
+		st := status.Convert(s.toStatus(tc.err))
+		if d := errorDetail(st.Err()); st.Code() != tc.code || d.GetKind() != tc.kind {
+			t.Errorf("%v: answered %v with kind %v, want %v with %v", tc.err, st.Code(), d.GetKind(), tc.code, tc.kind)
+		}
+	}
+}
