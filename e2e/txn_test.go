@@ -82,32 +82,49 @@ func balance(ctx context.Context, t *testing.T, cl *client.Client, k []byte) int
 	return n
 }
 
+// benchTxnReport is what the tests read of `tidekv bench txn --json`.
+type benchTxnReport struct {
+	Committed, Aborted, Retries, Errors int64
+	InvariantChecks                     int64  `json:"invariant_checks"`
+	InvariantOK                         bool   `json:"invariant_ok"`
+	InvariantError                      string `json:"invariant_error"`
+}
+
+// startBenchTxn starts `tidekv bench txn --json` with args against tc;
+// wait waits for it to end and returns its report, failing the test if it
+// failed or its report does not parse. progress is its stderr.
+func startBenchTxn(ctx context.Context, t *testing.T, tc *testcluster.Cluster, args ...string) (wait func() benchTxnReport, progress *bytes.Buffer) {
+	args = append(append([]string{"bench", "txn", "--addr", strings.Join(tc.Addrs(), ","), "--json", "--out", t.TempDir()}, args...),
+		testcluster.CLIArgs()...)
+	cmd := exec.CommandContext(ctx, testcluster.Binary(t), args...)
+	var out bytes.Buffer
+	progress = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = &out, progress
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() benchTxnReport {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("bench txn %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), progress.String())
+		}
+		var res benchTxnReport
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			t.Fatalf("bench txn report: %v\n%s", err, out.String())
+		}
+		return res
+	}, progress
+}
+
 // TestBenchTxn runs `tidekv bench txn` as a process against a 3-node
 // cluster, bank then tpcc-lite: transactions commit, and every check of
 // the workload's invariants, the final one included, passes.
 func TestBenchTxn(t *testing.T) {
-	bin := testcluster.Binary(t)
 	tc := testcluster.Start(t, testcluster.Options{Nodes: 3})
 	ctx := testCtx(t, 3*time.Minute)
 	waitReplicated(ctx, t, newClient(t, tc.Addrs()), 3)
 	for _, workload := range [][]string{{"--workload", "bank", "--accounts", "20"}, {"--workload", "tpcc-lite", "--warehouses", "1"}} {
-		args := append(append([]string{"bench", "txn", "--addr", strings.Join(tc.Addrs(), ",")}, workload...),
-			"--duration", "3s", "--json", "--out", t.TempDir())
-		cmd := exec.CommandContext(ctx, bin, append(args, testcluster.CLIArgs()...)...)
-		var out, progress bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &progress
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("bench txn %s: %v\n%s%s", workload[1], err, out.String(), progress.String())
-		}
-		var res struct {
-			Committed, Aborted, Retries int64
-			InvariantChecks             int64  `json:"invariant_checks"`
-			InvariantOK                 bool   `json:"invariant_ok"`
-			InvariantError              string `json:"invariant_error"`
-		}
-		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-			t.Fatalf("%s report: %v\n%s", workload[1], err, out.String())
-		}
+		wait, progress := startBenchTxn(ctx, t, tc, append(workload, "--duration", "3s")...)
+		res := wait()
 		t.Logf("%s: %d committed, %d aborted, %d retries, %d invariant checks", workload[1], res.Committed, res.Aborted, res.Retries, res.InvariantChecks)
 		if !res.InvariantOK || res.Committed == 0 || res.InvariantChecks == 0 {
 			t.Fatalf("%s: invariant ok %v (%s), %d committed, %d checks\n%s", workload[1], res.InvariantOK, res.InvariantError, res.Committed, res.InvariantChecks, progress.String())
@@ -122,34 +139,15 @@ func TestBenchTxn(t *testing.T) {
 // pass (an interrupted transfer moved all of its amount or none of it),
 // and transfers go on committing.
 func TestBankSurvivesKilledNode(t *testing.T) {
-	bin := testcluster.Binary(t)
 	tc := testcluster.Start(t, testcluster.Options{Nodes: 3})
 	ctx := testCtx(t, 3*time.Minute)
 	waitReplicated(ctx, t, newClient(t, tc.Addrs()), 3)
-	args := append([]string{"bench", "txn", "--addr", strings.Join(tc.Addrs(), ","), "--workload", "bank", "--accounts", "50",
-		"--duration", "12s", "--json", "--out", t.TempDir()}, testcluster.CLIArgs()...)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var out, progress bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &progress
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	wait, progress := startBenchTxn(ctx, t, tc, "--workload", "bank", "--accounts", "50", "--duration", "12s")
 	time.Sleep(4 * time.Second)
 	tc.Kill(2)
 	time.Sleep(3 * time.Second)
 	tc.Restart(2)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("bench txn: %v\n%s%s", err, out.String(), progress.String())
-	}
-	var res struct {
-		Committed, Aborted, Errors int64
-		InvariantChecks            int64  `json:"invariant_checks"`
-		InvariantOK                bool   `json:"invariant_ok"`
-		InvariantError             string `json:"invariant_error"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("report: %v\n%s", err, out.String())
-	}
+	res := wait()
 	t.Logf("%d committed, %d aborted, %d failed, %d invariant checks", res.Committed, res.Aborted, res.Errors, res.InvariantChecks)
 	if !res.InvariantOK || res.Committed == 0 || res.InvariantChecks < 5 {
 		t.Fatalf("invariant ok %v (%s), %d committed, %d checks\n%s", res.InvariantOK, res.InvariantError, res.Committed, res.InvariantChecks, progress.String())

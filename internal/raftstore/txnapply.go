@@ -209,14 +209,7 @@ func (r *Replica) applyResolveLocked(ab *applyBatch, c *tidekvpb.TxnCommand) app
 // applyRecordLocked runs a HEARTBEAT, END or PUSH on the record and
 // returns the record as it leaves it.
 func (r *Replica) applyRecordLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts hlc.Timestamp) (*tidekvpb.TxnRecord, error) {
-	rk := mvcc.RecordKey(keys.VersionedKey(c.GetTxn().GetAnchor()), c.GetTxn().GetId())
-	rec := &tidekvpb.TxnRecord{}
-	raw, found := ab.mustGet(r, rk)
-	if found {
-		if err := proto.Unmarshal(raw, rec); err != nil {
-			log.Fatalf("range %d: corrupt transaction record %q: %v", r.rangeID, rk, err)
-		}
-	}
+	rk, rec, found := r.recordLocked(ab, c.GetTxn())
 	next, err := recordTransition(rec, found, c, ts)
 	if err != nil || next == nil {
 		return rec, err
@@ -228,22 +221,29 @@ func (r *Replica) applyRecordLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts h
 	return next, nil
 }
 
+// recordLocked reads txn's record as the batch sees it (an empty one when
+// there is none).
+func (r *Replica) recordLocked(ab *applyBatch, txn *tidekvpb.TxnRef) (rk []byte, rec *tidekvpb.TxnRecord, found bool) {
+	rk = mvcc.RecordKey(keys.VersionedKey(txn.GetAnchor()), txn.GetId())
+	rec = &tidekvpb.TxnRecord{}
+	raw, found := ab.mustGet(r, rk)
+	if found {
+		if err := proto.Unmarshal(raw, rec); err != nil {
+			log.Fatalf("range %d: corrupt transaction record %q: %v", r.rangeID, rk, err)
+		}
+	}
+	return rk, rec, found
+}
+
 // applyForgetLocked removes a final record (the coordinator or a resolver
 // resolved its intents); a pending one stays, and so does the answer.
 func (r *Replica) applyForgetLocked(ab *applyBatch, c *tidekvpb.TxnCommand) applyResult {
 	if err := r.checkKeysLocked(c.GetTxn().GetAnchor()); err != nil {
 		return applyResult{err: err}
 	}
-	rk := mvcc.RecordKey(keys.VersionedKey(c.GetTxn().GetAnchor()), c.GetTxn().GetId())
-	raw, found := ab.mustGet(r, rk)
-	rec := &tidekvpb.TxnRecord{}
-	if found {
-		if err := proto.Unmarshal(raw, rec); err != nil {
-			log.Fatalf("range %d: corrupt transaction record %q: %v", r.rangeID, rk, err)
-		}
-		if rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
-			r.mustWrite(ab.del(rk))
-		}
+	rk, rec, found := r.recordLocked(ab, c.GetTxn())
+	if found && rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
+		r.mustWrite(ab.del(rk))
 	}
 	return applyResult{txn: &txnResult{record: rec, status: rec.GetStatus()}}
 }

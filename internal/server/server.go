@@ -209,24 +209,10 @@ func (s *Server) serve(ctx context.Context) error {
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(l.MaxMessageSize), grpc.MaxSendMsgSize(l.MaxMessageSize),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams), grpc.NumStreamWorkers(32), grpc.InTapHandle(s.arrive)}, s.grpcSecurity()...)
 	s.grpcSrv = grpc.NewServer(opts...)
-	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s, workers: newWorkers(batchWorkers, s.stopper)})
-	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
-	s.txns = newCoordinator(s)
-	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: s.txns})
-	s.grpcT.Register(s.grpcSrv)
+	s.registerServices()
 	go s.grpcSrv.Serve(lis)
-	if s.cfg.HTTPAddr != "" {
-		if s.httpLis, err = s.listenHTTP(); err != nil {
-			return err
-		}
-		s.httpSrv = &http.Server{Handler: http.MaxBytesHandler(s.httpHandler(), maxHTTPBody),
-			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, MaxHeaderBytes: maxHTTPHeader}
-		if s.sec != nil {
-			s.httpSrv.TLSConfig = s.sec.tls.Server
-			go s.httpSrv.ServeTLS(s.httpLis, "", "")
-		} else {
-			go s.httpSrv.Serve(s.httpLis)
-		}
+	if err := s.startHTTP(); err != nil {
+		return err
 	}
 
 	ident, err := s.loadIdent()
@@ -272,6 +258,36 @@ func (s *Server) serve(ctx context.Context) error {
 	s.ready.Store(true)
 	s.events.Record("node-start", nodeSubject(s.nodeID), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
 	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.nodeID, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.clusterID)
+	return nil
+}
+
+// registerServices puts the node's gRPC services on s.grpcSrv.
+func (s *Server) registerServices() {
+	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s, workers: newWorkers(batchWorkers, s.stopper)})
+	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
+	s.txns = newCoordinator(s)
+	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: s.txns})
+	s.grpcT.Register(s.grpcSrv)
+}
+
+// startHTTP serves the dashboard, metrics and the other HTTP endpoints,
+// over TLS on a secure node; nothing without an HTTP address.
+func (s *Server) startHTTP() error {
+	if s.cfg.HTTPAddr == "" {
+		return nil
+	}
+	var err error
+	if s.httpLis, err = s.listenHTTP(); err != nil {
+		return err
+	}
+	s.httpSrv = &http.Server{Handler: http.MaxBytesHandler(s.httpHandler(), maxHTTPBody),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, MaxHeaderBytes: maxHTTPHeader}
+	if s.sec != nil {
+		s.httpSrv.TLSConfig = s.sec.tls.Server
+		go s.httpSrv.ServeTLS(s.httpLis, "", "")
+	} else {
+		go s.httpSrv.Serve(s.httpLis)
+	}
 	return nil
 }
 
