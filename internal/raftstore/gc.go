@@ -46,16 +46,20 @@ const directoryCheckTimeout = 3 * time.Second
 //     again: the new incarnation starts empty and gets a snapshot);
 //   - the directory no longer has the range (merged away), and every
 //     directory range newer than the local replica that overlaps its span
-//     lacks this node. If one lists it, the node may still need this data:
-//     its replica of the merged range has yet to apply the merge.
+//     lacks this node or has no replica here yet. If one lists it and this
+//     node holds a replica of it, that replica may have yet to apply the
+//     merge, which needs this data. Unless that range is dir.incoming,
+//     whose snapshot is arriving: the snapshot holds the merged state. (A
+//     node down through a merge and then added to the merged range used to
+//     refuse its snapshot for ever.)
 //
 // A range missing from the directory with nothing newer over its span is
 // kept: it may be a split's new half the directory has not heard of yet.
-func staleReason(local *tidekvpb.RangeDescriptor, id, node uint64, dir map[uint64]*tidekvpb.RangeDescriptor, all []*tidekvpb.RangeDescriptor) string {
+func staleReason(local *tidekvpb.RangeDescriptor, id, node uint64, dir directory) string {
 	if local == nil {
 		return ""
 	}
-	if d := dir[local.GetRangeId()]; d != nil {
+	if d := dir.byID[local.GetRangeId()]; d != nil {
 		if local.GetGeneration() > d.GetGeneration() {
 			return "" // the directory has not heard of the local change yet
 		}
@@ -68,11 +72,11 @@ func staleReason(local *tidekvpb.RangeDescriptor, id, node uint64, dir map[uint6
 		return ""
 	}
 	var newer []string
-	for _, d := range all {
+	for _, d := range dir.all {
 		if d.GetGeneration() <= local.GetGeneration() || !descsOverlap(d, local) {
 			continue
 		}
-		if replicaOnNode(d, node) != nil {
+		if replicaOnNode(d, node) != nil && dir.held[d.GetRangeId()] && d.GetRangeId() != dir.incoming {
 			return ""
 		}
 		newer = append(newer, fmt.Sprintf("range %d (generation %d)", d.GetRangeId(), d.GetGeneration()))
@@ -80,7 +84,7 @@ func staleReason(local *tidekvpb.RangeDescriptor, id, node uint64, dir map[uint6
 	if len(newer) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("the range is gone from the directory and its span belongs to %s, without this node", strings.Join(newer, ", "))
+	return fmt.Sprintf("the range is gone from the directory and its span belongs to %s, of which this node holds no replica waiting to apply the merge", strings.Join(newer, ", "))
 }
 
 // Removed is one replica the GC destroyed, and why.
@@ -93,28 +97,45 @@ type Removed struct {
 // range's descriptor) shows to be stale. Leaders and the meta range (not
 // in the directory) are never touched.
 func (s *Store) RemoveStale(all []*tidekvpb.RangeDescriptor) []Removed {
-	dir := indexDirectory(all)
+	dir := indexDirectory(all, s.heldRanges())
 	var out []Removed
 	for _, r := range s.Replicas() {
 		if rm, ok := s.removeIfStale(r, dir); ok {
+			delete(dir.held, rm.RangeID) // nothing waits on its merges now
 			out = append(out, rm)
 		}
 	}
 	return out
 }
 
-// directory is the range directory indexed by range ID.
+// directory is the range directory indexed by range ID, with what the
+// node holds: the ranges it has initialized replicas of, and the range
+// whose incoming snapshot asks (0 for the periodic GC).
 type directory struct {
-	all  []*tidekvpb.RangeDescriptor
-	byID map[uint64]*tidekvpb.RangeDescriptor
+	all      []*tidekvpb.RangeDescriptor
+	byID     map[uint64]*tidekvpb.RangeDescriptor
+	held     map[uint64]bool
+	incoming uint64
 }
 
-func indexDirectory(all []*tidekvpb.RangeDescriptor) directory {
+func indexDirectory(all []*tidekvpb.RangeDescriptor, held map[uint64]bool) directory {
 	byID := make(map[uint64]*tidekvpb.RangeDescriptor, len(all))
 	for _, d := range all {
 		byID[d.GetRangeId()] = d
 	}
-	return directory{all: all, byID: byID}
+	return directory{all: all, byID: byID, held: held}
+}
+
+// heldRanges returns the IDs of the ranges the node has initialized
+// replicas of.
+func (s *Store) heldRanges() map[uint64]bool {
+	held := map[uint64]bool{}
+	for _, r := range s.Replicas() {
+		if r.desc.Load() != nil {
+			held[r.rangeID] = true
+		}
+	}
+	return held
 }
 
 func (s *Store) removeIfStale(r *Replica, dir directory) (Removed, bool) {
@@ -127,7 +148,7 @@ func (s *Store) removeIfStale(r *Replica, dir directory) (Removed, bool) {
 		return Removed{}, false
 	}
 	local := r.desc.Load()
-	why := staleReason(local, r.mu.replicaID, s.nodeID, dir.byID, dir.all)
+	why := staleReason(local, r.mu.replicaID, s.nodeID, dir)
 	if why == "" {
 		return Removed{}, false
 	}
@@ -159,7 +180,8 @@ func (s *Store) clearOverlapsFor(desc *tidekvpb.RangeDescriptor) error {
 		return fmt.Errorf("range %d: snapshot overlaps the local replica of range %d, and the range directory could not be read to check it: %v",
 			desc.GetRangeId(), first.GetRangeId(), err)
 	}
-	dir := indexDirectory(all)
+	dir := indexDirectory(all, s.heldRanges())
+	dir.incoming = desc.GetRangeId()
 	for _, o := range overlaps {
 		if rm, ok := s.removeIfStale(o, dir); ok {
 			s.listenRemoved(rm)

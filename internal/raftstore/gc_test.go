@@ -123,32 +123,49 @@ func TestStaleReason(t *testing.T) {
 	// The local replica: range 5 = [c, k), generation 4, replica 3 on node 3.
 	local := desc(5, 4, "c", "k", 1, 1, 2, 2, 3, 3)
 	for _, tt := range []struct {
-		name  string
-		dir   []*tidekvpb.RangeDescriptor
-		stale bool
+		name     string
+		dir      []*tidekvpb.RangeDescriptor
+		held     []uint64 // ranges with replicas on this node besides range 5
+		incoming uint64   // the range whose snapshot asks
+		stale    bool
 	}{
-		{"still a member", []*tidekvpb.RangeDescriptor{desc(5, 4, "c", "k", 1, 1, 2, 2, 3, 3)}, false},
-		{"removed", []*tidekvpb.RangeDescriptor{desc(5, 6, "c", "k", 1, 1, 2, 2, 4, 4)}, true},
-		{"removed and added again", []*tidekvpb.RangeDescriptor{desc(5, 8, "c", "k", 1, 1, 2, 2, 3, 7)}, true},
-		{"directory behind the local change", []*tidekvpb.RangeDescriptor{desc(5, 3, "c", "z", 1, 1, 2, 2, 4, 4)}, false},
-		{"merged into a range without this node", []*tidekvpb.RangeDescriptor{desc(2, 9, "a", "z", 1, 1, 2, 2, 4, 4)}, true},
+		{"still a member", []*tidekvpb.RangeDescriptor{desc(5, 4, "c", "k", 1, 1, 2, 2, 3, 3)}, nil, 0, false},
+		{"still a member, its own snapshot arriving", []*tidekvpb.RangeDescriptor{desc(5, 4, "c", "k", 1, 1, 2, 2, 3, 3)}, nil, 5, false},
+		{"removed", []*tidekvpb.RangeDescriptor{desc(5, 6, "c", "k", 1, 1, 2, 2, 4, 4)}, nil, 0, true},
+		{"removed and added again", []*tidekvpb.RangeDescriptor{desc(5, 8, "c", "k", 1, 1, 2, 2, 3, 7)}, nil, 0, true},
+		{"directory behind the local change", []*tidekvpb.RangeDescriptor{desc(5, 3, "c", "z", 1, 1, 2, 2, 4, 4)}, nil, 0, false},
+		{"merged into a range without this node", []*tidekvpb.RangeDescriptor{desc(2, 9, "a", "z", 1, 1, 2, 2, 4, 4)}, nil, 0, true},
 		{"merged into a range with this node (merge not applied here yet)",
-			[]*tidekvpb.RangeDescriptor{desc(2, 9, "a", "z", 1, 1, 2, 2, 3, 3)}, false},
+			[]*tidekvpb.RangeDescriptor{desc(2, 9, "a", "z", 1, 1, 2, 2, 3, 3)}, []uint64{2}, 0, false},
+		// Added to the merged range while down: no replica here waits for
+		// the merged-away one's data, the new one gets a snapshot of it.
+		{"merged into a range with this node, without a replica here yet",
+			[]*tidekvpb.RangeDescriptor{desc(2, 9, "a", "z", 1, 1, 2, 2, 3, 3)}, nil, 0, true},
+		// The snapshot of the merged range carries the merge: nothing on
+		// this node waits for the merged-away replica's data any more.
+		{"merged into a range with this node, whose snapshot is arriving",
+			[]*tidekvpb.RangeDescriptor{desc(2, 9, "a", "z", 1, 1, 2, 2, 3, 3)}, []uint64{2}, 2, true},
+		{"merged into two ranges with this node, the other one's snapshot arriving",
+			[]*tidekvpb.RangeDescriptor{desc(2, 9, "a", "f", 1, 1, 2, 2, 3, 3), desc(7, 10, "f", "z", 1, 1, 2, 2, 3, 5)}, []uint64{2}, 7, false},
+		{"merged into two ranges with this node, neither held here",
+			[]*tidekvpb.RangeDescriptor{desc(2, 9, "a", "f", 1, 1, 2, 2, 3, 3), desc(7, 10, "f", "z", 1, 1, 2, 2, 3, 5)}, nil, 7, true},
 		{"unknown to the directory (a split's new half not reported yet)",
-			[]*tidekvpb.RangeDescriptor{desc(2, 3, "a", "c", 1, 1, 2, 2, 4, 4)}, false},
-		{"only older ranges over the span", []*tidekvpb.RangeDescriptor{desc(2, 2, "a", "z", 1, 1, 2, 2, 4, 4)}, false},
+			[]*tidekvpb.RangeDescriptor{desc(2, 3, "a", "c", 1, 1, 2, 2, 4, 4)}, nil, 2, false},
+		{"only older ranges over the span", []*tidekvpb.RangeDescriptor{desc(2, 2, "a", "z", 1, 1, 2, 2, 4, 4)}, nil, 0, false},
 		// The meta range's empty bounds span its own key space, not the
 		// user keys: that this node holds a newer meta replica says
 		// nothing about a user range merged away.
 		{"merged away, the meta range on this node",
-			[]*tidekvpb.RangeDescriptor{desc(1, 12, "", "", 1, 1, 2, 2, 3, 3), desc(2, 9, "a", "z", 1, 1, 2, 2, 4, 4)}, true},
+			[]*tidekvpb.RangeDescriptor{desc(1, 12, "", "", 1, 1, 2, 2, 3, 3), desc(2, 9, "a", "z", 1, 1, 2, 2, 4, 4)}, nil, 0, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			byID := map[uint64]*tidekvpb.RangeDescriptor{}
-			for _, d := range tt.dir {
-				byID[d.GetRangeId()] = d
+			held := map[uint64]bool{5: true}
+			for _, id := range tt.held {
+				held[id] = true
 			}
-			why := staleReason(local, 3, node, byID, tt.dir)
+			dir := indexDirectory(tt.dir, held)
+			dir.incoming = tt.incoming
+			why := staleReason(local, 3, node, dir)
 			if (why != "") != tt.stale {
 				t.Fatalf("stale = %q, want stale %v", why, tt.stale)
 			}
