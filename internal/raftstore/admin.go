@@ -126,6 +126,13 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 				ErrInvalidRequest, removeNode, r.rangeID, countVoters(d)-1, rf)
 		}
 		if removeNode == r.store.nodeID {
+			if addNode != 0 && countVoters(d) == 1 {
+				// The only voter moves: the new one joins first (two
+				// voters for a moment), or no one could take the lease.
+				if _, err := r.addVoter(ctx, d, addNode, nil); err != nil {
+					return nil, err
+				}
+			}
 			// Hand the lease away first; the caller retries at the new leaseholder.
 			if err := r.transferAway(); err != nil {
 				return nil, err
@@ -140,7 +147,13 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(removeRd.GetReplicaId())}}}
 		return r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, removeNode) == nil })
 	}
+	return r.addVoter(ctx, d, addNode, removeRd)
+}
 
+// addVoter adds a voter on addNode to d, removing removeRd (nil: none) in
+// the same joint change: learner, snapshot, catch-up, promotion. A learner
+// already there is caught up and promoted. The caller holds adminMu.
+func (r *Replica) addVoter(ctx context.Context, d *tidekvpb.RangeDescriptor, addNode uint64, removeRd *tidekvpb.ReplicaDescriptor) (*tidekvpb.RangeDescriptor, error) {
 	add := replicaOnNode(d, addNode)
 	if add == nil {
 		// Step 1: a learner, which receives a snapshot and then the log.
@@ -163,7 +176,7 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 	cc := &raftpb.ConfChangeV2{Transition: transition.Enum(), Changes: changes}
 	nd, err := r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool {
 		a := replicaOnNode(nd, addNode)
-		return a != nil && a.GetType() == tidekvpb.ReplicaType_VOTER && (removeRd == nil || replicaOnNode(nd, removeNode) == nil)
+		return a != nil && a.GetType() == tidekvpb.ReplicaType_VOTER && (removeRd == nil || replicaOnNode(nd, removeRd.GetNodeId()) == nil)
 	})
 	if err != nil {
 		return nil, r.rollBackLearner(add, err)

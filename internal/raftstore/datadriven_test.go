@@ -24,7 +24,8 @@ import (
 // cluster (newTestCluster). Each file starts with a cluster command; every
 // later command runs against that cluster. Commands:
 //
-//	cluster nodes=N [log-keep=N]       start N nodes sharing range 2 = [-, -)
+//	cluster nodes=N [log-keep=N] [rf=N]
+//	                                   start N nodes sharing range 2 = [-, -)
 //	put [range=R] [node=N] [raw] k=v...
 //	                                   write keys, routed to their range's
 //	                                   leaseholder unless range/node is given;
@@ -256,6 +257,11 @@ func (d *ddDriver) cluster(t *testing.T, td *datadriven.TestData) string {
 		var keep uint64
 		td.ScanArgs(t, "log-keep", &keep)
 		mutate = append(mutate, func(c *Config) { c.LogKeepEntries = keep })
+	}
+	if td.HasArg("rf") {
+		var rf int
+		td.ScanArgs(t, "rf", &rf)
+		mutate = append(mutate, func(c *Config) { c.ReplicationFactor = rf })
 	}
 	if d.tc != nil {
 		td.Fatalf(t, "one cluster per file")
