@@ -27,7 +27,8 @@ const (
 	// that would overdraw. A value that is not an integer aborts too.
 	OpAdd
 	// OpCompare aborts the transaction unless the key holds Value
-	// (Value nil: unless the key is absent).
+	// (Absent: unless the key is absent). A flag, not a nil Value: the
+	// wire form does not tell nil from empty.
 	OpCompare
 )
 
@@ -39,6 +40,7 @@ type Op struct {
 	Delta   int64
 	Floor   int64
 	Floored bool
+	Absent  bool
 }
 
 // TxnID names a transaction: its gateway DC and that gateway's sequence.
@@ -135,7 +137,7 @@ func (op *Op) apply(v []byte, found bool) (nv []byte, nfound bool, abort string)
 	case OpDelete:
 		return nil, false, ""
 	case OpCompare:
-		if found != (op.Value != nil) || !bytes.Equal(v, op.Value) {
+		if found == op.Absent || (found && !bytes.Equal(v, op.Value)) {
 			return v, found, fmt.Sprintf("compare failed on %q", op.Key)
 		}
 	case OpAdd:
