@@ -114,7 +114,7 @@ type Server struct {
 	requests       atomic.Uint64
 	ready          atomic.Bool
 	versionWarned  atomic.Bool // logVersionRefused said so once
-	geo            geoState // geo transactions (geo.go)
+	geo            geoState    // geo transactions (geo.go)
 	stopper        chan struct{}
 	wg             sync.WaitGroup
 	stopOnce       sync.Once
