@@ -360,26 +360,36 @@ func writeGeoReport(opts Options, out io.Writer, rows []geoRow, step time.Durati
 	return writeFigure(opts, out, "geotxn", "bank", geoChart(rows))
 }
 
-// geoChart is throughput and p50 commit latency against the RTT, one line
-// per (protocol, workload).
+// geoChart is throughput and p50 commit latency against the RTT, a panel
+// per (metric, workload) so that the skewed baseline's seconds do not
+// flatten the rest, one line per protocol.
 func geoChart(rows []geoRow) plot.Chart {
-	tput, p50 := plot.Panel{YLabel: "committed/s"}, plot.Panel{YLabel: "p50 commit ms"}
-	var names []string
+	var workloads []string
 	for _, r := range rows {
-		if n := r.Protocol + ", " + r.Workload; !slices.Contains(names, n) {
-			names = append(names, n)
+		if !slices.Contains(workloads, r.Workload) {
+			workloads = append(workloads, r.Workload)
 		}
 	}
-	for _, n := range names {
-		a, b := plot.Series{Name: n}, plot.Series{Name: n}
-		for _, r := range rows {
-			if r.Protocol+", "+r.Workload == n {
-				a.Points = append(a.Points, plot.Point{X: r.RTTMs, Y: r.CommittedPerSec})
-				b.Points = append(b.Points, plot.Point{X: r.RTTMs, Y: r.P50Ms})
+	var panels []plot.Panel
+	for _, metric := range []string{"committed/s", "p50 ms"} {
+		for _, wl := range workloads {
+			p := plot.Panel{YLabel: metric + ", " + wl}
+			for _, proto := range []string{"baseline", "geo"} {
+				sr := plot.Series{Name: proto}
+				for _, r := range rows {
+					if r.Workload == wl && r.Protocol == proto {
+						y := r.CommittedPerSec
+						if metric == "p50 ms" {
+							y = r.P50Ms
+						}
+						sr.Points = append(sr.Points, plot.Point{X: r.RTTMs, Y: y})
+					}
+				}
+				p.Series = append(p.Series, sr)
 			}
+			panels = append(panels, p)
 		}
-		tput.Series, p50.Series = append(tput.Series, a), append(p50.Series, b)
 	}
 	return plot.Chart{Title: "geotxn: bank transfers, baseline vs geo commit, against the RTT between regions",
-		XLabel: "RTT ms", Panels: []plot.Panel{tput, p50}}
+		XLabel: "RTT ms", Panels: panels}
 }

@@ -26,6 +26,10 @@ func NewNode(cfg Config, id, n int, tr Transport, now func() time.Time) (*Node, 
 	if err != nil {
 		return nil, err
 	}
+	// Sequences start at the clock so that a restarted gateway never
+	// reuses the id of a transaction its peers already settled (they
+	// would ignore results for it, and validation would wait forever).
+	dc.seq = uint64(now().UnixNano())
 	nd.dc = dc
 	return nd, nil
 }
