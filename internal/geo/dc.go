@@ -80,6 +80,7 @@ type DC struct {
 	vEpoch          uint64            // the first position not yet validated:
 	vIndex          int               // epoch and index in its order
 	log             []entry           // executed past that position, in order
+	rollbacks       int               // how often the speculative copy was dropped
 }
 
 // NewDC returns DC id of n (ids 0..n-1; 64 at most). decide receives the
@@ -116,6 +117,10 @@ func (d *DC) Read(key string) ([]byte, bool) { return d.validated.Get(key) }
 
 // Validated returns a copy of the validated state (tests and checks).
 func (d *DC) Validated() map[string][]byte { return d.validated.All() }
+
+// Rollbacks counts the times this DC dropped its speculative copy (its
+// result lost a vote, or an epoch ran with an input later left out).
+func (d *DC) Rollbacks() int { return d.rollbacks }
 
 // Position is the first epoch not completely validated.
 func (d *DC) Position() uint64 { return d.vEpoch }

@@ -126,8 +126,8 @@ func TestDivergentDCRollsBackAndConverges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	s.transfers(rng, 40, 4)
 	s.settle(5 * time.Second)
-	if faults != 3 {
-		t.Fatalf("%d faults injected, want 3", faults)
+	if faults != 3 || s.dcs[2].Rollbacks() == 0 {
+		t.Fatalf("%d faults injected (want 3), %d rollbacks at DC 2 (want some)", faults, s.dcs[2].Rollbacks())
 	}
 	s.total(4, 400)
 	for id, d := range s.decisions {
@@ -167,6 +167,73 @@ func TestPartitionedDCCatchesUp(t *testing.T) {
 		t.Fatalf("the cut-off DC's transaction: %+v, want Retry", d)
 	}
 	s.total(10, 1000)
+}
+
+// A DC whose messages reach one peer just after its deadline and the
+// other never: the peer has run the late input before the vote to leave
+// it out reaches it, so it rolls back; the slow DC's transactions are
+// answered Retry, the others' commit, and all three converge.
+func TestLateInputLeftOutRollsBack(t *testing.T) {
+	s := newSim(t, 3, 0, 0)
+	s.open(10, 100)
+	deadline := testConfig().Deadline
+	s.net.delay = func(from, to int) time.Duration {
+		switch {
+		case from == 1 && to == 0:
+			return deadline + 10*time.Millisecond
+		case from == 1 && to == 2:
+			return time.Hour
+		}
+		return 20 * time.Millisecond
+	}
+	var slow []TxnID
+	for i := range 20 {
+		slow = append(slow, s.submit(1, transfer(i%10, (i+1)%10, 1)))
+		s.submit(0, transfer((i+3)%10, (i+5)%10, 1))
+		s.submit(2, transfer((i+4)%10, (i+7)%10, 1))
+		s.step()
+	}
+	s.settle(10 * time.Second)
+	for _, id := range slow {
+		if !s.decisions[id].Retry {
+			t.Fatalf("the slow DC's transaction %v: %+v, want Retry", id, s.decisions[id])
+		}
+	}
+	for id, d := range s.decisions {
+		if id.DC != 1 && !d.Result.Committed {
+			t.Fatalf("transaction %v: %+v, want committed", id, d)
+		}
+	}
+	if s.dcs[0].Rollbacks() == 0 {
+		t.Fatal("DC 0 never rolled back an epoch it ran with the late input")
+	}
+	s.total(10, 1000)
+}
+
+// With every DC reporting and no majority, the largest group wins, ties
+// to the group with the lowest DC id.
+func TestDecidedWithoutMajority(t *testing.T) {
+	d, err := NewDC(testConfig(), 0, 4, NewMemNet(nil, 0, 1).Endpoint(0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := TxnID{DC: 3, Seq: 1}
+	for dc, reason := range []string{"x", "y", "y", "x"} {
+		d.note(dc, Result{ID: id, Members: 15, Reason: reason})
+		if _, ok := d.decided(id, 15); ok != (dc == 3) {
+			t.Fatalf("after %d results decided = %v", dc+1, ok)
+		}
+	}
+	if r, _ := d.decided(id, 15); r.Reason != "x" {
+		t.Fatalf("a 2–2 tie went to %q, want the group of DC 0 (x)", r.Reason)
+	}
+	d.note(1, Result{ID: id, Members: 15, Reason: "x"})
+	if r, ok := d.decided(id, 15); !ok || r.Reason != "x" {
+		t.Fatalf("3 of 4 agree on x: %q, %v", r.Reason, ok)
+	}
+	if _, ok := d.decided(id, 7); ok {
+		t.Fatal("results for other inputs decided")
+	}
 }
 
 func TestValidateOps(t *testing.T) {

@@ -112,6 +112,7 @@ func (d *DC) rollback() {
 	d.spec = d.validated.Clone()
 	d.log = nil
 	d.execNext = d.vEpoch
+	d.rollbacks++
 }
 
 // settleEpoch moves past a validated epoch: this DC's transactions whose
