@@ -60,6 +60,7 @@ type DC struct {
 
 	genesis    uint64 // 0 until known
 	next       uint64 // the next epoch this DC closes
+	overdue    uint64 // the next epoch whose deadline has not passed yet
 	seq        uint64
 	pending    []Txn
 	outVotes   []Vote
@@ -142,22 +143,22 @@ func (d *DC) Tick(now time.Time) {
 	for d.next < d.epochOf(now) {
 		d.close()
 	}
-	for e := d.execNext; e < d.next && !now.Before(d.epochEnd(e).Add(d.cfg.Deadline)); e++ {
+	for ; d.overdue < d.next && !now.Before(d.epochEnd(d.overdue).Add(d.cfg.Deadline)); d.overdue++ {
 		for dc := range d.n {
-			if !d.holds(e, dc) && d.votes.cast(e, dc, d.id, false) {
-				d.outVotes = append(d.outVotes, Vote{Epoch: e, DC: dc})
+			if !d.holds(d.overdue, dc) && d.votes.cast(d.overdue, dc, d.id, false) {
+				d.outVotes = append(d.outVotes, Vote{Epoch: d.overdue, DC: dc})
 			}
 		}
 	}
 	if now.Sub(d.lastRetx) >= d.cfg.Retransmit {
 		d.lastRetx = now
-		d.retransmit()
+		d.retransmit(now)
 	}
 	d.progress()
 }
 
 func (d *DC) start(genesis uint64) {
-	d.genesis, d.next, d.execNext, d.vEpoch = genesis, genesis, genesis, genesis
+	d.genesis, d.next, d.overdue, d.execNext, d.vEpoch = genesis, genesis, genesis, genesis, genesis
 	for i := range d.n {
 		d.heldBelow[i], d.acked[i] = genesis, genesis
 	}
@@ -181,14 +182,17 @@ func (d *DC) close() {
 // maxRetransmit bounds how many messages one peer is sent again at once.
 const maxRetransmit = 128
 
-func (d *DC) retransmit() {
-	low := d.next
+// retransmit sends every peer again the messages it has not acknowledged
+// that were sent at least one Retransmit interval ago (younger ones may
+// still be on their way).
+func (d *DC) retransmit(now time.Time) {
+	low, old := d.next, d.epochOf(now.Add(-d.cfg.Retransmit))
 	for p := range d.n {
 		if p == d.id {
 			continue
 		}
 		low = min(low, d.acked[p])
-		for e, sent := d.acked[p], 0; e < d.next && sent < maxRetransmit; e, sent = e+1, sent+1 {
+		for e, sent := d.acked[p], 0; e < min(d.next, old) && sent < maxRetransmit; e, sent = e+1, sent+1 {
 			if m := d.sent[e]; m != nil {
 				d.tr.Send(p, m)
 			}
