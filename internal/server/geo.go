@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/geo"
+	"github.com/tidekv/tidekv/internal/keys"
 )
 
 // Geo transactions (internal/geo, docs/transactions.md "Geo mode"): each
@@ -71,12 +72,13 @@ type geoState struct {
 	mu       sync.Mutex
 	node     *geo.Node // nil unless this node is a gateway and started
 	gateways []uint64  // node id of each DC's gateway
+	refused  bool      // a gateway that restarted: it does not rejoin
 }
 
-func (g *geoState) get() (*geo.Node, []uint64) {
+func (g *geoState) get() (*geo.Node, []uint64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.node, g.gateways
+	return g.node, g.gateways, g.refused
 }
 
 // startGeo waits, in the background, until every listed locality has a
@@ -135,6 +137,20 @@ func (s *Server) runGeo(ctx context.Context, gws []uint64) error {
 		s.geo.gateways = gws
 		s.geo.mu.Unlock()
 		return nil
+	}
+	// The copy lives in memory only: a gateway that ran before lost it and
+	// its place in the epoch log, and rejoining would stall or corrupt
+	// its DC's answers, so it stays out and the others go on as a majority.
+	if _, ran, err := s.eng.Get(keys.GeoGatewayKey); err != nil || ran {
+		s.geo.mu.Lock()
+		s.geo.gateways, s.geo.refused = gws, true
+		s.geo.mu.Unlock()
+		return errors.Join(err, fmt.Errorf("node %d ran data centre %d before this restart and does not rejoin: a geo gateway does not recover its copy (docs/transactions.md, \"Geo mode\")", s.nodeID, id))
+	}
+	b := s.eng.NewBatch()
+	defer b.Close()
+	if err := errors.Join(b.Set(keys.GeoGatewayKey, []byte{1}), b.Commit(true)); err != nil {
+		return err
 	}
 	node, err := geo.NewNode(s.cfg.Geo.Protocol, id, len(gws), &geoTransport{s: s, gateways: gws}, time.Now)
 	if err != nil {
@@ -201,8 +217,11 @@ func (g *geoService) gateway(keySpace string) (*geo.Node, error) {
 	if keySpace != want {
 		return nil, status.Errorf(codes.InvalidArgument, "unknown geo key space %q: this cluster's is %q", keySpace, want)
 	}
-	node, gws := g.s.geo.get()
+	node, gws, refused := g.s.geo.get()
 	if node == nil {
+		if refused {
+			return nil, status.Errorf(codes.Unavailable, "node %d is a geo gateway that restarted and does not rejoin (the geo mode keeps its data in memory); the other data centres go on", g.s.nodeID)
+		}
 		if gws == nil {
 			return nil, status.Error(codes.Unavailable, "the geo gateways are not known yet: not every data centre has a node")
 		}
@@ -274,7 +293,7 @@ func (g *geoService) Epoch(ctx context.Context, req *tidekvpb.GeoEpochRequest) (
 	if g.s.cfg.Transport.Partition.Blocked(req.GetFromNodeId()) {
 		return nil, status.Error(codes.Unavailable, "cut off by an injected partition")
 	}
-	node, _ := g.s.geo.get()
+	node, _, _ := g.s.geo.get()
 	if node == nil {
 		return nil, status.Error(codes.Unavailable, "this node runs no geo data centre")
 	}

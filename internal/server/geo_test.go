@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,8 @@ func startGeoCluster(t *testing.T, rtt time.Duration) (*testCluster, []*client.C
 		c.Geo.KeySpace = "geo"
 		c.Geo.Localities = regions
 		c.Geo.Protocol.Epoch = 5 * time.Millisecond
+		c.Geo.Protocol.Deadline = 300 * time.Millisecond
+		c.Transport.Partition = &transport.Partition{}
 	})
 	localities := map[uint64]string{}
 	var clients []*client.Client
@@ -48,7 +51,7 @@ func startGeoCluster(t *testing.T, rtt time.Duration) (*testCluster, []*client.C
 	delays.SetLocalities(localities, transport.UniformRTT(rtt))
 	eventually(t, 10*time.Second, "every node to run its data centre", func() error {
 		for _, s := range tc.nodes {
-			if node, _ := s.geo.get(); node == nil {
+			if node, _, _ := s.geo.get(); node == nil {
 				return fmt.Errorf("node %d runs no data centre yet", s.NodeID())
 			}
 		}
@@ -133,6 +136,29 @@ func TestGeoBankAcrossRegions(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A gateway that restarts stays out (its copy was in memory) and says so;
+// the two others, a majority, keep committing without it.
+func TestGeoRestartedGatewayStaysOut(t *testing.T) {
+	tc, clients := startGeoCluster(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if r, err := clients[2].GeoCommit(ctx, "geo", client.GeoPut([]byte("k"), []byte("1"))); err != nil || !r.Committed {
+		t.Fatalf("before the restart: %+v, %v", r, err)
+	}
+	tc.restartOn(ctx, 2, tc.kill(2, tc.cfgs[2].Transport.Partition))
+	eventually(t, 10*time.Second, "the restarted gateway to refuse", func() error {
+		_, err := clients[2].GeoCommit(ctx, "geo", client.GeoGet([]byte("k")))
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "restarted") {
+			return fmt.Errorf("restarted gateway: %v", err)
+		}
+		return nil
+	})
+	r, err := clients[0].GeoCommit(ctx, "geo", client.GeoAdd([]byte("k"), 1), client.GeoGet([]byte("k")))
+	if err != nil || !r.Committed || string(r.Reads[0].GetValue()) != "2" {
+		t.Fatalf("after the restart, DC 0: %+v, %v", r, err)
+	}
 }
 
 // Bad input fails with one clear error before anything is ordered.
