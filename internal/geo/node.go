@@ -92,13 +92,6 @@ func (nd *Node) Commit(ctx context.Context, ops []Op) (Decision, error) {
 	}
 }
 
-// Read returns key's validated value.
-func (nd *Node) Read(key string) ([]byte, bool) {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.dc.Read(key)
-}
-
 // Validated returns a copy of the DC's validated state.
 func (nd *Node) Validated() (map[string][]byte, uint64) {
 	nd.mu.Lock()
