@@ -2,6 +2,7 @@ package geo
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -10,7 +11,13 @@ import (
 // its previous message, and what it holds of everyone's messages (Acks[d]:
 // every message of DC d below that epoch). Messages are never modified
 // once sent.
+//
+// An Early message carries no input: it sends the votes and results of an
+// epoch as soon as the DC executed it, so that validation need not wait
+// for the next epoch message (which carries them again, reliably, since
+// early messages are neither acknowledged nor sent again).
 type Message struct {
+	Early   bool
 	From    int
 	Genesis uint64 // the first epoch; DC 0 sets it, the others learn it
 	Epoch   uint64
@@ -65,12 +72,13 @@ type DC struct {
 	pending    []Txn
 	outVotes   []Vote
 	outResults []Result
+	earlyVotes int // outVotes and outResults already sent early
+	earlyRes   int
 
-	sent      map[uint64]*Message // own messages some peer has not acknowledged
-	acked     []uint64            // acked[p]: peer p holds our messages below this
 	lastRetx  time.Time
-	inputs    map[uint64][]*Message
-	heldBelow []uint64 // heldBelow[d]: we hold every message of d below this
+	inputs    map[uint64][]*Message // kept past validation until every peer holds them (relay.go)
+	heldBelow []uint64              // heldBelow[d]: we hold every message of d below this
+	peerHeld  [][]uint64            // peerHeld[p]: peer p's heldBelow as its messages said
 	votes     *votes
 	tally     map[TxnID]map[int]tallied
 	doneBelow []uint64 // doneBelow[d]: d's transactions below this sequence are settled
@@ -94,7 +102,7 @@ func NewDC(cfg Config, id, n int, tr Transport, decide func(Decision)) (*DC, err
 		return nil, fmt.Errorf("geo: DC %d of %d: want 1 to 64 DCs and 0 <= id < n", id, n)
 	}
 	return &DC{cfg: cfg, id: id, n: n, tr: tr, decide: decide,
-		sent: map[uint64]*Message{}, acked: make([]uint64, n), inputs: map[uint64][]*Message{},
+		peerHeld: make([][]uint64, n), inputs: map[uint64][]*Message{},
 		heldBelow: make([]uint64, n), votes: newVotes(n), tally: map[TxnID]map[int]tallied{},
 		doneBelow: make([]uint64, n), spec: NewStore(cfg.Partitions), validated: NewStore(cfg.Partitions),
 		execMembers: map[uint64]uint64{}}, nil
@@ -160,7 +168,8 @@ func (d *DC) Tick(now time.Time) {
 func (d *DC) start(genesis uint64) {
 	d.genesis, d.next, d.overdue, d.execNext, d.vEpoch = genesis, genesis, genesis, genesis, genesis
 	for i := range d.n {
-		d.heldBelow[i], d.acked[i] = genesis, genesis
+		d.heldBelow[i] = genesis
+		d.peerHeld[i] = slices.Repeat([]uint64{genesis}, d.n)
 	}
 }
 
@@ -168,39 +177,12 @@ func (d *DC) start(genesis uint64) {
 func (d *DC) close() {
 	m := &Message{From: d.id, Genesis: d.genesis, Epoch: d.next, Txns: d.pending,
 		Votes: d.outVotes, Results: d.outResults, Acks: append([]uint64(nil), d.heldBelow...)}
-	d.pending, d.outVotes, d.outResults = nil, nil, nil
+	d.pending, d.outVotes, d.outResults, d.earlyVotes, d.earlyRes = nil, nil, nil, 0, 0
 	d.next++
-	d.sent[m.Epoch] = m
 	d.hold(m)
 	for p := range d.n {
 		if p != d.id {
 			d.tr.Send(p, m)
-		}
-	}
-}
-
-// maxRetransmit bounds how many messages one peer is sent again at once.
-const maxRetransmit = 128
-
-// retransmit sends every peer again the messages it has not acknowledged
-// that were sent at least one Retransmit interval ago (younger ones may
-// still be on their way).
-func (d *DC) retransmit(now time.Time) {
-	low, old := d.next, d.epochOf(now.Add(-d.cfg.Retransmit))
-	for p := range d.n {
-		if p == d.id {
-			continue
-		}
-		low = min(low, d.acked[p])
-		for e, sent := d.acked[p], 0; e < min(d.next, old) && sent < maxRetransmit; e, sent = e+1, sent+1 {
-			if m := d.sent[e]; m != nil {
-				d.tr.Send(p, m)
-			}
-		}
-	}
-	for e := range d.sent {
-		if e < low {
-			delete(d.sent, e)
 		}
 	}
 }
@@ -216,19 +198,46 @@ func (d *DC) Receive(m *Message) {
 	if d.genesis == 0 || m.Epoch < d.genesis {
 		return
 	}
-	d.acked[m.From] = max(d.acked[m.From], m.Acks[d.id])
-	if !d.holds(m.Epoch, m.From) && m.Epoch >= d.vEpoch {
+	for x, e := range m.Acks {
+		d.peerHeld[m.From][x] = max(d.peerHeld[m.From][x], e)
+	}
+	switch {
+	case m.Early:
+		d.absorb(m)
+	case !d.holds(m.Epoch, m.From) && m.Epoch >= d.vEpoch:
 		d.hold(m)
-		for _, v := range m.Votes {
-			if v.Epoch >= d.vEpoch && v.DC >= 0 && v.DC < d.n {
-				d.votes.cast(v.Epoch, v.DC, m.From, v.Have)
-			}
-		}
-		for _, r := range m.Results {
-			d.note(m.From, r)
-		}
+		d.absorb(m)
 	}
 	d.progress()
+}
+
+// absorb takes a message's votes and results.
+func (d *DC) absorb(m *Message) {
+	for _, v := range m.Votes {
+		if v.Epoch >= d.vEpoch && v.DC >= 0 && v.DC < d.n {
+			d.votes.cast(v.Epoch, v.DC, m.From, v.Have)
+		}
+	}
+	for _, r := range m.Results {
+		d.note(m.From, r)
+	}
+}
+
+// sendEarly sends the votes and results queued since the last epoch
+// message (or early one) at once.
+func (d *DC) sendEarly() {
+	if d.earlyVotes == len(d.outVotes) && d.earlyRes == len(d.outResults) {
+		return
+	}
+	m := &Message{Early: true, From: d.id, Genesis: d.genesis, Epoch: d.next,
+		Votes: slices.Clone(d.outVotes[d.earlyVotes:]), Results: slices.Clone(d.outResults[d.earlyRes:]),
+		Acks: slices.Clone(d.heldBelow)}
+	d.earlyVotes, d.earlyRes = len(d.outVotes), len(d.outResults)
+	for p := range d.n {
+		if p != d.id {
+			d.tr.Send(p, m)
+		}
+	}
 }
 
 func (d *DC) holds(e uint64, dc int) bool {

@@ -1,8 +1,10 @@
 package geo
 
 // progress executes every epoch that is ready, then validates what
-// results allow, again while a rollback asks for it.
+// results allow, again while a rollback asks for it; new results go out
+// at once in an early message.
 func (d *DC) progress() {
+	executed := false
 	for {
 		for d.execNext < d.next {
 			members, ok := d.members(d.execNext, false)
@@ -11,10 +13,14 @@ func (d *DC) progress() {
 			}
 			d.executeEpoch(d.execNext, members)
 			d.execNext++
+			executed = true
 		}
 		if !d.validate() {
-			return
+			break
 		}
+	}
+	if executed {
+		d.sendEarly()
 	}
 }
 
@@ -116,7 +122,8 @@ func (d *DC) rollback() {
 }
 
 // settleEpoch moves past a validated epoch: this DC's transactions whose
-// input was left out are answered Retry, and the epoch's state is dropped.
+// input was left out are answered Retry, and the epoch's state is dropped
+// (its messages stay until every peer holds them: relay.go).
 func (d *DC) settleEpoch(e uint64, members uint64) {
 	if members&(1<<d.id) == 0 {
 		if m := d.inputs[e][d.id]; m != nil {
@@ -132,7 +139,6 @@ func (d *DC) settleEpoch(e uint64, members uint64) {
 			}
 		}
 	}
-	delete(d.inputs, e)
 	delete(d.execMembers, e)
 	d.votes.forget(e)
 	d.vEpoch++

@@ -14,14 +14,13 @@ type Node struct {
 	mu      sync.Mutex
 	dc      *DC
 	now     func() time.Time
-	tick    time.Duration
 	waiters map[TxnID]chan Decision
 }
 
 // NewNode returns the node of DC id of n, sending through tr and reading
 // the time from now.
 func NewNode(cfg Config, id, n int, tr Transport, now func() time.Time) (*Node, error) {
-	nd := &Node{now: now, tick: max(cfg.Epoch/5, time.Millisecond), waiters: map[TxnID]chan Decision{}}
+	nd := &Node{now: now, waiters: map[TxnID]chan Decision{}}
 	dc, err := NewDC(cfg, id, n, tr, nd.decided)
 	if err != nil {
 		return nil, err
@@ -42,9 +41,12 @@ func (nd *Node) decided(d Decision) {
 	}
 }
 
+// tick is how often Run ticks the DC: an epoch closes at most this late.
+const tick = time.Millisecond
+
 // Run ticks the DC until ctx ends.
 func (nd *Node) Run(ctx context.Context) {
-	t := time.NewTicker(nd.tick)
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
