@@ -10,13 +10,15 @@
 // speculatively on its own copy, partition by partition as transaction
 // chains. Each DC's later messages carry its results; a transaction is
 // decided, and its client answered, when a majority of DCs report the same
-// result, about one inter-DC round trip after it was sent. A DC whose
+// result, one inter-DC round trip after its epoch ended. A DC whose
 // result differs rolls back to its validated state, adopts the majority's
 // result and executes what followed again.
 //
 // What the package owns: the operations and their validation (op.go), the
 // copy of the data (store.go), the chain executor (chain.go), the protocol
-// of one DC, pure and driven by an injected clock (dc.go, votes.go), the
+// of one DC, pure and driven by an injected clock (dc.go: epochs and
+// messages; votes.go: which inputs an epoch runs with; exec.go: execution,
+// validation and rollback; relay.go: sending again what peers lack), the
 // transport interface with an in-memory twin (transport.go) and the
 // runtime that drives a DC with a real clock (node.go). The server wires a
 // node to gRPC (internal/server/geo.go).
