@@ -498,6 +498,69 @@ func (TxnCompare_Op) EnumDescriptor() ([]byte, []int) {
 	return file_tidekv_proto_rawDescGZIP(), []int{103, 0}
 }
 
+type GeoOp_Kind int32
+
+const (
+	GeoOp_KIND_UNSPECIFIED GeoOp_Kind = 0
+	// Read the key (answered in reads).
+	GeoOp_GET    GeoOp_Kind = 1
+	GeoOp_PUT    GeoOp_Kind = 2
+	GeoOp_DELETE GeoOp_Kind = 3
+	// Add delta to the key's decimal integer (absent: 0); with floored,
+	// a sum below floor aborts the transaction (a conditional debit).
+	GeoOp_ADD GeoOp_Kind = 4
+	// Abort unless the key holds value (absent_value: unless it is
+	// absent).
+	GeoOp_COMPARE GeoOp_Kind = 5
+)
+
+// Enum value maps for GeoOp_Kind.
+var (
+	GeoOp_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "GET",
+		2: "PUT",
+		3: "DELETE",
+		4: "ADD",
+		5: "COMPARE",
+	}
+	GeoOp_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"GET":              1,
+		"PUT":              2,
+		"DELETE":           3,
+		"ADD":              4,
+		"COMPARE":          5,
+	}
+)
+
+func (x GeoOp_Kind) Enum() *GeoOp_Kind {
+	p := new(GeoOp_Kind)
+	*p = x
+	return p
+}
+
+func (x GeoOp_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GeoOp_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_tidekv_proto_enumTypes[8].Descriptor()
+}
+
+func (GeoOp_Kind) Type() protoreflect.EnumType {
+	return &file_tidekv_proto_enumTypes[8]
+}
+
+func (x GeoOp_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GeoOp_Kind.Descriptor instead.
+func (GeoOp_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{108, 0}
+}
+
 type ReplicaDescriptor struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	NodeId    uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -7904,6 +7967,481 @@ func (x *OnePhaseCommitResponse) GetCommittedAt() *Timestamp {
 	return nil
 }
 
+// Geo transactions (docs/transactions.md, "Geo mode"): one-shot
+// transactions over a geo key space, which every data centre keeps a copy
+// of, ordered by epoch messages between the DCs' gateway nodes. Send a
+// transaction to the gateway of your DC.
+type GeoOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          GeoOp_Kind             `protobuf:"varint,1,opt,name=kind,proto3,enum=tidekv.GeoOp_Kind" json:"kind,omitempty"`
+	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Delta         int64                  `protobuf:"varint,4,opt,name=delta,proto3" json:"delta,omitempty"`
+	Floor         int64                  `protobuf:"varint,5,opt,name=floor,proto3" json:"floor,omitempty"`
+	Floored       bool                   `protobuf:"varint,6,opt,name=floored,proto3" json:"floored,omitempty"`
+	AbsentValue   bool                   `protobuf:"varint,7,opt,name=absent_value,json=absentValue,proto3" json:"absent_value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GeoOp) Reset() {
+	*x = GeoOp{}
+	mi := &file_tidekv_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GeoOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GeoOp) ProtoMessage() {}
+
+func (x *GeoOp) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GeoOp.ProtoReflect.Descriptor instead.
+func (*GeoOp) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{108}
+}
+
+func (x *GeoOp) GetKind() GeoOp_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return GeoOp_KIND_UNSPECIFIED
+}
+
+func (x *GeoOp) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *GeoOp) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *GeoOp) GetDelta() int64 {
+	if x != nil {
+		return x.Delta
+	}
+	return 0
+}
+
+func (x *GeoOp) GetFloor() int64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *GeoOp) GetFloored() bool {
+	if x != nil {
+		return x.Floored
+	}
+	return false
+}
+
+func (x *GeoOp) GetAbsentValue() bool {
+	if x != nil {
+		return x.AbsentValue
+	}
+	return false
+}
+
+type GeoCommitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	KeySpace      string                 `protobuf:"bytes,1,opt,name=key_space,json=keySpace,proto3" json:"key_space,omitempty"`
+	Ops           []*GeoOp               `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GeoCommitRequest) Reset() {
+	*x = GeoCommitRequest{}
+	mi := &file_tidekv_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GeoCommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GeoCommitRequest) ProtoMessage() {}
+
+func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GeoCommitRequest.ProtoReflect.Descriptor instead.
+func (*GeoCommitRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *GeoCommitRequest) GetKeySpace() string {
+	if x != nil {
+		return x.KeySpace
+	}
+	return ""
+}
+
+func (x *GeoCommitRequest) GetOps() []*GeoOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+type GeoCommitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether it committed; if not, why it aborted (a failed compare or
+	// floor, decided the same at every DC).
+	Committed bool   `protobuf:"varint,1,opt,name=committed,proto3" json:"committed,omitempty"`
+	Reason    string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The GET operations' values, in order.
+	Reads         []*GeoRead `protobuf:"bytes,3,rep,name=reads,proto3" json:"reads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GeoCommitResponse) Reset() {
+	*x = GeoCommitResponse{}
+	mi := &file_tidekv_proto_msgTypes[110]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GeoCommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GeoCommitResponse) ProtoMessage() {}
+
+func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[110]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GeoCommitResponse.ProtoReflect.Descriptor instead.
+func (*GeoCommitResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{110}
+}
+
+func (x *GeoCommitResponse) GetCommitted() bool {
+	if x != nil {
+		return x.Committed
+	}
+	return false
+}
+
+func (x *GeoCommitResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *GeoCommitResponse) GetReads() []*GeoRead {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+type GeoRead struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Found         bool                   `protobuf:"varint,3,opt,name=found,proto3" json:"found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GeoRead) Reset() {
+	*x = GeoRead{}
+	mi := &file_tidekv_proto_msgTypes[111]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GeoRead) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GeoRead) ProtoMessage() {}
+
+func (x *GeoRead) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[111]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GeoRead.ProtoReflect.Descriptor instead.
+func (*GeoRead) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{111}
+}
+
+func (x *GeoRead) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *GeoRead) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *GeoRead) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+// Reads the gateway's validated copy of [start, end) (end empty: to the
+// end): what every decided transaction left, nothing speculative.
+type GeoScanRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	KeySpace      string                 `protobuf:"bytes,1,opt,name=key_space,json=keySpace,proto3" json:"key_space,omitempty"`
+	Start         []byte                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	End           []byte                 `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GeoScanRequest) Reset() {
+	*x = GeoScanRequest{}
+	mi := &file_tidekv_proto_msgTypes[112]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GeoScanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GeoScanRequest) ProtoMessage() {}
+
+func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[112]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GeoScanRequest.ProtoReflect.Descriptor instead.
+func (*GeoScanRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{112}
+}
+
+func (x *GeoScanRequest) GetKeySpace() string {
+	if x != nil {
+		return x.KeySpace
+	}
+	return ""
+}
+
+func (x *GeoScanRequest) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *GeoScanRequest) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+type GeoScanResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kvs   []*GeoRead             `protobuf:"bytes,1,rep,name=kvs,proto3" json:"kvs,omitempty"`
+	// The first epoch not yet validated at this DC.
+	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GeoScanResponse) Reset() {
+	*x = GeoScanResponse{}
+	mi := &file_tidekv_proto_msgTypes[113]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GeoScanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GeoScanResponse) ProtoMessage() {}
+
+func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[113]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GeoScanResponse.ProtoReflect.Descriptor instead.
+func (*GeoScanResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{113}
+}
+
+func (x *GeoScanResponse) GetKvs() []*GeoRead {
+	if x != nil {
+		return x.Kvs
+	}
+	return nil
+}
+
+func (x *GeoScanResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// One DC's epoch message to another (the geo package's wire form).
+type GeoEpochRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromNodeId    uint64                 `protobuf:"varint,1,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
+	Body          []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GeoEpochRequest) Reset() {
+	*x = GeoEpochRequest{}
+	mi := &file_tidekv_proto_msgTypes[114]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GeoEpochRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GeoEpochRequest) ProtoMessage() {}
+
+func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[114]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GeoEpochRequest.ProtoReflect.Descriptor instead.
+func (*GeoEpochRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{114}
+}
+
+func (x *GeoEpochRequest) GetFromNodeId() uint64 {
+	if x != nil {
+		return x.FromNodeId
+	}
+	return 0
+}
+
+func (x *GeoEpochRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+type GeoEpochResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GeoEpochResponse) Reset() {
+	*x = GeoEpochResponse{}
+	mi := &file_tidekv_proto_msgTypes[115]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GeoEpochResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GeoEpochResponse) ProtoMessage() {}
+
+func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[115]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GeoEpochResponse.ProtoReflect.Descriptor instead.
+func (*GeoEpochResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{115}
+}
+
 var File_tidekv_proto protoreflect.FileDescriptor
 
 const file_tidekv_proto_rawDesc = "" +
@@ -8486,7 +9024,46 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"read_spans\x18\x05 \x03(\v2\x0f.tidekv.KeySpanR\treadSpans\"N\n" +
 	"\x16OnePhaseCommitResponse\x124\n" +
-	"\fcommitted_at\x18\x01 \x01(\v2\x11.tidekv.TimestampR\vcommittedAt*M\n" +
+	"\fcommitted_at\x18\x01 \x01(\v2\x11.tidekv.TimestampR\vcommittedAt\"\x92\x02\n" +
+	"\x05GeoOp\x12&\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x12.tidekv.GeoOp.KindR\x04kind\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x14\n" +
+	"\x05delta\x18\x04 \x01(\x03R\x05delta\x12\x14\n" +
+	"\x05floor\x18\x05 \x01(\x03R\x05floor\x12\x18\n" +
+	"\afloored\x18\x06 \x01(\bR\afloored\x12!\n" +
+	"\fabsent_value\x18\a \x01(\bR\vabsentValue\"P\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\a\n" +
+	"\x03GET\x10\x01\x12\a\n" +
+	"\x03PUT\x10\x02\x12\n" +
+	"\n" +
+	"\x06DELETE\x10\x03\x12\a\n" +
+	"\x03ADD\x10\x04\x12\v\n" +
+	"\aCOMPARE\x10\x05\"P\n" +
+	"\x10GeoCommitRequest\x12\x1b\n" +
+	"\tkey_space\x18\x01 \x01(\tR\bkeySpace\x12\x1f\n" +
+	"\x03ops\x18\x02 \x03(\v2\r.tidekv.GeoOpR\x03ops\"p\n" +
+	"\x11GeoCommitResponse\x12\x1c\n" +
+	"\tcommitted\x18\x01 \x01(\bR\tcommitted\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12%\n" +
+	"\x05reads\x18\x03 \x03(\v2\x0f.tidekv.GeoReadR\x05reads\"G\n" +
+	"\aGeoRead\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
+	"\x05found\x18\x03 \x01(\bR\x05found\"U\n" +
+	"\x0eGeoScanRequest\x12\x1b\n" +
+	"\tkey_space\x18\x01 \x01(\tR\bkeySpace\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\fR\x03end\"J\n" +
+	"\x0fGeoScanResponse\x12!\n" +
+	"\x03kvs\x18\x01 \x03(\v2\x0f.tidekv.GeoReadR\x03kvs\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"G\n" +
+	"\x0fGeoEpochRequest\x12 \n" +
+	"\ffrom_node_id\x18\x01 \x01(\x04R\n" +
+	"fromNodeId\x12\x12\n" +
+	"\x04body\x18\x02 \x01(\fR\x04body\"\x12\n" +
+	"\x10GeoEpochResponse*M\n" +
 	"\vReplicaType\x12\t\n" +
 	"\x05VOTER\x10\x00\x12\v\n" +
 	"\aLEARNER\x10\x01\x12\x12\n" +
@@ -8572,7 +9149,11 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0eCommitOnePhase\x12\x1d.tidekv.OnePhaseCommitRequest\x1a\x1e.tidekv.OnePhaseCommitResponse\x12=\n" +
 	"\x06Record\x12\x18.tidekv.TxnRecordRequest\x1a\x19.tidekv.TxnRecordResponse\x12O\n" +
 	"\x0eResolveIntents\x12\x1d.tidekv.ResolveIntentsRequest\x1a\x1e.tidekv.ResolveIntentsResponse\x12:\n" +
-	"\aRefresh\x12\x16.tidekv.RefreshRequest\x1a\x17.tidekv.RefreshResponseB'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
+	"\aRefresh\x12\x16.tidekv.RefreshRequest\x1a\x17.tidekv.RefreshResponse2\xb9\x01\n" +
+	"\x03Geo\x12=\n" +
+	"\x06Commit\x12\x18.tidekv.GeoCommitRequest\x1a\x19.tidekv.GeoCommitResponse\x127\n" +
+	"\x04Scan\x12\x16.tidekv.GeoScanRequest\x1a\x17.tidekv.GeoScanResponse\x12:\n" +
+	"\x05Epoch\x12\x17.tidekv.GeoEpochRequest\x1a\x18.tidekv.GeoEpochResponseB'Z%github.com/tidekv/tidekv/api/tidekvpbb\x06proto3"
 
 var (
 	file_tidekv_proto_rawDescOnce sync.Once
@@ -8586,8 +9167,8 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 	return file_tidekv_proto_rawDescData
 }
 
-var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 108)
+var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 116)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -8597,314 +9178,333 @@ var file_tidekv_proto_goTypes = []any{
 	(TxnStatus)(0),                   // 5: tidekv.TxnStatus
 	(WriteOp_Kind)(0),                // 6: tidekv.WriteOp.Kind
 	(TxnCompare_Op)(0),               // 7: tidekv.TxnCompare.Op
-	(*ReplicaDescriptor)(nil),        // 8: tidekv.ReplicaDescriptor
-	(*RangeDescriptor)(nil),          // 9: tidekv.RangeDescriptor
-	(*NodeDescriptor)(nil),           // 10: tidekv.NodeDescriptor
-	(*ErrorDetail)(nil),              // 11: tidekv.ErrorDetail
-	(*Timestamp)(nil),                // 12: tidekv.Timestamp
-	(*KeyValue)(nil),                 // 13: tidekv.KeyValue
-	(*GetRequest)(nil),               // 14: tidekv.GetRequest
-	(*GetResponse)(nil),              // 15: tidekv.GetResponse
-	(*PutRequest)(nil),               // 16: tidekv.PutRequest
-	(*PutResponse)(nil),              // 17: tidekv.PutResponse
-	(*DeleteRequest)(nil),            // 18: tidekv.DeleteRequest
-	(*DeleteResponse)(nil),           // 19: tidekv.DeleteResponse
-	(*ScanRequest)(nil),              // 20: tidekv.ScanRequest
-	(*ScanResponse)(nil),             // 21: tidekv.ScanResponse
-	(*BatchGetRequest)(nil),          // 22: tidekv.BatchGetRequest
-	(*BatchGetResponse)(nil),         // 23: tidekv.BatchGetResponse
-	(*WriteOp)(nil),                  // 24: tidekv.WriteOp
-	(*WriteRequest)(nil),             // 25: tidekv.WriteRequest
-	(*WriteResponse)(nil),            // 26: tidekv.WriteResponse
-	(*CompareAndSetRequest)(nil),     // 27: tidekv.CompareAndSetRequest
-	(*CompareAndSetResponse)(nil),    // 28: tidekv.CompareAndSetResponse
-	(*KVRequest)(nil),                // 29: tidekv.KVRequest
-	(*KVResponse)(nil),               // 30: tidekv.KVResponse
-	(*KVBatchRequest)(nil),           // 31: tidekv.KVBatchRequest
-	(*KVBatchResponse)(nil),          // 32: tidekv.KVBatchResponse
-	(*RangeInfo)(nil),                // 33: tidekv.RangeInfo
-	(*RangesRequest)(nil),            // 34: tidekv.RangesRequest
-	(*RangesResponse)(nil),           // 35: tidekv.RangesResponse
-	(*ReplicaStatus)(nil),            // 36: tidekv.ReplicaStatus
-	(*NodeStatus)(nil),               // 37: tidekv.NodeStatus
-	(*Imbalance)(nil),                // 38: tidekv.Imbalance
-	(*StatusRequest)(nil),            // 39: tidekv.StatusRequest
-	(*StatusResponse)(nil),           // 40: tidekv.StatusResponse
-	(*ReadinessRequest)(nil),         // 41: tidekv.ReadinessRequest
-	(*ReadinessResponse)(nil),        // 42: tidekv.ReadinessResponse
-	(*LocalStatusRequest)(nil),       // 43: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),      // 44: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),             // 45: tidekv.SplitRequest
-	(*SplitResponse)(nil),            // 46: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),    // 47: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil),   // 48: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),     // 49: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),    // 50: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),              // 51: tidekv.JoinRequest
-	(*JoinResponse)(nil),             // 52: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),     // 53: tidekv.NodeHeartbeatRequest
-	(*KeySpaceCounts)(nil),           // 54: tidekv.KeySpaceCounts
-	(*ReplicaReads)(nil),             // 55: tidekv.ReplicaReads
-	(*NodeHeartbeatResponse)(nil),    // 56: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 57: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 58: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 59: tidekv.Event
-	(*EventsRequest)(nil),            // 60: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 61: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 62: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 63: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 64: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 65: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 66: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 67: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 68: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 69: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 70: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 71: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 72: tidekv.Setting
-	(*SettingsRequest)(nil),          // 73: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 74: tidekv.SettingsResponse
-	(*KeySpace)(nil),                 // 75: tidekv.KeySpace
-	(*CreateKeySpaceRequest)(nil),    // 76: tidekv.CreateKeySpaceRequest
-	(*CreateKeySpaceResponse)(nil),   // 77: tidekv.CreateKeySpaceResponse
-	(*ListKeySpacesRequest)(nil),     // 78: tidekv.ListKeySpacesRequest
-	(*ListKeySpacesResponse)(nil),    // 79: tidekv.ListKeySpacesResponse
-	(*AutoscaleStatusRequest)(nil),   // 80: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 81: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 82: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 83: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 84: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 85: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 86: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 87: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 88: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 89: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 90: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 91: tidekv.WriteGuard
-	(*TxnMeta)(nil),                  // 92: tidekv.TxnMeta
-	(*TxnGetRequest)(nil),            // 93: tidekv.TxnGetRequest
-	(*TxnGetResponse)(nil),           // 94: tidekv.TxnGetResponse
-	(*TxnWriteRequest)(nil),          // 95: tidekv.TxnWriteRequest
-	(*TxnWriteResponse)(nil),         // 96: tidekv.TxnWriteResponse
-	(*TxnEndRequest)(nil),            // 97: tidekv.TxnEndRequest
-	(*TxnEndResponse)(nil),           // 98: tidekv.TxnEndResponse
-	(*TxnKey)(nil),                   // 99: tidekv.TxnKey
-	(*WriteIntentsRequest)(nil),      // 100: tidekv.WriteIntentsRequest
-	(*WriteIntentsResponse)(nil),     // 101: tidekv.WriteIntentsResponse
-	(*TxnRecordRequest)(nil),         // 102: tidekv.TxnRecordRequest
-	(*TxnRecordResponse)(nil),        // 103: tidekv.TxnRecordResponse
-	(*ResolveIntentsRequest)(nil),    // 104: tidekv.ResolveIntentsRequest
-	(*ResolveIntentsResponse)(nil),   // 105: tidekv.ResolveIntentsResponse
-	(*KeySpan)(nil),                  // 106: tidekv.KeySpan
-	(*RefreshRequest)(nil),           // 107: tidekv.RefreshRequest
-	(*RefreshResponse)(nil),          // 108: tidekv.RefreshResponse
-	(*TxnScanRequest)(nil),           // 109: tidekv.TxnScanRequest
-	(*TxnScanResponse)(nil),          // 110: tidekv.TxnScanResponse
-	(*TxnCompare)(nil),               // 111: tidekv.TxnCompare
-	(*TxnIfRequest)(nil),             // 112: tidekv.TxnIfRequest
-	(*TxnIfResponse)(nil),            // 113: tidekv.TxnIfResponse
-	(*OnePhaseCommitRequest)(nil),    // 114: tidekv.OnePhaseCommitRequest
-	(*OnePhaseCommitResponse)(nil),   // 115: tidekv.OnePhaseCommitResponse
-	(*raftpb.Message)(nil),           // 116: raftpb.Message
+	(GeoOp_Kind)(0),                  // 8: tidekv.GeoOp.Kind
+	(*ReplicaDescriptor)(nil),        // 9: tidekv.ReplicaDescriptor
+	(*RangeDescriptor)(nil),          // 10: tidekv.RangeDescriptor
+	(*NodeDescriptor)(nil),           // 11: tidekv.NodeDescriptor
+	(*ErrorDetail)(nil),              // 12: tidekv.ErrorDetail
+	(*Timestamp)(nil),                // 13: tidekv.Timestamp
+	(*KeyValue)(nil),                 // 14: tidekv.KeyValue
+	(*GetRequest)(nil),               // 15: tidekv.GetRequest
+	(*GetResponse)(nil),              // 16: tidekv.GetResponse
+	(*PutRequest)(nil),               // 17: tidekv.PutRequest
+	(*PutResponse)(nil),              // 18: tidekv.PutResponse
+	(*DeleteRequest)(nil),            // 19: tidekv.DeleteRequest
+	(*DeleteResponse)(nil),           // 20: tidekv.DeleteResponse
+	(*ScanRequest)(nil),              // 21: tidekv.ScanRequest
+	(*ScanResponse)(nil),             // 22: tidekv.ScanResponse
+	(*BatchGetRequest)(nil),          // 23: tidekv.BatchGetRequest
+	(*BatchGetResponse)(nil),         // 24: tidekv.BatchGetResponse
+	(*WriteOp)(nil),                  // 25: tidekv.WriteOp
+	(*WriteRequest)(nil),             // 26: tidekv.WriteRequest
+	(*WriteResponse)(nil),            // 27: tidekv.WriteResponse
+	(*CompareAndSetRequest)(nil),     // 28: tidekv.CompareAndSetRequest
+	(*CompareAndSetResponse)(nil),    // 29: tidekv.CompareAndSetResponse
+	(*KVRequest)(nil),                // 30: tidekv.KVRequest
+	(*KVResponse)(nil),               // 31: tidekv.KVResponse
+	(*KVBatchRequest)(nil),           // 32: tidekv.KVBatchRequest
+	(*KVBatchResponse)(nil),          // 33: tidekv.KVBatchResponse
+	(*RangeInfo)(nil),                // 34: tidekv.RangeInfo
+	(*RangesRequest)(nil),            // 35: tidekv.RangesRequest
+	(*RangesResponse)(nil),           // 36: tidekv.RangesResponse
+	(*ReplicaStatus)(nil),            // 37: tidekv.ReplicaStatus
+	(*NodeStatus)(nil),               // 38: tidekv.NodeStatus
+	(*Imbalance)(nil),                // 39: tidekv.Imbalance
+	(*StatusRequest)(nil),            // 40: tidekv.StatusRequest
+	(*StatusResponse)(nil),           // 41: tidekv.StatusResponse
+	(*ReadinessRequest)(nil),         // 42: tidekv.ReadinessRequest
+	(*ReadinessResponse)(nil),        // 43: tidekv.ReadinessResponse
+	(*LocalStatusRequest)(nil),       // 44: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),      // 45: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),             // 46: tidekv.SplitRequest
+	(*SplitResponse)(nil),            // 47: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),    // 48: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 49: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),     // 50: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),    // 51: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),              // 52: tidekv.JoinRequest
+	(*JoinResponse)(nil),             // 53: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),     // 54: tidekv.NodeHeartbeatRequest
+	(*KeySpaceCounts)(nil),           // 55: tidekv.KeySpaceCounts
+	(*ReplicaReads)(nil),             // 56: tidekv.ReplicaReads
+	(*NodeHeartbeatResponse)(nil),    // 57: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 58: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 59: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 60: tidekv.Event
+	(*EventsRequest)(nil),            // 61: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 62: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 63: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 64: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 65: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 66: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 67: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 68: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 69: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 70: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 71: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 72: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 73: tidekv.Setting
+	(*SettingsRequest)(nil),          // 74: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 75: tidekv.SettingsResponse
+	(*KeySpace)(nil),                 // 76: tidekv.KeySpace
+	(*CreateKeySpaceRequest)(nil),    // 77: tidekv.CreateKeySpaceRequest
+	(*CreateKeySpaceResponse)(nil),   // 78: tidekv.CreateKeySpaceResponse
+	(*ListKeySpacesRequest)(nil),     // 79: tidekv.ListKeySpacesRequest
+	(*ListKeySpacesResponse)(nil),    // 80: tidekv.ListKeySpacesResponse
+	(*AutoscaleStatusRequest)(nil),   // 81: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 82: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 83: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 84: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 85: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 86: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 87: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 88: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 89: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 90: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 91: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 92: tidekv.WriteGuard
+	(*TxnMeta)(nil),                  // 93: tidekv.TxnMeta
+	(*TxnGetRequest)(nil),            // 94: tidekv.TxnGetRequest
+	(*TxnGetResponse)(nil),           // 95: tidekv.TxnGetResponse
+	(*TxnWriteRequest)(nil),          // 96: tidekv.TxnWriteRequest
+	(*TxnWriteResponse)(nil),         // 97: tidekv.TxnWriteResponse
+	(*TxnEndRequest)(nil),            // 98: tidekv.TxnEndRequest
+	(*TxnEndResponse)(nil),           // 99: tidekv.TxnEndResponse
+	(*TxnKey)(nil),                   // 100: tidekv.TxnKey
+	(*WriteIntentsRequest)(nil),      // 101: tidekv.WriteIntentsRequest
+	(*WriteIntentsResponse)(nil),     // 102: tidekv.WriteIntentsResponse
+	(*TxnRecordRequest)(nil),         // 103: tidekv.TxnRecordRequest
+	(*TxnRecordResponse)(nil),        // 104: tidekv.TxnRecordResponse
+	(*ResolveIntentsRequest)(nil),    // 105: tidekv.ResolveIntentsRequest
+	(*ResolveIntentsResponse)(nil),   // 106: tidekv.ResolveIntentsResponse
+	(*KeySpan)(nil),                  // 107: tidekv.KeySpan
+	(*RefreshRequest)(nil),           // 108: tidekv.RefreshRequest
+	(*RefreshResponse)(nil),          // 109: tidekv.RefreshResponse
+	(*TxnScanRequest)(nil),           // 110: tidekv.TxnScanRequest
+	(*TxnScanResponse)(nil),          // 111: tidekv.TxnScanResponse
+	(*TxnCompare)(nil),               // 112: tidekv.TxnCompare
+	(*TxnIfRequest)(nil),             // 113: tidekv.TxnIfRequest
+	(*TxnIfResponse)(nil),            // 114: tidekv.TxnIfResponse
+	(*OnePhaseCommitRequest)(nil),    // 115: tidekv.OnePhaseCommitRequest
+	(*OnePhaseCommitResponse)(nil),   // 116: tidekv.OnePhaseCommitResponse
+	(*GeoOp)(nil),                    // 117: tidekv.GeoOp
+	(*GeoCommitRequest)(nil),         // 118: tidekv.GeoCommitRequest
+	(*GeoCommitResponse)(nil),        // 119: tidekv.GeoCommitResponse
+	(*GeoRead)(nil),                  // 120: tidekv.GeoRead
+	(*GeoScanRequest)(nil),           // 121: tidekv.GeoScanRequest
+	(*GeoScanResponse)(nil),          // 122: tidekv.GeoScanResponse
+	(*GeoEpochRequest)(nil),          // 123: tidekv.GeoEpochRequest
+	(*GeoEpochResponse)(nil),         // 124: tidekv.GeoEpochResponse
+	(*raftpb.Message)(nil),           // 125: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
-	8,   // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
+	9,   // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
 	1,   // 2: tidekv.ErrorDetail.kind:type_name -> tidekv.ErrorKind
-	9,   // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
+	10,  // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
 	2,   // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
-	12,  // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	12,  // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	12,  // 7: tidekv.GetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	13,  // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	13,  // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	13,  // 7: tidekv.GetResponse.version_timestamp:type_name -> tidekv.Timestamp
 	2,   // 8: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	12,  // 9: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
-	13,  // 10: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
-	12,  // 11: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	13,  // 9: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
+	14,  // 10: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	13,  // 11: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
 	2,   // 12: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	12,  // 13: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	15,  // 14: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
-	12,  // 15: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	13,  // 13: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	16,  // 14: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	13,  // 15: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
 	6,   // 16: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	24,  // 17: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	91,  // 18: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	25,  // 17: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	92,  // 18: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,   // 19: tidekv.KVRequest.priority:type_name -> tidekv.Priority
-	14,  // 20: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
-	16,  // 21: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
-	18,  // 22: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
-	20,  // 23: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
-	22,  // 24: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
-	25,  // 25: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
-	27,  // 26: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
-	15,  // 27: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
-	17,  // 28: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
-	19,  // 29: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
-	21,  // 30: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
-	23,  // 31: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
-	26,  // 32: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
-	28,  // 33: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
-	11,  // 34: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
-	29,  // 35: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
-	12,  // 36: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
-	30,  // 37: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
-	12,  // 38: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
-	9,   // 39: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	33,  // 40: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	10,  // 41: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	15,  // 20: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	17,  // 21: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	19,  // 22: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	21,  // 23: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	23,  // 24: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	26,  // 25: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	28,  // 26: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	16,  // 27: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	18,  // 28: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	20,  // 29: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	22,  // 30: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	24,  // 31: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	27,  // 32: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	29,  // 33: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	12,  // 34: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
+	30,  // 35: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	13,  // 36: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
+	31,  // 37: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	13,  // 38: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
+	10,  // 39: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	34,  // 40: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	11,  // 41: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
 	0,   // 42: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	10,  // 43: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	37,  // 44: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	38,  // 45: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	10,  // 46: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	36,  // 47: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	9,   // 48: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	9,   // 49: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	9,   // 50: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	10,  // 51: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	10,  // 52: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	55,  // 53: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	54,  // 54: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
-	10,  // 55: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	9,   // 56: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	59,  // 57: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	12,  // 58: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
-	62,  // 59: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	65,  // 60: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	12,  // 61: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	65,  // 62: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	12,  // 63: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	9,   // 64: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	9,   // 65: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	72,  // 66: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	72,  // 67: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	75,  // 68: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	75,  // 69: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	75,  // 70: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	65,  // 71: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	116, // 72: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	12,  // 73: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	86,  // 74: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	86,  // 75: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	12,  // 76: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
-	92,  // 77: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
-	12,  // 78: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
-	92,  // 79: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
-	24,  // 80: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
-	92,  // 81: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
-	24,  // 82: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
-	12,  // 83: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	99,  // 84: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
-	12,  // 85: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
-	24,  // 86: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
-	12,  // 87: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	99,  // 88: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	11,  // 43: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	38,  // 44: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	39,  // 45: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	11,  // 46: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	37,  // 47: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	10,  // 48: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	10,  // 49: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	10,  // 50: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	11,  // 51: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	11,  // 52: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	56,  // 53: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	55,  // 54: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
+	11,  // 55: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	10,  // 56: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	60,  // 57: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	13,  // 58: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	63,  // 59: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	66,  // 60: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	13,  // 61: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	66,  // 62: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	13,  // 63: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	10,  // 64: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	10,  // 65: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	73,  // 66: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	73,  // 67: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	76,  // 68: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	76,  // 69: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	76,  // 70: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	66,  // 71: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	125, // 72: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	13,  // 73: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	87,  // 74: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	87,  // 75: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	13,  // 76: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
+	93,  // 77: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
+	13,  // 78: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	93,  // 79: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 80: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
+	93,  // 81: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 82: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 83: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	100, // 84: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 85: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	25,  // 86: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 87: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	100, // 88: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
 	4,   // 89: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
-	12,  // 90: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 90: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
 	5,   // 91: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
-	12,  // 92: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	99,  // 93: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
-	12,  // 94: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	12,  // 95: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
-	12,  // 96: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	106, // 97: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
-	92,  // 98: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
-	13,  // 99: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
+	13,  // 92: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	100, // 93: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 94: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 95: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	13,  // 96: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	107, // 97: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
+	93,  // 98: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
+	14,  // 99: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
 	7,   // 100: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
-	111, // 101: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
-	24,  // 102: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
-	24,  // 103: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
-	94,  // 104: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
-	12,  // 105: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	12,  // 106: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
-	24,  // 107: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
-	106, // 108: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
-	12,  // 109: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
-	14,  // 110: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	16,  // 111: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	18,  // 112: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	20,  // 113: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	22,  // 114: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	25,  // 115: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	27,  // 116: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	31,  // 117: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	34,  // 118: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	39,  // 119: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	41,  // 120: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	43,  // 121: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	45,  // 122: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	47,  // 123: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	49,  // 124: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	51,  // 125: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	53,  // 126: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	57,  // 127: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	84,  // 128: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	60,  // 129: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	63,  // 130: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	82,  // 131: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	70,  // 132: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	73,  // 133: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	76,  // 134: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	78,  // 135: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	80,  // 136: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	66,  // 137: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	68,  // 138: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	87,  // 139: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	88,  // 140: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	93,  // 141: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	109, // 142: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
-	95,  // 143: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	97,  // 144: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	112, // 145: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	100, // 146: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	114, // 147: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	102, // 148: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	104, // 149: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	107, // 150: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	15,  // 151: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	17,  // 152: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	19,  // 153: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	21,  // 154: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	23,  // 155: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	26,  // 156: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	28,  // 157: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	32,  // 158: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	35,  // 159: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	40,  // 160: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	42,  // 161: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	44,  // 162: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	46,  // 163: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	48,  // 164: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	50,  // 165: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	52,  // 166: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	56,  // 167: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	58,  // 168: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	85,  // 169: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	61,  // 170: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	64,  // 171: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	83,  // 172: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	71,  // 173: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	74,  // 174: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	77,  // 175: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	79,  // 176: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	81,  // 177: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	67,  // 178: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	69,  // 179: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	90,  // 180: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	89,  // 181: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	94,  // 182: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	110, // 183: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
-	96,  // 184: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	98,  // 185: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	113, // 186: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	101, // 187: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	115, // 188: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	103, // 189: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	105, // 190: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	108, // 191: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	151, // [151:192] is the sub-list for method output_type
-	110, // [110:151] is the sub-list for method input_type
-	110, // [110:110] is the sub-list for extension type_name
-	110, // [110:110] is the sub-list for extension extendee
-	0,   // [0:110] is the sub-list for field type_name
+	112, // 101: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	25,  // 102: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
+	25,  // 103: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
+	95,  // 104: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	13,  // 105: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 106: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	25,  // 107: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	107, // 108: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
+	13,  // 109: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	8,   // 110: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
+	117, // 111: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
+	120, // 112: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
+	120, // 113: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
+	15,  // 114: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	17,  // 115: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	19,  // 116: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	21,  // 117: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	23,  // 118: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	26,  // 119: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	28,  // 120: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	32,  // 121: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	35,  // 122: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	40,  // 123: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	42,  // 124: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	44,  // 125: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	46,  // 126: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	48,  // 127: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	50,  // 128: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	52,  // 129: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	54,  // 130: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	58,  // 131: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	85,  // 132: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	61,  // 133: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	64,  // 134: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	83,  // 135: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	71,  // 136: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	74,  // 137: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	77,  // 138: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	79,  // 139: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	81,  // 140: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	67,  // 141: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	69,  // 142: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	88,  // 143: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	89,  // 144: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	94,  // 145: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	110, // 146: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	96,  // 147: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	98,  // 148: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	113, // 149: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	101, // 150: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	115, // 151: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	103, // 152: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	105, // 153: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	108, // 154: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	118, // 155: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
+	121, // 156: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
+	123, // 157: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
+	16,  // 158: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	18,  // 159: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	20,  // 160: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	22,  // 161: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	24,  // 162: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	27,  // 163: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	29,  // 164: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	33,  // 165: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	36,  // 166: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	41,  // 167: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	43,  // 168: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	45,  // 169: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	47,  // 170: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	49,  // 171: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	51,  // 172: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	53,  // 173: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	57,  // 174: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	59,  // 175: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	86,  // 176: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	62,  // 177: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	65,  // 178: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	84,  // 179: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	72,  // 180: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	75,  // 181: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	78,  // 182: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	80,  // 183: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	82,  // 184: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	68,  // 185: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	70,  // 186: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	91,  // 187: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	90,  // 188: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	95,  // 189: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	111, // 190: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	97,  // 191: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	99,  // 192: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	114, // 193: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	102, // 194: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	116, // 195: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	104, // 196: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	106, // 197: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	109, // 198: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	119, // 199: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
+	122, // 200: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
+	124, // 201: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
+	158, // [158:202] is the sub-list for method output_type
+	114, // [114:158] is the sub-list for method input_type
+	114, // [114:114] is the sub-list for extension type_name
+	114, // [114:114] is the sub-list for extension extendee
+	0,   // [0:114] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -8935,10 +9535,10 @@ func file_tidekv_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   108,
+			NumEnums:      9,
+			NumMessages:   116,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_tidekv_proto_goTypes,
 		DependencyIndexes: file_tidekv_proto_depIdxs,

@@ -1838,3 +1838,181 @@ var Txn_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "tidekv.proto",
 }
+
+const (
+	Geo_Commit_FullMethodName = "/tidekv.Geo/Commit"
+	Geo_Scan_FullMethodName   = "/tidekv.Geo/Scan"
+	Geo_Epoch_FullMethodName  = "/tidekv.Geo/Epoch"
+)
+
+// GeoClient is the client API for Geo service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type GeoClient interface {
+	Commit(ctx context.Context, in *GeoCommitRequest, opts ...grpc.CallOption) (*GeoCommitResponse, error)
+	Scan(ctx context.Context, in *GeoScanRequest, opts ...grpc.CallOption) (*GeoScanResponse, error)
+	Epoch(ctx context.Context, in *GeoEpochRequest, opts ...grpc.CallOption) (*GeoEpochResponse, error)
+}
+
+type geoClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewGeoClient(cc grpc.ClientConnInterface) GeoClient {
+	return &geoClient{cc}
+}
+
+func (c *geoClient) Commit(ctx context.Context, in *GeoCommitRequest, opts ...grpc.CallOption) (*GeoCommitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GeoCommitResponse)
+	err := c.cc.Invoke(ctx, Geo_Commit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *geoClient) Scan(ctx context.Context, in *GeoScanRequest, opts ...grpc.CallOption) (*GeoScanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GeoScanResponse)
+	err := c.cc.Invoke(ctx, Geo_Scan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *geoClient) Epoch(ctx context.Context, in *GeoEpochRequest, opts ...grpc.CallOption) (*GeoEpochResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GeoEpochResponse)
+	err := c.cc.Invoke(ctx, Geo_Epoch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// GeoServer is the server API for Geo service.
+// All implementations must embed UnimplementedGeoServer
+// for forward compatibility.
+type GeoServer interface {
+	Commit(context.Context, *GeoCommitRequest) (*GeoCommitResponse, error)
+	Scan(context.Context, *GeoScanRequest) (*GeoScanResponse, error)
+	Epoch(context.Context, *GeoEpochRequest) (*GeoEpochResponse, error)
+	mustEmbedUnimplementedGeoServer()
+}
+
+// UnimplementedGeoServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedGeoServer struct{}
+
+func (UnimplementedGeoServer) Commit(context.Context, *GeoCommitRequest) (*GeoCommitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Commit not implemented")
+}
+func (UnimplementedGeoServer) Scan(context.Context, *GeoScanRequest) (*GeoScanResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Scan not implemented")
+}
+func (UnimplementedGeoServer) Epoch(context.Context, *GeoEpochRequest) (*GeoEpochResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Epoch not implemented")
+}
+func (UnimplementedGeoServer) mustEmbedUnimplementedGeoServer() {}
+func (UnimplementedGeoServer) testEmbeddedByValue()             {}
+
+// UnsafeGeoServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to GeoServer will
+// result in compilation errors.
+type UnsafeGeoServer interface {
+	mustEmbedUnimplementedGeoServer()
+}
+
+func RegisterGeoServer(s grpc.ServiceRegistrar, srv GeoServer) {
+	// If the following call panics, it indicates UnimplementedGeoServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Geo_ServiceDesc, srv)
+}
+
+func _Geo_Commit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GeoCommitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GeoServer).Commit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Geo_Commit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GeoServer).Commit(ctx, req.(*GeoCommitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Geo_Scan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GeoScanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GeoServer).Scan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Geo_Scan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GeoServer).Scan(ctx, req.(*GeoScanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Geo_Epoch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GeoEpochRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GeoServer).Epoch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Geo_Epoch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GeoServer).Epoch(ctx, req.(*GeoEpochRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Geo_ServiceDesc is the grpc.ServiceDesc for Geo service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Geo_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "tidekv.Geo",
+	HandlerType: (*GeoServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Commit",
+			Handler:    _Geo_Commit_Handler,
+		},
+		{
+			MethodName: "Scan",
+			Handler:    _Geo_Scan_Handler,
+		},
+		{
+			MethodName: "Epoch",
+			Handler:    _Geo_Epoch_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "tidekv.proto",
+}

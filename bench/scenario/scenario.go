@@ -33,6 +33,9 @@ type Options struct {
 	Out string
 	// Seed makes workload choices reproducible.
 	Seed uint64
+	// JSON asks for the report as JSON instead of markdown, from the
+	// scenarios that support it (geotxn); the others ignore it.
+	JSON bool
 	// Progress receives human progress lines (stderr in the CLI).
 	Progress io.Writer
 }

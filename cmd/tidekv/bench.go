@@ -246,5 +246,6 @@ func newScenarioCmd() *cobra.Command {
 	f.BoolVar(&opts.Quick, "quick", false, "a small, fast version (smoke test)")
 	f.StringVar(&opts.Out, "out", "scenario-results", "directory for the figures (SVG), named SCENARIO-FIGURE.svg and linked from the report")
 	f.Uint64Var(&opts.Seed, "seed", 1, "workload seed")
+	f.BoolVar(&opts.JSON, "json", false, "report as JSON instead of markdown (scenarios that support it: geotxn)")
 	return cmd
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -87,7 +86,7 @@ func runTxnBench(cmd *cobra.Command, cfg bench.TxnBenchConfig, o txnBenchOut, se
 		return err
 	}
 	defer c.Close()
-	res, runErr := bench.RunTxn(ctx, cfg, txnStore{c: c}, cmd.ErrOrStderr())
+	res, runErr := bench.RunTxn(ctx, cfg, bench.ClientTxnStore(c), cmd.ErrOrStderr())
 	if res == nil {
 		return runErr
 	}
@@ -110,48 +109,5 @@ func runTxnBench(cmd *cobra.Command, cfg bench.TxnBenchConfig, o txnBenchOut, se
 		// 130 is the shell's code for death by SIGINT.
 		return &exitCodeError{code: 130, err: fmt.Errorf("bench txn interrupted: %w", runErr)}
 	}
-	return err
-}
-
-// txnStore adapts the Go client to bench.TxnStore.
-type txnStore struct{ c *client.Client }
-
-func (s txnStore) Txn(ctx context.Context, fn func(tx bench.TxnOps) error) error {
-	err := s.c.Txn(ctx, func(tx *client.Tx) error { return fn(tx) })
-	if errors.Is(err, client.ErrTxnRetry) {
-		return fmt.Errorf("%w: %w", bench.ErrTxnConflict, err)
-	}
-	return err
-}
-
-func (s txnStore) Put(ctx context.Context, key, value []byte) error { return s.c.Put(ctx, key, value) }
-
-func (s txnStore) Delete(ctx context.Context, key []byte) error {
-	_, err := s.c.Delete(ctx, key)
-	return err
-}
-
-func (s txnStore) SnapshotScan(ctx context.Context, start, end []byte) ([]bench.KeyValue, string, error) {
-	kvs, at, err := s.c.SnapshotScan(ctx, start, end, 0)
-	out := make([]bench.KeyValue, len(kvs))
-	for i, kv := range kvs {
-		out[i] = bench.KeyValue{Key: kv.Key, Value: kv.Value}
-	}
-	return out, at.String(), err
-}
-
-// Split leaves a key that already starts a range alone (a run before this
-// one split there): the server refuses to split there again.
-func (s txnStore) Split(ctx context.Context, key []byte) error {
-	resp, err := s.c.Ranges(ctx)
-	if err != nil {
-		return err
-	}
-	for _, r := range resp.GetRanges() {
-		if string(r.GetDesc().GetStartKey()) == string(key) {
-			return nil
-		}
-	}
-	_, err = s.c.Split(ctx, key)
 	return err
 }

@@ -113,6 +113,7 @@ func addServerFlags(f *pflag.FlagSet, cfg *server.Config, o *serverOpts) {
 	f.IntVar(&cfg.Admission.MinInflight, "admission-min-inflight", cfg.Admission.MinInflight,
 		"fewest KV requests in progress at which the node sheds by delay: below it, a closed loop of clients is served however slow the machine is")
 	addTxnFlags(f, &cfg.Txn)
+	addGeoFlags(f, &cfg.Geo)
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
 	_ = f.MarkHidden("testing-stale-reads")
 	f.BoolVar(&cfg.FaultInjection, "enable-fault-injection", false, "TESTING ONLY, off by default: serve /debug/faults on the HTTP address to loopback callers, through which chaos runs (tidekv bench chaos) cut this node's Raft traffic with its peers, offset its lease clock and slow its disk")
@@ -168,4 +169,14 @@ func addTxnFlags(f *pflag.FlagSet, c *server.TxnConfig) {
 	f.IntVar(&c.MaxKeys, "txn-max-keys", c.MaxKeys, "most keys one transaction may write; past it the transaction is rolled back")
 	f.Int64Var(&c.MaxBytes, "txn-max-bytes", c.MaxBytes, "most key and value bytes one transaction may write; past it the transaction is rolled back")
 	f.DurationVar(&c.MaxDuration, "txn-max-duration", c.MaxDuration, "longest a transaction may run from its first operation before it is rolled back")
+}
+
+// addGeoFlags binds the geo mode's knobs (server.GeoConfig, whose Validate
+// refuses bad values when the node starts).
+func addGeoFlags(f *pflag.FlagSet, c *server.GeoConfig) {
+	f.StringVar(&c.KeySpace, "geo-keyspace", "", "name of the geo key space, whose transactions commit by epoch messages between data centres (docs/transactions.md, \"Geo mode\"); empty: the geo mode is off")
+	f.StringArrayVar(&c.Localities, "geo-locality", nil, "a data centre's --locality, the flag once per data centre, in the same order on every node (the node with the lowest id in each is its gateway)")
+	f.DurationVar(&c.Protocol.Epoch, "geo-epoch", c.Protocol.Epoch, "how long a gateway collects geo transactions before sending them to the other data centres")
+	f.DurationVar(&c.Protocol.Deadline, "geo-deadline", c.Protocol.Deadline, "how long after an epoch a data centre waits for another's message before voting to leave its transactions out (more than the slowest one-way delay)")
+	f.DurationVar(&c.CommitTimeout, "geo-commit-timeout", c.CommitTimeout, "longest a geo commit waits for its decision")
 }

@@ -102,6 +102,11 @@ var LogVersionKey = []byte{prefixNodeLocal, 'v'}
 // restarted node can reach its peers before anyone tells it.
 var NodeDirectoryKey = []byte{prefixNodeLocal, 'd'}
 
+// GeoGatewayKey marks a node that has run a geo data centre: the geo
+// mode keeps its copy in memory only, so a restarted gateway must not
+// rejoin (server/geo.go).
+var GeoGatewayKey = []byte{prefixNodeLocal, 'g'}
+
 // DataKey maps a key of the given range's key space to its engine key.
 func DataKey(rangeID uint64, key []byte) []byte {
 	return AppendDataKey(make([]byte, 0, 1+len(key)), rangeID, key)

@@ -107,6 +107,8 @@ type Config struct {
 	Admission admission.Config
 	// Txn holds the transactions' knobs (txnconfig.go).
 	Txn TxnConfig
+	// Geo turns on geo transactions (geo.go); off by default.
+	Geo GeoConfig
 	// admissionClock replaces time.Now for the admission controller
 	// (tests drive its windows by hand).
 	admissionClock func() time.Time
@@ -202,6 +204,7 @@ func DefaultConfig() Config {
 		Redis:                   redisDefaults(),
 		Admission:               admission.DefaultConfig(),
 		Txn:                     DefaultTxnConfig(),
+		Geo:                     DefaultGeoConfig(),
 		HeartbeatInterval:       time.Second,
 		LivenessTimeout:         5 * time.Second,
 		ReportInterval:          3 * time.Second,
@@ -284,6 +287,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("server: --max-offset: %w", err)
 	}
 	if err := c.Txn.Validate(); err != nil {
+		return err
+	}
+	if err := c.Geo.Validate(); err != nil {
 		return err
 	}
 	if err := c.Admission.Validate(); err != nil {

@@ -114,6 +114,7 @@ type Server struct {
 	requests       atomic.Uint64
 	ready          atomic.Bool
 	versionWarned  atomic.Bool // logVersionRefused said so once
+	geo            geoState    // geo transactions (geo.go)
 	stopper        chan struct{}
 	wg             sync.WaitGroup
 	stopOnce       sync.Once
@@ -250,6 +251,7 @@ func (s *Server) serve(ctx context.Context) error {
 	s.grpcT.SetHandler(s.store)
 	s.store.Start()
 	s.startLoops()
+	s.startGeo()
 	if s.cfg.Redis.ListenAddr != "" {
 		if err := s.startRedis(); err != nil {
 			return err
@@ -267,6 +269,7 @@ func (s *Server) registerServices() {
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.txns = newCoordinator(s)
 	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: s.txns})
+	tidekvpb.RegisterGeoServer(s.grpcSrv, &geoService{s: s})
 	s.grpcT.Register(s.grpcSrv)
 }
 

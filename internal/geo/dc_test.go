@@ -1,0 +1,298 @@
+package geo
+
+import (
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The chain executor gives what running the transactions one by one in
+// order gives (one partition: a single chain of hops), whatever the
+// partitions' scheduling.
+func TestChainsMatchSerialOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var txns []*Txn
+	for i := range 300 {
+		var ops []Op
+		for range 1 + rng.IntN(4) {
+			k := acct(rng.IntN(12))
+			switch rng.IntN(5) {
+			case 0:
+				ops = append(ops, Op{Kind: OpGet, Key: k})
+			case 1:
+				ops = append(ops, Op{Kind: OpPut, Key: k, Value: []byte("7")})
+			case 2:
+				ops = append(ops, Op{Kind: OpDelete, Key: k})
+			case 3:
+				ops = append(ops, Op{Kind: OpAdd, Key: k, Delta: rng.Int64N(9) - 4, Floored: rng.IntN(2) == 0})
+			default:
+				ops = append(ops, Op{Kind: OpCompare, Key: k, Value: []byte("7")})
+			}
+		}
+		txns = append(txns, &Txn{ID: TxnID{DC: 0, Seq: uint64(i)}, Ops: ops})
+	}
+	serial, chained := NewStore(1), NewStore(8)
+	want := execute(serial, txns, 1, nil)
+	for range 5 {
+		got := execute(chained, txns, 1, nil)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatal("chained results differ from the serial ones")
+		}
+		if !reflect.DeepEqual(chained.All(), serial.All()) {
+			t.Fatal("chained state differs from the serial one")
+		}
+		serial, chained = NewStore(1), NewStore(8)
+		want = execute(serial, txns, 1, nil)
+	}
+	var aborted, committed int
+	for _, r := range want {
+		if r.Committed {
+			committed++
+		} else {
+			aborted++
+		}
+	}
+	if aborted == 0 || committed == 0 {
+		t.Fatalf("the mix should both commit and abort: %d committed, %d aborted", committed, aborted)
+	}
+}
+
+// A debit below the floor aborts the whole transfer: neither account
+// changes, at every DC.
+func TestConditionalDebitAbortsDeterministically(t *testing.T) {
+	s := newSim(t, 3, 10*time.Millisecond, 0)
+	s.open(2, 5)
+	ok := s.submit(1, transfer(0, 1, 5))
+	over := s.submit(2, transfer(0, 1, 1))
+	s.settle(2 * time.Second)
+	if !s.decisions[ok].Result.Committed {
+		t.Fatalf("the first transfer aborted: %s", s.decisions[ok].Result.Reason)
+	}
+	if r := s.decisions[over].Result; r.Committed || !strings.Contains(r.Reason, "below 0") {
+		t.Fatalf("the overdraft: committed %v, reason %q", r.Committed, r.Reason)
+	}
+	s.total(2, 10)
+	if v, _ := s.dcs[0].Read(acct(1)); string(v) != "10" {
+		t.Fatalf("account 1 holds %q, want 10", v)
+	}
+}
+
+// Every DC orders and executes the same way whatever order messages
+// arrive in: random delays and losses change nothing but timing.
+func TestSameOrderWhateverTheArrival(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		s := newSim(t, 3, 0, 0.2)
+		rng := rand.New(rand.NewPCG(seed, 9))
+		s.net.delay = func(a, b int) time.Duration { return time.Duration(5+rng.IntN(40)) * time.Millisecond }
+		s.open(10, 100)
+		s.transfers(rng, 300, 10)
+		s.settle(20 * time.Second)
+		s.total(10, 1000)
+	}
+}
+
+// With 100 ms one-way delays a transaction is decided at its gateway one
+// round trip (200 ms) plus the wait for its epoch to end after it arrived:
+// the results come back in early messages, not with the next epoch.
+func TestCommitTakesAboutOneRoundTrip(t *testing.T) {
+	s := newSim(t, 3, 100*time.Millisecond, 0)
+	s.open(10, 100)
+	clear(s.latency)
+	rng := rand.New(rand.NewPCG(4, 4))
+	s.transfers(rng, 50, 10)
+	s.settle(5 * time.Second)
+	for id, l := range s.latency {
+		if l < 200*time.Millisecond || l > 200*time.Millisecond+testConfig().Epoch {
+			t.Fatalf("transaction %v decided after %v, want one round trip and at most one epoch", id, l)
+		}
+	}
+}
+
+// A DC whose result differs (an injected fault) loses to the majority: it
+// rolls back, adopts the majority's result, executes again what followed,
+// and ends with the state of the others.
+func TestDivergentDCRollsBackAndConverges(t *testing.T) {
+	s := newSim(t, 3, 20*time.Millisecond, 0)
+	s.open(4, 100)
+	faults := 0
+	s.dcs[2].fault = func(r *Result) {
+		if r.Committed && len(r.Writes) > 0 && faults < 3 {
+			faults++
+			r.Writes[0].Value = []byte("1000000")
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	s.transfers(rng, 40, 4)
+	s.settle(5 * time.Second)
+	if faults != 3 || s.dcs[2].Rollbacks() == 0 {
+		t.Fatalf("%d faults injected (want 3), %d rollbacks at DC 2 (want some)", faults, s.dcs[2].Rollbacks())
+	}
+	s.total(4, 400)
+	for id, d := range s.decisions {
+		if id.DC == 2 && d.Result.Committed {
+			for _, w := range d.Result.Writes {
+				if string(w.Value) == "1000000" {
+					t.Fatalf("DC 2 answered its client with its own divergent result for %v", id)
+				}
+			}
+		}
+	}
+}
+
+// A DC cut off from the others: the two others, a majority, keep
+// committing; its own transactions of the time are answered Retry (their
+// input was left out); after the partition heals it catches up.
+func TestPartitionedDCCatchesUp(t *testing.T) {
+	s := newSim(t, 3, 20*time.Millisecond, 0)
+	s.open(10, 100)
+	s.net.Isolate(2, 3)
+	cut := s.submit(2, transfer(0, 1, 1))
+	rng := rand.New(rand.NewPCG(6, 6))
+	var during []TxnID
+	for range 30 {
+		during = append(during, s.submit(rng.IntN(2), transfer(rng.IntN(5), 5+rng.IntN(5), 1)))
+		s.step()
+	}
+	s.run(time.Second)
+	for _, id := range during {
+		if d, ok := s.decisions[id]; !ok || !d.Result.Committed {
+			t.Fatalf("transaction %v of the majority side not committed during the partition", id)
+		}
+	}
+	s.net.Heal()
+	s.settle(10 * time.Second)
+	if d := s.decisions[cut]; !d.Retry {
+		t.Fatalf("the cut-off DC's transaction: %+v, want Retry", d)
+	}
+	s.total(10, 1000)
+}
+
+// A DC whose messages reach one peer just after its deadline and the
+// other never: the peer has run the late input before the vote to leave
+// it out reaches it, so it rolls back; the slow DC's transactions are
+// answered Retry, the others' commit, and all three converge.
+func TestLateInputLeftOutRollsBack(t *testing.T) {
+	s := newSim(t, 3, 0, 0)
+	s.open(10, 100)
+	deadline := testConfig().Deadline
+	s.net.delay = func(from, to int) time.Duration {
+		switch {
+		case from == 1 && to == 0:
+			return deadline + 10*time.Millisecond
+		case from == 1 && to == 2:
+			return time.Hour
+		}
+		return 20 * time.Millisecond
+	}
+	var slow []TxnID
+	for i := range 20 {
+		slow = append(slow, s.submit(1, transfer(i%10, (i+1)%10, 1)))
+		s.submit(0, transfer((i+3)%10, (i+5)%10, 1))
+		s.submit(2, transfer((i+4)%10, (i+7)%10, 1))
+		s.step()
+	}
+	s.settle(10 * time.Second)
+	for _, id := range slow {
+		if !s.decisions[id].Retry {
+			t.Fatalf("the slow DC's transaction %v: %+v, want Retry", id, s.decisions[id])
+		}
+	}
+	for id, d := range s.decisions {
+		if id.DC != 1 && !d.Result.Committed {
+			t.Fatalf("transaction %v: %+v, want committed", id, d)
+		}
+	}
+	if s.dcs[0].Rollbacks() == 0 {
+		t.Fatal("DC 0 never rolled back an epoch it ran with the late input")
+	}
+	s.total(10, 1000)
+}
+
+// A DC whose messages reached one peer but not the other, then is gone for
+// good: the peer that got them voted them in, so the other could settle
+// those epochs only with a copy, which the first relays. The two keep
+// committing.
+func TestInputOfAVanishedDCIsRelayed(t *testing.T) {
+	s := newSim(t, 3, 20*time.Millisecond, 0)
+	s.open(10, 100)
+	s.net.delay = func(from, to int) time.Duration {
+		if from == 2 && to == 1 {
+			return time.Hour
+		}
+		return 20 * time.Millisecond
+	}
+	var ids []TxnID
+	for i := range 10 {
+		ids = append(ids, s.submit(i%3, transfer(i, (i+1)%10, 1)))
+		s.step()
+	}
+	s.run(50 * time.Millisecond)
+	s.net.Isolate(2, 3)
+	for i := range 10 {
+		ids = append(ids, s.submit(i%2, transfer(i, (i+3)%10, 1)))
+		s.step()
+	}
+	s.run(3 * time.Second)
+	for _, id := range ids {
+		if id.DC != 2 && !s.decisions[id].Result.Committed {
+			t.Fatalf("transaction %v: %+v, want committed", id, s.decisions[id])
+		}
+	}
+	s.dcs = s.dcs[:2]
+	if !s.sameState() {
+		t.Fatal("DCs 0 and 1 differ")
+	}
+	s.total(10, 1000)
+}
+
+// With every DC reporting and no majority, the largest group wins, ties
+// to the group with the lowest DC id.
+func TestDecidedWithoutMajority(t *testing.T) {
+	d, err := NewDC(testConfig(), 0, 4, NewMemNet(nil, 0, 1).Endpoint(0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := TxnID{DC: 3, Seq: 1}
+	for dc, reason := range []string{"x", "y", "y", "x"} {
+		d.note(dc, Result{ID: id, Members: 15, Reason: reason})
+		if _, ok := d.decided(id, 15); ok != (dc == 3) {
+			t.Fatalf("after %d results decided = %v", dc+1, ok)
+		}
+	}
+	if r, _ := d.decided(id, 15); r.Reason != "x" {
+		t.Fatalf("a 2–2 tie went to %q, want the group of DC 0 (x)", r.Reason)
+	}
+	d.note(1, Result{ID: id, Members: 15, Reason: "x"})
+	if r, ok := d.decided(id, 15); !ok || r.Reason != "x" {
+		t.Fatalf("3 of 4 agree on x: %q, %v", r.Reason, ok)
+	}
+	if _, ok := d.decided(id, 7); ok {
+		t.Fatal("results for other inputs decided")
+	}
+}
+
+func TestValidateOps(t *testing.T) {
+	cfg := testConfig()
+	big := make([]Op, cfg.MaxOps+1)
+	for i := range big {
+		big[i] = Op{Kind: OpGet, Key: "k"}
+	}
+	for _, c := range []struct {
+		ops  []Op
+		want string
+	}{
+		{nil, "no operations"},
+		{big, "more than the limit"},
+		{[]Op{{Kind: OpGet}}, "empty key"},
+		{[]Op{{Kind: 99, Key: "k"}}, "unknown kind"},
+		{[]Op{{Kind: OpPut, Key: "k", Value: make([]byte, cfg.MaxBytes)}}, "bytes"},
+	} {
+		err := ValidateOps(cfg, c.ops)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ValidateOps: %v, want %q", err, c.want)
+		}
+	}
+}

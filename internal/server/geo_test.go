@@ -1,0 +1,193 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/transport"
+)
+
+// startGeoCluster starts three nodes, one per region, with the geo mode on
+// for key space "geo" and a WAN round trip of rtt between the regions; it
+// returns one client per region, each sent to its region's gateway.
+func startGeoCluster(t *testing.T, rtt time.Duration) (*testCluster, []*client.Client) {
+	regions := []string{"region=a", "region=b", "region=c"}
+	delays := &transport.Delays{}
+	i := 0
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.Locality = regions[i]
+		i++
+		c.Transport.Delays = delays
+		c.Geo.KeySpace = "geo"
+		c.Geo.Localities = regions
+		c.Geo.Protocol.Epoch = 5 * time.Millisecond
+		c.Geo.Protocol.Deadline = 300 * time.Millisecond
+		c.Transport.Partition = &transport.Partition{}
+	})
+	localities := map[uint64]string{}
+	var clients []*client.Client
+	for k, s := range tc.nodes {
+		localities[s.NodeID()] = regions[k]
+		cfg := client.DefaultConfig()
+		cfg.Addrs = []string{s.Addr()}
+		c, err := client.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		clients = append(clients, c)
+	}
+	delays.SetLocalities(localities, transport.UniformRTT(rtt))
+	eventually(t, 10*time.Second, "every node to run its data centre", func() error {
+		for _, s := range tc.nodes {
+			if node, _, _ := s.geo.get(); node == nil {
+				return fmt.Errorf("node %d runs no data centre yet", s.NodeID())
+			}
+		}
+		return nil
+	})
+	return tc, clients
+}
+
+func geoAcct(i int) []byte { return fmt.Appendf(nil, "acct/%03d", i) }
+
+// Concurrent transfers from every region keep the total; every DC ends
+// with the same accounts.
+func TestGeoBankAcrossRegions(t *testing.T) {
+	_, clients := startGeoCluster(t, 40*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const accounts, balance = 20, 100
+	var open []*tidekvpb.GeoOp
+	for a := range accounts {
+		open = append(open, client.GeoPut(geoAcct(a), []byte(strconv.Itoa(balance))))
+	}
+	if r, err := clients[0].GeoCommit(ctx, "geo", open...); err != nil || !r.Committed {
+		t.Fatalf("opening the accounts: %+v, %v", r, err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	committed, aborted := 0, 0
+	for w := range 12 {
+		c := clients[w%3]
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			for range 15 {
+				from, to := rng.IntN(accounts), rng.IntN(accounts)
+				if from == to {
+					continue
+				}
+				amount := 1 + rng.Int64N(60)
+				r, err := c.GeoCommit(ctx, "geo", client.GeoDebit(geoAcct(from), amount, 0), client.GeoAdd(geoAcct(to), amount))
+				if err != nil {
+					t.Errorf("transfer: %v", err)
+					return
+				}
+				mu.Lock()
+				if r.Committed {
+					committed++
+				} else {
+					aborted++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if committed == 0 {
+		t.Fatal("no transfer committed")
+	}
+	t.Logf("%d transfers committed, %d aborted below the floor", committed, aborted)
+	eventually(t, 10*time.Second, "every DC to hold the same accounts", func() error {
+		var first string
+		for k, c := range clients {
+			kvs, _, err := c.GeoScan(ctx, "geo", nil, nil)
+			if err != nil {
+				return err
+			}
+			total, state := 0, ""
+			for _, kv := range kvs {
+				n, err := strconv.Atoi(string(kv.GetValue()))
+				if err != nil || n < 0 {
+					return fmt.Errorf("DC %d: %s holds %q", k, kv.GetKey(), kv.GetValue())
+				}
+				total += n
+				state += fmt.Sprintf("%s=%s ", kv.GetKey(), kv.GetValue())
+			}
+			if total != accounts*balance || len(kvs) != accounts {
+				t.Fatalf("DC %d: %d accounts hold %d, want %d", k, len(kvs), total, accounts*balance)
+			}
+			if k == 0 {
+				first = state
+			} else if state != first {
+				return fmt.Errorf("DC %d differs from DC 0", k)
+			}
+		}
+		return nil
+	})
+}
+
+// A gateway that restarts stays out (its copy was in memory) and says so;
+// the two others, a majority, keep committing without it.
+func TestGeoRestartedGatewayStaysOut(t *testing.T) {
+	tc, clients := startGeoCluster(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if r, err := clients[2].GeoCommit(ctx, "geo", client.GeoPut([]byte("k"), []byte("1"))); err != nil || !r.Committed {
+		t.Fatalf("before the restart: %+v, %v", r, err)
+	}
+	tc.restartOn(ctx, 2, tc.kill(2, tc.cfgs[2].Transport.Partition))
+	eventually(t, 10*time.Second, "the restarted gateway to refuse", func() error {
+		_, err := clients[2].GeoCommit(ctx, "geo", client.GeoGet([]byte("k")))
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "restarted") {
+			return fmt.Errorf("restarted gateway: %v", err)
+		}
+		return nil
+	})
+	r, err := clients[0].GeoCommit(ctx, "geo", client.GeoAdd([]byte("k"), 1), client.GeoGet([]byte("k")))
+	if err != nil || !r.Committed || string(r.Reads[0].GetValue()) != "2" {
+		t.Fatalf("after the restart, DC 0: %+v, %v", r, err)
+	}
+}
+
+// Bad input fails with one clear error before anything is ordered.
+func TestGeoRefusesBadInput(t *testing.T) {
+	_, clients := startGeoCluster(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	many := make([]*tidekvpb.GeoOp, 65)
+	for i := range many {
+		many[i] = client.GeoGet(geoAcct(i))
+	}
+	for _, c := range []struct {
+		name     string
+		keySpace string
+		ops      []*tidekvpb.GeoOp
+		code     codes.Code
+	}{
+		{"unknown key space", "nope", []*tidekvpb.GeoOp{client.GeoGet([]byte("k"))}, codes.InvalidArgument},
+		{"too many operations", "geo", many, codes.InvalidArgument},
+		{"too many bytes", "geo", []*tidekvpb.GeoOp{client.GeoPut([]byte("k"), make([]byte, 65<<10))}, codes.InvalidArgument},
+		{"no kind", "geo", []*tidekvpb.GeoOp{{Key: []byte("k")}}, codes.InvalidArgument},
+		{"empty key", "geo", []*tidekvpb.GeoOp{client.GeoGet(nil)}, codes.InvalidArgument},
+	} {
+		_, err := clients[1].GeoCommit(ctx, c.keySpace, c.ops...)
+		if status.Code(err) != c.code {
+			t.Errorf("%s: %v, want %v", c.name, err, c.code)
+		}
+	}
+	if kvs, _, err := clients[1].GeoScan(ctx, "geo", nil, nil); err != nil || len(kvs) != 0 {
+		t.Fatalf("after refused transactions the key space holds %d keys (%v), want none", len(kvs), err)
+	}
+}
