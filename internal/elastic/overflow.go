@@ -2,6 +2,7 @@ package elastic
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -127,7 +128,7 @@ func (o *Overflow) Round(in OverflowInput) OverflowPlan {
 			plan.Launch = fmt.Sprintf("pre-launch: key space %q: node %d holds %s, %.0f%% of its %s capacity, at or above %s",
 				sp.Name, node, units.Human(uint64(fill)), 100*fill/terms.Capacity, units.Human(sp.Capacity), terms.Explain(t, raw))
 		}
-		o.shed(sp, in.Live, held, &plan)
+		o.shed(sp, in.Live, held, t, &plan)
 	}
 	for name := range o.spaces {
 		if !seen[name] {
@@ -262,12 +263,17 @@ func sortedIDs(ids []uint64) []uint64 {
 	return s
 }
 
-// shed plans one step for each node at ShedAt or above: split its fullest
-// range at the median when that range is too big to move whole, else move
-// its replica to the live node with most room. A node with an operator
+// shed plans one step for each node at ShedAt or above, and for each
+// node at the threshold t while a node holds under t/2 (the rule asks for
+// no new node then: that node's room is to be used, before anyone fills):
+// move its biggest range that may move whole (at most MaxMoveShare of the
+// capacity) to the live node with most room (for an early step, one that
+// stays under t with it, so data never moves back); with none, split its
+// fullest range at the median, which makes one. Moving first relieves the
+// node at once; splits prepare later moves. A node with an operator
 // running on the key space waits for it, so a round never sheds twice
 // what it must.
-func (o *Overflow) shed(sp CacheSpace, live []uint64, held map[uint64]float64, plan *OverflowPlan) {
+func (o *Overflow) shed(sp CacheSpace, live []uint64, held map[uint64]float64, t float64, plan *OverflowPlan) {
 	c := float64(sp.Capacity)
 	busy, taken := map[uint64]bool{}, map[uint64]bool{}
 	for _, r := range sp.Ranges {
@@ -275,49 +281,54 @@ func (o *Overflow) shed(sp CacheSpace, live []uint64, held map[uint64]float64, p
 			busy[n] = busy[n] || r.Busy
 		}
 	}
+	early := hasRoom(live, held, t)
+	maxMove := o.cfg.MaxMoveShare * c
 	for _, n := range sortedIDs(live) {
 		key := fmt.Sprintf("%s/%d", sp.Name, n)
-		if held[n] < o.cfg.ShedAt*c || busy[n] {
+		full := held[n] >= o.cfg.ShedAt*c
+		if !full && !(early && held[n] >= t) || busy[n] {
 			delete(o.noted, key)
-			continue
-		}
-		r, ok := fullestRange(sp, n, taken)
-		if !ok {
 			continue
 		}
 		head := fmt.Sprintf("key space %q: node %d holds %s, %.0f%% of its %s capacity (shed at %.0f%%)",
 			sp.Name, n, units.Human(uint64(held[n])), 100*held[n]/c, units.Human(sp.Capacity), 100*o.cfg.ShedAt)
-		if float64(r.Bytes) > o.cfg.MaxMoveShare*c {
+		limit := o.cfg.ShedAt * c
+		if !full {
+			head = fmt.Sprintf("key space %q: node %d holds %s, at or above T = %s, while a node holds under T/2",
+				sp.Name, n, units.Human(uint64(held[n])), units.Human(uint64(t)))
+			limit = t
+		}
+		if r, ok := fullestRange(sp, n, taken, maxMove); ok {
+			if to, ok := roomiest(live, held, r, float64(r.Bytes), limit); ok {
+				delete(o.noted, key)
+				taken[r.ID] = true
+				held[n] -= float64(r.Bytes)
+				held[to] += float64(r.Bytes)
+				plan.Sheds = append(plan.Sheds, Shed{Range: r.ID, From: n, To: to, Bytes: r.Bytes,
+					Reason: fmt.Sprintf("%s: moves its biggest range that moves whole (%s) to node %d, which holds %s", head, units.Human(r.Bytes), to, units.Human(uint64(held[to]-float64(r.Bytes))))})
+				continue
+			}
+		}
+		if r, ok := fullestRange(sp, n, taken, math.Inf(1)); ok && float64(r.Bytes) > maxMove {
 			taken[r.ID] = true
 			plan.Sheds = append(plan.Sheds, Shed{Range: r.ID, Generation: r.Generation, Split: true, From: n,
 				Reason: fmt.Sprintf("%s: split its fullest range (%s, above %.1f%% of capacity) at the median", head, units.Human(r.Bytes), 100*o.cfg.MaxMoveShare)})
 			continue
 		}
-		to, ok := roomiest(live, held, r, float64(r.Bytes), o.cfg.ShedAt*c)
-		if !ok {
-			note := head + ": no node has room for its fullest range; it evicts if it reaches its capacity before a new node joins"
-			if o.noted[key] != "full" {
-				o.noted[key] = "full"
-				plan.Notes = append(plan.Notes, note)
-			}
-			continue
+		if full && o.noted[key] != "full" {
+			o.noted[key] = "full"
+			plan.Notes = append(plan.Notes, head+": no node has room for its ranges; it evicts if it reaches its capacity before a new node joins")
 		}
-		delete(o.noted, key)
-		taken[r.ID] = true
-		held[n] -= float64(r.Bytes)
-		held[to] += float64(r.Bytes)
-		plan.Sheds = append(plan.Sheds, Shed{Range: r.ID, From: n, To: to, Bytes: r.Bytes,
-			Reason: fmt.Sprintf("%s: moves its fullest range (%s) to node %d, which holds %s", head, units.Human(r.Bytes), to, units.Human(uint64(held[to]-float64(r.Bytes))))})
 	}
 }
 
 // fullestRange is the biggest idle range of the key space with a replica
-// on node n (lowest ID on a tie).
-func fullestRange(sp CacheSpace, n uint64, taken map[uint64]bool) (CacheRange, bool) {
+// on node n and at most most bytes (lowest ID on a tie).
+func fullestRange(sp CacheSpace, n uint64, taken map[uint64]bool, most float64) (CacheRange, bool) {
 	var best CacheRange
 	found := false
 	for _, r := range sp.Ranges {
-		if r.Busy || taken[r.ID] || !slices.Contains(r.Nodes, n) {
+		if r.Busy || taken[r.ID] || !slices.Contains(r.Nodes, n) || float64(r.Bytes) > most {
 			continue
 		}
 		if !found || r.Bytes > best.Bytes || r.Bytes == best.Bytes && r.ID < best.ID {

@@ -71,8 +71,8 @@ func TestOverflowSheds(t *testing.T) {
 	}
 	plan = o.Round(in(CacheRange{ID: 1, Bytes: 50 * mib, Nodes: []uint64{1}}, CacheRange{ID: 2, Bytes: 440 * mib, Nodes: []uint64{1}},
 		CacheRange{ID: 4, Bytes: 60 * mib, Nodes: []uint64{1}}, CacheRange{ID: 3, Bytes: 100 * mib, Nodes: []uint64{2}}))
-	if len(plan.Sheds) != 1 || !plan.Sheds[0].Split || plan.Sheds[0].Range != 2 {
-		t.Fatalf("want a split of range 2, got %+v", plan.Sheds)
+	if len(plan.Sheds) != 1 || plan.Sheds[0].Split || plan.Sheds[0].Range != 4 || plan.Sheds[0].To != 3 {
+		t.Fatalf("want range 4 (60 MiB, the biggest that moves whole) moved to node 3 before range 2 (440 MiB) is split, got %+v", plan.Sheds)
 	}
 	plan = o.Round(in(CacheRange{ID: 1, Bytes: 60 * mib, Nodes: []uint64{1}}, CacheRange{ID: 2, Bytes: 430 * mib, Nodes: []uint64{1}, Busy: true},
 		CacheRange{ID: 3, Bytes: 100 * mib, Nodes: []uint64{2}}))
@@ -81,8 +81,8 @@ func TestOverflowSheds(t *testing.T) {
 	}
 	plan = o.Round(in(CacheRange{ID: 1, Bytes: 60 * mib, Nodes: []uint64{1}}, CacheRange{ID: 5, Bytes: 60 * mib, Nodes: []uint64{1}},
 		CacheRange{ID: 2, Bytes: 370 * mib, Nodes: []uint64{1}}, CacheRange{ID: 3, Bytes: 100 * mib, Nodes: []uint64{2}}))
-	if len(plan.Sheds) != 1 || !plan.Sheds[0].Split {
-		t.Fatalf("want range 2 (370 MiB) split, got %+v", plan.Sheds)
+	if len(plan.Sheds) != 1 || plan.Sheds[0].Split || plan.Sheds[0].Range != 1 {
+		t.Fatalf("want range 1 (60 MiB, lowest ID of the two that move whole) moved, got %+v", plan.Sheds)
 	}
 	plan = o.Round(in(CacheRange{ID: 1, Bytes: 61 * mib, Nodes: []uint64{1}}, CacheRange{ID: 5, Bytes: 60 * mib, Nodes: []uint64{1}},
 		CacheRange{ID: 2, Bytes: 60 * mib, Nodes: []uint64{1}}, CacheRange{ID: 6, Bytes: 310 * mib, Nodes: []uint64{2}},
@@ -93,8 +93,8 @@ func TestOverflowSheds(t *testing.T) {
 	plan = o.Round(in(CacheRange{ID: 1, Bytes: 61 * mib, Nodes: []uint64{1}}, CacheRange{ID: 5, Bytes: 60 * mib, Nodes: []uint64{1}},
 		CacheRange{ID: 2, Bytes: 60 * mib, Nodes: []uint64{1}}, CacheRange{ID: 6, Bytes: 310 * mib, Nodes: []uint64{2}},
 		CacheRange{ID: 7, Bytes: 310 * mib, Nodes: []uint64{1, 2}}, CacheRange{ID: 8, Bytes: 30 * mib, Nodes: []uint64{3}}))
-	if len(plan.Sheds) != 2 || !plan.Sheds[0].Split || plan.Sheds[0].Range != 7 || !plan.Sheds[1].Split || plan.Sheds[1].Range != 6 {
-		t.Fatalf("want range 7 split for node 1 and range 6 for node 2, got %+v", plan.Sheds)
+	if len(plan.Sheds) != 2 || plan.Sheds[0].Split || plan.Sheds[0].Range != 1 || plan.Sheds[0].To != 3 || !plan.Sheds[1].Split || plan.Sheds[1].Range != 6 {
+		t.Fatalf("want range 1 moved from node 1 to node 3, and range 6 split for node 2 (none of its ranges moves whole), got %+v", plan.Sheds)
 	}
 	plan = o.Round(in(CacheRange{ID: 1, Bytes: 61 * mib, Nodes: []uint64{1}}, CacheRange{ID: 5, Bytes: 60 * mib, Nodes: []uint64{1}},
 		CacheRange{ID: 2, Bytes: 60 * mib, Nodes: []uint64{1}}, CacheRange{ID: 7, Bytes: 310 * mib, Nodes: []uint64{1, 2}, Busy: true},
@@ -130,5 +130,38 @@ func TestOverflowNoRoom(t *testing.T) {
 	in.Now = in.Now.Add(time.Second)
 	if plan = o.Round(in); len(plan.Notes) != 0 {
 		t.Fatalf("notes repeated: %v", plan.Notes)
+	}
+}
+
+// Nodes at the threshold while another holds under half of it move data
+// there before anyone nears capacity, rather than ask for a node; never so
+// much that the roomy node reaches the threshold itself.
+func TestOverflowShedsEarlyToARoomyNode(t *testing.T) {
+	o := NewOverflow(DefaultOverflowConfig())
+	in := func(ranges ...CacheRange) OverflowInput {
+		return OverflowInput{Now: time.Unix(1, 0), Live: []uint64{1, 2, 3}, Lead: time.Minute,
+			Spaces: []CacheSpace{{Name: "c", Capacity: 512 * mib, Ranges: ranges}}}
+	}
+	plan := o.Round(in(CacheRange{ID: 1, Bytes: 150 * mib, Nodes: []uint64{1}}, CacheRange{ID: 2, Bytes: 50 * mib, Nodes: []uint64{1}},
+		CacheRange{ID: 3, Bytes: 100 * mib, Nodes: []uint64{1}}, CacheRange{ID: 4, Bytes: 60 * mib, Nodes: []uint64{2}},
+		CacheRange{ID: 5, Bytes: 50 * mib, Nodes: []uint64{2}}, CacheRange{ID: 7, Bytes: 50 * mib, Nodes: []uint64{2}},
+		CacheRange{ID: 8, Bytes: 50 * mib, Nodes: []uint64{2}}, CacheRange{ID: 9, Bytes: 50 * mib, Nodes: []uint64{2}},
+		CacheRange{ID: 6, Bytes: 20 * mib, Nodes: []uint64{3}}))
+	if got := plan.Spaces[0].Threshold / mib; got != 256 {
+		t.Fatalf("T = %.1f MiB, want 256 (c/2: no rate measured yet)", got)
+	}
+	if plan.Launch != "" || len(plan.Sheds) != 2 {
+		t.Fatalf("nodes 1 and 2 (300 and 260 MiB) at T with node 3 at 20 MiB: want two steps and no launch, got %+v", plan)
+	}
+	if sh := plan.Sheds[0]; sh.Split || sh.Range != 2 || sh.To != 3 || !strings.Contains(sh.Reason, "at or above T = 256.0 MiB, while a node holds under T/2") {
+		t.Fatalf("want node 1's range 2 (50 MiB, the biggest that moves whole) moved to node 3, got %+v", sh)
+	}
+	if sh := plan.Sheds[1]; sh.Split || sh.Range != 4 || sh.From != 2 || sh.To != 3 {
+		t.Fatalf("want range 4 (60 MiB, moves whole) moved from node 2 to node 3, got %+v", sh)
+	}
+	plan = o.Round(in(CacheRange{ID: 1, Bytes: 60 * mib, Nodes: []uint64{1}}, CacheRange{ID: 2, Bytes: 240 * mib, Nodes: []uint64{2}},
+		CacheRange{ID: 3, Bytes: 110 * mib, Nodes: []uint64{3}}, CacheRange{ID: 4, Bytes: 200 * mib, Nodes: []uint64{1}, Busy: true}))
+	if len(plan.Sheds) != 0 {
+		t.Fatalf("node 1 is busy, node 2 under T; node 3 would pass T with any of their ranges: want nothing, got %+v", plan.Sheds)
 	}
 }

@@ -2,7 +2,9 @@ package keyspace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -73,7 +75,8 @@ func (c Catalogue) CheckNew(s Settings) error {
 
 // Boundaries are the keys at which ranges must be split so that each
 // range holds keys of one key space: the start of the reserved area and
-// each key space's first and end keys, ascending.
+// each key space's first and end keys, ascending; inside a hashed key
+// space also its HashSlices slice starts (HashSliceStarts).
 func (c Catalogue) Boundaries() [][]byte {
 	if len(c) == 0 {
 		return nil
@@ -81,11 +84,33 @@ func (c Catalogue) Boundaries() [][]byte {
 	out := [][]byte{append([]byte(nil), reserved...)}
 	for _, k := range c {
 		lo, hi := Span(k.ID)
-		for _, b := range [][]byte{lo, hi} {
+		bs := [][]byte{lo}
+		if k.Mode == Hashed {
+			bs = append(bs, HashSliceStarts(k.ID)...)
+		}
+		for _, b := range append(bs, hi) {
 			if b != nil && !bytes.Equal(out[len(out)-1], b) {
 				out = append(out, b)
 			}
 		}
+	}
+	return out
+}
+
+// HashSlices is how many equal slices of the hash space a hashed key
+// space starts with, one range each: its writes spread over the nodes
+// from its first key, rather than all reaching the one range it would
+// otherwise start as until that range grows big enough to split. The
+// slice starts stay boundaries (ranges never merge across them), as
+// the buckets of a hash-sharded index do.
+const HashSlices = 8
+
+// HashSliceStarts returns the stored keys where hashed key space id's
+// slices 2..HashSlices start.
+func HashSliceStarts(id ID) [][]byte {
+	out := make([][]byte, 0, HashSlices-1)
+	for i := uint64(1); i < HashSlices; i++ {
+		out = append(out, binary.BigEndian.AppendUint64(Prefix(id), i*(math.MaxUint64/HashSlices+1)))
 	}
 	return out
 }

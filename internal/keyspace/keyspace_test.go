@@ -165,7 +165,7 @@ func TestCatalogue(t *testing.T) {
 		t.Error("CheckNew accepted the default key space's name")
 	}
 	b := c.Boundaries()
-	want := [][]byte{{0xff, 0xff}, Prefix(1), Prefix(2), Prefix(3)}
+	want := append([][]byte{{0xff, 0xff}, Prefix(1), Prefix(2)}, append(HashSliceStarts(2), Prefix(3))...)
 	if len(b) != len(want) {
 		t.Fatalf("Boundaries = %x", b)
 	}
@@ -173,6 +173,12 @@ func TestCatalogue(t *testing.T) {
 		if !bytes.Equal(b[i], want[i]) {
 			t.Errorf("boundary %d = %x, want %x", i, b[i], want[i])
 		}
+	}
+	// Key space 2 is hashed: its slices are equal spans of hash values.
+	starts := HashSliceStarts(2)
+	if len(starts) != HashSlices-1 || !bytes.Equal(starts[0], append(Prefix(2), 0x20, 0, 0, 0, 0, 0, 0, 0)) ||
+		!bytes.Equal(starts[HashSlices-2], append(Prefix(2), 0xe0, 0, 0, 0, 0, 0, 0, 0)) {
+		t.Errorf("hash slice starts = %x", starts)
 	}
 	if len(Catalogue(nil).Boundaries()) != 0 {
 		t.Error("an empty catalogue splits ranges")
