@@ -1,0 +1,18 @@
+// Package routed is a storage.Engine made of several engines, each owning
+// fixed spans of the key space: the node's one engine as raftstore sees it,
+// with a memory key space's data in an internal/memengine and everything
+// else (Raft state, other ranges) in Pebble (docs/keyspaces.md, "Engines").
+//
+// Reads go to the engine owning the key; an iterator, snapshot, SST or size
+// over spans of several engines joins their parts in key order. A batch is
+// split at commit between the engines it touches; while it commits, no
+// snapshot or iterator across engines is taken, so readers see it whole. A
+// crash between the parts is no concern of ours: the memory parts are lost
+// on any crash anyway, and the Raft state in the base engine then says
+// their data is gone (raftstore refills such replicas).
+//
+// Routes are added while the engine runs (a key space created after the
+// node started): AddPart copies what the base engine already holds in the
+// new spans into the part, under a lock that waits for commits in flight,
+// and leaves the base's copy unread until New clears it at the next start.
+package routed
