@@ -420,6 +420,8 @@ func (s *Server) registerStoreCounters() {
 			func(st *raftstore.Stats) uint64 { return st.SnapshotBytesReceived.Load() }),
 		counter("tidekv_snapshots_refused_overlap_total", "Snapshots refused because they overlap a local replica that is still a member of its range.",
 			func(st *raftstore.Stats) uint64 { return st.SnapshotsRefusedOverlap.Load() }),
+		counter("tidekv_replicas_refilled_total", "Replicas of memory key spaces dropped at start, their data gone with the restart, to be refilled by snapshot.",
+			func(st *raftstore.Stats) uint64 { return st.ReplicasRefilled.Load() }),
 		counter("tidekv_gc_passes_total", "MVCC GC passes this node's leaseholders completed (each one or more GC commands).",
 			func(st *raftstore.Stats) uint64 { return st.GCPasses.Load() }),
 		counter("tidekv_gc_commands_applied_total", "MVCC GC commands (chunks) this node's replicas applied.",

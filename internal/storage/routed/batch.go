@@ -91,7 +91,7 @@ func (b *batch) Commit(sync bool) error {
 	b.committed = true
 	b.e.routeMu.RLock()
 	defer b.e.routeMu.RUnlock()
-	return b.commitLocked(b.e.tbl.Load(), sync)
+	return b.commitLocked(b.e.tbl, sync)
 }
 
 // commitLocked commits under routeMu (shared), with t the current table.

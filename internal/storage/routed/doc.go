@@ -12,7 +12,8 @@
 // their data is gone (raftstore refills such replicas).
 //
 // Routes are added while the engine runs (a key space created after the
-// node started): AddPart copies what the base engine already holds in the
-// new spans into the part, under a lock that waits for commits in flight,
-// and leaves the base's copy unread until New clears it at the next start.
+// node started): AddPart moves what the base engine already holds in the
+// new spans into the part, under a lock that waits for the reads and
+// commits in flight. ReopenPart attaches a part after a restart, when its
+// contents are gone.
 package routed

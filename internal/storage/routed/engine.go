@@ -11,11 +11,12 @@ import (
 // Engine routes each key to the engine owning it. Safe for concurrent use.
 type Engine struct {
 	base storage.Engine
-	tbl  atomic.Pointer[table]
-	// routeMu: commits hold it shared, so AddPart (exclusive) copies the
-	// base's data into a new part with no commit half routed by the old
-	// table.
+	// routeMu guards tbl. Reads and commits hold it shared while they
+	// route and open what they read or write, so AddPart (exclusive) moves
+	// the base's keys into a new part with no read or commit routed by the
+	// old table in flight.
 	routeMu sync.RWMutex
+	tbl     *table
 	// mixMu: a commit touching several engines holds it shared, and a
 	// snapshot or iterator across engines is taken holding it exclusive,
 	// so no reader sees such a batch in one engine and not another.
@@ -32,20 +33,18 @@ var (
 
 // New routes every key to base until parts are added.
 func New(base storage.Engine) *Engine {
-	e := &Engine{base: base}
-	e.tbl.Store(&table{})
-	return e
+	return &Engine{base: base, tbl: &table{}}
 }
 
 // AddPart routes spans to eng from now on, with what base holds in them
-// copied over (keys written before the route existed).
+// moved over (keys written before the route existed).
 func (e *Engine) AddPart(eng storage.Engine, spans ...Span) error {
-	return e.addPart(eng, spans, copyFromBase)
+	return e.addPart(eng, spans, moveFromBase)
 }
 
 // ReopenPart routes spans to eng, an engine that held them before the
 // process restarted and lost them: what base holds in them is a leftover
-// no reader saw (AddPart's copy), and is cleared.
+// no reader saw (of an AddPart the process stopped in), and is cleared.
 func (e *Engine) ReopenPart(eng storage.Engine, spans ...Span) error {
 	return e.addPart(eng, spans, clearBase)
 }
@@ -56,7 +55,7 @@ func (e *Engine) addPart(eng storage.Engine, spans []Span, fill func(base, eng s
 	}
 	e.routeMu.Lock()
 	defer e.routeMu.Unlock()
-	t, err := e.tbl.Load().with(eng, spans)
+	t, err := e.tbl.with(eng, spans)
 	if err != nil {
 		return err
 	}
@@ -65,11 +64,11 @@ func (e *Engine) addPart(eng storage.Engine, spans []Span, fill func(base, eng s
 			return err
 		}
 	}
-	e.tbl.Store(t)
+	e.tbl = t
 	return nil
 }
 
-func copyFromBase(base, eng storage.Engine, s Span) error {
+func moveFromBase(base, eng storage.Engine, s Span) error {
 	b := eng.NewBatch()
 	defer b.Close()
 	it, err := base.NewIter(s.Lo, s.Hi)
@@ -82,7 +81,10 @@ func copyFromBase(base, eng storage.Engine, s Span) error {
 	if err = errors.Join(err, it.Close()); err != nil {
 		return err
 	}
-	return b.Commit(false)
+	if err := b.Commit(false); err != nil {
+		return err
+	}
+	return clearBase(base, eng, s)
 }
 
 func clearBase(base, _ storage.Engine, s Span) error {
@@ -97,7 +99,9 @@ func clearBase(base, _ storage.Engine, s Span) error {
 // Volatile reports whether [lower, upper) touches a part: every part is
 // an engine whose contents a restart loses.
 func (e *Engine) Volatile(lower, upper []byte) bool {
-	for _, p := range e.tbl.Load().pieces(lower, upper) {
+	e.routeMu.RLock()
+	defer e.routeMu.RUnlock()
+	for _, p := range e.tbl.pieces(lower, upper) {
 		if p.eng != baseIdx {
 			return true
 		}
@@ -114,17 +118,22 @@ func (e *Engine) engine(t *table, i int) storage.Engine {
 }
 
 func (e *Engine) Get(key []byte) ([]byte, bool, error) {
-	t := e.tbl.Load()
-	return e.engine(t, t.engineOf(key)).Get(key)
+	e.routeMu.RLock()
+	defer e.routeMu.RUnlock()
+	return e.engine(e.tbl, e.tbl.engineOf(key)).Get(key)
 }
 
 func (e *Engine) NewIter(lower, upper []byte) (storage.Iterator, error) {
-	t := e.tbl.Load()
+	e.routeMu.RLock()
+	defer e.routeMu.RUnlock()
+	t := e.tbl
 	return newIter(t.pieces(lower, upper), func(i int) storage.Reader { return e.engine(t, i) }, &e.mixMu)
 }
 
 func (e *Engine) GetFirst(lower, upper, kdst []byte) ([]byte, []byte, bool, error) {
-	t := e.tbl.Load()
+	e.routeMu.RLock()
+	defer e.routeMu.RUnlock()
+	t := e.tbl
 	return getFirst(t.pieces(lower, upper), func(i int) storage.Reader { return e.engine(t, i) }, &e.mixMu, kdst)
 }
 
@@ -132,7 +141,9 @@ func (e *Engine) NewBatch() storage.Batch { return &batch{e: e} }
 
 // NewSnapshot snapshots every engine at one point between commits.
 func (e *Engine) NewSnapshot() storage.Snapshot {
-	t := e.tbl.Load()
+	e.routeMu.RLock()
+	defer e.routeMu.RUnlock()
+	t := e.tbl
 	if len(t.engs) == 0 {
 		return e.base.NewSnapshot()
 	}
@@ -149,7 +160,9 @@ func (e *Engine) ApproximateSize(lower, upper []byte) (uint64, error) {
 	if err := storage.CheckIterBounds(lower, upper); err != nil {
 		return 0, err
 	}
-	t := e.tbl.Load()
+	e.routeMu.RLock()
+	defer e.routeMu.RUnlock()
+	t := e.tbl
 	var sum uint64
 	for _, p := range t.pieces(lower, upper) {
 		n, err := e.engine(t, p.eng).ApproximateSize(p.lo, p.hi)
@@ -162,7 +175,9 @@ func (e *Engine) ApproximateSize(lower, upper []byte) (uint64, error) {
 }
 
 func (e *Engine) Sync() error {
-	t := e.tbl.Load()
+	e.routeMu.RLock()
+	t := e.tbl
+	e.routeMu.RUnlock()
 	var errs []error
 	for _, eng := range t.engs {
 		errs = append(errs, eng.Sync())
@@ -175,7 +190,9 @@ func (e *Engine) Close() error {
 	if e.closed.Swap(true) {
 		return storage.ErrClosed
 	}
-	t := e.tbl.Load()
+	e.routeMu.RLock()
+	t := e.tbl
+	e.routeMu.RUnlock()
 	var errs []error
 	for _, eng := range t.engs {
 		errs = append(errs, eng.Close())

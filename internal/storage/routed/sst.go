@@ -1,6 +1,7 @@
 package routed
 
 import (
+	"errors"
 	"os"
 
 	"github.com/tidekv/tidekv/internal/storage"
@@ -14,27 +15,37 @@ func (e *Engine) WriteSST(r storage.Reader, lower, upper []byte, path string) (s
 	if e.closed.Load() {
 		return storage.SSTStats{}, storage.ErrClosed
 	}
-	t := e.tbl.Load()
+	// Not held while writing: r may be e, whose reads take it again.
+	e.routeMu.RLock()
+	t := e.tbl
+	e.routeMu.RUnlock()
 	if ps := t.pieces(lower, upper); len(ps) == 1 {
 		return e.engine(t, ps[0].eng).WriteSST(r, lower, upper, path)
 	}
 	return storage.WriteMemSST(r, lower, upper, path)
 }
 
-// IngestSST hands a span of one engine to that engine. Across engines the
-// file must be WriteSST's MemEngine format: each engine's piece is cleared
-// and filled by one batch, all committed with no snapshot or iterator
-// across engines taken in between.
+// IngestSST hands a span of one engine to that engine. A span across
+// engines, or a MemEngine-format file for the base (a memory range's
+// snapshot reaching a node that has not yet learnt its key space: the data
+// waits in the base until AddPart copies it), is read whole: each engine's
+// piece is cleared and filled by one batch, all committed with no snapshot
+// or iterator across engines taken in between.
 func (e *Engine) IngestSST(path string, lower, upper []byte) error {
 	if e.closed.Load() {
 		return storage.ErrClosed
 	}
 	e.routeMu.RLock()
 	defer e.routeMu.RUnlock()
-	t := e.tbl.Load()
+	t := e.tbl
 	ps := t.pieces(lower, upper)
-	if len(ps) == 1 {
+	if len(ps) == 1 && ps[0].eng != baseIdx {
 		return e.engine(t, ps[0].eng).IngestSST(path, lower, upper)
+	}
+	if len(ps) == 1 {
+		if mem, err := storage.IsMemSST(path); err != nil || !mem {
+			return errors.Join(err, e.base.IngestSST(path, lower, upper))
+		}
 	}
 	kvs, err := storage.ReadMemSST(path, lower, upper)
 	if err != nil {
@@ -42,8 +53,9 @@ func (e *Engine) IngestSST(path string, lower, upper []byte) error {
 	}
 	b := &batch{e: e}
 	for _, p := range ps {
-		lo, _, _ := storage.CheckDeleteSpan(p.lo, p.hi)
-		b.ops = append(b.ops, op{opDeleteRange, lo, p.hi})
+		if lo, empty, _ := storage.CheckDeleteSpan(p.lo, p.hi); !empty {
+			b.ops = append(b.ops, op{opDeleteRange, lo, p.hi})
+		}
 	}
 	for _, kv := range kvs {
 		b.ops = append(b.ops, op{opSet, kv.Key, kv.Value})
