@@ -101,3 +101,10 @@ func (m *memSpaces) route(id keyspace.ID, idx memengine.Index, attach func(stora
 	m.routed[id] = true
 	return nil
 }
+
+// count is the number of key spaces routed to memory.
+func (m *memSpaces) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.routed)
+}

@@ -335,6 +335,8 @@ func (s *Server) registerReplicaGauges() {
 				}
 				return s.store.SnapshotRate()
 			}),
+		gaugeFunc("tidekv_memory_keyspaces", "Key spaces this node keeps in memory engines (it routes a memory key space once it learns of it).",
+			func() float64 { return float64(s.mem.count()) }),
 		gaugeFunc("tidekv_autoscale_target_nodes", "The node count the elasticity controller wants (exported by the meta leaseholder; 0 elsewhere).",
 			func() float64 {
 				if s.metaLeader() == nil {
