@@ -8,6 +8,7 @@ import (
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/memengine"
+	"github.com/tidekv/tidekv/internal/mvcc"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/storage/routed"
@@ -86,7 +87,7 @@ func (m *memSpaces) record(k keyspace.KeySpace) error {
 // or ReopenPart).
 func (m *memSpaces) route(id keyspace.ID, idx memengine.Index, attach func(storage.Engine, ...routed.Span) error) error {
 	cfg := m.cfg
-	cfg.Index = idx
+	cfg.Index, cfg.Group = idx, mvcc.KeyGroups{} // a read of a key's versions reads one bucket
 	e, err := memengine.New(cfg)
 	if err != nil {
 		return fmt.Errorf("memory engine of key space %d: %w", id, err)
