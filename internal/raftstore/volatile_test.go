@@ -14,7 +14,6 @@ import (
 // memory finds after a restart.
 func (tc *testCluster) restartVolatile(id uint64) *Store {
 	tc.t.Helper()
-	eng := routedeng.New(tc.engines[id])
 	mem, err := memengine.New(memengine.DefaultConfig())
 	if err != nil {
 		tc.t.Fatal(err)
@@ -23,6 +22,7 @@ func (tc *testCluster) restartVolatile(id uint64) *Store {
 	for _, s := range UserDataSpans(nil, nil) {
 		spans = append(spans, routedeng.Span{Lo: s[0], Hi: s[1]})
 	}
+	eng := routedeng.New(tc.engines[id], spans...)
 	if err := eng.ReopenPart(mem, spans...); err != nil {
 		tc.t.Fatal(err)
 	}

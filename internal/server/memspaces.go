@@ -36,7 +36,9 @@ type memSpaces struct {
 // openMemSpaces wraps base, with the memory key spaces recorded in it
 // routed to fresh, empty memory engines.
 func openMemSpaces(base storage.Engine, cfg memengine.Config) (*memSpaces, error) {
-	m := &memSpaces{eng: routed.New(base), base: base, cfg: cfg, routed: map[keyspace.ID]bool{}}
+	// Only named key spaces' data may be routed: writes to the rest (Raft
+	// state, the meta range, the default key space) go to base directly.
+	m := &memSpaces{eng: routed.New(base, userDataSpans(keyspace.Prefix(1), nil)...), base: base, cfg: cfg, routed: map[keyspace.ID]bool{}}
 	lo, hi := keys.NodeMemKeySpaceSpan()
 	it, err := base.NewIter(lo, hi)
 	if err != nil {
@@ -92,11 +94,7 @@ func (m *memSpaces) route(id keyspace.ID, idx memengine.Index, attach func(stora
 	if err != nil {
 		return fmt.Errorf("memory engine of key space %d: %w", id, err)
 	}
-	var spans []routed.Span
-	for _, s := range raftstore.UserDataSpans(keyspace.Span(id)) {
-		spans = append(spans, routed.Span{Lo: s[0], Hi: s[1]})
-	}
-	if err := attach(e, spans...); err != nil {
+	if err := attach(e, userDataSpans(keyspace.Span(id))...); err != nil {
 		return fmt.Errorf("memory engine of key space %d: %w", id, err)
 	}
 	m.routed[id] = true
@@ -108,4 +106,14 @@ func (m *memSpaces) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.routed)
+}
+
+// userDataSpans are the engine spans of the user data of keys in [start,
+// end) (nil end: to the end).
+func userDataSpans(start, end []byte) []routed.Span {
+	var spans []routed.Span
+	for _, s := range raftstore.UserDataSpans(start, end) {
+		spans = append(spans, routed.Span{Lo: s[0], Hi: s[1]})
+	}
+	return spans
 }

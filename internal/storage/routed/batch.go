@@ -21,13 +21,30 @@ type op struct {
 	key, val []byte
 }
 
-// batch records its writes and routes them at commit, with the table of
-// that moment: a part added in between owns its keys by then.
+// batch routes its writes at commit, with the table of that moment: a part
+// added in between owns its keys by then. So it records them, but only
+// from its first write that may be routed: until then (Raft state, other
+// ranges' data) they go straight into a base batch, which the recorded
+// writes then follow in order.
 type batch struct {
 	e         *Engine
+	direct    storage.Batch // nil until the first direct write
 	ops       []op
 	committed bool
 	closed    bool
+}
+
+// directBatch is the base batch for a write outside the routable spans (of
+// key start, or of [start, end) if end is set), or nil if the write must be
+// recorded.
+func (b *batch) directBatch(start, end []byte) storage.Batch {
+	if len(b.ops) > 0 || end == nil && b.e.keyMayRoute(start) || end != nil && b.e.spanMayRoute(start, end) {
+		return nil
+	}
+	if b.direct == nil {
+		b.direct = b.e.base.NewBatch()
+	}
+	return b.direct
 }
 
 func (b *batch) writable() error {
@@ -47,6 +64,9 @@ func (b *batch) Set(key, value []byte) error {
 	if err := storage.CheckKey(key); err != nil {
 		return err
 	}
+	if d := b.directBatch(key, nil); d != nil {
+		return d.Set(key, value)
+	}
 	b.ops = append(b.ops, op{opSet, bytes.Clone(key), append([]byte{}, value...)})
 	return nil
 }
@@ -57,6 +77,9 @@ func (b *batch) Delete(key []byte) error {
 	}
 	if err := storage.CheckKey(key); err != nil {
 		return err
+	}
+	if d := b.directBatch(key, nil); d != nil {
+		return d.Delete(key)
 	}
 	b.ops = append(b.ops, op{kind: opDelete, key: bytes.Clone(key)})
 	return nil
@@ -70,15 +93,27 @@ func (b *batch) DeleteRange(start, end []byte) error {
 	if err != nil || empty {
 		return err
 	}
+	if d := b.directBatch(start, end); d != nil {
+		return d.DeleteRange(start, end)
+	}
 	b.ops = append(b.ops, op{opDeleteRange, bytes.Clone(start), bytes.Clone(end)})
 	return nil
 }
 
-func (b *batch) Empty() bool { return len(b.ops) == 0 }
-func (b *batch) Count() int  { return len(b.ops) }
+func (b *batch) Empty() bool { return b.Count() == 0 }
+
+func (b *batch) Count() int {
+	if b.direct == nil {
+		return len(b.ops)
+	}
+	return b.direct.Count() + len(b.ops)
+}
 
 func (b *batch) Close() error {
 	b.closed, b.ops = true, nil
+	if b.direct != nil {
+		return b.direct.Close()
+	}
 	return nil
 }
 
@@ -89,6 +124,13 @@ func (b *batch) Commit(sync bool) error {
 		return err
 	}
 	b.committed = true
+	if len(b.ops) == 0 && b.direct != nil {
+		// Nothing routable: no table to consult, no other engine to wait for.
+		d := b.direct
+		b.direct = nil
+		defer d.Close()
+		return d.Commit(sync)
+	}
 	b.e.routeMu.RLock()
 	defer b.e.routeMu.RUnlock()
 	return b.commitLocked(b.e.tbl, sync)
@@ -97,6 +139,7 @@ func (b *batch) Commit(sync bool) error {
 // commitLocked commits under routeMu (shared), with t the current table.
 func (b *batch) commitLocked(t *table, sync bool) error {
 	parts := make([]storage.Batch, len(t.engs)+1) // [0]: base
+	parts[0], b.direct = b.direct, nil
 	defer func() {
 		for _, p := range parts {
 			if p != nil {

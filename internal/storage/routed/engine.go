@@ -1,7 +1,9 @@
 package routed
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -11,6 +13,10 @@ import (
 // Engine routes each key to the engine owning it. Safe for concurrent use.
 type Engine struct {
 	base storage.Engine
+	// routable is where parts may be added; a write elsewhere goes to the
+	// base at once, and a batch records (to route at commit) only from its
+	// first write inside.
+	routable []Span
 	// routeMu guards tbl. Reads and commits hold it shared while they
 	// route and open what they read or write, so AddPart (exclusive) moves
 	// the base's keys into a new part with no read or commit routed by the
@@ -31,9 +37,42 @@ var (
 	_ storage.Volatile    = (*Engine)(nil)
 )
 
-// New routes every key to base until parts are added.
-func New(base storage.Engine) *Engine {
-	return &Engine{base: base, tbl: &table{}}
+// New routes every key to base until parts are added, which they may be
+// inside routable only.
+func New(base storage.Engine, routable ...Span) *Engine {
+	return &Engine{base: base, routable: routable, tbl: &table{}}
+}
+
+// spanMayRoute reports whether [lower, upper) (nil upper: unbounded)
+// touches a routable span. What does not is the base's for good, and is
+// read and written there with no look-up.
+func (e *Engine) spanMayRoute(lower, upper []byte) bool {
+	for _, r := range e.routable {
+		if bytes.Compare(lower, r.Hi) < 0 && (upper == nil || bytes.Compare(r.Lo, upper) < 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// keyMayRoute is spanMayRoute for one key.
+func (e *Engine) keyMayRoute(key []byte) bool {
+	for _, r := range e.routable {
+		if bytes.Compare(r.Lo, key) <= 0 && bytes.Compare(key, r.Hi) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// inRoutable reports whether s lies inside one routable span.
+func (e *Engine) inRoutable(s Span) bool {
+	for _, r := range e.routable {
+		if bytes.Compare(r.Lo, s.Lo) <= 0 && bytes.Compare(s.Hi, r.Hi) <= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // AddPart routes spans to eng from now on, with what base holds in them
@@ -52,6 +91,11 @@ func (e *Engine) ReopenPart(eng storage.Engine, spans ...Span) error {
 func (e *Engine) addPart(eng storage.Engine, spans []Span, fill func(base, eng storage.Engine, s Span) error) error {
 	if e.closed.Load() {
 		return storage.ErrClosed
+	}
+	for _, s := range spans {
+		if !e.inRoutable(s) {
+			return fmt.Errorf("routed: span [%q, %q) lies outside the routable spans", s.Lo, s.Hi)
+		}
 	}
 	e.routeMu.Lock()
 	defer e.routeMu.Unlock()
@@ -118,12 +162,18 @@ func (e *Engine) engine(t *table, i int) storage.Engine {
 }
 
 func (e *Engine) Get(key []byte) ([]byte, bool, error) {
+	if !e.keyMayRoute(key) {
+		return e.base.Get(key)
+	}
 	e.routeMu.RLock()
 	defer e.routeMu.RUnlock()
 	return e.engine(e.tbl, e.tbl.engineOf(key)).Get(key)
 }
 
 func (e *Engine) NewIter(lower, upper []byte) (storage.Iterator, error) {
+	if !e.spanMayRoute(lower, upper) {
+		return e.base.NewIter(lower, upper)
+	}
 	e.routeMu.RLock()
 	defer e.routeMu.RUnlock()
 	t := e.tbl
@@ -131,6 +181,9 @@ func (e *Engine) NewIter(lower, upper []byte) (storage.Iterator, error) {
 }
 
 func (e *Engine) GetFirst(lower, upper, kdst []byte) ([]byte, []byte, bool, error) {
+	if fg, ok := e.base.(storage.FirstGetter); ok && !e.spanMayRoute(lower, upper) {
+		return fg.GetFirst(lower, upper, kdst)
+	}
 	e.routeMu.RLock()
 	defer e.routeMu.RUnlock()
 	t := e.tbl
