@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -69,32 +70,18 @@ func TestMemoryKeySpace(t *testing.T) {
 	if _, err := c.Settings(ctx, map[string]string{"rebalance": "false"}); err != nil {
 		t.Fatal(err)
 	}
-	if ttl, err := ks.TTL(ctx, []byte("key00001")); err != nil || ttl <= 0 || ttl > time.Hour {
-		t.Fatalf("TTL of a key written without one = %v, %v (the key space's is 1h)", ttl, err)
-	}
-	if v, err := ks.Get(ctx, []byte("never-written")); err != nil || string(v) != "origin:never-written" {
-		t.Fatalf("a miss = %q, %v, want the origin's value", v, err)
-	}
+	checkTTLAndMissHandler(ctx, t, ks)
 
 	// A memory range moves to a node that had none of it: its snapshot.
 	rid := ranges[0].GetRangeId()
-	d := tc.localDesc(t, rid)
-	from := voterNodes(d)[0]
-	if from == tc.leaseholder(t, rid) {
-		from = voterNodes(d)[1]
-	}
-	to := tc.nodeWithout(t, d)
+	from, to := tc.followerOf(t, rid), tc.nodeWithout(t, tc.localDesc(t, rid))
 	tc.moveReplica(t, c, rid, from, to)
 	waitSameData(t, tc, rid, to)
 	checkInMemory(t, tc, ksID)
 
 	// A restart of a voter that does not hold the lease: its memory is
 	// gone, its replicas refill.
-	d = tc.localDesc(t, rid)
-	victim := voterNodes(d)[0]
-	if victim == tc.leaseholder(t, rid) {
-		victim = voterNodes(d)[1]
-	}
+	victim := tc.followerOf(t, rid)
 	i := nodeIndex(tc, victim)
 	base := tc.kill(i, f.parts[i])
 	tc.restartOn(ctx, i, base)
@@ -111,8 +98,26 @@ func TestMemoryKeySpace(t *testing.T) {
 		}
 	}
 	checkInMemory(t, tc, ksID)
-	// keys and bytes come from each range's last exact count, which lags
-	// the writes by up to a quarter of Θmax (docs/keyspaces.md).
+	checkListed(ctx, t, c, n)
+}
+
+// checkTTLAndMissHandler: a key written without a TTL has the key space's
+// (1h), and a miss answers the origin's value.
+func checkTTLAndMissHandler(ctx context.Context, t *testing.T, ks *client.KeySpace) {
+	t.Helper()
+	if ttl, err := ks.TTL(ctx, []byte("key00001")); err != nil || ttl <= 0 || ttl > time.Hour {
+		t.Fatalf("TTL of a key written without one = %v, %v (the key space's is 1h)", ttl, err)
+	}
+	if v, err := ks.Get(ctx, []byte("never-written")); err != nil || string(v) != "origin:never-written" {
+		t.Fatalf("a miss = %q, %v, want the origin's value", v, err)
+	}
+}
+
+// checkListed waits until `keyspace list` shows the memory key space's n
+// keys. keys and bytes come from each range's last exact count, which lags
+// the writes by up to a quarter of Θmax (docs/keyspaces.md).
+func checkListed(ctx context.Context, t *testing.T, c *client.Client, n uint64) {
+	t.Helper()
 	eventually(t, 30*time.Second, "keyspace list reports the data", func() error {
 		all, err := c.KeySpaces(ctx)
 		if err != nil {
@@ -123,6 +128,15 @@ func TestMemoryKeySpace(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// followerOf is a voter of rangeID that does not hold its lease.
+func (tc *testCluster) followerOf(t *testing.T, rangeID uint64) uint64 {
+	d := tc.localDesc(t, rangeID)
+	if v := voterNodes(d)[0]; v != tc.leaseholder(t, rangeID) {
+		return v
+	}
+	return voterNodes(d)[1]
 }
 
 func keySpaceRanges(ctx context.Context, tc *testCluster, id keyspace.ID) ([]*tidekvpb.RangeDescriptor, error) {
