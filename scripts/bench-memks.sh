@@ -1,8 +1,9 @@
 #!/bin/bash
-# GET/SET through RESP (redis-benchmark): a memory key space and a Pebble key
-# space of one 3-node cluster (`tidekv up`, node 1's Redis port, SELECT 1 and
-# 2), and redis-server on loopback, in three rounds (docs/benchmarks.md, issue
-# 14). Every process started here is stopped by its PID.
+# GET/SET through RESP (redis-benchmark): memory key spaces (B+-tree, SELECT
+# 1; extendible hashing, SELECT 3) and a Pebble key space (SELECT 2) of one
+# 3-node cluster (`tidekv up`, node 1's Redis port), and redis-server on
+# loopback, in three rounds (docs/benchmarks.md, issue 14). Every process
+# started here is stopped by its PID.
 #   TIDEKV=/path/to/tidekv OUT=/tmp/dir scripts/bench-memks.sh
 set -u
 B=${TIDEKV:-tidekv}
@@ -14,6 +15,7 @@ for i in $(seq 1 60); do grep -q "cluster up" ${OUT:-/tmp}/memks-up.log && break
 grep "cluster up" ${OUT:-/tmp}/memks-up.log || { kill -INT $UP; exit 1; }
 $B ctl --addr $A keyspace create mem --mode hashed --engine memory --index btree
 $B ctl --addr $A keyspace create peb --mode hashed --engine pebble
+$B ctl --addr $A keyspace create eh --mode hashed --engine memory --index exthash
 sleep 8  # boundary splits
 $B ctl --addr $A keyspace list
 redis-server --port 47600 --save "" --appendonly no > ${OUT:-/tmp}/memks-redis.log 2>&1 &
@@ -30,10 +32,12 @@ for round in 1 2 3; do
   echo "### round $round $(date -u +%H:%M:%S) load: $(cut -d' ' -f1-3 /proc/loadavg)"
   if [ $round = 2 ]; then
     run "tidekv pebble (SELECT 2), node 1" 47402 2
-    run "tidekv memory (SELECT 1), node 1" 47402 1
+    run "tidekv memory exthash (SELECT 3), node 1" 47402 3
+    run "tidekv memory btree (SELECT 1), node 1" 47402 1
   else
-    run "tidekv memory (SELECT 1), node 1" 47402 1
+    run "tidekv memory btree (SELECT 1), node 1" 47402 1
     run "tidekv pebble (SELECT 2), node 1" 47402 2
+    run "tidekv memory exthash (SELECT 3), node 1" 47402 3
   fi
   run "redis-server" 47600 0
   $B ctl --addr $A keyspace list | cut -c1-90
