@@ -131,6 +131,12 @@ func writeWorkload(ctx context.Context, cl *client.Client, rec *linearizability.
 // leases reads the tidekv_leases gauge (ranges the node leads) from a
 // node's /metrics.
 func leases(hc *http.Client, httpAddr string) (int, error) {
+	v, err := metric(hc, httpAddr, "tidekv_leases")
+	return int(v), err
+}
+
+// metric reads an unlabelled metric from a node's /metrics.
+func metric(hc *http.Client, httpAddr, name string) (float64, error) {
 	resp, err := hc.Get(testcluster.HTTPURL(httpAddr, "/metrics"))
 	if err != nil {
 		return 0, err
@@ -138,12 +144,11 @@ func leases(hc *http.Client, httpAddr string) (int, error) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "tidekv_leases "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int(f), err
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
 		}
 	}
-	return 0, fmt.Errorf("no tidekv_leases in %s/metrics", httpAddr)
+	return 0, fmt.Errorf("no %s in %s/metrics", name, httpAddr)
 }
 
 // TestInjectedSlowDisk checks that --enable-fault-injection's slow disk

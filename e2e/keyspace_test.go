@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/testcluster"
 )
 
@@ -120,5 +121,75 @@ func TestKeySpaceCLI(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMemoryKeySpaceRefillsAfterKill: a memory key space's data lives in
+// memory, so a node killed and restarted has lost its share; it drops its
+// replicas of the key space's ranges and the other nodes refill them, after
+// which reads served by its leases return every value.
+func TestMemoryKeySpaceRefillsAfterKill(t *testing.T) {
+	tc := testcluster.Start(t, testcluster.Options{Nodes: 3})
+	bin := testcluster.Binary(t)
+	ctx := testCtx(t, 2*time.Minute)
+	cl := newClient(t, tc.Addrs())
+	waitReplicated(ctx, t, cl, 3)
+	if _, code, err := ctl(ctx, bin, tc.Addr(1), "keyspace", "create", "cache", "--mode", "hashed", "--engine", "memory", "--ttl", "10m"); err != nil {
+		t.Fatalf("create: exit %d, %v", code, err)
+	}
+	ks, err := cl.KeySpace(ctx, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	for i := range n {
+		if err := eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+			return ks.Put(ctx, fmt.Appendf(nil, "k%03d", i), fmt.Appendf(nil, "v%03d", i))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Node 2 keeps the key space in memory once it learns of it (within a
+	// second of holding a range inside it); before, its share is in Pebble.
+	hc := testcluster.HTTPClient(t, 5*time.Second)
+	if err := eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+		if n, err := metric(hc, tc.HTTPAddr(2), "tidekv_memory_keyspaces"); err != nil || n != 1 {
+			return fmt.Errorf("node 2 keeps %v key spaces in memory (%v)", n, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tc.Kill(2)
+	tc.Restart(2)
+	if n, err := metric(hc, tc.HTTPAddr(2), "tidekv_replicas_refilled_total"); err != nil || n == 0 {
+		t.Fatalf("replicas dropped to refill after the restart: %v, %v", n, err)
+	}
+	// Once refilled, node 2 can take every lease of the key space.
+	to := tc.NodeID(2)
+	if err := eventually(ctx, 60*time.Second, func(ctx context.Context) error {
+		resp, err := cl.Ranges(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ri := range resp.GetRanges() {
+			d := ri.GetDesc()
+			if keyspace.Of(d.GetStartKey()) != 1 || ri.GetLeaderNodeId() == to {
+				continue
+			}
+			if err := cl.TransferLease(ctx, d.GetRangeId(), to); err != nil {
+				return err
+			}
+			return fmt.Errorf("range %d: lease moved to node %d, checking again", d.GetRangeId(), to)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if v, err := ks.Get(ctx, fmt.Appendf(nil, "k%03d", i)); err != nil || string(v) != fmt.Sprintf("v%03d", i) {
+			t.Fatalf("k%03d after the restart = %q, %v", i, v, err)
+		}
 	}
 }

@@ -25,6 +25,7 @@ const (
 	suffixReplicaState byte = 's'
 	suffixLog          byte = 'l'
 	suffixTombstone    byte = 't'
+	suffixRefill       byte = 'r'
 )
 
 // MetaRangeID is the range that holds cluster metadata. It is bootstrapped
@@ -58,6 +59,12 @@ func ReplicaStateKey(rangeID uint64) []byte {
 // TombstoneKey marks a destroyed replica of the range.
 func TombstoneKey(rangeID uint64) []byte {
 	return append(rangeLocalPrefix(rangeID), suffixTombstone)
+}
+
+// RefillKey marks a replica dropped at start because its data was in
+// memory: until a snapshot refills it, it casts no vote.
+func RefillKey(rangeID uint64) []byte {
+	return append(rangeLocalPrefix(rangeID), suffixRefill)
 }
 
 // LogKey holds the Raft log entry at index.
@@ -106,6 +113,26 @@ var NodeDirectoryKey = []byte{prefixNodeLocal, 'd'}
 // mode keeps its copy in memory only, so a restarted gateway must not
 // rejoin (server/geo.go).
 var GeoGatewayKey = []byte{prefixNodeLocal, 'g'}
+
+// NodeMemKeySpaceKey records that this node keeps key space id's data in a
+// memory engine (its value: the engine's index), so that after a restart
+// the node knows that data is gone (internal/server/memspaces.go).
+func NodeMemKeySpaceKey(id uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{prefixNodeLocal, 'm'}, id)
+}
+
+// NodeMemKeySpaceSpan covers every NodeMemKeySpaceKey.
+func NodeMemKeySpaceSpan() (lo, hi []byte) {
+	return []byte{prefixNodeLocal, 'm'}, []byte{prefixNodeLocal, 'm' + 1}
+}
+
+// MemKeySpaceOf returns the key space of a NodeMemKeySpaceKey.
+func MemKeySpaceOf(key []byte) (uint32, bool) {
+	if len(key) != 6 || key[0] != prefixNodeLocal || key[1] != 'm' {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(key[2:]), true
+}
 
 // DataKey maps a key of the given range's key space to its engine key.
 func DataKey(rangeID uint64, key []byte) []byte {

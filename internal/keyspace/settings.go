@@ -25,13 +25,13 @@ const (
 	Hashed Mode = "hashed"
 )
 
-// Engine is the storage engine a key space's replicas are meant to use.
+// Engine is the storage engine a key space's replicas keep its data in.
 type Engine string
 
 const (
 	Pebble Engine = "pebble"
-	// Memory is internal/memengine. Recorded; replicas of every key space
-	// still store in Pebble for now (docs/keyspaces.md).
+	// Memory is internal/memengine: the data is lost when a node restarts
+	// and refilled from the other replicas (docs/keyspaces.md, "Engines").
 	Memory Engine = "memory"
 )
 

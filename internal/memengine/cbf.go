@@ -90,22 +90,22 @@ func (f *countingBloom) mayContain(h uint64) bool {
 type cbfIndex struct {
 	filter countingBloom
 	store  map[uint64][]*entry
-	hash   func([]byte) uint64
+	hasher hasher
 	n      int
 }
 
-func newCBFIndex(counters uint64, hashes int, hash func([]byte) uint64) *cbfIndex {
+func newCBFIndex(counters uint64, hashes int, h hasher) *cbfIndex {
 	return &cbfIndex{
 		filter: newCountingBloom(counters, hashes),
 		store:  map[uint64][]*entry{},
-		hash:   hash,
+		hasher: h,
 	}
 }
 
 func (x *cbfIndex) ordered() bool { return false }
 
 func (x *cbfIndex) get(key []byte) *entry {
-	h := x.hash(key)
+	h := x.hasher.hash(key)
 	if !x.filter.mayContain(h) {
 		return nil
 	}
@@ -118,7 +118,7 @@ func (x *cbfIndex) get(key []byte) *entry {
 }
 
 func (x *cbfIndex) insert(e *entry) {
-	e.hash = x.hash(e.key)
+	e.hash = x.hasher.hash(e.key)
 	x.store[e.hash] = append(x.store[e.hash], e)
 	x.filter.add(e.hash)
 	x.n++
@@ -142,12 +142,18 @@ func (x *cbfIndex) remove(e *entry) {
 	panic("memengine: removing a key the store does not hold")
 }
 
+// scan reads the store slot of the span's group when it lies inside one
+// (Grouping); otherwise every key, as above.
 func (x *cbfIndex) scan(lower, upper []byte, fn func(*entry) bool) {
+	if h, ok := x.hasher.oneGroup(lower, upper); ok {
+		if x.filter.mayContain(h) {
+			scanGroup(x.store[h], h, lower, upper, fn)
+		}
+		return
+	}
 	for _, same := range x.store {
-		for _, e := range same {
-			if inSpan(e.key, lower, upper) && !fn(e) {
-				return
-			}
+		if !scanEntries(same, lower, upper, fn) {
+			return
 		}
 	}
 }

@@ -106,7 +106,7 @@ func TestCBFIndexSharesAHashAndSkipsTheStore(t *testing.T) {
 	// A well-mixed hash: with a small one, all k positions would land on
 	// counter 0 and saturate it.
 	const shared = 0x9E3779B97F4A7C15
-	x := newCBFIndex(1<<10, 3, func([]byte) uint64 { return shared })
+	x := newCBFIndex(1<<10, 3, hasher{raw: func([]byte) uint64 { return shared }})
 	for i := range 5 {
 		insertKey(x, ikey(i))
 	}
@@ -130,7 +130,7 @@ func TestCBFIndexSharesAHashAndSkipsTheStore(t *testing.T) {
 
 	// A key the filter rules out is answered without the store: plant an
 	// entry in the store behind the filter's back and it stays unseen.
-	x = newCBFIndex(1<<10, 3, keyHash)
+	x = newCBFIndex(1<<10, 3, hasher{raw: keyHash})
 	planted := newEntry(hkey(77), version{1, []byte("v")})
 	planted.hash = 77
 	x.store[77] = []*entry{planted}

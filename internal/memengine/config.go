@@ -36,6 +36,23 @@ type Config struct {
 	CBFCounters int
 	// CBFHashes is how many counters each key sets.
 	CBFHashes int
+	// Group, if set, tells the unordered indexes which keys to keep
+	// together (nil: each key alone); see Grouping.
+	Group Grouping
+}
+
+// Grouping places keys of one group alike in the unordered indexes: they
+// hash by the group (a prefix of the key), so they share a bucket or a
+// store slot, and a span inside one group reads that bucket alone instead
+// of the whole index. TideKV's versioned keys group by user key
+// (mvcc.KeyGroups): a read, the newest version of a key at or below a
+// timestamp, is a span inside one group.
+type Grouping interface {
+	// GroupLen is the length of key's group, a prefix of key.
+	GroupLen(key []byte) int
+	// Within reports whether every key in [lower, upper) (nil upper:
+	// unbounded) has lower's group.
+	Within(lower, upper []byte) bool
 }
 
 // The bounds Validate enforces.

@@ -3,17 +3,22 @@ package memengine
 import (
 	"testing"
 
+	"github.com/tidekv/tidekv/internal/mvcc"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/storage/enginetest"
 )
 
 // kinds are an engine of each index, with buckets and a filter small enough
 // that the suite's keys (up to a thousand) split buckets, double the
-// directory and share filter counters.
+// directory and share filter counters; and the unordered ones grouping keys
+// as TideKV's versioned keys do (the suite's keys with a 0x00 group by what
+// comes before it, and its spans inside one group read one bucket).
 var kinds = []enginetest.Kind{
-	kind(BTree),
-	kind(ExtendibleHash),
-	kind(CountingBloom),
+	kind(BTree, nil),
+	kind(ExtendibleHash, nil),
+	kind(CountingBloom, nil),
+	kind(ExtendibleHash, mvcc.KeyGroups{}),
+	kind(CountingBloom, mvcc.KeyGroups{}),
 }
 
 func testConfig(idx Index) Config {
@@ -24,11 +29,17 @@ func testConfig(idx Index) Config {
 	return c
 }
 
-func kind(idx Index) enginetest.Kind {
+func kind(idx Index, g Grouping) enginetest.Kind {
+	name := string(idx)
+	if g != nil {
+		name += "-grouped"
+	}
 	return enginetest.Kind{
-		Name: string(idx),
+		Name: name,
 		New: func(tb testing.TB) storage.Engine {
-			e, err := New(testConfig(idx))
+			c := testConfig(idx)
+			c.Group = g
+			e, err := New(c)
 			if err != nil {
 				tb.Fatal(err)
 			}

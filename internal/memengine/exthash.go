@@ -31,7 +31,7 @@ type exthash struct {
 	// there are none, the directory's halves are copies of each other.
 	atDepth int
 	records int
-	hash    func([]byte) uint64
+	hasher  hasher
 	n       int
 	// maxDepth is maxDirDepth, lowered by tests to reach the cap.
 	maxDepth uint
@@ -54,12 +54,12 @@ func (b *bucket) add(e *entry) {
 	b.entries = append(b.entries, e)
 }
 
-func newExtHash(records int, hash func([]byte) uint64) *exthash {
+func newExtHash(records int, h hasher) *exthash {
 	return &exthash{
 		dir:      []*bucket{newBucket(0, records)},
 		atDepth:  1,
 		records:  records,
-		hash:     hash,
+		hasher:   h,
 		maxDepth: maxDirDepth,
 	}
 }
@@ -69,7 +69,7 @@ func (t *exthash) ordered() bool { return false }
 func (t *exthash) slot(h uint64) uint64 { return h & (1<<t.depth - 1) }
 
 func (t *exthash) get(key []byte) *entry {
-	h := t.hash(key)
+	h := t.hasher.hash(key)
 	// Comparing the stored hash first makes a bucket scan cheap per record,
 	// but it is still a scan: the cost grows with records per bucket.
 	b := t.dir[t.slot(h)]
@@ -82,7 +82,7 @@ func (t *exthash) get(key []byte) *entry {
 }
 
 func (t *exthash) insert(e *entry) {
-	e.hash = t.hash(e.key)
+	e.hash = t.hasher.hash(e.key)
 	b := t.dir[t.slot(e.hash)]
 	for len(b.entries) >= t.records && t.split(b, e.hash) {
 		b = t.dir[t.slot(e.hash)]
@@ -201,16 +201,18 @@ func (t *exthash) halve() {
 
 // scan visits every bucket once (at its first slot, its pattern) and every
 // record in it: with hashed keys there is no telling where a span's keys
-// are.
+// are, unless they are all of one group (Grouping), whose bucket it reads.
 func (t *exthash) scan(lower, upper []byte, fn func(*entry) bool) {
+	if h, ok := t.hasher.oneGroup(lower, upper); ok {
+		scanGroup(t.dir[t.slot(h)].entries, h, lower, upper, fn)
+		return
+	}
 	for i, b := range t.dir {
 		if uint64(i) >= 1<<b.depth {
 			continue // not b's first slot
 		}
-		for _, e := range b.entries {
-			if inSpan(e.key, lower, upper) && !fn(e) {
-				return
-			}
+		if !scanEntries(b.entries, lower, upper, fn) {
+			return
 		}
 	}
 }

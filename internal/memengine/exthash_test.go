@@ -79,7 +79,7 @@ func mustCheckEH(t *testing.T, x *exthash) {
 }
 
 func TestExtHashSplitsAtItsBucketSizeAndDoubles(t *testing.T) {
-	x := newExtHash(8, keyHash)
+	x := newExtHash(8, hasher{raw: keyHash})
 	// Eight even hashes fill the one bucket without a split.
 	for i := range 8 {
 		insertKey(x, hkey(uint64(2*i)))
@@ -122,7 +122,7 @@ func TestExtHashSplitsAtItsBucketSizeAndDoubles(t *testing.T) {
 func TestExtHashBucketSizeSetsTheDirectory(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, records := range []int{100, 300, 500} {
-		x := newExtHash(records, keyHash)
+		x := newExtHash(records, hasher{raw: keyHash})
 		for range 20000 {
 			insertKey(x, hkey(rng.Uint64())) // random hashes, like a real hash's
 		}
@@ -144,7 +144,7 @@ func TestExtHashBucketSizeSetsTheDirectory(t *testing.T) {
 
 func TestExtHashCannotSplitOneHash(t *testing.T) {
 	// Keys that share a whole hash overflow their bucket rather than split.
-	x := newExtHash(8, func([]byte) uint64 { return 42 })
+	x := newExtHash(8, hasher{raw: func([]byte) uint64 { return 42 }})
 	for i := range 20 {
 		insertKey(x, ikey(i))
 	}
@@ -162,7 +162,7 @@ func TestExtHashCannotSplitOneHash(t *testing.T) {
 func TestExtHashDirectoryStopsAtItsCap(t *testing.T) {
 	// Hashes differing only above bit 3 cannot be told apart under a cap of
 	// depth 3: the bucket overflows instead of doubling the directory.
-	x := newExtHash(8, keyHash)
+	x := newExtHash(8, hasher{raw: keyHash})
 	x.maxDepth = 3
 	for i := range 20 {
 		insertKey(x, hkey(uint64(i)<<3))

@@ -27,26 +27,70 @@ type index interface {
 }
 
 func newIndex(c Config) index {
-	hash := newHash()
+	h := newHasher(c.Group)
 	switch c.Index {
 	case ExtendibleHash:
-		return newExtHash(c.BucketRecords, hash)
+		return newExtHash(c.BucketRecords, h)
 	case CountingBloom:
-		return newCBFIndex(uint64(c.CBFCounters), c.CBFHashes, hash)
+		return newCBFIndex(uint64(c.CBFCounters), c.CBFHashes, h)
 	default:
 		return newBTree(btreeOrder)
 	}
 }
 
-// newHash returns a key hash with a random seed: keys chosen to collide
-// under a known hash could otherwise force bucket splits until the
-// directory hits its cap, or fill the Bloom filter's counters.
-func newHash() func([]byte) uint64 {
+// hasher places keys in an unordered index: by the hash of their group.
+type hasher struct {
+	raw   func([]byte) uint64
+	group Grouping // nil: every key is its own group
+}
+
+// newHasher hashes with a random seed: keys chosen to collide under a known
+// hash could otherwise force bucket splits until the directory hits its
+// cap, or fill the Bloom filter's counters.
+func newHasher(g Grouping) hasher {
 	seed := maphash.MakeSeed()
-	return func(key []byte) uint64 { return maphash.Bytes(seed, key) }
+	return hasher{raw: func(b []byte) uint64 { return maphash.Bytes(seed, b) }, group: g}
+}
+
+func (h hasher) hash(key []byte) uint64 {
+	if h.group != nil {
+		key = key[:h.group.GroupLen(key)]
+	}
+	return h.raw(key)
+}
+
+// oneGroup reports whether [lower, upper) lies inside one group, and that
+// group's hash: the span's keys are all in one bucket or store slot.
+func (h hasher) oneGroup(lower, upper []byte) (uint64, bool) {
+	if h.group == nil || !h.group.Within(lower, upper) {
+		return 0, false
+	}
+	return h.hash(lower), true
 }
 
 // inSpan reports whether key is in [lower, upper), a nil upper unbounded.
 func inSpan(key, lower, upper []byte) bool {
 	return bytes.Compare(key, lower) >= 0 && (upper == nil || bytes.Compare(key, upper) < 0)
+}
+
+// scanEntries calls fn on the entries in [lower, upper) until it returns
+// false, and reports whether it never did.
+func scanEntries(es []*entry, lower, upper []byte, fn func(*entry) bool) bool {
+	for _, e := range es {
+		if inSpan(e.key, lower, upper) && !fn(e) {
+			return false
+		}
+	}
+	return true
+}
+
+// scanGroup is scanEntries over the entries of the group hashed h, which
+// it tells from the others of their bucket or slot by hash before
+// comparing keys.
+func scanGroup(es []*entry, h uint64, lower, upper []byte, fn func(*entry) bool) {
+	for _, e := range es {
+		if e.hash == h && inSpan(e.key, lower, upper) && !fn(e) {
+			return
+		}
+	}
 }

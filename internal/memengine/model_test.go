@@ -19,8 +19,8 @@ import (
 func stressIndexes() map[string]index {
 	return map[string]index{
 		"btree":   newBTree(4),
-		"exthash": newExtHash(8, newHash()),
-		"cbf":     newCBFIndex(256, 4, newHash()),
+		"exthash": newExtHash(8, newHasher(nil)),
+		"cbf":     newCBFIndex(256, 4, newHasher(nil)),
 	}
 }
 

@@ -158,3 +158,37 @@ func recordsStart(key []byte) []byte {
 	p[len(p)-1] = recordMark
 	return p
 }
+
+// KeyGroups groups engine keys by user key for the memory engine's
+// unordered indexes (memengine.Grouping), so that a read of a key's
+// versions looks in one bucket rather than at every key. A key's group is
+// its bytes up to and including the first 0x00 that escapes nothing (the
+// end of its escaped user key), or all of it if there is none: every
+// version of a user key, and its intents and transaction records, are one
+// group. Keys of other layouts group by whatever prefix that rule gives,
+// which is as good as any for placement.
+type KeyGroups struct{}
+
+func (KeyGroups) GroupLen(key []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(key[i:], escapeByte)
+		if j < 0 {
+			return len(key)
+		}
+		i += j
+		if i+1 < len(key) && key[i+1] == escapedZero {
+			i += 2
+			continue
+		}
+		return i + 1
+	}
+}
+
+// Within: when lower's group g ends in its 0x00 and upper is g followed by
+// a byte below 0xFF, every key of [lower, upper) is g followed by nothing
+// or by a byte below 0xFF, so its first free 0x00 is g's. A key's versions,
+// [escape(k) 0x00 0x01 ..., escape(k) 0x00 0x02), are such a span.
+func (g KeyGroups) Within(lower, upper []byte) bool {
+	n := g.GroupLen(lower)
+	return n > 0 && lower[n-1] == escapeByte && len(upper) > n && bytes.HasPrefix(upper, lower[:n]) && upper[n] != escapedZero
+}

@@ -51,6 +51,9 @@ type Replica struct {
 	// mayHoldIntents mirrors ReplicaState.may_hold_intents for a merge,
 	// which reads it from the frozen right-hand replica.
 	mayHoldIntents atomic.Bool
+	// awaitingRefill: dropped at start for data lost with memory, until a
+	// snapshot refills it (volatile.go).
+	awaitingRefill atomic.Bool
 	// versionBound is mu.versionBound as last persisted (versionbound.go).
 	versionBound atomic.Pointer[versionBound]
 	// closed is the newest closed timestamp known (closed.go).

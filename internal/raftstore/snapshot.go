@@ -284,6 +284,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	defer b.Close()
 	llo, lhi := keys.LogSpan(r.rangeID)
 	_ = b.DeleteRange(llo, lhi)
+	_ = b.Delete(keys.RefillKey(r.rangeID))
 	st := &tidekvpb.ReplicaState{
 		AppliedIndex:   idx,
 		Desc:           desc,
@@ -312,6 +313,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	r.loadVersionBoundLocked()
 	r.setDescLocked(desc)
 	r.applied.Store(idx)
+	r.awaitingRefill.Store(false)
 	r.snapshots.Add(1)
 	r.store.rebuildIndex()
 	log.Printf("range %d: applied snapshot at index %d: %s", r.rangeID, idx, FormatReplicas(desc))

@@ -33,6 +33,9 @@ type Stats struct {
 	// replica GC destroyed.
 	SnapshotsRefusedOverlap atomic.Uint64
 	StaleReplicasRemoved    atomic.Uint64
+	// ReplicasRefilled counts replicas dropped at start because their data
+	// was in memory (volatile.go), to be refilled by snapshot.
+	ReplicasRefilled atomic.Uint64
 	// MessagesMisaddressed counts Raft messages and snapshots dropped
 	// because they were sent to another node ID: a node started afresh at
 	// a replaced node's address must not take over its replicas.

@@ -149,6 +149,13 @@ func (s *Store) loadReplicas() error {
 			removed = append(removed, st)
 			continue
 		}
+		dropped, err := s.dropIfDataLost(st)
+		if err != nil {
+			return fmt.Errorf("load range %d: %w", id, err)
+		}
+		if dropped {
+			continue
+		}
 		if _, err := s.addInitializedReplica(st); err != nil {
 			return fmt.Errorf("load range %d: %w", id, err)
 		}
@@ -394,6 +401,9 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 	}
 	r.mu.peerNodes[msg.GetFrom()] = m.GetFromNodeId()
 	r.mu.Unlock()
+	if r.refusesToVote(msg.GetType()) {
+		return
+	}
 	r.enqueueMsg(msg)
 }
 
@@ -440,6 +450,11 @@ func (s *Store) createUninitialized(rangeID, replicaID uint64) (*Replica, error)
 		return r, nil
 	}
 	r := s.newReplica(rangeID)
+	refill, err := s.awaitsRefill(rangeID)
+	if err != nil {
+		return nil, err
+	}
+	r.awaitingRefill.Store(refill)
 	ms := raft.NewMemoryStorage()
 	if hs, err := loadHardState(s.eng, rangeID); err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/gossip"
+	"github.com/tidekv/tidekv/internal/memengine"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -174,6 +175,9 @@ type Config struct {
 	// Cache configures eviction in key spaces with a capacity and
 	// read-through in key spaces with a miss handler (eviction.go).
 	Cache cache.Config
+	// MemEngine configures the memory engine of each memory key space
+	// (memspaces.go); its Index is ignored, each key space names its own.
+	MemEngine memengine.Config
 	// Lease tunes when a lease follows its writers.
 	Lease placement.LeaseConfig
 	// Locality labels the node's place, "key=value,..." from the widest
@@ -220,6 +224,7 @@ func DefaultConfig() Config {
 		LeaseRebalanceInterval:  10 * time.Second,
 		GC:                      DefaultGCConfig(),
 		Cache:                   cache.DefaultConfig(),
+		MemEngine:               memengine.DefaultConfig(),
 		Lease:                   placement.DefaultLeaseConfig(),
 		Events:                  events.DefaultConfig(),
 		Monitor:                 monitor.DefaultConfig(),
@@ -315,6 +320,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Cache.Validate(); err != nil {
 		return err
+	}
+	if err := c.MemEngine.Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	if err := c.GC.Validate(); err != nil {
 		return fmt.Errorf("server: %w", err)

@@ -62,8 +62,10 @@ func (s *Server) evictRound(ctx context.Context) {
 // learnLocalKeySpaces makes sure the node's copy of the catalogue knows the
 // key spaces of its replicas, and forgets the sample cursors of ranges no
 // longer here. A node may hold, or be given the lease of, a range of a key
-// space it never served a request for. A range past the last key space
-// holds no data (no key space owns its keys): it asks nothing.
+// space it never served a request for, and must know a memory key space to
+// keep its data in memory (memspaces.go). A range past the last key space
+// holds no data (no key space owns its keys) and ends nowhere inside one:
+// it asks nothing.
 func (s *Server) learnLocalKeySpaces(ctx context.Context) {
 	cat := s.keyspaces.get()
 	local := map[uint64]bool{}
@@ -74,10 +76,13 @@ func (s *Server) learnLocalKeySpaces(ctx context.Context) {
 		if _, ok := cat.ByID(keyspace.Of(d.GetStartKey())); ok || learnt {
 			continue
 		}
-		if n, err := s.rangeSize(r, d.GetGeneration(), s.recountAfter()); err == nil && n > 0 {
-			s.learnKeySpace(ctx, d.GetStartKey())
-			learnt = true
+		if !inOneKeySpace(d) {
+			if n, err := s.rangeSize(r, d.GetGeneration(), s.recountAfter()); err != nil || n == 0 {
+				continue
+			}
 		}
+		s.learnKeySpace(ctx, d.GetStartKey())
+		learnt = true
 	}
 	maps.DeleteFunc(s.evict.cursors, func(id uint64, _ []byte) bool { return !local[id] })
 }
@@ -199,4 +204,12 @@ func (s *Server) evictKeys(ctx context.Context, id keyspace.ID, ev []cache.Candi
 		s.counters.evicted(id, len(ops))
 	}
 	return nil
+}
+
+// inOneKeySpace reports whether range d lies inside one named key space's
+// span, which only the boundary splits of an existing key space make.
+func inOneKeySpace(d *tidekvpb.RangeDescriptor) bool {
+	id := keyspace.Of(d.GetStartKey())
+	_, hi := keyspace.Span(id)
+	return id != keyspace.Default && len(d.GetEndKey()) > 0 && hi != nil && bytes.Compare(d.GetEndKey(), hi) <= 0
 }

@@ -24,6 +24,8 @@ import (
 // every request that names a key space, so without a lock.
 type catalogueCache struct {
 	cat atomic.Pointer[keyspace.Catalogue]
+	// learnt is told each catalogue that replaces the copy (memSpaces.learn).
+	learnt func(keyspace.Catalogue)
 }
 
 func (c *catalogueCache) get() keyspace.Catalogue {
@@ -42,6 +44,9 @@ func (c *catalogueCache) set(cat keyspace.Catalogue) {
 			return
 		}
 		if c.cat.CompareAndSwap(old, &cat) {
+			if c.learnt != nil {
+				c.learnt(cat)
+			}
 			return
 		}
 	}

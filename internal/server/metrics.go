@@ -335,6 +335,8 @@ func (s *Server) registerReplicaGauges() {
 				}
 				return s.store.SnapshotRate()
 			}),
+		gaugeFunc("tidekv_memory_keyspaces", "Key spaces this node keeps in memory engines (it routes a memory key space once it learns of it).",
+			func() float64 { return float64(s.mem.count()) }),
 		gaugeFunc("tidekv_autoscale_target_nodes", "The node count the elasticity controller wants (exported by the meta leaseholder; 0 elsewhere).",
 			func() float64 {
 				if s.metaLeader() == nil {
@@ -420,6 +422,8 @@ func (s *Server) registerStoreCounters() {
 			func(st *raftstore.Stats) uint64 { return st.SnapshotBytesReceived.Load() }),
 		counter("tidekv_snapshots_refused_overlap_total", "Snapshots refused because they overlap a local replica that is still a member of its range.",
 			func(st *raftstore.Stats) uint64 { return st.SnapshotsRefusedOverlap.Load() }),
+		counter("tidekv_replicas_refilled_total", "Replicas of memory key spaces dropped at start, their data gone with the restart, to be refilled by snapshot.",
+			func(st *raftstore.Stats) uint64 { return st.ReplicasRefilled.Load() }),
 		counter("tidekv_gc_passes_total", "MVCC GC passes this node's leaseholders completed (each one or more GC commands).",
 			func(st *raftstore.Stats) uint64 { return st.GCPasses.Load() }),
 		counter("tidekv_gc_commands_applied_total", "MVCC GC commands (chunks) this node's replicas applied.",

@@ -49,7 +49,8 @@ const (
 // Server is one running TideKV node.
 type Server struct {
 	cfg       Config
-	eng       storage.Engine
+	eng       storage.Engine // mem.eng: the base engine with memory key spaces routed to memory
+	mem       *memSpaces
 	store     *raftstore.Store
 	dir       *directory
 	clusterID uint64
@@ -153,8 +154,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	} else if eng, err = storage.OpenPebble(filepath.Join(cfg.DataDir, "engine"), cfg.Pebble); err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
+	mem, err := openMemSpaces(eng, cfg.MemEngine)
+	if err != nil {
+		eng.Close()
+		return nil, fmt.Errorf("open memory key spaces: %w", err)
+	}
+	eng = mem.eng
 	s := &Server{
-		cfg: cfg, eng: eng, dir: newDirectory(eng), sec: sec, faults: faults,
+		cfg: cfg, eng: eng, mem: mem, dir: newDirectory(eng), sec: sec, faults: faults,
 		conns:     map[string]*grpc.ClientConn{},
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
 		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1), sizeAlerts: map[uint64]uint64{},
@@ -168,6 +175,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		evict:    evictState{evicting: map[keyspace.ID]bool{}, cursors: map[uint64][]byte{}},
 	}
 	s.counters.m = s.metrics
+	s.keyspaces.learnt = mem.learn
 	s.ctl = newControlState(s)
 	s.gcTTLNanos.Store(int64(cfg.GC.TTL))
 	admNow := time.Now

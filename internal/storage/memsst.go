@@ -106,6 +106,21 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// IsMemSST reports whether the file at path starts as a MemEngine-format
+// SST does (its contents are checked when it is read).
+func IsMemSST(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	magic := make([]byte, len(memSSTMagic))
+	if _, err := io.ReadFull(f, magic); err != nil {
+		return false, nil
+	}
+	return string(magic) == memSSTMagic, nil
+}
+
 // ReadMemSST reads a MemEngine-format SST for ingestion into [lower, upper)
 // and returns its pairs in ascending key order, owning their memory. It
 // refuses a span IngestSST cannot clear (ErrInvalidSpan) and a file that is

@@ -59,6 +59,15 @@ type FirstGetter interface {
 	GetFirst(lower, upper, kdst []byte) (key, value []byte, found bool, err error)
 }
 
+// Volatile is implemented by engines that keep some spans in memory only
+// (internal/storage/routed): what a node stored in them is gone after it
+// restarts, whatever its Raft state says was applied.
+type Volatile interface {
+	// Volatile reports whether [lower, upper) (nil upper: unbounded)
+	// touches such a span.
+	Volatile(lower, upper []byte) bool
+}
+
 // Snapshot is a consistent, immutable view of the engine at the time it was taken.
 type Snapshot interface {
 	Reader
