@@ -134,7 +134,9 @@ bootstrap-share, rebalance; and the autoscale policy, autoscale.* (enabled,
 controller, actuator, slo-p99, target-utilization, min-nodes, max-nodes,
 horizon, season, node-start-time, react-after, scale-in-after, cool-down,
 node-capacity, migration-min, migration-max; see ctl autoscale and
-docs/elasticity.md); and gc-ttl, how long old versions stay readable
+docs/elasticity.md; and for growing cache key spaces cache-min-threshold,
+cache-max-threshold, cache-shed-at, cache-max-move-share, cache-rate-alpha,
+cache-rate-window, cache-min-rate: docs/keyspaces.md); and gc-ttl, how long old versions stay readable
 before GC removes them (10m; 1s to 720h). Invalid combinations (range-max-bytes < 2 ×
 range-min-bytes, min nodes above max nodes, ...) are refused whole. See
 docs/operations.md.`,

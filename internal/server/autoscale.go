@@ -46,6 +46,21 @@ var autoscaleSettings = map[string]setting{
 	"autoscale.react-after":        intSetting(func(c *clusterConfig) *int { return &c.Autoscale.ReactAfter }, "rounds over the thresholds before the reactive rule adds nodes"),
 	"autoscale.migration-min":      bytesSetting(func(c *clusterConfig) *float64 { return &c.Autoscale.Bandwidth.Min }, "migration rate floor per node (bytes/s)"),
 	"autoscale.migration-max":      bytesSetting(func(c *clusterConfig) *float64 { return &c.Autoscale.Bandwidth.Max }, "migration rate ceiling per node when foreground is light (bytes/s)"),
+	// Growing cache key spaces (elastic.OverflowConfig, docs/keyspaces.md).
+	"autoscale.cache-min-threshold": floatClusterSetting(func(c *clusterConfig) *float64 { return &c.Autoscale.Overflow.MinThreshold },
+		"growing cache key spaces: lowest pre-launch threshold T, as a share of the capacity per node"),
+	"autoscale.cache-max-threshold": floatClusterSetting(func(c *clusterConfig) *float64 { return &c.Autoscale.Overflow.MaxThreshold },
+		"growing cache key spaces: highest pre-launch threshold T, as a share of the capacity per node (equal to the lowest: T fixed)"),
+	"autoscale.cache-shed-at": floatClusterSetting(func(c *clusterConfig) *float64 { return &c.Autoscale.Overflow.ShedAt },
+		"growing cache key spaces: share of the capacity at which a node moves data away"),
+	"autoscale.cache-max-move-share": floatClusterSetting(func(c *clusterConfig) *float64 { return &c.Autoscale.Overflow.MaxMoveShare },
+		"growing cache key spaces: largest range, as a share of the capacity, that moves whole (a bigger one is split first)"),
+	"autoscale.cache-rate-alpha": floatClusterSetting(func(c *clusterConfig) *float64 { return &c.Autoscale.Overflow.RateAlpha },
+		"growing cache key spaces: smoothing of the fill rate per round (0..1]"),
+	"autoscale.cache-rate-window": durationSetting(func(c *clusterConfig) *time.Duration { return &c.Autoscale.Overflow.RateWindow },
+		"growing cache key spaces: how long the lowest and highest fill rates are remembered"),
+	"autoscale.cache-min-rate": bytesSetting(func(c *clusterConfig) *float64 { return &c.Autoscale.Overflow.MinRate },
+		"growing cache key spaces: floor of the lowest fill rate (bytes/s)"),
 }
 
 func durationSetting(field func(*clusterConfig) *time.Duration, help string) setting {

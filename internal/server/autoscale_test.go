@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -60,12 +61,16 @@ func TestAutoscaleStatusAndPolicy(t *testing.T) {
 		{map[string]string{"autoscale.max-nodes": "2"}, "below the replication factor 3"},
 		{map[string]string{"autoscale.actuator": "ssh"}, `unknown actuator "ssh"`},
 		{map[string]string{"autoscale.slo-p99": "soon"}, "autoscale.slo-p99"},
+		{map[string]string{"autoscale.cache-shed-at": "1.5"}, "overflow shed share 1.5 must be in (0, 1]"},
+		{map[string]string{"autoscale.cache-min-threshold": "0.9", "autoscale.cache-max-threshold": "0.5"}, "0 < min ≤ max ≤ 1"},
+		{map[string]string{"autoscale.cache-rate-window": "0s"}, "rate window and minimum rate must be positive"},
 	} {
 		if _, err := c.Settings(ctx, bad.set); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Fatalf("settings %v: %v, want %q", bad.set, err, bad.want)
 		}
 	}
-	if _, err := c.Settings(ctx, map[string]string{"autoscale.enabled": "true", "autoscale.max-nodes": "4"}); err != nil {
+	if _, err := c.Settings(ctx, map[string]string{"autoscale.enabled": "true", "autoscale.max-nodes": "4",
+		"autoscale.cache-shed-at": "0.8", "autoscale.cache-min-rate": "4KiB"}); err != nil {
 		t.Fatal(err)
 	}
 	autoscaleStatus(t, c, func(st control.AutoscaleStatus) error {
@@ -73,6 +78,23 @@ func TestAutoscaleStatusAndPolicy(t *testing.T) {
 			return fmt.Errorf("after enabling: %+v", st)
 		}
 		return nil
+	})
+	// The cache knobs reach the planner the controller (on the meta
+	// leaseholder) runs.
+	eventually(t, 10*time.Second, "the cache settings in the controller's policy", func() error {
+		for _, s := range tc.nodes {
+			if s.metaLeader() == nil {
+				continue
+			}
+			s.ctl.mu.Lock()
+			ov := s.ctl.loop.Autoscaler.Policy().Overflow
+			s.ctl.mu.Unlock()
+			if ov.ShedAt != 0.8 || ov.MinRate != 4096 || ov.MaxThreshold != elastic.DefaultOverflowConfig().MaxThreshold {
+				return fmt.Errorf("overflow policy on node %d: %+v", s.NodeID(), ov)
+			}
+			return nil
+		}
+		return errors.New("no meta leaseholder")
 	})
 	// A scale-in drains its victim through the decommission path.
 	victim := tc.nodes[2].NodeID()
