@@ -78,7 +78,14 @@ func newTestCluster(t *testing.T, n int, mutate ...func(*Config)) *testCluster {
 
 func (tc *testCluster) startStore(id uint64) *Store {
 	tc.t.Helper()
-	s, err := NewStore(tc.cfg, id, tc.engines[id], tc.net.Transport(id), nil)
+	return tc.startStoreOn(id, tc.engines[id])
+}
+
+// startStoreOn starts node id's store on eng (its engine, or one wrapping
+// it).
+func (tc *testCluster) startStoreOn(id uint64, eng storage.Engine) *Store {
+	tc.t.Helper()
+	s, err := NewStore(tc.cfg, id, eng, tc.net.Transport(id), nil)
 	if err != nil {
 		tc.t.Fatal(err)
 	}

@@ -26,14 +26,7 @@ func (tc *testCluster) restartVolatile(id uint64) *Store {
 	if err := eng.ReopenPart(mem, spans...); err != nil {
 		tc.t.Fatal(err)
 	}
-	s, err := NewStore(tc.cfg, id, eng, tc.net.Transport(id), nil)
-	if err != nil {
-		tc.t.Fatal(err)
-	}
-	tc.net.Register(id, s)
-	s.Start()
-	tc.stores[id] = s
-	return s
+	return tc.startStoreOn(id, eng)
 }
 
 // A follower whose data was lost with a restart drops its replica (the

@@ -269,8 +269,25 @@ func (c *Config) validateIntervals() error {
 	return nil
 }
 
-// Validate checks the configuration.
+// Validate checks the configuration: the node's own fields, then each
+// component's settings, in that order.
 func (c *Config) Validate() error {
+	if err := c.validateNode(); err != nil {
+		return err
+	}
+	for _, check := range c.componentChecks() {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if c.FaultInjection && c.HTTPAddr == "" {
+		return errors.New("server: fault injection is served on the HTTP address, which is disabled")
+	}
+	return nil
+}
+
+// validateNode checks the fields of the node itself.
+func (c *Config) validateNode() error {
 	if c.DataDir == "" {
 		return errors.New("server: data dir is required")
 	}
@@ -288,71 +305,53 @@ func (c *Config) Validate() error {
 	if c.MaxSnapshotRate < 0 {
 		return fmt.Errorf("server: the snapshot rate cap must be positive or 0 for none, not %v", c.MaxSnapshotRate)
 	}
-	if err := c.Raft.ValidateMaxClockOffset(); err != nil {
-		return fmt.Errorf("server: --max-offset: %w", err)
-	}
-	if err := c.Txn.Validate(); err != nil {
-		return err
-	}
-	if err := c.Geo.Validate(); err != nil {
-		return err
-	}
-	if err := c.Admission.Validate(); err != nil {
-		return fmt.Errorf("server: %w", err)
-	}
-	if err := c.Limits.validate(); err != nil {
-		return err
-	}
-	if err := c.validateIntervals(); err != nil {
-		return err
-	}
-	if err := c.Placement.Validate(); err != nil {
-		return err
-	}
-	if err := c.Autoscale.Validate(c.Placement.ReplicationFactor); err != nil {
-		return fmt.Errorf("server: autoscale policy: %w", err)
-	}
-	if err := c.Control.Validate(); err != nil {
-		return err
-	}
-	if err := c.Lease.Validate(); err != nil {
-		return err
-	}
-	if err := c.Cache.Validate(); err != nil {
-		return err
-	}
-	if err := c.MemEngine.Validate(); err != nil {
-		return fmt.Errorf("server: %w", err)
-	}
-	if err := c.GC.Validate(); err != nil {
-		return fmt.Errorf("server: %w", err)
-	}
-	if c.Gossip.BindAddr != "" {
-		// The node's ID and address are filled in once known.
-		g := c.Gossip
-		g.NodeID, g.GRPCAddr = 1, c.GRPCAddr
-		if err := g.Validate(); err != nil {
-			return err
-		}
-	}
-	if err := c.Events.Validate(); err != nil {
-		return err
-	}
-	if err := c.Monitor.Validate(); err != nil {
-		return err
-	}
-	if err := c.Transport.Validate(); err != nil {
-		return err
-	}
-	if c.Redis.ListenAddr != "" {
-		if err := c.Redis.Validate(); err != nil {
-			return err
-		}
-	}
-	if c.FaultInjection && c.HTTPAddr == "" {
-		return errors.New("server: fault injection is served on the HTTP address, which is disabled")
-	}
 	return nil
+}
+
+// componentChecks are the components' own validations, each error as the
+// operator should read it.
+func (c *Config) componentChecks() []func() error {
+	prefixed := func(format string, check func() error) func() error {
+		return func() error {
+			if err := check(); err != nil {
+				return fmt.Errorf(format, err)
+			}
+			return nil
+		}
+	}
+	return []func() error{
+		prefixed("server: --max-offset: %w", c.Raft.ValidateMaxClockOffset),
+		c.Txn.Validate,
+		c.Geo.Validate,
+		prefixed("server: %w", c.Admission.Validate),
+		c.Limits.validate,
+		c.validateIntervals,
+		c.Placement.Validate,
+		prefixed("server: autoscale policy: %w", func() error { return c.Autoscale.Validate(c.Placement.ReplicationFactor) }),
+		c.Control.Validate,
+		c.Lease.Validate,
+		c.Cache.Validate,
+		prefixed("server: %w", c.MemEngine.Validate),
+		prefixed("server: %w", c.GC.Validate),
+		func() error {
+			if c.Gossip.BindAddr == "" {
+				return nil
+			}
+			// The node's ID and address are filled in once known.
+			g := c.Gossip
+			g.NodeID, g.GRPCAddr = 1, c.GRPCAddr
+			return g.Validate()
+		},
+		c.Events.Validate,
+		c.Monitor.Validate,
+		c.Transport.Validate,
+		func() error {
+			if c.Redis.ListenAddr == "" {
+				return nil
+			}
+			return c.Redis.Validate()
+		},
+	}
 }
 
 // redisDefaults is resp's configuration with the listener off: a node

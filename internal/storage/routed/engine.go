@@ -228,14 +228,7 @@ func (e *Engine) ApproximateSize(lower, upper []byte) (uint64, error) {
 }
 
 func (e *Engine) Sync() error {
-	e.routeMu.RLock()
-	t := e.tbl
-	e.routeMu.RUnlock()
-	var errs []error
-	for _, eng := range t.engs {
-		errs = append(errs, eng.Sync())
-	}
-	return errors.Join(append(errs, e.base.Sync())...)
+	return e.eachEngine(storage.Engine.Sync)
 }
 
 // Close closes every engine; the first Close reports their leaks.
@@ -243,14 +236,20 @@ func (e *Engine) Close() error {
 	if e.closed.Swap(true) {
 		return storage.ErrClosed
 	}
+	return e.eachEngine(storage.Engine.Close)
+}
+
+// eachEngine calls f on every routed engine, then on the base, and joins
+// their errors.
+func (e *Engine) eachEngine(f func(storage.Engine) error) error {
 	e.routeMu.RLock()
 	t := e.tbl
 	e.routeMu.RUnlock()
 	var errs []error
 	for _, eng := range t.engs {
-		errs = append(errs, eng.Close())
+		errs = append(errs, f(eng))
 	}
-	return errors.Join(append(errs, e.base.Close())...)
+	return errors.Join(append(errs, f(e.base))...)
 }
 
 // snapshot is one snapshot of each engine, taken together.
