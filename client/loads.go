@@ -57,18 +57,23 @@ func (v *loadView) score(id uint64) nodeScore {
 // noise: nothing is known of its spread yet.
 type scoreTrack struct {
 	mean, noise float64
-	at          int64 // unix ns of the newest sample folded in
+	last        float64 // the newest sample's score
+	at          int64   // unix ns of the newest sample
 }
 
 // scoreFilter holds the poller's scoreTrack per node; only the poller
 // goroutine touches it.
 type scoreFilter map[uint64]*scoreTrack
 
-// add folds l into its node's track, unless the track already holds a
-// sample as new (several nodes relay the same sample). NaN scores are
-// dropped; negative ones count as 0, infinite ones as maxScore.
+// add folds l into its node's track. A sample no newer than the track's
+// is one already seen (nodes relay each other's). A newer one with the
+// same score only renews the track: a node stamps its load when it sends
+// it, several times a second, but its score changes with its monitor's
+// sample, once a second, and counting each copy would weigh a sample by
+// how often it was sent. NaN scores are dropped; negative ones count as 0,
+// infinite ones as maxScore.
 func (f scoreFilter) add(l *tidekvpb.NodeLoad) {
-	id, s := l.GetNodeId(), l.GetScore()
+	id, s, at := l.GetNodeId(), l.GetScore(), l.GetUnixNanos()
 	if id == 0 || math.IsNaN(s) {
 		return
 	}
@@ -76,11 +81,14 @@ func (f scoreFilter) add(l *tidekvpb.NodeLoad) {
 	t := f[id]
 	switch {
 	case t == nil:
-		f[id] = &scoreTrack{mean: s, at: l.GetUnixNanos()}
-	case l.GetUnixNanos() > t.at:
+		f[id] = &scoreTrack{mean: s, last: s, at: at}
+	case at <= t.at:
+	case s == t.last:
+		t.at = at
+	default:
 		t.noise += noiseGain * (math.Abs(s-t.mean) - t.noise)
 		t.mean += scoreGain * (s - t.mean)
-		t.at = l.GetUnixNanos()
+		t.last, t.at = s, at
 	}
 }
 

@@ -1029,12 +1029,17 @@ func TestBuildLoadView(t *testing.T) {
 		t.Errorf("nothing fresh: score %v, want 0", v.score(1))
 	}
 	// Later samples move the mean a quarter of the way and the noise a
-	// quarter of the way to the deviation; a repeated sample counts once.
-	f := filter(sample(1, 4, time.Second))
-	f.add(sample(1, 100, 0))
+	// quarter of the way to the deviation; a sample relayed again, or
+	// stamped anew with the same score, counts once.
+	f := filter(sample(1, 4, 2*time.Second))
+	f.add(sample(1, 100, time.Second))
+	f.add(sample(1, 100, time.Second))
 	f.add(sample(1, 100, 0))
 	if got, want := buildLoadView(f, now, 3*time.Second).score(1), (nodeScore{score: 28, noise: 24}); got != want {
 		t.Errorf("after 4 then 100: %+v, want %+v", got, want)
+	}
+	if at := f[1].at; at != now.UnixNano() {
+		t.Errorf("the same score stamped anew: track at %v, want renewed to now", time.Unix(0, at))
 	}
 	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Errorf("even median = %v", m)
