@@ -67,10 +67,11 @@ const (
 )
 
 // How fast a node's smoothed score follows its samples (scoreTrack), per
-// polled sample (two a second with the default pollInterval): the mean
-// moves a quarter of the way, so a lasting change shows within about two
-// seconds while one odd sample moves it by a quarter; the noise follows
-// as fast, as TCP's round-trip variation does.
+// sample (a node's monitor samples once a second): the mean moves a
+// quarter of the way, so one odd sample moves it by a quarter while a node
+// saturated at every sample leaves the choice after two to seven samples
+// (the more the others' samples swing, the later); the noise follows as
+// fast, as TCP's round-trip variation does.
 const (
 	scoreGain = 0.25
 	noiseGain = 0.25

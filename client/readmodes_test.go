@@ -1364,3 +1364,39 @@ func TestNoisyScoresSpread(t *testing.T) {
 		t.Errorf("n2 failed: shares %.3f, want n2 none and the others half each", shares)
 	}
 }
+
+// TestSaturatedNodeLeavesChoice: a node saturated at every sample, among
+// others busy at a third of theirs, leaves the choice within seven of its
+// samples (docs/read-modes.md) and stays out but for the odd sample.
+func TestSaturatedNodeLeavesChoice(t *testing.T) {
+	ms, now := time.Millisecond, int64(time.Hour)
+	rng := rand.New(rand.NewPCG(3, 4))
+	f, at := scoreFilter{}, time.Unix(1000, 0)
+	in := pickInput{refs: testRefs(ms/10, ms/10, ms/10), rttWeight: 1, now: now, stallAfter: int64(time.Second)}
+	left, back := 0, 0 // samples until it left; samples it was back after
+	for p := range 100 {
+		at = at.Add(time.Second)
+		for i := range 3 {
+			s := 4 + rng.Float64()
+			if rng.Float64() < 0.3 || (i == 2 && p >= 50) {
+				s += 99
+			}
+			f.add(&tidekvpb.NodeLoad{NodeId: uint64(i + 1), Score: s, UnixNanos: at.UnixNano()})
+		}
+		in.loads = buildLoadView(f, at, 3*time.Second)
+		picked := false
+		for r := range 3 {
+			in.turn = uint64(r)
+			picked = picked || chooseReplica(&in) == 2
+		}
+		switch {
+		case p >= 50 && !picked && left == 0:
+			left = p - 49
+		case left != 0 && picked:
+			back++
+		}
+	}
+	if left == 0 || left > 7 || back > 5 {
+		t.Errorf("n3 saturated: left the choice after %d samples (want 1 to 7), back at %d of the next %d (want at most 5)", left, back, 50-left)
+	}
+}
