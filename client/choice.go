@@ -13,8 +13,7 @@ import (
 // client's moving average of its round trips to the node, aged toward the
 // nearest replica's while it is not refreshed. Replicas that recently
 // failed, look hung, or refused this range's bound as stale are left out,
-// and those of a shedding node (within its retry hint, or at its in-flight
-// window) while others are not. The replicas
+// and those at a shedding node's in-flight window while others are not. The replicas
 // whose cost is within the noise of the cheapest take turns, a replica
 // yielding its turn to the next when that one has fewer of this client's
 // requests in flight. Now and then a replica that has been sent nothing
@@ -158,7 +157,7 @@ type pickInput struct {
 type candidate struct {
 	i        int32
 	inflight int32
-	full     bool // a shedding node's: within its retry hint or at its window
+	full     bool // at a shedding node's window
 	score    float64
 	noise    float64 // the score's mean deviation
 	measured int64   // the rtt as measured, ns; 0 if never
@@ -169,9 +168,8 @@ type candidate struct {
 
 // chooseReplica returns the index in refs of the replica to try next, or -1
 // when none is eligible (all tried, unresolved, penalised, hung, or known
-// to refuse this read). Replicas of a shedding node (within its retry
-// hint, or at its in-flight window) are chosen only when every eligible
-// one is. It is pure: it reads
+// to refuse this read). Replicas at a shedding node's in-flight window are
+// chosen only when every eligible one is. It is pure: it reads
 // only its input (and the atomics of the peers it names), no clock, no
 // shared state.
 //
@@ -205,7 +203,7 @@ func chooseReplica(in *pickInput) int {
 	if loads == nil {
 		loads = emptyLoadView
 	}
-	// Replicas of shedding nodes are chosen only when all are.
+	// Replicas at a shedding node's window are chosen only when all are.
 	nearest, nearestOpen, open := int64(math.MaxInt64), int64(math.MaxInt64), 0
 	for i := range in.refs {
 		r := &in.refs[i]

@@ -31,10 +31,7 @@ type peerStats struct {
 	lastReply    atomic.Int64 // mono ns of the last KV reply
 	lastProgress atomic.Int64 // lastReply, or later when it went busy
 	penaltyUntil atomic.Int64 // mono ns; excluded from replica choice until then
-	// shedUntil (mono ns): a shedding node's retry hint runs until then;
-	// replica choice passes it over while another replica is open.
-	shedUntil atomic.Int64
-	strikes   atomic.Int32 // failures since the last success
+	strikes      atomic.Int32 // failures since the last success
 	// window bounds the KV requests kept in flight to the node (float64
 	// bits; 0: unbounded), as TCP's congestion window bounds bytes: a
 	// refusal from the overloaded node cuts it to what was in flight times
@@ -175,10 +172,7 @@ func (p *peerStats) penalise(now int64, t *readTuning, atLeast time.Duration) {
 // choice, where its in-flight count and window already weigh, since
 // leaving it out pushes its reads onto the other replicas, which then
 // refuse in turn. A node shedding load (share below 1, or not given)
-// asked for its retry hint (20 ms without one) and is passed over for it
-// while another replica is not: not left out, since every node of a
-// saturated machine sheds at once, and leaving them all out sent every
-// read to the leaseholder.
+// asked for its retry hint (20 ms without one) and is left out for it.
 func (p *peerStats) refused(now int64, d *tidekvpb.ErrorDetail, sent bool) {
 	if !sent {
 		return
@@ -192,8 +186,8 @@ func (p *peerStats) refused(now int64, d *tidekvpb.ErrorDetail, sent bool) {
 	if hint <= 0 {
 		hint = 20 * time.Millisecond
 	}
-	if until := now + int64(hint); until > p.shedUntil.Load() {
-		p.shedUntil.Store(until)
+	if until := now + int64(hint); until > p.penaltyUntil.Load() {
+		p.penaltyUntil.Store(until)
 	}
 }
 
@@ -208,8 +202,7 @@ func (p *peerStats) succeeded() {
 // usable reports whether replica choice may pick the peer: not penalised,
 // and not busy with no reply for stallAfter (a hung node that has not
 // failed anything yet). It also gives the peer's requests in flight and
-// whether it is full: within a shedding node's retry hint, or with its
-// window filled while the node is shedding. A window cut
+// whether they fill its window while the node is shedding: a window cut
 // by a node that admits everything (its in-flight slots were full) does not
 // hold back relaxed reads, since a read refused by the client fails for
 // sure and one sent may well find a slot.
@@ -222,8 +215,7 @@ func (p *peerStats) usable(now, stallAfter int64) (inflight int32, full, ok bool
 		return inflight, false, false
 	}
 	w := math.Float64frombits(p.window.Load())
-	shed := now < p.shedUntil.Load() || (w > 0 && float64(inflight) >= w && p.shedding.Load())
-	return inflight, shed, true
+	return inflight, w > 0 && float64(inflight) >= w && p.shedding.Load(), true
 }
 
 // Only KV requests are measured (round trips, requests in flight, stalls):

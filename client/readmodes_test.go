@@ -857,26 +857,6 @@ func TestChooseReplica(t *testing.T) {
 		}
 	})
 
-	t.Run("shedding nodes are passed over while others are not", func(t *testing.T) {
-		in := base(testRefs(ms/10, ms/10, ms/10), testView(4, 4, 4))
-		in.refs[0].peer.shedUntil.Store(now + 1)
-		if got := pickCounts(in, 6); got != "n2=3 n3=3" {
-			t.Fatalf("n1 shedding: %s", got)
-		}
-		// All shedding (a saturated machine): they share the reads, which
-		// do not all fall back to the leaseholder.
-		for _, r := range in.refs {
-			r.peer.shedUntil.Store(now + 1)
-		}
-		if got := pickCounts(in, 6); got != "n1=2 n2=2 n3=2" {
-			t.Fatalf("all shedding: %s", got)
-		}
-		in.refs[0].peer.shedUntil.Store(now) // its hint ran out
-		if got := pickCounts(in, 6); got != "n1=6" {
-			t.Fatalf("n1's hint over: %s", got)
-		}
-	})
-
 	t.Run("an unrefreshed round trip ages toward the nearest", func(t *testing.T) {
 		half := int64(time.Second)
 		in := base(testRefs(8*ms, ms, ms), testView(4, 4, 4))
@@ -1144,8 +1124,8 @@ func TestOverloadRefusals(t *testing.T) {
 		var p peerStats
 		p.inflight.Store(10)
 		p.refused(now, detail(tc.share), tc.sent)
-		if got := time.Duration(max(p.shedUntil.Load()-now, 0)); got != tc.penalty || p.penaltyUntil.Load() != 0 {
-			t.Errorf("%s: passed over for %v (penalised until %d), want %v and no penalty", tc.name, got, p.penaltyUntil.Load(), tc.penalty)
+		if got := time.Duration(max(p.penaltyUntil.Load()-now, 0)); got != tc.penalty {
+			t.Errorf("%s: left out for %v, want %v", tc.name, got, tc.penalty)
 		}
 		if got := math.Float64frombits(p.window.Load()); got != tc.window {
 			t.Errorf("%s: window %v, want %v", tc.name, got, tc.window)
