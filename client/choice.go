@@ -52,15 +52,29 @@ func defaultReadTuning() readTuning {
 }
 
 // The noise band: a replica ties with the cheapest when its cost is within
-// tieScore + RTTWeight·(tieRTTShare·nearest + tieRTTMs) of it, nearest
-// being the smallest round trip among the candidates (ms). Measured costs
-// never tie exactly, and round trips on a busy machine jitter by about
-// their own size; without a band every client would pile onto whichever
-// replica is a hair cheaper.
+// tieScore + tieNoise·(its noise + the cheapest's noise)
+// + RTTWeight·(tieRTTShare·nearest + tieRTTMs) of it, nearest being the
+// smallest round trip among the candidates (ms) and noise a score's mean
+// deviation (scoreTrack). Measured costs never tie exactly: round trips on
+// a busy machine jitter by about their own size, and a node's score by
+// whatever was in flight when it was sampled; without a band every client
+// would pile onto whichever replica is a hair cheaper, or sampled idle.
 const (
 	tieScore    = 0.5
+	tieNoise    = 1.0
 	tieRTTShare = 0.5
 	tieRTTMs    = 0.5
+)
+
+// How fast a node's smoothed score follows its samples (scoreTrack), per
+// sample (a node's monitor samples once a second): the mean moves a
+// quarter of the way, so one odd sample moves it by a quarter while a node
+// saturated at every sample leaves the choice after two to seven samples
+// (the more the others' samples swing, the later); the noise follows as
+// fast, as TCP's round-trip variation does.
+const (
+	scoreGain = 0.25
+	noiseGain = 0.25
 )
 
 // probeOneIn: every probeOneIn-th read of a range may probe a due replica,
@@ -145,9 +159,10 @@ type candidate struct {
 	inflight int32
 	full     bool // at a shedding node's window
 	score    float64
-	measured int64 // the rtt as measured, ns; 0 if never
-	at       int64 // mono ns when it was measured
-	sent     int64 // mono ns of the last request sent
+	noise    float64 // the score's mean deviation
+	measured int64   // the rtt as measured, ns; 0 if never
+	at       int64   // mono ns when it was measured
+	sent     int64   // mono ns of the last request sent
 	cost     float64
 }
 
@@ -203,7 +218,8 @@ func chooseReplica(in *pickInput) int {
 		// Filled in place: a candidate is copied only to drop the costlier.
 		cs = cs[:len(cs)+1]
 		c := &cs[len(cs)-1]
-		c.i, c.inflight, c.full, c.score = int32(i), inflight, full, loads.score(r.id)
+		ns := loads.score(r.id)
+		c.i, c.inflight, c.full, c.score, c.noise = int32(i), inflight, full, ns.score, ns.noise
 		c.measured, c.at, c.sent = p.rtt.Load(), p.rttAt.Load(), p.lastSent.Load()
 		if c.measured != 0 {
 			nearest = min(nearest, c.measured)
@@ -232,7 +248,7 @@ func chooseReplica(in *pickInput) int {
 		nearest = 0 // nothing measured yet
 	}
 	nearestMs := float64(nearest) / float64(time.Millisecond)
-	best := math.Inf(1)
+	best, bestNoise := math.Inf(1), 0.0
 	for k := range cs {
 		c := &cs[k]
 		rtt := nearest
@@ -241,17 +257,19 @@ func chooseReplica(in *pickInput) int {
 		}
 		c.cost = c.score + in.rttWeight*float64(rtt)/float64(time.Millisecond)
 		if c.cost < best { // not min: it checks for NaN, and costs are finite
-			best = c.cost
+			best, bestNoise = c.cost, c.noise
 		}
 	}
-	limit := best + tieScore + in.rttWeight*(tieRTTShare*nearestMs+tieRTTMs)
+	// limit(c) is the costliest c may be and still tie with the cheapest.
+	base := best + tieScore + tieNoise*bestNoise + in.rttWeight*(tieRTTShare*nearestMs+tieRTTMs)
+	limit := func(c *candidate) float64 { return base + tieNoise*c.noise }
 	// Probes: a replica never measured first, else, now and then, the one
 	// sent nothing for longest. Only a replica whose score would tie at the
 	// nearest round trip is worth measuring: the scores are polled anyway.
 	probe := -1
 	for k := range cs {
 		c := &cs[k]
-		if c.inflight != 0 || c.score+in.rttWeight*nearestMs > limit {
+		if c.inflight != 0 || c.score+in.rttWeight*nearestMs > limit(c) {
 			continue
 		}
 		switch {
@@ -266,7 +284,7 @@ func chooseReplica(in *pickInput) int {
 	}
 	n := 0
 	for k := range cs {
-		if cs[k].cost <= limit {
+		if cs[k].cost <= limit(&cs[k]) {
 			cs[n].i, cs[n].inflight = cs[k].i, cs[k].inflight // n never passes k
 			n++
 		}

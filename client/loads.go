@@ -16,10 +16,16 @@ import (
 // loadView is an immutable table of node scores, built by the poller and
 // read by every request through an atomic pointer.
 type loadView struct {
-	dense    []float64          // by node id, for small ids (the common case)
-	sparse   map[uint64]float64 // larger ids
-	fallback float64            // any node without a fresh score
-	fresh    int                // how many scores were fresh
+	dense    []nodeScore          // by node id, for small ids (the common case)
+	sparse   map[uint64]nodeScore // larger ids
+	fallback nodeScore            // any node without a fresh score
+	fresh    int                  // how many scores were fresh
+}
+
+// nodeScore is a node's smoothed score and how much its samples stray from
+// it (scoreTrack).
+type nodeScore struct {
+	score, noise float64
 }
 
 // maxDenseID bounds the dense table; node ids are allocated from 1 upwards.
@@ -31,7 +37,7 @@ const maxScore = 1e9
 
 var emptyLoadView = &loadView{}
 
-func (v *loadView) score(id uint64) float64 {
+func (v *loadView) score(id uint64) nodeScore {
 	if id < uint64(len(v.dense)) {
 		return v.dense[id]
 	}
@@ -41,32 +47,77 @@ func (v *loadView) score(id uint64) float64 {
 	return v.fallback
 }
 
-// buildLoadView turns the newest sample per node into a loadView as of now.
-// A sample older than maxAge, or with a NaN score, is stale: such nodes, and
-// nodes never heard of, get the median of the fresh scores (0 if none), so
+// scoreTrack smooths one node's polled scores. A node's score is sampled
+// once a second and, with a small admission limit, swings between idle and
+// saturated with whatever happened to be in flight at that instant; taken
+// raw, one such sample moved all of a node's reads to the others until the
+// next one. The mean moves scoreGain of the way to each new sample, and
+// noise, the mean absolute deviation from it, noiseGain of the way (TCP's
+// smoothed round trip and its variation, RFC 6298). A first sample has no
+// noise: nothing is known of its spread yet.
+type scoreTrack struct {
+	mean, noise float64
+	last        float64 // the newest sample's score
+	at          int64   // unix ns of the newest sample
+}
+
+// scoreFilter holds the poller's scoreTrack per node; only the poller
+// goroutine touches it.
+type scoreFilter map[uint64]*scoreTrack
+
+// add folds l into its node's track. A sample no newer than the track's
+// is one already seen (nodes relay each other's). A newer one with the
+// same score only renews the track: a node stamps its load when it sends
+// it, several times a second, but its score changes with its monitor's
+// sample, once a second, and counting each copy would weigh a sample by
+// how often it was sent. NaN scores are dropped; negative ones count as 0,
+// infinite ones as maxScore.
+func (f scoreFilter) add(l *tidekvpb.NodeLoad) {
+	id, s, at := l.GetNodeId(), l.GetScore(), l.GetUnixNanos()
+	if id == 0 || math.IsNaN(s) {
+		return
+	}
+	s = min(max(s, 0), maxScore)
+	t := f[id]
+	switch {
+	case t == nil:
+		f[id] = &scoreTrack{mean: s, last: s, at: at}
+	case at <= t.at:
+	case s == t.last:
+		t.at = at
+	default:
+		t.noise += noiseGain * (math.Abs(s-t.mean) - t.noise)
+		t.mean += scoreGain * (s - t.mean)
+		t.last, t.at = s, at
+	}
+}
+
+// buildLoadView turns the tracks into a loadView as of now. A track whose
+// newest sample is older than maxAge is stale: such nodes, and nodes never
+// heard of, get the median of the fresh scores and noises (0 if none), so
 // that an unknown node is neither shunned nor preferred.
-func buildLoadView(samples map[uint64]*tidekvpb.NodeLoad, now time.Time, maxAge time.Duration) *loadView {
+func buildLoadView(f scoreFilter, now time.Time, maxAge time.Duration) *loadView {
 	oldest := now.Add(-maxAge).UnixNano()
-	fresh := make(map[uint64]float64, len(samples))
-	scores := make([]float64, 0, len(samples))
+	fresh := make(map[uint64]nodeScore, len(f))
+	scores := make([]float64, 0, len(f))
+	noises := make([]float64, 0, len(f))
 	var maxID uint64
-	for id, l := range samples {
-		s := l.GetScore()
-		if l.GetUnixNanos() < oldest || math.IsNaN(s) {
+	for id, t := range f {
+		if t.at < oldest {
 			continue
 		}
-		s = min(max(s, 0), maxScore)
-		fresh[id] = s
-		scores = append(scores, s)
+		fresh[id] = nodeScore{score: t.mean, noise: t.noise}
+		scores = append(scores, t.mean)
+		noises = append(noises, t.noise)
 		if id < maxDenseID {
 			maxID = max(maxID, id)
 		}
 	}
-	v := &loadView{fallback: median(scores), fresh: len(fresh)}
+	v := &loadView{fallback: nodeScore{score: median(scores), noise: median(noises)}, fresh: len(fresh)}
 	if len(fresh) == 0 {
 		return v
 	}
-	v.dense = make([]float64, maxID+1)
+	v.dense = make([]nodeScore, maxID+1)
 	for i := range v.dense {
 		v.dense[i] = v.fallback
 	}
@@ -75,7 +126,7 @@ func buildLoadView(samples map[uint64]*tidekvpb.NodeLoad, now time.Time, maxAge 
 			v.dense[id] = s
 		} else {
 			if v.sparse == nil {
-				v.sparse = map[uint64]float64{}
+				v.sparse = map[uint64]nodeScore{}
 			}
 			v.sparse[id] = s
 		}
@@ -131,7 +182,7 @@ const rangeRefreshEvery = 10
 
 func (c *Client) pollLoads(done chan struct{}) {
 	defer close(done)
-	samples := map[uint64]*tidekvpb.NodeLoad{}
+	samples := scoreFilter{}
 	t := time.NewTicker(c.tune.pollInterval)
 	defer t.Stop()
 	for turn := 0; ; turn++ {
@@ -149,9 +200,9 @@ func (c *Client) pollLoads(done chan struct{}) {
 }
 
 // pollOnce asks up to two nodes, starting at the turn's one and skipping
-// penalised nodes while others remain, and merges the newest sample of
-// each node into samples.
-func (c *Client) pollOnce(samples map[uint64]*tidekvpb.NodeLoad, turn int) {
+// penalised nodes while others remain, and folds the samples it gets into
+// samples.
+func (c *Client) pollOnce(samples scoreFilter, turn int) {
 	addrs := c.cache.load().addrs
 	n := len(addrs)
 	if n == 0 {
@@ -182,10 +233,7 @@ func (c *Client) pollOnce(samples map[uint64]*tidekvpb.NodeLoad, turn int) {
 		cancel()
 		if err == nil {
 			for _, l := range resp.GetLoads() {
-				id := l.GetNodeId()
-				if cur := samples[id]; id != 0 && (cur == nil || cur.GetUnixNanos() <= l.GetUnixNanos()) {
-					samples[id] = l
-				}
+				samples.add(l)
 			}
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -395,7 +396,7 @@ func TestStaleScoresUseMedian(t *testing.T) {
 	c.setLoad(2, 1, 10*time.Second) // would be cheapest, but the sample is old
 	c.setLoad(3, 10, 0)
 	waitLoads(t, cl, 2)
-	if s := cl.loads.Load().score(2); s != 20 {
+	if s := cl.loads.Load().score(2).score; s != 20 {
 		t.Fatalf("stale n2 scores %v, want the median of the fresh ones, 20", s)
 	}
 	c.resetCalls()
@@ -716,15 +717,15 @@ func testRefs(rtts ...time.Duration) []replicaRef {
 	return refs
 }
 
+// testView builds a view of one sample per node (NaN: no sample), so
+// scores without noise.
 func testView(scores ...float64) *loadView {
-	samples := map[uint64]*tidekvpb.NodeLoad{}
+	f := scoreFilter{}
 	now := time.Now()
 	for i, s := range scores {
-		if !math.IsNaN(s) {
-			samples[uint64(i+1)] = &tidekvpb.NodeLoad{NodeId: uint64(i + 1), Score: s, UnixNanos: now.UnixNano()}
-		}
+		f.add(&tidekvpb.NodeLoad{NodeId: uint64(i + 1), Score: s, UnixNanos: now.UnixNano()})
 	}
-	return buildLoadView(samples, now, 3*time.Second)
+	return buildLoadView(f, now, 3*time.Second)
 }
 
 // pickCounts runs chooseReplica for turns 1..n and counts the winners by
@@ -999,26 +1000,46 @@ func TestBuildLoadView(t *testing.T) {
 	sample := func(id uint64, score float64, age time.Duration) *tidekvpb.NodeLoad {
 		return &tidekvpb.NodeLoad{NodeId: id, Score: score, UnixNanos: now.Add(-age).UnixNano()}
 	}
-	v := buildLoadView(map[uint64]*tidekvpb.NodeLoad{
-		1:     sample(1, 5, 0),
-		2:     sample(2, 7, 2900*time.Millisecond),
-		3:     sample(3, 1, 3100*time.Millisecond), // stale
-		4:     sample(4, math.NaN(), 0),            // unusable
-		5:     sample(5, -3, 0),                    // clamped to 0
-		6:     sample(6, math.Inf(1), 0),           // kept finite
-		70000: sample(70000, 9, 0),                 // beyond the dense table
-	}, now, 3*time.Second)
+	filter := func(ls ...*tidekvpb.NodeLoad) scoreFilter {
+		f := scoreFilter{}
+		for _, l := range ls {
+			f.add(l)
+		}
+		return f
+	}
+	v := buildLoadView(filter(
+		sample(1, 5, 0),
+		sample(2, 7, 2900*time.Millisecond),
+		sample(3, 1, 3100*time.Millisecond), // stale
+		sample(4, math.NaN(), 0),            // unusable
+		sample(5, -3, 0),                    // clamped to 0
+		sample(6, math.Inf(1), 0),           // kept finite
+		sample(70000, 9, 0),                 // beyond the dense table
+	), now, 3*time.Second)
 	if v.fresh != 5 {
 		t.Fatalf("fresh = %d, want 5", v.fresh)
 	}
 	// Fresh: 0, 5, 7, 9, 1e9; median 7.
 	for id, want := range map[uint64]float64{1: 5, 2: 7, 3: 7, 4: 7, 5: 0, 6: maxScore, 70000: 9, 99: 7, 1 << 40: 7} {
-		if got := v.score(id); got != want {
+		if got := v.score(id); got != (nodeScore{score: want}) {
 			t.Errorf("score(%d) = %v, want %v", id, got, want)
 		}
 	}
-	if v := buildLoadView(map[uint64]*tidekvpb.NodeLoad{1: sample(1, 5, time.Minute)}, now, 3*time.Second); v.score(1) != 0 || v.fresh != 0 {
+	if v := buildLoadView(filter(sample(1, 5, time.Minute)), now, 3*time.Second); v.score(1).score != 0 || v.fresh != 0 {
 		t.Errorf("nothing fresh: score %v, want 0", v.score(1))
+	}
+	// Later samples move the mean a quarter of the way and the noise a
+	// quarter of the way to the deviation; a sample relayed again, or
+	// stamped anew with the same score, counts once.
+	f := filter(sample(1, 4, 2*time.Second))
+	f.add(sample(1, 100, time.Second))
+	f.add(sample(1, 100, time.Second))
+	f.add(sample(1, 100, 0))
+	if got, want := buildLoadView(f, now, 3*time.Second).score(1), (nodeScore{score: 28, noise: 24}); got != want {
+		t.Errorf("after 4 then 100: %+v, want %+v", got, want)
+	}
+	if at := f[1].at; at != now.UnixNano() {
+		t.Errorf("the same score stamped anew: track at %v, want renewed to now", time.Unix(0, at))
 	}
 	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Errorf("even median = %v", m)
@@ -1263,5 +1284,119 @@ func TestReadAtRefusesAnswersOfTheNewestData(t *testing.T) {
 	}
 	if _, err := cl.Get(ctx, []byte("a")); err != nil {
 		t.Errorf("get of the newest data: %v", err)
+	}
+}
+
+// TestNoisyScoresSpread feeds chooseReplica the view the poller would
+// build from sampled scores: with an admission limit of one, a node's
+// score reads about 4 when sampled idle and about 103 when a request was in
+// flight at that instant. Replicas alike on average must share the reads
+// evenly however their samples fall, poll after poll, not only on average
+// (a node left out for one poll interval overflows the others); one
+// clearly busier must get clearly fewer; a failed one none.
+func TestNoisyScoresSpread(t *testing.T) {
+	const polls, readsPerPoll = 200, 30
+	now := int64(time.Hour)
+	rng := rand.New(rand.NewPCG(1, 2))
+	// spread polls, each node busy at its sample with probability busy[i],
+	// and returns each node's share of the reads and the share of polls in
+	// which some node's share of that poll's reads was off a fair one by
+	// more than a tenth.
+	spread := func(refs []replicaRef, busy ...float64) (shares []float64, uneven float64) {
+		f := scoreFilter{}
+		at := time.Unix(1000, 0)
+		total := make([]int, len(refs))
+		in := pickInput{refs: refs, rttWeight: 1, now: now, stallAfter: int64(time.Second)}
+		for p := range polls {
+			at = at.Add(500 * time.Millisecond)
+			for i, b := range busy {
+				s := 4 + rng.Float64()
+				if rng.Float64() < b {
+					s += 99
+				}
+				f.add(&tidekvpb.NodeLoad{NodeId: uint64(i + 1), Score: s, UnixNanos: at.UnixNano()})
+			}
+			in.loads = buildLoadView(f, at, 3*time.Second)
+			counts := make([]int, len(refs))
+			for r := range readsPerPoll {
+				in.turn = uint64(p*readsPerPoll + r)
+				if k := chooseReplica(&in); k >= 0 {
+					counts[k]++
+				}
+			}
+			for i, n := range counts {
+				total[i] += n
+				if math.Abs(float64(n)/readsPerPoll-1.0/3) > 0.1/3 {
+					uneven++
+					break
+				}
+			}
+		}
+		shares = make([]float64, len(refs))
+		for i, n := range total {
+			shares[i] = float64(n) / (polls * readsPerPoll)
+		}
+		return shares, uneven / polls
+	}
+	ms := time.Millisecond
+	for _, b := range []float64{0.1, 0.3, 0.5, 0.8} {
+		shares, uneven := spread(testRefs(ms/10, ms/10, ms/10), b, b, b)
+		for i, s := range shares {
+			if math.Abs(s-1.0/3) > 0.1/3 {
+				t.Errorf("busy %.0f%% of samples each: n%d got %.1f%% of the reads, want 33.3%% ± 3.3", 100*b, i+1, 100*s)
+			}
+		}
+		if uneven > 0.1 {
+			t.Errorf("busy %.0f%% of samples each: %.0f%% of polls split unevenly, want under 10%%", 100*b, 100*uneven)
+		}
+	}
+	// n3 is saturated at every sample, the others at a third of theirs.
+	if shares, _ := spread(testRefs(ms/10, ms/10, ms/10), 0.3, 0.3, 1); shares[2] > 0.05 {
+		t.Errorf("saturated n3 got %.1f%% of the reads, want under 5%%", 100*shares[2])
+	}
+	// n3 is busy at nine samples in ten, the others at one in ten.
+	if shares, _ := spread(testRefs(ms/10, ms/10, ms/10), 0.1, 0.1, 0.9); shares[2] > 0.15 {
+		t.Errorf("n3 busy nine times in ten got %.1f%% of the reads, want under 15%%", 100*shares[2])
+	}
+	refs := testRefs(ms/10, ms/10, ms/10)
+	refs[1].peer.penaltyUntil.Store(now + int64(time.Second))
+	if shares, _ := spread(refs, 0.5, 0.5, 0.5); shares[1] != 0 || math.Abs(shares[0]-0.5) > 0.05 {
+		t.Errorf("n2 failed: shares %.3f, want n2 none and the others half each", shares)
+	}
+}
+
+// TestSaturatedNodeLeavesChoice: a node saturated at every sample, among
+// others busy at a third of theirs, leaves the choice within seven of its
+// samples (docs/read-modes.md) and stays out but for the odd sample.
+func TestSaturatedNodeLeavesChoice(t *testing.T) {
+	ms, now := time.Millisecond, int64(time.Hour)
+	rng := rand.New(rand.NewPCG(3, 4))
+	f, at := scoreFilter{}, time.Unix(1000, 0)
+	in := pickInput{refs: testRefs(ms/10, ms/10, ms/10), rttWeight: 1, now: now, stallAfter: int64(time.Second)}
+	left, back := 0, 0 // samples until it left; samples it was back after
+	for p := range 100 {
+		at = at.Add(time.Second)
+		for i := range 3 {
+			s := 4 + rng.Float64()
+			if rng.Float64() < 0.3 || (i == 2 && p >= 50) {
+				s += 99
+			}
+			f.add(&tidekvpb.NodeLoad{NodeId: uint64(i + 1), Score: s, UnixNanos: at.UnixNano()})
+		}
+		in.loads = buildLoadView(f, at, 3*time.Second)
+		picked := false
+		for r := range 3 {
+			in.turn = uint64(r)
+			picked = picked || chooseReplica(&in) == 2
+		}
+		switch {
+		case p >= 50 && !picked && left == 0:
+			left = p - 49
+		case left != 0 && picked:
+			back++
+		}
+	}
+	if left == 0 || left > 7 || back > 5 {
+		t.Errorf("n3 saturated: left the choice after %d samples (want 1 to 7), back at %d of the next %d (want at most 5)", left, back, 50-left)
 	}
 }
