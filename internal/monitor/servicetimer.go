@@ -23,11 +23,14 @@ type ServiceTimer struct {
 	// observation yet. Observe records at least 1 ns so a real mean is
 	// never 0.
 	bits atomic.Uint64
+	// observed: an observation arrived since the last Sample.
+	observed atomic.Bool
 }
 
 // Observe records one request's service time. The first observation sets
 // the mean directly, so the average does not have to climb from 0.
 func (t *ServiceTimer) Observe(d time.Duration) {
+	t.observed.Store(true)
 	x := float64(max(d, 1))
 	for {
 		old := t.bits.Load()
@@ -45,4 +48,21 @@ func (t *ServiceTimer) Observe(d time.Duration) {
 // Mean returns the current average, 0 before the first observation.
 func (t *ServiceTimer) Mean() time.Duration {
 	return time.Duration(math.Float64frombits(t.bits.Load()))
+}
+
+// Sample returns the mean for one monitor sample, halving it first when no
+// request was served since the previous sample: a node that clients avoid
+// because its mean was high would otherwise keep that mean, and its score,
+// for ever (no request, no new observation), and never be chosen again.
+func (t *ServiceTimer) Sample() time.Duration {
+	if !t.observed.Swap(false) {
+		for {
+			old := t.bits.Load()
+			half := math.Float64frombits(old) / 2
+			if old == 0 || half < 1 || t.bits.CompareAndSwap(old, math.Float64bits(half)) {
+				break
+			}
+		}
+	}
+	return t.Mean()
 }

@@ -79,3 +79,26 @@ func BenchmarkServiceTimerMean(b *testing.B) {
 	}
 	_ = sink
 }
+
+// A node served nothing since the last sample: its mean halves each sample
+// until a request is served again, so a node clients left for its high
+// mean becomes cheap enough to be tried again.
+func TestServiceTimerSampleDecaysWhenIdle(t *testing.T) {
+	var st ServiceTimer
+	if got := st.Sample(); got != 0 {
+		t.Fatalf("no observation: %v, want 0", got)
+	}
+	st.Observe(80 * time.Millisecond)
+	if got := st.Sample(); got != 80*time.Millisecond {
+		t.Fatalf("served since the last sample: %v, want the mean, 80ms", got)
+	}
+	for _, want := range []time.Duration{40 * time.Millisecond, 20 * time.Millisecond, 10 * time.Millisecond} {
+		if got := st.Sample(); got != want {
+			t.Fatalf("idle sample: %v, want %v", got, want)
+		}
+	}
+	st.Observe(10 * time.Millisecond)
+	if got := st.Sample(); got != 10*time.Millisecond {
+		t.Fatalf("served again: %v, want the mean moved by the observation, 10ms", got)
+	}
+}

@@ -187,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.adm.OnDelay(s.metrics.observeQueueDelay)
 	if s.mon, err = monitor.New(cfg.Monitor, monitor.ProcSource, func() (int, int, time.Duration) {
-		return s.adm.State().Inflight, cfg.Admission.MaxInflight, s.svc.Mean()
+		return s.adm.State().Inflight, cfg.Admission.MaxInflight, s.svc.Sample()
 	}, time.Now); err != nil {
 		return nil, err
 	}
