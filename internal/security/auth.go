@@ -38,6 +38,11 @@ var methodRoles = map[string]Role{
 	"/tidekv.Txn/Write": RoleWrite,
 	"/tidekv.Txn/If":    RoleWrite,
 
+	// Geo transactions (one-shot, may write) and reads of a DC's
+	// validated copy; the epoch exchange between gateways is node-only.
+	"/tidekv.Geo/Commit": RoleWrite,
+	"/tidekv.Geo/Scan":   RoleRead,
+
 	"/tidekv.Admin/Ranges":          RoleRead,
 	"/tidekv.Admin/Status":          RoleRead,
 	"/tidekv.Admin/Readiness":       RoleRead,

@@ -189,6 +189,7 @@ var nodeOnly = []string{
 	"/tidekv.Admin/Join", "/tidekv.Admin/NodeHeartbeat", "/tidekv.Admin/ReportRange",
 	"/tidekv.Admin/AllocRangeID", "/tidekv.Admin/PushClosedTimestamps", "/tidekv.Admin/FreezeRange",
 	"/tidekv.Raft/RaftStream", "/tidekv.Raft/Snapshot",
+	"/tidekv.Geo/Epoch",
 }
 
 // Every method of the services is placed: given a client role, or listed
