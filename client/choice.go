@@ -198,12 +198,44 @@ type candidate struct {
 //     replica.
 func chooseReplica(in *pickInput) int {
 	var buf [8]candidate
-	cs := buf[:0]
+	cs, nearest := gatherCandidates(in, buf[:0])
+	if len(cs) == 0 {
+		return -1
+	}
+	nearestMs := float64(nearest) / float64(time.Millisecond)
+	base := priceCandidates(in, cs, nearest, nearestMs)
+	if k := probeCandidate(in, cs, nearestMs, base); k >= 0 {
+		return k
+	}
+	n := 0
+	for k := range cs {
+		if cs[k].cost <= cs[k].limit(base) {
+			cs[n].i, cs[n].inflight = cs[k].i, cs[k].inflight // n never passes k
+			n++
+		}
+	}
+	// The equals take turns; the one whose turn it is yields to the next
+	// if that one has fewer in flight.
+	a := int(in.turn % uint64(n))
+	if b := (a + 1) % n; cs[b].inflight < cs[a].inflight {
+		a = b
+	}
+	return int(cs[a].i)
+}
+
+// limit is the costliest c may be and still tie with the cheapest, base
+// being the band around the cheapest without c's own noise.
+func (c *candidate) limit(base float64) float64 { return base + tieNoise*c.noise }
+
+// gatherCandidates appends to cs the replicas that may take the read, and
+// returns them with the nearest measured round trip among them (0 if none
+// was measured). Replicas at a shedding node's window are kept only when
+// all are.
+func gatherCandidates(in *pickInput, cs []candidate) ([]candidate, int64) {
 	loads := in.loads
 	if loads == nil {
 		loads = emptyLoadView
 	}
-	// Replicas at a shedding node's window are chosen only when all are.
 	nearest, nearestOpen, open := int64(math.MaxInt64), int64(math.MaxInt64), 0
 	for i := range in.refs {
 		r := &in.refs[i]
@@ -231,9 +263,6 @@ func chooseReplica(in *pickInput) int {
 			}
 		}
 	}
-	if len(cs) == 0 {
-		return -1
-	}
 	if open > 0 && open < len(cs) {
 		n := 0
 		for k := range cs {
@@ -247,7 +276,12 @@ func chooseReplica(in *pickInput) int {
 	if nearest == math.MaxInt64 {
 		nearest = 0 // nothing measured yet
 	}
-	nearestMs := float64(nearest) / float64(time.Millisecond)
+	return cs, nearest
+}
+
+// priceCandidates sets each candidate's cost and returns the tie band's
+// base: the cheapest cost plus the noise allowances.
+func priceCandidates(in *pickInput, cs []candidate, nearest int64, nearestMs float64) float64 {
 	best, bestNoise := math.Inf(1), 0.0
 	for k := range cs {
 		c := &cs[k]
@@ -260,16 +294,18 @@ func chooseReplica(in *pickInput) int {
 			best, bestNoise = c.cost, c.noise
 		}
 	}
-	// limit(c) is the costliest c may be and still tie with the cheapest.
-	base := best + tieScore + tieNoise*bestNoise + in.rttWeight*(tieRTTShare*nearestMs+tieRTTMs)
-	limit := func(c *candidate) float64 { return base + tieNoise*c.noise }
-	// Probes: a replica never measured first, else, now and then, the one
-	// sent nothing for longest. Only a replica whose score would tie at the
-	// nearest round trip is worth measuring: the scores are polled anyway.
+	return best + tieScore + tieNoise*bestNoise + in.rttWeight*(tieRTTShare*nearestMs+tieRTTMs)
+}
+
+// probeCandidate returns the index in refs of a replica to probe, or -1: a
+// replica never measured first, else, now and then, the one sent nothing
+// for longest. Only a replica whose score would tie at the nearest round
+// trip is worth measuring: the scores are polled anyway.
+func probeCandidate(in *pickInput, cs []candidate, nearestMs, base float64) int {
 	probe := -1
 	for k := range cs {
 		c := &cs[k]
-		if c.inflight != 0 || c.score+in.rttWeight*nearestMs > limit(c) {
+		if c.inflight != 0 || c.score+in.rttWeight*nearestMs > c.limit(base) {
 			continue
 		}
 		switch {
@@ -282,20 +318,7 @@ func chooseReplica(in *pickInput) int {
 	if probe >= 0 {
 		return int(cs[probe].i)
 	}
-	n := 0
-	for k := range cs {
-		if cs[k].cost <= limit(&cs[k]) {
-			cs[n].i, cs[n].inflight = cs[k].i, cs[k].inflight // n never passes k
-			n++
-		}
-	}
-	// The equals take turns; the one whose turn it is yields to the next
-	// if that one has fewer in flight.
-	a := int(in.turn % uint64(n))
-	if b := (a + 1) % n; cs[b].inflight < cs[a].inflight {
-		a = b
-	}
-	return int(cs[a].i)
+	return -1
 }
 
 // decayToward moves v toward target by half the difference for every
