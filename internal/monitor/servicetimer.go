@@ -30,7 +30,9 @@ type ServiceTimer struct {
 // Observe records one request's service time. The first observation sets
 // the mean directly, so the average does not have to climb from 0.
 func (t *ServiceTimer) Observe(d time.Duration) {
-	t.observed.Store(true)
+	if !t.observed.Load() { // a read: no write per request once set
+		t.observed.Store(true)
+	}
 	x := float64(max(d, 1))
 	for {
 		old := t.bits.Load()
