@@ -149,13 +149,15 @@ func TestExpiryReplicated(t *testing.T) {
 
 	write(&tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_EXPIRE, Key: []byte("p"), TtlMs: 2000})
 	agree("p", Value{Value: []byte("w"), Found: true, TTL: 2 * time.Second})
-	// A bounded read on a follower agrees too.
-	tc.publishClosed()
+	// A bounded read on a follower agrees too, once the follower has
+	// applied the entry a published closed timestamp names.
 	for _, id := range tc.nodes {
 		if r := tc.stores[id].GetReplica(testRangeID); r != leader {
-			if v, err := r.GetValue(ctx, []byte("p"), bounded(time.Hour)); err != nil || v.TTL != 2*time.Second {
-				t.Errorf("bounded read on node %d: %+v, %v", id, v, err)
-			}
+			waitFor(t, func() bool {
+				tc.publishClosed()
+				v, err := r.GetValue(ctx, []byte("p"), bounded(time.Hour))
+				return err == nil && v.TTL == 2*time.Second
+			})
 		}
 	}
 	write(&tidekvpb.WriteOp{Kind: tidekvpb.WriteOp_EXPIRE, Key: []byte("p")})
