@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/testcluster"
 )
@@ -125,9 +127,11 @@ func TestKeySpaceCLI(t *testing.T) {
 }
 
 // TestMemoryKeySpaceRefillsAfterKill: a memory key space's data lives in
-// memory, so a node killed and restarted has lost its share; it drops its
-// replicas of the key space's ranges and the other nodes refill them, after
-// which reads served by its leases return every value.
+// memory, so a node killed and restarted has lost its share; the
+// leaseholders replace its replicas of the key space's ranges with fresh
+// ones, after which reads served by its leases return every value. Killed
+// all at once, the nodes lose the key space's data everywhere: its ranges
+// start again empty and take writes.
 func TestMemoryKeySpaceRefillsAfterKill(t *testing.T) {
 	tc := testcluster.Start(t, testcluster.Options{Nodes: 3})
 	bin := testcluster.Binary(t)
@@ -163,8 +167,8 @@ func TestMemoryKeySpaceRefillsAfterKill(t *testing.T) {
 	}
 	tc.Kill(2)
 	tc.Restart(2)
-	if n, err := metric(hc, tc.HTTPAddr(2), "tidekv_replicas_refilled_total"); err != nil || n == 0 {
-		t.Fatalf("replicas dropped to refill after the restart: %v, %v", n, err)
+	if n, err := metric(hc, tc.HTTPAddr(2), "tidekv_replicas_lost_total"); err != nil || n == 0 {
+		t.Fatalf("replicas lost with the restart: %v, %v", n, err)
 	}
 	// Once refilled, node 2 can take every lease of the key space.
 	to := tc.NodeID(2)
@@ -191,5 +195,45 @@ func TestMemoryKeySpaceRefillsAfterKill(t *testing.T) {
 		if v, err := ks.Get(ctx, fmt.Appendf(nil, "k%03d", i)); err != nil || string(v) != fmt.Sprintf("v%03d", i) {
 			t.Fatalf("k%03d after the restart = %q, %v", i, v, err)
 		}
+	}
+
+	// The whole cluster: no replica keeps the data, every range of the
+	// key space starts again empty and serves.
+	tc.KillAll()
+	tc.RestartAll()
+	cl = newClient(t, tc.Addrs())
+	if ks, err = cl.KeySpace(ctx, "cache"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		k := fmt.Appendf(nil, "k%03d", i)
+		var survived []byte
+		if err := eventually(ctx, 60*time.Second, func(ctx context.Context) error {
+			v, err := ks.Get(ctx, k)
+			switch {
+			case err == nil && string(v) != "again":
+				survived = v
+				return nil
+			case err != nil && !errors.Is(err, client.ErrNotFound):
+				return fmt.Errorf("k%03d after the whole cluster's restart: %v", i, err)
+			}
+			return ks.Put(ctx, k, []byte("again"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if survived != nil {
+			t.Fatalf("k%03d = %q after every node lost its memory", i, survived)
+		}
+	}
+	var reset float64
+	for i := 1; i <= 3; i++ {
+		m, err := metric(hc, tc.HTTPAddr(i), "tidekv_lost_ranges_reset_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		reset += m
+	}
+	if reset == 0 {
+		t.Fatal("no range was reset after the whole cluster's restart")
 	}
 }

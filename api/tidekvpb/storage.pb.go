@@ -150,7 +150,7 @@ func (x TxnCommand_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TxnCommand_Op.Descriptor instead.
 func (TxnCommand_Op) EnumDescriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{17, 0}
+	return file_storage_proto_rawDescGZIP(), []int{18, 0}
 }
 
 // NodeIdent is written once into a node's engine when it joins a cluster.
@@ -1239,7 +1239,10 @@ type RaftCommand struct {
 	// Log version 5.
 	Gc *GCCommand `protobuf:"bytes,14,opt,name=gc,proto3" json:"gc,omitempty"`
 	// Log version 7: a transaction's intents, record or resolution.
-	Txn           *TxnCommand `protobuf:"bytes,15,opt,name=txn,proto3" json:"txn,omitempty"`
+	Txn *TxnCommand `protobuf:"bytes,15,opt,name=txn,proto3" json:"txn,omitempty"`
+	// Empty the range's data: every voter lost it with a restart
+	// (raftstore/volatile.go).
+	ResetLost     *ResetLostCommand `protobuf:"bytes,16,opt,name=reset_lost,json=resetLost,proto3" json:"reset_lost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1379,6 +1382,52 @@ func (x *RaftCommand) GetTxn() *TxnCommand {
 	return nil
 }
 
+func (x *RaftCommand) GetResetLost() *ResetLostCommand {
+	if x != nil {
+		return x.ResetLost
+	}
+	return nil
+}
+
+// ResetLostCommand clears the range's user data on every replica and ends
+// their lost state: a memory range whose voters all restarted starts again
+// empty, the same on each of them, from this entry on.
+type ResetLostCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetLostCommand) Reset() {
+	*x = ResetLostCommand{}
+	mi := &file_storage_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetLostCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetLostCommand) ProtoMessage() {}
+
+func (x *ResetLostCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_storage_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetLostCommand.ProtoReflect.Descriptor instead.
+func (*ResetLostCommand) Descriptor() ([]byte, []int) {
+	return file_storage_proto_rawDescGZIP(), []int{15}
+}
+
 // TxnRef names a transaction wherever its intents or record need it: its
 // ID and its record's key (the anchor, a user key). Every intent stores
 // one, so whoever meets an intent knows where to push.
@@ -1392,7 +1441,7 @@ type TxnRef struct {
 
 func (x *TxnRef) Reset() {
 	*x = TxnRef{}
-	mi := &file_storage_proto_msgTypes[15]
+	mi := &file_storage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1453,7 @@ func (x *TxnRef) String() string {
 func (*TxnRef) ProtoMessage() {}
 
 func (x *TxnRef) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[15]
+	mi := &file_storage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1466,7 @@ func (x *TxnRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRef.ProtoReflect.Descriptor instead.
 func (*TxnRef) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{15}
+	return file_storage_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TxnRef) GetId() []byte {
@@ -1451,7 +1500,7 @@ type TxnRecord struct {
 
 func (x *TxnRecord) Reset() {
 	*x = TxnRecord{}
-	mi := &file_storage_proto_msgTypes[16]
+	mi := &file_storage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1512,7 @@ func (x *TxnRecord) String() string {
 func (*TxnRecord) ProtoMessage() {}
 
 func (x *TxnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[16]
+	mi := &file_storage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1525,7 @@ func (x *TxnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecord.ProtoReflect.Descriptor instead.
 func (*TxnRecord) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{16}
+	return file_storage_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TxnRecord) GetTxn() *TxnRef {
@@ -1529,7 +1578,7 @@ type TxnCommand struct {
 
 func (x *TxnCommand) Reset() {
 	*x = TxnCommand{}
-	mi := &file_storage_proto_msgTypes[17]
+	mi := &file_storage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1590,7 @@ func (x *TxnCommand) String() string {
 func (*TxnCommand) ProtoMessage() {}
 
 func (x *TxnCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[17]
+	mi := &file_storage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1603,7 @@ func (x *TxnCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommand.ProtoReflect.Descriptor instead.
 func (*TxnCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{17}
+	return file_storage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TxnCommand) GetOp() TxnCommand_Op {
@@ -1630,7 +1679,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_storage_proto_msgTypes[18]
+	mi := &file_storage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1691,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_storage_proto_msgTypes[18]
+	mi := &file_storage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1704,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_storage_proto_rawDescGZIP(), []int{18}
+	return file_storage_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MergeCommand) GetRhs() *RangeDescriptor {
@@ -1757,7 +1806,7 @@ const file_storage_proto_rawDesc = "" +
 	"safe_point\x18\x01 \x01(\v2\x14.tidekv.LogTimestampR\tsafePoint\x12\x1d\n" +
 	"\n" +
 	"resume_key\x18\x02 \x01(\fR\tresumeKey\x12\x16\n" +
-	"\x06budget\x18\x03 \x01(\rR\x06budget\"\x85\x05\n" +
+	"\x06budget\x18\x03 \x01(\rR\x06budget\"\xbe\x05\n" +
 	"\vRaftCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12(\n" +
@@ -1777,7 +1826,10 @@ const file_storage_proto_rawDesc = "" +
 	"\ttimestamp\x18\f \x01(\v2\x14.tidekv.LogTimestampR\ttimestamp\x12C\n" +
 	"\x0emigrate_layout\x18\r \x01(\v2\x1c.tidekv.MigrateLayoutCommandR\rmigrateLayout\x12!\n" +
 	"\x02gc\x18\x0e \x01(\v2\x11.tidekv.GCCommandR\x02gc\x12$\n" +
-	"\x03txn\x18\x0f \x01(\v2\x12.tidekv.TxnCommandR\x03txn\"0\n" +
+	"\x03txn\x18\x0f \x01(\v2\x12.tidekv.TxnCommandR\x03txn\x127\n" +
+	"\n" +
+	"reset_lost\x18\x10 \x01(\v2\x18.tidekv.ResetLostCommandR\tresetLost\"\x12\n" +
+	"\x10ResetLostCommand\"0\n" +
 	"\x06TxnRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x16\n" +
 	"\x06anchor\x18\x02 \x01(\fR\x06anchor\"\xcb\x01\n" +
@@ -1828,7 +1880,7 @@ func file_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_storage_proto_goTypes = []any{
 	(DataLayout)(0),               // 0: tidekv.DataLayout
 	(TxnCommand_Op)(0),            // 1: tidekv.TxnCommand.Op
@@ -1847,61 +1899,63 @@ var file_storage_proto_goTypes = []any{
 	(*MigrateLayoutCommand)(nil),  // 14: tidekv.MigrateLayoutCommand
 	(*GCCommand)(nil),             // 15: tidekv.GCCommand
 	(*RaftCommand)(nil),           // 16: tidekv.RaftCommand
-	(*TxnRef)(nil),                // 17: tidekv.TxnRef
-	(*TxnRecord)(nil),             // 18: tidekv.TxnRecord
-	(*TxnCommand)(nil),            // 19: tidekv.TxnCommand
-	(*MergeCommand)(nil),          // 20: tidekv.MergeCommand
-	(*RangeDescriptor)(nil),       // 21: tidekv.RangeDescriptor
-	(*raftpb.ConfState)(nil),      // 22: raftpb.ConfState
-	(*NodeDescriptor)(nil),        // 23: tidekv.NodeDescriptor
-	(*Setting)(nil),               // 24: tidekv.Setting
-	(TxnStatus)(0),                // 25: tidekv.TxnStatus
-	(*KeySpan)(nil),               // 26: tidekv.KeySpan
+	(*ResetLostCommand)(nil),      // 17: tidekv.ResetLostCommand
+	(*TxnRef)(nil),                // 18: tidekv.TxnRef
+	(*TxnRecord)(nil),             // 19: tidekv.TxnRecord
+	(*TxnCommand)(nil),            // 20: tidekv.TxnCommand
+	(*MergeCommand)(nil),          // 21: tidekv.MergeCommand
+	(*RangeDescriptor)(nil),       // 22: tidekv.RangeDescriptor
+	(*raftpb.ConfState)(nil),      // 23: raftpb.ConfState
+	(*NodeDescriptor)(nil),        // 24: tidekv.NodeDescriptor
+	(*Setting)(nil),               // 25: tidekv.Setting
+	(TxnStatus)(0),                // 26: tidekv.TxnStatus
+	(*KeySpan)(nil),               // 27: tidekv.KeySpan
 }
 var file_storage_proto_depIdxs = []int32{
-	21, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
-	22, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
+	22, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
+	23, // 1: tidekv.ReplicaState.conf_state:type_name -> raftpb.ConfState
 	0,  // 2: tidekv.ReplicaState.layout:type_name -> tidekv.DataLayout
 	13, // 3: tidekv.ReplicaState.gc_threshold:type_name -> tidekv.LogTimestamp
 	13, // 4: tidekv.ReplicaState.version_bound:type_name -> tidekv.LogTimestamp
-	21, // 5: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
+	22, // 5: tidekv.SnapshotData.desc:type_name -> tidekv.RangeDescriptor
 	0,  // 6: tidekv.SnapshotData.layout:type_name -> tidekv.DataLayout
 	13, // 7: tidekv.SnapshotData.gc_threshold:type_name -> tidekv.LogTimestamp
 	13, // 8: tidekv.SnapshotData.version_bound:type_name -> tidekv.LogTimestamp
-	21, // 9: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
-	23, // 10: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
-	23, // 11: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
-	21, // 12: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
-	24, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
+	22, // 9: tidekv.ChangeReplicasCommand.desc:type_name -> tidekv.RangeDescriptor
+	24, // 10: tidekv.MetaCommand.add_node:type_name -> tidekv.NodeDescriptor
+	24, // 11: tidekv.MetaCommand.update_node:type_name -> tidekv.NodeDescriptor
+	22, // 12: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
+	25, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
 	9,  // 14: tidekv.MetaCommand.create_keyspace:type_name -> tidekv.KeySpaceRecord
 	13, // 15: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
 	10, // 16: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
 	11, // 17: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
 	6,  // 18: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
 	8,  // 19: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	20, // 20: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	21, // 20: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
 	12, // 21: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
 	16, // 22: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
 	13, // 23: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
 	14, // 24: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
 	15, // 25: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
-	19, // 26: tidekv.RaftCommand.txn:type_name -> tidekv.TxnCommand
-	17, // 27: tidekv.TxnRecord.txn:type_name -> tidekv.TxnRef
-	25, // 28: tidekv.TxnRecord.status:type_name -> tidekv.TxnStatus
-	13, // 29: tidekv.TxnRecord.commit_timestamp:type_name -> tidekv.LogTimestamp
-	1,  // 30: tidekv.TxnCommand.op:type_name -> tidekv.TxnCommand.Op
-	17, // 31: tidekv.TxnCommand.txn:type_name -> tidekv.TxnRef
-	10, // 32: tidekv.TxnCommand.writes:type_name -> tidekv.LogWrite
-	25, // 33: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
-	13, // 34: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
-	13, // 35: tidekv.TxnCommand.read_timestamp:type_name -> tidekv.LogTimestamp
-	26, // 36: tidekv.TxnCommand.read_spans:type_name -> tidekv.KeySpan
-	21, // 37: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	20, // 26: tidekv.RaftCommand.txn:type_name -> tidekv.TxnCommand
+	17, // 27: tidekv.RaftCommand.reset_lost:type_name -> tidekv.ResetLostCommand
+	18, // 28: tidekv.TxnRecord.txn:type_name -> tidekv.TxnRef
+	26, // 29: tidekv.TxnRecord.status:type_name -> tidekv.TxnStatus
+	13, // 30: tidekv.TxnRecord.commit_timestamp:type_name -> tidekv.LogTimestamp
+	1,  // 31: tidekv.TxnCommand.op:type_name -> tidekv.TxnCommand.Op
+	18, // 32: tidekv.TxnCommand.txn:type_name -> tidekv.TxnRef
+	10, // 33: tidekv.TxnCommand.writes:type_name -> tidekv.LogWrite
+	26, // 34: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
+	13, // 35: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
+	13, // 36: tidekv.TxnCommand.read_timestamp:type_name -> tidekv.LogTimestamp
+	27, // 37: tidekv.TxnCommand.read_spans:type_name -> tidekv.KeySpan
+	22, // 38: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }
@@ -1916,7 +1970,7 @@ func file_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storage_proto_rawDesc), len(file_storage_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -6238,7 +6238,11 @@ type RaftMessage struct {
 	// the sender served a read at or closed. The transferee stamps its writes
 	// above it, so none lands under a read the old leaseholder served
 	// (docs/transactions.md, "Timestamps"). Older nodes ignore it.
-	LeaseHandoff  *Timestamp `protobuf:"bytes,5,opt,name=lease_handoff,json=leaseHandoff,proto3" json:"lease_handoff,omitempty"`
+	LeaseHandoff *Timestamp `protobuf:"bytes,5,opt,name=lease_handoff,json=leaseHandoff,proto3" json:"lease_handoff,omitempty"`
+	// The sender's replica lost its data with a restart (a memory range)
+	// and has not been refilled (raftstore/volatile.go). Older nodes never
+	// set it.
+	DataLost      bool `protobuf:"varint,6,opt,name=data_lost,json=dataLost,proto3" json:"data_lost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6306,6 +6310,13 @@ func (x *RaftMessage) GetLeaseHandoff() *Timestamp {
 		return x.LeaseHandoff
 	}
 	return nil
+}
+
+func (x *RaftMessage) GetDataLost() bool {
+	if x != nil {
+		return x.DataLost
+	}
+	return false
 }
 
 // Messages from one node to another travel in batches on one stream.
@@ -8899,7 +8910,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05loads\x18\x01 \x03(\v2\x10.tidekv.NodeLoadR\x05loads\"\x15\n" +
 	"\x13AllocRangeIDRequest\"1\n" +
 	"\x14AllocRangeIDResponse\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xcb\x01\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xe8\x01\n" +
 	"\vRaftMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
@@ -8907,7 +8918,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12)\n" +
 	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\x126\n" +
-	"\rlease_handoff\x18\x05 \x01(\v2\x11.tidekv.TimestampR\fleaseHandoff\"C\n" +
+	"\rlease_handoff\x18\x05 \x01(\v2\x11.tidekv.TimestampR\fleaseHandoff\x12\x1b\n" +
+	"\tdata_lost\x18\x06 \x01(\bR\bdataLost\"C\n" +
 	"\x10RaftMessageBatch\x12/\n" +
 	"\bmessages\x18\x01 \x03(\v2\x13.tidekv.RaftMessageR\bmessages\"\x96\x01\n" +
 	"\rSnapshotChunk\x12+\n" +

@@ -53,7 +53,7 @@ func (o *ctlOptions) newKeySpaceCmd() *cobra.Command {
 	fl := create.Flags()
 	fl.StringVar(&f.mode, "mode", "ordered", "ordered (keys in order, scans work) or hashed (placed by a hash of the key; no scans)")
 	fl.IntVar(&f.rf, "rf", 0, "voters per range (0: the cluster's replication factor)")
-	fl.StringVar(&f.engine, "engine", "pebble", "pebble or memory (kept in memory, lost on a node's restart and refilled from the other replicas)")
+	fl.StringVar(&f.engine, "engine", "pebble", "pebble or memory (kept in memory: a restarted node gets its share back from the other replicas; if all lost it, the ranges start empty)")
 	fl.StringVar(&f.index, "index", "", "the memory engine's index: btree, exthash or cbf (default btree)")
 	fl.StringVar(&f.capacity, "capacity-per-node", "", "bytes one node may hold of the key space, e.g. 512MiB; above it the node evicts the least recently used keys (default none)")
 	fl.StringVar(&f.onFull, "on-full", "evict", "as a node nears --capacity-per-node: evict (least recently used keys go) or grow (nodes are added ahead of need and data moves to them; eviction only at max nodes)")

@@ -25,7 +25,6 @@ const (
 	suffixReplicaState byte = 's'
 	suffixLog          byte = 'l'
 	suffixTombstone    byte = 't'
-	suffixRefill       byte = 'r'
 )
 
 // MetaRangeID is the range that holds cluster metadata. It is bootstrapped
@@ -59,12 +58,6 @@ func ReplicaStateKey(rangeID uint64) []byte {
 // TombstoneKey marks a destroyed replica of the range.
 func TombstoneKey(rangeID uint64) []byte {
 	return append(rangeLocalPrefix(rangeID), suffixTombstone)
-}
-
-// RefillKey marks a replica dropped at start because its data was in
-// memory: until a snapshot refills it, it casts no vote.
-func RefillKey(rangeID uint64) []byte {
-	return append(rangeLocalPrefix(rangeID), suffixRefill)
 }
 
 // LogKey holds the Raft log entry at index.

@@ -31,7 +31,8 @@ type Engine string
 const (
 	Pebble Engine = "pebble"
 	// Memory is internal/memengine: the data is lost when a node restarts
-	// and refilled from the other replicas (docs/keyspaces.md, "Engines").
+	// and copied back from the other replicas, or started empty if every
+	// replica lost it (docs/keyspaces.md, "Restart").
 	Memory Engine = "memory"
 )
 

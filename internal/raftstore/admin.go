@@ -60,6 +60,11 @@ func replicaOnNode(d *tidekvpb.RangeDescriptor, node uint64) *tidekvpb.ReplicaDe
 	return nil
 }
 
+// removeChange is the conf change that removes one replica.
+func removeChange(replicaID uint64) *raftpb.ConfChangeV2 {
+	return &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(replicaID)}}}
+}
+
 func countVoters(d *tidekvpb.RangeDescriptor) int {
 	n := 0
 	for _, rd := range d.GetReplicas() {
@@ -144,8 +149,7 @@ func (r *Replica) ChangeReplicas(ctx context.Context, addNode, removeNode uint64
 		if removeRd == nil {
 			return d, nil
 		}
-		cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(removeRd.GetReplicaId())}}}
-		return r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, removeNode) == nil })
+		return r.proposeChange(ctx, removeChange(removeRd.GetReplicaId()), d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, removeNode) == nil })
 	}
 	return r.addVoter(ctx, d, addNode, removeRd)
 }
@@ -202,7 +206,7 @@ func (r *Replica) rollBackLearner(learner *tidekvpb.ReplicaDescriptor, cause err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rollBackWithin)
 	defer cancel()
-	cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(learner.GetReplicaId())}}}
+	cc := removeChange(learner.GetReplicaId())
 	_, err := r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool {
 		return replicaOnNode(nd, learner.GetNodeId()) == nil
 	})

@@ -208,6 +208,8 @@ func (r *Replica) applyCommandLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand, 
 		return r.applyMigrateLocked(ab, cmd)
 	case cmd.GetGc() != nil:
 		return r.applyGCLocked(ab, cmd.GetGc()), nil
+	case cmd.GetResetLost() != nil:
+		return r.applyResetLostLocked(ab)
 	case cmd.GetTxn() != nil:
 		return r.applyTxnLocked(ab, cmd), nil
 	case cmd.GetCas() != nil:
@@ -360,10 +362,10 @@ func (r *Replica) applySplitLocked(ab *applyBatch, sc *tidekvpb.SplitCommand) (a
 		log.Fatalf("range %d: split: %v", r.rangeID, err)
 	}
 	r.setDescLocked(left)
-	wasLeader := r.isLeader.Load()
+	wasLeader, lost := r.isLeader.Load(), r.lost.Load()
 	s := r.store
 	post := []func(){func() {
-		s.installSplitReplica(rightState, wasLeader)
+		s.installSplitReplica(rightState, wasLeader, lost)
 		s.rebuildIndex()
 		if wasLeader && s.listener != nil {
 			s.listener.DescriptorChanged(left)
@@ -374,7 +376,7 @@ func (r *Replica) applySplitLocked(ab *applyBatch, sc *tidekvpb.SplitCommand) (a
 
 // installSplitReplica creates the right-hand replica of a split, replacing
 // an uninitialized placeholder created by early messages from its leader.
-func (s *Store) installSplitReplica(st *tidekvpb.ReplicaState, campaign bool) {
+func (s *Store) installSplitReplica(st *tidekvpb.ReplicaState, campaign, lost bool) {
 	id := st.GetDesc().GetRangeId()
 	if old := s.GetReplica(id); old != nil {
 		old.mu.Lock()
@@ -396,6 +398,8 @@ func (s *Store) installSplitReplica(st *tidekvpb.ReplicaState, campaign bool) {
 		log.Printf("range %d: creating split replica: %v", id, err)
 		return
 	}
+	// The right half of lost data is lost too.
+	r.lost.Store(lost)
 	if campaign {
 		r.in.Lock()
 		r.in.campaign = true

@@ -75,6 +75,9 @@ type closedTS struct {
 // checkRead waits for or checks what the read mode needs before local state
 // may be read at the spans it reads.
 func (r *Replica) checkRead(ctx context.Context, ro ReadOptions, spans ...keySpan) error {
+	if r.lost.Load() {
+		return &DataLostError{RangeID: r.rangeID}
+	}
 	// A range frozen for a merge serves no read but ANY's (which promise
 	// nothing): on other nodes the left range may have taken its span and
 	// written there already, and the merge stamps the left range's writes

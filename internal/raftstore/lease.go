@@ -38,7 +38,7 @@ import (
 // messages or ticked.
 func (r *Replica) refreshLeaseLocked() {
 	bs := r.mu.raw.BasicStatus()
-	if bs.RaftState != raft.StateLeader || bs.LeadTransferee != 0 || r.mu.state.GetDesc() == nil {
+	if bs.RaftState != raft.StateLeader || bs.LeadTransferee != 0 || r.mu.state.GetDesc() == nil || r.lost.Load() {
 		r.leaseExpiry.Store(0)
 		return
 	}

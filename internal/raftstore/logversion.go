@@ -64,8 +64,13 @@ const (
 	// (LogWrite.expires_at in WRITE_INTENTS and ONE_PHASE), which a binary
 	// at 7 refuses at apply. It came with the one-phase commit.
 	LogVersionTxnExpiry = LogVersionOnePhase
+	// LogVersionResetLost: a memory range whose voters all lost its data
+	// with a restart empties it at a ResetLostCommand (volatile.go). A
+	// binary at 8 would apply the command as an empty write, and its
+	// replica would keep data the others dropped.
+	LogVersionResetLost uint32 = 9
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionOnePhase
+	LatestLogVersion = LogVersionResetLost
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

@@ -206,6 +206,9 @@ func (r *Replica) applyMergeLocked(mc *tidekvpb.MergeCommand) (applyResult, []fu
 	if local.mayHoldIntents.Load() {
 		r.setMayHoldIntentsLocked()
 	}
+	if local.lost.Load() {
+		r.lost.Store(true) // it takes over the right half's lost data
+	}
 	// The reads the right range served are in its leaseholder's timestamp
 	// cache, not in ours: stamp every later write above all of them. A
 	// read at T moved its node's clock to T, at most the max offset ahead

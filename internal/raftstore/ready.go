@@ -118,6 +118,9 @@ func (s *Store) collectReady(replicas []*Replica, batch storage.Batch, tick bool
 		}
 		r.drainInboxLocked(tick)
 		r.refreshLeaseLocked()
+		if tick {
+			r.tendLostLocked()
+		}
 		if !r.mu.raw.HasReady() {
 			r.mu.Unlock()
 			continue
@@ -267,7 +270,7 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 		if to == 0 {
 			continue
 		}
-		rm := &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m}
+		rm := &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m, DataLost: r.lost.Load()}
 		if m.GetType() == raftpb.MsgTimeoutNow {
 			// The lease is void already: no read is served under it after
 			// this (readOrder.handoff).

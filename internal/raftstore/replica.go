@@ -51,9 +51,10 @@ type Replica struct {
 	// mayHoldIntents mirrors ReplicaState.may_hold_intents for a merge,
 	// which reads it from the frozen right-hand replica.
 	mayHoldIntents atomic.Bool
-	// awaitingRefill: dropped at start for data lost with memory, until a
-	// snapshot refills it (volatile.go).
-	awaitingRefill atomic.Bool
+	// lost: the data went with a restart (a memory range) and the range
+	// has not repaired it yet; repairing: a repair step runs in the
+	// background (volatile.go).
+	lost, repairing atomic.Bool
 	// versionBound is mu.versionBound as last persisted (versionbound.go).
 	versionBound atomic.Pointer[versionBound]
 	// closed is the newest closed timestamp known (closed.go).
@@ -104,6 +105,10 @@ type Replica struct {
 		// peerNodes maps replica IDs to node IDs, from the descriptor and
 		// from incoming messages (an uninitialized replica has no descriptor).
 		peerNodes map[uint64]uint64
+		// peerLost: whether each peer said, in its latest message since
+		// this replica last became leader, that its data is lost
+		// (volatile.go).
+		peerLost map[uint64]bool
 		// outgoingSnaps holds engine snapshots taken when Raft asked for a
 		// snapshot, until the MsgSnap is handed to the sender.
 		outgoingSnaps map[uint64]storage.Snapshot
@@ -316,6 +321,10 @@ func (r *Replica) proposeLatched(ctx context.Context, cmd *tidekvpb.RaftCommand,
 	p := &proposal{id: r.store.nextProposalID(), cc: cc, done: make(chan applyResult, 1), latch: l, order: r.order}
 	if !r.isLeader.Load() {
 		return p.refuse(r.notLeader())
+	}
+	if r.lost.Load() && cmd.GetResetLost() == nil {
+		// Its answers would come from data it no longer has.
+		return p.refuse(&DataLostError{RangeID: r.rangeID})
 	}
 	if cmd != nil {
 		cmd.ProposalId = p.id
@@ -536,6 +545,7 @@ func (r *Replica) updateLeadershipLocked(ss *raft.SoftState) {
 	if nowLeader && !wasLeader {
 		r.mu.heartbeatsSent = map[uint64][]monoTime{}
 		r.mu.lastContact = map[uint64]monoTime{}
+		r.mu.peerLost = map[uint64]bool{}
 		r.store.notifyLeader(r)
 	}
 	r.mu.lastLeader = ss.Lead

@@ -53,7 +53,11 @@ func (r *Replica) sendSnapshotLocked(rm *tidekvpb.RaftMessage) {
 	snap := r.mu.outgoingSnaps[idx]
 	delete(r.mu.outgoingSnaps, idx)
 	to := rm.GetMessage().GetTo()
-	if snap == nil {
+	if snap == nil || r.lost.Load() {
+		// A lost leader has no data to give (volatile.go).
+		if snap != nil {
+			snap.Close()
+		}
 		r.mu.raw.ReportSnapshot(to, raft.SnapshotFailure)
 		return
 	}
@@ -284,7 +288,6 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	defer b.Close()
 	llo, lhi := keys.LogSpan(r.rangeID)
 	_ = b.DeleteRange(llo, lhi)
-	_ = b.Delete(keys.RefillKey(r.rangeID))
 	st := &tidekvpb.ReplicaState{
 		AppliedIndex:   idx,
 		Desc:           desc,
@@ -313,7 +316,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	r.loadVersionBoundLocked()
 	r.setDescLocked(desc)
 	r.applied.Store(idx)
-	r.awaitingRefill.Store(false)
+	r.lost.Store(false)
 	r.snapshots.Add(1)
 	r.store.rebuildIndex()
 	log.Printf("range %d: applied snapshot at index %d: %s", r.rangeID, idx, FormatReplicas(desc))

@@ -33,9 +33,11 @@ type Stats struct {
 	// replica GC destroyed.
 	SnapshotsRefusedOverlap atomic.Uint64
 	StaleReplicasRemoved    atomic.Uint64
-	// ReplicasRefilled counts replicas dropped at start because their data
-	// was in memory (volatile.go), to be refilled by snapshot.
-	ReplicasRefilled atomic.Uint64
+	// ReplicasLost counts replicas that lost their data with a restart
+	// (a memory range), RangesReset the resets of ranges whose voters all
+	// did, LostReplicasReplaced the lost replicas a leader replaced with
+	// fresh ones (volatile.go).
+	ReplicasLost, RangesReset, LostReplicasReplaced atomic.Uint64
 	// MessagesMisaddressed counts Raft messages and snapshots dropped
 	// because they were sent to another node ID: a node started afresh at
 	// a replaced node's address must not take over its replicas.

@@ -149,16 +149,11 @@ func (s *Store) loadReplicas() error {
 			removed = append(removed, st)
 			continue
 		}
-		dropped, err := s.dropIfDataLost(st)
+		r, err := s.addInitializedReplica(st)
 		if err != nil {
 			return fmt.Errorf("load range %d: %w", id, err)
 		}
-		if dropped {
-			continue
-		}
-		if _, err := s.addInitializedReplica(st); err != nil {
-			return fmt.Errorf("load range %d: %w", id, err)
-		}
+		s.markLostAtStart(r, st)
 	}
 	s.rebuildIndex()
 	for _, st := range removed {
@@ -181,6 +176,7 @@ func (s *Store) newReplica(rangeID uint64) *Replica {
 	r.mu.proposals = map[uint64]*proposal{}
 	r.mu.readBatches = map[uint64][]*readWaiter{}
 	r.mu.peerNodes = map[uint64]uint64{}
+	r.mu.peerLost = map[uint64]bool{}
 	r.mu.outgoingSnaps = map[uint64]storage.Snapshot{}
 	r.mu.incomingSST = map[uint64]stagedSST{}
 	r.mu.lastContact = map[uint64]monoTime{}
@@ -400,10 +396,8 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 		return
 	}
 	r.mu.peerNodes[msg.GetFrom()] = m.GetFromNodeId()
+	r.notePeerLostLocked(msg.GetFrom(), m.GetDataLost())
 	r.mu.Unlock()
-	if r.refusesToVote(msg.GetType()) {
-		return
-	}
 	r.enqueueMsg(msg)
 }
 
@@ -450,11 +444,6 @@ func (s *Store) createUninitialized(rangeID, replicaID uint64) (*Replica, error)
 		return r, nil
 	}
 	r := s.newReplica(rangeID)
-	refill, err := s.awaitsRefill(rangeID)
-	if err != nil {
-		return nil, err
-	}
-	r.awaitingRefill.Store(refill)
 	ms := raft.NewMemoryStorage()
 	if hs, err := loadHardState(s.eng, rangeID); err != nil {
 		return nil, err

@@ -1,9 +1,10 @@
 package raftstore
 
 import (
+	"context"
+	"fmt"
 	"log"
-
-	"go.etcd.io/raft/v3/raftpb"
+	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
@@ -12,34 +13,28 @@ import (
 
 // A range whose data a node keeps in memory (a memory key space's,
 // storage.Volatile) has lost it when the node restarts, while its Raft
-// state, in Pebble, still says which entries it applied. Serving that
-// state would answer reads with nothing, and applying later entries on it
-// would leave this replica's data unlike the others'. Its log cannot be
-// replayed (it is truncated), and etcd raft sends a snapshot only to a
-// follower whose log lacks what the leader has. So such a replica is
-// dropped at start with its log, and comes back as a new, uninitialized
-// replica that the leader refills by snapshot (HandleRaftMessage), with
-// two precautions etcd raft needs:
+// state and log, in Pebble, survive. Such a replica starts lost: it takes
+// part in Raft as before (its log is intact, so its votes and
+// acknowledgements stay sound) and applies entries on what is left, but
+// serves no read, takes no lease and proposes nothing, and every message
+// it sends says so (RaftMessage.data_lost). Its range's leader repairs it,
+// one step at a time (decideLost):
 //
-//   - Its term goes up by one (with no vote). The leader remembers how far
-//     this replica's log matched and would tell it to commit entries it no
-//     longer has, which etcd raft takes for a corrupt log and panics on. At
-//     the higher term the replica ignores that leader, its answer makes the
-//     leader step down, and the next leader, knowing nothing of this
-//     replica's log, probes it and sends a snapshot. So each such restart
-//     costs its ranges an election.
-//   - It casts no vote until the snapshot arrives (RefillKey, kept across
-//     another restart). The dropped log held entries that counted towards
-//     commits; voting with an empty log could elect a leader that lacks
-//     them. A range then needs its other voters to elect a leader: with 3
-//     voters, one restart is survived with no acknowledged write lost, and
-//     a second voter down before the refill leaves the range unavailable
-//     (not wrong) until one of them is back.
+//   - A leader that has its data replaces each lost replica with a fresh
+//     one on the same node (removal, then an addition whose snapshot
+//     carries the data), through the same steps as a move.
+//   - A lost leader hands leadership to a voter that says it has the data;
+//     that leader then replaces the lost ones, this one included.
+//   - When every voter has said it lost its data, none is left to copy
+//     from: the lost leader proposes ResetLostCommand, and every replica
+//     empties the range's data at that entry and serves again, a cache
+//     that starts cold. A range with one voter does so at once. (Log
+//     version 9: until every node's binary applies the command, such a
+//     range waits.)
 //
-// Where no other voter holds the data (a range with one voter), there is
-// nothing to refill from: the replica keeps its log and starts again with
-// no data at the index it had applied, which a cache allows and nothing
-// else could do.
+// So a restart of fewer than all voters loses no acknowledged write, and a
+// restart of all of them (a whole cluster) costs the data a cache may
+// lose and nothing else: the range serves again after an election.
 
 // UserDataSpans are the engine spans that hold user data of keys in
 // [start, end) of ranges other than the meta range, in each layout: what
@@ -51,54 +46,180 @@ func UserDataSpans(start, end []byte) [2][2][]byte {
 	return [2][2][]byte{{ulo, uhi}, {vlo, vhi}}
 }
 
-// dropIfDataLost drops the replica of st at start if its data was in
-// volatile spans and another voter can refill it; it reports whether it did.
-func (s *Store) dropIfDataLost(st *tidekvpb.ReplicaState) (bool, error) {
+// DataLostError says the replica asked lost its data with a restart and
+// serves nothing until its range repairs it (volatile.go).
+type DataLostError struct {
+	RangeID uint64
+}
+
+func (e *DataLostError) Error() string {
+	return fmt.Sprintf("range %d: this replica's data was in memory and went with its node's restart; it serves again once its range has repaired it, retry", e.RangeID)
+}
+
+// markLostAtStart marks a replica loaded at start lost if its data was in
+// volatile spans.
+func (s *Store) markLostAtStart(r *Replica, st *tidekvpb.ReplicaState) {
 	v, ok := s.eng.(storage.Volatile)
-	desc := st.GetDesc()
-	if !ok || !v.Volatile(dataSpan(desc, isMVCC(st))) {
-		return false, nil
+	if !ok || !v.Volatile(dataSpan(st.GetDesc(), isMVCC(st))) {
+		return
 	}
-	id := desc.GetRangeId()
-	others := 0
-	for _, rd := range desc.GetReplicas() {
-		if rd.GetType() == tidekvpb.ReplicaType_VOTER && rd.GetNodeId() != s.nodeID {
-			others++
+	r.lost.Store(true)
+	s.stats.ReplicasLost.Add(1)
+	log.Printf("range %d: its data was in memory and went with the restart: the replica serves nothing until its range repairs it (Raft state and log intact, applied index %d)",
+		r.rangeID, st.GetAppliedIndex())
+}
+
+// DataLost reports whether the replica lost its data with a restart and
+// has not been repaired yet.
+func (r *Replica) DataLost() bool { return r.lost.Load() }
+
+type lostStepKind int
+
+const (
+	lostWait     lostStepKind = iota
+	lostReplace               // replace a lost replica with a fresh one
+	lostTransfer              // hand leadership to a voter with the data
+	lostReset                 // every voter lost it: empty the range
+)
+
+// lostStep is what a leader does next about lost data, and why.
+type lostStep struct {
+	kind    lostStepKind
+	replica *tidekvpb.ReplicaDescriptor // lostReplace's and lostTransfer's
+	reason  string
+}
+
+// decideLost decides for the leader (replica self) of a range described by
+// d, whose own data is lost or not, given what the other replicas said of
+// theirs since it took over (heard: lost or not; absent: not heard yet).
+func decideLost(d *tidekvpb.RangeDescriptor, self uint64, selfLost bool, heard map[uint64]bool) lostStep {
+	if isJoint(d) || d.GetMergingInto() != 0 {
+		return lostStep{} // a change or a merge first finishes or rolls back
+	}
+	if !selfLost {
+		for _, rd := range d.GetReplicas() {
+			if rd.GetReplicaId() != self && heard[rd.GetReplicaId()] {
+				return lostStep{kind: lostReplace, replica: rd, reason: fmt.Sprintf("replica %d on node %d lost its data with a restart; a fresh one takes its place", rd.GetReplicaId(), rd.GetNodeId())}
+			}
+		}
+		return lostStep{}
+	}
+	unheard := 0
+	for _, rd := range d.GetReplicas() {
+		if rd.GetType() != tidekvpb.ReplicaType_VOTER || rd.GetReplicaId() == self {
+			continue
+		}
+		lost, ok := heard[rd.GetReplicaId()]
+		switch {
+		case ok && !lost:
+			return lostStep{kind: lostTransfer, replica: rd, reason: fmt.Sprintf("this leader lost its data with a restart; the voter on node %d has it", rd.GetNodeId())}
+		case !ok:
+			unheard++
 		}
 	}
-	if others == 0 {
-		log.Printf("range %d: its data was in memory and went with the restart; no other voter holds it, so the range starts again empty at applied index %d", id, st.GetAppliedIndex())
-		return false, nil
+	if unheard > 0 {
+		return lostStep{} // one of them may still hold the data
 	}
-	hs, err := loadHardState(s.eng, id)
-	if err != nil {
-		return false, err
-	}
-	b := s.eng.NewBatch()
-	defer b.Close()
-	_ = b.Delete(keys.ReplicaStateKey(id))
-	lo, hi := keys.LogSpan(id)
-	_ = b.DeleteRange(lo, hi)
-	_ = b.Set(keys.RefillKey(id), nil)
-	if err := putProto(b, keys.HardStateKey(id), &raftpb.HardState{Term: new(hs.GetTerm() + 1)}); err != nil {
-		return false, err
-	}
-	if err := b.Commit(true); err != nil {
-		return false, err
-	}
-	s.stats.ReplicasRefilled.Add(1)
-	log.Printf("range %d: its data was in memory and went with the restart: replica dropped, at the next term and casting no vote, to be refilled by a snapshot from the other %d voter(s)", id, others)
-	return true, nil
+	return lostStep{kind: lostReset, reason: "every voter lost the range's data with a restart: it starts again empty"}
 }
 
-// awaitsRefill reports whether rangeID's replica was dropped at start and
-// has not been refilled yet (it votes for no one).
-func (s *Store) awaitsRefill(rangeID uint64) (bool, error) {
-	_, ok, err := s.eng.Get(keys.RefillKey(rangeID))
-	return ok, err
+// lostRepairTimeout bounds one repair step run in the background.
+const lostRepairTimeout = time.Minute
+
+// tendLostLocked takes the leader's next step about lost data, if any.
+// Called on ticks by the scheduler with r.mu held.
+func (r *Replica) tendLostLocked() {
+	if !r.isLeader.Load() || r.repairing.Load() || (!r.lost.Load() && !r.anyPeerLostLocked()) {
+		return
+	}
+	step := decideLost(r.mu.state.GetDesc(), r.mu.replicaID, r.lost.Load(), r.mu.peerLost)
+	switch step.kind {
+	case lostTransfer:
+		if r.mu.raw.BasicStatus().LeadTransferee != step.replica.GetReplicaId() {
+			log.Printf("range %d: leadership to node %d: %s", r.rangeID, step.replica.GetNodeId(), step.reason)
+		}
+		r.leaseExpiry.Store(0)
+		r.mu.raw.TransferLeader(step.replica.GetReplicaId())
+	case lostReset, lostReplace:
+		if step.kind == lostReset && r.store.logVersion.Load() < LogVersionResetLost {
+			return // until every node's binary applies the reset
+		}
+		r.repairing.Store(true)
+		go func() {
+			defer r.repairing.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), lostRepairTimeout)
+			defer cancel()
+			log.Printf("range %d: %s", r.rangeID, step.reason)
+			var err error
+			if step.kind == lostReset {
+				_, err = r.propose(ctx, &tidekvpb.RaftCommand{ResetLost: &tidekvpb.ResetLostCommand{}}, nil)
+			} else {
+				err = r.replaceLost(ctx, step.replica)
+			}
+			if err != nil {
+				log.Printf("range %d: repairing lost data: %v (tried again on a later tick)", r.rangeID, err)
+			}
+		}()
+	}
 }
 
-// refusesToVote: a replica awaiting its refill drops vote requests.
-func (r *Replica) refusesToVote(t raftpb.MessageType) bool {
-	return r.awaitingRefill.Load() && (t == raftpb.MsgVote || t == raftpb.MsgPreVote)
+func (r *Replica) anyPeerLostLocked() bool {
+	for _, lost := range r.mu.peerLost {
+		if lost {
+			return true
+		}
+	}
+	return false
+}
+
+// notePeerLostLocked records what a message from peer said of its data.
+func (r *Replica) notePeerLostLocked(peer uint64, lost bool) {
+	r.mu.peerLost[peer] = lost
+}
+
+// replaceLost removes the lost replica rd and, if it was a voter, adds a
+// fresh one on the same node, which a snapshot fills. Learners are only
+// removed: placement adds them where load asks for them.
+func (r *Replica) replaceLost(ctx context.Context, rd *tidekvpb.ReplicaDescriptor) error {
+	r.store.adminMu(r.rangeID).Lock()
+	defer r.store.adminMu(r.rangeID).Unlock()
+	r.changing.Add(1)
+	defer r.changing.Add(-1)
+	d := r.desc.Load()
+	cur := replicaOnNode(d, rd.GetNodeId())
+	if cur == nil || cur.GetReplicaId() != rd.GetReplicaId() || isJoint(d) {
+		return nil // replaced already, or a change is under way
+	}
+	node := rd.GetNodeId()
+	cc := removeChange(rd.GetReplicaId())
+	nd, err := r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, node) == nil })
+	if err != nil || rd.GetType() != tidekvpb.ReplicaType_VOTER {
+		return err
+	}
+	_, err = r.addVoter(ctx, nd, node, nil)
+	if err == nil {
+		r.store.stats.LostReplicasReplaced.Add(1)
+	}
+	return err
+}
+
+// applyResetLostLocked empties the range's data (both layouts); once the
+// batch is written the replica is no longer lost.
+func (r *Replica) applyResetLostLocked(ab *applyBatch) (applyResult, []func()) {
+	d := r.mu.state.GetDesc()
+	for _, versioned := range []bool{false, true} {
+		lo, hi := dataSpan(d, versioned)
+		ab.clearSpan(r, lo, hi)
+		for k := range ab.versions {
+			if k >= string(lo) && k < string(hi) {
+				delete(ab.versions, k)
+			}
+		}
+	}
+	s := r.store
+	return applyResult{}, []func(){func() {
+		r.lost.Store(false)
+		s.stats.RangesReset.Add(1)
+		log.Printf("range %d: data reset on node %d: the range starts again empty", r.rangeID, s.nodeID)
+	}}
 }

@@ -1,10 +1,12 @@
 package raftstore
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 
-	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/memengine"
 	routedeng "github.com/tidekv/tidekv/internal/storage/routed"
 )
@@ -29,57 +31,179 @@ func (tc *testCluster) restartVolatile(id uint64) *Store {
 	return tc.startStoreOn(id, eng)
 }
 
-// A follower whose data was lost with a restart drops its replica (the
-// term one higher, no vote) instead of serving nothing as current; the
-// leader it deposes is replaced and the new one refills it by snapshot.
-func TestVolatileReplicaRefilledAfterRestart(t *testing.T) {
-	tc := newTestCluster(t, 3)
-	for i := range 20 {
-		tc.put(fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i))
-	}
-	var victim uint64
+// restartAllVolatile crashes every node and brings each back with its
+// range data gone, as a whole-cluster restart of a memory key space does.
+func (tc *testCluster) restartAllVolatile() {
+	tc.t.Helper()
 	for _, id := range tc.nodes {
-		if id != tc.leader(testRangeID).store.nodeID {
-			victim = id
-		}
+		tc.crash(id)
 	}
-	hs, err := loadHardState(tc.engines[victim], testRangeID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc.crash(victim)
-	s := tc.restartVolatile(victim)
-	if got := s.Stats().ReplicasRefilled.Load(); got != 1 {
-		t.Fatalf("%d replicas dropped to refill, want 1", got)
-	}
-	if after, _ := loadHardState(tc.engines[victim], testRangeID); after.GetTerm() != hs.GetTerm()+1 || after.GetVote() != 0 {
-		t.Fatalf("hard state at the restart %v, was %v: want the next term and no vote", after, hs)
-	}
-	tc.put("after", "restart")
-	waitFor(t, func() bool {
-		r := s.GetReplica(testRangeID)
-		return r != nil && r.Desc() != nil && !r.awaitingRefill.Load()
-	})
-	for _, k := range []string{"k05", "k19", "after"} {
-		waitFor(t, func() bool { _, ok, _ := s.eng.Get(dataKey(k)); return ok })
-	}
-	if _, ok, _ := tc.engines[victim].Get(dataKey("k05")); ok {
-		t.Fatal("the refilled data is in the base engine, not in memory")
-	}
-	if _, ok, _ := tc.engines[victim].Get(keys.RefillKey(testRangeID)); ok {
-		t.Fatal("the refill mark outlived the snapshot")
+	for _, id := range tc.nodes {
+		tc.restartVolatile(id)
 	}
 }
 
-// With no other voter to refill from, the replica starts again empty at
-// the index it had applied, and takes writes.
+// waitRepaired waits until node id's replica of the test range holds its
+// data again (not lost) and is a voter, and returns it.
+func (tc *testCluster) waitRepaired(id uint64) *Replica {
+	tc.t.Helper()
+	var r *Replica
+	waitFor(tc.t, func() bool {
+		r = tc.stores[id].GetReplica(testRangeID)
+		return r != nil && r.Desc() != nil && !r.DataLost() && replicaOnNode(r.Desc(), id).GetType() == tidekvpb.ReplicaType_VOTER
+	})
+	return r
+}
+
+// readsOn checks that node id's replica answers an ANY read of each key
+// with its value, once it has caught up.
+func (tc *testCluster) readsOn(id uint64, want map[string]string) {
+	tc.t.Helper()
+	for k, v := range want {
+		waitFor(tc.t, func() bool {
+			r := tc.stores[id].GetReplica(testRangeID)
+			if r == nil {
+				return false
+			}
+			got, ok, err := r.Get(context.Background(), []byte(k), anyRead)
+			return err == nil && ok && string(got) == v
+		})
+	}
+}
+
+func fill(tc *testCluster, n int) map[string]string {
+	want := map[string]string{}
+	for i := range n {
+		k, v := fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i)
+		tc.put(k, v)
+		want[k] = v
+	}
+	return want
+}
+
+func nonLeader(tc *testCluster) uint64 {
+	for _, id := range tc.nodes {
+		if id != tc.leader(testRangeID).store.nodeID {
+			return id
+		}
+	}
+	return 0
+}
+
+// A follower whose data went with a restart serves nothing as current:
+// the leader replaces it with a fresh replica that a snapshot fills, into
+// memory again, and no acknowledged write is lost.
+func TestVolatileFollowerReplacedAfterRestart(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	want := fill(tc, 20)
+	victim := nonLeader(tc)
+	tc.crash(victim)
+	s := tc.restartVolatile(victim)
+	if got := s.Stats().ReplicasLost.Load(); got != 1 {
+		t.Fatalf("%d replicas lost at the restart, want 1", got)
+	}
+	tc.put("after", "restart")
+	want["after"] = "restart"
+	tc.waitRepaired(victim)
+	tc.readsOn(victim, want)
+	if _, ok, _ := tc.engines[victim].Get(dataKey("k05")); ok {
+		t.Fatal("the refilled data is in the base engine, not in memory")
+	}
+	// Counted once the fresh replica is a voter.
+	waitFor(t, func() bool { return tc.leader(testRangeID).store.Stats().LostReplicasReplaced.Load() == 1 })
+}
+
+// A leader whose data went with a restart hands leadership to a voter
+// that has it, which then replaces it.
+func TestVolatileLeaderHandsOver(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	want := fill(tc, 20)
+	victim := tc.leader(testRangeID).store.nodeID
+	tc.crash(victim)
+	tc.restartVolatile(victim)
+	tc.waitRepaired(victim)
+	tc.readsOn(victim, want)
+	for k, v := range want {
+		if got, ok := tc.get(k); !ok || got != v {
+			t.Fatalf("%s = %q, %v after the leader's restart, want %q", k, got, ok, v)
+		}
+	}
+}
+
+// Two of three voters restarted: the third still has every acknowledged
+// write (it is needed for a quorum of the new leader's log), and both are
+// repaired from it.
+func TestVolatileTwoOfThreeRestarted(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	want := fill(tc, 20)
+	var victims []uint64
+	for _, id := range tc.nodes {
+		if len(victims) < 2 {
+			victims = append(victims, id)
+		}
+	}
+	for _, id := range victims {
+		tc.crash(id)
+	}
+	for _, id := range victims {
+		tc.restartVolatile(id)
+	}
+	for _, id := range tc.nodes {
+		tc.waitRepaired(id)
+		tc.readsOn(id, want)
+	}
+}
+
+// Every voter restarted: no one has the data, so the range starts again
+// empty, the same on every replica, and takes writes.
+func TestVolatileWholeRangeRestartsEmpty(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	fill(tc, 20)
+	tc.restartAllVolatile()
+	for _, id := range tc.nodes {
+		tc.waitRepaired(id)
+	}
+	if _, ok := tc.get("k05"); ok {
+		t.Fatal("a value lost with every voter's memory is still read")
+	}
+	tc.put("new", "value")
+	for _, id := range tc.nodes {
+		tc.readsOn(id, map[string]string{"new": "value"})
+		r := tc.stores[id].GetReplica(testRangeID)
+		if got, ok, err := r.Get(context.Background(), []byte("k05"), anyRead); err != nil || ok {
+			t.Fatalf("node %d reads k05 = %q, %v, %v after the reset", id, got, ok, err)
+		}
+		if got := tc.stores[id].Stats().RangesReset.Load(); got != 1 {
+			t.Fatalf("node %d reset the range %d times, want 1", id, got)
+		}
+	}
+}
+
+// A lost replica refuses reads and writes with DataLostError rather than
+// answering from the data it no longer has.
+func TestVolatileLostReplicaServesNothing(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	tc.put("k", "v")
+	r := tc.leader(testRangeID)
+	r.lost.Store(true)
+	var lost *DataLostError
+	if _, _, err := r.Get(context.Background(), []byte("k"), anyRead); !errors.As(err, &lost) {
+		t.Fatalf("read on a lost replica: %v", err)
+	}
+	if _, err := r.Write(context.Background(), []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("w")}}); !errors.As(err, &lost) {
+		t.Fatalf("write on a lost replica: %v", err)
+	}
+}
+
+// With no other voter, the replica starts again empty at once, and takes
+// writes.
 func TestVolatileSoleVoterStartsEmpty(t *testing.T) {
 	tc := newTestCluster(t, 1)
 	tc.put("k", "v")
 	tc.crash(1)
 	s := tc.restartVolatile(1)
-	if got := s.Stats().ReplicasRefilled.Load(); got != 0 {
-		t.Fatalf("%d replicas dropped with no voter to refill them", got)
+	if got := s.Stats().ReplicasLost.Load(); got != 1 {
+		t.Fatalf("%d replicas lost at the restart, want 1", got)
 	}
 	if _, ok := tc.get("k"); ok {
 		t.Fatal("a value lost with the memory engine is still read")
@@ -87,5 +211,47 @@ func TestVolatileSoleVoterStartsEmpty(t *testing.T) {
 	tc.put("k2", "v2")
 	if v, ok := tc.get("k2"); !ok || v != "v2" {
 		t.Fatalf("k2 = %q, %v", v, ok)
+	}
+}
+
+func TestDecideLost(t *testing.T) {
+	voters := func(ids ...uint64) *tidekvpb.RangeDescriptor {
+		d := &tidekvpb.RangeDescriptor{RangeId: testRangeID}
+		for _, id := range ids {
+			d.Replicas = append(d.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: id * 10, ReplicaId: id})
+		}
+		return d
+	}
+	learner := voters(1, 2, 3)
+	learner.Replicas = append(learner.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: 40, ReplicaId: 4, Type: tidekvpb.ReplicaType_LEARNER})
+	joint := voters(1, 2)
+	joint.Replicas = append(joint.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: 30, ReplicaId: 3, Type: tidekvpb.ReplicaType_VOTER_INCOMING})
+	for _, c := range []struct {
+		name     string
+		d        *tidekvpb.RangeDescriptor
+		selfLost bool
+		heard    map[uint64]bool
+		kind     lostStepKind
+		replica  uint64
+	}{
+		{"nothing lost", voters(1, 2, 3), false, map[uint64]bool{2: false, 3: false}, lostWait, 0},
+		{"a follower lost", voters(1, 2, 3), false, map[uint64]bool{2: false, 3: true}, lostReplace, 3},
+		{"a learner lost", learner, false, map[uint64]bool{4: true}, lostReplace, 4},
+		{"not while joint", joint, false, map[uint64]bool{2: true}, lostWait, 0},
+		{"lost leader, a voter has it", voters(1, 2, 3), true, map[uint64]bool{2: true, 3: false}, lostTransfer, 3},
+		{"lost leader, one not heard", voters(1, 2, 3), true, map[uint64]bool{2: true}, lostWait, 0},
+		{"every voter lost", voters(1, 2, 3), true, map[uint64]bool{2: true, 3: true}, lostReset, 0},
+		{"every voter lost, a learner not", learner, true, map[uint64]bool{2: true, 3: true, 4: false}, lostReset, 0},
+		{"sole voter", voters(1), true, nil, lostReset, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			step := decideLost(c.d, 1, c.selfLost, c.heard)
+			if step.kind != c.kind || step.replica.GetReplicaId() != c.replica {
+				t.Fatalf("got %v on replica %d (%s), want %v on %d", step.kind, step.replica.GetReplicaId(), step.reason, c.kind, c.replica)
+			}
+			if step.kind != lostWait && step.reason == "" {
+				t.Fatal("a step without a reason")
+			}
+		})
 	}
 }

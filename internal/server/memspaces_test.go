@@ -80,13 +80,13 @@ func TestMemoryKeySpace(t *testing.T) {
 	checkInMemory(t, tc, ksID)
 
 	// A restart of a voter that does not hold the lease: its memory is
-	// gone, its replicas refill.
+	// gone, and the leaseholder replaces its lost replicas with fresh ones.
 	victim := tc.followerOf(t, rid)
 	i := nodeIndex(tc, victim)
 	base := tc.kill(i, f.parts[i])
 	tc.restartOn(ctx, i, base)
-	if got := tc.nodes[i].Store().Stats().ReplicasRefilled.Load(); got == 0 {
-		t.Fatal("no replica was dropped to refill after the restart")
+	if got := tc.nodes[i].Store().Stats().ReplicasLost.Load(); got == 0 {
+		t.Fatal("no replica lost its data with the restart")
 	}
 	waitSameData(t, tc, rid, victim)
 	if err := c.TransferLease(ctx, rid, victim); err != nil {
@@ -211,6 +211,12 @@ func waitSameData(t *testing.T, tc *testCluster, rangeID, node uint64) {
 		if r == nil || r.Desc() == nil || lr == nil {
 			return fmt.Errorf("no initialized replica on node %d", node)
 		}
+		if r.DataLost() {
+			return fmt.Errorf("node %d's replica still lost", node)
+		}
+		if !isVoterOn(r.Desc(), node) {
+			return fmt.Errorf("node %d's replica is not a voter yet", node)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, got, err := r.LiveSize(ctx)
@@ -223,4 +229,13 @@ func waitSameData(t *testing.T, tc *testCluster, rangeID, node uint64) {
 		}
 		return err
 	})
+}
+
+func isVoterOn(d *tidekvpb.RangeDescriptor, node uint64) bool {
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() == node {
+			return rd.GetType() == tidekvpb.ReplicaType_VOTER
+		}
+	}
+	return false
 }

@@ -11,7 +11,7 @@
 // snapshot or iterator across engines is taken, so readers see it whole. A
 // crash between the parts is no concern of ours: the memory parts are lost
 // on any crash anyway, and the Raft state in the base engine then says
-// their data is gone (raftstore refills such replicas).
+// their data is gone (raftstore repairs such replicas, volatile.go).
 //
 // Routes are added while the engine runs (a key space created after the
 // node started): AddPart moves what the base engine already holds in the
