@@ -172,69 +172,98 @@ func ecsRunMode(ctx context.Context, opts Options, m ecsMode, binary, dir string
 	if err := ecsSetup(ctx, opts, cl); err != nil {
 		return nil, err
 	}
-	var conns [][]*grpc.ClientConn
-	var redis []string
-	for i, a := range cl.Addrs() {
-		var nc []*grpc.ClientConn
-		for range ecsConnsPerNode {
-			cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				return nil, err
-			}
-			defer cc.Close()
-			nc = append(nc, cc)
-		}
-		conns = append(conns, nc)
-		redis = append(redis, cl.RedisAddr(i))
+	conns, redis, closeConns, err := ecsDial(cl)
+	if err != nil {
+		return nil, err
 	}
-	third := ecsKeys / ecsNodes
+	defer closeConns()
 	value := lrValue("w;", ecsValueSize)
-	var steps []ecsStep
 	calls, closeCalls, err := ecsCallers(cl.Addrs(), conns, value)
 	if err != nil {
 		return nil, err
 	}
 	defer closeCalls()
+	var steps []ecsStep
 	for _, proto := range ecsProtos {
 		for _, wl := range []string{"reads", "writes", "mix"} {
-			zipf := newLrZipf(third, ecsZipfS, opts.Seed)
-			choose := func(n int, r *rand.Rand) ecsOp {
-				write := wl == "writes" || (wl == "mix" && r.IntN(2) == 0)
-				return ecsOp{write: write, key: lrKey(ecsPrefix, n*third+zipf.Next(r))}
+			ss, err := ecsRunSeries(ctx, opts, m.name, cl, proto, wl, calls, conns, redis, value, peaks, multiples, step, calib)
+			if err != nil {
+				return nil, err
 			}
-			// The Go client and raw gRPC reach the same service: one peak,
-			// measured with raw calls (the client's window would refuse
-			// some of a saturating closed loop itself).
-			name, calProto := "grpc/"+wl, "grpc"
-			if proto == "resp" {
-				name, calProto = "resp/"+wl, "resp"
-			}
-			if _, ok := peaks[name]; !ok {
-				p, err := ecsPeak(ctx, calProto, calls[calProto], redis, calib, choose, value)
-				if err != nil {
-					return nil, err
-				}
-				peaks[name] = p
-				lrLogf(opts, "ecstore: %s peak %.0f/s per node", name, p)
-				// The calibration saturated the nodes: let their admission
-				// recover its full share (a tenth per window) first.
-				time.Sleep(1500 * time.Millisecond)
-			}
-			for i, k := range multiples {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				rate := k * peaks[name]
-				lrLogf(opts, "ecstore: %s: %s/%s at %.1fx (%.0f/s per node) for %v", m.name, proto, wl, k, rate, step)
-				st, err := ecsRunStep(ctx, cl, proto, calls[proto], conns, redis, choose, value, rate, step, opts.Seed+uint64(i))
-				if err != nil {
-					return nil, err
-				}
-				st.mode, st.proto, st.workload, st.multiple, st.peak = m.name, proto, wl, k, peaks[name]
-				steps = append(steps, st)
-				time.Sleep(500 * time.Millisecond) // let the backlog drain
+			steps = append(steps, ss...)
+		}
+	}
+	return steps, nil
+}
+
+// ecsDial opens ecsConnsPerNode gRPC connections to each node and lists
+// the nodes' Redis addresses; closeAll closes the connections.
+func ecsDial(cl *lrProcs) (conns [][]*grpc.ClientConn, redis []string, closeAll func(), err error) {
+	closeAll = func() {
+		for _, nc := range conns {
+			for _, cc := range nc {
+				cc.Close()
 			}
 		}
+	}
+	for i, a := range cl.Addrs() {
+		conns = append(conns, nil)
+		for range ecsConnsPerNode {
+			cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				closeAll()
+				return nil, nil, nil, err
+			}
+			conns[i] = append(conns[i], cc)
+		}
+		redis = append(redis, cl.RedisAddr(i))
+	}
+	return conns, redis, closeAll, nil
+}
+
+// ecsRunSeries runs one protocol and workload at each multiple of its
+// peak, measuring the peak first unless an earlier mode has.
+func ecsRunSeries(ctx context.Context, opts Options, mode string, cl *lrProcs, proto, wl string, calls map[string]ecsCall,
+	conns [][]*grpc.ClientConn, redis []string, value []byte, peaks map[string]float64,
+	multiples []float64, step, calib time.Duration) ([]ecsStep, error) {
+	third := ecsKeys / ecsNodes
+	zipf := newLrZipf(third, ecsZipfS, opts.Seed)
+	choose := func(n int, r *rand.Rand) ecsOp {
+		write := wl == "writes" || (wl == "mix" && r.IntN(2) == 0)
+		return ecsOp{write: write, key: lrKey(ecsPrefix, n*third+zipf.Next(r))}
+	}
+	// The Go client and raw gRPC reach the same service: one peak,
+	// measured with raw calls (the client's window would refuse
+	// some of a saturating closed loop itself).
+	name, calProto := "grpc/"+wl, "grpc"
+	if proto == "resp" {
+		name, calProto = "resp/"+wl, "resp"
+	}
+	if _, ok := peaks[name]; !ok {
+		p, err := ecsPeak(ctx, calProto, calls[calProto], redis, calib, choose, value)
+		if err != nil {
+			return nil, err
+		}
+		peaks[name] = p
+		lrLogf(opts, "ecstore: %s peak %.0f/s per node", name, p)
+		// The calibration saturated the nodes: let their admission
+		// recover its full share (a tenth per window) first.
+		time.Sleep(1500 * time.Millisecond)
+	}
+	var steps []ecsStep
+	for i, k := range multiples {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		rate := k * peaks[name]
+		lrLogf(opts, "ecstore: %s: %s/%s at %.1fx (%.0f/s per node) for %v", mode, proto, wl, k, rate, step)
+		st, err := ecsRunStep(ctx, cl, proto, calls[proto], conns, redis, choose, value, rate, step, opts.Seed+uint64(i))
+		if err != nil {
+			return nil, err
+		}
+		st.mode, st.proto, st.workload, st.multiple, st.peak = mode, proto, wl, k, peaks[name]
+		steps = append(steps, st)
+		time.Sleep(500 * time.Millisecond) // let the backlog drain
 	}
 	return steps, nil
 }

@@ -1,0 +1,215 @@
+package resp
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func cmdPing(x *call) {
+	switch len(x.args) {
+	case 1:
+		x.c.WriteString("PONG")
+	case 2:
+		x.c.WriteBulk(x.args[1])
+	default:
+		x.c.WriteError(errArity(x.name))
+	}
+}
+
+func cmdEcho(x *call) { x.c.WriteBulk(x.args[1]) }
+
+func cmdQuit(x *call) {
+	x.c.WriteString("OK")
+	x.st.quit = true
+	x.c.Close()
+}
+
+// cmdSelect: SELECT n switches the connection to database n: 0 is the
+// Server's KV, the others what Databases maps them to.
+func cmdSelect(x *call) {
+	n, err := strconv.Atoi(string(x.args[1]))
+	switch {
+	case err != nil:
+		x.c.WriteError(errNotInt)
+	case n == 0:
+		x.st.kv, x.st.db = x.s.kv, 0
+		x.c.WriteString("OK")
+	case n < 0 || x.s.databases == nil:
+		x.c.WriteError("ERR DB index is out of range (this node serves only database 0)")
+	default:
+		kv, err := x.s.databases(x.ctx, n)
+		if err != nil {
+			x.c.WriteError("ERR " + err.Error())
+			return
+		}
+		x.st.kv, x.st.db = kv, n
+		x.c.WriteString("OK")
+	}
+}
+
+func cmdClient(x *call) {
+	sub := strings.ToLower(string(x.args[1]))
+	switch {
+	case sub == "setname" && len(x.args) == 3:
+		if bytes.ContainsAny(x.args[2], " \n\r") {
+			x.c.WriteError("ERR Client names cannot contain spaces, newlines or special characters.")
+			return
+		}
+		x.st.name = string(x.args[2])
+		x.c.WriteString("OK")
+	case sub == "getname" && len(x.args) == 2:
+		if x.st.name == "" {
+			x.c.WriteNull()
+		} else {
+			x.c.WriteBulkString(x.st.name)
+		}
+	case sub == "id" && len(x.args) == 2:
+		x.c.WriteInt64(x.st.id)
+	case sub == "setinfo" && len(x.args) == 4:
+		x.c.WriteString("OK")
+	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo":
+		x.c.WriteError(fmt.Sprintf("ERR wrong number of arguments for 'client|%s' command", sub))
+	default:
+		x.c.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", trunc(x.args[1])))
+	}
+}
+
+func cmdCommand(x *call) {
+	if len(x.args) >= 2 && strings.EqualFold(string(x.args[1]), "count") {
+		x.c.WriteInt(len(commands))
+		return
+	}
+	// COMMAND, COMMAND DOCS, COMMAND INFO: no documentation; clients
+	// (redis-cli) then work without hints.
+	x.c.WriteArray(0)
+}
+
+func cmdInfo(x *call) {
+	port := 0
+	if a, ok := x.s.Addr().(*net.TCPAddr); ok {
+		port = a.Port
+	}
+	up := time.Since(x.s.start)
+	info := fmt.Sprintf("# Server\r\nredis_version:7.0.0-tidekv\r\nredis_mode:standalone\r\n"+
+		"tidekv_protocol:resp2\r\ntcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n\r\n"+
+		"# Clients\r\nconnected_clients:%d\r\n\r\n# Keyspace\r\n",
+		port, int64(up.Seconds()), int64(up.Hours()/24), x.s.conns.Load())
+	x.c.WriteBulkString(info)
+}
+
+// cmdConfig answers CONFIG GET for the parameters redis-benchmark asks
+// about (save, appendonly), and an empty list for the rest.
+func cmdConfig(x *call) {
+	if !strings.EqualFold(string(x.args[1]), "get") {
+		x.c.WriteError(fmt.Sprintf("ERR CONFIG %s is not supported by TideKV", trunc(x.args[1])))
+		return
+	}
+	known := map[string]string{"save": "", "appendonly": "no", "databases": "1"}
+	var out []string
+	for _, a := range x.args[2:] {
+		p := strings.ToLower(string(a))
+		for k, v := range known {
+			if globMatch([]byte(p), []byte(k)) {
+				out = append(out, k, v)
+			}
+		}
+	}
+	x.c.WriteArray(len(out))
+	for _, s := range out {
+		x.c.WriteBulkString(s)
+	}
+}
+
+// cmdHello speaks RESP2 only. HELLO 3 gets the reply a Redis without HELLO
+// gives ("ERR unknown command 'HELLO'..."): every client falls back to RESP2
+// on that one, while some (go-redis before v9.0.0 final, which go-ycsb
+// pins) treat any other error, NOPROTO included, as fatal. HELLO [2]
+// [AUTH user pass] [SETNAME name] answers like Redis.
+func cmdHello(x *call) {
+	args := x.args[1:]
+	if len(args) > 0 {
+		v, err := strconv.Atoi(string(args[0]))
+		if err != nil {
+			x.c.WriteError("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 {
+			x.c.WriteError(fmt.Sprintf("ERR unknown command 'HELLO', with args beginning with: %s", argsPreview(x.args[1:])))
+			return
+		}
+		args = args[1:]
+	}
+	for len(args) > 0 {
+		opt := strings.ToLower(string(args[0]))
+		switch {
+		case opt == "auth" && len(args) >= 3:
+			if !x.checkAuth(args[1], args[2]) {
+				return
+			}
+			args = args[3:]
+		case opt == "setname" && len(args) >= 2:
+			x.st.name = string(args[1])
+			args = args[2:]
+		default:
+			x.c.WriteError(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", trunc(args[0])))
+			return
+		}
+	}
+	if !x.st.authed {
+		x.c.WriteError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	x.c.WriteArray(14)
+	x.c.WriteBulkString("server")
+	x.c.WriteBulkString("redis")
+	x.c.WriteBulkString("version")
+	x.c.WriteBulkString("7.0.0-tidekv")
+	x.c.WriteBulkString("proto")
+	x.c.WriteInt(2)
+	x.c.WriteBulkString("id")
+	x.c.WriteInt64(x.st.id)
+	x.c.WriteBulkString("mode")
+	x.c.WriteBulkString("standalone")
+	x.c.WriteBulkString("role")
+	x.c.WriteBulkString("master")
+	x.c.WriteBulkString("modules")
+	x.c.WriteArray(0)
+}
+
+// checkAuth checks a user and password, writes the error if they are
+// wrong, and reports whether they were right.
+func (x *call) checkAuth(user, pass []byte) bool {
+	if x.s.cfg.Auth != nil {
+		return x.authenticate(user, pass)
+	}
+	if x.s.cfg.Password == "" {
+		x.c.WriteError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		return false
+	}
+	if (user != nil && string(user) != "default") || string(pass) != x.s.cfg.Password {
+		x.c.WriteError("WRONGPASS invalid username-password pair or user is disabled.")
+		return false
+	}
+	x.st.authed, x.st.user, x.st.access = true, "default", AccessWrite
+	return true
+}
+
+func cmdAuth(x *call) {
+	var ok bool
+	switch len(x.args) {
+	case 2:
+		ok = x.checkAuth(nil, x.args[1])
+	case 3:
+		ok = x.checkAuth(x.args[1], x.args[2])
+	default:
+		x.c.WriteError(errSyntax)
+		return
+	}
+	if ok {
+		x.c.WriteString("OK")
+	}
+}

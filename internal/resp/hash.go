@@ -1,0 +1,292 @@
+package resp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// clearFields deletes every field of hash h (not its marker). A KV that
+// cannot scan holds no hashes.
+func (x *call) clearFields(h []byte) error {
+	start, end := fieldPrefix(h), fieldsEnd(h)
+	for {
+		kvs, err := x.kv.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
+		if errors.Is(err, ErrUnordered) {
+			return nil
+		}
+		if err != nil || len(kvs) == 0 {
+			return err
+		}
+		ops := make([]Op, len(kvs))
+		for i, kv := range kvs {
+			ops[i] = Op{Key: kv.Key, Delete: true}
+		}
+		if err := x.write(ops); err != nil {
+			return err
+		}
+		if len(kvs) < x.s.cfg.MaxBatchKeys {
+			return nil
+		}
+		start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
+	}
+}
+
+// hashState reads hash h's marker and the given fields in one BatchGet. It
+// writes WRONGTYPE and returns ok=false if h holds a string.
+func (x *call) hashState(h []byte, fields [][]byte) (exists bool, vals []Result, ok bool) {
+	keys := make([][]byte, 0, 1+len(fields))
+	keys = append(keys, encKey(h))
+	for _, f := range fields {
+		keys = append(keys, fieldKey(h, f))
+	}
+	rs, err := x.batchGet(keys)
+	if err != nil {
+		replyErr(x.c, err)
+		return false, nil, false
+	}
+	if rs[0].Found && !isHashMarker(rs[0].Value) {
+		x.c.WriteError(errWrongType)
+		return false, nil, false
+	}
+	if !rs[0].Found {
+		// Without its marker the hash does not exist; any fields left
+		// behind (after SET or DEL) are stale.
+		for i := range rs[1:] {
+			rs[1+i] = Result{}
+		}
+	}
+	return rs[0].Found, rs[1:], true
+}
+
+func cmdHSet(x *call) {
+	if len(x.args)%2 != 0 {
+		x.c.WriteError(errArity(x.name))
+		return
+	}
+	h := x.args[1]
+	var fields [][]byte
+	vals := map[string][]byte{}
+	for i := 2; i < len(x.args); i += 2 {
+		f := string(x.args[i])
+		if _, dup := vals[f]; !dup {
+			fields = append(fields, x.args[i])
+		}
+		vals[f] = x.args[i+1]
+	}
+	if !x.hsetOneStep(h, fields, vals) {
+		x.hsetReadThenWrite(h, fields, vals)
+	}
+}
+
+// replyHSet answers HSET with the number of new fields, HMSET with OK.
+func (x *call) replyHSet(added int) {
+	if x.name == "hmset" {
+		x.c.WriteString("OK")
+	} else {
+		x.c.WriteInt(added)
+	}
+}
+
+// hashOps are the writes of HSET: the marker, then each field.
+func hashOps(h []byte, fields [][]byte, vals map[string][]byte) []Op {
+	ops := make([]Op, 0, 1+len(fields))
+	// The marker keeps the hash's TTL, as in Redis.
+	ops = append(ops, Op{Key: encKey(h), Value: hashMarker, Expiry: Expiry{Keep: true}})
+	for _, f := range fields {
+		ops = append(ops, Op{Key: fieldKey(h, f), Value: vals[string(f)]})
+	}
+	return ops
+}
+
+// hsetOneStep writes the hash in one guarded write: the store checks the
+// marker (WRONGTYPE on a string), clears stale fields if the hash is new,
+// and says which fields existed. It returns false, having replied nothing,
+// when the write cannot be one step (too many fields for one write, or the
+// hash spans ranges).
+func (x *call) hsetOneStep(h []byte, fields [][]byte, vals map[string][]byte) bool {
+	if 1+len(fields) > x.s.cfg.MaxBatchKeys {
+		return false
+	}
+	g := Guard{Key: encKey(h), Value: hashMarker, ClearStart: fieldPrefix(h), ClearEnd: fieldsEnd(h)}
+	res, err := x.kv.GuardedWrite(x.ctx, hashOps(h, fields, vals), g)
+	switch {
+	case errors.Is(err, ErrInvalidArgument):
+		return false
+	case err != nil:
+		replyErr(x.c, err)
+	case res.Failed:
+		x.c.WriteError(errWrongType)
+	default:
+		added := 0
+		for _, existed := range res.Existed[1:] {
+			if !existed {
+				added++
+			}
+		}
+		x.replyHSet(added)
+	}
+	return true
+}
+
+// hsetReadThenWrite is HSET for hashes one write cannot cover: read the
+// marker and fields, clear stale fields of a new hash, then write in
+// batches.
+func (x *call) hsetReadThenWrite(h []byte, fields [][]byte, vals map[string][]byte) {
+	exists, cur, ok := x.hashState(h, fields)
+	if !ok {
+		return
+	}
+	if !exists {
+		if err := x.clearFields(h); err != nil {
+			replyErr(x.c, err)
+			return
+		}
+	}
+	added := 0
+	for i := range fields {
+		if !cur[i].Found {
+			added++
+		}
+	}
+	if err := x.write(hashOps(h, fields, vals)); err != nil {
+		replyErr(x.c, err)
+		return
+	}
+	x.replyHSet(added)
+}
+
+func cmdHGet(x *call) {
+	_, rs, ok := x.hashState(x.args[1], x.args[2:3])
+	if !ok {
+		return
+	}
+	if rs[0].Found {
+		x.c.WriteBulk(rs[0].Value)
+	} else {
+		x.c.WriteNull()
+	}
+}
+
+func cmdHExists(x *call) {
+	_, rs, ok := x.hashState(x.args[1], x.args[2:3])
+	if !ok {
+		return
+	}
+	if rs[0].Found {
+		x.c.WriteInt(1)
+	} else {
+		x.c.WriteInt(0)
+	}
+}
+
+func cmdHMGet(x *call) {
+	_, rs, ok := x.hashState(x.args[1], x.args[2:])
+	if !ok {
+		return
+	}
+	x.c.WriteArray(len(rs))
+	for _, r := range rs {
+		if r.Found {
+			x.c.WriteBulk(r.Value)
+		} else {
+			x.c.WriteNull()
+		}
+	}
+}
+
+// cmdHGetAll serves HGETALL, HKEYS, HVALS and HLEN with a range scan over
+// [enc(h), enc(h) 0x00 0x02): the marker followed by the fields. A hash
+// whose fields exceed the output buffer is refused (HLEN only counts, so it
+// reads page by page, holding one page).
+func cmdHGetAll(x *call) {
+	h := x.args[1]
+	budget := x.s.cfg.MaxOutputBuffer
+	if x.name == "hlen" {
+		budget = -1
+	}
+	kvs, n, err := x.readSpan(encKey(h), fieldsEnd(h), budget)
+	if errors.Is(err, errReplyTooLarge) {
+		x.c.WriteError(fmt.Sprintf("ERR hash of more than %d bytes: %s replies at most the output buffer limit (--redis-max-output-buffer); read it with HMGET in parts", budget, strings.ToUpper(x.name)))
+		return
+	}
+	if err != nil {
+		replyErr(x.c, err)
+		return
+	}
+	if len(kvs) == 0 || !bytes.Equal(kvs[0].Key, encKey(h)) {
+		kvs = nil // no marker: no hash (any fields are stale)
+	} else if !isHashMarker(kvs[0].Value) {
+		x.c.WriteError(errWrongType)
+		return
+	} else {
+		kvs = kvs[1:]
+	}
+	pre := fieldPrefix(h)
+	switch x.name {
+	case "hlen":
+		if kvs == nil {
+			n = 0
+		}
+		x.c.WriteInt(max(n-1, 0))
+	case "hkeys":
+		x.c.WriteArray(len(kvs))
+		for _, kv := range kvs {
+			x.c.WriteBulk(kv.Key[len(pre):])
+		}
+	case "hvals":
+		x.c.WriteArray(len(kvs))
+		for _, kv := range kvs {
+			x.c.WriteBulk(kv.Value)
+		}
+	default:
+		x.c.WriteArray(2 * len(kvs))
+		for _, kv := range kvs {
+			x.c.WriteBulk(kv.Key[len(pre):])
+			x.c.WriteBulk(kv.Value)
+		}
+	}
+}
+
+func cmdHDel(x *call) {
+	h := x.args[1]
+	exists, rs, ok := x.hashState(h, x.args[2:])
+	if !ok {
+		return
+	}
+	if !exists {
+		x.c.WriteInt(0)
+		return
+	}
+	n := 0
+	seen := map[string]bool{}
+	var ops []Op
+	for i, f := range x.args[2:] {
+		if rs[i].Found && !seen[string(f)] {
+			seen[string(f)] = true
+			n++
+			ops = append(ops, Op{Key: fieldKey(h, f), Delete: true})
+		}
+	}
+	if len(ops) > 0 {
+		if err := x.write(ops); err != nil {
+			replyErr(x.c, err)
+			return
+		}
+		// The last field gone, the hash goes too.
+		left, err := x.kv.Scan(x.ctx, fieldPrefix(h), fieldsEnd(h), 1)
+		if err != nil {
+			replyErr(x.c, err)
+			return
+		}
+		if len(left) == 0 {
+			m := hashMarker
+			if _, _, _, err := x.kv.CompareAndSet(x.ctx, encKey(h), &m, nil, Expiry{}); err != nil {
+				replyErr(x.c, err)
+				return
+			}
+		}
+	}
+	x.c.WriteInt(n)
+}

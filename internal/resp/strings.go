@@ -1,0 +1,113 @@
+package resp
+
+import (
+	"errors"
+	"math"
+	"strconv"
+)
+
+func cmdGet(x *call) {
+	v, err := x.kv.Get(x.ctx, encKey(x.args[1]))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		x.c.WriteNull()
+	case err != nil:
+		replyErr(x.c, err)
+	case isHashMarker(v):
+		x.c.WriteError(errWrongType)
+	default:
+		x.c.WriteBulk(v)
+	}
+}
+
+func cmdIncr(x *call) {
+	delta := int64(1)
+	switch x.name {
+	case "decr":
+		delta = -1
+	case "incrby", "decrby":
+		d, err := strconv.ParseInt(string(x.args[2]), 10, 64)
+		if err != nil || (x.name == "decrby" && d == math.MinInt64) {
+			x.c.WriteError(errNotInt)
+			return
+		}
+		if x.name == "decrby" {
+			d = -d
+		}
+		delta = d
+	}
+	var result int64
+	// The counter keeps its TTL, as in Redis.
+	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, bool, string) {
+		var n int64
+		if exists {
+			if isHashMarker(cur) {
+				return nil, false, errWrongType
+			}
+			v, err := strconv.ParseInt(string(cur), 10, 64)
+			if err != nil || strconv.FormatInt(v, 10) != string(cur) {
+				return nil, false, errNotInt
+			}
+			n = v
+		}
+		if (delta > 0 && n > math.MaxInt64-delta) || (delta < 0 && n < math.MinInt64-delta) {
+			return nil, false, "ERR increment or decrement would overflow"
+		}
+		result = n + delta
+		return []byte(strconv.FormatInt(result, 10)), true, ""
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteInt64(result)
+}
+
+// cmdMGet replies batch by batch. A batch that fails after the first has
+// been written answers each of its keys with the error, as an element of
+// the array (RESP allows it; EXEC does the same), and ends the command.
+func cmdMGet(x *call) {
+	keys := len(x.args) - 1
+	x.readArgs(func(done int, rs []Result, err error) bool {
+		switch {
+		case err != nil && done == 0:
+			replyErr(x.c, err)
+			return false
+		case err != nil:
+			for range keys - done {
+				replyErr(x.c, err)
+			}
+			return false
+		case done == 0:
+			x.c.WriteArray(keys)
+		}
+		for _, r := range rs {
+			if r.Found && !isHashMarker(r.Value) {
+				x.c.WriteBulk(r.Value)
+			} else {
+				x.c.WriteNull()
+			}
+		}
+		return true
+	})
+}
+
+func cmdMSet(x *call) {
+	if len(x.args)%2 != 1 {
+		x.c.WriteError(errArity(x.name))
+		return
+	}
+	ops := make([]Op, 0, len(x.args)/2)
+	for i := 1; i < len(x.args); i += 2 {
+		if isHashMarker(x.args[i+1]) {
+			x.c.WriteError(errReserved)
+			return
+		}
+		ops = append(ops, Op{Key: encKey(x.args[i]), Value: x.args[i+1]})
+	}
+	if err := x.write(ops); err != nil {
+		replyErr(x.c, err)
+		return
+	}
+	x.c.WriteString("OK")
+}
