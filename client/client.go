@@ -28,7 +28,7 @@ type Client struct {
 	refreshing  *flight // the full refresh in progress, if any
 	lastRefresh time.Time
 
-	// Replica choice for BOUNDED and ANY reads (replicas.go).
+	// Replica choice for BOUNDED and ANY reads (choice.go).
 	peers sync.Map                 // addr -> *peerStats
 	loads atomic.Pointer[loadView] // latest node scores
 	tune  readTuning
