@@ -99,6 +99,14 @@ func (lc *linzCluster) restart(id uint64) {
 	lc.tc.restart(id)
 }
 
+// restartVolatile brings a crashed node back with its range data gone
+// (volatile_test.go).
+func (lc *linzCluster) restartVolatile(id uint64) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	lc.tc.restartVolatile(id)
+}
+
 func (lc *linzCluster) isolate(id uint64) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
@@ -135,7 +143,8 @@ func definitelyNotApplied(err error) bool {
 	var nl *NotLeaderError
 	var km *KeyMismatchError
 	var rnf *RangeNotFoundError
-	return errors.As(err, &nl) || errors.As(err, &km) || errors.As(err, &rnf) || errors.Is(err, ErrOverloaded)
+	var lost *DataLostError
+	return errors.As(err, &nl) || errors.As(err, &km) || errors.As(err, &rnf) || errors.As(err, &lost) || errors.Is(err, ErrOverloaded)
 }
 
 // linzOpTimeout bounds one operation; a write that runs out of it has an
