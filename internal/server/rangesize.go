@@ -17,8 +17,13 @@ import (
 // an upper bound, since an overwrite or a delete only counts as growth. The
 // count is redone when the range's span changes (a split, a merge), when a
 // snapshot replaces the data, and whenever the writes since it could have
-// added a quarter of Θmax, so the bound is never more than Θmax/4 above the live size, and a
-// scan costs at most four bytes read per byte written.
+// added a quarter of the range's counted size (at least minRecountBytes, at
+// most a quarter of Θmax), so the bound is never more than Θmax/4 above the
+// live size, and a scan costs at most four bytes read per byte written
+// (plus at most four times minRecountBytes for a nearly empty range). The
+// share of the range is what keeps the key count `ctl keyspace list`
+// shows current for the small ranges of a cache: with Θmax/4 alone a range
+// of a few hundred KiB was counted again only after 16 MiB of writes.
 
 // sizedReplica is what a size estimate needs of a replica.
 type sizedReplica interface {
@@ -52,6 +57,7 @@ func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, reco
 	rs.mu.Lock()
 	c, ok := rs.m[id]
 	rs.mu.Unlock()
+	recountAfter = min(recountAfter, max(c.live/4, minRecountBytes))
 	if ok && c.gen == gen && c.snaps == snaps && written >= c.written && written-c.written < recountAfter {
 		return c.live + (written - c.written), nil
 	}
@@ -89,8 +95,11 @@ func (rs *rangeSizes) forget(local map[uint64]bool) {
 	maps.DeleteFunc(rs.m, func(id uint64, _ sizeCount) bool { return !local[id] })
 }
 
-// recountAfter is how many bytes written since a range's last exact count
-// trigger the next: a quarter of Θmax.
+// minRecountBytes is the fewest bytes written that trigger a recount.
+const minRecountBytes = 16 << 10
+
+// recountAfter is the most bytes written since a range's last exact count
+// before the next: a quarter of Θmax.
 func (s *Server) recountAfter() uint64 {
 	return max(s.clusterConfig().Placement.RangeMaxBytes/4, 1)
 }

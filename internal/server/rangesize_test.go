@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -63,6 +64,24 @@ func TestRangeSizeEstimate(t *testing.T) {
 	r.snaps++
 	if n := size(2); n != 28 {
 		t.Fatalf("after a snapshot: %d, want the exact 28", n)
+	}
+	// With a large bound, a range is counted again once the writes could
+	// have added a quarter of its size (the bound for a small range).
+	big := strings.Repeat("x", 100<<10)
+	put("g", big)
+	r.written += 200 << 10
+	if n, _ := rs.size(context.Background(), r, 2, 1<<30); n != 28+1+100<<10 {
+		t.Fatalf("after a big write: %d, want the exact %d", n, 28+1+100<<10)
+	}
+	put("h", strings.Repeat("y", 20<<10))
+	r.written += 20 << 10
+	if n, _ := rs.size(context.Background(), r, 2, 1<<30); n != 28+1+100<<10+20<<10 {
+		t.Fatalf("after 20 KiB written: %d, want %d (under a quarter of the range: no recount)", n, 28+1+100<<10+20<<10)
+	}
+	r.written += 10 << 10
+	want := uint64(28 + 1 + 100<<10 + 1 + 20<<10)
+	if n, _ := rs.size(context.Background(), r, 2, 1<<30); n != want {
+		t.Fatalf("after 30 KiB written: %d, want the exact %d (over a quarter of the 100 KiB counted)", n, want)
 	}
 	rs.forget(map[uint64]bool{})
 	if len(rs.m) != 0 {
