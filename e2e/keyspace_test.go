@@ -33,6 +33,8 @@ func TestKeySpaceCLI(t *testing.T) {
 		{[]string{"--engine", "rocks"}, `unknown engine "rocks"`},
 		{[]string{"--capacity-per-node", "0"}, "--capacity-per-node must be a size above 0"},
 		{[]string{"--ttl", "-1s"}, "--ttl must be whole milliseconds and not negative"},
+		{[]string{"--gc-ttl", "-1s"}, "gc-ttl -1s must not be negative"},
+		{[]string{"--gc-ttl", "1500us"}, "--gc-ttl must be whole milliseconds"},
 		{[]string{"--rf", "9"}, "replication factor 9"},
 		{[]string{"--miss-handler", "ftp://origin/x"}, `miss handler "ftp://origin/x" must be an http or https URL`},
 	} {
@@ -42,7 +44,7 @@ func TestKeySpaceCLI(t *testing.T) {
 		}
 	}
 	out, code, err := ctl(ctx, bin, tc.Addr(1), "keyspace", "create", "sessions", "--mode", "hashed", "--rf", "1",
-		"--engine", "memory", "--capacity-per-node", "64MiB", "--ttl", "30s", "--json")
+		"--engine", "memory", "--capacity-per-node", "64MiB", "--ttl", "30s", "--gc-ttl", "5s", "--json")
 	if err != nil {
 		t.Fatalf("create: exit %d, %v", code, err)
 	}
@@ -51,7 +53,8 @@ func TestKeySpaceCLI(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	if made["id"] != 1.0 || made["mode"] != "hashed" || made["engine"] != "memory" || made["index"] != "btree" ||
-		made["rf"] != 1.0 || made["capacity_per_node"] != float64(64<<20) || made["ttl_ms"] != 30000.0 {
+		made["rf"] != 1.0 || made["capacity_per_node"] != float64(64<<20) || made["ttl_ms"] != 30000.0 ||
+		made["gc_ttl_ms"] != 5000.0 {
 		t.Fatalf("created %s", out)
 	}
 	if _, code, err := ctl(ctx, bin, tc.Addr(2), "keyspace", "create", "sessions"); code != 2 || err == nil || !strings.Contains(err.Error(), `key space "sessions" exists`) {
@@ -87,7 +90,7 @@ func TestKeySpaceCLI(t *testing.T) {
 	if ttl, err := ks.TTL(ctx, []byte("session000")); err != nil || ttl <= 0 || ttl > 30*time.Second {
 		t.Fatalf("a value written without a TTL has TTL %v, %v; want the key space's 30s", ttl, err)
 	}
-	fields := []string{"name", "mode", "engine", "index", "rf", "capacity_per_node", "bytes", "keys", "hits", "misses", "evictions"}
+	fields := []string{"name", "mode", "engine", "index", "rf", "capacity_per_node", "ttl_ms", "gc_ttl_ms", "bytes", "keys", "hits", "misses", "evictions"}
 	// One hit (the get of k above) and one miss (this one), summed from
 	// the nodes' heartbeats.
 	if _, code, _ := ctl(ctx, bin, tc.Addr(1), "--keyspace", "sessions", "get", "absent"); code != 1 {

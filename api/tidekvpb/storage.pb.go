@@ -691,7 +691,10 @@ type KeySpaceRecord struct {
 	// Read-through (empty in records written before it existed: none).
 	MissHandler string `protobuf:"bytes,9,opt,name=miss_handler,json=missHandler,proto3" json:"miss_handler,omitempty"`
 	// evict | grow (empty in records written before it existed: evict).
-	OnFull        string `protobuf:"bytes,10,opt,name=on_full,json=onFull,proto3" json:"on_full,omitempty"`
+	OnFull string `protobuf:"bytes,10,opt,name=on_full,json=onFull,proto3" json:"on_full,omitempty"`
+	// GC TTL (0, also in records written before it existed: the engine's
+	// default).
+	GcTtlMs       int64 `protobuf:"varint,11,opt,name=gc_ttl_ms,json=gcTtlMs,proto3" json:"gc_ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -794,6 +797,13 @@ func (x *KeySpaceRecord) GetOnFull() string {
 		return x.OnFull
 	}
 	return ""
+}
+
+func (x *KeySpaceRecord) GetGcTtlMs() int64 {
+	if x != nil {
+		return x.GcTtlMs
+	}
+	return 0
 }
 
 // LogWrite sets or deletes one key.
@@ -1760,7 +1770,7 @@ const file_storage_proto_rawDesc = "" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
 	"setSetting\x12*\n" +
 	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\x12?\n" +
-	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\"\x85\x02\n" +
+	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\"\xa1\x02\n" +
 	"\x0eKeySpaceRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1772,7 +1782,8 @@ const file_storage_proto_rawDesc = "" +
 	"\x05index\x18\b \x01(\tR\x05index\x12!\n" +
 	"\fmiss_handler\x18\t \x01(\tR\vmissHandler\x12\x17\n" +
 	"\aon_full\x18\n" +
-	" \x01(\tR\x06onFull\"\x9c\x01\n" +
+	" \x01(\tR\x06onFull\x12\x1a\n" +
+	"\tgc_ttl_ms\x18\v \x01(\x03R\agcTtlMs\"\x9c\x01\n" +
 	"\bLogWrite\x12\x16\n" +
 	"\x06delete\x18\x01 \x01(\bR\x06delete\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +

@@ -5669,7 +5669,11 @@ type KeySpace struct {
 	// What a node whose share nears capacity_per_node does: evict (least
 	// recently used keys go) or grow (the cluster adds nodes ahead of need
 	// and moves data to them; eviction only at max nodes). Empty: evict.
-	OnFull        string `protobuf:"bytes,16,opt,name=on_full,json=onFull,proto3" json:"on_full,omitempty"`
+	OnFull string `protobuf:"bytes,16,opt,name=on_full,json=onFull,proto3" json:"on_full,omitempty"`
+	// How long its overwritten and deleted versions stay readable (0: the
+	// default for its engine: the cluster's gc-ttl with pebble, the longest
+	// transaction with memory; docs/keyspaces.md "GC TTL").
+	GcTtlMs       int64 `protobuf:"varint,17,opt,name=gc_ttl_ms,json=gcTtlMs,proto3" json:"gc_ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5814,6 +5818,13 @@ func (x *KeySpace) GetOnFull() string {
 		return x.OnFull
 	}
 	return ""
+}
+
+func (x *KeySpace) GetGcTtlMs() int64 {
+	if x != nil {
+		return x.GcTtlMs
+	}
+	return 0
 }
 
 type CreateKeySpaceRequest struct {
@@ -8876,7 +8887,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x0fSettingsRequest\x12!\n" +
 	"\x03set\x18\x01 \x03(\v2\x0f.tidekv.SettingR\x03set\"?\n" +
 	"\x10SettingsResponse\x12+\n" +
-	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\x8b\x03\n" +
+	"\bsettings\x18\x01 \x03(\v2\x0f.tidekv.SettingR\bsettings\"\xa7\x03\n" +
 	"\bKeySpace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x0e\n" +
@@ -8894,7 +8905,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x06ranges\x18\r \x01(\rR\x06ranges\x12\x14\n" +
 	"\x05index\x18\x0e \x01(\tR\x05index\x12!\n" +
 	"\fmiss_handler\x18\x0f \x01(\tR\vmissHandler\x12\x17\n" +
-	"\aon_full\x18\x10 \x01(\tR\x06onFull\"E\n" +
+	"\aon_full\x18\x10 \x01(\tR\x06onFull\x12\x1a\n" +
+	"\tgc_ttl_ms\x18\x11 \x01(\x03R\agcTtlMs\"E\n" +
 	"\x15CreateKeySpaceRequest\x12,\n" +
 	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"F\n" +
 	"\x16CreateKeySpaceResponse\x12,\n" +

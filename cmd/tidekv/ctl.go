@@ -137,7 +137,7 @@ node-capacity, migration-min, migration-max; see ctl autoscale and
 docs/elasticity.md; and for growing cache key spaces cache-min-threshold,
 cache-max-threshold, cache-shed-at, cache-max-move-share, cache-rate-alpha,
 cache-rate-window, cache-min-rate: docs/keyspaces.md); and gc-ttl, how long old versions stay readable
-before GC removes them (10m; 1s to 720h). Invalid combinations (range-max-bytes < 2 ×
+before GC removes them (10m; 1s to 720h), in key spaces without a gc-ttl of their own. Invalid combinations (range-max-bytes < 2 ×
 range-min-bytes, min nodes above max nodes, ...) are refused whole. See
 docs/operations.md.`,
 		Args: cobra.RangeArgs(0, 2),

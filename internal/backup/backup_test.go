@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/keyspace"
@@ -126,7 +127,7 @@ func (m *memCluster) latest() map[string]map[string]string {
 // several data files and pages.
 func source() *memCluster {
 	m := newMem()
-	m.named = []keyspace.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: keyspace.Pebble, RF: 3, OnFull: keyspace.Evict}}
+	m.named = []keyspace.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: keyspace.Pebble, RF: 3, OnFull: keyspace.Evict, GCTTL: 90 * time.Second}}
 	m.data["users"] = map[string][]version{}
 	for i := range 500 {
 		m.put("", fmt.Sprintf("k%04d", i), strings.Repeat("v", i%50))

@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -93,7 +94,7 @@ func (s *ClientSource) Scan(ctx context.Context, ks string, after []byte, limit 
 		// The node's refusal names the threshold but not what it means
 		// for a backup; the wire carries no distinct code for it.
 		if strings.Contains(err.Error(), "below the GC threshold") {
-			return nil, fmt.Errorf("backup failed: it outlasted the cluster's gc-ttl, so its timestamp %s is below the GC threshold and can no longer be read (run it faster or raise gc-ttl; docs/backup.md): %w", ts, err)
+			return nil, fmt.Errorf("backup failed: it outlasted the gc-ttl of key space %q (its own, else the cluster's), so its timestamp %s is below the GC threshold and can no longer be read (run it faster or raise gc-ttl; docs/backup.md): %w", cmp.Or(ks, keyspace.DefaultName), ts, err)
 		}
 		return nil, err
 	}

@@ -68,18 +68,22 @@ type KeySpace struct {
 	MissHandler string `json:"miss_handler,omitempty"`
 	// OnFull is absent from manifests written before it existed (evict).
 	OnFull string `json:"on_full,omitempty"`
+	// GCTTLMs is absent from manifests written before it existed, and
+	// when 0 (the engine's default).
+	GCTTLMs int64 `json:"gc_ttl_ms,omitempty"`
 }
 
 func keySpaceOf(s keyspace.Settings) KeySpace {
 	return KeySpace{Name: s.Name, Mode: string(s.Mode), RF: s.RF, Engine: string(s.Engine), Index: string(s.Index),
-		CapacityPerNode: s.CapacityPerNode, TTLMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler, OnFull: string(s.OnFull)}
+		CapacityPerNode: s.CapacityPerNode, TTLMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler, OnFull: string(s.OnFull),
+		GCTTLMs: s.GCTTL.Milliseconds()}
 }
 
 // Settings are the key space's settings.
 func (k KeySpace) Settings() keyspace.Settings {
 	s := keyspace.Settings{Name: k.Name, Mode: keyspace.Mode(k.Mode), RF: k.RF, Engine: keyspace.Engine(k.Engine),
 		Index: memengine.Index(k.Index), CapacityPerNode: k.CapacityPerNode, TTL: time.Duration(k.TTLMs) * time.Millisecond,
-		MissHandler: k.MissHandler, OnFull: keyspace.OnFull(k.OnFull)}
+		MissHandler: k.MissHandler, OnFull: keyspace.OnFull(k.OnFull), GCTTL: time.Duration(k.GCTTLMs) * time.Millisecond}
 	if s.OnFull == "" {
 		s.OnFull = keyspace.Evict
 	}

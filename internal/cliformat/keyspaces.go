@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/units"
@@ -21,6 +22,7 @@ type KeySpaceView struct {
 	RF              uint32 `json:"rf"`
 	CapacityPerNode uint64 `json:"capacity_per_node"`
 	TTLMs           int64  `json:"ttl_ms"`
+	GCTTLMs         int64  `json:"gc_ttl_ms"` // 0: the engine's default
 	MissHandler     string `json:"miss_handler,omitempty"`
 	OnFull          string `json:"on_full,omitempty"`
 	Ranges          uint32 `json:"ranges"`
@@ -39,7 +41,7 @@ type KeySpacesView struct {
 // KeySpaceOf converts one key space.
 func KeySpaceOf(k *tidekvpb.KeySpace) KeySpaceView {
 	return KeySpaceView{ID: k.GetId(), Name: k.GetName(), Mode: k.GetMode(), Engine: k.GetEngine(), Index: k.GetIndex(),
-		RF: k.GetRf(), CapacityPerNode: k.GetCapacityPerNode(), TTLMs: k.GetTtlMs(), MissHandler: k.GetMissHandler(), OnFull: k.GetOnFull(), Ranges: k.GetRanges(), Bytes: k.GetBytes(),
+		RF: k.GetRf(), CapacityPerNode: k.GetCapacityPerNode(), TTLMs: k.GetTtlMs(), GCTTLMs: k.GetGcTtlMs(), MissHandler: k.GetMissHandler(), OnFull: k.GetOnFull(), Ranges: k.GetRanges(), Bytes: k.GetBytes(),
 		Keys: k.GetKeys(), Hits: k.GetHits(), Misses: k.GetMisses(), Evictions: k.GetEvictions()}
 }
 
@@ -56,9 +58,9 @@ func KeySpacesOf(ks []*tidekvpb.KeySpace) KeySpacesView {
 // database that reaches it.
 func KeySpacesTable(w io.Writer, v KeySpacesView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SELECT\tNAME\tMODE\tENGINE\tRF\tCAPACITY/NODE\tTTL\tRANGES\tBYTES\tKEYS\tHITS\tMISSES\tEVICTIONS")
+	fmt.Fprintln(tw, "SELECT\tNAME\tMODE\tENGINE\tRF\tCAPACITY/NODE\tTTL\tGC-TTL\tRANGES\tBYTES\tKEYS\tHITS\tMISSES\tEVICTIONS")
 	for _, k := range v.KeySpaces {
-		rf, capacity, ttl := "cluster", "-", "-"
+		rf, capacity, ttl, gcTTL := "cluster", "-", "-", "default"
 		if k.RF > 0 {
 			rf = fmt.Sprint(k.RF)
 		}
@@ -68,11 +70,14 @@ func KeySpacesTable(w io.Writer, v KeySpacesView) error {
 		if k.TTLMs > 0 {
 			ttl = fmt.Sprintf("%dms", k.TTLMs)
 		}
+		if k.GCTTLMs > 0 {
+			gcTTL = (time.Duration(k.GCTTLMs) * time.Millisecond).String()
+		}
 		engine := k.Engine
 		if k.Index != "" {
 			engine += "/" + k.Index
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", k.ID, k.Name, k.Mode, engine, rf, capacity, ttl, k.Ranges, units.Human(k.Bytes),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", k.ID, k.Name, k.Mode, engine, rf, capacity, ttl, gcTTL, k.Ranges, units.Human(k.Bytes),
 			k.Keys, k.Hits, k.Misses, k.Evictions)
 	}
 	if err := tw.Flush(); err != nil {

@@ -25,6 +25,7 @@ func FromAPI(k *tidekvpb.KeySpace) KeySpace {
 	s.RF, s.CapacityPerNode = int(k.GetRf()), k.GetCapacityPerNode()
 	s.TTL = time.Duration(k.GetTtlMs()) * time.Millisecond
 	s.MissHandler = k.GetMissHandler()
+	s.GCTTL = time.Duration(k.GetGcTtlMs()) * time.Millisecond
 	if k.GetOnFull() != "" {
 		s.OnFull = OnFull(k.GetOnFull())
 	}
@@ -34,5 +35,6 @@ func FromAPI(k *tidekvpb.KeySpace) KeySpace {
 // ToAPI is a key space's admin API message (its settings and number).
 func ToAPI(k KeySpace) *tidekvpb.KeySpace {
 	return &tidekvpb.KeySpace{Id: uint32(k.ID), Name: k.Name, Mode: string(k.Mode), Engine: string(k.Engine), Index: string(k.Index), Rf: uint32(k.RF),
-		CapacityPerNode: k.CapacityPerNode, TtlMs: k.TTL.Milliseconds(), MissHandler: k.MissHandler, OnFull: string(k.OnFull)}
+		CapacityPerNode: k.CapacityPerNode, TtlMs: k.TTL.Milliseconds(), MissHandler: k.MissHandler, OnFull: string(k.OnFull),
+		GcTtlMs: k.GCTTL.Milliseconds()}
 }

@@ -59,7 +59,8 @@ const MaxRF = 7
 
 // Settings are one key space's settings. A zero RF means the cluster's
 // replication factor; a zero CapacityPerNode means no capacity (nothing is
-// evicted); a zero TTL means values do not expire unless a write says so.
+// evicted); a zero TTL means values do not expire unless a write says so;
+// a zero GCTTL means the engine's default retention (GCTTLFor).
 type Settings struct {
 	Name string
 	Mode Mode
@@ -79,6 +80,9 @@ type Settings struct {
 	// MissHandler is the http(s) URL a point read that misses asks for
 	// the value (read-through; empty: none).
 	MissHandler string
+	// GCTTL is how long the key space's overwritten and deleted versions
+	// stay readable; 0 is its engine's default (GCTTLFor).
+	GCTTL time.Duration
 }
 
 // DefaultSettings are those of the default key space and the starting
@@ -120,6 +124,9 @@ func (s Settings) Validate() error {
 	}
 	if s.TTL%time.Millisecond != 0 {
 		errs = append(errs, fmt.Errorf("default TTL %s must be whole milliseconds", s.TTL))
+	}
+	if err := checkGCTTL(s.GCTTL); err != nil {
+		errs = append(errs, err)
 	}
 	switch {
 	case s.OnFull != Evict && s.OnFull != Grow:
@@ -167,6 +174,9 @@ func (s Settings) String() string {
 	}
 	if s.MissHandler != "" {
 		fmt.Fprintf(&b, " miss-handler=%s", s.MissHandler)
+	}
+	if s.GCTTL > 0 {
+		fmt.Fprintf(&b, " gc-ttl=%s", s.GCTTL)
 	}
 	return b.String()
 }

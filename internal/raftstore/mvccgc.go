@@ -29,7 +29,7 @@ type GCThresholdError struct {
 }
 
 func (e *GCThresholdError) Error() string {
-	return fmt.Sprintf("read at %s is below the GC threshold %s of range %d; retention is gc-ttl", e.Read, e.Threshold, e.RangeID)
+	return fmt.Sprintf("read at %s is below the GC threshold %s of range %d; retention is gc-ttl (its key space's, else the cluster's)", e.Read, e.Threshold, e.RangeID)
 }
 
 // GCResult says what one pass of Replica.GC did.

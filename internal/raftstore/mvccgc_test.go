@@ -122,7 +122,7 @@ func TestReadBelowGCThresholdRefused(t *testing.T) {
 	below := hlc.Timestamp{WallTime: safePoint.WallTime - 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	want := fmt.Sprintf("read at %s is below the GC threshold %s of range %d; retention is gc-ttl", below, safePoint, testRangeID)
+	want := fmt.Sprintf("read at %s is below the GC threshold %s of range %d; retention is gc-ttl (its key space's, else the cluster's)", below, safePoint, testRangeID)
 	for _, id := range tc.nodes {
 		r := tc.stores[id].GetReplica(testRangeID)
 		ro := ReadOptions{Mode: tidekvpb.ReadMode_ANY, Timestamp: below}

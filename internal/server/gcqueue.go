@@ -11,66 +11,93 @@ import (
 
 	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/mvcc"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
-// The MVCC GC queue (docs/transactions.md step 4). Every GC.Interval a
-// leaseholder looks at the user ranges it leads on the versioned layout
-// and collects those with enough garbage, proposing GC commands at the
-// safe point now − gc-ttl (Replica.GC, one chunk per Raft entry). A range
-// is looked at (mvcc.ComputeStats, one read of its data) only when it has
-// been written since the last look, or when the garbage its last pass had
-// to keep (newer than the safe point then) has since aged past gc-ttl.
+// The MVCC GC queue (docs/transactions.md step 4). A leaseholder looks
+// at the user ranges it leads on the versioned layout, each every
+// GC.Interval (a memory key space's every GC.MemoryInterval), and collects
+// those with enough garbage, proposing GC commands at the safe point
+// now − the range's GC TTL (its key space's, keyspace.Settings.GCTTLFor;
+// Replica.GC, one chunk per Raft entry). A range is looked at
+// (mvcc.ComputeStats, one read of its data) only when it has been written
+// since the last look, or when the garbage its last pass had to keep
+// (newer than the safe point then) has since aged past its GC TTL.
 
 // GCConfig configures the GC queue. The gc-ttl cluster setting overrides
 // TTL for the whole cluster; nodes learn it from their heartbeats.
 type GCConfig struct {
 	// TTL is how long an overwritten or deleted version stays readable
-	// (by reads at a timestamp: backups, and step 3's snapshot reads).
+	// (by reads at a timestamp: backups, and step 3's snapshot reads)
+	// in a key space that sets no GC TTL of its own.
 	// 10 minutes, like a short CockroachDB gc.ttl: long enough for a
 	// backup or a long scan of a range, short enough that an overwrite
 	// workload keeps at most 10 minutes of its writes.
 	TTL time.Duration
-	// Interval is how often a leaseholder looks at its ranges.
+	// Interval is how often a leaseholder looks at a range.
 	Interval time.Duration
+	// MemoryInterval is how often it looks at a memory key space's range:
+	// 10 s, so a cache under constant overwrite keeps about its GC TTL
+	// plus 10 s of overwrites in RAM rather than plus a minute. A look
+	// at a memory range reads RAM only.
+	MemoryInterval time.Duration
 	// MinGarbageBytes is the least garbage worth a pass: the range's
 	// versions that are not live times their mean size.
 	MinGarbageBytes int64
 }
 
-// The bounds of gc-ttl: above the clock offsets the HLC tolerates (a safe
-// point must be well behind any write in flight), and at most a month (a
-// longer retention keeps a month of every overwrite on disk).
-const (
-	minGCTTL = time.Second
-	maxGCTTL = 30 * 24 * time.Hour
-)
-
 // DefaultGCConfig returns the documented defaults.
 func DefaultGCConfig() GCConfig {
-	return GCConfig{TTL: 10 * time.Minute, Interval: time.Minute, MinGarbageBytes: 1 << 20}
+	return GCConfig{TTL: 10 * time.Minute, Interval: time.Minute, MemoryInterval: 10 * time.Second, MinGarbageBytes: 1 << 20}
 }
 
-// Validate checks the bounds.
+// Validate checks the bounds (keyspace.MinGCTTL and MaxGCTTL: above the
+// clock offsets the HLC tolerates, at most a month).
 func (c GCConfig) Validate() error {
 	switch {
-	case c.TTL < minGCTTL || c.TTL > maxGCTTL:
-		return fmt.Errorf("gc-ttl must be between %v and %v, not %v", minGCTTL, maxGCTTL, c.TTL)
-	case c.Interval <= 0:
-		return errors.New("the GC interval must be positive")
+	case c.TTL < keyspace.MinGCTTL || c.TTL > keyspace.MaxGCTTL:
+		return fmt.Errorf("gc-ttl must be between %v and %v, not %v", keyspace.MinGCTTL, keyspace.MaxGCTTL, c.TTL)
+	case c.Interval <= 0 || c.MemoryInterval <= 0:
+		return errors.New("the GC intervals must be positive")
 	case c.MinGarbageBytes < 0:
 		return errors.New("the GC minimum garbage must not be negative")
 	}
 	return nil
 }
 
+// tick is how often the queue's loop runs: each range is looked at on
+// the tick nearest its own interval after its last look.
+func (c GCConfig) tick() time.Duration { return min(c.Interval, c.MemoryInterval) }
+
+// gcPolicy is how the queue treats one range.
+type gcPolicy struct {
+	keyspace.GCTTL
+	every time.Duration // how often the range is looked at
+}
+
+// gcPolicyOf is the policy of a range starting at start, by its key space
+// as this node's catalogue knows it; a key space the node has not learnt
+// yet gets the cluster's gc-ttl, which keeps at least a memory default's
+// history.
+func (s *Server) gcPolicyOf(start []byte, cfg GCConfig) gcPolicy {
+	k, _ := s.keyspaces.get().ByID(keyspace.Of(start))
+	p := gcPolicy{GCTTL: k.GCTTLFor(cfg.TTL, s.cfg.Txn.MaxDuration), every: cfg.Interval}
+	if k.Engine == keyspace.Memory {
+		p.every = cfg.MemoryInterval
+	}
+	return p
+}
+
 // gcRange is what the queue remembers of a range it leads.
 type gcRange struct {
-	written uint64    // the replica's WrittenBytes at the last look
-	passAt  time.Time // when its last pass ran (zero: none yet)
-	left    int64     // garbage that pass had to keep, younger than gc-ttl
-	garbage int64     // estimated at the last look, less what a pass removed
+	lookedAt time.Time // when the queue last looked (zero: never)
+	counted  bool      // a look has counted its versions (MVCCStats)
+	written  uint64    // the replica's WrittenBytes at the last look
+	passAt   time.Time // when its last pass ran (zero: none yet)
+	left     int64     // garbage that pass had to keep, younger than gc-ttl
+	garbage  int64     // estimated at the last look, less what a pass removed
 }
 
 // gcRanges is the queue's memory of the ranges this node leads: the
@@ -91,6 +118,14 @@ func (g *gcRanges) set(id uint64, r gcRange) {
 	g.mu.Lock()
 	g.m[id] = r
 	g.mu.Unlock()
+}
+
+// due says whether range id, looked at every interval, is due on the
+// tick at now (a range not looked at yet is). Half a tick of slack keeps
+// a tick that comes a little early from putting the look off a whole tick.
+func (g *gcRanges) due(id uint64, now time.Time, every, tick time.Duration) bool {
+	r, seen := g.get(id)
+	return !seen || now.Sub(r.lookedAt) >= every-tick/2
 }
 
 // keepOnly forgets the ranges not in led.
@@ -145,7 +180,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 	}
 	cfg := s.cfg.GC
 	cfg.TTL = s.gcTTL()
-	led := map[uint64]bool{}
+	led, now := map[uint64]bool{}, s.store.Now()
 	for _, r := range s.store.Replicas() {
 		if ctx.Err() != nil {
 			return
@@ -154,26 +189,35 @@ func (s *Server) collectGarbage(ctx context.Context) {
 			continue
 		}
 		led[r.RangeID()] = true
-		s.gcRange(ctx, r, cfg)
-		s.sweepIntents(ctx, r)
+		p := s.gcPolicyOf(r.Desc().GetStartKey(), cfg)
+		if s.gcRanges.due(r.RangeID(), now, p.every, cfg.tick()) {
+			s.gcRange(ctx, r, cfg, p, now)
+			s.sweepIntents(ctx, r)
+		}
 	}
 	s.gcRanges.keepOnly(led)
 }
 
-// gcRange looks at one range and collects it if worth it.
-func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg GCConfig) {
+// gcRange looks at one range that is due and collects it if worth it.
+// Every way out records the look, so the range is next due a policy
+// interval from now.
+func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg GCConfig, p gcPolicy, now time.Time) {
 	id, written := r.RangeID(), r.WrittenBytes()
-	last, seen := s.gcRanges.get(id)
-	now := s.store.Now()
+	last, _ := s.gcRanges.get(id)
+	prev := last
+	last.lookedAt, prev.lookedAt = now, now
+	cfg.TTL = p.TTL
 	aged := last.left > 0 && now.Sub(last.passAt) >= cfg.TTL
-	if seen && written == last.written && !aged {
+	if last.counted && written == last.written && !aged {
+		s.gcRanges.set(id, last)
 		return // nothing new since the last look
 	}
 	st, err := r.MVCCStats()
 	if err != nil {
+		s.gcRanges.set(id, prev)
 		return
 	}
-	last.written = written
+	last.counted, last.written = true, written
 	reason, garbage := gcReason(st, last, now, cfg)
 	last.garbage = garbage
 	if reason == "" {
@@ -187,11 +231,12 @@ func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg GCConfig
 	res, err := r.GC(ctx, safePoint)
 	if err != nil {
 		log.Printf("range %d: GC at %s: %v", id, safePoint, err)
+		s.gcRanges.set(id, prev) // tried again at its next look
 		return
 	}
 	last.passAt, last.left = now, max(garbage-res.Bytes, 0)
 	last.garbage = last.left
 	s.gcRanges.set(id, last)
-	s.events.Record("gc", rangeSubject(id), "removed %d versions (%d bytes) below %s, GC commands: %d; %s",
-		res.Versions, res.Bytes, safePoint, res.Chunks, reason)
+	s.events.Record("gc", rangeSubject(id), "removed %d versions (%d bytes) below %s (retention %s, %s), GC commands: %d; %s",
+		res.Versions, res.Bytes, safePoint, cfg.TTL, p.Why, res.Chunks, reason)
 }

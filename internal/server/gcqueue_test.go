@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/mvcc"
 )
 
@@ -132,4 +135,87 @@ func TestGCReason(t *testing.T) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
+}
+
+// keySpaceVersions sums the versions and live keys of key space id's
+// ranges at their leaseholders.
+func (tc *testCluster) keySpaceVersions(t *testing.T, id keyspace.ID) (versions, live int64) {
+	t.Helper()
+	for _, s := range tc.nodes {
+		for _, r := range s.store.Replicas() {
+			if d := r.Desc(); d == nil || !r.IsLeader() || !r.VersionedLayout() || keyspace.Of(d.GetStartKey()) != id {
+				continue
+			}
+			st, err := r.MVCCStats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			versions, live = versions+st.Versions, live+st.LiveKeys
+		}
+	}
+	return versions, live
+}
+
+// A memory key space with a short gc-ttl of its own, and one whose
+// default is the (here short) longest transaction, are collected down to
+// their newest versions, while a Pebble key space overwritten alike keeps
+// its versions for the cluster's 10 minutes; a read of a memory key
+// space below its GC threshold is refused.
+func TestGCQueueKeySpaceTTL(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.GC.Interval, c.GC.MemoryInterval = 100*time.Millisecond, 100*time.Millisecond
+		c.GC.MinGarbageBytes = 1 << 10
+		c.Txn.MaxDuration = time.Second
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := c.CreateKeySpace(ctx, &tidekvpb.KeySpace{Name: "bad", Engine: "memory", GcTtlMs: -1000}); err == nil ||
+		!strings.Contains(err.Error(), "gc-ttl -1s must not be negative") {
+		t.Fatalf("negative gc-ttl: %v, want it refused", err)
+	}
+	made := map[string]keyspace.KeySpace{}
+	for _, k := range []*tidekvpb.KeySpace{{Name: "cache", Rf: 3, Engine: "memory", GcTtlMs: 1000}, {Name: "plain", Rf: 3, Engine: "memory"}, {Name: "docs", Rf: 3}} {
+		resp, err := c.CreateKeySpace(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		made[k.Name] = keyspace.FromAPI(resp)
+	}
+	if made["cache"].GCTTL != time.Second || made["docs"].GCTTL != 0 {
+		t.Fatalf("created with gc-ttl %v and %v, want 1s and unset", made["cache"].GCTTL, made["docs"].GCTTL)
+	}
+	cat := keyspace.NewCatalogue([]keyspace.KeySpace{made["cache"], made["plain"], made["docs"]})
+	eventually(t, 30*time.Second, "ranges split at the key spaces' bounds", func() error { return checkKeySpaceRanges(ctx, c, cat) })
+	before := c.Now()
+	const keys, rounds = 5, 100
+	for _, name := range []string{"cache", "plain", "docs"} {
+		ks, err := c.KeySpace(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range keys * rounds {
+			if err := ks.Put(ctx, fmt.Appendf(nil, "k%d", i%keys), fmt.Appendf(nil, "%0200d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, name := range []string{"cache", "plain"} {
+		waitUntil(t, func() bool {
+			v, live := tc.keySpaceVersions(t, made[name].ID)
+			return v == keys && live == keys
+		})
+	}
+	v, _ := tc.keySpaceVersions(t, made["docs"].ID)
+	if v < keys*rounds {
+		t.Fatalf("the Pebble key space kept %d versions of %d puts, within the cluster's gc-ttl", v, keys*rounds)
+	}
+	t.Logf("after %d puts to each key space: versions kept: cache %d, plain %d, docs %d", keys*rounds, keys, keys, v)
+	cache, _ := c.KeySpace(ctx, "cache")
+	if _, err := cache.Get(ctx, []byte("k0"), client.ReadAt(before)); err == nil || !strings.Contains(err.Error(), "is below the GC threshold") {
+		t.Fatalf("read of the collected key space at %s: %v, want it refused below the GC threshold", before, err)
+	}
+	tc.waitEvents(t, [3]string{"gc", "retention 1s, key space cache's gc-ttl", ""}, [3]string{"gc", "retention 1s, memory key space plain's default", ""},
+		[3]string{"gc", "retention 10m0s, the cluster's gc-ttl", ""})
 }

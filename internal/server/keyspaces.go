@@ -157,7 +157,8 @@ func (s *Server) learnKeySpace(ctx context.Context, start []byte) {
 
 func recordOf(s keyspace.Settings) *tidekvpb.KeySpaceRecord {
 	return &tidekvpb.KeySpaceRecord{Name: s.Name, Mode: string(s.Mode), Rf: uint32(s.RF), Engine: string(s.Engine), Index: string(s.Index),
-		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler, OnFull: string(s.OnFull)}
+		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler, OnFull: string(s.OnFull),
+		GcTtlMs: s.GCTTL.Milliseconds()}
 }
 
 func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
@@ -166,7 +167,7 @@ func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
 		ks = append(ks, keyspace.KeySpace{ID: keyspace.ID(r.GetId()), Settings: keyspace.Settings{Name: r.GetName(),
 			Mode: keyspace.Mode(r.GetMode()), RF: int(r.GetRf()), Engine: keyspace.Engine(r.GetEngine()), Index: memengine.Index(r.GetIndex()),
 			CapacityPerNode: r.GetCapacityPerNode(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond, MissHandler: r.GetMissHandler(),
-			OnFull: keyspace.Evict}})
+			OnFull: keyspace.Evict, GCTTL: time.Duration(r.GetGcTtlMs()) * time.Millisecond}})
 		if r.GetOnFull() != "" {
 			ks[len(ks)-1].OnFull = keyspace.OnFull(r.GetOnFull())
 		}

@@ -15,7 +15,9 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.heartbeat)
 	s.loop(s.cfg.ReportInterval, s.reportAll)
 	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
-	s.loop(s.cfg.GC.Interval, s.collectGarbage)
+	// Ticks as often as the shortest GC interval; a Pebble range's pass
+	// keeps the time its own interval gives it.
+	s.loopWithin(s.cfg.GC.tick(), runTimeout(s.cfg.GC.Interval), s.collectGarbage)
 	s.loop(s.cfg.Cache.EvictInterval, s.evictRound)
 	s.placeLoop()
 	s.sizeLoop()
@@ -44,8 +46,15 @@ func (s *Server) startLoops() {
 	}()
 }
 
-// loop runs fn every interval until the server stops.
+// loop runs fn every interval until the server stops, each run bounded
+// as runBounded bounds it.
 func (s *Server) loop(every time.Duration, fn func(ctx context.Context)) {
+	s.loopWithin(every, runTimeout(every), fn)
+}
+
+// loopWithin runs fn every interval until the server stops, each run
+// with a context that ends when the server stops or after timeout.
+func (s *Server) loopWithin(every, timeout time.Duration, fn func(ctx context.Context)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -56,16 +65,21 @@ func (s *Server) loop(every time.Duration, fn func(ctx context.Context)) {
 			case <-s.stopper:
 				return
 			case <-t.C:
-				s.runBounded(every, fn)
+				ctx, cancel := s.untilStop(timeout)
+				fn(ctx)
+				cancel()
 			}
 		}
 	}()
 }
 
+// runTimeout is four of a run's intervals plus slack for slow RPCs.
+func runTimeout(every time.Duration) time.Duration { return 4*every + 2*time.Second }
+
 // runBounded runs fn once, with a context that ends when the server stops
-// or after four of fn's intervals (plus slack for slow RPCs).
+// or after runTimeout(every).
 func (s *Server) runBounded(every time.Duration, fn func(ctx context.Context)) {
-	ctx, cancel := s.untilStop(4*every + 2*time.Second)
+	ctx, cancel := s.untilStop(runTimeout(every))
 	defer cancel()
 	fn(ctx)
 }
