@@ -46,11 +46,17 @@ type GCConfig struct {
 	// MinGarbageBytes is the least garbage worth a pass: the range's
 	// versions that are not live times their mean size.
 	MinGarbageBytes int64
+	// MemoryMinGarbageBytes is MinGarbageBytes for a memory key space's
+	// range: 64 KiB. A pass there reads RAM only, and a cache's ranges
+	// are small (its capacity per node is spread over hash slices): with
+	// 1 MiB a range could keep up to 1 MiB of dead versions for good.
+	MemoryMinGarbageBytes int64
 }
 
 // DefaultGCConfig returns the documented defaults.
 func DefaultGCConfig() GCConfig {
-	return GCConfig{TTL: 10 * time.Minute, Interval: time.Minute, MemoryInterval: 10 * time.Second, MinGarbageBytes: 1 << 20}
+	return GCConfig{TTL: 10 * time.Minute, Interval: time.Minute, MemoryInterval: 10 * time.Second,
+		MinGarbageBytes: 1 << 20, MemoryMinGarbageBytes: 64 << 10}
 }
 
 // Validate checks the bounds (keyspace.MinGCTTL and MaxGCTTL: above the
@@ -61,7 +67,7 @@ func (c GCConfig) Validate() error {
 		return fmt.Errorf("gc-ttl must be between %v and %v, not %v", keyspace.MinGCTTL, keyspace.MaxGCTTL, c.TTL)
 	case c.Interval <= 0 || c.MemoryInterval <= 0:
 		return errors.New("the GC intervals must be positive")
-	case c.MinGarbageBytes < 0:
+	case c.MinGarbageBytes < 0 || c.MemoryMinGarbageBytes < 0:
 		return errors.New("the GC minimum garbage must not be negative")
 	}
 	return nil
@@ -74,7 +80,8 @@ func (c GCConfig) tick() time.Duration { return min(c.Interval, c.MemoryInterval
 // gcPolicy is how the queue treats one range.
 type gcPolicy struct {
 	keyspace.GCTTL
-	every time.Duration // how often the range is looked at
+	every      time.Duration // how often the range is looked at
+	minGarbage int64         // the least garbage worth a pass, bytes
 }
 
 // gcPolicyOf is the policy of a range starting at start, by its key space
@@ -83,9 +90,15 @@ type gcPolicy struct {
 // history.
 func (s *Server) gcPolicyOf(start []byte, cfg GCConfig) gcPolicy {
 	k, _ := s.keyspaces.get().ByID(keyspace.Of(start))
-	p := gcPolicy{GCTTL: k.GCTTLFor(cfg.TTL, s.cfg.Txn.MaxDuration), every: cfg.Interval}
+	return gcPolicyFor(k, cfg, s.cfg.Txn.MaxDuration)
+}
+
+// gcPolicyFor is the policy of a range of key space k (the zero value
+// for one not known), given the longest a transaction may run.
+func gcPolicyFor(k keyspace.KeySpace, cfg GCConfig, txnMax time.Duration) gcPolicy {
+	p := gcPolicy{GCTTL: k.GCTTLFor(cfg.TTL, txnMax), every: cfg.Interval, minGarbage: cfg.MinGarbageBytes}
 	if k.Engine == keyspace.Memory {
-		p.every = cfg.MemoryInterval
+		p.every, p.minGarbage = cfg.MemoryInterval, cfg.MemoryMinGarbageBytes
 	}
 	return p
 }
@@ -206,7 +219,7 @@ func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg GCConfig
 	last, _ := s.gcRanges.get(id)
 	prev := last
 	last.lookedAt, prev.lookedAt = now, now
-	cfg.TTL = p.TTL
+	cfg.TTL, cfg.MinGarbageBytes = p.TTL, p.minGarbage
 	aged := last.left > 0 && now.Sub(last.passAt) >= cfg.TTL
 	if last.counted && written == last.written && !aged {
 		s.gcRanges.set(id, last)

@@ -164,7 +164,7 @@ func (tc *testCluster) keySpaceVersions(t *testing.T, id keyspace.ID) (versions,
 func TestGCQueueKeySpaceTTL(t *testing.T) {
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.GC.Interval, c.GC.MemoryInterval = 100*time.Millisecond, 100*time.Millisecond
-		c.GC.MinGarbageBytes = 1 << 10
+		c.GC.MinGarbageBytes, c.GC.MemoryMinGarbageBytes = 1<<10, 1<<10
 		c.Txn.MaxDuration = time.Second
 	})
 	c := tc.client()
@@ -218,4 +218,25 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 	}
 	tc.waitEvents(t, [3]string{"gc", "retention 1s, key space cache's gc-ttl", ""}, [3]string{"gc", "retention 1s, memory key space plain's default", ""},
 		[3]string{"gc", "retention 10m0s, the cluster's gc-ttl", ""})
+}
+
+// A memory key space's range is looked at more often and collected at
+// less garbage than a Pebble one's; a key space not known yet gets the
+// cluster's policy.
+func TestGCPolicyFor(t *testing.T) {
+	cfg := DefaultGCConfig()
+	mem := gcPolicyFor(keyspace.KeySpace{Settings: keyspace.Settings{Engine: keyspace.Memory}}, cfg, time.Minute)
+	if mem.every != 10*time.Second || mem.minGarbage != 64<<10 || mem.TTL != time.Minute {
+		t.Fatalf("memory key space: every %v, min garbage %d, TTL %v", mem.every, mem.minGarbage, mem.TTL)
+	}
+	for _, k := range []keyspace.KeySpace{{Settings: keyspace.Settings{Engine: keyspace.Pebble}}, {}} {
+		p := gcPolicyFor(k, cfg, time.Minute)
+		if p.every != time.Minute || p.minGarbage != 1<<20 || p.TTL != 10*time.Minute {
+			t.Fatalf("%q key space: every %v, min garbage %d, TTL %v", k.Engine, p.every, p.minGarbage, p.TTL)
+		}
+	}
+	cfg.MemoryMinGarbageBytes = -1
+	if cfg.Validate() == nil {
+		t.Fatal("a negative memory minimum garbage validated")
+	}
 }
