@@ -158,6 +158,7 @@ type candidate struct {
 	i        int32
 	inflight int32
 	full     bool // at a shedding node's window
+	refused  bool // the node refused a request as overloaded lately
 	score    float64
 	noise    float64 // the score's mean deviation
 	measured int64   // the rtt as measured, ns; 0 if never
@@ -210,17 +211,26 @@ func chooseReplica(in *pickInput) int {
 	n := 0
 	for k := range cs {
 		if cs[k].cost <= cs[k].limit(base) {
-			cs[n].i, cs[n].inflight = cs[k].i, cs[k].inflight // n never passes k
+			cs[n].i, cs[n].inflight, cs[n].refused = cs[k].i, cs[k].inflight, cs[k].refused // n never passes k
 			n++
 		}
 	}
 	// The equals take turns; the one whose turn it is yields to the next
-	// if that one has fewer in flight.
+	// if that one is readier.
 	a := int(in.turn % uint64(n))
-	if b := (a + 1) % n; cs[b].inflight < cs[a].inflight {
+	if b := (a + 1) % n; cs[b].readier(&cs[a]) {
 		a = b
 	}
 	return int(cs[a].i)
+}
+
+// readier reports whether c should take o's turn: it has fewer of this
+// client's requests in flight and did not refuse one as overloaded lately.
+// A refusal comes back fast, so by in-flight counts alone a refusing node
+// looks the emptiest and takes its neighbour's turns, to refuse those too;
+// it keeps its own turns, as with round robin.
+func (c *candidate) readier(o *candidate) bool {
+	return !c.refused && c.inflight < o.inflight
 }
 
 // limit is the costliest c may be and still tie with the cheapest, base
@@ -252,6 +262,7 @@ func gatherCandidates(in *pickInput, cs []candidate) ([]candidate, int64) {
 		c := &cs[len(cs)-1]
 		ns := loads.score(r.id)
 		c.i, c.inflight, c.full, c.score, c.noise = int32(i), inflight, full, ns.score, ns.noise
+		c.refused = p.refusedLately(in.now)
 		c.measured, c.at, c.sent = p.rtt.Load(), p.rttAt.Load(), p.lastSent.Load()
 		if c.measured != 0 {
 			nearest = min(nearest, c.measured)

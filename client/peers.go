@@ -78,6 +78,17 @@ func (p *peerStats) cut(now int64, share float64, hint time.Duration) {
 	p.window.Store(math.Float64bits(max(minWindow, base*share)))
 }
 
+// refusedFor is how long a node counts as refusing after its last refusal
+// without a retry hint (refusedLately).
+const refusedFor = 20 * time.Millisecond
+
+// refusedLately reports whether the node refused a request as overloaded
+// within its last retry hint (refusedFor without one).
+func (p *peerStats) refusedLately(now int64) bool {
+	at := p.cutAt.Load()
+	return at != 0 && now-at < max(p.shareHint.Load(), int64(refusedFor))
+}
+
 // widen grows the window after a success.
 func (p *peerStats) widen() {
 	old := p.window.Load()

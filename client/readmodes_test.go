@@ -820,6 +820,27 @@ func TestChooseReplica(t *testing.T) {
 		}
 	})
 
+	t.Run("a node that refused lately takes no other's turn", func(t *testing.T) {
+		in := base(testRefs(ms/10, ms/10, ms/10), testView(4, 4, 4))
+		for i, n := range []int32{2, 0, 2} {
+			in.refs[i].peer.inflight.Store(n)
+			in.refs[i].peer.lastProgress.Store(now)
+		}
+		// n2 answers fast because it refuses: by in-flight counts it
+		// would take n1's turns as well as its own.
+		if got := pickCounts(in, 12); got != "n2=8 n3=4" {
+			t.Fatalf("before any refusal: %s", got)
+		}
+		in.refs[1].peer.cutAt.Store(now - int64(5*ms))
+		if got := pickCounts(in, 12); got != "n1=4 n2=4 n3=4" {
+			t.Fatalf("n2 refused 5 ms ago: %s, want its own turns only", got)
+		}
+		in.refs[1].peer.cutAt.Store(now - int64(25*ms))
+		if got := pickCounts(in, 12); got != "n2=8 n3=4" {
+			t.Fatalf("n2 refused 25 ms ago (past the 20 ms default): %s", got)
+		}
+	})
+
 	t.Run("replicas at a shedding node's window are skipped while others are not", func(t *testing.T) {
 		in := base(testRefs(ms/10, ms/10, ms/10), testView(4, 9, 9))
 		p := in.refs[0].peer
