@@ -10,8 +10,12 @@ import (
 //
 // Each replica costs score + RTTWeight·rtt/1ms: score is the node's load
 // score from Admin.NodeLoads, polled in the background; rtt is this
-// client's moving average of its round trips to the node, aged toward the
-// nearest replica's while it is not refreshed. Replicas that recently
+// client's quickest round trip to the node in the last one to two seconds
+// (peerStats.near), aged toward the nearest replica's while it is not
+// refreshed. The quickest, not the average: it says how far the node is,
+// the score and the requests in flight say how busy; a pause at the node
+// slows every reply in flight, and by the average it left the choice for
+// seconds after it ended. Replicas that recently
 // failed, look hung, or refused this range's bound as stale are left out,
 // and those at a shedding node's in-flight window while others are not. The replicas
 // whose cost is within the noise of the cheapest take turns, a replica
@@ -263,7 +267,7 @@ func gatherCandidates(in *pickInput, cs []candidate) ([]candidate, int64) {
 		ns := loads.score(r.id)
 		c.i, c.inflight, c.full, c.score, c.noise = int32(i), inflight, full, ns.score, ns.noise
 		c.refused = p.refusedLately(in.now)
-		c.measured, c.at, c.sent = p.rtt.Load(), p.rttAt.Load(), p.lastSent.Load()
+		c.measured, c.at, c.sent = p.near.get(), p.rttAt.Load(), p.lastSent.Load()
 		if c.measured != 0 {
 			nearest = min(nearest, c.measured)
 		}

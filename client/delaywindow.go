@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // The window of requests in flight to a node (peerStats.window) also closes
 // on the client's own measure of queueing. Beyond what a node can read, the
@@ -29,23 +32,40 @@ func delayMeasured(method string) bool {
 }
 
 // noteBase folds a round trip into the quickest of the recent ones and
-// returns that base. Updates are compare-and-swap; one lost to a concurrent
-// reply only leaves the base a sample older.
+// returns that base.
 func (p *peerStats) noteBase(sample, now int64) int64 {
-	if rot := p.baseRot.Load(); now-rot >= baseBucket && p.baseRot.CompareAndSwap(rot, now) {
-		p.basePrev.Store(p.baseCur.Swap(sample))
+	p.base.note(sample, now, baseBucket)
+	return p.base.get()
+}
+
+// windowMin keeps the quickest of the round trips of the current and the
+// previous bucket (a bucket starts with the first sample after the last
+// one ended). Updates are compare-and-swap; one lost to a concurrent reply
+// only leaves the minimum a sample older.
+type windowMin struct {
+	cur, prev, rot atomic.Int64
+}
+
+func (w *windowMin) note(sample, now, bucket int64) {
+	if rot := w.rot.Load(); now-rot >= bucket && w.rot.CompareAndSwap(rot, now) {
+		w.prev.Store(w.cur.Swap(sample))
+		return
 	}
 	for {
-		cur := p.baseCur.Load()
-		if (cur != 0 && cur <= sample) || p.baseCur.CompareAndSwap(cur, sample) {
-			break
+		cur := w.cur.Load()
+		if (cur != 0 && cur <= sample) || w.cur.CompareAndSwap(cur, sample) {
+			return
 		}
 	}
-	base := p.baseCur.Load()
-	if prev := p.basePrev.Load(); prev > 0 && prev < base {
-		base = prev
+}
+
+// get is the minimum, 0 before any sample.
+func (w *windowMin) get() int64 {
+	m := w.cur.Load()
+	if prev := w.prev.Load(); prev > 0 && (m == 0 || prev < m) {
+		m = prev
 	}
-	return base
+	return m
 }
 
 // maxDelayCut is the most one cut takes off the window: a round trip that

@@ -47,12 +47,20 @@ type peerStats struct {
 	// is sent (admit share below 1, or not given). Only then does the
 	// window hold back relaxed reads (peerStats.usable).
 	shedding atomic.Bool
-	// delayTarget is Config.ReadDelayTarget in ns, set at creation; the
-	// base* fields keep the quickest recent point-read round trip
-	// (delaywindow.go).
-	delayTarget                int64
-	baseCur, basePrev, baseRot atomic.Int64
+	// delayTarget is Config.ReadDelayTarget in ns, set at creation; base
+	// keeps the quickest recent point-read round trip (delaywindow.go).
+	delayTarget int64
+	base        windowMin
+	// near is the quickest round trip of the last one to two nearBuckets:
+	// how far the node is, for replica choice (choice.go). A pause at the
+	// node slows every reply in flight and lifts the average (rtt) for a
+	// while; the quickest recent reply still says how near it is.
+	near windowMin
 }
+
+// nearBucket is the bucket of peerStats.near: a node whose every reply for
+// one to two seconds was slow is that far.
+const nearBucket = int64(time.Second)
 
 const (
 	minWindow = 4
@@ -146,6 +154,7 @@ func (p *peerStats) observe(sent, now int64) bool {
 		return false
 	}
 	sample := max(now-sent, 1) // 0 means "never measured"
+	p.near.note(sample, now, nearBucket)
 	old := p.rtt.Load()
 	if old == 0 {
 		// A lone sample is trusted as if already a half-life old: one

@@ -712,6 +712,7 @@ func testRefs(rtts ...time.Duration) []replicaRef {
 	for i, r := range rtts {
 		p := new(peerStats)
 		p.rtt.Store(int64(r))
+		p.near.cur.Store(int64(r))
 		refs[i] = replicaRef{id: uint64(i + 1), addr: fmt.Sprintf("n%d:1", i+1), peer: p}
 	}
 	return refs
@@ -901,7 +902,7 @@ func TestChooseReplica(t *testing.T) {
 		}
 	})
 
-	t.Run("one slow reply does not exclude a replica, many only for a while", func(t *testing.T) {
+	t.Run("slow replies exclude a replica only when they are all it answered for a while", func(t *testing.T) {
 		half := int64(time.Second)
 		in := base(testRefs(ms/10, ms/10, ms/10), testView(4, 4, 4))
 		in.rttHalfLife = half
@@ -911,22 +912,28 @@ func TestChooseReplica(t *testing.T) {
 		}
 		p := in.refs[0].peer
 		p.firstReply.Store(1)
-		p.observe(now-int64(50*ms), now) // a 50 ms pause
-		if got := pickCounts(in, 6); got != "n1=2 n2=2 n3=2" {
-			t.Fatalf("after one 50 ms reply (average %v): %s", time.Duration(p.rtt.Load()), got)
+		for range 6 {
+			p.observe(now-int64(50*ms), now) // a pause: every reply in flight is late
 		}
-		for range 5 {
-			p.observe(now-int64(50*ms), now)
+		if got := pickCounts(in, 6); got != "n1=2 n2=2 n3=2" {
+			t.Fatalf("after a pause's six 50 ms replies (average %v): %s", time.Duration(p.rtt.Load()), got)
+		}
+		// A bucket later it still answers only slowly: it is that far now.
+		later := now + nearBucket
+		p.observe(later-int64(50*ms), later)
+		in.now = later
+		for _, r := range in.refs[1:] {
+			r.peer.rttAt.Store(later)
 		}
 		if got := pickCounts(in, 6); strings.Contains(got, "n1") {
-			t.Fatalf("after six 50 ms replies (average %v): %s", time.Duration(p.rtt.Load()), got)
+			t.Fatalf("slow for a whole bucket (quickest %v): %s", time.Duration(p.near.get()), got)
 		}
-		in.now = now + 3*half // no reply since; the others are fresh
+		in.now = later + 7*half // no reply since; the others are fresh
 		for _, r := range in.refs[1:] {
 			r.peer.rttAt.Store(in.now)
 		}
 		if got := pickCounts(in, 6); got != "n1=2 n2=2 n3=2" {
-			t.Fatalf("three half-lives later (average %v): %s", time.Duration(p.rtt.Load()), got)
+			t.Fatalf("seven half-lives later: %s", got)
 		}
 	})
 
@@ -1222,6 +1229,7 @@ func BenchmarkChooseReplica(b *testing.B) {
 				resp.Nodes = append(resp.Nodes, &tidekvpb.NodeDescriptor{NodeId: id, GrpcAddr: addr})
 				p := cl.peer(addr)
 				p.rtt.Store(int64(rtts[i]))
+				p.near.cur.Store(int64(rtts[i]))
 				p.rttAt.Store(monoNow())
 				p.lastSent.Store(monoNow())
 			}
