@@ -362,14 +362,22 @@ func TestLinearizabilityUnderNemesis(t *testing.T) {
 		lc.waitLeader(t)
 		pause(200*time.Millisecond, 300*time.Millisecond)
 	}
-	end := time.Now()
-	time.Sleep(200 * time.Millisecond) // let the last recovery show in the history
-	stop()
+	w.finish(t, stop, time.Now(), fmt.Sprintf("; %d probes of a deposed leaseholder", probes))
+}
 
+// finish ends a nemesis run whose last fault was at end: it stops the
+// clients a moment later (the last recovery shows in the history), logs
+// the faults, and checks that each was followed by successful operations,
+// that there were at least four, and that the history, of at least 500
+// operations, is linearizable.
+func (w *linzWorkload) finish(t *testing.T, stop func(), end time.Time, note string) {
+	t.Helper()
+	time.Sleep(200 * time.Millisecond)
+	stop()
 	events := w.stats.Events(end)
-	t.Logf("%d nemesis events; operations: %s; %d probes of a deposed leaseholder", len(events), w.stats, probes)
+	t.Logf("%d nemesis events; operations: %s%s", len(events), w.stats, note)
 	for _, ev := range events {
-		t.Logf("  %-32s then %5d successful ops", ev.What, ev.Ok)
+		t.Logf("  %-40s then %5d successful ops", ev.What, ev.Ok)
 		if ev.Ok == 0 {
 			t.Errorf("no successful operation between %q and the next event", ev.What)
 		}
