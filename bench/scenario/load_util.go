@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,29 +92,16 @@ func lrRedirectLog(dir string) func() {
 // seeded permutation, so hot items are spread over the key space (and over
 // ranges) the way YCSB's scrambled zipfian spreads them.
 type lrZipf struct {
-	cdf  []float64
+	*plZipf
 	perm []int
 }
 
 func newLrZipf(n int, s float64, seed uint64) *lrZipf {
-	z := &lrZipf{cdf: make([]float64, n)}
-	sum := 0.0
-	for k := range n {
-		sum += 1 / math.Pow(float64(k+1), s)
-		z.cdf[k] = sum
-	}
-	for k := range z.cdf {
-		z.cdf[k] /= sum
-	}
-	z.perm = rand.New(rand.NewPCG(seed, 0x5eed)).Perm(n)
-	return z
+	return &lrZipf{plZipf: plNewZipf(n, s), perm: rand.New(rand.NewPCG(seed, 0x5eed)).Perm(n)}
 }
 
 // Rank draws a popularity rank (0 is the most popular).
-func (z *lrZipf) Rank(r *rand.Rand) int {
-	k := sort.SearchFloat64s(z.cdf, r.Float64())
-	return min(k, len(z.cdf)-1)
-}
+func (z *lrZipf) Rank(r *rand.Rand) int { return z.next(r) }
 
 // Next draws an item.
 func (z *lrZipf) Next(r *rand.Rand) int { return z.perm[z.Rank(r)] }
