@@ -43,9 +43,14 @@ func (tc *testCluster) freezeEverywhere(t *testing.T, rhs, lhs uint64) *tidekvpb
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each replica must have applied this freeze (its generation), as the
+	// server's merge waits for, not just show one: a replica still frozen
+	// by an earlier freeze may not have applied the unfreeze that came
+	// between, and would thaw under the merge.
 	waitFor(t, func() bool {
 		for _, s := range tc.stores {
-			if s.GetReplica(rhs).Desc().GetMergingInto() != lhs {
+			d := s.GetReplica(rhs).Desc()
+			if d.GetGeneration() < frozen.GetGeneration() || d.GetMergingInto() != lhs {
 				return false
 			}
 		}
