@@ -48,7 +48,11 @@ func (tc *testCluster) freezeEverywhere(t *testing.T, rhs, lhs uint64) *tidekvpb
 	// by an earlier freeze may not have applied the unfreeze that came
 	// between, and would thaw under the merge.
 	waitFor(t, func() bool {
-		for _, s := range tc.stores {
+		for _, rd := range frozen.GetReplicas() {
+			s := tc.stores[rd.GetNodeId()]
+			if s == nil || s.GetReplica(rhs) == nil {
+				return false
+			}
 			d := s.GetReplica(rhs).Desc()
 			if d.GetGeneration() < frozen.GetGeneration() || d.GetMergingInto() != lhs {
 				return false
