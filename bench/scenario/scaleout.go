@@ -257,6 +257,43 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 	return ctx.Err()
 }
 
+// scaleoutCounts counts each node's replicas (adaptive learners left out)
+// and leases over ranges, says whether every range has want voters and no
+// learner, and names the counts ("n1:32/17 n2:32/15 ") so that a change in
+// any of them shows. Leases count as well as replicas: once every range
+// is on every node of a pair or a trio, spreading load is moving leases,
+// which goes on after the replica counts stop (and waits out the
+// cool-down of each range that just got a replica).
+func scaleoutCounts(ranges []*tidekvpb.RangeInfo, want int) (replicas, leases map[uint64]int, complete bool, counts string) {
+	replicas, leases, complete = map[uint64]int{}, map[uint64]int{}, true
+	for _, ri := range ranges {
+		voters := 0
+		for _, rd := range ri.GetDesc().GetReplicas() {
+			if rd.GetAdaptive() {
+				continue
+			}
+			replicas[rd.GetNodeId()]++
+			if rd.GetType() == tidekvpb.ReplicaType_VOTER {
+				voters++
+			} else {
+				complete = false // a learner half way to becoming a voter
+			}
+		}
+		complete = complete && voters == want
+		leases[ri.GetLeaderNodeId()]++
+	}
+	ids := make([]uint64, 0, len(replicas))
+	for id := range replicas {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "n%d:%d/%d ", id, replicas[id], leases[id])
+	}
+	return replicas, leases, complete, b.String()
+}
+
 // scaleoutJoin starts node n and follows it until balanced.
 func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p scaleoutParams) (scaleoutStep, error) {
 	log := pc.progress
@@ -312,25 +349,7 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 				st.recvPhase1 = m[plRecvBytes] - recv0[n]
 			}
 		}
-		replicas, leases := map[uint64]int{}, map[uint64]int{}
-		complete := true
-		want := min(3, n)
-		for _, ri := range resp.GetRanges() {
-			voters := 0
-			for _, rd := range ri.GetDesc().GetReplicas() {
-				if rd.GetAdaptive() {
-					continue
-				}
-				replicas[rd.GetNodeId()]++
-				if rd.GetType() == tidekvpb.ReplicaType_VOTER {
-					voters++
-				} else {
-					complete = false // a learner half way to becoming a voter
-				}
-			}
-			complete = complete && voters == want
-			leases[ri.GetLeaderNodeId()]++
-		}
+		replicas, leases, complete, counts := scaleoutCounts(resp.GetRanges(), min(3, n))
 		if st.firstReplica < 0 && replicas[st.nodeID] > 0 {
 			st.firstReplica = since()
 			plLogf(log, "node %d: first replica (%.1f s)", n, st.firstReplica.Seconds())
@@ -339,21 +358,8 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 			st.firstLease = since()
 			plLogf(log, "node %d: first lease (%.1f s)", n, st.firstLease.Seconds())
 		}
-		ids := make([]uint64, 0, len(replicas))
-		for id := range replicas {
-			ids = append(ids, id)
-		}
-		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-		var b strings.Builder
-		// Leases too: with every range on both nodes of a pair (and
-		// on every node of a trio), spreading the load is moving leases,
-		// which goes on after the replica counts stop; measured before,
-		// I(load) caught a pair half way (0.811 in one run).
-		for _, id := range ids {
-			fmt.Fprintf(&b, "n%d:%d/%d ", id, replicas[id], leases[id])
-		}
-		if s := b.String(); s != sig {
-			sig, lastChange = s, time.Now()
+		if counts != sig {
+			sig, lastChange = counts, time.Now()
 		}
 		st.ranges = len(resp.GetRanges())
 		return state == "live" && complete && st.firstReplica >= 0 && time.Since(lastChange) >= p.settle
