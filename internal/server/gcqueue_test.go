@@ -203,8 +203,9 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 	}
 	// A pass keeps what is younger than gc-ttl, and a range is collected
 	// again only from MinGarbageBytes of garbage: if the last pass kept
-	// four 200-byte versions, they stay (one run of the full suite waited
-	// 30 s for them). So the newest versions, and less than the minimum.
+	// four 200-byte versions, they stay (most likely what one run of the
+	// full suite waited 30 s for: it failed before the wait said its
+	// counts). So the newest versions, and less than the minimum.
 	leftover := int64(1<<10) / 200
 	for _, name := range []string{"cache", "plain"} {
 		eventually(t, 30*time.Second, name+" collected down to its newest versions", func() error {
