@@ -130,29 +130,7 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 	}
 	plLogf(log, "loaded in %.1f s (%.0f inserts/s)", loadRes.ElapsedSeconds, loadRes.Throughput)
 
-	// Let size splits catch up: every range at most Θmax and the count
-	// stable for a few report intervals.
-	splitStart := time.Now()
-	var lastCount, ranges int
-	var lastChange time.Time
-	plWait(ctx, p.splitLimit, time.Second, func() bool {
-		resp, err := plRanges(ctx, cl)
-		if err != nil {
-			return false
-		}
-		ranges = len(resp.GetRanges())
-		over := 0
-		for _, ri := range resp.GetRanges() {
-			if ri.GetBytes() > p.maxBytes {
-				over++
-			}
-		}
-		if ranges != lastCount {
-			lastCount, lastChange = ranges, time.Now()
-		}
-		return over == 0 && time.Since(lastChange) >= 8*time.Second
-	})
-	splitTime := lastChange.Sub(splitStart)
+	ranges, splitTime := scaleoutWaitSplits(ctx, cl, p)
 	plLogf(log, "%d ranges after splitting (%.1f s)", ranges, splitTime.Seconds())
 
 	// The read-heavy hotspot load runs from here to the end.
@@ -174,18 +152,66 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 		}
 		steps = append(steps, st)
 	}
-	bres := bg.stop()
-	final, _ := plStatus(ctx, cl)
+	res := scaleoutResult{start: start, load0: load0, load: loadRes, ranges: ranges, splitTime: splitTime,
+		baseMean: baseMean, baseMin: baseMin, steps: steps, background: bg.stop()}
+	res.final, _ = plStatus(ctx, cl)
+	if err := scaleoutReport(out, opts, p, res); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
 
+// scaleoutWaitSplits lets size splits catch up after the load: every range
+// at most Θmax and the count unchanged for 8 s (a few report intervals).
+// It returns the range count and how long that took.
+func scaleoutWaitSplits(ctx context.Context, cl *client.Client, p scaleoutParams) (int, time.Duration) {
+	splitStart := time.Now()
+	var lastCount, ranges int
+	var lastChange time.Time
+	plWait(ctx, p.splitLimit, time.Second, func() bool {
+		resp, err := plRanges(ctx, cl)
+		if err != nil {
+			return false
+		}
+		ranges = len(resp.GetRanges())
+		over := 0
+		for _, ri := range resp.GetRanges() {
+			if ri.GetBytes() > p.maxBytes {
+				over++
+			}
+		}
+		if ranges != lastCount {
+			lastCount, lastChange = ranges, time.Now()
+		}
+		return over == 0 && time.Since(lastChange) >= 8*time.Second
+	})
+	return ranges, lastChange.Sub(splitStart)
+}
+
+// scaleoutResult is what a run measured, for its report.
+type scaleoutResult struct {
+	start             time.Time
+	load0             string
+	load              *bench.PhaseResult
+	ranges            int
+	splitTime         time.Duration
+	baseMean, baseMin float64
+	steps             []scaleoutStep
+	background        *bench.Result
+	final             *tidekvpb.StatusResponse
+}
+
+// scaleoutReport writes the run's tables, figures and verdicts.
+func scaleoutReport(out io.Writer, opts Options, p scaleoutParams, r scaleoutResult) error {
 	fmt.Fprintf(out, "## scaleout\n\n")
-	fmt.Fprintf(out, "Machine load average (1 min) at start / end: %s / %s.\n\n", load0, plLoadAvg())
+	fmt.Fprintf(out, "Machine load average (1 min) at start / end: %s / %s.\n\n", r.load0, plLoadAvg())
 	fmt.Fprintf(out, "%d records of 1,010-byte values (%.0f MiB), Θmax %s MiB, Θmin %s MiB (size splits only), replication factor 3; "+
 		"background YCSB B (95%% read, 5%% update), hotspot 20%%/80%%, %d threads, linearizable reads. Quick: %v. Total %.0f s.\n\n",
-		p.records, float64(p.records*plRecordBytes)/(1<<20), plMiB(float64(p.maxBytes)), plMiB(float64(p.maxBytes/4)), p.threads, opts.Quick, time.Since(start).Seconds())
+		p.records, float64(p.records*plRecordBytes)/(1<<20), plMiB(float64(p.maxBytes)), plMiB(float64(p.maxBytes/4)), p.threads, opts.Quick, time.Since(r.start).Seconds())
 	fmt.Fprintf(out, "Load into 1 node: %.1f s (%.0f inserts/s); %d ranges after splitting (settled %.1f s after the load). 1-node throughput: %.0f ops/s (lowest second %.0f).\n\n",
-		loadRes.ElapsedSeconds, loadRes.Throughput, ranges, splitTime.Seconds(), baseMean, baseMin)
+		r.load.ElapsedSeconds, r.load.Throughput, r.ranges, r.splitTime.Seconds(), r.baseMean, r.baseMin)
 	rows := [][]string{}
-	for _, s := range steps {
+	for _, s := range r.steps {
 		bal := plSecs(s.balanced)
 		if !s.settled {
 			bal = "> " + plSecs(s.balanced) + " (not settled)"
@@ -207,16 +233,16 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 		"bootstrap MiB (phase 1)", "received MiB", "moved MiB (all nodes)", "I(data)", "I(load)", "I(replicas)", "ops/s mean / lowest 1 s", "seconds at 0 ops/s", "failed ops"}, rows)
 
 	rows = rows[:0]
-	for _, s := range steps {
+	for _, s := range r.steps {
 		rows = append(rows, []string{fmt.Sprintf("%d→%d", s.nodes-1, s.nodes), strings.Join(s.states, " → "), scaleoutEvents(s.events)})
 	}
 	fmt.Fprintln(out, "The new node's states as `ctl status` showed them, and the placement operations during each step (events by kind/policy):")
 	fmt.Fprintln(out)
 	plTable(out, []string{"step", "states", "events"}, rows)
 
-	if final != nil {
+	if r.final != nil {
 		rows = rows[:0]
-		for _, ns := range final.GetNodes() {
+		for _, ns := range r.final.GetNodes() {
 			rows = append(rows, []string{strconv.FormatUint(ns.GetNode().GetNodeId(), 10), ns.GetState(), strconv.Itoa(int(ns.GetReplicas())),
 				strconv.Itoa(int(ns.GetLeases())), plMiB(float64(ns.GetBytes())), fmt.Sprintf("%.0f", ns.GetQps())})
 		}
@@ -225,7 +251,7 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 		plTable(out, []string{"node", "state", "replicas", "leases", "data MiB", "qps"}, rows)
 	}
 	nf := 0
-	for _, s := range steps {
+	for _, s := range r.steps {
 		for _, f := range s.failures {
 			fmt.Fprintf(out, "- %d→%d failed operator: %s\n", s.nodes-1, s.nodes, f)
 			nf++
@@ -234,10 +260,10 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 	if nf > 0 {
 		fmt.Fprintln(out)
 	}
-	if bres != nil && bres.Run != nil {
+	if bres := r.background; bres != nil && bres.Run != nil {
 		fmt.Fprintf(out, "Background load over all steps: %d operations, %d errors, %.0f ops/s.\n\n", bres.Run.Operations, bres.Run.Errors, bres.Run.Throughput)
 	}
-	for _, s := range steps {
+	for _, s := range r.steps {
 		if err := writeFigure(opts, out, "scaleout", fmt.Sprintf("join%d", s.nodes), scaleoutChart(s)); err != nil {
 			return err
 		}
@@ -248,13 +274,13 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 		}
 		return "NOT met"
 	}
-	for _, s := range steps {
+	for _, s := range r.steps {
 		fmt.Fprintf(out, "- %d→%d: serving within 30 s %s (%s s); I(data) ≤ 0.1 %s (%.3f); I(load) ≤ 0.2 %s (%.3f)\n",
 			s.nodes-1, s.nodes, met(s.firstLease >= 0 && s.firstLease <= 30*time.Second), plSecs(s.firstLease),
 			met(s.imbData <= 0.1), s.imbData, met(s.imbLoad <= 0.2), s.imbLoad)
 	}
 	fmt.Fprintln(out)
-	return ctx.Err()
+	return nil
 }
 
 // scaleoutCounts counts each node's replicas (adaptive learners left out)
