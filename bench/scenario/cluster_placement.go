@@ -263,14 +263,25 @@ type plStore struct {
 	c        *client.Client
 	read     client.ReadOption
 	ok, fail atomic.Int64
+	first    atomic.Pointer[string] // the first failure's error, for the report
 }
 
 func (s *plStore) count(err error) {
 	if err != nil {
 		s.fail.Add(1)
+		msg := err.Error()
+		s.first.CompareAndSwap(nil, &msg)
 	} else {
 		s.ok.Add(1)
 	}
+}
+
+// firstError is the first failure's error, "" if none.
+func (s *plStore) firstError() string {
+	if p := s.first.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 func (s *plStore) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
@@ -319,12 +330,13 @@ const plRecordBytes = 1010 + 23
 
 // plLoad inserts records (the YCSB load phase) and returns its result.
 func plLoad(ctx context.Context, cl *client.Client, records int64, seed uint64) (*bench.PhaseResult, error) {
-	res, err := bench.Run(ctx, plRecords(records, seed), &plStore{c: cl}, nil)
+	st := &plStore{c: cl}
+	res, err := bench.Run(ctx, plRecords(records, seed), st, nil)
 	if err != nil {
 		return nil, err
 	}
 	if res.Load.Errors > 0 {
-		return res.Load, fmt.Errorf("load: %d of %d inserts failed", res.Load.Errors, res.Load.Operations)
+		return res.Load, fmt.Errorf("load: %d of %d inserts failed, the first with: %s", res.Load.Errors, res.Load.Operations, st.firstError())
 	}
 	return res.Load, nil
 }
