@@ -66,10 +66,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			return ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
-			if r.anyNode && s.attempt > 1 {
-				return ctxError(fmt.Sprintf("%s (%d attempts over %v)", r.op, s.attempt, time.Since(s.start).Round(time.Millisecond)), err, s.lastErr)
-			}
-			return ctxError(r.op, err, s.lastErr)
+			return s.ctxError(r, s.attempt, err, s.lastErr)
 		}
 		if len(s.avoid) > 8 {
 			s.avoid = s.avoid[:0] // everything failed recently; start over
@@ -99,7 +96,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 		}
 		s.failures++
 		if wait > 0 && !sleep(ctx, wait) {
-			return ctxError(r.op, ctx.Err(), s.lastErr)
+			return s.ctxError(r, s.attempt+1, ctx.Err(), s.lastErr)
 		}
 	}
 	return fmt.Errorf("%w: %s: giving up after %d attempts: %v", s.lastSentinel, r.op, c.cfg.MaxAttempts, s.lastErr)
@@ -122,6 +119,17 @@ type attempts struct {
 	follow     bool
 	tried      uint64
 	triedEntry *rangeEntry
+}
+
+// ctxError is the error of r ended by its context after made attempts:
+// an admin operation, which retries until its deadline, says how many it
+// made and for how long, wherever the deadline found it (between
+// attempts, in a backoff, routing the next one).
+func (s *attempts) ctxError(r *rpc, made int, err, last error) error {
+	if r.anyNode && made > 1 {
+		return ctxError(fmt.Sprintf("%s (%d attempts over %v)", r.op, made, time.Since(s.start).Round(time.Millisecond)), err, last)
+	}
+	return ctxError(r.op, err, last)
 }
 
 // attempt is one try: where it went and how it ended.
@@ -161,7 +169,7 @@ func (c *Client) target(ctx context.Context, r *rpc, s *attempts) (attempt, erro
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return a, ctxError(r.op, err, s.lastErr)
+			return a, s.ctxError(r, s.attempt, err, s.lastErr)
 		}
 	}
 	return a, nil

@@ -25,7 +25,7 @@ func (c *Client) afterFailure(ctx context.Context, r *rpc, s *attempts, a *attem
 		if !r.idempotent && a.sent && !neverSent(st) && !refusedOutright(class, d) {
 			return 0, false, fmt.Errorf("%w: %s: %w", ErrAmbiguous, r.op, cerr)
 		}
-		return 0, false, ctxError(r.op, cerr, a.err)
+		return 0, false, s.ctxError(r, s.attempt+1, cerr, a.err)
 	}
 	if r.anyNode && d == nil && class == classStale {
 		// A bare FailedPrecondition from an admin operation is a refusal
