@@ -268,9 +268,10 @@ type plStore struct {
 
 func (s *plStore) count(err error) {
 	if err != nil {
-		s.fail.Add(1)
-		msg := err.Error()
-		s.first.CompareAndSwap(nil, &msg)
+		if s.fail.Add(1) == 1 {
+			msg := err.Error()
+			s.first.Store(&msg)
+		}
 	} else {
 		s.ok.Add(1)
 	}

@@ -93,6 +93,7 @@ type scaleoutStep struct {
 	thrMin       float64
 	zeroSecs     int // seconds without a successful operation
 	failed       int64
+	state        string   // the new node's state at the last poll
 	states       []string // the new node's states as seen, in order
 	events       map[string]int
 	failures     []string // reasons of failed operators
@@ -320,6 +321,30 @@ func scaleoutCounts(ranges []*tidekvpb.RangeInfo, want int) (replicas, leases ma
 	return replicas, leases, complete, b.String()
 }
 
+// noteStatus folds one status poll, at since the step's start, into the
+// step: every node's load sample, and the new node's state when it
+// changed (logged).
+func (st *scaleoutStep) noteStatus(status *tidekvpb.StatusResponse, at time.Duration, log io.Writer) {
+	smp := scaleoutSample{at: at.Seconds(), qps: map[uint64]float64{}, replicas: map[uint64]float64{}, leases: map[uint64]float64{}}
+	for _, ns := range status.GetNodes() {
+		id := ns.GetNode().GetNodeId()
+		smp.qps[id], smp.replicas[id], smp.leases[id] = ns.GetQps(), float64(ns.GetReplicas()), float64(ns.GetLeases())
+		if id != st.nodeID || ns.GetState() == st.state {
+			continue
+		}
+		st.state = ns.GetState()
+		plLogf(log, "node %d: %s (%.1f s)", st.nodes, st.state, at.Seconds())
+		if st.state == "live" {
+			st.live = at
+		}
+		st.states = append(st.states, fmt.Sprintf("%s at %.1f s", st.state, at.Seconds()))
+	}
+	st.samples = append(st.samples, smp)
+	if st.state == "bootstrap phase 1" {
+		st.phase1 = true
+	}
+}
+
 // scaleoutJoin starts node n and follows it until balanced.
 func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p scaleoutParams) (scaleoutStep, error) {
 	log := pc.progress
@@ -338,7 +363,6 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 
 	var sig string
 	lastChange := time.Now()
-	state := ""
 	done := plWait(ctx, p.stepLimit, 500*time.Millisecond, func() bool {
 		status, err := plStatus(ctx, cl)
 		if err != nil {
@@ -348,28 +372,8 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 		if err != nil {
 			return false
 		}
-		smp := scaleoutSample{at: since().Seconds(), qps: map[uint64]float64{}, replicas: map[uint64]float64{}, leases: map[uint64]float64{}}
-		for _, ns := range status.GetNodes() {
-			id := ns.GetNode().GetNodeId()
-			smp.qps[id], smp.replicas[id], smp.leases[id] = ns.GetQps(), float64(ns.GetReplicas()), float64(ns.GetLeases())
-		}
-		st.samples = append(st.samples, smp)
-		for _, ns := range status.GetNodes() {
-			if ns.GetNode().GetNodeId() == st.nodeID {
-				if s := ns.GetState(); s != state {
-					plLogf(log, "node %d: %s (%.1f s)", n, s, since().Seconds())
-					state = s
-					if s == "live" {
-						st.live = since()
-					}
-					st.states = append(st.states, fmt.Sprintf("%s at %.1f s", s, since().Seconds()))
-				}
-			}
-		}
-		if state == "bootstrap phase 1" && !st.phase1 {
-			st.phase1 = true
-		}
-		if st.phase1 && st.phase1End < 0 && state != "bootstrap phase 1" {
+		st.noteStatus(status, since(), log)
+		if st.phase1 && st.phase1End < 0 && st.state != "bootstrap phase 1" {
 			st.phase1End = since()
 			if m, err := plScrape(ctx, pc.httpAddr(n), plRecvBytes); err == nil {
 				st.recvPhase1 = m[plRecvBytes] - recv0[n]
@@ -388,13 +392,13 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 			sig, lastChange = counts, time.Now()
 		}
 		st.ranges = len(resp.GetRanges())
-		return state == "live" && complete && st.firstReplica >= 0 && time.Since(lastChange) >= p.settle
+		return st.state == "live" && complete && st.firstReplica >= 0 && time.Since(lastChange) >= p.settle
 	})
 	st.settled = done
 	st.balanced = lastChange.Sub(t0)
 	if !done {
 		st.balanced = since()
-		plLogf(log, "node %d: not balanced within %v (replicas/leases %s, state %q)", n, p.stepLimit, sig, state)
+		plLogf(log, "node %d: not balanced within %v (replicas/leases %s, state %q)", n, p.stepLimit, sig, st.state)
 	} else {
 		plLogf(log, "node %d: balanced at %.1f s (replicas/leases %s)", n, st.balanced.Seconds(), sig)
 	}

@@ -162,9 +162,10 @@ func (tc *testCluster) keySpaceVersions(t *testing.T, id keyspace.ID) (versions,
 // its versions for the cluster's 10 minutes; a read of a memory key
 // space below its GC threshold is refused.
 func TestGCQueueKeySpaceTTL(t *testing.T) {
+	const minGarbage = 1 << 10
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.GC.Interval, c.GC.MemoryInterval = 100*time.Millisecond, 100*time.Millisecond
-		c.GC.MinGarbageBytes, c.GC.MemoryMinGarbageBytes = 1<<10, 1<<10
+		c.GC.MinGarbageBytes, c.GC.MemoryMinGarbageBytes = minGarbage, minGarbage
 		c.Txn.MaxDuration = time.Second
 	})
 	c := tc.client()
@@ -203,10 +204,9 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 	}
 	// A pass keeps what is younger than gc-ttl, and a range is collected
 	// again only from MinGarbageBytes of garbage: if the last pass kept
-	// four 200-byte versions, they stay (most likely what one run of the
-	// full suite waited 30 s for: it failed before the wait said its
-	// counts). So the newest versions, and less than the minimum.
-	leftover := int64(1<<10) / 200
+	// four 200-byte versions, they stay. So the newest versions, and less
+	// than the minimum's worth.
+	leftover := int64(minGarbage / 200)
 	for _, name := range []string{"cache", "plain"} {
 		eventually(t, 30*time.Second, name+" collected down to its newest versions", func() error {
 			if v, live := tc.keySpaceVersions(t, made[name].ID); v > keys+leftover || live != keys {
