@@ -422,6 +422,10 @@ func (r *Replica) drainInboxLocked(tick bool) {
 			continue
 		case raftpb.MsgHeartbeatResp:
 			r.ackHeartbeatLocked(m)
+		case raftpb.MsgSnap:
+			if r.snapshotSpanTakenLocked(m) {
+				continue
+			}
 		}
 		_ = raw.Step(m) // errors mean a stale or irrelevant message
 	}

@@ -229,6 +229,37 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 	return nil
 }
 
+// snapshotSpanTakenLocked drops an incoming snapshot whose span another
+// initialized replica here now holds. HandleSnapshot checked the span when
+// the snapshot arrived, but another range may have been given part of it
+// since (its own snapshot, applied while this one was still streaming).
+// User data keys are shared by every range on the node, so applying this
+// one would clear that range's data and put older data in its place,
+// under that range's current applied index. Only this goroutine applies
+// snapshots and splits, so the check holds until the snapshot is applied
+// in this same round. Dropping it is a lost message: the leader sends a
+// newer snapshot later, or this replica catches up from its log.
+func (r *Replica) snapshotSpanTakenLocked(m *raftpb.Message) bool {
+	sd := &tidekvpb.SnapshotData{}
+	if err := proto.Unmarshal(m.GetSnapshot().GetData(), sd); err != nil {
+		return false // Raft's apply reports it
+	}
+	over := r.store.overlapping(sd.GetDesc())
+	if len(over) == 0 {
+		return false
+	}
+	idx := m.GetSnapshot().GetMetadata().GetIndex()
+	if st, ok := r.mu.incomingSST[idx]; ok {
+		os.Remove(st.path)
+		delete(r.mu.incomingSST, idx)
+	}
+	od := over[0].desc.Load()
+	r.store.stats.SnapshotsRefusedOverlap.Add(1)
+	log.Printf("range %d: snapshot at index %d dropped: range %d (generation %d) took part of its span on this node while it arrived",
+		r.rangeID, idx, od.GetRangeId(), od.GetGeneration())
+	return true
+}
+
 // applySnapshotLocked installs a snapshot Raft accepted: replace the range's
 // data with the staged SST and reset its Raft log and applied state.
 // takeStagedSSTLocked returns the verified SST staged for the snapshot at
