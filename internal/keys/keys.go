@@ -25,6 +25,7 @@ const (
 	suffixReplicaState byte = 's'
 	suffixLog          byte = 'l'
 	suffixTombstone    byte = 't'
+	suffixIncomplete   byte = 'i'
 )
 
 // MetaRangeID is the range that holds cluster metadata. It is bootstrapped
@@ -58,6 +59,13 @@ func ReplicaStateKey(rangeID uint64) []byte {
 // TombstoneKey marks a destroyed replica of the range.
 func TombstoneKey(rangeID uint64) []byte {
 	return append(rangeLocalPrefix(rangeID), suffixTombstone)
+}
+
+// DataIncompleteKey marks a replica whose data a snapshot is replacing:
+// written with the clearing of the old data, deleted with the state that
+// claims the new. Found at a start, it says the node stopped in between.
+func DataIncompleteKey(rangeID uint64) []byte {
+	return append(rangeLocalPrefix(rangeID), suffixIncomplete)
 }
 
 // LogKey holds the Raft log entry at index.

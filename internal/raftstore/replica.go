@@ -277,6 +277,13 @@ func (r *Replica) setDescLocked(d *tidekvpb.RangeDescriptor) {
 func (r *Replica) snapshotLocked() (*raftpb.Snapshot, error) {
 	st := r.mu.state
 	idx := st.GetAppliedIndex()
+	if idx != r.applied.Load() {
+		// Called in the middle of an apply (a replica change's
+		// ApplyConfChange may send a snapshot): the index counts entries
+		// whose writes are still in the uncommitted apply batch, which
+		// the engine snapshot would not hold. Raft asks again later.
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
 	term, err := r.mu.storage.Term(idx)
 	if err != nil {
 		return nil, err

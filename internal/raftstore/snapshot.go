@@ -293,8 +293,13 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	}
 	desc := sd.GetDesc()
 	eng := r.store.eng
-	// Data first, then the state that claims it: a crash in between leaves
-	// the old applied state, so the leader simply sends the snapshot again.
+	// Data first, then the state that claims it. A crash in between leaves
+	// the old applied state and log over cleared data, so the clearing
+	// batch also marks the data incomplete: at the next start the replica
+	// is lost (volatile.go), keeping its log and votes but serving nothing
+	// until its range replaces it. (Without the mark, a leader whose log
+	// still reaches back far enough would append to it instead of sending
+	// a snapshot, and it would serve without the data it had applied.)
 	// The data may change layout (whole version histories travel): reads
 	// wait until it is in place. Both layouts' spans are cleared, of the
 	// old bounds and the new, so nothing of another layout stays beside it.
@@ -305,6 +310,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 		_ = clearRangeData(b, old)
 	}
 	_ = clearRangeData(b, desc)
+	_ = b.Set(keys.DataIncompleteKey(r.rangeID), nil)
 	err = b.Commit(true)
 	b.Close()
 	if err != nil {
@@ -319,6 +325,7 @@ func (r *Replica) applySnapshotLocked(snap *raftpb.Snapshot) error {
 	defer b.Close()
 	llo, lhi := keys.LogSpan(r.rangeID)
 	_ = b.DeleteRange(llo, lhi)
+	_ = b.Delete(keys.DataIncompleteKey(r.rangeID))
 	st := &tidekvpb.ReplicaState{
 		AppliedIndex:   idx,
 		Desc:           desc,

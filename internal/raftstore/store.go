@@ -153,7 +153,9 @@ func (s *Store) loadReplicas() error {
 		if err != nil {
 			return fmt.Errorf("load range %d: %w", id, err)
 		}
-		s.markLostAtStart(r, st)
+		if err := s.markLostAtStart(r, st); err != nil {
+			return fmt.Errorf("load range %d: %w", id, err)
+		}
 	}
 	s.rebuildIndex()
 	for _, st := range removed {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/storage"
 )
@@ -57,16 +58,23 @@ func (e *DataLostError) Error() string {
 }
 
 // markLostAtStart marks a replica loaded at start lost if its data was in
-// volatile spans.
-func (s *Store) markLostAtStart(r *Replica, st *tidekvpb.ReplicaState) {
+// volatile spans, or if a snapshot was replacing its data when the node
+// stopped (snapshot.go): either way what it applied is not all there.
+func (s *Store) markLostAtStart(r *Replica, st *tidekvpb.ReplicaState) error {
+	why := "its data was in memory and went with the restart"
 	v, ok := s.eng.(storage.Volatile)
 	if !ok || !v.Volatile(dataSpan(st.GetDesc(), isMVCC(st))) {
-		return
+		_, incomplete, err := s.eng.Get(keys.DataIncompleteKey(r.rangeID))
+		if err != nil || !incomplete {
+			return err
+		}
+		why = "the node stopped while a snapshot was replacing its data"
 	}
 	r.lost.Store(true)
 	s.stats.ReplicasLost.Add(1)
-	log.Printf("range %d: its data was in memory and went with the restart: the replica serves nothing until its range repairs it (Raft state and log intact, applied index %d)",
-		r.rangeID, st.GetAppliedIndex())
+	log.Printf("range %d: %s: the replica serves nothing until its range repairs it (Raft state and log intact, applied index %d)",
+		r.rangeID, why, st.GetAppliedIndex())
+	return nil
 }
 
 // DataLost reports whether the replica lost its data with a restart and
@@ -179,8 +187,34 @@ func (r *Replica) notePeerLostLocked(peer uint64, lost bool) {
 
 // replaceLost removes the lost replica rd and, if it was a voter, adds a
 // fresh one on the same node, which a snapshot fills. Learners are only
-// removed: placement adds them where load asks for them.
+// removed: placement adds them where load asks for them. Once the lost
+// voter is out, nothing in the range says a voter is owed there, so a
+// failed addition (the new learner too slow to answer on a busy node) is
+// tried again here, backing off, until it succeeds, the range has its
+// voters again some other way, this replica stops leading, or ctx ends.
 func (r *Replica) replaceLost(ctx context.Context, rd *tidekvpb.ReplicaDescriptor) error {
+	voters, removed, err := r.removeLost(ctx, rd)
+	if err != nil || !removed || rd.GetType() != tidekvpb.ReplicaType_VOTER {
+		return err
+	}
+	node := rd.GetNodeId()
+	for attempt := 1; ; attempt++ {
+		done, err := r.readdVoter(ctx, node, voters)
+		if done || err == nil {
+			return err
+		}
+		log.Printf("range %d: repairing lost data: adding a voter on node %d again: %v", r.rangeID, node, err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(control.Backoff(attempt, 100*time.Millisecond, 5*time.Second)):
+		}
+	}
+}
+
+// removeLost removes the lost replica rd unless it is gone already or a
+// change is under way; voters is how many the range had before.
+func (r *Replica) removeLost(ctx context.Context, rd *tidekvpb.ReplicaDescriptor) (voters int, removed bool, err error) {
 	r.store.adminMu(r.rangeID).Lock()
 	defer r.store.adminMu(r.rangeID).Unlock()
 	r.changing.Add(1)
@@ -188,19 +222,36 @@ func (r *Replica) replaceLost(ctx context.Context, rd *tidekvpb.ReplicaDescripto
 	d := r.desc.Load()
 	cur := replicaOnNode(d, rd.GetNodeId())
 	if cur == nil || cur.GetReplicaId() != rd.GetReplicaId() || isJoint(d) {
-		return nil // replaced already, or a change is under way
+		return 0, false, nil // replaced already, or a change is under way
 	}
 	node := rd.GetNodeId()
-	cc := removeChange(rd.GetReplicaId())
-	nd, err := r.proposeChange(ctx, cc, d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, node) == nil })
-	if err != nil || rd.GetType() != tidekvpb.ReplicaType_VOTER {
-		return err
+	_, err = r.proposeChange(ctx, removeChange(rd.GetReplicaId()), d, func(nd *tidekvpb.RangeDescriptor) bool { return replicaOnNode(nd, node) == nil })
+	return countVoters(d), err == nil, err
+}
+
+// readdVoter adds a voter on node, the second half of a replacement; done
+// says there is nothing (more) to do: it succeeded, or node holds a
+// replica again, or the range has voters voters again, or this replica no
+// longer leads.
+func (r *Replica) readdVoter(ctx context.Context, node uint64, voters int) (done bool, err error) {
+	r.store.adminMu(r.rangeID).Lock()
+	defer r.store.adminMu(r.rangeID).Unlock()
+	r.changing.Add(1)
+	defer r.changing.Add(-1)
+	d := r.desc.Load()
+	switch {
+	case !r.isLeader.Load():
+		return true, r.notLeader()
+	case countVoters(d) >= voters:
+		return true, nil
+	case replicaOnNode(d, node) != nil && replicaOnNode(d, node).GetType() != tidekvpb.ReplicaType_LEARNER:
+		return true, nil
 	}
-	_, err = r.addVoter(ctx, nd, node, nil)
-	if err == nil {
-		r.store.stats.LostReplicasReplaced.Add(1)
+	if _, err := r.addVoter(ctx, d, node, nil); err != nil {
+		return false, err
 	}
-	return err
+	r.store.stats.LostReplicasReplaced.Add(1)
+	return true, nil
 }
 
 // applyResetLostLocked empties the range's data (both layouts); once the
@@ -216,6 +267,8 @@ func (r *Replica) applyResetLostLocked(ab *applyBatch) (applyResult, []func()) {
 			}
 		}
 	}
+	// Empty is complete: a snapshot the node stopped in no longer matters.
+	_ = ab.del(keys.DataIncompleteKey(r.rangeID))
 	s := r.store
 	return applyResult{}, []func(){func() {
 		r.lost.Store(false)
