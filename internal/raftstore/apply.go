@@ -362,6 +362,7 @@ func (r *Replica) applySplitLocked(ab *applyBatch, sc *tidekvpb.SplitCommand) (a
 		log.Fatalf("range %d: split: %v", r.rangeID, err)
 	}
 	r.setDescLocked(left)
+	log.Printf("range %d: applied split at %q: range %d takes [%q, %q)", r.rangeID, key, right.GetRangeId(), right.GetStartKey(), right.GetEndKey())
 	wasLeader, lost := r.isLeader.Load(), r.lost.Load()
 	s := r.store
 	post := []func(){func() {
