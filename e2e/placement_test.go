@@ -656,10 +656,15 @@ func (l *plAckLoad) verify(ctx context.Context, t *testing.T, cl *client.Client,
 		got[string(kv.Key)] = string(kv.Value)
 	}
 	bad := 0
+	resp, _ := plRanges(ctx, cl) // to say where lost writes should be
 	for k, want := range l.acked {
 		if v, ok := got[k]; !ok || v != want {
 			if bad++; bad <= 10 {
-				t.Errorf("%s: acknowledged write %s=%s lost (found %v, %q)", when, k, want, ok, v)
+				where := "range unknown"
+				if r := rangeFor(resp, []byte(k)); r != nil {
+					where = fmt.Sprintf("in %s lh=n%d", plDesc(r.GetDesc()), r.GetLeaderNodeId())
+				}
+				t.Errorf("%s: acknowledged write %s=%s lost (found %v, %q), %s", when, k, want, ok, v, where)
 			}
 		}
 	}
