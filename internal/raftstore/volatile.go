@@ -229,22 +229,20 @@ func (r *Replica) removeLost(ctx context.Context, rd *tidekvpb.ReplicaDescriptor
 	return countVoters(d), err == nil, err
 }
 
-// readdVoter adds a voter on node, the second half of a replacement; done
-// says there is nothing (more) to do: it succeeded, or node holds a
-// replica again, or the range has voters voters again, or this replica no
-// longer leads.
+// readdVoter adds a voter on node, the second half of a replacement (a
+// learner left there by a failed attempt is promoted); done says there is
+// nothing more to do: it succeeded, node holds a voter again, the range
+// has its voters again, or this replica no longer leads.
 func (r *Replica) readdVoter(ctx context.Context, node uint64, voters int) (done bool, err error) {
 	r.store.adminMu(r.rangeID).Lock()
 	defer r.store.adminMu(r.rangeID).Unlock()
 	r.changing.Add(1)
 	defer r.changing.Add(-1)
 	d := r.desc.Load()
-	switch {
+	switch there := replicaOnNode(d, node); {
 	case !r.isLeader.Load():
 		return true, r.notLeader()
-	case countVoters(d) >= voters:
-		return true, nil
-	case replicaOnNode(d, node) != nil && replicaOnNode(d, node).GetType() != tidekvpb.ReplicaType_LEARNER:
+	case countVoters(d) >= voters, there != nil && there.GetType() != tidekvpb.ReplicaType_LEARNER:
 		return true, nil
 	}
 	if _, err := r.addVoter(ctx, d, node, nil); err != nil {
