@@ -134,10 +134,13 @@ func (o *readOrder) close(target hlc.Timestamp) hlc.Timestamp {
 	return target
 }
 
-// leaseStart starts a lease at now: every write is stamped above it.
+// leaseStart starts a lease at now: every write is stamped above it, and
+// a transfer onwards hands at least now on (now may stand for reads an
+// earlier leaseholder served, which this one has not seen itself).
 func (o *readOrder) leaseStart(now hlc.Timestamp) {
 	o.mu.Lock()
 	o.cache.raise(now)
+	o.high = maxTS(o.high, now)
 	o.mu.Unlock()
 }
 

@@ -330,3 +330,33 @@ func readAhead(ctx context.Context, t *testing.T, r *Replica, d time.Duration) h
 	}
 	return at
 }
+
+// A read served at T under one lease must hold through two transfers in a
+// row: the middle leaseholder learns of T only as the start of its lease
+// and must hand it on, or the last one stamps a write below T and a read
+// at T changes.
+func TestReadHoldsThroughTwoTransfers(t *testing.T) {
+	clock := manualclock.New(time.Now())
+	tc, old := startWithK(t, func(c *Config) { c.Clock = clock })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	at := readAhead(ctx, t, old, 15*time.Millisecond)
+	mid := old.store.nodeID%3 + 1
+	last := mid%3 + 1
+	if err := old.TransferLease(mid); err != nil {
+		t.Fatal(err)
+	}
+	var r *Replica
+	waitFor(t, func() bool { r = tc.stores[mid].GetReplica(testRangeID); return r.IsLeader() })
+	waitFor(t, func() bool { return r.TransferLease(last) == nil })
+	waitFor(t, func() bool { r = tc.stores[last].GetReplica(testRangeID); return r.IsLeader() })
+	if now := r.store.hlc.Now(); !now.Less(at) {
+		t.Fatalf("the last leaseholder's clock passed the read (%v ≥ %v): nothing tested", now, at)
+	}
+	if _, err := r.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("v2")}}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || string(v) != "v1" {
+		t.Fatalf("read at %v after two transfers and a write: %q, %v; want v1, as read before", at, v, err)
+	}
+}
