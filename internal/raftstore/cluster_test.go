@@ -25,6 +25,9 @@ type testCluster struct {
 	stores  map[uint64]*Store
 	nodes   []uint64
 	rng     *rand.Rand // for fault choices; set by tests that need one
+	// wrap, when set, stands between a store started from then on and
+	// the network (fault injection at the sender).
+	wrap func(node uint64, t Transport) Transport
 }
 
 const testRangeID = 2
@@ -85,7 +88,11 @@ func (tc *testCluster) startStore(id uint64) *Store {
 // it).
 func (tc *testCluster) startStoreOn(id uint64, eng storage.Engine) *Store {
 	tc.t.Helper()
-	s, err := NewStore(tc.cfg, id, eng, tc.net.Transport(id), nil)
+	var tr Transport = tc.net.Transport(id)
+	if tc.wrap != nil {
+		tr = tc.wrap(id, tr)
+	}
+	s, err := NewStore(tc.cfg, id, eng, tr, nil)
 	if err != nil {
 		tc.t.Fatal(err)
 	}

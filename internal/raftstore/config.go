@@ -110,6 +110,8 @@ func (c *Config) Validate() error {
 		return errors.New("raftstore: HeartbeatTicks must be positive")
 	case c.ElectionTicks <= c.HeartbeatTicks:
 		return errors.New("raftstore: ElectionTicks must exceed HeartbeatTicks")
+	case c.ElectionTicks < 4:
+		return errors.New("raftstore: ElectionTicks must be at least 4 (a lease lasts half an election timeout less one tick)")
 	case c.MaxSizePerMsg == 0 || c.MaxInflightMsgs <= 0 || c.MaxUncommittedBytes == 0:
 		return errors.New("raftstore: message and inflight limits must be positive")
 	case c.MaxPendingProposals <= 0:
@@ -154,4 +156,12 @@ func (c *Config) ValidateMaxClockOffset() error {
 // electionTimeout is the election timeout as a duration.
 func (c Config) electionTimeout() time.Duration {
 	return time.Duration(c.ElectionTicks) * c.TickInterval
+}
+
+// leaseDuration is how long a lease lasts from the quorum's contact: it
+// ends half an election timeout before a follower that heard that contact
+// can vote for another leader, which is one tick short of an election
+// timeout after it (lease.go).
+func (c Config) leaseDuration() time.Duration {
+	return c.electionTimeout()/2 - c.TickInterval
 }

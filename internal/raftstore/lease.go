@@ -16,8 +16,10 @@ import (
 // timeout refuses to vote, and no follower campaigns before a full election
 // timeout without hearing from the leader. So once a quorum of voters has
 // acknowledged heartbeats the leader sent at time t, no other leader can
-// exist before t + electionTimeout. The lease ends halfway there, leaving
-// the other half for clock-rate differences. Its times are readings of the
+// exist before t + electionTimeout − one tick (a follower's first tick may
+// come just after the heartbeat reset its count). The lease ends half an
+// election timeout before that (Config.leaseDuration), leaving that half
+// for clock-rate differences. Its times are readings of the
 // leaseholder's monotonic clock (monoNow), so neither an offset from other
 // nodes' clocks nor a step of its own wall clock can stretch it. It counts
 // from the heartbeat's send time, never from when the answer arrived: an
@@ -61,8 +63,7 @@ func (r *Replica) refreshLeaseLocked() {
 		r.leaseExpiry.Store(0)
 		return
 	}
-	cfg := &r.store.cfg
-	r.leaseExpiry.Store(int64(contact) + int64(cfg.electionTimeout()/2))
+	r.leaseExpiry.Store(int64(contact) + int64(r.store.cfg.leaseDuration()))
 }
 
 // quorumContactLocked returns the latest time by which a quorum of every
@@ -130,9 +131,9 @@ func (r *Replica) leaseValid() bool {
 // stops answering stops adding more.
 const maxHeartbeatsInFlight = 64
 
-func (r *Replica) heartbeatSentLocked(peer uint64) {
+func (r *Replica) heartbeatSentLocked(peer uint64, at monoTime) {
 	if q := r.mu.heartbeatsSent[peer]; len(q) < maxHeartbeatsInFlight {
-		r.mu.heartbeatsSent[peer] = append(q, monoNow())
+		r.mu.heartbeatsSent[peer] = append(q, at)
 	}
 }
 

@@ -3,10 +3,13 @@ package raftstore
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
@@ -147,4 +150,139 @@ func TestWriteDuringLeaseTransferNamesTheTransferee(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatal("never saw a write refused while the lease was being transferred")
+}
+
+// stallingSender holds one heartbeat to a peer inside Send, as a process
+// paused between taking a message's time and handing it over would, and
+// drops the peer's later heartbeats so that the held one is the last the
+// peer answers.
+type stallingSender struct {
+	Transport
+	mu      sync.Mutex
+	to      uint64 // node whose next heartbeat stalls; 0 when disarmed
+	stalled bool
+	entered monoTime // when the stalled heartbeat reached Send
+	handed  bool     // the stalled heartbeat went on to the network
+}
+
+func (s *stallingSender) Send(m *tidekvpb.RaftMessage) bool {
+	if m.GetMessage().GetType() != raftpb.MsgHeartbeat {
+		return s.Transport.Send(m)
+	}
+	s.mu.Lock()
+	armed, stalled := s.to != 0 && m.GetToNodeId() == s.to, s.stalled
+	if armed && !stalled {
+		s.stalled, s.entered = true, monoNow()
+	}
+	s.mu.Unlock()
+	switch {
+	case armed && stalled:
+		return false
+	case armed:
+		time.Sleep(30 * time.Millisecond)
+		defer func() { s.mu.Lock(); s.handed = true; s.mu.Unlock() }()
+	}
+	return s.Transport.Send(m)
+}
+
+// A heartbeat counts from before it was handed to the transport: a pause
+// between the handing over and the reading of the clock would credit the
+// peer's answer with contact it did not have then, and stretch the lease.
+func TestHeartbeatContactCountsFromBeforeTheSend(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	senders := map[uint64]*stallingSender{}
+	tc.wrap = func(node uint64, tr Transport) Transport {
+		senders[node] = &stallingSender{Transport: tr}
+		return senders[node]
+	}
+	for _, id := range tc.nodes {
+		tc.crash(id)
+		tc.restart(id)
+	}
+	ld := tc.leader(testRangeID)
+	waitFor(t, ld.leaseCovers)
+	var peer, peerReplica uint64
+	for _, rd := range ld.Status().Desc.GetReplicas() {
+		if rd.GetNodeId() != ld.store.nodeID {
+			peer, peerReplica = rd.GetNodeId(), rd.GetReplicaId()
+		}
+	}
+	snd := senders[ld.store.nodeID]
+	snd.mu.Lock()
+	snd.to = peer
+	snd.mu.Unlock()
+	// Once the stalled heartbeat is answered no other is outstanding (its
+	// sender holds the replica's lock from Send until it queued the time).
+	waitFor(t, func() bool {
+		snd.mu.Lock()
+		handed := snd.handed
+		snd.mu.Unlock()
+		ld.mu.Lock()
+		defer ld.mu.Unlock()
+		return handed && len(ld.mu.heartbeatsSent[peerReplica]) == 0
+	})
+	ld.mu.Lock()
+	contact := ld.mu.lastContact[peerReplica]
+	ld.mu.Unlock()
+	if contact > snd.entered {
+		t.Fatalf("peer credited with contact at %v, %v after its heartbeat reached the transport",
+			contact, time.Duration(contact-snd.entered))
+	}
+}
+
+// A follower that heard the leader grants no vote to another candidate
+// until half an election timeout after the lease that contact gave ends
+// (what leaseLowWater and ValidateMaxClockOffset count on), measured on
+// Raft itself: a follower's first tick may come just after the heartbeat,
+// so k ticks can take as little as k−1 tick intervals.
+func TestLeaseEndsHalfAnElectionTimeoutBeforeAVote(t *testing.T) {
+	cfg := DefaultConfig()
+	V := tidekvpb.ReplicaType_VOTER
+	desc := ccDesc(1, ccRep(1, V), ccRep(2, V), ccRep(3, V))
+	ms := raft.NewMemoryStorage()
+	if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+		Index: proto.Uint64(initialIndex), Term: proto.Uint64(initialTerm), ConfState: confStateFromDesc(desc)}}); err != nil {
+		t.Fatal(err)
+	}
+	follower, err := raft.NewRawNode(newRaftConfig(&cfg, 2, ms, initialIndex))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain := func() (msgs []*raftpb.Message) {
+		for follower.HasReady() {
+			rd := follower.Ready()
+			if !raft.IsEmptyHardState(rd.HardState) {
+				_ = ms.SetHardState(rd.HardState)
+			}
+			msgs = append(msgs, rd.Messages...)
+			follower.Advance(rd)
+		}
+		return msgs
+	}
+	term := uint64(initialTerm + 1)
+	if err := follower.Step(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: proto.Uint64(1), To: proto.Uint64(2),
+		Term: proto.Uint64(term)}); err != nil {
+		t.Fatal(err)
+	}
+	drain()
+	for ticks := 1; ticks <= 3*cfg.ElectionTicks; ticks++ {
+		follower.Tick()
+		drain()
+		if err := follower.Step(&raftpb.Message{Type: raftpb.MsgPreVote.Enum(), From: proto.Uint64(3), To: proto.Uint64(2),
+			Term: proto.Uint64(term + 1), LogTerm: proto.Uint64(initialTerm), Index: proto.Uint64(initialIndex)}); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range drain() {
+			if m.GetType() != raftpb.MsgPreVoteResp || m.GetReject() {
+				continue
+			}
+			earliestVote := time.Duration(ticks-1) * cfg.TickInterval
+			if cfg.leaseDuration()+cfg.electionTimeout()/2 > earliestVote {
+				t.Fatalf("a vote may be granted %v after the contact, but the lease (%v) and half an election timeout (%v) reach past it",
+					earliestVote, cfg.leaseDuration(), cfg.electionTimeout()/2)
+			}
+			return
+		}
+	}
+	t.Fatal("the follower never granted a vote")
 }

@@ -280,6 +280,12 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 			r.sendSnapshotLocked(rm)
 			continue
 		}
+		// A heartbeat's contact counts from before the send: a pause
+		// inside Send must not move the lease's start later.
+		var at monoTime
+		if m.GetType() == raftpb.MsgHeartbeat {
+			at = monoNow()
+		}
 		sent := r.store.transport.Send(rm)
 		if sent {
 			r.store.stats.MessagesSent.Add(1)
@@ -288,7 +294,7 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 		}
 		switch {
 		case sent && m.GetType() == raftpb.MsgHeartbeat:
-			r.heartbeatSentLocked(m.GetTo())
+			r.heartbeatSentLocked(m.GetTo(), at)
 		case !sent && m.GetType() == raftpb.MsgApp:
 			r.mu.raw.ReportUnreachable(m.GetTo())
 		}
