@@ -347,8 +347,6 @@ func (st *scaleoutStep) noteStatus(status *tidekvpb.StatusResponse, at time.Dura
 
 // scaleoutJoin starts node n and follows it until balanced.
 func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p scaleoutParams) (scaleoutStep, error) {
-	log := pc.progress
-	cl := pc.cl
 	st := scaleoutStep{nodes: n, firstReplica: -1, firstLease: -1, phase1End: -1, live: -1, balanced: -1}
 	sent0, recv0 := pc.snapshotBytes(ctx)
 	okFrom, failFrom := bg.store.ok.Load(), bg.store.fail.Load()
@@ -359,16 +357,39 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 	}
 	st.ready = time.Since(t0)
 	st.nodeID = proc.NodeID()
-	since := func() time.Duration { return time.Since(t0) }
+	st.followUntilBalanced(ctx, pc, n, p, t0, recv0[n])
+	end := time.Now()
+	st.thrMean, st.thrMin, st.zeroSecs, st.failed = bg.window(t0, end, okFrom, failFrom)
+	sent1, recv1 := pc.snapshotBytes(ctx)
+	for i, v := range sent1 {
+		st.moved += v - sent0[i]
+	}
+	st.recvTotal = recv1[n] - recv0[n]
+	if !st.phase1 || st.phase1End < 0 {
+		st.recvPhase1 = math.NaN()
+	}
+	st.sampleImbalance(ctx, pc.cl)
+	st.events, st.failures = plEventCounts(ctx, pc.cl, t0, time.Now())
+	plLogf(pc.progress, "step %d→%d: I(data) %.3f I(load) %.3f I(replicas) %.3f, moved %s MiB, %.0f ops/s",
+		n-1, n, st.imbData, st.imbLoad, st.imbReplicas, plMiB(st.moved), st.thrMean)
+	return st, nil
+}
 
+// followUntilBalanced polls the cluster from node n's start (t0) until it
+// is live, every range is complete and the replica and lease counts have
+// held still for p.settle, or p.stepLimit passes. recv0 is the node's
+// received snapshot bytes at t0.
+func (st *scaleoutStep) followUntilBalanced(ctx context.Context, pc *plProcs, n int, p scaleoutParams, t0 time.Time, recv0 float64) {
+	log := pc.progress
+	since := func() time.Duration { return time.Since(t0) }
 	var sig string
 	lastChange := time.Now()
 	done := plWait(ctx, p.stepLimit, 500*time.Millisecond, func() bool {
-		status, err := plStatus(ctx, cl)
+		status, err := plStatus(ctx, pc.cl)
 		if err != nil {
 			return false
 		}
-		resp, err := plRanges(ctx, cl)
+		resp, err := plRanges(ctx, pc.cl)
 		if err != nil {
 			return false
 		}
@@ -376,7 +397,7 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 		if st.phase1 && st.phase1End < 0 && st.state != "bootstrap phase 1" {
 			st.phase1End = since()
 			if m, err := plScrape(ctx, pc.httpAddr(n), plRecvBytes); err == nil {
-				st.recvPhase1 = m[plRecvBytes] - recv0[n]
+				st.recvPhase1 = m[plRecvBytes] - recv0
 			}
 		}
 		replicas, leases, complete, counts := scaleoutCounts(resp.GetRanges(), min(3, n))
@@ -402,18 +423,11 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 	} else {
 		plLogf(log, "node %d: balanced at %.1f s (replicas/leases %s)", n, st.balanced.Seconds(), sig)
 	}
-	end := time.Now()
-	st.thrMean, st.thrMin, st.zeroSecs, st.failed = bg.window(t0, end, okFrom, failFrom)
-	sent1, recv1 := pc.snapshotBytes(ctx)
-	for i, v := range sent1 {
-		st.moved += v - sent0[i]
-	}
-	st.recvTotal = recv1[n] - recv0[n]
-	if !st.phase1 || st.phase1End < 0 {
-		st.recvPhase1 = math.NaN()
-	}
-	// Imbalance once balanced: the mean of a few status samples (the
-	// per-node request rates are noisy).
+}
+
+// sampleImbalance takes the imbalance once balanced: the mean of a few
+// status samples (the per-node request rates are noisy).
+func (st *scaleoutStep) sampleImbalance(ctx context.Context, cl *client.Client) {
 	var data, load, reps []float64
 	plWait(ctx, 6*time.Second, time.Second, func() bool {
 		if s, err := plStatus(ctx, cl); err == nil && s.GetImbalance() != nil {
@@ -426,10 +440,6 @@ func scaleoutJoin(ctx context.Context, pc *plProcs, bg *plBackground, n int, p s
 	st.imbData, _ = plMeanStd(data)
 	st.imbLoad, _ = plMeanStd(load)
 	st.imbReplicas, _ = plMeanStd(reps)
-	st.events, st.failures = plEventCounts(ctx, cl, t0, time.Now())
-	plLogf(log, "step %d→%d: I(data) %.3f I(load) %.3f I(replicas) %.3f, moved %s MiB, %.0f ops/s",
-		n-1, n, st.imbData, st.imbLoad, st.imbReplicas, plMiB(st.moved), st.thrMean)
-	return st, nil
 }
 
 // scaleoutEvents formats event counts, the interesting kinds first.
