@@ -17,7 +17,9 @@ import (
 // one by one MigrateLayout entry (migrate.go), its right half of a split
 // inherits it, and a snapshot carries it. Reads run beside apply, so they
 // learn the layout from an atomic view that changes around the commit
-// that moves the data (readLayout).
+// that moves the data (readLayout). Destroying the replica is the last
+// such change: its view is gone from before the data is cleared, and
+// stays so.
 
 // layoutView is a replica's layout as reads see it.
 type layoutView struct {
@@ -25,6 +27,8 @@ type layoutView struct {
 	// moving is non-nil from the apply that changes the data's layout
 	// (a migration, a snapshot) until its batch is committed; closed then.
 	moving chan struct{}
+	// gone: the replica is destroyed; reads get RangeNotFoundError.
+	gone bool
 }
 
 func isMVCC(st *tidekvpb.ReplicaState) bool {
@@ -44,11 +48,22 @@ func (r *Replica) publishLayoutLocked() {
 func (r *Replica) beginLayoutChangeLocked(versioned bool) (done func()) {
 	moving := make(chan struct{})
 	next := &layoutView{mvcc: versioned}
-	r.layout.Store(&layoutView{mvcc: next.mvcc, moving: moving})
+	cur := &layoutView{mvcc: next.mvcc, moving: moving}
+	r.layout.Store(cur)
 	return func() {
-		r.layout.Store(next)
+		// A migration publishes after r.mu is released; the replica may
+		// have been destroyed since, and must stay gone.
+		r.layout.CompareAndSwap(cur, next)
 		close(moving)
 	}
+}
+
+// publishGoneLocked is called by destroyReplicaLocked before the batch
+// clearing the data commits: a read that took its view earlier finds it
+// changed once it has read (stillLayout) and then gets RangeNotFoundError,
+// instead of answering from the cleared span.
+func (r *Replica) publishGoneLocked() {
+	r.layout.Store(&layoutView{mvcc: r.layout.Load().mvcc, gone: true})
 }
 
 // readLayout returns the view a read should use, waiting while the data is
@@ -57,6 +72,9 @@ func (r *Replica) beginLayoutChangeLocked(versioned bool) (done func()) {
 func (r *Replica) readLayout(ctx context.Context) (*layoutView, error) {
 	for {
 		v := r.layout.Load()
+		if v.gone {
+			return nil, &RangeNotFoundError{RangeID: r.rangeID}
+		}
 		if v.moving == nil {
 			return v, nil
 		}
@@ -71,6 +89,23 @@ func (r *Replica) readLayout(ctx context.Context) (*layoutView, error) {
 }
 
 func (r *Replica) stillLayout(v *layoutView) bool { return r.layout.Load() == v }
+
+// layoutSnapshot pins the engine for a read: a snapshot taken while the
+// view it returns was current, so of data in that layout and not of a
+// destroyed replica's cleared span.
+func (r *Replica) layoutSnapshot(ctx context.Context) (*layoutView, storage.Snapshot, error) {
+	for {
+		v, err := r.readLayout(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		snap := r.store.eng.NewSnapshot()
+		if r.stillLayout(v) {
+			return v, snap, nil
+		}
+		snap.Close()
+	}
+}
 
 // VersionedLayout reports whether the range's data is on the versioned
 // layout (as of its last committed apply).

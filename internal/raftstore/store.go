@@ -472,6 +472,11 @@ func (s *Store) destroyReplicaLocked(r *Replica, reason string) {
 	}
 	r.mu.destroyed = true
 	log.Printf("range %d: removing replica %d from node %d: %s", r.rangeID, r.mu.replicaID, s.nodeID, reason)
+	// Before the data is cleared: no read may pass its checks after this,
+	// and one that passed them earlier is refused once it has read.
+	r.leaseExpiry.Store(0)
+	r.isLeader.Store(false)
+	r.publishGoneLocked()
 	b := s.eng.NewBatch()
 	defer b.Close()
 	lo, hi := keys.RangeLocalSpan(r.rangeID)
@@ -495,7 +500,6 @@ func (s *Store) destroyReplicaLocked(r *Replica, reason string) {
 	gone := &RangeNotFoundError{RangeID: r.rangeID}
 	r.failPendingLocked(fmt.Errorf("%w: range %d went from this node with the write pending", ErrAmbiguous, r.rangeID), gone)
 	r.closeInbox()
-	r.isLeader.Store(false)
 	s.mu.Lock()
 	if s.mu.replicas[r.rangeID] == r {
 		delete(s.mu.replicas, r.rangeID)

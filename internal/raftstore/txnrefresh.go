@@ -51,10 +51,10 @@ func (r *Replica) RefreshReads(ctx context.Context, ks [][]byte, from, to hlc.Ti
 	if err := r.checkGCThreshold(from); err != nil {
 		return err
 	}
-	if !r.VersionedLayout() {
-		return fmt.Errorf("%w: range %d is not on the versioned layout, which transactions need: retry", ErrLogVersion, r.rangeID)
+	snap, err := r.versionedSnapshot(ctx)
+	if err != nil {
+		return err
 	}
-	snap := r.store.eng.NewSnapshot()
 	defer snap.Close()
 	for _, k := range ks {
 		vk := keys.VersionedKey(k)
@@ -96,15 +96,30 @@ func (r *Replica) RefreshSpan(ctx context.Context, start, end []byte, from, to h
 	if err := r.checkGCThreshold(from); err != nil {
 		return nil, err
 	}
-	if !r.VersionedLayout() {
-		return nil, fmt.Errorf("%w: range %d is not on the versioned layout, which transactions need: retry", ErrLogVersion, r.rangeID)
+	snap, err := r.versionedSnapshot(ctx)
+	if err != nil {
+		return nil, err
 	}
-	snap := r.store.eng.NewSnapshot()
 	defer snap.Close()
 	if err := r.spanChanged(snap, &tidekvpb.KeySpan{StartKey: start, EndKey: upper}, from, to); err != nil {
 		return nil, err
 	}
 	return resume, r.checkGCThreshold(from)
+}
+
+// versionedSnapshot pins the engine for a refresh (layoutSnapshot): one
+// taken after the replica was destroyed would find no version in the
+// cleared span, and the refresh would pass.
+func (r *Replica) versionedSnapshot(ctx context.Context) (storage.Snapshot, error) {
+	lv, snap, err := r.layoutSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !lv.mvcc {
+		snap.Close()
+		return nil, fmt.Errorf("%w: range %d is not on the versioned layout, which transactions need: retry", ErrLogVersion, r.rangeID)
+	}
+	return snap, nil
 }
 
 // spanChanged is why a scan of sp at from is not what a read at to sees,
