@@ -167,8 +167,9 @@ func (tc *testCluster) get(key string) (string, bool) {
 	defer cancel()
 	for ctx.Err() == nil {
 		r := tc.leader(testRangeID)
-		if r2 := r.store.LookupKey([]byte(key)); r2 != nil {
-			r = r2
+		if r2 := r.store.LookupKey([]byte(key)); r2 != nil && r2.rangeID != testRangeID {
+			// The key's range since a split, which another node may lead.
+			r = tc.leader(r2.rangeID)
 		}
 		v, ok, err := r.Get(ctx, []byte(key), ReadOptions{})
 		if err == nil {
