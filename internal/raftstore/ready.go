@@ -296,6 +296,8 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 			r.heartbeatSentLocked(m.GetTo())
 		case !sent && m.GetType() == raftpb.MsgApp:
 			r.mu.raw.ReportUnreachable(m.GetTo())
+		case sent && m.GetType() == raftpb.MsgTimeoutNow:
+			r.timeoutNowSentLocked(m)
 		}
 	}
 }
