@@ -195,14 +195,16 @@ func (s *Store) clearOverlapsFor(desc *tidekvpb.RangeDescriptor) error {
 }
 
 // overlapping returns the initialized local replicas of other ranges that
-// overlap d's span.
+// overlap d's span, leaving out those frozen into d's range: d's span
+// reaches over them only once the merge has happened, so a snapshot of d
+// holds their data, and they are destroyed when it is applied.
 func (s *Store) overlapping(d *tidekvpb.RangeDescriptor) []*Replica {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*Replica
 	for id, o := range s.mu.replicas {
 		od := o.desc.Load()
-		if id == d.GetRangeId() || od == nil {
+		if id == d.GetRangeId() || od == nil || od.GetMergingInto() == d.GetRangeId() {
 			continue
 		}
 		if descsOverlap(od, d) {

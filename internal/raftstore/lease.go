@@ -29,7 +29,17 @@ import (
 // message (the transport reports the peer unreachable) clears the queue,
 // after which answers are ignored until new heartbeats go out. A leadership
 // transfer voids the lease at once (the transferee campaigns without
-// waiting).
+// waiting, and the followers grant a transfer's votes in spite of their
+// leases). If Raft gives the transfer up (the transferee has not won after
+// an election timeout), the lease comes back only once the transferee has
+// answered a heartbeat sent after the last MsgTimeoutNow: the message may
+// be delayed for any time, and a transferee still in the term acts on it.
+// Messages to a node go in order, so by that answer it has acted on the
+// message (and left the term, so it answers nothing in it) or ignored it.
+// Only transfers whose MsgTimeoutNow went out cost anything: most aborted
+// ones never send it (the transferee did not catch up), and a transferee
+// that did get it answers within a heartbeat; one unreachable keeps the
+// leader on ReadIndex reads until it answers or the term ends.
 //
 // A lease read also needs the leader to have applied the first index
 // committed in its term: everything earlier leaders acknowledged is at or
@@ -40,7 +50,8 @@ import (
 // messages or ticked.
 func (r *Replica) refreshLeaseLocked() {
 	bs := r.mu.raw.BasicStatus()
-	if bs.RaftState != raft.StateLeader || bs.LeadTransferee != 0 || r.mu.state.GetDesc() == nil || r.lost.Load() {
+	if bs.RaftState != raft.StateLeader || bs.LeadTransferee != 0 || r.mu.state.GetDesc() == nil || r.lost.Load() ||
+		r.timeoutNowPendingLocked(bs.GetTerm()) {
 		r.leaseExpiry.Store(0)
 		return
 	}
@@ -135,6 +146,36 @@ func (r *Replica) heartbeatSentLocked(peer uint64, at monoTime) {
 	if q := r.mu.heartbeatsSent[peer]; len(q) < maxHeartbeatsInFlight {
 		r.mu.heartbeatsSent[peer] = append(q, at)
 	}
+}
+
+// timeoutNowSentLocked notes a MsgTimeoutNow handed to the transport. The
+// time is read after the send, so a heartbeat sent earlier has an earlier
+// or equal one.
+func (r *Replica) timeoutNowSentLocked(m *raftpb.Message) {
+	if r.mu.timeoutNow == nil || r.mu.timeoutNowTerm != m.GetTerm() {
+		r.mu.timeoutNow, r.mu.timeoutNowTerm = map[uint64]monoTime{}, m.GetTerm()
+	}
+	r.mu.timeoutNow[m.GetTo()] = monoNow()
+}
+
+// timeoutNowPendingLocked reports whether a MsgTimeoutNow this leader sent
+// in term may still reach a transferee that has not answered a heartbeat
+// sent after it, forgetting those that can no longer.
+func (r *Replica) timeoutNowPendingLocked(term uint64) bool {
+	if len(r.mu.timeoutNow) == 0 {
+		return false
+	}
+	if r.mu.timeoutNowTerm != term {
+		r.mu.timeoutNow = nil
+		return false
+	}
+	for to, sent := range r.mu.timeoutNow {
+		if r.mu.lastContact[to] <= sent {
+			return true
+		}
+		delete(r.mu.timeoutNow, to)
+	}
+	return false
 }
 
 // ackHeartbeatLocked credits a peer with the send time of the oldest

@@ -286,3 +286,86 @@ func TestLeaseEndsHalfAnElectionTimeoutBeforeAVote(t *testing.T) {
 	}
 	t.Fatal("the follower never granted a vote")
 }
+
+// heldTimeoutNow is a node's side of the network on which a MsgTimeoutNow
+// for range rangeID, and everything sent after it on the same link, waits
+// until release is closed: a slow link, in order.
+type heldTimeoutNow struct {
+	*Store
+	rangeID uint64
+	once    sync.Once
+	held    chan struct{} // closed when a MsgTimeoutNow starts waiting
+	release chan struct{}
+}
+
+func (h *heldTimeoutNow) HandleRaftMessage(m *tidekvpb.RaftMessage) {
+	if m.GetRangeId() == h.rangeID && m.GetMessage().GetType() == raftpb.MsgTimeoutNow {
+		h.once.Do(func() { close(h.held) })
+		<-h.release
+	}
+	h.Store.HandleRaftMessage(m)
+}
+
+// Raft gives up a lease transfer whose transferee has not won within an
+// election timeout, and the old leaseholder leads on. Its MsgTimeoutNow
+// may still be on the way: the transferee then campaigns with a vote the
+// followers grant in spite of the lease (a transfer's). The old
+// leaseholder must hold no lease until that message can no longer arrive,
+// or it serves reads the new leader's writes have made stale.
+func TestAbortedTransferLateTimeoutNowNoStaleRead(t *testing.T) {
+	// Long leases: the old leaseholder's would outlast the new leader's
+	// election and first write by far.
+	tc := newTestCluster(t, 3, func(c *Config) { c.ElectionTicks = 100 })
+	tc.put("k", "old")
+	tc.moveLease(1)
+	a, b, c := tc.stores[1].GetReplica(testRangeID), tc.stores[2].GetReplica(testRangeID), uint64(3)
+	waitFor(t, a.leaseCovers)
+	gate := &heldTimeoutNow{Store: tc.stores[2], rangeID: testRangeID, held: make(chan struct{}), release: make(chan struct{})}
+	tc.net.Register(2, gate)
+	released := false
+	defer func() {
+		if !released {
+			close(gate.release)
+		}
+	}()
+	if err := a.TransferLease(2); err != nil {
+		t.Fatal(err)
+	}
+	<-gate.held
+	// Raft aborts the transfer; node 1 leads on and node 3 answers its
+	// heartbeats.
+	waitFor(t, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.mu.raw.BasicStatus().LeadTransferee == 0
+	})
+	aborted := monoNow()
+	waitFor(t, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.mu.lastContact[c] > aborted
+	})
+	if !a.IsLeader() {
+		t.Fatal("node 1 stepped down after the transfer was aborted")
+	}
+	if a.leaseValid() {
+		t.Error("node 1 holds a lease while its MsgTimeoutNow to node 2 may still arrive")
+	}
+
+	// The message arrives; node 1 hears nothing more.
+	tc.net.SetCut(2, 1, true)
+	tc.net.SetCut(3, 1, true)
+	close(gate.release)
+	released = true
+	waitFor(t, b.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := b.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("new")}}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer rcancel()
+	if v, _, err := a.Get(rctx, []byte("k"), ReadOptions{}); err == nil && string(v) != "new" {
+		t.Fatalf("node 1 read k = %q after node 2 took over and wrote \"new\" (lease still valid: %v)", v, a.leaseValid())
+	}
+}

@@ -248,7 +248,9 @@ func (r *Replica) reportLocked(d *tidekvpb.RangeDescriptor) []func() {
 // dropMergedInto destroys local replicas frozen into the range of desc and
 // covered by it: a replica of that range that missed the merge entry (its
 // log was truncated) learns of the merge from a snapshot, which carries the
-// merged span.
+// merged span. It runs only once that snapshot is applied: until then it
+// may fail to arrive or be refused, and the replica may yet apply the
+// merge entry, which needs the frozen replica (applyMergeLocked).
 func (s *Store) dropMergedInto(desc *tidekvpb.RangeDescriptor) {
 	s.mu.RLock()
 	var victims []*Replica

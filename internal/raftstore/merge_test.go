@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
 )
 
 // splitAt splits the test range at key into range id and waits for every
@@ -156,5 +160,136 @@ func TestMergeRefusedThenUnfrozen(t *testing.T) {
 	}
 	if len(lhs.Desc().GetEndKey()) == 0 {
 		t.Fatal("a refused merge changed the left range")
+	}
+}
+
+// snapshotFailsOnce is a node's side of the network that drops one range's
+// Raft messages while cut is set and breaks off that range's first
+// snapshot where the data starts (a stream error); it notes whether the
+// node's replica of range frozenID outlived that failure, still frozen.
+type snapshotFailsOnce struct {
+	*Store
+	rangeID, frozenID uint64
+	cut, tried        atomic.Bool
+	failed            chan struct{} // closed after the first snapshot failed
+	frozenSurvived    bool          // read after failed is closed
+}
+
+func (f *snapshotFailsOnce) HandleRaftMessage(m *tidekvpb.RaftMessage) {
+	if m.GetRangeId() != f.rangeID || !f.cut.Load() {
+		f.Store.HandleRaftMessage(m)
+	}
+}
+
+func (f *snapshotFailsOnce) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) error {
+	if header.GetRangeId() != f.rangeID || !f.tried.CompareAndSwap(false, true) {
+		return f.Store.HandleSnapshot(header, data)
+	}
+	err := f.Store.HandleSnapshot(header, iotest.ErrReader(errors.New("stream reset")))
+	r := f.Store.GetReplica(f.frozenID)
+	f.frozenSurvived = r != nil && r.Desc().GetMergingInto() == f.rangeID
+	close(f.failed)
+	return err
+}
+
+// A replica of the left range that missed the merge entry learns the merge
+// from a snapshot, which carries the merged span. Until that snapshot is
+// applied the node's frozen right replica must stay: the snapshot may yet
+// fail (here its stream breaks after the header was accepted), and the
+// left replica may then apply the merge from its log, which needs the
+// right replica's data there (applyMergeLocked stops the node otherwise).
+func TestMergeLearntFromSnapshotKeepsFrozenReplicaUntilApplied(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.LogKeepEntries = 5 })
+	for i := range 20 {
+		tc.put(fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i))
+	}
+	tc.splitAt(t, "k10", 3)
+	frozen := tc.freezeEverywhere(t, 3, testRangeID)
+	tc.moveLease(1)
+	gate := &snapshotFailsOnce{Store: tc.stores[3], rangeID: testRangeID, frozenID: 3, failed: make(chan struct{})}
+	gate.cut.Store(true)
+	tc.net.Register(3, gate)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := tc.leader(testRangeID).Merge(ctx, frozen); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 { // the leader truncates its log past node 3's
+		tc.put(fmt.Sprintf("m%02d", i), "v")
+	}
+	gate.cut.Store(false) // node 3 can only be sent snapshots now
+	select {
+	case <-gate.failed:
+	case <-ctx.Done():
+		t.Fatal("node 3 was sent no snapshot of range 2")
+	}
+	if !gate.frozenSurvived {
+		t.Fatal("node 3's frozen range 3 was destroyed by a snapshot that never arrived; its range 2 has not merged")
+	}
+	if d := tc.stores[3].GetReplica(testRangeID).Desc(); string(d.GetEndKey()) != "k10" {
+		t.Fatalf("node 3's range 2 spans [%q, %q) after a failed snapshot", d.GetStartKey(), d.GetEndKey())
+	}
+
+	waitFor(t, func() bool {
+		l := tc.stores[3].GetReplica(testRangeID)
+		return tc.stores[3].GetReplica(3) == nil && l != nil && len(l.Desc().GetEndKey()) == 0
+	})
+	tc.moveLease(3) // reads are then served by node 3
+	for i := range 20 {
+		if v, ok := tc.get(fmt.Sprintf("k%02d", i)); !ok || v != fmt.Sprintf("v%d", i) {
+			t.Errorf("k%02d on node 3 after the merge: %q %v", i, v, ok)
+		}
+	}
+	if v, ok := tc.get("m29"); !ok || v != "v" {
+		t.Errorf("m29 on node 3 after the merge: %q %v", v, ok)
+	}
+}
+
+// A crash between a merge (or a snapshot holding one) and the destruction
+// of the frozen replica it took over leaves both on disk, the merged range
+// covering the frozen one. The restarted node finishes the merge rather
+// than keep a frozen replica over the merged range's keys.
+func TestRestartFinishesMergeInterruptedByCrash(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	tc.put("k15", "v")
+	tc.splitAt(t, "k10", 3)
+	frozen := tc.freezeEverywhere(t, 3, testRangeID)
+	eng := tc.engines[1]
+	lo, hi := keys.RangeLocalSpan(3)
+	var saved [][2][]byte // range 3's state, log and votes as the crash leaves them
+	it, err := eng.NewIter(lo, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		saved = append(saved, [2][]byte{append([]byte(nil), it.Key()...), append([]byte(nil), it.Value()...)})
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := tc.leader(testRangeID).Merge(ctx, frozen); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return tc.stores[1].GetReplica(3) == nil })
+	tc.crash(1)
+	b := eng.NewBatch()
+	_ = b.DeleteRange(lo, hi)
+	for _, kv := range saved {
+		_ = b.Set(kv[0], kv[1])
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	tc.restart(1)
+	if tc.stores[1].GetReplica(3) != nil {
+		t.Fatal("the frozen range 3 came back beside the range 2 that merged it")
+	}
+	if v, ok := tc.get("k15"); !ok || v != "v" {
+		t.Fatalf("k15 after the restart: %q %v", v, ok)
 	}
 }

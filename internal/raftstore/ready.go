@@ -75,7 +75,8 @@ func (s *Store) processRound(tick bool) {
 	}
 	batch := s.eng.NewBatch()
 	defer batch.Close()
-	work, mustSync := s.collectReady(replicas, batch, tick)
+	var ap roundApply
+	work, mustSync := s.collectReady(replicas, batch, tick, &ap)
 	if len(work) == 0 {
 		return
 	}
@@ -87,7 +88,6 @@ func (s *Store) processRound(tick bool) {
 	// batches are not synced: the log is the durable record and a crash
 	// replays what they lost.
 	early, late := splitByStable(work)
-	var ap roundApply
 	ap.apply(s.eng, early)
 	s.commitRaftState(batch, mustSync)
 	// Now stable: tell the in-memory log; followers may now acknowledge.
@@ -108,8 +108,9 @@ func (s *Store) processRound(tick bool) {
 
 // collectReady takes the Ready of each scheduled replica that has one,
 // adds its log entries and HardState to batch, and returns them with each
-// replica still locked (unlocked by processRound at the round's end).
-func (s *Store) collectReady(replicas []*Replica, batch storage.Batch, tick bool) (work []readyWork, mustSync bool) {
+// replica still locked (unlocked by processRound at the round's end). It
+// applies snapshots, leaving in ap the removal of the replicas they merged.
+func (s *Store) collectReady(replicas []*Replica, batch storage.Batch, tick bool, ap *roundApply) (work []readyWork, mustSync bool) {
 	for _, r := range replicas {
 		r.mu.Lock()
 		if r.mu.destroyed || r.mu.raw == nil {
@@ -130,6 +131,10 @@ func (s *Store) collectReady(replicas []*Replica, batch storage.Batch, tick bool
 			if err := r.applySnapshotLocked(rd.Snapshot); err != nil {
 				log.Fatalf("range %d: applying snapshot: %v", r.rangeID, err)
 			}
+			// Once the round's locks are released: a replica it merged
+			// may be locked in this round already.
+			d := r.desc.Load()
+			ap.post = append(ap.post, func() { s.dropMergedInto(d) })
 		}
 		if err := r.persistReadyLocked(batch, &rd); err != nil {
 			log.Fatalf("range %d: persisting raft state: %v", r.rangeID, err)
@@ -297,6 +302,8 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 			r.heartbeatSentLocked(m.GetTo(), at)
 		case !sent && m.GetType() == raftpb.MsgApp:
 			r.mu.raw.ReportUnreachable(m.GetTo())
+		case sent && m.GetType() == raftpb.MsgTimeoutNow:
+			r.timeoutNowSentLocked(m)
 		}
 	}
 }

@@ -120,6 +120,11 @@ type Replica struct {
 		// lastContact: for each peer, when this leader sent the latest
 		// heartbeat the peer has acknowledged (lease.go).
 		lastContact map[uint64]monoTime
+		// timeoutNow: when this leader last sent a MsgTimeoutNow to each
+		// transferee in term timeoutNowTerm, until the transferee answers
+		// a later heartbeat (lease.go).
+		timeoutNow     map[uint64]monoTime
+		timeoutNowTerm uint64
 		// heartbeatsSent: send times of heartbeats not yet acknowledged,
 		// per peer, oldest first.
 		heartbeatsSent map[uint64][]monoTime

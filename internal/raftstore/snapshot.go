@@ -162,7 +162,9 @@ func (s *Store) throttleSnapshot(ctx context.Context, sst io.Reader) *throttledR
 // and steps the MsgSnap into the replica (created if needed). A snapshot
 // that overlaps other local replicas replaces those the range directory
 // shows to be stale (gc.go) and is refused if one is still a member: that
-// one must first catch up (apply the split that separated them).
+// one must first catch up (apply the split that separated them). Replicas
+// frozen into the snapshot's range are no obstacle; they go when it is
+// applied (Store.dropMergedInto).
 func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) error {
 	if err := s.misaddressed(header); err != nil {
 		return err
@@ -176,7 +178,6 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 	if desc.GetRangeId() != header.GetRangeId() {
 		return fmt.Errorf("snapshot descriptor is for range %d, header for %d", desc.GetRangeId(), header.GetRangeId())
 	}
-	s.dropMergedInto(desc)
 	if err := s.clearOverlapsFor(desc); err != nil {
 		s.stats.SnapshotsRefusedOverlap.Add(1)
 		return err

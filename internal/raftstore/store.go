@@ -158,6 +158,13 @@ func (s *Store) loadReplicas() error {
 		}
 	}
 	s.rebuildIndex()
+	// A crash may have come between a merge (or a snapshot holding one)
+	// and the destruction of the frozen replica it took over: finish it.
+	for _, r := range s.Replicas() {
+		if l := s.GetReplica(r.desc.Load().GetMergingInto()); l != nil {
+			s.dropMergedInto(l.desc.Load())
+		}
+	}
 	for _, st := range removed {
 		r := s.newReplica(st.GetDesc().GetRangeId())
 		r.mu.Lock()
