@@ -75,6 +75,11 @@ func (r *Replica) refreshLeaseLocked() {
 		return
 	}
 	r.leaseExpiry.Store(int64(contact) + int64(r.store.cfg.leaseDuration()))
+	if r.order.handedOff.Load() {
+		// A transfer given up: its transferee can no longer win in this
+		// term (timeoutNowPendingLocked), so reads are ours again.
+		r.order.handedOff.Store(false)
+	}
 }
 
 // quorumContactLocked returns the latest time by which a quorum of every

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -25,6 +26,11 @@ type readOrder struct {
 	closed hlc.Timestamp
 	// high is the highest timestamp a read was recorded at or closed.
 	high hlc.Timestamp
+	// handedOff: a lease transfer took high (handoff) and no lease has
+	// held here since. A read recorded now would not reach the
+	// transferee, which may win and stamp writes below it; set under mu,
+	// cleared by the scheduler when a lease holds again (refreshLeaseLocked).
+	handedOff atomic.Bool
 }
 
 func newReadOrder() *readOrder {
@@ -89,15 +95,20 @@ func (o *readOrder) release(l *latch, unknown bool) {
 }
 
 // read records a read of spans at ts by transaction txn ("": none) and
-// returns what it must wait for before it reads the engine (latch.go).
-func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp, txn string) []*latch {
+// returns what it must wait for before it reads the engine (latch.go), or
+// false when a lease transfer has taken the reads to hand on since the
+// last lease here: the read must not be served here then.
+func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp, txn string) ([]*latch, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, sp := range spans {
 		o.cache.add(sp, ts, txn)
 	}
 	o.high = maxTS(o.high, ts)
-	return o.latches.blocking(spans, ts)
+	if o.handedOff.Load() {
+		return nil, false
+	}
+	return o.latches.blocking(spans, ts), true
 }
 
 // handoff is what a lease transfer hands the new leaseholder: the highest
@@ -107,6 +118,7 @@ func (o *readOrder) read(spans []keySpan, ts hlc.Timestamp, txn string) []*latch
 func (o *readOrder) handoff() hlc.Timestamp {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.handedOff.Store(true)
 	return o.high
 }
 
@@ -230,7 +242,12 @@ func (r *Replica) checkReadAt(ctx context.Context, ro ReadOptions, spans []keySp
 	// Recorded before the lease is checked, for a lease transfer
 	// (readOrder.handoff); a record on a replica that turns out not to
 	// hold the lease only pushes its writes, if it ever leads, higher.
-	waits := r.order.read(spans, ts, string(ro.Txn))
+	waits, ok := r.order.read(spans, ts, string(ro.Txn))
+	if !ok {
+		// Served through ReadIndex before the transferee wins, it
+		// could be written under.
+		return r.notLeader()
+	}
 	if err := r.waitLeaseRead(ctx); err != nil {
 		return err
 	}

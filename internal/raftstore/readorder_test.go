@@ -110,13 +110,13 @@ func TestReadOrder(t *testing.T) {
 	if lb.ts != ts(15) {
 		t.Fatalf("a read of a did not push a write of b: %v", lb.ts)
 	}
-	if got := o.read(b, ts(14), ""); len(got) != 0 {
+	if got, _ := o.read(b, ts(14), ""); len(got) != 0 {
 		t.Fatalf("a read below the latch waits for %d latches", len(got))
 	}
-	if got := o.read(b, ts(15), ""); len(got) != 1 || got[0] != lb {
+	if got, _ := o.read(b, ts(15), ""); len(got) != 1 || got[0] != lb {
 		t.Fatalf("a read at the latch's timestamp waits for %v", got)
 	}
-	if got := o.read(append(a, b...), ts(100), ""); len(got) != 2 {
+	if got, _ := o.read(append(a, b...), ts(100), ""); len(got) != 2 {
 		t.Fatalf("a read of both keys waits for %d latches, want 2", len(got))
 	}
 	// Closing stays below the lowest write in flight (b at 15).
@@ -358,5 +358,44 @@ func writeKeepsReadAt(ctx context.Context, t *testing.T, r *Replica, at hlc.Time
 	}
 	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || string(v) != "v1" {
 		t.Fatalf("read at %v after the lease moved and a write: %q, %v; want v1, as read before", at, v, err)
+	}
+}
+
+// A read at a timestamp that reaches the leaseholder after it handed its
+// reads on to a transferee (with the MsgTimeoutNow) is refused: served
+// through ReadIndex while the transfer is on its way, it would not be in
+// what the transferee stamps its writes above, and a read at that
+// timestamp could change once the transferee wins.
+func TestReadAfterHandoffIsRefused(t *testing.T) {
+	clock := manualclock.New(time.Now())
+	tc, old := startWithK(t, func(c *Config) { c.Clock = clock })
+	to := old.store.nodeID%3 + 1
+	gate := &heldTimeoutNow{Store: tc.stores[to], rangeID: testRangeID, held: make(chan struct{}), release: make(chan struct{})}
+	tc.net.Register(to, gate)
+	released := false
+	defer func() {
+		if !released {
+			close(gate.release)
+		}
+	}()
+	if err := old.TransferLease(to); err != nil {
+		t.Fatal(err)
+	}
+	<-gate.held
+	at := old.store.hlc.Now()
+	at.WallTime += int64(15 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, _, err := old.Get(ctx, []byte("k"), ReadOptions{Timestamp: at})
+	var nl *NotLeaderError
+	if !errors.As(err, &nl) {
+		t.Fatalf("a read at %v after the handoff answered %v; want NotLeaderError (the transferee may write under it)", at, err)
+	}
+	close(gate.release)
+	released = true
+	var r *Replica
+	waitFor(t, func() bool { r = tc.stores[to].GetReplica(testRangeID); return r.IsLeader() })
+	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || string(v) != "v1" {
+		t.Fatalf("the new leaseholder's read at %v: %q, %v", at, v, err)
 	}
 }
