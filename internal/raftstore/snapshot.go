@@ -205,7 +205,7 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 		return err
 	}
 	r := s.GetReplica(header.GetRangeId())
-	if r != nil && s.dropOlderUninitialized(r, msg.GetTo()) {
+	if r != nil && s.dropOlderIncarnation(r, msg.GetTo()) {
 		r = nil
 	}
 	if r == nil {

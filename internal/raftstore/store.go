@@ -371,7 +371,7 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 		return
 	}
 	r := s.GetReplica(m.GetRangeId())
-	if r != nil && s.dropOlderUninitialized(r, msg.GetTo()) {
+	if r != nil && s.dropOlderIncarnation(r, msg.GetTo()) {
 		r = nil
 	}
 	if t := m.GetLeaseHandoff().HLC(); r != nil && !t.IsZero() {
@@ -424,21 +424,38 @@ func (s *Store) misaddressed(m *tidekvpb.RaftMessage) error {
 	return nil
 }
 
-// dropOlderUninitialized destroys r if it is an uninitialized replica (no
-// data, no log) of an older incarnation than replicaID, which a message
-// from the range now addresses: this node was added, removed before its
-// snapshot arrived (a rolled-back addition), and added again. It reports
-// whether it did; the caller then creates the new incarnation.
-func (s *Store) dropOlderUninitialized(r *Replica, replicaID uint64) bool {
-	if r.desc.Load() != nil {
-		return false // initialized: the replica GC decides (gc.go)
+// dropOlderIncarnation destroys r if a message from its range addresses a
+// newer replica (replicaID) on this node and r holds nothing to keep:
+//   - r is uninitialized (no data, no log): this node was added, removed
+//     before its snapshot arrived (a rolled-back addition), and added again;
+//   - r is lost (its data went with a restart, volatile.go): its range's
+//     leader removed it and added a fresh replica here, and r missed its
+//     own removal (the leader stops sending to a replica once it is
+//     removed). Its votes no longer count: the removal is committed, or the
+//     range would not have added the new one. Left alone it would wait for
+//     the replica GC, and where there is no range directory, for ever.
+//
+// An initialized replica with data is left to the replica GC (gc.go). It
+// reports whether it destroyed r; the caller then creates the new
+// incarnation.
+func (s *Store) dropOlderIncarnation(r *Replica, replicaID uint64) bool {
+	initialized := r.desc.Load() != nil
+	if initialized && !r.lost.Load() {
+		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.mu.destroyed || r.desc.Load() != nil || r.mu.replicaID >= replicaID {
+	if r.mu.destroyed || r.mu.replicaID >= replicaID {
 		return false
 	}
-	s.destroyReplicaLocked(r, fmt.Sprintf("uninitialized replica %d replaced by replica %d", r.mu.replicaID, replicaID))
+	if !initialized {
+		if r.desc.Load() != nil {
+			return false
+		}
+		s.destroyReplicaLocked(r, fmt.Sprintf("uninitialized replica %d replaced by replica %d", r.mu.replicaID, replicaID))
+		return true
+	}
+	s.destroyReplicaLocked(r, fmt.Sprintf("lost replica %d replaced by replica %d", r.mu.replicaID, replicaID))
 	return true
 }
 

@@ -49,12 +49,27 @@ func (tc *testCluster) restartAllVolatile() {
 // data again (not lost) and is a voter, and returns it.
 func (tc *testCluster) waitRepaired(id uint64) *Replica {
 	tc.t.Helper()
-	var r *Replica
-	waitFor(tc.t, func() bool {
-		r = tc.stores[id].GetReplica(testRangeID)
-		return r != nil && r.Desc() != nil && !r.DataLost() && replicaOnNode(r.Desc(), id).GetType() == tidekvpb.ReplicaType_VOTER
-	})
-	return r
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := tc.stores[id].GetReplica(testRangeID)
+		if r != nil && r.Desc() != nil && !r.DataLost() && replicaOnNode(r.Desc(), id).GetType() == tidekvpb.ReplicaType_VOTER {
+			return r
+		}
+		if time.Now().After(deadline) {
+			state := "no replica"
+			if r != nil {
+				state = fmt.Sprintf("replica lost %v, desc %v", r.DataLost(), r.Desc())
+			}
+			var leader string
+			for _, n := range tc.nodes {
+				if o := tc.stores[n].GetReplica(testRangeID); o != nil && o.IsLeader() {
+					leader = fmt.Sprintf("node %d leads, lost %v, desc %v", n, o.DataLost(), o.Desc())
+				}
+			}
+			tc.t.Fatalf("node %d not repaired in 15 s: %s; %s", id, state, leader)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // readsOn checks that node id's replica answers an ANY read of each key
@@ -62,14 +77,23 @@ func (tc *testCluster) waitRepaired(id uint64) *Replica {
 func (tc *testCluster) readsOn(id uint64, want map[string]string) {
 	tc.t.Helper()
 	for k, v := range want {
-		waitFor(tc.t, func() bool {
+		var last string
+		deadline := time.Now().Add(15 * time.Second)
+		for {
 			r := tc.stores[id].GetReplica(testRangeID)
-			if r == nil {
-				return false
+			if r != nil {
+				got, ok, err := r.Get(context.Background(), []byte(k), anyRead)
+				if err == nil && ok && string(got) == v {
+					break
+				}
+				st := r.Status()
+				last = fmt.Sprintf("replica %d (lost %v, applied %d, desc %v): %q, found %v, %v", st.ReplicaID, r.DataLost(), st.Applied, st.Desc, got, ok, err)
 			}
-			got, ok, err := r.Get(context.Background(), []byte(k), anyRead)
-			return err == nil && ok && string(got) == v
-		})
+			if time.Now().After(deadline) {
+				tc.t.Fatalf("node %d never read %s = %s; last: %s", id, k, v, last)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 
@@ -113,6 +137,31 @@ func TestVolatileFollowerReplacedAfterRestart(t *testing.T) {
 	}
 	// Counted once the fresh replica is a voter.
 	waitFor(t, func() bool { return tc.leader(testRangeID).store.Stats().LostReplicasReplaced.Load() == 1 })
+}
+
+// A lost replica that missed its own removal (its leader's messages did
+// not reach it) is dropped when the range addresses the fresh replica
+// that replaces it, instead of blocking that replica for good: there is no
+// range directory here for the replica GC to consult.
+func TestVolatileLostReplicaMissingItsRemovalIsReplaced(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	want := fill(tc, 20)
+	victim := nonLeader(tc)
+	ld := tc.leader(testRangeID)
+	old := replicaOnNode(ld.Desc(), victim).GetReplicaId()
+	tc.crash(victim)
+	tc.net.SetCut(ld.store.nodeID, victim, true) // it still reaches the leader
+	tc.restartVolatile(victim)
+	waitFor(t, func() bool {
+		rd := replicaOnNode(ld.Desc(), victim)
+		return rd != nil && rd.GetReplicaId() > old
+	})
+	if r := tc.stores[victim].GetReplica(testRangeID); r == nil || !r.DataLost() || r.Status().ReplicaID != old {
+		t.Fatal("the lost replica learnt of its removal through the cut")
+	}
+	tc.net.SetCut(ld.store.nodeID, victim, false)
+	tc.waitRepaired(victim)
+	tc.readsOn(victim, want)
 }
 
 // A leader whose data went with a restart hands leadership to a voter
