@@ -20,13 +20,22 @@ func (d *ddDriver) split(t *testing.T, td *datadriven.TestData) string {
 	td.ScanArgs(t, "key", &key)
 	newID := d.uintArg(t, td, "id")
 	var resp *tidekvpb.SplitResponse
+	var leaseholder uint64
 	err := d.do(t, td, []byte(key), false, func(ctx context.Context, r *Replica) error {
 		var err error
 		resp, err = r.Split(ctx, []byte(key), newID)
+		leaseholder = r.store.nodeID
 		return err
 	})
 	if err != nil {
 		return fmtErr(err)
+	}
+	// The new range's first leader is the left's leaseholder unless a
+	// starved scheduler let another replica's election timer fire first
+	// (TestRegressionSplitRangeLeaderless checks the rule); scripts
+	// expect the rule.
+	if out := d.moveLease(resp.GetRight().GetRangeId(), leaseholder); out != "ok" {
+		return out
 	}
 	return fmtDesc(resp.GetLeft()) + "\n" + fmtDesc(resp.GetRight())
 }
@@ -80,7 +89,11 @@ func (d *ddDriver) changeReplicas(t *testing.T, td *datadriven.TestData) string 
 }
 
 func (d *ddDriver) transferLease(t *testing.T, td *datadriven.TestData) string {
-	rangeID, node := d.uintArg(t, td, "range"), d.uintArg(t, td, "node")
+	return d.moveLease(d.uintArg(t, td, "range"), d.uintArg(t, td, "node"))
+}
+
+// moveLease has node take the lease of rangeID, and waits until it has.
+func (d *ddDriver) moveLease(rangeID, node uint64) string {
 	// The target may not have applied the split that created the range yet.
 	var target *Replica
 	if err := d.poll(func() bool {
