@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -130,18 +129,8 @@ func TestAdaptiveLearnerAcrossRestartAndRemoval(t *testing.T) {
 // replicas, marks only the learners a change adds as adaptive, and drops
 // the mark from a replica that stops being a learner.
 func TestDescWithConfStateKeepsAdaptive(t *testing.T) {
-	V := tidekvpb.ReplicaType_VOTER
-	desc := ccDesc(1, ccRep(1, V), ccRep(2, V), ccRep(3, V))
-	ms := raft.NewMemoryStorage()
-	if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
-		Index: proto.Uint64(initialIndex), Term: proto.Uint64(initialTerm), ConfState: confStateFromDesc(desc)}}); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := raft.NewRawNode(newRaftConfig(&Config{ElectionTicks: 10, HeartbeatTicks: 1, MaxSizePerMsg: 1 << 20,
-		MaxInflightMsgs: 16, MaxUncommittedBytes: 1 << 20}, 1, ms, initialIndex))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw, _, desc := threeVoterRawNode(t, &Config{ElectionTicks: 10, HeartbeatTicks: 1, MaxSizePerMsg: 1 << 20,
+		MaxInflightMsgs: 16, MaxUncommittedBytes: 1 << 20}, 1)
 	single := func(typ raftpb.ConfChangeType, id uint64) *raftpb.ConfChangeSingle {
 		return &raftpb.ConfChangeSingle{Type: typ.Enum(), NodeId: proto.Uint64(id)}
 	}

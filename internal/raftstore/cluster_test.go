@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -280,4 +281,14 @@ func TestAddReplicaToDeadNodeGivesUp(t *testing.T) {
 	if !errors.Is(err, errNotCaughtUp) || !strings.Contains(err.Error(), "has not answered") || took > limit {
 		t.Fatalf("adding a replica on a dead node: %v after %v, want errNotCaughtUp within %v", err, took, limit)
 	}
+}
+
+// releaser returns a function that closes ch once: when the test calls it
+// to let held messages through, or else when the test ends, before its
+// cluster stops.
+func releaser(t *testing.T, ch chan struct{}) func() {
+	var once sync.Once
+	release := func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(release)
+	return release
 }

@@ -38,6 +38,25 @@ func ccRep(id uint64, t tidekvpb.ReplicaType) *tidekvpb.ReplicaDescriptor {
 	return &tidekvpb.ReplicaDescriptor{ReplicaId: id, NodeId: 10 * id, Type: t}
 }
 
+// threeVoterRawNode is replica id's RawNode, on storage ms, of a range
+// whose voters 1, 2 and 3 (desc, from ccDesc) start from a snapshot at
+// initialIndex.
+func threeVoterRawNode(t *testing.T, cfg *Config, id uint64) (raw *raft.RawNode, ms *raft.MemoryStorage, desc *tidekvpb.RangeDescriptor) {
+	t.Helper()
+	V := tidekvpb.ReplicaType_VOTER
+	desc = ccDesc(1, ccRep(1, V), ccRep(2, V), ccRep(3, V))
+	ms = raft.NewMemoryStorage()
+	if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+		Index: proto.Uint64(initialIndex), Term: proto.Uint64(initialTerm), ConfState: confStateFromDesc(desc)}}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := raft.NewRawNode(newRaftConfig(cfg, id, ms, initialIndex))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw, ms, desc
+}
+
 // replicaSet renders replicas order-independently: the descriptor's order
 // follows Raft's, which nothing relies on.
 func replicaSet(d *tidekvpb.RangeDescriptor) string {
@@ -97,18 +116,8 @@ func TestConfStateFromDesc(t *testing.T) {
 // gives back Raft's configuration (what a split's right-hand range and a
 // snapshot rely on).
 func TestDescWithConfStateFollowsRaft(t *testing.T) {
-	V := tidekvpb.ReplicaType_VOTER
-	desc := ccDesc(1, ccRep(1, V), ccRep(2, V), ccRep(3, V))
-	ms := raft.NewMemoryStorage()
-	if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
-		Index: proto.Uint64(initialIndex), Term: proto.Uint64(initialTerm), ConfState: confStateFromDesc(desc)}}); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := raft.NewRawNode(newRaftConfig(&Config{ElectionTicks: 10, HeartbeatTicks: 1, MaxSizePerMsg: 1 << 20,
-		MaxInflightMsgs: 16, MaxUncommittedBytes: 1 << 20}, 1, ms, initialIndex))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw, _, desc := threeVoterRawNode(t, &Config{ElectionTicks: 10, HeartbeatTicks: 1, MaxSizePerMsg: 1 << 20,
+		MaxInflightMsgs: 16, MaxUncommittedBytes: 1 << 20}, 1)
 	single := func(typ raftpb.ConfChangeType, id uint64) *raftpb.ConfChangeSingle {
 		return &raftpb.ConfChangeSingle{Type: typ.Enum(), NodeId: proto.Uint64(id)}
 	}

@@ -237,17 +237,7 @@ func TestHeartbeatContactCountsFromBeforeTheSend(t *testing.T) {
 // so k ticks can take as little as k−1 tick intervals.
 func TestLeaseEndsHalfAnElectionTimeoutBeforeAVote(t *testing.T) {
 	cfg := DefaultConfig()
-	V := tidekvpb.ReplicaType_VOTER
-	desc := ccDesc(1, ccRep(1, V), ccRep(2, V), ccRep(3, V))
-	ms := raft.NewMemoryStorage()
-	if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
-		Index: proto.Uint64(initialIndex), Term: proto.Uint64(initialTerm), ConfState: confStateFromDesc(desc)}}); err != nil {
-		t.Fatal(err)
-	}
-	follower, err := raft.NewRawNode(newRaftConfig(&cfg, 2, ms, initialIndex))
-	if err != nil {
-		t.Fatal(err)
-	}
+	follower, ms, _ := threeVoterRawNode(t, &cfg, 2)
 	drain := func() (msgs []*raftpb.Message) {
 		for follower.HasReady() {
 			rd := follower.Ready()
@@ -322,12 +312,7 @@ func TestAbortedTransferLateTimeoutNowNoStaleRead(t *testing.T) {
 	waitFor(t, a.leaseCovers)
 	gate := &heldTimeoutNow{Store: tc.stores[2], rangeID: testRangeID, held: make(chan struct{}), release: make(chan struct{})}
 	tc.net.Register(2, gate)
-	released := false
-	defer func() {
-		if !released {
-			close(gate.release)
-		}
-	}()
+	release := releaser(t, gate.release)
 	if err := a.TransferLease(2); err != nil {
 		t.Fatal(err)
 	}
@@ -355,8 +340,7 @@ func TestAbortedTransferLateTimeoutNowNoStaleRead(t *testing.T) {
 	// The message arrives; node 1 hears nothing more.
 	tc.net.SetCut(2, 1, true)
 	tc.net.SetCut(3, 1, true)
-	close(gate.release)
-	released = true
+	release()
 	// Node 2 campaigns on the late message and wins, unless its log was
 	// behind node 3's (entries appended after the message, such as closed
 	// timestamps, wait behind it): then node 3 is elected in the ordinary

@@ -372,12 +372,7 @@ func TestReadAfterHandoffIsRefused(t *testing.T) {
 	to := old.store.nodeID%3 + 1
 	gate := &heldTimeoutNow{Store: tc.stores[to], rangeID: testRangeID, held: make(chan struct{}), release: make(chan struct{})}
 	tc.net.Register(to, gate)
-	released := false
-	defer func() {
-		if !released {
-			close(gate.release)
-		}
-	}()
+	release := releaser(t, gate.release)
 	if err := old.TransferLease(to); err != nil {
 		t.Fatal(err)
 	}
@@ -391,8 +386,7 @@ func TestReadAfterHandoffIsRefused(t *testing.T) {
 	if !errors.As(err, &nl) {
 		t.Fatalf("a read at %v after the handoff answered %v; want NotLeaderError (the transferee may write under it)", at, err)
 	}
-	close(gate.release)
-	released = true
+	release()
 	var r *Replica
 	waitFor(t, func() bool { r = tc.stores[to].GetReplica(testRangeID); return r.IsLeader() })
 	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: at}); err != nil || string(v) != "v1" {

@@ -61,12 +61,7 @@ func TestSnapshotDroppedWhenItsSpanWasTakenMeanwhile(t *testing.T) {
 	n4 := tc.addNode()
 	held := &heldSnapshots{Store: tc.stores[n4], rangeID: testRangeID, started: make(chan struct{}), release: make(chan struct{})}
 	tc.net.Register(n4, held)
-	released := false
-	defer func() {
-		if !released {
-			close(held.release)
-		}
-	}()
+	release := releaser(t, held.release)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -96,8 +91,7 @@ func TestSnapshotDroppedWhenItsSpanWasTakenMeanwhile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	close(held.release)
-	released = true
+	release()
 	left := func() *Replica { return tc.stores[n4].GetReplica(testRangeID) }
 	waitFor(t, func() bool { r := left(); return r != nil && r.desc.Load() != nil })
 	if d := left().Desc(); string(d.GetEndKey()) != "k50" {

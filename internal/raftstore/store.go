@@ -445,17 +445,14 @@ func (s *Store) dropOlderIncarnation(r *Replica, replicaID uint64) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.mu.destroyed || r.mu.replicaID >= replicaID {
+	if r.mu.destroyed || r.mu.replicaID >= replicaID || !initialized && r.desc.Load() != nil {
 		return false
 	}
-	if !initialized {
-		if r.desc.Load() != nil {
-			return false
-		}
-		s.destroyReplicaLocked(r, fmt.Sprintf("uninitialized replica %d replaced by replica %d", r.mu.replicaID, replicaID))
-		return true
+	what := "uninitialized"
+	if initialized {
+		what = "lost"
 	}
-	s.destroyReplicaLocked(r, fmt.Sprintf("lost replica %d replaced by replica %d", r.mu.replicaID, replicaID))
+	s.destroyReplicaLocked(r, fmt.Sprintf("%s replica %d replaced by replica %d", what, r.mu.replicaID, replicaID))
 	return true
 }
 
