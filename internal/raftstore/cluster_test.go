@@ -254,14 +254,26 @@ func dataKey(k string) []byte { return append([]byte{0x04}, k...) }
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
+	waitForWhy(t, func() (bool, string) { return cond(), "" })
+}
+
+// waitForWhy is waitFor for a condition that says what it found when it
+// does not hold; the last such answer is in the failure.
+func waitForWhy(t *testing.T, cond func() (ok bool, found string)) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
+	var found string
 	for time.Now().Before(deadline) {
-		if cond() {
+		var ok bool
+		if ok, found = cond(); ok {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("condition not met in time")
+	if found == "" {
+		t.Fatal("condition not met in time")
+	}
+	t.Fatalf("condition not met in time; last found: %s", found)
 }
 
 // A replica addition to a node that dies gives up once the new learner has

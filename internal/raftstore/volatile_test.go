@@ -49,27 +49,24 @@ func (tc *testCluster) restartAllVolatile() {
 // data again (not lost) and is a voter, and returns it.
 func (tc *testCluster) waitRepaired(id uint64) *Replica {
 	tc.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		r := tc.stores[id].GetReplica(testRangeID)
+	var r *Replica
+	waitForWhy(tc.t, func() (bool, string) {
+		r = tc.stores[id].GetReplica(testRangeID)
 		if r != nil && r.Desc() != nil && !r.DataLost() && replicaOnNode(r.Desc(), id).GetType() == tidekvpb.ReplicaType_VOTER {
-			return r
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			state := "no replica"
-			if r != nil {
-				state = fmt.Sprintf("replica lost %v, desc %v", r.DataLost(), r.Desc())
-			}
-			var leader string
-			for _, n := range tc.nodes {
-				if o := tc.stores[n].GetReplica(testRangeID); o != nil && o.IsLeader() {
-					leader = fmt.Sprintf("node %d leads, lost %v, desc %v", n, o.DataLost(), o.Desc())
-				}
-			}
-			tc.t.Fatalf("node %d not repaired in 15 s: %s; %s", id, state, leader)
+		found := fmt.Sprintf("node %d holds no replica", id)
+		if r != nil {
+			found = fmt.Sprintf("node %d's replica lost %v, desc %v", id, r.DataLost(), r.Desc())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		for _, n := range tc.nodes {
+			if o := tc.stores[n].GetReplica(testRangeID); o != nil && o.IsLeader() {
+				found += fmt.Sprintf("; node %d leads, lost %v, desc %v", n, o.DataLost(), o.Desc())
+			}
+		}
+		return false, found
+	})
+	return r
 }
 
 // readsOn checks that node id's replica answers an ANY read of each key
@@ -77,23 +74,19 @@ func (tc *testCluster) waitRepaired(id uint64) *Replica {
 func (tc *testCluster) readsOn(id uint64, want map[string]string) {
 	tc.t.Helper()
 	for k, v := range want {
-		var last string
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		waitForWhy(tc.t, func() (bool, string) {
 			r := tc.stores[id].GetReplica(testRangeID)
-			if r != nil {
-				got, ok, err := r.Get(context.Background(), []byte(k), anyRead)
-				if err == nil && ok && string(got) == v {
-					break
-				}
-				st := r.Status()
-				last = fmt.Sprintf("replica %d (lost %v, applied %d, desc %v): %q, found %v, %v", st.ReplicaID, r.DataLost(), st.Applied, st.Desc, got, ok, err)
+			if r == nil {
+				return false, fmt.Sprintf("node %d holds no replica", id)
 			}
-			if time.Now().After(deadline) {
-				tc.t.Fatalf("node %d never read %s = %s; last: %s", id, k, v, last)
+			got, ok, err := r.Get(context.Background(), []byte(k), anyRead)
+			if err == nil && ok && string(got) == v {
+				return true, ""
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			st := r.Status()
+			return false, fmt.Sprintf("node %d's replica %d (lost %v, applied %d) read %s: %q, found %v, %v; want %s",
+				id, st.ReplicaID, r.DataLost(), st.Applied, k, got, ok, err, v)
+		})
 	}
 }
 
