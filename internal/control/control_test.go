@@ -202,6 +202,22 @@ func TestControllerLearnerGraceWaitsForChange(t *testing.T) {
 	}
 }
 
+// A voter's sighting starts when it became a voter, not when it came as a
+// learner: a learner promoted into a surplus starts the surplus grace.
+func TestControllerVoterSightingStartsAtPromotion(t *testing.T) {
+	c := NewController(DefaultConfig(), placement.DefaultConfig())
+	var seen []placement.Snapshot
+	c.SetDecider(func(s placement.Snapshot) placement.Plan { seen = append(seen, s); return placement.Plan{} })
+	r := placement.Range{ID: 2, Leaseholder: 1, Replicas: append(voters(1, 2, 3), placement.Replica{Node: 4, Type: placement.Learner})}
+	c.Decide(snapObs(epoch, live(1, 2, 3, 4), r), nil, nil, nil)
+	r.Replicas = voters(1, 2, 3, 4)
+	c.Decide(snapObs(epoch.Add(7*time.Second), live(1, 2, 3, 4), r), nil, nil, nil)
+	reps := seen[1].Ranges[0].Replicas
+	if !reps[0].Since.Equal(epoch) || !reps[3].Since.Equal(epoch.Add(7*time.Second)) {
+		t.Fatalf("voter sightings %v and %v, want the first round and the promotion's", reps[0].Since, reps[3].Since)
+	}
+}
+
 func TestControllerBootstrapPhases(t *testing.T) {
 	c := NewController(DefaultConfig(), placement.DefaultConfig())
 	c.SetDecider(func(placement.Snapshot) placement.Plan { return placement.Plan{} })

@@ -17,15 +17,15 @@ import (
 //
 // A Controller is not safe for concurrent use; Loop serialises it.
 type Controller struct {
-	cfg       Config
-	policy    placement.Config
-	decide    func(placement.Snapshot) placement.Plan // nil: placement.Decide
-	phases    map[uint64]placement.Phase
-	quotas    map[uint64]int
-	firstSeen map[uint64]time.Time    // a range's first sighting: when it split, as far as we know
-	learners  map[[2]uint64]time.Time // a plain learner's first sighting, by {range, node}
-	hits      map[uint64]float64      // smoothed request rate per range
-	notes     map[string]time.Time    // when a note (digits masked) was last recorded
+	cfg         Config
+	policy      placement.Config
+	decide      func(placement.Snapshot) placement.Plan // nil: placement.Decide
+	phases      map[uint64]placement.Phase
+	quotas      map[uint64]int
+	firstSeen   map[uint64]time.Time     // a range's first sighting: when it split, as far as we know
+	replicaSeen map[replicaKey]time.Time // a replica's first sighting as what it is
+	hits        map[uint64]float64       // smoothed request rate per range
+	notes       map[string]time.Time     // when a note (digits masked) was last recorded
 }
 
 // hitsAlpha smooths range hit rates across rounds.
@@ -43,7 +43,7 @@ func (c *Controller) Reset() {
 	c.phases = map[uint64]placement.Phase{}
 	c.quotas = map[uint64]int{}
 	c.firstSeen = map[uint64]time.Time{}
-	c.learners = map[[2]uint64]time.Time{}
+	c.replicaSeen = map[replicaKey]time.Time{}
 	c.hits = map[uint64]float64{}
 	c.notes = map[string]time.Time{}
 }
@@ -98,6 +98,12 @@ func (c *Controller) Decide(obs Observation, busy map[uint64]bool, inFlight []pl
 // numbers is not recorded again before NoteEvery.
 var digits = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
 
+// replicaKey names a non-adaptive replica as a voter or a plain learner.
+type replicaKey struct {
+	rangeID, node uint64
+	typ           placement.ReplicaType
+}
+
 // snapshot fills what placement derives across rounds.
 func (c *Controller) snapshot(obs Observation, busy map[uint64]bool, inFlight []placement.Operator) placement.Snapshot {
 	now := obs.Now
@@ -106,7 +112,7 @@ func (c *Controller) snapshot(obs Observation, busy map[uint64]bool, inFlight []
 		snap.Busy = map[uint64]bool{}
 	}
 	seen := map[uint64]bool{}
-	seenLearners := map[[2]uint64]bool{}
+	seenReplicas := map[replicaKey]bool{}
 	for _, r := range obs.Ranges {
 		seen[r.ID] = true
 		if _, ok := c.firstSeen[r.ID]; !ok {
@@ -116,14 +122,14 @@ func (c *Controller) snapshot(obs Observation, busy map[uint64]bool, inFlight []
 		r.HitsEWMA, r.SplitAt = c.hits[r.ID], c.firstSeen[r.ID]
 		reps := make([]placement.Replica, len(r.Replicas))
 		for i, rep := range r.Replicas {
-			if rep.Type == placement.Learner && !rep.Adaptive {
-				key := [2]uint64{r.ID, rep.Node}
-				seenLearners[key] = true
-				if _, ok := c.learners[key]; !ok || r.ChangeInProgress {
-					// The grace counts from when no change was running.
-					c.learners[key] = now
+			if !rep.Adaptive {
+				key := replicaKey{r.ID, rep.Node, rep.Type}
+				seenReplicas[key] = true
+				if _, ok := c.replicaSeen[key]; !ok || r.ChangeInProgress {
+					// The graces count from when no change was running.
+					c.replicaSeen[key] = now
 				}
-				rep.Since = c.learners[key]
+				rep.Since = c.replicaSeen[key]
 			}
 			reps[i] = rep
 		}
@@ -136,9 +142,9 @@ func (c *Controller) snapshot(obs Observation, busy map[uint64]bool, inFlight []
 			delete(c.hits, id)
 		}
 	}
-	for key := range c.learners {
-		if !seenLearners[key] {
-			delete(c.learners, key)
+	for key := range c.replicaSeen {
+		if !seenReplicas[key] {
+			delete(c.replicaSeen, key)
 		}
 	}
 	for _, n := range obs.Nodes {

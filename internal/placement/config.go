@@ -83,6 +83,12 @@ type Config struct {
 	// leaseholder rolls back its own failed changes at once; this catches
 	// the changes of leaseholders that died or lost the lease).
 	LearnerGrace time.Duration
+	// SurplusGrace is how long a range keeps a voter beyond its replication
+	// factor, counted from when the newest voter was first seen with no
+	// change reported running, before one is removed: an operator's
+	// add-replica then remove-replica picks which one goes, instead of
+	// racing the trim.
+	SurplusGrace time.Duration
 }
 
 // DefaultConfig is tuned for a small cluster on one machine.
@@ -113,6 +119,7 @@ func DefaultConfig() Config {
 		MaxAdaptiveReplicas: 2,
 		MaxOps:              8,
 		LearnerGrace:        5 * time.Second,
+		SurplusGrace:        10 * time.Second,
 	}
 }
 
@@ -131,8 +138,8 @@ func (c Config) Validate() error {
 	if c.RangeCooldown < 0 || c.NodeCooldown < 0 || c.MoveMargin < 0 || c.MinMoveQPS < 0 || c.LoadSplitMinQPS < 0 {
 		errs = append(errs, errors.New("range and node cool-downs, move margin, min move qps and load-split min qps must be ≥ 0"))
 	}
-	if c.MergeCooldown < 0 || c.MinRanges < 1 || c.MaxOps < 1 || c.LearnerGrace <= 0 {
-		errs = append(errs, errors.New("merge cooldown must be ≥ 0, min ranges and max ops ≥ 1, learner grace > 0"))
+	if c.MergeCooldown < 0 || c.MinRanges < 1 || c.MaxOps < 1 || c.LearnerGrace <= 0 || c.SurplusGrace < 0 {
+		errs = append(errs, errors.New("merge cooldown and surplus grace must be ≥ 0, min ranges and max ops ≥ 1, learner grace > 0"))
 	}
 	for name, f := range map[string]float64{"hot key share": c.HotKeyShare, "balance tolerance": c.BalanceTolerance,
 		"lease tolerance": c.LeaseTolerance, "bootstrap share": c.BootstrapShare, "heavy CPU": c.HeavyCPU} {

@@ -337,7 +337,7 @@ func (p *planner) repair() {
 
 // replicationFactor adds voters to ranges below the replication factor
 // (finishing an interrupted addition when a plain learner is left over)
-// and removes surplus voters.
+// and removes surplus voters once they have settled.
 func (p *planner) replicationFactor() {
 	for i := range p.s.Ranges {
 		r := &p.s.Ranges[i]
@@ -365,7 +365,7 @@ func (p *planner) replicationFactor() {
 			n := p.leftoverLearner(r)
 			p.add(Operator{Kind: OpRemoveReplica, Range: r.ID, Source: n, Policy: "replication",
 				Reason: fmt.Sprintf("learner on node %d left over by an interrupted replica change (%d voters already)", n, len(vs))})
-		case len(vs) > rf:
+		case len(vs) > rf && p.surplusSettled(r):
 			// Drop a voter on a draining node if there is one, else on the
 			// node with the most replicas; never the leaseholder's (that
 			// would cost a lease transfer first).
@@ -387,6 +387,17 @@ func (p *planner) replicationFactor() {
 			}
 		}
 	}
+}
+
+// surplusSettled reports whether r's newest voter has been seen for
+// SurplusGrace (an unknown sighting counts as old).
+func (p *planner) surplusSettled(r *Range) bool {
+	for _, rep := range r.Replicas {
+		if rep.Type == Voter && !rep.Since.IsZero() && p.s.Now.Sub(rep.Since) < p.cfg.SurplusGrace {
+			return false
+		}
+	}
+	return true
 }
 
 // leftoverLearner returns the node of a plain learner that has sat on r,

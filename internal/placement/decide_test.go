@@ -15,7 +15,7 @@ import (
 //
 //	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS]
 //	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S] [clock-untrusted]
-//	range ID START END v=1,2,3 [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy] [stale] [rf=N]
+//	range ID START END v=1,2,3 [vsince=SECONDS] [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy] [stale] [rf=N]
 //	boundary KEY   (a key space boundary, in ascending order)
 //	recent RANGE kind=KIND [from=N] [to=N] at=SECONDS   (a completed operator)
 //
@@ -137,7 +137,11 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 		r := Range{ID: id, Start: key(f[2]), End: key(f[3])}
 		m := kv(f[4:])
 		for _, v := range nodes(m["v"]) {
-			r.Replicas = append(r.Replicas, Replica{Node: v, Type: Voter})
+			rep := Replica{Node: v, Type: Voter}
+			if v, ok := m["vsince"]; ok {
+				rep.Since = time.Unix(int64(num(v)), 0)
+			}
+			r.Replicas = append(r.Replicas, rep)
 		}
 		for _, l := range nodes(m["l"]) {
 			rep := Replica{Node: l, Type: Learner}

@@ -94,8 +94,10 @@ type Replica struct {
 	// Adaptive marks a learner added for read load (it is removed when the
 	// range cools), as opposed to one half way to becoming a voter.
 	Adaptive bool
-	// Since is when a plain learner was first seen (zero: unknown), to
-	// tell a move in progress from one whose coordinator died.
+	// Since is when this replica was first seen as what it is (a voter or
+	// a plain learner) with no replica change running (zero: unknown): a
+	// learner's tells a move in progress from one whose coordinator died,
+	// a voter's holds a surplus for SurplusGrace.
 	Since time.Time
 }
 

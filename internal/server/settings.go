@@ -90,6 +90,10 @@ var placementSettings = map[string]placementSetting{
 		c.LearnerGrace, err = time.ParseDuration(v)
 		return err
 	}},
+	"surplus-grace": {"a range keeps a voter beyond the replication factor this long after its newest voter appeared, so an operator's add-replica then remove-replica is not raced by the trim (duration)", func(c *placement.Config, v string) (err error) {
+		c.SurplusGrace, err = time.ParseDuration(v)
+		return err
+	}},
 	"split-qps": {"a range above this request rate splits by load (requests/s)", floatSetting(func(c *placement.Config) *float64 { return &c.SplitQPS })},
 	"load-split-slack": {"when the best lease placement leaves a node above (1 + this) × the mean node load, the hottest range splits by load (≥ 0; 0: off)",
 		floatSetting(func(c *placement.Config) *float64 { return &c.LoadSplitSlack })},
