@@ -62,16 +62,21 @@ type GeoResult struct {
 // Config.Addrs[0], which must be the gateway of the client's data centre
 // (the node with the lowest id in its locality). A transaction whose DC
 // was cut off from the majority is not run and fails with ErrTxnRetry;
-// one that was not decided in the node's time fails DEADLINE_EXCEEDED
-// and may still commit. GeoCommit does not retry.
+// one that was not decided in the node's time may still commit and fails
+// with ErrAmbiguous. GeoCommit does not retry.
 func (c *Client) GeoCommit(ctx context.Context, keySpace string, ops ...*tidekvpb.GeoOp) (GeoResult, error) {
 	nc, err := c.conns.get(c.cfg.Addrs[0])
 	if err != nil {
 		return GeoResult{}, err
 	}
 	resp, err := tidekvpb.NewGeoClient(nc.cc).Commit(ctx, &tidekvpb.GeoCommitRequest{KeySpace: keySpace, Ops: ops})
-	if status.Code(err) == codes.Aborted {
+	switch status.Code(err) {
+	case codes.Aborted:
 		return GeoResult{}, fmt.Errorf("%w: %w", ErrTxnRetry, err)
+	case codes.DeadlineExceeded:
+		if ctx.Err() == nil {
+			return GeoResult{}, fmt.Errorf("%w: %w", ErrAmbiguous, err) // the node's deadline, not ours
+		}
 	}
 	if err != nil {
 		return GeoResult{}, err
