@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -234,5 +235,64 @@ func TestMisaddressedRaftMessagesDropped(t *testing.T) {
 	s.HandleRaftMessage(hb(1))
 	if s.GetReplica(99) == nil {
 		t.Fatal("a heartbeat for this node created no replica")
+	}
+}
+
+// A follower asked to transfer the lease (TransferLease checked leadership
+// just before its replica stepped down) forwards the MsgTransferLeader to
+// its leader, and Raft keeps the transferee's replica ID as From. The
+// leader took From and the sender's node as a replica's address: it sent
+// the transferee's traffic to the forwarding node, and a replica change
+// carrying no descriptor (a promotion, a leave-joint) wrote that node into
+// the range descriptor. In the random reconfiguration test a descriptor
+// then lost a voter's node, and a leader's heartbeat reached a new, empty
+// replica on the wrong node with a commit index it could not have (a Raft
+// panic).
+func TestRegressionForwardedTransferKeepsReplicaAddresses(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.moveLease(1)
+	ld, f := tc.stores[1].GetReplica(testRangeID), tc.stores[2].GetReplica(testRangeID)
+	waitFor(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.mu.raw.BasicStatus().Lead == 1
+	})
+	// Replica 3's own messages would correct a wrong address.
+	tc.net.SetCut(3, 1, true)
+	gate := &transferHandled{Store: tc.stores[1], done: make(chan struct{})}
+	tc.net.Register(1, gate)
+	// The follower's side of the race: a transfer left for its drain.
+	f.in.Lock()
+	f.in.transfer = 3
+	f.in.Unlock()
+	tc.stores[2].schedule(testRangeID)
+	waitFor(t, func() bool {
+		select {
+		case <-gate.done:
+			return true
+		default:
+			return false
+		}
+	})
+	ld.mu.Lock()
+	node := ld.mu.peerNodes[3]
+	ld.mu.Unlock()
+	if node != 3 {
+		t.Fatalf("after node 2 forwarded a lease transfer to replica 3, the leader addresses replica 3 on node %d", node)
+	}
+}
+
+// transferHandled is a node's side of the network that closes done once
+// its store has handled a MsgTransferLeader.
+type transferHandled struct {
+	*Store
+	once sync.Once
+	done chan struct{}
+}
+
+func (h *transferHandled) HandleRaftMessage(m *tidekvpb.RaftMessage) {
+	h.Store.HandleRaftMessage(m)
+	if m.GetMessage().GetType() == raftpb.MsgTransferLeader {
+		h.once.Do(func() { close(h.done) })
 	}
 }

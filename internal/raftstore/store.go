@@ -404,8 +404,12 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 		r.mu.Unlock()
 		return
 	}
-	r.mu.peerNodes[msg.GetFrom()] = m.GetFromNodeId()
-	r.notePeerLostLocked(msg.GetFrom(), m.GetDataLost())
+	// A MsgTransferLeader a follower forwarded names the transferee as
+	// From, not the sender.
+	if msg.GetType() != raftpb.MsgTransferLeader {
+		r.mu.peerNodes[msg.GetFrom()] = m.GetFromNodeId()
+		r.notePeerLostLocked(msg.GetFrom(), m.GetDataLost())
+	}
 	r.mu.Unlock()
 	r.enqueueMsg(msg)
 }
