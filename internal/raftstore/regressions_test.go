@@ -296,3 +296,23 @@ func (h *transferHandled) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 		h.once.Do(func() { close(h.done) })
 	}
 }
+
+// An address the replica knows is never replaced by what a message claims:
+// a message naming replica 3 but sent from node 2 leaves replica 3 on
+// node 3.
+func TestMessageCannotRedirectAKnownReplica(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.moveLease(1)
+	ld := tc.stores[1].GetReplica(testRangeID)
+	ld.mu.Lock()
+	term := ld.mu.raw.BasicStatus().Term
+	ld.mu.Unlock()
+	tc.stores[1].HandleRaftMessage(&tidekvpb.RaftMessage{RangeId: testRangeID, FromNodeId: 2, ToNodeId: 1,
+		Message: &raftpb.Message{Type: raftpb.MsgHeartbeatResp.Enum(), To: new(uint64(1)), From: new(uint64(3)), Term: term}})
+	ld.mu.Lock()
+	node := ld.mu.peerNodes[3]
+	ld.mu.Unlock()
+	if node != 3 {
+		t.Fatalf("a message from node 2 naming replica 3 moved replica 3's address to node %d", node)
+	}
+}

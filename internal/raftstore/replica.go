@@ -102,8 +102,9 @@ type Replica struct {
 		nextReadID  uint64
 		// reads whose index is known, waiting for apply.
 		applyWaiters []indexedReads
-		// peerNodes maps replica IDs to node IDs, from the descriptor and
-		// from incoming messages (an uninitialized replica has no descriptor).
+		// peerNodes maps replica IDs to node IDs, from the descriptor and,
+		// for IDs it does not name yet, from incoming messages (an
+		// uninitialized replica has no descriptor).
 		peerNodes map[uint64]uint64
 		// peerLost: whether each peer said, in its latest message since
 		// this replica last became leader, that its data is lost
@@ -267,6 +268,17 @@ func (r *Replica) initRaftLocked(replicaID uint64, ms *raft.MemoryStorage, st *t
 		r.setDescLocked(st.GetDesc())
 	}
 	return nil
+}
+
+// learnPeerLocked records a sender's node for a replica ID the replica
+// has no address for yet. A replica ID never moves to another node, so
+// an address once known (above all from a descriptor) is never replaced
+// by what a message claims: one misattributed message cannot redirect a
+// replica's traffic.
+func (r *Replica) learnPeerLocked(id, node uint64) {
+	if _, ok := r.mu.peerNodes[id]; !ok && node != 0 {
+		r.mu.peerNodes[id] = node
+	}
 }
 
 func (r *Replica) setDescLocked(d *tidekvpb.RangeDescriptor) {

@@ -224,7 +224,7 @@ func (s *Store) HandleSnapshot(header *tidekvpb.RaftMessage, data io.Reader) err
 		os.Remove(old.path)
 	}
 	r.mu.incomingSST[idx] = stagedSST{path: path, crc: sum.Sum32()}
-	r.mu.peerNodes[msg.GetFrom()] = header.GetFromNodeId()
+	r.learnPeerLocked(msg.GetFrom(), header.GetFromNodeId())
 	r.mu.Unlock()
 	r.enqueueMsg(msg)
 	return nil

@@ -407,7 +407,7 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 	// A MsgTransferLeader a follower forwarded names the transferee as
 	// From, not the sender.
 	if msg.GetType() != raftpb.MsgTransferLeader {
-		r.mu.peerNodes[msg.GetFrom()] = m.GetFromNodeId()
+		r.learnPeerLocked(msg.GetFrom(), m.GetFromNodeId())
 		r.notePeerLostLocked(msg.GetFrom(), m.GetDataLost())
 	}
 	r.mu.Unlock()
