@@ -16,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/linearizability"
 	"github.com/tidekv/tidekv/internal/testcluster"
+	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
 // autoscaleStatus reads the controller's status through the client.
@@ -59,6 +60,7 @@ func waitNodes(ctx context.Context, t *testing.T, cl *client.Client, want int, d
 // every range fully replicated. Clients run a checked history through
 // the growth: it must be linearizable.
 func TestAutoscaleGrowsAndShrinks(t *testing.T) {
+	tier.RequireLong(t, "grows 1→4 nodes and drains back under real load, about 50 s")
 	bin := testcluster.Binary(t)
 	dir := t.TempDir()
 	base := testcluster.FreeBasePort(t, 1)
@@ -189,6 +191,7 @@ func moveMetaLeaseOffNode1(ctx context.Context, t *testing.T, cl *client.Client)
 // joined and asks again for what is still missing, and the cluster ends
 // with the nodes the policy wants and every range fully replicated.
 func TestAutoscaleResumesAfterControllerKill(t *testing.T) {
+	tier.RequireLong(t, "scale-out across a controller kill, about 35 s")
 	tc := testcluster.Start(t, testcluster.Options{Nodes: 3, ExtraArgs: []string{"--autoscale", "--autoscale-max-nodes", "5"}})
 	stopAutoscaled(t, local.DirBeside(tc.DataDir(1)))
 	ctx := testCtx(t, 4*time.Minute)

@@ -15,6 +15,7 @@ import (
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/testcluster"
+	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
 // A cache key space that grows instead of evicting, on real processes:
@@ -25,6 +26,7 @@ import (
 // ranges move, the new node ends up holding part of it, nothing is
 // evicted, and every key (and one only the origin has) reads back.
 func TestCacheKeySpaceGrowsTheCluster(t *testing.T) {
+	tier.RequireLong(t, "a cache key space that grows the cluster by a real process takes about 75 s")
 	bin := testcluster.Binary(t)
 	dir := t.TempDir()
 	base := testcluster.FreeBasePort(t, 1)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/internal/testcluster"
+	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
 // TestLeasesHoldStillUnderSteadyLoad runs YCSB-A (zipfian, 16 threads) with
@@ -20,6 +21,7 @@ import (
 // timing. Default: a 24 s run, at most 3 transfers in its last 12 s;
 // TIDEKV_E2E_LONG=1: the 90 s run of the issue, at most 6 in the last 60 s.
 func TestLeasesHoldStillUnderSteadyLoad(t *testing.T) {
+	tier.RequireLong(t, "minutes of steady YCSB-A load through tidekv bench")
 	run, window, maxTransfers, records := 24*time.Second, 12*time.Second, 3, "20000"
 	if long() {
 		run, window, maxTransfers, records = 90*time.Second, 60*time.Second, 6, "50000"

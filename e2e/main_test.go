@@ -2,8 +2,9 @@
 // multi-process clusters through internal/testcluster (or `tidekv up`), and
 // talk to them only through the public client package and the CLI.
 //
-// Defaults keep each test under about a minute; TIDEKV_E2E_LONG=1 runs the
-// longer variants. TIDEKV_E2E_SECURE=1 runs every test against secure
+// The README's command runs a chosen subset of these, each under about half
+// a minute; TIDEKV_E2E_LONG=1 adds the long tier (the tests that call
+// tier.RequireLong) and runs the longer variants (docs/testing.md). TIDEKV_E2E_SECURE=1 runs every test against secure
 // clusters (TLS, users; docs/security.md, "The end-to-end suite in secure
 // mode"). TIDEKV_BINARY runs an existing binary instead of
 // building one; TIDEKV_E2E_KEEP=1 keeps the clusters' data directories.
@@ -14,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -23,12 +23,13 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/testcluster"
+	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }
 
 // long reports whether to run the long variants.
-func long() bool { return os.Getenv("TIDEKV_E2E_LONG") == "1" }
+func long() bool { return tier.Long() }
 
 // testCtx returns a context that ends after d or when the test ends.
 func testCtx(t *testing.T, d time.Duration) context.Context {

@@ -19,6 +19,7 @@ import (
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/linearizability"
 	"github.com/tidekv/tidekv/internal/testcluster"
+	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
 // Placement of the real binary under churn (the multi-process versions of
@@ -772,6 +773,7 @@ func plLearnerIn(ctx context.Context, cl *client.Client, rangeID, node uint64, d
 // voters, and node 4 must have been bootstrapped with replicas (as `ctl
 // events` says).
 func TestScaleOneToFourLinearizable(t *testing.T) {
+	tier.RequireLong(t, "three scale-outs under a checked workload, about 30 s")
 	dwell := 3 * time.Second // workload time after each node has its replicas
 	if long() {
 		dwell = 20 * time.Second
@@ -941,6 +943,7 @@ func TestScaleOneToFourLinearizable(t *testing.T) {
 // acknowledged write readable, every range at 3 voters off the node, and
 // `ctl status` showing it drained; stopped, it is decommissioned.
 func TestDecommissionUnderLoad(t *testing.T) {
+	tier.RequireLong(t, "drains a node under load, about 20 s")
 	nbulk := 300
 	if long() {
 		nbulk = 3000
@@ -1148,6 +1151,7 @@ func plLogMoveEvents(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 // node is restarted; the cluster must converge to 3 voters per range with
 // no leftover learner, and the data must be intact.
 func TestKillDuringReplicaMove(t *testing.T) {
+	tier.RequireLong(t, "kills the source and the target of moves, about 22 s (TestKillLeaseholderDuringReplicaMove covers a kill mid-move by default)")
 	victims := []string{"target", "source"}
 	if long() {
 		victims = append(victims, victims...)
@@ -1182,6 +1186,7 @@ func TestKillLeaseholderDuringReplicaMove(t *testing.T) {
 // the drain must complete, and the cluster converge with every write
 // intact.
 func TestKillControllerMidOperation(t *testing.T) {
+	tier.RequireLong(t, "slow snapshots so the kill lands mid-operation, about 20 s")
 	const nkeys, size = 900, 4096
 	tc := testcluster.Start(t, testcluster.Options{Nodes: 4, ExtraArgs: append(slices.Clone(plArgs), plSlowSnapshots...), LogLines: 150})
 	ctx := testCtx(t, 5*time.Minute)

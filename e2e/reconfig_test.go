@@ -15,6 +15,7 @@ import (
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/nemesis"
 	"github.com/tidekv/tidekv/internal/testcluster"
+	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
 // reconfigRuns is how many seeded runs TestReconfigurationUnderKills makes
@@ -55,6 +56,7 @@ func reconfigRuns(t *testing.T) (runs int, d time.Duration) {
 // (an invalid request given a stale view), never "ambiguous", "overloaded"
 // or a timeout.
 func TestReconfigurationUnderKills(t *testing.T) {
+	tier.RequireLong(t, "random replica changes under kills and pauses, about 35 s a seed")
 	runs, d := reconfigRuns(t)
 	first := uint64(1)
 	if v := os.Getenv("TIDEKV_RECONFIG_SEED"); v != "" {

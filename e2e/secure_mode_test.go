@@ -4,11 +4,13 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidekv/tidekv/internal/testcluster"
+	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
 // secureSubset are the tests `go test ./...` also runs in secure mode: the
@@ -18,16 +20,21 @@ import (
 // end-to-end suite in secure mode").
 var secureSubset = []string{
 	"TestKeySpaceCLI",                              // ctl admin calls (CreateKeySpace had no role)
-	"TestBackupRestoreUnderLoad",                   // ctl backup and restore as root
 	"TestCtlMoveReplica",                           // admin calls forwarded between nodes
-	"TestAutoscaleResumesAfterControllerKill",      // nodes the local actuator starts inherit the certificates
 	"TestInjectedDiskFailure",                      // fault endpoint over HTTPS
-	"TestBenchChaos",                               // bench chaos --certs-dir: faults, moves, churn
 	"TestOperatorView",                             // ctl status and events; the dashboard over HTTPS
 	"TestRedisTools",                               // redis-cli and redis-benchmark with --tls and AUTH
 	"TestMemoryBoundedUnderAttack",                 // raw RESP over TLS; /metrics over HTTPS
 	"TestLinearizabilityNegativeControlStaleReads", // a raw gRPC connection
 	"TestTransfersBetweenRanges",                   // transactions: coordinators' range-level steps between nodes
+}
+
+// secureSubsetLong are added to secureSubset in the long tier: each takes
+// half a minute or more.
+var secureSubsetLong = []string{
+	"TestBackupRestoreUnderLoad",              // ctl backup and restore as root
+	"TestAutoscaleResumesAfterControllerKill", // nodes the local actuator starts inherit the certificates
+	"TestBenchChaos",                          // bench chaos --certs-dir: faults, moves, churn
 }
 
 // TestSecureModeSubset runs secureSubset again, in a child test process
@@ -37,19 +44,23 @@ func TestSecureModeSubset(t *testing.T) {
 	if testcluster.Secure() {
 		t.Skip("already in secure mode: every test runs secure")
 	}
-	pattern := "^(" + strings.Join(secureSubset, "|") + ")$"
+	subset := secureSubset
+	if tier.Long() {
+		subset = append(slices.Clone(subset), secureSubsetLong...)
+	}
+	pattern := "^(" + strings.Join(subset, "|") + ")$"
 	cmd := exec.CommandContext(testCtx(t, 10*time.Minute), os.Args[0], "-test.run", pattern, "-test.count", "1", "-test.v")
 	cmd.Env = append(os.Environ(), testcluster.SecureEnv+"=1", testcluster.BinaryEnv+"="+testcluster.Binary(t))
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	t.Logf("%d tests in secure mode in %v", len(secureSubset), time.Since(start).Round(time.Second))
+	t.Logf("%d tests in secure mode in %v", len(subset), time.Since(start).Round(time.Second))
 	results := regexp.MustCompile(`(?m)^--- (PASS|FAIL|SKIP): (\w+) \(([^)]*)\)`).FindAllStringSubmatch(string(out), -1)
 	ran := map[string]string{}
 	for _, r := range results {
 		ran[r[2]] = r[1]
 		t.Logf("secure %s: %s (%s)", r[2], r[1], r[3])
 	}
-	for _, name := range secureSubset {
+	for _, name := range subset {
 		if ran[name] == "" {
 			t.Errorf("%s did not run in secure mode", name)
 		}

@@ -6,14 +6,14 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
 // The quick ecstore runs end to end against real processes and reports
 // every step.
 func TestECStoreQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scenario benchmark (about 70 s, starts processes)")
-	}
+	tier.RequireLong(t, "scenario benchmark over real processes, about 85 s")
 	bin := lrTestBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

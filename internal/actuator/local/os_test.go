@@ -14,6 +14,7 @@ import (
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/launcher"
 	"github.com/tidekv/tidekv/internal/testcluster"
+	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
 // standInEnv makes the test binary act as a `tidekv server` that announces
@@ -71,10 +72,10 @@ func TestOSProcsStartDetachedAndRemove(t *testing.T) {
 
 // TestRealServerJoins starts a one-node cluster and lets the actuator add a
 // real second server. It needs the tidekv binary: it runs when
-// TIDEKV_BINARY names one or TIDEKV_E2E_LONG=1 (then it builds it).
+// TIDEKV_BINARY names one or the long tier is on (then it builds it).
 func TestRealServerJoins(t *testing.T) {
-	if os.Getenv(testcluster.BinaryEnv) == "" && os.Getenv("TIDEKV_E2E_LONG") != "1" {
-		t.Skip("set TIDEKV_BINARY or TIDEKV_E2E_LONG=1 to run against the real server")
+	if os.Getenv(testcluster.BinaryEnv) == "" && !tier.Long() {
+		t.Skip("set TIDEKV_BINARY or " + tier.LongEnv + "=1 to run against the real server")
 	}
 	bin := testcluster.Binary(t)
 	dir := t.TempDir()
