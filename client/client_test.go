@@ -885,48 +885,64 @@ func TestTooLargeRequest(t *testing.T) {
 // deadline, with back-off, rather than for a fixed number of attempts (a
 // split right after a node died must wait for the cluster, not give up
 // within a second); when the deadline ends it says how long it tried.
+// The nodes' answers end it deterministically: the last refusal asks for a
+// wait longer than the whole deadline, so the client stops between
+// attempts, never with one in flight (where the outcome would be unknown).
 func TestAdminRetriesThroughOverloadUntilDeadline(t *testing.T) {
 	c := newFakeCluster(t, 3)
 	c.setRanges(rng(1, "", "", 1, 1, 2, 3))
 	cl := c.newClient(func(cfg *Config) { cfg.MaxAttempts = 3 })
-	var refusals atomic.Int32
-	overload := func(_ context.Context, method string, _ []byte) error {
-		if method == "Split" && refusals.Add(1) <= 6 {
-			return statusWith(codes.ResourceExhausted, "overloaded, retry", &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED, RetryAfterMs: 1})
+	// overloadedFor scripts the next Splits (on any node): the nth is
+	// refused as overloaded asking to retry after hints[n]; any after
+	// those is served.
+	var mu sync.Mutex
+	var script []time.Duration
+	overloadedFor := func(hints ...time.Duration) {
+		mu.Lock()
+		script = hints
+		mu.Unlock()
+		c.resetCalls()
+	}
+	hook := func(_ context.Context, method string, _ []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if method != "Split" || len(script) == 0 {
+			return nil
 		}
-		return nil
+		hint := script[0]
+		script = script[1:]
+		return statusWith(codes.ResourceExhausted, "overloaded, retry", &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED, RetryAfterMs: uint32(hint.Milliseconds())})
 	}
 	for i := uint64(1); i <= 3; i++ {
-		c.node(i).setHook(overload)
+		c.node(i).setHook(hook)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	splits := func() int {
+		n := 0
+		for i := uint64(1); i <= 3; i++ {
+			n += c.node(i).count("Split")
+		}
+		return n
+	}
+	const deadline = time.Minute // never reached: the nodes' answers end each call
+	ms := time.Millisecond
+
+	overloadedFor(ms, ms, ms, ms, ms, ms)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	if _, err := cl.Split(ctx, []byte("m")); err != nil {
-		t.Fatalf("split through 6 overloaded answers with MaxAttempts 3: %v", err)
+	if _, err := cl.Split(ctx, []byte("m")); err != nil || splits() != 7 {
+		t.Fatalf("split through 6 overloaded answers with MaxAttempts 3: %v after %d attempts, want served at the 7th", err, splits())
 	}
 
-	refusals.Store(-1 << 20) // overloaded from now on
-	c.resetCalls()
-	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
+	overloadedFor(ms, ms, ms, ms, 2*deadline)
 	_, err := cl.Split(ctx, []byte("t"))
-	calls := 0
-	for i := uint64(1); i <= 3; i++ {
-		calls += c.node(i).count("Split")
+	if want := regexp.MustCompile(`^tidekv: overloaded: split: 5 attempts over \d+ms, the last asked to retry after [0-9hms.]+: context deadline exceeded$`); !errors.Is(err, ErrOverloaded) || !errors.Is(err, context.DeadlineExceeded) || !want.MatchString(err.Error()) || splits() != 5 {
+		t.Fatalf("split refused until the next wait would pass the deadline: %v after %d attempts, want overloaded and the deadline after 5 attempts, matching %s", err, splits(), want)
 	}
-	// The deadline, not MaxAttempts, ends the retries. It usually falls
-	// between attempts (overloaded, with how long it tried); under load it
-	// can fall during one, whose outcome is then honestly unknown.
-	if !errors.Is(err, context.DeadlineExceeded) || calls <= 3 {
-		t.Fatalf("split against a node overloaded until the deadline: %v after %d attempts, want the deadline after more than MaxAttempts (3)", err, calls)
-	}
-	if !errors.Is(err, ErrAmbiguous) && !strings.Contains(err.Error(), "attempts over") {
-		t.Fatalf("split against a node overloaded until the deadline: %v, want overloaded with the attempts and the time tried (or ambiguous, if the deadline fell inside an attempt)", err)
-	}
-	// Without a deadline the attempt bound still holds.
-	_, err = cl.Split(context.Background(), []byte("t"))
-	if !errors.Is(err, ErrOverloaded) {
-		t.Fatalf("split without a deadline: %v, want ErrOverloaded after MaxAttempts", err)
+
+	// Without a deadline the attempt bound holds: the 4th would be served.
+	overloadedFor(ms, ms, ms)
+	if _, err := cl.Split(context.Background(), []byte("t")); !errors.Is(err, ErrOverloaded) || splits() != 3 {
+		t.Fatalf("split without a deadline: %v after %d attempts, want ErrOverloaded after MaxAttempts (3)", err, splits())
 	}
 }
 

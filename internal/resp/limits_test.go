@@ -3,11 +3,13 @@ package resp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,19 +114,32 @@ func TestCommandLenLimit(t *testing.T) {
 }
 
 // TestOversizeValueThroughClient: what a Redis client sees for a value over
-// the limit, and that its next command works (on a new connection). The
-// node closes the connection after the error, as Redis does on a protocol
-// error; a pooled client may take that connection once more before it sees
-// it closed and meet EOF, which go-redis retries by default (3 times): one
-// retry here, where the other tests turn retries off.
+// the limit, that the node then closes that connection, and that the
+// client's next command works on a new one. The node closes as Redis does
+// on a protocol error: staying open would mean reading the whole value the
+// limit exists to refuse. A pooled client may therefore take the closed
+// connection once more if it looks before the close reaches it; the test
+// sends the oversize value on one connection held for it (rc.Conn) so the
+// command after the error meets the close every time, with retries off.
 func TestOversizeValueThroughClient(t *testing.T) {
 	ctx := context.Background()
-	_, rc := start(t, newFakeKV(), nil, func(o *redis.Options) { o.MaxRetries = 1 })
-	err := rc.Set(ctx, "k", strings.Repeat("x", 2<<20), 0).Err()
+	var dials atomic.Int32
+	_, rc := start(t, newFakeKV(), nil, func(o *redis.Options) {
+		o.OnConnect = func(context.Context, *redis.Conn) error { dials.Add(1); return nil }
+	})
+	conn := rc.Conn()
+	err := conn.Set(ctx, "k", strings.Repeat("x", 2<<20), 0).Err()
 	if want := "ERR Protocol error: bulk string of 2097152 bytes is too large (the maximum is 1048576 bytes)"; err == nil || err.Error() != want {
 		t.Fatalf("SET of 2 MiB: %v, want %q", err, want)
 	}
+	// The node sent nothing after the error and closed: the next command on
+	// that connection reads the end of the stream.
+	if err := conn.Ping(ctx).Err(); !errors.Is(err, io.EOF) {
+		t.Fatalf("PING on the refused connection: %v, want EOF", err)
+	}
+	eq(t, conn.Close(), nil)
 	eq(t, must(rc.Set(ctx, "k", strings.Repeat("x", 1<<20), 0).Result()), "OK")
+	eq(t, dials.Load(), 2)
 }
 
 // TestMaxConnections: a connection beyond MaxConns gets an error reply and
