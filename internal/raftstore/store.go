@@ -81,6 +81,11 @@ type Store struct {
 	snapLimiter *tokenBucket
 	stopOnce    sync.Once
 	started     atomic.Bool
+	// testingTicksHeld, set only by tests (testCluster.holdTicks), stops
+	// the Raft clock of every replica of this store: no election,
+	// heartbeat or transfer timer advances, while messages, proposals and
+	// campaigns still run. A test reaches a state no timer may disturb.
+	testingTicksHeld atomic.Bool
 }
 
 // NewStore opens the replicas persisted in eng. Call Start to run them.
