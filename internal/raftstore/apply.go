@@ -377,35 +377,51 @@ func (r *Replica) applySplitLocked(ab *applyBatch, sc *tidekvpb.SplitCommand) (a
 
 // installSplitReplica creates the right-hand replica of a split, replacing
 // an uninitialized placeholder created by early messages from its leader.
+// What reached the placeholder and was not stepped yet goes on to the new
+// replica: above all the vote requests of the left leaseholder's immediate
+// campaign, which dropped would leave the new range leaderless until an
+// election timer fires. The placeholder stays locked until the new replica
+// has taken its place, so a message finds one or the other
+// (HandleRaftMessage).
 func (s *Store) installSplitReplica(st *tidekvpb.ReplicaState, campaign, lost bool) {
 	id := st.GetDesc().GetRangeId()
-	if old := s.GetReplica(id); old != nil {
+	old := s.GetReplica(id)
+	if old != nil {
 		old.mu.Lock()
-		initialized := old.desc.Load() != nil
-		if !initialized {
-			old.mu.destroyed = true
-			old.failPendingLocked(ErrAmbiguous, &RangeNotFoundError{RangeID: id})
-		}
-		old.mu.Unlock()
-		if initialized {
+		defer old.mu.Unlock()
+		if old.desc.Load() != nil {
 			return
 		}
-		s.mu.Lock()
-		delete(s.mu.replicas, id)
-		s.mu.Unlock()
+		old.mu.destroyed = true
+		old.failPendingLocked(ErrAmbiguous, &RangeNotFoundError{RangeID: id})
 	}
 	r, err := s.addInitializedReplica(st)
 	if err != nil {
 		log.Printf("range %d: creating split replica: %v", id, err)
+		if old != nil {
+			s.mu.Lock()
+			delete(s.mu.replicas, id)
+			s.mu.Unlock()
+		}
 		return
 	}
 	// The right half of lost data is lost too.
 	r.lost.Store(lost)
-	if campaign {
-		r.in.Lock()
-		r.in.campaign = true
-		r.in.Unlock()
+	r.in.Lock()
+	r.in.campaign = campaign
+	if old != nil {
+		// Not a snapshot: its data was staged for the placeholder.
+		to := replicaOnNode(st.GetDesc(), s.nodeID).GetReplicaId()
+		old.in.Lock()
+		for _, m := range old.in.msgs {
+			if m.GetTo() == to && m.GetType() != raftpb.MsgSnap {
+				r.in.msgs = append(r.in.msgs, m)
+			}
+		}
+		old.in.msgs = nil
+		old.in.Unlock()
 	}
+	r.in.Unlock()
 	s.schedule(id)
 }
 

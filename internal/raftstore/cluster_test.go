@@ -295,6 +295,16 @@ func TestAddReplicaToDeadNodeGivesUp(t *testing.T) {
 	}
 }
 
+// holdTicks stops (hold) or restarts the Raft clocks of nodes' stores
+// (Store.testingTicksHeld): with its clock held a replica starts no
+// election of its own, and a follower keeps counting itself in its
+// leader's lease.
+func (tc *testCluster) holdTicks(hold bool, nodes ...uint64) {
+	for _, id := range nodes {
+		tc.stores[id].testingTicksHeld.Store(hold)
+	}
+}
+
 // releaser returns a function that closes ch once: when the test calls it
 // to let held messages through, or else when the test ends, before its
 // cluster stops.

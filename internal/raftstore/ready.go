@@ -28,7 +28,7 @@ func (s *Store) run() {
 			s.failAll()
 			return
 		case <-ticker.C:
-			tick = true
+			tick = !s.testingTicksHeld.Load()
 		case <-s.wake:
 		}
 		s.processRound(tick)

@@ -81,6 +81,11 @@ type Store struct {
 	snapLimiter *tokenBucket
 	stopOnce    sync.Once
 	started     atomic.Bool
+	// testingTicksHeld, set only by tests (testCluster.holdTicks), stops
+	// the Raft clock of every replica of this store: no election,
+	// heartbeat or transfer timer advances, while messages, proposals and
+	// campaigns still run. A test reaches a state no timer may disturb.
+	testingTicksHeld atomic.Bool
 }
 
 // NewStore opens the replicas persisted in eng. Call Start to run them.
@@ -398,7 +403,17 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 		}
 	}
 	r.mu.Lock()
-	if r.mu.destroyed || r.mu.replicaID != msg.GetTo() {
+	if r.mu.destroyed {
+		r.mu.Unlock()
+		if next := s.GetReplica(m.GetRangeId()); next != nil && next != r {
+			// Replaced while the message was on its way (a split's
+			// replica taking a placeholder's place): the message is the
+			// new replica's.
+			s.HandleRaftMessage(m)
+		}
+		return
+	}
+	if r.mu.replicaID != msg.GetTo() {
 		// Addressed to an older or newer incarnation; the replica GC or the
 		// next snapshot sorts it out.
 		r.mu.Unlock()
@@ -410,8 +425,10 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 		r.learnPeerLocked(msg.GetFrom(), m.GetFromNodeId())
 		r.notePeerLostLocked(msg.GetFrom(), m.GetDataLost())
 	}
-	r.mu.Unlock()
+	// Queued before the lock is released: a replica taking this one's
+	// place takes what is queued here (installSplitReplica).
 	r.enqueueMsg(msg)
+	r.mu.Unlock()
 }
 
 // misaddressed refuses a message sent to another node ID (0: the sender
