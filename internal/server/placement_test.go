@@ -215,7 +215,14 @@ func TestDecommissionDrains(t *testing.T) {
 // A node joining a cluster with data goes through both bootstrap phases
 // and ends with its share of replicas.
 func TestScaleOutBootstrap(t *testing.T) {
-	tc := startClusterWith(t, 3, func(c *Config) { c.Placement.Rebalance = true })
+	// Cool-downs shrink by the control interval's factor (1 s in
+	// production, 100 ms here): the new node's later moves otherwise wait
+	// out a 30-s range cool-down, which is most of the test's time.
+	cooled := func(c *Config) {
+		c.Placement.Rebalance = true
+		c.Placement.RangeCooldown, c.Placement.NodeCooldown = 3*time.Second, time.Second
+	}
+	tc := startClusterWith(t, 3, cooled)
 	c := tc.client()
 	tc.waitReplicated(c, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -232,7 +239,7 @@ func TestScaleOutBootstrap(t *testing.T) {
 	}
 	tc.waitReplicated(c, 3)
 	cfg := testConfig(t)
-	cfg.Placement.Rebalance = true
+	cooled(&cfg)
 	cfg.Join = []string{tc.nodes[0].Addr()}
 	s, err := Start(ctx, cfg)
 	if err != nil {
