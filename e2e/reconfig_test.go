@@ -156,10 +156,10 @@ func reconfigRun(t *testing.T, seed uint64, d time.Duration) {
 			pauses++
 		}
 	}
-	if err := nemesis.Run(ctx, plan, testTarget{tc}, func(s nemesis.Step) { t.Logf("nemesis: %s", s) }); err != nil {
+	lastFault, err := nemesis.Run(ctx, plan, testTarget{tc}, func(s nemesis.Step) { t.Logf("nemesis: %s", s) })
+	if err != nil {
 		t.Fatal(err)
 	}
-	lastFault := time.Now()
 	ops.Wait()
 	load.halt()
 	// Throughput under the faults, to compare with TIDEKV_RECONFIG_NONE=1
