@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/nemesis"
+	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/testcluster"
 	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
@@ -52,9 +56,9 @@ func reconfigRuns(t *testing.T) (runs int, d time.Duration) {
 // baseline).
 // After the last fault every range must be back to RF voters with no
 // leftover learner within 10 s, every acknowledged write must read back,
-// and every failed ctl call must be a deliberate refusal of the cluster
-// (an invalid request given a stale view), never "ambiguous", "overloaded"
-// or a timeout.
+// and every failed ctl call must be one of the cluster's deliberate
+// refusals of a request a stale view made invalid (reconfigRefusal),
+// never "ambiguous", "overloaded" or a timeout.
 func TestReconfigurationUnderKills(t *testing.T) {
 	tier.RequireLong(t, "random replica changes under kills and pauses, about 35 s a seed")
 	runs, d := reconfigRuns(t)
@@ -81,17 +85,15 @@ type reconfigStats struct {
 	failures []string
 }
 
-// record files a ctl call's outcome. A refusal is the cluster saying no
-// on purpose, in one sentence: an invalid request (given the test's stale
-// view of the layout: the node holds no replica, the key is a boundary
-// already) or a precondition (the range is busy with another change).
-func (s *reconfigStats) record(op string, err error) {
+// record files the outcome of the ctl call op with args. A refusal is one
+// of reconfigRefusals; any other failure is a failure.
+func (s *reconfigStats) record(op string, args []string, code int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch msg := fmt.Sprint(err); {
 	case err == nil:
 		s.ok[op]++
-	case strings.Contains(msg, "invalid argument") || strings.Contains(msg, "FailedPrecondition"):
+	case code == ctlFailure && reconfigRefusal(op, args, msg):
 		s.refused[op]++
 		if len(s.refusals) < 10 {
 			s.refusals = append(s.refusals, msg)
@@ -100,6 +102,95 @@ func (s *reconfigStats) record(op string, err error) {
 		s.failures = append(s.failures, msg)
 	}
 }
+
+// ctlFailure is ctl's exit code for a failure other than a missing key.
+const ctlFailure = 2
+
+// reconfigRefusal reports whether msg, a failed ctl call's error, is one of
+// the refusals the cluster makes on purpose to a request that the test's
+// view of the layout, stale by the time the call runs, made invalid, each
+// matched whole and naming the call's own key, range and nodes:
+//   - split KEY: KEY is a range's start already (an earlier split took
+//     it), or the range is busy
+//     with a replica change that did not end within the split's wait
+//     (FailedPrecondition, nothing done);
+//   - move-replica RANGE FROM TO: FROM holds no replica of RANGE any more;
+//     TO became a voter meanwhile, so only FROM's removal is left, and that
+//     would go below the replication factor; TO holds an adaptive learner
+//     (never promoted);
+//   - transfer-lease RANGE NODE: NODE holds no voter of RANGE any more.
+//
+// Anything else (a timeout, an ambiguous result, overload, a node that is
+// unavailable, the same refusal naming other nodes) is a failure.
+func reconfigRefusal(op string, args []string, msg string) bool {
+	invalid := regexp.QuoteMeta(client.ErrInvalidArgument.Error() + ": ")
+	request := invalid + regexp.QuoteMeta(raftstore.ErrInvalidRequest.Error()+": ")
+	var refusals []string
+	switch a := args[len(args)-reconfigArgs[op]:]; op {
+	case "split":
+		refusals = []string{
+			invalid + regexp.QuoteMeta(fmt.Sprintf("key %q is already the start of range ", a[0])) + `\d+`,
+			regexp.QuoteMeta("tidekv: split: rpc error: code = "+codes.FailedPrecondition.String()+" desc = ") +
+				`range \d+ is busy with a replica change \(waited [^)]+\); nothing was done, retry after it`,
+		}
+	case "move-replica":
+		rng, from, to := a[0], a[1], a[2]
+		refusals = []string{
+			request + fmt.Sprintf("node %s holds no replica of range %s", from, rng),
+			request + fmt.Sprintf(`removing node %s would leave range %s with \d+ voters, below the replication factor 3; add a replica first`, from, rng),
+			request + fmt.Sprintf("node %s holds an adaptive learner of range %s, which is never promoted; remove it first", to, rng),
+		}
+	case "transfer-lease":
+		refusals = []string{request + fmt.Sprintf("node %s holds no voter of range %s", a[1], a[0])}
+	}
+	// ctl's error: the command, its exit status, then the client's error.
+	prefix := regexp.QuoteMeta(fmt.Sprintf("tidekv ctl %s: exit status %d: error: ", strings.Join(args, " "), ctlFailure))
+	for _, r := range refusals {
+		if regexp.MustCompile("^" + prefix + r + "$").MatchString(msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// Only the cluster's own refusals of the call's own request pass, as the
+// servers word them; the same refusal naming another node, or any other
+// error, does not.
+func TestReconfigRefusalsAreSpecific(t *testing.T) {
+	move := []string{"move-replica", "--timeout", "20s", "7", "2", "4"}
+	ctlErr := func(args []string, msg string) string {
+		return fmt.Sprintf("tidekv ctl %s: exit status 2: error: %s", strings.Join(args, " "), msg)
+	}
+	split := []string{"split", "--timeout", "20s", "rc/w1/000042"}
+	lease := []string{"transfer-lease", "--timeout", "20s", "7", "3"}
+	for _, c := range []struct {
+		args []string
+		msg  string
+		want bool
+	}{
+		{move, "tidekv: invalid argument: invalid request: node 2 holds no replica of range 7", true},
+		{move, "tidekv: invalid argument: invalid request: node 3 holds no replica of range 7", false},
+		{move, "tidekv: invalid argument: invalid request: removing node 2 would leave range 7 with 2 voters, below the replication factor 3; add a replica first", true},
+		{move, "tidekv: invalid argument: invalid request: node 4 holds an adaptive learner of range 7, which is never promoted; remove it first", true},
+		{move, "tidekv: invalid argument: node 4 is not a member of the cluster", false},
+		{move, "tidekv: ambiguous result: the write may or may not have been applied: change replicas: EOF", false},
+		{split, `tidekv: invalid argument: key "rc/w1/000042" is already the start of range 9`, true},
+		{split, `tidekv: invalid argument: key "rc/w1/000043" is already the start of range 9`, false},
+		{split, "tidekv: split: rpc error: code = FailedPrecondition desc = range 9 is busy with a replica change (waited 5s); nothing was done, retry after it", true},
+		{split, "tidekv: split: rpc error: code = FailedPrecondition desc = the geo mode is off on this cluster", false},
+		{lease, "tidekv: invalid argument: invalid request: node 3 holds no voter of range 7", true},
+		{lease, "tidekv: invalid argument: invalid request: range 7 has no other voter to take the lease", false},
+		{lease, "tidekv: transfer lease: context deadline exceeded", false},
+	} {
+		if got := reconfigRefusal(c.args[0], c.args, ctlErr(c.args, c.msg)); got != c.want {
+			t.Errorf("%v: %q counted as a refusal: %v, want %v", c.args, c.msg, got, c.want)
+		}
+	}
+}
+
+// reconfigArgs is how many arguments each of the chaos loop's ctl commands
+// takes after its flags.
+var reconfigArgs = map[string]int{"split": 1, "move-replica": 3, "transfer-lease": 2}
 
 func reconfigRun(t *testing.T, seed uint64, d time.Duration) {
 	tc := testcluster.Start(t, testcluster.Options{Nodes: 4})
@@ -137,9 +228,10 @@ func reconfigRun(t *testing.T, seed uint64, d time.Duration) {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			_, _, err = ctl(cctx, bin, allAddrs, append([]string{op, "--timeout", "20s"}, args...)...)
+			argv := append([]string{op, "--timeout", "20s"}, args...)
+			_, code, err := ctl(cctx, bin, allAddrs, argv...)
 			cancel()
-			stats.record(op, err)
+			stats.record(op, argv, code, err)
 		}
 	})
 
@@ -158,10 +250,10 @@ func reconfigRun(t *testing.T, seed uint64, d time.Duration) {
 			pauses++
 		}
 	}
-	if err := nemesis.Run(ctx, plan, testTarget{tc}, func(s nemesis.Step) { t.Logf("nemesis: %s", s) }); err != nil {
+	lastFault, err := nemesis.Run(ctx, plan, testTarget{tc}, func(s nemesis.Step) { t.Logf("nemesis: %s", s) })
+	if err != nil {
 		t.Fatal(err)
 	}
-	lastFault := time.Now()
 	ops.Wait()
 	load.halt()
 	// Throughput under the faults, to compare with TIDEKV_RECONFIG_NONE=1

@@ -83,6 +83,13 @@ var hsLayout = []struct {
 	{[]int{0, 1, 3}, 3},
 }
 
+// The replica-choice modes, as the report names them.
+const (
+	hsLoadAware   = "load-aware (any)"
+	hsLeaseholder = "leaseholder (linearizable)"
+	hsRandom      = "random replica (any)"
+)
+
 // hsSlow reports whether node index i is slow (pinned with the hogs).
 func hsSlow(i int) bool { return i >= 2 }
 
@@ -102,8 +109,15 @@ type hsRange struct {
 }
 
 func runHoroscope(ctx context.Context, opts Options, out io.Writer) error {
+	_, err := horoscope(ctx, opts, out)
+	return err
+}
+
+// horoscope runs the scenario, reports it to out, and returns its rows
+// for a test to check the claim on.
+func horoscope(ctx context.Context, opts Options, out io.Writer) ([]hsRow, error) {
 	if runtime.NumCPU() < 2 {
-		return fmt.Errorf("horoscope pins nodes to CPUs 0 and 1: needs 2 CPUs, have %d", runtime.NumCPU())
+		return nil, fmt.Errorf("horoscope pins nodes to CPUs 0 and 1: needs 2 CPUs, have %d", runtime.NumCPU())
 	}
 	keys := 20000
 	warm := 2 * time.Second
@@ -113,17 +127,17 @@ func runHoroscope(ctx context.Context, opts Options, out io.Writer) error {
 	step := lrStep(opts, 8*time.Second, 1600*time.Millisecond)
 	dir, cleanup, err := lrWorkDir(opts, "horoscope")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cleanup()
 	binary, err := lrBinary(opts, dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lrLogf(opts, "horoscope: starting 4 node processes (1,2 on CPU 0; 3,4 on CPU 1) in %s", dir)
 	cl, err := lrStartProcs(ctx, binary, dir, 4, []string{"0", "0", "1", "1"}, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cl.Stop()
 	for i := range 4 {
@@ -133,22 +147,22 @@ func runHoroscope(ctx context.Context, opts Options, out io.Writer) error {
 	ccfg.Addrs = cl.Addrs()
 	admin, err := client.New(ccfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer admin.Close()
 	rangeIDs, err := hsSetUp(ctx, opts, admin, cl, keys)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ranges, err := hsRoutes(ctx, admin, cl)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	conns := make([]tidekvpb.KVClient, 4)
 	for i, a := range cl.Addrs() {
 		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer cc.Close()
 		conns[i] = tidekvpb.NewKVClient(cc)
@@ -161,9 +175,9 @@ func runHoroscope(ctx context.Context, opts Options, out io.Writer) error {
 		opt    client.ReadOption
 	}
 	modes := []mode{
-		{"load-aware (any)", true, client.Any()},
-		{"leaseholder (linearizable)", true, client.Linearizable()},
-		{"random replica (any)", false, client.Any()},
+		{hsLoadAware, true, client.Any()},
+		{hsLeaseholder, true, client.Linearizable()},
+		{hsRandom, false, client.Any()},
 	}
 	var rows []hsRow
 	// Hogs run only in the stressed half; whatever happens, they are
@@ -182,7 +196,7 @@ func runHoroscope(ctx context.Context, opts Options, out io.Writer) error {
 				h, err := lrStartHog("1")
 				if err != nil {
 					stopHogs()
-					return err
+					return nil, err
 				}
 				hogs = append(hogs, h)
 				lrLogf(opts, "horoscope: CPU hog pid %d on CPU 1", h.Pid())
@@ -192,12 +206,12 @@ func runHoroscope(ctx context.Context, opts Options, out io.Writer) error {
 		for _, workload := range []string{"get", "scan"} {
 			if ctx.Err() != nil {
 				stopHogs()
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 			// The layout must hold: a starved node can lose a lease.
 			if err := hsPlaceLeases(ctx, admin, cl, rangeIDs); err != nil {
 				stopHogs()
-				return err
+				return nil, err
 			}
 			leases := hsLeaseString(ctx, admin, cl, rangeIDs)
 			// One client per mode for the whole cell (the random mode
@@ -220,7 +234,7 @@ func runHoroscope(ctx context.Context, opts Options, out io.Writer) error {
 					if err != nil {
 						closeClients()
 						stopHogs()
-						return err
+						return nil, err
 					}
 					clients[mi] = c
 				}
@@ -299,14 +313,7 @@ func runHoroscope(ctx context.Context, opts Options, out io.Writer) error {
 	fmt.Fprintf(out, "| CPU hogs | workload | p99 load-aware / leaseholder | p99 change | throughput change | vs random: p99 change |\n|---|---|---|---|---|---|\n")
 	for _, stressed := range []bool{false, true} {
 		for _, w := range []string{"get", "scan"} {
-			find := func(mode string) *hsRow {
-				i := slices.IndexFunc(rows, func(r hsRow) bool { return r.stressed == stressed && r.workload == w && r.mode == mode })
-				if i < 0 {
-					return nil
-				}
-				return &rows[i]
-			}
-			la, lh, rnd := find(modes[0].name), find(modes[1].name), find(modes[2].name)
+			la, lh, rnd := hsFindRow(rows, stressed, w, hsLoadAware), hsFindRow(rows, stressed, w, hsLeaseholder), hsFindRow(rows, stressed, w, hsRandom)
 			if la == nil || lh == nil || rnd == nil {
 				continue
 			}
@@ -320,7 +327,16 @@ func runHoroscope(ctx context.Context, opts Options, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "\nLeases during the runs (range: node): %s.\n\n", rows[len(rows)-1].leases)
-	return writeFigure(opts, out, "horoscope", "replica-choice", horoscopeChart(rows))
+	return rows, writeFigure(opts, out, "horoscope", "replica-choice", horoscopeChart(rows))
+}
+
+// hsFindRow is the row of mode in the (stressed, workload) case, or nil.
+func hsFindRow(rows []hsRow, stressed bool, workload, mode string) *hsRow {
+	i := slices.IndexFunc(rows, func(r hsRow) bool { return r.stressed == stressed && r.workload == workload && r.mode == mode })
+	if i < 0 {
+		return nil
+	}
+	return &rows[i]
 }
 
 // hsPct formats a/b - 1 as a signed percentage.

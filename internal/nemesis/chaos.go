@@ -29,8 +29,9 @@ type ChaosConfig struct {
 	Schedules int
 	// Clients and Keys shape the linearizability workload.
 	Clients, Keys int
-	// ConvergeWithin bounds the wait, after the last fault, for every range
-	// to be back at its replication factor (3) with no learner.
+	// ConvergeWithin bounds the wait, once the plan has run, for every
+	// range to be back at its replication factor (3) with no learner; the
+	// report's figure counts from the moment the last fault was lifted.
 	ConvergeWithin time.Duration
 	// CheckTimeout bounds the linearizability check of one history.
 	CheckTimeout time.Duration
@@ -94,9 +95,12 @@ type Report struct {
 	// FinalReads is how many keys were read back after convergence; the
 	// reads are part of the checked history, so an acknowledged write they
 	// do not see is a linearizability violation.
-	FinalReads   int     `json:"final_reads"`
-	Linearizable bool    `json:"linearizable"`
-	CheckedOps   int     `json:"checked_ops"`
+	FinalReads   int  `json:"final_reads"`
+	Linearizable bool `json:"linearizable"`
+	CheckedOps   int  `json:"checked_ops"`
+	// ConvergedSec is how long after the last fault was lifted (a killed
+	// node's process started again, not ready yet; a pause resumed; a cut
+	// healed) every range was back at 3 voters with a leaseholder.
 	Converged    bool    `json:"converged"`
 	ConvergedSec float64 `json:"converged_seconds"`
 	Verdict      string  `json:"verdict"`
@@ -155,10 +159,13 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	if err != nil {
 		return fail(err)
 	}
-	runErr := Run(ctx, steps, target, func(s Step) { logf("  seed %d: %s", seed, s) })
+	lifted, runErr := Run(ctx, steps, target, func(s Step) { logf("  seed %d: %s", seed, s) })
 	rep.Moves, rep.MovesOK = target.ops.moves, target.ops.movesOK
 	rep.DiskFails, rep.DiskFailStops, rep.Replaced = target.ops.diskFails, target.ops.diskStops, target.ops.replaced
-	took, convErr := awaitReplicated(ctx, cl, c.ConvergeWithin, true)
+	if lifted.IsZero() {
+		lifted = time.Now() // a plan with no step: nothing to recover from
+	}
+	took, convErr := awaitReplicated(ctx, cl, lifted, c.ConvergeWithin, true)
 	stop()
 	if runErr != nil {
 		return fail(runErr)
@@ -178,7 +185,7 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	if convErr != nil {
 		rep.Verdict += "NOT converged: " + convErr.Error()
 	} else {
-		rep.Verdict += fmt.Sprintf("converged %.1f s after the last fault", rep.ConvergedSec)
+		rep.Verdict += fmt.Sprintf("converged %.1f s after the last fault ended", rep.ConvergedSec)
 	}
 	return rep
 }
@@ -249,7 +256,7 @@ func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Clu
 	if err != nil {
 		return lc, nil, err
 	}
-	if _, err := awaitReplicated(ctx, cl, time.Minute, false); err != nil {
+	if _, err := awaitReplicated(ctx, cl, time.Now(), time.Minute, false); err != nil {
 		cl.Close()
 		return lc, nil, fmt.Errorf("the cluster never reached 3 voters per range: %w", err)
 	}
@@ -312,11 +319,19 @@ func finalReads(ctx context.Context, cl *client.Client, rec *linearizability.Rec
 	return nil
 }
 
+// directory is what awaitReplicated reads a cluster's layout from: a
+// *client.Client, or a test's fake.
+type directory interface {
+	Ranges(ctx context.Context) (*tidekvpb.RangesResponse, error)
+	Status(ctx context.Context) (*tidekvpb.StatusResponse, error)
+}
+
 // awaitReplicated polls the directory until every range has 3 voters and a
 // leaseholder (and, if strict, nothing else: no learner, no joint state),
-// for at most d; it returns how long that took.
-func awaitReplicated(ctx context.Context, cl *client.Client, d time.Duration, strict bool) (time.Duration, error) {
-	start := time.Now()
+// for at most d; it returns how long after since that was (the chaos run
+// passes the moment its last fault was lifted, so the figure includes
+// the recovery the target waited for before returning).
+func awaitReplicated(ctx context.Context, cl directory, since time.Time, d time.Duration, strict bool) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var last error
@@ -334,10 +349,10 @@ func awaitReplicated(ctx context.Context, cl *client.Client, d time.Duration, st
 			last = err
 		}
 		if last == nil {
-			return time.Since(start), nil
+			return time.Since(since), nil
 		}
 		if sleep(ctx, 200*time.Millisecond) != nil {
-			return time.Since(start), last
+			return time.Since(since), last
 		}
 	}
 }

@@ -154,7 +154,7 @@ func (f *fakePartitioner) Decommission(_ context.Context, i int, drain bool) err
 func runFake(t *testing.T, steps []Step) string {
 	t.Helper()
 	p := &fakePartitioner{}
-	if err := Run(context.Background(), steps, p, nil); err != nil {
+	if _, err := Run(context.Background(), steps, p, nil); err != nil {
 		t.Fatal(err)
 	}
 	return strings.Join(p.log, ",")
@@ -163,7 +163,7 @@ func runFake(t *testing.T, steps []Step) string {
 func TestRunBringsEveryNodeBack(t *testing.T) {
 	steps := []Step{{At: 0, Kind: Kill, Node: 2, For: time.Millisecond}, {At: 5 * time.Millisecond, Kind: Pause, Node: 3, For: time.Millisecond}}
 	f := &fakeTarget{}
-	if err := Run(context.Background(), steps, f, nil); err != nil {
+	if _, err := Run(context.Background(), steps, f, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(f.log, ","); got != "kill 2,restart 2,pause 3,resume 3" {
@@ -173,7 +173,7 @@ func TestRunBringsEveryNodeBack(t *testing.T) {
 	f = &fakeTarget{}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	err := Run(ctx, []Step{{At: 0, Kind: Pause, Node: 1, For: time.Hour}}, f, nil)
+	_, err := Run(ctx, []Step{{At: 0, Kind: Pause, Node: 1, For: time.Hour}}, f, nil)
 	if err == nil || strings.Join(f.log, ",") != "pause 1,resume 1" {
 		t.Fatalf("cancelled run: %v, did %v", err, f.log)
 	}
@@ -193,7 +193,7 @@ func TestRunInjectedFaults(t *testing.T) {
 	// refused before any fault.
 	for _, k := range []Kind{Partition, Skew, SlowDisk, DiskFail, Replace, Bridge, Split, Move, Churn} {
 		f := &fakeTarget{}
-		err := Run(context.Background(), append(steps[:1:1], Step{At: time.Millisecond, Kind: k, Node: 1, For: time.Millisecond}), f, nil)
+		_, err := Run(context.Background(), append(steps[:1:1], Step{At: time.Millisecond, Kind: k, Node: 1, For: time.Millisecond}), f, nil)
 		if err == nil || !strings.Contains(err.Error(), "cannot do "+k.String()) || len(f.log) != 0 {
 			t.Fatalf("%v plan on a kill/pause target: %v, did %v", k, err, f.log)
 		}

@@ -102,61 +102,72 @@ func can(t Target, k Kind) bool {
 // log before each. It returns when the last step has ended (its node
 // restarted, resumed, healed, its clock or disk restored, recommissioned),
 // or with the first error; a node left down by a cancelled ctx is brought
-// back before returning. Faults run one after another, and so do
+// back before returning. It also returns when the last step was lifted:
+// the moment Run began to undo the last fault (a restart starts the
+// process, so what the target then waits for, a node's readiness or a
+// replaced node's repair, is the cluster recovering, not the fault), or
+// an operation returned, whichever came later; a convergence figure
+// counts from it. Faults run one after another, and so do
 // operations, but the two beside each other, so that an operation meets
 // the fault it was planned in (log may then be called from both at once).
 // A plan with partitions, skews, slow or failing disks, replacements,
 // bridges, splits or operations needs a t that is also a Partitioner,
 // Skewer, DiskSlower, DiskFailer, Wiper, LinkCutter or Operator; that is
 // checked first.
-func Run(ctx context.Context, steps []Step, t Target, log func(Step)) error {
+func Run(ctx context.Context, steps []Step, t Target, log func(Step)) (lifted time.Time, err error) {
 	for _, s := range steps {
 		if !can(t, s.Kind) {
-			return fmt.Errorf("nemesis: %s: this target cannot do %s faults", s, s.Kind)
+			return time.Time{}, fmt.Errorf("nemesis: %s: this target cannot do %s faults", s, s.Kind)
 		}
 	}
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var opErr error
+	var opLifted time.Time
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if opErr = runTrack(ctx, start, steps, true, t, log); opErr != nil {
+		if opLifted, opErr = runTrack(ctx, start, steps, true, t, log); opErr != nil {
 			cancel()
 		}
 	})
-	err := runTrack(ctx, start, steps, false, t, log)
+	lifted, err = runTrack(ctx, start, steps, false, t, log)
 	if err != nil {
 		cancel()
 	}
 	wg.Wait()
-	if err == nil || errors.Is(err, context.Canceled) && opErr != nil {
-		return opErr // the operations' error cancelled the faults
+	if opLifted.After(lifted) {
+		lifted = opLifted
 	}
-	return err
+	if err == nil || errors.Is(err, context.Canceled) && opErr != nil {
+		return lifted, opErr // the operations' error cancelled the faults
+	}
+	return lifted, err
 }
 
 // runTrack carries out the steps that are operations (ops) or faults
-// (!ops), in order.
-func runTrack(ctx context.Context, start time.Time, steps []Step, ops bool, t Target, log func(Step)) error {
+// (!ops), in order, and returns when the last of them was lifted.
+func runTrack(ctx context.Context, start time.Time, steps []Step, ops bool, t Target, log func(Step)) (lifted time.Time, err error) {
 	for _, s := range steps {
 		if s.Kind.Operation() != ops {
 			continue
 		}
 		if err := sleep(ctx, time.Until(start.Add(s.At))); err != nil {
-			return err
+			return lifted, err
 		}
 		if log != nil {
 			log(s)
 		}
-		if err := do(ctx, t, s); err != nil {
-			return fmt.Errorf("nemesis: %s: %w", s, err)
+		if lifted, err = do(ctx, t, s); err != nil {
+			return lifted, fmt.Errorf("nemesis: %s: %w", s, err)
 		}
 	}
-	return nil
+	return lifted, nil
 }
 
-func do(ctx context.Context, t Target, s Step) error {
+// do carries out s and returns when it was lifted: when undoing it began,
+// or, for a move, when the move returned.
+func do(ctx context.Context, t Target, s Step) (lifted time.Time, err error) {
 	down, up := t.Kill, func(i int) error { return t.Restart(context.WithoutCancel(ctx), i) }
 	switch s.Kind {
 	case Pause:
@@ -198,7 +209,8 @@ func do(ctx context.Context, t Target, s Step) error {
 	case Move:
 		mctx, cancel := context.WithTimeout(ctx, s.For)
 		defer cancel()
-		return t.(Operator).MoveReplica(mctx, s.Node, s.Pick)
+		err := t.(Operator).MoveReplica(mctx, s.Node, s.Pick)
+		return time.Now(), err
 	case Churn:
 		op := t.(Operator)
 		down = func(i int) error {
@@ -210,13 +222,14 @@ func do(ctx context.Context, t Target, s Step) error {
 		up = func(i int) error { return op.Decommission(context.WithoutCancel(ctx), i, false) }
 	}
 	if err := down(s.Node); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	werr := sleep(ctx, s.For)
+	lifted = time.Now()
 	if err := up(s.Node); err != nil {
-		return err
+		return lifted, err
 	}
-	return werr
+	return lifted, werr
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

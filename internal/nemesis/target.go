@@ -264,7 +264,7 @@ func (t launcherTarget) AwaitRepair(ctx context.Context, i int) error {
 			return fmt.Errorf("node %d's replicas (node ID %d before it was wiped) were not re-created within %v: %w", i, old, t.recommissionWithin, err)
 		}
 	}
-	if _, err := awaitReplicated(ctx, t.cl, t.recommissionWithin, false); err != nil {
+	if _, err := awaitReplicated(ctx, t.cl, start, t.recommissionWithin, false); err != nil {
 		return fmt.Errorf("after node %d was replaced: %w", i, err)
 	}
 	t.logf("    node ID %d's replicas re-created %.1f s after the new node started", old, time.Since(start).Seconds())

@@ -99,6 +99,8 @@ type snapCounters struct {
 	// refuse is how many of the next snapshots to refuse before the store
 	// sees them, as a receiver does when one overlaps a local range.
 	refuse atomic.Int64
+	// refused counts the snapshots the store itself refused.
+	refused atomic.Int64
 }
 
 // countingHandler counts the snapshots a node accepted, so scenarios can
@@ -118,6 +120,8 @@ func (h countingHandler) HandleSnapshot(hdr *tidekvpb.RaftMessage, sst io.Reader
 	err := h.s.HandleSnapshot(hdr, sst)
 	if err == nil {
 		h.c.accepted.Add(1)
+	} else {
+		h.c.refused.Add(1)
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -171,4 +172,69 @@ func TestStaleReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A snapshot that overlaps a local replica the range directory still
+// lists as a member is refused and counted (tidekv_snapshots_refused_overlap_total);
+// once the directory shows that replica stale, the next snapshot replaces
+// it, and the counter does not move again. Node 3 comes back with range
+// 2's old span after range 2 moved off it and split: the snapshot of range
+// 3 that its new learner needs overlaps it. The refusal is reached for
+// sure: the directory is published only after node 3 has refused one. Every
+// refusal node 3's store made is counted as an overlap (nothing else was
+// refused), and no other node refused anything.
+func TestSnapshotOverlapRefusalCounted(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.put("a", "1")
+	tc.put("n", "2")
+	n4 := tc.addNode()
+	tc.crash(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := tc.leader(testRangeID).ChangeReplicas(ctx, n4, 3); err != nil {
+		t.Fatal(err)
+	}
+	tc.splitAt(t, "m", 3)
+	tc.restart(3)
+
+	// The directory as node 3 last knew it: its range 2 a member.
+	var dir ddDirectory
+	dir.publish([]*tidekvpb.RangeDescriptor{tc.stores[3].GetReplica(testRangeID).Desc()})
+	tc.stores[3].SetRangeDirectory(&dir)
+	n3 := &snapCounters{}
+	tc.net.Register(3, countingHandler{s: tc.stores[3], c: n3})
+
+	added := make(chan error, 1)
+	go func() {
+		_, err := tc.leader(3).ChangeReplicas(ctx, 3, 0)
+		added <- err
+	}()
+	waitFor(t, func() bool { return n3.refused.Load() > 0 })
+	if got := tc.stores[3].Stats().SnapshotsRefusedOverlap.Load(); got == 0 {
+		t.Fatalf("node 3 refused %d snapshots, %d counted as overlaps", n3.refused.Load(), got)
+	}
+
+	var seen []*tidekvpb.RangeDescriptor
+	for _, id := range []uint64{1, 2, n4} {
+		for _, r := range tc.stores[id].Replicas() {
+			seen = append(seen, r.Desc())
+		}
+	}
+	dir.publish(directoryOf(seen))
+	if err := <-added; err != nil {
+		t.Fatalf("adding node 3 to range 3 once its range 2 shows stale: %v", err)
+	}
+	if got := tc.stores[3].GetReplica(testRangeID); got != nil {
+		t.Fatalf("node 3 still holds range 2 (%s)", FormatReplicas(got.Desc()))
+	}
+	refused, counted := n3.refused.Load(), tc.stores[3].Stats().SnapshotsRefusedOverlap.Load()
+	if n3.accepted.Load() == 0 || uint64(refused) != counted {
+		t.Fatalf("node 3: %d snapshots accepted, %d refused, %d counted as overlaps", n3.accepted.Load(), refused, counted)
+	}
+	for _, id := range []uint64{1, 2, n4} {
+		if got := tc.stores[id].Stats().SnapshotsRefusedOverlap.Load(); got != 0 {
+			t.Errorf("node %d counted %d overlap refusals", id, got)
+		}
+	}
+	t.Logf("node 3 refused %d snapshots (all overlaps) before accepting %d", refused, n3.accepted.Load())
 }
