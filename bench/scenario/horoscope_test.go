@@ -3,10 +3,11 @@ package scenario
 import (
 	"bytes"
 	"context"
-	"os"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
 // The scenario's claim, on its quick run: with two CPU-starved nodes, the
@@ -23,9 +24,7 @@ import (
 // workloads on that machine. It takes about 50 s, pins processes to CPUs
 // and runs CPU hogs: it is in the long tier.
 func TestHoroscopeQuick(t *testing.T) {
-	if os.Getenv("TIDEKV_E2E_LONG") != "1" {
-		t.Skip("long tier: set TIDEKV_E2E_LONG=1 to run (about 50 s, CPU hogs)")
-	}
+	tier.RequireLong(t, "about 50 s over real processes, with CPU hogs")
 	if runtime.GOOS != "linux" || runtime.NumCPU() < 2 {
 		t.Skip("needs Linux with 2 CPUs")
 	}
