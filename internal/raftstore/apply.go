@@ -458,6 +458,9 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) []func() {
 	r.mu.state.ConfState = cs
 	r.setDescLocked(desc)
 	log.Printf("range %d: applied replica change at index %d: %s", r.rangeID, e.GetIndex(), FormatReplicas(desc))
+	if f := r.store.cfg.testingEnteredJoint; f != nil && len(cs.GetVotersOutgoing()) > 0 && r.isLeader.Load() {
+		f(r)
+	}
 	member := false
 	for _, rd := range desc.GetReplicas() {
 		if rd.GetReplicaId() == r.mu.replicaID {

@@ -78,6 +78,11 @@ type Config struct {
 	// without the lease check. Only for the linearizability checker's
 	// negative control; never set it in production.
 	TestingStaleReads bool
+	// testingEnteredJoint, when set, is called by a leader that has just
+	// applied a replica change entering a joint configuration, with the
+	// replica locked, before Raft proposes leaving it: tests act in the
+	// window between entering and leaving.
+	testingEnteredJoint func(*Replica)
 }
 
 // DefaultConfig returns the settings for a local cluster on one machine.

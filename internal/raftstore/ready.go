@@ -31,7 +31,29 @@ func (s *Store) run() {
 			tick = !s.testingTicksHeld.Load()
 		case <-s.wake:
 		}
+		started := s.rounds.Add(1)
 		s.processRound(tick)
+		s.deliverEarly(started)
+	}
+}
+
+// deliverEarly delivers the messages held back that arrived before round
+// started began (handleRaftMessage); later ones wait for the next round.
+func (s *Store) deliverEarly(started uint64) {
+	s.early.Lock()
+	var due []*tidekvpb.RaftMessage
+	kept := s.early.msgs[:0]
+	for _, e := range s.early.msgs {
+		if e.after < started {
+			due = append(due, e.m)
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	s.early.msgs = kept
+	s.early.Unlock()
+	for _, m := range due {
+		s.handleRaftMessage(m, false)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // writes go on. The replica GC runs against a directory of the newest
 // descriptors, as the server runs it against the meta range. After the faults heal: every range has at least 3 voters
 // and all its members agree on its descriptor, and every acknowledged
-// write reads back. TIDEKV_RECONFIG_ROUNDS sets the rounds (default 60).
+// write reads back. TIDEKV_RECONFIG_ROUNDS sets the rounds (default 60),
+// TIDEKV_RECONFIG_SEEDS the seeds, comma-separated (default 1,2).
 func TestRandomReconfigurationInProcess(t *testing.T) {
 	rounds := 60
 	if v := os.Getenv("TIDEKV_RECONFIG_ROUNDS"); v != "" {
@@ -30,7 +32,18 @@ func TestRandomReconfigurationInProcess(t *testing.T) {
 		}
 		rounds = n
 	}
-	for seed := uint64(1); seed <= 2; seed++ {
+	seeds := []uint64{1, 2}
+	if v := os.Getenv("TIDEKV_RECONFIG_SEEDS"); v != "" {
+		seeds = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				t.Fatalf("TIDEKV_RECONFIG_SEEDS=%q: want comma-separated integers", v)
+			}
+			seeds = append(seeds, n)
+		}
+	}
+	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { randomReconfig(t, seed, rounds) })
 	}
 }

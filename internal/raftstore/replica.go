@@ -460,10 +460,7 @@ func (r *Replica) drainInboxLocked(tick bool) {
 		_ = raw.Campaign()
 	}
 	if transfer != 0 {
-		// The transferee campaigns at once, ignoring followers' leases, so
-		// our lease ends now.
-		r.leaseExpiry.Store(0)
-		raw.TransferLeader(transfer)
+		r.transferLeaderLocked(transfer)
 	}
 	r.proposeAllLocked(props)
 	if len(reads) > 0 {
@@ -478,6 +475,15 @@ func (r *Replica) drainInboxLocked(tick bool) {
 			raw.ReadIndex(binary.BigEndian.AppendUint64(nil, id))
 		}
 	}
+}
+
+// transferLeaderLocked hands Raft leadership, and with it the lease, to
+// replica to (TransferLease queues it for the next round).
+func (r *Replica) transferLeaderLocked(to uint64) {
+	// The transferee campaigns at once, ignoring followers' leases, so our
+	// lease ends now.
+	r.leaseExpiry.Store(0)
+	r.mu.raw.TransferLeader(to)
 }
 
 // handleReadStatesLocked matches confirmed read indexes with their batches.

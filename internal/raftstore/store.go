@@ -63,6 +63,15 @@ type Store struct {
 	wake    chan struct{}
 	stopper chan struct{}
 	done    chan struct{}
+	// rounds counts the scheduler's rounds started (run).
+	rounds atomic.Uint64
+	// early holds a leader's appends for a range this node has no
+	// initialized replica of, each with rounds as it arrived, until a round
+	// started after it has run (deliverEarly).
+	early struct {
+		sync.Mutex
+		msgs []earlyMsg
+	}
 
 	// admin serializes replica changes per range.
 	admin struct {
@@ -365,7 +374,26 @@ func (s *Store) notifyLeader(r *Replica) {
 }
 
 // HandleRaftMessage delivers a message from another node.
-func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
+func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) { s.handleRaftMessage(m, true) }
+
+// earlyMsg is a message held back by handleRaftMessage.
+type earlyMsg struct {
+	m     *tidekvpb.RaftMessage
+	after uint64 // rounds started when it arrived
+}
+
+// handleRaftMessage delivers m, holding it back (hold) for one round if it
+// is a leader's append for a range with no initialized replica here. Such
+// a replica answers an append with a rejection from its empty log, which
+// makes the leader send a snapshot. But the range may be the right half of
+// a split this node is about to apply: the leader of the left half sent
+// this node the split's commit before the new range's leader existed (the
+// same node, whose messages arrive in order), so a round started after
+// this append steps that commit and applies the split, which creates the
+// replica from the node's own data at the log position the leader expects,
+// and no snapshot is needed. A replica added by a replica change waits one
+// round more for its snapshot.
+func (s *Store) handleRaftMessage(m *tidekvpb.RaftMessage, hold bool) {
 	msg := m.GetMessage()
 	if msg == nil || raft.IsLocalMsg(msg.GetType()) {
 		// Local types (snapshot status, unreachable) come only from this
@@ -378,6 +406,16 @@ func (s *Store) HandleRaftMessage(m *tidekvpb.RaftMessage) {
 	r := s.GetReplica(m.GetRangeId())
 	if r != nil && s.dropOlderIncarnation(r, msg.GetTo()) {
 		r = nil
+	}
+	if hold && msg.GetType() == raftpb.MsgApp && (r == nil || r.desc.Load() == nil) {
+		s.early.Lock()
+		s.early.msgs = append(s.early.msgs, earlyMsg{m: m, after: s.rounds.Load()})
+		s.early.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+		return
 	}
 	if t := m.GetLeaseHandoff().HLC(); r != nil && !t.IsZero() {
 		// Before the campaign the message starts: the lease this node

@@ -17,22 +17,36 @@ import (
 // MemNetwork connects in-process nodes. Messages between a pair of nodes are
 // delivered in order by one goroutine per pair; links can be cut in either
 // direction to simulate partitions, and delayed (SetDelays) to emulate WAN
-// latency.
+// latency. A crash (Unregister) loses every message to the node that is
+// still on the wire, and whatever is sent to it until it is registered
+// again, as a dead process's connections lose theirs: the restarted node
+// never receives what was sent to the one that crashed.
 type MemNetwork struct {
 	mu       sync.Mutex
 	handlers map[uint64]Handler
-	cut      map[[2]uint64]bool
-	pipes    map[[2]uint64]chan queued
-	delays   atomic.Pointer[Delays]
-	stopper  chan struct{}
+	// lives counts each node's crashes: a message is delivered only to the
+	// life of its node it was sent to.
+	lives   map[uint64]uint64
+	cut     map[[2]uint64]bool
+	pipes   map[[2]uint64]chan inFlight
+	delays  atomic.Pointer[Delays]
+	stopper chan struct{}
+}
+
+// inFlight is a message on a pair's wire and the life of the receiving
+// node it was sent to.
+type inFlight struct {
+	queued
+	life uint64
 }
 
 // NewMemNetwork returns an empty network.
 func NewMemNetwork() *MemNetwork {
 	return &MemNetwork{
 		handlers: map[uint64]Handler{},
+		lives:    map[uint64]uint64{},
 		cut:      map[[2]uint64]bool{},
-		pipes:    map[[2]uint64]chan queued{},
+		pipes:    map[[2]uint64]chan inFlight{},
 		stopper:  make(chan struct{}),
 	}
 }
@@ -44,10 +58,12 @@ func (n *MemNetwork) Register(node uint64, h Handler) {
 	n.mu.Unlock()
 }
 
-// Unregister detaches a node, as if it crashed.
+// Unregister detaches a node, as if it crashed: messages to it on the wire
+// are lost.
 func (n *MemNetwork) Unregister(node uint64) {
 	n.mu.Lock()
 	delete(n.handlers, node)
+	n.lives[node]++
 	n.mu.Unlock()
 }
 
@@ -79,14 +95,16 @@ func (n *MemNetwork) Isolate(node uint64, nodes []uint64, cut bool) {
 // Close stops delivery goroutines.
 func (n *MemNetwork) Close() { close(n.stopper) }
 
-func (n *MemNetwork) target(from, to uint64) (Handler, bool) {
+// target returns the handler of node to and its current life, unless the
+// link from→to is cut or to is down.
+func (n *MemNetwork) target(from, to uint64) (h Handler, life uint64, ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.cut[[2]uint64{from, to}] {
-		return nil, false
+		return nil, 0, false
 	}
-	h, ok := n.handlers[to]
-	return h, ok
+	h, ok = n.handlers[to]
+	return h, n.lives[to], ok
 }
 
 // Transport returns node's endpoint on the network.
@@ -98,22 +116,29 @@ type Mem struct {
 	node uint64
 }
 
-// Send queues m for asynchronous, ordered delivery.
+// Send queues m for asynchronous, ordered delivery. A message to a node
+// that is down is lost on the wire: the sender is not told, as with a real
+// crash.
 func (t *Mem) Send(m *tidekvpb.RaftMessage) bool {
 	n := t.net
 	key := [2]uint64{t.node, m.GetToNodeId()}
 	n.mu.Lock()
+	_, up := n.handlers[key[1]]
+	life := n.lives[key[1]]
 	p := n.pipes[key]
 	if p == nil {
-		p = make(chan queued, 8192)
+		p = make(chan inFlight, 8192)
 		n.pipes[key] = p
 		go n.deliver(key, p)
 	}
 	n.mu.Unlock()
+	if !up {
+		return true
+	}
 	// Copy so sender and receiver never share a mutable message.
 	m = proto.Clone(m).(*tidekvpb.RaftMessage)
 	select {
-	case p <- queued{m: m, due: n.delays.Load().dueTime(t.node, key[1])}:
+	case p <- inFlight{queued: queued{m: m, due: n.delays.Load().dueTime(t.node, key[1])}, life: life}:
 		return true
 	default:
 		return false
@@ -123,7 +148,7 @@ func (t *Mem) Send(m *tidekvpb.RaftMessage) bool {
 // deliver hands a pair's messages over in order. The pipe is a delay line:
 // each message waits only until its own due time, so a burst arrives one
 // delay later, not one delay per message.
-func (n *MemNetwork) deliver(key [2]uint64, p chan queued) {
+func (n *MemNetwork) deliver(key [2]uint64, p chan inFlight) {
 	var timer *time.Timer
 	for {
 		select {
@@ -133,7 +158,7 @@ func (n *MemNetwork) deliver(key [2]uint64, p chan queued) {
 			if e.due != 0 && !waitUntil(&timer, e.due, n.stopper) {
 				return
 			}
-			if h, ok := n.target(key[0], key[1]); ok {
+			if h, life, ok := n.target(key[0], key[1]); ok && life == e.life {
 				h.HandleRaftMessage(e.m)
 			}
 		}
@@ -146,7 +171,7 @@ func (t *Mem) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, ss
 	if err := sleepCtx(ctx, t.net.delays.Load().Get(t.node, header.GetToNodeId())); err != nil {
 		return err
 	}
-	h, ok := t.net.target(t.node, header.GetToNodeId())
+	h, _, ok := t.net.target(t.node, header.GetToNodeId())
 	if !ok {
 		return fmt.Errorf("node %d unreachable", header.GetToNodeId())
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,29 +141,47 @@ func TestMemIsolate(t *testing.T) {
 	}
 }
 
-// TestMemUnregister: a crashed node receives nothing; re-registered (a
-// restart), it receives through its new handler.
+// TestMemUnregister: a crash loses the messages to the node still on the
+// wire and those sent while it is down; restarted (registered again), it
+// receives only what is sent from then on, through its new handler.
 func TestMemUnregister(t *testing.T) {
 	net, hs, _ := memNet(t, 2)
-	net.Unregister(2)
+	// Node 2's handler holds message 1, so message 2 waits on the wire
+	// behind it through the crash.
+	held := &holdFirst{recorder: hs[2], entered: make(chan struct{}), release: make(chan struct{})}
+	net.Register(2, held)
 	net.Transport(1).Send(msg(1, 1, 2, 1))
+	<-held.entered
+	net.Transport(1).Send(msg(1, 1, 2, 2))
+	net.Unregister(2)
+	net.Transport(1).Send(msg(1, 1, 2, 3))
 	if err := net.Transport(1).SendSnapshot(context.Background(), msg(1, 1, 2, 0), bytes.NewReader(nil)); err == nil {
 		t.Fatal("snapshot to a crashed node succeeded")
 	}
 	restarted := newRecorder()
 	net.Register(2, restarted)
-	net.Transport(1).Send(msg(1, 1, 2, 2))
-	// Message 1 is dropped unless it was still in flight at the restart
-	// (delivery checks the target when it delivers); 2 arrives either way.
-	for {
-		m := receive(t, restarted.msgs, 1)[0]
-		if idx := m.GetMessage().GetIndex(); idx == 2 {
-			break
-		} else if idx != 1 {
-			t.Fatalf("restarted node got %v", m)
-		}
+	net.Transport(1).Send(msg(1, 1, 2, 4))
+	close(held.release)
+	if got := receive(t, hs[2].msgs, 1)[0]; got.GetMessage().GetIndex() != 1 {
+		t.Fatalf("crashed node got %v", got)
 	}
+	if got := receive(t, restarted.msgs, 1)[0]; got.GetMessage().GetIndex() != 4 {
+		t.Fatalf("restarted node got %v first, want message 4", got)
+	}
+	nothingArrives(t, restarted.msgs)
 	nothingArrives(t, hs[2].msgs)
+}
+
+// holdFirst is a recorder whose first delivery waits for release.
+type holdFirst struct {
+	*recorder
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *holdFirst) HandleRaftMessage(m *tidekvpb.RaftMessage) {
+	h.once.Do(func() { close(h.entered); <-h.release })
+	h.recorder.HandleRaftMessage(m)
 }
 
 func TestMemSnapshot(t *testing.T) {
