@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
 
 // Below log version 7 every transaction operation is refused, with one
@@ -117,19 +118,67 @@ func TestTxnReadsItsOwnPushedWrite(t *testing.T) {
 	tc.put("k", "old")
 	readTS := r.store.hlc.Now()
 	ref := &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("k")}
-	// A read at a later timestamp pushes the transaction's write above it.
-	later := hlc.Timestamp{WallTime: readTS.WallTime + int64(5*time.Millisecond)}
-	if _, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: later}); err != nil {
-		t.Fatal(err)
-	}
-	wrote, err := r.WriteIntents(ctx, ref, readTS, []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("new")}})
-	if err != nil || !later.Less(wrote) {
-		t.Fatalf("intent written at %s (%v), want above the read at %s", wrote, err, later)
-	}
+	writePushedIntent(ctx, t, r, ref, readTS, "k", "new")
 	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: readTS, Txn: ref.GetId()}); err != nil || string(v) != "new" {
 		t.Fatalf("the transaction reads %q, %v at its read timestamp; want its own write", v, err)
 	}
 	if v, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: readTS}); err != nil || string(v) != "old" {
 		t.Fatalf("another reader at %s reads %q, %v; want the old value below the intent", readTS, v, err)
 	}
+}
+
+// A transaction that scanned a span, wrote inside it and had its write
+// pushed refreshes the span past its own intent, as it does a read key;
+// another transaction's intent there still fails the refresh. A value it
+// read that expires before the commit timestamp fails both refreshes.
+func TestRefreshOwnIntentAndExpiry(t *testing.T) {
+	clock := manualclock.New(time.Unix(1_700_000_000, 0))
+	tc := newTestCluster(t, 1, func(c *Config) { c.Clock = clock })
+	tc.migrate(t, testRangeID)
+	r := tc.leader(testRangeID)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := r.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("e"), Value: []byte("v"), TtlMs: 1000}, {Key: []byte("k"), Value: []byte("old")}}); err != nil {
+		t.Fatal(err)
+	}
+	from := r.store.hlc.Now()
+	ref := &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("k")}
+	to := writePushedIntent(ctx, t, r, ref, from, "k", "new")
+	if _, err := r.RefreshSpan(ctx, []byte("a"), []byte("z"), from, to, ref.GetId()); err != nil {
+		t.Errorf("span refresh over the transaction's own intent: %v", err)
+	}
+	if err := r.RefreshReads(ctx, [][]byte{[]byte("k")}, from, to, ref.GetId()); err != nil {
+		t.Errorf("point refresh over the transaction's own intent: %v", err)
+	}
+	var ie *IntentError
+	if _, err := r.RefreshSpan(ctx, []byte("a"), []byte("z"), from, to, []byte("U")); !errors.As(err, &ie) || string(ie.Txn.GetId()) != "T" {
+		t.Errorf("another transaction's span refresh over T's intent: %v, want T's intent", err)
+	}
+
+	// e, live at from, expires at its write's wall time plus 1 s.
+	clock.Advance(time.Second)
+	to = r.store.hlc.Now()
+	var rc *ReadChangedError
+	if err := r.RefreshReads(ctx, [][]byte{[]byte("e")}, from, to, ref.GetId()); !errors.As(err, &rc) || string(rc.Key) != "e" {
+		t.Errorf("point refresh past e's expiry: %v, want e changed", err)
+	}
+	if _, err := r.RefreshSpan(ctx, []byte("a"), []byte("z"), from, to, ref.GetId()); !errors.As(err, &rc) || string(rc.Key) != "e" || !from.Less(rc.At) || to.Less(rc.At) {
+		t.Errorf("span refresh past e's expiry: %v, want e changed in (%s, %s]", err, from, to)
+	}
+}
+
+// writePushedIntent writes txn's intent setting key to value, pushed above
+// its read timestamp readTS by another read of key 5 ms later, and returns
+// the timestamp it was written at.
+func writePushedIntent(ctx context.Context, t *testing.T, r *Replica, txn *tidekvpb.TxnRef, readTS hlc.Timestamp, key, value string) hlc.Timestamp {
+	t.Helper()
+	later := hlc.Timestamp{WallTime: readTS.WallTime + int64(5*time.Millisecond)}
+	if _, _, err := r.Get(ctx, []byte(key), ReadOptions{Timestamp: later}); err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := r.WriteIntents(ctx, txn, readTS, []*tidekvpb.WriteOp{{Key: []byte(key), Value: []byte(value)}})
+	if err != nil || !later.Less(wrote) {
+		t.Fatalf("intent written at %s (%v), want above the read at %s", wrote, err, later)
+	}
+	return wrote
 }

@@ -164,7 +164,10 @@ func (r *Replica) onePhaseConflictLocked(c *tidekvpb.TxnCommand, readTS, ts hlc.
 		}
 	}
 	for _, sp := range c.GetReadSpans() {
-		if err := r.spanChanged(r.store.eng, sp, readTS, ts); err != nil {
+		// Apply judges as every binary at this log version does: no
+		// transaction of its own, and expiry not counted (a replica that
+		// counted it could reach another outcome than one that did not).
+		if err := r.spanChanged(r.store.eng, sp, readTS, ts, mvcc.ChangeOptions{}); err != nil {
 			return err
 		}
 	}

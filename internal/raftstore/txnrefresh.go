@@ -15,8 +15,9 @@ import (
 
 // ReadChangedError: a key a transaction read at its read timestamp has a
 // committed version above it and at or below the timestamp the
-// transaction commits at, so what it read is no longer what is there at
-// its commit: it restarts.
+// transaction commits at, or its value expired in between (At is then the
+// expiry), so what it read is no longer what is there at its commit: it
+// restarts.
 type ReadChangedError struct {
 	RangeID uint64
 	Key     []byte
@@ -24,14 +25,15 @@ type ReadChangedError struct {
 }
 
 func (e *ReadChangedError) Error() string {
-	return fmt.Sprintf("key %q of range %d, read by the transaction, was written at %s, after its read: restart the transaction", e.Key, e.RangeID, e.At)
+	return fmt.Sprintf("key %q of range %d, read by the transaction, changed at %s (written, or its value expired), after its read: restart the transaction", e.Key, e.RangeID, e.At)
 }
 
 // RefreshReads moves a transaction's reads of ks from its read timestamp
 // from up to to, its commit timestamp (docs/transactions.md "Reads are
 // validated, not locked"): it fails when another transaction committed a
-// version of one in (from, to] (*ReadChangedError) or holds an intent at
-// or below to (*IntentError). It reads at to on the leaseholder, which
+// version of one in (from, to] or the value read at from expired at or
+// before to (*ReadChangedError), or holds an intent at or below to
+// (*IntentError). It reads at to on the leaseholder, which
 // records to in the timestamp cache, so no write lands below to later.
 // The transaction's own intent (txn, its ID) is looked through.
 func (r *Replica) RefreshReads(ctx context.Context, ks [][]byte, from, to hlc.Timestamp, txn []byte) error {
@@ -70,16 +72,20 @@ func (r *Replica) RefreshReads(ctx context.Context, ks [][]byte, from, to hlc.Ti
 		if from.Less(ver.Timestamp) {
 			return &ReadChangedError{RangeID: r.rangeID, Key: k, At: ver.Timestamp}
 		}
+		if ver.ExpiredWithin(from, to) {
+			return &ReadChangedError{RangeID: r.rangeID, Key: k, At: hlc.Timestamp{WallTime: ver.ExpiresAt}}
+		}
 	}
 	return r.checkGCThreshold(from)
 }
 
-// RefreshSpan is RefreshReads for a span a transaction scanned: the part
-// of [start, end) in this range (empty end: no bound) must hold no
-// version in (from, to], no new key, no deleted one, and no intent at or
-// below to. It returns where the rest of the span starts when the range
-// ends before it (nil: done).
-func (r *Replica) RefreshSpan(ctx context.Context, start, end []byte, from, to hlc.Timestamp) (resume []byte, err error) {
+// RefreshSpan is RefreshReads for a span a transaction (txn, its ID)
+// scanned: the part of [start, end) in this range (empty end: no bound)
+// must hold no version in (from, to], no new key, no deleted one, no value
+// expired in between, and no intent at or below to but the transaction's
+// own, which is looked through. It returns where the rest of the span
+// starts when the range ends before it (nil: done).
+func (r *Replica) RefreshSpan(ctx context.Context, start, end []byte, from, to hlc.Timestamp, txn []byte) (resume []byte, err error) {
 	if err := r.checkKey(start); err != nil {
 		return nil, err
 	}
@@ -101,7 +107,9 @@ func (r *Replica) RefreshSpan(ctx context.Context, start, end []byte, from, to h
 		return nil, err
 	}
 	defer snap.Close()
-	if err := r.spanChanged(snap, &tidekvpb.KeySpan{StartKey: start, EndKey: upper}, from, to); err != nil {
+	own := func(intent []byte) bool { return r.foreignIntent(nil, mvcc.Version{Txn: intent}, txn) == nil }
+	o := mvcc.ChangeOptions{Own: own, Expiry: true}
+	if err := r.spanChanged(snap, &tidekvpb.KeySpan{StartKey: start, EndKey: upper}, from, to, o); err != nil {
 		return nil, err
 	}
 	return resume, r.checkGCThreshold(from)
@@ -123,11 +131,11 @@ func (r *Replica) versionedSnapshot(ctx context.Context) (storage.Snapshot, erro
 }
 
 // spanChanged is why a scan of sp at from is not what a read at to sees,
-// if it is not: a key with a committed version in (from, to]
+// if it is not: a key that changed in (from, to] as o counts changes
 // (*ReadChangedError), or an intent at or below to (*IntentError).
-func (r *Replica) spanChanged(rd storage.Reader, sp *tidekvpb.KeySpan, from, to hlc.Timestamp) error {
+func (r *Replica) spanChanged(rd storage.Reader, sp *tidekvpb.KeySpan, from, to hlc.Timestamp, o mvcc.ChangeOptions) error {
 	lo, hi := keys.VersionedSpan(sp.GetStartKey(), sp.GetEndKey())
-	k, at, err := mvcc.FirstChange(rd, lo, hi, from, to)
+	k, at, err := mvcc.FirstChange(rd, lo, hi, from, to, o)
 	var ie *mvcc.IntentError
 	switch {
 	case errors.As(err, &ie):

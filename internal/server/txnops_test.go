@@ -242,6 +242,47 @@ func TestTxnScan(t *testing.T) {
 	}
 }
 
+// A transaction over two ranges that scans a span, has its writes pushed
+// above its read timestamp by another client's read and writes inside the
+// span on both ranges refreshes the span past its own intents and commits
+// the first time (the span refresh once found its own intent, pushed its
+// own live record and ran again until it gave up).
+func TestTxnScanPushedWriteInsideSpan(t *testing.T) {
+	tc, c, ctx := startBank(t)
+	refreshes := func() (n float64) {
+		for _, s := range tc.nodes {
+			n += promtest.ToFloat64(s.metrics.txnRefreshes)
+		}
+		return n
+	}
+	before := refreshes()
+	attempts := 0
+	err := c.Txn(ctx, func(tx *client.Tx) error {
+		attempts++
+		if _, err := tx.Scan(ctx, []byte("acct-"), []byte("acct-z"), 0); err != nil {
+			return err
+		}
+		if _, err := c.Get(ctx, acct(1), client.ReadAt(c.Now())); err != nil {
+			return err
+		}
+		if err := tx.Put(ctx, acct(1), []byte("99")); err != nil {
+			return err
+		}
+		return tx.Put(ctx, acct(bankAccounts-1), []byte("101"))
+	})
+	if err != nil || attempts != 1 {
+		t.Fatalf("after %d attempts: %v; want a commit on the first", attempts, err)
+	}
+	if refreshes() == before {
+		t.Fatal("the commit refreshed nothing: the writes were not pushed above the scan")
+	}
+	for k, want := range map[int]string{1: "99", bankAccounts - 1: "101"} {
+		if v, err := c.Get(ctx, acct(k)); err != nil || string(v) != want {
+			t.Errorf("%s = %q, %v; want %s", acct(k), v, err, want)
+		}
+	}
+}
+
 // Two committing transactions that need each other's keys do not wait for
 // each other: the one that meets the other's live intent gives up after
 // one push, well before the intent wait, and its client runs it again.

@@ -211,7 +211,7 @@ func (t *txnService) Refresh(ctx context.Context, req *tidekvpb.RefreshRequest) 
 	}
 	return serve(ctx, s, "txn_refresh", validate, key, func(r *raftstore.Replica) (*tidekvpb.RefreshResponse, error) {
 		if span != nil {
-			resume, err := r.RefreshSpan(ctx, span.GetStartKey(), span.GetEndKey(), req.GetFrom().HLC(), req.GetTo().HLC())
+			resume, err := r.RefreshSpan(ctx, span.GetStartKey(), span.GetEndKey(), req.GetFrom().HLC(), req.GetTo().HLC(), req.GetTxnId())
 			return &tidekvpb.RefreshResponse{ResumeKey: resume}, err
 		}
 		return &tidekvpb.RefreshResponse{}, r.RefreshReads(ctx, req.GetKeys(), req.GetFrom().HLC(), req.GetTo().HLC(), req.GetTxnId())
