@@ -167,14 +167,19 @@ func (tc *testCluster) get(key string) (string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
-		r := tc.leader(testRangeID)
-		if r2 := r.store.LookupKey([]byte(key)); r2 != nil && r2.rangeID != testRangeID {
-			// The key's range since a split, which another node may lead.
-			r = tc.leader(r2.rangeID)
-		}
-		v, ok, err := r.Get(ctx, []byte(key), ReadOptions{})
-		if err == nil {
-			return string(v), ok
+		// The key's range is looked up on every try: since a split another
+		// node may lead it, and a range merged away may still be found on
+		// a store until its replica is destroyed.
+		for _, id := range tc.nodes {
+			s := tc.stores[id]
+			if s == nil {
+				continue
+			}
+			if r := s.LookupKey([]byte(key)); r != nil && r.IsLeader() {
+				if v, ok, err := r.Get(ctx, []byte(key), ReadOptions{}); err == nil {
+					return string(v), ok
+				}
+			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
