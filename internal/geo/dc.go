@@ -84,6 +84,7 @@ type DC struct {
 	doneBelow []uint64 // doneBelow[d]: d's transactions below this sequence are settled
 
 	spec, validated *Store
+	lastHash        [32]byte          // the hash of the last validated result
 	execNext        uint64            // the next epoch to execute
 	execMembers     map[uint64]uint64 // the inputs each executed epoch ran with
 	vEpoch          uint64            // the first position not yet validated:
@@ -207,19 +208,33 @@ func (d *DC) Receive(m *Message) {
 	case !d.holds(m.Epoch, m.From) && m.Epoch >= d.vEpoch:
 		d.hold(m)
 		d.absorb(m)
+	default:
+		// A copy sent again, or a message for an epoch settled here (its
+		// input left out: it came late). A late sender's message can
+		// carry its votes on epochs well past its own, which no other
+		// message repeats; without them an epoch whose third vote it is
+		// never settles here. A vote is cast once, so taking it again is
+		// harmless; the results are not taken (they are for epochs
+		// before the message's, settled here, and an old copy's would
+		// replace newer ones).
+		d.absorbVotes(m)
 	}
 	d.progress()
 }
 
 // absorb takes a message's votes and results.
 func (d *DC) absorb(m *Message) {
+	d.absorbVotes(m)
+	for _, r := range m.Results {
+		d.note(m.From, r)
+	}
+}
+
+func (d *DC) absorbVotes(m *Message) {
 	for _, v := range m.Votes {
 		if v.Epoch >= d.vEpoch && v.DC >= 0 && v.DC < d.n {
 			d.votes.cast(v.Epoch, v.DC, m.From, v.Have)
 		}
-	}
-	for _, r := range m.Results {
-		d.note(m.From, r)
 	}
 }
 

@@ -67,8 +67,14 @@ func (d *DC) executeEpoch(e uint64, members uint64) {
 	if e == d.vEpoch {
 		txns = txns[d.vIndex:]
 	}
+	prior := d.lastHash
+	if len(d.log) > 0 {
+		prior = d.log[len(d.log)-1].hash
+	}
 	for i, r := range execute(d.spec, txns, members, d.fault) {
-		d.log = append(d.log, entry{txn: txns[i], mine: r, hash: r.Hash()})
+		r.Prior = prior
+		prior = r.Hash()
+		d.log = append(d.log, entry{txn: txns[i], mine: r, hash: prior})
 		d.outResults = append(d.outResults, r)
 		d.note(d.id, r)
 	}
@@ -103,8 +109,9 @@ func (d *DC) validate() bool {
 		d.log = d.log[1:]
 		d.vIndex++
 		d.validated.Apply(&r)
+		d.lastHash = r.Hash()
 		d.settleTxn(r.ID, Decision{ID: r.ID, Result: r})
-		if r.Hash() != head.hash {
+		if d.lastHash != head.hash {
 			d.rollback()
 			return true
 		}
@@ -157,8 +164,11 @@ func (d *DC) settleTxn(id TxnID, dec Decision) {
 }
 
 // decided returns the result a majority of DCs computed for id with the
-// epoch's decided inputs; once every DC reported without a majority, the
-// largest group wins, ties to the group with the lowest DC id.
+// epoch's decided inputs on the decided history (a result's Prior is the
+// last validated result's hash: one a DC computed on a speculative state
+// it later dropped is not counted, though its later one replaces it);
+// once every DC reported without a majority, the largest group wins, ties
+// to the group with the lowest DC id.
 func (d *DC) decided(id TxnID, members uint64) (Result, bool) {
 	type group struct {
 		r      Result
@@ -167,7 +177,7 @@ func (d *DC) decided(id TxnID, members uint64) (Result, bool) {
 	groups := map[[32]byte]*group{}
 	total := 0
 	for dc, t := range d.tally[id] {
-		if t.r.Members != members {
+		if t.r.Members != members || t.r.Prior != d.lastHash {
 			continue
 		}
 		total++

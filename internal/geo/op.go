@@ -67,10 +67,17 @@ type KV struct {
 // Result is what executing a transaction gave at one DC. Members is the
 // set of DCs whose input its epoch was executed with (bit i: DC i), so a
 // result computed on an input the DCs later decided otherwise never
-// matches a valid one.
+// matches a valid one. Prior is the hash of the result executed just
+// before it (which covers the one before that, and so on): a result
+// computed on a speculative state that another result before it got
+// wrong never matches one computed on the decided history, even where
+// the two happen to read and write the same values. Without it, two DCs'
+// results from before their rollbacks could make a majority for a third
+// DC that never ran on that state.
 type Result struct {
 	ID        TxnID
 	Members   uint64
+	Prior     [32]byte
 	Committed bool
 	Reason    string // why it aborted
 	Reads     []KV   // the OpGet reads, in operation order
@@ -84,6 +91,7 @@ func (r *Result) Hash() [32]byte {
 	b = binary.AppendUvarint(b, uint64(r.ID.DC))
 	b = binary.AppendUvarint(b, r.ID.Seq)
 	b = binary.AppendUvarint(b, r.Members)
+	b = append(b, r.Prior[:]...)
 	b = strconv.AppendBool(b, r.Committed)
 	b = appendBytes(b, []byte(r.Reason))
 	for _, list := range [][]KV{r.Reads, r.Writes} {

@@ -19,6 +19,10 @@ type sim struct {
 	decisions map[TxnID]Decision
 	submitted map[TxnID]time.Time
 	latency   map[TxnID]time.Duration
+	// pausedUntil[i]: DC i is starved of CPU until then (not ticked, its
+	// deliveries held); nil: none is.
+	pausedUntil []time.Time
+	held        []Delivery
 }
 
 func testConfig() Config {
@@ -49,13 +53,32 @@ func newSim(t *testing.T, n int, oneWay time.Duration, drop float64) *sim {
 
 func (s *sim) step() {
 	s.now = s.now.Add(time.Millisecond)
-	for _, dc := range s.dcs {
-		dc.Tick(s.now)
+	// A DC back from starvation takes what waited for it before its
+	// clock ticks (the server's receive and tick goroutines race).
+	s.deliver(nil)
+	for i, dc := range s.dcs {
+		if !s.paused(i) {
+			dc.Tick(s.now)
+		}
 	}
-	for _, d := range s.net.Due(s.now) {
-		s.dcs[d.To].Receive(d.M)
+	s.deliver(s.net.Due(s.now))
+}
+
+// deliver hands out what waited for DCs no longer paused, then due, and
+// holds what is for a paused DC.
+func (s *sim) deliver(due []Delivery) {
+	due = append(s.held, due...)
+	s.held = nil
+	for _, d := range due {
+		if s.paused(d.To) {
+			s.held = append(s.held, d)
+		} else {
+			s.dcs[d.To].Receive(d.M)
+		}
 	}
 }
+
+func (s *sim) paused(dc int) bool { return s.pausedUntil != nil && s.now.Before(s.pausedUntil[dc]) }
 
 func (s *sim) run(d time.Duration) {
 	for range int(d / time.Millisecond) {
