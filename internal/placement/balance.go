@@ -118,10 +118,12 @@ func (p *planner) rangeCooling(id uint64) bool {
 }
 
 // nodeCooling reports whether node gave or received a lease or replica
-// within NodeCooldown: its load has not been sampled since.
-func (p *planner) nodeCooling(node uint64) bool {
+// (with leasesOnly, a lease) within NodeCooldown: its load has not been
+// sampled since.
+func (p *planner) nodeCooling(node uint64, leasesOnly bool) bool {
 	for _, ro := range p.s.Recent {
-		if (ro.Op.Source == node || ro.Op.Target == node) && p.s.Now.Sub(ro.At) < p.cfg.NodeCooldown {
+		if (ro.Op.Source == node || ro.Op.Target == node) && (!leasesOnly || ro.Op.Kind == OpTransferLease) &&
+			p.s.Now.Sub(ro.At) < p.cfg.NodeCooldown {
 			return true
 		}
 	}
@@ -190,7 +192,16 @@ func (p *planner) balanceLeases() {
 	mean := p.meanLeases()
 	tol := tolerance(p.cfg.LeaseTolerance, mean)
 	before := p.statsOf(live, 0, 0, 0)
-	notHot := func(n uint64) bool { return before.mean == 0 || p.load[n] <= before.mean }
+	// A receiver is not hot only by numbers that describe it: a node
+	// leading a range with a partial (stale) sample, or whose leases
+	// changed within NodeCooldown (the observation may still credit it
+	// with a lease it gave, or not yet with one it took), can look quieter
+	// than it is, and a lease handed to it on that number goes back once
+	// fresh samples are in: the lease moves A→B→A. Replica moves do not
+	// change where load is attributed, so only lease moves count here.
+	notHot := func(n uint64) bool {
+		return before.mean == 0 || !p.loadStale[n] && !p.nodeCooling(n, true) && p.load[n] <= before.mean
+	}
 	// Count: over-band nodes shed, under-band nodes receive from the node
 	// with the most leases that leads a range they have a voter of.
 	sort.Slice(live, func(i, j int) bool {
@@ -216,7 +227,8 @@ func (p *planner) balanceLeases() {
 // to any voter at most at the mean) when src or dst is outside the lease
 // band and they differ by two or more, the receiver is not busier than
 // average nor, after the move, busier than src was, and the busiest node's
-// load does not rise. It reports whether it
+// load does not rise. Under load, a range with a partial sample stays: its
+// rate would understate what the receiver takes on. It reports whether it
 // planned one.
 func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, before loadStats, notHot func(uint64) bool) bool {
 	over, under := float64(p.leases[src]) > mean+tol, float64(p.leases[dst]) < mean-tol
@@ -235,7 +247,7 @@ func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, b
 		}
 	}
 	r := p.middleRange(src, func(r *Range) bool {
-		return r.Leaseholder == src && !p.rangeCooling(r.ID) && !(r.ControlLoop && p.bootstrapping()) && p.bestLeaseTarget(r, ok(r)) != 0
+		return r.Leaseholder == src && !p.rangeCooling(r.ID) && !(r.LoadStale && before.mean > 0) && !(r.ControlLoop && p.bootstrapping()) && p.bestLeaseTarget(r, ok(r)) != 0
 	})
 	if r == nil {
 		return false
@@ -280,7 +292,7 @@ func (p *planner) balanceLoad(live []uint64) {
 			src = n
 		}
 	}
-	if p.load[src] < 1.25*before.mean || p.loadStale[src] || p.nodeCooling(src) {
+	if p.load[src] < 1.25*before.mean || p.loadStale[src] || p.nodeCooling(src, false) {
 		return
 	}
 	need := math.Max(p.cfg.MoveMargin*before.mean, p.cfg.MinMoveQPS)
@@ -293,7 +305,7 @@ func (p *planner) balanceLoad(live []uint64) {
 			continue
 		}
 		for _, t := range voters(r) {
-			if n := p.nodes[t]; t == src || n == nil || n.State != NodeLive || p.loadStale[t] || p.nodeCooling(t) {
+			if n := p.nodes[t]; t == src || n == nil || n.State != NodeLive || p.loadStale[t] || p.nodeCooling(t, false) {
 				continue
 			}
 			// Ties go to the quieter target, then the first range.
