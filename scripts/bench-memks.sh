@@ -2,7 +2,7 @@
 # GET/SET through RESP (redis-benchmark): memory key spaces (B+-tree, SELECT
 # 1; extendible hashing, SELECT 3) and a Pebble key space (SELECT 2) of one
 # 3-node cluster (`tidekv up`, node 1's Redis port), and redis-server on
-# loopback, in three rounds (docs/benchmarks.md, issue 14). Every process
+# loopback, in three rounds (docs/benchmarks/cost.md, issue 14). Every process
 # started here is stopped by its PID.
 #   TIDEKV=/path/to/tidekv OUT=/tmp/dir scripts/bench-memks.sh
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compare-anchors.sh: measures the reference systems that docs/benchmarks.md sets
+# compare-anchors.sh: measures the reference systems that docs/benchmarks/cost.md sets
 # TideKV beside, on this machine, with go-ycsb and the parameters of `tidekv bench`,
 # and TideKV itself through its Redis port, in the same run:
 #

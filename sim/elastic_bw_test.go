@@ -56,7 +56,7 @@ func moveStats(pts []ElasticPoint) (steady, mean, worst time.Duration, rate floa
 // With the foreground light, a scale-out's data moves faster than a fixed
 // 32 MiB/s cap would let it, while the bandwidth controller holds the
 // foreground p99 near its steady value (the move's mean within 10%; the
-// worst second, before the first cut, is logged: see docs/benchmarks.md).
+// worst second, before the first cut, is logged: see docs/benchmarks/elasticity.md).
 func TestElasticBandwidthLightForeground(t *testing.T) {
 	for _, qps := range []float64{1000, 3000, 6000} {
 		steady, mean, worst, rate, secs := moveStats(lightScaleOut(t, qps, elastic.DefaultBandwidthConfig()))

@@ -41,7 +41,7 @@ type ElasticResult struct {
 }
 
 // Elastic scenario parameters, scaled to nodes of 10k requests/s (see
-// docs/benchmarks.md): 48 ranges of 64 MiB at RF 3, 90% reads, and
+// docs/benchmarks/elasticity.md): 48 ranges of 64 MiB at RF 3, 90% reads, and
 // migration that costs 0.2% of a node's capacity per MiB/s.
 const (
 	elasticRanges     = 48

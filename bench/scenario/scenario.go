@@ -2,7 +2,8 @@
 // start their own clusters (in-process or as real processes), drive load,
 // change the cluster underneath it (add nodes, slow nodes down, inject WAN
 // latency) and report a table of what they measured. `tidekv bench
-// scenario NAME` runs one; docs/benchmarks.md records their results.
+// scenario NAME` runs one; docs/benchmarks/ records their runs and
+// docs/benchmarks.md each claim's latest result.
 //
 // Each scenario lives in its own file and registers itself in init.
 package scenario

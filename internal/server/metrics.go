@@ -457,7 +457,7 @@ func (s *Server) registerStoreCounters() {
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	// Profiling, for finding where time goes (see docs/benchmarks.md).
+	// Profiling, for finding where time goes (see docs/benchmarks/cost.md).
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)

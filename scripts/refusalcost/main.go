@@ -5,8 +5,8 @@
 // a tiny --admission-target so that it refuses nearly everything it can
 // (docs/admission.md); this measured 24.8 µs per served and 25.0 µs per
 // refused unary gRPC Get at commit fa99013, when reads were still refused
-// by delay (they no longer are, for that reason: docs/benchmarks.md, issue
-// 17). Modes: unary gRPC (-addr), the Redis protocol (-resp), the Go client
+// by delay (they no longer are, for that reason: docs/benchmarks/ecstore.md,
+// issue 17). Modes: unary gRPC (-addr), the Redis protocol (-resp), the Go client
 // on its Batch stream (-stream), and one Get per message on a Batch stream
 // per worker (-raw-stream): 14.1 and 15.6 µs per served Get on 2026-11-25.
 package main
