@@ -76,14 +76,7 @@ func newUserCmd() *cobra.Command {
 	cmd.AddCommand(newUserAddCmd(edit),
 		&cobra.Command{Use: "remove USER", Short: "Remove a user", Args: cobra.ExactArgs(1),
 			RunE: edit(func(uf *security.UserFile, args []string) error { return uf.Remove(args[0]) })},
-		&cobra.Command{Use: "passwd USER", Short: "Change a user's password", Args: cobra.ExactArgs(1),
-			RunE: edit(func(uf *security.UserFile, args []string) error {
-				pw, err := newPassword()
-				if err != nil {
-					return err
-				}
-				return uf.Passwd(args[0], pw)
-			})},
+		newUserPasswdCmd(edit),
 		&cobra.Command{Use: "list", Short: "List users and roles", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				uf, err := security.ReadUserFile(security.OSFiles{}, path)
@@ -119,8 +112,26 @@ func newUserAddCmd(edit func(func(*security.UserFile, []string) error) func(*cob
 	}
 	add.Flags().StringVar(&role, "role", "read", "read, write or admin")
 	add.Flags().BoolVar(&certOnly, "cert-only", false, "no password: the user authenticates with a client certificate only")
+	refuseSecretFlag(add.Flags(), "password", newPasswordAdvice)
 	return add
 }
+
+// newUserPasswdCmd is `tidekv user passwd`; edit runs it on the users file.
+func newUserPasswdCmd(edit func(func(*security.UserFile, []string) error) func(*cobra.Command, []string) error) *cobra.Command {
+	passwd := &cobra.Command{Use: "passwd USER", Short: "Change a user's password", Args: cobra.ExactArgs(1),
+		RunE: edit(func(uf *security.UserFile, args []string) error {
+			pw, err := newPassword()
+			if err != nil {
+				return err
+			}
+			return uf.Passwd(args[0], pw)
+		})}
+	refuseSecretFlag(passwd.Flags(), "password", newPasswordAdvice)
+	return passwd
+}
+
+// newPasswordAdvice says where `tidekv user` takes a password from.
+const newPasswordAdvice = "set $TIDEKV_NEW_PASSWORD or type it when asked"
 
 // newPassword reads a new password from $TIDEKV_NEW_PASSWORD or, twice,
 // from the terminal.
