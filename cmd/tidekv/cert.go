@@ -20,7 +20,7 @@ func newCertCmd() *cobra.Command {
 		Short: "Create a CA and the node and client certificates of a secure cluster (docs/security.md)",
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.Dir, "certs-dir", "certs", "directory of ca.crt, node.crt/.key and client.<user>.crt/.key")
+	pf.StringVar(&o.Dir, "certs-dir", "certs", "directory of ca.crt, node.crt/.key, gossip.key and client.<user>.crt/.key")
 	pf.StringVar(&o.CAKeyPath, "ca-key", "", "CA key file (default: <certs-dir>/ca.key)")
 	pf.BoolVar(&o.Overwrite, "overwrite", false, "replace existing files")
 	var lifetime time.Duration
@@ -33,7 +33,13 @@ func newCertCmd() *cobra.Command {
 		return c
 	}
 	const year = 365 * 24 * time.Hour
-	cmd.AddCommand(
+	var addKey bool
+	gossipKey := &cobra.Command{
+		Use: "create-gossip-key", Short: "Create gossip.key, the key that encrypts gossip between secure nodes (give every node the same copy)", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error { return security.CreateGossipKey(o, addKey) },
+	}
+	gossipKey.Flags().BoolVar(&addKey, "add", false, "append a new key to the existing gossip.key, accepted beside it (a rotation's first step; docs/security.md)")
+	cmd.AddCommand(gossipKey,
 		&cobra.Command{
 			Use: "create-ca", Short: "Create ca.crt and ca.key", Args: cobra.NoArgs,
 			RunE: func(*cobra.Command, []string) error { return security.CreateCA(life(10 * year)) },

@@ -29,12 +29,16 @@ type SecurityConfig struct {
 type nodeSecurity struct {
 	tls   security.NodeTLS
 	users *security.Directory
+	// gossipKeys encrypt gossip (CertsDir/gossip.key); nil when gossip
+	// is off.
+	gossipKeys [][]byte
 }
 
-// loadSecurity loads the certificates and users of a secure node (nil for
-// an insecure one). Start calls it before it touches the data directory,
-// so a bad --certs-dir leaves nothing behind.
-func loadSecurity(sc SecurityConfig) (*nodeSecurity, error) {
+// loadSecurity loads the certificates, users and, when gossip is on, the
+// gossip keys of a secure node (nil for an insecure one). Start calls it
+// before it touches the data directory, so a bad --certs-dir leaves
+// nothing behind.
+func loadSecurity(sc SecurityConfig, gossipOn bool) (*nodeSecurity, error) {
 	if sc.CertsDir == "" {
 		return nil, nil
 	}
@@ -46,7 +50,15 @@ func loadSecurity(sc SecurityConfig) (*nodeSecurity, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nodeSecurity{tls: nt, users: users}, nil
+	ns := &nodeSecurity{tls: nt, users: users}
+	if gossipOn {
+		// Plaintext gossip would let anyone who reaches the port forge
+		// membership and liveness: a secure node without the key stops.
+		if ns.gossipKeys, err = security.LoadGossipKeys(security.OSFiles{}, sc.CertsDir); err != nil {
+			return nil, err
+		}
+	}
+	return ns, nil
 }
 
 // setupSecurity points the transport, the Redis listener and node-to-node

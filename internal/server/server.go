@@ -137,7 +137,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.FaultInjection {
 		faults = injectFaults(&cfg)
 	}
-	sec, err := loadSecurity(cfg.Security)
+	sec, err := loadSecurity(cfg.Security, cfg.Gossip.BindAddr != "")
 	if err != nil {
 		return nil, err
 	}
