@@ -107,7 +107,7 @@ func TestManifests(t *testing.T) {
 		if fmt.Sprint(ports) != fmt.Sprint(wantPorts()) {
 			t.Errorf("container ports %v, want %v", ports, wantPorts())
 		}
-		for _, flag := range []string{"--data-dir /data", `--listen "$POD_IP:7400"`, `--advertise "$POD_NAME.$peer:7400"`, `--http-listen "$POD_IP:7401"`, `--redis-listen "$POD_IP:7402"`, `--gossip-listen "$POD_IP:7403"`, "--join"} {
+		for _, flag := range []string{"--data-dir /data --insecure", `--listen "$POD_IP:7400"`, `--advertise "$POD_NAME.$peer:7400"`, `--http-listen "$POD_IP:7401"`, `--redis-listen "$POD_IP:7402"`, `--gossip-listen "$POD_IP:7403"`, "--join"} {
 			if !strings.Contains(script, flag) {
 				t.Errorf("command lacks %q:\n%s", flag, script)
 			}

@@ -42,6 +42,7 @@ func secureSetup(t *testing.T, bin string) (certs, users string) {
 	run("", "cert", "create-ca", "--certs-dir", certs)
 	run("", "cert", "create-node", "--certs-dir", certs, "127.0.0.1", "localhost")
 	run("", "cert", "create-client", "--certs-dir", certs, "root")
+	run("", "cert", "create-gossip-key", "--certs-dir", certs)
 	run("", "cert", "create-client", "--certs-dir", certs, "alice")
 	run("TIDEKV_NEW_PASSWORD=r-pass", "user", "add", "reader", "--role", "read", "--users-file", users)
 	run("TIDEKV_NEW_PASSWORD=w-pass", "user", "add", "writer", "--role", "write", "--users-file", users)

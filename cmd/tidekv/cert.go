@@ -20,7 +20,7 @@ func newCertCmd() *cobra.Command {
 		Short: "Create a CA and the node and client certificates of a secure cluster (docs/security.md)",
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.Dir, "certs-dir", "certs", "directory of ca.crt, node.crt/.key and client.<user>.crt/.key")
+	pf.StringVar(&o.Dir, "certs-dir", "certs", "directory of ca.crt, node.crt/.key, gossip.key and client.<user>.crt/.key")
 	pf.StringVar(&o.CAKeyPath, "ca-key", "", "CA key file (default: <certs-dir>/ca.key)")
 	pf.BoolVar(&o.Overwrite, "overwrite", false, "replace existing files")
 	var lifetime time.Duration
@@ -33,7 +33,13 @@ func newCertCmd() *cobra.Command {
 		return c
 	}
 	const year = 365 * 24 * time.Hour
-	cmd.AddCommand(
+	var addKey bool
+	gossipKey := &cobra.Command{
+		Use: "create-gossip-key", Short: "Create gossip.key, the key that encrypts gossip between secure nodes (give every node the same copy)", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error { return security.CreateGossipKey(o, addKey) },
+	}
+	gossipKey.Flags().BoolVar(&addKey, "add", false, "append a new key to the existing gossip.key, accepted beside it (a rotation's first step; docs/security.md)")
+	cmd.AddCommand(gossipKey,
 		&cobra.Command{
 			Use: "create-ca", Short: "Create ca.crt and ca.key", Args: cobra.NoArgs,
 			RunE: func(*cobra.Command, []string) error { return security.CreateCA(life(10 * year)) },
@@ -76,14 +82,7 @@ func newUserCmd() *cobra.Command {
 	cmd.AddCommand(newUserAddCmd(edit),
 		&cobra.Command{Use: "remove USER", Short: "Remove a user", Args: cobra.ExactArgs(1),
 			RunE: edit(func(uf *security.UserFile, args []string) error { return uf.Remove(args[0]) })},
-		&cobra.Command{Use: "passwd USER", Short: "Change a user's password", Args: cobra.ExactArgs(1),
-			RunE: edit(func(uf *security.UserFile, args []string) error {
-				pw, err := newPassword()
-				if err != nil {
-					return err
-				}
-				return uf.Passwd(args[0], pw)
-			})},
+		newUserPasswdCmd(edit),
 		&cobra.Command{Use: "list", Short: "List users and roles", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				uf, err := security.ReadUserFile(security.OSFiles{}, path)
@@ -119,8 +118,26 @@ func newUserAddCmd(edit func(func(*security.UserFile, []string) error) func(*cob
 	}
 	add.Flags().StringVar(&role, "role", "read", "read, write or admin")
 	add.Flags().BoolVar(&certOnly, "cert-only", false, "no password: the user authenticates with a client certificate only")
+	refuseSecretFlag(add.Flags(), "password", newPasswordAdvice)
 	return add
 }
+
+// newUserPasswdCmd is `tidekv user passwd`; edit runs it on the users file.
+func newUserPasswdCmd(edit func(func(*security.UserFile, []string) error) func(*cobra.Command, []string) error) *cobra.Command {
+	passwd := &cobra.Command{Use: "passwd USER", Short: "Change a user's password", Args: cobra.ExactArgs(1),
+		RunE: edit(func(uf *security.UserFile, args []string) error {
+			pw, err := newPassword()
+			if err != nil {
+				return err
+			}
+			return uf.Passwd(args[0], pw)
+		})}
+	refuseSecretFlag(passwd.Flags(), "password", newPasswordAdvice)
+	return passwd
+}
+
+// newPasswordAdvice says where `tidekv user` takes a password from.
+const newPasswordAdvice = "set $TIDEKV_NEW_PASSWORD or type it when asked"
 
 // newPassword reads a new password from $TIDEKV_NEW_PASSWORD or, twice,
 // from the terminal.

@@ -11,17 +11,23 @@ import (
 )
 
 func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tidekv",
 		Short:         "TideKV: an elastic, replicated, range-partitioned key-value store",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Every command refuses a secret given as a flag.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkSecretFlags(cmd) },
 	}
 	root.AddCommand(newServerCmd(), newUpCmd(), newCtlCmd(), newBenchCmd(), newCertCmd(), newUserCmd())
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(exitCode(err))
-	}
+	return root
 }
 
 // exitCodeError carries a process exit code other than 1.

@@ -43,7 +43,10 @@ func newServerCmd() *cobra.Command {
 
 // runServer runs a node until SIGINT or SIGTERM.
 func runServer(cfg server.Config, o *serverOpts) error {
-	if err := o.sec.check(); err != nil {
+	if err := o.sec.check(&cfg); err != nil {
+		return err
+	}
+	if err := o.sec.redisPassword(&cfg); err != nil {
 		return err
 	}
 	if o.join != "" {
@@ -84,7 +87,6 @@ func addServerFlags(f *pflag.FlagSet, cfg *server.Config, o *serverOpts) {
 	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "gRPC address (host:port) peers and clients dial, when not the one --listen binds (e.g. a pod's DNS name)")
 	f.StringVar(&cfg.HTTPAddr, "http-listen", server.AutoAddr, "HTTP listen address for /health, /ready, /metrics and the dashboard; \"auto\": the --listen host at its port + 1, or a free port if that one is taken (printed); empty disables it")
 	f.StringVar(&cfg.Redis.ListenAddr, "redis-listen", "", "Redis-protocol listen address (host:port; empty disables it)")
-	f.StringVar(&cfg.Redis.Password, "redis-password", "", "password Redis clients must give with AUTH (empty: none)")
 	f.IntVar(&cfg.Redis.MaxConns, "max-connections", cfg.Redis.MaxConns, "most Redis-protocol client connections at once; one more gets 'ERR max number of clients reached' and is closed (0: no limit)")
 	f.IntVar(&cfg.Redis.MaxBulkLen, "redis-max-bulk-len", cfg.Redis.MaxBulkLen, "largest Redis-protocol argument in bytes (like proto-max-bulk-len; default: the maximum value size); a larger one is refused at its header, unread, and the connection closed")
 	f.IntVar(&cfg.Redis.MaxCommandLen, "redis-max-command-len", cfg.Redis.MaxCommandLen, "most bytes of one Redis-protocol command, arguments included (like client-query-buffer-limit; at least --redis-max-bulk-len)")

@@ -2,6 +2,9 @@ package main
 
 import (
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +29,8 @@ func TestInheritedArgs(t *testing.T) {
 }
 
 // --insecure and --certs-dir contradict; --users-file means nothing
-// without certificates; no flag at all is the insecure default.
+// without certificates; without either, every address the node listens on
+// or advertises must be loopback.
 func TestServerSecurityFlags(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -38,16 +42,95 @@ func TestServerSecurityFlags(t *testing.T) {
 		{[]string{"--certs-dir", "c", "--users-file", "u.json"}, true},
 		{[]string{"--certs-dir", "c", "--insecure"}, false},
 		{[]string{"--users-file", "u.json"}, false},
+		{[]string{"--listen", "localhost:7400", "--redis-listen", "127.0.0.2:6379", "--gossip-listen", "[::1]:7403", "--http-listen", ""}, true},
+		{[]string{"--listen", "0.0.0.0:7400"}, false},
+		{[]string{"--listen", ":7400"}, false},
+		{[]string{"--listen", "0.0.0.0:7400", "--insecure"}, true},
+		{[]string{"--listen", "0.0.0.0:7400", "--certs-dir", "c"}, true},
+		{[]string{"--advertise", "node1.example:7400"}, false},
+		{[]string{"--http-listen", "10.0.0.1:7401"}, false},
+		{[]string{"--redis-listen", ":6379"}, false},
+		{[]string{"--gossip-listen", "192.168.1.5:7403"}, false},
 	} {
-		var cfg server.SecurityConfig
-		var sec serverSecurity
+		cfg := server.DefaultConfig()
+		var o serverOpts
 		f := pflag.NewFlagSet("server", pflag.ContinueOnError)
-		sec.addFlags(f, &cfg)
+		addServerFlags(f, &cfg, &o)
 		if err := f.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		if err := sec.check(); (err == nil) != c.ok {
+		if err := o.sec.check(&cfg); (err == nil) != c.ok {
 			t.Errorf("%q: check() = %v, want ok=%v", c.args, err, c.ok)
+		}
+	}
+}
+
+// runCmd runs the tidekv command line args as main does.
+func runCmd(args ...string) error {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(io.Discard)
+	return root.Execute()
+}
+
+// `tidekv server` on a non-loopback address without --certs-dir stops
+// before it creates anything, saying what to give in one sentence.
+func TestServerRefusesInsecureOffLoopback(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	err := runCmd("server", "--data-dir", data, "--listen", "0.0.0.0:0")
+	want := "--listen 0.0.0.0:0 is not a loopback address, so this node would serve plaintext without authentication to the network: give --certs-dir to secure it, or --insecure if that is meant"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the refused node created its data dir: %v", err)
+	}
+}
+
+// Every flag that would take a secret is refused, naming what to use
+// instead and without repeating the value.
+func TestSecretFlagsRefused(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		instead string
+	}{
+		{[]string{"server", "--redis-password", "hunter2"}, "$TIDEKV_REDIS_PASSWORD"},
+		{[]string{"ctl", "--password=hunter2", "get", "k"}, "$TIDEKV_PASSWORD"},
+		{[]string{"bench", "--password", "hunter2"}, "$TIDEKV_PASSWORD"},
+		{[]string{"user", "add", "app", "--users-file", filepath.Join(t.TempDir(), "u.json"), "--password", "hunter2"}, "$TIDEKV_NEW_PASSWORD"},
+		{[]string{"user", "passwd", "app", "--password", "hunter2"}, "$TIDEKV_NEW_PASSWORD"},
+	} {
+		err := runCmd(c.args...)
+		if err == nil || !strings.Contains(err.Error(), "is refused because every user of this machine can read a command's flags") ||
+			!strings.Contains(err.Error(), c.instead) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: err = %v, want a refusal naming %s", c.args, err, c.instead)
+		}
+	}
+}
+
+// The default Redis user's password comes from --redis-password-file (its
+// first line) or $TIDEKV_REDIS_PASSWORD, not both.
+func TestRedisPasswordSources(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "redis.pw")
+	if err := os.WriteFile(file, []byte("from-file\nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env, file, want string
+		ok              bool
+	}{
+		{"", "", "", true},
+		{"from-env", "", "from-env", true},
+		{"", file, "from-file", true},
+		{"from-env", file, "", false},
+		{"", filepath.Join(filepath.Dir(file), "missing"), "", false},
+	} {
+		t.Setenv(redisPasswordEnv, c.env)
+		cfg := server.DefaultConfig()
+		s := serverSecurity{redisPasswordFile: c.file}
+		err := s.redisPassword(&cfg)
+		if (err == nil) != c.ok || cfg.Redis.Password != c.want {
+			t.Errorf("env %q file %q: password %q, err %v; want %q, ok=%v", c.env, c.file, cfg.Redis.Password, err, c.want, c.ok)
 		}
 	}
 }

@@ -79,6 +79,13 @@ type Config struct {
 	// members (heals partitions longer than memberlist's memory of dead
 	// members). 0 disables. Default 15 s.
 	RejoinInterval time.Duration
+	// Keys encrypt and authenticate every gossip message and state
+	// exchange with AES-GCM (memberlist's keyring): Keys[0] encrypts, any
+	// of them decrypts, so that a key can be rotated in while members
+	// still use the old one. Each is 16, 24 or 32 bytes (AES-128, -192,
+	// -256). A member without a key these accept cannot join. Nil:
+	// plaintext, and members with keys refuse this one.
+	Keys [][]byte
 	// Logger receives memberlist's INFO, WARN and ERR lines (DEBUG lines are
 	// dropped). Nil logs to stderr with the prefix "gossip: ".
 	Logger *log.Logger
@@ -149,6 +156,11 @@ func (c Config) Validate() error {
 	}
 	if c.SuspicionMult < 1 {
 		return fmt.Errorf("gossip: SuspicionMult must be at least 1, got %d", c.SuspicionMult)
+	}
+	for i, k := range c.Keys {
+		if err := memberlist.ValidateKey(k); err != nil {
+			return fmt.Errorf("gossip: key %d: %w", i+1, err)
+		}
 	}
 	if c.SuspicionMaxTimeoutMult < 1 {
 		return fmt.Errorf("gossip: SuspicionMaxTimeoutMult must be at least 1, got %d", c.SuspicionMaxTimeoutMult)

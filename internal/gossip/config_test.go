@@ -39,6 +39,7 @@ func TestConfigValidate(t *testing.T) {
 		"rejoin":        {func(c *Config) { c.RejoinInterval = -1 }, "RejoinInterval"},
 		"suspicion":     {func(c *Config) { c.SuspicionMult = 0 }, "SuspicionMult"},
 		"suspicion max": {func(c *Config) { c.SuspicionMaxTimeoutMult = 0 }, "SuspicionMaxTimeoutMult"},
+		"key size":      {func(c *Config) { c.Keys = [][]byte{make([]byte, 32), make([]byte, 20)} }, "key 2"},
 	} {
 		c := good
 		tc.mut(&c)

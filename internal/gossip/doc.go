@@ -32,6 +32,11 @@
 //   - Partitions: memberlist never contacts members it has declared dead, so
 //     Gossip re-joins seeds that are not live members every RejoinInterval.
 //
+// Gossip is plaintext unless Config.Keys is set; then every message and
+// state exchange is encrypted and authenticated with AES-GCM by memberlist's
+// keyring, and a member without an accepted key can neither join nor be
+// heard.
+//
 // It imports only the standard library and github.com/hashicorp/memberlist;
 // nothing in TideKV. Consumers depend on the Membership interface, which Fake
 // implements for tests.

@@ -98,6 +98,13 @@ func start(cfg Config, now func() time.Time, onChange func(Member)) (*Gossip, er
 	// restarts on a new port must come back as soon as its old incarnation
 	// is Dead.
 	mc.DeadNodeReclaimTime = time.Nanosecond
+	if len(cfg.Keys) > 0 {
+		// memberlist then also refuses plaintext messages and exchanges
+		// (GossipVerifyIncoming and Outgoing, on by default).
+		if mc.Keyring, err = memberlist.NewKeyring(cfg.Keys[1:], cfg.Keys[0]); err != nil {
+			return nil, fmt.Errorf("gossip: %w", err)
+		}
+	}
 	d := &delegate{g: g}
 	mc.Delegate = d
 	mc.Events = d

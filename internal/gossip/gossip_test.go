@@ -349,3 +349,32 @@ func freeAddr(t *testing.T) string {
 	t.Fatal("no free port")
 	return ""
 }
+
+// With Keys, gossip is encrypted: a member without the key, or with
+// another one, cannot join, and the cluster never lists it; a member that
+// encrypts with the key and also accepts a new one (the first step of a
+// rotation) joins.
+func TestMembersWithoutTheKeyCannotJoin(t *testing.T) {
+	key, other := []byte("0123456789abcdef0123456789abcdef"), []byte("fedcba9876543210fedcba9876543210")
+	keyed := func(id uint64, keys ...[]byte) Config {
+		c := testConfig(id)
+		c.Keys = keys
+		return c
+	}
+	n1 := startNode(t, keyed(1, key))
+	for _, c := range []Config{keyed(2), keyed(3, other), keyed(4, other, key)} {
+		n := startNode(t, c)
+		if err := n.Join([]string{n1.Addr()}); err == nil {
+			t.Errorf("node %d with keys %q joined a cluster encrypted with %q", c.NodeID, c.Keys, key)
+		}
+		if ms := n1.Members(); len(ms) != 1 {
+			t.Errorf("after node %d's refused join, node 1 sees %+v", c.NodeID, ms)
+		}
+	}
+	rotating := startNode(t, keyed(5, key, other))
+	if err := rotating.Join([]string{n1.Addr()}); err != nil {
+		t.Fatalf("a member encrypting with the cluster's key and accepting another: %v", err)
+	}
+	waitAllAlive(t, n1, n1, rotating)
+	waitAllAlive(t, rotating, n1, rotating)
+}

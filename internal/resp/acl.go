@@ -1,6 +1,10 @@
 package resp
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Users with roles (Config.Auth): AUTH user password names a user, whose
 // access decides which commands the connection may run. Without Auth, the
@@ -16,10 +20,12 @@ const (
 )
 
 // Authenticator checks AUTH's user name and password ("default" when AUTH
-// names none) and says what the user may do; a wrong pair is an error.
-// Implementations must not log the password.
+// names none), given from source (the client's host:port), and says what
+// the user may do; a wrong pair is an error. An error with a RetryAfter()
+// time.Duration method (too many failures) is sent to the client as it
+// is. Implementations must not log the password.
 type Authenticator interface {
-	Authenticate(user, password string) (Access, error)
+	Authenticate(user, password, source string) (Access, error)
 }
 
 // writeCommands change data and need AccessWrite; every other command
@@ -48,7 +54,12 @@ func (x *call) authenticate(user, pass []byte) bool {
 	if user != nil {
 		name = string(user)
 	}
-	access, err := x.s.cfg.Auth.Authenticate(name, string(pass))
+	access, err := x.s.cfg.Auth.Authenticate(name, string(pass), x.c.RemoteAddr())
+	var later interface{ RetryAfter() time.Duration }
+	if errors.As(err, &later) {
+		x.c.WriteError("ERR " + err.Error())
+		return false
+	}
 	if err != nil || access == AccessNone {
 		x.c.WriteError("WRONGPASS invalid username-password pair or user is disabled.")
 		return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -14,12 +15,21 @@ type users map[string]struct {
 	access Access
 }
 
-func (u users) Authenticate(user, pass string) (Access, error) {
+func (u users) Authenticate(user, pass, _ string) (Access, error) {
+	if user == "limited" {
+		return AccessNone, backingOff{}
+	}
 	if e, ok := u[user]; ok && e.pass == pass {
 		return e.access, nil
 	}
 	return AccessNone, errors.New("bad pair")
 }
+
+// backingOff is an Authenticator's refusal during a back-off.
+type backingOff struct{}
+
+func (backingOff) Error() string             { return "too many failed logins: retry in 4s" }
+func (backingOff) RetryAfter() time.Duration { return 4 * time.Second }
 
 func TestUsersAndAccess(t *testing.T) {
 	ctx := context.Background()
@@ -27,6 +37,7 @@ func TestUsersAndAccess(t *testing.T) {
 	s, anon := start(t, newFakeKV(), func(c *Config) { c.Auth = auth }, nil)
 	wantErr(t, anon.Get(ctx, "a").Err(), "NOAUTH Authentication required.")
 	wantErr(t, anon.Do(ctx, "AUTH", "reader", "nope").Err(), "WRONGPASS")
+	wantErr(t, anon.Do(ctx, "AUTH", "limited", "x").Err(), "ERR too many failed logins: retry in 4s")
 
 	client := func(user, pass string) *redis.Client {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Username: user, Password: pass, MaxRetries: -1})

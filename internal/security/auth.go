@@ -85,7 +85,11 @@ type Authenticator struct {
 // Identify authenticates the call in ctx; the error is a gRPC
 // Unauthenticated status.
 func (a Authenticator) Identify(ctx context.Context) (Identity, error) {
+	var source string
 	if p, ok := peer.FromContext(ctx); ok {
+		if p.Addr != nil {
+			source = p.Addr.String()
+		}
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
 			leaf := ti.State.VerifiedChains[0][0]
 			if slices.Contains(leaf.Subject.OrganizationalUnit, NodeOU) {
@@ -109,7 +113,7 @@ func (a Authenticator) Identify(ctx context.Context) (Identity, error) {
 	if !ok {
 		return Identity{}, status.Error(codes.Unauthenticated, "the authorization metadata is not \"Basic base64(user:password)\"")
 	}
-	role, err := a.Users.PasswordRole(user, pass)
+	role, err := a.Users.PasswordRole(user, pass, source)
 	if err != nil {
 		return Identity{}, status.Error(codes.Unauthenticated, err.Error())
 	}

@@ -48,7 +48,7 @@ func TestRequiredRoles(t *testing.T) {
 	}
 }
 
-func writeUsers(t *testing.T) string {
+func writeUsers(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "users.json")
 	uf := &UserFile{}
@@ -136,7 +136,7 @@ func TestDirectoryReloadsTheUsersFile(t *testing.T) {
 	}
 	now := time.Now()
 	dir.now = func() time.Time { return now }
-	if r, err := dir.PasswordRole("reader", "rpw"); err != nil || r != RoleRead {
+	if r, err := dir.PasswordRole("reader", "rpw", "10.0.0.1:5000"); err != nil || r != RoleRead {
 		t.Fatalf("reader: %v %v", r, err)
 	}
 	uf, _ := ReadUserFile(OSFiles{}, path)
@@ -150,13 +150,13 @@ func TestDirectoryReloadsTheUsersFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(ReloadEvery)
-	if _, err := dir.PasswordRole("reader", "rpw"); err == nil {
+	if _, err := dir.PasswordRole("reader", "rpw", "10.0.0.1:5000"); err == nil {
 		t.Error("the old password still works after passwd")
 	}
-	if _, err := dir.PasswordRole("reader", "new"); err != nil {
+	if _, err := dir.PasswordRole("reader", "new", "10.0.0.1:5000"); err != nil {
 		t.Errorf("the new password: %v", err)
 	}
-	if _, err := dir.PasswordRole("writer", "wpw"); err == nil {
+	if _, err := dir.PasswordRole("writer", "wpw", "10.0.0.1:5000"); err == nil {
 		t.Error("a removed user still authenticates")
 	}
 }

@@ -1,29 +1,44 @@
 package security
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log"
+	"runtime"
 	"sync"
 	"time"
 )
 
 // Directory answers who a user is and what role they hold, from a users
 // file it re-reads at most once per ReloadEvery, so that `tidekv user`
-// changes reach running nodes without a restart.
+// changes reach running nodes without a restart. It bounds password
+// guessing (loginLimiter) and rehashes outdated hashes in the file.
 type Directory struct {
-	load  func() (*UserFile, error)
-	now   func() time.Time
-	every time.Duration
+	load func() (*UserFile, error)
+	// rehash replaces a user's hash in the file if it is still old's.
+	rehash func(old, new User) error
+	now    func() time.Time
+	every  time.Duration
 
-	mu       sync.Mutex
-	users    map[string]User
+	limiter *loginLimiter
+	// derivations bounds the hashes derived at once to half the cores
+	// (at least one): each takes argon2MemoryKB of memory and a core for
+	// tens of milliseconds, and requests of users already logged in
+	// (checked against the cache) must keep the other half.
+	derivations chan struct{}
+	onFailure   func(LoginFailure)
+
+	mu    sync.Mutex
+	users map[string]User
+	// extra are users served beside the file's (Add).
+	extra    map[string]User
 	loadedAt time.Time
 	// verified remembers, per user, sha256(stored hash, password) of the
 	// last password that checked out, so that only a user's first call
-	// pays for PBKDF2. A changed password changes the stored hash and so
+	// pays for the derivation. A changed password changes the stored hash and so
 	// misses.
 	verified map[string][32]byte
 }
@@ -39,10 +54,13 @@ func NewDirectory(f Files, path string) (*Directory, error) {
 		// A mistyped path would otherwise lock out every password user.
 		return nil, fmt.Errorf("users file %s does not exist (create it with `tidekv user add`)", path)
 	}
+	rehash := func(User, User) error { return nil }
 	if path != "" {
 		load = func() (*UserFile, error) { return ReadUserFile(f, path) }
+		rehash = func(old, new User) error { return rehashInFile(f, path, old, new) }
 	}
-	d := &Directory{load: load, now: time.Now, every: ReloadEvery, verified: map[string][32]byte{}}
+	d := &Directory{load: load, rehash: rehash, now: time.Now, every: ReloadEvery, verified: map[string][32]byte{},
+		limiter: newLoginLimiter(), derivations: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)), onFailure: func(LoginFailure) {}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d, d.reloadLocked()
@@ -56,6 +74,9 @@ func (d *Directory) reloadLocked() error {
 	users := make(map[string]User, len(uf.Users))
 	for _, u := range uf.Users {
 		users[u.Name] = u
+	}
+	for name, u := range d.extra {
+		users[name] = u
 	}
 	d.users, d.loadedAt = users, d.now()
 	return nil
@@ -91,23 +112,102 @@ func (d *Directory) CertRole(name string) (Role, error) {
 	return ParseRole(u.Role)
 }
 
-// PasswordRole checks a user's password and returns their role.
-func (d *Directory) PasswordRole(name, password string) (Role, error) {
-	u, ok := d.lookup(name)
-	if !ok {
-		return RoleNone, errBadCredentials
+// Add serves u beside the users file's users, in place of one of the same
+// name, until the node stops: the Redis default user of a node's Redis
+// password.
+func (d *Directory) Add(u User) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.extra == nil {
+		d.extra = map[string]User{}
 	}
+	d.extra[u.Name], d.users[u.Name] = u, u
+}
+
+// LoginFailure is one refused password login, for the node's metrics and
+// events.
+type LoginFailure struct {
+	User, Source string
+	// BackOff is how long the user or source is refused after this
+	// failure (0: not yet).
+	BackOff time.Duration
+	// Refused: during a back-off, without checking the password.
+	Refused bool
+}
+
+// OnLoginFailure sets fn to be called, outside locks, for every refused
+// password login. Call it before the directory is used.
+func (d *Directory) OnLoginFailure(fn func(LoginFailure)) { d.onFailure = fn }
+
+// PasswordRole checks a user's password, given from source (host:port),
+// and returns their role. During a back-off of the user or the source it
+// refuses with a *RetryLaterError at once; a wrong password and an
+// unknown user cost the same derivation and read the same.
+func (d *Directory) PasswordRole(name, password, source string) (Role, error) {
+	src := sourceHost(source)
+	if wait := d.limiter.wait(name, src, d.now()); wait > 0 {
+		d.onFailure(LoginFailure{User: name, Source: src, BackOff: wait, Refused: true})
+		return RoleNone, &RetryLaterError{After: wait}
+	}
+	u, known := d.lookup(name)
 	sum := sha256.Sum256(append(append([]byte(nil), u.Hash...), password...))
 	d.mu.Lock()
-	known, hit := d.verified[name]
+	cached, hit := d.verified[name]
 	d.mu.Unlock()
-	if !hit || subtle.ConstantTimeCompare(known[:], sum[:]) != 1 {
-		if !u.CheckPassword(password) {
+	if !known || !hit || subtle.ConstantTimeCompare(cached[:], sum[:]) != 1 {
+		if !d.check(u, known, password) {
+			backOff := d.limiter.failed(name, src, d.now())
+			d.onFailure(LoginFailure{User: name, Source: src, BackOff: backOff})
 			return RoleNone, errBadCredentials
+		}
+		if u.outdated() {
+			u, sum = d.upgrade(u, password)
 		}
 		d.mu.Lock()
 		d.verified[name] = sum
 		d.mu.Unlock()
 	}
+	d.limiter.succeeded(name, src, d.now())
 	return ParseRole(u.Role)
+}
+
+// check derives password's hash against the user's, or against a dummy
+// hash of today's cost for an unknown user or one without a password, so
+// that timing does not tell which users exist.
+func (d *Directory) check(u User, known bool, password string) bool {
+	d.derivations <- struct{}{}
+	defer func() { <-d.derivations }()
+	if !known || len(u.Hash) == 0 {
+		dummyUser().CheckPassword(password)
+		return false
+	}
+	return u.CheckPassword(password)
+}
+
+// dummyUser has a hash of a random password at today's setting.
+var dummyUser = sync.OnceValue(func() User {
+	var u User
+	if err := u.SetPassword(rand.Text()); err != nil {
+		panic(err)
+	}
+	return u
+})
+
+// upgrade rehashes a user's outdated hash with today's algorithm and
+// writes it to the users file, returning the user and the cache sum to
+// remember. If the file cannot be written the old hash stays, and is
+// tried again at the user's next login that misses the cache.
+func (d *Directory) upgrade(u User, password string) (User, [32]byte) {
+	old := u
+	d.derivations <- struct{}{}
+	err := u.SetPassword(password)
+	<-d.derivations
+	if err == nil {
+		err = d.rehash(old, u)
+	}
+	if err != nil {
+		log.Printf("security: keeping user %s's %s password hash: %v", u.Name, old.describeHash(), err)
+		u = old
+	}
+	return u, sha256.Sum256(append(append([]byte(nil), u.Hash...), password...))
 }

@@ -24,8 +24,10 @@
 // "authorization: Basic base64(user:password)" metadata entry over TLS.
 // The user named by a certificate needs no password; "root" is always an
 // admin and need not be listed. Users live in a JSON file (Users), one per
-// cluster copied to every node; passwords are stored as salted
-// PBKDF2-SHA256 hashes, never in clear, and never logged.
+// cluster copied to every node; passwords are stored as salted Argon2id
+// hashes (older files: PBKDF2-SHA256, rehashed at the next login), never in
+// clear, and never logged. Failed logins back off per user and per source
+// address (limiter.go).
 //
-// Imports: the standard library and gRPC only.
+// Imports: the standard library, golang.org/x/crypto/argon2 and gRPC only.
 package security

@@ -19,6 +19,9 @@ func (s *Server) startGossip() error {
 	cfg := s.cfg.Gossip
 	cfg.NodeID, cfg.GRPCAddr = s.nodeID, s.Addr()
 	cfg.Seeds = s.gossipSeeds()
+	if s.sec != nil {
+		cfg.Keys = s.sec.gossipKeys
+	}
 	g, err := gossip.Start(cfg, time.Now)
 	if err != nil {
 		return err

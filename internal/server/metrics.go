@@ -56,6 +56,9 @@ type metrics struct {
 	// txnRefreshes counts two-phase commits that refreshed their reads
 	// (their writes were pushed above their read timestamp).
 	txnRefreshes prometheus.Counter
+	// loginFailures counts refused password logins (gRPC and Redis), by
+	// whether the password was wrong or the login came during a back-off.
+	loginFailures *prometheus.CounterVec
 
 	series series
 }
@@ -131,7 +134,10 @@ func newMetrics() *metrics {
 	m.txnRefreshes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tidekv_txn_refreshes_total", Help: "Two-phase commits this node coordinated whose writes were pushed above their read timestamp (by another's read, or a closed timestamp), so that their reads were checked again up to the commit timestamp.",
 	})
-	m.reg.MustRegister(m.txnCommits, m.txnRefreshes, m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
+	m.loginFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidekv_login_failures_total", Help: "Refused password logins (gRPC and Redis): result wrong (a wrong user name or password) or backoff (refused unchecked: too many failures of the user or from the address).",
+	}, []string{"result"})
+	m.reg.MustRegister(m.loginFailures, m.txnCommits, m.txnRefreshes, m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
 		m.keyspaceRequests, m.keyspaceBytes, m.keyspaceRanges, m.keyspacePrelaunch, m.keyspaceFullest, m.keyspaceEvictions, m.keyspaceHits, m.keyspaceMisses, m.keyspaceKeys, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -1,9 +1,9 @@
 package server
 
 import (
-	"crypto/subtle"
 	"crypto/tls"
 	"log"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -29,12 +29,16 @@ type SecurityConfig struct {
 type nodeSecurity struct {
 	tls   security.NodeTLS
 	users *security.Directory
+	// gossipKeys encrypt gossip (CertsDir/gossip.key); nil when gossip
+	// is off.
+	gossipKeys [][]byte
 }
 
-// loadSecurity loads the certificates and users of a secure node (nil for
-// an insecure one). Start calls it before it touches the data directory,
-// so a bad --certs-dir leaves nothing behind.
-func loadSecurity(sc SecurityConfig) (*nodeSecurity, error) {
+// loadSecurity loads the certificates, users and, when gossip is on, the
+// gossip keys of a secure node (nil for an insecure one). Start calls it
+// before it touches the data directory, so a bad --certs-dir leaves
+// nothing behind.
+func loadSecurity(sc SecurityConfig, gossipOn bool) (*nodeSecurity, error) {
 	if sc.CertsDir == "" {
 		return nil, nil
 	}
@@ -46,21 +50,58 @@ func loadSecurity(sc SecurityConfig) (*nodeSecurity, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nodeSecurity{tls: nt, users: users}, nil
+	ns := &nodeSecurity{tls: nt, users: users}
+	if gossipOn {
+		// Plaintext gossip would let anyone who reaches the port forge
+		// membership and liveness: a secure node without the key stops.
+		if ns.gossipKeys, err = security.LoadGossipKeys(security.OSFiles{}, sc.CertsDir); err != nil {
+			return nil, err
+		}
+	}
+	return ns, nil
 }
 
 // setupSecurity points the transport, the Redis listener and node-to-node
 // dialing at the loaded certificates and users; an insecure node says so
 // once.
-func (s *Server) setupSecurity() {
+func (s *Server) setupSecurity() error {
 	if s.sec == nil {
 		log.Printf("INSECURE: no TLS and no authentication: anyone who can reach this node's ports can read, write and administer the cluster (start with --certs-dir to secure it)")
-		return
+		return nil
 	}
 	s.cfg.Transport.Credentials = credentials.NewTLS(s.sec.tls.Client)
 	s.cfg.Redis.TLS = s.sec.tls.Server
-	s.cfg.Redis.Auth = redisUsers{users: s.sec.users, defaultPassword: s.cfg.Redis.Password}
+	if pw := s.cfg.Redis.Password; pw != "" {
+		// The Redis password is the default user's, with write access,
+		// hashed and limited as every user's is.
+		u := security.User{Name: redisDefaultUser, Role: security.RoleWrite.String()}
+		if err := u.SetPassword(pw); err != nil {
+			return err
+		}
+		s.sec.users.Add(u)
+	}
+	s.sec.users.OnLoginFailure(s.loginFailed)
+	s.cfg.Redis.Auth = redisUsers{users: s.sec.users}
 	log.Printf("secure: TLS with certificates from %s; users from %q", s.cfg.Security.CertsDir, s.cfg.Security.UsersFile)
+	return nil
+}
+
+// redisDefaultUser is whom Redis's one-argument AUTH names.
+const redisDefaultUser = "default"
+
+// loginFailed counts a refused password login, and records an event when
+// it starts or lengthens a back-off (refusals during one are only counted:
+// a flood must not fill the event log).
+func (s *Server) loginFailed(f security.LoginFailure) {
+	if f.Refused {
+		s.metrics.loginFailures.WithLabelValues("backoff").Inc()
+		return
+	}
+	s.metrics.loginFailures.WithLabelValues("wrong").Inc()
+	if f.BackOff > 0 {
+		s.events.Record("login-backoff", "address "+f.Source, "failed password logins as %.64q from %s: this user's and this address's logins wait up to %v",
+			f.User, f.Source, f.BackOff.Round(time.Millisecond))
+	}
 }
 
 // grpcSecurity is the gRPC server's TLS and authentication options.
@@ -90,19 +131,14 @@ func (s *Server) peerTLS() *tls.Config {
 	return s.sec.tls.Client
 }
 
-// redisUsers authenticates Redis connections of a secure node: users of
-// the users file, plus the default user's --redis-password if one is set.
+// redisUsers authenticates Redis connections of a secure node as users of
+// the users file (and the default user of the node's Redis password).
 type redisUsers struct {
-	users           *security.Directory
-	defaultPassword string
+	users *security.Directory
 }
 
-func (u redisUsers) Authenticate(user, password string) (resp.Access, error) {
-	if user == "default" && u.defaultPassword != "" &&
-		subtle.ConstantTimeCompare([]byte(password), []byte(u.defaultPassword)) == 1 {
-		return resp.AccessWrite, nil
-	}
-	role, err := u.users.PasswordRole(user, password)
+func (u redisUsers) Authenticate(user, password, source string) (resp.Access, error) {
+	role, err := u.users.PasswordRole(user, password, source)
 	switch {
 	case err != nil:
 		return resp.AccessNone, err

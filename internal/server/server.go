@@ -137,7 +137,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.FaultInjection {
 		faults = injectFaults(&cfg)
 	}
-	sec, err := loadSecurity(cfg.Security)
+	sec, err := loadSecurity(cfg.Security, cfg.Gossip.BindAddr != "")
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) serve(ctx context.Context) error {
-	s.setupSecurity()
+	if err := s.setupSecurity(); err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", s.cfg.GRPCAddr)
 	if err != nil {
 		return err

@@ -87,6 +87,7 @@ func (s *Security) create(bin string) error {
 		{"", []string{"cert", "create-ca", "--certs-dir", s.CertsDir}},
 		{"", []string{"cert", "create-node", "--certs-dir", s.CertsDir, host, "localhost"}},
 		{"", []string{"cert", "create-client", "--certs-dir", s.CertsDir, RootUser}},
+		{"", []string{"cert", "create-gossip-key", "--certs-dir", s.CertsDir}},
 		{"TIDEKV_NEW_PASSWORD=" + RedisPassword, []string{"user", "add", RedisUser, "--role", "write", "--users-file", s.UsersFile}},
 	} {
 		cmd := exec.Command(bin, step.args...)
