@@ -29,6 +29,7 @@ type SecurityConfig struct {
 type nodeSecurity struct {
 	tls   security.NodeTLS
 	users *security.Directory
+	http  security.HTTPAuth
 }
 
 // loadSecurity loads the certificates and users of a secure node (nil for
@@ -46,7 +47,8 @@ func loadSecurity(sc SecurityConfig) (*nodeSecurity, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nodeSecurity{tls: nt, users: users}, nil
+	return &nodeSecurity{tls: nt, users: users,
+		http: security.HTTPAuth{Authenticator: security.Authenticator{Users: users}, Sessions: security.NewSessions()}}, nil
 }
 
 // setupSecurity points the transport, the Redis listener and node-to-node

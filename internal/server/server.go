@@ -66,11 +66,13 @@ type Server struct {
 	redis   *resp.Server
 	gateway *client.Client
 	routerState
-	grpcT   *transport.GRPC
-	faults  http.Handler // nil unless Config.FaultInjection
-	sec     *nodeSecurity
-	metrics *metrics
-	adm     *admission.Controller
+	grpcT  *transport.GRPC
+	faults http.Handler // nil unless Config.FaultInjection
+	// httpRoutes are the HTTP port's patterns and the role each needs.
+	httpRoutes []httpRoute
+	sec        *nodeSecurity
+	metrics    *metrics
+	adm        *admission.Controller
 
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
