@@ -541,8 +541,9 @@ func TestDashboardLoginInBrowser(t *testing.T) {
 	login := func(user, password string) {
 		t.Helper()
 		wait(onLoginPage)
-		eval(fmt.Sprintf(`document.getElementById("login-user").value = %q; document.getElementById("login-password").value = %q;
-			document.getElementById("login-submit").click()`, user, password), nil)
+		if err := b.Submit(ctx, "#login-form", map[string]string{"user": user, "password": password}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := b.Navigate("https://" + n.s.HTTPAddr() + "/"); err != nil {
 		t.Fatal(err)
@@ -572,7 +573,8 @@ func TestDashboardLoginInBrowser(t *testing.T) {
 	if state.User != "boss (admin)" || !state.Settings {
 		t.Fatalf("the dashboard of an admin: %+v; want user \"boss (admin)\" and the settings form", state)
 	}
-	eval(`const f = document.getElementById("settings-form"); f.elements.key.value = "gc-ttl"; f.elements.value.value = "2h";
-		f.querySelector("button").click()`, nil)
+	if err := b.Submit(ctx, "#settings-form", map[string]string{"key": "gc-ttl", "value": "2h"}); err != nil {
+		t.Fatal(err)
+	}
 	wait(`document.getElementById("settings-table").textContent.includes("gc-ttl2h")`)
 }

@@ -241,3 +241,35 @@ func (b *Browser) Close() {
 	b.cancel()
 	os.RemoveAll(b.tmp)
 }
+
+// Submit waits for the form that selector (CSS) finds, sets its named
+// fields to values and submits it as its submit button would.
+func (b *Browser) Submit(ctx context.Context, selector string, values map[string]string) error {
+	sel, err := json.Marshal(selector)
+	if err != nil {
+		return err
+	}
+	if err := b.WaitFor(ctx, fmt.Sprintf("document.querySelector(%s) !== null", sel)); err != nil {
+		return err
+	}
+	vals, err := json.Marshal(values)
+	if err != nil {
+		return err
+	}
+	return b.Eval(fmt.Sprintf(`(() => { const f = document.querySelector(%s); const v = %s;
+		for (const k in v) f.elements[k].value = v[k]; f.requestSubmit(); })()`, sel, vals), nil)
+}
+
+// Screenshot writes a PNG of the page, laid out in a width×height window,
+// to pngPath.
+func (b *Browser) Screenshot(pngPath string, width, height int) error {
+	if err := b.call(b.session, "Emulation.setDeviceMetricsOverride",
+		map[string]any{"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}, nil); err != nil {
+		return err
+	}
+	var shot struct{ Data []byte }
+	if err := b.call(b.session, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
+		return err
+	}
+	return os.WriteFile(pngPath, shot.Data, 0o644)
+}

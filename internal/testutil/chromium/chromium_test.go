@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -155,10 +156,7 @@ document.getElementById("out").textContent = "hello " + new URLSearchParams(loca
 	if err := b.Navigate(srv.URL + "/"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.WaitFor(ctx, `document.getElementById("go") !== null`); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Eval(`document.getElementById("name").value = "pelican"; document.getElementById("go").click()`, nil); err != nil {
+	if err := b.Submit(ctx, "form", map[string]string{"name": "pelican"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.WaitFor(ctx, `(document.getElementById("out") || {}).textContent === "hello pelican"`); err != nil {
@@ -167,5 +165,18 @@ document.getElementById("out").textContent = "hello " + new URLSearchParams(loca
 	var url string
 	if err := b.Eval(`location.pathname`, &url); err != nil || url != "/hello" {
 		t.Fatalf("the page is %q (%v), want /hello", url, err)
+	}
+	shot := filepath.Join(t.TempDir(), "hello.png")
+	if err := b.Screenshot(shot, 640, 480); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil || cfg.Width != 640 || cfg.Height != 480 {
+		t.Fatalf("screenshot: %+v %v, want a 640x480 PNG", cfg, err)
 	}
 }
