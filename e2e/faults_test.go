@@ -46,7 +46,7 @@ func TestPartitionedLeaseholder(t *testing.T) {
 
 	rec := linearizability.NewRecorder()
 	okWrites, stop := writeWorkload(ctx, cl, rec, keys, 6)
-	faults := nemesis.NewFaultEndpoint(testcluster.CATLS(t))
+	faults := nemesis.NewFaultEndpoint(testcluster.ClientTLS(t))
 	hc := testcluster.HTTPClient(t, 5*time.Second)
 	time.Sleep(time.Second)
 	t.Logf("isolating node %d (n%d), leaseholder of range %d", victim, victimID, r.GetDesc().GetRangeId())
@@ -220,7 +220,7 @@ func TestInjectedDiskFailure(t *testing.T) {
 	for i := range 20 {
 		put(i)
 	}
-	if err := nemesis.NewFaultEndpoint(testcluster.CATLS(t)).FailDisk(tc.HTTPAddr(3)); err != nil {
+	if err := nemesis.NewFaultEndpoint(testcluster.ClientTLS(t)).FailDisk(tc.HTTPAddr(3)); err != nil {
 		t.Fatal(err)
 	}
 	n := 20

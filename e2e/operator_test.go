@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -92,13 +91,27 @@ func TestOperatorView(t *testing.T) {
 	if _, ok := chromium.Path(); !ok {
 		t.Skip("chromium not installed (.ci/run installs it): dashboard not checked")
 	}
-	url, trust := testcluster.HTTPURL(tc.HTTPAddr(2), "/"), testcluster.BrowserTrust(t)
-	dom, err := chromium.DumpDOM(ctx, url, 5*time.Second, trust...)
+	b, err := chromium.Launch(ctx, testcluster.BrowserTrust(t)...)
 	if err != nil {
-		t.Fatalf("render dashboard: %v", err)
+		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`<body\b[^>]*\bdata-ready="1"`).MatchString(dom) {
-		t.Fatalf("dashboard never finished its first render:\n%s", dom)
+	defer b.Close()
+	if err := b.Navigate(testcluster.HTTPURL(tc.HTTPAddr(2), "/")); err != nil {
+		t.Fatal(err)
+	}
+	// A secure node shows its login page first.
+	if user, password, ok := testcluster.BrowserLogin(t); ok {
+		if err := b.Submit(ctx, "#login-form", map[string]string{"user": user, "password": password}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dom string
+	if err := b.WaitFor(ctx, `document.body.dataset.ready === "1"`); err != nil {
+		_ = b.Eval("document.documentElement.outerHTML", &dom)
+		t.Fatalf("dashboard never finished its first render: %v\n%s", err, dom)
+	}
+	if err := b.Eval("document.documentElement.outerHTML", &dom); err != nil {
+		t.Fatal(err)
 	}
 	for id := 1; id <= 3; id++ {
 		if !strings.Contains(dom, fmt.Sprintf(`data-node-id="%d"`, id)) {
@@ -115,7 +128,7 @@ func TestOperatorView(t *testing.T) {
 	if dir := os.Getenv("TIDEKV_SCREENSHOT_DIR"); dir != "" {
 		shot = filepath.Join(dir, "dashboard-e2e.png")
 	}
-	if err := chromium.Screenshot(ctx, url, shot, 1440, 1200, 5*time.Second, trust...); err != nil {
+	if err := b.Screenshot(shot, 1440, 1200); err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
 	t.Logf("dashboard screenshot: %s", shot)

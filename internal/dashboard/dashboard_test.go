@@ -31,8 +31,16 @@ func get(t *testing.T, h http.Handler, method, path string, hdr map[string]strin
 	return rec.Result()
 }
 
+// handler mounts the page and its assets as a node does.
+func handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", Page())
+	mux.Handle("GET /static/", Static())
+	return mux
+}
+
 func TestHandlerServesAssets(t *testing.T) {
-	h := Handler()
+	h := handler()
 	for _, tc := range []struct {
 		path, contentType, contains string
 	}{
@@ -80,7 +88,7 @@ func TestHandlerServesAssets(t *testing.T) {
 var absURL = regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}`)
 
 func TestAssetsAreSelfContained(t *testing.T) {
-	h := Handler()
+	h := handler()
 	read := func(p string) string {
 		resp := get(t, h, http.MethodGet, p, nil)
 		b, _ := io.ReadAll(resp.Body)
@@ -165,7 +173,7 @@ func newServer(t *testing.T, statusFails func(call int64) bool) *httptest.Server
 	var statusCalls atomic.Int64
 	series := seriesJSON()
 	mux := http.NewServeMux()
-	mux.Handle("/", Handler())
+	mux.Handle("/", handler())
 	serveJSON := func(body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -189,6 +197,7 @@ func newServer(t *testing.T, statusFails func(call int64) bool) *httptest.Server
 	})
 	mux.HandleFunc("GET /api/series", serveJSON(series))
 	mux.HandleFunc("GET /api/autoscale", serveJSON(autoscaleJSON))
+	mux.HandleFunc("GET /api/whoami", serveJSON(`{"secure":true,"user":"reader","role":"read"}`))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv

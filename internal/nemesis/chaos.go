@@ -237,9 +237,10 @@ func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Clu
 	ccfg := client.DefaultConfig()
 	if c.CertsDir != "" {
 		var err error
-		if lcfg.HTTPTLS, ccfg.TLS, err = chaosTLS(c.CertsDir); err != nil {
+		if ccfg.TLS, err = chaosTLS(c.CertsDir); err != nil {
 			return nil, nil, err
 		}
+		lcfg.HTTPTLS = ccfg.TLS
 		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--certs-dir", c.CertsDir, "--users-file", c.UsersFile)
 	}
 	lc, err := launcher.NewCluster(lcfg)
@@ -263,18 +264,15 @@ func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Clu
 	return lc, cl, nil
 }
 
-// chaosTLS loads what reaches a secure cluster: the CA for its HTTP ports,
-// and root's certificate besides for its gRPC ports (root is an admin, as
-// moves and churn need).
-func chaosTLS(dir string) (httpTLS, grpcTLS *tls.Config, err error) {
-	if httpTLS, _, err = security.LoadClientTLS(security.OSFiles{}, dir, ""); err != nil {
-		return nil, nil, err
-	}
-	grpcTLS, hasCert, err := security.LoadClientTLS(security.OSFiles{}, dir, security.RootUser)
+// chaosTLS loads what reaches a secure cluster as root, on its gRPC and
+// HTTP ports alike: root is an admin, as moves, churn and the fault
+// endpoint need.
+func chaosTLS(dir string) (*tls.Config, error) {
+	tc, hasCert, err := security.LoadClientTLS(security.OSFiles{}, dir, security.RootUser)
 	if err == nil && !hasCert {
 		err = fmt.Errorf("chaos: no %s in %s: the run acts as root", security.ClientCert(security.RootUser), dir)
 	}
-	return httpTLS, grpcTLS, err
+	return tc, err
 }
 
 // runWorkload starts c.Clients linearizability clients recording into rec

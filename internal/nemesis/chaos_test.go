@@ -52,7 +52,7 @@ func TestChaosSecurityRefused(t *testing.T) {
 	if err := security.CreateCA(security.CertOptions{Dir: dir, Lifetime: time.Hour, Files: security.OSFiles{}, Now: time.Now}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := chaosTLS(dir); err == nil || !strings.Contains(err.Error(), "no client.root.crt") {
+	if _, err := chaosTLS(dir); err == nil || !strings.Contains(err.Error(), "no client.root.crt") {
 		t.Errorf("certs dir without root's certificate: %v", err)
 	}
 }

@@ -2,7 +2,9 @@ package security
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -90,32 +92,59 @@ func (a Authenticator) Identify(ctx context.Context) (Identity, error) {
 		if p.Addr != nil {
 			source = p.Addr.String()
 		}
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
-			leaf := ti.State.VerifiedChains[0][0]
-			if slices.Contains(leaf.Subject.OrganizationalUnit, NodeOU) {
-				return Identity{User: nodeCN, Role: RoleNode}, nil
-			}
-			if slices.Contains(leaf.Subject.OrganizationalUnit, ClientOU) {
-				role, err := a.Users.CertRole(leaf.Subject.CommonName)
-				if err != nil {
-					return Identity{}, status.Error(codes.Unauthenticated, err.Error())
-				}
-				return Identity{User: leaf.Subject.CommonName, Role: role}, nil
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			if id, ok, err := a.certIdentity(ti.State); ok || err != nil {
+				return id, unauthenticated(err)
 			}
 		}
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get(authorizationKey)
 	if len(vals) == 0 {
-		return Identity{}, status.Error(codes.Unauthenticated, "authentication required: present a client certificate or a user name and password")
+		return Identity{}, status.Error(codes.Unauthenticated, errNoCredentials.Error())
 	}
 	user, pass, ok := parseBasic(vals[0])
 	if !ok {
 		return Identity{}, status.Error(codes.Unauthenticated, "the authorization metadata is not \"Basic base64(user:password)\"")
 	}
+	id, err := a.passwordIdentity(user, pass, source)
+	return id, unauthenticated(err)
+}
+
+func unauthenticated(err error) error {
+	if err == nil {
+		return nil
+	}
+	return status.Error(codes.Unauthenticated, err.Error())
+}
+
+var errNoCredentials = errors.New("authentication required: present a client certificate or a user name and password")
+
+// certIdentity is who a verified client certificate names; ok is false
+// when the connection presented none (or one of neither OU).
+func (a Authenticator) certIdentity(cs tls.ConnectionState) (id Identity, ok bool, err error) {
+	if len(cs.VerifiedChains) == 0 {
+		return Identity{}, false, nil
+	}
+	leaf := cs.VerifiedChains[0][0]
+	if slices.Contains(leaf.Subject.OrganizationalUnit, NodeOU) {
+		return Identity{User: nodeCN, Role: RoleNode}, true, nil
+	}
+	if !slices.Contains(leaf.Subject.OrganizationalUnit, ClientOU) {
+		return Identity{}, false, nil
+	}
+	role, err := a.Users.CertRole(leaf.Subject.CommonName)
+	if err != nil {
+		return Identity{}, false, err
+	}
+	return Identity{User: leaf.Subject.CommonName, Role: role}, true, nil
+}
+
+// passwordIdentity checks a user name and password.
+func (a Authenticator) passwordIdentity(user, pass, source string) (Identity, error) {
 	role, err := a.Users.PasswordRole(user, pass, source)
 	if err != nil {
-		return Identity{}, status.Error(codes.Unauthenticated, err.Error())
+		return Identity{}, err
 	}
 	return Identity{User: user, Role: role}, nil
 }
@@ -134,13 +163,13 @@ func (a Authenticator) authorize(ctx context.Context, method string) error {
 // established when it opened.
 func Permit(id Identity, method string) error {
 	if need := RequiredRole(method); id.Role < need {
-		return status.Error(codes.PermissionDenied, denial(id, method, need))
+		return status.Error(codes.PermissionDenied, denial(id, method[strings.LastIndexByte(method, '/')+1:], need))
 	}
 	return nil
 }
 
-func denial(id Identity, method string, need Role) string {
-	name := method[strings.LastIndexByte(method, '/')+1:]
+// denial says why id may not do what is called name.
+func denial(id Identity, name string, need Role) string {
 	if need == RoleNode {
 		return fmt.Sprintf("%s is a node-to-node call: it needs a node certificate, and user %s has none", name, id.User)
 	}

@@ -102,14 +102,25 @@ var errBadCredentials = errors.New("invalid user name or password")
 
 // CertRole is the role of a user who presented a client certificate.
 func (d *Directory) CertRole(name string) (Role, error) {
-	if name == RootUser {
-		return RoleAdmin, nil
-	}
-	u, ok := d.lookup(name)
+	role, ok := d.role(name)
 	if !ok {
 		return RoleNone, fmt.Errorf("user %s of the client certificate is not a user of this cluster", name)
 	}
-	return ParseRole(u.Role)
+	return role, nil
+}
+
+// role is the role of a listed user (root always), without a password:
+// for a client certificate or a session a password opened.
+func (d *Directory) role(name string) (Role, bool) {
+	if name == RootUser {
+		return RoleAdmin, true
+	}
+	u, ok := d.lookup(name)
+	if !ok {
+		return RoleNone, false
+	}
+	r, err := ParseRole(u.Role)
+	return r, err == nil
 }
 
 // Add serves u beside the users file's users, in place of one of the same

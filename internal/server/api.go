@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"mime"
 	"net/http"
 	"sort"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cliformat"
+	"github.com/tidekv/tidekv/internal/security"
 )
 
 // The dashboard's JSON API (docs/dashboard.md). Each endpoint answers from
@@ -19,34 +22,36 @@ import (
 
 const apiTimeout = 3 * time.Second
 
-func (s *Server) registerAPI(mux *http.ServeMux) {
+// Each needs the role of its Admin twin: Status, Ranges, Events,
+// AutoscaleStatus and NodeLoads (series) are read, Settings admin.
+func (s *Server) registerAPI(mux *httpMux) {
 	admin := &adminService{s: s}
-	mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, r *http.Request) {
+	mux.handleFunc("GET /api/status", security.RoleRead, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
 		defer cancel()
 		resp, err := admin.Status(ctx, &tidekvpb.StatusRequest{})
 		writeAPI(w, err, func() any { return cliformat.StatusOf(resp) })
 	})
-	mux.HandleFunc("GET /api/ranges", func(w http.ResponseWriter, r *http.Request) {
+	mux.handleFunc("GET /api/ranges", security.RoleRead, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
 		defer cancel()
 		resp, err := admin.Ranges(ctx, &tidekvpb.RangesRequest{})
 		writeAPI(w, err, func() any { return cliformat.RangesOf(resp) })
 	})
-	mux.HandleFunc("GET /api/events", func(w http.ResponseWriter, r *http.Request) {
+	mux.handleFunc("GET /api/events", security.RoleRead, func(w http.ResponseWriter, r *http.Request) {
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
 		defer cancel()
 		resp, err := admin.Events(ctx, &tidekvpb.EventsRequest{Local: r.URL.Query().Has("local"), Limit: uint32(max(limit, 0))})
 		writeAPI(w, err, func() any { return cliformat.EventsOf(resp.GetEvents()) })
 	})
-	mux.HandleFunc("GET /api/autoscale", func(w http.ResponseWriter, r *http.Request) {
+	mux.handleFunc("GET /api/autoscale", security.RoleRead, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
 		defer cancel()
 		resp, err := admin.AutoscaleStatus(ctx, &tidekvpb.AutoscaleStatusRequest{})
 		writeAPI(w, err, func() any { return json.RawMessage(resp.GetJson()) })
 	})
-	mux.HandleFunc("GET /api/series", func(w http.ResponseWriter, r *http.Request) {
+	mux.handleFunc("GET /api/series", security.RoleRead, func(w http.ResponseWriter, r *http.Request) {
 		points := s.metrics.points()
 		if !r.URL.Query().Has("local") {
 			ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
@@ -55,6 +60,57 @@ func (s *Server) registerAPI(mux *http.ServeMux) {
 		}
 		writeAPI(w, nil, func() any { return seriesView{IntervalMs: seriesInterval.Milliseconds(), Points: points} })
 	})
+	// Who the dashboard's user is, so that the page offers each role what
+	// it may do (the settings form to admins only).
+	mux.handleFunc("GET /api/whoami", security.RoleRead, func(w http.ResponseWriter, r *http.Request) {
+		v := whoamiView{Role: security.RoleAdmin.String()}
+		if id, ok := security.IdentityOf(r); ok {
+			v = whoamiView{Secure: true, User: id.User, Role: id.Role.String()}
+		}
+		writeAPI(w, nil, func() any { return v })
+	})
+	settings := func(w http.ResponseWriter, r *http.Request, req *tidekvpb.SettingsRequest) {
+		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
+		defer cancel()
+		resp, err := admin.Settings(ctx, req)
+		writeAPI(w, err, func() any { return settingsView(resp) })
+	}
+	mux.handleFunc("GET /api/settings", security.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		settings(w, r, &tidekvpb.SettingsRequest{})
+	})
+	mux.handleFunc("POST /api/settings", security.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		// JSON only: a page of another site cannot post JSON here without
+		// a CORS preflight, which the node never grants.
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+			http.Error(w, "POST /api/settings takes application/json: {\"key\": ..., \"value\": ...}", http.StatusUnsupportedMediaType)
+			return
+		}
+		var set struct{ Key, Value string }
+		if err := json.NewDecoder(r.Body).Decode(&set); err != nil || set.Key == "" {
+			http.Error(w, fmt.Sprintf("POST /api/settings takes {\"key\": ..., \"value\": ...} with a key (%v)", err), http.StatusBadRequest)
+			return
+		}
+		settings(w, r, &tidekvpb.SettingsRequest{Set: []*tidekvpb.Setting{{Key: set.Key, Value: set.Value}}})
+	})
+}
+
+type whoamiView struct {
+	Secure bool   `json:"secure"`
+	User   string `json:"user,omitempty"`
+	Role   string `json:"role"`
+}
+
+type settingView struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+func settingsView(resp *tidekvpb.SettingsResponse) map[string][]settingView {
+	out := []settingView{}
+	for _, st := range resp.GetSettings() {
+		out = append(out, settingView{st.GetKey(), st.GetValue()})
+	}
+	return map[string][]settingView{"settings": out}
 }
 
 type seriesView struct {

@@ -24,6 +24,7 @@ import (
 func TestGRPCAndHTTPBounds(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.EnablePprof = true // /debug/pprof/symbol reads a body
 	cfg.Limits.MaxWriteBytes, cfg.Limits.MaxScanBytes = 512<<10, 512<<10
 	cfg.Limits.MaxMessageSize, cfg.Limits.MaxConcurrentStreams = 2<<20, 7
 	s, err := Start(context.Background(), cfg)

@@ -195,6 +195,10 @@ type Config struct {
 	// its lease clock and slow its disk. Off by default: it lets anyone on
 	// the host do so.
 	FaultInjection bool
+	// EnablePprof serves Go's profiles on /debug/pprof/ (to admins on a
+	// secure node). Off by default: profiles show memory contents and
+	// cost CPU.
+	EnablePprof bool
 }
 
 // DefaultConfig returns a configuration for a node of a local cluster;

@@ -44,8 +44,8 @@ type faults struct {
 // /debug/faults/disk?fail=true makes every write of its engine fail, which
 // stops the node at its next write (a node must not run on a disk that
 // lost what it was told to keep). Only
-// loopback callers are served: the endpoint has no authentication, and
-// chaos runs drive it from the same host.
+// loopback callers are served, as chaos runs drive it from the same host;
+// on a secure node they must also be admins (httpHandler).
 func faultHandler(f faults) http.Handler {
 	mux := http.NewServeMux()
 	state := func(w http.ResponseWriter) {

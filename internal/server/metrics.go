@@ -2,19 +2,15 @@ package server
 
 import (
 	"math"
-	"net/http"
-	"net/http/pprof"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/dashboard"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -458,29 +454,4 @@ func (s *Server) registerStoreCounters() {
 				return float64(n)
 			}),
 	)
-}
-
-func (s *Server) httpHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	// Profiling, for finding where time goes (see docs/benchmarks/cost.md).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
-		if !s.ready.Load() {
-			http.Error(w, "starting", http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("/ready", s.serveReady)
-	s.registerAPI(mux)
-	if s.faults != nil {
-		mux.Handle("/debug/faults", s.faults)
-		mux.Handle("/debug/faults/", s.faults)
-	}
-	mux.Handle("/", dashboard.Handler())
-	return mux
 }

@@ -32,6 +32,7 @@ type nodeSecurity struct {
 	// gossipKeys encrypt gossip (CertsDir/gossip.key); nil when gossip
 	// is off.
 	gossipKeys [][]byte
+	http       security.HTTPAuth
 }
 
 // loadSecurity loads the certificates, users and, when gossip is on, the
@@ -50,7 +51,8 @@ func loadSecurity(sc SecurityConfig, gossipOn bool) (*nodeSecurity, error) {
 	if err != nil {
 		return nil, err
 	}
-	ns := &nodeSecurity{tls: nt, users: users}
+	ns := &nodeSecurity{tls: nt, users: users,
+		http: security.HTTPAuth{Authenticator: security.Authenticator{Users: users}, Sessions: security.NewSessions()}}
 	if gossipOn {
 		// Plaintext gossip would let anyone who reaches the port forge
 		// membership and liveness: a secure node without the key stops.

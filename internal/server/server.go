@@ -37,10 +37,11 @@ import (
 	"github.com/tidekv/tidekv/internal/transport"
 )
 
-// HTTP request bounds. Every endpoint is a GET but /debug/pprof/symbol,
-// which reads a short POST body: a body beyond maxHTTPBody is cut there and
-// its connection closed after the reply; headers beyond maxHTTPHeader get
-// 431; a request must arrive within ReadTimeout.
+// HTTP request bounds. The endpoints that read a body (the login form,
+// settings, /debug/pprof/symbol) read a short one: a body beyond
+// maxHTTPBody is cut there and its connection closed after the reply;
+// headers beyond maxHTTPHeader get 431; a request must arrive within
+// ReadTimeout.
 const (
 	maxHTTPBody   = 64 << 10
 	maxHTTPHeader = 64 << 10
@@ -66,11 +67,13 @@ type Server struct {
 	redis   *resp.Server
 	gateway *client.Client
 	routerState
-	grpcT   *transport.GRPC
-	faults  http.Handler // nil unless Config.FaultInjection
-	sec     *nodeSecurity
-	metrics *metrics
-	adm     *admission.Controller
+	grpcT  *transport.GRPC
+	faults http.Handler // nil unless Config.FaultInjection
+	// httpRoutes are the HTTP port's patterns and the role each needs.
+	httpRoutes []httpRoute
+	sec        *nodeSecurity
+	metrics    *metrics
+	adm        *admission.Controller
 
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn

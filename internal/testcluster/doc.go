@@ -7,8 +7,8 @@
 // With TIDEKV_E2E_SECURE=1 it runs every cluster secure: Main makes a CA, a
 // node certificate, root's client certificate and a users file once per
 // test binary (with the binary's own `cert` and `user` commands), Start
-// gives them to every node, and ClientTLS, CLIArgs, HTTPClient, HTTPURL
-// and BrowserTrust give clients what they need to reach the nodes; the
+// gives them to every node, and ClientTLS, CLIArgs, HTTPClient, HTTPURL,
+// BrowserTrust and BrowserLogin give clients what they need to reach the nodes; the
 // tests ask those helpers rather than branching on the mode.
 //
 // It may import internal/launcher and the standard library (including

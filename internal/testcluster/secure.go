@@ -23,11 +23,13 @@ const SecureEnv = "TIDEKV_E2E_SECURE"
 // Secure reports whether the tests run in secure mode.
 func Secure() bool { return os.Getenv(SecureEnv) == "1" }
 
-// The credentials of secure mode. Go clients and the CLI act as root, by
-// its client certificate: root is an admin, and the tests split, move
-// replicas and change settings besides reading and writing. Redis has no
-// certificate login, so Redis clients AUTH as a password user with role
-// write, which is all the Redis tests need.
+// The credentials of secure mode. Go clients, the CLI and HTTP clients act
+// as root, by its client certificate: root is an admin, and the tests
+// split, move replicas, change settings and inject faults besides reading
+// and writing. Redis has no certificate login, so Redis clients AUTH as a
+// password user with role write, which is all the Redis tests need; the
+// browser logs in to the dashboard as that user too (it presents no client
+// certificate).
 const (
 	RootUser      = "root"
 	RedisUser     = "e2e-redis"
@@ -149,8 +151,7 @@ func ClientTLS(t testing.TB) *tls.Config {
 }
 
 // CATLS trusts the cluster's CA and presents no client certificate, for
-// the ports that authenticate otherwise: HTTP (which authenticates no one)
-// and Redis (AUTH with a password). Nil in insecure mode.
+// Redis, where clients authenticate with AUTH. Nil in insecure mode.
 func CATLS(t testing.TB) *tls.Config {
 	t.Helper()
 	if s := Secured(t); s != nil {
@@ -160,11 +161,12 @@ func CATLS(t testing.TB) *tls.Config {
 }
 
 // HTTPClient returns an HTTP client for the nodes' HTTP ports, with the
-// given timeout; pair it with HTTPURL.
+// given timeout, acting as root in secure mode (every endpoint but
+// /health, /ready and /metrics needs a role); pair it with HTTPURL.
 func HTTPClient(t testing.TB, timeout time.Duration) *http.Client {
 	t.Helper()
 	hc := &http.Client{Timeout: timeout}
-	if tc := CATLS(t); tc != nil {
+	if tc := ClientTLS(t); tc != nil {
 		hc.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	return hc
@@ -184,6 +186,17 @@ func removeSecured() {
 	if secured.dir != "" {
 		os.RemoveAll(secured.dir)
 	}
+}
+
+// BrowserLogin is the user name and password a browser logs in to the
+// dashboard with in secure mode; ok is false in insecure mode, where there
+// is no login.
+func BrowserLogin(t testing.TB) (user, password string, ok bool) {
+	t.Helper()
+	if Secured(t) == nil {
+		return "", "", false
+	}
+	return RedisUser, RedisPassword, true
 }
 
 // BrowserTrust is what a browser must trust to load a node's pages in

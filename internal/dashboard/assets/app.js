@@ -15,6 +15,7 @@
     events: "api/events?limit=200",
     series: "api/series",
     autoscale: "api/autoscale",
+    whoami: "api/whoami",
   };
   // Cool-to-hot scale (ColorBrewer RdYlBu); .legend-scale in style.css matches.
   const HEAT = [
@@ -577,15 +578,84 @@
     $("migration-now").textContent = mig.toFixed(0) + " MiB/s";
   }
 
+  // ---- who is logged in; cluster settings (admins only) ----
+
+  // renderWhoami names the user of a secure node and, for an admin (anyone
+  // on an insecure node), builds the settings form once: other roles never
+  // get it, and the node refuses their settings requests anyway.
+  function renderWhoami(w) {
+    const session = $("session");
+    session.hidden = !w.secure;
+    $("session-user").textContent = w.secure ? str(w.user) + " (" + str(w.role) + ")" : "";
+    if (w.role === "admin" && !$("settings-form")) buildSettings();
+  }
+
+  function buildSettings() {
+    const sec = $("settings");
+    const form = el("form", "settings-form");
+    form.id = "settings-form";
+    const key = el("input");
+    key.name = "key";
+    key.placeholder = "setting (e.g. range-max-bytes)";
+    key.required = true;
+    const value = el("input");
+    value.name = "value";
+    value.placeholder = "value (empty restores the default)";
+    const msg = el("span", "hint");
+    form.append(key, value, el("button", null, "Set"), msg);
+    const table = el("table", "grid");
+    table.id = "settings-table";
+    table.createTHead().append(el("tr"));
+    table.tHead.rows[0].append(el("th", null, "Setting"), el("th", null, "Value"));
+    table.createTBody();
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      msg.textContent = "";
+      try {
+        const r = await fetch("api/settings", {
+          method: "POST",
+          cache: "no-store",
+          headers: { "Content-Type": "application/json", Accept: "application/json" },
+          body: JSON.stringify({ key: key.value, value: value.value }),
+        });
+        const body = await r.json().catch(() => ({}));
+        if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
+        renderSettings(body);
+        msg.textContent = "saved";
+      } catch (e) {
+        msg.textContent = (e && e.message) || String(e);
+      }
+    });
+    sec.replaceChildren(el("h2", null, "Cluster settings"), form, table);
+    sec.querySelector("h2").id = "settings-h";
+    sec.hidden = false;
+    fetchJSON("api/settings").then(renderSettings, (e) => (msg.textContent = (e && e.message) || String(e)));
+  }
+
+  function renderSettings(v) {
+    const rows = arr(v.settings).map((s) => {
+      const tr = el("tr");
+      tr.append(td(str(s.key), "mono"), td(str(s.value), "mono"));
+      return tr;
+    });
+    if (!rows.length) rows.push(el("tr"));
+    $("settings-table").tBodies[0].replaceChildren(...rows);
+  }
+
   // ---- polling ----
 
-  const RENDER = { status: renderStatus, ranges: renderRanges, events: renderEvents, series: renderSeries, autoscale: renderAutoscale };
+  const RENDER = { status: renderStatus, ranges: renderRanges, events: renderEvents, series: renderSeries, autoscale: renderAutoscale, whoami: renderWhoami };
 
   async function fetchJSON(path) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), FETCH_TIMEOUT_MS);
     try {
       const r = await fetch(path, { cache: "no-store", signal: ctl.signal, headers: { Accept: "application/json" } });
+      if (r.status === 401) {
+        // Not logged in, or the session ended: the login page, once.
+        if (!document.body.dataset.loggedOut) location.assign("login");
+        document.body.dataset.loggedOut = "1";
+      }
       if (!r.ok) {
         let body = "";
         try {

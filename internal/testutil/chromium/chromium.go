@@ -117,34 +117,10 @@ func run(ctx context.Context, budget time.Duration, args ...string) ([]byte, err
 	ctx, cancel := context.WithTimeout(ctx, budget+startupSlack)
 	defer cancel()
 
-	flags := []string{
-		"--headless",
-		"--no-sandbox", // the sandbox needs user namespaces, often unavailable in CI containers
-		"--disable-gpu",
-		"--disable-quic",
-		"--no-first-run",
-		"--disable-background-networking",
-		"--disable-component-update",
-		"--disable-sync",
-		"--user-data-dir=" + tmp,
-		"--virtual-time-budget=" + strconv.FormatInt(budget.Milliseconds(), 10),
-	}
-	cmd := exec.CommandContext(ctx, bin, append(flags, args...)...)
-	// Keep the browser (and the Debian wrapper's crash-report cleanup) away
-	// from the real home directory.
-	cmd.Env = append(os.Environ(),
-		"HOME="+tmp,
-		"XDG_CONFIG_HOME="+tmp+"/config",
-		"XDG_CACHE_HOME="+tmp+"/cache",
-	)
+	cmd := command(ctx, bin, tmp, append([]string{"--virtual-time-budget=" + strconv.FormatInt(budget.Milliseconds(), 10)}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	// Chromium forks zygote, GPU and renderer processes; killing only the
-	// launcher would leave them running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = waitDelay
 
 	err = cmd.Run()
 	if cmd.Process != nil {
@@ -158,6 +134,36 @@ func run(ctx context.Context, budget time.Duration, args ...string) ([]byte, err
 		return nil, fmt.Errorf("chromium: %s: %w (stderr: %s)", args[len(args)-1], err, tail(stderr.Bytes()))
 	}
 	return stdout.Bytes(), nil
+}
+
+// command is headless Chromium with a fresh profile in tmp and args,
+// killed with its whole process group when ctx ends.
+func command(ctx context.Context, bin, tmp string, args ...string) *exec.Cmd {
+	flags := []string{
+		"--headless",
+		"--no-sandbox", // the sandbox needs user namespaces, often unavailable in CI containers
+		"--disable-gpu",
+		"--disable-quic",
+		"--no-first-run",
+		"--disable-background-networking",
+		"--disable-component-update",
+		"--disable-sync",
+		"--user-data-dir=" + tmp,
+	}
+	cmd := exec.CommandContext(ctx, bin, append(flags, args...)...)
+	// Keep the browser (and the Debian wrapper's crash-report cleanup) away
+	// from the real home directory.
+	cmd.Env = append(os.Environ(),
+		"HOME="+tmp,
+		"XDG_CONFIG_HOME="+tmp+"/config",
+		"XDG_CACHE_HOME="+tmp+"/cache",
+	)
+	// Chromium forks zygote, GPU and renderer processes; killing only the
+	// launcher would leave them running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = waitDelay
+	return cmd
 }
 
 // tail returns the end of Chromium's stderr, which is mostly noise (D-Bus,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -124,5 +125,58 @@ func TestDumpDOMTrustsGivenCertificate(t *testing.T) {
 	}
 	if !strings.Contains(dom, want) {
 		t.Fatalf("the trusted page did not load:\n%s", dom)
+	}
+}
+
+// A Browser fills and submits a form, follows the navigation it causes and
+// reads what the next page's script rendered.
+func TestBrowserSubmitsAForm(t *testing.T) {
+	requireChromium(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><form method="post" action="greet"><input id="name" name="name"><button id="go">Go</button></form>`)
+	})
+	mux.HandleFunc("POST /greet", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/hello?name="+r.PostFormValue("name"), http.StatusSeeOther)
+	})
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><p id="out"></p><script>
+document.getElementById("out").textContent = "hello " + new URLSearchParams(location.search).get("name");
+</script>`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := Launch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Navigate(srv.URL + "/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Submit(ctx, "form", map[string]string{"name": "pelican"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WaitFor(ctx, `(document.getElementById("out") || {}).textContent === "hello pelican"`); err != nil {
+		t.Fatal(err)
+	}
+	var url string
+	if err := b.Eval(`location.pathname`, &url); err != nil || url != "/hello" {
+		t.Fatalf("the page is %q (%v), want /hello", url, err)
+	}
+	shot := filepath.Join(t.TempDir(), "hello.png")
+	if err := b.Screenshot(shot, 640, 480); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil || cfg.Width != 640 || cfg.Height != 480 {
+		t.Fatalf("screenshot: %+v %v, want a 640x480 PNG", cfg, err)
 	}
 }

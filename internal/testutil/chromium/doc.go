@@ -1,7 +1,10 @@
 // Package chromium lets tests drive Debian's headless Chromium: Path finds
 // the browser, DumpDOM returns the DOM of a page after its scripts have run,
-// and Screenshot renders a page to a PNG. Tests that use it should skip when
-// Path reports no browser.
+// Screenshot renders a page to a PNG, and Launch starts a Browser that a
+// test drives step by step over the DevTools protocol (navigate, evaluate
+// script in the page, wait for a condition), for pages it must act on, such
+// as a login form. Tests that use it should skip when Path reports no
+// browser.
 //
 // Every run gets a fresh profile and HOME in a temporary directory (removed
 // afterwards), is bounded by a wall-clock timeout and, on timeout or
@@ -10,7 +13,7 @@
 // updates and sync disabled: on a machine without internet access its own
 // outbound connections would otherwise fail or stall the run.
 //
-// Timing: the runs use --virtual-time-budget, under which timers fire as
+// Timing: DumpDOM and Screenshot use --virtual-time-budget, under which timers fire as
 // fast as the page allows and the browser exits when the budget of virtual
 // time is spent. Virtual time pauses while network fetches are pending, so a
 // page that fetches JSON and renders it is fully rendered in the dumped DOM
