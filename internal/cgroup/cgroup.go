@@ -316,11 +316,15 @@ func (c *Controller) Create(name string, cpus float64) (Group, error) {
 func (g Group) Add(pid int) error { return write(g.dir, "cgroup.procs", strconv.Itoa(pid)) }
 
 // Remove deletes the cgroup, which must hold no process (the kernel
-// refuses with EBUSY otherwise); one already gone is not an error.
+// refuses with EBUSY otherwise); one already gone, or the zero Group (an
+// unsized node's), is not an error.
 func (g Group) Remove() error { return Remove(g.dir) }
 
-// Remove deletes the node cgroup at dir (see Group.Remove).
+// Remove deletes the node cgroup at dir (see Group.Remove); "" is none.
 func Remove(dir string) error {
+	if dir == "" {
+		return nil
+	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("cgroup: %w", err)
 	}
