@@ -3036,8 +3036,8 @@ type NodeStatus struct {
 	// "live", "suspect" (heartbeats late) or "dead"; later also bootstrap
 	// phases and "draining".
 	State string `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"`
-	// Machine CPU utilisation in [0,1] and the node's load score (lower is
-	// better; see docs/monitor.md).
+	// The node's CPU utilisation in [0,1] (of its quota when it is sized)
+	// and its load score (lower is better; see docs/monitor.md).
 	Cpu   float64 `protobuf:"fixed64,9,opt,name=cpu,proto3" json:"cpu,omitempty"`
 	Score float64 `protobuf:"fixed64,10,opt,name=score,proto3" json:"score,omitempty"`
 	// 99th percentile KV request latency on the node over the last interval.
@@ -3056,8 +3056,12 @@ type NodeStatus struct {
 	ClockUntrusted   bool    `protobuf:"varint,16,opt,name=clock_untrusted,json=clockUntrusted,proto3" json:"clock_untrusted,omitempty"`
 	ClockReason      string  `protobuf:"bytes,17,opt,name=clock_reason,json=clockReason,proto3" json:"clock_reason,omitempty"`
 	MaxClockOffsetMs float64 `protobuf:"fixed64,18,opt,name=max_clock_offset_ms,json=maxClockOffsetMs,proto3" json:"max_clock_offset_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The node's CPU size, its cgroup's quota in CPUs (0: not sized); cpu is
+	// then the utilisation of that quota (docs/operations.md, "Node CPU
+	// size").
+	CpuQuota      float64 `protobuf:"fixed64,19,opt,name=cpu_quota,json=cpuQuota,proto3" json:"cpu_quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -3212,6 +3216,13 @@ func (x *NodeStatus) GetClockReason() string {
 func (x *NodeStatus) GetMaxClockOffsetMs() float64 {
 	if x != nil {
 		return x.MaxClockOffsetMs
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetCpuQuota() float64 {
+	if x != nil {
+		return x.CpuQuota
 	}
 	return 0
 }
@@ -4143,8 +4154,10 @@ type NodeHeartbeatRequest struct {
 	// What the node counted of each key space since it started (the meta
 	// range sums them for ListKeySpaces).
 	KeyspaceCounts []*KeySpaceCounts `protobuf:"bytes,19,rep,name=keyspace_counts,json=keyspaceCounts,proto3" json:"keyspace_counts,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The node's CPU size, as in NodeStatus.
+	CpuQuota      float64 `protobuf:"fixed64,20,opt,name=cpu_quota,json=cpuQuota,proto3" json:"cpu_quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeHeartbeatRequest) Reset() {
@@ -4308,6 +4321,13 @@ func (x *NodeHeartbeatRequest) GetKeyspaceCounts() []*KeySpaceCounts {
 		return x.KeyspaceCounts
 	}
 	return nil
+}
+
+func (x *NodeHeartbeatRequest) GetCpuQuota() float64 {
+	if x != nil {
+		return x.CpuQuota
+	}
+	return 0
 }
 
 // KeySpaceCounts is one node's counts of one key space since it started.
@@ -8676,7 +8696,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\n" +
 	" \x01(\x04R\n" +
-	"generation\"\xae\x04\n" +
+	"generation\"\xcb\x04\n" +
 	"\n" +
 	"NodeStatus\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x12\n" +
@@ -8700,7 +8720,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\frejected_qps\x18\x0f \x01(\x01R\vrejectedQps\x12'\n" +
 	"\x0fclock_untrusted\x18\x10 \x01(\bR\x0eclockUntrusted\x12!\n" +
 	"\fclock_reason\x18\x11 \x01(\tR\vclockReason\x12-\n" +
-	"\x13max_clock_offset_ms\x18\x12 \x01(\x01R\x10maxClockOffsetMs\"a\n" +
+	"\x13max_clock_offset_ms\x18\x12 \x01(\x01R\x10maxClockOffsetMs\x12\x1b\n" +
+	"\tcpu_quota\x18\x13 \x01(\x01R\bcpuQuota\"a\n" +
 	"\tImbalance\x12\x1a\n" +
 	"\breplicas\x18\x01 \x01(\x01R\breplicas\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x01R\x05bytes\x12\x10\n" +
@@ -8761,7 +8782,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12,\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\x9c\x05\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xb9\x05\n" +
 	"\x14NodeHeartbeatRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12\x16\n" +
@@ -8787,7 +8808,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\fclock_reason\x18\x10 \x01(\tR\vclockReason\x12-\n" +
 	"\x13max_clock_offset_ms\x18\x11 \x01(\x01R\x10maxClockOffsetMs\x129\n" +
 	"\rreplica_reads\x18\x12 \x03(\v2\x14.tidekv.ReplicaReadsR\freplicaReads\x12?\n" +
-	"\x0fkeyspace_counts\x18\x13 \x03(\v2\x16.tidekv.KeySpaceCountsR\x0ekeyspaceCounts\"j\n" +
+	"\x0fkeyspace_counts\x18\x13 \x03(\v2\x16.tidekv.KeySpaceCountsR\x0ekeyspaceCounts\x12\x1b\n" +
+	"\tcpu_quota\x18\x14 \x01(\x01R\bcpuQuota\"j\n" +
 	"\x0eKeySpaceCounts\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04hits\x18\x02 \x01(\x04R\x04hits\x12\x16\n" +

@@ -27,6 +27,9 @@ type Options struct {
 	Controller string // static, reactive, proactive or combined
 	// Nodes start the cluster; MaxNodes bounds autoscaling.
 	Nodes, MaxNodes int
+	// NodeCPUs, when positive, sizes every node, those the autoscaler
+	// starts included (launcher.NodeSpec.CPUs).
+	NodeCPUs float64
 	// Workers bound the requests in flight: beyond them the generator
 	// refuses (counted as refused), so the load stays open-loop.
 	Workers int
@@ -71,7 +74,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (Result, error) {
 		return Result{}, err
 	}
 	cfg := launcher.Config{Nodes: o.Nodes, DataDir: o.Dir, Host: "127.0.0.1", BasePort: base, Binary: o.Binary,
-		ExtraArgs:    []string{"--autoscale", "--autoscale-max-nodes", fmt.Sprint(o.MaxNodes)},
+		ExtraArgs: launcher.AutoscaleArgs(o.MaxNodes, o.NodeCPUs), NodeCPUs: o.NodeCPUs,
 		ReadyTimeout: time.Minute, StopTimeout: 10 * time.Second}
 	cluster, err := launcher.NewCluster(cfg)
 	if err != nil {

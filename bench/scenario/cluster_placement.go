@@ -86,15 +86,16 @@ type plProcs struct {
 }
 
 // plStartProcs prepares a cluster of up to maxNodes processes in dir and
-// starts node 1. extra are added to every node's arguments.
-func plStartProcs(ctx context.Context, binary, dir string, maxNodes int, extra []string, progress io.Writer) (*plProcs, error) {
+// starts node 1. nodeCPUs sizes every node (0: unsized); extra are added
+// to every node's arguments.
+func plStartProcs(ctx context.Context, binary, dir string, maxNodes int, nodeCPUs float64, extra []string, progress io.Writer) (*plProcs, error) {
 	base, err := launcher.FreeBasePort(plHost, maxNodes)
 	if err != nil {
 		return nil, err
 	}
 	cfg := launcher.DefaultConfig()
 	cfg.Nodes, cfg.DataDir, cfg.Host, cfg.BasePort, cfg.Binary = maxNodes, dir, plHost, base, binary
-	cfg.ExtraArgs = extra
+	cfg.ExtraArgs, cfg.NodeCPUs = extra, nodeCPUs
 	lc, err := launcher.NewCluster(cfg)
 	if err != nil {
 		return nil, err

@@ -164,7 +164,7 @@ func ecsRunMode(ctx context.Context, opts Options, m ecsMode, binary, dir string
 	if err := os.MkdirAll(mdir, 0o755); err != nil {
 		return nil, err
 	}
-	cl, err := lrStartProcs(ctx, binary, mdir, ecsNodes, cpus, append([]string{"--max-inflight", strconv.Itoa(ecsMaxInflight)}, m.args...))
+	cl, err := lrStartProcs(ctx, binary, mdir, ecsNodes, cpus, opts.NodeCPUs, append([]string{"--max-inflight", strconv.Itoa(ecsMaxInflight)}, m.args...))
 	if err != nil {
 		return nil, err
 	}

@@ -135,7 +135,7 @@ func horoscope(ctx context.Context, opts Options, out io.Writer) ([]hsRow, error
 		return nil, err
 	}
 	lrLogf(opts, "horoscope: starting 4 node processes (1,2 on CPU 0; 3,4 on CPU 1) in %s", dir)
-	cl, err := lrStartProcs(ctx, binary, dir, 4, []string{"0", "0", "1", "1"}, nil)
+	cl, err := lrStartProcs(ctx, binary, dir, 4, []string{"0", "0", "1", "1"}, opts.NodeCPUs, nil)
 	if err != nil {
 		return nil, err
 	}

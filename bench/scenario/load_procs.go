@@ -50,14 +50,15 @@ type lrProcs struct {
 // cluster and the others joining through it, one at a time, so node IDs
 // follow indexes. If cpus[i] is not "", node i+1 runs under `taskset -c
 // cpus[i]` from its first instruction (so its Go runtime sizes GOMAXPROCS
-// to the pinned set). extra is appended to every node's arguments. On
-// error the nodes already started are stopped.
-func lrStartProcs(ctx context.Context, binary, dir string, n int, cpus []string, extra []string) (*lrProcs, error) {
+// to the pinned set). nodeCPUs sizes every node (0: unsized). extra is
+// appended to every node's arguments. On error the nodes already started
+// are stopped.
+func lrStartProcs(ctx context.Context, binary, dir string, n int, cpus []string, nodeCPUs float64, extra []string) (*lrProcs, error) {
 	base, err := launcher.FreeBasePort("127.0.0.1", n)
 	if err != nil {
 		return nil, err
 	}
-	cfg := launcher.Config{Nodes: n, DataDir: dir, Host: "127.0.0.1", BasePort: base, Binary: binary, ExtraArgs: extra}
+	cfg := launcher.Config{Nodes: n, DataDir: dir, Host: "127.0.0.1", BasePort: base, Binary: binary, ExtraArgs: extra, NodeCPUs: nodeCPUs}
 	c := &lrProcs{}
 	for i := 1; i <= n; i++ {
 		spec := cfg.Node(i)

@@ -44,6 +44,7 @@ type partitioningParams struct {
 	limit   time.Duration // bound on waiting for splits to settle
 	settle  time.Duration // range count unchanged this long: settled
 	every   time.Duration // pause between fullness samples during the load
+	cpus    float64       // each node's CPU size (Options.NodeCPUs)
 }
 
 func partitioningDefaults(opts Options) partitioningParams {
@@ -56,6 +57,7 @@ func partitioningDefaults(opts Options) partitioningParams {
 	if opts.Duration > 0 {
 		p.limit = opts.Duration
 	}
+	p.cpus = opts.NodeCPUs
 	return p
 }
 
@@ -183,7 +185,7 @@ func partitioningDuringLoad(out io.Writer, p partitioningParams, results []parti
 // its ranges.
 func partitioningRun(ctx context.Context, p partitioningParams, bin, dir string, maxBytes uint64, seed uint64, log io.Writer) (partitioningResult, error) {
 	r := partitioningResult{maxBytes: maxBytes}
-	pc, err := plStartProcs(ctx, bin, dir, 1, nil, log)
+	pc, err := plStartProcs(ctx, bin, dir, 1, p.cpus, nil, log)
 	if err != nil {
 		return r, err
 	}

@@ -110,7 +110,7 @@ func runScaleout(ctx context.Context, opts Options, out io.Writer) error {
 	defer cleanup()
 
 	start, load0 := time.Now(), plLoadAvg()
-	pc, err := plStartProcs(ctx, bin, dir, p.nodes, nil, log)
+	pc, err := plStartProcs(ctx, bin, dir, p.nodes, opts.NodeCPUs, nil, log)
 	if err != nil {
 		return err
 	}

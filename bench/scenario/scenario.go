@@ -34,6 +34,9 @@ type Options struct {
 	Out string
 	// Seed makes workload choices reproducible.
 	Seed uint64
+	// NodeCPUs, when positive, sizes every node process the scenario
+	// starts (launcher.NodeSpec.CPUs).
+	NodeCPUs float64
 	// JSON asks for the report as JSON instead of markdown, from the
 	// scenarios that support it (geotxn); the others ignore it.
 	JSON bool

@@ -97,6 +97,7 @@ timeline (CSV) and a plot (SVG) per run into --out.`,
 	f.BoolVar(&variant.plain, "ignore-interference", false, "--sim: plan as if every node had its peers' capacity")
 	f.StringVar(&real.Binary, "binary", "", "tidekv executable for real-process runs (default: this one)")
 	f.IntVar(&real.MaxNodes, "max-nodes", real.MaxNodes, "real-process runs: the most nodes autoscaling may start")
+	f.Float64Var(&real.NodeCPUs, "node-cpus", 0, "real-process runs: each node's CPU size, a cgroup of its own with a quota of this many CPUs (as `tidekv up --node-cpus`), the autoscaler's nodes included; 0: unsized")
 	return cmd
 }
 

@@ -105,6 +105,7 @@ func addServerFlags(f *pflag.FlagSet, cfg *server.Config, o *serverOpts) {
 	f.StringVar(&o.autoscaleDir, "autoscale-dir", "", "where the local actuator keeps the nodes it starts, the same for every node of the cluster (default: \"autoscaled\" beside --data-dir); nodes it starts get this node's")
 	f.IntVar(&cfg.Autoscale.MinNodes, "autoscale-min-nodes", cfg.Autoscale.MinNodes, "autoscaling never goes below this many nodes (nor the replication factor)")
 	f.IntVar(&cfg.Autoscale.MaxNodes, "autoscale-max-nodes", cfg.Autoscale.MaxNodes, "autoscaling never goes above this many nodes")
+	f.Float64Var(&cfg.Actuators.Local.NodeCPUs, "autoscale-node-cpus", 0, "the CPU size of each node the local actuator starts: a cgroup of its own with a quota of this many CPUs (docs/operations.md, \"Node CPU size\"); 0: unsized")
 	f.IntVar(&cfg.Limits.MaxMessageSize, "grpc-max-message-size", cfg.Limits.MaxMessageSize, "largest gRPC message in bytes the node receives or sends; a larger one is refused unread (at least the 16 MiB write and scan-page limits plus 1 MiB)")
 	f.Uint32Var(&cfg.Limits.MaxConcurrentStreams, "grpc-max-streams", cfg.Limits.MaxConcurrentStreams, "most RPCs in progress on one gRPC connection; a client's further calls wait")
 	f.IntVar(&cfg.Admission.MaxInflight, "max-inflight", cfg.Admission.MaxInflight, "KV requests in progress before the node answers 'overloaded, retry'")

@@ -27,7 +27,9 @@ func newUpCmd() *cobra.Command {
 base-port+10*(i-1) (gRPC) and +1 (HTTP). Prints "node <i> grpc=... http=..."
 as each node serves, then "cluster up: ..." once the meta range and every
 range have their replication factor (GET /ready answers 200), so that any
-one node can then fail without a range losing its quorum. Ctrl-C stops
+one node can then fail without a range losing its quorum. With
+--node-cpus F each node runs in a cgroup of its own limited to F CPUs
+(the node line then ends "cpus=F"). Ctrl-C stops
 every node cleanly. Running it again on the same data dir restarts the same
 cluster with its data. The nodes run insecure (plaintext, no authentication)
 on 127.0.0.1; docs/security.md starts a secure cluster.`,
@@ -41,7 +43,7 @@ on 127.0.0.1; docs/security.md starts a secure cluster.`,
 				cfg.Binary = exe
 			}
 			if autoscale {
-				cfg.ExtraArgs = append(cfg.ExtraArgs, "--autoscale", "--autoscale-max-nodes", fmt.Sprint(maxNodes))
+				cfg.ExtraArgs = append(cfg.ExtraArgs, launcher.AutoscaleArgs(maxNodes, cfg.NodeCPUs)...)
 			}
 			ctx, stop := signal.NotifyContext(cmdContext(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -66,6 +68,7 @@ on 127.0.0.1; docs/security.md starts a secure cluster.`,
 	f.StringVar(&cfg.Binary, "binary", "", "tidekv executable to run (default: this executable)")
 	f.BoolVar(&autoscale, "autoscale", false, "let the cluster add and remove nodes itself (local processes, in <data-dir>/autoscaled)")
 	f.IntVar(&maxNodes, "max-nodes", 4, "with --autoscale: never more nodes than this")
+	f.Float64Var(&cfg.NodeCPUs, "node-cpus", 0, "run each node in a cgroup of its own with a quota of this many CPUs (e.g. 0.5; at least 0.1; Linux, as root; docs/operations.md, \"Node CPU size\"); 0: nodes share the machine")
 	return cmd
 }
 

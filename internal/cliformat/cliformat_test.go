@@ -43,7 +43,7 @@ func sampleStatus() *tidekvpb.StatusResponse {
 		LogVersion: 2,
 		Nodes: []*tidekvpb.NodeStatus{
 			{Node: &tidekvpb.NodeDescriptor{NodeId: 3, GrpcAddr: "127.0.0.1:7402"}, State: "suspect", Live: false, Replicas: 4, Leases: 0, Bytes: 0, Qps: 0, LastSeenSeconds: 93.4},
-			{Node: &tidekvpb.NodeDescriptor{NodeId: 1, GrpcAddr: "127.0.0.1:7400", Locality: "region=eu"}, State: "live", Live: true, Replicas: 5, Leases: 3, Bytes: 3 << 20, Qps: 1234.56, Cpu: 0.42, Score: 2.5, P99Ms: 3.25, LastSeenSeconds: 0.35,
+			{Node: &tidekvpb.NodeDescriptor{NodeId: 1, GrpcAddr: "127.0.0.1:7400", Locality: "region=eu"}, State: "live", Live: true, Replicas: 5, Leases: 3, Bytes: 3 << 20, Qps: 1234.56, Cpu: 0.42, CpuQuota: 0.5, Score: 2.5, P99Ms: 3.25, LastSeenSeconds: 0.35,
 				AdmitShare: 0.35, Overloaded: true, QueueDelayMs: 12.5, RejectedQps: 840, MaxClockOffsetMs: -312.4, ClockUntrusted: true,
 				ClockReason: "clock is more than 200ms (0.8 × max offset 250ms) from 2 of 2 peers (node 2 -312ms ±1ms, node 3 -305ms ±1ms)"},
 			{Node: &tidekvpb.NodeDescriptor{NodeId: 2, GrpcAddr: "127.0.0.1:7401"}, State: "live", Live: true, Replicas: 5, Leases: 2, Bytes: 1536, Qps: 7, LastSeenSeconds: 1.26, AdmitShare: 1,
@@ -58,10 +58,10 @@ func TestStatusTable(t *testing.T) {
 	if err := StatusTable(&b, StatusOf(sampleStatus())); err != nil {
 		t.Fatal(err)
 	}
-	want := `NODE  ADDRESS         STATE    LOCALITY   REPLICAS  LEASES  DATA     QPS     CPU  SCORE  P99    LAST SEEN  CLOCK             ADMISSION
-1     127.0.0.1:7400  live     region=eu  5         3       3.0 MiB  1234.6  42%  2.50   3.2ms  350ms ago  UNTRUSTED -312ms  admits 35%, delay 12.5ms, 840 refused/s
-2     127.0.0.1:7401  live     -          5         2       1.5 KiB  7.0     0%   0.00   0.0ms  1.3s ago   +312ms            ok
-3     127.0.0.1:7402  suspect  -          4         0       0 B      0.0     0%   0.00   0.0ms  1m33s ago  -                 -
+	want := `NODE  ADDRESS         STATE    LOCALITY   REPLICAS  LEASES  DATA     QPS     CPUS  CPU  SCORE  P99    LAST SEEN  CLOCK             ADMISSION
+1     127.0.0.1:7400  live     region=eu  5         3       3.0 MiB  1234.6  0.5   42%  2.50   3.2ms  350ms ago  UNTRUSTED -312ms  admits 35%, delay 12.5ms, 840 refused/s
+2     127.0.0.1:7401  live     -          5         2       1.5 KiB  7.0     -     0%   0.00   0.0ms  1.3s ago   +312ms            ok
+3     127.0.0.1:7402  suspect  -          4         0       0 B      0.0     -     0%   0.00   0.0ms  1m33s ago  -                 -
 node 1 holds no leases: clock is more than 200ms (0.8 × max offset 250ms) from 2 of 2 peers (node 2 -312ms ±1ms, node 3 -305ms ±1ms)
 3 nodes, 5 ranges, log version 2; imbalance (stddev/mean): replicas 0.00, data 0.99, qps 0.99, cpu 1.00
 `

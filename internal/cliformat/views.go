@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,18 +19,21 @@ import (
 
 // NodeView is one node of StatusView.
 type NodeView struct {
-	ID        uint64        `json:"id"`
-	Addr      string        `json:"addr"`
-	HTTPAddr  string        `json:"http_addr"`
-	RedisAddr string        `json:"redis_addr"`
-	State     string        `json:"state"`
-	Live      bool          `json:"live"`
-	Locality  string        `json:"locality"`
-	Replicas  uint32        `json:"replicas"`
-	Leases    uint32        `json:"leases"`
-	Bytes     uint64        `json:"bytes"`
-	QPS       float64       `json:"qps"`
-	CPU       float64       `json:"cpu"`
+	ID        uint64  `json:"id"`
+	Addr      string  `json:"addr"`
+	HTTPAddr  string  `json:"http_addr"`
+	RedisAddr string  `json:"redis_addr"`
+	State     string  `json:"state"`
+	Live      bool    `json:"live"`
+	Locality  string  `json:"locality"`
+	Replicas  uint32  `json:"replicas"`
+	Leases    uint32  `json:"leases"`
+	Bytes     uint64  `json:"bytes"`
+	QPS       float64 `json:"qps"`
+	CPU       float64 `json:"cpu"`
+	// CPUQuota is the node's CPU size in CPUs, 0 when it is not sized; CPU
+	// is then the utilisation of that quota.
+	CPUQuota  float64       `json:"cpu_quota"`
 	Score     float64       `json:"score"`
 	P99Ms     float64       `json:"p99_ms"`
 	Admission AdmissionView `json:"admission"`
@@ -111,7 +115,7 @@ func StatusOf(resp *tidekvpb.StatusResponse) StatusView {
 			ID: d.GetNodeId(), Addr: d.GetGrpcAddr(), HTTPAddr: d.GetHttpAddr(), RedisAddr: d.GetRedisAddr(),
 			State: n.GetState(), Live: n.GetLive(), Locality: d.GetLocality(),
 			Replicas: n.GetReplicas(), Leases: n.GetLeases(), Bytes: n.GetBytes(), QPS: n.GetQps(),
-			CPU: n.GetCpu(), Score: n.GetScore(), P99Ms: n.GetP99Ms(), LastSeenSeconds: n.GetLastSeenSeconds(),
+			CPU: n.GetCpu(), CPUQuota: n.GetCpuQuota(), Score: n.GetScore(), P99Ms: n.GetP99Ms(), LastSeenSeconds: n.GetLastSeenSeconds(),
 			Admission: AdmissionView{Overloaded: n.GetOverloaded(), AdmitShare: n.GetAdmitShare(), QueueDelayMs: n.GetQueueDelayMs(), RejectedQPS: n.GetRejectedQps()},
 			Clock:     ClockView{Untrusted: n.GetClockUntrusted(), Reason: n.GetClockReason(), MaxOffsetMs: n.GetMaxClockOffsetMs()},
 		})
@@ -125,11 +129,11 @@ func StatusOf(resp *tidekvpb.StatusResponse) StatusView {
 // StatusTable writes the nodes, the range count and the imbalance indices.
 func StatusTable(w io.Writer, v StatusView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tLOCALITY\tREPLICAS\tLEASES\tDATA\tQPS\tCPU\tSCORE\tP99\tLAST SEEN\tCLOCK\tADMISSION")
+	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tLOCALITY\tREPLICAS\tLEASES\tDATA\tQPS\tCPUS\tCPU\tSCORE\tP99\tLAST SEEN\tCLOCK\tADMISSION")
 	for _, n := range v.Nodes {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%.1f\t%.0f%%\t%.2f\t%.1fms\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%.1f\t%s\t%.0f%%\t%.2f\t%.1fms\t%s\t%s\t%s\n",
 			n.ID, n.Addr, n.State, orDash(n.Locality), n.Replicas, n.Leases, units.Human(n.Bytes), n.QPS,
-			100*n.CPU, n.Score, n.P99Ms, Ago(n.LastSeenSeconds), n.Clock, n.Admission)
+			cpuSize(n.CPUQuota), 100*n.CPU, n.Score, n.P99Ms, Ago(n.LastSeenSeconds), n.Clock, n.Admission)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -143,6 +147,15 @@ func StatusTable(w io.Writer, v StatusView) error {
 	_, err := fmt.Fprintf(w, "%s, %s, log version %d; imbalance (stddev/mean): replicas %.2f, data %.2f, qps %.2f, cpu %.2f\n",
 		plural(len(v.Nodes), "node"), plural(int(v.RangeCount), "range"), v.LogVersion, im.Replicas, im.Bytes, im.QPS, im.CPU)
 	return err
+}
+
+// cpuSize is the status table's CPUS cell: a sized node's quota in CPUs,
+// "-" for a node that shares the machine.
+func cpuSize(cpus float64) string {
+	if cpus <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(cpus, 'f', -1, 64)
 }
 
 func orDash(s string) string {

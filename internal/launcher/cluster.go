@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/tidekv/tidekv/internal/cgroup"
 )
 
 // Config describes a local cluster: Nodes servers on one host, each with its
@@ -37,6 +39,8 @@ type Config struct {
 	// StopTimeout is how long a node may take to exit after SIGTERM before
 	// it is sent SIGKILL.
 	StopTimeout time.Duration
+	// NodeCPUs, when positive, sizes every node (NodeSpec.CPUs).
+	NodeCPUs float64
 }
 
 // DefaultConfig returns a 3-node cluster in ./tidekv-data on 127.0.0.1 from
@@ -73,6 +77,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("launcher: ReadyTimeout must be > 0, got %v", c.ReadyTimeout)
 	case c.StopTimeout <= 0:
 		return fmt.Errorf("launcher: StopTimeout must be > 0, got %v", c.StopTimeout)
+	case c.NodeCPUs != 0:
+		if err := cgroup.CheckCPUs(c.NodeCPUs); err != nil {
+			return fmt.Errorf("launcher: %w", err)
+		}
 	}
 	return nil
 }
@@ -92,6 +100,7 @@ func (c Config) Node(i int) NodeSpec {
 		ExtraArgs:  c.ExtraArgs,
 		Env:        c.Env,
 		HTTPTLS:    c.HTTPTLS,
+		CPUs:       c.NodeCPUs,
 	}
 }
 
@@ -105,10 +114,27 @@ type Cluster struct {
 	procs []*Process // procs[i-1] is node i's latest process, nil if never started
 }
 
-// NewCluster validates cfg; it starts nothing.
+// AutoscaleArgs are the server arguments that let a cluster add and
+// remove nodes itself with the local actuator, up to maxNodes, sizing the
+// nodes it starts to nodeCPUs (0: unsized).
+func AutoscaleArgs(maxNodes int, nodeCPUs float64) []string {
+	args := []string{"--autoscale", "--autoscale-max-nodes", fmt.Sprint(maxNodes)}
+	if nodeCPUs > 0 {
+		args = append(args, "--autoscale-node-cpus", fmt.Sprint(nodeCPUs))
+	}
+	return args
+}
+
+// NewCluster validates cfg and, for sized nodes, that this process can
+// create their cgroups; it starts nothing.
 func NewCluster(cfg Config) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.NodeCPUs > 0 {
+		if _, err := cgroup.Open(); err != nil {
+			return nil, fmt.Errorf("launcher: cannot size nodes to %v CPUs: %w", cfg.NodeCPUs, err)
+		}
 	}
 	return &Cluster{cfg: cfg, procs: make([]*Process, cfg.Nodes)}, nil
 }

@@ -12,13 +12,16 @@
 //     "tidekv: node <ID> ready grpc=<addr> http=<addr>" (ParseReadyLine)
 //     confirmed by GET /health;
 //   - how a process is stopped: SIGTERM, a grace period, then SIGKILL;
+//   - how a sized node is run: in a cgroup of its own made by
+//     internal/cgroup, entered right after start, removed after exit;
 //   - who bootstraps: a cluster is new when no node directory holds state;
 //     then node 1 starts without --join and the others join through it.
 //
 // Process manages one server; Cluster manages the N nodes of a Config; Up is
 // the foreground loop behind `tidekv up`.
 //
-// The package imports only the standard library, so every layer (commands,
+// The package imports only the standard library and internal/cgroup (which
+// imports only the standard library), so every layer (commands,
 // tests, the controller) can use it without import cycles. It is Unix-only:
 // it relies on process groups and signals.
 package launcher

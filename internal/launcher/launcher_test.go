@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/cgroup"
 	"github.com/tidekv/tidekv/internal/launcher"
 )
 
@@ -137,6 +138,7 @@ func TestConfigValidate(t *testing.T) {
 		"port range":   func(c *launcher.Config) { c.BasePort = 65530 },
 		"readytimeout": func(c *launcher.Config) { c.ReadyTimeout = 0 },
 		"stoptimeout":  func(c *launcher.Config) { c.StopTimeout = -time.Second },
+		"nodecpus":     func(c *launcher.Config) { c.NodeCPUs = 0.05 },
 	} {
 		c := good
 		mut(&c)
@@ -194,6 +196,40 @@ func TestProcessLifecycle(t *testing.T) {
 	// Stopping an exited process is a no-op.
 	if err := p.Stop(time.Second); err != nil {
 		t.Errorf("second Stop: %v", err)
+	}
+}
+
+// A sized node runs in a cgroup of its own with its quota, gone once the
+// node has stopped.
+func TestSizedProcess(t *testing.T) {
+	if _, err := cgroup.Open(); err != nil {
+		t.Skipf("sized nodes need writable cgroups: %v", err)
+	}
+	spec := fakeSpec(t, "normal")
+	spec.CPUs = 0.3
+	p, err := launcher.Start(self(t), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill() })
+	if err := p.Ready(readyCtx(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	dir := p.Cgroup()
+	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.Pid()))
+	if err != nil || dir == "" || !strings.Contains(string(own), "/"+filepath.Base(dir)+"\n") {
+		t.Fatalf("pid %d in cgroups %s (%v), want %q", p.Pid(), own, err, dir)
+	}
+	v1, _ := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
+	v2, _ := os.ReadFile(filepath.Join(dir, "cpu.max"))
+	if q := strings.TrimSpace(string(v1) + string(v2)); q != "3000" && q != "3000 10000" {
+		t.Fatalf("quota %q, want 3000 µs per 10000", q)
+	}
+	if err := p.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("cgroup %s still there after Stop: %v", dir, err)
 	}
 }
 

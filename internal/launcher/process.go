@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/tidekv/tidekv/internal/cgroup"
 )
 
 // LogName is the file, inside a node's data directory, that its output is
@@ -59,6 +61,10 @@ type NodeSpec struct {
 	// HTTPTLS, when set, reaches the node's HTTP port over HTTPS with it
 	// (a node started with --certs-dir); nil uses plain HTTP.
 	HTTPTLS *tls.Config
+	// CPUs, when positive, is the node's CPU size: it runs in a cgroup of
+	// its own with a quota of CPUs (internal/cgroup), removed once it has
+	// exited.
+	CPUs float64
 }
 
 // Validate reports whether the spec can be started.
@@ -68,6 +74,11 @@ func (s NodeSpec) Validate() error {
 	}
 	if s.GRPCAddr == "" {
 		return errors.New("launcher: NodeSpec.GRPCAddr is empty")
+	}
+	if s.CPUs != 0 {
+		if err := cgroup.CheckCPUs(s.CPUs); err != nil {
+			return fmt.Errorf("launcher: %w", err)
+		}
 	}
 	for _, a := range append([]string{s.GRPCAddr, s.HTTPAddr, s.RedisAddr, s.GossipAddr}, s.Join...) {
 		if a == "" {
@@ -140,8 +151,9 @@ type Process struct {
 	spec   NodeSpec
 	binary string
 	cmd    *exec.Cmd
-	log    *os.File // shared by the child's stderr and our stdout copier
-	stdout *os.File // read end of the child's stdout
+	log    *os.File     // shared by the child's stderr and our stdout copier
+	stdout *os.File     // read end of the child's stdout
+	group  cgroup.Group // a sized node's cgroup (zero when unsized), removed after exit
 
 	ready      chan struct{} // closed when the ready line has been read
 	readyLine  ReadyLine     // set before ready is closed
@@ -157,7 +169,8 @@ type Process struct {
 // the launcher's terminal reaches only the launcher, which then decides how
 // to stop its nodes. On Linux the child also receives SIGTERM if the
 // launcher dies, so crashed launchers and timed-out tests do not leave
-// servers behind.
+// servers behind. A sized node (spec.CPUs) runs in a cgroup of its own
+// (see StartSized).
 func Start(binary string, spec NodeSpec) (*Process, error) {
 	if binary == "" {
 		return nil, errors.New("launcher: no binary")
@@ -189,14 +202,17 @@ func Start(binary string, spec NodeSpec) (*Process, error) {
 	cmd.Stderr = logf
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.SysProcAttr = sysProcAttr()
-	if err := startCmd(cmd); err != nil {
+	group, err := StartSized(cmd, spec, fmt.Sprintf("%d-%d", os.Getpid(), spec.Index), startCmd)
+	pw.Close()
+	if err != nil {
 		pr.Close()
-		pw.Close()
 		fmt.Fprintf(logf, "=== launcher: start failed: %v\n", err)
 		logf.Close()
 		return nil, fmt.Errorf("launcher: node %d: start %s: %w", spec.Index, binary, err)
 	}
-	pw.Close()
+	if group.Dir() != "" {
+		fmt.Fprintf(logf, "=== launcher: pid %d runs in %s with %v CPUs\n", cmd.Process.Pid, group.Dir(), spec.CPUs)
+	}
 
 	p := &Process{
 		spec:       spec,
@@ -204,6 +220,7 @@ func Start(binary string, spec NodeSpec) (*Process, error) {
 		cmd:        cmd,
 		log:        logf,
 		stdout:     pr,
+		group:      group,
 		ready:      make(chan struct{}),
 		readerDone: make(chan struct{}),
 		done:       make(chan struct{}),
@@ -250,9 +267,44 @@ func (p *Process) wait() {
 	p.stdout.Close()
 	fmt.Fprintf(p.log, "=== launcher %s: pid %d exited: %s\n",
 		time.Now().Format(time.RFC3339), p.cmd.Process.Pid, exitString(err))
+	if rerr := p.group.Remove(); rerr != nil {
+		fmt.Fprintf(p.log, "=== launcher: %v\n", rerr)
+	}
 	p.log.Close()
 	p.waitErr = err
 	close(p.done)
+}
+
+// StartSized starts cmd, which runs spec, with start. For a sized spec it
+// first creates the cgroup cgroup.NodePrefix+name with spec.CPUs and moves
+// the child into it right after it starts: os/exec cannot place a child in
+// a cgroup before it runs, so the child runs unsized for that moment,
+// before it has read its flags. The group is the zero Group for an unsized
+// spec. On error nothing is left running and no cgroup remains.
+func StartSized(cmd *exec.Cmd, spec NodeSpec, name string, start func(*exec.Cmd) error) (cgroup.Group, error) {
+	var group cgroup.Group
+	if spec.CPUs > 0 {
+		c, err := cgroup.Open()
+		if err == nil {
+			group, err = c.Create(name, spec.CPUs)
+		}
+		if err != nil {
+			return cgroup.Group{}, err
+		}
+	}
+	if err := start(cmd); err != nil {
+		return cgroup.Group{}, errors.Join(err, group.Remove())
+	}
+	if group.Dir() == "" {
+		return group, nil
+	}
+	if err := group.Add(cmd.Process.Pid); err != nil {
+		// A node must not run unsized when it was asked to be sized.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return cgroup.Group{}, errors.Join(fmt.Errorf("moving pid %d into %s: %w", cmd.Process.Pid, group.Dir(), err), group.Remove())
+	}
+	return group, nil
 }
 
 func exitString(err error) string {
@@ -269,6 +321,10 @@ func (p *Process) String() string {
 
 // Spec returns the spec the process was started with.
 func (p *Process) Spec() NodeSpec { return p.spec }
+
+// Cgroup returns the directory of a sized node's cgroup, "" for an unsized
+// node; the cgroup is gone once the process has exited.
+func (p *Process) Cgroup() string { return p.group.Dir() }
 
 // Pid returns the operating-system process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }

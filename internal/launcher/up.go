@@ -15,10 +15,10 @@ import (
 // It starts every node (see Cluster.Start), printing to out, as each
 // becomes ready,
 //
-//	node <i> grpc=<addr> http=<addr> redis=<addr>
+//	node <i> grpc=<addr> http=<addr> redis=<addr> cpus=<F>
 //
 // (space-separated key=value fields; new listeners add fields, so parse by
-// key), then, once the nodes' GET /ready says that the meta range and every
+// key; cpus only for sized nodes), then, once the nodes' GET /ready says that the meta range and every
 // range have their replication factor, one hint line starting
 // "cluster up: ". Until then each new reason for not being ready is
 // reported on errOut. A node that exits unexpectedly is reported on errOut
@@ -40,6 +40,9 @@ func Up(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 		line := fmt.Sprintf("node %d grpc=%s http=%s", i, s.GRPCAddr, s.HTTPAddr)
 		if s.RedisAddr != "" {
 			line += " redis=" + s.RedisAddr
+		}
+		if s.CPUs > 0 {
+			line += fmt.Sprintf(" cpus=%v", s.CPUs)
 		}
 		fmt.Fprintln(out, line)
 	})

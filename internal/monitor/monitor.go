@@ -42,6 +42,24 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// CPUQuota is the node's CPU size and its throttling since its cgroup was
+// created, as the cgroup reports them.
+type CPUQuota struct {
+	// CPUs is the quota in CPUs; 0 when the node is not sized.
+	CPUs float64
+	// Periods counts the quota's enforcement periods in which the node
+	// ran, Throttled those in which it used the quota up, ThrottledTime
+	// the time it then waited.
+	Periods, Throttled uint64
+	ThrottledTime      time.Duration
+}
+
+// QuotaReader reads the node's CPUQuota. The monitor owns this interface
+// so tests can fake it; the server reads the node's cgroup.
+type QuotaReader interface {
+	ReadCPUQuota() (CPUQuota, error)
+}
+
 // LoadFunc is supplied by the node: the current request queue depth, its
 // limit (0 if unbounded) and the recent mean service time (typically
 // ServiceTimer.Mean).
@@ -59,10 +77,11 @@ type Snapshot struct {
 
 // Monitor samples the node's load and publishes the latest Snapshot.
 type Monitor struct {
-	cfg  Config
-	src  Source
-	load LoadFunc
-	now  func() time.Time
+	cfg   Config
+	src   Source
+	quota QuotaReader
+	load  LoadFunc
+	now   func() time.Time
 
 	latest atomic.Pointer[Snapshot]
 
@@ -73,19 +92,22 @@ type Monitor struct {
 	haveProc   bool
 	prevDisk   map[string]uint64
 	prevDiskAt time.Time
+	prevQuota  CPUQuota
+	haveQuota  bool
 }
 
 // New returns a Monitor that has not sampled yet (Latest returns nil until
 // the first Sample). A nil src reports 0 for CPU, memory and disk; a nil
-// load reports an empty queue; a nil now uses time.Now.
-func New(cfg Config, src Source, load LoadFunc, now func() time.Time) (*Monitor, error) {
+// quota reports an unsized node; a nil load reports an empty queue; a nil
+// now uses time.Now.
+func New(cfg Config, src Source, quota QuotaReader, load LoadFunc, now func() time.Time) (*Monitor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Monitor{cfg: cfg, src: src, load: load, now: now}, nil
+	return &Monitor{cfg: cfg, src: src, quota: quota, load: load, now: now}, nil
 }
 
 // Latest returns the most recent snapshot, or nil before the first Sample.
@@ -116,11 +138,13 @@ func (m *Monitor) Sample() (*Snapshot, error) {
 		return b
 	}
 
+	m.sampleQuota(&u, &errs)
 	if b := read(FileStat); b != nil {
 		if t, err := parseStat(b); err != nil {
 			errs = append(errs, err)
 		} else {
 			m.sampleProcess(read, t, &u, &errs)
+			u.MachineCPUs = t.cpus
 			if m.haveCPU {
 				u.CPU = cpuUtil(m.prevCPU, t)
 			}
@@ -173,6 +197,25 @@ func (m *Monitor) sampleProcess(read func(string) []byte, t cpuTimes, u *Usage, 
 		u.ProcessKnown = true
 	}
 	m.prevProc, m.haveProc = ticks, true
+}
+
+// sampleQuota reads the node's quota into u, with the share of periods
+// throttled since the previous reading (caller holds mu).
+func (m *Monitor) sampleQuota(u *Usage, errs *[]error) {
+	if m.quota == nil {
+		return
+	}
+	q, err := m.quota.ReadCPUQuota()
+	if err != nil {
+		*errs = append(*errs, err)
+		m.haveQuota = false
+		return
+	}
+	u.Quota = q
+	if m.haveQuota && q.Periods > m.prevQuota.Periods && q.Throttled >= m.prevQuota.Throttled {
+		u.ThrottledShare = min(1, float64(q.Throttled-m.prevQuota.Throttled)/float64(q.Periods-m.prevQuota.Periods))
+	}
+	m.prevQuota, m.haveQuota = q, true
 }
 
 // Run samples immediately and then every SampleInterval until ctx is done,

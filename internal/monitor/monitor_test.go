@@ -103,7 +103,7 @@ func TestMonitorSampleDeltas(t *testing.T) {
 		calls++
 		return 5 * calls, 100, time.Duration(calls) * time.Millisecond
 	}
-	m, err := New(DefaultConfig(), src, load, clk.now)
+	m, err := New(DefaultConfig(), src, nil, load, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestMonitorReadErrors(t *testing.T) {
 		FileDiskstats: {diskLine("sda", 0), "ERR", diskLine("sda", 1500)},
 	}}
 	clk := &fakeClock{t: time.Unix(0, 0), step: time.Second}
-	m, err := New(DefaultConfig(), src, nil, clk.now)
+	m, err := New(DefaultConfig(), src, nil, nil, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestMonitorReadErrors(t *testing.T) {
 }
 
 func TestMonitorNoSource(t *testing.T) {
-	m, err := New(DefaultConfig(), nil, nil, nil)
+	m, err := New(DefaultConfig(), nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestMonitorNoSource(t *testing.T) {
 
 // The real /proc, where there is one: values must be in range.
 func TestMonitorProcSource(t *testing.T) {
-	m, err := New(DefaultConfig(), ProcSource, nil, nil)
+	m, err := New(DefaultConfig(), ProcSource, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestMonitorRun(t *testing.T) {
 		n++
 		return n, 0, 0
 	}
-	m, err := New(cfg, nil, load, nil)
+	m, err := New(cfg, nil, nil, load, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestConfigValidate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("Validate() = %v, want error containing %q", err, tc.wantErr)
 			}
-			if m, err := New(tc.cfg, nil, nil, nil); err == nil || m != nil {
+			if m, err := New(tc.cfg, nil, nil, nil, nil); err == nil || m != nil {
 				t.Fatalf("New accepted an invalid config")
 			}
 		})
@@ -288,7 +288,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func BenchmarkLatest(b *testing.B) {
-	m, err := New(DefaultConfig(), nil, nil, nil)
+	m, err := New(DefaultConfig(), nil, nil, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func BenchmarkLatest(b *testing.B) {
 // Readers on every core while a writer republishes: reads must not slow
 // down or block.
 func BenchmarkLatestParallel(b *testing.B) {
-	m, err := New(DefaultConfig(), nil, nil, nil)
+	m, err := New(DefaultConfig(), nil, nil, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func BenchmarkLatestParallel(b *testing.B) {
 
 func BenchmarkSample(b *testing.B) {
 	src := &fixedSource{stat: statLine(1, 2, 3, 4), mem: meminfo, disk: diskstats1}
-	m, err := New(DefaultConfig(), src, nil, nil)
+	m, err := New(DefaultConfig(), src, nil, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -356,5 +356,73 @@ func (s *fixedSource) Read(name string) ([]byte, error) {
 		return []byte(s.mem), nil
 	default:
 		return []byte(s.disk), nil
+	}
+}
+
+// fakeQuota returns canned readings in order; an exhausted one fails.
+type fakeQuota struct{ readings []CPUQuota }
+
+func (f *fakeQuota) ReadCPUQuota() (CPUQuota, error) {
+	if len(f.readings) == 0 {
+		return CPUQuota{}, errors.New("cgroup gone")
+	}
+	q := f.readings[0]
+	f.readings = f.readings[1:]
+	return q, nil
+}
+
+// A sized node's CPU figure is the utilisation of its quota, not of the
+// machine: on two CPUs, a node with 0.5 CPUs using 0.3 is 60% busy although
+// it uses 15% of the machine; when a co-runner in its cgroup eats the
+// quota, the throttled share of periods says so.
+func TestMonitorSizedNode(t *testing.T) {
+	twoCPUs := func(busy, idle uint64) string {
+		return "cpu  " + u64(busy) + " 0 0 " + u64(idle) + " 0 0 0 0 0 0\ncpu0 1 1 1 1 1 0 0 0 0 0\ncpu1 1 1 1 1 1 0 0 0 0 0\n"
+	}
+	src := &seqSource{files: map[string][]string{
+		// Every interval: 400 ticks, 2 s of two CPUs, half of them busy.
+		FileStat: {twoCPUs(1000, 1000), twoCPUs(1200, 1200), twoCPUs(1400, 1400), twoCPUs(1600, 1600)},
+		// The node used 60 ticks (0.3 CPUs), then 20 (0.1 CPUs), then 60.
+		FileSelfStat: {selfStat(100), selfStat(160), selfStat(180), selfStat(240)},
+	}}
+	for range 4 {
+		src.files[FileMeminfo] = append(src.files[FileMeminfo], "MemTotal: 1000 kB\nMemAvailable: 750 kB\n")
+		src.files[FileDiskstats] = append(src.files[FileDiskstats], diskLine("sda", 0))
+	}
+	quota := &fakeQuota{readings: []CPUQuota{
+		{CPUs: 0.5, Periods: 1000, Throttled: 10},
+		{CPUs: 0.5, Periods: 1200, Throttled: 30, ThrottledTime: time.Second},      // 10% of periods throttled
+		{CPUs: 0.5, Periods: 1400, Throttled: 210, ThrottledTime: 2 * time.Second}, // 90%: a co-runner
+	}}
+	m, err := New(DefaultConfig(), src, quota, nil, (&fakeClock{t: time.Unix(0, 0), step: 2 * time.Second}).now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Sample(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := s.Usage
+	if u.MachineCPUs != 2 || u.Quota.CPUs != 0.5 || u.Quota.ThrottledTime != time.Second || !near(u.ThrottledShare, 0.1) {
+		t.Fatalf("usage %+v, want 2 CPUs, a 0.5 CPU quota, 1 s throttled, 10%% of periods", u)
+	}
+	if !near(u.ProcessCPU, 0.15) || !near(u.NodeCPU(), 0.6) {
+		t.Fatalf("process %v of the machine, node cpu %v; want 0.15 and 0.6 of the quota", u.ProcessCPU, u.NodeCPU())
+	}
+	unsized := u
+	unsized.Quota = CPUQuota{}
+	if !near(unsized.NodeCPU(), 0.15+OtherLoadWeight*0.35) {
+		t.Fatalf("the same node unsized: %v, want the machine-sharing figure", unsized.NodeCPU())
+	}
+	if s, _ = m.Sample(); !near(s.Usage.ThrottledShare, 0.9) || !near(s.Usage.NodeCPU(), 0.9) {
+		t.Fatalf("co-runner: throttled share %v, node cpu %v; want 0.9 for both", s.Usage.ThrottledShare, s.Usage.NodeCPU())
+	}
+	// The cgroup cannot be read: the node is scored as unsized, and says why.
+	s, err = m.Sample()
+	if err == nil || s.Usage.Quota.CPUs != 0 || !near(s.Usage.NodeCPU(), 0.15+OtherLoadWeight*0.35) {
+		t.Fatalf("failed quota read: %+v, %v", s.Usage, err)
 	}
 }

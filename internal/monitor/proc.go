@@ -43,14 +43,21 @@ func (d DirSource) Read(name string) ([]byte, error) {
 type cpuTimes struct {
 	total uint64 // user+nice+system+idle+iowait+irq+softirq+steal
 	idle  uint64 // idle+iowait
+	cpus  int    // the per-CPU "cpuN" lines: the CPUs total is summed over
 }
 
-// parseStat extracts the aggregate cpu line. guest and guest_nice are left
-// out of the total because the kernel already counts them in user and nice.
+// parseStat extracts the aggregate cpu line and counts the CPUs. guest and
+// guest_nice are left out of the total because the kernel already counts
+// them in user and nice.
 func parseStat(b []byte) (cpuTimes, error) {
+	var t cpuTimes
+	found := false
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
+		if len(f) > 0 && len(f[0]) > 3 && strings.HasPrefix(f[0], "cpu") {
+			t.cpus++
+		}
 		if len(f) == 0 || f[0] != "cpu" {
 			continue
 		}
@@ -59,7 +66,7 @@ func parseStat(b []byte) (cpuTimes, error) {
 		if len(f) < 5 {
 			return cpuTimes{}, fmt.Errorf("monitor: /proc/stat cpu line has %d fields", len(f)-1)
 		}
-		var t cpuTimes
+		found = true
 		for i, s := range f[1:min(len(f), 9)] {
 			v, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {
@@ -70,9 +77,11 @@ func parseStat(b []byte) (cpuTimes, error) {
 				t.idle += v
 			}
 		}
-		return t, nil
 	}
-	return cpuTimes{}, errors.New("monitor: /proc/stat has no aggregate cpu line")
+	if !found {
+		return cpuTimes{}, errors.New("monitor: /proc/stat has no aggregate cpu line")
+	}
+	return t, nil
 }
 
 // cpuUtil is the busy fraction between two samples; 0 when time did not

@@ -47,6 +47,7 @@ func TestParseStat(t *testing.T) {
 		in        string
 		wantTotal uint64
 		wantIdle  uint64
+		wantCPUs  int
 		wantErr   bool
 	}{
 		{
@@ -55,6 +56,7 @@ func TestParseStat(t *testing.T) {
 			// user+nice+system+idle+iowait+irq+softirq+steal
 			wantTotal: 10132153 + 290696 + 3084719 + 46828483 + 16683 + 0 + 25195 + 0,
 			wantIdle:  46828483 + 16683,
+			wantCPUs:  4,
 		},
 		{name: "old 2.6 four columns", in: "cpu 10 20 30 40\n", wantTotal: 100, wantIdle: 40},
 		{name: "too few columns", in: "cpu 10 20 30\n", wantErr: true},
@@ -72,8 +74,8 @@ func TestParseStat(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if got.total != tc.wantTotal || got.idle != tc.wantIdle {
-				t.Fatalf("got total=%d idle=%d, want %d %d", got.total, got.idle, tc.wantTotal, tc.wantIdle)
+			if got.total != tc.wantTotal || got.idle != tc.wantIdle || got.cpus != tc.wantCPUs {
+				t.Fatalf("got total=%d idle=%d cpus=%d, want %d %d %d", got.total, got.idle, got.cpus, tc.wantTotal, tc.wantIdle, tc.wantCPUs)
 			}
 		})
 	}
@@ -85,12 +87,12 @@ func TestCPUUtil(t *testing.T) {
 		prev, cur cpuTimes
 		want      float64
 	}{
-		{"quarter busy", cpuTimes{1000, 800}, cpuTimes{1400, 1100}, 0.25},
-		{"fully busy", cpuTimes{1000, 800}, cpuTimes{1100, 800}, 1},
-		{"idle", cpuTimes{1000, 800}, cpuTimes{1100, 900}, 0},
-		{"no time passed", cpuTimes{1000, 800}, cpuTimes{1000, 800}, 0},
-		{"total went backwards", cpuTimes{1000, 800}, cpuTimes{900, 850}, 0},
-		{"idle went backwards", cpuTimes{1000, 800}, cpuTimes{1100, 700}, 0},
+		{"quarter busy", cpuTimes{total: 1000, idle: 800}, cpuTimes{total: 1400, idle: 1100}, 0.25},
+		{"fully busy", cpuTimes{total: 1000, idle: 800}, cpuTimes{total: 1100, idle: 800}, 1},
+		{"idle", cpuTimes{total: 1000, idle: 800}, cpuTimes{total: 1100, idle: 900}, 0},
+		{"no time passed", cpuTimes{total: 1000, idle: 800}, cpuTimes{total: 1000, idle: 800}, 0},
+		{"total went backwards", cpuTimes{total: 1000, idle: 800}, cpuTimes{total: 900, idle: 850}, 0},
+		{"idle went backwards", cpuTimes{total: 1000, idle: 800}, cpuTimes{total: 1100, idle: 700}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

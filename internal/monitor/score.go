@@ -23,6 +23,13 @@ type Usage struct {
 	// over the same interval, in [0,1]; meaningful when ProcessKnown.
 	ProcessCPU   float64
 	ProcessKnown bool
+	// MachineCPUs is the number of CPUs /proc/stat counts.
+	MachineCPUs int
+	// Quota is the node's CPU size and throttling as last read (zero when
+	// the node is not sized); ThrottledShare is the share of the quota's
+	// periods since the previous sample in which the node used it all.
+	Quota          CPUQuota
+	ThrottledShare float64
 	// Memory is 1 - MemAvailable/MemTotal, in [0,1]: the share of RAM the
 	// kernel could not hand out without swapping (reclaimable page cache
 	// counts as available).
@@ -47,13 +54,20 @@ type Usage struct {
 // of them is the loaded one.
 const OtherLoadWeight = 0.5
 
-// NodeCPU is the CPU utilisation that stands for this node: its own share
-// of the machine plus OtherLoadWeight of everyone else's. A node alone on
-// its machine gets the machine's figure; without a process reading, the
+// NodeCPU is the CPU utilisation that stands for this node. A sized node
+// (Quota.CPUs) has CPUs of its own, so it is the utilisation of its quota:
+// the CPUs it used over its quota, or the share of periods in which it was
+// throttled where that is higher (something else in its cgroup, a
+// co-runner, used the quota). An unsized node shares the machine: its own
+// share of the machine plus OtherLoadWeight of everyone else's; alone on
+// its machine it gets the machine's figure. Without a process reading, the
 // machine's.
 func (u Usage) NodeCPU() float64 {
 	if !u.ProcessKnown {
 		return u.CPU
+	}
+	if u.Quota.CPUs > 0 && u.MachineCPUs > 0 {
+		return min(1, max(u.ProcessCPU*float64(u.MachineCPUs)/u.Quota.CPUs, u.ThrottledShare))
 	}
 	return min(1, u.ProcessCPU+OtherLoadWeight*max(0, u.CPU-u.ProcessCPU))
 }
@@ -141,7 +155,8 @@ func (w Weights) Validate() error {
 //	Score = Wcpu/(1-cpu) + Wmem/(1-mem) + Wdisk/(1-disk) + Wq/(1-depth/limit)
 //	      + Wsvc·(serviceTime/1ms) + Wrtt·(rtt/1ms)
 //
-// cpu is NodeCPU: the node's own CPU use with the machine's as context.
+// cpu is NodeCPU: the utilisation of a sized node's quota, or an unsized
+// node's own CPU use with the machine's as context.
 // Each utilisation is clamped to [0, MaxUtilisation] (NaN counts as 0), so
 // the score is finite even for a saturated resource. The 1/(1-u) form is the
 // slow-down of a single-server queue at utilisation u: it grows slowly while

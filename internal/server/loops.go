@@ -106,7 +106,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 		QueueUtil:    float64(adm.Inflight) / float64(s.cfg.Admission.MaxInflight),
 		QueueDelayMs: ms(max(adm.QueueDelay, 0)), AdmitShare: adm.AdmitShare, Overloaded: adm.Overloaded}
 	if snap := s.mon.Latest(); snap != nil {
-		req.Cpu, req.Score = snap.Usage.NodeCPU(), snap.Score
+		req.Cpu, req.Score, req.CpuQuota = snap.Usage.NodeCPU(), snap.Score, snap.Usage.Quota.CPUs
 	}
 	ch := s.clockHealth()
 	req.ClockUntrusted, req.ClockReason, req.MaxClockOffsetMs = !ch.Trusted, ch.Reason, maxClockOffsetMs(ch)

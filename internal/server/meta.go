@@ -434,7 +434,7 @@ func (s *Server) nodeStatuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) [
 			ns.LastSeenSeconds = silent.Seconds()
 			hb := l.hb
 			ns.Replicas, ns.Leases, ns.Bytes, ns.Qps = hb.GetReplicas(), hb.GetLeases(), hb.GetBytes(), hb.GetQps()
-			ns.Cpu, ns.Score, ns.P99Ms = hb.GetCpu(), hb.GetScore(), hb.GetP99Ms()
+			ns.Cpu, ns.Score, ns.P99Ms, ns.CpuQuota = hb.GetCpu(), hb.GetScore(), hb.GetP99Ms(), hb.GetCpuQuota()
 			ns.QueueDelayMs, ns.AdmitShare, ns.Overloaded, ns.RejectedQps = hb.GetQueueDelayMs(), hb.GetAdmitShare(), hb.GetOverloaded(), hb.GetRejectedQps()
 			ns.ClockUntrusted, ns.ClockReason, ns.MaxClockOffsetMs = hb.GetClockUntrusted(), hb.GetClockReason(), hb.GetMaxClockOffsetMs()
 			ns.Live = silent < s.cfg.LivenessTimeout

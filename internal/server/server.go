@@ -189,7 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.adm.OnDelay(s.metrics.observeQueueDelay)
-	if s.mon, err = monitor.New(cfg.Monitor, monitor.ProcSource, func() (int, int, time.Duration) {
+	if s.mon, err = monitor.New(cfg.Monitor, monitor.ProcSource, ownQuota(), func() (int, int, time.Duration) {
 		return s.adm.State().Inflight, cfg.Admission.MaxInflight, s.svc.Sample()
 	}, time.Now); err != nil {
 		return nil, err

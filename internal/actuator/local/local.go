@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/cgroup"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/launcher"
 )
@@ -51,6 +52,9 @@ type Config struct {
 	// StopGrace is how long a node may take to exit after SIGTERM before it
 	// is sent SIGKILL.
 	StopGrace time.Duration
+	// NodeCPUs, when positive, is each launched node's CPU size
+	// (launcher.NodeSpec.CPUs).
+	NodeCPUs float64
 }
 
 // DefaultConfig returns 127.0.0.1, at most 8 launched nodes, a 500 ms
@@ -85,6 +89,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("local actuator: StartCheck must be >= 0, got %v", c.StartCheck)
 	case c.StopGrace <= 0:
 		return fmt.Errorf("local actuator: StopGrace must be > 0, got %v", c.StopGrace)
+	case c.NodeCPUs != 0:
+		if err := cgroup.CheckCPUs(c.NodeCPUs); err != nil {
+			return fmt.Errorf("local actuator: %w", err)
+		}
 	}
 	return nil
 }
@@ -98,8 +106,16 @@ type Actuator struct {
 
 var _ control.Actuator = (*Actuator)(nil)
 
-// New validates cfg and resolves the binary.
-func New(cfg Config) (*Actuator, error) { return newActuator(cfg, OSProcs{}) }
+// New validates cfg, resolves the binary and, for sized nodes, checks that
+// this process can create their cgroups.
+func New(cfg Config) (*Actuator, error) {
+	if cfg.NodeCPUs > 0 {
+		if _, err := cgroup.Open(); err != nil {
+			return nil, fmt.Errorf("local actuator: cannot size nodes to %v CPUs: %w", cfg.NodeCPUs, err)
+		}
+	}
+	return newActuator(cfg, OSProcs{})
+}
 
 func newActuator(cfg Config, p Procs) (*Actuator, error) {
 	if err := cfg.Validate(); err != nil {
@@ -184,6 +200,9 @@ func describe(nodes []Node) string {
 	parts := make([]string, len(nodes))
 	for i, n := range nodes {
 		parts[i] = fmt.Sprintf("node%d pid %d grpc=%s log=%s", n.Index, n.PID, n.GRPCAddr, n.Log)
+		if n.Cgroup != "" {
+			parts[i] += " cgroup=" + n.Cgroup
+		}
 	}
 	return strings.Join(parts, "; ")
 }
@@ -213,15 +232,16 @@ func (a *Actuator) launch(join []string) (Node, error) {
 	spec.Index = index
 	spec.DataDir = filepath.Join(a.cfg.Dir, nodeName(index))
 	spec.Join = join
+	spec.CPUs = a.cfg.NodeCPUs
 	if err := spec.Validate(); err != nil {
 		return Node{}, err
 	}
-	pid, err := a.procs.Start(a.cfg.Binary, spec)
+	pid, group, err := a.procs.Start(a.cfg.Binary, spec)
 	if err != nil {
 		return Node{}, fmt.Errorf("node%d: %w", index, err)
 	}
 	n := Node{Index: index, PID: pid, DataDir: spec.DataDir, GRPCAddr: spec.GRPCAddr,
-		HTTPAddr: spec.HTTPAddr, Log: spec.Log(), Started: time.Now().UTC(), Alive: true}
+		HTTPAddr: spec.HTTPAddr, Log: spec.Log(), Started: time.Now().UTC(), Cgroup: group, Alive: true}
 	if err := writeRecord(a.cfg.Dir, n); err != nil {
 		// A node nobody can find again must not run.
 		_ = a.procs.Signal(pid, syscall.SIGKILL)
@@ -307,6 +327,8 @@ func (a *Actuator) Remove(ctx context.Context, m control.Member) (string, error)
 		if how, err = a.stop(ctx, n); err != nil {
 			return "", err
 		}
+	} else if err := a.release(n); err != nil {
+		return "", err
 	}
 	if err := clearData(n.DataDir, n.Log); err != nil {
 		return "", fmt.Errorf("local actuator: node%d stopped but its data is not fully deleted: %w", n.Index, err)
@@ -341,7 +363,7 @@ func (a *Actuator) stop(ctx context.Context, n Node) (string, error) {
 		return "", fmt.Errorf("local actuator: SIGTERM to node%d (pid %d): %w", n.Index, n.PID, err)
 	}
 	if a.waitGone(ctx, n, a.cfg.StopGrace) {
-		return "stopped", nil
+		return "stopped", a.release(n)
 	}
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("local actuator: stopping node%d (pid %d): %w", n.Index, n.PID, err)
@@ -350,7 +372,18 @@ func (a *Actuator) stop(ctx context.Context, n Node) (string, error) {
 	if !a.waitGone(ctx, n, 5*time.Second) {
 		return "", fmt.Errorf("local actuator: node%d (pid %d) survived SIGKILL", n.Index, n.PID)
 	}
-	return fmt.Sprintf("killed (no exit within %v of SIGTERM)", a.cfg.StopGrace), nil
+	return fmt.Sprintf("killed (no exit within %v of SIGTERM)", a.cfg.StopGrace), a.release(n)
+}
+
+// release removes the cgroup of n, whose process is gone.
+func (a *Actuator) release(n Node) error {
+	if n.Cgroup == "" {
+		return nil
+	}
+	if err := a.procs.RemoveCgroup(n.Cgroup); err != nil {
+		return fmt.Errorf("local actuator: node%d (pid %d) stopped but its cgroup remains: %w", n.Index, n.PID, err)
+	}
+	return nil
 }
 
 // waitGone polls until n's process is gone, d passes or ctx ends.

@@ -27,6 +27,8 @@ type fakeProcs struct {
 	exitAtOnce bool
 	// ignoreTerm makes processes survive SIGTERM.
 	ignoreTerm bool
+	// cgroups are the sized nodes' cgroups not yet removed.
+	cgroups []string
 }
 
 type fakeProc struct {
@@ -36,15 +38,27 @@ type fakeProc struct {
 
 func newFakeProcs() *fakeProcs { return &fakeProcs{next: 1000, procs: map[int]*fakeProc{}} }
 
-func (f *fakeProcs) Start(binary string, spec launcher.NodeSpec) (int, error) {
+func (f *fakeProcs) Start(binary string, spec launcher.NodeSpec) (int, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.startErr != nil {
-		return 0, f.startErr
+		return 0, "", f.startErr
 	}
 	f.next++
 	f.procs[f.next] = &fakeProc{spec: spec, alive: !f.exitAtOnce}
-	return f.next, nil
+	if spec.CPUs == 0 {
+		return f.next, "", nil
+	}
+	dir := fmt.Sprintf("/cg/%d", f.next)
+	f.cgroups = append(f.cgroups, dir)
+	return f.next, dir, nil
+}
+
+func (f *fakeProcs) RemoveCgroup(dir string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cgroups = slices.DeleteFunc(f.cgroups, func(d string) bool { return d == dir })
+	return nil
 }
 
 func (f *fakeProcs) Alive(pid int, dataDir string) bool {
@@ -273,6 +287,41 @@ func TestStopAllKeepsRecords(t *testing.T) {
 	}
 }
 
+// Sized nodes get a cgroup each, recorded so that whichever controller
+// stops them removes it: on Remove, on Remove of a node that had exited by
+// itself, and on StopAll.
+func TestSizedNodesCgroupsRemovedWithThem(t *testing.T) {
+	c := testConfig(t)
+	c.NodeCPUs = 0.3
+	a, p := newTest(t, c)
+	ctx := context.Background()
+	if _, err := a.ScaleOut(ctx, 3, []string{"a:1"}); err != nil {
+		t.Fatal(err)
+	}
+	nodes := mustNodes(t, a)
+	for _, n := range nodes {
+		if n.Cgroup == "" || p.procs[n.PID].spec.CPUs != 0.3 {
+			t.Fatalf("node %+v started with %v CPUs, want 0.3 and a recorded cgroup", n, p.procs[n.PID].spec.CPUs)
+		}
+	}
+	if _, err := a.Remove(ctx, control.Member{ID: 4, Addr: nodes[0].GRPCAddr}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, p.Signal(nodes[1].PID, syscall.SIGKILL)) // exits by itself
+	if _, err := a.Remove(ctx, control.Member{ID: 5, Addr: nodes[1].GRPCAddr}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{nodes[2].Cgroup}; !slices.Equal(p.cgroups, want) {
+		t.Fatalf("cgroups left %v, want only the running node's %v", p.cgroups, want)
+	}
+	if n, err := a.StopAll(ctx); err != nil || n != 1 {
+		t.Fatalf("StopAll = %d, %v", n, err)
+	}
+	if len(p.cgroups) != 0 {
+		t.Fatalf("cgroups left after StopAll: %v", p.cgroups)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	for _, mut := range []func(*Config){
 		func(c *Config) { c.Dir = "" },
@@ -280,6 +329,7 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.MaxNodes = 0 },
 		func(c *Config) { c.StartCheck = -1 },
 		func(c *Config) { c.StopGrace = 0 },
+		func(c *Config) { c.NodeCPUs = 0.05 },
 	} {
 		c := DefaultConfig()
 		c.Dir = "x"

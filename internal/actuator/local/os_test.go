@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/cgroup"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/launcher"
 	"github.com/tidekv/tidekv/internal/testcluster"
@@ -34,11 +35,25 @@ func TestMain(m *testing.M) {
 }
 
 func TestOSProcsStartDetachedAndRemove(t *testing.T) {
+	for _, cpus := range []float64{0, 0.3} {
+		t.Run(fmt.Sprintf("cpus=%v", cpus), func(t *testing.T) {
+			if cpus > 0 {
+				if _, err := cgroup.Open(); err != nil {
+					t.Skipf("sized nodes need writable cgroups: %v", err)
+				}
+			}
+			testOSProcs(t, cpus)
+		})
+	}
+}
+
+func testOSProcs(t *testing.T, cpus float64) {
 	c := DefaultConfig()
 	c.Dir = filepath.Join(t.TempDir(), "autoscaled")
 	c.Binary = os.Args[0]
 	c.Env = []string{standInEnv + "=1"}
 	c.StartCheck = 200 * time.Millisecond
+	c.NodeCPUs = cpus
 	a, err := New(c)
 	if err != nil {
 		t.Fatal(err)
@@ -58,11 +73,20 @@ func TestOSProcsStartDetachedAndRemove(t *testing.T) {
 	if (OSProcs{}).Alive(n.PID, "/some/other/dir") {
 		t.Fatal("Alive accepted a process running another data dir (recycled PID)")
 	}
+	if cpus > 0 {
+		procs, err := os.ReadFile(filepath.Join(n.Cgroup, "cgroup.procs"))
+		if err != nil || strings.TrimSpace(string(procs)) != fmt.Sprint(n.PID) {
+			t.Fatalf("cgroup %q holds %q (%v), want pid %d", n.Cgroup, procs, err, n.PID)
+		}
+	}
 	if _, err := a.Remove(ctx, control.Member{ID: 42, Addr: n.GRPCAddr}); err != nil {
 		t.Fatal(err)
 	}
 	if (OSProcs{}).Alive(n.PID, n.DataDir) {
 		t.Fatal("process still alive after Remove")
+	}
+	if _, err := os.Stat(n.Cgroup); cpus > 0 && !os.IsNotExist(err) {
+		t.Fatalf("cgroup %s still there after Remove: %v", n.Cgroup, err)
 	}
 	log, _ := os.ReadFile(n.Log)
 	if !strings.Contains(string(log), "node 42 ready") {

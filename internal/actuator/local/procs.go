@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/cgroup"
 	"github.com/tidekv/tidekv/internal/launcher"
 )
 
@@ -16,13 +17,16 @@ import (
 // effects on processes go through it, so tests can use a fake.
 type Procs interface {
 	// Start runs `binary` with spec.Args() detached from the caller and
-	// returns its PID.
-	Start(binary string, spec launcher.NodeSpec) (int, error)
+	// returns its PID and, for a sized node (spec.CPUs), its cgroup.
+	Start(binary string, spec launcher.NodeSpec) (pid int, cgroupDir string, err error)
 	// Alive reports whether pid is a running server on dataDir (not a
 	// recycled PID, not a zombie).
 	Alive(pid int, dataDir string) bool
 	// Signal sends sig to pid.
 	Signal(pid int, sig syscall.Signal) error
+	// RemoveCgroup deletes a stopped node's cgroup; one already gone is
+	// not an error.
+	RemoveCgroup(dir string) error
 }
 
 // OSProcs is the real Procs.
@@ -35,14 +39,16 @@ type OSProcs struct{}
 // stderr go straight to the node's log file rather than through a pipe: a
 // server whose stdout reader died would get SIGPIPE on its next write.
 // launcher.Start is not used because it does both of those things
-// deliberately the other way.
-func (OSProcs) Start(binary string, spec launcher.NodeSpec) (int, error) {
+// deliberately the other way. A sized node is moved into its cgroup right
+// after it starts (launcher.StartSized); whoever reaps it (this process
+// while it lives, else Remove or StopAll) removes the cgroup.
+func (OSProcs) Start(binary string, spec launcher.NodeSpec) (int, string, error) {
 	if err := os.MkdirAll(spec.DataDir, 0o755); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	logf, err := os.OpenFile(spec.Log(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer logf.Close() // the child holds its own descriptor
 	args := spec.Args()
@@ -52,13 +58,21 @@ func (OSProcs) Start(binary string, spec launcher.NodeSpec) (int, error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// The index is unique within Dir, the pid among launchers.
+	group, err := launcher.StartSized(cmd, spec, fmt.Sprintf("%d-a%d", os.Getpid(), spec.Index), (*exec.Cmd).Start)
+	if err != nil {
 		fmt.Fprintf(logf, "=== local actuator: start failed: %v\n", err)
-		return 0, err
+		return 0, "", err
+	}
+	if group.Dir() != "" {
+		fmt.Fprintf(logf, "=== local actuator: pid %d runs in %s with %v CPUs\n", cmd.Process.Pid, group.Dir(), spec.CPUs)
 	}
 	// Reap it if it exits while we live; once we are gone, init does.
-	go cmd.Wait()
-	return cmd.Process.Pid, nil
+	go func() {
+		_ = cmd.Wait()
+		_ = group.Remove()
+	}()
+	return cmd.Process.Pid, group.Dir(), nil
 }
 
 // Alive checks that pid exists and, where the OS tells (Linux), that its
@@ -76,3 +90,6 @@ func (OSProcs) Alive(pid int, dataDir string) bool {
 
 // Signal sends sig to pid.
 func (OSProcs) Signal(pid int, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
+
+// RemoveCgroup deletes the cgroup at dir.
+func (OSProcs) RemoveCgroup(dir string) error { return cgroup.Remove(dir) }

@@ -24,6 +24,8 @@ type Node struct {
 	HTTPAddr string    `json:"http_addr"`
 	Log      string    `json:"log"`
 	Started  time.Time `json:"started"`
+	// Cgroup is the sized node's cgroup directory; "" for an unsized one.
+	Cgroup string `json:"cgroup,omitempty"`
 	// Alive is not stored: Nodes fills it in from the OS.
 	Alive bool `json:"-"`
 }

@@ -264,6 +264,9 @@
       fill.style.width = Math.min(100, cpu * 100).toFixed(1) + "%";
       meter.append(fill);
       cpuc.append(meter, el("span", "meter-val", (cpu * 100).toFixed(0) + "%"));
+      // A sized node's CPU is the utilisation of its own quota.
+      const quota = num(n.cpu_quota);
+      if (quota > 0) cpuc.append(el("span", "sub", "of " + quota + " CPUs"));
       tr.append(cpuc);
 
       tr.append(td(num(n.score).toFixed(2), "num"));

@@ -1,0 +1,339 @@
+package cgroup
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Period is the quota's enforcement period. It is short so that a node
+// that has used its quota waits at most this long to run again; the
+// kernel's default, 100 ms, would stall its requests for up to 100 ms.
+const Period = 10 * time.Millisecond
+
+// MinCPUs is the smallest size a node can have: the kernel refuses a quota
+// below 1 ms per period.
+const MinCPUs = 0.1
+
+// NodePrefix starts the name of every cgroup Create makes.
+const NodePrefix = "tidekv-node-"
+
+// CheckCPUs reports whether cpus is a size Create accepts.
+func CheckCPUs(cpus float64) error {
+	if !(cpus >= MinCPUs) || math.IsInf(cpus, 0) {
+		return fmt.Errorf("a node's CPU size must be at least %v (the kernel's 1 ms quota per %v period), got %v", MinCPUs, Period, cpus)
+	}
+	return nil
+}
+
+type version int
+
+const (
+	v1 version = 1
+	v2 version = 2
+)
+
+// Reader reads one cgroup's CPU quota and throttling.
+type Reader struct {
+	version version
+	dir     string
+}
+
+// Dir is the cgroup's directory.
+func (r Reader) Dir() string { return r.dir }
+
+// Version is 1 or 2, the cgroup version of its hierarchy.
+func (r Reader) Version() int { return int(r.version) }
+
+// Stat is a cgroup's CPU quota and its throttling since it was created.
+type Stat struct {
+	// CPUs is the quota in CPUs (quota/period); 0 when there is none.
+	CPUs float64
+	// Periods counts the enforcement periods in which the cgroup ran,
+	// Throttled those in which it used up its quota, ThrottledTime the
+	// time its tasks then waited.
+	Periods, Throttled uint64
+	ThrottledTime      time.Duration
+}
+
+// Read returns the cgroup's quota and throttling. A cgroup without a quota
+// (v2's root has no cpu.max) reads as CPUs 0.
+func (r Reader) Read() (Stat, error) {
+	var s Stat
+	var err error
+	if r.version == v2 {
+		s.CPUs, err = readCPUMax(filepath.Join(r.dir, "cpu.max"))
+	} else {
+		s.CPUs, err = readCFS(r.dir)
+	}
+	if err != nil {
+		return Stat{}, err
+	}
+	b, err := os.ReadFile(filepath.Join(r.dir, "cpu.stat"))
+	if err != nil {
+		return Stat{}, fmt.Errorf("cgroup: %w", err)
+	}
+	st := parseKeyValues(b)
+	s.Periods, s.Throttled = st["nr_periods"], st["nr_throttled"]
+	if r.version == v2 {
+		s.ThrottledTime = time.Duration(st["throttled_usec"]) * time.Microsecond
+	} else {
+		s.ThrottledTime = time.Duration(st["throttled_time"]) // ns
+	}
+	return s, nil
+}
+
+// readCPUMax parses v2's "<quota|max> <period>" (µs).
+func readCPUMax(path string) (float64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cgroup: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, fmt.Errorf("cgroup: %s: want \"<quota> <period>\", got %q", path, bytes.TrimSpace(b))
+	}
+	if f[0] == "max" {
+		return 0, nil
+	}
+	return ratio(path, f[0], f[1])
+}
+
+// readCFS reads v1's cpu.cfs_quota_us (-1: none) and cpu.cfs_period_us.
+func readCFS(dir string) (float64, error) {
+	q, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
+	if err != nil {
+		return 0, fmt.Errorf("cgroup: %w", err)
+	}
+	p, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
+	if err != nil {
+		return 0, fmt.Errorf("cgroup: %w", err)
+	}
+	if strings.TrimSpace(string(q)) == "-1" {
+		return 0, nil
+	}
+	return ratio(dir, strings.TrimSpace(string(q)), strings.TrimSpace(string(p)))
+}
+
+func ratio(where, quota, period string) (float64, error) {
+	q, err1 := strconv.ParseUint(quota, 10, 64)
+	p, err2 := strconv.ParseUint(period, 10, 64)
+	if err := errors.Join(err1, err2); err != nil || p == 0 {
+		return 0, fmt.Errorf("cgroup: %s: bad quota %q or period %q", where, quota, period)
+	}
+	return float64(q) / float64(p), nil
+}
+
+// parseKeyValues reads cpu.stat's "<key> <number>" lines.
+func parseKeyValues(b []byte) map[string]uint64 {
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		if v, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+			out[f[0]] = v
+		}
+	}
+	return out
+}
+
+// system is what finding the cpu controller looks at: the OS, the
+// directory holding self/mountinfo and self/cgroup (/proc), and whether a
+// directory may be written. The tests substitute a fake cgroup filesystem.
+type system struct {
+	goos     string
+	proc     string
+	writable func(dir string) error
+}
+
+func live() system {
+	return system{goos: runtime.GOOS, proc: "/proc", writable: func(dir string) error {
+		return syscall.Access(dir, 2 /* W_OK */)
+	}}
+}
+
+// Self returns a Reader for this process's own cpu cgroup.
+func Self() (Reader, error) { return find(live()) }
+
+// find locates this process's cgroup in the cpu controller's hierarchy,
+// preferring v2 where its cgroup lists the cpu controller.
+func find(sys system) (Reader, error) {
+	if sys.goos != "linux" {
+		return Reader{}, fmt.Errorf("cgroup: a node's CPU size needs Linux cgroups, and this is %s", sys.goos)
+	}
+	self, err := os.ReadFile(filepath.Join(sys.proc, "self", "cgroup"))
+	if err != nil {
+		return Reader{}, fmt.Errorf("cgroup: %w", err)
+	}
+	mounts, err := os.ReadFile(filepath.Join(sys.proc, "self", "mountinfo"))
+	if err != nil {
+		return Reader{}, fmt.Errorf("cgroup: %w", err)
+	}
+	var v2Path string
+	var v1Path string
+	haveV1 := false
+	for line := range strings.Lines(string(self)) {
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[0] == "0" && f[1] == "" {
+			v2Path = f[2]
+		} else if slices.Contains(strings.Split(f[1], ","), "cpu") {
+			v1Path, haveV1 = f[2], true
+		}
+	}
+	var v1Dir string
+	for line := range strings.Lines(string(mounts)) {
+		pre, post, ok := strings.Cut(strings.TrimSpace(line), " - ")
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(a) < 5 || len(b) < 3 {
+			continue
+		}
+		root, point := a[3], a[4]
+		switch {
+		case b[0] == "cgroup2" && v2Path != "":
+			dir := filepath.Join(point, strings.TrimPrefix(v2Path, root))
+			c, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+			if err == nil && slices.Contains(strings.Fields(string(c)), "cpu") {
+				return Reader{version: v2, dir: dir}, nil
+			}
+		case b[0] == "cgroup" && haveV1 && slices.Contains(strings.Split(b[2], ","), "cpu"):
+			v1Dir = filepath.Join(point, strings.TrimPrefix(v1Path, root))
+		}
+	}
+	if v1Dir != "" {
+		return Reader{version: v1, dir: v1Dir}, nil
+	}
+	return Reader{}, errors.New("cgroup: no cpu controller: neither a cgroup v2 hierarchy whose cgroup.controllers lists cpu nor a cgroup v1 hierarchy with the cpu controller is mounted")
+}
+
+// Controller creates node cgroups under one parent cgroup.
+type Controller struct {
+	version version
+	parent  string
+}
+
+// Open finds where node cgroups go: under this process's cpu cgroup, or
+// beside it when this process is itself a node Create sized (a node that
+// launches nodes must not share its quota with them). It refuses, naming
+// what is missing, where that cgroup cannot be written or (v2) cannot hand
+// the cpu controller to children.
+func Open() (*Controller, error) { return open(live()) }
+
+func open(sys system) (*Controller, error) {
+	self, err := find(sys)
+	if err != nil {
+		return nil, err
+	}
+	parent := self.dir
+	if strings.HasPrefix(filepath.Base(parent), NodePrefix) {
+		parent = filepath.Dir(parent)
+	}
+	if err := sys.writable(parent); err != nil {
+		return nil, fmt.Errorf("cgroup: cannot create cgroups in %s (%v): run as root, or delegate that cgroup to this user", parent, err)
+	}
+	if self.version == v2 {
+		if err := enableCPU(parent); err != nil {
+			return nil, err
+		}
+	}
+	return &Controller{version: self.version, parent: parent}, nil
+}
+
+// enableCPU makes v2 give the cpu controller (cpu.max) to parent's
+// children. The kernel refuses while parent itself holds processes, unless
+// it is the root: the "no internal processes" rule.
+func enableCPU(parent string) error {
+	path := filepath.Join(parent, "cgroup.subtree_control")
+	b, err := os.ReadFile(path)
+	if err == nil && slices.Contains(strings.Fields(string(b)), "cpu") {
+		return nil
+	}
+	if err == nil {
+		err = os.WriteFile(path, []byte("+cpu"), 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("cgroup: cannot give the cpu controller to child cgroups of %s (%v): start the launcher in a cgroup of its own whose parent delegates cpu", parent, err)
+	}
+	return nil
+}
+
+// Parent is the directory node cgroups are created in.
+func (c *Controller) Parent() string { return c.parent }
+
+// Group is a node's cgroup.
+type Group struct{ Reader }
+
+// Create makes the cgroup NodePrefix+name with a quota of cpus CPUs per
+// Period. A leftover cgroup of that name from an earlier run is replaced
+// if it is empty.
+func (c *Controller) Create(name string, cpus float64) (Group, error) {
+	if err := CheckCPUs(cpus); err != nil {
+		return Group{}, fmt.Errorf("cgroup: %w", err)
+	}
+	dir := filepath.Join(c.parent, NodePrefix+name)
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, os.ErrExist) && os.Remove(dir) == nil {
+		err = os.Mkdir(dir, 0o755)
+	}
+	if err != nil {
+		return Group{}, fmt.Errorf("cgroup: %w", err)
+	}
+	g := Group{Reader{version: c.version, dir: dir}}
+	period := Period.Microseconds()
+	quota := int64(math.Round(cpus * float64(period)))
+	if c.version == v2 {
+		err = write(dir, "cpu.max", fmt.Sprintf("%d %d", quota, period))
+	} else {
+		// The new cgroup has no quota yet, so the period can change first.
+		err = errors.Join(write(dir, "cpu.cfs_period_us", strconv.FormatInt(period, 10)),
+			write(dir, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)))
+	}
+	if err != nil {
+		return Group{}, errors.Join(err, g.Remove())
+	}
+	return g, nil
+}
+
+// Add moves process pid, all its threads, into the cgroup.
+func (g Group) Add(pid int) error { return write(g.dir, "cgroup.procs", strconv.Itoa(pid)) }
+
+// Remove deletes the cgroup, which must hold no process (the kernel
+// refuses with EBUSY otherwise); one already gone, or the zero Group (an
+// unsized node's), is not an error.
+func (g Group) Remove() error { return Remove(g.dir) }
+
+// Remove deletes the node cgroup at dir (see Group.Remove); "" is none.
+func Remove(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	return nil
+}
+
+func write(dir, file, value string) error {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+package cgroup
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeFS is a temp dir shaped like a machine's cgroup filesystem: proc/self
+// with cgroup and mountinfo, and the mounts those name. The kernel's side
+// (control files appearing in a new cgroup, rmdir ignoring them) is
+// played by the tests.
+type fakeFS struct {
+	t    *testing.T
+	root string
+}
+
+func newFakeFS(t *testing.T, selfCgroup string, mounts ...string) fakeFS {
+	fs := fakeFS{t: t, root: t.TempDir()}
+	fs.write("proc/self/cgroup", selfCgroup)
+	var mi []string
+	for i, m := range mounts {
+		// m is "<fstype> <superopts> <mount point below root> <root in hierarchy>".
+		f := strings.Fields(m)
+		mi = append(mi, strings.Join([]string{strconv.Itoa(30 + i), "23", "0:" + strconv.Itoa(30+i), f[3], fs.path(f[2]), "rw,relatime", "-", f[0], f[0], f[1]}, " "))
+	}
+	fs.write("proc/self/mountinfo", strings.Join(mi, "\n")+"\n")
+	return fs
+}
+
+func (fs fakeFS) path(rel string) string { return filepath.Join(fs.root, rel) }
+
+func (fs fakeFS) write(rel, content string) {
+	fs.t.Helper()
+	p := fs.path(rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		fs.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		fs.t.Fatal(err)
+	}
+}
+
+func (fs fakeFS) read(rel string) string {
+	fs.t.Helper()
+	b, err := os.ReadFile(fs.path(rel))
+	if err != nil {
+		fs.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (fs fakeFS) sys(writable error) system {
+	return system{goos: "linux", proc: fs.path("proc"), writable: func(string) error { return writable }}
+}
+
+// emptyGroup plays the kernel at rmdir: a cgroup's control files are not
+// entries that keep it from being removed.
+func (fs fakeFS) emptyGroup(dir string) {
+	fs.t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		fs.t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			fs.t.Fatal(err)
+		}
+	}
+}
+
+// thisMachine is the shape of the machine TideKV's tests run on: v1 with
+// the cpu controller alone, and a unified hierarchy with no controllers.
+func thisMachine(t *testing.T) fakeFS {
+	fs := newFakeFS(t, "4:memory:/x\n1:cpu:/\n2:cpuacct:/\n0::/\n",
+		"cgroup rw,cpu sys/cpu /", "cgroup rw,cpuacct sys/cpuacct /", "cgroup2 rw sys/unified /")
+	fs.write("sys/unified/cgroup.controllers", "")
+	fs.write("sys/cpu/cpu.cfs_quota_us", "-1\n")
+	fs.write("sys/cpu/cpu.cfs_period_us", "100000\n")
+	fs.write("sys/cpu/cpu.stat", "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n")
+	return fs
+}
+
+func TestV1CreateAddReadRemove(t *testing.T) {
+	fs := thisMachine(t)
+	c, err := open(fs.sys(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Parent() != fs.path("sys/cpu") || c.version != v1 {
+		t.Fatalf("controller at %s v%d, want %s v1", c.Parent(), c.version, fs.path("sys/cpu"))
+	}
+	g, err := c.Create("up-7-node1", 0.3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := "sys/cpu/" + NodePrefix + "up-7-node1"
+	if g.Dir() != fs.path(rel) {
+		t.Fatalf("group at %s, want %s", g.Dir(), fs.path(rel))
+	}
+	if q, p := fs.read(rel+"/cpu.cfs_quota_us"), fs.read(rel+"/cpu.cfs_period_us"); q != "3000" || p != "10000" {
+		t.Fatalf("quota %q period %q, want 3000 per 10000", q, p)
+	}
+	if err := g.Add(4242); err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.read(rel + "/cgroup.procs"); got != "4242" {
+		t.Fatalf("cgroup.procs %q, want 4242", got)
+	}
+	fs.write(rel+"/cpu.stat", "nr_periods 200\nnr_throttled 50\nthrottled_time 125000000\nnr_bursts 0\n")
+	st, err := g.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Stat{CPUs: 0.3, Periods: 200, Throttled: 50, ThrottledTime: 125 * time.Millisecond}); st != want {
+		t.Fatalf("read %+v, want %+v", st, want)
+	}
+	fs.emptyGroup(g.Dir())
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(g.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("group still there after Remove: %v", err)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatalf("removing a removed group: %v", err)
+	}
+}
+
+// A node that launches nodes (the local actuator in a sized node) puts
+// them beside itself, not inside its own quota.
+func TestNodeLaunchesBesideItself(t *testing.T) {
+	fs := newFakeFS(t, "1:cpu,cpuacct:/"+NodePrefix+"up-7-node1\n", "cgroup rw,cpu,cpuacct sys/cpu,cpuacct /")
+	c, err := open(fs.sys(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Parent() != fs.path("sys/cpu,cpuacct") {
+		t.Fatalf("parent %s, want the hierarchy's root %s", c.Parent(), fs.path("sys/cpu,cpuacct"))
+	}
+}
+
+func TestV2PreferredAndEnabled(t *testing.T) {
+	// The hierarchy is mounted from /kube inside a container's namespace.
+	fs := newFakeFS(t, "1:cpu:/a\n0::/kube/app\n", "cgroup rw,cpu sys/cpu /", "cgroup2 rw sys/fs /kube")
+	fs.write("sys/fs/app/cgroup.controllers", "cpuset cpu io memory\n")
+	fs.write("sys/fs/app/cgroup.subtree_control", "memory\n")
+	c, err := open(fs.sys(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.version != v2 || c.Parent() != fs.path("sys/fs/app") {
+		t.Fatalf("controller at %s v%d, want %s v2", c.Parent(), c.version, fs.path("sys/fs/app"))
+	}
+	if got := fs.read("sys/fs/app/cgroup.subtree_control"); got != "+cpu" {
+		t.Fatalf("subtree_control written %q, want +cpu", got)
+	}
+	g, err := c.Create("n1", 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.read("sys/fs/app/" + NodePrefix + "n1/cpu.max"); got != "5000 10000" {
+		t.Fatalf("cpu.max %q, want \"5000 10000\"", got)
+	}
+	fs.write("sys/fs/app/"+NodePrefix+"n1/cpu.stat", "usage_usec 9\nnr_periods 10\nnr_throttled 4\nthrottled_usec 2500\n")
+	st, err := g.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Stat{CPUs: 0.5, Periods: 10, Throttled: 4, ThrottledTime: 2500 * time.Microsecond}); st != want {
+		t.Fatalf("read %+v, want %+v", st, want)
+	}
+}
+
+func TestReadUnlimited(t *testing.T) {
+	fs := thisMachine(t)
+	r, err := find(fs.sys(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Read(); err != nil || st.CPUs != 0 {
+		t.Fatalf("v1 quota -1 read as %+v, %v; want CPUs 0", st, err)
+	}
+	fs2 := newFakeFS(t, "0::/\n", "cgroup2 rw sys/fs /")
+	fs2.write("sys/fs/cgroup.controllers", "cpu\n")
+	fs2.write("sys/fs/cpu.stat", "usage_usec 1\n")
+	r, err = find(fs2.sys(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Read(); err != nil || st.CPUs != 0 {
+		t.Fatalf("v2 root (no cpu.max) read as %+v, %v; want CPUs 0", st, err)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	noCPU := newFakeFS(t, "1:memory:/\n0::/\n", "cgroup rw,memory sys/memory /", "cgroup2 rw sys/unified /")
+	noCPU.write("sys/unified/cgroup.controllers", "memory\n")
+	v2Busy := newFakeFS(t, "0::/app\n", "cgroup2 rw sys/fs /")
+	v2Busy.write("sys/fs/app/cgroup.controllers", "cpu\n")
+	// A directory in place of the file makes the write fail, as the
+	// kernel's EBUSY does for a cgroup holding processes.
+	v2Busy.write("sys/fs/app/cgroup.subtree_control/x", "")
+	machine := thisMachine(t)
+	for _, tc := range []struct {
+		name string
+		sys  system
+		want string
+	}{
+		{"not linux", system{goos: "darwin"}, "needs Linux cgroups, and this is darwin"},
+		{"no cpu controller", noCPU.sys(nil), "no cpu controller"},
+		{"not root", machine.sys(syscall.EACCES), "cannot create cgroups in " + machine.path("sys/cpu") + " (permission denied): run as root"},
+		{"v2 cpu not delegable", v2Busy.sys(nil), "cannot give the cpu controller to child cgroups"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := open(tc.sys)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("open: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	c, err := open(machine.sys(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create("small", 0.05); err == nil || !strings.Contains(err.Error(), "at least 0.1") {
+		t.Fatalf("Create 0.05 CPUs: %v, want the minimum named", err)
+	}
+	if entries, _ := os.ReadDir(c.Parent()); len(entries) != 3 {
+		t.Fatalf("a refused Create left something behind: %v", entries)
+	}
+}
+
+// TestLive sizes a real process on this machine, where the cgroups are
+// writable (root).
+func TestLive(t *testing.T) {
+	c, err := Open()
+	if err != nil {
+		t.Skipf("cgroups are not usable here: %v", err)
+	}
+	g, err := c.Create("test-"+strconv.Itoa(os.Getpid()), 0.2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "cgroup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), filepath.Base(g.Dir())) {
+		t.Fatalf("process not in %s: %s", g.Dir(), b)
+	}
+	st, err := g.Read()
+	if err != nil || st.CPUs != 0.2 {
+		t.Fatalf("read %+v, %v; want 0.2 CPUs", st, err)
+	}
+	if err := g.Remove(); err == nil {
+		t.Fatal("removed a cgroup that holds a process")
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
