@@ -236,3 +236,11 @@ func TestRecorder(t *testing.T) {
 		t.Fatal(res.Describe())
 	}
 }
+
+// A long list read is shown by its head and its tail, where the
+// dependencies are.
+func TestLongListShortened(t *testing.T) {
+	if got, want := rl("x", 1, 2, 3, 4, 5, 6, 7, 8, 9, 10).String(), "read x [10 values: 1 2 … 7 8 9 10]"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}

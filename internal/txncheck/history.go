@@ -75,8 +75,11 @@ func (m Mop) String() string {
 	case Write:
 		return fmt.Sprintf("write %s %d", m.Key, m.Value)
 	}
-	if m.List != nil {
-		return fmt.Sprintf("read %s %v", m.Key, m.List)
+	if l := m.List; len(l) > 8 {
+		// The tail is what dependencies are about.
+		return fmt.Sprintf("read %s [%d values: %d %d … %s]", m.Key, len(l), l[0], l[1], strings.Trim(fmt.Sprint(l[len(l)-4:]), "[]"))
+	} else if l != nil {
+		return fmt.Sprintf("read %s %v", m.Key, l)
 	}
 	return fmt.Sprintf("read %s %d", m.Key, m.Value)
 }
