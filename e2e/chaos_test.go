@@ -27,29 +27,13 @@ func TestBenchChaos(t *testing.T) {
 	if long() {
 		schedules, dur = 10, time.Minute
 	}
-	bin := testcluster.Binary(t)
-	port := testcluster.FreeBasePort(t, 4)
-	ctx := testCtx(t, time.Duration(schedules)*(dur+2*time.Minute))
-	args := []string{"bench", "chaos", "--json", "--schedules", fmt.Sprint(schedules),
+	args := []string{"--schedules", fmt.Sprint(schedules),
 		"--duration", dur.String(), "--interval", "4s", "--down", "2s", "--seed", "92",
-		"--faults", "kill,pause,partition,skew,slow-disk,split,move,churn",
-		"--base-port", fmt.Sprint(port), "--data-dir", t.TempDir()}
+		"--faults", "kill,pause,partition,skew,slow-disk,split,move,churn"}
 	if sec := testcluster.Secured(t); sec != nil {
 		args = append(args, "--certs-dir", sec.CertsDir, "--users-file", sec.UsersFile)
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
-	out, err := cmd.Output()
-	var stderr []byte
-	if ee, ok := err.(*exec.ExitError); ok {
-		stderr = ee.Stderr
-	}
-	var reports []nemesis.Report
-	if jerr := json.Unmarshal(out, &reports); jerr != nil {
-		t.Fatalf("tidekv bench chaos: %v (%v)\n%s\n%s", err, jerr, out, stderr)
-	}
-	if len(reports) != schedules {
-		t.Fatalf("%d reports for %d schedules", len(reports), schedules)
-	}
+	reports, stderr, err := benchChaos(t, time.Duration(schedules)*(dur+2*time.Minute), schedules, args...)
 	for _, r := range reports {
 		t.Logf("seed %d: %s", r.Seed, r.Verdict)
 		if !r.Passed() {
@@ -65,4 +49,27 @@ func TestBenchChaos(t *testing.T) {
 	if err != nil && !t.Failed() {
 		t.Fatalf("tidekv bench chaos exited with %v although every schedule passed\n%s", err, stderr)
 	}
+}
+
+// benchChaos runs `tidekv bench chaos --json` with args on a free port
+// block for at most d, and returns its reports (schedules of them), its
+// stderr and its exit error.
+func benchChaos(t *testing.T, d time.Duration, schedules int, args ...string) ([]nemesis.Report, []byte, error) {
+	t.Helper()
+	bin := testcluster.Binary(t)
+	port := testcluster.FreeBasePort(t, 4)
+	args = append([]string{"bench", "chaos", "--json", "--base-port", fmt.Sprint(port), "--data-dir", t.TempDir()}, args...)
+	out, err := exec.CommandContext(testCtx(t, d), bin, args...).Output()
+	var stderr []byte
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = ee.Stderr
+	}
+	var reports []nemesis.Report
+	if jerr := json.Unmarshal(out, &reports); jerr != nil {
+		t.Fatalf("tidekv %v: %v (%v)\n%s\n%s", args, err, jerr, out, stderr)
+	}
+	if len(reports) != schedules {
+		t.Fatalf("%d reports for %d schedules", len(reports), schedules)
+	}
+	return reports, stderr, err
 }

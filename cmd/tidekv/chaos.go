@@ -9,12 +9,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidekv/tidekv/internal/nemesis"
+	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/txncheck"
 )
 
 func newChaosBenchCmd() *cobra.Command {
 	c := nemesis.DefaultChaosConfig()
 	var asJSON bool
 	faults := "kill,pause,partition,skew,slow-disk"
+	txnWorkload := "list-append"
 	cmd := &cobra.Command{
 		Use:   "chaos",
 		Short: "Seeded fault schedules against a cluster of real processes, each history checked for linearizability",
@@ -43,9 +46,29 @@ fault-injection endpoint (--enable-fault-injection).
 Afterwards every range must be back at 3 voters with no learner within
 --converge-within, every key is read back, and the recorded history, those
 reads included, must be linearizable (porcupine). Schedule i uses seed
---seed+i. Exits non-zero if any schedule fails.`,
+--seed+i. Exits non-zero if any schedule fails.
+
+--workload txn runs transactions instead, through the Go client's Txn, on
+--keys keys each split into a range of its own: --txn-workload list-append
+(each step reads a list or appends a unique value to it) or register (each
+step reads, writes a unique value, or both). After recovery every key is
+read in one more transaction, and the history must show no anomaly
+(txncheck: G0, G1a, G1b, G1c, G-single, G2-item, and cycles through real
+time; docs/testing.md); --json reports committed, anomalies and
+anomaly_kinds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch txnWorkload {
+			case "list-append":
+				c.TxnWorkload = txncheck.ListAppend
+			case "register":
+				c.TxnWorkload = txncheck.Register
+			default:
+				return fmt.Errorf("--txn-workload %q: list-append or register", txnWorkload)
+			}
+			if _, err := raftstore.ParseBreaks(c.Break); err != nil {
+				return fmt.Errorf("--break: %w", err)
+			}
 			return runChaos(cmd, c, faults, asJSON)
 		},
 	}
@@ -60,6 +83,11 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (a step of the node's wall clock: leases run on the monotonic clock); the default, half the nodes' --max-offset, never trips the offset monitor, and beyond 0.8 × --max-offset a skewed node gives up its leases")
 	f.IntVar(&c.Faults.Nodes, "nodes", c.Faults.Nodes, "cluster size")
 	f.IntVar(&c.Clients, "clients", c.Clients, "concurrent workload clients")
+	f.IntVar(&c.Keys, "keys", c.Keys, "keys the workload's clients share")
+	f.StringVar(&c.Workload, "workload", "kv", "what the clients run: kv (single-key operations, checked for linearizability) or txn (transactions, checked for anomalies)")
+	f.StringVar(&txnWorkload, "txn-workload", txnWorkload, "with --workload txn: list-append or register")
+	f.StringVar(&c.Break, "break", "", "TESTING ONLY, with --workload txn: run every node with a deliberately broken transaction mode (skip-refresh, skip-tscache), which the check must catch: a schedule passes when it finds anomalies")
+	_ = f.MarkHidden("break")
 	f.IntVar(&c.BasePort, "base-port", c.BasePort, "first port of the cluster's port blocks")
 	f.StringVar(&c.DataDir, "data-dir", c.DataDir, "parent directory of each schedule's (removed) cluster directory")
 	f.DurationVar(&c.ConvergeWithin, "converge-within", c.ConvergeWithin, "bound on the wait for full replication after the last fault")
@@ -72,7 +100,7 @@ reads included, must be linearizable (porcupine). Schedule i uses seed
 
 func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tFAILED DISKS (STOPPED)\tREPLACED\tBRIDGES\tSPLITS\tMOVES (MADE)\tCHURNS\tOPS\tOK\tCHECKED\tLINEARIZABLE\tCONVERGED\tRESULT")
+	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tFAILED DISKS (STOPPED)\tREPLACED\tBRIDGES\tSPLITS\tMOVES (MADE)\tCHURNS\tOPS\tOK\tCHECK\tCONVERGED\tRESULT")
 	for _, r := range reports {
 		conv := "no"
 		if r.Converged {
@@ -85,8 +113,12 @@ func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 				result += ": " + r.Error
 			}
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d\t%v\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks,
-			r.DiskFails, r.DiskFailStops, r.Replaced, r.Bridges, r.Splits, r.Moves, r.MovesOK, r.Churns, r.Ops, r.OkOps, r.CheckedOps, r.Linearizable, conv, result)
+		check := fmt.Sprintf("%d checked, linearizable %v", r.CheckedOps, r.Linearizable)
+		if r.Workload == "txn" {
+			check = fmt.Sprintf("%d anomalies %v", r.Anomalies, r.AnomalyKinds)
+		}
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks,
+			r.DiskFails, r.DiskFailStops, r.Replaced, r.Bridges, r.Splits, r.Moves, r.MovesOK, r.Churns, r.Ops, r.OkOps, check, conv, result)
 	}
 	w.Flush()
 }

@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/internal/launcher"
 	"github.com/tidekv/tidekv/internal/linearizability"
 	"github.com/tidekv/tidekv/internal/security"
+	"github.com/tidekv/tidekv/internal/txncheck"
 )
 
 // ChaosConfig is one chaos run: Schedules seeded fault plans, each on a
@@ -35,6 +37,15 @@ type ChaosConfig struct {
 	ConvergeWithin time.Duration
 	// CheckTimeout bounds the linearizability check of one history.
 	CheckTimeout time.Duration
+	// Workload is what the clients run: "kv" (or ""), single-key
+	// operations whose history must be linearizable; "txn", transactions
+	// (TxnWorkload) whose history must show no anomaly (txncheck).
+	Workload    string
+	TxnWorkload txncheck.Workload
+	// Break, with the txn workload, is every node's --testing-break: a
+	// deliberately broken transaction mode (raftstore.Breaks), which the
+	// check must catch.
+	Break string
 	// CertsDir, when set, runs secure clusters: every node gets it as
 	// --certs-dir and UsersFile as --users-file, and the run reaches them
 	// as root (client.root.crt in it) and its fault endpoints over HTTPS.
@@ -60,6 +71,10 @@ func (c ChaosConfig) Validate() error {
 		return fmt.Errorf("chaos: %d nodes: moves and churn need a node beyond the replication factor 3 to move replicas to", c.Faults.Nodes)
 	case c.ConvergeWithin <= 0 || c.CheckTimeout <= 0:
 		return errors.New("chaos: the convergence and check timeouts must be positive")
+	case c.Workload != "" && c.Workload != "kv" && c.Workload != "txn":
+		return fmt.Errorf("chaos: unknown workload %q (kv or txn)", c.Workload)
+	case c.Break != "" && c.Workload != "txn":
+		return errors.New("chaos: a break is of transactions: it needs the txn workload")
 	case c.UsersFile != "" && c.CertsDir == "":
 		return errors.New("chaos: a users file needs a certs dir: insecure nodes authenticate no one")
 	}
@@ -90,14 +105,26 @@ type Report struct {
 	DiskFailStops int `json:"disk_fail_stops"`
 	// Replaced is how many nodes were wiped and started afresh.
 	Replaced int `json:"replaced"`
-	Ops      int `json:"ops"`
-	OkOps    int `json:"ok_ops"`
+	// Workload and Break are the run's (ChaosConfig).
+	Workload string `json:"workload"`
+	Break    string `json:"break,omitempty"`
+	// Ops are the operations (transactions, for the txn workload) the
+	// clients ran, OkOps those that succeeded (committed).
+	Ops   int `json:"ops"`
+	OkOps int `json:"ok_ops"`
 	// FinalReads is how many keys were read back after convergence; the
 	// reads are part of the checked history, so an acknowledged write they
 	// do not see is a linearizability violation.
 	FinalReads   int  `json:"final_reads"`
 	Linearizable bool `json:"linearizable"`
 	CheckedOps   int  `json:"checked_ops"`
+	// Committed, Anomalies and AnomalyKinds are the txn workload's check
+	// (txncheck): committed transactions, final reads included; the
+	// anomalies found, their kinds, and the smallest explained.
+	Committed       int      `json:"committed"`
+	Anomalies       int      `json:"anomalies"`
+	AnomalyKinds    []string `json:"anomaly_kinds"`
+	SmallestAnomaly string   `json:"smallest_anomaly,omitempty"`
 	// ConvergedSec is how long after the last fault was lifted (a killed
 	// node's process started again, not ready yet; a pause resumed; a cut
 	// healed) every range was back at 3 voters with a leaseholder.
@@ -107,8 +134,20 @@ type Report struct {
 	Error        string  `json:"error,omitempty"`
 }
 
-// Passed reports whether the schedule found nothing wrong.
-func (r Report) Passed() bool { return r.Error == "" && r.Linearizable && r.Converged }
+// Passed reports whether the schedule found nothing wrong: with a break,
+// that its anomalies were found.
+func (r Report) Passed() bool {
+	if r.Error != "" || !r.Converged {
+		return false
+	}
+	switch {
+	case r.Break != "":
+		return r.Anomalies > 0
+	case r.Workload == "txn":
+		return r.Anomalies == 0
+	}
+	return r.Linearizable
+}
 
 // Chaos runs c.Schedules schedules and returns a report for each; progress
 // lines go to logf.
@@ -152,9 +191,15 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 
 	steps := Plan(seed, c.Faults)
 	rep.count(steps)
-	rec := linearizability.NewRecorder()
-	keys := linearizability.Keys(c.Keys)
-	stop := runWorkload(ctx, c, seed, cl, rec, keys, &rep)
+	rep.Workload, rep.Break = cmp.Or(c.Workload, "kv"), c.Break
+	var w chaosWorkload = &linzWorkload{c: c, seed: seed, rec: linearizability.NewRecorder(), keys: linearizability.Keys(c.Keys)}
+	if c.Workload == "txn" {
+		w = newTxnWorkload(c.TxnWorkload, c.Keys, c.Clients, seed)
+	}
+	stop, err := w.start(ctx, cl, &rep)
+	if err != nil {
+		return fail(err)
+	}
 	target, err := newLauncherTarget(ctx, lc, cl, c, logf)
 	if err != nil {
 		return fail(err)
@@ -171,17 +216,15 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 		return fail(runErr)
 	}
 	// The last word on every key, after the workload: a lost acknowledged
-	// write makes the history unlinearizable through these reads.
-	if err := finalReads(ctx, cl, rec, c.Clients, keys); err != nil {
+	// write shows in the check through these reads.
+	verdict, err := w.finish(ctx, cl, &rep)
+	if err != nil {
 		return fail(err)
 	}
-	rep.FinalReads = len(keys)
 	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
-	res := linearizability.Check(rec.History(), c.CheckTimeout)
-	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
 	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d failed disks (%d stopped their node), %d replaced, %d bridges, %d splits; %d moves (%d made), %d churns; %d ops (%d ok), %d final reads; %s; ",
 		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.DiskFails, rep.DiskFailStops, rep.Replaced, rep.Bridges, rep.Splits, rep.Moves, rep.MovesOK, rep.Churns,
-		rep.Ops, rep.OkOps, rep.FinalReads, res.Describe)
+		rep.Ops, rep.OkOps, rep.FinalReads, verdict)
 	if convErr != nil {
 		rep.Verdict += "NOT converged: " + convErr.Error()
 	} else {
@@ -225,6 +268,9 @@ func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Clu
 	lcfg.Nodes, lcfg.DataDir, lcfg.BasePort, lcfg.Binary = c.Faults.Nodes, dir, c.BasePort, c.Binary
 	if slices.ContainsFunc(c.Faults.Kinds, Kind.Injected) {
 		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--enable-fault-injection")
+	}
+	if c.Break != "" {
+		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--testing-break", c.Break)
 	}
 	if slices.Contains(c.Faults.Kinds, Replace) {
 		// A replaced node's old ID must be found dead, and its replicas
@@ -273,6 +319,37 @@ func chaosTLS(dir string) (*tls.Config, error) {
 		err = fmt.Errorf("chaos: no %s in %s: the run acts as root", security.ClientCert(security.RootUser), dir)
 	}
 	return tc, err
+}
+
+// chaosWorkload is what the clients of a schedule run: started before
+// the faults, finished after recovery with final reads and the check of
+// the history, whose description it returns.
+type chaosWorkload interface {
+	start(ctx context.Context, cl *client.Client, rep *Report) (stop func(), err error)
+	finish(ctx context.Context, cl *client.Client, rep *Report) (string, error)
+}
+
+// linzWorkload is the kv workload: single-key operations checked for
+// linearizability by porcupine.
+type linzWorkload struct {
+	c    ChaosConfig
+	seed uint64
+	rec  *linearizability.Recorder
+	keys []string
+}
+
+func (w *linzWorkload) start(ctx context.Context, cl *client.Client, rep *Report) (func(), error) {
+	return runWorkload(ctx, w.c, w.seed, cl, w.rec, w.keys, rep), nil
+}
+
+func (w *linzWorkload) finish(ctx context.Context, cl *client.Client, rep *Report) (string, error) {
+	if err := finalReads(ctx, cl, w.rec, w.c.Clients, w.keys); err != nil {
+		return "", err
+	}
+	rep.FinalReads = len(w.keys)
+	res := linearizability.Check(w.rec.History(), w.c.CheckTimeout)
+	rep.Linearizable, rep.CheckedOps = res.Ok, res.Ops
+	return res.Describe, nil
 }
 
 // runWorkload starts c.Clients linearizability clients recording into rec

@@ -119,3 +119,30 @@ func TestConvergenceCountsFromTheLift(t *testing.T) {
 		t.Fatalf("converged %v after the lift in %d polls, want at least %v (readiness %v and two polls) in 3", took, dir.polls, want, ready)
 	}
 }
+
+// A schedule passes by its workload's check: linearizable, no anomaly,
+// or, with a break, anomalies found; a break without transactions is
+// refused.
+func TestReportPassedByWorkload(t *testing.T) {
+	for _, c := range []struct {
+		r    Report
+		want bool
+	}{
+		{Report{Workload: "kv", Linearizable: true}, true},
+		{Report{Workload: "kv"}, false},
+		{Report{Workload: "txn"}, true},
+		{Report{Workload: "txn", Anomalies: 1}, false},
+		{Report{Workload: "txn", Break: "skip-refresh", Anomalies: 1}, true},
+		{Report{Workload: "txn", Break: "skip-refresh"}, false},
+	} {
+		c.r.Converged = true
+		if got := c.r.Passed(); got != c.want {
+			t.Errorf("%+v passed %v, want %v", c.r, got, c.want)
+		}
+	}
+	c := DefaultChaosConfig()
+	c.Binary, c.Break = "tidekv", "skip-refresh"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "needs the txn workload") {
+		t.Errorf("a break with the kv workload: %v", err)
+	}
+}

@@ -78,6 +78,8 @@ type Config struct {
 	// without the lease check. Only for the linearizability checker's
 	// negative control; never set it in production.
 	TestingStaleReads bool
+	// TestingBreaks are deliberately broken transaction modes (breaks.go).
+	TestingBreaks Breaks
 	// testingEnteredJoint, when set, is called by a leader that has just
 	// applied a replica change entering a joint configuration, with the
 	// replica locked, before Raft proposes leaving it: tests act in the

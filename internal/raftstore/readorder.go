@@ -31,6 +31,8 @@ type readOrder struct {
 	// transferee, which may win and stamp writes below it; set under mu,
 	// cleared by the scheduler when a lease holds again (refreshLeaseLocked).
 	handedOff atomic.Bool
+	// skipCache: writes ignore the cache (Breaks.SkipTSCache).
+	skipCache bool
 }
 
 func newReadOrder() *readOrder {
@@ -68,6 +70,9 @@ func (o *readOrder) stampReading(writes, reads []keySpan, now hlc.Timestamp, txn
 // timestamp) of spans by others than txn when that is at or above now.
 func (o *readOrder) aboveReadsLocked(spans []keySpan, now hlc.Timestamp, txn string) hlc.Timestamp {
 	ts := now
+	if o.skipCache {
+		return ts
+	}
 	for _, sp := range spans {
 		if m := o.cache.max(sp, txn); !m.Less(ts) {
 			ts = m.Next()

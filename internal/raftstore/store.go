@@ -195,6 +195,7 @@ func (s *Store) newReplica(rangeID uint64) *Replica {
 	r := &Replica{store: s, rangeID: rangeID}
 	r.layout.Store(&layoutView{})
 	r.order = newReadOrder()
+	r.order.skipCache = s.cfg.TestingBreaks.SkipTSCache
 	r.gcThreshold.Store(&hlc.Timestamp{})
 	r.mu.proposals = map[uint64]*proposal{}
 	r.mu.readBatches = map[uint64][]*readWaiter{}

@@ -113,7 +113,7 @@ func (c *coordinator) commitTwoPhases(ctx context.Context, t *openTxn, router *c
 // commit refreshes t's reads and scans up to commitTS when its writes were pushed
 // above its read timestamp, then marks its record COMMITTED there.
 func (c *coordinator) commit(ctx context.Context, t *openTxn, router *client.Client, commitTS hlc.Timestamp) error {
-	if t.readTS.Less(commitTS) {
+	if t.readTS.Less(commitTS) && !c.s.cfg.Raft.TestingBreaks.SkipRefresh {
 		c.s.metrics.txnRefreshes.Inc()
 		if len(t.reads) > 0 {
 			if err := router.RefreshReads(ctx, t.key.GetId(), t.reads, t.readTS, commitTS); err != nil {

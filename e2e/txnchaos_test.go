@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/testutil/tier"
+)
+
+// txnChaosFaults are the faults of the transactional chaos runs. Clock
+// skew is left out until read timestamps come from the cluster (issue 31,
+// cluster-owned timestamps): today a transaction reads at its client's
+// clock, and after a commit stamped by a node skewed ahead the same client's
+// next transaction reads below it (a G-single-realtime the checker
+// reports; seen with seed 5 and a 45 ms skew).
+const txnChaosFaults = "kill,pause,partition"
+
+// TestBenchChaosTxn runs `tidekv bench chaos --workload txn` as an
+// operator would: list-append transactions over 4 keys, each in a range
+// of its own (so transactions commit in two phases, and are refreshed
+// when pushed), through the Go client's Txn, while a node is partitioned,
+// killed and paused; after recovery every key is read once more, and the
+// history must show no anomaly. TIDEKV_E2E_LONG=1 runs 3 schedules of
+// 30 s.
+func TestBenchChaosTxn(t *testing.T) { txnChaos(t, "list-append") }
+
+// TestBenchChaosTxnRegister is TestBenchChaosTxn with the register
+// workload.
+func TestBenchChaosTxnRegister(t *testing.T) {
+	tier.RequireLong(t, "a second transactional workload under faults")
+	txnChaos(t, "register")
+}
+
+func txnChaos(t *testing.T, workload string) {
+	schedules, dur := 1, 12*time.Second
+	if long() {
+		schedules, dur = 3, 30*time.Second
+	}
+	reports, stderr, err := benchChaos(t, time.Duration(schedules)*(dur+2*time.Minute), schedules,
+		"--workload", "txn", "--txn-workload", workload, "--schedules", fmt.Sprint(schedules), "--seed", "5",
+		"--duration", dur.String(), "--interval", "4s", "--down", "2s", "--faults", txnChaosFaults)
+	for _, r := range reports {
+		t.Logf("seed %d: %s", r.Seed, r.Verdict)
+		if !r.Passed() || r.Anomalies != 0 {
+			t.Errorf("schedule with seed %d failed: %s", r.Seed, r.Verdict)
+		}
+		if faults := r.Kills + r.Pauses + r.Partitions; faults < 3 || r.Committed < 100 || r.FinalReads != 4 {
+			t.Errorf("seed %d: %d faults, %d committed transactions and %d final reads prove too little", r.Seed, faults, r.Committed, r.FinalReads)
+		}
+	}
+	if err != nil && !t.Failed() {
+		t.Fatalf("tidekv bench chaos exited with %v although every schedule passed\n%s", err, stderr)
+	}
+}
+
+// TestBenchChaosTxnBreakSkipRefresh is the checker's negative control on
+// the real cluster: every node commits a two-phase transaction whose
+// writes were pushed without checking its reads again (--break, the
+// nodes' hidden --testing-break), and the workload must show anomalies.
+// One short schedule, a node paused once: the break, not the fault, makes
+// the anomalies.
+func TestBenchChaosTxnBreakSkipRefresh(t *testing.T) { txnBreak(t, "skip-refresh") }
+
+// TestBenchChaosTxnBreakSkipTSCache is the negative control of writes
+// stamped below the reads already served on their keys.
+func TestBenchChaosTxnBreakSkipTSCache(t *testing.T) {
+	tier.RequireLong(t, "a second broken mode")
+	txnBreak(t, "skip-tscache")
+}
+
+func txnBreak(t *testing.T, mode string) {
+	reports, stderr, err := benchChaos(t, 2*time.Minute, 1,
+		"--workload", "txn", "--break", mode, "--seed", "5",
+		"--duration", "8s", "--interval", "4s", "--down", "1s", "--faults", "pause")
+	r := reports[0]
+	t.Logf("seed %d: %s", r.Seed, r.Verdict)
+	if !r.Passed() || r.Anomalies == 0 || r.Break != mode {
+		t.Fatalf("with --break %s the check found %d anomalies: %s\n%s", mode, r.Anomalies, r.Verdict, stderr)
+	}
+	if err != nil {
+		t.Fatalf("tidekv bench chaos exited with %v although the break was caught\n%s", err, stderr)
+	}
+}

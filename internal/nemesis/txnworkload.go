@@ -1,0 +1,216 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/txncheck"
+)
+
+// txnTimeout bounds one transaction of the workload, its retries
+// included: past it the client gives up, and an attempt caught committing
+// is of unknown outcome.
+const txnTimeout = 10 * time.Second
+
+// txnWorkload runs transactions of list appends or register writes and
+// reads through the Go client's Txn, records them, and checks the
+// history with txncheck. Its keys are split into ranges of their own, so
+// that most transactions span ranges and commit in two phases (intents, a
+// record, a refresh when pushed).
+type txnWorkload struct {
+	kind    txncheck.Workload
+	keys    []string
+	clients int
+	seed    uint64
+	rec     *txncheck.Recorder
+	next    atomic.Int64 // the last value written: unique across keys
+}
+
+func newTxnWorkload(kind txncheck.Workload, keys, clients int, seed uint64) *txnWorkload {
+	w := &txnWorkload{kind: kind, clients: clients, seed: seed, rec: txncheck.NewRecorder()}
+	for i := range keys {
+		w.keys = append(w.keys, fmt.Sprintf("txn/k%d", i))
+	}
+	return w
+}
+
+// splitKeys gives each key after the first a range of its own and waits
+// for full replication.
+func (w *txnWorkload) splitKeys(ctx context.Context, cl *client.Client) error {
+	for _, k := range w.keys[1:] {
+		if _, err := cl.Split(ctx, []byte(k)); err != nil {
+			return fmt.Errorf("splitting at %s: %w", k, err)
+		}
+	}
+	if _, err := awaitReplicated(ctx, cl, time.Now(), time.Minute, false); err != nil {
+		return fmt.Errorf("after splitting the workload's keys: %w", err)
+	}
+	return nil
+}
+
+// gen is one transaction of 1 to 4 steps on random keys. A list step reads
+// a key or appends to it; an append reads the list first (it is a read,
+// then a write of the longer list, and the history says so). A register
+// step reads a key, writes it, or reads then writes it.
+func (w *txnWorkload) gen(rng *rand.Rand) []txncheck.Mop {
+	var mops []txncheck.Mop
+	for range 1 + rng.IntN(4) {
+		k := w.keys[rng.IntN(len(w.keys))]
+		r := txncheck.Mop{F: txncheck.Read, Key: k}
+		switch n := rng.IntN(3); {
+		case n == 0:
+			mops = append(mops, r)
+		case w.kind == txncheck.ListAppend:
+			mops = append(mops, r, txncheck.Mop{F: txncheck.Append, Key: k, Value: int(w.next.Add(1))})
+		case n == 1:
+			mops = append(mops, txncheck.Mop{F: txncheck.Write, Key: k, Value: int(w.next.Add(1))})
+		default:
+			mops = append(mops, r, txncheck.Mop{F: txncheck.Write, Key: k, Value: int(w.next.Add(1))})
+		}
+	}
+	return mops
+}
+
+// run runs mops as one transaction of process and records it.
+func (w *txnWorkload) run(ctx context.Context, cl *client.Client, process int, mops []txncheck.Mop) txncheck.Outcome {
+	id := w.rec.Invoke(process, mops)
+	ctx, cancel := context.WithTimeout(ctx, txnTimeout)
+	defer cancel()
+	var done []txncheck.Mop
+	committing := false
+	err := cl.Txn(ctx, func(tx *client.Tx) error {
+		committing, done = false, slices.Clone(mops)
+		lists := map[string][]int{} // each list as the attempt last saw it
+		for i, m := range done {
+			var err error
+			if done[i], err = w.step(ctx, tx, m, lists); err != nil {
+				return err
+			}
+		}
+		committing = true
+		return nil
+	})
+	o := txncheck.OK
+	switch {
+	case err == nil:
+	case !committing || errors.Is(err, client.ErrTxnRetry):
+		o = txncheck.Fail // rolled back, or refused at the commit
+	default:
+		o = txncheck.Info // the commit's answer was lost
+	}
+	w.rec.Complete(id, o, done)
+	return o
+}
+
+// step does m in tx and returns it with what a read saw; lists holds
+// the lists read and appended to so far (an append follows a read of its
+// key: gen).
+func (w *txnWorkload) step(ctx context.Context, tx *client.Tx, m txncheck.Mop, lists map[string][]int) (txncheck.Mop, error) {
+	key := []byte(m.Key)
+	switch m.F {
+	case txncheck.Write:
+		return m, tx.Put(ctx, key, []byte(strconv.Itoa(m.Value)))
+	case txncheck.Append:
+		l := append(slices.Clip(lists[m.Key]), m.Value)
+		lists[m.Key] = l
+		return m, tx.Put(ctx, key, encodeList(l))
+	}
+	if w.kind == txncheck.ListAppend {
+		r, err := tx.GetVersion(ctx, key)
+		if err == nil {
+			m.List, err = decodeList(r.Value)
+		}
+		lists[m.Key] = m.List
+		return m, err
+	}
+	r, err := tx.GetVersion(ctx, key)
+	if err != nil || !r.Found {
+		return m, err
+	}
+	m.Value, err = strconv.Atoi(string(r.Value))
+	return m, err
+}
+
+func encodeList(l []int) []byte {
+	s := make([]string, len(l))
+	for i, v := range l {
+		s[i] = strconv.Itoa(v)
+	}
+	return []byte(strings.Join(s, ","))
+}
+
+func decodeList(b []byte) ([]int, error) {
+	l := []int{}
+	if len(b) == 0 {
+		return l, nil
+	}
+	for _, s := range strings.Split(string(b), ",") {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, fmt.Errorf("a list value %q: %w", b, err)
+		}
+		l = append(l, v)
+	}
+	return l, nil
+}
+
+// start splits the keys, then runs the clients until the returned func
+// stops them.
+func (w *txnWorkload) start(ctx context.Context, cl *client.Client, rep *Report) (stop func(), err error) {
+	if err := w.splitKeys(ctx, cl); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range w.clients {
+		rng := rand.New(rand.NewPCG(w.seed, uint64(i)))
+		wg.Go(func() {
+			for wctx.Err() == nil {
+				o := w.run(wctx, cl, i, w.gen(rng))
+				mu.Lock()
+				rep.Ops++
+				if o == txncheck.OK {
+					rep.OkOps++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }, nil
+}
+
+// finish reads every key once more, after recovery, each in a
+// transaction, trying again a read that did not commit (a read changes
+// nothing); then it checks the history into rep.
+func (w *txnWorkload) finish(ctx context.Context, cl *client.Client, rep *Report) (string, error) {
+	process := w.clients
+	for _, k := range w.keys {
+		o := txncheck.Fail
+		for try := 0; try < 5 && o != txncheck.OK; try++ {
+			o = w.run(ctx, cl, process, []txncheck.Mop{{F: txncheck.Read, Key: k}})
+		}
+		if o != txncheck.OK {
+			return "", fmt.Errorf("the final read of %s after recovery did not commit", k)
+		}
+	}
+	rep.FinalReads = len(w.keys)
+	res, err := txncheck.Check(w.kind, w.rec.History())
+	if err != nil {
+		return "", err
+	}
+	rep.Committed, rep.Anomalies, rep.AnomalyKinds = res.Committed, len(res.Anomalies), res.Kinds()
+	if s := res.Smallest(); s != nil {
+		rep.SmallestAnomaly = s.Explanation
+	}
+	return res.Describe(), nil
+}
