@@ -148,7 +148,9 @@ type NodeSpec struct {
 
 // DefaultNodeSpec: 10000 qps over 4 workers (an idle p99 of 1.8 ms),
 // 256 MiB/s of disk.
-func DefaultNodeSpec() NodeSpec { return NodeSpec{Capacity: 10000, Workers: 4, DiskBandwidth: 256 << 20} }
+func DefaultNodeSpec() NodeSpec {
+	return NodeSpec{Capacity: 10000, Workers: 4, DiskBandwidth: 256 << 20}
+}
 
 func (n NodeSpec) withDefaults() NodeSpec {
 	d := DefaultNodeSpec()
