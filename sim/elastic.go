@@ -58,7 +58,7 @@ func (s *Sim) recordElastic() {
 		p.Nodes++
 		load += n.load
 		rejected += n.rejected
-		capacity += n.spec.Capacity * (1 - n.spec.Steal)
+		capacity += n.capacity * (1 - n.spec.Steal)
 		// The cluster's p99 is the worst p99 among nodes serving a
 		// noticeable share (an idle node's tail does not count).
 		if n.load > 0.01*s.workload.QPS {

@@ -22,16 +22,17 @@ func TestLoadCurveTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 2 × 10000 of capacity: 12000/s is u = 0.6 (p99 5 ms), 19000/s is
-	// u = 0.95 (p99 40 ms).
-	s.SetLoadCurve(StepCurve(12000, 30*time.Second, 19000.0/12000))
+	// 2 × 10000 of capacity over 4 workers each: 12000/s is u = 0.6
+	// (p99 2 ms), 19800/s is u = 0.99 (p99 46 ms; at 0.95 the M/M/4 tail
+	// is still under 10 ms).
+	s.SetLoadCurve(StepCurve(12000, 30*time.Second, 19800.0/12000))
 	s.RunFor(time.Minute)
 	pts := s.ElasticTimeline()
 	if len(pts) != 60 {
 		t.Fatalf("%d points, want one per 1 s tick", len(pts))
 	}
 	before, after := pts[20], pts[50]
-	if before.Offered != 12000 || after.Offered != 19000 || before.Nodes != 2 {
+	if before.Offered != 12000 || after.Offered != 19800 || before.Nodes != 2 {
 		t.Fatalf("before %+v after %+v", before, after)
 	}
 	if before.P99 > 10*time.Millisecond || after.P99 < 25*time.Millisecond {

@@ -38,8 +38,6 @@ type Options struct {
 	// FollowerWriteCost is what a write costs a replica that is not the
 	// leaseholder, relative to the leaseholder (log append and apply).
 	FollowerWriteCost float64
-	// P99Base is an idle node's foreground p99.
-	P99Base time.Duration
 	// ReportEvery is how often a node samples and reports the load of the
 	// ranges it leads (the server's ReportInterval); the policy sees only
 	// these reports (report.go). Negative: the true rates at once.
@@ -57,7 +55,6 @@ func DefaultOptions() Options {
 		MergeDuration:     2 * time.Second,
 		ThrashWindow:      10 * time.Minute,
 		FollowerWriteCost: 0.3,
-		P99Base:           2 * time.Millisecond,
 		ReportEvery:       3 * time.Second,
 	}
 }
@@ -78,9 +75,6 @@ func (o Options) withDefaults() Options {
 	}
 	o.FollowerWriteCost = orDefault(o.FollowerWriteCost, d.FollowerWriteCost)
 	o.ReportEvery = orDefault(o.ReportEvery, d.ReportEvery)
-	if o.P99Base <= 0 {
-		o.P99Base = d.P99Base
-	}
 	return o
 }
 
@@ -126,8 +120,20 @@ func orDefault[T time.Duration | float64](v, def T) T {
 // NodeSpec describes a node's hardware and place.
 type NodeSpec struct {
 	Locality string
-	// Capacity is the requests per second at which its CPU is saturated.
+	// Capacity is the requests per second at which its CPU is saturated
+	// (before Spread and Drift).
 	Capacity float64
+	// Workers is how many requests it serves at once: its foreground is
+	// an M/M/c queue with c = Workers, each worker serving Capacity/Workers
+	// requests/s (foreground.go).
+	Workers int
+	// Spread and Drift make its true capacity differ from Capacity: a
+	// factor drawn once, uniform in [1−Spread, 1+Spread], around which it
+	// then wanders by up to ±Drift. Noise is the relative standard
+	// deviation of its CPU and p99 readings, drawn each tick (the model's
+	// metrics use the true values). All three 0: exactly Capacity, exact
+	// readings.
+	Spread, Drift, Noise float64
 	// DiskBandwidth (bytes/s) caps its snapshot traffic together with the
 	// migration bandwidth, and is the denominator of its disk utilisation.
 	DiskBandwidth float64
@@ -140,13 +146,19 @@ type NodeSpec struct {
 	MigrationCost float64
 }
 
-// DefaultNodeSpec: 10000 qps, 256 MiB/s of disk.
-func DefaultNodeSpec() NodeSpec { return NodeSpec{Capacity: 10000, DiskBandwidth: 256 << 20} }
+// DefaultNodeSpec: 10000 qps over 4 workers (an idle p99 of 1.8 ms),
+// 256 MiB/s of disk.
+func DefaultNodeSpec() NodeSpec {
+	return NodeSpec{Capacity: 10000, Workers: 4, DiskBandwidth: 256 << 20}
+}
 
 func (n NodeSpec) withDefaults() NodeSpec {
 	d := DefaultNodeSpec()
 	if n.Capacity <= 0 {
 		n.Capacity = d.Capacity
+	}
+	if n.Workers <= 0 {
+		n.Workers = d.Workers
 	}
 	if n.DiskBandwidth <= 0 {
 		n.DiskBandwidth = d.DiskBandwidth
@@ -175,6 +187,12 @@ type node struct {
 	// killedAt is when it went suspect; gone when a drained node left.
 	killedAt time.Time
 	gone     bool
+
+	// capacity is its true capacity now: spec.Capacity × factor, which
+	// drifts around base (foreground.go). cpuRead and p99Read are this
+	// tick's reading errors (factors on what it reports).
+	base, factor, capacity float64
+	cpuRead, p99Read       float64
 
 	// Derived each tick. util is the foreground and migration demand over
 	// the capacity left by Steal; served and rejected split load at
@@ -249,7 +267,7 @@ func (s *Sim) newCluster(c ClusterSpec) error {
 		if len(c.Localities) > 0 {
 			spec.Locality = c.Localities[i%len(c.Localities)]
 		}
-		s.nodes = append(s.nodes, &node{id: uint64(i + 1), spec: spec.withDefaults()})
+		s.nodes = append(s.nodes, s.newNode(uint64(i+1), spec))
 	}
 	n := s.workload.Keys
 	for i := 0; i < c.Ranges; i++ {
@@ -380,22 +398,6 @@ func (s *Sim) computeLoads() {
 		n.cpu = math.Min(u, 1)
 		n.score = Score(n.cpu, n.io, u-1)
 	}
-}
-
-// foreground derives a node's utilisation, what it serves and refuses, and
-// its p99: an open queue whose tail grows as 1/(1−u), P99Base when idle,
-// capped at 100× P99Base when saturated (the excess is refused: bounded
-// queues). Migration traffic and a co-located hog take capacity.
-func (s *Sim) foreground(n *node) {
-	capacity := n.spec.Capacity * (1 - n.spec.Steal)
-	migration := n.io * n.spec.DiskBandwidth / (1 << 20) * n.spec.MigrationCost * n.spec.Capacity
-	n.util = (n.load + migration) / capacity
-	n.served, n.rejected = n.load, 0
-	if n.util > 1 {
-		n.served = math.Max(0, capacity-migration)
-		n.rejected = n.load - n.served
-	}
-	n.p99 = time.Duration(float64(s.opts.P99Base) / (1 - math.Min(n.util, 0.99)))
 }
 
 // Score is the simulated node's load score, the shape of

@@ -17,6 +17,7 @@ type Sim struct {
 	opts     Options
 	clock    *Clock
 	rng      *rand.Rand
+	fg       *rand.Rand // the foreground model's (foreground.go)
 	policy   Policy
 	rf       int
 	workload Workload
@@ -69,6 +70,7 @@ func New(c ClusterSpec, w Workload, p Policy, o Options) (*Sim, error) {
 		opts:     o,
 		clock:    NewClock(),
 		rng:      rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
+		fg:       newForegroundSource(o.Seed),
 		policy:   p,
 		rf:       c.RF,
 		workload: w,
@@ -148,7 +150,7 @@ func (s *Sim) Workload() Workload { return s.workload }
 // phase 1 at its next round.
 func (s *Sim) AddNode(spec NodeSpec) uint64 {
 	id := s.nodes[len(s.nodes)-1].id + 1
-	s.nodes = append(s.nodes, &node{id: id, spec: spec.withDefaults()})
+	s.nodes = append(s.nodes, s.newNode(id, spec))
 	loc := ""
 	if spec.Locality != "" {
 		loc = " in " + spec.Locality
@@ -288,6 +290,7 @@ func (s *Sim) tick(dt time.Duration) {
 		}
 	}
 	s.joinStarted()
+	s.driftAndSample(dt)
 	s.progress(dt)
 	s.applyWorkload(dt)
 	s.computeLoads()
@@ -327,12 +330,14 @@ func (s *Sim) observe() control.Observation {
 			continue
 		}
 		pn := placement.Node{ID: n.id, Locality: n.spec.Locality, State: n.state, Bytes: uint64(n.bytes)}
+		// CPU and p99 are readings, with this tick's errors.
+		cpu, p99 := n.cpu*n.cpuRead, time.Duration(float64(n.p99)*n.p99Read)
 		if n.up() {
-			pn.QPS, pn.CPU, pn.Score = n.load, n.cpu, n.score
+			pn.QPS, pn.CPU, pn.Score = n.load, cpu, n.score
 		}
 		obs.Nodes = append(obs.Nodes, pn)
-		obs.Signals[n.id] = control.NodeSignal{Addr: fmt.Sprintf("n%d", n.id), P99: n.p99, Ops: n.served,
-			ReadShare: s.workload.ReadShare, Rejected: n.rejected, QueueUtil: clamp(n.util - 1), CPU: n.cpu}
+		obs.Signals[n.id] = control.NodeSignal{Addr: fmt.Sprintf("n%d", n.id), P99: p99, Ops: n.served,
+			ReadShare: s.workload.ReadShare, Rejected: n.rejected, QueueUtil: clamp(n.util - 1), CPU: cpu}
 	}
 	for _, r := range s.ranges {
 		obs.Ranges = append(obs.Ranges, s.observed(r))

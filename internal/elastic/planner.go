@@ -99,7 +99,9 @@ type Planner struct {
 func NewPlanner(p Policy, interval time.Duration, migrationRate float64) *Planner {
 	pl := &Planner{policy: p, interval: interval, overflow: NewOverflow(p.Overflow),
 		capacity: NewCapacityModel(p.NodeCapacity, p.IdleP99), bw: NewBandwidth(p.Bandwidth, migrationRate)}
-	pl.fc = NewForecaster(pl.steps(p.Season), pl.steps(p.NodeStartTime+p.Horizon))
+	// Before the first round the window is a start without data to move.
+	pl.window = pl.steps(p.NodeStartTime + p.Horizon)
+	pl.fc = NewForecaster(pl.steps(p.Season), pl.window)
 	return pl
 }
 
@@ -128,17 +130,17 @@ func (pl *Planner) Round(in Input) Output {
 	var out Output
 	v := pl.view(in, &out)
 	peak := pl.bandwidthAndForecast(in, v, &out)
-	proactive := pl.scaleOut(in, v, peak, &out)
+	pl.scaleOut(in, v, peak, &out)
 	out.Overflow = pl.overflow.Round(OverflowInput{Now: in.Now, Live: in.Serving, Settling: in.PendingOut > 0 || in.Settling > 0,
 		Lead: pl.policy.NodeStartTime, Spaces: in.Caches})
 	if out.Overflow.Launch != "" && out.Target <= v.current {
 		out.Target, out.Proactive, out.Reason = v.current+1, true, out.Overflow.Launch
 	}
 	load := in.Offered
-	if proactive {
+	if v.proactive {
 		load = math.Max(load, peak) // never shrink ahead of a forecast rise
 	}
-	pl.scaleIn(in, &out, v.current, v.capacity-v.biggest, load, proactive)
+	pl.scaleIn(in, &out, v, load)
 	pl.bound(in, v, &out)
 	pl.noteCapped(v, &out)
 	switch {
@@ -156,17 +158,22 @@ func (pl *Planner) Round(in Input) Output {
 // view is what a round derives from its input before deciding.
 type view struct {
 	current int // serving, starting and suspect nodes
-	// capacity is the serving and starting nodes' throughput at the SLO
-	// filled to the target utilisation; biggest one node's share of it;
-	// perNew a new node's.
-	capacity, biggest, perNew float64
-	util                      float64 // offered load over capacity at the SLO
+	// atSLO is the serving and starting nodes' throughput at the SLO;
+	// biggest one node's share of it; perNew a new node's.
+	atSLO, biggest, perNew float64
+	util                   float64 // offered load over capacity at the SLO
+	// proactive: the forecast drives the plan (the proactive controller,
+	// or the combined one with a trusted forecast); trusted: it has seen
+	// twice its window and its error is within MaxForecastError. fill is
+	// the share of capacity at the SLO a scale-out fills (scaleOut).
+	proactive, trusted bool
+	fill               float64
 }
 
-// need is the node count whose capacity, filled to the target
-// utilisation, carries load: the nodes there are plus new ones.
-func (v view) need(load float64) int {
-	return v.current + int(math.Ceil(math.Max(0, load-v.capacity)/v.perNew))
+// need is the node count whose capacity, filled to fill, carries load:
+// the nodes there are plus new ones.
+func (v view) need(load, fill float64) int {
+	return v.current + int(math.Ceil(math.Max(0, load-fill*v.atSLO)/(fill*v.perNew)))
 }
 
 // view measures the cluster's capacity and fills out's per-node figures.
@@ -177,13 +184,21 @@ func (pl *Planner) view(in Input, out *Output) view {
 	for _, id := range in.Serving {
 		c := pl.capacity.AtSLO(id, p.SLOP99, !p.IgnoreInterference)
 		out.CapacityAtSLO[id], out.Interference[id] = c, pl.capacity.Interference(id)
-		v.capacity += c * p.TargetUtilization
-		v.biggest = math.Max(v.biggest, c*p.TargetUtilization)
+		v.atSLO += c
+		v.biggest = math.Max(v.biggest, c)
 	}
-	v.perNew = pl.capacity.AtSLO(0, p.SLOP99, false) * p.TargetUtilization
+	v.perNew = pl.capacity.AtSLO(0, p.SLOP99, false)
 	v.current = len(in.Serving) + in.PendingOut + in.Suspect
-	v.capacity += float64(in.PendingOut) * v.perNew
-	v.util = in.Offered / math.Max(v.capacity/p.TargetUtilization, 1)
+	v.atSLO += float64(in.PendingOut) * v.perNew
+	v.util = in.Offered / math.Max(v.atSLO, 1)
+	// The forecast's trust is judged on the last round's planning window
+	// (this round's depends on the bandwidth decided below).
+	v.trusted = pl.fc.Samples() > 2*pl.window && pl.fc.Error() <= p.MaxForecastError
+	v.proactive = p.Controller == Proactive || p.Controller == Combined && v.trusted
+	v.fill = p.TargetUtilization
+	if v.proactive && v.trusted {
+		v.fill = math.Max(v.fill, math.Min(1, p.ReactUtilization/(1+pl.fc.Error())))
+	}
 	return v
 }
 
@@ -196,7 +211,7 @@ func (pl *Planner) bandwidthAndForecast(in Input, v view, out *Output) float64 {
 	// above the target: moves that bring capacity are urgent, bounded by
 	// the SLO only, not by the slowdown allowed to ordinary moves.
 	serving := max(v.current-in.Settling-in.PendingOut-in.Suspect, 1)
-	urgent := in.Settling > 0 && v.util*float64(v.current)/float64(serving) > p.TargetUtilization
+	urgent := in.Settling > 0 && v.util*float64(v.current)/float64(serving) > v.fill
 	out.Bandwidth, out.BandwidthReason = pl.bw.Decide(Signals{P99: in.P99, Queue: in.Queue, Moving: in.Moving,
 		Urgent: urgent, Overloaded: in.Settling > 0 && in.Rejected > 0.01*in.Offered}, p.SLOP99)
 	out.Lead = p.NodeStartTime + time.Duration(in.ReplicaBytes/float64(v.current+1)/out.Bandwidth*float64(time.Second))
@@ -210,20 +225,25 @@ func (pl *Planner) bandwidthAndForecast(in Input, v view, out *Output) float64 {
 }
 
 // scaleOut sets the target from the reactive and proactive rules the
-// controller runs; it reports whether the forecast was used.
-func (pl *Planner) scaleOut(in Input, v view, peak float64, out *Output) (proactive bool) {
+// controller runs.
+//
+// The target utilisation's headroom is for forecast error and bursts.
+// A trusted forecast measures its own error, so with one the plan fills
+// capacity up to where the forecast peak, wrong by that error, would just
+// reach the reactive threshold (never less than the target utilisation):
+// the reactive rule stays the safety net, and the nodes the fixed
+// headroom would keep idle at the peak are not bought.
+func (pl *Planner) scaleOut(in Input, v view, peak float64, out *Output) {
 	p := pl.policy
 	if in.P99 > p.SLOP99 || v.util > p.ReactUtilization {
 		pl.overRounds++
 	} else {
 		pl.overRounds = 0
 	}
-	trusted := pl.fc.Samples() > 2*pl.window && out.ForecastError <= p.MaxForecastError
 	reactive := p.Controller == Reactive || p.Controller == Combined
-	proactive = p.Controller == Proactive || p.Controller == Combined && trusted
 	out.Target, out.Reason = v.current, fmt.Sprintf("%d node(s) carry %.0f ops/s at %.0f%% of their capacity at the SLO", v.current, in.Offered, 100*v.util)
 	if reactive && pl.overRounds >= p.ReactAfter {
-		n := v.need(in.Offered)
+		n := v.need(in.Offered, p.TargetUtilization)
 		if in.Settling == 0 {
 			n = max(n, v.current+1) // more of the same did not help: add one
 		}
@@ -233,12 +253,11 @@ func (pl *Planner) scaleOut(in Input, v view, peak float64, out *Output) (proact
 				in.P99.Round(100*time.Microsecond), p.SLOP99, 100*v.util, pl.overRounds, in.Offered, n, 100*p.TargetUtilization)
 		}
 	}
-	if n := v.need(peak); proactive && n > out.Target {
+	if n := v.need(peak, v.fill); v.proactive && n > out.Target {
 		out.Target, out.Proactive = n, true
-		out.Reason = fmt.Sprintf("proactive: forecast peak %.0f ops/s within %v (lead %v: start %v + data at %s) needs %d node(s) at %.0f%%",
-			peak, (out.Lead + p.Horizon).Round(time.Second), out.Lead.Round(time.Second), p.NodeStartTime, MiBps(out.Bandwidth), n, 100*p.TargetUtilization)
+		out.Reason = fmt.Sprintf("proactive: forecast peak %.0f ops/s within %v (lead %v: start %v + data at %s, forecast error %.0f%%) needs %d node(s) at %.0f%%",
+			peak, (out.Lead + p.Horizon).Round(time.Second), out.Lead.Round(time.Second), p.NodeStartTime, MiBps(out.Bandwidth), 100*out.ForecastError, n, 100*v.fill)
 	}
-	return proactive
 }
 
 // bound keeps the target within the floor (min nodes, replication
@@ -272,16 +291,23 @@ func (pl *Planner) noteCapped(v view, out *Output) {
 }
 
 // scaleIn lowers the target by one when load (the larger of now and the
-// forecast peak) has fit in one node fewer for ScaleInAfter and no
-// scaling happened within CoolDown. A trusted forecast that covers the
-// coming window already guards against a rebound, so with one both waits
-// are at most Horizon.
-func (pl *Planner) scaleIn(in Input, out *Output, current int, fewer, load float64, forecast bool) {
+// forecast peak) fits in one node fewer at the target utilisation:
+// without a forecast once it has fit for ScaleInAfter and no scaling
+// happened within CoolDown; with a trusted one at once, because the
+// forecast already covers the window in which a node could be brought
+// back (the lead time and the horizon) and a fixed wait only keeps a
+// node the forecast says is not needed. Scale-outs with a trusted
+// forecast fill more than the target, so the gap between the two
+// thresholds keeps a node from going and coming back as the forecast's
+// error moves; and nothing is drained while new nodes still take data
+// (that would move the same data back).
+func (pl *Planner) scaleIn(in Input, out *Output, v view, load float64) {
 	p := pl.policy
 	// Below the caches' floor the remaining nodes would cross their
 	// pre-launch threshold and ask for the node back.
 	floor := max(p.MinServing(in.RF), out.Overflow.Floor)
-	if out.Target != current || current-1 < floor || load > fewer || in.P99 > p.SLOP99/2 {
+	fewer := p.TargetUtilization * (v.atSLO - v.biggest)
+	if out.Target != v.current || v.current-1 < floor || load > fewer || in.P99 > p.SLOP99/2 || v.proactive && v.trusted && in.Settling > 0 {
 		pl.fitsSince = time.Time{}
 		return
 	}
@@ -289,12 +315,15 @@ func (pl *Planner) scaleIn(in Input, out *Output, current int, fewer, load float
 		pl.fitsSince = in.Now
 	}
 	wait, cool, what := p.ScaleInAfter, p.CoolDown, "the load"
-	if forecast {
-		wait, cool, what = min(wait, p.Horizon), min(cool, p.Horizon), "the load and its forecast"
+	if v.proactive && v.trusted {
+		wait, cool, what = 0, 0, "the load and its forecast"
 	}
 	if in.Now.Sub(pl.fitsSince) < wait || in.Now.Sub(pl.lastAction) < cool {
 		return
 	}
-	out.Target = current - 1
-	out.Reason = fmt.Sprintf("%s (%.0f ops/s at most) has fit in %d node(s) at %.0f%% for %v", what, load, current-1, 100*p.TargetUtilization, in.Now.Sub(pl.fitsSince).Round(time.Second))
+	out.Target = v.current - 1
+	out.Reason = fmt.Sprintf("%s (%.0f ops/s at most) fits in %d node(s) at %.0f%% of their capacity at the SLO", what, load, v.current-1, 100*p.TargetUtilization)
+	if wait > 0 {
+		out.Reason += fmt.Sprintf(" and has for %v", in.Now.Sub(pl.fitsSince).Round(time.Second))
+	}
 }
