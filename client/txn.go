@@ -162,7 +162,7 @@ func (tx *Tx) Put(ctx context.Context, key, value []byte) error {
 
 // PutExpiring is Put with an expiry (a TTL from the write, or a time);
 // keeping the key's current TTL (Expiry.Keep) is not something a
-// transaction does.
+// transaction's write does: write the Expiry GetVersion gave instead.
 func (tx *Tx) PutExpiring(ctx context.Context, key, value []byte, e Expiry) error {
 	if e.Keep {
 		return fmt.Errorf("%w: a transaction cannot keep %q's TTL", ErrInvalidArgument, key)

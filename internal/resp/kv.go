@@ -28,8 +28,8 @@ type KV interface {
 	// BatchGet reads keys; results are in the order of keys.
 	BatchGet(ctx context.Context, keys [][]byte) ([]Result, error)
 	// Write applies ops atomically. It may reject (ErrInvalidArgument) ops
-	// whose keys span more than one range; callers here then fall back to
-	// one operation per key.
+	// whose keys span more than one range; MSET then runs as a Txn, the
+	// other callers here fall back to one operation per key.
 	Write(ctx context.Context, ops []Op) error
 	// GuardedWrite applies ops atomically in one step under g and reports
 	// what it found (see Guard). Like Write, it may reject ops whose keys
