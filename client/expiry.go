@@ -41,6 +41,12 @@ func (e Expiry) wire() (ttlMs, atMs int64, err error) {
 	return int64((e.TTL + time.Millisecond - 1) / time.Millisecond), atMs, nil
 }
 
+// wireExpiry is the Expiry a write states on the wire (the inverse of
+// wire).
+func wireExpiry(ttlMs, atMs int64) Expiry {
+	return Expiry{TTL: time.Duration(ttlMs) * time.Millisecond, At: expireAt(atMs)}
+}
+
 // TTL returns the remaining time to live of key's value (0: it does not
 // expire), or an error wrapping ErrNotFound. opts are Get's.
 func (c *Client) TTL(ctx context.Context, key []byte, opts ...ReadOption) (time.Duration, error) {

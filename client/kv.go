@@ -54,6 +54,12 @@ type GetResult struct {
 	// again, even with the same value, has a new one. Zero: the key has no
 	// version, its range is unversioned, or the node is older.
 	Version hlc.Timestamp
+	// Expiry is set by a transaction's reads (Tx.GetVersion), whose TTL
+	// would count from the read timestamp: the value's expiry as a write
+	// states it, so that a write can keep it (Redis's KEEPTTL): At for a
+	// stored value, the transaction's own put's TTL (from the commit) or
+	// At; none: it does not expire.
+	Expiry Expiry
 }
 
 func getResult(r *tidekvpb.GetResponse) GetResult {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/keyspace"
 )
 
 // Tx is one attempt of a transaction (Txn): serializable reads and writes
@@ -89,7 +90,8 @@ func (c *Client) coordinator(ctx context.Context, attempt int) (*nodeConn, error
 }
 
 // begin starts an attempt: an ID, a read timestamp from the client's
-// clock, and a coordinator node.
+// clock, the key space ctx names (keyspace.WithName; the coordinator
+// checks the keys against it), and a coordinator node.
 func (c *Client) begin(ctx context.Context, attempt int) (*Tx, error) {
 	nc, err := c.coordinator(ctx, attempt)
 	if err != nil {
@@ -97,7 +99,7 @@ func (c *Client) begin(ctx context.Context, attempt int) (*Tx, error) {
 	}
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
-	return &Tx{nc: nc, meta: &tidekvpb.TxnMeta{Id: id, ReadTimestamp: wireTS(c.clock.Now())}}, nil
+	return &Tx{nc: nc, meta: &tidekvpb.TxnMeta{Id: id, ReadTimestamp: wireTS(c.clock.Now()), Keyspace: keyspace.NameFrom(ctx)}}, nil
 }
 
 // ReadTimestamp is the timestamp the transaction reads at.
@@ -119,14 +121,15 @@ func (tx *Tx) Get(ctx context.Context, key []byte) ([]byte, error) {
 func (tx *Tx) GetVersion(ctx context.Context, key []byte) (GetResult, error) {
 	if i, ok := tx.written[string(key)]; ok {
 		op := tx.writes[i]
-		return GetResult{Value: op.GetValue(), Found: op.GetKind() == tidekvpb.WriteOp_PUT}, nil
+		return GetResult{Value: op.GetValue(), Found: op.GetKind() == tidekvpb.WriteOp_PUT, Expiry: wireExpiry(op.GetTtlMs(), op.GetExpireAtMs())}, nil
 	}
 	tx.sent = true
 	resp, err := tx.nc.txn.Get(ctx, &tidekvpb.TxnGetRequest{Txn: tx.meta, Key: key})
 	if err != nil {
 		return GetResult{}, txnError("get", err)
 	}
-	return GetResult{Value: resp.GetValue(), Found: resp.GetFound(), Version: resp.GetVersionTimestamp().HLC()}, nil
+	return GetResult{Value: resp.GetValue(), Found: resp.GetFound(), Version: resp.GetVersionTimestamp().HLC(),
+		Expiry: wireExpiry(resp.GetTtlMs(), resp.GetExpireAtMs())}, nil
 }
 
 // Scan returns up to limit keys (0: every key) of [start, end) (empty end:
@@ -159,7 +162,7 @@ func (tx *Tx) Put(ctx context.Context, key, value []byte) error {
 
 // PutExpiring is Put with an expiry (a TTL from the write, or a time);
 // keeping the key's current TTL (Expiry.Keep) is not something a
-// transaction does.
+// transaction's write does: write the Expiry GetVersion gave instead.
 func (tx *Tx) PutExpiring(ctx context.Context, key, value []byte, e Expiry) error {
 	if e.Keep {
 		return fmt.Errorf("%w: a transaction cannot keep %q's TTL", ErrInvalidArgument, key)

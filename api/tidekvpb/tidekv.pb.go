@@ -6646,6 +6646,10 @@ type TxnMeta struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	ReadTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	// The key space the transaction's keys belong to (docs/keyspaces.md;
+	// empty: the default), as GetRequest's: the coordinator checks every key
+	// it reads or writes against it and names it in its reads.
+	Keyspace      string `protobuf:"bytes,3,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6692,6 +6696,13 @@ func (x *TxnMeta) GetReadTimestamp() *Timestamp {
 		return x.ReadTimestamp
 	}
 	return nil
+}
+
+func (x *TxnMeta) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
 }
 
 type TxnGetRequest struct {
@@ -6753,8 +6764,15 @@ type TxnGetResponse struct {
 	// As GetResponse's: the version read, at the transaction's read
 	// timestamp (its own write's, once it wrote the key).
 	VersionTimestamp *Timestamp `protobuf:"bytes,3,opt,name=version_timestamp,json=versionTimestamp,proto3" json:"version_timestamp,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The value's expiry as a write states it, so that a write can keep it
+	// (Redis's KEEPTTL, INCR): for a stored value, when it expires (Unix
+	// milliseconds rounded up, by the cluster's clocks); for the
+	// transaction's own put, its ttl_ms (counted from the commit) or
+	// expire_at_ms. Both 0: it does not expire.
+	TtlMs         int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	ExpireAtMs    int64 `protobuf:"varint,5,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnGetResponse) Reset() {
@@ -6806,6 +6824,20 @@ func (x *TxnGetResponse) GetVersionTimestamp() *Timestamp {
 		return x.VersionTimestamp
 	}
 	return nil
+}
+
+func (x *TxnGetResponse) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *TxnGetResponse) GetExpireAtMs() int64 {
+	if x != nil {
+		return x.ExpireAtMs
+	}
+	return 0
 }
 
 // TxnWriteRequest writes puts and deletes as the transaction's intents.
@@ -8972,17 +9004,21 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1f\n" +
 	"\vclear_start\x18\x03 \x01(\fR\n" +
 	"clearStart\x12\x1b\n" +
-	"\tclear_end\x18\x04 \x01(\fR\bclearEnd\"S\n" +
+	"\tclear_end\x18\x04 \x01(\fR\bclearEnd\"o\n" +
 	"\aTxnMeta\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x128\n" +
-	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"D\n" +
+	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x1a\n" +
+	"\bkeyspace\x18\x03 \x01(\tR\bkeyspace\"D\n" +
 	"\rTxnGetRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key\"|\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"\xb5\x01\n" +
 	"\x0eTxnGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12>\n" +
-	"\x11version_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x10versionTimestamp\"W\n" +
+	"\x11version_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x10versionTimestamp\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12 \n" +
+	"\fexpire_at_ms\x18\x05 \x01(\x03R\n" +
+	"expireAtMs\"W\n" +
 	"\x0fTxnWriteRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12!\n" +
 	"\x03ops\x18\x02 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"\x12\n" +

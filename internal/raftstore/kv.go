@@ -108,10 +108,10 @@ func TTLMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// ceilMillis is an expiry in HLC wall nanoseconds as API milliseconds,
+// CeilMillis is an expiry in HLC wall nanoseconds as API milliseconds,
 // rounded up, so that a value written back with it expires no earlier
 // than it did (0 stays 0: no expiry).
-func ceilMillis(ns int64) int64 {
+func CeilMillis(ns int64) int64 {
 	return (ns + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 }
 
@@ -252,7 +252,7 @@ func (r *Replica) scanVersioned(start, upper []byte, limit, maxBytes int, ts hlc
 	}
 	kvs := make([]*tidekvpb.KeyValue, len(found))
 	for i, kv := range found {
-		kvs[i] = &tidekvpb.KeyValue{Key: keys.UserKey(kv.Key), Value: kv.Value, ExpireAtMs: ceilMillis(kv.ExpiresAt)}
+		kvs[i] = &tidekvpb.KeyValue{Key: keys.UserKey(kv.Key), Value: kv.Value, ExpireAtMs: CeilMillis(kv.ExpiresAt)}
 	}
 	if resume != nil {
 		resume = keys.UserKey(resume)

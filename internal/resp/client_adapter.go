@@ -183,7 +183,7 @@ type clientTx struct{ tx *client.Tx }
 
 func (t clientTx) Get(ctx context.Context, key []byte) (Result, error) {
 	r, err := t.tx.GetVersion(ctx, key)
-	return Result{Value: r.Value, Found: r.Found, Version: Version(r.Version)}, mapErr(err)
+	return Result{Value: r.Value, Found: r.Found, Version: Version(r.Version), Expiry: Expiry(r.Expiry)}, mapErr(err)
 }
 
 func (t clientTx) Put(ctx context.Context, key, value []byte) error {

@@ -38,10 +38,11 @@
 // PEXPIRETIME, PERSIST. The store fixes a
 // value's expiry when it orders the write; a plain SET clears a TTL, INCR
 // and HSET keep it, and a hash's TTL is its marker's.
-// MSET (and every multi-key write here) is one atomic Write per
-// Config.MaxBatchKeys keys when those keys lie in one range; if the store
-// refuses the Write because they span ranges, the keys are written one by
-// one, not atomically.
+// MSET is atomic, as in Redis: one Write when its keys lie in one range
+// and are at most Config.MaxBatchKeys, else one KV.Txn. The other
+// multi-key writes here (the older HSET path, HDEL, DEL's fields) are one
+// atomic Write per MaxBatchKeys keys of one range; keys spanning ranges
+// are written one by one.
 //
 // Hashes: HSET/HMSET, HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HDEL,
 // HEXISTS.
@@ -53,9 +54,13 @@
 // EXECABORT. EXEC runs the queue as one KV.Txn, a serializable
 // transaction, each command reading the earlier ones' writes; a runtime
 // error (WRONGTYPE, not an integer) is that command's reply and the others
-// commit. EXEC runs GET, SET [NX|XX] [GET], SETNX, GETSET, DEL, UNLINK,
-// EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, PING, ECHO and
-// UNWATCH. WATCH remembers each key's version (Result.Version) and a
+// commit. EXEC runs GET, SET (every option), SETNX, GETSET, DEL, UNLINK,
+// EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, the EXPIRE family,
+// PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO and UNWATCH, in
+// any database. TTLs inside EXEC are Redis's: a transaction's read gives
+// the value's expiry (Result.Expiry), which KEEPTTL and the counters
+// write again, and EXPIRE and PERSIST write the value read with the new
+// one (docs/redis.md). WATCH remembers each key's version (Result.Version) and a
 // digest of its value (or its absence); EXEC reads the keys again inside
 // the transaction and answers the null array, applying nothing, if one
 // differs.
@@ -150,14 +155,11 @@
 // the hash missing fields. Each single field write is atomic. There is no eviction, no lists, sets or sorted
 // sets, no pub/sub, and RESP3 is not spoken.
 //
-// Transactions: EXEC cannot run SET with KEEPTTL, the EXPIRE family,
-// SCAN, TKV.RANGE, hashes (each needs a scan or a guarded write, which
-// the transaction view does not offer), SELECT, AUTH, CLIENT, HELLO,
-// INFO, CONFIG, COMMAND: each is refused when queued and aborts the
-// transaction. SET with EX, PX, EXAT or PXAT runs; a transaction cannot
-// keep a TTL, so INCR, DECR, INCRBY and DECRBY inside EXEC clear the
-// key's TTL, which Redis keeps (SET and
-// GETSET clear it in Redis too). DEL of a hash inside EXEC removes its marker, leaving
+// Transactions: EXEC cannot run SCAN, TKV.RANGE, hashes (each needs a
+// scan or a guarded write, which the transaction view does not offer),
+// SELECT, AUTH, CLIENT, HELLO, INFO, CONFIG, COMMAND: each is refused when
+// queued and aborts the transaction. EXPIRE and PERSIST inside EXEC write
+// the value again (a new version) where Redis changes only the TTL. DEL of a hash inside EXEC removes its marker, leaving
 // its fields as garbage for the next HSET creating it. Where a read gives
 // no version (an unversioned range, a read-through value, an older node),
 // WATCH compares values only: a key set back to the value WATCH saw is then
@@ -167,8 +169,7 @@
 // and applies nothing, where Redis has no such failures; conflicts are
 // retried inside (client.Txn, MaxTxnAttempts) and never answered. EXEC
 // holds its replies until the commit, at most MaxOutputBuffer bytes.
-// Transactions run in database 0 only (a node's other key spaces refuse
-// them: their requests would not name the key space). A plain read (GET,
+// A plain read (GET,
 // WATCH) of a key a running transaction has written waits for it up to
 // the node's intent wait, then answers an error ending in "retry". MULTI's
 // queue and the watched keys are bounded (Config.MaxMultiCommands,

@@ -319,10 +319,10 @@ func (t *fakeTx) Get(_ context.Context, key []byte) (Result, error) {
 		if v == nil {
 			return Result{}, nil
 		}
-		return Result{Value: cp(*v), Found: true}, nil
+		return Result{Value: cp(*v), Found: true, Expiry: t.exps[string(key)]}, nil
 	}
 	cur, found := t.f.live(key)
-	return Result{Value: cp(cur), Found: found, Version: t.f.version(key)}, nil
+	return Result{Value: cp(cur), Found: found, Version: t.f.version(key), Expiry: Expiry{At: t.f.exp[string(key)]}}, nil
 }
 
 func (t *fakeTx) Put(_ context.Context, key, value []byte) error {

@@ -28,8 +28,8 @@ type KV interface {
 	// BatchGet reads keys; results are in the order of keys.
 	BatchGet(ctx context.Context, keys [][]byte) ([]Result, error)
 	// Write applies ops atomically. It may reject (ErrInvalidArgument) ops
-	// whose keys span more than one range; callers here then fall back to
-	// one operation per key.
+	// whose keys span more than one range; MSET then runs as a Txn, the
+	// other callers here fall back to one operation per key.
 	Write(ctx context.Context, ops []Op) error
 	// GuardedWrite applies ops atomically in one step under g and reports
 	// what it found (see Guard). Like Write, it may reject ops whose keys
@@ -62,11 +62,11 @@ type KV interface {
 }
 
 // TxnKV is one attempt of a KV.Txn. Reads see the transaction's own
-// earlier writes. A put clears the key's TTL or sets a new one; it cannot
-// keep the current one.
+// earlier writes. A put clears the key's TTL or sets a new one; to keep
+// the current one, a put states the Expiry its read gave (txView does).
 type TxnKV interface {
-	// Get reads key, with its Version (no TTL); an absent key is Found
-	// false, not an error.
+	// Get reads key, with its Version and Expiry (no TTL); an absent key
+	// is Found false, not an error.
 	Get(ctx context.Context, key []byte) (Result, error)
 	Put(ctx context.Context, key, value []byte) error
 	// PutExpiring is Put with e's TTL or time (e.Keep is refused).
@@ -92,6 +92,11 @@ type Result struct {
 	// value, has another. Zero: unknown (no version, an unversioned range,
 	// a KV that does not tell).
 	Version Version
+	// Expiry is set by TxnKV.Get instead of TTL: the value's expiry as a
+	// write states it, so that a put can keep it (KEEPTTL, INCR): At for
+	// a stored value; the transaction's own put's TTL (from the commit)
+	// or At; none: it does not expire.
+	Expiry Expiry
 }
 
 // Version is a version's timestamp as TideKV's HLC has it; only compared.

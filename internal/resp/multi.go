@@ -56,17 +56,19 @@ func (w watchedKey) same(r Result) bool {
 const (
 	errExecAbort = "EXECABORT Transaction discarded because of previous errors."
 	// inMultiList names the commands EXEC can run, for refusals.
-	inMultiList = "GET, SET (no KEEPTTL), SETNX, GETSET, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, PING, ECHO, UNWATCH"
+	inMultiList = "GET, SET, SETNX, GETSET, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, " +
+		"EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, UNWATCH"
 )
 
 // inMulti are the commands EXEC can run: those whose KV calls map onto a
-// transaction's Get, Put and Delete. The others scan (KEYS, SCAN, hashes),
-// set TTLs (the EXPIRE family), which transactions do not do yet, or
-// change the connection (SELECT, AUTH, CLIENT).
+// transaction's Get, Put and Delete (txView). The others scan (KEYS, SCAN,
+// hashes) or change the connection (SELECT, AUTH, CLIENT).
 var inMulti = map[string]bool{
 	"get": true, "set": true, "setnx": true, "getset": true, "del": true, "unlink": true,
 	"exists": true, "type": true, "mget": true, "mset": true,
 	"incr": true, "decr": true, "incrby": true, "decrby": true,
+	"expire": true, "pexpire": true, "expireat": true, "pexpireat": true, "persist": true,
+	"ttl": true, "pttl": true, "expiretime": true, "pexpiretime": true,
 	"ping": true, "echo": true, "unwatch": true,
 }
 
@@ -124,13 +126,8 @@ func queueCheck(p *prepared) string {
 	case p.name == "mset" && len(p.args)%2 != 1:
 		return errArity(p.name)
 	case p.name == "set":
-		o, rerr := parseSetOptions(p.args[3:])
-		if rerr != "" {
-			return rerr
-		}
-		if o.expiry.Keep {
-			return "ERR SET with KEEPTTL inside MULTI is not supported by TideKV: a transaction cannot keep a key's TTL"
-		}
+		_, rerr := parseSetOptions(p.args[3:])
+		return rerr
 	}
 	return ""
 }
@@ -218,7 +215,7 @@ func cmdExec(x *call) {
 	}
 	var out *txnReplies
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
-		view := &txView{tx: tx}
+		view := &txView{tx: tx, now: x.s.cfg.Now}
 		if err := w.check(x, view); err != nil {
 			return err
 		}

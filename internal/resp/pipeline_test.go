@@ -16,7 +16,14 @@ import (
 // "*<nil>".
 func pipeline(t *testing.T, s *Server, cmds ...[]string) []string {
 	t.Helper()
-	c, err := net.Dial("tcp", s.Addr().String())
+	return pipelineTo(t, s.Addr().String(), cmds...)
+}
+
+// pipelineTo is pipeline to any Redis-protocol server at addr (a real
+// redis-server, to compare).
+func pipelineTo(t *testing.T, addr string, cmds ...[]string) []string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -322,12 +322,18 @@ func TestMGetMSet(t *testing.T) {
 	eq(t, fmt.Sprint(must(rc.MGet(ctx, "a", "x", "b", "c", "d").Result())), "[1 <nil> 2 3 4]")
 	wantErr(t, rc.Do(ctx, "MSET", "a", "1", "b").Err(), "ERR wrong number of arguments for 'mset' command")
 
-	// Keys in two ranges: the atomic Write is refused, MSET falls back.
+	// Keys in two ranges: the Write is refused, MSET runs as a
+	// transaction.
 	kv.mu.Lock()
 	kv.splitAt = []byte("m")
 	kv.mu.Unlock()
 	eq(t, must(rc.MSet(ctx, "a", "10", "z", "26").Result()), "OK")
 	eq(t, fmt.Sprint(must(rc.MGet(ctx, "a", "z").Result())), "[10 26]")
+	// All or none, as in Redis: a key TideKV refuses (an empty one) fails
+	// the whole MSET, across ranges and past MaxBatchKeys keys alike.
+	wantErr(t, rc.MSet(ctx, "a", "11", "z", "27", "", "x").Err(), "ERR invalid argument: empty key")
+	wantErr(t, rc.MSet(ctx, "b", "11", "c", "11", "d", "11", "", "x").Err(), "ERR invalid argument: empty key")
+	eq(t, fmt.Sprint(must(rc.MGet(ctx, "a", "z", "b", "c", "d").Result())), "[10 26 2 3 4]")
 }
 
 func TestScanCoversAllKeys(t *testing.T) {

@@ -105,9 +105,24 @@ func cmdMSet(x *call) {
 		}
 		ops = append(ops, Op{Key: encKey(x.args[i]), Value: x.args[i+1]})
 	}
-	if err := x.write(ops); err != nil {
+	if err := x.writeAll(ops); err != nil {
 		replyErr(x.c, err)
 		return
 	}
 	x.c.WriteString("OK")
+}
+
+// writeAll applies ops all or none, as Redis's MSET does: as one Write
+// when they fit one (at most MaxBatchKeys keys, in one range), else as a
+// transaction. A Write refused as invalid applied nothing: its keys span
+// ranges, or an op is invalid, which the transaction then refuses too.
+func (x *call) writeAll(ops []Op) error {
+	if len(ops) <= x.s.cfg.MaxBatchKeys {
+		if err := x.kv.Write(x.ctx, ops); !errors.Is(err, ErrInvalidArgument) {
+			return err
+		}
+	}
+	return x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		return (&txView{tx: tx, now: x.s.cfg.Now}).Write(x.ctx, ops)
+	})
 }

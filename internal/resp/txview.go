@@ -5,15 +5,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // txView is one attempt of EXEC's transaction as a KV, so that the queued
 // commands run through their usual code. It keeps the first error of the
 // transaction (err): the attempt is then given up as a whole, the error
 // being a conflict to retry, an overload or a refusal, never one command's
-// reply. Only what inMulti's commands call is served.
+// reply. Only what inMulti's commands call is served. A TTL is kept
+// (KEEPTTL, INCR) or changed alone (the EXPIRE family, PERSIST) by
+// writing the value read again with the expiry the read gave
+// (Result.Expiry) or the new one: the read is the transaction's, so a
+// change of the key before the commit makes it retry.
 type txView struct {
-	tx  TxnKV
+	tx TxnKV
+	// now is the clock TTLs read inside the transaction count to
+	// (Config.Now).
+	now func() time.Time
 	err error
 }
 
@@ -33,7 +41,7 @@ func (v *txView) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return r.Value, err
 }
 
-// read is a read of the transaction, with the key's version.
+// read is a read of the transaction, with the key's version and expiry.
 func (v *txView) read(ctx context.Context, key []byte) (Result, error) {
 	r, err := v.tx.Get(ctx, key)
 	if err != nil {
@@ -43,15 +51,24 @@ func (v *txView) read(ctx context.Context, key []byte) (Result, error) {
 }
 
 func (v *txView) Put(ctx context.Context, key, value []byte) error {
-	return v.put(ctx, key, value, Expiry{})
+	return v.put(ctx, key, value, Expiry{}, nil)
 }
 
-// put writes value with e's expiry; e.Keep is dropped (INCR's): a
-// transaction cannot keep a TTL, so it clears it (docs/transactions.md),
-// and SET KEEPTTL is refused at MULTI.
-func (v *txView) put(ctx context.Context, key, value []byte, e Expiry) error {
+// put writes value with e's expiry. e.Keep keeps the key's current one,
+// as cur, the key as the transaction read it, gives it (nil: read it now).
+func (v *txView) put(ctx context.Context, key, value []byte, e Expiry, cur *Result) error {
+	if e.Keep {
+		if cur == nil {
+			r, err := v.read(ctx, key)
+			if err != nil {
+				return err
+			}
+			cur = &r
+		}
+		e = cur.Expiry
+	}
 	var err error
-	if e.Keep || e == (Expiry{}) {
+	if e == (Expiry{}) {
 		err = v.tx.Put(ctx, key, value)
 	} else {
 		err = v.tx.PutExpiring(ctx, key, value, e)
@@ -78,7 +95,8 @@ func (v *txView) Delete(ctx context.Context, key []byte) (bool, error) {
 	return true, nil
 }
 
-// BatchGet reads key by key: a transaction reads one key a call.
+// BatchGet reads key by key (a transaction reads one key a call), with
+// each value's remaining TTL (TTL, PTTL, PERSIST, EXPIRE's conditions).
 func (v *txView) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
 	out := make([]Result, len(keys))
 	for i, k := range keys {
@@ -86,47 +104,80 @@ func (v *txView) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) 
 		if err != nil {
 			return nil, err
 		}
+		r.TTL = v.ttl(r.Expiry)
 		out[i] = r
 	}
 	return out, nil
 }
 
-// Write applies MSET's puts one by one; the transaction makes them atomic.
+// ttl is the remaining time to live of a value read with expiry e, in
+// whole milliseconds rounded up as the store answers: the transaction's
+// own put's TTL counts from the commit, so it is all left; a time counts
+// to now, and one already past (the value was live at the transaction's
+// read timestamp) leaves the least TTL there is.
+func (v *txView) ttl(e Expiry) time.Duration {
+	switch {
+	case e.TTL > 0:
+		return e.TTL
+	case !e.At.IsZero():
+		return max(e.At.Sub(v.now())+time.Millisecond-1, time.Millisecond).Truncate(time.Millisecond)
+	}
+	return 0
+}
+
+// Write applies MSET's puts, SET's with its expiry and EXPIRE's TTL
+// changes one by one; the transaction makes them atomic.
 func (v *txView) Write(ctx context.Context, ops []Op) error {
 	for _, op := range ops {
-		var err error
-		switch {
-		case op.SetTTL || op.Expiry.Keep:
-			err = v.fail(unsupported("keeping or changing only a TTL"))
-		case op.Delete:
-			_, err = v.Delete(ctx, op.Key)
-		default:
-			err = v.put(ctx, op.Key, op.Value, op.Expiry)
-		}
-		if err != nil {
+		if _, err := v.apply(ctx, op); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// WriteEach serves EXPIRE and PERSIST (one SetTTL op).
+func (v *txView) WriteEach(ctx context.Context, ops []Op) []OpResult {
+	out := make([]OpResult, len(ops))
+	for i, op := range ops {
+		out[i].Existed, out[i].Err = v.apply(ctx, op)
+	}
+	return out
+}
+
+// apply is one op of a Write or WriteEach; for a delete or a SetTTL op it
+// reports whether the key held a value. A SetTTL op writes the value
+// again with its new expiry.
+func (v *txView) apply(ctx context.Context, op Op) (bool, error) {
+	switch {
+	case op.Delete:
+		return v.Delete(ctx, op.Key)
+	case op.SetTTL:
+		cur, err := v.read(ctx, op.Key)
+		if err != nil || !cur.Found {
+			return false, err
+		}
+		return true, v.put(ctx, op.Key, cur.Value, op.Expiry, &cur)
+	}
+	return false, v.put(ctx, op.Key, op.Value, op.Expiry, nil)
+}
+
 // CompareAndSet is a read and a write of the transaction, with e's expiry
-// (INCR's KEEPTTL cannot be kept: see put).
+// (Keep: the one read).
 func (v *txView) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e Expiry) (bool, []byte, bool, error) {
-	cur, err := v.Get(ctx, key)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	cur, err := v.read(ctx, key)
+	if err != nil {
 		return false, nil, false, err
 	}
-	exists := err == nil
-	if match := (expected == nil && !exists) || (expected != nil && exists && bytes.Equal(*expected, cur)); !match {
-		return false, cur, exists, nil
+	if match := (expected == nil && !cur.Found) || (expected != nil && cur.Found && bytes.Equal(*expected, cur.Value)); !match {
+		return false, cur.Value, cur.Found, nil
 	}
 	if newValue == nil {
 		_, err = v.Delete(ctx, key)
 	} else {
-		err = v.put(ctx, key, *newValue, e)
+		err = v.put(ctx, key, *newValue, e, &cur)
 	}
-	return err == nil, cur, exists, err
+	return err == nil, cur.Value, cur.Found, err
 }
 
 // Scan answers ErrUnordered, which DEL takes for "no hash fields to
@@ -141,16 +192,13 @@ func (v *txView) GuardedWrite(context.Context, []Op, Guard) (GuardResult, error)
 	return GuardResult{}, v.fail(unsupported("a guarded write"))
 }
 
-func (v *txView) WriteEach(_ context.Context, ops []Op) []OpResult {
-	out := make([]OpResult, len(ops))
-	for i := range out {
-		out[i].Err = v.fail(unsupported("WriteEach"))
+// Txn runs fn inside EXEC's transaction (MSET's when it cannot be one
+// Write): its failure fails the attempt.
+func (v *txView) Txn(_ context.Context, fn func(TxnKV) error) error {
+	if err := fn(v.tx); err != nil {
+		return v.fail(err)
 	}
-	return out
-}
-
-func (v *txView) Txn(context.Context, func(TxnKV) error) error {
-	return v.fail(unsupported("a nested transaction"))
+	return nil
 }
 
 // unsupported is the error of a call no command of inMulti makes.

@@ -117,6 +117,10 @@ type Config struct {
 	// InMemory or DataDir names: a test restarts a killed node on what its
 	// in-memory engine held.
 	engine storage.Engine
+	// redisWrote, when set (tests), is called after each put the Redis
+	// front end makes, applied (Put) or kept for a transaction's commit:
+	// where a test stops the node in the middle of a multi-key command.
+	redisWrote func()
 	// HeartbeatInterval is how often the node reports to the meta range.
 	HeartbeatInterval time.Duration
 	// LivenessTimeout is how long without a heartbeat before the meta

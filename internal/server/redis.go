@@ -186,6 +186,14 @@ func (k *redisKV) Get(ctx context.Context, key []byte) ([]byte, error) {
 }
 
 func (k *redisKV) Put(ctx context.Context, key, value []byte) error {
+	err := k.put(ctx, key, value)
+	if err == nil && k.s.cfg.redisWrote != nil {
+		k.s.cfg.redisWrote()
+	}
+	return err
+}
+
+func (k *redisKV) put(ctx context.Context, key, value []byte) error {
 	if k.leads(key) {
 		_, err := k.kv.Put(k.in(ctx), &tidekvpb.PutRequest{Key: key, Value: value, Keyspace: keyspace.NameFrom(ctx)})
 		if err, route := outcome(err, true); !route {
@@ -401,5 +409,31 @@ func (k *redisKV) Scan(ctx context.Context, start, end []byte, limit int) ([]res
 // node's Txn service, reached like any node's (this node's, mostly), and
 // its reads and writes are routed by the coordinator.
 func (k *redisKV) Txn(ctx context.Context, fn func(resp.TxnKV) error) error {
-	return k.remote.Txn(k.toRemote(ctx), fn)
+	return k.remote.Txn(k.toRemote(ctx), func(tx resp.TxnKV) error {
+		if k.s.cfg.redisWrote != nil {
+			tx = notedTx{TxnKV: tx, wrote: k.s.cfg.redisWrote}
+		}
+		return fn(tx)
+	})
+}
+
+// notedTx calls wrote after each put kept for the commit (Config.redisWrote).
+type notedTx struct {
+	resp.TxnKV
+	wrote func()
+}
+
+func (t notedTx) Put(ctx context.Context, key, value []byte) error {
+	return t.noted(t.TxnKV.Put(ctx, key, value))
+}
+
+func (t notedTx) PutExpiring(ctx context.Context, key, value []byte, e resp.Expiry) error {
+	return t.noted(t.TxnKV.PutExpiring(ctx, key, value, e))
+}
+
+func (t notedTx) noted(err error) error {
+	if err == nil {
+		t.wrote()
+	}
+	return err
 }

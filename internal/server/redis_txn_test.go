@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"net"
-	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/testutil/redisserver"
 )
 
 // redisClients opens a go-redis client to every node's Redis listener.
@@ -205,7 +206,7 @@ func BenchmarkRedisMultiExec(b *testing.B) {
 	b.Run("tidekv-two-ranges", func(b *testing.B) {
 		benchRedisTransfers(ctx, b, rc, func(r *rand.Rand) (int, int) { return r.Intn(firstRange), firstRange + r.Intn(accounts-firstRange) })
 	})
-	addr := startRedisServer(b)
+	addr := redisserver.Start(b)
 	if addr == "" {
 		b.Log("redis-server is not installed: no comparison")
 		return
@@ -237,36 +238,6 @@ func benchRedisTransfers(ctx context.Context, b *testing.B, rc *redis.Client, pi
 	})
 }
 
-// startRedisServer starts an unreplicated redis-server without persistence
-// on a free loopback port for the benchmark's life; "" when it is not
-// installed.
-func startRedisServer(b *testing.B) string {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return ""
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := "127.0.0.1:" + port
-	rc := redis.NewClient(&redis.Options{Addr: addr})
-	defer rc.Close()
-	for start := time.Now(); rc.Ping(context.Background()).Err() != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Since(start) > 10*time.Second {
-			b.Fatal("redis-server did not answer PING within 10s")
-		}
-	}
-	return addr
-}
-
 // SET with a TTL inside MULTI/EXEC, on two ranges: both keys expire.
 func TestRedisExecSetsTTL(t *testing.T) {
 	tc, _, ctx := startBank(t, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
@@ -291,4 +262,180 @@ func TestRedisExecSetsTTL(t *testing.T) {
 			t.Errorf("%s after its TTL: exists %d, %v", k, n, err)
 		}
 	}
+}
+
+// TTLs inside EXEC through a cluster, on keys of two ranges (a
+// transaction with intents): INCR and SET KEEPTTL keep the key's TTL,
+// EXPIRE sets one and PERSIST removes one, as in Redis (the resp
+// package's TestExecTTLsAsRedis compares the replies with redis-server's).
+func TestRedisExecKeepsAndSetsTTLs(t *testing.T) {
+	tc, _, ctx := startBank(t, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
+	rc := redisClients(t, tc)[1]
+	for _, side := range []string{string(acct(0)), string(acct(bankAccounts - 1))} {
+		n, k, q, p := side+"n", side+"k", side+"q", side+"p"
+		if err := rc.Set(ctx, n, "5", 100*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{k, p} {
+			if err := rc.Set(ctx, key, "v", 100*time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rc.Set(ctx, q, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, err := rc.TxPipelined(ctx, func(pl redis.Pipeliner) error {
+			pl.Incr(ctx, n)
+			pl.SetArgs(ctx, k, "w", redis.SetArgs{KeepTTL: true})
+			pl.Expire(ctx, q, 50*time.Second)
+			pl.Persist(ctx, p)
+			pl.TTL(ctx, k)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(cmds); !strings.Contains(got, "incr "+n+": 6") || !strings.Contains(got, "ttl "+k+": 1m40s") {
+			t.Fatalf("EXEC's replies: %s", got)
+		}
+		for key, want := range map[string]time.Duration{n: 100 * time.Second, k: 100 * time.Second, q: 50 * time.Second, p: -1} {
+			ttl, err := rc.PTTL(ctx, key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The TTLs count down from the writes before the
+			// transaction; a cleared one is -1 (no TTL).
+			if (want < 0 && ttl != -1*time.Nanosecond && ttl != -1) || (want > 0 && (ttl <= want-10*time.Second || ttl > want)) {
+				t.Errorf("PTTL %s after EXEC = %v, want about %v", key, ttl, want)
+			}
+		}
+		if v, err := rc.Get(ctx, k).Result(); err != nil || v != "w" {
+			t.Errorf("GET %s = %q, %v", k, v, err)
+		}
+	}
+}
+
+// MULTI/EXEC and WATCH in databases other than 0: an ordered key space
+// and a hashed one with a default TTL, whose keys lie on several ranges.
+// The writes land in the selected key space only, a watched key changed
+// there aborts EXEC, and puts inside EXEC get the key space's TTL.
+func TestRedisExecInSelectedDatabase(t *testing.T) {
+	tc, c, ctx := startBank(t, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
+	for _, ks := range []*tidekvpb.KeySpace{{Name: "orders"}, {Name: "cache", Mode: "hashed", TtlMs: 60_000}} {
+		if _, err := c.CreateKeySpace(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := func(n int) *redis.Client {
+		rc := redis.NewClient(&redis.Options{Addr: tc.nodes[n].RedisAddr(), DB: n, MaxRetries: -1})
+		t.Cleanup(func() { rc.Close() })
+		return rc
+	}
+	orders, cache, other := db(1), db(2), db(1)
+	keys := []string{"a", "b", "c", "d"}
+	for _, rc := range []*redis.Client{orders, cache} {
+		err := rc.Watch(ctx, func(tx *redis.Tx) error {
+			_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				for _, k := range keys {
+					p.Set(ctx, k, "v"+k, 0)
+				}
+				p.IncrBy(ctx, "n", 7)
+				return nil
+			})
+			return err
+		}, "w")
+		if err != nil {
+			t.Fatalf("EXEC in database %d: %v", rc.Options().DB, err)
+		}
+		if got, err := rc.MGet(ctx, append(keys, "n")...).Result(); err != nil || fmt.Sprint(got) != "[va vb vc vd 7]" {
+			t.Fatalf("database %d after EXEC: %v, %v", rc.Options().DB, got, err)
+		}
+	}
+	if _, err := c.Get(ctx, []byte("a")); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("a in the default key space: %v, want not found", err)
+	}
+	for _, k := range append(keys, "n") {
+		if ttl, err := cache.PTTL(ctx, k).Result(); err != nil || ttl <= 50*time.Second || ttl > time.Minute {
+			t.Errorf("PTTL %s in the cache key space = %v, %v; want its default of 1m", k, ttl, err)
+		}
+		if ttl, err := orders.PTTL(ctx, k).Result(); err != nil || ttl != -1 {
+			t.Errorf("PTTL %s in orders = %v, %v; want none", k, ttl, err)
+		}
+	}
+	err := orders.Watch(ctx, func(tx *redis.Tx) error {
+		if err := other.Set(ctx, "w", "changed", 0).Err(); err != nil {
+			return err
+		}
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, "a", "lost", 0)
+			return nil
+		})
+		return err
+	}, "w")
+	if !errors.Is(err, redis.TxFailedErr) {
+		t.Fatalf("EXEC after a watched key changed in database 1: %v, want %v", err, redis.TxFailedErr)
+	}
+	if v, err := orders.Get(ctx, "a").Result(); err != nil || v != "va" {
+		t.Fatalf("a in database 1 after the aborted EXEC = %q, %v", v, err)
+	}
+	// Database 0's transactions stay out of the named key spaces' area.
+	_, err = db(0).TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "\xff\xff\x00\x00\x00\x01a", "x", 0)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "reserved for named key spaces") {
+		t.Fatalf("EXEC of a reserved key in database 0: %v", err)
+	}
+}
+
+// The gateway node is killed in the middle of an MSET over two ranges,
+// just after its first key was written (or, run as a transaction, kept for
+// the commit; Config.redisWrote stops it there): afterwards both keys are
+// there or neither, as Redis's MSET is atomic.
+func TestRedisMSetAllOrNothingWhenTheGatewayDies(t *testing.T) {
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var f faultNodes
+	nodes := 0
+	tc, c, ctx := startBank(t, f.adjust, func(c *Config) {
+		c.Redis.ListenAddr = "127.0.0.1:0"
+		if nodes++; nodes == 1 {
+			c.redisWrote = func() { once.Do(func() { close(reached); <-release }) }
+		}
+	})
+	gw := redis.NewClient(&redis.Options{Addr: tc.nodes[0].RedisAddr(), MaxRetries: -1})
+	defer gw.Close()
+	keys := []string{string(acct(0)) + "m", string(acct(bankAccounts-1)) + "m"}
+	done := make(chan error, 1)
+	go func() { done <- gw.MSet(ctx, keys[0], "1", keys[1], "1").Err() }()
+	select {
+	case <-reached:
+	case err := <-done:
+		t.Fatalf("MSET ended (%v) without writing a key", err)
+	}
+	eng := tc.kill(0, f.parts[0])
+	close(release)
+	t.Logf("MSET through the killed gateway: %v", <-done)
+	tc.restartOn(ctx, 0, eng)
+	// Read both keys in one snapshot once the ranges serve again and the
+	// MSET's intents, if any, are resolved (pushed after its coordinator
+	// stopped heartbeating).
+	eventually(t, 30*time.Second, "reading the MSET's keys", func() error {
+		var found []bool
+		err := c.Txn(ctx, func(tx *client.Tx) error {
+			found = found[:0]
+			for _, k := range keys {
+				r, err := tx.GetVersion(ctx, []byte(k))
+				if err != nil {
+					return err
+				}
+				found = append(found, r.Found)
+			}
+			return nil
+		})
+		if err == nil && found[0] != found[1] {
+			t.Fatalf("after the gateway died mid-MSET: %s found %v, %s found %v; want both or neither", keys[0], found[0], keys[1], found[1])
+		}
+		return err
+	})
 }

@@ -130,51 +130,37 @@ func (k *keySpaceKV) Scan(ctx context.Context, start, end []byte, limit int) ([]
 	return out, err
 }
 
-// Txn runs MULTI/EXEC in the default key space only: a transaction's
-// requests name no key space (the Txn service checks none), and its puts
-// carry no TTL to give a key space's default one.
+// Txn runs MULTI/EXEC in the key space: the transaction names it (its
+// coordinator checks the keys against it, as the KV service checks a
+// request's), the keys are mapped as the other commands' are, and puts
+// without an expiry get the key space's default TTL.
 func (k *keySpaceKV) Txn(ctx context.Context, fn func(resp.TxnKV) error) error {
-	if k.ks.ID != keyspace.Default || k.ks.TTL > 0 {
-		return fmt.Errorf("%w: MULTI/EXEC run in database 0 only (key space %q: transactions do not name a key space nor give its default TTL yet)", resp.ErrInvalidArgument, k.ks.Name)
-	}
-	return k.kv.Txn(ctx, func(tx resp.TxnKV) error { return fn(defaultSpaceTx{tx}) })
+	return k.kv.Txn(k.in(ctx), func(tx resp.TxnKV) error { return fn(keySpaceTx{tx: tx, k: k}) })
 }
 
-// defaultSpaceTx keeps a transaction of the default key space out of the
-// area reserved for named key spaces, as checkKeySpace does for requests.
-type defaultSpaceTx struct{ tx resp.TxnKV }
-
-func reservedKey(key []byte) error {
-	if keyspace.IsReserved(key) {
-		return fmt.Errorf("%w: key %q lies in the area reserved for named key spaces (keys starting 0xFF 0xFF)", resp.ErrInvalidArgument, key)
-	}
-	return nil
+// keySpaceTx is one attempt of a transaction in k's key space.
+type keySpaceTx struct {
+	tx resp.TxnKV
+	k  *keySpaceKV
 }
 
-func (t defaultSpaceTx) Get(ctx context.Context, key []byte) (resp.Result, error) {
-	if err := reservedKey(key); err != nil {
-		return resp.Result{}, err
-	}
-	return t.tx.Get(ctx, key)
+func (t keySpaceTx) Get(ctx context.Context, key []byte) (resp.Result, error) {
+	return t.tx.Get(ctx, t.k.c.Encode(key))
 }
 
-func (t defaultSpaceTx) Put(ctx context.Context, key, value []byte) error {
-	if err := reservedKey(key); err != nil {
-		return err
-	}
-	return t.tx.Put(ctx, key, value)
+func (t keySpaceTx) Put(ctx context.Context, key, value []byte) error {
+	return t.PutExpiring(ctx, key, value, resp.Expiry{})
 }
 
-func (t defaultSpaceTx) PutExpiring(ctx context.Context, key, value []byte, e resp.Expiry) error {
-	if err := reservedKey(key); err != nil {
-		return err
+// PutExpiring gives a put without an expiry the key space's TTL, if it
+// has one.
+func (t keySpaceTx) PutExpiring(ctx context.Context, key, value []byte, e resp.Expiry) error {
+	if e = t.k.expiry(e); e == (resp.Expiry{}) {
+		return t.tx.Put(ctx, t.k.c.Encode(key), value)
 	}
-	return t.tx.PutExpiring(ctx, key, value, e)
+	return t.tx.PutExpiring(ctx, t.k.c.Encode(key), value, e)
 }
 
-func (t defaultSpaceTx) Delete(ctx context.Context, key []byte) error {
-	if err := reservedKey(key); err != nil {
-		return err
-	}
-	return t.tx.Delete(ctx, key)
+func (t keySpaceTx) Delete(ctx context.Context, key []byte) error {
+	return t.tx.Delete(ctx, t.k.c.Encode(key))
 }

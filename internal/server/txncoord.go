@@ -12,6 +12,8 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // The transaction coordinator (docs/transactions.md step 5): the node a
@@ -124,6 +126,10 @@ func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byt
 	if err := c.s.checkKey(key); err != nil {
 		return nil, err
 	}
+	ctx, err := c.inKeySpace(ctx, meta, key)
+	if err != nil {
+		return nil, err
+	}
 	t, err := c.lockOpen(meta)
 	if err != nil {
 		return nil, err
@@ -131,7 +137,7 @@ func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byt
 	defer t.mu.Unlock()
 	if i, ok := t.pendingAt[string(key)]; ok {
 		if op := t.pending[i]; op.GetKind() == tidekvpb.WriteOp_PUT {
-			return &tidekvpb.TxnGetResponse{Found: true, Value: op.GetValue()}, nil
+			return &tidekvpb.TxnGetResponse{Found: true, Value: op.GetValue(), TtlMs: op.GetTtlMs(), ExpireAtMs: op.GetExpireAtMs()}, nil
 		}
 		return &tidekvpb.TxnGetResponse{}, nil
 	}
@@ -144,7 +150,23 @@ func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byt
 		return nil, c.failOp(t, err)
 	}
 	t.reads = append(t.reads, key)
-	return &tidekvpb.TxnGetResponse{Found: v.Found, Value: v.Value, VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}, nil
+	out := &tidekvpb.TxnGetResponse{Found: v.Found, Value: v.Value, VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}
+	if v.TTL > 0 {
+		// A read at a timestamp judges expiry at that timestamp's wall
+		// time, so its TTL counts from there.
+		out.ExpireAtMs = raftstore.CeilMillis(t.readTS.WallTime + v.TTL.Nanoseconds())
+	}
+	return out, nil
+}
+
+// inKeySpace checks keys against the transaction's key space, as the KV
+// service checks a request's, and names it in ctx for the reads made with
+// it.
+func (c *coordinator) inKeySpace(ctx context.Context, meta *tidekvpb.TxnMeta, keys ...[]byte) (context.Context, error) {
+	if err := c.s.checkKeySpace(ctx, meta.GetKeyspace(), keys...); err != nil {
+		return nil, err
+	}
+	return keyspace.WithName(ctx, meta.GetKeyspace()), nil
 }
 
 // failOp aborts t after an operation failed in a way that stops it (a
@@ -160,6 +182,13 @@ func (c *coordinator) failOp(t *openTxn, err error) error {
 // earlier one.
 func (c *coordinator) Write(ctx context.Context, meta *tidekvpb.TxnMeta, ops []*tidekvpb.WriteOp) (*tidekvpb.TxnWriteResponse, error) {
 	if err := c.s.checkTxnOps(ops); err != nil {
+		return nil, err
+	}
+	keys := make([][]byte, len(ops))
+	for i, op := range ops {
+		keys[i] = op.GetKey()
+	}
+	if _, err := c.inKeySpace(ctx, meta, keys...); err != nil {
 		return nil, err
 	}
 	t, err := c.lockOpen(meta)

@@ -30,6 +30,10 @@ func (c *coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
 		return nil, invalidArg("a scan's start %q is not before its end %q", start, end)
 	}
+	ctx, err := c.inKeySpace(ctx, meta, start)
+	if err != nil {
+		return nil, err
+	}
 	t, err := c.lockOpen(meta)
 	if err != nil {
 		return nil, err
