@@ -56,6 +56,9 @@ type metrics struct {
 	// txnRefreshes counts two-phase commits that refreshed their reads
 	// (their writes were pushed above their read timestamp).
 	txnRefreshes prometheus.Counter
+	// txnUncertainRestarts counts reads that found a version in their
+	// transaction's uncertainty window and raised its read timestamp.
+	txnUncertainRestarts prometheus.Counter
 
 	series series
 }
@@ -131,7 +134,10 @@ func newMetrics() *metrics {
 	m.txnRefreshes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tidekv_txn_refreshes_total", Help: "Two-phase commits this node coordinated whose writes were pushed above their read timestamp (by another's read, or a closed timestamp), so that their reads were checked again up to the commit timestamp.",
 	})
-	m.reg.MustRegister(m.txnCommits, m.txnRefreshes, m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
+	m.txnUncertainRestarts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tidekv_txn_uncertain_reads_total", Help: "Reads of transactions this node coordinated that found a committed version above their read timestamp within the maximum clock offset (the uncertainty window), so that the read timestamp was raised above it and the earlier reads refreshed.",
+	})
+	m.reg.MustRegister(m.txnCommits, m.txnRefreshes, m.txnUncertainRestarts, m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
 		m.keyspaceRequests, m.keyspaceBytes, m.keyspaceRanges, m.keyspacePrelaunch, m.keyspaceFullest, m.keyspaceEvictions, m.keyspaceHits, m.keyspaceMisses, m.keyspaceKeys, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
