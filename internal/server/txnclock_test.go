@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/backup"
 	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/testutil/manualclock"
@@ -96,6 +97,32 @@ func laggingClient(t *testing.T, tc *testCluster, clock raftstore.Clock) *client
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// A backup taken by a client whose clock is 400 ms behind, begun after a
+// write was acknowledged, holds the write: its cut comes from the
+// cluster's clock.
+func TestBackupCutFromTheClusterClock(t *testing.T) {
+	tc, clock, c, ctx := stillCluster(t)
+	if err := c.Put(ctx, []byte("backed-up"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	written, err := c.GetVersion(ctx, []byte("backed-up"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := c.Scan(ctx, nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := backup.Backup(ctx, backup.NewClientSource(laggingClient(t, tc, clock)), t.TempDir()+"/b", backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, err := hlc.Parse(m.Timestamp)
+	if err != nil || cut.Less(written.Version) || m.Pairs != int64(len(all)) {
+		t.Fatalf("backup at %s (%v) of %d pairs; want at or above the write at %s, all %d pairs", m.Timestamp, err, m.Pairs, written.Version, len(all))
+	}
 }
 
 // A read that finds a committed version above its transaction's read
