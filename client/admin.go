@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Ranges returns every range descriptor with its last reported leaseholder,
@@ -88,6 +89,29 @@ func (c *Client) Settings(ctx context.Context, set map[string]string) (map[strin
 		out[st.GetKey()] = st.GetValue()
 	}
 	return out, nil
+}
+
+// ClusterNow is a timestamp from the cluster's clocks, not the client's:
+// above every write acknowledged before the call, within the cluster's
+// maximum clock offset (a node answers its clock plus the offset, once
+// its clock has passed that, which takes up to the offset). A read at it
+// (ReadAt) sees all of them: the cut of a backup.
+func (c *Client) ClusterNow(ctx context.Context) (hlc.Timestamp, error) {
+	var resp *tidekvpb.ClusterTimestampResponse
+	err := c.invoke(ctx, &rpc{op: "cluster timestamp", anyNode: true, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.ClusterTimestamp(ctx, &tidekvpb.ClusterTimestampRequest{})
+			return err
+		}})
+	if err != nil {
+		return hlc.Timestamp{}, err
+	}
+	ts := resp.GetTimestamp().HLC()
+	if ts.IsZero() {
+		return ts, fmt.Errorf("%w: cluster timestamp: the node answered none", ErrUnavailable)
+	}
+	_, _ = c.clock.Update(ts) // what the client does next is ordered after it
+	return ts, nil
 }
 
 // LocalStatus returns the status of the node at addr itself (its replicas,

@@ -48,7 +48,11 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	clock, err := hlc.NewClock(wallClock{}, cfg.MaxClockOffset)
+	var phys hlc.PhysicalClock = wallClock{}
+	if cfg.WallClock != nil {
+		phys = cfg.WallClock
+	}
+	clock, err := hlc.NewClock(phys, cfg.MaxClockOffset)
 	if err != nil {
 		return nil, err
 	}

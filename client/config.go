@@ -83,6 +83,11 @@ type Config struct {
 	// client's hybrid logical clock, which every Batch message carries and
 	// every answer updates, refuses a node's timestamp further ahead.
 	MaxClockOffset time.Duration
+	// WallClock is the physical clock under the client's hybrid logical
+	// clock (nil: the system clock). Tests inject a skewed one: nothing
+	// the cluster guarantees depends on it (docs/transactions.md,
+	// "Timestamps the cluster owns").
+	WallClock hlc.PhysicalClock
 }
 
 const (

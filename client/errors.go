@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Errors returned by the client; test for them with errors.Is. Returned
@@ -40,6 +41,20 @@ var (
 	// need every node of the cluster upgraded.
 	ErrNoReadAt = errors.New("tidekv: a node read the newest data instead of at the timestamp (its binary predates reads at timestamps)")
 )
+
+// UncertainReadError: a transaction's read (TxnReadAt with an uncertainty
+// limit) found a committed version at Timestamp, above its read timestamp
+// and within its uncertainty window; it wraps ErrTxnRetry. A transaction
+// coordinator raises the read timestamp to Timestamp and refreshes
+// (docs/transactions.md, "Uncertainty").
+type UncertainReadError struct {
+	Timestamp hlc.Timestamp
+	Reason    string // the serving node's sentence
+}
+
+func (e *UncertainReadError) Error() string { return ErrTxnRetry.Error() + ": " + e.Reason }
+
+func (e *UncertainReadError) Unwrap() error { return ErrTxnRetry }
 
 // errorDetail returns the ErrorDetail a TideKV server attaches to its
 // statuses, or nil.

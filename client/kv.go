@@ -100,7 +100,8 @@ func (c *Client) read(ctx context.Context, key []byte, opts []ReadOption) (*tide
 	if err != nil {
 		return nil, err
 	}
-	req := &tidekvpb.GetRequest{Key: key, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), ReadTimestamp: ro.timestamp(), Keyspace: keyspace.NameFrom(ctx), TxnId: []byte(ro.txn)}
+	req := &tidekvpb.GetRequest{Key: key, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), ReadTimestamp: ro.timestamp(), Keyspace: keyspace.NameFrom(ctx), TxnId: []byte(ro.txn),
+		UncertaintyLimit: wireTS(ro.limit)}
 	var resp *tidekvpb.GetResponse
 	r := &rpc{op: "get", key: key, idempotent: true, read: ro}
 	r.call = func(ctx context.Context, nc *nodeConn) (err error) {
@@ -172,7 +173,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 	var out []KeyValue
 	for {
 		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, ReadMode: ro.mode, MaxStalenessMs: ro.staleMs(), ReadTimestamp: ro.timestamp(),
-			Keyspace: keyspace.NameFrom(ctx), HashOrder: ctx.Value(hashOrderKey{}) != nil}
+			Keyspace: keyspace.NameFrom(ctx), HashOrder: ctx.Value(hashOrderKey{}) != nil, UncertaintyLimit: wireTS(ro.limit)}
 		if limit > 0 {
 			req.Limit = uint32(min(limit-len(out), math.MaxUint32))
 		}

@@ -26,6 +26,8 @@ type ReadOption struct {
 	// txn is the ID of the transaction reading (TxnReadAt); a string
 	// keeps options comparable.
 	txn string
+	// limit is the uncertainty limit of a transaction's read (TxnReadAt).
+	limit hlc.Timestamp
 }
 
 // MinStaleness is the smallest bound Bounded accepts: the wire carries the
@@ -62,10 +64,12 @@ func Any() ReadOption { return ReadOption{mode: tidekvpb.ReadMode_ANY} }
 // the serving node's clock (ErrInvalidArgument).
 func ReadAt(ts hlc.Timestamp) ReadOption { return ReadOption{at: ts} }
 
-// TxnReadAt reads at ts as transaction txn, which sees its own intents:
-// how a node's transaction coordinator reads (applications use Txn).
-func TxnReadAt(ts hlc.Timestamp, txn []byte) ReadOption {
-	return ReadOption{at: ts, txn: string(txn)}
+// TxnReadAt reads at ts as transaction txn, which sees its own intents,
+// with the uncertainty limit limit (zero: none): a committed version above
+// ts and at or below limit fails the read with an *UncertainReadError.
+// How a node's transaction coordinator reads (applications use Txn).
+func TxnReadAt(ts hlc.Timestamp, txn []byte, limit hlc.Timestamp) ReadOption {
+	return ReadOption{at: ts, txn: string(txn), limit: limit}
 }
 
 // FollowerReadAt is ReadAt served by the cheapest replica whose closed

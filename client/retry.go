@@ -52,6 +52,9 @@ func (c *Client) afterFailure(ctx context.Context, r *rpc, s *attempts, a *attem
 	case classNotFound:
 		return 0, false, fmt.Errorf("%w: %s", ErrNotFound, st.Message())
 	case classTxnRetry:
+		if ts := d.GetUncertainTimestamp(); ts != nil {
+			return 0, false, &UncertainReadError{Timestamp: ts.HLC(), Reason: st.Message()}
+		}
 		return 0, false, fmt.Errorf("%w: %s", ErrTxnRetry, st.Message())
 	case classNotLeader, classStaleReplica:
 		return c.afterNotLeader(s, a, d), false, nil

@@ -31,6 +31,8 @@ type Tx struct {
 	bytes   int
 	// sent: the coordinator has heard of the transaction.
 	sent bool
+	// readTS is the read timestamp the coordinator last answered with.
+	readTS hlc.Timestamp
 }
 
 // maxTxBuffered bounds the bytes of writes a Tx keeps before it sends
@@ -89,21 +91,38 @@ func (c *Client) coordinator(ctx context.Context, attempt int) (*nodeConn, error
 	return c.conns.get(c.pickAny(s, nil, attempt))
 }
 
-// begin starts an attempt: an ID, a read timestamp from the client's
-// clock, the key space ctx names (keyspace.WithName; the coordinator
-// checks the keys against it), and a coordinator node.
+// begin starts an attempt: an ID, an owner token that only this Tx and
+// its coordinator know (the proof that operations come from the client
+// that began it), a proposed read timestamp from the client's clock, the
+// key space ctx names (keyspace.WithName; the coordinator checks the keys
+// against it), and a coordinator node. The coordinator reads at its own
+// clock's time (docs/transactions.md, "Timestamps the cluster owns").
 func (c *Client) begin(ctx context.Context, attempt int) (*Tx, error) {
 	nc, err := c.coordinator(ctx, attempt)
 	if err != nil {
 		return nil, err
 	}
-	id := make([]byte, 16)
+	id, token := make([]byte, 16), make([]byte, 16)
 	_, _ = rand.Read(id)
-	return &Tx{nc: nc, meta: &tidekvpb.TxnMeta{Id: id, ReadTimestamp: wireTS(c.clock.Now()), Keyspace: keyspace.NameFrom(ctx)}}, nil
+	_, _ = rand.Read(token)
+	return &Tx{nc: nc, meta: &tidekvpb.TxnMeta{Id: id, ReadTimestamp: wireTS(c.clock.Now()), OwnerToken: token, Keyspace: keyspace.NameFrom(ctx)}}, nil
 }
 
-// ReadTimestamp is the timestamp the transaction reads at.
-func (tx *Tx) ReadTimestamp() hlc.Timestamp { return tx.meta.GetReadTimestamp().HLC() }
+// ReadTimestamp is the timestamp the transaction reads at, as its
+// coordinator last said (before its first read: the client's proposal).
+func (tx *Tx) ReadTimestamp() hlc.Timestamp {
+	if !tx.readTS.IsZero() {
+		return tx.readTS
+	}
+	return tx.meta.GetReadTimestamp().HLC()
+}
+
+// noteRead keeps the read timestamp a coordinator's answer carries.
+func (tx *Tx) noteRead(ts *tidekvpb.Timestamp) {
+	if ts != nil {
+		tx.readTS = ts.HLC()
+	}
+}
 
 // Get returns key's value as the transaction sees it (its own writes
 // included), or an error wrapping ErrNotFound.
@@ -128,6 +147,7 @@ func (tx *Tx) GetVersion(ctx context.Context, key []byte) (GetResult, error) {
 	if err != nil {
 		return GetResult{}, txnError("get", err)
 	}
+	tx.noteRead(resp.GetReadTimestamp())
 	return GetResult{Value: resp.GetValue(), Found: resp.GetFound(), Version: resp.GetVersionTimestamp().HLC(),
 		Expiry: wireExpiry(resp.GetTtlMs(), resp.GetExpireAtMs())}, nil
 }
@@ -148,6 +168,7 @@ func (tx *Tx) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValu
 	if err != nil {
 		return nil, txnError("scan", err)
 	}
+	tx.noteRead(resp.GetReadTimestamp())
 	out := make([]KeyValue, len(resp.GetKvs()))
 	for i, kv := range resp.GetKvs() {
 		out[i] = KeyValue{Key: kv.GetKey(), Value: kv.GetValue()}

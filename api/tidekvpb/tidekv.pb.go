@@ -495,7 +495,7 @@ func (x TxnCompare_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TxnCompare_Op.Descriptor instead.
 func (TxnCompare_Op) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{103, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{105, 0}
 }
 
 type GeoOp_Kind int32
@@ -558,7 +558,7 @@ func (x GeoOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GeoOp_Kind.Descriptor instead.
 func (GeoOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{108, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{110, 0}
 }
 
 type ReplicaDescriptor struct {
@@ -849,9 +849,15 @@ type ErrorDetail struct {
 	// (0,1]. Clients send it no more than that share until it recovers, so
 	// that the excess is refused before it costs the node anything
 	// (docs/admission.md). 0: not given.
-	AdmitShare    float64 `protobuf:"fixed64,6,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AdmitShare float64 `protobuf:"fixed64,6,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
+	// For TXN_RETRY of a read with an uncertainty limit: the timestamp of
+	// the committed version found above the read timestamp and at or below
+	// the limit (docs/transactions.md, "Uncertainty"). A transaction
+	// coordinator raises its read timestamp to it and refreshes; anyone
+	// else restarts the transaction.
+	UncertainTimestamp *Timestamp `protobuf:"bytes,7,opt,name=uncertain_timestamp,json=uncertainTimestamp,proto3" json:"uncertain_timestamp,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -924,6 +930,13 @@ func (x *ErrorDetail) GetAdmitShare() float64 {
 		return x.AdmitShare
 	}
 	return 0
+}
+
+func (x *ErrorDetail) GetUncertainTimestamp() *Timestamp {
+	if x != nil {
+		return x.UncertainTimestamp
+	}
+	return nil
 }
 
 // A hybrid logical clock timestamp (internal/hlc): wall time in nanoseconds
@@ -1063,9 +1076,15 @@ type GetRequest struct {
 	ReadTimestamp *Timestamp `protobuf:"bytes,5,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	// The ID of the transaction reading (Txn service): its own intents are
 	// read as values, another's make the read resolve, push or wait.
-	TxnId         []byte `protobuf:"bytes,6,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TxnId []byte `protobuf:"bytes,6,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	// With read_timestamp, on the leaseholder: a committed version of the
+	// key above read_timestamp and at or below this limit fails the read
+	// with TXN_RETRY and ErrorDetail.uncertain_timestamp, and another
+	// transaction's intent there is met as one at or below read_timestamp
+	// (docs/transactions.md, "Uncertainty").
+	UncertaintyLimit *Timestamp `protobuf:"bytes,7,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
@@ -1136,6 +1155,13 @@ func (x *GetRequest) GetReadTimestamp() *Timestamp {
 func (x *GetRequest) GetTxnId() []byte {
 	if x != nil {
 		return x.TxnId
+	}
+	return nil
+}
+
+func (x *GetRequest) GetUncertaintyLimit() *Timestamp {
+	if x != nil {
+		return x.UncertaintyLimit
 	}
 	return nil
 }
@@ -1461,9 +1487,11 @@ type ScanRequest struct {
 	// hash of the key (the only order it has): start_key and end_key are
 	// then any stored keys of the key space's span. Lists every key of a
 	// hashed key space (backups); ignored in an ordered one.
-	HashOrder     bool `protobuf:"varint,8,opt,name=hash_order,json=hashOrder,proto3" json:"hash_order,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HashOrder bool `protobuf:"varint,8,opt,name=hash_order,json=hashOrder,proto3" json:"hash_order,omitempty"`
+	// As in GetRequest, over the keys the scan read through.
+	UncertaintyLimit *Timestamp `protobuf:"bytes,9,opt,name=uncertainty_limit,json=uncertaintyLimit,proto3" json:"uncertainty_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -1550,6 +1578,13 @@ func (x *ScanRequest) GetHashOrder() bool {
 		return x.HashOrder
 	}
 	return false
+}
+
+func (x *ScanRequest) GetUncertaintyLimit() *Timestamp {
+	if x != nil {
+		return x.UncertaintyLimit
+	}
+	return nil
 }
 
 type ScanResponse struct {
@@ -3538,6 +3573,90 @@ func (x *ReadinessResponse) GetRanges() uint32 {
 	return 0
 }
 
+// A timestamp of the answering node's clock that is above every write
+// acknowledged anywhere in the cluster before the call, within the
+// maximum clock offset: the node's HLC plus the offset, answered once its
+// clock has passed it. A backup reads at it.
+type ClusterTimestampRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterTimestampRequest) Reset() {
+	*x = ClusterTimestampRequest{}
+	mi := &file_tidekv_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterTimestampRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterTimestampRequest) ProtoMessage() {}
+
+func (x *ClusterTimestampRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterTimestampRequest.ProtoReflect.Descriptor instead.
+func (*ClusterTimestampRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{35}
+}
+
+type ClusterTimestampResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Timestamp     *Timestamp             `protobuf:"bytes,1,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterTimestampResponse) Reset() {
+	*x = ClusterTimestampResponse{}
+	mi := &file_tidekv_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterTimestampResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterTimestampResponse) ProtoMessage() {}
+
+func (x *ClusterTimestampResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterTimestampResponse.ProtoReflect.Descriptor instead.
+func (*ClusterTimestampResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ClusterTimestampResponse) GetTimestamp() *Timestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
 type LocalStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3546,7 +3665,7 @@ type LocalStatusRequest struct {
 
 func (x *LocalStatusRequest) Reset() {
 	*x = LocalStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[35]
+	mi := &file_tidekv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3558,7 +3677,7 @@ func (x *LocalStatusRequest) String() string {
 func (*LocalStatusRequest) ProtoMessage() {}
 
 func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[35]
+	mi := &file_tidekv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3571,7 +3690,7 @@ func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusRequest.ProtoReflect.Descriptor instead.
 func (*LocalStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{35}
+	return file_tidekv_proto_rawDescGZIP(), []int{37}
 }
 
 type LocalStatusResponse struct {
@@ -3586,7 +3705,7 @@ type LocalStatusResponse struct {
 
 func (x *LocalStatusResponse) Reset() {
 	*x = LocalStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[36]
+	mi := &file_tidekv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3598,7 +3717,7 @@ func (x *LocalStatusResponse) String() string {
 func (*LocalStatusResponse) ProtoMessage() {}
 
 func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[36]
+	mi := &file_tidekv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3611,7 +3730,7 @@ func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusResponse.ProtoReflect.Descriptor instead.
 func (*LocalStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{36}
+	return file_tidekv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *LocalStatusResponse) GetNode() *NodeDescriptor {
@@ -3663,7 +3782,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3675,7 +3794,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3688,7 +3807,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{37}
+	return file_tidekv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SplitRequest) GetSplitKey() []byte {
@@ -3736,7 +3855,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3748,7 +3867,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3761,7 +3880,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{38}
+	return file_tidekv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -3796,7 +3915,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +3927,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +3940,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{39}
+	return file_tidekv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -3868,7 +3987,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3880,7 +3999,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3893,7 +4012,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{40}
+	return file_tidekv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ChangeReplicasResponse) GetDesc() *RangeDescriptor {
@@ -3915,7 +4034,7 @@ type TransferLeaseRequest struct {
 
 func (x *TransferLeaseRequest) Reset() {
 	*x = TransferLeaseRequest{}
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3927,7 +4046,7 @@ func (x *TransferLeaseRequest) String() string {
 func (*TransferLeaseRequest) ProtoMessage() {}
 
 func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3940,7 +4059,7 @@ func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{41}
+	return file_tidekv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TransferLeaseRequest) GetRangeId() uint64 {
@@ -3972,7 +4091,7 @@ type TransferLeaseResponse struct {
 
 func (x *TransferLeaseResponse) Reset() {
 	*x = TransferLeaseResponse{}
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4103,7 @@ func (x *TransferLeaseResponse) String() string {
 func (*TransferLeaseResponse) ProtoMessage() {}
 
 func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4116,7 @@ func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{42}
+	return file_tidekv_proto_rawDescGZIP(), []int{44}
 }
 
 type JoinRequest struct {
@@ -4013,7 +4132,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4025,7 +4144,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4038,7 +4157,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{43}
+	return file_tidekv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *JoinRequest) GetGrpcAddr() string {
@@ -4073,7 +4192,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4204,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4217,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{44}
+	return file_tidekv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *JoinResponse) GetClusterId() uint64 {
@@ -4162,7 +4281,7 @@ type NodeHeartbeatRequest struct {
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4174,7 +4293,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4187,7 +4306,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{45}
+	return file_tidekv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeHeartbeatRequest) GetNode() *NodeDescriptor {
@@ -4345,7 +4464,7 @@ type KeySpaceCounts struct {
 
 func (x *KeySpaceCounts) Reset() {
 	*x = KeySpaceCounts{}
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4357,7 +4476,7 @@ func (x *KeySpaceCounts) String() string {
 func (*KeySpaceCounts) ProtoMessage() {}
 
 func (x *KeySpaceCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4370,7 +4489,7 @@ func (x *KeySpaceCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpaceCounts.ProtoReflect.Descriptor instead.
 func (*KeySpaceCounts) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{46}
+	return file_tidekv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *KeySpaceCounts) GetId() uint32 {
@@ -4413,7 +4532,7 @@ type ReplicaReads struct {
 
 func (x *ReplicaReads) Reset() {
 	*x = ReplicaReads{}
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4425,7 +4544,7 @@ func (x *ReplicaReads) String() string {
 func (*ReplicaReads) ProtoMessage() {}
 
 func (x *ReplicaReads) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4438,7 +4557,7 @@ func (x *ReplicaReads) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaReads.ProtoReflect.Descriptor instead.
 func (*ReplicaReads) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{47}
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ReplicaReads) GetRangeId() uint64 {
@@ -4480,7 +4599,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4492,7 +4611,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4505,7 +4624,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{48}
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeHeartbeatResponse) GetNodes() []*NodeDescriptor {
@@ -4562,7 +4681,7 @@ type ReportRangeRequest struct {
 
 func (x *ReportRangeRequest) Reset() {
 	*x = ReportRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4574,7 +4693,7 @@ func (x *ReportRangeRequest) String() string {
 func (*ReportRangeRequest) ProtoMessage() {}
 
 func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4587,7 +4706,7 @@ func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeRequest.ProtoReflect.Descriptor instead.
 func (*ReportRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{49}
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReportRangeRequest) GetDesc() *RangeDescriptor {
@@ -4675,7 +4794,7 @@ type ReportRangeResponse struct {
 
 func (x *ReportRangeResponse) Reset() {
 	*x = ReportRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4687,7 +4806,7 @@ func (x *ReportRangeResponse) String() string {
 func (*ReportRangeResponse) ProtoMessage() {}
 
 func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4700,7 +4819,7 @@ func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeResponse.ProtoReflect.Descriptor instead.
 func (*ReportRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{50}
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
 }
 
 // Event is one thing the cluster did on its own or was told to do, with why.
@@ -4720,7 +4839,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4732,7 +4851,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4745,7 +4864,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Event) GetUnixNanos() int64 {
@@ -4795,7 +4914,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4807,7 +4926,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4820,7 +4939,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{52}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EventsRequest) GetLocal() bool {
@@ -4847,7 +4966,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +4978,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +4991,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{53}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -4901,7 +5020,7 @@ type ClosedTimestamp struct {
 
 func (x *ClosedTimestamp) Reset() {
 	*x = ClosedTimestamp{}
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4913,7 +5032,7 @@ func (x *ClosedTimestamp) String() string {
 func (*ClosedTimestamp) ProtoMessage() {}
 
 func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4926,7 +5045,7 @@ func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestamp.ProtoReflect.Descriptor instead.
 func (*ClosedTimestamp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{54}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClosedTimestamp) GetRangeId() uint64 {
@@ -4976,7 +5095,7 @@ type ClosedTimestampsRequest struct {
 
 func (x *ClosedTimestampsRequest) Reset() {
 	*x = ClosedTimestampsRequest{}
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4988,7 +5107,7 @@ func (x *ClosedTimestampsRequest) String() string {
 func (*ClosedTimestampsRequest) ProtoMessage() {}
 
 func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5001,7 +5120,7 @@ func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsRequest.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{55}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClosedTimestampsRequest) GetFromNodeId() uint64 {
@@ -5047,7 +5166,7 @@ type ClosedTimestampsResponse struct {
 
 func (x *ClosedTimestampsResponse) Reset() {
 	*x = ClosedTimestampsResponse{}
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5059,7 +5178,7 @@ func (x *ClosedTimestampsResponse) String() string {
 func (*ClosedTimestampsResponse) ProtoMessage() {}
 
 func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5072,7 +5191,7 @@ func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsResponse.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{56}
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClosedTimestampsResponse) GetLoad() *NodeLoad {
@@ -5117,7 +5236,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5129,7 +5248,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5142,7 +5261,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{57}
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NodeLoad) GetNodeId() uint64 {
@@ -5222,7 +5341,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5234,7 +5353,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5247,7 +5366,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{58}
+	return file_tidekv_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -5273,7 +5392,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5285,7 +5404,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5298,7 +5417,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{59}
+	return file_tidekv_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *MergeResponse) GetDesc() *RangeDescriptor {
@@ -5321,7 +5440,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5333,7 +5452,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5346,7 +5465,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{60}
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -5379,7 +5498,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5391,7 +5510,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5404,7 +5523,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{61}
+	return file_tidekv_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *FreezeRangeResponse) GetDesc() *RangeDescriptor {
@@ -5425,7 +5544,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5437,7 +5556,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5450,7 +5569,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{62}
+	return file_tidekv_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -5477,7 +5596,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5489,7 +5608,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5502,7 +5621,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{63}
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DecommissionResponse) GetReplicas() uint32 {
@@ -5524,7 +5643,7 @@ type Setting struct {
 
 func (x *Setting) Reset() {
 	*x = Setting{}
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5536,7 +5655,7 @@ func (x *Setting) String() string {
 func (*Setting) ProtoMessage() {}
 
 func (x *Setting) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5549,7 +5668,7 @@ func (x *Setting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Setting.ProtoReflect.Descriptor instead.
 func (*Setting) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{64}
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Setting) GetKey() string {
@@ -5576,7 +5695,7 @@ type SettingsRequest struct {
 
 func (x *SettingsRequest) Reset() {
 	*x = SettingsRequest{}
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5588,7 +5707,7 @@ func (x *SettingsRequest) String() string {
 func (*SettingsRequest) ProtoMessage() {}
 
 func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5601,7 +5720,7 @@ func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsRequest.ProtoReflect.Descriptor instead.
 func (*SettingsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{65}
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SettingsRequest) GetSet() []*Setting {
@@ -5621,7 +5740,7 @@ type SettingsResponse struct {
 
 func (x *SettingsResponse) Reset() {
 	*x = SettingsResponse{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5633,7 +5752,7 @@ func (x *SettingsResponse) String() string {
 func (*SettingsResponse) ProtoMessage() {}
 
 func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5646,7 +5765,7 @@ func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsResponse.ProtoReflect.Descriptor instead.
 func (*SettingsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SettingsResponse) GetSettings() []*Setting {
@@ -5700,7 +5819,7 @@ type KeySpace struct {
 
 func (x *KeySpace) Reset() {
 	*x = KeySpace{}
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5712,7 +5831,7 @@ func (x *KeySpace) String() string {
 func (*KeySpace) ProtoMessage() {}
 
 func (x *KeySpace) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5725,7 +5844,7 @@ func (x *KeySpace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpace.ProtoReflect.Descriptor instead.
 func (*KeySpace) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{67}
+	return file_tidekv_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *KeySpace) GetName() string {
@@ -5856,7 +5975,7 @@ type CreateKeySpaceRequest struct {
 
 func (x *CreateKeySpaceRequest) Reset() {
 	*x = CreateKeySpaceRequest{}
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5868,7 +5987,7 @@ func (x *CreateKeySpaceRequest) String() string {
 func (*CreateKeySpaceRequest) ProtoMessage() {}
 
 func (x *CreateKeySpaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5881,7 +6000,7 @@ func (x *CreateKeySpaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeySpaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeySpaceRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{68}
+	return file_tidekv_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CreateKeySpaceRequest) GetKeyspace() *KeySpace {
@@ -5900,7 +6019,7 @@ type CreateKeySpaceResponse struct {
 
 func (x *CreateKeySpaceResponse) Reset() {
 	*x = CreateKeySpaceResponse{}
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5912,7 +6031,7 @@ func (x *CreateKeySpaceResponse) String() string {
 func (*CreateKeySpaceResponse) ProtoMessage() {}
 
 func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5925,7 +6044,7 @@ func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeySpaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeySpaceResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{69}
+	return file_tidekv_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CreateKeySpaceResponse) GetKeyspace() *KeySpace {
@@ -5943,7 +6062,7 @@ type ListKeySpacesRequest struct {
 
 func (x *ListKeySpacesRequest) Reset() {
 	*x = ListKeySpacesRequest{}
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5955,7 +6074,7 @@ func (x *ListKeySpacesRequest) String() string {
 func (*ListKeySpacesRequest) ProtoMessage() {}
 
 func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5968,7 +6087,7 @@ func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySpacesRequest.ProtoReflect.Descriptor instead.
 func (*ListKeySpacesRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{70}
+	return file_tidekv_proto_rawDescGZIP(), []int{72}
 }
 
 type ListKeySpacesResponse struct {
@@ -5981,7 +6100,7 @@ type ListKeySpacesResponse struct {
 
 func (x *ListKeySpacesResponse) Reset() {
 	*x = ListKeySpacesResponse{}
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5993,7 +6112,7 @@ func (x *ListKeySpacesResponse) String() string {
 func (*ListKeySpacesResponse) ProtoMessage() {}
 
 func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6006,7 +6125,7 @@ func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySpacesResponse.ProtoReflect.Descriptor instead.
 func (*ListKeySpacesResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{71}
+	return file_tidekv_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListKeySpacesResponse) GetKeyspaces() []*KeySpace {
@@ -6024,7 +6143,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6036,7 +6155,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6049,7 +6168,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{72}
+	return file_tidekv_proto_rawDescGZIP(), []int{74}
 }
 
 type AutoscaleStatusResponse struct {
@@ -6063,7 +6182,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6075,7 +6194,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6088,7 +6207,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{73}
+	return file_tidekv_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -6106,7 +6225,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6118,7 +6237,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6131,7 +6250,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{74}
+	return file_tidekv_proto_rawDescGZIP(), []int{76}
 }
 
 type NodeLoadsResponse struct {
@@ -6144,7 +6263,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6156,7 +6275,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6169,7 +6288,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{75}
+	return file_tidekv_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -6187,7 +6306,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6199,7 +6318,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6212,7 +6331,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{76}
+	return file_tidekv_proto_rawDescGZIP(), []int{78}
 }
 
 type AllocRangeIDResponse struct {
@@ -6224,7 +6343,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6236,7 +6355,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6249,7 +6368,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{77}
+	return file_tidekv_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -6280,7 +6399,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[78]
+	mi := &file_tidekv_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6292,7 +6411,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[78]
+	mi := &file_tidekv_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6305,7 +6424,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{78}
+	return file_tidekv_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -6360,7 +6479,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[79]
+	mi := &file_tidekv_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6372,7 +6491,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[79]
+	mi := &file_tidekv_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6385,7 +6504,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{79}
+	return file_tidekv_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -6412,7 +6531,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[80]
+	mi := &file_tidekv_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6424,7 +6543,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[80]
+	mi := &file_tidekv_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6437,7 +6556,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{80}
+	return file_tidekv_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -6485,7 +6604,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[81]
+	mi := &file_tidekv_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6497,7 +6616,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[81]
+	mi := &file_tidekv_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6510,7 +6629,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{81}
+	return file_tidekv_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -6535,7 +6654,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[82]
+	mi := &file_tidekv_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6547,7 +6666,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[82]
+	mi := &file_tidekv_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6560,7 +6679,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{82}
+	return file_tidekv_proto_rawDescGZIP(), []int{84}
 }
 
 // WriteGuard lets a write create or update a keyed collection in one step
@@ -6582,7 +6701,7 @@ type WriteGuard struct {
 
 func (x *WriteGuard) Reset() {
 	*x = WriteGuard{}
-	mi := &file_tidekv_proto_msgTypes[83]
+	mi := &file_tidekv_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6594,7 +6713,7 @@ func (x *WriteGuard) String() string {
 func (*WriteGuard) ProtoMessage() {}
 
 func (x *WriteGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[83]
+	mi := &file_tidekv_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6607,7 +6726,7 @@ func (x *WriteGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
 func (*WriteGuard) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{83}
+	return file_tidekv_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *WriteGuard) GetKey() []byte {
@@ -6639,9 +6758,14 @@ func (x *WriteGuard) GetClearEnd() []byte {
 }
 
 // TxnMeta is what every operation of a transaction carries. Begin is
-// client-side: the client picks the ID (16 random bytes) and the read
-// timestamp; the coordinator (the node the client sends the operations
-// to) keeps the rest while the transaction is open.
+// client-side: the client picks the ID and the owner token (16 random
+// bytes each) and proposes a read timestamp from its own clock; the
+// coordinator (the node the client sends the operations to) reads at its
+// own clock's time when that is later (docs/transactions.md,
+// "Timestamps the cluster owns") and keeps the rest while the
+// transaction is open. Only a caller with the owner token (and the user)
+// the transaction began with may go on with it or end it; the ID alone,
+// which errors may show, is not enough.
 type TxnMeta struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -6650,13 +6774,14 @@ type TxnMeta struct {
 	// empty: the default), as GetRequest's: the coordinator checks every key
 	// it reads or writes against it and names it in its reads.
 	Keyspace      string `protobuf:"bytes,3,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	OwnerToken    []byte `protobuf:"bytes,4,opt,name=owner_token,json=ownerToken,proto3" json:"owner_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnMeta) Reset() {
 	*x = TxnMeta{}
-	mi := &file_tidekv_proto_msgTypes[84]
+	mi := &file_tidekv_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6668,7 +6793,7 @@ func (x *TxnMeta) String() string {
 func (*TxnMeta) ProtoMessage() {}
 
 func (x *TxnMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[84]
+	mi := &file_tidekv_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6681,7 +6806,7 @@ func (x *TxnMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMeta.ProtoReflect.Descriptor instead.
 func (*TxnMeta) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{84}
+	return file_tidekv_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *TxnMeta) GetId() []byte {
@@ -6705,6 +6830,13 @@ func (x *TxnMeta) GetKeyspace() string {
 	return ""
 }
 
+func (x *TxnMeta) GetOwnerToken() []byte {
+	if x != nil {
+		return x.OwnerToken
+	}
+	return nil
+}
+
 type TxnGetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Txn           *TxnMeta               `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
@@ -6715,7 +6847,7 @@ type TxnGetRequest struct {
 
 func (x *TxnGetRequest) Reset() {
 	*x = TxnGetRequest{}
-	mi := &file_tidekv_proto_msgTypes[85]
+	mi := &file_tidekv_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6727,7 +6859,7 @@ func (x *TxnGetRequest) String() string {
 func (*TxnGetRequest) ProtoMessage() {}
 
 func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[85]
+	mi := &file_tidekv_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6740,7 +6872,7 @@ func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetRequest.ProtoReflect.Descriptor instead.
 func (*TxnGetRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{85}
+	return file_tidekv_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *TxnGetRequest) GetTxn() *TxnMeta {
@@ -6769,15 +6901,19 @@ type TxnGetResponse struct {
 	// milliseconds rounded up, by the cluster's clocks); for the
 	// transaction's own put, its ttl_ms (counted from the commit) or
 	// expire_at_ms. Both 0: it does not expire.
-	TtlMs         int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	ExpireAtMs    int64 `protobuf:"varint,5,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
+	TtlMs      int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	ExpireAtMs int64 `protobuf:"varint,5,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
+	// The transaction's read timestamp, as the coordinator holds it now
+	// (above the proposed one when its clock is later, or after an
+	// uncertain read raised it).
+	ReadTimestamp *Timestamp `protobuf:"bytes,6,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnGetResponse) Reset() {
 	*x = TxnGetResponse{}
-	mi := &file_tidekv_proto_msgTypes[86]
+	mi := &file_tidekv_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6789,7 +6925,7 @@ func (x *TxnGetResponse) String() string {
 func (*TxnGetResponse) ProtoMessage() {}
 
 func (x *TxnGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[86]
+	mi := &file_tidekv_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6802,7 +6938,7 @@ func (x *TxnGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetResponse.ProtoReflect.Descriptor instead.
 func (*TxnGetResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{86}
+	return file_tidekv_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *TxnGetResponse) GetFound() bool {
@@ -6840,6 +6976,13 @@ func (x *TxnGetResponse) GetExpireAtMs() int64 {
 	return 0
 }
 
+func (x *TxnGetResponse) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
 // TxnWriteRequest writes puts and deletes as the transaction's intents.
 type TxnWriteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -6851,7 +6994,7 @@ type TxnWriteRequest struct {
 
 func (x *TxnWriteRequest) Reset() {
 	*x = TxnWriteRequest{}
-	mi := &file_tidekv_proto_msgTypes[87]
+	mi := &file_tidekv_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6863,7 +7006,7 @@ func (x *TxnWriteRequest) String() string {
 func (*TxnWriteRequest) ProtoMessage() {}
 
 func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[87]
+	mi := &file_tidekv_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6876,7 +7019,7 @@ func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteRequest.ProtoReflect.Descriptor instead.
 func (*TxnWriteRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{87}
+	return file_tidekv_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *TxnWriteRequest) GetTxn() *TxnMeta {
@@ -6901,7 +7044,7 @@ type TxnWriteResponse struct {
 
 func (x *TxnWriteResponse) Reset() {
 	*x = TxnWriteResponse{}
-	mi := &file_tidekv_proto_msgTypes[88]
+	mi := &file_tidekv_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6913,7 +7056,7 @@ func (x *TxnWriteResponse) String() string {
 func (*TxnWriteResponse) ProtoMessage() {}
 
 func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[88]
+	mi := &file_tidekv_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6926,7 +7069,7 @@ func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteResponse.ProtoReflect.Descriptor instead.
 func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{88}
+	return file_tidekv_proto_rawDescGZIP(), []int{90}
 }
 
 // TxnEndRequest commits (commit) or rolls back the transaction.
@@ -6943,7 +7086,7 @@ type TxnEndRequest struct {
 
 func (x *TxnEndRequest) Reset() {
 	*x = TxnEndRequest{}
-	mi := &file_tidekv_proto_msgTypes[89]
+	mi := &file_tidekv_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6955,7 +7098,7 @@ func (x *TxnEndRequest) String() string {
 func (*TxnEndRequest) ProtoMessage() {}
 
 func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[89]
+	mi := &file_tidekv_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6968,7 +7111,7 @@ func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnEndRequest.ProtoReflect.Descriptor instead.
 func (*TxnEndRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{89}
+	return file_tidekv_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *TxnEndRequest) GetTxn() *TxnMeta {
@@ -7001,7 +7144,7 @@ type TxnEndResponse struct {
 
 func (x *TxnEndResponse) Reset() {
 	*x = TxnEndResponse{}
-	mi := &file_tidekv_proto_msgTypes[90]
+	mi := &file_tidekv_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7013,7 +7156,7 @@ func (x *TxnEndResponse) String() string {
 func (*TxnEndResponse) ProtoMessage() {}
 
 func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[90]
+	mi := &file_tidekv_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7026,7 +7169,7 @@ func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnEndResponse.ProtoReflect.Descriptor instead.
 func (*TxnEndResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{90}
+	return file_tidekv_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *TxnEndResponse) GetCommitTimestamp() *Timestamp {
@@ -7048,7 +7191,7 @@ type TxnKey struct {
 
 func (x *TxnKey) Reset() {
 	*x = TxnKey{}
-	mi := &file_tidekv_proto_msgTypes[91]
+	mi := &file_tidekv_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7060,7 +7203,7 @@ func (x *TxnKey) String() string {
 func (*TxnKey) ProtoMessage() {}
 
 func (x *TxnKey) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[91]
+	mi := &file_tidekv_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7073,7 +7216,7 @@ func (x *TxnKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnKey.ProtoReflect.Descriptor instead.
 func (*TxnKey) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{91}
+	return file_tidekv_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *TxnKey) GetId() []byte {
@@ -7103,7 +7246,7 @@ type WriteIntentsRequest struct {
 
 func (x *WriteIntentsRequest) Reset() {
 	*x = WriteIntentsRequest{}
-	mi := &file_tidekv_proto_msgTypes[92]
+	mi := &file_tidekv_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7115,7 +7258,7 @@ func (x *WriteIntentsRequest) String() string {
 func (*WriteIntentsRequest) ProtoMessage() {}
 
 func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[92]
+	mi := &file_tidekv_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7128,7 +7271,7 @@ func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteIntentsRequest.ProtoReflect.Descriptor instead.
 func (*WriteIntentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{92}
+	return file_tidekv_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *WriteIntentsRequest) GetTxn() *TxnKey {
@@ -7161,7 +7304,7 @@ type WriteIntentsResponse struct {
 
 func (x *WriteIntentsResponse) Reset() {
 	*x = WriteIntentsResponse{}
-	mi := &file_tidekv_proto_msgTypes[93]
+	mi := &file_tidekv_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7173,7 +7316,7 @@ func (x *WriteIntentsResponse) String() string {
 func (*WriteIntentsResponse) ProtoMessage() {}
 
 func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[93]
+	mi := &file_tidekv_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7186,7 +7329,7 @@ func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteIntentsResponse.ProtoReflect.Descriptor instead.
 func (*WriteIntentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{93}
+	return file_tidekv_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *WriteIntentsResponse) GetWrittenAt() *Timestamp {
@@ -7209,7 +7352,7 @@ type TxnRecordRequest struct {
 
 func (x *TxnRecordRequest) Reset() {
 	*x = TxnRecordRequest{}
-	mi := &file_tidekv_proto_msgTypes[94]
+	mi := &file_tidekv_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7221,7 +7364,7 @@ func (x *TxnRecordRequest) String() string {
 func (*TxnRecordRequest) ProtoMessage() {}
 
 func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[94]
+	mi := &file_tidekv_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7234,7 +7377,7 @@ func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordRequest.ProtoReflect.Descriptor instead.
 func (*TxnRecordRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{94}
+	return file_tidekv_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *TxnRecordRequest) GetTxn() *TxnKey {
@@ -7275,7 +7418,7 @@ type TxnRecordResponse struct {
 
 func (x *TxnRecordResponse) Reset() {
 	*x = TxnRecordResponse{}
-	mi := &file_tidekv_proto_msgTypes[95]
+	mi := &file_tidekv_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7287,7 +7430,7 @@ func (x *TxnRecordResponse) String() string {
 func (*TxnRecordResponse) ProtoMessage() {}
 
 func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[95]
+	mi := &file_tidekv_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7300,7 +7443,7 @@ func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordResponse.ProtoReflect.Descriptor instead.
 func (*TxnRecordResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{95}
+	return file_tidekv_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *TxnRecordResponse) GetStatus() TxnStatus {
@@ -7329,7 +7472,7 @@ type ResolveIntentsRequest struct {
 
 func (x *ResolveIntentsRequest) Reset() {
 	*x = ResolveIntentsRequest{}
-	mi := &file_tidekv_proto_msgTypes[96]
+	mi := &file_tidekv_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7341,7 +7484,7 @@ func (x *ResolveIntentsRequest) String() string {
 func (*ResolveIntentsRequest) ProtoMessage() {}
 
 func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[96]
+	mi := &file_tidekv_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7354,7 +7497,7 @@ func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveIntentsRequest.ProtoReflect.Descriptor instead.
 func (*ResolveIntentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{96}
+	return file_tidekv_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ResolveIntentsRequest) GetTxn() *TxnKey {
@@ -7393,7 +7536,7 @@ type ResolveIntentsResponse struct {
 
 func (x *ResolveIntentsResponse) Reset() {
 	*x = ResolveIntentsResponse{}
-	mi := &file_tidekv_proto_msgTypes[97]
+	mi := &file_tidekv_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7405,7 +7548,7 @@ func (x *ResolveIntentsResponse) String() string {
 func (*ResolveIntentsResponse) ProtoMessage() {}
 
 func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[97]
+	mi := &file_tidekv_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7418,7 +7561,7 @@ func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveIntentsResponse.ProtoReflect.Descriptor instead.
 func (*ResolveIntentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{97}
+	return file_tidekv_proto_rawDescGZIP(), []int{99}
 }
 
 // RefreshRequest checks that no other transaction committed a version of
@@ -7436,7 +7579,7 @@ type KeySpan struct {
 
 func (x *KeySpan) Reset() {
 	*x = KeySpan{}
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7448,7 +7591,7 @@ func (x *KeySpan) String() string {
 func (*KeySpan) ProtoMessage() {}
 
 func (x *KeySpan) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7461,7 +7604,7 @@ func (x *KeySpan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpan.ProtoReflect.Descriptor instead.
 func (*KeySpan) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{98}
+	return file_tidekv_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *KeySpan) GetStartKey() []byte {
@@ -7493,7 +7636,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7505,7 +7648,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7518,7 +7661,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{99}
+	return file_tidekv_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *RefreshRequest) GetTxnId() []byte {
@@ -7565,7 +7708,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7577,7 +7720,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7590,7 +7733,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{100}
+	return file_tidekv_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *RefreshResponse) GetResumeKey() []byte {
@@ -7613,7 +7756,7 @@ type TxnScanRequest struct {
 
 func (x *TxnScanRequest) Reset() {
 	*x = TxnScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7625,7 +7768,7 @@ func (x *TxnScanRequest) String() string {
 func (*TxnScanRequest) ProtoMessage() {}
 
 func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7638,7 +7781,7 @@ func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanRequest.ProtoReflect.Descriptor instead.
 func (*TxnScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{101}
+	return file_tidekv_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *TxnScanRequest) GetTxn() *TxnMeta {
@@ -7670,15 +7813,17 @@ func (x *TxnScanRequest) GetLimit() uint32 {
 }
 
 type TxnScanResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kvs           []*KeyValue            `protobuf:"bytes,1,rep,name=kvs,proto3" json:"kvs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kvs   []*KeyValue            `protobuf:"bytes,1,rep,name=kvs,proto3" json:"kvs,omitempty"`
+	// As in TxnGetResponse.
+	ReadTimestamp *Timestamp `protobuf:"bytes,2,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnScanResponse) Reset() {
 	*x = TxnScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7690,7 +7835,7 @@ func (x *TxnScanResponse) String() string {
 func (*TxnScanResponse) ProtoMessage() {}
 
 func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7703,12 +7848,19 @@ func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanResponse.ProtoReflect.Descriptor instead.
 func (*TxnScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{102}
+	return file_tidekv_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *TxnScanResponse) GetKvs() []*KeyValue {
 	if x != nil {
 		return x.Kvs
+	}
+	return nil
+}
+
+func (x *TxnScanResponse) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
 	}
 	return nil
 }
@@ -7727,7 +7879,7 @@ type TxnCompare struct {
 
 func (x *TxnCompare) Reset() {
 	*x = TxnCompare{}
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7739,7 +7891,7 @@ func (x *TxnCompare) String() string {
 func (*TxnCompare) ProtoMessage() {}
 
 func (x *TxnCompare) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7752,7 +7904,7 @@ func (x *TxnCompare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCompare.ProtoReflect.Descriptor instead.
 func (*TxnCompare) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{103}
+	return file_tidekv_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *TxnCompare) GetKey() []byte {
@@ -7793,7 +7945,7 @@ type TxnIfRequest struct {
 
 func (x *TxnIfRequest) Reset() {
 	*x = TxnIfRequest{}
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7805,7 +7957,7 @@ func (x *TxnIfRequest) String() string {
 func (*TxnIfRequest) ProtoMessage() {}
 
 func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7818,7 +7970,7 @@ func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfRequest.ProtoReflect.Descriptor instead.
 func (*TxnIfRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{104}
+	return file_tidekv_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *TxnIfRequest) GetCompares() []*TxnCompare {
@@ -7869,7 +8021,7 @@ type TxnIfResponse struct {
 
 func (x *TxnIfResponse) Reset() {
 	*x = TxnIfResponse{}
-	mi := &file_tidekv_proto_msgTypes[105]
+	mi := &file_tidekv_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7881,7 +8033,7 @@ func (x *TxnIfResponse) String() string {
 func (*TxnIfResponse) ProtoMessage() {}
 
 func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[105]
+	mi := &file_tidekv_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7894,7 +8046,7 @@ func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfResponse.ProtoReflect.Descriptor instead.
 func (*TxnIfResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{105}
+	return file_tidekv_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *TxnIfResponse) GetSucceeded() bool {
@@ -7934,7 +8086,7 @@ type OnePhaseCommitRequest struct {
 
 func (x *OnePhaseCommitRequest) Reset() {
 	*x = OnePhaseCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[106]
+	mi := &file_tidekv_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7946,7 +8098,7 @@ func (x *OnePhaseCommitRequest) String() string {
 func (*OnePhaseCommitRequest) ProtoMessage() {}
 
 func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[106]
+	mi := &file_tidekv_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7959,7 +8111,7 @@ func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitRequest.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{106}
+	return file_tidekv_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *OnePhaseCommitRequest) GetTxnId() []byte {
@@ -8006,7 +8158,7 @@ type OnePhaseCommitResponse struct {
 
 func (x *OnePhaseCommitResponse) Reset() {
 	*x = OnePhaseCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[107]
+	mi := &file_tidekv_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8018,7 +8170,7 @@ func (x *OnePhaseCommitResponse) String() string {
 func (*OnePhaseCommitResponse) ProtoMessage() {}
 
 func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[107]
+	mi := &file_tidekv_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8031,7 +8183,7 @@ func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitResponse.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{107}
+	return file_tidekv_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *OnePhaseCommitResponse) GetCommittedAt() *Timestamp {
@@ -8060,7 +8212,7 @@ type GeoOp struct {
 
 func (x *GeoOp) Reset() {
 	*x = GeoOp{}
-	mi := &file_tidekv_proto_msgTypes[108]
+	mi := &file_tidekv_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8072,7 +8224,7 @@ func (x *GeoOp) String() string {
 func (*GeoOp) ProtoMessage() {}
 
 func (x *GeoOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[108]
+	mi := &file_tidekv_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8085,7 +8237,7 @@ func (x *GeoOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoOp.ProtoReflect.Descriptor instead.
 func (*GeoOp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{108}
+	return file_tidekv_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *GeoOp) GetKind() GeoOp_Kind {
@@ -8147,7 +8299,7 @@ type GeoCommitRequest struct {
 
 func (x *GeoCommitRequest) Reset() {
 	*x = GeoCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[109]
+	mi := &file_tidekv_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8159,7 +8311,7 @@ func (x *GeoCommitRequest) String() string {
 func (*GeoCommitRequest) ProtoMessage() {}
 
 func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[109]
+	mi := &file_tidekv_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8172,7 +8324,7 @@ func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoCommitRequest.ProtoReflect.Descriptor instead.
 func (*GeoCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{109}
+	return file_tidekv_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *GeoCommitRequest) GetKeySpace() string {
@@ -8203,7 +8355,7 @@ type GeoCommitResponse struct {
 
 func (x *GeoCommitResponse) Reset() {
 	*x = GeoCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[110]
+	mi := &file_tidekv_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8215,7 +8367,7 @@ func (x *GeoCommitResponse) String() string {
 func (*GeoCommitResponse) ProtoMessage() {}
 
 func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[110]
+	mi := &file_tidekv_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8228,7 +8380,7 @@ func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoCommitResponse.ProtoReflect.Descriptor instead.
 func (*GeoCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{110}
+	return file_tidekv_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *GeoCommitResponse) GetCommitted() bool {
@@ -8263,7 +8415,7 @@ type GeoRead struct {
 
 func (x *GeoRead) Reset() {
 	*x = GeoRead{}
-	mi := &file_tidekv_proto_msgTypes[111]
+	mi := &file_tidekv_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8275,7 +8427,7 @@ func (x *GeoRead) String() string {
 func (*GeoRead) ProtoMessage() {}
 
 func (x *GeoRead) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[111]
+	mi := &file_tidekv_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8288,7 +8440,7 @@ func (x *GeoRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoRead.ProtoReflect.Descriptor instead.
 func (*GeoRead) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{111}
+	return file_tidekv_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *GeoRead) GetKey() []byte {
@@ -8325,7 +8477,7 @@ type GeoScanRequest struct {
 
 func (x *GeoScanRequest) Reset() {
 	*x = GeoScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[112]
+	mi := &file_tidekv_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8337,7 +8489,7 @@ func (x *GeoScanRequest) String() string {
 func (*GeoScanRequest) ProtoMessage() {}
 
 func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[112]
+	mi := &file_tidekv_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8350,7 +8502,7 @@ func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoScanRequest.ProtoReflect.Descriptor instead.
 func (*GeoScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{112}
+	return file_tidekv_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *GeoScanRequest) GetKeySpace() string {
@@ -8385,7 +8537,7 @@ type GeoScanResponse struct {
 
 func (x *GeoScanResponse) Reset() {
 	*x = GeoScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[113]
+	mi := &file_tidekv_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8397,7 +8549,7 @@ func (x *GeoScanResponse) String() string {
 func (*GeoScanResponse) ProtoMessage() {}
 
 func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[113]
+	mi := &file_tidekv_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8410,7 +8562,7 @@ func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoScanResponse.ProtoReflect.Descriptor instead.
 func (*GeoScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{113}
+	return file_tidekv_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *GeoScanResponse) GetKvs() []*GeoRead {
@@ -8438,7 +8590,7 @@ type GeoEpochRequest struct {
 
 func (x *GeoEpochRequest) Reset() {
 	*x = GeoEpochRequest{}
-	mi := &file_tidekv_proto_msgTypes[114]
+	mi := &file_tidekv_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8450,7 +8602,7 @@ func (x *GeoEpochRequest) String() string {
 func (*GeoEpochRequest) ProtoMessage() {}
 
 func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[114]
+	mi := &file_tidekv_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8463,7 +8615,7 @@ func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoEpochRequest.ProtoReflect.Descriptor instead.
 func (*GeoEpochRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{114}
+	return file_tidekv_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *GeoEpochRequest) GetFromNodeId() uint64 {
@@ -8488,7 +8640,7 @@ type GeoEpochResponse struct {
 
 func (x *GeoEpochResponse) Reset() {
 	*x = GeoEpochResponse{}
-	mi := &file_tidekv_proto_msgTypes[115]
+	mi := &file_tidekv_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8500,7 +8652,7 @@ func (x *GeoEpochResponse) String() string {
 func (*GeoEpochResponse) ProtoMessage() {}
 
 func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[115]
+	mi := &file_tidekv_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8513,7 +8665,7 @@ func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoEpochResponse.ProtoReflect.Descriptor instead.
 func (*GeoEpochResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{115}
+	return file_tidekv_proto_rawDescGZIP(), []int{117}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -8547,7 +8699,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bdraining\x18\x06 \x01(\bR\bdraining\x12\x1f\n" +
 	"\vgossip_addr\x18\a \x01(\tR\n" +
 	"gossipAddr\x12&\n" +
-	"\x0fmax_log_version\x18\b \x01(\rR\rmaxLogVersion\"\xf1\x01\n" +
+	"\x0fmax_log_version\x18\b \x01(\rR\rmaxLogVersion\"\xb5\x02\n" +
 	"\vErrorDetail\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.tidekv.ErrorKindR\x04kind\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x1f\n" +
@@ -8556,7 +8708,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05range\x18\x04 \x01(\v2\x17.tidekv.RangeDescriptorR\x05range\x12$\n" +
 	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs\x12\x1f\n" +
 	"\vadmit_share\x18\x06 \x01(\x01R\n" +
-	"admitShare\"D\n" +
+	"admitShare\x12B\n" +
+	"\x13uncertain_timestamp\x18\a \x01(\v2\x11.tidekv.TimestampR\x12uncertainTimestamp\"D\n" +
 	"\tTimestamp\x12\x1d\n" +
 	"\n" +
 	"wall_nanos\x18\x01 \x01(\x03R\twallNanos\x12\x18\n" +
@@ -8565,7 +8718,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12 \n" +
 	"\fexpire_at_ms\x18\x03 \x01(\x03R\n" +
-	"expireAtMs\"\xe4\x01\n" +
+	"expireAtMs\"\xa4\x02\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
@@ -8573,7 +8726,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x10max_staleness_ms\x18\x03 \x01(\rR\x0emaxStalenessMs\x12\x1a\n" +
 	"\bkeyspace\x18\x04 \x01(\tR\bkeyspace\x128\n" +
 	"\x0eread_timestamp\x18\x05 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x15\n" +
-	"\x06txn_id\x18\x06 \x01(\fR\x05txnId\"\xf5\x01\n" +
+	"\x06txn_id\x18\x06 \x01(\fR\x05txnId\x12>\n" +
+	"\x11uncertainty_limit\x18\a \x01(\v2\x11.tidekv.TimestampR\x10uncertaintyLimit\"\xf5\x01\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
@@ -8592,7 +8746,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1a\n" +
 	"\bkeyspace\x18\x02 \x01(\tR\bkeyspace\"*\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xa7\x02\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xe7\x02\n" +
 	"\vScanRequest\x12\x1b\n" +
 	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x14\n" +
@@ -8602,7 +8756,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bkeyspace\x18\x06 \x01(\tR\bkeyspace\x128\n" +
 	"\x0eread_timestamp\x18\a \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x1d\n" +
 	"\n" +
-	"hash_order\x18\b \x01(\bR\thashOrder\"\xb6\x01\n" +
+	"hash_order\x18\b \x01(\bR\thashOrder\x12>\n" +
+	"\x11uncertainty_limit\x18\t \x01(\v2\x11.tidekv.TimestampR\x10uncertaintyLimit\"\xb6\x01\n" +
 	"\fScanResponse\x12\"\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
@@ -8777,7 +8932,10 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x12replication_factor\x18\x03 \x01(\rR\x11replicationFactor\x12\x1d\n" +
 	"\n" +
 	"live_nodes\x18\x04 \x01(\rR\tliveNodes\x12\x16\n" +
-	"\x06ranges\x18\x05 \x01(\rR\x06ranges\"\x14\n" +
+	"\x06ranges\x18\x05 \x01(\rR\x06ranges\"\x19\n" +
+	"\x17ClusterTimestampRequest\"K\n" +
+	"\x18ClusterTimestampResponse\x12/\n" +
+	"\ttimestamp\x18\x01 \x01(\v2\x11.tidekv.TimestampR\ttimestamp\"\x14\n" +
 	"\x12LocalStatusRequest\"\x9c\x01\n" +
 	"\x13LocalStatusResponse\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x121\n" +
@@ -9004,21 +9162,24 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1f\n" +
 	"\vclear_start\x18\x03 \x01(\fR\n" +
 	"clearStart\x12\x1b\n" +
-	"\tclear_end\x18\x04 \x01(\fR\bclearEnd\"o\n" +
+	"\tclear_end\x18\x04 \x01(\fR\bclearEnd\"\x90\x01\n" +
 	"\aTxnMeta\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x128\n" +
 	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\x12\x1a\n" +
-	"\bkeyspace\x18\x03 \x01(\tR\bkeyspace\"D\n" +
+	"\bkeyspace\x18\x03 \x01(\tR\bkeyspace\x12\x1f\n" +
+	"\vowner_token\x18\x04 \x01(\fR\n" +
+	"ownerToken\"D\n" +
 	"\rTxnGetRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key\"\xb5\x01\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"\xef\x01\n" +
 	"\x0eTxnGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12>\n" +
 	"\x11version_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x10versionTimestamp\x12\x15\n" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12 \n" +
 	"\fexpire_at_ms\x18\x05 \x01(\x03R\n" +
-	"expireAtMs\"W\n" +
+	"expireAtMs\x128\n" +
+	"\x0eread_timestamp\x18\x06 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"W\n" +
 	"\x0fTxnWriteRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12!\n" +
 	"\x03ops\x18\x02 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"\x12\n" +
@@ -9069,9 +9230,10 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x03 \x01(\fR\x06endKey\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"5\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"o\n" +
 	"\x0fTxnScanResponse\x12\"\n" +
-	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\"\xae\x01\n" +
+	"\x03kvs\x18\x01 \x03(\v2\x10.tidekv.KeyValueR\x03kvs\x128\n" +
+	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"\xae\x01\n" +
 	"\n" +
 	"TxnCompare\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12%\n" +
@@ -9194,12 +9356,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
 	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse\x12<\n" +
-	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\xbd\v\n" +
+	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\x94\f\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12@\n" +
 	"\tReadiness\x12\x18.tidekv.ReadinessRequest\x1a\x19.tidekv.ReadinessResponse\x12F\n" +
-	"\vLocalStatus\x12\x1a.tidekv.LocalStatusRequest\x1a\x1b.tidekv.LocalStatusResponse\x124\n" +
+	"\vLocalStatus\x12\x1a.tidekv.LocalStatusRequest\x1a\x1b.tidekv.LocalStatusResponse\x12U\n" +
+	"\x10ClusterTimestamp\x12\x1f.tidekv.ClusterTimestampRequest\x1a .tidekv.ClusterTimestampResponse\x124\n" +
 	"\x05Split\x12\x14.tidekv.SplitRequest\x1a\x15.tidekv.SplitResponse\x12O\n" +
 	"\x0eChangeReplicas\x12\x1d.tidekv.ChangeReplicasRequest\x1a\x1e.tidekv.ChangeReplicasResponse\x12L\n" +
 	"\rTransferLease\x12\x1c.tidekv.TransferLeaseRequest\x1a\x1d.tidekv.TransferLeaseResponse\x121\n" +
@@ -9250,7 +9413,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 116)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 118)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -9296,297 +9459,307 @@ var file_tidekv_proto_goTypes = []any{
 	(*StatusResponse)(nil),           // 41: tidekv.StatusResponse
 	(*ReadinessRequest)(nil),         // 42: tidekv.ReadinessRequest
 	(*ReadinessResponse)(nil),        // 43: tidekv.ReadinessResponse
-	(*LocalStatusRequest)(nil),       // 44: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),      // 45: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),             // 46: tidekv.SplitRequest
-	(*SplitResponse)(nil),            // 47: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),    // 48: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil),   // 49: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),     // 50: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),    // 51: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),              // 52: tidekv.JoinRequest
-	(*JoinResponse)(nil),             // 53: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),     // 54: tidekv.NodeHeartbeatRequest
-	(*KeySpaceCounts)(nil),           // 55: tidekv.KeySpaceCounts
-	(*ReplicaReads)(nil),             // 56: tidekv.ReplicaReads
-	(*NodeHeartbeatResponse)(nil),    // 57: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 58: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 59: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 60: tidekv.Event
-	(*EventsRequest)(nil),            // 61: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 62: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 63: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 64: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 65: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 66: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 67: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 68: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 69: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 70: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 71: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 72: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 73: tidekv.Setting
-	(*SettingsRequest)(nil),          // 74: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 75: tidekv.SettingsResponse
-	(*KeySpace)(nil),                 // 76: tidekv.KeySpace
-	(*CreateKeySpaceRequest)(nil),    // 77: tidekv.CreateKeySpaceRequest
-	(*CreateKeySpaceResponse)(nil),   // 78: tidekv.CreateKeySpaceResponse
-	(*ListKeySpacesRequest)(nil),     // 79: tidekv.ListKeySpacesRequest
-	(*ListKeySpacesResponse)(nil),    // 80: tidekv.ListKeySpacesResponse
-	(*AutoscaleStatusRequest)(nil),   // 81: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 82: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 83: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 84: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 85: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 86: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 87: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 88: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 89: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 90: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 91: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 92: tidekv.WriteGuard
-	(*TxnMeta)(nil),                  // 93: tidekv.TxnMeta
-	(*TxnGetRequest)(nil),            // 94: tidekv.TxnGetRequest
-	(*TxnGetResponse)(nil),           // 95: tidekv.TxnGetResponse
-	(*TxnWriteRequest)(nil),          // 96: tidekv.TxnWriteRequest
-	(*TxnWriteResponse)(nil),         // 97: tidekv.TxnWriteResponse
-	(*TxnEndRequest)(nil),            // 98: tidekv.TxnEndRequest
-	(*TxnEndResponse)(nil),           // 99: tidekv.TxnEndResponse
-	(*TxnKey)(nil),                   // 100: tidekv.TxnKey
-	(*WriteIntentsRequest)(nil),      // 101: tidekv.WriteIntentsRequest
-	(*WriteIntentsResponse)(nil),     // 102: tidekv.WriteIntentsResponse
-	(*TxnRecordRequest)(nil),         // 103: tidekv.TxnRecordRequest
-	(*TxnRecordResponse)(nil),        // 104: tidekv.TxnRecordResponse
-	(*ResolveIntentsRequest)(nil),    // 105: tidekv.ResolveIntentsRequest
-	(*ResolveIntentsResponse)(nil),   // 106: tidekv.ResolveIntentsResponse
-	(*KeySpan)(nil),                  // 107: tidekv.KeySpan
-	(*RefreshRequest)(nil),           // 108: tidekv.RefreshRequest
-	(*RefreshResponse)(nil),          // 109: tidekv.RefreshResponse
-	(*TxnScanRequest)(nil),           // 110: tidekv.TxnScanRequest
-	(*TxnScanResponse)(nil),          // 111: tidekv.TxnScanResponse
-	(*TxnCompare)(nil),               // 112: tidekv.TxnCompare
-	(*TxnIfRequest)(nil),             // 113: tidekv.TxnIfRequest
-	(*TxnIfResponse)(nil),            // 114: tidekv.TxnIfResponse
-	(*OnePhaseCommitRequest)(nil),    // 115: tidekv.OnePhaseCommitRequest
-	(*OnePhaseCommitResponse)(nil),   // 116: tidekv.OnePhaseCommitResponse
-	(*GeoOp)(nil),                    // 117: tidekv.GeoOp
-	(*GeoCommitRequest)(nil),         // 118: tidekv.GeoCommitRequest
-	(*GeoCommitResponse)(nil),        // 119: tidekv.GeoCommitResponse
-	(*GeoRead)(nil),                  // 120: tidekv.GeoRead
-	(*GeoScanRequest)(nil),           // 121: tidekv.GeoScanRequest
-	(*GeoScanResponse)(nil),          // 122: tidekv.GeoScanResponse
-	(*GeoEpochRequest)(nil),          // 123: tidekv.GeoEpochRequest
-	(*GeoEpochResponse)(nil),         // 124: tidekv.GeoEpochResponse
-	(*raftpb.Message)(nil),           // 125: raftpb.Message
+	(*ClusterTimestampRequest)(nil),  // 44: tidekv.ClusterTimestampRequest
+	(*ClusterTimestampResponse)(nil), // 45: tidekv.ClusterTimestampResponse
+	(*LocalStatusRequest)(nil),       // 46: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),      // 47: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),             // 48: tidekv.SplitRequest
+	(*SplitResponse)(nil),            // 49: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),    // 50: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 51: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),     // 52: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),    // 53: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),              // 54: tidekv.JoinRequest
+	(*JoinResponse)(nil),             // 55: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),     // 56: tidekv.NodeHeartbeatRequest
+	(*KeySpaceCounts)(nil),           // 57: tidekv.KeySpaceCounts
+	(*ReplicaReads)(nil),             // 58: tidekv.ReplicaReads
+	(*NodeHeartbeatResponse)(nil),    // 59: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 60: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 61: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 62: tidekv.Event
+	(*EventsRequest)(nil),            // 63: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 64: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 65: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 66: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 67: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 68: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 69: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 70: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 71: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 72: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 73: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 74: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 75: tidekv.Setting
+	(*SettingsRequest)(nil),          // 76: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 77: tidekv.SettingsResponse
+	(*KeySpace)(nil),                 // 78: tidekv.KeySpace
+	(*CreateKeySpaceRequest)(nil),    // 79: tidekv.CreateKeySpaceRequest
+	(*CreateKeySpaceResponse)(nil),   // 80: tidekv.CreateKeySpaceResponse
+	(*ListKeySpacesRequest)(nil),     // 81: tidekv.ListKeySpacesRequest
+	(*ListKeySpacesResponse)(nil),    // 82: tidekv.ListKeySpacesResponse
+	(*AutoscaleStatusRequest)(nil),   // 83: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 84: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 85: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 86: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 87: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 88: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 89: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 90: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 91: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 92: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 93: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 94: tidekv.WriteGuard
+	(*TxnMeta)(nil),                  // 95: tidekv.TxnMeta
+	(*TxnGetRequest)(nil),            // 96: tidekv.TxnGetRequest
+	(*TxnGetResponse)(nil),           // 97: tidekv.TxnGetResponse
+	(*TxnWriteRequest)(nil),          // 98: tidekv.TxnWriteRequest
+	(*TxnWriteResponse)(nil),         // 99: tidekv.TxnWriteResponse
+	(*TxnEndRequest)(nil),            // 100: tidekv.TxnEndRequest
+	(*TxnEndResponse)(nil),           // 101: tidekv.TxnEndResponse
+	(*TxnKey)(nil),                   // 102: tidekv.TxnKey
+	(*WriteIntentsRequest)(nil),      // 103: tidekv.WriteIntentsRequest
+	(*WriteIntentsResponse)(nil),     // 104: tidekv.WriteIntentsResponse
+	(*TxnRecordRequest)(nil),         // 105: tidekv.TxnRecordRequest
+	(*TxnRecordResponse)(nil),        // 106: tidekv.TxnRecordResponse
+	(*ResolveIntentsRequest)(nil),    // 107: tidekv.ResolveIntentsRequest
+	(*ResolveIntentsResponse)(nil),   // 108: tidekv.ResolveIntentsResponse
+	(*KeySpan)(nil),                  // 109: tidekv.KeySpan
+	(*RefreshRequest)(nil),           // 110: tidekv.RefreshRequest
+	(*RefreshResponse)(nil),          // 111: tidekv.RefreshResponse
+	(*TxnScanRequest)(nil),           // 112: tidekv.TxnScanRequest
+	(*TxnScanResponse)(nil),          // 113: tidekv.TxnScanResponse
+	(*TxnCompare)(nil),               // 114: tidekv.TxnCompare
+	(*TxnIfRequest)(nil),             // 115: tidekv.TxnIfRequest
+	(*TxnIfResponse)(nil),            // 116: tidekv.TxnIfResponse
+	(*OnePhaseCommitRequest)(nil),    // 117: tidekv.OnePhaseCommitRequest
+	(*OnePhaseCommitResponse)(nil),   // 118: tidekv.OnePhaseCommitResponse
+	(*GeoOp)(nil),                    // 119: tidekv.GeoOp
+	(*GeoCommitRequest)(nil),         // 120: tidekv.GeoCommitRequest
+	(*GeoCommitResponse)(nil),        // 121: tidekv.GeoCommitResponse
+	(*GeoRead)(nil),                  // 122: tidekv.GeoRead
+	(*GeoScanRequest)(nil),           // 123: tidekv.GeoScanRequest
+	(*GeoScanResponse)(nil),          // 124: tidekv.GeoScanResponse
+	(*GeoEpochRequest)(nil),          // 125: tidekv.GeoEpochRequest
+	(*GeoEpochResponse)(nil),         // 126: tidekv.GeoEpochResponse
+	(*raftpb.Message)(nil),           // 127: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
 	9,   // 1: tidekv.RangeDescriptor.replicas:type_name -> tidekv.ReplicaDescriptor
 	1,   // 2: tidekv.ErrorDetail.kind:type_name -> tidekv.ErrorKind
 	10,  // 3: tidekv.ErrorDetail.range:type_name -> tidekv.RangeDescriptor
-	2,   // 4: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
-	13,  // 5: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	13,  // 6: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	13,  // 7: tidekv.GetResponse.version_timestamp:type_name -> tidekv.Timestamp
-	2,   // 8: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
-	13,  // 9: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
-	14,  // 10: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
-	13,  // 11: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
-	2,   // 12: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
-	13,  // 13: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
-	16,  // 14: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
-	13,  // 15: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	6,   // 16: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
-	25,  // 17: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	92,  // 18: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
-	3,   // 19: tidekv.KVRequest.priority:type_name -> tidekv.Priority
-	15,  // 20: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
-	17,  // 21: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
-	19,  // 22: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
-	21,  // 23: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
-	23,  // 24: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
-	26,  // 25: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
-	28,  // 26: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
-	16,  // 27: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
-	18,  // 28: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
-	20,  // 29: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
-	22,  // 30: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
-	24,  // 31: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
-	27,  // 32: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
-	29,  // 33: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
-	12,  // 34: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
-	30,  // 35: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
-	13,  // 36: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
-	31,  // 37: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
-	13,  // 38: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
-	10,  // 39: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	34,  // 40: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	11,  // 41: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
-	0,   // 42: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	11,  // 43: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	38,  // 44: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	39,  // 45: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	11,  // 46: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	37,  // 47: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	10,  // 48: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	10,  // 49: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	10,  // 50: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	11,  // 51: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	11,  // 52: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	56,  // 53: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	55,  // 54: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
-	11,  // 55: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	10,  // 56: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	60,  // 57: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	13,  // 58: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
-	63,  // 59: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	66,  // 60: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	13,  // 61: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	66,  // 62: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	13,  // 63: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	10,  // 64: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	10,  // 65: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	73,  // 66: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	73,  // 67: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	76,  // 68: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	76,  // 69: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	76,  // 70: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	66,  // 71: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	125, // 72: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	13,  // 73: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	87,  // 74: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	87,  // 75: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	13,  // 76: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
-	93,  // 77: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
-	13,  // 78: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
-	93,  // 79: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
-	25,  // 80: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
-	93,  // 81: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
-	25,  // 82: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
-	13,  // 83: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	100, // 84: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
-	13,  // 85: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
-	25,  // 86: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
-	13,  // 87: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	100, // 88: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
-	4,   // 89: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
-	13,  // 90: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	5,   // 91: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
-	13,  // 92: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	100, // 93: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
-	13,  // 94: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	13,  // 95: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
-	13,  // 96: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	107, // 97: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
-	93,  // 98: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
-	14,  // 99: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
-	7,   // 100: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
-	112, // 101: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
-	25,  // 102: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
-	25,  // 103: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
-	95,  // 104: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
-	13,  // 105: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	13,  // 106: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
-	25,  // 107: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
-	107, // 108: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
-	13,  // 109: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
-	8,   // 110: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
-	117, // 111: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
-	120, // 112: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
-	120, // 113: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
-	15,  // 114: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	17,  // 115: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	19,  // 116: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	21,  // 117: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	23,  // 118: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	26,  // 119: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	28,  // 120: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	32,  // 121: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	35,  // 122: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	40,  // 123: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	42,  // 124: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	44,  // 125: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	46,  // 126: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	48,  // 127: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	50,  // 128: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	52,  // 129: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	54,  // 130: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	58,  // 131: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	85,  // 132: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	61,  // 133: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	64,  // 134: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	83,  // 135: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	71,  // 136: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	74,  // 137: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	77,  // 138: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	79,  // 139: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	81,  // 140: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	67,  // 141: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	69,  // 142: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	88,  // 143: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	89,  // 144: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	94,  // 145: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	110, // 146: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
-	96,  // 147: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	98,  // 148: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	113, // 149: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	101, // 150: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	115, // 151: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	103, // 152: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	105, // 153: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	108, // 154: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	118, // 155: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
-	121, // 156: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
-	123, // 157: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
-	16,  // 158: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	18,  // 159: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	20,  // 160: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	22,  // 161: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	24,  // 162: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	27,  // 163: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	29,  // 164: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	33,  // 165: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	36,  // 166: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	41,  // 167: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	43,  // 168: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	45,  // 169: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	47,  // 170: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	49,  // 171: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	51,  // 172: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	53,  // 173: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	57,  // 174: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	59,  // 175: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	86,  // 176: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	62,  // 177: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	65,  // 178: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	84,  // 179: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	72,  // 180: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	75,  // 181: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	78,  // 182: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	80,  // 183: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	82,  // 184: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	68,  // 185: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	70,  // 186: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	91,  // 187: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	90,  // 188: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	95,  // 189: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	111, // 190: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
-	97,  // 191: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	99,  // 192: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	114, // 193: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	102, // 194: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	116, // 195: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	104, // 196: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	106, // 197: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	109, // 198: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	119, // 199: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
-	122, // 200: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
-	124, // 201: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
-	158, // [158:202] is the sub-list for method output_type
-	114, // [114:158] is the sub-list for method input_type
-	114, // [114:114] is the sub-list for extension type_name
-	114, // [114:114] is the sub-list for extension extendee
-	0,   // [0:114] is the sub-list for field type_name
+	13,  // 4: tidekv.ErrorDetail.uncertain_timestamp:type_name -> tidekv.Timestamp
+	2,   // 5: tidekv.GetRequest.read_mode:type_name -> tidekv.ReadMode
+	13,  // 6: tidekv.GetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	13,  // 7: tidekv.GetRequest.uncertainty_limit:type_name -> tidekv.Timestamp
+	13,  // 8: tidekv.GetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	13,  // 9: tidekv.GetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	2,   // 10: tidekv.ScanRequest.read_mode:type_name -> tidekv.ReadMode
+	13,  // 11: tidekv.ScanRequest.read_timestamp:type_name -> tidekv.Timestamp
+	13,  // 12: tidekv.ScanRequest.uncertainty_limit:type_name -> tidekv.Timestamp
+	14,  // 13: tidekv.ScanResponse.kvs:type_name -> tidekv.KeyValue
+	13,  // 14: tidekv.ScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	2,   // 15: tidekv.BatchGetRequest.read_mode:type_name -> tidekv.ReadMode
+	13,  // 16: tidekv.BatchGetRequest.read_timestamp:type_name -> tidekv.Timestamp
+	16,  // 17: tidekv.BatchGetResponse.results:type_name -> tidekv.GetResponse
+	13,  // 18: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	6,   // 19: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
+	25,  // 20: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
+	94,  // 21: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	3,   // 22: tidekv.KVRequest.priority:type_name -> tidekv.Priority
+	15,  // 23: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
+	17,  // 24: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
+	19,  // 25: tidekv.KVRequest.delete:type_name -> tidekv.DeleteRequest
+	21,  // 26: tidekv.KVRequest.scan:type_name -> tidekv.ScanRequest
+	23,  // 27: tidekv.KVRequest.batch_get:type_name -> tidekv.BatchGetRequest
+	26,  // 28: tidekv.KVRequest.write:type_name -> tidekv.WriteRequest
+	28,  // 29: tidekv.KVRequest.compare_and_set:type_name -> tidekv.CompareAndSetRequest
+	16,  // 30: tidekv.KVResponse.get:type_name -> tidekv.GetResponse
+	18,  // 31: tidekv.KVResponse.put:type_name -> tidekv.PutResponse
+	20,  // 32: tidekv.KVResponse.delete:type_name -> tidekv.DeleteResponse
+	22,  // 33: tidekv.KVResponse.scan:type_name -> tidekv.ScanResponse
+	24,  // 34: tidekv.KVResponse.batch_get:type_name -> tidekv.BatchGetResponse
+	27,  // 35: tidekv.KVResponse.write:type_name -> tidekv.WriteResponse
+	29,  // 36: tidekv.KVResponse.compare_and_set:type_name -> tidekv.CompareAndSetResponse
+	12,  // 37: tidekv.KVResponse.error_detail:type_name -> tidekv.ErrorDetail
+	30,  // 38: tidekv.KVBatchRequest.requests:type_name -> tidekv.KVRequest
+	13,  // 39: tidekv.KVBatchRequest.hlc:type_name -> tidekv.Timestamp
+	31,  // 40: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
+	13,  // 41: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
+	10,  // 42: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
+	34,  // 43: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	11,  // 44: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	0,   // 45: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
+	11,  // 46: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	38,  // 47: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	39,  // 48: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	13,  // 49: tidekv.ClusterTimestampResponse.timestamp:type_name -> tidekv.Timestamp
+	11,  // 50: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	37,  // 51: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	10,  // 52: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	10,  // 53: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	10,  // 54: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	11,  // 55: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	11,  // 56: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	58,  // 57: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	57,  // 58: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
+	11,  // 59: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	10,  // 60: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	62,  // 61: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	13,  // 62: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	65,  // 63: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	68,  // 64: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	13,  // 65: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	68,  // 66: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	13,  // 67: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	10,  // 68: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	10,  // 69: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	75,  // 70: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	75,  // 71: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	78,  // 72: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	78,  // 73: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	78,  // 74: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	68,  // 75: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	127, // 76: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	13,  // 77: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	89,  // 78: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	89,  // 79: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	13,  // 80: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
+	95,  // 81: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
+	13,  // 82: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	13,  // 83: tidekv.TxnGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	95,  // 84: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 85: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
+	95,  // 86: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 87: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 88: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	102, // 89: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 90: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	25,  // 91: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 92: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	102, // 93: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	4,   // 94: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
+	13,  // 95: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	5,   // 96: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
+	13,  // 97: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	102, // 98: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 99: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 100: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	13,  // 101: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	109, // 102: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
+	95,  // 103: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
+	14,  // 104: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
+	13,  // 105: tidekv.TxnScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	7,   // 106: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
+	114, // 107: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	25,  // 108: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
+	25,  // 109: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
+	97,  // 110: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	13,  // 111: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 112: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	25,  // 113: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	109, // 114: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
+	13,  // 115: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	8,   // 116: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
+	119, // 117: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
+	122, // 118: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
+	122, // 119: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
+	15,  // 120: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	17,  // 121: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	19,  // 122: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	21,  // 123: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	23,  // 124: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	26,  // 125: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	28,  // 126: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	32,  // 127: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	35,  // 128: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	40,  // 129: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	42,  // 130: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	46,  // 131: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	44,  // 132: tidekv.Admin.ClusterTimestamp:input_type -> tidekv.ClusterTimestampRequest
+	48,  // 133: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	50,  // 134: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	52,  // 135: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	54,  // 136: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	56,  // 137: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	60,  // 138: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	87,  // 139: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	63,  // 140: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	66,  // 141: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	85,  // 142: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	73,  // 143: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	76,  // 144: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	79,  // 145: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	81,  // 146: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	83,  // 147: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	69,  // 148: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	71,  // 149: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	90,  // 150: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	91,  // 151: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	96,  // 152: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	112, // 153: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	98,  // 154: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	100, // 155: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	115, // 156: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	103, // 157: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	117, // 158: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	105, // 159: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	107, // 160: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	110, // 161: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	120, // 162: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
+	123, // 163: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
+	125, // 164: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
+	16,  // 165: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	18,  // 166: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	20,  // 167: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	22,  // 168: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	24,  // 169: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	27,  // 170: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	29,  // 171: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	33,  // 172: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	36,  // 173: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	41,  // 174: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	43,  // 175: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	47,  // 176: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	45,  // 177: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
+	49,  // 178: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	51,  // 179: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	53,  // 180: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	55,  // 181: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	59,  // 182: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	61,  // 183: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	88,  // 184: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	64,  // 185: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	67,  // 186: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	86,  // 187: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	74,  // 188: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	77,  // 189: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	80,  // 190: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	82,  // 191: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	84,  // 192: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	70,  // 193: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	72,  // 194: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	93,  // 195: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	92,  // 196: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	97,  // 197: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	113, // 198: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	99,  // 199: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	101, // 200: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	116, // 201: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	104, // 202: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	118, // 203: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	106, // 204: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	108, // 205: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	111, // 206: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	121, // 207: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
+	124, // 208: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
+	126, // 209: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
+	165, // [165:210] is the sub-list for method output_type
+	120, // [120:165] is the sub-list for method input_type
+	120, // [120:120] is the sub-list for extension type_name
+	120, // [120:120] is the sub-list for extension extendee
+	0,   // [0:120] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -9618,7 +9791,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   116,
+			NumMessages:   118,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -400,6 +400,7 @@ const (
 	Admin_Status_FullMethodName               = "/tidekv.Admin/Status"
 	Admin_Readiness_FullMethodName            = "/tidekv.Admin/Readiness"
 	Admin_LocalStatus_FullMethodName          = "/tidekv.Admin/LocalStatus"
+	Admin_ClusterTimestamp_FullMethodName     = "/tidekv.Admin/ClusterTimestamp"
 	Admin_Split_FullMethodName                = "/tidekv.Admin/Split"
 	Admin_ChangeReplicas_FullMethodName       = "/tidekv.Admin/ChangeReplicas"
 	Admin_TransferLease_FullMethodName        = "/tidekv.Admin/TransferLease"
@@ -427,6 +428,7 @@ type AdminClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	Readiness(ctx context.Context, in *ReadinessRequest, opts ...grpc.CallOption) (*ReadinessResponse, error)
 	LocalStatus(ctx context.Context, in *LocalStatusRequest, opts ...grpc.CallOption) (*LocalStatusResponse, error)
+	ClusterTimestamp(ctx context.Context, in *ClusterTimestampRequest, opts ...grpc.CallOption) (*ClusterTimestampResponse, error)
 	Split(ctx context.Context, in *SplitRequest, opts ...grpc.CallOption) (*SplitResponse, error)
 	ChangeReplicas(ctx context.Context, in *ChangeReplicasRequest, opts ...grpc.CallOption) (*ChangeReplicasResponse, error)
 	TransferLease(ctx context.Context, in *TransferLeaseRequest, opts ...grpc.CallOption) (*TransferLeaseResponse, error)
@@ -494,6 +496,16 @@ func (c *adminClient) LocalStatus(ctx context.Context, in *LocalStatusRequest, o
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(LocalStatusResponse)
 	err := c.cc.Invoke(ctx, Admin_LocalStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ClusterTimestamp(ctx context.Context, in *ClusterTimestampRequest, opts ...grpc.CallOption) (*ClusterTimestampResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClusterTimestampResponse)
+	err := c.cc.Invoke(ctx, Admin_ClusterTimestamp_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -678,6 +690,7 @@ type AdminServer interface {
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	Readiness(context.Context, *ReadinessRequest) (*ReadinessResponse, error)
 	LocalStatus(context.Context, *LocalStatusRequest) (*LocalStatusResponse, error)
+	ClusterTimestamp(context.Context, *ClusterTimestampRequest) (*ClusterTimestampResponse, error)
 	Split(context.Context, *SplitRequest) (*SplitResponse, error)
 	ChangeReplicas(context.Context, *ChangeReplicasRequest) (*ChangeReplicasResponse, error)
 	TransferLease(context.Context, *TransferLeaseRequest) (*TransferLeaseResponse, error)
@@ -722,6 +735,9 @@ func (UnimplementedAdminServer) Readiness(context.Context, *ReadinessRequest) (*
 }
 func (UnimplementedAdminServer) LocalStatus(context.Context, *LocalStatusRequest) (*LocalStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LocalStatus not implemented")
+}
+func (UnimplementedAdminServer) ClusterTimestamp(context.Context, *ClusterTimestampRequest) (*ClusterTimestampResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClusterTimestamp not implemented")
 }
 func (UnimplementedAdminServer) Split(context.Context, *SplitRequest) (*SplitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Split not implemented")
@@ -863,6 +879,24 @@ func _Admin_LocalStatus_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).LocalStatus(ctx, req.(*LocalStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ClusterTimestamp_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClusterTimestampRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ClusterTimestamp(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ClusterTimestamp_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ClusterTimestamp(ctx, req.(*ClusterTimestampRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1195,6 +1229,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LocalStatus",
 			Handler:    _Admin_LocalStatus_Handler,
+		},
+		{
+			MethodName: "ClusterTimestamp",
+			Handler:    _Admin_ClusterTimestamp_Handler,
 		},
 		{
 			MethodName: "Split",

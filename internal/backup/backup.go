@@ -12,8 +12,9 @@ import (
 
 // Source is the cluster a backup reads.
 type Source interface {
-	// Now is the timestamp the backup reads at.
-	Now() hlc.Timestamp
+	// Now is the timestamp the backup reads at: at or above every write
+	// acknowledged before it was asked for.
+	Now(ctx context.Context) (hlc.Timestamp, error)
 	// ClusterID is the cluster's ID (0: unknown).
 	ClusterID(ctx context.Context) (uint64, error)
 	// KeySpaces are the named key spaces (not the default one).
@@ -76,7 +77,10 @@ func Backup(ctx context.Context, src Source, dir string, opts Options) (*Manifes
 	if err != nil {
 		return nil, err
 	}
-	ts := src.Now()
+	ts, err := src.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
 	m := &Manifest{FormatVersion: FormatVersion, ClusterID: id, Timestamp: ts.String(), KeySpaces: []KeySpace{}, Files: []File{}}
 	b := &writer{dir: dir, m: m, opts: opts}
 	names := []string{""}

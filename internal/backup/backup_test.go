@@ -50,8 +50,8 @@ func (m *memCluster) putExpiring(ks, k, v string, expireAt int64) {
 	m.data[ks][k] = append(m.data[ks][k], version{m.tick(), []byte(v), expireAt})
 }
 
-func (m *memCluster) Now() hlc.Timestamp                        { return m.tick() }
-func (m *memCluster) ClusterID(context.Context) (uint64, error) { return 7, nil }
+func (m *memCluster) Now(context.Context) (hlc.Timestamp, error) { return m.tick(), nil }
+func (m *memCluster) ClusterID(context.Context) (uint64, error)  { return 7, nil }
 func (m *memCluster) KeySpaces(context.Context) ([]keyspace.Settings, error) {
 	return slices.Clone(m.named), nil
 }

@@ -50,8 +50,10 @@ func (v *views) view(ctx context.Context, ks string) (*client.KeySpace, error) {
 	return k, nil
 }
 
-// Now is the client's clock.
-func (s *ClientSource) Now() hlc.Timestamp { return s.C.Now() }
+// Now is a timestamp from the cluster's clock (Client.ClusterNow), not
+// the client's: every write acknowledged before it was asked for is at or
+// below it.
+func (s *ClientSource) Now(ctx context.Context) (hlc.Timestamp, error) { return s.C.ClusterNow(ctx) }
 
 // ClusterID asks a node for the cluster's ID.
 func (s *ClientSource) ClusterID(ctx context.Context) (uint64, error) {

@@ -321,7 +321,7 @@ func scanAll(t *testing.T, r *Replica) string {
 	if isMVCC(r.mu.state) {
 		scan = r.scanVersioned
 	}
-	kvs, _, err := scan(r.mu.state.GetDesc().GetStartKey(), r.mu.state.GetDesc().GetEndKey(), 1000, 1<<20, hlc.Timestamp{})
+	kvs, _, err := scan(r.mu.state.GetDesc().GetStartKey(), r.mu.state.GetDesc().GetEndKey(), 1000, 1<<20, ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,13 @@ type ReadOptions struct {
 	// Txn is the ID of the transaction reading, whose own intents it
 	// sees; another transaction's intent fails the read (*IntentError).
 	Txn []byte
+	// UncertaintyLimit, above Timestamp on a leaseholder read, makes a
+	// committed version above Timestamp and at or below it fail the read
+	// (*UncertainReadError), and another transaction's intent there fail
+	// it as one at or below Timestamp does (*IntentError): the reader's
+	// clock may lag the writer's, so the write may have been acknowledged
+	// before the read began (docs/transactions.md, "Uncertainty").
+	UncertaintyLimit hlc.Timestamp
 }
 
 // StaleReplicaError says a BOUNDED read reached a replica that cannot prove

@@ -89,6 +89,9 @@ func (r *Replica) get(rd storage.Reader, versioned bool, key []byte, ro ReadOpti
 	if err == nil && ver.Txn != nil {
 		err = r.foreignIntent(key, ver, ro.Txn)
 	}
+	if err == nil {
+		err = r.checkUncertainPoint(rd, *buf, key, ro)
+	}
 	if err != nil {
 		return Value{}, err
 	}
@@ -194,7 +197,7 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxByt
 		if lv.mvcc {
 			scan = r.scanVersioned
 		}
-		kvs, resume, err = scan(start, upper, limit, maxBytes, ro.Timestamp)
+		kvs, resume, err = scan(start, upper, limit, maxBytes, ro)
 		if r.stillLayout(lv) {
 			err = cmp.Or(err, r.checkGCThreshold(ro.Timestamp))
 			break
@@ -208,7 +211,7 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, maxByt
 
 // scanUnversioned scans [start, upper) (empty upper: the range's end);
 // resume is nil when it read to the end.
-func (r *Replica) scanUnversioned(start, upper []byte, limit, maxBytes int, _ hlc.Timestamp) (kvs []*tidekvpb.KeyValue, resume []byte, err error) {
+func (r *Replica) scanUnversioned(start, upper []byte, limit, maxBytes int, _ ReadOptions) (kvs []*tidekvpb.KeyValue, resume []byte, err error) {
 	lo, hi := keys.DataSpan(r.rangeID, start, upper)
 	it, err := r.store.eng.NewIter(lo, hi)
 	if err != nil {
@@ -229,10 +232,12 @@ func (r *Replica) scanUnversioned(start, upper []byte, limit, maxBytes int, _ hl
 	return kvs, nil, nil
 }
 
-// scanVersioned is scanUnversioned on the versioned layout, reading at ts
-// what had not expired then, or (zero ts) the newest versions that have
-// not expired now (readNow).
-func (r *Replica) scanVersioned(start, upper []byte, limit, maxBytes int, ts hlc.Timestamp) ([]*tidekvpb.KeyValue, []byte, error) {
+// scanVersioned is scanUnversioned on the versioned layout, reading at
+// ro.Timestamp (ts) what had not expired then, or (zero ts) the newest
+// versions that have not expired now (readNow), and checking the keys it
+// read through for versions in ro's uncertainty window.
+func (r *Replica) scanVersioned(start, upper []byte, limit, maxBytes int, ro ReadOptions) ([]*tidekvpb.KeyValue, []byte, error) {
+	ts := ro.Timestamp
 	lo, hi := keys.VersionedSpan(start, upper)
 	scan := func() ([]mvcc.KeyValue, []byte, error) {
 		return mvcc.Scan(r.store.eng, lo, hi, ts, limit, maxBytes)
@@ -246,6 +251,13 @@ func (r *Replica) scanVersioned(start, upper []byte, limit, maxBytes int, ts hlc
 	var ie *mvcc.IntentError
 	if errors.As(err, &ie) {
 		err = r.foreignIntent(keys.UserKey(ie.Key), mvcc.Version{Timestamp: ie.Timestamp, Txn: ie.Txn}, nil)
+	}
+	if err == nil {
+		readTo := hi
+		if resume != nil {
+			readTo = resume
+		}
+		err = r.checkUncertainSpan(lo, readTo, ro)
 	}
 	if err != nil {
 		return nil, nil, err

@@ -210,11 +210,19 @@ func (r *Replica) stampWrite(spans []keySpan) (*tidekvpb.LogTimestamp, *latch) {
 // without it. The wait is at most the maximum offset, also on a clock
 // that tests hold still.
 func (r *Replica) commitWait(ctx context.Context, ts *tidekvpb.LogTimestamp) {
-	d := time.Duration(ts.GetWallNanos() - r.store.Now().UnixNano())
+	r.store.CommitWait(ctx, commandTimestamp(ts))
+}
+
+// CommitWait waits until the store's clock has passed ts, at most the
+// maximum offset: what Replica.commitWait does for a write, for an answer
+// that carries a timestamp from elsewhere (a transaction's commit
+// timestamp, the highest of its reads' and its writes').
+func (s *Store) CommitWait(ctx context.Context, ts hlc.Timestamp) {
+	d := time.Duration(ts.WallTime - s.Now().UnixNano())
 	if d <= 0 {
 		return
 	}
-	t := time.NewTimer(min(d, r.store.hlc.MaxOffset()))
+	t := time.NewTimer(min(d, s.hlc.MaxOffset()))
 	defer t.Stop()
 	select {
 	case <-t.C:

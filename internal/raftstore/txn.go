@@ -73,7 +73,8 @@ func RetryableTxnError(err error) bool {
 	var wto *WriteTooOldError
 	var se *TxnStatusError
 	var rc *ReadChangedError
-	return errors.As(err, &ie) || errors.As(err, &wto) || errors.As(err, &rc) || (errors.As(err, &se) && se.Status == tidekvpb.TxnStatus_TXN_ABORTED)
+	var ur *UncertainReadError
+	return errors.As(err, &ie) || errors.As(err, &wto) || errors.As(err, &rc) || errors.As(err, &ur) || (errors.As(err, &se) && se.Status == tidekvpb.TxnStatus_TXN_ABORTED)
 }
 
 // foreignIntent is the error of a read at key that found ver, an intent:

@@ -182,3 +182,63 @@ func writePushedIntent(ctx context.Context, t *testing.T, r *Replica, txn *tidek
 	}
 	return wrote
 }
+
+// A read with an uncertainty limit fails on a committed version above its
+// timestamp and at or below the limit, point and scan alike, and names
+// that version's timestamp; one above the limit, or a read without a
+// limit, reads below it as before. Another transaction's intent in the
+// window is met as one at the read timestamp is.
+func TestUncertaintyWindow(t *testing.T) {
+	clock := manualclock.New(time.Unix(1_700_000_000, 0))
+	tc := newTestCluster(t, 1, func(c *Config) { c.Clock = clock })
+	tc.migrate(t, testRangeID)
+	r := tc.leader(testRangeID)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tc.put("k", "old")
+	readTS := r.store.hlc.Now()
+	clock.Advance(100 * time.Millisecond)
+	tc.put("k", "new")
+	written, err := r.GetValue(ctx, []byte("k"), ReadOptions{Timestamp: r.store.hlc.Now()})
+	if err != nil || !readTS.Less(written.Version) {
+		t.Fatalf("k's new version at %s (%v), want above %s", written.Version, err, readTS)
+	}
+	at := func(ms int64) hlc.Timestamp {
+		return hlc.Timestamp{WallTime: readTS.WallTime + ms*int64(time.Millisecond)}
+	}
+
+	var ue *UncertainReadError
+	within := ReadOptions{Timestamp: readTS, UncertaintyLimit: at(250)}
+	if _, err := r.GetValue(ctx, []byte("k"), within); !errors.As(err, &ue) || ue.Found != written.Version || string(ue.Key) != "k" {
+		t.Errorf("get within the window: %v, want k uncertain at %s", err, written.Version)
+	}
+	if _, _, err := r.Scan(ctx, []byte("a"), []byte("z"), 10, 1<<20, within); !errors.As(err, &ue) || ue.Found != written.Version || string(ue.Key) != "k" {
+		t.Errorf("scan within the window: %v, want k uncertain at %s", err, written.Version)
+	}
+	if !RetryableTxnError(ue) {
+		t.Error("an uncertain read is not a retryable transaction error")
+	}
+	for _, ro := range []ReadOptions{{Timestamp: readTS, UncertaintyLimit: at(50)}, {Timestamp: readTS}} {
+		if v, err := r.GetValue(ctx, []byte("k"), ro); err != nil || string(v.Value) != "old" {
+			t.Errorf("get with limit %s: %q, %v; want the old value", ro.UncertaintyLimit, v.Value, err)
+		}
+		if kvs, _, err := r.Scan(ctx, []byte("a"), []byte("z"), 10, 1<<20, ro); err != nil || len(kvs) != 1 || string(kvs[0].GetValue()) != "old" {
+			t.Errorf("scan with limit %s: %v, %v; want k old", ro.UncertaintyLimit, kvs, err)
+		}
+	}
+
+	ref := &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("i")}
+	if _, err := r.WriteIntents(ctx, ref, r.store.hlc.Now(), []*tidekvpb.WriteOp{{Key: []byte("i"), Value: []byte("v")}}); err != nil {
+		t.Fatal(err)
+	}
+	var ie *IntentError
+	if _, err := r.GetValue(ctx, []byte("i"), within); !errors.As(err, &ie) || string(ie.Txn.GetId()) != "T" {
+		t.Errorf("get of an intent within the window: %v, want T's intent", err)
+	}
+	if _, _, err := r.Scan(ctx, []byte("i"), []byte("j"), 10, 1<<20, within); !errors.As(err, &ie) || string(ie.Txn.GetId()) != "T" {
+		t.Errorf("scan of an intent within the window: %v, want T's intent", err)
+	}
+	if v, err := r.GetValue(ctx, []byte("i"), ReadOptions{Timestamp: readTS, UncertaintyLimit: within.UncertaintyLimit, Txn: []byte("T")}); err != nil || string(v.Value) != "v" {
+		t.Errorf("T's own read of its intent: %q, %v", v.Value, err)
+	}
+}

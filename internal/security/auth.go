@@ -32,11 +32,13 @@ var methodRoles = map[string]Role{
 	"/tidekv.KV/Write":         RoleWrite,
 	"/tidekv.KV/CompareAndSet": RoleWrite,
 
-	// Transactions: a coordinator's operations. Ending one needs no more
-	// than reading: a user without write cannot have written intents.
+	// Transactions: a coordinator's operations. Ending one (committing
+	// or rolling back) needs the role to write, and the coordinator takes
+	// it only from the client that began the transaction (its owner
+	// token and user: docs/transactions.md, "Who may end a transaction").
 	"/tidekv.Txn/Get":   RoleRead,
 	"/tidekv.Txn/Scan":  RoleRead,
-	"/tidekv.Txn/End":   RoleRead,
+	"/tidekv.Txn/End":   RoleWrite,
 	"/tidekv.Txn/Write": RoleWrite,
 	"/tidekv.Txn/If":    RoleWrite,
 
@@ -45,14 +47,16 @@ var methodRoles = map[string]Role{
 	"/tidekv.Geo/Commit": RoleWrite,
 	"/tidekv.Geo/Scan":   RoleRead,
 
-	"/tidekv.Admin/Ranges":          RoleRead,
-	"/tidekv.Admin/Status":          RoleRead,
-	"/tidekv.Admin/Readiness":       RoleRead,
-	"/tidekv.Admin/LocalStatus":     RoleRead,
-	"/tidekv.Admin/Events":          RoleRead,
-	"/tidekv.Admin/NodeLoads":       RoleRead,
-	"/tidekv.Admin/AutoscaleStatus": RoleRead,
-	"/tidekv.Admin/ListKeySpaces":   RoleRead,
+	"/tidekv.Admin/Ranges":      RoleRead,
+	"/tidekv.Admin/Status":      RoleRead,
+	"/tidekv.Admin/Readiness":   RoleRead,
+	"/tidekv.Admin/LocalStatus": RoleRead,
+	// The cut of a backup, which needs no more than reading.
+	"/tidekv.Admin/ClusterTimestamp": RoleRead,
+	"/tidekv.Admin/Events":           RoleRead,
+	"/tidekv.Admin/NodeLoads":        RoleRead,
+	"/tidekv.Admin/AutoscaleStatus":  RoleRead,
+	"/tidekv.Admin/ListKeySpaces":    RoleRead,
 
 	"/tidekv.Admin/Split":          RoleAdmin,
 	"/tidekv.Admin/Merge":          RoleAdmin,

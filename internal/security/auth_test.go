@@ -41,6 +41,10 @@ func TestRequiredRoles(t *testing.T) {
 		"/tidekv.Raft/RaftStream":            RoleNode,
 		"/tidekv.Raft/Snapshot":              RoleNode,
 		"/tidekv.Admin/SomethingNew":         RoleNode,
+		// Ending a transaction commits or rolls back writes.
+		"/tidekv.Txn/End":                RoleWrite,
+		"/tidekv.Txn/Get":                RoleRead,
+		"/tidekv.Admin/ClusterTimestamp": RoleRead,
 	} {
 		if got := RequiredRole(method); got != want {
 			t.Errorf("%s needs %s, want %s", method, got, want)

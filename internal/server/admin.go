@@ -56,6 +56,23 @@ func (a *adminService) LocalStatus(ctx context.Context, req *tidekvpb.LocalStatu
 	return a.s.localStatus(), nil
 }
 
+// ClusterTimestamp answers a timestamp above every write acknowledged
+// before the call, within the maximum clock offset: such a write's
+// timestamp is at most the clock of the node that acknowledged it (commit
+// wait), which is at most this node's clock now plus the offset. The
+// answer waits until this node's clock has passed it, so that a read at
+// it is not in the future here.
+func (a *adminService) ClusterTimestamp(ctx context.Context, req *tidekvpb.ClusterTimestampRequest) (*tidekvpb.ClusterTimestampResponse, error) {
+	clock := a.s.store.HLC()
+	ts := clock.Now()
+	ts.WallTime += int64(clock.MaxOffset())
+	a.s.store.CommitWait(ctx, ts)
+	if err := ctx.Err(); err != nil {
+		return nil, a.s.toStatus(err)
+	}
+	return &tidekvpb.ClusterTimestampResponse{Timestamp: tidekvpb.FromHLC(ts)}, nil
+}
+
 func (s *Server) localStatus() *tidekvpb.LocalStatusResponse {
 	resp := &tidekvpb.LocalStatusResponse{Node: s.self(), Qps: s.metrics.latest().QPS}
 	for _, r := range s.store.Replicas() {

@@ -48,6 +48,7 @@ func (s *Server) toStatus(err error) error {
 	var busy *raftstore.RangeBusyError
 	var origin *cache.OriginError
 	var tr *txnRetryError
+	var ur *raftstore.UncertainReadError
 	switch {
 	case errors.As(err, &origin):
 		// The key space's origin failed, not TideKV: nothing to retry
@@ -84,6 +85,8 @@ func (s *Server) toStatus(err error) error {
 			}
 		}
 		return withDetail(codes.FailedPrecondition, err.Error(), d)
+	case errors.As(err, &ur):
+		return withDetail(codes.Aborted, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_TXN_RETRY, UncertainTimestamp: tidekvpb.FromHLC(ur.Found)})
 	case raftstore.RetryableTxnError(err) || errors.As(err, &tr) || errors.Is(err, client.ErrTxnRetry):
 		return withDetail(codes.Aborted, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_TXN_RETRY})
 	case errors.Is(err, raftstore.ErrAmbiguous) || errors.Is(err, client.ErrAmbiguous):

@@ -137,7 +137,7 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
 	})
 	return serve(ctx, s, "get", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
-		ro.Txn = req.GetTxnId()
+		ro.Txn, ro.UncertaintyLimit = req.GetTxnId(), req.GetUncertaintyLimit().HLC()
 		v, err := r.GetValue(ctx, req.GetKey(), ro)
 		if err != nil {
 			return nil, err
@@ -215,6 +215,7 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 		limit = s.cfg.Limits.MaxScanLimit
 	}
 	return serve(ctx, s, "scan", validate, req.GetStartKey(), func(r *raftstore.Replica) (*tidekvpb.ScanResponse, error) {
+		ro.UncertaintyLimit = req.GetUncertaintyLimit().HLC()
 		kvs, resume, err := r.Scan(ctx, req.GetStartKey(), end, limit, s.cfg.Limits.MaxScanBytes, ro)
 		if err != nil {
 			return nil, err

@@ -55,6 +55,9 @@ type metrics struct {
 	// loginFailures counts refused password logins (gRPC and Redis), by
 	// whether the password was wrong or the login came during a back-off.
 	loginFailures *prometheus.CounterVec
+	// txnUncertainRestarts counts reads that found a version in their
+	// transaction's uncertainty window and raised its read timestamp.
+	txnUncertainRestarts prometheus.Counter
 
 	series series
 }
@@ -133,7 +136,10 @@ func newMetrics() *metrics {
 	m.loginFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidekv_login_failures_total", Help: "Refused password logins (gRPC and Redis): result wrong (a wrong user name or password) or backoff (refused unchecked: too many failures of the user or from the address).",
 	}, []string{"result"})
-	m.reg.MustRegister(m.loginFailures, m.txnCommits, m.txnRefreshes, m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
+	m.txnUncertainRestarts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tidekv_txn_uncertain_reads_total", Help: "Reads of transactions this node coordinated that found a committed version above their read timestamp within the maximum clock offset (the uncertainty window), so that the read timestamp was raised above it and the earlier reads refreshed.",
+	})
+	m.reg.MustRegister(m.loginFailures, m.txnCommits, m.txnRefreshes, m.txnUncertainRestarts, m.requests, m.latency, m.queueDelay, m.streamMessages, m.streamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.splitWaits,
 		m.keyspaceRequests, m.keyspaceBytes, m.keyspaceRanges, m.keyspacePrelaunch, m.keyspaceFullest, m.keyspaceEvictions, m.keyspaceHits, m.keyspaceMisses, m.keyspaceKeys, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -18,9 +18,18 @@ import (
 
 // End commits or rolls back the transaction meta names.
 func (c *coordinator) End(ctx context.Context, meta *tidekvpb.TxnMeta, commit bool) (*tidekvpb.TxnEndResponse, error) {
+	o, err := c.s.ownerOf(ctx, meta)
+	if err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	t := c.txns[string(meta.GetId())]
 	c.mu.Unlock()
+	if t != nil {
+		if err := t.owner.check(o, meta.GetId()); err != nil {
+			return nil, err
+		}
+	}
 	if t == nil {
 		if !commit {
 			return &tidekvpb.TxnEndResponse{}, nil // nothing of it is open here
@@ -56,6 +65,10 @@ func (c *coordinator) End(ctx context.Context, meta *tidekvpb.TxnMeta, commit bo
 		return nil, err
 	}
 	c.forget(t)
+	// Its read timestamp, which it may commit at, is from this node's
+	// clock, which may run ahead of its physical clock (docs/transactions.md,
+	// "Uncertainty"): no acknowledged commit lies ahead of it.
+	c.s.store.CommitWait(ctx, commitTS)
 	path := "one_phase"
 	if !onePhase {
 		path = "two_phase"
@@ -115,12 +128,7 @@ func (c *coordinator) commitTwoPhases(ctx context.Context, t *openTxn, router *c
 func (c *coordinator) commit(ctx context.Context, t *openTxn, router *client.Client, commitTS hlc.Timestamp) error {
 	if t.readTS.Less(commitTS) && !c.s.cfg.Raft.TestingBreaks.SkipRefresh {
 		c.s.metrics.txnRefreshes.Inc()
-		if len(t.reads) > 0 {
-			if err := router.RefreshReads(ctx, t.key.GetId(), t.reads, t.readTS, commitTS); err != nil {
-				return err
-			}
-		}
-		if err := router.RefreshSpans(ctx, t.key.GetId(), t.scans, t.readTS, commitTS); err != nil {
+		if err := t.refresh(ctx, router, commitTS); err != nil {
 			return err
 		}
 	}
@@ -178,10 +186,6 @@ func (t *txnService) Write(ctx context.Context, req *tidekvpb.TxnWriteRequest) (
 
 func (t *txnService) End(ctx context.Context, req *tidekvpb.TxnEndRequest) (*tidekvpb.TxnEndResponse, error) {
 	if req.GetCommit() && len(req.GetOps()) > 0 {
-		// End needs only the role to read; writes it carries need Write's.
-		if err := t.s.permitCall(ctx, tidekvpb.Txn_Write_FullMethodName); err != nil {
-			return nil, err
-		}
 		if _, err := t.coord.Write(ctx, req.GetTxn(), req.GetOps()); err != nil {
 			return nil, t.s.toStatus(innerStatus(err))
 		}

@@ -40,9 +40,18 @@ type coordinator struct {
 // openTxn is one open transaction. mu orders its operations; fail is set
 // from outside them (a heartbeat that found the record aborted).
 type openTxn struct {
-	mu     sync.Mutex
-	key    *tidekvpb.TxnKey // anchor empty until the first write
+	mu  sync.Mutex
+	key *tidekvpb.TxnKey // anchor empty until the first write
+	// clientID is the ID the client named it by (key's is owner.txnID's).
+	clientID string
+	// owner proves a caller began the transaction: the owner token and
+	// user it began with (ownerOf).
+	owner owner
+	// readTS is from this node's clock when the transaction began, raised
+	// above versions found in its uncertainty window, which ends at limit
+	// (docs/transactions.md, "Uncertainty").
 	readTS hlc.Timestamp
+	limit  hlc.Timestamp
 	reads  [][]byte
 	// scans are the spans it scanned, as far as it read them.
 	scans []*tidekvpb.KeySpan
@@ -67,21 +76,30 @@ func newCoordinator(s *Server) *coordinator {
 }
 
 // open finds the transaction meta names, starting it on its first
-// operation (begin is client-side).
-func (c *coordinator) open(meta *tidekvpb.TxnMeta) (*openTxn, error) {
-	id, ts := meta.GetId(), meta.GetReadTimestamp().HLC()
-	if len(id) == 0 || len(id) > 64 || ts.WallTime <= 0 {
+// operation (begin is client-side) at a read timestamp from this node's
+// clock: the one the client proposes comes from the client's clock, which
+// the cluster does not trust (docs/transactions.md, "Timestamps the
+// cluster owns"). A transaction open here for another owner is refused.
+func (c *coordinator) open(ctx context.Context, meta *tidekvpb.TxnMeta) (*openTxn, error) {
+	id := meta.GetId()
+	if len(id) == 0 || len(id) > 64 || meta.GetReadTimestamp().GetWallNanos() <= 0 {
 		return nil, invalidArg("a transaction needs an ID of 1 to 64 bytes and a read timestamp")
+	}
+	o, err := c.s.ownerOf(ctx, meta)
+	if err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t := c.txns[string(id)]; t != nil {
-		if t.readTS != ts {
-			return nil, invalidArg("transaction %x is open with another read timestamp", id)
-		}
-		return t, nil
+		return t, t.owner.check(o, id)
 	}
-	t := &openTxn{key: &tidekvpb.TxnKey{Id: id}, readTS: ts, pendingAt: map[string]int{}, written: map[string]bool{}, done: make(chan struct{})}
+	clock := c.s.store.HLC()
+	ts := clock.Now()
+	limit := ts
+	limit.WallTime += int64(clock.MaxOffset())
+	t := &openTxn{key: &tidekvpb.TxnKey{Id: o.txnID(id)}, clientID: string(id), owner: o, readTS: ts, limit: limit,
+		pendingAt: map[string]int{}, written: map[string]bool{}, done: make(chan struct{})}
 	t.timer = time.AfterFunc(c.s.cfg.Txn.MaxDuration, func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -89,6 +107,41 @@ func (c *coordinator) open(meta *tidekvpb.TxnMeta) (*openTxn, error) {
 	})
 	c.txns[string(id)] = t
 	return t, nil
+}
+
+// read runs one read of t (at t.readTS, with t.limit), and again each
+// time it finds a committed version in t's uncertainty window, after
+// raising t to that version's timestamp: the reads and scans t made are
+// refreshed up to it first, so that all of them stay one snapshot, and a
+// refresh that fails restarts the transaction. The clock moves past it,
+// so that a restart on this node begins above it. Each raise moves t up
+// and none passes t.limit, so the loop ends.
+func (c *coordinator) read(ctx context.Context, t *openTxn, router *client.Client, once func() error) error {
+	for {
+		err := once()
+		var ue *client.UncertainReadError
+		if !errors.As(err, &ue) || !t.readTS.Less(ue.Timestamp) || t.limit.Less(ue.Timestamp) {
+			return err
+		}
+		_, _ = c.s.store.HLC().Update(ue.Timestamp) // one too far ahead stays out; the refresh still moves t
+		c.s.metrics.txnUncertainRestarts.Inc()
+		if err := t.refresh(ctx, router, ue.Timestamp); err != nil {
+			return err
+		}
+		t.readTS = ue.Timestamp
+	}
+}
+
+// refresh checks that nothing t read or scanned at its read timestamp
+// changed up to to (TXN_RETRY if something did), and records those reads
+// at to, so that nothing changes them below it later.
+func (t *openTxn) refresh(ctx context.Context, router *client.Client, to hlc.Timestamp) error {
+	if len(t.reads) > 0 {
+		if err := router.RefreshReads(ctx, t.key.GetId(), t.reads, t.readTS, to); err != nil {
+			return err
+		}
+	}
+	return router.RefreshSpans(ctx, t.key.GetId(), t.scans, t.readTS, to)
 }
 
 // failed is why t cannot go on, if anything stopped it.
@@ -104,11 +157,11 @@ func (t *openTxn) stop(err error) { t.fail.CompareAndSwap(nil, &err) }
 // lockOpen returns meta's open transaction locked (the caller unlocks it),
 // unless it has failed or the cluster does not run transactions yet
 // (checkTxnKey).
-func (c *coordinator) lockOpen(meta *tidekvpb.TxnMeta) (*openTxn, error) {
+func (c *coordinator) lockOpen(ctx context.Context, meta *tidekvpb.TxnMeta) (*openTxn, error) {
 	if err := c.s.needTxnVersion(); err != nil {
 		return nil, err
 	}
-	t, err := c.open(meta)
+	t, err := c.open(ctx, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -130,27 +183,31 @@ func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byt
 	if err != nil {
 		return nil, err
 	}
-	t, err := c.lockOpen(meta)
+	t, err := c.lockOpen(ctx, meta)
 	if err != nil {
 		return nil, err
 	}
 	defer t.mu.Unlock()
 	if i, ok := t.pendingAt[string(key)]; ok {
 		if op := t.pending[i]; op.GetKind() == tidekvpb.WriteOp_PUT {
-			return &tidekvpb.TxnGetResponse{Found: true, Value: op.GetValue(), TtlMs: op.GetTtlMs(), ExpireAtMs: op.GetExpireAtMs()}, nil
+			return &tidekvpb.TxnGetResponse{Found: true, Value: op.GetValue(), TtlMs: op.GetTtlMs(), ExpireAtMs: op.GetExpireAtMs(), ReadTimestamp: tidekvpb.FromHLC(t.readTS)}, nil
 		}
-		return &tidekvpb.TxnGetResponse{}, nil
+		return &tidekvpb.TxnGetResponse{ReadTimestamp: tidekvpb.FromHLC(t.readTS)}, nil
 	}
 	router, err := c.s.router()
 	if err != nil {
 		return nil, err
 	}
-	v, err := router.GetVersion(ctx, key, client.TxnReadAt(t.readTS, t.key.GetId()))
+	var v client.GetResult
+	err = c.read(ctx, t, router, func() (err error) {
+		v, err = router.GetVersion(ctx, key, client.TxnReadAt(t.readTS, t.key.GetId(), t.limit))
+		return err
+	})
 	if err != nil {
 		return nil, c.failOp(t, err)
 	}
 	t.reads = append(t.reads, key)
-	out := &tidekvpb.TxnGetResponse{Found: v.Found, Value: v.Value, VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}
+	out := &tidekvpb.TxnGetResponse{Found: v.Found, Value: v.Value, VersionTimestamp: tidekvpb.OptionalHLC(v.Version), ReadTimestamp: tidekvpb.FromHLC(t.readTS)}
 	if v.TTL > 0 {
 		// A read at a timestamp judges expiry at that timestamp's wall
 		// time, so its TTL counts from there.
@@ -191,7 +248,7 @@ func (c *coordinator) Write(ctx context.Context, meta *tidekvpb.TxnMeta, ops []*
 	if _, err := c.inKeySpace(ctx, meta, keys...); err != nil {
 		return nil, err
 	}
-	t, err := c.lockOpen(meta)
+	t, err := c.lockOpen(ctx, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -272,8 +329,8 @@ func (c *coordinator) heartbeat(t *openTxn, beating chan struct{}) {
 func (c *coordinator) forget(t *openTxn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.txns[string(t.key.GetId())] == t {
-		delete(c.txns, string(t.key.GetId()))
+	if c.txns[t.clientID] == t {
+		delete(c.txns, t.clientID)
 		close(t.done)
 		t.timer.Stop()
 	}

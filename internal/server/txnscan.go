@@ -34,7 +34,7 @@ func (c *coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 	if err != nil {
 		return nil, err
 	}
-	t, err := c.lockOpen(meta)
+	t, err := c.lockOpen(ctx, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -43,12 +43,17 @@ func (c *coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 	if err != nil {
 		return nil, err
 	}
-	out, readTo, err := t.scan(ctx, router, start, end, limit)
+	var out []*tidekvpb.KeyValue
+	var readTo []byte
+	err = c.read(ctx, t, router, func() (err error) {
+		out, readTo, err = t.scan(ctx, router, start, end, limit)
+		return err
+	})
 	if err != nil {
 		return nil, c.failOp(t, err)
 	}
 	t.scans = append(t.scans, &tidekvpb.KeySpan{StartKey: start, EndKey: readTo})
-	return &tidekvpb.TxnScanResponse{Kvs: out}, nil
+	return &tidekvpb.TxnScanResponse{Kvs: out, ReadTimestamp: tidekvpb.FromHLC(t.readTS)}, nil
 }
 
 // scan reads [start, end) at t's read timestamp with t's writes laid over
@@ -62,7 +67,7 @@ func (t *openTxn) scan(ctx context.Context, router *client.Client, start, end []
 	}
 	var out []*tidekvpb.KeyValue
 	for from := start; ; {
-		kvs, err := router.Scan(ctx, from, end, ask, client.ReadAt(t.readTS))
+		kvs, err := router.Scan(ctx, from, end, ask, client.TxnReadAt(t.readTS, t.key.GetId(), t.limit))
 		if err != nil {
 			return nil, nil, err
 		}
