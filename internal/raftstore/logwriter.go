@@ -8,6 +8,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/storage"
 )
@@ -34,6 +35,9 @@ import (
 type logWriter struct {
 	eng   storage.Engine
 	stats *Stats
+	// stopper is the store's: once it is closed, batches still written
+	// send nothing (the store stopped, as if it had died).
+	stopper <-chan struct{}
 	// testingHook is Config.testingLogWrite for this node.
 	testingHook func(logWriteStage, []logWrite)
 
@@ -69,10 +73,15 @@ type logWrite struct {
 	// restart cannot resurrect it.
 	truncate bool
 	sync     bool
+	// acks are m's responses to other replicas (a follower's
+	// acknowledgements, votes), addressed when queued: the writer sends
+	// them as soon as the batch is durable, without a round trip through
+	// the scheduler; m keeps those to its own replica.
+	acks []*tidekvpb.RaftMessage
 }
 
-func newLogWriter(eng storage.Engine, stats *Stats) *logWriter {
-	w := &logWriter{eng: eng, stats: stats}
+func newLogWriter(eng storage.Engine, stats *Stats, stopper <-chan struct{}) *logWriter {
+	w := &logWriter{eng: eng, stats: stats, stopper: stopper}
 	w.work.L, w.idle.L = &w.mu, &w.mu
 	return w
 }
@@ -131,7 +140,18 @@ func (w *logWriter) run() {
 		w.mu.Unlock()
 
 		w.write(ws)
+		stopped := false
+		select {
+		case <-w.stopper:
+			stopped = true
+		default:
+		}
 		for _, lw := range ws {
+			for _, rm := range lw.acks {
+				if !stopped {
+					lw.r.store.countSent(lw.r.store.transport.Send(rm))
+				}
+			}
 			lw.r.logWritten(lw.m)
 		}
 		w.mu.Lock()
@@ -204,6 +224,15 @@ func appendHardState(m *raftpb.Message) *raftpb.HardState {
 // logWriteLocked prepares rd's MsgStorageAppend m for the writer.
 func (r *Replica) logWriteLocked(m *raftpb.Message, rd *raft.Ready) logWrite {
 	lw := logWrite{r: r, m: m, sync: rd.MustSync}
+	own := m.Responses[:0]
+	for _, resp := range m.GetResponses() {
+		if resp.GetTo() == r.mu.replicaID {
+			own = append(own, resp)
+		} else if rm := r.envelopeLocked(resp); rm != nil {
+			lw.acks = append(lw.acks, rm)
+		}
+	}
+	m.Responses = own
 	if n := len(m.GetEntries()); n > 0 {
 		last := m.GetEntries()[n-1].GetIndex()
 		lw.truncate = r.mu.logLast > last

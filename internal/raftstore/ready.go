@@ -186,11 +186,14 @@ func (s *Store) appendSnapshotLocked(r *Replica, m *raftpb.Message, ap *roundApp
 	// locked in this round already.
 	d := r.desc.Load()
 	ap.post = append(ap.post, func() { s.dropMergedInto(d) })
+	// The snapshot cleared the log: nothing is left to truncate.
 	r.mu.logLast = m.GetSnapshot().GetMetadata().GetIndex()
-	lw := r.logWriteLocked(m, &raft.Ready{MustSync: true})
+	if n := len(m.GetEntries()); n > 0 {
+		r.mu.logLast = m.GetEntries()[n-1].GetIndex()
+	}
 	b := s.eng.NewBatch()
 	defer b.Close()
-	if err := persistAppend(b, r.rangeID, m, lw.truncate); err != nil {
+	if err := persistAppend(b, r.rangeID, m, false); err != nil {
 		log.Fatalf("range %d: persisting raft state: %v", r.rangeID, err)
 	}
 	if err := b.Commit(true); err != nil {
@@ -247,11 +250,10 @@ func (s *Store) finishReadyLocked(w *readyWork) {
 
 func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 	for _, m := range msgs {
-		to := r.mu.peerNodes[m.GetTo()]
-		if to == 0 {
+		rm := r.envelopeLocked(m)
+		if rm == nil {
 			continue
 		}
-		rm := &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m, DataLost: r.lost.Load()}
 		if m.GetType() == raftpb.MsgTimeoutNow {
 			// The lease is void already: no read is served under it after
 			// this (readOrder.handoff).
@@ -268,11 +270,7 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 			at = monoNow()
 		}
 		sent := r.store.transport.Send(rm)
-		if sent {
-			r.store.stats.MessagesSent.Add(1)
-		} else {
-			r.store.stats.MessagesDropped.Add(1)
-		}
+		r.store.countSent(sent)
 		switch {
 		case sent && m.GetType() == raftpb.MsgHeartbeat:
 			r.heartbeatSentLocked(m.GetTo(), at)
@@ -281,6 +279,25 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 		case sent && m.GetType() == raftpb.MsgTimeoutNow:
 			r.timeoutNowSentLocked(m)
 		}
+	}
+}
+
+// envelopeLocked addresses m to its replica's node; nil if the node is
+// unknown.
+func (r *Replica) envelopeLocked(m *raftpb.Message) *tidekvpb.RaftMessage {
+	to := r.mu.peerNodes[m.GetTo()]
+	if to == 0 {
+		return nil
+	}
+	return &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m, DataLost: r.lost.Load()}
+}
+
+// countSent counts a message handed to the transport (sent) or refused.
+func (s *Store) countSent(sent bool) {
+	if sent {
+		s.stats.MessagesSent.Add(1)
+	} else {
+		s.stats.MessagesDropped.Add(1)
 	}
 }
 

@@ -122,7 +122,7 @@ func NewStore(cfg Config, nodeID uint64, eng storage.Engine, t Transport, l List
 	if cfg.SnapshotBytesPerSecond > 0 {
 		s.snapLimiter = newTokenBucket(cfg.SnapshotBytesPerSecond, snapshotBurst, time.Now)
 	}
-	s.logw = newLogWriter(eng, &s.stats)
+	s.logw = newLogWriter(eng, &s.stats, s.stopper)
 	if h := cfg.testingLogWrite; h != nil {
 		s.logw.testingHook = func(st logWriteStage, ws []logWrite) { h(nodeID, st, ws) }
 	}
