@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -118,7 +119,22 @@ type logCrash struct {
 	hit     chan []logWrite
 	clone   *storage.MemEngine
 	release chan struct{}
+	once    sync.Once
 }
+
+// armLogCrashOn sets a crash point on node at stage; a test that fails
+// before it lets the writer go on leaves none stopped there (the cluster's
+// cleanup waits for the writers).
+func armLogCrashOn(t *testing.T, armed *atomic.Pointer[logCrash], node uint64, stage logWriteStage, eng *storage.MemEngine, seed uint64) *logCrash {
+	c := &logCrash{node: node, stage: stage, eng: eng, rng: rand.New(rand.NewPCG(seed, seed)),
+		hit: make(chan []logWrite, 1), release: make(chan struct{})}
+	t.Cleanup(c.let)
+	armed.Store(c)
+	return c
+}
+
+// let lets the writer stopped at the crash point go on.
+func (c *logCrash) let() { c.once.Do(func() { close(c.release) }) }
 
 func armLogCrash(armed *atomic.Pointer[logCrash], node uint64, stage logWriteStage, ws []logWrite) {
 	c := armed.Load()
@@ -187,9 +203,7 @@ func testCrashInLogWrite(t *testing.T, stage logWriteStage, leader bool) {
 			victim = tc.nodes[1]
 		}
 	}
-	c := &logCrash{node: victim, stage: stage, eng: tc.engines[victim], rng: rand.New(rand.NewPCG(seed, seed)),
-		hit: make(chan []logWrite, 1), release: make(chan struct{})}
-	armed.Store(c)
+	c := armLogCrashOn(t, &armed, victim, stage, tc.engines[victim], seed)
 
 	// Writes in flight through the leader when the crash comes.
 	type result struct {
@@ -228,7 +242,7 @@ func testCrashInLogWrite(t *testing.T, stage logWriteStage, leader bool) {
 		close(crashed)
 	}()
 	<-s.done
-	close(c.release)
+	c.let()
 	<-crashed
 	tc.engines[victim] = c.clone
 	audit.restarted(t, victim, c.clone)
@@ -248,4 +262,69 @@ func testCrashInLogWrite(t *testing.T, stage logWriteStage, leader bool) {
 	}
 	tc.waitReplicated(acked)
 	audit.check(t)
+}
+
+// A lease transfer whose transferee has caught up while the leader's own
+// write of the last entries is still in its log writer starts only once
+// the leader has applied them: the transferee would otherwise take over
+// and commit them in its term, and the old leader would answer their
+// proposer "ambiguous" although the write was made.
+func TestLeaseTransferWaitsForLeadersOwnWrite(t *testing.T) {
+	var armed atomic.Pointer[logCrash]
+	tc := newTestCluster(t, 3, func(c *Config) {
+		c.testingLogWrite = func(node uint64, st logWriteStage, ws []logWrite) { armLogCrash(&armed, node, st, ws) }
+	})
+	tc.put("a", "1")
+	ld := tc.leader(testRangeID)
+	node := ld.store.nodeID
+	target := tc.nodes[0]
+	if target == node {
+		target = tc.nodes[1]
+	}
+	c := armLogCrashOn(t, &armed, node, logBeforeCommit, tc.engines[node], 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := ld.Write(context.Background(), []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("v")}})
+		done <- err
+	}()
+	ws := <-c.hit
+	last := ws[len(ws)-1].m.GetEntries()
+	idx := last[len(last)-1].GetIndex()
+	transferee := replicaOnNode(ld.Desc(), target).GetReplicaId()
+	// The transferee acknowledged the entry: its log matches the leader's.
+	waitFor(t, func() bool {
+		ld.mu.Lock()
+		defer ld.mu.Unlock()
+		return ld.mu.raw.Status().Progress[transferee].Match >= idx
+	})
+	if err := ld.TransferLease(target); err != nil {
+		t.Fatal(err)
+	}
+	// The round that started the transfer is over once the lock is free
+	// and raft names the transferee (or, had the transferee been told to
+	// campaign at once, once the leader has stepped down): a MsgTimeoutNow
+	// sent would be noted.
+	waitFor(t, func() bool {
+		ld.mu.Lock()
+		defer ld.mu.Unlock()
+		bs := ld.mu.raw.BasicStatus()
+		return bs.LeadTransferee == transferee || bs.RaftState != raft.StateLeader
+	})
+	ld.mu.Lock()
+	sent := len(ld.mu.timeoutNow)
+	ld.mu.Unlock()
+	if sent != 0 {
+		t.Errorf("the leader sent MsgTimeoutNow with its own write of index %d not durable", idx)
+	}
+	c.let()
+	if err := <-done; err != nil {
+		t.Fatalf("write in flight across the transfer: %v", err)
+	}
+	waitFor(t, func() bool {
+		r := tc.stores[target].GetReplica(testRangeID)
+		return r != nil && r.IsLeader()
+	})
+	if got, ok := tc.get("k"); !ok || got != "v" {
+		t.Fatalf("k = %q (found %v)", got, ok)
+	}
 }

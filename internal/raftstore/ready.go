@@ -242,6 +242,7 @@ func (s *Store) finishReadyLocked(w *readyWork) {
 	r.updateLeadershipLocked(w.rd.SoftState)
 	r.handleReadStatesLocked(w.rd.ReadStates)
 	r.releaseReadsLocked()
+	r.releaseTimeoutNowLocked()
 	r.maybeTruncateLogLocked()
 	if r.mu.raw.HasReady() {
 		s.schedule(r.rangeID)
@@ -250,6 +251,9 @@ func (s *Store) finishReadyLocked(w *readyWork) {
 
 func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 	for _, m := range msgs {
+		if m.GetType() == raftpb.MsgTimeoutNow && r.holdTimeoutNowLocked(m) {
+			continue
+		}
 		rm := r.envelopeLocked(m)
 		if rm == nil {
 			continue
@@ -279,6 +283,40 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 		case sent && m.GetType() == raftpb.MsgTimeoutNow:
 			r.timeoutNowSentLocked(m)
 		}
+	}
+}
+
+// holdTimeoutNowLocked keeps back a MsgTimeoutNow while this leader has
+// not applied everything it appended, and reports whether it did. Raft
+// sends it as soon as the transferee's log matches the leader's, and with
+// the leader's own write still in the log writer the entries may not be
+// committed yet: the transferee would take over and commit them in its
+// term, and this leader, stepping down, would answer their proposers
+// "ambiguous". Held, the transfer starts once they are applied and
+// answered; raft takes no proposal meanwhile (it is transferring).
+func (r *Replica) holdTimeoutNowLocked(m *raftpb.Message) bool {
+	if r.mu.state.GetAppliedIndex() >= r.mu.logLast {
+		return false
+	}
+	r.mu.heldTimeoutNow = m
+	return true
+}
+
+// releaseTimeoutNowLocked sends the held MsgTimeoutNow once its wait is
+// over, or drops it if the transfer it belongs to is (raft gave it up, or
+// this replica no longer leads in its term).
+func (r *Replica) releaseTimeoutNowLocked() {
+	m := r.mu.heldTimeoutNow
+	if m == nil {
+		return
+	}
+	bs := r.mu.raw.BasicStatus()
+	switch {
+	case bs.RaftState != raft.StateLeader || bs.GetTerm() != m.GetTerm() || bs.LeadTransferee != m.GetTo():
+		r.mu.heldTimeoutNow = nil
+	case r.mu.state.GetAppliedIndex() >= r.mu.logLast:
+		r.mu.heldTimeoutNow = nil
+		r.sendMessagesLocked([]*raftpb.Message{m})
 	}
 }
 

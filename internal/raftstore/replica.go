@@ -132,6 +132,9 @@ type Replica struct {
 		// a later heartbeat (lease.go).
 		timeoutNow     map[uint64]monoTime
 		timeoutNowTerm uint64
+		// heldTimeoutNow is a MsgTimeoutNow waiting for this leader to
+		// apply what it has appended (holdTimeoutNowLocked).
+		heldTimeoutNow *raftpb.Message
 		// heartbeatsSent: send times of heartbeats not yet acknowledged,
 		// per peer, oldest first.
 		heartbeatsSent map[uint64][]monoTime
