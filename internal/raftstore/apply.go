@@ -178,6 +178,9 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (ac
 			post = append(post, r.applyConfChangeLocked(e)...)
 		}
 		r.mu.state.AppliedIndex = e.GetIndex()
+		if f := r.store.cfg.testingApplied; f != nil {
+			f(r.store.nodeID, r.rangeID, e.GetIndex())
+		}
 		if r.mu.removalPending {
 			break
 		}
@@ -418,6 +421,9 @@ func (s *Store) installSplitReplica(st *tidekvpb.ReplicaState, campaign, lost bo
 			return
 		}
 		old.mu.destroyed = true
+		// What the placeholder wrote (a vote) is on disk before its
+		// successor loads its state.
+		s.logw.flush()
 		old.failPendingLocked(ErrAmbiguous, &RangeNotFoundError{RangeID: id})
 	}
 	r, err := s.addInitializedReplica(st)

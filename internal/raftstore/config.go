@@ -85,6 +85,14 @@ type Config struct {
 	// replica locked, before Raft proposes leaving it: tests act in the
 	// window between entering and leaving.
 	testingEnteredJoint func(*Replica)
+	// testingLogWrite, when set, is called by each node's log writer at
+	// each stage of a batch, with the batch (logwriter.go), on the
+	// writer's goroutine: tests crash a node there.
+	testingLogWrite func(node uint64, stage logWriteStage, ws []logWrite)
+	// testingApplied, when set, is called as each entry is applied (or
+	// skipped, a removed replica's), with the replica locked: tests audit
+	// what is applied when.
+	testingApplied func(node, rangeID, index uint64)
 }
 
 // DefaultConfig returns the settings for a local cluster on one machine.

@@ -239,13 +239,25 @@ func TestLeaseEndsHalfAnElectionTimeoutBeforeAVote(t *testing.T) {
 	cfg := DefaultConfig()
 	follower, ms, _ := threeVoterRawNode(t, &cfg, 2)
 	drain := func() (msgs []*raftpb.Message) {
+		// As the store does with AsyncStorageWrites: storage messages
+		// are done at once, their responses stepped or sent.
 		for follower.HasReady() {
-			rd := follower.Ready()
-			if !raft.IsEmptyHardState(rd.HardState) {
-				_ = ms.SetHardState(rd.HardState)
+			for _, m := range follower.Ready().Messages {
+				if to := m.GetTo(); to != raft.LocalAppendThread && to != raft.LocalApplyThread {
+					msgs = append(msgs, m)
+					continue
+				}
+				if hs := appendHardState(m); hs != nil {
+					_ = ms.SetHardState(hs)
+				}
+				for _, resp := range m.GetResponses() {
+					if resp.GetTo() == 2 {
+						_ = follower.Step(resp)
+					} else {
+						msgs = append(msgs, resp)
+					}
+				}
 			}
-			msgs = append(msgs, rd.Messages...)
-			follower.Advance(rd)
 		}
 		return msgs
 	}

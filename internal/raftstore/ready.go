@@ -65,10 +65,12 @@ func (s *Store) failAll() {
 	}
 }
 
+// readyWork is a replica's Ready taken this round, with its
+// MsgStorageApply (nil if nothing was committed).
 type readyWork struct {
-	r      *Replica
-	rd     raft.Ready
-	leader bool
+	r     *Replica
+	rd    raft.Ready
+	apply *raftpb.Message
 }
 
 func (s *Store) takeScheduled(tick bool) []*Replica {
@@ -90,37 +92,31 @@ func (s *Store) takeScheduled(tick bool) []*Replica {
 	return out
 }
 
+// processRound takes the Ready of every scheduled replica, hands their log
+// writes to the log writer (logwriter.go), sends their messages, and
+// applies the committed entries, all without waiting on a disk: the
+// replicas' locks are held only for this CPU work. Raft hands out for
+// apply only entries that are committed and durable in the local log
+// (AsyncStorageWrites), so apply batches are not synced: the log is the
+// durable record and a crash replays what they lost.
 func (s *Store) processRound(tick bool) {
 	replicas := s.takeScheduled(tick)
 	if len(replicas) == 0 {
 		return
 	}
-	batch := s.eng.NewBatch()
-	defer batch.Close()
 	var ap roundApply
-	work, mustSync := s.collectReady(replicas, batch, tick, &ap)
+	work, appends := s.collectReady(replicas, tick, &ap)
+	// The disk works on this round's log writes while we apply.
+	s.logw.enqueue(appends)
 	if len(work) == 0 {
 		return
 	}
-	// Committed entries that are already in the stable log (always the
-	// case on a leader, which counts its own copy only once written) are
-	// applied, and their proposers answered, without waiting for this
-	// round's fsync. A follower may learn that entries of this very Ready
-	// are committed; those wait until they are written here too. Apply
-	// batches are not synced: the log is the durable record and a crash
-	// replays what they lost.
-	early, late := splitByStable(work)
-	ap.apply(s.eng, early)
-	s.commitRaftState(batch, mustSync)
-	// Now stable: tell the in-memory log; followers may now acknowledge.
-	for _, w := range work {
-		w.r.markStableLocked(&w)
-	}
-	ap.apply(s.eng, late)
+	ap.apply(s.eng, work)
 	for _, w := range work {
 		s.finishReadyLocked(&w)
 		w.r.mu.Unlock()
 	}
+	s.stats.Rounds.Add(1)
 	// Create or remove replicas only after every lock of this round is
 	// released: these steps may lock other replicas.
 	for _, fn := range ap.post {
@@ -129,10 +125,13 @@ func (s *Store) processRound(tick bool) {
 }
 
 // collectReady takes the Ready of each scheduled replica that has one,
-// adds its log entries and HardState to batch, and returns them with each
-// replica still locked (unlocked by processRound at the round's end). It
-// applies snapshots, leaving in ap the removal of the replicas they merged.
-func (s *Store) collectReady(replicas []*Replica, batch storage.Batch, tick bool, ap *roundApply) (work []readyWork, mustSync bool) {
+// sends its messages to other replicas at once (a leader's appends go out
+// while it writes them itself, Raft thesis §10.2.1: it counts its own copy
+// of an entry only once the log writer reports it durable), and returns
+// the Readies with each replica still locked (unlocked by processRound at
+// the round's end) and the log writes for the writer. A snapshot is
+// applied here, leaving in ap the removal of the replicas it merged.
+func (s *Store) collectReady(replicas []*Replica, tick bool, ap *roundApply) (work []readyWork, appends []logWrite) {
 	for _, r := range replicas {
 		r.mu.Lock()
 		if r.mu.destroyed || r.mu.raw == nil {
@@ -148,50 +147,59 @@ func (s *Store) collectReady(replicas []*Replica, batch storage.Batch, tick bool
 			r.mu.Unlock()
 			continue
 		}
-		rd := r.mu.raw.Ready()
-		if !raft.IsEmptySnap(rd.Snapshot) {
-			if err := r.applySnapshotLocked(rd.Snapshot); err != nil {
-				log.Fatalf("range %d: applying snapshot: %v", r.rangeID, err)
+		w := readyWork{r: r, rd: r.mu.raw.Ready()}
+		s.stats.EntriesAppended.Add(uint64(len(w.rd.Entries)))
+		s.stats.EntriesCommitted.Add(uint64(len(w.rd.CommittedEntries)))
+		var remote []*raftpb.Message
+		for _, m := range w.rd.Messages {
+			switch m.GetTo() {
+			case raft.LocalAppendThread:
+				if m.GetSnapshot() != nil {
+					s.appendSnapshotLocked(r, m, ap)
+				} else {
+					appends = append(appends, r.logWriteLocked(m, &w.rd))
+				}
+			case raft.LocalApplyThread:
+				w.apply = m
+			default:
+				remote = append(remote, m)
 			}
-			// Once the round's locks are released: a replica it merged
-			// may be locked in this round already.
-			d := r.desc.Load()
-			ap.post = append(ap.post, func() { s.dropMergedInto(d) })
 		}
-		if err := r.persistReadyLocked(batch, &rd); err != nil {
-			log.Fatalf("range %d: persisting raft state: %v", r.rangeID, err)
-		}
-		mustSync = mustSync || rd.MustSync
-		s.stats.EntriesAppended.Add(uint64(len(rd.Entries)))
-		s.stats.EntriesCommitted.Add(uint64(len(rd.CommittedEntries)))
-		w := readyWork{r: r, rd: rd, leader: r.mu.raw.BasicStatus().RaftState == raft.StateLeader}
-		if w.leader {
-			// A leader's appends go out while it writes them itself (Raft
-			// thesis §10.2.1): its own vote and term were made durable
-			// when it was a candidate, and it counts its own copy of an
-			// entry only once Advance reports it stable.
-			r.sendMessagesLocked(rd.Messages)
-		}
+		r.sendMessagesLocked(remote)
 		work = append(work, w)
 	}
-	return work, mustSync
+	return work, appends
 }
 
-// splitByStable separates the Readies whose committed entries are all in
-// the stable log already (early) from those that wait for this round's
-// write (late).
-func splitByStable(work []readyWork) (early, late []readyWork) {
-	for _, w := range work {
-		if n := len(w.rd.CommittedEntries); n > 0 {
-			stable, _ := w.r.mu.storage.LastIndex()
-			if w.rd.CommittedEntries[n-1].GetIndex() <= stable {
-				early = append(early, w)
-			} else {
-				late = append(late, w)
-			}
-		}
+// appendSnapshotLocked writes a MsgStorageAppend that carries a snapshot,
+// on the scheduler and synced: installing a snapshot replaces the range's
+// log and data, so the writer first finishes what it holds (r's earlier
+// writes among it, whose responses are delivered first, in order).
+// Snapshots are rare; every other log write goes through the writer.
+func (s *Store) appendSnapshotLocked(r *Replica, m *raftpb.Message, ap *roundApply) {
+	s.logw.flush()
+	r.takeWrittenLocked()
+	if err := r.applySnapshotLocked(m.GetSnapshot()); err != nil {
+		log.Fatalf("range %d: applying snapshot: %v", r.rangeID, err)
 	}
-	return early, late
+	// Once the round's locks are released: a replica it merged may be
+	// locked in this round already.
+	d := r.desc.Load()
+	ap.post = append(ap.post, func() { s.dropMergedInto(d) })
+	// The snapshot cleared the log: nothing is left to truncate.
+	r.mu.logLast = m.GetSnapshot().GetMetadata().GetIndex()
+	if n := len(m.GetEntries()); n > 0 {
+		r.mu.logLast = m.GetEntries()[n-1].GetIndex()
+	}
+	b := s.eng.NewBatch()
+	defer b.Close()
+	if err := persistAppend(b, r.rangeID, m, false); err != nil {
+		log.Fatalf("range %d: persisting raft state: %v", r.rangeID, err)
+	}
+	if err := b.Commit(true); err != nil {
+		log.Fatalf("raft state commit: %v", err)
+	}
+	r.logDurableLocked(m)
 }
 
 // roundApply applies committed entries in one engine batch per call and
@@ -203,7 +211,10 @@ type roundApply struct {
 func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
 	ab := newApplyBatch(eng)
 	for _, w := range ws {
-		a, p := w.r.applyCommittedLocked(ab, w.rd.CommittedEntries)
+		if w.apply == nil {
+			continue
+		}
+		a, p := w.r.applyCommittedLocked(ab, w.apply.GetEntries())
 		ap.acks, ap.post = append(ap.acks, a...), append(ap.post, p...)
 	}
 	if err := ab.commit(); err != nil {
@@ -215,89 +226,38 @@ func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
 	ap.acks = ap.acks[:0]
 }
 
-// commitRaftState writes the round's log entries and HardStates, synced
-// when a Ready asked for it.
-func (s *Store) commitRaftState(batch storage.Batch, mustSync bool) {
-	if !batch.Empty() {
-		start := time.Now()
-		if err := batch.Commit(mustSync); err != nil {
-			// Losing Raft state silently would break durability; stop hard.
-			log.Fatalf("raft state commit: %v", err)
-		}
-		if mustSync {
-			s.stats.Syncs.Add(1)
-			s.stats.SyncNanos.Add(uint64(time.Since(start)))
-		}
-	}
-	s.stats.Rounds.Add(1)
-}
-
-// markStableLocked tells the in-memory log what the round wrote; a
-// follower's messages (its acknowledgements) go out only now.
-func (r *Replica) markStableLocked(w *readyWork) {
-	if len(w.rd.Entries) > 0 {
-		if err := r.mu.storage.Append(w.rd.Entries); err != nil {
-			log.Fatalf("range %d: append: %v", r.rangeID, err)
-		}
-	}
-	if !raft.IsEmptyHardState(w.rd.HardState) {
-		_ = r.mu.storage.SetHardState(w.rd.HardState)
-	}
-	if !w.leader {
-		r.sendMessagesLocked(w.rd.Messages)
-	}
-}
-
-// finishReadyLocked advances w's replica past its Ready.
+// finishReadyLocked tells w's replica what the round applied and publishes
+// what changed.
 func (s *Store) finishReadyLocked(w *readyWork) {
 	r := w.r
 	if r.mu.destroyed {
 		return
 	}
+	if w.apply != nil {
+		for _, resp := range w.apply.GetResponses() {
+			_ = r.mu.raw.Step(resp)
+		}
+	}
 	r.applied.Store(r.mu.state.GetAppliedIndex())
 	r.updateLeadershipLocked(w.rd.SoftState)
 	r.handleReadStatesLocked(w.rd.ReadStates)
 	r.releaseReadsLocked()
-	r.mu.raw.Advance(w.rd)
+	r.releaseTimeoutNowLocked()
 	r.maybeTruncateLogLocked()
 	if r.mu.raw.HasReady() {
 		s.schedule(r.rangeID)
 	}
 }
 
-// persistReadyLocked adds the Ready's log entries and HardState to batch.
-func (r *Replica) persistReadyLocked(b storage.Writer, rd *raft.Ready) error {
-	if len(rd.Entries) > 0 {
-		// A new leader may overwrite a suffix of our log: drop anything past
-		// the last new entry so a restart cannot resurrect it.
-		last := rd.Entries[len(rd.Entries)-1].GetIndex()
-		if prevLast, _ := r.mu.storage.LastIndex(); prevLast > last {
-			_, hi := keys.LogSpan(r.rangeID)
-			if err := b.DeleteRange(keys.LogKey(r.rangeID, last+1), hi); err != nil {
-				return err
-			}
-		}
-		for _, e := range rd.Entries {
-			if err := putProto(b, keys.LogKey(r.rangeID, e.GetIndex()), e); err != nil {
-				return err
-			}
-		}
-	}
-	if !raft.IsEmptyHardState(rd.HardState) {
-		if err := putProto(b, keys.HardStateKey(r.rangeID), rd.HardState); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 	for _, m := range msgs {
-		to := r.mu.peerNodes[m.GetTo()]
-		if to == 0 {
+		if m.GetType() == raftpb.MsgTimeoutNow && r.holdTimeoutNowLocked(m) {
 			continue
 		}
-		rm := &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m, DataLost: r.lost.Load()}
+		rm := r.envelopeLocked(m)
+		if rm == nil {
+			continue
+		}
 		if m.GetType() == raftpb.MsgTimeoutNow {
 			// The lease is void already: no read is served under it after
 			// this (readOrder.handoff).
@@ -314,11 +274,7 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 			at = monoNow()
 		}
 		sent := r.store.transport.Send(rm)
-		if sent {
-			r.store.stats.MessagesSent.Add(1)
-		} else {
-			r.store.stats.MessagesDropped.Add(1)
-		}
+		r.store.countSent(sent)
 		switch {
 		case sent && m.GetType() == raftpb.MsgHeartbeat:
 			r.heartbeatSentLocked(m.GetTo(), at)
@@ -327,6 +283,59 @@ func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 		case sent && m.GetType() == raftpb.MsgTimeoutNow:
 			r.timeoutNowSentLocked(m)
 		}
+	}
+}
+
+// holdTimeoutNowLocked keeps back a MsgTimeoutNow while this leader has
+// not applied everything it appended, and reports whether it did. Raft
+// sends it as soon as the transferee's log matches the leader's, and with
+// the leader's own write still in the log writer the entries may not be
+// committed yet: the transferee would take over and commit them in its
+// term, and this leader, stepping down, would answer their proposers
+// "ambiguous". Held, the transfer starts once they are applied and
+// answered; raft takes no proposal meanwhile (it is transferring).
+func (r *Replica) holdTimeoutNowLocked(m *raftpb.Message) bool {
+	if r.mu.state.GetAppliedIndex() >= r.mu.logLast {
+		return false
+	}
+	r.mu.heldTimeoutNow = m
+	return true
+}
+
+// releaseTimeoutNowLocked sends the held MsgTimeoutNow once its wait is
+// over, or drops it if the transfer it belongs to is (raft gave it up, or
+// this replica no longer leads in its term).
+func (r *Replica) releaseTimeoutNowLocked() {
+	m := r.mu.heldTimeoutNow
+	if m == nil {
+		return
+	}
+	bs := r.mu.raw.BasicStatus()
+	switch {
+	case bs.RaftState != raft.StateLeader || bs.GetTerm() != m.GetTerm() || bs.LeadTransferee != m.GetTo():
+		r.mu.heldTimeoutNow = nil
+	case r.mu.state.GetAppliedIndex() >= r.mu.logLast:
+		r.mu.heldTimeoutNow = nil
+		r.sendMessagesLocked([]*raftpb.Message{m})
+	}
+}
+
+// envelopeLocked addresses m to its replica's node; nil if the node is
+// unknown.
+func (r *Replica) envelopeLocked(m *raftpb.Message) *tidekvpb.RaftMessage {
+	to := r.mu.peerNodes[m.GetTo()]
+	if to == 0 {
+		return nil
+	}
+	return &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m, DataLost: r.lost.Load()}
+}
+
+// countSent counts a message handed to the transport (sent) or refused.
+func (s *Store) countSent(sent bool) {
+	if sent {
+		s.stats.MessagesSent.Add(1)
+	} else {
+		s.stats.MessagesDropped.Add(1)
 	}
 }
 

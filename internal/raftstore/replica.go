@@ -71,9 +71,12 @@ type Replica struct {
 
 	in struct {
 		sync.Mutex
-		msgs  []*raftpb.Message
-		props []*proposal
-		reads []*readWaiter
+		msgs []*raftpb.Message
+		// written holds the MsgStorageAppends the log writer made
+		// durable, in order (logwriter.go).
+		written []*raftpb.Message
+		props   []*proposal
+		reads   []*readWaiter
 		// campaign asks the scheduler to start an election (fresh ranges).
 		campaign bool
 		// closed: the replica was destroyed; nothing queued here would
@@ -90,8 +93,11 @@ type Replica struct {
 		// versionBound bounds the timestamps of the range's versions
 		// (versionbound.go), kept as writes apply.
 		versionBound versionBound
-		replicaID    uint64
-		destroyed    bool
+		// logLast is the last log index written or queued for the log
+		// writer.
+		logLast   uint64
+		replicaID uint64
+		destroyed bool
 		// removalPending: a conf change removed this replica; it is
 		// destroyed once the current round is written.
 		removalPending bool
@@ -126,6 +132,9 @@ type Replica struct {
 		// a later heartbeat (lease.go).
 		timeoutNow     map[uint64]monoTime
 		timeoutNowTerm uint64
+		// heldTimeoutNow is a MsgTimeoutNow waiting for this leader to
+		// apply what it has appended (holdTimeoutNowLocked).
+		heldTimeoutNow *raftpb.Message
 		// heartbeatsSent: send times of heartbeats not yet acknowledged,
 		// per peer, oldest first.
 		heartbeatsSent map[uint64][]monoTime
@@ -247,7 +256,10 @@ func newRaftConfig(c *Config, id uint64, st raft.Storage, applied uint64) *raft.
 		// TestLinearizabilityDeposedLeaseholder).
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
-		Logger:                    raftLogger,
+		// Log writes go to the store's log writer and committed entries
+		// to the round's apply (logwriter.go, ready.go).
+		AsyncStorageWrites: true,
+		Logger:             raftLogger,
 	}
 }
 
@@ -261,6 +273,7 @@ func (r *Replica) initRaftLocked(replicaID uint64, ms *raft.MemoryStorage, st *t
 		return err
 	}
 	r.mu.raw = raw
+	r.mu.logLast, _ = ms.LastIndex()
 	r.applied.Store(st.GetAppliedIndex())
 	r.publishLayoutLocked()
 	r.publishGCThresholdLocked()
@@ -420,6 +433,7 @@ func (r *Replica) waitLeaseRead(ctx context.Context) error {
 
 // drainInboxLocked hands queued work to Raft. Called by the scheduler.
 func (r *Replica) drainInboxLocked(tick bool) {
+	r.takeWrittenLocked()
 	r.in.Lock()
 	msgs, props, reads := r.in.msgs, r.in.props, r.in.reads
 	campaign, transfer := r.in.campaign, r.in.transfer
@@ -479,6 +493,18 @@ func (r *Replica) drainInboxLocked(tick bool) {
 	}
 }
 
+// takeWrittenLocked finishes the log writes made durable since the last
+// call, in order.
+func (r *Replica) takeWrittenLocked() {
+	r.in.Lock()
+	written := r.in.written
+	r.in.written = nil
+	r.in.Unlock()
+	for _, m := range written {
+		r.logDurableLocked(m)
+	}
+}
+
 // transferLeaderLocked hands Raft leadership, and with it the lease, to
 // replica to (TransferLease queues it for the next round).
 func (r *Replica) transferLeaderLocked(to uint64) {
@@ -526,7 +552,7 @@ func (r *Replica) releaseReadsLocked() {
 func (r *Replica) closeInbox() {
 	r.in.Lock()
 	props, reads := r.in.props, r.in.reads
-	r.in.props, r.in.reads, r.in.closed = nil, nil, true
+	r.in.props, r.in.reads, r.in.written, r.in.closed = nil, nil, nil, true
 	r.in.Unlock()
 	gone := &RangeNotFoundError{RangeID: r.rangeID}
 	for _, p := range props {

@@ -85,7 +85,9 @@ type Store struct {
 	logVersion atomic.Uint32
 	versionMu  sync.Mutex
 	stats      Stats
-	snapSem    chan struct{}
+	// logw makes the replicas' Raft log writes durable (logwriter.go).
+	logw    *logWriter
+	snapSem chan struct{}
 	// snapLimiter meters outgoing snapshot bytes (nil: unlimited).
 	snapLimiter *tokenBucket
 	stopOnce    sync.Once
@@ -119,6 +121,10 @@ func NewStore(cfg Config, nodeID uint64, eng storage.Engine, t Transport, l List
 	}
 	if cfg.SnapshotBytesPerSecond > 0 {
 		s.snapLimiter = newTokenBucket(cfg.SnapshotBytesPerSecond, snapshotBurst, time.Now)
+	}
+	s.logw = newLogWriter(eng, &s.stats, s.stopper)
+	if h := cfg.testingLogWrite; h != nil {
+		s.logw.testingHook = func(st logWriteStage, ws []logWrite) { h(nodeID, st, ws) }
 	}
 	s.mu.replicas = map[uint64]*Replica{}
 	s.sched.pending = map[uint64]struct{}{}
@@ -269,6 +275,7 @@ func (s *Store) Bootstrap(descs []*tidekvpb.RangeDescriptor) error {
 // Start runs the scheduler.
 func (s *Store) Start() {
 	s.started.Store(true)
+	go s.logw.run()
 	go s.run()
 	s.mu.RLock()
 	for id := range s.mu.replicas {
@@ -283,6 +290,7 @@ func (s *Store) Stop() {
 		close(s.stopper)
 		if s.started.Load() {
 			<-s.done
+			s.logw.stop()
 		}
 	})
 }
@@ -558,6 +566,9 @@ func (s *Store) destroyReplicaLocked(r *Replica, reason string) {
 	r.leaseExpiry.Store(0)
 	r.isLeader.Store(false)
 	r.publishGoneLocked()
+	// No log write of r's may land after its state is cleared: none is
+	// queued from now on (it is destroyed), and those queued finish first.
+	s.logw.flush()
 	b := s.eng.NewBatch()
 	defer b.Close()
 	lo, hi := keys.RangeLocalSpan(r.rangeID)
