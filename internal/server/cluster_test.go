@@ -89,12 +89,9 @@ func (tc *testCluster) addrs() []string {
 	return out
 }
 
-func (tc *testCluster) client(adjust ...func(*client.Config)) *client.Client {
+func (tc *testCluster) client() *client.Client {
 	cfg := client.DefaultConfig()
 	cfg.Addrs = tc.addrs()
-	for _, a := range adjust {
-		a(&cfg)
-	}
 	c, err := client.New(cfg)
 	if err != nil {
 		tc.t.Fatal(err)
