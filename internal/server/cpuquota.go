@@ -9,19 +9,28 @@ import (
 // a node that `tidekv up --node-cpus`, the local actuator, systemd's
 // CPUQuota= or a container's CPU limit sized scores the utilisation of its
 // quota (monitor.Usage.NodeCPU).
-type cgroupQuota struct{ r cgroup.Reader }
+//
+// It finds the cgroup again at every read (two small /proc files, once a
+// monitor sample): the launcher moves a node into its cgroup just after
+// starting it, so the cgroup the process sees at start can still be the
+// launcher's, and a reader bound then would report the node unsized for
+// good.
+type cgroupQuota struct{}
 
-func (q cgroupQuota) ReadCPUQuota() (monitor.CPUQuota, error) {
-	st, err := q.r.Read()
+func (cgroupQuota) ReadCPUQuota() (monitor.CPUQuota, error) {
+	r, err := cgroup.Self()
+	if err != nil {
+		return monitor.CPUQuota{}, err
+	}
+	st, err := r.Read()
 	return monitor.CPUQuota{CPUs: st.CPUs, Periods: st.Periods, Throttled: st.Throttled, ThrottledTime: st.ThrottledTime}, err
 }
 
 // ownQuota is the node's quota reader, or nil where it has no cpu cgroup
 // to read (not Linux, no cpu controller): the node is then unsized.
 func ownQuota() monitor.QuotaReader {
-	r, err := cgroup.Self()
-	if err != nil {
+	if _, err := cgroup.Self(); err != nil {
 		return nil
 	}
-	return cgroupQuota{r}
+	return cgroupQuota{}
 }
