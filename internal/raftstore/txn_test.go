@@ -132,12 +132,7 @@ func TestTxnReadsItsOwnPushedWrite(t *testing.T) {
 // another transaction's intent there still fails the refresh. A value it
 // read that expires before the commit timestamp fails both refreshes.
 func TestRefreshOwnIntentAndExpiry(t *testing.T) {
-	clock := manualclock.New(time.Unix(1_700_000_000, 0))
-	tc := newTestCluster(t, 1, func(c *Config) { c.Clock = clock })
-	tc.migrate(t, testRangeID)
-	r := tc.leader(testRangeID)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	_, r, clock, ctx := clockedLeader(t)
 	if _, err := r.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("e"), Value: []byte("v"), TtlMs: 1000}, {Key: []byte("k"), Value: []byte("old")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +162,19 @@ func TestRefreshOwnIntentAndExpiry(t *testing.T) {
 	}
 }
 
+// clockedLeader starts one store whose clock moves only when the test
+// advances it, with the test range's leader and a context bounding the
+// test's calls.
+func clockedLeader(t *testing.T) (*testCluster, *Replica, *manualclock.Clock, context.Context) {
+	t.Helper()
+	clock := manualclock.New(time.Unix(1_700_000_000, 0))
+	tc := newTestCluster(t, 1, func(c *Config) { c.Clock = clock })
+	tc.migrate(t, testRangeID)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return tc, tc.leader(testRangeID), clock, ctx
+}
+
 // writePushedIntent writes txn's intent setting key to value, pushed above
 // its read timestamp readTS by another read of key 5 ms later, and returns
 // the timestamp it was written at.
@@ -189,12 +197,7 @@ func writePushedIntent(ctx context.Context, t *testing.T, r *Replica, txn *tidek
 // limit, reads below it as before. Another transaction's intent in the
 // window is met as one at the read timestamp is.
 func TestUncertaintyWindow(t *testing.T) {
-	clock := manualclock.New(time.Unix(1_700_000_000, 0))
-	tc := newTestCluster(t, 1, func(c *Config) { c.Clock = clock })
-	tc.migrate(t, testRangeID)
-	r := tc.leader(testRangeID)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	tc, r, clock, ctx := clockedLeader(t)
 	tc.put("k", "old")
 	readTS := r.store.hlc.Now()
 	clock.Advance(100 * time.Millisecond)
