@@ -28,6 +28,7 @@ import (
 	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/gossip"
+	"github.com/tidekv/tidekv/internal/httpapi"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/monitor"
@@ -35,16 +36,6 @@ import (
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
-)
-
-// HTTP request bounds. The endpoints that read a body (the login form,
-// settings, /debug/pprof/symbol) read a short one: a body beyond
-// maxHTTPBody is cut there and its connection closed after the reply;
-// headers beyond maxHTTPHeader get 431; a request must arrive within
-// ReadTimeout.
-const (
-	maxHTTPBody   = 64 << 10
-	maxHTTPHeader = 64 << 10
 )
 
 // Server is one running TideKV node.
@@ -70,7 +61,7 @@ type Server struct {
 	grpcT  *transport.GRPC
 	faults http.Handler // nil unless Config.FaultInjection
 	// httpRoutes are the HTTP port's patterns and the role each needs.
-	httpRoutes []httpRoute
+	httpRoutes []httpapi.Route
 	sec        *nodeSecurity
 	metrics    *metrics
 	adm        *admission.Controller
@@ -296,8 +287,7 @@ func (s *Server) startHTTP() error {
 	if s.httpLis, err = s.listenHTTP(); err != nil {
 		return err
 	}
-	s.httpSrv = &http.Server{Handler: http.MaxBytesHandler(s.httpHandler(), maxHTTPBody),
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, MaxHeaderBytes: maxHTTPHeader}
+	s.httpSrv, s.httpRoutes = httpapi.NewServer(s.httpNode())
 	if s.sec != nil {
 		s.httpSrv.TLSConfig = s.sec.tls.Server
 		go s.httpSrv.ServeTLS(s.httpLis, "", "")
