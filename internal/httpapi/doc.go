@@ -14,5 +14,6 @@
 // Imports: the standard library, internal/security (who a request is, the
 // roles), internal/dashboard (the page and its assets) and
 // internal/cliformat (the JSON views ctl shares). Nothing of the server,
-// gRPC or protobuf.
+// and no gRPC or protobuf package directly (security and cliformat use
+// them for their other callers).
 package httpapi
