@@ -26,7 +26,6 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
 	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)
 	s.loop(s.cfg.ClosedTimestampInterval, s.checkClock)
-	s.loop(s.cfg.LeaseRebalanceInterval, s.followWriters)
 	s.loop(seriesInterval, func(context.Context) { s.metrics.sample(time.Now()) })
 	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })
 	// Admission windows move on even when no request arrives.
@@ -171,7 +170,7 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	l := s.rangeLoadOf(d, term)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes,
 		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: changing,
-		GarbageBytes: s.gcRanges.garbage(d.GetRangeId()), Keys: l.keys}
+		GarbageBytes: s.gcRanges.garbage(d.GetRangeId()), Keys: l.keys, WritesByOrigin: l.writes}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {

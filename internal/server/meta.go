@@ -282,7 +282,7 @@ func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 		}
 		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()],
 			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: l.changing,
-			GarbageBytes: l.garbage, Keys: l.keys})
+			GarbageBytes: l.garbage, Keys: l.keys, WritesByOrigin: l.writes})
 	}
 	s.meta.mu.Unlock()
 	sortRanges(resp.Ranges)
@@ -365,7 +365,7 @@ func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, 
 		s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
 		s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), readQPS: req.GetReadQps(), bytes: req.GetBytes(), gen: d.GetGeneration(),
 			hotKeyShare: req.GetHotKeyShare(), term: req.GetLeaseTerm(), stale: req.GetLoadStale(), changing: req.GetChangeInProgress(),
-			garbage: req.GetGarbageBytes(), keys: req.GetKeys()}
+			garbage: req.GetGarbageBytes(), keys: req.GetKeys(), writes: req.GetWritesByOrigin()}
 	}
 	s.meta.mu.Unlock()
 	if err := meta.LeaseRead(ctx); err != nil {

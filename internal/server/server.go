@@ -92,10 +92,8 @@ type Server struct {
 	// loads is every node's load as last heard (closed.go).
 	loads    loadTable
 	pushBusy sync.Map // peer node ID -> *atomic.Bool
-	// origins counts writes per range by origin locality; leaseMoved is
-	// when followWriters last moved each range's lease (leases.go).
-	origins    sync.Map // range ID -> *originCounts
-	leaseMoved sync.Map // range ID -> time.Time
+	// origins counts writes per range by origin locality (leases.go).
+	origins sync.Map // range ID -> *originCounts
 
 	// hbRates turns the count of refused requests into the rate each
 	// heartbeat reports.
