@@ -28,6 +28,7 @@ var ErrAssert = errors.New("assertion failed")
 //	        [localities=(a,b,…)] [capacity=QPS] [disk=RATE] [seed=S]
 //	workload [uniform | zipf=S [scramble] | hot-keys=K hot-start=I hot-share=F]
 //	         [qps=Q] [keys=N] [reads=F] [any-replica-reads=F] [growth=RATE]
+//	         [writes-from=(LOC:SHARE,…)]
 //	config KEY=VALUE…          simulator options (tick, decide-every,
 //	                           snapshots-per-node, max-in-flight,
 //	                           ops-per-minute, bandwidth,
