@@ -140,7 +140,7 @@ func (s *Server) clusterSeries(ctx context.Context, own []seriesPoint) []seriesP
 	if tc := s.peerTLS(); tc != nil {
 		hc.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https://"
 	}
-	for _, n := range s.dir.list() {
+	for _, n := range s.dir.List() {
 		if n.GetNodeId() == s.nodeID || n.GetHttpAddr() == "" {
 			continue
 		}

@@ -134,7 +134,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	s.dir.update(resp.GetNodes())
+	s.dir.Update(resp.GetNodes())
 	s.store.SetSnapshotRate(s.cfg.snapshotRate(resp.GetMigrationBytesPerSec()))
 	s.learnGCTTL(resp.GetGcTtlMs())
 	if err := s.store.RaiseLogVersion(resp.GetLogVersion()); err != nil {

@@ -154,16 +154,16 @@ func (s *Server) metaCandidates() []string {
 		add(*p)
 	}
 	if r := s.store.GetReplica(keys.MetaRangeID); r != nil {
-		if a, ok := s.dir.addr(r.LeaderNodeID()); ok {
+		if a, ok := s.dir.Addr(r.LeaderNodeID()); ok {
 			add(a)
 		}
 		for _, rd := range r.Desc().GetReplicas() {
-			if a, ok := s.dir.addr(rd.GetNodeId()); ok {
+			if a, ok := s.dir.Addr(rd.GetNodeId()); ok {
 				add(a)
 			}
 		}
 	}
-	for _, n := range s.dir.list() {
+	for _, n := range s.dir.List() {
 		add(n.GetGrpcAddr())
 	}
 	for _, a := range s.cfg.Join {
@@ -227,7 +227,7 @@ func (s *Server) rangeCandidates(ctx context.Context, rangeID uint64) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(node uint64) {
-		if a, ok := s.dir.addr(node); ok && !seen[a] && node != s.nodeID {
+		if a, ok := s.dir.Addr(node); ok && !seen[a] && node != s.nodeID {
 			seen[a] = true
 			out = append(out, a)
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/monitor"
+	"github.com/tidekv/tidekv/internal/nodedir"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -53,7 +54,7 @@ type Server struct {
 	eng       storage.Engine // mem.eng: the base engine with memory key spaces routed to memory
 	mem       *memSpaces
 	store     *raftstore.Store
-	dir       *directory
+	dir       *nodedir.Dir
 	clusterID uint64
 	nodeID    uint64
 
@@ -162,7 +163,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	eng = mem.eng
 	s := &Server{
-		cfg: cfg, eng: eng, mem: mem, dir: newDirectory(eng), sec: sec, faults: faults,
+		cfg: cfg, eng: eng, mem: mem, dir: nodedir.New(eng), sec: sec, faults: faults,
 		conns:     map[string]*grpc.ClientConn{},
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
 		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1), sizeAlerts: map[uint64]uint64{},
@@ -211,7 +212,7 @@ func (s *Server) serve(ctx context.Context) error {
 		return err
 	}
 	s.lis = lis
-	s.grpcT, err = transport.NewGRPC(s.cfg.Transport, s.dir.addr, nil)
+	s.grpcT, err = transport.NewGRPC(s.cfg.Transport, s.dir.Addr, nil)
 	if err != nil {
 		return err
 	}
@@ -243,7 +244,7 @@ func (s *Server) serve(ctx context.Context) error {
 	}
 	s.clusterID, s.nodeID = ident.GetClusterId(), ident.GetNodeId()
 	s.events.SetNode(s.nodeID)
-	s.dir.update([]*tidekvpb.NodeDescriptor{s.self()})
+	s.dir.Update([]*tidekvpb.NodeDescriptor{s.self()})
 	rcfg := s.cfg.Raft
 	rcfg.ReplicationFactorOf = s.keySpaceRF
 	s.store, err = raftstore.NewStore(rcfg, s.nodeID, s.eng, s.grpcT, s)
@@ -430,7 +431,7 @@ func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
 			cancel()
 			if err == nil {
 				id := &tidekvpb.NodeIdent{ClusterId: resp.GetClusterId(), NodeId: resp.GetNodeId()}
-				s.dir.update(resp.GetNodes())
+				s.dir.Update(resp.GetNodes())
 				if err := s.writeIdent(id); err != nil {
 					return nil, err
 				}
