@@ -16,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/internal/memengine"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -171,7 +172,7 @@ type Config struct {
 	ClosedTimestampInterval time.Duration
 	// GC configures the MVCC GC queue (gcqueue.go); the gc-ttl cluster
 	// setting overrides GC.TTL.
-	GC GCConfig
+	GC queue.GCConfig
 	// Cache configures eviction in key spaces with a capacity and
 	// read-through in key spaces with a miss handler (eviction.go).
 	Cache cache.Config
@@ -223,7 +224,7 @@ func DefaultConfig() Config {
 		Actuators:               actuator.DefaultConfig(),
 		ReplicaGCInterval:       10 * time.Second,
 		ClosedTimestampInterval: 100 * time.Millisecond,
-		GC:                      DefaultGCConfig(),
+		GC:                      queue.DefaultGCConfig(),
 		Cache:                   cache.DefaultConfig(),
 		MemEngine:               memengine.DefaultConfig(),
 		Events:                  events.DefaultConfig(),

@@ -17,7 +17,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
 	// Ticks as often as the shortest GC interval; a Pebble range's pass
 	// keeps the time its own interval gives it.
-	s.loopWithin(s.cfg.GC.tick(), runTimeout(s.cfg.GC.Interval), s.collectGarbage)
+	s.loopWithin(s.cfg.GC.Tick(), runTimeout(s.cfg.GC.Interval), s.collectGarbage)
 	s.loop(s.cfg.Cache.EvictInterval, s.evictRound)
 	s.placeLoop()
 	s.sizeLoop()
@@ -170,7 +170,7 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	l := s.rangeLoadOf(d, term)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes,
 		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: changing,
-		GarbageBytes: s.gcRanges.garbage(d.GetRangeId()), Keys: l.keys, WritesByOrigin: l.writes}
+		GarbageBytes: s.queues.gc.Garbage(d.GetRangeId()), Keys: l.keys, WritesByOrigin: l.writes}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {

@@ -29,9 +29,9 @@ import (
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/nodedir"
+	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -102,25 +102,29 @@ type Server struct {
 
 	metaLeaderAddr atomic.Pointer[string]
 	reports        chan *tidekvpb.RangeDescriptor
-	placeWake      chan struct{}     // wakes the control loop early (sizewatch.go)
-	sizeAlerts     map[uint64]uint64 // range ID -> generation reported above Θmax
-	budgets        sync.Map          // range ID -> writeBudget (sizewatch.go)
-	holdWrites     atomic.Bool       // budgets are kept and enforced
-	gcTTLNanos     atomic.Int64      // gc-ttl as last learnt (gcqueue.go)
-	gcRanges       gcRanges          // the GC queue's memory (gcqueue.go)
-	sizeWake       chan struct{}
-	keyspaces      catalogueCache   // this node's copy of the key spaces (keyspaces.go)
-	counters       keySpaceCounters // hits, misses, evictions by key space (kscounters.go)
-	recency        *cache.Recency   // last uses of keys in key spaces with a capacity (eviction.go)
-	evict          evictState       // the eviction loop's memory (eviction.go)
-	rt             readThroughState // miss handler calls (readthrough.go)
-	requests       atomic.Uint64
-	ready          atomic.Bool
-	versionWarned  atomic.Bool // logVersionRefused said so once
-	geo            geoState    // geo transactions (geo.go)
-	stopper        chan struct{}
-	wg             sync.WaitGroup
-	stopOnce       sync.Once
+	placeWake      chan struct{} // wakes the control loop early (sizewatch.go)
+	budgets        sync.Map      // range ID -> writeBudget (sizewatch.go)
+	holdWrites     atomic.Bool   // budgets are kept and enforced
+	gcTTLNanos     atomic.Int64  // gc-ttl as last learnt (gcqueue.go)
+	// queues is the memory of the per-range background queues (GC,
+	// size watch, eviction: internal/queue).
+	queues struct {
+		gc    queue.GC
+		sizes queue.SizeAlerts
+		evict queue.Eviction
+	}
+	sizeWake      chan struct{}
+	keyspaces     catalogueCache   // this node's copy of the key spaces (keyspaces.go)
+	counters      keySpaceCounters // hits, misses, evictions by key space (kscounters.go)
+	recency       *cache.Recency   // last uses of keys in key spaces with a capacity (eviction.go)
+	rt            readThroughState // miss handler calls (readthrough.go)
+	requests      atomic.Uint64
+	ready         atomic.Bool
+	versionWarned atomic.Bool // logVersionRefused said so once
+	geo           geoState    // geo transactions (geo.go)
+	stopper       chan struct{}
+	wg            sync.WaitGroup
+	stopOnce      sync.Once
 }
 
 // Start opens the node's data, joins or creates the cluster, and serves.
@@ -166,15 +170,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg: cfg, eng: eng, mem: mem, dir: nodedir.New(eng), sec: sec, faults: faults,
 		conns:     map[string]*grpc.ClientConn{},
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
-		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1), sizeAlerts: map[uint64]uint64{},
-		gcRanges: gcRanges{m: map[uint64]gcRange{}},
-		stopper:  make(chan struct{}),
-		meta:     newMetaState(),
-		metrics:  newMetrics(),
-		events:   events.New(cfg.Events, 0, time.Now),
-		recency:  cache.NewRecency(cfg.Cache.TrackedKeys),
-		rt:       newReadThrough(cfg.Cache),
-		evict:    evictState{evicting: map[keyspace.ID]bool{}, cursors: map[uint64][]byte{}},
+		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1),
+		stopper: make(chan struct{}),
+		meta:    newMetaState(),
+		metrics: newMetrics(),
+		events:  events.New(cfg.Events, 0, time.Now),
+		recency: cache.NewRecency(cfg.Cache.TrackedKeys),
+		rt:      newReadThrough(cfg.Cache),
 	}
 	s.counters.m = s.metrics
 	s.keyspaces.learnt = mem.learn
