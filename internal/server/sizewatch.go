@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -53,10 +52,9 @@ func (s *Server) watchSizes(context.Context) {
 		if hold {
 			s.budgets.Store(id, writeBudget{gen: gen, written: written + subFloor(holdAt, n)})
 		}
-		if g, ok := s.sizeAlerts[id]; n <= limit || ok && g == gen {
+		if !s.queues.sizes.Crossed(id, gen, n, limit) {
 			continue
 		}
-		s.sizeAlerts[id] = gen
 		s.load.mu.Lock()
 		if l, ok := s.load.ranges[id]; ok && l.gen == gen {
 			l.bytes = n
@@ -65,7 +63,7 @@ func (s *Server) watchSizes(context.Context) {
 		s.load.mu.Unlock()
 		s.queueReport(d)
 	}
-	maps.DeleteFunc(s.sizeAlerts, func(id, _ uint64) bool { return !led[id] })
+	s.queues.sizes.KeepOnly(led)
 	s.budgets.Range(func(k, _ any) bool {
 		if id := k.(uint64); !hold || !led[id] {
 			s.budgets.Delete(id)
