@@ -49,14 +49,16 @@ func testStoreConfig(t *testing.T) Config {
 
 func newTestCluster(t *testing.T, n int, mutate ...func(*Config)) *testCluster {
 	t.Helper()
-	return newTestClusterOn(t, n, nil, mutate...)
+	return newTestClusterOn(t, n, nil, nil, mutate...)
 }
 
-// newTestClusterOn is newTestCluster with each node's engine from open;
-// nil opens in-memory engines, which the cluster keeps in engines.
-func newTestClusterOn(t *testing.T, n int, open func(node uint64) storage.Engine, mutate ...func(*Config)) *testCluster {
+// newTestClusterOn is newTestCluster with each node's engine from open
+// (nil opens in-memory engines, which the cluster keeps in engines) and
+// wrap set from the start.
+func newTestClusterOn(t *testing.T, n int, open func(node uint64) storage.Engine,
+	wrap func(node uint64, t Transport) Transport, mutate ...func(*Config)) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, cfg: testStoreConfig(t), net: transport.NewMemNetwork(),
+	tc := &testCluster{t: t, cfg: testStoreConfig(t), net: transport.NewMemNetwork(), wrap: wrap,
 		engines: map[uint64]*storage.MemEngine{}, running: map[uint64]storage.Engine{}, stores: map[uint64]*Store{}}
 	for _, m := range mutate {
 		m(&tc.cfg)

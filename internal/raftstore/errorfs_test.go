@@ -15,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -76,11 +77,28 @@ func isWALSync(op errorfs.Op) bool {
 type pebbleCluster struct {
 	*testCluster
 	disks map[uint64]*pebbleDisk
+	// told is what each node has told a leader it holds (appendsTold).
+	told map[uint64]*appendsTold
+}
+
+// appendsTold records, at the sender, the highest index a node has
+// acknowledged to a leader of testRangeID as appended to its log.
+type appendsTold struct {
+	Transport
+	max atomic.Uint64
+}
+
+func (a *appendsTold) Send(m *tidekvpb.RaftMessage) bool {
+	if rm := m.GetMessage(); m.GetRangeId() == testRangeID && rm.GetType() == raftpb.MsgAppResp && !rm.GetReject() {
+		for cur := a.max.Load(); rm.GetIndex() > cur && !a.max.CompareAndSwap(cur, rm.GetIndex()); cur = a.max.Load() {
+		}
+	}
+	return a.Transport.Send(m)
 }
 
 func newPebbleCluster(t *testing.T, mutate ...func(*Config)) *pebbleCluster {
 	t.Helper()
-	pc := &pebbleCluster{disks: map[uint64]*pebbleDisk{}}
+	pc := &pebbleCluster{disks: map[uint64]*pebbleDisk{}, told: map[uint64]*appendsTold{}}
 	// Registered first, so it runs after the cluster's cleanup has
 	// stopped the stores.
 	t.Cleanup(func() {
@@ -91,6 +109,9 @@ func newPebbleCluster(t *testing.T, mutate ...func(*Config)) *pebbleCluster {
 	pc.testCluster = newTestClusterOn(t, 3, func(id uint64) storage.Engine {
 		pc.disks[id] = openPebbleDisk(t, vfs.NewCrashableMem())
 		return pc.disks[id].eng
+	}, func(id uint64, tr Transport) Transport {
+		pc.told[id] = &appendsTold{Transport: tr}
+		return pc.told[id]
 	}, mutate...)
 	return pc
 }
@@ -146,6 +167,7 @@ type pebbleCrash struct {
 	// from: the in-apply stage stops at the first entry at or above it.
 	from    uint64
 	disk    *pebbleDisk
+	told    *appendsTold
 	rng     *rand.Rand
 	hit     chan pebbleCrashHit
 	release chan struct{}
@@ -157,8 +179,9 @@ type pebbleCrashHit struct {
 	clone *vfs.MemFS
 	// applied is the node's applied index at the crash point (for
 	// in-apply, the index being applied); first is the first index of
-	// the batch not yet handed back (0 for in-apply).
-	applied, first uint64
+	// the batch not yet handed back (0 for in-apply); told is the highest
+	// index it had acknowledged to a leader.
+	applied, first, told uint64
 }
 
 func (c *pebbleCrash) let() { c.once.Do(func() { close(c.release) }) }
@@ -167,7 +190,7 @@ func (c *pebbleCrash) crash(applied, first uint64) {
 	c.isolate()
 	pct := c.rng.IntN(101)
 	c.hit <- pebbleCrashHit{clone: c.disk.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: c.rng}),
-		applied: applied, first: first}
+		applied: applied, first: first, told: c.told.max.Load()}
 	<-c.release
 }
 
@@ -176,10 +199,11 @@ func (c *pebbleCrash) onLogWrite(armed *atomic.Pointer[pebbleCrash], node uint64
 	if c == nil || c.node != node || c.stage == crashInApply {
 		return
 	}
-	var first, applied uint64
+	var first uint64
+	var r *Replica
 	for _, lw := range ws {
 		if lw.r.rangeID == testRangeID && len(lw.m.GetEntries()) > 0 && first == 0 {
-			first, applied = lw.m.GetEntries()[0].GetIndex(), lw.r.applied.Load()
+			first, r = lw.m.GetEntries()[0].GetIndex(), lw.r
 		}
 	}
 	if first == 0 {
@@ -192,12 +216,12 @@ func (c *pebbleCrash) onLogWrite(armed *atomic.Pointer[pebbleCrash], node uint64
 		var held atomic.Bool
 		c.disk.setFault(func(op errorfs.Op) error {
 			if isWALSync(op) && held.CompareAndSwap(false, true) {
-				c.crash(applied, first)
+				c.crash(r.applied.Load(), first)
 			}
 			return nil
 		})
 	case c.stage == crashSynced && st == logDurable && armed.CompareAndSwap(c, nil):
-		c.crash(applied, first)
+		c.crash(r.applied.Load(), first)
 	}
 }
 
@@ -262,7 +286,7 @@ func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader bool) {
 			victim = pc.nodes[1]
 		}
 	}
-	c := &pebbleCrash{node: victim, stage: stage, from: ld.applied.Load() + 1, disk: pc.disks[victim],
+	c := &pebbleCrash{node: victim, stage: stage, from: ld.applied.Load() + 1, disk: pc.disks[victim], told: pc.told[victim],
 		isolate: func() {
 			for _, id := range pc.nodes {
 				pc.net.SetCut(victim, id, true)
@@ -308,6 +332,28 @@ func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader bool) {
 			t.Errorf("at the crash point: %s", msg)
 		}
 		closeAll(t, imgs)
+	}
+	// What the node counts or told a leader it holds is durable: a
+	// follower's acknowledgements, and a leader's own match index (read
+	// while its writer is held, so its durable log cannot grow; in apply
+	// the scheduler holds the replica).
+	claimed := hit.told
+	if leader && stage != crashInApply {
+		ld.mu.Lock()
+		claimed = max(claimed, ld.mu.raw.Status().Progress[ld.mu.replicaID].Match)
+		ld.mu.Unlock()
+	}
+	if claimed > 0 {
+		img := openPebbleDisk(t, c.disk.fs.CrashClone(vfs.CrashCloneCfg{}))
+		if e, applied := durableEntry(img.eng, claimed); e == nil && !applied {
+			t.Errorf("node %d counted or acknowledged index %d at the crash point, which is not durable in its log", victim, claimed)
+		}
+		img.close(t)
+	}
+	if t.Failed() {
+		// Restarting from a crash point that broke these would only make
+		// raft panic on the lost entries, taking the test binary with it.
+		t.FailNow()
 	}
 
 	s := pc.stores[victim]
