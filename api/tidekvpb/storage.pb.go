@@ -1062,7 +1062,7 @@ func (x *LogGuard) GetClearEnd() []byte {
 	return nil
 }
 
-// LogTimestamp is an HLC timestamp (internal/hlc) in a Raft command.
+// LogTimestamp is an HLC timestamp (api/hlc) in a Raft command.
 type LogTimestamp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	WallNanos     int64                  `protobuf:"varint,1,opt,name=wall_nanos,json=wallNanos,proto3" json:"wall_nanos,omitempty"`

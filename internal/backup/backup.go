@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/internal/keyspace"
 )
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/internal/keyspace"
 )
 

@@ -10,7 +10,7 @@
 // each range's data layout (unversioned, or versioned through internal/mvcc
 // from log version 4, layout.go).
 //
-// It may import api/tidekvpb, internal/hlc, internal/keys, internal/mvcc,
+// It may import api/tidekvpb, api/hlc, internal/keys, internal/mvcc,
 // internal/storage and the raft library. It does no networking itself: messages leave through the
 // Transport interface it defines.
 package raftstore
