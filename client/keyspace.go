@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 )
 
 // CreateKeySpace creates a named key space (docs/keyspaces.md) and returns
@@ -42,7 +43,7 @@ func (c *Client) KeySpaces(ctx context.Context) ([]*tidekvpb.KeySpace, error) {
 // written without a TTL get the key space's default TTL.
 type KeySpace struct {
 	c  *Client
-	ks keyspace.KeySpace
+	ks ksconfig.KeySpace
 }
 
 // KeySpace returns the view of the key space named name ("" or "default":
@@ -54,7 +55,7 @@ func (c *Client) KeySpace(ctx context.Context, name string) (*KeySpace, error) {
 	}
 	for _, k := range all {
 		if k.GetName() == name || (name == "" && k.GetId() == 0) {
-			return &KeySpace{c: c, ks: keyspace.FromAPI(k)}, nil
+			return &KeySpace{c: c, ks: ksconfig.FromAPI(k)}, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: no key space %q (tidekv ctl keyspace list shows them)", ErrInvalidArgument, name)

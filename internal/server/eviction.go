@@ -8,10 +8,11 @@ import (
 	"maps"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -87,7 +88,7 @@ func (s *Server) learnLocalKeySpaces(ctx context.Context) {
 	maps.DeleteFunc(s.evict.cursors, func(id uint64, _ []byte) bool { return !local[id] })
 }
 
-func (s *Server) evictKeySpace(ctx context.Context, ks keyspace.KeySpace) error {
+func (s *Server) evictKeySpace(ctx context.Context, ks ksconfig.KeySpace) error {
 	var rs []*raftstore.Replica
 	for _, r := range s.store.Replicas() {
 		if d := r.Desc(); d != nil && keyspace.Of(d.GetStartKey()) == ks.ID {

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/mvcc"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -20,7 +21,7 @@ import (
 // at the user ranges it leads on the versioned layout, each every
 // GC.Interval (a memory key space's every GC.MemoryInterval), and collects
 // those with enough garbage, proposing GC commands at the safe point
-// now − the range's GC TTL (its key space's, keyspace.Settings.GCTTLFor;
+// now − the range's GC TTL (its key space's, ksconfig.Settings.GCTTLFor;
 // Replica.GC, one chunk per Raft entry). A range is looked at
 // (mvcc.ComputeStats, one read of its data) only when it has been written
 // since the last look, or when the garbage its last pass had to keep
@@ -59,12 +60,12 @@ func DefaultGCConfig() GCConfig {
 		MinGarbageBytes: 1 << 20, MemoryMinGarbageBytes: 64 << 10}
 }
 
-// Validate checks the bounds (keyspace.MinGCTTL and MaxGCTTL: above the
+// Validate checks the bounds (ksconfig.MinGCTTL and MaxGCTTL: above the
 // clock offsets the HLC tolerates, at most a month).
 func (c GCConfig) Validate() error {
 	switch {
-	case c.TTL < keyspace.MinGCTTL || c.TTL > keyspace.MaxGCTTL:
-		return fmt.Errorf("gc-ttl must be between %v and %v, not %v", keyspace.MinGCTTL, keyspace.MaxGCTTL, c.TTL)
+	case c.TTL < ksconfig.MinGCTTL || c.TTL > ksconfig.MaxGCTTL:
+		return fmt.Errorf("gc-ttl must be between %v and %v, not %v", ksconfig.MinGCTTL, ksconfig.MaxGCTTL, c.TTL)
 	case c.Interval <= 0 || c.MemoryInterval <= 0:
 		return errors.New("the GC intervals must be positive")
 	case c.MinGarbageBytes < 0 || c.MemoryMinGarbageBytes < 0:
@@ -79,7 +80,7 @@ func (c GCConfig) tick() time.Duration { return min(c.Interval, c.MemoryInterval
 
 // gcPolicy is how the queue treats one range.
 type gcPolicy struct {
-	keyspace.GCTTL
+	ksconfig.GCTTL
 	every      time.Duration // how often the range is looked at
 	minGarbage int64         // the least garbage worth a pass, bytes
 }
@@ -95,9 +96,9 @@ func (s *Server) gcPolicyOf(start []byte, cfg GCConfig) gcPolicy {
 
 // gcPolicyFor is the policy of a range of key space k (the zero value
 // for one not known), given the longest a transaction may run.
-func gcPolicyFor(k keyspace.KeySpace, cfg GCConfig, txnMax time.Duration) gcPolicy {
+func gcPolicyFor(k ksconfig.KeySpace, cfg GCConfig, txnMax time.Duration) gcPolicy {
 	p := gcPolicy{GCTTL: k.GCTTLFor(cfg.TTL, txnMax), every: cfg.Interval, minGarbage: cfg.MinGarbageBytes}
-	if k.Engine == keyspace.Memory {
+	if k.Engine == ksconfig.Memory {
 		p.every, p.minGarbage = cfg.MemoryInterval, cfg.MemoryMinGarbageBytes
 	}
 	return p

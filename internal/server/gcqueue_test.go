@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/mvcc"
 )
 
@@ -182,18 +183,18 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 		!strings.Contains(err.Error(), "gc-ttl -1s must not be negative") {
 		t.Fatalf("negative gc-ttl: %v, want it refused", err)
 	}
-	made := map[string]keyspace.KeySpace{}
+	made := map[string]ksconfig.KeySpace{}
 	for _, k := range []*tidekvpb.KeySpace{{Name: "cache", Rf: 3, Engine: "memory", GcTtlMs: 1000}, {Name: "plain", Rf: 3, Engine: "memory"}, {Name: "docs", Rf: 3}} {
 		resp, err := c.CreateKeySpace(ctx, k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		made[k.Name] = keyspace.FromAPI(resp)
+		made[k.Name] = ksconfig.FromAPI(resp)
 	}
 	if made["cache"].GCTTL != time.Second || made["docs"].GCTTL != 0 {
 		t.Fatalf("created with gc-ttl %v and %v, want 1s and unset", made["cache"].GCTTL, made["docs"].GCTTL)
 	}
-	cat := keyspace.NewCatalogue([]keyspace.KeySpace{made["cache"], made["plain"], made["docs"]})
+	cat := ksconfig.NewCatalogue([]ksconfig.KeySpace{made["cache"], made["plain"], made["docs"]})
 	eventually(t, 30*time.Second, "ranges split at the key spaces' bounds", func() error { return checkKeySpaceRanges(ctx, c, cat) })
 	before := c.Now()
 	const keys, rounds = 5, 100
@@ -252,11 +253,11 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 // cluster's policy.
 func TestGCPolicyFor(t *testing.T) {
 	cfg := DefaultGCConfig()
-	mem := gcPolicyFor(keyspace.KeySpace{Settings: keyspace.Settings{Engine: keyspace.Memory}}, cfg, time.Minute)
+	mem := gcPolicyFor(ksconfig.KeySpace{Settings: ksconfig.Settings{Engine: ksconfig.Memory}}, cfg, time.Minute)
 	if mem.every != 10*time.Second || mem.minGarbage != 64<<10 || mem.TTL != time.Minute {
 		t.Fatalf("memory key space: every %v, min garbage %d, TTL %v", mem.every, mem.minGarbage, mem.TTL)
 	}
-	for _, k := range []keyspace.KeySpace{{Settings: keyspace.Settings{Engine: keyspace.Pebble}}, {}} {
+	for _, k := range []ksconfig.KeySpace{{Settings: ksconfig.Settings{Engine: ksconfig.Pebble}}, {}} {
 		p := gcPolicyFor(k, cfg, time.Minute)
 		if p.every != time.Minute || p.minGarbage != 1<<20 || p.TTL != 10*time.Minute {
 			t.Fatalf("%q key space: every %v, min garbage %d, TTL %v", k.Engine, p.every, p.minGarbage, p.TTL)
