@@ -12,5 +12,6 @@
 // inside a hashed one an 8-byte hash of the user's key comes first, so the
 // key space's ranges are intervals of hash values (docs/keyspaces.md).
 //
-// The package imports the standard library only.
+// The package imports the standard library only: it
+// imports nothing under internal/ (internal/lint).
 package keyspace
