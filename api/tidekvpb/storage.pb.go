@@ -677,7 +677,7 @@ func (x *MetaCommand) GetCreateKeyspace() *KeySpaceRecord {
 }
 
 // KeySpaceRecord is a key space as the meta range stores it
-// (internal/keyspace.Settings).
+// (internal/ksconfig.Settings).
 type KeySpaceRecord struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
