@@ -939,7 +939,7 @@ func (x *ErrorDetail) GetUncertainTimestamp() *Timestamp {
 	return nil
 }
 
-// A hybrid logical clock timestamp (internal/hlc): wall time in nanoseconds
+// A hybrid logical clock timestamp (api/hlc): wall time in nanoseconds
 // since the Unix epoch, then a logical counter. Absent means none (a node
 // or client from before HLC).
 type Timestamp struct {

@@ -3,8 +3,8 @@ package queue
 import (
 	"bytes"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/keyspace"
 )
 
 // Eviction is the eviction loop's memory between rounds: which key spaces

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/mvcc"
 )
 
@@ -13,7 +13,7 @@ import (
 // at the user ranges it leads on the versioned layout, each every
 // GC.Interval (a memory key space's every GC.MemoryInterval), and collects
 // those with enough garbage, proposing GC commands at the safe point
-// now − the range's GC TTL (its key space's, keyspace.Settings.GCTTLFor;
+// now − the range's GC TTL (its key space's, ksconfig.Settings.GCTTLFor;
 // Replica.GC, one chunk per Raft entry). A range is looked at
 // (mvcc.ComputeStats, one read of its data) only when it has been written
 // since the last look, or when the garbage its last pass had to keep
@@ -52,12 +52,12 @@ func DefaultGCConfig() GCConfig {
 		MinGarbageBytes: 1 << 20, MemoryMinGarbageBytes: 64 << 10}
 }
 
-// Validate checks the bounds (keyspace.MinGCTTL and MaxGCTTL: above the
+// Validate checks the bounds (ksconfig.MinGCTTL and MaxGCTTL: above the
 // clock offsets the HLC tolerates, at most a month).
 func (c GCConfig) Validate() error {
 	switch {
-	case c.TTL < keyspace.MinGCTTL || c.TTL > keyspace.MaxGCTTL:
-		return fmt.Errorf("gc-ttl must be between %v and %v, not %v", keyspace.MinGCTTL, keyspace.MaxGCTTL, c.TTL)
+	case c.TTL < ksconfig.MinGCTTL || c.TTL > ksconfig.MaxGCTTL:
+		return fmt.Errorf("gc-ttl must be between %v and %v, not %v", ksconfig.MinGCTTL, ksconfig.MaxGCTTL, c.TTL)
 	case c.Interval <= 0 || c.MemoryInterval <= 0:
 		return errors.New("the GC intervals must be positive")
 	case c.MinGarbageBytes < 0 || c.MemoryMinGarbageBytes < 0:
@@ -72,7 +72,7 @@ func (c GCConfig) Tick() time.Duration { return min(c.Interval, c.MemoryInterval
 
 // GCPolicy is how the queue treats one range.
 type GCPolicy struct {
-	keyspace.GCTTL
+	ksconfig.GCTTL
 	Every      time.Duration // how often the range is looked at
 	MinGarbage int64         // the least garbage worth a pass, bytes
 }
@@ -80,9 +80,9 @@ type GCPolicy struct {
 // GCPolicyFor is the policy of a range of key space k (the zero value for
 // one not known yet: the cluster's gc-ttl, which keeps at least a memory
 // default's history), given the longest a transaction may run.
-func GCPolicyFor(k keyspace.KeySpace, cfg GCConfig, txnMax time.Duration) GCPolicy {
+func GCPolicyFor(k ksconfig.KeySpace, cfg GCConfig, txnMax time.Duration) GCPolicy {
 	p := GCPolicy{GCTTL: k.GCTTLFor(cfg.TTL, txnMax), Every: cfg.Interval, MinGarbage: cfg.MinGarbageBytes}
-	if k.Engine == keyspace.Memory {
+	if k.Engine == ksconfig.Memory {
 		p.Every, p.MinGarbage = cfg.MemoryInterval, cfg.MemoryMinGarbageBytes
 	}
 	return p

@@ -9,7 +9,8 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/api/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/mvcc"
 )
 
@@ -51,13 +52,13 @@ func TestQueues(t *testing.T) {
 				}
 				return fmt.Sprintf("tick %v\n", cfg.Tick())
 			case "policy":
-				var k keyspace.KeySpace
+				var k ksconfig.KeySpace
 				k.Name = "docs"
 				switch a.str("engine") {
 				case "memory":
-					k.Engine = keyspace.Memory
+					k.Engine = ksconfig.Memory
 				case "pebble":
-					k.Engine = keyspace.Pebble
+					k.Engine = ksconfig.Pebble
 				}
 				if d := a.dur("gc-ttl", 0); d > 0 {
 					k.GCTTL = d

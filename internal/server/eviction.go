@@ -7,9 +7,10 @@ import (
 	"log"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cache"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -77,7 +78,7 @@ func (s *Server) learnLocalKeySpaces(ctx context.Context) {
 	s.queues.evict.KeepOnly(local)
 }
 
-func (s *Server) evictKeySpace(ctx context.Context, ks keyspace.KeySpace) error {
+func (s *Server) evictKeySpace(ctx context.Context, ks ksconfig.KeySpace) error {
 	var rs []*raftstore.Replica
 	for _, r := range s.store.Replicas() {
 		if d := r.Desc(); d != nil && keyspace.Of(d.GetStartKey()) == ks.ID {

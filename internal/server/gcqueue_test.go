@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 )
 
 // userTotalBytes sums the versioned bytes of the user ranges the nodes
@@ -154,18 +155,18 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 		!strings.Contains(err.Error(), "gc-ttl -1s must not be negative") {
 		t.Fatalf("negative gc-ttl: %v, want it refused", err)
 	}
-	made := map[string]keyspace.KeySpace{}
+	made := map[string]ksconfig.KeySpace{}
 	for _, k := range []*tidekvpb.KeySpace{{Name: "cache", Rf: 3, Engine: "memory", GcTtlMs: 1000}, {Name: "plain", Rf: 3, Engine: "memory"}, {Name: "docs", Rf: 3}} {
 		resp, err := c.CreateKeySpace(ctx, k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		made[k.Name] = keyspace.FromAPI(resp)
+		made[k.Name] = ksconfig.FromAPI(resp)
 	}
 	if made["cache"].GCTTL != time.Second || made["docs"].GCTTL != 0 {
 		t.Fatalf("created with gc-ttl %v and %v, want 1s and unset", made["cache"].GCTTL, made["docs"].GCTTL)
 	}
-	cat := keyspace.NewCatalogue([]keyspace.KeySpace{made["cache"], made["plain"], made["docs"]})
+	cat := ksconfig.NewCatalogue([]ksconfig.KeySpace{made["cache"], made["plain"], made["docs"]})
 	eventually(t, 30*time.Second, "ranges split at the key spaces' bounds", func() error { return checkKeySpaceRanges(ctx, c, cat) })
 	before := c.Now()
 	const keys, rounds = 5, 100

@@ -36,7 +36,7 @@ func (s *Server) httpNode() httpapi.Node {
 // httpPeers are the HTTP addresses of the other nodes in the directory.
 func (s *Server) httpPeers() []string {
 	var addrs []string
-	for _, n := range s.dir.list() {
+	for _, n := range s.dir.List() {
 		if n.GetNodeId() != s.NodeID() && n.GetHttpAddr() != "" {
 			addrs = append(addrs, n.GetHttpAddr())
 		}
