@@ -10,6 +10,6 @@
 // The memory of every queue is a Ranges[T]: per range, forgotten when the
 // node no longer leads the range.
 //
-// It imports internal/keys, internal/keyspace and internal/mvcc (types
+// It imports internal/keys, api/keyspace, internal/ksconfig and internal/mvcc (types
 // only); no I/O, no clock.
 package queue
