@@ -58,7 +58,7 @@ var rules = []rule{
 		says:       "imports no control, server or network code (internal/control, internal/server, internal/transport, internal/gossip)",
 	},
 	{
-		pkgs:   []string{"internal/placement", "internal/elastic", "internal/control", "internal/admission", "internal/retry"},
+		pkgs:   []string{"internal/placement", "internal/elastic", "internal/control", "internal/admission", "internal/retry", "internal/queue"},
 		forbid: []string{"net", "os", "os/exec", "net/http"},
 		says:   "imports no I/O package (net, os, os/exec, net/http)",
 	},

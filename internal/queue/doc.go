@@ -10,6 +10,7 @@
 // The memory of every queue is a Ranges[T]: per range, forgotten when the
 // node no longer leads the range.
 //
-// It imports internal/keys, api/keyspace, internal/ksconfig and internal/mvcc (types
-// only); no I/O, no clock.
+// It imports internal/keys, api/keyspace, internal/ksconfig and
+// internal/mvcc (types only) and reads no clock. It imports no I/O package
+// (net, os, os/exec, net/http) (internal/lint).
 package queue
