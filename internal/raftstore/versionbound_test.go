@@ -13,6 +13,8 @@ import (
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/mvcc"
 	"github.com/tidekv/tidekv/internal/storage"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // The bound holds only at the applied index it was recorded at; a new
@@ -113,31 +115,66 @@ func TestApplySkipsReadAboveVersionBound(t *testing.T) {
 	}
 }
 
-// Through migration, writes, a split, a merge, a snapshot to a new node
-// and a restart, every replica's bound is known and at or above every
-// version in its span, so no write it skips the read for can be too old.
-func TestVersionBoundThroughSplitMergeSnapshotRestart(t *testing.T) {
+// Every way a version can arrive at a range raises its bound on every
+// replica, checked right after each one, with each arrival's version the
+// newest of the range so that an arrival that did not raise the bound
+// leaves it below a version: migration of unversioned data, a write, a
+// transaction's intent, its resolution at a later commit timestamp, a
+// one-phase commit, a split (both halves), a write to the right half then
+// a merge into the left (the right's versions are the newer), a snapshot
+// to a new node, and a restart. (A restore writes through the client, so
+// it is the write path; an ingest is a snapshot's.)
+func TestVersionBoundRaisedOnEveryArrival(t *testing.T) {
 	tc := newTestCluster(t, 3)
-	tc.migrate(t, testRangeID)
-	tc.put("a", "1")
-	tc.put("x", "2")
-	tc.checkVersionBounds(t)
-	tc.splitAt(t, "m", 3)
-	tc.checkVersionBounds(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i := range 5 {
-		if _, err := tc.leader(3).Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("x"), Value: fmt.Appendf(nil, "%d", i)}}); err != nil {
+	check := func(arrival string) {
+		t.Helper()
+		t.Logf("after %s", arrival)
+		tc.checkVersionBounds(t)
+	}
+	tc.put("a", "unversioned")
+	tc.migrate(t, testRangeID)
+	check("the migration")
+	tc.put("b", "1")
+	tc.put("x", "1")
+	check("writes")
+
+	r := tc.leader(testRangeID)
+	ref := &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("c")}
+	wrote, err := r.WriteIntents(ctx, ref, r.store.hlc.Now(), []*tidekvpb.WriteOp{{Key: []byte("c"), Value: []byte("1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("an intent")
+	// Committed above its intent: the resolved version is the newest.
+	commitTS := hlc.Timestamp{WallTime: wrote.WallTime + int64(time.Millisecond)}
+	if err := tc.leader(testRangeID).ResolveIntents(ctx, ref, [][]byte{[]byte("c")}, tidekvpb.TxnStatus_TXN_COMMITTED, commitTS); err != nil {
+		t.Fatal(err)
+	}
+	check("a resolution")
+	for tc.leader(testRangeID).store.hlc.Now().Less(commitTS) {
+		time.Sleep(time.Millisecond)
+	}
+	r = tc.leader(testRangeID)
+	if _, err := r.CommitOnePhase(ctx, []byte("U"), r.store.hlc.Now(), nil, nil, []*tidekvpb.WriteOp{{Key: []byte("d"), Value: []byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	check("a one-phase commit")
+
+	tc.splitAt(t, "m", 3)
+	check("a split")
+	for i := range 3 {
+		if _, err := tc.leader(3).Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("y"), Value: fmt.Appendf(nil, "%d", i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tc.checkVersionBounds(t)
+	check("writes to the right half")
 	frozen := tc.freezeEverywhere(t, 3, testRangeID)
 	if _, err := tc.leader(testRangeID).Merge(ctx, frozen); err != nil {
 		t.Fatal(err)
 	}
-	tc.checkVersionBounds(t)
+	check("a merge")
 
 	n4 := tc.addNode()
 	if _, err := tc.leader(testRangeID).ChangeReplicas(ctx, n4, 0); err != nil {
@@ -147,10 +184,11 @@ func TestVersionBoundThroughSplitMergeSnapshotRestart(t *testing.T) {
 		r := tc.stores[n4].GetReplica(testRangeID)
 		return r != nil && r.SnapshotsApplied() > 0
 	})
-	tc.checkVersionBounds(t)
+	check("a snapshot")
+	tc.put("z", "1")
 	tc.crash(2)
 	tc.restart(2)
-	tc.checkVersionBounds(t)
+	check("a restart")
 }
 
 // checkVersionBounds waits until every replica of every range has
@@ -257,5 +295,77 @@ func BenchmarkApplyOverwrites(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// entryOf is a normal log entry at index carrying cmd.
+func entryOf(t *testing.T, index uint64, cmd *tidekvpb.RaftCommand) *raftpb.Entry {
+	t.Helper()
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raftpb.Entry{Type: raftpb.EntryNormal.Enum(), Index: new(index), Term: new(uint64(1)), Data: data}
+}
+
+// persistedVersionBound is the bound range id's persisted state holds.
+func persistedVersionBound(t *testing.T, eng storage.Reader, id uint64) versionBound {
+	t.Helper()
+	st, err := loadReplicaState(eng, id)
+	if err != nil || st == nil {
+		t.Fatalf("range %d's state: %v, %v", id, st, err)
+	}
+	return versionBoundOf(st)
+}
+
+// A split applied in the same round as a write before it: both halves
+// start with a known bound at or above that write, though the round's
+// end (where the bound is otherwise persisted) comes after the split.
+func TestVersionBoundSurvivesSplitInRound(t *testing.T) {
+	eng := storage.NewMem()
+	r := bareReplica(eng, "", "", true)
+	r.mu.state.AppliedIndex = 10
+	r.mu.versionBound = versionBound{ts: hlc.Timestamp{WallTime: 100}, known: true}
+	r.saveVersionBoundLocked()
+	ab := newApplyBatch(eng)
+	r.applyCommittedLocked(ab, []*raftpb.Entry{
+		entryOf(t, 11, at(500, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("x", "1")}})),
+		entryOf(t, 12, &tidekvpb.RaftCommand{Split: &tidekvpb.SplitCommand{SplitKey: []byte("m"), NewRangeId: 3}}),
+	})
+	if err := ab.commit(); err != nil {
+		t.Fatal(err)
+	}
+	written := hlc.Timestamp{WallTime: 500}
+	for _, id := range []uint64{2, 3} {
+		if b := persistedVersionBound(t, eng, id); !b.known || b.ts.Less(written) {
+			t.Errorf("range %d starts with bound %+v, want known and at or above the write at %s", id, b, written)
+		}
+	}
+	if b := r.mu.versionBound; !b.known || b.ts.Less(written) {
+		t.Errorf("the left half's bound in memory: %+v", b)
+	}
+}
+
+// An apply that flushes in the middle of a round (an intent write must be
+// readable by the entries after it) persists the bound with the writes it
+// flushes: a crash before the round's end must not find those writes
+// under a bound that is known and below them.
+func TestVersionBoundPersistedWithMidRoundFlush(t *testing.T) {
+	eng := storage.NewMem()
+	r := bareReplica(eng, "", "", true)
+	r.mu.state.AppliedIndex = 10
+	r.mu.versionBound = versionBound{ts: hlc.Timestamp{WallTime: 100}, known: true}
+	r.saveVersionBoundLocked()
+	ab := newApplyBatch(eng)
+	r.applyCommittedLocked(ab, []*raftpb.Entry{entryOf(t, 11, at(500, &tidekvpb.RaftCommand{Txn: &tidekvpb.TxnCommand{
+		Op: tidekvpb.TxnCommand_WRITE_INTENTS, Txn: &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("k")}, Writes: []*tidekvpb.LogWrite{putOp("k", "1")}}}))})
+	// The crash: the round's batch is never committed; what the flush
+	// wrote is on disk.
+	newest := newestVersion(t, eng, r.mu.state.GetDesc())
+	if newest.Less(hlc.Timestamp{WallTime: 500}) {
+		t.Fatalf("the flush wrote no intent (newest version %s)", newest)
+	}
+	if b := persistedVersionBound(t, eng, 2); b.known && b.ts.Less(newest) {
+		t.Fatalf("after a crash mid-round the bound is %s and known, below the flushed intent at %s", b.ts, newest)
 	}
 }
