@@ -239,21 +239,9 @@ func (tc *testCluster) versionBoundProblems(t *testing.T) []string {
 // newestVersion is the highest timestamp among the versions in d's span.
 func newestVersion(t *testing.T, eng storage.Reader, d *tidekvpb.RangeDescriptor) hlc.Timestamp {
 	t.Helper()
-	lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
-	it, err := eng.NewIter(lo, hi)
+	newest, err := newestVersionIn(eng, d.GetStartKey(), d.GetEndKey())
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer it.Close()
-	var newest hlc.Timestamp
-	for ok := it.First(); ok; ok = it.Next() {
-		_, ts, err := mvcc.DecodeKey(it.Key())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if newest.Less(ts) {
-			newest = ts
-		}
 	}
 	return newest
 }
@@ -367,5 +355,99 @@ func TestVersionBoundPersistedWithMidRoundFlush(t *testing.T) {
 	}
 	if b := persistedVersionBound(t, eng, 2); b.known && b.ts.Less(newest) {
 		t.Fatalf("after a crash mid-round the bound is %s and known, below the flushed intent at %s", b.ts, newest)
+	}
+}
+
+// A bound left unknown (here as a binary that does not keep it leaves
+// it: state without it, on every node) is known again after a GC pass
+// of several chunks, at or above every version, including those written
+// before it went unknown.
+func TestVersionBoundReestablishedByGC(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.GCChunkVersions = 2 })
+	tc.migrate(t, testRangeID)
+	for i := range 4 {
+		for _, k := range []string{"a", "f", "k", "p", "u"} {
+			tc.put(k, fmt.Sprint(i))
+		}
+	}
+	tc.checkVersionBounds(t)
+	for _, id := range tc.nodes {
+		tc.crash(id)
+		st, err := loadReplicaState(tc.engines[id], testRangeID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recordVersionBound(st, versionBound{})
+		b := tc.engines[id].NewBatch()
+		if err := putProto(b, keys.ReplicaStateKey(testRangeID), st); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		tc.restart(id)
+	}
+	for _, id := range tc.nodes {
+		r := tc.stores[id].GetReplica(testRangeID)
+		r.mu.Lock()
+		b := r.mu.versionBound
+		r.mu.Unlock()
+		if b.known {
+			t.Fatalf("node %d: bound %+v known after its state lost it", id, b)
+		}
+	}
+	l := tc.leader(testRangeID)
+	if res := tc.gcAt(t, testRangeID, l.store.hlc.Now()); res.Chunks < 2 {
+		t.Fatalf("the GC pass ran %d chunks, want several", res.Chunks)
+	}
+	tc.checkVersionBounds(t)
+}
+
+// The scan makes a bound known only over one pass of consecutive chunks
+// from the range's start to its end with no snapshot in between: a chunk
+// that skips keys, or data replaced under the scan, leaves it unknown.
+func TestVersionBoundScanNeedsWholePass(t *testing.T) {
+	eng := storage.NewMem()
+	put := func(k string, wall int64) {
+		t.Helper()
+		b := eng.NewBatch()
+		defer b.Close()
+		if err := mvcc.Put(b, keys.VersionedKey([]byte(k)), hlc.Timestamp{WallTime: wall}, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", 100)
+	put("m", 300)
+	put("x", 200)
+	r := bareReplica(eng, "", "", true)
+	r.mu.state.AppliedIndex = 10
+	r.loadVersionBoundLocked()
+	chunk := func(start, next string) versionBound {
+		var n []byte
+		if next != "" {
+			n = []byte(next)
+		}
+		r.scanChunkForVersionBoundLocked(eng, []byte(start), n)
+		return r.mu.versionBound
+	}
+	if b := chunk("", "m"); b.known {
+		t.Fatalf("known after the first chunk: %+v", b)
+	}
+	if b := chunk("q", ""); b.known {
+		t.Fatalf("known after a pass that skipped [m, q): %+v", b)
+	}
+	chunk("", "m")
+	put("c", 900) // a snapshot replaces the data under the scan
+	r.loadVersionBoundLocked()
+	if b := chunk("m", ""); b.known {
+		t.Fatalf("known after a pass across a snapshot: %+v", b)
+	}
+	chunk("", "m")
+	if b := chunk("m", ""); !b.known || b.ts != (hlc.Timestamp{WallTime: 900}) {
+		t.Fatalf("after a whole pass: %+v, want known at 900", b)
 	}
 }
