@@ -140,8 +140,9 @@ func (r *Replica) scanChunkForVersionBoundLocked(eng storage.Reader, start, next
 	*s = boundScan{}
 }
 
-// newestVersionIn is the highest timestamp among the versions of user
-// keys [start, end) (end nil: unbounded).
+// newestVersionIn is the highest timestamp among the versions (intents
+// included, transaction records not) of user keys [start, end) (end nil:
+// unbounded).
 func newestVersionIn(eng storage.Reader, start, end []byte) (hlc.Timestamp, error) {
 	lo, hi := keys.VersionedSpan(start, end)
 	it, err := eng.NewIter(mvcc.EngineSpan(lo, hi))
@@ -150,6 +151,9 @@ func newestVersionIn(eng storage.Reader, start, end []byte) (hlc.Timestamp, erro
 	}
 	var newest hlc.Timestamp
 	for ok := it.First(); ok; ok = it.Next() {
+		if mvcc.IsRecordKey(it.Key()) {
+			continue // a transaction's record, beside its anchor's versions
+		}
 		_, ts, err := mvcc.DecodeKey(it.Key())
 		if err != nil {
 			it.Close()
