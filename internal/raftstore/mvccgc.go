@@ -140,6 +140,7 @@ func (r *Replica) applyGCLocked(ab *applyBatch, c *tidekvpb.GCCommand) applyResu
 	if resume != nil {
 		resume = keys.UserKey(resume)
 	}
+	r.scanChunkForVersionBoundLocked(ab.eng, start, resume)
 	r.store.stats.GCCommandsApplied.Add(1)
 	r.store.stats.GCVersionsRemoved.Add(uint64(st.Versions))
 	r.store.stats.GCBytesRemoved.Add(uint64(st.Bytes))

@@ -93,6 +93,9 @@ type Replica struct {
 		// versionBound bounds the timestamps of the range's versions
 		// (versionbound.go), kept as writes apply.
 		versionBound versionBound
+		// boundScan re-establishes an unknown versionBound over a GC
+		// pass (versionbound.go).
+		boundScan boundScan
 		// logLast is the last log index written or queued for the log
 		// writer.
 		logLast   uint64

@@ -1,8 +1,14 @@
 package raftstore
 
 import (
+	"bytes"
+	"log"
+
 	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/mvcc"
+	"github.com/tidekv/tidekv/internal/storage"
 )
 
 // The version bound is an upper bound on the timestamps of a range's
@@ -63,6 +69,7 @@ func (b versionBound) merged(o versionBound) versionBound {
 // loaded or from a snapshot).
 func (r *Replica) loadVersionBoundLocked() {
 	r.mu.versionBound = versionBoundOf(r.mu.state)
+	r.mu.boundScan = boundScan{} // the data it read may be gone
 	b := r.mu.versionBound
 	r.versionBound.Store(&b)
 }
@@ -82,4 +89,77 @@ func (r *Replica) publishedVersionBound() versionBound {
 		return *b
 	}
 	return versionBound{}
+}
+
+// An unknown bound would otherwise stay unknown for good: later writes
+// raise its timestamp but cannot vouch for the versions already there. A
+// GC pass reads a range's versions anyway, chunk by chunk in key order
+// from the range's start; while the bound is unknown, each chunk also
+// notes the newest version it covers, and a pass that reaches the range's
+// end makes the bound known: every version was in a chunk when it was
+// read or arrived later and raised the bound's timestamp as it applied
+// (a merge's right half lies past the left's keys, so later chunks read
+// it; a snapshot replaces the data and ends the scan). Only while the
+// bound is unknown does GC read its chunks twice.
+type boundScan struct {
+	active bool
+	next   []byte // the user key the next chunk must start at
+	newest hlc.Timestamp
+}
+
+// scanChunkForVersionBoundLocked takes a GC chunk of user keys [start,
+// next) (next nil: to the range's end), read from eng.
+func (r *Replica) scanChunkForVersionBoundLocked(eng storage.Reader, start, next []byte) {
+	s := &r.mu.boundScan
+	d := r.mu.state.GetDesc()
+	switch {
+	case r.mu.versionBound.known:
+		*s = boundScan{}
+		return
+	case bytes.Equal(start, d.GetStartKey()):
+		*s = boundScan{active: true}
+	case !s.active || !bytes.Equal(start, s.next):
+		*s = boundScan{} // not the chunk the scan is at: wait for a new pass
+		return
+	}
+	end := next
+	if end == nil {
+		end = d.GetEndKey()
+	}
+	newest, err := newestVersionIn(eng, start, end)
+	if err != nil {
+		log.Fatalf("range %d: read during apply: %v", r.rangeID, err)
+	}
+	s.newest = maxTS(s.newest, newest)
+	if next != nil {
+		s.next = next
+		return
+	}
+	r.mu.versionBound.note(s.newest)
+	r.mu.versionBound.known = true
+	*s = boundScan{}
+}
+
+// newestVersionIn is the highest timestamp among the versions (intents
+// included, transaction records not) of user keys [start, end) (end nil:
+// unbounded).
+func newestVersionIn(eng storage.Reader, start, end []byte) (hlc.Timestamp, error) {
+	lo, hi := keys.VersionedSpan(start, end)
+	it, err := eng.NewIter(mvcc.EngineSpan(lo, hi))
+	if err != nil {
+		return hlc.Timestamp{}, err
+	}
+	var newest hlc.Timestamp
+	for ok := it.First(); ok; ok = it.Next() {
+		if mvcc.IsRecordKey(it.Key()) {
+			continue // a transaction's record, beside its anchor's versions
+		}
+		_, ts, err := mvcc.DecodeKey(it.Key())
+		if err != nil {
+			it.Close()
+			return hlc.Timestamp{}, err
+		}
+		newest = maxTS(newest, ts)
+	}
+	return newest, it.Close()
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/mvcc"
 	"github.com/tidekv/tidekv/internal/storage"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // The bound holds only at the applied index it was recorded at; a new
@@ -113,31 +115,66 @@ func TestApplySkipsReadAboveVersionBound(t *testing.T) {
 	}
 }
 
-// Through migration, writes, a split, a merge, a snapshot to a new node
-// and a restart, every replica's bound is known and at or above every
-// version in its span, so no write it skips the read for can be too old.
-func TestVersionBoundThroughSplitMergeSnapshotRestart(t *testing.T) {
+// Every way a version can arrive at a range raises its bound on every
+// replica, checked right after each one, with each arrival's version the
+// newest of the range so that an arrival that did not raise the bound
+// leaves it below a version: migration of unversioned data, a write, a
+// transaction's intent, its resolution at a later commit timestamp, a
+// one-phase commit, a split (both halves), a write to the right half then
+// a merge into the left (the right's versions are the newer), a snapshot
+// to a new node, and a restart. (A restore writes through the client, so
+// it is the write path; an ingest is a snapshot's.)
+func TestVersionBoundRaisedOnEveryArrival(t *testing.T) {
 	tc := newTestCluster(t, 3)
-	tc.migrate(t, testRangeID)
-	tc.put("a", "1")
-	tc.put("x", "2")
-	tc.checkVersionBounds(t)
-	tc.splitAt(t, "m", 3)
-	tc.checkVersionBounds(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i := range 5 {
-		if _, err := tc.leader(3).Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("x"), Value: fmt.Appendf(nil, "%d", i)}}); err != nil {
+	check := func(arrival string) {
+		t.Helper()
+		t.Logf("after %s", arrival)
+		tc.checkVersionBounds(t)
+	}
+	tc.put("a", "unversioned")
+	tc.migrate(t, testRangeID)
+	check("the migration")
+	tc.put("b", "1")
+	tc.put("x", "1")
+	check("writes")
+
+	r := tc.leader(testRangeID)
+	ref := &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("c")}
+	wrote, err := r.WriteIntents(ctx, ref, r.store.hlc.Now(), []*tidekvpb.WriteOp{{Key: []byte("c"), Value: []byte("1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("an intent")
+	// Committed above its intent: the resolved version is the newest.
+	commitTS := hlc.Timestamp{WallTime: wrote.WallTime + int64(time.Millisecond)}
+	if err := tc.leader(testRangeID).ResolveIntents(ctx, ref, [][]byte{[]byte("c")}, tidekvpb.TxnStatus_TXN_COMMITTED, commitTS); err != nil {
+		t.Fatal(err)
+	}
+	check("a resolution")
+	for tc.leader(testRangeID).store.hlc.Now().Less(commitTS) {
+		time.Sleep(time.Millisecond)
+	}
+	r = tc.leader(testRangeID)
+	if _, err := r.CommitOnePhase(ctx, []byte("U"), r.store.hlc.Now(), nil, nil, []*tidekvpb.WriteOp{{Key: []byte("d"), Value: []byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	check("a one-phase commit")
+
+	tc.splitAt(t, "m", 3)
+	check("a split")
+	for i := range 3 {
+		if _, err := tc.leader(3).Write(ctx, []*tidekvpb.WriteOp{{Key: []byte("y"), Value: fmt.Appendf(nil, "%d", i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tc.checkVersionBounds(t)
+	check("writes to the right half")
 	frozen := tc.freezeEverywhere(t, 3, testRangeID)
 	if _, err := tc.leader(testRangeID).Merge(ctx, frozen); err != nil {
 		t.Fatal(err)
 	}
-	tc.checkVersionBounds(t)
+	check("a merge")
 
 	n4 := tc.addNode()
 	if _, err := tc.leader(testRangeID).ChangeReplicas(ctx, n4, 0); err != nil {
@@ -147,10 +184,11 @@ func TestVersionBoundThroughSplitMergeSnapshotRestart(t *testing.T) {
 		r := tc.stores[n4].GetReplica(testRangeID)
 		return r != nil && r.SnapshotsApplied() > 0
 	})
-	tc.checkVersionBounds(t)
+	check("a snapshot")
+	tc.put("z", "1")
 	tc.crash(2)
 	tc.restart(2)
-	tc.checkVersionBounds(t)
+	check("a restart")
 }
 
 // checkVersionBounds waits until every replica of every range has
@@ -201,21 +239,9 @@ func (tc *testCluster) versionBoundProblems(t *testing.T) []string {
 // newestVersion is the highest timestamp among the versions in d's span.
 func newestVersion(t *testing.T, eng storage.Reader, d *tidekvpb.RangeDescriptor) hlc.Timestamp {
 	t.Helper()
-	lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
-	it, err := eng.NewIter(lo, hi)
+	newest, err := newestVersionIn(eng, d.GetStartKey(), d.GetEndKey())
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer it.Close()
-	var newest hlc.Timestamp
-	for ok := it.First(); ok; ok = it.Next() {
-		_, ts, err := mvcc.DecodeKey(it.Key())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if newest.Less(ts) {
-			newest = ts
-		}
 	}
 	return newest
 }
@@ -257,5 +283,178 @@ func BenchmarkApplyOverwrites(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// entryOf is a normal log entry at index carrying cmd.
+func entryOf(t *testing.T, index uint64, cmd *tidekvpb.RaftCommand) *raftpb.Entry {
+	t.Helper()
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raftpb.Entry{Type: raftpb.EntryNormal.Enum(), Index: new(index), Term: new(uint64(1)), Data: data}
+}
+
+// persistedVersionBound is the bound range id's persisted state holds.
+func persistedVersionBound(t *testing.T, eng storage.Reader, id uint64) versionBound {
+	t.Helper()
+	st, err := loadReplicaState(eng, id)
+	if err != nil || st == nil {
+		t.Fatalf("range %d's state: %v, %v", id, st, err)
+	}
+	return versionBoundOf(st)
+}
+
+// A split applied in the same round as a write before it: both halves
+// start with a known bound at or above that write, though the round's
+// end (where the bound is otherwise persisted) comes after the split.
+func TestVersionBoundSurvivesSplitInRound(t *testing.T) {
+	eng := storage.NewMem()
+	r := bareReplica(eng, "", "", true)
+	r.mu.state.AppliedIndex = 10
+	r.mu.versionBound = versionBound{ts: hlc.Timestamp{WallTime: 100}, known: true}
+	r.saveVersionBoundLocked()
+	ab := newApplyBatch(eng)
+	r.applyCommittedLocked(ab, []*raftpb.Entry{
+		entryOf(t, 11, at(500, &tidekvpb.RaftCommand{Writes: []*tidekvpb.LogWrite{putOp("x", "1")}})),
+		entryOf(t, 12, &tidekvpb.RaftCommand{Split: &tidekvpb.SplitCommand{SplitKey: []byte("m"), NewRangeId: 3}}),
+	})
+	if err := ab.commit(); err != nil {
+		t.Fatal(err)
+	}
+	written := hlc.Timestamp{WallTime: 500}
+	for _, id := range []uint64{2, 3} {
+		if b := persistedVersionBound(t, eng, id); !b.known || b.ts.Less(written) {
+			t.Errorf("range %d starts with bound %+v, want known and at or above the write at %s", id, b, written)
+		}
+	}
+	if b := r.mu.versionBound; !b.known || b.ts.Less(written) {
+		t.Errorf("the left half's bound in memory: %+v", b)
+	}
+}
+
+// An apply that flushes in the middle of a round (an intent write must be
+// readable by the entries after it) persists the bound with the writes it
+// flushes: a crash before the round's end must not find those writes
+// under a bound that is known and below them.
+func TestVersionBoundPersistedWithMidRoundFlush(t *testing.T) {
+	eng := storage.NewMem()
+	r := bareReplica(eng, "", "", true)
+	r.mu.state.AppliedIndex = 10
+	r.mu.versionBound = versionBound{ts: hlc.Timestamp{WallTime: 100}, known: true}
+	r.saveVersionBoundLocked()
+	ab := newApplyBatch(eng)
+	r.applyCommittedLocked(ab, []*raftpb.Entry{entryOf(t, 11, at(500, &tidekvpb.RaftCommand{Txn: &tidekvpb.TxnCommand{
+		Op: tidekvpb.TxnCommand_WRITE_INTENTS, Txn: &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("k")}, Writes: []*tidekvpb.LogWrite{putOp("k", "1")}}}))})
+	// The crash: the round's batch is never committed; what the flush
+	// wrote is on disk.
+	newest := newestVersion(t, eng, r.mu.state.GetDesc())
+	if newest.Less(hlc.Timestamp{WallTime: 500}) {
+		t.Fatalf("the flush wrote no intent (newest version %s)", newest)
+	}
+	if b := persistedVersionBound(t, eng, 2); b.known && b.ts.Less(newest) {
+		t.Fatalf("after a crash mid-round the bound is %s and known, below the flushed intent at %s", b.ts, newest)
+	}
+}
+
+// A bound left unknown (here as a binary that does not keep it leaves
+// it: state without it, on every node) is known again after a GC pass
+// of several chunks, at or above every version, including those written
+// before it went unknown.
+func TestVersionBoundReestablishedByGC(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.GCChunkVersions = 2 })
+	tc.migrate(t, testRangeID)
+	for i := range 4 {
+		for _, k := range []string{"a", "f", "k", "p", "u"} {
+			tc.put(k, fmt.Sprint(i))
+		}
+	}
+	// A transaction's record lies among the versions (beside its anchor's)
+	// and is no version: the scan passes over it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := tc.leader(testRangeID).HeartbeatTxn(ctx, &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("k")}); err != nil {
+		t.Fatal(err)
+	}
+	tc.checkVersionBounds(t)
+	for _, id := range tc.nodes {
+		tc.crash(id)
+		st, err := loadReplicaState(tc.engines[id], testRangeID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recordVersionBound(st, versionBound{})
+		b := tc.engines[id].NewBatch()
+		if err := putProto(b, keys.ReplicaStateKey(testRangeID), st); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		tc.restart(id)
+	}
+	for _, id := range tc.nodes {
+		r := tc.stores[id].GetReplica(testRangeID)
+		r.mu.Lock()
+		b := r.mu.versionBound
+		r.mu.Unlock()
+		if b.known {
+			t.Fatalf("node %d: bound %+v known after its state lost it", id, b)
+		}
+	}
+	l := tc.leader(testRangeID)
+	if res := tc.gcAt(t, testRangeID, l.store.hlc.Now()); res.Chunks < 2 {
+		t.Fatalf("the GC pass ran %d chunks, want several", res.Chunks)
+	}
+	tc.checkVersionBounds(t)
+}
+
+// The scan makes a bound known only over one pass of consecutive chunks
+// from the range's start to its end with no snapshot in between: a chunk
+// that skips keys, or data replaced under the scan, leaves it unknown.
+func TestVersionBoundScanNeedsWholePass(t *testing.T) {
+	eng := storage.NewMem()
+	put := func(k string, wall int64) {
+		t.Helper()
+		b := eng.NewBatch()
+		defer b.Close()
+		if err := mvcc.Put(b, keys.VersionedKey([]byte(k)), hlc.Timestamp{WallTime: wall}, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", 100)
+	put("m", 300)
+	put("x", 200)
+	r := bareReplica(eng, "", "", true)
+	r.mu.state.AppliedIndex = 10
+	r.loadVersionBoundLocked()
+	chunk := func(start, next string) versionBound {
+		var n []byte
+		if next != "" {
+			n = []byte(next)
+		}
+		r.scanChunkForVersionBoundLocked(eng, []byte(start), n)
+		return r.mu.versionBound
+	}
+	if b := chunk("", "m"); b.known {
+		t.Fatalf("known after the first chunk: %+v", b)
+	}
+	if b := chunk("q", ""); b.known {
+		t.Fatalf("known after a pass that skipped [m, q): %+v", b)
+	}
+	chunk("", "m")
+	put("c", 900) // a snapshot replaces the data under the scan
+	r.loadVersionBoundLocked()
+	if b := chunk("m", ""); b.known {
+		t.Fatalf("known after a pass across a snapshot: %+v", b)
+	}
+	chunk("", "m")
+	if b := chunk("m", ""); !b.known || b.ts != (hlc.Timestamp{WallTime: 900}) {
+		t.Fatalf("after a whole pass: %+v, want known at 900", b)
 	}
 }
