@@ -86,7 +86,7 @@ anomaly_kinds.`,
 	f.IntVar(&c.Keys, "keys", c.Keys, "keys the workload's clients share")
 	f.StringVar(&c.Workload, "workload", "kv", "what the clients run: kv (single-key operations, checked for linearizability) or txn (transactions, checked for anomalies)")
 	f.StringVar(&txnWorkload, "txn-workload", txnWorkload, "with --workload txn: list-append or register")
-	f.StringVar(&c.Break, "break", "", "TESTING ONLY, with --workload txn: run every node with a deliberately broken transaction mode (skip-refresh, skip-tscache), which the check must catch: a schedule passes when it finds anomalies")
+	f.StringVar(&c.Break, "break", "", "TESTING ONLY, with --workload txn: run every node with a deliberately broken transaction mode (skip-refresh, skip-tscache, client-clock), which the check must catch: a schedule passes when it finds anomalies")
 	_ = f.MarkHidden("break")
 	f.IntVar(&c.BasePort, "base-port", c.BasePort, "first port of the cluster's port blocks")
 	f.StringVar(&c.DataDir, "data-dir", c.DataDir, "parent directory of each schedule's (removed) cluster directory")
