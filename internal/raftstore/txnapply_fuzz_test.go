@@ -141,7 +141,7 @@ func refusedAtApply(err error) bool {
 		rce *ReadChangedError
 		gce *GCThresholdError
 	)
-	return errors.Is(err, ErrInvalidRequest) || errors.As(err, &km) || errors.As(err, &ie) || errors.As(err, &wto) ||
+	return errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrLogVersion) || errors.As(err, &km) || errors.As(err, &ie) || errors.As(err, &wto) ||
 		errors.As(err, &tse) || errors.As(err, &rce) || errors.As(err, &gce)
 }
 
