@@ -88,6 +88,7 @@ anomaly_kinds.`,
 	f.StringVar(&txnWorkload, "txn-workload", txnWorkload, "with --workload txn: list-append or register")
 	f.StringVar(&c.Break, "break", "", "TESTING ONLY, with --workload txn: run every node with a deliberately broken transaction mode (skip-refresh, skip-tscache, client-clock), which the check must catch: a schedule passes when it finds anomalies")
 	_ = f.MarkHidden("break")
+	f.DurationVar(&c.ClientLag, "client-clock-lag", 0, "the workload client's wall clock runs this far behind the nodes' (beyond --max-offset no answer moves it on, so every read timestamp it proposes is stale)")
 	f.IntVar(&c.BasePort, "base-port", c.BasePort, "first port of the cluster's port blocks")
 	f.StringVar(&c.DataDir, "data-dir", c.DataDir, "parent directory of each schedule's (removed) cluster directory")
 	f.DurationVar(&c.ConvergeWithin, "converge-within", c.ConvergeWithin, "bound on the wait for full replication after the last fault")
