@@ -121,7 +121,7 @@ func addServerFlags(f *pflag.FlagSet, cfg *server.Config, o *serverOpts) {
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")
 	_ = f.MarkHidden("testing-stale-reads")
 	f.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve Go's CPU, heap and other profiles on /debug/pprof/ of the HTTP address (to admins on a secure node); off by default")
-	f.Var(breaksFlag{&cfg.Raft.TestingBreaks}, "testing-break", "TESTING ONLY: commit transactions in a deliberately broken mode, comma-separated: skip-refresh, skip-tscache (breaks serializability; the anomaly checker's negative controls)")
+	f.Var(breaksFlag{&cfg.Raft.TestingBreaks}, "testing-break", "TESTING ONLY: commit transactions in a deliberately broken mode, comma-separated: skip-refresh, skip-tscache, client-clock (breaks serializability; the anomaly checker's negative controls)")
 	_ = f.MarkHidden("testing-break")
 	f.BoolVar(&cfg.FaultInjection, "enable-fault-injection", false, "TESTING ONLY, off by default: serve /debug/faults on the HTTP address to loopback callers (admins on a secure node), through which chaos runs (tidekv bench chaos) cut this node's Raft traffic with its peers, offset its lease clock and slow its disk")
 }

@@ -46,6 +46,11 @@ type ChaosConfig struct {
 	// deliberately broken transaction mode (raftstore.Breaks), which the
 	// check must catch.
 	Break string
+	// ClientLag sets the workload client's wall clock this far behind the
+	// nodes' (0: the same). Beyond the nodes' max offset no answer moves
+	// its clock on, so every read timestamp it proposes is stale: the
+	// cluster must not read at it (--break client-clock does).
+	ClientLag time.Duration
 	// CertsDir, when set, runs secure clusters: every node gets it as
 	// --certs-dir and UsersFile as --users-file, and the run reaches them
 	// as root (client.root.crt in it) and its fault endpoints over HTTPS.
@@ -75,6 +80,8 @@ func (c ChaosConfig) Validate() error {
 		return fmt.Errorf("chaos: unknown workload %q (kv or txn)", c.Workload)
 	case c.Break != "" && c.Workload != "txn":
 		return errors.New("chaos: a break is of transactions: it needs the txn workload")
+	case c.ClientLag < 0:
+		return errors.New("chaos: the client's clock lag must not be negative")
 	case c.UsersFile != "" && c.CertsDir == "":
 		return errors.New("chaos: a users file needs a certs dir: insecure nodes authenticate no one")
 	}
@@ -281,6 +288,7 @@ func startCluster(ctx context.Context, c ChaosConfig, dir string) (*launcher.Clu
 		lcfg.ExtraArgs = append(lcfg.ExtraArgs, "--dead-node-grace", grace.String())
 	}
 	ccfg := client.DefaultConfig()
+	ccfg.WallClock = laggingClock(c.ClientLag)
 	if c.CertsDir != "" {
 		var err error
 		if ccfg.TLS, err = chaosTLS(c.CertsDir); err != nil {
@@ -472,3 +480,8 @@ func replicatedErr(resp *tidekvpb.RangesResponse, live map[uint64]bool, strict b
 	}
 	return nil
 }
+
+// laggingClock is the system clock, this far behind.
+type laggingClock time.Duration
+
+func (l laggingClock) Now() time.Time { return time.Now().Add(-time.Duration(l)) }

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,21 @@ func (s *Store) Now() time.Time { return s.clock.Now() }
 // HLC is the node's hybrid logical clock, over Config.Clock and bounded by
 // Config.MaxClockOffset.
 func (s *Store) HLC() *hlc.Clock { return s.hlc }
+
+// admitTimestamp folds ts, the timestamp a request reads or writes at
+// (what names it), into the node's clock, and refuses the request with
+// ErrInvalidRequest (INVALID_ARGUMENT, which no client retries) when ts is
+// more than the maximum offset ahead of this node's clock: no clock within
+// the offset assumption could have produced it. Refused as unavailable, it
+// was retried until real time caught up with it and then written, at a
+// timestamp the cluster never handed out.
+func (s *Store) admitTimestamp(ts hlc.Timestamp, what string) error {
+	if _, err := s.hlc.Update(ts); err != nil {
+		return fmt.Errorf("%w: %s timestamp %s is in the future, more than the maximum clock offset %v ahead of node %d's clock",
+			ErrInvalidRequest, what, ts, s.hlc.MaxOffset(), s.nodeID)
+	}
+	return nil
+}
 
 // SetClockTrusted records the offset monitor's judgement of this node's
 // clock. While it is untrusted (reason says why) no replica of the store

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -72,12 +74,23 @@ import (
 // matches the expected one (or, under -rewrite, until it stops changing), so
 // files describe converged states without fixed sleeps.
 func TestDataDriven(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		d := &ddDriver{fileT: t}
-		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-			return d.run(t, td)
+	files, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Name() == "fuzz" {
+			continue // Go's seed corpus of the fuzz tests, not scenarios
+		}
+		t.Run(f.Name(), func(t *testing.T) {
+			datadriven.Walk(t, filepath.Join("testdata", f.Name()), func(t *testing.T, path string) {
+				d := &ddDriver{fileT: t}
+				datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+					return d.run(t, td)
+				})
+			})
 		})
-	})
+	}
 }
 
 // ddDriver holds one scenario file's cluster. The cluster belongs to the

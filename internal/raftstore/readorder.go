@@ -245,9 +245,8 @@ func (r *Replica) checkReadAt(ctx context.Context, ro ReadOptions, spans []keySp
 	if err := r.checkGCThreshold(ts); err != nil {
 		return err
 	}
-	if _, err := r.store.hlc.Update(ts); err != nil {
-		return fmt.Errorf("%w: read timestamp %s is in the future, more than the maximum clock offset %v ahead of node %d's clock",
-			ErrInvalidRequest, ts, r.store.hlc.MaxOffset(), r.store.nodeID)
+	if err := r.store.admitTimestamp(ts, "read"); err != nil {
+		return err
 	}
 	if ro.Mode != tidekvpb.ReadMode_LINEARIZABLE && !r.leaseCovers() {
 		return r.checkFollowerReadAt(ts)

@@ -124,7 +124,7 @@ func (r *Replica) WriteIntents(ctx context.Context, txn *tidekvpb.TxnRef, writeT
 	if err := r.checkKey(ks...); err != nil {
 		return hlc.Timestamp{}, err
 	}
-	if _, err := r.store.hlc.Update(writeTS); err != nil {
+	if err := r.store.admitTimestamp(writeTS, "write"); err != nil {
 		return hlc.Timestamp{}, err
 	}
 	spans := make([]keySpan, len(ks))

@@ -40,7 +40,7 @@ func (r *Replica) CommitOnePhase(ctx context.Context, txn []byte, readTS hlc.Tim
 	if err := r.checkGCThreshold(readTS); err != nil {
 		return hlc.Timestamp{}, err
 	}
-	if _, err := r.store.hlc.Update(readTS); err != nil {
+	if err := r.store.admitTimestamp(readTS, "read"); err != nil {
 		return hlc.Timestamp{}, err
 	}
 	l, waits := r.order.stampReading(wspans, rspans, maxTS(r.store.hlc.Now(), readTS), string(txn))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -255,5 +256,46 @@ func TestTxnEndNeedsItsOwner(t *testing.T) {
 	// an error shows names no transaction another token can reach.
 	if a, b := (owner{token: token}).txnID(id), (owner{token: []byte("x")}).txnID(id); slices.Equal(a, b) || slices.Equal(a, id) {
 		t.Fatalf("transaction IDs %x and %x for client ID %x under two tokens", a, b, id)
+	}
+}
+
+// A transaction's step at a timestamp more than the maximum offset ahead
+// of the node's clock (which no clock within the offset assumption hands
+// out) is refused at once as invalid: a read, intents and a one-phase
+// commit alike. The node's clock is held, so a step refused as
+// unavailable would be retried until the deadline (before the fix it was,
+// and once real time caught up it was written). Nothing is written.
+func TestTxnBeyondMaxOffsetRefused(t *testing.T) {
+	tc, clock, c, ctx := stillCluster(t)
+	maxOffset := tc.cfgs[0].Raft.MaxClockOffset
+	ahead := hlc.Timestamp{WallTime: clock.Now().UnixNano() + int64(2*maxOffset)}
+	key := []byte("ahead-key")
+	ops := []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: key, Value: []byte("v")}}
+	id := []byte("ahead-txn")
+	steps := map[string]func(context.Context) error{
+		"read": func(ctx context.Context) error {
+			_, err := c.GetVersion(ctx, key, client.ReadAt(ahead))
+			return err
+		},
+		"write intents": func(ctx context.Context) error {
+			_, err := c.WriteIntents(ctx, &tidekvpb.TxnKey{Id: id, Anchor: key}, ahead, ops)
+			return err
+		},
+		"one-phase commit": func(ctx context.Context) error {
+			_, err := c.CommitOnePhase(ctx, id, ahead, nil, nil, ops)
+			return err
+		},
+	}
+	for name, step := range steps {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := step(sctx)
+		cancel()
+		if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "more than the maximum clock offset") {
+			t.Errorf("%s at %s, %v ahead of the node's clock: %v, want it refused as invalid", name, ahead, 2*maxOffset, err)
+		}
+	}
+	clock.Advance(3 * maxOffset)
+	if v, err := c.GetVersion(ctx, key); err != nil || v.Found {
+		t.Fatalf("after the refusals, once the clock passed their timestamp: %+v, %v; want nothing written", v, err)
 	}
 }

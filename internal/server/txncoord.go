@@ -98,6 +98,10 @@ func (c *coordinator) open(ctx context.Context, meta *tidekvpb.TxnMeta) (*openTx
 	ts := clock.Now()
 	limit := ts
 	limit.WallTime += int64(clock.MaxOffset())
+	if c.s.cfg.Raft.TestingBreaks.ClientClock {
+		ts = meta.GetReadTimestamp().HLC()
+		limit = ts
+	}
 	t := &openTxn{key: &tidekvpb.TxnKey{Id: o.txnID(id)}, clientID: string(id), owner: o, readTS: ts, limit: limit,
 		pendingAt: map[string]int{}, written: map[string]bool{}, done: make(chan struct{})}
 	t.timer = time.AfterFunc(c.s.cfg.Txn.MaxDuration, func() {
