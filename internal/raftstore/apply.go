@@ -29,6 +29,20 @@ type applyBatch struct {
 	migrated map[uint64]hlc.Timestamp
 	// sync makes the commit durable (a merge freeze must survive a crash).
 	sync bool
+	// setBytes counts the key and value bytes of every Set into the
+	// batch, across flushes: what a command stored (WrittenBytes).
+	setBytes uint64
+}
+
+// sizedBatch counts the bytes Set into it.
+type sizedBatch struct {
+	storage.Batch
+	set *uint64
+}
+
+func (b sizedBatch) Set(key, value []byte) error {
+	*b.set += uint64(len(key) + len(value))
+	return b.Batch.Set(key, value)
 }
 
 func newApplyBatch(eng storage.Engine) *applyBatch {
@@ -39,7 +53,7 @@ func newApplyBatch(eng storage.Engine) *applyBatch {
 
 // reset starts an empty batch.
 func (ab *applyBatch) reset() {
-	ab.b = ab.eng.NewBatch()
+	ab.b = sizedBatch{Batch: ab.eng.NewBatch(), set: &ab.setBytes}
 	ab.overlay = map[string][]byte{}
 	ab.versions = map[string]mvcc.Version{}
 	ab.migrated = map[uint64]hlc.Timestamp{}
@@ -207,12 +221,25 @@ func (r *Replica) applyCommandLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand, 
 			log.Fatalf("range %d: meta apply at %d: %v", r.rangeID, index, err)
 		}
 		return res, nil
-	case cmd.GetMigrateLayout() != nil:
-		return r.applyMigrateLocked(ab, cmd)
 	case cmd.GetGc() != nil:
 		return r.applyGCLocked(ab, cmd.GetGc()), nil
 	case cmd.GetResetLost() != nil:
 		return r.applyResetLostLocked(ab)
+	default:
+		return r.applyStoringLocked(ab, cmd)
+	}
+}
+
+// applyStoringLocked applies a command that stores user data (writes, a
+// CAS, a transaction step, a layout migration) and counts the bytes it
+// Set (WrittenBytes): every version, tombstone, intent and record, as the
+// engine stores them (plus the replica state a transaction step writes).
+func (r *Replica) applyStoringLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) (applyResult, []func()) {
+	before := ab.setBytes
+	defer func() { r.written.Add(ab.setBytes - before) }()
+	switch {
+	case cmd.GetMigrateLayout() != nil:
+		return r.applyMigrateLocked(ab, cmd)
 	case cmd.GetTxn() != nil:
 		return r.applyTxnLocked(ab, cmd), nil
 	case cmd.GetCas() != nil:
@@ -288,7 +315,6 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 		default:
 			data.put(op.GetKey(), op.GetValue(), ttl{expiresAt: op.GetExpiresAt(), keep: op.GetKeepTtl()})
 		}
-		r.written.Add(uint64(len(op.GetKey()) + len(op.GetValue())))
 	}
 	return res
 }
@@ -333,7 +359,6 @@ func (r *Replica) applyCASLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) appl
 			data.del(c.GetKey())
 		} else {
 			data.put(c.GetKey(), c.GetNewValue(), ttl{expiresAt: c.GetExpiresAt(), keep: c.GetKeepTtl()})
-			r.written.Add(uint64(len(c.GetKey()) + len(c.GetNewValue())))
 		}
 	}
 	return applyResult{cas: resp}

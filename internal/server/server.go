@@ -105,7 +105,7 @@ type Server struct {
 	reports        chan *tidekvpb.RangeDescriptor
 	placeWake      chan struct{}     // wakes the control loop early (sizewatch.go)
 	sizeAlerts     map[uint64]uint64 // range ID -> generation reported above Θmax
-	budgets        sync.Map          // range ID -> writeBudget (sizewatch.go)
+	budgets        writeBudgets      // (sizewatch.go)
 	holdWrites     atomic.Bool       // budgets are kept and enforced
 	gcTTLNanos     atomic.Int64      // gc-ttl as last learnt (gcqueue.go)
 	gcRanges       gcRanges          // the GC queue's memory (gcqueue.go)
