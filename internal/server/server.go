@@ -528,6 +528,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.queueReport(d)
+	s.pokeSizes() // its write budget, without which its growing writes wait (sizewatch.go)
 }
 
 // ReplicaRemoved implements raftstore.Listener.

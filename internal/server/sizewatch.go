@@ -33,7 +33,12 @@ import (
 // and, when none comes in time, is refused as RANGE_BUSY (retried by the
 // clients). This holds whether or not placement splits (rebalancing off: an
 // operator's split frees the range), and a range whose budget is not known
-// yet (just split off, or just led) holds its writes until it is.
+// yet (just split off, or just led) holds its writes until it is: a
+// new leaseholder asks for a size pass at once (LeaderAcquired). Only a
+// leaseholder holds; a follower refuses as NOT_LEASEHOLDER. A request
+// that passes here on a follower in the instant before it takes the lease
+// is not held: it is proposed unchecked, within the margin
+// SplitBackpressure leaves below Θmax.
 
 // watchSizes reports, once per descriptor generation, each range this
 // node leads whose size has crossed Θmax since its last report said so,
@@ -183,6 +188,13 @@ func (s *Server) admitGrowth(ctx context.Context, r *raftstore.Replica, key []by
 	var t *time.Ticker
 	var start, giveUp time.Time
 	for {
+		if !r.IsLeader() {
+			// Budgets are kept by leaseholders only. Elsewhere the request
+			// goes on to be refused as NOT_LEASEHOLDER with a hint, as
+			// before: held here, it would come back as RANGE_BUSY and its
+			// client would retry this same node.
+			return r, func() {}, nil
+		}
 		ok, known, current := s.budgets.admit(r, grow)
 		if !known || !current {
 			s.pokeSizes() // for a budget at this generation now, rather than at the next tick

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keys"
 )
@@ -139,5 +140,35 @@ func TestSplitBackpressure(t *testing.T) {
 	checkStoredWithin(t, tc.nodes[0], "the split")
 	if n := gathered(t, tc.nodes[0], "tidekv_split_backpressure_total", "outcome", "refused"); n < 1 {
 		t.Fatalf("refused holds counted %v times", n)
+	}
+}
+
+// Only a range's leaseholder holds its growing writes: a follower keeps no
+// write budget, and a put that reaches it is refused at once as
+// NOT_LEASEHOLDER, naming the leaseholder, as any write there is. Held
+// there instead, it came back as RANGE_BUSY after SplitBackpressureWait,
+// and its client retried the same follower until its deadline.
+func TestGrowingWriteAtFollowerNotHeld(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.Placement.RangeMaxBytes, c.Placement.RangeMinBytes = thetaMaxTest, thetaMaxTest/4
+		c.SplitBackpressureWait = 300 * time.Millisecond
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := replicaKey(1)
+	if err := c.Put(ctx, key, replicaValue(1)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := tc.nodes[0].replicaFor(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lh := tc.leaseholder(t, r.RangeID())
+	follower := tc.server(tc.followerOf(t, r.RangeID()))
+	_, err = (&kvService{s: follower}).Put(ctx, &tidekvpb.PutRequest{Key: key, Value: replicaValue(2)})
+	if d := errorDetail(err); d.GetKind() != tidekvpb.ErrorKind_NOT_LEASEHOLDER || d.GetLeaderNodeId() != lh {
+		t.Fatalf("a put at follower n%d: %v (detail %v), want NOT_LEASEHOLDER naming n%d", follower.NodeID(), err, d, lh)
 	}
 }
