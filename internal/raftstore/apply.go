@@ -32,6 +32,11 @@ type applyBatch struct {
 	// setBytes counts the key and value bytes of every Set into the
 	// batch, across flushes: what a command stored (WrittenBytes).
 	setBytes uint64
+	// stored is what each replica's commands Set into the batch, added to
+	// its WrittenBytes once the batch is committed (settle): counted
+	// before, a size counted from the engine in between would miss bytes
+	// the counter already holds, and the estimate read low.
+	stored map[*Replica]uint64
 }
 
 // sizedBatch counts the bytes Set into it.
@@ -46,7 +51,7 @@ func (b sizedBatch) Set(key, value []byte) error {
 }
 
 func newApplyBatch(eng storage.Engine) *applyBatch {
-	ab := &applyBatch{eng: eng}
+	ab := &applyBatch{eng: eng, stored: map[*Replica]uint64{}}
 	ab.reset()
 	return ab
 }
@@ -135,6 +140,15 @@ func (ab *applyBatch) commit() error {
 		return nil
 	}
 	return ab.b.Commit(ab.sync)
+}
+
+// settle adds what the committed batch stored to its replicas'
+// WrittenBytes.
+func (ab *applyBatch) settle() {
+	for r, n := range ab.stored {
+		r.written.Add(n)
+	}
+	clear(ab.stored)
 }
 
 // flush commits what is pending so iterators see it, and starts afresh.
@@ -232,11 +246,12 @@ func (r *Replica) applyCommandLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand, 
 
 // applyStoringLocked applies a command that stores user data (writes, a
 // CAS, a transaction step, a layout migration) and counts the bytes it
-// Set (WrittenBytes): every version, tombstone, intent and record, as the
-// engine stores them (plus the replica state a transaction step writes).
+// Set (WrittenBytes, once the batch is committed): every version,
+// tombstone, intent and record, as the engine stores them (plus the
+// replica state a transaction step writes).
 func (r *Replica) applyStoringLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) (applyResult, []func()) {
 	before := ab.setBytes
-	defer func() { r.written.Add(ab.setBytes - before) }()
+	defer func() { ab.stored[r] += ab.setBytes - before }()
 	switch {
 	case cmd.GetMigrateLayout() != nil:
 		return r.applyMigrateLocked(ab, cmd)

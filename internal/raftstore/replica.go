@@ -196,7 +196,7 @@ func (r *Replica) RangeID() uint64 { return r.rangeID }
 // WrittenBytes is the total engine key and value bytes the data commands
 // (writes, CAS, transaction steps, a layout migration) this replica has
 // applied since it was loaded have stored: every version, tombstone,
-// intent and record. It bounds how much the range's stored data (what a
+// intent and record, counted once the engine holds them. It bounds how much the range's stored data (what a
 // snapshot ships, DataSize) can have grown meanwhile (an overwrite of a
 // record or an intent cleared counts as growth), which the server adds to
 // its last exact count. It moves with every write, so a count is known to
