@@ -1,9 +1,9 @@
 // Package bench runs the YCSB core workloads (A–F) against any key-value
 // store that implements the narrow Store interface. It is a library: build a
 // Config (start from DefaultConfig), call Run, and print the Result as a table
-// or as JSON. It imports only the standard library so that it can never come
-// to depend on TideKV's server internals; `tidekv bench` adapts the Go client
-// to Store.
+// or as JSON. It imports the standard library, client and plot, and it
+// imports nothing under internal/ (internal/lint), so that it can never come to depend on
+// TideKV's server internals; `tidekv bench` adapts the Go client to Store.
 //
 // # Workloads
 //

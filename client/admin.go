@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Ranges returns every range descriptor with its last reported leaseholder,

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 )
 
 // Client is a routing TideKV client. It is safe for concurrent use; share one

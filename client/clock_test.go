@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 )
 
 // The client keeps one hybrid logical clock: its Batch messages carry it,

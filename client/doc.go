@@ -22,8 +22,9 @@
 // is reported as ErrAmbiguous. Retrying it could apply it twice with other
 // clients' writes in between, which linearizability forbids.
 //
-// The package imports only api/tidekvpb, gRPC and protobuf (nothing under
-// internal/) so that it can later become a module of its own.
+// The package imports only api/tidekvpb, api/hlc, api/keyspace, gRPC and
+// protobuf so that it can later become a module of its own: it
+// imports nothing under internal/ (internal/lint).
 //
 // Routing state is an immutable snapshot of the range map behind an
 // atomic.Pointer, so the request path does one atomic load and a binary

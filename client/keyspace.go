@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/keyspace"
 )
 
 // CreateKeySpace creates a named key space (docs/keyspaces.md) and returns
@@ -41,8 +41,11 @@ func (c *Client) KeySpaces(ctx context.Context) ([]*tidekvpb.KeySpace, error) {
 // part of the cluster's keys here, so requests route as any other; values
 // written without a TTL get the key space's default TTL.
 type KeySpace struct {
-	c  *Client
-	ks keyspace.KeySpace
+	c     *Client
+	name  string
+	codec keyspace.Codec
+	// defaultTTL is the expiry a value written without one gets.
+	defaultTTL time.Duration
 }
 
 // KeySpace returns the view of the key space named name ("" or "default":
@@ -54,23 +57,24 @@ func (c *Client) KeySpace(ctx context.Context, name string) (*KeySpace, error) {
 	}
 	for _, k := range all {
 		if k.GetName() == name || (name == "" && k.GetId() == 0) {
-			return &KeySpace{c: c, ks: keyspace.FromAPI(k)}, nil
+			codec := keyspace.Codec{ID: keyspace.ID(k.GetId()), Mode: keyspace.ModeOf(k.GetMode())}
+			return &KeySpace{c: c, name: k.GetName(), codec: codec, defaultTTL: time.Duration(k.GetTtlMs()) * time.Millisecond}, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: no key space %q (tidekv ctl keyspace list shows them)", ErrInvalidArgument, name)
 }
 
 // Name is the key space's name.
-func (k *KeySpace) Name() string { return k.ks.Name }
+func (k *KeySpace) Name() string { return k.name }
 
-func (k *KeySpace) enc(key []byte) []byte { return k.ks.Codec().Encode(key) }
+func (k *KeySpace) enc(key []byte) []byte { return k.codec.Encode(key) }
 
 // in names the key space in the requests made with ctx.
-func (k *KeySpace) in(ctx context.Context) context.Context { return keyspace.WithName(ctx, k.ks.Name) }
+func (k *KeySpace) in(ctx context.Context) context.Context { return keyspace.WithName(ctx, k.name) }
 
 func (k *KeySpace) ttl(e Expiry) Expiry {
 	if e == (Expiry{}) {
-		e.TTL = k.ks.TTL
+		e.TTL = k.defaultTTL
 	}
 	return e
 }
@@ -87,7 +91,7 @@ func (k *KeySpace) TTL(ctx context.Context, key []byte, opts ...ReadOption) (tim
 
 // Put sets key to value with the key space's default TTL (Client.Put).
 func (k *KeySpace) Put(ctx context.Context, key, value []byte) error {
-	return k.c.PutTTL(k.in(ctx), k.enc(key), value, k.ks.TTL)
+	return k.c.PutTTL(k.in(ctx), k.enc(key), value, k.defaultTTL)
 }
 
 // PutTTL is Put with a TTL of its own (0: the key space's default).
@@ -150,10 +154,10 @@ type hashOrderKey struct{}
 // this is the one way to list every key; in an ordered one it is key
 // order, as Scan's. opts are Scan's.
 func (k *KeySpace) ScanHashOrder(ctx context.Context, after []byte, limit int, opts ...ReadOption) ([]KeyValue, error) {
-	c := k.ks.Codec()
+	c := k.codec
 	lo, hi := c.EncodeSpan(nil, nil)
-	if k.ks.Mode == keyspace.Hashed {
-		lo, hi = keyspace.Span(k.ks.ID)
+	if k.codec.Mode == keyspace.Hashed {
+		lo, hi = keyspace.Span(k.codec.ID)
 	}
 	if after != nil {
 		lo = append(c.Encode(after), 0)
@@ -171,10 +175,10 @@ func (k *KeySpace) ScanHashOrder(ctx context.Context, after []byte, limit int, o
 // Scan returns the pairs with keys in [start, end) (Client.Scan). A hashed
 // key space keeps no key order to scan in, so Scan is refused there.
 func (k *KeySpace) Scan(ctx context.Context, start, end []byte, limit int, opts ...ReadOption) ([]KeyValue, error) {
-	if k.ks.Mode == keyspace.Hashed {
-		return nil, fmt.Errorf("%w: key space %q is hashed: its keys are placed by hash and have no order to scan", ErrInvalidArgument, k.ks.Name)
+	if k.codec.Mode == keyspace.Hashed {
+		return nil, fmt.Errorf("%w: key space %q is hashed: its keys are placed by hash and have no order to scan", ErrInvalidArgument, k.name)
 	}
-	c := k.ks.Codec()
+	c := k.codec
 	lo, hi := c.EncodeSpan(start, end)
 	kvs, err := k.c.Scan(k.in(ctx), lo, hi, limit, opts...)
 	out := kvs[:0]

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
-	"github.com/tidekv/tidekv/internal/keyspace"
 )
 
 // KeyValue is one key and its value.

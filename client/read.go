@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // ReadOption selects how Get, Scan and BatchGet read: Linearizable(),

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
-	"github.com/tidekv/tidekv/internal/keyspace"
 )
 
 // Tx is one attempt of a transaction (Txn): serializable reads and writes

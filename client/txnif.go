@@ -3,8 +3,8 @@ package client
 import (
 	"context"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // CompareOp is how a Compare tests a key's value.

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // The range-level steps of a transaction (docs/transactions.md step 5),

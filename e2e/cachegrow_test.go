@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
-	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/testcluster"
 	"github.com/tidekv/tidekv/internal/testutil/tier"
 )

@@ -187,6 +187,8 @@ type node struct {
 	// killedAt is when it went suspect; gone when a drained node left.
 	killedAt time.Time
 	gone     bool
+	// clockUntrusted: its clock is too far from its peers' to hold leases.
+	clockUntrusted bool
 
 	// capacity is its true capacity now: spec.Capacity × factor, which
 	// drifts around base (foreground.go). cpuRead and p99Read are this

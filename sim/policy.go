@@ -56,7 +56,8 @@ var overrideAliases = map[string]string{
 // ApplyOverrides sets fields of the struct cfg points to from key=value
 // strings. A key is a field's name in kebab case (ReplicationFactor:
 // replication-factor, RangeMaxBytes: range-max-bytes), the field's Go name,
-// or an alias (rf, range-max, range-min, max-adaptive, adaptive-qps). Values
+// or an alias (rf, range-max, range-min, max-adaptive, adaptive-qps); a
+// nested struct's field is named through it (lease.return-after). Values
 // are parsed by the field's type: integers (uint64 fields named …Bytes
 // accept sizes such as 64MiB), floats, durations and booleans. Keys are
 // applied in sorted order so errors are deterministic.
@@ -72,11 +73,17 @@ func ApplyOverrides(cfg any, overrides map[string]string) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		name := fieldName(v.Type(), k)
-		if name == "" {
-			return fmt.Errorf("sim: no configuration field %q in %s", k, v.Type())
+		f, name := v, ""
+		for _, part := range strings.Split(k, ".") {
+			if f.Kind() != reflect.Struct {
+				return fmt.Errorf("sim: no configuration field %q in %s", k, v.Type())
+			}
+			if name = fieldName(f.Type(), part); name == "" {
+				return fmt.Errorf("sim: no configuration field %q in %s", k, v.Type())
+			}
+			f = f.FieldByName(name)
 		}
-		if err := setField(v.FieldByName(name), name, overrides[k]); err != nil {
+		if err := setField(f, name, overrides[k]); err != nil {
 			return fmt.Errorf("sim: %s=%s: %w", k, overrides[k], err)
 		}
 	}

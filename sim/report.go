@@ -35,7 +35,9 @@ type loadWindow struct {
 // loadReport is a range's load as the placement controller last heard it.
 type loadReport struct {
 	qps, reads, hotShare float64
-	stale                bool
+	// writes is the window's write rate by origin locality.
+	writes map[string]float64
+	stale  bool
 }
 
 // observeLoad accumulates dt of requests into each range's window, starts a
@@ -52,7 +54,7 @@ func (s *Sim) observeLoad(dt time.Duration) {
 	for _, r := range s.ranges {
 		live[r.id] = true
 		if every == 0 {
-			rp.reports[r.id] = loadReport{qps: r.qps, reads: r.reads, hotShare: r.hotShare}
+			rp.reports[r.id] = loadReport{qps: r.qps, reads: r.reads, hotShare: r.hotShare, writes: s.writesByOrigin(r.qps - r.reads)}
 			continue
 		}
 		w := rp.windows[r.id]
@@ -101,7 +103,7 @@ func (s *Sim) sampleNode(node uint64, every time.Duration) {
 			continue
 		}
 		rp.reports[r.id] = loadReport{qps: w.reqs / every.Seconds(), reads: w.reads / every.Seconds(),
-			hotShare: r.hotShare, stale: !w.full}
+			hotShare: r.hotShare, stale: !w.full, writes: s.writesByOrigin((w.reqs - w.reads) / every.Seconds())}
 		w.reqs, w.reads, w.full = 0, 0, true
 	}
 }
@@ -111,12 +113,25 @@ func (s *Sim) sampleNode(node uint64, every time.Duration) {
 func (s *Sim) observed(r *rangeState) placement.Range {
 	rep, ok := s.reporter.reports[r.id]
 	if !ok { // before the first tick
-		rep = loadReport{qps: r.qps, reads: r.reads, hotShare: r.hotShare}
+		rep = loadReport{qps: r.qps, reads: r.reads, hotShare: r.hotShare, writes: s.writesByOrigin(r.qps - r.reads)}
 	}
 	return placement.Range{
 		ID: r.id, Start: append([]byte(nil), r.start...), End: append([]byte(nil), r.end...),
 		Replicas: append([]placement.Replica(nil), r.replicas...), Leaseholder: r.lease, Bytes: uint64(r.bytes),
 		QPS: rep.qps, ReadQPS: rep.reads, HotKeyShare: rep.hotShare,
-		LoadStale: rep.stale,
+		LoadStale: rep.stale, Writes: rep.writes,
 	}
+}
+
+// writesByOrigin splits a write rate by the workload's origins (nil when
+// it names none).
+func (s *Sim) writesByOrigin(rate float64) map[string]float64 {
+	if len(s.workload.WriteOrigins) == 0 || rate <= 0 {
+		return nil
+	}
+	out := make(map[string]float64, len(s.workload.WriteOrigins))
+	for l, f := range s.workload.WriteOrigins {
+		out[l] = rate * f
+	}
+	return out
 }

@@ -28,6 +28,7 @@ var ErrAssert = errors.New("assertion failed")
 //	        [localities=(a,b,…)] [capacity=QPS] [disk=RATE] [seed=S]
 //	workload [uniform | zipf=S [scramble] | hot-keys=K hot-start=I hot-share=F]
 //	         [qps=Q] [keys=N] [reads=F] [any-replica-reads=F] [growth=RATE]
+//	         [writes-from=(LOC:SHARE,…)]
 //	config KEY=VALUE…          simulator options (tick, decide-every,
 //	                           snapshots-per-node, max-in-flight,
 //	                           ops-per-minute, bandwidth,
@@ -36,6 +37,7 @@ var ErrAssert = errors.New("assertion failed")
 //	                           configuration overrides (see ApplyOverrides)
 //	add-node [locality=L] [capacity=QPS] [disk=RATE]
 //	kill-node N | restart-node N | decommission N
+//	skew-clock N | heal-clock N  the node's clock is (no longer) untrusted
 //	grow-data bytes=SIZE [range=R]
 //	run for=DURATION [every=DURATION] [log=N]
 //	                           advance; print a timeline line per every, the
@@ -91,7 +93,7 @@ func (in *Interpreter) Exec(cmd string, args []Arg) (string, error) {
 			return "", err
 		}
 		return fmt.Sprintf("n%d\n", in.sim.AddNode(spec)), nil
-	case "kill-node", "restart-node", "decommission":
+	case "kill-node", "restart-node", "decommission", "skew-clock", "heal-clock":
 		return "", in.nodeCmd(cmd, args)
 	case "grow-data":
 		return "", in.growData(args)
@@ -120,8 +122,8 @@ func (in *Interpreter) Exec(cmd string, args []Arg) (string, error) {
 	return "", fmt.Errorf("unknown command %q", cmd)
 }
 
-// nodeCmd runs kill-node, restart-node or decommission on the node args
-// name.
+// nodeCmd runs kill-node, restart-node, decommission, skew-clock or
+// heal-clock on the node args name.
 func (in *Interpreter) nodeCmd(cmd string, args []Arg) error {
 	if len(args) != 1 || len(args[0].Vals) != 0 {
 		return fmt.Errorf("%s takes a node ID", cmd)
@@ -135,6 +137,8 @@ func (in *Interpreter) nodeCmd(cmd string, args []Arg) error {
 		err = in.sim.KillNode(id)
 	case "restart-node":
 		err = in.sim.RestartNode(id)
+	case "skew-clock", "heal-clock":
+		err = in.sim.SkewClock(id, cmd == "skew-clock")
 	default:
 		err = in.sim.Decommission(id)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidekv/tidekv/internal/units"
@@ -93,6 +94,8 @@ func (in *Interpreter) setWorkload(args []Arg) (string, error) {
 			w.AnyReplicaReads, err = strconv.ParseFloat(val(a), 64)
 		case "growth":
 			w.GrowthBytesPerSec, err = units.ParseRate(val(a))
+		case "writes-from":
+			w.WriteOrigins, err = originShares(a.Vals)
 		default:
 			err = fmt.Errorf("unknown argument %q", a.Key)
 		}
@@ -190,4 +193,21 @@ func nodeSpec(args []Arg) (NodeSpec, error) {
 		}
 	}
 	return spec, nil
+}
+
+// originShares parses writes-from=(LOC:SHARE, …); writes-from=() clears it.
+func originShares(vals []string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, v := range vals {
+		loc, f, ok := strings.Cut(v, ":")
+		if !ok {
+			return nil, fmt.Errorf("writes-from wants LOC:SHARE, got %q", v)
+		}
+		x, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return nil, err
+		}
+		out[loc] = x
+	}
+	return out, nil
 }

@@ -235,6 +235,23 @@ func (s *Sim) Decommission(id uint64) error {
 	return nil
 }
 
+// SkewClock marks a node's clock untrusted (its offset monitor would:
+// too far from its peers'), or trusted again with untrusted false. The
+// node says so in its heartbeat and the control loop moves its leases.
+func (s *Sim) SkewClock(id uint64, untrusted bool) error {
+	n := s.node(id)
+	if n == nil || n.gone {
+		return fmt.Errorf("sim: no node %d", id)
+	}
+	n.clockUntrusted = untrusted
+	if untrusted {
+		s.logf("n%d clock untrusted", id)
+	} else {
+		s.logf("n%d clock trusted", id)
+	}
+	return nil
+}
+
 // Recommission stops draining a node: it takes replicas again.
 func (s *Sim) Recommission(id uint64) error {
 	n := s.node(id)
@@ -329,7 +346,7 @@ func (s *Sim) observe() control.Observation {
 		if n.gone {
 			continue
 		}
-		pn := placement.Node{ID: n.id, Locality: n.spec.Locality, State: n.state, Bytes: uint64(n.bytes)}
+		pn := placement.Node{ID: n.id, Locality: n.spec.Locality, State: n.state, Bytes: uint64(n.bytes), ClockUntrusted: n.clockUntrusted}
 		// CPU and p99 are readings, with this tick's errors.
 		cpu, p99 := n.cpu*n.cpuRead, time.Duration(float64(n.p99)*n.p99Read)
 		if n.up() {

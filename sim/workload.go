@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 )
 
 // Dist is how a workload's requests spread over the key space.
@@ -61,6 +62,10 @@ type Workload struct {
 	// GrowthBytesPerSec is how fast data grows, spread over ranges like
 	// writes.
 	GrowthBytesPerSec float64
+	// WriteOrigins is the share of every range's writes that comes from
+	// each locality (the rest from clients that name none), as the
+	// leaseholders count them for leases to follow their writers.
+	WriteOrigins map[string]float64
 }
 
 // DefaultWorkload is 1000 uniform requests per second over 100000 keys,
@@ -80,6 +85,8 @@ func (w Workload) Validate() error {
 		return fmt.Errorf("sim: reads and any-replica-reads must be in [0,1]")
 	case w.Dist == Zipf && w.ZipfS <= 0:
 		return fmt.Errorf("sim: zipf parameter must be positive, got %v", w.ZipfS)
+	case !sharesValid(w.WriteOrigins):
+		return fmt.Errorf("sim: write origin shares must be in [0,1] and sum to at most 1, got %v", w.WriteOrigins)
 	case w.Dist == HotSpan && (w.HotKeys < 1 || w.HotStart < 0 || w.HotStart+w.HotKeys > w.Keys || w.HotShare < 0 || w.HotShare > 1):
 		return fmt.Errorf("sim: hot span [%d,+%d) share %v does not fit %d keys", w.HotStart, w.HotKeys, w.HotShare, w.Keys)
 	}
@@ -102,6 +109,17 @@ func (w Workload) String() string {
 	}
 	if w.GrowthBytesPerSec > 0 {
 		s += " growth=" + units.Compact(uint64(w.GrowthBytesPerSec)) + "/s"
+	}
+	if len(w.WriteOrigins) > 0 {
+		locs := make([]string, 0, len(w.WriteOrigins))
+		for l := range w.WriteOrigins {
+			locs = append(locs, l)
+		}
+		sort.Strings(locs)
+		for i, l := range locs {
+			locs[i] = fmt.Sprintf("%s:%.2f", l, w.WriteOrigins[l])
+		}
+		s += " writes-from=" + strings.Join(locs, ",")
 	}
 	return s
 }
@@ -221,4 +239,16 @@ func bounds(start, end []byte, n int) (lo, hi int) {
 		hi = ceilIndex(end, n)
 	}
 	return lo, max(lo, hi)
+}
+
+// sharesValid reports whether shares are each in [0,1] and sum to at most 1.
+func sharesValid(shares map[string]float64) bool {
+	sum := 0.0
+	for _, f := range shares {
+		if f < 0 || f > 1 {
+			return false
+		}
+		sum += f
+	}
+	return sum <= 1+1e-9
 }

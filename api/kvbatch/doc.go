@@ -2,4 +2,6 @@
 // handlers and their answers (or errors) back onto stream answers, so that
 // a node and a test double serve the stream with the same rules:
 // docs/batch-rpc.md describes the stream.
+//
+// It imports nothing under internal/ (internal/lint).
 package kvbatch

@@ -1,6 +1,6 @@
 package tidekvpb
 
-import "github.com/tidekv/tidekv/internal/hlc"
+import "github.com/tidekv/tidekv/api/hlc"
 
 // FromHLC is t on the wire.
 func FromHLC(t hlc.Timestamp) *Timestamp {

@@ -677,7 +677,7 @@ func (x *MetaCommand) GetCreateKeyspace() *KeySpaceRecord {
 }
 
 // KeySpaceRecord is a key space as the meta range stores it
-// (internal/keyspace.Settings).
+// (internal/ksconfig.Settings).
 type KeySpaceRecord struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1062,7 +1062,7 @@ func (x *LogGuard) GetClearEnd() []byte {
 	return nil
 }
 
-// LogTimestamp is an HLC timestamp (internal/hlc) in a Raft command.
+// LogTimestamp is an HLC timestamp (api/hlc) in a Raft command.
 type LogTimestamp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	WallNanos     int64                  `protobuf:"varint,1,opt,name=wall_nanos,json=wallNanos,proto3" json:"wall_nanos,omitempty"`

@@ -939,7 +939,7 @@ func (x *ErrorDetail) GetUncertainTimestamp() *Timestamp {
 	return nil
 }
 
-// A hybrid logical clock timestamp (internal/hlc): wall time in nanoseconds
+// A hybrid logical clock timestamp (api/hlc): wall time in nanoseconds
 // since the Unix epoch, then a logical counter. Absent means none (a node
 // or client from before HLC).
 type Timestamp struct {
@@ -2740,9 +2740,12 @@ type RangeInfo struct {
 	GarbageBytes uint64 `protobuf:"varint,10,opt,name=garbage_bytes,json=garbageBytes,proto3" json:"garbage_bytes,omitempty"`
 	// Live keys of the range at the leaseholder's last exact count of its
 	// size (the count behind bytes).
-	Keys          uint64 `protobuf:"varint,11,opt,name=keys,proto3" json:"keys,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Keys uint64 `protobuf:"varint,11,opt,name=keys,proto3" json:"keys,omitempty"`
+	// Writes per second by origin locality (the tidekv-origin metadata;
+	// "": unknown) over the same window as qps: leases follow their writers.
+	WritesByOrigin map[string]float64 `protobuf:"bytes,12,rep,name=writes_by_origin,json=writesByOrigin,proto3" json:"writes_by_origin,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RangeInfo) Reset() {
@@ -2850,6 +2853,13 @@ func (x *RangeInfo) GetKeys() uint64 {
 		return x.Keys
 	}
 	return 0
+}
+
+func (x *RangeInfo) GetWritesByOrigin() map[string]float64 {
+	if x != nil {
+		return x.WritesByOrigin
+	}
+	return nil
 }
 
 type RangesRequest struct {
@@ -4673,10 +4683,11 @@ type ReportRangeRequest struct {
 	LoadStale        bool   `protobuf:"varint,8,opt,name=load_stale,json=loadStale,proto3" json:"load_stale,omitempty"`
 	ChangeInProgress bool   `protobuf:"varint,9,opt,name=change_in_progress,json=changeInProgress,proto3" json:"change_in_progress,omitempty"`
 	// As in RangeInfo.
-	GarbageBytes  uint64 `protobuf:"varint,10,opt,name=garbage_bytes,json=garbageBytes,proto3" json:"garbage_bytes,omitempty"`
-	Keys          uint64 `protobuf:"varint,11,opt,name=keys,proto3" json:"keys,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	GarbageBytes   uint64             `protobuf:"varint,10,opt,name=garbage_bytes,json=garbageBytes,proto3" json:"garbage_bytes,omitempty"`
+	Keys           uint64             `protobuf:"varint,11,opt,name=keys,proto3" json:"keys,omitempty"`
+	WritesByOrigin map[string]float64 `protobuf:"bytes,12,rep,name=writes_by_origin,json=writesByOrigin,proto3" json:"writes_by_origin,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReportRangeRequest) Reset() {
@@ -4784,6 +4795,13 @@ func (x *ReportRangeRequest) GetKeys() uint64 {
 		return x.Keys
 	}
 	return 0
+}
+
+func (x *ReportRangeRequest) GetWritesByOrigin() map[string]float64 {
+	if x != nil {
+		return x.WritesByOrigin
+	}
+	return nil
 }
 
 type ReportRangeResponse struct {
@@ -8849,7 +8867,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"h\n" +
 	"\x0fKVBatchResponse\x120\n" +
 	"\tresponses\x18\x01 \x03(\v2\x12.tidekv.KVResponseR\tresponses\x12#\n" +
-	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\xea\x02\n" +
+	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\xfe\x03\n" +
 	"\tRangeInfo\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -8864,7 +8882,11 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x12change_in_progress\x18\t \x01(\bR\x10changeInProgress\x12#\n" +
 	"\rgarbage_bytes\x18\n" +
 	" \x01(\x04R\fgarbageBytes\x12\x12\n" +
-	"\x04keys\x18\v \x01(\x04R\x04keys\"\x0f\n" +
+	"\x04keys\x18\v \x01(\x04R\x04keys\x12O\n" +
+	"\x10writes_by_origin\x18\f \x03(\v2%.tidekv.RangeInfo.WritesByOriginEntryR\x0ewritesByOrigin\x1aA\n" +
+	"\x13WritesByOriginEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x0f\n" +
 	"\rRangesRequest\"i\n" +
 	"\x0eRangesResponse\x12)\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x11.tidekv.RangeInfoR\x06ranges\x12,\n" +
@@ -9016,7 +9038,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\x12\x1f\n" +
 	"\vlog_version\x18\x03 \x01(\rR\n" +
 	"logVersion\x12\x1a\n" +
-	"\tgc_ttl_ms\x18\x04 \x01(\x03R\agcTtlMs\"\xf3\x02\n" +
+	"\tgc_ttl_ms\x18\x04 \x01(\x03R\agcTtlMs\"\x90\x04\n" +
 	"\x12ReportRangeRequest\x12+\n" +
 	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x10\n" +
@@ -9031,7 +9053,11 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x12change_in_progress\x18\t \x01(\bR\x10changeInProgress\x12#\n" +
 	"\rgarbage_bytes\x18\n" +
 	" \x01(\x04R\fgarbageBytes\x12\x12\n" +
-	"\x04keys\x18\v \x01(\x04R\x04keys\"\x15\n" +
+	"\x04keys\x18\v \x01(\x04R\x04keys\x12X\n" +
+	"\x10writes_by_origin\x18\f \x03(\v2..tidekv.ReportRangeRequest.WritesByOriginEntryR\x0ewritesByOrigin\x1aA\n" +
+	"\x13WritesByOriginEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x15\n" +
 	"\x13ReportRangeResponse\"\x85\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
@@ -9413,7 +9439,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 118)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 120)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -9542,7 +9568,9 @@ var file_tidekv_proto_goTypes = []any{
 	(*GeoScanResponse)(nil),          // 124: tidekv.GeoScanResponse
 	(*GeoEpochRequest)(nil),          // 125: tidekv.GeoEpochRequest
 	(*GeoEpochResponse)(nil),         // 126: tidekv.GeoEpochResponse
-	(*raftpb.Message)(nil),           // 127: raftpb.Message
+	nil,                              // 127: tidekv.RangeInfo.WritesByOriginEntry
+	nil,                              // 128: tidekv.ReportRangeRequest.WritesByOriginEntry
+	(*raftpb.Message)(nil),           // 129: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -9588,178 +9616,180 @@ var file_tidekv_proto_depIdxs = []int32{
 	31,  // 40: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
 	13,  // 41: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
 	10,  // 42: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	34,  // 43: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
-	11,  // 44: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
-	0,   // 45: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
-	11,  // 46: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
-	38,  // 47: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
-	39,  // 48: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
-	13,  // 49: tidekv.ClusterTimestampResponse.timestamp:type_name -> tidekv.Timestamp
-	11,  // 50: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	37,  // 51: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	10,  // 52: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	10,  // 53: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	10,  // 54: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	11,  // 55: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	11,  // 56: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	58,  // 57: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	57,  // 58: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
-	11,  // 59: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	10,  // 60: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	62,  // 61: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	13,  // 62: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
-	65,  // 63: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	68,  // 64: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	13,  // 65: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	68,  // 66: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	13,  // 67: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	10,  // 68: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	10,  // 69: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	75,  // 70: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	75,  // 71: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	78,  // 72: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	78,  // 73: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	78,  // 74: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	68,  // 75: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	127, // 76: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	13,  // 77: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	89,  // 78: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	89,  // 79: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	13,  // 80: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
-	95,  // 81: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
-	13,  // 82: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
-	13,  // 83: tidekv.TxnGetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	95,  // 84: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
-	25,  // 85: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
-	95,  // 86: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
-	25,  // 87: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
-	13,  // 88: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	102, // 89: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
-	13,  // 90: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
-	25,  // 91: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
-	13,  // 92: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	102, // 93: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
-	4,   // 94: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
-	13,  // 95: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	5,   // 96: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
-	13,  // 97: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	102, // 98: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
-	13,  // 99: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	13,  // 100: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
-	13,  // 101: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	109, // 102: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
-	95,  // 103: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
-	14,  // 104: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
-	13,  // 105: tidekv.TxnScanResponse.read_timestamp:type_name -> tidekv.Timestamp
-	7,   // 106: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
-	114, // 107: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
-	25,  // 108: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
-	25,  // 109: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
-	97,  // 110: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
-	13,  // 111: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	13,  // 112: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
-	25,  // 113: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
-	109, // 114: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
-	13,  // 115: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
-	8,   // 116: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
-	119, // 117: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
-	122, // 118: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
-	122, // 119: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
-	15,  // 120: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	17,  // 121: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	19,  // 122: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	21,  // 123: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	23,  // 124: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	26,  // 125: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	28,  // 126: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	32,  // 127: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	35,  // 128: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	40,  // 129: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	42,  // 130: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	46,  // 131: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	44,  // 132: tidekv.Admin.ClusterTimestamp:input_type -> tidekv.ClusterTimestampRequest
-	48,  // 133: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	50,  // 134: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	52,  // 135: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	54,  // 136: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	56,  // 137: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	60,  // 138: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	87,  // 139: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	63,  // 140: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	66,  // 141: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	85,  // 142: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	73,  // 143: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	76,  // 144: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	79,  // 145: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	81,  // 146: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	83,  // 147: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	69,  // 148: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	71,  // 149: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	90,  // 150: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	91,  // 151: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	96,  // 152: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	112, // 153: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
-	98,  // 154: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	100, // 155: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	115, // 156: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	103, // 157: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	117, // 158: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	105, // 159: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	107, // 160: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	110, // 161: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	120, // 162: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
-	123, // 163: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
-	125, // 164: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
-	16,  // 165: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	18,  // 166: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	20,  // 167: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	22,  // 168: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	24,  // 169: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	27,  // 170: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	29,  // 171: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	33,  // 172: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	36,  // 173: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	41,  // 174: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	43,  // 175: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	47,  // 176: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	45,  // 177: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
-	49,  // 178: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	51,  // 179: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	53,  // 180: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	55,  // 181: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	59,  // 182: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	61,  // 183: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	88,  // 184: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	64,  // 185: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	67,  // 186: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	86,  // 187: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	74,  // 188: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	77,  // 189: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	80,  // 190: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	82,  // 191: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	84,  // 192: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	70,  // 193: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	72,  // 194: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	93,  // 195: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	92,  // 196: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	97,  // 197: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	113, // 198: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
-	99,  // 199: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	101, // 200: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	116, // 201: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	104, // 202: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	118, // 203: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	106, // 204: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	108, // 205: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	111, // 206: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	121, // 207: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
-	124, // 208: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
-	126, // 209: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
-	165, // [165:210] is the sub-list for method output_type
-	120, // [120:165] is the sub-list for method input_type
-	120, // [120:120] is the sub-list for extension type_name
-	120, // [120:120] is the sub-list for extension extendee
-	0,   // [0:120] is the sub-list for field type_name
+	127, // 43: tidekv.RangeInfo.writes_by_origin:type_name -> tidekv.RangeInfo.WritesByOriginEntry
+	34,  // 44: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
+	11,  // 45: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
+	0,   // 46: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
+	11,  // 47: tidekv.NodeStatus.node:type_name -> tidekv.NodeDescriptor
+	38,  // 48: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
+	39,  // 49: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
+	13,  // 50: tidekv.ClusterTimestampResponse.timestamp:type_name -> tidekv.Timestamp
+	11,  // 51: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	37,  // 52: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	10,  // 53: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	10,  // 54: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	10,  // 55: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	11,  // 56: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	11,  // 57: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	58,  // 58: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	57,  // 59: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
+	11,  // 60: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	10,  // 61: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	128, // 62: tidekv.ReportRangeRequest.writes_by_origin:type_name -> tidekv.ReportRangeRequest.WritesByOriginEntry
+	62,  // 63: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	13,  // 64: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	65,  // 65: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	68,  // 66: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	13,  // 67: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	68,  // 68: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	13,  // 69: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	10,  // 70: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	10,  // 71: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	75,  // 72: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	75,  // 73: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	78,  // 74: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	78,  // 75: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	78,  // 76: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	68,  // 77: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	129, // 78: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	13,  // 79: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	89,  // 80: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	89,  // 81: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	13,  // 82: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
+	95,  // 83: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
+	13,  // 84: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	13,  // 85: tidekv.TxnGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	95,  // 86: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 87: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
+	95,  // 88: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 89: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 90: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	102, // 91: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 92: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	25,  // 93: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 94: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	102, // 95: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	4,   // 96: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
+	13,  // 97: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	5,   // 98: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
+	13,  // 99: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	102, // 100: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 101: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 102: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	13,  // 103: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	109, // 104: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
+	95,  // 105: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
+	14,  // 106: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
+	13,  // 107: tidekv.TxnScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	7,   // 108: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
+	114, // 109: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	25,  // 110: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
+	25,  // 111: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
+	97,  // 112: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	13,  // 113: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 114: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	25,  // 115: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	109, // 116: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
+	13,  // 117: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	8,   // 118: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
+	119, // 119: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
+	122, // 120: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
+	122, // 121: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
+	15,  // 122: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	17,  // 123: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	19,  // 124: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	21,  // 125: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	23,  // 126: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	26,  // 127: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	28,  // 128: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	32,  // 129: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	35,  // 130: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	40,  // 131: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	42,  // 132: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	46,  // 133: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	44,  // 134: tidekv.Admin.ClusterTimestamp:input_type -> tidekv.ClusterTimestampRequest
+	48,  // 135: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	50,  // 136: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	52,  // 137: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	54,  // 138: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	56,  // 139: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	60,  // 140: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	87,  // 141: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	63,  // 142: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	66,  // 143: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	85,  // 144: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	73,  // 145: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	76,  // 146: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	79,  // 147: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	81,  // 148: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	83,  // 149: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	69,  // 150: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	71,  // 151: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	90,  // 152: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	91,  // 153: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	96,  // 154: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	112, // 155: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	98,  // 156: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	100, // 157: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	115, // 158: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	103, // 159: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	117, // 160: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	105, // 161: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	107, // 162: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	110, // 163: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	120, // 164: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
+	123, // 165: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
+	125, // 166: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
+	16,  // 167: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	18,  // 168: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	20,  // 169: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	22,  // 170: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	24,  // 171: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	27,  // 172: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	29,  // 173: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	33,  // 174: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	36,  // 175: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	41,  // 176: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	43,  // 177: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	47,  // 178: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	45,  // 179: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
+	49,  // 180: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	51,  // 181: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	53,  // 182: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	55,  // 183: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	59,  // 184: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	61,  // 185: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	88,  // 186: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	64,  // 187: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	67,  // 188: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	86,  // 189: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	74,  // 190: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	77,  // 191: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	80,  // 192: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	82,  // 193: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	84,  // 194: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	70,  // 195: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	72,  // 196: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	93,  // 197: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	92,  // 198: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	97,  // 199: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	113, // 200: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	99,  // 201: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	101, // 202: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	116, // 203: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	104, // 204: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	118, // 205: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	106, // 206: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	108, // 207: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	111, // 208: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	121, // 209: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
+	124, // 210: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
+	126, // 211: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
+	167, // [167:212] is the sub-list for method output_type
+	122, // [122:167] is the sub-list for method input_type
+	122, // [122:122] is the sub-list for extension type_name
+	122, // [122:122] is the sub-list for extension extendee
+	0,   // [0:122] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -9791,7 +9821,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   118,
+			NumMessages:   120,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

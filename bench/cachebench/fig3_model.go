@@ -6,9 +6,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/elastic"
-	"github.com/tidekv/tidekv/internal/keyspace"
 )
 
 // model is one cache key space at key level: which node holds each key,

@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/internal/memengine"
 	"github.com/tidekv/tidekv/internal/storage"
 )

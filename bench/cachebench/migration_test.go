@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/api/keyspace"
 )
 
 // Every index moves each key exactly once: after the migrations every key

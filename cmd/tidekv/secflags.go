@@ -116,7 +116,7 @@ func loopback(addr string) bool {
 func (s *serverSecurity) redisPassword(cfg *server.Config) error {
 	env := os.Getenv(redisPasswordEnv)
 	if s.redisPasswordFile == "" {
-		cfg.Redis.Password = env
+		cfg.Security.RedisPassword = env
 		return nil
 	}
 	if env != "" {
@@ -127,7 +127,7 @@ func (s *serverSecurity) redisPassword(cfg *server.Config) error {
 		return fmt.Errorf("--redis-password-file: %w", err)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
-	if cfg.Redis.Password = strings.TrimRight(line, "\r"); cfg.Redis.Password == "" {
+	if cfg.Security.RedisPassword = strings.TrimRight(line, "\r"); cfg.Security.RedisPassword == "" {
 		return fmt.Errorf("--redis-password-file %s has an empty first line", s.redisPasswordFile)
 	}
 	return nil

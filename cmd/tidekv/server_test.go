@@ -129,8 +129,8 @@ func TestRedisPasswordSources(t *testing.T) {
 		cfg := server.DefaultConfig()
 		s := serverSecurity{redisPasswordFile: c.file}
 		err := s.redisPassword(&cfg)
-		if (err == nil) != c.ok || cfg.Redis.Password != c.want {
-			t.Errorf("env %q file %q: password %q, err %v; want %q, ok=%v", c.env, c.file, cfg.Redis.Password, err, c.want, c.ok)
+		if (err == nil) != c.ok || cfg.Security.RedisPassword != c.want {
+			t.Errorf("env %q file %q: password %q, err %v; want %q, ok=%v", c.env, c.file, cfg.Security.RedisPassword, err, c.want, c.ok)
 		}
 	}
 }

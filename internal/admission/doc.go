@@ -34,4 +34,6 @@
 // admitted share shrinks, so clients back off in proportion to the
 // overload. The Controller does no I/O and reads time only from its
 // injected clock; the server feeds it arrivals and the scheduler samples.
+//
+// It imports no I/O package (net, os, os/exec, net/http) (internal/lint).
 package admission

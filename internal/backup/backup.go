@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tidekv/tidekv/internal/hlc"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 )
 
 // Source is the cluster a backup reads.
@@ -18,7 +18,7 @@ type Source interface {
 	// ClusterID is the cluster's ID (0: unknown).
 	ClusterID(ctx context.Context) (uint64, error)
 	// KeySpaces are the named key spaces (not the default one).
-	KeySpaces(ctx context.Context) ([]keyspace.Settings, error)
+	KeySpaces(ctx context.Context) ([]ksconfig.Settings, error)
 	// Scan returns at most limit pairs of key space ks ("": the default
 	// one) after user key after (nil: from the first), as of ts, in the
 	// order the key space stores them (by key, or in a hashed key space by

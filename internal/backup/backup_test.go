@@ -16,8 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/hlc"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 )
 
 // memCluster is the in-memory twin of a cluster: key spaces by name ("":
@@ -25,7 +26,7 @@ import (
 type memCluster struct {
 	mu      sync.Mutex // Restore writes from several goroutines
 	clock   hlc.Timestamp
-	named   []keyspace.Settings
+	named   []ksconfig.Settings
 	data    map[string]map[string][]version
 	writes  int
 	scanErr error
@@ -52,7 +53,7 @@ func (m *memCluster) putExpiring(ks, k, v string, expireAt int64) {
 
 func (m *memCluster) Now(context.Context) (hlc.Timestamp, error) { return m.tick(), nil }
 func (m *memCluster) ClusterID(context.Context) (uint64, error)  { return 7, nil }
-func (m *memCluster) KeySpaces(context.Context) ([]keyspace.Settings, error) {
+func (m *memCluster) KeySpaces(context.Context) ([]ksconfig.Settings, error) {
 	return slices.Clone(m.named), nil
 }
 
@@ -85,7 +86,7 @@ func (m *memCluster) Scan(_ context.Context, ks string, after []byte, limit int,
 	return out, nil
 }
 
-func (m *memCluster) CreateKeySpace(_ context.Context, s keyspace.Settings) error {
+func (m *memCluster) CreateKeySpace(_ context.Context, s ksconfig.Settings) error {
 	m.writes++
 	m.named = append(m.named, s)
 	m.data[s.Name] = map[string][]version{}
@@ -127,7 +128,7 @@ func (m *memCluster) latest() map[string]map[string]string {
 // several data files and pages.
 func source() *memCluster {
 	m := newMem()
-	m.named = []keyspace.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: keyspace.Pebble, RF: 3, OnFull: keyspace.Evict, GCTTL: 90 * time.Second}}
+	m.named = []ksconfig.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: ksconfig.Pebble, RF: 3, OnFull: ksconfig.Evict, GCTTL: 90 * time.Second}}
 	m.data["users"] = map[string][]version{}
 	for i := range 500 {
 		m.put("", fmt.Sprintf("k%04d", i), strings.Repeat("v", i%50))
@@ -272,7 +273,7 @@ func TestRestoreRefusesTarget(t *testing.T) {
 	}
 
 	dst = newMem()
-	dst.named = []keyspace.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: keyspace.Pebble, RF: 5, OnFull: keyspace.Evict}}
+	dst.named = []ksconfig.Settings{{Name: "users", Mode: keyspace.Ordered, Engine: ksconfig.Pebble, RF: 5, OnFull: ksconfig.Evict}}
 	if _, err := Restore(t.Context(), dst, dir, false, small); err == nil || !strings.Contains(err.Error(), `key space "users" exists with settings`) {
 		t.Errorf("key space with other settings: %v", err)
 	}
@@ -367,7 +368,7 @@ func TestRestoreReadsFormatVersion1(t *testing.T) {
 // file of it whose keys are in key order instead is refused.
 func TestHashedKeySpaceRoundTrip(t *testing.T) {
 	src := source()
-	src.named = append(src.named, keyspace.Settings{Name: "cache", Mode: keyspace.Hashed, Engine: keyspace.Pebble, OnFull: keyspace.Evict})
+	src.named = append(src.named, ksconfig.Settings{Name: "cache", Mode: keyspace.Hashed, Engine: ksconfig.Pebble, OnFull: ksconfig.Evict})
 	src.data["cache"] = map[string][]version{}
 	for i := range 100 {
 		src.put("cache", fmt.Sprintf("c%03d", i), fmt.Sprint(i))

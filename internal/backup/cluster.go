@@ -8,9 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/client"
-	"github.com/tidekv/tidekv/internal/hlc"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 )
 
 // ClientSource is a Source over a cluster's client.
@@ -62,24 +63,24 @@ func (s *ClientSource) ClusterID(ctx context.Context) (uint64, error) {
 }
 
 // KeySpaces lists the named key spaces.
-func (s *ClientSource) KeySpaces(ctx context.Context) ([]keyspace.Settings, error) {
+func (s *ClientSource) KeySpaces(ctx context.Context) ([]ksconfig.Settings, error) {
 	return namedKeySpaces(ctx, s.C)
 }
 
 // KeySpaces lists the named key spaces.
-func (s *ClientSink) KeySpaces(ctx context.Context) ([]keyspace.Settings, error) {
+func (s *ClientSink) KeySpaces(ctx context.Context) ([]ksconfig.Settings, error) {
 	return namedKeySpaces(ctx, s.C)
 }
 
-func namedKeySpaces(ctx context.Context, c *client.Client) ([]keyspace.Settings, error) {
+func namedKeySpaces(ctx context.Context, c *client.Client) ([]ksconfig.Settings, error) {
 	all, err := c.KeySpaces(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []keyspace.Settings
+	var out []ksconfig.Settings
 	for _, k := range all {
 		if k.GetId() != uint32(keyspace.Default) {
-			out = append(out, keyspace.FromAPI(k).Settings)
+			out = append(out, ksconfig.FromAPI(k).Settings)
 		}
 	}
 	return out, nil
@@ -111,8 +112,8 @@ func (s *ClientSource) Scan(ctx context.Context, ks string, after []byte, limit 
 }
 
 // CreateKeySpace creates a named key space.
-func (s *ClientSink) CreateKeySpace(ctx context.Context, set keyspace.Settings) error {
-	_, err := s.C.CreateKeySpace(ctx, keyspace.ToAPI(keyspace.KeySpace{Settings: set}))
+func (s *ClientSink) CreateKeySpace(ctx context.Context, set ksconfig.Settings) error {
+	_, err := s.C.CreateKeySpace(ctx, ksconfig.ToAPI(ksconfig.KeySpace{Settings: set}))
 	return err
 }
 

@@ -16,7 +16,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/api/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/memengine"
 )
 
@@ -73,19 +74,19 @@ type KeySpace struct {
 	GCTTLMs int64 `json:"gc_ttl_ms,omitempty"`
 }
 
-func keySpaceOf(s keyspace.Settings) KeySpace {
+func keySpaceOf(s ksconfig.Settings) KeySpace {
 	return KeySpace{Name: s.Name, Mode: string(s.Mode), RF: s.RF, Engine: string(s.Engine), Index: string(s.Index),
 		CapacityPerNode: s.CapacityPerNode, TTLMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler, OnFull: string(s.OnFull),
 		GCTTLMs: s.GCTTL.Milliseconds()}
 }
 
 // Settings are the key space's settings.
-func (k KeySpace) Settings() keyspace.Settings {
-	s := keyspace.Settings{Name: k.Name, Mode: keyspace.Mode(k.Mode), RF: k.RF, Engine: keyspace.Engine(k.Engine),
+func (k KeySpace) Settings() ksconfig.Settings {
+	s := ksconfig.Settings{Name: k.Name, Mode: keyspace.Mode(k.Mode), RF: k.RF, Engine: ksconfig.Engine(k.Engine),
 		Index: memengine.Index(k.Index), CapacityPerNode: k.CapacityPerNode, TTL: time.Duration(k.TTLMs) * time.Millisecond,
-		MissHandler: k.MissHandler, OnFull: keyspace.OnFull(k.OnFull), GCTTL: time.Duration(k.GCTTLMs) * time.Millisecond}
+		MissHandler: k.MissHandler, OnFull: ksconfig.OnFull(k.OnFull), GCTTL: time.Duration(k.GCTTLMs) * time.Millisecond}
 	if s.OnFull == "" {
-		s.OnFull = keyspace.Evict
+		s.OnFull = ksconfig.Evict
 	}
 	return s
 }

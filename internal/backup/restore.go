@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 )
 
 // Sink is the cluster a restore writes to.
 type Sink interface {
 	// KeySpaces are the named key spaces (not the default one).
-	KeySpaces(ctx context.Context) ([]keyspace.Settings, error)
-	CreateKeySpace(ctx context.Context, s keyspace.Settings) error
+	KeySpaces(ctx context.Context) ([]ksconfig.Settings, error)
+	CreateKeySpace(ctx context.Context, s ksconfig.Settings) error
 	// Empty reports whether the cluster holds no key (a one-key scan of
 	// each key space it has).
 	Empty(ctx context.Context) (bool, error)
@@ -85,16 +85,16 @@ func Restore(ctx context.Context, dst Sink, dir string, force bool, opts Options
 
 // keySpacesToCreate are the manifest's key spaces dst lacks; one dst has
 // with other settings is refused.
-func keySpacesToCreate(ctx context.Context, dst Sink, want []KeySpace) ([]keyspace.Settings, error) {
+func keySpacesToCreate(ctx context.Context, dst Sink, want []KeySpace) ([]ksconfig.Settings, error) {
 	have, err := dst.KeySpaces(ctx)
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]keyspace.Settings{}
+	byName := map[string]ksconfig.Settings{}
 	for _, s := range have {
 		byName[s.Name] = s
 	}
-	var out []keyspace.Settings
+	var out []ksconfig.Settings
 	for _, k := range want {
 		s := k.Settings()
 		got, ok := byName[s.Name]

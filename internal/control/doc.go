@@ -18,4 +18,6 @@
 // the Observation and from an injected Clock, side effects go through the
 // Executor, EventSink and Actuator interfaces, which the consumer of this
 // package implements.
+//
+// It imports no I/O package (net, os, os/exec, net/http) (internal/lint).
 package control

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/retry"
 )
 
 // ScalerConfig times how scaling actions are carried out.
@@ -36,16 +37,6 @@ func (c ScalerConfig) Validate() error {
 		return fmt.Errorf("control: scaler timings must be positive with retry max ≥ retry min: %+v", c)
 	}
 	return nil
-}
-
-// Backoff is the wait after the n-th failure in a row (n ≥ 1): min·2^(n−1),
-// at most max. It is the project's one back-off rule for control actions.
-func Backoff(n int, lo, hi time.Duration) time.Duration {
-	d := lo
-	for i := 1; i < n && d < hi; i++ {
-		d *= 2
-	}
-	return min(d, hi)
 }
 
 // Decommissioner starts draining a node (drain) or stops draining it
@@ -317,7 +308,7 @@ func (s *Scaler) cancelScaleIn(a ScaleAction, v ScaleView) func() {
 // failed records a failure and backs off (caller holds mu).
 func (s *Scaler) failed(now time.Time, action string, nodes int, reason string) {
 	s.fails++
-	wait := Backoff(s.fails, s.cfg.RetryMin, s.cfg.RetryMax)
+	wait := retry.Backoff(s.fails, s.cfg.RetryMin, s.cfg.RetryMax)
 	s.retryAt = now.Add(wait)
 	s.record(now, action, nodes, nodes, fmt.Sprintf("%s (retry in %v)", reason, wait))
 }

@@ -157,14 +157,6 @@ func TestScalerRecommendOnly(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 10: 5 * time.Second} {
-		if got := Backoff(n, time.Second, 5*time.Second); got != want {
-			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
-		}
-	}
-}
-
 // An operator recommissions the node a scale-in drains: once it has been
 // live for longer than a call could take, the scale-in is over.
 func TestScalerScaleInCancelled(t *testing.T) {

@@ -27,4 +27,6 @@
 // meta range as autoscale.* settings) and the simulator alike. Nothing
 // here reads the clock, sleeps or does I/O; internal/control wires these
 // models into the control loop and carries out what they decide.
+//
+// It imports no I/O package (net, os, os/exec, net/http) (internal/lint).
 package elastic

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 

@@ -1,6 +1,6 @@
 // Package mvcc owns TideKV's versioned key layout over a storage engine:
 // every write is a version of its key at a hybrid-logical-clock timestamp
-// (internal/hlc), a delete is a version too (a tombstone), and a read at a
+// (api/hlc), a delete is a version too (a tombstone), and a read at a
 // timestamp sees, per key, the newest version at or below it. On that it
 // builds point reads and scans at a timestamp, writes into a batch,
 // garbage collection of the versions no read at or above a safe point can
@@ -24,5 +24,5 @@
 // caller's decision too. internal/raftstore stores the data of ranges on
 // the versioned layout with it (docs/transactions.md, integration step 2).
 //
-// It imports internal/hlc and internal/storage only.
+// It imports api/hlc and internal/storage only.
 package mvcc

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 )
 
 // FuzzKeyOrder checks the engine-key order on pairs of versions: user keys

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 )
 
 func at(wall int64) hlc.Timestamp { return hlc.Timestamp{WallTime: wall} }

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/internal/memengine"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/storage/enginetest"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/storage/enginetest"
 )

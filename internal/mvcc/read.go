@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 

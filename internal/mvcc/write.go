@@ -3,7 +3,7 @@ package mvcc
 import (
 	"fmt"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 )
 
 // Kind is what a step does to its node.

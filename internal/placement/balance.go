@@ -305,7 +305,7 @@ func (p *planner) balanceLoad(live []uint64) {
 			continue
 		}
 		for _, t := range voters(r) {
-			if n := p.nodes[t]; t == src || n == nil || n.State != NodeLive || p.loadStale[t] || p.nodeCooling(t, false) {
+			if n := p.nodes[t]; t == src || n == nil || n.State != NodeLive || n.ClockUntrusted || p.writersHere(r, t) || p.loadStale[t] || p.nodeCooling(t, false) {
 				continue
 			}
 			// Ties go to the quieter target, then the first range.
@@ -326,12 +326,14 @@ func (p *planner) balanceLoad(live []uint64) {
 }
 
 // bestLeaseTarget is the live voter of r (not the leaseholder) whose clock
-// is trusted, passing ok, with the lowest load score, or 0.
+// is trusted, passing ok, with the lowest load score, or 0. While r's
+// writes come from its leaseholder's locality, only voters there count
+// (writersHere).
 func (p *planner) bestLeaseTarget(r *Range, ok func(uint64) bool) uint64 {
 	var best *Node
 	for _, v := range voters(r) {
 		n := p.nodes[v]
-		if n == nil || v == r.Leaseholder || n.State != NodeLive || n.ClockUntrusted || !ok(v) {
+		if n == nil || v == r.Leaseholder || n.State != NodeLive || n.ClockUntrusted || p.writersHere(r, v) || !ok(v) {
 			continue
 		}
 		if best == nil || n.Score < best.Score || n.Score == best.Score && n.ID < best.ID {

@@ -57,6 +57,8 @@ type Config struct {
 	// NodeCooldown: a node that gave or received a lease or replica this
 	// recently takes no part in a load-based lease move.
 	RangeCooldown, NodeCooldown time.Duration
+	// Lease tunes when a lease follows its writers (with Rebalance).
+	Lease LeaseConfig
 	// BalanceTolerance: replica counts per node stay within
 	// max(1, BalanceTolerance·mean) of the mean.
 	BalanceTolerance float64
@@ -110,6 +112,7 @@ func DefaultConfig() Config {
 		MinMoveQPS:          100,
 		RangeCooldown:       30 * time.Second,
 		NodeCooldown:        10 * time.Second,
+		Lease:               DefaultLeaseConfig(),
 		BalanceTolerance:    0.05,
 		LeaseTolerance:      0.1,
 		BootstrapShare:      0.1,
@@ -149,6 +152,9 @@ func (c Config) Validate() error {
 	}
 	if c.SplitQPS <= 0 || c.LoadSplitSlack < 0 || c.AdaptiveReadQPS <= 0 || c.HeavyFactor < 1 || c.MaxAdaptiveReplicas < 0 {
 		errs = append(errs, errors.New("split and adaptive thresholds must be positive, load split slack ≥ 0, heavy factor ≥ 1, max adaptive replicas ≥ 0"))
+	}
+	if err := c.Lease.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("placement: %w", errors.Join(errs...))

@@ -15,8 +15,9 @@ type Plan struct {
 }
 
 // Decide runs every policy over the snapshot, most urgent first: repair,
-// up- and down-replication, decommission, then (with Rebalance) splits,
-// adaptive read replicas, bootstrap of new nodes, replica balance, lease
+// up- and down-replication, decommission, leases off nodes with untrusted
+// clocks, then (with Rebalance) splits, adaptive read replicas, bootstrap
+// of new nodes, replica balance, leases toward their writers, lease
 // balance and (with Merges) merges. Each
 // range gets at most one operator per decision, and later policies see the
 // effect of earlier ones' operators on replica and lease counts.
@@ -27,6 +28,7 @@ func Decide(s Snapshot, cfg Config) Plan {
 	p.keySpaceSplits()
 	p.replicationFactor()
 	p.drain()
+	p.shedUntrustedClocks()
 	if !cfg.Rebalance {
 		return p.plan
 	}
@@ -34,6 +36,7 @@ func Decide(s Snapshot, cfg Config) Plan {
 	p.adaptive()
 	p.bootstrap()
 	p.balanceReplicas()
+	p.followWriters()
 	p.balanceLeases()
 	if cfg.Merges {
 		p.merges()

@@ -13,9 +13,9 @@ import (
 // TestDecide runs the policy scenarios in testdata/. Each case builds a
 // snapshot from its input lines and prints the plan:
 //
-//	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS]
+//	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS] [rebalance=0|1]
 //	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S] [clock-untrusted]
-//	range ID START END v=1,2,3 [vsince=SECONDS] [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [hits=H] [hot=SHARE] [split=SECONDS] [busy] [stale] [rf=N]
+//	range ID START END v=1,2,3 [vsince=SECONDS] [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [hits=H] [hot=SHARE] [writes=LOC:Q,...] [split=SECONDS] [busy] [stale] [rf=N]
 //	boundary KEY   (a key space boundary, in ascending order)
 //	recent RANGE kind=KIND [from=N] [to=N] at=SECONDS   (a completed operator)
 //
@@ -51,6 +51,8 @@ func TestDecide(t *testing.T) {
 					s.Now = time.Unix(int64(v), 0)
 				case "cooldown":
 					cfg.MergeCooldown = time.Duration(v) * time.Second
+				case "rebalance":
+					cfg.Rebalance = v != 0
 				default:
 					t.Fatalf("unknown argument %q", a.Key)
 				}
@@ -157,6 +159,14 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 		r.Bytes = uint64(num(m["mib"]) * (1 << 20))
 		r.QPS, r.ReadQPS, r.HitsEWMA, r.HotKeyShare = num(m["qps"]), num(m["reads"]), num(m["hits"]), num(m["hot"])
 		r.ReplicaReadQPS = num(m["replica-reads"])
+		for _, w := range strings.Split(m["writes"], ",") {
+			if loc, q, ok := strings.Cut(w, ":"); ok {
+				if r.Writes == nil {
+					r.Writes = map[string]float64{}
+				}
+				r.Writes[loc] = num(q)
+			}
+		}
 		if v, ok := m["split"]; ok {
 			r.SplitAt = time.Unix(int64(num(v)), 0)
 		}

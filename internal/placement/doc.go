@@ -3,5 +3,6 @@
 // the imbalance indices operators read in `tidekv ctl status`); they never
 // do I/O, sleep or read the clock.
 //
-// It imports the API types only.
+// It imports the API types and internal/units, and it
+// imports no I/O package (net, os, os/exec, net/http) (internal/lint).
 package placement

@@ -16,18 +16,18 @@ func TestFollowTheWriters(t *testing.T) {
 	cfg := DefaultLeaseConfig()
 	for _, tc := range []struct {
 		name   string
-		writes map[string]uint64
+		writes map[string]float64
 		want   uint64 // 0: stay
 		reason string
 	}{
-		{"too few writes", map[string]uint64{"region=b": 99}, 0, ""},
-		{"writers already local", map[string]uint64{"region=a": 500, "region=b": 10}, 0, ""},
-		{"b dominates: least-loaded voter there", map[string]uint64{"region=a": 100, "region=b": 400}, 3, "80% of 500 writes came from region=b (leaseholder's region=a: 100)"},
-		{"not dominant enough", map[string]uint64{"region=a": 45, "region=b": 55}, 0, ""},
-		{"dominant but within hysteresis", map[string]uint64{"region=a": 350, "region=b": 650}, 0, ""},
-		{"only a learner there", map[string]uint64{"region=c": 1000}, 0, ""},
-		{"only a dead voter there", map[string]uint64{"region=d": 1000}, 0, ""},
-		{"unknown origins do not count as a locality", map[string]uint64{"": 1000, "region=b": 10}, 0, ""},
+		{"too few writes", map[string]float64{"region=b": 9}, 0, ""},
+		{"writers already local", map[string]float64{"region=a": 500, "region=b": 10}, 0, ""},
+		{"b dominates: least-loaded voter there", map[string]float64{"region=a": 100, "region=b": 400}, 3, "80% of 500 writes/s came from region=b (leaseholder's region=a: 100/s)"},
+		{"not dominant enough", map[string]float64{"region=a": 45, "region=b": 55}, 0, ""},
+		{"dominant but within hysteresis", map[string]float64{"region=a": 350, "region=b": 650}, 0, ""},
+		{"only a learner there", map[string]float64{"region=c": 1000}, 0, ""},
+		{"only a dead voter there", map[string]float64{"region=d": 1000}, 0, ""},
+		{"unknown origins do not count as a locality", map[string]float64{"": 1000, "region=b": 10}, 0, ""},
 	} {
 		d, ok := FollowTheWriters(LeaseInput{Leaseholder: 1, Replicas: replicas, Writes: tc.writes}, cfg)
 		if (tc.want != 0) != ok || d.Target != tc.want {
@@ -46,7 +46,7 @@ func TestFollowTheWritersDoesNotBounce(t *testing.T) {
 		{Node: 1, Locality: "a", Voter: true, Live: true},
 		{Node: 2, Locality: "b", Voter: true, Live: true},
 	}
-	writes := map[string]uint64{"a": 300, "b": 700}
+	writes := map[string]float64{"a": 300, "b": 700}
 	d, ok := FollowTheWriters(LeaseInput{Leaseholder: 1, Replicas: replicas, Writes: writes}, DefaultLeaseConfig())
 	if !ok || d.Target != 2 {
 		t.Fatalf("first move: %+v %v", d, ok)

@@ -121,6 +121,9 @@ type Range struct {
 	ReplicaReadQPS float64
 	// SplitAt is when the range last split (zero if never or unknown).
 	SplitAt time.Time
+	// Writes is the leaseholder's writes per second by origin locality
+	// ("": unknown) over the same window as QPS (nil: none counted).
+	Writes map[string]float64
 	// HotKeyShare is the share (0..1) of the range's sampled requests that
 	// went to its single hottest key; near 1 no split can spread the load.
 	HotKeyShare float64

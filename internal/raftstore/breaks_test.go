@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 )
 
 // Breaks read back as they were written; client-clock is refused until

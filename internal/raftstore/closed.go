@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Reads below linearizable. A leaseholder periodically publishes, for each

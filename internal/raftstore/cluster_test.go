@@ -23,6 +23,8 @@ type testCluster struct {
 	cfg     Config
 	net     *transport.MemNetwork
 	engines map[uint64]*storage.MemEngine
+	// running is the engine each node's store was last started on.
+	running map[uint64]storage.Engine
 	stores  map[uint64]*Store
 	nodes   []uint64
 	rng     *rand.Rand // for fault choices; set by tests that need one
@@ -47,8 +49,17 @@ func testStoreConfig(t *testing.T) Config {
 
 func newTestCluster(t *testing.T, n int, mutate ...func(*Config)) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, cfg: testStoreConfig(t), net: transport.NewMemNetwork(),
-		engines: map[uint64]*storage.MemEngine{}, stores: map[uint64]*Store{}}
+	return newTestClusterOn(t, n, nil, nil, mutate...)
+}
+
+// newTestClusterOn is newTestCluster with each node's engine from open
+// (nil opens in-memory engines, which the cluster keeps in engines) and
+// wrap set from the start.
+func newTestClusterOn(t *testing.T, n int, open func(node uint64) storage.Engine,
+	wrap func(node uint64, t Transport) Transport, mutate ...func(*Config)) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, cfg: testStoreConfig(t), net: transport.NewMemNetwork(), wrap: wrap,
+		engines: map[uint64]*storage.MemEngine{}, running: map[uint64]storage.Engine{}, stores: map[uint64]*Store{}}
 	for _, m := range mutate {
 		m(&tc.cfg)
 	}
@@ -57,9 +68,15 @@ func newTestCluster(t *testing.T, n int, mutate ...func(*Config)) *testCluster {
 		desc.Replicas = append(desc.Replicas, &tidekvpb.ReplicaDescriptor{NodeId: uint64(i), ReplicaId: uint64(i)})
 		tc.nodes = append(tc.nodes, uint64(i))
 	}
+	engs := map[uint64]storage.Engine{}
 	for _, id := range tc.nodes {
-		tc.engines[id] = storage.NewMem()
-		s, err := NewStore(tc.cfg, id, tc.engines[id], tc.net.Transport(id), nil)
+		if open == nil {
+			tc.engines[id] = storage.NewMem()
+			engs[id] = tc.engines[id]
+		} else {
+			engs[id] = open(id)
+		}
+		s, err := NewStore(tc.cfg, id, engs[id], tc.net.Transport(id), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +86,7 @@ func newTestCluster(t *testing.T, n int, mutate ...func(*Config)) *testCluster {
 		s.Stop()
 	}
 	for _, id := range tc.nodes {
-		tc.startStore(id)
+		tc.startStoreOn(id, engs[id])
 	}
 	t.Cleanup(func() {
 		for _, s := range tc.stores {
@@ -100,6 +117,7 @@ func (tc *testCluster) startStoreOn(id uint64, eng storage.Engine) *Store {
 	tc.net.Register(id, s)
 	s.Start()
 	tc.stores[id] = s
+	tc.running[id] = eng
 	return s
 }
 

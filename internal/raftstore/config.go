@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 )
 
 // Config tunes a node's replicas. All replicas of a node share it.

@@ -10,7 +10,10 @@
 // each range's data layout (unversioned, or versioned through internal/mvcc
 // from log version 4, layout.go).
 //
-// It may import api/tidekvpb, internal/hlc, internal/keys, internal/mvcc,
-// internal/storage and the raft library. It does no networking itself: messages leave through the
-// Transport interface it defines.
+// It may import api/tidekvpb, api/hlc, internal/keys, internal/mvcc,
+// internal/storage, internal/retry and the raft library. It does no
+// networking itself: messages leave through the Transport interface it
+// defines. It imports no control, server or network code
+// (internal/control, internal/server, internal/transport, internal/gossip)
+// (internal/lint).
 package raftstore

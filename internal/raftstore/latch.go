@@ -3,7 +3,7 @@ package raftstore
 import (
 	"context"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 )
 
 // Latches: per range, in the leaseholder's memory, the writes it proposed

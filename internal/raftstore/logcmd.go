@@ -5,8 +5,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // The Raft log carries the replication layer's own commands (LogWrite,

@@ -7,8 +7,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // The log's own commands encode exactly as the API messages the log carried

@@ -180,6 +180,10 @@ func (w *logWriter) write(ws []logWrite) {
 	start := time.Now()
 	if err := b.Commit(sync); err != nil {
 		// Losing Raft state silently would break durability; stop hard.
+		// Pebble reports a failed WAL write or fsync through its logger's
+		// Fatalf, which exits, and never returns it here: a Fatalf that
+		// returned would make this commit look durable (docs/design.md,
+		// "A failed disk stops the node"; TestFailedDiskStopsTheNode).
 		log.Fatalf("raft state commit: %v", err)
 	}
 	if sync {

@@ -19,15 +19,17 @@ import (
 )
 
 // applyAudit checks every entry of testRangeID as a node applies it
-// (Config.testingApplied): the entry must be durable in the node's own log
-// and in a quorum's (what a crash of each engine would keep), and a node
-// applies each index once, in order: within one run of a store the
-// indexes follow each other, and after a restart they go on from the
-// applied index its engine kept.
+// (Config.testingApplied): a node applies each index once, in order:
+// within one run of a store the indexes follow each other, and after a
+// restart they go on from the applied index its engine kept. On
+// in-memory engines (engines set) each applied entry must also be durable
+// in the node's own log and in a quorum's (what a crash of each engine
+// would keep); a Pebble engine's crash image costs an open, so Pebble
+// tests check that at their crash point (durabilityError).
 type applyAudit struct {
 	mu sync.Mutex
-	// engines is each node's current engine; nil until the cluster is up
-	// (applies before that are not audited).
+	// on: the cluster is up (applies before that are not audited).
+	on      bool
 	engines map[uint64]*storage.MemEngine
 	last    map[uint64]uint64
 	errs    []string
@@ -40,7 +42,7 @@ func (a *applyAudit) applied(node, rangeID, index uint64) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.engines == nil {
+	if !a.on {
 		return
 	}
 	a.applies++
@@ -48,32 +50,51 @@ func (a *applyAudit) applied(node, rangeID, index uint64) {
 		a.errs = append(a.errs, fmt.Sprintf("node %d applied index %d after %d", node, index, last))
 	}
 	a.last[node] = index
-	own, _ := durableEntry(a.engines[node], index)
-	if own == nil {
-		a.errs = append(a.errs, fmt.Sprintf("node %d applied index %d, which is not durable in its log", node, index))
+	if a.engines == nil {
 		return
 	}
+	images := map[uint64]storage.Reader{}
+	for id, eng := range a.engines {
+		images[id] = eng.CrashClone()
+	}
+	if msg := durabilityError(images, node, index); msg != "" {
+		a.errs = append(a.errs, msg)
+	}
+}
+
+// durabilityError says what is wrong, if anything, with node applying
+// index when a crash of every node would leave images: the entry must be
+// in node's own log and, with the same term, on a quorum (or applied
+// there already).
+func durabilityError(images map[uint64]storage.Reader, node, index uint64) string {
+	own, _ := durableEntry(images[node], index)
+	if own == nil {
+		return fmt.Sprintf("node %d applied index %d, which is not durable in its log", node, index)
+	}
 	quorum := 0
-	for _, eng := range a.engines {
-		if e, applied := durableEntry(eng, index); applied || e != nil && e.GetTerm() == own.GetTerm() {
+	for _, img := range images {
+		if e, applied := durableEntry(img, index); applied || e != nil && e.GetTerm() == own.GetTerm() {
 			quorum++
 		}
 	}
-	if quorum <= len(a.engines)/2 {
-		a.errs = append(a.errs, fmt.Sprintf("node %d applied index %d, durable on only %d of %d nodes", node, index, quorum, len(a.engines)))
+	if quorum <= len(images)/2 {
+		return fmt.Sprintf("node %d applied index %d, durable on only %d of %d nodes", node, index, quorum, len(images))
 	}
+	return ""
 }
 
 // restarted records that node now runs on eng, which kept its applied
 // index.
-func (a *applyAudit) restarted(t *testing.T, node uint64, eng *storage.MemEngine) {
+func (a *applyAudit) restarted(t *testing.T, node uint64, eng storage.Engine) {
 	st, err := loadReplicaState(eng, testRangeID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.engines[node] = eng
+	if a.engines != nil {
+		a.engines[node] = eng.(*storage.MemEngine)
+	}
 	a.last[node] = st.GetAppliedIndex()
 }
 
@@ -89,12 +110,11 @@ func (a *applyAudit) check(t *testing.T) {
 	}
 }
 
-// durableEntry is what a crash of eng now would keep of index: the entry
-// in its log, and whether its applied index has reached index.
-func durableEntry(eng *storage.MemEngine, index uint64) (*raftpb.Entry, bool) {
-	c := eng.CrashClone()
-	st, _ := loadReplicaState(c, testRangeID)
-	v, ok, _ := c.Get(keys.LogKey(testRangeID, index))
+// durableEntry is what a crash image keeps of index: the entry in its
+// log, and whether its applied index has reached index.
+func durableEntry(img storage.Reader, index uint64) (*raftpb.Entry, bool) {
+	st, _ := loadReplicaState(img, testRangeID)
+	v, ok, _ := img.Get(keys.LogKey(testRangeID, index))
 	if !ok {
 		return nil, st.GetAppliedIndex() >= index
 	}
@@ -183,6 +203,7 @@ func testCrashInLogWrite(t *testing.T, stage logWriteStage, leader bool) {
 		c.testingLogWrite = func(node uint64, st logWriteStage, ws []logWrite) { armLogCrash(&armed, node, st, ws) }
 	})
 	audit.mu.Lock()
+	audit.on = true
 	audit.engines = map[uint64]*storage.MemEngine{}
 	for id, eng := range tc.engines {
 		audit.engines[id] = eng

@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/mvcc"
 )

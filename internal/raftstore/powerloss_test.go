@@ -61,12 +61,12 @@ func TestPowerLossKeepsAcknowledgedWrites(t *testing.T) {
 	tc.waitReplicated(acked)
 }
 
-// waitReplicated waits until every node's engine holds each key of kvs
-// with its value.
+// waitReplicated waits until every node's engine (the one its store was
+// last started on) holds each key of kvs with its value.
 func (tc *testCluster) waitReplicated(kvs map[string]string) {
 	tc.t.Helper()
 	for _, id := range tc.nodes {
-		eng := tc.engines[id]
+		eng := tc.running[id]
 		waitFor(tc.t, func() bool {
 			for k, want := range kvs {
 				if v, ok, _ := eng.Get(dataKey(k)); !ok || string(v) != want {

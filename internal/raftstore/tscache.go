@@ -5,7 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/tidekv/tidekv/internal/hlc"
+	"github.com/tidekv/tidekv/api/hlc"
 )
 
 // The timestamp cache: per range, in the leaseholder's memory (never

@@ -1,8 +1,8 @@
 package raftstore
 
 import (
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // The version bound is an upper bound on the timestamps of a range's

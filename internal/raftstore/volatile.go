@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/retry"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
@@ -207,7 +207,7 @@ func (r *Replica) replaceLost(ctx context.Context, rd *tidekvpb.ReplicaDescripto
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(control.Backoff(attempt, 100*time.Millisecond, 5*time.Second)):
+		case <-time.After(retry.Backoff(attempt, 100*time.Millisecond, 5*time.Second)):
 		}
 	}
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // Users with roles (Config.Auth): AUTH user password names a user, whose
-// access decides which commands the connection may run. Without Auth, the
-// single Config.Password (if any) grants everything, as before.
+// access decides which commands the connection may run. Without Auth every
+// connection may run everything.
 
 // Access is what an authenticated connection may do.
 type Access int

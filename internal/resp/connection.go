@@ -183,19 +183,11 @@ func cmdHello(x *call) {
 // checkAuth checks a user and password, writes the error if they are
 // wrong, and reports whether they were right.
 func (x *call) checkAuth(user, pass []byte) bool {
-	if x.s.cfg.Auth != nil {
-		return x.authenticate(user, pass)
-	}
-	if x.s.cfg.Password == "" {
+	if x.s.cfg.Auth == nil {
 		x.c.WriteError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 		return false
 	}
-	if (user != nil && string(user) != "default") || string(pass) != x.s.cfg.Password {
-		x.c.WriteError("WRONGPASS invalid username-password pair or user is disabled.")
-		return false
-	}
-	x.st.authed, x.st.user, x.st.access = true, "default", AccessWrite
-	return true
+	return x.authenticate(user, pass)
 }
 
 func cmdAuth(x *call) {

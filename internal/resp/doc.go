@@ -16,9 +16,10 @@
 //
 // Connection: PING [msg], ECHO, QUIT, SELECT n (0 is the Server's KV,
 // others what Server.SetDatabases maps them to: a TideKV node maps n to key
-// space number n, docs/keyspaces.md), AUTH [default] password (when Config.Password is set, every
+// space number n, docs/keyspaces.md), AUTH [user] password (when Config.Auth is set, every
 // command but AUTH, HELLO and QUIT gets "NOAUTH Authentication required."
-// until then; with Config.Auth, AUTH user password names one of its users,
+// until then; AUTH user password names one of its users, AUTH password the
+// user "default",
 // and a read-only user gets "NOPERM User u has no permissions to run the
 // 'set' command" for writes: acl.go), HELLO [2] [AUTH user pass] [SETNAME name] (HELLO 3 gets
 // "NOPROTO unsupported protocol version", so RESP3 clients such as go-redis

@@ -153,7 +153,7 @@ func TestPipelineDelHashAndWrongType(t *testing.T) {
 // it, and QUIT drops what follows it.
 func TestPipelineAuthAndQuit(t *testing.T) {
 	kv := newFakeKV()
-	s, _ := start(t, kv, func(c *Config) { c.Password = "pw" }, nil)
+	s, _ := start(t, kv, func(c *Config) { c.Auth = users{"default": {"pw", AccessWrite}} }, nil)
 	got := pipeline(t, s,
 		[]string{"SET", "a", "1"},
 		[]string{"GET", "a"},

@@ -440,7 +440,7 @@ func TestRange(t *testing.T) {
 
 func TestAuth(t *testing.T) {
 	ctx := context.Background()
-	s, noPass := start(t, newFakeKV(), func(c *Config) { c.Password = "s3cret" }, nil)
+	s, noPass := start(t, newFakeKV(), func(c *Config) { c.Auth = users{"default": {"s3cret", AccessWrite}} }, nil)
 	wantErr(t, noPass.Ping(ctx).Err(), "NOAUTH Authentication required.")
 	wantErr(t, noPass.Get(ctx, "a").Err(), "NOAUTH Authentication required.")
 

@@ -19,11 +19,11 @@ type Config struct {
 	// ListenAddr is the TCP address to listen on, host:port (port 0 picks a
 	// free port; see Server.Addr).
 	ListenAddr string
-	// Password, when not empty, must be given with AUTH (or HELLO ... AUTH)
-	// before any other command. Empty means no authentication.
-	Password string
-	// Auth, when set, replaces Password: every connection must AUTH as one
-	// of its users, and a read-only user gets NOPERM for writes (acl.go).
+	// Auth, when set, must be given AUTH (or HELLO ... AUTH) before any
+	// other command: every connection authenticates as one of its users,
+	// and a read-only user gets NOPERM for writes (acl.go). nil means no
+	// authentication. resp compares no password itself: a password alone
+	// is the Authenticator's user "default".
 	Auth Authenticator
 	// TLS, when set, serves TLS only.
 	TLS *tls.Config
@@ -79,7 +79,7 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with the defaults for every field but
-// ListenAddr (127.0.0.1:6379) and Password (none).
+// ListenAddr (127.0.0.1:6379) and Auth (none).
 func DefaultConfig() Config {
 	return Config{
 		ListenAddr:     "127.0.0.1:6379",
@@ -286,7 +286,7 @@ func (s *Server) accept(c redcon.Conn) bool {
 	}
 	st := &connState{id: s.nextID.Add(1), user: "default", kv: s.kv}
 	st.out = replyBuffer{Conn: c, s: s, st: st}
-	if s.cfg.Password == "" && s.cfg.Auth == nil {
+	if s.cfg.Auth == nil {
 		st.authed, st.access = true, AccessWrite
 	}
 	c.SetContext(st)

@@ -85,11 +85,15 @@ func (d *Directory) reloadLocked() error {
 func (d *Directory) lookup(name string) (User, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.now().Sub(d.loadedAt) >= d.every {
+	return d.lookupLocked(name, d.now())
+}
+
+func (d *Directory) lookupLocked(name string, now time.Time) (User, bool) {
+	if now.Sub(d.loadedAt) >= d.every {
 		if err := d.reloadLocked(); err != nil {
 			// Keep serving the last good list; the file is being fixed.
 			log.Printf("security: keeping the previous users: %v", err)
-			d.loadedAt = d.now()
+			d.loadedAt = now
 		}
 	}
 	u, ok := d.users[name]
@@ -155,16 +159,17 @@ func (d *Directory) OnLoginFailure(fn func(LoginFailure)) { d.onFailure = fn }
 // refuses with a *RetryLaterError at once; a wrong password and an
 // unknown user cost the same derivation and read the same.
 func (d *Directory) PasswordRole(name, password, source string) (Role, error) {
-	src := sourceHost(source)
-	if wait := d.limiter.wait(name, src, d.now()); wait > 0 {
+	src, now := sourceHost(source), d.now()
+	wait, trusted := d.limiter.wait(name, src, now)
+	if wait > 0 {
 		d.onFailure(LoginFailure{User: name, Source: src, BackOff: wait, Refused: true})
 		return RoleNone, &RetryLaterError{After: wait}
 	}
-	u, known := d.lookup(name)
-	sum := sha256.Sum256(append(append([]byte(nil), u.Hash...), password...))
 	d.mu.Lock()
+	u, known := d.lookupLocked(name, now)
 	cached, hit := d.verified[name]
 	d.mu.Unlock()
+	sum := verifiedSum(u, password)
 	if !known || !hit || subtle.ConstantTimeCompare(cached[:], sum[:]) != 1 {
 		if !d.check(u, known, password) {
 			backOff := d.limiter.failed(name, src, d.now())
@@ -172,14 +177,23 @@ func (d *Directory) PasswordRole(name, password, source string) (Role, error) {
 			return RoleNone, errBadCredentials
 		}
 		if u.outdated() {
-			u, sum = d.upgrade(u, password)
+			u = d.upgrade(u, password)
+			sum = verifiedSum(u, password)
 		}
 		d.mu.Lock()
 		d.verified[name] = sum
 		d.mu.Unlock()
 	}
-	d.limiter.succeeded(name, src, d.now())
+	d.limiter.succeeded(name, src, now, trusted)
 	return ParseRole(u.Role)
+}
+
+// verifiedSum is what the cache of checked passwords holds for u's
+// password: sha256(stored hash, password), computed in a buffer on the
+// stack for the hashes and passwords of usual length.
+func verifiedSum(u User, password string) [32]byte {
+	var buf [256]byte
+	return sha256.Sum256(append(append(buf[:0], u.Hash...), password...))
 }
 
 // check derives password's hash against the user's, or against a dummy
@@ -204,11 +218,11 @@ var dummyUser = sync.OnceValue(func() User {
 	return u
 })
 
-// upgrade rehashes a user's outdated hash with today's algorithm and
-// writes it to the users file, returning the user and the cache sum to
-// remember. If the file cannot be written the old hash stays, and is
-// tried again at the user's next login that misses the cache.
-func (d *Directory) upgrade(u User, password string) (User, [32]byte) {
+// upgrade rehashes an outdated hash with today's algorithm and writes it
+// to the users file, returning the user to remember. If the file cannot
+// be written the old hash stays, and is tried again at the user's next
+// login that misses the cache.
+func (d *Directory) upgrade(u User, password string) User {
 	old := u
 	d.derivations <- struct{}{}
 	err := u.SetPassword(password)
@@ -220,5 +234,5 @@ func (d *Directory) upgrade(u User, password string) (User, [32]byte) {
 		log.Printf("security: keeping user %s's %s password hash: %v", u.Name, old.describeHash(), err)
 		u = old
 	}
-	return u, sha256.Sum256(append(append([]byte(nil), u.Hash...), password...))
+	return u
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,7 +18,9 @@ import (
 // a right password is accepted). A source that has logged in as a user
 // before (a trusted pair) is exempt from that user's back-off, so that
 // someone guessing a user's password from elsewhere does not lock the user
-// out; it is still subject to its own address's.
+// out; it is still subject to its own address's. A success resets no
+// failure count: a guesser who also knows one password would otherwise
+// clear its record between guesses (docs/security.md).
 const (
 	freeFailures = 5
 	backoffBase  = time.Second
@@ -65,11 +68,17 @@ type loginLimiter struct {
 	mu      sync.Mutex
 	users   map[string]failures
 	sources map[string]failures
-	trusted map[[2]string]time.Time // (user, source) → last successful login
+	// trusted: (user, source) → the last successful login, in Unix
+	// nanoseconds. A logged-in user's every call succeeds again, so a
+	// known pair is refreshed in place (atomically, after the lock of wait
+	// is released) rather than written to the map under a second lock.
+	trusted map[pair]*atomic.Int64
 }
 
+type pair struct{ user, source string }
+
 func newLoginLimiter() *loginLimiter {
-	return &loginLimiter{users: map[string]failures{}, sources: map[string]failures{}, trusted: map[[2]string]time.Time{}}
+	return &loginLimiter{users: map[string]failures{}, sources: map[string]failures{}, trusted: map[pair]*atomic.Int64{}}
 }
 
 // sourceHost is the address part of a source host:port (one client's
@@ -81,15 +90,17 @@ func sourceHost(source string) string {
 	return source
 }
 
-// wait is how long a login of user from source must wait (0: go ahead).
-func (l *loginLimiter) wait(user, source string, now time.Time) time.Duration {
+// wait is how long a login of user from source must wait (0: go ahead),
+// and the pair's trust record if it has logged in before (for succeeded).
+func (l *loginLimiter) wait(user, source string, now time.Time) (time.Duration, *atomic.Int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.sources[source].wait(now)
-	if _, ok := l.trusted[[2]string{user, source}]; !ok {
+	t := l.trusted[pair{user, source}]
+	if t == nil {
 		w = max(w, l.users[user].wait(now))
 	}
-	return w
+	return w, t
 }
 
 // failed counts a failed login and returns the back-off it leaves.
@@ -116,15 +127,22 @@ func (l *loginLimiter) failed(user, source string, now time.Time) time.Duration 
 	return w
 }
 
-// succeeded trusts the pair of user and source.
-func (l *loginLimiter) succeeded(user, source string, now time.Time) {
+// succeeded trusts the pair of user and source; t is its record as wait
+// returned it (nil: a new pair).
+func (l *loginLimiter) succeeded(user, source string, now time.Time, t *atomic.Int64) {
+	if t != nil {
+		t.Store(now.UnixNano())
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	key := [2]string{user, source}
-	if _, ok := l.trusted[key]; !ok {
-		makeRoom(l.trusted, now, func(t time.Time) time.Time { return t })
+	key := pair{user, source}
+	if t = l.trusted[key]; t == nil {
+		makeRoom(l.trusted, now, func(t *atomic.Int64) time.Time { return time.Unix(0, t.Load()) })
+		t = new(atomic.Int64)
+		l.trusted[key] = t
 	}
-	l.trusted[key] = now
+	t.Store(now.UnixNano())
 }
 
 // makeRoom keeps m under maxTracked entries before one is added: it drops

@@ -15,12 +15,35 @@ import (
 
 // BenchmarkLogin is what one password login that misses the cache costs
 // the node: one Argon2id derivation, the same for a wrong password of a
-// user and for a user that does not exist.
+// user and for a user that does not exist; and what the check of a
+// logged-in user's call costs (cached: the password checked out before,
+// from the same address), serially and from every core at once.
 func BenchmarkLogin(b *testing.B) {
 	dir, err := NewDirectory(OSFiles{}, writeUsers(b))
 	if err != nil {
 		b.Fatal(err)
 	}
+	if _, err := dir.PasswordRole("reader", "rpw", "10.0.0.1:4000"); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("cached/serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := dir.PasswordRole("reader", "rpw", "10.0.0.1:4000"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := dir.PasswordRole("reader", "rpw", "10.0.0.1:4000"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
 	reader, _ := dir.lookup("reader")
 	for _, c := range []struct {
 		name  string

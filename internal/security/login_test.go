@@ -99,6 +99,28 @@ func TestLoginBackOff(t *testing.T) {
 	}
 }
 
+// A successful login resets no failure count, of the user or of the
+// address: a guesser who knows one password (its own user's, or the
+// guessed user's from a trusted address) cannot clear its record between
+// guesses. A trusted pair stays under its address's back-off.
+func TestLoginSuccessForgivesNoFailure(t *testing.T) {
+	dir, _, _ := testDirectory(t)
+	login(t, dir, "reader", "rpw", "10.0.0.9:1000", 0) // trusted from now on
+	for i := 0; i < freeFailures-1; i++ {
+		login(t, dir, "reader", "guess", "10.0.0.9:1000", wrong)
+		login(t, dir, "reader", "rpw", "10.0.0.9:1000", 0)
+		login(t, dir, "writer", "wpw", "10.0.0.9:1000", 0)
+	}
+	login(t, dir, "reader", "guess", "10.0.0.9:1000", wrong)
+	// The fifth failure in a row starts the back-off although logins
+	// succeeded between them, and the trusted pair waits too: the wait is
+	// the address's.
+	login(t, dir, "reader", "rpw", "10.0.0.9:1000", backoffBase)
+	login(t, dir, "writer", "wpw", "10.0.0.9:1001", backoffBase)
+	// The user's count was not reset either: a new address waits.
+	login(t, dir, "reader", "rpw", "10.0.0.10:1000", backoffBase)
+}
+
 // Failures are forgotten after forgetAfter, and the limiter's maps stay
 // under maxTracked entries whatever names and addresses are made up.
 func TestLoginLimiterForgetsAndIsBounded(t *testing.T) {
@@ -107,12 +129,12 @@ func TestLoginLimiterForgetsAndIsBounded(t *testing.T) {
 	for i := 0; i < freeFailures; i++ {
 		l.failed("u", "s", now)
 	}
-	if w := l.wait("u", "s", now); w != backoffBase {
+	if w, _ := l.wait("u", "s", now); w != backoffBase {
 		t.Fatalf("wait %v, want %v", w, backoffBase)
 	}
 	now = now.Add(forgetAfter)
 	l.failed("u", "s", now)
-	if w := l.wait("u", "s", now); w != 0 {
+	if w, _ := l.wait("u", "s", now); w != 0 {
 		t.Fatalf("after forgetAfter one more failure leaves a wait of %v, want none", w)
 	}
 	for i := 0; i < maxTracked+10; i++ {

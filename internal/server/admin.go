@@ -204,7 +204,7 @@ func (a *adminService) ChangeReplicas(ctx context.Context, req *tidekvpb.ChangeR
 		return nil, invalidArg("change replicas: name a node to add or to remove")
 	}
 	if id := req.GetAddNodeId(); id != 0 {
-		if _, ok := s.dir.get(id); !ok {
+		if _, ok := s.dir.Get(id); !ok {
 			return nil, invalidArg("node %d is not a member of the cluster", id)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/httpapi"
 )
 
 // TestGRPCAndHTTPBounds: the gRPC message size and streams per connection
@@ -55,14 +56,14 @@ func TestGRPCAndHTTPBounds(t *testing.T) {
 	})
 	t.Run("oversize header", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+s.HTTPAddr()+"/health", nil)
-		req.Header.Set("X-Filler", strings.Repeat("x", 2*maxHTTPHeader))
+		req.Header.Set("X-Filler", strings.Repeat("x", 2*httpapi.MaxHeaderBytes))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-			t.Fatalf("a %d-byte header: %s, want 431", 2*maxHTTPHeader, resp.Status)
+			t.Fatalf("a %d-byte header: %s, want 431", 2*httpapi.MaxHeaderBytes, resp.Status)
 		}
 	})
 	t.Run("oversize body", func(t *testing.T) {

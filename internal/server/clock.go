@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/hlc"
 )
 
 // Clocks (docs/design.md, "Clocks"). Each node has one hybrid logical clock
@@ -21,10 +21,11 @@ import (
 // Every push's round trip also gives an estimate of the offset between the
 // two nodes' wall clocks. When this node's clock is certainly beyond 0.8 ×
 // the maximum offset from a majority of the peers it has estimates for, it
-// stops holding leases (raftstore.Store.SetClockTrusted), hands the
-// leadership of its ranges to nodes whose clocks are trusted, and says so:
-// an event, a log line, its metrics, its heartbeat (ctl status, dashboard)
-// and its load (so no lease moves to it).
+// stops holding leases (raftstore.Store.SetClockTrusted) and says so: an
+// event, a log line, its metrics, its heartbeat (ctl status, dashboard)
+// and its load. The control loop, seeing the heartbeat, moves the
+// leadership of its ranges to nodes whose clocks are trusted (placement's
+// clock policy, through the runner) and moves no lease to it.
 
 // offsetTTLIntervals is how many push intervals an offset estimate counts
 // for: long enough to keep a narrow one over a few delayed round trips,
@@ -132,7 +133,6 @@ func (s *Server) checkClock(context.Context) {
 			s.events.Record("clock-untrusted", nodeSubject(s.nodeID), "holding no leases: %s", h.Reason)
 			log.Printf("clock: holding no leases: %s", h.Reason)
 		}
-		s.shedLeases()
 	case !was:
 		c.untrust.Set(0)
 		s.events.Record("clock-trusted", nodeSubject(s.nodeID), "clock within %v of %d of %d peers again: holding leases again", c.mon.Tolerance(), h.Known-h.Far, h.Known)
@@ -156,43 +156,6 @@ func maxClockOffsetMs(h hlc.ClockHealth) float64 {
 		}
 	}
 	return ms(far)
-}
-
-// shedLeases hands the leadership of every range this node leads to a
-// voter on a node whose clock is trusted, by the loads it last heard; a
-// range whose lease moved within the last second is left to finish.
-func (s *Server) shedLeases() {
-	now := time.Now()
-	for _, r := range s.store.Replicas() {
-		d := r.Desc()
-		if !r.IsLeader() || d == nil {
-			continue
-		}
-		if last, ok := s.leaseMoved.Load(r.RangeID()); ok && now.Sub(last.(time.Time)) < time.Second {
-			continue
-		}
-		for _, rd := range d.GetReplicas() {
-			if n := rd.GetNodeId(); n == s.nodeID || rd.GetType() != tidekvpb.ReplicaType_VOTER || !s.clockTrustedOn(n, now) {
-				continue
-			}
-			if r.TransferLease(rd.GetNodeId()) == nil {
-				s.leaseMoved.Store(r.RangeID(), now)
-				s.events.Record("lease-transfer", rangeSubject(r.RangeID()), "lease moving from node %d to node %d: this node's clock is not trusted", s.nodeID, rd.GetNodeId())
-				break
-			}
-		}
-	}
-}
-
-// clockTrustedOn reports whether a node is live and trusts its clock by
-// its latest load.
-func (s *Server) clockTrustedOn(node uint64, now time.Time) bool {
-	for _, l := range s.loads.list() {
-		if l.GetNodeId() == node {
-			return now.Sub(time.Unix(0, l.GetUnixNanos())) < leaseLoadFreshness && !l.GetClockUntrusted()
-		}
-	}
-	return false
 }
 
 // clockUntrustedOn reports whether a node's latest load says its clock is

@@ -68,7 +68,7 @@ func (s *Server) pushClosed(context.Context) {
 	byPeer := s.store.ClosedTimestamps(s.store.Now())
 	load := s.ownLoad()
 	s.loads.note(load)
-	for _, n := range s.dir.list() {
+	for _, n := range s.dir.List() {
 		peer := n.GetNodeId()
 		if peer == s.nodeID || n.GetGrpcAddr() == "" || s.cfg.Transport.Partition.Blocked(peer) {
 			continue

@@ -16,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/internal/memengine"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -169,21 +170,15 @@ type Config struct {
 	// read's bound must exceed it plus the network delay to be served by
 	// followers.
 	ClosedTimestampInterval time.Duration
-	// LeaseRebalanceInterval is the window over which a leaseholder counts
-	// its ranges' writes by origin before deciding whether to move a lease
-	// toward its writers.
-	LeaseRebalanceInterval time.Duration
 	// GC configures the MVCC GC queue (gcqueue.go); the gc-ttl cluster
 	// setting overrides GC.TTL.
-	GC GCConfig
+	GC queue.GCConfig
 	// Cache configures eviction in key spaces with a capacity and
 	// read-through in key spaces with a miss handler (eviction.go).
 	Cache cache.Config
 	// MemEngine configures the memory engine of each memory key space
 	// (memspaces.go); its Index is ignored, each key space names its own.
 	MemEngine memengine.Config
-	// Lease tunes when a lease follows its writers.
-	Lease placement.LeaseConfig
 	// Locality labels the node's place, "key=value,..." from the widest
 	// (region=eu,zone=a); "" for none.
 	Locality string
@@ -229,11 +224,9 @@ func DefaultConfig() Config {
 		Actuators:               actuator.DefaultConfig(),
 		ReplicaGCInterval:       10 * time.Second,
 		ClosedTimestampInterval: 100 * time.Millisecond,
-		LeaseRebalanceInterval:  10 * time.Second,
-		GC:                      DefaultGCConfig(),
+		GC:                      queue.DefaultGCConfig(),
 		Cache:                   cache.DefaultConfig(),
 		MemEngine:               memengine.DefaultConfig(),
-		Lease:                   placement.DefaultLeaseConfig(),
 		Events:                  events.DefaultConfig(),
 		Monitor:                 monitor.DefaultConfig(),
 		Gossip:                  gossipDefaults(),
@@ -263,7 +256,7 @@ func (l Limits) validate() error {
 // validateIntervals checks the node's loop intervals and timeouts.
 func (c *Config) validateIntervals() error {
 	for name, d := range map[string]time.Duration{"HeartbeatInterval": c.HeartbeatInterval, "LivenessTimeout": c.LivenessTimeout,
-		"ReportInterval": c.ReportInterval, "SizeWatchInterval": c.SizeWatchInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval, "LeaseRebalanceInterval": c.LeaseRebalanceInterval} {
+		"ReportInterval": c.ReportInterval, "SizeWatchInterval": c.SizeWatchInterval, "ReplicaGCInterval": c.ReplicaGCInterval, "ClosedTimestampInterval": c.ClosedTimestampInterval} {
 		if d <= 0 {
 			return fmt.Errorf("server: %s must be positive", name)
 		}
@@ -337,7 +330,6 @@ func (c *Config) componentChecks() []func() error {
 		c.Placement.Validate,
 		prefixed("server: autoscale policy: %w", func() error { return c.Autoscale.Validate(c.Placement.ReplicationFactor) }),
 		c.Control.Validate,
-		c.Lease.Validate,
 		c.Cache.Validate,
 		prefixed("server: %w", c.MemEngine.Validate),
 		prefixed("server: %w", c.GC.Validate),

@@ -128,7 +128,7 @@ func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.Rang
 		d := ri.GetDesc()
 		r := placement.Range{ID: d.GetRangeId(), Start: d.GetStartKey(), End: d.GetEndKey(), Generation: d.GetGeneration(), Leaseholder: ri.GetLeaderNodeId(),
 			Bytes: ri.GetBytes(), QPS: ri.GetQps(), ReadQPS: ri.GetReadQps(), HotKeyShare: ri.GetHotKeyShare(),
-			MergingInto: d.GetMergingInto(), LoadStale: ri.GetLoadStale(),
+			MergingInto: d.GetMergingInto(), LoadStale: ri.GetLoadStale(), Writes: ri.GetWritesByOrigin(),
 			ChangeInProgress: ri.GetChangeInProgress()}
 		if r.ID == keys.MetaRangeID {
 			// The meta range lives in its own key space: never split or

@@ -62,13 +62,13 @@ func (s *Server) toStatus(err error) error {
 		return withDetail(codes.FailedPrecondition, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_NOT_FOUND})
 	case errors.As(err, &sr):
 		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_STALE_REPLICA, LeaderNodeId: sr.LeaderNodeID}
-		if n, ok := s.dir.get(sr.LeaderNodeID); ok {
+		if n, ok := s.dir.Get(sr.LeaderNodeID); ok {
 			d.LeaderAddr = n.GetGrpcAddr()
 		}
 		return withDetail(codes.FailedPrecondition, err.Error(), d)
 	case errors.As(err, &nl):
 		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_NOT_LEASEHOLDER, LeaderNodeId: nl.LeaderNodeID, Range: nl.Desc}
-		if n, ok := s.dir.get(nl.LeaderNodeID); ok {
+		if n, ok := s.dir.Get(nl.LeaderNodeID); ok {
 			d.LeaderAddr = n.GetGrpcAddr()
 		}
 		return withDetail(codes.FailedPrecondition, err.Error(), d)
@@ -80,7 +80,7 @@ func (s *Server) toStatus(err error) error {
 		if r := s.store.LookupKey(km.Key); r != nil {
 			d.Range = r.Desc()
 			d.LeaderNodeId = r.LeaderNodeID()
-			if n, ok := s.dir.get(d.LeaderNodeId); ok {
+			if n, ok := s.dir.Get(d.LeaderNodeId); ok {
 				d.LeaderAddr = n.GetGrpcAddr()
 			}
 		}

@@ -22,7 +22,7 @@ func (s *Server) clusterEvents(ctx context.Context, limit int) []*tidekvpb.Event
 	lists := [][]*tidekvpb.Event{s.events.List(limit)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, n := range s.dir.list() {
+	for _, n := range s.dir.List() {
 		if n.GetNodeId() == s.nodeID || n.GetGrpcAddr() == "" {
 			continue
 		}
@@ -57,7 +57,7 @@ func (s *Server) watchLiveness(ctx context.Context) {
 	if !settled {
 		return // liveness is still being learnt from heartbeats
 	}
-	nodes := s.dir.list()
+	nodes := s.dir.List()
 	statuses := s.nodeStatuses(nodes, time.Now())
 	s.metrics.setImbalance(placement.ImbalanceOf(statuses))
 	s.meta.mu.Lock()

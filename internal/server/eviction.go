@@ -5,13 +5,12 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"maps"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cache"
-	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -20,14 +19,6 @@ import (
 // bytes of the key space's replicas on it), samples keys of the ranges it
 // leads, lets cache.Decide pick the least recently used, and proposes their
 // deletes through Raft, so every replica applies the same deletes.
-
-// evictState is the eviction loop's memory between rounds (only the loop
-// touches it).
-type evictState struct {
-	evicting map[keyspace.ID]bool
-	// cursors: where each led range's next sample starts (the clock hand).
-	cursors map[uint64][]byte
-}
 
 // touch records a use of keys served by leaseholder r, for eviction's
 // recency, when they belong to a key space with a capacity. Recency is
@@ -84,10 +75,10 @@ func (s *Server) learnLocalKeySpaces(ctx context.Context) {
 		s.learnKeySpace(ctx, d.GetStartKey())
 		learnt = true
 	}
-	maps.DeleteFunc(s.evict.cursors, func(id uint64, _ []byte) bool { return !local[id] })
+	s.queues.evict.KeepOnly(local)
 }
 
-func (s *Server) evictKeySpace(ctx context.Context, ks keyspace.KeySpace) error {
+func (s *Server) evictKeySpace(ctx context.Context, ks ksconfig.KeySpace) error {
 	var rs []*raftstore.Replica
 	for _, r := range s.store.Replicas() {
 		if d := r.Desc(); d != nil && keyspace.Of(d.GetStartKey()) == ks.ID {
@@ -95,7 +86,7 @@ func (s *Server) evictKeySpace(ctx context.Context, ks keyspace.KeySpace) error 
 		}
 	}
 	cfg := s.cfg.Cache
-	sp := cache.Space{Name: ks.Name, Capacity: ks.CapacityPerNode, Evicting: s.evict.evicting[ks.ID]}
+	sp := cache.Space{Name: ks.Name, Capacity: ks.CapacityPerNode, Evicting: s.queues.evict.Evicting(ks.ID)}
 	sp.Held, sp.Led = s.heldBytes(ctx, rs, false)
 	if sp.Held > sp.Capacity || sp.Evicting {
 		// The estimate is an upper bound that deletes never lower, so
@@ -114,7 +105,7 @@ func (s *Server) evictKeySpace(ctx context.Context, ks keyspace.KeySpace) error 
 		}
 	}
 	plan := cache.Decide(sp, cfg, time.Now())
-	s.evict.evicting[ks.ID] = plan.Evicting
+	s.queues.evict.SetEvicting(ks.ID, plan.Evicting)
 	if plan.Started {
 		s.events.Record("evict", fmt.Sprintf("key space %d", ks.ID), "%s", plan.Reason)
 	}
@@ -150,18 +141,18 @@ func (s *Server) heldBytes(ctx context.Context, rs []*raftstore.Replica, exact b
 // previous round stopped, going round to the range's start.
 func (s *Server) sampleRange(ctx context.Context, r *raftstore.Replica, n int) ([]cache.Candidate, error) {
 	d := r.Desc()
-	from := s.evict.cursors[r.RangeID()]
-	if from == nil || !keys.Contains(d.GetStartKey(), d.GetEndKey(), from) {
-		from = d.GetStartKey()
-	}
+	from := s.queues.evict.SampleFrom(r.RangeID(), d.GetStartKey(), d.GetEndKey())
 	kvs, err := s.scanFrom(ctx, r, from, d.GetEndKey(), n)
 	if err != nil {
 		return nil, err
 	}
-	delete(s.evict.cursors, r.RangeID())
-	if len(kvs) == n {
-		s.evict.cursors[r.RangeID()] = append(bytes.Clone(kvs[n-1].GetKey()), 0)
-	} else if !bytes.Equal(from, d.GetStartKey()) {
+	full := len(kvs) == n
+	var last []byte
+	if full {
+		last = kvs[n-1].GetKey()
+	}
+	s.queues.evict.Sampled(r.RangeID(), last, full)
+	if !full && !bytes.Equal(from, d.GetStartKey()) {
 		more, err := s.scanFrom(ctx, r, d.GetStartKey(), from, n-len(kvs))
 		if err != nil {
 			return nil, err

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -29,7 +30,7 @@ func TestEvictionKeepsKeySpaceUnderCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Eviction works on the key space's own ranges.
-	cat := keyspace.NewCatalogue([]keyspace.KeySpace{keyspace.FromAPI(made)})
+	cat := ksconfig.NewCatalogue([]ksconfig.KeySpace{ksconfig.FromAPI(made)})
 	eventually(t, 30*time.Second, "ranges split at the key space's bounds", func() error { return checkKeySpaceRanges(ctx, c, cat) })
 	ks, err := c.KeySpace(ctx, "sessions")
 	if err != nil {

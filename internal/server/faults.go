@@ -45,7 +45,7 @@ type faults struct {
 // stops the node at its next write (a node must not run on a disk that
 // lost what it was told to keep). Only
 // loopback callers are served, as chaos runs drive it from the same host;
-// on a secure node they must also be admins (httpHandler).
+// on a secure node they must also be admins (internal/httpapi).
 func faultHandler(f faults) http.Handler {
 	mux := http.NewServeMux()
 	state := func(w http.ResponseWriter) {

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/keyspace"
-	"github.com/tidekv/tidekv/internal/mvcc"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 )
 
 // userTotalBytes sums the versioned bytes of the user ranges the nodes
@@ -110,33 +110,6 @@ func waitUntil(t *testing.T, cond func() bool) {
 	}
 }
 
-// gcReason collects a range once its garbage reaches the minimum, again
-// once it grew by the minimum since the last pass, or once what that pass
-// had to keep is older than gc-ttl.
-func TestGCReason(t *testing.T) {
-	cfg := GCConfig{TTL: time.Minute, Interval: time.Second, MinGarbageBytes: 1000}
-	now := time.Unix(1000, 0)
-	// 100 versions of 100 bytes, 10 of them live: 9000 bytes of garbage.
-	st := mvcc.Stats{LiveKeys: 10, Versions: 100, TotalBytes: 10000}
-	for _, c := range []struct {
-		name string
-		st   mvcc.Stats
-		last gcRange
-		want string
-	}{
-		{"first", st, gcRange{}, "9000 bytes of garbage in 90 versions"},
-		{"too little", mvcc.Stats{LiveKeys: 95, Versions: 100, TotalBytes: 10000}, gcRange{}, ""},
-		{"grew", st, gcRange{passAt: now.Add(-time.Second), left: 7000}, "garbage grew to 9000 bytes"},
-		{"kept, young", st, gcRange{passAt: now.Add(-time.Second), left: 8500}, ""},
-		{"kept, aged", st, gcRange{passAt: now.Add(-time.Minute), left: 8500}, "8500 bytes of garbage the last pass had to keep are now older than gc-ttl"},
-	} {
-		got, _ := gcReason(c.st, c.last, now, cfg)
-		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
-			t.Errorf("%s: %q, want %q", c.name, got, c.want)
-		}
-	}
-}
-
 // keySpaceVersions sums the versions and live keys of key space id's
 // ranges at their leaseholders.
 func (tc *testCluster) keySpaceVersions(t *testing.T, id keyspace.ID) (versions, live int64) {
@@ -182,18 +155,18 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 		!strings.Contains(err.Error(), "gc-ttl -1s must not be negative") {
 		t.Fatalf("negative gc-ttl: %v, want it refused", err)
 	}
-	made := map[string]keyspace.KeySpace{}
+	made := map[string]ksconfig.KeySpace{}
 	for _, k := range []*tidekvpb.KeySpace{{Name: "cache", Rf: 3, Engine: "memory", GcTtlMs: 1000}, {Name: "plain", Rf: 3, Engine: "memory"}, {Name: "docs", Rf: 3}} {
 		resp, err := c.CreateKeySpace(ctx, k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		made[k.Name] = keyspace.FromAPI(resp)
+		made[k.Name] = ksconfig.FromAPI(resp)
 	}
 	if made["cache"].GCTTL != time.Second || made["docs"].GCTTL != 0 {
 		t.Fatalf("created with gc-ttl %v and %v, want 1s and unset", made["cache"].GCTTL, made["docs"].GCTTL)
 	}
-	cat := keyspace.NewCatalogue([]keyspace.KeySpace{made["cache"], made["plain"], made["docs"]})
+	cat := ksconfig.NewCatalogue([]ksconfig.KeySpace{made["cache"], made["plain"], made["docs"]})
 	eventually(t, 30*time.Second, "ranges split at the key spaces' bounds", func() error { return checkKeySpaceRanges(ctx, c, cat) })
 	before := c.Now()
 	const keys, rounds = 5, 100
@@ -245,25 +218,4 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 	}
 	tc.waitEvents(t, [3]string{"gc", "retention 1s, key space cache's gc-ttl", ""}, [3]string{"gc", "retention 1s, memory key space plain's default", ""},
 		[3]string{"gc", "retention 10m0s, the cluster's gc-ttl", ""})
-}
-
-// A memory key space's range is looked at more often and collected at
-// less garbage than a Pebble one's; a key space not known yet gets the
-// cluster's policy.
-func TestGCPolicyFor(t *testing.T) {
-	cfg := DefaultGCConfig()
-	mem := gcPolicyFor(keyspace.KeySpace{Settings: keyspace.Settings{Engine: keyspace.Memory}}, cfg, time.Minute)
-	if mem.every != 10*time.Second || mem.minGarbage != 64<<10 || mem.TTL != time.Minute {
-		t.Fatalf("memory key space: every %v, min garbage %d, TTL %v", mem.every, mem.minGarbage, mem.TTL)
-	}
-	for _, k := range []keyspace.KeySpace{{Settings: keyspace.Settings{Engine: keyspace.Pebble}}, {}} {
-		p := gcPolicyFor(k, cfg, time.Minute)
-		if p.every != time.Minute || p.minGarbage != 1<<20 || p.TTL != 10*time.Minute {
-			t.Fatalf("%q key space: every %v, min garbage %d, TTL %v", k.Engine, p.every, p.minGarbage, p.TTL)
-		}
-	}
-	cfg.MemoryMinGarbageBytes = -1
-	if cfg.Validate() == nil {
-		t.Fatal("a negative memory minimum garbage validated")
-	}
 }

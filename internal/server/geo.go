@@ -113,7 +113,7 @@ func (s *Server) startGeo() {
 // geoGateways picks each locality's node with the lowest id.
 func (s *Server) geoGateways() ([]uint64, bool) {
 	gws := make([]uint64, len(s.cfg.Geo.Localities))
-	nodes := s.dir.list()
+	nodes := s.dir.List()
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].GetNodeId() < nodes[j].GetNodeId() })
 	for i, l := range s.cfg.Geo.Localities {
 		for _, n := range nodes {
@@ -190,7 +190,7 @@ func (t *geoTransport) Send(to int, m *geo.Message) {
 				return
 			}
 		}
-		addr, ok := s.dir.addr(peer)
+		addr, ok := s.dir.Addr(peer)
 		if !ok {
 			return
 		}

@@ -33,7 +33,7 @@ func (s *Server) startGossip() error {
 // gossipSeeds are the other known nodes' gossip addresses.
 func (s *Server) gossipSeeds() []string {
 	var out []string
-	for _, n := range s.dir.list() {
+	for _, n := range s.dir.List() {
 		if n.GetNodeId() != s.nodeID && n.GetGossipAddr() != "" {
 			out = append(out, n.GetGossipAddr())
 		}
@@ -60,7 +60,7 @@ func (s *Server) rejoinGossip() {
 		seen[m.NodeID] = true
 	}
 	var missing []string
-	for _, n := range s.dir.list() {
+	for _, n := range s.dir.List() {
 		if !seen[n.GetNodeId()] && n.GetGossipAddr() != "" && n.GetNodeId() != s.nodeID {
 			missing = append(missing, n.GetGossipAddr())
 		}

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/httpapi"
 	"github.com/tidekv/tidekv/internal/security"
 	"github.com/tidekv/tidekv/internal/testutil/chromium"
 )
@@ -172,7 +173,7 @@ func expect(c caller, has, need security.Role) verdict {
 	switch {
 	case c.name == "client certificate of another CA":
 		return handshake
-	case need == public || has >= need:
+	case need == httpapi.Public || has >= need:
 		return served
 	case has == security.RoleNone:
 		return unauthent
@@ -298,10 +299,10 @@ func TestSecurityTable(t *testing.T) {
 			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: c.tls(t, n)},
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 			for _, r := range n.s.httpRoutes {
-				p := httpProbes[r.pattern]
+				p := httpProbes[r.Pattern]
 				got := httpOutcome(t, hc, n.s.HTTPAddr(), p, c)
-				if want := expect(c, grpcRole(c), r.role); got != want {
-					t.Errorf("%s by %s: %s, want %s", r.pattern, c.name, got, want)
+				if want := expect(c, grpcRole(c), r.Role); got != want {
+					t.Errorf("%s by %s: %s, want %s", r.Pattern, c.name, got, want)
 				}
 			}
 		}
@@ -322,13 +323,13 @@ type httpProbe struct {
 // registers that is not here fails the test: give a new endpoint its
 // rule here and in docs/security.md.
 var httpProbes = map[string]httpProbe{
-	"GET /metrics":       {public, "GET", "/metrics", "", ""},
-	"GET /health":        {public, "GET", "/health", "", ""},
-	"GET /ready":         {public, "GET", "/ready", "", ""},
-	"GET /static/":       {public, "GET", "/static/style.css", "", ""},
-	"GET /login":         {public, "GET", "/login", "", ""},
-	"POST /login":        {public, "POST", "/login", "application/x-www-form-urlencoded", "user=reader&password=r-pass"},
-	"POST /logout":       {public, "POST", "/logout", "", ""},
+	"GET /metrics":       {httpapi.Public, "GET", "/metrics", "", ""},
+	"GET /health":        {httpapi.Public, "GET", "/health", "", ""},
+	"GET /ready":         {httpapi.Public, "GET", "/ready", "", ""},
+	"GET /static/":       {httpapi.Public, "GET", "/static/style.css", "", ""},
+	"GET /login":         {httpapi.Public, "GET", "/login", "", ""},
+	"POST /login":        {httpapi.Public, "POST", "/login", "application/x-www-form-urlencoded", "user=reader&password=r-pass"},
+	"POST /logout":       {httpapi.Public, "POST", "/logout", "", ""},
 	"GET /{$}":           {security.RoleRead, "GET", "/", "", ""},
 	"GET /api/status":    {security.RoleRead, "GET", "/api/status", "", ""},
 	"GET /api/ranges":    {security.RoleRead, "GET", "/api/ranges", "", ""},
@@ -350,17 +351,17 @@ var httpProbes = map[string]httpProbe{
 // checkRoutesAreThoseProbed fails for a registered pattern without a probe
 // (a new endpoint nobody gave a rule) and for a pattern whose role is not
 // the table's.
-func checkRoutesAreThoseProbed(t *testing.T, routes []httpRoute) {
+func checkRoutesAreThoseProbed(t *testing.T, routes []httpapi.Route) {
 	t.Helper()
 	var registered []string
 	for _, r := range routes {
-		registered = append(registered, r.pattern)
-		p, ok := httpProbes[r.pattern]
+		registered = append(registered, r.Pattern)
+		p, ok := httpProbes[r.Pattern]
 		switch {
 		case !ok:
-			t.Errorf("the node serves %q, which the security table does not list: add it to httpProbes with the role it needs", r.pattern)
-		case p.role != r.role:
-			t.Errorf("%s needs role %s, want %s", r.pattern, r.role, p.role)
+			t.Errorf("the node serves %q, which the security table does not list: add it to httpProbes with the role it needs", r.Pattern)
+		case p.role != r.Role:
+			t.Errorf("%s needs role %s, want %s", r.Pattern, r.Role, p.role)
 		}
 	}
 	for pattern := range httpProbes {
@@ -395,7 +396,7 @@ func httpOutcome(t *testing.T, hc *http.Client, addr string, p httpProbe, c call
 	body, _ := io.ReadAll(resp.Body)
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized && p.path != "/login",
-		resp.StatusCode == http.StatusSeeOther && p.path == "/" && resp.Header.Get("Location") == "/login":
+		resp.StatusCode == http.StatusSeeOther && p.path == "/" && resp.Header.Get("Location") == "login":
 		return unauthent
 	case resp.StatusCode == http.StatusForbidden:
 		return denied
@@ -478,7 +479,7 @@ func TestDashboardSession(t *testing.T) {
 	}
 	resp, _ = do("POST", "/login", nil, url.Values{"user": {"reader"}, "password": {"r-pass"}})
 	cookies := resp.Cookies()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" || len(cookies) != 1 {
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "./" || len(cookies) != 1 {
 		t.Fatalf("login: %s to %q, cookies %v", resp.Status, resp.Header.Get("Location"), cookies)
 	}
 	c := cookies[0]

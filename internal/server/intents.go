@@ -10,8 +10,8 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
-	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/retry"
 )
 
 // Requests that meet another transaction's intent (docs/transactions.md
@@ -122,7 +122,7 @@ func (w *intentWait) pause(ctx context.Context, ie *raftstore.IntentError) error
 	if left <= 0 {
 		return &txnRetryError{fmt.Sprintf("key %q holds an intent of transaction %x, still running after a wait of %v: retry", ie.Key, ie.Txn.GetId(), w.s.cfg.Txn.IntentWait)}
 	}
-	t := time.NewTimer(min(left, control.Backoff(w.pushes-1, 10*time.Millisecond, 200*time.Millisecond)))
+	t := time.NewTimer(min(left, retry.Backoff(w.pushes-1, 10*time.Millisecond, 200*time.Millisecond)))
 	defer t.Stop()
 	select {
 	case <-t.C:

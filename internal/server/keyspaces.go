@@ -7,9 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/control"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/memengine"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -23,12 +24,12 @@ import (
 // catalogueCache is a node's copy of the key space catalogue, read on
 // every request that names a key space, so without a lock.
 type catalogueCache struct {
-	cat atomic.Pointer[keyspace.Catalogue]
+	cat atomic.Pointer[ksconfig.Catalogue]
 	// learnt is told each catalogue that replaces the copy (memSpaces.learn).
-	learnt func(keyspace.Catalogue)
+	learnt func(ksconfig.Catalogue)
 }
 
-func (c *catalogueCache) get() keyspace.Catalogue {
+func (c *catalogueCache) get() ksconfig.Catalogue {
 	if p := c.cat.Load(); p != nil {
 		return *p
 	}
@@ -37,7 +38,7 @@ func (c *catalogueCache) get() keyspace.Catalogue {
 
 // set replaces the copy unless it knows more key spaces than cat (key
 // spaces are never dropped: a shorter catalogue is an older one).
-func (c *catalogueCache) set(cat keyspace.Catalogue) {
+func (c *catalogueCache) set(cat ksconfig.Catalogue) {
 	for {
 		old := c.cat.Load()
 		if old != nil && len(*old) > len(cat) {
@@ -53,8 +54,8 @@ func (c *catalogueCache) set(cat keyspace.Catalogue) {
 }
 
 // keySpaceByName finds the key space a request names.
-func (s *Server) keySpaceByName(ctx context.Context, name string) (keyspace.KeySpace, error) {
-	k, ok, err := s.findKeySpace(ctx, func(c keyspace.Catalogue) (keyspace.KeySpace, bool) { return c.ByName(name) })
+func (s *Server) keySpaceByName(ctx context.Context, name string) (ksconfig.KeySpace, error) {
+	k, ok, err := s.findKeySpace(ctx, func(c ksconfig.Catalogue) (ksconfig.KeySpace, bool) { return c.ByName(name) })
 	if err == nil && !ok {
 		err = invalidArg("no key space %q (tidekv ctl keyspace list shows them)", name)
 	}
@@ -62,8 +63,8 @@ func (s *Server) keySpaceByName(ctx context.Context, name string) (keyspace.KeyS
 }
 
 // keySpaceByID finds key space number id.
-func (s *Server) keySpaceByID(ctx context.Context, id keyspace.ID) (keyspace.KeySpace, error) {
-	k, ok, err := s.findKeySpace(ctx, func(c keyspace.Catalogue) (keyspace.KeySpace, bool) { return c.ByID(id) })
+func (s *Server) keySpaceByID(ctx context.Context, id keyspace.ID) (ksconfig.KeySpace, error) {
+	k, ok, err := s.findKeySpace(ctx, func(c ksconfig.Catalogue) (ksconfig.KeySpace, bool) { return c.ByID(id) })
 	if err == nil && !ok {
 		err = fmt.Errorf("no key space number %d (tidekv ctl keyspace list shows them)", id)
 	}
@@ -73,12 +74,12 @@ func (s *Server) keySpaceByID(ctx context.Context, id keyspace.ID) (keyspace.Key
 // findKeySpace looks a key space up in this node's copy of the catalogue,
 // and once more after refreshing the copy from the meta range if it is not
 // there.
-func (s *Server) findKeySpace(ctx context.Context, find func(keyspace.Catalogue) (keyspace.KeySpace, bool)) (keyspace.KeySpace, bool, error) {
+func (s *Server) findKeySpace(ctx context.Context, find func(ksconfig.Catalogue) (ksconfig.KeySpace, bool)) (ksconfig.KeySpace, bool, error) {
 	if k, ok := find(s.keyspaces.get()); ok {
 		return k, true, nil
 	}
 	if _, err := s.listKeySpaces(ctx); err != nil {
-		return keyspace.KeySpace{}, false, err
+		return ksconfig.KeySpace{}, false, err
 	}
 	k, ok := find(s.keyspaces.get())
 	return k, ok, nil
@@ -155,29 +156,29 @@ func (s *Server) learnKeySpace(ctx context.Context, start []byte) {
 	_, _ = s.keySpaceByID(ctx, keyspace.Of(start))
 }
 
-func recordOf(s keyspace.Settings) *tidekvpb.KeySpaceRecord {
+func recordOf(s ksconfig.Settings) *tidekvpb.KeySpaceRecord {
 	return &tidekvpb.KeySpaceRecord{Name: s.Name, Mode: string(s.Mode), Rf: uint32(s.RF), Engine: string(s.Engine), Index: string(s.Index),
 		CapacityPerNode: s.CapacityPerNode, TtlMs: s.TTL.Milliseconds(), MissHandler: s.MissHandler, OnFull: string(s.OnFull),
 		GcTtlMs: s.GCTTL.Milliseconds()}
 }
 
-func catalogueOf(recs []*tidekvpb.KeySpaceRecord) keyspace.Catalogue {
-	ks := make([]keyspace.KeySpace, 0, len(recs))
+func catalogueOf(recs []*tidekvpb.KeySpaceRecord) ksconfig.Catalogue {
+	ks := make([]ksconfig.KeySpace, 0, len(recs))
 	for _, r := range recs {
-		ks = append(ks, keyspace.KeySpace{ID: keyspace.ID(r.GetId()), Settings: keyspace.Settings{Name: r.GetName(),
-			Mode: keyspace.Mode(r.GetMode()), RF: int(r.GetRf()), Engine: keyspace.Engine(r.GetEngine()), Index: memengine.Index(r.GetIndex()),
+		ks = append(ks, ksconfig.KeySpace{ID: keyspace.ID(r.GetId()), Settings: ksconfig.Settings{Name: r.GetName(),
+			Mode: keyspace.Mode(r.GetMode()), RF: int(r.GetRf()), Engine: ksconfig.Engine(r.GetEngine()), Index: memengine.Index(r.GetIndex()),
 			CapacityPerNode: r.GetCapacityPerNode(), TTL: time.Duration(r.GetTtlMs()) * time.Millisecond, MissHandler: r.GetMissHandler(),
-			OnFull: keyspace.Evict, GCTTL: time.Duration(r.GetGcTtlMs()) * time.Millisecond}})
+			OnFull: ksconfig.Evict, GCTTL: time.Duration(r.GetGcTtlMs()) * time.Millisecond}})
 		if r.GetOnFull() != "" {
-			ks[len(ks)-1].OnFull = keyspace.OnFull(r.GetOnFull())
+			ks[len(ks)-1].OnFull = ksconfig.OnFull(r.GetOnFull())
 		}
 	}
-	return keyspace.NewCatalogue(ks)
+	return ksconfig.NewCatalogue(ks)
 }
 
 // metaCatalogue reads the catalogue from this node's copy of the meta range
 // (its leaseholder's, after a lease read).
-func (s *Server) metaCatalogue() (keyspace.Catalogue, error) {
+func (s *Server) metaCatalogue() (ksconfig.Catalogue, error) {
 	recs, err := raftstore.ReadMetaKeySpaces(s.eng)
 	if err != nil {
 		return nil, err
@@ -211,7 +212,7 @@ func (s *Server) createKeySpaceLocal(ctx context.Context, meta *raftstore.Replic
 	if err != nil {
 		return nil, err
 	}
-	set := keyspace.FromAPI(req.GetKeyspace()).Settings
+	set := ksconfig.FromAPI(req.GetKeyspace()).Settings
 	if err := cat.CheckNew(set); err != nil {
 		return nil, invalidArg("key space not created: %v", err)
 	}
@@ -222,13 +223,13 @@ func (s *Server) createKeySpaceLocal(ctx context.Context, meta *raftstore.Replic
 	if id == 0 {
 		return nil, invalidArg("key space not created: key space %q exists", set.Name)
 	}
-	k := keyspace.KeySpace{ID: keyspace.ID(id), Settings: set}
+	k := ksconfig.KeySpace{ID: keyspace.ID(id), Settings: set}
 	s.events.Record("keyspace", "cluster", "key space %d created: %s", id, set)
 	if cat, err := s.metaCatalogue(); err == nil {
 		s.keyspaces.set(cat)
 	}
 	s.wakePlace() // split ranges at its bounds now rather than next round
-	return &tidekvpb.CreateKeySpaceResponse{Keyspace: keyspace.ToAPI(k)}, nil
+	return &tidekvpb.CreateKeySpaceResponse{Keyspace: ksconfig.ToAPI(k)}, nil
 }
 
 // ListKeySpaces lists the key spaces with what they hold.
@@ -245,11 +246,11 @@ func (s *Server) listKeySpaces(ctx context.Context) (*tidekvpb.ListKeySpacesResp
 		return c.ListKeySpaces(ctx, &tidekvpb.ListKeySpacesRequest{})
 	})
 	if err == nil {
-		var ks []keyspace.KeySpace
+		var ks []ksconfig.KeySpace
 		for _, k := range resp.GetKeyspaces()[min(1, len(resp.GetKeyspaces())):] {
-			ks = append(ks, keyspace.FromAPI(k))
+			ks = append(ks, ksconfig.FromAPI(k))
 		}
-		s.keyspaces.set(keyspace.NewCatalogue(ks))
+		s.keyspaces.set(ksconfig.NewCatalogue(ks))
 	}
 	return resp, err
 }
@@ -266,7 +267,7 @@ func (s *Server) listKeySpacesLocal(ctx context.Context, meta *raftstore.Replica
 	resp := &tidekvpb.ListKeySpacesResponse{}
 	byID := map[keyspace.ID]*tidekvpb.KeySpace{}
 	for _, k := range cat.All() {
-		a := keyspace.ToAPI(k)
+		a := ksconfig.ToAPI(k)
 		byID[k.ID] = a
 		resp.Keyspaces = append(resp.Keyspaces, a)
 	}
@@ -318,7 +319,7 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 	for _, k := range cat {
 		if k.CapacityPerNode > 0 {
 			lo, hi := keyspace.Span(k.ID)
-			obs.Caches = append(obs.Caches, control.CacheSpace{Name: k.Name, Start: lo, End: hi, CapacityPerNode: k.CapacityPerNode, Grow: k.OnFull == keyspace.Grow})
+			obs.Caches = append(obs.Caches, control.CacheSpace{Name: k.Name, Start: lo, End: hi, CapacityPerNode: k.CapacityPerNode, Grow: k.OnFull == ksconfig.Grow})
 		}
 	}
 	t := keySpaceTotals{}

@@ -15,9 +15,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 )
 
 // TestKeySpaces: an ordered and a hashed key space next to the default one.
@@ -70,7 +71,7 @@ func TestKeySpaces(t *testing.T) {
 		t.Fatalf("key spaces %v, %v", all, err)
 	}
 
-	cat := keyspace.NewCatalogue([]keyspace.KeySpace{keyspace.FromAPI(orders), keyspace.FromAPI(cache)})
+	cat := ksconfig.NewCatalogue([]ksconfig.KeySpace{ksconfig.FromAPI(orders), ksconfig.FromAPI(cache)})
 	cacheLo, cacheHi := keyspace.Span(2)
 	eventually(t, 30*time.Second, "ranges split at the key spaces' bounds, each with its replication factor", func() error {
 		return checkKeySpaceRanges(ctx, c, cat)
@@ -140,7 +141,7 @@ func TestKeySpaces(t *testing.T) {
 	if kvs, err := ord.Scan(ctx, nil, nil, 0); err != nil || len(kvs) != 2 || string(kvs[0].Key) != "k" {
 		t.Fatalf("scan of orders: %v, %v", kvs, err)
 	}
-	checkKeySpaceRequests(ctx, t, tc.nodes[0], c, keyspace.FromAPI(orders).Codec())
+	checkKeySpaceRequests(ctx, t, tc.nodes[0], c, ksconfig.FromAPI(orders).Codec())
 
 	// The hashed key space outgrows Θmax: its ranges split by size at hash
 	// values.
@@ -166,7 +167,7 @@ func TestKeySpaces(t *testing.T) {
 	// Which range each key is in: the ranges split at the keys halving
 	// their data, so each holds some, and since the keys are placed by
 	// hash, each holds keys from all over the user keys' order.
-	codec := keyspace.FromAPI(cache).Codec()
+	codec := ksconfig.FromAPI(cache).Codec()
 	users := map[uint64][]string{}
 	for i := 0; i < n; i++ {
 		u := fmt.Appendf(nil, "user%04d", i)
@@ -298,7 +299,7 @@ func rangesIn(ctx context.Context, c *client.Client, lo, hi []byte) ([]*tidekvpb
 
 // checkKeySpaceRanges: no range spans a key space boundary, and each has
 // its key space's number of voters (the cluster's 3 unless set).
-func checkKeySpaceRanges(ctx context.Context, c *client.Client, cat keyspace.Catalogue) error {
+func checkKeySpaceRanges(ctx context.Context, c *client.Client, cat ksconfig.Catalogue) error {
 	resp, err := c.Ranges(ctx)
 	if err != nil {
 		return err

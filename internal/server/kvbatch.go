@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/kvbatch"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/admission"
-	"github.com/tidekv/tidekv/internal/hlc"
 	"github.com/tidekv/tidekv/internal/security"
 )
 

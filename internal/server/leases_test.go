@@ -17,7 +17,12 @@ func TestLeaseFollowsTheWriters(t *testing.T) {
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.Locality = regions[i]
 		i++
-		c.LeaseRebalanceInterval = 300 * time.Millisecond
+		c.ReportInterval = 300 * time.Millisecond
+		// Following the writers is a rebalancing policy; the replicas'
+		// additions at start would hold the range for a default
+		// cool-down.
+		c.Placement.Rebalance, c.Placement.Merges = true, false
+		c.Placement.RangeCooldown = time.Second
 	})
 	tc.waitReplicated(tc.client(), 3)
 	key := []byte("hot")

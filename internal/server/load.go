@@ -29,6 +29,9 @@ type rangeLoad struct {
 	// reports).
 	changing bool
 	garbage  uint64
+	// writes is the window's writes per second by origin locality
+	// (leases.go), for leases to follow their writers.
+	writes map[string]float64
 }
 
 // loadTracker turns the replicas' request counters into rates, once per
@@ -71,9 +74,11 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	dt := now.Sub(t.at).Seconds()
 	for id, c := range counts {
 		l := rangeLoad{bytes: sizes[id], keys: s.sizes.keys(id), hotKeyShare: hot[id], gen: gens[id], term: terms[id], stale: true}
+		writes := s.takeWrites(id)
 		if prev, ok := t.counts[id]; ok && dt > 0 && c[0] >= prev[0] && c[1] >= prev[1] {
 			l.qps = float64(c[0]-prev[0]) / dt
 			l.readQPS = float64(c[1]-prev[1]) / dt
+			l.writes = perSecond(writes, dt)
 			l.stale = !coversWindow(t.ranges[id], l)
 		}
 		ranges[id] = l
@@ -132,4 +137,16 @@ func (s *Server) rangeLoadOf(d *tidekvpb.RangeDescriptor, term uint64) rangeLoad
 		}
 	}
 	return fresh
+}
+
+// perSecond turns a window's counts into rates (nil for none).
+func perSecond(counts map[string]uint64, seconds float64) map[string]float64 {
+	if len(counts) == 0 {
+		return nil
+	}
+	out := make(map[string]float64, len(counts))
+	for k, n := range counts {
+		out[k] = float64(n) / seconds
+	}
+	return out
 }

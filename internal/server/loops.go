@@ -17,7 +17,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
 	// Ticks as often as the shortest GC interval; a Pebble range's pass
 	// keeps the time its own interval gives it.
-	s.loopWithin(s.cfg.GC.tick(), runTimeout(s.cfg.GC.Interval), s.collectGarbage)
+	s.loopWithin(s.cfg.GC.Tick(), runTimeout(s.cfg.GC.Interval), s.collectGarbage)
 	s.loop(s.cfg.Cache.EvictInterval, s.evictRound)
 	s.placeLoop()
 	s.sizeLoop()
@@ -26,7 +26,6 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
 	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)
 	s.loop(s.cfg.ClosedTimestampInterval, s.checkClock)
-	s.loop(s.cfg.LeaseRebalanceInterval, s.followWriters)
 	s.loop(seriesInterval, func(context.Context) { s.metrics.sample(time.Now()) })
 	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })
 	// Admission windows move on even when no request arrives.
@@ -135,7 +134,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	s.dir.update(resp.GetNodes())
+	s.dir.Update(resp.GetNodes())
 	s.store.SetSnapshotRate(s.cfg.snapshotRate(resp.GetMigrationBytesPerSec()))
 	s.learnGCTTL(resp.GetGcTtlMs())
 	if err := s.store.RaiseLogVersion(resp.GetLogVersion()); err != nil {
@@ -171,7 +170,7 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	l := s.rangeLoadOf(d, term)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes,
 		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: changing,
-		GarbageBytes: s.gcRanges.garbage(d.GetRangeId()), Keys: l.keys}
+		GarbageBytes: s.queues.gc.Garbage(d.GetRangeId()), Keys: l.keys, WritesByOrigin: l.writes}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {

@@ -5,8 +5,9 @@ import (
 	"log"
 	"sync"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/memengine"
 	"github.com/tidekv/tidekv/internal/mvcc"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -58,11 +59,11 @@ func openMemSpaces(base storage.Engine, cfg memengine.Config) (*memSpaces, error
 }
 
 // learn routes the memory key spaces of cat not routed yet.
-func (m *memSpaces) learn(cat keyspace.Catalogue) {
+func (m *memSpaces) learn(cat ksconfig.Catalogue) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range cat {
-		if k.Engine != keyspace.Memory || m.routed[k.ID] {
+		if k.Engine != ksconfig.Memory || m.routed[k.ID] {
 			continue
 		}
 		if err := m.record(k); err != nil {
@@ -76,7 +77,7 @@ func (m *memSpaces) learn(cat keyspace.Catalogue) {
 }
 
 // record notes, durably, that k's data is kept in memory from now on.
-func (m *memSpaces) record(k keyspace.KeySpace) error {
+func (m *memSpaces) record(k ksconfig.KeySpace) error {
 	b := m.base.NewBatch()
 	defer b.Close()
 	if err := b.Set(keys.NodeMemKeySpaceKey(uint32(k.ID)), []byte(k.Index)); err != nil {

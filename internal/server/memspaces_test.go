@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/storage"
 )
@@ -44,7 +45,7 @@ func TestMemoryKeySpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	ksID := keyspace.ID(created.GetId())
-	cat := keyspace.NewCatalogue([]keyspace.KeySpace{keyspace.FromAPI(created)})
+	cat := ksconfig.NewCatalogue([]ksconfig.KeySpace{ksconfig.FromAPI(created)})
 	eventually(t, 30*time.Second, "ranges split at the key space's bounds", func() error { return checkKeySpaceRanges(ctx, c, cat) })
 	ks, err := c.KeySpace(ctx, "mem")
 	if err != nil {

@@ -163,7 +163,7 @@ func (s *Server) appliedGeneration(ctx context.Context, node, rangeID, gen uint6
 		r := s.store.GetReplica(rangeID)
 		return r != nil && r.Desc().GetGeneration() >= gen
 	}
-	addr, ok := s.dir.addr(node)
+	addr, ok := s.dir.Addr(node)
 	if !ok {
 		return false
 	}

@@ -154,16 +154,16 @@ func (s *Server) metaCandidates() []string {
 		add(*p)
 	}
 	if r := s.store.GetReplica(keys.MetaRangeID); r != nil {
-		if a, ok := s.dir.addr(r.LeaderNodeID()); ok {
+		if a, ok := s.dir.Addr(r.LeaderNodeID()); ok {
 			add(a)
 		}
 		for _, rd := range r.Desc().GetReplicas() {
-			if a, ok := s.dir.addr(rd.GetNodeId()); ok {
+			if a, ok := s.dir.Addr(rd.GetNodeId()); ok {
 				add(a)
 			}
 		}
 	}
-	for _, n := range s.dir.list() {
+	for _, n := range s.dir.List() {
 		add(n.GetGrpcAddr())
 	}
 	for _, a := range s.cfg.Join {
@@ -227,7 +227,7 @@ func (s *Server) rangeCandidates(ctx context.Context, rangeID uint64) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(node uint64) {
-		if a, ok := s.dir.addr(node); ok && !seen[a] && node != s.nodeID {
+		if a, ok := s.dir.Addr(node); ok && !seen[a] && node != s.nodeID {
 			seen[a] = true
 			out = append(out, a)
 		}
@@ -282,7 +282,7 @@ func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 		}
 		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()],
 			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: l.changing,
-			GarbageBytes: l.garbage, Keys: l.keys})
+			GarbageBytes: l.garbage, Keys: l.keys, WritesByOrigin: l.writes})
 	}
 	s.meta.mu.Unlock()
 	sortRanges(resp.Ranges)
@@ -365,7 +365,7 @@ func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, 
 		s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
 		s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), readQPS: req.GetReadQps(), bytes: req.GetBytes(), gen: d.GetGeneration(),
 			hotKeyShare: req.GetHotKeyShare(), term: req.GetLeaseTerm(), stale: req.GetLoadStale(), changing: req.GetChangeInProgress(),
-			garbage: req.GetGarbageBytes(), keys: req.GetKeys()}
+			garbage: req.GetGarbageBytes(), keys: req.GetKeys(), writes: req.GetWritesByOrigin()}
 	}
 	s.meta.mu.Unlock()
 	if err := meta.LeaseRead(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/httpapi"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -190,12 +191,9 @@ const (
 	seriesInterval = time.Second
 )
 
-// seriesPoint is the node's request rate and p99 latency over one interval.
-type seriesPoint struct {
-	T     int64   `json:"t"` // unix milliseconds at the end of the interval
-	QPS   float64 `json:"qps"`
-	P99Ms float64 `json:"p99_ms"`
-}
+// seriesPoint is the node's request rate and p99 latency over one
+// interval, as the HTTP port serves it.
+type seriesPoint = httpapi.SeriesPoint
 
 // series samples the KV latency histogram once per interval into a ring of
 // points (rate and p99 of the interval).

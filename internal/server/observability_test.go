@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cliformat"
+	"github.com/tidekv/tidekv/internal/httpapi"
 )
 
 func getJSON(addr, path string, v any) error {
@@ -104,7 +105,7 @@ func TestObservability(t *testing.T) {
 				return fmt.Errorf("range without load, leader or replicas: %+v", r)
 			}
 		}
-		var sv seriesView
+		var sv httpapi.SeriesView
 		if err := getJSON(h, "/api/series", &sv); err != nil {
 			return err
 		}

@@ -2,12 +2,8 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
-
-	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
@@ -19,10 +15,6 @@ import (
 // their replication factor (see replicationGap). Liveness alone (/health)
 // says nothing about that: a freshly bootstrapped cluster serves from node
 // 1 alone for a few seconds while placement adds the other voters.
-
-// readyTimeout bounds GET /ready: a meta range without a reachable
-// leaseholder is itself a reason not to be ready, not a reason to hang.
-const readyTimeout = 2 * time.Second
 
 func (a *adminService) Readiness(ctx context.Context, req *tidekvpb.ReadinessRequest) (*tidekvpb.ReadinessResponse, error) {
 	if err := a.ready(); err != nil {
@@ -98,42 +90,4 @@ func replicationGap(ranges []*tidekvpb.RangeInfo, nodes []*tidekvpb.NodeStatus, 
 		}
 	}
 	return live, ""
-}
-
-// readyView is the body of GET /ready.
-type readyView struct {
-	Ready             bool   `json:"ready"`
-	NodeID            uint64 `json:"node_id"`
-	Reason            string `json:"reason,omitempty"`
-	ReplicationFactor uint32 `json:"replication_factor,omitempty"`
-	LiveNodes         uint32 `json:"live_nodes,omitempty"`
-	Ranges            uint32 `json:"ranges,omitempty"`
-}
-
-// serveReady answers GET /ready: 200 when this node serves and the cluster
-// is fully replicated, 503 with the reason otherwise.
-func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
-	v := readyView{NodeID: s.nodeID}
-	if !s.ready.Load() {
-		v.Reason = "this node is not serving yet."
-	} else {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-		defer cancel()
-		resp, err := (&adminService{s: s}).Readiness(ctx, &tidekvpb.ReadinessRequest{})
-		switch {
-		case ctx.Err() != nil:
-			v.Reason = fmt.Sprintf("no meta range leaseholder answered within %v.", readyTimeout)
-		case err != nil:
-			v.Reason = fmt.Sprintf("the meta range could not be read (%s).", status.Convert(err).Message())
-		default:
-			v.Ready, v.Reason = resp.GetReady(), resp.GetReason()
-			v.ReplicationFactor, v.LiveNodes, v.Ranges = resp.GetReplicationFactor(), resp.GetLiveNodes(), resp.GetRanges()
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	if !v.Ready {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-	json.NewEncoder(w).Encode(v)
 }

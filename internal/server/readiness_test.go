@@ -8,18 +8,19 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/httpapi"
 	"github.com/tidekv/tidekv/internal/keys"
 )
 
 // getReady fetches GET /ready from addr.
-func getReady(t *testing.T, addr string) (int, readyView) {
+func getReady(t *testing.T, addr string) (int, httpapi.ReadyView) {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/ready")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var v readyView
+	var v httpapi.ReadyView
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 		t.Fatalf("GET /ready: %s, body not JSON: %v", resp.Status, err)
 	}
@@ -28,7 +29,7 @@ func getReady(t *testing.T, addr string) (int, readyView) {
 
 // waitReady polls GET /ready on addr until cond holds, and returns the last
 // answer.
-func waitReady(t *testing.T, addr string, cond func(int, readyView) bool) (int, readyView) {
+func waitReady(t *testing.T, addr string, cond func(int, httpapi.ReadyView) bool) (int, httpapi.ReadyView) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -54,7 +55,7 @@ func TestReadyEndpoint(t *testing.T) {
 		c.Control.Interval = time.Hour
 	})
 	addr := tc.nodes[1].HTTPAddr() // any node answers for the cluster
-	_, v := waitReady(t, addr, func(code int, v readyView) bool {
+	_, v := waitReady(t, addr, func(code int, v httpapi.ReadyView) bool {
 		return code == http.StatusServiceUnavailable && v.Reason == "the meta range has 1 of 3 voters on live nodes."
 	})
 	if v.Ready || v.NodeID != 2 || v.LiveNodes != 3 || v.ReplicationFactor != 3 {
@@ -71,7 +72,7 @@ func TestReadyEndpoint(t *testing.T) {
 			}
 		}
 	}
-	_, v = waitReady(t, addr, func(code int, v readyView) bool { return code == http.StatusOK })
+	_, v = waitReady(t, addr, func(code int, v httpapi.ReadyView) bool { return code == http.StatusOK })
 	if !v.Ready || v.Reason != "" || v.Ranges != 2 || v.LiveNodes != 3 {
 		t.Fatalf("after replication: %+v", v)
 	}

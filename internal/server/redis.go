@@ -13,10 +13,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 )
@@ -42,7 +43,7 @@ func (s *Server) startRedis() error {
 	kv := newRedisKV(s, resp.FromClient(gw))
 	// Database 0 is the default key space: its scans stop short of the
 	// other key spaces' keys (keyspaces.go).
-	def, _ := keyspace.Catalogue(nil).ByID(keyspace.Default)
+	def, _ := ksconfig.Catalogue(nil).ByID(keyspace.Default)
 	rs, err := resp.New(s.cfg.Redis, inKeySpace(kv, def))
 	if err != nil {
 		gw.Close()

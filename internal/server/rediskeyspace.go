@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tidekv/tidekv/internal/keyspace"
+	"github.com/tidekv/tidekv/api/keyspace"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/resp"
 )
 
@@ -15,7 +16,7 @@ import (
 // whose fields a hash would scatter over ranges.
 type keySpaceKV struct {
 	kv resp.KV
-	ks keyspace.KeySpace
+	ks ksconfig.KeySpace
 	c  keyspace.Codec
 }
 
@@ -25,7 +26,7 @@ func (k *keySpaceKV) in(ctx context.Context) context.Context {
 	return keyspace.WithName(ctx, k.ks.Name)
 }
 
-func inKeySpace(kv resp.KV, ks keyspace.KeySpace) *keySpaceKV {
+func inKeySpace(kv resp.KV, ks ksconfig.KeySpace) *keySpaceKV {
 	return &keySpaceKV{kv: kv, ks: ks, c: ks.Codec()}
 }
 

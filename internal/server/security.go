@@ -23,6 +23,11 @@ type SecurityConfig struct {
 	// UsersFile lists users, their roles and password hashes (`tidekv
 	// user`); "" leaves only root, by client certificate.
 	UsersFile string
+	// RedisPassword, when not empty, is the password of the Redis user
+	// "default" (write access), secure or not: every Redis connection must
+	// AUTH before anything else. It is hashed at start and checked, and its
+	// failures limited, as every user's password is.
+	RedisPassword string
 }
 
 // nodeSecurity is what a secure node runs with; nil when insecure.
@@ -67,24 +72,36 @@ func loadSecurity(sc SecurityConfig, gossipOn bool) (*nodeSecurity, error) {
 // dialing at the loaded certificates and users; an insecure node says so
 // once.
 func (s *Server) setupSecurity() error {
+	var users *security.Directory
 	if s.sec == nil {
 		log.Printf("INSECURE: no TLS and no authentication: anyone who can reach this node's ports can read, write and administer the cluster (start with --certs-dir to secure it)")
-		return nil
+		if s.cfg.Security.RedisPassword == "" {
+			return nil
+		}
+		// An insecure node's Redis password is the one user of an
+		// otherwise empty directory: the same hashed compare and login
+		// limiter as a secure node's, not a plain-text compare anyone may
+		// retry at will.
+		var err error
+		if users, err = security.NewDirectory(security.OSFiles{}, ""); err != nil {
+			return err
+		}
+	} else {
+		s.cfg.Transport.Credentials = credentials.NewTLS(s.sec.tls.Client)
+		s.cfg.Redis.TLS = s.sec.tls.Server
+		users = s.sec.users
+		log.Printf("secure: TLS with certificates from %s; users from %q", s.cfg.Security.CertsDir, s.cfg.Security.UsersFile)
 	}
-	s.cfg.Transport.Credentials = credentials.NewTLS(s.sec.tls.Client)
-	s.cfg.Redis.TLS = s.sec.tls.Server
-	if pw := s.cfg.Redis.Password; pw != "" {
-		// The Redis password is the default user's, with write access,
-		// hashed and limited as every user's is.
+	if pw := s.cfg.Security.RedisPassword; pw != "" {
+		// The Redis password is the default user's, with write access.
 		u := security.User{Name: redisDefaultUser, Role: security.RoleWrite.String()}
 		if err := u.SetPassword(pw); err != nil {
 			return err
 		}
-		s.sec.users.Add(u)
+		users.Add(u)
 	}
-	s.sec.users.OnLoginFailure(s.loginFailed)
-	s.cfg.Redis.Auth = redisUsers{users: s.sec.users}
-	log.Printf("secure: TLS with certificates from %s; users from %q", s.cfg.Security.CertsDir, s.cfg.Security.UsersFile)
+	users.OnLoginFailure(s.loginFailed)
+	s.cfg.Redis.Auth = redisUsers{users: users}
 	return nil
 }
 
@@ -133,8 +150,8 @@ func (s *Server) peerTLS() *tls.Config {
 	return s.sec.tls.Client
 }
 
-// redisUsers authenticates Redis connections of a secure node as users of
-// the users file (and the default user of the node's Redis password).
+// redisUsers authenticates Redis connections as users of the users file
+// (secure nodes) and the default user of the node's Redis password.
 type redisUsers struct {
 	users *security.Directory
 }

@@ -86,48 +86,60 @@ func testCertsDir(t *testing.T) security.CertOptions {
 	return o
 }
 
-// On a secure node the Redis password is the default user's, checked and
-// limited as every user's: wrong ones are counted in
-// tidekv_login_failures_total, and the failure that starts a back-off is
-// an event (the back-off itself: security's TestLoginBackOff).
-func TestSecureRedisLoginFailuresCounted(t *testing.T) {
-	o := testCertsDir(t)
-	cfg := testConfig(t)
-	cfg.Security.CertsDir = o.Dir
-	cfg.Redis.ListenAddr = "127.0.0.1:0"
-	cfg.Redis.Password = "dpw"
-	s, err := Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
-	ca, err := os.ReadFile(filepath.Join(o.Dir, security.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr(), TLSConfig: &tls.Config{RootCAs: pool}, MaxRetries: -1, PoolSize: 1})
-	defer rdb.Close()
-	ctx := context.Background()
-	if err := rdb.Do(ctx, "AUTH", "dpw").Err(); err != nil {
-		t.Fatalf("AUTH with the Redis password: %v", err)
-	}
-	for i := 0; i < 5; i++ {
-		if err := rdb.Do(ctx, "AUTH", "default", "guess").Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGPASS") {
-			t.Fatalf("a wrong password: %v", err)
-		}
-	}
-	if n := promtest.ToFloat64(s.metrics.loginFailures.WithLabelValues("wrong")); n != 5 {
-		t.Errorf("tidekv_login_failures_total{result=wrong} = %v, want 5", n)
-	}
-	var backOffs int
-	for _, e := range s.events.List(0) {
-		if e.GetKind() == "login-backoff" {
-			backOffs++
-		}
-	}
-	if backOffs != 1 {
-		t.Errorf("%d login-backoff events after the fifth failure, want 1: %v", backOffs, s.events.List(0))
+// The Redis password is the default user's, checked and limited as every
+// user's, on a secure node and on an insecure one alike: wrong ones are
+// counted in tidekv_login_failures_total, and the failure that starts a
+// back-off is an event (the back-off itself: security's TestLoginBackOff).
+func TestRedisPasswordLoginFailuresCounted(t *testing.T) {
+	for _, secure := range []bool{true, false} {
+		t.Run(map[bool]string{true: "secure", false: "insecure"}[secure], func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Redis.ListenAddr = "127.0.0.1:0"
+			cfg.Security.RedisPassword = "dpw"
+			opts := &redis.Options{MaxRetries: -1, PoolSize: 1}
+			if secure {
+				o := testCertsDir(t)
+				cfg.Security.CertsDir = o.Dir
+				ca, err := os.ReadFile(filepath.Join(o.Dir, security.CACert))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pool := x509.NewCertPool()
+				pool.AppendCertsFromPEM(ca)
+				opts.TLSConfig = &tls.Config{RootCAs: pool}
+			}
+			s, err := Start(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop()
+			opts.Addr = s.RedisAddr()
+			rdb := redis.NewClient(opts)
+			defer rdb.Close()
+			ctx := context.Background()
+			if err := rdb.Do(ctx, "AUTH", "dpw").Err(); err != nil {
+				t.Fatalf("AUTH with the Redis password: %v", err)
+			}
+			for i := 0; i < 5; i++ {
+				if err := rdb.Do(ctx, "AUTH", "default", "guess").Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGPASS") {
+					t.Fatalf("a wrong password: %v", err)
+				}
+			}
+			if err := rdb.Do(ctx, "AUTH", "dpw").Err(); err == nil || !strings.Contains(err.Error(), "too many failed logins") {
+				t.Fatalf("the right password during the back-off: %v, want a refusal", err)
+			}
+			if n := promtest.ToFloat64(s.metrics.loginFailures.WithLabelValues("wrong")); n != 5 {
+				t.Errorf("tidekv_login_failures_total{result=wrong} = %v, want 5", n)
+			}
+			var backOffs int
+			for _, e := range s.events.List(0) {
+				if e.GetKind() == "login-backoff" {
+					backOffs++
+				}
+			}
+			if backOffs != 1 {
+				t.Errorf("%d login-backoff events after the fifth failure, want 1: %v", backOffs, s.events.List(0))
+			}
+		})
 	}
 }

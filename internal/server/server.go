@@ -28,23 +28,15 @@ import (
 	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/gossip"
+	"github.com/tidekv/tidekv/internal/httpapi"
 	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/monitor"
+	"github.com/tidekv/tidekv/internal/nodedir"
+	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
-)
-
-// HTTP request bounds. The endpoints that read a body (the login form,
-// settings, /debug/pprof/symbol) read a short one: a body beyond
-// maxHTTPBody is cut there and its connection closed after the reply;
-// headers beyond maxHTTPHeader get 431; a request must arrive within
-// ReadTimeout.
-const (
-	maxHTTPBody   = 64 << 10
-	maxHTTPHeader = 64 << 10
 )
 
 // Server is one running TideKV node.
@@ -53,7 +45,7 @@ type Server struct {
 	eng       storage.Engine // mem.eng: the base engine with memory key spaces routed to memory
 	mem       *memSpaces
 	store     *raftstore.Store
-	dir       *directory
+	dir       *nodedir.Dir
 	clusterID uint64
 	nodeID    uint64
 
@@ -70,7 +62,7 @@ type Server struct {
 	grpcT  *transport.GRPC
 	faults http.Handler // nil unless Config.FaultInjection
 	// httpRoutes are the HTTP port's patterns and the role each needs.
-	httpRoutes []httpRoute
+	httpRoutes []httpapi.Route
 	sec        *nodeSecurity
 	metrics    *metrics
 	adm        *admission.Controller
@@ -92,10 +84,8 @@ type Server struct {
 	// loads is every node's load as last heard (closed.go).
 	loads    loadTable
 	pushBusy sync.Map // peer node ID -> *atomic.Bool
-	// origins counts writes per range by origin locality; leaseMoved is
-	// when followWriters last moved each range's lease (leases.go).
-	origins    sync.Map // range ID -> *originCounts
-	leaseMoved sync.Map // range ID -> time.Time
+	// origins counts writes per range by origin locality (leases.go).
+	origins sync.Map // range ID -> *originCounts
 
 	// hbRates turns the count of refused requests into the rate each
 	// heartbeat reports.
@@ -103,25 +93,29 @@ type Server struct {
 
 	metaLeaderAddr atomic.Pointer[string]
 	reports        chan *tidekvpb.RangeDescriptor
-	placeWake      chan struct{}     // wakes the control loop early (sizewatch.go)
-	sizeAlerts     map[uint64]uint64 // range ID -> generation reported above Θmax
-	budgets        writeBudgets      // (sizewatch.go)
-	holdWrites     atomic.Bool       // budgets are kept and enforced
-	gcTTLNanos     atomic.Int64      // gc-ttl as last learnt (gcqueue.go)
-	gcRanges       gcRanges          // the GC queue's memory (gcqueue.go)
-	sizeWake       chan struct{}
-	keyspaces      catalogueCache   // this node's copy of the key spaces (keyspaces.go)
-	counters       keySpaceCounters // hits, misses, evictions by key space (kscounters.go)
-	recency        *cache.Recency   // last uses of keys in key spaces with a capacity (eviction.go)
-	evict          evictState       // the eviction loop's memory (eviction.go)
-	rt             readThroughState // miss handler calls (readthrough.go)
-	requests       atomic.Uint64
-	ready          atomic.Bool
-	versionWarned  atomic.Bool // logVersionRefused said so once
-	geo            geoState    // geo transactions (geo.go)
-	stopper        chan struct{}
-	wg             sync.WaitGroup
-	stopOnce       sync.Once
+	placeWake      chan struct{} // wakes the control loop early (sizewatch.go)
+	budgets        writeBudgets  // (sizewatch.go)
+	holdWrites     atomic.Bool   // budgets are kept and enforced
+	gcTTLNanos     atomic.Int64  // gc-ttl as last learnt (gcqueue.go)
+	// queues is the memory of the per-range background queues (GC,
+	// size watch, eviction: internal/queue).
+	queues struct {
+		gc    queue.GC
+		sizes queue.SizeAlerts
+		evict queue.Eviction
+	}
+	sizeWake      chan struct{}
+	keyspaces     catalogueCache   // this node's copy of the key spaces (keyspaces.go)
+	counters      keySpaceCounters // hits, misses, evictions by key space (kscounters.go)
+	recency       *cache.Recency   // last uses of keys in key spaces with a capacity (eviction.go)
+	rt            readThroughState // miss handler calls (readthrough.go)
+	requests      atomic.Uint64
+	ready         atomic.Bool
+	versionWarned atomic.Bool // logVersionRefused said so once
+	geo           geoState    // geo transactions (geo.go)
+	stopper       chan struct{}
+	wg            sync.WaitGroup
+	stopOnce      sync.Once
 }
 
 // Start opens the node's data, joins or creates the cluster, and serves.
@@ -164,18 +158,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	eng = mem.eng
 	s := &Server{
-		cfg: cfg, eng: eng, mem: mem, dir: newDirectory(eng), sec: sec, faults: faults,
+		cfg: cfg, eng: eng, mem: mem, dir: nodedir.New(eng), sec: sec, faults: faults,
 		conns:     map[string]*grpc.ClientConn{},
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
-		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1), sizeAlerts: map[uint64]uint64{},
-		gcRanges: gcRanges{m: map[uint64]gcRange{}},
-		stopper:  make(chan struct{}),
-		meta:     newMetaState(),
-		metrics:  newMetrics(),
-		events:   events.New(cfg.Events, 0, time.Now),
-		recency:  cache.NewRecency(cfg.Cache.TrackedKeys),
-		rt:       newReadThrough(cfg.Cache),
-		evict:    evictState{evicting: map[keyspace.ID]bool{}, cursors: map[uint64][]byte{}},
+		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1),
+		stopper: make(chan struct{}),
+		meta:    newMetaState(),
+		metrics: newMetrics(),
+		events:  events.New(cfg.Events, 0, time.Now),
+		recency: cache.NewRecency(cfg.Cache.TrackedKeys),
+		rt:      newReadThrough(cfg.Cache),
 	}
 	s.counters.m = s.metrics
 	s.keyspaces.learnt = mem.learn
@@ -213,7 +205,7 @@ func (s *Server) serve(ctx context.Context) error {
 		return err
 	}
 	s.lis = lis
-	s.grpcT, err = transport.NewGRPC(s.cfg.Transport, s.dir.addr, nil)
+	s.grpcT, err = transport.NewGRPC(s.cfg.Transport, s.dir.Addr, nil)
 	if err != nil {
 		return err
 	}
@@ -245,7 +237,7 @@ func (s *Server) serve(ctx context.Context) error {
 	}
 	s.clusterID, s.nodeID = ident.GetClusterId(), ident.GetNodeId()
 	s.events.SetNode(s.nodeID)
-	s.dir.update([]*tidekvpb.NodeDescriptor{s.self()})
+	s.dir.Update([]*tidekvpb.NodeDescriptor{s.self()})
 	rcfg := s.cfg.Raft
 	rcfg.ReplicationFactorOf = s.keySpaceRF
 	s.store, err = raftstore.NewStore(rcfg, s.nodeID, s.eng, s.grpcT, s)
@@ -296,8 +288,7 @@ func (s *Server) startHTTP() error {
 	if s.httpLis, err = s.listenHTTP(); err != nil {
 		return err
 	}
-	s.httpSrv = &http.Server{Handler: http.MaxBytesHandler(s.httpHandler(), maxHTTPBody),
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, MaxHeaderBytes: maxHTTPHeader}
+	s.httpSrv, s.httpRoutes = httpapi.NewServer(s.httpNode())
 	if s.sec != nil {
 		s.httpSrv.TLSConfig = s.sec.tls.Server
 		go s.httpSrv.ServeTLS(s.httpLis, "", "")
@@ -432,7 +423,7 @@ func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
 			cancel()
 			if err == nil {
 				id := &tidekvpb.NodeIdent{ClusterId: resp.GetClusterId(), NodeId: resp.GetNodeId()}
-				s.dir.update(resp.GetNodes())
+				s.dir.Update(resp.GetNodes())
 				if err := s.writeIdent(id); err != nil {
 					return nil, err
 				}

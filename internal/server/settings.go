@@ -11,6 +11,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/elastic"
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/units"
 )
@@ -26,7 +27,7 @@ import (
 type clusterConfig struct {
 	Placement placement.Config
 	Autoscale elastic.Policy
-	GC        GCConfig
+	GC        queue.GCConfig
 }
 
 // Validate checks each part; the autoscale policy against the

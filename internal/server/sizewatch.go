@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -71,10 +70,9 @@ func (s *Server) watchSizes(context.Context) {
 		if hold {
 			s.budgets.set(id, gen, written+subFloor(holdAt, n))
 		}
-		if g, ok := s.sizeAlerts[id]; n <= limit || ok && g == gen {
+		if !s.queues.sizes.Crossed(id, gen, n, limit) {
 			continue
 		}
-		s.sizeAlerts[id] = gen
 		s.load.mu.Lock()
 		if l, ok := s.load.ranges[id]; ok && l.gen == gen {
 			l.bytes = n
@@ -83,7 +81,7 @@ func (s *Server) watchSizes(context.Context) {
 		s.load.mu.Unlock()
 		s.queueReport(d)
 	}
-	maps.DeleteFunc(s.sizeAlerts, func(id, _ uint64) bool { return !led[id] })
+	s.queues.sizes.KeepOnly(led)
 	s.budgets.keepOnly(func(id uint64) bool { return hold && led[id] })
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
-	"github.com/tidekv/tidekv/internal/control"
+	"github.com/tidekv/tidekv/internal/retry"
 )
 
 // One-shot transactions (Txn.If, docs/transactions.md "One-shot
@@ -39,7 +39,7 @@ func (c *coordinator) If(ctx context.Context, req *tidekvpb.TxnIfRequest) (*tide
 		if resp, err = c.ifOnce(ctx, req); err == nil || !retryableTxn(err) {
 			return resp, err
 		}
-		wait := time.NewTimer(control.Backoff(attempt, 5*time.Millisecond, 200*time.Millisecond))
+		wait := time.NewTimer(retry.Backoff(attempt, 5*time.Millisecond, 200*time.Millisecond))
 		select {
 		case <-wait.C:
 		case <-ctx.Done():

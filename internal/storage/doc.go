@@ -9,7 +9,8 @@
 // depend on it without cycles.
 //
 // Allowed imports: the standard library, github.com/cockroachdb/pebble/v2 (and
-// its subpackages) and github.com/google/btree. Nothing from TideKV itself.
+// its subpackages) and github.com/google/btree. Nothing from TideKV itself: it
+// imports nothing under api/ or internal/ but internal/storage itself (internal/lint).
 //
 // Semantics shared by every engine (the conformance suite in
 // internal/storage/enginetest pins them down, for these two engines and for

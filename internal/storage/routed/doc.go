@@ -18,4 +18,6 @@
 // new spans into the part, under a lock that waits for the reads and
 // commits in flight. ReopenPart attaches a part after a restart, when its
 // contents are gone.
+//
+// It imports nothing under api/ or internal/ but internal/storage itself (internal/lint).
 package routed

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/fnv"
+	"math"
 )
 
 // ID numbers a key space; 0 is the default key space.
@@ -13,7 +14,7 @@ type ID uint32
 const Default ID = 0
 
 // reserved starts every key of a named key space. Keys of the default key
-// space must not start with it (CheckDefaultKey).
+// space must not start with it (IsReserved).
 var reserved = []byte{0xff, 0xff}
 
 const (
@@ -47,6 +48,10 @@ func Of(key []byte) ID {
 	copy(b[:], key[len(reserved):])
 	return ID(binary.BigEndian.Uint32(b[:]))
 }
+
+// ReservedStart is the first key of the reserved area: ranges split there
+// so that no range holds keys of the default key space and of a named one.
+func ReservedStart() []byte { return append([]byte(nil), reserved...) }
 
 // IsReserved reports whether key lies in the reserved area, which the
 // default key space may not use.
@@ -139,4 +144,22 @@ func (c Codec) EncodeSpan(start, end []byte) (lo, hi []byte) {
 		return lo, hi
 	}
 	return lo, c.Encode(end)
+}
+
+// HashSlices is how many equal slices of the hash space a hashed key
+// space starts with, one range each: its writes spread over the nodes
+// from its first key, rather than all reaching the one range it would
+// otherwise start as until that range grows big enough to split. The
+// slice starts stay boundaries (ranges never merge across them), as
+// the buckets of a hash-sharded index do.
+const HashSlices = 8
+
+// HashSliceStarts returns the stored keys where hashed key space id's
+// slices 2..HashSlices start.
+func HashSliceStarts(id ID) [][]byte {
+	out := make([][]byte, 0, HashSlices-1)
+	for i := uint64(1); i < HashSlices; i++ {
+		out = append(out, binary.BigEndian.AppendUint64(Prefix(id), i*(math.MaxUint64/HashSlices+1)))
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package keyspace
+package ksconfig
 
 import (
 	"strings"

@@ -1,6 +1,7 @@
-package keyspace
+package ksconfig
 
 import (
+	"github.com/tidekv/tidekv/api/keyspace"
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -12,9 +13,7 @@ import (
 func FromAPI(k *tidekvpb.KeySpace) KeySpace {
 	s := DefaultSettings()
 	s.Name = k.GetName()
-	if k.GetMode() != "" {
-		s.Mode = Mode(k.GetMode())
-	}
+	s.Mode = keyspace.ModeOf(k.GetMode())
 	if k.GetEngine() != "" {
 		s.Engine = Engine(k.GetEngine())
 	}
@@ -29,7 +28,7 @@ func FromAPI(k *tidekvpb.KeySpace) KeySpace {
 	if k.GetOnFull() != "" {
 		s.OnFull = OnFull(k.GetOnFull())
 	}
-	return KeySpace{ID: ID(k.GetId()), Settings: s}
+	return KeySpace{ID: keyspace.ID(k.GetId()), Settings: s}
 }
 
 // ToAPI is a key space's admin API message (its settings and number).

@@ -1,4 +1,4 @@
-package server
+package nodedir
 
 import (
 	"sort"
@@ -12,17 +12,19 @@ import (
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
-// directory maps node IDs to addresses. Reads are lock-free (the transport
-// resolves an address per message batch); it is refreshed from heartbeat
-// responses and persisted so a restarted node can reach its peers at once.
-type directory struct {
+// Dir maps node IDs to their descriptors (addresses, locality). Reads are
+// lock-free (the transport resolves an address per message batch); it is
+// refreshed from heartbeat responses and persisted so a restarted node can
+// reach its peers at once.
+type Dir struct {
 	mu    sync.Mutex // serializes writers
 	nodes atomic.Pointer[map[uint64]*tidekvpb.NodeDescriptor]
 	eng   storage.Engine
 }
 
-func newDirectory(eng storage.Engine) *directory {
-	d := &directory{eng: eng}
+// New loads the directory eng persisted last (empty if none).
+func New(eng storage.Engine) *Dir {
+	d := &Dir{eng: eng}
 	m := map[uint64]*tidekvpb.NodeDescriptor{}
 	if v, ok, err := eng.Get(keys.NodeDirectoryKey); err == nil && ok {
 		resp := &tidekvpb.NodeHeartbeatResponse{}
@@ -36,17 +38,20 @@ func newDirectory(eng storage.Engine) *directory {
 	return d
 }
 
-func (d *directory) get(id uint64) (*tidekvpb.NodeDescriptor, bool) {
+// Get returns node id's descriptor.
+func (d *Dir) Get(id uint64) (*tidekvpb.NodeDescriptor, bool) {
 	n, ok := (*d.nodes.Load())[id]
 	return n, ok
 }
 
-func (d *directory) addr(id uint64) (string, bool) {
-	n, ok := d.get(id)
+// Addr returns node id's gRPC address.
+func (d *Dir) Addr(id uint64) (string, bool) {
+	n, ok := d.Get(id)
 	return n.GetGrpcAddr(), ok
 }
 
-func (d *directory) list() []*tidekvpb.NodeDescriptor {
+// List returns every known node, by ID.
+func (d *Dir) List() []*tidekvpb.NodeDescriptor {
 	m := *d.nodes.Load()
 	out := make([]*tidekvpb.NodeDescriptor, 0, len(m))
 	for _, n := range m {
@@ -56,8 +61,8 @@ func (d *directory) list() []*tidekvpb.NodeDescriptor {
 	return out
 }
 
-// update merges nodes into the directory and persists it when it changed.
-func (d *directory) update(nodes []*tidekvpb.NodeDescriptor) {
+// Update merges nodes into the directory and persists it when it changed.
+func (d *Dir) Update(nodes []*tidekvpb.NodeDescriptor) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old := *d.nodes.Load()

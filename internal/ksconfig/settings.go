@@ -1,8 +1,9 @@
-package keyspace
+package ksconfig
 
 import (
 	"errors"
 	"fmt"
+	"github.com/tidekv/tidekv/api/keyspace"
 	"net/url"
 	"regexp"
 	"strings"
@@ -10,19 +11,6 @@ import (
 
 	"github.com/tidekv/tidekv/internal/memengine"
 	"github.com/tidekv/tidekv/internal/units"
-)
-
-// Mode says how a key space places its keys.
-type Mode string
-
-const (
-	// Ordered keeps keys in their order: scans work, a range is an
-	// interval of keys.
-	Ordered Mode = "ordered"
-	// Hashed places keys by a hash of the key: load and size spread over
-	// ranges whatever the keys look like, and a range is an interval of
-	// hash values; scans have no order to follow and are refused.
-	Hashed Mode = "hashed"
 )
 
 // Engine is the storage engine a key space's replicas keep its data in.
@@ -50,9 +38,6 @@ const (
 	Grow OnFull = "grow"
 )
 
-// DefaultName is the default key space's name.
-const DefaultName = "default"
-
 // MaxRF bounds a key space's replication factor: more voters than this
 // only slow every write.
 const MaxRF = 7
@@ -63,7 +48,7 @@ const MaxRF = 7
 // a zero GCTTL means the engine's default retention (GCTTLFor).
 type Settings struct {
 	Name string
-	Mode Mode
+	Mode keyspace.Mode
 	// RF is the number of voters each of the key space's ranges has.
 	RF     int
 	Engine Engine
@@ -88,7 +73,7 @@ type Settings struct {
 // DefaultSettings are those of the default key space and the starting
 // point of a new one.
 func DefaultSettings() Settings {
-	return Settings{Name: DefaultName, Mode: Ordered, Engine: Pebble, OnFull: Evict}
+	return Settings{Name: keyspace.DefaultName, Mode: keyspace.DefaultMode, Engine: Pebble, OnFull: Evict}
 }
 
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -99,7 +84,7 @@ func (s Settings) Validate() error {
 	if !namePattern.MatchString(s.Name) {
 		errs = append(errs, fmt.Errorf("name %q must be 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter", s.Name))
 	}
-	if s.Mode != Ordered && s.Mode != Hashed {
+	if s.Mode != keyspace.Ordered && s.Mode != keyspace.Hashed {
 		errs = append(errs, fmt.Errorf("unknown mode %q (known: ordered, hashed)", s.Mode))
 	}
 	switch s.Engine {

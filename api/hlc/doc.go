@@ -18,5 +18,6 @@
 // timestamps' order (mvcc keys embed it) and a text form,
 // "<seconds>.<nanoseconds>,<logical>", that Parse reads back.
 //
-// The package imports the standard library only.
+// The package imports the standard library only: it
+// imports nothing under internal/ (internal/lint).
 package hlc
