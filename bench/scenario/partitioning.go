@@ -1,10 +1,12 @@
 package scenario
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -81,8 +83,8 @@ type fullnessSample struct {
 	exact []float64 // each range's fullness by exact bytes
 	over  int       // ranges above Θmax by exact bytes
 	// changed: ranges that split or merged while the look scanned them.
-	// Their span's bytes were those of several ranges by the end, so they
-	// are not judged (their data still counts in data).
+	// Every range is measured as the look ends: one that split, as its
+	// halves.
 	changed int
 }
 
@@ -160,7 +162,7 @@ func partitioningDuringLoad(out io.Writer, p partitioningParams, results []parti
 		for _, smp := range r.samples {
 			changed += smp.changed
 			if len(smp.exact) == 0 {
-				continue // every range split during this look
+				continue // no range held data yet
 			}
 			m, sd := plMeanStd(smp.exact)
 			means = append(means, m)
@@ -174,10 +176,10 @@ func partitioningDuringLoad(out io.Writer, p partitioningParams, results []parti
 		rows = append(rows, []string{plMiB(float64(r.maxBytes)), strconv.Itoa(len(r.samples)),
 			fmt.Sprintf("%s–%s", plMiB(float64(r.samples[0].data)), plMiB(float64(r.samples[len(r.samples)-1].data))),
 			fmt.Sprintf("%.0f%%", 100*overall), fmt.Sprintf("%.0f%%–%.0f%%", 100*lo, 100*hi), fmt.Sprintf("%.0f%%", 100*sigma),
-			fmt.Sprintf("%.0f%%", 100*fullest), strconv.Itoa(over), strconv.Itoa(changed)})
+			fmt.Sprintf("%.1f%%", 100*fullest), strconv.Itoa(over), strconv.Itoa(changed)})
 	}
 	plTable(out, []string{"Θmax MiB", "samples", "data MiB", "mean fullness over the looks", "each look's mean (lowest–highest)", "largest σ in a look",
-		"fullest range", "looks with a range > Θmax", "ranges split during a look (not judged)"}, rows)
+		"fullest range ever", "looks with a range > Θmax", "ranges split during a look (measured as their halves)"}, rows)
 	fmt.Fprintln(out)
 }
 
@@ -273,32 +275,56 @@ func loadSampling(ctx context.Context, cl *client.Client, p partitioningParams, 
 }
 
 // sampleFullness scans every range of resp for its exact key and value
-// bytes.
+// bytes, and counts each key in the range that holds it once the scan is
+// done: a range that split or merged while it was scanned is measured as
+// what it became, so every range is judged at every look.
 func sampleFullness(ctx context.Context, cl *client.Client, resp *tidekvpb.RangesResponse, maxBytes uint64) (fullnessSample, error) {
 	var smp fullnessSample
-	sizes := make([]uint64, len(resp.GetRanges()))
-	for i, ri := range resp.GetRanges() {
-		n, err := plSpanBytes(ctx, cl, ri.GetDesc().GetStartKey(), ri.GetDesc().GetEndKey())
+	type kv struct {
+		key []byte
+		n   uint64
+	}
+	var seen []kv
+	for _, ri := range resp.GetRanges() {
+		err := plSpanBytes(ctx, cl, ri.GetDesc().GetStartKey(), ri.GetDesc().GetEndKey(), func(key []byte, n uint64) {
+			seen = append(seen, kv{key, n})
+		})
 		if err != nil {
 			return smp, fmt.Errorf("scanning range %d: %w", ri.GetDesc().GetRangeId(), err)
 		}
-		sizes[i] = n
-		smp.data += n
 	}
 	after, err := plRanges(ctx, cl)
 	if err != nil {
 		return smp, err
 	}
+	now := after.GetRanges()
+	slices.SortFunc(now, func(a, b *tidekvpb.RangeInfo) int {
+		return bytes.Compare(a.GetDesc().GetStartKey(), b.GetDesc().GetStartKey())
+	})
+	sizes := make([]uint64, len(now))
+	for _, e := range seen {
+		// The last range starting at or before the key holds it.
+		i, found := slices.BinarySearchFunc(now, e.key, func(ri *tidekvpb.RangeInfo, k []byte) int { return bytes.Compare(ri.GetDesc().GetStartKey(), k) })
+		if !found {
+			i--
+		}
+		if i < 0 {
+			return smp, fmt.Errorf("no range holds key %q", e.key)
+		}
+		sizes[i] += e.n
+		smp.data += e.n
+	}
 	unchanged := map[[2]uint64]bool{}
-	for _, ri := range after.GetRanges() {
+	for _, ri := range now {
 		unchanged[[2]uint64{ri.GetDesc().GetRangeId(), ri.GetDesc().GetGeneration()}] = true
 	}
-	for i, ri := range resp.GetRanges() {
+	for _, ri := range resp.GetRanges() {
 		if !unchanged[[2]uint64{ri.GetDesc().GetRangeId(), ri.GetDesc().GetGeneration()}] {
 			smp.changed++
-			continue
 		}
-		f := float64(sizes[i]) / float64(maxBytes)
+	}
+	for _, n := range sizes {
+		f := float64(n) / float64(maxBytes)
 		smp.exact = append(smp.exact, f)
 		if f > 1 {
 			smp.over++
@@ -307,25 +333,24 @@ func sampleFullness(ctx context.Context, cl *client.Client, resp *tidekvpb.Range
 	return smp, nil
 }
 
-// plSpanBytes sums the key and value bytes in [start, end) ("" end: to the
-// end of the key space) by scanning.
-func plSpanBytes(ctx context.Context, cl *client.Client, start, end []byte) (uint64, error) {
-	var total uint64
+// plSpanBytes scans [start, end) ("" end: to the end of the key space) and
+// calls fn with each key and its key and value bytes.
+func plSpanBytes(ctx context.Context, cl *client.Client, start, end []byte, fn func(key []byte, n uint64)) error {
 	from := append([]byte(nil), start...)
 	for range 1 << 20 { // bounded: each round advances past at least one key
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		kvs, err := cl.Scan(cctx, from, end, 5000)
 		cancel()
 		if err != nil {
-			return total, err
+			return err
 		}
 		for _, kv := range kvs {
-			total += uint64(len(kv.Key) + len(kv.Value))
+			fn(kv.Key, uint64(len(kv.Key)+len(kv.Value)))
 		}
 		if len(kvs) < 5000 {
-			return total, nil
+			return nil
 		}
 		from = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
 	}
-	return total, fmt.Errorf("scan did not finish")
+	return fmt.Errorf("scan did not finish")
 }

@@ -190,6 +190,9 @@ type cursor struct {
 	// the iterator, which may reuse its key buffer on the next move.
 	prefix []byte
 	seek   []byte // scratch for seek keys
+	// onRecord, when set, sees each transaction record stepped past (one
+	// by one rather than one seek past an anchor's records).
+	onRecord func(key, value []byte)
 }
 
 // enterKey records the user key of the version the iterator is on, first
@@ -198,6 +201,11 @@ func (c *cursor) enterKey() (bool, error) {
 	for c.it.Valid() {
 		ek := c.it.Key()
 		if seek, ok := recordAnchorEnd(ek); ok {
+			if c.onRecord != nil {
+				c.onRecord(ek, c.it.Value())
+				c.it.Next()
+				continue
+			}
 			c.it.SeekGE(seek)
 			continue
 		}

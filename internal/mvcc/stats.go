@@ -17,6 +17,9 @@ type Stats struct {
 	// included, and their engine key and value bytes: what the range holds
 	// on disk and ships in a snapshot.
 	Versions, TotalBytes int64
+	// RecordBytes are the engine key and value bytes of the transaction
+	// records stored in the span: they too ship in a snapshot.
+	RecordBytes int64
 }
 
 // ComputeStats sizes the keys in [start, end) (empty end: no bound) by
@@ -30,7 +33,8 @@ func ComputeStats(r storage.Reader, start, end []byte) (st Stats, err error) {
 // nanoseconds; 0: none) counted as garbage rather than live, as GC sees
 // them once its safe point passes their expiry.
 func ComputeStatsAt(r storage.Reader, start, end []byte, now int64) (st Stats, err error) {
-	err = eachVersion(context.Background(), r, start, end, func(c *cursor, first bool) error {
+	records := func(k, v []byte) { st.RecordBytes += int64(len(k) + len(v)) }
+	err = eachVersion(context.Background(), r, start, end, records, func(c *cursor, first bool) error {
 		raw := c.it.Value()
 		st.Versions++
 		st.TotalBytes += int64(len(c.it.Key()) + len(raw))
@@ -72,7 +76,7 @@ func SplitKey(ctx context.Context, r storage.Reader, start, end []byte) ([]byte,
 // user key a candidate (never between two versions of one key).
 func SplitPointsOf(ctx context.Context, r storage.Reader, start, end []byte) (*SplitPoints, error) {
 	var p SplitPoints
-	err := eachVersion(ctx, r, start, end, func(c *cursor, first bool) error {
+	err := eachVersion(ctx, r, start, end, nil, func(c *cursor, first bool) error {
 		p.Add(first, func() []byte { return appendUnescaped(nil, c.esc()) }, uint64(len(c.it.Key())+len(c.it.Value())))
 		return nil
 	})
@@ -80,9 +84,9 @@ func SplitPointsOf(ctx context.Context, r storage.Reader, start, end []byte) (*S
 }
 
 // eachVersion calls fn on every version in the span, in order, with first
-// set on each key's newest version, checking ctx first and every 4096
-// versions.
-func eachVersion(ctx context.Context, r storage.Reader, start, end []byte, fn func(c *cursor, first bool) error) (err error) {
+// set on each key's newest version, and onRecord (if set) on every
+// transaction record, checking ctx first and every 4096 versions.
+func eachVersion(ctx context.Context, r storage.Reader, start, end []byte, onRecord func(key, value []byte), fn func(c *cursor, first bool) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -96,7 +100,7 @@ func eachVersion(ctx context.Context, r storage.Reader, start, end []byte, fn fu
 			err = cerr
 		}
 	}()
-	c := cursor{it: it}
+	c := cursor{it: it, onRecord: onRecord}
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		first := n == 0 || !c.inKey()

@@ -29,17 +29,36 @@ type applyBatch struct {
 	migrated map[uint64]hlc.Timestamp
 	// sync makes the commit durable (a merge freeze must survive a crash).
 	sync bool
+	// setBytes counts the key and value bytes of every Set into the
+	// batch, across flushes: what a command stored (WrittenBytes).
+	setBytes uint64
+	// stored is what each replica's commands Set into the batch, added to
+	// its WrittenBytes once the batch is committed (settle): counted
+	// before, a size counted from the engine in between would miss bytes
+	// the counter already holds, and the estimate read low.
+	stored map[*Replica]uint64
+}
+
+// sizedBatch counts the bytes Set into it.
+type sizedBatch struct {
+	storage.Batch
+	set *uint64
+}
+
+func (b sizedBatch) Set(key, value []byte) error {
+	*b.set += uint64(len(key) + len(value))
+	return b.Batch.Set(key, value)
 }
 
 func newApplyBatch(eng storage.Engine) *applyBatch {
-	ab := &applyBatch{eng: eng}
+	ab := &applyBatch{eng: eng, stored: map[*Replica]uint64{}}
 	ab.reset()
 	return ab
 }
 
 // reset starts an empty batch.
 func (ab *applyBatch) reset() {
-	ab.b = ab.eng.NewBatch()
+	ab.b = sizedBatch{Batch: ab.eng.NewBatch(), set: &ab.setBytes}
 	ab.overlay = map[string][]byte{}
 	ab.versions = map[string]mvcc.Version{}
 	ab.migrated = map[uint64]hlc.Timestamp{}
@@ -121,6 +140,15 @@ func (ab *applyBatch) commit() error {
 		return nil
 	}
 	return ab.b.Commit(ab.sync)
+}
+
+// settle adds what the committed batch stored to its replicas'
+// WrittenBytes.
+func (ab *applyBatch) settle() {
+	for r, n := range ab.stored {
+		r.written.Add(n)
+	}
+	clear(ab.stored)
 }
 
 // flush commits what is pending so iterators see it, and starts afresh.
@@ -207,12 +235,26 @@ func (r *Replica) applyCommandLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand, 
 			log.Fatalf("range %d: meta apply at %d: %v", r.rangeID, index, err)
 		}
 		return res, nil
-	case cmd.GetMigrateLayout() != nil:
-		return r.applyMigrateLocked(ab, cmd)
 	case cmd.GetGc() != nil:
 		return r.applyGCLocked(ab, cmd.GetGc()), nil
 	case cmd.GetResetLost() != nil:
 		return r.applyResetLostLocked(ab)
+	default:
+		return r.applyStoringLocked(ab, cmd)
+	}
+}
+
+// applyStoringLocked applies a command that stores user data (writes, a
+// CAS, a transaction step, a layout migration) and counts the bytes it
+// Set (WrittenBytes, once the batch is committed): every version,
+// tombstone, intent and record, as the engine stores them (plus the
+// replica state a transaction step writes).
+func (r *Replica) applyStoringLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) (applyResult, []func()) {
+	before := ab.setBytes
+	defer func() { ab.stored[r] += ab.setBytes - before }()
+	switch {
+	case cmd.GetMigrateLayout() != nil:
+		return r.applyMigrateLocked(ab, cmd)
 	case cmd.GetTxn() != nil:
 		return r.applyTxnLocked(ab, cmd), nil
 	case cmd.GetCas() != nil:
@@ -288,7 +330,6 @@ func (r *Replica) applyWritesLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) a
 		default:
 			data.put(op.GetKey(), op.GetValue(), ttl{expiresAt: op.GetExpiresAt(), keep: op.GetKeepTtl()})
 		}
-		r.written.Add(uint64(len(op.GetKey()) + len(op.GetValue())))
 	}
 	return res
 }
@@ -333,7 +374,6 @@ func (r *Replica) applyCASLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) appl
 			data.del(c.GetKey())
 		} else {
 			data.put(c.GetKey(), c.GetNewValue(), ttl{expiresAt: c.GetExpiresAt(), keep: c.GetKeepTtl()})
-			r.written.Add(uint64(len(c.GetKey()) + len(c.GetNewValue())))
 		}
 	}
 	return applyResult{cas: resp}

@@ -137,39 +137,50 @@ func (r *Replica) DataSpan() (lo, hi []byte) {
 	return dataSpan(r.desc.Load(), r.VersionedLayout())
 }
 
-// LiveSize counts the user key and value bytes a read at the newest
-// timestamp finds in the range (what placement holds against Θmax), and
-// the keys.
-func (r *Replica) LiveSize(ctx context.Context) (n, count uint64, err error) {
+// DataSize is what a range's data holds.
+type DataSize struct {
+	// Live: the user key and value bytes a read at the newest timestamp
+	// finds; Keys: those keys.
+	Live, Keys uint64
+	// Stored: the engine key and value bytes of everything in the range's
+	// data span (every version, tombstone, intent and transaction record):
+	// what a snapshot ships, and what placement holds against Θmax.
+	Stored uint64
+}
+
+// DataSize counts the range's data.
+func (r *Replica) DataSize(ctx context.Context) (DataSize, error) {
 	for {
 		v, err := r.readLayout(ctx)
 		if err != nil {
-			return 0, 0, err
+			return DataSize{}, err
 		}
-		n, count, err = liveSize(r.store.eng, r.desc.Load(), v.mvcc)
+		n, err := dataSize(r.store.eng, r.desc.Load(), v.mvcc)
 		if r.stillLayout(v) {
-			return n, count, err
+			return n, err
 		}
 	}
 }
 
-func liveSize(eng storage.Reader, d *tidekvpb.RangeDescriptor, versioned bool) (n, count uint64, err error) {
+func dataSize(eng storage.Reader, d *tidekvpb.RangeDescriptor, versioned bool) (DataSize, error) {
 	if versioned {
 		lo, hi := keys.VersionedSpan(d.GetStartKey(), d.GetEndKey())
 		st, err := mvcc.ComputeStats(eng, lo, hi)
 		// Each live key counts its keys.VersionedKey prefix byte too.
-		return uint64(st.LiveBytes - st.LiveKeys), uint64(st.LiveKeys), err
+		return DataSize{Live: uint64(st.LiveBytes - st.LiveKeys), Keys: uint64(st.LiveKeys), Stored: uint64(st.TotalBytes + st.RecordBytes)}, err
 	}
 	lo, hi := dataSpan(d, false)
 	it, err := eng.NewIter(lo, hi)
 	if err != nil {
-		return 0, 0, err
+		return DataSize{}, err
 	}
+	var n DataSize
 	for ok := it.First(); ok; ok = it.Next() {
-		n += uint64(len(keys.UserKey(it.Key())) + len(it.Value()))
-		count++
+		n.Live += uint64(len(keys.UserKey(it.Key())) + len(it.Value()))
+		n.Stored += uint64(len(it.Key()) + len(it.Value()))
+		n.Keys++
 	}
-	return n, count, it.Close()
+	return n, it.Close()
 }
 
 func logTimestamp(t hlc.Timestamp) *tidekvpb.LogTimestamp {

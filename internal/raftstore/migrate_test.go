@@ -140,12 +140,12 @@ func TestMigrateLayoutAcrossSplitAndSnapshot(t *testing.T) {
 	defer cancel()
 	// Live bytes count the same in both layouts.
 	live := liveOf(want, "")
-	if n, _, err := tc.leader(testRangeID).LiveSize(ctx); err != nil || n != live {
+	if n, err := tc.leader(testRangeID).DataSize(ctx); err != nil || n.Live != live {
 		t.Fatalf("live bytes before the migration: %d, %v; want %d", n, err, live)
 	}
 	tc.migrate(t, testRangeID)
 	tc.checkValues(t, want)
-	if n, _, err := tc.leader(testRangeID).LiveSize(ctx); err != nil || n != live {
+	if n, err := tc.leader(testRangeID).DataSize(ctx); err != nil || n.Live != live {
 		t.Fatalf("live bytes after the migration: %d, %v; want %d", n, err, live)
 	}
 	for _, id := range tc.nodes {
@@ -173,7 +173,7 @@ func TestMigrateLayoutAcrossSplitAndSnapshot(t *testing.T) {
 	if key, err := rhs.SizeSplitKey(ctx); err != nil || string(key) <= "k100" {
 		t.Fatalf("split key of the versioned right half: %q, %v", key, err)
 	}
-	if n, _, err := rhs.LiveSize(ctx); err != nil || n != liveOf(want, "k100") {
+	if n, err := rhs.DataSize(ctx); err != nil || n.Live != liveOf(want, "k100") {
 		t.Fatalf("live bytes of the right half: %d, %v; want %d", n, err, liveOf(want, "k100"))
 	}
 

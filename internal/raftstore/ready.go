@@ -220,6 +220,7 @@ func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
 	if err := ab.commit(); err != nil {
 		log.Fatalf("apply commit: %v", err)
 	}
+	ab.settle() // before the acks: a proposer done counts on its bytes being in
 	for _, fn := range ap.acks {
 		fn()
 	}

@@ -64,9 +64,9 @@ type Replica struct {
 	order *readOrder
 	// changing counts replica changes running on this replica (admin.go).
 	changing atomic.Int32
-	// written counts the user bytes (key + value) of the puts applied here,
-	// for the range size estimate (WrittenBytes); snapshots counts the
-	// snapshots installed, which replace the data without a put.
+	// written counts the engine bytes the data commands applied here
+	// stored, for the range size estimate (WrittenBytes); snapshots counts
+	// the snapshots installed, which replace the data without a put.
 	written, snapshots atomic.Uint64
 
 	in struct {
@@ -196,12 +196,14 @@ type applyResult struct {
 // RangeID returns the range this replica belongs to.
 func (r *Replica) RangeID() uint64 { return r.rangeID }
 
-// WrittenBytes is the total key and value bytes of the writes (puts and
-// deletes) this replica has applied since it was loaded: an upper bound on
-// how much its range's live data can have grown meanwhile (overwrites and
-// deletes count as growth), which the server adds to its last exact
-// count. It moves with every write, so a count is known to be exact when
-// it has not moved since.
+// WrittenBytes is the total engine key and value bytes the data commands
+// (writes, CAS, transaction steps, a layout migration) this replica has
+// applied since it was loaded have stored: every version, tombstone,
+// intent and record, counted once the engine holds them. It bounds how much the range's stored data (what a
+// snapshot ships, DataSize) can have grown meanwhile (an overwrite of a
+// record or an intent cleared counts as growth), which the server adds to
+// its last exact count. It moves with every write, so a count is known to
+// be exact when it has not moved since.
 func (r *Replica) WrittenBytes() uint64 { return r.written.Load() }
 
 // SnapshotsApplied counts the snapshots this replica has installed since it

@@ -149,7 +149,6 @@ func (r *Replica) applyIntentsLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts 
 			r.mustWrite(mvcc.DeleteIntent(ab.b, vk, at, txn))
 		} else {
 			r.mustWrite(mvcc.PutIntent(ab.b, vk, at, w.GetValue(), w.GetExpiresAt(), txn))
-			r.written.Add(uint64(len(w.GetKey()) + len(w.GetValue())))
 		}
 		r.mu.versionBound.note(at)
 		ts = maxTS(ts, at)

@@ -138,7 +138,6 @@ func (r *Replica) applyOnePhaseLocked(ab *applyBatch, c *tidekvpb.TxnCommand, ts
 			}
 		} else {
 			r.mustWrite(mvcc.PutExpiring(ab.b, vk, ts, w.GetValue(), w.GetExpiresAt()))
-			r.written.Add(uint64(len(w.GetKey()) + len(w.GetValue())))
 		}
 	}
 	r.mu.versionBound.note(ts)

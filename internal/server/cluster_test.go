@@ -89,9 +89,12 @@ func (tc *testCluster) addrs() []string {
 	return out
 }
 
-func (tc *testCluster) client() *client.Client {
+func (tc *testCluster) client(adjust ...func(*client.Config)) *client.Client {
 	cfg := client.DefaultConfig()
 	cfg.Addrs = tc.addrs()
+	for _, a := range adjust {
+		a(&cfg)
+	}
 	c, err := client.New(cfg)
 	if err != nil {
 		tc.t.Fatal(err)

@@ -112,25 +112,26 @@ func (s *Server) evictKeySpace(ctx context.Context, ks ksconfig.KeySpace) error 
 	return s.evictKeys(ctx, ks.ID, plan.Evict)
 }
 
-// heldBytes is the bytes of rs on this node and of those it leads: the
-// size estimates, or exact counts.
+// heldBytes is the live bytes of rs on this node and of those it leads:
+// the size estimates, or exact counts. Live, not stored: the versions a
+// delete leaves until GC would keep eviction going after it freed enough.
 func (s *Server) heldBytes(ctx context.Context, rs []*raftstore.Replica, exact bool) (held, led uint64) {
 	recount := s.recountAfter()
 	for _, r := range rs {
 		gen := r.Desc().GetGeneration()
-		var n uint64
+		var n raftstore.DataSize
 		var err error
 		if exact {
 			n, err = s.sizes.exact(ctx, r, gen)
 		} else {
-			n, err = s.rangeSize(r, gen, recount)
+			n, err = s.sizes.size(ctx, r, gen, recount)
 		}
 		if err != nil {
 			continue
 		}
-		held += n
+		held += n.Live
 		if r.IsLeader() {
-			led += n
+			led += n.Live
 		}
 	}
 	return held, led

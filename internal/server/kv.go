@@ -48,12 +48,10 @@ func (s *Server) replicaFor(key []byte) (*raftstore.Replica, error) {
 // readOps are the operations counted as reads in a range's load.
 var readOps = map[string]bool{"get": true, "scan": true, "batch_get": true}
 
-// growOps are the writes that may make a range larger: they wait while
-// their range waits for a split (awaitSplit). A delete never does.
-var growOps = map[string]bool{"put": true, "write": true, "cas": true}
-
-// serve runs one KV request: admission, validation, routing, metrics.
-func serve[T any](ctx context.Context, s *Server, op string, validate func() error, key []byte, fn func(*raftstore.Replica) (T, error)) (T, error) {
+// serve runs one KV request: admission, validation, routing, metrics. A
+// request that may store bytes in its range says how many at most (grow,
+// sizewatch.go): it waits for room under Θmax.
+func serve[T any](ctx context.Context, s *Server, op string, validate func() error, key []byte, grow uint64, fn func(*raftstore.Replica) (T, error)) (T, error) {
 	var zero T
 	start := time.Now()
 	if err := validate(); err != nil {
@@ -67,8 +65,11 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 	}
 	defer s.adm.Done(pri)
 	r, err := s.replicaFor(key)
-	if err == nil && growOps[op] {
-		r, err = s.awaitSplit(ctx, r, key)
+	if err == nil {
+		var done func()
+		if r, done, err = s.admitGrowth(ctx, r, key, grow); err == nil {
+			defer done()
+		}
 	}
 	if err != nil {
 		err = s.toStatus(err)
@@ -136,7 +137,7 @@ func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvp
 		}
 		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
 	})
-	return serve(ctx, s, "get", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
+	return serve(ctx, s, "get", validate, req.GetKey(), 0, func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
 		ro.Txn, ro.UncertaintyLimit = req.GetTxnId(), req.GetUncertaintyLimit().HLC()
 		v, err := r.GetValue(ctx, req.GetKey(), ro)
 		if err != nil {
@@ -163,7 +164,7 @@ func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvp
 		}
 		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
 	}
-	return serve(ctx, s, "put", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.PutResponse, error) {
+	return serve(ctx, s, "put", validate, req.GetKey(), growth(nil, &tidekvpb.WriteOp{Key: req.GetKey(), Value: req.GetValue()}), func(r *raftstore.Replica) (*tidekvpb.PutResponse, error) {
 		s.noteWrite(ctx, r)
 		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: req.GetKey(), Value: req.GetValue(), TtlMs: req.GetTtlMs()}})
 		if err != nil {
@@ -182,7 +183,7 @@ func (k *kvService) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*t
 		}
 		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
 	}
-	return serve(ctx, s, "delete", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.DeleteResponse, error) {
+	return serve(ctx, s, "delete", validate, req.GetKey(), growth(nil, &tidekvpb.WriteOp{Key: req.GetKey()}), func(r *raftstore.Replica) (*tidekvpb.DeleteResponse, error) {
 		s.noteWrite(ctx, r)
 		deleted, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_DELETE, Key: req.GetKey()}})
 		if err != nil {
@@ -214,7 +215,7 @@ func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidek
 	if limit == 0 {
 		limit = s.cfg.Limits.MaxScanLimit
 	}
-	return serve(ctx, s, "scan", validate, req.GetStartKey(), func(r *raftstore.Replica) (*tidekvpb.ScanResponse, error) {
+	return serve(ctx, s, "scan", validate, req.GetStartKey(), 0, func(r *raftstore.Replica) (*tidekvpb.ScanResponse, error) {
 		ro.UncertaintyLimit = req.GetUncertaintyLimit().HLC()
 		kvs, resume, err := r.Scan(ctx, req.GetStartKey(), end, limit, s.cfg.Limits.MaxScanBytes, ro)
 		if err != nil {
@@ -246,7 +247,7 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 	if len(ks) > 0 {
 		first = ks[0]
 	}
-	return serve(ctx, s, "batch_get", validate, first, func(r *raftstore.Replica) (*tidekvpb.BatchGetResponse, error) {
+	return serve(ctx, s, "batch_get", validate, first, 0, func(r *raftstore.Replica) (*tidekvpb.BatchGetResponse, error) {
 		res, err := r.BatchGet(ctx, ks, ro)
 		if err != nil {
 			return nil, err
@@ -291,7 +292,7 @@ func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tid
 	if len(ops) > 0 {
 		first = ops[0].GetKey()
 	}
-	return serve(ctx, s, "write", validate, first, func(r *raftstore.Replica) (*tidekvpb.WriteResponse, error) {
+	return serve(ctx, s, "write", validate, first, growth(nil, ops...), func(r *raftstore.Replica) (*tidekvpb.WriteResponse, error) {
 		d := r.Desc()
 		for _, k := range writeKeys(req) {
 			if !keys.Contains(d.GetStartKey(), d.GetEndKey(), k) {
@@ -365,7 +366,7 @@ func (k *kvService) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndS
 		}
 		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
 	}
-	return serve(ctx, s, "cas", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.CompareAndSetResponse, error) {
+	return serve(ctx, s, "cas", validate, req.GetKey(), growth(nil, &tidekvpb.WriteOp{Key: req.GetKey(), Value: req.GetNewValue()}), func(r *raftstore.Replica) (*tidekvpb.CompareAndSetResponse, error) {
 		s.noteWrite(ctx, r)
 		s.touch(r, req.GetKey())
 		return r.CompareAndSet(ctx, req)

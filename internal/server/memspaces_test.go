@@ -220,13 +220,13 @@ func waitSameData(t *testing.T, tc *testCluster, rangeID, node uint64) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, got, err := r.LiveSize(ctx)
+		got, err := r.DataSize(ctx)
 		if err != nil {
 			return err
 		}
-		_, want, err := lr.LiveSize(ctx)
-		if err == nil && (got != want || got == 0) {
-			err = fmt.Errorf("%d live keys, the leaseholder %d", got, want)
+		want, err := lr.DataSize(ctx)
+		if err == nil && (got.Keys != want.Keys || got.Keys == 0) {
+			err = fmt.Errorf("%d live keys, the leaseholder %d", got.Keys, want.Keys)
 		}
 		return err
 	})

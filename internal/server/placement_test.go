@@ -371,44 +371,6 @@ func TestSizeWatchSplitsBetweenReports(t *testing.T) {
 	fillAndWaitSplits(t, c, 20*time.Second)
 }
 
-// A write that would take its range past SplitBackpressure × Θmax waits
-// for the split; when none comes (a range of one key cannot split) it is
-// refused as overloaded after SplitBackpressureWait. A delete is never
-// held, and once it has shrunk the range, writes go ahead again.
-func TestSplitBackpressure(t *testing.T) {
-	tc := startClusterWith(t, 1, func(c *Config) {
-		c.Placement.Rebalance = true
-		c.Placement.RangeMaxBytes, c.Placement.RangeMinBytes = 64<<10, 16<<10
-		c.SplitBackpressureWait = 300 * time.Millisecond
-	})
-	c := tc.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	big := strings.Repeat("x", 100<<10)
-	if err := c.Put(ctx, []byte("a"), []byte(big)); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "a write to the full range refused", func() error {
-		err := c.Put(ctx, []byte("a"), []byte(big))
-		if !errors.Is(err, client.ErrOverloaded) {
-			return fmt.Errorf("put: %v", err)
-		}
-		if !strings.Contains(err.Error(), "above its size limit") {
-			t.Fatalf("refusal %q does not say why", err)
-		}
-		return nil
-	})
-	if _, err := c.Delete(ctx, []byte("a")); err != nil {
-		t.Fatalf("delete held or refused: %v", err)
-	}
-	eventually(t, 10*time.Second, "writes go ahead once the range shrank", func() error {
-		return c.Put(ctx, []byte("b"), []byte("small"))
-	})
-	if n := gathered(t, tc.nodes[0], "tidekv_split_backpressure_total", "outcome", "refused"); n < 1 {
-		t.Fatalf("refused holds counted %v times", n)
-	}
-}
-
 func checkAllKeysValue(t *testing.T, c *client.Client, n int, val string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

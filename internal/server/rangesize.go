@@ -10,29 +10,31 @@ import (
 
 // Range sizes. Placement splits a range above Θmax, so its size must not
 // read low. The engine's estimate (SST files) misses what still sits in
-// the memtable and counts overwritten and deleted versions; under a steady
-// write load that let ranges grow past Θmax. A range's size here is an
-// exact count of its live user bytes (keys and values, as a scan sees them,
-// memtable included) plus the bytes of the puts applied since that count:
-// an upper bound, since an overwrite or a delete only counts as growth. The
-// count is redone when the range's span changes (a split, a merge), when a
-// snapshot replaces the data, and whenever the writes since it could have
-// added a quarter of the range's counted size (at least minRecountBytes, at
-// most a quarter of Θmax), so the bound is never more than Θmax/4 above the
-// live size, and a scan costs at most four bytes read per byte written
-// (plus at most four times minRecountBytes for a nearly empty range). The
-// share of the range is what keeps the key count `ctl keyspace list`
-// shows current for the small ranges of a cache: with Θmax/4 alone a range
-// of a few hundred KiB was counted again only after 16 MiB of writes.
+// the memtable; under a steady write load that let ranges grow past Θmax.
+// A range's size here is an exact count of what its data span stores (every
+// version, tombstone, intent and transaction record, memtable included:
+// the bytes a snapshot ships, raftstore.DataSize) plus the bytes the
+// commands applied since that count stored: an upper bound, since an
+// overwrite or a delete only counts as growth. The live bytes (what a read
+// finds, which eviction weighs against a key space's capacity) are bounded
+// the same way. The count is redone when the range's span changes (a
+// split, a merge), when a snapshot replaces the data, and whenever the
+// writes since it could have added a quarter of the range's counted size
+// (at least minRecountBytes, at most a quarter of Θmax), so the bound is
+// never more than Θmax/4 above the stored size, and a scan costs at most
+// four bytes read per byte written (plus at most four times
+// minRecountBytes for a nearly empty range). The share of the range is
+// what keeps the key count `ctl keyspace list` shows current for the
+// small ranges of a cache: with Θmax/4 alone a range of a few hundred KiB
+// was counted again only after 16 MiB of writes.
 
 // sizedReplica is what a size estimate needs of a replica.
 type sizedReplica interface {
 	RangeID() uint64
 	WrittenBytes() uint64
 	SnapshotsApplied() uint64
-	// LiveSize counts the range's live user bytes and keys in its data
-	// layout.
-	LiveSize(ctx context.Context) (bytes, keys uint64, err error)
+	// DataSize counts the range's data in its layout.
+	DataSize(ctx context.Context) (raftstore.DataSize, error)
 }
 
 // rangeSizes holds each local range's last exact count.
@@ -44,48 +46,51 @@ type rangeSizes struct {
 type sizeCount struct {
 	gen     uint64 // descriptor generation the count is for
 	snaps   uint64 // the replica's SnapshotsApplied at the count
-	live    uint64 // live user bytes counted
-	keys    uint64 // live keys counted
+	n       raftstore.DataSize
 	written uint64 // the replica's WrittenBytes at the count
 }
 
 // size returns the size of r's range (descriptor generation gen),
 // counting it afresh when the last count is for another span or the
-// writes since may have added recountAfter bytes.
-func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, recountAfter uint64) (uint64, error) {
+// writes since may have added recountAfter bytes. Its Stored and Live
+// bytes are upper bounds, its Keys those of the last count.
+func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, recountAfter uint64) (raftstore.DataSize, error) {
 	id, written, snaps := r.RangeID(), r.WrittenBytes(), r.SnapshotsApplied()
 	rs.mu.Lock()
 	c, ok := rs.m[id]
 	rs.mu.Unlock()
-	recountAfter = min(recountAfter, max(c.live/4, minRecountBytes))
+	recountAfter = min(recountAfter, max(c.n.Stored/4, minRecountBytes))
 	if ok && c.gen == gen && c.snaps == snaps && written >= c.written && written-c.written < recountAfter {
-		return c.live + (written - c.written), nil
+		n, grown := c.n, written-c.written
+		n.Stored += grown
+		n.Live += grown
+		return n, nil
 	}
 	return rs.exact(ctx, r, gen)
 }
 
 // exact counts r's range afresh: eviction decides on exact counts, since
 // the deletes it proposes never lower the estimate.
-func (rs *rangeSizes) exact(ctx context.Context, r sizedReplica, gen uint64) (uint64, error) {
+func (rs *rangeSizes) exact(ctx context.Context, r sizedReplica, gen uint64) (raftstore.DataSize, error) {
 	written, snaps := r.WrittenBytes(), r.SnapshotsApplied()
-	live, n, err := r.LiveSize(ctx)
+	n, err := r.DataSize(ctx)
 	if err != nil {
-		return 0, err
+		return n, err
 	}
 	rs.mu.Lock()
 	if rs.m == nil {
 		rs.m = map[uint64]sizeCount{}
 	}
-	rs.m[r.RangeID()] = sizeCount{gen: gen, snaps: snaps, live: live, keys: n, written: written}
+	rs.m[r.RangeID()] = sizeCount{gen: gen, snaps: snaps, n: n, written: written}
 	rs.mu.Unlock()
-	return live, nil
+	return n, nil
 }
 
 // keys is the key count of range id's last exact count (0: none).
 func (rs *rangeSizes) keys(id uint64) uint64 {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	return rs.m[id].keys
+	return rs.m[id].n.Keys
 }
 
 // forget drops the counts of ranges no longer local.
@@ -104,7 +109,8 @@ func (s *Server) recountAfter() uint64 {
 	return max(s.clusterConfig().Placement.RangeMaxBytes/4, 1)
 }
 
-// rangeSize is r's range size (descriptor generation gen).
+// rangeSize bounds what r's range (descriptor generation gen) stores.
 func (s *Server) rangeSize(r *raftstore.Replica, gen uint64, recountAfter uint64) (uint64, error) {
-	return s.sizes.size(context.Background(), r, gen, recountAfter)
+	n, err := s.sizes.size(context.Background(), r, gen, recountAfter)
+	return n.Stored, err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 type fakeSized struct {
@@ -15,12 +17,13 @@ func (f *fakeSized) RangeID() uint64          { return f.id }
 func (f *fakeSized) WrittenBytes() uint64     { return f.written }
 func (f *fakeSized) SnapshotsApplied() uint64 { return f.snaps }
 
-func (f *fakeSized) LiveSize(context.Context) (uint64, uint64, error) {
+// DataSize stores what it holds live (no old versions).
+func (f *fakeSized) DataSize(context.Context) (raftstore.DataSize, error) {
 	var n uint64
 	for k, v := range f.data {
 		n += uint64(len(k) + len(v))
 	}
-	return n, uint64(len(f.data)), nil
+	return raftstore.DataSize{Live: n, Stored: n, Keys: uint64(len(f.data))}, nil
 }
 
 // The size is an exact count of live bytes plus the bytes written since,
@@ -37,7 +40,7 @@ func TestRangeSizeEstimate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return n.Stored
 	}
 	if n := size(1); n != 10 {
 		t.Fatalf("first count %d, want the 10 live bytes", n)
@@ -70,18 +73,18 @@ func TestRangeSizeEstimate(t *testing.T) {
 	big := strings.Repeat("x", 100<<10)
 	put("g", big)
 	r.written += 200 << 10
-	if n, _ := rs.size(context.Background(), r, 2, 1<<30); n != 28+1+100<<10 {
-		t.Fatalf("after a big write: %d, want the exact %d", n, 28+1+100<<10)
+	if n, _ := rs.size(context.Background(), r, 2, 1<<30); n.Stored != 28+1+100<<10 {
+		t.Fatalf("after a big write: %d, want the exact %d", n.Stored, 28+1+100<<10)
 	}
 	put("h", strings.Repeat("y", 20<<10))
 	r.written += 20 << 10
-	if n, _ := rs.size(context.Background(), r, 2, 1<<30); n != 28+1+100<<10+20<<10 {
-		t.Fatalf("after 20 KiB written: %d, want %d (under a quarter of the range: no recount)", n, 28+1+100<<10+20<<10)
+	if n, _ := rs.size(context.Background(), r, 2, 1<<30); n.Stored != 28+1+100<<10+20<<10 {
+		t.Fatalf("after 20 KiB written: %d, want %d (under a quarter of the range: no recount)", n.Stored, 28+1+100<<10+20<<10)
 	}
 	r.written += 10 << 10
 	want := uint64(28 + 1 + 100<<10 + 1 + 20<<10)
-	if n, _ := rs.size(context.Background(), r, 2, 1<<30); n != want {
-		t.Fatalf("after 30 KiB written: %d, want the exact %d (over a quarter of the 100 KiB counted)", n, want)
+	if n, _ := rs.size(context.Background(), r, 2, 1<<30); n.Stored != want {
+		t.Fatalf("after 30 KiB written: %d, want the exact %d (over a quarter of the 100 KiB counted)", n.Stored, want)
 	}
 	rs.forget(map[uint64]bool{})
 	if len(rs.m) != 0 {

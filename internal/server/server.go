@@ -94,7 +94,7 @@ type Server struct {
 	metaLeaderAddr atomic.Pointer[string]
 	reports        chan *tidekvpb.RangeDescriptor
 	placeWake      chan struct{} // wakes the control loop early (sizewatch.go)
-	budgets        sync.Map      // range ID -> writeBudget (sizewatch.go)
+	budgets        writeBudgets  // (sizewatch.go)
 	holdWrites     atomic.Bool   // budgets are kept and enforced
 	gcTTLNanos     atomic.Int64  // gc-ttl as last learnt (gcqueue.go)
 	// queues is the memory of the per-range background queues (GC,
@@ -519,6 +519,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.queueReport(d)
+	s.pokeSizes() // its write budget, without which its growing writes wait (sizewatch.go)
 }
 
 // ReplicaRemoved implements raftstore.Listener.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -21,6 +22,23 @@ import (
 // that report wakes the control loop for a placement-only round; writes
 // that would take a range past Θmax meanwhile wait.
 
+// Θmax is an invariant (docs/operations.md "Θmax"): what a range stores,
+// counted as a snapshot ships it, never passes SplitBackpressure × Θmax,
+// just below Θmax. Every request that may store bytes in a range (puts,
+// deletes, whose tombstones stay until GC, batch writes, CAS, transaction
+// intents, one-phase commits and records) is admitted against its range's
+// write budget with a bound on the bytes it stores (growth), and holds its
+// bound until it is applied; one that does not fit waits for the split
+// and, when none comes in time, is refused as RANGE_BUSY (retried by the
+// clients). This holds whether or not placement splits (rebalancing off: an
+// operator's split frees the range), and a range whose budget is not known
+// yet (just split off, or just led) holds its writes until it is: a
+// new leaseholder asks for a size pass at once (LeaderAcquired). Only a
+// leaseholder holds; a follower refuses as NOT_LEASEHOLDER. A request
+// that passes here on a follower in the instant before it takes the lease
+// is not held: it is proposed unchecked, within the margin
+// SplitBackpressure leaves below Θmax.
+
 // watchSizes reports, once per descriptor generation, each range this
 // node leads whose size has crossed Θmax since its last report said so,
 // and renews the write budgets that hold writes above the backpressure
@@ -28,7 +46,7 @@ import (
 func (s *Server) watchSizes(context.Context) {
 	cfg := s.clusterConfig().Placement
 	limit, recount := cfg.SplitBytes(), s.recountAfter()
-	hold := s.cfg.SplitBackpressure > 0 && cfg.Rebalance
+	hold := s.cfg.SplitBackpressure > 0
 	// Held ranges must be due to split, whatever the two settings say.
 	holdAt := max(uint64(s.cfg.SplitBackpressure*float64(cfg.RangeMaxBytes)), limit+1)
 	s.holdWrites.Store(hold)
@@ -50,7 +68,7 @@ func (s *Server) watchSizes(context.Context) {
 		}
 		led[id] = true
 		if hold {
-			s.budgets.Store(id, writeBudget{gen: gen, written: written + subFloor(holdAt, n)})
+			s.budgets.set(id, gen, written+subFloor(holdAt, n))
 		}
 		if !s.queues.sizes.Crossed(id, gen, n, limit) {
 			continue
@@ -64,12 +82,7 @@ func (s *Server) watchSizes(context.Context) {
 		s.queueReport(d)
 	}
 	s.queues.sizes.KeepOnly(led)
-	s.budgets.Range(func(k, _ any) bool {
-		if id := k.(uint64); !hold || !led[id] {
-			s.budgets.Delete(id)
-		}
-		return true
-	})
+	s.budgets.keepOnly(func(id uint64) bool { return hold && led[id] })
 }
 
 // subFloor is a − b, or 0 when b ≥ a.
@@ -80,30 +93,145 @@ func subFloor(a, b uint64) uint64 {
 	return a - b
 }
 
-// writeBudget is how far a range's written-bytes counter may go, at one
-// descriptor generation, before writes wait for its split: its size
-// estimate would then pass SplitBackpressure × Θmax.
-type writeBudget struct{ gen, written uint64 }
+// writeBudgets are the led ranges' write budgets.
+type writeBudgets struct {
+	mu sync.Mutex
+	m  map[uint64]*writeBudget
+}
 
-// awaitSplit holds a write to r's range while the range is over its write
-// budget (a split is due and not done), until the split, the context's
-// end or SplitBackpressureWait; then the write is refused as RANGE_BUSY.
+// writeBudget is how far a range's written-bytes counter may go, at one
+// descriptor generation, before its size estimate would pass
+// SplitBackpressure × Θmax (known: set by the size watch), and the growth
+// of the requests admitted against it and not yet done (admitted: their
+// bytes may be applied or not).
+type writeBudget struct {
+	known        bool
+	gen, written uint64
+	admitted     uint64
+}
+
+func (b *writeBudgets) set(id, gen, written uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[uint64]*writeBudget{}
+	}
+	wb := b.m[id]
+	if wb == nil {
+		wb = &writeBudget{}
+		b.m[id] = wb
+	}
+	wb.known, wb.gen, wb.written = true, gen, written
+}
+
+// keepOnly forgets the budgets of the ranges keep refuses; a range with
+// requests still admitted keeps their count, its budget unknown.
+func (b *writeBudgets) keepOnly(keep func(id uint64) bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, wb := range b.m {
+		switch {
+		case keep(id):
+		case wb.admitted > 0:
+			wb.known = false
+		default:
+			delete(b.m, id)
+		}
+	}
+}
+
+// admit takes grow bytes of r's budget if they fit beside the requests
+// admitted before; known is false when r has no budget yet, current when
+// it is for r's generation. One of an earlier generation still binds:
+// splits only shrink a range, and a merge happens only far below Θmax.
+func (b *writeBudgets) admit(r *raftstore.Replica, grow uint64) (ok, known, current bool) {
+	written, gen := r.WrittenBytes(), r.Desc().GetGeneration()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	wb := b.m[r.RangeID()]
+	if wb == nil || !wb.known {
+		return false, false, false
+	}
+	if written+wb.admitted+grow > wb.written {
+		return false, true, wb.gen == gen
+	}
+	wb.admitted += grow
+	return true, true, wb.gen == gen
+}
+
+// release gives back what admit took once the request is done: its bytes
+// are then in the range's written-bytes counter, or never will be.
+func (b *writeBudgets) release(id, grow uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if wb := b.m[id]; wb != nil {
+		wb.admitted -= grow
+	}
+}
+
+// admitGrowth admits a request that may store up to grow bytes in key's
+// range (r, found by the caller), holding it while the range has no room
+// (a split is due and not done) or no budget yet, until the context's
+// end or SplitBackpressureWait; then it is refused as RANGE_BUSY.
 // CockroachDB holds writes the same way; without it, a range written
-// faster than it can split outgrows Θmax many times over. A range whose
-// budget is not known yet (just split off, or just led) holds its writes
-// for at most one SizeWatchInterval while the size watch sets it.
+// faster than it can split outgrows Θmax many times over.
 //
-// It returns the replica the key belongs to once the write may go ahead:
-// after a split that is often another range of this node.
-func (s *Server) awaitSplit(ctx context.Context, r *raftstore.Replica, key []byte) (*raftstore.Replica, error) {
-	over, known := s.overBudget(r)
-	if !over && known {
-		return r, nil
+// It returns the replica the key belongs to once the request may go ahead
+// (after a split that is often another range of this node), and done, to
+// call once the request is over.
+func (s *Server) admitGrowth(ctx context.Context, r *raftstore.Replica, key []byte, grow uint64) (*raftstore.Replica, func(), error) {
+	if grow == 0 || !s.holdWrites.Load() {
+		return r, func() {}, nil
 	}
-	if err := s.holdForSplit(ctx, r); err != nil {
-		return nil, err
+	var t *time.Ticker
+	var start, giveUp time.Time
+	for {
+		if !r.IsLeader() {
+			// Budgets are kept by leaseholders only. Elsewhere the request
+			// goes on to be refused as NOT_LEASEHOLDER with a hint, as
+			// before: held here, it would come back as RANGE_BUSY and its
+			// client would retry this same node.
+			return r, func() {}, nil
+		}
+		ok, known, current := s.budgets.admit(r, grow)
+		if !known || !current {
+			s.pokeSizes() // for a budget at this generation now, rather than at the next tick
+		}
+		if ok {
+			if t != nil {
+				s.metrics.splitWaits.WithLabelValues("split").Inc()
+			}
+			id := r.RangeID()
+			return r, func() { s.budgets.release(id, grow) }, nil
+		}
+		if t == nil {
+			s.pokeSizes() // for an exact count now
+			t = time.NewTicker(5 * time.Millisecond)
+			defer t.Stop()
+			start = time.Now()
+			giveUp = start.Add(s.cfg.SplitBackpressureWait)
+			if dl, ok := ctx.Deadline(); ok && dl.Add(-splitWaitMargin).Before(giveUp) {
+				// Refused before the caller's deadline, the write is known
+				// not to have happened; at the deadline it would be
+				// ambiguous.
+				giveUp = dl.Add(-splitWaitMargin)
+			}
+		}
+		if !time.Now().Before(giveUp) {
+			s.metrics.splitWaits.WithLabelValues("refused").Inc()
+			return nil, nil, withDetail(codes.ResourceExhausted, fmt.Sprintf("range %d is above its size limit (or its size is not known yet) and has not split, retry", r.RangeID()),
+				&tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_BUSY, RetryAfterMs: rangeBusyRetryMs})
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-t.C:
+		}
+		var err error
+		if r, err = s.replicaFor(key); err != nil {
+			return nil, nil, err
+		}
 	}
-	return s.replicaFor(key)
 }
 
 // splitWaitMargin is how long before the caller's deadline a held write
@@ -113,59 +241,32 @@ const (
 	rangeBusyRetryMs = 50
 )
 
-// holdForSplit waits until r's range is within its budget, or its budget
-// stays unknown for a SizeWatchInterval.
-func (s *Server) holdForSplit(ctx context.Context, r *raftstore.Replica) error {
-	s.pokeSizes() // for an exact count now, rather than at the next tick
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	start := time.Now()
-	giveUp := start.Add(s.cfg.SplitBackpressureWait)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-splitWaitMargin).Before(giveUp) {
-		// Refused before the caller's deadline, the write is known not
-		// to have happened; at the deadline it would be ambiguous.
-		giveUp = dl.Add(-splitWaitMargin)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		over, known := s.overBudget(r)
-		waited := time.Since(start)
-		switch {
-		case !known && waited >= s.cfg.SizeWatchInterval:
-			return nil // the watch could not size it: never hold blind
-		case known && !over:
-			s.metrics.splitWaits.WithLabelValues("split").Inc()
-			return nil
-		case !time.Now().Before(giveUp):
-			s.metrics.splitWaits.WithLabelValues("refused").Inc()
-			return withDetail(codes.ResourceExhausted, fmt.Sprintf("range %d is above its size limit and its split is late, retry", r.RangeID()),
-				&tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_BUSY, RetryAfterMs: rangeBusyRetryMs})
+// versionOverhead bounds what a version stores beyond its user key and
+// value, in either layout: the engine key's prefix, escapes beyond the
+// key's own length (counted apart), terminator and timestamp, and the
+// value's header.
+const versionOverhead = 48
+
+// growth bounds the bytes writing ops stores in a range: each op a version
+// (a put's value, a delete's tombstone) whose key may double when escaped,
+// and for a transaction's intents (txn: its ID and anchor) the transaction
+// each intent names.
+func growth(txn *tidekvpb.TxnKey, ops ...*tidekvpb.WriteOp) uint64 {
+	var n uint64
+	for _, op := range ops {
+		n += uint64(2*len(op.GetKey())+len(op.GetValue())) + versionOverhead
+		if txn != nil {
+			n += uint64(len(txn.GetId()) + len(txn.GetAnchor()))
 		}
 	}
+	return n
 }
 
-// overBudget reports whether r's range is over its write budget, and
-// whether the budget is known. A budget set at an earlier generation of
-// the same range still binds: splits only shrink a range, and a merge
-// happens only far below Θmax. The size watch is asked at once to size a
-// range it has no budget for at this generation.
-func (s *Server) overBudget(r *raftstore.Replica) (over, known bool) {
-	if !s.holdWrites.Load() {
-		return false, true
-	}
-	v, ok := s.budgets.Load(r.RangeID())
-	d := r.Desc()
-	if !ok || d == nil || d.GetGeneration() != v.(writeBudget).gen {
-		s.pokeSizes()
-	}
-	if !ok {
-		return false, false
-	}
-	return r.WrittenBytes() >= v.(writeBudget).written, true
+// recordGrowth bounds what a transaction's record stores: its key (the
+// escaped anchor and the ID) and the record (the ID, the anchor, a status
+// and two timestamps).
+func recordGrowth(txn *tidekvpb.TxnKey) uint64 {
+	return uint64(3*len(txn.GetAnchor())+2*len(txn.GetId())) + 2*versionOverhead
 }
 
 // placeLoop runs a control round every Control.Interval, and a
@@ -177,8 +278,8 @@ func (s *Server) placeLoop() {
 
 // sizeLoop watches sizes every SizeWatchInterval, and at once (at most
 // every sizePokeGap) when a write finds its range without a budget: a
-// range just split or just led, whose writes would otherwise go unchecked
-// until the next tick.
+// range just split or just led, whose writes would otherwise wait for the
+// next tick.
 func (s *Server) sizeLoop() {
 	s.pokeSizes() // a first pass at once: budgets from the start
 	s.wakeableLoop(s.cfg.SizeWatchInterval, sizePokeGap, s.sizeWake, s.watchSizes, s.watchSizes)

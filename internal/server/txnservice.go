@@ -85,7 +85,7 @@ func (t *txnService) WriteIntents(ctx context.Context, req *tidekvpb.WriteIntent
 		}
 		return s.checkTxnOps(req.GetOps())
 	}
-	return serve(ctx, s, "txn_write_intents", validate, firstOpKey(req.GetOps()), func(r *raftstore.Replica) (*tidekvpb.WriteIntentsResponse, error) {
+	return serve(ctx, s, "txn_write_intents", validate, firstOpKey(req.GetOps()), growth(req.GetTxn(), req.GetOps()...), func(r *raftstore.Replica) (*tidekvpb.WriteIntentsResponse, error) {
 		ts, err := r.WriteIntents(ctx, txnRef(req.GetTxn()), req.GetWriteTimestamp().HLC(), req.GetOps())
 		if err != nil {
 			return nil, err
@@ -118,7 +118,7 @@ func (t *txnService) CommitOnePhase(ctx context.Context, req *tidekvpb.OnePhaseC
 		}
 		return s.checkTxnOps(req.GetOps())
 	}
-	return serve(ctx, s, "txn_commit_one_phase", validate, firstOpKey(req.GetOps()), func(r *raftstore.Replica) (*tidekvpb.OnePhaseCommitResponse, error) {
+	return serve(ctx, s, "txn_commit_one_phase", validate, firstOpKey(req.GetOps()), growth(nil, req.GetOps()...), func(r *raftstore.Replica) (*tidekvpb.OnePhaseCommitResponse, error) {
 		ts, err := r.CommitOnePhase(ctx, req.GetTxnId(), req.GetReadTimestamp().HLC(), req.GetReads(), req.GetReadSpans(), req.GetOps())
 		if err != nil {
 			return nil, err
@@ -145,7 +145,7 @@ func (t *txnService) Record(ctx context.Context, req *tidekvpb.TxnRecordRequest)
 		}
 		return nil
 	}
-	return serve(ctx, s, "txn_record", validate, req.GetTxn().GetAnchor(), func(r *raftstore.Replica) (*tidekvpb.TxnRecordResponse, error) {
+	return serve(ctx, s, "txn_record", validate, req.GetTxn().GetAnchor(), recordGrowth(req.GetTxn()), func(r *raftstore.Replica) (*tidekvpb.TxnRecordResponse, error) {
 		ref := txnRef(req.GetTxn())
 		var rec *tidekvpb.TxnRecord
 		var err error
@@ -185,7 +185,7 @@ func (t *txnService) ResolveIntents(ctx context.Context, req *tidekvpb.ResolveIn
 		}
 		return nil
 	}
-	return serve(ctx, s, "txn_resolve", validate, firstKey(req.GetKeys()), func(r *raftstore.Replica) (*tidekvpb.ResolveIntentsResponse, error) {
+	return serve(ctx, s, "txn_resolve", validate, firstKey(req.GetKeys()), 0, func(r *raftstore.Replica) (*tidekvpb.ResolveIntentsResponse, error) {
 		st := tidekvpb.TxnStatus_TXN_ABORTED
 		if req.GetCommit() {
 			st = tidekvpb.TxnStatus_TXN_COMMITTED
@@ -209,7 +209,7 @@ func (t *txnService) Refresh(ctx context.Context, req *tidekvpb.RefreshRequest) 
 		}
 		return nil
 	}
-	return serve(ctx, s, "txn_refresh", validate, key, func(r *raftstore.Replica) (*tidekvpb.RefreshResponse, error) {
+	return serve(ctx, s, "txn_refresh", validate, key, 0, func(r *raftstore.Replica) (*tidekvpb.RefreshResponse, error) {
 		if span != nil {
 			resume, err := r.RefreshSpan(ctx, span.GetStartKey(), span.GetEndKey(), req.GetFrom().HLC(), req.GetTo().HLC(), req.GetTxnId())
 			return &tidekvpb.RefreshResponse{ResumeKey: resume}, err
