@@ -40,7 +40,7 @@ func (s *Server) checkValue(v []byte) error {
 func (s *Server) replicaFor(key []byte) (*raftstore.Replica, error) {
 	r := s.store.LookupKey(key)
 	if r == nil {
-		return nil, s.toStatus(&raftstore.RangeNotFoundError{Key: key})
+		return nil, &raftstore.RangeNotFoundError{Key: key}
 	}
 	return r, nil
 }
@@ -52,8 +52,18 @@ var readOps = map[string]bool{"get": true, "scan": true, "batch_get": true}
 // their range waits for a split (awaitSplit). A delete never does.
 var growOps = map[string]bool{"put": true, "write": true, "cas": true}
 
-// serve runs one KV request: admission, validation, routing, metrics.
+// serve runs one KV request for the gRPC API: run, with its error as a
+// gRPC status (toStatus).
 func serve[T any](ctx context.Context, s *Server, op string, validate func() error, key []byte, fn func(*raftstore.Replica) (T, error)) (T, error) {
+	v, err := run(ctx, s, op, validate, key, nil, fn)
+	return v, s.toStatus(err)
+}
+
+// run runs one KV request: validation, admission, routing, metrics. Its
+// errors are the node's typed errors (classify); the gRPC API converts
+// them at its edge. r is the replica the caller already found for key, or
+// nil: a request looks its range up once.
+func run[T any](ctx context.Context, s *Server, op string, validate func() error, key []byte, r *raftstore.Replica, fn func(*raftstore.Replica) (T, error)) (T, error) {
 	var zero T
 	start := time.Now()
 	if err := validate(); err != nil {
@@ -66,12 +76,13 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 		return zero, err
 	}
 	defer s.adm.Done(pri)
-	r, err := s.replicaFor(key)
+	if r == nil {
+		r, err = s.replicaFor(key)
+	}
 	if err == nil && growOps[op] {
 		r, err = s.awaitSplit(ctx, r, key)
 	}
 	if err != nil {
-		err = s.toStatus(err)
 		s.metrics.observe(op, start, err)
 		return zero, err
 	}
@@ -83,9 +94,10 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 	if err != nil {
 		v, err = runPastIntents(ctx, s, op, v, err, func() (T, error) { return fn(r) })
 	}
-	err = s.toStatus(err)
-	s.metrics.observe(op, start, err)
-	s.metrics.keyspaceRequests.WithLabelValues(keySpaceLabel(key), op).Inc()
+	om := s.metrics.kvOp(op)
+	om.requests(errCode(err)).Inc()
+	om.latency.Observe(time.Since(start).Seconds())
+	om.keySpace(key).Inc()
 	s.svc.Observe(time.Since(start))
 	return v, err
 }
@@ -127,69 +139,122 @@ func withRead(ro *raftstore.ReadOptions, req readRequest, validate func() error)
 	}
 }
 
-func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvpb.GetResponse, error) {
-	s := k.s
-	var ro raftstore.ReadOptions
-	validate := withRead(&ro, req, func() error {
-		if err := s.checkKey(req.GetKey()); err != nil {
+// getResult is what a Get found: the value and the generation of the
+// range that served it.
+type getResult struct {
+	raftstore.Value
+	Generation uint64
+}
+
+// kvOptions are what a typed KV call says besides its keys and values.
+type kvOptions struct {
+	// KeySpace names the key space of the keys ("": the default).
+	KeySpace string
+	// Read is how a read reads (valid: readOptions).
+	Read raftstore.ReadOptions
+	// TTL > 0: a put's value expires TTL after the write (whole
+	// milliseconds).
+	TTL time.Duration
+	// Replica is the replica the caller found for the (first) key, or nil.
+	Replica *raftstore.Replica
+}
+
+// get is the typed Get: the value of key on this node's replica.
+func (s *Server) get(ctx context.Context, key []byte, o kvOptions) (getResult, error) {
+	validate := func() error {
+		if err := s.checkKey(key); err != nil {
 			return err
 		}
-		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
-	})
-	return serve(ctx, s, "get", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
-		ro.Txn, ro.UncertaintyLimit = req.GetTxnId(), req.GetUncertaintyLimit().HLC()
-		v, err := r.GetValue(ctx, req.GetKey(), ro)
+		return s.checkKeySpace(ctx, o.KeySpace, key)
+	}
+	return run(ctx, s, "get", validate, key, o.Replica, func(r *raftstore.Replica) (getResult, error) {
+		v, err := r.GetValue(ctx, key, o.Read)
 		if err != nil {
-			return nil, err
+			return getResult{}, err
 		}
-		s.touch(r, req.GetKey())
-		s.counters.read(req.GetKey(), v.Found)
-		if v, err = s.readThrough(ctx, r, req.GetKey(), v); err != nil {
-			return nil, err
+		s.touch(r, key)
+		s.counters.read(key, v.Found)
+		if v, err = s.readThrough(ctx, r, key, v); err != nil {
+			return getResult{}, err
 		}
-		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration(),
-			ReadTimestamp: req.GetReadTimestamp(), VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}, nil
+		return getResult{Value: v, Generation: r.Desc().GetGeneration()}, nil
 	})
+}
+
+// put is the typed Put: key set to value, with o.TTL.
+func (s *Server) put(ctx context.Context, key, value []byte, o kvOptions) error {
+	validate := func() error {
+		if err := s.checkKey(key); err != nil {
+			return err
+		}
+		if err := s.checkValue(value); err != nil {
+			return err
+		}
+		return s.checkKeySpace(ctx, o.KeySpace, key)
+	}
+	_, err := run(ctx, s, "put", validate, key, o.Replica, func(r *raftstore.Replica) (struct{}, error) {
+		s.noteWrite(ctx, r)
+		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: key, Value: value, TtlMs: o.TTL.Milliseconds()}})
+		if err != nil {
+			return struct{}{}, err
+		}
+		s.touch(r, key)
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// del is the typed Delete: key removed; it reports whether it held a
+// value.
+func (s *Server) del(ctx context.Context, key []byte, o kvOptions) (bool, error) {
+	validate := func() error {
+		if err := s.checkKey(key); err != nil {
+			return err
+		}
+		return s.checkKeySpace(ctx, o.KeySpace, key)
+	}
+	return run(ctx, s, "delete", validate, key, o.Replica, func(r *raftstore.Replica) (bool, error) {
+		s.noteWrite(ctx, r)
+		return r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_DELETE, Key: key}})
+	})
+}
+
+// refuse counts a request of op that the gRPC API refused before the
+// typed call (an invalid read mode) and returns its status.
+func (s *Server) refuse(op string, err error) error {
+	s.metrics.observe(op, time.Now(), err)
+	return s.toStatus(err)
+}
+
+func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvpb.GetResponse, error) {
+	s := k.s
+	ro, err := readOptions(req)
+	if err != nil {
+		return nil, s.refuse("get", err)
+	}
+	ro.Txn, ro.UncertaintyLimit = req.GetTxnId(), req.GetUncertaintyLimit().HLC()
+	v, err := s.get(ctx, req.GetKey(), kvOptions{KeySpace: req.GetKeyspace(), Read: ro})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: v.Generation,
+		ReadTimestamp: req.GetReadTimestamp(), VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}, nil
 }
 
 func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvpb.PutResponse, error) {
-	s := k.s
-	validate := func() error {
-		if err := s.checkKey(req.GetKey()); err != nil {
-			return err
-		}
-		if err := s.checkValue(req.GetValue()); err != nil {
-			return err
-		}
-		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
+	err := k.s.put(ctx, req.GetKey(), req.GetValue(), kvOptions{KeySpace: req.GetKeyspace(), TTL: time.Duration(req.GetTtlMs()) * time.Millisecond})
+	if err != nil {
+		return nil, k.s.toStatus(err)
 	}
-	return serve(ctx, s, "put", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.PutResponse, error) {
-		s.noteWrite(ctx, r)
-		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: req.GetKey(), Value: req.GetValue(), TtlMs: req.GetTtlMs()}})
-		if err != nil {
-			return nil, err
-		}
-		s.touch(r, req.GetKey())
-		return &tidekvpb.PutResponse{}, nil
-	})
+	return &tidekvpb.PutResponse{}, nil
 }
 
 func (k *kvService) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*tidekvpb.DeleteResponse, error) {
-	s := k.s
-	validate := func() error {
-		if err := s.checkKey(req.GetKey()); err != nil {
-			return err
-		}
-		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
+	deleted, err := k.s.del(ctx, req.GetKey(), kvOptions{KeySpace: req.GetKeyspace()})
+	if err != nil {
+		return nil, k.s.toStatus(err)
 	}
-	return serve(ctx, s, "delete", validate, req.GetKey(), func(r *raftstore.Replica) (*tidekvpb.DeleteResponse, error) {
-		s.noteWrite(ctx, r)
-		deleted, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_DELETE, Key: req.GetKey()}})
-		if err != nil {
-			return nil, err
-		}
-		return &tidekvpb.DeleteResponse{Deleted: deleted}, nil
-	})
+	return &tidekvpb.DeleteResponse{Deleted: deleted}, nil
 }
 
 func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.ScanResponse, error) {

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
@@ -105,11 +104,17 @@ func (k *redisKV) collectors() []prometheus.Collector {
 	return []prometheus.Collector{calls("local", &k.local), calls("routed", &k.routed)}
 }
 
-// leads reports whether this node holds the lease of key's range.
-func (k *redisKV) leads(key []byte) bool {
-	r := k.s.store.LookupKey(key)
-	return r != nil && r.IsLeader()
+// leader is this node's replica of key's range if it holds the lease,
+// else nil.
+func (k *redisKV) leader(key []byte) *raftstore.Replica {
+	if r := k.s.store.LookupKey(key); r != nil && r.IsLeader() {
+		return r
+	}
+	return nil
 }
+
+// leads reports whether this node holds the lease of key's range.
+func (k *redisKV) leads(key []byte) bool { return k.leader(key) != nil }
 
 func (k *redisKV) in(ctx context.Context) context.Context {
 	k.local.Add(1)
@@ -130,33 +135,41 @@ var routedKinds = map[tidekvpb.ErrorKind]bool{
 	tidekvpb.ErrorKind_UNAVAILABLE:     true,
 }
 
-// outcome maps a local attempt's error to resp's sentinels, as the routing
-// client and resp's client adapter would; route means "hand the call to the
-// routing client". A write that timed out may have been applied, so it is
-// ambiguous, as the client reports it.
+// outcome maps a local attempt's error (typed, or a status) to resp's
+// sentinels, as the routing client and resp's client adapter would; route
+// means "hand the call to the routing client". A write that timed out may
+// have been applied, so it is ambiguous, as the client reports it.
 func outcome(err error, write bool) (mapped error, route bool) {
 	if err == nil {
 		return nil, false
 	}
-	st := status.Convert(err)
-	d := errorDetail(err)
+	code, kind := classify(err)
 	switch {
-	case routedKinds[d.GetKind()]:
+	case routedKinds[kind]:
 		return nil, true
-	case d.GetKind() == tidekvpb.ErrorKind_INVALID_ARGUMENT || st.Code() == codes.InvalidArgument:
-		return fmt.Errorf("%w: %s", resp.ErrInvalidArgument, st.Message()), false
-	case d.GetKind() == tidekvpb.ErrorKind_OVERLOADED:
-		return &resp.OverloadedError{RetryAfter: time.Duration(d.GetRetryAfterMs()) * time.Millisecond}, false
-	case d.GetKind() == tidekvpb.ErrorKind_AMBIGUOUS:
-		return fmt.Errorf("%w: %s", resp.ErrAmbiguous, st.Message()), false
-	case st.Code() == codes.DeadlineExceeded && write:
+	case kind == tidekvpb.ErrorKind_INVALID_ARGUMENT || code == codes.InvalidArgument:
+		return fmt.Errorf("%w: %s", resp.ErrInvalidArgument, errMessage(err)), false
+	case kind == tidekvpb.ErrorKind_OVERLOADED:
+		return &resp.OverloadedError{RetryAfter: retryAfter(err)}, false
+	case kind == tidekvpb.ErrorKind_AMBIGUOUS:
+		return fmt.Errorf("%w: %s", resp.ErrAmbiguous, errMessage(err)), false
+	case code == codes.DeadlineExceeded && write:
 		return fmt.Errorf("%w: %w", resp.ErrAmbiguous, context.DeadlineExceeded), false
-	case st.Code() == codes.DeadlineExceeded:
+	case code == codes.DeadlineExceeded:
 		return context.DeadlineExceeded, false
-	case st.Code() == codes.Canceled:
+	case code == codes.Canceled:
 		return context.Canceled, false
 	}
-	return errors.New(st.Message()), false
+	return errors.New(errMessage(err)), false
+}
+
+// retryAfter is when an overloaded node asks to be retried: an admission
+// refusal's hint, else the store's fixed one.
+func retryAfter(err error) time.Duration {
+	if d := errorDetail(err); d != nil {
+		return time.Duration(d.GetRetryAfterMs()) * time.Millisecond
+	}
+	return 20 * time.Millisecond
 }
 
 // toRemote counts a call routed to another node and marks it, like the
@@ -169,16 +182,16 @@ func (k *redisKV) toRemote(ctx context.Context) context.Context {
 }
 
 func (k *redisKV) Get(ctx context.Context, key []byte) ([]byte, error) {
-	if k.leads(key) {
-		r, err := k.kv.Get(k.in(ctx), &tidekvpb.GetRequest{Key: key, Keyspace: keyspace.NameFrom(ctx)})
+	if r := k.leader(key); r != nil {
+		v, err := k.s.get(k.in(ctx), key, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, false); !route {
 			switch {
 			case err != nil:
 				return nil, err
-			case !r.GetFound():
+			case !v.Found:
 				return nil, resp.ErrNotFound
 			}
-			return r.GetValue(), nil
+			return v.Value.Value, nil
 		}
 	}
 	ctx = k.toRemote(ctx)
@@ -194,8 +207,8 @@ func (k *redisKV) Put(ctx context.Context, key, value []byte) error {
 }
 
 func (k *redisKV) put(ctx context.Context, key, value []byte) error {
-	if k.leads(key) {
-		_, err := k.kv.Put(k.in(ctx), &tidekvpb.PutRequest{Key: key, Value: value, Keyspace: keyspace.NameFrom(ctx)})
+	if r := k.leader(key); r != nil {
+		err := k.s.put(k.in(ctx), key, value, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, true); !route {
 			return err
 		}
@@ -205,10 +218,10 @@ func (k *redisKV) put(ctx context.Context, key, value []byte) error {
 }
 
 func (k *redisKV) Delete(ctx context.Context, key []byte) (bool, error) {
-	if k.leads(key) {
-		r, err := k.kv.Delete(k.in(ctx), &tidekvpb.DeleteRequest{Key: key, Keyspace: keyspace.NameFrom(ctx)})
+	if r := k.leader(key); r != nil {
+		existed, err := k.s.del(k.in(ctx), key, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, true); !route {
-			return r.GetDeleted(), err
+			return existed, err
 		}
 	}
 	ctx = k.toRemote(ctx)
