@@ -184,13 +184,16 @@ var hashMarker = []byte("\xffTideKV:hash\x00\x01\xfe")
 
 func isHashMarker(v []byte) bool { return bytes.Equal(v, hashMarker) }
 
-// encKey escapes a user key: every 0x00 becomes 0x00 0xFF. The escaping
+// encKey escapes a user key (the result may be k itself: never write
+// into it): every 0x00 becomes 0x00 0xFF. The escaping
 // preserves order, and an escaped key never contains 0x00 followed by
 // anything but 0xFF.
 func encKey(k []byte) []byte {
 	n := bytes.Count(k, []byte{0})
 	if n == 0 {
-		return append([]byte(nil), k...)
+		// k itself: keys are the command's own copies (prepare), and
+		// capped so that an append (fieldKey) copies.
+		return k[:len(k):len(k)]
 	}
 	out := make([]byte, 0, len(k)+n)
 	for _, b := range k {
