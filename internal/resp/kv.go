@@ -10,7 +10,7 @@ import (
 
 // KV is the storage the RESP front end needs. It is defined here (by its
 // consumer) so that the package depends on no server or client package;
-// FromClient adapts the TideKV Go client to it.
+// internal/redisgw adapts the TideKV Go client to it.
 //
 // Errors: implementations wrap ErrNotFound (Get only), ErrInvalidArgument,
 // ErrOverloaded, ErrAmbiguous and ErrUnavailable so that errors.Is finds

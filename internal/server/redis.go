@@ -17,6 +17,7 @@ import (
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/keyspace"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/redisgw"
 	"github.com/tidekv/tidekv/internal/resp"
 )
 
@@ -38,17 +39,17 @@ func (s *Server) startRedis() error {
 	if err != nil {
 		return err
 	}
-	kv := newRedisKV(s, resp.FromClient(gw))
+	kv := newRedisKV(s, redisgw.FromClient(gw))
 	// Database 0 is the default key space: its scans stop short of the
 	// other key spaces' keys (keyspaces.go).
 	def, _ := keyspace.Catalogue(nil).ByID(keyspace.Default)
-	rs, err := resp.New(s.cfg.Redis, inKeySpace(kv, def))
+	rs, err := resp.New(s.cfg.Redis, redisgw.InKeySpace(kv, def))
 	if err != nil {
 		gw.Close()
 		return fmt.Errorf("redis listener: %w", err)
 	}
 	rs.SetObserver(s.metrics.observeRedis)
-	rs.SetDatabases(s.redisDatabases(kv))
+	rs.SetDatabases(redisgw.Databases(kv, s.keySpaceByID))
 	s.metrics.reg.MustRegister(kv.collectors()...)
 	s.metrics.reg.MustRegister(disconnectCounters(rs)...)
 	s.gateway, s.redis = gw, rs
