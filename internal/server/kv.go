@@ -128,17 +128,6 @@ func readOptions(req readRequest) (raftstore.ReadOptions, error) {
 	return ro, nil
 }
 
-// withRead runs validate after checking the read options.
-func withRead(ro *raftstore.ReadOptions, req readRequest, validate func() error) func() error {
-	return func() error {
-		var err error
-		if *ro, err = readOptions(req); err != nil {
-			return err
-		}
-		return validate()
-	}
-}
-
 // getResult is what a Get found: the value and the generation of the
 // range that served it.
 type getResult struct {
@@ -257,43 +246,69 @@ func (k *kvService) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*t
 	return &tidekvpb.DeleteResponse{Deleted: deleted}, nil
 }
 
-func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.ScanResponse, error) {
-	s := k.s
-	limit := int(req.GetLimit())
-	end := req.GetEndKey()
-	var ro raftstore.ReadOptions
-	validate := withRead(&ro, req, func() error {
-		if len(req.GetStartKey()) > s.cfg.Limits.MaxKeySize || len(req.GetEndKey()) > s.cfg.Limits.MaxKeySize {
+// scanPage is one page of a Scan: pairs in key order, the key the next
+// page starts at (nil: none) and the generation of the range that served
+// it.
+type scanPage struct {
+	KVs        []*tidekvpb.KeyValue
+	Resume     []byte
+	Generation uint64
+}
+
+// scan is the typed Scan: keys in [start, end) of the range holding start,
+// at most limit of them (0: the node's maximum); hashOrder scans a hashed
+// key space in the order it stores keys.
+func (s *Server) scan(ctx context.Context, start, end []byte, limit int, hashOrder bool, o kvOptions) (scanPage, error) {
+	validate := func() error {
+		if len(start) > s.cfg.Limits.MaxKeySize || len(end) > s.cfg.Limits.MaxKeySize {
 			return invalidArg("scan bound exceeds the maximum key size of %d bytes", s.cfg.Limits.MaxKeySize)
 		}
-		if len(req.GetEndKey()) > 0 && bytes.Compare(req.GetStartKey(), req.GetEndKey()) >= 0 {
-			return invalidArg("invalid scan range: start %q is not before end %q", req.GetStartKey(), req.GetEndKey())
+		if len(end) > 0 && bytes.Compare(start, end) >= 0 {
+			return invalidArg("invalid scan range: start %q is not before end %q", start, end)
 		}
 		if limit > s.cfg.Limits.MaxScanLimit {
 			return invalidArg("scan limit %d exceeds the maximum scan limit of %d", limit, s.cfg.Limits.MaxScanLimit)
 		}
 		var err error
-		end, err = s.scanEnd(ctx, req.GetKeyspace(), req.GetStartKey(), end, req.GetHashOrder())
+		end, err = s.scanEnd(ctx, o.KeySpace, start, end, hashOrder)
 		return err
-	})
+	}
 	if limit == 0 {
 		limit = s.cfg.Limits.MaxScanLimit
 	}
-	return serve(ctx, s, "scan", validate, req.GetStartKey(), func(r *raftstore.Replica) (*tidekvpb.ScanResponse, error) {
-		ro.UncertaintyLimit = req.GetUncertaintyLimit().HLC()
-		kvs, resume, err := r.Scan(ctx, req.GetStartKey(), end, limit, s.cfg.Limits.MaxScanBytes, ro)
+	return run(ctx, s, "scan", validate, start, o.Replica, func(r *raftstore.Replica) (scanPage, error) {
+		kvs, resume, err := r.Scan(ctx, start, end, limit, s.cfg.Limits.MaxScanBytes, o.Read)
 		if err != nil {
-			return nil, err
+			return scanPage{}, err
 		}
-		return &tidekvpb.ScanResponse{Kvs: kvs, ResumeKey: resume, RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
+		return scanPage{KVs: kvs, Resume: resume, Generation: r.Desc().GetGeneration()}, nil
 	})
 }
 
-func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest) (*tidekvpb.BatchGetResponse, error) {
+func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.ScanResponse, error) {
 	s := k.s
-	ks := req.GetKeys()
-	var ro raftstore.ReadOptions
-	validate := withRead(&ro, req, func() error {
+	ro, err := readOptions(req)
+	if err != nil {
+		return nil, s.refuse("scan", err)
+	}
+	ro.UncertaintyLimit = req.GetUncertaintyLimit().HLC()
+	p, err := s.scan(ctx, req.GetStartKey(), req.GetEndKey(), int(req.GetLimit()), req.GetHashOrder(), kvOptions{KeySpace: req.GetKeyspace(), Read: ro})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &tidekvpb.ScanResponse{Kvs: p.KVs, ResumeKey: p.Resume, RangeGeneration: p.Generation, ReadTimestamp: req.GetReadTimestamp()}, nil
+}
+
+// batchGot is what a BatchGet found: one result per key, in order, and
+// the generation of the range that served them.
+type batchGot struct {
+	Results    []*tidekvpb.GetResponse
+	Generation uint64
+}
+
+// batchGet is the typed BatchGet: the values of keys, all in one range.
+func (s *Server) batchGet(ctx context.Context, ks [][]byte, o kvOptions) (batchGot, error) {
+	validate := func() error {
 		if len(ks) == 0 {
 			return invalidArg("batch get needs at least one key")
 		}
@@ -305,23 +320,36 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 				return err
 			}
 		}
-		return s.checkKeySpace(ctx, req.GetKeyspace(), ks...)
-	})
+		return s.checkKeySpace(ctx, o.KeySpace, ks...)
+	}
 	var first []byte
 	if len(ks) > 0 {
 		first = ks[0]
 	}
-	return serve(ctx, s, "batch_get", validate, first, func(r *raftstore.Replica) (*tidekvpb.BatchGetResponse, error) {
-		res, err := r.BatchGet(ctx, ks, ro)
+	return run(ctx, s, "batch_get", validate, first, o.Replica, func(r *raftstore.Replica) (batchGot, error) {
+		res, err := r.BatchGet(ctx, ks, o.Read)
 		if err != nil {
-			return nil, err
+			return batchGot{}, err
 		}
 		s.touch(r, ks...)
 		for i, g := range res {
 			s.counters.read(ks[i], g.GetFound())
 		}
-		return &tidekvpb.BatchGetResponse{Results: res, RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
+		return batchGot{Results: res, Generation: r.Desc().GetGeneration()}, nil
 	})
+}
+
+func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest) (*tidekvpb.BatchGetResponse, error) {
+	s := k.s
+	ro, err := readOptions(req)
+	if err != nil {
+		return nil, s.refuse("batch_get", err)
+	}
+	g, err := s.batchGet(ctx, req.GetKeys(), kvOptions{KeySpace: req.GetKeyspace(), Read: ro})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &tidekvpb.BatchGetResponse{Results: g.Results, RangeGeneration: g.Generation, ReadTimestamp: req.GetReadTimestamp()}, nil
 }
 
 func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tidekvpb.WriteResponse, error) {

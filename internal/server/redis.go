@@ -324,27 +324,27 @@ func writeRequest(ctx context.Context, ops []resp.Op) *tidekvpb.WriteRequest {
 // per range, and the rest through the routing client in one call.
 func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, error) {
 	out := make([]resp.Result, len(keys))
-	var order []uint64 // range IDs in first-seen order, for determinism
-	groups := map[uint64][]int{}
+	var order []*raftstore.Replica // led replicas in first-seen order, for determinism
+	groups := map[*raftstore.Replica][]int{}
 	var routed []int
 	for i, key := range keys {
-		r := k.s.store.LookupKey(key)
-		if r == nil || !r.IsLeader() {
+		r := k.leader(key)
+		if r == nil {
 			routed = append(routed, i)
 			continue
 		}
-		if _, ok := groups[r.RangeID()]; !ok {
-			order = append(order, r.RangeID())
+		if _, ok := groups[r]; !ok {
+			order = append(order, r)
 		}
-		groups[r.RangeID()] = append(groups[r.RangeID()], i)
+		groups[r] = append(groups[r], i)
 	}
-	for _, id := range order {
-		idx := groups[id]
-		req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx)), Keyspace: keyspace.NameFrom(ctx)}
+	for _, r := range order {
+		idx := groups[r]
+		ks := make([][]byte, len(idx))
 		for j, i := range idx {
-			req.Keys[j] = keys[i]
+			ks[j] = keys[i]
 		}
-		r, err := k.kv.BatchGet(k.in(ctx), req)
+		g, err := k.s.batchGet(k.in(ctx), ks, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, false); route {
 			routed = append(routed, idx...)
 			continue
@@ -352,7 +352,7 @@ func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, e
 			return nil, err
 		}
 		for j, i := range idx {
-			res := r.GetResults()[j]
+			res := g.Results[j]
 			v := res.GetVersionTimestamp()
 			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound(), TTL: time.Duration(res.GetTtlMs()) * time.Millisecond,
 				Version: resp.Version{WallTime: v.GetWallNanos(), Logical: v.GetLogical()}}
@@ -384,21 +384,21 @@ func (k *redisKV) Scan(ctx context.Context, start, end []byte, limit int) ([]res
 		return nil, nil
 	}
 	var out []resp.KeyValue
-	for k.leads(start) {
-		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, Keyspace: keyspace.NameFrom(ctx)}
+	for r := k.leader(start); r != nil; r = k.leader(start) {
+		n := 0
 		if limit > 0 {
-			req.Limit = uint32(limit - len(out))
+			n = limit - len(out)
 		}
-		r, err := k.kv.Scan(k.in(ctx), req)
+		p, err := k.s.scan(k.in(ctx), start, end, n, false, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, false); route {
 			break
 		} else if err != nil {
 			return nil, err
 		}
-		for _, kv := range r.GetKvs() {
+		for _, kv := range p.KVs {
 			out = append(out, resp.KeyValue{Key: kv.GetKey(), Value: kv.GetValue()})
 		}
-		next := r.GetResumeKey()
+		next := p.Resume
 		if (limit > 0 && len(out) >= limit) || len(next) == 0 || (len(end) > 0 && bytes.Compare(next, end) >= 0) {
 			return out, nil
 		}
