@@ -35,6 +35,14 @@ type prepared struct {
 	class cmdClass
 	// errMsg, when set, is the command's reply (unknown, arity, NOAUTH).
 	errMsg string
+	// argv holds args for commands of up to 3 arguments (GET, SET, DEL
+	// k) and served the call serveOne makes for it, so that neither is
+	// an allocation of its own.
+	argv   [3][]byte
+	served struct {
+		call
+		ec errorNoting
+	}
 }
 
 // prepare copies a command's arguments (redcon reuses its read buffer and
@@ -48,7 +56,12 @@ func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
 	for _, a := range cmd.Args {
 		size += len(a)
 	}
-	args, buf := make([][]byte, len(cmd.Args)), make([]byte, 0, size)
+	p := &prepared{}
+	args, buf := p.argv[:0], make([]byte, 0, size)
+	if len(cmd.Args) > len(p.argv) {
+		args = make([][]byte, 0, len(cmd.Args))
+	}
+	args = args[:len(cmd.Args)]
 	for i, a := range cmd.Args {
 		buf = append(buf, a...)
 		// Capped, so that appending to one argument never writes over
@@ -69,7 +82,7 @@ func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
 	if (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity) {
 		return &prepared{errMsg: errArity(name)}
 	}
-	p := &prepared{name: name, args: args, spec: spec}
+	p.name, p.args, p.spec = name, args, spec
 	switch {
 	case name == "get":
 		p.class = classRead
@@ -146,17 +159,15 @@ func (s *Server) serveOne(c redcon.Conn, st *connState, p *prepared) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
 	defer cancel()
+	x := &p.served
+	x.call = call{s: s, c: c, st: st, kv: st.kv, ctx: ctx, name: p.name, args: p.args}
 	observe := s.observe.Load()
 	if observe == nil {
-		p.spec.fn(&call{s: s, c: c, st: st, kv: st.kv, ctx: ctx, name: p.name, args: p.args})
+		p.spec.fn(&x.call)
 		return
 	}
 	start := time.Now()
-	// One allocation for the call and the conn that notes its errors.
-	x := &struct {
-		call
-		ec errorNoting
-	}{call: call{s: s, st: st, kv: st.kv, ctx: ctx, name: p.name, args: p.args}, ec: errorNoting{Conn: c}}
+	x.ec = errorNoting{Conn: c}
 	x.call.c = &x.ec
 	p.spec.fn(&x.call)
 	(*observe)(p.name, time.Since(start), x.ec.failed)
