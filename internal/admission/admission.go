@@ -358,7 +358,26 @@ type arrival struct {
 // priority and whether Gate passed it, for Admit later on the request's
 // path.
 func WithArrival(ctx context.Context, at time.Time, p Priority, gated bool) context.Context {
+	if at.IsZero() && p >= 0 && int(p) < len(unstamped) {
+		return context.WithValue(ctx, arrivalKey{}, unstamped[p][b2i(gated)])
+	}
 	return context.WithValue(ctx, arrivalKey{}, arrival{at: at, p: p, gated: gated})
+}
+
+// unstamped are the arrivals without a time (the Redis front end's, made
+// per command) by priority and gate, boxed once rather than per request.
+var unstamped = func() (u [High + 1][2]any) {
+	for p := range u {
+		u[p] = [2]any{arrival{p: Priority(p)}, arrival{p: Priority(p), gated: true}}
+	}
+	return u
+}()
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ArrivalOf returns what WithArrival recorded (a zero time, Normal and not

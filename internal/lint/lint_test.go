@@ -58,6 +58,13 @@ var rules = []rule{
 		says:       "imports no control, server or network code (internal/control, internal/server, internal/transport, internal/gossip)",
 	},
 	{
+		pkgs:       []string{"internal/resp"},
+		transitive: true,
+		forbid:     []string{"client/", "api/", "internal/"},
+		allow:      []string{"internal/resp/"},
+		says:       "imports no TideKV package but itself (no SDK, API or node code)",
+	},
+	{
 		pkgs:   []string{"internal/placement", "internal/elastic", "internal/control", "internal/admission", "internal/retry", "internal/queue"},
 		forbid: []string{"net", "os", "os/exec", "net/http"},
 		says:   "imports no I/O package (net, os, os/exec, net/http)",

@@ -1,7 +1,7 @@
 package raftstore
 
 import (
-	"sort"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -110,7 +110,8 @@ func (r *Replica) quorumTimeLocked(voters []uint64, now monoTime) monoTime {
 	if len(voters) == 0 {
 		return 0
 	}
-	times := make([]monoTime, 0, len(voters))
+	var buf [7]monoTime // on the stack for up to 7 voters
+	times := buf[:0]
 	for _, id := range voters {
 		if id == r.mu.replicaID {
 			times = append(times, now)
@@ -118,8 +119,8 @@ func (r *Replica) quorumTimeLocked(voters []uint64, now monoTime) monoTime {
 			times = append(times, r.mu.lastContact[id])
 		}
 	}
-	sort.Slice(times, func(i, j int) bool { return times[i] > times[j] })
-	return times[len(times)/2] // the quorum-th most recent answer
+	slices.Sort(times)
+	return times[len(times)-1-len(times)/2] // the quorum-th most recent answer
 }
 
 // leaseCovers reports whether a read arriving now may be served locally.

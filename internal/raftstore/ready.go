@@ -74,10 +74,19 @@ type readyWork struct {
 }
 
 func (s *Store) takeScheduled(tick bool) []*Replica {
+	// Two sets take turns: the one taken here is emptied and becomes the
+	// next round's, so a round makes no new map (only the scheduler's
+	// goroutine calls this).
 	s.sched.Lock()
 	pending := s.sched.pending
-	s.sched.pending = make(map[uint64]struct{}, len(pending))
+	s.sched.pending, s.sched.spare = s.sched.spare, nil
 	s.sched.Unlock()
+	defer func() {
+		clear(pending)
+		s.sched.Lock()
+		s.sched.spare = pending
+		s.sched.Unlock()
+	}()
 	if tick {
 		return s.Replicas()
 	}

@@ -59,6 +59,7 @@ type Store struct {
 	sched struct {
 		sync.Mutex
 		pending map[uint64]struct{}
+		spare   map[uint64]struct{} // the next pending (takeScheduled)
 	}
 	wake    chan struct{}
 	stopper chan struct{}
@@ -127,7 +128,7 @@ func NewStore(cfg Config, nodeID uint64, eng storage.Engine, t Transport, l List
 		s.logw.testingHook = func(st logWriteStage, ws []logWrite) { h(nodeID, st, ws) }
 	}
 	s.mu.replicas = map[uint64]*Replica{}
-	s.sched.pending = map[uint64]struct{}{}
+	s.sched.pending, s.sched.spare = map[uint64]struct{}{}, map[uint64]struct{}{}
 	s.proposalSeq.Store(rand.Uint64() >> 16)
 	if err := s.loadLogVersion(); err != nil {
 		return nil, err

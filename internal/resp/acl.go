@@ -37,14 +37,13 @@ var writeCommands = map[string]bool{
 	"hset": true, "hmset": true, "hdel": true,
 }
 
-// permitted reports whether the connection may run name, writing Redis's
-// NOPERM error if not.
-func (st *connState) permitted(c interface{ WriteError(string) }, name string) bool {
+// denial is the error reply to a command the connection's user may not
+// run, or "".
+func (st *connState) denial(name string) string {
 	if writeCommands[name] && st.access < AccessWrite {
-		c.WriteError(fmt.Sprintf("NOPERM User %s has no permissions to run the '%s' command", st.user, name))
-		return false
+		return fmt.Sprintf("NOPERM User %s has no permissions to run the '%s' command", st.user, name)
 	}
-	return true
+	return ""
 }
 
 // authenticate runs AUTH against Config.Auth, writing the error if the

@@ -30,6 +30,10 @@ type cmdSpec struct {
 
 var commands map[string]cmdSpec
 
+// commandNames maps each command's name to itself, the string prepare
+// keeps (commandName).
+var commandNames map[string]string
+
 func init() {
 	commands = map[string]cmdSpec{
 		"ping":        {arity: -1, fn: cmdPing},
@@ -82,6 +86,10 @@ func init() {
 		"discard":     {arity: 1, fn: cmdDiscard},
 		"watch":       {arity: -2, fn: cmdWatch},
 		"unwatch":     {arity: 1, fn: cmdUnwatch},
+	}
+	commandNames = make(map[string]string, len(commands))
+	for name := range commands {
+		commandNames[name] = name
 	}
 }
 

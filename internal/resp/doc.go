@@ -4,13 +4,12 @@
 // Redis-style errors, the encoding of Redis types into ordered keys, and
 // SCAN cursors. Routing, limits and admission control belong to the KV
 // behind it. A node's KV (internal/server's redisKV) runs commands on ranges
-// the node leads in process, through the same KV service code as gRPC
-// requests but without a call to itself, and sends the rest through the
-// routing client that FromClient adapts (package client).
+// the node leads in process, through the node's typed KV API, and sends the
+// rest through the routing client that internal/redisgw adapts.
 //
-// Imports: the standard library, redcon, and the client package (only in
-// client_adapter.go). Nothing under internal/: the KV interface is defined
-// here, by its consumer, and tests use an in-memory fake.
+// Imports: the standard library and redcon. No SDK and nothing under
+// internal/: the KV interface is defined here, by its consumer, and tests
+// use an in-memory fake.
 //
 // # Commands
 //
@@ -177,4 +176,7 @@
 // MaxMultiBytes); past that the queue is dropped and the rest of the
 // transaction is refused, not run, so a pipelined transaction never runs
 // in part.
+//
+// It imports no TideKV package but itself (no SDK, API or node code) (internal/lint);
+// the node adapts its KV to resp.KV (internal/redisgw).
 package resp

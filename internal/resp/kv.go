@@ -10,7 +10,7 @@ import (
 
 // KV is the storage the RESP front end needs. It is defined here (by its
 // consumer) so that the package depends on no server or client package;
-// FromClient adapts the TideKV Go client to it.
+// internal/redisgw adapts the TideKV Go client to it.
 //
 // Errors: implementations wrap ErrNotFound (Get only), ErrInvalidArgument,
 // ErrOverloaded, ErrAmbiguous and ErrUnavailable so that errors.Is finds
@@ -184,13 +184,16 @@ var hashMarker = []byte("\xffTideKV:hash\x00\x01\xfe")
 
 func isHashMarker(v []byte) bool { return bytes.Equal(v, hashMarker) }
 
-// encKey escapes a user key: every 0x00 becomes 0x00 0xFF. The escaping
+// encKey escapes a user key (the result may be k itself: never write
+// into it): every 0x00 becomes 0x00 0xFF. The escaping
 // preserves order, and an escaped key never contains 0x00 followed by
 // anything but 0xFF.
 func encKey(k []byte) []byte {
 	n := bytes.Count(k, []byte{0})
 	if n == 0 {
-		return append([]byte(nil), k...)
+		// k itself: keys are the command's own copies (prepare), and
+		// capped so that an append (fieldKey) copies.
+		return k[:len(k):len(k)]
 	}
 	out := make([]byte, 0, len(k)+n)
 	for _, b := range k {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/testutil/redisserver"
 )
 
@@ -359,12 +358,4 @@ func TestExecOverloaded(t *testing.T) {
 	s, _ = start(t, kv, nil, nil)
 	got = pipeline(t, s, []string{"MULTI"}, []string{"SET", "a", "1"}, []string{"SET", "b", "1"}, []string{"EXEC"})
 	eqReplies(t, got, []string{"+OK", "+QUEUED", "+QUEUED", "-ERR overloaded, retry after 50 ms"})
-}
-
-// A commit that ended "overloaded" may have been applied: its answer is
-// the ambiguous result, never "retry".
-func TestAmbiguityWinsOverOverload(t *testing.T) {
-	err := fmt.Errorf("%w: %w", client.ErrAmbiguous, &client.OverloadedError{Op: "transaction commit", RetryAfter: time.Second, Reason: "overloaded"})
-	eq(t, errText(mapErr(err)), "ERR "+ErrAmbiguous.Error())
-	eq(t, errText(mapErr(&client.OverloadedError{RetryAfter: time.Second})), "ERR overloaded, retry after 1000 ms")
 }

@@ -54,8 +54,9 @@ type replyBuffer struct {
 	b  []byte // the replies after those in bufs
 	// bufs: earlier replies, copied runs and big bulks by reference.
 	bufs   net.Buffers
-	n      int  // bytes in bufs and b
-	failed bool // a write failed; the connection is closed
+	out    net.Buffers // what flush is writing
+	n      int         // bytes in bufs and b
+	failed bool        // a write failed; the connection is closed
 }
 
 func (r *replyBuffer) WriteString(str string) { r.add(redcon.AppendString(r.b, str)) }
@@ -117,8 +118,12 @@ func (r *replyBuffer) flush() {
 	nc := r.NetConn()
 	_ = nc.SetWriteDeadline(time.Now().Add(r.s.cfg.OutputTimeout))
 	total := r.n
-	bufs := append(r.bufs, r.b)
-	n, err := bufs.WriteTo(nc)
+	// r.bufs keeps its array for the next flush; WriteTo consumes the
+	// header in r.out (a field, so that taking its address allocates
+	// nothing).
+	r.bufs = append(r.bufs, r.b)
+	r.out = r.bufs
+	n, err := r.out.WriteTo(nc)
 	// No deadline between writes: redcon's own (empty) flush after the
 	// handler would fail on an expired one.
 	_ = nc.SetWriteDeadline(time.Time{})

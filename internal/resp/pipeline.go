@@ -2,7 +2,6 @@ package resp
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -36,33 +35,54 @@ type prepared struct {
 	class cmdClass
 	// errMsg, when set, is the command's reply (unknown, arity, NOAUTH).
 	errMsg string
+	// argv holds args for commands of up to 3 arguments (GET, SET, DEL
+	// k) and served the call serveOne makes for it, so that neither is
+	// an allocation of its own.
+	argv   [3][]byte
+	served struct {
+		call
+		ec errorNoting
+	}
 }
 
 // prepare copies a command's arguments (redcon reuses its read buffer and
-// the KV may keep them) and checks its name, authentication, permission
-// and arity.
+// the KV may keep them) into one allocation, and checks its name,
+// authentication, permission and arity.
 func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
 	if len(cmd.Args) == 0 {
 		return &prepared{errMsg: "ERR empty command"}
 	}
-	args := make([][]byte, len(cmd.Args))
-	for i, a := range cmd.Args {
-		args[i] = append([]byte(nil), a...)
+	size := 0
+	for _, a := range cmd.Args {
+		size += len(a)
 	}
-	name := strings.ToLower(string(args[0]))
-	spec, ok := commands[name]
-	var denied errorText
+	p := &prepared{}
+	args, buf := p.argv[:0], make([]byte, 0, size)
+	if len(cmd.Args) > len(p.argv) {
+		args = make([][]byte, 0, len(cmd.Args))
+	}
+	args = args[:len(cmd.Args)]
+	for i, a := range cmd.Args {
+		buf = append(buf, a...)
+		// Capped, so that appending to one argument never writes over
+		// the next.
+		args[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
+	}
+	name, ok := commandName(args[0])
+	spec := commands[name]
 	switch {
 	case !ok:
 		return &prepared{errMsg: "ERR unknown command '" + trunc(args[0]) + "', with args beginning with: " + argsPreview(args[1:])}
 	case !st.authed && !spec.noAuth:
 		return &prepared{errMsg: "NOAUTH Authentication required."}
-	case !st.permitted(&denied, name):
-		return &prepared{errMsg: denied.msg}
-	case (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity):
+	}
+	if denied := st.denial(name); denied != "" {
+		return &prepared{errMsg: denied}
+	}
+	if (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity) {
 		return &prepared{errMsg: errArity(name)}
 	}
-	p := &prepared{name: name, args: args, spec: spec}
+	p.name, p.args, p.spec = name, args, spec
 	switch {
 	case name == "get":
 		p.class = classRead
@@ -72,10 +92,22 @@ func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
 	return p
 }
 
-// errorText keeps an error reply instead of writing it.
-type errorText struct{ msg string }
-
-func (e *errorText) WriteError(msg string) { e.msg = msg }
+// commandName is the name of a known command given in any case, as the
+// command table spells it, found without allocating.
+func commandName(arg []byte) (string, bool) {
+	var lower [24]byte
+	if len(arg) > len(lower) {
+		return "", false
+	}
+	for i, c := range arg {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	name, ok := commandNames[string(lower[:len(arg)])]
+	return name, ok
+}
 
 // servePipeline serves cmds in order, grouping runs of GET, SET and DEL.
 func (s *Server) servePipeline(c redcon.Conn, st *connState, cmds []redcon.Command) {
@@ -127,15 +159,18 @@ func (s *Server) serveOne(c redcon.Conn, st *connState, p *prepared) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
 	defer cancel()
+	x := &p.served
+	x.call = call{s: s, c: c, st: st, kv: st.kv, ctx: ctx, name: p.name, args: p.args}
 	observe := s.observe.Load()
 	if observe == nil {
-		p.spec.fn(&call{s: s, c: c, st: st, kv: st.kv, ctx: ctx, name: p.name, args: p.args})
+		p.spec.fn(&x.call)
 		return
 	}
 	start := time.Now()
-	ec := &errorNoting{Conn: c}
-	p.spec.fn(&call{s: s, c: ec, st: st, kv: st.kv, ctx: ctx, name: p.name, args: p.args})
-	(*observe)(p.name, time.Since(start), ec.failed)
+	x.ec = errorNoting{Conn: c}
+	x.call.c = &x.ec
+	p.spec.fn(&x.call)
+	(*observe)(p.name, time.Since(start), x.ec.failed)
 }
 
 // serveReads runs GETs in batched reads of readBatch keys, each answered

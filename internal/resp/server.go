@@ -19,6 +19,10 @@ type Config struct {
 	// ListenAddr is the TCP address to listen on, host:port (port 0 picks a
 	// free port; see Server.Addr).
 	ListenAddr string
+	// Listener, when set, is served instead of a TCP listener on
+	// ListenAddr, which then only names it (benchmarks and tests serve
+	// in-memory connections). Close closes it.
+	Listener net.Listener
 	// Auth, when set, must be given AUTH (or HELLO ... AUTH) before any
 	// other command: every connection authenticates as one of its users,
 	// and a read-only user gets NOPERM for writes (acl.go). nil means no
@@ -228,9 +232,12 @@ func New(cfg Config, kv KV) (*Server, error) {
 	if kv == nil {
 		return nil, errors.New("resp: nil KV")
 	}
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return nil, fmt.Errorf("resp: listen: %w", err)
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			return nil, fmt.Errorf("resp: listen: %w", err)
+		}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

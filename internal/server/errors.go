@@ -32,13 +32,15 @@ func overloaded(msg string) error {
 	return withDetail(codes.ResourceExhausted, msg, &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_OVERLOADED, RetryAfterMs: 20})
 }
 
-// toStatus maps store errors to typed gRPC statuses.
-func (s *Server) toStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
-		return err
+// classify is how the node answers an error: its gRPC code and, for the
+// errors clients act on, the kind its ErrorDetail carries (ERROR_UNKNOWN:
+// none). It is the one mapping of the node's typed errors: toStatus builds
+// the gRPC status from it, the request metrics count its code, and the
+// Redis gateway answers by its kind without a status in between. An error
+// that already is a status keeps its code and kind.
+func classify(err error) (codes.Code, tidekvpb.ErrorKind) {
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return st.Code(), errorDetail(err).GetKind()
 	}
 	var nl *raftstore.NotLeaderError
 	var rnf *raftstore.RangeNotFoundError
@@ -53,58 +55,100 @@ func (s *Server) toStatus(err error) error {
 	case errors.As(err, &origin):
 		// The key space's origin failed, not TideKV: nothing to retry
 		// elsewhere (ABORTED is not retried by the Go client).
-		return status.Error(codes.Aborted, err.Error())
+		return codes.Aborted, tidekvpb.ErrorKind_ERROR_UNKNOWN
 	case errors.As(err, &busy):
 		// A deliberate refusal: nothing was done.
-		return status.Error(codes.FailedPrecondition, err.Error())
+		return codes.FailedPrecondition, tidekvpb.ErrorKind_ERROR_UNKNOWN
 	case errors.As(err, &fr):
 		// Nothing was done; routing again finds the merged range.
-		return withDetail(codes.FailedPrecondition, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_NOT_FOUND})
+		return codes.FailedPrecondition, tidekvpb.ErrorKind_RANGE_NOT_FOUND
 	case errors.As(err, &sr):
-		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_STALE_REPLICA, LeaderNodeId: sr.LeaderNodeID}
-		if n, ok := s.dir.Get(sr.LeaderNodeID); ok {
-			d.LeaderAddr = n.GetGrpcAddr()
-		}
-		return withDetail(codes.FailedPrecondition, err.Error(), d)
+		return codes.FailedPrecondition, tidekvpb.ErrorKind_STALE_REPLICA
 	case errors.As(err, &nl):
-		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_NOT_LEASEHOLDER, LeaderNodeId: nl.LeaderNodeID, Range: nl.Desc}
-		if n, ok := s.dir.Get(nl.LeaderNodeID); ok {
-			d.LeaderAddr = n.GetGrpcAddr()
-		}
-		return withDetail(codes.FailedPrecondition, err.Error(), d)
+		return codes.FailedPrecondition, tidekvpb.ErrorKind_NOT_LEASEHOLDER
 	case errors.As(err, &rnf):
-		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_NOT_FOUND}
-		return withDetail(codes.FailedPrecondition, err.Error(), d)
+		return codes.FailedPrecondition, tidekvpb.ErrorKind_RANGE_NOT_FOUND
 	case errors.As(err, &km):
-		d := &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_KEY_MISMATCH}
-		if r := s.store.LookupKey(km.Key); r != nil {
-			d.Range = r.Desc()
-			d.LeaderNodeId = r.LeaderNodeID()
-			if n, ok := s.dir.Get(d.LeaderNodeId); ok {
-				d.LeaderAddr = n.GetGrpcAddr()
-			}
-		}
-		return withDetail(codes.FailedPrecondition, err.Error(), d)
-	case errors.As(err, &ur):
-		return withDetail(codes.Aborted, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_TXN_RETRY, UncertainTimestamp: tidekvpb.FromHLC(ur.Found)})
-	case raftstore.RetryableTxnError(err) || errors.As(err, &tr) || errors.Is(err, client.ErrTxnRetry):
-		return withDetail(codes.Aborted, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_TXN_RETRY})
+		return codes.FailedPrecondition, tidekvpb.ErrorKind_KEY_MISMATCH
+	case errors.As(err, &ur), raftstore.RetryableTxnError(err) || errors.As(err, &tr) || errors.Is(err, client.ErrTxnRetry):
+		return codes.Aborted, tidekvpb.ErrorKind_TXN_RETRY
 	case errors.Is(err, raftstore.ErrAmbiguous) || errors.Is(err, client.ErrAmbiguous):
 		// client's: a step the node sent on through its routing client (a
 		// transaction's commit) may have applied. Left to the default
 		// (UNAVAILABLE: not applied), the client ran the transaction again.
-		return withDetail(codes.Unavailable, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_AMBIGUOUS})
+		return codes.Unavailable, tidekvpb.ErrorKind_AMBIGUOUS
 	case errors.Is(err, raftstore.ErrOverloaded) || errors.Is(err, client.ErrOverloaded):
-		return overloaded(err.Error())
+		return codes.ResourceExhausted, tidekvpb.ErrorKind_OVERLOADED
 	case errors.Is(err, raftstore.ErrInvalidRequest):
-		return invalidArg("%v", err)
+		return codes.InvalidArgument, tidekvpb.ErrorKind_INVALID_ARGUMENT
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
+		return codes.DeadlineExceeded, tidekvpb.ErrorKind_ERROR_UNKNOWN
 	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
+		return codes.Canceled, tidekvpb.ErrorKind_ERROR_UNKNOWN
 	default:
-		return withDetail(codes.Unavailable, err.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_UNAVAILABLE})
+		return codes.Unavailable, tidekvpb.ErrorKind_UNAVAILABLE
 	}
+}
+
+// errCode is the gRPC code the node answers err with (OK for nil).
+func errCode(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	code, _ := classify(err)
+	return code
+}
+
+// errMessage is err's text as its status says it.
+func errMessage(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Message()
+	}
+	return err.Error()
+}
+
+// toStatus maps store errors to typed gRPC statuses (classify), with the
+// details a client needs to act: where the leader is, when to retry.
+func (s *Server) toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+		return err
+	}
+	code, kind := classify(err)
+	d := &tidekvpb.ErrorDetail{Kind: kind}
+	switch kind {
+	case tidekvpb.ErrorKind_ERROR_UNKNOWN:
+		return status.Error(code, err.Error())
+	case tidekvpb.ErrorKind_STALE_REPLICA:
+		var sr *raftstore.StaleReplicaError
+		errors.As(err, &sr)
+		d.LeaderNodeId = sr.LeaderNodeID
+	case tidekvpb.ErrorKind_NOT_LEASEHOLDER:
+		var nl *raftstore.NotLeaderError
+		errors.As(err, &nl)
+		d.LeaderNodeId, d.Range = nl.LeaderNodeID, nl.Desc
+	case tidekvpb.ErrorKind_KEY_MISMATCH:
+		var km *raftstore.KeyMismatchError
+		errors.As(err, &km)
+		if r := s.store.LookupKey(km.Key); r != nil {
+			d.Range = r.Desc()
+			d.LeaderNodeId = r.LeaderNodeID()
+		}
+	case tidekvpb.ErrorKind_TXN_RETRY:
+		if ur := (*raftstore.UncertainReadError)(nil); errors.As(err, &ur) {
+			d.UncertainTimestamp = tidekvpb.FromHLC(ur.Found)
+		}
+	case tidekvpb.ErrorKind_OVERLOADED:
+		d.RetryAfterMs = 20
+	}
+	if d.LeaderNodeId != 0 {
+		if n, ok := s.dir.Get(d.LeaderNodeId); ok {
+			d.LeaderAddr = n.GetGrpcAddr()
+		}
+	}
+	return withDetail(code, err.Error(), d)
 }
 
 // errorKind extracts the ErrorDetail kind of a status error.

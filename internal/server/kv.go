@@ -40,7 +40,7 @@ func (s *Server) checkValue(v []byte) error {
 func (s *Server) replicaFor(key []byte) (*raftstore.Replica, error) {
 	r := s.store.LookupKey(key)
 	if r == nil {
-		return nil, s.toStatus(&raftstore.RangeNotFoundError{Key: key})
+		return nil, &raftstore.RangeNotFoundError{Key: key}
 	}
 	return r, nil
 }
@@ -48,10 +48,20 @@ func (s *Server) replicaFor(key []byte) (*raftstore.Replica, error) {
 // readOps are the operations counted as reads in a range's load.
 var readOps = map[string]bool{"get": true, "scan": true, "batch_get": true}
 
-// serve runs one KV request: admission, validation, routing, metrics. A
-// request that may store bytes in its range says how many at most (grow,
-// sizewatch.go): it waits for room under Θmax.
+// serve runs one KV request for the gRPC API: run, with its error as a
+// gRPC status (toStatus).
 func serve[T any](ctx context.Context, s *Server, op string, validate func() error, key []byte, grow uint64, fn func(*raftstore.Replica) (T, error)) (T, error) {
+	v, err := run(ctx, s, op, validate, key, grow, nil, fn)
+	return v, s.toStatus(err)
+}
+
+// run runs one KV request: validation, admission, routing, metrics. Its
+// errors are the node's typed errors (classify); the gRPC API converts
+// them at its edge. r is the replica the caller already found for key, or
+// nil: a request looks its range up once. A request that may store bytes
+// in its range says how many at most (grow, sizewatch.go): it waits for
+// room under Θmax.
+func run[T any](ctx context.Context, s *Server, op string, validate func() error, key []byte, grow uint64, r *raftstore.Replica, fn func(*raftstore.Replica) (T, error)) (T, error) {
 	var zero T
 	start := time.Now()
 	if err := validate(); err != nil {
@@ -64,7 +74,9 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 		return zero, err
 	}
 	defer s.adm.Done(pri)
-	r, err := s.replicaFor(key)
+	if r == nil {
+		r, err = s.replicaFor(key)
+	}
 	if err == nil {
 		var done func()
 		if r, done, err = s.admitGrowth(ctx, r, key, grow); err == nil {
@@ -72,7 +84,6 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 		}
 	}
 	if err != nil {
-		err = s.toStatus(err)
 		s.metrics.observe(op, start, err)
 		return zero, err
 	}
@@ -84,9 +95,10 @@ func serve[T any](ctx context.Context, s *Server, op string, validate func() err
 	if err != nil {
 		v, err = runPastIntents(ctx, s, op, v, err, func() (T, error) { return fn(r) })
 	}
-	err = s.toStatus(err)
-	s.metrics.observe(op, start, err)
-	s.metrics.keyspaceRequests.WithLabelValues(keySpaceLabel(key), op).Inc()
+	om := s.metrics.kvOp(op)
+	om.requests(errCode(err)).Inc()
+	om.latency.Observe(time.Since(start).Seconds())
+	om.keySpace(key).Inc()
 	s.svc.Observe(time.Since(start))
 	return v, err
 }
@@ -117,119 +129,187 @@ func readOptions(req readRequest) (raftstore.ReadOptions, error) {
 	return ro, nil
 }
 
-// withRead runs validate after checking the read options.
-func withRead(ro *raftstore.ReadOptions, req readRequest, validate func() error) func() error {
-	return func() error {
-		var err error
-		if *ro, err = readOptions(req); err != nil {
+// getResult is what a Get found: the value and the generation of the
+// range that served it.
+type getResult struct {
+	raftstore.Value
+	Generation uint64
+}
+
+// kvOptions are what a typed KV call says besides its keys and values.
+type kvOptions struct {
+	// KeySpace names the key space of the keys ("": the default).
+	KeySpace string
+	// Read is how a read reads (valid: readOptions).
+	Read raftstore.ReadOptions
+	// TTL > 0: a put's value expires TTL after the write (whole
+	// milliseconds).
+	TTL time.Duration
+	// Replica is the replica the caller found for the (first) key, or nil.
+	Replica *raftstore.Replica
+}
+
+// get is the typed Get: the value of key on this node's replica.
+func (s *Server) get(ctx context.Context, key []byte, o kvOptions) (getResult, error) {
+	validate := func() error {
+		if err := s.checkKey(key); err != nil {
 			return err
 		}
-		return validate()
+		return s.checkKeySpace(ctx, o.KeySpace, key)
 	}
+	return run(ctx, s, "get", validate, key, 0, o.Replica, func(r *raftstore.Replica) (getResult, error) {
+		v, err := r.GetValue(ctx, key, o.Read)
+		if err != nil {
+			return getResult{}, err
+		}
+		s.touch(r, key)
+		s.counters.read(key, v.Found)
+		if v, err = s.readThrough(ctx, r, key, v); err != nil {
+			return getResult{}, err
+		}
+		return getResult{Value: v, Generation: r.Desc().GetGeneration()}, nil
+	})
+}
+
+// put is the typed Put: key set to value, with o.TTL.
+func (s *Server) put(ctx context.Context, key, value []byte, o kvOptions) error {
+	validate := func() error {
+		if err := s.checkKey(key); err != nil {
+			return err
+		}
+		if err := s.checkValue(value); err != nil {
+			return err
+		}
+		return s.checkKeySpace(ctx, o.KeySpace, key)
+	}
+	_, err := run(ctx, s, "put", validate, key, growth(nil, &tidekvpb.WriteOp{Key: key, Value: value}), o.Replica, func(r *raftstore.Replica) (struct{}, error) {
+		s.noteWrite(ctx, r)
+		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: key, Value: value, TtlMs: o.TTL.Milliseconds()}})
+		if err != nil {
+			return struct{}{}, err
+		}
+		s.touch(r, key)
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// del is the typed Delete: key removed; it reports whether it held a
+// value.
+func (s *Server) del(ctx context.Context, key []byte, o kvOptions) (bool, error) {
+	validate := func() error {
+		if err := s.checkKey(key); err != nil {
+			return err
+		}
+		return s.checkKeySpace(ctx, o.KeySpace, key)
+	}
+	return run(ctx, s, "delete", validate, key, growth(nil, &tidekvpb.WriteOp{Key: key}), o.Replica, func(r *raftstore.Replica) (bool, error) {
+		s.noteWrite(ctx, r)
+		return r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_DELETE, Key: key}})
+	})
+}
+
+// refuse counts a request of op that the gRPC API refused before the
+// typed call (an invalid read mode) and returns its status.
+func (s *Server) refuse(op string, err error) error {
+	s.metrics.observe(op, time.Now(), err)
+	return s.toStatus(err)
 }
 
 func (k *kvService) Get(ctx context.Context, req *tidekvpb.GetRequest) (*tidekvpb.GetResponse, error) {
 	s := k.s
-	var ro raftstore.ReadOptions
-	validate := withRead(&ro, req, func() error {
-		if err := s.checkKey(req.GetKey()); err != nil {
-			return err
-		}
-		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
-	})
-	return serve(ctx, s, "get", validate, req.GetKey(), 0, func(r *raftstore.Replica) (*tidekvpb.GetResponse, error) {
-		ro.Txn, ro.UncertaintyLimit = req.GetTxnId(), req.GetUncertaintyLimit().HLC()
-		v, err := r.GetValue(ctx, req.GetKey(), ro)
-		if err != nil {
-			return nil, err
-		}
-		s.touch(r, req.GetKey())
-		s.counters.read(req.GetKey(), v.Found)
-		if v, err = s.readThrough(ctx, r, req.GetKey(), v); err != nil {
-			return nil, err
-		}
-		return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: r.Desc().GetGeneration(),
-			ReadTimestamp: req.GetReadTimestamp(), VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}, nil
-	})
+	ro, err := readOptions(req)
+	if err != nil {
+		return nil, s.refuse("get", err)
+	}
+	ro.Txn, ro.UncertaintyLimit = req.GetTxnId(), req.GetUncertaintyLimit().HLC()
+	v, err := s.get(ctx, req.GetKey(), kvOptions{KeySpace: req.GetKeyspace(), Read: ro})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &tidekvpb.GetResponse{Found: v.Found, Value: v.Value.Value, TtlMs: raftstore.TTLMillis(v.TTL), RangeGeneration: v.Generation,
+		ReadTimestamp: req.GetReadTimestamp(), VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}, nil
 }
 
 func (k *kvService) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvpb.PutResponse, error) {
-	s := k.s
-	validate := func() error {
-		if err := s.checkKey(req.GetKey()); err != nil {
-			return err
-		}
-		if err := s.checkValue(req.GetValue()); err != nil {
-			return err
-		}
-		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
+	err := k.s.put(ctx, req.GetKey(), req.GetValue(), kvOptions{KeySpace: req.GetKeyspace(), TTL: time.Duration(req.GetTtlMs()) * time.Millisecond})
+	if err != nil {
+		return nil, k.s.toStatus(err)
 	}
-	return serve(ctx, s, "put", validate, req.GetKey(), growth(nil, &tidekvpb.WriteOp{Key: req.GetKey(), Value: req.GetValue()}), func(r *raftstore.Replica) (*tidekvpb.PutResponse, error) {
-		s.noteWrite(ctx, r)
-		_, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_PUT, Key: req.GetKey(), Value: req.GetValue(), TtlMs: req.GetTtlMs()}})
-		if err != nil {
-			return nil, err
-		}
-		s.touch(r, req.GetKey())
-		return &tidekvpb.PutResponse{}, nil
-	})
+	return &tidekvpb.PutResponse{}, nil
 }
 
 func (k *kvService) Delete(ctx context.Context, req *tidekvpb.DeleteRequest) (*tidekvpb.DeleteResponse, error) {
-	s := k.s
-	validate := func() error {
-		if err := s.checkKey(req.GetKey()); err != nil {
-			return err
-		}
-		return s.checkKeySpace(ctx, req.GetKeyspace(), req.GetKey())
+	deleted, err := k.s.del(ctx, req.GetKey(), kvOptions{KeySpace: req.GetKeyspace()})
+	if err != nil {
+		return nil, k.s.toStatus(err)
 	}
-	return serve(ctx, s, "delete", validate, req.GetKey(), growth(nil, &tidekvpb.WriteOp{Key: req.GetKey()}), func(r *raftstore.Replica) (*tidekvpb.DeleteResponse, error) {
-		s.noteWrite(ctx, r)
-		deleted, err := r.Write(ctx, []*tidekvpb.WriteOp{{Kind: tidekvpb.WriteOp_DELETE, Key: req.GetKey()}})
-		if err != nil {
-			return nil, err
-		}
-		return &tidekvpb.DeleteResponse{Deleted: deleted}, nil
-	})
+	return &tidekvpb.DeleteResponse{Deleted: deleted}, nil
 }
 
-func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.ScanResponse, error) {
-	s := k.s
-	limit := int(req.GetLimit())
-	end := req.GetEndKey()
-	var ro raftstore.ReadOptions
-	validate := withRead(&ro, req, func() error {
-		if len(req.GetStartKey()) > s.cfg.Limits.MaxKeySize || len(req.GetEndKey()) > s.cfg.Limits.MaxKeySize {
+// scanPage is one page of a Scan: pairs in key order, the key the next
+// page starts at (nil: none) and the generation of the range that served
+// it.
+type scanPage struct {
+	KVs        []*tidekvpb.KeyValue
+	Resume     []byte
+	Generation uint64
+}
+
+// scan is the typed Scan: keys in [start, end) of the range holding start,
+// at most limit of them (0: the node's maximum); hashOrder scans a hashed
+// key space in the order it stores keys.
+func (s *Server) scan(ctx context.Context, start, end []byte, limit int, hashOrder bool, o kvOptions) (scanPage, error) {
+	validate := func() error {
+		if len(start) > s.cfg.Limits.MaxKeySize || len(end) > s.cfg.Limits.MaxKeySize {
 			return invalidArg("scan bound exceeds the maximum key size of %d bytes", s.cfg.Limits.MaxKeySize)
 		}
-		if len(req.GetEndKey()) > 0 && bytes.Compare(req.GetStartKey(), req.GetEndKey()) >= 0 {
-			return invalidArg("invalid scan range: start %q is not before end %q", req.GetStartKey(), req.GetEndKey())
+		if len(end) > 0 && bytes.Compare(start, end) >= 0 {
+			return invalidArg("invalid scan range: start %q is not before end %q", start, end)
 		}
 		if limit > s.cfg.Limits.MaxScanLimit {
 			return invalidArg("scan limit %d exceeds the maximum scan limit of %d", limit, s.cfg.Limits.MaxScanLimit)
 		}
 		var err error
-		end, err = s.scanEnd(ctx, req.GetKeyspace(), req.GetStartKey(), end, req.GetHashOrder())
+		end, err = s.scanEnd(ctx, o.KeySpace, start, end, hashOrder)
 		return err
-	})
+	}
 	if limit == 0 {
 		limit = s.cfg.Limits.MaxScanLimit
 	}
-	return serve(ctx, s, "scan", validate, req.GetStartKey(), 0, func(r *raftstore.Replica) (*tidekvpb.ScanResponse, error) {
-		ro.UncertaintyLimit = req.GetUncertaintyLimit().HLC()
-		kvs, resume, err := r.Scan(ctx, req.GetStartKey(), end, limit, s.cfg.Limits.MaxScanBytes, ro)
+	return run(ctx, s, "scan", validate, start, 0, o.Replica, func(r *raftstore.Replica) (scanPage, error) {
+		kvs, resume, err := r.Scan(ctx, start, end, limit, s.cfg.Limits.MaxScanBytes, o.Read)
 		if err != nil {
-			return nil, err
+			return scanPage{}, err
 		}
-		return &tidekvpb.ScanResponse{Kvs: kvs, ResumeKey: resume, RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
+		return scanPage{KVs: kvs, Resume: resume, Generation: r.Desc().GetGeneration()}, nil
 	})
 }
 
-func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest) (*tidekvpb.BatchGetResponse, error) {
+func (k *kvService) Scan(ctx context.Context, req *tidekvpb.ScanRequest) (*tidekvpb.ScanResponse, error) {
 	s := k.s
-	ks := req.GetKeys()
-	var ro raftstore.ReadOptions
-	validate := withRead(&ro, req, func() error {
+	ro, err := readOptions(req)
+	if err != nil {
+		return nil, s.refuse("scan", err)
+	}
+	ro.UncertaintyLimit = req.GetUncertaintyLimit().HLC()
+	p, err := s.scan(ctx, req.GetStartKey(), req.GetEndKey(), int(req.GetLimit()), req.GetHashOrder(), kvOptions{KeySpace: req.GetKeyspace(), Read: ro})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &tidekvpb.ScanResponse{Kvs: p.KVs, ResumeKey: p.Resume, RangeGeneration: p.Generation, ReadTimestamp: req.GetReadTimestamp()}, nil
+}
+
+// batchGot is what a BatchGet found: one result per key, in order, and
+// the generation of the range that served them.
+type batchGot struct {
+	Results    []*tidekvpb.GetResponse
+	Generation uint64
+}
+
+// batchGet is the typed BatchGet: the values of keys, all in one range.
+func (s *Server) batchGet(ctx context.Context, ks [][]byte, o kvOptions) (batchGot, error) {
+	validate := func() error {
 		if len(ks) == 0 {
 			return invalidArg("batch get needs at least one key")
 		}
@@ -241,23 +321,36 @@ func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest)
 				return err
 			}
 		}
-		return s.checkKeySpace(ctx, req.GetKeyspace(), ks...)
-	})
+		return s.checkKeySpace(ctx, o.KeySpace, ks...)
+	}
 	var first []byte
 	if len(ks) > 0 {
 		first = ks[0]
 	}
-	return serve(ctx, s, "batch_get", validate, first, 0, func(r *raftstore.Replica) (*tidekvpb.BatchGetResponse, error) {
-		res, err := r.BatchGet(ctx, ks, ro)
+	return run(ctx, s, "batch_get", validate, first, 0, o.Replica, func(r *raftstore.Replica) (batchGot, error) {
+		res, err := r.BatchGet(ctx, ks, o.Read)
 		if err != nil {
-			return nil, err
+			return batchGot{}, err
 		}
 		s.touch(r, ks...)
 		for i, g := range res {
 			s.counters.read(ks[i], g.GetFound())
 		}
-		return &tidekvpb.BatchGetResponse{Results: res, RangeGeneration: r.Desc().GetGeneration(), ReadTimestamp: req.GetReadTimestamp()}, nil
+		return batchGot{Results: res, Generation: r.Desc().GetGeneration()}, nil
 	})
+}
+
+func (k *kvService) BatchGet(ctx context.Context, req *tidekvpb.BatchGetRequest) (*tidekvpb.BatchGetResponse, error) {
+	s := k.s
+	ro, err := readOptions(req)
+	if err != nil {
+		return nil, s.refuse("batch_get", err)
+	}
+	g, err := s.batchGet(ctx, req.GetKeys(), kvOptions{KeySpace: req.GetKeyspace(), Read: ro})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &tidekvpb.BatchGetResponse{Results: g.Results, RangeGeneration: g.Generation, ReadTimestamp: req.GetReadTimestamp()}, nil
 }
 
 func (k *kvService) Write(ctx context.Context, req *tidekvpb.WriteRequest) (*tidekvpb.WriteResponse, error) {

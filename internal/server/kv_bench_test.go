@@ -42,9 +42,15 @@ func BenchmarkLeaseholderPut(b *testing.B) {
 // benchLeaseholder starts a 1-node cluster (on Pebble unless inMemory)
 // with one key of 1000 bytes on the versioned layout, flushed.
 func benchLeaseholder(b *testing.B, inMemory bool) (*kvService, []byte) {
-	tc := startClusterWith(b, 1, func(c *Config) { c.InMemory = inMemory })
+	tc, key := benchNode(b, func(c *Config) { c.InMemory = inMemory })
+	return &kvService{s: tc.nodes[0]}, key
+}
+
+// benchNode starts a 1-node cluster adjusted by adjust with one key of
+// 1000 bytes on the versioned layout, flushed.
+func benchNode(b *testing.B, adjust func(*Config)) (*testCluster, []byte) {
+	tc := startClusterWith(b, 1, adjust)
 	ctx := context.Background()
-	kv := &kvService{s: tc.nodes[0]}
 	key, val := []byte("bench-key"), make([]byte, 1000)
 	if err := tc.client().Put(ctx, key, val); err != nil {
 		b.Fatal(err)
@@ -63,5 +69,5 @@ func benchLeaseholder(b *testing.B, inMemory bool) (*kvService, []byte) {
 			b.Fatal(err)
 		}
 	}
-	return kv, key
+	return tc, key
 }

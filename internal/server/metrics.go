@@ -5,13 +5,15 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/codes"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/httpapi"
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -61,6 +63,9 @@ type metrics struct {
 	txnUncertainRestarts prometheus.Counter
 
 	series series
+
+	// kvOps holds each KV operation's *kvOpMetrics.
+	kvOps sync.Map
 }
 
 // latencyBuckets span 100µs to about 3.3s.
@@ -145,9 +150,54 @@ func newMetrics() *metrics {
 	return m
 }
 
+// observe counts one KV request of op that began at start and ended with
+// err (a typed error or a status: errCode).
 func (m *metrics) observe(op string, start time.Time, err error) {
-	m.requests.WithLabelValues(op, status.Code(err).String()).Inc()
-	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	om := m.kvOp(op)
+	om.requests(errCode(err)).Inc()
+	om.latency.Observe(time.Since(start).Seconds())
+}
+
+// kvOpMetrics are one KV operation's metric children, resolved once rather
+// than looked up by label values on every request.
+type kvOpMetrics struct {
+	m        *metrics
+	op       string
+	latency  prometheus.Observer
+	byCode   [codes.Unauthenticated + 1]atomic.Pointer[prometheus.Counter]
+	defaultK prometheus.Counter // requests of the default key space
+}
+
+// kvOp is op's metric children.
+func (m *metrics) kvOp(op string) *kvOpMetrics {
+	if om, ok := m.kvOps.Load(op); ok {
+		return om.(*kvOpMetrics)
+	}
+	om, _ := m.kvOps.LoadOrStore(op, &kvOpMetrics{m: m, op: op, latency: m.latency.WithLabelValues(op),
+		defaultK: m.keyspaceRequests.WithLabelValues(idLabel(keyspace.Default), op)})
+	return om.(*kvOpMetrics)
+}
+
+// requests is the request counter of code, made at its first use so that
+// only the codes seen are exported.
+func (om *kvOpMetrics) requests(code codes.Code) prometheus.Counter {
+	if int(code) >= len(om.byCode) {
+		return om.m.requests.WithLabelValues(om.op, code.String())
+	}
+	if c := om.byCode[code].Load(); c != nil {
+		return *c
+	}
+	c := om.m.requests.WithLabelValues(om.op, code.String())
+	om.byCode[code].Store(&c)
+	return c
+}
+
+// keySpace is the counter of requests of key's key space.
+func (om *kvOpMetrics) keySpace(key []byte) prometheus.Counter {
+	if id := keyspace.Of(key); id != keyspace.Default {
+		return om.m.keyspaceRequests.WithLabelValues(idLabel(id), om.op)
+	}
+	return om.defaultK
 }
 
 func (m *metrics) observeRedis(command string, took time.Duration, failed bool) {

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -19,6 +18,7 @@ import (
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/redisgw"
 	"github.com/tidekv/tidekv/internal/resp"
 )
 
@@ -40,17 +40,17 @@ func (s *Server) startRedis() error {
 	if err != nil {
 		return err
 	}
-	kv := newRedisKV(s, resp.FromClient(gw))
+	kv := newRedisKV(s, redisgw.FromClient(gw))
 	// Database 0 is the default key space: its scans stop short of the
 	// other key spaces' keys (keyspaces.go).
 	def, _ := ksconfig.Catalogue(nil).ByID(keyspace.Default)
-	rs, err := resp.New(s.cfg.Redis, inKeySpace(kv, def))
+	rs, err := resp.New(s.cfg.Redis, redisgw.InKeySpace(kv, def))
 	if err != nil {
 		gw.Close()
 		return fmt.Errorf("redis listener: %w", err)
 	}
 	rs.SetObserver(s.metrics.observeRedis)
-	rs.SetDatabases(s.redisDatabases(kv))
+	rs.SetDatabases(redisgw.Databases(kv, s.keySpaceByID))
 	s.metrics.reg.MustRegister(kv.collectors()...)
 	s.metrics.reg.MustRegister(disconnectCounters(rs)...)
 	s.gateway, s.redis = gw, rs
@@ -106,11 +106,17 @@ func (k *redisKV) collectors() []prometheus.Collector {
 	return []prometheus.Collector{calls("local", &k.local), calls("routed", &k.routed)}
 }
 
-// leads reports whether this node holds the lease of key's range.
-func (k *redisKV) leads(key []byte) bool {
-	r := k.s.store.LookupKey(key)
-	return r != nil && r.IsLeader()
+// leader is this node's replica of key's range if it holds the lease,
+// else nil.
+func (k *redisKV) leader(key []byte) *raftstore.Replica {
+	if r := k.s.store.LookupKey(key); r != nil && r.IsLeader() {
+		return r
+	}
+	return nil
 }
+
+// leads reports whether this node holds the lease of key's range.
+func (k *redisKV) leads(key []byte) bool { return k.leader(key) != nil }
 
 func (k *redisKV) in(ctx context.Context) context.Context {
 	k.local.Add(1)
@@ -131,33 +137,41 @@ var routedKinds = map[tidekvpb.ErrorKind]bool{
 	tidekvpb.ErrorKind_UNAVAILABLE:     true,
 }
 
-// outcome maps a local attempt's error to resp's sentinels, as the routing
-// client and resp's client adapter would; route means "hand the call to the
-// routing client". A write that timed out may have been applied, so it is
-// ambiguous, as the client reports it.
+// outcome maps a local attempt's error (typed, or a status) to resp's
+// sentinels, as the routing client and resp's client adapter would; route
+// means "hand the call to the routing client". A write that timed out may
+// have been applied, so it is ambiguous, as the client reports it.
 func outcome(err error, write bool) (mapped error, route bool) {
 	if err == nil {
 		return nil, false
 	}
-	st := status.Convert(err)
-	d := errorDetail(err)
+	code, kind := classify(err)
 	switch {
-	case routedKinds[d.GetKind()]:
+	case routedKinds[kind]:
 		return nil, true
-	case d.GetKind() == tidekvpb.ErrorKind_INVALID_ARGUMENT || st.Code() == codes.InvalidArgument:
-		return fmt.Errorf("%w: %s", resp.ErrInvalidArgument, st.Message()), false
-	case d.GetKind() == tidekvpb.ErrorKind_OVERLOADED:
-		return &resp.OverloadedError{RetryAfter: time.Duration(d.GetRetryAfterMs()) * time.Millisecond}, false
-	case d.GetKind() == tidekvpb.ErrorKind_AMBIGUOUS:
-		return fmt.Errorf("%w: %s", resp.ErrAmbiguous, st.Message()), false
-	case st.Code() == codes.DeadlineExceeded && write:
+	case kind == tidekvpb.ErrorKind_INVALID_ARGUMENT || code == codes.InvalidArgument:
+		return fmt.Errorf("%w: %s", resp.ErrInvalidArgument, errMessage(err)), false
+	case kind == tidekvpb.ErrorKind_OVERLOADED:
+		return &resp.OverloadedError{RetryAfter: retryAfter(err)}, false
+	case kind == tidekvpb.ErrorKind_AMBIGUOUS:
+		return fmt.Errorf("%w: %s", resp.ErrAmbiguous, errMessage(err)), false
+	case code == codes.DeadlineExceeded && write:
 		return fmt.Errorf("%w: %w", resp.ErrAmbiguous, context.DeadlineExceeded), false
-	case st.Code() == codes.DeadlineExceeded:
+	case code == codes.DeadlineExceeded:
 		return context.DeadlineExceeded, false
-	case st.Code() == codes.Canceled:
+	case code == codes.Canceled:
 		return context.Canceled, false
 	}
-	return errors.New(st.Message()), false
+	return errors.New(errMessage(err)), false
+}
+
+// retryAfter is when an overloaded node asks to be retried: an admission
+// refusal's hint, else the store's fixed one.
+func retryAfter(err error) time.Duration {
+	if d := errorDetail(err); d != nil {
+		return time.Duration(d.GetRetryAfterMs()) * time.Millisecond
+	}
+	return 20 * time.Millisecond
 }
 
 // toRemote counts a call routed to another node and marks it, like the
@@ -170,16 +184,16 @@ func (k *redisKV) toRemote(ctx context.Context) context.Context {
 }
 
 func (k *redisKV) Get(ctx context.Context, key []byte) ([]byte, error) {
-	if k.leads(key) {
-		r, err := k.kv.Get(k.in(ctx), &tidekvpb.GetRequest{Key: key, Keyspace: keyspace.NameFrom(ctx)})
+	if r := k.leader(key); r != nil {
+		v, err := k.s.get(k.in(ctx), key, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, false); !route {
 			switch {
 			case err != nil:
 				return nil, err
-			case !r.GetFound():
+			case !v.Found:
 				return nil, resp.ErrNotFound
 			}
-			return r.GetValue(), nil
+			return v.Value.Value, nil
 		}
 	}
 	ctx = k.toRemote(ctx)
@@ -195,8 +209,8 @@ func (k *redisKV) Put(ctx context.Context, key, value []byte) error {
 }
 
 func (k *redisKV) put(ctx context.Context, key, value []byte) error {
-	if k.leads(key) {
-		_, err := k.kv.Put(k.in(ctx), &tidekvpb.PutRequest{Key: key, Value: value, Keyspace: keyspace.NameFrom(ctx)})
+	if r := k.leader(key); r != nil {
+		err := k.s.put(k.in(ctx), key, value, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, true); !route {
 			return err
 		}
@@ -206,10 +220,10 @@ func (k *redisKV) put(ctx context.Context, key, value []byte) error {
 }
 
 func (k *redisKV) Delete(ctx context.Context, key []byte) (bool, error) {
-	if k.leads(key) {
-		r, err := k.kv.Delete(k.in(ctx), &tidekvpb.DeleteRequest{Key: key, Keyspace: keyspace.NameFrom(ctx)})
+	if r := k.leader(key); r != nil {
+		existed, err := k.s.del(k.in(ctx), key, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, true); !route {
-			return r.GetDeleted(), err
+			return existed, err
 		}
 	}
 	ctx = k.toRemote(ctx)
@@ -311,27 +325,27 @@ func writeRequest(ctx context.Context, ops []resp.Op) *tidekvpb.WriteRequest {
 // per range, and the rest through the routing client in one call.
 func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, error) {
 	out := make([]resp.Result, len(keys))
-	var order []uint64 // range IDs in first-seen order, for determinism
-	groups := map[uint64][]int{}
+	var order []*raftstore.Replica // led replicas in first-seen order, for determinism
+	groups := map[*raftstore.Replica][]int{}
 	var routed []int
 	for i, key := range keys {
-		r := k.s.store.LookupKey(key)
-		if r == nil || !r.IsLeader() {
+		r := k.leader(key)
+		if r == nil {
 			routed = append(routed, i)
 			continue
 		}
-		if _, ok := groups[r.RangeID()]; !ok {
-			order = append(order, r.RangeID())
+		if _, ok := groups[r]; !ok {
+			order = append(order, r)
 		}
-		groups[r.RangeID()] = append(groups[r.RangeID()], i)
+		groups[r] = append(groups[r], i)
 	}
-	for _, id := range order {
-		idx := groups[id]
-		req := &tidekvpb.BatchGetRequest{Keys: make([][]byte, len(idx)), Keyspace: keyspace.NameFrom(ctx)}
+	for _, r := range order {
+		idx := groups[r]
+		ks := make([][]byte, len(idx))
 		for j, i := range idx {
-			req.Keys[j] = keys[i]
+			ks[j] = keys[i]
 		}
-		r, err := k.kv.BatchGet(k.in(ctx), req)
+		g, err := k.s.batchGet(k.in(ctx), ks, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, false); route {
 			routed = append(routed, idx...)
 			continue
@@ -339,7 +353,7 @@ func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, e
 			return nil, err
 		}
 		for j, i := range idx {
-			res := r.GetResults()[j]
+			res := g.Results[j]
 			v := res.GetVersionTimestamp()
 			out[i] = resp.Result{Value: res.GetValue(), Found: res.GetFound(), TTL: time.Duration(res.GetTtlMs()) * time.Millisecond,
 				Version: resp.Version{WallTime: v.GetWallNanos(), Logical: v.GetLogical()}}
@@ -371,21 +385,21 @@ func (k *redisKV) Scan(ctx context.Context, start, end []byte, limit int) ([]res
 		return nil, nil
 	}
 	var out []resp.KeyValue
-	for k.leads(start) {
-		req := &tidekvpb.ScanRequest{StartKey: start, EndKey: end, Keyspace: keyspace.NameFrom(ctx)}
+	for r := k.leader(start); r != nil; r = k.leader(start) {
+		n := 0
 		if limit > 0 {
-			req.Limit = uint32(limit - len(out))
+			n = limit - len(out)
 		}
-		r, err := k.kv.Scan(k.in(ctx), req)
+		p, err := k.s.scan(k.in(ctx), start, end, n, false, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, false); route {
 			break
 		} else if err != nil {
 			return nil, err
 		}
-		for _, kv := range r.GetKvs() {
+		for _, kv := range p.KVs {
 			out = append(out, resp.KeyValue{Key: kv.GetKey(), Value: kv.GetValue()})
 		}
-		next := r.GetResumeKey()
+		next := p.Resume
 		if (limit > 0 && len(out) >= limit) || len(next) == 0 || (len(end) > 0 && bytes.Compare(next, end) >= 0) {
 			return out, nil
 		}

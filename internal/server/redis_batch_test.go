@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/redisgw"
 	"github.com/tidekv/tidekv/internal/resp"
 )
 
@@ -95,7 +96,7 @@ func TestRedisWriteEachAcrossSplit(t *testing.T) {
 		}
 		return errors.New("no node leads it")
 	})
-	kv := newRedisKV(node, resp.FromClient(c))
+	kv := newRedisKV(node, redisgw.FromClient(c))
 	ops := []resp.Op{
 		{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Delete: true},
 		{Key: []byte("n"), Value: []byte("1")}, {Key: []byte("x"), Delete: true},

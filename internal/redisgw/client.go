@@ -1,4 +1,4 @@
-package resp
+package redisgw
 
 import (
 	"context"
@@ -8,17 +8,18 @@ import (
 	"sync"
 
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/resp"
 )
 
-// FromClient adapts the TideKV Go client to KV, so that the RESP front end
-// takes the same path as gRPC requests (routing, read modes, limits,
-// admission control). Client errors are wrapped with this package's
+// FromClient adapts the TideKV Go client to resp.KV, so that the RESP
+// front end takes the same path as gRPC requests (routing, read modes,
+// limits, admission control). Client errors are wrapped with resp's
 // sentinels (see mapErr).
-func FromClient(c *client.Client) KV { return clientKV{c} }
+func FromClient(c *client.Client) resp.KV { return clientKV{c} }
 
 type clientKV struct{ c *client.Client }
 
-// mapErr wraps client errors with this package's sentinels. An invalid
+// mapErr wraps client errors with resp's sentinels. An invalid
 // argument keeps only the client's reason (its message less the client's
 // own sentinel), so the reply names "invalid argument" once. Ambiguity
 // wins over the overload it may wrap (a transaction's commit that ended
@@ -28,18 +29,18 @@ func mapErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, client.ErrNotFound):
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
+		return fmt.Errorf("%w: %w", resp.ErrNotFound, err)
 	case errors.Is(err, client.ErrInvalidArgument):
-		return fmt.Errorf("%w: %s", ErrInvalidArgument, strings.TrimPrefix(err.Error(), client.ErrInvalidArgument.Error()+": "))
+		return fmt.Errorf("%w: %s", resp.ErrInvalidArgument, strings.TrimPrefix(err.Error(), client.ErrInvalidArgument.Error()+": "))
 	case errors.Is(err, client.ErrAmbiguous):
-		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
+		return fmt.Errorf("%w: %w", resp.ErrAmbiguous, err)
 	case errors.Is(err, client.ErrOverloaded):
 		if oe := (*client.OverloadedError)(nil); errors.As(err, &oe) {
-			return &OverloadedError{RetryAfter: oe.RetryAfter}
+			return &resp.OverloadedError{RetryAfter: oe.RetryAfter}
 		}
-		return fmt.Errorf("%w: %w", ErrOverloaded, err)
+		return fmt.Errorf("%w: %w", resp.ErrOverloaded, err)
 	case errors.Is(err, client.ErrUnavailable):
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", resp.ErrUnavailable, err)
 	}
 	return err
 }
@@ -58,20 +59,20 @@ func (a clientKV) Delete(ctx context.Context, key []byte) (bool, error) {
 	return ok, mapErr(err)
 }
 
-func (a clientKV) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
+func (a clientKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, error) {
 	rs, err := a.c.BatchGet(ctx, keys)
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	out := make([]Result, len(rs))
+	out := make([]resp.Result, len(rs))
 	for i, r := range rs {
-		out[i] = Result{Value: r.Value, Found: r.Found, TTL: r.TTL, Version: Version(r.Version)}
+		out[i] = resp.Result{Value: r.Value, Found: r.Found, TTL: r.TTL, Version: resp.Version(r.Version)}
 	}
 	return out, nil
 }
 
 // clientOps are ops as the client takes them.
-func clientOps(ops []Op) []client.Op {
+func clientOps(ops []resp.Op) []client.Op {
 	cops := make([]client.Op, len(ops))
 	for i, op := range ops {
 		cops[i] = client.Op{Key: op.Key, Value: op.Value, Delete: op.Delete, SetTTL: op.SetTTL,
@@ -80,28 +81,28 @@ func clientOps(ops []Op) []client.Op {
 	return cops
 }
 
-func (a clientKV) Write(ctx context.Context, ops []Op) error {
+func (a clientKV) Write(ctx context.Context, ops []resp.Op) error {
 	return mapErr(a.c.Write(ctx, clientOps(ops)))
 }
 
-func (a clientKV) GuardedWrite(ctx context.Context, ops []Op, g Guard) (GuardResult, error) {
+func (a clientKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard) (resp.GuardResult, error) {
 	r, err := a.c.WriteGuarded(ctx, clientOps(ops), client.Guard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd})
-	return GuardResult{Failed: r.GuardFailed, Existed: r.Existed}, mapErr(err)
+	return resp.GuardResult{Failed: r.GuardFailed, Existed: r.Existed}, mapErr(err)
 }
 
-func (a clientKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e Expiry) (bool, []byte, bool, error) {
+func (a clientKV) CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e resp.Expiry) (bool, []byte, bool, error) {
 	ok, cur, exists, err := a.c.CompareAndSetTTL(ctx, key, expected, newValue, client.Expiry(e))
 	return ok, cur, exists, mapErr(err)
 }
 
-func (a clientKV) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+func (a clientKV) Scan(ctx context.Context, start, end []byte, limit int) ([]resp.KeyValue, error) {
 	kvs, err := a.c.Scan(ctx, start, end, limit)
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	out := make([]KeyValue, len(kvs))
+	out := make([]resp.KeyValue, len(kvs))
 	for i, kv := range kvs {
-		out[i] = KeyValue{Key: kv.Key, Value: kv.Value}
+		out[i] = resp.KeyValue{Key: kv.Key, Value: kv.Value}
 	}
 	return out, nil
 }
@@ -109,16 +110,16 @@ func (a clientKV) Scan(ctx context.Context, start, end []byte, limit int) ([]Key
 // WriteEach sends the ops of each range as one Write (client.WriteEach):
 // one round trip and one proposal per range. A Write the node refused as
 // invalid applied nothing; its ops are then sent one by one, so that the
-// invalid op fails alone as the KV contract says.
-func (a clientKV) WriteEach(ctx context.Context, ops []Op) []OpResult {
-	out := make([]OpResult, len(ops))
+// invalid op fails alone as the resp.KV contract says.
+func (a clientKV) WriteEach(ctx context.Context, ops []resp.Op) []resp.OpResult {
+	out := make([]resp.OpResult, len(ops))
 	var redo []int
 	for i, r := range a.c.WriteEach(ctx, clientOps(ops)) {
 		if errors.Is(r.Err, client.ErrInvalidArgument) {
 			redo = append(redo, i)
 			continue
 		}
-		out[i] = OpResult{Existed: r.Existed, Err: mapErr(r.Err)}
+		out[i] = resp.OpResult{Existed: r.Existed, Err: mapErr(r.Err)}
 	}
 	a.eachOnItsOwn(ctx, ops, redo, out)
 	return out
@@ -127,7 +128,7 @@ func (a clientKV) WriteEach(ctx context.Context, ops []Op) []OpResult {
 // eachOnItsOwn sends ops[idx] each as its own Put, Delete or Expire. Ops on
 // different keys go concurrently, at most maxConcurrentOps at a time; the
 // ops on one key go one after another, in order.
-func (a clientKV) eachOnItsOwn(ctx context.Context, ops []Op, idx []int, out []OpResult) {
+func (a clientKV) eachOnItsOwn(ctx context.Context, ops []resp.Op, idx []int, out []resp.OpResult) {
 	byKey := map[string][]int{}
 	var order []string
 	for _, i := range idx {
@@ -152,15 +153,15 @@ func (a clientKV) eachOnItsOwn(ctx context.Context, ops []Op, idx []int, out []O
 	wg.Wait()
 }
 
-func (a clientKV) writeOne(ctx context.Context, op Op) OpResult {
-	var r OpResult
+func (a clientKV) writeOne(ctx context.Context, op resp.Op) resp.OpResult {
+	var r resp.OpResult
 	switch {
 	case op.Delete:
 		r.Existed, r.Err = a.c.Delete(ctx, op.Key)
 	case op.SetTTL:
 		r.Existed, r.Err = a.c.Expire(ctx, op.Key, client.Expiry(op.Expiry))
-	case op.Expiry != (Expiry{}):
-		r.Err = a.c.Write(ctx, clientOps([]Op{op}))
+	case op.Expiry != (resp.Expiry{}):
+		r.Err = a.c.Write(ctx, clientOps([]resp.Op{op}))
 	default:
 		r.Err = a.c.Put(ctx, op.Key, op.Value)
 	}
@@ -173,24 +174,24 @@ const maxConcurrentOps = 64
 
 // Txn runs fn with client.Txn, whose retries of conflicts (ErrTxnRetry)
 // are the only ones: fn gets each attempt's Tx.
-func (a clientKV) Txn(ctx context.Context, fn func(tx TxnKV) error) error {
+func (a clientKV) Txn(ctx context.Context, fn func(tx resp.TxnKV) error) error {
 	return mapErr(a.c.Txn(ctx, func(tx *client.Tx) error { return fn(clientTx{tx}) }))
 }
 
-// clientTx is a client.Tx as a TxnKV; its errors are mapped like the
+// clientTx is a client.Tx as a resp.TxnKV; its errors are mapped like the
 // other calls', so a refusal reads the same inside EXEC as outside.
 type clientTx struct{ tx *client.Tx }
 
-func (t clientTx) Get(ctx context.Context, key []byte) (Result, error) {
+func (t clientTx) Get(ctx context.Context, key []byte) (resp.Result, error) {
 	r, err := t.tx.GetVersion(ctx, key)
-	return Result{Value: r.Value, Found: r.Found, Version: Version(r.Version), Expiry: Expiry(r.Expiry)}, mapErr(err)
+	return resp.Result{Value: r.Value, Found: r.Found, Version: resp.Version(r.Version), Expiry: resp.Expiry(r.Expiry)}, mapErr(err)
 }
 
 func (t clientTx) Put(ctx context.Context, key, value []byte) error {
 	return mapErr(t.tx.Put(ctx, key, value))
 }
 
-func (t clientTx) PutExpiring(ctx context.Context, key, value []byte, e Expiry) error {
+func (t clientTx) PutExpiring(ctx context.Context, key, value []byte, e resp.Expiry) error {
 	return mapErr(t.tx.PutExpiring(ctx, key, value, client.Expiry{TTL: e.TTL, At: e.At, Keep: e.Keep}))
 }
 

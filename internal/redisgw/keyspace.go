@@ -1,4 +1,4 @@
-package server
+package redisgw
 
 import (
 	"context"
@@ -26,21 +26,22 @@ func (k *keySpaceKV) in(ctx context.Context) context.Context {
 	return keyspace.WithName(ctx, k.ks.Name)
 }
 
-func inKeySpace(kv resp.KV, ks ksconfig.KeySpace) *keySpaceKV {
+// InKeySpace is kv as the Redis front end's KV of key space ks.
+func InKeySpace(kv resp.KV, ks ksconfig.KeySpace) resp.KV {
 	return &keySpaceKV{kv: kv, ks: ks, c: ks.Codec()}
 }
 
-// redisDatabases maps SELECT n to key space number n.
-func (s *Server) redisDatabases(kv resp.KV) resp.Databases {
+// Databases maps SELECT n to key space number n, found by byID.
+func Databases(kv resp.KV, byID func(context.Context, keyspace.ID) (ksconfig.KeySpace, error)) resp.Databases {
 	return func(ctx context.Context, n int) (resp.KV, error) {
 		if int64(n) > int64(^keyspace.ID(0)) {
 			return nil, fmt.Errorf("DB index is out of range (no key space number %d)", n)
 		}
-		ks, err := s.keySpaceByID(ctx, keyspace.ID(n))
+		ks, err := byID(ctx, keyspace.ID(n))
 		if err != nil {
 			return nil, fmt.Errorf("DB index is out of range (%v)", err)
 		}
-		return inKeySpace(kv, ks), nil
+		return InKeySpace(kv, ks), nil
 	}
 }
 
