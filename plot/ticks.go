@@ -71,8 +71,9 @@ const (
 )
 
 // yAxis is the panel's scale: 0 up to the first tick at or above its
-// largest value (or reference line) plus 5% headroom, so no line runs
-// along the frame, and the ticks on the way.
+// largest value (or reference line) plus 2%, and the ticks on the way.
+// The 2% keeps a line at a round maximum (8 nodes) off the frame without
+// lifting a share that ends at 0.98 to a top of 1.2.
 func (p Panel) yAxis() (top float64, ticks []float64) {
 	m := p.HLine
 	for _, s := range p.Series {
@@ -85,7 +86,7 @@ func (p Panel) yAxis() (top float64, ticks []float64) {
 	if m <= 0 {
 		m = 1
 	}
-	span := m * 1.05
+	span := m * 1.02
 	s := niceStep(span, yTicksWanted, p.Integer)
 	top = s.at(int64(math.Ceil(span/s.size() - 1e-9)))
 	return top, ticksIn(0, top, s)

@@ -22,7 +22,7 @@ func TestYTicks(t *testing.T) {
 		{"3 nodes", 3, 0, true, []float64{0, 1, 2, 3, 4}},
 		{"1 node", 1, 0, true, []float64{0, 1, 2}},
 		{"39.7k requests/s", 39700, 0, false, []float64{0, 10000, 20000, 30000, 40000, 50000}},
-		{"miss rate 0.98", 0.98, 0, false, []float64{0, 0.2, 0.4, 0.6, 0.8, 1, 1.2}},
+		{"miss rate 0.98", 0.98, 0, false, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}},
 		{"p99 54.6 ms over a 25 ms SLO", 54.6, 25, false, []float64{0, 10, 20, 30, 40, 50, 60}},
 		{"SLO above the data", 3, 25, false, []float64{0, 5, 10, 15, 20, 25, 30}},
 		{"3 µs in ms", 0.003, 0, false, []float64{0, 0.001, 0.002, 0.003, 0.004}},
