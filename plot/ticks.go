@@ -24,10 +24,9 @@ func (s step) at(k int64) float64 {
 	return float64(k*s.mant) * math.Pow10(s.exp)
 }
 
-// niceStep picks the nice step that cuts span into the number of intervals
-// closest to n, counting a partial interval as whole (the axis ends on a
-// tick); the larger step on a tie. integer keeps the step at 1 or more, so
-// an axis of counts never shows a fractional tick.
+// niceStep picks the nice step of which the number of whole steps that
+// fit in span is closest to n; the larger step on a tie. integer keeps the
+// step at 1 or more, so an axis of counts never shows a fractional tick.
 func niceStep(span float64, n int, integer bool) step {
 	if !(span > 0) || math.IsInf(span, 0) {
 		span = 1
@@ -40,7 +39,7 @@ func niceStep(span float64, n int, integer bool) step {
 			if integer && exp < 0 {
 				continue
 			}
-			d := math.Abs(math.Ceil(span/s.size()-1e-9) - float64(n))
+			d := math.Abs(math.Floor(span/s.size()+1e-9) - float64(n))
 			if d <= bestDiff {
 				best, bestDiff = s, d
 			}
@@ -62,18 +61,18 @@ func ticksIn(lo, hi float64, s step) []float64 {
 	}
 }
 
-// yTicksWanted and xTicksWanted are about how many intervals an axis is
-// cut into: a 180-pixel panel reads well with 4–6, the 660-pixel x axis
-// with 6–10.
+// yTicksWanted and xTicksWanted are about how many whole steps fit under
+// the data's span: a 180-pixel panel reads well with 4–6 ticks (the y axis
+// adds 0 and the tick above the maximum), the 660-pixel x axis with 6–10.
 const (
-	yTicksWanted = 5
+	yTicksWanted = 4
 	xTicksWanted = 8
 )
 
-// yAxis is the panel's scale: 0 up to the first tick at or above its
-// largest value (or reference line) plus 2%, and the ticks on the way.
-// The 2% keeps a line at a round maximum (8 nodes) off the frame without
-// lifting a share that ends at 0.98 to a top of 1.2.
+// yAxis is the panel's scale: 0 up to the first tick above its largest
+// value (or reference line), and the ticks on the way. Strictly above
+// keeps a line at a round maximum (8 nodes) off the frame; a fixed
+// headroom would lift a share that peaks at 0.985 to a top of 1.2.
 func (p Panel) yAxis() (top float64, ticks []float64) {
 	m := p.HLine
 	for _, s := range p.Series {
@@ -86,9 +85,8 @@ func (p Panel) yAxis() (top float64, ticks []float64) {
 	if m <= 0 {
 		m = 1
 	}
-	span := m * 1.02
-	s := niceStep(span, yTicksWanted, p.Integer)
-	top = s.at(int64(math.Ceil(span/s.size() - 1e-9)))
+	s := niceStep(m, yTicksWanted, p.Integer)
+	top = s.at(int64(math.Floor(m/s.size()+1e-9)) + 1)
 	return top, ticksIn(0, top, s)
 }
 

@@ -21,7 +21,9 @@ func TestYTicks(t *testing.T) {
 		{"22 nodes", 22, 0, true, []float64{0, 5, 10, 15, 20, 25}},
 		{"3 nodes", 3, 0, true, []float64{0, 1, 2, 3, 4}},
 		{"1 node", 1, 0, true, []float64{0, 1, 2}},
-		{"39.7k requests/s", 39700, 0, false, []float64{0, 10000, 20000, 30000, 40000, 50000}},
+		{"39.7k requests/s", 39700, 0, false, []float64{0, 10000, 20000, 30000, 40000}},
+		{"a round maximum stays off the frame", 30000, 0, false, []float64{0, 10000, 20000, 30000, 40000}},
+		{"a share that peaks at 0.985", 0.985, 0, false, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}},
 		{"miss rate 0.98", 0.98, 0, false, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}},
 		{"p99 54.6 ms over a 25 ms SLO", 54.6, 25, false, []float64{0, 10, 20, 30, 40, 50, 60}},
 		{"SLO above the data", 3, 25, false, []float64{0, 5, 10, 15, 20, 25, 30}},
@@ -56,7 +58,7 @@ func TestXTicksRound(t *testing.T) {
 }
 
 // Whatever the data, a y axis ticks at multiples of 1, 2 or 5 × 10^k,
-// covers the largest value, keeps to a readable number of ticks, and an
+// ends above the largest value, keeps to a readable number of ticks, and an
 // integer axis ticks on whole numbers only.
 func TestYTicksProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -68,7 +70,7 @@ func TestYTicksProperties(t *testing.T) {
 		}
 		p := Panel{Integer: integer, Series: []Series{{Points: []Point{{0, m}}}}}
 		top, ticks := p.yAxis()
-		if top < m || ticks[0] != 0 || ticks[len(ticks)-1] != top {
+		if top <= m || ticks[0] != 0 || ticks[len(ticks)-1] != top {
 			t.Fatalf("max %v: top %v ticks %v", m, top, ticks)
 		}
 		if n := len(ticks); n < 3 || n > 8 {
