@@ -22,14 +22,22 @@ type Series struct {
 	// Bars draws one bar per point instead of a line (a histogram); the
 	// bar series of a panel stand side by side within each x slot.
 	Bars bool
+	// Reference marks values a paper reports, drawn on the same axes as
+	// ours: dashed grey with a marker at each point (a single reported
+	// value is a lone marker), keyed "paper: Name" in the legend. It takes
+	// no colour from the palette, so our series keep theirs whether or not
+	// the paper's are drawn.
+	Reference bool
 }
 
 // Panel is one y axis with its lines; HLine, when non-zero, draws a dashed
-// reference line (an SLO).
+// reference line (an SLO). Integer says the values are counts (nodes,
+// ranges): the axis then ticks on whole numbers only.
 type Panel struct {
-	YLabel string
-	Series []Series
-	HLine  float64
+	YLabel  string
+	Series  []Series
+	HLine   float64
+	Integer bool
 }
 
 // Chart is a figure: panels stacked over a shared x axis. Marks draw
@@ -55,11 +63,99 @@ const (
 	marginLeft  = 80
 	marginRight = 160 // the legend's room; wider for long series names
 	charWidth   = 7   // a generous average at font-size 12
+	swatchWidth = 24  // a legend key's sample of the line
+	legendRow   = 16
 	marginTop   = 40
 	gap         = 30
 )
 
 var colors = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"}
+
+// How a reference (paper) series looks: grey, dashed, hollow markers.
+const (
+	referenceColor  = "#666"
+	referenceDash   = "6,4"
+	referencePrefix = "paper: "
+)
+
+// look is how one series is drawn, shared by its line and its legend key.
+type look struct {
+	color, dash string
+	marker      bool
+	bar         bool
+}
+
+// looks gives each series of p its look: ours take the palette's colours
+// in order, skipping the reference series.
+func (p Panel) looks() []look {
+	out := make([]look, len(p.Series))
+	k := 0
+	for j, s := range p.Series {
+		if s.Reference {
+			out[j] = look{color: referenceColor, dash: referenceDash, marker: true, bar: s.Bars}
+			continue
+		}
+		out[j] = look{color: colors[k%len(colors)], bar: s.Bars}
+		k++
+	}
+	return out
+}
+
+// legendName is the series' name as its key reads.
+func (s Series) legendName() string {
+	if s.Reference {
+		return referencePrefix + s.Name
+	}
+	return s.Name
+}
+
+// key is one legend entry: a swatch in the series' look and its name, at
+// a row's baseline y.
+type key struct {
+	name string
+	look look
+	y    float64
+}
+
+// legend lays out p's keys, one per series, from the panel's top.
+func (p Panel) legend(top float64) []key {
+	ls := p.looks()
+	out := make([]key, len(p.Series))
+	for j, s := range p.Series {
+		out[j] = key{name: s.legendName(), look: ls[j], y: top + 14 + float64(j)*legendRow}
+	}
+	return out
+}
+
+// writeLegend draws the keys right of the panel at x.
+func writeLegend(b *strings.Builder, x float64, keys []key) {
+	b.WriteString(`<g class="legend">` + "\n")
+	for _, k := range keys {
+		b.WriteString(`<g class="key">`)
+		mid := k.y - 4
+		if k.look.bar {
+			fmt.Fprintf(b, `<rect x="%.0f" y="%.0f" width="%d" height="10" fill="%s"/>`, x, mid-5, swatchWidth, k.look.color)
+		} else {
+			fmt.Fprintf(b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="2"%s/>`, x, x+swatchWidth, mid, mid, k.look.color, dashAttr(k.look.dash))
+		}
+		if k.look.marker {
+			writeMarker(b, x+swatchWidth/2, mid, k.look.color)
+		}
+		fmt.Fprintf(b, `<text x="%.0f" y="%.0f" fill="#222">%s</text></g>`+"\n", x+swatchWidth+6, k.y, html.EscapeString(k.name))
+	}
+	b.WriteString("</g>\n")
+}
+
+func dashAttr(dash string) string {
+	if dash == "" {
+		return ""
+	}
+	return fmt.Sprintf(` stroke-dasharray="%s"`, dash)
+}
+
+func writeMarker(b *strings.Builder, x, y float64, color string) {
+	fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="white" stroke="%s" stroke-width="1.5"/>`, x, y, color)
+}
 
 // WriteSVG draws c.
 func (c Chart) WriteSVG(w io.Writer) error {
@@ -73,26 +169,38 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	sx := func(x float64) float64 { return marginLeft + (x-x0)/(x1-x0)*plotW }
 	for i, p := range c.Panels {
 		top := float64(marginTop + i*(panelHeight+gap))
-		y1 := p.yMax()
+		y1, yTicks := p.yAxis()
 		sy := func(y float64) float64 { return top + panelHeight - y/y1*panelHeight }
-		fmt.Fprintf(&b, `<rect x="%d" y="%.0f" width="%.0f" height="%d" fill="none" stroke="#999"/>`+"\n", marginLeft, top, plotW, panelHeight)
-		for _, t := range []float64{0, 0.5, 1} {
-			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", marginLeft-6, sy(t*y1)+4, num(t*y1))
+		for _, t := range yTicks {
+			if t > 0 && t < y1 {
+				fmt.Fprintf(&b, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", marginLeft, marginLeft+plotW, sy(t), sy(t))
+			}
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", marginLeft-6, sy(t)+4, num(t))
 		}
+		fmt.Fprintf(&b, `<rect x="%d" y="%.0f" width="%.0f" height="%d" fill="none" stroke="#999"/>`+"\n", marginLeft, top, plotW, panelHeight)
 		fmt.Fprintf(&b, `<text transform="translate(16,%.0f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", top+panelHeight/2, html.EscapeString(p.YLabel))
 		if p.HLine > 0 && p.HLine <= y1 {
 			fmt.Fprintf(&b, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#555" stroke-dasharray="5,4"/>`+"\n", marginLeft, marginLeft+plotW, sy(p.HLine), sy(p.HLine))
 		}
 		bars := p.barLayout(slot * plotW / (x1 - x0))
+		looks := p.looks()
 		for j, s := range p.Series {
-			color := colors[j%len(colors)]
+			l := looks[j]
 			if s.Bars {
-				writeBars(&b, s, color, sx, sy, top+panelHeight, bars[j])
+				writeBars(&b, s, l.color, sx, sy, top+panelHeight, bars[j])
 			} else {
-				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", color, polyline(s, sx, sy))
+				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5"%s points="%s"/>`+"\n", l.color, dashAttr(l.dash), polyline(s, sx, sy))
 			}
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", marginLeft+plotW+8, top+14+float64(j)*16, color, html.EscapeString(s.Name))
+			if l.marker && !s.Bars {
+				for _, pt := range s.Points {
+					if finite(pt.Y) {
+						writeMarker(&b, sx(pt.X), sy(pt.Y), l.color)
+					}
+				}
+				b.WriteString("\n")
+			}
 		}
+		writeLegend(&b, marginLeft+plotW+8, p.legend(top))
 	}
 	bottom := float64(marginTop + len(c.Panels)*(panelHeight+gap) - gap)
 	for _, m := range c.Marks {
@@ -104,8 +212,7 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	}
 	ticks := c.XTicks
 	if len(ticks) == 0 {
-		for _, t := range []float64{0, 0.25, 0.5, 0.75, 1} {
-			x := x0 + t*(x1-x0)
+		for _, x := range xTicks(x0, x1) {
 			ticks = append(ticks, Mark{X: x, Label: num(x)})
 		}
 	}
@@ -123,7 +230,7 @@ func (c Chart) legendWidth() int {
 	w := marginRight
 	for _, p := range c.Panels {
 		for _, s := range p.Series {
-			w = max(w, 8+charWidth*utf8.RuneCountInString(s.Name))
+			w = max(w, 8+swatchWidth+6+charWidth*utf8.RuneCountInString(s.legendName()))
 		}
 	}
 	return w
@@ -195,7 +302,7 @@ func (p Panel) barLayout(slotPx float64) []barSlot {
 
 func writeBars(b *strings.Builder, s Series, color string, sx, sy func(float64) float64, base float64, l barSlot) {
 	for _, pt := range s.Points {
-		if math.IsNaN(pt.Y) || math.IsInf(pt.Y, 0) || pt.Y <= 0 {
+		if !finite(pt.Y) || pt.Y <= 0 {
 			continue
 		}
 		y := sy(pt.Y)
@@ -203,26 +310,10 @@ func writeBars(b *strings.Builder, s Series, color string, sx, sy func(float64) 
 	}
 }
 
-// yMax is the panel's top: its largest value (or reference line) plus 10%.
-func (p Panel) yMax() float64 {
-	m := p.HLine
-	for _, s := range p.Series {
-		for _, pt := range s.Points {
-			if !math.IsNaN(pt.Y) && !math.IsInf(pt.Y, 0) {
-				m = math.Max(m, pt.Y)
-			}
-		}
-	}
-	if m <= 0 {
-		return 1
-	}
-	return m * 1.1
-}
-
 func polyline(s Series, sx, sy func(float64) float64) string {
 	var b strings.Builder
 	for i, pt := range s.Points {
-		if math.IsNaN(pt.Y) || math.IsInf(pt.Y, 0) {
+		if !finite(pt.Y) {
 			continue
 		}
 		if s.Step && i > 0 {
@@ -245,3 +336,5 @@ func num(v float64) string {
 	}
 	return fmt.Sprintf("%.2g", v)
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -136,7 +136,7 @@ func ElasticChart(title string, points []ElasticPoint, slo time.Duration) plot.C
 	}
 	return plot.Chart{Title: title, XLabel: "seconds", Panels: []plot.Panel{
 		{YLabel: "requests/s", Series: []plot.Series{{Name: "offered", Points: offered}, {Name: "served", Points: served}}},
-		{YLabel: "nodes", Series: []plot.Series{{Name: "serving nodes", Points: nodes, Step: true}}},
+		{YLabel: "nodes", Integer: true, Series: []plot.Series{{Name: "serving nodes", Points: nodes, Step: true}}},
 		{YLabel: "p99 (ms)", HLine: float64(slo.Microseconds()) / 1000, Series: []plot.Series{{Name: "p99", Points: p99}}},
 		{YLabel: "migration (MiB/s)", Series: []plot.Series{{Name: "streaming", Points: mig}, {Name: "allowance/node", Points: allow}}},
 	}}

@@ -79,7 +79,7 @@ func partitioningChart(results []partitioningResult) plot.Chart {
 				hi = max(hi, bins[len(bins)-1].X+5)
 			}
 		}
-		c.Panels = append(c.Panels, plot.Panel{YLabel: fmt.Sprintf("ranges, Θmax %s MiB", plMiB(float64(r.maxBytes))), Series: []plot.Series{
+		c.Panels = append(c.Panels, plot.Panel{YLabel: fmt.Sprintf("ranges, Θmax %s MiB", plMiB(float64(r.maxBytes))), Integer: true, Series: []plot.Series{
 			{Name: "exact bytes", Bars: true, Points: exact},
 			{Name: "reported size", Bars: true, Points: reported},
 		}})
@@ -132,7 +132,8 @@ func scaleoutChart(st scaleoutStep) plot.Chart {
 	}
 	slices.Sort(ids)
 	panel := func(label string, get func(scaleoutSample) map[uint64]float64, step bool) plot.Panel {
-		p := plot.Panel{YLabel: label}
+		// The stepped panels count replicas and leases.
+		p := plot.Panel{YLabel: label, Integer: step}
 		for _, id := range ids {
 			s := plot.Series{Name: fmt.Sprintf("node %d", id), Step: step}
 			for _, smp := range st.samples {
