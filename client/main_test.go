@@ -48,9 +48,11 @@ func addrs() []string {
 		cfg.InMemory = true
 		cfg.GRPCAddr = "127.0.0.1:0"
 		cfg.HTTPAddr = ""
-		// The node moves its ranges to the versioned layout (which reads
-		// at a timestamp and transactions need) from its report loop:
-		// report often so that the wait below is short.
+		// A new node moves its ranges to the versioned layout (which reads
+		// at a timestamp and transactions need) once a heartbeat has raised
+		// the cluster's log version, from its report loop: both run often
+		// here so that the wait below is short.
+		cfg.HeartbeatInterval = 100 * time.Millisecond
 		cfg.ReportInterval = 100 * time.Millisecond
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
