@@ -157,14 +157,21 @@ func ExampleClient_Txn() {
 			log.Fatal(err)
 		}
 	}
+	balance := func(tx *client.Tx, key string) (int, error) {
+		v, err := tx.Get(ctx, []byte(key))
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(string(v))
+	}
 	errInsufficient := errors.New("insufficient funds")
 	transfer := func(from, to string, amount int) error {
 		return cl.Txn(ctx, func(tx *client.Tx) error {
-			a, err := balance(ctx, tx, from)
+			a, err := balance(tx, from)
 			if err != nil {
 				return err
 			}
-			b, err := balance(ctx, tx, to)
+			b, err := balance(tx, to)
 			if err != nil {
 				return err
 			}
@@ -192,15 +199,6 @@ func ExampleClient_Txn() {
 	// insufficient funds
 	// account/alice = 70
 	// account/bob = 50
-}
-
-// balance reads an account's balance in tx.
-func balance(ctx context.Context, tx *client.Tx, key string) (int, error) {
-	v, err := tx.Get(ctx, []byte(key))
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(string(v))
 }
 
 // TxnIf runs a one-shot transaction in one round trip: if every compare
