@@ -22,6 +22,11 @@
 // is reported as ErrAmbiguous. Retrying it could apply it twice with other
 // clients' writes in between, which linearizability forbids.
 //
+// The examples (example_test.go: connecting, Put and Get, Scan, errors with
+// errors.Is, ReadAt, FollowerReadAt, Txn, TxnIf) are the place to start;
+// `go test ./client` runs them against a one-node cluster inside the test
+// binary and checks their output, so they stay true as the API changes.
+//
 // The package imports only api/tidekvpb, api/hlc, api/keyspace, gRPC and
 // protobuf so that it can later become a module of its own: it
 // imports nothing under internal/ (internal/lint).
