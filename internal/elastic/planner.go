@@ -126,7 +126,7 @@ func (pl *Planner) steps(d time.Duration) int {
 // Round learns from in and plans.
 func (pl *Planner) Round(in Input) Output {
 	pl.fc.Observe(in.Offered)
-	pl.capacity.Observe(in.Samples)
+	pl.capacity.Observe(in.Samples, in.Serving)
 	var out Output
 	v := pl.view(in, &out)
 	peak := pl.bandwidthAndForecast(in, v, &out)
