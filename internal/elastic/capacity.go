@@ -42,11 +42,20 @@ func NewCapacityModel(prior float64, idle time.Duration) *CapacityModel {
 	return &CapacityModel{prior: prior, idle: idle, learned: map[uint64]float64{}}
 }
 
-// Observe learns from one round's samples, by node; nodes absent from
-// samples are forgotten (they left).
-func (m *CapacityModel) Observe(samples map[uint64]Sample) {
+// Observe learns from one round's samples, by node. Nodes not in live
+// are forgotten (they left); a live node without a sample keeps what was
+// learned of it. Nodes moving data have no sample: forgetting them
+// counted each at the best node's capacity (or the prior) for as long as
+// a move lasted, so capacity rose when a drain began and fell when it
+// stopped, and the planner drained and recommissioned the same node
+// round after round.
+func (m *CapacityModel) Observe(samples map[uint64]Sample, live []uint64) {
+	keep := make(map[uint64]bool, len(live))
+	for _, id := range live {
+		keep[id] = true
+	}
 	for id := range m.learned {
-		if _, ok := samples[id]; !ok {
+		if !keep[id] {
 			delete(m.learned, id)
 		}
 	}

@@ -78,7 +78,7 @@ func TestCapacityModel(t *testing.T) {
 			3: {Ops: 100, Utilization: 0.01}, // idle: says nothing
 			// No CPU reading: p99 = idle/(1−u) gives u = 0.5.
 			4: {Ops: 5000, P99: 4 * time.Millisecond},
-		})
+		}, []uint64{1, 2, 3, 4})
 	}
 	if c := m.Nominal(); math.Abs(c-10000) > 100 {
 		t.Fatalf("nominal %.0f, want 10000", c)
@@ -99,7 +99,13 @@ func TestCapacityModel(t *testing.T) {
 	if c := m.AtSLO(2, 20*time.Millisecond, false); math.Abs(c-9000) > 100 {
 		t.Fatalf("node 2 at the SLO ignoring interference %.0f, want 9000", c)
 	}
-	m.Observe(map[uint64]Sample{1: {Ops: 6000, Utilization: 0.6}})
+	// Node 2 moves data (no sample) but still serves: it keeps its
+	// capacity rather than counting at its best peer's.
+	m.Observe(map[uint64]Sample{1: {Ops: 6000, Utilization: 0.6}}, []uint64{1, 2})
+	if f := m.Interference(2); math.Abs(f-0.5) > 0.02 {
+		t.Fatalf("interference of node 2 without a sample %.2f, want 0.5 kept", f)
+	}
+	m.Observe(map[uint64]Sample{1: {Ops: 6000, Utilization: 0.6}}, []uint64{1})
 	if m.Interference(2) != 1 {
 		t.Fatal("a node that left is forgotten")
 	}

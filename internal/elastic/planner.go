@@ -126,7 +126,7 @@ func (pl *Planner) steps(d time.Duration) int {
 // Round learns from in and plans.
 func (pl *Planner) Round(in Input) Output {
 	pl.fc.Observe(in.Offered)
-	pl.capacity.Observe(in.Samples)
+	pl.capacity.Observe(in.Samples, in.Serving)
 	var out Output
 	v := pl.view(in, &out)
 	peak := pl.bandwidthAndForecast(in, v, &out)
@@ -291,13 +291,14 @@ func (pl *Planner) noteCapped(v view, out *Output) {
 }
 
 // scaleIn lowers the target by one when load (the larger of now and the
-// forecast peak) fits in one node fewer at the target utilisation:
+// forecast peak) fits in one node fewer at the target utilisation (with
+// a trusted forecast, halfway from it to the scale-out fill):
 // without a forecast once it has fit for ScaleInAfter and no scaling
 // happened within CoolDown; with a trusted one at once, because the
 // forecast already covers the window in which a node could be brought
 // back (the lead time and the horizon) and a fixed wait only keeps a
 // node the forecast says is not needed. Scale-outs with a trusted
-// forecast fill more than the target, so the gap between the two
+// forecast fill more than that, so the gap between the two
 // thresholds keeps a node from going and coming back as the forecast's
 // error moves; and nothing is drained while new nodes still take data
 // (that would move the same data back).
@@ -306,7 +307,15 @@ func (pl *Planner) scaleIn(in Input, out *Output, v view, load float64) {
 	// Below the caches' floor the remaining nodes would cross their
 	// pre-launch threshold and ask for the node back.
 	floor := max(p.MinServing(in.RF), out.Overflow.Floor)
-	fewer := p.TargetUtilization * (v.atSLO - v.biggest)
+	// With a trusted forecast a node goes once the rest carry the load
+	// halfway between the target utilisation and the scale-out fill: the
+	// target alone kept a node through every trough a forecast peak
+	// shadows (the fill would have it back at the next error wobble).
+	at := p.TargetUtilization
+	if v.proactive && v.trusted {
+		at = (p.TargetUtilization + v.fill) / 2
+	}
+	fewer := at * (v.atSLO - v.biggest)
 	if out.Target != v.current || v.current-1 < floor || load > fewer || in.P99 > p.SLOP99/2 || v.proactive && v.trusted && in.Settling > 0 {
 		pl.fitsSince = time.Time{}
 		return
@@ -322,7 +331,7 @@ func (pl *Planner) scaleIn(in Input, out *Output, v view, load float64) {
 		return
 	}
 	out.Target = v.current - 1
-	out.Reason = fmt.Sprintf("%s (%.0f ops/s at most) fits in %d node(s) at %.0f%% of their capacity at the SLO", what, load, v.current-1, 100*p.TargetUtilization)
+	out.Reason = fmt.Sprintf("%s (%.0f ops/s at most) fits in %d node(s) at %.0f%% of their capacity at the SLO", what, load, v.current-1, 100*at)
 	if wait > 0 {
 		out.Reason += fmt.Sprintf(" and has for %v", in.Now.Sub(pl.fitsSince).Round(time.Second))
 	}
