@@ -201,7 +201,20 @@ func TestMemoryKeySpaceRefillsAfterKill(t *testing.T) {
 	}
 
 	// The whole cluster: no replica keeps the data, every range of the
-	// key space starts again empty and serves.
+	// key space starts again empty and serves. A node keeps its share in
+	// Pebble until it learns the key space is a memory one, so the kill
+	// waits until every node has learnt it (node 2 relearns after its
+	// restart).
+	for i := 1; i <= 3; i++ {
+		if err := eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+			if n, err := metric(hc, tc.HTTPAddr(i), "tidekv_memory_keyspaces"); err != nil || n != 1 {
+				return fmt.Errorf("node %d keeps %v key spaces in memory (%v)", i, n, err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tc.KillAll()
 	tc.RestartAll()
 	cl = newClient(t, tc.Addrs())
