@@ -28,9 +28,9 @@ type State struct {
 	Scaler *ScalerState `json:"scaler,omitempty"`
 }
 
-// ScalerState is a Scaler's work in progress and back-off. An actuator
-// call still running is not in it: its outcome is recorded when the call
-// returns, on the node that made it.
+// ScalerState is a Scaler's work in progress and back-off. A scale-out
+// is in it from the actuator call on; a scale-in from the answer to its
+// decommission (the drain itself is in the node's record).
 type ScalerState struct {
 	// OutWant is the live nodes a pending scale-out waits for (0: none),
 	// OutCount the nodes it asked for, OutSince when.

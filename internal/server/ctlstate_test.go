@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -27,11 +28,51 @@ func (a *countingActuator) Victim([]control.Member) (control.Member, error) {
 }
 func (a *countingActuator) Remove(context.Context, control.Member) (string, error) { return "", nil }
 
-// The meta lease moves in the middle of a scale-out: the new leaseholder
-// resumes the stored controller state (the forecaster where the old one
-// left it, the scale-out pending) and follows the scale-out instead of
-// asking for the node again.
+// The meta lease moves in the middle of a scale-out, transferred or
+// because its holder is killed: the new leaseholder resumes the stored
+// controller state (the forecaster where the old one left it, the
+// scale-out pending) and follows the scale-out instead of asking for the
+// node again.
 func TestControllerStateSurvivesMetaLeaseMove(t *testing.T) {
+	t.Run("transfer", func(t *testing.T) {
+		testControllerStateSurvives(t, func(ctx context.Context, tc *testCluster, c *client.Client, old uint64) uint64 {
+			to := tc.nodes[0].NodeID()
+			if to == old {
+				to = tc.nodes[1].NodeID()
+			}
+			if err := c.TransferLease(ctx, keys.MetaRangeID, to); err != nil {
+				t.Fatal(err)
+			}
+			return to
+		})
+	})
+	t.Run("kill", func(t *testing.T) {
+		testControllerStateSurvives(t, func(ctx context.Context, tc *testCluster, c *client.Client, old uint64) uint64 {
+			var to uint64
+			for i, s := range tc.nodes {
+				if s.NodeID() == old {
+					tc.nodes[i] = nil
+					s.Stop()
+				}
+			}
+			eventually(t, 20*time.Second, "a new meta leaseholder", func() error {
+				for _, s := range tc.nodes {
+					if s != nil && s.metaLeader() != nil {
+						to = s.NodeID()
+						return nil
+					}
+				}
+				return errors.New("none yet")
+			})
+			return to
+		})
+	})
+}
+
+// testControllerStateSurvives starts a scale-out, moves the meta lease
+// away from its holder with move (which returns the new holder) and
+// checks the new holder resumes it.
+func testControllerStateSurvives(t *testing.T, move func(ctx context.Context, tc *testCluster, c *client.Client, old uint64) uint64) {
 	// Stored only on the first round and when a scale operation starts or
 	// ends, so the stored state is the one the scale-out left.
 	tc := startClusterWith(t, 3, func(c *Config) { c.Control.StateEvery = time.Hour })
@@ -72,16 +113,10 @@ func TestControllerStateSurvivesMetaLeaseMove(t *testing.T) {
 		return nil
 	})
 	if n := asked(); n != 1 || stored.Planner.Forecaster.Samples < 2 {
+		tc.logEvents(t)
 		t.Fatalf("%d scale-outs asked before the move, %d forecaster samples stored", n, stored.Planner.Forecaster.Samples)
 	}
-	old := tc.leaseholder(t, keys.MetaRangeID)
-	to := tc.nodes[0].NodeID()
-	if to == old {
-		to = tc.nodes[1].NodeID()
-	}
-	if err := c.TransferLease(ctx, keys.MetaRangeID, to); err != nil {
-		t.Fatal(err)
-	}
+	to := move(ctx, tc, c, tc.leaseholder(t, keys.MetaRangeID))
 	tc.waitEvents(t, [3]string{"controller-state",
 		fmt.Sprintf("resumed the elasticity controller: %d forecaster samples, 1 node(s) pending to join", stored.Planner.Forecaster.Samples), "cluster"})
 	// The new leaseholder runs rounds on from the stored forecaster, with
