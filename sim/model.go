@@ -88,6 +88,7 @@ func controlDefaults(c, d control.Config) control.Config {
 	pos(&c.Interval, d.Interval)
 	pos(&c.DeadNodeGrace, d.DeadNodeGrace)
 	pos(&c.NoteEvery, d.NoteEvery)
+	pos(&c.StateEvery, d.StateEvery)
 	pos(&c.Runner.OpTimeout, d.Runner.OpTimeout)
 	pos(&c.Runner.RecentWindow, d.Runner.RecentWindow)
 	r, dr := &c.Runner, d.Runner

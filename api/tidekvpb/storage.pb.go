@@ -593,8 +593,11 @@ type MetaCommand struct {
 	// Log version 6: create a key space with these settings (its id is
 	// allocated at apply; result: the id, or nothing if the name exists).
 	CreateKeyspace *KeySpaceRecord `protobuf:"bytes,7,opt,name=create_keyspace,json=createKeyspace,proto3" json:"create_keyspace,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Log version 10: replace the elasticity controller's state (the meta
+	// leaseholder's control.State, encoded by control.EncodeState).
+	PutControllerState []byte `protobuf:"bytes,8,opt,name=put_controller_state,json=putControllerState,proto3" json:"put_controller_state,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *MetaCommand) Reset() {
@@ -672,6 +675,13 @@ func (x *MetaCommand) GetRaiseLogVersion() uint32 {
 func (x *MetaCommand) GetCreateKeyspace() *KeySpaceRecord {
 	if x != nil {
 		return x.CreateKeyspace
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetPutControllerState() []byte {
+	if x != nil {
+		return x.PutControllerState
 	}
 	return nil
 }
@@ -1760,7 +1770,7 @@ const file_storage_proto_rawDesc = "" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
 	"newRangeId\"D\n" +
 	"\x15ChangeReplicasCommand\x12+\n" +
-	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\xfa\x02\n" +
+	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\xac\x03\n" +
 	"\vMetaCommand\x121\n" +
 	"\badd_node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\aaddNode\x127\n" +
 	"\vupdate_node\x18\x02 \x01(\v2\x16.tidekv.NodeDescriptorR\n" +
@@ -1770,7 +1780,8 @@ const file_storage_proto_rawDesc = "" +
 	"\vset_setting\x18\x05 \x01(\v2\x0f.tidekv.SettingR\n" +
 	"setSetting\x12*\n" +
 	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\x12?\n" +
-	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\"\xa1\x02\n" +
+	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\x120\n" +
+	"\x14put_controller_state\x18\b \x01(\fR\x12putControllerState\"\xa1\x02\n" +
 	"\x0eKeySpaceRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +

@@ -19,6 +19,10 @@ type Config struct {
 	Runner RunnerConfig
 	// NoteEvery is how often the same placement note is recorded again.
 	NoteEvery time.Duration
+	// StateEvery is how often the elasticity controller's State is
+	// stored (the server: in the meta range) while no scale operation
+	// starts or ends; one that does is stored in the same round.
+	StateEvery time.Duration
 }
 
 // DefaultConfig suits a small cluster on one machine.
@@ -28,13 +32,14 @@ func DefaultConfig() Config {
 		DeadNodeGrace: 20 * time.Second,
 		Runner:        DefaultRunnerConfig(),
 		NoteEvery:     5 * time.Minute,
+		StateEvery:    10 * time.Second,
 	}
 }
 
 // Validate reports a setting that cannot work.
 func (c Config) Validate() error {
-	if c.Interval <= 0 || c.DeadNodeGrace <= 0 || c.NoteEvery <= 0 {
-		return errors.New("control: interval, dead-node grace and note interval must be positive")
+	if c.Interval <= 0 || c.DeadNodeGrace <= 0 || c.NoteEvery <= 0 || c.StateEvery <= 0 {
+		return errors.New("control: interval, dead-node grace, note interval and state interval must be positive")
 	}
 	return c.Runner.Validate()
 }

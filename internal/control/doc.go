@@ -14,6 +14,10 @@
 // server and the simulator both drive the same Loop, the server against
 // admin calls and the simulator against its model.
 //
+// State is the elasticity controller's state across rounds (the planner's
+// models, the scale operation under way) with its one versioned encoding;
+// the server stores it in the meta range so the next leaseholder resumes.
+//
 // Nothing here sleeps, reads the wall clock or does I/O: time comes from
 // the Observation and from an injected Clock, side effects go through the
 // Executor, EventSink and Actuator interfaces, which the consumer of this

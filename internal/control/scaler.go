@@ -239,6 +239,13 @@ func (s *Scaler) scaleOut(a ScaleAction, v ScaleView) func() {
 		}
 	}
 	live, act := len(v.Live), s.act
+	// The nodes count as pending from the call on, not from its answer:
+	// the state stored after this round (control.State) then holds the
+	// scale-out, and a new meta leaseholder follows it rather than asking
+	// again while the call runs.
+	if r, ok := act.(Recommender); !ok || !r.RecommendOnly() {
+		s.outWant, s.outCount, s.outSince = live+count, count, v.Now
+	}
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
 		defer cancel()
@@ -247,13 +254,11 @@ func (s *Scaler) scaleOut(a ScaleAction, v ScaleView) func() {
 		defer s.mu.Unlock()
 		s.calling = false
 		if err != nil {
+			s.outWant = 0
 			s.failed(v.Now, "scale-out-failed", live, fmt.Sprintf("%s; the actuator refused: %v", a.Reason, err))
 			return
 		}
 		s.record(v.Now, "scale-out", a.From, a.To, fmt.Sprintf("%s; %s", a.Reason, line))
-		if r, ok := act.(Recommender); !ok || !r.RecommendOnly() {
-			s.outWant, s.outCount, s.outSince = live+count, count, v.Now
-		}
 	}
 }
 

@@ -23,6 +23,10 @@
 //     The planner adds the node to its target and keeps a floor under
 //     scale-in; docs/keyspaces.md maps each term to what is measured.
 //
+// Planner.Snapshot and Restore give the planner's learnt state as plain
+// values (PlannerState), which internal/control stores and the next meta
+// leaseholder resumes from.
+//
 // Policy is the one home of every knob, read by the server (stored in the
 // meta range as autoscale.* settings) and the simulator alike. Nothing
 // here reads the clock, sleeps or does I/O; internal/control wires these

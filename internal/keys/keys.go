@@ -201,6 +201,9 @@ var (
 	// MetaNextKeySpaceKey is the next key space number to allocate.
 	MetaNextKeySpaceKey = []byte("counter/keyspace")
 	metaKeySpacePrefix  = []byte("keyspace/")
+	// MetaControllerStateKey holds the elasticity controller's state
+	// (control.State, docs/design.md).
+	MetaControllerStateKey = []byte("controller-state")
 )
 
 // MetaKeySpaceKey is where the meta range stores key space id's record.

@@ -69,8 +69,14 @@ const (
 	// binary at 8 would apply the command as an empty write, and its
 	// replica would keep data the others dropped.
 	LogVersionResetLost uint32 = 9
+	// LogVersionControllerState: the meta range applies MetaCommand
+	// put_controller_state (the elasticity controller's state, resumed
+	// by the next meta leaseholder). A binary at 9 would refuse the
+	// entry, and its copy of the meta range would lack the state the
+	// others hold.
+	LogVersionControllerState uint32 = 10
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionResetLost
+	LatestLogVersion = LogVersionControllerState
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

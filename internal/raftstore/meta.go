@@ -55,6 +55,8 @@ func (r *Replica) applyMetaLocked(ab *applyBatch, mc *tidekvpb.MetaCommand) (app
 			return applyResult{}, err
 		}
 		return applyCreateKeySpace(ab, mc.GetCreateKeyspace())
+	case mc.GetPutControllerState() != nil:
+		return applyResult{}, ab.set(mk(keys.MetaControllerStateKey), mc.GetPutControllerState())
 	case mc.GetAllocRangeId():
 		id, err := nextCounter(ab, mk(keys.MetaNextRangeKey))
 		return applyResult{metaID: id}, err
@@ -220,6 +222,16 @@ func ReadMetaSettings(rd storage.Reader) ([]*tidekvpb.Setting, error) {
 // range.
 func ReadMetaLogVersion(rd storage.Reader) (uint32, error) {
 	return ReadLogVersion(rd, keys.DataKey(keys.MetaRangeID, keys.MetaLogVersionKey))
+}
+
+// ReadMetaControllerState returns the elasticity controller's state the
+// meta range stores (nil if none was stored).
+func ReadMetaControllerState(rd storage.Reader) ([]byte, error) {
+	v, ok, err := rd.Get(keys.DataKey(keys.MetaRangeID, keys.MetaControllerStateKey))
+	if !ok {
+		return nil, err
+	}
+	return v, err
 }
 
 // ReadMetaNodes returns the node records stored in the meta range.

@@ -93,3 +93,28 @@ func TestApplyCreateKeySpace(t *testing.T) {
 		}
 	}
 }
+
+// The controller state is one value: absent until stored, then replaced
+// whole by each store.
+func TestApplyPutControllerState(t *testing.T) {
+	eng := storage.NewMem()
+	meta := bareReplica(eng, "", "", false)
+	meta.rangeID = keys.MetaRangeID
+	if v, err := ReadMetaControllerState(eng); v != nil || err != nil {
+		t.Fatalf("before any store: %q, %v", v, err)
+	}
+	for _, v := range []string{`{"version":1,"a":1}`, `{"version":1}`} {
+		ab := newApplyBatch(eng)
+		res, err := meta.applyMetaLocked(ab, &tidekvpb.MetaCommand{PutControllerState: []byte(v)})
+		if err != nil || res.err != nil {
+			t.Fatalf("store %s: %v, %v", v, err, res.err)
+		}
+		if err := ab.commit(); err != nil {
+			t.Fatal(err)
+		}
+		ab.b.Close()
+		if got, err := ReadMetaControllerState(eng); string(got) != v || err != nil {
+			t.Fatalf("stored %q, read %q, %v", v, got, err)
+		}
+	}
+}

@@ -102,13 +102,20 @@ func (c *controlState) applyAutoscale(s *Server, policy elastic.Policy) {
 	if policy.Actuator == c.actuatorName {
 		return
 	}
-	c.actuatorName = policy.Actuator
 	act, err := actuator.New(policy.Actuator, s.cfg.Actuators)
 	if err != nil {
+		c.actuatorName = policy.Actuator
 		a.SetScaler(nil)
 		s.events.Record("scale-out-failed", "cluster", "actuator %s cannot be used: %v", policy.Actuator, err)
 		return
 	}
+	c.useActuator(s, policy.Actuator, act)
+}
+
+// useActuator makes the autoscaler scale through act, the actuator the
+// policy names name (caller holds mu).
+func (c *controlState) useActuator(s *Server, name string, act control.Actuator) {
+	c.actuatorName = name
 	spawn := func(f func()) {
 		s.wg.Add(1)
 		go func() {
@@ -116,7 +123,7 @@ func (c *controlState) applyAutoscale(s *Server, policy elastic.Policy) {
 			f()
 		}()
 	}
-	a.SetScaler(control.NewScaler(control.DefaultScalerConfig(), act, decommissioner{s}, spawn, eventSink{s}))
+	c.loop.Autoscaler.SetScaler(control.NewScaler(control.DefaultScalerConfig(), act, decommissioner{s}, spawn, eventSink{s}))
 }
 
 // decommissioner drains a node for a scale-in (or keeps it after all)

@@ -29,6 +29,7 @@ type controlState struct {
 	mu           sync.Mutex
 	loop         *control.Loop
 	actuatorName string // the autoscaler's actuator ("": none yet)
+	store        ctlStore
 }
 
 func newControlState(s *Server) *controlState {
@@ -42,11 +43,13 @@ func newControlState(s *Server) *controlState {
 	}}
 }
 
-// reset forgets the controller's soft state (the meta lease was acquired).
+// reset forgets the controller's soft state (the meta lease was acquired);
+// the elasticity controller's is resumed from the meta range instead.
 func (c *controlState) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.loop.Controller.Reset()
+	c.store.resume = true
 }
 
 // phaseOf returns a node's bootstrap phase.
@@ -71,19 +74,34 @@ func (s *Server) placeRound(ctx context.Context, urgent bool) {
 	if err != nil {
 		return
 	}
+	var stored []byte
+	resume := !urgent && s.ctl.resuming()
+	if resume {
+		if stored, err = s.readControllerState(ctx, meta); err != nil {
+			return // not readable yet: the round waits, so a fresh state is never stored over it
+		}
+	}
 	obs := s.observe(meta.Desc(), resp, time.Now())
 	s.placeKeySpaces(&obs)
 	cfg := s.clusterConfig()
 	s.ctl.mu.Lock()
-	defer s.ctl.mu.Unlock()
 	s.ctl.loop.Controller.SetPolicy(cfg.Placement)
 	if urgent {
 		s.ctl.loop.Urgent(obs)
+		s.ctl.mu.Unlock()
 		return
 	}
 	s.ctl.applyAutoscale(s, cfg.Autoscale)
+	if resume {
+		s.ctl.resumeLocked(s, stored, obs.Now)
+	}
 	s.ctl.loop.Round(obs)
 	s.exportOverflow()
+	save := s.ctl.stateToSaveLocked(s, obs.Now)
+	s.ctl.mu.Unlock()
+	if save != nil {
+		s.saveControllerState(ctx, meta, save, obs.Now)
+	}
 }
 
 // exportOverflow exports the overflow policy's view of each key space

@@ -1,0 +1,100 @@
+package elastic
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// PlannerState is what a Planner has learnt across rounds, as plain
+// values: enough for another planner (on the next meta leaseholder) to
+// make the decisions this one would have made. The overflow policy's
+// fill rates are not in it: they are relearned within their window.
+type PlannerState struct {
+	Window     int       `json:"window"`
+	OverRounds int       `json:"over_rounds"`
+	FitsSince  time.Time `json:"fits_since"`
+	LastAction time.Time `json:"last_action"`
+	Capped     bool      `json:"capped"`
+
+	Forecaster ForecasterState `json:"forecaster"`
+	Capacity   CapacityState   `json:"capacity"`
+	Bandwidth  BandwidthState  `json:"bandwidth"`
+}
+
+// ForecasterState is a Forecaster's smoothing state and the forecasts
+// still waiting to be scored against the samples they predicted.
+type ForecasterState struct {
+	Season  []float64 `json:"season,omitempty"`
+	Level   float64   `json:"level"`
+	Trend   float64   `json:"trend"`
+	Samples int       `json:"samples"`
+	First   float64   `json:"first"`
+	Horizon int       `json:"horizon"`
+	Pending []float64 `json:"pending,omitempty"`
+	Error   float64   `json:"error"`
+}
+
+// CapacityState is the capacity model's learned idle p99 and per-node
+// capacities (ops/s at full utilisation).
+type CapacityState struct {
+	IdleP99 time.Duration      `json:"idle_p99"`
+	Learned map[uint64]float64 `json:"learned,omitempty"`
+}
+
+// BandwidthState is the migration-rate controller's rates and smoothed
+// p99s.
+type BandwidthState struct {
+	Start  float64       `json:"start"`
+	Rate   float64       `json:"rate"`
+	Steady time.Duration `json:"steady"`
+	P99    time.Duration `json:"p99"`
+}
+
+// Snapshot copies the planner's learnt state.
+func (pl *Planner) Snapshot() PlannerState {
+	f, c, b := pl.fc, pl.capacity, pl.bw
+	return PlannerState{Window: pl.window, OverRounds: pl.overRounds, FitsSince: pl.fitsSince, LastAction: pl.lastAction, Capped: pl.capped,
+		Forecaster: ForecasterState{Season: slices.Clone(f.season), Level: f.level, Trend: f.trend, Samples: f.n, First: f.first,
+			Horizon: f.horizon, Pending: slices.Clone(f.pending), Error: f.err},
+		Capacity:  CapacityState{IdleP99: c.idle, Learned: maps.Clone(c.learned)},
+		Bandwidth: BandwidthState{Start: b.start, Rate: b.rate, Steady: b.steady, P99: b.p99},
+	}
+}
+
+// Restore replaces the planner's learnt state with st. A state whose
+// forecaster has another shape than the policy in force gives (the
+// season or the planning window changed since it was taken) is refused
+// whole: the planner keeps what it has, as after a policy change.
+func (pl *Planner) Restore(st PlannerState) error {
+	f := st.Forecaster
+	season := pl.steps(pl.policy.Season)
+	if season <= 1 {
+		season = 0
+	}
+	switch {
+	case len(f.Season) != season || f.Horizon != pl.fc.horizon:
+		return fmt.Errorf("elastic: the saved forecaster has a season of %d steps and a horizon of %d, the policy gives %d and %d",
+			len(f.Season), f.Horizon, season, pl.fc.horizon)
+	case len(f.Pending) > f.Horizon || f.Samples < 0 || st.Window < 0 || st.OverRounds < 0:
+		return fmt.Errorf("elastic: the saved planner state is inconsistent (%d pending forecasts for a horizon of %d, %d samples)",
+			len(f.Pending), f.Horizon, f.Samples)
+	case st.Capacity.IdleP99 <= 0:
+		return fmt.Errorf("elastic: the saved idle p99 %v is not positive", st.Capacity.IdleP99)
+	case !(st.Bandwidth.Rate > 0) || !(st.Bandwidth.Start > 0):
+		return fmt.Errorf("elastic: the saved migration rate %v (start %v) is not positive", st.Bandwidth.Rate, st.Bandwidth.Start)
+	}
+	pl.window, pl.overRounds, pl.fitsSince, pl.lastAction, pl.capped = st.Window, st.OverRounds, st.FitsSince, st.LastAction, st.Capped
+	pl.fc.season, pl.fc.level, pl.fc.trend, pl.fc.n, pl.fc.first = slices.Clone(f.Season), f.Level, f.Trend, f.Samples, f.First
+	pl.fc.pending, pl.fc.err = slices.Clone(f.Pending), f.Error
+	learned := maps.Clone(st.Capacity.Learned)
+	if learned == nil {
+		learned = map[uint64]float64{}
+	}
+	pl.capacity.idle, pl.capacity.learned = st.Capacity.IdleP99, learned
+	pl.bw.start, pl.bw.rate, pl.bw.steady, pl.bw.p99 = st.Bandwidth.Start, st.Bandwidth.Rate, st.Bandwidth.Steady, st.Bandwidth.P99
+	// The policy's limits apply to a rate saved under other limits.
+	pl.bw.SetConfig(pl.policy.Bandwidth)
+	return nil
+}

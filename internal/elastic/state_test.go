@@ -1,0 +1,79 @@
+package elastic
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A planner restored from another's snapshot, through its JSON form,
+// decides exactly what the original decides for the same observations:
+// the same forecast, capacity, bandwidth and plan, round after round.
+func TestPlannerSnapshotRestoreSameDecisions(t *testing.T) {
+	p := testPolicy(Combined)
+	p.Season = 120 * time.Second
+	wave := func(i int) float64 { return 16000 - 12000*math.Cos(2*math.Pi*float64(i%120)/120) }
+	a := newCluster(t, p, 3)
+	for i := range 300 { // past two seasons: the forecast is trusted
+		if o := a.round(wave(i)); o.Delta > 0 {
+			a.nodes += o.Delta
+		} else if o.Delta < 0 {
+			a.nodes--
+		}
+	}
+	raw, err := json.Marshal(a.pl.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st PlannerState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	b := newCluster(t, p, a.nodes)
+	b.now = a.now
+	if err := b.pl.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(b.pl.Snapshot(), a.pl.Snapshot()) {
+		t.Fatalf("restored state differs:\n%+v\n%+v", b.pl.Snapshot(), a.pl.Snapshot())
+	}
+	fresh := newCluster(t, p, a.nodes)
+	fresh.now = a.now
+	differs := false
+	for i := 300; i < 500; i++ {
+		oa, ob, of := a.round(wave(i)), b.round(wave(i)), fresh.round(wave(i))
+		if !reflect.DeepEqual(oa, ob) {
+			t.Fatalf("round %d: restored planner decided\n%+v\nthe original\n%+v", i, ob, oa)
+		}
+		differs = differs || !reflect.DeepEqual(oa.Forecast, of.Forecast)
+		a.nodes += oa.Delta
+		b.nodes, fresh.nodes = a.nodes, a.nodes
+	}
+	if !differs {
+		t.Fatal("a fresh planner forecasts as the restored one: the test shows nothing")
+	}
+}
+
+// A snapshot taken under another season or planning window is refused
+// whole, and the planner keeps its own state.
+func TestPlannerRestoreRefusesAnotherShape(t *testing.T) {
+	p := testPolicy(Combined)
+	p.Season = 60 * time.Second
+	a := newCluster(t, p, 3)
+	for range 10 {
+		a.round(5000)
+	}
+	p.Season = 90 * time.Second
+	b := newCluster(t, p, 3)
+	before := b.pl.Snapshot()
+	err := b.pl.Restore(a.pl.Snapshot())
+	if err == nil || !strings.Contains(err.Error(), "season of 60 steps") {
+		t.Fatalf("restore across seasons: %v", err)
+	}
+	if !reflect.DeepEqual(b.pl.Snapshot(), before) {
+		t.Fatal("a refused restore changed the planner")
+	}
+}
