@@ -126,7 +126,7 @@ func queueCheck(p *prepared) string {
 	case p.name == "mset" && len(p.args)%2 != 1:
 		return errArity(p.name)
 	case p.name == "set":
-		_, rerr := parseSetOptions(p.args[3:])
+		_, rerr := parseSetOptions(p.args[3:], false)
 		return rerr
 	}
 	return ""

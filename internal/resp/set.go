@@ -11,55 +11,82 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// setOptions are SET's options after key and value.
+// setOptions are SET's options after key and value, or GETEX's after
+// key.
 type setOptions struct {
 	nx, xx, get bool
-	expiry      Expiry
+	// persist: GETEX's PERSIST (expiry is then none, which clears a TTL).
+	persist bool
+	// timed: an expiry option was given (EX, PX, EXAT, PXAT, KEEPTTL,
+	// PERSIST).
+	timed  bool
+	expiry Expiry
 }
 
-const errSetExpire = "ERR invalid expire time in 'set' command"
-
-// parseSetOptions reads NX, XX, GET, EX seconds, PX milliseconds, EXAT
-// and PXAT (Unix time in seconds, milliseconds) and KEEPTTL as Redis does:
-// NX with XX, or two of the expiry options, is a syntax error; a time that
-// is not an integer is errNotInt, one that is not positive (or too large
-// for TideKV's, about 292 years) is errSetExpire. It returns the error
-// reply, if any.
-func parseSetOptions(args [][]byte) (setOptions, string) {
+// parseSetOptions reads SET's options (getex false: NX, XX, GET, EX
+// seconds, PX milliseconds, EXAT and PXAT, Unix times in seconds and
+// milliseconds, and KEEPTTL) or GETEX's (EX, PX, EXAT, PXAT, PERSIST) as
+// Redis does: an option may be repeated (the last time wins), NX with XX
+// or two different expiry options are a syntax error, and the time is
+// checked once all options are read: not an integer is errNotInt, not
+// positive (or too large for TideKV's times, about 292 years) "ERR invalid
+// expire time in '<command>' command". It returns the error reply, if any.
+func parseSetOptions(args [][]byte, getex bool) (setOptions, string) {
 	var o setOptions
-	timed := false
+	var timeOpt string // the expiry option given
+	var when []byte
 	for i := 0; i < len(args); i++ {
-		switch opt := strings.ToUpper(string(args[i])); opt {
+		opt := strings.ToUpper(string(args[i]))
+		ok := false
+		switch opt {
 		case "NX", "XX":
-			if (opt == "NX" && o.xx) || (opt == "XX" && o.nx) {
-				return o, errSyntax
-			}
+			ok = !getex && !(opt == "NX" && o.xx) && !(opt == "XX" && o.nx)
 			o.nx, o.xx = o.nx || opt == "NX", o.xx || opt == "XX"
 		case "GET":
-			o.get = true
-		case "KEEPTTL":
-			if timed {
-				return o, errSyntax
-			}
-			o.expiry.Keep, timed = true, true
+			ok, o.get = !getex, true
+		case "KEEPTTL", "PERSIST":
+			ok = getex == (opt == "PERSIST") && (timeOpt == "" || timeOpt == opt)
+			timeOpt = opt
 		case "EX", "PX", "EXAT", "PXAT":
-			if timed || i+1 == len(args) {
-				return o, errSyntax
+			ok = (timeOpt == "" || timeOpt == opt) && i+1 < len(args)
+			if ok {
+				timeOpt, when = opt, args[i+1]
+				i++
 			}
-			i++
-			d, rerr := parseTTL(args[i], opt == "EX" || opt == "EXAT", errSetExpire)
-			if rerr != "" {
-				return o, rerr
-			}
-			if d <= 0 {
-				return o, errSetExpire
-			}
-			o.expiry, timed = expiryOf(d, opt == "EXAT" || opt == "PXAT"), true
-		default:
+		}
+		if !ok {
 			return o, errSyntax
 		}
 	}
+	o.timed = timeOpt != ""
+	switch timeOpt {
+	case "KEEPTTL":
+		o.expiry.Keep = true
+	case "PERSIST":
+		o.persist = true
+	case "EX", "PX", "EXAT", "PXAT":
+		cmd := "set"
+		if getex {
+			cmd = "getex"
+		}
+		d, rerr := parseExpireTime(when, timeOpt == "EX" || timeOpt == "EXAT", cmd)
+		if rerr != "" {
+			return o, rerr
+		}
+		o.expiry = expiryOf(d, timeOpt == "EXAT" || timeOpt == "PXAT")
+	}
 	return o, ""
+}
+
+// parseExpireTime reads a positive time to live or Unix time, in seconds
+// or milliseconds, for cmd's error reply.
+func parseExpireTime(arg []byte, seconds bool, cmd string) (time.Duration, string) {
+	bad := "ERR invalid expire time in '" + cmd + "' command"
+	d, rerr := parseTTL(arg, seconds, bad)
+	if rerr == "" && d <= 0 {
+		rerr = bad
+	}
+	return d, rerr
 }
 
 // expiryOf is an expiry d from now or, with at, d after the Unix epoch.
@@ -90,7 +117,7 @@ func parseTTL(arg []byte, seconds bool, tooLarge string) (time.Duration, string)
 
 func cmdSet(x *call) {
 	key, val := x.args[1], x.args[2]
-	o, rerr := parseSetOptions(x.args[3:])
+	o, rerr := parseSetOptions(x.args[3:], false)
 	if rerr != "" {
 		x.c.WriteError(rerr)
 		return

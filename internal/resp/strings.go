@@ -27,8 +27,12 @@ func cmdIncr(x *call) {
 		delta = -1
 	case "incrby", "decrby":
 		d, err := strconv.ParseInt(string(x.args[2]), 10, 64)
-		if err != nil || (x.name == "decrby" && d == math.MinInt64) {
+		switch {
+		case err != nil:
 			x.c.WriteError(errNotInt)
+			return
+		case x.name == "decrby" && d == math.MinInt64:
+			x.c.WriteError("ERR decrement would overflow")
 			return
 		}
 		if x.name == "decrby" {
