@@ -54,6 +54,8 @@ func init() {
 		"pexpiretime": {arity: 2, fn: cmdExpireTime},
 		"persist":     {arity: 2, fn: cmdPersist},
 		"setnx":       {arity: 3, fn: cmdSetNX},
+		"append":      {arity: 3, fn: cmdAppend},
+		"strlen":      {arity: 2, fn: cmdStrlen},
 		"getset":      {arity: 3, fn: cmdGetSet},
 		"del":         {arity: -2, fn: cmdDel},
 		"unlink":      {arity: -2, fn: cmdDel},

@@ -140,14 +140,14 @@ func cmdSet(x *call) {
 		x.c.WriteString("OK")
 		return
 	}
-	old, oldExists, applied, err := x.casLoop(encKey(key), o.expiry, func(cur []byte, exists bool) ([]byte, bool, string) {
+	old, oldExists, applied, err := x.casLoop(encKey(key), o.expiry, func(cur []byte, exists bool) ([]byte, casWrite, string) {
 		if o.get && exists && isHashMarker(cur) {
-			return nil, false, errWrongType
+			return nil, casNone, errWrongType
 		}
 		if (o.nx && exists) || (o.xx && !exists) {
-			return nil, false, ""
+			return nil, casNone, ""
 		}
-		return val, true, ""
+		return val, casPut, ""
 	})
 	if err != nil {
 		writeCASErr(x.c, err)
@@ -202,31 +202,44 @@ func writeCASErr(c redcon.Conn, err error) {
 	replyErr(c, err)
 }
 
+// casWrite is what a casLoop step writes.
+type casWrite int
+
+const (
+	casNone   casWrite = iota // nothing: decide declined
+	casPut                    // the new value
+	casDelete                 // a delete of the key
+)
+
 // casLoop reads key and applies decide to its state until a compare-and-set
-// succeeds or decide declines. decide returns the new value, whether to
-// write, and a Redis error to reply instead (no write); the new value is
+// succeeds or decide declines. decide returns the new value, what to
+// write, and a Redis error to reply instead (no write); a new value is
 // written with expiry e. It returns the state before the successful write
-// (or the state decide declined on).
-func (x *call) casLoop(key []byte, e Expiry, decide func(cur []byte, exists bool) ([]byte, bool, string)) (old []byte, oldExists, applied bool, err error) {
+// (or the state decide declined on). Each round is one atomic
+// compare-and-set of the store, so the command is atomic on its key.
+func (x *call) casLoop(key []byte, e Expiry, decide func(cur []byte, exists bool) ([]byte, casWrite, string)) (old []byte, oldExists, applied bool, err error) {
 	cur, err := x.kv.Get(x.ctx, key)
 	exists := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, false, false, err
 	}
 	for range x.s.cfg.CASAttempts {
-		nv, write, rerr := decide(cur, exists)
+		nv, w, rerr := decide(cur, exists)
 		if rerr != "" {
 			return cur, exists, false, replyError(rerr)
 		}
-		if !write {
+		if w == casNone {
 			return cur, exists, false, nil
 		}
-		var expected *[]byte
+		var expected, newValue *[]byte
 		if exists {
 			c := cur
 			expected = &c
 		}
-		swapped, now, nowExists, err := x.kv.CompareAndSet(x.ctx, key, expected, &nv, e)
+		if w == casPut {
+			newValue = &nv
+		}
+		swapped, now, nowExists, err := x.kv.CompareAndSet(x.ctx, key, expected, newValue, e)
 		if err != nil {
 			return nil, false, false, err
 		}

@@ -7,16 +7,84 @@ import (
 )
 
 func cmdGet(x *call) {
+	if v, found, ok := x.readString(); ok && found {
+		x.c.WriteBulk(v)
+	} else if ok {
+		x.c.WriteNull()
+	}
+}
+
+// readString reads the string at the command's key (x.args[1]) and
+// reports whether it exists; if the read failed or the key holds a hash
+// it replies that itself and returns ok false.
+func (x *call) readString() (v []byte, found, ok bool) {
 	v, err := x.kv.Get(x.ctx, encKey(x.args[1]))
 	switch {
 	case errors.Is(err, ErrNotFound):
-		x.c.WriteNull()
+		return nil, false, true
 	case err != nil:
 		replyErr(x.c, err)
 	case isHashMarker(v):
 		x.c.WriteError(errWrongType)
 	default:
-		x.c.WriteBulk(v)
+		return v, true, true
+	}
+	return nil, false, false
+}
+
+// errTooLong is Redis's reply to a string that would outgrow its maximum,
+// here Config.MaxBulkLen (Redis's proto-max-bulk-len).
+const errTooLong = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+
+// editString replaces the string at the command's key (x.args[1]) with
+// edit's result in one compare-and-set round after another (casLoop), so
+// that no write of another client falls between its read and its write,
+// keeping the key's TTL, and replies the new length. edit gets the
+// current value (nil when absent) and returns the new one, or nil to
+// write nothing and reply the current length, or an error reply. A hash
+// is WRONGTYPE.
+func (x *call) editString(edit func(cur []byte, exists bool) ([]byte, string)) {
+	n := 0
+	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
+		if exists && isHashMarker(cur) {
+			return nil, casNone, errWrongType
+		}
+		nv, rerr := edit(cur, exists)
+		switch {
+		case rerr != "":
+			return nil, casNone, rerr
+		case nv == nil:
+			n = len(cur)
+			return nil, casNone, ""
+		case len(nv) > x.s.cfg.MaxBulkLen:
+			return nil, casNone, errTooLong
+		case isHashMarker(nv):
+			return nil, casNone, errReserved
+		}
+		n = len(nv)
+		return nv, casPut, ""
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteInt(n)
+}
+
+// cmdAppend: APPEND key value, the new length; a missing key is created.
+func cmdAppend(x *call) {
+	x.editString(func(cur []byte, exists bool) ([]byte, string) {
+		if exists && len(x.args[2]) == 0 {
+			return nil, ""
+		}
+		return append(append(make([]byte, 0, len(cur)+len(x.args[2])), cur...), x.args[2]...), ""
+	})
+}
+
+// cmdStrlen: STRLEN key, 0 for a missing key.
+func cmdStrlen(x *call) {
+	if v, _, ok := x.readString(); ok {
+		x.c.WriteInt(len(v))
 	}
 }
 
@@ -42,23 +110,23 @@ func cmdIncr(x *call) {
 	}
 	var result int64
 	// The counter keeps its TTL, as in Redis.
-	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, bool, string) {
+	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
 		var n int64
 		if exists {
 			if isHashMarker(cur) {
-				return nil, false, errWrongType
+				return nil, casNone, errWrongType
 			}
 			v, err := strconv.ParseInt(string(cur), 10, 64)
 			if err != nil || strconv.FormatInt(v, 10) != string(cur) {
-				return nil, false, errNotInt
+				return nil, casNone, errNotInt
 			}
 			n = v
 		}
 		if (delta > 0 && n > math.MaxInt64-delta) || (delta < 0 && n < math.MinInt64-delta) {
-			return nil, false, "ERR increment or decrement would overflow"
+			return nil, casNone, "ERR increment or decrement would overflow"
 		}
 		result = n + delta
-		return []byte(strconv.FormatInt(result, 10)), true, ""
+		return []byte(strconv.FormatInt(result, 10)), casPut, ""
 	})
 	if err != nil {
 		writeCASErr(x.c, err)

@@ -41,6 +41,8 @@ var gens = []gen{
 	{1, func(r *rand.Rand) []string { return []string{"SETNX", key(r), pick(r, values)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"GETSET", key(r), pick(r, values)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"HSET", "h", "f", pick(r, values)} }, Equal},
+	{2, func(r *rand.Rand) []string { return []string{"APPEND", key(r), pick(r, values)} }, Equal},
+	{2, func(r *rand.Rand) []string { return []string{"STRLEN", key(r)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"EXPIRE", key(r), "1000"} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"PERSIST", key(r)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"TTL", key(r)} }, AnyPositive},
