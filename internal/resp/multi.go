@@ -56,7 +56,7 @@ func (w watchedKey) same(r Result) bool {
 const (
 	errExecAbort = "EXECABORT Transaction discarded because of previous errors."
 	// inMultiList names the commands EXEC can run, for refusals.
-	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, " +
+	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, " +
 		"EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, UNWATCH"
 )
 
@@ -65,6 +65,7 @@ const (
 // hashes) or change the connection (SELECT, AUTH, CLIENT).
 var inMulti = map[string]bool{
 	"get": true, "set": true, "setnx": true, "getset": true, "append": true, "strlen": true,
+	"getrange": true, "substr": true, "setrange": true,
 	"del": true, "unlink": true,
 	"exists": true, "type": true, "mget": true, "mset": true,
 	"incr": true, "decr": true, "incrby": true, "decrby": true,

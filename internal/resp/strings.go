@@ -198,3 +198,64 @@ func (x *call) writeAll(ops []Op) error {
 		return (&txView{tx: tx, now: x.s.cfg.Now}).Write(x.ctx, ops)
 	})
 }
+
+// cmdGetRange: GETRANGE key start end (and SUBSTR, its old name), the
+// bytes from start to end inclusive, negative indexes counting from the
+// end, clamped to the string as Redis clamps them.
+func cmdGetRange(x *call) {
+	start, err1 := strconv.ParseInt(string(x.args[2]), 10, 64)
+	end, err2 := strconv.ParseInt(string(x.args[3]), 10, 64)
+	if err1 != nil || err2 != nil {
+		x.c.WriteError(errNotInt)
+		return
+	}
+	v, _, ok := x.readString()
+	if !ok {
+		return
+	}
+	n := int64(len(v))
+	if start < 0 && end < 0 && start > end {
+		x.c.WriteBulk(nil)
+		return
+	}
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if end < 0 {
+		end = max(n+end, 0)
+	}
+	end = min(end, n-1)
+	if start > end || n == 0 {
+		x.c.WriteBulk(nil)
+		return
+	}
+	x.c.WriteBulk(v[start : end+1])
+}
+
+// cmdSetRange: SETRANGE key offset value writes value at offset, padding
+// with zero bytes, and replies the new length; an empty value changes
+// nothing (and creates no key).
+func cmdSetRange(x *call) {
+	off, err := strconv.ParseInt(string(x.args[2]), 10, 64)
+	switch {
+	case err != nil:
+		x.c.WriteError(errNotInt)
+		return
+	case off < 0:
+		x.c.WriteError("ERR offset is out of range")
+		return
+	}
+	val := x.args[3]
+	x.editString(func(cur []byte, exists bool) ([]byte, string) {
+		switch {
+		case len(val) == 0:
+			return nil, ""
+		case off > int64(x.s.cfg.MaxBulkLen-len(val)):
+			return nil, errTooLong
+		}
+		nv := make([]byte, max(len(cur), int(off)+len(val)))
+		copy(nv, cur)
+		copy(nv[off:], val)
+		return nv, ""
+	})
+}

@@ -12,7 +12,8 @@ var (
 	keys   = []string{"k0", "k1", "k2", "k3", "h"}
 	values = []string{"", "0", "1", "-1", "42", "-17", "007", "3.5", "-0.25", "1e3", "abc", "hello world",
 		"9223372036854775807", "-9223372036854775808", "9223372036854775808", " 1", "1 ", "inf", "\x00b\xff"}
-	ints = []string{"0", "1", "-1", "7", "-100", "9223372036854775807", "-9223372036854775808", "x", "1.5", ""}
+	ints    = []string{"0", "1", "-1", "7", "-100", "9223372036854775807", "-9223372036854775808", "x", "1.5", ""}
+	offsets = []string{"0", "1", "2", "5", "12", "-1", "-3", "-20", "x"}
 )
 
 // gen draws one command's arguments.
@@ -43,6 +44,8 @@ var gens = []gen{
 	{1, func(r *rand.Rand) []string { return []string{"HSET", "h", "f", pick(r, values)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"APPEND", key(r), pick(r, values)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"STRLEN", key(r)} }, Equal},
+	{2, func(r *rand.Rand) []string { return []string{"GETRANGE", key(r), pick(r, offsets), pick(r, offsets)} }, Equal},
+	{2, func(r *rand.Rand) []string { return []string{"SETRANGE", key(r), pick(r, offsets), pick(r, values)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"EXPIRE", key(r), "1000"} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"PERSIST", key(r)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"TTL", key(r)} }, AnyPositive},
