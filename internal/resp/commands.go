@@ -59,6 +59,8 @@ func init() {
 		"getrange":    {arity: 4, fn: cmdGetRange},
 		"substr":      {arity: 4, fn: cmdGetRange},
 		"setrange":    {arity: 4, fn: cmdSetRange},
+		"getdel":      {arity: 2, fn: cmdGetDel},
+		"getex":       {arity: -2, fn: cmdGetEx},
 		"getset":      {arity: 3, fn: cmdGetSet},
 		"del":         {arity: -2, fn: cmdDel},
 		"unlink":      {arity: -2, fn: cmdDel},

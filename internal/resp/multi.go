@@ -56,7 +56,7 @@ func (w watchedKey) same(r Result) bool {
 const (
 	errExecAbort = "EXECABORT Transaction discarded because of previous errors."
 	// inMultiList names the commands EXEC can run, for refusals.
-	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, " +
+	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, GETDEL, GETEX, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, " +
 		"EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, UNWATCH"
 )
 
@@ -65,7 +65,7 @@ const (
 // hashes) or change the connection (SELECT, AUTH, CLIENT).
 var inMulti = map[string]bool{
 	"get": true, "set": true, "setnx": true, "getset": true, "append": true, "strlen": true,
-	"getrange": true, "substr": true, "setrange": true,
+	"getrange": true, "substr": true, "setrange": true, "getdel": true, "getex": true,
 	"del": true, "unlink": true,
 	"exists": true, "type": true, "mget": true, "mset": true,
 	"incr": true, "decr": true, "incrby": true, "decrby": true,
@@ -128,7 +128,10 @@ func queueCheck(p *prepared) string {
 	case p.name == "mset" && len(p.args)%2 != 1:
 		return errArity(p.name)
 	case p.name == "set":
-		_, rerr := parseSetOptions(p.args[3:], false)
+		o, rerr := parseSetOptions(p.args[3:], false)
+		if rerr == "" {
+			_, rerr = o.expiry("set")
+		}
 		return rerr
 	}
 	return ""

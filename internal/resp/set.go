@@ -15,26 +15,20 @@ import (
 // key.
 type setOptions struct {
 	nx, xx, get bool
-	// persist: GETEX's PERSIST (expiry is then none, which clears a TTL).
-	persist bool
-	// timed: an expiry option was given (EX, PX, EXAT, PXAT, KEEPTTL,
-	// PERSIST).
-	timed  bool
-	expiry Expiry
+	// timeOpt is the expiry option given (EX, PX, EXAT, PXAT, KEEPTTL,
+	// PERSIST; "": none), when its time.
+	timeOpt string
+	when    []byte
 }
 
 // parseSetOptions reads SET's options (getex false: NX, XX, GET, EX
 // seconds, PX milliseconds, EXAT and PXAT, Unix times in seconds and
 // milliseconds, and KEEPTTL) or GETEX's (EX, PX, EXAT, PXAT, PERSIST) as
-// Redis does: an option may be repeated (the last time wins), NX with XX
-// or two different expiry options are a syntax error, and the time is
-// checked once all options are read: not an integer is errNotInt, not
-// positive (or too large for TideKV's times, about 292 years) "ERR invalid
-// expire time in '<command>' command". It returns the error reply, if any.
+// Redis does: an option may be repeated (the last time wins), and NX with
+// XX or two different expiry options are a syntax error. The time is
+// checked by expiry. It returns the error reply, if any.
 func parseSetOptions(args [][]byte, getex bool) (setOptions, string) {
 	var o setOptions
-	var timeOpt string // the expiry option given
-	var when []byte
 	for i := 0; i < len(args); i++ {
 		opt := strings.ToUpper(string(args[i]))
 		ok := false
@@ -45,12 +39,12 @@ func parseSetOptions(args [][]byte, getex bool) (setOptions, string) {
 		case "GET":
 			ok, o.get = !getex, true
 		case "KEEPTTL", "PERSIST":
-			ok = getex == (opt == "PERSIST") && (timeOpt == "" || timeOpt == opt)
-			timeOpt = opt
+			ok = getex == (opt == "PERSIST") && (o.timeOpt == "" || o.timeOpt == opt)
+			o.timeOpt = opt
 		case "EX", "PX", "EXAT", "PXAT":
-			ok = (timeOpt == "" || timeOpt == opt) && i+1 < len(args)
+			ok = (o.timeOpt == "" || o.timeOpt == opt) && i+1 < len(args)
 			if ok {
-				timeOpt, when = opt, args[i+1]
+				o.timeOpt, o.when = opt, args[i+1]
 				i++
 			}
 		}
@@ -58,24 +52,22 @@ func parseSetOptions(args [][]byte, getex bool) (setOptions, string) {
 			return o, errSyntax
 		}
 	}
-	o.timed = timeOpt != ""
-	switch timeOpt {
-	case "KEEPTTL":
-		o.expiry.Keep = true
-	case "PERSIST":
-		o.persist = true
-	case "EX", "PX", "EXAT", "PXAT":
-		cmd := "set"
-		if getex {
-			cmd = "getex"
-		}
-		d, rerr := parseExpireTime(when, timeOpt == "EX" || timeOpt == "EXAT", cmd)
-		if rerr != "" {
-			return o, rerr
-		}
-		o.expiry = expiryOf(d, timeOpt == "EXAT" || timeOpt == "PXAT")
-	}
 	return o, ""
+}
+
+// expiry is what the options do with the key's TTL (KEEPTTL: keep it;
+// none or PERSIST: clear it), or cmd's error reply for a time that is not
+// an integer (errNotInt) or not positive (or too large for TideKV's times,
+// about 292 years): "ERR invalid expire time in '<cmd>' command".
+func (o setOptions) expiry(cmd string) (Expiry, string) {
+	switch o.timeOpt {
+	case "KEEPTTL":
+		return Expiry{Keep: true}, ""
+	case "EX", "PX", "EXAT", "PXAT":
+		d, rerr := parseExpireTime(o.when, o.timeOpt == "EX" || o.timeOpt == "EXAT", cmd)
+		return expiryOf(d, o.timeOpt == "EXAT" || o.timeOpt == "PXAT"), rerr
+	}
+	return Expiry{}, ""
 }
 
 // parseExpireTime reads a positive time to live or Unix time, in seconds
@@ -122,16 +114,21 @@ func cmdSet(x *call) {
 		x.c.WriteError(rerr)
 		return
 	}
+	e, rerr := o.expiry("set")
+	if rerr != "" {
+		x.c.WriteError(rerr)
+		return
+	}
 	if isHashMarker(val) {
 		x.c.WriteError(errReserved)
 		return
 	}
 	if !o.nx && !o.xx && !o.get {
 		var err error
-		if o.expiry == (Expiry{}) {
+		if e == (Expiry{}) {
 			err = x.kv.Put(x.ctx, encKey(key), val) // clears a TTL
 		} else {
-			err = x.kv.Write(x.ctx, []Op{{Key: encKey(key), Value: val, Expiry: o.expiry}})
+			err = x.kv.Write(x.ctx, []Op{{Key: encKey(key), Value: val, Expiry: e}})
 		}
 		if err != nil {
 			replyErr(x.c, err)
@@ -140,7 +137,7 @@ func cmdSet(x *call) {
 		x.c.WriteString("OK")
 		return
 	}
-	old, oldExists, applied, err := x.casLoop(encKey(key), o.expiry, func(cur []byte, exists bool) ([]byte, casWrite, string) {
+	old, oldExists, applied, err := x.casLoop(encKey(key), e, func(cur []byte, exists bool) ([]byte, casWrite, string) {
 		if o.get && exists && isHashMarker(cur) {
 			return nil, casNone, errWrongType
 		}

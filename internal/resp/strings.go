@@ -259,3 +259,64 @@ func cmdSetRange(x *call) {
 		return nv, ""
 	})
 }
+
+// cmdGetDel: GETDEL key replies the string and deletes it, in one
+// compare-and-set round after another (a write in between makes the
+// delete fail and the round start again).
+func cmdGetDel(x *call) {
+	old, found, _, err := x.casLoop(encKey(x.args[1]), Expiry{}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
+		switch {
+		case !exists:
+			return nil, casNone, ""
+		case isHashMarker(cur):
+			return nil, casNone, errWrongType
+		}
+		return nil, casDelete, ""
+	})
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case found:
+		x.c.WriteBulk(old)
+	default:
+		x.c.WriteNull()
+	}
+}
+
+// cmdGetEx: GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST] replies the
+// string and sets its expiry (PERSIST: removes it). With an option the
+// value is written again with the new expiry, compared and set, so a
+// write in between is not undone; without one it is GET. As in Redis,
+// the time is checked after the key: a missing key is nil, a hash
+// WRONGTYPE, whatever the time.
+func cmdGetEx(x *call) {
+	o, rerr := parseSetOptions(x.args[2:], true)
+	switch {
+	case rerr != "":
+		x.c.WriteError(rerr)
+		return
+	case o.timeOpt == "":
+		cmdGet(x)
+		return
+	}
+	e, badTime := o.expiry("getex")
+	old, found, _, err := x.casLoop(encKey(x.args[1]), e, func(cur []byte, exists bool) ([]byte, casWrite, string) {
+		switch {
+		case !exists:
+			return nil, casNone, ""
+		case isHashMarker(cur):
+			return nil, casNone, errWrongType
+		case badTime != "":
+			return nil, casNone, badTime
+		}
+		return cur, casPut, ""
+	})
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case found:
+		x.c.WriteBulk(old)
+	default:
+		x.c.WriteNull()
+	}
+}

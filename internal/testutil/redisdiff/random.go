@@ -47,6 +47,11 @@ var gens = []gen{
 	{2, func(r *rand.Rand) []string { return []string{"GETRANGE", key(r), pick(r, offsets), pick(r, offsets)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"SETRANGE", key(r), pick(r, offsets), pick(r, values)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"EXPIRE", key(r), "1000"} }, Equal},
+	{2, func(r *rand.Rand) []string { return []string{"GETDEL", key(r)} }, Equal},
+	{2, func(r *rand.Rand) []string {
+		opts := [][]string{{}, {"EX", "1000"}, {"PX", "1000000"}, {"PERSIST"}, {"EX", "0"}, {"KEEPTTL"}}
+		return append([]string{"GETEX", key(r)}, opts[r.IntN(len(opts))]...)
+	}, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"PERSIST", key(r)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"TTL", key(r)} }, AnyPositive},
 }
