@@ -56,7 +56,7 @@ func (w watchedKey) same(r Result) bool {
 const (
 	errExecAbort = "EXECABORT Transaction discarded because of previous errors."
 	// inMultiList names the commands EXEC can run, for refusals.
-	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, GETDEL, GETEX, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, " +
+	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, GETDEL, GETEX, SETEX, PSETEX, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, MSETNX, INCR, DECR, INCRBY, DECRBY, " +
 		"EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, UNWATCH"
 )
 
@@ -67,7 +67,8 @@ var inMulti = map[string]bool{
 	"get": true, "set": true, "setnx": true, "getset": true, "append": true, "strlen": true,
 	"getrange": true, "substr": true, "setrange": true, "getdel": true, "getex": true,
 	"del": true, "unlink": true,
-	"exists": true, "type": true, "mget": true, "mset": true,
+	"exists": true, "type": true, "mget": true, "mset": true, "msetnx": true,
+	"setex": true, "psetex": true,
 	"incr": true, "decr": true, "incrby": true, "decrby": true,
 	"expire": true, "pexpire": true, "expireat": true, "pexpireat": true, "persist": true,
 	"ttl": true, "pttl": true, "expiretime": true, "pexpiretime": true,
@@ -125,7 +126,7 @@ func queueCheck(p *prepared) string {
 		return p.errMsg
 	case !inMulti[p.name]:
 		return fmt.Sprintf("ERR %s inside MULTI is not supported by TideKV; EXEC runs %s", strings.ToUpper(p.name), inMultiList)
-	case p.name == "mset" && len(p.args)%2 != 1:
+	case (p.name == "mset" || p.name == "msetnx") && len(p.args)%2 != 1:
 		return errArity(p.name)
 	case p.name == "set":
 		o, rerr := parseSetOptions(p.args[3:], false)

@@ -124,17 +124,7 @@ func cmdSet(x *call) {
 		return
 	}
 	if !o.nx && !o.xx && !o.get {
-		var err error
-		if e == (Expiry{}) {
-			err = x.kv.Put(x.ctx, encKey(key), val) // clears a TTL
-		} else {
-			err = x.kv.Write(x.ctx, []Op{{Key: encKey(key), Value: val, Expiry: e}})
-		}
-		if err != nil {
-			replyErr(x.c, err)
-			return
-		}
-		x.c.WriteString("OK")
+		x.setPlain(key, val, e)
 		return
 	}
 	old, oldExists, applied, err := x.casLoop(encKey(key), e, func(cur []byte, exists bool) ([]byte, casWrite, string) {
@@ -159,6 +149,36 @@ func cmdSet(x *call) {
 		x.c.WriteString("OK")
 	default:
 		x.c.WriteNull()
+	}
+}
+
+// setPlain writes val at key with expiry e (none: a TTL the key had is
+// cleared) and replies OK.
+func (x *call) setPlain(key, val []byte, e Expiry) {
+	var err error
+	if e == (Expiry{}) {
+		err = x.kv.Put(x.ctx, encKey(key), val)
+	} else {
+		err = x.kv.Write(x.ctx, []Op{{Key: encKey(key), Value: val, Expiry: e}})
+	}
+	if err != nil {
+		replyErr(x.c, err)
+		return
+	}
+	x.c.WriteString("OK")
+}
+
+// cmdSetEx: SETEX key seconds value, PSETEX key milliseconds value: SET
+// key value EX seconds (PX milliseconds), the time checked first.
+func cmdSetEx(x *call) {
+	d, rerr := parseExpireTime(x.args[2], x.name == "setex", x.name)
+	switch {
+	case rerr != "":
+		x.c.WriteError(rerr)
+	case isHashMarker(x.args[3]):
+		x.c.WriteError(errReserved)
+	default:
+		x.setPlain(x.args[1], x.args[3], Expiry{TTL: d})
 	}
 }
 

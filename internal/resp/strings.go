@@ -165,23 +165,64 @@ func cmdMGet(x *call) {
 }
 
 func cmdMSet(x *call) {
-	if len(x.args)%2 != 1 {
-		x.c.WriteError(errArity(x.name))
+	ops, ok := x.msetOps()
+	if !ok {
 		return
-	}
-	ops := make([]Op, 0, len(x.args)/2)
-	for i := 1; i < len(x.args); i += 2 {
-		if isHashMarker(x.args[i+1]) {
-			x.c.WriteError(errReserved)
-			return
-		}
-		ops = append(ops, Op{Key: encKey(x.args[i]), Value: x.args[i+1]})
 	}
 	if err := x.writeAll(ops); err != nil {
 		replyErr(x.c, err)
 		return
 	}
 	x.c.WriteString("OK")
+}
+
+// msetOps are the puts of MSET's or MSETNX's key value pairs; when the
+// arguments are not pairs or a value is reserved, it replies the error
+// and returns false.
+func (x *call) msetOps() ([]Op, bool) {
+	if len(x.args)%2 != 1 {
+		x.c.WriteError(errArity(x.name))
+		return nil, false
+	}
+	ops := make([]Op, 0, len(x.args)/2)
+	for i := 1; i < len(x.args); i += 2 {
+		if isHashMarker(x.args[i+1]) {
+			x.c.WriteError(errReserved)
+			return nil, false
+		}
+		ops = append(ops, Op{Key: encKey(x.args[i]), Value: x.args[i+1]})
+	}
+	return ops, true
+}
+
+// cmdMSetNX: MSETNX key value [key value ...] sets every key if none
+// exists (1), else none (0): one transaction reads the keys and writes
+// them, so no key can appear between the check and the writes.
+func cmdMSetNX(x *call) {
+	ops, ok := x.msetOps()
+	if !ok {
+		return
+	}
+	set := false
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		set = false // an attempt retried after a conflict starts over
+		for _, op := range ops {
+			r, err := tx.Get(x.ctx, op.Key)
+			if err != nil || r.Found {
+				return err
+			}
+		}
+		set = true
+		return (&txView{tx: tx, now: x.s.cfg.Now}).Write(x.ctx, ops)
+	})
+	switch {
+	case err != nil:
+		replyErr(x.c, err)
+	case set:
+		x.c.WriteInt(1)
+	default:
+		x.c.WriteInt(0)
+	}
 }
 
 // writeAll applies ops all or none, as Redis's MSET does: as one Write

@@ -48,6 +48,15 @@ var gens = []gen{
 	{2, func(r *rand.Rand) []string { return []string{"SETRANGE", key(r), pick(r, offsets), pick(r, values)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"EXPIRE", key(r), "1000"} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"GETDEL", key(r)} }, Equal},
+	{1, func(r *rand.Rand) []string {
+		return []string{"SETEX", key(r), pick(r, []string{"1000", "0", "x"}), pick(r, values)}
+	}, Equal},
+	{1, func(r *rand.Rand) []string {
+		return []string{"PSETEX", key(r), pick(r, []string{"1000000", "-5"}), pick(r, values)}
+	}, Equal},
+	{2, func(r *rand.Rand) []string {
+		return []string{"MSETNX", key(r), pick(r, values), key(r), pick(r, values)}
+	}, Equal},
 	{2, func(r *rand.Rand) []string {
 		opts := [][]string{{}, {"EX", "1000"}, {"PX", "1000000"}, {"PERSIST"}, {"EX", "0"}, {"KEEPTTL"}}
 		return append([]string{"GETEX", key(r)}, opts[r.IntN(len(opts))]...)
