@@ -75,6 +75,7 @@ func init() {
 		"decr":        {arity: 2, fn: cmdIncr},
 		"incrby":      {arity: 3, fn: cmdIncr},
 		"decrby":      {arity: 3, fn: cmdIncr},
+		"incrbyfloat": {arity: 3, fn: cmdIncrByFloat},
 		"hset":        {arity: -4, fn: cmdHSet},
 		"hmset":       {arity: -4, fn: cmdHSet},
 		"hget":        {arity: 3, fn: cmdHGet},
@@ -98,6 +99,7 @@ func init() {
 const (
 	errWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
 	errNotInt    = "ERR value is not an integer or out of range"
+	errNotFloat  = "ERR value is not a valid float"
 	errSyntax    = "ERR syntax error"
 	errReserved  = "ERR value is reserved by TideKV's hash encoding"
 )

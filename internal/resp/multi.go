@@ -56,7 +56,7 @@ func (w watchedKey) same(r Result) bool {
 const (
 	errExecAbort = "EXECABORT Transaction discarded because of previous errors."
 	// inMultiList names the commands EXEC can run, for refusals.
-	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, GETDEL, GETEX, SETEX, PSETEX, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, MSETNX, INCR, DECR, INCRBY, DECRBY, " +
+	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, GETDEL, GETEX, SETEX, PSETEX, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, MSETNX, INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT, " +
 		"EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, UNWATCH"
 )
 
@@ -69,7 +69,7 @@ var inMulti = map[string]bool{
 	"del": true, "unlink": true,
 	"exists": true, "type": true, "mget": true, "mset": true, "msetnx": true,
 	"setex": true, "psetex": true,
-	"incr": true, "decr": true, "incrby": true, "decrby": true,
+	"incr": true, "decr": true, "incrby": true, "decrby": true, "incrbyfloat": true,
 	"expire": true, "pexpire": true, "expireat": true, "pexpireat": true, "persist": true,
 	"ttl": true, "pttl": true, "expiretime": true, "pexpiretime": true,
 	"ping": true, "echo": true, "unwatch": true,

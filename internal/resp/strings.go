@@ -3,6 +3,7 @@ package resp
 import (
 	"errors"
 	"math"
+	"math/big"
 	"strconv"
 )
 
@@ -360,4 +361,38 @@ func cmdGetEx(x *call) {
 	default:
 		x.c.WriteNull()
 	}
+}
+
+// cmdIncrByFloat: INCRBYFLOAT key increment, in long double arithmetic as
+// Redis on x86-64 (float.go), keeping the TTL; compare-and-set rounds as
+// INCR. As in Redis, a hash is WRONGTYPE before any number is read.
+func cmdIncrByFloat(x *call) {
+	var result string
+	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
+		if exists && isHashMarker(cur) {
+			return nil, casNone, errWrongType
+		}
+		n := new(big.Float)
+		if exists {
+			var ok bool
+			if n, ok = parseLongDouble(cur); !ok {
+				return nil, casNone, errNotFloat
+			}
+		}
+		incr, ok := parseLongDouble(x.args[2])
+		if !ok {
+			return nil, casNone, errNotFloat
+		}
+		sum, ok := addLongDouble(n, incr)
+		if !ok {
+			return nil, casNone, "ERR increment would produce NaN or Infinity"
+		}
+		result = formatLongDouble(sum)
+		return []byte(result), casPut, ""
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteBulkString(result)
 }

@@ -13,6 +13,7 @@ var (
 	values = []string{"", "0", "1", "-1", "42", "-17", "007", "3.5", "-0.25", "1e3", "abc", "hello world",
 		"9223372036854775807", "-9223372036854775808", "9223372036854775808", " 1", "1 ", "inf", "\x00b\xff"}
 	ints    = []string{"0", "1", "-1", "7", "-100", "9223372036854775807", "-9223372036854775808", "x", "1.5", ""}
+	floats  = []string{"0.1", "-0.1", "1", "2.5e2", "-3", "1e308", "1e-5", "0.3333333333333333333333", "x", "", "inf"}
 	offsets = []string{"0", "1", "2", "5", "12", "-1", "-3", "-20", "x"}
 )
 
@@ -37,6 +38,7 @@ var gens = []gen{
 	{1, func(r *rand.Rand) []string { return []string{"DECR", key(r)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"INCRBY", key(r), pick(r, ints)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"DECRBY", key(r), pick(r, ints)} }, Equal},
+	{2, func(r *rand.Rand) []string { return []string{"INCRBYFLOAT", key(r), pick(r, floats)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"MSET", key(r), pick(r, values), key(r), pick(r, values)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"MGET", key(r), key(r), key(r)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"SETNX", key(r), pick(r, values)} }, Equal},
