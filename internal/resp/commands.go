@@ -69,6 +69,8 @@ func init() {
 		"unlink":      {arity: -2, fn: cmdDel},
 		"exists":      {arity: -2, fn: cmdExists},
 		"type":        {arity: 2, fn: cmdType},
+		"dbsize":      {arity: 1, fn: cmdDBSize},
+		"time":        {arity: 1, fn: cmdTime},
 		"mget":        {arity: -2, fn: cmdMGet},
 		"mset":        {arity: -3, fn: cmdMSet},
 		"incr":        {arity: 2, fn: cmdIncr},

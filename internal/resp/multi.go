@@ -57,7 +57,7 @@ const (
 	errExecAbort = "EXECABORT Transaction discarded because of previous errors."
 	// inMultiList names the commands EXEC can run, for refusals.
 	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, GETDEL, GETEX, SETEX, PSETEX, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, MSETNX, INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT, " +
-		"EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, UNWATCH"
+		"EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, TIME, UNWATCH"
 )
 
 // inMulti are the commands EXEC can run: those whose KV calls map onto a
@@ -72,7 +72,7 @@ var inMulti = map[string]bool{
 	"incr": true, "decr": true, "incrby": true, "decrby": true, "incrbyfloat": true,
 	"expire": true, "pexpire": true, "expireat": true, "pexpireat": true, "persist": true,
 	"ttl": true, "pttl": true, "expiretime": true, "pexpiretime": true,
-	"ping": true, "echo": true, "unwatch": true,
+	"ping": true, "echo": true, "time": true, "unwatch": true,
 }
 
 // runsInMulti reports whether p runs when it arrives inside MULTI rather

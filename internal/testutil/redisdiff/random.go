@@ -34,6 +34,7 @@ var gens = []gen{
 	{2, func(r *rand.Rand) []string { return []string{"DEL", key(r), key(r)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"EXISTS", key(r), key(r)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"TYPE", key(r)} }, Equal},
+	{1, func(r *rand.Rand) []string { return []string{"DBSIZE"} }, Equal},
 	{3, func(r *rand.Rand) []string { return []string{"INCR", key(r)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"DECR", key(r)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"INCRBY", key(r), pick(r, ints)} }, Equal},
@@ -100,7 +101,7 @@ func Random(seed uint64, n int) Script {
 		}
 		args := g.args(r)
 		if r.IntN(30) == 0 {
-			if r.IntN(2) == 0 {
+			if len(args) > 1 && r.IntN(2) == 0 {
 				args = args[:len(args)-1]
 			} else {
 				args = append(args, "x") // not a value: TideKV has no empty key
