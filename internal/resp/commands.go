@@ -58,17 +58,30 @@ func init() {
 		"pexpiretime": {arity: 2, fn: cmdExpireTime},
 		"persist":     {arity: 2, fn: cmdPersist},
 		"setnx":       {arity: 3, fn: cmdSetNX},
+		"append":      {arity: 3, fn: cmdAppend},
+		"strlen":      {arity: 2, fn: cmdStrlen},
+		"getrange":    {arity: 4, fn: cmdGetRange},
+		"substr":      {arity: 4, fn: cmdGetRange},
+		"setrange":    {arity: 4, fn: cmdSetRange},
+		"getdel":      {arity: 2, fn: cmdGetDel},
+		"getex":       {arity: -2, fn: cmdGetEx},
+		"setex":       {arity: 4, fn: cmdSetEx},
+		"psetex":      {arity: 4, fn: cmdSetEx},
+		"msetnx":      {arity: -3, fn: cmdMSetNX},
 		"getset":      {arity: 3, fn: cmdGetSet},
 		"del":         {arity: -2, fn: cmdDel},
 		"unlink":      {arity: -2, fn: cmdDel},
 		"exists":      {arity: -2, fn: cmdExists},
 		"type":        {arity: 2, fn: cmdType},
+		"dbsize":      {arity: 1, fn: cmdDBSize},
+		"time":        {arity: 1, fn: cmdTime},
 		"mget":        {arity: -2, fn: cmdMGet},
 		"mset":        {arity: -3, fn: cmdMSet},
 		"incr":        {arity: 2, fn: cmdIncr},
 		"decr":        {arity: 2, fn: cmdIncr},
 		"incrby":      {arity: 3, fn: cmdIncr},
 		"decrby":      {arity: 3, fn: cmdIncr},
+		"incrbyfloat": {arity: 3, fn: cmdIncrByFloat},
 		"hset":        {arity: -4, fn: cmdHSet},
 		"hmset":       {arity: -4, fn: cmdHSet},
 		"hget":        {arity: 3, fn: cmdHGet},
@@ -96,6 +109,7 @@ func init() {
 const (
 	errWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
 	errNotInt    = "ERR value is not an integer or out of range"
+	errNotFloat  = "ERR value is not a valid float"
 	errSyntax    = "ERR syntax error"
 	errReserved  = "ERR value is reserved by TideKV's hash encoding"
 )

@@ -80,6 +80,10 @@ func cmdClient(x *call) {
 
 func cmdCommand(x *call) {
 	if len(x.args) >= 2 && strings.EqualFold(string(x.args[1]), "count") {
+		if len(x.args) > 2 {
+			x.c.WriteError(errArity("command|count"))
+			return
+		}
 		x.c.WriteInt(len(commands))
 		return
 	}
@@ -204,4 +208,13 @@ func cmdAuth(x *call) {
 	if ok {
 		x.c.WriteString("OK")
 	}
+}
+
+// cmdTime: TIME, the serving node's clock (Config.Now) as Unix seconds
+// and microseconds.
+func cmdTime(x *call) {
+	now := x.s.cfg.Now()
+	x.c.WriteArray(2)
+	x.c.WriteBulkString(strconv.FormatInt(now.Unix(), 10))
+	x.c.WriteBulkString(strconv.Itoa(now.Nanosecond() / 1000))
 }

@@ -23,15 +23,21 @@
 // 'set' command" for writes: acl.go), HELLO [2] [AUTH user pass] [SETNAME name] (HELLO 3 gets
 // "NOPROTO unsupported protocol version", so RESP3 clients such as go-redis
 // and go-ycsb fall back to RESP2), CLIENT SETNAME/GETNAME/ID/SETINFO,
-// COMMAND (an empty list; COMMAND COUNT), INFO (a "# Server" section with
+// COMMAND (an empty list; COMMAND COUNT: the command table's size),
+// TIME (Config.Now), INFO (a "# Server" section with
 // redis_version:7.0.0-tidekv), CONFIG GET (save, appendonly, databases:
 // what redis-benchmark asks).
 //
 // Strings: GET, SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL],
-// SETNX, GETSET, DEL/UNLINK, EXISTS, TYPE, MGET, MSET,
-// INCR, DECR, INCRBY, DECRBY. Plain SET is one Put (a TTL with it one
-// Write); SET with NX/XX/GET, GETSET and the counters are compare-and-set
-// loops (at most Config.CASAttempts rounds), so they are atomic per key.
+// SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, APPEND, STRLEN, GETRANGE
+// (SUBSTR), SETRANGE, DEL/UNLINK, EXISTS, TYPE, DBSIZE, MGET, MSET,
+// MSETNX, INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT (long double arithmetic
+// as Redis on x86-64: float.go). Plain SET and SETEX are one Put (a TTL
+// with it one Write); SET with NX/XX/GET, GETSET, GETDEL, GETEX with an
+// option, APPEND, SETRANGE and the counters are compare-and-set loops (at
+// most Config.CASAttempts rounds), so they are atomic per key; MSETNX is
+// one KV.Txn. DBSIZE scans the database. docs/redis.md lists every
+// command; internal/testutil/redisdiff compares them with redis-server.
 //
 // Expiry (expiry.go, set.go; docs/expiry.md): EXPIRE, PEXPIRE, EXPIREAT,
 // PEXPIREAT (with NX/XX/GT/LT, expirecond.go), TTL, PTTL, EXPIRETIME,
@@ -54,10 +60,10 @@
 // EXECABORT. EXEC runs the queue as one KV.Txn, a serializable
 // transaction, each command reading the earlier ones' writes; a runtime
 // error (WRONGTYPE, not an integer) is that command's reply and the others
-// commit. EXEC runs GET, SET (every option), SETNX, GETSET, DEL, UNLINK,
-// EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, the EXPIRE family,
-// PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO and UNWATCH, in
-// any database. TTLs inside EXEC are Redis's: a transaction's read gives
+// commit. EXEC runs the commands of inMulti (multi.go): the string
+// commands but DBSIZE, DEL, UNLINK, EXISTS, TYPE, the EXPIRE family,
+// PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, TIME and
+// UNWATCH, in any database. TTLs inside EXEC are Redis's: a transaction's read gives
 // the value's expiry (Result.Expiry), which KEEPTTL and the counters
 // write again, and EXPIRE and PERSIST write the value read with the new
 // one (docs/redis.md). WATCH remembers each key's version (Result.Version) and a
@@ -155,7 +161,7 @@
 // the hash missing fields. Each single field write is atomic. There is no eviction, no lists, sets or sorted
 // sets, no pub/sub, and RESP3 is not spoken.
 //
-// Transactions: EXEC cannot run SCAN, TKV.RANGE, hashes (each needs a
+// Transactions: EXEC cannot run SCAN, DBSIZE, TKV.RANGE, hashes (each needs a
 // scan or a guarded write, which the transaction view does not offer),
 // SELECT, AUTH, CLIENT, HELLO, INFO, CONFIG, COMMAND: each is refused when
 // queued and aborts the transaction. EXPIRE and PERSIST inside EXEC write

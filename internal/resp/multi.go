@@ -56,20 +56,23 @@ func (w watchedKey) same(r Result) bool {
 const (
 	errExecAbort = "EXECABORT Transaction discarded because of previous errors."
 	// inMultiList names the commands EXEC can run, for refusals.
-	inMultiList = "GET, SET, SETNX, GETSET, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, INCR, DECR, INCRBY, DECRBY, " +
-		"EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, UNWATCH"
+	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, GETDEL, GETEX, SETEX, PSETEX, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, MSETNX, INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT, " +
+		"EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, TIME, UNWATCH"
 )
 
 // inMulti are the commands EXEC can run: those whose KV calls map onto a
 // transaction's Get, Put and Delete (txView). The others scan (KEYS, SCAN,
 // hashes) or change the connection (SELECT, AUTH, CLIENT).
 var inMulti = map[string]bool{
-	"get": true, "set": true, "setnx": true, "getset": true, "del": true, "unlink": true,
-	"exists": true, "type": true, "mget": true, "mset": true,
-	"incr": true, "decr": true, "incrby": true, "decrby": true,
+	"get": true, "set": true, "setnx": true, "getset": true, "append": true, "strlen": true,
+	"getrange": true, "substr": true, "setrange": true, "getdel": true, "getex": true,
+	"del": true, "unlink": true,
+	"exists": true, "type": true, "mget": true, "mset": true, "msetnx": true,
+	"setex": true, "psetex": true,
+	"incr": true, "decr": true, "incrby": true, "decrby": true, "incrbyfloat": true,
 	"expire": true, "pexpire": true, "expireat": true, "pexpireat": true, "persist": true,
 	"ttl": true, "pttl": true, "expiretime": true, "pexpiretime": true,
-	"ping": true, "echo": true, "unwatch": true,
+	"ping": true, "echo": true, "time": true, "unwatch": true,
 }
 
 // runsInMulti reports whether p runs when it arrives inside MULTI rather
@@ -123,10 +126,13 @@ func queueCheck(p *prepared) string {
 		return p.errMsg
 	case !inMulti[p.name]:
 		return fmt.Sprintf("ERR %s inside MULTI is not supported by TideKV; EXEC runs %s", strings.ToUpper(p.name), inMultiList)
-	case p.name == "mset" && len(p.args)%2 != 1:
+	case (p.name == "mset" || p.name == "msetnx") && len(p.args)%2 != 1:
 		return errArity(p.name)
 	case p.name == "set":
-		_, rerr := parseSetOptions(p.args[3:])
+		o, rerr := parseSetOptions(p.args[3:], false)
+		if rerr == "" {
+			_, rerr = o.expiry("set")
+		}
 		return rerr
 	}
 	return ""

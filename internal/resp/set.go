@@ -11,55 +11,74 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// setOptions are SET's options after key and value.
+// setOptions are SET's options after key and value, or GETEX's after
+// key.
 type setOptions struct {
 	nx, xx, get bool
-	expiry      Expiry
+	// timeOpt is the expiry option given (EX, PX, EXAT, PXAT, KEEPTTL,
+	// PERSIST; "": none), when its time.
+	timeOpt string
+	when    []byte
 }
 
-const errSetExpire = "ERR invalid expire time in 'set' command"
-
-// parseSetOptions reads NX, XX, GET, EX seconds, PX milliseconds, EXAT
-// and PXAT (Unix time in seconds, milliseconds) and KEEPTTL as Redis does:
-// NX with XX, or two of the expiry options, is a syntax error; a time that
-// is not an integer is errNotInt, one that is not positive (or too large
-// for TideKV's, about 292 years) is errSetExpire. It returns the error
-// reply, if any.
-func parseSetOptions(args [][]byte) (setOptions, string) {
+// parseSetOptions reads SET's options (getex false: NX, XX, GET, EX
+// seconds, PX milliseconds, EXAT and PXAT, Unix times in seconds and
+// milliseconds, and KEEPTTL) or GETEX's (EX, PX, EXAT, PXAT, PERSIST) as
+// Redis does: an option may be repeated (the last time wins), and NX with
+// XX or two different expiry options are a syntax error. The time is
+// checked by expiry. It returns the error reply, if any.
+func parseSetOptions(args [][]byte, getex bool) (setOptions, string) {
 	var o setOptions
-	timed := false
 	for i := 0; i < len(args); i++ {
-		switch opt := strings.ToUpper(string(args[i])); opt {
+		opt := strings.ToUpper(string(args[i]))
+		ok := false
+		switch opt {
 		case "NX", "XX":
-			if (opt == "NX" && o.xx) || (opt == "XX" && o.nx) {
-				return o, errSyntax
-			}
+			ok = !getex && !(opt == "NX" && o.xx) && !(opt == "XX" && o.nx)
 			o.nx, o.xx = o.nx || opt == "NX", o.xx || opt == "XX"
 		case "GET":
-			o.get = true
-		case "KEEPTTL":
-			if timed {
-				return o, errSyntax
-			}
-			o.expiry.Keep, timed = true, true
+			ok, o.get = !getex, true
+		case "KEEPTTL", "PERSIST":
+			ok = getex == (opt == "PERSIST") && (o.timeOpt == "" || o.timeOpt == opt)
+			o.timeOpt = opt
 		case "EX", "PX", "EXAT", "PXAT":
-			if timed || i+1 == len(args) {
-				return o, errSyntax
+			ok = (o.timeOpt == "" || o.timeOpt == opt) && i+1 < len(args)
+			if ok {
+				o.timeOpt, o.when = opt, args[i+1]
+				i++
 			}
-			i++
-			d, rerr := parseTTL(args[i], opt == "EX" || opt == "EXAT", errSetExpire)
-			if rerr != "" {
-				return o, rerr
-			}
-			if d <= 0 {
-				return o, errSetExpire
-			}
-			o.expiry, timed = expiryOf(d, opt == "EXAT" || opt == "PXAT"), true
-		default:
+		}
+		if !ok {
 			return o, errSyntax
 		}
 	}
 	return o, ""
+}
+
+// expiry is what the options do with the key's TTL (KEEPTTL: keep it;
+// none or PERSIST: clear it), or cmd's error reply for a time that is not
+// an integer (errNotInt) or not positive (or too large for TideKV's times,
+// about 292 years): "ERR invalid expire time in '<cmd>' command".
+func (o setOptions) expiry(cmd string) (Expiry, string) {
+	switch o.timeOpt {
+	case "KEEPTTL":
+		return Expiry{Keep: true}, ""
+	case "EX", "PX", "EXAT", "PXAT":
+		d, rerr := parseExpireTime(o.when, o.timeOpt == "EX" || o.timeOpt == "EXAT", cmd)
+		return expiryOf(d, o.timeOpt == "EXAT" || o.timeOpt == "PXAT"), rerr
+	}
+	return Expiry{}, ""
+}
+
+// parseExpireTime reads a positive time to live or Unix time, in seconds
+// or milliseconds, for cmd's error reply.
+func parseExpireTime(arg []byte, seconds bool, cmd string) (time.Duration, string) {
+	bad := "ERR invalid expire time in '" + cmd + "' command"
+	d, rerr := parseTTL(arg, seconds, bad)
+	if rerr == "" && d <= 0 {
+		rerr = bad
+	}
+	return d, rerr
 }
 
 // expiryOf is an expiry d from now or, with at, d after the Unix epoch.
@@ -90,7 +109,12 @@ func parseTTL(arg []byte, seconds bool, tooLarge string) (time.Duration, string)
 
 func cmdSet(x *call) {
 	key, val := x.args[1], x.args[2]
-	o, rerr := parseSetOptions(x.args[3:])
+	o, rerr := parseSetOptions(x.args[3:], false)
+	if rerr != "" {
+		x.c.WriteError(rerr)
+		return
+	}
+	e, rerr := o.expiry("set")
 	if rerr != "" {
 		x.c.WriteError(rerr)
 		return
@@ -100,27 +124,17 @@ func cmdSet(x *call) {
 		return
 	}
 	if !o.nx && !o.xx && !o.get {
-		var err error
-		if o.expiry == (Expiry{}) {
-			err = x.kv.Put(x.ctx, encKey(key), val) // clears a TTL
-		} else {
-			err = x.kv.Write(x.ctx, []Op{{Key: encKey(key), Value: val, Expiry: o.expiry}})
-		}
-		if err != nil {
-			replyErr(x.c, err)
-			return
-		}
-		x.c.WriteString("OK")
+		x.setPlain(key, val, e)
 		return
 	}
-	old, oldExists, applied, err := x.casLoop(encKey(key), o.expiry, func(cur []byte, exists bool) ([]byte, bool, string) {
+	old, oldExists, applied, err := x.casLoop(encKey(key), e, func(cur []byte, exists bool) ([]byte, casWrite, string) {
 		if o.get && exists && isHashMarker(cur) {
-			return nil, false, errWrongType
+			return nil, casNone, errWrongType
 		}
 		if (o.nx && exists) || (o.xx && !exists) {
-			return nil, false, ""
+			return nil, casNone, ""
 		}
-		return val, true, ""
+		return val, casPut, ""
 	})
 	if err != nil {
 		writeCASErr(x.c, err)
@@ -135,6 +149,36 @@ func cmdSet(x *call) {
 		x.c.WriteString("OK")
 	default:
 		x.c.WriteNull()
+	}
+}
+
+// setPlain writes val at key with expiry e (none: a TTL the key had is
+// cleared) and replies OK.
+func (x *call) setPlain(key, val []byte, e Expiry) {
+	var err error
+	if e == (Expiry{}) {
+		err = x.kv.Put(x.ctx, encKey(key), val)
+	} else {
+		err = x.kv.Write(x.ctx, []Op{{Key: encKey(key), Value: val, Expiry: e}})
+	}
+	if err != nil {
+		replyErr(x.c, err)
+		return
+	}
+	x.c.WriteString("OK")
+}
+
+// cmdSetEx: SETEX key seconds value, PSETEX key milliseconds value: SET
+// key value EX seconds (PX milliseconds), the time checked first.
+func cmdSetEx(x *call) {
+	d, rerr := parseExpireTime(x.args[2], x.name == "setex", x.name)
+	switch {
+	case rerr != "":
+		x.c.WriteError(rerr)
+	case isHashMarker(x.args[3]):
+		x.c.WriteError(errReserved)
+	default:
+		x.setPlain(x.args[1], x.args[3], Expiry{TTL: d})
 	}
 }
 
@@ -175,31 +219,44 @@ func writeCASErr(c redcon.Conn, err error) {
 	replyErr(c, err)
 }
 
+// casWrite is what a casLoop step writes.
+type casWrite int
+
+const (
+	casNone   casWrite = iota // nothing: decide declined
+	casPut                    // the new value
+	casDelete                 // a delete of the key
+)
+
 // casLoop reads key and applies decide to its state until a compare-and-set
-// succeeds or decide declines. decide returns the new value, whether to
-// write, and a Redis error to reply instead (no write); the new value is
+// succeeds or decide declines. decide returns the new value, what to
+// write, and a Redis error to reply instead (no write); a new value is
 // written with expiry e. It returns the state before the successful write
-// (or the state decide declined on).
-func (x *call) casLoop(key []byte, e Expiry, decide func(cur []byte, exists bool) ([]byte, bool, string)) (old []byte, oldExists, applied bool, err error) {
+// (or the state decide declined on). Each round is one atomic
+// compare-and-set of the store, so the command is atomic on its key.
+func (x *call) casLoop(key []byte, e Expiry, decide func(cur []byte, exists bool) ([]byte, casWrite, string)) (old []byte, oldExists, applied bool, err error) {
 	cur, err := x.kv.Get(x.ctx, key)
 	exists := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, false, false, err
 	}
 	for range x.s.cfg.CASAttempts {
-		nv, write, rerr := decide(cur, exists)
+		nv, w, rerr := decide(cur, exists)
 		if rerr != "" {
 			return cur, exists, false, replyError(rerr)
 		}
-		if !write {
+		if w == casNone {
 			return cur, exists, false, nil
 		}
-		var expected *[]byte
+		var expected, newValue *[]byte
 		if exists {
 			c := cur
 			expected = &c
 		}
-		swapped, now, nowExists, err := x.kv.CompareAndSet(x.ctx, key, expected, &nv, e)
+		if w == casPut {
+			newValue = &nv
+		}
+		swapped, now, nowExists, err := x.kv.CompareAndSet(x.ctx, key, expected, newValue, e)
 		if err != nil {
 			return nil, false, false, err
 		}

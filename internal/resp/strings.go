@@ -3,20 +3,89 @@ package resp
 import (
 	"errors"
 	"math"
+	"math/big"
 	"strconv"
 )
 
 func cmdGet(x *call) {
+	if v, found, ok := x.readString(); ok && found {
+		x.c.WriteBulk(v)
+	} else if ok {
+		x.c.WriteNull()
+	}
+}
+
+// readString reads the string at the command's key (x.args[1]) and
+// reports whether it exists; if the read failed or the key holds a hash
+// it replies that itself and returns ok false.
+func (x *call) readString() (v []byte, found, ok bool) {
 	v, err := x.kv.Get(x.ctx, encKey(x.args[1]))
 	switch {
 	case errors.Is(err, ErrNotFound):
-		x.c.WriteNull()
+		return nil, false, true
 	case err != nil:
 		replyErr(x.c, err)
 	case isHashMarker(v):
 		x.c.WriteError(errWrongType)
 	default:
-		x.c.WriteBulk(v)
+		return v, true, true
+	}
+	return nil, false, false
+}
+
+// errTooLong is Redis's reply to a string that would outgrow its maximum,
+// here Config.MaxBulkLen (Redis's proto-max-bulk-len).
+const errTooLong = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+
+// editString replaces the string at the command's key (x.args[1]) with
+// edit's result in one compare-and-set round after another (casLoop), so
+// that no write of another client falls between its read and its write,
+// keeping the key's TTL, and replies the new length. edit gets the
+// current value (nil when absent) and returns the new one, or nil to
+// write nothing and reply the current length, or an error reply. A hash
+// is WRONGTYPE.
+func (x *call) editString(edit func(cur []byte, exists bool) ([]byte, string)) {
+	n := 0
+	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
+		if exists && isHashMarker(cur) {
+			return nil, casNone, errWrongType
+		}
+		nv, rerr := edit(cur, exists)
+		switch {
+		case rerr != "":
+			return nil, casNone, rerr
+		case nv == nil:
+			n = len(cur)
+			return nil, casNone, ""
+		case len(nv) > x.s.cfg.MaxBulkLen:
+			return nil, casNone, errTooLong
+		case isHashMarker(nv):
+			return nil, casNone, errReserved
+		}
+		n = len(nv)
+		return nv, casPut, ""
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteInt(n)
+}
+
+// cmdAppend: APPEND key value, the new length; a missing key is created.
+func cmdAppend(x *call) {
+	x.editString(func(cur []byte, exists bool) ([]byte, string) {
+		if exists && len(x.args[2]) == 0 {
+			return nil, ""
+		}
+		return append(append(make([]byte, 0, len(cur)+len(x.args[2])), cur...), x.args[2]...), ""
+	})
+}
+
+// cmdStrlen: STRLEN key, 0 for a missing key.
+func cmdStrlen(x *call) {
+	if v, _, ok := x.readString(); ok {
+		x.c.WriteInt(len(v))
 	}
 }
 
@@ -27,8 +96,12 @@ func cmdIncr(x *call) {
 		delta = -1
 	case "incrby", "decrby":
 		d, err := strconv.ParseInt(string(x.args[2]), 10, 64)
-		if err != nil || (x.name == "decrby" && d == math.MinInt64) {
+		switch {
+		case err != nil:
 			x.c.WriteError(errNotInt)
+			return
+		case x.name == "decrby" && d == math.MinInt64:
+			x.c.WriteError("ERR decrement would overflow")
 			return
 		}
 		if x.name == "decrby" {
@@ -38,23 +111,23 @@ func cmdIncr(x *call) {
 	}
 	var result int64
 	// The counter keeps its TTL, as in Redis.
-	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, bool, string) {
+	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
 		var n int64
 		if exists {
 			if isHashMarker(cur) {
-				return nil, false, errWrongType
+				return nil, casNone, errWrongType
 			}
 			v, err := strconv.ParseInt(string(cur), 10, 64)
 			if err != nil || strconv.FormatInt(v, 10) != string(cur) {
-				return nil, false, errNotInt
+				return nil, casNone, errNotInt
 			}
 			n = v
 		}
 		if (delta > 0 && n > math.MaxInt64-delta) || (delta < 0 && n < math.MinInt64-delta) {
-			return nil, false, "ERR increment or decrement would overflow"
+			return nil, casNone, "ERR increment or decrement would overflow"
 		}
 		result = n + delta
-		return []byte(strconv.FormatInt(result, 10)), true, ""
+		return []byte(strconv.FormatInt(result, 10)), casPut, ""
 	})
 	if err != nil {
 		writeCASErr(x.c, err)
@@ -93,23 +166,64 @@ func cmdMGet(x *call) {
 }
 
 func cmdMSet(x *call) {
-	if len(x.args)%2 != 1 {
-		x.c.WriteError(errArity(x.name))
+	ops, ok := x.msetOps()
+	if !ok {
 		return
-	}
-	ops := make([]Op, 0, len(x.args)/2)
-	for i := 1; i < len(x.args); i += 2 {
-		if isHashMarker(x.args[i+1]) {
-			x.c.WriteError(errReserved)
-			return
-		}
-		ops = append(ops, Op{Key: encKey(x.args[i]), Value: x.args[i+1]})
 	}
 	if err := x.writeAll(ops); err != nil {
 		replyErr(x.c, err)
 		return
 	}
 	x.c.WriteString("OK")
+}
+
+// msetOps are the puts of MSET's or MSETNX's key value pairs; when the
+// arguments are not pairs or a value is reserved, it replies the error
+// and returns false.
+func (x *call) msetOps() ([]Op, bool) {
+	if len(x.args)%2 != 1 {
+		x.c.WriteError(errArity(x.name))
+		return nil, false
+	}
+	ops := make([]Op, 0, len(x.args)/2)
+	for i := 1; i < len(x.args); i += 2 {
+		if isHashMarker(x.args[i+1]) {
+			x.c.WriteError(errReserved)
+			return nil, false
+		}
+		ops = append(ops, Op{Key: encKey(x.args[i]), Value: x.args[i+1]})
+	}
+	return ops, true
+}
+
+// cmdMSetNX: MSETNX key value [key value ...] sets every key if none
+// exists (1), else none (0): one transaction reads the keys and writes
+// them, so no key can appear between the check and the writes.
+func cmdMSetNX(x *call) {
+	ops, ok := x.msetOps()
+	if !ok {
+		return
+	}
+	set := false
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		set = false // an attempt retried after a conflict starts over
+		for _, op := range ops {
+			r, err := tx.Get(x.ctx, op.Key)
+			if err != nil || r.Found {
+				return err
+			}
+		}
+		set = true
+		return (&txView{tx: tx, now: x.s.cfg.Now}).Write(x.ctx, ops)
+	})
+	switch {
+	case err != nil:
+		replyErr(x.c, err)
+	case set:
+		x.c.WriteInt(1)
+	default:
+		x.c.WriteInt(0)
+	}
 }
 
 // writeAll applies ops all or none, as Redis's MSET does: as one Write
@@ -125,4 +239,160 @@ func (x *call) writeAll(ops []Op) error {
 	return x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		return (&txView{tx: tx, now: x.s.cfg.Now}).Write(x.ctx, ops)
 	})
+}
+
+// cmdGetRange: GETRANGE key start end (and SUBSTR, its old name), the
+// bytes from start to end inclusive, negative indexes counting from the
+// end, clamped to the string as Redis clamps them.
+func cmdGetRange(x *call) {
+	start, err1 := strconv.ParseInt(string(x.args[2]), 10, 64)
+	end, err2 := strconv.ParseInt(string(x.args[3]), 10, 64)
+	if err1 != nil || err2 != nil {
+		x.c.WriteError(errNotInt)
+		return
+	}
+	v, _, ok := x.readString()
+	if !ok {
+		return
+	}
+	n := int64(len(v))
+	if start < 0 && end < 0 && start > end {
+		x.c.WriteBulk(nil)
+		return
+	}
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if end < 0 {
+		end = max(n+end, 0)
+	}
+	end = min(end, n-1)
+	if start > end || n == 0 {
+		x.c.WriteBulk(nil)
+		return
+	}
+	x.c.WriteBulk(v[start : end+1])
+}
+
+// cmdSetRange: SETRANGE key offset value writes value at offset, padding
+// with zero bytes, and replies the new length; an empty value changes
+// nothing (and creates no key).
+func cmdSetRange(x *call) {
+	off, err := strconv.ParseInt(string(x.args[2]), 10, 64)
+	switch {
+	case err != nil:
+		x.c.WriteError(errNotInt)
+		return
+	case off < 0:
+		x.c.WriteError("ERR offset is out of range")
+		return
+	}
+	val := x.args[3]
+	x.editString(func(cur []byte, exists bool) ([]byte, string) {
+		switch {
+		case len(val) == 0:
+			return nil, ""
+		case off > int64(x.s.cfg.MaxBulkLen-len(val)):
+			return nil, errTooLong
+		}
+		nv := make([]byte, max(len(cur), int(off)+len(val)))
+		copy(nv, cur)
+		copy(nv[off:], val)
+		return nv, ""
+	})
+}
+
+// cmdGetDel: GETDEL key replies the string and deletes it, in one
+// compare-and-set round after another (a write in between makes the
+// delete fail and the round start again).
+func cmdGetDel(x *call) {
+	old, found, _, err := x.casLoop(encKey(x.args[1]), Expiry{}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
+		switch {
+		case !exists:
+			return nil, casNone, ""
+		case isHashMarker(cur):
+			return nil, casNone, errWrongType
+		}
+		return nil, casDelete, ""
+	})
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case found:
+		x.c.WriteBulk(old)
+	default:
+		x.c.WriteNull()
+	}
+}
+
+// cmdGetEx: GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST] replies the
+// string and sets its expiry (PERSIST: removes it). With an option the
+// value is written again with the new expiry, compared and set, so a
+// write in between is not undone; without one it is GET. As in Redis,
+// the time is checked after the key: a missing key is nil, a hash
+// WRONGTYPE, whatever the time.
+func cmdGetEx(x *call) {
+	o, rerr := parseSetOptions(x.args[2:], true)
+	switch {
+	case rerr != "":
+		x.c.WriteError(rerr)
+		return
+	case o.timeOpt == "":
+		cmdGet(x)
+		return
+	}
+	e, badTime := o.expiry("getex")
+	old, found, _, err := x.casLoop(encKey(x.args[1]), e, func(cur []byte, exists bool) ([]byte, casWrite, string) {
+		switch {
+		case !exists:
+			return nil, casNone, ""
+		case isHashMarker(cur):
+			return nil, casNone, errWrongType
+		case badTime != "":
+			return nil, casNone, badTime
+		}
+		return cur, casPut, ""
+	})
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case found:
+		x.c.WriteBulk(old)
+	default:
+		x.c.WriteNull()
+	}
+}
+
+// cmdIncrByFloat: INCRBYFLOAT key increment, in long double arithmetic as
+// Redis on x86-64 (float.go), keeping the TTL; compare-and-set rounds as
+// INCR. As in Redis, a hash is WRONGTYPE before any number is read.
+func cmdIncrByFloat(x *call) {
+	var result string
+	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
+		if exists && isHashMarker(cur) {
+			return nil, casNone, errWrongType
+		}
+		n := new(big.Float)
+		if exists {
+			var ok bool
+			if n, ok = parseLongDouble(cur); !ok {
+				return nil, casNone, errNotFloat
+			}
+		}
+		incr, ok := parseLongDouble(x.args[2])
+		if !ok {
+			return nil, casNone, errNotFloat
+		}
+		sum, ok := addLongDouble(n, incr)
+		if !ok {
+			return nil, casNone, "ERR increment would produce NaN or Infinity"
+		}
+		result = formatLongDouble(sum)
+		return []byte(result), casPut, ""
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteBulkString(result)
 }

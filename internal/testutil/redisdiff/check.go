@@ -1,0 +1,131 @@
+package redisdiff
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/tidekv/tidekv/internal/testutil/redisserver"
+)
+
+// Check runs every script and the drawn sequences against a redis-server
+// it starts and the TideKV Redis listener at tidekv, one subtest each,
+// and fails a subtest at its first step whose replies differ. It skips,
+// saying why, when redis-server is not installed.
+func Check(t *testing.T, tidekv string) {
+	redis := redisserver.Start(t)
+	if redis == "" {
+		t.Skip("redis-server is not installed (Debian package redis-server, which .ci/run installs): no Redis to compare TideKV's replies with")
+	}
+	scripts, err := Scripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, runs, steps := knob(t, "TIDEKV_REDIFF_SEED", 1), knob(t, "TIDEKV_REDIFF_RUNS", 4), knob(t, "TIDEKV_REDIFF_STEPS", 300)
+	for seed := first; seed < first+runs; seed++ {
+		scripts = append(scripts, Random(uint64(seed), steps))
+	}
+	for _, s := range scripts {
+		t.Run(s.Name, func(t *testing.T) { run(t, redis, tidekv, s) })
+	}
+}
+
+func knob(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a non-negative integer", name, v)
+	}
+	return n
+}
+
+// run runs s on empty databases of both servers.
+func run(t *testing.T, redis, tidekv string, s Script) {
+	var cs [2]*conn
+	for i, addr := range []string{redis, tidekv} {
+		c, err := dial(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.close()
+		if err := empty(c); err != nil {
+			t.Fatalf("emptying %s: %v", addr, err)
+		}
+		cs[i] = c
+	}
+	for i, st := range s.Steps {
+		var r [2]Reply
+		for j, c := range cs {
+			var err error
+			if r[j], err = c.do(st.Args...); err != nil {
+				t.Fatalf("%s:%d: %s: %v", s.Name, st.Line, st, err)
+			}
+		}
+		if !agree(st.Compare, r[0], r[1]) {
+			t.Fatalf("%s:%d: %s\nredis-server: %s\nTideKV:       %s%s", s.Name, st.Line, st, r[0], r[1], context(s, i))
+		}
+	}
+}
+
+// agree reports whether a and b agree as c asks.
+func agree(c Compare, a, b Reply) bool {
+	switch {
+	case c == Shape:
+		return sameShape(a, b)
+	case c == AnyPositive && a.Kind == ':' && b.Kind == ':':
+		x, _ := strconv.ParseInt(a.Str, 10, 64)
+		y, _ := strconv.ParseInt(b.Str, 10, 64)
+		if x > 0 && y > 0 {
+			return true
+		}
+	}
+	return a.String() == b.String()
+}
+
+// context lists the last steps up to step i of a drawn sequence, which
+// has no file to look them up in.
+func context(s Script, i int) string {
+	if s.Repro == "" {
+		return ""
+	}
+	from := max(0, i-40)
+	out := fmt.Sprintf("\nsteps %d to %d of the sequence (%s):", from, i, s.Repro)
+	for _, st := range s.Steps[from : i+1] {
+		out += "\n  " + st.String()
+	}
+	return out
+}
+
+// empty deletes every key of the connection's database: FLUSHALL would
+// do on Redis, and SCAN and DEL do on both.
+func empty(c *conn) error {
+	cursor := "0"
+	var keys []string
+	for {
+		r, err := c.do("SCAN", cursor, "COUNT", "1000")
+		if err != nil {
+			return err
+		}
+		if r.Kind != '*' || len(r.Elems) != 2 {
+			return fmt.Errorf("SCAN answered %s", r)
+		}
+		for _, k := range r.Elems[1].Elems {
+			keys = append(keys, k.Str)
+		}
+		if cursor = r.Elems[0].Str; cursor == "0" {
+			break
+		}
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 100)
+		if r, err := c.do(append([]string{"DEL"}, keys[:n]...)...); err != nil || r.Kind != ':' {
+			return fmt.Errorf("DEL answered %s, %v", r, err)
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
