@@ -141,26 +141,58 @@ func (p *planner) liveNodes() []uint64 {
 	return live
 }
 
-// capacityWeights is each live node's measured capacity over the mean of
-// the live nodes' (Node.Capacity), a node not measured counting at the
-// mean of those that are, and every node at 1 when none is. The live
-// nodes' weights average 1, so weight × the mean lease count (or load) is
-// a node's share: lease balance aims each node at it. Nodes that are not
-// live weigh 1 (they take no leases).
-func capacityWeights(nodes []Node) map[uint64]float64 {
-	known, sum := 0, 0.0
-	for _, n := range nodes {
-		if n.State == NodeLive && n.Capacity > 0 {
-			known++
-			sum += n.Capacity
-		}
-	}
+// capacityWeights is each live node's measured capacity (Node.Capacity)
+// over the live nodes' mean, where a capacity within deadband of the
+// measured nodes' median counts at the median, and a node not measured
+// counts at the mean of the measured. The live nodes' weights average 1,
+// so weight × the mean lease count (or load) is a node's share: lease
+// balance aims each node at it. The median is the reference so that one
+// node far off (a co-runner takes its CPU) does not pull its peers out
+// of the deadband. Every node weighs exactly 1 when none stands out;
+// nodes that are not live weigh 1 (they take no leases).
+func capacityWeights(nodes []Node, deadband float64) map[uint64]float64 {
 	w := make(map[uint64]float64, len(nodes))
+	var measured []float64
 	for _, n := range nodes {
 		w[n.ID] = 1
 		if n.State == NodeLive && n.Capacity > 0 {
-			w[n.ID] = n.Capacity / (sum / float64(known))
+			measured = append(measured, n.Capacity)
 		}
+	}
+	if len(measured) == 0 {
+		return w
+	}
+	sort.Float64s(measured)
+	k := len(measured)
+	median := (measured[(k-1)/2] + measured[k/2]) / 2
+	adjusted := func(c float64) (float64, bool) {
+		if math.Abs(c/median-1) <= deadband {
+			return median, false
+		}
+		return c, true
+	}
+	sum, stands := 0.0, false
+	for _, c := range measured {
+		a, out := adjusted(c)
+		sum, stands = sum+a, stands || out
+	}
+	if !stands {
+		return w
+	}
+	unmeasured := sum / float64(k)
+	caps, total, live := map[uint64]float64{}, 0.0, 0
+	for _, n := range nodes {
+		if n.State != NodeLive {
+			continue
+		}
+		c := unmeasured
+		if n.Capacity > 0 {
+			c, _ = adjusted(n.Capacity)
+		}
+		caps[n.ID], total, live = c, total+c, live+1
+	}
+	for id, c := range caps {
+		w[id] = c / (total / float64(live))
 	}
 	return w
 }

@@ -97,7 +97,7 @@ func newPlanner(s Snapshot, cfg Config) *planner {
 			p.taken[r.ID] = true
 		}
 	}
-	p.weight = capacityWeights(s.Nodes)
+	p.weight = capacityWeights(s.Nodes, cfg.CapacityDeadband)
 	for _, op := range s.InFlight {
 		p.count(op)
 		p.taken[op.Range] = true
