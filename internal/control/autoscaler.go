@@ -60,6 +60,15 @@ func (a *Autoscaler) Policy() elastic.Policy {
 	return a.planner.Policy()
 }
 
+// Capacities is each measured node's throughput at the SLO as the capacity
+// model last learnt it (elastic.Planner.Measured); nodes not measured yet
+// are absent.
+func (a *Autoscaler) Capacities() map[uint64]float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.planner.Measured()
+}
+
 // Round plans from obs and acts; rf is the replication factor, settling
 // the nodes still bootstrapping.
 func (a *Autoscaler) Round(obs Observation, rf, settling int) {

@@ -39,6 +39,15 @@ func (l *Loop) Round(obs Observation) Decisions {
 // that should not wait for the next one (a range that outgrew Θmax). The
 // autoscaler plans once per interval, so it waits for Round.
 func (l *Loop) Urgent(obs Observation) Decisions {
+	if l.Autoscaler != nil {
+		// Lease balance weighs nodes by their measured capacity; the
+		// model learns from the nodes' load and CPU reports, so the
+		// observation's nodes carry none of their own.
+		caps := l.Autoscaler.Capacities()
+		for i := range obs.Nodes {
+			obs.Nodes[i].Capacity = caps[obs.Nodes[i].ID]
+		}
+	}
 	busy, inFlight := l.Runner.Busy()
 	d := l.Controller.Decide(obs, busy, inFlight, l.Runner.Recent())
 	for _, e := range d.Events {

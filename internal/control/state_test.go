@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -88,6 +89,40 @@ func TestDecodeStateRefusesUnknownVersion(t *testing.T) {
 		st, err := DecodeState([]byte(tc.raw))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !reflect.DeepEqual(st, State{}) {
 			t.Fatalf("%s: %v (%+v), want %q", tc.raw, err, st, tc.want)
+		}
+	}
+}
+
+// The loop hands placement each node's capacity as the autoscaler's model
+// measured it: node 2, delivering half as much per unit of CPU (a
+// co-runner), weighs half; the plain planner (IgnoreInterference) hands
+// none, so placement treats the nodes as equal.
+func TestLoopFillsMeasuredCapacity(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		runner, _, ev, _ := newTestRunner(DefaultRunnerConfig())
+		p := elastic.DefaultPolicy()
+		p.NodeCapacity, p.IgnoreInterference = 10000, plain
+		c := NewController(DefaultConfig(), placement.DefaultConfig())
+		var seen []placement.Node
+		c.SetDecider(func(s placement.Snapshot) placement.Plan { seen = s.Nodes; return placement.Plan{} })
+		l := &Loop{Controller: c, Runner: runner, Sink: ev, Autoscaler: NewAutoscaler(p, time.Second, nil, runner, ev)}
+		for i := range 20 {
+			obs := stateObs(i, 9000)
+			obs.Signals[2] = NodeSignal{Addr: "n2:1", Ops: 1500, CPU: 0.3, P99: 3 * time.Millisecond}
+			l.Round(obs)
+		}
+		caps := map[uint64]float64{}
+		for _, n := range seen {
+			caps[n.ID] = n.Capacity
+		}
+		if plain {
+			if caps[1] != 0 || caps[2] != 0 || caps[3] != 0 {
+				t.Fatalf("plain planner: capacities %v, want none", caps)
+			}
+			continue
+		}
+		if caps[1] <= 0 || math.Abs(caps[2]/caps[1]-0.5) > 0.02 || caps[3] != caps[1] {
+			t.Fatalf("capacities %v: want node 2 at half of nodes 1 and 3", caps)
 		}
 	}
 }

@@ -117,5 +117,16 @@ func (m *CapacityModel) AtSLO(id uint64, slo time.Duration, interference bool) f
 	return c * m.UtilizationAtSLO(slo)
 }
 
+// Measured is each node's throughput at the SLO with interference (AtSLO)
+// for the nodes learned so far: nodes without enough load to measure are absent rather
+// than counted at the nominal capacity.
+func (m *CapacityModel) Measured(slo time.Duration) map[uint64]float64 {
+	out := make(map[uint64]float64, len(m.learned))
+	for id := range m.learned {
+		out[id] = m.AtSLO(id, slo, true)
+	}
+	return out
+}
+
 // IdleP99 is the learned p99 of a lightly loaded node.
 func (m *CapacityModel) IdleP99() time.Duration { return m.idle }

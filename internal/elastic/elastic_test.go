@@ -99,6 +99,12 @@ func TestCapacityModel(t *testing.T) {
 	if c := m.AtSLO(2, 20*time.Millisecond, false); math.Abs(c-9000) > 100 {
 		t.Fatalf("node 2 at the SLO ignoring interference %.0f, want 9000", c)
 	}
+	// What lease balance weighs nodes by: the measured nodes at the SLO,
+	// interference included; the idle node 3 was never measured.
+	got := m.Measured(20 * time.Millisecond)
+	if _, ok := got[3]; ok || len(got) != 3 || math.Abs(got[2]-4500) > 100 || math.Abs(got[1]-9000) > 100 {
+		t.Fatalf("measured %v, want nodes 1, 2 and 4 with node 2 at 4500", got)
+	}
 	// Node 2 moves data (no sample) but still serves: it keeps its
 	// capacity rather than counting at its best peer's.
 	m.Observe(map[uint64]Sample{1: {Ops: 6000, Utilization: 0.6}}, []uint64{1, 2})

@@ -119,6 +119,16 @@ func (pl *Planner) SetPolicy(p Policy) {
 // Policy is the policy in force.
 func (pl *Planner) Policy() Policy { return pl.policy }
 
+// Measured is each measured node's throughput at the SLO, interference
+// included: what lease balance weighs nodes by. The plain planner
+// (IgnoreInterference) gives none, as every node has its peers' capacity.
+func (pl *Planner) Measured() map[uint64]float64 {
+	if pl.policy.IgnoreInterference {
+		return nil
+	}
+	return pl.capacity.Measured(pl.policy.SLOP99)
+}
+
 func (pl *Planner) steps(d time.Duration) int {
 	return int(math.Ceil(float64(d) / float64(pl.interval)))
 }

@@ -141,56 +141,149 @@ func (p *planner) liveNodes() []uint64 {
 	return live
 }
 
-// loadStats summarises node loads: maximum, mean, standard deviation.
+// capacityWeights is each live node's measured capacity (Node.Capacity)
+// over the live nodes' mean, where a capacity within deadband of the
+// measured nodes' median counts at the median, and a node not measured
+// counts at the mean of the measured. The live nodes' weights average 1,
+// so weight × the mean lease count (or load) is a node's share: lease
+// balance aims each node at it. The median is the reference so that one
+// node far off (a co-runner takes its CPU) does not pull its peers out
+// of the deadband. Every node weighs exactly 1 when none stands out;
+// nodes that are not live weigh 1 (they take no leases).
+func capacityWeights(nodes []Node, deadband float64) map[uint64]float64 {
+	w := make(map[uint64]float64, len(nodes))
+	var measured []float64
+	for _, n := range nodes {
+		w[n.ID] = 1
+		if n.State == NodeLive && n.Capacity > 0 {
+			measured = append(measured, n.Capacity)
+		}
+	}
+	if len(measured) == 0 {
+		return w
+	}
+	sort.Float64s(measured)
+	k := len(measured)
+	median := (measured[(k-1)/2] + measured[k/2]) / 2
+	adjusted := func(c float64) (float64, bool) {
+		if math.Abs(c/median-1) <= deadband {
+			return median, false
+		}
+		return c, true
+	}
+	sum, stands := 0.0, false
+	for _, c := range measured {
+		a, out := adjusted(c)
+		sum, stands = sum+a, stands || out
+	}
+	if !stands {
+		return w
+	}
+	unmeasured := sum / float64(k)
+	caps, total, live := map[uint64]float64{}, 0.0, 0
+	for _, n := range nodes {
+		if n.State != NodeLive {
+			continue
+		}
+		c := unmeasured
+		if n.Capacity > 0 {
+			c, _ = adjusted(n.Capacity)
+		}
+		caps[n.ID], total, live = c, total+c, live+1
+	}
+	for id, c := range caps {
+		w[id] = c / (total / float64(live))
+	}
+	return w
+}
+
+// w is node n's capacity weight (1 when not known).
+func (p *planner) w(n uint64) float64 {
+	if w, ok := p.weight[n]; ok {
+		return w
+	}
+	return 1
+}
+
+// weighted reports whether the live nodes' capacities differ, so reasons
+// show them.
+func (p *planner) weighted(nodes []uint64) bool {
+	for _, n := range nodes {
+		if p.w(n) != 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// loadStats summarises node loads: the mean raw load (the level a node of
+// mean capacity should carry), and the maximum and standard deviation of
+// the loads relative to capacity (load ÷ weight), which are the raw loads
+// when capacities are equal or unknown.
 type loadStats struct{ max, mean, std float64 }
 
 // statsOf computes loadStats over nodes, with qps moved from src to dst
 // when qps > 0 (a projected lease transfer).
 func (p *planner) statsOf(nodes []uint64, src, dst uint64, qps float64) loadStats {
 	var st loadStats
-	vals := make([]float64, len(nodes))
+	rel := make([]float64, len(nodes))
 	for i, n := range nodes {
-		vals[i] = p.load[n]
-		switch n {
-		case src:
-			vals[i] -= qps
-		case dst:
-			vals[i] += qps
-		}
-		st.max = math.Max(st.max, vals[i])
-		st.mean += vals[i] / float64(len(nodes))
+		v := p.projected(n, src, dst, qps)
+		st.mean += v / float64(len(nodes))
+		rel[i] = v / p.w(n)
+		st.max = math.Max(st.max, rel[i])
 	}
-	st.std = Index(vals) * st.mean
+	for _, v := range rel {
+		st.std += (v - st.mean) * (v - st.mean) / float64(len(nodes))
+	}
+	st.std = math.Sqrt(st.std)
 	return st
 }
 
-// loadsString prints the node loads, with a projected transfer applied.
+// projected is node n's load with qps moved from src to dst.
+func (p *planner) projected(n, src, dst uint64, qps float64) float64 {
+	switch n {
+	case src:
+		return p.load[n] - qps
+	case dst:
+		return p.load[n] + qps
+	}
+	return p.load[n]
+}
+
+// rel is node n's load relative to its capacity, with qps added.
+func (p *planner) rel(n uint64, qps float64) float64 { return (p.load[n] + qps) / p.w(n) }
+
+// loadsString prints the node loads, with a projected transfer applied,
+// and each node's capacity weight when capacities differ.
 func (p *planner) loadsString(nodes []uint64, src, dst uint64, qps float64) string {
 	parts := make([]string, len(nodes))
 	for i, n := range nodes {
-		v := p.load[n]
-		switch n {
-		case src:
-			v -= qps
-		case dst:
-			v += qps
+		parts[i] = fmt.Sprintf("n%d=%.0f", n, p.projected(n, src, dst, qps))
+		if p.weighted(nodes) {
+			parts[i] += fmt.Sprintf("@%.2f", p.w(n))
 		}
-		parts[i] = fmt.Sprintf("n%d=%.0f", n, v)
 	}
 	return strings.Join(parts, " ")
 }
 
-// balanceLeases evens out lease counts within tolerance, never handing a
-// lease to a node busier than average nor raising the busiest node's load;
-// then load (balanceLoad). Ranges and nodes that moved lately are left
-// alone. The two passes share their limits so neither undoes the other.
+// balanceLeases brings each node's lease count within tolerance of its
+// share (the mean × its capacity weight), never handing a lease to a node
+// busier than its share nor raising the busiest node's load relative to
+// capacity; then load (balanceLoad). Ranges and nodes that moved lately
+// are left alone. The two passes share their limits so neither undoes the
+// other. With equal or unknown capacities the shares are the mean.
+//
+// The tolerance band and the rule that a move closes a gap of two leases
+// are the hysteresis: measured capacities wander by a few percent from
+// round to round, which moves a share by a fraction of a lease, and a
+// lease moved to close a gap leaves no gap for the way back.
 func (p *planner) balanceLeases() {
 	live := p.liveNodes()
 	if len(live) < 2 {
 		return
 	}
 	mean := p.meanLeases()
-	tol := tolerance(p.cfg.LeaseTolerance, mean)
 	before := p.statsOf(live, 0, 0, 0)
 	// A receiver is not hot only by numbers that describe it: a node
 	// leading a range with a partial (stale) sample, or whose leases
@@ -200,13 +293,14 @@ func (p *planner) balanceLeases() {
 	// fresh samples are in: the lease moves A→B→A. Replica moves do not
 	// change where load is attributed, so only lease moves count here.
 	notHot := func(n uint64) bool {
-		return before.mean == 0 || !p.loadStale[n] && !p.nodeCooling(n, true) && p.load[n] <= before.mean
+		return before.mean == 0 || !p.loadStale[n] && !p.nodeCooling(n, true) && p.rel(n, 0) <= before.mean
 	}
 	// Count: over-band nodes shed, under-band nodes receive from the node
-	// with the most leases that leads a range they have a voter of.
+	// furthest above its share that leads a range they have a voter of.
+	excess := func(n uint64) float64 { return float64(p.leases[n]) - mean*p.w(n) }
 	sort.Slice(live, func(i, j int) bool {
-		if p.leases[live[i]] != p.leases[live[j]] {
-			return p.leases[live[i]] > p.leases[live[j]]
+		if excess(live[i]) != excess(live[j]) {
+			return excess(live[i]) > excess(live[j])
 		}
 		return live[i] < live[j]
 	})
@@ -215,7 +309,7 @@ func (p *planner) balanceLeases() {
 			if p.leasesFull() {
 				return
 			}
-			if p.countMove(live, src, dst, mean, tol, before, notHot) {
+			if p.countMove(live, src, dst, mean, before, notHot) {
 				break
 			}
 		}
@@ -223,19 +317,22 @@ func (p *planner) balanceLeases() {
 	p.balanceLoad(live)
 }
 
-// countMove plans one lease from src to dst (or, with src over the band,
-// to any voter at most at the mean) when src or dst is outside the lease
-// band and they differ by two or more, the receiver is not busier than
-// average nor, after the move, busier than src was, and the busiest node's
-// load does not rise. Under load, a range with a partial sample stays: its
-// rate would understate what the receiver takes on. It reports whether it
-// planned one.
-func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, before loadStats, notHot func(uint64) bool) bool {
-	over, under := float64(p.leases[src]) > mean+tol, float64(p.leases[dst]) < mean-tol
-	if src == dst || !(over || under) || p.leases[src]-p.leases[dst] < 2 {
+// countMove plans one lease from src to dst (or, with src over its band,
+// to any voter at most at its share) when src or dst is outside its lease
+// band (tolerance around its share) and src is two or more leases further
+// above its share than dst, the receiver is not busier than its share nor,
+// after the move, busier for its capacity than src was, and the busiest
+// node's load relative to capacity does not rise. Under load, a range with
+// a partial sample stays: its rate would understate what the receiver
+// takes on. It reports whether it planned one.
+func (p *planner) countMove(live []uint64, src, dst uint64, mean float64, before loadStats, notHot func(uint64) bool) bool {
+	share := func(n uint64) float64 { return mean * p.w(n) }
+	tolSrc, tolDst := tolerance(p.cfg.LeaseTolerance, share(src)), tolerance(p.cfg.LeaseTolerance, share(dst))
+	over, under := float64(p.leases[src]) > share(src)+tolSrc, float64(p.leases[dst]) < share(dst)-tolDst
+	if src == dst || !(over || under) || float64(p.leases[src])-share(src)-(float64(p.leases[dst])-share(dst)) < 2 {
 		return false
 	}
-	accept := func(n uint64) bool { return float64(p.leases[n])+1 <= mean && notHot(n) }
+	accept := func(n uint64) bool { return float64(p.leases[n])+1 <= share(n) && notHot(n) }
 	if under {
 		accept = func(n uint64) bool { return n == dst && notHot(n) }
 	}
@@ -243,7 +340,7 @@ func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, b
 	// never undoes a load move.
 	ok := func(r *Range) func(uint64) bool {
 		return func(n uint64) bool {
-			return accept(n) && p.load[n]+r.QPS <= p.load[src] && p.statsOf(live, src, n, r.QPS).max <= math.Max(before.max, p.load[src])
+			return accept(n) && p.rel(n, r.QPS) <= p.rel(src, 0) && p.statsOf(live, src, n, r.QPS).max <= math.Max(before.max, p.rel(src, 0))
 		}
 	}
 	r := p.middleRange(src, func(r *Range) bool {
@@ -253,8 +350,12 @@ func (p *planner) countMove(live []uint64, src, dst uint64, mean, tol float64, b
 		return false
 	}
 	t := p.bestLeaseTarget(r, ok(r))
-	return p.add(Operator{Kind: OpTransferLease, Range: r.ID, Source: src, Target: t, Policy: "lease-balance",
-		Reason: fmt.Sprintf("node %d holds %d leases, node %d %d (mean %.1f ± %.1f)", src, p.leases[src], t, p.leases[t], mean, tol)})
+	reason := fmt.Sprintf("node %d holds %d leases, node %d %d (mean %.1f ± %.1f)", src, p.leases[src], t, p.leases[t], mean, tolerance(p.cfg.LeaseTolerance, mean))
+	if p.weighted(live) {
+		reason = fmt.Sprintf("node %d holds %d leases for a share of %.1f ± %.1f, node %d %d for %.1f (shares by measured capacity, mean %.1f)",
+			src, p.leases[src], share(src), tolSrc, t, p.leases[t], share(t), mean)
+	}
+	return p.add(Operator{Kind: OpTransferLease, Range: r.ID, Source: src, Target: t, Policy: "lease-balance", Reason: reason})
 }
 
 // bootstrapping reports whether a live node is in a bootstrap phase.
@@ -267,10 +368,12 @@ func (p *planner) bootstrapping() bool {
 	return false
 }
 
-// balanceLoad moves one lease off the busiest node when, by the projected
-// node loads (the moved range's sampled rate taken off its leaseholder and
-// put on the target), the busier of the two nodes afterwards is below the
-// busiest node's load now by more than the margin: the maximum cannot
+// balanceLoad moves one lease off the busiest node for its capacity (load
+// ÷ capacity weight; plain load when capacities are equal or unknown)
+// when, by the projected node loads (the moved range's sampled rate taken
+// off its leaseholder and put on the target), the busier of the two nodes
+// afterwards, for its capacity, is below the busiest node's now by more
+// than the margin: the maximum cannot
 // rise, the spread of node loads drops, and a move that only swaps which
 // node is busiest (two hot ranges on three nodes) or whose benefit a
 // sample's noise can explain is not made. Of such moves, the one leaving
@@ -288,17 +391,17 @@ func (p *planner) balanceLoad(live []uint64) {
 	}
 	src := live[0]
 	for _, n := range live {
-		if p.load[n] > p.load[src] {
+		if p.rel(n, 0) > p.rel(src, 0) {
 			src = n
 		}
 	}
-	if p.load[src] < 1.25*before.mean || p.loadStale[src] || p.nodeCooling(src, false) {
+	if p.rel(src, 0) < 1.25*before.mean || p.loadStale[src] || p.nodeCooling(src, false) {
 		return
 	}
 	need := math.Max(p.cfg.MoveMargin*before.mean, p.cfg.MinMoveQPS)
 	var best *Range
 	var bestTarget uint64
-	bestPeak := p.load[src] - need
+	bestPeak := p.rel(src, 0) - need
 	for i := range p.s.Ranges {
 		r := &p.s.Ranges[i]
 		if p.taken[r.ID] || r.Leaseholder != src || r.LoadStale || r.QPS < p.cfg.MinMoveQPS || p.rangeCooling(r.ID) {
@@ -309,8 +412,8 @@ func (p *planner) balanceLoad(live []uint64) {
 				continue
 			}
 			// Ties go to the quieter target, then the first range.
-			peak := math.Max(p.load[src]-r.QPS, p.load[t]+r.QPS)
-			if peak < bestPeak || best != nil && peak == bestPeak && p.load[t] < p.load[bestTarget] {
+			peak := math.Max(p.rel(src, -r.QPS), p.rel(t, r.QPS))
+			if peak < bestPeak || best != nil && peak == bestPeak && p.rel(t, 0) < p.rel(bestTarget, 0) {
 				best, bestTarget, bestPeak = r, t, peak
 			}
 		}

@@ -63,8 +63,14 @@ type Config struct {
 	// max(1, BalanceTolerance·mean) of the mean.
 	BalanceTolerance float64
 	// LeaseTolerance: lease counts per node stay within
-	// max(1, LeaseTolerance·mean) of the mean.
+	// max(1, LeaseTolerance·share) of the node's share (the mean, or with
+	// measured capacities that differ, the mean × its capacity weight).
 	LeaseTolerance float64
+	// CapacityDeadband: a node whose measured capacity (Node.Capacity) is
+	// within this fraction of the live nodes' mean counts at the mean, so
+	// nodes that differ by what measurement noise and ordinary drift
+	// explain share leases evenly and the shares do not follow the noise.
+	CapacityDeadband float64
 	// BootstrapShare: a new node's phase 1 takes this share of replicas
 	// from heavily loaded nodes (and their leases) so it serves at once.
 	BootstrapShare float64
@@ -115,6 +121,7 @@ func DefaultConfig() Config {
 		Lease:               DefaultLeaseConfig(),
 		BalanceTolerance:    0.05,
 		LeaseTolerance:      0.1,
+		CapacityDeadband:    0.2,
 		BootstrapShare:      0.1,
 		HeavyCPU:            0.5,
 		HeavyFactor:         1.2,
@@ -145,7 +152,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("merge cooldown and surplus grace must be ≥ 0, min ranges and max ops ≥ 1, learner grace > 0"))
 	}
 	for name, f := range map[string]float64{"hot key share": c.HotKeyShare, "balance tolerance": c.BalanceTolerance,
-		"lease tolerance": c.LeaseTolerance, "bootstrap share": c.BootstrapShare, "heavy CPU": c.HeavyCPU} {
+		"lease tolerance": c.LeaseTolerance, "bootstrap share": c.BootstrapShare, "heavy CPU": c.HeavyCPU, "capacity deadband": c.CapacityDeadband} {
 		if f < 0 || f > 1 {
 			errs = append(errs, fmt.Errorf("%s must be in [0,1], got %v", name, f))
 		}

@@ -59,6 +59,10 @@ type planner struct {
 	// known yet.
 	load      map[uint64]float64
 	loadStale map[uint64]bool
+	// weight is each live node's capacity over the live nodes' mean
+	// (capacityWeights): lease balance aims node n at weight[n] × the mean
+	// lease count and load.
+	weight map[uint64]float64
 	// taken: ranges that already have an operator (in flight or planned).
 	taken  map[uint64]bool
 	ranges map[uint64]*Range
@@ -93,6 +97,7 @@ func newPlanner(s Snapshot, cfg Config) *planner {
 			p.taken[r.ID] = true
 		}
 	}
+	p.weight = capacityWeights(s.Nodes, cfg.CapacityDeadband)
 	for _, op := range s.InFlight {
 		p.count(op)
 		p.taken[op.Range] = true

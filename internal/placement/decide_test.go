@@ -14,7 +14,7 @@ import (
 // snapshot from its input lines and prints the plan:
 //
 //	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS] [rebalance=0|1]
-//	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S] [clock-untrusted]
+//	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S] [capacity=Q] [clock-untrusted]
 //	range ID START END v=1,2,3 [vsince=SECONDS] [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [hits=H] [hot=SHARE] [writes=LOC:Q,...] [split=SECONDS] [busy] [stale] [rf=N]
 //	boundary KEY   (a key space boundary, in ascending order)
 //	recent RANGE kind=KIND [from=N] [to=N] at=SECONDS   (a completed operator)
@@ -128,6 +128,7 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 		_, n.ClockUntrusted = m["clock-untrusted"]
 		n.Phase, n.Locality = Phase(num(m["phase"])), m["locality"]
 		n.QPS, n.CPU, n.Score = num(m["qps"]), num(m["cpu"]), num(m["score"])
+		n.Capacity = num(m["capacity"])
 		s.Nodes = append(s.Nodes, n)
 	case "range":
 		key := func(k string) []byte {

@@ -77,6 +77,12 @@ type Node struct {
 	// ClockUntrusted: the node's clock is too far from its peers' for it
 	// to hold leases (its offset monitor says so), so no lease is moved to it.
 	ClockUntrusted bool
+	// Capacity is the node's measured capacity (requests/s at the SLO, as
+	// the elasticity capacity model learnt it from the node's load and CPU
+	// reports, interference included); 0: not measured. Lease balance aims
+	// each live node's leases and load at its share of the live nodes'
+	// capacity, counting a node not measured at the mean of those that are.
+	Capacity float64
 }
 
 // ReplicaType mirrors the API's replica types that placement reasons about.
