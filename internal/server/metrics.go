@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/httpapi"
-	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
