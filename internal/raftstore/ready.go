@@ -113,8 +113,9 @@ func (s *Store) processRound(tick bool) {
 	if len(replicas) == 0 {
 		return
 	}
-	var ap roundApply
-	work, appends := s.collectReady(replicas, tick, &ap)
+	ap := &s.round
+	ap.begin()
+	work, appends := s.collectReady(replicas, tick, ap)
 	// The disk works on this round's log writes while we apply.
 	s.logw.enqueue(appends)
 	if len(work) == 0 {
@@ -215,10 +216,23 @@ func (s *Store) appendSnapshotLocked(r *Replica, m *raftpb.Message, ap *roundApp
 // keeps the steps to run once the round's locks are released.
 type roundApply struct {
 	acks, post []func()
+	// ab is the apply batch, reused from round to round.
+	ab *applyBatch
+}
+
+// begin starts a round: nothing is carried over from the last.
+func (ap *roundApply) begin() {
+	clear(ap.post)
+	ap.post = ap.post[:0]
 }
 
 func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
-	ab := newApplyBatch(eng)
+	if ap.ab == nil {
+		ap.ab = newApplyBatch(eng)
+	} else {
+		ap.ab.reuse()
+	}
+	ab := ap.ab
 	for _, w := range ws {
 		if w.apply == nil {
 			continue
@@ -233,6 +247,7 @@ func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
 	for _, fn := range ap.acks {
 		fn()
 	}
+	clear(ap.acks)
 	ap.acks = ap.acks[:0]
 }
 

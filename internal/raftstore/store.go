@@ -87,7 +87,10 @@ type Store struct {
 	versionMu  sync.Mutex
 	stats      Stats
 	// logw makes the replicas' Raft log writes durable (logwriter.go).
-	logw    *logWriter
+	logw *logWriter
+	// round is the scheduler's (run) apply state, kept across rounds so
+	// that its batch's maps and its slices are reused.
+	round   roundApply
 	snapSem chan struct{}
 	// snapLimiter meters outgoing snapshot bytes (nil: unlimited).
 	snapLimiter *tokenBucket
