@@ -22,6 +22,7 @@ type applyBatch struct {
 	eng     storage.Engine
 	b       storage.Batch // &sized
 	sized   sizedBatch
+	enc     encoder           // the replicas' state records
 	overlay map[string][]byte // nil value: deleted
 	// versions holds the newest version written in the batch of each
 	// keys.VersionedKey; migrated, the timestamp of each range migrated
@@ -222,7 +223,8 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (ac
 		}
 	}
 	r.saveVersionBoundLocked()
-	if err := putProto(ab.b, keys.ReplicaStateKey(r.rangeID), r.mu.state); err != nil {
+	ab.enc.key = keys.AppendReplicaStateKey(ab.enc.key[:0], r.rangeID)
+	if err := ab.enc.put(ab.b, ab.enc.key, r.mu.state); err != nil {
 		log.Fatalf("range %d: %v", r.rangeID, err)
 	}
 	return acks, post
