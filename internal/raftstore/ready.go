@@ -73,7 +73,9 @@ type readyWork struct {
 	apply *raftpb.Message
 }
 
-func (s *Store) takeScheduled(tick bool) []*Replica {
+// takeScheduled returns the replicas scheduled for this round, appended
+// to out.
+func (s *Store) takeScheduled(tick bool, out []*Replica) []*Replica {
 	// Two sets take turns: the one taken here is emptied and becomes the
 	// next round's, so a round makes no new map (only the scheduler's
 	// goroutine calls this).
@@ -90,7 +92,6 @@ func (s *Store) takeScheduled(tick bool) []*Replica {
 	if tick {
 		return s.Replicas()
 	}
-	out := make([]*Replica, 0, len(pending))
 	s.mu.RLock()
 	for id := range pending {
 		if r := s.mu.replicas[id]; r != nil {
@@ -109,13 +110,17 @@ func (s *Store) takeScheduled(tick bool) []*Replica {
 // (AsyncStorageWrites), so apply batches are not synced: the log is the
 // durable record and a crash replays what they lost.
 func (s *Store) processRound(tick bool) {
-	replicas := s.takeScheduled(tick)
+	bufs := &s.roundBufs
+	replicas := s.takeScheduled(tick, bufs.replicas[:0])
+	var work []readyWork
+	var appends []logWrite
+	defer func() { bufs.keep(replicas, work, appends) }()
 	if len(replicas) == 0 {
 		return
 	}
 	ap := &s.round
 	ap.begin()
-	work, appends := s.collectReady(replicas, tick, ap)
+	work, appends = s.collectReady(replicas, tick, ap, bufs.work[:0], bufs.appends[:0])
 	// The disk works on this round's log writes while we apply.
 	s.logw.enqueue(appends)
 	if len(work) == 0 {
@@ -141,7 +146,7 @@ func (s *Store) processRound(tick bool) {
 // the Readies with each replica still locked (unlocked by processRound at
 // the round's end) and the log writes for the writer. A snapshot is
 // applied here, leaving in ap the removal of the replicas it merged.
-func (s *Store) collectReady(replicas []*Replica, tick bool, ap *roundApply) (work []readyWork, appends []logWrite) {
+func (s *Store) collectReady(replicas []*Replica, tick bool, ap *roundApply, work []readyWork, appends []logWrite) ([]readyWork, []logWrite) {
 	for _, r := range replicas {
 		r.mu.Lock()
 		if r.mu.destroyed || r.mu.raw == nil {
@@ -210,6 +215,22 @@ func (s *Store) appendSnapshotLocked(r *Replica, m *raftpb.Message, ap *roundApp
 		log.Fatalf("raft state commit: %v", err)
 	}
 	r.logDurableLocked(m)
+}
+
+// roundBufs are the scheduler's slices, kept from round to round so that
+// a round makes none (the log writer copies the appends it is given).
+type roundBufs struct {
+	replicas []*Replica
+	work     []readyWork
+	appends  []logWrite
+}
+
+// keep takes a round's slices back, emptied: what they held is let go.
+func (b *roundBufs) keep(replicas []*Replica, work []readyWork, appends []logWrite) {
+	clear(replicas)
+	clear(work)
+	clear(appends)
+	b.replicas, b.work, b.appends = replicas[:0], work[:0], appends[:0]
 }
 
 // roundApply applies committed entries in one engine batch per call and

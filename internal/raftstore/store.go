@@ -90,8 +90,9 @@ type Store struct {
 	logw *logWriter
 	// round is the scheduler's (run) apply state, kept across rounds so
 	// that its batch's maps and its slices are reused.
-	round   roundApply
-	snapSem chan struct{}
+	round     roundApply
+	roundBufs roundBufs
+	snapSem   chan struct{}
 	// snapLimiter meters outgoing snapshot bytes (nil: unlimited).
 	snapLimiter *tokenBucket
 	stopOnce    sync.Once
