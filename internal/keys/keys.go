@@ -36,9 +36,14 @@ const MetaRangeID uint64 = 1
 const FirstUserRangeID uint64 = 2
 
 func rangeLocalPrefix(rangeID uint64) []byte {
-	k := make([]byte, 0, 1+8+1+8)
-	k = append(k, prefixRangeLocal)
-	return binary.BigEndian.AppendUint64(k, rangeID)
+	return appendRangeLocalPrefix(rangeLocalKeyBuf(), rangeID)
+}
+
+// rangeLocalKeyBuf has room for the longest range-local key (a log key).
+func rangeLocalKeyBuf() []byte { return make([]byte, 0, 1+8+1+8) }
+
+func appendRangeLocalPrefix(dst []byte, rangeID uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, prefixRangeLocal), rangeID)
 }
 
 // RangeLocalSpan covers every range-local key of a range.
@@ -48,12 +53,23 @@ func RangeLocalSpan(rangeID uint64) (lo, hi []byte) {
 
 // HardStateKey holds a replica's Raft HardState.
 func HardStateKey(rangeID uint64) []byte {
-	return append(rangeLocalPrefix(rangeID), suffixHardState)
+	return AppendHardStateKey(rangeLocalKeyBuf(), rangeID)
+}
+
+// AppendHardStateKey appends HardStateKey(rangeID) to dst: the log writer
+// builds its keys in one buffer.
+func AppendHardStateKey(dst []byte, rangeID uint64) []byte {
+	return append(appendRangeLocalPrefix(dst, rangeID), suffixHardState)
 }
 
 // ReplicaStateKey holds a replica's applied state.
 func ReplicaStateKey(rangeID uint64) []byte {
-	return append(rangeLocalPrefix(rangeID), suffixReplicaState)
+	return AppendReplicaStateKey(rangeLocalKeyBuf(), rangeID)
+}
+
+// AppendReplicaStateKey appends ReplicaStateKey(rangeID) to dst.
+func AppendReplicaStateKey(dst []byte, rangeID uint64) []byte {
+	return append(appendRangeLocalPrefix(dst, rangeID), suffixReplicaState)
 }
 
 // TombstoneKey marks a destroyed replica of the range.
@@ -70,7 +86,12 @@ func DataIncompleteKey(rangeID uint64) []byte {
 
 // LogKey holds the Raft log entry at index.
 func LogKey(rangeID, index uint64) []byte {
-	return binary.BigEndian.AppendUint64(append(rangeLocalPrefix(rangeID), suffixLog), index)
+	return AppendLogKey(rangeLocalKeyBuf(), rangeID, index)
+}
+
+// AppendLogKey appends LogKey(rangeID, index) to dst.
+func AppendLogKey(dst []byte, rangeID, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(appendRangeLocalPrefix(dst, rangeID), suffixLog), index)
 }
 
 // LogSpan covers all log entries of a range.

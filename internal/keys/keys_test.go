@@ -63,3 +63,17 @@ func TestContainsAndOverlaps(t *testing.T) {
 		t.Fatal("Overlaps wrong")
 	}
 }
+
+// The Append forms append exactly the key the plain forms return.
+func TestAppendKeys(t *testing.T) {
+	head := []byte("head")
+	for _, c := range []struct{ got, want []byte }{
+		{AppendLogKey(head[:4:4], 7, 1<<40), LogKey(7, 1<<40)},
+		{AppendHardStateKey(head[:4:4], 7), HardStateKey(7)},
+		{AppendReplicaStateKey(head[:4:4], 7), ReplicaStateKey(7)},
+	} {
+		if !bytes.Equal(c.got, append([]byte("head"), c.want...)) {
+			t.Fatalf("appended %x, want head+%x", c.got, c.want)
+		}
+	}
+}

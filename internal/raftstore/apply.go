@@ -20,7 +20,9 @@ import (
 // round, so writes are mirrored in an overlay consulted before the engine.
 type applyBatch struct {
 	eng     storage.Engine
-	b       storage.Batch
+	b       storage.Batch // &sized
+	sized   sizedBatch
+	enc     encoder           // the replicas' state records
 	overlay map[string][]byte // nil value: deleted
 	// versions holds the newest version written in the batch of each
 	// keys.VersionedKey; migrated, the timestamp of each range migrated
@@ -58,10 +60,31 @@ func newApplyBatch(eng storage.Engine) *applyBatch {
 
 // reset starts an empty batch.
 func (ab *applyBatch) reset() {
-	ab.b = sizedBatch{Batch: ab.eng.NewBatch(), set: &ab.setBytes}
-	ab.overlay = map[string][]byte{}
-	ab.versions = map[string]mvcc.Version{}
-	ab.migrated = map[uint64]hlc.Timestamp{}
+	ab.sized = sizedBatch{Batch: ab.eng.NewBatch(), set: &ab.setBytes}
+	ab.b = &ab.sized
+	ab.overlay = emptied(ab.overlay)
+	ab.versions = emptied(ab.versions)
+	ab.migrated = emptied(ab.migrated)
+}
+
+// reuse makes a committed batch a new one, as newApplyBatch would.
+func (ab *applyBatch) reuse() {
+	ab.sync = false
+	ab.reset()
+}
+
+// reusedMapMax: a map that held more entries than this is dropped rather
+// than cleared, so that one large apply (a split, a snapshot's clear) does
+// not make every later round clear its table.
+const reusedMapMax = 256
+
+// emptied returns m emptied, or a new map if m is nil or was large.
+func emptied[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil || len(m) > reusedMapMax {
+		return map[K]V{}
+	}
+	clear(m)
+	return m
 }
 
 func (ab *applyBatch) get(key []byte) ([]byte, bool, error) {
@@ -200,7 +223,8 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (ac
 		}
 	}
 	r.saveVersionBoundLocked()
-	if err := putProto(ab.b, keys.ReplicaStateKey(r.rangeID), r.mu.state); err != nil {
+	ab.enc.key = keys.AppendReplicaStateKey(ab.enc.key[:0], r.rangeID)
+	if err := ab.enc.put(ab.b, ab.enc.key, r.mu.state); err != nil {
 		log.Fatalf("range %d: %v", r.rangeID, err)
 	}
 	return acks, post

@@ -40,6 +40,8 @@ type logWriter struct {
 	stopper <-chan struct{}
 	// testingHook is Config.testingLogWrite for this node.
 	testingHook func(logWriteStage, []logWrite)
+	// enc is write's: only the writer's goroutine writes.
+	enc encoder
 
 	mu sync.Mutex
 	// work wakes the writer when pending grows or it must stop; idle
@@ -169,7 +171,7 @@ func (w *logWriter) write(ws []logWrite) {
 	defer b.Close()
 	sync := false
 	for _, lw := range ws {
-		if err := persistAppend(b, lw.r.rangeID, lw.m, lw.truncate); err != nil {
+		if err := persistAppend(b, &w.enc, lw.r.rangeID, lw.m, lw.truncate); err != nil {
 			log.Fatalf("range %d: persisting raft state: %v", lw.r.rangeID, err)
 		}
 		sync = sync || lw.sync
@@ -196,7 +198,7 @@ func (w *logWriter) write(ws []logWrite) {
 }
 
 // persistAppend adds a MsgStorageAppend's log entries and HardState to b.
-func persistAppend(b storage.Writer, rangeID uint64, m *raftpb.Message, truncate bool) error {
+func persistAppend(b storage.Writer, enc *encoder, rangeID uint64, m *raftpb.Message, truncate bool) error {
 	if n := len(m.GetEntries()); n > 0 {
 		if truncate {
 			_, hi := keys.LogSpan(rangeID)
@@ -205,13 +207,15 @@ func persistAppend(b storage.Writer, rangeID uint64, m *raftpb.Message, truncate
 			}
 		}
 		for _, e := range m.GetEntries() {
-			if err := putProto(b, keys.LogKey(rangeID, e.GetIndex()), e); err != nil {
+			enc.key = keys.AppendLogKey(enc.key[:0], rangeID, e.GetIndex())
+			if err := enc.put(b, enc.key, e); err != nil {
 				return err
 			}
 		}
 	}
 	if hs := appendHardState(m); hs != nil {
-		return putProto(b, keys.HardStateKey(rangeID), hs)
+		enc.key = keys.AppendHardStateKey(enc.key[:0], rangeID)
+		return enc.put(b, enc.key, hs)
 	}
 	return nil
 }

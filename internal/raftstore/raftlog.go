@@ -129,6 +129,31 @@ func putProto(w storage.Writer, key []byte, m proto.Message) error {
 	return w.Set(key, b)
 }
 
+// encoder builds keys and values for a storage.Writer in buffers it
+// reuses: a Writer copies what it is given, so one key and one value
+// buffer serve every write of a round. One goroutine owns each encoder
+// (the log writer's, the apply batch's).
+type encoder struct {
+	key, val []byte
+}
+
+// encoderKeep: a value buffer that grew past this (a large entry) is
+// dropped after use rather than kept for the next.
+const encoderKeep = 64 << 10
+
+// put writes m, marshaled as proto.Marshal does, under key.
+func (e *encoder) put(w storage.Writer, key []byte, m proto.Message) error {
+	val, err := proto.MarshalOptions{}.MarshalAppend(e.val[:0], m)
+	if err != nil {
+		return err
+	}
+	err = w.Set(key, val)
+	if cap(val) <= encoderKeep {
+		e.val = val
+	}
+	return err
+}
+
 // writeInitialRangeState writes the Raft and applied state of a range that
 // starts life at initialIndex (bootstrap or the right side of a split).
 // A HardState already on disk (an uninitialized replica that voted) is

@@ -73,7 +73,9 @@ type readyWork struct {
 	apply *raftpb.Message
 }
 
-func (s *Store) takeScheduled(tick bool) []*Replica {
+// takeScheduled returns the replicas scheduled for this round, appended
+// to out.
+func (s *Store) takeScheduled(tick bool, out []*Replica) []*Replica {
 	// Two sets take turns: the one taken here is emptied and becomes the
 	// next round's, so a round makes no new map (only the scheduler's
 	// goroutine calls this).
@@ -90,7 +92,6 @@ func (s *Store) takeScheduled(tick bool) []*Replica {
 	if tick {
 		return s.Replicas()
 	}
-	out := make([]*Replica, 0, len(pending))
 	s.mu.RLock()
 	for id := range pending {
 		if r := s.mu.replicas[id]; r != nil {
@@ -109,12 +110,17 @@ func (s *Store) takeScheduled(tick bool) []*Replica {
 // (AsyncStorageWrites), so apply batches are not synced: the log is the
 // durable record and a crash replays what they lost.
 func (s *Store) processRound(tick bool) {
-	replicas := s.takeScheduled(tick)
+	bufs := &s.roundBufs
+	replicas := s.takeScheduled(tick, bufs.replicas[:0])
+	var work []readyWork
+	var appends []logWrite
+	defer func() { bufs.keep(replicas, work, appends) }()
 	if len(replicas) == 0 {
 		return
 	}
-	var ap roundApply
-	work, appends := s.collectReady(replicas, tick, &ap)
+	ap := &s.round
+	ap.begin()
+	work, appends = s.collectReady(replicas, tick, ap, bufs.work[:0], bufs.appends[:0])
 	// The disk works on this round's log writes while we apply.
 	s.logw.enqueue(appends)
 	if len(work) == 0 {
@@ -140,7 +146,7 @@ func (s *Store) processRound(tick bool) {
 // the Readies with each replica still locked (unlocked by processRound at
 // the round's end) and the log writes for the writer. A snapshot is
 // applied here, leaving in ap the removal of the replicas it merged.
-func (s *Store) collectReady(replicas []*Replica, tick bool, ap *roundApply) (work []readyWork, appends []logWrite) {
+func (s *Store) collectReady(replicas []*Replica, tick bool, ap *roundApply, work []readyWork, appends []logWrite) ([]readyWork, []logWrite) {
 	for _, r := range replicas {
 		r.mu.Lock()
 		if r.mu.destroyed || r.mu.raw == nil {
@@ -202,7 +208,7 @@ func (s *Store) appendSnapshotLocked(r *Replica, m *raftpb.Message, ap *roundApp
 	}
 	b := s.eng.NewBatch()
 	defer b.Close()
-	if err := persistAppend(b, r.rangeID, m, false); err != nil {
+	if err := persistAppend(b, &encoder{}, r.rangeID, m, false); err != nil {
 		log.Fatalf("range %d: persisting raft state: %v", r.rangeID, err)
 	}
 	if err := b.Commit(true); err != nil {
@@ -211,14 +217,43 @@ func (s *Store) appendSnapshotLocked(r *Replica, m *raftpb.Message, ap *roundApp
 	r.logDurableLocked(m)
 }
 
+// roundBufs are the scheduler's slices, kept from round to round so that
+// a round makes none (the log writer copies the appends it is given).
+type roundBufs struct {
+	replicas []*Replica
+	work     []readyWork
+	appends  []logWrite
+}
+
+// keep takes a round's slices back, emptied: what they held is let go.
+func (b *roundBufs) keep(replicas []*Replica, work []readyWork, appends []logWrite) {
+	clear(replicas)
+	clear(work)
+	clear(appends)
+	b.replicas, b.work, b.appends = replicas[:0], work[:0], appends[:0]
+}
+
 // roundApply applies committed entries in one engine batch per call and
 // keeps the steps to run once the round's locks are released.
 type roundApply struct {
 	acks, post []func()
+	// ab is the apply batch, reused from round to round.
+	ab *applyBatch
+}
+
+// begin starts a round: nothing is carried over from the last.
+func (ap *roundApply) begin() {
+	clear(ap.post)
+	ap.post = ap.post[:0]
 }
 
 func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
-	ab := newApplyBatch(eng)
+	if ap.ab == nil {
+		ap.ab = newApplyBatch(eng)
+	} else {
+		ap.ab.reuse()
+	}
+	ab := ap.ab
 	for _, w := range ws {
 		if w.apply == nil {
 			continue
@@ -233,6 +268,7 @@ func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
 	for _, fn := range ap.acks {
 		fn()
 	}
+	clear(ap.acks)
 	ap.acks = ap.acks[:0]
 }
 

@@ -87,8 +87,12 @@ type Store struct {
 	versionMu  sync.Mutex
 	stats      Stats
 	// logw makes the replicas' Raft log writes durable (logwriter.go).
-	logw    *logWriter
-	snapSem chan struct{}
+	logw *logWriter
+	// round is the scheduler's (run) apply state, kept across rounds so
+	// that its batch's maps and its slices are reused.
+	round     roundApply
+	roundBufs roundBufs
+	snapSem   chan struct{}
 	// snapLimiter meters outgoing snapshot bytes (nil: unlimited).
 	snapLimiter *tokenBucket
 	stopOnce    sync.Once

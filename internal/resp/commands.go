@@ -18,6 +18,17 @@ type call struct {
 	ctx  context.Context
 	name string
 	args [][]byte
+	// cmd is ctx when the call is a command of its own (Server.begin);
+	// EXEC's queued commands share EXEC's.
+	cmd cmdCtx
+}
+
+// begin starts x as a command of its own, its KV calls bounded by
+// RequestTimeout and canceled when the server or the connection closes
+// (cmdctx.go); the caller ends it with x.cmd.end().
+func (s *Server) begin(x *call) {
+	x.st.cmds.begin(&x.cmd, s.cfg.RequestTimeout)
+	x.ctx = &x.cmd
 }
 
 type cmdSpec struct {

@@ -86,6 +86,7 @@ func (r *replyBuffer) WriteAny(v interface{})      { r.add(redcon.AppendAny(r.b,
 // Close writes the replies so far (QUIT's OK) before closing.
 func (r *replyBuffer) Close() error {
 	r.flush()
+	r.st.cmds.close()
 	return r.Conn.Close()
 }
 
@@ -140,6 +141,7 @@ func (r *replyBuffer) flush() {
 				r.RemoteAddr(), n, total, r.s.cfg.OutputTimeout, ReasonOutputBuffer)
 		}
 	}
+	r.st.cmds.close()
 	_ = r.Conn.Close()
 }
 

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"context"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -157,10 +156,10 @@ func (s *Server) serveOne(c redcon.Conn, st *connState, p *prepared) {
 		c.WriteError(p.errMsg)
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
-	defer cancel()
 	x := &p.served
-	x.call = call{s: s, c: c, st: st, kv: st.kv, ctx: ctx, name: p.name, args: p.args}
+	x.call = call{s: s, c: c, st: st, kv: st.kv, name: p.name, args: p.args}
+	s.begin(&x.call)
+	defer x.cmd.end()
 	observe := s.observe.Load()
 	if observe == nil {
 		p.spec.fn(&x.call)
@@ -190,13 +189,13 @@ func (s *Server) serveReads(c redcon.Conn, st *connState, run []*prepared) {
 
 // readAndReply runs GETs in one batched read.
 func (s *Server) readAndReply(c redcon.Conn, st *connState, run []*prepared, failed []bool) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
-	defer cancel()
 	keys := make([][]byte, len(run))
 	for i, p := range run {
 		keys[i] = encKey(p.args[1])
 	}
-	x := &call{s: s, c: c, st: st, kv: st.kv, ctx: ctx}
+	x := &call{s: s, c: c, st: st, kv: st.kv}
+	s.begin(x)
+	defer x.cmd.end()
 	res, err := x.batchGet(keys)
 	for i := range run {
 		switch {
@@ -233,12 +232,12 @@ func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
 			}
 		}
 	}
-	results := s.writeEach(st.kv, ops)
+	results := s.writeEach(st, ops)
 	failed := make([]bool, len(run))
 	// DEL's removal of hash fields gets a deadline of its own.
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	x := &call{s: s, c: c, st: st, kv: st.kv, ctx: ctx}
+	x := &call{s: s, c: c, st: st, kv: st.kv}
+	s.begin(x)
+	defer x.cmd.end()
 	for i, p := range run {
 		end := len(ops)
 		if i+1 < len(run) {
@@ -251,13 +250,14 @@ func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
 
 // writeEach runs ops through kv.WriteEach, MaxBatchKeys at a time, each
 // call with the deadline a command alone would have.
-func (s *Server) writeEach(kv KV, ops []Op) []OpResult {
+func (s *Server) writeEach(st *connState, ops []Op) []OpResult {
 	results := make([]OpResult, 0, len(ops))
 	for len(results) < len(ops) {
 		chunk := ops[len(results):min(len(ops), len(results)+s.cfg.MaxBatchKeys)]
-		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
-		results = append(results, kv.WriteEach(ctx, chunk)...)
-		cancel()
+		ctx := new(cmdCtx)
+		st.cmds.begin(ctx, s.cfg.RequestTimeout)
+		results = append(results, st.kv.WriteEach(ctx, chunk)...)
+		ctx.end()
 	}
 	return results
 }

@@ -222,6 +222,8 @@ type connState struct {
 	// multi: inside MULTI; watch: what WATCH read (multi.go).
 	multi *multiState
 	watch *watchState
+	// cmds makes its commands' contexts (cmdctx.go).
+	cmds *connContext
 }
 
 // New listens on cfg.ListenAddr and returns a Server; call Serve to serve.
@@ -291,7 +293,7 @@ func (s *Server) accept(c redcon.Conn) bool {
 		c.WriteError(fmt.Sprintf("ERR max number of clients reached (the maximum is %d connections)", s.cfg.MaxConns))
 		return false
 	}
-	st := &connState{id: s.nextID.Add(1), user: "default", kv: s.kv}
+	st := &connState{id: s.nextID.Add(1), user: "default", kv: s.kv, cmds: newConnContext(s.ctx)}
 	st.out = replyBuffer{Conn: c, s: s, st: st}
 	if s.cfg.Auth == nil {
 		st.authed, st.access = true, AccessWrite
@@ -301,7 +303,8 @@ func (s *Server) accept(c redcon.Conn) bool {
 }
 
 func (s *Server) closed(c redcon.Conn, err error) {
-	if c.Context() != nil {
+	if st, _ := c.Context().(*connState); st != nil {
+		st.cmds.close()
 		s.conns.Add(-1)
 	}
 }
