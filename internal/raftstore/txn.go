@@ -213,11 +213,26 @@ func (r *Replica) proposeRecord(ctx context.Context, c *tidekvpb.TxnCommand) (*t
 	if err := r.checkKey(c.GetTxn().GetAnchor()); err != nil {
 		return nil, err
 	}
+	if err := r.admitCommit(c); err != nil {
+		return nil, err
+	}
 	res, err := r.propose(ctx, &tidekvpb.RaftCommand{Timestamp: logTimestamp(r.store.hlc.Now()), Txn: c}, nil)
 	if err != nil {
 		return nil, err
 	}
 	return res.txn.record, nil
+}
+
+// admitCommit admits the commit timestamp c carries, if any, as reads and
+// intents admit theirs (Store.admitTimestamp): a record committed, or
+// intents resolved, beyond the maximum offset of this node's clock would
+// put values where no read at a clock within the offset assumption sees
+// them until real time passes them.
+func (r *Replica) admitCommit(c *tidekvpb.TxnCommand) error {
+	if ts := commandTimestamp(c.GetCommitTimestamp()); !ts.IsZero() {
+		return r.store.admitTimestamp(ts, "commit")
+	}
+	return nil
 }
 
 // ResolveIntents commits txn's intents on ks (keys of this range) at
@@ -232,6 +247,9 @@ func (r *Replica) ResolveIntents(ctx context.Context, txn *tidekvpb.TxnRef, ks [
 	c := &tidekvpb.TxnCommand{Op: tidekvpb.TxnCommand_RESOLVE, Txn: txn, Keys: ks, Status: status}
 	if !commitTS.IsZero() {
 		c.CommitTimestamp = logTimestamp(commitTS)
+	}
+	if err := r.admitCommit(c); err != nil {
+		return err
 	}
 	_, err := r.propose(ctx, &tidekvpb.RaftCommand{Timestamp: logTimestamp(r.store.hlc.Now()), Txn: c}, nil)
 	return err

@@ -37,10 +37,15 @@ func overloaded(msg string) error {
 // none). It is the one mapping of the node's typed errors: toStatus builds
 // the gRPC status from it, the request metrics count its code, and the
 // Redis gateway answers by its kind without a status in between. An error
-// that already is a status keeps its code and kind.
+// that already is a status keeps its code and kind (INVALID_ARGUMENT when
+// it is that code and names none).
 func classify(err error) (codes.Code, tidekvpb.ErrorKind) {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
-		return st.Code(), errorDetail(err).GetKind()
+		kind := errorDetail(err).GetKind()
+		if st.Code() == codes.InvalidArgument && kind == tidekvpb.ErrorKind_ERROR_UNKNOWN {
+			kind = tidekvpb.ErrorKind_INVALID_ARGUMENT
+		}
+		return st.Code(), kind
 	}
 	var nl *raftstore.NotLeaderError
 	var rnf *raftstore.RangeNotFoundError
@@ -79,7 +84,11 @@ func classify(err error) (codes.Code, tidekvpb.ErrorKind) {
 		return codes.Unavailable, tidekvpb.ErrorKind_AMBIGUOUS
 	case errors.Is(err, raftstore.ErrOverloaded) || errors.Is(err, client.ErrOverloaded):
 		return codes.ResourceExhausted, tidekvpb.ErrorKind_OVERLOADED
-	case errors.Is(err, raftstore.ErrInvalidRequest):
+	case errors.Is(err, raftstore.ErrInvalidRequest) || errors.Is(err, client.ErrInvalidArgument):
+		// client's: a node refused a step the node sent on through its
+		// routing client (a transaction's read at a timestamp beyond the
+		// maximum offset of that node's clock). Left to the default
+		// (UNAVAILABLE), the client ran the transaction again and again.
 		return codes.InvalidArgument, tidekvpb.ErrorKind_INVALID_ARGUMENT
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded, tidekvpb.ErrorKind_ERROR_UNKNOWN

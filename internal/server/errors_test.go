@@ -35,3 +35,26 @@ func TestToStatusKeepsTheRoutersAmbiguity(t *testing.T) {
 		}
 	}
 }
+
+// A node's refusal of a step the node sent on through its routing client
+// (client.ErrInvalidArgument, or the status itself when it is passed on)
+// stays INVALID_ARGUMENT in the node's answer, which no client retries:
+// read as UNAVAILABLE, a transaction that can never succeed ran again and
+// again.
+func TestClassifyKeepsTheRoutersInvalidArgument(t *testing.T) {
+	s := &Server{}
+	for _, err := range []error{
+		fmt.Errorf("%w: read timestamp is in the future, more than the maximum clock offset ahead", client.ErrInvalidArgument),
+		fmt.Errorf("transaction get: %w", fmt.Errorf("%w: key too large", client.ErrInvalidArgument)),
+		status.Error(codes.InvalidArgument, "key too large"),
+		fmt.Errorf("routed: %w", status.Error(codes.InvalidArgument, "key too large")),
+		fmt.Errorf("%w: no such range", raftstore.ErrInvalidRequest),
+	} {
+		if code, kind := classify(err); code != codes.InvalidArgument || kind != tidekvpb.ErrorKind_INVALID_ARGUMENT {
+			t.Errorf("classify(%v) = %v, %v; want InvalidArgument, INVALID_ARGUMENT", err, code, kind)
+		}
+		if st := status.Convert(s.toStatus(innerStatus(err))); st.Code() != codes.InvalidArgument {
+			t.Errorf("%v: answered %v, want InvalidArgument", err, st.Code())
+		}
+	}
+}
