@@ -58,6 +58,8 @@ func cmdType(x *call) {
 		replyErr(x.c, err)
 	case isHashMarker(v):
 		x.c.WriteString("hash")
+	case isZSetMeta(v):
+		x.c.WriteString("zset")
 	default:
 		x.c.WriteString("string")
 	}

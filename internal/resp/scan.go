@@ -225,7 +225,7 @@ func cmdRange(x *call) {
 				break
 			}
 			next = append(append([]byte(nil), kv.Key...), 0)
-			if isHashMarker(kv.Value) {
+			if isMarker(kv.Value) {
 				continue
 			}
 			if size += len(user) + len(kv.Value); size > x.s.cfg.MaxOutputBuffer {
