@@ -393,7 +393,7 @@ func cmdZCard(x *call) {
 // is the number they answer.
 func cmdZCount(x *call) {
 	z := x.args[1]
-	var start, end []byte
+	var span func() ([]byte, []byte, error)
 	if x.name == "zlexcount" {
 		lo, ok1 := parseLexBound(x.args[2])
 		hi, ok2 := parseLexBound(x.args[3])
@@ -401,21 +401,27 @@ func cmdZCount(x *call) {
 			x.c.WriteError("ERR min or max not valid string range item")
 			return
 		}
-		var err error
-		if start, end, err = x.lexSpan(z, lo, hi); err != nil {
-			replyErr(x.c, err)
-			return
-		}
+		span = func() ([]byte, []byte, error) { return x.lexSpan(z, lo, hi) }
 	} else {
 		r, ok := parseScoreRange(x.args[2], x.args[3])
 		if !ok {
 			x.c.WriteError("ERR min or max is not a float")
 			return
 		}
-		if _, _, ok := x.zsetState(z); !ok {
-			return
-		}
-		start, end = r.span(z)
+		span = func() ([]byte, []byte, error) { s, e := r.span(z); return s, e, nil }
+	}
+	_, exists, ok := x.zsetState(z)
+	if !ok {
+		return
+	}
+	if !exists { // index entries without metadata are garbage
+		x.c.WriteInt(0)
+		return
+	}
+	start, end, err := span()
+	if err != nil {
+		replyErr(x.c, err)
+		return
 	}
 	n, err := x.zcount(z, start, end)
 	if err != nil {
@@ -543,6 +549,7 @@ func cmdZRange(x *call) {
 	}
 	z := x.args[1]
 	var start, end []byte
+	var lex func() ([]byte, []byte, error)
 	var rankLo, rankHi int64
 	switch sp.by {
 	case "rank":
@@ -567,15 +574,22 @@ func cmdZRange(x *call) {
 			x.c.WriteError("ERR min or max not valid string range item")
 			return
 		}
+		lex = func() ([]byte, []byte, error) { return x.lexSpan(z, lo, hi) }
+	}
+	card, exists, ok := x.zsetState(z)
+	if !ok {
+		return
+	}
+	if !exists { // index entries without metadata are garbage
+		x.c.WriteArray(0)
+		return
+	}
+	if lex != nil {
 		var err error
-		if start, end, err = x.lexSpan(z, lo, hi); err != nil {
+		if start, end, err = lex(); err != nil {
 			replyErr(x.c, err)
 			return
 		}
-	}
-	card, _, ok := x.zsetState(z)
-	if !ok {
-		return
 	}
 	var skip, take int
 	if sp.by == "rank" {

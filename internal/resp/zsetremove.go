@@ -89,8 +89,10 @@ func cmdZPop(x *call) {
 		case err != nil || n < 0:
 			x.c.WriteError("ERR value is out of range, must be positive")
 			return
-		case n == 0:
-			x.c.WriteArray(0)
+		case n == 0: // still WRONGTYPE on another type, as Redis
+			if _, _, ok := x.zsetState(x.args[1]); ok {
+				x.c.WriteArray(0)
+			}
 			return
 		}
 		count = int(min(n, math.MaxInt32))
