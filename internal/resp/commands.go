@@ -103,13 +103,13 @@ func init() {
 		"zrangebylex": {arity: -4, fn: cmdZRange}, "zrevrangebylex": {arity: -4, fn: cmdZRange},
 		"zpopmin": {arity: -2, fn: cmdZPop}, "zpopmax": {arity: -2, fn: cmdZPop},
 		"zremrangebyscore": {arity: 4, fn: cmdZRemRange}, "zremrangebyrank": {arity: 4, fn: cmdZRemRange},
-		"zremrangebylex": {arity: 4, fn: cmdZRemRange},
-		"tkv.range":      {arity: -3, fn: cmdRange},
-		"multi":          {arity: 1, fn: cmdMulti},
-		"exec":           {arity: 1, fn: cmdExec},
-		"discard":        {arity: 1, fn: cmdDiscard},
-		"watch":          {arity: -2, fn: cmdWatch},
-		"unwatch":        {arity: 1, fn: cmdUnwatch},
+		"zremrangebylex": {arity: 4, fn: cmdZRemRange}, "zscan": {arity: -3, fn: cmdZScan},
+		"tkv.range": {arity: -3, fn: cmdRange},
+		"multi":     {arity: 1, fn: cmdMulti},
+		"exec":      {arity: 1, fn: cmdExec},
+		"discard":   {arity: 1, fn: cmdDiscard},
+		"watch":     {arity: -2, fn: cmdWatch},
+		"unwatch":   {arity: 1, fn: cmdUnwatch},
 	}
 	commandNames = make(map[string]string, len(commands))
 	for name := range commands {

@@ -130,3 +130,29 @@ func TestZSetConcurrentWriters(t *testing.T) {
 		}
 	}
 }
+
+// TestZScanPages: ZSCAN's cursor walks a set larger than COUNT in score
+// order, each member once.
+func TestZScanPages(t *testing.T) {
+	_, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	var zs []redis.Z
+	for i := range 25 {
+		zs = append(zs, redis.Z{Score: float64(25 - i), Member: "m" + strconv.Itoa(i)})
+	}
+	must(rc.ZAdd(ctx, "z", zs...).Result())
+	var got []string
+	var cur uint64
+	for calls := 1; ; calls++ {
+		items, next := must2(t)(rc.ZScan(ctx, "z", cur, "", 10).Result())
+		got = append(got, items...)
+		if cur = next; cur == 0 {
+			eq(t, calls, 3)
+			break
+		}
+	}
+	eq(t, len(got), 50)
+	eq(t, got[0], "m24")
+	eq(t, got[1], "1")
+	eq(t, got[48], "m0")
+}
