@@ -162,11 +162,22 @@ func (x *call) zwriteMeta(v *txView, z []byte, exists bool, card int, ops []Op) 
 	return v.Write(x.ctx, ops)
 }
 
-// zclearStale removes what an earlier set at z left (after SET, or its
-// expiry) before a set is created there.
+// zclearStale removes what an earlier set at z left (after SET, GETDEL or
+// its expiry) before a set is created there: one guarded write that
+// clears z's span if z is absent, and else does nothing (its guard value,
+// zsetMarker alone, is never stored, and its op only touches a TTL). When
+// z and its span lie in different ranges the clearing is a scan and
+// deletes, which a ZADD creating the same set meanwhile can race with.
 func (x *call) zclearStale(z []byte) error {
-	_, err := x.kv.Get(x.ctx, encKey(z))
-	if errors.Is(err, ErrNotFound) {
+	g := Guard{Key: encKey(z), Value: zsetMarker, ClearStart: fieldPrefix(z), ClearEnd: fieldsEnd(z)}
+	_, err := x.kv.GuardedWrite(x.ctx, []Op{{Key: encKey(z), SetTTL: true}}, g)
+	switch {
+	case errors.Is(err, ErrUnordered):
+		return nil
+	case errors.Is(err, ErrInvalidArgument):
+		if _, err := x.kv.Get(x.ctx, encKey(z)); !errors.Is(err, ErrNotFound) {
+			return err
+		}
 		return x.clearFields(z)
 	}
 	return err

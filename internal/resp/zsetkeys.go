@@ -29,15 +29,16 @@ const (
 	zIndexTag  = 0x02
 )
 
-// isZSetMeta tells a sorted set's metadata from a string. String values
-// that would read as one are refused (errReserved).
+// isZSetMeta tells a sorted set's metadata from a string.
 func isZSetMeta(v []byte) bool {
 	return len(v) == len(zsetMarker)+8 && bytes.HasPrefix(v, zsetMarker)
 }
 
 // isMarker: v is the value of a key holding a hash or a sorted set, not a
-// string.
-func isMarker(v []byte) bool { return isHashMarker(v) || isZSetMeta(v) }
+// string; string values that would read as one are refused (errReserved).
+// Those beginning as a sorted set's are all refused, so zsetMarker alone
+// is never stored (zclearStale's guard).
+func isMarker(v []byte) bool { return isHashMarker(v) || bytes.HasPrefix(v, zsetMarker) }
 
 func zsetMeta(card uint64) []byte {
 	return binary.BigEndian.AppendUint64(append([]byte(nil), zsetMarker...), card)
