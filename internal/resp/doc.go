@@ -173,9 +173,9 @@
 // other across several keys of one hash: a concurrent HDEL of a hash's last
 // field and HSET of a new one, or DEL and HSET of the same key, can leave
 // the hash missing fields. Each single field write is atomic. Sorted-set writes are atomic; ZADD creating a
-// set clears an earlier set's garbage just before its transaction, so it
-// can race with a ZADD creating the same set (the other's members can be
-// lost). There is no eviction, no lists or sets, no pub/sub, and RESP3 is not spoken.
+// set clears an earlier set's leftovers first in one guarded write, or,
+// when the set's keys span ranges, by a scan and deletes that can race
+// with another ZADD creating the same set. There is no eviction, no lists or sets, no pub/sub, and RESP3 is not spoken.
 //
 // Transactions: EXEC cannot run SCAN, DBSIZE, TKV.RANGE, hashes, sorted sets (each needs a
 // scan or a guarded write, which the transaction view does not offer),
