@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -155,4 +156,20 @@ func TestZScanPages(t *testing.T) {
 	eq(t, got[0], "m24")
 	eq(t, got[1], "1")
 	eq(t, got[48], "m0")
+}
+
+// TestZSetTypeAndScan: TYPE says zset, and SCAN's TYPE filter tells
+// sorted sets from strings and hashes, stepping over their members.
+func TestZSetTypeAndScan(t *testing.T) {
+	_, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	must(rc.ZAdd(ctx, "z", redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 2, Member: "b"}).Result())
+	must(rc.Set(ctx, "s", "v", 0).Result())
+	must(rc.HSet(ctx, "h", "f", "v").Result())
+	eq(t, must(rc.Type(ctx, "z").Result()), "zset")
+	for typ, want := range map[string]string{"zset": "z", "string": "s", "hash": "h"} {
+		keys, cur := must2(t)(rc.ScanType(ctx, 0, "", 100, typ).Result())
+		eq(t, cur, uint64(0))
+		eq(t, strings.Join(keys, ","), want)
+	}
 }
