@@ -80,7 +80,7 @@
 // the transaction and answers the null array, applying nothing, if one
 // differs.
 //
-// Scans: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash] walks the
+// Scans: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash|zset] walks the
 // whole key space in key order; COUNT bounds the stored keys read per call
 // (default 10). Cursors are unsigned integers (what redis-cli and go-redis
 // expect) naming a resume key kept by the serving node for Config.CursorTTL;

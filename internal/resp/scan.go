@@ -101,7 +101,7 @@ func parseScanArgs(x *call) (scanArgs, bool) {
 	return a, true
 }
 
-// cmdScan: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash]. Each
+// cmdScan: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash|zset]. Each
 // call reads at most COUNT (default 10) stored keys from the cursor on,
 // skipping hash fields, and returns the user keys among them that match.
 func cmdScan(x *call) {
