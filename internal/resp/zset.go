@@ -488,7 +488,6 @@ type zrangeSpec struct {
 	by                string // "rank", "score", "lex"
 	rev, withScores   bool
 	offset, count     int64
-	limited           bool
 	startArg, stopArg []byte
 }
 
@@ -519,7 +518,7 @@ func (x *call) parseZRange() (zrangeSpec, bool) {
 				x.c.WriteError(errNotInt)
 				return sp, false
 			}
-			sp.offset, sp.count, sp.limited = off, cnt, true
+			sp.offset, sp.count = off, cnt
 			j += 2
 		case form == "zrange" && !sp.rev && a == "rev":
 			sp.rev = true
@@ -534,7 +533,7 @@ func (x *call) parseZRange() (zrangeSpec, bool) {
 		sp.by = "rank"
 	}
 	switch {
-	case sp.limited && sp.count != -1 && sp.by == "rank", sp.limited && sp.offset != 0 && sp.by == "rank":
+	case sp.count != -1 && sp.by == "rank": // Redis ignores LIMIT n -1 there
 		x.c.WriteError("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
 		return sp, false
 	case sp.withScores && sp.by == "lex":
