@@ -53,6 +53,15 @@
 // Hashes: HSET/HMSET, HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HDEL,
 // HEXISTS.
 //
+// Sorted sets (zset.go, zsetremove.go, zsetscan.go; encoding in
+// zsetkeys.go): ZADD (NX XX GT LT CH INCR), ZINCRBY, ZREM, ZSCORE,
+// ZMSCORE, ZCARD, ZCOUNT, ZLEXCOUNT, ZRANK, ZREVRANK, ZRANGE (BYSCORE
+// BYLEX REV LIMIT WITHSCORES) and its older forms, ZPOPMIN, ZPOPMAX,
+// ZREMRANGEBYSCORE/RANK/LEX, ZSCAN. Every write is one KV.Txn that reads
+// the metadata and the members it touches and writes member keys, index
+// entries and the count together; reads are a BatchGet (ZSCORE) or a
+// walk of the score index that reads what it answers plus what it skips.
+//
 // Transactions (multi.go, txview.go; docs/transactions.md): MULTI, EXEC,
 // DISCARD, WATCH, UNWATCH, with Redis's replies and errors. Queued
 // commands are checked as they arrive (unknown, arity, NOPERM, SET's and
@@ -71,7 +80,7 @@
 // the transaction and answers the null array, applying nothing, if one
 // differs.
 //
-// Scans: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash] walks the
+// Scans: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash|zset] walks the
 // whole key space in key order; COUNT bounds the stored keys read per call
 // (default 10). Cursors are unsigned integers (what redis-cli and go-redis
 // expect) naming a resume key kept by the serving node for Config.CursorTTL;
@@ -129,6 +138,9 @@
 //	string k          enc(k)                 -> value
 //	hash h (marker)   enc(h)                 -> hashMarker ("\xffTideKV:hash\x00\x01\xfe")
 //	field f of h      enc(h) 0x00 0x01 f     -> value
+//	sorted set z      enc(z)                 -> zsetMarker + count (8 bytes)
+//	member m of z     enc(z) 0x00 0x01 0x01 m            -> score (8 bytes)
+//	index entry       enc(z) 0x00 0x01 0x02 sort(s) m    -> score (8 bytes)
 //
 // The fields of h are the span [enc(h) 0x00 0x01, enc(h) 0x00 0x02), right
 // after the marker, so HGETALL is one range scan of [enc(h), enc(h) 0x00
@@ -139,7 +151,9 @@
 // commands on a string. Without its marker a hash does not exist: SET over a
 // hash replaces it (as in Redis) and leaves its fields as unreachable
 // garbage, which the next HSET creating that hash, or DEL, removes. HDEL of
-// the last field removes the marker.
+// the last field removes the marker. A sorted set's keys lie in the same
+// span, so the same holds for it (ZADD creating a set clears the span
+// first); its metadata is a reserved string value too.
 //
 // HSET and HMSET are one step: one guarded write (KV.GuardedWrite) of the
 // marker and the fields, which the store evaluates atomically when it
@@ -158,10 +172,12 @@
 // Hash commands other than a one-step HSET are not atomic against each
 // other across several keys of one hash: a concurrent HDEL of a hash's last
 // field and HSET of a new one, or DEL and HSET of the same key, can leave
-// the hash missing fields. Each single field write is atomic. There is no eviction, no lists, sets or sorted
-// sets, no pub/sub, and RESP3 is not spoken.
+// the hash missing fields. Each single field write is atomic. Sorted-set writes are atomic; ZADD creating a
+// set clears an earlier set's leftovers first in one guarded write, or,
+// when the set's keys span ranges, by a scan and deletes that can race
+// with another ZADD creating the same set. There is no eviction, no lists or sets, no pub/sub, and RESP3 is not spoken.
 //
-// Transactions: EXEC cannot run SCAN, DBSIZE, TKV.RANGE, hashes (each needs a
+// Transactions: EXEC cannot run SCAN, DBSIZE, TKV.RANGE, hashes, sorted sets (each needs a
 // scan or a guarded write, which the transaction view does not offer),
 // SELECT, AUTH, CLIENT, HELLO, INFO, CONFIG, COMMAND: each is refused when
 // queued and aborts the transaction. EXPIRE and PERSIST inside EXEC write

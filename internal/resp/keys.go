@@ -56,11 +56,20 @@ func cmdType(x *call) {
 		x.c.WriteString("none")
 	case err != nil:
 		replyErr(x.c, err)
-	case isHashMarker(v):
-		x.c.WriteString("hash")
 	default:
-		x.c.WriteString("string")
+		x.c.WriteString(typeName(v))
 	}
+}
+
+// typeName is TYPE's answer for a key holding v.
+func typeName(v []byte) string {
+	switch {
+	case isHashMarker(v):
+		return "hash"
+	case isZSetMeta(v):
+		return "zset"
+	}
+	return "string"
 }
 
 // cmdDBSize: DBSIZE, the number of keys of the connection's database,

@@ -204,7 +204,7 @@ func (s *Server) readAndReply(c redcon.Conn, st *connState, run []*prepared, fai
 			failed[i] = true
 		case !res[i].Found:
 			c.WriteNull()
-		case isHashMarker(res[i].Value):
+		case isMarker(res[i].Value):
 			c.WriteError(errWrongType)
 			failed[i] = true
 		default:
@@ -222,7 +222,7 @@ func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
 	for i, p := range run {
 		first[i] = len(ops)
 		switch {
-		case p.name == "set" && isHashMarker(p.args[2]):
+		case p.name == "set" && isMarker(p.args[2]):
 			// Refused below, without an op.
 		case p.name == "set":
 			ops = append(ops, Op{Key: encKey(p.args[1]), Value: p.args[2]})

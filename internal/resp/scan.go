@@ -101,7 +101,7 @@ func parseScanArgs(x *call) (scanArgs, bool) {
 	return a, true
 }
 
-// cmdScan: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash]. Each
+// cmdScan: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash|zset]. Each
 // call reads at most COUNT (default 10) stored keys from the cursor on,
 // skipping hash fields, and returns the user keys among them that match.
 func cmdScan(x *call) {
@@ -161,7 +161,7 @@ func scanKeys(x *call, start []byte, a scanArgs) (keys [][]byte, next []byte, er
 			if a.pattern != nil && !globMatch(a.pattern, user) {
 				continue
 			}
-			if a.typ != "" && (a.typ == "hash") != isHashMarker(kv.Value) {
+			if a.typ != "" && a.typ != typeName(kv.Value) {
 				continue
 			}
 			keys = append(keys, user)
@@ -225,7 +225,7 @@ func cmdRange(x *call) {
 				break
 			}
 			next = append(append([]byte(nil), kv.Key...), 0)
-			if isHashMarker(kv.Value) {
+			if isMarker(kv.Value) {
 				continue
 			}
 			if size += len(user) + len(kv.Value); size > x.s.cfg.MaxOutputBuffer {

@@ -119,7 +119,7 @@ func cmdSet(x *call) {
 		x.c.WriteError(rerr)
 		return
 	}
-	if isHashMarker(val) {
+	if isMarker(val) {
 		x.c.WriteError(errReserved)
 		return
 	}
@@ -128,7 +128,7 @@ func cmdSet(x *call) {
 		return
 	}
 	old, oldExists, applied, err := x.casLoop(encKey(key), e, func(cur []byte, exists bool) ([]byte, casWrite, string) {
-		if o.get && exists && isHashMarker(cur) {
+		if o.get && exists && isMarker(cur) {
 			return nil, casNone, errWrongType
 		}
 		if (o.nx && exists) || (o.xx && !exists) {
@@ -175,7 +175,7 @@ func cmdSetEx(x *call) {
 	switch {
 	case rerr != "":
 		x.c.WriteError(rerr)
-	case isHashMarker(x.args[3]):
+	case isMarker(x.args[3]):
 		x.c.WriteError(errReserved)
 	default:
 		x.setPlain(x.args[1], x.args[3], Expiry{TTL: d})
@@ -183,7 +183,7 @@ func cmdSetEx(x *call) {
 }
 
 func cmdSetNX(x *call) {
-	if isHashMarker(x.args[2]) {
+	if isMarker(x.args[2]) {
 		x.c.WriteError(errReserved)
 		return
 	}

@@ -25,7 +25,7 @@ func (x *call) readString() (v []byte, found, ok bool) {
 		return nil, false, true
 	case err != nil:
 		replyErr(x.c, err)
-	case isHashMarker(v):
+	case isMarker(v):
 		x.c.WriteError(errWrongType)
 	default:
 		return v, true, true
@@ -47,7 +47,7 @@ const errTooLong = "ERR string exceeds maximum allowed size (proto-max-bulk-len)
 func (x *call) editString(edit func(cur []byte, exists bool) ([]byte, string)) {
 	n := 0
 	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
-		if exists && isHashMarker(cur) {
+		if exists && isMarker(cur) {
 			return nil, casNone, errWrongType
 		}
 		nv, rerr := edit(cur, exists)
@@ -59,7 +59,7 @@ func (x *call) editString(edit func(cur []byte, exists bool) ([]byte, string)) {
 			return nil, casNone, ""
 		case len(nv) > x.s.cfg.MaxBulkLen:
 			return nil, casNone, errTooLong
-		case isHashMarker(nv):
+		case isMarker(nv):
 			return nil, casNone, errReserved
 		}
 		n = len(nv)
@@ -114,7 +114,7 @@ func cmdIncr(x *call) {
 	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
 		var n int64
 		if exists {
-			if isHashMarker(cur) {
+			if isMarker(cur) {
 				return nil, casNone, errWrongType
 			}
 			v, err := strconv.ParseInt(string(cur), 10, 64)
@@ -155,7 +155,7 @@ func cmdMGet(x *call) {
 			x.c.WriteArray(keys)
 		}
 		for _, r := range rs {
-			if r.Found && !isHashMarker(r.Value) {
+			if r.Found && !isMarker(r.Value) {
 				x.c.WriteBulk(r.Value)
 			} else {
 				x.c.WriteNull()
@@ -187,7 +187,7 @@ func (x *call) msetOps() ([]Op, bool) {
 	}
 	ops := make([]Op, 0, len(x.args)/2)
 	for i := 1; i < len(x.args); i += 2 {
-		if isHashMarker(x.args[i+1]) {
+		if isMarker(x.args[i+1]) {
 			x.c.WriteError(errReserved)
 			return nil, false
 		}
@@ -310,7 +310,7 @@ func cmdGetDel(x *call) {
 		switch {
 		case !exists:
 			return nil, casNone, ""
-		case isHashMarker(cur):
+		case isMarker(cur):
 			return nil, casNone, errWrongType
 		}
 		return nil, casDelete, ""
@@ -346,7 +346,7 @@ func cmdGetEx(x *call) {
 		switch {
 		case !exists:
 			return nil, casNone, ""
-		case isHashMarker(cur):
+		case isMarker(cur):
 			return nil, casNone, errWrongType
 		case badTime != "":
 			return nil, casNone, badTime
@@ -369,7 +369,7 @@ func cmdGetEx(x *call) {
 func cmdIncrByFloat(x *call) {
 	var result string
 	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
-		if exists && isHashMarker(cur) {
+		if exists && isMarker(cur) {
 			return nil, casNone, errWrongType
 		}
 		n := new(big.Float)

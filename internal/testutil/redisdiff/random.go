@@ -68,6 +68,8 @@ var gens = []gen{
 	{2, func(r *rand.Rand) []string { return []string{"TTL", key(r)} }, AnyPositive},
 }
 
+func init() { gens = append(gens, zsetGens...) }
+
 func key(r *rand.Rand) string                 { return pick(r, keys) }
 func pick(r *rand.Rand, from []string) string { return from[r.IntN(len(from))] }
 

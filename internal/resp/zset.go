@@ -1,0 +1,671 @@
+package resp
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// errZWrongType ends a sorted-set transaction whose key holds another
+// type; the command answers WRONGTYPE.
+var errZWrongType = errors.New(errWrongType)
+
+// errZMoved ends a removal whose members changed between its scan and its
+// transaction; the command starts again.
+var errZMoved = errors.New("sorted set changed")
+
+// zsetState reads z's metadata. It writes WRONGTYPE and returns ok=false
+// if z holds another type.
+func (x *call) zsetState(z []byte) (card int, exists, ok bool) {
+	v, err := x.kv.Get(x.ctx, encKey(z))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return 0, false, true
+	case err != nil:
+		replyErr(x.c, err)
+		return 0, false, false
+	case !isZSetMeta(v):
+		x.c.WriteError(errWrongType)
+		return 0, false, false
+	}
+	return int(zsetCard(v)), true, true
+}
+
+// zwalk calls fn on the index entries of [start, end) in order, after
+// skipping skip of them, for at most take (< 0: all), reading at most
+// MaxBatchKeys keys a page and no more than it needs. fn returning false
+// stops the walk.
+func (x *call) zwalk(z, start, end []byte, skip, take int, fn func(zEntry) bool) error {
+	if start == nil || bytes.Compare(start, end) >= 0 {
+		return nil
+	}
+	for take != 0 {
+		limit := x.s.cfg.MaxBatchKeys
+		if take > 0 {
+			limit = min(limit, skip+take)
+		}
+		kvs, err := x.kv.Scan(x.ctx, start, end, limit)
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			if skip > 0 {
+				skip--
+				continue
+			}
+			if take == 0 || !fn(zEntryOf(z, kv)) {
+				return nil
+			}
+			take--
+		}
+		if len(kvs) < limit {
+			return nil
+		}
+		start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
+	}
+	return nil
+}
+
+// zcount counts the index entries of [start, end), holding one page.
+func (x *call) zcount(z, start, end []byte) (int, error) {
+	n := 0
+	err := x.zwalk(z, start, end, 0, -1, func(zEntry) bool { n++; return true })
+	return n, err
+}
+
+// zMember is a member's state in a transaction: its score if present.
+type zMember struct {
+	score   float64
+	present bool
+}
+
+// zupdate changes members of z in one transaction: it reads the metadata
+// and each named member, lets change set their new states (it runs again
+// if the transaction retries, and returns false to write nothing), then
+// writes the member keys, their index entries and the count together, so
+// no reader sees one without the others. The set is deleted when its last
+// member goes; the metadata keeps its TTL.
+func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []zMember) (bool, error)) error {
+	if err := x.zclearStale(z); err != nil {
+		return err
+	}
+	return x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		v := &txView{tx: tx, now: x.s.cfg.Now}
+		meta, err := v.read(x.ctx, encKey(z))
+		if err != nil {
+			return err
+		}
+		if meta.Found && !isZSetMeta(meta.Value) {
+			return errZWrongType
+		}
+		card := 0
+		if meta.Found {
+			card = int(zsetCard(meta.Value))
+		}
+		stored := make([]zMember, len(names))
+		ms := make([]zMember, len(names))
+		for i, m := range names {
+			r, err := v.read(x.ctx, zMemberKey(z, m))
+			if err != nil {
+				return err
+			}
+			if r.Found {
+				stored[i] = zMember{score: zScoreOf(r.Value), present: true}
+			}
+			if meta.Found {
+				// Without metadata a member key is garbage of an
+				// earlier set: it goes, but is not a member.
+				ms[i] = stored[i]
+			}
+		}
+		before := slices.Clone(ms)
+		if write, err := change(meta.Found, ms); err != nil || !write {
+			return err
+		}
+		var ops []Op
+		for i, m := range names {
+			s, n := stored[i], ms[i]
+			same := s.present == n.present && math.Float64bits(s.score) == math.Float64bits(n.score)
+			if !same && s.present {
+				ops = append(ops, Op{Key: zIndexKey(z, m, s.score), Delete: true})
+				if !n.present {
+					ops = append(ops, Op{Key: zMemberKey(z, m), Delete: true})
+				}
+			}
+			if !same && n.present {
+				ops = append(ops, Op{Key: zMemberKey(z, m), Value: zScoreBytes(n.score)},
+					Op{Key: zIndexKey(z, m, n.score), Value: zScoreBytes(n.score)})
+			}
+			switch {
+			case n.present && !before[i].present:
+				card++
+			case before[i].present && !n.present:
+				card--
+			}
+		}
+		return x.zwriteMeta(v, z, meta.Found, card, ops)
+	})
+}
+
+// zwriteMeta writes ops and z's metadata for card members (none: the set
+// is deleted), keeping the set's TTL.
+func (x *call) zwriteMeta(v *txView, z []byte, exists bool, card int, ops []Op) error {
+	switch {
+	case card > 0:
+		ops = append(ops, Op{Key: encKey(z), Value: zsetMeta(uint64(card)), Expiry: Expiry{Keep: exists}})
+	case exists:
+		ops = append(ops, Op{Key: encKey(z), Delete: true})
+	}
+	return v.Write(x.ctx, ops)
+}
+
+// zclearStale removes what an earlier set at z left (after SET, GETDEL or
+// its expiry) before a set is created there: one guarded write that
+// clears z's span if z is absent, and else does nothing (its guard value,
+// zsetMarker alone, is never stored, and its op only touches a TTL). When
+// z and its span lie in different ranges the clearing is a scan and
+// deletes, which a ZADD creating the same set meanwhile can race with.
+func (x *call) zclearStale(z []byte) error {
+	g := Guard{Key: encKey(z), Value: zsetMarker, ClearStart: fieldPrefix(z), ClearEnd: fieldsEnd(z)}
+	_, err := x.kv.GuardedWrite(x.ctx, []Op{{Key: encKey(z), SetTTL: true}}, g)
+	switch {
+	case errors.Is(err, ErrUnordered):
+		return nil
+	case errors.Is(err, ErrInvalidArgument):
+		if _, err := x.kv.Get(x.ctx, encKey(z)); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return x.clearFields(z)
+	}
+	return err
+}
+
+// zreplyErr answers a failed sorted-set write.
+func (x *call) zreplyErr(err error) {
+	if errors.Is(err, errZWrongType) {
+		x.c.WriteError(errWrongType)
+	} else {
+		replyErr(x.c, err)
+	}
+}
+
+// zaddFlags are ZADD's options.
+type zaddFlags struct{ nx, xx, gt, lt, ch, incr bool }
+
+func cmdZAdd(x *call) {
+	var f zaddFlags
+	i := 2
+flags:
+	for ; i < len(x.args); i++ {
+		switch strings.ToLower(string(x.args[i])) {
+		case "nx":
+			f.nx = true
+		case "xx":
+			f.xx = true
+		case "gt":
+			f.gt = true
+		case "lt":
+			f.lt = true
+		case "ch":
+			f.ch = true
+		case "incr":
+			f.incr = true
+		default:
+			break flags
+		}
+	}
+	pairs := x.args[i:]
+	switch {
+	case len(pairs)%2 != 0 || len(pairs) == 0:
+		x.c.WriteError(errSyntax)
+		return
+	case f.nx && f.xx:
+		x.c.WriteError("ERR XX and NX options at the same time are not compatible")
+		return
+	case (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt):
+		x.c.WriteError("ERR GT, LT, and/or NX options at the same time are not compatible")
+		return
+	case f.incr && len(pairs) > 2:
+		x.c.WriteError("ERR INCR option supports a single increment-element pair")
+		return
+	}
+	scores := make([]float64, len(pairs)/2)
+	for j := range scores {
+		s, ok := parseScore(pairs[2*j])
+		if !ok {
+			x.c.WriteError(errNotFloat)
+			return
+		}
+		scores[j] = s
+	}
+	names, at := zdistinct(pairs)
+	if f.xx {
+		// XX adds nothing, so a missing set stays missing.
+		if _, exists, ok := x.zsetState(x.args[1]); !ok {
+			return
+		} else if !exists {
+			x.zaddReply(f, 0, 0, false, 0)
+			return
+		}
+	}
+	var added, updated int
+	var processed, nan bool
+	var last float64
+	err := x.zupdate(x.args[1], names, func(_ bool, ms []zMember) (bool, error) {
+		added, updated, processed, nan = 0, 0, false, false
+		for j, s := range scores {
+			m := &ms[at[j]]
+			if m.present {
+				if f.nx {
+					continue
+				}
+				if f.incr {
+					if s += m.score; math.IsNaN(s) {
+						nan = true
+						return false, nil
+					}
+				}
+				if (f.lt && s >= m.score) || (f.gt && s <= m.score) {
+					continue
+				}
+				if s != m.score {
+					m.score = s
+					updated++
+				}
+			} else {
+				if f.xx {
+					continue
+				}
+				*m = zMember{score: s, present: true}
+				added++
+			}
+			processed, last = true, s
+		}
+		return added+updated > 0, nil
+	})
+	switch {
+	case err != nil:
+		x.zreplyErr(err)
+	case nan:
+		x.c.WriteError("ERR resulting score is not a number (NaN)")
+	default:
+		x.zaddReply(f, added, updated, processed, last)
+	}
+}
+
+// zaddReply answers ZADD (or ZINCRBY): the new score with INCR (null if
+// nothing was done), else the members added (and changed, with CH).
+func (x *call) zaddReply(f zaddFlags, added, updated int, processed bool, score float64) {
+	switch {
+	case f.incr && processed:
+		x.c.WriteBulk(formatScore(score))
+	case f.incr:
+		x.c.WriteNull()
+	case f.ch:
+		x.c.WriteInt(added + updated)
+	default:
+		x.c.WriteInt(added)
+	}
+}
+
+// zdistinct lists the distinct members of score-member pairs and, per
+// pair, the index of its member in that list.
+func zdistinct(pairs [][]byte) (names [][]byte, at []int) {
+	seen := map[string]int{}
+	for j := 1; j < len(pairs); j += 2 {
+		k, ok := seen[string(pairs[j])]
+		if !ok {
+			k = len(names)
+			seen[string(pairs[j])] = k
+			names = append(names, pairs[j])
+		}
+		at = append(at, k)
+	}
+	return names, at
+}
+
+func cmdZIncrBy(x *call) {
+	x.args = [][]byte{x.args[0], x.args[1], []byte("incr"), x.args[2], x.args[3]}
+	cmdZAdd(x)
+}
+
+func cmdZRem(x *call) {
+	pairs := make([][]byte, 0, 2*len(x.args[2:]))
+	for _, m := range x.args[2:] {
+		pairs = append(pairs, nil, m)
+	}
+	names, _ := zdistinct(pairs)
+	removed := 0
+	err := x.zupdate(x.args[1], names, func(exists bool, ms []zMember) (bool, error) {
+		removed = 0
+		for i := range ms {
+			if ms[i].present {
+				ms[i].present = false
+				removed++
+			}
+		}
+		return removed > 0, nil
+	})
+	if err != nil {
+		x.zreplyErr(err)
+		return
+	}
+	x.c.WriteInt(removed)
+}
+
+// zscores reads z's metadata and the named members in one BatchGet; it
+// writes WRONGTYPE and returns ok=false if z holds another type.
+func (x *call) zscores(z []byte, names [][]byte) (rs []Result, ok bool) {
+	keys := [][]byte{encKey(z)}
+	for _, m := range names {
+		keys = append(keys, zMemberKey(z, m))
+	}
+	rs, err := x.batchGet(keys)
+	switch {
+	case err != nil:
+		replyErr(x.c, err)
+		return nil, false
+	case rs[0].Found && !isZSetMeta(rs[0].Value):
+		x.c.WriteError(errWrongType)
+		return nil, false
+	case !rs[0].Found:
+		clear(rs) // members without metadata are garbage
+	}
+	return rs[1:], true
+}
+
+func cmdZScore(x *call) {
+	rs, ok := x.zscores(x.args[1], x.args[2:])
+	if !ok {
+		return
+	}
+	if x.name == "zmscore" {
+		x.c.WriteArray(len(rs))
+	}
+	for _, r := range rs {
+		if r.Found {
+			x.c.WriteBulk(formatScore(zScoreOf(r.Value)))
+		} else {
+			x.c.WriteNull()
+		}
+	}
+}
+
+func cmdZCard(x *call) {
+	if card, _, ok := x.zsetState(x.args[1]); ok {
+		x.c.WriteInt(card)
+	}
+}
+
+// cmdZCount: ZCOUNT and ZLEXCOUNT count by walking the range: their cost
+// is the number they answer.
+func cmdZCount(x *call) {
+	z := x.args[1]
+	var span func() ([]byte, []byte, error)
+	if x.name == "zlexcount" {
+		lo, ok1 := parseLexBound(x.args[2])
+		hi, ok2 := parseLexBound(x.args[3])
+		if !ok1 || !ok2 {
+			x.c.WriteError("ERR min or max not valid string range item")
+			return
+		}
+		span = func() ([]byte, []byte, error) { return x.lexSpan(z, lo, hi) }
+	} else {
+		r, ok := parseScoreRange(x.args[2], x.args[3])
+		if !ok {
+			x.c.WriteError("ERR min or max is not a float")
+			return
+		}
+		span = func() ([]byte, []byte, error) { s, e := r.span(z); return s, e, nil }
+	}
+	_, exists, ok := x.zsetState(z)
+	if !ok {
+		return
+	}
+	if !exists { // index entries without metadata are garbage
+		x.c.WriteInt(0)
+		return
+	}
+	start, end, err := span()
+	if err != nil {
+		replyErr(x.c, err)
+		return
+	}
+	n, err := x.zcount(z, start, end)
+	if err != nil {
+		replyErr(x.c, err)
+		return
+	}
+	x.c.WriteInt(n)
+}
+
+// lexSpan is the key range of a lex range (nil: z has no members, or is
+// no sorted set): the members of the score of z's first member (BYLEX assumes all members have one score, as Redis
+// says it must).
+func (x *call) lexSpan(z []byte, lo, hi zLexBound) (start, end []byte, err error) {
+	first, err := x.kv.Scan(x.ctx, zIndexPrefix(z), zIndexEnd(z), 1)
+	if err != nil || len(first) == 0 {
+		return nil, nil, err
+	}
+	p := first[0].Key[:len(zIndexPrefix(z))+8]
+	return lo.key(p, true), hi.key(p, false), nil
+}
+
+// zrank is the number of members before m (score s): a walk of the index
+// up to it.
+func (x *call) zrank(z, m []byte, s float64) (int, error) {
+	return x.zcount(z, zIndexPrefix(z), zIndexKey(z, m, s))
+}
+
+func cmdZRank(x *call) {
+	z := x.args[1]
+	rs, ok := x.zscores(z, x.args[2:3])
+	if !ok {
+		return
+	}
+	if !rs[0].Found {
+		x.c.WriteNull()
+		return
+	}
+	n, err := x.zrank(z, x.args[2], zScoreOf(rs[0].Value))
+	card, _, ok := x.zsetState(z)
+	switch {
+	case !ok:
+	case err != nil:
+		replyErr(x.c, err)
+	case x.name == "zrevrank":
+		x.c.WriteInt(card - 1 - n)
+	default:
+		x.c.WriteInt(n)
+	}
+}
+
+// zrangeSpec is a parsed ZRANGE and its older forms.
+type zrangeSpec struct {
+	by                string // "rank", "score", "lex"
+	rev, withScores   bool
+	offset, count     int64
+	startArg, stopArg []byte
+}
+
+// zrangeForms presets the older commands' ZRANGE options.
+var zrangeForms = map[string]zrangeSpec{
+	"zrange":           {},
+	"zrevrange":        {by: "rank", rev: true},
+	"zrangebyscore":    {by: "score"},
+	"zrevrangebyscore": {by: "score", rev: true},
+	"zrangebylex":      {by: "lex"},
+	"zrevrangebylex":   {by: "lex", rev: true},
+}
+
+// parseZRange reads ZRANGE's options as Redis does, its errors in its
+// order; ok=false: it replied.
+func (x *call) parseZRange() (zrangeSpec, bool) {
+	sp := zrangeForms[x.name]
+	form := x.name
+	sp.count = -1
+	for j := 4; j < len(x.args); j++ {
+		switch a := strings.ToLower(string(x.args[j])); {
+		case a == "withscores":
+			sp.withScores = true
+		case a == "limit" && len(x.args)-j-1 >= 2:
+			off, err1 := strconv.ParseInt(string(x.args[j+1]), 10, 64)
+			cnt, err2 := strconv.ParseInt(string(x.args[j+2]), 10, 64)
+			if err1 != nil || err2 != nil {
+				x.c.WriteError(errNotInt)
+				return sp, false
+			}
+			sp.offset, sp.count = off, cnt
+			j += 2
+		case form == "zrange" && !sp.rev && a == "rev":
+			sp.rev = true
+		case form == "zrange" && sp.by == "" && (a == "byscore" || a == "bylex"):
+			sp.by = a[2:]
+		default:
+			x.c.WriteError(errSyntax)
+			return sp, false
+		}
+	}
+	if sp.by == "" {
+		sp.by = "rank"
+	}
+	switch {
+	case sp.count != -1 && sp.by == "rank": // Redis ignores LIMIT n -1 there
+		x.c.WriteError("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
+		return sp, false
+	case sp.withScores && sp.by == "lex":
+		x.c.WriteError("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
+		return sp, false
+	}
+	sp.startArg, sp.stopArg = x.args[2], x.args[3]
+	if sp.rev && sp.by != "rank" {
+		sp.startArg, sp.stopArg = sp.stopArg, sp.startArg // given as max min
+	}
+	return sp, true
+}
+
+// cmdZRange serves ZRANGE and its older forms. A forward range reads
+// what it answers plus what it skips (the start rank, LIMIT's offset); a
+// reverse one walks the range forward (the index has no reverse scan):
+// by rank, the members from the start of its forward equivalent; by score
+// or lex, a count of the range and then its part.
+func cmdZRange(x *call) {
+	sp, ok := x.parseZRange()
+	if !ok {
+		return
+	}
+	z := x.args[1]
+	var start, end []byte
+	var lex func() ([]byte, []byte, error)
+	var rankLo, rankHi int64
+	switch sp.by {
+	case "rank":
+		lo, err1 := strconv.ParseInt(string(sp.startArg), 10, 64)
+		hi, err2 := strconv.ParseInt(string(sp.stopArg), 10, 64)
+		if err1 != nil || err2 != nil {
+			x.c.WriteError(errNotInt)
+			return
+		}
+		rankLo, rankHi = lo, hi
+	case "score":
+		r, ok := parseScoreRange(sp.startArg, sp.stopArg)
+		if !ok {
+			x.c.WriteError("ERR min or max is not a float")
+			return
+		}
+		start, end = r.span(z)
+	case "lex":
+		lo, ok1 := parseLexBound(sp.startArg)
+		hi, ok2 := parseLexBound(sp.stopArg)
+		if !ok1 || !ok2 {
+			x.c.WriteError("ERR min or max not valid string range item")
+			return
+		}
+		lex = func() ([]byte, []byte, error) { return x.lexSpan(z, lo, hi) }
+	}
+	card, exists, ok := x.zsetState(z)
+	if !ok {
+		return
+	}
+	if !exists { // index entries without metadata are garbage
+		x.c.WriteArray(0)
+		return
+	}
+	if lex != nil {
+		var err error
+		if start, end, err = lex(); err != nil {
+			replyErr(x.c, err)
+			return
+		}
+	}
+	var skip, take int
+	if sp.by == "rank" {
+		skip, take = rankWindow(int64(card), rankLo, rankHi, sp.rev)
+		start, end = zIndexPrefix(z), zIndexEnd(z)
+	} else {
+		skip, take = int(min(sp.offset, math.MaxInt32)), int(max(min(sp.count, math.MaxInt32), -1))
+		if sp.offset < 0 {
+			take = 0
+		}
+		if sp.rev && take != 0 {
+			n, err := x.zcount(z, start, end)
+			if err != nil {
+				replyErr(x.c, err)
+				return
+			}
+			if take < 0 || skip+take > n {
+				take = max(n-skip, 0)
+			}
+			skip = max(n-skip-take, 0)
+		}
+	}
+	var out []zEntry
+	if err := x.zwalk(z, start, end, skip, take, func(e zEntry) bool {
+		out = append(out, zEntry{member: bytes.Clone(e.member), score: e.score})
+		return true
+	}); err != nil {
+		replyErr(x.c, err)
+		return
+	}
+	if sp.rev {
+		slices.Reverse(out)
+	}
+	x.zreplyEntries(out, sp.withScores)
+}
+
+// rankWindow turns a rank range (negative: from the end) of a set of n
+// members into the forward walk that reads it: skip, then take.
+func rankWindow(n, lo, hi int64, rev bool) (skip, take int) {
+	if lo < 0 {
+		lo += n
+	}
+	if hi < 0 {
+		hi += n
+	}
+	lo = max(lo, 0)
+	if lo > hi || lo >= n {
+		return 0, 0
+	}
+	hi = min(hi, n-1)
+	if rev {
+		lo, hi = n-1-hi, n-1-lo
+	}
+	return int(lo), int(hi - lo + 1)
+}
+
+func (x *call) zreplyEntries(es []zEntry, withScores bool) {
+	if withScores {
+		x.c.WriteArray(2 * len(es))
+	} else {
+		x.c.WriteArray(len(es))
+	}
+	for _, e := range es {
+		x.c.WriteBulk(e.member)
+		if withScores {
+			x.c.WriteBulk(formatScore(e.score))
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package resp
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// scanCountKV counts the keys its scans return: what a sorted-set
+// command reads of the index.
+type scanCountKV struct {
+	*fakeKV
+	mu      sync.Mutex
+	scanned int
+}
+
+func (k *scanCountKV) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	kvs, err := k.fakeKV.Scan(ctx, start, end, limit)
+	k.mu.Lock()
+	k.scanned += len(kvs)
+	k.mu.Unlock()
+	return kvs, err
+}
+
+// read runs f and returns how many index keys it scanned.
+func (k *scanCountKV) read(f func()) int {
+	k.mu.Lock()
+	k.scanned = 0
+	k.mu.Unlock()
+	f()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.scanned
+}
+
+// TestZSetRangeReadsWhatItAnswers: a score range with LIMIT reads about
+// the members it answers, whatever the set's size; a rank range reads its
+// start rank too; ZRANK reads up to the member (the costs docs/redis.md
+// states).
+func TestZSetRangeReadsWhatItAnswers(t *testing.T) {
+	kv := &scanCountKV{fakeKV: newFakeKV()}
+	_, rc := start(t, kv, nil, nil)
+	ctx := context.Background()
+	const n = 3000
+	for i := 0; i < n; i += 500 {
+		var zs []redis.Z
+		for j := i; j < i+500; j++ {
+			zs = append(zs, redis.Z{Score: float64(j), Member: "m" + strconv.Itoa(j)})
+		}
+		eq(t, must(rc.ZAdd(ctx, "z", zs...).Result()), int64(500))
+	}
+	eq(t, must(rc.ZCard(ctx, "z").Result()), int64(n))
+
+	var got []string
+	read := kv.read(func() {
+		got = must(rc.ZRangeByScore(ctx, "z", &redis.ZRangeBy{Min: "(1500", Max: "+inf", Count: 10}).Result())
+	})
+	eq(t, len(got), 10)
+	eq(t, got[0], "m1501")
+	eq(t, read, 10)
+
+	read = kv.read(func() { got = must(rc.ZRange(ctx, "z", 0, 9).Result()) })
+	eq(t, got[9], "m9")
+	eq(t, read, 10)
+	read = kv.read(func() { got = must(rc.ZRange(ctx, "z", 100, 109).Result()) })
+	eq(t, got[0], "m100")
+	eq(t, read, 110) // the start rank is walked to
+
+	read = kv.read(func() { eq(t, must(rc.ZRank(ctx, "z", "m2000").Result()), int64(2000)) })
+	eq(t, read, 2000)
+	read = kv.read(func() { eq(t, must(rc.ZScore(ctx, "z", "m2999").Result()), 2999.0) })
+	eq(t, read, 0)
+}
+
+// TestZSetWriteRetried: a sorted-set write whose transaction is retried
+// after conflicts counts what its committed attempt did, once.
+func TestZSetWriteRetried(t *testing.T) {
+	kv := newFakeKV()
+	_, rc := start(t, kv, nil, nil)
+	ctx := context.Background()
+	eq(t, must(rc.ZAdd(ctx, "z", redis.Z{Score: 1, Member: "a"}).Result()), int64(1))
+	kv.mu.Lock()
+	kv.conflicts = 3
+	kv.mu.Unlock()
+	eq(t, must(rc.ZAddArgs(ctx, "z", redis.ZAddArgs{Ch: true, Members: []redis.Z{{Score: 2, Member: "a"}, {Score: 1, Member: "b"}}}).Result()), int64(2))
+	kv.mu.Lock()
+	kv.conflicts = 2
+	kv.mu.Unlock()
+	eq(t, must(rc.ZIncrBy(ctx, "z", 0.5, "a").Result()), 2.5)
+	eq(t, must(rc.ZCard(ctx, "z").Result()), int64(2))
+	eq(t, slices.Equal(must(rc.ZRange(ctx, "z", 0, -1).Result()), []string{"b", "a"}), true)
+}
+
+// TestZSetConcurrentWriters: members, index and count stay consistent
+// under concurrent ZINCRBY, ZADD, ZREM and ZPOPMIN.
+func TestZSetConcurrentWriters(t *testing.T) {
+	_, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				m := "m" + strconv.Itoa((w+i)%7)
+				switch i % 4 {
+				case 0, 1:
+					must(rc.ZIncrBy(ctx, "z", 1, m).Result())
+				case 2:
+					must(rc.ZRem(ctx, "z", m).Result())
+				default:
+					must(rc.ZPopMin(ctx, "z").Result())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	all := must(rc.ZRangeWithScores(ctx, "z", 0, -1).Result())
+	eq(t, must(rc.ZCard(ctx, "z").Result()), int64(len(all)))
+	for i, z := range all {
+		s := must(rc.ZScore(ctx, "z", z.Member.(string)).Result())
+		eq(t, s, z.Score)
+		if i > 0 && (all[i-1].Score > z.Score || math.IsNaN(z.Score)) {
+			t.Fatalf("out of order: %v", all)
+		}
+	}
+}
+
+// TestZScanPages: ZSCAN's cursor walks a set larger than COUNT in score
+// order, each member once.
+func TestZScanPages(t *testing.T) {
+	_, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	var zs []redis.Z
+	for i := range 25 {
+		zs = append(zs, redis.Z{Score: float64(25 - i), Member: "m" + strconv.Itoa(i)})
+	}
+	must(rc.ZAdd(ctx, "z", zs...).Result())
+	var got []string
+	var cur uint64
+	for calls := 1; ; calls++ {
+		items, next := must2(t)(rc.ZScan(ctx, "z", cur, "", 10).Result())
+		got = append(got, items...)
+		if cur = next; cur == 0 {
+			eq(t, calls, 3)
+			break
+		}
+	}
+	eq(t, len(got), 50)
+	eq(t, got[0], "m24")
+	eq(t, got[1], "1")
+	eq(t, got[48], "m0")
+}
+
+// TestZSetTypeAndScan: TYPE says zset, and SCAN's TYPE filter tells
+// sorted sets from strings and hashes, stepping over their members.
+func TestZSetTypeAndScan(t *testing.T) {
+	_, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	must(rc.ZAdd(ctx, "z", redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 2, Member: "b"}).Result())
+	must(rc.Set(ctx, "s", "v", 0).Result())
+	must(rc.HSet(ctx, "h", "f", "v").Result())
+	eq(t, must(rc.Type(ctx, "z").Result()), "zset")
+	for typ, want := range map[string]string{"zset": "z", "string": "s", "hash": "h"} {
+		keys, cur := must2(t)(rc.ScanType(ctx, 0, "", 100, typ).Result())
+		eq(t, cur, uint64(0))
+		eq(t, strings.Join(keys, ","), want)
+	}
+}
