@@ -56,10 +56,8 @@ func cmdType(x *call) {
 		x.c.WriteString("none")
 	case err != nil:
 		replyErr(x.c, err)
-	case isHashMarker(v):
-		x.c.WriteString("hash")
 	default:
-		x.c.WriteString("string")
+		x.c.WriteString(valueType(v))
 	}
 }
 
