@@ -3,7 +3,9 @@ package redisdiff
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tidekv/tidekv/internal/testutil/redisserver"
@@ -76,6 +78,8 @@ func agree(c Compare, a, b Reply) bool {
 	switch {
 	case c == Shape:
 		return sameShape(a, b)
+	case c == Unordered && a.Kind == '*' && b.Kind == '*':
+		return sorted(a) == sorted(b)
 	case c == AnyPositive && a.Kind == ':' && b.Kind == ':':
 		x, _ := strconv.ParseInt(a.Str, 10, 64)
 		y, _ := strconv.ParseInt(b.Str, 10, 64)
@@ -84,6 +88,16 @@ func agree(c Compare, a, b Reply) bool {
 		}
 	}
 	return a.String() == b.String()
+}
+
+// sorted renders array r with its elements in order.
+func sorted(r Reply) string {
+	parts := make([]string, len(r.Elems))
+	for i, e := range r.Elems {
+		parts[i] = e.String()
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
 }
 
 // context lists the last steps up to step i of a drawn sequence, which
