@@ -25,8 +25,13 @@ func Check(t *testing.T, tidekv string) {
 		t.Fatal(err)
 	}
 	first, runs, steps := knob(t, "TIDEKV_REDIFF_SEED", 1), knob(t, "TIDEKV_REDIFF_RUNS", 4), knob(t, "TIDEKV_REDIFF_STEPS", 300)
-	for seed := first; seed < first+runs; seed++ {
-		scripts = append(scripts, Random(uint64(seed), steps))
+	for kind := range kinds {
+		if k := os.Getenv("TIDEKV_REDIFF_KIND"); k != "" && k != kind {
+			continue
+		}
+		for seed := first; seed < first+runs; seed++ {
+			scripts = append(scripts, Random(kind, uint64(seed), steps))
+		}
 	}
 	for _, s := range scripts {
 		t.Run(s.Name, func(t *testing.T) { run(t, redis, tidekv, s) })
