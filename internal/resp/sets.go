@@ -3,6 +3,7 @@ package resp
 import (
 	"bytes"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -312,7 +313,7 @@ func cmdSPop(x *call) {
 		}
 	}
 	for range x.s.cfg.CASAttempts {
-		m, drawn, ok := x.pick(x.args[1], int(min(count, int64(x.s.cfg.MaxBatchKeys))))
+		m, drawn, ok := x.pick(x.args[1], int(min(count, math.MaxInt32)))
 		if !ok {
 			return
 		}
@@ -369,10 +370,14 @@ func cmdSRandMember(x *call) {
 			x.c.WriteError(errNotInt)
 			return
 		}
+		if n == math.MinInt64 {
+			x.c.WriteError("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+			return
+		}
 		count = n
 	}
-	want := min(max(count, -count), int64(x.s.cfg.MaxBatchKeys))
-	m, drawn, ok := x.pick(x.args[1], int(want))
+	want := max(count, -count)
+	m, drawn, ok := x.pick(x.args[1], int(min(want, math.MaxInt32)))
 	switch {
 	case !ok:
 	case len(x.args) == 2 && len(drawn) == 0:

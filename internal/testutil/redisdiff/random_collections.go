@@ -30,6 +30,13 @@ var listGens = []gen{
 		return []string{"LMOVE", lkey(r), lkey(r), pick(r, sides), pick(r, sides)}
 	}, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"RPOPLPUSH", lkey(r), lkey(r)} }, Equal},
+	{2, func(r *rand.Rand) []string {
+		return append([]string{"LPOS", lkey(r), pick(r, elems)}, lposOptions(r)...)
+	}, Equal},
+	{2, func(r *rand.Rand) []string { return []string{"LREM", lkey(r), pick(r, indexes), pick(r, elems)} }, Equal},
+	{2, func(r *rand.Rand) []string {
+		return []string{"LINSERT", lkey(r), pick(r, []string{"BEFORE", "AFTER", "after", "X"}), pick(r, elems), pick(r, elems)}
+	}, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"SET", "k0", pick(r, values)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"DEL", lkey(r)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"TYPE", lkey(r)} }, Equal},
@@ -63,6 +70,15 @@ var setGens = []gen{
 // countNeeded are the commands whose count a sequence never cuts: without
 // it they draw at random, and the two servers' sets would differ after.
 var countNeeded = map[string]bool{"SPOP": true, "SRANDMEMBER": true}
+
+// lposOptions draws LPOS's options, at times a bad one.
+func lposOptions(r *rand.Rand) []string {
+	var out []string
+	for range r.IntN(3) {
+		out = append(out, pick(r, []string{"RANK", "COUNT", "MAXLEN"}), pick(r, indexes))
+	}
+	return out
+}
 
 func lkey(r *rand.Rand) string { return pick(r, listKeys) }
 func skey(r *rand.Rand) string { return pick(r, setKeys) }
