@@ -8,11 +8,12 @@ import (
 	"github.com/tidekv/tidekv/internal/testutil/redisdiff"
 )
 
-// TestAsRedisInSmallPages is TestAsRedis with three keys a scan and a
-// write, so that the list searches (LPOS, LREM, LINSERT) and the set
-// reads cross page boundaries in the scripts' collections.
+// TestAsRedisInSmallPages is TestAsRedis with eight keys a scan and a
+// write (the most a script's command pushes, with the metadata), so that
+// the list searches (LPOS, LREM, LINSERT) cross page boundaries in the
+// longer lists of the scripts and drawn sequences.
 func TestAsRedisInSmallPages(t *testing.T) {
-	s, _ := start(t, newFakeKV(), func(c *Config) { c.MaxBatchKeys = 3 }, nil)
+	s, _ := start(t, newFakeKV(), func(c *Config) { c.MaxBatchKeys = 8 }, nil)
 	redisdiff.Check(t, s.Addr().String())
 }
 
