@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 	"errors"
+	"maps"
 
 	"github.com/tidwall/redcon"
 )
@@ -122,6 +123,7 @@ func init() {
 		"watch":     {arity: -2, fn: cmdWatch},
 		"unwatch":   {arity: 1, fn: cmdUnwatch},
 	}
+	maps.Copy(commands, collectionCommands)
 	commandNames = make(map[string]string, len(commands))
 	for name := range commands {
 		commandNames[name] = name
@@ -133,7 +135,7 @@ const (
 	errNotInt    = "ERR value is not an integer or out of range"
 	errNotFloat  = "ERR value is not a valid float"
 	errSyntax    = "ERR syntax error"
-	errReserved  = "ERR value is reserved by TideKV's hash encoding"
+	errReserved  = "ERR value is reserved by TideKV's encoding of hashes, lists and sets"
 )
 
 // batchGet reads keys in batches of at most MaxBatchKeys.

@@ -138,6 +138,9 @@
 //	string k          enc(k)                 -> value
 //	hash h (marker)   enc(h)                 -> hashMarker ("\xffTideKV:hash\x00\x01\xfe")
 //	field f of h      enc(h) 0x00 0x01 f     -> value
+//	list or set k     enc(k)                 -> "\xffTideKV:list|set\x00\x01\xfe" gen ver a b
+//	list element i    enc(k) 0x00 0x01 gen i -> value (gen, i: big-endian uint64)
+//	set member m      enc(k) 0x00 0x01 gen m -> "" (collection.go)
 //	sorted set z      enc(z)                 -> zsetMarker + count (8 bytes)
 //	member m of z     enc(z) 0x00 0x01 0x01 m            -> score (8 bytes)
 //	index entry       enc(z) 0x00 0x01 0x02 sort(s) m    -> score (8 bytes)
@@ -146,9 +149,9 @@
 // after the marker, so HGETALL is one range scan of [enc(h), enc(h) 0x00
 // 0x02). No string key and no other hash's field can fall in that span,
 // because enc never yields 0x00 0x01. The marker's value tells a hash from a
-// string: strings equal to hashMarker are refused ("ERR value is
-// reserved"), so GET on a hash reliably gets WRONGTYPE, and so do hash
-// commands on a string. Without its marker a hash does not exist: SET over a
+// string: strings starting with "\xffTideKV:", the prefix of every
+// marker, are refused ("ERR value is reserved"), so GET on a hash, list or
+// set reliably gets WRONGTYPE, and so do their commands on a string. Without its marker a hash does not exist: SET over a
 // hash replaces it (as in Redis) and leaves its fields as unreachable
 // garbage, which the next HSET creating that hash, or DEL, removes. HDEL of
 // the last field removes the marker. A sorted set's keys lie in the same

@@ -26,6 +26,7 @@ type fakeKV struct {
 	clock   *manualclock.Clock
 	splitAt []byte
 	scans   int
+	scanned int // keys Scan returned
 	guarded int // GuardedWrite calls
 	reads   int // Get and BatchGet calls
 	// eachOps: the ops of every WriteEach call, for tests of grouping.
@@ -269,6 +270,7 @@ func (f *fakeKV) Scan(_ context.Context, start, end []byte, limit int) ([]KeyVal
 	if limit > 0 && len(keys) > limit {
 		keys = keys[:limit]
 	}
+	f.scanned += len(keys)
 	out := make([]KeyValue, len(keys))
 	for i, k := range keys {
 		out[i] = KeyValue{Key: []byte(k), Value: cp(f.m[k])}

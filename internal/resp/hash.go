@@ -46,7 +46,7 @@ func (x *call) hashState(h []byte, fields [][]byte) (exists bool, vals []Result,
 		replyErr(x.c, err)
 		return false, nil, false
 	}
-	if rs[0].Found && !isHashMarker(rs[0].Value) {
+	if rs[0].Found && !isHash(rs[0].Value) {
 		x.c.WriteError(errWrongType)
 		return false, nil, false
 	}
@@ -217,7 +217,7 @@ func cmdHGetAll(x *call) {
 	}
 	if len(kvs) == 0 || !bytes.Equal(kvs[0].Key, encKey(h)) {
 		kvs = nil // no marker: no hash (any fields are stale)
-	} else if !isHashMarker(kvs[0].Value) {
+	} else if !isHash(kvs[0].Value) {
 		x.c.WriteError(errWrongType)
 		return
 	} else {

@@ -57,19 +57,8 @@ func cmdType(x *call) {
 	case err != nil:
 		replyErr(x.c, err)
 	default:
-		x.c.WriteString(typeName(v))
+		x.c.WriteString(valueType(v))
 	}
-}
-
-// typeName is TYPE's answer for a key holding v.
-func typeName(v []byte) string {
-	switch {
-	case isHashMarker(v):
-		return "hash"
-	case isZSetMeta(v):
-		return "zset"
-	}
-	return "string"
 }
 
 // cmdDBSize: DBSIZE, the number of keys of the connection's database,

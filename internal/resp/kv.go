@@ -178,11 +178,16 @@ func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded
 
 // Key encoding (see doc.go).
 
-// hashMarker is the value stored at a hash's own key. String values equal to
-// it are rejected so that a string can never be mistaken for a hash.
+// hashMarker is the value stored at a hash's own key.
 var hashMarker = []byte("\xffTideKV:hash\x00\x01\xfe")
 
-func isHashMarker(v []byte) bool { return bytes.Equal(v, hashMarker) }
+func isHash(v []byte) bool { return bytes.Equal(v, hashMarker) }
+
+// isMarker reports whether v is the value at a hash's, list's, set's or sorted set's
+// own key (collection.go): anything starting with typePrefix, which
+// string values may not, so that a string is never mistaken for another
+// type.
+func isMarker(v []byte) bool { return bytes.HasPrefix(v, typePrefix) }
 
 // encKey escapes a user key (the result may be k itself: never write
 // into it): every 0x00 becomes 0x00 0xFF. The escaping

@@ -161,7 +161,7 @@ func scanKeys(x *call, start []byte, a scanArgs) (keys [][]byte, next []byte, er
 			if a.pattern != nil && !globMatch(a.pattern, user) {
 				continue
 			}
-			if a.typ != "" && a.typ != typeName(kv.Value) {
+			if a.typ != "" && a.typ != valueType(kv.Value) {
 				continue
 			}
 			keys = append(keys, user)

@@ -38,7 +38,6 @@ func isZSetMeta(v []byte) bool {
 // string; string values that would read as one are refused (errReserved).
 // Those beginning as a sorted set's are all refused, so zsetMarker alone
 // is never stored (zclearStale's guard).
-func isMarker(v []byte) bool { return isHashMarker(v) || bytes.HasPrefix(v, zsetMarker) }
 
 func zsetMeta(card uint64) []byte {
 	return binary.BigEndian.AppendUint64(append([]byte(nil), zsetMarker...), card)

@@ -5,8 +5,8 @@
 // docs/redis.md lists, which a script marks where it meets them.
 //
 // The sequences are the scripts in scripts/ (one file per data type or
-// area, embedded) and sequences of string and keyspace commands drawn from
-// a seed (random.go). Check runs them all; the test that calls it owns the
+// area, embedded) and sequences drawn from a seed, one kind of commands
+// each (random.go: string and keyspace commands, lists, sets). Check runs them all; the test that calls it owns the
 // TideKV side (the resp package's in-memory KV, or a node).
 //
 // Script format, one command a line: the command and its arguments
@@ -16,10 +16,12 @@
 // reply and array lengths, any values (TIME, a clock's reading); in one
 // starting with "ttl:" any two positive integers agree (a TTL however
 // long, since the two servers run a step at different times; -2 and -1
-// must match). Both servers start every script with an empty database 0
+// must match); in one starting with "set:" an array's elements may come
+// in any order (a set's members). Both servers start every script with an empty database 0
 // and new connections.
 //
-// Knobs: TIDEKV_REDIFF_SEED (the first seed, default 1),
+// Knobs: TIDEKV_REDIFF_KIND (one kind of drawn sequences: strings,
+// lists or sets; default all), TIDEKV_REDIFF_SEED (the first seed, default 1),
 // TIDEKV_REDIFF_RUNS (how many seeds, default 4) and
 // TIDEKV_REDIFF_STEPS (commands per seed, default 300).
 //

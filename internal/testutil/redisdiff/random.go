@@ -25,6 +25,10 @@ type gen struct {
 	compare Compare
 }
 
+// kinds are the pools of drawn sequences by data type: each sequence
+// draws from one.
+var kinds = map[string][]gen{"strings": gens, "lists": listGens, "sets": setGens}
+
 // gens are the commands random sequences draw, all string and keyspace
 // commands TideKV serves.
 var gens = []gen{
@@ -83,16 +87,18 @@ func setOptions(r *rand.Rand) []string {
 	return out
 }
 
-// Random draws a sequence of n commands from seed; one in 30 has an
-// argument too many or too few (arity and syntax errors).
-func Random(seed uint64, n int) Script {
+// Random draws a sequence of n commands of the given kind (kinds) from
+// seed; one in 30 has an argument too many or too few (arity and syntax
+// errors).
+func Random(kind string, seed uint64, n int) Script {
+	gens := kinds[kind]
 	r := rand.New(rand.NewPCG(seed, seed))
 	total := 0
 	for _, g := range gens {
 		total += g.weight
 	}
-	s := Script{Name: fmt.Sprintf("seed%d", seed),
-		Repro: fmt.Sprintf("TIDEKV_REDIFF_SEED=%d TIDEKV_REDIFF_RUNS=1 TIDEKV_REDIFF_STEPS=%d", seed, n)}
+	s := Script{Name: fmt.Sprintf("%s-seed%d", kind, seed),
+		Repro: fmt.Sprintf("TIDEKV_REDIFF_KIND=%s TIDEKV_REDIFF_SEED=%d TIDEKV_REDIFF_RUNS=1 TIDEKV_REDIFF_STEPS=%d", kind, seed, n)}
 	for i := range n {
 		w := r.IntN(total)
 		g := gens[0]
@@ -102,7 +108,7 @@ func Random(seed uint64, n int) Script {
 			}
 		}
 		args := g.args(r)
-		if r.IntN(30) == 0 {
+		if r.IntN(30) == 0 && !countNeeded[args[0]] {
 			if len(args) > 1 && r.IntN(2) == 0 {
 				args = args[:len(args)-1]
 			} else {

@@ -40,11 +40,14 @@ const (
 	// agree: a TTL however long (the two servers run a step at different
 	// times), while -2 (no key) and -1 (no TTL) must match.
 	AnyPositive
+	// Unordered: equal replies, except that an array's elements may come
+	// in any order (a set's members).
+	Unordered
 )
 
 // prefixes are the script line prefixes of the comparisons other than
 // Equal.
-var prefixes = map[string]Compare{"shape:": Shape, "ttl:": AnyPositive}
+var prefixes = map[string]Compare{"shape:": Shape, "ttl:": AnyPositive, "set:": Unordered}
 
 func (s Step) String() string {
 	parts := make([]string, len(s.Args))

@@ -34,7 +34,7 @@ func TestParse(t *testing.T) {
 
 // A seed draws the same sequence every time.
 func TestRandomIsDeterministic(t *testing.T) {
-	a, b := Random(7, 50), Random(7, 50)
+	a, b := Random("lists", 7, 50), Random("lists", 7, 50)
 	for i := range a.Steps {
 		if !slices.Equal(a.Steps[i].Args, b.Steps[i].Args) {
 			t.Fatalf("step %d: %v and %v", i, a.Steps[i].Args, b.Steps[i].Args)

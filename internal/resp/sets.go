@@ -1,0 +1,437 @@
+package resp
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Sets (collection.go): member m of a set is the key enc(k) 0x00 0x01 gen
+// m with an empty value, and the metadata counts the members, so SCARD is
+// one read, SADD, SREM and SISMEMBER a few point reads and writes, and
+// SMEMBERS one scan. Members come out in byte order.
+
+// member reports whether m is a member, inside the transaction.
+func (t *collTx) member(m []byte) (bool, error) {
+	r, err := t.tx.Get(t.ctx, t.elemKey(m))
+	return r.Found, err
+}
+
+// distinct is args without repeats, in their order.
+func distinct(args [][]byte) [][]byte {
+	seen := map[string]bool{}
+	var out [][]byte
+	for _, a := range args {
+		if !seen[string(a)] {
+			seen[string(a)] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// cmdSAddRem: SADD and SREM key member..., the number of members added
+// (removed).
+func cmdSAddRem(x *call) {
+	add := x.name == "sadd"
+	members := distinct(x.args[2:])
+	var n int64
+	err := x.collTxn(x.args[1], setMarker, func(t *collTx) (bool, error) {
+		n = 0
+		if !add && !t.m.exists {
+			return false, nil
+		}
+		for _, m := range members {
+			in, err := t.member(m)
+			if err != nil {
+				return false, err
+			}
+			switch {
+			case add && !in:
+				err = t.tx.Put(x.ctx, t.elemKey(m), nil)
+				t.m.a++
+			case !add && in:
+				err = t.tx.Delete(x.ctx, t.elemKey(m))
+				t.m.a--
+			default:
+				continue
+			}
+			if err != nil {
+				return false, err
+			}
+			n++
+		}
+		return n > 0, nil
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteInt64(n)
+}
+
+func cmdSCard(x *call) {
+	if m, ok := x.readMeta(x.args[1], setMarker); ok {
+		x.c.WriteInt64(int64(m.a))
+	}
+}
+
+// cmdSIsMember: SISMEMBER key member, SMISMEMBER key member...
+func cmdSIsMember(x *call) {
+	var in []bool
+	err := x.collTxn(x.args[1], setMarker, func(t *collTx) (bool, error) {
+		in = make([]bool, len(x.args)-2)
+		if !t.m.exists {
+			return false, nil
+		}
+		for i, m := range x.args[2:] {
+			var err error
+			if in[i], err = t.member(m); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	if x.name == "smismember" {
+		x.c.WriteArray(len(in))
+	}
+	for _, b := range in {
+		if b {
+			x.c.WriteInt(1)
+		} else {
+			x.c.WriteInt(0)
+		}
+	}
+}
+
+// setRead is one set as a consistent read found it.
+type setRead struct {
+	m       meta
+	members [][]byte
+}
+
+// readSets reads the sets at keys, each whole, as of one moment: each
+// set's metadata is read again after all are scanned, and the reads are
+// retried while any changed (each set was then unchanged from its scan
+// on, so all were at the last scan's start). A key of another type
+// replies WRONGTYPE. ok false: it replied.
+func (x *call) readSets(keys [][]byte) ([]setRead, bool) {
+	for range x.s.cfg.CASAttempts {
+		out := make([]setRead, len(keys))
+		for i, k := range keys {
+			m, kvs, ok := x.scanElems(k, setMarker, func(meta) ([]byte, []byte, int) { return nil, nil, -1 })
+			if !ok {
+				return nil, false
+			}
+			out[i].m = m
+			for _, kv := range kvs {
+				out[i].members = append(out[i].members, kv.Key)
+			}
+		}
+		same := true
+		for i, k := range keys {
+			m, ok := x.readMeta(k, setMarker)
+			if !ok {
+				return nil, false
+			}
+			if m.exists != out[i].m.exists || m.gen != out[i].m.gen || m.ver != out[i].m.ver {
+				same = false
+				break
+			}
+		}
+		if same {
+			return out, true
+		}
+	}
+	x.c.WriteError("ERR too much contention on the keys, retry")
+	return nil, false
+}
+
+func cmdSMembers(x *call) {
+	sets, ok := x.readSets(x.args[1:2])
+	if ok {
+		writeMembers(x, sets[0].members)
+	}
+}
+
+func writeMembers(x *call, members [][]byte) {
+	x.c.WriteArray(len(members))
+	for _, m := range members {
+		x.c.WriteBulk(m)
+	}
+}
+
+// combine is SINTER's, SUNION's or SDIFF's result over sets, in byte
+// order.
+func combine(op string, sets []setRead) [][]byte {
+	count := map[string]int{}
+	for i, s := range sets {
+		for _, m := range s.members {
+			switch {
+			case op == "sdiff" && i > 0:
+				delete(count, string(m))
+			case op == "sdiff" || op == "sunion":
+				count[string(m)] = 1
+			default:
+				count[string(m)]++
+			}
+		}
+	}
+	var out [][]byte
+	for m, n := range count {
+		if op != "sinter" || n == len(sets) {
+			out = append(out, []byte(m))
+		}
+	}
+	slices.SortFunc(out, bytes.Compare)
+	return out
+}
+
+// cmdSetAlgebra: SINTER, SUNION, SDIFF key..., and their STORE forms
+// destination key..., which replace destination (whatever its type) in
+// one transaction that first checks the sources are as they were read.
+func cmdSetAlgebra(x *call) {
+	op := strings.TrimSuffix(x.name, "store")
+	keys := x.args[1:]
+	var dst []byte
+	if op != x.name {
+		dst, keys = keys[0], keys[1:]
+	}
+	for range x.s.cfg.CASAttempts {
+		sets, ok := x.readSets(keys)
+		if !ok {
+			return
+		}
+		out := combine(op, sets)
+		if dst == nil {
+			writeMembers(x, out)
+			return
+		}
+		err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+			for i, k := range keys {
+				if err := sameSet(x, tx, k, sets[i].m); err != nil {
+					return err
+				}
+			}
+			if len(out) == 0 {
+				return tx.Delete(x.ctx, encKey(dst))
+			}
+			t := &collTx{ctx: x.ctx, tx: tx, key: dst, marker: setMarker, m: newMeta(setMarker)}
+			for _, m := range out {
+				if err := tx.Put(x.ctx, t.elemKey(m), nil); err != nil {
+					return err
+				}
+			}
+			t.m.a = uint64(len(out))
+			return t.save()
+		})
+		if errors.Is(err, errSetChanged) {
+			continue
+		}
+		if err != nil {
+			writeCASErr(x.c, err)
+			return
+		}
+		x.c.WriteInt(len(out))
+		return
+	}
+	x.c.WriteError("ERR too much contention on the keys, retry")
+}
+
+// errSetChanged aborts a STORE whose sources changed since they were read.
+var errSetChanged = errors.New("a source set changed")
+
+// sameSet checks, inside tx, that the set at k is as read (m).
+func sameSet(x *call, tx TxnKV, k []byte, m meta) error {
+	r, err := tx.Get(x.ctx, encKey(k))
+	if err != nil {
+		return err
+	}
+	now, isSet := decodeMeta(setMarker, r.Value)
+	if r.Found != m.exists || (r.Found && (!isSet || now.gen != m.gen || now.ver != m.ver)) {
+		return errSetChanged
+	}
+	return nil
+}
+
+// pick draws up to n members of the set at key: from a random point of
+// the member span on, wrapping around. Members after a long gap are more
+// likely drawn than others: TideKV draws without reading the whole set.
+func (x *call) pick(key []byte, n int) (meta, [][]byte, bool) {
+	from := binaryRand()
+	m, kvs, ok := x.scanElems(key, setMarker, func(meta) ([]byte, []byte, int) { return from, nil, n })
+	if !ok || !m.exists {
+		return m, nil, ok
+	}
+	var out [][]byte
+	for _, kv := range kvs {
+		out = append(out, kv.Key)
+	}
+	if len(out) < n && uint64(len(out)) < m.a {
+		_, more, ok := x.scanElems(key, setMarker, func(meta) ([]byte, []byte, int) { return nil, from, n - len(out) })
+		if !ok {
+			return m, nil, false
+		}
+		for _, kv := range more {
+			out = append(out, kv.Key)
+		}
+	}
+	return m, out, true
+}
+
+// binaryRand is a random point among member keys.
+func binaryRand() []byte {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(rand.UintN(256))
+	}
+	return b[:]
+}
+
+// cmdSPop: SPOP key [count]: removes members pick draws, in one
+// transaction each attempt.
+func cmdSPop(x *call) {
+	if len(x.args) > 3 {
+		x.c.WriteError(errSyntax)
+		return
+	}
+	hasCount := len(x.args) == 3
+	count := int64(1)
+	if hasCount {
+		var ok bool
+		if count, ok = parseCount(x.args[2]); !ok {
+			x.c.WriteError(errNotPositive)
+			return
+		}
+	}
+	for range x.s.cfg.CASAttempts {
+		m, drawn, ok := x.pick(x.args[1], int(min(count, math.MaxInt32)))
+		if !ok {
+			return
+		}
+		var err error
+		if len(drawn) > 0 {
+			err = x.kv.Txn(x.ctx, func(tx TxnKV) error {
+				if err := sameSet(x, tx, x.args[1], m); err != nil {
+					return err
+				}
+				if !m.exists {
+					return nil
+				}
+				t := &collTx{ctx: x.ctx, tx: tx, key: x.args[1], marker: setMarker, m: m}
+				for _, d := range drawn {
+					if err := tx.Delete(x.ctx, t.elemKey(d)); err != nil {
+						return err
+					}
+				}
+				t.m.a -= uint64(len(drawn))
+				return t.save()
+			})
+		}
+		if errors.Is(err, errSetChanged) {
+			continue
+		}
+		switch {
+		case err != nil:
+			writeCASErr(x.c, err)
+		case !hasCount && len(drawn) == 0:
+			x.c.WriteNull()
+		case !hasCount:
+			x.c.WriteBulk(drawn[0])
+		case !m.exists:
+			x.c.WriteArray(0)
+		default:
+			writeMembers(x, drawn)
+		}
+		return
+	}
+	x.c.WriteError("ERR too much contention on the key, retry")
+}
+
+// cmdSRandMember: SRANDMEMBER key [count]; a negative count may repeat
+// members.
+func cmdSRandMember(x *call) {
+	if len(x.args) > 3 {
+		x.c.WriteError(errSyntax)
+		return
+	}
+	count := int64(1)
+	if len(x.args) == 3 {
+		n, err := strconv.ParseInt(string(x.args[2]), 10, 64)
+		if err != nil {
+			x.c.WriteError(errNotInt)
+			return
+		}
+		if n == math.MinInt64 {
+			x.c.WriteError("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+			return
+		}
+		count = n
+	}
+	want := max(count, -count)
+	m, drawn, ok := x.pick(x.args[1], int(min(want, math.MaxInt32)))
+	switch {
+	case !ok:
+	case len(x.args) == 2 && len(drawn) == 0:
+		x.c.WriteNull()
+	case len(x.args) == 2:
+		x.c.WriteBulk(drawn[0])
+	case count < 0 && m.exists:
+		x.c.WriteArray(int(want))
+		for i := range want {
+			x.c.WriteBulk(drawn[i%int64(len(drawn))])
+		}
+	default:
+		writeMembers(x, drawn)
+	}
+}
+
+// cmdSScan: SSCAN key cursor [MATCH pattern] [COUNT n]: COUNT members a
+// call, in byte order, the cursor naming the member to resume at.
+func cmdSScan(x *call) {
+	id, err := strconv.ParseUint(string(x.args[2]), 10, 64)
+	if err != nil {
+		x.c.WriteError("ERR invalid cursor")
+		return
+	}
+	a, ok := parseScanArgs(&call{s: x.s, c: x.c, args: x.args[1:]})
+	if !ok {
+		return
+	}
+	if a.typ != "" {
+		x.c.WriteError(errSyntax)
+		return
+	}
+	var start []byte
+	if id != 0 {
+		if start, ok = x.s.takeCursor(id); !ok {
+			x.c.WriteError("ERR invalid cursor (unknown or expired; TideKV cursors are kept by the node that issued them)")
+			return
+		}
+	}
+	_, kvs, ok := x.scanElems(x.args[1], setMarker, func(meta) ([]byte, []byte, int) { return start, nil, a.count })
+	if !ok {
+		return
+	}
+	var cur uint64
+	if len(kvs) == a.count {
+		cur = x.s.saveCursor(append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0))
+	}
+	var out [][]byte
+	for _, kv := range kvs {
+		if a.pattern == nil || globMatch(a.pattern, kv.Key) {
+			out = append(out, kv.Key)
+		}
+	}
+	x.c.WriteArray(2)
+	x.c.WriteBulkString(strconv.FormatUint(cur, 10))
+	writeMembers(x, out)
+}
