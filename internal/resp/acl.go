@@ -17,6 +17,8 @@ const (
 	AccessNone Access = iota
 	AccessRead
 	AccessWrite
+	// AccessAdmin may also run adminCommands (FLUSHDB, FLUSHALL).
+	AccessAdmin
 )
 
 // Authenticator checks AUTH's user name and password ("default" when AUTH
@@ -35,12 +37,13 @@ var writeCommands = map[string]bool{
 	"expire": true, "pexpire": true, "expireat": true, "pexpireat": true, "persist": true,
 	"incr": true, "decr": true, "incrby": true, "decrby": true,
 	"hset": true, "hmset": true, "hdel": true,
+	"rename": true, "renamenx": true, "copy": true,
 }
 
 // denial is the error reply to a command the connection's user may not
 // run, or "".
 func (st *connState) denial(name string) string {
-	if writeCommands[name] && st.access < AccessWrite {
+	if (writeCommands[name] && st.access < AccessWrite) || (adminCommands[name] && st.access < AccessAdmin) {
 		return fmt.Sprintf("NOPERM User %s has no permissions to run the '%s' command", st.user, name)
 	}
 	return ""

@@ -99,6 +99,14 @@ func init() {
 		"discard":     {arity: 1, fn: cmdDiscard},
 		"watch":       {arity: -2, fn: cmdWatch},
 		"unwatch":     {arity: 1, fn: cmdUnwatch},
+		"keys":        {arity: 2, fn: cmdKeys},
+		"flushdb":     {arity: -1, fn: cmdFlush},
+		"flushall":    {arity: -1, fn: cmdFlush},
+		"randomkey":   {arity: 1, fn: cmdRandomKey},
+		"object":      {arity: -2, fn: cmdObject},
+		"rename":      {arity: 3, fn: cmdRename},
+		"renamenx":    {arity: 3, fn: cmdRename},
+		"copy":        {arity: -3, fn: cmdRename},
 	}
 	commandNames = make(map[string]string, len(commands))
 	for name := range commands {

@@ -475,7 +475,8 @@ func TestErrorsAndMisc(t *testing.T) {
 		{[]any{"HSET", "h", "f", "v", "g"}, "ERR wrong number of arguments for 'hset' command"},
 		{[]any{"SELECT", "1"}, "ERR DB index is out of range"},
 		{[]any{"SELECT", "x"}, "ERR value is not an integer or out of range"},
-		{[]any{"CLIENT", "KILL"}, "ERR unknown subcommand 'KILL'"},
+		{[]any{"CLIENT", "BOGUS"}, "ERR unknown subcommand 'BOGUS'"},
+		{[]any{"CLIENT", "KILL"}, "ERR wrong number of arguments for 'client|kill' command"},
 		{[]any{"HELLO", "3"}, "ERR unknown command 'HELLO'"},
 		{[]any{"PING", "a", "b"}, "ERR wrong number of arguments for 'ping' command"},
 	} {

@@ -161,6 +161,8 @@ func (u redisUsers) Authenticate(user, password, source string) (resp.Access, er
 	switch {
 	case err != nil:
 		return resp.AccessNone, err
+	case role >= security.RoleAdmin:
+		return resp.AccessAdmin, nil
 	case role >= security.RoleWrite:
 		return resp.AccessWrite, nil
 	}

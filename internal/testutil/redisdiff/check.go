@@ -3,7 +3,9 @@ package redisdiff
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tidekv/tidekv/internal/testutil/redisserver"
@@ -76,6 +78,8 @@ func agree(c Compare, a, b Reply) bool {
 	switch {
 	case c == Shape:
 		return sameShape(a, b)
+	case c == Unordered:
+		return sorted(a).String() == sorted(b).String()
 	case c == AnyPositive && a.Kind == ':' && b.Kind == ':':
 		x, _ := strconv.ParseInt(a.Str, 10, 64)
 		y, _ := strconv.ParseInt(b.Str, 10, 64)
@@ -128,4 +132,11 @@ func empty(c *conn) error {
 		keys = keys[n:]
 	}
 	return nil
+}
+
+// sorted is r with an array's elements in order of their text.
+func sorted(r Reply) Reply {
+	r.Elems = slices.Clone(r.Elems)
+	slices.SortFunc(r.Elems, func(a, b Reply) int { return strings.Compare(a.String(), b.String()) })
+	return r
 }

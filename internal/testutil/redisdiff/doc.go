@@ -16,7 +16,8 @@
 // reply and array lengths, any values (TIME, a clock's reading); in one
 // starting with "ttl:" any two positive integers agree (a TTL however
 // long, since the two servers run a step at different times; -2 and -1
-// must match). Both servers start every script with an empty database 0
+// must match); in one starting with "unordered:" an array's elements
+// may come in any order (KEYS). Both servers start every script with an empty database 0
 // and new connections.
 //
 // Knobs: TIDEKV_REDIFF_SEED (the first seed, default 1),

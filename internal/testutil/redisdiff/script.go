@@ -40,11 +40,14 @@ const (
 	// agree: a TTL however long (the two servers run a step at different
 	// times), while -2 (no key) and -1 (no TTL) must match.
 	AnyPositive
+	// Unordered: equal replies, an array's elements in any order (KEYS,
+	// whose order in Redis is its hash table's).
+	Unordered
 )
 
 // prefixes are the script line prefixes of the comparisons other than
 // Equal.
-var prefixes = map[string]Compare{"shape:": Shape, "ttl:": AnyPositive}
+var prefixes = map[string]Compare{"shape:": Shape, "ttl:": AnyPositive, "unordered:": Unordered}
 
 func (s Step) String() string {
 	parts := make([]string, len(s.Args))
