@@ -38,6 +38,7 @@ var writeCommands = map[string]bool{
 	"incr": true, "decr": true, "incrby": true, "decrby": true,
 	"hset": true, "hmset": true, "hdel": true,
 	"rename": true, "renamenx": true, "copy": true,
+	"hincrby": true, "hincrbyfloat": true, "hsetnx": true,
 }
 
 // denial is the error reply to a command the connection's user may not

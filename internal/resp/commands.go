@@ -107,6 +107,11 @@ func init() {
 		"rename":      {arity: 3, fn: cmdRename},
 		"renamenx":    {arity: 3, fn: cmdRename},
 		"copy":        {arity: -3, fn: cmdRename},
+
+		// hashfield.go
+		"hincrby": {arity: 4, fn: cmdHIncrBy}, "hincrbyfloat": {arity: 4, fn: cmdHIncrByFloat},
+		"hsetnx": {arity: 4, fn: cmdHSetNX}, "hstrlen": {arity: 3, fn: cmdHStrLen},
+		"hrandfield": {arity: -2, fn: cmdHRandField}, "hscan": {arity: -3, fn: cmdHScan},
 	}
 	commandNames = make(map[string]string, len(commands))
 	for name := range commands {

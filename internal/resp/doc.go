@@ -56,7 +56,8 @@
 // are written one by one.
 //
 // Hashes: HSET/HMSET, HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HDEL,
-// HEXISTS.
+// HEXISTS, and (hashfield.go) HINCRBY, HINCRBYFLOAT and HSETNX (one
+// KV.Txn each: atomic on the field), HSTRLEN, HRANDFIELD, HSCAN.
 //
 // Transactions (multi.go, txview.go; docs/transactions.md): MULTI, EXEC,
 // DISCARD, WATCH, UNWATCH, with Redis's replies and errors. Queued
