@@ -39,6 +39,8 @@ var writeCommands = map[string]bool{
 	"hset": true, "hmset": true, "hdel": true,
 	"rename": true, "renamenx": true, "copy": true,
 	"hincrby": true, "hincrbyfloat": true, "hsetnx": true,
+	"append": true, "setrange": true, "getdel": true, "getex": true, "setex": true, "psetex": true,
+	"msetnx": true, "incrbyfloat": true,
 }
 
 // denial is the error reply to a command the connection's user may not

@@ -54,6 +54,11 @@ func TestUsersAndAccess(t *testing.T) {
 	wantErr(t, r.Set(ctx, "a", "2", 0).Err(), "NOPERM User reader has no permissions to run the 'set' command")
 	wantErr(t, r.Incr(ctx, "n").Err(), "NOPERM User reader has no permissions to run the 'incr' command")
 	wantErr(t, r.Del(ctx, "a").Err(), "NOPERM")
+	for _, cmd := range [][]any{{"APPEND", "a", "x"}, {"SETRANGE", "a", "0", "x"}, {"GETDEL", "a"}, {"GETEX", "a", "EX", "9"},
+		{"SETEX", "a", "9", "x"}, {"PSETEX", "a", "9", "x"}, {"MSETNX", "b", "x"}, {"INCRBYFLOAT", "n", "1"},
+		{"HINCRBY", "h", "f", "1"}, {"HSETNX", "h", "g", "1"}, {"RENAME", "a", "b"}, {"COPY", "a", "b"}} {
+		wantErr(t, r.Do(ctx, cmd...).Err(), "NOPERM")
+	}
 	eq(t, must(r.Get(ctx, "a").Result()), "1")
 
 	// AUTH password alone is the default user.

@@ -50,20 +50,6 @@ func cmdSelect(x *call) {
 	}
 }
 
-func cmdCommand(x *call) {
-	if len(x.args) >= 2 && strings.EqualFold(string(x.args[1]), "count") {
-		if len(x.args) > 2 {
-			x.c.WriteError(errArity("command|count"))
-			return
-		}
-		x.c.WriteInt(len(commands))
-		return
-	}
-	// COMMAND, COMMAND DOCS, COMMAND INFO: no documentation; clients
-	// (redis-cli) then work without hints.
-	x.c.WriteArray(0)
-}
-
 func cmdInfo(x *call) {
 	port := 0
 	if a, ok := x.s.Addr().(*net.TCPAddr); ok {

@@ -24,7 +24,8 @@
 // "NOPROTO unsupported protocol version", so RESP3 clients such as go-redis
 // and go-ycsb fall back to RESP2), CLIENT SETNAME/GETNAME/ID/SETINFO/
 // INFO/LIST/KILL (clients.go),
-// COMMAND (an empty list; COMMAND COUNT: the command table's size),
+// COMMAND, COMMAND INFO/DOCS/LIST/COUNT/GETKEYS (the command table with
+// arities, flags and key positions: commandinfo.go),
 // TIME (Config.Now), INFO (a "# Server" section with
 // redis_version:7.0.0-tidekv), CONFIG GET (what client libraries and
 // redis-benchmark read at start: clients.go).
