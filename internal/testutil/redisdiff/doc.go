@@ -17,8 +17,8 @@
 // starting with "ttl:" any two positive integers agree (a TTL however
 // long, since the two servers run a step at different times; -2 and -1
 // must match); in one starting with "unordered:" an array's elements
-// may come in any order (KEYS). Both servers start every script with an empty database 0
-// and new connections.
+// may come in any order (KEYS). Both servers start every script with new connections and
+// FLUSHALL, as standard Redis test harnesses do.
 //
 // Knobs: TIDEKV_REDIFF_SEED (the first seed, default 1),
 // TIDEKV_REDIFF_RUNS (how many seeds, default 4) and
