@@ -122,3 +122,24 @@ func TestNodeGoRedis(t *testing.T) {
 		t.Fatalf("DBSIZE after FLUSHDB = %d, %v", n, err)
 	}
 }
+
+// On an insecure node the Redis password's user may FLUSHALL (as Redis's
+// default user may; test harnesses start with it); FLUSHDB and FLUSHALL
+// need the admin role otherwise (resp's TestFlushNeedsAdmin).
+func TestRedisPasswordUserFlushesWhenInsecure(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Redis.ListenAddr = "127.0.0.1:0"
+	cfg.Security.RedisPassword = "dpw"
+	s, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	rc := redis.NewClient(&redis.Options{Addr: s.RedisAddr(), Password: "dpw"})
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rc.FlushAll(ctx).Err(); err != nil {
+		t.Fatalf("FLUSHALL as the Redis password's user: %v", err)
+	}
+}
