@@ -50,7 +50,7 @@ func cmdKeys(x *call) {
 // FLUSHALL [ASYNC|SYNC] empties database 0 and the connection's. TideKV
 // has no range deletion to call on: both scan the database and delete
 // what they find, MaxBatchKeys stored keys (hash fields included) per
-// Write, each batch with its own deadline. The flush is not atomic: a
+// WriteEach (one write per range), each batch with its own deadline. The flush is not atomic: a
 // reader sees the keys go batch by batch, and keys written meanwhile may
 // stay (docs/redis.md).
 func cmdFlush(x *call) {
@@ -82,14 +82,20 @@ func (s *Server) flush(kv KV) error {
 	var start []byte
 	for {
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
-		x := &call{s: s, kv: kv, ctx: ctx}
 		kvs, err := kv.Scan(ctx, start, nil, s.cfg.MaxBatchKeys)
 		if err == nil && len(kvs) > 0 {
 			ops := make([]Op, len(kvs))
 			for i, p := range kvs {
 				ops[i] = Op{Key: p.Key, Delete: true}
 			}
-			err = x.write(ops)
+			// WriteEach: one write per range of the batch, whatever
+			// ranges it spans.
+			for _, r := range kv.WriteEach(ctx, ops) {
+				if r.Err != nil {
+					err = r.Err
+					break
+				}
+			}
 		}
 		cancel()
 		if err != nil || len(kvs) < s.cfg.MaxBatchKeys {

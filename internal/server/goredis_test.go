@@ -143,3 +143,44 @@ func TestRedisPasswordUserFlushesWhenInsecure(t *testing.T) {
 		t.Fatalf("FLUSHALL as the Redis password's user: %v", err)
 	}
 }
+
+// FLUSHALL empties a database whose keys lie on two ranges led by
+// different nodes, hash fields included.
+func TestRedisFlushAcrossRanges(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	lh := splitLedApart(t, tc, c, "m")
+	var addr string
+	for _, n := range tc.nodes {
+		if n.NodeID() == lh {
+			addr = n.RedisAddr()
+		}
+	}
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 30 {
+		for _, p := range []string{"a", "z"} {
+			if err := rc.Set(ctx, fmt.Sprintf("%s%02d", p, i), "v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := rc.HSet(ctx, "zh", "f", 1, "g", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if kvs, err := c.Scan(ctx, []byte("zh"), []byte("zi"), 0); err != nil || len(kvs) != 3 {
+		t.Fatalf("the hash's stored keys before FLUSHALL: %d, %v; want its marker and 2 fields", len(kvs), err)
+	}
+	if err := rc.FlushAll(ctx).Err(); err != nil {
+		t.Fatalf("FLUSHALL: %v", err)
+	}
+	if n, err := rc.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("DBSIZE after FLUSHALL = %d, %v", n, err)
+	}
+	if kvs, err := c.Scan(ctx, []byte("zh"), []byte("zi"), 0); err != nil || len(kvs) != 0 {
+		t.Fatalf("stored keys of the hash left after FLUSHALL: %d, %v", len(kvs), err)
+	}
+}
