@@ -17,6 +17,8 @@ const (
 	AccessNone Access = iota
 	AccessRead
 	AccessWrite
+	// AccessAdmin may also run adminCommands (FLUSHDB, FLUSHALL).
+	AccessAdmin
 )
 
 // Authenticator checks AUTH's user name and password ("default" when AUTH
@@ -35,12 +37,40 @@ var writeCommands = map[string]bool{
 	"expire": true, "pexpire": true, "expireat": true, "pexpireat": true, "persist": true,
 	"incr": true, "decr": true, "incrby": true, "decrby": true,
 	"hset": true, "hmset": true, "hdel": true,
+	"rename": true, "renamenx": true, "copy": true,
+	"hincrby": true, "hincrbyfloat": true, "hsetnx": true,
+	"append": true, "setrange": true, "getdel": true, "getex": true, "setex": true, "psetex": true,
+	"msetnx": true, "incrbyfloat": true,
+	"lpush": true, "rpush": true, "lpushx": true, "rpushx": true, "lpop": true, "rpop": true,
+	"lset": true, "ltrim": true, "lmove": true, "rpoplpush": true, "lrem": true, "linsert": true,
+	"sadd": true, "srem": true, "spop": true, "sinterstore": true, "sunionstore": true, "sdiffstore": true,
+	"zadd": true, "zincrby": true, "zrem": true, "zpopmin": true, "zpopmax": true,
+	"zremrangebyscore": true, "zremrangebyrank": true, "zremrangebylex": true,
+}
+
+// readCommands change no data: every command is in exactly one of
+// readCommands, writeCommands and adminCommands (TestEveryCommandHasAnAccess),
+// so a new command cannot reach a read-only user by being forgotten.
+var readCommands = map[string]bool{
+	"auth": true, "client": true, "command": true, "config": true, "dbsize": true, "discard": true,
+	"echo": true, "exec": true, "exists": true, "expiretime": true, "get": true, "getrange": true,
+	"hello": true, "hexists": true, "hget": true, "hgetall": true, "hkeys": true, "hlen": true,
+	"hmget": true, "hrandfield": true, "hscan": true, "hstrlen": true, "hvals": true, "info": true,
+	"keys": true, "lindex": true, "llen": true, "lpos": true, "lrange": true, "mget": true,
+	"multi": true, "object": true, "pexpiretime": true, "ping": true, "pttl": true, "quit": true,
+	"randomkey": true, "scan": true, "scard": true, "sdiff": true, "select": true, "sinter": true,
+	"sismember": true, "smembers": true, "smismember": true, "srandmember": true, "sscan": true,
+	"strlen": true, "substr": true, "sunion": true, "time": true, "tkv.range": true, "ttl": true,
+	"type": true, "unwatch": true, "watch": true,
+	"zcard": true, "zcount": true, "zlexcount": true, "zmscore": true, "zrange": true,
+	"zrangebylex": true, "zrangebyscore": true, "zrank": true, "zrevrange": true,
+	"zrevrangebylex": true, "zrevrangebyscore": true, "zrevrank": true, "zscan": true, "zscore": true,
 }
 
 // denial is the error reply to a command the connection's user may not
 // run, or "".
 func (st *connState) denial(name string) string {
-	if writeCommands[name] && st.access < AccessWrite {
+	if (writeCommands[name] && st.access < AccessWrite) || (adminCommands[name] && st.access < AccessAdmin) {
 		return fmt.Sprintf("NOPERM User %s has no permissions to run the '%s' command", st.user, name)
 	}
 	return ""

@@ -54,9 +54,39 @@ func TestUsersAndAccess(t *testing.T) {
 	wantErr(t, r.Set(ctx, "a", "2", 0).Err(), "NOPERM User reader has no permissions to run the 'set' command")
 	wantErr(t, r.Incr(ctx, "n").Err(), "NOPERM User reader has no permissions to run the 'incr' command")
 	wantErr(t, r.Del(ctx, "a").Err(), "NOPERM")
+	for _, cmd := range [][]any{{"APPEND", "a", "x"}, {"SETRANGE", "a", "0", "x"}, {"GETDEL", "a"}, {"GETEX", "a", "EX", "9"},
+		{"SETEX", "a", "9", "x"}, {"PSETEX", "a", "9", "x"}, {"MSETNX", "b", "x"}, {"INCRBYFLOAT", "n", "1"},
+		{"HINCRBY", "h", "f", "1"}, {"HSETNX", "h", "g", "1"}, {"RENAME", "a", "b"}, {"COPY", "a", "b"},
+		{"LPUSH", "l", "x"}, {"RPUSH", "l", "x"}, {"SADD", "s", "x"}, {"ZADD", "z", "1", "x"}, {"ZINCRBY", "z", "1", "x"}} {
+		wantErr(t, r.Do(ctx, cmd...).Err(), "NOPERM")
+	}
 	eq(t, must(r.Get(ctx, "a").Result()), "1")
 
 	// AUTH password alone is the default user.
 	d := client("", "d")
 	eq(t, must(d.Set(ctx, "b", "1", 0).Result()), "OK")
+}
+
+// Every command is read, write or admin, once: a command added without a
+// decision fails here instead of reaching read-only users (the list, set
+// and sorted-set writes once did).
+func TestEveryCommandHasAnAccess(t *testing.T) {
+	for name := range commands {
+		n := 0
+		for _, m := range []map[string]bool{readCommands, writeCommands, adminCommands} {
+			if m[name] {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s is in %d of readCommands, writeCommands and adminCommands, want exactly 1 (acl.go)", name, n)
+		}
+	}
+	for _, m := range []map[string]bool{readCommands, writeCommands, adminCommands} {
+		for name := range m {
+			if _, ok := commands[name]; !ok {
+				t.Errorf("%s has an access but is no command", name)
+			}
+		}
+	}
 }

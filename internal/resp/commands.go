@@ -122,6 +122,19 @@ func init() {
 		"discard":   {arity: 1, fn: cmdDiscard},
 		"watch":     {arity: -2, fn: cmdWatch},
 		"unwatch":   {arity: 1, fn: cmdUnwatch},
+		"keys":      {arity: 2, fn: cmdKeys},
+		"flushdb":   {arity: -1, fn: cmdFlush},
+		"flushall":  {arity: -1, fn: cmdFlush},
+		"randomkey": {arity: 1, fn: cmdRandomKey},
+		"object":    {arity: -2, fn: cmdObject},
+		"rename":    {arity: 3, fn: cmdRename},
+		"renamenx":  {arity: 3, fn: cmdRename},
+		"copy":      {arity: -3, fn: cmdRename},
+
+		// hashfield.go
+		"hincrby": {arity: 4, fn: cmdHIncrBy}, "hincrbyfloat": {arity: 4, fn: cmdHIncrByFloat},
+		"hsetnx": {arity: 4, fn: cmdHSetNX}, "hstrlen": {arity: 3, fn: cmdHStrLen},
+		"hrandfield": {arity: -2, fn: cmdHRandField}, "hscan": {arity: -3, fn: cmdHScan},
 	}
 	maps.Copy(commands, collectionCommands)
 	commandNames = make(map[string]string, len(commands))

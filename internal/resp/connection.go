@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"strconv"
@@ -51,47 +50,6 @@ func cmdSelect(x *call) {
 	}
 }
 
-func cmdClient(x *call) {
-	sub := strings.ToLower(string(x.args[1]))
-	switch {
-	case sub == "setname" && len(x.args) == 3:
-		if bytes.ContainsAny(x.args[2], " \n\r") {
-			x.c.WriteError("ERR Client names cannot contain spaces, newlines or special characters.")
-			return
-		}
-		x.st.name = string(x.args[2])
-		x.c.WriteString("OK")
-	case sub == "getname" && len(x.args) == 2:
-		if x.st.name == "" {
-			x.c.WriteNull()
-		} else {
-			x.c.WriteBulkString(x.st.name)
-		}
-	case sub == "id" && len(x.args) == 2:
-		x.c.WriteInt64(x.st.id)
-	case sub == "setinfo" && len(x.args) == 4:
-		x.c.WriteString("OK")
-	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo":
-		x.c.WriteError(fmt.Sprintf("ERR wrong number of arguments for 'client|%s' command", sub))
-	default:
-		x.c.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", trunc(x.args[1])))
-	}
-}
-
-func cmdCommand(x *call) {
-	if len(x.args) >= 2 && strings.EqualFold(string(x.args[1]), "count") {
-		if len(x.args) > 2 {
-			x.c.WriteError(errArity("command|count"))
-			return
-		}
-		x.c.WriteInt(len(commands))
-		return
-	}
-	// COMMAND, COMMAND DOCS, COMMAND INFO: no documentation; clients
-	// (redis-cli) then work without hints.
-	x.c.WriteArray(0)
-}
-
 func cmdInfo(x *call) {
 	port := 0
 	if a, ok := x.s.Addr().(*net.TCPAddr); ok {
@@ -103,29 +61,6 @@ func cmdInfo(x *call) {
 		"# Clients\r\nconnected_clients:%d\r\n\r\n# Keyspace\r\n",
 		port, int64(up.Seconds()), int64(up.Hours()/24), x.s.conns.Load())
 	x.c.WriteBulkString(info)
-}
-
-// cmdConfig answers CONFIG GET for the parameters redis-benchmark asks
-// about (save, appendonly), and an empty list for the rest.
-func cmdConfig(x *call) {
-	if !strings.EqualFold(string(x.args[1]), "get") {
-		x.c.WriteError(fmt.Sprintf("ERR CONFIG %s is not supported by TideKV", trunc(x.args[1])))
-		return
-	}
-	known := map[string]string{"save": "", "appendonly": "no", "databases": "1"}
-	var out []string
-	for _, a := range x.args[2:] {
-		p := strings.ToLower(string(a))
-		for k, v := range known {
-			if globMatch([]byte(p), []byte(k)) {
-				out = append(out, k, v)
-			}
-		}
-	}
-	x.c.WriteArray(len(out))
-	for _, s := range out {
-		x.c.WriteBulkString(s)
-	}
 }
 
 // cmdHello speaks RESP2 only. HELLO 3 gets the reply a Redis without HELLO
@@ -156,7 +91,7 @@ func cmdHello(x *call) {
 			}
 			args = args[3:]
 		case opt == "setname" && len(args) >= 2:
-			x.st.name = string(args[1])
+			x.st.client.setName(string(args[1]))
 			args = args[2:]
 		default:
 			x.c.WriteError(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", trunc(args[0])))

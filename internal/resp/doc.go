@@ -22,11 +22,17 @@
 // and a read-only user gets "NOPERM User u has no permissions to run the
 // 'set' command" for writes: acl.go), HELLO [2] [AUTH user pass] [SETNAME name] (HELLO 3 gets
 // "NOPROTO unsupported protocol version", so RESP3 clients such as go-redis
-// and go-ycsb fall back to RESP2), CLIENT SETNAME/GETNAME/ID/SETINFO,
-// COMMAND (an empty list; COMMAND COUNT: the command table's size),
+// and go-ycsb fall back to RESP2), CLIENT SETNAME/GETNAME/ID/SETINFO/
+// INFO/LIST/KILL (clients.go),
+// COMMAND, COMMAND INFO/DOCS/LIST/COUNT/GETKEYS (the command table with
+// arities, flags and key positions: commandinfo.go),
 // TIME (Config.Now), INFO (a "# Server" section with
-// redis_version:7.0.0-tidekv), CONFIG GET (save, appendonly, databases:
-// what redis-benchmark asks).
+// redis_version:7.0.0-tidekv), CONFIG GET (what client libraries and
+// redis-benchmark read at start: clients.go).
+//
+// Whole database (database.go): KEYS (a full scan), FLUSHDB and FLUSHALL
+// (scan and batched deletes; AccessAdmin), RANDOMKEY, RENAME, RENAMENX
+// and COPY (strings, one KV.Txn each), OBJECT ENCODING.
 //
 // Strings: GET, SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL],
 // SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, APPEND, STRLEN, GETRANGE
@@ -51,7 +57,8 @@
 // are written one by one.
 //
 // Hashes: HSET/HMSET, HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HDEL,
-// HEXISTS.
+// HEXISTS, and (hashfield.go) HINCRBY, HINCRBYFLOAT and HSETNX (one
+// KV.Txn each: atomic on the field), HSTRLEN, HRANDFIELD, HSCAN.
 //
 // Sorted sets (zset.go, zsetremove.go, zsetscan.go; encoding in
 // zsetkeys.go): ZADD (NX XX GT LT CH INCR), ZINCRBY, ZREM, ZSCORE,

@@ -155,6 +155,9 @@ type Server struct {
 
 	nextID atomic.Int64
 	conns  atomic.Int64
+	// clients are the open connections by id, for CLIENT LIST and KILL
+	// (clients.go).
+	clients sync.Map
 
 	curMu   sync.Mutex
 	cursors map[uint64]*cursor
@@ -207,8 +210,9 @@ func (c *errorNoting) WriteError(msg string) {
 type connState struct {
 	id     int64
 	authed bool
-	name   string
 	user   string
+	// client is what CLIENT LIST shows of the connection (clients.go).
+	client clientInfo
 	access Access
 	// quit: the connection is closed (QUIT, or a client too slow to take
 	// its replies); the rest of its pipeline is dropped.
@@ -296,8 +300,10 @@ func (s *Server) accept(c redcon.Conn) bool {
 	st := &connState{id: s.nextID.Add(1), user: "default", kv: s.kv, cmds: newConnContext(s.ctx)}
 	st.out = replyBuffer{Conn: c, s: s, st: st}
 	if s.cfg.Auth == nil {
-		st.authed, st.access = true, AccessWrite
+		st.authed, st.access = true, AccessAdmin
 	}
+	st.client.open(c, s.cfg.Now())
+	s.clients.Store(st.id, st)
 	c.SetContext(st)
 	return true
 }
@@ -306,6 +312,7 @@ func (s *Server) closed(c redcon.Conn, err error) {
 	if st, _ := c.Context().(*connState); st != nil {
 		st.cmds.close()
 		s.conns.Add(-1)
+		s.clients.Delete(st.id)
 	}
 }
 
@@ -318,6 +325,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		c.WriteError("ERR empty command")
 		return
 	}
+	st.client.active.Store(time.Now().UnixNano())
 	cmds := []redcon.Command{cmd}
 	if rest := c.ReadPipeline(); len(rest) > 0 {
 		cmds = append(cmds, rest...)

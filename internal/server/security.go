@@ -24,7 +24,8 @@ type SecurityConfig struct {
 	// user`); "" leaves only root, by client certificate.
 	UsersFile string
 	// RedisPassword, when not empty, is the password of the Redis user
-	// "default" (write access), secure or not: every Redis connection must
+	// "default" (write access, and admin on an insecure node: FLUSHDB),
+	// secure or not: every Redis connection must
 	// AUTH before anything else. It is hashed at start and checked, and its
 	// failures limited, as every user's password is.
 	RedisPassword string
@@ -93,8 +94,15 @@ func (s *Server) setupSecurity() error {
 		log.Printf("secure: TLS with certificates from %s; users from %q", s.cfg.Security.CertsDir, s.cfg.Security.UsersFile)
 	}
 	if pw := s.cfg.Security.RedisPassword; pw != "" {
-		// The Redis password is the default user's, with write access.
-		u := security.User{Name: redisDefaultUser, Role: security.RoleWrite.String()}
+		// The Redis password is the default user's, with write access;
+		// on an insecure node, where anyone may administer the cluster,
+		// admin access too, so that it may FLUSHALL as Redis's default
+		// user does (test harnesses start with it).
+		role := security.RoleWrite
+		if s.sec == nil {
+			role = security.RoleAdmin
+		}
+		u := security.User{Name: redisDefaultUser, Role: role.String()}
 		if err := u.SetPassword(pw); err != nil {
 			return err
 		}
@@ -161,6 +169,8 @@ func (u redisUsers) Authenticate(user, password, source string) (resp.Access, er
 	switch {
 	case err != nil:
 		return resp.AccessNone, err
+	case role >= security.RoleAdmin:
+		return resp.AccessAdmin, nil
 	case role >= security.RoleWrite:
 		return resp.AccessWrite, nil
 	}

@@ -16,9 +16,10 @@
 // reply and array lengths, any values (TIME, a clock's reading); in one
 // starting with "ttl:" any two positive integers agree (a TTL however
 // long, since the two servers run a step at different times; -2 and -1
-// must match); in one starting with "set:" an array's elements may come
-// in any order (a set's members). Both servers start every script with an empty database 0
-// and new connections.
+// must match); in one starting with "set:" or "unordered:" an array's
+// elements may come in any order (a set's members, KEYS). Both servers
+// start every script with new connections and FLUSHALL, as standard Redis
+// test harnesses do.
 //
 // Knobs: TIDEKV_REDIFF_KIND (one kind of drawn sequences: strings,
 // lists or sets; default all), TIDEKV_REDIFF_SEED (the first seed, default 1),

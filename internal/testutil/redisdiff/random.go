@@ -70,9 +70,18 @@ var gens = []gen{
 	}, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"PERSIST", key(r)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"TTL", key(r)} }, AnyPositive},
+	{2, func(r *rand.Rand) []string { return []string{"HINCRBY", key(r), pick(r, fields), pick(r, ints)} }, Equal},
+	{1, func(r *rand.Rand) []string { return []string{"HINCRBYFLOAT", key(r), pick(r, fields), pick(r, floats)} }, Equal},
+	{1, func(r *rand.Rand) []string { return []string{"HSETNX", key(r), pick(r, fields), pick(r, values)} }, Equal},
+	{1, func(r *rand.Rand) []string { return []string{"HSTRLEN", key(r), pick(r, fields)} }, Equal},
+	{1, func(r *rand.Rand) []string { return []string{"HDEL", key(r), pick(r, fields)} }, Equal},
+	{1, func(r *rand.Rand) []string { return []string{"HGETALL", key(r)} }, Equal},
 }
 
 func init() { gens = append(gens, zsetGens...) }
+
+// fields are the hash fields drawn.
+var fields = []string{"f", "g", "n"}
 
 func key(r *rand.Rand) string                 { return pick(r, keys) }
 func pick(r *rand.Rand, from []string) string { return from[r.IntN(len(from))] }

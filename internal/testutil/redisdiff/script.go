@@ -41,13 +41,14 @@ const (
 	// times), while -2 (no key) and -1 (no TTL) must match.
 	AnyPositive
 	// Unordered: equal replies, except that an array's elements may come
-	// in any order (a set's members).
+	// in any order (a set's members, KEYS, whose order in Redis is its
+	// hash table's).
 	Unordered
 )
 
 // prefixes are the script line prefixes of the comparisons other than
 // Equal.
-var prefixes = map[string]Compare{"shape:": Shape, "ttl:": AnyPositive, "set:": Unordered}
+var prefixes = map[string]Compare{"shape:": Shape, "ttl:": AnyPositive, "set:": Unordered, "unordered:": Unordered}
 
 func (s Step) String() string {
 	parts := make([]string, len(s.Args))

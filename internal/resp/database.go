@@ -1,0 +1,264 @@
+package resp
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Whole-database commands (KEYS, FLUSHDB, FLUSHALL, RANDOMKEY) and the
+// commands that move a key's value (RENAME, RENAMENX, COPY), plus OBJECT
+// ENCODING.
+
+// adminCommands need AccessAdmin (an admin user in secure mode).
+var adminCommands = map[string]bool{"flushdb": true, "flushall": true}
+
+// cmdKeys: KEYS pattern, a scan of the whole database (as SCAN to the end)
+// whose reply is at most MaxOutputBuffer bytes of keys.
+func cmdKeys(x *call) {
+	var out [][]byte
+	var start []byte
+	size := 0
+	for {
+		keys, next, err := scanKeys(x, start, scanArgs{pattern: x.args[1], count: x.s.cfg.MaxBatchKeys})
+		if err != nil {
+			replyErr(x.c, err)
+			return
+		}
+		for _, k := range keys {
+			if size += len(k); size > x.s.cfg.MaxOutputBuffer {
+				x.c.WriteError(fmt.Sprintf("ERR KEYS reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): use SCAN", x.s.cfg.MaxOutputBuffer))
+				return
+			}
+		}
+		out = append(out, keys...)
+		if next == nil {
+			break
+		}
+		start = next
+	}
+	x.c.WriteArray(len(out))
+	for _, k := range out {
+		x.c.WriteBulk(k)
+	}
+}
+
+// cmdFlush: FLUSHDB [ASYNC|SYNC] empties the connection's database;
+// FLUSHALL [ASYNC|SYNC] empties database 0 and the connection's. TideKV
+// has no range deletion to call on: both scan the database and delete
+// what they find, MaxBatchKeys stored keys (hash fields included) per
+// WriteEach (one write per range), each batch with its own deadline. The flush is not atomic: a
+// reader sees the keys go batch by batch, and keys written meanwhile may
+// stay (docs/redis.md).
+func cmdFlush(x *call) {
+	if len(x.args) > 2 {
+		x.c.WriteError(errSyntax)
+		return
+	}
+	if len(x.args) == 2 {
+		if m := strings.ToLower(string(x.args[1])); m != "async" && m != "sync" {
+			x.c.WriteError(errSyntax)
+			return
+		}
+	}
+	dbs := []KV{x.kv}
+	if x.name == "flushall" && x.st.db != 0 {
+		dbs = append(dbs, x.s.kv)
+	}
+	for _, kv := range dbs {
+		if err := x.s.flush(kv); err != nil {
+			replyErr(x.c, err)
+			return
+		}
+	}
+	x.c.WriteString("OK")
+}
+
+// flush deletes every key of kv in batches.
+func (s *Server) flush(kv KV) error {
+	var start []byte
+	for {
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+		kvs, err := kv.Scan(ctx, start, nil, s.cfg.MaxBatchKeys)
+		if err == nil && len(kvs) > 0 {
+			ops := make([]Op, len(kvs))
+			for i, p := range kvs {
+				ops[i] = Op{Key: p.Key, Delete: true}
+			}
+			// WriteEach: one write per range of the batch, whatever
+			// ranges it spans.
+			for _, r := range kv.WriteEach(ctx, ops) {
+				if r.Err != nil {
+					err = r.Err
+					break
+				}
+			}
+		}
+		cancel()
+		if err != nil || len(kvs) < s.cfg.MaxBatchKeys {
+			return err
+		}
+		start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
+	}
+}
+
+// cmdRandomKey: RANDOMKEY, the first key at or after a random point of
+// the key space (wrapping around once), or nil when it is empty. Keys
+// after a long gap come up more often than in Redis, whose choice is
+// uniform.
+func cmdRandomKey(x *call) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	for _, start := range [][]byte{b[:], nil} {
+		for from := start; ; {
+			keys, next, err := scanKeys(x, from, scanArgs{count: 16})
+			if err != nil {
+				replyErr(x.c, err)
+				return
+			}
+			if len(keys) > 0 {
+				x.c.WriteBulk(keys[0])
+				return
+			}
+			if next == nil {
+				break
+			}
+			from = next
+		}
+	}
+	x.c.WriteNull()
+}
+
+// collectionEncoding is OBJECT ENCODING's answer for each collection type:
+// the encoding Redis uses for a large one (TideKV has one encoding each).
+var collectionEncoding = map[string]string{"hash": "hashtable", "list": "quicklist", "set": "hashtable", "zset": "skiplist"}
+
+// cmdObject: OBJECT ENCODING key, the encoding Redis would report for a
+// string value (int, embstr, raw); a hash is "hashtable" (a range of keys,
+// as a large Redis hash). OBJECT FREQ and IDLETIME need an eviction
+// policy that keeps them, which TideKV has not.
+func cmdObject(x *call) {
+	sub := strings.ToLower(string(x.args[1]))
+	switch {
+	case sub == "encoding" && len(x.args) == 3:
+	case sub == "encoding" || sub == "freq" || sub == "idletime" || sub == "refcount":
+		if len(x.args) != 3 {
+			x.c.WriteError(fmt.Sprintf("ERR wrong number of arguments for 'object|%s' command", sub))
+			return
+		}
+		x.c.WriteError(fmt.Sprintf("ERR OBJECT %s is not supported by TideKV", strings.ToUpper(sub)))
+		return
+	default:
+		x.c.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'. Try OBJECT HELP.", trunc(x.args[1])))
+		return
+	}
+	v, err := x.kv.Get(x.ctx, encKey(x.args[2]))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		x.c.WriteNull()
+	case err != nil:
+		replyErr(x.c, err)
+	case isMarker(v):
+		x.c.WriteBulkString(collectionEncoding[valueType(v)])
+	default:
+		x.c.WriteBulkString(stringEncoding(v))
+	}
+}
+
+// stringEncoding is Redis's encoding of a string value: int for the
+// canonical text of a 64-bit integer, embstr up to 44 bytes, else raw.
+func stringEncoding(v []byte) string {
+	if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && strconv.FormatInt(n, 10) == string(v) {
+		return "int"
+	}
+	if len(v) <= 44 {
+		return "embstr"
+	}
+	return "raw"
+}
+
+// cmdRename: RENAME src dst, RENAMENX src dst and COPY src dst [DB n]
+// [REPLACE] on strings, each one transaction (KV.Txn), so atomic across
+// ranges; the TTL goes with the value. A hash source is refused (its
+// fields would need a scan, which a transaction does not offer).
+func cmdRename(x *call) {
+	src, dst := x.args[1], x.args[2]
+	replace := x.name == "rename"
+	if x.name == "copy" {
+		for i := 3; i < len(x.args); i++ {
+			switch opt := strings.ToLower(string(x.args[i])); {
+			case opt == "replace":
+				replace = true
+			case opt == "db" && i+1 < len(x.args):
+				n, err := strconv.Atoi(string(x.args[i+1]))
+				if err != nil {
+					x.c.WriteError(errNotInt)
+					return
+				}
+				if n != x.st.db {
+					x.c.WriteError("ERR COPY to another database is not supported by TideKV")
+					return
+				}
+				i++
+			default:
+				x.c.WriteError(errSyntax)
+				return
+			}
+		}
+		if string(src) == string(dst) {
+			x.c.WriteError("ERR source and destination objects are the same")
+			return
+		}
+	} else if len(x.args) != 3 {
+		x.c.WriteError(errArity(x.name))
+		return
+	}
+	done := false
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		done = false
+		r, err := tx.Get(x.ctx, encKey(src))
+		switch {
+		case err != nil:
+			return err
+		case !r.Found:
+			if x.name == "copy" {
+				return nil
+			}
+			return replyError("ERR no such key")
+		case isMarker(r.Value):
+			return replyError(fmt.Sprintf("ERR %s of a %s is not supported by TideKV", strings.ToUpper(x.name), valueType(r.Value)))
+		case string(src) == string(dst):
+			done = x.name == "rename"
+			return nil
+		}
+		if !replace {
+			d, err := tx.Get(x.ctx, encKey(dst))
+			if err != nil || d.Found {
+				return err
+			}
+		}
+		if r.Expiry == (Expiry{}) {
+			err = tx.Put(x.ctx, encKey(dst), r.Value)
+		} else {
+			err = tx.PutExpiring(x.ctx, encKey(dst), r.Value, r.Expiry)
+		}
+		if err == nil && x.name != "copy" {
+			err = tx.Delete(x.ctx, encKey(src))
+		}
+		done = err == nil
+		return err
+	})
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case x.name == "rename":
+		x.c.WriteString("OK")
+	case done:
+		x.c.WriteInt(1)
+	default:
+		x.c.WriteInt(0)
+	}
+}
