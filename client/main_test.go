@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/server"
 )
 
@@ -48,42 +47,13 @@ func addrs() []string {
 		cfg.InMemory = true
 		cfg.GRPCAddr = "127.0.0.1:0"
 		cfg.HTTPAddr = ""
-		// A new node moves its ranges to the versioned layout (which reads
-		// at a timestamp and transactions need) once a heartbeat has raised
-		// the cluster's log version, from its report loop: both run often
-		// here so that the wait below is short.
-		cfg.HeartbeatInterval = 100 * time.Millisecond
-		cfg.ReportInterval = 100 * time.Millisecond
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if node.s, node.err = server.Start(ctx, cfg); node.err == nil {
-			node.err = waitVersioned(ctx, node.s)
-		}
+		node.s, node.err = server.Start(ctx, cfg)
 	})
 	if node.err != nil {
 		fmt.Fprintf(os.Stderr, "client examples: starting an in-process node: %v\n", node.err)
 		os.Exit(1)
 	}
 	return []string{node.s.Addr()}
-}
-
-// waitVersioned waits until every user range of s is on the versioned
-// layout, so that every example sees the same cluster whenever it runs.
-func waitVersioned(ctx context.Context, s *server.Server) error {
-	for {
-		pending := 0
-		for _, r := range s.Store().Replicas() {
-			if r.RangeID() != keys.MetaRangeID && !r.VersionedLayout() {
-				pending++
-			}
-		}
-		if pending == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d ranges still on the unversioned layout: %w", pending, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
 }

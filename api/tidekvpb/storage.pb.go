@@ -30,8 +30,9 @@ const (
 type DataLayout int32
 
 const (
-	// One key per user key under the 0x04 prefix, no history: every range
-	// before log version 4, and the meta range always.
+	// One key per user key under the 0x04 prefix, no history: the ranges of
+	// a cluster that began before log version 4 until they migrate, and the
+	// meta range always.
 	DataLayout_DATA_LAYOUT_UNVERSIONED DataLayout = 0
 	// internal/mvcc versions under the 0x06 prefix, at HLC timestamps.
 	DataLayout_DATA_LAYOUT_MVCC DataLayout = 1

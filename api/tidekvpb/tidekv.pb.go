@@ -4192,10 +4192,13 @@ func (x *JoinRequest) GetMaxLogVersion() uint32 {
 }
 
 type JoinResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	NodeId        uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Nodes         []*NodeDescriptor      `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	NodeId    uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Nodes     []*NodeDescriptor      `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// The cluster's Raft log version: the new node starts at it instead of
+	// waiting for its first heartbeat's answer. Zero from an older node.
+	LogVersion    uint32 `protobuf:"varint,4,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4249,6 +4252,13 @@ func (x *JoinResponse) GetNodes() []*NodeDescriptor {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *JoinResponse) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
+	}
+	return 0
 }
 
 type NodeHeartbeatRequest struct {
@@ -8989,12 +8999,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\vJoinRequest\x12\x1b\n" +
 	"\tgrpc_addr\x18\x01 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x02 \x01(\tR\bhttpAddr\x12&\n" +
-	"\x0fmax_log_version\x18\x03 \x01(\rR\rmaxLogVersion\"t\n" +
+	"\x0fmax_log_version\x18\x03 \x01(\rR\rmaxLogVersion\"\x95\x01\n" +
 	"\fJoinResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12,\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\"\xb9\x05\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x12\x1f\n" +
+	"\vlog_version\x18\x04 \x01(\rR\n" +
+	"logVersion\"\xb9\x05\n" +
 	"\x14NodeHeartbeatRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12\x16\n" +

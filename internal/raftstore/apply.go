@@ -424,7 +424,7 @@ func (r *Replica) applySplitLocked(ab *applyBatch, sc *tidekvpb.SplitCommand) (a
 	// range in the middle of a change carry the joint state over; its data
 	// keeps the left's layout, GC threshold and version bound.
 	r.saveVersionBoundLocked()
-	rightState, err := writeInitialRangeState(ab.eng, ab.b, right, r.mu.state)
+	rightState, err := writeInitialRangeState(ab.eng, ab.b, right, r.mu.state.GetLayout(), r.mu.state)
 	if err != nil {
 		log.Fatalf("range %d: split: %v", r.rangeID, err)
 	}

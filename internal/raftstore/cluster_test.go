@@ -80,7 +80,9 @@ func newTestClusterOn(t *testing.T, n int, open func(node uint64) storage.Engine
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Bootstrap([]*tidekvpb.RangeDescriptor{desc}); err != nil {
+		// The range begins unversioned, as in a cluster that began
+		// before log version 4: tests move it with MigrateLayout.
+		if err := s.Bootstrap([]*tidekvpb.RangeDescriptor{desc}, LogVersionBase); err != nil {
 			t.Fatal(err)
 		}
 		s.Stop()

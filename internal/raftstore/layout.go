@@ -11,11 +11,12 @@ import (
 )
 
 // Data layouts. A range's user data is either unversioned (one engine key
-// per user key under keys.DataKey, every range before log version 4) or
-// versioned (internal/mvcc versions of keys.VersionedKey). The layout is
-// replicated state (ReplicaState.layout): a range moves to the versioned
-// one by one MigrateLayout entry (migrate.go), its right half of a split
-// inherits it, and a snapshot carries it. Reads run beside apply, so they
+// per user key under keys.DataKey: the ranges of a cluster begun before log
+// version 4) or versioned (internal/mvcc versions of keys.VersionedKey).
+// The layout is replicated state (ReplicaState.layout): a new cluster's
+// user ranges begin versioned (Store.Bootstrap), an older cluster's move
+// to it by one MigrateLayout entry each (migrate.go), the right half of a
+// split inherits it, and a snapshot carries it. Reads run beside apply, so they
 // learn the layout from an atomic view that changes around the commit
 // that moves the data (readLayout). Destroying the replica is the last
 // such change: its view is gone from before the data is cleared, and

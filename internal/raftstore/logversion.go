@@ -101,7 +101,7 @@ func (s *Store) RaiseLogVersion(v uint32) error {
 	}
 	b := s.eng.NewBatch()
 	defer b.Close()
-	if err := b.Set(keys.LogVersionKey, binary.BigEndian.AppendUint32(nil, v)); err != nil {
+	if err := WriteLogVersion(b, v); err != nil {
 		return err
 	}
 	if err := b.Commit(true); err != nil {
@@ -109,6 +109,13 @@ func (s *Store) RaiseLogVersion(v uint32) error {
 	}
 	s.logVersion.Store(v)
 	return nil
+}
+
+// WriteLogVersion persists v as the version a store on this engine starts
+// at (NewStore refuses one its binary does not apply). A joining node
+// writes its cluster's with its identity, before its store exists.
+func WriteLogVersion(w storage.Writer, v uint32) error {
+	return w.Set(keys.LogVersionKey, binary.BigEndian.AppendUint32(nil, v))
 }
 
 // loadLogVersion reads the persisted version (LogVersionBase if none).

@@ -271,9 +271,14 @@ func scanMeta(rd storage.Reader, lo, hi []byte, fn func(v []byte) error) error {
 	return nil
 }
 
-// BootstrapMeta writes the meta range's initial contents for a new cluster.
-func BootstrapMeta(w storage.Writer, node *tidekvpb.NodeDescriptor, descs []*tidekvpb.RangeDescriptor, nextRangeID uint64) error {
+// BootstrapMeta writes the meta range's initial contents for a new cluster,
+// which starts at log version (Store.Bootstrap): its one node's binary
+// applies it, so the first heartbeat would raise the cluster to it anyway.
+func BootstrapMeta(w storage.Writer, node *tidekvpb.NodeDescriptor, descs []*tidekvpb.RangeDescriptor, nextRangeID uint64, version uint32) error {
 	mk := func(k []byte) []byte { return keys.DataKey(keys.MetaRangeID, k) }
+	if err := w.Set(mk(keys.MetaLogVersionKey), binary.BigEndian.AppendUint32(nil, version)); err != nil {
+		return err
+	}
 	for _, d := range descs {
 		if err := putProto(w, mk(keys.MetaRangeKey(d.GetRangeId())), d); err != nil {
 			return err

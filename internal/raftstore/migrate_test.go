@@ -397,3 +397,56 @@ func TestReadsDuringMigration(t *testing.T) {
 		}
 	}
 }
+
+// TestBootstrapAtVersion: a new cluster starts at the log version its
+// first node bootstraps it at, in the meta range and the store (after a
+// restart too); at LogVersionMVCC or later its user ranges begin on the
+// versioned layout, with nothing to migrate, and the meta range keeps the
+// unversioned one. Below, they begin unversioned and migrate later.
+func TestBootstrapAtVersion(t *testing.T) {
+	for _, v := range []uint32{LogVersionDirectory, LogVersionMVCC, LatestLogVersion} {
+		cfg := DefaultConfig()
+		cfg.SnapshotDir = t.TempDir()
+		eng := storage.NewMem()
+		one := []*tidekvpb.ReplicaDescriptor{{NodeId: 1, ReplicaId: 1, Type: tidekvpb.ReplicaType_VOTER}}
+		descs := []*tidekvpb.RangeDescriptor{
+			{RangeId: keys.MetaRangeID, Replicas: one, Generation: 1, NextReplicaId: 2},
+			{RangeId: keys.FirstUserRangeID, Replicas: one, Generation: 1, NextReplicaId: 2},
+		}
+		b := eng.NewBatch()
+		if err := BootstrapMeta(b, &tidekvpb.NodeDescriptor{NodeId: 1, MaxLogVersion: v}, descs, keys.FirstUserRangeID+1, v); err != nil || b.Commit(true) != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		s, err := NewStore(cfg, 1, eng, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Bootstrap(descs, v); err != nil {
+			t.Fatal(err)
+		}
+		s.Stop()
+		if s, err = NewStore(cfg, 1, eng, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		meta, err := ReadMetaLogVersion(eng)
+		if err != nil || meta != v || s.LogVersion() != v {
+			t.Errorf("bootstrapped at %d: the meta range records %d (%v), the restarted store proposes at %d", v, meta, err, s.LogVersion())
+		}
+		if s.GetReplica(keys.MetaRangeID).VersionedLayout() || s.GetReplica(keys.FirstUserRangeID).VersionedLayout() != (v >= LogVersionMVCC) {
+			t.Errorf("bootstrapped at %d: meta range versioned %v, user range versioned %v", v,
+				s.GetReplica(keys.MetaRangeID).VersionedLayout(), s.GetReplica(keys.FirstUserRangeID).VersionedLayout())
+		}
+		s.Stop()
+	}
+	cfg := DefaultConfig()
+	cfg.SnapshotDir, cfg.MaxLogVersion = t.TempDir(), LogVersionDirectory
+	s, err := NewStore(cfg, 1, storage.NewMem(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if err := s.Bootstrap(nil, LogVersionMVCC); err == nil {
+		t.Fatal("a binary that applies log version 3 bootstrapped a cluster at 4")
+	}
+}

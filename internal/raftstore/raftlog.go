@@ -155,10 +155,11 @@ func (e *encoder) put(w storage.Writer, key []byte, m proto.Message) error {
 }
 
 // writeInitialRangeState writes the Raft and applied state of a range that
-// starts life at initialIndex (bootstrap or the right side of a split).
-// A HardState already on disk (an uninitialized replica that voted) is
-// kept if it is newer.
-func writeInitialRangeState(eng storage.Reader, w storage.Writer, desc *tidekvpb.RangeDescriptor, inherit *tidekvpb.ReplicaState) (*tidekvpb.ReplicaState, error) {
+// starts life at initialIndex (bootstrap or the right side of a split),
+// its data in layout; the right side of a split inherits the left's GC
+// threshold and version bound. A HardState already on disk (an
+// uninitialized replica that voted) is kept if it is newer.
+func writeInitialRangeState(eng storage.Reader, w storage.Writer, desc *tidekvpb.RangeDescriptor, layout tidekvpb.DataLayout, inherit *tidekvpb.ReplicaState) (*tidekvpb.ReplicaState, error) {
 	cs := confStateFromDesc(desc)
 	st := &tidekvpb.ReplicaState{
 		AppliedIndex:   initialIndex,
@@ -166,7 +167,7 @@ func writeInitialRangeState(eng storage.Reader, w storage.Writer, desc *tidekvpb
 		ConfState:      cs,
 		TruncatedIndex: initialIndex,
 		TruncatedTerm:  initialTerm,
-		Layout:         inherit.GetLayout(),
+		Layout:         layout,
 		GcThreshold:    inherit.GetGcThreshold(),
 		MayHoldIntents: inherit.GetMayHoldIntents(),
 	}

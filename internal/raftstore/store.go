@@ -249,12 +249,24 @@ func (s *Store) addInitializedReplica(st *tidekvpb.ReplicaState) (*Replica, erro
 }
 
 // Bootstrap writes the initial state of a new cluster's ranges on its first
-// node: each descriptor must list only this node.
-func (s *Store) Bootstrap(descs []*tidekvpb.RangeDescriptor) error {
+// node: each descriptor must list only this node. The cluster starts at log
+// version (the version the meta range records, BootstrapMeta): the store
+// proposes at it from the start, and at LogVersionMVCC or later the user
+// ranges begin on the versioned layout, so a new cluster has nothing to
+// migrate (migrate.go is for clusters that began older).
+func (s *Store) Bootstrap(descs []*tidekvpb.RangeDescriptor, version uint32) error {
+	if err := s.RaiseLogVersion(version); err != nil {
+		return err
+	}
 	b := s.eng.NewBatch()
 	defer b.Close()
 	for _, d := range descs {
-		if _, err := writeInitialRangeState(s.eng, b, d, nil); err != nil {
+		layout := tidekvpb.DataLayout_DATA_LAYOUT_UNVERSIONED
+		// The meta range keeps its unversioned layout.
+		if version >= LogVersionMVCC && d.GetRangeId() != keys.MetaRangeID {
+			layout = tidekvpb.DataLayout_DATA_LAYOUT_MVCC
+		}
+		if _, err := writeInitialRangeState(s.eng, b, d, layout, nil); err != nil {
 			return err
 		}
 	}

@@ -50,7 +50,7 @@ func FuzzApplyTxnCommands(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Bootstrap([]*tidekvpb.RangeDescriptor{desc}); err != nil {
+		if err := s.Bootstrap([]*tidekvpb.RangeDescriptor{desc}, LogVersionBase); err != nil {
 			t.Fatal(err)
 		}
 		r := s.GetReplica(7)

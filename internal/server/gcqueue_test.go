@@ -55,10 +55,9 @@ func TestGCQueueBoundsOverwrites(t *testing.T) {
 	if _, err := c.Settings(ctx, map[string]string{"gc-ttl": "1s"}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, func() bool {
-		v, u := tc.layouts()
-		return len(v) > 0 && len(u) == 0
-	})
+	if v, u := tc.layouts(); len(v) == 0 || len(u) != 0 {
+		t.Fatalf("versioned ranges %v, unversioned %v: a new cluster's are all versioned", v, u)
+	}
 	value := strings.Repeat("v", 200)
 	var totals, puts []int64
 	written := 0

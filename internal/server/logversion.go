@@ -85,16 +85,17 @@ func (s *Server) raiseLogVersion(ctx context.Context, meta *raftstore.Replica, n
 const joinRefused = "join refused"
 
 // checkJoinVersion refuses a node whose binary is older than the
-// cluster's log version: it would misapply entries.
-func (s *Server) checkJoinVersion(req *tidekvpb.JoinRequest) error {
+// cluster's log version: it would misapply entries. It returns the
+// version, which the node starts at.
+func (s *Server) checkJoinVersion(req *tidekvpb.JoinRequest) (uint32, error) {
 	active, err := raftstore.ReadMetaLogVersion(s.eng)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if v := nodeLogVersion(req.GetMaxLogVersion()); v < active {
-		return status.Errorf(codes.FailedPrecondition, joinRefused+": the node's binary applies Raft log version %d and the cluster runs at %d; start it with a newer binary", v, active)
+		return 0, status.Errorf(codes.FailedPrecondition, joinRefused+": the node's binary applies Raft log version %d and the cluster runs at %d; start it with a newer binary", v, active)
 	}
-	return nil
+	return active, nil
 }
 
 // logVersionRefused reports, once, that the cluster runs at a log version

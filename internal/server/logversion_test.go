@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -241,5 +243,46 @@ func TestLogVersionRaisedToMVCC(t *testing.T) {
 	}
 	if d, err := rdb.TTL(ctx, "e").Result(); err != nil || d != time.Minute {
 		t.Fatalf("TTL after the upgrade: %v, %v", d, err)
+	}
+}
+
+// A cluster its first node's binary bootstraps starts at the newest log
+// version that binary applies, with its first range on the versioned
+// layout, and a node that joins starts at the cluster's version: reads at
+// a timestamp and transactions work as soon as the nodes have started, at
+// every node, with no heartbeat or migration in between.
+func TestNewClusterStartsAtLatestLogVersion(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			tc := startCluster(t, n)
+			if got := tc.logVersions(); len(got) != n || slices.ContainsFunc(got, func(v uint32) bool { return v != raftstore.LatestLogVersion }) {
+				t.Fatalf("log versions %v right after the start, want every node at %d", got, raftstore.LatestLogVersion)
+			}
+			if v, u := tc.layouts(); len(v) == 0 || len(u) != 0 {
+				t.Fatalf("right after the start: versioned ranges %v, unversioned %v", v, u)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for i, s := range tc.nodes {
+				c := tc.client(func(c *client.Config) { c.Addrs = []string{s.Addr()} })
+				k := []byte(fmt.Sprintf("fresh/%d", i))
+				if err := c.Put(ctx, k, []byte("v1")); err != nil {
+					t.Fatalf("node %d: put: %v", i+1, err)
+				}
+				before := c.Now()
+				if err := c.Put(ctx, k, []byte("v2")); err != nil {
+					t.Fatalf("node %d: put: %v", i+1, err)
+				}
+				if v, err := c.Get(ctx, k, client.ReadAt(before)); err != nil || string(v) != "v1" {
+					t.Fatalf("node %d: read at a timestamp: %q, %v; want v1", i+1, v, err)
+				}
+				if err := c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, k, []byte("txn")) }); err != nil {
+					t.Fatalf("node %d: transaction: %v", i+1, err)
+				}
+				if v, err := c.Get(ctx, k); err != nil || string(v) != "txn" {
+					t.Fatalf("node %d: after the transaction: %q, %v", i+1, v, err)
+				}
+			}
+		})
 	}
 }

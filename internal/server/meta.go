@@ -296,7 +296,8 @@ func (s *Server) joinLocal(ctx context.Context, meta *raftstore.Replica, req *ti
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.checkJoinVersion(req); err != nil {
+	active, err := s.checkJoinVersion(req)
+	if err != nil {
 		return nil, err
 	}
 	id, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{AddNode: &tidekvpb.NodeDescriptor{GrpcAddr: req.GetGrpcAddr(), HttpAddr: req.GetHttpAddr(), MaxLogVersion: req.GetMaxLogVersion()}})
@@ -311,7 +312,7 @@ func (s *Server) joinLocal(ctx context.Context, meta *raftstore.Replica, req *ti
 		return nil, err
 	}
 	s.events.Record("node-join", nodeSubject(id), "joined the cluster from %s", req.GetGrpcAddr())
-	return &tidekvpb.JoinResponse{ClusterId: s.clusterID, NodeId: id, Nodes: nodes}, nil
+	return &tidekvpb.JoinResponse{ClusterId: s.clusterID, NodeId: id, Nodes: nodes, LogVersion: active}, nil
 }
 
 func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error) {

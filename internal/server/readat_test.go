@@ -33,13 +33,9 @@ func TestFollowerReadsAtTimestamp(t *testing.T) {
 	if err := c.Put(ctx, []byte("k"), []byte("v2")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "a read at the timestamp on the leaseholder", func() error {
-		v, err := c.Get(ctx, []byte("k"), client.ReadAt(at))
-		if err != nil || string(v) != "v1" {
-			return fmt.Errorf("read at %v: %q, %v; want v1", at, v, err)
-		}
-		return nil
-	})
+	if v, err := c.Get(ctx, []byte("k"), client.ReadAt(at)); err != nil || string(v) != "v1" {
+		t.Fatalf("read at %v on the leaseholder: %q, %v; want v1", at, v, err)
+	}
 	followers := 0
 	for _, n := range tc.nodes {
 		r := n.Store().LookupKey([]byte("k"))
@@ -115,13 +111,9 @@ func TestSnapshotScanIsConsistentAcrossRanges(t *testing.T) {
 		}
 		return s
 	}
-	eventually(t, 10*time.Second, "both ranges readable at a timestamp", func() error {
-		kvs, _, err := c.SnapshotScan(ctx, []byte("acct-"), []byte("acct-z"), 0)
-		if err == nil && sum(kvs) != total {
-			err = fmt.Errorf("sum %d before any transfer", sum(kvs))
-		}
-		return err
-	})
+	if kvs, _, err := c.SnapshotScan(ctx, []byte("acct-"), []byte("acct-z"), 0); err != nil || sum(kvs) != total {
+		t.Fatalf("a snapshot scan before any transfer: sum %d, %v; want %d", sum(kvs), err, total)
+	}
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

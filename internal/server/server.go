@@ -366,12 +366,20 @@ func (s *Server) loadIdent() (*tidekvpb.NodeIdent, error) {
 	return id, proto.Unmarshal(v, id)
 }
 
-func (s *Server) writeIdent(id *tidekvpb.NodeIdent) error {
+// writeIdent persists the node's identity and, if not zero, the cluster's
+// log version its store starts at (a join's answer: the node proposes at
+// it before its first heartbeat, and a restart starts there too).
+func (s *Server) writeIdent(id *tidekvpb.NodeIdent, logVersion uint32) error {
 	b := s.eng.NewBatch()
 	defer b.Close()
 	v, _ := proto.Marshal(id)
 	if err := b.Set(keys.NodeIdentKey, v); err != nil {
 		return err
+	}
+	if logVersion != 0 {
+		if err := raftstore.WriteLogVersion(b, logVersion); err != nil {
+			return err
+		}
 	}
 	return b.Commit(true)
 }
@@ -396,8 +404,12 @@ func (s *Server) bootstrapRanges() error {
 		{RangeId: keys.MetaRangeID, Replicas: one, Generation: 1, NextReplicaId: 2},
 		{RangeId: keys.FirstUserRangeID, Replicas: one, Generation: 1, NextReplicaId: 2},
 	}
+	// The cluster starts at the newest log version this binary applies:
+	// its one node is the oldest there is, and the user range begins on
+	// the layout of that version, with nothing to migrate.
+	version := s.cfg.Raft.MaxLogVersion
 	b := s.eng.NewBatch()
-	if err := raftstore.BootstrapMeta(b, s.self(), descs, keys.FirstUserRangeID+1); err != nil {
+	if err := raftstore.BootstrapMeta(b, s.self(), descs, keys.FirstUserRangeID+1, version); err != nil {
 		b.Close()
 		return err
 	}
@@ -406,10 +418,10 @@ func (s *Server) bootstrapRanges() error {
 		return err
 	}
 	b.Close()
-	if err := s.store.Bootstrap(descs); err != nil {
+	if err := s.store.Bootstrap(descs, version); err != nil {
 		return err
 	}
-	return s.writeIdent(&tidekvpb.NodeIdent{ClusterId: s.clusterID, NodeId: s.nodeID})
+	return s.writeIdent(&tidekvpb.NodeIdent{ClusterId: s.clusterID, NodeId: s.nodeID}, 0)
 }
 
 // join asks an existing node for a node ID, retrying until one answers.
@@ -424,7 +436,7 @@ func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
 			if err == nil {
 				id := &tidekvpb.NodeIdent{ClusterId: resp.GetClusterId(), NodeId: resp.GetNodeId()}
 				s.dir.Update(resp.GetNodes())
-				if err := s.writeIdent(id); err != nil {
+				if err := s.writeIdent(id, resp.GetLogVersion()); err != nil {
 					return nil, err
 				}
 				log.Printf("joined cluster %x as node %d via %s", id.GetClusterId(), id.GetNodeId(), addr)

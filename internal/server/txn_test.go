@@ -27,10 +27,10 @@ const (
 
 func acct(i int) []byte { return []byte(fmt.Sprintf("acct-%d", i)) }
 
-// startBank starts a 3-node cluster with quick transaction expiry, puts
-// the accounts on two ranges and waits until transactions are accepted
-// (log version 7 on every node, both ranges versioned); more changes the
-// nodes' configuration further.
+// startBank starts a 3-node cluster with quick transaction expiry and puts
+// the accounts on two ranges, which serve transactions and snapshot scans
+// from the start (a new cluster is at the newest log version, its ranges
+// versioned); more changes the nodes' configuration further.
 func startBank(t testing.TB, more ...func(*Config)) (*testCluster, *client.Client, context.Context) {
 	return startBankOn(t, 3, more...)
 }
@@ -57,13 +57,12 @@ func startBankOn(t testing.TB, n int, more ...func(*Config)) (*testCluster, *cli
 	if _, err := c.Split(ctx, acct(bankAccounts/2)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "a first transaction", func() error {
-		return c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, acct(0), []byte(strconv.Itoa(bankStart))) })
-	})
-	eventually(t, 10*time.Second, "both ranges readable at a timestamp", func() error {
-		_, _, err := bankTotal(ctx, c)
-		return err
-	})
+	if err := c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, acct(0), []byte(strconv.Itoa(bankStart))) }); err != nil {
+		t.Fatalf("a first transaction: %v", err)
+	}
+	if total, at, err := bankTotal(ctx, c); err != nil || total != bankAccounts*bankStart {
+		t.Fatalf("the total at %s before any transfer: %d, %v; want %d", at, total, err, bankAccounts*bankStart)
+	}
 	return tc, c, ctx
 }
 
@@ -297,9 +296,9 @@ func TestTxnLimitsRollBack(t *testing.T) {
 	c := tc.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	eventually(t, 20*time.Second, "a first transaction", func() error {
-		return c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k0"), []byte("v")) })
-	})
+	if err := c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k0"), []byte("v")) }); err != nil {
+		t.Fatalf("a first transaction: %v", err)
+	}
 	attempts := 0
 	err := c.Txn(ctx, func(tx *client.Tx) error {
 		attempts++
@@ -331,9 +330,9 @@ func TestWriteWaitsForALiveTransaction(t *testing.T) {
 	c := tc.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	eventually(t, 20*time.Second, "a first transaction", func() error {
-		return c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k"), []byte("0")) })
-	})
+	if err := c.Txn(ctx, func(tx *client.Tx) error { return tx.Put(ctx, []byte("k"), []byte("0")) }); err != nil {
+		t.Fatalf("a first transaction: %v", err)
+	}
 	// A transaction in the middle of a two-phase commit: its record,
 	// heartbeat while the put waits, and its intent on k.
 	live := &tidekvpb.TxnKey{Id: []byte("live"), Anchor: []byte("k")}

@@ -29,8 +29,8 @@ func txnRef(k *tidekvpb.TxnKey) *tidekvpb.TxnRef {
 // version 7, or without an ID or a record's key. The version refusal
 // answers UNIMPLEMENTED, which the routing client does not retry: a
 // transaction fails with its sentence at once (a plain request's
-// ErrLogVersion answers UNAVAILABLE and is retried, which carries it over a
-// cluster's first heartbeats).
+// ErrLogVersion answers UNAVAILABLE and is retried, which carries it over
+// the heartbeat that raises the version once an upgrade is done).
 func (s *Server) checkTxnKey(k *tidekvpb.TxnKey) error {
 	if err := s.needTxnVersion(); err != nil {
 		return err
