@@ -36,6 +36,10 @@ var (
 	// newer committed version, its reads changed before its commit, or it
 	// was aborted); running it again from the start may succeed. Txn does.
 	ErrTxnRetry = errors.New("tidekv: transaction must restart")
+	// ErrTxnCommitted: a transaction's record is COMMITTED already, so it
+	// cannot be aborted (a coordinator's abort after a commit whose answer
+	// was lost); never retried. Its intents are resolved from the record.
+	ErrTxnCommitted = errors.New("tidekv: transaction committed already")
 	// ErrNoReadAt: a node answered a read at a timestamp (ReadAt) with the
 	// newest data, as a binary from before reads at timestamps does: they
 	// need every node of the cluster upgraded.
@@ -74,6 +78,7 @@ const (
 	classFatal        errClass = iota // return to the caller as is
 	classInvalid                      // ErrInvalidArgument, never retried
 	classTxnRetry                     // ErrTxnRetry: the transaction restarts, not the request
+	classTxnCommitted                 // ErrTxnCommitted: final, never retried
 	classNotFound                     // ErrNotFound
 	classNotLeader                    // NOT_LEASEHOLDER: redirect
 	classStale                        // RANGE_NOT_FOUND / KEY_MISMATCH: fix the cache
@@ -105,6 +110,8 @@ func classify(st *status.Status, d *tidekvpb.ErrorDetail) errClass {
 		return classStaleReplica
 	case tidekvpb.ErrorKind_TXN_RETRY:
 		return classTxnRetry
+	case tidekvpb.ErrorKind_TXN_ALREADY_COMMITTED:
+		return classTxnCommitted
 	}
 	switch st.Code() {
 	case codes.InvalidArgument, codes.OutOfRange:

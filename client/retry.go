@@ -56,6 +56,8 @@ func (c *Client) afterFailure(ctx context.Context, r *rpc, s *attempts, a *attem
 			return 0, false, &UncertainReadError{Timestamp: ts.HLC(), Reason: st.Message()}
 		}
 		return 0, false, fmt.Errorf("%w: %s", ErrTxnRetry, st.Message())
+	case classTxnCommitted:
+		return 0, false, fmt.Errorf("%w: %s", ErrTxnCommitted, st.Message())
 	case classNotLeader, classStaleReplica:
 		return c.afterNotLeader(s, a, d), false, nil
 	case classStale:

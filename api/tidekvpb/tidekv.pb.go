@@ -109,6 +109,11 @@ const (
 	// code ABORTED. Running the transaction again from the start may
 	// succeed; the Go client's Txn does so.
 	ErrorKind_TXN_RETRY ErrorKind = 10
+	// A transaction's record is COMMITTED already and cannot end otherwise
+	// (an abort of a committed transaction): code FAILED_PRECONDITION, final,
+	// never retried. Its intents are resolved from the record by whoever
+	// meets them.
+	ErrorKind_TXN_ALREADY_COMMITTED ErrorKind = 11
 )
 
 // Enum value maps for ErrorKind.
@@ -125,19 +130,21 @@ var (
 		8:  "STALE_REPLICA",
 		9:  "RANGE_BUSY",
 		10: "TXN_RETRY",
+		11: "TXN_ALREADY_COMMITTED",
 	}
 	ErrorKind_value = map[string]int32{
-		"ERROR_UNKNOWN":    0,
-		"NOT_LEASEHOLDER":  1,
-		"RANGE_NOT_FOUND":  2,
-		"KEY_MISMATCH":     3,
-		"AMBIGUOUS":        4,
-		"OVERLOADED":       5,
-		"INVALID_ARGUMENT": 6,
-		"UNAVAILABLE":      7,
-		"STALE_REPLICA":    8,
-		"RANGE_BUSY":       9,
-		"TXN_RETRY":        10,
+		"ERROR_UNKNOWN":         0,
+		"NOT_LEASEHOLDER":       1,
+		"RANGE_NOT_FOUND":       2,
+		"KEY_MISMATCH":          3,
+		"AMBIGUOUS":             4,
+		"OVERLOADED":            5,
+		"INVALID_ARGUMENT":      6,
+		"UNAVAILABLE":           7,
+		"STALE_REPLICA":         8,
+		"RANGE_BUSY":            9,
+		"TXN_RETRY":             10,
+		"TXN_ALREADY_COMMITTED": 11,
 	}
 )
 
@@ -9350,7 +9357,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05VOTER\x10\x00\x12\v\n" +
 	"\aLEARNER\x10\x01\x12\x12\n" +
 	"\x0eVOTER_INCOMING\x10\x02\x12\x12\n" +
-	"\x0eVOTER_OUTGOING\x10\x03*\xd2\x01\n" +
+	"\x0eVOTER_OUTGOING\x10\x03*\xed\x01\n" +
 	"\tErrorKind\x12\x11\n" +
 	"\rERROR_UNKNOWN\x10\x00\x12\x13\n" +
 	"\x0fNOT_LEASEHOLDER\x10\x01\x12\x13\n" +
@@ -9365,7 +9372,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\n" +
 	"RANGE_BUSY\x10\t\x12\r\n" +
 	"\tTXN_RETRY\x10\n" +
-	"*2\n" +
+	"\x12\x19\n" +
+	"\x15TXN_ALREADY_COMMITTED\x10\v*2\n" +
 	"\bReadMode\x12\x10\n" +
 	"\fLINEARIZABLE\x10\x00\x12\v\n" +
 	"\aBOUNDED\x10\x01\x12\a\n" +

@@ -67,14 +67,17 @@ func (e *TxnStatusError) Error() string {
 }
 
 // RetryableTxnError reports whether a transaction that met err may run
-// again from the start and succeed.
+// again from the start and succeed. A commit that finds its record
+// ABORTED, or none (it was aborted and cleaned up: a record is only
+// removed once final, and a committed one only after its coordinator
+// heard the commit), failed; only a record COMMITTED already is final.
 func RetryableTxnError(err error) bool {
 	var ie *IntentError
 	var wto *WriteTooOldError
 	var se *TxnStatusError
 	var rc *ReadChangedError
 	var ur *UncertainReadError
-	return errors.As(err, &ie) || errors.As(err, &wto) || errors.As(err, &rc) || errors.As(err, &ur) || (errors.As(err, &se) && se.Status == tidekvpb.TxnStatus_TXN_ABORTED)
+	return errors.As(err, &ie) || errors.As(err, &wto) || errors.As(err, &rc) || errors.As(err, &ur) || (errors.As(err, &se) && se.Status != tidekvpb.TxnStatus_TXN_COMMITTED)
 }
 
 // foreignIntent is the error of a read at key that found ver, an intent:

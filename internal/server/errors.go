@@ -56,6 +56,7 @@ func classify(err error) (codes.Code, tidekvpb.ErrorKind) {
 	var origin *cache.OriginError
 	var tr *txnRetryError
 	var ur *raftstore.UncertainReadError
+	var ts *raftstore.TxnStatusError
 	switch {
 	case errors.As(err, &origin):
 		// The key space's origin failed, not TideKV: nothing to retry
@@ -77,6 +78,11 @@ func classify(err error) (codes.Code, tidekvpb.ErrorKind) {
 		return codes.FailedPrecondition, tidekvpb.ErrorKind_KEY_MISMATCH
 	case errors.As(err, &ur), raftstore.RetryableTxnError(err) || errors.As(err, &tr) || errors.Is(err, client.ErrTxnRetry):
 		return codes.Aborted, tidekvpb.ErrorKind_TXN_RETRY
+	case errors.As(err, &ts) || errors.Is(err, client.ErrTxnCommitted):
+		// A record COMMITTED already (the rest of TxnStatusError is
+		// TXN_RETRY above): final. Left to the default (UNAVAILABLE), the
+		// routing client retried a coordinator's abort until its deadline.
+		return codes.FailedPrecondition, tidekvpb.ErrorKind_TXN_ALREADY_COMMITTED
 	case errors.Is(err, raftstore.ErrAmbiguous) || errors.Is(err, client.ErrAmbiguous):
 		// client's: a step the node sent on through its routing client (a
 		// transaction's commit) may have applied. Left to the default

@@ -58,3 +58,27 @@ func TestClassifyKeepsTheRoutersInvalidArgument(t *testing.T) {
 		}
 	}
 }
+
+// A transaction's end that its record refuses (raftstore.TxnStatusError)
+// is final: a commit of a record ABORTED or absent (aborted and cleaned
+// up) fails the transaction (TXN_RETRY: running it again may succeed), an
+// abort of a record COMMITTED already is TXN_ALREADY_COMMITTED. Left to
+// the default (UNAVAILABLE), the routing client retried both until its
+// deadline; the client's own sentinels keep their class through a node.
+func TestClassifyTxnStatus(t *testing.T) {
+	ref := &tidekvpb.TxnRef{Id: []byte("t"), Anchor: []byte("k")}
+	for _, tc := range []struct {
+		err  error
+		code codes.Code
+		kind tidekvpb.ErrorKind
+	}{
+		{&raftstore.TxnStatusError{Txn: ref, Status: tidekvpb.TxnStatus_TXN_ABORTED, Found: true}, codes.Aborted, tidekvpb.ErrorKind_TXN_RETRY},
+		{&raftstore.TxnStatusError{Txn: ref, Found: false}, codes.Aborted, tidekvpb.ErrorKind_TXN_RETRY},
+		{&raftstore.TxnStatusError{Txn: ref, Status: tidekvpb.TxnStatus_TXN_COMMITTED, Found: true}, codes.FailedPrecondition, tidekvpb.ErrorKind_TXN_ALREADY_COMMITTED},
+		{fmt.Errorf("%w: abort", client.ErrTxnCommitted), codes.FailedPrecondition, tidekvpb.ErrorKind_TXN_ALREADY_COMMITTED},
+	} {
+		if code, kind := classify(tc.err); code != tc.code || kind != tc.kind {
+			t.Errorf("classify(%v) = %v, %v; want %v, %v", tc.err, code, kind, tc.code, tc.kind)
+		}
+	}
+}

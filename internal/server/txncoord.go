@@ -354,7 +354,13 @@ func (c *coordinator) abort(t *openTxn, why string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.Txn.MaxDuration)
 	defer cancel()
-	if _, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_ABORT}); err != nil {
+	if _, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_ABORT}); errors.Is(err, client.ErrTxnCommitted) {
+		// A commit applied though its answer was lost: the intents are
+		// the transaction's values, resolved from its record by whoever
+		// meets them; removing them here would lose committed writes.
+		log.Printf("transaction %x: abort: its record is committed already (its intents are resolved by whoever meets them)", t.key.GetId())
+		return
+	} else if err != nil {
 		log.Printf("transaction %x: abort: %v (its intents are cleaned by whoever meets them)", t.key.GetId(), err)
 		return
 	}
