@@ -315,14 +315,7 @@ func cmdGetDel(x *call) {
 		}
 		return nil, casDelete, ""
 	})
-	switch {
-	case err != nil:
-		writeCASErr(x.c, err)
-	case found:
-		x.c.WriteBulk(old)
-	default:
-		x.c.WriteNull()
-	}
+	x.replyOld(old, found, err)
 }
 
 // cmdGetEx: GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST] replies the
@@ -353,6 +346,12 @@ func cmdGetEx(x *call) {
 		}
 		return cur, casPut, ""
 	})
+	x.replyOld(old, found, err)
+}
+
+// replyOld answers a compare-and-set command that replies the value it
+// found: the value, nil when there was none, or the error.
+func (x *call) replyOld(old []byte, found bool, err error) {
 	switch {
 	case err != nil:
 		writeCASErr(x.c, err)
