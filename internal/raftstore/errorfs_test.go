@@ -276,20 +276,7 @@ func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader bool) {
 	audit.on = true
 	audit.mu.Unlock()
 
-	acked := map[string]string{}
-	for i := 0; i < 30; i++ {
-		k, v := fmt.Sprintf("k%02d", i%10), fmt.Sprintf("v%d", i)
-		pc.put(k, v)
-		acked[k] = v
-	}
-	ld := pc.leader(testRangeID)
-	victim := ld.store.nodeID
-	if !leader {
-		victim = pc.nodes[0]
-		if victim == ld.store.nodeID {
-			victim = pc.nodes[1]
-		}
-	}
+	acked, ld, victim := pc.writeAndPickVictim(leader)
 	c := &pebbleCrash{node: victim, stage: stage, from: ld.applied.Load() + 1, disk: pc.disks[victim], told: pc.told[victim],
 		isolate: func() {
 			for _, id := range pc.nodes {

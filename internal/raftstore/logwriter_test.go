@@ -210,20 +210,7 @@ func testCrashInLogWrite(t *testing.T, stage logWriteStage, leader bool) {
 	}
 	audit.mu.Unlock()
 
-	acked := map[string]string{}
-	for i := 0; i < 30; i++ {
-		k, v := fmt.Sprintf("k%02d", i%10), fmt.Sprintf("v%d", i)
-		tc.put(k, v)
-		acked[k] = v
-	}
-	ld := tc.leader(testRangeID)
-	victim := ld.store.nodeID
-	if !leader {
-		victim = tc.nodes[0]
-		if victim == ld.store.nodeID {
-			victim = tc.nodes[1]
-		}
-	}
+	acked, ld, victim := tc.writeAndPickVictim(leader)
 	c := armLogCrashOn(t, &armed, victim, stage, tc.engines[victim], seed)
 
 	// Writes in flight through the leader when the crash comes.
@@ -348,4 +335,25 @@ func TestLeaseTransferWaitsForLeadersOwnWrite(t *testing.T) {
 	if got, ok := tc.get("k"); !ok || got != "v" {
 		t.Fatalf("k = %q (found %v)", got, ok)
 	}
+}
+
+// writeAndPickVictim acknowledges 30 writes over 10 keys (the last value
+// of each key is returned) and names the node a crash test crashes: the
+// range's leader, or with leader false a follower.
+func (tc *testCluster) writeAndPickVictim(leader bool) (acked map[string]string, ld *Replica, victim uint64) {
+	acked = map[string]string{}
+	for i := 0; i < 30; i++ {
+		k, v := fmt.Sprintf("k%02d", i%10), fmt.Sprintf("v%d", i)
+		tc.put(k, v)
+		acked[k] = v
+	}
+	ld = tc.leader(testRangeID)
+	victim = ld.store.nodeID
+	if !leader {
+		victim = tc.nodes[0]
+		if victim == ld.store.nodeID {
+			victim = tc.nodes[1]
+		}
+	}
+	return acked, ld, victim
 }
