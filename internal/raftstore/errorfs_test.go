@@ -288,21 +288,7 @@ func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader bool) {
 	armed.Store(c)
 
 	// Writes in flight through the leader when the crash comes.
-	type result struct {
-		k, v string
-		err  error
-	}
-	const inFlight = 8
-	results := make(chan result, inFlight)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for i := 0; i < inFlight; i++ {
-		k, v := fmt.Sprintf("f%d", i), fmt.Sprintf("flight%d", i)
-		go func() {
-			_, err := ld.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte(k), Value: []byte(v)}})
-			results <- result{k, v, err}
-		}()
-	}
+	collect := writesInFlight(t, ld)
 	var hit pebbleCrashHit
 	select {
 	case hit = <-c.hit:
@@ -364,19 +350,8 @@ func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader bool) {
 	}
 	pc.startStoreOn(victim, pc.disks[victim].eng)
 
-	for i := 0; i < inFlight; i++ {
-		if r := <-results; r.err == nil {
-			acked[r.k] = r.v
-		}
-	}
-	pc.put("after", "x")
-	acked["after"] = "x"
-	for k, want := range acked {
-		if got, ok := pc.get(k); !ok || got != want {
-			t.Fatalf("after the crash %s = %q (found %v), acknowledged %q", k, got, ok, want)
-		}
-	}
-	pc.waitReplicated(acked)
+	collect(acked)
+	pc.checkAcknowledged(t, acked)
 	audit.check(t)
 }
 

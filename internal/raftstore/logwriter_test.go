@@ -214,21 +214,7 @@ func testCrashInLogWrite(t *testing.T, stage logWriteStage, leader bool) {
 	c := armLogCrashOn(t, &armed, victim, stage, tc.engines[victim], seed)
 
 	// Writes in flight through the leader when the crash comes.
-	type result struct {
-		k, v string
-		err  error
-	}
-	const inFlight = 8
-	results := make(chan result, inFlight)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for i := 0; i < inFlight; i++ {
-		k, v := fmt.Sprintf("f%d", i), fmt.Sprintf("flight%d", i)
-		go func() {
-			_, err := ld.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte(k), Value: []byte(v)}})
-			results <- result{k, v, err}
-		}()
-	}
+	collect := writesInFlight(t, ld)
 	var ws []logWrite
 	select {
 	case ws = <-c.hit:
@@ -256,19 +242,8 @@ func testCrashInLogWrite(t *testing.T, stage logWriteStage, leader bool) {
 	audit.restarted(t, victim, c.clone)
 	tc.restart(victim)
 
-	for i := 0; i < inFlight; i++ {
-		if r := <-results; r.err == nil {
-			acked[r.k] = r.v
-		}
-	}
-	tc.put("after", "x")
-	acked["after"] = "x"
-	for k, want := range acked {
-		if got, ok := tc.get(k); !ok || got != want {
-			t.Fatalf("after the crash %s = %q (found %v), acknowledged %q", k, got, ok, want)
-		}
-	}
-	tc.waitReplicated(acked)
+	collect(acked)
+	tc.checkAcknowledged(t, acked)
 	audit.check(t)
 }
 
@@ -356,4 +331,44 @@ func (tc *testCluster) writeAndPickVictim(leader bool) (acked map[string]string,
 		}
 	}
 	return acked, ld, victim
+}
+
+// writesInFlight starts writes through ld that a crash test's crash comes
+// during; collect waits for them and adds those acknowledged to acked.
+func writesInFlight(t *testing.T, ld *Replica) (collect func(acked map[string]string)) {
+	type result struct {
+		k, v string
+		err  error
+	}
+	const inFlight = 8
+	results := make(chan result, inFlight)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	for i := 0; i < inFlight; i++ {
+		k, v := fmt.Sprintf("f%d", i), fmt.Sprintf("flight%d", i)
+		go func() {
+			_, err := ld.Write(ctx, []*tidekvpb.WriteOp{{Key: []byte(k), Value: []byte(v)}})
+			results <- result{k, v, err}
+		}()
+	}
+	return func(acked map[string]string) {
+		for i := 0; i < inFlight; i++ {
+			if r := <-results; r.err == nil {
+				acked[r.k] = r.v
+			}
+		}
+	}
+}
+
+// checkAcknowledged writes once more after a crash, then checks that every
+// acknowledged write reads back and reaches every replica.
+func (tc *testCluster) checkAcknowledged(t *testing.T, acked map[string]string) {
+	tc.put("after", "x")
+	acked["after"] = "x"
+	for k, want := range acked {
+		if got, ok := tc.get(k); !ok || got != want {
+			t.Fatalf("after the crash %s = %q (found %v), acknowledged %q", k, got, ok, want)
+		}
+	}
+	tc.waitReplicated(acked)
 }
