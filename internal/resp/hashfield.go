@@ -276,24 +276,13 @@ func cmdHScan(x *call) {
 		x.c.WriteError("ERR invalid cursor")
 		return
 	}
-	shifted := *x
-	shifted.args = x.args[1:]
-	a, ok := parseScanArgs(&shifted)
+	a, ok := x.collectionScanArgs()
 	if !ok {
 		return
 	}
-	if a.typ != "" {
-		x.c.WriteError(errSyntax)
+	start, ok := x.resumeCursor(id, fieldPrefix(h))
+	if !ok {
 		return
-	}
-	start := fieldPrefix(h)
-	if id != 0 {
-		next, found := x.s.takeCursor(id)
-		if !found || !bytes.HasPrefix(next, start) {
-			x.c.WriteError("ERR invalid cursor (unknown or expired; TideKV cursors are kept by the node that issued them)")
-			return
-		}
-		start = next
 	}
 	exists, _, ok := x.hashState(h, nil)
 	if !ok {

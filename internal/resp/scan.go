@@ -67,6 +67,35 @@ type scanArgs struct {
 	count   int
 }
 
+// collectionScanArgs reads HSCAN's, SSCAN's and ZSCAN's options after
+// their key and cursor (TYPE is SCAN's alone); on a bad one it answers the
+// error and returns false.
+func (x *call) collectionScanArgs() (scanArgs, bool) {
+	sx := *x
+	sx.args = x.args[1:] // the options after the cursor, where parseScanArgs reads them
+	a, ok := parseScanArgs(&sx)
+	if ok && a.typ != "" {
+		x.c.WriteError(errSyntax)
+		return a, false
+	}
+	return a, ok
+}
+
+// resumeCursor is where a collection scan starts: at prefix for cursor 0,
+// else where cursor id stopped, which must lie under prefix (nil: any). On
+// an unknown cursor it answers the error and returns false.
+func (x *call) resumeCursor(id uint64, prefix []byte) ([]byte, bool) {
+	if id == 0 {
+		return prefix, true
+	}
+	next, found := x.s.takeCursor(id)
+	if !found || !bytes.HasPrefix(next, prefix) {
+		x.c.WriteError("ERR invalid cursor (unknown or expired; TideKV cursors are kept by the node that issued them)")
+		return nil, false
+	}
+	return next, true
+}
+
 // parseScanArgs reads SCAN's options after the cursor; on a bad one it
 // answers the error and returns false.
 func parseScanArgs(x *call) (scanArgs, bool) {

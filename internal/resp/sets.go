@@ -402,20 +402,13 @@ func cmdSScan(x *call) {
 		x.c.WriteError("ERR invalid cursor")
 		return
 	}
-	a, ok := parseScanArgs(&call{s: x.s, c: x.c, args: x.args[1:]})
+	a, ok := x.collectionScanArgs()
 	if !ok {
 		return
 	}
-	if a.typ != "" {
-		x.c.WriteError(errSyntax)
+	start, ok := x.resumeCursor(id, nil)
+	if !ok {
 		return
-	}
-	var start []byte
-	if id != 0 {
-		if start, ok = x.s.takeCursor(id); !ok {
-			x.c.WriteError("ERR invalid cursor (unknown or expired; TideKV cursors are kept by the node that issued them)")
-			return
-		}
 	}
 	_, kvs, ok := x.scanElems(x.args[1], setMarker, func(meta) ([]byte, []byte, int) { return start, nil, a.count })
 	if !ok {

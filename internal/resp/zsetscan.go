@@ -24,24 +24,13 @@ func cmdZScan(x *call) {
 		x.writeScanReply(0, nil)
 		return
 	}
-	sx := *x
-	sx.args = x.args[1:] // the options after the cursor, where parseScanArgs reads them
-	a, ok := parseScanArgs(&sx)
+	a, ok := x.collectionScanArgs()
 	if !ok {
 		return
 	}
-	if a.typ != "" {
-		x.c.WriteError(errSyntax)
+	start, ok := x.resumeCursor(id, zIndexPrefix(z))
+	if !ok {
 		return
-	}
-	start := zIndexPrefix(z)
-	if id != 0 {
-		next, ok := x.s.takeCursor(id)
-		if !ok || !bytes.HasPrefix(next, start) {
-			x.c.WriteError("ERR invalid cursor (unknown or expired; TideKV cursors are kept by the node that issued them)")
-			return
-		}
-		start = next
 	}
 	var out [][]byte
 	var next []byte
