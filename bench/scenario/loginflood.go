@@ -291,6 +291,14 @@ func lfMeasure(ctx context.Context, opts Options, cfg lfConfig, round int, flood
 	if profErr != nil {
 		lrLogf(opts, "loginflood: no profile: %v", profErr)
 	}
+	if flood {
+		// Attempts the node queued for a derivation are still derived after
+		// their attacker has gone: they are the flood's cost, and must not
+		// fall into the next window.
+		if err := lfDrain(ctx, hc, spec.HTTPAddr); err != nil {
+			return w, err
+		}
+	}
 	after, err := lfScrape(ctx, hc, spec.HTTPAddr)
 	if err != nil {
 		return w, err
@@ -503,6 +511,32 @@ func lfScrape(ctx context.Context, hc *http.Client, httpAddr string) (map[string
 		}
 	}
 	return out, sc.Err()
+}
+
+// lfDrain waits until the node's count of wrong logins has not moved for
+// a second (at most 60 s).
+func lfDrain(ctx context.Context, hc *http.Client, httpAddr string) error {
+	const wrong = `tidekv_login_failures_total{result="wrong"}`
+	last, still := -1.0, 0
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+		m, err := lfScrape(ctx, hc, httpAddr)
+		if err != nil {
+			return err
+		}
+		if m[wrong] == last {
+			if still++; still == 4 {
+				return nil
+			}
+		} else {
+			last, still = m[wrong], 0
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return errors.New("loginflood: the node was still deriving hashes 60 s after the flood")
 }
 
 // lfProfile writes the node's CPU profile over d to path (as root: the
