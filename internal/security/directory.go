@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"runtime"
 	"sync"
 	"time"
 )
@@ -24,11 +23,8 @@ type Directory struct {
 	every  time.Duration
 
 	limiter *loginLimiter
-	// derivations bounds the hashes derived at once to half the cores
-	// (at least one): each takes argon2MemoryKB of memory and a core for
-	// tens of milliseconds, and requests of users already logged in
-	// (checked against the cache) must keep the other half.
-	derivations chan struct{}
+	// derivations keeps the hashes derived to half the node's cores.
+	derivations *derivationGate
 	onFailure   func(LoginFailure)
 
 	mu    sync.Mutex
@@ -60,7 +56,7 @@ func NewDirectory(f Files, path string) (*Directory, error) {
 		rehash = func(old, new User) error { return rehashInFile(f, path, old, new) }
 	}
 	d := &Directory{load: load, rehash: rehash, now: time.Now, every: ReloadEvery, verified: map[string][32]byte{},
-		limiter: newLoginLimiter(), derivations: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)), onFailure: func(LoginFailure) {}}
+		limiter: newLoginLimiter(), derivations: newDerivationGate(), onFailure: func(LoginFailure) {}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d, d.reloadLocked()
@@ -200,13 +196,15 @@ func verifiedSum(u User, password string) [32]byte {
 // hash of today's cost for an unknown user or one without a password, so
 // that timing does not tell which users exist.
 func (d *Directory) check(u User, known bool, password string) bool {
-	d.derivations <- struct{}{}
-	defer func() { <-d.derivations }()
-	if !known || len(u.Hash) == 0 {
-		dummyUser().CheckPassword(password)
-		return false
-	}
-	return u.CheckPassword(password)
+	ok := false
+	d.derivations.do(func() {
+		if !known || len(u.Hash) == 0 {
+			dummyUser().CheckPassword(password)
+			return
+		}
+		ok = u.CheckPassword(password)
+	})
+	return ok
 }
 
 // dummyUser has a hash of a random password at today's setting.
@@ -224,9 +222,8 @@ var dummyUser = sync.OnceValue(func() User {
 // login that misses the cache.
 func (d *Directory) upgrade(u User, password string) User {
 	old := u
-	d.derivations <- struct{}{}
-	err := u.SetPassword(password)
-	<-d.derivations
+	var err error
+	d.derivations.do(func() { err = u.SetPassword(password) })
 	if err == nil {
 		err = d.rehash(old, u)
 	}
