@@ -146,6 +146,11 @@ type LoginFailure struct {
 	Refused bool
 }
 
+// SetCPUQuota sets where the directory reads the node's CPU quota (0:
+// none), which bounds its derivations beside GOMAXPROCS. Call it before
+// the directory is used.
+func (d *Directory) SetCPUQuota(quota func() float64) { d.derivations.quota = quota }
+
 // OnLoginFailure sets fn to be called, outside locks, for every refused
 // password login. Call it before the directory is used.
 func (d *Directory) OnLoginFailure(fn func(LoginFailure)) { d.onFailure = fn }

@@ -109,6 +109,15 @@ func (s *Server) setupSecurity() error {
 		users.Add(u)
 	}
 	users.OnLoginFailure(s.loginFailed)
+	if q := ownQuota(); q != nil {
+		users.SetCPUQuota(func() float64 {
+			st, err := q.ReadCPUQuota()
+			if err != nil {
+				return 0
+			}
+			return st.CPUs
+		})
+	}
 	s.cfg.Redis.Auth = redisUsers{users: users}
 	return nil
 }
