@@ -114,6 +114,55 @@ func (c *Client) ClusterNow(ctx context.Context) (hlc.Timestamp, error) {
 	return ts, nil
 }
 
+// ProtectTimestamp keeps from MVCC GC, cluster-wide, every version a read
+// at the returned timestamp can see, for ttl unless renewed
+// (RenewProtection) or released (ReleaseProtection) before: a backup's
+// cut. The timestamp is the cluster's now, as ClusterNow. owner says who
+// holds it, for operators.
+func (c *Client) ProtectTimestamp(ctx context.Context, ttl time.Duration, owner string) (*tidekvpb.ProtectedTimestamp, error) {
+	resp, err := c.protect(ctx, &tidekvpb.ProtectTimestampRequest{TtlMs: ttl.Milliseconds(), Owner: owner}, false)
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetProtection().GetId() == 0 {
+		return nil, fmt.Errorf("%w: protect timestamp: the node answered none", ErrUnavailable)
+	}
+	_, _ = c.clock.Update(resp.GetProtection().GetTimestamp().HLC())
+	return resp.GetProtection(), nil
+}
+
+// RenewProtection makes protected timestamp id expire ttl from now. One
+// released, or expired and purged, is an error: GC may have passed it.
+func (c *Client) RenewProtection(ctx context.Context, id uint64, ttl time.Duration) error {
+	_, err := c.protect(ctx, &tidekvpb.ProtectTimestampRequest{Id: id, TtlMs: ttl.Milliseconds()}, true)
+	return err
+}
+
+// ReleaseProtection removes protected timestamp id (none: no error).
+func (c *Client) ReleaseProtection(ctx context.Context, id uint64) error {
+	_, err := c.protect(ctx, &tidekvpb.ProtectTimestampRequest{Id: id, Release: true}, true)
+	return err
+}
+
+// ProtectedTimestamps lists the protected timestamps the cluster holds,
+// expired ones not yet purged included.
+func (c *Client) ProtectedTimestamps(ctx context.Context) ([]*tidekvpb.ProtectedTimestamp, error) {
+	resp, err := c.protect(ctx, &tidekvpb.ProtectTimestampRequest{}, true)
+	return resp.GetAll(), err
+}
+
+// protect sends one ProtectTimestamp request; a creation is not retried
+// after it may have been applied (a copy would pin GC until it expires).
+func (c *Client) protect(ctx context.Context, req *tidekvpb.ProtectTimestampRequest, idempotent bool) (*tidekvpb.ProtectTimestampResponse, error) {
+	var resp *tidekvpb.ProtectTimestampResponse
+	err := c.invoke(ctx, &rpc{op: "protect timestamp", anyNode: true, idempotent: idempotent,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.ProtectTimestamp(ctx, req)
+			return err
+		}})
+	return resp, err
+}
+
 // LocalStatus returns the status of the node at addr itself (its replicas,
 // their Raft state). It goes to that node only and is not retried elsewhere.
 func (c *Client) LocalStatus(ctx context.Context, addr string) (*tidekvpb.LocalStatusResponse, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,12 +20,15 @@ import (
 )
 
 // TestBackupRestoreUnderLoad: `ctl backup` of a 3-node cluster while
-// writers keep incrementing counters and adding keys, then `ctl restore`
+// writers keep incrementing counters and adding keys, and bank transfers
+// run as transactions (client Txn), then `ctl restore`
 // into a fresh cluster, which must hold exactly what a read of the source
 // at the backup's timestamp returns: every key, with that value, and
 // nothing written after it; and every write acknowledged before `ctl
 // backup` started, whatever the read at the timestamp says (its cut comes
-// from the cluster's clock, docs/transactions.md).
+// from the cluster's clock, docs/transactions.md). The bank at the
+// timestamp is exact: its accounts hold what replaying the transfers the
+// backup holds gives, so their total is the opening total.
 func TestBackupRestoreUnderLoad(t *testing.T) {
 	bin := testcluster.Binary(t)
 	ctx := testCtx(t, 4*time.Minute)
@@ -49,14 +53,25 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := hashedKeySpace(ctx, t, cl, "cache", 50)
+	bk := bank{accounts: 20, opening: 1000}
+	bk.open(ctx, t, cl)
 
 	// Writers: counters that only grow, and new keys, all through the
 	// backup; each acknowledged write is noted with when it was.
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var writes atomic.Int64
-	acked := make([][]ackedWrite, 4)
-	for g := range acked {
+	acked := make([][]ackedWrite, 6)
+	for g := range acked[4:] {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				if w, ok := bk.transfer(ctx, cl, g, i); ok {
+					acked[4+g] = append(acked[4+g], w)
+				}
+			}
+		})
+	}
+	for g := range acked[:4] {
 		wg.Go(func() {
 			for i := 0; !stop.Load(); i++ {
 				ctr, k := fmt.Sprintf("ctr/%d/%d", g, i%10), fmt.Sprintf("new/%d/%06d", g, i)
@@ -102,6 +117,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	if maps.Equal(want[""], latest[""]) {
 		t.Fatal("no write landed after the backup's timestamp: the load did not overlap the backup")
 	}
+	t.Logf("bank at the backup's timestamp: %d transfers", bk.check(t, want[""]))
 	if n := int64(len(want[""]) + len(want["users"]) + len(cache)); n != sum.Pairs {
 		t.Fatalf("backup holds %d pairs, a read at its timestamp %d", sum.Pairs, n)
 	}
@@ -123,9 +139,10 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 				ks, len(got[ks]), len(want[ks]), firstDiff(got[ks], want[ks]))
 		}
 	}
+	bk.check(t, got[""])
 	// Each write acknowledged before the backup began is restored: a new
-	// key with its value, a counter at that value or a later one (the
-	// values only grow and compare as strings).
+	// key (or a transfer's marker) with its value, a counter at that value
+	// or a later one (the values only grow and compare as strings).
 	var early int
 	for _, ws := range acked {
 		for _, w := range ws {
@@ -153,6 +170,83 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	if code != 2 || err == nil || !strings.Contains(err.Error(), "restore refused: the cluster already holds data") {
 		t.Fatalf("second restore: exit %d, %v", code, err)
 	}
+}
+
+// bank is accounts bank/NN of the default key space, each opened with the
+// same balance, between which transactions move money. Each transfer also
+// writes its own marker key bank-tx/G/IIIIII = "from to amount", so the
+// transfers a snapshot holds can be replayed.
+type bank struct{ accounts, opening int }
+
+func (b bank) account(i int) []byte { return fmt.Appendf(nil, "bank/%02d", i) }
+
+func (b bank) open(ctx context.Context, t *testing.T, cl *client.Client) {
+	for i := range b.accounts {
+		put(ctx, t, cl.Put, string(b.account(i)), []byte(strconv.Itoa(b.opening)))
+	}
+}
+
+// transfer is writer g's i-th transfer, one transaction; ok: it was
+// acknowledged, and w is its marker.
+func (b bank) transfer(ctx context.Context, cl *client.Client, g, i int) (w ackedWrite, ok bool) {
+	from := (g*7 + i) % b.accounts
+	to, amount := (from+1+i%(b.accounts-1))%b.accounts, 1+i%5
+	w.key, w.value = fmt.Sprintf("bank-tx/%d/%06d", g, i), fmt.Sprintf("%d %d %d", from, to, amount)
+	err := cl.Txn(ctx, func(tx *client.Tx) error {
+		var bal [2]int
+		for j, a := range []int{from, to} {
+			v, err := tx.Get(ctx, b.account(a))
+			if err != nil {
+				return err
+			}
+			if bal[j], err = strconv.Atoi(string(v)); err != nil {
+				return fmt.Errorf("account %d holds %q: %w", a, v, err)
+			}
+		}
+		for _, p := range [][2][]byte{{b.account(from), []byte(strconv.Itoa(bal[0] - amount))},
+			{b.account(to), []byte(strconv.Itoa(bal[1] + amount))}, {[]byte(w.key), []byte(w.value)}} {
+			if err := tx.Put(ctx, p[0], p[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	w.at = time.Now()
+	return w, err == nil
+}
+
+// check replays the transfer markers kv holds on the opening balances:
+// each account must hold what that gives, so the total is the opening
+// total. It returns how many transfers kv holds.
+func (b bank) check(t *testing.T, kv map[string]string) (transfers int) {
+	t.Helper()
+	want := make([]int, b.accounts)
+	for i := range want {
+		want[i] = b.opening
+	}
+	for k, v := range kv {
+		if !strings.HasPrefix(k, "bank-tx/") {
+			continue
+		}
+		var from, to, amount int
+		if _, err := fmt.Sscanf(v, "%d %d %d", &from, &to, &amount); err != nil {
+			t.Fatalf("transfer %s = %q: %v", k, v, err)
+		}
+		want[from], want[to] = want[from]-amount, want[to]+amount
+		transfers++
+	}
+	total := 0
+	for i := range b.accounts {
+		got, err := strconv.Atoi(kv[string(b.account(i))])
+		if err != nil || got != want[i] {
+			t.Errorf("account %d holds %q, the %d transfers held say %d", i, kv[string(b.account(i))], transfers, want[i])
+		}
+		total += got
+	}
+	if total != b.accounts*b.opening {
+		t.Errorf("the bank's total is %d, want %d", total, b.accounts*b.opening)
+	}
+	return transfers
 }
 
 // ackedWrite is a write a writer saw acknowledged, and when.

@@ -597,8 +597,14 @@ type MetaCommand struct {
 	// Log version 10: replace the elasticity controller's state (the meta
 	// leaseholder's control.State, encoded by control.EncodeState).
 	PutControllerState []byte `protobuf:"bytes,8,opt,name=put_controller_state,json=putControllerState,proto3" json:"put_controller_state,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Log version 11: store a protected timestamp. Id 0: a new one, its id
+	// allocated at apply (result: the id); else set that one's expiry if it
+	// is still stored (result: its id, or nothing if it is not).
+	ProtectTimestamp *ProtectedTimestamp `protobuf:"bytes,9,opt,name=protect_timestamp,json=protectTimestamp,proto3" json:"protect_timestamp,omitempty"`
+	// Log version 11: remove protected timestamp of this id.
+	ReleaseProtectedTimestamp uint64 `protobuf:"varint,10,opt,name=release_protected_timestamp,json=releaseProtectedTimestamp,proto3" json:"release_protected_timestamp,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *MetaCommand) Reset() {
@@ -685,6 +691,20 @@ func (x *MetaCommand) GetPutControllerState() []byte {
 		return x.PutControllerState
 	}
 	return nil
+}
+
+func (x *MetaCommand) GetProtectTimestamp() *ProtectedTimestamp {
+	if x != nil {
+		return x.ProtectTimestamp
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetReleaseProtectedTimestamp() uint64 {
+	if x != nil {
+		return x.ReleaseProtectedTimestamp
+	}
+	return 0
 }
 
 // KeySpaceRecord is a key space as the meta range stores it
@@ -1771,7 +1791,7 @@ const file_storage_proto_rawDesc = "" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
 	"newRangeId\"D\n" +
 	"\x15ChangeReplicasCommand\x12+\n" +
-	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\xac\x03\n" +
+	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\xb5\x04\n" +
 	"\vMetaCommand\x121\n" +
 	"\badd_node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\aaddNode\x127\n" +
 	"\vupdate_node\x18\x02 \x01(\v2\x16.tidekv.NodeDescriptorR\n" +
@@ -1782,7 +1802,10 @@ const file_storage_proto_rawDesc = "" +
 	"setSetting\x12*\n" +
 	"\x11raise_log_version\x18\x06 \x01(\rR\x0fraiseLogVersion\x12?\n" +
 	"\x0fcreate_keyspace\x18\a \x01(\v2\x16.tidekv.KeySpaceRecordR\x0ecreateKeyspace\x120\n" +
-	"\x14put_controller_state\x18\b \x01(\fR\x12putControllerState\"\xa1\x02\n" +
+	"\x14put_controller_state\x18\b \x01(\fR\x12putControllerState\x12G\n" +
+	"\x11protect_timestamp\x18\t \x01(\v2\x1a.tidekv.ProtectedTimestampR\x10protectTimestamp\x12>\n" +
+	"\x1brelease_protected_timestamp\x18\n" +
+	" \x01(\x04R\x19releaseProtectedTimestamp\"\xa1\x02\n" +
 	"\x0eKeySpaceRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1931,8 +1954,9 @@ var file_storage_proto_goTypes = []any{
 	(*raftpb.ConfState)(nil),      // 23: raftpb.ConfState
 	(*NodeDescriptor)(nil),        // 24: tidekv.NodeDescriptor
 	(*Setting)(nil),               // 25: tidekv.Setting
-	(TxnStatus)(0),                // 26: tidekv.TxnStatus
-	(*KeySpan)(nil),               // 27: tidekv.KeySpan
+	(*ProtectedTimestamp)(nil),    // 26: tidekv.ProtectedTimestamp
+	(TxnStatus)(0),                // 27: tidekv.TxnStatus
+	(*KeySpan)(nil),               // 28: tidekv.KeySpan
 }
 var file_storage_proto_depIdxs = []int32{
 	22, // 0: tidekv.ReplicaState.desc:type_name -> tidekv.RangeDescriptor
@@ -1950,35 +1974,36 @@ var file_storage_proto_depIdxs = []int32{
 	22, // 12: tidekv.MetaCommand.update_range:type_name -> tidekv.RangeDescriptor
 	25, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
 	9,  // 14: tidekv.MetaCommand.create_keyspace:type_name -> tidekv.KeySpaceRecord
-	13, // 15: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
-	10, // 16: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
-	11, // 17: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
-	6,  // 18: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
-	8,  // 19: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	21, // 20: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
-	12, // 21: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
-	16, // 22: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
-	13, // 23: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
-	14, // 24: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
-	15, // 25: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
-	20, // 26: tidekv.RaftCommand.txn:type_name -> tidekv.TxnCommand
-	17, // 27: tidekv.RaftCommand.reset_lost:type_name -> tidekv.ResetLostCommand
-	18, // 28: tidekv.TxnRecord.txn:type_name -> tidekv.TxnRef
-	26, // 29: tidekv.TxnRecord.status:type_name -> tidekv.TxnStatus
-	13, // 30: tidekv.TxnRecord.commit_timestamp:type_name -> tidekv.LogTimestamp
-	1,  // 31: tidekv.TxnCommand.op:type_name -> tidekv.TxnCommand.Op
-	18, // 32: tidekv.TxnCommand.txn:type_name -> tidekv.TxnRef
-	10, // 33: tidekv.TxnCommand.writes:type_name -> tidekv.LogWrite
-	26, // 34: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
-	13, // 35: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
-	13, // 36: tidekv.TxnCommand.read_timestamp:type_name -> tidekv.LogTimestamp
-	27, // 37: tidekv.TxnCommand.read_spans:type_name -> tidekv.KeySpan
-	22, // 38: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	26, // 15: tidekv.MetaCommand.protect_timestamp:type_name -> tidekv.ProtectedTimestamp
+	13, // 16: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
+	10, // 17: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
+	11, // 18: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
+	6,  // 19: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
+	8,  // 20: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
+	21, // 21: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	12, // 22: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
+	16, // 23: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
+	13, // 24: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
+	14, // 25: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
+	15, // 26: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
+	20, // 27: tidekv.RaftCommand.txn:type_name -> tidekv.TxnCommand
+	17, // 28: tidekv.RaftCommand.reset_lost:type_name -> tidekv.ResetLostCommand
+	18, // 29: tidekv.TxnRecord.txn:type_name -> tidekv.TxnRef
+	27, // 30: tidekv.TxnRecord.status:type_name -> tidekv.TxnStatus
+	13, // 31: tidekv.TxnRecord.commit_timestamp:type_name -> tidekv.LogTimestamp
+	1,  // 32: tidekv.TxnCommand.op:type_name -> tidekv.TxnCommand.Op
+	18, // 33: tidekv.TxnCommand.txn:type_name -> tidekv.TxnRef
+	10, // 34: tidekv.TxnCommand.writes:type_name -> tidekv.LogWrite
+	27, // 35: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
+	13, // 36: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
+	13, // 37: tidekv.TxnCommand.read_timestamp:type_name -> tidekv.LogTimestamp
+	28, // 38: tidekv.TxnCommand.read_spans:type_name -> tidekv.KeySpan
+	22, // 39: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }

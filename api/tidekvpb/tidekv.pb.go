@@ -502,7 +502,7 @@ func (x TxnCompare_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TxnCompare_Op.Descriptor instead.
 func (TxnCompare_Op) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{105, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{108, 0}
 }
 
 type GeoOp_Kind int32
@@ -565,7 +565,7 @@ func (x GeoOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GeoOp_Kind.Descriptor instead.
 func (GeoOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{110, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{113, 0}
 }
 
 type ReplicaDescriptor struct {
@@ -3674,6 +3674,205 @@ func (x *ClusterTimestampResponse) GetTimestamp() *Timestamp {
 	return nil
 }
 
+// ProtectedTimestamp keeps every version a read at timestamp can see from
+// MVCC GC, cluster-wide, until it is released or expires (docs/backup.md).
+type ProtectedTimestamp struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Timestamp *Timestamp             `protobuf:"bytes,2,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// Unix milliseconds, by the clock of the meta leaseholder that set it;
+	// GC ignores the protection after it (plus the maximum clock offset).
+	ExpiresAtMs int64 `protobuf:"varint,3,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
+	// Who holds it, for operators (e.g. "backup /backups/x").
+	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProtectedTimestamp) Reset() {
+	*x = ProtectedTimestamp{}
+	mi := &file_tidekv_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProtectedTimestamp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProtectedTimestamp) ProtoMessage() {}
+
+func (x *ProtectedTimestamp) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProtectedTimestamp.ProtoReflect.Descriptor instead.
+func (*ProtectedTimestamp) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ProtectedTimestamp) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ProtectedTimestamp) GetTimestamp() *Timestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *ProtectedTimestamp) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
+func (x *ProtectedTimestamp) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// ProtectTimestampRequest creates (id 0, ttl_ms > 0: at the cluster's time,
+// as ClusterTimestamp), renews (id, ttl_ms > 0: expires ttl_ms from now) or
+// releases (id, release) a protected timestamp; with id 0 and ttl_ms 0 it
+// only lists them.
+type ProtectTimestampRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Release       bool                   `protobuf:"varint,3,opt,name=release,proto3" json:"release,omitempty"`
+	Owner         string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProtectTimestampRequest) Reset() {
+	*x = ProtectTimestampRequest{}
+	mi := &file_tidekv_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProtectTimestampRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProtectTimestampRequest) ProtoMessage() {}
+
+func (x *ProtectTimestampRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProtectTimestampRequest.ProtoReflect.Descriptor instead.
+func (*ProtectTimestampRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ProtectTimestampRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ProtectTimestampRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *ProtectTimestampRequest) GetRelease() bool {
+	if x != nil {
+		return x.Release
+	}
+	return false
+}
+
+func (x *ProtectTimestampRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+type ProtectTimestampResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The one created or renewed.
+	Protection *ProtectedTimestamp `protobuf:"bytes,1,opt,name=protection,proto3" json:"protection,omitempty"`
+	// Every protection the meta range holds (expired ones included).
+	All           []*ProtectedTimestamp `protobuf:"bytes,2,rep,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProtectTimestampResponse) Reset() {
+	*x = ProtectTimestampResponse{}
+	mi := &file_tidekv_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProtectTimestampResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProtectTimestampResponse) ProtoMessage() {}
+
+func (x *ProtectTimestampResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProtectTimestampResponse.ProtoReflect.Descriptor instead.
+func (*ProtectTimestampResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ProtectTimestampResponse) GetProtection() *ProtectedTimestamp {
+	if x != nil {
+		return x.Protection
+	}
+	return nil
+}
+
+func (x *ProtectTimestampResponse) GetAll() []*ProtectedTimestamp {
+	if x != nil {
+		return x.All
+	}
+	return nil
+}
+
 type LocalStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3682,7 +3881,7 @@ type LocalStatusRequest struct {
 
 func (x *LocalStatusRequest) Reset() {
 	*x = LocalStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3694,7 +3893,7 @@ func (x *LocalStatusRequest) String() string {
 func (*LocalStatusRequest) ProtoMessage() {}
 
 func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[37]
+	mi := &file_tidekv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3707,7 +3906,7 @@ func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusRequest.ProtoReflect.Descriptor instead.
 func (*LocalStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{37}
+	return file_tidekv_proto_rawDescGZIP(), []int{40}
 }
 
 type LocalStatusResponse struct {
@@ -3722,7 +3921,7 @@ type LocalStatusResponse struct {
 
 func (x *LocalStatusResponse) Reset() {
 	*x = LocalStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3734,7 +3933,7 @@ func (x *LocalStatusResponse) String() string {
 func (*LocalStatusResponse) ProtoMessage() {}
 
 func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[38]
+	mi := &file_tidekv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3747,7 +3946,7 @@ func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusResponse.ProtoReflect.Descriptor instead.
 func (*LocalStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{38}
+	return file_tidekv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LocalStatusResponse) GetNode() *NodeDescriptor {
@@ -3799,7 +3998,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3811,7 +4010,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[39]
+	mi := &file_tidekv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3824,7 +4023,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{39}
+	return file_tidekv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SplitRequest) GetSplitKey() []byte {
@@ -3872,7 +4071,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3884,7 +4083,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[40]
+	mi := &file_tidekv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3897,7 +4096,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{40}
+	return file_tidekv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -3932,7 +4131,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3944,7 +4143,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[41]
+	mi := &file_tidekv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3957,7 +4156,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{41}
+	return file_tidekv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -4004,7 +4203,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4215,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[42]
+	mi := &file_tidekv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4228,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{42}
+	return file_tidekv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ChangeReplicasResponse) GetDesc() *RangeDescriptor {
@@ -4051,7 +4250,7 @@ type TransferLeaseRequest struct {
 
 func (x *TransferLeaseRequest) Reset() {
 	*x = TransferLeaseRequest{}
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4063,7 +4262,7 @@ func (x *TransferLeaseRequest) String() string {
 func (*TransferLeaseRequest) ProtoMessage() {}
 
 func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[43]
+	mi := &file_tidekv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4076,7 +4275,7 @@ func (x *TransferLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{43}
+	return file_tidekv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TransferLeaseRequest) GetRangeId() uint64 {
@@ -4108,7 +4307,7 @@ type TransferLeaseResponse struct {
 
 func (x *TransferLeaseResponse) Reset() {
 	*x = TransferLeaseResponse{}
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4120,7 +4319,7 @@ func (x *TransferLeaseResponse) String() string {
 func (*TransferLeaseResponse) ProtoMessage() {}
 
 func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[44]
+	mi := &file_tidekv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4133,7 +4332,7 @@ func (x *TransferLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaseResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{44}
+	return file_tidekv_proto_rawDescGZIP(), []int{47}
 }
 
 type JoinRequest struct {
@@ -4149,7 +4348,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4161,7 +4360,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[45]
+	mi := &file_tidekv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4174,7 +4373,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{45}
+	return file_tidekv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *JoinRequest) GetGrpcAddr() string {
@@ -4212,7 +4411,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4224,7 +4423,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[46]
+	mi := &file_tidekv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4237,7 +4436,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{46}
+	return file_tidekv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *JoinResponse) GetClusterId() uint64 {
@@ -4308,7 +4507,7 @@ type NodeHeartbeatRequest struct {
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4320,7 +4519,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[47]
+	mi := &file_tidekv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4333,7 +4532,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{47}
+	return file_tidekv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeHeartbeatRequest) GetNode() *NodeDescriptor {
@@ -4491,7 +4690,7 @@ type KeySpaceCounts struct {
 
 func (x *KeySpaceCounts) Reset() {
 	*x = KeySpaceCounts{}
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4503,7 +4702,7 @@ func (x *KeySpaceCounts) String() string {
 func (*KeySpaceCounts) ProtoMessage() {}
 
 func (x *KeySpaceCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[48]
+	mi := &file_tidekv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4516,7 +4715,7 @@ func (x *KeySpaceCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpaceCounts.ProtoReflect.Descriptor instead.
 func (*KeySpaceCounts) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{48}
+	return file_tidekv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *KeySpaceCounts) GetId() uint32 {
@@ -4559,7 +4758,7 @@ type ReplicaReads struct {
 
 func (x *ReplicaReads) Reset() {
 	*x = ReplicaReads{}
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4571,7 +4770,7 @@ func (x *ReplicaReads) String() string {
 func (*ReplicaReads) ProtoMessage() {}
 
 func (x *ReplicaReads) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[49]
+	mi := &file_tidekv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4584,7 +4783,7 @@ func (x *ReplicaReads) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaReads.ProtoReflect.Descriptor instead.
 func (*ReplicaReads) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{49}
+	return file_tidekv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReplicaReads) GetRangeId() uint64 {
@@ -4626,7 +4825,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4638,7 +4837,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[50]
+	mi := &file_tidekv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4651,7 +4850,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{50}
+	return file_tidekv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeHeartbeatResponse) GetNodes() []*NodeDescriptor {
@@ -4709,7 +4908,7 @@ type ReportRangeRequest struct {
 
 func (x *ReportRangeRequest) Reset() {
 	*x = ReportRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4721,7 +4920,7 @@ func (x *ReportRangeRequest) String() string {
 func (*ReportRangeRequest) ProtoMessage() {}
 
 func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[51]
+	mi := &file_tidekv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4734,7 +4933,7 @@ func (x *ReportRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeRequest.ProtoReflect.Descriptor instead.
 func (*ReportRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{51}
+	return file_tidekv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReportRangeRequest) GetDesc() *RangeDescriptor {
@@ -4829,7 +5028,7 @@ type ReportRangeResponse struct {
 
 func (x *ReportRangeResponse) Reset() {
 	*x = ReportRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4841,7 +5040,7 @@ func (x *ReportRangeResponse) String() string {
 func (*ReportRangeResponse) ProtoMessage() {}
 
 func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[52]
+	mi := &file_tidekv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4854,7 +5053,7 @@ func (x *ReportRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRangeResponse.ProtoReflect.Descriptor instead.
 func (*ReportRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{52}
+	return file_tidekv_proto_rawDescGZIP(), []int{55}
 }
 
 // Event is one thing the cluster did on its own or was told to do, with why.
@@ -4874,7 +5073,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4886,7 +5085,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[53]
+	mi := &file_tidekv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4899,7 +5098,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{53}
+	return file_tidekv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Event) GetUnixNanos() int64 {
@@ -4949,7 +5148,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4961,7 +5160,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[54]
+	mi := &file_tidekv_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4974,7 +5173,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{54}
+	return file_tidekv_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *EventsRequest) GetLocal() bool {
@@ -5001,7 +5200,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5013,7 +5212,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[55]
+	mi := &file_tidekv_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5026,7 +5225,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{55}
+	return file_tidekv_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -5055,7 +5254,7 @@ type ClosedTimestamp struct {
 
 func (x *ClosedTimestamp) Reset() {
 	*x = ClosedTimestamp{}
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5067,7 +5266,7 @@ func (x *ClosedTimestamp) String() string {
 func (*ClosedTimestamp) ProtoMessage() {}
 
 func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[56]
+	mi := &file_tidekv_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5080,7 +5279,7 @@ func (x *ClosedTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestamp.ProtoReflect.Descriptor instead.
 func (*ClosedTimestamp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{56}
+	return file_tidekv_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClosedTimestamp) GetRangeId() uint64 {
@@ -5130,7 +5329,7 @@ type ClosedTimestampsRequest struct {
 
 func (x *ClosedTimestampsRequest) Reset() {
 	*x = ClosedTimestampsRequest{}
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5142,7 +5341,7 @@ func (x *ClosedTimestampsRequest) String() string {
 func (*ClosedTimestampsRequest) ProtoMessage() {}
 
 func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[57]
+	mi := &file_tidekv_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5155,7 +5354,7 @@ func (x *ClosedTimestampsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsRequest.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{57}
+	return file_tidekv_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClosedTimestampsRequest) GetFromNodeId() uint64 {
@@ -5201,7 +5400,7 @@ type ClosedTimestampsResponse struct {
 
 func (x *ClosedTimestampsResponse) Reset() {
 	*x = ClosedTimestampsResponse{}
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5213,7 +5412,7 @@ func (x *ClosedTimestampsResponse) String() string {
 func (*ClosedTimestampsResponse) ProtoMessage() {}
 
 func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[58]
+	mi := &file_tidekv_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5226,7 +5425,7 @@ func (x *ClosedTimestampsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedTimestampsResponse.ProtoReflect.Descriptor instead.
 func (*ClosedTimestampsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{58}
+	return file_tidekv_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClosedTimestampsResponse) GetLoad() *NodeLoad {
@@ -5271,7 +5470,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5283,7 +5482,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[59]
+	mi := &file_tidekv_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5296,7 +5495,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{59}
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NodeLoad) GetNodeId() uint64 {
@@ -5376,7 +5575,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5388,7 +5587,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[60]
+	mi := &file_tidekv_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5401,7 +5600,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{60}
+	return file_tidekv_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -5427,7 +5626,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5439,7 +5638,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[61]
+	mi := &file_tidekv_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5452,7 +5651,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{61}
+	return file_tidekv_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *MergeResponse) GetDesc() *RangeDescriptor {
@@ -5475,7 +5674,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5487,7 +5686,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5500,7 +5699,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{62}
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -5533,7 +5732,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5545,7 +5744,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5558,7 +5757,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{63}
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FreezeRangeResponse) GetDesc() *RangeDescriptor {
@@ -5579,7 +5778,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5591,7 +5790,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5604,7 +5803,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{64}
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -5631,7 +5830,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5643,7 +5842,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5656,7 +5855,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{65}
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DecommissionResponse) GetReplicas() uint32 {
@@ -5678,7 +5877,7 @@ type Setting struct {
 
 func (x *Setting) Reset() {
 	*x = Setting{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5690,7 +5889,7 @@ func (x *Setting) String() string {
 func (*Setting) ProtoMessage() {}
 
 func (x *Setting) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5703,7 +5902,7 @@ func (x *Setting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Setting.ProtoReflect.Descriptor instead.
 func (*Setting) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *Setting) GetKey() string {
@@ -5730,7 +5929,7 @@ type SettingsRequest struct {
 
 func (x *SettingsRequest) Reset() {
 	*x = SettingsRequest{}
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5742,7 +5941,7 @@ func (x *SettingsRequest) String() string {
 func (*SettingsRequest) ProtoMessage() {}
 
 func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5755,7 +5954,7 @@ func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsRequest.ProtoReflect.Descriptor instead.
 func (*SettingsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{67}
+	return file_tidekv_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SettingsRequest) GetSet() []*Setting {
@@ -5775,7 +5974,7 @@ type SettingsResponse struct {
 
 func (x *SettingsResponse) Reset() {
 	*x = SettingsResponse{}
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5787,7 +5986,7 @@ func (x *SettingsResponse) String() string {
 func (*SettingsResponse) ProtoMessage() {}
 
 func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5800,7 +5999,7 @@ func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsResponse.ProtoReflect.Descriptor instead.
 func (*SettingsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{68}
+	return file_tidekv_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SettingsResponse) GetSettings() []*Setting {
@@ -5854,7 +6053,7 @@ type KeySpace struct {
 
 func (x *KeySpace) Reset() {
 	*x = KeySpace{}
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5866,7 +6065,7 @@ func (x *KeySpace) String() string {
 func (*KeySpace) ProtoMessage() {}
 
 func (x *KeySpace) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5879,7 +6078,7 @@ func (x *KeySpace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpace.ProtoReflect.Descriptor instead.
 func (*KeySpace) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{69}
+	return file_tidekv_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *KeySpace) GetName() string {
@@ -6010,7 +6209,7 @@ type CreateKeySpaceRequest struct {
 
 func (x *CreateKeySpaceRequest) Reset() {
 	*x = CreateKeySpaceRequest{}
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6022,7 +6221,7 @@ func (x *CreateKeySpaceRequest) String() string {
 func (*CreateKeySpaceRequest) ProtoMessage() {}
 
 func (x *CreateKeySpaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6035,7 +6234,7 @@ func (x *CreateKeySpaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeySpaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeySpaceRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{70}
+	return file_tidekv_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CreateKeySpaceRequest) GetKeyspace() *KeySpace {
@@ -6054,7 +6253,7 @@ type CreateKeySpaceResponse struct {
 
 func (x *CreateKeySpaceResponse) Reset() {
 	*x = CreateKeySpaceResponse{}
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6066,7 +6265,7 @@ func (x *CreateKeySpaceResponse) String() string {
 func (*CreateKeySpaceResponse) ProtoMessage() {}
 
 func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6079,7 +6278,7 @@ func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeySpaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeySpaceResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{71}
+	return file_tidekv_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CreateKeySpaceResponse) GetKeyspace() *KeySpace {
@@ -6097,7 +6296,7 @@ type ListKeySpacesRequest struct {
 
 func (x *ListKeySpacesRequest) Reset() {
 	*x = ListKeySpacesRequest{}
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6109,7 +6308,7 @@ func (x *ListKeySpacesRequest) String() string {
 func (*ListKeySpacesRequest) ProtoMessage() {}
 
 func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6122,7 +6321,7 @@ func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySpacesRequest.ProtoReflect.Descriptor instead.
 func (*ListKeySpacesRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{72}
+	return file_tidekv_proto_rawDescGZIP(), []int{75}
 }
 
 type ListKeySpacesResponse struct {
@@ -6135,7 +6334,7 @@ type ListKeySpacesResponse struct {
 
 func (x *ListKeySpacesResponse) Reset() {
 	*x = ListKeySpacesResponse{}
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6147,7 +6346,7 @@ func (x *ListKeySpacesResponse) String() string {
 func (*ListKeySpacesResponse) ProtoMessage() {}
 
 func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6160,7 +6359,7 @@ func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySpacesResponse.ProtoReflect.Descriptor instead.
 func (*ListKeySpacesResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{73}
+	return file_tidekv_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListKeySpacesResponse) GetKeyspaces() []*KeySpace {
@@ -6178,7 +6377,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6190,7 +6389,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6203,7 +6402,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{74}
+	return file_tidekv_proto_rawDescGZIP(), []int{77}
 }
 
 type AutoscaleStatusResponse struct {
@@ -6217,7 +6416,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6229,7 +6428,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6242,7 +6441,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{75}
+	return file_tidekv_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -6260,7 +6459,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6272,7 +6471,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6285,7 +6484,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{76}
+	return file_tidekv_proto_rawDescGZIP(), []int{79}
 }
 
 type NodeLoadsResponse struct {
@@ -6298,7 +6497,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6310,7 +6509,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6323,7 +6522,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{77}
+	return file_tidekv_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -6341,7 +6540,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[78]
+	mi := &file_tidekv_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6353,7 +6552,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[78]
+	mi := &file_tidekv_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6366,7 +6565,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{78}
+	return file_tidekv_proto_rawDescGZIP(), []int{81}
 }
 
 type AllocRangeIDResponse struct {
@@ -6378,7 +6577,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[79]
+	mi := &file_tidekv_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6390,7 +6589,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[79]
+	mi := &file_tidekv_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6403,7 +6602,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{79}
+	return file_tidekv_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -6434,7 +6633,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[80]
+	mi := &file_tidekv_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6446,7 +6645,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[80]
+	mi := &file_tidekv_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6459,7 +6658,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{80}
+	return file_tidekv_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -6514,7 +6713,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[81]
+	mi := &file_tidekv_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6526,7 +6725,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[81]
+	mi := &file_tidekv_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6539,7 +6738,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{81}
+	return file_tidekv_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -6566,7 +6765,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[82]
+	mi := &file_tidekv_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6578,7 +6777,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[82]
+	mi := &file_tidekv_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6591,7 +6790,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{82}
+	return file_tidekv_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -6639,7 +6838,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[83]
+	mi := &file_tidekv_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6651,7 +6850,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[83]
+	mi := &file_tidekv_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6664,7 +6863,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{83}
+	return file_tidekv_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -6689,7 +6888,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[84]
+	mi := &file_tidekv_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6701,7 +6900,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[84]
+	mi := &file_tidekv_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6714,7 +6913,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{84}
+	return file_tidekv_proto_rawDescGZIP(), []int{87}
 }
 
 // WriteGuard lets a write create or update a keyed collection in one step
@@ -6736,7 +6935,7 @@ type WriteGuard struct {
 
 func (x *WriteGuard) Reset() {
 	*x = WriteGuard{}
-	mi := &file_tidekv_proto_msgTypes[85]
+	mi := &file_tidekv_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6748,7 +6947,7 @@ func (x *WriteGuard) String() string {
 func (*WriteGuard) ProtoMessage() {}
 
 func (x *WriteGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[85]
+	mi := &file_tidekv_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6761,7 +6960,7 @@ func (x *WriteGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
 func (*WriteGuard) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{85}
+	return file_tidekv_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *WriteGuard) GetKey() []byte {
@@ -6816,7 +7015,7 @@ type TxnMeta struct {
 
 func (x *TxnMeta) Reset() {
 	*x = TxnMeta{}
-	mi := &file_tidekv_proto_msgTypes[86]
+	mi := &file_tidekv_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6828,7 +7027,7 @@ func (x *TxnMeta) String() string {
 func (*TxnMeta) ProtoMessage() {}
 
 func (x *TxnMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[86]
+	mi := &file_tidekv_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6841,7 +7040,7 @@ func (x *TxnMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMeta.ProtoReflect.Descriptor instead.
 func (*TxnMeta) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{86}
+	return file_tidekv_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *TxnMeta) GetId() []byte {
@@ -6882,7 +7081,7 @@ type TxnGetRequest struct {
 
 func (x *TxnGetRequest) Reset() {
 	*x = TxnGetRequest{}
-	mi := &file_tidekv_proto_msgTypes[87]
+	mi := &file_tidekv_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6894,7 +7093,7 @@ func (x *TxnGetRequest) String() string {
 func (*TxnGetRequest) ProtoMessage() {}
 
 func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[87]
+	mi := &file_tidekv_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6907,7 +7106,7 @@ func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetRequest.ProtoReflect.Descriptor instead.
 func (*TxnGetRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{87}
+	return file_tidekv_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *TxnGetRequest) GetTxn() *TxnMeta {
@@ -6948,7 +7147,7 @@ type TxnGetResponse struct {
 
 func (x *TxnGetResponse) Reset() {
 	*x = TxnGetResponse{}
-	mi := &file_tidekv_proto_msgTypes[88]
+	mi := &file_tidekv_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6960,7 +7159,7 @@ func (x *TxnGetResponse) String() string {
 func (*TxnGetResponse) ProtoMessage() {}
 
 func (x *TxnGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[88]
+	mi := &file_tidekv_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6973,7 +7172,7 @@ func (x *TxnGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetResponse.ProtoReflect.Descriptor instead.
 func (*TxnGetResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{88}
+	return file_tidekv_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *TxnGetResponse) GetFound() bool {
@@ -7029,7 +7228,7 @@ type TxnWriteRequest struct {
 
 func (x *TxnWriteRequest) Reset() {
 	*x = TxnWriteRequest{}
-	mi := &file_tidekv_proto_msgTypes[89]
+	mi := &file_tidekv_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7041,7 +7240,7 @@ func (x *TxnWriteRequest) String() string {
 func (*TxnWriteRequest) ProtoMessage() {}
 
 func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[89]
+	mi := &file_tidekv_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7054,7 +7253,7 @@ func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteRequest.ProtoReflect.Descriptor instead.
 func (*TxnWriteRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{89}
+	return file_tidekv_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *TxnWriteRequest) GetTxn() *TxnMeta {
@@ -7079,7 +7278,7 @@ type TxnWriteResponse struct {
 
 func (x *TxnWriteResponse) Reset() {
 	*x = TxnWriteResponse{}
-	mi := &file_tidekv_proto_msgTypes[90]
+	mi := &file_tidekv_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7091,7 +7290,7 @@ func (x *TxnWriteResponse) String() string {
 func (*TxnWriteResponse) ProtoMessage() {}
 
 func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[90]
+	mi := &file_tidekv_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7104,7 +7303,7 @@ func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteResponse.ProtoReflect.Descriptor instead.
 func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{90}
+	return file_tidekv_proto_rawDescGZIP(), []int{93}
 }
 
 // TxnEndRequest commits (commit) or rolls back the transaction.
@@ -7121,7 +7320,7 @@ type TxnEndRequest struct {
 
 func (x *TxnEndRequest) Reset() {
 	*x = TxnEndRequest{}
-	mi := &file_tidekv_proto_msgTypes[91]
+	mi := &file_tidekv_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7133,7 +7332,7 @@ func (x *TxnEndRequest) String() string {
 func (*TxnEndRequest) ProtoMessage() {}
 
 func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[91]
+	mi := &file_tidekv_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7146,7 +7345,7 @@ func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnEndRequest.ProtoReflect.Descriptor instead.
 func (*TxnEndRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{91}
+	return file_tidekv_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *TxnEndRequest) GetTxn() *TxnMeta {
@@ -7179,7 +7378,7 @@ type TxnEndResponse struct {
 
 func (x *TxnEndResponse) Reset() {
 	*x = TxnEndResponse{}
-	mi := &file_tidekv_proto_msgTypes[92]
+	mi := &file_tidekv_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7191,7 +7390,7 @@ func (x *TxnEndResponse) String() string {
 func (*TxnEndResponse) ProtoMessage() {}
 
 func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[92]
+	mi := &file_tidekv_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7204,7 +7403,7 @@ func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnEndResponse.ProtoReflect.Descriptor instead.
 func (*TxnEndResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{92}
+	return file_tidekv_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *TxnEndResponse) GetCommitTimestamp() *Timestamp {
@@ -7226,7 +7425,7 @@ type TxnKey struct {
 
 func (x *TxnKey) Reset() {
 	*x = TxnKey{}
-	mi := &file_tidekv_proto_msgTypes[93]
+	mi := &file_tidekv_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7238,7 +7437,7 @@ func (x *TxnKey) String() string {
 func (*TxnKey) ProtoMessage() {}
 
 func (x *TxnKey) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[93]
+	mi := &file_tidekv_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7251,7 +7450,7 @@ func (x *TxnKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnKey.ProtoReflect.Descriptor instead.
 func (*TxnKey) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{93}
+	return file_tidekv_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *TxnKey) GetId() []byte {
@@ -7281,7 +7480,7 @@ type WriteIntentsRequest struct {
 
 func (x *WriteIntentsRequest) Reset() {
 	*x = WriteIntentsRequest{}
-	mi := &file_tidekv_proto_msgTypes[94]
+	mi := &file_tidekv_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7293,7 +7492,7 @@ func (x *WriteIntentsRequest) String() string {
 func (*WriteIntentsRequest) ProtoMessage() {}
 
 func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[94]
+	mi := &file_tidekv_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7306,7 +7505,7 @@ func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteIntentsRequest.ProtoReflect.Descriptor instead.
 func (*WriteIntentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{94}
+	return file_tidekv_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *WriteIntentsRequest) GetTxn() *TxnKey {
@@ -7339,7 +7538,7 @@ type WriteIntentsResponse struct {
 
 func (x *WriteIntentsResponse) Reset() {
 	*x = WriteIntentsResponse{}
-	mi := &file_tidekv_proto_msgTypes[95]
+	mi := &file_tidekv_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7351,7 +7550,7 @@ func (x *WriteIntentsResponse) String() string {
 func (*WriteIntentsResponse) ProtoMessage() {}
 
 func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[95]
+	mi := &file_tidekv_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7364,7 +7563,7 @@ func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteIntentsResponse.ProtoReflect.Descriptor instead.
 func (*WriteIntentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{95}
+	return file_tidekv_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *WriteIntentsResponse) GetWrittenAt() *Timestamp {
@@ -7387,7 +7586,7 @@ type TxnRecordRequest struct {
 
 func (x *TxnRecordRequest) Reset() {
 	*x = TxnRecordRequest{}
-	mi := &file_tidekv_proto_msgTypes[96]
+	mi := &file_tidekv_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7399,7 +7598,7 @@ func (x *TxnRecordRequest) String() string {
 func (*TxnRecordRequest) ProtoMessage() {}
 
 func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[96]
+	mi := &file_tidekv_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7412,7 +7611,7 @@ func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordRequest.ProtoReflect.Descriptor instead.
 func (*TxnRecordRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{96}
+	return file_tidekv_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *TxnRecordRequest) GetTxn() *TxnKey {
@@ -7453,7 +7652,7 @@ type TxnRecordResponse struct {
 
 func (x *TxnRecordResponse) Reset() {
 	*x = TxnRecordResponse{}
-	mi := &file_tidekv_proto_msgTypes[97]
+	mi := &file_tidekv_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7465,7 +7664,7 @@ func (x *TxnRecordResponse) String() string {
 func (*TxnRecordResponse) ProtoMessage() {}
 
 func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[97]
+	mi := &file_tidekv_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7478,7 +7677,7 @@ func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordResponse.ProtoReflect.Descriptor instead.
 func (*TxnRecordResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{97}
+	return file_tidekv_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *TxnRecordResponse) GetStatus() TxnStatus {
@@ -7507,7 +7706,7 @@ type ResolveIntentsRequest struct {
 
 func (x *ResolveIntentsRequest) Reset() {
 	*x = ResolveIntentsRequest{}
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7519,7 +7718,7 @@ func (x *ResolveIntentsRequest) String() string {
 func (*ResolveIntentsRequest) ProtoMessage() {}
 
 func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7532,7 +7731,7 @@ func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveIntentsRequest.ProtoReflect.Descriptor instead.
 func (*ResolveIntentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{98}
+	return file_tidekv_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *ResolveIntentsRequest) GetTxn() *TxnKey {
@@ -7571,7 +7770,7 @@ type ResolveIntentsResponse struct {
 
 func (x *ResolveIntentsResponse) Reset() {
 	*x = ResolveIntentsResponse{}
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7583,7 +7782,7 @@ func (x *ResolveIntentsResponse) String() string {
 func (*ResolveIntentsResponse) ProtoMessage() {}
 
 func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7596,7 +7795,7 @@ func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveIntentsResponse.ProtoReflect.Descriptor instead.
 func (*ResolveIntentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{99}
+	return file_tidekv_proto_rawDescGZIP(), []int{102}
 }
 
 // RefreshRequest checks that no other transaction committed a version of
@@ -7614,7 +7813,7 @@ type KeySpan struct {
 
 func (x *KeySpan) Reset() {
 	*x = KeySpan{}
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7626,7 +7825,7 @@ func (x *KeySpan) String() string {
 func (*KeySpan) ProtoMessage() {}
 
 func (x *KeySpan) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7639,7 +7838,7 @@ func (x *KeySpan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpan.ProtoReflect.Descriptor instead.
 func (*KeySpan) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{100}
+	return file_tidekv_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *KeySpan) GetStartKey() []byte {
@@ -7671,7 +7870,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7683,7 +7882,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7696,7 +7895,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{101}
+	return file_tidekv_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *RefreshRequest) GetTxnId() []byte {
@@ -7743,7 +7942,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7755,7 +7954,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7768,7 +7967,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{102}
+	return file_tidekv_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *RefreshResponse) GetResumeKey() []byte {
@@ -7791,7 +7990,7 @@ type TxnScanRequest struct {
 
 func (x *TxnScanRequest) Reset() {
 	*x = TxnScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7803,7 +8002,7 @@ func (x *TxnScanRequest) String() string {
 func (*TxnScanRequest) ProtoMessage() {}
 
 func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7816,7 +8015,7 @@ func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanRequest.ProtoReflect.Descriptor instead.
 func (*TxnScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{103}
+	return file_tidekv_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *TxnScanRequest) GetTxn() *TxnMeta {
@@ -7858,7 +8057,7 @@ type TxnScanResponse struct {
 
 func (x *TxnScanResponse) Reset() {
 	*x = TxnScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7870,7 +8069,7 @@ func (x *TxnScanResponse) String() string {
 func (*TxnScanResponse) ProtoMessage() {}
 
 func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7883,7 +8082,7 @@ func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanResponse.ProtoReflect.Descriptor instead.
 func (*TxnScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{104}
+	return file_tidekv_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *TxnScanResponse) GetKvs() []*KeyValue {
@@ -7914,7 +8113,7 @@ type TxnCompare struct {
 
 func (x *TxnCompare) Reset() {
 	*x = TxnCompare{}
-	mi := &file_tidekv_proto_msgTypes[105]
+	mi := &file_tidekv_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7926,7 +8125,7 @@ func (x *TxnCompare) String() string {
 func (*TxnCompare) ProtoMessage() {}
 
 func (x *TxnCompare) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[105]
+	mi := &file_tidekv_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7939,7 +8138,7 @@ func (x *TxnCompare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCompare.ProtoReflect.Descriptor instead.
 func (*TxnCompare) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{105}
+	return file_tidekv_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *TxnCompare) GetKey() []byte {
@@ -7980,7 +8179,7 @@ type TxnIfRequest struct {
 
 func (x *TxnIfRequest) Reset() {
 	*x = TxnIfRequest{}
-	mi := &file_tidekv_proto_msgTypes[106]
+	mi := &file_tidekv_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7992,7 +8191,7 @@ func (x *TxnIfRequest) String() string {
 func (*TxnIfRequest) ProtoMessage() {}
 
 func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[106]
+	mi := &file_tidekv_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8005,7 +8204,7 @@ func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfRequest.ProtoReflect.Descriptor instead.
 func (*TxnIfRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{106}
+	return file_tidekv_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *TxnIfRequest) GetCompares() []*TxnCompare {
@@ -8056,7 +8255,7 @@ type TxnIfResponse struct {
 
 func (x *TxnIfResponse) Reset() {
 	*x = TxnIfResponse{}
-	mi := &file_tidekv_proto_msgTypes[107]
+	mi := &file_tidekv_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8068,7 +8267,7 @@ func (x *TxnIfResponse) String() string {
 func (*TxnIfResponse) ProtoMessage() {}
 
 func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[107]
+	mi := &file_tidekv_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8081,7 +8280,7 @@ func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfResponse.ProtoReflect.Descriptor instead.
 func (*TxnIfResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{107}
+	return file_tidekv_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *TxnIfResponse) GetSucceeded() bool {
@@ -8121,7 +8320,7 @@ type OnePhaseCommitRequest struct {
 
 func (x *OnePhaseCommitRequest) Reset() {
 	*x = OnePhaseCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[108]
+	mi := &file_tidekv_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8133,7 +8332,7 @@ func (x *OnePhaseCommitRequest) String() string {
 func (*OnePhaseCommitRequest) ProtoMessage() {}
 
 func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[108]
+	mi := &file_tidekv_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8146,7 +8345,7 @@ func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitRequest.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{108}
+	return file_tidekv_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *OnePhaseCommitRequest) GetTxnId() []byte {
@@ -8193,7 +8392,7 @@ type OnePhaseCommitResponse struct {
 
 func (x *OnePhaseCommitResponse) Reset() {
 	*x = OnePhaseCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[109]
+	mi := &file_tidekv_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8205,7 +8404,7 @@ func (x *OnePhaseCommitResponse) String() string {
 func (*OnePhaseCommitResponse) ProtoMessage() {}
 
 func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[109]
+	mi := &file_tidekv_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8218,7 +8417,7 @@ func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitResponse.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{109}
+	return file_tidekv_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *OnePhaseCommitResponse) GetCommittedAt() *Timestamp {
@@ -8247,7 +8446,7 @@ type GeoOp struct {
 
 func (x *GeoOp) Reset() {
 	*x = GeoOp{}
-	mi := &file_tidekv_proto_msgTypes[110]
+	mi := &file_tidekv_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8259,7 +8458,7 @@ func (x *GeoOp) String() string {
 func (*GeoOp) ProtoMessage() {}
 
 func (x *GeoOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[110]
+	mi := &file_tidekv_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8272,7 +8471,7 @@ func (x *GeoOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoOp.ProtoReflect.Descriptor instead.
 func (*GeoOp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{110}
+	return file_tidekv_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *GeoOp) GetKind() GeoOp_Kind {
@@ -8334,7 +8533,7 @@ type GeoCommitRequest struct {
 
 func (x *GeoCommitRequest) Reset() {
 	*x = GeoCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[111]
+	mi := &file_tidekv_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8346,7 +8545,7 @@ func (x *GeoCommitRequest) String() string {
 func (*GeoCommitRequest) ProtoMessage() {}
 
 func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[111]
+	mi := &file_tidekv_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8359,7 +8558,7 @@ func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoCommitRequest.ProtoReflect.Descriptor instead.
 func (*GeoCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{111}
+	return file_tidekv_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *GeoCommitRequest) GetKeySpace() string {
@@ -8390,7 +8589,7 @@ type GeoCommitResponse struct {
 
 func (x *GeoCommitResponse) Reset() {
 	*x = GeoCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[112]
+	mi := &file_tidekv_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8402,7 +8601,7 @@ func (x *GeoCommitResponse) String() string {
 func (*GeoCommitResponse) ProtoMessage() {}
 
 func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[112]
+	mi := &file_tidekv_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8415,7 +8614,7 @@ func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoCommitResponse.ProtoReflect.Descriptor instead.
 func (*GeoCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{112}
+	return file_tidekv_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *GeoCommitResponse) GetCommitted() bool {
@@ -8450,7 +8649,7 @@ type GeoRead struct {
 
 func (x *GeoRead) Reset() {
 	*x = GeoRead{}
-	mi := &file_tidekv_proto_msgTypes[113]
+	mi := &file_tidekv_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8462,7 +8661,7 @@ func (x *GeoRead) String() string {
 func (*GeoRead) ProtoMessage() {}
 
 func (x *GeoRead) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[113]
+	mi := &file_tidekv_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8475,7 +8674,7 @@ func (x *GeoRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoRead.ProtoReflect.Descriptor instead.
 func (*GeoRead) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{113}
+	return file_tidekv_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *GeoRead) GetKey() []byte {
@@ -8512,7 +8711,7 @@ type GeoScanRequest struct {
 
 func (x *GeoScanRequest) Reset() {
 	*x = GeoScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[114]
+	mi := &file_tidekv_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8524,7 +8723,7 @@ func (x *GeoScanRequest) String() string {
 func (*GeoScanRequest) ProtoMessage() {}
 
 func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[114]
+	mi := &file_tidekv_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8537,7 +8736,7 @@ func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoScanRequest.ProtoReflect.Descriptor instead.
 func (*GeoScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{114}
+	return file_tidekv_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *GeoScanRequest) GetKeySpace() string {
@@ -8572,7 +8771,7 @@ type GeoScanResponse struct {
 
 func (x *GeoScanResponse) Reset() {
 	*x = GeoScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[115]
+	mi := &file_tidekv_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8584,7 +8783,7 @@ func (x *GeoScanResponse) String() string {
 func (*GeoScanResponse) ProtoMessage() {}
 
 func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[115]
+	mi := &file_tidekv_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8597,7 +8796,7 @@ func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoScanResponse.ProtoReflect.Descriptor instead.
 func (*GeoScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{115}
+	return file_tidekv_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *GeoScanResponse) GetKvs() []*GeoRead {
@@ -8625,7 +8824,7 @@ type GeoEpochRequest struct {
 
 func (x *GeoEpochRequest) Reset() {
 	*x = GeoEpochRequest{}
-	mi := &file_tidekv_proto_msgTypes[116]
+	mi := &file_tidekv_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8637,7 +8836,7 @@ func (x *GeoEpochRequest) String() string {
 func (*GeoEpochRequest) ProtoMessage() {}
 
 func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[116]
+	mi := &file_tidekv_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8650,7 +8849,7 @@ func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoEpochRequest.ProtoReflect.Descriptor instead.
 func (*GeoEpochRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{116}
+	return file_tidekv_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *GeoEpochRequest) GetFromNodeId() uint64 {
@@ -8675,7 +8874,7 @@ type GeoEpochResponse struct {
 
 func (x *GeoEpochResponse) Reset() {
 	*x = GeoEpochResponse{}
-	mi := &file_tidekv_proto_msgTypes[117]
+	mi := &file_tidekv_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8687,7 +8886,7 @@ func (x *GeoEpochResponse) String() string {
 func (*GeoEpochResponse) ProtoMessage() {}
 
 func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[117]
+	mi := &file_tidekv_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8700,7 +8899,7 @@ func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoEpochResponse.ProtoReflect.Descriptor instead.
 func (*GeoEpochResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{117}
+	return file_tidekv_proto_rawDescGZIP(), []int{120}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -8974,7 +9173,22 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x06ranges\x18\x05 \x01(\rR\x06ranges\"\x19\n" +
 	"\x17ClusterTimestampRequest\"K\n" +
 	"\x18ClusterTimestampResponse\x12/\n" +
-	"\ttimestamp\x18\x01 \x01(\v2\x11.tidekv.TimestampR\ttimestamp\"\x14\n" +
+	"\ttimestamp\x18\x01 \x01(\v2\x11.tidekv.TimestampR\ttimestamp\"\x8f\x01\n" +
+	"\x12ProtectedTimestamp\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
+	"\ttimestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\ttimestamp\x12\"\n" +
+	"\rexpires_at_ms\x18\x03 \x01(\x03R\vexpiresAtMs\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\"p\n" +
+	"\x17ProtectTimestampRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x18\n" +
+	"\arelease\x18\x03 \x01(\bR\arelease\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\"\x84\x01\n" +
+	"\x18ProtectTimestampResponse\x12:\n" +
+	"\n" +
+	"protection\x18\x01 \x01(\v2\x1a.tidekv.ProtectedTimestampR\n" +
+	"protection\x12,\n" +
+	"\x03all\x18\x02 \x03(\v2\x1a.tidekv.ProtectedTimestampR\x03all\"\x14\n" +
 	"\x12LocalStatusRequest\"\x9c\x01\n" +
 	"\x13LocalStatusResponse\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\x04node\x121\n" +
@@ -9402,13 +9616,14 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
 	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse\x12<\n" +
-	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\x94\f\n" +
+	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\xeb\f\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12@\n" +
 	"\tReadiness\x12\x18.tidekv.ReadinessRequest\x1a\x19.tidekv.ReadinessResponse\x12F\n" +
 	"\vLocalStatus\x12\x1a.tidekv.LocalStatusRequest\x1a\x1b.tidekv.LocalStatusResponse\x12U\n" +
-	"\x10ClusterTimestamp\x12\x1f.tidekv.ClusterTimestampRequest\x1a .tidekv.ClusterTimestampResponse\x124\n" +
+	"\x10ClusterTimestamp\x12\x1f.tidekv.ClusterTimestampRequest\x1a .tidekv.ClusterTimestampResponse\x12U\n" +
+	"\x10ProtectTimestamp\x12\x1f.tidekv.ProtectTimestampRequest\x1a .tidekv.ProtectTimestampResponse\x124\n" +
 	"\x05Split\x12\x14.tidekv.SplitRequest\x1a\x15.tidekv.SplitResponse\x12O\n" +
 	"\x0eChangeReplicas\x12\x1d.tidekv.ChangeReplicasRequest\x1a\x1e.tidekv.ChangeReplicasResponse\x12L\n" +
 	"\rTransferLease\x12\x1c.tidekv.TransferLeaseRequest\x1a\x1d.tidekv.TransferLeaseResponse\x121\n" +
@@ -9459,7 +9674,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 120)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 123)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -9507,90 +9722,93 @@ var file_tidekv_proto_goTypes = []any{
 	(*ReadinessResponse)(nil),        // 43: tidekv.ReadinessResponse
 	(*ClusterTimestampRequest)(nil),  // 44: tidekv.ClusterTimestampRequest
 	(*ClusterTimestampResponse)(nil), // 45: tidekv.ClusterTimestampResponse
-	(*LocalStatusRequest)(nil),       // 46: tidekv.LocalStatusRequest
-	(*LocalStatusResponse)(nil),      // 47: tidekv.LocalStatusResponse
-	(*SplitRequest)(nil),             // 48: tidekv.SplitRequest
-	(*SplitResponse)(nil),            // 49: tidekv.SplitResponse
-	(*ChangeReplicasRequest)(nil),    // 50: tidekv.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil),   // 51: tidekv.ChangeReplicasResponse
-	(*TransferLeaseRequest)(nil),     // 52: tidekv.TransferLeaseRequest
-	(*TransferLeaseResponse)(nil),    // 53: tidekv.TransferLeaseResponse
-	(*JoinRequest)(nil),              // 54: tidekv.JoinRequest
-	(*JoinResponse)(nil),             // 55: tidekv.JoinResponse
-	(*NodeHeartbeatRequest)(nil),     // 56: tidekv.NodeHeartbeatRequest
-	(*KeySpaceCounts)(nil),           // 57: tidekv.KeySpaceCounts
-	(*ReplicaReads)(nil),             // 58: tidekv.ReplicaReads
-	(*NodeHeartbeatResponse)(nil),    // 59: tidekv.NodeHeartbeatResponse
-	(*ReportRangeRequest)(nil),       // 60: tidekv.ReportRangeRequest
-	(*ReportRangeResponse)(nil),      // 61: tidekv.ReportRangeResponse
-	(*Event)(nil),                    // 62: tidekv.Event
-	(*EventsRequest)(nil),            // 63: tidekv.EventsRequest
-	(*EventsResponse)(nil),           // 64: tidekv.EventsResponse
-	(*ClosedTimestamp)(nil),          // 65: tidekv.ClosedTimestamp
-	(*ClosedTimestampsRequest)(nil),  // 66: tidekv.ClosedTimestampsRequest
-	(*ClosedTimestampsResponse)(nil), // 67: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 68: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 69: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 70: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 71: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 72: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 73: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 74: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 75: tidekv.Setting
-	(*SettingsRequest)(nil),          // 76: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 77: tidekv.SettingsResponse
-	(*KeySpace)(nil),                 // 78: tidekv.KeySpace
-	(*CreateKeySpaceRequest)(nil),    // 79: tidekv.CreateKeySpaceRequest
-	(*CreateKeySpaceResponse)(nil),   // 80: tidekv.CreateKeySpaceResponse
-	(*ListKeySpacesRequest)(nil),     // 81: tidekv.ListKeySpacesRequest
-	(*ListKeySpacesResponse)(nil),    // 82: tidekv.ListKeySpacesResponse
-	(*AutoscaleStatusRequest)(nil),   // 83: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 84: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 85: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 86: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 87: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 88: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 89: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 90: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 91: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 92: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 93: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 94: tidekv.WriteGuard
-	(*TxnMeta)(nil),                  // 95: tidekv.TxnMeta
-	(*TxnGetRequest)(nil),            // 96: tidekv.TxnGetRequest
-	(*TxnGetResponse)(nil),           // 97: tidekv.TxnGetResponse
-	(*TxnWriteRequest)(nil),          // 98: tidekv.TxnWriteRequest
-	(*TxnWriteResponse)(nil),         // 99: tidekv.TxnWriteResponse
-	(*TxnEndRequest)(nil),            // 100: tidekv.TxnEndRequest
-	(*TxnEndResponse)(nil),           // 101: tidekv.TxnEndResponse
-	(*TxnKey)(nil),                   // 102: tidekv.TxnKey
-	(*WriteIntentsRequest)(nil),      // 103: tidekv.WriteIntentsRequest
-	(*WriteIntentsResponse)(nil),     // 104: tidekv.WriteIntentsResponse
-	(*TxnRecordRequest)(nil),         // 105: tidekv.TxnRecordRequest
-	(*TxnRecordResponse)(nil),        // 106: tidekv.TxnRecordResponse
-	(*ResolveIntentsRequest)(nil),    // 107: tidekv.ResolveIntentsRequest
-	(*ResolveIntentsResponse)(nil),   // 108: tidekv.ResolveIntentsResponse
-	(*KeySpan)(nil),                  // 109: tidekv.KeySpan
-	(*RefreshRequest)(nil),           // 110: tidekv.RefreshRequest
-	(*RefreshResponse)(nil),          // 111: tidekv.RefreshResponse
-	(*TxnScanRequest)(nil),           // 112: tidekv.TxnScanRequest
-	(*TxnScanResponse)(nil),          // 113: tidekv.TxnScanResponse
-	(*TxnCompare)(nil),               // 114: tidekv.TxnCompare
-	(*TxnIfRequest)(nil),             // 115: tidekv.TxnIfRequest
-	(*TxnIfResponse)(nil),            // 116: tidekv.TxnIfResponse
-	(*OnePhaseCommitRequest)(nil),    // 117: tidekv.OnePhaseCommitRequest
-	(*OnePhaseCommitResponse)(nil),   // 118: tidekv.OnePhaseCommitResponse
-	(*GeoOp)(nil),                    // 119: tidekv.GeoOp
-	(*GeoCommitRequest)(nil),         // 120: tidekv.GeoCommitRequest
-	(*GeoCommitResponse)(nil),        // 121: tidekv.GeoCommitResponse
-	(*GeoRead)(nil),                  // 122: tidekv.GeoRead
-	(*GeoScanRequest)(nil),           // 123: tidekv.GeoScanRequest
-	(*GeoScanResponse)(nil),          // 124: tidekv.GeoScanResponse
-	(*GeoEpochRequest)(nil),          // 125: tidekv.GeoEpochRequest
-	(*GeoEpochResponse)(nil),         // 126: tidekv.GeoEpochResponse
-	nil,                              // 127: tidekv.RangeInfo.WritesByOriginEntry
-	nil,                              // 128: tidekv.ReportRangeRequest.WritesByOriginEntry
-	(*raftpb.Message)(nil),           // 129: raftpb.Message
+	(*ProtectedTimestamp)(nil),       // 46: tidekv.ProtectedTimestamp
+	(*ProtectTimestampRequest)(nil),  // 47: tidekv.ProtectTimestampRequest
+	(*ProtectTimestampResponse)(nil), // 48: tidekv.ProtectTimestampResponse
+	(*LocalStatusRequest)(nil),       // 49: tidekv.LocalStatusRequest
+	(*LocalStatusResponse)(nil),      // 50: tidekv.LocalStatusResponse
+	(*SplitRequest)(nil),             // 51: tidekv.SplitRequest
+	(*SplitResponse)(nil),            // 52: tidekv.SplitResponse
+	(*ChangeReplicasRequest)(nil),    // 53: tidekv.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 54: tidekv.ChangeReplicasResponse
+	(*TransferLeaseRequest)(nil),     // 55: tidekv.TransferLeaseRequest
+	(*TransferLeaseResponse)(nil),    // 56: tidekv.TransferLeaseResponse
+	(*JoinRequest)(nil),              // 57: tidekv.JoinRequest
+	(*JoinResponse)(nil),             // 58: tidekv.JoinResponse
+	(*NodeHeartbeatRequest)(nil),     // 59: tidekv.NodeHeartbeatRequest
+	(*KeySpaceCounts)(nil),           // 60: tidekv.KeySpaceCounts
+	(*ReplicaReads)(nil),             // 61: tidekv.ReplicaReads
+	(*NodeHeartbeatResponse)(nil),    // 62: tidekv.NodeHeartbeatResponse
+	(*ReportRangeRequest)(nil),       // 63: tidekv.ReportRangeRequest
+	(*ReportRangeResponse)(nil),      // 64: tidekv.ReportRangeResponse
+	(*Event)(nil),                    // 65: tidekv.Event
+	(*EventsRequest)(nil),            // 66: tidekv.EventsRequest
+	(*EventsResponse)(nil),           // 67: tidekv.EventsResponse
+	(*ClosedTimestamp)(nil),          // 68: tidekv.ClosedTimestamp
+	(*ClosedTimestampsRequest)(nil),  // 69: tidekv.ClosedTimestampsRequest
+	(*ClosedTimestampsResponse)(nil), // 70: tidekv.ClosedTimestampsResponse
+	(*NodeLoad)(nil),                 // 71: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 72: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 73: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 74: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 75: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 76: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 77: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 78: tidekv.Setting
+	(*SettingsRequest)(nil),          // 79: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 80: tidekv.SettingsResponse
+	(*KeySpace)(nil),                 // 81: tidekv.KeySpace
+	(*CreateKeySpaceRequest)(nil),    // 82: tidekv.CreateKeySpaceRequest
+	(*CreateKeySpaceResponse)(nil),   // 83: tidekv.CreateKeySpaceResponse
+	(*ListKeySpacesRequest)(nil),     // 84: tidekv.ListKeySpacesRequest
+	(*ListKeySpacesResponse)(nil),    // 85: tidekv.ListKeySpacesResponse
+	(*AutoscaleStatusRequest)(nil),   // 86: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 87: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 88: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 89: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 90: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 91: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 92: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 93: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 94: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 95: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 96: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 97: tidekv.WriteGuard
+	(*TxnMeta)(nil),                  // 98: tidekv.TxnMeta
+	(*TxnGetRequest)(nil),            // 99: tidekv.TxnGetRequest
+	(*TxnGetResponse)(nil),           // 100: tidekv.TxnGetResponse
+	(*TxnWriteRequest)(nil),          // 101: tidekv.TxnWriteRequest
+	(*TxnWriteResponse)(nil),         // 102: tidekv.TxnWriteResponse
+	(*TxnEndRequest)(nil),            // 103: tidekv.TxnEndRequest
+	(*TxnEndResponse)(nil),           // 104: tidekv.TxnEndResponse
+	(*TxnKey)(nil),                   // 105: tidekv.TxnKey
+	(*WriteIntentsRequest)(nil),      // 106: tidekv.WriteIntentsRequest
+	(*WriteIntentsResponse)(nil),     // 107: tidekv.WriteIntentsResponse
+	(*TxnRecordRequest)(nil),         // 108: tidekv.TxnRecordRequest
+	(*TxnRecordResponse)(nil),        // 109: tidekv.TxnRecordResponse
+	(*ResolveIntentsRequest)(nil),    // 110: tidekv.ResolveIntentsRequest
+	(*ResolveIntentsResponse)(nil),   // 111: tidekv.ResolveIntentsResponse
+	(*KeySpan)(nil),                  // 112: tidekv.KeySpan
+	(*RefreshRequest)(nil),           // 113: tidekv.RefreshRequest
+	(*RefreshResponse)(nil),          // 114: tidekv.RefreshResponse
+	(*TxnScanRequest)(nil),           // 115: tidekv.TxnScanRequest
+	(*TxnScanResponse)(nil),          // 116: tidekv.TxnScanResponse
+	(*TxnCompare)(nil),               // 117: tidekv.TxnCompare
+	(*TxnIfRequest)(nil),             // 118: tidekv.TxnIfRequest
+	(*TxnIfResponse)(nil),            // 119: tidekv.TxnIfResponse
+	(*OnePhaseCommitRequest)(nil),    // 120: tidekv.OnePhaseCommitRequest
+	(*OnePhaseCommitResponse)(nil),   // 121: tidekv.OnePhaseCommitResponse
+	(*GeoOp)(nil),                    // 122: tidekv.GeoOp
+	(*GeoCommitRequest)(nil),         // 123: tidekv.GeoCommitRequest
+	(*GeoCommitResponse)(nil),        // 124: tidekv.GeoCommitResponse
+	(*GeoRead)(nil),                  // 125: tidekv.GeoRead
+	(*GeoScanRequest)(nil),           // 126: tidekv.GeoScanRequest
+	(*GeoScanResponse)(nil),          // 127: tidekv.GeoScanResponse
+	(*GeoEpochRequest)(nil),          // 128: tidekv.GeoEpochRequest
+	(*GeoEpochResponse)(nil),         // 129: tidekv.GeoEpochResponse
+	nil,                              // 130: tidekv.RangeInfo.WritesByOriginEntry
+	nil,                              // 131: tidekv.ReportRangeRequest.WritesByOriginEntry
+	(*raftpb.Message)(nil),           // 132: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -9614,7 +9832,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	13,  // 18: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
 	6,   // 19: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
 	25,  // 20: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	94,  // 21: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	97,  // 21: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,   // 22: tidekv.KVRequest.priority:type_name -> tidekv.Priority
 	15,  // 23: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
 	17,  // 24: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
@@ -9636,7 +9854,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	31,  // 40: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
 	13,  // 41: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
 	10,  // 42: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	127, // 43: tidekv.RangeInfo.writes_by_origin:type_name -> tidekv.RangeInfo.WritesByOriginEntry
+	130, // 43: tidekv.RangeInfo.writes_by_origin:type_name -> tidekv.RangeInfo.WritesByOriginEntry
 	34,  // 44: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
 	11,  // 45: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
 	0,   // 46: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
@@ -9644,172 +9862,177 @@ var file_tidekv_proto_depIdxs = []int32{
 	38,  // 48: tidekv.StatusResponse.nodes:type_name -> tidekv.NodeStatus
 	39,  // 49: tidekv.StatusResponse.imbalance:type_name -> tidekv.Imbalance
 	13,  // 50: tidekv.ClusterTimestampResponse.timestamp:type_name -> tidekv.Timestamp
-	11,  // 51: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
-	37,  // 52: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
-	10,  // 53: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
-	10,  // 54: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
-	10,  // 55: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
-	11,  // 56: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
-	11,  // 57: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
-	58,  // 58: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
-	57,  // 59: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
-	11,  // 60: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
-	10,  // 61: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	128, // 62: tidekv.ReportRangeRequest.writes_by_origin:type_name -> tidekv.ReportRangeRequest.WritesByOriginEntry
-	62,  // 63: tidekv.EventsResponse.events:type_name -> tidekv.Event
-	13,  // 64: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
-	65,  // 65: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	68,  // 66: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
-	13,  // 67: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	68,  // 68: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	13,  // 69: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	10,  // 70: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	10,  // 71: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	75,  // 72: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	75,  // 73: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	78,  // 74: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	78,  // 75: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	78,  // 76: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	68,  // 77: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	129, // 78: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	13,  // 79: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	89,  // 80: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	89,  // 81: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	13,  // 82: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
-	95,  // 83: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
-	13,  // 84: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
-	13,  // 85: tidekv.TxnGetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	95,  // 86: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
-	25,  // 87: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
-	95,  // 88: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
-	25,  // 89: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
-	13,  // 90: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	102, // 91: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
-	13,  // 92: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
-	25,  // 93: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
-	13,  // 94: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	102, // 95: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
-	4,   // 96: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
-	13,  // 97: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	5,   // 98: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
-	13,  // 99: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	102, // 100: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
-	13,  // 101: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	13,  // 102: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
-	13,  // 103: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	109, // 104: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
-	95,  // 105: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
-	14,  // 106: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
-	13,  // 107: tidekv.TxnScanResponse.read_timestamp:type_name -> tidekv.Timestamp
-	7,   // 108: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
-	114, // 109: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
-	25,  // 110: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
-	25,  // 111: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
-	97,  // 112: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
-	13,  // 113: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	13,  // 114: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
-	25,  // 115: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
-	109, // 116: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
-	13,  // 117: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
-	8,   // 118: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
-	119, // 119: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
-	122, // 120: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
-	122, // 121: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
-	15,  // 122: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	17,  // 123: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	19,  // 124: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	21,  // 125: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	23,  // 126: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	26,  // 127: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	28,  // 128: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	32,  // 129: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	35,  // 130: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	40,  // 131: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	42,  // 132: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	46,  // 133: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	44,  // 134: tidekv.Admin.ClusterTimestamp:input_type -> tidekv.ClusterTimestampRequest
-	48,  // 135: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	50,  // 136: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	52,  // 137: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	54,  // 138: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	56,  // 139: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	60,  // 140: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	87,  // 141: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	63,  // 142: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	66,  // 143: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	85,  // 144: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	73,  // 145: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	76,  // 146: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	79,  // 147: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	81,  // 148: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	83,  // 149: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	69,  // 150: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	71,  // 151: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	90,  // 152: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	91,  // 153: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	96,  // 154: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	112, // 155: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
-	98,  // 156: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	100, // 157: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	115, // 158: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	103, // 159: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	117, // 160: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	105, // 161: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	107, // 162: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	110, // 163: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	120, // 164: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
-	123, // 165: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
-	125, // 166: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
-	16,  // 167: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	18,  // 168: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	20,  // 169: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	22,  // 170: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	24,  // 171: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	27,  // 172: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	29,  // 173: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	33,  // 174: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	36,  // 175: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	41,  // 176: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	43,  // 177: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	47,  // 178: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	45,  // 179: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
-	49,  // 180: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	51,  // 181: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	53,  // 182: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	55,  // 183: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	59,  // 184: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	61,  // 185: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	88,  // 186: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	64,  // 187: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	67,  // 188: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	86,  // 189: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	74,  // 190: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	77,  // 191: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	80,  // 192: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	82,  // 193: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	84,  // 194: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	70,  // 195: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	72,  // 196: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	93,  // 197: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	92,  // 198: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	97,  // 199: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	113, // 200: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
-	99,  // 201: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	101, // 202: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	116, // 203: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	104, // 204: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	118, // 205: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	106, // 206: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	108, // 207: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	111, // 208: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	121, // 209: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
-	124, // 210: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
-	126, // 211: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
-	167, // [167:212] is the sub-list for method output_type
-	122, // [122:167] is the sub-list for method input_type
-	122, // [122:122] is the sub-list for extension type_name
-	122, // [122:122] is the sub-list for extension extendee
-	0,   // [0:122] is the sub-list for field type_name
+	13,  // 51: tidekv.ProtectedTimestamp.timestamp:type_name -> tidekv.Timestamp
+	46,  // 52: tidekv.ProtectTimestampResponse.protection:type_name -> tidekv.ProtectedTimestamp
+	46,  // 53: tidekv.ProtectTimestampResponse.all:type_name -> tidekv.ProtectedTimestamp
+	11,  // 54: tidekv.LocalStatusResponse.node:type_name -> tidekv.NodeDescriptor
+	37,  // 55: tidekv.LocalStatusResponse.replicas:type_name -> tidekv.ReplicaStatus
+	10,  // 56: tidekv.SplitResponse.left:type_name -> tidekv.RangeDescriptor
+	10,  // 57: tidekv.SplitResponse.right:type_name -> tidekv.RangeDescriptor
+	10,  // 58: tidekv.ChangeReplicasResponse.desc:type_name -> tidekv.RangeDescriptor
+	11,  // 59: tidekv.JoinResponse.nodes:type_name -> tidekv.NodeDescriptor
+	11,  // 60: tidekv.NodeHeartbeatRequest.node:type_name -> tidekv.NodeDescriptor
+	61,  // 61: tidekv.NodeHeartbeatRequest.replica_reads:type_name -> tidekv.ReplicaReads
+	60,  // 62: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
+	11,  // 63: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
+	10,  // 64: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
+	131, // 65: tidekv.ReportRangeRequest.writes_by_origin:type_name -> tidekv.ReportRangeRequest.WritesByOriginEntry
+	65,  // 66: tidekv.EventsResponse.events:type_name -> tidekv.Event
+	13,  // 67: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
+	68,  // 68: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
+	71,  // 69: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	13,  // 70: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
+	71,  // 71: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	13,  // 72: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	10,  // 73: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	10,  // 74: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	78,  // 75: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	78,  // 76: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	81,  // 77: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	81,  // 78: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	81,  // 79: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	71,  // 80: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	132, // 81: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	13,  // 82: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	92,  // 83: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	92,  // 84: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	13,  // 85: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
+	98,  // 86: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
+	13,  // 87: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	13,  // 88: tidekv.TxnGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	98,  // 89: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 90: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
+	98,  // 91: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 92: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 93: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	105, // 94: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 95: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	25,  // 96: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 97: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	105, // 98: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	4,   // 99: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
+	13,  // 100: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	5,   // 101: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
+	13,  // 102: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	105, // 103: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 104: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 105: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	13,  // 106: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	112, // 107: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
+	98,  // 108: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
+	14,  // 109: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
+	13,  // 110: tidekv.TxnScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	7,   // 111: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
+	117, // 112: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	25,  // 113: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
+	25,  // 114: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
+	100, // 115: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	13,  // 116: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 117: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	25,  // 118: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	112, // 119: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
+	13,  // 120: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	8,   // 121: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
+	122, // 122: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
+	125, // 123: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
+	125, // 124: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
+	15,  // 125: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	17,  // 126: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	19,  // 127: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	21,  // 128: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	23,  // 129: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	26,  // 130: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	28,  // 131: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	32,  // 132: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	35,  // 133: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	40,  // 134: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	42,  // 135: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	49,  // 136: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	44,  // 137: tidekv.Admin.ClusterTimestamp:input_type -> tidekv.ClusterTimestampRequest
+	47,  // 138: tidekv.Admin.ProtectTimestamp:input_type -> tidekv.ProtectTimestampRequest
+	51,  // 139: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	53,  // 140: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	55,  // 141: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	57,  // 142: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	59,  // 143: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	63,  // 144: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	90,  // 145: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	66,  // 146: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	69,  // 147: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	88,  // 148: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	76,  // 149: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	79,  // 150: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	82,  // 151: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	84,  // 152: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	86,  // 153: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	72,  // 154: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	74,  // 155: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	93,  // 156: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	94,  // 157: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	99,  // 158: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	115, // 159: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	101, // 160: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	103, // 161: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	118, // 162: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	106, // 163: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	120, // 164: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	108, // 165: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	110, // 166: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	113, // 167: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	123, // 168: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
+	126, // 169: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
+	128, // 170: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
+	16,  // 171: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	18,  // 172: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	20,  // 173: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	22,  // 174: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	24,  // 175: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	27,  // 176: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	29,  // 177: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	33,  // 178: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	36,  // 179: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	41,  // 180: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	43,  // 181: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	50,  // 182: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	45,  // 183: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
+	48,  // 184: tidekv.Admin.ProtectTimestamp:output_type -> tidekv.ProtectTimestampResponse
+	52,  // 185: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	54,  // 186: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	56,  // 187: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	58,  // 188: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	62,  // 189: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	64,  // 190: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	91,  // 191: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	67,  // 192: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	70,  // 193: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	89,  // 194: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	77,  // 195: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	80,  // 196: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	83,  // 197: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	85,  // 198: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	87,  // 199: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	73,  // 200: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	75,  // 201: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	96,  // 202: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	95,  // 203: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	100, // 204: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	116, // 205: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	102, // 206: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	104, // 207: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	119, // 208: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	107, // 209: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	121, // 210: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	109, // 211: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	111, // 212: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	114, // 213: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	124, // 214: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
+	127, // 215: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
+	129, // 216: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
+	171, // [171:217] is the sub-list for method output_type
+	125, // [125:171] is the sub-list for method input_type
+	125, // [125:125] is the sub-list for extension type_name
+	125, // [125:125] is the sub-list for extension extendee
+	0,   // [0:125] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -9841,7 +10064,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   120,
+			NumMessages:   123,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

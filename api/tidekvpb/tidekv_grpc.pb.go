@@ -401,6 +401,7 @@ const (
 	Admin_Readiness_FullMethodName            = "/tidekv.Admin/Readiness"
 	Admin_LocalStatus_FullMethodName          = "/tidekv.Admin/LocalStatus"
 	Admin_ClusterTimestamp_FullMethodName     = "/tidekv.Admin/ClusterTimestamp"
+	Admin_ProtectTimestamp_FullMethodName     = "/tidekv.Admin/ProtectTimestamp"
 	Admin_Split_FullMethodName                = "/tidekv.Admin/Split"
 	Admin_ChangeReplicas_FullMethodName       = "/tidekv.Admin/ChangeReplicas"
 	Admin_TransferLease_FullMethodName        = "/tidekv.Admin/TransferLease"
@@ -429,6 +430,7 @@ type AdminClient interface {
 	Readiness(ctx context.Context, in *ReadinessRequest, opts ...grpc.CallOption) (*ReadinessResponse, error)
 	LocalStatus(ctx context.Context, in *LocalStatusRequest, opts ...grpc.CallOption) (*LocalStatusResponse, error)
 	ClusterTimestamp(ctx context.Context, in *ClusterTimestampRequest, opts ...grpc.CallOption) (*ClusterTimestampResponse, error)
+	ProtectTimestamp(ctx context.Context, in *ProtectTimestampRequest, opts ...grpc.CallOption) (*ProtectTimestampResponse, error)
 	Split(ctx context.Context, in *SplitRequest, opts ...grpc.CallOption) (*SplitResponse, error)
 	ChangeReplicas(ctx context.Context, in *ChangeReplicasRequest, opts ...grpc.CallOption) (*ChangeReplicasResponse, error)
 	TransferLease(ctx context.Context, in *TransferLeaseRequest, opts ...grpc.CallOption) (*TransferLeaseResponse, error)
@@ -506,6 +508,16 @@ func (c *adminClient) ClusterTimestamp(ctx context.Context, in *ClusterTimestamp
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ClusterTimestampResponse)
 	err := c.cc.Invoke(ctx, Admin_ClusterTimestamp_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ProtectTimestamp(ctx context.Context, in *ProtectTimestampRequest, opts ...grpc.CallOption) (*ProtectTimestampResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProtectTimestampResponse)
+	err := c.cc.Invoke(ctx, Admin_ProtectTimestamp_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -691,6 +703,7 @@ type AdminServer interface {
 	Readiness(context.Context, *ReadinessRequest) (*ReadinessResponse, error)
 	LocalStatus(context.Context, *LocalStatusRequest) (*LocalStatusResponse, error)
 	ClusterTimestamp(context.Context, *ClusterTimestampRequest) (*ClusterTimestampResponse, error)
+	ProtectTimestamp(context.Context, *ProtectTimestampRequest) (*ProtectTimestampResponse, error)
 	Split(context.Context, *SplitRequest) (*SplitResponse, error)
 	ChangeReplicas(context.Context, *ChangeReplicasRequest) (*ChangeReplicasResponse, error)
 	TransferLease(context.Context, *TransferLeaseRequest) (*TransferLeaseResponse, error)
@@ -738,6 +751,9 @@ func (UnimplementedAdminServer) LocalStatus(context.Context, *LocalStatusRequest
 }
 func (UnimplementedAdminServer) ClusterTimestamp(context.Context, *ClusterTimestampRequest) (*ClusterTimestampResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClusterTimestamp not implemented")
+}
+func (UnimplementedAdminServer) ProtectTimestamp(context.Context, *ProtectTimestampRequest) (*ProtectTimestampResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ProtectTimestamp not implemented")
 }
 func (UnimplementedAdminServer) Split(context.Context, *SplitRequest) (*SplitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Split not implemented")
@@ -897,6 +913,24 @@ func _Admin_ClusterTimestamp_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).ClusterTimestamp(ctx, req.(*ClusterTimestampRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ProtectTimestamp_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProtectTimestampRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ProtectTimestamp(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ProtectTimestamp_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ProtectTimestamp(ctx, req.(*ProtectTimestampRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1233,6 +1267,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClusterTimestamp",
 			Handler:    _Admin_ClusterTimestamp_Handler,
+		},
+		{
+			MethodName: "ProtectTimestamp",
+			Handler:    _Admin_ProtectTimestamp_Handler,
 		},
 		{
 			MethodName: "Split",

@@ -12,9 +12,11 @@ import (
 
 // Source is the cluster a backup reads.
 type Source interface {
-	// Now is the timestamp the backup reads at: at or above every write
-	// acknowledged before it was asked for.
-	Now(ctx context.Context) (hlc.Timestamp, error)
+	// Hold takes the timestamp ts the backup reads at, at or above every
+	// write acknowledged before it was asked for, and keeps what a read at
+	// ts sees from GC until release is called. held is ctx, cancelled
+	// (with the cause) if the hold is lost before release.
+	Hold(ctx context.Context) (ts hlc.Timestamp, held context.Context, release func(), err error)
 	// ClusterID is the cluster's ID (0: unknown).
 	ClusterID(ctx context.Context) (uint64, error)
 	// KeySpaces are the named key spaces (not the default one).
@@ -77,10 +79,11 @@ func Backup(ctx context.Context, src Source, dir string, opts Options) (*Manifes
 	if err != nil {
 		return nil, err
 	}
-	ts, err := src.Now(ctx)
+	ts, held, release, err := src.Hold(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	m := &Manifest{FormatVersion: FormatVersion, ClusterID: id, Timestamp: ts.String(), KeySpaces: []KeySpace{}, Files: []File{}}
 	b := &writer{dir: dir, m: m, opts: opts}
 	names := []string{""}
@@ -89,8 +92,11 @@ func Backup(ctx context.Context, src Source, dir string, opts Options) (*Manifes
 		names = append(names, s.Name)
 	}
 	for _, ks := range names {
-		if err := b.keySpace(ctx, src, ks, ts); err != nil {
+		if err := b.keySpace(held, src, ks, ts); err != nil {
 			b.abort()
+			if cause := context.Cause(held); cause != nil && ctx.Err() == nil {
+				err = cause
+			}
 			return nil, err
 		}
 	}

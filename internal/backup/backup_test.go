@@ -51,8 +51,10 @@ func (m *memCluster) putExpiring(ks, k, v string, expireAt int64) {
 	m.data[ks][k] = append(m.data[ks][k], version{m.tick(), []byte(v), expireAt})
 }
 
-func (m *memCluster) Now(context.Context) (hlc.Timestamp, error) { return m.tick(), nil }
-func (m *memCluster) ClusterID(context.Context) (uint64, error)  { return 7, nil }
+func (m *memCluster) Hold(ctx context.Context) (hlc.Timestamp, context.Context, func(), error) {
+	return m.tick(), ctx, func() {}, nil
+}
+func (m *memCluster) ClusterID(context.Context) (uint64, error) { return 7, nil }
 func (m *memCluster) KeySpaces(context.Context) ([]ksconfig.Settings, error) {
 	return slices.Clone(m.named), nil
 }

@@ -15,13 +15,24 @@ import (
 )
 
 // ClientSource is a Source over a cluster's client.
-type ClientSource struct{ views }
+type ClientSource struct {
+	views
+	// Lease is how long its protected timestamp outlives the last renewal
+	// (default DefaultProtectLease): how long an abandoned backup pins GC.
+	Lease time.Duration
+	// Owner names the backup in its protected timestamp.
+	Owner string
+}
+
+// DefaultProtectLease is ClientSource.Lease's default. A backup renews its
+// protection every quarter of it.
+const DefaultProtectLease = 2 * time.Minute
 
 // ClientSink is a Sink over a cluster's client.
 type ClientSink struct{ views }
 
 // NewClientSource reads the cluster c reaches.
-func NewClientSource(c *client.Client) *ClientSource { return &ClientSource{views{C: c}} }
+func NewClientSource(c *client.Client) *ClientSource { return &ClientSource{views: views{C: c}} }
 
 // NewClientSink writes to the cluster c reaches.
 func NewClientSink(c *client.Client) *ClientSink { return &ClientSink{views{C: c}} }
@@ -51,10 +62,52 @@ func (v *views) view(ctx context.Context, ks string) (*client.KeySpace, error) {
 	return k, nil
 }
 
-// Now is a timestamp from the cluster's clock (Client.ClusterNow), not
-// the client's: every write acknowledged before it was asked for is at or
-// below it.
-func (s *ClientSource) Now(ctx context.Context) (hlc.Timestamp, error) { return s.C.ClusterNow(ctx) }
+// Hold creates a protected timestamp (Client.ProtectTimestamp): its
+// timestamp comes from the cluster's clock, not the client's, so every
+// write acknowledged before it was asked for is at or below it. It renews
+// the protection every quarter of the lease; if no renewal succeeds for a
+// whole lease (GC may then have passed it), held is cancelled. release
+// stops the renewals and removes the protection.
+func (s *ClientSource) Hold(ctx context.Context) (hlc.Timestamp, context.Context, func(), error) {
+	lease := cmp.Or(s.Lease, DefaultProtectLease)
+	p, err := s.C.ProtectTimestamp(ctx, lease, cmp.Or(s.Owner, "backup"))
+	if err != nil {
+		return hlc.Timestamp{}, nil, nil, fmt.Errorf("backup: protecting its timestamp from GC: %w", err)
+	}
+	held, lose := context.WithCancelCause(ctx)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(lease / 4)
+		defer t.Stop()
+		renewed := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-held.Done():
+				return
+			case <-t.C:
+			}
+			err := s.C.RenewProtection(held, p.GetId(), lease)
+			if err == nil {
+				renewed = time.Now()
+			} else if time.Since(renewed) >= lease {
+				lose(fmt.Errorf("backup failed: its protected timestamp %d (at %s) was not renewed for %s, so GC may pass it: %w", p.GetId(), p.GetTimestamp().HLC(), lease, err))
+				return
+			}
+		}
+	}()
+	release := func() {
+		close(done)
+		<-stopped
+		lose(nil)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = s.C.ReleaseProtection(rctx, p.GetId()) // else it expires with its lease
+	}
+	return p.GetTimestamp().HLC(), held, release, nil
+}
 
 // ClusterID asks a node for the cluster's ID.
 func (s *ClientSource) ClusterID(ctx context.Context) (uint64, error) {

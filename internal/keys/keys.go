@@ -225,7 +225,18 @@ var (
 	// MetaControllerStateKey holds the elasticity controller's state
 	// (control.State, docs/design.md).
 	MetaControllerStateKey = []byte("controller-state")
+	// MetaNextProtectedKey is the next protected timestamp's id.
+	MetaNextProtectedKey = []byte("counter/protected")
+	metaProtectedPrefix  = []byte("protected/")
 )
+
+// MetaProtectedKey is where the meta range stores protected timestamp id.
+func MetaProtectedKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), metaProtectedPrefix...), id)
+}
+
+// MetaProtectedSpan covers all protected timestamps.
+func MetaProtectedSpan() (lo, hi []byte) { return prefixSpan(metaProtectedPrefix) }
 
 // MetaKeySpaceKey is where the meta range stores key space id's record.
 func MetaKeySpaceKey(id uint32) []byte {

@@ -75,8 +75,14 @@ const (
 	// entry, and its copy of the meta range would lack the state the
 	// others hold.
 	LogVersionControllerState uint32 = 10
+	// LogVersionProtectedTS: the meta range applies MetaCommand
+	// protect_timestamp and release_protected_timestamp (timestamps MVCC
+	// GC keeps readable while a backup reads at them). A binary at 10
+	// would refuse the entry, and its copy of the meta range would lack
+	// the protection the others hold.
+	LogVersionProtectedTS uint32 = 11
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionControllerState
+	LatestLogVersion = LogVersionProtectedTS
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

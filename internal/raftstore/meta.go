@@ -57,6 +57,10 @@ func (r *Replica) applyMetaLocked(ab *applyBatch, mc *tidekvpb.MetaCommand) (app
 		return applyCreateKeySpace(ab, mc.GetCreateKeyspace())
 	case mc.GetPutControllerState() != nil:
 		return applyResult{}, ab.set(mk(keys.MetaControllerStateKey), mc.GetPutControllerState())
+	case mc.GetProtectTimestamp() != nil:
+		return applyProtect(ab, mc.GetProtectTimestamp())
+	case mc.GetReleaseProtectedTimestamp() != 0:
+		return applyResult{}, ab.del(mk(keys.MetaProtectedKey(mc.GetReleaseProtectedTimestamp())))
 	case mc.GetAllocRangeId():
 		id, err := nextCounter(ab, mk(keys.MetaNextRangeKey))
 		return applyResult{metaID: id}, err
@@ -93,6 +97,33 @@ func applyCreateKeySpace(ab *applyBatch, rec *tidekvpb.KeySpaceRecord) (applyRes
 	stored.Id = uint32(id)
 	b, _ := proto.Marshal(stored)
 	return applyResult{metaID: id}, ab.set(keys.DataKey(keys.MetaRangeID, keys.MetaKeySpaceKey(stored.Id)), b)
+}
+
+// applyProtect stores a new protected timestamp under the next id, or
+// sets an existing one's expiry. A renewal of one already released (or
+// purged once expired) stores nothing (result 0): GC may have passed its
+// timestamp since.
+func applyProtect(ab *applyBatch, p *tidekvpb.ProtectedTimestamp) (applyResult, error) {
+	stored := proto.Clone(p).(*tidekvpb.ProtectedTimestamp)
+	if p.GetId() == 0 {
+		id, err := nextCounter(ab, keys.DataKey(keys.MetaRangeID, keys.MetaNextProtectedKey))
+		if err != nil {
+			return applyResult{}, err
+		}
+		stored.Id = id
+	} else {
+		b, ok, err := ab.get(keys.DataKey(keys.MetaRangeID, keys.MetaProtectedKey(p.GetId())))
+		if err != nil || !ok {
+			return applyResult{}, err
+		}
+		old := &tidekvpb.ProtectedTimestamp{}
+		if err := proto.Unmarshal(b, old); err != nil {
+			return applyResult{}, err
+		}
+		stored.Timestamp, stored.Owner = old.GetTimestamp(), old.GetOwner()
+	}
+	b, _ := proto.Marshal(stored)
+	return applyResult{metaID: stored.Id}, ab.set(keys.DataKey(keys.MetaRangeID, keys.MetaProtectedKey(stored.Id)), b)
 }
 
 func nextCounter(ab *applyBatch, key []byte) (uint64, error) {
@@ -216,6 +247,13 @@ func ReadMetaKeySpaces(rd storage.Reader) ([]*tidekvpb.KeySpaceRecord, error) {
 func ReadMetaSettings(rd storage.Reader) ([]*tidekvpb.Setting, error) {
 	lo, hi := keys.MetaSettingSpan()
 	return readMetaRecords[tidekvpb.Setting](rd, lo, hi)
+}
+
+// ReadMetaProtected returns the protected timestamps stored in the meta
+// range.
+func ReadMetaProtected(rd storage.Reader) ([]*tidekvpb.ProtectedTimestamp, error) {
+	lo, hi := keys.MetaProtectedSpan()
+	return readMetaRecords[tidekvpb.ProtectedTimestamp](rd, lo, hi)
 }
 
 // ReadMetaLogVersion returns the cluster's log version stored in the meta

@@ -53,6 +53,9 @@ var methodRoles = map[string]Role{
 	"/tidekv.Admin/LocalStatus": RoleRead,
 	// The cut of a backup, which needs no more than reading.
 	"/tidekv.Admin/ClusterTimestamp": RoleRead,
+	// A backup's hold on GC at its cut: a reader may back up, and a
+	// grant lasts at most a day unless renewed (docs/backup.md).
+	"/tidekv.Admin/ProtectTimestamp": RoleRead,
 	"/tidekv.Admin/Events":           RoleRead,
 	"/tidekv.Admin/NodeLoads":        RoleRead,
 	"/tidekv.Admin/AutoscaleStatus":  RoleRead,

@@ -45,6 +45,7 @@ func TestRequiredRoles(t *testing.T) {
 		"/tidekv.Txn/End":                RoleWrite,
 		"/tidekv.Txn/Get":                RoleRead,
 		"/tidekv.Admin/ClusterTimestamp": RoleRead,
+		"/tidekv.Admin/ProtectTimestamp": RoleRead,
 	} {
 		if got := RequiredRole(method); got != want {
 			t.Errorf("%s needs %s, want %s", method, got, want)

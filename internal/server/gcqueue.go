@@ -5,7 +5,6 @@ import (
 	"log"
 	"time"
 
-	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/queue"
@@ -44,6 +43,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 	cfg := s.cfg.GC
 	cfg.TTL = s.gcTTL()
 	led, now := map[uint64]bool{}, s.store.Now()
+	var prot gcProtections
 	for _, r := range s.store.Replicas() {
 		if ctx.Err() != nil {
 			return
@@ -54,7 +54,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		led[r.RangeID()] = true
 		p := s.gcPolicyOf(r.Desc().GetStartKey(), cfg)
 		if s.queues.gc.Due(r.RangeID(), now, p.Every, cfg.Tick()) {
-			s.gcRange(ctx, r, cfg, p, now)
+			s.gcRange(ctx, r, cfg, p, now, &prot)
 			s.sweepIntents(ctx, r)
 		}
 	}
@@ -64,7 +64,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 // gcRange looks at one range that is due and collects it if worth it.
 // Every way out records the look, so the range is next due a policy
 // interval from now.
-func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg queue.GCConfig, p queue.GCPolicy, now time.Time) {
+func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg queue.GCConfig, p queue.GCPolicy, now time.Time, prot *gcProtections) {
 	q := &s.queues.gc
 	id, written := r.RangeID(), r.WrittenBytes()
 	cfg.TTL, cfg.MinGarbageBytes = p.TTL, p.MinGarbage
@@ -80,7 +80,15 @@ func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg queue.GC
 	if reason == "" {
 		return
 	}
-	safePoint := hlc.Timestamp{WallTime: s.store.HLC().Now().WallTime - cfg.TTL.Nanoseconds()}
+	if err := s.gcProtections(ctx, prot); err != nil {
+		log.Printf("range %d: GC: reading the protected timestamps: %v", id, err)
+		q.Failed(id, now)
+		return
+	}
+	safePoint, held := gcSafePoint(prot.readAt, cfg.TTL, s.store.HLC().MaxOffset(), prot.all)
+	if held != "" {
+		reason += "; held at " + held
+	}
 	res, err := r.GC(ctx, safePoint)
 	if err != nil {
 		log.Printf("range %d: GC at %s: %v", id, safePoint, err)
