@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/nemesis"
 	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
@@ -88,5 +89,48 @@ func txnBreak(t *testing.T, mode string, seed int, args ...string) {
 	}
 	if err != nil {
 		t.Fatalf("tidekv bench chaos exited with %v although the break was caught\n%s", err, stderr)
+	}
+}
+
+// TestBenchChaosTxnLayout runs the transactional workload while the
+// workload's ranges are split, merged (the right neighbour's voters moved
+// beside the left's first) and their leases transferred through the admin
+// API, with a node's disk slowed between them; each kind must have been
+// made at least once, as the range directory shows it afterwards (the
+// report counts only those), and the history must show no anomaly. The
+// seed is the first whose plan has two of each operation; each gets
+// the 3 s of a fault (a merge may first move a voter).
+func TestBenchChaosTxnLayout(t *testing.T) {
+	c := nemesis.DefaultConfig()
+	c.Duration, c.Interval, c.Down = 24*time.Second, 4*time.Second, 3*time.Second
+	c.Kinds = []nemesis.Kind{nemesis.RangeSplit, nemesis.Merge, nemesis.LeaseTransfer, nemesis.SlowDisk}
+	seed := uint64(1)
+	for ; ; seed++ {
+		n := map[nemesis.Kind]int{}
+		for _, s := range nemesis.Plan(seed, c) {
+			n[s.Kind]++
+		}
+		if n[nemesis.RangeSplit] >= 2 && n[nemesis.Merge] >= 2 && n[nemesis.LeaseTransfer] >= 2 {
+			break
+		}
+	}
+	reports, stderr, err := benchChaos(t, 3*time.Minute, 1,
+		"--workload", "txn", "--seed", fmt.Sprint(seed), "--duration", c.Duration.String(), "--interval", c.Interval.String(),
+		"--down", c.Down.String(), "--faults", "range-split,merge,lease-transfer,slow-disk")
+	r := reports[0]
+	t.Logf("seed %d: %s", r.Seed, r.Verdict)
+	if !r.Passed() || r.Anomalies != 0 {
+		t.Fatalf("schedule failed: %s\n%s", r.Verdict, stderr)
+	}
+	for name, c := range map[string]nemesis.LayoutCounts{"range split": r.RangeSplits, "merge": r.Merges, "lease transfer": r.LeaseTransfers} {
+		if c.Made == 0 {
+			t.Errorf("%d %ss asked, none made: %s", c.Asked, name, r.Verdict)
+		}
+	}
+	if r.SlowDisks == 0 || r.Committed < 100 {
+		t.Errorf("%d slow disks and %d committed transactions prove too little", r.SlowDisks, r.Committed)
+	}
+	if err != nil && !t.Failed() {
+		t.Fatalf("tidekv bench chaos exited with %v although the schedule passed\n%s", err, stderr)
 	}
 }

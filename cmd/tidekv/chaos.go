@@ -39,7 +39,11 @@ cluster cut in two, both ways: it and possibly one more node, at most half,
 against the rest; then healed), and two operations that run while a fault
 is on: move (its replica of a range moved to a node without one, with
 ChangeReplicas, given up after --down) and churn (it is decommissioned, then recommissioned --down
-later). A step that draws an operation also gets a fault, drawn from the
+later); and three that change the range layout of the workload's keys:
+range-split (a range split at one of the keys, or just after one, that
+starts no range), merge (a range joined with its right neighbour of the same
+replicas) and lease-transfer (a range's lease moved to it), each counted
+made only once the range directory shows it. A step that draws an operation also gets a fault, drawn from the
 faults among --faults, and the operation starts halfway through it.
 Partitions, skews, slow disks, bridges and splits go through each node's
 fault-injection endpoint (--enable-fault-injection).
@@ -78,7 +82,7 @@ anomaly_kinds.`,
 	f.DurationVar(&c.Faults.Duration, "duration", c.Faults.Duration, "how long faults are injected per schedule")
 	f.DurationVar(&c.Faults.Interval, "interval", c.Faults.Interval, "time between fault starts")
 	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a fault lasts (a node stays killed, paused, partitioned off, skewed or slowed), a move may take, or a churned node stays decommissioned")
-	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk, disk-fail, replace, bridge, split, move, churn; one listed twice is twice as likely)")
+	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk, disk-fail, replace, bridge, split, move, churn, range-split, merge, lease-transfer; one listed twice is twice as likely)")
 	f.DurationVar(&c.Faults.DiskDelay, "disk-delay", c.Faults.DiskDelay, "how long each sync of a slowed disk waits")
 	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (a step of the node's wall clock: leases run on the monotonic clock); the default, half the nodes' --max-offset, never trips the offset monitor, and beyond 0.8 × --max-offset a skewed node gives up its leases")
 	f.IntVar(&c.Faults.Nodes, "nodes", c.Faults.Nodes, "cluster size")
@@ -101,7 +105,7 @@ anomaly_kinds.`,
 
 func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tFAILED DISKS (STOPPED)\tREPLACED\tBRIDGES\tSPLITS\tMOVES (MADE)\tCHURNS\tOPS\tOK\tCHECK\tCONVERGED\tRESULT")
+	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tFAILED DISKS (STOPPED)\tREPLACED\tBRIDGES\tSPLITS\tMOVES (MADE)\tCHURNS\tRANGE SPLITS, MERGES, LEASE TRANSFERS (MADE)\tOPS\tOK\tCHECK\tCONVERGED\tRESULT")
 	for _, r := range reports {
 		conv := "no"
 		if r.Converged {
@@ -118,8 +122,9 @@ func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 		if r.Workload == "txn" {
 			check = fmt.Sprintf("%d anomalies %v", r.Anomalies, r.AnomalyKinds)
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks,
-			r.DiskFails, r.DiskFailStops, r.Replaced, r.Bridges, r.Splits, r.Moves, r.MovesOK, r.Churns, r.Ops, r.OkOps, check, conv, result)
+		layout := fmt.Sprintf("%d (%d), %d (%d), %d (%d)", r.RangeSplits.Asked, r.RangeSplits.Made, r.Merges.Asked, r.Merges.Made, r.LeaseTransfers.Asked, r.LeaseTransfers.Made)
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d (%d)\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks,
+			r.DiskFails, r.DiskFailStops, r.Replaced, r.Bridges, r.Splits, r.Moves, r.MovesOK, r.Churns, layout, r.Ops, r.OkOps, check, conv, result)
 	}
 	w.Flush()
 }

@@ -163,6 +163,8 @@ func decodeList(b []byte) ([]int, error) {
 	return l, nil
 }
 
+func (w *txnWorkload) keySpace() []string { return w.keys }
+
 // start splits the keys, then runs the clients until the returned func
 // stops them.
 func (w *txnWorkload) start(ctx context.Context, cl *client.Client, rep *Report) (stop func(), err error) {
