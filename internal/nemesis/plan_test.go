@@ -1,10 +1,10 @@
 package nemesis
 
 import (
-	"slices"
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
