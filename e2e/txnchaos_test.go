@@ -22,22 +22,34 @@ const txnChaosFaults = "kill,pause,partition,skew"
 // killed, paused and its clock skewed; after recovery every key is read once more, and the
 // history must show no anomaly. TIDEKV_E2E_LONG=1 runs 3 schedules of
 // 30 s.
-func TestBenchChaosTxn(t *testing.T) { txnChaos(t, "list-append") }
+func TestBenchChaosTxn(t *testing.T) { txnChaos(t, "txn", "list-append") }
 
 // TestBenchChaosTxnRegister is TestBenchChaosTxn with the register
 // workload.
 func TestBenchChaosTxnRegister(t *testing.T) {
 	tier.RequireLong(t, "a second transactional workload under faults")
-	txnChaos(t, "register")
+	txnChaos(t, "txn", "register")
 }
 
-func txnChaos(t *testing.T, workload string) {
+// TestBenchChaosTxnResp is TestBenchChaosTxn with the transactions sent
+// as a Redis user writes them, over the nodes' Redis listeners: MULTI,
+// GET or APPEND per step, EXEC.
+func TestBenchChaosTxnResp(t *testing.T) { txnChaos(t, "txn-resp", "list-append") }
+
+// TestBenchChaosTxnRespRegister is the check-and-set form over RESP:
+// WATCH and GET the keys read, then MULTI, SET, EXEC.
+func TestBenchChaosTxnRespRegister(t *testing.T) {
+	tier.RequireLong(t, "a second transactional workload over RESP under faults")
+	txnChaos(t, "txn-resp", "register")
+}
+
+func txnChaos(t *testing.T, via, workload string) {
 	schedules, dur := 1, 12*time.Second
 	if long() {
 		schedules, dur = 3, 30*time.Second
 	}
 	reports, stderr, err := benchChaos(t, time.Duration(schedules)*(dur+2*time.Minute), schedules,
-		"--workload", "txn", "--txn-workload", workload, "--schedules", fmt.Sprint(schedules), "--seed", "5",
+		"--workload", via, "--txn-workload", workload, "--schedules", fmt.Sprint(schedules), "--seed", "5",
 		"--duration", dur.String(), "--interval", "4s", "--down", "2s", "--faults", txnChaosFaults)
 	for _, r := range reports {
 		t.Logf("seed %d: %s", r.Seed, r.Verdict)
@@ -59,13 +71,22 @@ func txnChaos(t *testing.T, workload string) {
 // nodes' hidden --testing-break), and the workload must show anomalies.
 // One short schedule, a node paused once: the break, not the fault, makes
 // the anomalies.
-func TestBenchChaosTxnBreakSkipRefresh(t *testing.T) { txnBreak(t, "skip-refresh", 5) }
+func TestBenchChaosTxnBreakSkipRefresh(t *testing.T) { txnBreak(t, "txn", "list-append", "skip-refresh", 5) }
+
+// TestBenchChaosTxnRespBreakSkipRefresh is the negative control over
+// RESP: MULTI/EXEC transactions (list-append) and WATCH check-and-set
+// (register) on nodes that skip the refresh must show anomalies; it shows
+// that the RESP workload's history is one the check can fault.
+func TestBenchChaosTxnRespBreakSkipRefresh(t *testing.T) {
+	t.Run("list-append", func(t *testing.T) { txnBreak(t, "txn-resp", "list-append", "skip-refresh", 5) })
+	t.Run("register", func(t *testing.T) { txnBreak(t, "txn-resp", "register", "skip-refresh", 5) })
+}
 
 // TestBenchChaosTxnBreakSkipTSCache is the negative control of writes
 // stamped below the reads already served on their keys.
 func TestBenchChaosTxnBreakSkipTSCache(t *testing.T) {
 	tier.RequireLong(t, "a second broken mode")
-	txnBreak(t, "skip-tscache", 5)
+	txnBreak(t, "txn", "list-append", "skip-tscache", 5)
 }
 
 // TestBenchChaosTxnBreakClientClock is the negative control of the
@@ -75,12 +96,12 @@ func TestBenchChaosTxnBreakSkipTSCache(t *testing.T) {
 // break the cluster reads at its own clock and the lag does nothing.
 func TestBenchChaosTxnBreakClientClock(t *testing.T) {
 	tier.RequireLong(t, "a third broken mode")
-	txnBreak(t, "client-clock", 6, "--client-clock-lag", "400ms")
+	txnBreak(t, "txn", "list-append", "client-clock", 6, "--client-clock-lag", "400ms")
 }
 
-func txnBreak(t *testing.T, mode string, seed int, args ...string) {
+func txnBreak(t *testing.T, via, workload, mode string, seed int, args ...string) {
 	reports, stderr, err := benchChaos(t, 2*time.Minute, 1, append([]string{
-		"--workload", "txn", "--break", mode, "--seed", fmt.Sprint(seed),
+		"--workload", via, "--txn-workload", workload, "--break", mode, "--seed", fmt.Sprint(seed),
 		"--duration", "8s", "--interval", "4s", "--down", "1s", "--faults", "pause"}, args...)...)
 	r := reports[0]
 	t.Logf("seed %d: %s", r.Seed, r.Verdict)

@@ -59,7 +59,12 @@ step reads, writes a unique value, or both). After recovery every key is
 read in one more transaction, and the history must show no anomaly
 (txncheck: G0, G1a, G1b, G1c, G-single, G2-item, and cycles through real
 time; docs/testing.md); --json reports committed, anomalies and
-anomaly_kinds.`,
+anomaly_kinds.
+
+--workload txn-resp runs the same transactions as a Redis user writes
+them, over the nodes' Redis listeners: list-append as MULTI, GET or APPEND
+of "value," per step, EXEC; register as WATCH and GET of the keys read,
+then MULTI, SET per write, EXEC (a null EXEC: a watched key changed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch txnWorkload {
@@ -88,9 +93,9 @@ anomaly_kinds.`,
 	f.IntVar(&c.Faults.Nodes, "nodes", c.Faults.Nodes, "cluster size")
 	f.IntVar(&c.Clients, "clients", c.Clients, "concurrent workload clients")
 	f.IntVar(&c.Keys, "keys", c.Keys, "keys the workload's clients share")
-	f.StringVar(&c.Workload, "workload", "kv", "what the clients run: kv (single-key operations, checked for linearizability) or txn (transactions, checked for anomalies)")
-	f.StringVar(&txnWorkload, "txn-workload", txnWorkload, "with --workload txn: list-append or register")
-	f.StringVar(&c.Break, "break", "", "TESTING ONLY, with --workload txn: run every node with a deliberately broken transaction mode (skip-refresh, skip-tscache, client-clock), which the check must catch: a schedule passes when it finds anomalies")
+	f.StringVar(&c.Workload, "workload", "kv", "what the clients run: kv (single-key operations, checked for linearizability), txn (transactions through the Go client, checked for anomalies) or txn-resp (the same as MULTI/EXEC over RESP)")
+	f.StringVar(&txnWorkload, "txn-workload", txnWorkload, "with --workload txn or txn-resp: list-append or register")
+	f.StringVar(&c.Break, "break", "", "TESTING ONLY, with --workload txn or txn-resp: run every node with a deliberately broken transaction mode (skip-refresh, skip-tscache, client-clock), which the check must catch: a schedule passes when it finds anomalies")
 	_ = f.MarkHidden("break")
 	f.DurationVar(&c.ClientLag, "client-clock-lag", 0, "the workload client's wall clock runs this far behind the nodes' (beyond --max-offset no answer moves it on, so every read timestamp it proposes is stale)")
 	f.IntVar(&c.BasePort, "base-port", c.BasePort, "first port of the cluster's port blocks")
@@ -119,7 +124,7 @@ func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 			}
 		}
 		check := fmt.Sprintf("%d checked, linearizable %v", r.CheckedOps, r.Linearizable)
-		if r.Workload == "txn" {
+		if r.Workload != "kv" {
 			check = fmt.Sprintf("%d anomalies %v", r.Anomalies, r.AnomalyKinds)
 		}
 		layout := fmt.Sprintf("%d (%d), %d (%d), %d (%d)", r.RangeSplits.Asked, r.RangeSplits.Made, r.Merges.Asked, r.Merges.Made, r.LeaseTransfers.Asked, r.LeaseTransfers.Made)

@@ -39,7 +39,9 @@ type ChaosConfig struct {
 	CheckTimeout time.Duration
 	// Workload is what the clients run: "kv" (or ""), single-key
 	// operations whose history must be linearizable; "txn", transactions
-	// (TxnWorkload) whose history must show no anomaly (txncheck).
+	// (TxnWorkload) through the Go client's Txn whose history must show
+	// no anomaly (txncheck); "txn-resp", the same transactions as a Redis
+	// user writes them, MULTI/EXEC (and WATCH) over RESP.
 	Workload    string
 	TxnWorkload txncheck.Workload
 	// Break, with the txn workload, is every node's --testing-break: a
@@ -76,10 +78,12 @@ func (c ChaosConfig) Validate() error {
 		return fmt.Errorf("chaos: %d nodes: moves and churn need a node beyond the replication factor 3 to move replicas to", c.Faults.Nodes)
 	case c.ConvergeWithin <= 0 || c.CheckTimeout <= 0:
 		return errors.New("chaos: the convergence and check timeouts must be positive")
-	case c.Workload != "" && c.Workload != "kv" && c.Workload != "txn":
-		return fmt.Errorf("chaos: unknown workload %q (kv or txn)", c.Workload)
-	case c.Break != "" && c.Workload != "txn":
-		return errors.New("chaos: a break is of transactions: it needs the txn workload")
+	case c.Workload != "" && c.Workload != "kv" && !c.transactional():
+		return fmt.Errorf("chaos: unknown workload %q (kv, txn or txn-resp)", c.Workload)
+	case c.Break != "" && !c.transactional():
+		return errors.New("chaos: a break is of transactions: it needs the txn or txn-resp workload")
+	case c.Workload == "txn-resp" && c.CertsDir != "":
+		return errors.New("chaos: the txn-resp workload runs on insecure clusters only (it sends no Redis password)")
 	case c.ClientLag < 0:
 		return errors.New("chaos: the client's clock lag must not be negative")
 	case c.UsersFile != "" && c.CertsDir == "":
@@ -87,6 +91,10 @@ func (c ChaosConfig) Validate() error {
 	}
 	return c.Faults.Validate()
 }
+
+// transactional reports whether the workload runs transactions, checked
+// by txncheck.
+func (c ChaosConfig) transactional() bool { return c.Workload == "txn" || c.Workload == "txn-resp" }
 
 // Report is one schedule's outcome.
 type Report struct {
@@ -156,7 +164,7 @@ func (r Report) Passed() bool {
 	switch {
 	case r.Break != "":
 		return r.Anomalies > 0
-	case r.Workload == "txn":
+	case r.Workload == "txn" || r.Workload == "txn-resp":
 		return r.Anomalies == 0
 	}
 	return r.Linearizable
@@ -206,8 +214,17 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	rep.count(steps)
 	rep.Workload, rep.Break = cmp.Or(c.Workload, "kv"), c.Break
 	var w chaosWorkload = &linzWorkload{c: c, seed: seed, rec: linearizability.NewRecorder(), keys: linearizability.Keys(c.Keys)}
-	if c.Workload == "txn" {
-		w = newTxnWorkload(c.TxnWorkload, c.Keys, c.Clients, seed)
+	switch c.Workload {
+	case "txn":
+		w = newTxnWorkload(c.TxnWorkload, c.Keys, c.Clients, seed, goTxns{cl: cl, kind: c.TxnWorkload})
+	case "txn-resp":
+		var addrs []string
+		for i := 1; i <= c.Faults.Nodes; i++ {
+			addrs = append(addrs, lc.Config().Node(i).RedisAddr)
+		}
+		rt := newRespTxns(c.TxnWorkload, addrs, c.Clients+1) // the final reads' process too
+		defer rt.Close()
+		w = newTxnWorkload(c.TxnWorkload, c.Keys, c.Clients, seed, rt)
 	}
 	stop, err := w.start(ctx, cl, &rep)
 	if err != nil {
