@@ -71,7 +71,9 @@ func txnChaos(t *testing.T, via, workload string) {
 // nodes' hidden --testing-break), and the workload must show anomalies.
 // One short schedule, a node paused once: the break, not the fault, makes
 // the anomalies.
-func TestBenchChaosTxnBreakSkipRefresh(t *testing.T) { txnBreak(t, "txn", "list-append", "skip-refresh", 5) }
+func TestBenchChaosTxnBreakSkipRefresh(t *testing.T) {
+	txnBreak(t, "txn", "list-append", "skip-refresh", 5)
+}
 
 // TestBenchChaosTxnRespBreakSkipRefresh is the negative control over
 // RESP: MULTI/EXEC transactions (list-append) and WATCH check-and-set
