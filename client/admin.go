@@ -357,6 +357,28 @@ func (c *Client) changeReplicasOnce(ctx context.Context, rangeID, addNodeID, rem
 	return resp.GetDesc(), nil
 }
 
+// Merge joins range leftRangeID with its right neighbour, which must have
+// the same replicas, and returns the merged descriptor. Any node accepts
+// it and forwards it to the left range's leaseholder. It is not retried
+// after an unknown outcome: a second merge would join the next neighbour
+// too; the range directory tells what happened.
+func (c *Client) Merge(ctx context.Context, leftRangeID uint64) (*tidekvpb.RangeDescriptor, error) {
+	req := &tidekvpb.MergeRequest{LeftRangeId: leftRangeID}
+	var resp *tidekvpb.MergeResponse
+	err := c.invoke(ctx, &rpc{op: "merge", anyNode: true, noAttemptTimeout: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.Merge(ctx, req)
+			return err
+		}})
+	if err != nil {
+		return nil, err
+	}
+	if d := resp.GetDesc(); d != nil {
+		c.cache.update(d, 0, "")
+	}
+	return resp.GetDesc(), nil
+}
+
 // TransferLease moves the lease of rangeID to targetNodeID. Repeating a
 // transfer is harmless, so it is retried like reads.
 func (c *Client) TransferLease(ctx context.Context, rangeID, targetNodeID uint64) error {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/nemesis"
 	"github.com/tidekv/tidekv/internal/testutil/tier"
 )
 
@@ -21,22 +22,34 @@ const txnChaosFaults = "kill,pause,partition,skew"
 // killed, paused and its clock skewed; after recovery every key is read once more, and the
 // history must show no anomaly. TIDEKV_E2E_LONG=1 runs 3 schedules of
 // 30 s.
-func TestBenchChaosTxn(t *testing.T) { txnChaos(t, "list-append") }
+func TestBenchChaosTxn(t *testing.T) { txnChaos(t, "txn", "list-append") }
 
 // TestBenchChaosTxnRegister is TestBenchChaosTxn with the register
 // workload.
 func TestBenchChaosTxnRegister(t *testing.T) {
 	tier.RequireLong(t, "a second transactional workload under faults")
-	txnChaos(t, "register")
+	txnChaos(t, "txn", "register")
 }
 
-func txnChaos(t *testing.T, workload string) {
+// TestBenchChaosTxnResp is TestBenchChaosTxn with the transactions sent
+// as a Redis user writes them, over the nodes' Redis listeners: MULTI,
+// GET or APPEND per step, EXEC.
+func TestBenchChaosTxnResp(t *testing.T) { txnChaos(t, "txn-resp", "list-append") }
+
+// TestBenchChaosTxnRespRegister is the check-and-set form over RESP:
+// WATCH and GET the keys read, then MULTI, SET, EXEC.
+func TestBenchChaosTxnRespRegister(t *testing.T) {
+	tier.RequireLong(t, "a second transactional workload over RESP under faults")
+	txnChaos(t, "txn-resp", "register")
+}
+
+func txnChaos(t *testing.T, via, workload string) {
 	schedules, dur := 1, 12*time.Second
 	if long() {
 		schedules, dur = 3, 30*time.Second
 	}
 	reports, stderr, err := benchChaos(t, time.Duration(schedules)*(dur+2*time.Minute), schedules,
-		"--workload", "txn", "--txn-workload", workload, "--schedules", fmt.Sprint(schedules), "--seed", "5",
+		"--workload", via, "--txn-workload", workload, "--schedules", fmt.Sprint(schedules), "--seed", "5",
 		"--duration", dur.String(), "--interval", "4s", "--down", "2s", "--faults", txnChaosFaults)
 	for _, r := range reports {
 		t.Logf("seed %d: %s", r.Seed, r.Verdict)
@@ -58,13 +71,24 @@ func txnChaos(t *testing.T, workload string) {
 // nodes' hidden --testing-break), and the workload must show anomalies.
 // One short schedule, a node paused once: the break, not the fault, makes
 // the anomalies.
-func TestBenchChaosTxnBreakSkipRefresh(t *testing.T) { txnBreak(t, "skip-refresh", 5) }
+func TestBenchChaosTxnBreakSkipRefresh(t *testing.T) {
+	txnBreak(t, "txn", "list-append", "skip-refresh", 5)
+}
+
+// TestBenchChaosTxnRespBreakSkipRefresh is the negative control over
+// RESP: MULTI/EXEC transactions (list-append) and WATCH check-and-set
+// (register) on nodes that skip the refresh must show anomalies; it shows
+// that the RESP workload's history is one the check can fault.
+func TestBenchChaosTxnRespBreakSkipRefresh(t *testing.T) {
+	t.Run("list-append", func(t *testing.T) { txnBreak(t, "txn-resp", "list-append", "skip-refresh", 5) })
+	t.Run("register", func(t *testing.T) { txnBreak(t, "txn-resp", "register", "skip-refresh", 5) })
+}
 
 // TestBenchChaosTxnBreakSkipTSCache is the negative control of writes
 // stamped below the reads already served on their keys.
 func TestBenchChaosTxnBreakSkipTSCache(t *testing.T) {
 	tier.RequireLong(t, "a second broken mode")
-	txnBreak(t, "skip-tscache", 5)
+	txnBreak(t, "txn", "list-append", "skip-tscache", 5)
 }
 
 // TestBenchChaosTxnBreakClientClock is the negative control of the
@@ -74,12 +98,12 @@ func TestBenchChaosTxnBreakSkipTSCache(t *testing.T) {
 // break the cluster reads at its own clock and the lag does nothing.
 func TestBenchChaosTxnBreakClientClock(t *testing.T) {
 	tier.RequireLong(t, "a third broken mode")
-	txnBreak(t, "client-clock", 6, "--client-clock-lag", "400ms")
+	txnBreak(t, "txn", "list-append", "client-clock", 6, "--client-clock-lag", "400ms")
 }
 
-func txnBreak(t *testing.T, mode string, seed int, args ...string) {
+func txnBreak(t *testing.T, via, workload, mode string, seed int, args ...string) {
 	reports, stderr, err := benchChaos(t, 2*time.Minute, 1, append([]string{
-		"--workload", "txn", "--break", mode, "--seed", fmt.Sprint(seed),
+		"--workload", via, "--txn-workload", workload, "--break", mode, "--seed", fmt.Sprint(seed),
 		"--duration", "8s", "--interval", "4s", "--down", "1s", "--faults", "pause"}, args...)...)
 	r := reports[0]
 	t.Logf("seed %d: %s", r.Seed, r.Verdict)
@@ -88,5 +112,48 @@ func txnBreak(t *testing.T, mode string, seed int, args ...string) {
 	}
 	if err != nil {
 		t.Fatalf("tidekv bench chaos exited with %v although the break was caught\n%s", err, stderr)
+	}
+}
+
+// TestBenchChaosTxnLayout runs the transactional workload while the
+// workload's ranges are split, merged (the right neighbour's voters moved
+// beside the left's first) and their leases transferred through the admin
+// API, with a node's disk slowed between them; each kind must have been
+// made at least once, as the range directory shows it afterwards (the
+// report counts only those), and the history must show no anomaly. The
+// seed is the first whose plan has two of each operation; each gets
+// the 3 s of a fault (a merge may first move a voter).
+func TestBenchChaosTxnLayout(t *testing.T) {
+	c := nemesis.DefaultConfig()
+	c.Duration, c.Interval, c.Down = 24*time.Second, 4*time.Second, 3*time.Second
+	c.Kinds = []nemesis.Kind{nemesis.RangeSplit, nemesis.Merge, nemesis.LeaseTransfer, nemesis.SlowDisk}
+	seed := uint64(1)
+	for ; ; seed++ {
+		n := map[nemesis.Kind]int{}
+		for _, s := range nemesis.Plan(seed, c) {
+			n[s.Kind]++
+		}
+		if n[nemesis.RangeSplit] >= 2 && n[nemesis.Merge] >= 2 && n[nemesis.LeaseTransfer] >= 2 {
+			break
+		}
+	}
+	reports, stderr, err := benchChaos(t, 3*time.Minute, 1,
+		"--workload", "txn", "--seed", fmt.Sprint(seed), "--duration", c.Duration.String(), "--interval", c.Interval.String(),
+		"--down", c.Down.String(), "--faults", "range-split,merge,lease-transfer,slow-disk")
+	r := reports[0]
+	t.Logf("seed %d: %s", r.Seed, r.Verdict)
+	if !r.Passed() || r.Anomalies != 0 {
+		t.Fatalf("schedule failed: %s\n%s", r.Verdict, stderr)
+	}
+	for name, c := range map[string]nemesis.LayoutCounts{"range split": r.RangeSplits, "merge": r.Merges, "lease transfer": r.LeaseTransfers} {
+		if c.Made == 0 {
+			t.Errorf("%d %ss asked, none made: %s", c.Asked, name, r.Verdict)
+		}
+	}
+	if r.SlowDisks == 0 || r.Committed < 100 {
+		t.Errorf("%d slow disks and %d committed transactions prove too little", r.SlowDisks, r.Committed)
+	}
+	if err != nil && !t.Failed() {
+		t.Fatalf("tidekv bench chaos exited with %v although the schedule passed\n%s", err, stderr)
 	}
 }

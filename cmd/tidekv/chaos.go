@@ -39,7 +39,11 @@ cluster cut in two, both ways: it and possibly one more node, at most half,
 against the rest; then healed), and two operations that run while a fault
 is on: move (its replica of a range moved to a node without one, with
 ChangeReplicas, given up after --down) and churn (it is decommissioned, then recommissioned --down
-later). A step that draws an operation also gets a fault, drawn from the
+later); and three that change the range layout of the workload's keys:
+range-split (a range split at one of the keys, or just after one, that
+starts no range), merge (a range joined with its right neighbour of the same
+replicas) and lease-transfer (a range's lease moved to it), each counted
+made only once the range directory shows it. A step that draws an operation also gets a fault, drawn from the
 faults among --faults, and the operation starts halfway through it.
 Partitions, skews, slow disks, bridges and splits go through each node's
 fault-injection endpoint (--enable-fault-injection).
@@ -55,7 +59,12 @@ step reads, writes a unique value, or both). After recovery every key is
 read in one more transaction, and the history must show no anomaly
 (txncheck: G0, G1a, G1b, G1c, G-single, G2-item, and cycles through real
 time; docs/testing.md); --json reports committed, anomalies and
-anomaly_kinds.`,
+anomaly_kinds.
+
+--workload txn-resp runs the same transactions as a Redis user writes
+them, over the nodes' Redis listeners: list-append as MULTI, GET or APPEND
+of "value," per step, EXEC; register as WATCH and GET of the keys read,
+then MULTI, SET per write, EXEC (a null EXEC: a watched key changed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch txnWorkload {
@@ -78,15 +87,15 @@ anomaly_kinds.`,
 	f.DurationVar(&c.Faults.Duration, "duration", c.Faults.Duration, "how long faults are injected per schedule")
 	f.DurationVar(&c.Faults.Interval, "interval", c.Faults.Interval, "time between fault starts")
 	f.DurationVar(&c.Faults.Down, "down", c.Faults.Down, "how long a fault lasts (a node stays killed, paused, partitioned off, skewed or slowed), a move may take, or a churned node stays decommissioned")
-	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk, disk-fail, replace, bridge, split, move, churn; one listed twice is twice as likely)")
+	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds a step picks from, alike (kill, pause, partition, skew, slow-disk, disk-fail, replace, bridge, split, move, churn, range-split, merge, lease-transfer; one listed twice is twice as likely)")
 	f.DurationVar(&c.Faults.DiskDelay, "disk-delay", c.Faults.DiskDelay, "how long each sync of a slowed disk waits")
 	f.DurationVar(&c.Faults.MaxSkew, "max-skew", c.Faults.MaxSkew, "largest clock offset of a skew fault, either way (a step of the node's wall clock: leases run on the monotonic clock); the default, half the nodes' --max-offset, never trips the offset monitor, and beyond 0.8 × --max-offset a skewed node gives up its leases")
 	f.IntVar(&c.Faults.Nodes, "nodes", c.Faults.Nodes, "cluster size")
 	f.IntVar(&c.Clients, "clients", c.Clients, "concurrent workload clients")
 	f.IntVar(&c.Keys, "keys", c.Keys, "keys the workload's clients share")
-	f.StringVar(&c.Workload, "workload", "kv", "what the clients run: kv (single-key operations, checked for linearizability) or txn (transactions, checked for anomalies)")
-	f.StringVar(&txnWorkload, "txn-workload", txnWorkload, "with --workload txn: list-append or register")
-	f.StringVar(&c.Break, "break", "", "TESTING ONLY, with --workload txn: run every node with a deliberately broken transaction mode (skip-refresh, skip-tscache, client-clock), which the check must catch: a schedule passes when it finds anomalies")
+	f.StringVar(&c.Workload, "workload", "kv", "what the clients run: kv (single-key operations, checked for linearizability), txn (transactions through the Go client, checked for anomalies) or txn-resp (the same as MULTI/EXEC over RESP)")
+	f.StringVar(&txnWorkload, "txn-workload", txnWorkload, "with --workload txn or txn-resp: list-append or register")
+	f.StringVar(&c.Break, "break", "", "TESTING ONLY, with --workload txn or txn-resp: run every node with a deliberately broken transaction mode (skip-refresh, skip-tscache, client-clock), which the check must catch: a schedule passes when it finds anomalies")
 	_ = f.MarkHidden("break")
 	f.DurationVar(&c.ClientLag, "client-clock-lag", 0, "the workload client's wall clock runs this far behind the nodes' (beyond --max-offset no answer moves it on, so every read timestamp it proposes is stale)")
 	f.IntVar(&c.BasePort, "base-port", c.BasePort, "first port of the cluster's port blocks")
@@ -101,7 +110,7 @@ anomaly_kinds.`,
 
 func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tFAILED DISKS (STOPPED)\tREPLACED\tBRIDGES\tSPLITS\tMOVES (MADE)\tCHURNS\tOPS\tOK\tCHECK\tCONVERGED\tRESULT")
+	fmt.Fprintln(w, "SEED\tKILLS\tPAUSES\tPARTITIONS\tSKEWS\tSLOW DISKS\tFAILED DISKS (STOPPED)\tREPLACED\tBRIDGES\tSPLITS\tMOVES (MADE)\tCHURNS\tRANGE SPLITS, MERGES, LEASE TRANSFERS (MADE)\tOPS\tOK\tCHECK\tCONVERGED\tRESULT")
 	for _, r := range reports {
 		conv := "no"
 		if r.Converged {
@@ -115,11 +124,12 @@ func chaosTable(cmd *cobra.Command, reports []nemesis.Report) {
 			}
 		}
 		check := fmt.Sprintf("%d checked, linearizable %v", r.CheckedOps, r.Linearizable)
-		if r.Workload == "txn" {
+		if r.Workload != "kv" {
 			check = fmt.Sprintf("%d anomalies %v", r.Anomalies, r.AnomalyKinds)
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks,
-			r.DiskFails, r.DiskFailStops, r.Replaced, r.Bridges, r.Splits, r.Moves, r.MovesOK, r.Churns, r.Ops, r.OkOps, check, conv, result)
+		layout := fmt.Sprintf("%d (%d), %d (%d), %d (%d)", r.RangeSplits.Asked, r.RangeSplits.Made, r.Merges.Asked, r.Merges.Made, r.LeaseTransfers.Asked, r.LeaseTransfers.Made)
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d (%d)\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Seed, r.Kills, r.Pauses, r.Partitions, r.Skews, r.SlowDisks,
+			r.DiskFails, r.DiskFailStops, r.Replaced, r.Bridges, r.Splits, r.Moves, r.MovesOK, r.Churns, layout, r.Ops, r.OkOps, check, conv, result)
 	}
 	w.Flush()
 }

@@ -39,7 +39,9 @@ type ChaosConfig struct {
 	CheckTimeout time.Duration
 	// Workload is what the clients run: "kv" (or ""), single-key
 	// operations whose history must be linearizable; "txn", transactions
-	// (TxnWorkload) whose history must show no anomaly (txncheck).
+	// (TxnWorkload) through the Go client's Txn whose history must show
+	// no anomaly (txncheck); "txn-resp", the same transactions as a Redis
+	// user writes them, MULTI/EXEC (and WATCH) over RESP.
 	Workload    string
 	TxnWorkload txncheck.Workload
 	// Break, with the txn workload, is every node's --testing-break: a
@@ -72,14 +74,16 @@ func (c ChaosConfig) Validate() error {
 		return errors.New("chaos: schedules, clients and keys must be at least 1")
 	case c.Faults.Nodes < 3:
 		return fmt.Errorf("chaos: %d nodes: the replication factor 3 needs at least 3", c.Faults.Nodes)
-	case c.Faults.Nodes < 4 && slices.ContainsFunc(c.Faults.Kinds, Kind.Operation):
+	case c.Faults.Nodes < 4 && slices.ContainsFunc(c.Faults.Kinds, Kind.Relocates):
 		return fmt.Errorf("chaos: %d nodes: moves and churn need a node beyond the replication factor 3 to move replicas to", c.Faults.Nodes)
 	case c.ConvergeWithin <= 0 || c.CheckTimeout <= 0:
 		return errors.New("chaos: the convergence and check timeouts must be positive")
-	case c.Workload != "" && c.Workload != "kv" && c.Workload != "txn":
-		return fmt.Errorf("chaos: unknown workload %q (kv or txn)", c.Workload)
-	case c.Break != "" && c.Workload != "txn":
-		return errors.New("chaos: a break is of transactions: it needs the txn workload")
+	case c.Workload != "" && c.Workload != "kv" && !c.transactional():
+		return fmt.Errorf("chaos: unknown workload %q (kv, txn or txn-resp)", c.Workload)
+	case c.Break != "" && !c.transactional():
+		return errors.New("chaos: a break is of transactions: it needs the txn or txn-resp workload")
+	case c.Workload == "txn-resp" && c.CertsDir != "":
+		return errors.New("chaos: the txn-resp workload runs on insecure clusters only (it sends no Redis password)")
 	case c.ClientLag < 0:
 		return errors.New("chaos: the client's clock lag must not be negative")
 	case c.UsersFile != "" && c.CertsDir == "":
@@ -87,6 +91,10 @@ func (c ChaosConfig) Validate() error {
 	}
 	return c.Faults.Validate()
 }
+
+// transactional reports whether the workload runs transactions, checked
+// by txncheck.
+func (c ChaosConfig) transactional() bool { return c.Workload == "txn" || c.Workload == "txn-resp" }
 
 // Report is one schedule's outcome.
 type Report struct {
@@ -112,6 +120,12 @@ type Report struct {
 	DiskFailStops int `json:"disk_fail_stops"`
 	// Replaced is how many nodes were wiped and started afresh.
 	Replaced int `json:"replaced"`
+	// RangeSplits, Merges and LeaseTransfers are the layout operations
+	// asked of the cluster and those made (seen in the range directory
+	// afterwards); a fault may refuse them.
+	RangeSplits    LayoutCounts `json:"range_splits"`
+	Merges         LayoutCounts `json:"merges"`
+	LeaseTransfers LayoutCounts `json:"lease_transfers"`
 	// Workload and Break are the run's (ChaosConfig).
 	Workload string `json:"workload"`
 	Break    string `json:"break,omitempty"`
@@ -150,7 +164,7 @@ func (r Report) Passed() bool {
 	switch {
 	case r.Break != "":
 		return r.Anomalies > 0
-	case r.Workload == "txn":
+	case r.Workload == "txn" || r.Workload == "txn-resp":
 		return r.Anomalies == 0
 	}
 	return r.Linearizable
@@ -200,20 +214,30 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	rep.count(steps)
 	rep.Workload, rep.Break = cmp.Or(c.Workload, "kv"), c.Break
 	var w chaosWorkload = &linzWorkload{c: c, seed: seed, rec: linearizability.NewRecorder(), keys: linearizability.Keys(c.Keys)}
-	if c.Workload == "txn" {
-		w = newTxnWorkload(c.TxnWorkload, c.Keys, c.Clients, seed)
+	switch c.Workload {
+	case "txn":
+		w = newTxnWorkload(c.TxnWorkload, c.Keys, c.Clients, seed, goTxns{cl: cl, kind: c.TxnWorkload})
+	case "txn-resp":
+		var addrs []string
+		for i := 1; i <= c.Faults.Nodes; i++ {
+			addrs = append(addrs, lc.Config().Node(i).RedisAddr)
+		}
+		rt := newRespTxns(c.TxnWorkload, addrs, c.Clients+1) // the final reads' process too
+		defer rt.Close()
+		w = newTxnWorkload(c.TxnWorkload, c.Keys, c.Clients, seed, rt)
 	}
 	stop, err := w.start(ctx, cl, &rep)
 	if err != nil {
 		return fail(err)
 	}
-	target, err := newLauncherTarget(ctx, lc, cl, c, logf)
+	target, err := newLauncherTarget(ctx, lc, cl, c, w.keySpace(), logf)
 	if err != nil {
 		return fail(err)
 	}
 	lifted, runErr := Run(ctx, steps, target, func(s Step) { logf("  seed %d: %s", seed, s) })
 	rep.Moves, rep.MovesOK = target.ops.moves, target.ops.movesOK
 	rep.DiskFails, rep.DiskFailStops, rep.Replaced = target.ops.diskFails, target.ops.diskStops, target.ops.replaced
+	rep.RangeSplits, rep.Merges, rep.LeaseTransfers = target.ops.layout[RangeSplit], target.ops.layout[Merge], target.ops.layout[LeaseTransfer]
 	if lifted.IsZero() {
 		lifted = time.Now() // a plan with no step: nothing to recover from
 	}
@@ -229,8 +253,9 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 		return fail(err)
 	}
 	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
-	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d failed disks (%d stopped their node), %d replaced, %d bridges, %d splits; %d moves (%d made), %d churns; %d ops (%d ok), %d final reads; %s; ",
+	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d failed disks (%d stopped their node), %d replaced, %d bridges, %d splits; %d moves (%d made), %d churns, %d range splits (%d made), %d merges (%d made), %d lease transfers (%d made); %d ops (%d ok), %d final reads; %s; ",
 		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.DiskFails, rep.DiskFailStops, rep.Replaced, rep.Bridges, rep.Splits, rep.Moves, rep.MovesOK, rep.Churns,
+		rep.RangeSplits.Asked, rep.RangeSplits.Made, rep.Merges.Asked, rep.Merges.Made, rep.LeaseTransfers.Asked, rep.LeaseTransfers.Made,
 		rep.Ops, rep.OkOps, rep.FinalReads, verdict)
 	if convErr != nil {
 		rep.Verdict += "NOT converged: " + convErr.Error()
@@ -333,6 +358,9 @@ func chaosTLS(dir string) (*tls.Config, error) {
 // the faults, finished after recovery with final reads and the check of
 // the history, whose description it returns.
 type chaosWorkload interface {
+	// keySpace is the keys the clients use, among which layout
+	// operations split, merge and move leases.
+	keySpace() []string
 	start(ctx context.Context, cl *client.Client, rep *Report) (stop func(), err error)
 	finish(ctx context.Context, cl *client.Client, rep *Report) (string, error)
 }
@@ -345,6 +373,8 @@ type linzWorkload struct {
 	rec  *linearizability.Recorder
 	keys []string
 }
+
+func (w *linzWorkload) keySpace() []string { return w.keys }
 
 func (w *linzWorkload) start(ctx context.Context, cl *client.Client, rep *Report) (func(), error) {
 	return runWorkload(ctx, w.c, w.seed, cl, w.rec, w.keys, rep), nil

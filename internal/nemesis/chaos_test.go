@@ -134,6 +134,9 @@ func TestReportPassedByWorkload(t *testing.T) {
 		{Report{Workload: "txn", Anomalies: 1}, false},
 		{Report{Workload: "txn", Break: "skip-refresh", Anomalies: 1}, true},
 		{Report{Workload: "txn", Break: "skip-refresh"}, false},
+		{Report{Workload: "txn-resp"}, true},
+		{Report{Workload: "txn-resp", Anomalies: 2}, false},
+		{Report{Workload: "txn-resp", Break: "skip-refresh", Anomalies: 2}, true},
 	} {
 		c.r.Converged = true
 		if got := c.r.Passed(); got != c.want {
@@ -142,7 +145,7 @@ func TestReportPassedByWorkload(t *testing.T) {
 	}
 	c := DefaultChaosConfig()
 	c.Binary, c.Break = "tidekv", "skip-refresh"
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "needs the txn workload") {
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "needs the txn or txn-resp workload") {
 		t.Errorf("a break with the kv workload: %v", err)
 	}
 }

@@ -71,10 +71,25 @@ const (
 	// second fault before that would be two at once (a range may lose
 	// its quorum for good). Not in AllKinds: ask for it.
 	Replace
+	// RangeSplit splits a range of the workload's key space at a key
+	// Step.Pick chooses among the workload's keys and the points between
+	// them that start no range yet, through the admin Split RPC, while a
+	// fault is on. An operation, like Move (so is every kind below). Not
+	// in AllKinds: ask for it.
+	RangeSplit
+	// Merge joins a range of the workload's key space with its right
+	// neighbour, through the admin Merge RPC; Step.Pick chooses among the
+	// pairs that have the same replicas (others are refused).
+	Merge
+	// LeaseTransfer moves the lease of a range of the workload's key
+	// space to Step.Node, through the admin TransferLease RPC; Step.Pick
+	// chooses among the ranges with a voter but not the lease there.
+	LeaseTransfer
 )
 
 var kindNames = []string{Kill: "kill", Pause: "pause", Partition: "partition", Skew: "skew", SlowDisk: "slow-disk", Bridge: "bridge",
-	Split: "split", Move: "move", Churn: "churn", DiskFail: "disk-fail", Replace: "replace"}
+	Split: "split", Move: "move", Churn: "churn", DiskFail: "disk-fail", Replace: "replace",
+	RangeSplit: "range-split", Merge: "merge", LeaseTransfer: "lease-transfer"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -93,9 +108,15 @@ func (k Kind) Injected() bool {
 }
 
 // Operation reports whether kind k is an administrative change (Move,
-// Churn) rather than a fault: Run carries operations out beside the
-// faults, so that they meet them.
-func (k Kind) Operation() bool { return k == Move || k == Churn }
+// Churn, RangeSplit, Merge, LeaseTransfer) rather than a fault: Run
+// carries operations out beside the faults, so that they meet them.
+func (k Kind) Operation() bool {
+	return k == Move || k == Churn || k == RangeSplit || k == Merge || k == LeaseTransfer
+}
+
+// Relocates reports whether kind k moves replicas to a node that has
+// none, which needs a node beyond the replication factor.
+func (k Kind) Relocates() bool { return k == Move || k == Churn }
 
 // ParseKinds reads a comma-separated list of kind names ("kill,partition").
 func ParseKinds(s string) ([]Kind, error) {
@@ -144,6 +165,10 @@ func (s Step) String() string {
 		return fmt.Sprintf("%v: split: cut nodes %s from the rest for %v", s.At.Round(time.Millisecond), side, s.For)
 	case Move:
 		return fmt.Sprintf("%v: move a replica off node %d, giving up after %v", s.At.Round(time.Millisecond), s.Node, s.For)
+	case RangeSplit, Merge:
+		return fmt.Sprintf("%v: %s a range of the workload's keys, giving up after %v", s.At.Round(time.Millisecond), s.Kind, s.For)
+	case LeaseTransfer:
+		return fmt.Sprintf("%v: transfer a lease to node %d, giving up after %v", s.At.Round(time.Millisecond), s.Node, s.For)
 	case Churn:
 		what = "decommission"
 	case DiskFail:
@@ -280,7 +305,7 @@ func drawStep(rng *rand.Rand, c Config, at time.Duration, kind Kind) Step {
 		if c.Nodes >= 4 && rng.IntN(2) == 1 {
 			st.Peer = other()
 		}
-	case Move:
+	case Move, RangeSplit, Merge, LeaseTransfer:
 		st.Pick = rng.Uint64()
 	}
 	return st

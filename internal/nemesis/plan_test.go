@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -80,10 +81,10 @@ func TestParseKinds(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []Kind{Kill, Partition, Pause}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk, bridge, split, move, churn, disk-fail, replace)`) {
+	if _, err := ParseKinds("kill,flood"); err == nil || !strings.Contains(err.Error(), `unknown fault "flood" (known: kill, pause, partition, skew, slow-disk, bridge, split, move, churn, disk-fail, replace, range-split, merge, lease-transfer)`) {
 		t.Fatalf("an unknown kind: %v", err)
 	}
-	for _, k := range append(AllKinds(), Bridge, Split, Move, Churn, DiskFail, Replace) {
+	for _, k := range append(AllKinds(), Bridge, Split, Move, Churn, DiskFail, Replace, RangeSplit, Merge, LeaseTransfer) {
 		if back, err := ParseKinds(k.String()); err != nil || back[0] != k {
 			t.Fatalf("%v does not round-trip: %v %v", k, back, err)
 		}
@@ -148,6 +149,15 @@ func (f *fakePartitioner) MoveReplica(_ context.Context, from int, pick uint64) 
 }
 func (f *fakePartitioner) Decommission(_ context.Context, i int, drain bool) error {
 	return f.did("drain ", i, " ", drain)
+}
+func (f *fakePartitioner) SplitRange(_ context.Context, pick uint64) error {
+	return f.did("range split ", pick)
+}
+func (f *fakePartitioner) MergeRange(_ context.Context, pick uint64) error {
+	return f.did("merge ", pick)
+}
+func (f *fakePartitioner) TransferLease(_ context.Context, to int, pick uint64) error {
+	return f.did("transfer ", pick, " to ", to)
 }
 
 // runFake runs steps against a fakePartitioner and returns what it did.
@@ -311,5 +321,31 @@ func TestRunOperationsBesideFaults(t *testing.T) {
 		{At: 400 * time.Millisecond, Kind: Split, Node: 2, Peer: 4, For: time.Millisecond}}
 	if got := runFake(t, steps); got != "kill 1,move 9 off 3,drain 2 true,drain 2 false,restart 1,cut [2 4]-[],mend [2 4]-[]" {
 		t.Fatalf("did %s", got)
+	}
+}
+
+// Layout operations run beside the faults, as moves do, each with its
+// node and pick; a target that cannot change the layout is refused one.
+func TestRunLayoutOperations(t *testing.T) {
+	steps := []Step{{At: 0, Kind: Pause, Node: 1, For: 300 * time.Millisecond},
+		{At: 50 * time.Millisecond, Kind: RangeSplit, Node: 2, Pick: 5, For: time.Millisecond},
+		{At: 100 * time.Millisecond, Kind: Merge, Node: 3, Pick: 6, For: time.Millisecond},
+		{At: 150 * time.Millisecond, Kind: LeaseTransfer, Node: 4, Pick: 7, For: time.Millisecond}}
+	if got := runFake(t, steps); got != "pause 1,range split 5,merge 6,transfer 7 to 4,resume 1" {
+		t.Fatalf("did %s", got)
+	}
+	if _, err := Run(context.Background(), steps[1:2], &fakeTarget{}, nil); err == nil || !strings.Contains(err.Error(), "cannot do range-split") {
+		t.Fatalf("a range split on a target without Rearranger: %v", err)
+	}
+	kinds, err := ParseKinds("range-split,merge,lease-transfer")
+	if err != nil || !slices.Equal(kinds, []Kind{RangeSplit, Merge, LeaseTransfer}) {
+		t.Fatalf("parsed %v, %v", kinds, err)
+	}
+	c := DefaultConfig()
+	c.Kinds = kinds
+	for _, s := range Plan(3, c) {
+		if !s.Kind.Operation() || s.Pick == 0 {
+			t.Fatalf("a layout plan's step %v is no operation with a pick", s)
+		}
 	}
 }

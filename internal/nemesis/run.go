@@ -44,6 +44,18 @@ type Operator interface {
 	Decommission(ctx context.Context, i int, drain bool) error
 }
 
+// Rearranger is a Target that can also change the range layout of the
+// workload's keys, for RangeSplit, Merge and LeaseTransfer: SplitRange
+// splits a range at a key pick chooses, MergeRange joins a range pick
+// chooses with its right neighbour, TransferLease moves the lease of a
+// range pick chooses to node to. As for an Operator, a refusal a fault
+// explains is the target's to record, not an error.
+type Rearranger interface {
+	SplitRange(ctx context.Context, pick uint64) error
+	MergeRange(ctx context.Context, pick uint64) error
+	TransferLease(ctx context.Context, to int, pick uint64) error
+}
+
 // Skewer is a Target that can also offset a node's clock: Skew sets node
 // i's offset (0 removes it).
 type Skewer interface {
@@ -92,6 +104,8 @@ func can(t Target, k Kind) bool {
 		_, ok = t.(LinkCutter)
 	case Move, Churn:
 		_, ok = t.(Operator)
+	case RangeSplit, Merge, LeaseTransfer:
+		_, ok = t.(Rearranger)
 	default:
 		ok = true
 	}
@@ -112,8 +126,8 @@ func can(t Target, k Kind) bool {
 // the fault it was planned in (log may then be called from both at once).
 // A plan with partitions, skews, slow or failing disks, replacements,
 // bridges, splits or operations needs a t that is also a Partitioner,
-// Skewer, DiskSlower, DiskFailer, Wiper, LinkCutter or Operator; that is
-// checked first.
+// Skewer, DiskSlower, DiskFailer, Wiper, LinkCutter, Operator or
+// Rearranger; that is checked first.
 func Run(ctx context.Context, steps []Step, t Target, log func(Step)) (lifted time.Time, err error) {
 	for _, s := range steps {
 		if !can(t, s.Kind) {
@@ -206,10 +220,20 @@ func do(ctx context.Context, t Target, s Step) (lifted time.Time, err error) {
 		a, b := s.sides()
 		down = func(int) error { return lc.CutLinks(a, b) }
 		up = func(int) error { return lc.HealLinks(a, b) }
-	case Move:
+	case Move, RangeSplit, Merge, LeaseTransfer:
 		mctx, cancel := context.WithTimeout(ctx, s.For)
 		defer cancel()
-		err := t.(Operator).MoveReplica(mctx, s.Node, s.Pick)
+		var err error
+		switch s.Kind {
+		case Move:
+			err = t.(Operator).MoveReplica(mctx, s.Node, s.Pick)
+		case RangeSplit:
+			err = t.(Rearranger).SplitRange(mctx, s.Pick)
+		case Merge:
+			err = t.(Rearranger).MergeRange(mctx, s.Pick)
+		default:
+			err = t.(Rearranger).TransferLease(mctx, s.Node, s.Pick)
+		}
 		return time.Now(), err
 	case Churn:
 		op := t.(Operator)

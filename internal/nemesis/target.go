@@ -25,6 +25,9 @@ type launcherTarget struct {
 	faults FaultEndpoint
 	ids    *nodeIDs // launcher index -> node ID, for cutting links
 	ops    *opCounts
+	// keys are the workload's, among which layout operations split,
+	// merge and transfer leases.
+	keys []string
 	// recommissionWithin bounds the retries of a recommission, which the
 	// run needs to recover.
 	recommissionWithin time.Duration
@@ -39,13 +42,15 @@ type opCounts struct {
 	// diskFails are the disk failures done, diskStops those that stopped
 	// their node by themselves; replaced the nodes wiped.
 	diskFails, diskStops, replaced int
+	// layout counts RangeSplit, Merge and LeaseTransfer operations.
+	layout map[Kind]LayoutCounts
 }
 
 // newLauncherTarget also learns each node's ID from the cluster's node
 // list: a partition names peers by node ID, which join order decides.
-func newLauncherTarget(ctx context.Context, lc *launcher.Cluster, cl *client.Client, c ChaosConfig, logf func(string, ...any)) (launcherTarget, error) {
-	t := launcherTarget{lc: lc, cl: cl, faults: NewFaultEndpoint(lc.Config().HTTPTLS), ids: &nodeIDs{m: map[int]uint64{}}, ops: &opCounts{},
-		recommissionWithin: c.ConvergeWithin, logf: logf}
+func newLauncherTarget(ctx context.Context, lc *launcher.Cluster, cl *client.Client, c ChaosConfig, keys []string, logf func(string, ...any)) (launcherTarget, error) {
+	t := launcherTarget{lc: lc, cl: cl, faults: NewFaultEndpoint(lc.Config().HTTPTLS), ids: &nodeIDs{m: map[int]uint64{}},
+		ops: &opCounts{layout: map[Kind]LayoutCounts{}}, keys: keys, recommissionWithin: c.ConvergeWithin, logf: logf}
 	resp, err := cl.Ranges(ctx)
 	if err != nil {
 		return t, fmt.Errorf("reading the node list: %w", err)

@@ -22,10 +22,10 @@ import (
 const txnTimeout = 10 * time.Second
 
 // txnWorkload runs transactions of list appends or register writes and
-// reads through the Go client's Txn, records them, and checks the
-// history with txncheck. Its keys are split into ranges of their own, so
-// that most transactions span ranges and commit in two phases (intents, a
-// record, a refresh when pushed).
+// reads through a txnRunner (the Go client's Txn, or MULTI/EXEC over
+// RESP), records them, and checks the history with txncheck. Its keys are
+// split into ranges of their own, so that most transactions span ranges
+// and commit in two phases (intents, a record, a refresh when pushed).
 type txnWorkload struct {
 	kind    txncheck.Workload
 	keys    []string
@@ -33,10 +33,20 @@ type txnWorkload struct {
 	seed    uint64
 	rec     *txncheck.Recorder
 	next    atomic.Int64 // the last value written: unique across keys
+	runner  txnRunner
 }
 
-func newTxnWorkload(kind txncheck.Workload, keys, clients int, seed uint64) *txnWorkload {
-	w := &txnWorkload{kind: kind, clients: clients, seed: seed, rec: txncheck.NewRecorder()}
+// txnRunner runs one transaction's mops as process and returns them with
+// what its reads saw, and how it ended. ctx bounds it, retries included.
+type txnRunner interface {
+	runTxn(ctx context.Context, process int, mops []txncheck.Mop) ([]txncheck.Mop, txncheck.Outcome)
+	// readsFirst: every read runs before any write (WATCH and GET, then
+	// MULTI/EXEC), so transactions are generated in that order.
+	readsFirst() bool
+}
+
+func newTxnWorkload(kind txncheck.Workload, keys, clients int, seed uint64, runner txnRunner) *txnWorkload {
+	w := &txnWorkload{kind: kind, clients: clients, seed: seed, rec: txncheck.NewRecorder(), runner: runner}
 	for i := range keys {
 		w.keys = append(w.keys, fmt.Sprintf("txn/k%d", i))
 	}
@@ -81,40 +91,56 @@ func (w *txnWorkload) gen(rng *rand.Rand) []txncheck.Mop {
 }
 
 // run runs mops as one transaction of process and records it.
-func (w *txnWorkload) run(ctx context.Context, cl *client.Client, process int, mops []txncheck.Mop) txncheck.Outcome {
+func (w *txnWorkload) run(ctx context.Context, process int, mops []txncheck.Mop) txncheck.Outcome {
+	if w.runner.readsFirst() {
+		mops = slices.Concat(
+			slices.DeleteFunc(slices.Clone(mops), func(m txncheck.Mop) bool { return m.F != txncheck.Read }),
+			slices.DeleteFunc(slices.Clone(mops), func(m txncheck.Mop) bool { return m.F == txncheck.Read }))
+	}
 	id := w.rec.Invoke(process, mops)
 	ctx, cancel := context.WithTimeout(ctx, txnTimeout)
 	defer cancel()
+	done, o := w.runner.runTxn(ctx, process, mops)
+	w.rec.Complete(id, o, done)
+	return o
+}
+
+// goTxns runs transactions through the Go client's Txn.
+type goTxns struct {
+	cl   *client.Client
+	kind txncheck.Workload
+}
+
+func (g goTxns) readsFirst() bool { return false }
+
+func (g goTxns) runTxn(ctx context.Context, _ int, mops []txncheck.Mop) ([]txncheck.Mop, txncheck.Outcome) {
 	var done []txncheck.Mop
 	committing := false
-	err := cl.Txn(ctx, func(tx *client.Tx) error {
+	err := g.cl.Txn(ctx, func(tx *client.Tx) error {
 		committing, done = false, slices.Clone(mops)
 		lists := map[string][]int{} // each list as the attempt last saw it
 		for i, m := range done {
 			var err error
-			if done[i], err = w.step(ctx, tx, m, lists); err != nil {
+			if done[i], err = g.step(ctx, tx, m, lists); err != nil {
 				return err
 			}
 		}
 		committing = true
 		return nil
 	})
-	o := txncheck.OK
 	switch {
 	case err == nil:
+		return done, txncheck.OK
 	case !committing || errors.Is(err, client.ErrTxnRetry):
-		o = txncheck.Fail // rolled back, or refused at the commit
-	default:
-		o = txncheck.Info // the commit's answer was lost
+		return done, txncheck.Fail // rolled back, or refused at the commit
 	}
-	w.rec.Complete(id, o, done)
-	return o
+	return done, txncheck.Info // the commit's answer was lost
 }
 
 // step does m in tx and returns it with what a read saw; lists holds
 // the lists read and appended to so far (an append follows a read of its
 // key: gen).
-func (w *txnWorkload) step(ctx context.Context, tx *client.Tx, m txncheck.Mop, lists map[string][]int) (txncheck.Mop, error) {
+func (g goTxns) step(ctx context.Context, tx *client.Tx, m txncheck.Mop, lists map[string][]int) (txncheck.Mop, error) {
 	key := []byte(m.Key)
 	switch m.F {
 	case txncheck.Write:
@@ -124,19 +150,18 @@ func (w *txnWorkload) step(ctx context.Context, tx *client.Tx, m txncheck.Mop, l
 		lists[m.Key] = l
 		return m, tx.Put(ctx, key, encodeList(l))
 	}
-	if w.kind == txncheck.ListAppend {
-		r, err := tx.GetVersion(ctx, key)
-		if err == nil {
-			m.List, err = decodeList(r.Value)
-		}
+	r, err := tx.GetVersion(ctx, key)
+	if err != nil {
+		return m, err
+	}
+	if g.kind == txncheck.ListAppend {
+		m.List, err = decodeList(r.Value)
 		lists[m.Key] = m.List
 		return m, err
 	}
-	r, err := tx.GetVersion(ctx, key)
-	if err != nil || !r.Found {
-		return m, err
+	if r.Found {
+		m.Value, err = strconv.Atoi(string(r.Value))
 	}
-	m.Value, err = strconv.Atoi(string(r.Value))
 	return m, err
 }
 
@@ -148,12 +173,14 @@ func encodeList(l []int) []byte {
 	return []byte(strings.Join(s, ","))
 }
 
+// decodeList reads a list written whole by encodeList, or appended to
+// value by value, each with a comma after it (the RESP workload's APPEND).
 func decodeList(b []byte) ([]int, error) {
 	l := []int{}
-	if len(b) == 0 {
-		return l, nil
-	}
 	for _, s := range strings.Split(string(b), ",") {
+		if s == "" {
+			continue
+		}
 		v, err := strconv.Atoi(s)
 		if err != nil {
 			return nil, fmt.Errorf("a list value %q: %w", b, err)
@@ -162,6 +189,8 @@ func decodeList(b []byte) ([]int, error) {
 	}
 	return l, nil
 }
+
+func (w *txnWorkload) keySpace() []string { return w.keys }
 
 // start splits the keys, then runs the clients until the returned func
 // stops them.
@@ -176,7 +205,7 @@ func (w *txnWorkload) start(ctx context.Context, cl *client.Client, rep *Report)
 		rng := rand.New(rand.NewPCG(w.seed, uint64(i)))
 		wg.Go(func() {
 			for wctx.Err() == nil {
-				o := w.run(wctx, cl, i, w.gen(rng))
+				o := w.run(wctx, i, w.gen(rng))
 				mu.Lock()
 				rep.Ops++
 				if o == txncheck.OK {
@@ -197,7 +226,7 @@ func (w *txnWorkload) finish(ctx context.Context, cl *client.Client, rep *Report
 	for _, k := range w.keys {
 		o := txncheck.Fail
 		for try := 0; try < 5 && o != txncheck.OK; try++ {
-			o = w.run(ctx, cl, process, []txncheck.Mop{{F: txncheck.Read, Key: k}})
+			o = w.run(ctx, process, []txncheck.Mop{{F: txncheck.Read, Key: k}})
 		}
 		if o != txncheck.OK {
 			return "", fmt.Errorf("the final read of %s after recovery did not commit", k)
