@@ -107,7 +107,7 @@ func (r *batchReader) read() error {
 		if err != nil {
 			return err
 		}
-		at := time.Now()
+		arr := arrivals{ctx: ctx, at: time.Now()}
 		_ = s.updateClock(msg.GetHlc(), "a client")
 		s.metrics.streamMessages.Inc()
 		s.metrics.streamRequests.Add(float64(len(msg.GetRequests())))
@@ -118,14 +118,30 @@ func (r *batchReader) read() error {
 			if !r.begin() {
 				return nil
 			}
-			r.start(ctx, at, req)
+			r.start(&arr, req)
 		}
 	}
 }
 
+// arrivals are the contexts of one message's requests by priority: they
+// arrived together, so each priority's context is made once per message,
+// not once per request.
+type arrivals struct {
+	ctx context.Context
+	at  time.Time
+	by  [admission.High + 1]context.Context
+}
+
+func (a *arrivals) of(p admission.Priority) context.Context {
+	if a.by[p] == nil {
+		a.by[p] = admission.WithArrival(a.ctx, a.at, p, true)
+	}
+	return a.by[p]
+}
+
 // start answers a write the node refuses at once, and runs anything else
 // on a worker.
-func (r *batchReader) start(ctx context.Context, at time.Time, req *tidekvpb.KVRequest) {
+func (r *batchReader) start(arr *arrivals, req *tidekvpb.KVRequest) {
 	s := r.k.s
 	p := admissionPriority(req.GetPriority())
 	if !kvbatch.IsRead(req) {
@@ -141,10 +157,20 @@ func (r *batchReader) start(ctx context.Context, at time.Time, req *tidekvpb.KVR
 			return
 		}
 	}
-	r.k.workers.run(func() {
-		r.out.push(kvbatch.Dispatch(admission.WithArrival(ctx, at, p, true), r.k, req))
-		r.wg.Done()
-	})
+	r.k.workers.run(batchJob{r: r, ctx: arr.of(p), req: req})
+}
+
+// batchJob is a stream's request for a worker: a value, so that handing
+// it over allocates nothing.
+type batchJob struct {
+	r   *batchReader
+	ctx context.Context
+	req *tidekvpb.KVRequest
+}
+
+func (j batchJob) run() {
+	j.r.out.push(kvbatch.Dispatch(j.ctx, j.r.k, j.req))
+	j.r.wg.Done()
 }
 
 // permitCall checks that the caller of ctx's call may also call method,
@@ -273,31 +299,31 @@ func (b *batchSender) run() {
 // tenth of a node's CPU growing its stack. When every worker is busy
 // (requests waiting on Raft) a request gets a goroutine of its own.
 type workers struct {
-	work    chan func()
+	work    chan batchJob
 	stopper <-chan struct{}
 }
 
 func newWorkers(n int, stopper <-chan struct{}) *workers {
-	w := &workers{work: make(chan func()), stopper: stopper}
+	w := &workers{work: make(chan batchJob), stopper: stopper}
 	for range n {
 		go w.loop()
 	}
 	return w
 }
 
-func (w *workers) run(f func()) {
+func (w *workers) run(j batchJob) {
 	select {
-	case w.work <- f:
+	case w.work <- j:
 	default:
-		go f()
+		go j.run()
 	}
 }
 
 func (w *workers) loop() {
 	for {
 		select {
-		case f := <-w.work:
-			f()
+		case j := <-w.work:
+			j.run()
 		case <-w.stopper:
 			return
 		}
