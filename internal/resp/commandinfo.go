@@ -145,8 +145,8 @@ func writeCommandInfo(x *call, name string) {
 	x.c.WriteInt(p.first)
 	x.c.WriteInt(p.last)
 	x.c.WriteInt(p.step)
-	x.writeSet(0) // ACL categories
-	x.writeSet(0) // tips
+	x.writeSet(0)     // ACL categories
+	x.writeSet(0)     // tips
 	x.c.WriteArray(0) // key specs
 	x.c.WriteArray(0) // subcommands
 }
