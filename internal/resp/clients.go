@@ -25,8 +25,11 @@ type clientInfo struct {
 	created time.Time
 	// active is when the connection last sent commands (Unix nanoseconds).
 	active atomic.Int64
-	mu     sync.Mutex
-	name   string
+	// resp3: the connection speaks RESP3 (connState.resp3, for others
+	// to read).
+	resp3 atomic.Bool
+	mu    sync.Mutex
+	name  string
 }
 
 func (ci *clientInfo) open(c redcon.Conn, now time.Time) {
@@ -58,9 +61,9 @@ func (st *connState) line(now time.Time) string {
 	if st.multi != nil {
 		multi = len(st.multi.queue)
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d idle=%d flags=N db=%d sub=0 psub=0 multi=%d user=%s resp=2",
+	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d idle=%d flags=N db=%d sub=0 psub=0 multi=%d user=%s resp=%d",
 		st.id, ci.conn.RemoteAddr(), laddr, ci.getName(), int64(now.Sub(ci.created).Seconds()),
-		int64(now.Sub(time.Unix(0, ci.active.Load())).Seconds()), st.db, multi, st.user)
+		int64(now.Sub(time.Unix(0, ci.active.Load())).Seconds()), st.db, multi, st.user, 2+b2i(ci.resp3.Load()))
 }
 
 // eachClient calls fn for each open connection, in id order.
@@ -112,7 +115,7 @@ func cmdClient(x *call) {
 	case sub == "setinfo":
 		x.c.WriteString("OK")
 	case sub == "info":
-		x.c.WriteBulkString(x.st.line(x.s.cfg.Now()) + "\n")
+		x.writeVerbatim(x.st.line(x.s.cfg.Now()) + "\n")
 	case sub == "list":
 		clientList(x)
 	default:
@@ -160,7 +163,7 @@ func clientList(x *call) {
 			sb.WriteByte('\n')
 		}
 	})
-	x.c.WriteBulkString(sb.String())
+	x.writeVerbatim(sb.String())
 }
 
 // clientKill: CLIENT KILL addr (OK, or an error if no connection has it)
@@ -279,7 +282,7 @@ func cmdConfig(x *call) {
 			}
 		}
 	}
-	x.c.WriteArray(2 * len(matched))
+	x.writeMap(len(matched))
 	for _, k := range names {
 		if matched[k] {
 			x.c.WriteBulkString(k)

@@ -110,10 +110,10 @@ func cmdCommand(x *call) {
 			}
 		}
 		// A map name -> docs; TideKV has no docs to give beyond the name.
-		x.c.WriteArray(2 * len(known))
+		x.writeMap(len(known))
 		for _, n := range known {
 			x.c.WriteBulkString(n)
-			x.c.WriteArray(0)
+			x.writeMap(0)
 		}
 	case sub == "getkeys" && len(x.args) >= 4:
 		commandGetKeys(x)
@@ -138,16 +138,17 @@ func writeCommandInfo(x *call, name string) {
 	x.c.WriteBulkString(name)
 	x.c.WriteInt(spec.arity)
 	fl := flags(name)
-	x.c.WriteArray(len(fl))
+	x.writeSet(len(fl))
 	for _, f := range fl {
 		x.c.WriteString(f)
 	}
 	x.c.WriteInt(p.first)
 	x.c.WriteInt(p.last)
 	x.c.WriteInt(p.step)
-	for range 4 {
-		x.c.WriteArray(0)
-	}
+	x.writeSet(0)     // ACL categories
+	x.writeSet(0)     // tips
+	x.c.WriteArray(0) // key specs
+	x.c.WriteArray(0) // subcommands
 }
 
 // commandGetKeys: COMMAND GETKEYS command arg ..., the keys of that

@@ -57,29 +57,29 @@ func cmdInfo(x *call) {
 	}
 	up := time.Since(x.s.start)
 	info := fmt.Sprintf("# Server\r\nredis_version:7.0.0-tidekv\r\nredis_mode:standalone\r\n"+
-		"tidekv_protocol:resp2\r\ntcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n\r\n"+
+		"tcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n\r\n"+
 		"# Clients\r\nconnected_clients:%d\r\n\r\n# Keyspace\r\n",
 		port, int64(up.Seconds()), int64(up.Hours()/24), x.s.conns.Load())
-	x.c.WriteBulkString(info)
+	x.writeVerbatim(info)
 }
 
-// cmdHello speaks RESP2 only. HELLO 3 gets the reply a Redis without HELLO
-// gives ("ERR unknown command 'HELLO'..."): every client falls back to RESP2
-// on that one, while some (go-redis before v9.0.0 final, which go-ycsb
-// pins) treat any other error, NOPROTO included, as fatal. HELLO [2]
-// [AUTH user pass] [SETNAME name] answers like Redis.
+// cmdHello: HELLO [2|3] [AUTH user pass] [SETNAME name], as Redis 7.0:
+// it switches the connection to the protocol asked (resp3.go) and answers
+// with the server's properties in it; another version gets NOPROTO.
 func cmdHello(x *call) {
 	args := x.args[1:]
+	resp3 := x.st.resp3
 	if len(args) > 0 {
 		v, err := strconv.Atoi(string(args[0]))
-		if err != nil {
+		switch {
+		case err != nil:
 			x.c.WriteError("ERR Protocol version is not an integer or out of range")
 			return
-		}
-		if v != 2 {
-			x.c.WriteError(fmt.Sprintf("ERR unknown command 'HELLO', with args beginning with: %s", argsPreview(x.args[1:])))
+		case v != 2 && v != 3:
+			x.c.WriteError("NOPROTO unsupported protocol version")
 			return
 		}
+		resp3 = v == 3
 		args = args[1:]
 	}
 	for len(args) > 0 {
@@ -102,13 +102,15 @@ func cmdHello(x *call) {
 		x.c.WriteError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
 	}
-	x.c.WriteArray(14)
+	x.st.resp3 = resp3
+	x.st.client.resp3.Store(resp3)
+	x.writeMap(7)
 	x.c.WriteBulkString("server")
 	x.c.WriteBulkString("redis")
 	x.c.WriteBulkString("version")
 	x.c.WriteBulkString("7.0.0-tidekv")
 	x.c.WriteBulkString("proto")
-	x.c.WriteInt(2)
+	x.c.WriteInt(2 + b2i(resp3))
 	x.c.WriteBulkString("id")
 	x.c.WriteInt64(x.st.id)
 	x.c.WriteBulkString("mode")

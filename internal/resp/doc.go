@@ -1,5 +1,6 @@
-// Package resp is TideKV's Redis-protocol front end: a RESP2 server (built
-// on github.com/tidwall/redcon) that maps Redis commands onto a small KV
+// Package resp is TideKV's Redis-protocol front end: a RESP2 and RESP3
+// server (built on github.com/tidwall/redcon, which parses requests and
+// writes RESP2; resp3.go writes RESP3's types) that maps Redis commands onto a small KV
 // interface. It owns the protocol mapping only: command parsing, replies,
 // Redis-style errors, the encoding of Redis types into ordered keys, and
 // SCAN cursors. Routing, limits and admission control belong to the KV
@@ -20,9 +21,9 @@
 // until then; AUTH user password names one of its users, AUTH password the
 // user "default",
 // and a read-only user gets "NOPERM User u has no permissions to run the
-// 'set' command" for writes: acl.go), HELLO [2] [AUTH user pass] [SETNAME name] (HELLO 3 gets
-// "NOPROTO unsupported protocol version", so RESP3 clients such as go-redis
-// and go-ycsb fall back to RESP2), CLIENT SETNAME/GETNAME/ID/SETINFO/
+// 'set' command" for writes: acl.go), HELLO [2|3] [AUTH user pass] [SETNAME name] (HELLO 3
+// switches the connection to RESP3: maps, sets, doubles, nulls and
+// verbatim strings where Redis 7.0 sends them, resp3.go), CLIENT SETNAME/GETNAME/ID/SETINFO/
 // INFO/LIST/KILL (clients.go),
 // COMMAND, COMMAND INFO/DOCS/LIST/COUNT/GETKEYS (the command table with
 // arities, flags and key positions: commandinfo.go),
@@ -185,7 +186,7 @@
 // the hash missing fields. Each single field write is atomic. Sorted-set writes are atomic; ZADD creating a
 // set clears an earlier set's leftovers first in one guarded write, or,
 // when the set's keys span ranges, by a scan and deletes that can race
-// with another ZADD creating the same set. There is no eviction, no lists or sets, no pub/sub, and RESP3 is not spoken.
+// with another ZADD creating the same set. There is no eviction and no pub/sub (RESP3's push replies are never sent).
 //
 // Transactions: EXEC cannot run SCAN, DBSIZE, TKV.RANGE, hashes, sorted sets (each needs a
 // scan or a guarded write, which the transaction view does not offer),

@@ -241,7 +241,7 @@ func cmdHGetAll(x *call) {
 			x.c.WriteBulk(kv.Value)
 		}
 	default:
-		x.c.WriteArray(2 * len(kvs))
+		x.writeMap(len(kvs))
 		for _, kv := range kvs {
 			x.c.WriteBulk(kv.Key[len(pre):])
 			x.c.WriteBulk(kv.Value)

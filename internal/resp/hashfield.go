@@ -250,11 +250,14 @@ func cmdHRandField(x *call) {
 	}
 	withValues := len(x.args) == 4
 	if withValues {
-		x.c.WriteArray(2 * len(pick))
+		x.writePairs(len(pick))
 	} else {
 		x.c.WriteArray(len(pick))
 	}
 	for _, kv := range pick {
+		if withValues {
+			x.writePair()
+		}
 		x.c.WriteBulk(kv.Key)
 		if withValues {
 			x.c.WriteBulk(kv.Value)

@@ -136,7 +136,7 @@ func cmdPop(x *call) {
 	case err != nil:
 		writeCASErr(x.c, err)
 	case !exists && hasCount:
-		x.c.WriteRaw([]byte("*-1\r\n")) // a null array, as Redis answers
+		x.c.WriteArray(-1) // a null array, as Redis answers
 	case !exists:
 		x.c.WriteNull()
 	case !hasCount:

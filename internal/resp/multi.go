@@ -225,7 +225,7 @@ func cmdExec(x *call) {
 		if err := w.check(x, view); err != nil {
 			return err
 		}
-		out = &txnReplies{Conn: x.c, limit: x.s.cfg.MaxOutputBuffer}
+		out = &txnReplies{Conn: x.c, limit: x.s.cfg.MaxOutputBuffer, resp3: x.st.resp3}
 		for _, p := range m.queue {
 			p.spec.fn(&call{s: x.s, c: out, st: x.st, kv: view, ctx: x.ctx, name: p.name, args: p.args})
 			if view.err != nil {
@@ -275,6 +275,7 @@ type txnReplies struct {
 	b     []byte
 	limit int
 	over  bool
+	resp3 bool // the connection's protocol
 }
 
 func (r *txnReplies) add(b []byte) {
@@ -289,7 +290,7 @@ func (r *txnReplies) WriteInt(num int)            { r.add(redcon.AppendInt(r.b, 
 func (r *txnReplies) WriteInt64(num int64)        { r.add(redcon.AppendInt(r.b, num)) }
 func (r *txnReplies) WriteUint64(num uint64)      { r.add(redcon.AppendUint(r.b, num)) }
 func (r *txnReplies) WriteError(msg string)       { r.add(redcon.AppendError(r.b, msg)) }
-func (r *txnReplies) WriteArray(count int)        { r.add(redcon.AppendArray(r.b, count)) }
-func (r *txnReplies) WriteNull()                  { r.add(redcon.AppendNull(r.b)) }
+func (r *txnReplies) WriteArray(count int)        { r.add(appendArray(r.b, count, r.resp3)) }
+func (r *txnReplies) WriteNull()                  { r.add(appendNull(r.b, r.resp3)) }
 func (r *txnReplies) WriteRaw(data []byte)        { r.add(append(r.b, data...)) }
 func (r *txnReplies) WriteAny(v interface{})      { r.add(redcon.AppendAny(r.b, v)) }

@@ -78,8 +78,8 @@ func (r *replyBuffer) WriteInt(num int)            { r.add(redcon.AppendInt(r.b,
 func (r *replyBuffer) WriteInt64(num int64)        { r.add(redcon.AppendInt(r.b, num)) }
 func (r *replyBuffer) WriteUint64(num uint64)      { r.add(redcon.AppendUint(r.b, num)) }
 func (r *replyBuffer) WriteError(msg string)       { r.add(redcon.AppendError(r.b, msg)) }
-func (r *replyBuffer) WriteArray(count int)        { r.add(redcon.AppendArray(r.b, count)) }
-func (r *replyBuffer) WriteNull()                  { r.add(redcon.AppendNull(r.b)) }
+func (r *replyBuffer) WriteArray(count int)        { r.add(appendArray(r.b, count, r.st.resp3)) }
+func (r *replyBuffer) WriteNull()                  { r.add(appendNull(r.b, r.st.resp3)) }
 func (r *replyBuffer) WriteRaw(data []byte)        { r.add(append(r.b, data...)) }
 func (r *replyBuffer) WriteAny(v interface{})      { r.add(redcon.AppendAny(r.b, v)) }
 

@@ -214,6 +214,8 @@ type connState struct {
 	// client is what CLIENT LIST shows of the connection (clients.go).
 	client clientInfo
 	access Access
+	// resp3: the connection speaks RESP3 (HELLO 3; resp3.go).
+	resp3 bool
 	// quit: the connection is closed (QUIT, or a client too slow to take
 	// its replies); the rest of its pipeline is dropped.
 	quit bool

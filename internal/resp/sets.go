@@ -162,8 +162,17 @@ func cmdSMembers(x *call) {
 	}
 }
 
+// writeBulks answers an array of values.
+func writeBulks(x *call, vals [][]byte) {
+	x.c.WriteArray(len(vals))
+	for _, v := range vals {
+		x.c.WriteBulk(v)
+	}
+}
+
+// writeMembers answers a set's members (a RESP3 set).
 func writeMembers(x *call, members [][]byte) {
-	x.c.WriteArray(len(members))
+	x.writeSet(len(members))
 	for _, m := range members {
 		x.c.WriteBulk(m)
 	}
@@ -346,8 +355,6 @@ func cmdSPop(x *call) {
 			x.c.WriteNull()
 		case !hasCount:
 			x.c.WriteBulk(drawn[0])
-		case !m.exists:
-			x.c.WriteArray(0)
 		default:
 			writeMembers(x, drawn)
 		}
@@ -390,7 +397,7 @@ func cmdSRandMember(x *call) {
 			x.c.WriteBulk(drawn[i%int64(len(drawn))])
 		}
 	default:
-		writeMembers(x, drawn)
+		writeBulks(x, drawn)
 	}
 }
 
@@ -424,7 +431,5 @@ func cmdSScan(x *call) {
 			out = append(out, kv.Key)
 		}
 	}
-	x.c.WriteArray(2)
-	x.c.WriteBulkString(strconv.FormatUint(cur, 10))
-	writeMembers(x, out)
+	x.writeScanReply(cur, out)
 }

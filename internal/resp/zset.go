@@ -301,7 +301,7 @@ flags:
 func (x *call) zaddReply(f zaddFlags, added, updated int, processed bool, score float64) {
 	switch {
 	case f.incr && processed:
-		x.c.WriteBulk(formatScore(score))
+		x.writeScore(score)
 	case f.incr:
 		x.c.WriteNull()
 	case f.ch:
@@ -387,7 +387,7 @@ func cmdZScore(x *call) {
 	}
 	for _, r := range rs {
 		if r.Found {
-			x.c.WriteBulk(formatScore(zScoreOf(r.Value)))
+			x.writeScore(zScoreOf(r.Value))
 		} else {
 			x.c.WriteNull()
 		}
@@ -656,16 +656,20 @@ func rankWindow(n, lo, hi int64, rev bool) (skip, take int) {
 	return int(lo), int(hi - lo + 1)
 }
 
+// zreplyEntries answers members, with their scores as pairs (RESP3
+// nests each pair) when withScores.
 func (x *call) zreplyEntries(es []zEntry, withScores bool) {
-	if withScores {
-		x.c.WriteArray(2 * len(es))
-	} else {
+	if !withScores {
 		x.c.WriteArray(len(es))
-	}
-	for _, e := range es {
-		x.c.WriteBulk(e.member)
-		if withScores {
-			x.c.WriteBulk(formatScore(e.score))
+		for _, e := range es {
+			x.c.WriteBulk(e.member)
 		}
+		return
+	}
+	x.writePairs(len(es))
+	for _, e := range es {
+		x.writePair()
+		x.c.WriteBulk(e.member)
+		x.writeScore(e.score)
 	}
 }

@@ -109,7 +109,14 @@ func cmdZPop(x *call) {
 		}
 		return es, err
 	})
-	if ok {
+	switch {
+	case !ok:
+	case len(x.args) == 2 && len(es) == 1:
+		// Without a count, one flat pair in RESP3 too, as Redis.
+		x.c.WriteArray(2)
+		x.c.WriteBulk(es[0].member)
+		x.writeScore(es[0].score)
+	default:
 		x.zreplyEntries(es, true)
 	}
 }

@@ -60,8 +60,5 @@ func cmdZScan(x *call) {
 func (x *call) writeScanReply(cur uint64, items [][]byte) {
 	x.c.WriteArray(2)
 	x.c.WriteBulkString(strconv.FormatUint(cur, 10))
-	x.c.WriteArray(len(items))
-	for _, it := range items {
-		x.c.WriteBulk(it)
-	}
+	writeBulks(x, items)
 }

@@ -80,10 +80,10 @@ func TestRedisServesLedRangesInProcess(t *testing.T) {
 		{[]any{"HSET", "h", "f1", "v1", "f2", "v2"}, "2"},
 		{[]any{"HSET", "h", "f2", "w2", "f3", "v3"}, "1"},
 		{[]any{"HGET", "h", "f2"}, "w2"},
-		{[]any{"HGETALL", "h"}, "[f1 v1 f2 w2 f3 v3]"},
+		{[]any{"HGETALL", "h"}, "map[f1:v1 f2:w2 f3:v3]"}, // a RESP3 map
 		{[]any{"HDEL", "h", "f1"}, "1"},
 		{[]any{"HSET", "g", "new", "1"}, "1"},
-		{[]any{"HGETALL", "g"}, "[new 1]"},
+		{[]any{"HGETALL", "g"}, "map[new:1]"},
 		{[]any{"HSET", "a", "f", "v"}, "WRONGTYPE Operation against a key holding the wrong kind of value"},
 		{[]any{"MSET", "b", "2", "c", "3"}, "OK"},
 		{[]any{"MGET", "a", "b", "c", "d"}, "[1 2 3 <nil>]"},
@@ -117,7 +117,7 @@ func TestRedisServesLedRangesInProcess(t *testing.T) {
 	run([]any{"MGET", "a", "z", "b"}, "[1 26 2]")
 	run([]any{"HSET", "zh", "f", "1", "g", "2"}, "2")
 	run([]any{"HSET", "zh", "g", "3"}, "0")
-	run([]any{"HGETALL", "zh"}, "[f 1 g 3]")
+	run([]any{"HGETALL", "zh"}, "map[f:1 g:3]")
 	run([]any{"HSET", "z", "f", "v"}, "WRONGTYPE Operation against a key holding the wrong kind of value")
 	keys, _, err := rdb.Scan(ctx, 0, "", 100).Result()
 	if err != nil {

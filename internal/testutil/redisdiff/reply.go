@@ -10,36 +10,51 @@ import (
 	"time"
 )
 
-// Reply is one RESP2 reply.
+// Reply is one RESP2 or RESP3 reply.
 type Reply struct {
-	// Kind is the reply's type byte: '+', '-', ':', '$' or '*'.
+	// Kind is the reply's type byte: RESP2's '+', '-', ':', '$' and '*',
+	// RESP3's '%' (map), '~' (set), ',' (double), '_' (null), '#'
+	// (boolean), '=' (verbatim string) and '(' (big number).
 	Kind byte
 	// Str is a simple string's, an error's, an integer's or a bulk
 	// string's text.
 	Str string
 	// Nil: a null bulk string or a null array.
-	Nil   bool
+	Nil bool
+	// Elems are an array's or a set's elements, a map's keys and values
+	// alternately.
 	Elems []Reply
 }
 
 // String renders r on one line: +OK, -ERR ..., :1, "bulk" (Go-quoted),
-// (nil), [a b] for an array, (nil array).
+// (nil), [a b] for an array, (nil array); RESP3's map %{k v}, set ~[a b],
+// double ,1.5, null _, verbatim ="txt:...".
 func (r Reply) String() string {
 	switch {
 	case r.Kind == '$' && r.Nil:
 		return "(nil)"
 	case r.Kind == '$':
 		return strconv.Quote(r.Str)
+	case r.Kind == '=':
+		return "=" + strconv.Quote(r.Str)
 	case r.Kind == '*' && r.Nil:
 		return "(nil array)"
 	case r.Kind == '*':
-		parts := make([]string, len(r.Elems))
-		for i, e := range r.Elems {
-			parts[i] = e.String()
-		}
-		return "[" + strings.Join(parts, " ") + "]"
+		return "[" + r.joined() + "]"
+	case r.Kind == '~':
+		return "~[" + r.joined() + "]"
+	case r.Kind == '%':
+		return "%{" + r.joined() + "}"
 	}
 	return string(r.Kind) + r.Str
+}
+
+func (r Reply) joined() string {
+	parts := make([]string, len(r.Elems))
+	for i, e := range r.Elems {
+		parts[i] = e.String()
+	}
+	return strings.Join(parts, " ")
 }
 
 // sameShape reports whether a and b are the same kinds of reply with
@@ -97,9 +112,12 @@ func readReply(r *bufio.Reader) (Reply, error) {
 	}
 	rep := Reply{Kind: l[0], Str: l[1:]}
 	switch rep.Kind {
-	case '+', '-', ':':
+	case '+', '-', ':', ',', '#', '(':
 		return rep, nil
-	case '$', '*':
+	case '_':
+		rep.Nil = true
+		return rep, nil
+	case '$', '*', '%', '~', '=':
 	default:
 		return Reply{}, fmt.Errorf("unknown reply type %q", l)
 	}
@@ -112,13 +130,16 @@ func readReply(r *bufio.Reader) (Reply, error) {
 		rep.Nil = true
 		return rep, nil
 	}
-	if rep.Kind == '$' {
+	if rep.Kind == '$' || rep.Kind == '=' {
 		b := make([]byte, n+2)
 		if _, err := io.ReadFull(r, b); err != nil {
 			return Reply{}, err
 		}
 		rep.Str = string(b[:n])
 		return rep, nil
+	}
+	if rep.Kind == '%' {
+		n *= 2
 	}
 	rep.Elems = make([]Reply, n)
 	for i := range rep.Elems {
