@@ -15,6 +15,6 @@
 // node's gRPC services and the client's transport. The Redis gateway maps
 // kinds to RESP replies (internal/redisgw).
 //
-// Imports: the standard library, api/hlc and api/tidekvpb.
-// Imports nothing under internal/ (internal/lint).
+// It imports the standard library and api/tidekvpb; it
+// imports nothing under internal/ (internal/lint).
 package kverr
