@@ -11,35 +11,39 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
 
 // Errors returned by the client; test for them with errors.Is. Returned
 // errors wrap these and carry the server's message where there is one.
+// All but ErrClosed and ErrNoReadAt are TideKV's one error vocabulary
+// (api/kverr): errors.Is(err, ErrOverloaded) holds for a node's overload
+// as for the client's.
 var (
 	// ErrNotFound: Get found no value for the key.
-	ErrNotFound = errors.New("tidekv: key not found")
+	ErrNotFound error = kverr.ErrNotFound
 	// ErrAmbiguous: a non-idempotent write may or may not have been applied.
-	ErrAmbiguous = errors.New("tidekv: ambiguous result: the write may or may not have been applied")
+	ErrAmbiguous error = kverr.ErrAmbiguous
 	// ErrOverloaded: the cluster kept shedding load until attempts or the
 	// deadline ran out.
-	ErrOverloaded = errors.New("tidekv: overloaded")
+	ErrOverloaded error = kverr.ErrOverloaded
 	// ErrUnavailable: no replica could serve the request within the attempts.
-	ErrUnavailable = errors.New("tidekv: unavailable")
+	ErrUnavailable error = kverr.ErrUnavailable
 	// ErrInvalidArgument: the request was rejected as malformed or too large;
 	// never retried.
-	ErrInvalidArgument = errors.New("tidekv: invalid argument")
+	ErrInvalidArgument error = kverr.ErrInvalidArgument
 	// ErrClosed: the Client has been closed.
 	ErrClosed = errors.New("tidekv: client closed")
 	// ErrTxnRetry: a transaction cannot go on as it is (it met another
 	// transaction's intent that did not go away in time, wrote below a
 	// newer committed version, its reads changed before its commit, or it
 	// was aborted); running it again from the start may succeed. Txn does.
-	ErrTxnRetry = errors.New("tidekv: transaction must restart")
+	ErrTxnRetry error = kverr.ErrTxnRetry
 	// ErrTxnCommitted: a transaction's record is COMMITTED already, so it
 	// cannot be aborted (a coordinator's abort after a commit whose answer
 	// was lost); never retried. Its intents are resolved from the record.
-	ErrTxnCommitted = errors.New("tidekv: transaction committed already")
+	ErrTxnCommitted error = kverr.ErrTxnCommitted
 	// ErrNoReadAt: a node answered a read at a timestamp (ReadAt) with the
 	// newest data, as a binary from before reads at timestamps does: they
 	// need every node of the cluster upgraded.
@@ -200,6 +204,9 @@ func (e *OverloadedError) Error() string { return "tidekv: " + e.Op + ": " + e.R
 
 // Is makes errors.Is(err, ErrOverloaded) hold.
 func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded }
+
+// Kind is OVERLOADED.
+func (e *OverloadedError) Kind() kverr.Kind { return kverr.Overloaded }
 
 // overloadedHere is the refusal the client gives itself for a node whose
 // window of requests in flight is full (peerStats.throttled): the same

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/resp"
 )
@@ -19,27 +20,28 @@ func FromClient(c *client.Client) resp.KV { return clientKV{c} }
 
 type clientKV struct{ c *client.Client }
 
-// mapErr wraps client errors with resp's sentinels. An invalid
-// argument keeps only the client's reason (its message less the client's
-// own sentinel), so the reply names "invalid argument" once. Ambiguity
+// mapErr wraps TideKV's errors (api/kverr's vocabulary, which the client
+// speaks) with resp's sentinels. An invalid argument keeps only the
+// client's reason (its message less the client's own sentinel), so the
+// reply names "invalid argument" once. Ambiguity
 // wins over the overload it may wrap (a transaction's commit that ended
 // "overloaded"): "retry" would be wrong if the write was applied.
 func mapErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, client.ErrNotFound):
+	case errors.Is(err, kverr.ErrNotFound):
 		return fmt.Errorf("%w: %w", resp.ErrNotFound, err)
-	case errors.Is(err, client.ErrInvalidArgument):
-		return fmt.Errorf("%w: %s", resp.ErrInvalidArgument, strings.TrimPrefix(err.Error(), client.ErrInvalidArgument.Error()+": "))
-	case errors.Is(err, client.ErrAmbiguous):
+	case errors.Is(err, kverr.ErrInvalidArgument):
+		return fmt.Errorf("%w: %s", resp.ErrInvalidArgument, strings.TrimPrefix(err.Error(), kverr.ErrInvalidArgument.Error()+": "))
+	case errors.Is(err, kverr.ErrAmbiguous):
 		return fmt.Errorf("%w: %w", resp.ErrAmbiguous, err)
-	case errors.Is(err, client.ErrOverloaded):
+	case errors.Is(err, kverr.ErrOverloaded):
 		if oe := (*client.OverloadedError)(nil); errors.As(err, &oe) {
 			return &resp.OverloadedError{RetryAfter: oe.RetryAfter}
 		}
 		return fmt.Errorf("%w: %w", resp.ErrOverloaded, err)
-	case errors.Is(err, client.ErrUnavailable):
+	case errors.Is(err, kverr.ErrUnavailable):
 		return fmt.Errorf("%w: %w", resp.ErrUnavailable, err)
 	}
 	return err

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -76,25 +76,27 @@ func classify(err error) (codes.Code, tidekvpb.ErrorKind) {
 		return codes.FailedPrecondition, tidekvpb.ErrorKind_RANGE_NOT_FOUND
 	case errors.As(err, &km):
 		return codes.FailedPrecondition, tidekvpb.ErrorKind_KEY_MISMATCH
-	case errors.As(err, &ur), raftstore.RetryableTxnError(err) || errors.As(err, &tr) || errors.Is(err, client.ErrTxnRetry):
+	case errors.As(err, &ur), raftstore.RetryableTxnError(err) || errors.As(err, &tr) || errors.Is(err, kverr.ErrTxnRetry):
 		return codes.Aborted, tidekvpb.ErrorKind_TXN_RETRY
-	case errors.As(err, &ts) || errors.Is(err, client.ErrTxnCommitted):
+	case errors.As(err, &ts) || errors.Is(err, kverr.ErrTxnCommitted):
 		// A record COMMITTED already (the rest of TxnStatusError is
 		// TXN_RETRY above): final. Left to the default (UNAVAILABLE), the
 		// routing client retried a coordinator's abort until its deadline.
 		return codes.FailedPrecondition, tidekvpb.ErrorKind_TXN_ALREADY_COMMITTED
-	case errors.Is(err, raftstore.ErrAmbiguous) || errors.Is(err, client.ErrAmbiguous):
-		// client's: a step the node sent on through its routing client (a
-		// transaction's commit) may have applied. Left to the default
-		// (UNAVAILABLE: not applied), the client ran the transaction again.
+	case errors.Is(err, kverr.ErrAmbiguous):
+		// A replica's, or a step's the node sent on through its routing
+		// client (a transaction's commit): it may have applied. Left to the
+		// default (UNAVAILABLE: not applied), the client ran the
+		// transaction again.
 		return codes.Unavailable, tidekvpb.ErrorKind_AMBIGUOUS
-	case errors.Is(err, raftstore.ErrOverloaded) || errors.Is(err, client.ErrOverloaded):
+	case errors.Is(err, kverr.ErrOverloaded):
 		return codes.ResourceExhausted, tidekvpb.ErrorKind_OVERLOADED
-	case errors.Is(err, raftstore.ErrInvalidRequest) || errors.Is(err, client.ErrInvalidArgument):
-		// client's: a node refused a step the node sent on through its
-		// routing client (a transaction's read at a timestamp beyond the
-		// maximum offset of that node's clock). Left to the default
-		// (UNAVAILABLE), the client ran the transaction again and again.
+	case errors.Is(err, kverr.ErrInvalidArgument):
+		// A replica's, a validation's, or a node's refusal of a step the
+		// node sent on through its routing client (a transaction's read at
+		// a timestamp beyond the maximum offset of that node's clock). Left
+		// to the default (UNAVAILABLE), the client ran the transaction
+		// again and again.
 		return codes.InvalidArgument, tidekvpb.ErrorKind_INVALID_ARGUMENT
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded, tidekvpb.ErrorKind_ERROR_UNKNOWN
