@@ -21,6 +21,7 @@ import (
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
+	"github.com/tidekv/tidekv/internal/txn"
 )
 
 // AutoAddr as Config.HTTPAddr derives the HTTP address from the gRPC
@@ -108,7 +109,7 @@ type Config struct {
 	// (internal/admission, docs/admission.md).
 	Admission admission.Config
 	// Txn holds the transactions' knobs (txnconfig.go).
-	Txn TxnConfig
+	Txn txn.Config
 	// Geo turns on geo transactions (geo.go); off by default.
 	Geo GeoConfig
 	// admissionClock replaces time.Now for the admission controller
@@ -210,7 +211,7 @@ func DefaultConfig() Config {
 		Limits:                  DefaultLimits(),
 		Redis:                   redisDefaults(),
 		Admission:               admission.DefaultConfig(),
-		Txn:                     DefaultTxnConfig(),
+		Txn:                     txn.DefaultConfig(),
 		Geo:                     DefaultGeoConfig(),
 		HeartbeatInterval:       time.Second,
 		LivenessTimeout:         5 * time.Second,
