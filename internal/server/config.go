@@ -108,7 +108,7 @@ type Config struct {
 	// on requests in progress and shedding by queueing delay
 	// (internal/admission, docs/admission.md).
 	Admission admission.Config
-	// Txn holds the transactions' knobs (txnconfig.go).
+	// Txn holds the transactions' knobs (internal/txn, config.go).
 	Txn txn.Config
 	// Geo turns on geo transactions (geo.go); off by default.
 	Geo GeoConfig
