@@ -16,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/internal/actuator/local"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/server"
+	"github.com/tidekv/tidekv/internal/txn"
 )
 
 // serverOpts are the server command's flags that are not server.Config.
@@ -184,9 +185,9 @@ func inheritedArgs(args []string, dir string) []string {
 	return out
 }
 
-// addTxnFlags binds the transactions' knobs (server.TxnConfig, whose
+// addTxnFlags binds the transactions' knobs (txn.Config, whose
 // Validate refuses bad values when the node starts).
-func addTxnFlags(f *pflag.FlagSet, c *server.TxnConfig) {
+func addTxnFlags(f *pflag.FlagSet, c *txn.Config) {
 	f.DurationVar(&c.HeartbeatInterval, "txn-heartbeat-interval", c.HeartbeatInterval, "how often a coordinator heartbeats the record of each open transaction that has written")
 	f.DurationVar(&c.Expiry, "txn-expiry", c.Expiry, "how old a transaction record's last heartbeat must be before a transaction its intents block may abort it (more than twice --txn-heartbeat-interval); bounds how long a dead coordinator's intents block others")
 	f.DurationVar(&c.IntentWait, "txn-intent-wait", c.IntentWait, "how long a request that meets a live transaction's intent waits for it before it fails with a retryable error")

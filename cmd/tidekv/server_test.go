@@ -147,7 +147,7 @@ func TestCtlFailHintsAtTLS(t *testing.T) {
 	}
 }
 
-// The transaction flags set server.TxnConfig; values that cannot work are
+// The transaction flags set txn.Config; values that cannot work are
 // refused by its Validate in a sentence naming the flag.
 func TestTxnFlags(t *testing.T) {
 	for _, c := range []struct {

@@ -65,6 +65,12 @@ var rules = []rule{
 		says:       "imports no TideKV package but itself (no SDK, API or node code)",
 	},
 	{
+		pkgs:       []string{"internal/txn"},
+		transitive: true,
+		forbid:     []string{"client/", "internal/server/", "internal/txnclient/", "internal/redisgw/"},
+		says:       "imports no SDK or server code (client, internal/server, internal/txnclient, internal/redisgw)",
+	},
+	{
 		pkgs:   []string{"internal/placement", "internal/elastic", "internal/control", "internal/admission", "internal/retry", "internal/queue"},
 		forbid: []string{"net", "os", "os/exec", "net/http"},
 		says:   "imports no I/O package (net, os, os/exec, net/http)",

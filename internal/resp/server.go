@@ -102,7 +102,7 @@ func DefaultConfig() Config {
 		CursorTTL:       10 * time.Minute,
 		MaxCursors:      10000,
 		CASAttempts:     1000,
-		// A transaction's own limits (docs/transactions.md, TxnConfig):
+		// A transaction's own limits (docs/transactions.md, txn.Config):
 		// 10,000 keys and 16 MiB written.
 		MaxMultiCommands: 10000,
 		MaxMultiBytes:    16 << 20,

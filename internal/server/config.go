@@ -21,6 +21,7 @@ import (
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
+	"github.com/tidekv/tidekv/internal/txn"
 )
 
 // AutoAddr as Config.HTTPAddr derives the HTTP address from the gRPC
@@ -107,8 +108,8 @@ type Config struct {
 	// on requests in progress and shedding by queueing delay
 	// (internal/admission, docs/admission.md).
 	Admission admission.Config
-	// Txn holds the transactions' knobs (txnconfig.go).
-	Txn TxnConfig
+	// Txn holds the transactions' knobs (internal/txn, config.go).
+	Txn txn.Config
 	// Geo turns on geo transactions (geo.go); off by default.
 	Geo GeoConfig
 	// admissionClock replaces time.Now for the admission controller
@@ -210,7 +211,7 @@ func DefaultConfig() Config {
 		Limits:                  DefaultLimits(),
 		Redis:                   redisDefaults(),
 		Admission:               admission.DefaultConfig(),
-		Txn:                     DefaultTxnConfig(),
+		Txn:                     txn.DefaultConfig(),
 		Geo:                     DefaultGeoConfig(),
 		HeartbeatInterval:       time.Second,
 		LivenessTimeout:         5 * time.Second,

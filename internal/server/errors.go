@@ -12,6 +12,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/txn"
 )
 
 // withDetail builds a status carrying an ErrorDetail clients can act on.
@@ -54,7 +55,6 @@ func classify(err error) (codes.Code, tidekvpb.ErrorKind) {
 	var fr *raftstore.RangeFrozenError
 	var busy *raftstore.RangeBusyError
 	var origin *cache.OriginError
-	var tr *txnRetryError
 	var ur *raftstore.UncertainReadError
 	var ts *raftstore.TxnStatusError
 	switch {
@@ -76,7 +76,7 @@ func classify(err error) (codes.Code, tidekvpb.ErrorKind) {
 		return codes.FailedPrecondition, tidekvpb.ErrorKind_RANGE_NOT_FOUND
 	case errors.As(err, &km):
 		return codes.FailedPrecondition, tidekvpb.ErrorKind_KEY_MISMATCH
-	case errors.As(err, &ur), raftstore.RetryableTxnError(err) || errors.As(err, &tr) || errors.Is(err, kverr.ErrTxnRetry):
+	case errors.As(err, &ur), raftstore.RetryableTxnError(err) || errors.Is(err, txn.ErrRetry) || errors.Is(err, kverr.ErrTxnRetry):
 		return codes.Aborted, tidekvpb.ErrorKind_TXN_RETRY
 	case errors.As(err, &ts) || errors.Is(err, kverr.ErrTxnCommitted):
 		// A record COMMITTED already (the rest of TxnStatusError is

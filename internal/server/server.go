@@ -37,6 +37,8 @@ import (
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
+	"github.com/tidekv/tidekv/internal/txn"
+	"github.com/tidekv/tidekv/internal/txnclient"
 )
 
 // Server is one running TideKV node.
@@ -51,16 +53,16 @@ type Server struct {
 
 	grpcSrv *grpc.Server
 	// txns coordinates the transactions clients send this node
-	// (txncoord.go).
-	txns    *coordinator
+	// (internal/txn), sending through router.
+	txns    *txn.Coordinator
 	lis     net.Listener
 	httpSrv *http.Server
 	httpLis net.Listener
 	redis   *resp.Server
 	gateway *client.Client
-	routerState
-	grpcT  *transport.GRPC
-	faults http.Handler // nil unless Config.FaultInjection
+	router  *txnclient.Sender
+	grpcT   *transport.GRPC
+	faults  http.Handler // nil unless Config.FaultInjection
 	// httpRoutes are the HTTP port's patterns and the role each needs.
 	httpRoutes []httpapi.Route
 	sec        *nodeSecurity
@@ -170,6 +172,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		rt:      newReadThrough(cfg.Cache),
 	}
 	s.counters.m = s.metrics
+	s.router = txnclient.New(s.routerNode)
 	s.keyspaces.learnt = mem.learn
 	s.ctl = newControlState(s)
 	s.gcTTLNanos.Store(int64(cfg.GC.TTL))
@@ -272,7 +275,7 @@ func (s *Server) serve(ctx context.Context) error {
 func (s *Server) registerServices() {
 	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s, workers: newWorkers(batchWorkers, s.stopper)})
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
-	s.txns = newCoordinator(s)
+	s.txns = s.newCoordinator()
 	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: s.txns})
 	tidekvpb.RegisterGeoServer(s.grpcSrv, &geoService{s: s})
 	s.grpcT.Register(s.grpcSrv)
@@ -487,9 +490,7 @@ func (s *Server) Stop() {
 			s.redis.Close()
 			s.gateway.Close()
 		}
-		if s.routerClient != nil {
-			s.routerClient.Close()
-		}
+		s.router.Close()
 		if s.grpcSrv != nil {
 			stopped := make(chan struct{})
 			go func() { s.grpcSrv.GracefulStop(); close(stopped) }()

@@ -532,9 +532,7 @@ func (b *faultBank) killBusiest(ctx context.Context) (string, error) {
 	// commit one after the other, likely one committing.
 	open := 0
 	for start := time.Now(); open < 2 && time.Since(start) < 2*time.Second; time.Sleep(time.Millisecond) {
-		s.txns.mu.Lock()
-		open = len(s.txns.txns)
-		s.txns.mu.Unlock()
+		open = s.txns.Open()
 	}
 	cutBefore := b.cutOff()
 	eng := b.tc.kill(busiest, b.faults.parts[busiest])

@@ -1,12 +1,12 @@
-package server
+package txn
 
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/client"
 )
 
 // Scans inside a transaction (docs/transactions.md "Scans in
@@ -16,19 +16,14 @@ import (
 // keys it read: no key in it may have changed, appeared or gone away
 // between the read timestamp and the commit's.
 
-func (t *txnService) Scan(ctx context.Context, req *tidekvpb.TxnScanRequest) (*tidekvpb.TxnScanResponse, error) {
-	resp, err := t.coord.Scan(ctx, req.GetTxn(), req.GetStartKey(), req.GetEndKey(), int(req.GetLimit()))
-	return resp, t.s.toStatus(innerStatus(err))
-}
-
 // Scan reads up to limit keys (0: every key) of [start, end) (empty end:
 // no bound) as the transaction sees them.
-func (c *coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, end []byte, limit int) (*tidekvpb.TxnScanResponse, error) {
-	if err := c.s.checkKey(start); err != nil {
+func (c *Coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, end []byte, limit int) (*tidekvpb.TxnScanResponse, error) {
+	if err := c.deps.Node.CheckKey(start); err != nil {
 		return nil, err
 	}
 	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
-		return nil, invalidArg("a scan's start %q is not before its end %q", start, end)
+		return nil, &invalidError{fmt.Sprintf("a scan's start %q is not before its end %q", start, end)}
 	}
 	ctx, err := c.inKeySpace(ctx, meta, start)
 	if err != nil {
@@ -39,14 +34,10 @@ func (c *coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 		return nil, err
 	}
 	defer t.mu.Unlock()
-	router, err := c.s.router()
-	if err != nil {
-		return nil, err
-	}
 	var out []*tidekvpb.KeyValue
 	var readTo []byte
-	err = c.read(ctx, t, router, func() (err error) {
-		out, readTo, err = t.scan(ctx, router, start, end, limit)
+	err = c.read(ctx, t, func() (err error) {
+		out, readTo, err = t.scan(ctx, c.deps.Send, start, end, limit)
 		return err
 	})
 	if err != nil {
@@ -60,14 +51,14 @@ func (c *coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 // it, and returns where it stopped reading (end, or just after the last
 // key when limit cut it). Each pass asks the ranges for as many keys as
 // limit plus the deletes t keeps, which its writes may remove.
-func (t *openTxn) scan(ctx context.Context, router *client.Client, start, end []byte, limit int) ([]*tidekvpb.KeyValue, []byte, error) {
+func (t *openTxn) scan(ctx context.Context, send Sender, start, end []byte, limit int) ([]*tidekvpb.KeyValue, []byte, error) {
 	ask := 0
 	if limit > 0 {
 		ask = limit + t.pendingDeletes()
 	}
 	var out []*tidekvpb.KeyValue
 	for from := start; ; {
-		kvs, err := router.Scan(ctx, from, end, ask, client.TxnReadAt(t.readTS, t.key.GetId(), t.limit))
+		kvs, err := send.Scan(ctx, from, end, ask, t.readAt())
 		if err != nil {
 			return nil, nil, err
 		}
@@ -89,7 +80,7 @@ func (t *openTxn) scan(ctx context.Context, router *client.Client, start, end []
 
 // overlay lays t's writes in [from, upTo) (empty upTo: no bound) over
 // kvs, the keys a scan found there, in key order.
-func (t *openTxn) overlay(kvs []client.KeyValue, from, upTo []byte) []*tidekvpb.KeyValue {
+func (t *openTxn) overlay(kvs []KeyValue, from, upTo []byte) []*tidekvpb.KeyValue {
 	byKey := make(map[string][]byte, len(kvs))
 	for _, kv := range kvs {
 		byKey[string(kv.Key)] = kv.Value

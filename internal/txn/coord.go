@@ -1,4 +1,4 @@
-package server
+package txn
 
 import (
 	"context"
@@ -9,10 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -21,7 +22,7 @@ import (
 // it is open. Reads go to the leaseholders at the read timestamp; writes
 // are kept here until the commit (reads of them answered from here), so
 // that a transaction whose keys all lie in one range commits in one Raft
-// command (txncommit.go). Otherwise the commit writes them as intents,
+// command (commit.go). Otherwise the commit writes them as intents,
 // creating the record (PENDING) at the first key (the anchor), which the
 // coordinator heartbeats until the end; the record becomes COMMITTED at
 // the highest timestamp an intent was written at (after the reads are
@@ -31,10 +32,38 @@ import (
 // aborted it) aborts its record and resolves what it wrote before the
 // answer.
 
-type coordinator struct {
-	s    *Server
+// Coordinator holds the transactions open on this node.
+type Coordinator struct {
+	deps Deps
 	mu   sync.Mutex
 	txns map[string]*openTxn
+}
+
+// Deps is what a Coordinator is made of: the node's parts it uses and its
+// knobs.
+type Deps struct {
+	Store  Store
+	Send   Sender
+	Node   Node
+	Config Config
+	// MaxBatchKeys bounds a one-shot transaction's keys (the node's limit
+	// on a request's).
+	MaxBatchKeys int
+	// ClientClock and SkipRefresh are testing breaks
+	// (raftstore.TestingBreaks): read at the client's timestamp, commit
+	// without refreshing.
+	ClientClock, SkipRefresh bool
+	Metrics                  Metrics
+	// Stopped is closed when the node stops: heartbeats end.
+	Stopped <-chan struct{}
+}
+
+// Metrics are the coordinator's counters, registered by the node.
+type Metrics struct {
+	// Commits by path ("one_phase", "two_phase").
+	Commits           *prometheus.CounterVec
+	Refreshes         prometheus.Counter
+	UncertainRestarts prometheus.Counter
 }
 
 // openTxn is one open transaction. mu orders its operations; fail is set
@@ -71,8 +100,16 @@ type openTxn struct {
 	fail    atomic.Pointer[error]
 }
 
-func newCoordinator(s *Server) *coordinator {
-	return &coordinator{s: s, txns: map[string]*openTxn{}}
+// New returns a coordinator with no open transaction.
+func New(d Deps) *Coordinator {
+	return &Coordinator{deps: d, txns: map[string]*openTxn{}}
+}
+
+// Open is how many transactions are open here.
+func (c *Coordinator) Open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.txns)
 }
 
 // open finds the transaction meta names, starting it on its first
@@ -80,12 +117,12 @@ func newCoordinator(s *Server) *coordinator {
 // clock: the one the client proposes comes from the client's clock, which
 // the cluster does not trust (docs/transactions.md, "Timestamps the
 // cluster owns"). A transaction open here for another owner is refused.
-func (c *coordinator) open(ctx context.Context, meta *tidekvpb.TxnMeta) (*openTxn, error) {
+func (c *Coordinator) open(ctx context.Context, meta *tidekvpb.TxnMeta) (*openTxn, error) {
 	id := meta.GetId()
 	if len(id) == 0 || len(id) > 64 || meta.GetReadTimestamp().GetWallNanos() <= 0 {
-		return nil, invalidArg("a transaction needs an ID of 1 to 64 bytes and a read timestamp")
+		return nil, &invalidError{"a transaction needs an ID of 1 to 64 bytes and a read timestamp"}
 	}
-	o, err := c.s.ownerOf(ctx, meta)
+	o, err := c.ownerOf(ctx, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -94,20 +131,20 @@ func (c *coordinator) open(ctx context.Context, meta *tidekvpb.TxnMeta) (*openTx
 	if t := c.txns[string(id)]; t != nil {
 		return t, t.owner.check(o, id)
 	}
-	clock := c.s.store.HLC()
+	clock := c.deps.Store.HLC()
 	ts := clock.Now()
 	limit := ts
 	limit.WallTime += int64(clock.MaxOffset())
-	if c.s.cfg.Raft.TestingBreaks.ClientClock {
+	if c.deps.ClientClock {
 		ts = meta.GetReadTimestamp().HLC()
 		limit = ts
 	}
 	t := &openTxn{key: &tidekvpb.TxnKey{Id: o.txnID(id)}, clientID: string(id), owner: o, readTS: ts, limit: limit,
 		pendingAt: map[string]int{}, written: map[string]bool{}, done: make(chan struct{})}
-	t.timer = time.AfterFunc(c.s.cfg.Txn.MaxDuration, func() {
+	t.timer = time.AfterFunc(c.deps.Config.MaxDuration, func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		c.abort(t, fmt.Sprintf("it ran past its deadline of %v", c.s.cfg.Txn.MaxDuration))
+		c.abort(t, fmt.Sprintf("it ran past its deadline of %v", c.deps.Config.MaxDuration))
 	})
 	c.txns[string(id)] = t
 	return t, nil
@@ -120,16 +157,16 @@ func (c *coordinator) open(ctx context.Context, meta *tidekvpb.TxnMeta) (*openTx
 // refresh that fails restarts the transaction. The clock moves past it,
 // so that a restart on this node begins above it. Each raise moves t up
 // and none passes t.limit, so the loop ends.
-func (c *coordinator) read(ctx context.Context, t *openTxn, router *client.Client, once func() error) error {
+func (c *Coordinator) read(ctx context.Context, t *openTxn, once func() error) error {
 	for {
 		err := once()
-		var ue *client.UncertainReadError
+		var ue *UncertainReadError
 		if !errors.As(err, &ue) || !t.readTS.Less(ue.Timestamp) || t.limit.Less(ue.Timestamp) {
 			return err
 		}
-		_, _ = c.s.store.HLC().Update(ue.Timestamp) // one too far ahead stays out; the refresh still moves t
-		c.s.metrics.txnUncertainRestarts.Inc()
-		if err := t.refresh(ctx, router, ue.Timestamp); err != nil {
+		_, _ = c.deps.Store.HLC().Update(ue.Timestamp) // one too far ahead stays out; the refresh still moves t
+		c.deps.Metrics.UncertainRestarts.Inc()
+		if err := t.refresh(ctx, c.deps.Send, ue.Timestamp); err != nil {
 			return err
 		}
 		t.readTS = ue.Timestamp
@@ -139,13 +176,13 @@ func (c *coordinator) read(ctx context.Context, t *openTxn, router *client.Clien
 // refresh checks that nothing t read or scanned at its read timestamp
 // changed up to to (TXN_RETRY if something did), and records those reads
 // at to, so that nothing changes them below it later.
-func (t *openTxn) refresh(ctx context.Context, router *client.Client, to hlc.Timestamp) error {
+func (t *openTxn) refresh(ctx context.Context, send Sender, to hlc.Timestamp) error {
 	if len(t.reads) > 0 {
-		if err := router.RefreshReads(ctx, t.key.GetId(), t.reads, t.readTS, to); err != nil {
+		if err := send.RefreshReads(ctx, t.key.GetId(), t.reads, t.readTS, to); err != nil {
 			return err
 		}
 	}
-	return router.RefreshSpans(ctx, t.key.GetId(), t.scans, t.readTS, to)
+	return send.RefreshSpans(ctx, t.key.GetId(), t.scans, t.readTS, to)
 }
 
 // failed is why t cannot go on, if anything stopped it.
@@ -161,8 +198,8 @@ func (t *openTxn) stop(err error) { t.fail.CompareAndSwap(nil, &err) }
 // lockOpen returns meta's open transaction locked (the caller unlocks it),
 // unless it has failed or the cluster does not run transactions yet
 // (checkTxnKey).
-func (c *coordinator) lockOpen(ctx context.Context, meta *tidekvpb.TxnMeta) (*openTxn, error) {
-	if err := c.s.needTxnVersion(); err != nil {
+func (c *Coordinator) lockOpen(ctx context.Context, meta *tidekvpb.TxnMeta) (*openTxn, error) {
+	if err := c.deps.Node.NeedTxnVersion(); err != nil {
 		return nil, err
 	}
 	t, err := c.open(ctx, meta)
@@ -179,8 +216,8 @@ func (c *coordinator) lockOpen(ctx context.Context, meta *tidekvpb.TxnMeta) (*op
 
 // Get reads key at the transaction's read timestamp, its own writes
 // included.
-func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byte) (*tidekvpb.TxnGetResponse, error) {
-	if err := c.s.checkKey(key); err != nil {
+func (c *Coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byte) (*tidekvpb.TxnGetResponse, error) {
+	if err := c.deps.Node.CheckKey(key); err != nil {
 		return nil, err
 	}
 	ctx, err := c.inKeySpace(ctx, meta, key)
@@ -198,13 +235,9 @@ func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byt
 		}
 		return &tidekvpb.TxnGetResponse{ReadTimestamp: tidekvpb.FromHLC(t.readTS)}, nil
 	}
-	router, err := c.s.router()
-	if err != nil {
-		return nil, err
-	}
-	var v client.GetResult
-	err = c.read(ctx, t, router, func() (err error) {
-		v, err = router.GetVersion(ctx, key, client.TxnReadAt(t.readTS, t.key.GetId(), t.limit))
+	var v Value
+	err = c.read(ctx, t, func() (err error) {
+		v, err = c.deps.Send.Get(ctx, key, t.readAt())
 		return err
 	})
 	if err != nil {
@@ -223,8 +256,8 @@ func (c *coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byt
 // inKeySpace checks keys against the transaction's key space, as the KV
 // service checks a request's, and names it in ctx for the reads made with
 // it.
-func (c *coordinator) inKeySpace(ctx context.Context, meta *tidekvpb.TxnMeta, keys ...[]byte) (context.Context, error) {
-	if err := c.s.checkKeySpace(ctx, meta.GetKeyspace(), keys...); err != nil {
+func (c *Coordinator) inKeySpace(ctx context.Context, meta *tidekvpb.TxnMeta, keys ...[]byte) (context.Context, error) {
+	if err := c.deps.Node.CheckKeySpace(ctx, meta.GetKeyspace(), keys...); err != nil {
 		return nil, err
 	}
 	return keyspace.WithName(ctx, meta.GetKeyspace()), nil
@@ -232,8 +265,8 @@ func (c *coordinator) inKeySpace(ctx context.Context, meta *tidekvpb.TxnMeta, ke
 
 // failOp aborts t after an operation failed in a way that stops it (a
 // retryable transaction error), and passes the error on.
-func (c *coordinator) failOp(t *openTxn, err error) error {
-	if errors.Is(err, client.ErrTxnRetry) {
+func (c *Coordinator) failOp(t *openTxn, err error) error {
+	if errors.Is(err, ErrRetry) {
 		c.abort(t, err.Error())
 	}
 	return err
@@ -241,8 +274,8 @@ func (c *coordinator) failOp(t *openTxn, err error) error {
 
 // Write keeps ops for the commit; a later write of a key replaces an
 // earlier one.
-func (c *coordinator) Write(ctx context.Context, meta *tidekvpb.TxnMeta, ops []*tidekvpb.WriteOp) (*tidekvpb.TxnWriteResponse, error) {
-	if err := c.s.checkTxnOps(ops); err != nil {
+func (c *Coordinator) Write(ctx context.Context, meta *tidekvpb.TxnMeta, ops []*tidekvpb.WriteOp) (*tidekvpb.TxnWriteResponse, error) {
+	if err := c.deps.Node.CheckTxnOps(ops); err != nil {
 		return nil, err
 	}
 	keys := make([][]byte, len(ops))
@@ -281,8 +314,8 @@ func maxHLC(a, b hlc.Timestamp) hlc.Timestamp {
 
 // checkLimits refuses a write past the transaction's key or byte limit,
 // aborting the transaction first, so that nothing of it stays.
-func (c *coordinator) checkLimits(t *openTxn, ops []*tidekvpb.WriteOp) error {
-	lim := c.s.cfg.Txn
+func (c *Coordinator) checkLimits(t *openTxn, ops []*tidekvpb.WriteOp) error {
+	lim := c.deps.Config
 	keys, bytes := len(t.pending), t.bytes
 	seen := map[string]bool{}
 	for _, op := range ops {
@@ -295,42 +328,38 @@ func (c *coordinator) checkLimits(t *openTxn, ops []*tidekvpb.WriteOp) error {
 	if keys <= lim.MaxKeys && bytes <= lim.MaxBytes {
 		return nil
 	}
-	err := invalidArg("transaction %x would write %d keys and %d bytes, over its limits of %d keys and %d bytes; it was rolled back",
-		t.key.GetId(), keys, bytes, lim.MaxKeys, lim.MaxBytes)
+	err := &invalidError{fmt.Sprintf("transaction %x would write %d keys and %d bytes, over its limits of %d keys and %d bytes; it was rolled back",
+		t.key.GetId(), keys, bytes, lim.MaxKeys, lim.MaxBytes)}
 	c.abort(t, "it went over its limits")
 	return err
 }
 
 // heartbeat keeps t's record alive until t ends; a record found aborted
 // (pushed after a missed heartbeat) stops t.
-func (c *coordinator) heartbeat(t *openTxn, beating chan struct{}) {
+func (c *Coordinator) heartbeat(t *openTxn, beating chan struct{}) {
 	defer close(beating)
-	tick := time.NewTicker(c.s.cfg.Txn.HeartbeatInterval)
+	tick := time.NewTicker(c.deps.Config.HeartbeatInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-t.done:
 			return
-		case <-c.s.stopper:
+		case <-c.deps.Stopped:
 			return
 		case <-tick.C:
 		}
-		router, err := c.s.router()
-		if err != nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.Txn.HeartbeatInterval)
-		rec, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
+		ctx, cancel := context.WithTimeout(context.Background(), c.deps.Config.HeartbeatInterval)
+		rec, err := c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
 		cancel()
 		if err == nil && rec.GetStatus() == tidekvpb.TxnStatus_TXN_ABORTED {
-			t.stop(&txnRetryError{fmt.Sprintf("transaction %x was aborted by another transaction (a heartbeat came later than the expiry of %v)", t.key.GetId(), c.s.cfg.Txn.Expiry)})
+			t.stop(&retryError{fmt.Sprintf("transaction %x was aborted by another transaction (a heartbeat came later than the expiry of %v)", t.key.GetId(), c.deps.Config.Expiry)})
 			return
 		}
 	}
 }
 
 // forget ends t's life on this node: no more heartbeats or deadline.
-func (c *coordinator) forget(t *openTxn) {
+func (c *Coordinator) forget(t *openTxn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.txns[t.clientID] == t {
@@ -342,19 +371,15 @@ func (c *coordinator) forget(t *openTxn) {
 
 // abort ends t as ABORTED and removes its intents before returning
 // (t.mu held). why says what stopped it, for later operations.
-func (c *coordinator) abort(t *openTxn, why string) {
-	t.stop(&txnRetryError{fmt.Sprintf("transaction %x was rolled back: %s", t.key.GetId(), why)})
+func (c *Coordinator) abort(t *openTxn, why string) {
+	t.stop(&retryError{fmt.Sprintf("transaction %x was rolled back: %s", t.key.GetId(), why)})
 	c.forget(t)
 	if len(t.key.GetAnchor()) == 0 {
 		return
 	}
-	router, err := c.s.router()
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.Txn.MaxDuration)
+	ctx, cancel := context.WithTimeout(context.Background(), c.deps.Config.MaxDuration)
 	defer cancel()
-	if _, err := router.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_ABORT}); errors.Is(err, client.ErrTxnCommitted) {
+	if _, err := c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_ABORT}); errors.Is(err, ErrCommitted) {
 		// A commit applied though its answer was lost: the intents are
 		// the transaction's values, resolved from its record by whoever
 		// meets them; removing them here would lose committed writes.
@@ -364,11 +389,16 @@ func (c *coordinator) abort(t *openTxn, why string) {
 		log.Printf("transaction %x: abort: %v (its intents are cleaned by whoever meets them)", t.key.GetId(), err)
 		return
 	}
-	if err := router.ResolveIntents(ctx, t.key, t.writtenKeys(), false, hlc.Timestamp{}); err != nil {
+	if err := c.deps.Send.ResolveIntents(ctx, t.key, t.writtenKeys(), false, hlc.Timestamp{}); err != nil {
 		log.Printf("transaction %x: removing intents: %v (they are cleaned by whoever meets them)", t.key.GetId(), err)
 		return
 	}
-	go c.forgetRecord(router, t.key, t.beating)
+	go c.forgetRecord(t.key, t.beating)
+}
+
+// readAt is how t reads: at its read timestamp, up to its limit.
+func (t *openTxn) readAt() ReadAt {
+	return ReadAt{Timestamp: t.readTS, Limit: t.limit, Txn: t.key.GetId()}
 }
 
 func (t *openTxn) writtenKeys() [][]byte {

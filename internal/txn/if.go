@@ -1,14 +1,14 @@
-package server
+package txn
 
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/retry"
 )
 
@@ -23,13 +23,8 @@ import (
 // keeps meeting conflicts; the client then gets the retryable error.
 const ifAttempts = 10
 
-func (t *txnService) If(ctx context.Context, req *tidekvpb.TxnIfRequest) (*tidekvpb.TxnIfResponse, error) {
-	resp, err := t.coord.If(ctx, req)
-	return resp, t.s.toStatus(innerStatus(err))
-}
-
 // If runs req, retrying it from the start after a conflict.
-func (c *coordinator) If(ctx context.Context, req *tidekvpb.TxnIfRequest) (*tidekvpb.TxnIfResponse, error) {
+func (c *Coordinator) If(ctx context.Context, req *tidekvpb.TxnIfRequest) (*tidekvpb.TxnIfResponse, error) {
 	if err := c.checkIf(req); err != nil {
 		return nil, err
 	}
@@ -50,29 +45,26 @@ func (c *coordinator) If(ctx context.Context, req *tidekvpb.TxnIfRequest) (*tide
 	return nil, err
 }
 
-func retryableTxn(err error) bool {
-	var tr *txnRetryError
-	return errors.As(err, &tr) || errors.Is(err, client.ErrTxnRetry)
-}
+func retryableTxn(err error) bool { return errors.Is(err, ErrRetry) }
 
 // checkIf refuses a one-shot transaction without compares, with keys or
 // values over the limits, or with writes a transaction cannot make.
-func (c *coordinator) checkIf(req *tidekvpb.TxnIfRequest) error {
+func (c *Coordinator) checkIf(req *tidekvpb.TxnIfRequest) error {
 	n := len(req.GetCompares()) + len(req.GetThenReads()) + len(req.GetElseReads()) + len(req.GetThenOps()) + len(req.GetElseOps())
-	if len(req.GetCompares()) == 0 || n > c.s.cfg.Limits.MaxBatchKeys {
-		return invalidArg("a one-shot transaction needs 1 or more compares and at most %d keys in all, got %d compares and %d keys", c.s.cfg.Limits.MaxBatchKeys, len(req.GetCompares()), n)
+	if len(req.GetCompares()) == 0 || n > c.deps.MaxBatchKeys {
+		return &invalidError{fmt.Sprintf("a one-shot transaction needs 1 or more compares and at most %d keys in all, got %d compares and %d keys", c.deps.MaxBatchKeys, len(req.GetCompares()), n)}
 	}
 	for _, cmp := range req.GetCompares() {
 		if cmp.GetOp() > tidekvpb.TxnCompare_NOT_EXISTS {
-			return invalidArg("unknown compare operation %d on %q", cmp.GetOp(), cmp.GetKey())
+			return &invalidError{fmt.Sprintf("unknown compare operation %d on %q", cmp.GetOp(), cmp.GetKey())}
 		}
-		if err := c.s.checkKey(cmp.GetKey()); err != nil {
+		if err := c.deps.Node.CheckKey(cmp.GetKey()); err != nil {
 			return err
 		}
 	}
 	for _, ks := range [][][]byte{req.GetThenReads(), req.GetElseReads()} {
 		for _, k := range ks {
-			if err := c.s.checkKey(k); err != nil {
+			if err := c.deps.Node.CheckKey(k); err != nil {
 				return err
 			}
 		}
@@ -81,7 +73,7 @@ func (c *coordinator) checkIf(req *tidekvpb.TxnIfRequest) error {
 		if len(ops) == 0 {
 			continue
 		}
-		if err := c.s.checkTxnOps(ops); err != nil {
+		if err := c.deps.Node.CheckTxnOps(ops); err != nil {
 			return err
 		}
 	}
@@ -90,10 +82,10 @@ func (c *coordinator) checkIf(req *tidekvpb.TxnIfRequest) error {
 
 // ifOnce is one attempt: a transaction at the node's clock that reads the
 // compared keys, runs the branch they choose and commits.
-func (c *coordinator) ifOnce(ctx context.Context, req *tidekvpb.TxnIfRequest) (*tidekvpb.TxnIfResponse, error) {
+func (c *Coordinator) ifOnce(ctx context.Context, req *tidekvpb.TxnIfRequest) (*tidekvpb.TxnIfResponse, error) {
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
-	meta := &tidekvpb.TxnMeta{Id: id, ReadTimestamp: tidekvpb.FromHLC(c.s.store.HLC().Now())}
+	meta := &tidekvpb.TxnMeta{Id: id, ReadTimestamp: tidekvpb.FromHLC(c.deps.Store.HLC().Now())}
 	resp, err := c.ifBranch(ctx, meta, req)
 	if err != nil {
 		_, _ = c.End(ctx, meta, false)
@@ -107,7 +99,7 @@ func (c *coordinator) ifOnce(ctx context.Context, req *tidekvpb.TxnIfRequest) (*
 	return resp, nil
 }
 
-func (c *coordinator) ifBranch(ctx context.Context, meta *tidekvpb.TxnMeta, req *tidekvpb.TxnIfRequest) (*tidekvpb.TxnIfResponse, error) {
+func (c *Coordinator) ifBranch(ctx context.Context, meta *tidekvpb.TxnMeta, req *tidekvpb.TxnIfRequest) (*tidekvpb.TxnIfResponse, error) {
 	resp := &tidekvpb.TxnIfResponse{Succeeded: true}
 	for _, cmp := range req.GetCompares() {
 		got, err := c.Get(ctx, meta, cmp.GetKey())

@@ -1,4 +1,4 @@
-package server
+package txn
 
 import (
 	"context"
@@ -30,12 +30,12 @@ type owner struct {
 }
 
 // ownerOf is the owner a call for the transaction meta names claims to be.
-func (s *Server) ownerOf(ctx context.Context, meta *tidekvpb.TxnMeta) (owner, error) {
-	id, err := s.streamIdentity(ctx)
+func (c *Coordinator) ownerOf(ctx context.Context, meta *tidekvpb.TxnMeta) (owner, error) {
+	user, err := c.deps.Node.User(ctx)
 	if err != nil {
 		return owner{}, err
 	}
-	return owner{token: meta.GetOwnerToken(), user: id.User}, nil
+	return owner{token: meta.GetOwnerToken(), user: user}, nil
 }
 
 // check refuses a caller that is not o, the owner of client transaction

@@ -1,12 +1,12 @@
-package server
+package txn
 
 import (
 	"fmt"
 	"time"
 )
 
-// TxnConfig holds the transactions' knobs (docs/transactions.md step 5).
-type TxnConfig struct {
+// Config holds the transactions' knobs (docs/transactions.md step 5).
+type Config struct {
 	// HeartbeatInterval is how often a coordinator heartbeats the record
 	// of each open transaction that has written.
 	HeartbeatInterval time.Duration
@@ -27,16 +27,16 @@ type TxnConfig struct {
 	MaxDuration time.Duration
 }
 
-// DefaultTxnConfig: a heartbeat a second, expiry after 5 s, a wait of up
+// DefaultConfig: a heartbeat a second, expiry after 5 s, a wait of up
 // to 2 s, 10,000 keys, 16 MiB and a minute per transaction.
-func DefaultTxnConfig() TxnConfig {
-	return TxnConfig{HeartbeatInterval: time.Second, Expiry: 5 * time.Second, IntentWait: 2 * time.Second,
+func DefaultConfig() Config {
+	return Config{HeartbeatInterval: time.Second, Expiry: 5 * time.Second, IntentWait: 2 * time.Second,
 		MaxKeys: 10000, MaxBytes: 16 << 20, MaxDuration: time.Minute}
 }
 
 // Validate refuses knobs that cannot work together, in one sentence
 // naming the `tidekv server` flag that sets the knob.
-func (c TxnConfig) Validate() error {
+func (c Config) Validate() error {
 	for _, d := range []struct {
 		v    time.Duration
 		flag string

@@ -1,0 +1,221 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/raftstore"
+)
+
+// The coordinator's decisions, with its ranges faked: a Sender that
+// records what it was sent and answers as each test says, and a store
+// whose clock stands still.
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+type fakeStore struct{ clock *hlc.Clock }
+
+func (s fakeStore) HLC() *hlc.Clock                                  { return s.clock }
+func (s fakeStore) LogVersion() uint32                               { return raftstore.LogVersionOnePhase }
+func (s fakeStore) CommitWait(ctx context.Context, ts hlc.Timestamp) {}
+
+// fakeSender answers from its fields and logs each call.
+type fakeSender struct {
+	mu    sync.Mutex
+	calls []string
+	// get answers Get at a read timestamp.
+	get func(at ReadAt) (Value, error)
+	// onePhase answers CommitOnePhase; writtenAt is where intents land.
+	onePhase  error
+	writtenAt hlc.Timestamp
+}
+
+func (f *fakeSender) log(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+}
+
+func (f *fakeSender) Get(ctx context.Context, key []byte, at ReadAt) (Value, error) {
+	f.log("get %s at %d", key, at.Timestamp.WallTime)
+	return f.get(at)
+}
+
+func (f *fakeSender) Scan(ctx context.Context, start, end []byte, limit int, at ReadAt) ([]KeyValue, error) {
+	f.log("scan %s-%s", start, end)
+	return nil, nil
+}
+
+func (f *fakeSender) RefreshReads(ctx context.Context, txnID []byte, keys [][]byte, from, to hlc.Timestamp) error {
+	f.log("refresh %q from %d to %d", keys, from.WallTime, to.WallTime)
+	return nil
+}
+
+func (f *fakeSender) RefreshSpans(ctx context.Context, txnID []byte, spans []*tidekvpb.KeySpan, from, to hlc.Timestamp) error {
+	if len(spans) > 0 {
+		f.log("refresh %d spans", len(spans))
+	}
+	return nil
+}
+
+func (f *fakeSender) CommitOnePhase(ctx context.Context, txnID []byte, readTS hlc.Timestamp, reads [][]byte, scans []*tidekvpb.KeySpan, ops []*tidekvpb.WriteOp) (hlc.Timestamp, error) {
+	f.log("one phase")
+	return readTS, f.onePhase
+}
+
+func (f *fakeSender) WriteIntents(ctx context.Context, t *tidekvpb.TxnKey, writeTS hlc.Timestamp, ops []*tidekvpb.WriteOp) (hlc.Timestamp, error) {
+	f.log("intents %d at %d", len(ops), writeTS.WallTime)
+	return f.writtenAt, nil
+}
+
+func (f *fakeSender) TxnRecord(ctx context.Context, req *tidekvpb.TxnRecordRequest) (*tidekvpb.TxnRecordResponse, error) {
+	switch req.GetOp() {
+	case tidekvpb.TxnRecordOp_TXN_COMMIT:
+		f.log("record commit at %d", req.GetCommitTimestamp().HLC().WallTime)
+		return &tidekvpb.TxnRecordResponse{Status: tidekvpb.TxnStatus_TXN_COMMITTED}, nil
+	case tidekvpb.TxnRecordOp_TXN_HEARTBEAT:
+		f.log("record heartbeat")
+		return &tidekvpb.TxnRecordResponse{Status: tidekvpb.TxnStatus_TXN_PENDING}, nil
+	}
+	f.log("record %s", req.GetOp())
+	return &tidekvpb.TxnRecordResponse{}, nil
+}
+
+func (f *fakeSender) ResolveIntents(ctx context.Context, t *tidekvpb.TxnKey, keys [][]byte, commit bool, commitTS hlc.Timestamp) error {
+	f.log("resolve %d commit=%v", len(keys), commit)
+	return nil
+}
+
+const now = int64(1_000_000_000_000)
+
+func newTestCoordinator(t *testing.T, send Sender) *Coordinator {
+	t.Helper()
+	clock, err := hlc.NewClock(fixedClock{time.Unix(0, now)}, 250*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(stopped) })
+	ok := func() error { return nil }
+	return New(Deps{
+		Store: fakeStore{clock},
+		Send:  send,
+		Node: Node{NeedTxnVersion: ok, CheckKey: func([]byte) error { return nil }, CheckTxnOps: func([]*tidekvpb.WriteOp) error { return nil },
+			CheckKeySpace: func(context.Context, string, ...[]byte) error { return nil },
+			User:          func(context.Context) (string, error) { return "", nil }},
+		Config:       DefaultConfig(),
+		MaxBatchKeys: 100,
+		Metrics: Metrics{Commits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "commits"}, []string{"path"}),
+			Refreshes: prometheus.NewCounter(prometheus.CounterOpts{Name: "refreshes"}), UncertainRestarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "restarts"})},
+		Stopped: stopped,
+	})
+}
+
+func meta(id string) *tidekvpb.TxnMeta {
+	return &tidekvpb.TxnMeta{Id: []byte(id), ReadTimestamp: &tidekvpb.Timestamp{WallNanos: 1}}
+}
+
+// A read that finds a version in its uncertainty window raises the
+// transaction's read timestamp to it, after refreshing what it read
+// before up to there, and reads again; the transaction's later reads and
+// its commit are at the raised timestamp.
+func TestUncertainReadRaisesAfterRefreshing(t *testing.T) {
+	found := hlc.Timestamp{WallTime: now + 100}
+	f := &fakeSender{get: func(at ReadAt) (Value, error) {
+		if at.Timestamp.Less(found) && !at.Limit.Less(found) {
+			return Value{}, &UncertainReadError{Timestamp: found}
+		}
+		return Value{Found: true, Value: []byte("v"), Version: found}, nil
+	}}
+	// The first read, of a, finds nothing uncertain.
+	get, first := f.get, true
+	f.get = func(at ReadAt) (Value, error) {
+		if first {
+			first = false
+			return Value{}, nil
+		}
+		return get(at)
+	}
+	c := newTestCoordinator(t, f)
+	ctx := context.Background()
+	if _, err := c.Get(ctx, meta("T"), []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Get(ctx, meta("T"), []byte("b"))
+	if err != nil || string(got.GetValue()) != "v" || got.GetReadTimestamp().HLC() != found {
+		t.Fatalf("get b = %v, %v; want v read at %v", got, err, found)
+	}
+	end, err := c.End(ctx, meta("T"), true)
+	if err != nil || end.GetCommitTimestamp().HLC() != found {
+		t.Fatalf("read-only commit = %v, %v; want at %v", end, err, found)
+	}
+	want := []string{
+		"get a at %d", "get b at %d", fmt.Sprintf("refresh [\"a\"] from %%d to %d", found.WallTime), fmt.Sprintf("get b at %d", found.WallTime),
+	}
+	if len(f.calls) != len(want) {
+		t.Fatalf("calls %q; want %d like %q", f.calls, len(want), want)
+	}
+	for i := range 3 {
+		var ts int64
+		if _, err := fmt.Sscanf(f.calls[i], want[i], &ts); err != nil || ts != now {
+			t.Errorf("call %d = %q; want %q at the clock's %d (%v)", i, f.calls[i], want[i], now, err)
+		}
+	}
+	if f.calls[3] != want[3] {
+		t.Errorf("call 3 = %q; want %q", f.calls[3], want[3])
+	}
+}
+
+// A commit whose keys span ranges (the one-phase commit says so) writes
+// intents with its record, refreshes its reads when the intents landed
+// above its read timestamp, commits the record there, and resolves the
+// intents afterwards; a one-phase commit that fails otherwise rolls back.
+func TestCommitFallsBackToTwoPhases(t *testing.T) {
+	above := hlc.Timestamp{WallTime: now + 500}
+	f := &fakeSender{onePhase: Mark(errors.New("spans ranges"), ErrNotOneRange), writtenAt: above,
+		get: func(ReadAt) (Value, error) { return Value{}, nil }}
+	c := newTestCoordinator(t, f)
+	ctx := context.Background()
+	if _, err := c.Get(ctx, meta("T"), []byte("r")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(ctx, meta("T"), []*tidekvpb.WriteOp{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("z"), Value: []byte("2")}}); err != nil {
+		t.Fatal(err)
+	}
+	end, err := c.End(ctx, meta("T"), true)
+	if err != nil || end.GetCommitTimestamp().HLC() != above {
+		t.Fatalf("commit = %v, %v; want at %v", end, err, above)
+	}
+	if c.Open() != 0 {
+		t.Errorf("%d transactions open after the commit; want 0", c.Open())
+	}
+	// The record is created beside the intents (in either order).
+	f.mu.Lock()
+	calls := append([]string(nil), f.calls...)
+	f.mu.Unlock()
+	if len(calls) < 6 || calls[1] != "one phase" || calls[4] != fmt.Sprintf("refresh [\"r\"] from %d to %d", now, above.WallTime) || calls[5] != fmt.Sprintf("record commit at %d", above.WallTime) {
+		t.Fatalf("calls %q; want get, one phase, record heartbeat and intents, refresh of r up to %d, record commit there", calls, above.WallTime)
+	}
+
+	f = &fakeSender{onePhase: Mark(errors.New("conflict"), ErrRetry), get: f.get}
+	c = newTestCoordinator(t, f)
+	if _, err := c.Write(ctx, meta("U"), []*tidekvpb.WriteOp{{Key: []byte("a"), Value: []byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.End(ctx, meta("U"), true); !errors.Is(err, ErrRetry) {
+		t.Fatalf("commit after a failed one-phase commit = %v; want ErrRetry", err)
+	}
+	if _, err := c.End(ctx, meta("U"), true); !errors.Is(err, ErrRetry) {
+		t.Fatalf("commit of a rolled-back transaction = %v; want ErrRetry (not open here)", err)
+	}
+}
