@@ -69,6 +69,14 @@ var rules = []rule{
 		forbid: []string{"net", "os", "os/exec", "net/http"},
 		says:   "imports no I/O package (net, os, os/exec, net/http)",
 	},
+	{
+		// The concerns moved out of the node reach the network, the
+		// engine and the clock through interfaces they own, so that they
+		// run without a whole server.
+		pkgs:   []string{"internal/metrics"},
+		forbid: []string{"internal/server/", "client/", "internal/transport/", "net", "net/http"},
+		says:   "imports no server, SDK or network code (internal/server, client, internal/transport, net, net/http)",
+	},
 }
 
 // pkg is what `go list -deps -json` says of one package.

@@ -13,6 +13,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
@@ -110,8 +111,8 @@ func (s *Server) exportOverflow() {
 	cat := s.keyspaces.get()
 	for _, c := range s.ctl.loop.Autoscaler.Status().Caches {
 		if k, ok := cat.ByName(c.Name); ok {
-			s.metrics.keyspacePrelaunch.WithLabelValues(idLabel(k.ID)).Set(c.ThresholdBytes)
-			s.metrics.keyspaceFullest.WithLabelValues(idLabel(k.ID)).Set(c.FullestBytes)
+			s.metrics.KeyspacePrelaunch.WithLabelValues(metrics.IDLabel(k.ID)).Set(c.ThresholdBytes)
+			s.metrics.KeyspaceFullest.WithLabelValues(metrics.IDLabel(k.ID)).Set(c.FullestBytes)
 		}
 	}
 }

@@ -59,7 +59,7 @@ func (s *Server) watchLiveness(ctx context.Context) {
 	}
 	nodes := s.dir.List()
 	statuses := s.nodeStatuses(nodes, time.Now())
-	s.metrics.setImbalance(placement.ImbalanceOf(statuses))
+	s.metrics.SetImbalance(placement.ImbalanceOf(statuses))
 	s.meta.mu.Lock()
 	defer s.meta.mu.Unlock()
 	for _, ns := range statuses {

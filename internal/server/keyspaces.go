@@ -12,6 +12,7 @@ import (
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/memengine"
+	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -340,13 +341,13 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 	}
 	s.meta.mu.Unlock()
 	for _, k := range cat.All() {
-		l := idLabel(k.ID)
-		s.metrics.keyspaceBytes.WithLabelValues(l).Set(float64(t[k.ID].bytes))
-		s.metrics.keyspaceKeys.WithLabelValues(l).Set(float64(t[k.ID].keys))
-		s.metrics.keyspaceRanges.WithLabelValues(l).Set(float64(t[k.ID].ranges))
+		l := metrics.IDLabel(k.ID)
+		s.metrics.KeyspaceBytes.WithLabelValues(l).Set(float64(t[k.ID].bytes))
+		s.metrics.KeyspaceKeys.WithLabelValues(l).Set(float64(t[k.ID].keys))
+		s.metrics.KeyspaceRanges.WithLabelValues(l).Set(float64(t[k.ID].ranges))
 	}
 }
 
 // keySpaceLabel is the metrics label of the key space a key belongs to: its
 // number, so counting a request needs no catalogue.
-func keySpaceLabel(key []byte) string { return idLabel(keyspace.Of(key)) }
+func keySpaceLabel(key []byte) string { return metrics.IDLabel(keyspace.Of(key)) }

@@ -85,10 +85,13 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 	}
 	t.at, t.counts, t.ranges = now, counts, ranges
 	t.mu.Unlock()
-	s.metrics.setTopRanges(ranges, func(id uint64) bool {
-		r := s.store.GetReplica(id)
-		return r != nil && r.IsLeader()
-	})
+	led := map[uint64]float64{}
+	for id, l := range ranges {
+		if r := s.store.GetReplica(id); r != nil && r.IsLeader() {
+			led[id] = l.qps
+		}
+	}
+	s.metrics.SetTopRanges(led)
 }
 
 // replicaReads is the last sample's read rate of each local replica that

@@ -8,6 +8,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
 	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)
 	s.loop(s.cfg.ClosedTimestampInterval, s.checkClock)
-	s.loop(seriesInterval, func(context.Context) { s.metrics.sample(time.Now()) })
+	s.loop(metrics.SeriesInterval, func(context.Context) { s.metrics.Sample(time.Now()) })
 	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })
 	// Admission windows move on even when no request arrives.
 	sched := admission.NewSchedSampler()
@@ -98,7 +99,7 @@ func (s *Server) untilStop(timeout time.Duration) (context.Context, context.Canc
 }
 
 func (s *Server) heartbeat(ctx context.Context) {
-	p := s.metrics.latest()
+	p := s.metrics.Latest()
 	adm := s.adm.State()
 	req := &tidekvpb.NodeHeartbeatRequest{Node: s.self(), Qps: p.QPS, P99Ms: p.P99Ms,
 		RejectedQps:  s.hbRates.rejectedRate(adm.RejectedTotal(), time.Now()),

@@ -49,10 +49,10 @@ func (s *Server) startRedis() error {
 		gw.Close()
 		return fmt.Errorf("redis listener: %w", err)
 	}
-	rs.SetObserver(s.metrics.observeRedis)
+	rs.SetObserver(s.metrics.ObserveRedis)
 	rs.SetDatabases(redisgw.Databases(kv, s.keySpaceByID))
-	s.metrics.reg.MustRegister(kv.collectors()...)
-	s.metrics.reg.MustRegister(disconnectCounters(rs)...)
+	s.metrics.Reg.MustRegister(kv.collectors()...)
+	s.metrics.Reg.MustRegister(disconnectCounters(rs)...)
 	s.gateway, s.redis = gw, rs
 	go rs.Serve()
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/metrics"
 	"log"
 	"math/rand/v2"
 	"net"
@@ -64,7 +65,7 @@ type Server struct {
 	// httpRoutes are the HTTP port's patterns and the role each needs.
 	httpRoutes []httpapi.Route
 	sec        *nodeSecurity
-	metrics    *metrics
+	metrics    *metrics.Set
 	adm        *admission.Controller
 
 	connMu sync.Mutex
@@ -164,7 +165,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1),
 		stopper: make(chan struct{}),
 		meta:    newMetaState(),
-		metrics: newMetrics(),
+		metrics: metrics.New(),
 		events:  events.New(cfg.Events, 0, time.Now),
 		recency: cache.NewRecency(cfg.Cache.TrackedKeys),
 		rt:      newReadThrough(cfg.Cache),
@@ -180,15 +181,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if s.adm, err = admission.New(cfg.Admission, admNow, nil); err != nil {
 		return nil, err
 	}
-	s.adm.OnDelay(s.metrics.observeQueueDelay)
+	s.adm.OnDelay(s.metrics.ObserveQueueDelay)
 	if s.mon, err = monitor.New(cfg.Monitor, monitor.ProcSource, ownQuota(), func() (int, int, time.Duration) {
 		return s.adm.State().Inflight, cfg.Admission.MaxInflight, s.svc.Sample()
 	}, time.Now); err != nil {
 		return nil, err
 	}
-	s.clock = newClockState(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, s.metrics.reg)
-	s.registerStoreGauges()
-	s.metrics.reg.MustRegister(s.admissionCollectors()...)
+	s.clock = newClockState(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, s.metrics.Reg)
+	s.metrics.RegisterNode(nodeGauges{s})
+	s.metrics.Reg.MustRegister(s.admissionCollectors()...)
 	if err := s.serve(ctx); err != nil {
 		s.Stop()
 		return nil, err

@@ -74,7 +74,7 @@ func (c *coordinator) End(ctx context.Context, meta *tidekvpb.TxnMeta, commit bo
 		path = "two_phase"
 		go c.resolveCommitted(t.key, t.writtenKeys(), commitTS, t.beating)
 	}
-	c.s.metrics.txnCommits.WithLabelValues(path).Inc()
+	c.s.metrics.TxnCommits.WithLabelValues(path).Inc()
 	return &tidekvpb.TxnEndResponse{CommitTimestamp: tidekvpb.FromHLC(commitTS)}, nil
 }
 
@@ -127,7 +127,7 @@ func (c *coordinator) commitTwoPhases(ctx context.Context, t *openTxn, router *c
 // above its read timestamp, then marks its record COMMITTED there.
 func (c *coordinator) commit(ctx context.Context, t *openTxn, router *client.Client, commitTS hlc.Timestamp) error {
 	if t.readTS.Less(commitTS) && !c.s.cfg.Raft.TestingBreaks.SkipRefresh {
-		c.s.metrics.txnRefreshes.Inc()
+		c.s.metrics.TxnRefreshes.Inc()
 		if err := t.refresh(ctx, router, commitTS); err != nil {
 			return err
 		}

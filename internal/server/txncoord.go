@@ -128,7 +128,7 @@ func (c *coordinator) read(ctx context.Context, t *openTxn, router *client.Clien
 			return err
 		}
 		_, _ = c.s.store.HLC().Update(ue.Timestamp) // one too far ahead stays out; the refresh still moves t
-		c.s.metrics.txnUncertainRestarts.Inc()
+		c.s.metrics.TxnUncertainRestarts.Inc()
 		if err := t.refresh(ctx, router, ue.Timestamp); err != nil {
 			return err
 		}
