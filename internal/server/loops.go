@@ -117,7 +117,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 			req.Leases++
 			if d := r.Desc(); d != nil {
 				l := s.rangeLoadOf(d, r.LeaderTerm())
-				qps, reads = qps+l.qps, reads+l.readQPS
+				qps, reads = qps+l.QPS, reads+l.ReadQPS
 			}
 		}
 	}
@@ -169,9 +169,9 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 		term, changing = r.LeaderTerm(), r.ChangeInProgress()
 	}
 	l := s.rangeLoadOf(d, term)
-	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes,
-		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: changing,
-		GarbageBytes: s.queues.gc.Garbage(d.GetRangeId()), Keys: l.keys, WritesByOrigin: l.writes}
+	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.QPS, ReadQps: l.ReadQPS, Bytes: l.Bytes,
+		HotKeyShare: l.HotKeyShare, LeaseTerm: l.Term, LoadStale: l.Stale, ChangeInProgress: changing,
+		GarbageBytes: s.queues.gc.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {

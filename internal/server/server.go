@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/metrics"
+	"github.com/tidekv/tidekv/internal/rangeload"
 	"log"
 	"math/rand/v2"
 	"net"
@@ -71,9 +73,9 @@ type Server struct {
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
 
-	meta   *metaState
+	meta   *meta.Table
 	ctl    *controlState
-	load   loadTracker
+	load   rangeload.Tracker
 	sizes  rangeSizes
 	events *events.Log
 	mon    *monitor.Monitor
@@ -164,7 +166,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
 		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1),
 		stopper: make(chan struct{}),
-		meta:    newMetaState(),
+		meta:    meta.NewTable(),
 		metrics: metrics.New(),
 		events:  events.New(cfg.Events, 0, time.Now),
 		recency: cache.NewRecency(cfg.Cache.TrackedKeys),
@@ -525,9 +527,7 @@ func (s *Server) Stop() {
 func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 	if d.GetRangeId() == keys.MetaRangeID {
 		// Liveness and leaders are rebuilt from scratch by this leaseholder.
-		s.meta.mu.Lock()
-		s.meta.reset(time.Now())
-		s.meta.mu.Unlock()
+		s.meta.Reset(time.Now())
 		s.ctl.reset()
 		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}

@@ -73,12 +73,7 @@ func (s *Server) watchSizes(context.Context) {
 		if !s.queues.sizes.Crossed(id, gen, n, limit) {
 			continue
 		}
-		s.load.mu.Lock()
-		if l, ok := s.load.ranges[id]; ok && l.gen == gen {
-			l.bytes = n
-			s.load.ranges[id] = l
-		}
-		s.load.mu.Unlock()
+		s.load.SetBytes(id, gen, n)
 		s.queueReport(d)
 	}
 	s.queues.sizes.KeepOnly(led)
