@@ -112,7 +112,6 @@ func refusedAnswer(id uint64, err error) *tidekvpb.KVResponse {
 	return &tidekvpb.KVResponse{Id: id, ErrorCode: uint32(codes.ResourceExhausted), ErrorMessage: r.Error(), ErrorDetail: refusalDetail(r)}
 }
 
-
 // admissionCollectors are the admission metrics read from the controller.
 func (s *Server) admissionCollectors() []prometheus.Collector {
 	gauge := func(name, help string, fn func(admission.State) float64) prometheus.Collector {

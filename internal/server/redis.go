@@ -278,4 +278,3 @@ func writeRequest(ctx context.Context, ops []resp.Op) *tidekvpb.WriteRequest {
 	}
 	return req
 }
-
