@@ -75,6 +75,21 @@ var rules = []rule{
 		forbid: []string{"net", "os", "os/exec", "net/http"},
 		says:   "imports no I/O package (net, os, os/exec, net/http)",
 	},
+	{
+		// The concerns moved out of the node reach the network, the
+		// engine and the clock through interfaces they own, so that they
+		// run without a whole server.
+		pkgs:   []string{"internal/metrics", "internal/rangeload", "internal/meta"},
+		forbid: []string{"internal/server/", "client/", "internal/transport/", "net", "net/http"},
+		says:   "imports no server, SDK or network code (internal/server, client, internal/transport, net, net/http)",
+	},
+	{
+		// The gateway reaches the node's KV through redisgw.Local, which
+		// it owns, and other nodes through the routing client.
+		pkgs:   []string{"internal/redisgw"},
+		forbid: []string{"internal/server/", "internal/raftstore/"},
+		says:   "imports no server or store code (internal/server, internal/raftstore)",
+	},
 }
 
 // pkg is what `go list -deps -json` says of one package.

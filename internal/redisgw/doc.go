@@ -2,11 +2,14 @@
 // it owns what a Redis database is in TideKV and how its calls reach the
 // store. InKeySpace maps a database's keys into its key space (SELECT n is
 // key space number n: Databases) and gives its puts the key space's
-// default TTL; FromClient sends calls through the routing client (package
-// client), mapping TideKV's errors (api/kverr) to resp's sentinels. A node's own
-// in-process path (internal/server's redisKV, which calls the node's typed
-// KV API for ranges it leads) sits under InKeySpace beside FromClient.
+// default TTL; Gateway serves the calls on ranges this node leads in
+// process, through the node's typed KV API as the interface Local it owns
+// describes, and hands the rest (and a local attempt answered ErrRoute) to
+// the routing client; FromClient sends calls through that client (package
+// client), mapping TideKV's errors (api/kverr) to resp's sentinels.
 //
-// Imports: the standard library, api/kverr, client, internal/keyspace and
-// internal/resp. resp imports no SDK: the adaptation lives here.
+// Imports: the standard library, the Prometheus client, api/kverr, client,
+// api/keyspace, internal/ksconfig and internal/resp. resp imports no SDK:
+// the adaptation lives here. It imports no server or store code
+// (internal/server, internal/raftstore) (internal/lint).
 package redisgw

@@ -74,7 +74,7 @@ func (a *adminService) ClusterTimestamp(ctx context.Context, req *tidekvpb.Clust
 }
 
 func (s *Server) localStatus() *tidekvpb.LocalStatusResponse {
-	resp := &tidekvpb.LocalStatusResponse{Node: s.self(), Qps: s.metrics.latest().QPS}
+	resp := &tidekvpb.LocalStatusResponse{Node: s.self(), Qps: s.metrics.Latest().QPS}
 	for _, r := range s.store.Replicas() {
 		st := r.Status()
 		rs := &tidekvpb.ReplicaStatus{RangeId: st.RangeID, ReplicaId: st.ReplicaID, Leader: st.Leader, Term: st.Term,

@@ -112,9 +112,6 @@ func refusedAnswer(id uint64, err error) *tidekvpb.KVResponse {
 	return &tidekvpb.KVResponse{Id: id, ErrorCode: uint32(codes.ResourceExhausted), ErrorMessage: r.Error(), ErrorDetail: refusalDetail(r)}
 }
 
-// observeQueueDelay records one measured request's queueing delay.
-func (m *metrics) observeQueueDelay(d time.Duration) { m.queueDelay.Observe(d.Seconds()) }
-
 // admissionCollectors are the admission metrics read from the controller.
 func (s *Server) admissionCollectors() []prometheus.Collector {
 	gauge := func(name, help string, fn func(admission.State) float64) prometheus.Collector {

@@ -139,7 +139,7 @@ func rdbGet(ctx context.Context, s *Server) (string, error) {
 // gathered returns the value of the series name{label=value} on s.
 func gathered(t *testing.T, s *Server, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := s.metrics.reg.Gather()
+	mfs, err := s.metrics.Reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

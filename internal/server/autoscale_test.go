@@ -13,6 +13,7 @@ import (
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/elastic"
+	"github.com/tidekv/tidekv/internal/meta"
 )
 
 // autoscaleStatus polls any node (the answer comes from the meta
@@ -107,7 +108,7 @@ func TestAutoscaleStatusAndPolicy(t *testing.T) {
 			return err
 		}
 		for _, ns := range st.GetNodes() {
-			if ns.GetNode().GetNodeId() == victim && ns.GetState() != stateDraining {
+			if ns.GetNode().GetNodeId() == victim && ns.GetState() != meta.StateDraining {
 				return fmt.Errorf("node %d is %s", victim, ns.GetState())
 			}
 		}

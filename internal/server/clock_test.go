@@ -144,7 +144,7 @@ func hasEvent(s *Server, kind, text string) bool {
 // metricSum adds up a metric's series on a node.
 func metricSum(t *testing.T, s *Server, name string) float64 {
 	t.Helper()
-	mfs, err := s.metrics.reg.Gather()
+	mfs, err := s.metrics.Reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

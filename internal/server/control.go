@@ -13,6 +13,8 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/meta"
+	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
@@ -110,26 +112,26 @@ func (s *Server) exportOverflow() {
 	cat := s.keyspaces.get()
 	for _, c := range s.ctl.loop.Autoscaler.Status().Caches {
 		if k, ok := cat.ByName(c.Name); ok {
-			s.metrics.keyspacePrelaunch.WithLabelValues(idLabel(k.ID)).Set(c.ThresholdBytes)
-			s.metrics.keyspaceFullest.WithLabelValues(idLabel(k.ID)).Set(c.FullestBytes)
+			s.metrics.KeyspacePrelaunch.WithLabelValues(metrics.IDLabel(k.ID)).Set(c.ThresholdBytes)
+			s.metrics.KeyspaceFullest.WithLabelValues(metrics.IDLabel(k.ID)).Set(c.FullestBytes)
 		}
 	}
 }
 
-// addReplicaReadsLocked adds to each range the reads its other replicas
+// addReplicaReads adds to each range the reads its other replicas
 // served, as the live nodes' last heartbeats report them for the range's
 // current span.
-func (s *Server) addReplicaReadsLocked(ranges []placement.Range, statuses []*tidekvpb.NodeStatus) {
+func (s *Server) addReplicaReads(ranges []placement.Range, statuses []*tidekvpb.NodeStatus) {
 	at := make(map[uint64]*placement.Range, len(ranges))
 	for i := range ranges {
 		at[ranges[i].ID] = &ranges[i]
 	}
 	for _, ns := range statuses {
-		l := s.meta.nodes[ns.GetNode().GetNodeId()]
-		if !ns.GetLive() || l == nil {
+		hb := s.meta.LastHeartbeat(ns.GetNode().GetNodeId())
+		if !ns.GetLive() || hb == nil {
 			continue
 		}
-		for _, rr := range l.hb.GetReplicaReads() {
+		for _, rr := range hb.GetReplicaReads() {
 			r := at[rr.GetRangeId()]
 			if r != nil && !r.ControlLoop && r.Generation == rr.GetGeneration() && r.Leaseholder != ns.GetNode().GetNodeId() {
 				r.ReplicaReadQPS += rr.GetReadQps()
@@ -165,8 +167,7 @@ func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.Rang
 	}
 	statuses := s.nodeStatuses(resp.GetNodes(), now)
 	obs.Signals = make(map[uint64]control.NodeSignal, len(statuses))
-	s.meta.mu.Lock()
-	s.addReplicaReadsLocked(obs.Ranges, statuses)
+	s.addReplicaReads(obs.Ranges, statuses)
 	for _, ns := range statuses {
 		n := ns.GetNode()
 		obs.Nodes = append(obs.Nodes, placement.Node{ID: n.GetNodeId(), Locality: n.GetLocality(),
@@ -174,23 +175,22 @@ func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.Rang
 			ClockUntrusted: ns.GetClockUntrusted()})
 		sig := control.NodeSignal{Addr: n.GetGrpcAddr(), Ops: ns.GetQps(), CPU: ns.GetCpu(),
 			P99: time.Duration(ns.GetP99Ms() * float64(time.Millisecond))}
-		if l := s.meta.nodes[n.GetNodeId()]; l != nil {
-			sig.Rejected, sig.QueueUtil, sig.ReadShare = l.hb.GetRejectedQps(), l.hb.GetQueueUtil(), l.hb.GetReadShare()
+		if hb := s.meta.LastHeartbeat(n.GetNodeId()); hb != nil {
+			sig.Rejected, sig.QueueUtil, sig.ReadShare = hb.GetRejectedQps(), hb.GetQueueUtil(), hb.GetReadShare()
 		}
 		obs.Signals[n.GetNodeId()] = sig
 	}
-	s.meta.mu.Unlock()
 	return obs
 }
 
 // placementState maps a node's status to what placement acts on.
 func (s *Server) placementState(ns *tidekvpb.NodeStatus) placement.NodeState {
 	switch ns.GetState() {
-	case stateDead:
+	case meta.StateDead:
 		return placement.NodeDead
-	case stateDraining, stateDrained:
+	case meta.StateDraining, meta.StateDrained:
 		return placement.NodeDraining
-	case stateSuspect, stateUnknown:
+	case meta.StateSuspect, meta.StateUnknown:
 		return placement.NodeSuspect
 	}
 	return placement.NodeLive

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/events"
+	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
@@ -47,42 +48,35 @@ func (s *Server) clusterEvents(ctx context.Context, limit int) []*tidekvpb.Event
 // watchLiveness, on the meta leaseholder, records an event whenever a
 // node's state changes and exports the imbalance indices.
 func (s *Server) watchLiveness(ctx context.Context) {
-	meta := s.metaLeader()
-	if meta == nil {
+	if s.metaLeader() == nil {
 		return
 	}
-	s.meta.mu.Lock()
-	settled := time.Since(s.meta.since) >= 3*s.cfg.HeartbeatInterval
-	s.meta.mu.Unlock()
-	if !settled {
+	if !s.meta.Settled(time.Now(), 3*s.cfg.HeartbeatInterval) {
 		return // liveness is still being learnt from heartbeats
 	}
 	nodes := s.dir.List()
 	statuses := s.nodeStatuses(nodes, time.Now())
-	s.metrics.setImbalance(placement.ImbalanceOf(statuses))
-	s.meta.mu.Lock()
-	defer s.meta.mu.Unlock()
+	s.metrics.SetImbalance(placement.ImbalanceOf(statuses))
 	for _, ns := range statuses {
 		id := ns.GetNode().GetNodeId()
 		st := ns.GetState()
-		if strings.HasPrefix(st, "bootstrap") || st == stateDraining || st == stateDrained {
-			st = stateLive // phases and draining have events of their own
+		if strings.HasPrefix(st, "bootstrap") || st == meta.StateDraining || st == meta.StateDrained {
+			st = meta.StateLive // phases and draining have events of their own
 		}
-		prev, seen := s.meta.states[id]
-		if prev == st {
+		prev, seen, changed := s.meta.Announce(id, st)
+		if !changed {
 			continue
 		}
-		s.meta.states[id] = st
 		switch {
-		case !seen && (st == stateLive || st == stateUnknown):
+		case !seen && (st == meta.StateLive || st == meta.StateUnknown):
 			// First sight after becoming leaseholder: not news.
-		case st == stateLive:
+		case st == meta.StateLive:
 			s.events.Record("node-live", nodeSubject(id), "heartbeats resumed (was %s)", prev)
-		case st == stateSuspect:
+		case st == meta.StateSuspect:
 			s.events.Record("node-suspect", nodeSubject(id), "no heartbeat for %.1fs (liveness timeout %v)", ns.GetLastSeenSeconds(), s.cfg.LivenessTimeout)
-		case st == stateDead:
+		case st == meta.StateDead:
 			s.events.Record("node-dead", nodeSubject(id), "silent for more than %v: its replicas are replaced on live nodes", s.cfg.Control.DeadNodeGrace)
-		case st == stateDecommissioned:
+		case st == meta.StateDecommissioned:
 			s.events.Record("node-decommissioned", nodeSubject(id), "drained and stopped: it owns nothing")
 		}
 	}

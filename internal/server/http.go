@@ -11,6 +11,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cliformat"
 	"github.com/tidekv/tidekv/internal/httpapi"
+	"github.com/tidekv/tidekv/internal/metrics"
 )
 
 // httpNode is what the node's HTTP port (internal/httpapi) serves from it.
@@ -19,9 +20,9 @@ func (s *Server) httpNode() httpapi.Node {
 		ID:             s.NodeID,
 		Serving:        s.ready.Load,
 		Admin:          httpAdmin{&adminService{s: s}},
-		Metrics:        promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}),
-		Series:         s.metrics.points,
-		SeriesInterval: seriesInterval,
+		Metrics:        promhttp.HandlerFor(s.metrics.Reg, promhttp.HandlerOpts{}),
+		Series:         s.metrics.Points,
+		SeriesInterval: metrics.SeriesInterval,
 		Peers:          s.httpPeers,
 		PeerTLS:        s.peerTLS(),
 		Pprof:          s.cfg.EnablePprof,

@@ -12,6 +12,7 @@ import (
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/memengine"
+	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -278,15 +279,13 @@ func (s *Server) listKeySpacesLocal(ctx context.Context, meta *raftstore.Replica
 	for id, a := range byID {
 		a.Bytes, a.Keys, a.Ranges = t[id].bytes, t[id].keys, uint32(t[id].ranges)
 	}
-	s.meta.mu.Lock()
-	defer s.meta.mu.Unlock()
-	for _, n := range s.meta.nodes {
-		for _, c := range n.hb.GetKeyspaceCounts() {
+	s.meta.Heartbeats(func(_ uint64, hb *tidekvpb.NodeHeartbeatRequest) {
+		for _, c := range hb.GetKeyspaceCounts() {
 			if a := byID[keyspace.ID(c.GetId())]; a != nil {
 				a.Hits, a.Misses, a.Evictions = a.Hits+c.GetHits(), a.Misses+c.GetMisses(), a.Evictions+c.GetEvictions()
 			}
 		}
-	}
+	})
 	return resp, nil
 }
 
@@ -323,7 +322,6 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 		}
 	}
 	t := keySpaceTotals{}
-	s.meta.mu.Lock()
 	for i := range obs.Ranges {
 		r := &obs.Ranges[i]
 		if r.ControlLoop {
@@ -333,20 +331,19 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 			r.RF = k.RF
 		}
 		var n uint64
-		if l := s.meta.load[r.ID]; l.gen >= r.Generation { // not of a span before a split or merge
-			n = l.keys
+		if l := s.meta.LoadOf(r.ID); l.Gen >= r.Generation { // not of a span before a split or merge
+			n = l.Keys
 		}
 		t.add(r.Start, r.Bytes, n)
 	}
-	s.meta.mu.Unlock()
 	for _, k := range cat.All() {
-		l := idLabel(k.ID)
-		s.metrics.keyspaceBytes.WithLabelValues(l).Set(float64(t[k.ID].bytes))
-		s.metrics.keyspaceKeys.WithLabelValues(l).Set(float64(t[k.ID].keys))
-		s.metrics.keyspaceRanges.WithLabelValues(l).Set(float64(t[k.ID].ranges))
+		l := metrics.IDLabel(k.ID)
+		s.metrics.KeyspaceBytes.WithLabelValues(l).Set(float64(t[k.ID].bytes))
+		s.metrics.KeyspaceKeys.WithLabelValues(l).Set(float64(t[k.ID].keys))
+		s.metrics.KeyspaceRanges.WithLabelValues(l).Set(float64(t[k.ID].ranges))
 	}
 }
 
 // keySpaceLabel is the metrics label of the key space a key belongs to: its
 // number, so counting a request needs no catalogue.
-func keySpaceLabel(key []byte) string { return idLabel(keyspace.Of(key)) }
+func keySpaceLabel(key []byte) string { return metrics.IDLabel(keyspace.Of(key)) }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -9,6 +8,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/metrics"
 )
 
 // keySpaceCounts is what one node counted of one key space since it
@@ -23,7 +23,7 @@ type keySpaceCounts struct {
 // Prometheus counters because heartbeats carry them to the meta range,
 // which sums them for `ctl keyspace list`.
 type keySpaceCounters struct {
-	m       *metrics
+	m       *metrics.Set
 	mu      sync.RWMutex
 	bySpace map[keyspace.ID]*keySpaceCounts
 }
@@ -41,16 +41,13 @@ func (c *keySpaceCounters) of(id keyspace.ID) *keySpaceCounts {
 		if c.bySpace == nil {
 			c.bySpace = map[keyspace.ID]*keySpaceCounts{}
 		}
-		l := idLabel(id)
-		k = &keySpaceCounts{hitsC: c.m.keyspaceHits.WithLabelValues(l), missesC: c.m.keyspaceMisses.WithLabelValues(l),
-			evictionsC: c.m.keyspaceEvictions.WithLabelValues(l)}
+		l := metrics.IDLabel(id)
+		k = &keySpaceCounts{hitsC: c.m.KeyspaceHits.WithLabelValues(l), missesC: c.m.KeyspaceMisses.WithLabelValues(l),
+			evictionsC: c.m.KeyspaceEvictions.WithLabelValues(l)}
 		c.bySpace[id] = k
 	}
 	return k
 }
-
-// idLabel is the metrics label of key space id: its number.
-func idLabel(id keyspace.ID) string { return strconv.FormatUint(uint64(id), 10) }
 
 // read counts a point read of stored key key: a hit if it found a value.
 func (c *keySpaceCounters) read(key []byte, found bool) {

@@ -65,12 +65,12 @@ func run[T any](ctx context.Context, s *Server, op string, validate func() error
 	var zero T
 	start := time.Now()
 	if err := validate(); err != nil {
-		s.metrics.observe(op, start, err)
+		s.metrics.Observe(op, start, errCode(err))
 		return zero, err
 	}
 	pri, err := s.admit(ctx, readOps[op])
 	if err != nil {
-		s.metrics.observe(op, start, err)
+		s.metrics.Observe(op, start, errCode(err))
 		return zero, err
 	}
 	defer s.adm.Done(pri)
@@ -84,7 +84,7 @@ func run[T any](ctx context.Context, s *Server, op string, validate func() error
 		}
 	}
 	if err != nil {
-		s.metrics.observe(op, start, err)
+		s.metrics.Observe(op, start, errCode(err))
 		return zero, err
 	}
 	r.CountRequest(key)
@@ -95,10 +95,10 @@ func run[T any](ctx context.Context, s *Server, op string, validate func() error
 	if err != nil {
 		v, err = runPastIntents(ctx, s, op, v, err, func() (T, error) { return fn(r) })
 	}
-	om := s.metrics.kvOp(op)
-	om.requests(errCode(err)).Inc()
-	om.latency.Observe(time.Since(start).Seconds())
-	om.keySpace(key).Inc()
+	om := s.metrics.KVOp(op)
+	om.Requests(errCode(err)).Inc()
+	om.Latency.Observe(time.Since(start).Seconds())
+	om.KeySpace(key).Inc()
 	s.svc.Observe(time.Since(start))
 	return v, err
 }
@@ -212,7 +212,7 @@ func (s *Server) del(ctx context.Context, key []byte, o kvOptions) (bool, error)
 // refuse counts a request of op that the gRPC API refused before the
 // typed call (an invalid read mode) and returns its status.
 func (s *Server) refuse(op string, err error) error {
-	s.metrics.observe(op, time.Now(), err)
+	s.metrics.Observe(op, time.Now(), errCode(err))
 	return s.toStatus(err)
 }
 

@@ -109,8 +109,8 @@ func (r *batchReader) read() error {
 		}
 		arr := arrivals{ctx: ctx, at: time.Now()}
 		_ = s.updateClock(msg.GetHlc(), "a client")
-		s.metrics.streamMessages.Inc()
-		s.metrics.streamRequests.Add(float64(len(msg.GetRequests())))
+		s.metrics.StreamMessages.Inc()
+		s.metrics.StreamRequests.Add(float64(len(msg.GetRequests())))
 		for _, req := range msg.GetRequests() {
 			if err := r.out.reserve(ctx); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
 	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)
 	s.loop(s.cfg.ClosedTimestampInterval, s.checkClock)
-	s.loop(seriesInterval, func(context.Context) { s.metrics.sample(time.Now()) })
+	s.loop(metrics.SeriesInterval, func(context.Context) { s.metrics.Sample(time.Now()) })
 	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })
 	// Admission windows move on even when no request arrives.
 	sched := admission.NewSchedSampler()
@@ -98,7 +99,7 @@ func (s *Server) untilStop(timeout time.Duration) (context.Context, context.Canc
 }
 
 func (s *Server) heartbeat(ctx context.Context) {
-	p := s.metrics.latest()
+	p := s.metrics.Latest()
 	adm := s.adm.State()
 	req := &tidekvpb.NodeHeartbeatRequest{Node: s.self(), Qps: p.QPS, P99Ms: p.P99Ms,
 		RejectedQps:  s.hbRates.rejectedRate(adm.RejectedTotal(), time.Now()),
@@ -116,7 +117,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 			req.Leases++
 			if d := r.Desc(); d != nil {
 				l := s.rangeLoadOf(d, r.LeaderTerm())
-				qps, reads = qps+l.qps, reads+l.readQPS
+				qps, reads = qps+l.QPS, reads+l.ReadQPS
 			}
 		}
 	}
@@ -168,9 +169,9 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 		term, changing = r.LeaderTerm(), r.ChangeInProgress()
 	}
 	l := s.rangeLoadOf(d, term)
-	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes,
-		HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: changing,
-		GarbageBytes: s.queues.gc.Garbage(d.GetRangeId()), Keys: l.keys, WritesByOrigin: l.writes}
+	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.QPS, ReadQps: l.ReadQPS, Bytes: l.Bytes,
+		HotKeyShare: l.HotKeyShare, LeaseTerm: l.Term, LoadStale: l.Stale, ChangeInProgress: changing,
+		GarbageBytes: s.queues.gc.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {

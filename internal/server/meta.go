@@ -4,56 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
-
-// metaState is what the meta leaseholder keeps in memory besides the
-// replicated directory: who leads each range, and when each node last
-// heartbeated with which load. A new leaseholder rebuilds it from reports
-// and heartbeats within a few seconds.
-type metaState struct {
-	mu      sync.Mutex
-	leaders map[uint64]uint64
-	// load is each range's load as its leaseholder last reported it.
-	load  map[uint64]rangeLoad
-	nodes map[uint64]*nodeLiveness
-	// states is each node's state as last announced in an event.
-	states map[uint64]string
-	// since is when this node last became meta leaseholder; decisions that
-	// need liveness wait a grace period after it.
-	since time.Time
-}
-
-type nodeLiveness struct {
-	lastSeen time.Time
-	hb       *tidekvpb.NodeHeartbeatRequest
-}
-
-func newMetaState() *metaState {
-	m := &metaState{}
-	m.reset(time.Time{})
-	return m
-}
-
-// reset forgets everything learnt as leaseholder; a new term rebuilds it.
-// Callers hold mu (or own m exclusively).
-func (m *metaState) reset(since time.Time) {
-	m.since = since
-	m.leaders = map[uint64]uint64{}
-	m.load = map[uint64]rangeLoad{}
-	m.nodes = map[uint64]*nodeLiveness{}
-	m.states = map[uint64]string{}
-}
 
 const forwardedKey = "tidekv-forwarded"
 
@@ -267,24 +228,7 @@ func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 	if err != nil {
 		return nil, err
 	}
-	resp := &tidekvpb.RangesResponse{Nodes: nodes}
-	s.meta.mu.Lock()
-	for _, d := range descs {
-		if d.GetRangeId() == keys.MetaRangeID {
-			continue
-		}
-		l := s.meta.load[d.GetRangeId()]
-		if l.gen != 0 && l.gen < d.GetGeneration() {
-			// Reported before the range's last split or merge: its size
-			// was the old span's, and placement would split the left half
-			// again on it (urgent rounds come as soon as 250 ms apart).
-			l.bytes, l.keys, l.garbage, l.stale = 0, 0, 0, true
-		}
-		resp.Ranges = append(resp.Ranges, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: s.meta.leaders[d.GetRangeId()],
-			Qps: l.qps, ReadQps: l.readQPS, Bytes: l.bytes, HotKeyShare: l.hotKeyShare, LeaseTerm: l.term, LoadStale: l.stale, ChangeInProgress: l.changing,
-			GarbageBytes: l.garbage, Keys: l.keys, WritesByOrigin: l.writes})
-	}
-	s.meta.mu.Unlock()
+	resp := &tidekvpb.RangesResponse{Nodes: nodes, Ranges: s.meta.RangeInfos(descs)}
 	sortRanges(resp.Ranges)
 	return resp, nil
 }
@@ -340,9 +284,7 @@ func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, re
 			nodes[i] = n
 		}
 	}
-	s.meta.mu.Lock()
-	s.meta.nodes[n.GetNodeId()] = &nodeLiveness{lastSeen: time.Now(), hb: req}
-	s.meta.mu.Unlock()
+	s.meta.Heartbeat(time.Now(), req)
 	version, err := s.raiseLogVersion(ctx, meta, nodes)
 	if err != nil {
 		return nil, err
@@ -353,22 +295,9 @@ func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, re
 
 func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
 	d := req.GetDesc()
-	limit := s.clusterConfig().Placement.SplitBytes()
-	s.meta.mu.Lock()
-	// A report from an older lease (sent by the previous leaseholder just
-	// before it lost the lease) must not replace the new one's numbers.
-	if prev, ok := s.meta.load[d.GetRangeId()]; !ok || req.GetLeaseTerm() >= prev.term || req.GetLeaseTerm() == 0 {
-		// A range newly above its split line (grown, or a split half
-		// still above it) should not wait for the next round to split.
-		if req.GetBytes() > limit && (!ok || prev.bytes <= limit || prev.gen != d.GetGeneration()) {
-			s.wakePlace()
-		}
-		s.meta.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
-		s.meta.load[d.GetRangeId()] = rangeLoad{qps: req.GetQps(), readQPS: req.GetReadQps(), bytes: req.GetBytes(), gen: d.GetGeneration(),
-			hotKeyShare: req.GetHotKeyShare(), term: req.GetLeaseTerm(), stale: req.GetLoadStale(), changing: req.GetChangeInProgress(),
-			garbage: req.GetGarbageBytes(), keys: req.GetKeys(), writes: req.GetWritesByOrigin()}
+	if s.meta.Report(req, s.clusterConfig().Placement.SplitBytes()) {
+		s.wakePlace()
 	}
-	s.meta.mu.Unlock()
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
 	}
@@ -408,44 +337,12 @@ func (s *Server) statusLocal(ctx context.Context, meta *raftstore.Replica) (*tid
 	return resp, nil
 }
 
-// Node states as shown to operators (and mapped to placement's).
-const (
-	stateLive    = "live"
-	stateSuspect = "suspect" // heartbeats late: not live, not yet given up on
-	stateUnknown = "unknown" // no heartbeat yet since this node became meta leaseholder
-	stateDead    = "dead"    // silent beyond DeadNodeGrace: its replicas are replaced
-	// Decommissioning: replicas moving away; drained once it holds none;
-	// decommissioned once it also stopped.
-	stateDraining       = "draining"
-	stateDrained        = "drained"
-	stateDecommissioned = "decommissioned"
-)
-
 // nodeStatuses combines the node records with what their heartbeats said
-// and the controller's bootstrap phases.
+// (meta.Table.Statuses) and the controller's bootstrap phases.
 func (s *Server) nodeStatuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) []*tidekvpb.NodeStatus {
-	s.meta.mu.Lock()
-	since := s.meta.since
-	out := make([]*tidekvpb.NodeStatus, 0, len(nodes))
-	for _, n := range nodes {
-		ns := &tidekvpb.NodeStatus{Node: n, LastSeenSeconds: -1}
-		silent := now.Sub(since) // never heard from: silent since we took over
-		if l := s.meta.nodes[n.GetNodeId()]; l != nil {
-			silent = now.Sub(l.lastSeen)
-			ns.LastSeenSeconds = silent.Seconds()
-			hb := l.hb
-			ns.Replicas, ns.Leases, ns.Bytes, ns.Qps = hb.GetReplicas(), hb.GetLeases(), hb.GetBytes(), hb.GetQps()
-			ns.Cpu, ns.Score, ns.P99Ms, ns.CpuQuota = hb.GetCpu(), hb.GetScore(), hb.GetP99Ms(), hb.GetCpuQuota()
-			ns.QueueDelayMs, ns.AdmitShare, ns.Overloaded, ns.RejectedQps = hb.GetQueueDelayMs(), hb.GetAdmitShare(), hb.GetOverloaded(), hb.GetRejectedQps()
-			ns.ClockUntrusted, ns.ClockReason, ns.MaxClockOffsetMs = hb.GetClockUntrusted(), hb.GetClockReason(), hb.GetMaxClockOffsetMs()
-			ns.Live = silent < s.cfg.LivenessTimeout
-		}
-		ns.State = s.stateOf(n, ns, silent)
-		out = append(out, ns)
-	}
-	s.meta.mu.Unlock()
+	out := s.meta.Statuses(nodes, now, meta.Liveness{Timeout: s.cfg.LivenessTimeout, DeadGrace: s.cfg.Control.DeadNodeGrace}, s.gossipState)
 	for _, ns := range out {
-		if ns.GetState() == stateLive {
+		if ns.GetState() == meta.StateLive {
 			if p := s.phaseOf(ns.GetNode().GetNodeId()); p != placement.PhaseNone {
 				ns.State = p.String()
 			}
@@ -454,55 +351,8 @@ func (s *Server) nodeStatuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) [
 	return out
 }
 
-// stateOf names a node's state from how long it has been silent and, with
-// gossip on, from what gossip says: unreachable by gossip for the grace
-// period is dead even if an old heartbeat is recent; unreachable at all is
-// at least suspect.
-func (s *Server) stateOf(n *tidekvpb.NodeDescriptor, ns *tidekvpb.NodeStatus, silent time.Duration) string {
-	heard := ns.GetLastSeenSeconds() >= 0
-	gs, gsince, gok := s.gossipState(n.GetNodeId())
-	gossipDown := gok && (gs == gossip.Dead || gs == gossip.Left)
-	switch {
-	case gossipDown && time.Since(gsince) >= s.cfg.Control.DeadNodeGrace && !(n.GetDraining() && ns.GetReplicas() == 0):
-		return stateDead
-	case gok && gs != gossip.Alive && ns.GetLive():
-		return stateSuspect
-	case !heard && (!gok || gs == gossip.Alive) && silent < 2*s.cfg.Control.DeadNodeGrace && !gossipDown:
-		// Not heard from yet, but not known to be gone either: a node
-		// that joined after this leaseholder took over, about to
-		// heartbeat. (One silent past twice the grace is given up on.)
-		return stateUnknown
-	case n.GetDraining() && ns.GetReplicas() == 0 && heard && !ns.GetLive():
-		return stateDecommissioned
-	case silent >= s.cfg.Control.DeadNodeGrace:
-		return stateDead
-	case !heard:
-		// Never heard from, and gossip cannot reach it (the cases above
-		// took every other node not heard from).
-		return stateSuspect
-	case !ns.GetLive():
-		return stateSuspect
-	case n.GetDraining() && ns.GetReplicas() == 0:
-		return stateDrained
-	case n.GetDraining():
-		return stateDraining
-	}
-	return stateLive
-}
-
 // liveNodes returns the nodes that heartbeated recently, or nil during the
 // grace period after this node became meta leaseholder (liveness unknown).
 func (s *Server) liveNodes() map[uint64]bool {
-	s.meta.mu.Lock()
-	defer s.meta.mu.Unlock()
-	if time.Since(s.meta.since) < 3*s.cfg.HeartbeatInterval {
-		return nil
-	}
-	live := map[uint64]bool{}
-	for id, l := range s.meta.nodes {
-		if time.Since(l.lastSeen) < s.cfg.LivenessTimeout {
-			live[id] = true
-		}
-	}
-	return live
+	return s.meta.LiveNodes(time.Now(), 3*s.cfg.HeartbeatInterval, s.cfg.LivenessTimeout)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cliformat"
 	"github.com/tidekv/tidekv/internal/httpapi"
+	"github.com/tidekv/tidekv/internal/meta"
 )
 
 func getJSON(addr, path string, v any) error {
@@ -119,7 +120,7 @@ func TestObservability(t *testing.T) {
 		var qps float64
 		for _, n := range st.Nodes {
 			qps += n.QPS
-			if n.State != stateLive || n.Score <= 0 {
+			if n.State != meta.StateLive || n.Score <= 0 {
 				return fmt.Errorf("node not live or without score: %+v", n)
 			}
 		}
@@ -170,7 +171,7 @@ func TestObservability(t *testing.T) {
 			return err
 		}
 		for _, n := range resp.GetNodes() {
-			if n.GetNode().GetNodeId() == id && n.GetState() != stateSuspect {
+			if n.GetNode().GetNodeId() == id && n.GetState() != meta.StateSuspect {
 				return fmt.Errorf("node %d state %q", id, n.GetState())
 			}
 		}

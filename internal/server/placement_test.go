@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/meta"
 )
 
 // sawEvent reports whether any node recorded an event of kind whose reason
@@ -187,7 +188,7 @@ func TestDecommissionDrains(t *testing.T) {
 			return err
 		}
 		for _, ns := range st.GetNodes() {
-			if ns.GetNode().GetNodeId() == node && ns.GetState() != stateDrained {
+			if ns.GetNode().GetNodeId() == node && ns.GetState() != meta.StateDrained {
 				return fmt.Errorf("state %q", ns.GetState())
 			}
 		}
@@ -204,7 +205,7 @@ func TestDecommissionDrains(t *testing.T) {
 			return err
 		}
 		for _, ns := range st.GetNodes() {
-			if ns.GetNode().GetNodeId() == node && ns.GetState() != stateLive {
+			if ns.GetNode().GetNodeId() == node && ns.GetState() != meta.StateLive {
 				return fmt.Errorf("state %q", ns.GetState())
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -53,7 +54,7 @@ func replicationGap(ranges []*tidekvpb.RangeInfo, nodes []*tidekvpb.NodeStatus, 
 	live := 0
 	for _, ns := range nodes {
 		id := ns.GetNode().GetNodeId()
-		if ns.GetState() == stateUnknown {
+		if ns.GetState() == meta.StateUnknown {
 			return 0, fmt.Sprintf("node %d has not heartbeated to the meta leaseholder yet.", id)
 		}
 		liveNode[id] = ns.GetLive()

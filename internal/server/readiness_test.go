@@ -10,6 +10,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/httpapi"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/meta"
 )
 
 // getReady fetches GET /ready from addr.
@@ -90,8 +91,8 @@ func TestReplicationGap(t *testing.T) {
 	}
 	learner := &tidekvpb.ReplicaDescriptor{NodeId: 4, Type: tidekvpb.ReplicaType_LEARNER, Adaptive: true}
 	incoming := &tidekvpb.ReplicaDescriptor{NodeId: 3, Type: tidekvpb.ReplicaType_VOTER_INCOMING}
-	three := []*tidekvpb.NodeStatus{node(1, true, stateLive), node(2, true, stateLive), node(3, true, stateLive)}
-	draining := &tidekvpb.NodeStatus{Node: &tidekvpb.NodeDescriptor{NodeId: 4, Draining: true}, Live: true, State: stateDraining}
+	three := []*tidekvpb.NodeStatus{node(1, true, meta.StateLive), node(2, true, meta.StateLive), node(3, true, meta.StateLive)}
+	draining := &tidekvpb.NodeStatus{Node: &tidekvpb.NodeDescriptor{NodeId: 4, Draining: true}, Live: true, State: meta.StateDraining}
 	for _, tt := range []struct {
 		name   string
 		ranges []*tidekvpb.RangeInfo
@@ -101,12 +102,12 @@ func TestReplicationGap(t *testing.T) {
 	}{
 		{"fully replicated, an adaptive learner aside", []*tidekvpb.RangeInfo{rng(1, 1, voter(1), voter(2), voter(3)), rng(2, 2, voter(1), voter(2), voter(3), learner)}, three, 3, ""},
 		{"meta range short", []*tidekvpb.RangeInfo{rng(1, 1, voter(1)), rng(2, 1, voter(1), voter(2), voter(3))}, three, 3, "the meta range has 1 of 3 voters on live nodes."},
-		{"two live nodes need two voters", []*tidekvpb.RangeInfo{rng(1, 1, voter(1), voter(2), voter(3))}, []*tidekvpb.NodeStatus{node(1, true, stateLive), node(2, true, stateLive), node(3, false, stateDead)}, 2, ""},
-		{"a voter on a dead node does not count", []*tidekvpb.RangeInfo{rng(1, 1, voter(1), voter(2), voter(3)), rng(2, 1, voter(1), voter(3))}, []*tidekvpb.NodeStatus{node(1, true, stateLive), node(2, true, stateLive), node(3, false, stateSuspect)}, 2, "range 2 has 1 of 2 voters on live nodes."},
+		{"two live nodes need two voters", []*tidekvpb.RangeInfo{rng(1, 1, voter(1), voter(2), voter(3))}, []*tidekvpb.NodeStatus{node(1, true, meta.StateLive), node(2, true, meta.StateLive), node(3, false, meta.StateDead)}, 2, ""},
+		{"a voter on a dead node does not count", []*tidekvpb.RangeInfo{rng(1, 1, voter(1), voter(2), voter(3)), rng(2, 1, voter(1), voter(3))}, []*tidekvpb.NodeStatus{node(1, true, meta.StateLive), node(2, true, meta.StateLive), node(3, false, meta.StateSuspect)}, 2, "range 2 has 1 of 2 voters on live nodes."},
 		{"draining nodes are no target", []*tidekvpb.RangeInfo{rng(1, 1, voter(1), voter(2), voter(3))}, append(three, draining), 3, ""},
 		{"replica change in flight", []*tidekvpb.RangeInfo{rng(2, 1, voter(1), voter(2), incoming)}, three, 3, "range 2 has a replica change in progress."},
 		{"no leaseholder", []*tidekvpb.RangeInfo{rng(2, 0, voter(1), voter(2), voter(3))}, three, 3, "range 2 has no known leaseholder."},
-		{"liveness unknown", []*tidekvpb.RangeInfo{rng(1, 1, voter(1))}, []*tidekvpb.NodeStatus{node(1, true, stateLive), node(2, false, stateUnknown)}, 0, "node 2 has not heartbeated to the meta leaseholder yet."},
+		{"liveness unknown", []*tidekvpb.RangeInfo{rng(1, 1, voter(1))}, []*tidekvpb.NodeStatus{node(1, true, meta.StateLive), node(2, false, meta.StateUnknown)}, 0, "node 2 has not heartbeated to the meta leaseholder yet."},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			live, got := replicationGap(tt.ranges, tt.nodes, 3)

@@ -96,22 +96,22 @@ func TestRedisWriteEachAcrossSplit(t *testing.T) {
 		}
 		return errors.New("no node leads it")
 	})
-	kv := newRedisKV(node, redisgw.FromClient(c))
+	kv := redisgw.New(newRedisLocal(node), redisgw.FromClient(c), redisgw.Options{Routed: redisRouted})
 	ops := []resp.Op{
 		{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Delete: true},
 		{Key: []byte("n"), Value: []byte("1")}, {Key: []byte("x"), Delete: true},
 		{Key: []byte("z"), Value: []byte("1")}, {Key: []byte("b"), Delete: true},
 	}
 	out := make([]resp.OpResult, len(ops))
-	p := kv.plan(ops, out)
-	if len(p.groups) != 1 || len(p.groups[0]) != len(ops) || len(p.routed) != 0 {
+	p := kv.Plan(ops, out)
+	if len(p.Groups) != 1 || len(p.Groups[0]) != len(ops) || len(p.Routed) != 0 {
 		t.Fatalf("plan %+v: want one group of all %d ops", p, len(ops))
 	}
 	if _, err := c.Split(ctx, []byte("m")); err != nil {
 		t.Fatal(err)
 	}
-	kv.writePlanned(ctx, ops, p, out)
-	if kv.routed.Load() == 0 {
+	kv.WritePlanned(ctx, ops, p, out)
+	if kv.Routed() == 0 {
 		t.Fatal("the refused group was not routed")
 	}
 	for i, want := range []bool{false, true, false, true, false, false} {

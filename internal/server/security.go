@@ -130,10 +130,10 @@ const redisDefaultUser = "default"
 // a flood must not fill the event log).
 func (s *Server) loginFailed(f security.LoginFailure) {
 	if f.Refused {
-		s.metrics.loginFailures.WithLabelValues("backoff").Inc()
+		s.metrics.LoginFailures.WithLabelValues("backoff").Inc()
 		return
 	}
-	s.metrics.loginFailures.WithLabelValues("wrong").Inc()
+	s.metrics.LoginFailures.WithLabelValues("wrong").Inc()
 	if f.BackOff > 0 {
 		s.events.Record("login-backoff", "address "+f.Source, "failed password logins as %.64q from %s: this user's and this address's logins wait up to %v",
 			f.User, f.Source, f.BackOff.Round(time.Millisecond))

@@ -128,7 +128,7 @@ func TestRedisPasswordLoginFailuresCounted(t *testing.T) {
 			if err := rdb.Do(ctx, "AUTH", "dpw").Err(); err == nil || !strings.Contains(err.Error(), "too many failed logins") {
 				t.Fatalf("the right password during the back-off: %v, want a refusal", err)
 			}
-			if n := promtest.ToFloat64(s.metrics.loginFailures.WithLabelValues("wrong")); n != 5 {
+			if n := promtest.ToFloat64(s.metrics.LoginFailures.WithLabelValues("wrong")); n != 5 {
 				t.Errorf("tidekv_login_failures_total{result=wrong} = %v, want 5", n)
 			}
 			var backOffs int

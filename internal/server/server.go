@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/meta"
+	"github.com/tidekv/tidekv/internal/metrics"
+	"github.com/tidekv/tidekv/internal/rangeload"
 	"log"
 	"math/rand/v2"
 	"net"
@@ -66,15 +69,15 @@ type Server struct {
 	// httpRoutes are the HTTP port's patterns and the role each needs.
 	httpRoutes []httpapi.Route
 	sec        *nodeSecurity
-	metrics    *metrics
+	metrics    *metrics.Set
 	adm        *admission.Controller
 
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
 
-	meta   *metaState
+	meta   *meta.Table
 	ctl    *controlState
-	load   loadTracker
+	load   rangeload.Tracker
 	sizes  rangeSizes
 	events *events.Log
 	mon    *monitor.Monitor
@@ -165,8 +168,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
 		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1),
 		stopper: make(chan struct{}),
-		meta:    newMetaState(),
-		metrics: newMetrics(),
+		meta:    meta.NewTable(),
+		metrics: metrics.New(),
 		events:  events.New(cfg.Events, 0, time.Now),
 		recency: cache.NewRecency(cfg.Cache.TrackedKeys),
 		rt:      newReadThrough(cfg.Cache),
@@ -183,15 +186,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if s.adm, err = admission.New(cfg.Admission, admNow, nil); err != nil {
 		return nil, err
 	}
-	s.adm.OnDelay(s.metrics.observeQueueDelay)
+	s.adm.OnDelay(s.metrics.ObserveQueueDelay)
 	if s.mon, err = monitor.New(cfg.Monitor, monitor.ProcSource, ownQuota(), func() (int, int, time.Duration) {
 		return s.adm.State().Inflight, cfg.Admission.MaxInflight, s.svc.Sample()
 	}, time.Now); err != nil {
 		return nil, err
 	}
-	s.clock = newClockState(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, s.metrics.reg)
-	s.registerStoreGauges()
-	s.metrics.reg.MustRegister(s.admissionCollectors()...)
+	s.clock = newClockState(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, s.metrics.Reg)
+	s.metrics.RegisterNode(nodeGauges{s})
+	s.metrics.Reg.MustRegister(s.admissionCollectors()...)
 	if err := s.serve(ctx); err != nil {
 		s.Stop()
 		return nil, err
@@ -525,9 +528,7 @@ func (s *Server) Stop() {
 func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 	if d.GetRangeId() == keys.MetaRangeID {
 		// Liveness and leaders are rebuilt from scratch by this leaseholder.
-		s.meta.mu.Lock()
-		s.meta.reset(time.Now())
-		s.meta.mu.Unlock()
+		s.meta.Reset(time.Now())
 		s.ctl.reset()
 		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}

@@ -73,12 +73,7 @@ func (s *Server) watchSizes(context.Context) {
 		if !s.queues.sizes.Crossed(id, gen, n, limit) {
 			continue
 		}
-		s.load.mu.Lock()
-		if l, ok := s.load.ranges[id]; ok && l.gen == gen {
-			l.bytes = n
-			s.load.ranges[id] = l
-		}
-		s.load.mu.Unlock()
+		s.load.SetBytes(id, gen, n)
 		s.queueReport(d)
 	}
 	s.queues.sizes.KeepOnly(led)
@@ -199,7 +194,7 @@ func (s *Server) admitGrowth(ctx context.Context, r *raftstore.Replica, key []by
 		}
 		if ok {
 			if t != nil {
-				s.metrics.splitWaits.WithLabelValues("split").Inc()
+				s.metrics.SplitWaits.WithLabelValues("split").Inc()
 			}
 			id := r.RangeID()
 			return r, func() { s.budgets.release(id, grow) }, nil
@@ -218,7 +213,7 @@ func (s *Server) admitGrowth(ctx context.Context, r *raftstore.Replica, key []by
 			}
 		}
 		if !time.Now().Before(giveUp) {
-			s.metrics.splitWaits.WithLabelValues("refused").Inc()
+			s.metrics.SplitWaits.WithLabelValues("refused").Inc()
 			return nil, nil, withDetail(codes.ResourceExhausted, fmt.Sprintf("range %d is above its size limit (or its size is not known yet) and has not split, retry", r.RangeID()),
 				&tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_RANGE_BUSY, RetryAfterMs: rangeBusyRetryMs})
 		}

@@ -149,7 +149,7 @@ func sumAccounts(kvs []client.KeyValue) (total, n int) {
 func txnCommits(tc *testCluster, path string) int {
 	n := 0.0
 	for _, s := range tc.nodes {
-		n += promtest.ToFloat64(s.metrics.txnCommits.WithLabelValues(path))
+		n += promtest.ToFloat64(s.metrics.TxnCommits.WithLabelValues(path))
 	}
 	return int(n)
 }

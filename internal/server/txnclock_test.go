@@ -150,7 +150,7 @@ func TestUncertainReadRefreshesEarlierReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	uncertain := func() float64 { return promtest.ToFloat64(tc.nodes[0].metrics.txnUncertainRestarts) }
+	uncertain := func() float64 { return promtest.ToFloat64(tc.nodes[0].metrics.TxnUncertainRestarts) }
 	put("u1", "old", "u2", "old", "u3", "old")
 
 	for _, tt := range []struct {

@@ -519,14 +519,14 @@ func (b *faultBank) splitOrMerge(ctx context.Context, kind string, rng *rand.Ran
 func (b *faultBank) killBusiest(ctx context.Context) (string, error) {
 	busiest, most := 0, -1.0
 	for i, s := range b.tc.nodes {
-		n := promtest.ToFloat64(s.metrics.txnCommits.WithLabelValues("one_phase")) + promtest.ToFloat64(s.metrics.txnCommits.WithLabelValues("two_phase"))
+		n := promtest.ToFloat64(s.metrics.TxnCommits.WithLabelValues("one_phase")) + promtest.ToFloat64(s.metrics.TxnCommits.WithLabelValues("two_phase"))
 		if n > most {
 			busiest, most = i, n
 		}
 	}
 	s := b.tc.nodes[busiest]
 	for _, path := range []string{"one_phase", "two_phase"} {
-		b.commitsGone[path] += int(promtest.ToFloat64(s.metrics.txnCommits.WithLabelValues(path)))
+		b.commitsGone[path] += int(promtest.ToFloat64(s.metrics.TxnCommits.WithLabelValues(path)))
 	}
 	// Kill it in the middle of transactions: some open on it, and, as they
 	// commit one after the other, likely one committing.

@@ -30,9 +30,9 @@ import (
 // at their read timestamp without refreshing their reads.
 func TestOwnReadsDoNotPushWrites(t *testing.T) {
 	tc, c, ctx := startBank(t)
-	before := promtest.ToFloat64(tc.nodes[0].metrics.txnRefreshes)
+	before := promtest.ToFloat64(tc.nodes[0].metrics.TxnRefreshes)
 	for _, s := range tc.nodes[1:] {
-		before += promtest.ToFloat64(s.metrics.txnRefreshes)
+		before += promtest.ToFloat64(s.metrics.TxnRefreshes)
 	}
 	const n = 20
 	for range n {
@@ -42,7 +42,7 @@ func TestOwnReadsDoNotPushWrites(t *testing.T) {
 	}
 	after := 0.0
 	for _, s := range tc.nodes {
-		after += promtest.ToFloat64(s.metrics.txnRefreshes)
+		after += promtest.ToFloat64(s.metrics.TxnRefreshes)
 	}
 	// A closed timestamp can still push one that stays open past it.
 	if refreshed := int(after - before); refreshed > n/4 {
@@ -251,7 +251,7 @@ func TestTxnScanPushedWriteInsideSpan(t *testing.T) {
 	tc, c, ctx := startBank(t)
 	refreshes := func() (n float64) {
 		for _, s := range tc.nodes {
-			n += promtest.ToFloat64(s.metrics.txnRefreshes)
+			n += promtest.ToFloat64(s.metrics.TxnRefreshes)
 		}
 		return n
 	}

@@ -79,7 +79,7 @@ func (s *Server) newCoordinator() *txn.Coordinator {
 			}},
 		Config: s.cfg.Txn, MaxBatchKeys: s.cfg.Limits.MaxBatchKeys,
 		ClientClock: s.cfg.Raft.TestingBreaks.ClientClock, SkipRefresh: s.cfg.Raft.TestingBreaks.SkipRefresh,
-		Metrics: txn.Metrics{Commits: s.metrics.txnCommits, Refreshes: s.metrics.txnRefreshes, UncertainRestarts: s.metrics.txnUncertainRestarts},
+		Metrics: txn.Metrics{Commits: s.metrics.TxnCommits, Refreshes: s.metrics.TxnRefreshes, UncertainRestarts: s.metrics.TxnUncertainRestarts},
 		Stopped: s.stopper,
 	})
 }
