@@ -76,7 +76,7 @@ func lfDefaults(opts Options) lfConfig {
 	c := lfConfig{Rounds: 3, Window: lrStep(opts, 20*time.Second, 5*time.Second), Rate: 200, Keys: 1000,
 		Attackers: 64, Every: 10 * time.Millisecond, NodeCPUs: 1}
 	if opts.Quick {
-		c.Rounds, c.Attackers = 1, 16
+		c.Rounds, c.Attackers = 1, 8
 	}
 	if opts.NodeCPUs > 0 {
 		c.NodeCPUs = opts.NodeCPUs
@@ -99,6 +99,12 @@ type lfWindow struct {
 	// The same requests by kind, both protocols: reads, and writes (which
 	// also wait for a synced commit).
 	Reads, Writes lrResult
+	// Logged-in requests refused as logins (an error, never expected),
+	// per protocol.
+	RedisAuthRefused, GRPCAuthRefused int
+	// Attackers that had 5 wrong answers and then another attempt
+	// answered, and of them those whose next answer was a refusal.
+	PastFive, RefusedAfterFive int64
 	// Of the flood: attempts answered as a wrong login (one derivation
 	// each) or refused in a back-off, and attempts that failed otherwise
 	// (a dropped connection, a timeout).
@@ -260,7 +266,7 @@ func lfMeasure(ctx context.Context, opts Options, cfg lfConfig, round int, flood
 	seed := opts.Seed*1000 + uint64(round)*2
 	var rr, rw, gr, gw []time.Duration
 	wg.Go(func() {
-		w.Redis, rr, rw = lfOpenLoop(wctx, cfg.Rate, cfg.Window, seed, func(ctx context.Context, r *rand.Rand) (bool, error) {
+		w.Redis, rr, rw = lfOpenLoop(wctx, cfg.Rate, cfg.Window, seed, &w.RedisAuthRefused, func(ctx context.Context, r *rand.Rand) (bool, error) {
 			k := string(lrKey("r", r.IntN(cfg.Keys)))
 			if r.IntN(2) == 0 {
 				return false, rc.Get(ctx, k).Err()
@@ -269,7 +275,7 @@ func lfMeasure(ctx context.Context, opts Options, cfg lfConfig, round int, flood
 		})
 	})
 	wg.Go(func() {
-		w.GRPC, gr, gw = lfOpenLoop(wctx, cfg.Rate, cfg.Window, seed+1, func(ctx context.Context, r *rand.Rand) (bool, error) {
+		w.GRPC, gr, gw = lfOpenLoop(wctx, cfg.Rate, cfg.Window, seed+1, &w.GRPCAuthRefused, func(ctx context.Context, r *rand.Rand) (bool, error) {
 			k := lrKey("g", r.IntN(cfg.Keys))
 			if r.IntN(2) == 0 {
 				_, err := kv.Get(ctx, k, client.Linearizable())
@@ -281,7 +287,7 @@ func lfMeasure(ctx context.Context, opts Options, cfg lfConfig, round int, flood
 	if fl != nil {
 		// The flood runs exactly as long as the logged-in load.
 		time.Sleep(cfg.Window)
-		w.Wrong, w.Refused, w.Other = fl.stop()
+		fl.stop(&w)
 	}
 	wg.Wait()
 	w.Reads = lrResult{Ops: len(rr) + len(gr), Elapsed: cfg.Window, Lat: append(rr, gr...)}
@@ -311,8 +317,9 @@ func lfMeasure(ctx context.Context, opts Options, cfg lfConfig, round int, flood
 
 // lfOpenLoop sends rate requests a second for d, each from its own
 // goroutine at its scheduled time, and measures each from its send. A
-// request has 5 s.
-func lfOpenLoop(ctx context.Context, rate int, d time.Duration, seed uint64, op func(context.Context, *rand.Rand) (write bool, err error)) (res lrResult, reads, writes []time.Duration) {
+// request has 5 s. Failures that are refused logins are also counted in
+// refused.
+func lfOpenLoop(ctx context.Context, rate int, d time.Duration, seed uint64, refused *int, op func(context.Context, *rand.Rand) (write bool, err error)) (res lrResult, reads, writes []time.Duration) {
 	var mu sync.Mutex
 	res.Elapsed = d
 	var wg sync.WaitGroup
@@ -343,6 +350,9 @@ func lfOpenLoop(ctx context.Context, rate int, d time.Duration, seed uint64, op 
 			defer mu.Unlock()
 			if err != nil && !errors.Is(err, redis.Nil) && !errors.Is(err, client.ErrNotFound) {
 				res.Errors++
+				if lfOutcome(err.Error()) != "other" || strings.Contains(err.Error(), "NOAUTH") || strings.Contains(err.Error(), "Unauthenticated") {
+					*refused++
+				}
 				return
 			}
 			res.Ops++
@@ -364,6 +374,10 @@ type lfFlood struct {
 	cancel               context.CancelFunc
 	wg                   sync.WaitGroup
 	wrong, refused, othr atomic.Int64
+	// pastFive counts attackers that had their 5th wrong answer and an
+	// answer after it; refusedAfterFive those whose answer after it was a
+	// refusal (the address's back-off starts at the 5th failure).
+	pastFive, refusedAfterFive atomic.Int64
 }
 
 // startFlood starts cfg.Attackers attackers, attacker i from 127.R.x.y
@@ -382,7 +396,7 @@ func startFlood(ctx context.Context, cfg lfConfig, round int, spec launcher.Node
 				return dialer.DialContext(ctx, "tcp", addr)
 			}))
 		if err != nil {
-			f.stop()
+			f.stop(&lfWindow{})
 			return nil, err
 		}
 		f.wg.Go(func() {
@@ -394,10 +408,11 @@ func startFlood(ctx context.Context, cfg lfConfig, round int, spec launcher.Node
 }
 
 // stop ends the flood and returns its attempts by outcome.
-func (f *lfFlood) stop() (wrong, refused, other int64) {
+func (f *lfFlood) stop(w *lfWindow) {
 	f.cancel()
 	f.wg.Wait()
-	return f.wrong.Load(), f.refused.Load(), f.othr.Load()
+	w.Wrong, w.Refused, w.Other = f.wrong.Load(), f.refused.Load(), f.othr.Load()
+	w.PastFive, w.RefusedAfterFive = f.pastFive.Load(), f.refusedAfterFive.Load()
 }
 
 // attack is attacker i's loop.
@@ -411,6 +426,7 @@ func (f *lfFlood) attack(ctx context.Context, every time.Duration, i int, dialer
 	}()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	wrongs := 0 // wrong answers, up to 5; 6 once the answer after the 5th was seen
 	for n := 0; ; n++ {
 		user, pass := lfUser, fmt.Sprintf("guess-%d-%d", i, n)
 		if n%2 == 1 {
@@ -441,8 +457,18 @@ func (f *lfFlood) attack(ctx context.Context, every time.Duration, i int, dialer
 		if ctx.Err() != nil {
 			return // an attempt cut short by the window's end is not counted
 		}
+		if wrongs == 5 && outcome != "other" {
+			f.pastFive.Add(1)
+			if outcome == "refused" {
+				f.refusedAfterFive.Add(1)
+			}
+			wrongs++ // counted once
+		}
 		switch outcome {
 		case "wrong":
+			if wrongs < 5 {
+				wrongs++
+			}
 			f.wrong.Add(1)
 		case "refused":
 			f.refused.Add(1)
