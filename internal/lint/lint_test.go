@@ -65,7 +65,7 @@ var rules = []rule{
 		says:       "imports no TideKV package but itself (no SDK, API or node code)",
 	},
 	{
-		pkgs:   []string{"internal/placement", "internal/elastic", "internal/control", "internal/admission", "internal/retry", "internal/queue"},
+		pkgs:   []string{"internal/placement", "internal/elastic", "internal/control", "internal/admission", "internal/retry", "internal/queue", "internal/settings"},
 		forbid: []string{"net", "os", "os/exec", "net/http"},
 		says:   "imports no I/O package (net, os, os/exec, net/http)",
 	},
@@ -73,7 +73,7 @@ var rules = []rule{
 		// The concerns moved out of the node reach the network, the
 		// engine and the clock through interfaces they own, so that they
 		// run without a whole server.
-		pkgs:   []string{"internal/metrics", "internal/rangeload", "internal/meta"},
+		pkgs:   []string{"internal/metrics", "internal/rangeload", "internal/meta", "internal/clockwatch"},
 		forbid: []string{"internal/server/", "client/", "internal/transport/", "net", "net/http"},
 		says:   "imports no server, SDK or network code (internal/server, client, internal/transport, net, net/http)",
 	},
@@ -83,6 +83,11 @@ var rules = []rule{
 		pkgs:   []string{"internal/redisgw"},
 		forbid: []string{"internal/server/", "internal/raftstore/"},
 		says:   "imports no server or store code (internal/server, internal/raftstore)",
+	},
+	{
+		pkgs:   []string{"internal/georpc"},
+		forbid: []string{"internal/server/", "internal/raftstore/", "internal/transport/"},
+		says:   "imports no server, store or transport code (internal/server, internal/raftstore, internal/transport)",
 	},
 }
 
