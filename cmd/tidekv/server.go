@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tidekv/tidekv/internal/actuator/local"
+	"github.com/tidekv/tidekv/internal/georpc"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/server"
 	"github.com/tidekv/tidekv/internal/txn"
@@ -196,9 +197,9 @@ func addTxnFlags(f *pflag.FlagSet, c *txn.Config) {
 	f.DurationVar(&c.MaxDuration, "txn-max-duration", c.MaxDuration, "longest a transaction may run from its first operation before it is rolled back")
 }
 
-// addGeoFlags binds the geo mode's knobs (server.GeoConfig, whose Validate
+// addGeoFlags binds the geo mode's knobs (georpc.Config, whose Validate
 // refuses bad values when the node starts).
-func addGeoFlags(f *pflag.FlagSet, c *server.GeoConfig) {
+func addGeoFlags(f *pflag.FlagSet, c *georpc.Config) {
 	f.StringVar(&c.KeySpace, "geo-keyspace", "", "name of the geo key space, whose transactions commit by epoch messages between data centres (docs/transactions.md, \"Geo mode\"); empty: the geo mode is off")
 	f.StringArrayVar(&c.Localities, "geo-locality", nil, "a data centre's --locality, the flag once per data centre, in the same order on every node (the node with the lowest id in each is its gateway)")
 	f.DurationVar(&c.Protocol.Epoch, "geo-epoch", c.Protocol.Epoch, "how long a gateway collects geo transactions before sending them to the other data centres")

@@ -21,5 +21,5 @@
 // validation and rollback; relay.go: sending again what peers lack), the
 // transport interface with an in-memory twin (transport.go) and the
 // runtime that drives a DC with a real clock (node.go). The server wires a
-// node to gRPC (internal/server/geo.go).
+// node to gRPC (internal/georpc).
 package geo

@@ -71,7 +71,7 @@ var rules = []rule{
 		says:       "imports no SDK or server code (client, internal/server, internal/txnclient, internal/redisgw)",
 	},
 	{
-		pkgs:   []string{"internal/placement", "internal/elastic", "internal/control", "internal/admission", "internal/retry", "internal/queue"},
+		pkgs:   []string{"internal/placement", "internal/elastic", "internal/control", "internal/admission", "internal/retry", "internal/queue", "internal/settings"},
 		forbid: []string{"net", "os", "os/exec", "net/http"},
 		says:   "imports no I/O package (net, os, os/exec, net/http)",
 	},
@@ -79,7 +79,7 @@ var rules = []rule{
 		// The concerns moved out of the node reach the network, the
 		// engine and the clock through interfaces they own, so that they
 		// run without a whole server.
-		pkgs:   []string{"internal/metrics", "internal/rangeload", "internal/meta"},
+		pkgs:   []string{"internal/metrics", "internal/rangeload", "internal/meta", "internal/clockwatch"},
 		forbid: []string{"internal/server/", "client/", "internal/transport/", "net", "net/http"},
 		says:   "imports no server, SDK or network code (internal/server, client, internal/transport, net, net/http)",
 	},
@@ -89,6 +89,11 @@ var rules = []rule{
 		pkgs:   []string{"internal/redisgw"},
 		forbid: []string{"internal/server/", "internal/raftstore/"},
 		says:   "imports no server or store code (internal/server, internal/raftstore)",
+	},
+	{
+		pkgs:   []string{"internal/georpc"},
+		forbid: []string{"internal/server/", "internal/raftstore/", "internal/transport/"},
+		says:   "imports no server, store or transport code (internal/server, internal/raftstore, internal/transport)",
 	},
 }
 

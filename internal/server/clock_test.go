@@ -56,7 +56,7 @@ func TestSkewedNodeGivesUpLeases(t *testing.T) {
 	// Every node measures every peer within an offset estimate's lifetime.
 	eventually(t, 5*time.Second, "offset estimates", func() error {
 		for _, s := range tc.nodes {
-			if h := s.clockHealth(); h.Known != 2 {
+			if h := s.clock.Health(); h.Known != 2 {
 				return fmt.Errorf("node %d has estimates for %d peers", s.NodeID(), h.Known)
 			}
 		}

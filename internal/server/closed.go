@@ -97,7 +97,7 @@ func (s *Server) pushClosed(context.Context) {
 			sent := s.store.Now()
 			resp, err := tidekvpb.NewAdminClient(s.conn(addr)).PushClosedTimestamps(ctx, req)
 			if err == nil {
-				s.notePushAnswer(peer, sent, s.store.Now(), resp)
+				s.clock.NotePushAnswer(s.store.HLC(), peer, sent, s.store.Now(), time.Now(), resp)
 				s.loads.note(resp.GetLoad())
 			}
 		}(peer, n.GetGrpcAddr())

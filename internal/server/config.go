@@ -6,6 +6,7 @@ import (
 	"github.com/tidekv/tidekv/internal/actuator"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/elastic"
+	"github.com/tidekv/tidekv/internal/georpc"
 	"net"
 	"time"
 
@@ -110,8 +111,8 @@ type Config struct {
 	Admission admission.Config
 	// Txn holds the transactions' knobs (internal/txn, config.go).
 	Txn txn.Config
-	// Geo turns on geo transactions (geo.go); off by default.
-	Geo GeoConfig
+	// Geo turns on geo transactions (internal/georpc); off by default.
+	Geo georpc.Config
 	// admissionClock replaces time.Now for the admission controller
 	// (tests drive its windows by hand).
 	admissionClock func() time.Time
@@ -212,7 +213,7 @@ func DefaultConfig() Config {
 		Redis:                   redisDefaults(),
 		Admission:               admission.DefaultConfig(),
 		Txn:                     txn.DefaultConfig(),
-		Geo:                     DefaultGeoConfig(),
+		Geo:                     georpc.DefaultConfig(),
 		HeartbeatInterval:       time.Second,
 		LivenessTimeout:         5 * time.Second,
 		ReportInterval:          3 * time.Second,

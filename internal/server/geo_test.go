@@ -55,7 +55,7 @@ func startGeoCluster(t *testing.T, rtt time.Duration, more ...func(*Config)) (*t
 	delays.SetLocalities(localities, transport.UniformRTT(rtt))
 	eventually(t, 10*time.Second, "every node to run its data centre", func() error {
 		for _, s := range tc.nodes {
-			if node, _, _ := s.geo.get(); node == nil {
+			if s.geo.Running() == nil {
 				return fmt.Errorf("node %d runs no data centre yet", s.NodeID())
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/clockwatch"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -26,7 +27,7 @@ func (s *Server) startLoops() {
 	s.wg.Go(s.gcAtStart)
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
 	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)
-	s.loop(s.cfg.ClosedTimestampInterval, s.checkClock)
+	s.loop(s.cfg.ClosedTimestampInterval, func(context.Context) { s.clock.Check(time.Now()) })
 	s.loop(metrics.SeriesInterval, func(context.Context) { s.metrics.Sample(time.Now()) })
 	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })
 	// Admission windows move on even when no request arrives.
@@ -108,8 +109,8 @@ func (s *Server) heartbeat(ctx context.Context) {
 	if snap := s.mon.Latest(); snap != nil {
 		req.Cpu, req.Score, req.CpuQuota = snap.Usage.NodeCPU(), snap.Score, snap.Usage.Quota.CPUs
 	}
-	ch := s.clockHealth()
-	req.ClockUntrusted, req.ClockReason, req.MaxClockOffsetMs = !ch.Trusted, ch.Reason, maxClockOffsetMs(ch)
+	ch := s.clock.Health()
+	req.ClockUntrusted, req.ClockReason, req.MaxClockOffsetMs = !ch.Trusted, ch.Reason, clockwatch.MaxOffsetMs(ch)
 	var qps, reads float64
 	for _, r := range s.store.Replicas() {
 		req.Replicas++

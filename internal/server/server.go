@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/clockwatch"
+	"github.com/tidekv/tidekv/internal/georpc"
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/rangeload"
@@ -84,8 +86,8 @@ type Server struct {
 	gossip *gossip.Gossip
 	// svc averages how long KV requests take, for the load score.
 	svc monitor.ServiceTimer
-	// clock is the offset monitor and its verdict (clock.go).
-	clock *clockState
+	// clock is the offset monitor and its verdict (internal/clockwatch).
+	clock *clockwatch.Watch
 	// loads is every node's load as last heard (closed.go).
 	loads    loadTable
 	pushBusy sync.Map // peer node ID -> *atomic.Bool
@@ -116,8 +118,8 @@ type Server struct {
 	rt            readThroughState // miss handler calls (readthrough.go)
 	requests      atomic.Uint64
 	ready         atomic.Bool
-	versionWarned atomic.Bool // logVersionRefused said so once
-	geo           geoState    // geo transactions (geo.go)
+	versionWarned atomic.Bool     // logVersionRefused said so once
+	geo           *georpc.Service // geo transactions
 	stopper       chan struct{}
 	wg            sync.WaitGroup
 	stopOnce      sync.Once
@@ -178,6 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.router = txnclient.New(s.routerNode)
 	s.keyspaces.learnt = mem.learn
 	s.ctl = newControlState(s)
+	s.geo = georpc.New(cfg.Geo, geoNode{s})
 	s.gcTTLNanos.Store(int64(cfg.GC.TTL))
 	admNow := time.Now
 	if cfg.admissionClock != nil {
@@ -192,7 +195,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}, time.Now); err != nil {
 		return nil, err
 	}
-	s.clock = newClockState(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, s.metrics.Reg)
+	s.clock = clockwatch.New(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, clockNode{s}, s.metrics.Reg)
 	s.metrics.RegisterNode(nodeGauges{s})
 	s.metrics.Reg.MustRegister(s.admissionCollectors()...)
 	if err := s.serve(ctx); err != nil {
@@ -262,7 +265,7 @@ func (s *Server) serve(ctx context.Context) error {
 	s.grpcT.SetHandler(s.store)
 	s.store.Start()
 	s.startLoops()
-	s.startGeo()
+	s.geo.Start(s.stopper, &s.wg)
 	if s.cfg.Redis.ListenAddr != "" {
 		if err := s.startRedis(); err != nil {
 			return err
@@ -280,7 +283,7 @@ func (s *Server) registerServices() {
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.txns = s.newCoordinator()
 	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: s.txns})
-	tidekvpb.RegisterGeoServer(s.grpcSrv, &geoService{s: s})
+	tidekvpb.RegisterGeoServer(s.grpcSrv, s.geo)
 	s.grpcT.Register(s.grpcSrv)
 }
 

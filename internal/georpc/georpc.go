@@ -1,4 +1,4 @@
-package server
+package georpc
 
 import (
 	"bytes"
@@ -11,23 +11,16 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/geo"
-	"github.com/tidekv/tidekv/internal/keys"
 )
 
-// Geo transactions (internal/geo, docs/transactions.md "Geo mode"): each
-// locality listed in GeoConfig.Localities is a data centre whose gateway
-// is its node with the lowest id. A gateway runs a geo.Node over the geo
-// key space's copy it keeps in memory, sends its epoch messages to the
-// other gateways over gRPC (with the same emulated WAN delays as Raft
-// traffic) and answers Geo.Commit once its transaction is decided.
-
-// GeoConfig turns on geo transactions on a node.
-type GeoConfig struct {
+// Config turns on geo transactions on a node.
+type Config struct {
 	// KeySpace names the geo key space; "" turns the geo mode off.
 	KeySpace string
 	// Localities lists the data centres, one node locality each, in DC id
@@ -40,13 +33,13 @@ type GeoConfig struct {
 	Protocol geo.Config
 }
 
-// DefaultGeoConfig: off; 10 s to decide; the protocol's defaults.
-func DefaultGeoConfig() GeoConfig {
-	return GeoConfig{CommitTimeout: 10 * time.Second, Protocol: geo.DefaultConfig()}
+// DefaultConfig: off; 10 s to decide; the protocol's defaults.
+func DefaultConfig() Config {
+	return Config{CommitTimeout: 10 * time.Second, Protocol: geo.DefaultConfig()}
 }
 
 // Validate refuses a configuration in one sentence.
-func (c GeoConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.KeySpace == "" {
 		return nil
 	}
@@ -66,56 +59,90 @@ func (c GeoConfig) Validate() error {
 	return c.Protocol.Validate()
 }
 
-// geoState is the node's part in the geo mode, set once the gateways are
-// known.
-type geoState struct {
+// Node is what the geo mode needs of the node it runs on.
+type Node interface {
+	// ID is the node's id (0 before it joined).
+	ID() uint64
+	// Ready reports whether the node serves requests.
+	Ready() bool
+	// Nodes lists the directory's nodes; Addr is one node's gRPC address.
+	Nodes() []*tidekvpb.NodeDescriptor
+	Addr(node uint64) (string, bool)
+	// Blocked: an injected partition cuts this node off from peer; Delay
+	// is the emulated one-way latency to it.
+	Blocked(peer uint64) bool
+	Delay(peer uint64) time.Duration
+	// Conn is a connection to the node at addr.
+	Conn(addr string) grpc.ClientConnInterface
+	// RanGateway reports whether this node ran a data centre before (a
+	// restart since); MarkGateway persists that it runs one.
+	RanGateway() (bool, error)
+	MarkGateway() error
+}
+
+// Service is the node's part in the geo mode, set once the gateways are
+// known, and its Geo gRPC service.
+type Service struct {
+	tidekvpb.UnimplementedGeoServer
+	cfg Config
+	n   Node
+
 	mu       sync.Mutex
 	node     *geo.Node // nil unless this node is a gateway and started
 	gateways []uint64  // node id of each DC's gateway
 	refused  bool      // a gateway that restarted: it does not rejoin
 }
 
-func (g *geoState) get() (*geo.Node, []uint64, bool) {
+// New is the geo mode of node n (off when cfg.KeySpace is "").
+func New(cfg Config, n Node) *Service { return &Service{cfg: cfg, n: n} }
+
+// Running is this node's DC, or nil if it runs none (yet).
+func (g *Service) Running() *geo.Node {
+	node, _, _ := g.get()
+	return node
+}
+
+func (g *Service) get() (*geo.Node, []uint64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.node, g.gateways, g.refused
 }
 
-// startGeo waits, in the background, until every listed locality has a
-// node in the directory, then starts this node's DC if it is a gateway.
-// The gateways are fixed from then on.
-func (s *Server) startGeo() {
-	if s.cfg.Geo.KeySpace == "" {
+// Start waits, in the background (on wg, until stop closes), until every
+// listed locality has a node in the directory, then starts this node's DC
+// if it is a gateway. The gateways are fixed from then on.
+func (g *Service) Start(stop <-chan struct{}, wg *sync.WaitGroup) {
+	if g.cfg.KeySpace == "" {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.wg.Go(func() {
+	wg.Go(func() {
 		defer cancel()
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if gws, ok := s.geoGateways(); ok {
-				if err := s.runGeo(ctx, gws); err != nil {
+			if gws, ok := g.gatewayIDs(); ok {
+				if err := g.run(ctx, gws, stop); err != nil {
 					log.Printf("geo: %v", err)
 				}
 				return
 			}
 			select {
-			case <-s.stopper:
+			case <-stop:
 				return
 			case <-t.C:
 			}
 		}
 	})
-	s.wg.Go(func() { <-s.stopper; cancel() })
+	wg.Go(func() { <-stop; cancel() })
 }
 
-// geoGateways picks each locality's node with the lowest id.
-func (s *Server) geoGateways() ([]uint64, bool) {
-	gws := make([]uint64, len(s.cfg.Geo.Localities))
-	nodes := s.dir.List()
+// gatewayIDs picks each locality's node with the lowest id.
+func (g *Service) gatewayIDs() ([]uint64, bool) {
+	gws := make([]uint64, len(g.cfg.Localities))
+	nodes := g.n.Nodes()
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].GetNodeId() < nodes[j].GetNodeId() })
-	for i, l := range s.cfg.Geo.Localities {
+	for i, l := range g.cfg.Localities {
 		for _, n := range nodes {
 			if n.GetLocality() == l && n.GetGrpcAddr() != "" {
 				gws[i] = n.GetNodeId()
@@ -129,52 +156,52 @@ func (s *Server) geoGateways() ([]uint64, bool) {
 	return gws, true
 }
 
-// runGeo runs this node's DC until ctx ends, if it is a gateway.
-func (s *Server) runGeo(ctx context.Context, gws []uint64) error {
-	id := slices.Index(gws, s.nodeID)
+// run runs this node's DC until ctx ends, if it is a gateway.
+func (g *Service) run(ctx context.Context, gws []uint64, stop <-chan struct{}) error {
+	self := g.n.ID()
+	id := slices.Index(gws, self)
 	if id < 0 {
-		s.geo.mu.Lock()
-		s.geo.gateways = gws
-		s.geo.mu.Unlock()
+		g.mu.Lock()
+		g.gateways = gws
+		g.mu.Unlock()
 		return nil
 	}
 	// The copy lives in memory only: a gateway that ran before lost it and
 	// its place in the epoch log, and rejoining would stall or corrupt
 	// its DC's answers, so it stays out and the others go on as a majority.
-	if _, ran, err := s.eng.Get(keys.GeoGatewayKey); err != nil || ran {
-		s.geo.mu.Lock()
-		s.geo.gateways, s.geo.refused = gws, true
-		s.geo.mu.Unlock()
-		return errors.Join(err, fmt.Errorf("node %d ran data centre %d before this restart and does not rejoin: a geo gateway does not recover its copy (docs/transactions.md, \"Geo mode\")", s.nodeID, id))
+	if ran, err := g.n.RanGateway(); err != nil || ran {
+		g.mu.Lock()
+		g.gateways, g.refused = gws, true
+		g.mu.Unlock()
+		return errors.Join(err, fmt.Errorf("node %d ran data centre %d before this restart and does not rejoin: a geo gateway does not recover its copy (docs/transactions.md, \"Geo mode\")", self, id))
 	}
-	b := s.eng.NewBatch()
-	defer b.Close()
-	if err := errors.Join(b.Set(keys.GeoGatewayKey, []byte{1}), b.Commit(true)); err != nil {
+	if err := g.n.MarkGateway(); err != nil {
 		return err
 	}
-	node, err := geo.NewNode(s.cfg.Geo.Protocol, id, len(gws), &geoTransport{s: s, gateways: gws}, time.Now)
+	node, err := geo.NewNode(g.cfg.Protocol, id, len(gws), &sender{n: g.n, gateways: gws, stop: stop}, time.Now)
 	if err != nil {
 		return err
 	}
-	s.geo.mu.Lock()
-	s.geo.node, s.geo.gateways = node, gws
-	s.geo.mu.Unlock()
+	g.mu.Lock()
+	g.node, g.gateways = node, gws
+	g.mu.Unlock()
 	node.Run(ctx)
 	return nil
 }
 
-// geoTransport sends epoch messages to the other gateways.
-type geoTransport struct {
-	s        *Server
+// sender sends epoch messages to the other gateways.
+type sender struct {
+	n        Node
 	gateways []uint64
+	stop     <-chan struct{}
 }
 
 // Send delays each message by the emulated WAN latency, like Raft and
 // closed-timestamp traffic, so the protocol sees the round trips the
 // benchmarks set; a lost message is sent again by the DC.
-func (t *geoTransport) Send(to int, m *geo.Message) {
-	s, peer := t.s, t.gateways[to]
-	if s.cfg.Transport.Partition.Blocked(peer) {
+func (t *sender) Send(to int, m *geo.Message) {
+	peer := t.gateways[to]
+	if t.n.Blocked(peer) {
 		return
 	}
 	body, err := geo.EncodeMessage(m)
@@ -183,63 +210,58 @@ func (t *geoTransport) Send(to int, m *geo.Message) {
 		return
 	}
 	go func() {
-		if d := s.cfg.Transport.Delays.Get(s.nodeID, peer); d > 0 {
+		if d := t.n.Delay(peer); d > 0 {
 			select {
 			case <-time.After(d):
-			case <-s.stopper:
+			case <-t.stop:
 				return
 			}
 		}
-		addr, ok := s.dir.Addr(peer)
+		addr, ok := t.n.Addr(peer)
 		if !ok {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, _ = tidekvpb.NewGeoClient(s.conn(addr)).Epoch(ctx, &tidekvpb.GeoEpochRequest{FromNodeId: s.nodeID, Body: body})
+		_, _ = tidekvpb.NewGeoClient(t.n.Conn(addr)).Epoch(ctx, &tidekvpb.GeoEpochRequest{FromNodeId: t.n.ID(), Body: body})
 	}()
 }
 
-type geoService struct {
-	tidekvpb.UnimplementedGeoServer
-	s *Server
-}
-
 // gateway checks the node serves keySpace as a gateway.
-func (g *geoService) gateway(keySpace string) (*geo.Node, error) {
-	if !g.s.ready.Load() {
+func (g *Service) gateway(keySpace string) (*geo.Node, error) {
+	if !g.n.Ready() {
 		return nil, status.Error(codes.Unavailable, "node is not ready")
 	}
-	want := g.s.cfg.Geo.KeySpace
+	want := g.cfg.KeySpace
 	if want == "" {
 		return nil, status.Error(codes.FailedPrecondition, "the geo mode is off on this cluster")
 	}
 	if keySpace != want {
 		return nil, status.Errorf(codes.InvalidArgument, "unknown geo key space %q: this cluster's is %q", keySpace, want)
 	}
-	node, gws, refused := g.s.geo.get()
+	node, gws, refused := g.get()
 	if node == nil {
 		if refused {
-			return nil, status.Errorf(codes.Unavailable, "node %d is a geo gateway that restarted and does not rejoin (the geo mode keeps its data in memory); the other data centres go on", g.s.nodeID)
+			return nil, status.Errorf(codes.Unavailable, "node %d is a geo gateway that restarted and does not rejoin (the geo mode keeps its data in memory); the other data centres go on", g.n.ID())
 		}
 		if gws == nil {
 			return nil, status.Error(codes.Unavailable, "the geo gateways are not known yet: not every data centre has a node")
 		}
-		return nil, status.Errorf(codes.FailedPrecondition, "node %d is not a geo gateway; the gateways are nodes %v (one per data centre)", g.s.nodeID, gws)
+		return nil, status.Errorf(codes.FailedPrecondition, "node %d is not a geo gateway; the gateways are nodes %v (one per data centre)", g.n.ID(), gws)
 	}
 	return node, nil
 }
 
-func (g *geoService) Commit(ctx context.Context, req *tidekvpb.GeoCommitRequest) (*tidekvpb.GeoCommitResponse, error) {
+func (g *Service) Commit(ctx context.Context, req *tidekvpb.GeoCommitRequest) (*tidekvpb.GeoCommitResponse, error) {
 	node, err := g.gateway(req.GetKeySpace())
 	if err != nil {
 		return nil, err
 	}
-	ops, err := geoOps(req.GetOps())
+	ops, err := ops(req.GetOps())
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.s.cfg.Geo.CommitTimeout)
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.CommitTimeout)
 	defer cancel()
 	d, err := node.Commit(ctx, ops)
 	switch {
@@ -259,8 +281,8 @@ func (g *geoService) Commit(ctx context.Context, req *tidekvpb.GeoCommitRequest)
 	return resp, nil
 }
 
-// geoOps converts a request's operations; an unknown kind is refused.
-func geoOps(in []*tidekvpb.GeoOp) ([]geo.Op, error) {
+// ops converts a request's operations; an unknown kind is refused.
+func ops(in []*tidekvpb.GeoOp) ([]geo.Op, error) {
 	out := make([]geo.Op, len(in))
 	for i, op := range in {
 		k := geo.OpKind(op.GetKind())
@@ -273,7 +295,7 @@ func geoOps(in []*tidekvpb.GeoOp) ([]geo.Op, error) {
 	return out, nil
 }
 
-func (g *geoService) Scan(ctx context.Context, req *tidekvpb.GeoScanRequest) (*tidekvpb.GeoScanResponse, error) {
+func (g *Service) Scan(ctx context.Context, req *tidekvpb.GeoScanRequest) (*tidekvpb.GeoScanResponse, error) {
 	node, err := g.gateway(req.GetKeySpace())
 	if err != nil {
 		return nil, err
@@ -289,11 +311,11 @@ func (g *geoService) Scan(ctx context.Context, req *tidekvpb.GeoScanRequest) (*t
 	return resp, nil
 }
 
-func (g *geoService) Epoch(ctx context.Context, req *tidekvpb.GeoEpochRequest) (*tidekvpb.GeoEpochResponse, error) {
-	if g.s.cfg.Transport.Partition.Blocked(req.GetFromNodeId()) {
+func (g *Service) Epoch(ctx context.Context, req *tidekvpb.GeoEpochRequest) (*tidekvpb.GeoEpochResponse, error) {
+	if g.n.Blocked(req.GetFromNodeId()) {
 		return nil, status.Error(codes.Unavailable, "cut off by an injected partition")
 	}
-	node, _, _ := g.s.geo.get()
+	node := g.Running()
 	if node == nil {
 		return nil, status.Error(codes.Unavailable, "this node runs no geo data centre")
 	}

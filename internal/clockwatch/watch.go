@@ -1,0 +1,160 @@
+package clockwatch
+
+import (
+	"log"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/tidekvpb"
+)
+
+// offsetTTLIntervals is how many push intervals an offset estimate counts
+// for: long enough to keep a narrow one over a few delayed round trips,
+// short enough that a clock that jumps is noticed within a second.
+const offsetTTLIntervals = 10
+
+// HLC is the node's hybrid logical clock as the watch folds remote
+// timestamps into it.
+type HLC interface {
+	Update(hlc.Timestamp) (hlc.Timestamp, error)
+}
+
+// Node is what the watch does to the node when its verdict changes.
+type Node interface {
+	// SetClockTrusted stops (false) or resumes the holding of leases.
+	SetClockTrusted(trusted bool, reason string)
+	// Event records an event of kind about this node.
+	Event(kind, format string, args ...any)
+}
+
+// Watch is the node's offset monitor and what it last decided.
+type Watch struct {
+	mon  *hlc.OffsetMonitor
+	node Node
+
+	mu sync.Mutex
+	// last is the latest judgement (Check).
+	last hlc.ClockHealth
+	// peers are those with an offset gauge, to delete when they go.
+	peers map[uint64]bool
+
+	offsets  *prometheus.GaugeVec
+	untrust  prometheus.Gauge
+	refused  prometheus.Counter
+	logEvery time.Time // refusals are logged at most once a second
+}
+
+// New is the watch of a node whose maximum clock offset is maxOffset and
+// that pushes closed timestamps every pushInterval; its metrics go to reg.
+func New(maxOffset, pushInterval time.Duration, node Node, reg prometheus.Registerer) *Watch {
+	c := &Watch{
+		mon:   hlc.NewOffsetMonitor(maxOffset, offsetTTLIntervals*pushInterval),
+		node:  node,
+		last:  hlc.ClockHealth{Trusted: true},
+		peers: map[uint64]bool{},
+		offsets: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tidekv_clock_offset_seconds", Help: "Estimated offset of each peer's wall clock from this node's (positive: the peer's is ahead), from the round trips of closed-timestamp pushes.",
+		}, []string{"peer"}),
+		untrust: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tidekv_clock_untrusted", Help: "1 while this node's clock is beyond 0.8 × the maximum offset from a majority of its peers: it then holds no leases.",
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tidekv_clock_remote_refused_total", Help: "Timestamps from other nodes or clients refused for lying further ahead of this node's clock than the maximum offset.",
+		}),
+	}
+	reg.MustRegister(c.offsets, c.untrust, c.refused)
+	return c
+}
+
+// Update folds a remote HLC timestamp, received at now from from, into
+// clock; one beyond the maximum offset is counted and refused. Zero (a
+// sender from before HLC) is ignored.
+func (c *Watch) Update(clock HLC, ts *tidekvpb.Timestamp, from string, now time.Time) error {
+	t := ts.HLC()
+	if t.IsZero() {
+		return nil
+	}
+	_, err := clock.Update(t)
+	if err != nil {
+		c.refused.Inc()
+		c.mu.Lock()
+		quiet := now.Before(c.logEvery)
+		if !quiet {
+			c.logEvery = now.Add(time.Second)
+		}
+		c.mu.Unlock()
+		if !quiet {
+			log.Printf("clock: refused a timestamp from %s: %v", from, err)
+		}
+	}
+	return err
+}
+
+// NotePushAnswer takes what a push's answer says about the peer's clock:
+// its HLC, and the offset estimate from the round trip (sent and received
+// on this node's wall clock; now, when the estimate was made).
+func (c *Watch) NotePushAnswer(clock HLC, peer uint64, sent, received, now time.Time, resp *tidekvpb.ClosedTimestampsResponse) {
+	_ = c.Update(clock, resp.GetHlc(), "node "+strconv.FormatUint(peer, 10), now)
+	if resp.GetUnixNanos() == 0 {
+		return // a peer from before the offset monitor
+	}
+	off, unc, ok := hlc.MeasureOffset(sent.UnixNano(), resp.GetUnixNanos(), received.UnixNano())
+	if ok {
+		c.mon.Record(peer, hlc.Offset{Offset: off, Uncertainty: unc, MeasuredAt: now})
+	}
+}
+
+// Check judges the node's clock at now and acts on the judgement; the
+// node runs it every push interval.
+func (c *Watch) Check(now time.Time) {
+	h := c.mon.Health(now)
+	c.node.SetClockTrusted(h.Trusted, h.Reason)
+	c.mu.Lock()
+	was := c.last.Trusted
+	c.last = h
+	for p := range c.peers {
+		if _, ok := h.Offsets[p]; !ok {
+			c.offsets.DeleteLabelValues(strconv.FormatUint(p, 10))
+			delete(c.peers, p)
+		}
+	}
+	for p, o := range h.Offsets {
+		c.peers[p] = true
+		c.offsets.WithLabelValues(strconv.FormatUint(p, 10)).Set(o.Offset.Seconds())
+	}
+	c.mu.Unlock()
+	switch {
+	case !h.Trusted:
+		c.untrust.Set(1)
+		if was {
+			c.node.Event("clock-untrusted", "holding no leases: %s", h.Reason)
+			log.Printf("clock: holding no leases: %s", h.Reason)
+		}
+	case !was:
+		c.untrust.Set(0)
+		c.node.Event("clock-trusted", "clock within %v of %d of %d peers again: holding leases again", c.mon.Tolerance(), h.Known-h.Far, h.Known)
+		log.Printf("clock: trusted again")
+	}
+}
+
+// Health is the latest judgement of the node's clock.
+func (c *Watch) Health() hlc.ClockHealth {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// MaxOffsetMs is the estimate in h furthest from 0, signed, in ms.
+func MaxOffsetMs(h hlc.ClockHealth) float64 {
+	var far time.Duration
+	for _, o := range h.Offsets {
+		if o.Offset.Abs() > far.Abs() {
+			far = o.Offset
+		}
+	}
+	return float64(far) / float64(time.Millisecond)
+}
