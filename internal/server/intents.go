@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"sync"
@@ -129,26 +128,6 @@ func (w *intentWait) pause(ctx context.Context, ie *raftstore.IntentError) error
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// runPastIntents takes fn's first result (v, err) and runs fn again each
-// time it met an intent that resolve clears, until it succeeds, fails
-// otherwise, or the wait for a request of kind op is over.
-func runPastIntents[T any](ctx context.Context, s *Server, op string, v T, err error, fn func() (T, error)) (T, error) {
-	var w *intentWait
-	for {
-		var ie *raftstore.IntentError
-		if !errors.As(err, &ie) {
-			return v, err
-		}
-		if w == nil {
-			w = s.newIntentWait(op)
-		}
-		if err := w.resolve(ctx, ie); err != nil {
-			return v, err
-		}
-		v, err = fn()
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/ksconfig"
+	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/redisgw"
 	"github.com/tidekv/tidekv/internal/resp"
@@ -67,7 +68,6 @@ func (s *Server) startRedis() error {
 // node's admission refused it.
 type redisKV struct {
 	s      *Server
-	kv     *kvService
 	remote resp.KV
 	// origin is the node's locality as the routing client would send it, so
 	// that in-process writes count for the same origin (leases.go).
@@ -77,7 +77,7 @@ type redisKV struct {
 }
 
 func newRedisKV(s *Server, remote resp.KV) *redisKV {
-	k := &redisKV{s: s, kv: &kvService{s: s}, remote: remote}
+	k := &redisKV{s: s, remote: remote}
 	if s.cfg.Locality != "" {
 		k.origin = metadata.Pairs(OriginMetadataKey, s.cfg.Locality)
 	}
@@ -115,8 +115,13 @@ func (k *redisKV) leader(key []byte) *raftstore.Replica {
 	return nil
 }
 
-// leads reports whether this node holds the lease of key's range.
-func (k *redisKV) leads(key []byte) bool { return k.leader(key) != nil }
+// firstLeader is leader of the first op's key (nil: no ops).
+func (k *redisKV) firstLeader(ops []resp.Op) *raftstore.Replica {
+	if len(ops) == 0 {
+		return nil
+	}
+	return k.leader(ops[0].Key)
+}
 
 func (k *redisKV) in(ctx context.Context) context.Context {
 	k.local.Add(1)
@@ -185,7 +190,7 @@ func (k *redisKV) toRemote(ctx context.Context) context.Context {
 
 func (k *redisKV) Get(ctx context.Context, key []byte) ([]byte, error) {
 	if r := k.leader(key); r != nil {
-		v, err := k.s.get(k.in(ctx), key, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
+		v, err := k.s.kv.Get(k.in(ctx), key, kvapi.Options{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, false); !route {
 			switch {
 			case err != nil:
@@ -210,7 +215,7 @@ func (k *redisKV) Put(ctx context.Context, key, value []byte) error {
 
 func (k *redisKV) put(ctx context.Context, key, value []byte) error {
 	if r := k.leader(key); r != nil {
-		err := k.s.put(k.in(ctx), key, value, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
+		err := k.s.kv.Put(k.in(ctx), key, value, kvapi.Options{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, true); !route {
 			return err
 		}
@@ -221,7 +226,7 @@ func (k *redisKV) put(ctx context.Context, key, value []byte) error {
 
 func (k *redisKV) Delete(ctx context.Context, key []byte) (bool, error) {
 	if r := k.leader(key); r != nil {
-		existed, err := k.s.del(k.in(ctx), key, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
+		existed, err := k.s.kv.Delete(k.in(ctx), key, kvapi.Options{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, true); !route {
 			return existed, err
 		}
@@ -234,7 +239,7 @@ func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 	if err := k.checkExpiry(resp.Op{Expiry: e}); err != nil {
 		return false, nil, false, err
 	}
-	if k.leads(key) {
+	if lr := k.leader(key); lr != nil {
 		req := &tidekvpb.CompareAndSetRequest{Key: key, ExpectExists: expected != nil, Delete: newValue == nil,
 			TtlMs: raftstore.TTLMillis(e.TTL), ExpireAtMs: unixMillis(e.At), KeepTtl: e.Keep, Keyspace: keyspace.NameFrom(ctx)}
 		if expected != nil {
@@ -243,7 +248,7 @@ func (k *redisKV) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 		if newValue != nil {
 			req.NewValue = *newValue
 		}
-		r, err := k.kv.CompareAndSet(k.in(ctx), req)
+		r, err := k.s.kv.CompareAndSet(k.in(ctx), req, kvapi.Options{KeySpace: req.GetKeyspace(), Replica: lr})
 		if err, route := outcome(err, true); !route {
 			return r.GetSucceeded(), r.GetCurrentValue(), r.GetCurrentExists(), err
 		}
@@ -258,8 +263,8 @@ func (k *redisKV) Write(ctx context.Context, ops []resp.Op) error {
 	if err := k.checkExpiry(ops...); err != nil {
 		return err
 	}
-	if len(ops) > 0 && k.leads(ops[0].Key) {
-		_, err := k.kv.Write(k.in(ctx), writeRequest(ctx, ops))
+	if r := k.firstLeader(ops); r != nil {
+		err := k.s.kv.Write(k.in(ctx), writeOps(ops), kvapi.Options{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, true); !route {
 			return err
 		}
@@ -269,11 +274,9 @@ func (k *redisKV) Write(ctx context.Context, ops []resp.Op) error {
 }
 
 func (k *redisKV) GuardedWrite(ctx context.Context, ops []resp.Op, g resp.Guard) (resp.GuardResult, error) {
-	if len(ops) > 0 && k.leads(ops[0].Key) {
-		req := writeRequest(ctx, ops)
-		req.WantExisted = true
-		req.Guard = &tidekvpb.WriteGuard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd}
-		r, err := k.kv.Write(k.in(ctx), req)
+	if lr := k.firstLeader(ops); lr != nil {
+		guard := &tidekvpb.WriteGuard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd}
+		r, err := k.s.kv.GuardedWrite(k.in(ctx), writeOps(ops), guard, true, kvapi.Options{KeySpace: keyspace.NameFrom(ctx), Replica: lr})
 		if err, route := outcome(err, true); !route {
 			return resp.GuardResult{Failed: r.GetGuardFailed(), Existed: r.GetExisted()}, err
 		}
@@ -305,8 +308,9 @@ func unixMillis(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-func writeRequest(ctx context.Context, ops []resp.Op) *tidekvpb.WriteRequest {
-	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops)), Keyspace: keyspace.NameFrom(ctx)}
+// writeOps are ops as the typed KV API's writes.
+func writeOps(ops []resp.Op) []*tidekvpb.WriteOp {
+	out := make([]*tidekvpb.WriteOp, len(ops))
 	for i, op := range ops {
 		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value, TtlMs: raftstore.TTLMillis(op.Expiry.TTL), ExpireAtMs: unixMillis(op.Expiry.At),
 			KeepTtl: op.Expiry.Keep}
@@ -316,9 +320,9 @@ func writeRequest(ctx context.Context, ops []resp.Op) *tidekvpb.WriteRequest {
 		case op.SetTTL:
 			w.Kind, w.Value = tidekvpb.WriteOp_EXPIRE, nil
 		}
-		req.Ops[i] = w
+		out[i] = w
 	}
-	return req
+	return out
 }
 
 // BatchGet reads the keys of ranges this node leads in process, one call
@@ -345,7 +349,7 @@ func (k *redisKV) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, e
 		for j, i := range idx {
 			ks[j] = keys[i]
 		}
-		g, err := k.s.batchGet(k.in(ctx), ks, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
+		g, err := k.s.kv.BatchGet(k.in(ctx), ks, kvapi.Options{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, false); route {
 			routed = append(routed, idx...)
 			continue
@@ -390,7 +394,7 @@ func (k *redisKV) Scan(ctx context.Context, start, end []byte, limit int) ([]res
 		if limit > 0 {
 			n = limit - len(out)
 		}
-		p, err := k.s.scan(k.in(ctx), start, end, n, false, kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r})
+		p, err := k.s.kv.Scan(k.in(ctx), start, end, n, false, kvapi.Options{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 		if err, route := outcome(err, false); route {
 			break
 		} else if err != nil {

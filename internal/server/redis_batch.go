@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/tidekv/tidekv/api/keyspace"
+	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 )
@@ -28,8 +30,9 @@ func (k *redisKV) WriteEach(ctx context.Context, ops []resp.Op) []resp.OpResult 
 // writePlan is where a WriteEach's ops go: groups of ops (indexes) per
 // range this node leads, in first-seen order, and the ops to route.
 type writePlan struct {
-	groups [][]int
-	routed []int
+	groups   [][]int
+	replicas []*raftstore.Replica // of each group
+	routed   []int
 }
 
 // plan validates ops (an invalid op's error goes to out) and groups the
@@ -59,6 +62,7 @@ func (k *redisKV) plan(ops []resp.Op, out []resp.OpResult) writePlan {
 			g = len(p.groups)
 			group[r] = g
 			p.groups = append(p.groups, nil)
+			p.replicas = append(p.replicas, r)
 		}
 		p.groups[g] = append(p.groups[g], i)
 	}
@@ -69,10 +73,10 @@ func (k *redisKV) plan(ops []resp.Op, out []resp.OpResult) writePlan {
 // what is left.
 func (k *redisKV) writePlanned(ctx context.Context, ops []resp.Op, p writePlan, out []resp.OpResult) {
 	routed := p.routed
-	for _, g := range p.groups {
+	for gi, g := range p.groups {
 		chunks := k.chunks(ops, g)
 		for c, idx := range chunks {
-			if !k.writeLocal(ctx, ops, idx, out) {
+			if !k.writeLocal(ctx, p.replicas[gi], ops, idx, out) {
 				for _, rest := range chunks[c:] {
 					routed = append(routed, rest...)
 				}
@@ -97,9 +101,9 @@ func (k *redisKV) writePlanned(ctx context.Context, ops []resp.Op, p writePlan, 
 // checkOp applies the KV service's key and value limits to one op, so
 // that an invalid op fails alone instead of failing its group's Write.
 func (k *redisKV) checkOp(op resp.Op) error {
-	err := k.s.checkKey(op.Key)
+	err := k.s.kv.CheckKey(op.Key)
 	if err == nil {
-		err = k.s.checkValue(op.Value)
+		err = k.s.kv.CheckValue(op.Value)
 	}
 	if err == nil {
 		err = k.checkExpiry(op)
@@ -125,21 +129,19 @@ func (k *redisKV) chunks(ops []resp.Op, idx []int) [][]int {
 	return append(out, idx[start:])
 }
 
-// writeLocal writes the ops idx of one range in one Write and fills their
+// writeLocal writes the ops idx of one range (r) in one Write and fills their
 // results; it returns false, having applied nothing, when the store
 // refused the Write in a way the routing client handles.
-func (k *redisKV) writeLocal(ctx context.Context, ops []resp.Op, idx []int, out []resp.OpResult) bool {
+func (k *redisKV) writeLocal(ctx context.Context, r *raftstore.Replica, ops []resp.Op, idx []int, out []resp.OpResult) bool {
 	sub := make([]resp.Op, len(idx))
 	wantExisted := false
 	for j, i := range idx {
 		sub[j] = ops[i]
 		wantExisted = wantExisted || reportsExisted(ops[i])
 	}
-	req := writeRequest(ctx, sub)
 	// Only deletes and SetTTL ops report whether their key existed; asking
 	// costs a read per op at apply, so a group of puts does not.
-	req.WantExisted = wantExisted
-	r, err := k.kv.Write(k.in(ctx), req)
+	w, err := k.s.kv.GuardedWrite(k.in(ctx), writeOps(sub), nil, wantExisted, kvapi.Options{KeySpace: keyspace.NameFrom(ctx), Replica: r})
 	err, route := outcome(err, true)
 	// Every op passed checkOp and the chunk is within the limits, so an
 	// invalid argument here can only be the KV service finding the keys
@@ -149,8 +151,8 @@ func (k *redisKV) writeLocal(ctx context.Context, ops []resp.Op, idx []int, out 
 	}
 	for j, i := range idx {
 		out[i].Err = err
-		if err == nil && reportsExisted(ops[i]) && j < len(r.GetExisted()) {
-			out[i].Existed = r.GetExisted()[j]
+		if err == nil && reportsExisted(ops[i]) && j < len(w.GetExisted()) {
+			out[i].Existed = w.GetExisted()[j]
 		}
 	}
 	return true

@@ -30,6 +30,7 @@ import (
 	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/httpapi"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/nodedir"
 	"github.com/tidekv/tidekv/internal/queue"
@@ -66,6 +67,7 @@ type Server struct {
 	sec        *nodeSecurity
 	metrics    *metrics
 	adm        *admission.Controller
+	kv         *kvapi.API // the typed KV API (kv.go)
 
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -170,6 +172,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		rt:      newReadThrough(cfg.Cache),
 	}
 	s.counters.m = s.metrics
+	s.kv = newKVAPI(s)
 	s.keyspaces.learnt = mem.learn
 	s.ctl = newControlState(s)
 	s.gcTTLNanos.Store(int64(cfg.GC.TTL))
