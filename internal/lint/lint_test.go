@@ -58,6 +58,12 @@ var rules = []rule{
 		says:       "imports no control, server or network code (internal/control, internal/server, internal/transport, internal/gossip)",
 	},
 	{
+		pkgs:       []string{"internal/kvapi/..."},
+		transitive: true,
+		forbid:     []string{"client/", "internal/server/", "internal/redisgw/", "internal/resp/", "internal/transport/", "internal/gossip/"},
+		says:       "imports no server, gateway, client or network code (internal/server, internal/redisgw, internal/resp, client, internal/transport, internal/gossip)",
+	},
+	{
 		pkgs:       []string{"internal/resp"},
 		transitive: true,
 		forbid:     []string{"client/", "api/", "internal/"},

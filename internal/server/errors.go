@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,16 +16,31 @@ import (
 
 // withDetail builds a status carrying an ErrorDetail clients can act on.
 func withDetail(code codes.Code, msg string, d *tidekvpb.ErrorDetail) error {
+	return statusWith(code, msg, d).Err()
+}
+
+func statusWith(code codes.Code, msg string, d *tidekvpb.ErrorDetail) *status.Status {
 	st := status.New(code, msg)
 	if ds, err := st.WithDetails(d); err == nil {
 		st = ds
 	}
-	return st.Err()
+	return st
 }
 
+// invalidArg is an input-validation error: kverr's INVALID_ARGUMENT, in
+// one sentence. The gRPC handlers that return it as it is answer it as its
+// status (GRPCStatus, which gRPC asks for at its edge); in process it is
+// kverr's, as the typed KV API's own validation errors are.
 func invalidArg(format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	return withDetail(codes.InvalidArgument, msg, &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_INVALID_ARGUMENT})
+	return invalidError{kverr.Invalid(format, args...)}
+}
+
+type invalidError struct{ error }
+
+func (e invalidError) Unwrap() error { return e.error }
+
+func (e invalidError) GRPCStatus() *status.Status {
+	return statusWith(codes.InvalidArgument, e.Error(), &tidekvpb.ErrorDetail{Kind: tidekvpb.ErrorKind_INVALID_ARGUMENT})
 }
 
 func overloaded(msg string) error {

@@ -2,11 +2,9 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log"
 
 	"github.com/tidekv/tidekv/internal/raftstore"
-	"github.com/tidekv/tidekv/internal/txn"
 	"github.com/tidekv/tidekv/internal/txnclient"
 )
 
@@ -42,26 +40,6 @@ func (s *Server) sweepIntents(ctx context.Context, r *raftstore.Replica) {
 
 // maxSweptIntents bounds one range's sweep per GC round.
 const maxSweptIntents = 1000
-
-// runPastIntents takes fn's first result (v, err) and runs fn again each
-// time it met an intent that resolve clears, until it succeeds, fails
-// otherwise, or the wait for a request of kind op is over.
-func runPastIntents[T any](ctx context.Context, s *Server, op string, v T, err error, fn func() (T, error)) (T, error) {
-	var w *txn.Wait
-	for {
-		var ie *raftstore.IntentError
-		if !errors.As(err, &ie) {
-			return v, err
-		}
-		if w == nil {
-			w = s.txns.NewWait(op)
-		}
-		if err := w.Resolve(ctx, ie); err != nil {
-			return v, err
-		}
-		v, err = fn()
-	}
-}
 
 // routerNode is the node the routing client for the transaction steps it
 // sends to ranges (pushes, resolutions, a coordinator's operations)

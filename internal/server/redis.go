@@ -14,6 +14,7 @@ import (
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/ksconfig"
+	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/redisgw"
 	"github.com/tidekv/tidekv/internal/resp"
@@ -60,15 +61,14 @@ func (s *Server) startRedis() error {
 // (redisgw.Local): its handles are the led replicas, and its errors are
 // mapped to resp's sentinels here (outcome).
 type redisLocal struct {
-	s  *Server
-	kv *kvService
+	s *Server
 	// origin is the node's locality as the routing client would send it, so
 	// that in-process writes count for the same origin (leases.go).
 	origin metadata.MD
 }
 
 func newRedisLocal(s *Server) *redisLocal {
-	k := &redisLocal{s: s, kv: &kvService{s: s}}
+	k := &redisLocal{s: s}
 	if s.cfg.Locality != "" {
 		k.origin = metadata.Pairs(OriginMetadataKey, s.cfg.Locality)
 	}
@@ -99,8 +99,8 @@ func (k *redisLocal) in(ctx context.Context) context.Context {
 }
 
 // opts are the typed call's options on led replica r.
-func opts(ctx context.Context, r redisgw.Range) kvOptions {
-	return kvOptions{KeySpace: keyspace.NameFrom(ctx), Replica: r.(*raftstore.Replica)}
+func opts(ctx context.Context, r redisgw.Range) kvapi.Options {
+	return kvapi.Options{KeySpace: keyspace.NameFrom(ctx), Replica: r.(*raftstore.Replica)}
 }
 
 // mapped is outcome for the gateway: a refusal it should route is
@@ -114,21 +114,21 @@ func mapped(err error, write bool) error {
 }
 
 func (k *redisLocal) Get(ctx context.Context, r redisgw.Range, key []byte) ([]byte, bool, error) {
-	v, err := k.s.get(k.in(ctx), key, opts(ctx, r))
+	v, err := k.s.kv.Get(k.in(ctx), key, opts(ctx, r))
 	return v.Value.Value, v.Found, mapped(err, false)
 }
 
 func (k *redisLocal) Put(ctx context.Context, r redisgw.Range, key, value []byte) error {
-	return mapped(k.s.put(k.in(ctx), key, value, opts(ctx, r)), true)
+	return mapped(k.s.kv.Put(k.in(ctx), key, value, opts(ctx, r)), true)
 }
 
 func (k *redisLocal) Delete(ctx context.Context, r redisgw.Range, key []byte) (bool, error) {
-	existed, err := k.s.del(k.in(ctx), key, opts(ctx, r))
+	existed, err := k.s.kv.Delete(k.in(ctx), key, opts(ctx, r))
 	return existed, mapped(err, true)
 }
 
 func (k *redisLocal) BatchGet(ctx context.Context, r redisgw.Range, keys [][]byte) ([]resp.Result, error) {
-	g, err := k.s.batchGet(k.in(ctx), keys, opts(ctx, r))
+	g, err := k.s.kv.BatchGet(k.in(ctx), keys, opts(ctx, r))
 	if err != nil {
 		return nil, mapped(err, false)
 	}
@@ -143,7 +143,7 @@ func (k *redisLocal) BatchGet(ctx context.Context, r redisgw.Range, keys [][]byt
 }
 
 func (k *redisLocal) Scan(ctx context.Context, r redisgw.Range, start, end []byte, limit int) ([]resp.KeyValue, []byte, error) {
-	p, err := k.s.scan(k.in(ctx), start, end, limit, false, opts(ctx, r))
+	p, err := k.s.kv.Scan(k.in(ctx), start, end, limit, false, opts(ctx, r))
 	if err != nil {
 		return nil, nil, mapped(err, false)
 	}
@@ -163,17 +163,16 @@ func (k *redisLocal) CompareAndSet(ctx context.Context, key []byte, expected, ne
 	if newValue != nil {
 		req.NewValue = *newValue
 	}
-	r, err := k.kv.CompareAndSet(k.in(ctx), req)
+	r, err := k.s.kv.CompareAndSet(k.in(ctx), req, kvapi.Options{KeySpace: req.GetKeyspace()})
 	return r.GetSucceeded(), r.GetCurrentValue(), r.GetCurrentExists(), mapped(err, true)
 }
 
 func (k *redisLocal) Write(ctx context.Context, ops []resp.Op, wantExisted bool, g *resp.Guard) (resp.GuardResult, error) {
-	req := writeRequest(ctx, ops)
-	req.WantExisted = wantExisted
+	var guard *tidekvpb.WriteGuard
 	if g != nil {
-		req.Guard = &tidekvpb.WriteGuard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd}
+		guard = &tidekvpb.WriteGuard{Key: g.Key, Value: g.Value, ClearStart: g.ClearStart, ClearEnd: g.ClearEnd}
 	}
-	r, err := k.kv.Write(k.in(ctx), req)
+	r, err := k.s.kv.GuardedWrite(k.in(ctx), writeOps(ops), guard, wantExisted, kvapi.Options{KeySpace: keyspace.NameFrom(ctx)})
 	return resp.GuardResult{Failed: r.GetGuardFailed(), Existed: r.GetExisted()}, mapped(err, true)
 }
 
@@ -263,8 +262,9 @@ func unixMillis(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-func writeRequest(ctx context.Context, ops []resp.Op) *tidekvpb.WriteRequest {
-	req := &tidekvpb.WriteRequest{Ops: make([]*tidekvpb.WriteOp, len(ops)), Keyspace: keyspace.NameFrom(ctx)}
+// writeOps are a Redis write's ops as the typed API takes them.
+func writeOps(ops []resp.Op) []*tidekvpb.WriteOp {
+	out := make([]*tidekvpb.WriteOp, len(ops))
 	for i, op := range ops {
 		w := &tidekvpb.WriteOp{Key: op.Key, Value: op.Value, TtlMs: raftstore.TTLMillis(op.Expiry.TTL), ExpireAtMs: unixMillis(op.Expiry.At),
 			KeepTtl: op.Expiry.Keep}
@@ -274,7 +274,7 @@ func writeRequest(ctx context.Context, ops []resp.Op) *tidekvpb.WriteRequest {
 		case op.SetTTL:
 			w.Kind, w.Value = tidekvpb.WriteOp_EXPIRE, nil
 		}
-		req.Ops[i] = w
+		out[i] = w
 	}
-	return req
+	return out
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/httpapi"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/nodedir"
 	"github.com/tidekv/tidekv/internal/queue"
@@ -73,6 +74,7 @@ type Server struct {
 	sec        *nodeSecurity
 	metrics    *metrics.Set
 	adm        *admission.Controller
+	kv         *kvapi.API // the typed KV API (kv.go)
 
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -178,6 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.counters.m = s.metrics
 	s.router = txnclient.New(s.routerNode)
+	s.kv = newKVAPI(s)
 	s.keyspaces.learnt = mem.learn
 	s.ctl = newControlState(s)
 	s.geo = georpc.New(cfg.Geo, geoNode{s})

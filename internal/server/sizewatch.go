@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -236,33 +237,12 @@ const (
 	rangeBusyRetryMs = 50
 )
 
-// versionOverhead bounds what a version stores beyond its user key and
-// value, in either layout: the engine key's prefix, escapes beyond the
-// key's own length (counted apart), terminator and timestamp, and the
-// value's header.
-const versionOverhead = 48
-
-// growth bounds the bytes writing ops stores in a range: each op a version
-// (a put's value, a delete's tombstone) whose key may double when escaped,
-// and for a transaction's intents (txn: its ID and anchor) the transaction
-// each intent names.
-func growth(txn *tidekvpb.TxnKey, ops ...*tidekvpb.WriteOp) uint64 {
-	var n uint64
-	for _, op := range ops {
-		n += uint64(2*len(op.GetKey())+len(op.GetValue())) + versionOverhead
-		if txn != nil {
-			n += uint64(len(txn.GetId()) + len(txn.GetAnchor()))
-		}
-	}
-	return n
-}
-
-// recordGrowth bounds what a transaction's record stores: its key (the
-// escaped anchor and the ID) and the record (the ID, the anchor, a status
-// and two timestamps).
-func recordGrowth(txn *tidekvpb.TxnKey) uint64 {
-	return uint64(3*len(txn.GetAnchor())+2*len(txn.GetId())) + 2*versionOverhead
-}
+// growth and recordGrowth bound what a write and a transaction's record
+// store in a range (kvapi, which holds writes under Θmax by them).
+var (
+	growth       = kvapi.Growth
+	recordGrowth = kvapi.RecordGrowth
+)
 
 // placeLoop runs a control round every Control.Interval, and a
 // placement-only round when woken, at most one per SizeWatchInterval so a
