@@ -164,10 +164,16 @@ func (s *ClientSource) Scan(ctx context.Context, ks string, after []byte, limit 
 	return out, nil
 }
 
-// CreateKeySpace creates a named key space.
-func (s *ClientSink) CreateKeySpace(ctx context.Context, set ksconfig.Settings) error {
-	_, err := s.C.CreateKeySpace(ctx, ksconfig.ToAPI(ksconfig.KeySpace{Settings: set}))
+// StageKeySpace creates a named key space under its staging name.
+func (s *ClientSink) StageKeySpace(ctx context.Context, set ksconfig.Settings) error {
+	_, err := s.C.StageKeySpace(ctx, ksconfig.ToAPI(ksconfig.KeySpace{Settings: set}))
 	return err
+}
+
+// Publish gives the staged key spaces their names in one meta range
+// change.
+func (s *ClientSink) Publish(ctx context.Context, names []string) error {
+	return s.C.PublishKeySpaces(ctx, names)
 }
 
 // Empty scans one key of each key space.

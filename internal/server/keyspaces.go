@@ -216,6 +216,12 @@ func (s *Server) createKeySpaceLocal(ctx context.Context, meta *raftstore.Replic
 	if err := cat.CheckNew(set); err != nil {
 		return nil, invalidArg("key space not created: %v", err)
 	}
+	if req.GetStaged() {
+		if err := s.checkStaging(); err != nil {
+			return nil, err
+		}
+		set.Name = keyspace.StagingName(set.Name) // restore.go: published later
+	}
 	id, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{CreateKeyspace: recordOf(set)})
 	if err != nil {
 		return nil, err
