@@ -70,6 +70,9 @@ func (v *views) view(ctx context.Context, ks string) (*client.KeySpace, error) {
 // stops the renewals and removes the protection.
 func (s *ClientSource) Hold(ctx context.Context) (hlc.Timestamp, context.Context, func(), error) {
 	lease := cmp.Or(s.Lease, DefaultProtectLease)
+	if lease < time.Second {
+		return hlc.Timestamp{}, nil, nil, fmt.Errorf("backup refused: a protect lease of %s is shorter than a second", lease)
+	}
 	p, err := s.C.ProtectTimestamp(ctx, lease, cmp.Or(s.Owner, "backup"))
 	if err != nil {
 		return hlc.Timestamp{}, nil, nil, fmt.Errorf("backup: protecting its timestamp from GC: %w", err)
