@@ -24,6 +24,32 @@ func (c *Client) CreateKeySpace(ctx context.Context, ks *tidekvpb.KeySpace) (*ti
 	return resp.GetKeyspace(), err
 }
 
+// StageKeySpace creates a key space under its staging name
+// (keyspace.StagingName), which no reader asks for, until
+// PublishKeySpaces gives it its name: a restore writes into it there
+// (KeySpace of the staging name).
+func (c *Client) StageKeySpace(ctx context.Context, ks *tidekvpb.KeySpace) (*tidekvpb.KeySpace, error) {
+	req := &tidekvpb.CreateKeySpaceRequest{Keyspace: ks, Staged: true}
+	var resp *tidekvpb.CreateKeySpaceResponse
+	err := c.invoke(ctx, &rpc{op: "stage key space", anyNode: true,
+		call: func(ctx context.Context, nc *nodeConn) (err error) {
+			resp, err = nc.admin.CreateKeySpace(ctx, req)
+			return err
+		}})
+	return resp.GetKeyspace(), err
+}
+
+// PublishKeySpaces gives staged key spaces their names, all in one change
+// of the meta range: a reader finds each either absent or with all that
+// was written into it.
+func (c *Client) PublishKeySpaces(ctx context.Context, names []string) error {
+	return c.invoke(ctx, &rpc{op: "publish key spaces", anyNode: true, idempotent: true,
+		call: func(ctx context.Context, nc *nodeConn) error {
+			_, err := nc.admin.PublishKeySpaces(ctx, &tidekvpb.PublishKeySpacesRequest{Names: names})
+			return err
+		}})
+}
+
 // KeySpaces lists the key spaces, the default one first, with what they
 // hold.
 func (c *Client) KeySpaces(ctx context.Context) ([]*tidekvpb.KeySpace, error) {

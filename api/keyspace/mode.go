@@ -28,3 +28,8 @@ func ModeOf(s string) Mode {
 	}
 	return Mode(s)
 }
+
+// StagingName is the name a restore's key space has until it is published
+// (docs/backup.md): no key space can be created under it, since names
+// have no '~', so no reader asks for it by chance.
+func StagingName(name string) string { return name + "~restoring" }

@@ -603,8 +603,13 @@ type MetaCommand struct {
 	ProtectTimestamp *ProtectedTimestamp `protobuf:"bytes,9,opt,name=protect_timestamp,json=protectTimestamp,proto3" json:"protect_timestamp,omitempty"`
 	// Log version 11: remove protected timestamp of this id.
 	ReleaseProtectedTimestamp uint64 `protobuf:"varint,10,opt,name=release_protected_timestamp,json=releaseProtectedTimestamp,proto3" json:"release_protected_timestamp,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// Log version 11: rename each staged key space (id) from its staging
+	// name (keyspace.StagingName of name) to name, all or none (result: 1,
+	// or nothing if one is not staged under that name or name is taken): a
+	// restore's key spaces become visible at once.
+	PublishKeyspaces []*KeySpaceRecord `protobuf:"bytes,11,rep,name=publish_keyspaces,json=publishKeyspaces,proto3" json:"publish_keyspaces,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *MetaCommand) Reset() {
@@ -705,6 +710,13 @@ func (x *MetaCommand) GetReleaseProtectedTimestamp() uint64 {
 		return x.ReleaseProtectedTimestamp
 	}
 	return 0
+}
+
+func (x *MetaCommand) GetPublishKeyspaces() []*KeySpaceRecord {
+	if x != nil {
+		return x.PublishKeyspaces
+	}
+	return nil
 }
 
 // KeySpaceRecord is a key space as the meta range stores it
@@ -1791,7 +1803,7 @@ const file_storage_proto_rawDesc = "" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
 	"newRangeId\"D\n" +
 	"\x15ChangeReplicasCommand\x12+\n" +
-	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\xb5\x04\n" +
+	"\x04desc\x18\x01 \x01(\v2\x17.tidekv.RangeDescriptorR\x04desc\"\xfa\x04\n" +
 	"\vMetaCommand\x121\n" +
 	"\badd_node\x18\x01 \x01(\v2\x16.tidekv.NodeDescriptorR\aaddNode\x127\n" +
 	"\vupdate_node\x18\x02 \x01(\v2\x16.tidekv.NodeDescriptorR\n" +
@@ -1805,7 +1817,8 @@ const file_storage_proto_rawDesc = "" +
 	"\x14put_controller_state\x18\b \x01(\fR\x12putControllerState\x12G\n" +
 	"\x11protect_timestamp\x18\t \x01(\v2\x1a.tidekv.ProtectedTimestampR\x10protectTimestamp\x12>\n" +
 	"\x1brelease_protected_timestamp\x18\n" +
-	" \x01(\x04R\x19releaseProtectedTimestamp\"\xa1\x02\n" +
+	" \x01(\x04R\x19releaseProtectedTimestamp\x12C\n" +
+	"\x11publish_keyspaces\x18\v \x03(\v2\x16.tidekv.KeySpaceRecordR\x10publishKeyspaces\"\xa1\x02\n" +
 	"\x0eKeySpaceRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1975,35 +1988,36 @@ var file_storage_proto_depIdxs = []int32{
 	25, // 13: tidekv.MetaCommand.set_setting:type_name -> tidekv.Setting
 	9,  // 14: tidekv.MetaCommand.create_keyspace:type_name -> tidekv.KeySpaceRecord
 	26, // 15: tidekv.MetaCommand.protect_timestamp:type_name -> tidekv.ProtectedTimestamp
-	13, // 16: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
-	10, // 17: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
-	11, // 18: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
-	6,  // 19: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
-	8,  // 20: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
-	21, // 21: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
-	12, // 22: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
-	16, // 23: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
-	13, // 24: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
-	14, // 25: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
-	15, // 26: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
-	20, // 27: tidekv.RaftCommand.txn:type_name -> tidekv.TxnCommand
-	17, // 28: tidekv.RaftCommand.reset_lost:type_name -> tidekv.ResetLostCommand
-	18, // 29: tidekv.TxnRecord.txn:type_name -> tidekv.TxnRef
-	27, // 30: tidekv.TxnRecord.status:type_name -> tidekv.TxnStatus
-	13, // 31: tidekv.TxnRecord.commit_timestamp:type_name -> tidekv.LogTimestamp
-	1,  // 32: tidekv.TxnCommand.op:type_name -> tidekv.TxnCommand.Op
-	18, // 33: tidekv.TxnCommand.txn:type_name -> tidekv.TxnRef
-	10, // 34: tidekv.TxnCommand.writes:type_name -> tidekv.LogWrite
-	27, // 35: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
-	13, // 36: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
-	13, // 37: tidekv.TxnCommand.read_timestamp:type_name -> tidekv.LogTimestamp
-	28, // 38: tidekv.TxnCommand.read_spans:type_name -> tidekv.KeySpan
-	22, // 39: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	9,  // 16: tidekv.MetaCommand.publish_keyspaces:type_name -> tidekv.KeySpaceRecord
+	13, // 17: tidekv.GCCommand.safe_point:type_name -> tidekv.LogTimestamp
+	10, // 18: tidekv.RaftCommand.writes:type_name -> tidekv.LogWrite
+	11, // 19: tidekv.RaftCommand.cas:type_name -> tidekv.LogCompareAndSet
+	6,  // 20: tidekv.RaftCommand.split:type_name -> tidekv.SplitCommand
+	8,  // 21: tidekv.RaftCommand.meta:type_name -> tidekv.MetaCommand
+	21, // 22: tidekv.RaftCommand.merge:type_name -> tidekv.MergeCommand
+	12, // 23: tidekv.RaftCommand.write_guard:type_name -> tidekv.LogGuard
+	16, // 24: tidekv.RaftCommand.batch:type_name -> tidekv.RaftCommand
+	13, // 25: tidekv.RaftCommand.timestamp:type_name -> tidekv.LogTimestamp
+	14, // 26: tidekv.RaftCommand.migrate_layout:type_name -> tidekv.MigrateLayoutCommand
+	15, // 27: tidekv.RaftCommand.gc:type_name -> tidekv.GCCommand
+	20, // 28: tidekv.RaftCommand.txn:type_name -> tidekv.TxnCommand
+	17, // 29: tidekv.RaftCommand.reset_lost:type_name -> tidekv.ResetLostCommand
+	18, // 30: tidekv.TxnRecord.txn:type_name -> tidekv.TxnRef
+	27, // 31: tidekv.TxnRecord.status:type_name -> tidekv.TxnStatus
+	13, // 32: tidekv.TxnRecord.commit_timestamp:type_name -> tidekv.LogTimestamp
+	1,  // 33: tidekv.TxnCommand.op:type_name -> tidekv.TxnCommand.Op
+	18, // 34: tidekv.TxnCommand.txn:type_name -> tidekv.TxnRef
+	10, // 35: tidekv.TxnCommand.writes:type_name -> tidekv.LogWrite
+	27, // 36: tidekv.TxnCommand.status:type_name -> tidekv.TxnStatus
+	13, // 37: tidekv.TxnCommand.commit_timestamp:type_name -> tidekv.LogTimestamp
+	13, // 38: tidekv.TxnCommand.read_timestamp:type_name -> tidekv.LogTimestamp
+	28, // 39: tidekv.TxnCommand.read_spans:type_name -> tidekv.KeySpan
+	22, // 40: tidekv.MergeCommand.rhs:type_name -> tidekv.RangeDescriptor
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_storage_proto_init() }

@@ -502,7 +502,7 @@ func (x TxnCompare_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TxnCompare_Op.Descriptor instead.
 func (TxnCompare_Op) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{108, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{110, 0}
 }
 
 type GeoOp_Kind int32
@@ -565,7 +565,7 @@ func (x GeoOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GeoOp_Kind.Descriptor instead.
 func (GeoOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{113, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{115, 0}
 }
 
 type ReplicaDescriptor struct {
@@ -6201,8 +6201,12 @@ func (x *KeySpace) GetGcTtlMs() int64 {
 }
 
 type CreateKeySpaceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Keyspace      *KeySpace              `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace *KeySpace              `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	// Create it under its staging name (keyspace.StagingName), which no
+	// reader asks for, until PublishKeySpaces gives it its name: a restore
+	// writes into it there.
+	Staged        bool `protobuf:"varint,2,opt,name=staged,proto3" json:"staged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6244,6 +6248,95 @@ func (x *CreateKeySpaceRequest) GetKeyspace() *KeySpace {
 	return nil
 }
 
+func (x *CreateKeySpaceRequest) GetStaged() bool {
+	if x != nil {
+		return x.Staged
+	}
+	return false
+}
+
+// PublishKeySpacesRequest gives staged key spaces their names, all in one
+// meta range change.
+type PublishKeySpacesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishKeySpacesRequest) Reset() {
+	*x = PublishKeySpacesRequest{}
+	mi := &file_tidekv_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishKeySpacesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishKeySpacesRequest) ProtoMessage() {}
+
+func (x *PublishKeySpacesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishKeySpacesRequest.ProtoReflect.Descriptor instead.
+func (*PublishKeySpacesRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *PublishKeySpacesRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+type PublishKeySpacesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishKeySpacesResponse) Reset() {
+	*x = PublishKeySpacesResponse{}
+	mi := &file_tidekv_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishKeySpacesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishKeySpacesResponse) ProtoMessage() {}
+
+func (x *PublishKeySpacesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishKeySpacesResponse.ProtoReflect.Descriptor instead.
+func (*PublishKeySpacesResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{75}
+}
+
 type CreateKeySpaceResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Keyspace      *KeySpace              `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
@@ -6253,7 +6346,7 @@ type CreateKeySpaceResponse struct {
 
 func (x *CreateKeySpaceResponse) Reset() {
 	*x = CreateKeySpaceResponse{}
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6265,7 +6358,7 @@ func (x *CreateKeySpaceResponse) String() string {
 func (*CreateKeySpaceResponse) ProtoMessage() {}
 
 func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6278,7 +6371,7 @@ func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeySpaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeySpaceResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{74}
+	return file_tidekv_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CreateKeySpaceResponse) GetKeyspace() *KeySpace {
@@ -6296,7 +6389,7 @@ type ListKeySpacesRequest struct {
 
 func (x *ListKeySpacesRequest) Reset() {
 	*x = ListKeySpacesRequest{}
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6308,7 +6401,7 @@ func (x *ListKeySpacesRequest) String() string {
 func (*ListKeySpacesRequest) ProtoMessage() {}
 
 func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6321,7 +6414,7 @@ func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySpacesRequest.ProtoReflect.Descriptor instead.
 func (*ListKeySpacesRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{75}
+	return file_tidekv_proto_rawDescGZIP(), []int{77}
 }
 
 type ListKeySpacesResponse struct {
@@ -6334,7 +6427,7 @@ type ListKeySpacesResponse struct {
 
 func (x *ListKeySpacesResponse) Reset() {
 	*x = ListKeySpacesResponse{}
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6346,7 +6439,7 @@ func (x *ListKeySpacesResponse) String() string {
 func (*ListKeySpacesResponse) ProtoMessage() {}
 
 func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6359,7 +6452,7 @@ func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySpacesResponse.ProtoReflect.Descriptor instead.
 func (*ListKeySpacesResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{76}
+	return file_tidekv_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListKeySpacesResponse) GetKeyspaces() []*KeySpace {
@@ -6377,7 +6470,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6389,7 +6482,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6402,7 +6495,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{77}
+	return file_tidekv_proto_rawDescGZIP(), []int{79}
 }
 
 type AutoscaleStatusResponse struct {
@@ -6416,7 +6509,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[78]
+	mi := &file_tidekv_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6428,7 +6521,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[78]
+	mi := &file_tidekv_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6441,7 +6534,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{78}
+	return file_tidekv_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -6459,7 +6552,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[79]
+	mi := &file_tidekv_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6471,7 +6564,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[79]
+	mi := &file_tidekv_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6484,7 +6577,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{79}
+	return file_tidekv_proto_rawDescGZIP(), []int{81}
 }
 
 type NodeLoadsResponse struct {
@@ -6497,7 +6590,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[80]
+	mi := &file_tidekv_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6509,7 +6602,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[80]
+	mi := &file_tidekv_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6522,7 +6615,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{80}
+	return file_tidekv_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -6540,7 +6633,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[81]
+	mi := &file_tidekv_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6552,7 +6645,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[81]
+	mi := &file_tidekv_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6565,7 +6658,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{81}
+	return file_tidekv_proto_rawDescGZIP(), []int{83}
 }
 
 type AllocRangeIDResponse struct {
@@ -6577,7 +6670,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[82]
+	mi := &file_tidekv_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6589,7 +6682,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[82]
+	mi := &file_tidekv_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6602,7 +6695,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{82}
+	return file_tidekv_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -6633,7 +6726,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[83]
+	mi := &file_tidekv_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6645,7 +6738,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[83]
+	mi := &file_tidekv_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6658,7 +6751,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{83}
+	return file_tidekv_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -6713,7 +6806,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[84]
+	mi := &file_tidekv_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6725,7 +6818,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[84]
+	mi := &file_tidekv_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6738,7 +6831,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{84}
+	return file_tidekv_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -6765,7 +6858,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[85]
+	mi := &file_tidekv_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6777,7 +6870,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[85]
+	mi := &file_tidekv_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6790,7 +6883,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{85}
+	return file_tidekv_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -6838,7 +6931,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[86]
+	mi := &file_tidekv_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6850,7 +6943,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[86]
+	mi := &file_tidekv_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6863,7 +6956,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{86}
+	return file_tidekv_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -6888,7 +6981,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[87]
+	mi := &file_tidekv_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6900,7 +6993,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[87]
+	mi := &file_tidekv_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6913,7 +7006,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{87}
+	return file_tidekv_proto_rawDescGZIP(), []int{89}
 }
 
 // WriteGuard lets a write create or update a keyed collection in one step
@@ -6935,7 +7028,7 @@ type WriteGuard struct {
 
 func (x *WriteGuard) Reset() {
 	*x = WriteGuard{}
-	mi := &file_tidekv_proto_msgTypes[88]
+	mi := &file_tidekv_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6947,7 +7040,7 @@ func (x *WriteGuard) String() string {
 func (*WriteGuard) ProtoMessage() {}
 
 func (x *WriteGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[88]
+	mi := &file_tidekv_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6960,7 +7053,7 @@ func (x *WriteGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
 func (*WriteGuard) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{88}
+	return file_tidekv_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *WriteGuard) GetKey() []byte {
@@ -7015,7 +7108,7 @@ type TxnMeta struct {
 
 func (x *TxnMeta) Reset() {
 	*x = TxnMeta{}
-	mi := &file_tidekv_proto_msgTypes[89]
+	mi := &file_tidekv_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7027,7 +7120,7 @@ func (x *TxnMeta) String() string {
 func (*TxnMeta) ProtoMessage() {}
 
 func (x *TxnMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[89]
+	mi := &file_tidekv_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7040,7 +7133,7 @@ func (x *TxnMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMeta.ProtoReflect.Descriptor instead.
 func (*TxnMeta) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{89}
+	return file_tidekv_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *TxnMeta) GetId() []byte {
@@ -7081,7 +7174,7 @@ type TxnGetRequest struct {
 
 func (x *TxnGetRequest) Reset() {
 	*x = TxnGetRequest{}
-	mi := &file_tidekv_proto_msgTypes[90]
+	mi := &file_tidekv_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7093,7 +7186,7 @@ func (x *TxnGetRequest) String() string {
 func (*TxnGetRequest) ProtoMessage() {}
 
 func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[90]
+	mi := &file_tidekv_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7106,7 +7199,7 @@ func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetRequest.ProtoReflect.Descriptor instead.
 func (*TxnGetRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{90}
+	return file_tidekv_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *TxnGetRequest) GetTxn() *TxnMeta {
@@ -7147,7 +7240,7 @@ type TxnGetResponse struct {
 
 func (x *TxnGetResponse) Reset() {
 	*x = TxnGetResponse{}
-	mi := &file_tidekv_proto_msgTypes[91]
+	mi := &file_tidekv_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7159,7 +7252,7 @@ func (x *TxnGetResponse) String() string {
 func (*TxnGetResponse) ProtoMessage() {}
 
 func (x *TxnGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[91]
+	mi := &file_tidekv_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7172,7 +7265,7 @@ func (x *TxnGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetResponse.ProtoReflect.Descriptor instead.
 func (*TxnGetResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{91}
+	return file_tidekv_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *TxnGetResponse) GetFound() bool {
@@ -7228,7 +7321,7 @@ type TxnWriteRequest struct {
 
 func (x *TxnWriteRequest) Reset() {
 	*x = TxnWriteRequest{}
-	mi := &file_tidekv_proto_msgTypes[92]
+	mi := &file_tidekv_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7240,7 +7333,7 @@ func (x *TxnWriteRequest) String() string {
 func (*TxnWriteRequest) ProtoMessage() {}
 
 func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[92]
+	mi := &file_tidekv_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7253,7 +7346,7 @@ func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteRequest.ProtoReflect.Descriptor instead.
 func (*TxnWriteRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{92}
+	return file_tidekv_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *TxnWriteRequest) GetTxn() *TxnMeta {
@@ -7278,7 +7371,7 @@ type TxnWriteResponse struct {
 
 func (x *TxnWriteResponse) Reset() {
 	*x = TxnWriteResponse{}
-	mi := &file_tidekv_proto_msgTypes[93]
+	mi := &file_tidekv_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7290,7 +7383,7 @@ func (x *TxnWriteResponse) String() string {
 func (*TxnWriteResponse) ProtoMessage() {}
 
 func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[93]
+	mi := &file_tidekv_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7303,7 +7396,7 @@ func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteResponse.ProtoReflect.Descriptor instead.
 func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{93}
+	return file_tidekv_proto_rawDescGZIP(), []int{95}
 }
 
 // TxnEndRequest commits (commit) or rolls back the transaction.
@@ -7320,7 +7413,7 @@ type TxnEndRequest struct {
 
 func (x *TxnEndRequest) Reset() {
 	*x = TxnEndRequest{}
-	mi := &file_tidekv_proto_msgTypes[94]
+	mi := &file_tidekv_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7332,7 +7425,7 @@ func (x *TxnEndRequest) String() string {
 func (*TxnEndRequest) ProtoMessage() {}
 
 func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[94]
+	mi := &file_tidekv_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7345,7 +7438,7 @@ func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnEndRequest.ProtoReflect.Descriptor instead.
 func (*TxnEndRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{94}
+	return file_tidekv_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *TxnEndRequest) GetTxn() *TxnMeta {
@@ -7378,7 +7471,7 @@ type TxnEndResponse struct {
 
 func (x *TxnEndResponse) Reset() {
 	*x = TxnEndResponse{}
-	mi := &file_tidekv_proto_msgTypes[95]
+	mi := &file_tidekv_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7390,7 +7483,7 @@ func (x *TxnEndResponse) String() string {
 func (*TxnEndResponse) ProtoMessage() {}
 
 func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[95]
+	mi := &file_tidekv_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7403,7 +7496,7 @@ func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnEndResponse.ProtoReflect.Descriptor instead.
 func (*TxnEndResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{95}
+	return file_tidekv_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *TxnEndResponse) GetCommitTimestamp() *Timestamp {
@@ -7425,7 +7518,7 @@ type TxnKey struct {
 
 func (x *TxnKey) Reset() {
 	*x = TxnKey{}
-	mi := &file_tidekv_proto_msgTypes[96]
+	mi := &file_tidekv_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7437,7 +7530,7 @@ func (x *TxnKey) String() string {
 func (*TxnKey) ProtoMessage() {}
 
 func (x *TxnKey) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[96]
+	mi := &file_tidekv_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7450,7 +7543,7 @@ func (x *TxnKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnKey.ProtoReflect.Descriptor instead.
 func (*TxnKey) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{96}
+	return file_tidekv_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *TxnKey) GetId() []byte {
@@ -7480,7 +7573,7 @@ type WriteIntentsRequest struct {
 
 func (x *WriteIntentsRequest) Reset() {
 	*x = WriteIntentsRequest{}
-	mi := &file_tidekv_proto_msgTypes[97]
+	mi := &file_tidekv_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7492,7 +7585,7 @@ func (x *WriteIntentsRequest) String() string {
 func (*WriteIntentsRequest) ProtoMessage() {}
 
 func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[97]
+	mi := &file_tidekv_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7505,7 +7598,7 @@ func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteIntentsRequest.ProtoReflect.Descriptor instead.
 func (*WriteIntentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{97}
+	return file_tidekv_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *WriteIntentsRequest) GetTxn() *TxnKey {
@@ -7538,7 +7631,7 @@ type WriteIntentsResponse struct {
 
 func (x *WriteIntentsResponse) Reset() {
 	*x = WriteIntentsResponse{}
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7550,7 +7643,7 @@ func (x *WriteIntentsResponse) String() string {
 func (*WriteIntentsResponse) ProtoMessage() {}
 
 func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7563,7 +7656,7 @@ func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteIntentsResponse.ProtoReflect.Descriptor instead.
 func (*WriteIntentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{98}
+	return file_tidekv_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *WriteIntentsResponse) GetWrittenAt() *Timestamp {
@@ -7586,7 +7679,7 @@ type TxnRecordRequest struct {
 
 func (x *TxnRecordRequest) Reset() {
 	*x = TxnRecordRequest{}
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7598,7 +7691,7 @@ func (x *TxnRecordRequest) String() string {
 func (*TxnRecordRequest) ProtoMessage() {}
 
 func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7611,7 +7704,7 @@ func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordRequest.ProtoReflect.Descriptor instead.
 func (*TxnRecordRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{99}
+	return file_tidekv_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *TxnRecordRequest) GetTxn() *TxnKey {
@@ -7652,7 +7745,7 @@ type TxnRecordResponse struct {
 
 func (x *TxnRecordResponse) Reset() {
 	*x = TxnRecordResponse{}
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7664,7 +7757,7 @@ func (x *TxnRecordResponse) String() string {
 func (*TxnRecordResponse) ProtoMessage() {}
 
 func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7677,7 +7770,7 @@ func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordResponse.ProtoReflect.Descriptor instead.
 func (*TxnRecordResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{100}
+	return file_tidekv_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *TxnRecordResponse) GetStatus() TxnStatus {
@@ -7706,7 +7799,7 @@ type ResolveIntentsRequest struct {
 
 func (x *ResolveIntentsRequest) Reset() {
 	*x = ResolveIntentsRequest{}
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7718,7 +7811,7 @@ func (x *ResolveIntentsRequest) String() string {
 func (*ResolveIntentsRequest) ProtoMessage() {}
 
 func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7731,7 +7824,7 @@ func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveIntentsRequest.ProtoReflect.Descriptor instead.
 func (*ResolveIntentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{101}
+	return file_tidekv_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *ResolveIntentsRequest) GetTxn() *TxnKey {
@@ -7770,7 +7863,7 @@ type ResolveIntentsResponse struct {
 
 func (x *ResolveIntentsResponse) Reset() {
 	*x = ResolveIntentsResponse{}
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7782,7 +7875,7 @@ func (x *ResolveIntentsResponse) String() string {
 func (*ResolveIntentsResponse) ProtoMessage() {}
 
 func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7795,7 +7888,7 @@ func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveIntentsResponse.ProtoReflect.Descriptor instead.
 func (*ResolveIntentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{102}
+	return file_tidekv_proto_rawDescGZIP(), []int{104}
 }
 
 // RefreshRequest checks that no other transaction committed a version of
@@ -7813,7 +7906,7 @@ type KeySpan struct {
 
 func (x *KeySpan) Reset() {
 	*x = KeySpan{}
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7825,7 +7918,7 @@ func (x *KeySpan) String() string {
 func (*KeySpan) ProtoMessage() {}
 
 func (x *KeySpan) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7838,7 +7931,7 @@ func (x *KeySpan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpan.ProtoReflect.Descriptor instead.
 func (*KeySpan) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{103}
+	return file_tidekv_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *KeySpan) GetStartKey() []byte {
@@ -7870,7 +7963,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7882,7 +7975,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7895,7 +7988,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{104}
+	return file_tidekv_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *RefreshRequest) GetTxnId() []byte {
@@ -7942,7 +8035,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_tidekv_proto_msgTypes[105]
+	mi := &file_tidekv_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7954,7 +8047,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[105]
+	mi := &file_tidekv_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7967,7 +8060,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{105}
+	return file_tidekv_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *RefreshResponse) GetResumeKey() []byte {
@@ -7990,7 +8083,7 @@ type TxnScanRequest struct {
 
 func (x *TxnScanRequest) Reset() {
 	*x = TxnScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[106]
+	mi := &file_tidekv_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8002,7 +8095,7 @@ func (x *TxnScanRequest) String() string {
 func (*TxnScanRequest) ProtoMessage() {}
 
 func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[106]
+	mi := &file_tidekv_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8015,7 +8108,7 @@ func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanRequest.ProtoReflect.Descriptor instead.
 func (*TxnScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{106}
+	return file_tidekv_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *TxnScanRequest) GetTxn() *TxnMeta {
@@ -8057,7 +8150,7 @@ type TxnScanResponse struct {
 
 func (x *TxnScanResponse) Reset() {
 	*x = TxnScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[107]
+	mi := &file_tidekv_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8069,7 +8162,7 @@ func (x *TxnScanResponse) String() string {
 func (*TxnScanResponse) ProtoMessage() {}
 
 func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[107]
+	mi := &file_tidekv_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8082,7 +8175,7 @@ func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanResponse.ProtoReflect.Descriptor instead.
 func (*TxnScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{107}
+	return file_tidekv_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *TxnScanResponse) GetKvs() []*KeyValue {
@@ -8113,7 +8206,7 @@ type TxnCompare struct {
 
 func (x *TxnCompare) Reset() {
 	*x = TxnCompare{}
-	mi := &file_tidekv_proto_msgTypes[108]
+	mi := &file_tidekv_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8125,7 +8218,7 @@ func (x *TxnCompare) String() string {
 func (*TxnCompare) ProtoMessage() {}
 
 func (x *TxnCompare) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[108]
+	mi := &file_tidekv_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8138,7 +8231,7 @@ func (x *TxnCompare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCompare.ProtoReflect.Descriptor instead.
 func (*TxnCompare) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{108}
+	return file_tidekv_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *TxnCompare) GetKey() []byte {
@@ -8179,7 +8272,7 @@ type TxnIfRequest struct {
 
 func (x *TxnIfRequest) Reset() {
 	*x = TxnIfRequest{}
-	mi := &file_tidekv_proto_msgTypes[109]
+	mi := &file_tidekv_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8191,7 +8284,7 @@ func (x *TxnIfRequest) String() string {
 func (*TxnIfRequest) ProtoMessage() {}
 
 func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[109]
+	mi := &file_tidekv_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8204,7 +8297,7 @@ func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfRequest.ProtoReflect.Descriptor instead.
 func (*TxnIfRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{109}
+	return file_tidekv_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *TxnIfRequest) GetCompares() []*TxnCompare {
@@ -8255,7 +8348,7 @@ type TxnIfResponse struct {
 
 func (x *TxnIfResponse) Reset() {
 	*x = TxnIfResponse{}
-	mi := &file_tidekv_proto_msgTypes[110]
+	mi := &file_tidekv_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8267,7 +8360,7 @@ func (x *TxnIfResponse) String() string {
 func (*TxnIfResponse) ProtoMessage() {}
 
 func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[110]
+	mi := &file_tidekv_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8280,7 +8373,7 @@ func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfResponse.ProtoReflect.Descriptor instead.
 func (*TxnIfResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{110}
+	return file_tidekv_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *TxnIfResponse) GetSucceeded() bool {
@@ -8320,7 +8413,7 @@ type OnePhaseCommitRequest struct {
 
 func (x *OnePhaseCommitRequest) Reset() {
 	*x = OnePhaseCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[111]
+	mi := &file_tidekv_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8332,7 +8425,7 @@ func (x *OnePhaseCommitRequest) String() string {
 func (*OnePhaseCommitRequest) ProtoMessage() {}
 
 func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[111]
+	mi := &file_tidekv_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8345,7 +8438,7 @@ func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitRequest.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{111}
+	return file_tidekv_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *OnePhaseCommitRequest) GetTxnId() []byte {
@@ -8392,7 +8485,7 @@ type OnePhaseCommitResponse struct {
 
 func (x *OnePhaseCommitResponse) Reset() {
 	*x = OnePhaseCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[112]
+	mi := &file_tidekv_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8404,7 +8497,7 @@ func (x *OnePhaseCommitResponse) String() string {
 func (*OnePhaseCommitResponse) ProtoMessage() {}
 
 func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[112]
+	mi := &file_tidekv_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8417,7 +8510,7 @@ func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitResponse.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{112}
+	return file_tidekv_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *OnePhaseCommitResponse) GetCommittedAt() *Timestamp {
@@ -8446,7 +8539,7 @@ type GeoOp struct {
 
 func (x *GeoOp) Reset() {
 	*x = GeoOp{}
-	mi := &file_tidekv_proto_msgTypes[113]
+	mi := &file_tidekv_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8458,7 +8551,7 @@ func (x *GeoOp) String() string {
 func (*GeoOp) ProtoMessage() {}
 
 func (x *GeoOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[113]
+	mi := &file_tidekv_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8471,7 +8564,7 @@ func (x *GeoOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoOp.ProtoReflect.Descriptor instead.
 func (*GeoOp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{113}
+	return file_tidekv_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *GeoOp) GetKind() GeoOp_Kind {
@@ -8533,7 +8626,7 @@ type GeoCommitRequest struct {
 
 func (x *GeoCommitRequest) Reset() {
 	*x = GeoCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[114]
+	mi := &file_tidekv_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8545,7 +8638,7 @@ func (x *GeoCommitRequest) String() string {
 func (*GeoCommitRequest) ProtoMessage() {}
 
 func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[114]
+	mi := &file_tidekv_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8558,7 +8651,7 @@ func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoCommitRequest.ProtoReflect.Descriptor instead.
 func (*GeoCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{114}
+	return file_tidekv_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *GeoCommitRequest) GetKeySpace() string {
@@ -8589,7 +8682,7 @@ type GeoCommitResponse struct {
 
 func (x *GeoCommitResponse) Reset() {
 	*x = GeoCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[115]
+	mi := &file_tidekv_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8601,7 +8694,7 @@ func (x *GeoCommitResponse) String() string {
 func (*GeoCommitResponse) ProtoMessage() {}
 
 func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[115]
+	mi := &file_tidekv_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8614,7 +8707,7 @@ func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoCommitResponse.ProtoReflect.Descriptor instead.
 func (*GeoCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{115}
+	return file_tidekv_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *GeoCommitResponse) GetCommitted() bool {
@@ -8649,7 +8742,7 @@ type GeoRead struct {
 
 func (x *GeoRead) Reset() {
 	*x = GeoRead{}
-	mi := &file_tidekv_proto_msgTypes[116]
+	mi := &file_tidekv_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8661,7 +8754,7 @@ func (x *GeoRead) String() string {
 func (*GeoRead) ProtoMessage() {}
 
 func (x *GeoRead) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[116]
+	mi := &file_tidekv_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8674,7 +8767,7 @@ func (x *GeoRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoRead.ProtoReflect.Descriptor instead.
 func (*GeoRead) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{116}
+	return file_tidekv_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *GeoRead) GetKey() []byte {
@@ -8711,7 +8804,7 @@ type GeoScanRequest struct {
 
 func (x *GeoScanRequest) Reset() {
 	*x = GeoScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[117]
+	mi := &file_tidekv_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8723,7 +8816,7 @@ func (x *GeoScanRequest) String() string {
 func (*GeoScanRequest) ProtoMessage() {}
 
 func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[117]
+	mi := &file_tidekv_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8736,7 +8829,7 @@ func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoScanRequest.ProtoReflect.Descriptor instead.
 func (*GeoScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{117}
+	return file_tidekv_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *GeoScanRequest) GetKeySpace() string {
@@ -8771,7 +8864,7 @@ type GeoScanResponse struct {
 
 func (x *GeoScanResponse) Reset() {
 	*x = GeoScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[118]
+	mi := &file_tidekv_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8783,7 +8876,7 @@ func (x *GeoScanResponse) String() string {
 func (*GeoScanResponse) ProtoMessage() {}
 
 func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[118]
+	mi := &file_tidekv_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8796,7 +8889,7 @@ func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoScanResponse.ProtoReflect.Descriptor instead.
 func (*GeoScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{118}
+	return file_tidekv_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *GeoScanResponse) GetKvs() []*GeoRead {
@@ -8824,7 +8917,7 @@ type GeoEpochRequest struct {
 
 func (x *GeoEpochRequest) Reset() {
 	*x = GeoEpochRequest{}
-	mi := &file_tidekv_proto_msgTypes[119]
+	mi := &file_tidekv_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8836,7 +8929,7 @@ func (x *GeoEpochRequest) String() string {
 func (*GeoEpochRequest) ProtoMessage() {}
 
 func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[119]
+	mi := &file_tidekv_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8849,7 +8942,7 @@ func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoEpochRequest.ProtoReflect.Descriptor instead.
 func (*GeoEpochRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{119}
+	return file_tidekv_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *GeoEpochRequest) GetFromNodeId() uint64 {
@@ -8874,7 +8967,7 @@ type GeoEpochResponse struct {
 
 func (x *GeoEpochResponse) Reset() {
 	*x = GeoEpochResponse{}
-	mi := &file_tidekv_proto_msgTypes[120]
+	mi := &file_tidekv_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8886,7 +8979,7 @@ func (x *GeoEpochResponse) String() string {
 func (*GeoEpochResponse) ProtoMessage() {}
 
 func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[120]
+	mi := &file_tidekv_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8899,7 +8992,7 @@ func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoEpochResponse.ProtoReflect.Descriptor instead.
 func (*GeoEpochResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{120}
+	return file_tidekv_proto_rawDescGZIP(), []int{122}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -9377,9 +9470,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05index\x18\x0e \x01(\tR\x05index\x12!\n" +
 	"\fmiss_handler\x18\x0f \x01(\tR\vmissHandler\x12\x17\n" +
 	"\aon_full\x18\x10 \x01(\tR\x06onFull\x12\x1a\n" +
-	"\tgc_ttl_ms\x18\x11 \x01(\x03R\agcTtlMs\"E\n" +
+	"\tgc_ttl_ms\x18\x11 \x01(\x03R\agcTtlMs\"]\n" +
 	"\x15CreateKeySpaceRequest\x12,\n" +
-	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"F\n" +
+	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\x12\x16\n" +
+	"\x06staged\x18\x02 \x01(\bR\x06staged\"/\n" +
+	"\x17PublishKeySpacesRequest\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"\x1a\n" +
+	"\x18PublishKeySpacesResponse\"F\n" +
 	"\x16CreateKeySpaceResponse\x12,\n" +
 	"\bkeyspace\x18\x01 \x01(\v2\x10.tidekv.KeySpaceR\bkeyspace\"\x16\n" +
 	"\x14ListKeySpacesRequest\"G\n" +
@@ -9616,7 +9713,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
 	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse\x12<\n" +
-	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\xeb\f\n" +
+	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\xc2\r\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12@\n" +
@@ -9636,7 +9733,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"\tNodeLoads\x12\x18.tidekv.NodeLoadsRequest\x1a\x19.tidekv.NodeLoadsResponse\x12I\n" +
 	"\fDecommission\x12\x1b.tidekv.DecommissionRequest\x1a\x1c.tidekv.DecommissionResponse\x12=\n" +
 	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse\x12O\n" +
-	"\x0eCreateKeySpace\x12\x1d.tidekv.CreateKeySpaceRequest\x1a\x1e.tidekv.CreateKeySpaceResponse\x12L\n" +
+	"\x0eCreateKeySpace\x12\x1d.tidekv.CreateKeySpaceRequest\x1a\x1e.tidekv.CreateKeySpaceResponse\x12U\n" +
+	"\x10PublishKeySpaces\x12\x1f.tidekv.PublishKeySpacesRequest\x1a .tidekv.PublishKeySpacesResponse\x12L\n" +
 	"\rListKeySpaces\x12\x1c.tidekv.ListKeySpacesRequest\x1a\x1d.tidekv.ListKeySpacesResponse\x12R\n" +
 	"\x0fAutoscaleStatus\x12\x1e.tidekv.AutoscaleStatusRequest\x1a\x1f.tidekv.AutoscaleStatusResponse\x124\n" +
 	"\x05Merge\x12\x14.tidekv.MergeRequest\x1a\x15.tidekv.MergeResponse\x12F\n" +
@@ -9674,7 +9772,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 123)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 125)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -9759,56 +9857,58 @@ var file_tidekv_proto_goTypes = []any{
 	(*SettingsResponse)(nil),         // 80: tidekv.SettingsResponse
 	(*KeySpace)(nil),                 // 81: tidekv.KeySpace
 	(*CreateKeySpaceRequest)(nil),    // 82: tidekv.CreateKeySpaceRequest
-	(*CreateKeySpaceResponse)(nil),   // 83: tidekv.CreateKeySpaceResponse
-	(*ListKeySpacesRequest)(nil),     // 84: tidekv.ListKeySpacesRequest
-	(*ListKeySpacesResponse)(nil),    // 85: tidekv.ListKeySpacesResponse
-	(*AutoscaleStatusRequest)(nil),   // 86: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 87: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 88: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 89: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 90: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 91: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 92: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 93: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 94: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 95: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 96: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 97: tidekv.WriteGuard
-	(*TxnMeta)(nil),                  // 98: tidekv.TxnMeta
-	(*TxnGetRequest)(nil),            // 99: tidekv.TxnGetRequest
-	(*TxnGetResponse)(nil),           // 100: tidekv.TxnGetResponse
-	(*TxnWriteRequest)(nil),          // 101: tidekv.TxnWriteRequest
-	(*TxnWriteResponse)(nil),         // 102: tidekv.TxnWriteResponse
-	(*TxnEndRequest)(nil),            // 103: tidekv.TxnEndRequest
-	(*TxnEndResponse)(nil),           // 104: tidekv.TxnEndResponse
-	(*TxnKey)(nil),                   // 105: tidekv.TxnKey
-	(*WriteIntentsRequest)(nil),      // 106: tidekv.WriteIntentsRequest
-	(*WriteIntentsResponse)(nil),     // 107: tidekv.WriteIntentsResponse
-	(*TxnRecordRequest)(nil),         // 108: tidekv.TxnRecordRequest
-	(*TxnRecordResponse)(nil),        // 109: tidekv.TxnRecordResponse
-	(*ResolveIntentsRequest)(nil),    // 110: tidekv.ResolveIntentsRequest
-	(*ResolveIntentsResponse)(nil),   // 111: tidekv.ResolveIntentsResponse
-	(*KeySpan)(nil),                  // 112: tidekv.KeySpan
-	(*RefreshRequest)(nil),           // 113: tidekv.RefreshRequest
-	(*RefreshResponse)(nil),          // 114: tidekv.RefreshResponse
-	(*TxnScanRequest)(nil),           // 115: tidekv.TxnScanRequest
-	(*TxnScanResponse)(nil),          // 116: tidekv.TxnScanResponse
-	(*TxnCompare)(nil),               // 117: tidekv.TxnCompare
-	(*TxnIfRequest)(nil),             // 118: tidekv.TxnIfRequest
-	(*TxnIfResponse)(nil),            // 119: tidekv.TxnIfResponse
-	(*OnePhaseCommitRequest)(nil),    // 120: tidekv.OnePhaseCommitRequest
-	(*OnePhaseCommitResponse)(nil),   // 121: tidekv.OnePhaseCommitResponse
-	(*GeoOp)(nil),                    // 122: tidekv.GeoOp
-	(*GeoCommitRequest)(nil),         // 123: tidekv.GeoCommitRequest
-	(*GeoCommitResponse)(nil),        // 124: tidekv.GeoCommitResponse
-	(*GeoRead)(nil),                  // 125: tidekv.GeoRead
-	(*GeoScanRequest)(nil),           // 126: tidekv.GeoScanRequest
-	(*GeoScanResponse)(nil),          // 127: tidekv.GeoScanResponse
-	(*GeoEpochRequest)(nil),          // 128: tidekv.GeoEpochRequest
-	(*GeoEpochResponse)(nil),         // 129: tidekv.GeoEpochResponse
-	nil,                              // 130: tidekv.RangeInfo.WritesByOriginEntry
-	nil,                              // 131: tidekv.ReportRangeRequest.WritesByOriginEntry
-	(*raftpb.Message)(nil),           // 132: raftpb.Message
+	(*PublishKeySpacesRequest)(nil),  // 83: tidekv.PublishKeySpacesRequest
+	(*PublishKeySpacesResponse)(nil), // 84: tidekv.PublishKeySpacesResponse
+	(*CreateKeySpaceResponse)(nil),   // 85: tidekv.CreateKeySpaceResponse
+	(*ListKeySpacesRequest)(nil),     // 86: tidekv.ListKeySpacesRequest
+	(*ListKeySpacesResponse)(nil),    // 87: tidekv.ListKeySpacesResponse
+	(*AutoscaleStatusRequest)(nil),   // 88: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 89: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 90: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 91: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 92: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 93: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 94: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 95: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 96: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 97: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 98: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 99: tidekv.WriteGuard
+	(*TxnMeta)(nil),                  // 100: tidekv.TxnMeta
+	(*TxnGetRequest)(nil),            // 101: tidekv.TxnGetRequest
+	(*TxnGetResponse)(nil),           // 102: tidekv.TxnGetResponse
+	(*TxnWriteRequest)(nil),          // 103: tidekv.TxnWriteRequest
+	(*TxnWriteResponse)(nil),         // 104: tidekv.TxnWriteResponse
+	(*TxnEndRequest)(nil),            // 105: tidekv.TxnEndRequest
+	(*TxnEndResponse)(nil),           // 106: tidekv.TxnEndResponse
+	(*TxnKey)(nil),                   // 107: tidekv.TxnKey
+	(*WriteIntentsRequest)(nil),      // 108: tidekv.WriteIntentsRequest
+	(*WriteIntentsResponse)(nil),     // 109: tidekv.WriteIntentsResponse
+	(*TxnRecordRequest)(nil),         // 110: tidekv.TxnRecordRequest
+	(*TxnRecordResponse)(nil),        // 111: tidekv.TxnRecordResponse
+	(*ResolveIntentsRequest)(nil),    // 112: tidekv.ResolveIntentsRequest
+	(*ResolveIntentsResponse)(nil),   // 113: tidekv.ResolveIntentsResponse
+	(*KeySpan)(nil),                  // 114: tidekv.KeySpan
+	(*RefreshRequest)(nil),           // 115: tidekv.RefreshRequest
+	(*RefreshResponse)(nil),          // 116: tidekv.RefreshResponse
+	(*TxnScanRequest)(nil),           // 117: tidekv.TxnScanRequest
+	(*TxnScanResponse)(nil),          // 118: tidekv.TxnScanResponse
+	(*TxnCompare)(nil),               // 119: tidekv.TxnCompare
+	(*TxnIfRequest)(nil),             // 120: tidekv.TxnIfRequest
+	(*TxnIfResponse)(nil),            // 121: tidekv.TxnIfResponse
+	(*OnePhaseCommitRequest)(nil),    // 122: tidekv.OnePhaseCommitRequest
+	(*OnePhaseCommitResponse)(nil),   // 123: tidekv.OnePhaseCommitResponse
+	(*GeoOp)(nil),                    // 124: tidekv.GeoOp
+	(*GeoCommitRequest)(nil),         // 125: tidekv.GeoCommitRequest
+	(*GeoCommitResponse)(nil),        // 126: tidekv.GeoCommitResponse
+	(*GeoRead)(nil),                  // 127: tidekv.GeoRead
+	(*GeoScanRequest)(nil),           // 128: tidekv.GeoScanRequest
+	(*GeoScanResponse)(nil),          // 129: tidekv.GeoScanResponse
+	(*GeoEpochRequest)(nil),          // 130: tidekv.GeoEpochRequest
+	(*GeoEpochResponse)(nil),         // 131: tidekv.GeoEpochResponse
+	nil,                              // 132: tidekv.RangeInfo.WritesByOriginEntry
+	nil,                              // 133: tidekv.ReportRangeRequest.WritesByOriginEntry
+	(*raftpb.Message)(nil),           // 134: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -9832,7 +9932,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	13,  // 18: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
 	6,   // 19: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
 	25,  // 20: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	97,  // 21: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	99,  // 21: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,   // 22: tidekv.KVRequest.priority:type_name -> tidekv.Priority
 	15,  // 23: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
 	17,  // 24: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
@@ -9854,7 +9954,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	31,  // 40: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
 	13,  // 41: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
 	10,  // 42: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	130, // 43: tidekv.RangeInfo.writes_by_origin:type_name -> tidekv.RangeInfo.WritesByOriginEntry
+	132, // 43: tidekv.RangeInfo.writes_by_origin:type_name -> tidekv.RangeInfo.WritesByOriginEntry
 	34,  // 44: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
 	11,  // 45: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
 	0,   // 46: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
@@ -9876,7 +9976,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	60,  // 62: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
 	11,  // 63: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
 	10,  // 64: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	131, // 65: tidekv.ReportRangeRequest.writes_by_origin:type_name -> tidekv.ReportRangeRequest.WritesByOriginEntry
+	133, // 65: tidekv.ReportRangeRequest.writes_by_origin:type_name -> tidekv.ReportRangeRequest.WritesByOriginEntry
 	65,  // 66: tidekv.EventsResponse.events:type_name -> tidekv.Event
 	13,  // 67: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
 	68,  // 68: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
@@ -9892,50 +9992,50 @@ var file_tidekv_proto_depIdxs = []int32{
 	81,  // 78: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
 	81,  // 79: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
 	71,  // 80: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	132, // 81: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	134, // 81: tidekv.RaftMessage.message:type_name -> raftpb.Message
 	13,  // 82: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	92,  // 83: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	92,  // 84: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	94,  // 83: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	94,  // 84: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
 	13,  // 85: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
-	98,  // 86: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
+	100, // 86: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
 	13,  // 87: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
 	13,  // 88: tidekv.TxnGetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	98,  // 89: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	100, // 89: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
 	25,  // 90: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
-	98,  // 91: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	100, // 91: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
 	25,  // 92: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
 	13,  // 93: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	105, // 94: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	107, // 94: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
 	13,  // 95: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
 	25,  // 96: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
 	13,  // 97: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	105, // 98: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	107, // 98: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
 	4,   // 99: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
 	13,  // 100: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
 	5,   // 101: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
 	13,  // 102: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	105, // 103: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	107, // 103: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
 	13,  // 104: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
 	13,  // 105: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
 	13,  // 106: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	112, // 107: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
-	98,  // 108: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
+	114, // 107: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
+	100, // 108: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
 	14,  // 109: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
 	13,  // 110: tidekv.TxnScanResponse.read_timestamp:type_name -> tidekv.Timestamp
 	7,   // 111: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
-	117, // 112: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	119, // 112: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
 	25,  // 113: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
 	25,  // 114: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
-	100, // 115: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	102, // 115: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
 	13,  // 116: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
 	13,  // 117: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
 	25,  // 118: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
-	112, // 119: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
+	114, // 119: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
 	13,  // 120: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
 	8,   // 121: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
-	122, // 122: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
-	125, // 123: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
-	125, // 124: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
+	124, // 122: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
+	127, // 123: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
+	127, // 124: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
 	15,  // 125: tidekv.KV.Get:input_type -> tidekv.GetRequest
 	17,  // 126: tidekv.KV.Put:input_type -> tidekv.PutRequest
 	19,  // 127: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
@@ -9956,80 +10056,82 @@ var file_tidekv_proto_depIdxs = []int32{
 	57,  // 142: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
 	59,  // 143: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
 	63,  // 144: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	90,  // 145: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	92,  // 145: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
 	66,  // 146: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
 	69,  // 147: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	88,  // 148: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	90,  // 148: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
 	76,  // 149: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
 	79,  // 150: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
 	82,  // 151: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	84,  // 152: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	86,  // 153: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	72,  // 154: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	74,  // 155: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	93,  // 156: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	94,  // 157: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	99,  // 158: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	115, // 159: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
-	101, // 160: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	103, // 161: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	118, // 162: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	106, // 163: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	120, // 164: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	108, // 165: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	110, // 166: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	113, // 167: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	123, // 168: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
-	126, // 169: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
-	128, // 170: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
-	16,  // 171: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	18,  // 172: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	20,  // 173: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	22,  // 174: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	24,  // 175: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	27,  // 176: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	29,  // 177: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	33,  // 178: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	36,  // 179: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	41,  // 180: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	43,  // 181: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	50,  // 182: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	45,  // 183: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
-	48,  // 184: tidekv.Admin.ProtectTimestamp:output_type -> tidekv.ProtectTimestampResponse
-	52,  // 185: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	54,  // 186: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	56,  // 187: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	58,  // 188: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	62,  // 189: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	64,  // 190: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	91,  // 191: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	67,  // 192: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	70,  // 193: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	89,  // 194: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	77,  // 195: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	80,  // 196: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	83,  // 197: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	85,  // 198: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	87,  // 199: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	73,  // 200: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	75,  // 201: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	96,  // 202: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	95,  // 203: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	100, // 204: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	116, // 205: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
-	102, // 206: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	104, // 207: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	119, // 208: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	107, // 209: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	121, // 210: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	109, // 211: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	111, // 212: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	114, // 213: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	124, // 214: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
-	127, // 215: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
-	129, // 216: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
-	171, // [171:217] is the sub-list for method output_type
-	125, // [125:171] is the sub-list for method input_type
+	83,  // 152: tidekv.Admin.PublishKeySpaces:input_type -> tidekv.PublishKeySpacesRequest
+	86,  // 153: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	88,  // 154: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	72,  // 155: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	74,  // 156: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	95,  // 157: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	96,  // 158: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	101, // 159: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	117, // 160: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	103, // 161: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	105, // 162: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	120, // 163: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	108, // 164: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	122, // 165: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	110, // 166: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	112, // 167: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	115, // 168: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	125, // 169: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
+	128, // 170: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
+	130, // 171: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
+	16,  // 172: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	18,  // 173: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	20,  // 174: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	22,  // 175: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	24,  // 176: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	27,  // 177: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	29,  // 178: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	33,  // 179: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	36,  // 180: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	41,  // 181: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	43,  // 182: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	50,  // 183: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	45,  // 184: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
+	48,  // 185: tidekv.Admin.ProtectTimestamp:output_type -> tidekv.ProtectTimestampResponse
+	52,  // 186: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	54,  // 187: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	56,  // 188: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	58,  // 189: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	62,  // 190: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	64,  // 191: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	93,  // 192: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	67,  // 193: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	70,  // 194: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	91,  // 195: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	77,  // 196: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	80,  // 197: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	85,  // 198: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	84,  // 199: tidekv.Admin.PublishKeySpaces:output_type -> tidekv.PublishKeySpacesResponse
+	87,  // 200: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	89,  // 201: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	73,  // 202: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	75,  // 203: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	98,  // 204: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	97,  // 205: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	102, // 206: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	118, // 207: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	104, // 208: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	106, // 209: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	121, // 210: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	109, // 211: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	123, // 212: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	111, // 213: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	113, // 214: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	116, // 215: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	126, // 216: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
+	129, // 217: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
+	131, // 218: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
+	172, // [172:219] is the sub-list for method output_type
+	125, // [125:172] is the sub-list for method input_type
 	125, // [125:125] is the sub-list for extension type_name
 	125, // [125:125] is the sub-list for extension extendee
 	0,   // [0:125] is the sub-list for field type_name
@@ -10064,7 +10166,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   123,
+			NumMessages:   125,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

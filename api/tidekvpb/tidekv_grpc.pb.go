@@ -415,6 +415,7 @@ const (
 	Admin_Decommission_FullMethodName         = "/tidekv.Admin/Decommission"
 	Admin_Settings_FullMethodName             = "/tidekv.Admin/Settings"
 	Admin_CreateKeySpace_FullMethodName       = "/tidekv.Admin/CreateKeySpace"
+	Admin_PublishKeySpaces_FullMethodName     = "/tidekv.Admin/PublishKeySpaces"
 	Admin_ListKeySpaces_FullMethodName        = "/tidekv.Admin/ListKeySpaces"
 	Admin_AutoscaleStatus_FullMethodName      = "/tidekv.Admin/AutoscaleStatus"
 	Admin_Merge_FullMethodName                = "/tidekv.Admin/Merge"
@@ -449,6 +450,7 @@ type AdminClient interface {
 	Settings(ctx context.Context, in *SettingsRequest, opts ...grpc.CallOption) (*SettingsResponse, error)
 	// Key spaces (docs/keyspaces.md).
 	CreateKeySpace(ctx context.Context, in *CreateKeySpaceRequest, opts ...grpc.CallOption) (*CreateKeySpaceResponse, error)
+	PublishKeySpaces(ctx context.Context, in *PublishKeySpacesRequest, opts ...grpc.CallOption) (*PublishKeySpacesResponse, error)
 	ListKeySpaces(ctx context.Context, in *ListKeySpacesRequest, opts ...grpc.CallOption) (*ListKeySpacesResponse, error)
 	// AutoscaleStatus answers on the meta leaseholder (others forward).
 	AutoscaleStatus(ctx context.Context, in *AutoscaleStatusRequest, opts ...grpc.CallOption) (*AutoscaleStatusResponse, error)
@@ -654,6 +656,16 @@ func (c *adminClient) CreateKeySpace(ctx context.Context, in *CreateKeySpaceRequ
 	return out, nil
 }
 
+func (c *adminClient) PublishKeySpaces(ctx context.Context, in *PublishKeySpacesRequest, opts ...grpc.CallOption) (*PublishKeySpacesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PublishKeySpacesResponse)
+	err := c.cc.Invoke(ctx, Admin_PublishKeySpaces_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) ListKeySpaces(ctx context.Context, in *ListKeySpacesRequest, opts ...grpc.CallOption) (*ListKeySpacesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListKeySpacesResponse)
@@ -722,6 +734,7 @@ type AdminServer interface {
 	Settings(context.Context, *SettingsRequest) (*SettingsResponse, error)
 	// Key spaces (docs/keyspaces.md).
 	CreateKeySpace(context.Context, *CreateKeySpaceRequest) (*CreateKeySpaceResponse, error)
+	PublishKeySpaces(context.Context, *PublishKeySpacesRequest) (*PublishKeySpacesResponse, error)
 	ListKeySpaces(context.Context, *ListKeySpacesRequest) (*ListKeySpacesResponse, error)
 	// AutoscaleStatus answers on the meta leaseholder (others forward).
 	AutoscaleStatus(context.Context, *AutoscaleStatusRequest) (*AutoscaleStatusResponse, error)
@@ -793,6 +806,9 @@ func (UnimplementedAdminServer) Settings(context.Context, *SettingsRequest) (*Se
 }
 func (UnimplementedAdminServer) CreateKeySpace(context.Context, *CreateKeySpaceRequest) (*CreateKeySpaceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateKeySpace not implemented")
+}
+func (UnimplementedAdminServer) PublishKeySpaces(context.Context, *PublishKeySpacesRequest) (*PublishKeySpacesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PublishKeySpaces not implemented")
 }
 func (UnimplementedAdminServer) ListKeySpaces(context.Context, *ListKeySpacesRequest) (*ListKeySpacesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListKeySpaces not implemented")
@@ -1169,6 +1185,24 @@ func _Admin_CreateKeySpace_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_PublishKeySpaces_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PublishKeySpacesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PublishKeySpaces(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PublishKeySpaces_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PublishKeySpaces(ctx, req.(*PublishKeySpacesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_ListKeySpaces_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListKeySpacesRequest)
 	if err := dec(in); err != nil {
@@ -1323,6 +1357,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateKeySpace",
 			Handler:    _Admin_CreateKeySpace_Handler,
+		},
+		{
+			MethodName: "PublishKeySpaces",
+			Handler:    _Admin_PublishKeySpaces_Handler,
 		},
 		{
 			MethodName: "ListKeySpaces",

@@ -23,15 +23,19 @@ const longTimeout = 24 * time.Hour
 // newBackupCmds are `ctl backup DIR` and `ctl restore DIR`
 // (docs/backup.md).
 func (o *ctlOptions) newBackupCmds() []*cobra.Command {
+	var lease time.Duration
 	bk := o.longCommand("backup DIR", "Write a consistent copy of every key, read at one timestamp, to the empty directory DIR", 1,
 		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {
 			start := time.Now()
-			m, err := backup.Backup(ctx, backup.NewClientSource(cl), args[0], backup.Options{Progress: progress("backup")})
+			src := backup.NewClientSource(cl)
+			src.Lease, src.Owner = lease, "ctl backup "+args[0]
+			m, err := backup.Backup(ctx, src, args[0], backup.Options{Progress: progress("backup")})
 			if err != nil {
 				return err
 			}
 			return o.summary(w, "backup", args[0], m, start)
 		})
+	bk.Flags().DurationVar(&lease, "protect-lease", backup.DefaultProtectLease, "how long the backup's protected timestamp outlives its last renewal (renewed every quarter of it): how long an abandoned backup keeps GC from its timestamp")
 	var force bool
 	rs := o.longCommand("restore DIR", "Verify the backup in DIR, then load it into the cluster (refused if the cluster holds data, unless --force)", 1,
 		func(ctx context.Context, cl *client.Client, w io.Writer, args []string) error {

@@ -88,10 +88,24 @@ func (m *memCluster) Scan(_ context.Context, ks string, after []byte, limit int,
 	return out, nil
 }
 
-func (m *memCluster) CreateKeySpace(_ context.Context, s ksconfig.Settings) error {
+func (m *memCluster) StageKeySpace(_ context.Context, s ksconfig.Settings) error {
 	m.writes++
+	s.Name = keyspace.StagingName(s.Name)
 	m.named = append(m.named, s)
 	m.data[s.Name] = map[string][]version{}
+	return nil
+}
+
+func (m *memCluster) Publish(_ context.Context, names []string) error {
+	for _, n := range names {
+		i := slices.IndexFunc(m.named, func(s ksconfig.Settings) bool { return s.Name == keyspace.StagingName(n) })
+		if i < 0 {
+			return fmt.Errorf("no staged key space %q", n)
+		}
+		m.named[i].Name = n
+		m.data[n] = m.data[keyspace.StagingName(n)]
+		delete(m.data, keyspace.StagingName(n))
+	}
 	return nil
 }
 

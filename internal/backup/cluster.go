@@ -70,6 +70,9 @@ func (v *views) view(ctx context.Context, ks string) (*client.KeySpace, error) {
 // stops the renewals and removes the protection.
 func (s *ClientSource) Hold(ctx context.Context) (hlc.Timestamp, context.Context, func(), error) {
 	lease := cmp.Or(s.Lease, DefaultProtectLease)
+	if lease < time.Second {
+		return hlc.Timestamp{}, nil, nil, fmt.Errorf("backup refused: a protect lease of %s is shorter than a second", lease)
+	}
 	p, err := s.C.ProtectTimestamp(ctx, lease, cmp.Or(s.Owner, "backup"))
 	if err != nil {
 		return hlc.Timestamp{}, nil, nil, fmt.Errorf("backup: protecting its timestamp from GC: %w", err)
@@ -164,10 +167,16 @@ func (s *ClientSource) Scan(ctx context.Context, ks string, after []byte, limit 
 	return out, nil
 }
 
-// CreateKeySpace creates a named key space.
-func (s *ClientSink) CreateKeySpace(ctx context.Context, set ksconfig.Settings) error {
-	_, err := s.C.CreateKeySpace(ctx, ksconfig.ToAPI(ksconfig.KeySpace{Settings: set}))
+// StageKeySpace creates a named key space under its staging name.
+func (s *ClientSink) StageKeySpace(ctx context.Context, set ksconfig.Settings) error {
+	_, err := s.C.StageKeySpace(ctx, ksconfig.ToAPI(ksconfig.KeySpace{Settings: set}))
 	return err
+}
+
+// Publish gives the staged key spaces their names in one meta range
+// change.
+func (s *ClientSink) Publish(ctx context.Context, names []string) error {
+	return s.C.PublishKeySpaces(ctx, names)
 }
 
 // Empty scans one key of each key space.

@@ -3,7 +3,10 @@ package backup
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+
+	"github.com/tidekv/tidekv/api/keyspace"
 
 	"github.com/tidekv/tidekv/internal/ksconfig"
 )
@@ -12,7 +15,12 @@ import (
 type Sink interface {
 	// KeySpaces are the named key spaces (not the default one).
 	KeySpaces(ctx context.Context) ([]ksconfig.Settings, error)
-	CreateKeySpace(ctx context.Context, s ksconfig.Settings) error
+	// StageKeySpace creates key space s under its staging name
+	// (keyspace.StagingName), where Write reaches it and no reader asks
+	// for it.
+	StageKeySpace(ctx context.Context, s ksconfig.Settings) error
+	// Publish gives staged key spaces their names, all at once.
+	Publish(ctx context.Context, names []string) error
 	// Empty reports whether the cluster holds no key (a one-key scan of
 	// each key space it has).
 	Empty(ctx context.Context) (bool, error)
@@ -55,7 +63,9 @@ func Verify(dir string) (*Manifest, error) {
 // the named key spaces and writes every pair. Unless force, dst must hold
 // no key. A backup that fails verification, a key space of the same name
 // with other settings, or a non-empty dst is refused before anything is
-// written.
+// written. The key spaces it creates are staged: written under their
+// staging names and published together once every pair is written, so a
+// reader finds each either absent or whole.
 func Restore(ctx context.Context, dst Sink, dir string, force bool, opts Options) (*Manifest, error) {
 	opts = opts.withDefaults()
 	m, err := Verify(dir)
@@ -71,46 +81,62 @@ func Restore(ctx context.Context, dst Sink, dir string, force bool, opts Options
 			return nil, fmt.Errorf("restore refused: the cluster already holds data (give --force to write over it)")
 		}
 	}
-	create, err := keySpacesToCreate(ctx, dst, m.KeySpaces)
+	create, staged, err := keySpacesToCreate(ctx, dst, m.KeySpaces)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range create {
-		if err := dst.CreateKeySpace(ctx, s); err != nil {
+		if err := dst.StageKeySpace(ctx, s); err != nil {
+			return nil, err
+		}
+		staged = append(staged, s.Name)
+	}
+	if err := writeAll(ctx, dst, dir, m, opts, staged); err != nil {
+		return nil, err
+	}
+	if len(staged) > 0 {
+		if err := dst.Publish(ctx, staged); err != nil {
 			return nil, err
 		}
 	}
-	return m, writeAll(ctx, dst, dir, m, opts)
+	return m, nil
 }
 
-// keySpacesToCreate are the manifest's key spaces dst lacks; one dst has
-// with other settings is refused.
-func keySpacesToCreate(ctx context.Context, dst Sink, want []KeySpace) ([]ksconfig.Settings, error) {
+// keySpacesToCreate are the manifest's key spaces dst lacks, and those
+// staged already by an earlier restore that failed (found under their
+// staging names: written into there and published with the others). One
+// dst has with other settings is refused.
+func keySpacesToCreate(ctx context.Context, dst Sink, want []KeySpace) (create []ksconfig.Settings, staged []string, err error) {
 	have, err := dst.KeySpaces(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byName := map[string]ksconfig.Settings{}
 	for _, s := range have {
 		byName[s.Name] = s
 	}
-	var out []ksconfig.Settings
 	for _, k := range want {
 		s := k.Settings()
 		got, ok := byName[s.Name]
+		if st, isStaged := byName[keyspace.StagingName(s.Name)]; !ok && isStaged {
+			got, ok = st, true
+			got.Name = s.Name
+			staged = append(staged, s.Name)
+		}
 		switch {
 		case !ok:
-			out = append(out, s)
+			create = append(create, s)
 		case got != s:
-			return nil, fmt.Errorf("restore refused: key space %q exists with settings %s, the backup's are %s", s.Name, got, s)
+			return nil, nil, fmt.Errorf("restore refused: key space %q exists with settings %s, the backup's are %s", s.Name, got, s)
 		}
 	}
-	return out, nil
+	return create, staged, nil
 }
 
 // writeAll writes every data file's pairs in batches, InFlight at a time;
 // the first failure stops it.
-func writeAll(ctx context.Context, dst Sink, dir string, m *Manifest, opts Options) error {
+// Pairs of a key space in staged go to its staging name.
+func writeAll(ctx context.Context, dst Sink, dir string, m *Manifest, opts Options, staged []string) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	type batch struct {
@@ -139,6 +165,10 @@ func writeAll(ctx context.Context, dst Sink, dir string, m *Manifest, opts Optio
 	err := func() error {
 		defer close(work)
 		for _, f := range m.Files {
+			ks := f.KeySpace
+			if slices.Contains(staged, ks) {
+				ks = keyspace.StagingName(ks)
+			}
 			var cur batch
 			send := func() error {
 				select {
@@ -146,10 +176,10 @@ func writeAll(ctx context.Context, dst Sink, dir string, m *Manifest, opts Optio
 				case <-ctx.Done():
 					return context.Cause(ctx)
 				}
-				cur = batch{ks: f.KeySpace}
+				cur = batch{ks: ks}
 				return nil
 			}
-			cur.ks = f.KeySpace
+			cur.ks = ks
 			err := readFile(dir, f, m.order(f.KeySpace), func(p Pair) error {
 				cur.pairs = append(cur.pairs, p)
 				cur.bytes += int64(8 + len(p.Key) + len(p.Value))

@@ -77,9 +77,10 @@ const (
 	LogVersionControllerState uint32 = 10
 	// LogVersionProtectedTS: the meta range applies MetaCommand
 	// protect_timestamp and release_protected_timestamp (timestamps MVCC
-	// GC keeps readable while a backup reads at them). A binary at 10
-	// would refuse the entry, and its copy of the meta range would lack
-	// the protection the others hold.
+	// GC keeps readable while a backup reads at them) and
+	// publish_keyspaces (a restore's staged key spaces take their names).
+	// A binary at 10 would refuse the entries, and its copy of the meta
+	// range would lack the protection or the names the others hold.
 	LogVersionProtectedTS uint32 = 11
 	// LatestLogVersion is the newest version this binary applies.
 	LatestLogVersion = LogVersionProtectedTS

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -61,6 +62,11 @@ func (r *Replica) applyMetaLocked(ab *applyBatch, mc *tidekvpb.MetaCommand) (app
 		return applyProtect(ab, mc.GetProtectTimestamp())
 	case mc.GetReleaseProtectedTimestamp() != 0:
 		return applyResult{}, ab.del(mk(keys.MetaProtectedKey(mc.GetReleaseProtectedTimestamp())))
+	case len(mc.GetPublishKeyspaces()) > 0:
+		if err := r.flushAppliedLocked(ab); err != nil {
+			return applyResult{}, err
+		}
+		return applyPublishKeySpaces(ab, mc.GetPublishKeyspaces())
 	case mc.GetAllocRangeId():
 		id, err := nextCounter(ab, mk(keys.MetaNextRangeKey))
 		return applyResult{metaID: id}, err
@@ -97,6 +103,35 @@ func applyCreateKeySpace(ab *applyBatch, rec *tidekvpb.KeySpaceRecord) (applyRes
 	stored.Id = uint32(id)
 	b, _ := proto.Marshal(stored)
 	return applyResult{metaID: id}, ab.set(keys.DataKey(keys.MetaRangeID, keys.MetaKeySpaceKey(stored.Id)), b)
+}
+
+// applyPublishKeySpaces renames each staged key space to its name, all or
+// none (result 1: done; 0: one is not staged under that name, or its name
+// is taken).
+func applyPublishKeySpaces(ab *applyBatch, pub []*tidekvpb.KeySpaceRecord) (applyResult, error) {
+	all, err := ReadMetaKeySpaces(ab.eng)
+	if err != nil {
+		return applyResult{}, err
+	}
+	byID, names := map[uint32]*tidekvpb.KeySpaceRecord{}, map[string]bool{}
+	for _, o := range all {
+		byID[o.GetId()], names[o.GetName()] = o, true
+	}
+	for _, p := range pub {
+		if o := byID[p.GetId()]; o == nil || o.GetName() != keyspace.StagingName(p.GetName()) || names[p.GetName()] {
+			return applyResult{}, nil
+		}
+		names[p.GetName()] = true
+	}
+	for _, p := range pub {
+		rec := proto.Clone(byID[p.GetId()]).(*tidekvpb.KeySpaceRecord)
+		rec.Name = p.GetName()
+		b, _ := proto.Marshal(rec)
+		if err := ab.set(keys.DataKey(keys.MetaRangeID, keys.MetaKeySpaceKey(rec.GetId())), b); err != nil {
+			return applyResult{}, err
+		}
+	}
+	return applyResult{metaID: 1}, nil
 }
 
 // applyProtect stores a new protected timestamp under the next id, or

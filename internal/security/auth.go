@@ -67,6 +67,8 @@ var methodRoles = map[string]Role{
 	"/tidekv.Admin/TransferLease":  RoleAdmin,
 	"/tidekv.Admin/Decommission":   RoleAdmin,
 	"/tidekv.Admin/CreateKeySpace": RoleAdmin,
+	// A restore's staged key spaces take their names.
+	"/tidekv.Admin/PublishKeySpaces": RoleAdmin,
 	// Settings both lists and changes cluster settings (autoscale too).
 	"/tidekv.Admin/Settings": RoleAdmin,
 }

@@ -19,8 +19,10 @@ import (
 // Key spaces (docs/keyspaces.md): the admin RPCs that create and list them,
 // and each node's copy of the catalogue, which the Redis front end (SELECT)
 // and the metrics read. The catalogue lives in the meta range; key spaces
-// are never renamed or dropped and their mode never changes, so a copy is
-// only ever missing entries, and a miss refreshes it.
+// are never dropped and their mode never changes, and the one rename (a
+// restore's staged key space published under its name, restore.go) only
+// adds a name, so a copy is only ever missing names, and a miss refreshes
+// it.
 
 // catalogueCache is a node's copy of the key space catalogue, read on
 // every request that names a key space, so without a lock.
@@ -216,6 +218,12 @@ func (s *Server) createKeySpaceLocal(ctx context.Context, meta *raftstore.Replic
 	set := ksconfig.FromAPI(req.GetKeyspace()).Settings
 	if err := cat.CheckNew(set); err != nil {
 		return nil, invalidArg("key space not created: %v", err)
+	}
+	if req.GetStaged() {
+		if err := s.checkStaging(); err != nil {
+			return nil, err
+		}
+		set.Name = keyspace.StagingName(set.Name) // restore.go: published later
 	}
 	id, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{CreateKeyspace: recordOf(set)})
 	if err != nil {

@@ -35,9 +35,10 @@ type pairsSink struct {
 	m  map[string]string
 }
 
-func (s *pairsSink) KeySpaces(context.Context) ([]ksconfig.Settings, error)  { return nil, nil }
-func (s *pairsSink) CreateKeySpace(context.Context, ksconfig.Settings) error { return nil }
-func (s *pairsSink) Empty(context.Context) (bool, error)                     { return true, nil }
+func (s *pairsSink) KeySpaces(context.Context) ([]ksconfig.Settings, error) { return nil, nil }
+func (s *pairsSink) StageKeySpace(context.Context, ksconfig.Settings) error { return nil }
+func (s *pairsSink) Publish(context.Context, []string) error                { return nil }
+func (s *pairsSink) Empty(context.Context) (bool, error)                    { return true, nil }
 func (s *pairsSink) Write(_ context.Context, ks string, pairs []backup.Pair) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
