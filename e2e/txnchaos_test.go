@@ -82,7 +82,10 @@ func TestBenchChaosTxnBreakSkipRefresh(t *testing.T) {
 // that the RESP workload's history is one the check can fault.
 func TestBenchChaosTxnRespBreakSkipRefresh(t *testing.T) {
 	t.Run("list-append", func(t *testing.T) { txnBreak(t, "txn-resp", "list-append", "skip-refresh", 5) })
-	t.Run("register", func(t *testing.T) { txnBreak(t, "txn-resp", "register", "skip-refresh", 5) })
+	t.Run("register", func(t *testing.T) {
+		tier.RequireLong(t, "the register form of the negative control over RESP")
+		txnBreak(t, "txn-resp", "register", "skip-refresh", 5)
+	})
 }
 
 // TestBenchChaosTxnBreakSkipTSCache is the negative control of writes
