@@ -103,9 +103,15 @@ type Report struct {
 	Pauses     int    `json:"pauses"`
 	Partitions int    `json:"partitions"`
 	Skews      int    `json:"skews"`
-	SlowDisks  int    `json:"slow_disks"`
-	Bridges    int    `json:"bridges"`
-	Splits     int    `json:"splits"`
+	// SkewsBeyond are the skews beyond the nodes' max offset (the
+	// default, hlc.DefaultMaxOffset), SkewsRefused those whose node the
+	// cluster's status showed untrusted and then leading no range: such a
+	// node must refuse to serve, not produce anomalies.
+	SkewsBeyond  int `json:"skews_beyond_max_offset"`
+	SkewsRefused int `json:"skews_refused"`
+	SlowDisks    int `json:"slow_disks"`
+	Bridges      int `json:"bridges"`
+	Splits       int `json:"splits"`
 	// Moves is how many moves were asked of the cluster (a fault may
 	// refuse them; a move off a node with no voter to move is skipped),
 	// MovesOK how many it made; Churns is how many decommissions were
@@ -238,6 +244,7 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 	rep.Moves, rep.MovesOK = target.ops.moves, target.ops.movesOK
 	rep.DiskFails, rep.DiskFailStops, rep.Replaced = target.ops.diskFails, target.ops.diskStops, target.ops.replaced
 	rep.RangeSplits, rep.Merges, rep.LeaseTransfers = target.ops.layout[RangeSplit], target.ops.layout[Merge], target.ops.layout[LeaseTransfer]
+	rep.SkewsBeyond, rep.SkewsRefused = target.ops.skewsBeyond, target.ops.skewsRefused
 	if lifted.IsZero() {
 		lifted = time.Now() // a plan with no step: nothing to recover from
 	}
@@ -253,8 +260,8 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 		return fail(err)
 	}
 	rep.Converged, rep.ConvergedSec = convErr == nil, took.Seconds()
-	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews, %d slow disks, %d failed disks (%d stopped their node), %d replaced, %d bridges, %d splits; %d moves (%d made), %d churns, %d range splits (%d made), %d merges (%d made), %d lease transfers (%d made); %d ops (%d ok), %d final reads; %s; ",
-		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SlowDisks, rep.DiskFails, rep.DiskFailStops, rep.Replaced, rep.Bridges, rep.Splits, rep.Moves, rep.MovesOK, rep.Churns,
+	rep.Verdict = fmt.Sprintf("%d kills, %d pauses, %d partitions, %d skews (%d beyond the max offset, %d refused), %d slow disks, %d failed disks (%d stopped their node), %d replaced, %d bridges, %d splits; %d moves (%d made), %d churns, %d range splits (%d made), %d merges (%d made), %d lease transfers (%d made); %d ops (%d ok), %d final reads; %s; ",
+		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SkewsBeyond, rep.SkewsRefused, rep.SlowDisks, rep.DiskFails, rep.DiskFailStops, rep.Replaced, rep.Bridges, rep.Splits, rep.Moves, rep.MovesOK, rep.Churns,
 		rep.RangeSplits.Asked, rep.RangeSplits.Made, rep.Merges.Asked, rep.Merges.Made, rep.LeaseTransfers.Asked, rep.LeaseTransfers.Made,
 		rep.Ops, rep.OkOps, rep.FinalReads, verdict)
 	if convErr != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/launcher"
@@ -44,13 +45,25 @@ type opCounts struct {
 	diskFails, diskStops, replaced int
 	// layout counts RangeSplit, Merge and LeaseTransfer operations.
 	layout map[Kind]LayoutCounts
+	// skewsBeyond are the skews beyond the max offset, skewsRefused those
+	// whose node the cluster showed untrusted and then leading no range;
+	// skewWatch watches each node's current one.
+	skewsBeyond, skewsRefused int
+	skewWatch                 map[int]skewWatch
+}
+
+// skewWatch is a watch of a skew beyond the max offset: closing stop ends
+// it, and refused then says what it saw.
+type skewWatch struct {
+	stop    chan struct{}
+	refused chan bool
 }
 
 // newLauncherTarget also learns each node's ID from the cluster's node
 // list: a partition names peers by node ID, which join order decides.
 func newLauncherTarget(ctx context.Context, lc *launcher.Cluster, cl *client.Client, c ChaosConfig, keys []string, logf func(string, ...any)) (launcherTarget, error) {
 	t := launcherTarget{lc: lc, cl: cl, faults: NewFaultEndpoint(lc.Config().HTTPTLS), ids: &nodeIDs{m: map[int]uint64{}},
-		ops: &opCounts{layout: map[Kind]LayoutCounts{}}, keys: keys, recommissionWithin: c.ConvergeWithin, logf: logf}
+		ops: &opCounts{layout: map[Kind]LayoutCounts{}, skewWatch: map[int]skewWatch{}}, keys: keys, recommissionWithin: c.ConvergeWithin, logf: logf}
 	resp, err := cl.Ranges(ctx)
 	if err != nil {
 		return t, fmt.Errorf("reading the node list: %w", err)
@@ -318,8 +331,77 @@ func (t launcherTarget) partition(i int, peers string) error {
 	return t.faults.SetPartition(t.lc.Config().Node(i).HTTPAddr, peers)
 }
 
+// Skew offsets node i's clock by d (0 removes the offset). An offset
+// beyond the nodes' max offset must make the node refuse to serve (its
+// offset monitor stops trusting its clock, and it gives up its leases),
+// not produce anomalies: such a skew is watched until it is removed, and
+// counted refused if the cluster's status showed the node untrusted and
+// then holding no lease.
 func (t launcherTarget) Skew(i int, d time.Duration) error {
-	return t.faults.post(t.lc.Config().Node(i).HTTPAddr, "skew?offset="+d.String())
+	if d == 0 {
+		t.endSkewWatch(i)
+	}
+	err := t.faults.post(t.lc.Config().Node(i).HTTPAddr, "skew?offset="+d.String())
+	if err == nil && (d > hlc.DefaultMaxOffset || d < -hlc.DefaultMaxOffset) {
+		t.startSkewWatch(i)
+	}
+	return err
+}
+
+// startSkewWatch polls the cluster's status and ranges every 200 ms until
+// endSkewWatch, noting whether node i was untrusted and afterwards led no
+// range.
+func (t launcherTarget) startSkewWatch(i int) {
+	stop, refused := make(chan struct{}), make(chan bool, 1)
+	t.ops.mu.Lock()
+	t.ops.skewsBeyond++
+	t.ops.skewWatch[i] = skewWatch{stop: stop, refused: refused}
+	t.ops.mu.Unlock()
+	id := t.ids.get(i)
+	go func() {
+		untrusted, leaderless := false, false
+		for !leaderless {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			st, err := t.cl.Status(ctx)
+			if err == nil && slices.ContainsFunc(st.GetNodes(), func(n *tidekvpb.NodeStatus) bool {
+				return n.GetNode().GetNodeId() == id && n.GetClockUntrusted()
+			}) {
+				untrusted = true
+			}
+			if untrusted {
+				rs, err := t.cl.Ranges(ctx)
+				leaderless = err == nil && !slices.ContainsFunc(rs.GetRanges(), func(ri *tidekvpb.RangeInfo) bool { return ri.GetLeaderNodeId() == id })
+			}
+			cancel()
+			select {
+			case <-stop:
+				refused <- leaderless
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		<-stop
+		refused <- true
+	}()
+}
+
+// endSkewWatch ends node i's skew watch, if any, and counts what it saw.
+func (t launcherTarget) endSkewWatch(i int) {
+	t.ops.mu.Lock()
+	w, ok := t.ops.skewWatch[i]
+	delete(t.ops.skewWatch, i)
+	t.ops.mu.Unlock()
+	if !ok {
+		return
+	}
+	close(w.stop)
+	refused := <-w.refused
+	t.logf("    node %d, its clock beyond the max offset: untrusted and holding no lease: %v", i, refused)
+	if refused {
+		t.ops.mu.Lock()
+		t.ops.skewsRefused++
+		t.ops.mu.Unlock()
+	}
 }
 
 func (t launcherTarget) SlowDisk(i int, d time.Duration) error {

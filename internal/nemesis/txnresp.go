@@ -51,7 +51,7 @@ func (r *respTxns) Close() error {
 // readsFirst: a register transaction reads under WATCH before MULTI.
 func (r *respTxns) readsFirst() bool { return r.kind == txncheck.Register }
 
-func (r *respTxns) runTxn(ctx context.Context, process int, mops []txncheck.Mop) ([]txncheck.Mop, txncheck.Outcome) {
+func (r *respTxns) runTxn(ctx context.Context, process int, mops []txncheck.Mop) ([]txncheck.Mop, txncheck.Outcome, error) {
 	rc := r.nodes[r.at[process]]
 	var done []txncheck.Mop
 	var sent bool
@@ -65,7 +65,7 @@ func (r *respTxns) runTxn(ctx context.Context, process int, mops []txncheck.Mop)
 	if err != nil && !errors.As(err, &reply) {
 		r.at[process] = (r.at[process] + 1) % len(r.nodes)
 	}
-	return done, respOutcome(err, sent)
+	return done, respOutcome(err, sent), err
 }
 
 // respOutcome is how a transaction ended: committed; certainly not, if

@@ -39,7 +39,7 @@ type txnWorkload struct {
 // txnRunner runs one transaction's mops as process and returns them with
 // what its reads saw, and how it ended. ctx bounds it, retries included.
 type txnRunner interface {
-	runTxn(ctx context.Context, process int, mops []txncheck.Mop) ([]txncheck.Mop, txncheck.Outcome)
+	runTxn(ctx context.Context, process int, mops []txncheck.Mop) ([]txncheck.Mop, txncheck.Outcome, error)
 	// readsFirst: every read runs before any write (WATCH and GET, then
 	// MULTI/EXEC), so transactions are generated in that order.
 	readsFirst() bool
@@ -90,8 +90,9 @@ func (w *txnWorkload) gen(rng *rand.Rand) []txncheck.Mop {
 	return mops
 }
 
-// run runs mops as one transaction of process and records it.
-func (w *txnWorkload) run(ctx context.Context, process int, mops []txncheck.Mop) txncheck.Outcome {
+// run runs mops as one transaction of process and records it; the error
+// is why it did not commit.
+func (w *txnWorkload) run(ctx context.Context, process int, mops []txncheck.Mop) (txncheck.Outcome, error) {
 	if w.runner.readsFirst() {
 		mops = slices.Concat(
 			slices.DeleteFunc(slices.Clone(mops), func(m txncheck.Mop) bool { return m.F != txncheck.Read }),
@@ -100,9 +101,9 @@ func (w *txnWorkload) run(ctx context.Context, process int, mops []txncheck.Mop)
 	id := w.rec.Invoke(process, mops)
 	ctx, cancel := context.WithTimeout(ctx, txnTimeout)
 	defer cancel()
-	done, o := w.runner.runTxn(ctx, process, mops)
+	done, o, err := w.runner.runTxn(ctx, process, mops)
 	w.rec.Complete(id, o, done)
-	return o
+	return o, err
 }
 
 // goTxns runs transactions through the Go client's Txn.
@@ -113,7 +114,7 @@ type goTxns struct {
 
 func (g goTxns) readsFirst() bool { return false }
 
-func (g goTxns) runTxn(ctx context.Context, _ int, mops []txncheck.Mop) ([]txncheck.Mop, txncheck.Outcome) {
+func (g goTxns) runTxn(ctx context.Context, _ int, mops []txncheck.Mop) ([]txncheck.Mop, txncheck.Outcome, error) {
 	var done []txncheck.Mop
 	committing := false
 	err := g.cl.Txn(ctx, func(tx *client.Tx) error {
@@ -130,11 +131,11 @@ func (g goTxns) runTxn(ctx context.Context, _ int, mops []txncheck.Mop) ([]txnch
 	})
 	switch {
 	case err == nil:
-		return done, txncheck.OK
+		return done, txncheck.OK, nil
 	case !committing || errors.Is(err, client.ErrTxnRetry):
-		return done, txncheck.Fail // rolled back, or refused at the commit
+		return done, txncheck.Fail, err // rolled back, or refused at the commit
 	}
-	return done, txncheck.Info // the commit's answer was lost
+	return done, txncheck.Info, err // the commit's answer was lost
 }
 
 // step does m in tx and returns it with what a read saw; lists holds
@@ -205,7 +206,7 @@ func (w *txnWorkload) start(ctx context.Context, cl *client.Client, rep *Report)
 		rng := rand.New(rand.NewPCG(w.seed, uint64(i)))
 		wg.Go(func() {
 			for wctx.Err() == nil {
-				o := w.run(wctx, i, w.gen(rng))
+				o, _ := w.run(wctx, i, w.gen(rng))
 				mu.Lock()
 				rep.Ops++
 				if o == txncheck.OK {
@@ -218,18 +219,28 @@ func (w *txnWorkload) start(ctx context.Context, cl *client.Client, rep *Report)
 	return func() { cancel(); wg.Wait() }, nil
 }
 
+// finalReadsWithin bounds the retries of a final read. A node whose
+// clock was skewed ahead beyond the max offset keeps its HLC ahead until
+// real time catches up, and until then its transactions' timestamps are
+// refused by the others (a refusal, not an anomaly): a read retried at
+// once, five times, failed so (seed 1, skews of ±1 s).
+const finalReadsWithin = 20 * time.Second
+
 // finish reads every key once more, after recovery, each in a
-// transaction, trying again a read that did not commit (a read changes
-// nothing); then it checks the history into rep.
+// transaction, trying again every 250 ms for up to finalReadsWithin a
+// read that did not commit (a read changes nothing); then it checks the
+// history into rep.
 func (w *txnWorkload) finish(ctx context.Context, cl *client.Client, rep *Report) (string, error) {
 	process := w.clients
 	for _, k := range w.keys {
-		o := txncheck.Fail
-		for try := 0; try < 5 && o != txncheck.OK; try++ {
-			o = w.run(ctx, process, []txncheck.Mop{{F: txncheck.Read, Key: k}})
+		o, err := txncheck.Fail, error(nil)
+		for end := time.Now().Add(finalReadsWithin); o != txncheck.OK && time.Now().Before(end); {
+			if o, err = w.run(ctx, process, []txncheck.Mop{{F: txncheck.Read, Key: k}}); o != txncheck.OK && sleep(ctx, 250*time.Millisecond) != nil {
+				break
+			}
 		}
 		if o != txncheck.OK {
-			return "", fmt.Errorf("the final read of %s after recovery did not commit", k)
+			return "", fmt.Errorf("the final read of %s after recovery did not commit: %w", k, err)
 		}
 	}
 	rep.FinalReads = len(w.keys)

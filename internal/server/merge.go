@@ -134,14 +134,18 @@ func (s *Server) mergeLocal(ctx context.Context, lhs *raftstore.Replica, reason 
 }
 
 // waitFrozen waits until every replica of the frozen range has applied the
-// freeze (its generation is at least the frozen one).
+// freeze: its generation is the frozen one. A frozen range takes no split
+// or replica change, so a later generation is an unfreeze (another
+// coordinator of the same merge gave up) or the merge itself: taking it
+// as frozen proposed a merge of an unfrozen range, which every replica of
+// the left range refuses by exiting (TestWaitFrozenRefusesAnUnfrozenRange).
 func (s *Server) waitFrozen(ctx context.Context, frozen *tidekvpb.RangeDescriptor) error {
 	ctx, cancel := context.WithTimeout(ctx, mergeFreezeWait)
 	defer cancel()
 	for {
 		pending := 0
 		for _, rd := range frozen.GetReplicas() {
-			if !s.appliedGeneration(ctx, rd.GetNodeId(), frozen.GetRangeId(), frozen.GetGeneration()) {
+			if !s.atGeneration(ctx, rd.GetNodeId(), frozen.GetRangeId(), frozen.GetGeneration()) {
 				pending++
 			}
 		}
@@ -156,12 +160,12 @@ func (s *Server) waitFrozen(ctx context.Context, frozen *tidekvpb.RangeDescripto
 	}
 }
 
-// appliedGeneration reports whether node's replica of rangeID has applied a
-// descriptor of at least generation gen.
-func (s *Server) appliedGeneration(ctx context.Context, node, rangeID, gen uint64) bool {
+// atGeneration reports whether node's replica of rangeID is at generation
+// gen.
+func (s *Server) atGeneration(ctx context.Context, node, rangeID, gen uint64) bool {
 	if node == s.nodeID {
 		r := s.store.GetReplica(rangeID)
-		return r != nil && r.Desc().GetGeneration() >= gen
+		return r != nil && r.Desc().GetGeneration() == gen
 	}
 	addr, ok := s.dir.Addr(node)
 	if !ok {
@@ -175,7 +179,7 @@ func (s *Server) appliedGeneration(ctx context.Context, node, rangeID, gen uint6
 	}
 	for _, rs := range st.GetReplicas() {
 		if rs.GetRangeId() == rangeID {
-			return rs.GetGeneration() >= gen
+			return rs.GetGeneration() == gen
 		}
 	}
 	return false
