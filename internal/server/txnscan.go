@@ -46,7 +46,7 @@ func (c *coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 	var out []*tidekvpb.KeyValue
 	var readTo []byte
 	err = c.read(ctx, t, router, func() (err error) {
-		out, readTo, err = t.scan(ctx, router, start, end, limit)
+		out, readTo, err = t.scan(ctx, router, start, end, limit, c.s.cfg.Limits.MaxScanLimit)
 		return err
 	})
 	if err != nil {
@@ -59,11 +59,12 @@ func (c *coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 // scan reads [start, end) at t's read timestamp with t's writes laid over
 // it, and returns where it stopped reading (end, or just after the last
 // key when limit cut it). Each pass asks the ranges for as many keys as
-// limit plus the deletes t keeps, which its writes may remove.
-func (t *openTxn) scan(ctx context.Context, router *client.Client, start, end []byte, limit int) ([]*tidekvpb.KeyValue, []byte, error) {
+// limit plus the deletes t keeps, which its writes may remove, but at
+// most maxAsk, what a range serves in one scan (the passes go on).
+func (t *openTxn) scan(ctx context.Context, router *client.Client, start, end []byte, limit, maxAsk int) ([]*tidekvpb.KeyValue, []byte, error) {
 	ask := 0
 	if limit > 0 {
-		ask = limit + t.pendingDeletes()
+		ask = min(limit+t.pendingDeletes(), maxAsk)
 	}
 	var out []*tidekvpb.KeyValue
 	for from := start; ; {
