@@ -13,7 +13,7 @@ import (
 // commands run through their usual code. It keeps the first error of the
 // transaction (err): the attempt is then given up as a whole, the error
 // being a conflict to retry, an overload or a refusal, never one command's
-// reply. Only what inMulti's commands call is served. A TTL is kept
+// reply. A GuardedWrite is refused (its callers read and write instead). A TTL is kept
 // (KEEPTTL, INCR) or changed alone (the EXPIRE family, PERSIST) by
 // writing the value read again with the expiry the read gave
 // (Result.Expiry) or the new one: the read is the transaction's, so a
