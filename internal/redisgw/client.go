@@ -200,3 +200,18 @@ func (t clientTx) PutExpiring(ctx context.Context, key, value []byte, e resp.Exp
 func (t clientTx) Delete(ctx context.Context, key []byte) error {
 	return mapErr(t.tx.Delete(ctx, key))
 }
+
+// Scan takes resp's "no start" (empty: no key is empty, so the first key
+// is at or after "\x00") and "no limit" (any limit <= 0) in the client's
+// terms.
+func (t clientTx) Scan(ctx context.Context, start, end []byte, limit int) ([]resp.KeyValue, error) {
+	if len(start) == 0 {
+		start = []byte{0}
+	}
+	kvs, err := t.tx.Scan(ctx, start, end, max(limit, 0))
+	out := make([]resp.KeyValue, len(kvs))
+	for i, kv := range kvs {
+		out[i] = resp.KeyValue{Key: kv.Key, Value: kv.Value}
+	}
+	return out, mapErr(err)
+}

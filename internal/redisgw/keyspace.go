@@ -123,13 +123,18 @@ func (k *keySpaceKV) Scan(ctx context.Context, start, end []byte, limit int) ([]
 	}
 	lo, hi := k.c.EncodeSpan(start, end)
 	kvs, err := k.kv.Scan(k.in(ctx), lo, hi, limit)
+	return k.decode(kvs), err
+}
+
+// decode maps a scan's keys back into the key space, in place.
+func (k *keySpaceKV) decode(kvs []resp.KeyValue) []resp.KeyValue {
 	out := kvs[:0]
 	for _, kv := range kvs {
 		if key, ok := k.c.Decode(kv.Key); ok {
 			out = append(out, resp.KeyValue{Key: key, Value: kv.Value})
 		}
 	}
-	return out, err
+	return out
 }
 
 // Txn runs MULTI/EXEC in the key space: the transaction names it (its
@@ -165,4 +170,15 @@ func (t keySpaceTx) PutExpiring(ctx context.Context, key, value []byte, e resp.E
 
 func (t keySpaceTx) Delete(ctx context.Context, key []byte) error {
 	return t.tx.Delete(ctx, t.k.c.Encode(key))
+}
+
+// Scan is keySpaceKV.Scan's inside the transaction; a hashed key space
+// runs no transactions.
+func (t keySpaceTx) Scan(ctx context.Context, start, end []byte, limit int) ([]resp.KeyValue, error) {
+	if t.k.ks.Mode == keyspace.Hashed {
+		return nil, t.k.unordered()
+	}
+	lo, hi := t.k.c.EncodeSpan(start, end)
+	kvs, err := t.tx.Scan(ctx, lo, hi, limit)
+	return t.k.decode(kvs), err
 }

@@ -2,6 +2,9 @@ package resp
 
 import (
 	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 
 	"github.com/tidekv/tidekv/internal/testutil/redisdiff"
 )
@@ -11,6 +14,16 @@ import (
 // redis-server and this package over the in-memory KV.
 // internal/server's TestNodeAsRedis runs them against a node.
 func TestAsRedis(t *testing.T) {
-	s, _ := start(t, newFakeKV(), nil, nil)
+	kv := asRedisKV()
+	s, _ := start(t, kv, func(c *Config) { c.Now = kv.clock.Now }, nil)
 	redisdiff.Check(t, s.Addr().String())
+}
+
+// asRedisKV is an in-memory KV whose clock, which the server reads too
+// (EXEC's TTLs), stands at the wall clock's now, as redis-server's runs
+// (EXPIREAT of a time the scripts write).
+func asRedisKV() *fakeKV {
+	kv := newFakeKV()
+	kv.clock = manualclock.New(time.Now())
+	return kv
 }

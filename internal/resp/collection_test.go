@@ -13,7 +13,8 @@ import (
 // the list searches (LPOS, LREM, LINSERT) cross page boundaries in the
 // longer lists of the scripts and drawn sequences.
 func TestAsRedisInSmallPages(t *testing.T) {
-	s, _ := start(t, newFakeKV(), func(c *Config) { c.MaxBatchKeys = 8 }, nil)
+	kv := asRedisKV()
+	s, _ := start(t, kv, func(c *Config) { c.MaxBatchKeys, c.Now = 8, kv.clock.Now }, nil)
 	redisdiff.Check(t, s.Addr().String())
 }
 

@@ -77,10 +77,12 @@
 // EXECABORT. EXEC runs the queue as one KV.Txn, a serializable
 // transaction, each command reading the earlier ones' writes; a runtime
 // error (WRONGTYPE, not an integer) is that command's reply and the others
-// commit. EXEC runs the commands of inMulti (multi.go): the string
-// commands but DBSIZE, DEL, UNLINK, EXISTS, TYPE, the EXPIRE family,
-// PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, TIME and
-// UNWATCH, in any database. TTLs inside EXEC are Redis's: a transaction's read gives
+// commit. EXEC runs every command but those of notInMulti (multi.go:
+// SELECT, AUTH, HELLO, CLIENT, INFO, CONFIG, COMMAND, FLUSHDB, FLUSHALL,
+// TKV.RANGE), in any database, hashes, lists, sets and sorted sets
+// included: their scans are the transaction's (TxnKV.Scan), a guarded
+// write takes its read-and-write path, and a command's own KV.Txn runs on
+// a savepoint (txview.go), so a command that fails writes nothing. TTLs inside EXEC are Redis's: a transaction's read gives
 // the value's expiry (Result.Expiry), which KEEPTTL and the counters
 // write again, and EXPIRE and PERSIST write the value read with the new
 // one (docs/redis.md). WATCH remembers each key's version (Result.Version) and a
@@ -188,10 +190,8 @@
 // when the set's keys span ranges, by a scan and deletes that can race
 // with another ZADD creating the same set. There is no eviction and no pub/sub (RESP3's push replies are never sent).
 //
-// Transactions: EXEC cannot run SCAN, DBSIZE, TKV.RANGE, hashes, sorted sets (each needs a
-// scan or a guarded write, which the transaction view does not offer),
-// SELECT, AUTH, CLIENT, HELLO, INFO, CONFIG, COMMAND: each is refused when
-// queued and aborts the transaction. EXPIRE and PERSIST inside EXEC write
+// Transactions: EXEC cannot run notInMulti's commands: each is refused
+// when queued and aborts the transaction. EXPIRE and PERSIST inside EXEC write
 // the value again (a new version) where Redis changes only the TTL. DEL of a hash inside EXEC removes its marker, leaving
 // its fields as garbage for the next HSET creating it. Where a read gives
 // no version (an unversioned range, a read-through value, an older node),

@@ -259,6 +259,10 @@ func (f *fakeKV) CompareAndSet(_ context.Context, key []byte, expected, newValue
 func (f *fakeKV) Scan(_ context.Context, start, end []byte, limit int) ([]KeyValue, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.scanLocked(start, end, limit), nil
+}
+
+func (f *fakeKV) scanLocked(start, end []byte, limit int) []KeyValue {
 	f.scans++
 	var keys []string
 	for k := range f.m {
@@ -275,7 +279,7 @@ func (f *fakeKV) Scan(_ context.Context, start, end []byte, limit int) ([]KeyVal
 	for i, k := range keys {
 		out[i] = KeyValue{Key: []byte(k), Value: cp(f.m[k])}
 	}
-	return out, nil
+	return out
 }
 
 // Txn is client.Txn's twin: transactions run one at a time with the store
@@ -357,6 +361,11 @@ func (t *fakeTx) Delete(_ context.Context, key []byte) error {
 	}
 	t.writes[string(key)] = nil
 	return nil
+}
+
+// Scan reads the store (locked by Txn) with the attempt's writes over it.
+func (t *fakeTx) Scan(_ context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	return overlay(t.f.scanLocked(start, end, 0), t.writes, start, end, limit), nil
 }
 
 // errKV fails every call with err.

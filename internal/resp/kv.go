@@ -72,6 +72,10 @@ type TxnKV interface {
 	// PutExpiring is Put with e's TTL or time (e.Keep is refused).
 	PutExpiring(ctx context.Context, key, value []byte, e Expiry) error
 	Delete(ctx context.Context, key []byte) error
+	// Scan is KV.Scan inside the transaction: it sees the transaction's
+	// writes, and the commit fails (and retries) if a key of the span as
+	// far as it was read changed before it.
+	Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error)
 }
 
 // OpResult is one op's outcome of a WriteEach: for a delete, whether its

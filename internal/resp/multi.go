@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/redcon"
@@ -53,27 +54,17 @@ func (w watchedKey) same(r Result) bool {
 	return w.found == r.Found && w.version == r.Version && (!r.Found || w.sum == sha256.Sum256(r.Value))
 }
 
-const (
-	errExecAbort = "EXECABORT Transaction discarded because of previous errors."
-	// inMultiList names the commands EXEC can run, for refusals.
-	inMultiList = "GET, SET, SETNX, GETSET, APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, GETDEL, GETEX, SETEX, PSETEX, DEL, UNLINK, EXISTS, TYPE, MGET, MSET, MSETNX, INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT, " +
-		"EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PING, ECHO, TIME, UNWATCH"
-)
+const errExecAbort = "EXECABORT Transaction discarded because of previous errors."
 
-// inMulti are the commands EXEC can run: those whose KV calls map onto a
-// transaction's Get, Put and Delete (txView). The others scan (KEYS, SCAN,
-// hashes) or change the connection (SELECT, AUTH, CLIENT).
-var inMulti = map[string]bool{
-	"get": true, "set": true, "setnx": true, "getset": true, "append": true, "strlen": true,
-	"getrange": true, "substr": true, "setrange": true, "getdel": true, "getex": true,
-	"del": true, "unlink": true,
-	"exists": true, "type": true, "mget": true, "mset": true, "msetnx": true,
-	"setex": true, "psetex": true,
-	"incr": true, "decr": true, "incrby": true, "decrby": true, "incrbyfloat": true,
-	"expire": true, "pexpire": true, "expireat": true, "pexpireat": true, "persist": true,
-	"ttl": true, "pttl": true, "expiretime": true, "pexpiretime": true,
-	"ping": true, "echo": true, "time": true, "unwatch": true,
-}
+// notInMulti are the commands EXEC cannot run, all others it can (the
+// collections' included: their scans and their own transactions are
+// EXEC's, txview.go). These change or describe the connection or the
+// server, or, FLUSHDB and FLUSHALL, would make every key of the database
+// one transaction; TKV.RANGE reads outside Redis's types.
+var notInMulti = []string{"select", "auth", "hello", "client", "info", "config", "command", "flushdb", "flushall", "tkv.range"}
+
+// notInMultiList names notInMulti's commands, for refusals.
+var notInMultiList = strings.ToUpper(strings.Join(notInMulti, ", "))
 
 // runsInMulti reports whether p runs when it arrives inside MULTI rather
 // than being queued, as in Redis.
@@ -124,8 +115,8 @@ func queueCheck(p *prepared) string {
 	switch {
 	case p.errMsg != "":
 		return p.errMsg
-	case !inMulti[p.name]:
-		return fmt.Sprintf("ERR %s inside MULTI is not supported by TideKV; EXEC runs %s", strings.ToUpper(p.name), inMultiList)
+	case slices.Contains(notInMulti, p.name):
+		return fmt.Sprintf("ERR %s inside MULTI is not supported by TideKV; EXEC runs every command but %s", strings.ToUpper(p.name), notInMultiList)
 	case (p.name == "mset" || p.name == "msetnx") && len(p.args)%2 != 1:
 		return errArity(p.name)
 	case p.name == "set":

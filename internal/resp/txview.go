@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -12,7 +13,7 @@ import (
 // commands run through their usual code. It keeps the first error of the
 // transaction (err): the attempt is then given up as a whole, the error
 // being a conflict to retry, an overload or a refusal, never one command's
-// reply. Only what inMulti's commands call is served. A TTL is kept
+// reply. A GuardedWrite is refused (its callers read and write instead). A TTL is kept
 // (KEEPTTL, INCR) or changed alone (the EXPIRE family, PERSIST) by
 // writing the value read again with the expiry the read gave
 // (Result.Expiry) or the new one: the read is the transaction's, so a
@@ -180,28 +181,141 @@ func (v *txView) CompareAndSet(ctx context.Context, key []byte, expected, newVal
 	return err == nil, cur.Value, cur.Found, err
 }
 
-// Scan answers ErrUnordered, which DEL takes for "no hash fields to
-// clear": a transaction cannot scan yet, so a hash deleted inside EXEC
-// leaves its fields behind as unreachable garbage (as SET over a hash
-// does), which the next HSET creating it removes.
-func (v *txView) Scan(context.Context, []byte, []byte, int) ([]KeyValue, error) {
-	return nil, fmt.Errorf("%w: no scans inside a transaction", ErrUnordered)
+// Scan is the transaction's: it sees the earlier commands' writes, and a
+// change of the span read before the commit makes the attempt retry.
+func (v *txView) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	kvs, err := v.tx.Scan(ctx, start, end, limit)
+	if err != nil {
+		return nil, v.fail(err)
+	}
+	return kvs, nil
 }
 
+// GuardedWrite is refused as one that spans ranges would be
+// (ErrInvalidArgument, not the attempt's failure): its callers then take
+// their path of reads and writes, which the transaction makes atomic.
 func (v *txView) GuardedWrite(context.Context, []Op, Guard) (GuardResult, error) {
-	return GuardResult{}, v.fail(unsupported("a guarded write"))
+	return GuardResult{}, fmt.Errorf("%w: a guarded write inside a transaction", ErrInvalidArgument)
 }
 
-// Txn runs fn inside EXEC's transaction (MSET's when it cannot be one
-// Write): its failure fails the attempt.
-func (v *txView) Txn(_ context.Context, fn func(TxnKV) error) error {
-	if err := fn(v.tx); err != nil {
-		return v.fail(err)
+// Txn runs fn, a command's own transaction (a collection's change, MSET,
+// RENAME), inside EXEC's, on a savepoint: fn's writes reach EXEC's
+// transaction only if fn returns nil, so a command that fails (WRONGTYPE,
+// a value out of range) writes nothing, as in Redis, and the others
+// commit. A failure of the store fails the attempt (v.err).
+func (v *txView) Txn(ctx context.Context, fn func(TxnKV) error) error {
+	sp := &savepoint{v: v, writes: map[string]*[]byte{}, exps: map[string]Expiry{}}
+	if err := fn(sp); err != nil {
+		if v.err != nil {
+			return v.err
+		}
+		return err
+	}
+	for _, k := range sp.order {
+		var err error
+		if val := sp.writes[k]; val == nil {
+			err = v.tx.Delete(ctx, []byte(k))
+		} else {
+			err = v.put(ctx, []byte(k), *val, sp.exps[k], nil)
+		}
+		if err != nil {
+			return v.fail(err)
+		}
 	}
 	return nil
 }
 
-// unsupported is the error of a call no command of inMulti makes.
-func unsupported(what string) error {
-	return fmt.Errorf("%w: %s inside a transaction", ErrInvalidArgument, what)
+// savepoint is one command's writes inside EXEC, kept until it succeeds
+// (txView.Txn); its reads see them over the transaction's.
+type savepoint struct {
+	v      *txView
+	writes map[string]*[]byte // nil: deleted
+	exps   map[string]Expiry  // of the puts in writes
+	order  []string           // the keys of writes, first written first
+}
+
+func (s *savepoint) Get(ctx context.Context, key []byte) (Result, error) {
+	if val, ok := s.writes[string(key)]; ok {
+		if val == nil {
+			return Result{}, nil
+		}
+		return Result{Value: *val, Found: true, Expiry: s.exps[string(key)]}, nil
+	}
+	return s.v.read(ctx, key)
+}
+
+func (s *savepoint) Put(ctx context.Context, key, value []byte) error {
+	return s.PutExpiring(ctx, key, value, Expiry{})
+}
+
+func (s *savepoint) PutExpiring(_ context.Context, key, value []byte, e Expiry) error {
+	if e.Keep {
+		return fmt.Errorf("%w: a transaction cannot keep %q's TTL", ErrInvalidArgument, key)
+	}
+	v := append([]byte{}, value...) // not nil: an empty value is a value
+	s.keep(key, &v)
+	s.exps[string(key)] = e
+	return nil
+}
+
+func (s *savepoint) Delete(_ context.Context, key []byte) error {
+	s.keep(key, nil)
+	return nil
+}
+
+// keep records a write of key (value nil: a delete).
+func (s *savepoint) keep(key []byte, value *[]byte) {
+	if _, ok := s.writes[string(key)]; !ok {
+		s.order = append(s.order, string(key))
+	}
+	s.writes[string(key)] = value
+}
+
+// Scan reads the transaction's span and lays the savepoint's writes over
+// it; while the savepoint's deletes leave fewer than limit pairs of a full
+// read, it reads on.
+func (s *savepoint) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	var read []KeyValue
+	for from := start; ; {
+		kvs, err := s.v.Scan(ctx, from, end, limit)
+		if err != nil {
+			return nil, err
+		}
+		read = append(read, kvs...)
+		if limit <= 0 || len(kvs) < limit {
+			return overlay(read, s.writes, start, end, limit), nil
+		}
+		// More may follow the last key read: the savepoint's keys past
+		// it wait for the next read, as those keys do.
+		from = append(bytes.Clone(kvs[len(kvs)-1].Key), 0)
+		if out := overlay(read, s.writes, start, from, limit); len(out) == limit {
+			return out, nil
+		}
+	}
+}
+
+// inSpan reports whether key lies in [start, end) (empty end: no bound).
+func inSpan(key, start, end []byte) bool {
+	return bytes.Compare(key, start) >= 0 && (len(end) == 0 || bytes.Compare(key, end) < 0)
+}
+
+// overlay lays writes not yet applied (nil: deleted) over kvs, a scan of
+// [start, end) in key order, and keeps at most limit pairs (<= 0: all).
+func overlay(kvs []KeyValue, writes map[string]*[]byte, start, end []byte, limit int) []KeyValue {
+	out := make([]KeyValue, 0, len(kvs))
+	for _, kv := range kvs {
+		if _, ok := writes[string(kv.Key)]; !ok {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range writes {
+		if v != nil && inSpan([]byte(k), start, end) {
+			out = append(out, KeyValue{Key: []byte(k), Value: *v})
+		}
+	}
+	slices.SortFunc(out, func(a, b KeyValue) int { return bytes.Compare(a.Key, b.Key) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestNodeGoRedis: go-redis v9 with its default options (RESP3 asked
-// first, then RESP2) connects to a node and runs what an application
+// TestNodeGoRedis: go-redis v9 with its default options (RESP3, asked
+// with HELLO 3) connects to a node and runs what an application
 // starts with: FLUSHALL, a pipeline, WATCH/MULTI/EXEC with a conflict,
 // a SCAN iteration, KEYS, and concurrent HINCRBYs of a new hash, which
 // all count.

@@ -49,6 +49,9 @@ type Deps struct {
 	// MaxBatchKeys bounds a one-shot transaction's keys (the node's limit
 	// on a request's).
 	MaxBatchKeys int
+	// MaxScanLimit is the most keys a range serves in one scan (the
+	// node's limit): a transaction's scan asks for no more per pass.
+	MaxScanLimit int
 	// ClientClock and SkipRefresh are testing breaks
 	// (raftstore.TestingBreaks): read at the client's timestamp, commit
 	// without refreshing.

@@ -37,7 +37,7 @@ func (c *Coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 	var out []*tidekvpb.KeyValue
 	var readTo []byte
 	err = c.read(ctx, t, func() (err error) {
-		out, readTo, err = t.scan(ctx, c.deps.Send, start, end, limit)
+		out, readTo, err = t.scan(ctx, c.deps.Send, start, end, limit, c.deps.MaxScanLimit)
 		return err
 	})
 	if err != nil {
@@ -50,11 +50,15 @@ func (c *Coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 // scan reads [start, end) at t's read timestamp with t's writes laid over
 // it, and returns where it stopped reading (end, or just after the last
 // key when limit cut it). Each pass asks the ranges for as many keys as
-// limit plus the deletes t keeps, which its writes may remove.
-func (t *openTxn) scan(ctx context.Context, send Sender, start, end []byte, limit int) ([]*tidekvpb.KeyValue, []byte, error) {
+// limit plus the deletes t keeps, which its writes may remove, but at
+// most maxAsk (> 0), what a range serves in one scan (the passes go on).
+func (t *openTxn) scan(ctx context.Context, send Sender, start, end []byte, limit, maxAsk int) ([]*tidekvpb.KeyValue, []byte, error) {
 	ask := 0
 	if limit > 0 {
 		ask = limit + t.pendingDeletes()
+		if maxAsk > 0 {
+			ask = min(ask, maxAsk)
+		}
 	}
 	var out []*tidekvpb.KeyValue
 	for from := start; ; {

@@ -25,6 +25,8 @@ type Step struct {
 	Args []string
 	// Compare is how the two replies must agree.
 	Compare Compare
+	// Each, for an EXEC, is how each of its replies must agree.
+	Each []Compare
 }
 
 // Compare is how a step's replies must agree.
