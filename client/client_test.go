@@ -1064,3 +1064,35 @@ func TestOverloadWindow(t *testing.T) {
 		t.Fatalf("window %v after a cut 1 ms into the process, want 10", w)
 	}
 }
+
+// A split refused because a replica change held its range too long
+// (raftstore.RangeBusyError: a bare FAILED_PRECONDITION, no kind) comes
+// back at once with its sentence: an admin call's bare refusal is no
+// routing hint, so it is neither retried at another node nor taken for
+// UNAVAILABLE. (A write held for a split is RANGE_BUSY and retried after
+// its hint: TestRangeBusyRetriesWithoutWindowCut.)
+func TestSplitRefusedAsBusyFailsAtOnce(t *testing.T) {
+	c := newFakeCluster(t, 3)
+	c.setRanges(rng(1, "", "", 1, 1, 2, 3))
+	const busy = "range 1 is busy with a replica change (waited 5s); nothing was done, retry after it"
+	for id := uint64(1); id <= 3; id++ {
+		c.node(id).setHook(func(ctx context.Context, method string, key []byte) error {
+			if method == "Split" {
+				return status.Error(codes.FailedPrecondition, busy)
+			}
+			return nil
+		})
+	}
+	cl := c.newClient(nil)
+	_, err := cl.Split(context.Background(), []byte("m"))
+	if err == nil || !strings.Contains(err.Error(), busy) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("split refused as busy: %v, want the refusal itself", err)
+	}
+	n := 0
+	for id := uint64(1); id <= 3; id++ {
+		n += c.node(id).count("Split")
+	}
+	if n != 1 {
+		t.Fatalf("%d split attempts, want 1", n)
+	}
+}

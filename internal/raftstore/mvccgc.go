@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/mvcc"
@@ -30,6 +31,18 @@ type GCThresholdError struct {
 
 func (e *GCThresholdError) Error() string {
 	return fmt.Sprintf("read at %s is below the GC threshold %s of range %d; retention is gc-ttl (its key space's, else the cluster's)", e.Read, e.Threshold, e.RangeID)
+}
+
+// Kind is INVALID_ARGUMENT: the versions such a read needs may be gone
+// for good, so retrying cannot help. Without a kind it was UNAVAILABLE,
+// which the client retried until it gave up.
+func (e *GCThresholdError) Kind() kverr.Kind { return kverr.InvalidArgument }
+
+// Is makes errors.Is(err, kverr.ErrInvalidArgument) hold, as for any
+// error of its kind.
+func (e *GCThresholdError) Is(target error) bool {
+	t, ok := target.(*kverr.Error)
+	return ok && t.Kind() == kverr.InvalidArgument
 }
 
 // GCResult says what one pass of Replica.GC did.

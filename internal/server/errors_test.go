@@ -47,6 +47,7 @@ func TestClassifyKeepsTheRoutersInvalidArgument(t *testing.T) {
 		fmt.Errorf("%w: read timestamp is in the future, more than the maximum clock offset ahead", client.ErrInvalidArgument),
 		fmt.Errorf("transaction get: %w", fmt.Errorf("%w: key too large", client.ErrInvalidArgument)),
 		status.Error(codes.InvalidArgument, "key too large"),
+		fmt.Errorf("get: %w", &raftstore.GCThresholdError{RangeID: 7}), // final: the versions may be gone
 		fmt.Errorf("routed: %w", status.Error(codes.InvalidArgument, "key too large")),
 		fmt.Errorf("%w: no such range", raftstore.ErrInvalidRequest),
 	} {

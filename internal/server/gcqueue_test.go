@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -212,7 +213,7 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 	}
 	t.Logf("after %d puts to each key space: versions kept: cache %d, plain %d, docs %d", keys*rounds, keys, keys, v)
 	cache, _ := c.KeySpace(ctx, "cache")
-	if _, err := cache.Get(ctx, []byte("k0"), client.ReadAt(before)); err == nil || !strings.Contains(err.Error(), "is below the GC threshold") {
+	if _, err := cache.Get(ctx, []byte("k0"), client.ReadAt(before)); !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "is below the GC threshold") {
 		t.Fatalf("read of the collected key space at %s: %v, want it refused below the GC threshold", before, err)
 	}
 	tc.waitEvents(t, [3]string{"gc", "retention 1s, key space cache's gc-ttl", ""}, [3]string{"gc", "retention 1s, memory key space plain's default", ""},

@@ -342,3 +342,33 @@ func TestTxnTTL(t *testing.T) {
 		t.Fatalf("keeping a TTL in a transaction: %v, want a refusal", err)
 	}
 }
+
+// A transaction's scan with no limit reads its whole span however many
+// passes of the node's scan limit that takes, and one whose answer would
+// go over the transaction's key limit is refused rather than cut short
+// (KEYS and DBSIZE in MULTI/EXEC undercounted past the node's limit).
+func TestTxnScanPastNodeScanLimit(t *testing.T) {
+	_, c, ctx := startBank(t, func(cfg *Config) {
+		cfg.Limits.MaxScanLimit = 3
+		cfg.Txn.MaxKeys = 12
+	})
+	for i := range 14 {
+		if err := c.Put(ctx, fmt.Appendf(nil, "many-%02d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scan := func(end string) (n int, err error) {
+		err = c.Txn(ctx, func(tx *client.Tx) error {
+			kvs, err := tx.Scan(ctx, []byte("many-"), []byte(end), 0)
+			n = len(kvs)
+			return err
+		})
+		return n, err
+	}
+	if n, err := scan("many-09z"); err != nil || n != 10 {
+		t.Fatalf("unlimited scan of 10 keys with a node scan limit of 3: %d keys, %v", n, err)
+	}
+	if n, err := scan("many-z"); !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "over its limit of 12 keys") {
+		t.Fatalf("unlimited scan past the transaction's key limit: %d keys, %v; want it refused", n, err)
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -207,6 +209,11 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 		if first.due != 0 && !waitUntil(&timer, first.due, t.stopper) {
 			return
 		}
+		if first.due == 0 {
+			// Let the sender of first finish its round: the messages it
+			// is about to queue for this node join this frame.
+			runtime.Gosched()
+		}
 		batch.Messages = append(batch.Messages[:0], first.m)
 		var now int64 // read lazily: undelayed messages never read the clock
 	fill:
@@ -240,6 +247,8 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 				continue
 			}
 		}
+		dbgFrames.Add(1)
+		dbgMsgs.Add(int64(len(batch.Messages)))
 		if err := stream.Send(batch); err != nil {
 			cancel()
 			stream = nil
@@ -395,4 +404,14 @@ func (t *GRPC) Snapshot(stream tidekvpb.Raft_SnapshotServer) error {
 		return stream.SendAndClose(&tidekvpb.SnapshotResponse{Error: err.Error()})
 	}
 	return stream.SendAndClose(&tidekvpb.SnapshotResponse{Accepted: true})
+}
+
+var dbgFrames, dbgMsgs atomic.Int64
+
+func init() {
+	go func() {
+		for range time.Tick(4 * time.Second) {
+			log.Printf("DBG transport frames %d messages %d", dbgFrames.Load(), dbgMsgs.Load())
+		}
+	}()
 }

@@ -21,7 +21,9 @@ type Config struct {
 	IntentWait time.Duration
 	// MaxKeys and MaxBytes bound what one transaction writes (keys, and
 	// key and value bytes); MaxDuration is its deadline from its first
-	// operation. Past any of them the coordinator aborts it.
+	// operation. Past any of them the coordinator aborts it. MaxKeys and
+	// MaxBytes also bound one scan's answer: a scan over them is refused
+	// (the transaction goes on).
 	MaxKeys     int
 	MaxBytes    int64
 	MaxDuration time.Duration

@@ -37,7 +37,7 @@ func (c *Coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 	var out []*tidekvpb.KeyValue
 	var readTo []byte
 	err = c.read(ctx, t, func() (err error) {
-		out, readTo, err = t.scan(ctx, c.deps.Send, start, end, limit, c.deps.MaxScanLimit)
+		out, readTo, err = t.scan(ctx, c.deps.Send, start, end, limit, c.deps.MaxScanLimit, c.deps.Config)
 		return err
 	})
 	if err != nil {
@@ -51,9 +51,12 @@ func (c *Coordinator) Scan(ctx context.Context, meta *tidekvpb.TxnMeta, start, e
 // it, and returns where it stopped reading (end, or just after the last
 // key when limit cut it). Each pass asks the ranges for as many keys as
 // limit plus the deletes t keeps, which its writes may remove, but at
-// most maxAsk (> 0), what a range serves in one scan (the passes go on).
-func (t *openTxn) scan(ctx context.Context, send Sender, start, end []byte, limit, maxAsk int) ([]*tidekvpb.KeyValue, []byte, error) {
-	ask := 0
+// most maxAsk (> 0), what a range serves in one scan; the passes go on
+// until limit or end, also when limit is 0 (every key). An answer that
+// would hold more than lim's keys or bytes is refused, not cut short: a
+// partial answer would read as the whole span (KEYS, DBSIZE).
+func (t *openTxn) scan(ctx context.Context, send Sender, start, end []byte, limit, maxAsk int, lim Config) ([]*tidekvpb.KeyValue, []byte, error) {
+	ask := maxAsk
 	if limit > 0 {
 		ask = limit + t.pendingDeletes()
 		if maxAsk > 0 {
@@ -61,6 +64,7 @@ func (t *openTxn) scan(ctx context.Context, send Sender, start, end []byte, limi
 		}
 	}
 	var out []*tidekvpb.KeyValue
+	var size int64
 	for from := start; ; {
 		kvs, err := send.Scan(ctx, from, end, ask, t.readAt())
 		if err != nil {
@@ -70,10 +74,18 @@ func (t *openTxn) scan(ctx context.Context, send Sender, start, end []byte, limi
 		if !done {
 			upTo = append(slices.Clone(kvs[len(kvs)-1].Key), 0)
 		}
-		out = append(out, t.overlay(kvs, from, upTo)...)
+		page := t.overlay(kvs, from, upTo)
+		out = append(out, page...)
 		if limit > 0 && len(out) >= limit {
 			out = out[:limit]
 			return out, append(slices.Clone(out[limit-1].Key), 0), nil
+		}
+		for _, kv := range page {
+			size += int64(len(kv.GetKey()) + len(kv.GetValue()))
+		}
+		if len(out) > lim.MaxKeys || size > lim.MaxBytes {
+			return nil, nil, &invalidError{fmt.Sprintf("transaction %x: a scan of [%q, %q) would answer more than %d keys and %d bytes, over its limit of %d keys and %d bytes; scan with a limit",
+				t.key.GetId(), start, end, len(out), size, lim.MaxKeys, lim.MaxBytes)}
 		}
 		if done {
 			return out, end, nil

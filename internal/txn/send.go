@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // Sender sends a transaction's reads and steps to the ranges that hold
@@ -131,10 +131,14 @@ type retryError struct{ msg string }
 func (e *retryError) Error() string        { return e.msg }
 func (e *retryError) Is(target error) bool { return target == ErrRetry }
 
-// invalidError is a request the coordinator refuses as malformed: the
-// store's ErrInvalidRequest by kind, which the node answers
-// INVALID_ARGUMENT with this text.
+// invalidError is a request the coordinator refuses as malformed: of
+// kverr's INVALID_ARGUMENT, which the node answers with this text. (It
+// matched only the store's ErrInvalidRequest, so the node's classify took
+// it for UNAVAILABLE and the client retried it.)
 type invalidError struct{ msg string }
 
-func (e *invalidError) Error() string        { return e.msg }
-func (e *invalidError) Is(target error) bool { return target == raftstore.ErrInvalidRequest }
+func (e *invalidError) Error() string { return e.msg }
+func (e *invalidError) Is(target error) bool {
+	t, ok := target.(*kverr.Error)
+	return ok && t.Kind() == kverr.InvalidArgument
+}
