@@ -46,6 +46,7 @@ var writeCommands = map[string]bool{
 	"sadd": true, "srem": true, "spop": true, "sinterstore": true, "sunionstore": true, "sdiffstore": true,
 	"zadd": true, "zincrby": true, "zrem": true, "zpopmin": true, "zpopmax": true,
 	"zremrangebyscore": true, "zremrangebyrank": true, "zremrangebylex": true,
+	"zunionstore": true, "zinterstore": true, "zdiffstore": true,
 }
 
 // readCommands change no data: every command is in exactly one of
@@ -65,6 +66,7 @@ var readCommands = map[string]bool{
 	"zcard": true, "zcount": true, "zlexcount": true, "zmscore": true, "zrange": true,
 	"zrangebylex": true, "zrangebyscore": true, "zrank": true, "zrevrange": true,
 	"zrevrangebylex": true, "zrevrangebyscore": true, "zrevrank": true, "zscan": true, "zscore": true,
+	"zunion": true, "zinter": true, "zdiff": true, "zintercard": true, "sintercard": true,
 }
 
 // denial is the error reply to a command the connection's user may not

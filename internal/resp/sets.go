@@ -1,11 +1,9 @@
 package resp
 
 import (
-	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -179,28 +177,20 @@ func writeMembers(x *call, members [][]byte) {
 }
 
 // combine is SINTER's, SUNION's or SDIFF's result over sets, in byte
-// order.
+// order: zcombine's over members all scoring 1.
 func combine(op string, sets []setRead) [][]byte {
-	count := map[string]int{}
+	ins := make([][]zEntry, len(sets))
+	exists := make([]bool, len(sets))
 	for i, s := range sets {
+		exists[i] = s.m.exists
 		for _, m := range s.members {
-			switch {
-			case op == "sdiff" && i > 0:
-				delete(count, string(m))
-			case op == "sdiff" || op == "sunion":
-				count[string(m)] = 1
-			default:
-				count[string(m)]++
-			}
+			ins[i] = append(ins[i], zEntry{member: m, score: 1})
 		}
 	}
 	var out [][]byte
-	for m, n := range count {
-		if op != "sinter" || n == len(sets) {
-			out = append(out, []byte(m))
-		}
+	for _, e := range zcombine(strings.TrimPrefix(op, "s"), ins, exists, nil, "min") {
+		out = append(out, e.member)
 	}
-	slices.SortFunc(out, bytes.Compare)
 	return out
 }
 
