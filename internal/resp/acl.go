@@ -46,7 +46,7 @@ var writeCommands = map[string]bool{
 	"sadd": true, "srem": true, "spop": true, "sinterstore": true, "sunionstore": true, "sdiffstore": true,
 	"zadd": true, "zincrby": true, "zrem": true, "zpopmin": true, "zpopmax": true,
 	"zremrangebyscore": true, "zremrangebyrank": true, "zremrangebylex": true,
-	"zunionstore": true, "zinterstore": true, "zdiffstore": true,
+	"zunionstore": true, "zinterstore": true, "zdiffstore": true, "zrangestore": true,
 }
 
 // readCommands change no data: every command is in exactly one of

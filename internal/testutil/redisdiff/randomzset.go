@@ -76,6 +76,16 @@ var zsetGens = []gen{
 		return zalgebraOptions(r, cmd, []string{cmd, zkey(r), "2", zkey(r), zkey(r)})
 	}, Equal},
 	{1, func(r *rand.Rand) []string {
+		args := []string{"ZRANGESTORE", zkey(r), zkey(r), pick(r, ranks), pick(r, ranks)}
+		if r.IntN(2) == 0 {
+			args = []string{"ZRANGESTORE", zkey(r), zkey(r), pick(r, bounds), pick(r, bounds), "BYSCORE"}
+		}
+		if r.IntN(2) == 0 {
+			args = append(args, "REV")
+		}
+		return args
+	}, Equal},
+	{1, func(r *rand.Rand) []string {
 		args := []string{"ZINTERCARD", "2", zkey(r), zkey(r)}
 		if r.IntN(2) == 0 {
 			args = append(args, "LIMIT", pick(r, []string{"0", "1", "-1"}))
