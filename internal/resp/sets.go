@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -422,4 +423,50 @@ func cmdSScan(x *call) {
 		}
 	}
 	x.writeScanReply(cur, out)
+}
+
+// cmdSMove: SMOVE source destination member, in one transaction over
+// both sets. A missing source answers 0 before the destination's type is
+// looked at, as in Redis.
+func cmdSMove(x *call) {
+	src, dst, member := x.args[1], x.args[2], x.args[3]
+	moved := false
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		moved = false
+		from, err := x.openColl(tx, src, setMarker)
+		if err != nil || !from.m.exists {
+			return err
+		}
+		to, err := x.openColl(tx, dst, setMarker)
+		if err != nil {
+			return err
+		}
+		if moved, err = from.member(member); err != nil || !moved || bytes.Equal(src, dst) {
+			return err
+		}
+		if err := tx.Delete(x.ctx, from.elemKey(member)); err != nil {
+			return err
+		}
+		from.m.a--
+		if err := from.save(); err != nil {
+			return err
+		}
+		in, err := to.member(member)
+		if err != nil || in {
+			return err
+		}
+		if err := tx.Put(x.ctx, to.elemKey(member), nil); err != nil {
+			return err
+		}
+		to.m.a++
+		return to.save()
+	})
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case moved:
+		x.c.WriteInt(1)
+	default:
+		x.c.WriteInt(0)
+	}
 }
