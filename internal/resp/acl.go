@@ -66,7 +66,7 @@ var readCommands = map[string]bool{
 	"zcard": true, "zcount": true, "zlexcount": true, "zmscore": true, "zrange": true,
 	"zrangebylex": true, "zrangebyscore": true, "zrank": true, "zrevrange": true,
 	"zrevrangebylex": true, "zrevrangebyscore": true, "zrevrank": true, "zscan": true, "zscore": true,
-	"zunion": true, "zinter": true, "zdiff": true, "zintercard": true, "sintercard": true,
+	"zrandmember": true, "zunion": true, "zinter": true, "zdiff": true, "zintercard": true, "sintercard": true,
 }
 
 // denial is the error reply to a command the connection's user may not

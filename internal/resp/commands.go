@@ -120,6 +120,7 @@ func init() {
 		"zunionstore": {arity: -4, fn: cmdZAlgebra}, "zinterstore": {arity: -4, fn: cmdZAlgebra},
 		"zdiffstore": {arity: -4, fn: cmdZAlgebra}, "zintercard": {arity: -3, fn: cmdZAlgebra},
 		"zrangestore": {arity: -5, fn: cmdZRangeStore},
+		"zrandmember": {arity: -2, fn: cmdZRandMember},
 		"tkv.range":   {arity: -3, fn: cmdRange},
 		"multi":       {arity: 1, fn: cmdMulti},
 		"exec":        {arity: 1, fn: cmdExec},

@@ -361,18 +361,9 @@ func cmdSRandMember(x *call) {
 		x.c.WriteError(errSyntax)
 		return
 	}
-	count := int64(1)
-	if len(x.args) == 3 {
-		n, err := strconv.ParseInt(string(x.args[2]), 10, 64)
-		if err != nil {
-			x.c.WriteError(errNotInt)
-			return
-		}
-		if n == math.MinInt64 {
-			x.c.WriteError("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
-			return
-		}
-		count = n
+	count, ok := x.randCount()
+	if !ok {
+		return
 	}
 	want := max(count, -count)
 	m, drawn, ok := x.pick(x.args[1], int(min(want, math.MaxInt32)))
@@ -390,6 +381,24 @@ func cmdSRandMember(x *call) {
 	default:
 		writeBulks(x, drawn)
 	}
+}
+
+// randCount is SRANDMEMBER's and ZRANDMEMBER's count (1 when none is
+// given; negative: members may repeat); ok false: it replied.
+func (x *call) randCount() (int64, bool) {
+	if len(x.args) < 3 {
+		return 1, true
+	}
+	n, err := strconv.ParseInt(string(x.args[2]), 10, 64)
+	if err != nil {
+		x.c.WriteError(errNotInt)
+		return 0, false
+	}
+	if n == math.MinInt64 {
+		x.c.WriteError("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+		return 0, false
+	}
+	return n, true
 }
 
 // cmdSScan: SSCAN key cursor [MATCH pattern] [COUNT n]: COUNT members a

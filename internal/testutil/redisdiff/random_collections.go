@@ -73,7 +73,7 @@ var setGens = []gen{
 
 // countNeeded are the commands whose count a sequence never cuts: without
 // it they draw at random, and the two servers' sets would differ after.
-var countNeeded = map[string]bool{"SPOP": true, "SRANDMEMBER": true}
+var countNeeded = map[string]bool{"SPOP": true, "SRANDMEMBER": true, "ZRANDMEMBER": true}
 
 // lposOptions draws LPOS's options, at times a bad one.
 func lposOptions(r *rand.Rand) []string {

@@ -85,6 +85,7 @@ var zsetGens = []gen{
 		}
 		return args
 	}, Equal},
+	{1, func(r *rand.Rand) []string { return withScores(r, []string{"ZRANDMEMBER", zkey(r), "100"}) }, Unordered},
 	{1, func(r *rand.Rand) []string {
 		args := []string{"ZINTERCARD", "2", zkey(r), zkey(r)}
 		if r.IntN(2) == 0 {
