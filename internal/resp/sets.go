@@ -177,27 +177,10 @@ func writeMembers(x *call, members [][]byte) {
 	}
 }
 
-// combine is SINTER's, SUNION's or SDIFF's result over sets, in byte
-// order: zcombine's over members all scoring 1.
-func combine(op string, sets []setRead) [][]byte {
-	ins := make([][]zEntry, len(sets))
-	exists := make([]bool, len(sets))
-	for i, s := range sets {
-		exists[i] = s.m.exists
-		for _, m := range s.members {
-			ins[i] = append(ins[i], zEntry{member: m, score: 1})
-		}
-	}
-	var out [][]byte
-	for _, e := range zcombine(strings.TrimPrefix(op, "s"), ins, exists, nil, "min") {
-		out = append(out, e.member)
-	}
-	return out
-}
-
 // cmdSetAlgebra: SINTER, SUNION, SDIFF key..., and their STORE forms
-// destination key..., which replace destination (whatever its type) in
-// one transaction that first checks the sources are as they were read.
+// destination key..., which replace destination (whatever its type):
+// the sorted-set algebra's transaction (cmdZAlgebra) over sets, members
+// all scoring 1, so the result comes in byte order.
 func cmdSetAlgebra(x *call) {
 	op := strings.TrimSuffix(x.name, "store")
 	keys := x.args[1:]
@@ -205,45 +188,44 @@ func cmdSetAlgebra(x *call) {
 	if op != x.name {
 		dst, keys = keys[0], keys[1:]
 	}
-	for range x.s.cfg.CASAttempts {
-		sets, ok := x.readSets(keys)
-		if !ok {
-			return
+	var out [][]byte
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		v := &txView{tx: tx, now: x.s.cfg.Now}
+		ins := make([][]zEntry, len(keys))
+		exists := make([]bool, len(keys))
+		for i, k := range keys {
+			var err error
+			if ins[i], exists[i], err = x.zreadInput(v, k, true); err != nil {
+				return err
+			}
 		}
-		out := combine(op, sets)
+		out = nil
+		for _, e := range zcombine(op[1:], ins, exists, nil, "min") {
+			out = append(out, e.member)
+		}
 		if dst == nil {
-			writeMembers(x, out)
-			return
+			return nil
 		}
-		err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
-			for i, k := range keys {
-				if err := sameSet(x, tx, k, sets[i].m); err != nil {
-					return err
-				}
-			}
-			if len(out) == 0 {
-				return tx.Delete(x.ctx, encKey(dst))
-			}
-			t := &collTx{ctx: x.ctx, tx: tx, key: dst, marker: setMarker, m: newMeta(setMarker)}
-			for _, m := range out {
-				if err := tx.Put(x.ctx, t.elemKey(m), nil); err != nil {
-					return err
-				}
-			}
-			t.m.a = uint64(len(out))
-			return t.save()
-		})
-		if errors.Is(err, errSetChanged) {
-			continue
+		if err := x.clearKey(v, dst); err != nil || len(out) == 0 {
+			return err
 		}
-		if err != nil {
-			writeCASErr(x.c, err)
-			return
+		t := &collTx{ctx: x.ctx, tx: tx, key: dst, marker: setMarker, m: newMeta(setMarker)}
+		for _, m := range out {
+			if err := tx.Put(x.ctx, t.elemKey(m), nil); err != nil {
+				return err
+			}
 		}
+		t.m.a = uint64(len(out))
+		return t.save()
+	})
+	switch {
+	case err != nil:
+		x.zreplyErr(err)
+	case dst != nil:
 		x.c.WriteInt(len(out))
-		return
+	default:
+		writeMembers(x, out)
 	}
-	x.c.WriteError("ERR too much contention on the keys, retry")
 }
 
 // errSetChanged aborts a STORE whose sources changed since they were read.

@@ -15,7 +15,8 @@ import (
 // one moment of every key, and a STORE writes its destination in the same
 // transaction: the sources cannot change between the read and the write.
 // An input may be a set (each member scoring 1), as in Redis. The result
-// is computed by zcombine, which SINTER, SUNION and SDIFF share.
+// is computed by zcombine. SINTER, SUNION, SDIFF and their STORE forms
+// (sets.go) run the same transaction over sets.
 
 // zalgebra is a parsed ZUNION, ZINTER, ZDIFF (STORE), ZINTERCARD or
 // SINTERCARD.
@@ -199,9 +200,24 @@ func (x *call) zreadInput(v *txView, k []byte, setsOnly bool) ([]zEntry, bool, e
 // zstore replaces dst, whatever it held, by a sorted set of es (none:
 // dst is deleted), inside v; the new set has no TTL, as in Redis.
 func (x *call) zstore(v *txView, dst []byte, es []zEntry) error {
-	start := fieldPrefix(dst)
+	if err := x.clearKey(v, dst); err != nil || len(es) == 0 {
+		return err
+	}
+	ops := []Op{{Key: encKey(dst), Value: zsetMeta(uint64(len(es)))}}
+	for _, e := range es {
+		ops = append(ops, Op{Key: zMemberKey(dst, e.member), Value: zScoreBytes(e.score)},
+			Op{Key: zIndexKey(dst, e.member, e.score), Value: zScoreBytes(e.score)})
+	}
+	return v.Write(x.ctx, ops)
+}
+
+// clearKey deletes k and every key of its span (a hash's fields, a
+// collection's elements of any generation, a sorted set's members and
+// index) inside v: what a STORE replaces.
+func (x *call) clearKey(v *txView, k []byte) error {
+	start := fieldPrefix(k)
 	for {
-		kvs, err := v.Scan(x.ctx, start, fieldsEnd(dst), x.s.cfg.MaxBatchKeys)
+		kvs, err := v.Scan(x.ctx, start, fieldsEnd(k), x.s.cfg.MaxBatchKeys)
 		if err != nil {
 			return err
 		}
@@ -211,20 +227,11 @@ func (x *call) zstore(v *txView, dst []byte, es []zEntry) error {
 			}
 		}
 		if len(kvs) < x.s.cfg.MaxBatchKeys {
-			break
+			_, err := v.Delete(x.ctx, encKey(k))
+			return err
 		}
 		start = append(bytes.Clone(kvs[len(kvs)-1].Key), 0)
 	}
-	if len(es) == 0 {
-		_, err := v.Delete(x.ctx, encKey(dst))
-		return err
-	}
-	ops := []Op{{Key: encKey(dst), Value: zsetMeta(uint64(len(es)))}}
-	for _, e := range es {
-		ops = append(ops, Op{Key: zMemberKey(dst, e.member), Value: zScoreBytes(e.score)},
-			Op{Key: zIndexKey(dst, e.member, e.score), Value: zScoreBytes(e.score)})
-	}
-	return v.Write(x.ctx, ops)
 }
 
 // zcombine is the union, intersection or difference (op) of inputs ins
