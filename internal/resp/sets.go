@@ -191,13 +191,9 @@ func cmdSetAlgebra(x *call) {
 	var out [][]byte
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		v := &txView{tx: tx, now: x.s.cfg.Now}
-		ins := make([][]zEntry, len(keys))
-		exists := make([]bool, len(keys))
-		for i, k := range keys {
-			var err error
-			if ins[i], exists[i], err = x.zreadInput(v, k, true); err != nil {
-				return err
-			}
+		ins, exists, err := x.zreadInputs(v, keys, true)
+		if err != nil {
+			return err
 		}
 		out = nil
 		for _, e := range zcombine(op[1:], ins, exists, nil, "min") {

@@ -124,13 +124,9 @@ func cmdZAlgebra(x *call) {
 	var out []zEntry
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		v := &txView{tx: tx, now: x.s.cfg.Now}
-		ins := make([][]zEntry, len(sp.keys))
-		exists := make([]bool, len(sp.keys))
-		for i, k := range sp.keys {
-			var err error
-			if ins[i], exists[i], err = x.zreadInput(v, k, sp.setsOnly); err != nil {
-				return err
-			}
+		ins, exists, err := x.zreadInputs(v, sp.keys, sp.setsOnly)
+		if err != nil {
+			return err
 		}
 		if parseErr != "" {
 			return errZSyntax
@@ -153,6 +149,17 @@ func cmdZAlgebra(x *call) {
 	default:
 		x.zreplyEntries(out, sp.withScores)
 	}
+}
+
+// zreadInputs reads the inputs at keys (zreadInput).
+func (x *call) zreadInputs(v *txView, keys [][]byte, setsOnly bool) (ins [][]zEntry, exists []bool, err error) {
+	ins, exists = make([][]zEntry, len(keys)), make([]bool, len(keys))
+	for i, k := range keys {
+		if ins[i], exists[i], err = x.zreadInput(v, k, setsOnly); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ins, exists, nil
 }
 
 // zreadInput reads the sorted set or set at k whole inside v, a set's
