@@ -43,9 +43,10 @@ var writeCommands = map[string]bool{
 	"msetnx": true, "incrbyfloat": true,
 	"lpush": true, "rpush": true, "lpushx": true, "rpushx": true, "lpop": true, "rpop": true,
 	"lset": true, "ltrim": true, "lmove": true, "rpoplpush": true, "lrem": true, "linsert": true,
-	"sadd": true, "srem": true, "spop": true, "sinterstore": true, "sunionstore": true, "sdiffstore": true,
+	"sadd": true, "srem": true, "spop": true, "sinterstore": true, "sunionstore": true, "sdiffstore": true, "smove": true,
 	"zadd": true, "zincrby": true, "zrem": true, "zpopmin": true, "zpopmax": true,
 	"zremrangebyscore": true, "zremrangebyrank": true, "zremrangebylex": true,
+	"zunionstore": true, "zinterstore": true, "zdiffstore": true, "zrangestore": true,
 }
 
 // readCommands change no data: every command is in exactly one of
@@ -65,6 +66,7 @@ var readCommands = map[string]bool{
 	"zcard": true, "zcount": true, "zlexcount": true, "zmscore": true, "zrange": true,
 	"zrangebylex": true, "zrangebyscore": true, "zrank": true, "zrevrange": true,
 	"zrevrangebylex": true, "zrevrangebyscore": true, "zrevrank": true, "zscan": true, "zscore": true,
+	"zrandmember": true, "zunion": true, "zinter": true, "zdiff": true, "zintercard": true, "sintercard": true,
 }
 
 // denial is the error reply to a command the connection's user may not

@@ -54,6 +54,8 @@ var collectionCommands = map[string]cmdSpec{
 	"sinterstore": {arity: -3, fn: cmdSetAlgebra},
 	"sunionstore": {arity: -3, fn: cmdSetAlgebra},
 	"sdiffstore":  {arity: -3, fn: cmdSetAlgebra},
+	"sintercard":  {arity: -3, fn: cmdZAlgebra},
+	"smove":       {arity: 4, fn: cmdSMove},
 	"spop":        {arity: -2, fn: cmdSPop},
 	"srandmember": {arity: -2, fn: cmdSRandMember},
 	"sscan":       {arity: -3, fn: cmdSScan},

@@ -25,7 +25,9 @@ var (
 		"sinter": {1, -1, 1}, "sunion": {1, -1, 1}, "sdiff": {1, -1, 1},
 		"sinterstore": {1, -1, 1}, "sunionstore": {1, -1, 1}, "sdiffstore": {1, -1, 1},
 		"smove": {1, 2, 1}, "lmove": {1, 2, 1}, "rpoplpush": {1, 2, 1},
-		"blpop": {1, -2, 1}, "brpop": {1, -2, 1},
+		"blpop": {1, -2, 1}, "brpop": {1, -2, 1}, "zrangestore": {1, 2, 1},
+		// keys counted by a numkeys argument: Redis states none here
+		"zunion": {}, "zinter": {}, "zdiff": {}, "zintercard": {}, "sintercard": {},
 	}
 	keyless = map[string]bool{
 		"ping": true, "echo": true, "quit": true, "select": true, "client": true, "command": true,

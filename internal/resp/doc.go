@@ -65,7 +65,10 @@
 // zsetkeys.go): ZADD (NX XX GT LT CH INCR), ZINCRBY, ZREM, ZSCORE,
 // ZMSCORE, ZCARD, ZCOUNT, ZLEXCOUNT, ZRANK, ZREVRANK, ZRANGE (BYSCORE
 // BYLEX REV LIMIT WITHSCORES) and its older forms, ZPOPMIN, ZPOPMAX,
-// ZREMRANGEBYSCORE/RANK/LEX, ZSCAN. Every write is one KV.Txn that reads
+// ZREMRANGEBYSCORE/RANK/LEX, ZSCAN, ZRANGESTORE, ZRANDMEMBER
+// (zsetrand.go), and (zsetalgebra.go) ZUNION, ZINTER, ZDIFF, their STORE
+// forms, ZINTERCARD and SINTERCARD, which read every input whole in one
+// KV.Txn and write a destination in it. Every write is one KV.Txn that reads
 // the metadata and the members it touches and writes member keys, index
 // entries and the count together; reads are a BatchGet (ZSCORE) or a
 // walk of the score index that reads what it answers plus what it skips.

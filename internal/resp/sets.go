@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -178,35 +177,10 @@ func writeMembers(x *call, members [][]byte) {
 	}
 }
 
-// combine is SINTER's, SUNION's or SDIFF's result over sets, in byte
-// order.
-func combine(op string, sets []setRead) [][]byte {
-	count := map[string]int{}
-	for i, s := range sets {
-		for _, m := range s.members {
-			switch {
-			case op == "sdiff" && i > 0:
-				delete(count, string(m))
-			case op == "sdiff" || op == "sunion":
-				count[string(m)] = 1
-			default:
-				count[string(m)]++
-			}
-		}
-	}
-	var out [][]byte
-	for m, n := range count {
-		if op != "sinter" || n == len(sets) {
-			out = append(out, []byte(m))
-		}
-	}
-	slices.SortFunc(out, bytes.Compare)
-	return out
-}
-
 // cmdSetAlgebra: SINTER, SUNION, SDIFF key..., and their STORE forms
-// destination key..., which replace destination (whatever its type) in
-// one transaction that first checks the sources are as they were read.
+// destination key..., which replace destination (whatever its type):
+// the sorted-set algebra's transaction (cmdZAlgebra) over sets, members
+// all scoring 1, so the result comes in byte order.
 func cmdSetAlgebra(x *call) {
 	op := strings.TrimSuffix(x.name, "store")
 	keys := x.args[1:]
@@ -214,45 +188,40 @@ func cmdSetAlgebra(x *call) {
 	if op != x.name {
 		dst, keys = keys[0], keys[1:]
 	}
-	for range x.s.cfg.CASAttempts {
-		sets, ok := x.readSets(keys)
-		if !ok {
-			return
-		}
-		out := combine(op, sets)
-		if dst == nil {
-			writeMembers(x, out)
-			return
-		}
-		err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
-			for i, k := range keys {
-				if err := sameSet(x, tx, k, sets[i].m); err != nil {
-					return err
-				}
-			}
-			if len(out) == 0 {
-				return tx.Delete(x.ctx, encKey(dst))
-			}
-			t := &collTx{ctx: x.ctx, tx: tx, key: dst, marker: setMarker, m: newMeta(setMarker)}
-			for _, m := range out {
-				if err := tx.Put(x.ctx, t.elemKey(m), nil); err != nil {
-					return err
-				}
-			}
-			t.m.a = uint64(len(out))
-			return t.save()
-		})
-		if errors.Is(err, errSetChanged) {
-			continue
-		}
+	var out [][]byte
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		v := &txView{tx: tx, now: x.s.cfg.Now}
+		ins, exists, err := x.zreadInputs(v, keys, true)
 		if err != nil {
-			writeCASErr(x.c, err)
-			return
+			return err
 		}
+		out = nil
+		for _, e := range zcombine(op[1:], ins, exists, nil, "min") {
+			out = append(out, e.member)
+		}
+		if dst == nil {
+			return nil
+		}
+		if err := x.clearKey(v, dst); err != nil || len(out) == 0 {
+			return err
+		}
+		t := &collTx{ctx: x.ctx, tx: tx, key: dst, marker: setMarker, m: newMeta(setMarker)}
+		for _, m := range out {
+			if err := tx.Put(x.ctx, t.elemKey(m), nil); err != nil {
+				return err
+			}
+		}
+		t.m.a = uint64(len(out))
+		return t.save()
+	})
+	switch {
+	case err != nil:
+		x.zreplyErr(err)
+	case dst != nil:
 		x.c.WriteInt(len(out))
-		return
+	default:
+		writeMembers(x, out)
 	}
-	x.c.WriteError("ERR too much contention on the keys, retry")
 }
 
 // errSetChanged aborts a STORE whose sources changed since they were read.
@@ -370,18 +339,9 @@ func cmdSRandMember(x *call) {
 		x.c.WriteError(errSyntax)
 		return
 	}
-	count := int64(1)
-	if len(x.args) == 3 {
-		n, err := strconv.ParseInt(string(x.args[2]), 10, 64)
-		if err != nil {
-			x.c.WriteError(errNotInt)
-			return
-		}
-		if n == math.MinInt64 {
-			x.c.WriteError("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
-			return
-		}
-		count = n
+	count, ok := x.randCount()
+	if !ok {
+		return
 	}
 	want := max(count, -count)
 	m, drawn, ok := x.pick(x.args[1], int(min(want, math.MaxInt32)))
@@ -399,6 +359,24 @@ func cmdSRandMember(x *call) {
 	default:
 		writeBulks(x, drawn)
 	}
+}
+
+// randCount is SRANDMEMBER's and ZRANDMEMBER's count (1 when none is
+// given; negative: members may repeat); ok false: it replied.
+func (x *call) randCount() (int64, bool) {
+	if len(x.args) < 3 {
+		return 1, true
+	}
+	n, err := strconv.ParseInt(string(x.args[2]), 10, 64)
+	if err != nil {
+		x.c.WriteError(errNotInt)
+		return 0, false
+	}
+	if n == math.MinInt64 {
+		x.c.WriteError("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+		return 0, false
+	}
+	return n, true
 }
 
 // cmdSScan: SSCAN key cursor [MATCH pattern] [COUNT n]: COUNT members a
@@ -432,4 +410,50 @@ func cmdSScan(x *call) {
 		}
 	}
 	x.writeScanReply(cur, out)
+}
+
+// cmdSMove: SMOVE source destination member, in one transaction over
+// both sets. A missing source answers 0 before the destination's type is
+// looked at, as in Redis.
+func cmdSMove(x *call) {
+	src, dst, member := x.args[1], x.args[2], x.args[3]
+	moved := false
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		moved = false
+		from, err := x.openColl(tx, src, setMarker)
+		if err != nil || !from.m.exists {
+			return err
+		}
+		to, err := x.openColl(tx, dst, setMarker)
+		if err != nil {
+			return err
+		}
+		if moved, err = from.member(member); err != nil || !moved || bytes.Equal(src, dst) {
+			return err
+		}
+		if err := tx.Delete(x.ctx, from.elemKey(member)); err != nil {
+			return err
+		}
+		from.m.a--
+		if err := from.save(); err != nil {
+			return err
+		}
+		in, err := to.member(member)
+		if err != nil || in {
+			return err
+		}
+		if err := tx.Put(x.ctx, to.elemKey(member), nil); err != nil {
+			return err
+		}
+		to.m.a++
+		return to.save()
+	})
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case moved:
+		x.c.WriteInt(1)
+	default:
+		x.c.WriteInt(0)
+	}
 }

@@ -557,53 +557,114 @@ func cmdZRange(x *call) {
 	if !ok {
 		return
 	}
-	z := x.args[1]
-	var start, end []byte
-	var lex func() ([]byte, []byte, error)
-	var rankLo, rankHi int64
+	q, e := zrangeBounds(sp, x.args[1])
+	if e != "" {
+		x.c.WriteError(e)
+		return
+	}
+	out, err := x.zrangeRead(q, x.args[1])
+	if err != nil {
+		x.zreplyErr(err)
+		return
+	}
+	x.zreplyEntries(out, sp.withScores)
+}
+
+// cmdZRangeStore: ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV]
+// [LIMIT offset count] reads the range and replaces dst by it in one
+// transaction (zstore).
+func cmdZRangeStore(x *call) {
+	y := *x
+	y.name, y.args = "zrange", append([][]byte{x.args[0]}, x.args[2:]...)
+	sp, ok := y.parseZRange()
+	if !ok {
+		return
+	}
+	if sp.withScores {
+		x.c.WriteError(errSyntax)
+		return
+	}
+	q, e := zrangeBounds(sp, y.args[1])
+	if e != "" {
+		x.c.WriteError(e)
+		return
+	}
+	var out []zEntry
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		v := &txView{tx: tx, now: x.s.cfg.Now}
+		in := y
+		in.kv = v
+		var err error
+		if out, err = in.zrangeRead(q, y.args[1]); err != nil {
+			return err
+		}
+		return x.zstore(v, x.args[1], out)
+	})
+	if err != nil {
+		x.zreplyErr(err)
+		return
+	}
+	x.c.WriteInt(len(out))
+}
+
+// zrangeQuery is a ZRANGE's parsed bounds.
+type zrangeQuery struct {
+	sp             zrangeSpec
+	start, end     []byte // by score
+	lo, hi         zLexBound
+	rankLo, rankHi int64
+}
+
+// zrangeBounds parses sp's bounds; e is the error reply.
+func zrangeBounds(sp zrangeSpec, z []byte) (q zrangeQuery, e string) {
+	q.sp = sp
 	switch sp.by {
 	case "rank":
 		lo, err1 := strconv.ParseInt(string(sp.startArg), 10, 64)
 		hi, err2 := strconv.ParseInt(string(sp.stopArg), 10, 64)
 		if err1 != nil || err2 != nil {
-			x.c.WriteError(errNotInt)
-			return
+			return q, errNotInt
 		}
-		rankLo, rankHi = lo, hi
+		q.rankLo, q.rankHi = lo, hi
 	case "score":
 		r, ok := parseScoreRange(sp.startArg, sp.stopArg)
 		if !ok {
-			x.c.WriteError("ERR min or max is not a float")
-			return
+			return q, "ERR min or max is not a float"
 		}
-		start, end = r.span(z)
+		q.start, q.end = r.span(z)
 	case "lex":
-		lo, ok1 := parseLexBound(sp.startArg)
-		hi, ok2 := parseLexBound(sp.stopArg)
+		var ok1, ok2 bool
+		q.lo, ok1 = parseLexBound(sp.startArg)
+		q.hi, ok2 = parseLexBound(sp.stopArg)
 		if !ok1 || !ok2 {
-			x.c.WriteError("ERR min or max not valid string range item")
-			return
+			return q, "ERR min or max not valid string range item"
 		}
-		lex = func() ([]byte, []byte, error) { return x.lexSpan(z, lo, hi) }
 	}
-	card, exists, ok := x.zsetState(z)
-	if !ok {
-		return
+	return q, ""
+}
+
+// zrangeRead reads q's members of z, in the order ZRANGE answers them;
+// errZWrongType if z holds another type.
+func (x *call) zrangeRead(q zrangeQuery, z []byte) ([]zEntry, error) {
+	sp, start, end := q.sp, q.start, q.end
+	v, err := x.kv.Get(x.ctx, encKey(z))
+	switch {
+	case errors.Is(err, ErrNotFound): // index entries without metadata are garbage
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !isZSetMeta(v):
+		return nil, errZWrongType
 	}
-	if !exists { // index entries without metadata are garbage
-		x.c.WriteArray(0)
-		return
-	}
-	if lex != nil {
-		var err error
-		if start, end, err = lex(); err != nil {
-			replyErr(x.c, err)
-			return
+	card := int(zsetCard(v))
+	if sp.by == "lex" {
+		if start, end, err = x.lexSpan(z, q.lo, q.hi); err != nil {
+			return nil, err
 		}
 	}
 	var skip, take int
 	if sp.by == "rank" {
-		skip, take = rankWindow(int64(card), rankLo, rankHi, sp.rev)
+		skip, take = rankWindow(int64(card), q.rankLo, q.rankHi, sp.rev)
 		start, end = zIndexPrefix(z), zIndexEnd(z)
 	} else {
 		skip, take = int(min(sp.offset, math.MaxInt32)), int(max(min(sp.count, math.MaxInt32), -1))
@@ -613,8 +674,7 @@ func cmdZRange(x *call) {
 		if sp.rev && take != 0 {
 			n, err := x.zcount(z, start, end)
 			if err != nil {
-				replyErr(x.c, err)
-				return
+				return nil, err
 			}
 			if take < 0 || skip+take > n {
 				take = max(n-skip, 0)
@@ -627,13 +687,12 @@ func cmdZRange(x *call) {
 		out = append(out, zEntry{member: bytes.Clone(e.member), score: e.score})
 		return true
 	}); err != nil {
-		replyErr(x.c, err)
-		return
+		return nil, err
 	}
 	if sp.rev {
 		slices.Reverse(out)
 	}
-	x.zreplyEntries(out, sp.withScores)
+	return out, nil
 }
 
 // rankWindow turns a rank range (negative: from the end) of a set of n

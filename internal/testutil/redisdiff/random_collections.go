@@ -59,6 +59,10 @@ var setGens = []gen{
 	{1, func(r *rand.Rand) []string { return []string{"SINTERSTORE", skey(r), skey(r), skey(r)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"SUNIONSTORE", skey(r), skey(r), skey(r)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"SDIFFSTORE", skey(r), skey(r), skey(r)} }, Equal},
+	{2, func(r *rand.Rand) []string { return []string{"SMOVE", skey(r), skey(r), pick(r, elems)} }, Equal},
+	{1, func(r *rand.Rand) []string {
+		return []string{"SINTERCARD", "2", skey(r), skey(r), "LIMIT", pick(r, []string{"0", "1", "2"})}
+	}, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"SPOP", skey(r), "100"} }, Unordered},
 	{1, func(r *rand.Rand) []string { return []string{"SRANDMEMBER", skey(r), "100"} }, Unordered},
 	{1, func(r *rand.Rand) []string { return []string{"SET", "k0", pick(r, values)} }, Equal},
@@ -69,7 +73,7 @@ var setGens = []gen{
 
 // countNeeded are the commands whose count a sequence never cuts: without
 // it they draw at random, and the two servers' sets would differ after.
-var countNeeded = map[string]bool{"SPOP": true, "SRANDMEMBER": true}
+var countNeeded = map[string]bool{"SPOP": true, "SRANDMEMBER": true, "ZRANDMEMBER": true}
 
 // lposOptions draws LPOS's options, at times a bad one.
 func lposOptions(r *rand.Rand) []string {

@@ -68,6 +68,32 @@ var zsetGens = []gen{
 	}, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"ZREM", "zl", pick(r, members)} }, Equal},
 	{2, func(r *rand.Rand) []string {
+		cmd := pickOf(r, "ZUNION", "ZINTER", "ZDIFF")
+		return withScores(r, zalgebraOptions(r, cmd, []string{cmd, "2", zkey(r), zkey(r)}))
+	}, Equal},
+	{2, func(r *rand.Rand) []string {
+		cmd := pickOf(r, "ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE")
+		return zalgebraOptions(r, cmd, []string{cmd, zkey(r), "2", zkey(r), zkey(r)})
+	}, Equal},
+	{1, func(r *rand.Rand) []string {
+		args := []string{"ZRANGESTORE", zkey(r), zkey(r), pick(r, ranks), pick(r, ranks)}
+		if r.IntN(2) == 0 {
+			args = []string{"ZRANGESTORE", zkey(r), zkey(r), pick(r, bounds), pick(r, bounds), "BYSCORE"}
+		}
+		if r.IntN(2) == 0 {
+			args = append(args, "REV")
+		}
+		return args
+	}, Equal},
+	{1, func(r *rand.Rand) []string { return withScores(r, []string{"ZRANDMEMBER", zkey(r), "100"}) }, Unordered},
+	{1, func(r *rand.Rand) []string {
+		args := []string{"ZINTERCARD", "2", zkey(r), zkey(r)}
+		if r.IntN(2) == 0 {
+			args = append(args, "LIMIT", pick(r, []string{"0", "1", "-1"}))
+		}
+		return args
+	}, Equal},
+	{2, func(r *rand.Rand) []string {
 		cmd := pickOf(r, "ZRANGEBYLEX", "ZREVRANGEBYLEX", "ZLEXCOUNT", "ZREMRANGEBYLEX")
 		args := []string{cmd, "zl", pick(r, lexBound), pick(r, lexBound)}
 		if strings.HasSuffix(cmd, "BYLEX") && !strings.HasPrefix(cmd, "ZREM") {
@@ -94,6 +120,25 @@ func zaddFlags(r *rand.Rand) []string {
 func withScores(r *rand.Rand, args []string) []string {
 	if r.IntN(2) == 0 {
 		return append(args, "WITHSCORES")
+	}
+	return args
+}
+
+// zalgebraOptions draws WEIGHTS and AGGREGATE for ZUNION and ZINTER
+// (ZDIFF takes neither: a syntax error at times), a weight count wrong
+// now and then.
+func zalgebraOptions(r *rand.Rand, cmd string, args []string) []string {
+	if strings.HasPrefix(cmd, "ZDIFF") && r.IntN(8) != 0 {
+		return args
+	}
+	if r.IntN(3) == 0 {
+		args = append(args, "WEIGHTS", pick(r, scores))
+		if r.IntN(6) != 0 {
+			args = append(args, pick(r, scores))
+		}
+	}
+	if r.IntN(3) == 0 {
+		args = append(args, "AGGREGATE", pick(r, []string{"SUM", "MIN", "MAX", "avg"}))
 	}
 	return args
 }
