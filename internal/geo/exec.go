@@ -131,12 +131,20 @@ func (d *DC) rollback() {
 // settleEpoch moves past a validated epoch: this DC's transactions whose
 // input was left out are answered Retry, and the epoch's state is dropped
 // (its messages stay until every peer holds them: relay.go).
+//
+// A left-out message's votes go out again in the next one. Peers count a
+// left-out input as held (advanceHeld), so the message is never sent
+// again; but it may carry votes on later epochs (a sender that was late
+// votes on what it received meanwhile), and a peer it never reached
+// could wait for those votes forever. A vote is cast once, so a peer that
+// took them already ignores the copy.
 func (d *DC) settleEpoch(e uint64, members uint64) {
 	if members&(1<<d.id) == 0 {
 		if m := d.inputs[e][d.id]; m != nil {
 			for _, t := range m.Txns {
 				d.settleTxn(t.ID, Decision{ID: t.ID, Retry: true})
 			}
+			d.outVotes = append(d.outVotes, m.Votes...)
 		}
 	}
 	for dc, m := range d.inputs[e] {
