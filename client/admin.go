@@ -342,10 +342,21 @@ func hasLayout(d *tidekvpb.RangeDescriptor, add, remove uint64) bool {
 
 func (c *Client) changeReplicasOnce(ctx context.Context, rangeID, addNodeID, removeNodeID uint64) (*tidekvpb.RangeDescriptor, error) {
 	req := &tidekvpb.ChangeReplicasRequest{RangeId: rangeID, AddNodeId: addNodeID, RemoveNodeId: removeNodeID}
-	var resp *tidekvpb.ChangeReplicasResponse
-	err := c.invoke(ctx, &rpc{op: "change replicas", anyNode: true, noAttemptTimeout: true,
+	return layoutChange(ctx, c, "change replicas", func(ctx context.Context, nc *nodeConn) (*tidekvpb.ChangeReplicasResponse, error) {
+		return nc.admin.ChangeReplicas(ctx, req)
+	})
+}
+
+// layoutChange sends a call that changes a range's layout to any node,
+// once per attempt without an attempt timeout, and learns the descriptor
+// it answers.
+func layoutChange[R interface {
+	GetDesc() *tidekvpb.RangeDescriptor
+}](ctx context.Context, c *Client, op string, send func(context.Context, *nodeConn) (R, error)) (*tidekvpb.RangeDescriptor, error) {
+	var resp R
+	err := c.invoke(ctx, &rpc{op: op, anyNode: true, noAttemptTimeout: true,
 		call: func(ctx context.Context, nc *nodeConn) (err error) {
-			resp, err = nc.admin.ChangeReplicas(ctx, req)
+			resp, err = send(ctx, nc)
 			return err
 		}})
 	if err != nil {
@@ -364,19 +375,9 @@ func (c *Client) changeReplicasOnce(ctx context.Context, rangeID, addNodeID, rem
 // too; the range directory tells what happened.
 func (c *Client) Merge(ctx context.Context, leftRangeID uint64) (*tidekvpb.RangeDescriptor, error) {
 	req := &tidekvpb.MergeRequest{LeftRangeId: leftRangeID}
-	var resp *tidekvpb.MergeResponse
-	err := c.invoke(ctx, &rpc{op: "merge", anyNode: true, noAttemptTimeout: true,
-		call: func(ctx context.Context, nc *nodeConn) (err error) {
-			resp, err = nc.admin.Merge(ctx, req)
-			return err
-		}})
-	if err != nil {
-		return nil, err
-	}
-	if d := resp.GetDesc(); d != nil {
-		c.cache.update(d, 0, "")
-	}
-	return resp.GetDesc(), nil
+	return layoutChange(ctx, c, "merge", func(ctx context.Context, nc *nodeConn) (*tidekvpb.MergeResponse, error) {
+		return nc.admin.Merge(ctx, req)
+	})
 }
 
 // TransferLease moves the lease of rangeID to targetNodeID. Repeating a
