@@ -79,6 +79,20 @@ func startClusterWith(t testing.TB, n int, adjust func(*Config)) *testCluster {
 	return tc
 }
 
+// holdControl stops every node's control rounds (placement, autoscale)
+// until the returned release is called: a round waits for the controller's
+// lock, which the hold takes on every node.
+func (tc *testCluster) holdControl() (release func()) {
+	for _, s := range tc.nodes {
+		s.ctl.mu.Lock()
+	}
+	return func() {
+		for _, s := range tc.nodes {
+			s.ctl.mu.Unlock()
+		}
+	}
+}
+
 func (tc *testCluster) addrs() []string {
 	var out []string
 	for _, s := range tc.nodes {

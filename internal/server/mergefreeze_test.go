@@ -43,6 +43,11 @@ func TestWaitFrozenRefusesAnUnfrozenRange(t *testing.T) {
 		return err
 	})
 	s := tc.nodes[0]
+	// Placement finishes any merge it finds half done (resumeMerges), so
+	// left running it would merge the range frozen here by hand before the
+	// test unfreezes it (CI on 2026-12-06 saw exactly that). Its rounds
+	// wait while the test holds every node's controller.
+	defer tc.holdControl()()
 	frozen, err := s.freezeRange(ctx, &tidekvpb.FreezeRangeRequest{RangeId: right.GetRangeId(), Into: left.GetRangeId()})
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +65,11 @@ func TestWaitFrozenRefusesAnUnfrozenRange(t *testing.T) {
 		})
 	}
 	replicasAre("frozen", left.GetRangeId())
+	// While frozen, waitFrozen takes it: so the refusal below is about the
+	// generation, not a wait that could never succeed.
+	if err := s.waitFrozen(ctx, frozen); err != nil {
+		t.Fatalf("waitFrozen refused the frozen range: %v", err)
+	}
 	if _, err := s.freezeRange(ctx, &tidekvpb.FreezeRangeRequest{RangeId: right.GetRangeId(), Unfreeze: true}); err != nil {
 		t.Fatal(err)
 	}
