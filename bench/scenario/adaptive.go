@@ -45,9 +45,16 @@ func init() {
 }
 
 type adaptiveParams struct {
-	keys        int
-	rates       []int
-	step        time.Duration
+	keys  int
+	rates []int
+	step  time.Duration
+	// settle is how long each rate runs, unmeasured, before its step:
+	// steady state, learners already serving.
+	settle time.Duration
+	// The reaction run: a fresh RF1 + adaptive cluster, idle, then
+	// reactRate reads/s for reactFor, measured per second.
+	reactRate   int
+	reactFor    time.Duration
 	inflight    int     // Admission.MaxInflight per node
 	adaptiveQPS float64 // AdaptiveReadQPS of the adaptive configuration
 	timeout     time.Duration
@@ -55,16 +62,23 @@ type adaptiveParams struct {
 }
 
 func adaptiveDefaults(opts Options) adaptiveParams {
-	p := adaptiveParams{keys: 20_000, rates: []int{1000, 2000, 4000, 8000, 12000}, step: 15 * time.Second,
-		inflight: 1, adaptiveQPS: 300, timeout: time.Second, workers: 256}
+	p := adaptiveParams{keys: 20_000, rates: []int{1000, 2000, 4000, 8000, 12000}, step: 15 * time.Second, settle: 10 * time.Second,
+		reactRate: 4000, reactFor: 20 * time.Second, inflight: 1, adaptiveQPS: 300, timeout: time.Second, workers: 256}
 	if opts.Quick {
-		p.keys, p.rates, p.step = 2_000, []int{2000, 6000}, 4*time.Second
+		p.keys, p.rates, p.step, p.settle, p.reactFor = 2_000, []int{2000, 6000}, 4*time.Second, 3*time.Second, 10*time.Second
 	}
 	if opts.Duration > 0 {
 		p.step = opts.Duration
 	}
 	return p
 }
+
+// The configurations the verdict compares.
+const (
+	adaptiveRF1AdaptiveClient = "RF1 + adaptive, client"
+	adaptiveRF3Client         = "RF3, client"
+	adaptiveRF3RoundRobin     = "RF3, round robin"
+)
 
 type adaptiveConfig struct {
 	name     string
@@ -98,20 +112,38 @@ type adaptiveStep struct {
 	learners                    int
 	served, rejected            []float64 // per node over the step (server metrics): reads served per second, requests shed
 	scores                      []float64 // per node: median load score the node published during the step
+	// Per second of scheduled send time: reads sent, and failed (not
+	// sent included).
+	secSent, secFailed []int64
+}
+
+// failedShare is the share of the step's sent reads that failed, in %.
+func (s adaptiveStep) failedShare() float64 {
+	if s.sent == 0 {
+		return 0
+	}
+	return 100 * float64(s.overloaded+s.timeouts+s.other+s.dropped) / float64(s.sent)
 }
 
 func runAdaptive(ctx context.Context, opts Options, out io.Writer) error {
+	_, err := adaptive(ctx, opts, out)
+	return err
+}
+
+// adaptive runs the scenario, writes its report to out and returns
+// whether the restated targets were met (adaptiveVerdict).
+func adaptive(ctx context.Context, opts Options, out io.Writer) (bool, error) {
 	p := adaptiveDefaults(opts)
 	progress := opts.Progress
 	dir, cleanup, err := plWorkDir(opts, "adaptive")
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer cleanup()
 	// The in-process nodes log through the standard logger: into a file.
 	logf, err := os.Create(filepath.Join(dir, "nodes.log"))
 	if err != nil {
-		return err
+		return false, err
 	}
 	prevLog := log.Writer()
 	log.SetOutput(logf)
@@ -124,12 +156,12 @@ func runAdaptive(ctx context.Context, opts Options, out io.Writer) error {
 	start, load0 := time.Now(), plLoadAvg()
 	configs := []adaptiveConfig{
 		{"RF1, client", 1, false, readerClient},
-		{"RF1 + adaptive, client", 1, true, readerClient},
+		{adaptiveRF1AdaptiveClient, 1, true, readerClient},
 		{"RF1 + adaptive, client refreshing ranges", 1, true, readerClientRefresh},
-		{"RF3, client", 3, false, readerClient},
+		{adaptiveRF3Client, 3, false, readerClient},
 		{"RF1, round robin", 1, false, readerRoundRobin},
 		{"RF1 + adaptive, round robin", 1, true, readerRoundRobin},
-		{"RF3, round robin", 3, false, readerRoundRobin},
+		{adaptiveRF3RoundRobin, 3, false, readerRoundRobin},
 	}
 	if opts.Quick {
 		// The client alone and the client helped by re-reading ranges:
@@ -141,17 +173,21 @@ func runAdaptive(ctx context.Context, opts Options, out io.Writer) error {
 	for i, c := range configs {
 		steps, err := adaptiveRun(ctx, p, c, filepath.Join(dir, fmt.Sprintf("c%d", i)), seed, progress)
 		if err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
+			return false, fmt.Errorf("%s: %w", c.name, err)
 		}
 		results[c.name] = steps
+	}
+	react, err := adaptiveReact(ctx, p, filepath.Join(dir, "react"), seed, progress)
+	if err != nil {
+		return false, fmt.Errorf("reaction run: %w", err)
 	}
 
 	fmt.Fprintf(out, "## adaptive\n\n")
 	fmt.Fprintf(out, "Machine load average (1 min) at start / end: %s / %s.\n\n", load0, plLoadAvg())
 	fmt.Fprintf(out, "3 in-process nodes, Admission.MaxInflight %d per node, %d keys of 1,010 bytes in one range (load splits off), "+
-		"Zipf(1.0) ANY reads sent open loop at each rate for %v (rates rise without a pause), one attempt per read, %v deadline, %d sending goroutines. "+
-		"Adaptive: AdaptiveReadQPS %.0f, at most 2 learners. Quick: %v. Total %.0f s.\n\n",
-		p.inflight, p.keys, p.step, p.timeout, p.workers, p.adaptiveQPS, opts.Quick, time.Since(start).Seconds())
+		"Zipf(1.0) ANY reads sent open loop at each rate for %v, measured after %v at that rate unmeasured (steady state; rates rise without a pause), one attempt per read, %v deadline, %d sending goroutines. "+
+		"Adaptive: AdaptiveReadQPS %.0f, at most 2 learners. Reaction run: a fresh RF1 + adaptive cluster, idle, then %d reads/s for %v. Quick: %v. Total %.0f s.\n\n",
+		p.inflight, p.keys, p.step, p.settle, p.timeout, p.workers, p.adaptiveQPS, p.reactRate, p.reactFor, opts.Quick, time.Since(start).Seconds())
 	fmt.Fprintln(out, "Failed = overloaded (shed by admission control) + timed out + other errors + not sent (all client goroutines busy); latency over successful reads, from the scheduled send time.")
 	fmt.Fprintln(out)
 	var rows [][]string
@@ -171,9 +207,21 @@ func runAdaptive(ctx context.Context, opts Options, out io.Writer) error {
 	plTable(out, []string{"configuration", "offered reads/s", "served reads/s", "failed", "overloaded / timeout / other / not sent",
 		"p50 ms", "p99 ms", "adaptive learners at end", "reads served/s per node", "requests shed per node", "median load score per node"}, rows)
 	if err := writeFigure(opts, out, "adaptive", "failures", adaptiveChart(configs, results)); err != nil {
-		return err
+		return false, err
 	}
-	return ctx.Err()
+	fmt.Fprintf(out, "Reaction: %d reads/s on a fresh RF1 range: %.1f%% failed over %v, a learner serving after %s, %d learners at the end.\n\n",
+		p.reactRate, react.step.failedShare(), p.reactFor, adaptiveAfter(react.servingAfter), react.learners)
+	if err := writeFigure(opts, out, "adaptive", "reaction", adaptiveReactionChart(react)); err != nil {
+		return false, err
+	}
+	lines, met := adaptiveVerdict(results, react)
+	fmt.Fprintln(out, "Targets:")
+	fmt.Fprintln(out)
+	for _, l := range lines {
+		fmt.Fprintf(out, "- %s\n", l)
+	}
+	fmt.Fprintln(out)
+	return met, ctx.Err()
 }
 
 func adaptiveMs(d time.Duration) string {

@@ -23,6 +23,18 @@ import (
 
 // adaptiveRun starts a cluster for c and runs the rising rates against it.
 func adaptiveRun(ctx context.Context, p adaptiveParams, c adaptiveConfig, dir string, seed uint64, progress io.Writer) ([]adaptiveStep, error) {
+	cl, admin, keys, err := adaptiveStart(ctx, p, c, dir, progress)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.stop()
+	defer admin.Close()
+	return adaptiveRunRates(ctx, p, c, cl, admin, keys, seed, progress)
+}
+
+// adaptiveStart starts a cluster for c, loads the keys and waits until the
+// replication factor is reached and placement is quiet.
+func adaptiveStart(ctx context.Context, p adaptiveParams, c adaptiveConfig, dir string, progress io.Writer) (*plInProc, *client.Client, [][]byte, error) {
 	cl, err := plStartInProc(ctx, dir, 3, func(cfg *server.Config) {
 		cfg.Admission.MaxInflight = p.inflight
 		// Delay-based admission is off in process (plStartInProc); its
@@ -38,19 +50,20 @@ func adaptiveRun(ctx context.Context, p adaptiveParams, c adaptiveConfig, dir st
 		cfg.Placement.MaxAdaptiveReplicas = 2
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	defer cl.stop()
 	admin, err := cl.client(nil)
 	if err != nil {
-		return nil, err
+		cl.stop()
+		return nil, nil, nil, err
 	}
-	defer admin.Close()
 	plLogf(progress, "%s: 3 nodes up", c.name)
 
 	keys, err := adaptiveLoadKeys(ctx, admin, p)
 	if err != nil {
-		return nil, err
+		admin.Close()
+		cl.stop()
+		return nil, nil, nil, err
 	}
 	// Replication factor reached and placement quiet.
 	var sig string
@@ -79,8 +92,7 @@ func adaptiveRun(ctx context.Context, p adaptiveParams, c adaptiveConfig, dir st
 		return ok && time.Since(lastChange) > 3*time.Second
 	})
 	plLogf(progress, "%s: %d keys loaded, ranges %s", c.name, p.keys, sig)
-
-	return adaptiveRunRates(ctx, p, c, cl, admin, keys, seed, progress)
+	return cl, admin, keys, nil
 }
 
 // adaptiveLoadKeys writes p.keys keys of 1,010 bytes through a patient
@@ -167,11 +179,17 @@ func adaptiveRunRates(ctx context.Context, p adaptiveParams, c adaptiveConfig, c
 		if ctx.Err() != nil {
 			break
 		}
+		if p.settle > 0 {
+			// Steady state: the step is measured after the configuration
+			// has had p.settle at this rate to adapt (learners added and
+			// serving); the settling reads are not counted.
+			adaptiveLoad(ctx, read, keys, zipf, rng, rate, p.settle, p)
+		}
 		before := adaptiveCounters(ctx, cl)
 		sctx, stopScores := context.WithCancel(ctx)
 		scoresDone := make(chan [][]float64, 1)
 		go func() { scoresDone <- adaptiveScores(sctx, loads, ids) }()
-		s := adaptiveLoad(ctx, read, keys, zipf, rng, rate, p)
+		s := adaptiveLoad(ctx, read, keys, zipf, rng, rate, p.step, p)
 		stopScores()
 		for _, xs := range <-scoresDone {
 			s.scores = append(s.scores, plQuantile(xs, 0.5))
@@ -201,10 +219,15 @@ func adaptiveRunRates(ctx context.Context, p adaptiveParams, c adaptiveConfig, c
 	return steps, nil
 }
 
-// adaptiveLoad sends rate reads per second for p.step, open loop, and
-// classifies their outcomes.
-func adaptiveLoad(ctx context.Context, read adaptiveRead, keys [][]byte, zipf *plZipf, rng *rand.Rand, rate int, p adaptiveParams) adaptiveStep {
+// adaptiveLoad sends rate reads per second for d, open loop, and
+// classifies their outcomes, in total and per second of scheduled send
+// time.
+func adaptiveLoad(ctx context.Context, read adaptiveRead, keys [][]byte, zipf *plZipf, rng *rand.Rand, rate int, d time.Duration, p adaptiveParams) adaptiveStep {
 	s := adaptiveStep{rate: rate}
+	secs := int((d + time.Second - 1) / time.Second)
+	secSent, secFailed := make([]int64, secs), make([]atomic.Int64, secs)
+	start := time.Now()
+	second := func(at time.Time) int { return min(int(at.Sub(start)/time.Second), secs-1) }
 	type job struct {
 		key []byte
 		at  time.Time
@@ -232,29 +255,33 @@ func adaptiveLoad(ctx context.Context, read adaptiveRead, keys [][]byte, zipf *p
 				default:
 					other.Add(1)
 				}
+				if outcome != readOK {
+					secFailed[second(j.at)].Add(1)
+				}
 			}
 			mu.Lock()
 			lats = append(lats, mine...)
 			mu.Unlock()
 		})
 	}
-	start := time.Now()
 	interval := time.Second / time.Duration(rate)
 	var sent, dropped int64
 	tick := time.NewTicker(time.Millisecond)
 	for ctx.Err() == nil {
 		now := <-tick.C
 		el := now.Sub(start)
-		if el >= p.step {
+		if el >= d {
 			break
 		}
 		due := int64(el / interval)
 		for ; sent < due; sent++ {
 			at := start.Add(time.Duration(sent) * interval)
+			secSent[second(at)]++
 			select {
 			case jobs <- job{key: keys[zipf.next(rng)], at: at}:
 			default:
 				dropped++
+				secFailed[second(at)].Add(1)
 			}
 		}
 	}
@@ -265,6 +292,10 @@ func adaptiveLoad(ctx context.Context, read adaptiveRead, keys [][]byte, zipf *p
 	s.ok, s.overloaded, s.timeouts, s.other = ok.Load(), overloaded.Load(), timeouts.Load(), other.Load()
 	s.p50 = time.Duration(plQuantile(lats, 0.5))
 	s.p99 = time.Duration(plQuantile(lats, 0.99))
+	s.secSent = secSent
+	for i := range secFailed {
+		s.secFailed = append(s.secFailed, secFailed[i].Load())
+	}
 	return s
 }
 

@@ -203,6 +203,21 @@ func adaptiveChart(configs []adaptiveConfig, results map[string][]adaptiveStep) 
 		Panels: []plot.Panel{failed, p99}}
 }
 
+// adaptiveReactionChart draws the reaction run's failed share per second,
+// with the moment a learner started serving marked.
+func adaptiveReactionChart(r adaptiveReaction) plot.Chart {
+	failed := plot.Series{Name: "RF1 + adaptive, client"}
+	for i, n := range r.step.secSent {
+		failed.Points = append(failed.Points, plot.Point{X: float64(i), Y: share(float64(r.step.secFailed[i]), float64(n))})
+	}
+	c := plot.Chart{Title: fmt.Sprintf("adaptive: a step to %d reads/s on a fresh RF1 range, failed reads per second", r.step.rate),
+		XLabel: "seconds since the step", Panels: []plot.Panel{{YLabel: "failed % of sent", Series: []plot.Series{failed}}}}
+	if r.servingAfter >= 0 {
+		c.Marks = []plot.Mark{{X: r.servingAfter.Seconds(), Label: "a learner serves"}}
+	}
+	return c
+}
+
 // horoscopeChart puts the replica-choice modes side by side as bars, one
 // slot per (hogs, workload) case: p99, throughput and errors.
 func horoscopeChart(rows []hsRow) plot.Chart {
