@@ -34,6 +34,7 @@ var (
 		"info": true, "config": true, "hello": true, "auth": true, "dbsize": true, "time": true,
 		"multi": true, "exec": true, "discard": true, "unwatch": true, "scan": true, "tkv.range": true,
 		"keys": true, "flushdb": true, "flushall": true, "randomkey": true,
+		"function": true, "script": true,
 	}
 )
 

@@ -140,6 +140,9 @@ func init() {
 		"hincrby": {arity: 4, fn: cmdHIncrBy}, "hincrbyfloat": {arity: 4, fn: cmdHIncrByFloat},
 		"hsetnx": {arity: 4, fn: cmdHSetNX}, "hstrlen": {arity: 3, fn: cmdHStrLen},
 		"hrandfield": {arity: -2, fn: cmdHRandField}, "hscan": {arity: -3, fn: cmdHScan},
+
+		// scripting.go
+		"function": {arity: -2, fn: cmdFunction}, "script": {arity: -2, fn: cmdScript},
 	}
 	maps.Copy(commands, collectionCommands)
 	commandNames = make(map[string]string, len(commands))
