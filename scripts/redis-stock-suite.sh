@@ -55,7 +55,7 @@ printf '%-20s %6s %6s %6s %6s  %s\n' unit passed failed errored skipped stopped
 for u in $UNITS; do
 	log="$OUT/$(echo "$u" | tr / _).log"
 	(cd "$TESTS" && timeout "${UNIT_TIMEOUT:-600}" ./runtest --host 127.0.0.1 --port "$RP" \
-		--singledb --ignore-encoding $DURABLE --timeout 120 --clients 1 \
+		--singledb --ignore-encoding $DURABLE --timeout 120 --clients 1 --baseport $((PORT + 200)) \
 		--tags -needs:repl --tags -needs:debug --tags -needs:config-maxmemory \
 		--tags -needs:save --tags -needs:reset --single "$u") > "$log" 2>&1
 	rc=$?
@@ -67,6 +67,12 @@ for u in $UNITS; do
 	# An error that is no assertion has the Tcl trace after it.
 	errd=$(awk '/^\[err\]:/{e=1; next} e && /^    while executing/{n++; e=0} /^\[/{e=0} END{print n+0}' <<< "$plain")
 	stopped=-
+	# An [err] naming no test is an error between tests: with --durable
+	# the rest of that server block is left out.
+	abandoned=$(grep '^\[err\]:' <<< "$plain" | grep -v ' in tests/' | head -1)
+	if [ -n "$abandoned" ]; then
+		stopped="block left at: $(grep -A1 -F -x -- "$abandoned" <<< "$plain" | sed -n 2p | cut -c1-80)"
+	fi
 	if grep -q '^\[exception\]:' <<< "$plain"; then
 		stopped=$(grep -m1 '^\[exception\]:' <<< "$plain" | cut -c1-100)
 	elif [ $rc = 124 ]; then

@@ -141,6 +141,9 @@ func init() {
 		"hsetnx": {arity: 4, fn: cmdHSetNX}, "hstrlen": {arity: 3, fn: cmdHStrLen},
 		"hrandfield": {arity: -2, fn: cmdHRandField}, "hscan": {arity: -3, fn: cmdHScan},
 
+		// strings.go
+		"getbit": {arity: 3, fn: cmdGetBit}, "setbit": {arity: 4, fn: cmdSetBit},
+
 		// scripting.go
 		"function": {arity: -2, fn: cmdFunction}, "script": {arity: -2, fn: cmdScript},
 	}
