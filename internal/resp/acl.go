@@ -67,7 +67,7 @@ var readCommands = map[string]bool{
 	"zrangebylex": true, "zrangebyscore": true, "zrank": true, "zrevrange": true,
 	"zrevrangebylex": true, "zrevrangebyscore": true, "zrevrank": true, "zscan": true, "zscore": true,
 	"zrandmember": true, "zunion": true, "zinter": true, "zdiff": true, "zintercard": true, "sintercard": true,
-	"function": true, "script": true, "getbit": true,
+	"function": true, "script": true, "getbit": true, "memory": true,
 }
 
 // denial is the error reply to a command the connection's user may not

@@ -21,7 +21,7 @@ var (
 		"del": {1, -1, 1}, "unlink": {1, -1, 1}, "exists": {1, -1, 1}, "mget": {1, -1, 1},
 		"watch": {1, -1, 1}, "mset": {1, -1, 2}, "msetnx": {1, -1, 2},
 		"rename": {1, 2, 1}, "renamenx": {1, 2, 1}, "copy": {1, 2, 1},
-		"object": {2, 2, 1},
+		"object": {2, 2, 1}, "memory": {2, 2, 1},
 		"sinter": {1, -1, 1}, "sunion": {1, -1, 1}, "sdiff": {1, -1, 1},
 		"sinterstore": {1, -1, 1}, "sunionstore": {1, -1, 1}, "sdiffstore": {1, -1, 1},
 		"smove": {1, 2, 1}, "lmove": {1, 2, 1}, "rpoplpush": {1, 2, 1},

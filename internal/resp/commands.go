@@ -146,6 +146,7 @@ func init() {
 
 		// scripting.go
 		"function": {arity: -2, fn: cmdFunction}, "script": {arity: -2, fn: cmdScript},
+		"memory": {arity: -2, fn: cmdMemory}, // memory.go
 	}
 	maps.Copy(commands, collectionCommands)
 	commandNames = make(map[string]string, len(commands))
