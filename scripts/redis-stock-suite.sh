@@ -81,5 +81,6 @@ for u in $UNITS; do
 	printf '%-20s %6d %6d %6d %6d  %s\n' "$u" "$ok" $((bad - errd)) "$errd" "$skip" "$stopped"
 done
 echo "most frequent error replies (all units; a command's arguments left out):"
-sed 's/\x1b\[[0-9;]*m//g' "$OUT"/unit_*.log | grep -E '^(ERR|WRONGTYPE|NOPROTO|NOSCRIPT|EXECABORT|NOPERM|NOTBUSY) ' |
+# The harness lists each failure again after "The End": count the run's own lines.
+for f in "$OUT"/unit_*.log; do sed -n '/The End/q; p' "$f"; done | sed 's/\x1b\[[0-9;]*m//g' | grep -E '^(ERR|WRONGTYPE|NOPROTO|NOSCRIPT|EXECABORT|NOPERM|NOTBUSY) ' |
 	sed -E 's/, with args beginning with:.*//' | cut -c1-100 | sort | uniq -c | sort -rn | head -15
