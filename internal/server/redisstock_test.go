@@ -13,10 +13,11 @@ import (
 
 // stockUnits are the units of Redis's own test suite that run to their end
 // against a node (docs/redis.md, "Redis's own test suite", has their
-// counts). unit/type/list is not among them yet: its tests of BLPOP and
-// the other blocking pops leave the connection inside MULTI when the pop
-// is unknown, and every test after fails.
-const stockUnits = "unit/keyspace unit/type/string unit/type/incr unit/type/hash unit/type/set unit/type/zset unit/expire unit/multi unit/info-command unit/scan unit/quit unit/protocol"
+// counts). unit/type/list and unit/type/zset are not among them yet: a test
+// of a blocking or multi-key pop (BLPOP, BZPOPMIN, BZMPOP...), unknown to
+// TideKV, fails in the middle of a MULTI, a HELLO 3 or a readraw stretch and
+// leaves the connection so, and later tests read their replies wrongly.
+const stockUnits = "unit/keyspace unit/type/string unit/type/incr unit/type/hash unit/type/set unit/expire unit/multi unit/info-command unit/scan unit/quit unit/protocol"
 
 // TestNodeRunsRedisStockSuite runs redis-server's own Tcl test suite in
 // external mode (an unpacked tests tree of a Redis release at
@@ -29,7 +30,7 @@ const stockUnits = "unit/keyspace unit/type/string unit/type/incr unit/type/hash
 // scripts/redis-stock-suite.sh does the same against `tidekv up` and
 // prints the counts.
 func TestNodeRunsRedisStockSuite(t *testing.T) {
-	tier.RequireLong(t, "runs a dozen units of Redis's test suite, several minutes")
+	tier.RequireLong(t, "runs eleven units of Redis's test suite, several minutes")
 	dir := os.Getenv("REDIS_TESTS_DIR")
 	if dir == "" {
 		t.Skip("REDIS_TESTS_DIR is not set: no unpacked Redis tests tree (the directory holding runtest and tests/) to run")
