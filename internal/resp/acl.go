@@ -40,7 +40,7 @@ var writeCommands = map[string]bool{
 	"rename": true, "renamenx": true, "copy": true,
 	"hincrby": true, "hincrbyfloat": true, "hsetnx": true,
 	"append": true, "setrange": true, "getdel": true, "getex": true, "setex": true, "psetex": true,
-	"msetnx": true, "incrbyfloat": true,
+	"msetnx": true, "incrbyfloat": true, "setbit": true,
 	"lpush": true, "rpush": true, "lpushx": true, "rpushx": true, "lpop": true, "rpop": true,
 	"lset": true, "ltrim": true, "lmove": true, "rpoplpush": true, "lrem": true, "linsert": true,
 	"sadd": true, "srem": true, "spop": true, "sinterstore": true, "sunionstore": true, "sdiffstore": true, "smove": true,
@@ -67,6 +67,7 @@ var readCommands = map[string]bool{
 	"zrangebylex": true, "zrangebyscore": true, "zrank": true, "zrevrange": true,
 	"zrevrangebylex": true, "zrevrangebyscore": true, "zrevrank": true, "zscan": true, "zscore": true,
 	"zrandmember": true, "zunion": true, "zinter": true, "zdiff": true, "zintercard": true, "sintercard": true,
+	"function": true, "script": true, "getbit": true, "memory": true,
 }
 
 // denial is the error reply to a command the connection's user may not

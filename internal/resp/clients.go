@@ -251,10 +251,15 @@ func clientKill(x *call) {
 
 // cmdConfig answers CONFIG GET for the parameters client libraries and
 // tools read at start (what they tell them holds for TideKV: no
-// persistence settings to tune, no memory limit, no idle timeout), each
-// pair in name order; other names match nothing, as in Redis.
+// persistence settings to tune, no memory limit, no idle timeout) and the
+// encoding thresholds CONFIG SET takes (config.go), each pair in name
+// order; other names match nothing, as in Redis.
 func cmdConfig(x *call) {
-	if !strings.EqualFold(string(x.args[1]), "get") {
+	switch sub := strings.ToLower(string(x.args[1])); {
+	case sub == "set":
+		cmdConfigSet(x)
+		return
+	case sub != "get":
 		x.c.WriteError(fmt.Sprintf("ERR CONFIG %s is not supported by TideKV", trunc(x.args[1])))
 		return
 	}
@@ -262,12 +267,7 @@ func cmdConfig(x *call) {
 		x.c.WriteError(errArity("config|get"))
 		return
 	}
-	known := map[string]string{
-		"save": "", "appendonly": "no", "databases": "1",
-		"maxmemory": "0", "maxmemory-policy": "noeviction", "timeout": "0",
-		"maxclients": strconv.Itoa(x.s.cfg.MaxConns), "proto-max-bulk-len": strconv.Itoa(x.s.cfg.MaxBulkLen),
-		"cluster-enabled": "no", "notify-keyspace-events": "",
-	}
+	known := x.configValues()
 	names := make([]string, 0, len(known))
 	for k := range known {
 		names = append(names, k)

@@ -21,7 +21,7 @@ var (
 		"del": {1, -1, 1}, "unlink": {1, -1, 1}, "exists": {1, -1, 1}, "mget": {1, -1, 1},
 		"watch": {1, -1, 1}, "mset": {1, -1, 2}, "msetnx": {1, -1, 2},
 		"rename": {1, 2, 1}, "renamenx": {1, 2, 1}, "copy": {1, 2, 1},
-		"object": {2, 2, 1},
+		"object": {2, 2, 1}, "memory": {2, 2, 1},
 		"sinter": {1, -1, 1}, "sunion": {1, -1, 1}, "sdiff": {1, -1, 1},
 		"sinterstore": {1, -1, 1}, "sunionstore": {1, -1, 1}, "sdiffstore": {1, -1, 1},
 		"smove": {1, 2, 1}, "lmove": {1, 2, 1}, "rpoplpush": {1, 2, 1},
@@ -34,6 +34,7 @@ var (
 		"info": true, "config": true, "hello": true, "auth": true, "dbsize": true, "time": true,
 		"multi": true, "exec": true, "discard": true, "unwatch": true, "scan": true, "tkv.range": true,
 		"keys": true, "flushdb": true, "flushall": true, "randomkey": true,
+		"function": true, "script": true,
 	}
 )
 

@@ -140,6 +140,13 @@ func init() {
 		"hincrby": {arity: 4, fn: cmdHIncrBy}, "hincrbyfloat": {arity: 4, fn: cmdHIncrByFloat},
 		"hsetnx": {arity: 4, fn: cmdHSetNX}, "hstrlen": {arity: 3, fn: cmdHStrLen},
 		"hrandfield": {arity: -2, fn: cmdHRandField}, "hscan": {arity: -3, fn: cmdHScan},
+
+		// strings.go
+		"getbit": {arity: 3, fn: cmdGetBit}, "setbit": {arity: 4, fn: cmdSetBit},
+
+		// scripting.go
+		"function": {arity: -2, fn: cmdFunction}, "script": {arity: -2, fn: cmdScript},
+		"memory": {arity: -2, fn: cmdMemory}, // memory.go
 	}
 	maps.Copy(commands, collectionCommands)
 	commandNames = make(map[string]string, len(commands))

@@ -29,7 +29,10 @@
 // arities, flags and key positions: commandinfo.go),
 // TIME (Config.Now), INFO (a "# Server" section with
 // redis_version:7.0.0-tidekv), CONFIG GET (what client libraries and
-// redis-benchmark read at start: clients.go).
+// redis-benchmark read at start: clients.go), CONFIG SET (Redis's encoding
+// thresholds, kept and inert, and fixed settings to their own value:
+// config.go), FUNCTION and SCRIPT for an empty library (scripting.go),
+// MEMORY USAGE (memory.go).
 //
 // Whole database (database.go): KEYS (a full scan), FLUSHDB and FLUSHALL
 // (scan and batched deletes; AccessAdmin), RANDOMKEY, RENAME, RENAMENX
@@ -37,7 +40,7 @@
 //
 // Strings: GET, SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL],
 // SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, APPEND, STRLEN, GETRANGE
-// (SUBSTR), SETRANGE, DEL/UNLINK, EXISTS, TYPE, DBSIZE, MGET, MSET,
+// (SUBSTR), SETRANGE, GETBIT, SETBIT, DEL/UNLINK, EXISTS, TYPE, DBSIZE, MGET, MSET,
 // MSETNX, INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT (long double arithmetic
 // as Redis on x86-64: float.go). Plain SET and SETEX are one Put (a TTL
 // with it one Write); SET with NX/XX/GET, GETSET, GETDEL, GETEX with an

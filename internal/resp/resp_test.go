@@ -617,6 +617,12 @@ func TestGlob(t *testing.T) {
 		{"[a-c]", "d", false}, {`\*`, "*", true}, {`\*`, "a", false},
 		{"key:1[0-1]?", "key:105", true}, {"key:1[0-1]?", "key:125", false},
 		{"a/b*", "a/bc/d", true},
+		{"a*b*c", "axxbyyc", true}, {"a*b*c", "axxbyy", false}, {"*a*", "bab", true},
+		{"*ab", "aab", true}, {"a**b", "ab", true}, {"a*?", "a", false}, {"a*?", "ab", true},
+		{`a\`, `a\`, true}, {`a\`, "a", false}, {`a\\`, `a\`, true}, {`*\*`, "ab", false}, {"[abc", "a", false}, {"[abc", "", false},
+		{"*[x]", "abx", true}, {`*\*`, "ab*", true}, {"", "", true}, {"", "a", false},
+		{strings.Repeat("a*", 20) + "b", strings.Repeat("a", 40), false},
+		{strings.Repeat("a*", 20) + "b", strings.Repeat("a", 40) + "b", true},
 	} {
 		if got := globMatch([]byte(tc.p), []byte(tc.s)); got != tc.want {
 			t.Errorf("globMatch(%q, %q) = %v", tc.p, tc.s, got)

@@ -279,75 +279,79 @@ func cmdRange(x *call) {
 }
 
 // globMatch reports whether s matches the Redis glob pattern p: * ? [set]
-// [^set] [a-z] and \ escapes.
+// [^set] [a-z] and \ escapes. Every element but * matches one byte, so
+// only the last * seen needs a way back (it takes one byte more and the
+// rest is tried again): O(len(p) * len(s)), where trying every split at
+// every * takes exponential time on a pattern like "a*a*a*...b"
+// (the last steps of redisdiff's keys.txt).
 func globMatch(p, s []byte) bool {
-	for len(p) > 0 {
-		switch p[0] {
-		case '*':
-			for len(p) > 1 && p[1] == '*' {
-				p = p[1:]
+	pi, si := 0, 0
+	star, starS := -1, 0 // the last *'s position in p, and where it began in s
+	for si < len(s) {
+		if pi < len(p) && p[pi] == '*' {
+			star, starS = pi, si
+			pi++
+			continue
+		}
+		if pi < len(p) {
+			if n, ok := globOne(p[pi:], s[si]); ok {
+				pi += n
+				si++
+				continue
 			}
-			if len(p) == 1 {
-				return true
-			}
-			for i := 0; i <= len(s); i++ {
-				if globMatch(p[1:], s[i:]) {
-					return true
-				}
-			}
+		}
+		if star < 0 {
 			return false
-		case '?':
-			if len(s) == 0 {
-				return false
-			}
-			s, p = s[1:], p[1:]
-		case '[':
-			if len(s) == 0 {
-				return false
-			}
-			i := 1
-			neg := i < len(p) && p[i] == '^'
-			if neg {
+		}
+		starS++
+		pi, si = star+1, starS
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
+
+// globOne reports whether c matches p's first element (not *), and that
+// element's length. An unterminated set matches nothing.
+func globOne(p []byte, c byte) (int, bool) {
+	switch p[0] {
+	case '?':
+		return 1, true
+	case '[':
+		i := 1
+		neg := i < len(p) && p[i] == '^'
+		if neg {
+			i++
+		}
+		match := false
+		for i < len(p) && p[i] != ']' {
+			switch {
+			case p[i] == '\\' && i+1 < len(p):
+				match = match || p[i+1] == c
+				i += 2
+			case i+2 < len(p) && p[i+1] == '-' && p[i+2] != ']':
+				lo, hi := p[i], p[i+2]
+				if lo > hi {
+					lo, hi = hi, lo
+				}
+				match = match || (c >= lo && c <= hi)
+				i += 3
+			default:
+				match = match || p[i] == c
 				i++
 			}
-			match := false
-			for i < len(p) && p[i] != ']' {
-				switch {
-				case p[i] == '\\' && i+1 < len(p):
-					match = match || p[i+1] == s[0]
-					i += 2
-				case i+2 < len(p) && p[i+1] == '-' && p[i+2] != ']':
-					lo, hi := p[i], p[i+2]
-					if lo > hi {
-						lo, hi = hi, lo
-					}
-					match = match || (s[0] >= lo && s[0] <= hi)
-					i += 3
-				default:
-					match = match || p[i] == s[0]
-					i++
-				}
-			}
-			if i >= len(p) {
-				return false // unterminated set: no match
-			}
-			if match == neg {
-				return false
-			}
-			s, p = s[1:], p[i+1:]
-		case '\\':
-			if len(p) > 1 {
-				p = p[1:]
-			}
-			fallthrough
-		default:
-			if len(s) == 0 || s[0] != p[0] {
-				return false
-			}
-			s, p = s[1:], p[1:]
+		}
+		if i >= len(p) {
+			return 0, false
+		}
+		return i + 1, match != neg
+	case '\\':
+		if len(p) > 1 {
+			return 2, p[1] == c
 		}
 	}
-	return len(s) == 0
+	return 1, p[0] == c
 }
 
 // errReplyTooLarge: what a command would reply exceeds its byte budget.

@@ -165,6 +165,9 @@ type Server struct {
 
 	observe atomic.Pointer[Observer]
 
+	// tunables are the encoding thresholds CONFIG SET was given (config.go).
+	tunables tunableValues
+
 	// disconnects counts closed connections by reason (output.go);
 	// loggedSlow: the first slow client's disconnect was logged.
 	disconnects map[string]*atomic.Uint64

@@ -40,12 +40,11 @@ const errTooLong = "ERR string exceeds maximum allowed size (proto-max-bulk-len)
 // editString replaces the string at the command's key (x.args[1]) with
 // edit's result in one compare-and-set round after another (casLoop), so
 // that no write of another client falls between its read and its write,
-// keeping the key's TTL, and replies the new length. edit gets the
-// current value (nil when absent) and returns the new one, or nil to
-// write nothing and reply the current length, or an error reply. A hash
-// is WRONGTYPE.
-func (x *call) editString(edit func(cur []byte, exists bool) ([]byte, string)) {
-	n := 0
+// keeping the key's TTL, and returns the new length (ok false: it replied
+// an error). edit gets the current value (nil when absent) and returns the
+// new one, or nil to write nothing (the length is the current one), or an
+// error reply. A hash is WRONGTYPE.
+func (x *call) editString(edit func(cur []byte, exists bool) ([]byte, string)) (n int, ok bool) {
 	_, _, _, err := x.casLoop(encKey(x.args[1]), Expiry{Keep: true}, func(cur []byte, exists bool) ([]byte, casWrite, string) {
 		if exists && isMarker(cur) {
 			return nil, casNone, errWrongType
@@ -67,19 +66,22 @@ func (x *call) editString(edit func(cur []byte, exists bool) ([]byte, string)) {
 	})
 	if err != nil {
 		writeCASErr(x.c, err)
-		return
+		return 0, false
 	}
-	x.c.WriteInt(n)
+	return n, true
 }
 
 // cmdAppend: APPEND key value, the new length; a missing key is created.
 func cmdAppend(x *call) {
-	x.editString(func(cur []byte, exists bool) ([]byte, string) {
+	n, ok := x.editString(func(cur []byte, exists bool) ([]byte, string) {
 		if exists && len(x.args[2]) == 0 {
 			return nil, ""
 		}
 		return append(append(make([]byte, 0, len(cur)+len(x.args[2])), cur...), x.args[2]...), ""
 	})
+	if ok {
+		x.c.WriteInt(n)
+	}
 }
 
 // cmdStrlen: STRLEN key, 0 for a missing key.
@@ -288,7 +290,7 @@ func cmdSetRange(x *call) {
 		return
 	}
 	val := x.args[3]
-	x.editString(func(cur []byte, exists bool) ([]byte, string) {
+	n, ok := x.editString(func(cur []byte, exists bool) ([]byte, string) {
 		switch {
 		case len(val) == 0:
 			return nil, ""
@@ -300,6 +302,70 @@ func cmdSetRange(x *call) {
 		copy(nv[off:], val)
 		return nv, ""
 	})
+	if ok {
+		x.c.WriteInt(n)
+	}
+}
+
+const errBitOffset = "ERR bit offset is not an integer or out of range"
+
+// bitOffset parses GETBIT's and SETBIT's offset: a bit of a string of at
+// most MaxBulkLen bytes (Redis: proto-max-bulk-len).
+func (x *call) bitOffset() (int64, bool) {
+	off, err := strconv.ParseInt(string(x.args[2]), 10, 64)
+	if err != nil || off < 0 || off>>3 >= int64(x.s.cfg.MaxBulkLen) {
+		x.c.WriteError(errBitOffset)
+		return 0, false
+	}
+	return off, true
+}
+
+// cmdGetBit: GETBIT key offset, the bit (bit 0 is the first byte's most
+// significant); past the end, or a missing key, 0.
+func cmdGetBit(x *call) {
+	off, ok := x.bitOffset()
+	if !ok {
+		return
+	}
+	v, _, ok := x.readString()
+	if !ok {
+		return
+	}
+	bit := 0
+	if off>>3 < int64(len(v)) {
+		bit = int(v[off>>3]>>(7-off&7)) & 1
+	}
+	x.c.WriteInt(bit)
+}
+
+// cmdSetBit: SETBIT key offset 0|1 sets the bit, growing the string with
+// zero bytes to reach it, and replies the bit's old value; one
+// compare-and-set round after another, as SETRANGE.
+func cmdSetBit(x *call) {
+	off, ok := x.bitOffset()
+	if !ok {
+		return
+	}
+	on := string(x.args[3])
+	if on != "0" && on != "1" {
+		x.c.WriteError("ERR bit is not an integer or out of range")
+		return
+	}
+	i, mask := int(off>>3), byte(1)<<(7-off&7)
+	old := 0
+	if _, ok := x.editString(func(cur []byte, exists bool) ([]byte, string) {
+		nv := make([]byte, max(len(cur), i+1))
+		copy(nv, cur)
+		old = int(nv[i]&mask) >> (7 - off&7)
+		if on == "1" {
+			nv[i] |= mask
+		} else {
+			nv[i] &^= mask
+		}
+		return nv, ""
+	}); ok {
+		x.c.WriteInt(old)
+	}
 }
 
 // cmdGetDel: GETDEL key replies the string and deletes it, in one

@@ -173,3 +173,22 @@ func TestZSetTypeAndScan(t *testing.T) {
 		eq(t, strings.Join(keys, ","), want)
 	}
 }
+
+// TestZRandMemberHugeNegativeCount: a negative count repeats members, and
+// one far beyond what a reply can hold is refused with the output-limit
+// error (it once panicked making the slice, killing the node); the
+// connection still serves.
+func TestZRandMemberHugeNegativeCount(t *testing.T) {
+	s, _ := start(t, newFakeKV(), nil, nil)
+	got := pipeline(t, s,
+		[]string{"ZADD", "z", "0", "a"},
+		[]string{"ZRANDMEMBER", "z", "-9223372036854770000"},
+		[]string{"ZRANDMEMBER", "z", "-2"},
+		[]string{"PING"})
+	if !strings.HasPrefix(got[1], "-ERR ZRANDMEMBER reply of more than") {
+		t.Errorf("ZRANDMEMBER z -9223372036854770000: %q, want the output-limit error", got[1])
+	}
+	if got[2] != "*[$a $a]" || got[3] != "+PONG" {
+		t.Errorf("after it: %q, %q", got[2], got[3])
+	}
+}

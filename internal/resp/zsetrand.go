@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"fmt"
 	"math"
 	"strings"
 )
@@ -17,6 +18,11 @@ func cmdZRandMember(x *call) {
 	}
 	count, ok := x.randCount()
 	if !ok {
+		return
+	}
+	if withScores := len(x.args) == 4; withScores && (count > math.MaxInt64/2 || count < -math.MaxInt64/2) {
+		// Redis's check: the reply's length, two per member, must fit.
+		x.c.WriteError("ERR value is out of range")
 		return
 	}
 	z := x.args[1]
@@ -59,9 +65,18 @@ func cmdZRandMember(x *call) {
 	default:
 		out := drawn
 		if count < 0 && len(drawn) > 0 {
-			out = make([]zEntry, -count)
-			for i := range out {
-				out[i] = drawn[i%len(drawn)]
+			// -count repeats may be far more than a reply can hold: count
+			// their bytes (a member, its score, a few of RESP's) before
+			// making them, as HRANDFIELD does.
+			out = nil
+			size := 0
+			for i := int64(0); i < -count; i++ {
+				e := drawn[i%int64(len(drawn))]
+				if size += len(e.member) + 16; size > x.s.cfg.MaxOutputBuffer {
+					x.c.WriteError(fmt.Sprintf("ERR ZRANDMEMBER reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower the count", x.s.cfg.MaxOutputBuffer))
+					return
+				}
+				out = append(out, e)
 			}
 		}
 		x.zreplyEntries(out, len(x.args) == 4)
