@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"time"
+
+	"github.com/tidekv/tidekv/client"
 )
 
 // adaptiveReaction is the reaction run: how fast a fresh RF1 range gets
@@ -20,8 +22,7 @@ type adaptiveReaction struct {
 
 // adaptiveReact starts a fresh RF1 + adaptive cluster read through the Go
 // client, leaves it idle, then sends p.reactRate reads/s for p.reactFor,
-// sampling every node's served reads every 100 ms to see when a learner
-// starts serving.
+// watching when an adaptive learner starts serving.
 func adaptiveReact(ctx context.Context, p adaptiveParams, dir string, seed uint64, progress io.Writer) (adaptiveReaction, error) {
 	c := adaptiveConfig{"RF1 + adaptive, client, load step", 1, true, readerClient}
 	cl, admin, keys, err := adaptiveStart(ctx, p, c, dir, progress)
@@ -40,37 +41,11 @@ func adaptiveReact(ctx context.Context, p adaptiveParams, dir string, seed uint6
 		read(cctx, keys[i%len(keys)])
 		cancel()
 	}
-	voters := map[uint64]bool{}
-	resp, err := plRanges(ctx, admin)
-	if err != nil {
-		return adaptiveReaction{}, err
-	}
-	for _, ri := range resp.GetRanges() {
-		for _, rd := range ri.GetDesc().GetReplicas() {
-			if !rd.GetAdaptive() {
-				voters[rd.GetNodeId()] = true
-			}
-		}
-	}
 	var r adaptiveReaction
-	r.servingAfter = -1
 	start := time.Now()
-	base := adaptiveCounters(ctx, cl)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan time.Duration, 1)
-	go func() {
-		for wctx.Err() == nil {
-			now := adaptiveCounters(wctx, cl)
-			for i, n := range cl.nodes {
-				if !voters[n.NodeID()] && now[i][0] > base[i][0] {
-					watched <- time.Since(start)
-					return
-				}
-			}
-			plSleep(wctx, 100*time.Millisecond)
-		}
-		watched <- -1
-	}()
+	go func() { watched <- adaptiveWatchLearners(wctx, cl, admin, start) }()
 	zipf := plNewZipf(len(keys), 1.0)
 	r.step = adaptiveLoad(ctx, read, keys, zipf, rand.New(rand.NewPCG(seed, 7)), p.reactRate, p.reactFor, p)
 	stopWatch()
@@ -87,6 +62,46 @@ func adaptiveReact(ctx context.Context, p adaptiveParams, dir string, seed uint6
 	plLogf(progress, "%s at %d/s: %.1f%% failed, a learner serving after %v, %d learners at the end, failed per second %v of %v",
 		c.name, p.reactRate, r.step.failedShare(), r.servingAfter, r.learners, r.step.secFailed, r.step.secSent)
 	return r, nil
+}
+
+// adaptiveWatchLearners polls the range directory and the nodes' served
+// reads every 100 ms until ctx ends and returns when, from start, an
+// adaptive learner first served reads: a node holding an adaptive replica
+// and no voter whose served count rose after the learner appeared (a
+// replica move's learner, or a voter elsewhere, does not count). It
+// returns -1 if none did.
+func adaptiveWatchLearners(ctx context.Context, cl *plInProc, admin *client.Client, start time.Time) time.Duration {
+	seen := map[uint64]float64{} // learner node -> served count when first seen
+	for ctx.Err() == nil {
+		resp, err := plRanges(ctx, admin)
+		if err == nil {
+			voter, learner := map[uint64]bool{}, map[uint64]bool{}
+			for _, ri := range resp.GetRanges() {
+				for _, rd := range ri.GetDesc().GetReplicas() {
+					if rd.GetAdaptive() {
+						learner[rd.GetNodeId()] = true
+					} else {
+						voter[rd.GetNodeId()] = true
+					}
+				}
+			}
+			counts := adaptiveCounters(ctx, cl)
+			for i, n := range cl.nodes {
+				id := n.NodeID()
+				if !learner[id] || voter[id] {
+					delete(seen, id)
+					continue
+				}
+				if base, ok := seen[id]; !ok {
+					seen[id] = counts[i][0]
+				} else if counts[i][0] > base {
+					return time.Since(start)
+				}
+			}
+		}
+		plSleep(ctx, 100*time.Millisecond)
+	}
+	return -1
 }
 
 // adaptiveVerdict judges the restated targets (docs/benchmarks/adaptive.md):
