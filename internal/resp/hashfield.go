@@ -241,7 +241,10 @@ func cmdHRandField(x *call) {
 		size := 0
 		for range -count {
 			kv := fields[mrand.IntN(len(fields))]
-			if size += len(kv.Key) + len(kv.Value); size > x.s.cfg.MaxOutputBuffer {
+			// A few of RESP's bytes each too: an empty field and value
+			// still cost a reply, and counted as nothing a huge count
+			// never reached the bound.
+			if size += len(kv.Key) + len(kv.Value) + 16; size > x.s.cfg.MaxOutputBuffer {
 				x.c.WriteError(fmt.Sprintf("ERR HRANDFIELD reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower the count", x.s.cfg.MaxOutputBuffer))
 				return
 			}

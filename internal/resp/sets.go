@@ -3,6 +3,7 @@ package resp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -352,6 +353,16 @@ func cmdSRandMember(x *call) {
 	case len(x.args) == 2:
 		x.c.WriteBulk(drawn[0])
 	case count < 0 && m.exists:
+		// -count repeats may be far more than a reply can hold (a count
+		// near -2^63 wrote for ever): count their bytes, a member and a
+		// few of RESP's each, before writing any.
+		size := 0
+		for i := int64(0); i < want; i++ {
+			if size += len(drawn[i%int64(len(drawn))]) + 16; size > x.s.cfg.MaxOutputBuffer {
+				x.c.WriteError(fmt.Sprintf("ERR SRANDMEMBER reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower the count", x.s.cfg.MaxOutputBuffer))
+				return
+			}
+		}
 		x.c.WriteArray(int(want))
 		for i := range want {
 			x.c.WriteBulk(drawn[i%int64(len(drawn))])

@@ -192,3 +192,25 @@ func TestZRandMemberHugeNegativeCount(t *testing.T) {
 		t.Errorf("after it: %q, %q", got[2], got[3])
 	}
 }
+
+// The same for SRANDMEMBER (it wrote members for ever) and HRANDFIELD with
+// an empty field and value (counted as no bytes, its bound was never
+// reached); each connection still serves after.
+func TestRandHugeNegativeCount(t *testing.T) {
+	s, _ := start(t, newFakeKV(), nil, nil)
+	got := pipeline(t, s,
+		[]string{"SADD", "s", "a"},
+		[]string{"SRANDMEMBER", "s", "-9223372036854770000"},
+		[]string{"HSET", "h", "", ""},
+		[]string{"HRANDFIELD", "h", "-9223372036854770000"},
+		[]string{"SRANDMEMBER", "s", "-2"},
+		[]string{"PING"})
+	for i, name := range map[int]string{1: "SRANDMEMBER", 3: "HRANDFIELD"} {
+		if !strings.HasPrefix(got[i], "-ERR "+name+" reply of more than") {
+			t.Errorf("%s with a count near -2^63: %q, want the output-limit error", name, got[i])
+		}
+	}
+	if got[4] != "*[$a $a]" || got[5] != "+PONG" {
+		t.Errorf("after them: %q, %q", got[4], got[5])
+	}
+}
