@@ -44,6 +44,12 @@ type Node interface {
 	// ReadThrough is v, or for a miss in a key space with a miss handler
 	// what the handler answers.
 	ReadThrough(ctx context.Context, r *raftstore.Replica, key []byte, v raftstore.Value) (raftstore.Value, error)
+	// NeedVersion refuses a request that needs Raft log version v (what
+	// names it) before every node runs it.
+	NeedVersion(v uint32, what string) error
+	// TxnExpiry is how long a transaction's record may go without a
+	// heartbeat before a push aborts it.
+	TxnExpiry() time.Duration
 }
 
 // IntentWait clears the way past one intent: nil when the request may run

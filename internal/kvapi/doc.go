@@ -1,7 +1,8 @@
 // Package kvapi is a node's typed, in-process KV API: Get, Put, Delete,
 // Scan, BatchGet, Write, GuardedWrite and CompareAndSet on the node's own
-// replicas, taking Go values and returning the errors of api/kverr. It
-// owns what every KV request goes through on its way to a replica:
+// replicas, and a transaction's range-level steps (WriteIntents,
+// CommitOnePhase, TxnRecord, ResolveIntents, Refresh: txn.go), taking
+// Go values and returning the errors of api/kverr. It owns what every KV request goes through on its way to a replica:
 // validation against the request limits, admission, routing to the
 // replica (one range lookup per request, none when the caller found the
 // replica already), the wait for room under the range's size limit, the

@@ -4,6 +4,9 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/admission"
@@ -41,13 +44,6 @@ func (s *Server) replicaFor(key []byte) (*raftstore.Replica, error) {
 		return nil, &raftstore.RangeNotFoundError{Key: key}
 	}
 	return r, nil
-}
-
-// serve runs one request for the gRPC API through the typed API's path
-// (kvapi.Run), with its error as a gRPC status (toStatus).
-func serve[T any](ctx context.Context, s *Server, op string, validate func() error, key []byte, grow uint64, fn func(*raftstore.Replica) (T, error)) (T, error) {
-	v, err := kvapi.Run(ctx, s.kv, op, validate, key, grow, nil, fn)
-	return v, s.toStatus(err)
 }
 
 // kvNode is the node as the typed KV API sees it.
@@ -100,6 +96,19 @@ func (n kvNode) Touch(r *raftstore.Replica, key []byte, more ...[]byte) {
 func (n kvNode) NoteWrite(ctx context.Context, r *raftstore.Replica) { n.s.noteWrite(ctx, r) }
 
 func (n kvNode) CountRead(key []byte, found bool) { n.s.counters.read(key, found) }
+
+// NeedVersion answers UNIMPLEMENTED, which the routing client does not
+// retry: a transaction fails with its sentence at once (a plain request's
+// ErrLogVersion answers UNAVAILABLE and is retried, which carries it over
+// the heartbeat that raises the version once an upgrade is done).
+func (n kvNode) NeedVersion(v uint32, what string) error {
+	if err := n.s.store.NeedVersion(v, what); err != nil {
+		return status.Error(codes.Unimplemented, err.Error())
+	}
+	return nil
+}
+
+func (n kvNode) TxnExpiry() time.Duration { return n.s.cfg.Txn.Expiry }
 
 func (n kvNode) ReadThrough(ctx context.Context, r *raftstore.Replica, key []byte, v raftstore.Value) (raftstore.Value, error) {
 	return n.s.readThrough(ctx, r, key, v)
