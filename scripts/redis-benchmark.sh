@@ -1,0 +1,115 @@
+#!/bin/bash
+# Runs redis-benchmark against a 3-node TideKV cluster (node 1's Redis port)
+# and against a redis-server (appendonly yes, appendfsync everysec) in the
+# same run, issue 37: the list/set/hash/zset commands, the default mix, SET
+# and GET with -P 16, then ZRANGEBYSCORE ... LIMIT 0 10 over a large sorted
+# set (filled by pipelined ZADDs, bounded by FILL_SECONDS) against the same
+# query on a 100-member set. Each test prints a CSV line per command with
+# the load average before it and the server CPU (utime+stime from
+# /proc/PID/stat, summed over TideKV's three nodes) per request.
+# docs/benchmarks/redis.md has the results.
+#
+#   TIDEKV=/tmp/tidekv-rb scripts/redis-benchmark.sh
+#
+# Environment: TIDEKV (binary; default tidekv), OUT (default a new /tmp dir),
+# BASE_PORT (TideKV node 1's gRPC port, its Redis port is +2; default 47800),
+# REDIS_PORT (default 47899), N (requests per test; default 20000),
+# BIG (members of the large set; default 1000000), FILL_SECONDS (bound on the
+# fill of each system; default 900), NODE_CPUS (passed to --node-cpus; default 0),
+# ZSET_ONLY=1 (only the sorted-set fill and ZRANGEBYSCORE).
+# As root with cgroup v1 the whole run goes into /sys/fs/cgroup/cpu/rbench
+# (cpu.shares 65536), removed at the end. Everything is stopped by PID.
+set -u
+B=${TIDEKV:-tidekv}
+OUT=${OUT:-$(mktemp -d /tmp/rbench.XXXXXX)}
+BP=${BASE_PORT:-47800}
+TP=$((BP + 2))
+RP=${REDIS_PORT:-47899}
+N=${N:-20000}
+BIG=${BIG:-1000000}
+FILL=${FILL_SECONDS:-900}
+mkdir -p "$OUT/redis"
+CG=/sys/fs/cgroup/cpu/rbench
+if [ -w /sys/fs/cgroup/cpu ] && mkdir -p $CG 2> /dev/null; then
+	echo 65536 > $CG/cpu.shares
+	echo $$ > $CG/tasks
+fi
+PIDS_UP= PID_R=
+cleanup() {
+	[ -n "$PIDS_UP" ] && kill $PIDS_UP 2> /dev/null
+	[ -n "$PID_R" ] && kill $PID_R 2> /dev/null
+	sleep 3
+	if [ -d $CG ]; then
+		echo $$ > /sys/fs/cgroup/cpu/tasks
+		rmdir $CG 2> /dev/null
+	fi
+}
+trap cleanup EXIT
+
+"$B" up --nodes 3 --base-port "$BP" --data-dir "$OUT/data" --node-cpus "${NODE_CPUS:-0}" > "$OUT/up.log" 2>&1 &
+PIDS_UP=$!
+redis-server --port "$RP" --bind 127.0.0.1 --dir "$OUT/redis" --appendonly yes --appendfsync everysec --save '' > "$OUT/redis.log" 2>&1 &
+PID_R=$!
+for _ in $(seq 120); do grep -q "cluster up" "$OUT/up.log" && break; sleep 1; done
+grep -q "cluster up" "$OUT/up.log" || { echo "cluster not up: $OUT/up.log" >&2; exit 1; }
+# The nodes are the children of `tidekv up`.
+NODES=$(cat /proc/$PIDS_UP/task/*/children)
+echo "# commit $(git -C "$(dirname "$0")" rev-parse --short HEAD) date $(date -u +%FT%TZ) nodes $NODES redis $PID_R"
+
+cpu() { # ticks of utime+stime summed over the PIDs given
+	local t=0 p
+	for p in "$@"; do
+		t=$((t + $(awk '{print $14+$15}' /proc/$p/stat)))
+	done
+	echo $t
+}
+# bench SYSTEM PORT PIDS -- redis-benchmark arguments
+bench() {
+	local sys=$1 port=$2 pids=$3 c0 c1 csv reqs n
+	shift 4
+	n=$(echo "$*" | sed -n 's/.*-n \([0-9]*\).*/\1/p')
+	local load
+	load=$(uptime | sed 's/.*average: //')
+	c0=$(cpu $pids)
+	csv=$(timeout 240 redis-benchmark -h 127.0.0.1 -p "$port" -c 50 --csv "$@" 2>&1 | grep -v '^"test"')
+	c1=$(cpu $pids)
+	reqs=$(echo "$csv" | wc -l)
+	# CPU per request over the whole test: with several commands in one test it is
+	# their mean, and a test redis-benchmark stopped at an error reply overstates it.
+	echo "$csv" | while IFS= read -r l; do
+		echo "$sys,$l,cpu_us_per_req=$(awk -v d=$((c1 - c0)) -v r="$reqs" -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.1f", d/hz*1e6/(r*n)}'),load=\"$load\",args=\"$*\""
+	done
+}
+each() { # runs one test against both systems
+	bench tidekv $TP "$NODES" -- "$@"
+	bench redis $RP "$PID_R" -- "$@"
+}
+echo "system,test,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms,cpu,load,args"
+if [ "${ZSET_ONLY:-0}" != 1 ]; then
+each -n "$N" -r 100000 -t lpush,lpop,sadd,hset,zadd
+each -n "$N" -r 100000 zadd myzset __rand_int__ m:__rand_int__
+each -n "$N" zrange myzset 0 9
+each -n "$N"
+each -n $((N * 5)) -P 16 -t set,get
+fi
+
+# resp prints ZADD KEY i m:i for i in [FROM,TO) as RESP.
+resp() {
+	awk -v k="$1" -v a="$2" -v b="$3" 'BEGIN{for(i=a;i<b;i++){m="m:" i; printf "*4\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n$%d\r\n%s\r\n", length(k), k, length(i ""), i, length(m), m}}'
+}
+for sp in "tidekv $TP" "redis $RP"; do
+	set -- $sp
+	resp small 0 100 | redis-cli -p "$2" --pipe > /dev/null
+	start=$(date +%s) done=0
+	while [ $done -lt "$BIG" ] && [ $(($(date +%s) - start)) -lt "$FILL" ]; do
+		# --pipe gives up after 120 s without a reply: a stall ends the fill.
+		resp big $done $((done + 10000)) | redis-cli -p "$2" --pipe --pipe-timeout 120 > /dev/null || break
+		done=$((done + 10000))
+	done
+	echo "# fill $1: ZCARD big $(redis-cli -p "$2" zcard big) small $(redis-cli -p "$2" zcard small) in $(($(date +%s) - start)) s"
+done
+SZ=$(redis-cli -p $TP zcard big) # the smaller fill, so the window holds members on both
+LO=$((SZ / 2))
+each -n "$N" zrangebyscore big $LO $((LO + 100)) LIMIT 0 10
+each -n "$N" zrangebyscore small 40 60 LIMIT 0 10
+echo "# done $(date -u +%FT%TZ) load $(uptime | sed 's/.*average: //')"
