@@ -15,7 +15,7 @@ import (
 //
 //	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS] [rebalance=0|1]
 //	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S] [capacity=Q] [clock-untrusted]
-//	range ID START END v=1,2,3 [vsince=SECONDS] [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [hits=H] [hot=SHARE] [writes=LOC:Q,...] [split=SECONDS] [busy] [stale] [rf=N]
+//	range ID START END v=1,2,3 [vsince=SECONDS] [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [replica-reads-unknown] [hits=H] [hot=SHARE] [writes=LOC:Q,...] [split=SECONDS] [busy] [stale] [rf=N]
 //	boundary KEY   (a key space boundary, in ascending order)
 //	recent RANGE kind=KIND [from=N] [to=N] at=SECONDS   (a completed operator)
 //
@@ -175,6 +175,7 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 			s.Busy[id] = true
 		}
 		_, r.LoadStale = m["stale"]
+		_, r.ReplicaReadsUnknown = m["replica-reads-unknown"]
 		_, r.ControlLoop = m["control"]
 		r.RF = int(num(m["rf"]))
 		s.Ranges = append(s.Ranges, r)

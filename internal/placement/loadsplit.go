@@ -199,7 +199,9 @@ func (p *planner) adaptive() {
 				p.add(Operator{Kind: OpAddLearner, Range: r.ID, Target: t, Bytes: r.Bytes, Policy: "adaptive-replicas",
 					Reason: fmt.Sprintf("%s above %.0f", readsOf(r), p.cfg.AdaptiveReadQPS)})
 			}
-		case all < p.cfg.AdaptiveReadQPS/2 && len(adaptive) > 0 && !p.learnerJustAdded(r.ID):
+		// With a replica's reads unknown the range may only look cool: the
+		// learners stay until every replica's node reports again.
+		case all < p.cfg.AdaptiveReadQPS/2 && len(adaptive) > 0 && !r.ReplicaReadsUnknown && !p.learnerJustAdded(r.ID):
 			victim := adaptive[0]
 			for _, a := range adaptive[1:] {
 				if p.qps[a] > p.qps[victim] {

@@ -125,6 +125,11 @@ type Range struct {
 	// (followers, learners) serve, as their nodes last reported: reads a
 	// learner took over still count as the range's.
 	ReplicaReadQPS float64
+	// ReplicaReadsUnknown: a node holding one of its other replicas has
+	// not reported lately (its heartbeat is missing or late), so
+	// ReplicaReadQPS may leave out reads that replica serves; the range
+	// must not be judged cooled on it.
+	ReplicaReadsUnknown bool
 	// SplitAt is when the range last split (zero if never or unknown).
 	SplitAt time.Time
 	// Writes is the leaseholder's writes per second by origin locality

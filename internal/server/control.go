@@ -120,21 +120,33 @@ func (s *Server) exportOverflow() {
 
 // addReplicaReads adds to each range the reads its other replicas
 // served, as the live nodes' last heartbeats report them for the range's
-// current span.
+// current span. A node that is not dead but whose heartbeat is missing or
+// late (not live) may be serving reads nobody counted: the ranges with a
+// replica on it get ReplicaReadsUnknown rather than zero for its share.
 func (s *Server) addReplicaReads(ranges []placement.Range, statuses []*tidekvpb.NodeStatus) {
 	at := make(map[uint64]*placement.Range, len(ranges))
 	for i := range ranges {
 		at[ranges[i].ID] = &ranges[i]
 	}
+	unreported := map[uint64]bool{}
 	for _, ns := range statuses {
-		hb := s.meta.LastHeartbeat(ns.GetNode().GetNodeId())
+		id := ns.GetNode().GetNodeId()
+		hb := s.meta.LastHeartbeat(id)
 		if !ns.GetLive() || hb == nil {
+			unreported[id] = s.placementState(ns) != placement.NodeDead
 			continue
 		}
 		for _, rr := range hb.GetReplicaReads() {
 			r := at[rr.GetRangeId()]
-			if r != nil && !r.ControlLoop && r.Generation == rr.GetGeneration() && r.Leaseholder != ns.GetNode().GetNodeId() {
+			if r != nil && !r.ControlLoop && r.Generation == rr.GetGeneration() && r.Leaseholder != id {
 				r.ReplicaReadQPS += rr.GetReadQps()
+			}
+		}
+	}
+	for i := range ranges {
+		for _, rep := range ranges[i].Replicas {
+			if rep.Node != ranges[i].Leaseholder && unreported[rep.Node] {
+				ranges[i].ReplicaReadsUnknown = true
 			}
 		}
 	}
