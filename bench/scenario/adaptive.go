@@ -182,24 +182,30 @@ func adaptive(ctx context.Context, opts Options, out io.Writer) (bool, error) {
 		return false, fmt.Errorf("reaction run: %w", err)
 	}
 
+	met, err := adaptiveReport(out, opts, p, configs, results, react, time.Since(start), load0)
+	if err != nil {
+		return false, err
+	}
+	return met, ctx.Err()
+}
+
+// adaptiveReport writes the scenario's tables, figures and verdict to out
+// and returns whether the restated targets were met.
+func adaptiveReport(out io.Writer, opts Options, p adaptiveParams, configs []adaptiveConfig, results map[string][]adaptiveStep,
+	react adaptiveReaction, took time.Duration, load0 string) (bool, error) {
 	fmt.Fprintf(out, "## adaptive\n\n")
 	fmt.Fprintf(out, "Machine load average (1 min) at start / end: %s / %s.\n\n", load0, plLoadAvg())
 	fmt.Fprintf(out, "3 in-process nodes, Admission.MaxInflight %d per node, %d keys of 1,010 bytes in one range (load splits off), "+
 		"Zipf(1.0) ANY reads sent open loop at each rate for %v, measured after %v at that rate unmeasured (steady state; rates rise without a pause), one attempt per read, %v deadline, %d sending goroutines. "+
 		"Adaptive: AdaptiveReadQPS %.0f, at most 2 learners. Reaction run: a fresh RF1 + adaptive cluster, idle, then %d reads/s for %v. Quick: %v. Total %.0f s.\n\n",
-		p.inflight, p.keys, p.step, p.settle, p.timeout, p.workers, p.adaptiveQPS, p.reactRate, p.reactFor, opts.Quick, time.Since(start).Seconds())
+		p.inflight, p.keys, p.step, p.settle, p.timeout, p.workers, p.adaptiveQPS, p.reactRate, p.reactFor, opts.Quick, took.Seconds())
 	fmt.Fprintln(out, "Failed = overloaded (shed by admission control) + timed out + other errors + not sent (all client goroutines busy); latency over successful reads, from the scheduled send time.")
 	fmt.Fprintln(out)
 	var rows [][]string
 	for _, c := range configs {
 		for _, s := range results[c.name] {
-			fail := s.overloaded + s.timeouts + s.other + s.dropped
-			share := 0.0
-			if s.sent > 0 {
-				share = float64(fail) / float64(s.sent)
-			}
 			rows = append(rows, []string{c.name, strconv.Itoa(s.rate), fmt.Sprintf("%.0f", float64(s.ok)/p.step.Seconds()),
-				fmt.Sprintf("%.1f%%", 100*share),
+				fmt.Sprintf("%.1f%%", s.failedShare()),
 				fmt.Sprintf("%d / %d / %d / %d", s.overloaded, s.timeouts, s.other, s.dropped),
 				adaptiveMs(s.p50), adaptiveMs(s.p99), strconv.Itoa(s.learners), adaptiveQPSList(s.served), adaptiveQPSList(s.rejected), adaptiveScoreList(s.scores)})
 		}
@@ -221,7 +227,7 @@ func adaptive(ctx context.Context, opts Options, out io.Writer) (bool, error) {
 		fmt.Fprintf(out, "- %s\n", l)
 	}
 	fmt.Fprintln(out)
-	return met, ctx.Err()
+	return met, nil
 }
 
 func adaptiveMs(d time.Duration) string {

@@ -50,15 +50,7 @@ func adaptiveReact(ctx context.Context, p adaptiveParams, dir string, seed uint6
 	r.step = adaptiveLoad(ctx, read, keys, zipf, rand.New(rand.NewPCG(seed, 7)), p.reactRate, p.reactFor, p)
 	stopWatch()
 	r.servingAfter = <-watched
-	if resp, err := plRanges(ctx, admin); err == nil {
-		for _, ri := range resp.GetRanges() {
-			for _, rd := range ri.GetDesc().GetReplicas() {
-				if rd.GetAdaptive() {
-					r.learners++
-				}
-			}
-		}
-	}
+	r.learners = adaptiveLearners(ctx, admin)
 	plLogf(progress, "%s at %d/s: %.1f%% failed, a learner serving after %v, %d learners at the end, failed per second %v of %v",
 		c.name, p.reactRate, r.step.failedShare(), r.servingAfter, r.learners, r.step.secFailed, r.step.secSent)
 	return r, nil

@@ -195,15 +195,7 @@ func adaptiveRunRates(ctx context.Context, p adaptiveParams, c adaptiveConfig, c
 			s.scores = append(s.scores, plQuantile(xs, 0.5))
 		}
 		// Learners and per-node rates at the end of the step.
-		if resp, err := plRanges(ctx, admin); err == nil {
-			for _, ri := range resp.GetRanges() {
-				for _, rd := range ri.GetDesc().GetReplicas() {
-					if rd.GetAdaptive() {
-						s.learners++
-					}
-				}
-			}
-		}
+		s.learners = adaptiveLearners(ctx, admin)
 		after := adaptiveCounters(ctx, cl)
 		for i := range after {
 			s.served = append(s.served, (after[i][0]-before[i][0])/p.step.Seconds())
@@ -359,4 +351,20 @@ func adaptiveScores(ctx context.Context, admins []tidekvpb.AdminClient, ids []ui
 		plSleep(ctx, 250*time.Millisecond)
 	}
 	return out
+}
+
+// adaptiveLearners counts the adaptive learner replicas the range
+// directory lists (0 if it cannot be read).
+func adaptiveLearners(ctx context.Context, admin *client.Client) int {
+	n := 0
+	if resp, err := plRanges(ctx, admin); err == nil {
+		for _, ri := range resp.GetRanges() {
+			for _, rd := range ri.GetDesc().GetReplicas() {
+				if rd.GetAdaptive() {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
