@@ -515,11 +515,7 @@ func (c *Client) CompareAndSet(ctx context.Context, key []byte, expected *[]byte
 // CompareAndSetTTL is CompareAndSet whose new value has the expiry e. A key
 // whose value has expired is absent.
 func (c *Client) CompareAndSetTTL(ctx context.Context, key []byte, expected *[]byte, newValue *[]byte, e Expiry) (swapped bool, current []byte, currentExists bool, err error) {
-	ms, atMs, err := e.wire()
-	if err != nil {
-		return false, nil, false, err
-	}
-	req := &tidekvpb.CompareAndSetRequest{Key: key, TtlMs: ms, ExpireAtMs: atMs, KeepTtl: e.Keep, Keyspace: keyspace.NameFrom(ctx)}
+	req := &tidekvpb.CompareAndSetRequest{Key: key}
 	if expected != nil {
 		req.ExpectExists = true
 		req.ExpectedValue = *expected
@@ -529,8 +525,34 @@ func (c *Client) CompareAndSetTTL(ctx context.Context, key []byte, expected *[]b
 	} else {
 		req.Delete = true
 	}
+	return c.compareAndSet(ctx, "compare and set", req, e)
+}
+
+// Increment adds by to key's value, a decimal int64 in canonical form
+// (absent: 0), and writes the sum with the expiry e (e.Keep: the value's
+// own TTL), in one command the range applies whatever other writes of the
+// key are in flight: concurrent increments of one key neither conflict
+// nor retry. ok is false, and nothing is written, when the value is not
+// such an integer or the sum overflows; before is the value before the
+// command either way. Like CompareAndSet it is never retried once it may
+// have reached a server. It needs Raft log version 12 on every node
+// (api/tidekv.proto, CompareAndSetRequest.increment); a node's binary
+// older than that would not know the command.
+func (c *Client) Increment(ctx context.Context, key []byte, by int64, e Expiry) (ok bool, before []byte, beforeExists bool, err error) {
+	return c.compareAndSet(ctx, "increment", &tidekvpb.CompareAndSetRequest{Key: key, Increment: true, IncrementBy: by}, e)
+}
+
+// compareAndSet sends req, a CompareAndSet or an increment, with the
+// expiry e.
+func (c *Client) compareAndSet(ctx context.Context, op string, req *tidekvpb.CompareAndSetRequest, e Expiry) (bool, []byte, bool, error) {
+	ms, atMs, err := e.wire()
+	if err != nil {
+		return false, nil, false, err
+	}
+	key := req.GetKey()
+	req.TtlMs, req.ExpireAtMs, req.KeepTtl, req.Keyspace = ms, atMs, e.Keep, keyspace.NameFrom(ctx)
 	var resp *tidekvpb.CompareAndSetResponse
-	err = c.invoke(ctx, &rpc{op: "compare and set", key: key,
+	err = c.invoke(ctx, &rpc{op: op, key: key,
 		call: func(ctx context.Context, nc *nodeConn) (err error) {
 			resp, err = nc.kv.CompareAndSet(ctx, req)
 			return err

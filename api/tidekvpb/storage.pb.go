@@ -951,8 +951,13 @@ type LogCompareAndSet struct {
 	NewValue      []byte                 `protobuf:"bytes,4,opt,name=new_value,json=newValue,proto3" json:"new_value,omitempty"`
 	Delete        bool                   `protobuf:"varint,5,opt,name=delete,proto3" json:"delete,omitempty"`
 	// Log version 5: new_value's expiry and keep_ttl, as in LogWrite.
-	ExpiresAt     int64 `protobuf:"varint,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	KeepTtl       bool  `protobuf:"varint,7,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	ExpiresAt int64 `protobuf:"varint,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	KeepTtl   bool  `protobuf:"varint,7,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	// Log version 12: add increment_by to the value instead of comparing
+	// (CompareAndSetRequest.increment); the replicas compute the sum as they
+	// apply the command.
+	Increment     bool  `protobuf:"varint,8,opt,name=increment,proto3" json:"increment,omitempty"`
+	IncrementBy   int64 `protobuf:"varint,9,opt,name=increment_by,json=incrementBy,proto3" json:"increment_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1034,6 +1039,20 @@ func (x *LogCompareAndSet) GetKeepTtl() bool {
 		return x.KeepTtl
 	}
 	return false
+}
+
+func (x *LogCompareAndSet) GetIncrement() bool {
+	if x != nil {
+		return x.Increment
+	}
+	return false
+}
+
+func (x *LogCompareAndSet) GetIncrementBy() int64 {
+	if x != nil {
+		return x.IncrementBy
+	}
+	return 0
 }
 
 // LogGuard makes a write conditional, as the API's WriteGuard describes.
@@ -1839,7 +1858,7 @@ const file_storage_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x04 \x01(\x03R\texpiresAt\x12\x19\n" +
 	"\bkeep_ttl\x18\x05 \x01(\bR\akeepTtl\x12\x16\n" +
-	"\x06expire\x18\x06 \x01(\bR\x06expire\"\xdf\x01\n" +
+	"\x06expire\x18\x06 \x01(\bR\x06expire\"\xa0\x02\n" +
 	"\x10LogCompareAndSet\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\rexpect_exists\x18\x02 \x01(\bR\fexpectExists\x12%\n" +
@@ -1848,7 +1867,9 @@ const file_storage_proto_rawDesc = "" +
 	"\x06delete\x18\x05 \x01(\bR\x06delete\x12\x1d\n" +
 	"\n" +
 	"expires_at\x18\x06 \x01(\x03R\texpiresAt\x12\x19\n" +
-	"\bkeep_ttl\x18\a \x01(\bR\akeepTtl\"p\n" +
+	"\bkeep_ttl\x18\a \x01(\bR\akeepTtl\x12\x1c\n" +
+	"\tincrement\x18\b \x01(\bR\tincrement\x12!\n" +
+	"\fincrement_by\x18\t \x01(\x03R\vincrementBy\"p\n" +
 	"\bLogGuard\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1f\n" +

@@ -2061,7 +2061,18 @@ type CompareAndSetRequest struct {
 	ExpireAtMs int64 `protobuf:"varint,8,opt,name=expire_at_ms,json=expireAtMs,proto3" json:"expire_at_ms,omitempty"`
 	// The key space the keys belong to (docs/keyspaces.md; empty: the
 	// default). The keys are its stored keys, as keyspace.Codec maps them.
-	Keyspace      string `protobuf:"bytes,9,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Keyspace string `protobuf:"bytes,9,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	// increment: instead of comparing, add increment_by to the key's value,
+	// a decimal int64 in canonical form (no sign but "-", no leading zero;
+	// absent: 0), and write the sum with the expiry fields above (keep_ttl:
+	// the value's own TTL), in one command evaluated where it applies, so
+	// that concurrent increments of one key never conflict (Redis INCR,
+	// docs/redis.md). succeeded is false, and nothing is written, when the
+	// value is not such an integer or the sum overflows; current_value is
+	// the value before either way. expect_exists, expected_value, new_value
+	// and delete must be unset. Needs Raft log version 12 on every node.
+	Increment     bool  `protobuf:"varint,10,opt,name=increment,proto3" json:"increment,omitempty"`
+	IncrementBy   int64 `protobuf:"varint,11,opt,name=increment_by,json=incrementBy,proto3" json:"increment_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2157,6 +2168,20 @@ func (x *CompareAndSetRequest) GetKeyspace() string {
 		return x.Keyspace
 	}
 	return ""
+}
+
+func (x *CompareAndSetRequest) GetIncrement() bool {
+	if x != nil {
+		return x.Increment
+	}
+	return false
+}
+
+func (x *CompareAndSetRequest) GetIncrementBy() int64 {
+	if x != nil {
+		return x.IncrementBy
+	}
+	return 0
 }
 
 type CompareAndSetResponse struct {
@@ -9124,7 +9149,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\aexisted\x18\x01 \x03(\bR\aexisted\x12!\n" +
 	"\fguard_failed\x18\x02 \x01(\bR\vguardFailed\x12#\n" +
 	"\rguard_existed\x18\x03 \x01(\bR\fguardExisted\x12#\n" +
-	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\x99\x02\n" +
+	"\rguard_current\x18\x04 \x01(\fR\fguardCurrent\"\xda\x02\n" +
 	"\x14CompareAndSetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12#\n" +
 	"\rexpect_exists\x18\x02 \x01(\bR\fexpectExists\x12%\n" +
@@ -9135,7 +9160,10 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bkeep_ttl\x18\a \x01(\bR\akeepTtl\x12 \n" +
 	"\fexpire_at_ms\x18\b \x01(\x03R\n" +
 	"expireAtMs\x12\x1a\n" +
-	"\bkeyspace\x18\t \x01(\tR\bkeyspace\"\x81\x01\n" +
+	"\bkeyspace\x18\t \x01(\tR\bkeyspace\x12\x1c\n" +
+	"\tincrement\x18\n" +
+	" \x01(\bR\tincrement\x12!\n" +
+	"\fincrement_by\x18\v \x01(\x03R\vincrementBy\"\x81\x01\n" +
 	"\x15CompareAndSetResponse\x12\x1c\n" +
 	"\tsucceeded\x18\x01 \x01(\bR\tsucceeded\x12%\n" +
 	"\x0ecurrent_exists\x18\x02 \x01(\bR\rcurrentExists\x12#\n" +

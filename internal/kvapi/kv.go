@@ -277,7 +277,13 @@ func (a *API) CompareAndSet(ctx context.Context, c *tidekvpb.CompareAndSetReques
 		}
 		return a.node.CheckKeySpace(ctx, o.KeySpace, c.GetKey())
 	}
-	return Run(ctx, a, "cas", validate, c.GetKey(), Growth(nil, &tidekvpb.WriteOp{Key: c.GetKey(), Value: c.GetNewValue()}), o.Replica, func(r *raftstore.Replica) (*tidekvpb.CompareAndSetResponse, error) {
+	// An increment is counted apart: it is one command that never loses to
+	// a concurrent write, where a CAS loop's failed rounds are retries.
+	op := "cas"
+	if c.GetIncrement() {
+		op = "incr"
+	}
+	return Run(ctx, a, op, validate, c.GetKey(), Growth(nil, &tidekvpb.WriteOp{Key: c.GetKey(), Value: c.GetNewValue()}), o.Replica, func(r *raftstore.Replica) (*tidekvpb.CompareAndSetResponse, error) {
 		a.node.NoteWrite(ctx, r)
 		a.node.Touch(r, c.GetKey())
 		return r.CompareAndSet(ctx, c)

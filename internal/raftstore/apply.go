@@ -391,14 +391,18 @@ func (r *Replica) applyCASLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) appl
 	}
 	cur, found := data.get(c.GetKey())
 	resp := &tidekvpb.CompareAndSetResponse{CurrentExists: found, CurrentValue: cur}
-	match := found == c.GetExpectExists() && (!found || bytes.Equal(cur, c.GetExpectedValue()))
-	if match {
-		resp.Succeeded = true
-		if c.GetDelete() {
-			data.del(c.GetKey())
-		} else {
-			data.put(c.GetKey(), c.GetNewValue(), ttl{expiresAt: c.GetExpiresAt(), keep: c.GetKeepTtl()})
-		}
+	nv := c.GetNewValue()
+	if c.GetIncrement() {
+		nv, resp.Succeeded = incremented(cur, found, c.GetIncrementBy())
+	} else {
+		resp.Succeeded = found == c.GetExpectExists() && (!found || bytes.Equal(cur, c.GetExpectedValue()))
+	}
+	switch {
+	case !resp.Succeeded:
+	case c.GetDelete():
+		data.del(c.GetKey())
+	default:
+		data.put(c.GetKey(), nv, ttl{expiresAt: c.GetExpiresAt(), keep: c.GetKeepTtl()})
 	}
 	return applyResult{cas: resp}
 }

@@ -180,6 +180,8 @@ func (d *ddDriver) run(t *testing.T, td *datadriven.TestData) string {
 		return d.del(t, td)
 	case "cas":
 		return d.cas(t, td)
+	case "incr":
+		return d.incr(t, td)
 	case "scan":
 		return d.scan(t, td)
 	case "split":
@@ -697,6 +699,32 @@ func (d *ddDriver) cas(t *testing.T, td *datadriven.TestData) string {
 		return "ok (was " + cur + ")"
 	}
 	return "failed (current " + cur + ")"
+}
+
+// incr adds by=N to k's value in one increment command (Redis INCR).
+func (d *ddDriver) incr(t *testing.T, td *datadriven.TestData) string {
+	var k string
+	var by int64
+	td.ScanArgs(t, "k", &k)
+	td.ScanArgs(t, "by", &by)
+	req := &tidekvpb.CompareAndSetRequest{Key: []byte(k), Increment: true, IncrementBy: by, KeepTtl: true}
+	var resp *tidekvpb.CompareAndSetResponse
+	err := d.do(t, td, req.Key, false, func(ctx context.Context, r *Replica) error {
+		var err error
+		resp, err = r.CompareAndSet(ctx, req)
+		return err
+	})
+	if err != nil {
+		return fmtErr(err)
+	}
+	was := "absent"
+	if resp.GetCurrentExists() {
+		was = strconv.Quote(string(resp.GetCurrentValue()))
+	}
+	if resp.GetSucceeded() {
+		return "ok (was " + was + ")"
+	}
+	return "refused (value " + was + ")"
 }
 
 // scan reads like a client: range by range from the leaseholders, following

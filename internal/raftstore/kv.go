@@ -383,10 +383,17 @@ func (r *Replica) WriteGuarded(ctx context.Context, ops []*tidekvpb.WriteOp, gua
 	return res.write, err
 }
 
-// CompareAndSet applies a conditional write.
+// CompareAndSet applies a conditional write, or an increment: one command
+// whatever other writes of the key are in flight, its sum computed as it
+// applies.
 func (r *Replica) CompareAndSet(ctx context.Context, req *tidekvpb.CompareAndSetRequest) (*tidekvpb.CompareAndSetResponse, error) {
 	if err := r.checkKey(req.GetKey()); err != nil {
 		return nil, err
+	}
+	if req.GetIncrement() {
+		if err := r.store.needVersion(LogVersionIncrement, "an increment (Redis INCR)"); err != nil {
+			return nil, err
+		}
 	}
 	res, err := r.proposeWrite(ctx, []keySpan{pointSpan(req.GetKey())}, func(ts *tidekvpb.LogTimestamp) (*tidekvpb.RaftCommand, error) {
 		c, err := logCAS(req, commandTimestamp(ts))

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/tidekv/tidekv/api/hlc"
@@ -50,8 +51,31 @@ func logCAS(c *tidekvpb.CompareAndSetRequest, ts hlc.Timestamp) (*tidekvpb.LogCo
 	if err != nil {
 		return nil, err
 	}
+	if c.GetIncrement() && (c.GetExpectExists() || len(c.GetExpectedValue()) > 0 || len(c.GetNewValue()) > 0 || c.GetDelete()) {
+		return nil, fmt.Errorf("%w: an increment of %q carries an expected value, a new value or a delete", ErrInvalidRequest, c.GetKey())
+	}
 	return &tidekvpb.LogCompareAndSet{Key: c.GetKey(), ExpectExists: c.GetExpectExists(), ExpectedValue: c.GetExpectedValue(),
-		NewValue: c.GetNewValue(), Delete: c.GetDelete(), ExpiresAt: exp, KeepTtl: c.GetKeepTtl()}, nil
+		NewValue: c.GetNewValue(), Delete: c.GetDelete(), ExpiresAt: exp, KeepTtl: c.GetKeepTtl(),
+		Increment: c.GetIncrement(), IncrementBy: c.GetIncrementBy()}, nil
+}
+
+// incremented is an increment's new value: cur, a decimal int64 in
+// canonical form (absent: 0), plus by; ok false when cur is not such an
+// integer or the sum overflows. Every replica computes it from the same
+// value, so it is the same everywhere.
+func incremented(cur []byte, found bool, by int64) (sum []byte, ok bool) {
+	var n int64
+	if found {
+		v, err := strconv.ParseInt(string(cur), 10, 64)
+		if err != nil || strconv.FormatInt(v, 10) != string(cur) {
+			return nil, false
+		}
+		n = v
+	}
+	if (by > 0 && n > math.MaxInt64-by) || (by < 0 && n < math.MinInt64-by) {
+		return nil, false
+	}
+	return strconv.AppendInt(nil, n+by, 10), true
 }
 
 // checkTTL refuses an expiry an op cannot have: a negative TTL or time,

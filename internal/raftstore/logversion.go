@@ -82,8 +82,13 @@ const (
 	// A binary at 10 would refuse the entries, and its copy of the meta
 	// range would lack the protection or the names the others hold.
 	LogVersionProtectedTS uint32 = 11
+	// LogVersionIncrement: a CAS command may add to a decimal integer
+	// value instead of comparing (LogCompareAndSet.increment, Redis INCR).
+	// A binary at 11 would apply it as a CAS expecting the key absent and
+	// write an empty value where the others wrote the sum.
+	LogVersionIncrement uint32 = 12
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionProtectedTS
+	LatestLogVersion = LogVersionIncrement
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

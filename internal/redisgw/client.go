@@ -97,6 +97,11 @@ func (a clientKV) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 	return ok, cur, exists, mapErr(err)
 }
 
+func (a clientKV) Increment(ctx context.Context, key []byte, by int64, e resp.Expiry) (bool, []byte, bool, error) {
+	ok, before, existed, err := a.c.Increment(ctx, key, by, client.Expiry(e))
+	return ok, before, existed, mapErr(err)
+}
+
 func (a clientKV) Scan(ctx context.Context, start, end []byte, limit int) ([]resp.KeyValue, error) {
 	kvs, err := a.c.Scan(ctx, start, end, limit)
 	if err != nil {

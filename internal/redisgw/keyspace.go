@@ -2,6 +2,7 @@ package redisgw
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tidekv/tidekv/api/keyspace"
@@ -115,6 +116,16 @@ func (k *keySpaceKV) CompareAndSet(ctx context.Context, key []byte, expected, ne
 		e = k.expiry(e)
 	}
 	return k.kv.CompareAndSet(k.in(ctx), k.c.Encode(key), expected, newValue, e)
+}
+
+// Increment maps key into the key space; a KV without increments is
+// errors.ErrUnsupported, as the Gateway's before every node has them.
+func (k *keySpaceKV) Increment(ctx context.Context, key []byte, by int64, e resp.Expiry) (bool, []byte, bool, error) {
+	inc, ok := k.kv.(resp.Incrementer)
+	if !ok {
+		return false, nil, false, fmt.Errorf("%w: the key space's KV has no increments", errors.ErrUnsupported)
+	}
+	return inc.Increment(k.in(ctx), k.c.Encode(key), by, k.expiry(e))
 }
 
 func (k *keySpaceKV) Scan(ctx context.Context, start, end []byte, limit int) ([]resp.KeyValue, error) {

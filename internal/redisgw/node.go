@@ -44,6 +44,13 @@ type Local interface {
 	// guards it.
 	CompareAndSet(ctx context.Context, key []byte, expected, newValue *[]byte, e resp.Expiry) (swapped bool, current []byte, exists bool, err error)
 	Write(ctx context.Context, ops []resp.Op, wantExisted bool, g *resp.Guard) (resp.GuardResult, error)
+	// Increment is resp.Incrementer's, on the range of key, which the
+	// node looks up.
+	Increment(ctx context.Context, key []byte, by int64, e resp.Expiry) (applied bool, before []byte, beforeExists bool, err error)
+	// Increments reports whether every node applies increments: a routed
+	// one may reach any node, and an older binary would take it for a
+	// compare-and-set.
+	Increments() bool
 	// CheckOp applies the node's key and value limits and CheckExpiry to
 	// one op, so that an invalid op fails alone instead of failing its
 	// group's Write.
@@ -194,6 +201,27 @@ func (k *Gateway) CompareAndSet(ctx context.Context, key []byte, expected, newVa
 		}
 	}
 	return k.remote.CompareAndSet(k.viaRemote(ctx), key, expected, newValue, e)
+}
+
+// Increment runs in process when this node leads key's range, else
+// through the routing client; before every node applies increments, or
+// when the routing client has none, it is errors.ErrUnsupported (INCR
+// then runs as a compare-and-set loop).
+func (k *Gateway) Increment(ctx context.Context, key []byte, by int64, e resp.Expiry) (bool, []byte, bool, error) {
+	inc, ok := k.remote.(resp.Incrementer)
+	if !ok || !k.local.Increments() {
+		return false, nil, false, fmt.Errorf("%w: increments need every node's binary to apply them", errors.ErrUnsupported)
+	}
+	if err := k.local.CheckExpiry(resp.Op{Expiry: e}); err != nil {
+		return false, nil, false, err
+	}
+	if k.leads(key) {
+		ok, before, existed, err := k.inProcess().Increment(ctx, key, by, e)
+		if err, route := routedAnswer(err); !route {
+			return ok, before, existed, err
+		}
+	}
+	return inc.Increment(k.viaRemote(ctx), key, by, e)
 }
 
 // Write runs in process when this node leads the first key's range; the

@@ -44,9 +44,11 @@
 // MSETNX, INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT (long double arithmetic
 // as Redis on x86-64: float.go). Plain SET and SETEX are one Put (a TTL
 // with it one Write); SET with NX/XX/GET, GETSET, GETDEL, GETEX with an
-// option, APPEND, SETRANGE and the counters are compare-and-set loops (at
-// most Config.CASAttempts rounds), so they are atomic per key; MSETNX is
-// one KV.Txn. DBSIZE scans the database. docs/redis.md lists every
+// option, APPEND, SETRANGE and INCRBYFLOAT are compare-and-set loops (at
+// most Config.CASAttempts rounds), so they are atomic per key; INCR, DECR,
+// INCRBY and DECRBY are one Incrementer.Increment when the KV has one
+// (concurrent counters on one key then never retry), else such a loop;
+// MSETNX is one KV.Txn. DBSIZE scans the database. docs/redis.md lists every
 // command; internal/testutil/redisdiff compares them with redis-server.
 //
 // Expiry (expiry.go, set.go; docs/expiry.md): EXPIRE, PEXPIRE, EXPIREAT,

@@ -61,6 +61,20 @@ type KV interface {
 	Txn(ctx context.Context, fn func(tx TxnKV) error) error
 }
 
+// Incrementer is a KV that adds to a counter in one step of the store
+// (INCR and its kin): concurrent increments of one key are ordered by the
+// store and never conflict, where KV.CompareAndSet rounds lose to each
+// other and are sent again. A KV without it gets a compare-and-set loop.
+type Incrementer interface {
+	// Increment adds by to key's value, a decimal int64 in canonical form
+	// (absent: 0), and writes the sum with the expiry e, atomically.
+	// applied is false, and nothing is written, when the value is not such
+	// an integer or the sum overflows; before is the value before either
+	// way. An error wrapping errors.ErrUnsupported: the store cannot yet
+	// (a node still runs an older binary), and nothing was sent.
+	Increment(ctx context.Context, key []byte, by int64, e Expiry) (applied bool, before []byte, beforeExists bool, err error)
+}
+
 // TxnKV is one attempt of a KV.Txn. Reads see the transaction's own
 // earlier writes. A put clears the key's TTL or sets a new one; to keep
 // the current one, a put states the Expiry its read gave (txView does).

@@ -167,6 +167,20 @@ func (k *redisLocal) CompareAndSet(ctx context.Context, key []byte, expected, ne
 	return r.GetSucceeded(), r.GetCurrentValue(), r.GetCurrentExists(), mapped(err, true)
 }
 
+func (k *redisLocal) Increment(ctx context.Context, key []byte, by int64, e resp.Expiry) (bool, []byte, bool, error) {
+	req := &tidekvpb.CompareAndSetRequest{Key: key, Increment: true, IncrementBy: by,
+		TtlMs: raftstore.TTLMillis(e.TTL), ExpireAtMs: unixMillis(e.At), KeepTtl: e.Keep, Keyspace: keyspace.NameFrom(ctx)}
+	r, err := k.s.kv.CompareAndSet(k.in(ctx), req, kvapi.Options{KeySpace: req.GetKeyspace()})
+	return r.GetSucceeded(), r.GetCurrentValue(), r.GetCurrentExists(), mapped(err, true)
+}
+
+// Increments: the cluster's log version is raised only once every node's
+// binary applies it, so a node that learnt version 12 may send an
+// increment to any node.
+func (k *redisLocal) Increments() bool {
+	return k.s.store.LogVersion() >= raftstore.LogVersionIncrement
+}
+
 func (k *redisLocal) Write(ctx context.Context, ops []resp.Op, wantExisted bool, g *resp.Guard) (resp.GuardResult, error) {
 	var guard *tidekvpb.WriteGuard
 	if g != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // opRequests sums tidekv_requests_total{op} over every code and node: the
@@ -47,11 +49,12 @@ func TestRedisConcurrentIncrOneKey(t *testing.T) {
 	tc := startClusterWith(t, 3, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
 	c := tc.client()
 	tc.waitReplicated(c, 3)
+	tc.waitLogVersion(t, raftstore.LatestLogVersion)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: tc.nodes[0].RedisAddr(), PoolSize: 50})
 	defer rdb.Close()
-	// One INCR first, so that the range's lease and routing are settled
+	// One write first, so that the range's lease and routing are settled
 	// before the counters are read.
 	if err := rdb.Set(ctx, "counter", "0", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -95,5 +98,42 @@ func TestRedisConcurrentIncrOneKey(t *testing.T) {
 	t.Logf("%d INCRs: %.0f compare-and-set commands, %.0f increment commands", conns*each, cas, incr)
 	if cas != 0 || incr != conns*each {
 		t.Fatalf("%d INCRs took %.0f compare-and-set and %.0f increment commands, want 0 and %d (one increment each, no retries)", conns*each, cas, incr, conns*each)
+	}
+}
+
+// TestRedisIncrBeforeEveryNodeIncrements: while one node's binary
+// applies only log version 11, which would take an increment for a
+// compare-and-set, INCR sends no increment to any node and still counts
+// right, by compare-and-set rounds.
+func TestRedisIncrBeforeEveryNodeIncrements(t *testing.T) {
+	i := 0
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.Redis.ListenAddr = "127.0.0.1:0"
+		// The first node, so that the others cannot raise the version
+		// before it joins.
+		if i++; i == 1 {
+			c.Raft.MaxLogVersion = raftstore.LogVersionIncrement - 1
+		}
+	})
+	tc.waitReplicated(tc.client(), 3)
+	tc.waitLogVersion(t, raftstore.LogVersionIncrement-1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, s := range tc.nodes {
+		rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr()})
+		for range 5 {
+			if err := rdb.Incr(ctx, "counter").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rdb.Close()
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: tc.nodes[2].RedisAddr()})
+	defer rdb.Close()
+	if got, err := rdb.IncrBy(ctx, "counter", -15).Result(); err != nil || got != 0 {
+		t.Fatalf("INCRBY counter -15 = %d, %v; want 0", got, err)
+	}
+	if n := tc.opRequests(t, "incr"); n != 0 {
+		t.Fatalf("%.0f increment commands sent before every node applies them", n)
 	}
 }
