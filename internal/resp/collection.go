@@ -163,7 +163,7 @@ func (x *call) collTxn(key, marker []byte, fn func(t *collTx) (changed bool, err
 	if n := len(x.args) - 2; n >= x.s.cfg.MaxBatchKeys {
 		return replyError(fmt.Sprintf("ERR %s of %d elements: TideKV writes at most %d keys of a list or set in one command (a transaction's write); send fewer", strings.ToUpper(x.name), n, x.s.cfg.MaxBatchKeys-1))
 	}
-	return x.kv.Txn(x.ctx, func(tx TxnKV) error {
+	return x.keyTxn(key, func(tx TxnKV) error {
 		t, err := x.openColl(tx, key, marker)
 		if err != nil {
 			return err

@@ -168,6 +168,10 @@ type Server struct {
 	// tunables are the encoding thresholds CONFIG SET was given (config.go).
 	tunables tunableValues
 
+	// comb queues the transactions of commands writing one collection
+	// (combine.go).
+	comb combiner
+
 	// disconnects counts closed connections by reason (output.go);
 	// loggedSlow: the first slow client's disconnect was logged.
 	disconnects map[string]*atomic.Uint64

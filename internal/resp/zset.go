@@ -92,7 +92,7 @@ func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []z
 	if err := x.zclearStale(z); err != nil {
 		return err
 	}
-	return x.kv.Txn(x.ctx, func(tx TxnKV) error {
+	return x.keyTxn(z, func(tx TxnKV) error {
 		v := &txView{tx: tx, now: x.s.cfg.Now}
 		meta, err := v.read(x.ctx, encKey(z))
 		if err != nil {

@@ -1,0 +1,170 @@
+package resp
+
+import (
+	"context"
+	"sync"
+)
+
+// Commands that write one collection (LPUSH, SADD, ZADD, ...) are each a
+// KV.Txn that reads and rewrites the collection's metadata key. Run side
+// by side, such transactions on one key conflict: all but one retry,
+// after a back-off that grows with each retry, and with 50 connections on
+// one list most time out (redis-benchmark -t lpush, issue 37). So the
+// transactions of one key wait in a queue here instead: while one batch
+// runs, the commands arriving meanwhile queue, and the next batch runs them
+// all in one transaction, each on its own savepoint as EXEC runs its queue
+// (txView), in arrival order. A command that fails (WRONGTYPE) writes
+// nothing and the others commit; the batch commits or retries as one. Each
+// command is still atomic, and takes effect between its arrival and its
+// reply. Transactions from other nodes' gateways may still conflict with a
+// batch, and retry as before.
+
+// maxCombined bounds the commands of one batch, and maxCombinedArgs their
+// arguments (a batch is one transaction, whose keys and bytes are bounded:
+// docs/transactions.md); a command over it runs in a batch of its own.
+const (
+	maxCombined     = 64
+	maxCombinedArgs = 1024
+)
+
+// combiner queues the transactions of commands by key.
+type combiner struct {
+	mu     sync.Mutex
+	queues map[combineKey]*combineQueue
+}
+
+// combineKey is a key in a database: commands on the same key of two
+// databases are two queues.
+type combineKey struct {
+	kv  KV
+	key string
+}
+
+type combineQueue struct {
+	pending []*combined
+}
+
+// combined is one command's transaction body waiting in a queue.
+type combined struct {
+	body func(TxnKV) error
+	args int
+	// wake gets one value: the command finished (err is its outcome), or
+	// it heads the queue and runs the next batch.
+	wake     chan struct{}
+	finished bool
+	err      error
+}
+
+// keyTxn runs body in a transaction of x.kv, in a batch with the other
+// commands writing key (see above). Inside EXEC it is EXEC's own
+// savepoint.
+func (x *call) keyTxn(key []byte, body func(TxnKV) error) error {
+	if _, inExec := x.kv.(*txView); inExec {
+		return x.kv.Txn(x.ctx, body)
+	}
+	s := x.s
+	k := combineKey{kv: x.kv, key: string(key)}
+	c := &combined{body: body, args: len(x.args), wake: make(chan struct{}, 1)}
+	s.comb.mu.Lock()
+	if s.comb.queues == nil {
+		s.comb.queues = map[combineKey]*combineQueue{}
+	}
+	q := s.comb.queues[k]
+	lead := q == nil
+	if lead {
+		q = &combineQueue{}
+		s.comb.queues[k] = q
+	}
+	q.pending = append(q.pending, c)
+	s.comb.mu.Unlock()
+	if !lead {
+		select {
+		case <-c.wake:
+		case <-x.ctx.Done():
+			if s.comb.leave(k, c) {
+				return x.ctx.Err()
+			}
+			// A batch has it, or it runs the next: either ends within
+			// a batch's deadline.
+			<-c.wake
+		}
+		if c.finished {
+			return c.err
+		}
+	}
+	// c heads the queue: it runs a batch from there, then hands the queue
+	// to the next command waiting, if any.
+	batch := s.comb.take(q)
+	s.runBatch(x.kv, batch)
+	s.comb.mu.Lock()
+	if len(q.pending) > 0 {
+		q.pending[0].wake <- struct{}{}
+	} else {
+		delete(s.comb.queues, k)
+	}
+	s.comb.mu.Unlock()
+	for _, b := range batch {
+		if b != c {
+			b.finished = true
+			b.wake <- struct{}{}
+		}
+	}
+	return c.err
+}
+
+// take removes the next batch from the head of q: at least one command,
+// then as many as fit maxCombined and maxCombinedArgs.
+func (cb *combiner) take(q *combineQueue) []*combined {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	n, args := 1, q.pending[0].args
+	for n < len(q.pending) && n < maxCombined && args+q.pending[n].args <= maxCombinedArgs {
+		args += q.pending[n].args
+		n++
+	}
+	batch := append([]*combined(nil), q.pending[:n]...)
+	q.pending = q.pending[n:]
+	return batch
+}
+
+// leave takes c out of k's queue if no batch has taken it and it was not
+// woken to run the next one (the queue would be left without a runner).
+func (cb *combiner) leave(k combineKey, c *combined) bool {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	q := cb.queues[k]
+	if q == nil || len(c.wake) > 0 {
+		return false
+	}
+	for i, p := range q.pending {
+		if p == c {
+			q.pending = append(q.pending[:i], q.pending[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// runBatch runs the batch's bodies in one transaction of kv, each on a
+// savepoint, and sets each command's outcome. The batch has a deadline of
+// its own, not any one command's: the connection that runs it may close,
+// and the others still want their answer.
+func (s *Server) runBatch(kv KV, batch []*combined) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	err := kv.Txn(ctx, func(tx TxnKV) error {
+		view := &txView{tx: tx, now: s.cfg.Now}
+		for _, c := range batch {
+			c.err = view.Txn(ctx, c.body)
+			if view.err != nil {
+				return view.err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, c := range batch {
+			c.err = err
+		}
+	}
+}
