@@ -1,8 +1,8 @@
 #!/bin/bash
 # Writes to ONE key from 50 connections (issue 37): redis-benchmark's INCR
-# (key "counter:__rand_int__" without -r is one key), and SET on random keys
-# for reference, against node 1's Redis port of a 3-node TideKV cluster and
-# against a redis-server (appendonly yes, appendfsync everysec). Prints
+# (key "counter:__rand_int__" without -r is one key), LPUSH, SADD and ZADD
+# on one collection, and SET on random keys for reference, against node 1's
+# Redis port of a 3-node TideKV cluster and against a redis-server (appendonly yes, appendfsync everysec). Prints
 # redis-benchmark's CSV line per test with the system and the load average.
 # docs/benchmarks/redis.md has the results.
 #
@@ -11,7 +11,8 @@
 # Environment: TIDEKV (binary; default tidekv), OUT (default a new /tmp
 # dir), BASE_PORT (node 1's gRPC port, its Redis port is +2; default 47900),
 # REDIS_PORT (default 47999), N (requests per test; default 20000), TESTS
-# (redis-benchmark -t list; default incr,set), NO_REDIS=1 (TideKV only).
+# (redis-benchmark tests, each run on its own; default incr,lpush,sadd,zadd,set),
+# NO_REDIS=1 (TideKV only).
 # As root with cgroup v1 the nodes run in /sys/fs/cgroup/cpu/hotkey-nodes and
 # redis-benchmark (and redis-server) in /sys/fs/cgroup/cpu/hotkey-gen, both
 # cpu.shares 65536 (ahead of other work on the machine, level with each
@@ -23,7 +24,7 @@ BP=${BASE_PORT:-47900}
 TP=$((BP + 2))
 RP=${REDIS_PORT:-47999}
 N=${N:-20000}
-TESTS=${TESTS:-incr,set}
+TESTS=${TESTS:-incr,lpush,sadd,zadd,set}
 mkdir -p "$OUT/redis"
 CGN=/sys/fs/cgroup/cpu/hotkey-nodes
 CGG=/sys/fs/cgroup/cpu/hotkey-gen
@@ -54,15 +55,23 @@ if [ -z "${NO_REDIS:-}" ]; then
 	redis-server --port "$RP" --bind 127.0.0.1 --dir "$OUT/redis" --appendonly yes --appendfsync everysec --save '' > "$OUT/redis.log" 2>&1 &
 	PID_R=$!
 fi
-for _ in $(seq 120); do grep -q "cluster up" "$OUT/up.log" && break; sleep 1; done
+for _ in $(seq 120); do grep -qs "cluster up" "$OUT/up.log" && break; sleep 1; done
 grep -q "cluster up" "$OUT/up.log" || { echo "cluster not up: $OUT/up.log" >&2; exit 1; }
 echo "# binary $B date $(date -u +%FT%TZ) nproc $(nproc) N $N tests $TESTS out $OUT"
 
 bench() { # SYSTEM PORT
-	local load
-	load=$(uptime | sed 's/.*average: //')
-	timeout 300 redis-benchmark -h 127.0.0.1 -p "$2" -c 50 -n "$N" -t "$TESTS" --csv 2>&1 |
-		grep -v '^"test"' | sed "s/^/$1,/; s/\$/,load=\"$load\"/"
+	local load t r
+	for t in ${TESTS//,/ }; do
+		# INCR's key (counter:__rand_int__) and LPUSH's list are one key
+		# without -r; SADD's and ZADD's members vary with it (the set is
+		# one key), SET's keys too.
+		r=
+		case $t in set | sadd | zadd) r="-r 100000" ;; esac
+		load=$(uptime | sed 's/.*average: //')
+		# redis-benchmark stops at an error reply: each test runs alone.
+		timeout 300 redis-benchmark -h 127.0.0.1 -p "$2" -c 50 -n "$N" -t "$t" $r --csv 2>&1 |
+			grep -v '^"test"' | tr '\r' '\n' | grep -v '^$' | tail -1 | sed "s/^/$1,/; s/\$/,load=\"$load\",args=\"-t $t $r\"/"
+	done
 }
 bench tidekv "$TP"
 [ -n "$PID_R" ] && bench redis "$RP"
