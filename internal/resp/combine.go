@@ -155,7 +155,7 @@ func (s *Server) runBatch(kv KV, batch []*combined) {
 	err := kv.Txn(ctx, func(tx TxnKV) error {
 		view := &txView{tx: tx, now: s.cfg.Now}
 		for _, c := range batch {
-			c.err = view.Txn(ctx, c.body)
+			c.err = view.Txn(ctx, func(tx TxnKV) error { return c.body(batchTx{TxnKV: tx, ctx: ctx}) })
 			if view.err != nil {
 				return view.err
 			}
@@ -167,4 +167,29 @@ func (s *Server) runBatch(kv KV, batch []*combined) {
 			c.err = err
 		}
 	}
+}
+
+// batchTx runs a command's reads and writes under its batch's context,
+// not the one the command passes (its own): one connection closing must
+// not fail the batch of the others. Command contexts carry no values
+// (cmdCtx), only an end.
+type batchTx struct {
+	TxnKV
+	ctx context.Context
+}
+
+func (t batchTx) Get(_ context.Context, key []byte) (Result, error) { return t.TxnKV.Get(t.ctx, key) }
+
+func (t batchTx) Put(_ context.Context, key, value []byte) error {
+	return t.TxnKV.Put(t.ctx, key, value)
+}
+
+func (t batchTx) PutExpiring(_ context.Context, key, value []byte, e Expiry) error {
+	return t.TxnKV.PutExpiring(t.ctx, key, value, e)
+}
+
+func (t batchTx) Delete(_ context.Context, key []byte) error { return t.TxnKV.Delete(t.ctx, key) }
+
+func (t batchTx) Scan(_ context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	return t.TxnKV.Scan(t.ctx, start, end, limit)
 }
