@@ -77,6 +77,8 @@
 // the metadata and the members it touches and writes member keys, index
 // entries and the count together; reads are a BatchGet (ZSCORE) or a
 // walk of the score index that reads what it answers plus what it skips.
+// The transactions of commands writing one list, set or sorted set run in
+// batches, one transaction each (combine.go), not side by side.
 //
 // Transactions (multi.go, txview.go; docs/transactions.md): MULTI, EXEC,
 // DISCARD, WATCH, UNWATCH, with Redis's replies and errors. Queued
