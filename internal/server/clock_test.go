@@ -15,7 +15,9 @@ import (
 // nodes at once at ±0.4 × max offset, so they differ by the 0.8 × the
 // monitor tolerates (the chaos schedules skew one node at a time within
 // ±max offset / 2). A node skewed past the max offset refuses leases, hands
-// them to the others, who serve, and says why; healed, it is trusted again.
+// them to the others, who serve, and says why; its time does not follow the
+// step, so its timestamps stay near the others'; healed, it is trusted
+// again.
 func TestSkewedNodeGivesUpLeases(t *testing.T) {
 	var clocks []*raftstore.SkewClock
 	tc := startClusterWith(t, 3, func(c *Config) {
@@ -110,10 +112,21 @@ func TestSkewedNodeGivesUpLeases(t *testing.T) {
 	if !hasEvent(skewed, "clock-untrusted", "holding no leases") {
 		t.Error("no clock-untrusted event on the skewed node")
 	}
+	// Its time did not follow the step (raftstore.SteadyClock): its
+	// timestamps stayed within the max offset of real time, so the others
+	// had none of its to refuse (a transaction it coordinated would
+	// otherwise have written in the future, unseen by readers that began
+	// after it was acknowledged).
+	if ahead := time.Duration(skewed.Store().HLC().Now().WallTime - time.Now().UnixNano()); ahead > maxOffset {
+		t.Errorf("the skewed node's HLC runs %v ahead, want within the max offset %v", ahead, maxOffset)
+	}
 	for _, s := range tc.nodes {
-		if s != skewed && metricSum(t, s, "tidekv_clock_remote_refused_total") == 0 {
-			t.Errorf("node %d refused none of the skewed node's timestamps", s.NodeID())
+		if n := metricSum(t, s, "tidekv_clock_remote_refused_total"); s != skewed && n != 0 {
+			t.Errorf("node %d refused %v of the skewed node's timestamps, want none: its time must not follow the step", s.NodeID(), n)
 		}
+	}
+	if !hasEvent(skewed, "clock-step", "keeps to the monotonic clock") {
+		t.Error("no clock-step event on the skewed node")
 	}
 	// And no lease goes back to it.
 	if err := c.TransferLease(ctx, skewed.Store().LookupKey(key).RangeID(), skewed.NodeID()); err == nil || !strings.Contains(err.Error(), "not trusted") {

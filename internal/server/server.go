@@ -198,7 +198,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}, time.Now); err != nil {
 		return nil, err
 	}
-	s.clock = clockwatch.New(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, clockNode{s}, s.metrics.Reg)
+	// The store's time and the offset monitor share one steady clock.
+	wall := raftstore.NewSteadyClock(s.cfg.Raft.Clock)
+	s.cfg.Raft.Clock = wall
+	s.clock = clockwatch.New(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, wall, clockNode{s}, s.metrics.Reg)
 	s.metrics.RegisterNode(nodeGauges{s})
 	s.metrics.Reg.MustRegister(s.admissionCollectors()...)
 	if err := s.serve(ctx); err != nil {
