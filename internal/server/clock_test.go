@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -170,4 +171,58 @@ func metricSum(t *testing.T, s *Server, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// A leaseholder whose wall clock jumps beyond the max offset must not
+// write in the future in the moments before its offset monitor notices: a
+// write it acknowledged is read by a transaction that begins afterwards
+// through another node, whose clock is right. Before the node's time kept
+// to the monotonic clock across steps (raftstore.SteadyClock), the write
+// landed a second ahead and the reader, at its node's time, missed it.
+func TestClockStepCannotHideAnAcknowledgedWrite(t *testing.T) {
+	var clocks []*raftstore.SkewClock
+	tc := startClusterWith(t, 3, func(c *Config) {
+		clk := &raftstore.SkewClock{}
+		clocks = append(clocks, clk)
+		c.Raft.Clock = clk
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := []byte("step-key")
+	if err := c.Put(ctx, key, []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	holder := -1
+	for i, s := range tc.nodes {
+		if r := s.Store().LookupKey(key); r != nil && r.IsLeader() {
+			holder = i
+		}
+	}
+	if holder < 0 {
+		t.Fatal("no leaseholder for the key")
+	}
+	// Each client talks to one node only, so neither carries the other's
+	// clock readings.
+	through := func(i int) *client.Client {
+		return tc.client(func(cfg *client.Config) { cfg.Addrs = []string{tc.nodes[i].Addr()} })
+	}
+	writer, reader := through(holder), through((holder+1)%3)
+
+	clocks[holder].Set(4 * tc.cfgs[0].Raft.MaxClockOffset)
+	if err := writer.Put(ctx, key, []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	if err := reader.Txn(ctx, func(tx *client.Tx) error {
+		v, err := tx.Get(ctx, key)
+		got = v
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "v2" {
+		t.Fatalf("a transaction begun after v2 was acknowledged read %q through another node: the skewed leaseholder wrote in the future", got)
+	}
 }
