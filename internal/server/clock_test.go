@@ -20,28 +20,9 @@ import (
 // step, so its timestamps stay near the others'; healed, it is trusted
 // again.
 func TestSkewedNodeGivesUpLeases(t *testing.T) {
-	var clocks []*raftstore.SkewClock
-	tc := startClusterWith(t, 3, func(c *Config) {
-		clk := &raftstore.SkewClock{}
-		clocks = append(clocks, clk)
-		c.Raft.Clock = clk
-	})
-	c := tc.client()
-	tc.waitReplicated(c, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	key := []byte("clock-key")
-	if err := c.Put(ctx, key, []byte("v1")); err != nil {
-		t.Fatal(err)
-	}
-	leaseholder := func() int {
-		for i, s := range tc.nodes {
-			if r := s.Store().LookupKey(key); r != nil && r.IsLeader() {
-				return i
-			}
-		}
-		return -1
-	}
+	tc, clocks, c, ctx := startSkewable(t, key)
+	leaseholder := func() int { return tc.leaseholderOf(key) }
 	untrusted := func() []uint64 {
 		var out []uint64
 		for _, s := range tc.nodes {
@@ -180,26 +161,9 @@ func metricSum(t *testing.T, s *Server, name string) float64 {
 // to the monotonic clock across steps (raftstore.SteadyClock), the write
 // landed a second ahead and the reader, at its node's time, missed it.
 func TestClockStepCannotHideAnAcknowledgedWrite(t *testing.T) {
-	var clocks []*raftstore.SkewClock
-	tc := startClusterWith(t, 3, func(c *Config) {
-		clk := &raftstore.SkewClock{}
-		clocks = append(clocks, clk)
-		c.Raft.Clock = clk
-	})
-	c := tc.client()
-	tc.waitReplicated(c, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	key := []byte("step-key")
-	if err := c.Put(ctx, key, []byte("v1")); err != nil {
-		t.Fatal(err)
-	}
-	holder := -1
-	for i, s := range tc.nodes {
-		if r := s.Store().LookupKey(key); r != nil && r.IsLeader() {
-			holder = i
-		}
-	}
+	tc, clocks, _, ctx := startSkewable(t, key)
+	holder := tc.leaseholderOf(key)
 	if holder < 0 {
 		t.Fatal("no leaseholder for the key")
 	}
@@ -225,4 +189,34 @@ func TestClockStepCannotHideAnAcknowledgedWrite(t *testing.T) {
 	if string(got) != "v2" {
 		t.Fatalf("a transaction begun after v2 was acknowledged read %q through another node: the skewed leaseholder wrote in the future", got)
 	}
+}
+
+// startSkewable starts three nodes, each on a wall clock of its own to
+// skew, waits until every range has three voters and writes key=v1; ctx
+// lasts a minute.
+func startSkewable(t *testing.T, key []byte) (*testCluster, []*raftstore.SkewClock, *client.Client, context.Context) {
+	var clocks []*raftstore.SkewClock
+	tc := startClusterWith(t, 3, func(c *Config) {
+		clk := &raftstore.SkewClock{}
+		clocks = append(clocks, clk)
+		c.Raft.Clock = clk
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if err := c.Put(ctx, key, []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	return tc, clocks, c, ctx
+}
+
+// leaseholderOf is the index of the node leading key's range, -1 if none.
+func (tc *testCluster) leaseholderOf(key []byte) int {
+	for i, s := range tc.nodes {
+		if r := s.Store().LookupKey(key); r != nil && r.IsLeader() {
+			return i
+		}
+	}
+	return -1
 }
