@@ -19,7 +19,7 @@ import (
 // yet gets the cluster's gc-ttl, which keeps at least a memory default's
 // history.
 func (s *Server) gcPolicyOf(start []byte, cfg queue.GCConfig) queue.GCPolicy {
-	k, _ := s.keyspaces.get().ByID(keyspace.Of(start))
+	k, _ := s.ks.Catalogue().ByID(keyspace.Of(start))
 	return queue.GCPolicyFor(k, cfg, s.cfg.Txn.MaxDuration)
 }
 
