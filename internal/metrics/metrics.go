@@ -33,7 +33,7 @@ type Set struct {
 
 	rangeQPS  *prometheus.GaugeVec
 	imbalance *prometheus.GaugeVec
-	// splitWaits counts writes held for a split, by outcome (sizewatch.go).
+	// splitWaits counts writes held for a split, by outcome (internal/sizewatch).
 	SplitWaits *prometheus.CounterVec
 	// Per key space, labelled by its number (keyspaces.go): requests this
 	// node served, and (meta leaseholder) the bytes and ranges it holds.

@@ -29,15 +29,15 @@ type ksNode struct {
 func (n ksNode) NodeID() uint64                            { return n.s.nodeID }
 func (n ksNode) Replicas() []*raftstore.Replica            { return n.s.store.Replicas() }
 func (n ksNode) Replica(rangeID uint64) *raftstore.Replica { return n.s.store.GetReplica(rangeID) }
-func (n ksNode) RecountAfter() uint64                      { return n.s.recountAfter() }
+func (n ksNode) RecountAfter() uint64                      { return n.s.sizes.RecountAfter() }
 func (n ksNode) Refresh(ctx context.Context) error         { _, err := n.s.listKeySpaces(ctx); return err }
 
 func (n ksNode) Size(ctx context.Context, r *raftstore.Replica, gen, recountAfter uint64) (raftstore.DataSize, error) {
-	return n.s.sizes.size(ctx, r, gen, recountAfter)
+	return n.s.sizes.Size(ctx, r, gen, recountAfter)
 }
 
 func (n ksNode) ExactSize(ctx context.Context, r *raftstore.Replica, gen uint64) (raftstore.DataSize, error) {
-	return n.s.sizes.exact(ctx, r, gen)
+	return n.s.sizes.ExactSize(ctx, r, gen)
 }
 
 func (n ksNode) Fetch(ctx context.Context, handler string, key []byte) ([]byte, bool, error) {

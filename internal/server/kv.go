@@ -58,7 +58,7 @@ func (n kvNode) Admit(ctx context.Context, read bool) (admission.Priority, error
 func (n kvNode) Done(p admission.Priority) { n.s.adm.Done(p) }
 
 func (n kvNode) AdmitGrowth(ctx context.Context, r *raftstore.Replica, key []byte, grow uint64) (*raftstore.Replica, func(), error) {
-	return n.s.admitGrowth(ctx, r, key, grow)
+	return n.s.sizes.Admit(ctx, r, key, grow)
 }
 
 func (n kvNode) IntentWait(op string) kvapi.IntentWait { return n.s.txns.NewWait(op) }

@@ -172,7 +172,7 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	l := s.rangeLoadOf(d, term)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.QPS, ReadQps: l.ReadQPS, Bytes: l.Bytes,
 		HotKeyShare: l.HotKeyShare, LeaseTerm: l.Term, LoadStale: l.Stale, ChangeInProgress: changing,
-		GarbageBytes: s.queues.gc.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
+		GarbageBytes: s.gcQueue.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {

@@ -41,6 +41,7 @@ import (
 	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
+	"github.com/tidekv/tidekv/internal/sizewatch"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
 	"github.com/tidekv/tidekv/internal/txn"
@@ -81,10 +82,12 @@ type Server struct {
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
 
-	meta   *meta.Table
-	ctl    *controlState
-	load   rangeload.Tracker
-	sizes  rangeSizes
+	meta *meta.Table
+	ctl  *controlState
+	load rangeload.Tracker
+	// sizes is the size watch: range sizes, write budgets, crossed split
+	// lines (internal/sizewatch).
+	sizes  *sizewatch.Watch
 	events *events.Log
 	mon    *monitor.Monitor
 	gossip *gossip.Gossip
@@ -105,16 +108,9 @@ type Server struct {
 	metaLeaderAddr atomic.Pointer[string]
 	reports        chan *tidekvpb.RangeDescriptor
 	placeWake      chan struct{} // wakes the control loop early (sizewatch.go)
-	budgets        writeBudgets  // (sizewatch.go)
-	holdWrites     atomic.Bool   // budgets are kept and enforced
 	gcTTLNanos     atomic.Int64  // gc-ttl as last learnt (gcqueue.go)
-	// queues is the memory of the per-range background queues (GC,
-	// size watch: internal/queue; eviction's is internal/keyspaces').
-	queues struct {
-		gc    queue.GC
-		sizes queue.SizeAlerts
-	}
-	sizeWake      chan struct{}
+	// gcQueue is the GC queue's memory (internal/queue).
+	gcQueue       queue.GC
 	requests      atomic.Uint64
 	ready         atomic.Bool
 	versionWarned atomic.Bool     // logVersionRefused said so once
@@ -168,13 +164,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg: cfg, eng: eng, ks: ks, dir: nodedir.New(eng), sec: sec, faults: faults,
 		conns:     map[string]*grpc.ClientConn{},
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
-		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1),
-		stopper: make(chan struct{}),
-		meta:    meta.NewTable(),
-		metrics: m,
-		events:  ev,
+		placeWake: make(chan struct{}, 1),
+		stopper:   make(chan struct{}),
+		meta:      meta.NewTable(),
+		metrics:   m,
+		events:    ev,
 	}
 	ks.SetNode(ksNode{s: s, origin: &http.Client{}})
+	s.sizes = sizewatch.New(sizewatch.Config{SplitBackpressure: cfg.SplitBackpressure, SplitBackpressureWait: cfg.SplitBackpressureWait}, sizeNode{s}, m)
 	s.router = txnclient.New(s.routerNode)
 	s.kv = newKVAPI(s)
 	s.ctl = newControlState(s)
@@ -534,7 +531,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.queueReport(d)
-	s.pokeSizes() // its write budget, without which its growing writes wait (sizewatch.go)
+	s.sizes.Poke() // its write budget, without which its growing writes wait (internal/sizewatch)
 }
 
 // ReplicaRemoved implements raftstore.Listener.
