@@ -74,7 +74,7 @@ type Spaces struct {
 
 // Open wraps base, with the memory key spaces recorded in it routed to
 // fresh, empty memory engines (Engine is the result). Node is given later
-// (Start), once the node that implements it exists.
+// (SetNode), once the node that implements it exists.
 func Open(base storage.Engine, cfg Config, m *metrics.Set, ev *events.Log) (*Spaces, error) {
 	mem, err := openMemSpaces(base, cfg.Mem)
 	if err != nil {
