@@ -33,7 +33,7 @@ type Set struct {
 
 	rangeQPS  *prometheus.GaugeVec
 	imbalance *prometheus.GaugeVec
-	// splitWaits counts writes held for a split, by outcome (sizewatch.go).
+	// splitWaits counts writes held for a split, by outcome (internal/sizewatch).
 	SplitWaits *prometheus.CounterVec
 	// Per key space, labelled by its number (keyspaces.go): requests this
 	// node served, and (meta leaseholder) the bytes and ranges it holds.
@@ -43,7 +43,7 @@ type Set struct {
 	// threshold and fullest node's bytes, by grow-when-full key space.
 	KeyspacePrelaunch, KeyspaceFullest *prometheus.GaugeVec
 	// Evictions this node's leaseholders made, and point reads it served
-	// that found their key or not, by key space (kscounters.go).
+	// that found their key or not, by key space (internal/keyspaces/counters.go).
 	KeyspaceEvictions, KeyspaceHits, KeyspaceMisses *prometheus.CounterVec
 	// Live keys of each key space's ranges (meta leaseholder).
 	KeyspaceKeys *prometheus.GaugeVec

@@ -176,10 +176,10 @@ type Config struct {
 	// setting overrides GC.TTL.
 	GC queue.GCConfig
 	// Cache configures eviction in key spaces with a capacity and
-	// read-through in key spaces with a miss handler (eviction.go).
+	// read-through in key spaces with a miss handler (internal/keyspaces).
 	Cache cache.Config
 	// MemEngine configures the memory engine of each memory key space
-	// (memspaces.go); its Index is ignored, each key space names its own.
+	// (internal/keyspaces/mem.go); its Index is ignored, each key space names its own.
 	MemEngine memengine.Config
 	// Locality labels the node's place, "key=value,..." from the widest
 	// (region=eu,zone=a); "" for none.

@@ -55,7 +55,7 @@ func (tc *testCluster) kill(i int, part *transport.Partition) *storage.MemEngine
 	s := tc.nodes[i]
 	part.Isolate()
 	s.grpcSrv.Stop()
-	mem := s.mem.base.(*storage.MemEngine)
+	mem := s.ks.Base().(*storage.MemEngine)
 	left := mem.CrashCloneKeeping(mem.UnsyncedBatches())
 	s.Stop()
 	part.Heal()

@@ -1,12 +1,10 @@
-package server
+package keyspaces
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -18,29 +16,19 @@ import (
 // flight however many reads miss it (cache.Flights), and at most
 // Cache.MaxFetches per node.
 
-// readThroughState is what read-through keeps on a node.
-type readThroughState struct {
-	flights *cache.Flights
-	client  *http.Client
-}
-
-func newReadThrough(cfg cache.Config) readThroughState {
-	return readThroughState{flights: cache.NewFlights(cfg.MaxFetches, cfg.FetchTimeout), client: &http.Client{}}
-}
-
-// readThrough returns v, or when v is a miss of a key (stored key key)
+// ReadThrough returns v, or when v is a miss of a key (stored key key)
 // in a key space with a miss handler, what the handler answers.
-func (s *Server) readThrough(ctx context.Context, r *raftstore.Replica, key []byte, v raftstore.Value) (raftstore.Value, error) {
+func (sp *Spaces) ReadThrough(ctx context.Context, r *raftstore.Replica, key []byte, v raftstore.Value) (raftstore.Value, error) {
 	if v.Found || !r.IsLeader() {
 		return v, nil
 	}
-	ks, ok := s.keyspaces.get().ByID(keyspace.Of(key))
+	ks, ok := sp.Catalogue().ByID(keyspace.Of(key))
 	if !ok || ks.MissHandler == "" {
 		return v, nil
 	}
 	user, _ := ks.Codec().Decode(key)
-	val, found, err := s.rt.flights.Do(ctx, string(key), func(ctx context.Context) ([]byte, bool, error) {
-		val, found, err := cache.Fetch(ctx, s.rt.client, ks.MissHandler, user, s.cfg.Limits.MaxValueSize)
+	val, found, err := sp.flights.Do(ctx, string(key), func(ctx context.Context) ([]byte, bool, error) {
+		val, found, err := sp.node.Fetch(ctx, ks.MissHandler, user)
 		if err != nil || !found {
 			return nil, false, err
 		}
