@@ -31,6 +31,8 @@ type Node interface {
 	// (nil: not here).
 	Replicas() []*raftstore.Replica
 	Replica(rangeID uint64) *raftstore.Replica
+	// LookupKey is the local replica whose range holds key (nil: none).
+	LookupKey(key []byte) *raftstore.Replica
 	// Size bounds what r's range (descriptor generation gen) stores,
 	// counting it afresh when the writes since the last count may have
 	// added recountAfter bytes; ExactSize counts it afresh; RecountAfter

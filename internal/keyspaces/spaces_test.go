@@ -25,11 +25,12 @@ type metaNode struct {
 	refreshes int
 }
 
-func (n *metaNode) NodeID() uint64                    { return 1 }
-func (n *metaNode) Replicas() []*raftstore.Replica    { return nil }
-func (n *metaNode) Replica(uint64) *raftstore.Replica { return nil }
-func (n *metaNode) RecountAfter() uint64              { return 1 }
-func (n *metaNode) Refresh(context.Context) error     { n.refreshes++; n.sp.Set(n.cat); return nil }
+func (n *metaNode) NodeID() uint64                      { return 1 }
+func (n *metaNode) Replicas() []*raftstore.Replica      { return nil }
+func (n *metaNode) LookupKey([]byte) *raftstore.Replica { return nil }
+func (n *metaNode) Replica(uint64) *raftstore.Replica   { return nil }
+func (n *metaNode) RecountAfter() uint64                { return 1 }
+func (n *metaNode) Refresh(context.Context) error       { n.refreshes++; n.sp.Set(n.cat); return nil }
 func (n *metaNode) Fetch(context.Context, string, []byte) ([]byte, bool, error) {
 	return nil, false, nil
 }

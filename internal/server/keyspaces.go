@@ -29,6 +29,7 @@ type ksNode struct {
 func (n ksNode) NodeID() uint64                            { return n.s.nodeID }
 func (n ksNode) Replicas() []*raftstore.Replica            { return n.s.store.Replicas() }
 func (n ksNode) Replica(rangeID uint64) *raftstore.Replica { return n.s.store.GetReplica(rangeID) }
+func (n ksNode) LookupKey(key []byte) *raftstore.Replica   { return n.s.store.LookupKey(key) }
 func (n ksNode) RecountAfter() uint64                      { return n.s.sizes.RecountAfter() }
 func (n ksNode) Refresh(ctx context.Context) error         { _, err := n.s.listKeySpaces(ctx); return err }
 
