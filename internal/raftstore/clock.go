@@ -59,7 +59,10 @@ func stepSlack(elapsed time.Duration) time.Duration {
 // concurrent use.
 type SteadyClock struct {
 	wall Clock // nil: the system clock, whose every reading carries both
-	base time.Time
+	// guarded is false over a clock that is not the system clock moved
+	// (a test's manual clock): it is its own monotonic clock, taken as is.
+	guarded bool
+	base    time.Time
 
 	mu sync.Mutex
 	// The anchor is the last reading followed: wall time and monotonic
@@ -75,17 +78,23 @@ type SteadyClock struct {
 }
 
 // NewSteadyClock returns the steady time over wall (nil: the system
-// clock). Over a SteadyClock it is that clock: a store given one as
+// clock), guarded against steps when wall is the system clock or a
+// SkewClock, the clocks that run at the monotonic clock's pace; any other
+// (a test's manual clock) is taken as is. Over a SteadyClock it is that clock: a store given one as
 // Config.Clock shares it with whoever made it (the server's offset
 // monitor).
 func NewSteadyClock(wall Clock) *SteadyClock {
+	guarded := true
 	switch w := wall.(type) {
 	case *SteadyClock:
 		return w
 	case systemClock:
 		wall = nil
+	case nil, *SkewClock:
+	default:
+		guarded = false
 	}
-	c := &SteadyClock{wall: wall, base: time.Now()}
+	c := &SteadyClock{wall: wall, guarded: guarded, base: time.Now()}
 	c.anchorWall, c.anchorMono = c.wallNow(c.base), 0
 	return c
 }
@@ -101,6 +110,9 @@ func (c *SteadyClock) wallNow(t time.Time) time.Time {
 func (c *SteadyClock) read() (wall, steady time.Time) {
 	t := time.Now()
 	wall, mono := c.wallNow(t), t.Sub(c.base)
+	if !c.guarded {
+		return wall, wall
+	}
 	steady = c.anchorWall.Add(mono - c.anchorMono)
 	d := wall.Sub(steady)
 	slack := stepSlack(mono - c.anchorMono)
