@@ -1,0 +1,299 @@
+package resp
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeTimers are blockTimers the test fires. Each timer made is sent on
+// made, so the test learns where a blocked client is: a recheck timer is
+// made only once the client is registered and about to wait.
+type fakeTimers struct{ made chan *fakeTimer }
+
+func newFakeTimers() *fakeTimers { return &fakeTimers{made: make(chan *fakeTimer, 256)} }
+
+func (f *fakeTimers) newTimer(d time.Duration) blockTimer {
+	t := &fakeTimer{d: d, c: make(chan time.Time, 1), stopped: make(chan struct{})}
+	f.made <- t
+	return t
+}
+
+type fakeTimer struct {
+	d       time.Duration
+	c       chan time.Time
+	once    sync.Once
+	stopped chan struct{}
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+func (t *fakeTimer) Stop() bool {
+	t.once.Do(func() { close(t.stopped) })
+	return true
+}
+
+func (t *fakeTimer) fire() { t.c <- time.Now() }
+
+// guard bounds how long a test waits for what must happen; reaching it is
+// a failure (a hang), never an outcome the test accepts.
+const guard = 10 * time.Second
+
+// next is the next timer made.
+func (f *fakeTimers) next(t *testing.T) *fakeTimer {
+	t.Helper()
+	select {
+	case tm := <-f.made:
+		return tm
+	case <-time.After(guard):
+		t.Fatal("no timer made: the client did not block")
+		return nil
+	}
+}
+
+// waiting returns once a client is blocked and waiting: its recheck timer
+// was made (a timeout timer made before it is returned too, or nil).
+func (f *fakeTimers) waiting(t *testing.T) (timeout, recheck *fakeTimer) {
+	t.Helper()
+	for {
+		tm := f.next(t)
+		if tm.d == DefaultConfig().BlockRecheck {
+			return timeout, tm
+		}
+		timeout = tm
+	}
+}
+
+// rawClient is a connection whose replies the test reads when it wants.
+type rawClient struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialRaw(t *testing.T, s *Server) *rawClient {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawClient{c: c, r: bufio.NewReader(c)}
+}
+
+func (rc *rawClient) send(t *testing.T, args ...string) {
+	t.Helper()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&sb, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := rc.c.Write([]byte(sb.String())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (rc *rawClient) reply(t *testing.T) string {
+	t.Helper()
+	_ = rc.c.SetReadDeadline(time.Now().Add(guard))
+	v, err := readReply(rc.r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func (rc *rawClient) do(t *testing.T, args ...string) string {
+	t.Helper()
+	rc.send(t, args...)
+	return rc.reply(t)
+}
+
+func startBlocking(t *testing.T, kv KV, mod func(*Config)) (*Server, *fakeTimers) {
+	ft := newFakeTimers()
+	s, _ := start(t, kv, func(c *Config) {
+		c.timers = ft
+		if mod != nil {
+			mod(c)
+		}
+	}, nil)
+	return s, ft
+}
+
+// A timeout in seconds (a float) becomes the client's timer; when it
+// fires the client gets the null array and leaves the registry. 0 makes
+// no timeout timer.
+func TestBlockTimeout(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), nil)
+	a := dialRaw(t, s)
+	a.send(t, "BLPOP", "k", "1.5")
+	timeout, recheck := ft.waiting(t)
+	if timeout == nil || timeout.d != 1500*time.Millisecond {
+		t.Fatalf("timeout timer %+v, want 1.5s", timeout)
+	}
+	eq(t, s.blocked.count(), 1)
+	recheck.fire() // a try that finds nothing: it waits again
+	_, recheck = ft.waiting(t)
+	timeout.fire()
+	eq(t, a.reply(t), "*<nil>")
+	eq(t, s.blocked.count(), 0)
+
+	a.send(t, "BRPOPLPUSH", "k", "d", "0")
+	if timeout, _ := ft.waiting(t); timeout != nil {
+		t.Fatalf("timeout 0 made a timer of %v", timeout.d)
+	}
+	b := dialRaw(t, s)
+	eq(t, b.do(t, "RPUSH", "k", "v"), ":1")
+	eq(t, a.reply(t), "$v")
+	eq(t, b.do(t, "LRANGE", "d", "0", "-1"), "*[$v]")
+}
+
+// Bad timeouts and arguments get Redis's errors at once, without
+// blocking.
+func TestBlockErrors(t *testing.T) {
+	s, _ := startBlocking(t, newFakeKV(), nil)
+	a := dialRaw(t, s)
+	for _, c := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"BLPOP", "k", "x"}, "-ERR timeout is not a float or out of range"},
+		{[]string{"BLPOP", "k", "-1"}, "-ERR timeout is negative"},
+		{[]string{"BRPOP", "k", "inf"}, "-ERR timeout is negative"},
+		{[]string{"BLMOVE", "k", "d", "LEFT", "UP", "0"}, "-ERR syntax error"},
+		{[]string{"BLMPOP", "0", "0", "k", "LEFT"}, "-ERR numkeys should be greater than 0"},
+		{[]string{"BLMPOP", "x", "1", "k", "LEFT"}, "-ERR timeout is not a float or out of range"},
+		{[]string{"BLPOP", "k"}, "-ERR wrong number of arguments for 'blpop' command"},
+	} {
+		eq(t, a.do(t, c.cmd...), c.want)
+	}
+	eq(t, a.do(t, "SET", "s", "v"), "+OK")
+	eq(t, a.do(t, "BLPOP", "s", "0"), "-"+errWrongType)
+	eq(t, s.blocked.count(), 0)
+}
+
+// Two clients blocked on one key are served in the order they blocked:
+// one push of two elements serves both, the first client the first
+// element; then one element reaches the first of two new waiters only.
+func TestBlockFIFO(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), nil)
+	a, b, c := dialRaw(t, s), dialRaw(t, s), dialRaw(t, s)
+	a.send(t, "BLPOP", "k", "0")
+	ft.waiting(t)
+	b.send(t, "BLPOP", "other", "k", "0")
+	ft.waiting(t)
+	eq(t, c.do(t, "RPUSH", "k", "x", "y"), ":2")
+	eq(t, a.reply(t), "*[$k $x]")
+	eq(t, b.reply(t), "*[$k $y]")
+
+	b.send(t, "BRPOP", "k", "0")
+	ft.waiting(t)
+	a.send(t, "BRPOP", "k", "0")
+	ft.waiting(t)
+	eq(t, c.do(t, "LPUSH", "k", "1"), ":1")
+	eq(t, b.reply(t), "*[$k $1]")
+	// a is first now, woken by b's leaving: it tries, finds nothing, and
+	// waits again; the next push is its.
+	ft.waiting(t)
+	eq(t, c.do(t, "LLEN", "k"), ":0")
+	eq(t, c.do(t, "LPUSH", "k", "2"), ":1")
+	eq(t, a.reply(t), "*[$k $2]")
+	eq(t, s.blocked.count(), 0)
+}
+
+// A new blocking command takes nothing from a key that clients wait on
+// here: it waits behind them, as in Redis, where such a list is empty.
+func TestBlockNewcomerWaitsBehind(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), nil)
+	a, b, c := dialRaw(t, s), dialRaw(t, s), dialRaw(t, s)
+	a.send(t, "BLMOVE", "k", "d", "RIGHT", "LEFT", "0")
+	ft.waiting(t)
+	// A push through another node: this node's waiter has not seen it.
+	other, _ := start(t, s.kv, nil, nil)
+	eq(t, dialRaw(t, other).do(t, "RPUSH", "k", "v"), ":1")
+	b.send(t, "BLPOP", "k", "0")
+	ft.waiting(t)
+	eq(t, c.do(t, "LLEN", "k"), ":1")
+	eq(t, s.blocked.count(), 2)
+}
+
+// A push through another node (another Server over the same KV) is seen
+// at the next recheck.
+func TestBlockRecheckSeesOtherNodes(t *testing.T) {
+	kv := newFakeKV()
+	s, ft := startBlocking(t, kv, nil)
+	other, _ := start(t, kv, nil, nil)
+	a := dialRaw(t, s)
+	a.send(t, "BLMPOP", "0", "2", "k1", "k2", "LEFT", "COUNT", "5")
+	_, recheck := ft.waiting(t)
+	eq(t, dialRaw(t, other).do(t, "RPUSH", "k2", "a", "b"), ":2")
+	recheck.fire()
+	eq(t, a.reply(t), "*[$k2 *[$a $b]]")
+}
+
+// A blocked client that disconnects leaves the registry, and a later push
+// stays in the list.
+func TestBlockDisconnect(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), nil)
+	a, b := dialRaw(t, s), dialRaw(t, s)
+	a.send(t, "BLPOP", "k", "100")
+	timeout, _ := ft.waiting(t)
+	a.c.Close()
+	select {
+	case <-timeout.stopped:
+	case <-time.After(guard):
+		t.Fatal("the disconnected client's command did not end")
+	}
+	eq(t, b.do(t, "RPUSH", "k", "v"), ":1")
+	eq(t, b.do(t, "LLEN", "k"), ":1")
+	eq(t, s.blocked.count(), 0)
+}
+
+// Commands a blocked client sends while it waits are served after it, in
+// order (they were read ahead to watch the connection).
+func TestBlockPipelinedAfter(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), nil)
+	a, b := dialRaw(t, s), dialRaw(t, s)
+	a.send(t, "PING")
+	a.send(t, "BLPOP", "k", "0")
+	eq(t, a.reply(t), "+PONG") // flushed before blocking
+	ft.waiting(t)
+	a.send(t, "ECHO", "after")
+	eq(t, b.do(t, "RPUSH", "k", "v"), ":1")
+	eq(t, a.reply(t), "*[$k $v]")
+	eq(t, a.reply(t), "$after")
+}
+
+// At most MaxBlockedClients wait; one more is refused at once.
+func TestBlockLimit(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), func(c *Config) { c.MaxBlockedClients = 1 })
+	a, b := dialRaw(t, s), dialRaw(t, s)
+	a.send(t, "BLPOP", "k", "0")
+	ft.waiting(t)
+	eq(t, b.do(t, "BRPOP", "j", "0"), "-"+errMaxBlocked)
+	// Something to pop is popped whatever the limit.
+	eq(t, b.do(t, "RPUSH", "j", "v"), ":1")
+	eq(t, b.do(t, "BRPOP", "j", "0"), "*[$j $v]")
+	eq(t, b.do(t, "RPUSH", "k", "w"), ":1")
+	eq(t, a.reply(t), "*[$k $w]")
+}
+
+// Inside MULTI nothing blocks; a push in EXEC wakes a client blocked on
+// another connection once it commits.
+func TestBlockAndExec(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), nil)
+	a, b := dialRaw(t, s), dialRaw(t, s)
+	eq(t, b.do(t, "MULTI"), "+OK")
+	eq(t, b.do(t, "BLPOP", "k", "0"), "+QUEUED")
+	eq(t, b.do(t, "BLMOVE", "k", "d", "LEFT", "LEFT", "0"), "+QUEUED")
+	eq(t, b.do(t, "EXEC"), "*[*<nil> $<nil>]")
+	a.send(t, "BLPOP", "k", "0")
+	ft.waiting(t)
+	eq(t, b.do(t, "MULTI"), "+OK")
+	eq(t, b.do(t, "RPUSH", "k", "v"), "+QUEUED")
+	eq(t, b.do(t, "EXEC"), "*[:1]")
+	eq(t, a.reply(t), "*[$k $v]")
+}
