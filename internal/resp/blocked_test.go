@@ -267,13 +267,18 @@ func TestBlockPipelinedAfter(t *testing.T) {
 	eq(t, a.reply(t), "$after")
 }
 
-// At most MaxBlockedClients wait; one more is refused at once.
+// At most MaxBlockedClients wait; one more is refused at once. INFO
+// counts the blocked clients.
 func TestBlockLimit(t *testing.T) {
 	s, ft := startBlocking(t, newFakeKV(), func(c *Config) { c.MaxBlockedClients = 1 })
 	a, b := dialRaw(t, s), dialRaw(t, s)
 	a.send(t, "BLPOP", "k", "0")
 	ft.waiting(t)
 	eq(t, b.do(t, "BRPOP", "j", "0"), "-"+errMaxBlocked)
+	// INFO counts it, as Redis test harnesses read (wait_for_blocked_client).
+	if info := b.do(t, "INFO"); !strings.Contains(info, "blocked_clients:1\r\n") {
+		t.Fatalf("INFO while one client blocks:\n%s", info)
+	}
 	// Something to pop is popped whatever the limit.
 	eq(t, b.do(t, "RPUSH", "j", "v"), ":1")
 	eq(t, b.do(t, "BRPOP", "j", "0"), "*[$j $v]")
