@@ -302,3 +302,14 @@ func TestBlockAndExec(t *testing.T) {
 	eq(t, b.do(t, "EXEC"), "*[:1]")
 	eq(t, a.reply(t), "*[$k $v]")
 }
+
+// BZPOPMIN and BZPOPMAX wait for a sorted set; ZADD wakes them.
+func TestBlockZPop(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), nil)
+	a, b := dialRaw(t, s), dialRaw(t, s)
+	a.send(t, "BZPOPMAX", "z1", "z2", "0")
+	ft.waiting(t)
+	eq(t, b.do(t, "ZADD", "z2", "1", "a", "2", "b"), ":2")
+	eq(t, a.reply(t), "*[$z2 $b $2]")
+	eq(t, b.do(t, "ZRANGE", "z2", "0", "-1"), "*[$a]")
+}
