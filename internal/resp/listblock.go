@@ -15,12 +15,23 @@ import (
 // fails with WRONGTYPE, as Redis's look does; otherwise it is passed over
 // (a blocked client's later tries).
 func (x *call) popFirst(keys [][]byte, left bool, count int64, may func([]byte) bool, strict bool) (key []byte, vals [][]byte, err error) {
+	var cand [][]byte
+	for _, k := range keys {
+		if may(k) {
+			cand = append(cand, k)
+		}
+	}
+	if len(cand) == 0 {
+		return nil, nil, nil
+	}
+	if !strict {
+		if found, err := x.anyList(cand); err != nil || !found {
+			return nil, nil, err
+		}
+	}
 	err = x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		key, vals = nil, nil
-		for _, k := range keys {
-			if !may(k) {
-				continue
-			}
+		for _, k := range cand {
 			t, err := x.openColl(tx, k, listMarker)
 			if err == wrongType && !strict {
 				continue
@@ -44,6 +55,26 @@ func (x *call) popFirst(keys [][]byte, left bool, count int64, may func([]byte) 
 		return nil
 	})
 	return key, vals, err
+}
+
+// anyList reports whether any of keys holds a list, by one read outside a
+// transaction: a blocked client's periodic try runs a transaction only
+// when there may be something to pop.
+func (x *call) anyList(keys [][]byte) (bool, error) {
+	enc := make([][]byte, len(keys))
+	for i, k := range keys {
+		enc[i] = encKey(k)
+	}
+	rs, err := x.batchGet(enc)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range rs {
+		if _, ok := decodeMeta(listMarker, r.Value); r.Found && ok {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // cmdBPop: BLPOP and BRPOP key [key ...] timeout.
@@ -91,6 +122,16 @@ func cmdBLMove(x *call) {
 	x.block(x.args[1:2], timeout, func(may func([]byte) bool, first bool) bool {
 		if !may(src) {
 			return false
+		}
+		if !first {
+			found, err := x.anyList([][]byte{src})
+			if err != nil {
+				writeCASErr(x.c, err)
+				return true
+			}
+			if !found {
+				return false
+			}
 		}
 		v, moved, err := x.lmove(src, dst, from, to, first)
 		switch {
