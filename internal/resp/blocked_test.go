@@ -149,6 +149,24 @@ func TestBlockTimeout(t *testing.T) {
 	eq(t, b.do(t, "RPUSH", "k", "v"), ":1")
 	eq(t, a.reply(t), "$v")
 	eq(t, b.do(t, "LRANGE", "d", "0", "-1"), "*[$v]")
+
+	// Seconds times 1000, truncated to milliseconds as Redis truncates:
+	// under 1 ms is no timeout.
+	for _, c := range []struct {
+		arg  string
+		want time.Duration
+	}{{"0.0015", time.Millisecond}, {"0x10", 16 * time.Second}, {"0.25", 250 * time.Millisecond}, {"0.0001", 0}} {
+		a.send(t, "BLPOP", "k", c.arg)
+		timeout, _ := ft.waiting(t)
+		switch {
+		case c.want == 0 && timeout != nil:
+			t.Fatalf("BLPOP k %s made a timeout timer of %v", c.arg, timeout.d)
+		case c.want != 0 && (timeout == nil || timeout.d != c.want):
+			t.Fatalf("BLPOP k %s: timeout timer %+v, want %v", c.arg, timeout, c.want)
+		}
+		eq(t, b.do(t, "RPUSH", "k", c.arg), ":1")
+		eq(t, a.reply(t), "*[$k $"+c.arg+"]")
+	}
 }
 
 // Bad timeouts and arguments get Redis's errors at once, without
