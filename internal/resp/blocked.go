@@ -314,10 +314,10 @@ const (
 )
 
 // parseTimeout reads a blocking command's timeout as Redis 7.0 does: a
-// long double of seconds, times 1000 truncated to whole milliseconds (so
-// under a millisecond is 0: no timeout). A product out of int64's range
-// converts as on x86-64, to a negative number ("timeout is negative":
-// inf, 1e400). ok false: it replied.
+// long double of seconds, times 1000 rounded up to whole milliseconds
+// (0.0001 is 1 ms; -0.0001 is 0: no timeout). A product out of int64's
+// range converts as on x86-64, to a negative number ("timeout is
+// negative": inf, 1e400). ok false: it replied.
 func (x *call) parseTimeout(arg []byte) (time.Duration, bool) {
 	f, ok := parseLongDouble(arg)
 	if !ok {
@@ -325,21 +325,20 @@ func (x *call) parseTimeout(arg []byte) (time.Duration, bool) {
 		return 0, false
 	}
 	ms := int64(math.MinInt64)
-	if !f.IsInf() {
-		p := new(big.Float).SetPrec(longDoublePrec).SetMode(big.ToNearestEven).Mul(f, big.NewFloat(1000))
-		if v, acc := p.Int64(); acc == big.Exact || (v != math.MaxInt64 && v != math.MinInt64) {
-			ms = v
+	p := new(big.Float).SetPrec(longDoublePrec).SetMode(big.ToNearestEven).Mul(f, big.NewFloat(1000))
+	if !p.IsInf() && p.Cmp(big.NewFloat(math.MaxInt64-1)) <= 0 && p.Cmp(big.NewFloat(math.MinInt64)) > 0 {
+		v, acc := p.Int64() // toward zero
+		if acc == big.Below {
+			v++ // ceil of a positive fraction
 		}
+		ms = v
 	}
 	if ms < 0 {
 		x.c.WriteError(errTimeoutNegative)
 		return 0, false
 	}
-	if ms > math.MaxInt64-x.s.cfg.Now().UnixMilli() {
-		x.c.WriteError("ERR timeout is out of range")
-		return 0, false
-	}
-	// Past about 292 years a Duration overflows: that is no timeout.
+	// Past about 292 years a Duration overflows: that is no timeout (Redis
+	// adds the time now, overflowing near int64's end).
 	if ms > math.MaxInt64/int64(time.Millisecond) {
 		return 0, true
 	}

@@ -150,12 +150,13 @@ func TestBlockTimeout(t *testing.T) {
 	eq(t, a.reply(t), "$v")
 	eq(t, b.do(t, "LRANGE", "d", "0", "-1"), "*[$v]")
 
-	// Seconds times 1000, truncated to milliseconds as Redis truncates:
-	// under 1 ms is no timeout.
+	// Seconds times 1000, rounded up to milliseconds as Redis rounds: a
+	// tiny negative one is 0, no timeout.
 	for _, c := range []struct {
 		arg  string
 		want time.Duration
-	}{{"0.0015", time.Millisecond}, {"0x10", 16 * time.Second}, {"0.25", 250 * time.Millisecond}, {"0.0001", 0}} {
+	}{{"0.0015", 2 * time.Millisecond}, {"0x10", 16 * time.Second}, {"0.25", 250 * time.Millisecond},
+		{"0.0001", time.Millisecond}, {"0.001", time.Millisecond}, {"-0.0001", 0}} {
 		a.send(t, "BLPOP", "k", c.arg)
 		timeout, _ := ft.waiting(t)
 		switch {
