@@ -48,6 +48,11 @@ type waiter struct {
 	// wake holds at most one pending wake: a wake while one is pending
 	// adds nothing, since the try it causes looks at every key.
 	wake chan struct{}
+	// Under blockedClients.mu: trying, the client is in a try; served,
+	// what pushers wait on: closed when the client's next try has ended
+	// (and the clients it handed the key on to have tried).
+	trying bool
+	served []chan struct{}
 }
 
 func newWaiter(db int, keys [][]byte) *waiter {
@@ -99,11 +104,13 @@ func (b *blockedClients) add(w *waiter) bool {
 
 // remove takes w out of its lines and wakes the client now first in each
 // line w was first in: what w left (or a wake w took and did not use) is
-// that client's.
+// that client's, and so are the pushers waiting for w (served).
 func (b *blockedClients) remove(w *waiter) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n.Add(-1)
+	served := w.served
+	w.served = nil
 	for _, k := range w.keys {
 		line := b.lines[k]
 		i := slices.Index(line, w)
@@ -118,19 +125,55 @@ func (b *blockedClients) remove(w *waiter) {
 		b.lines[k] = line
 		if i == 0 {
 			line[0].notify()
+			if !line[0].trying {
+				line[0].served, served = append(line[0].served, served...), nil
+			}
 		}
+	}
+	for _, c := range served {
+		close(c)
 	}
 }
 
 // ready wakes the first client waiting on k, if any: k may have elements.
-func (b *blockedClients) ready(k blockKey) {
+// The channel it returns (nil: nothing to wait for) closes once that
+// client has tried, and the clients after it it handed elements on to:
+// a push waits for it before answering, so that, as in Redis, the clients
+// it serves through this node have popped before it answers. A client in
+// a try is woken but not waited for: it may be the one pushing (BLMOVE
+// into a key it waits on, or a cycle of them).
+func (b *blockedClients) ready(k blockKey) <-chan struct{} {
 	if b.n.Load() == 0 {
-		return
+		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if line := b.lines[k]; len(line) > 0 {
-		line[0].notify()
+	line := b.lines[k]
+	if len(line) == 0 {
+		return nil
+	}
+	w := line[0]
+	w.notify()
+	if w.trying {
+		return nil
+	}
+	c := make(chan struct{})
+	w.served = append(w.served, c)
+	return c
+}
+
+// trying marks w in a try (on) or out of one; a try ended lets the
+// pushers waiting for it go on.
+func (b *blockedClients) trying(w *waiter, on bool) {
+	b.mu.Lock()
+	w.trying = on
+	var served []chan struct{}
+	if !on {
+		served, w.served = w.served, nil
+	}
+	b.mu.Unlock()
+	for _, c := range served {
+		close(c)
 	}
 }
 
@@ -169,13 +212,28 @@ type realTimer struct{ *time.Timer }
 func (t realTimer) C() <-chan time.Time { return t.Timer.C }
 
 // ready tells the clients blocked on key through this node that it may
-// have elements: now, or inside EXEC once the transaction commits.
+// have elements, now (and waits for them to have tried: blockedClients'
+// ready), or inside EXEC once the transaction commits.
 func (x *call) ready(key []byte) {
 	if v, ok := x.kv.(*txView); ok {
 		v.ready = append(v.ready, key)
 		return
 	}
-	x.s.blocked.ready(blockKey{x.st.db, string(key)})
+	x.awaitServed(x.s.blocked.ready(blockKey{x.st.db, string(key)}))
+}
+
+// awaitServed waits for served to close, at most until the command's
+// deadline: a client slow to try delays the push's answer, never its
+// write.
+func (x *call) awaitServed(served <-chan struct{}) {
+	if served == nil {
+		return
+	}
+	select {
+	case <-served:
+	case <-x.ctx.Done():
+	case <-x.s.ctx.Done():
+	}
 }
 
 // tryFunc is one try of a blocking command: it pops from the keys may
@@ -223,9 +281,11 @@ func (x *call) block(keys [][]byte, timeout time.Duration, try tryFunc, none fun
 		// A try after the client registered: a push between the first
 		// try and add woke nobody.
 		x.renew()
+		b.trying(w, true)
 		if try(may, false) {
-			return
+			return // remove hands the waiting pushers on
 		}
+		b.trying(w, false)
 		recheck := x.s.cfg.timers.newTimer(x.s.cfg.BlockRecheck)
 		select {
 		case <-w.wake:

@@ -332,3 +332,50 @@ func TestBlockZPop(t *testing.T) {
 	eq(t, a.reply(t), "*[$z2 $b $2]")
 	eq(t, b.do(t, "ZRANGE", "z2", "0", "-1"), "*[$a]")
 }
+
+// A push answers once the clients it serves through this node have
+// popped, as in Redis, where serving them is part of the push: chained
+// BLMOVEs have moved the element to the end of the chain when RPUSH
+// answers, and a cycle of them, or a BRPOPLPUSH into its own source,
+// does not wait for itself (RequestTimeout is long, so a deadlock would
+// hang the test, not pass late).
+func TestBlockServedBeforePushAnswers(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), func(c *Config) { c.RequestTimeout = time.Hour })
+	a, b, c := dialRaw(t, s), dialRaw(t, s), dialRaw(t, s)
+	a.send(t, "BLMOVE", "l1", "l2", "RIGHT", "LEFT", "0")
+	ft.waiting(t)
+	b.send(t, "BLMOVE", "l2", "l3", "LEFT", "RIGHT", "0")
+	ft.waiting(t)
+	eq(t, c.do(t, "RPUSH", "l1", "foo"), ":1")
+	eq(t, c.do(t, "LRANGE", "l1", "0", "-1"), "*[]")
+	eq(t, c.do(t, "LRANGE", "l2", "0", "-1"), "*[]")
+	eq(t, c.do(t, "LRANGE", "l3", "0", "-1"), "*[$foo]")
+	eq(t, a.reply(t), "$foo")
+	eq(t, b.reply(t), "$foo")
+
+	a.send(t, "BRPOPLPUSH", "c1", "c2", "0")
+	ft.waiting(t)
+	b.send(t, "BRPOPLPUSH", "c2", "c1", "0")
+	ft.waiting(t)
+	eq(t, c.do(t, "RPUSH", "c1", "x"), ":1")
+	eq(t, a.reply(t), "$x")
+	eq(t, b.reply(t), "$x")
+	eq(t, c.do(t, "LRANGE", "c1", "0", "-1"), "*[$x]")
+
+	a.send(t, "BRPOPLPUSH", "self", "self", "0")
+	ft.waiting(t)
+	eq(t, c.do(t, "RPUSH", "self", "y"), ":1")
+	eq(t, a.reply(t), "$y")
+	eq(t, c.do(t, "LRANGE", "self", "0", "-1"), "*[$y]")
+
+	// Two clients on one key, one push of two elements: both popped when
+	// it answers.
+	a.send(t, "BLPOP", "k", "0")
+	ft.waiting(t)
+	b.send(t, "BLPOP", "k", "0")
+	ft.waiting(t)
+	eq(t, c.do(t, "RPUSH", "k", "1", "2"), ":2")
+	eq(t, c.do(t, "LLEN", "k"), ":0")
+	eq(t, a.reply(t), "*[$k $1]")
+	eq(t, b.reply(t), "*[$k $2]")
+}

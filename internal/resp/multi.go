@@ -236,7 +236,7 @@ func cmdExec(x *call) {
 		replyErr(x.c, err)
 	default:
 		for _, k := range view.ready {
-			x.s.blocked.ready(blockKey{x.st.db, string(k)})
+			x.awaitServed(x.s.blocked.ready(blockKey{x.st.db, string(k)}))
 		}
 		x.c.WriteArray(len(m.queue))
 		x.c.WriteRaw(out.b)
