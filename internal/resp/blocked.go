@@ -277,6 +277,7 @@ func (x *call) block(keys [][]byte, timeout time.Duration, try tryFunc, none fun
 	gone, unwatch := x.watchConn()
 	defer unwatch()
 	may := func(k []byte) bool { return b.first(w, key(k)) }
+	defer x.endTry()
 	for {
 		// A try after the client registered: a push between the first
 		// try and add woke nobody.
@@ -305,11 +306,23 @@ func (x *call) block(keys [][]byte, timeout time.Duration, try tryFunc, none fun
 	}
 }
 
-// renew gives the command a new RequestTimeout for its next try: a
-// blocked command's tries each get one, not the whole wait.
+// renew ends the command's context and gives it a new one, with a new
+// RequestTimeout, for its next try: a blocked command's tries each get
+// one, not the whole wait. A new cmdCtx, not x.cmd begun again: contexts
+// the KV derived from the last one hold it and must find it ended (a
+// derived context that found it done and then read no error panicked).
 func (x *call) renew() {
-	x.cmd.end()
-	x.s.begin(x)
+	x.endTry()
+	h := new(cmdCtx)
+	x.st.cmds.begin(h, x.s.cfg.RequestTimeout)
+	x.ctx = h
+}
+
+// endTry ends the context of the command's last try.
+func (x *call) endTry() {
+	if h, ok := x.ctx.(*cmdCtx); ok {
+		h.end()
+	}
 }
 
 // watchConn reports when the client disconnects while its command blocks

@@ -2,8 +2,10 @@ package resp
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -378,4 +380,48 @@ func TestBlockServedBeforePushAnswers(t *testing.T) {
 	eq(t, c.do(t, "LLEN", "k"), ":0")
 	eq(t, a.reply(t), "*[$k $1]")
 	eq(t, b.reply(t), "*[$k $2]")
+}
+
+// ctxKV records the context of each BatchGet (a blocked client's try
+// reads its keys with one).
+type ctxKV struct {
+	*fakeKV
+	mu   sync.Mutex
+	ctxs []context.Context
+}
+
+func (k *ctxKV) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
+	k.mu.Lock()
+	k.ctxs = append(k.ctxs, ctx)
+	k.mu.Unlock()
+	return k.fakeKV.BatchGet(ctx, keys)
+}
+
+// Each try of a blocked client runs under a context of its own, ended
+// when the next begins: a context a KV derived from an earlier try's must
+// find it done with an error (it found it done and read no error, and
+// panicked, when the tries shared one handle begun again).
+func TestBlockTriesEndTheirContexts(t *testing.T) {
+	kv := &ctxKV{fakeKV: newFakeKV()}
+	s, ft := startBlocking(t, kv, nil)
+	a, b := dialRaw(t, s), dialRaw(t, s)
+	a.send(t, "BLPOP", "k", "0")
+	_, recheck := ft.waiting(t)
+	for range 3 {
+		recheck.fire()
+		_, recheck = ft.waiting(t)
+	}
+	kv.mu.Lock()
+	ctxs := slices.Clone(kv.ctxs)
+	kv.mu.Unlock()
+	if len(ctxs) < 3 {
+		t.Fatalf("%d tries read the keys, want at least 3", len(ctxs))
+	}
+	for i, c := range ctxs[:len(ctxs)-1] {
+		if c.Err() == nil {
+			t.Fatalf("try %d's context is not done after later tries began", i)
+		}
+	}
+	eq(t, b.do(t, "RPUSH", "k", "v"), ":1")
+	eq(t, a.reply(t), "*[$k $v]")
 }
