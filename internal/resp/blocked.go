@@ -22,8 +22,8 @@ import (
 //   - the re-check interval (Config.BlockRecheck): the node hears of no
 //     other node's writes, so a push through another node is seen by
 //     this periodic try;
-//   - its timeout (a null reply), its connection closing (it leaves, no
-//     reply), or the server closing.
+//   - its timeout (a null reply), CLIENT UNBLOCK, its connection closing
+//     (it leaves, no reply), or the server closing.
 //
 // Each try is one transaction, the pop LPOP and LMOVE run, and takes only
 // from keys where the client is first in this node's line, so clients
@@ -44,10 +44,14 @@ type blockKey struct {
 
 // waiter is one blocked client.
 type waiter struct {
+	id   int64      // the connection's (CLIENT UNBLOCK)
 	keys []blockKey // distinct
 	// wake holds at most one pending wake: a wake while one is pending
 	// adds nothing, since the try it causes looks at every key.
 	wake chan struct{}
+	// unblock receives CLIENT UNBLOCK's: true to answer with an error,
+	// false as a timeout.
+	unblock chan bool
 	// Under blockedClients.mu: trying, the client is in a try; served,
 	// what pushers wait on: closed when the client's next try has ended
 	// (and the clients it handed the key on to have tried).
@@ -55,8 +59,8 @@ type waiter struct {
 	served []chan struct{}
 }
 
-func newWaiter(db int, keys [][]byte) *waiter {
-	w := &waiter{wake: make(chan struct{}, 1)}
+func newWaiter(id int64, db int, keys [][]byte) *waiter {
+	w := &waiter{id: id, wake: make(chan struct{}, 1), unblock: make(chan bool, 1)}
 	for _, k := range keys {
 		bk := blockKey{db, string(k)}
 		if !slices.Contains(w.keys, bk) {
@@ -81,10 +85,28 @@ type blockedClients struct {
 	n     atomic.Int64
 	mu    sync.Mutex
 	lines map[blockKey][]*waiter
+	byID  map[int64]*waiter
 }
 
 func newBlockedClients(max int) *blockedClients {
-	return &blockedClients{max: max, lines: map[blockKey][]*waiter{}}
+	return &blockedClients{max: max, lines: map[blockKey][]*waiter{}, byID: map[int64]*waiter{}}
+}
+
+// unblock ends the wait of connection id's client as CLIENT UNBLOCK
+// does: with an error, or as a timeout. false: it is not blocked.
+func (b *blockedClients) unblock(id int64, asError bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.byID[id]
+	if w == nil {
+		return false
+	}
+	select {
+	case w.unblock <- asError:
+		return true
+	default:
+		return false // unblocked already
+	}
 }
 
 // add puts w at the end of its keys' lines; false: MaxBlockedClients
@@ -96,6 +118,7 @@ func (b *blockedClients) add(w *waiter) bool {
 		return false
 	}
 	b.n.Add(1)
+	b.byID[w.id] = w
 	for _, k := range w.keys {
 		b.lines[k] = append(b.lines[k], w)
 	}
@@ -109,6 +132,7 @@ func (b *blockedClients) remove(w *waiter) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n.Add(-1)
+	delete(b.byID, w.id)
 	served := w.served
 	w.served = nil
 	for _, k := range w.keys {
@@ -259,7 +283,7 @@ func (x *call) block(keys [][]byte, timeout time.Duration, try tryFunc, none fun
 	if try(func(k []byte) bool { return b.first(nil, key(k)) }, true) {
 		return
 	}
-	w := newWaiter(x.st.db, keys)
+	w := newWaiter(x.st.id, x.st.db, keys)
 	if !b.add(w) {
 		x.c.WriteError(errMaxBlocked)
 		return
@@ -294,6 +318,14 @@ func (x *call) block(keys [][]byte, timeout time.Duration, try tryFunc, none fun
 		case <-expired:
 			recheck.Stop()
 			none()
+			return
+		case asError := <-w.unblock:
+			recheck.Stop()
+			if asError {
+				x.c.WriteError("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+			} else {
+				none()
+			}
 			return
 		case <-gone:
 			recheck.Stop()

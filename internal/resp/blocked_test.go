@@ -425,3 +425,23 @@ func TestBlockTriesEndTheirContexts(t *testing.T) {
 	eq(t, b.do(t, "RPUSH", "k", "v"), ":1")
 	eq(t, a.reply(t), "*[$k $v]")
 }
+
+// CLIENT UNBLOCK ends a blocked client's wait as a timeout or with an
+// error, and answers 0 for a client that is not blocked.
+func TestBlockClientUnblock(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), nil)
+	a, b := dialRaw(t, s), dialRaw(t, s)
+	id := strings.TrimPrefix(a.do(t, "CLIENT", "ID"), ":")
+	a.send(t, "BLPOP", "k", "0")
+	ft.waiting(t)
+	eq(t, b.do(t, "CLIENT", "UNBLOCK", id), ":1")
+	eq(t, a.reply(t), "*<nil>")
+	a.send(t, "BLMOVE", "k", "d", "LEFT", "LEFT", "0")
+	ft.waiting(t)
+	eq(t, b.do(t, "CLIENT", "UNBLOCK", id, "ERROR"), ":1")
+	eq(t, a.reply(t), "-UNBLOCKED client unblocked via CLIENT UNBLOCK")
+	eq(t, b.do(t, "CLIENT", "UNBLOCK", id), ":0")
+	eq(t, b.do(t, "CLIENT", "UNBLOCK", "x"), "-"+errNotInt)
+	eq(t, b.do(t, "CLIENT", "UNBLOCK", id, "LATER"), "-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+	eq(t, s.blocked.count(), 0)
+}
