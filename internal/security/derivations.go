@@ -1,74 +1,140 @@
 package security
 
 import (
+	"errors"
+	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
 
-// derivationGate keeps password derivations to half the node's CPUs:
-// each takes argon2MemoryKB of memory and a core for tens of
-// milliseconds, and the requests of users already logged in (checked
-// against the cache) must keep the other half. A node of C CPUs derives
-// max(1, floor(C/2)) hashes at once; where that is more than half of C (a
-// node of less than two CPUs, or three), each slot stays taken after its
-// derivation for long enough that the slots are busy C/2 of the time: on
-// one CPU, as long again as the derivation took.
+// LoginConfig bounds what logins cost the node before their password
+// checks out (docs/security.md, "Failed logins are bounded").
+type LoginConfig struct {
+	// DerivationShare is the share of the node's CPUs, in (0, 1], that
+	// the password derivations of logins not yet verified may keep busy.
+	// A login that finds it spent is refused at once (*LoginBusyError)
+	// rather than queued: a flood of bad logins then costs the node this
+	// share and no more, and its logged-in users' requests (checked
+	// against the cache of verified passwords, without a derivation),
+	// client certificates and sessions keep the rest.
+	DerivationShare float64
+}
+
+// DefaultLoginConfig returns the documented default: a tenth of the
+// node's CPUs, on a node of 2 CPUs a slot that derives a fifth of the
+// time (about 6 logins a second at 30 ms each).
+func DefaultLoginConfig() LoginConfig { return LoginConfig{DerivationShare: 0.1} }
+
+// Validate checks the bounds.
+func (c LoginConfig) Validate() error {
+	// Below a thousandth a slot would rest thousands of times as long as
+	// a derivation: no login would be answered.
+	if !(c.DerivationShare >= 0.001 && c.DerivationShare <= 1) {
+		return fmt.Errorf("security: the login derivation share must be a share of the node's CPUs in [0.001, 1], not %v", c.DerivationShare)
+	}
+	return nil
+}
+
+// LoginBusyError refuses a login, before its password is checked, because
+// the node's derivation budget is spent: nothing is wrong with the login,
+// and it may be retried after RetryAfter. gRPC answers it with
+// ResourceExhausted, Redis with "ERR too many login attempts, retry
+// later", HTTP with 429 and Retry-After.
+type LoginBusyError struct{ After time.Duration }
+
+func (e *LoginBusyError) Error() string { return "too many login attempts, retry later" }
+
+// RetryAfter is the wait, rounded up to whole seconds, at least one.
+func (e *LoginBusyError) RetryAfter() time.Duration { return max(time.Second, wholeSeconds(e.After)) }
+
+// IsLoginBusy reports whether err refuses a login for want of derivation
+// budget.
+func IsLoginBusy(err error) bool {
+	var busy *LoginBusyError
+	return errors.As(err, &busy)
+}
+
+// derivationBudget keeps password derivations to a share of the node's
+// CPUs: budget = share × CPUs cores' worth. It derives max(1,
+// floor(budget)) hashes at once, and where that is more than the budget
+// (a budget under one core: the default's on any node below 10 CPUs),
+// each slot rests after its derivation for long enough that the slots are
+// busy budget/slots of the time: at a budget of 0.2, four times as long as
+// the derivation took. A derivation that finds no free slot is refused,
+// not queued: a queue would hold every attacker's attempt and its 19 MiB,
+// and make a real user's login wait behind them.
 //
-// The node's CPUs are the fewer of GOMAXPROCS and its cgroup's quota:
-// the Go runtime gives a node of one CPU's quota two Ps, and without the
-// rest one derivation would keep that node's whole quota busy.
-type derivationGate struct {
+// The node's CPUs are the fewer of GOMAXPROCS and its cgroup's quota: the
+// Go runtime gives a node of one CPU's quota two Ps.
+type derivationBudget struct {
+	share float64
 	// procs is GOMAXPROCS; quota the node's CPU quota (0: none). Both are
 	// read at every derivation: a sized node is moved into its cgroup
 	// after it starts.
 	procs func() int
 	quota func() float64
+	// now times derivations and rests on the wall clock (not a
+	// directory's injected one): the time is the core's.
+	now func() time.Time
 
 	mu   sync.Mutex
-	cond sync.Cond
 	busy int
+	// resting holds when each resting slot is free again.
+	resting []time.Time
 }
 
-func newDerivationGate() *derivationGate {
-	g := &derivationGate{procs: func() int { return runtime.GOMAXPROCS(0) }, quota: func() float64 { return 0 }}
-	g.cond.L = &g.mu
-	return g
+func newDerivationBudget(c LoginConfig) *derivationBudget {
+	return &derivationBudget{share: c.DerivationShare, procs: func() int { return runtime.GOMAXPROCS(0) },
+		quota: func() float64 { return 0 }, now: time.Now}
 }
 
-// do runs derive once a slot is free. It times the derivation on the
-// wall clock (not a directory's injected one): the time is the core's.
-func (g *derivationGate) do(derive func()) {
-	cpus := float64(g.procs())
-	if q := g.quota(); q > 0 && q < cpus {
+// do runs derive if a slot is free, else refuses with *LoginBusyError.
+func (b *derivationBudget) do(derive func()) error {
+	cpus := float64(b.procs())
+	if q := b.quota(); q > 0 && q < cpus {
 		cpus = q
 	}
-	slots := max(1, int(cpus/2))
-	g.mu.Lock()
-	for g.busy >= slots {
-		g.cond.Wait()
+	budget := b.share * cpus
+	slots := max(1, int(budget))
+	if err := b.take(slots, b.now()); err != nil {
+		return err
 	}
-	g.busy++
-	g.mu.Unlock()
-	start := time.Now()
+	start := b.now()
 	derive()
-	release := func() {
-		g.mu.Lock()
-		g.busy--
-		g.mu.Unlock()
-		g.cond.Signal()
+	end := b.now()
+	rest := restAfter(end.Sub(start), budget, slots)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.busy--
+	if rest > 0 {
+		b.resting = append(b.resting, end.Add(rest))
 	}
-	if rest := restAfter(time.Since(start), cpus, slots); rest > 0 {
-		// The caller has its answer; only the next derivation waits.
-		time.AfterFunc(rest, release)
-		return
+	return nil
+}
+
+// take claims one of slots, or says how long until one may be free.
+func (b *derivationBudget) take(slots int, now time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.resting = slices.DeleteFunc(b.resting, func(t time.Time) bool { return !t.After(now) })
+	if b.busy+len(b.resting) < slots {
+		b.busy++
+		return nil
 	}
-	release()
+	// A slot deriving frees within a derivation's time, which the second
+	// RetryAfter asks at least covers.
+	var wait time.Duration
+	if len(b.resting) > 0 {
+		wait = slices.MinFunc(b.resting, time.Time.Compare).Sub(now)
+	}
+	return &LoginBusyError{After: wait}
 }
 
 // restAfter is how long a slot stays taken after a derivation that took
-// spent, so that slots of them keep at most half of cpus busy.
-func restAfter(spent time.Duration, cpus float64, slots int) time.Duration {
-	duty := min(1, cpus/2/float64(slots))
+// spent, so that slots of them keep at most budget cores busy.
+func restAfter(spent time.Duration, budget float64, slots int) time.Duration {
+	duty := min(1, budget/float64(slots))
 	return time.Duration(float64(spent) * (1/duty - 1)).Round(time.Microsecond)
 }

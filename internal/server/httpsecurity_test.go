@@ -79,7 +79,7 @@ func startSecureNode(t *testing.T) *secureNode {
 
 	cfg := testConfig(t)
 	cfg.HTTPAddr, cfg.Redis.ListenAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Security = SecurityConfig{CertsDir: n.certs, UsersFile: usersFile}
+	cfg.Security.CertsDir, cfg.Security.UsersFile = n.certs, usersFile
 	cfg.EnablePprof, cfg.FaultInjection = true, true
 	s, err := Start(context.Background(), cfg)
 	if err != nil {

@@ -84,8 +84,10 @@ type Server struct {
 	load   rangeload.Tracker
 	sizes  rangeSizes
 	events *events.Log
-	mon    *monitor.Monitor
-	gossip *gossip.Gossip
+	// loginBusy rate-limits the login-busy event.
+	loginBusy loginBusyEvents
+	mon       *monitor.Monitor
+	gossip    *gossip.Gossip
 	// svc averages how long KV requests take, for the load score.
 	svc monitor.ServiceTimer
 	// clock is the offset monitor and its verdict (internal/clockwatch).
