@@ -224,3 +224,31 @@ func TestLoginBusy(t *testing.T) {
 		t.Fatalf("the login once the budget is free: %v %v", r, err)
 	}
 }
+
+// A login whose password is being checked for another connection waits
+// for that check rather than deriving again: a client opening a pool of
+// connections with one password is not refused for want of budget.
+func TestConcurrentLoginsDeriveOnce(t *testing.T) {
+	dir, _, _ := testDirectory(t)
+	dir.derivations.procs = func() int { return 1 } // one slot, no rest
+	writer, _ := dir.lookup("writer")
+	// The first connection's check, in progress: it holds the one slot.
+	first := &checkCall{done: make(chan struct{})}
+	dir.checking[checkKey{"writer", verifiedSum(writer, "wpw")}] = first
+	h := hold(t, dir.derivations, func() {})
+	type result struct {
+		r   Role
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		r, err := dir.PasswordRole("writer", "wpw", "10.0.0.2:1001")
+		second <- result{r, err}
+	}()
+	first.ok = true
+	close(first.done)
+	if got := <-second; got.err != nil || got.r != RoleWrite {
+		t.Fatalf("a second login of the password in check: %v %v, want it to share the first's outcome", got.r, got.err)
+	}
+	h.finish(t)
+}

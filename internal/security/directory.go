@@ -38,6 +38,24 @@ type Directory struct {
 	// pays for the derivation. A changed password changes the stored hash and so
 	// misses.
 	verified map[string][32]byte
+	// checking holds the derivations in progress by user name and
+	// verifiedSum, so that a client opening a pool of connections with
+	// one password derives it once rather than once per connection (the
+	// rest of which the budget would refuse).
+	checking map[checkKey]*checkCall
+}
+
+type checkKey struct {
+	user string
+	sum  [32]byte
+}
+
+// checkCall is one derivation in progress; ok and err are set when done
+// is closed.
+type checkCall struct {
+	done chan struct{}
+	ok   bool
+	err  error
 }
 
 // ReloadEvery is how stale a node's view of the users file may be.
@@ -56,7 +74,7 @@ func NewDirectory(f Files, path string) (*Directory, error) {
 		load = func() (*UserFile, error) { return ReadUserFile(f, path) }
 		rehash = func(old, new User) error { return rehashInFile(f, path, old, new) }
 	}
-	d := &Directory{load: load, rehash: rehash, now: time.Now, every: ReloadEvery, verified: map[string][32]byte{},
+	d := &Directory{load: load, rehash: rehash, now: time.Now, every: ReloadEvery, verified: map[string][32]byte{}, checking: map[checkKey]*checkCall{},
 		limiter: newLoginLimiter(), derivations: newDerivationBudget(DefaultLoginConfig()), onFailure: func(LoginFailure) {}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -192,7 +210,7 @@ func (d *Directory) PasswordRole(name, password, source string) (Role, error) {
 	d.mu.Unlock()
 	sum := verifiedSum(u, password)
 	if !known || !hit || subtle.ConstantTimeCompare(cached[:], sum[:]) != 1 {
-		ok, err := d.check(u, known, password)
+		ok, err := d.checkOnce(name, sum, u, known, password)
 		if err != nil {
 			// Not a failure of the user's or the address's: the node's.
 			d.onFailure(LoginFailure{User: name, Source: src, Result: LoginBusy, BackOff: err.(*LoginBusyError).RetryAfter()})
@@ -213,6 +231,26 @@ func (d *Directory) PasswordRole(name, password, source string) (Role, error) {
 	}
 	d.limiter.succeeded(name, src, now, trusted)
 	return ParseRole(u.Role)
+}
+
+// checkOnce is check, or the outcome of the same check in progress.
+func (d *Directory) checkOnce(name string, sum [32]byte, u User, known bool, password string) (bool, error) {
+	key := checkKey{name, sum}
+	d.mu.Lock()
+	if c := d.checking[key]; c != nil {
+		d.mu.Unlock()
+		<-c.done
+		return c.ok, c.err
+	}
+	c := &checkCall{done: make(chan struct{})}
+	d.checking[key] = c
+	d.mu.Unlock()
+	c.ok, c.err = d.check(u, known, password)
+	d.mu.Lock()
+	delete(d.checking, key)
+	d.mu.Unlock()
+	close(c.done)
+	return c.ok, c.err
 }
 
 // verifiedSum is what the cache of checked passwords holds for u's
