@@ -71,8 +71,8 @@ func IsLoginBusy(err error) bool {
 type derivationBudget struct {
 	share float64
 	// procs is GOMAXPROCS; quota the node's CPU quota (0: none). Both are
-	// read at every derivation: a sized node is moved into its cgroup
-	// after it starts.
+	// read again once cpusEvery has passed: a sized node is moved into
+	// its cgroup after it starts.
 	procs func() int
 	quota func() float64
 	// now times derivations and rests on the wall clock (not a
@@ -83,7 +83,17 @@ type derivationBudget struct {
 	busy int
 	// resting holds when each resting slot is free again.
 	resting []time.Time
+	// cpus is the node's CPUs as read at cpusAt.
+	cpus   float64
+	cpusAt time.Time
 }
+
+// cpusEvery is how often a budget reads the node's CPUs at most. Reading
+// the quota opens cgroup files: done at every login, a flood's refused
+// logins spent more of the node's CPU on it (58% in a profile of
+// `tidekv bench scenario loginflood`) than the budget kept from
+// derivations.
+const cpusEvery = time.Second
 
 func newDerivationBudget(c LoginConfig) *derivationBudget {
 	return &derivationBudget{share: c.DerivationShare, procs: func() int { return runtime.GOMAXPROCS(0) },
@@ -92,13 +102,8 @@ func newDerivationBudget(c LoginConfig) *derivationBudget {
 
 // do runs derive if a slot is free, else refuses with *LoginBusyError.
 func (b *derivationBudget) do(derive func()) error {
-	cpus := float64(b.procs())
-	if q := b.quota(); q > 0 && q < cpus {
-		cpus = q
-	}
-	budget := b.share * cpus
-	slots := max(1, int(budget))
-	if err := b.take(slots, b.now()); err != nil {
+	budget, slots, err := b.take(b.now())
+	if err != nil {
 		return err
 	}
 	start := b.now()
@@ -114,14 +119,23 @@ func (b *derivationBudget) do(derive func()) error {
 	return nil
 }
 
-// take claims one of slots, or says how long until one may be free.
-func (b *derivationBudget) take(slots int, now time.Time) error {
+// take claims a slot, or says how long until one may be free; it returns
+// the budget in cores and its slots.
+func (b *derivationBudget) take(now time.Time) (budget float64, slots int, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.cpusAt.IsZero() || now.Sub(b.cpusAt) >= cpusEvery {
+		b.cpus, b.cpusAt = float64(b.procs()), now
+		if q := b.quota(); q > 0 && q < b.cpus {
+			b.cpus = q
+		}
+	}
+	budget = b.share * b.cpus
+	slots = max(1, int(budget))
 	b.resting = slices.DeleteFunc(b.resting, func(t time.Time) bool { return !t.After(now) })
 	if b.busy+len(b.resting) < slots {
 		b.busy++
-		return nil
+		return budget, slots, nil
 	}
 	// A slot deriving frees within a derivation's time, which the second
 	// RetryAfter asks at least covers.
@@ -129,7 +143,7 @@ func (b *derivationBudget) take(slots int, now time.Time) error {
 	if len(b.resting) > 0 {
 		wait = slices.MinFunc(b.resting, time.Time.Compare).Sub(now)
 	}
-	return &LoginBusyError{After: wait}
+	return budget, slots, &LoginBusyError{After: wait}
 }
 
 // restAfter is how long a slot stays taken after a derivation that took

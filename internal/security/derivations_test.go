@@ -252,3 +252,22 @@ func TestConcurrentLoginsDeriveOnce(t *testing.T) {
 	}
 	h.finish(t)
 }
+
+// The node's CPUs are read at most once a second, refusals included: a
+// flood's refused logins must not each open cgroup files.
+func TestDerivationBudgetReadsCPUsOncePerSecond(t *testing.T) {
+	b := newDerivationBudget(DefaultLoginConfig())
+	reads := 0
+	b.procs, b.quota = func() int { return 2 }, func() float64 { reads++; return 1 }
+	var clock fakeClock
+	b.now = clock.now
+	hold(t, b, func() { clock.advance(30 * time.Millisecond) }).finish(t)
+	for range 3 {
+		wantBusy(t, b, 270*time.Millisecond)
+	}
+	clock.advance(time.Second)
+	hold(t, b, func() {}).finish(t)
+	if reads != 2 {
+		t.Errorf("the quota was read %d times in two seconds, want 2", reads)
+	}
+}
