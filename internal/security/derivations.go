@@ -3,8 +3,8 @@ package security
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 )
@@ -20,19 +20,33 @@ type LoginConfig struct {
 	// against the cache of verified passwords, without a derivation),
 	// client certificates and sessions keep the rest.
 	DerivationShare float64
+	// DerivationBurst is the CPU time, in (0, 1m], that derivations may
+	// spend at once beyond the share, saved while they spend less: the
+	// distinct first logins after a restart, or a client logging in as
+	// several users one after another, are admitted, and a flood spends
+	// the burst once and then the share.
+	DerivationBurst time.Duration
 }
 
 // DefaultLoginConfig returns the documented default: a tenth of the
-// node's CPUs, on a node of 2 CPUs a slot that derives a fifth of the
-// time (about 6 logins a second at 30 ms each).
-func DefaultLoginConfig() LoginConfig { return LoginConfig{DerivationShare: 0.1} }
+// node's CPUs and a burst of one second's CPU time. On a node of 2 CPUs
+// about 40 new logins of 30 ms each one after another (the burst and what
+// refills meanwhile), then about 6 a second.
+func DefaultLoginConfig() LoginConfig {
+	return LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second}
+}
 
 // Validate checks the bounds.
 func (c LoginConfig) Validate() error {
-	// Below a thousandth a slot would rest thousands of times as long as
-	// a derivation: no login would be answered.
+	// Below a thousandth one derivation's debt takes minutes to repay
+	// (30 ms at a thousandth of one CPU: 30 s): no login would be answered.
 	if !(c.DerivationShare >= 0.001 && c.DerivationShare <= 1) {
 		return fmt.Errorf("security: the login derivation share must be a share of the node's CPUs in [0.001, 1], not %v", c.DerivationShare)
+	}
+	// Without a burst no login would start; beyond a minute's CPU time a
+	// flood would take the node's CPUs for a minute before the share held.
+	if c.DerivationBurst <= 0 || c.DerivationBurst > time.Minute {
+		return fmt.Errorf("security: the login derivation burst must be CPU time in (0, 1m], not %v", c.DerivationBurst)
 	}
 	return nil
 }
@@ -57,32 +71,39 @@ func IsLoginBusy(err error) bool {
 }
 
 // derivationBudget keeps password derivations to a share of the node's
-// CPUs: budget = share × CPUs cores' worth. It derives max(1,
-// floor(budget)) hashes at once, and where that is more than the budget
-// (a budget under one core: the default's on any node below 10 CPUs),
-// each slot rests after its derivation for long enough that the slots are
-// busy budget/slots of the time: at a budget of 0.2, four times as long as
-// the derivation took. A derivation that finds no free slot is refused,
-// not queued: a queue would hold every attacker's attempt and its 19 MiB,
-// and make a real user's login wait behind them.
+// CPUs with a CPU-time token bucket: credit, in CPU time, refills at
+// budget = share × CPUs seconds a second up to the burst. A derivation
+// starts while the credit is not negative and one of max(1, floor(budget))
+// slots is free, and the time it took is charged after it, so the credit
+// may go below zero: a derivation's cost is not known before it ends, and
+// one admitted with a little credit is charged in full. A login that finds
+// the credit spent or every slot busy is refused, not queued: a queue would
+// hold every attacker's attempt and its 19 MiB, and make a real user's
+// login wait behind them. Over any stretch of time derivations take at most
+// the burst plus budget × its length.
 //
 // The node's CPUs are the fewer of GOMAXPROCS and its cgroup's quota: the
 // Go runtime gives a node of one CPU's quota two Ps.
 type derivationBudget struct {
 	share float64
+	burst time.Duration
 	// procs is GOMAXPROCS; quota the node's CPU quota (0: none). Both are
 	// read again once cpusEvery has passed: a sized node is moved into
 	// its cgroup after it starts.
 	procs func() int
 	quota func() float64
-	// now times derivations and rests on the wall clock (not a
-	// directory's injected one): the time is the core's.
+	// now times derivations and refills on the wall clock (not a
+	// directory's injected one): the time is the core's. A derivation's
+	// wall time is at least its CPU time, so a loaded node charges more,
+	// never less.
 	now func() time.Time
 
 	mu   sync.Mutex
 	busy int
-	// resting holds when each resting slot is free again.
-	resting []time.Time
+	// credit is the CPU time left, in nanoseconds, as of creditAt (zero:
+	// full); a float, so that refills of a few nanoseconds' worth add up.
+	credit   float64
+	creditAt time.Time
 	// cpus is the node's CPUs as read at cpusAt.
 	cpus   float64
 	cpusAt time.Time
@@ -95,33 +116,33 @@ type derivationBudget struct {
 // derivations.
 const cpusEvery = time.Second
 
+// newDerivationBudget returns a budget of c, its credit full.
 func newDerivationBudget(c LoginConfig) *derivationBudget {
-	return &derivationBudget{share: c.DerivationShare, procs: func() int { return runtime.GOMAXPROCS(0) },
-		quota: func() float64 { return 0 }, now: time.Now}
+	return &derivationBudget{share: c.DerivationShare, burst: c.DerivationBurst, credit: float64(c.DerivationBurst),
+		procs: func() int { return runtime.GOMAXPROCS(0) }, quota: func() float64 { return 0 }, now: time.Now}
 }
 
-// do runs derive if a slot is free, else refuses with *LoginBusyError.
+// do runs derive if the budget admits it, else refuses with
+// *LoginBusyError; derive's time is charged after it.
 func (b *derivationBudget) do(derive func()) error {
-	budget, slots, err := b.take(b.now())
-	if err != nil {
+	if err := b.take(b.now()); err != nil {
 		return err
 	}
 	start := b.now()
 	derive()
 	end := b.now()
-	rest := restAfter(end.Sub(start), budget, slots)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.busy--
-	if rest > 0 {
-		b.resting = append(b.resting, end.Add(rest))
-	}
+	b.refill(end)
+	b.credit -= float64(end.Sub(start))
 	return nil
 }
 
-// take claims a slot, or says how long until one may be free; it returns
-// the budget in cores and its slots.
-func (b *derivationBudget) take(now time.Time) (budget float64, slots int, err error) {
+// take claims a slot, or says how long until the credit is not negative
+// (0 when only the slots are busy: one frees within a derivation's time,
+// which the second RetryAfter asks at least covers).
+func (b *derivationBudget) take(now time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.cpusAt.IsZero() || now.Sub(b.cpusAt) >= cpusEvery {
@@ -130,25 +151,24 @@ func (b *derivationBudget) take(now time.Time) (budget float64, slots int, err e
 			b.cpus = q
 		}
 	}
-	budget = b.share * b.cpus
-	slots = max(1, int(budget))
-	b.resting = slices.DeleteFunc(b.resting, func(t time.Time) bool { return !t.After(now) })
-	if b.busy+len(b.resting) < slots {
-		b.busy++
-		return budget, slots, nil
+	b.refill(now)
+	switch {
+	case b.credit < 0:
+		return &LoginBusyError{After: time.Duration(math.Ceil(-b.credit / b.rate()))}
+	case b.busy >= max(1, int(b.rate())):
+		return &LoginBusyError{}
 	}
-	// A slot deriving frees within a derivation's time, which the second
-	// RetryAfter asks at least covers.
-	var wait time.Duration
-	if len(b.resting) > 0 {
-		wait = slices.MinFunc(b.resting, time.Time.Compare).Sub(now)
-	}
-	return budget, slots, &LoginBusyError{After: wait}
+	b.busy++
+	return nil
 }
 
-// restAfter is how long a slot stays taken after a derivation that took
-// spent, so that slots of them keep at most budget cores busy.
-func restAfter(spent time.Duration, budget float64, slots int) time.Duration {
-	duty := min(1, budget/float64(slots))
-	return time.Duration(float64(spent) * (1/duty - 1)).Round(time.Microsecond)
+// rate is the budget in cores: the CPU time credited a second.
+func (b *derivationBudget) rate() float64 { return b.share * b.cpus }
+
+// refill credits the time since the last refill, up to the burst.
+func (b *derivationBudget) refill(now time.Time) {
+	if !b.creditAt.IsZero() {
+		b.credit = min(float64(b.burst), b.credit+float64(now.Sub(b.creditAt))*b.rate())
+	}
+	b.creditAt = now
 }

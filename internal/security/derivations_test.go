@@ -13,28 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Derivations keep at most the budget's cores busy: a slot under a budget
-// of one core rests 1/budget - 1 times as long as its derivation took; a
-// budget of whole cores needs no rest.
-func TestDerivationRest(t *testing.T) {
-	for _, c := range []struct {
-		budget float64
-		slots  int
-		want   time.Duration
-	}{
-		{0.2, 1, 120 * time.Millisecond}, // the default share on 2 CPUs
-		{0.1, 1, 270 * time.Millisecond}, // the default share on one CPU's quota
-		{0.5, 1, 30 * time.Millisecond},
-		{1, 1, 0},
-		{1.5, 1, 0},
-		{3.2, 3, 0},
-	} {
-		if got := restAfter(30*time.Millisecond, c.budget, c.slots); got != c.want {
-			t.Errorf("restAfter(30ms, budget %g, slots %d) = %v, want %v", c.budget, c.slots, got, c.want)
-		}
-	}
-}
-
 // fakeClock is a budget's clock, moved by hand from any goroutine.
 type fakeClock struct{ ns atomic.Int64 }
 
@@ -93,61 +71,116 @@ func wantBusy(t *testing.T, b *derivationBudget, after time.Duration) {
 	}
 }
 
-// A budget of whole cores derives that many hashes at once and refuses
-// the next at once; a slot given back is taken again.
-func TestDerivationBudgetRefusesWhenHeld(t *testing.T) {
-	b := newDerivationBudget(LoginConfig{DerivationShare: 1})
-	b.procs = func() int { return 2 }
-	var clock fakeClock
+// budgetOn returns a budget of c on a node of procs CPUs and a quota of
+// quota CPUs (0: none), timed by the clock it returns.
+func budgetOn(c LoginConfig, procs int, quota float64) (*derivationBudget, *fakeClock) {
+	b := newDerivationBudget(c)
+	b.procs, b.quota = func() int { return procs }, func() float64 { return quota }
+	clock := &fakeClock{}
 	b.now = clock.now
-	first, second := hold(t, b, func() {}), hold(t, b, func() {})
-	wantBusy(t, b, 0)
-	first.finish(t)
-	third := hold(t, b, func() {})
-	wantBusy(t, b, 0)
-	second.finish(t)
-	third.finish(t)
-	if err := b.do(func() {}); err != nil {
-		t.Fatal(err)
+	return b, clock
+}
+
+// derive expects b to admit a derivation that takes d on clock.
+func derive(t *testing.T, b *derivationBudget, clock *fakeClock, d time.Duration) {
+	t.Helper()
+	if err := b.do(func() { clock.advance(d) }); err != nil {
+		t.Fatalf("a derivation of %v: %v, want it admitted", d, err)
 	}
 }
 
-// The default share on a node of 2 CPUs, or of 4 CPUs' GOMAXPROCS and
-// one CPU's quota: one slot, resting after each derivation until it has
-// been busy the share of the time, refusing meanwhile.
-func TestDerivationBudgetRests(t *testing.T) {
+// The default budget admits a burst of derivations one after another, then
+// refuses until the credit is repaid, and admits again; credit saved while
+// idle is at most the burst. On 2 CPUs (0.2 cores) the first of 30 ms from
+// a full burst of 1 s leaves 970 ms, each further one 24 ms less (6 ms
+// refill while it derives): 42 are admitted, leaving 14 ms of debt, 70 ms
+// of refill. On one CPU's quota (0.1 cores), 27 ms less each: 37, leaving
+// 2 ms of debt, 20 ms.
+func TestDerivationBudgetBurst(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		procs int
-		quota float64
-		rest  time.Duration
-	}{{"2 CPUs", 2, 0, 120 * time.Millisecond}, {"one CPU's quota", 4, 1, 270 * time.Millisecond}} {
+		name     string
+		procs    int
+		quota    float64
+		admitted int
+		after    time.Duration
+		// repay is the refill of a debt of 0.1 s.
+		repay time.Duration
+	}{{"2 CPUs", 2, 0, 42, 70 * time.Millisecond, 500 * time.Millisecond}, {"one CPU's quota", 4, 1, 37, 20 * time.Millisecond, time.Second}} {
 		t.Run(c.name, func(t *testing.T) {
-			b := newDerivationBudget(DefaultLoginConfig())
-			b.procs, b.quota = func() int { return c.procs }, func() float64 { return c.quota }
-			var clock fakeClock
-			b.now = clock.now
-			h := hold(t, b, func() { clock.advance(30 * time.Millisecond) })
-			wantBusy(t, b, 0)
-			h.finish(t)
-			wantBusy(t, b, c.rest)
-			clock.advance(c.rest - time.Millisecond)
-			wantBusy(t, b, time.Millisecond)
-			clock.advance(time.Millisecond)
-			hold(t, b, func() {}).finish(t)
+			b, clock := budgetOn(DefaultLoginConfig(), c.procs, c.quota)
+			for range c.admitted {
+				derive(t, b, clock, 30*time.Millisecond)
+			}
+			wantBusy(t, b, c.after)
+			clock.advance(c.after - time.Microsecond)
+			wantBusy(t, b, time.Microsecond)
+			clock.advance(time.Microsecond)
+			derive(t, b, clock, 0)
+
+			// An hour idle saves the burst and no more: a derivation of
+			// 1.1 s is admitted and leaves a debt of 0.1 s.
+			clock.advance(time.Hour)
+			derive(t, b, clock, 1100*time.Millisecond)
+			wantBusy(t, b, c.repay)
 		})
 	}
 }
 
-// The share must be of the node's CPUs, and not so small that a rest
-// outlasts reason.
+// A derivation is charged the time it took, not a count: a thousand that
+// take no time cost nothing, one of 800 ms leaves 200 ms of the default
+// burst (on 2 CPUs), and one of 300 ms admitted with it is charged in
+// full, less the 60 ms refilled meanwhile: a debt of 40 ms, 200 ms of
+// refill.
+func TestDerivationBudgetChargesMeasuredTime(t *testing.T) {
+	b, clock := budgetOn(DefaultLoginConfig(), 2, 0)
+	for range 1000 {
+		derive(t, b, clock, 0)
+	}
+	derive(t, b, clock, 800*time.Millisecond)
+	derive(t, b, clock, 300*time.Millisecond)
+	wantBusy(t, b, 200*time.Millisecond)
+}
+
+// Credit is not concurrency: max(1, floor(budget)) derivations run at
+// once, and the next is refused at once, credit or not, with no wait to
+// name (a slot frees within a derivation's time); a slot given back is
+// taken again.
+func TestDerivationBudgetSlots(t *testing.T) {
+	t.Run("default on 2 CPUs: one slot", func(t *testing.T) {
+		b, _ := budgetOn(DefaultLoginConfig(), 2, 0)
+		h := hold(t, b, func() {})
+		wantBusy(t, b, 0)
+		h.finish(t)
+		hold(t, b, func() {}).finish(t)
+	})
+	t.Run("share 1 on 2 CPUs: two slots", func(t *testing.T) {
+		b, _ := budgetOn(LoginConfig{DerivationShare: 1, DerivationBurst: time.Second}, 2, 0)
+		first, second := hold(t, b, func() {}), hold(t, b, func() {})
+		wantBusy(t, b, 0)
+		first.finish(t)
+		third := hold(t, b, func() {})
+		wantBusy(t, b, 0)
+		second.finish(t)
+		third.finish(t)
+		hold(t, b, func() {}).finish(t)
+	})
+}
+
+// The share must be of the node's CPUs, and not so small that a
+// derivation's debt outlasts reason; the burst must admit a login and
+// not let a flood take the node for long.
 func TestLoginConfigValidate(t *testing.T) {
 	if err := DefaultLoginConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for _, share := range []float64{0, -0.1, 0.0001, 1.01} {
-		if err := (LoginConfig{DerivationShare: share}).Validate(); err == nil {
+		if err := (LoginConfig{DerivationShare: share, DerivationBurst: time.Second}).Validate(); err == nil {
 			t.Errorf("share %v accepted", share)
+		}
+	}
+	for _, burst := range []time.Duration{0, -time.Second, time.Minute + time.Nanosecond} {
+		if err := (LoginConfig{DerivationShare: 0.1, DerivationBurst: burst}).Validate(); err == nil {
+			t.Errorf("burst %v accepted", burst)
 		}
 	}
 }
@@ -159,7 +192,7 @@ func TestLoginConfigValidate(t *testing.T) {
 // session are not refused; once the budget frees, the login goes through.
 func TestLoginBusy(t *testing.T) {
 	dir, _, seen := testDirectory(t)
-	dir.derivations.procs = func() int { return 1 } // share 1: one slot, no rest
+	dir.derivations.procs = func() int { return 1 } // share 1: one slot
 	a := HTTPAuth{Authenticator: Authenticator{Users: dir}, Sessions: NewSessions()}
 	o := testCerts(t)
 	if _, err := dir.PasswordRole("reader", "rpw", "10.0.0.1:1000"); err != nil {
@@ -230,7 +263,7 @@ func TestLoginBusy(t *testing.T) {
 // connections with one password is not refused for want of budget.
 func TestConcurrentLoginsDeriveOnce(t *testing.T) {
 	dir, _, _ := testDirectory(t)
-	dir.derivations.procs = func() int { return 1 } // one slot, no rest
+	dir.derivations.procs = func() int { return 1 } // share 1: one slot
 	writer, _ := dir.lookup("writer")
 	// The first connection's check, in progress: it holds the one slot.
 	first := &checkCall{done: make(chan struct{})}
@@ -254,19 +287,19 @@ func TestConcurrentLoginsDeriveOnce(t *testing.T) {
 }
 
 // The node's CPUs are read at most once a second, refusals included: a
-// flood's refused logins must not each open cgroup files.
+// flood's refused logins must not each open cgroup files. A burst of
+// 10 ms on one CPU's quota (0.1 cores): a derivation of 30 ms leaves a
+// debt of 20 ms, 200 ms of refill.
 func TestDerivationBudgetReadsCPUsOncePerSecond(t *testing.T) {
-	b := newDerivationBudget(DefaultLoginConfig())
 	reads := 0
-	b.procs, b.quota = func() int { return 2 }, func() float64 { reads++; return 1 }
-	var clock fakeClock
-	b.now = clock.now
-	hold(t, b, func() { clock.advance(30 * time.Millisecond) }).finish(t)
+	b, clock := budgetOn(LoginConfig{DerivationShare: 0.1, DerivationBurst: 10 * time.Millisecond}, 2, 0)
+	b.quota = func() float64 { reads++; return 1 }
+	derive(t, b, clock, 30*time.Millisecond)
 	for range 3 {
-		wantBusy(t, b, 270*time.Millisecond)
+		wantBusy(t, b, 200*time.Millisecond)
 	}
 	clock.advance(time.Second)
-	hold(t, b, func() {}).finish(t)
+	derive(t, b, clock, 0)
 	if reads != 2 {
 		t.Errorf("the quota was read %d times in two seconds, want 2", reads)
 	}

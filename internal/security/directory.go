@@ -24,7 +24,7 @@ type Directory struct {
 
 	limiter *loginLimiter
 	// derivations keeps the hashes derived for logins not yet verified
-	// to the node's LoginConfig.DerivationShare.
+	// to the node's LoginConfig: its share of the CPUs and its burst.
 	derivations *derivationBudget
 	onFailure   func(LoginFailure)
 
@@ -180,11 +180,12 @@ const (
 )
 
 // SetDerivationBudget sets the share of the node's CPUs that derivations
-// of logins not yet verified may use (c is valid), and where the
-// directory reads the node's CPU quota (0: none), which bounds the CPUs
-// beside GOMAXPROCS. Call it before the directory is used.
+// of logins not yet verified may use and their burst (c is valid), and
+// where the directory reads the node's CPU quota (0: none), which bounds
+// the CPUs beside GOMAXPROCS. Call it before the directory is used.
 func (d *Directory) SetDerivationBudget(c LoginConfig, quota func() float64) {
-	d.derivations.share, d.derivations.quota = c.DerivationShare, quota
+	d.derivations = newDerivationBudget(c)
+	d.derivations.quota = quota
 }
 
 // OnLoginFailure sets fn to be called, outside locks, for every refused

@@ -159,11 +159,12 @@ func TestRedisPasswordLoginFailuresCounted(t *testing.T) {
 // Retry-After. A user whose password the node verified, a client
 // certificate and a session go on. Each refusal counts as
 // result="busy", and the first is a login-busy event (at most one a
-// minute). The budget is a thousandth of the node's CPUs: after the first
-// derivation its one slot rests at least 499 times as long as the
-// derivation took (seconds), in which the test runs.
+// minute). The budget is a thousandth of the node's CPUs with a burst of
+// a microsecond: the first derivation (an Argon2id of 19 MiB, milliseconds
+// at the least) leaves a debt that takes at least 500 times as long as it
+// to repay (seconds), in which the test runs.
 func TestLoginBusyEndToEnd(t *testing.T) {
-	n := startSecureNode(t, security.LoginConfig{DerivationShare: 0.001})
+	n := startSecureNode(t, security.LoginConfig{DerivationShare: 0.001, DerivationBurst: time.Microsecond})
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: n.tls(t, "")},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	login := func(user, password string) *http.Response {
