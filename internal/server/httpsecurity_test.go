@@ -105,11 +105,6 @@ func startSecureNode(t *testing.T, login security.LoginConfig) *secureNode {
 	}
 }
 
-// freeLogins derives on every CPU, without rests: each user's first
-// login derives, one after another, and these tests are of roles, not of
-// the derivation budget (TestLoginBusyEndToEnd).
-var freeLogins = security.LoginConfig{DerivationShare: 1}
-
 // tls trusts the node's CA and presents user's client certificate ("" for
 // none).
 func (n *secureNode) tls(t *testing.T, user string) *tls.Config {
@@ -227,7 +222,7 @@ func grpcOutcome(err error) verdict {
 // endpoint on it, as each kind of caller, and checks the verdict: the
 // table of docs/security.md, "What is protected".
 func TestSecurityTable(t *testing.T) {
-	n := startSecureNode(t, freeLogins)
+	n := startSecureNode(t, security.DefaultLoginConfig())
 	ctx := context.Background()
 	t.Run("gRPC", func(t *testing.T) {
 		methods := []struct {
@@ -418,7 +413,7 @@ func httpOutcome(t *testing.T, hc *http.Client, addr string, p httpProbe, c call
 // keys, a range boundary at one (a split) and a transaction's intent on
 // one, and the scrape names none of them.
 func TestMetricsCarryNoUserKeys(t *testing.T) {
-	n := startSecureNode(t, freeLogins)
+	n := startSecureNode(t, security.DefaultLoginConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cc := n.grpcConn(t, n.tls(t, security.RootUser), nil)
@@ -456,7 +451,7 @@ func TestMetricsCarryNoUserKeys(t *testing.T) {
 // carries and scripts cannot read, with the user's role; logging out ends
 // it, and a wrong password opens none.
 func TestDashboardSession(t *testing.T) {
-	n := startSecureNode(t, freeLogins)
+	n := startSecureNode(t, security.DefaultLoginConfig())
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: n.tls(t, "")},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	base := "https://" + n.s.HTTPAddr()
@@ -515,7 +510,7 @@ func TestDashboardLoginInBrowser(t *testing.T) {
 	if _, ok := chromium.Path(); !ok {
 		t.Skip("chromium not installed (.ci/run installs it): the dashboard's login is not checked in a browser")
 	}
-	n := startSecureNode(t, freeLogins)
+	n := startSecureNode(t, security.DefaultLoginConfig())
 	nodeCert, err := tls.LoadX509KeyPair(filepath.Join(n.certs, security.NodeCert), filepath.Join(n.certs, security.NodeKey))
 	if err != nil {
 		t.Fatal(err)

@@ -102,9 +102,6 @@ func TestRedisPasswordLoginFailuresCounted(t *testing.T) {
 			cfg := testConfig(t)
 			cfg.Redis.ListenAddr = "127.0.0.1:0"
 			cfg.Security.RedisPassword = "dpw"
-			// Failures, not the derivation budget (TestLoginBusyEndToEnd):
-			// derive on every CPU, without rests.
-			cfg.Security.Login.DerivationShare = 1
 			opts := &redis.Options{MaxRetries: -1, PoolSize: 1}
 			if secure {
 				o := testCertsDir(t)

@@ -101,14 +101,9 @@ func (s *Security) create(bin string) error {
 	return nil
 }
 
-// ServerArgs are the `tidekv server` arguments of a secure node. Its
-// logins may derive on all its CPUs: the end-to-end tests log in as
-// several users one right after another (at the default share a 2-CPU
-// node derives one new login in about 150 ms and refuses the others as
-// busy), and test roles and clients, not the derivation budget
-// (internal/server's TestLoginBusyEndToEnd, bench scenario loginflood).
+// ServerArgs are the `tidekv server` arguments of a secure node.
 func (s *Security) ServerArgs() []string {
-	return []string{"--certs-dir", s.CertsDir, "--users-file", s.UsersFile, "--login-derivation-share", "1"}
+	return []string{"--certs-dir", s.CertsDir, "--users-file", s.UsersFile}
 }
 
 // ClientTLS trusts the cluster's CA and presents user's client certificate
