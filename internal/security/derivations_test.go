@@ -192,7 +192,10 @@ func TestLoginConfigValidate(t *testing.T) {
 // session are not refused; once the budget frees, the login goes through.
 func TestLoginBusy(t *testing.T) {
 	dir, _, seen := testDirectory(t)
-	dir.derivations.procs = func() int { return 1 } // share 1: one slot
+	// Share 1 of one CPU: one slot. The budget's clock stands still, so
+	// the held derivation is charged nothing however long the test holds
+	// it on a loaded machine: the login after it finds credit.
+	dir.derivations.procs, dir.derivations.now = func() int { return 1 }, (&fakeClock{}).now
 	a := HTTPAuth{Authenticator: Authenticator{Users: dir}, Sessions: NewSessions()}
 	o := testCerts(t)
 	if _, err := dir.PasswordRole("reader", "rpw", "10.0.0.1:1000"); err != nil {
@@ -263,7 +266,7 @@ func TestLoginBusy(t *testing.T) {
 // connections with one password is not refused for want of budget.
 func TestConcurrentLoginsDeriveOnce(t *testing.T) {
 	dir, _, _ := testDirectory(t)
-	dir.derivations.procs = func() int { return 1 } // share 1: one slot
+	dir.derivations.procs, dir.derivations.now = func() int { return 1 }, (&fakeClock{}).now // one slot, nothing charged
 	writer, _ := dir.lookup("writer")
 	// The first connection's check, in progress: it holds the one slot.
 	first := &checkCall{done: make(chan struct{})}

@@ -185,6 +185,8 @@ func TestOutdatedHashUpgradedAtLogin(t *testing.T) {
 	}
 }
 
-// freeDerivations lets d derive on every CPU of the machine, at once and
-// without rests, for tests of what it decides rather than of its budget.
+// freeDerivations lets d derive on every CPU of the machine, for tests of
+// what it decides rather than of its budget: credit refills at a second a
+// second or more, so derivations one after another never spend the burst,
+// however slow a loaded machine makes them.
 func freeDerivations(d *Directory) { d.derivations.share = 1 }
