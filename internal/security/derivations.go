@@ -80,7 +80,8 @@ func IsLoginBusy(err error) bool {
 // the credit spent or every slot busy is refused, not queued: a queue would
 // hold every attacker's attempt and its 19 MiB, and make a real user's
 // login wait behind them. Over any stretch of time derivations take at most
-// the burst plus budget × its length.
+// the burst, plus budget × its length, plus the derivations under way when
+// the credit ran out.
 //
 // The node's CPUs are the fewer of GOMAXPROCS and its cgroup's quota: the
 // Go runtime gives a node of one CPU's quota two Ps.
@@ -101,7 +102,8 @@ type derivationBudget struct {
 	mu   sync.Mutex
 	busy int
 	// credit is the CPU time left, in nanoseconds, as of creditAt (zero:
-	// full); a float, so that refills of a few nanoseconds' worth add up.
+	// not refilled yet, the credit the full burst); a float, so that
+	// refills of a few nanoseconds' worth add up.
 	credit   float64
 	creditAt time.Time
 	// cpus is the node's CPUs as read at cpusAt.
