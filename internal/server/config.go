@@ -20,6 +20,7 @@ import (
 	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
+	"github.com/tidekv/tidekv/internal/security"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
 	"github.com/tidekv/tidekv/internal/txn"
@@ -232,6 +233,7 @@ func DefaultConfig() Config {
 		Events:                  events.DefaultConfig(),
 		Monitor:                 monitor.DefaultConfig(),
 		Gossip:                  gossipDefaults(),
+		Security:                SecurityConfig{Login: security.DefaultLoginConfig()},
 	}
 }
 
@@ -346,6 +348,7 @@ func (c *Config) componentChecks() []func() error {
 		},
 		c.Events.Validate,
 		c.Monitor.Validate,
+		c.Security.Login.Validate,
 		c.Transport.Validate,
 		func() error {
 			if c.Redis.ListenAddr == "" {

@@ -89,8 +89,10 @@ type Server struct {
 	// lines (internal/sizewatch).
 	sizes  *sizewatch.Watch
 	events *events.Log
-	mon    *monitor.Monitor
-	gossip *gossip.Gossip
+	// loginBusy rate-limits the login-busy event.
+	loginBusy loginBusyEvents
+	mon       *monitor.Monitor
+	gossip    *gossip.Gossip
 	// svc averages how long KV requests take, for the load score.
 	svc monitor.ServiceTimer
 	// clock is the offset monitor and its verdict (internal/clockwatch).
