@@ -73,8 +73,11 @@ func IsLoginBusy(err error) bool {
 // derivationBudget keeps password derivations to a share of the node's
 // CPUs with a CPU-time token bucket: credit, in CPU time, refills at
 // budget = share × CPUs seconds a second up to the burst. A derivation
-// starts while the credit is not negative and one of max(1, floor(budget))
-// slots is free, and the time it took is charged after it, so the credit
+// starts while the credit is not negative and one of max(1, floor(CPUs))
+// slots is free (a burst may keep every core busy for a moment, so that
+// distinct users logging in at the same instant, as after a restart, are
+// not refused; the credit bounds the average), and the time it took is
+// charged after it, so the credit
 // may go below zero: a derivation's cost is not known before it ends, and
 // one admitted with a little credit is charged in full. A login that finds
 // the credit spent or every slot busy is refused, not queued: a queue would
@@ -157,7 +160,7 @@ func (b *derivationBudget) take(now time.Time) error {
 	switch {
 	case b.credit < 0:
 		return &LoginBusyError{After: time.Duration(math.Ceil(-b.credit / b.rate()))}
-	case b.busy >= max(1, int(b.rate())):
+	case b.busy >= max(1, int(b.cpus)):
 		return &LoginBusyError{}
 	}
 	b.busy++

@@ -146,15 +146,15 @@ func TestDerivationBudgetChargesMeasuredTime(t *testing.T) {
 // name (a slot frees within a derivation's time); a slot given back is
 // taken again.
 func TestDerivationBudgetSlots(t *testing.T) {
-	t.Run("default on 2 CPUs: one slot", func(t *testing.T) {
-		b, _ := budgetOn(DefaultLoginConfig(), 2, 0)
+	t.Run("default on a 1-CPU quota: one slot", func(t *testing.T) {
+		b, _ := budgetOn(DefaultLoginConfig(), 2, 1)
 		h := hold(t, b, func() {})
 		wantBusy(t, b, 0)
 		h.finish(t)
 		hold(t, b, func() {}).finish(t)
 	})
-	t.Run("share 1 on 2 CPUs: two slots", func(t *testing.T) {
-		b, _ := budgetOn(LoginConfig{DerivationShare: 1, DerivationBurst: time.Second}, 2, 0)
+	t.Run("default on 2 CPUs: a slot per core", func(t *testing.T) {
+		b, _ := budgetOn(DefaultLoginConfig(), 2, 0)
 		first, second := hold(t, b, func() {}), hold(t, b, func() {})
 		wantBusy(t, b, 0)
 		first.finish(t)
