@@ -330,18 +330,28 @@ func parseSide(arg []byte) (bool, bool) {
 	return false, false
 }
 
+// moveSides are the sides a move pops from and pushes to: arguments 3
+// and 4 of the command named withSides, RPOPLPUSH's right and left for the
+// other. A bad side is answered with a syntax error (ok false).
+func (x *call) moveSides(withSides string) (from, to, ok bool) {
+	if x.name != withSides {
+		return false, true, true
+	}
+	from, ok1 := parseSide(x.args[3])
+	to, ok2 := parseSide(x.args[4])
+	if !ok1 || !ok2 {
+		x.c.WriteError(errSyntax)
+		return false, false, false
+	}
+	return from, to, true
+}
+
 // cmdLMove: LMOVE source destination LEFT|RIGHT LEFT|RIGHT, and
 // RPOPLPUSH source destination: one transaction over both lists.
 func cmdLMove(x *call) {
-	from, to := false, true
-	if x.name == "lmove" {
-		var ok1, ok2 bool
-		from, ok1 = parseSide(x.args[3])
-		to, ok2 = parseSide(x.args[4])
-		if !ok1 || !ok2 {
-			x.c.WriteError(errSyntax)
-			return
-		}
+	from, to, ok := x.moveSides("lmove")
+	if !ok {
+		return
 	}
 	v, moved, err := x.lmove(x.args[1], x.args[2], from, to, true)
 	switch {

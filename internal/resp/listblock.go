@@ -103,15 +103,12 @@ func cmdBPop(x *call) {
 // cmdBLMove: BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout and
 // BRPOPLPUSH source destination timeout.
 func cmdBLMove(x *call) {
-	from, to, at := false, true, 3
+	from, to, ok := x.moveSides("blmove")
+	if !ok {
+		return
+	}
+	at := 3
 	if x.name == "blmove" {
-		var ok1, ok2 bool
-		from, ok1 = parseSide(x.args[3])
-		to, ok2 = parseSide(x.args[4])
-		if !ok1 || !ok2 {
-			x.c.WriteError(errSyntax)
-			return
-		}
 		at = 5
 	}
 	timeout, ok := x.parseTimeout(x.args[at])
