@@ -63,6 +63,14 @@ func (m *OffsetMonitor) Record(peer uint64, o Offset) {
 	}
 }
 
+// Reset drops every estimate: this node's clock stepped, and they compare
+// the clock it had.
+func (m *OffsetMonitor) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.peers)
+}
+
 // ClockHealth is the monitor's judgement of this node's clock.
 type ClockHealth struct {
 	// Trusted is false when the clock is beyond the tolerance from a

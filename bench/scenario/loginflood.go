@@ -17,7 +17,8 @@ package scenario
 // own, so a slow answer delays no later request. The report gives, per
 // window, the node's CPU time and the derivations the flood cost (wrong
 // answers: each is one Argon2id derivation) and the attempts refused
-// unchecked (in a back-off), from the node's /metrics. With --dir the
+// unchecked (in a back-off, or busy: beyond the node's derivation budget,
+// --login-derivation-share), from the node's /metrics. With --dir the
 // node's CPU profile over each window of round 1 is kept there
 // (window-R-KIND.pprof; `go tool pprof BINARY FILE`).
 
@@ -106,12 +107,12 @@ type lfWindow struct {
 	// answered, and of them those whose next answer was a refusal.
 	PastFive, RefusedAfterFive int64
 	// Of the flood: attempts answered as a wrong login (one derivation
-	// each) or refused in a back-off, and attempts that failed otherwise
-	// (a dropped connection, a timeout).
-	Wrong, Refused, Other int64
+	// each), refused in a back-off or busy, and attempts that failed
+	// otherwise (a dropped connection, a timeout).
+	Wrong, Refused, Busy, Other int64
 	// From the node's /metrics across the window.
-	NodeCPU              time.Duration
-	MetricWrong, Backoff float64
+	NodeCPU                     time.Duration
+	MetricWrong, Backoff, MBusy float64
 }
 
 // All is both protocols' requests together.
@@ -191,8 +192,8 @@ func loginFlood(ctx context.Context, opts Options, out io.Writer) ([]lfWindow, e
 			if err != nil {
 				return windows, err
 			}
-			lrLogf(opts, "loginflood: round %d flood=%v: p99 %s ms (Redis %s, gRPC %s), node CPU %v, derivations %.0f, refused %.0f",
-				r, flood, lrMs(w.All().Q(0.99)), lrMs(w.Redis.Q(0.99)), lrMs(w.GRPC.Q(0.99)), w.NodeCPU.Round(time.Millisecond), w.MetricWrong, w.Backoff)
+			lrLogf(opts, "loginflood: round %d flood=%v: p99 %s ms (Redis %s, gRPC %s), node CPU %v, derivations %.0f, refused %.0f in back-off, %.0f busy",
+				r, flood, lrMs(w.All().Q(0.99)), lrMs(w.Redis.Q(0.99)), lrMs(w.GRPC.Q(0.99)), w.NodeCPU.Round(time.Millisecond), w.MetricWrong, w.Backoff, w.MBusy)
 			windows = append(windows, w)
 		}
 	}
@@ -298,9 +299,9 @@ func lfMeasure(ctx context.Context, opts Options, cfg lfConfig, round int, flood
 		lrLogf(opts, "loginflood: no profile: %v", profErr)
 	}
 	if flood {
-		// Attempts the node queued for a derivation are still derived after
-		// their attacker has gone: they are the flood's cost, and must not
-		// fall into the next window.
+		// Derivations in progress when the attackers stop are the flood's
+		// cost, and must not fall into the next window (a node before the
+		// derivation budget queued many).
 		if err := lfDrain(ctx, hc, spec.HTTPAddr); err != nil {
 			return w, err
 		}
@@ -312,6 +313,7 @@ func lfMeasure(ctx context.Context, opts Options, cfg lfConfig, round int, flood
 	w.NodeCPU = time.Duration((after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]) * float64(time.Second))
 	w.MetricWrong = after[`tidekv_login_failures_total{result="wrong"}`] - before[`tidekv_login_failures_total{result="wrong"}`]
 	w.Backoff = after[`tidekv_login_failures_total{result="backoff"}`] - before[`tidekv_login_failures_total{result="backoff"}`]
+	w.MBusy = after[`tidekv_login_failures_total{result="busy"}`] - before[`tidekv_login_failures_total{result="busy"}`]
 	return w, nil
 }
 
@@ -371,9 +373,9 @@ func lfOpenLoop(ctx context.Context, rate int, d time.Duration, seed uint64, ref
 
 // lfFlood is a running flood of bad logins.
 type lfFlood struct {
-	cancel               context.CancelFunc
-	wg                   sync.WaitGroup
-	wrong, refused, othr atomic.Int64
+	cancel                     context.CancelFunc
+	wg                         sync.WaitGroup
+	wrong, refused, busy, othr atomic.Int64
 	// pastFive counts attackers that had their 5th wrong answer and an
 	// answer after it; refusedAfterFive those whose answer after it was a
 	// refusal (the address's back-off starts at the 5th failure).
@@ -411,7 +413,7 @@ func startFlood(ctx context.Context, cfg lfConfig, round int, spec launcher.Node
 func (f *lfFlood) stop(w *lfWindow) {
 	f.cancel()
 	f.wg.Wait()
-	w.Wrong, w.Refused, w.Other = f.wrong.Load(), f.refused.Load(), f.othr.Load()
+	w.Wrong, w.Refused, w.Busy, w.Other = f.wrong.Load(), f.refused.Load(), f.busy.Load(), f.othr.Load()
 	w.PastFive, w.RefusedAfterFive = f.pastFive.Load(), f.refusedAfterFive.Load()
 }
 
@@ -472,6 +474,8 @@ func (f *lfFlood) attack(ctx context.Context, every time.Duration, i int, dialer
 			f.wrong.Add(1)
 		case "refused":
 			f.refused.Add(1)
+		case "busy":
+			f.busy.Add(1)
 		default:
 			f.othr.Add(1)
 		}
@@ -501,6 +505,8 @@ func lfOutcome(answer string) string {
 	switch {
 	case strings.Contains(answer, "too many failed logins"):
 		return "refused"
+	case strings.Contains(answer, "too many login attempts"):
+		return "busy"
 	case strings.Contains(answer, "WRONGPASS"), strings.Contains(answer, "invalid user name or password"):
 		return "wrong"
 	default:
@@ -596,8 +602,8 @@ func lfReport(out io.Writer, cfg lfConfig, ws []lfWindow) {
 	fmt.Fprintf(out, "One secure node of %g CPU; %d GET/SET a second on each of Redis (AUTH once per connection) and gRPC (Basic auth), "+
 		"%v windows; a flood is %d addresses, each at most one attempt per %v (wrong passwords of %q and made-up users, Redis AUTH and gRPC Basic in turn).\n\n",
 		cfg.NodeCPUs, cfg.Rate, cfg.Window, cfg.Attackers, cfg.Every, lfUser)
-	fmt.Fprintln(out, "| round | flood | requests | p50 ms | p99 ms | Redis p99 | gRPC p99 | read p99 | write p99 | max ms | errors | node CPU s | attempts | derivations | refused unchecked |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| round | flood | requests | p50 ms | p99 ms | Redis p99 | gRPC p99 | read p99 | write p99 | max ms | errors | node CPU s | attempts | derivations | refused in back-off | refused busy |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var quiet, flood, quietReads, floodReads lrResult
 	for _, w := range ws {
 		a := w.All()
@@ -608,10 +614,10 @@ func lfReport(out io.Writer, cfg lfConfig, ws []lfWindow) {
 			quiet.merge(a)
 			quietReads.merge(w.Reads)
 		}
-		fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %.2f | %s | %.0f | %.0f |\n", w.Round, map[bool]string{false: "no", true: "yes"}[w.Flood],
+		fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %.2f | %s | %.0f | %.0f | %.0f |\n", w.Round, map[bool]string{false: "no", true: "yes"}[w.Flood],
 			lrThousands(float64(a.Ops)), lrMs(a.Q(0.5)), lrMs(a.Q(0.99)), lrMs(w.Redis.Q(0.99)), lrMs(w.GRPC.Q(0.99)),
 			lrMs(w.Reads.Q(0.99)), lrMs(w.Writes.Q(0.99)), lrMs(a.Q(1)), a.Errors,
-			w.NodeCPU.Seconds(), lrThousands(float64(w.Wrong+w.Refused+w.Other)), w.MetricWrong, w.Backoff)
+			w.NodeCPU.Seconds(), lrThousands(float64(w.Wrong+w.Refused+w.Busy+w.Other)), w.MetricWrong, w.Backoff, w.MBusy)
 	}
 	quiet.finish()
 	flood.finish()

@@ -16,7 +16,9 @@ import (
 // from many addresses, the user already logged in is never refused, the
 // flood costs each address at most its 5 free derivations plus one per
 // back-off step that fits in the window (1 s, 2 s, 4 s, ...), and an
-// attacker's attempt after its 5th wrong guess is refused unchecked. It starts a real
+// attacker's attempt after its 5th wrong guess is refused unchecked; the
+// attempts beyond the node's derivation budget are refused as busy and
+// counted so. It starts a real
 // secure node and derives Argon2id hashes for seconds: it is in the long
 // tier.
 func TestLoginFloodQuick(t *testing.T) {
@@ -45,8 +47,8 @@ func TestLoginFloodQuick(t *testing.T) {
 			t.Errorf("round %d, flood %v: the logged-in user was refused %d times over Redis and %d over gRPC", w.Round, w.Flood, w.RedisAuthRefused, w.GRPCAuthRefused)
 		}
 		if !w.Flood {
-			if w.MetricWrong != 0 || w.Backoff != 0 {
-				t.Errorf("round %d without a flood: %.0f wrong logins and %.0f refusals", w.Round, w.MetricWrong, w.Backoff)
+			if w.MetricWrong != 0 || w.Backoff != 0 || w.MBusy != 0 {
+				t.Errorf("round %d without a flood: %.0f wrong logins, %.0f refusals in back-off and %.0f busy", w.Round, w.MetricWrong, w.Backoff, w.MBusy)
 			}
 			continue
 		}
@@ -58,8 +60,8 @@ func TestLoginFloodQuick(t *testing.T) {
 		if w.RefusedAfterFive != w.PastFive {
 			t.Errorf("round %d: of %d attackers answered after their 5th wrong guess, only %d were refused unchecked next", w.Round, w.PastFive, w.RefusedAfterFive)
 		}
-		if float64(w.Refused) > w.Backoff {
-			t.Errorf("round %d: attackers saw %d refusals, the node counted %.0f", w.Round, w.Refused, w.Backoff)
+		if float64(w.Refused) > w.Backoff || float64(w.Busy) > w.MBusy {
+			t.Errorf("round %d: attackers saw %d refusals in back-off and %d busy, the node counted %.0f and %.0f", w.Round, w.Refused, w.Busy, w.Backoff, w.MBusy)
 		}
 	}
 }

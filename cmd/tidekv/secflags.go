@@ -64,6 +64,8 @@ func (s *serverSecurity) addFlags(f *pflag.FlagSet, cfg *server.SecurityConfig) 
 	f.StringVar(&cfg.UsersFile, "users-file", "", "with --certs-dir: users, roles and password hashes (`tidekv user`); re-read within a second of a change")
 	f.BoolVar(&s.insecure, "insecure", false, "plaintext and no authentication: needed to start without --certs-dir on any address but loopback")
 	f.StringVar(&s.redisPasswordFile, "redis-password-file", "", "file whose first line is the password Redis clients must give with AUTH as the default user (else $"+redisPasswordEnv+"; empty: none)")
+	f.Float64Var(&cfg.Login.DerivationShare, "login-derivation-share", cfg.Login.DerivationShare, "share of the node's CPUs, in [0.001, 1], that password derivations of logins not yet verified may use; a login beyond it is refused at once, to be retried (docs/security.md)")
+	f.DurationVar(&cfg.Login.DerivationBurst, "login-derivation-burst", cfg.Login.DerivationBurst, "CPU time, in (0, 1m], that those derivations may spend at once beyond --login-derivation-share, saved while they spend less: new logins one after another (docs/security.md)")
 	refuseSecretFlag(f, "redis-password", "put the password in $"+redisPasswordEnv+" or in a file named by --redis-password-file, or give the users file a user named default")
 }
 

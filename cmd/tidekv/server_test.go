@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tidekv/tidekv/internal/security"
 	"github.com/tidekv/tidekv/internal/server"
 )
 
@@ -188,5 +189,35 @@ func TestTxnFlags(t *testing.T) {
 	}
 	if cfg.Txn.MaxKeys != 7 || cfg.Txn.Expiry != 9*time.Second {
 		t.Fatalf("flags set %+v", cfg.Txn)
+	}
+}
+
+// The login flags set the derivation budget's share and burst; values out
+// of bounds are refused by its Validate, naming which.
+func TestLoginFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want security.LoginConfig
+		bad  string // what the refusal names; empty: accepted
+	}{
+		{nil, security.DefaultLoginConfig(), ""},
+		{[]string{"--login-derivation-share", "0.5", "--login-derivation-burst", "3s"}, security.LoginConfig{DerivationShare: 0.5, DerivationBurst: 3 * time.Second}, ""},
+		{[]string{"--login-derivation-share", "0"}, security.LoginConfig{DerivationBurst: time.Second}, "derivation share"},
+		{[]string{"--login-derivation-burst", "0s"}, security.LoginConfig{DerivationShare: 0.1}, "derivation burst"},
+		{[]string{"--login-derivation-burst", "2m"}, security.LoginConfig{DerivationShare: 0.1, DerivationBurst: 2 * time.Minute}, "derivation burst"},
+	} {
+		cfg := server.DefaultConfig()
+		f := pflag.NewFlagSet("server", pflag.ContinueOnError)
+		addServerFlags(f, &cfg, &serverOpts{})
+		if err := f.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Security.Login != c.want {
+			t.Errorf("%q: %+v, want %+v", c.args, cfg.Security.Login, c.want)
+		}
+		err := cfg.Security.Login.Validate()
+		if (c.bad == "" && err != nil) || (c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad))) {
+			t.Errorf("%q: Validate() = %v, want a refusal naming %q (none if empty)", c.args, err, c.bad)
+		}
 	}
 }

@@ -23,6 +23,21 @@ type HLC interface {
 	Update(hlc.Timestamp) (hlc.Timestamp, error)
 }
 
+// Wall is the node's wall clock as the watch sees it (raftstore's
+// SteadyClock): what the offset estimates measure, and the guard that
+// keeps the node's time from following a step of it until the peers'
+// clocks agree with the stepped one.
+type Wall interface {
+	// WallNow reads the wall clock, stepped or not.
+	WallNow() time.Time
+	// Steps counts the wall clock's steps so far.
+	Steps() uint64
+	// Pending is the step the node's time has not followed, 0 if none.
+	Pending() time.Duration
+	// Follow makes the node's time the wall clock again.
+	Follow()
+}
+
 // Node is what the watch does to the node when its verdict changes.
 type Node interface {
 	// SetClockTrusted stops (false) or resumes the holding of leases.
@@ -34,6 +49,7 @@ type Node interface {
 // Watch is the node's offset monitor and what it last decided.
 type Watch struct {
 	mon  *hlc.OffsetMonitor
+	wall Wall
 	node Node
 
 	mu sync.Mutex
@@ -41,6 +57,11 @@ type Watch struct {
 	last hlc.ClockHealth
 	// peers are those with an offset gauge, to delete when they go.
 	peers map[uint64]bool
+	// steps is the wall clock's step count when the estimates were last
+	// dropped: those measured before a step compare a clock that is gone.
+	steps uint64
+	// pending is the step the node's time was last seen not following.
+	pending time.Duration
 
 	offsets  *prometheus.GaugeVec
 	untrust  prometheus.Gauge
@@ -48,12 +69,15 @@ type Watch struct {
 	logEvery time.Time // refusals are logged at most once a second
 }
 
-// New is the watch of a node whose maximum clock offset is maxOffset and
-// that pushes closed timestamps every pushInterval; its metrics go to reg.
-func New(maxOffset, pushInterval time.Duration, node Node, reg prometheus.Registerer) *Watch {
+// New is the watch of a node whose wall clock is wall, whose maximum clock
+// offset is maxOffset and that pushes closed timestamps every
+// pushInterval; its metrics go to reg.
+func New(maxOffset, pushInterval time.Duration, wall Wall, node Node, reg prometheus.Registerer) *Watch {
 	c := &Watch{
 		mon:   hlc.NewOffsetMonitor(maxOffset, offsetTTLIntervals*pushInterval),
+		wall:  wall,
 		node:  node,
+		steps: wall.Steps(),
 		last:  hlc.ClockHealth{Trusted: true},
 		peers: map[uint64]bool{},
 		offsets: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -94,15 +118,36 @@ func (c *Watch) Update(clock HLC, ts *tidekvpb.Timestamp, from string, now time.
 	return err
 }
 
+// Sample is the start of a round trip that measures a peer's clock.
+type Sample struct {
+	sent  time.Time
+	steps uint64
+}
+
+// Begin starts a round trip: call it just before sending.
+func (c *Watch) Begin() Sample {
+	steps := c.wall.Steps()
+	return Sample{sent: c.wall.WallNow(), steps: steps}
+}
+
+// WallNow is what a node answers a round trip with: its wall clock.
+func (c *Watch) WallNow() time.Time { return c.wall.WallNow() }
+
 // NotePushAnswer takes what a push's answer says about the peer's clock:
-// its HLC, and the offset estimate from the round trip (sent and received
-// on this node's wall clock; now, when the estimate was made).
-func (c *Watch) NotePushAnswer(clock HLC, peer uint64, sent, received, now time.Time, resp *tidekvpb.ClosedTimestampsResponse) {
+// its HLC, and the offset estimate from the round trip begun with s
+// (now: when the estimate was made, on any clock whose differences are
+// true durations). A round trip across a step of this node's wall clock
+// measures nothing and is dropped.
+func (c *Watch) NotePushAnswer(clock HLC, peer uint64, s Sample, now time.Time, resp *tidekvpb.ClosedTimestampsResponse) {
 	_ = c.Update(clock, resp.GetHlc(), "node "+strconv.FormatUint(peer, 10), now)
 	if resp.GetUnixNanos() == 0 {
 		return // a peer from before the offset monitor
 	}
-	off, unc, ok := hlc.MeasureOffset(sent.UnixNano(), resp.GetUnixNanos(), received.UnixNano())
+	received := c.wall.WallNow()
+	if c.wall.Steps() != s.steps {
+		return
+	}
+	off, unc, ok := hlc.MeasureOffset(s.sent.UnixNano(), resp.GetUnixNanos(), received.UnixNano())
 	if ok {
 		c.mon.Record(peer, hlc.Offset{Offset: off, Uncertainty: unc, MeasuredAt: now})
 	}
@@ -111,8 +156,13 @@ func (c *Watch) NotePushAnswer(clock HLC, peer uint64, sent, received, now time.
 // Check judges the node's clock at now and acts on the judgement; the
 // node runs it every push interval.
 func (c *Watch) Check(now time.Time) {
+	if steps := c.wall.Steps(); steps != c.steps {
+		c.mon.Reset()
+		c.steps = steps
+	}
 	h := c.mon.Health(now)
 	c.node.SetClockTrusted(h.Trusted, h.Reason)
+	c.followStep(h)
 	c.mu.Lock()
 	was := c.last.Trusted
 	c.last = h
@@ -138,6 +188,26 @@ func (c *Watch) Check(now time.Time) {
 		c.untrust.Set(0)
 		c.node.Event("clock-trusted", "clock within %v of %d of %d peers again: holding leases again", c.mon.Tolerance(), h.Known-h.Far, h.Known)
 		log.Printf("clock: trusted again")
+	}
+}
+
+// followStep lets the node's time follow a step of the wall clock once
+// estimates measured since (the older ones are dropped) find it trusted:
+// the peers' clocks moved with it, or it stepped back to theirs.
+func (c *Watch) followStep(h hlc.ClockHealth) {
+	p := c.wall.Pending()
+	switch {
+	case p == 0:
+		c.pending = 0
+	case h.Trusted && h.Known > 0:
+		c.wall.Follow()
+		c.pending = 0
+		c.node.Event("clock-step-followed", "the wall clock's step of %v agrees with %d of %d peers: the node's time follows it", p.Round(time.Millisecond), h.Known-h.Far, h.Known)
+		log.Printf("clock: following a step of the wall clock of %v", p.Round(time.Millisecond))
+	case c.pending == 0:
+		c.pending = p
+		c.node.Event("clock-step", "the wall clock stepped by %v: the node's time keeps to the monotonic clock until the peers' clocks agree with the step", p.Round(time.Millisecond))
+		log.Printf("clock: the wall clock stepped by %v; not followed until the peers agree", p.Round(time.Millisecond))
 	}
 }
 

@@ -52,16 +52,12 @@ func Static() http.Handler {
 
 var loginPage = template.Must(template.ParseFS(assets, "assets/login.html"))
 
-// LoginPage answers with the login form of a secure node; failed says why
-// the last attempt was refused ("" for none), with status 401.
-func LoginPage(w http.ResponseWriter, failed string) {
+// LoginPage answers with the login form of a secure node and status code;
+// failed says why the last attempt was refused ("" for none).
+func LoginPage(w http.ResponseWriter, code int, failed string) {
 	setHeaders(w.Header(), "text/html; charset=utf-8")
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
-	code := http.StatusOK
-	if failed != "" {
-		code = http.StatusUnauthorized
-	}
 	w.WriteHeader(code)
 	_ = loginPage.Execute(w, struct{ Failed string }{failed})
 }

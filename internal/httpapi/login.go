@@ -19,11 +19,11 @@ func registerDashboard(m *mux) {
 	}
 	toLogin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seeOther(w, "login") })
 	m.guard("GET /{$}", security.RoleRead, dashboard.Page(), toLogin)
-	m.handleFunc("GET /login", Public, func(w http.ResponseWriter, r *http.Request) { dashboard.LoginPage(w, "") })
+	m.handleFunc("GET /login", Public, func(w http.ResponseWriter, r *http.Request) { dashboard.LoginPage(w, http.StatusOK, "") })
 	m.handleFunc("POST /login", Public, func(w http.ResponseWriter, r *http.Request) {
 		c, err := m.auth.Login(r.PostFormValue("user"), r.PostFormValue("password"), r.RemoteAddr)
 		if err != nil {
-			dashboard.LoginPage(w, err.Error())
+			dashboard.LoginPage(w, security.RefusalStatus(w.Header(), err), err.Error())
 			return
 		}
 		http.SetCookie(w, c)

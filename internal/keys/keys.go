@@ -138,7 +138,7 @@ var GeoGatewayKey = []byte{prefixNodeLocal, 'g'}
 
 // NodeMemKeySpaceKey records that this node keeps key space id's data in a
 // memory engine (its value: the engine's index), so that after a restart
-// the node knows that data is gone (internal/server/memspaces.go).
+// the node knows that data is gone (internal/keyspaces/mem.go).
 func NodeMemKeySpaceKey(id uint32) []byte {
 	return binary.BigEndian.AppendUint32([]byte{prefixNodeLocal, 'm'}, id)
 }

@@ -33,7 +33,7 @@ type Set struct {
 
 	rangeQPS  *prometheus.GaugeVec
 	imbalance *prometheus.GaugeVec
-	// splitWaits counts writes held for a split, by outcome (sizewatch.go).
+	// splitWaits counts writes held for a split, by outcome (internal/sizewatch).
 	SplitWaits *prometheus.CounterVec
 	// Per key space, labelled by its number (keyspaces.go): requests this
 	// node served, and (meta leaseholder) the bytes and ranges it holds.
@@ -43,7 +43,7 @@ type Set struct {
 	// threshold and fullest node's bytes, by grow-when-full key space.
 	KeyspacePrelaunch, KeyspaceFullest *prometheus.GaugeVec
 	// Evictions this node's leaseholders made, and point reads it served
-	// that found their key or not, by key space (kscounters.go).
+	// that found their key or not, by key space (internal/keyspaces/counters.go).
 	KeyspaceEvictions, KeyspaceHits, KeyspaceMisses *prometheus.CounterVec
 	// Live keys of each key space's ranges (meta leaseholder).
 	KeyspaceKeys *prometheus.GaugeVec
@@ -138,7 +138,7 @@ func New() *Set {
 		Name: "tidekv_txn_refreshes_total", Help: "Two-phase commits this node coordinated whose writes were pushed above their read timestamp (by another's read, or a closed timestamp), so that their reads were checked again up to the commit timestamp.",
 	})
 	m.LoginFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tidekv_login_failures_total", Help: "Refused password logins (gRPC and Redis): result wrong (a wrong user name or password) or backoff (refused unchecked: too many failures of the user or from the address).",
+		Name: "tidekv_login_failures_total", Help: "Refused password logins (gRPC, Redis and HTTP): result wrong (a wrong user name or password), backoff (refused unchecked: too many failures of the user or from the address) or busy (refused unchecked: the node's derivation budget for logins not yet verified was spent).",
 	}, []string{"result"})
 	m.TxnUncertainRestarts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tidekv_txn_uncertain_reads_total", Help: "Reads of transactions this node coordinated that found a committed version above their read timestamp within the maximum clock offset (the uncertainty window), so that the read timestamp was raised above it and the earlier reads refreshed.",

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,11 +38,148 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// Now is the store's wall-clock time for closed timestamps (Config.Clock).
+// stepSlack is how far the wall clock may move against the monotonic clock
+// between two readings without counting as a step: reading the two is not
+// atomic (a few microseconds), and 1000 ppm of the time between readings
+// is more than any frequency error NTP corrects by slewing (500 ppm).
+func stepSlack(elapsed time.Duration) time.Duration {
+	return time.Millisecond + elapsed/1000
+}
+
+// SteadyClock is the node's time: Config.Clock (the wall clock), except
+// that a step of it — a jump the monotonic clock did not make: an NTP
+// step, an operator, a resumed VM, SkewClock.Set — is not followed until
+// the offset monitor, measuring the stepped wall clock against the peers',
+// finds that they agree with it (Follow). Until then the time runs on from
+// the last agreed reading at the monotonic clock's pace. Timestamps taken
+// from a wall clock that has just jumped beyond the maximum offset would
+// otherwise be handed out in the moments before the monitor notices:
+// writes far in the future that readers with correct clocks do not see,
+// though they began after the write was acknowledged. It is safe for
+// concurrent use.
+type SteadyClock struct {
+	wall Clock // nil: the system clock, whose every reading carries both
+	// guarded is false over a clock that is not the system clock moved
+	// (a test's manual clock): it is its own monotonic clock, taken as is.
+	guarded bool
+	base    time.Time
+
+	mu sync.Mutex
+	// The anchor is the last reading followed: wall time and monotonic
+	// time since base.
+	anchorWall time.Time
+	anchorMono time.Duration
+	// drift is the wall clock minus the anchor's projection at the last
+	// reading: 0 while the wall clock is followed, the step while one is
+	// not.
+	drift time.Duration
+	// steps counts the steps seen, followed or not.
+	steps uint64
+}
+
+// NewSteadyClock returns the steady time over wall (nil: the system
+// clock), guarded against steps when wall is the system clock or a
+// SkewClock, the clocks that run at the monotonic clock's pace; any other
+// (a test's manual clock) is taken as is. Over a SteadyClock it is that clock: a store given one as
+// Config.Clock shares it with whoever made it (the server's offset
+// monitor).
+func NewSteadyClock(wall Clock) *SteadyClock {
+	guarded := true
+	switch w := wall.(type) {
+	case *SteadyClock:
+		return w
+	case systemClock:
+		wall = nil
+	case nil, *SkewClock:
+	default:
+		guarded = false
+	}
+	c := &SteadyClock{wall: wall, guarded: guarded, base: time.Now()}
+	c.anchorWall, c.anchorMono = c.wallNow(c.base), 0
+	return c
+}
+
+func (c *SteadyClock) wallNow(t time.Time) time.Time {
+	if c.wall == nil {
+		return t
+	}
+	return c.wall.Now()
+}
+
+// read takes one reading of both clocks; with c.mu held.
+func (c *SteadyClock) read() (wall, steady time.Time) {
+	t := time.Now()
+	wall, mono := c.wallNow(t), t.Sub(c.base)
+	if !c.guarded {
+		return wall, wall
+	}
+	steady = c.anchorWall.Add(mono - c.anchorMono)
+	d := wall.Sub(steady)
+	slack := stepSlack(mono - c.anchorMono)
+	if (d - c.drift).Abs() > slack {
+		c.steps++
+	}
+	c.drift = d
+	if d.Abs() <= slack {
+		// Followed, or a step undone: the wall clock is the time again.
+		c.anchorWall, c.anchorMono, c.drift = wall, mono, 0
+		return wall, wall
+	}
+	return wall, steady
+}
+
+// Now is the node's time: the wall clock unless it stepped and the step
+// is not followed yet.
+func (c *SteadyClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, steady := c.read()
+	return steady
+}
+
+// WallNow reads the wall clock itself, stepped or not: what the offset
+// monitor measures against the peers'.
+func (c *SteadyClock) WallNow() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	wall, _ := c.read()
+	return wall
+}
+
+// Steps counts the steps of the wall clock seen so far; an offset
+// estimate measured across a step is meaningless.
+func (c *SteadyClock) Steps() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read()
+	return c.steps
+}
+
+// Pending is the step not followed yet (the wall clock minus the node's
+// time), 0 when there is none.
+func (c *SteadyClock) Pending() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read()
+	return c.drift
+}
+
+// Follow makes the node's time the wall clock again, step and all; the
+// offset monitor calls it once the peers' clocks agree with the stepped
+// one.
+func (c *SteadyClock) Follow() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := time.Now()
+	c.anchorWall, c.anchorMono, c.drift = c.wallNow(t), t.Sub(c.base), 0
+}
+
+// Now is the node's time (SteadyClock over Config.Clock): what closed
+// timestamps and the HLC read.
 func (s *Store) Now() time.Time { return s.clock.Now() }
 
-// HLC is the node's hybrid logical clock, over Config.Clock and bounded by
-// Config.MaxClockOffset.
+// HLC is the node's hybrid logical clock, over the node's time (Now) and
+// bounded by Config.MaxClockOffset.
 func (s *Store) HLC() *hlc.Clock { return s.hlc }
 
 // admitTimestamp folds ts, the timestamp a request reads or writes at

@@ -18,6 +18,15 @@ import (
 // testCluster runs n stores in process on in-memory engines connected by a
 // MemNetwork. All nodes bootstrap range 2 covering the whole key space with
 // every node as a voter (no meta range: the raftstore alone).
+// followClockSteps makes every store's time follow a step of the wall
+// clock they share, as each node's offset monitor does once its peers'
+// clocks agree with the stepped one (here they are the same clock).
+func (tc *testCluster) followClockSteps() {
+	for _, s := range tc.stores {
+		s.clock.Follow()
+	}
+}
+
 type testCluster struct {
 	t       *testing.T
 	cfg     Config

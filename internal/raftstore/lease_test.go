@@ -68,6 +68,7 @@ func TestLeaseUnderClockOffset(t *testing.T) {
 	ld := tc.leader(testRangeID)
 	waitFor(t, ld.leaseCovers)
 	clock.Set(time.Hour)
+	tc.followClockSteps()
 	if skew := time.Until(ld.store.Now()); skew < 59*time.Minute {
 		t.Fatalf("the store's clock is %v ahead, want an hour", skew)
 	}
@@ -102,6 +103,7 @@ func TestClockStepDoesNotReviveLease(t *testing.T) {
 	}
 	waitFor(t, func() bool { return !ld.leaseCovers() })
 	clock.Set(-time.Hour)
+	tc.followClockSteps()
 	if !ld.IsLeader() {
 		t.Skip("leader stepped down before its clock was stepped")
 	}

@@ -40,7 +40,7 @@ type Store struct {
 	eng       storage.Engine
 	transport Transport
 	listener  Listener
-	clock     Clock
+	clock     *SteadyClock
 	// hlc is the node's hybrid logical clock over clock (one per node).
 	hlc *hlc.Clock
 	// clockUntrusted, when set, holds why the offset monitor does not
@@ -115,11 +115,9 @@ func NewStore(cfg Config, nodeID uint64, eng storage.Engine, t Transport, l List
 	s := &Store{
 		cfg: cfg, nodeID: nodeID, eng: eng, transport: t, listener: l,
 		wake: make(chan struct{}, 1), stopper: make(chan struct{}), done: make(chan struct{}),
-		snapSem: make(chan struct{}, cfg.MaxConcurrentSnapshotSends), clock: cfg.Clock,
+		snapSem: make(chan struct{}, cfg.MaxConcurrentSnapshotSends),
 	}
-	if s.clock == nil {
-		s.clock = systemClock{}
-	}
+	s.clock = NewSteadyClock(cfg.Clock)
 	var err error
 	if s.hlc, err = hlc.NewClock(s.clock, cfg.MaxClockOffset); err != nil {
 		return nil, err

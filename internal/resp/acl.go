@@ -43,8 +43,9 @@ var writeCommands = map[string]bool{
 	"msetnx": true, "incrbyfloat": true, "setbit": true,
 	"lpush": true, "rpush": true, "lpushx": true, "rpushx": true, "lpop": true, "rpop": true,
 	"lset": true, "ltrim": true, "lmove": true, "rpoplpush": true, "lrem": true, "linsert": true,
+	"blpop": true, "brpop": true, "blmove": true, "brpoplpush": true, "lmpop": true, "blmpop": true,
 	"sadd": true, "srem": true, "spop": true, "sinterstore": true, "sunionstore": true, "sdiffstore": true, "smove": true,
-	"zadd": true, "zincrby": true, "zrem": true, "zpopmin": true, "zpopmax": true,
+	"zadd": true, "zincrby": true, "zrem": true, "zpopmin": true, "zpopmax": true, "bzpopmin": true, "bzpopmax": true,
 	"zremrangebyscore": true, "zremrangebyrank": true, "zremrangebylex": true,
 	"zunionstore": true, "zinterstore": true, "zdiffstore": true, "zrangestore": true,
 }

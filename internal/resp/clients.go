@@ -81,7 +81,7 @@ func (s *Server) eachClient(fn func(*connState)) {
 
 // cmdClient: CLIENT SETNAME, GETNAME, ID, SETINFO, INFO, LIST [TYPE
 // normal] [ID id ...], KILL addr and KILL with filters (ID, ADDR, LADDR,
-// USER, SKIPME), as Redis answers them.
+// USER, SKIPME), UNBLOCK id [TIMEOUT|ERROR], as Redis answers them.
 func cmdClient(x *call) {
 	sub := strings.ToLower(string(x.args[1]))
 	n := len(x.args)
@@ -89,7 +89,7 @@ func cmdClient(x *call) {
 		"setname": func(n int) bool { return n == 3 }, "getname": func(n int) bool { return n == 2 },
 		"id": func(n int) bool { return n == 2 }, "setinfo": func(n int) bool { return n == 4 },
 		"info": func(n int) bool { return n == 2 }, "list": func(n int) bool { return n >= 2 },
-		"kill": func(n int) bool { return n >= 3 },
+		"kill": func(n int) bool { return n >= 3 }, "unblock": func(n int) bool { return n == 3 || n == 4 },
 	}
 	ok, known := arity[sub]
 	switch {
@@ -118,9 +118,33 @@ func cmdClient(x *call) {
 		x.writeVerbatim(x.st.line(x.s.cfg.Now()) + "\n")
 	case sub == "list":
 		clientList(x)
+	case sub == "unblock":
+		clientUnblock(x)
 	default:
 		clientKill(x)
 	}
+}
+
+// clientUnblock: CLIENT UNBLOCK id [TIMEOUT|ERROR], 1 if the client was
+// blocked (blocked.go) on this node, else 0.
+func clientUnblock(x *call) {
+	asError := false
+	if len(x.args) == 4 {
+		switch strings.ToLower(string(x.args[3])) {
+		case "timeout":
+		case "error":
+			asError = true
+		default:
+			x.c.WriteError("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+			return
+		}
+	}
+	id, err := strconv.ParseInt(string(x.args[2]), 10, 64)
+	if err != nil {
+		x.c.WriteError(errNotInt)
+		return
+	}
+	x.c.WriteInt(b2i(x.s.blocked.unblock(id, asError)))
 }
 
 // clientList: CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...].

@@ -24,7 +24,8 @@ import (
 // version, so a read that scans elements outside a transaction
 // (LRANGE, SMEMBERS) checks that the metadata did not change meanwhile.
 
-// collectionCommands are the list and set commands (commands.go adds them).
+// collectionCommands are the list and set commands (commands.go adds them;
+// the blocking pops are in listblock.go).
 var collectionCommands = map[string]cmdSpec{
 	"lpush":       {arity: -3, fn: cmdPush},
 	"rpush":       {arity: -3, fn: cmdPush},
@@ -42,6 +43,12 @@ var collectionCommands = map[string]cmdSpec{
 	"lpos":        {arity: -3, fn: cmdLPos},
 	"lrem":        {arity: 4, fn: cmdLRem},
 	"linsert":     {arity: 5, fn: cmdLInsert},
+	"blpop":       {arity: -3, fn: cmdBPop},
+	"brpop":       {arity: -3, fn: cmdBPop},
+	"blmove":      {arity: 6, fn: cmdBLMove},
+	"brpoplpush":  {arity: 4, fn: cmdBLMove},
+	"lmpop":       {arity: -4, fn: cmdLMPop},
+	"blmpop":      {arity: -5, fn: cmdLMPop},
 	"sadd":        {arity: -3, fn: cmdSAddRem},
 	"srem":        {arity: -3, fn: cmdSAddRem},
 	"scard":       {arity: 2, fn: cmdSCard},

@@ -26,8 +26,10 @@ var (
 		"sinterstore": {1, -1, 1}, "sunionstore": {1, -1, 1}, "sdiffstore": {1, -1, 1},
 		"smove": {1, 2, 1}, "lmove": {1, 2, 1}, "rpoplpush": {1, 2, 1},
 		"blpop": {1, -2, 1}, "brpop": {1, -2, 1}, "zrangestore": {1, 2, 1},
+		"blmove": {1, 2, 1}, "brpoplpush": {1, 2, 1}, "bzpopmin": {1, -2, 1}, "bzpopmax": {1, -2, 1},
 		// keys counted by a numkeys argument: Redis states none here
 		"zunion": {}, "zinter": {}, "zdiff": {}, "zintercard": {}, "sintercard": {},
+		"lmpop": {}, "blmpop": {},
 	}
 	keyless = map[string]bool{
 		"ping": true, "echo": true, "quit": true, "select": true, "client": true, "command": true,

@@ -114,6 +114,7 @@ func init() {
 		"zrangebyscore": {arity: -4, fn: cmdZRange}, "zrevrangebyscore": {arity: -4, fn: cmdZRange},
 		"zrangebylex": {arity: -4, fn: cmdZRange}, "zrevrangebylex": {arity: -4, fn: cmdZRange},
 		"zpopmin": {arity: -2, fn: cmdZPop}, "zpopmax": {arity: -2, fn: cmdZPop},
+		"bzpopmin": {arity: -3, fn: cmdBZPop}, "bzpopmax": {arity: -3, fn: cmdBZPop},
 		"zremrangebyscore": {arity: 4, fn: cmdZRemRange}, "zremrangebyrank": {arity: 4, fn: cmdZRemRange},
 		"zremrangebylex": {arity: 4, fn: cmdZRemRange}, "zscan": {arity: -3, fn: cmdZScan},
 		"zunion": {arity: -3, fn: cmdZAlgebra}, "zinter": {arity: -3, fn: cmdZAlgebra}, "zdiff": {arity: -3, fn: cmdZAlgebra},

@@ -58,8 +58,8 @@ func cmdInfo(x *call) {
 	up := time.Since(x.s.start)
 	info := fmt.Sprintf("# Server\r\nredis_version:7.0.0-tidekv\r\nredis_mode:standalone\r\n"+
 		"tcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n\r\n"+
-		"# Clients\r\nconnected_clients:%d\r\n\r\n# Keyspace\r\n",
-		port, int64(up.Seconds()), int64(up.Hours()/24), x.s.conns.Load())
+		"# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n\r\n# Keyspace\r\n",
+		port, int64(up.Seconds()), int64(up.Hours()/24), x.s.conns.Load(), x.s.blocked.count())
 	x.writeVerbatim(info)
 }
 

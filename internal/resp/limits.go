@@ -201,21 +201,33 @@ var errRefused = errors.New("resp: request refused")
 const drainFor = time.Second
 
 // guardedConn checks the requests read from a client connection with a
-// frameScanner. Only the goroutine serving the connection reads it, and
-// redcon reads again only after flushing every reply so far, so a refusal
-// can be written straight to the connection in Read.
+// frameScanner. Only the goroutine serving the connection reads it (or,
+// while its command blocks, watch's, which it waits for), and redcon
+// reads again only after flushing every reply so far, so a refusal can be
+// written straight to the connection in Read.
 type guardedConn struct {
 	net.Conn
 	scan    frameScanner
 	refused error // held back while the commands before it are served
 	counted *atomic.Uint64
+	// ahead, aheadErr: what watch (blocked.go) read while a command
+	// blocked, and the error that ended its reading, for Read to give
+	// first.
+	ahead    []byte
+	aheadErr error
 }
 
 func (g *guardedConn) Read(p []byte) (int, error) {
 	if g.refused != nil {
 		return 0, g.refuse()
 	}
-	n, err := g.Conn.Read(p)
+	var n int
+	var err error
+	if len(g.ahead) > 0 || g.aheadErr != nil {
+		n, err = g.readAhead(p)
+	} else {
+		n, err = g.Conn.Read(p)
+	}
 	ok, ferr := g.scan.scan(p[:n])
 	if ferr == nil {
 		return n, err

@@ -93,6 +93,9 @@ func cmdPush(x *call) {
 		writeCASErr(x.c, err)
 		return
 	}
+	if n > 0 {
+		x.ready(x.args[1])
+	}
 	x.c.WriteInt64(n)
 }
 
@@ -327,25 +330,52 @@ func parseSide(arg []byte) (bool, bool) {
 	return false, false
 }
 
+// moveSides are the sides a move pops from and pushes to: arguments 3
+// and 4 of the command named withSides, RPOPLPUSH's right and left for the
+// other. A bad side is answered with a syntax error (ok false).
+func (x *call) moveSides(withSides string) (from, to, ok bool) {
+	if x.name != withSides {
+		return false, true, true
+	}
+	from, ok1 := parseSide(x.args[3])
+	to, ok2 := parseSide(x.args[4])
+	if !ok1 || !ok2 {
+		x.c.WriteError(errSyntax)
+		return false, false, false
+	}
+	return from, to, true
+}
+
 // cmdLMove: LMOVE source destination LEFT|RIGHT LEFT|RIGHT, and
 // RPOPLPUSH source destination: one transaction over both lists.
 func cmdLMove(x *call) {
-	from, to := false, true
-	if x.name == "lmove" {
-		var ok1, ok2 bool
-		from, ok1 = parseSide(x.args[3])
-		to, ok2 = parseSide(x.args[4])
-		if !ok1 || !ok2 {
-			x.c.WriteError(errSyntax)
-			return
-		}
+	from, to, ok := x.moveSides("lmove")
+	if !ok {
+		return
 	}
-	src, dst := x.args[1], x.args[2]
-	var v []byte
-	var moved bool
-	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+	v, moved, err := x.lmove(x.args[1], x.args[2], from, to, true)
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case !moved:
+		x.c.WriteNull()
+	default:
+		x.c.WriteBulk(v)
+	}
+}
+
+// lmove moves an element from src's side from to dst's side to in one
+// transaction over both lists, and wakes dst's blocked clients: the
+// element moved, moved false if src is empty. strict false passes over a
+// src of another type as empty (a blocked client's later tries,
+// blocked.go); a dst of another type is WRONGTYPE either way.
+func (x *call) lmove(src, dst []byte, from, to, strict bool) (v []byte, moved bool, err error) {
+	err = x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		v, moved = nil, false
 		s, err := x.openColl(tx, src, listMarker)
+		if err == wrongType && !strict {
+			return nil
+		}
 		if err != nil || !s.m.exists {
 			return err
 		}
@@ -369,12 +399,8 @@ func cmdLMove(x *call) {
 		}
 		return s.save()
 	})
-	switch {
-	case err != nil:
-		writeCASErr(x.c, err)
-	case !moved:
-		x.c.WriteNull()
-	default:
-		x.c.WriteBulk(v)
+	if err == nil && moved {
+		x.ready(dst)
 	}
+	return v, moved, err
 }

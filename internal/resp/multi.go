@@ -211,8 +211,9 @@ func cmdExec(x *call) {
 		return
 	}
 	var out *txnReplies
+	var view *txView
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
-		view := &txView{tx: tx, now: x.s.cfg.Now}
+		view = &txView{tx: tx, now: x.s.cfg.Now}
 		if err := w.check(x, view); err != nil {
 			return err
 		}
@@ -234,6 +235,9 @@ func cmdExec(x *call) {
 	case err != nil:
 		replyErr(x.c, err)
 	default:
+		for _, k := range view.ready {
+			x.awaitServed(x.s.blocked.ready(blockKey{x.st.db, string(k)}))
+		}
 		x.c.WriteArray(len(m.queue))
 		x.c.WriteRaw(out.b)
 	}

@@ -77,6 +77,19 @@ type Config struct {
 	// CASAttempts bounds the compare-and-set retries of INCR and friends
 	// under contention before they fail. Must be > 0.
 	CASAttempts int
+	// BlockRecheck is how often a client blocked in BLPOP and the other
+	// blocking pops (blocked.go) tries again on its own. A push through
+	// this node wakes the client at once; a push through another node is
+	// seen only by such a try, so this bounds how late it is seen. Must be
+	// > 0.
+	BlockRecheck time.Duration
+	// MaxBlockedClients is the most clients blocked at once on this node;
+	// one more is refused at once with an error rather than queued. Must
+	// be > 0.
+	MaxBlockedClients int
+	// timers makes the timers blocked clients wait on (nil: the real
+	// ones); tests fire them by hand.
+	timers blockTimers
 	// Now is the clock EXPIRETIME and the GT/LT options of EXPIREAT read
 	// to turn a remaining TTL into a time (nil: time.Now).
 	Now func() time.Time
@@ -106,6 +119,10 @@ func DefaultConfig() Config {
 		// 10,000 keys and 16 MiB written.
 		MaxMultiCommands: 10000,
 		MaxMultiBytes:    16 << 20,
+		// A tenth of a second: what a consumer blocked on one node waits
+		// at most for a push through another, at a try per client.
+		BlockRecheck:      100 * time.Millisecond,
+		MaxBlockedClients: 1000,
 	}
 }
 
@@ -138,6 +155,10 @@ func (c Config) Validate() error {
 		return errors.New("resp: MaxMultiCommands and MaxMultiBytes must be > 0")
 	case c.CASAttempts <= 0:
 		return errors.New("resp: CASAttempts must be > 0")
+	case c.BlockRecheck <= 0:
+		return errors.New("resp: BlockRecheck must be > 0")
+	case c.MaxBlockedClients <= 0:
+		return errors.New("resp: MaxBlockedClients must be > 0")
 	}
 	return nil
 }
@@ -164,6 +185,9 @@ type Server struct {
 	nextCur uint64
 
 	observe atomic.Pointer[Observer]
+
+	// blocked are the clients blocked in BLPOP and friends (blocked.go).
+	blocked *blockedClients
 
 	// tunables are the encoding thresholds CONFIG SET was given (config.go).
 	tunables tunableValues
@@ -257,7 +281,10 @@ func New(cfg Config, kv KV) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(),
+	if cfg.timers == nil {
+		cfg.timers = realTimers{}
+	}
+	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(), blocked: newBlockedClients(cfg.MaxBlockedClients),
 		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}}
 	for _, r := range DisconnectReasons {
 		s.disconnects[r] = new(atomic.Uint64)

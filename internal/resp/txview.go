@@ -24,6 +24,9 @@ type txView struct {
 	// (Config.Now).
 	now func() time.Time
 	err error
+	// ready: lists pushed to, whose blocked clients are woken once the
+	// transaction commits (blocked.go).
+	ready [][]byte
 }
 
 // fail records err, the attempt's first failure, and returns it.

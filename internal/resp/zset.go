@@ -292,6 +292,9 @@ flags:
 	case nan:
 		x.c.WriteError("ERR resulting score is not a number (NaN)")
 	default:
+		if added > 0 {
+			x.ready(x.args[1]) // it may have created the set (BZPOPMIN)
+		}
 		x.zaddReply(f, added, updated, processed, last)
 	}
 }

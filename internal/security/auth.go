@@ -120,9 +120,15 @@ func (a Authenticator) Identify(ctx context.Context) (Identity, error) {
 	return id, unauthenticated(err)
 }
 
+// unauthenticated is the status of a failed authentication: the node's
+// derivation budget spent is ResourceExhausted (the call may be retried
+// as it is), anything else Unauthenticated.
 func unauthenticated(err error) error {
-	if err == nil {
+	switch {
+	case err == nil:
 		return nil
+	case IsLoginBusy(err):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	return status.Error(codes.Unauthenticated, err.Error())
 }

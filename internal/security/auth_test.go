@@ -88,6 +88,7 @@ func TestAuthorize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	freeDerivations(dir)
 	a := Authenticator{Users: dir}
 	o := testCerts(t)
 	if err := CreateClient(o, RootUser); err != nil {
@@ -139,6 +140,7 @@ func TestDirectoryReloadsTheUsersFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	freeDerivations(dir)
 	now := time.Now()
 	dir.now = func() time.Time { return now }
 	if r, err := dir.PasswordRole("reader", "rpw", "10.0.0.1:5000"); err != nil || r != RoleRead {

@@ -1,74 +1,179 @@
 package security
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"time"
 )
 
-// derivationGate keeps password derivations to half the node's CPUs:
-// each takes argon2MemoryKB of memory and a core for tens of
-// milliseconds, and the requests of users already logged in (checked
-// against the cache) must keep the other half. A node of C CPUs derives
-// max(1, floor(C/2)) hashes at once; where that is more than half of C (a
-// node of less than two CPUs, or three), each slot stays taken after its
-// derivation for long enough that the slots are busy C/2 of the time: on
-// one CPU, as long again as the derivation took.
+// LoginConfig bounds what logins cost the node before their password
+// checks out (docs/security.md, "Failed logins are bounded").
+type LoginConfig struct {
+	// DerivationShare is the share of the node's CPUs, in (0, 1], that
+	// the password derivations of logins not yet verified may keep busy.
+	// A login that finds it spent is refused at once (*LoginBusyError)
+	// rather than queued: a flood of bad logins then costs the node this
+	// share and no more, and its logged-in users' requests (checked
+	// against the cache of verified passwords, without a derivation),
+	// client certificates and sessions keep the rest.
+	DerivationShare float64
+	// DerivationBurst is the CPU time, in (0, 1m], that derivations may
+	// spend at once beyond the share, saved while they spend less: the
+	// distinct first logins after a restart, or a client logging in as
+	// several users one after another, are admitted, and a flood spends
+	// the burst once and then the share.
+	DerivationBurst time.Duration
+}
+
+// DefaultLoginConfig returns the documented default: a tenth of the
+// node's CPUs and a burst of one second's CPU time. On a node of 2 CPUs
+// about 40 new logins of 30 ms each one after another (the burst and what
+// refills meanwhile), then about 6 a second.
+func DefaultLoginConfig() LoginConfig {
+	return LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second}
+}
+
+// Validate checks the bounds.
+func (c LoginConfig) Validate() error {
+	// Below a thousandth one derivation's debt takes minutes to repay
+	// (30 ms at a thousandth of one CPU: 30 s): no login would be answered.
+	if !(c.DerivationShare >= 0.001 && c.DerivationShare <= 1) {
+		return fmt.Errorf("security: the login derivation share must be a share of the node's CPUs in [0.001, 1], not %v", c.DerivationShare)
+	}
+	// Without a burst no login would start; beyond a minute's CPU time a
+	// flood would take the node's CPUs for a minute before the share held.
+	if c.DerivationBurst <= 0 || c.DerivationBurst > time.Minute {
+		return fmt.Errorf("security: the login derivation burst must be CPU time in (0, 1m], not %v", c.DerivationBurst)
+	}
+	return nil
+}
+
+// LoginBusyError refuses a login, before its password is checked, because
+// the node's derivation budget is spent: nothing is wrong with the login,
+// and it may be retried after RetryAfter. gRPC answers it with
+// ResourceExhausted, Redis with "ERR too many login attempts, retry
+// later", HTTP with 429 and Retry-After.
+type LoginBusyError struct{ After time.Duration }
+
+func (e *LoginBusyError) Error() string { return "too many login attempts, retry later" }
+
+// RetryAfter is the wait, rounded up to whole seconds, at least one.
+func (e *LoginBusyError) RetryAfter() time.Duration { return max(time.Second, wholeSeconds(e.After)) }
+
+// IsLoginBusy reports whether err refuses a login for want of derivation
+// budget.
+func IsLoginBusy(err error) bool {
+	var busy *LoginBusyError
+	return errors.As(err, &busy)
+}
+
+// derivationBudget keeps password derivations to a share of the node's
+// CPUs with a CPU-time token bucket: credit, in CPU time, refills at
+// budget = share × CPUs seconds a second up to the burst. A derivation
+// starts while the credit is not negative and one of max(1, floor(CPUs))
+// slots is free (a burst may keep every core busy for a moment, so that
+// distinct users logging in at the same instant, as after a restart, are
+// not refused; the credit bounds the average), and the time it took is
+// charged after it, so the credit
+// may go below zero: a derivation's cost is not known before it ends, and
+// one admitted with a little credit is charged in full. A login that finds
+// the credit spent or every slot busy is refused, not queued: a queue would
+// hold every attacker's attempt and its 19 MiB, and make a real user's
+// login wait behind them. Over any stretch of time derivations take at most
+// the burst, plus budget × its length, plus the derivations under way when
+// the credit ran out.
 //
-// The node's CPUs are the fewer of GOMAXPROCS and its cgroup's quota:
-// the Go runtime gives a node of one CPU's quota two Ps, and without the
-// rest one derivation would keep that node's whole quota busy.
-type derivationGate struct {
+// The node's CPUs are the fewer of GOMAXPROCS and its cgroup's quota: the
+// Go runtime gives a node of one CPU's quota two Ps.
+type derivationBudget struct {
+	share float64
+	burst time.Duration
 	// procs is GOMAXPROCS; quota the node's CPU quota (0: none). Both are
-	// read at every derivation: a sized node is moved into its cgroup
-	// after it starts.
+	// read again once cpusEvery has passed: a sized node is moved into
+	// its cgroup after it starts.
 	procs func() int
 	quota func() float64
+	// now times derivations and refills on the wall clock (not a
+	// directory's injected one): the time is the core's. A derivation's
+	// wall time is at least its CPU time, so a loaded node charges more,
+	// never less.
+	now func() time.Time
 
 	mu   sync.Mutex
-	cond sync.Cond
 	busy int
+	// credit is the CPU time left, in nanoseconds, as of creditAt (zero:
+	// not refilled yet, the credit the full burst); a float, so that
+	// refills of a few nanoseconds' worth add up.
+	credit   float64
+	creditAt time.Time
+	// cpus is the node's CPUs as read at cpusAt.
+	cpus   float64
+	cpusAt time.Time
 }
 
-func newDerivationGate() *derivationGate {
-	g := &derivationGate{procs: func() int { return runtime.GOMAXPROCS(0) }, quota: func() float64 { return 0 }}
-	g.cond.L = &g.mu
-	return g
+// cpusEvery is how often a budget reads the node's CPUs at most. Reading
+// the quota opens cgroup files: done at every login, a flood's refused
+// logins spent more of the node's CPU on it (58% in a profile of
+// `tidekv bench scenario loginflood`) than the budget kept from
+// derivations.
+const cpusEvery = time.Second
+
+// newDerivationBudget returns a budget of c, its credit full.
+func newDerivationBudget(c LoginConfig) *derivationBudget {
+	return &derivationBudget{share: c.DerivationShare, burst: c.DerivationBurst, credit: float64(c.DerivationBurst),
+		procs: func() int { return runtime.GOMAXPROCS(0) }, quota: func() float64 { return 0 }, now: time.Now}
 }
 
-// do runs derive once a slot is free. It times the derivation on the
-// wall clock (not a directory's injected one): the time is the core's.
-func (g *derivationGate) do(derive func()) {
-	cpus := float64(g.procs())
-	if q := g.quota(); q > 0 && q < cpus {
-		cpus = q
+// do runs derive if the budget admits it, else refuses with
+// *LoginBusyError; derive's time is charged after it.
+func (b *derivationBudget) do(derive func()) error {
+	if err := b.take(b.now()); err != nil {
+		return err
 	}
-	slots := max(1, int(cpus/2))
-	g.mu.Lock()
-	for g.busy >= slots {
-		g.cond.Wait()
-	}
-	g.busy++
-	g.mu.Unlock()
-	start := time.Now()
+	start := b.now()
 	derive()
-	release := func() {
-		g.mu.Lock()
-		g.busy--
-		g.mu.Unlock()
-		g.cond.Signal()
-	}
-	if rest := restAfter(time.Since(start), cpus, slots); rest > 0 {
-		// The caller has its answer; only the next derivation waits.
-		time.AfterFunc(rest, release)
-		return
-	}
-	release()
+	end := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.busy--
+	b.refill(end)
+	b.credit -= float64(end.Sub(start))
+	return nil
 }
 
-// restAfter is how long a slot stays taken after a derivation that took
-// spent, so that slots of them keep at most half of cpus busy.
-func restAfter(spent time.Duration, cpus float64, slots int) time.Duration {
-	duty := min(1, cpus/2/float64(slots))
-	return time.Duration(float64(spent) * (1/duty - 1)).Round(time.Microsecond)
+// take claims a slot, or says how long until the credit is not negative
+// (0 when only the slots are busy: one frees within a derivation's time,
+// which the second RetryAfter asks at least covers).
+func (b *derivationBudget) take(now time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cpusAt.IsZero() || now.Sub(b.cpusAt) >= cpusEvery {
+		b.cpus, b.cpusAt = float64(b.procs()), now
+		if q := b.quota(); q > 0 && q < b.cpus {
+			b.cpus = q
+		}
+	}
+	b.refill(now)
+	switch {
+	case b.credit < 0:
+		return &LoginBusyError{After: time.Duration(math.Ceil(-b.credit / b.rate()))}
+	case b.busy >= max(1, int(b.cpus)):
+		return &LoginBusyError{}
+	}
+	b.busy++
+	return nil
+}
+
+// rate is the budget in cores: the CPU time credited a second.
+func (b *derivationBudget) rate() float64 { return b.share * b.cpus }
+
+// refill credits the time since the last refill, up to the burst.
+func (b *derivationBudget) refill(now time.Time) {
+	if !b.creditAt.IsZero() {
+		b.credit = min(float64(b.burst), b.credit+float64(now.Sub(b.creditAt))*b.rate())
+	}
+	b.creditAt = now
 }

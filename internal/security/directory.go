@@ -23,8 +23,9 @@ type Directory struct {
 	every  time.Duration
 
 	limiter *loginLimiter
-	// derivations keeps the hashes derived to half the node's cores.
-	derivations *derivationGate
+	// derivations keeps the hashes derived for logins not yet verified
+	// to the node's LoginConfig: its share of the CPUs and its burst.
+	derivations *derivationBudget
 	onFailure   func(LoginFailure)
 
 	mu    sync.Mutex
@@ -37,6 +38,24 @@ type Directory struct {
 	// pays for the derivation. A changed password changes the stored hash and so
 	// misses.
 	verified map[string][32]byte
+	// checking holds the derivations in progress by user name and
+	// verifiedSum, so that a client opening a pool of connections with
+	// one password derives it once rather than once per connection (the
+	// rest of which the budget would refuse).
+	checking map[checkKey]*checkCall
+}
+
+type checkKey struct {
+	user string
+	sum  [32]byte
+}
+
+// checkCall is one derivation in progress; ok and err are set when done
+// is closed.
+type checkCall struct {
+	done chan struct{}
+	ok   bool
+	err  error
 }
 
 // ReloadEvery is how stale a node's view of the users file may be.
@@ -55,8 +74,8 @@ func NewDirectory(f Files, path string) (*Directory, error) {
 		load = func() (*UserFile, error) { return ReadUserFile(f, path) }
 		rehash = func(old, new User) error { return rehashInFile(f, path, old, new) }
 	}
-	d := &Directory{load: load, rehash: rehash, now: time.Now, every: ReloadEvery, verified: map[string][32]byte{},
-		limiter: newLoginLimiter(), derivations: newDerivationGate(), onFailure: func(LoginFailure) {}}
+	d := &Directory{load: load, rehash: rehash, now: time.Now, every: ReloadEvery, verified: map[string][32]byte{}, checking: map[checkKey]*checkCall{},
+		limiter: newLoginLimiter(), derivations: newDerivationBudget(DefaultLoginConfig()), onFailure: func(LoginFailure) {}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d, d.reloadLocked()
@@ -139,17 +158,35 @@ func (d *Directory) Add(u User) {
 // events.
 type LoginFailure struct {
 	User, Source string
+	Result       LoginResult
 	// BackOff is how long the user or source is refused after this
-	// failure (0: not yet).
+	// failure (0: not yet), or for LoginBusy when to retry.
 	BackOff time.Duration
-	// Refused: during a back-off, without checking the password.
-	Refused bool
 }
 
-// SetCPUQuota sets where the directory reads the node's CPU quota (0:
-// none), which bounds its derivations beside GOMAXPROCS. Call it before
-// the directory is used.
-func (d *Directory) SetCPUQuota(quota func() float64) { d.derivations.quota = quota }
+// LoginResult is why a login was refused; its value is the result label
+// of the node's login failure counter.
+type LoginResult string
+
+const (
+	// LoginWrong: a wrong user name or password (one derivation).
+	LoginWrong LoginResult = "wrong"
+	// LoginBackoff: during a back-off of the user or the address,
+	// unchecked (*RetryLaterError).
+	LoginBackoff LoginResult = "backoff"
+	// LoginBusy: the node's derivation budget was spent, unchecked
+	// (*LoginBusyError).
+	LoginBusy LoginResult = "busy"
+)
+
+// SetDerivationBudget sets the share of the node's CPUs that derivations
+// of logins not yet verified may use and their burst (c is valid), and
+// where the directory reads the node's CPU quota (0: none), which bounds
+// the CPUs beside GOMAXPROCS. Call it before the directory is used.
+func (d *Directory) SetDerivationBudget(c LoginConfig, quota func() float64) {
+	d.derivations = newDerivationBudget(c)
+	d.derivations.quota = quota
+}
 
 // OnLoginFailure sets fn to be called, outside locks, for every refused
 // password login. Call it before the directory is used.
@@ -157,13 +194,15 @@ func (d *Directory) OnLoginFailure(fn func(LoginFailure)) { d.onFailure = fn }
 
 // PasswordRole checks a user's password, given from source (host:port),
 // and returns their role. During a back-off of the user or the source it
-// refuses with a *RetryLaterError at once; a wrong password and an
-// unknown user cost the same derivation and read the same.
+// refuses with a *RetryLaterError at once, and when a password that is not
+// the one last verified finds the node's derivation budget spent, with a
+// *LoginBusyError; a wrong password and an unknown user cost the same
+// derivation and read the same.
 func (d *Directory) PasswordRole(name, password, source string) (Role, error) {
 	src, now := sourceHost(source), d.now()
 	wait, trusted := d.limiter.wait(name, src, now)
 	if wait > 0 {
-		d.onFailure(LoginFailure{User: name, Source: src, BackOff: wait, Refused: true})
+		d.onFailure(LoginFailure{User: name, Source: src, Result: LoginBackoff, BackOff: wait})
 		return RoleNone, &RetryLaterError{After: wait}
 	}
 	d.mu.Lock()
@@ -172,9 +211,15 @@ func (d *Directory) PasswordRole(name, password, source string) (Role, error) {
 	d.mu.Unlock()
 	sum := verifiedSum(u, password)
 	if !known || !hit || subtle.ConstantTimeCompare(cached[:], sum[:]) != 1 {
-		if !d.check(u, known, password) {
+		ok, err := d.checkOnce(name, sum, u, known, password)
+		if err != nil {
+			// Not a failure of the user's or the address's: the node's.
+			d.onFailure(LoginFailure{User: name, Source: src, Result: LoginBusy, BackOff: err.(*LoginBusyError).RetryAfter()})
+			return RoleNone, err
+		}
+		if !ok {
 			backOff := d.limiter.failed(name, src, d.now())
-			d.onFailure(LoginFailure{User: name, Source: src, BackOff: backOff})
+			d.onFailure(LoginFailure{User: name, Source: src, Result: LoginWrong, BackOff: backOff})
 			return RoleNone, errBadCredentials
 		}
 		if u.outdated() {
@@ -189,6 +234,26 @@ func (d *Directory) PasswordRole(name, password, source string) (Role, error) {
 	return ParseRole(u.Role)
 }
 
+// checkOnce is check, or the outcome of the same check in progress.
+func (d *Directory) checkOnce(name string, sum [32]byte, u User, known bool, password string) (bool, error) {
+	key := checkKey{name, sum}
+	d.mu.Lock()
+	if c := d.checking[key]; c != nil {
+		d.mu.Unlock()
+		<-c.done
+		return c.ok, c.err
+	}
+	c := &checkCall{done: make(chan struct{})}
+	d.checking[key] = c
+	d.mu.Unlock()
+	c.ok, c.err = d.check(u, known, password)
+	d.mu.Lock()
+	delete(d.checking, key)
+	d.mu.Unlock()
+	close(c.done)
+	return c.ok, c.err
+}
+
 // verifiedSum is what the cache of checked passwords holds for u's
 // password: sha256(stored hash, password), computed in a buffer on the
 // stack for the hashes and passwords of usual length.
@@ -199,17 +264,17 @@ func verifiedSum(u User, password string) [32]byte {
 
 // check derives password's hash against the user's, or against a dummy
 // hash of today's cost for an unknown user or one without a password, so
-// that timing does not tell which users exist.
-func (d *Directory) check(u User, known bool, password string) bool {
-	ok := false
-	d.derivations.do(func() {
+// that timing does not tell which users exist. Without derivation budget
+// it checks nothing and returns a *LoginBusyError.
+func (d *Directory) check(u User, known bool, password string) (ok bool, err error) {
+	err = d.derivations.do(func() {
 		if !known || len(u.Hash) == 0 {
 			dummyUser().CheckPassword(password)
 			return
 		}
 		ok = u.CheckPassword(password)
 	})
-	return ok
+	return ok, err
 }
 
 // dummyUser has a hash of a random password at today's setting.
@@ -222,13 +287,16 @@ var dummyUser = sync.OnceValue(func() User {
 })
 
 // upgrade rehashes an outdated hash with today's algorithm and writes it
-// to the users file, returning the user to remember. If the file cannot
-// be written the old hash stays, and is tried again at the user's next
-// login that misses the cache.
+// to the users file, returning the user to remember. If the derivation
+// budget is spent (the login is verified: it is not refused for that) or
+// the file cannot be written the old hash stays, and is tried again at the
+// user's next login that misses the cache.
 func (d *Directory) upgrade(u User, password string) User {
 	old := u
 	var err error
-	d.derivations.do(func() { err = u.SetPassword(password) })
+	if berr := d.derivations.do(func() { err = u.SetPassword(password) }); berr != nil {
+		err = berr
+	}
 	if err == nil {
 		err = d.rehash(old, u)
 	}

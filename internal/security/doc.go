@@ -27,7 +27,9 @@
 // cluster copied to every node; passwords are stored as salted Argon2id
 // hashes (older files: PBKDF2-SHA256, rehashed at the next login), never in
 // clear, and never logged. Failed logins back off per user and per source
-// address (limiter.go).
+// address (limiter.go), and the derivations of logins not yet verified keep
+// to a share of the node's CPUs, beyond which logins are refused as busy
+// (derivations.go).
 //
 // Imports: the standard library, golang.org/x/crypto/argon2 and gRPC only.
 package security

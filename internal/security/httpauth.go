@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -143,6 +144,18 @@ func sessionCookie(token string, maxAge int) *http.Cookie {
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode}
 }
 
+// RefusalStatus is the HTTP status of a failed authentication: 429 for a
+// login the node's derivation budget refused, with Retry-After set in h
+// (the login may be retried as it is), else 401.
+func RefusalStatus(h http.Header, err error) int {
+	var busy *LoginBusyError
+	if !errors.As(err, &busy) {
+		return http.StatusUnauthorized
+	}
+	h.Set("Retry-After", strconv.Itoa(int(busy.RetryAfter().Seconds())))
+	return http.StatusTooManyRequests
+}
+
 type identityKey struct{}
 
 // IdentityOf is who made r, as Require established it; ok is false on an
@@ -165,13 +178,14 @@ func (a HTTPAuth) Require(need Role, name string, h, unauthenticated http.Handle
 				unauthenticated.ServeHTTP(w, r)
 				return
 			}
+			code := RefusalStatus(w.Header(), err)
 			// A browser answers a Basic challenge with a password dialog:
 			// the dashboard's own requests (they carry its cookie) go back
 			// to the login page instead.
-			if _, cerr := r.Cookie(SessionCookie); cerr != nil {
+			if _, cerr := r.Cookie(SessionCookie); cerr != nil && code == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Basic realm="tidekv", charset="UTF-8"`)
 			}
-			http.Error(w, err.Error(), http.StatusUnauthorized)
+			http.Error(w, err.Error(), code)
 			return
 		}
 		if id.Role < need {

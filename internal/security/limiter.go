@@ -41,8 +41,11 @@ func (e *RetryLaterError) Error() string {
 }
 
 // RetryAfter is the wait, rounded up to whole seconds.
-func (e *RetryLaterError) RetryAfter() time.Duration {
-	return time.Duration(math.Ceil(e.After.Seconds())) * time.Second
+func (e *RetryLaterError) RetryAfter() time.Duration { return wholeSeconds(e.After) }
+
+// wholeSeconds rounds d up to whole seconds, as Retry-After counts them.
+func wholeSeconds(d time.Duration) time.Duration {
+	return time.Duration(math.Ceil(d.Seconds())) * time.Second
 }
 
 // failures is one user's or address's run of failed logins.

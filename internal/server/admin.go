@@ -217,7 +217,7 @@ func (a *adminService) ChangeReplicas(ctx context.Context, req *tidekvpb.ChangeR
 			}
 			d, err = r.AddLearner(ctx, req.GetAddNodeId())
 		} else {
-			s.learnKeySpace(ctx, r.Desc().GetStartKey()) // its replication factor
+			s.ks.Learn(ctx, r.Desc().GetStartKey()) // its replication factor
 			d, err = r.ChangeReplicas(ctx, req.GetAddNodeId(), req.GetRemoveNodeId())
 		}
 		if err != nil {

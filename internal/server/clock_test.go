@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -15,30 +16,13 @@ import (
 // nodes at once at ±0.4 × max offset, so they differ by the 0.8 × the
 // monitor tolerates (the chaos schedules skew one node at a time within
 // ±max offset / 2). A node skewed past the max offset refuses leases, hands
-// them to the others, who serve, and says why; healed, it is trusted again.
+// them to the others, who serve, and says why; its time does not follow the
+// step, so its timestamps stay near the others'; healed, it is trusted
+// again.
 func TestSkewedNodeGivesUpLeases(t *testing.T) {
-	var clocks []*raftstore.SkewClock
-	tc := startClusterWith(t, 3, func(c *Config) {
-		clk := &raftstore.SkewClock{}
-		clocks = append(clocks, clk)
-		c.Raft.Clock = clk
-	})
-	c := tc.client()
-	tc.waitReplicated(c, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	key := []byte("clock-key")
-	if err := c.Put(ctx, key, []byte("v1")); err != nil {
-		t.Fatal(err)
-	}
-	leaseholder := func() int {
-		for i, s := range tc.nodes {
-			if r := s.Store().LookupKey(key); r != nil && r.IsLeader() {
-				return i
-			}
-		}
-		return -1
-	}
+	tc, clocks, c, ctx := startSkewable(t, key)
+	leaseholder := func() int { return tc.leaseholderOf(key) }
 	untrusted := func() []uint64 {
 		var out []uint64
 		for _, s := range tc.nodes {
@@ -110,10 +94,21 @@ func TestSkewedNodeGivesUpLeases(t *testing.T) {
 	if !hasEvent(skewed, "clock-untrusted", "holding no leases") {
 		t.Error("no clock-untrusted event on the skewed node")
 	}
+	// Its time did not follow the step (raftstore.SteadyClock): its
+	// timestamps stayed within the max offset of real time, so the others
+	// had none of its to refuse (a transaction it coordinated would
+	// otherwise have written in the future, unseen by readers that began
+	// after it was acknowledged).
+	if ahead := time.Duration(skewed.Store().HLC().Now().WallTime - time.Now().UnixNano()); ahead > maxOffset {
+		t.Errorf("the skewed node's HLC runs %v ahead, want within the max offset %v", ahead, maxOffset)
+	}
 	for _, s := range tc.nodes {
-		if s != skewed && metricSum(t, s, "tidekv_clock_remote_refused_total") == 0 {
-			t.Errorf("node %d refused none of the skewed node's timestamps", s.NodeID())
+		if n := metricSum(t, s, "tidekv_clock_remote_refused_total"); s != skewed && n != 0 {
+			t.Errorf("node %d refused %v of the skewed node's timestamps, want none: its time must not follow the step", s.NodeID(), n)
 		}
+	}
+	if !hasEvent(skewed, "clock-step", "keeps to the monotonic clock") {
+		t.Error("no clock-step event on the skewed node")
 	}
 	// And no lease goes back to it.
 	if err := c.TransferLease(ctx, skewed.Store().LookupKey(key).RangeID(), skewed.NodeID()); err == nil || !strings.Contains(err.Error(), "not trusted") {
@@ -157,4 +152,71 @@ func metricSum(t *testing.T, s *Server, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// A leaseholder whose wall clock jumps beyond the max offset must not
+// write in the future in the moments before its offset monitor notices: a
+// write it acknowledged is read by a transaction that begins afterwards
+// through another node, whose clock is right. Before the node's time kept
+// to the monotonic clock across steps (raftstore.SteadyClock), the write
+// landed a second ahead and the reader, at its node's time, missed it.
+func TestClockStepCannotHideAnAcknowledgedWrite(t *testing.T) {
+	key := []byte("step-key")
+	tc, clocks, _, ctx := startSkewable(t, key)
+	holder := tc.leaseholderOf(key)
+	if holder < 0 {
+		t.Fatal("no leaseholder for the key")
+	}
+	// Each client talks to one node only, so neither carries the other's
+	// clock readings.
+	through := func(i int) *client.Client {
+		return tc.client(func(cfg *client.Config) { cfg.Addrs = []string{tc.nodes[i].Addr()} })
+	}
+	writer, reader := through(holder), through((holder+1)%3)
+
+	clocks[holder].Set(4 * tc.cfgs[0].Raft.MaxClockOffset)
+	if err := writer.Put(ctx, key, []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	if err := reader.Txn(ctx, func(tx *client.Tx) error {
+		v, err := tx.Get(ctx, key)
+		got = v
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "v2" {
+		t.Fatalf("a transaction begun after v2 was acknowledged read %q through another node: the skewed leaseholder wrote in the future", got)
+	}
+}
+
+// startSkewable starts three nodes, each on a wall clock of its own to
+// skew, waits until every range has three voters and writes key=v1; ctx
+// lasts a minute.
+func startSkewable(t *testing.T, key []byte) (*testCluster, []*raftstore.SkewClock, *client.Client, context.Context) {
+	var clocks []*raftstore.SkewClock
+	tc := startClusterWith(t, 3, func(c *Config) {
+		clk := &raftstore.SkewClock{}
+		clocks = append(clocks, clk)
+		c.Raft.Clock = clk
+	})
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if err := c.Put(ctx, key, []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	return tc, clocks, c, ctx
+}
+
+// leaseholderOf is the index of the node leading key's range, -1 if none.
+func (tc *testCluster) leaseholderOf(key []byte) int {
+	for i, s := range tc.nodes {
+		if r := s.Store().LookupKey(key); r != nil && r.IsLeader() {
+			return i
+		}
+	}
+	return -1
 }

@@ -94,10 +94,10 @@ func (s *Server) pushClosed(context.Context) {
 			// The send and receive times bracket the peer's answer for
 			// the offset estimate (clock.go).
 			req.Hlc = tidekvpb.FromHLC(s.store.HLC().Now())
-			sent := s.store.Now()
+			sample := s.clock.Begin()
 			resp, err := tidekvpb.NewAdminClient(s.conn(addr)).PushClosedTimestamps(ctx, req)
 			if err == nil {
-				s.clock.NotePushAnswer(s.store.HLC(), peer, sent, s.store.Now(), time.Now(), resp)
+				s.clock.NotePushAnswer(s.store.HLC(), peer, sample, time.Now(), resp)
 				s.loads.note(resp.GetLoad())
 			}
 		}(peer, n.GetGrpcAddr())
@@ -122,7 +122,7 @@ func (a *adminService) PushClosedTimestamps(ctx context.Context, req *tidekvpb.C
 		a.s.store.ApplyClosedTimestamps(req.GetClosed())
 	}
 	a.s.loads.note(req.GetLoad())
-	return &tidekvpb.ClosedTimestampsResponse{Load: a.s.ownLoad(), Hlc: tidekvpb.FromHLC(a.s.store.HLC().Now()), UnixNanos: a.s.store.Now().UnixNano()}, nil
+	return &tidekvpb.ClosedTimestampsResponse{Load: a.s.ownLoad(), Hlc: tidekvpb.FromHLC(a.s.store.HLC().Now()), UnixNanos: a.s.clock.WallNow().UnixNano()}, nil
 }
 
 func (a *adminService) NodeLoads(ctx context.Context, req *tidekvpb.NodeLoadsRequest) (*tidekvpb.NodeLoadsResponse, error) {

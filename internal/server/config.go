@@ -20,6 +20,7 @@ import (
 	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
+	"github.com/tidekv/tidekv/internal/security"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
 	"github.com/tidekv/tidekv/internal/txn"
@@ -176,10 +177,10 @@ type Config struct {
 	// setting overrides GC.TTL.
 	GC queue.GCConfig
 	// Cache configures eviction in key spaces with a capacity and
-	// read-through in key spaces with a miss handler (eviction.go).
+	// read-through in key spaces with a miss handler (internal/keyspaces).
 	Cache cache.Config
 	// MemEngine configures the memory engine of each memory key space
-	// (memspaces.go); its Index is ignored, each key space names its own.
+	// (internal/keyspaces/mem.go); its Index is ignored, each key space names its own.
 	MemEngine memengine.Config
 	// Locality labels the node's place, "key=value,..." from the widest
 	// (region=eu,zone=a); "" for none.
@@ -232,6 +233,7 @@ func DefaultConfig() Config {
 		Events:                  events.DefaultConfig(),
 		Monitor:                 monitor.DefaultConfig(),
 		Gossip:                  gossipDefaults(),
+		Security:                SecurityConfig{Login: security.DefaultLoginConfig()},
 	}
 }
 
@@ -346,6 +348,7 @@ func (c *Config) componentChecks() []func() error {
 		},
 		c.Events.Validate,
 		c.Monitor.Validate,
+		c.Security.Login.Validate,
 		c.Transport.Validate,
 		func() error {
 			if c.Redis.ListenAddr == "" {

@@ -109,7 +109,7 @@ func (s *Server) placeRound(ctx context.Context, urgent bool) {
 // exportOverflow exports the overflow policy's view of each key space
 // that grows when full.
 func (s *Server) exportOverflow() {
-	cat := s.keyspaces.get()
+	cat := s.ks.Catalogue()
 	for _, c := range s.ctl.loop.Autoscaler.Status().Caches {
 		if k, ok := cat.ByName(c.Name); ok {
 			s.metrics.KeyspacePrelaunch.WithLabelValues(metrics.IDLabel(k.ID)).Set(c.ThresholdBytes)

@@ -89,7 +89,7 @@ func TestEvictionKeepsKeySpaceUnderCapacity(t *testing.T) {
 	eventually(t, 15*time.Second, "ctl keyspace list counts the evictions and the keys left", func() error {
 		var evictions uint64
 		for _, s := range tc.nodes {
-			evictions += s.counters.of(1).evictions.Load()
+			evictions += evictionsOf(s, 1)
 		}
 		if evictions < 50 {
 			t.Fatalf("%d evictions counted, want at least the 50 keys over the capacity", evictions)
@@ -122,6 +122,16 @@ func keySpaceHeld(ctx context.Context, s *Server, id keyspace.ID) uint64 {
 			rs = append(rs, r)
 		}
 	}
-	held, _ := s.heldBytes(ctx, rs, true)
+	held, _ := s.ks.HeldBytes(ctx, rs, true)
 	return held
+}
+
+// evictionsOf is the evictions s counted in key space id.
+func evictionsOf(s *Server, id keyspace.ID) uint64 {
+	for _, c := range s.ks.Counts() {
+		if keyspace.ID(c.GetId()) == id {
+			return c.GetEvictions()
+		}
+	}
+	return 0
 }

@@ -36,6 +36,20 @@ func (f *faultNodes) adjust(c *Config) {
 	c.Transport.Partition, c.Raft.Clock = p, clk
 }
 
+// skew sets node i's wall clock d off and waits until the node's time
+// follows it, as it does once its offset monitor finds the stepped clock
+// within the tolerance of the peers' (raftstore.SteadyClock).
+func (f *faultNodes) skew(t *testing.T, tc *testCluster, i int, d time.Duration) {
+	t.Helper()
+	f.clocks[i].Set(d)
+	eventually(t, 10*time.Second, "the node's time to follow its clock's step", func() error {
+		if off := time.Until(tc.nodes[i].Store().Now()); (off - d).Abs() > 20*time.Millisecond {
+			return fmt.Errorf("node %d's time is %v off, its wall clock %v", tc.nodes[i].NodeID(), off, d)
+		}
+		return nil
+	})
+}
+
 // heal removes every partition and skew.
 func (f *faultNodes) heal() {
 	for i := range f.parts {
@@ -55,7 +69,7 @@ func (tc *testCluster) kill(i int, part *transport.Partition) *storage.MemEngine
 	s := tc.nodes[i]
 	part.Isolate()
 	s.grpcSrv.Stop()
-	mem := s.mem.base.(*storage.MemEngine)
+	mem := s.ks.Base().(*storage.MemEngine)
 	left := mem.CrashCloneKeeping(mem.UnsyncedBatches())
 	s.Stop()
 	part.Heal()

@@ -19,7 +19,7 @@ import (
 // yet gets the cluster's gc-ttl, which keeps at least a memory default's
 // history.
 func (s *Server) gcPolicyOf(start []byte, cfg queue.GCConfig) queue.GCPolicy {
-	k, _ := s.keyspaces.get().ByID(keyspace.Of(start))
+	k, _ := s.ks.Catalogue().ByID(keyspace.Of(start))
 	return queue.GCPolicyFor(k, cfg, s.cfg.Txn.MaxDuration)
 }
 
@@ -53,19 +53,19 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		}
 		led[r.RangeID()] = true
 		p := s.gcPolicyOf(r.Desc().GetStartKey(), cfg)
-		if s.queues.gc.Due(r.RangeID(), now, p.Every, cfg.Tick()) {
+		if s.gcQueue.Due(r.RangeID(), now, p.Every, cfg.Tick()) {
 			s.gcRange(ctx, r, cfg, p, now, &prot)
 			s.sweepIntents(ctx, r)
 		}
 	}
-	s.queues.gc.KeepOnly(led)
+	s.gcQueue.KeepOnly(led)
 }
 
 // gcRange looks at one range that is due and collects it if worth it.
 // Every way out records the look, so the range is next due a policy
 // interval from now.
 func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg queue.GCConfig, p queue.GCPolicy, now time.Time, prot *gcProtections) {
-	q := &s.queues.gc
+	q := &s.gcQueue
 	id, written := r.RangeID(), r.WrittenBytes()
 	cfg.TTL, cfg.MinGarbageBytes = p.TTL, p.MinGarbage
 	if !q.Look(id, now, written, cfg.TTL) {

@@ -187,7 +187,7 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 	}
 	waitUntil(t, func() bool {
 		for _, s := range tc.nodes {
-			cat := s.keyspaces.get()
+			cat := s.ks.Catalogue()
 			for _, k := range made {
 				if _, ok := cat.ByID(k.ID); !ok {
 					return false // its ranges would get the cluster's 10 minutes

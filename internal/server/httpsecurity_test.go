@@ -47,7 +47,8 @@ var secureUsers = []struct {
 	{"boss", "a-pass", security.RoleAdmin},
 }
 
-func startSecureNode(t *testing.T) *secureNode {
+// startSecureNode starts the node; login bounds its derivations.
+func startSecureNode(t *testing.T, login security.LoginConfig) *secureNode {
 	t.Helper()
 	dir := t.TempDir()
 	n := &secureNode{certs: filepath.Join(dir, "certs"), other: filepath.Join(dir, "other")}
@@ -79,7 +80,8 @@ func startSecureNode(t *testing.T) *secureNode {
 
 	cfg := testConfig(t)
 	cfg.HTTPAddr, cfg.Redis.ListenAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Security = SecurityConfig{CertsDir: n.certs, UsersFile: usersFile}
+	cfg.Security.CertsDir, cfg.Security.UsersFile = n.certs, usersFile
+	cfg.Security.Login = login
 	cfg.EnablePprof, cfg.FaultInjection = true, true
 	s, err := Start(context.Background(), cfg)
 	if err != nil {
@@ -220,7 +222,7 @@ func grpcOutcome(err error) verdict {
 // endpoint on it, as each kind of caller, and checks the verdict: the
 // table of docs/security.md, "What is protected".
 func TestSecurityTable(t *testing.T) {
-	n := startSecureNode(t)
+	n := startSecureNode(t, security.DefaultLoginConfig())
 	ctx := context.Background()
 	t.Run("gRPC", func(t *testing.T) {
 		methods := []struct {
@@ -411,7 +413,7 @@ func httpOutcome(t *testing.T, hc *http.Client, addr string, p httpProbe, c call
 // keys, a range boundary at one (a split) and a transaction's intent on
 // one, and the scrape names none of them.
 func TestMetricsCarryNoUserKeys(t *testing.T) {
-	n := startSecureNode(t)
+	n := startSecureNode(t, security.DefaultLoginConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cc := n.grpcConn(t, n.tls(t, security.RootUser), nil)
@@ -449,7 +451,7 @@ func TestMetricsCarryNoUserKeys(t *testing.T) {
 // carries and scripts cannot read, with the user's role; logging out ends
 // it, and a wrong password opens none.
 func TestDashboardSession(t *testing.T) {
-	n := startSecureNode(t)
+	n := startSecureNode(t, security.DefaultLoginConfig())
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: n.tls(t, "")},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	base := "https://" + n.s.HTTPAddr()
@@ -508,7 +510,7 @@ func TestDashboardLoginInBrowser(t *testing.T) {
 	if _, ok := chromium.Path(); !ok {
 		t.Skip("chromium not installed (.ci/run installs it): the dashboard's login is not checked in a browser")
 	}
-	n := startSecureNode(t)
+	n := startSecureNode(t, security.DefaultLoginConfig())
 	nodeCert, err := tls.LoadX509KeyPair(filepath.Join(n.certs, security.NodeCert), filepath.Join(n.certs, security.NodeKey))
 	if err != nil {
 		t.Fatal(err)

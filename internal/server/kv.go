@@ -58,7 +58,7 @@ func (n kvNode) Admit(ctx context.Context, read bool) (admission.Priority, error
 func (n kvNode) Done(p admission.Priority) { n.s.adm.Done(p) }
 
 func (n kvNode) AdmitGrowth(ctx context.Context, r *raftstore.Replica, key []byte, grow uint64) (*raftstore.Replica, func(), error) {
-	return n.s.admitGrowth(ctx, r, key, grow)
+	return n.s.sizes.Admit(ctx, r, key, grow)
 }
 
 func (n kvNode) IntentWait(op string) kvapi.IntentWait { return n.s.txns.NewWait(op) }
@@ -87,15 +87,15 @@ func (n kvNode) ScanEnd(ctx context.Context, name string, start, end []byte, has
 }
 
 func (n kvNode) Touch(r *raftstore.Replica, key []byte, more ...[]byte) {
-	n.s.touch(r, key)
+	n.s.ks.Touch(r, key)
 	if len(more) > 0 {
-		n.s.touch(r, more...)
+		n.s.ks.Touch(r, more...)
 	}
 }
 
 func (n kvNode) NoteWrite(ctx context.Context, r *raftstore.Replica) { n.s.noteWrite(ctx, r) }
 
-func (n kvNode) CountRead(key []byte, found bool) { n.s.counters.read(key, found) }
+func (n kvNode) CountRead(key []byte, found bool) { n.s.ks.CountRead(key, found) }
 
 // NeedVersion answers UNIMPLEMENTED, which the routing client does not
 // retry: a transaction fails with its sentence at once (a plain request's
@@ -111,7 +111,7 @@ func (n kvNode) NeedVersion(v uint32, what string) error {
 func (n kvNode) TxnExpiry() time.Duration { return n.s.cfg.Txn.Expiry }
 
 func (n kvNode) ReadThrough(ctx context.Context, r *raftstore.Replica, key []byte, v raftstore.Value) (raftstore.Value, error) {
-	return n.s.readThrough(ctx, r, key, v)
+	return n.s.ks.ReadThrough(ctx, r, key, v)
 }
 
 // readRequest is what every read request says about how it reads.

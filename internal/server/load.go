@@ -13,7 +13,7 @@ import (
 func (s *Server) sampleRangeLoad(now time.Time) {
 	cs := map[uint64]rangeload.Counters{}
 	local := map[uint64]bool{}
-	recount := s.recountAfter()
+	recount := s.sizes.RecountAfter()
 	for _, r := range s.store.Replicas() {
 		d := r.Desc()
 		if d == nil {
@@ -21,15 +21,15 @@ func (s *Server) sampleRangeLoad(now time.Time) {
 		}
 		c := rangeload.Counters{Requests: r.Requests(), Reads: r.Reads(), HotKeyShare: r.HotKeyShare(),
 			Gen: d.GetGeneration(), Term: r.LeaderTerm()}
-		if n, err := s.rangeSize(r, d.GetGeneration(), recount); err == nil {
+		if n, err := s.sizes.RangeSize(r, d.GetGeneration(), recount); err == nil {
 			c.Bytes = n
 		}
 		cs[r.RangeID()] = c
 		local[r.RangeID()] = true
 	}
-	s.sizes.forget(local)
+	s.sizes.Forget(local)
 	for id, c := range cs {
-		c.Keys, c.Writes = s.sizes.keys(id), s.takeWrites(id)
+		c.Keys, c.Writes = s.sizes.Keys(id), s.takeWrites(id)
 		cs[id] = c
 	}
 	led := map[uint64]float64{}
@@ -65,7 +65,7 @@ func (s *Server) rangeLoadOf(d *tidekvpb.RangeDescriptor, term uint64) rangeload
 		if r == nil {
 			return 0, 0, false
 		}
-		n, err := s.rangeSize(r, d.GetGeneration(), s.recountAfter())
-		return n, s.sizes.keys(d.GetRangeId()), err == nil
+		n, err := s.sizes.RangeSize(r, d.GetGeneration(), s.sizes.RecountAfter())
+		return n, s.sizes.Keys(d.GetRangeId()), err == nil
 	})
 }

@@ -20,7 +20,7 @@ func (s *Server) startLoops() {
 	// Ticks as often as the shortest GC interval; a Pebble range's pass
 	// keeps the time its own interval gives it.
 	s.loopWithin(s.cfg.GC.Tick(), runTimeout(s.cfg.GC.Interval), s.collectGarbage)
-	s.loop(s.cfg.Cache.EvictInterval, s.evictRound)
+	s.loop(s.cfg.Cache.EvictInterval, s.ks.EvictRound)
 	s.placeLoop()
 	s.sizeLoop()
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
@@ -127,7 +127,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	}
 	req.ReplicaReads = s.replicaReads()
 	req.Bytes = s.localStatus().GetBytes()
-	req.KeyspaceCounts = s.counters.snapshot()
+	req.KeyspaceCounts = s.ks.Counts()
 	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
 		return s.heartbeatLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
@@ -172,7 +172,7 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	l := s.rangeLoadOf(d, term)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.QPS, ReadQps: l.ReadQPS, Bytes: l.Bytes,
 		HotKeyShare: l.HotKeyShare, LeaseTerm: l.Term, LoadStale: l.Stale, ChangeInProgress: changing,
-		GarbageBytes: s.queues.gc.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
+		GarbageBytes: s.gcQueue.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return s.reportRangeLocal(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {

@@ -174,7 +174,7 @@ func checkInMemory(t *testing.T, tc *testCluster, id keyspace.ID) {
 		total := 0
 		for _, s := range tc.nodes {
 			for _, sp := range raftstore.UserDataSpans(keyspace.Span(id)) {
-				if n := countKeys(t, s.mem.base, sp[0], sp[1]); n > 0 {
+				if n := countKeys(t, s.ks.Base(), sp[0], sp[1]); n > 0 {
 					return fmt.Errorf("node %d's base engine holds %d keys of the memory key space", s.NodeID(), n)
 				}
 				total += countKeys(t, s.eng, sp[0], sp[1])

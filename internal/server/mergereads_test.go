@@ -75,8 +75,8 @@ func TestMergeKeepsTheRightRangesReads(t *testing.T) {
 	index := func(node uint64) int {
 		return slices.IndexFunc(tc.nodes, func(s *Server) bool { return s.NodeID() == node })
 	}
-	f.clocks[index(lhL)].Set(-150 * time.Millisecond)
-	f.clocks[index(lhR)].Set(150 * time.Millisecond)
+	f.skew(t, tc, index(lhL), -150*time.Millisecond)
+	f.skew(t, tc, index(lhR), 150*time.Millisecond)
 	at := c.Now()
 	at.WallTime += int64(500 * time.Millisecond) // the right leaseholder's clock plus at most the 400 ms
 	if v, err := c.Get(ctx, key, client.ReadAt(at)); err != nil || string(v) != "before" {

@@ -28,7 +28,7 @@ func (g nodeGauges) SnapshotRate() float64 {
 	return g.s.store.SnapshotRate()
 }
 
-func (g nodeGauges) MemoryKeySpaces() int { return g.s.mem.count() }
+func (g nodeGauges) MemoryKeySpaces() int { return g.s.ks.MemoryKeySpaces() }
 
 func (g nodeGauges) AutoscaleTarget() int {
 	if g.s.metaLeader() == nil {

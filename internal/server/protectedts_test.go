@@ -91,7 +91,7 @@ func (tc *testCluster) gcNow(ctx context.Context, t *testing.T) {
 		return true
 	})
 	for _, s := range tc.nodes {
-		s.queues.gc.KeepOnly(nil)
+		s.gcQueue.KeepOnly(nil)
 		s.collectGarbage(ctx)
 	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -13,9 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 )
@@ -120,20 +117,5 @@ func TestReadThrough(t *testing.T) {
 	}
 	if _, err := gone.Get(ctx, []byte("k")); err == nil || !strings.Contains(err.Error(), "read-through: miss handler "+down.URL) {
 		t.Fatalf("an origin that is down: %v", err)
-	}
-}
-
-// A key space record written before miss handlers existed (the bytes of
-// such a record) reads with its settings intact and no miss handler.
-func TestKeySpaceRecordFromBeforeMissHandlers(t *testing.T) {
-	old, _ := hex.DecodeString("0803120873657373696f6e731a0668617368656420012a06706562626c653080804038b0ea01")
-	rec := &tidekvpb.KeySpaceRecord{}
-	if err := proto.Unmarshal(old, rec); err != nil {
-		t.Fatal(err)
-	}
-	cat := catalogueOf([]*tidekvpb.KeySpaceRecord{rec})
-	k, ok := cat.ByID(3)
-	if !ok || k.Name != "sessions" || k.Mode != keyspace.Hashed || k.RF != 1 || k.CapacityPerNode != 1<<20 || k.TTL != 30*time.Second || k.MissHandler != "" {
-		t.Fatalf("read %+v, %v", k, ok)
 	}
 }

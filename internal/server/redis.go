@@ -49,7 +49,7 @@ func (s *Server) startRedis() error {
 		return fmt.Errorf("redis listener: %w", err)
 	}
 	rs.SetObserver(s.metrics.ObserveRedis)
-	rs.SetDatabases(redisgw.Databases(kv, s.keySpaceByID))
+	rs.SetDatabases(redisgw.Databases(kv, s.ks.ByID))
 	s.metrics.Reg.MustRegister(kv.Collectors()...)
 	s.metrics.Reg.MustRegister(redisgw.DisconnectCounters(rs)...)
 	s.gateway, s.redis = gw, rs

@@ -70,7 +70,7 @@ func (s *Server) publishLocal(ctx context.Context, meta *raftstore.Replica, req 
 	}
 	s.events.Record("keyspace", "cluster", "restored key spaces %v published", req.GetNames())
 	if cat, err := s.metaCatalogue(); err == nil {
-		s.keyspaces.set(cat)
+		s.ks.Set(cat)
 	}
 	return &tidekvpb.PublishKeySpacesResponse{}, nil
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/tls"
 	"log"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -29,6 +30,9 @@ type SecurityConfig struct {
 	// AUTH before anything else. It is hashed at start and checked, and its
 	// failures limited, as every user's password is.
 	RedisPassword string
+	// Login bounds the CPU that logins not yet verified may cost the
+	// node (security.LoginConfig: its default and bounds).
+	Login security.LoginConfig
 }
 
 // nodeSecurity is what a secure node runs with; nil when insecure.
@@ -109,15 +113,17 @@ func (s *Server) setupSecurity() error {
 		users.Add(u)
 	}
 	users.OnLoginFailure(s.loginFailed)
+	quota := func() float64 { return 0 }
 	if q := ownQuota(); q != nil {
-		users.SetCPUQuota(func() float64 {
+		quota = func() float64 {
 			st, err := q.ReadCPUQuota()
 			if err != nil {
 				return 0
 			}
 			return st.CPUs
-		})
+		}
 	}
+	users.SetDerivationBudget(s.cfg.Security.Login, quota)
 	s.cfg.Redis.Auth = redisUsers{users: users}
 	return nil
 }
@@ -126,18 +132,46 @@ func (s *Server) setupSecurity() error {
 const redisDefaultUser = "default"
 
 // loginFailed counts a refused password login, and records an event when
-// it starts or lengthens a back-off (refusals during one are only counted:
-// a flood must not fill the event log).
+// it starts or lengthens a back-off, and at most one a minute while the
+// derivation budget refuses logins (refusals during a back-off are only
+// counted: a flood must not fill the event log).
 func (s *Server) loginFailed(f security.LoginFailure) {
-	if f.Refused {
-		s.metrics.LoginFailures.WithLabelValues("backoff").Inc()
-		return
-	}
-	s.metrics.LoginFailures.WithLabelValues("wrong").Inc()
-	if f.BackOff > 0 {
+	s.metrics.LoginFailures.WithLabelValues(string(f.Result)).Inc()
+	switch {
+	case f.Result == security.LoginWrong && f.BackOff > 0:
 		s.events.Record("login-backoff", "address "+f.Source, "failed password logins as %.64q from %s: this user's and this address's logins wait up to %v",
 			f.User, f.Source, f.BackOff.Round(time.Millisecond))
+	case f.Result == security.LoginBusy:
+		if n, ok := s.loginBusy.refused(time.Now()); ok {
+			s.events.Record("login-busy", nodeSubject(s.nodeID), "%d password logins refused unchecked in the last minute, the latest as %.64q from %s: "+
+				"their derivations would exceed the share of this node's CPUs for logins not yet verified (%v)", n, f.User, f.Source, s.cfg.Security.Login.DerivationShare)
+		}
 	}
+}
+
+// loginBusyEvents keeps login-busy events to one a minute: a flood is
+// refused thousands of times a second.
+type loginBusyEvents struct {
+	mu   sync.Mutex
+	last time.Time
+	// n counts the refusals since the last event.
+	n int
+}
+
+// loginBusyEvery is how often a node records a login-busy event at most.
+const loginBusyEvery = time.Minute
+
+// refused counts one refusal at now; ok says to record an event of the
+// n refusals since the last.
+func (e *loginBusyEvents) refused(now time.Time) (n int, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n++
+	if !e.last.IsZero() && now.Sub(e.last) < loginBusyEvery {
+		return 0, false
+	}
+	n, e.last, e.n = e.n, now, 0
+	return n, true
 }
 
 // grpcSecurity is the gRPC server's TLS and authentication options.

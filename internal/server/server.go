@@ -30,17 +30,18 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
-	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/httpapi"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/keyspaces"
 	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/nodedir"
 	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
+	"github.com/tidekv/tidekv/internal/sizewatch"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
 	"github.com/tidekv/tidekv/internal/txn"
@@ -49,9 +50,11 @@ import (
 
 // Server is one running TideKV node.
 type Server struct {
-	cfg       Config
-	eng       storage.Engine // mem.eng: the base engine with memory key spaces routed to memory
-	mem       *memSpaces
+	cfg Config
+	eng storage.Engine // ks.Engine(): the base engine with memory key spaces routed to memory
+	// ks is the node's key spaces: its copy of the catalogue, memory
+	// engines, counts, eviction and read-through (internal/keyspaces).
+	ks        *keyspaces.Spaces
 	store     *raftstore.Store
 	dir       *nodedir.Dir
 	clusterID uint64
@@ -79,13 +82,17 @@ type Server struct {
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
 
-	meta   *meta.Table
-	ctl    *controlState
-	load   rangeload.Tracker
-	sizes  rangeSizes
+	meta *meta.Table
+	ctl  *controlState
+	load rangeload.Tracker
+	// sizes is the size watch: range sizes, write budgets, crossed split
+	// lines (internal/sizewatch).
+	sizes  *sizewatch.Watch
 	events *events.Log
-	mon    *monitor.Monitor
-	gossip *gossip.Gossip
+	// loginBusy rate-limits the login-busy event.
+	loginBusy loginBusyEvents
+	mon       *monitor.Monitor
+	gossip    *gossip.Gossip
 	// svc averages how long KV requests take, for the load score.
 	svc monitor.ServiceTimer
 	// clock is the offset monitor and its verdict (internal/clockwatch).
@@ -103,21 +110,9 @@ type Server struct {
 	metaLeaderAddr atomic.Pointer[string]
 	reports        chan *tidekvpb.RangeDescriptor
 	placeWake      chan struct{} // wakes the control loop early (sizewatch.go)
-	budgets        writeBudgets  // (sizewatch.go)
-	holdWrites     atomic.Bool   // budgets are kept and enforced
 	gcTTLNanos     atomic.Int64  // gc-ttl as last learnt (gcqueue.go)
-	// queues is the memory of the per-range background queues (GC,
-	// size watch, eviction: internal/queue).
-	queues struct {
-		gc    queue.GC
-		sizes queue.SizeAlerts
-		evict queue.Eviction
-	}
-	sizeWake      chan struct{}
-	keyspaces     catalogueCache   // this node's copy of the key spaces (keyspaces.go)
-	counters      keySpaceCounters // hits, misses, evictions by key space (kscounters.go)
-	recency       *cache.Recency   // last uses of keys in key spaces with a capacity (eviction.go)
-	rt            readThroughState // miss handler calls (readthrough.go)
+	// gcQueue is the GC queue's memory (internal/queue).
+	gcQueue       queue.GC
 	requests      atomic.Uint64
 	ready         atomic.Bool
 	versionWarned atomic.Bool     // logVersionRefused said so once
@@ -160,28 +155,27 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	} else if eng, err = storage.OpenPebble(filepath.Join(cfg.DataDir, "engine"), cfg.Pebble); err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
-	mem, err := openMemSpaces(eng, cfg.MemEngine)
+	m, ev := metrics.New(), events.New(cfg.Events, 0, time.Now)
+	ks, err := keyspaces.Open(eng, keyspaces.Config{Mem: cfg.MemEngine, Cache: cfg.Cache, MaxScanBytes: cfg.Limits.MaxScanBytes}, m, ev)
 	if err != nil {
 		eng.Close()
 		return nil, fmt.Errorf("open memory key spaces: %w", err)
 	}
-	eng = mem.eng
+	eng = ks.Engine()
 	s := &Server{
-		cfg: cfg, eng: eng, mem: mem, dir: nodedir.New(eng), sec: sec, faults: faults,
+		cfg: cfg, eng: eng, ks: ks, dir: nodedir.New(eng), sec: sec, faults: faults,
 		conns:     map[string]*grpc.ClientConn{},
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
-		placeWake: make(chan struct{}, 1), sizeWake: make(chan struct{}, 1),
-		stopper: make(chan struct{}),
-		meta:    meta.NewTable(),
-		metrics: metrics.New(),
-		events:  events.New(cfg.Events, 0, time.Now),
-		recency: cache.NewRecency(cfg.Cache.TrackedKeys),
-		rt:      newReadThrough(cfg.Cache),
+		placeWake: make(chan struct{}, 1),
+		stopper:   make(chan struct{}),
+		meta:      meta.NewTable(),
+		metrics:   m,
+		events:    ev,
 	}
-	s.counters.m = s.metrics
+	ks.SetNode(ksNode{s: s, origin: &http.Client{}})
+	s.sizes = sizewatch.New(sizewatch.Config{SplitBackpressure: cfg.SplitBackpressure, SplitBackpressureWait: cfg.SplitBackpressureWait}, sizeNode{s}, m)
 	s.router = txnclient.New(s.routerNode)
 	s.kv = newKVAPI(s)
-	s.keyspaces.learnt = mem.learn
 	s.ctl = newControlState(s)
 	s.geo = georpc.New(cfg.Geo, geoNode{s})
 	s.gcTTLNanos.Store(int64(cfg.GC.TTL))
@@ -198,7 +192,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}, time.Now); err != nil {
 		return nil, err
 	}
-	s.clock = clockwatch.New(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, clockNode{s}, s.metrics.Reg)
+	// The store's time and the offset monitor share one steady clock.
+	wall := raftstore.NewSteadyClock(s.cfg.Raft.Clock)
+	s.cfg.Raft.Clock = wall
+	s.clock = clockwatch.New(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, wall, clockNode{s}, s.metrics.Reg)
 	s.metrics.RegisterNode(nodeGauges{s})
 	s.metrics.Reg.MustRegister(s.admissionCollectors()...)
 	if err := s.serve(ctx); err != nil {
@@ -251,7 +248,7 @@ func (s *Server) serve(ctx context.Context) error {
 	s.events.SetNode(s.nodeID)
 	s.dir.Update([]*tidekvpb.NodeDescriptor{s.self()})
 	rcfg := s.cfg.Raft
-	rcfg.ReplicationFactorOf = s.keySpaceRF
+	rcfg.ReplicationFactorOf = s.ks.RF
 	s.store, err = raftstore.NewStore(rcfg, s.nodeID, s.eng, s.grpcT, s)
 	if err != nil {
 		return err
@@ -539,7 +536,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.queueReport(d)
-	s.pokeSizes() // its write budget, without which its growing writes wait (sizewatch.go)
+	s.sizes.Poke() // its write budget, without which its growing writes wait (internal/sizewatch)
 }
 
 // ReplicaRemoved implements raftstore.Listener.

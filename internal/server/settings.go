@@ -80,7 +80,7 @@ func (s *Server) settingsLocal(ctx context.Context, meta *raftstore.Replica, req
 			}
 			s.events.Record("setting", "cluster", "%s set to %s by an operator", st.GetKey(), value)
 		}
-		s.pokeSizes() // Θmax may have changed: the write budgets here follow at once
+		s.sizes.Poke() // Θmax may have changed: the write budgets here follow at once
 		if current, err = raftstore.ReadMetaSettings(s.eng); err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/kvapi"
 )
 
 // thetaMaxTest is the Θmax of the tests here: small, so that a few hundred
@@ -131,7 +132,7 @@ func TestSplitBackpressure(t *testing.T) {
 	// delete stores a tombstone of at least its key: deletes are refused
 	// once they have spent it. (On a cluster that migrated mid-test the
 	// migration's rewrite had spent it all, and the first delete was.)
-	putGrowth, keyLen := growth(nil, &tidekvpb.WriteOp{Key: replicaKey(n), Value: val}), uint64(len(replicaKey(0)))
+	putGrowth, keyLen := kvapi.Growth(nil, &tidekvpb.WriteOp{Key: replicaKey(n), Value: val}), uint64(len(replicaKey(0)))
 	deletes := 0
 	for ; ; deletes++ {
 		if uint64(deletes) > putGrowth/keyLen {

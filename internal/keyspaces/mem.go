@@ -1,4 +1,4 @@
-package server
+package keyspaces
 
 import (
 	"fmt"

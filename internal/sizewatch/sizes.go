@@ -1,4 +1,4 @@
-package server
+package sizewatch
 
 import (
 	"context"
@@ -28,8 +28,8 @@ import (
 // small ranges of a cache: with Θmax/4 alone a range of a few hundred KiB
 // was counted again only after 16 MiB of writes.
 
-// sizedReplica is what a size estimate needs of a replica.
-type sizedReplica interface {
+// Replica is what a size estimate needs of a replica.
+type Replica interface {
 	RangeID() uint64
 	WrittenBytes() uint64
 	SnapshotsApplied() uint64
@@ -37,8 +37,8 @@ type sizedReplica interface {
 	DataSize(ctx context.Context) (raftstore.DataSize, error)
 }
 
-// rangeSizes holds each local range's last exact count.
-type rangeSizes struct {
+// sizes holds each local range's last exact count.
+type sizes struct {
 	mu sync.Mutex
 	m  map[uint64]sizeCount
 }
@@ -54,7 +54,7 @@ type sizeCount struct {
 // counting it afresh when the last count is for another span or the
 // writes since may have added recountAfter bytes. Its Stored and Live
 // bytes are upper bounds, its Keys those of the last count.
-func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, recountAfter uint64) (raftstore.DataSize, error) {
+func (rs *sizes) size(ctx context.Context, r Replica, gen uint64, recountAfter uint64) (raftstore.DataSize, error) {
 	id, written, snaps := r.RangeID(), r.WrittenBytes(), r.SnapshotsApplied()
 	rs.mu.Lock()
 	c, ok := rs.m[id]
@@ -71,7 +71,7 @@ func (rs *rangeSizes) size(ctx context.Context, r sizedReplica, gen uint64, reco
 
 // exact counts r's range afresh: eviction decides on exact counts, since
 // the deletes it proposes never lower the estimate.
-func (rs *rangeSizes) exact(ctx context.Context, r sizedReplica, gen uint64) (raftstore.DataSize, error) {
+func (rs *sizes) exact(ctx context.Context, r Replica, gen uint64) (raftstore.DataSize, error) {
 	written, snaps := r.WrittenBytes(), r.SnapshotsApplied()
 	n, err := r.DataSize(ctx)
 	if err != nil {
@@ -87,14 +87,14 @@ func (rs *rangeSizes) exact(ctx context.Context, r sizedReplica, gen uint64) (ra
 }
 
 // keys is the key count of range id's last exact count (0: none).
-func (rs *rangeSizes) keys(id uint64) uint64 {
+func (rs *sizes) keys(id uint64) uint64 {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	return rs.m[id].n.Keys
 }
 
 // forget drops the counts of ranges no longer local.
-func (rs *rangeSizes) forget(local map[uint64]bool) {
+func (rs *sizes) forget(local map[uint64]bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	maps.DeleteFunc(rs.m, func(id uint64, _ sizeCount) bool { return !local[id] })
@@ -103,14 +103,33 @@ func (rs *rangeSizes) forget(local map[uint64]bool) {
 // minRecountBytes is the fewest bytes written that trigger a recount.
 const minRecountBytes = 16 << 10
 
-// recountAfter is the most bytes written since a range's last exact count
+// RecountAfter is the most bytes written since a range's last exact count
 // before the next: a quarter of Θmax.
-func (s *Server) recountAfter() uint64 {
-	return max(s.clusterConfig().Placement.RangeMaxBytes/4, 1)
+func (w *Watch) RecountAfter() uint64 {
+	return max(w.node.Placement().RangeMaxBytes/4, 1)
 }
 
-// rangeSize bounds what r's range (descriptor generation gen) stores.
-func (s *Server) rangeSize(r *raftstore.Replica, gen uint64, recountAfter uint64) (uint64, error) {
-	n, err := s.sizes.size(context.Background(), r, gen, recountAfter)
+// RangeSize bounds what r's range (descriptor generation gen) stores.
+func (w *Watch) RangeSize(r Replica, gen uint64, recountAfter uint64) (uint64, error) {
+	n, err := w.sizes.size(context.Background(), r, gen, recountAfter)
 	return n.Stored, err
 }
+
+// Size returns the size of r's range (descriptor generation gen),
+// counting it afresh when the last count is for another span or the
+// writes since may have added recountAfter bytes: its Stored and Live
+// bytes are upper bounds, its Keys those of the last count.
+func (w *Watch) Size(ctx context.Context, r Replica, gen, recountAfter uint64) (raftstore.DataSize, error) {
+	return w.sizes.size(ctx, r, gen, recountAfter)
+}
+
+// ExactSize counts r's range afresh.
+func (w *Watch) ExactSize(ctx context.Context, r Replica, gen uint64) (raftstore.DataSize, error) {
+	return w.sizes.exact(ctx, r, gen)
+}
+
+// Keys is the key count of range id's last exact count (0: none).
+func (w *Watch) Keys(id uint64) uint64 { return w.sizes.keys(id) }
+
+// Forget drops the counts of ranges no longer local.
+func (w *Watch) Forget(local map[uint64]bool) { w.sizes.forget(local) }

@@ -1,4 +1,4 @@
-package server
+package sizewatch
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestRangeSizeEstimate(t *testing.T) {
 	put := func(k, v string) { r.data[k] = v }
 	put("b", "123456") // 7
 	put("c", "12")     // 3
-	var rs rangeSizes
+	var rs sizes
 	size := func(gen uint64) uint64 {
 		n, err := rs.size(context.Background(), r, gen, 100)
 		if err != nil {

@@ -1,4 +1,4 @@
-package server
+package keyspaces
 
 import (
 	"sync"
@@ -11,24 +11,24 @@ import (
 	"github.com/tidekv/tidekv/internal/metrics"
 )
 
-// keySpaceCounts is what one node counted of one key space since it
+// counts is what one node counted of one key space since it
 // started, with its Prometheus counters resolved once (a label lookup per
 // read would cost more than the count).
-type keySpaceCounts struct {
+type counts struct {
 	hits, misses, evictions    atomic.Uint64
 	hitsC, missesC, evictionsC prometheus.Counter
 }
 
-// keySpaceCounters are a node's counts by key space, kept beside the
+// counters are a node's counts by key space, kept beside the
 // Prometheus counters because heartbeats carry them to the meta range,
 // which sums them for `ctl keyspace list`.
-type keySpaceCounters struct {
+type counters struct {
 	m       *metrics.Set
 	mu      sync.RWMutex
-	bySpace map[keyspace.ID]*keySpaceCounts
+	bySpace map[keyspace.ID]*counts
 }
 
-func (c *keySpaceCounters) of(id keyspace.ID) *keySpaceCounts {
+func (c *counters) of(id keyspace.ID) *counts {
 	c.mu.RLock()
 	k := c.bySpace[id]
 	c.mu.RUnlock()
@@ -39,10 +39,10 @@ func (c *keySpaceCounters) of(id keyspace.ID) *keySpaceCounts {
 	defer c.mu.Unlock()
 	if k = c.bySpace[id]; k == nil {
 		if c.bySpace == nil {
-			c.bySpace = map[keyspace.ID]*keySpaceCounts{}
+			c.bySpace = map[keyspace.ID]*counts{}
 		}
 		l := metrics.IDLabel(id)
-		k = &keySpaceCounts{hitsC: c.m.KeyspaceHits.WithLabelValues(l), missesC: c.m.KeyspaceMisses.WithLabelValues(l),
+		k = &counts{hitsC: c.m.KeyspaceHits.WithLabelValues(l), missesC: c.m.KeyspaceMisses.WithLabelValues(l),
 			evictionsC: c.m.KeyspaceEvictions.WithLabelValues(l)}
 		c.bySpace[id] = k
 	}
@@ -50,7 +50,7 @@ func (c *keySpaceCounters) of(id keyspace.ID) *keySpaceCounts {
 }
 
 // read counts a point read of stored key key: a hit if it found a value.
-func (c *keySpaceCounters) read(key []byte, found bool) {
+func (c *counters) read(key []byte, found bool) {
 	k := c.of(keyspace.Of(key))
 	if found {
 		k.hits.Add(1)
@@ -62,7 +62,7 @@ func (c *keySpaceCounters) read(key []byte, found bool) {
 }
 
 // snapshot is the counts for a heartbeat.
-func (c *keySpaceCounters) snapshot() []*tidekvpb.KeySpaceCounts {
+func (c *counters) snapshot() []*tidekvpb.KeySpaceCounts {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make([]*tidekvpb.KeySpaceCounts, 0, len(c.bySpace))
@@ -73,8 +73,16 @@ func (c *keySpaceCounters) snapshot() []*tidekvpb.KeySpaceCounts {
 }
 
 // evicted counts n keys of key space id evicted by this node.
-func (c *keySpaceCounters) evicted(id keyspace.ID, n int) {
+func (c *counters) evicted(id keyspace.ID, n int) {
 	k := c.of(id)
 	k.evictions.Add(uint64(n))
 	k.evictionsC.Add(float64(n))
 }
+
+// CountRead counts a point read of stored key key: a hit if it found a
+// value.
+func (sp *Spaces) CountRead(key []byte, found bool) { sp.counters.read(key, found) }
+
+// Counts are the node's counts by key space since it started, for a
+// heartbeat.
+func (sp *Spaces) Counts() []*tidekvpb.KeySpaceCounts { return sp.counters.snapshot() }
