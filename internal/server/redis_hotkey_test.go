@@ -61,36 +61,7 @@ func TestRedisConcurrentIncrOneKey(t *testing.T) {
 	}
 	const conns, each = 50, 20
 	cas0, incr0 := tc.opRequests(t, "cas"), tc.opRequests(t, "incr")
-	var mu sync.Mutex
-	seen := map[int64]bool{}
-	var wg sync.WaitGroup
-	errs := make(chan error, conns)
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range each {
-				v, err := rdb.Incr(ctx, "counter").Result()
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				dup := seen[v]
-				seen[v] = true
-				mu.Unlock()
-				if dup {
-					errs <- fmt.Errorf("INCR answered %d twice", v)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrentDistinct(t, conns, each, "INCR", func(int, int) (int64, error) { return rdb.Incr(ctx, "counter").Result() })
 	if got, err := rdb.Get(ctx, "counter").Int64(); err != nil || got != conns*each {
 		t.Fatalf("counter %d (%v), want %d", got, err, conns*each)
 	}
@@ -156,43 +127,17 @@ func TestRedisConcurrentPushesOneList(t *testing.T) {
 	defer rdb.Close()
 	const conns, each = 50, 10
 	commits0 := tc.txnCommits(t)
-	var mu sync.Mutex
-	lens := map[int64]bool{}
-	var wg sync.WaitGroup
-	errs := make(chan error, conns)
-	for i := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range each {
-				m := fmt.Sprintf("m%d-%d", i, j)
-				n, err := rdb.LPush(ctx, "list", m).Result()
-				if err == nil {
-					err = rdb.SAdd(ctx, "set", m).Err()
-				}
-				if err == nil {
-					err = rdb.ZAdd(ctx, "zset", redis.Z{Score: float64(i*each + j), Member: m}).Err()
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				dup := lens[n]
-				lens[n] = true
-				mu.Unlock()
-				if dup {
-					errs <- fmt.Errorf("LPUSH answered length %d twice", n)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrentDistinct(t, conns, each, "LPUSH", func(i, j int) (int64, error) {
+		m := fmt.Sprintf("m%d-%d", i, j)
+		n, err := rdb.LPush(ctx, "list", m).Result()
+		if err == nil {
+			err = rdb.SAdd(ctx, "set", m).Err()
+		}
+		if err == nil {
+			err = rdb.ZAdd(ctx, "zset", redis.Z{Score: float64(i*each + j), Member: m}).Err()
+		}
+		return n, err
+	})
 	const want = conns * each
 	if n, err := rdb.LLen(ctx, "list").Result(); err != nil || n != want {
 		t.Fatalf("LLEN list = %d, %v; want %d", n, err, want)
@@ -228,4 +173,39 @@ func (tc *testCluster) txnCommits(t *testing.T) float64 {
 		}
 	}
 	return sum
+}
+
+// concurrentDistinct runs op each times on each of conns goroutines at
+// once (op(i, j): goroutine i's j-th) and fails on an error or on a reply
+// two ops got: each of name's replies, a count or a length, is its own.
+func concurrentDistinct(t *testing.T, conns, each int, name string, op func(i, j int) (int64, error)) {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[int64]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for i := range conns {
+		wg.Go(func() {
+			for j := range each {
+				v, err := op(i, j)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				dup := seen[v]
+				seen[v] = true
+				mu.Unlock()
+				if dup {
+					errs <- fmt.Errorf("%s answered %d twice", name, v)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }
