@@ -16,8 +16,15 @@ import (
 // epoch as soon as the DC executed it, so that validation need not wait
 // for the next epoch message (which carries them again, reliably, since
 // early messages are neither acknowledged nor sent again).
+//
+// A Late message was sent more than half the deadline after its epoch
+// ended (its DC fell behind: starved of CPU, or paused): its sender votes
+// its own input out, and so does every DC that receives it, whatever its
+// own clock says. Every DC thus votes alike on a late sender's input, and
+// the input is settled even when only two DCs remain (see hold).
 type Message struct {
 	Early   bool
+	Late    bool
 	From    int
 	Genesis uint64 // the first epoch; DC 0 sets it, the others learn it
 	Epoch   uint64
@@ -150,7 +157,7 @@ func (d *DC) Tick(now time.Time) {
 		return
 	}
 	for d.next < d.epochOf(now) {
-		d.close()
+		d.close(now)
 	}
 	for ; d.overdue < d.next && !now.Before(d.epochEnd(d.overdue).Add(d.cfg.Deadline)); d.overdue++ {
 		for dc := range d.n {
@@ -174,9 +181,13 @@ func (d *DC) start(genesis uint64) {
 	}
 }
 
-// close sends this DC's message for epoch d.next.
-func (d *DC) close() {
-	m := &Message{From: d.id, Genesis: d.genesis, Epoch: d.next, Txns: d.pending,
+// close sends this DC's message for epoch d.next, marked late if now is
+// more than half the deadline past the epoch's end: the other half is the
+// network's, so a message sent in time reaches every DC before its
+// deadline.
+func (d *DC) close(now time.Time) {
+	late := now.Sub(d.epochEnd(d.next)) > d.cfg.Deadline/2
+	m := &Message{From: d.id, Late: late, Genesis: d.genesis, Epoch: d.next, Txns: d.pending,
 		Votes: d.outVotes, Results: d.outResults, Acks: append([]uint64(nil), d.heldBelow...)}
 	d.pending, d.outVotes, d.outResults, d.earlyVotes, d.earlyRes = nil, nil, nil, 0, 0
 	d.next++
@@ -260,7 +271,13 @@ func (d *DC) holds(e uint64, dc int) bool {
 }
 
 // hold keeps an epoch message: its arrival is its sender's vote, and ours
-// unless our deadline passed first.
+// unless our deadline passed first; both are "have" unless it is late.
+//
+// A sender that is late votes its input out rather than in: with one DC
+// gone, the two left must vote alike on every input or it is never
+// settled (a 1–1 split has no third vote to break it), and a sender that
+// fell behind by more than a deadline used to vote "have" on inputs its
+// peer had already voted out, stalling both for good.
 func (d *DC) hold(m *Message) {
 	in := d.inputs[m.Epoch]
 	if in == nil {
@@ -269,9 +286,10 @@ func (d *DC) hold(m *Message) {
 	}
 	in[m.From] = m
 	d.advanceHeld(m.From)
-	d.votes.cast(m.Epoch, m.From, m.From, true)
-	if m.From != d.id && d.votes.cast(m.Epoch, m.From, d.id, true) {
-		d.outVotes = append(d.outVotes, Vote{Epoch: m.Epoch, DC: m.From, Have: true})
+	have := !m.Late
+	d.votes.cast(m.Epoch, m.From, m.From, have)
+	if m.From != d.id && d.votes.cast(m.Epoch, m.From, d.id, have) {
+		d.outVotes = append(d.outVotes, Vote{Epoch: m.Epoch, DC: m.From, Have: have})
 	}
 }
 

@@ -249,6 +249,36 @@ func TestInputOfAVanishedDCIsRelayed(t *testing.T) {
 	s.total(10, 1000)
 }
 
+// DC 2 is gone for good; then DC 1 is starved of CPU for two deadlines
+// (a loaded machine holds a gateway's runtime back so) and on waking
+// closes every epoch it missed at once, long after DC 0 voted their
+// inputs out. With two DCs left every input needs both their votes: DC 1
+// must vote its late inputs out too, or each stays split 1–1 with no third
+// vote to settle it and both DCs stall for good (how
+// TestGeoRestartedGatewayStaysOut failed under load). Its transaction of
+// the time is answered Retry; DC 0's commit.
+func TestLateSenderWithADCGone(t *testing.T) {
+	s := newSim(t, 3, 20*time.Millisecond, 0)
+	s.open(10, 100)
+	s.net.Isolate(2, 3)
+	s.dcs = s.dcs[:2]
+	s.run(time.Second)
+	deadline := testConfig().Deadline
+	s.pausedUntil = []time.Time{{}, s.now.Add(2 * deadline)}
+	late := s.submit(1, transfer(0, 1, 1))
+	s.run(3 * deadline)
+	s.pausedUntil = nil
+	after := s.submit(0, transfer(2, 3, 1))
+	s.settle(5 * time.Second)
+	if d := s.decisions[late]; !d.Retry {
+		t.Fatalf("DC 1's transaction sent late: %+v, want Retry", d)
+	}
+	if d := s.decisions[after]; !d.Result.Committed {
+		t.Fatalf("DC 0's transaction: %+v, want committed", d)
+	}
+	s.total(10, 1000)
+}
+
 // With every DC reporting and no majority, the largest group wins, ties
 // to the group with the lowest DC id.
 func TestDecidedWithoutMajority(t *testing.T) {
