@@ -86,6 +86,7 @@ type DC struct {
 	inputs    map[uint64][]*Message // kept past validation until every peer holds them (relay.go)
 	heldBelow []uint64              // heldBelow[d]: we hold every message of d below this
 	peerHeld  [][]uint64            // peerHeld[p]: peer p's heldBelow as its messages said
+	retxHeld  [][]uint64            // retxHeld[p]: peerHeld[p] at the last retransmission
 	votes     *votes
 	tally     map[TxnID]map[int]tallied
 	doneBelow []uint64 // doneBelow[d]: d's transactions below this sequence are settled
@@ -110,7 +111,7 @@ func NewDC(cfg Config, id, n int, tr Transport, decide func(Decision)) (*DC, err
 		return nil, fmt.Errorf("geo: DC %d of %d: want 1 to 64 DCs and 0 <= id < n", id, n)
 	}
 	return &DC{cfg: cfg, id: id, n: n, tr: tr, decide: decide,
-		peerHeld: make([][]uint64, n), inputs: map[uint64][]*Message{},
+		peerHeld: make([][]uint64, n), retxHeld: make([][]uint64, n), inputs: map[uint64][]*Message{},
 		heldBelow: make([]uint64, n), votes: newVotes(n), tally: map[TxnID]map[int]tallied{},
 		doneBelow: make([]uint64, n), spec: NewStore(cfg.Partitions), validated: NewStore(cfg.Partitions),
 		execMembers: map[uint64]uint64{}}, nil

@@ -279,6 +279,44 @@ func TestLateSenderWithADCGone(t *testing.T) {
 	s.total(10, 1000)
 }
 
+// countingTransport counts what a DC sends to each peer.
+type countingTransport struct {
+	Transport
+	sent map[int]int
+}
+
+func (c countingTransport) Send(to int, m *Message) {
+	c.sent[to]++
+	c.Transport.Send(to, m)
+}
+
+// A peer that is gone (a gateway restarted and staying out) acknowledges
+// nothing; it gets one message of each DC a retransmission, to resume by
+// once it is back, not the whole batch it lacks again and again (128
+// messages every interval: on a loaded machine that work delayed the
+// remaining DCs' messages to each other past their deadline). What DC 0
+// sends it beyond what it sends the live DC 1 is those retransmissions.
+func TestSilentPeerGetsNoRetransmitStorm(t *testing.T) {
+	s := newSim(t, 3, 20*time.Millisecond, 0)
+	s.open(10, 100)
+	s.net.Isolate(2, 3)
+	s.dcs = s.dcs[:2]
+	s.run(2 * time.Second)
+	count := countingTransport{Transport: s.dcs[0].tr, sent: map[int]int{}}
+	s.dcs[0].tr = count
+	const span = time.Second
+	s.run(span)
+	retransmissions := int(span/testConfig().Retransmit) + 1
+	if extra := count.sent[2] - count.sent[1]; extra > 2*retransmissions {
+		t.Fatalf("DC 0 sent the gone DC 2 %d messages more than the live DC 1 in %v, want at most one of each DC a retransmission (%d)", extra, span, 2*retransmissions)
+	}
+	id := s.submit(0, transfer(0, 1, 1))
+	s.settle(5 * time.Second)
+	if !s.decisions[id].Result.Committed {
+		t.Fatalf("DC 0's transaction: %+v, want committed", s.decisions[id])
+	}
+}
+
 // With every DC reporting and no majority, the largest group wins, ties
 // to the group with the lowest DC id.
 func TestDecidedWithoutMajority(t *testing.T) {
