@@ -72,9 +72,10 @@ type DC struct {
 	decide func(Decision)
 	fault  func(*Result) // tests: alters this DC's results
 
-	genesis    uint64 // 0 until known
-	next       uint64 // the next epoch this DC closes
-	overdue    uint64 // the next epoch whose deadline has not passed yet
+	genesis    uint64   // 0 until known
+	next       uint64   // the next epoch this DC closes
+	overdue    []uint64 // overdue[dc]: the next epoch whose input from dc this DC has not voted on by the clock
+	heard      []uint64 // heard[dc]: the latest epoch of a message from dc taken
 	seq        uint64
 	pending    []Txn
 	outVotes   []Vote
@@ -112,7 +113,7 @@ func NewDC(cfg Config, id, n int, tr Transport, decide func(Decision)) (*DC, err
 	}
 	return &DC{cfg: cfg, id: id, n: n, tr: tr, decide: decide,
 		peerHeld: make([][]uint64, n), retxHeld: make([][]uint64, n), inputs: map[uint64][]*Message{},
-		heldBelow: make([]uint64, n), votes: newVotes(n), tally: map[TxnID]map[int]tallied{},
+		heldBelow: make([]uint64, n), heard: make([]uint64, n), votes: newVotes(n), tally: map[TxnID]map[int]tallied{},
 		doneBelow: make([]uint64, n), spec: NewStore(cfg.Partitions), validated: NewStore(cfg.Partitions),
 		execMembers: map[uint64]uint64{}}, nil
 }
@@ -160,10 +161,17 @@ func (d *DC) Tick(now time.Time) {
 	for d.next < d.epochOf(now) {
 		d.close(now)
 	}
-	for ; d.overdue < d.next && !now.Before(d.epochEnd(d.overdue).Add(d.cfg.Deadline)); d.overdue++ {
-		for dc := range d.n {
-			if !d.holds(d.overdue, dc) && d.votes.cast(d.overdue, dc, d.id, false) {
-				d.outVotes = append(d.outVotes, Vote{Epoch: d.overdue, DC: dc})
+	for dc := range d.n {
+		for ; d.overdue[dc] < d.next && !now.Before(d.epochEnd(d.overdue[dc]).Add(d.cfg.Deadline)); d.overdue[dc]++ {
+			e := d.overdue[dc]
+			if d.holds(e, dc) {
+				continue
+			}
+			if !d.othersPast(e, dc) {
+				break
+			}
+			if d.votes.cast(e, dc, d.id, false) {
+				d.outVotes = append(d.outVotes, Vote{Epoch: e, DC: dc})
 			}
 		}
 	}
@@ -175,7 +183,8 @@ func (d *DC) Tick(now time.Time) {
 }
 
 func (d *DC) start(genesis uint64) {
-	d.genesis, d.next, d.overdue, d.execNext, d.vEpoch = genesis, genesis, genesis, genesis, genesis
+	d.genesis, d.next, d.execNext, d.vEpoch = genesis, genesis, genesis, genesis
+	d.overdue = slices.Repeat([]uint64{genesis}, d.n)
 	for i := range d.n {
 		d.heldBelow[i] = genesis
 		d.peerHeld[i] = slices.Repeat([]uint64{genesis}, d.n)
@@ -214,6 +223,7 @@ func (d *DC) Receive(m *Message) {
 	for x, e := range m.Acks {
 		d.peerHeld[m.From][x] = max(d.peerHeld[m.From][x], e)
 	}
+	d.heard[m.From] = max(d.heard[m.From], m.Epoch)
 	switch {
 	case m.Early:
 		d.absorb(m)
@@ -265,6 +275,27 @@ func (d *DC) sendEarly() {
 			d.tr.Send(p, m)
 		}
 	}
+}
+
+// othersPast says whether this DC took a message that a DC other than
+// itself and dc sent a deadline after epoch e ended. Only then does it
+// vote dc's missing input for e out: its own clock says the deadline
+// passed, but not that the messages sent before then reached it (a
+// loaded machine holds them back while its clock runs on), and a live
+// DC's input voted out so is, with one DC gone, a 1–1 split no vote can
+// settle. With one DC gone its two peers never vote each other's inputs
+// out by the clock: each votes on the other's input as its message says
+// (have, or out if Late), and both vote alike.
+func (d *DC) othersPast(e uint64, dc int) bool {
+	// An epoch message for epoch f is sent once f ended, an early one
+	// once f began: past the deadline when f-1 ends a deadline after e.
+	past := e + uint64(d.cfg.Deadline/d.cfg.Epoch) + 2
+	for y, h := range d.heard {
+		if y != dc && y != d.id && h >= past {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *DC) holds(e uint64, dc int) bool {
