@@ -22,10 +22,10 @@ const maxRetransmit = 128
 // A peer we heard nothing new from since the last retransmission (its
 // acknowledgements did not move; a live peer's move every epoch, since it
 // holds its own messages) is gone, cut off or starved: it gets one message
-// of each DC, enough to resume once it is back, not a full batch. Full
-// batches to a gateway that restarted and stays out cost its two peers
-// more CPU than their own epochs did, and on a loaded machine that delayed
-// their messages to each other past the deadline.
+// of each DC, enough to resume once it is back, not a full batch: a
+// gateway that restarted and stays out was sent the same full batch every
+// interval forever, work that on a loaded machine competes with its two
+// peers' messages to each other.
 func (d *DC) retransmit(now time.Time) {
 	old := min(d.next, d.epochOf(now.Add(-d.cfg.Retransmit)))
 	for p := range d.n {
