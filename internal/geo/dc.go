@@ -58,8 +58,9 @@ type entry struct {
 }
 
 type tallied struct {
-	r Result
-	h [32]byte
+	r     Result
+	h     [32]byte
+	order uint64 // of the message it came in (sentOrder)
 }
 
 // DC is the geo protocol of one data centre. It is pure: time comes in as
@@ -248,7 +249,7 @@ func (d *DC) Receive(m *Message) {
 func (d *DC) absorb(m *Message) {
 	d.absorbVotes(m)
 	for _, r := range m.Results {
-		d.note(m.From, r)
+		d.note(m.From, r, sentOrder(m))
 	}
 }
 
@@ -338,9 +339,24 @@ func (d *DC) advanceHeld(dc int) {
 	}
 }
 
+// sentOrder orders a DC's messages as it sent them: by epoch, and an
+// epoch's early messages before its epoch message (which repeats their
+// results, in order, after any it computed since).
+func sentOrder(m *Message) uint64 {
+	if m.Early {
+		return 2 * m.Epoch
+	}
+	return 2*m.Epoch + 1
+}
+
 // note records a DC's result for a transaction not yet settled; a later
 // result from the same DC (after it rolled back) replaces its earlier one.
-func (d *DC) note(from int, r Result) {
+// Later as sent, not as taken: messages arrive in any order, an epoch
+// message lost and sent again is taken after newer ones, and its results,
+// computed on a speculative state since dropped, would replace the newer
+// ones, which are not sent again: no majority would ever form for the
+// transaction and validation would wait for good.
+func (d *DC) note(from int, r Result, order uint64) {
 	if r.ID.DC < 0 || r.ID.DC >= d.n || r.ID.Seq < d.doneBelow[r.ID.DC] {
 		return
 	}
@@ -349,5 +365,8 @@ func (d *DC) note(from int, r Result) {
 		t = map[int]tallied{}
 		d.tally[r.ID] = t
 	}
-	t[from] = tallied{r: r, h: r.Hash()}
+	if old, ok := t[from]; ok && old.order > order {
+		return
+	}
+	t[from] = tallied{r: r, h: r.Hash(), order: order}
 }

@@ -362,7 +362,7 @@ func TestDecidedWithoutMajority(t *testing.T) {
 	}
 	id := TxnID{DC: 3, Seq: 1}
 	for dc, reason := range []string{"x", "y", "y", "x"} {
-		d.note(dc, Result{ID: id, Members: 15, Reason: reason})
+		d.note(dc, Result{ID: id, Members: 15, Reason: reason}, 1)
 		if _, ok := d.decided(id, 15); ok != (dc == 3) {
 			t.Fatalf("after %d results decided = %v", dc+1, ok)
 		}
@@ -370,7 +370,7 @@ func TestDecidedWithoutMajority(t *testing.T) {
 	if r, _ := d.decided(id, 15); r.Reason != "x" {
 		t.Fatalf("a 2–2 tie went to %q, want the group of DC 0 (x)", r.Reason)
 	}
-	d.note(1, Result{ID: id, Members: 15, Reason: "x"})
+	d.note(1, Result{ID: id, Members: 15, Reason: "x"}, 1)
 	if r, ok := d.decided(id, 15); !ok || r.Reason != "x" {
 		t.Fatalf("3 of 4 agree on x: %q, %v", r.Reason, ok)
 	}
@@ -461,6 +461,23 @@ func TestStarvedDCsDecideAlike(t *testing.T) {
 // so before the votes of a left-out message went out again.
 func TestLostLateVotesAreSentAgain(t *testing.T) {
 	for _, seed := range []uint64{164, 317, 346} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			starvedSchedule(t, seed, harm{late: 5, lateBy: 800, slow: 150, pause: 100, maxPause: 1000, steps: 1500})
+		})
+	}
+}
+
+// A DC's results for a transaction are replaced by its later ones (after
+// it rolled back) in the order it sent them, not as they arrive: an epoch
+// message lost and sent again arrives after newer ones, and its stale
+// results (computed on a speculative state since dropped, or with inputs
+// later left out) used to replace the newer ones, which are not sent
+// again. One DC then never saw a majority for a transaction and stopped
+// validating for good while the others went on. Each of these schedules
+// stalled so on one of main (1096), 55698cb/cf10130 (1249) and 28d8d59
+// (1291): "not settled after 30s".
+func TestStaleResultsDoNotReplaceNewer(t *testing.T) {
+	for _, seed := range []uint64{1096, 1249, 1291} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			starvedSchedule(t, seed, harm{late: 5, lateBy: 800, slow: 150, pause: 100, maxPause: 1000, steps: 1500})
 		})
