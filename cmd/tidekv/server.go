@@ -203,6 +203,6 @@ func addGeoFlags(f *pflag.FlagSet, c *georpc.Config) {
 	f.StringVar(&c.KeySpace, "geo-keyspace", "", "name of the geo key space, whose transactions commit by epoch messages between data centres (docs/transactions.md, \"Geo mode\"); empty: the geo mode is off")
 	f.StringArrayVar(&c.Localities, "geo-locality", nil, "a data centre's --locality, the flag once per data centre, in the same order on every node (the node with the lowest id in each is its gateway)")
 	f.DurationVar(&c.Protocol.Epoch, "geo-epoch", c.Protocol.Epoch, "how long a gateway collects geo transactions before sending them to the other data centres")
-	f.DurationVar(&c.Protocol.Deadline, "geo-deadline", c.Protocol.Deadline, "how long after an epoch a data centre waits for another's message before voting to leave its transactions out (more than the slowest one-way delay)")
+	f.DurationVar(&c.Protocol.Deadline, "geo-deadline", c.Protocol.Deadline, "how long after an epoch a data centre waits for another's message before voting to leave its transactions out (more than twice the slowest one-way delay)")
 	f.DurationVar(&c.CommitTimeout, "geo-commit-timeout", c.CommitTimeout, "longest a geo commit waits for its decision")
 }

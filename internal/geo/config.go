@@ -12,9 +12,12 @@ type Config struct {
 	// latency and sets the message rate (one per peer per Epoch).
 	Epoch time.Duration
 	// Deadline is how long after an epoch's end a DC waits for a peer's
-	// message for it before voting to leave that peer's input out. It
-	// must exceed the slowest inter-DC one-way delay, or inputs are left
-	// out (their transactions answered "retry") while all DCs are up.
+	// message for it before voting to leave that peer's input out (once
+	// a third DC's message shows the deadline passed there too). A DC
+	// that sends its own message more than half of it late votes its
+	// input out itself (Message.Late), so half of it must exceed the
+	// slowest inter-DC one-way delay, or inputs are left out (their
+	// transactions answered "retry") while all DCs are up.
 	Deadline time.Duration
 	// Retransmit is how often messages a peer has not acknowledged are
 	// sent again (after a drop or a partition).

@@ -16,8 +16,15 @@ import (
 // epoch as soon as the DC executed it, so that validation need not wait
 // for the next epoch message (which carries them again, reliably, since
 // early messages are neither acknowledged nor sent again).
+//
+// A Late message was sent more than half the deadline after its epoch
+// ended (its DC fell behind: starved of CPU, or paused): its sender votes
+// its own input out, and so does every DC that receives it, whatever its
+// own clock says. Every DC thus votes alike on a late sender's input, and
+// the input is settled even when only two DCs remain (see hold).
 type Message struct {
 	Early   bool
+	Late    bool
 	From    int
 	Genesis uint64 // the first epoch; DC 0 sets it, the others learn it
 	Epoch   uint64
@@ -51,8 +58,9 @@ type entry struct {
 }
 
 type tallied struct {
-	r Result
-	h [32]byte
+	r     Result
+	h     [32]byte
+	order uint64 // of the message it came in (sentOrder)
 }
 
 // DC is the geo protocol of one data centre. It is pure: time comes in as
@@ -65,9 +73,10 @@ type DC struct {
 	decide func(Decision)
 	fault  func(*Result) // tests: alters this DC's results
 
-	genesis    uint64 // 0 until known
-	next       uint64 // the next epoch this DC closes
-	overdue    uint64 // the next epoch whose deadline has not passed yet
+	genesis    uint64   // 0 until known
+	next       uint64   // the next epoch this DC closes
+	overdue    []uint64 // overdue[dc]: the next epoch whose input from dc this DC has not voted on by the clock
+	heard      []uint64 // heard[dc]: the latest epoch of a message from dc taken
 	seq        uint64
 	pending    []Txn
 	outVotes   []Vote
@@ -79,6 +88,7 @@ type DC struct {
 	inputs    map[uint64][]*Message // kept past validation until every peer holds them (relay.go)
 	heldBelow []uint64              // heldBelow[d]: we hold every message of d below this
 	peerHeld  [][]uint64            // peerHeld[p]: peer p's heldBelow as its messages said
+	retxHeld  [][]uint64            // retxHeld[p]: peerHeld[p] at the last retransmission
 	votes     *votes
 	tally     map[TxnID]map[int]tallied
 	doneBelow []uint64 // doneBelow[d]: d's transactions below this sequence are settled
@@ -103,8 +113,8 @@ func NewDC(cfg Config, id, n int, tr Transport, decide func(Decision)) (*DC, err
 		return nil, fmt.Errorf("geo: DC %d of %d: want 1 to 64 DCs and 0 <= id < n", id, n)
 	}
 	return &DC{cfg: cfg, id: id, n: n, tr: tr, decide: decide,
-		peerHeld: make([][]uint64, n), inputs: map[uint64][]*Message{},
-		heldBelow: make([]uint64, n), votes: newVotes(n), tally: map[TxnID]map[int]tallied{},
+		peerHeld: make([][]uint64, n), retxHeld: make([][]uint64, n), inputs: map[uint64][]*Message{},
+		heldBelow: make([]uint64, n), heard: make([]uint64, n), votes: newVotes(n), tally: map[TxnID]map[int]tallied{},
 		doneBelow: make([]uint64, n), spec: NewStore(cfg.Partitions), validated: NewStore(cfg.Partitions),
 		execMembers: map[uint64]uint64{}}, nil
 }
@@ -150,12 +160,19 @@ func (d *DC) Tick(now time.Time) {
 		return
 	}
 	for d.next < d.epochOf(now) {
-		d.close()
+		d.close(now)
 	}
-	for ; d.overdue < d.next && !now.Before(d.epochEnd(d.overdue).Add(d.cfg.Deadline)); d.overdue++ {
-		for dc := range d.n {
-			if !d.holds(d.overdue, dc) && d.votes.cast(d.overdue, dc, d.id, false) {
-				d.outVotes = append(d.outVotes, Vote{Epoch: d.overdue, DC: dc})
+	for dc := range d.n {
+		for ; d.overdue[dc] < d.next && !now.Before(d.epochEnd(d.overdue[dc]).Add(d.cfg.Deadline)); d.overdue[dc]++ {
+			e := d.overdue[dc]
+			if d.holds(e, dc) {
+				continue
+			}
+			if !d.othersPast(e, dc) {
+				break
+			}
+			if d.votes.cast(e, dc, d.id, false) {
+				d.outVotes = append(d.outVotes, Vote{Epoch: e, DC: dc})
 			}
 		}
 	}
@@ -167,16 +184,21 @@ func (d *DC) Tick(now time.Time) {
 }
 
 func (d *DC) start(genesis uint64) {
-	d.genesis, d.next, d.overdue, d.execNext, d.vEpoch = genesis, genesis, genesis, genesis, genesis
+	d.genesis, d.next, d.execNext, d.vEpoch = genesis, genesis, genesis, genesis
+	d.overdue = slices.Repeat([]uint64{genesis}, d.n)
 	for i := range d.n {
 		d.heldBelow[i] = genesis
 		d.peerHeld[i] = slices.Repeat([]uint64{genesis}, d.n)
 	}
 }
 
-// close sends this DC's message for epoch d.next.
-func (d *DC) close() {
-	m := &Message{From: d.id, Genesis: d.genesis, Epoch: d.next, Txns: d.pending,
+// close sends this DC's message for epoch d.next, marked late if now is
+// more than half the deadline past the epoch's end: the other half is the
+// network's, so a message sent in time reaches every DC before its
+// deadline.
+func (d *DC) close(now time.Time) {
+	late := now.Sub(d.epochEnd(d.next)) > d.cfg.Deadline/2
+	m := &Message{From: d.id, Late: late, Genesis: d.genesis, Epoch: d.next, Txns: d.pending,
 		Votes: d.outVotes, Results: d.outResults, Acks: append([]uint64(nil), d.heldBelow...)}
 	d.pending, d.outVotes, d.outResults, d.earlyVotes, d.earlyRes = nil, nil, nil, 0, 0
 	d.next++
@@ -202,6 +224,7 @@ func (d *DC) Receive(m *Message) {
 	for x, e := range m.Acks {
 		d.peerHeld[m.From][x] = max(d.peerHeld[m.From][x], e)
 	}
+	d.heard[m.From] = max(d.heard[m.From], m.Epoch)
 	switch {
 	case m.Early:
 		d.absorb(m)
@@ -226,7 +249,7 @@ func (d *DC) Receive(m *Message) {
 func (d *DC) absorb(m *Message) {
 	d.absorbVotes(m)
 	for _, r := range m.Results {
-		d.note(m.From, r)
+		d.note(m.From, r, sentOrder(m))
 	}
 }
 
@@ -255,12 +278,39 @@ func (d *DC) sendEarly() {
 	}
 }
 
+// othersPast says whether this DC took a message that a DC other than
+// itself and dc sent a deadline after epoch e ended. Only then does it
+// vote dc's missing input for e out: its own clock says the deadline
+// passed, but not that the messages sent before then reached it (a
+// loaded machine holds them back while its clock runs on), and a live
+// DC's input voted out so is, with one DC gone, a 1–1 split no vote can
+// settle. With one DC gone its two peers never vote each other's inputs
+// out by the clock: each votes on the other's input as its message says
+// (have, or out if Late), and both vote alike.
+func (d *DC) othersPast(e uint64, dc int) bool {
+	// An epoch message for epoch f is sent once f ended, an early one
+	// once f began: past the deadline when f-1 ends a deadline after e.
+	past := e + uint64(d.cfg.Deadline/d.cfg.Epoch) + 2
+	for y, h := range d.heard {
+		if y != dc && y != d.id && h >= past {
+			return true
+		}
+	}
+	return false
+}
+
 func (d *DC) holds(e uint64, dc int) bool {
 	return e < d.heldBelow[dc] || (d.inputs[e] != nil && d.inputs[e][dc] != nil)
 }
 
 // hold keeps an epoch message: its arrival is its sender's vote, and ours
-// unless our deadline passed first.
+// unless our deadline passed first; both are "have" unless it is late.
+//
+// A sender that is late votes its input out rather than in: with one DC
+// gone, the two left must vote alike on every input or it is never
+// settled (a 1–1 split has no third vote to break it), and a sender that
+// fell behind by more than a deadline used to vote "have" on inputs its
+// peer had already voted out, stalling both for good.
 func (d *DC) hold(m *Message) {
 	in := d.inputs[m.Epoch]
 	if in == nil {
@@ -269,9 +319,10 @@ func (d *DC) hold(m *Message) {
 	}
 	in[m.From] = m
 	d.advanceHeld(m.From)
-	d.votes.cast(m.Epoch, m.From, m.From, true)
-	if m.From != d.id && d.votes.cast(m.Epoch, m.From, d.id, true) {
-		d.outVotes = append(d.outVotes, Vote{Epoch: m.Epoch, DC: m.From, Have: true})
+	have := !m.Late
+	d.votes.cast(m.Epoch, m.From, m.From, have)
+	if m.From != d.id && d.votes.cast(m.Epoch, m.From, d.id, have) {
+		d.outVotes = append(d.outVotes, Vote{Epoch: m.Epoch, DC: m.From, Have: have})
 	}
 }
 
@@ -288,9 +339,24 @@ func (d *DC) advanceHeld(dc int) {
 	}
 }
 
+// sentOrder orders a DC's messages as it sent them: by epoch, and an
+// epoch's early messages before its epoch message (which repeats their
+// results, in order, after any it computed since).
+func sentOrder(m *Message) uint64 {
+	if m.Early {
+		return 2 * m.Epoch
+	}
+	return 2*m.Epoch + 1
+}
+
 // note records a DC's result for a transaction not yet settled; a later
 // result from the same DC (after it rolled back) replaces its earlier one.
-func (d *DC) note(from int, r Result) {
+// Later as sent, not as taken: messages arrive in any order, an epoch
+// message lost and sent again is taken after newer ones, and its results,
+// computed on a speculative state since dropped, would replace the newer
+// ones, which are not sent again: no majority would ever form for the
+// transaction and validation would wait for good.
+func (d *DC) note(from int, r Result, order uint64) {
 	if r.ID.DC < 0 || r.ID.DC >= d.n || r.ID.Seq < d.doneBelow[r.ID.DC] {
 		return
 	}
@@ -299,5 +365,8 @@ func (d *DC) note(from int, r Result) {
 		t = map[int]tallied{}
 		d.tally[r.ID] = t
 	}
-	t[from] = tallied{r: r, h: r.Hash()}
+	if old, ok := t[from]; ok && old.order > order {
+		return
+	}
+	t[from] = tallied{r: r, h: r.Hash(), order: order}
 }

@@ -1,5 +1,7 @@
 package geo
 
+import "math"
+
 // progress executes every epoch that is ready, then validates what
 // results allow, again while a rollback asks for it; new results go out
 // at once in an early message.
@@ -76,7 +78,7 @@ func (d *DC) executeEpoch(e uint64, members uint64) {
 		prior = r.Hash()
 		d.log = append(d.log, entry{txn: txns[i], mine: r, hash: prior})
 		d.outResults = append(d.outResults, r)
-		d.note(d.id, r)
+		d.note(d.id, r, math.MaxUint64) // our own are always the newest
 	}
 }
 
