@@ -33,6 +33,10 @@ type Client struct {
 	loads atomic.Pointer[loadView] // latest node scores
 	tune  readTuning
 	pollState
+
+	// increments is set once the cluster's log version was seen to apply
+	// increments (Increment).
+	increments atomic.Bool
 }
 
 // wallClock is the system clock the client's HLC reads.

@@ -535,12 +535,29 @@ func (c *Client) CompareAndSetTTL(ctx context.Context, key []byte, expected *[]b
 // nor retry. ok is false, and nothing is written, when the value is not
 // such an integer or the sum overflows; before is the value before the
 // command either way. Like CompareAndSet it is never retried once it may
-// have reached a server. It needs Raft log version 12 on every node
-// (api/tidekv.proto, CompareAndSetRequest.increment); a node's binary
-// older than that would not know the command.
+// have reached a server. It needs the cluster at Raft log version 12
+// (api/tidekv.proto, CompareAndSetRequest.increment): a node's binary
+// older than that would take the request for a compare-and-set and write
+// an empty value. So the client asks the cluster's log version first (once
+// it is high enough, never again: versions only rise) and, below 12,
+// refuses with an error wrapping errors.ErrUnsupported, sending nothing.
 func (c *Client) Increment(ctx context.Context, key []byte, by int64, e Expiry) (ok bool, before []byte, beforeExists bool, err error) {
+	if !c.increments.Load() {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return false, nil, false, err
+		}
+		if v := st.GetLogVersion(); v < incrementLogVersion {
+			return false, nil, false, fmt.Errorf("%w: increments need the cluster at Raft log version %d, it is at %d (docs/upgrades.md)", errors.ErrUnsupported, incrementLogVersion, v)
+		}
+		c.increments.Store(true)
+	}
 	return c.compareAndSet(ctx, "increment", &tidekvpb.CompareAndSetRequest{Key: key, Increment: true, IncrementBy: by}, e)
 }
+
+// incrementLogVersion is the Raft log version whose binaries apply
+// increments (raftstore.LogVersionIncrement).
+const incrementLogVersion = 12
 
 // compareAndSet sends req, a CompareAndSet or an increment, with the
 // expiry e.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -103,6 +105,11 @@ func TestRedisIncrBeforeEveryNodeIncrements(t *testing.T) {
 	defer rdb.Close()
 	if got, err := rdb.IncrBy(ctx, "counter", -15).Result(); err != nil || got != 0 {
 		t.Fatalf("INCRBY counter -15 = %d, %v; want 0", got, err)
+	}
+	// The Go client's Increment refuses too, sending nothing: a binary at
+	// version 11 would take it for a compare-and-set writing "".
+	if _, _, _, err := tc.client().Increment(ctx, []byte("counter"), 1, client.Expiry{}); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("client Increment at log version %d: %v, want errors.ErrUnsupported", raftstore.LogVersionIncrement-1, err)
 	}
 	if n := tc.opRequests(t, "incr"); n != 0 {
 		t.Fatalf("%.0f increment commands sent before every node applies them", n)
