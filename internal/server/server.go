@@ -36,6 +36,7 @@ import (
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/keyspaces"
 	"github.com/tidekv/tidekv/internal/kvapi"
+	"github.com/tidekv/tidekv/internal/kvstream"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/nodedir"
 	"github.com/tidekv/tidekv/internal/queue"
@@ -279,7 +280,9 @@ func (s *Server) serve(ctx context.Context) error {
 
 // registerServices puts the node's gRPC services on s.grpcSrv.
 func (s *Server) registerServices() {
-	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s, workers: newWorkers(batchWorkers, s.stopper)})
+	kv := &kvService{s: s}
+	kv.stream = kvstream.New(streamNode{s}, kv, s.cfg.Limits.MaxMessageSize, s.stopper)
+	tidekvpb.RegisterKVServer(s.grpcSrv, kv)
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.txns = s.newCoordinator()
 	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: s.txns})
