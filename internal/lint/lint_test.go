@@ -97,6 +97,13 @@ var rules = []rule{
 		says:   "imports no server or store code (internal/server, internal/raftstore)",
 	},
 	{
+		// Admin routing is network code by nature (it forwards calls to
+		// peers); it reaches the node through adminroute.Node.
+		pkgs:   []string{"internal/adminroute"},
+		forbid: []string{"internal/server/", "client/"},
+		says:   "imports no server or SDK code (internal/server, client)",
+	},
+	{
 		pkgs:   []string{"internal/georpc"},
 		forbid: []string{"internal/server/", "internal/raftstore/", "internal/transport/"},
 		says:   "imports no server, store or transport code (internal/server, internal/raftstore, internal/transport)",

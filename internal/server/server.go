@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/clockwatch"
 	"github.com/tidekv/tidekv/internal/georpc"
@@ -24,7 +25,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -80,8 +80,9 @@ type Server struct {
 	adm        *admission.Controller
 	kv         *kvapi.API // the typed KV API (kv.go)
 
-	connMu sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	// route runs admin calls on the leaseholders that serve them and
+	// holds the connections to peers (internal/adminroute).
+	route *adminroute.Router
 
 	meta *meta.Table
 	ctl  *controlState
@@ -108,10 +109,9 @@ type Server struct {
 	// heartbeat reports.
 	hbRates heartbeatRates
 
-	metaLeaderAddr atomic.Pointer[string]
-	reports        chan *tidekvpb.RangeDescriptor
-	placeWake      chan struct{} // wakes the control loop early (sizewatch.go)
-	gcTTLNanos     atomic.Int64  // gc-ttl as last learnt (gcqueue.go)
+	reports    chan *tidekvpb.RangeDescriptor
+	placeWake  chan struct{} // wakes the control loop early (sizewatch.go)
+	gcTTLNanos atomic.Int64  // gc-ttl as last learnt (gcqueue.go)
 	// gcQueue is the GC queue's memory (internal/queue).
 	gcQueue       queue.GC
 	requests      atomic.Uint64
@@ -165,7 +165,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	eng = ks.Engine()
 	s := &Server{
 		cfg: cfg, eng: eng, ks: ks, dir: nodedir.New(eng), sec: sec, faults: faults,
-		conns:     map[string]*grpc.ClientConn{},
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
 		placeWake: make(chan struct{}, 1),
 		stopper:   make(chan struct{}),
@@ -173,6 +172,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		metrics:   m,
 		events:    ev,
 	}
+	s.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.stopper)
 	ks.SetNode(ksNode{s: s, origin: &http.Client{}})
 	s.sizes = sizewatch.New(sizewatch.Config{SplitBackpressure: cfg.SplitBackpressure, SplitBackpressureWait: cfg.SplitBackpressureWait}, sizeNode{s}, m)
 	s.router = txnclient.New(s.routerNode)
@@ -468,22 +468,13 @@ func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
 	}
 }
 
-func (s *Server) conn(addr string) *grpc.ClientConn {
-	s.connMu.Lock()
-	defer s.connMu.Unlock()
-	if c := s.conns[addr]; c != nil {
-		return c
-	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(s.peerCreds()),
+// conn is the node's connection to the peer at addr (internal/adminroute).
+func (s *Server) conn(addr string) *grpc.ClientConn { return s.route.Conn(addr) }
+
+// dial makes a connection to the peer at addr.
+func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(s.peerCreds()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(s.cfg.Limits.MaxMessageSize)))
-	if err != nil {
-		// NewClient only fails on malformed targets; callers see the error
-		// on their first RPC through a closed placeholder.
-		log.Printf("dial %s: %v", addr, err)
-		c, _ = grpc.NewClient("passthrough:///invalid", grpc.WithTransportCredentials(insecure.NewCredentials()))
-	}
-	s.conns[addr] = c
-	return c
 }
 
 // Stop shuts the node down: stop accepting requests, stop replicas, close
@@ -519,11 +510,7 @@ func (s *Server) Stop() {
 		if s.grpcT != nil {
 			s.grpcT.Stop()
 		}
-		s.connMu.Lock()
-		for _, c := range s.conns {
-			c.Close()
-		}
-		s.connMu.Unlock()
+		s.route.Close()
 		if err := s.eng.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
 			log.Printf("closing engine: %v", err)
 		}
