@@ -97,9 +97,10 @@ var rules = []rule{
 		says:   "imports no server or store code (internal/server, internal/raftstore)",
 	},
 	{
-		// Admin routing is network code by nature (it forwards calls to
-		// peers); it reaches the node through adminroute.Node.
-		pkgs:   []string{"internal/adminroute"},
+		// Admin routing and the range operations forward calls to peers
+		// (network code by nature); they reach the node through the Node
+		// interfaces they own.
+		pkgs:   []string{"internal/adminroute", "internal/rangeops"},
 		forbid: []string{"internal/server/", "client/"},
 		says:   "imports no server or SDK code (internal/server, client)",
 	},
