@@ -7,6 +7,7 @@ import (
 	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/clockwatch"
+	"github.com/tidekv/tidekv/internal/closedpush"
 	"github.com/tidekv/tidekv/internal/georpc"
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/metrics"
@@ -99,9 +100,9 @@ type Server struct {
 	svc monitor.ServiceTimer
 	// clock is the offset monitor and its verdict (internal/clockwatch).
 	clock *clockwatch.Watch
-	// loads is every node's load as last heard (closed.go).
-	loads    loadTable
-	pushBusy sync.Map // peer node ID -> *atomic.Bool
+	// push sends closed timestamps and loads to peers and keeps every
+	// node's load as last heard (internal/closedpush).
+	push *closedpush.Pusher
 	// origins counts writes per range by origin locality (leases.go).
 	origins sync.Map // range ID -> *originCounts
 
@@ -173,6 +174,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		events:    ev,
 	}
 	s.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.stopper)
+	s.push = closedpush.New(pushNode{s}, s.stopper)
 	ks.SetNode(ksNode{s: s, origin: &http.Client{}})
 	s.sizes = sizewatch.New(sizewatch.Config{SplitBackpressure: cfg.SplitBackpressure, SplitBackpressureWait: cfg.SplitBackpressureWait}, sizeNode{s}, m)
 	s.router = txnclient.New(s.routerNode)
