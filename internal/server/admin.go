@@ -3,14 +3,9 @@ package server
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"sort"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/cliformat"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -99,160 +94,24 @@ func (a *adminService) Split(ctx context.Context, req *tidekvpb.SplitRequest) (*
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	s := a.s
-	key, rangeID := req.GetSplitKey(), req.GetRangeId()
-	switch {
-	case len(key) > 0:
-		if err := s.checkKey(key); err != nil {
-			return nil, err
-		}
-		if rangeID == 0 {
-			var err error
-			if rangeID, err = s.rangeIDForKey(ctx, key); err != nil {
-				return nil, s.toStatus(err)
-			}
-		}
-	case rangeID == 0:
-		return nil, invalidArg("split: give a split key or a range ID")
-	}
-	resp, err := callRangeLeader(ctx, s, rangeID, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.SplitResponse, error) {
-		if want, gen := req.GetExpectedGeneration(), r.Desc().GetGeneration(); want != 0 && want != gen {
-			return nil, status.Errorf(codes.Aborted, "range %d changed since the split was decided (generation %d, now %d): nothing done", rangeID, want, gen)
-		}
-		splitKeys := [][]byte{key}
-		if len(key) == 0 {
-			var err error
-			if splitKeys, err = s.splitKeysFor(ctx, r, req.GetByLoad()); err != nil {
-				return nil, err
-			}
-		}
-		// From the right, so that every split cuts the range r still leads.
-		var resp *tidekvpb.SplitResponse
-		for i := len(splitKeys) - 1; i >= 0; i-- {
-			var err error
-			if resp, err = s.splitAt(ctx, r, splitKeys[i], req.GetReason()); err != nil {
-				return nil, err
-			}
-		}
-		return resp, nil
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.SplitResponse, error) {
-		return c.Split(ctx, req)
-	})
-	return resp, s.toStatus(err)
-}
-
-// splitAt splits the range the leaseholder r leads at key.
-func (s *Server) splitAt(ctx context.Context, r *raftstore.Replica, key []byte, reason string) (*tidekvpb.SplitResponse, error) {
-	d := r.Desc()
-	if bytes.Equal(d.GetStartKey(), key) {
-		return nil, invalidArg("key %q is already the start of range %d", key, d.GetRangeId())
-	}
-	if !keys.Contains(d.GetStartKey(), d.GetEndKey(), key) {
-		return nil, &raftstore.KeyMismatchError{Key: key, Desc: d}
-	}
-	newID, err := s.allocRangeID(ctx)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := r.Split(ctx, key, newID)
-	if err == nil {
-		s.events.Record("split", rangeSubject(d.GetRangeId()), "split at %s into ranges %d and %d: %s",
-			cliformat.Quote(key), d.GetRangeId(), newID, reasonOr(reason))
-	}
-	return resp, err
-}
-
-// splitKeysFor picks where the leaseholder r splits its range: the median
-// of its sampled requests, or by size the key that halves its data, or the
-// keys that cut it into pieces no larger than its split line if halves
-// would still be above it (raftstore.SizeSplitKeys).
-func (s *Server) splitKeysFor(ctx context.Context, r *raftstore.Replica, byLoad bool) ([][]byte, error) {
-	if !byLoad {
-		return r.SizeSplitKeys(ctx, s.clusterConfig().Placement.SplitBytes())
-	}
-	key, hot, ok := r.LoadSplitKey()
-	if !ok {
-		return nil, fmt.Errorf("%w: range %d: no load split key (too few sampled requests, or %.0f%% on one key)", raftstore.ErrInvalidRequest, r.RangeID(), 100*hot)
-	}
-	return [][]byte{key}, nil
-}
-
-// rangeIDForKey finds the range covering key, locally or in the directory.
-func (s *Server) rangeIDForKey(ctx context.Context, key []byte) (uint64, error) {
-	if r := s.store.LookupKey(key); r != nil {
-		return r.RangeID(), nil
-	}
-	resp, err := s.ranges(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, ri := range resp.GetRanges() {
-		d := ri.GetDesc()
-		if d.GetRangeId() != keys.MetaRangeID && keys.Contains(d.GetStartKey(), d.GetEndKey(), key) {
-			return d.GetRangeId(), nil
-		}
-	}
-	return 0, &raftstore.RangeNotFoundError{Key: key}
+	resp, err := a.s.rangeOps().Split(ctx, req)
+	return resp, a.s.toStatus(err)
 }
 
 func (a *adminService) ChangeReplicas(ctx context.Context, req *tidekvpb.ChangeReplicasRequest) (*tidekvpb.ChangeReplicasResponse, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	s := a.s
-	if req.GetAddNodeId() == 0 && req.GetRemoveNodeId() == 0 {
-		return nil, invalidArg("change replicas: name a node to add or to remove")
-	}
-	if id := req.GetAddNodeId(); id != 0 {
-		if _, ok := s.dir.Get(id); !ok {
-			return nil, invalidArg("node %d is not a member of the cluster", id)
-		}
-	}
-	resp, err := callRangeLeader(ctx, s, req.GetRangeId(), func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ChangeReplicasResponse, error) {
-		var d *tidekvpb.RangeDescriptor
-		var err error
-		if req.GetLearner() {
-			if req.GetRemoveNodeId() != 0 {
-				return nil, invalidArg("change replicas: a learner is added on its own, not with a removal")
-			}
-			d, err = r.AddLearner(ctx, req.GetAddNodeId())
-		} else {
-			s.ks.Learn(ctx, r.Desc().GetStartKey()) // its replication factor
-			d, err = r.ChangeReplicas(ctx, req.GetAddNodeId(), req.GetRemoveNodeId())
-		}
-		if err != nil {
-			return nil, err
-		}
-		s.recordReplicaChange(req)
-		return &tidekvpb.ChangeReplicasResponse{Desc: d}, nil
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ChangeReplicasResponse, error) {
-		return c.ChangeReplicas(ctx, req)
-	})
-	return resp, s.toStatus(err)
+	resp, err := a.s.rangeOps().ChangeReplicas(ctx, req)
+	return resp, a.s.toStatus(err)
 }
 
 func (a *adminService) TransferLease(ctx context.Context, req *tidekvpb.TransferLeaseRequest) (*tidekvpb.TransferLeaseResponse, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	s := a.s
-	resp, err := callRangeLeader(ctx, s, req.GetRangeId(), func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.TransferLeaseResponse, error) {
-		if s.nodeID == req.GetTargetNodeId() {
-			return &tidekvpb.TransferLeaseResponse{}, nil
-		}
-		if s.clockUntrustedOn(req.GetTargetNodeId()) {
-			return nil, status.Errorf(codes.FailedPrecondition, "node %d: %v", req.GetTargetNodeId(), errClockUntrusted)
-		}
-		if err := r.TransferLease(req.GetTargetNodeId()); err != nil {
-			return nil, err
-		}
-		s.events.Record("lease-transfer", rangeSubject(req.GetRangeId()), "lease moving from node %d to node %d: %s",
-			s.nodeID, req.GetTargetNodeId(), reasonOr(req.GetReason()))
-		return &tidekvpb.TransferLeaseResponse{}, nil
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.TransferLeaseResponse, error) {
-		return c.TransferLease(ctx, req)
-	})
-	return resp, s.toStatus(err)
+	resp, err := a.s.rangeOps().TransferLease(ctx, req)
+	return resp, a.s.toStatus(err)
 }
 
 func (a *adminService) Join(ctx context.Context, req *tidekvpb.JoinRequest) (*tidekvpb.JoinResponse, error) {
@@ -292,28 +151,6 @@ func (a *adminService) ReportRange(ctx context.Context, req *tidekvpb.ReportRang
 		return c.ReportRange(ctx, req)
 	})
 	return resp, s.toStatus(err)
-}
-
-// reasonOr names the reason an admin call gave, or says an operator asked.
-func reasonOr(reason string) string {
-	if reason == "" {
-		return "requested by an operator"
-	}
-	return reason
-}
-
-func (s *Server) recordReplicaChange(req *tidekvpb.ChangeReplicasRequest) {
-	subject, reason := rangeSubject(req.GetRangeId()), reasonOr(req.GetReason())
-	switch add, rm := req.GetAddNodeId(), req.GetRemoveNodeId(); {
-	case add != 0 && rm != 0:
-		s.events.Record("replica-move", subject, "replica moved from node %d to node %d: %s", rm, add, reason)
-	case add != 0 && req.GetLearner():
-		s.events.Record("learner-add", subject, "read replica (learner) added on node %d: %s", add, reason)
-	case add != 0:
-		s.events.Record("replica-add", subject, "replica added on node %d: %s", add, reason)
-	default:
-		s.events.Record("replica-remove", subject, "replica removed from node %d: %s", rm, reason)
-	}
 }
 
 // Events returns this node's events, or every node's merged.

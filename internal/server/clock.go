@@ -27,7 +27,7 @@ func (s *Server) updateClock(ts *tidekvpb.Timestamp, from string) error {
 // clockUntrustedOn reports whether a node's latest load says its clock is
 // not trusted (unknown nodes are not known to be untrusted).
 func (s *Server) clockUntrustedOn(node uint64) bool {
-	for _, l := range s.loads.list() {
+	for _, l := range s.push.Loads() {
 		if l.GetNodeId() == node {
 			return l.GetClockUntrusted()
 		}

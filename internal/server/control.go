@@ -12,8 +12,6 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/control"
-	"github.com/tidekv/tidekv/internal/keys"
-	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/placement"
 )
@@ -83,7 +81,8 @@ func (s *Server) placeRound(ctx context.Context, urgent bool) {
 			return // not readable yet: the round waits, so a fresh state is never stored over it
 		}
 	}
-	obs := s.observe(meta.Desc(), resp, time.Now())
+	now := time.Now()
+	obs := s.meta.Observe(s.nodeID, meta.Desc(), resp, s.nodeStatuses(resp.GetNodes(), now), now)
 	s.placeKeySpaces(&obs)
 	cfg := s.clusterConfig()
 	s.ctl.mu.Lock()
@@ -116,96 +115,6 @@ func (s *Server) exportOverflow() {
 			s.metrics.KeyspaceFullest.WithLabelValues(metrics.IDLabel(k.ID)).Set(c.FullestBytes)
 		}
 	}
-}
-
-// addReplicaReads adds to each range the reads its other replicas
-// served, as the live nodes' last heartbeats report them for the range's
-// current span. A node that is not dead but whose heartbeat is missing or
-// late (not live) may be serving reads nobody counted: the ranges with a
-// replica on it get ReplicaReadsUnknown rather than zero for its share.
-func (s *Server) addReplicaReads(ranges []placement.Range, statuses []*tidekvpb.NodeStatus) {
-	at := make(map[uint64]*placement.Range, len(ranges))
-	for i := range ranges {
-		at[ranges[i].ID] = &ranges[i]
-	}
-	unreported := map[uint64]bool{}
-	for _, ns := range statuses {
-		id := ns.GetNode().GetNodeId()
-		hb := s.meta.LastHeartbeat(id)
-		if !ns.GetLive() || hb == nil {
-			unreported[id] = s.placementState(ns) != placement.NodeDead
-			continue
-		}
-		for _, rr := range hb.GetReplicaReads() {
-			r := at[rr.GetRangeId()]
-			if r != nil && !r.ControlLoop && r.Generation == rr.GetGeneration() && r.Leaseholder != id {
-				r.ReplicaReadQPS += rr.GetReadQps()
-			}
-		}
-	}
-	for i := range ranges {
-		for _, rep := range ranges[i].Replicas {
-			if rep.Node != ranges[i].Leaseholder && unreported[rep.Node] {
-				ranges[i].ReplicaReadsUnknown = true
-			}
-		}
-	}
-}
-
-// observe assembles what the control loop looks at.
-func (s *Server) observe(metaDesc *tidekvpb.RangeDescriptor, resp *tidekvpb.RangesResponse, now time.Time) control.Observation {
-	obs := control.Observation{Now: now}
-	ranges := append([]*tidekvpb.RangeInfo{{Desc: metaDesc, LeaderNodeId: s.nodeID}}, resp.GetRanges()...)
-	for _, ri := range ranges {
-		d := ri.GetDesc()
-		r := placement.Range{ID: d.GetRangeId(), Start: d.GetStartKey(), End: d.GetEndKey(), Generation: d.GetGeneration(), Leaseholder: ri.GetLeaderNodeId(),
-			Bytes: ri.GetBytes(), QPS: ri.GetQps(), ReadQPS: ri.GetReadQps(), HotKeyShare: ri.GetHotKeyShare(),
-			MergingInto: d.GetMergingInto(), LoadStale: ri.GetLoadStale(), Writes: ri.GetWritesByOrigin(),
-			ChangeInProgress: ri.GetChangeInProgress()}
-		if r.ID == keys.MetaRangeID {
-			// The meta range lives in its own key space: never split or
-			// merged, only replicated and balanced.
-			r.Start, r.End, r.Bytes, r.QPS, r.ReadQPS = nil, nil, 0, 0, 0
-			r.ControlLoop = true
-		}
-		for _, rd := range d.GetReplicas() {
-			t := placement.Voter
-			if rd.GetType() == tidekvpb.ReplicaType_LEARNER {
-				t = placement.Learner
-			}
-			r.Replicas = append(r.Replicas, placement.Replica{Node: rd.GetNodeId(), Type: t, Adaptive: rd.GetAdaptive()})
-		}
-		obs.Ranges = append(obs.Ranges, r)
-	}
-	statuses := s.nodeStatuses(resp.GetNodes(), now)
-	obs.Signals = make(map[uint64]control.NodeSignal, len(statuses))
-	s.addReplicaReads(obs.Ranges, statuses)
-	for _, ns := range statuses {
-		n := ns.GetNode()
-		obs.Nodes = append(obs.Nodes, placement.Node{ID: n.GetNodeId(), Locality: n.GetLocality(),
-			State: s.placementState(ns), Bytes: ns.GetBytes(), QPS: ns.GetQps(), CPU: ns.GetCpu(), Score: ns.GetScore(),
-			ClockUntrusted: ns.GetClockUntrusted()})
-		sig := control.NodeSignal{Addr: n.GetGrpcAddr(), Ops: ns.GetQps(), CPU: ns.GetCpu(),
-			P99: time.Duration(ns.GetP99Ms() * float64(time.Millisecond))}
-		if hb := s.meta.LastHeartbeat(n.GetNodeId()); hb != nil {
-			sig.Rejected, sig.QueueUtil, sig.ReadShare = hb.GetRejectedQps(), hb.GetQueueUtil(), hb.GetReadShare()
-		}
-		obs.Signals[n.GetNodeId()] = sig
-	}
-	return obs
-}
-
-// placementState maps a node's status to what placement acts on.
-func (s *Server) placementState(ns *tidekvpb.NodeStatus) placement.NodeState {
-	switch ns.GetState() {
-	case meta.StateDead:
-		return placement.NodeDead
-	case meta.StateDraining, meta.StateDrained:
-		return placement.NodeDraining
-	case meta.StateSuspect, meta.StateUnknown:
-		return placement.NodeSuspect
-	}
-	return placement.NodeLive
 }
 
 // eventSink records the control loop's events in the node's event log.

@@ -11,6 +11,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/kvapi"
+	"github.com/tidekv/tidekv/internal/kvstream"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -21,8 +22,8 @@ import (
 // routing error.
 type kvService struct {
 	tidekvpb.UnimplementedKVServer
-	s       *Server
-	workers *workers // run Batch streams' requests
+	s      *Server
+	stream *kvstream.Server // serves Batch streams (kvstream.go)
 }
 
 // newKVAPI is the node's typed KV API.

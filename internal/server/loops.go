@@ -26,7 +26,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
 	s.wg.Go(s.gcAtStart)
 	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
-	s.loop(s.cfg.ClosedTimestampInterval, s.pushClosed)
+	s.loop(s.cfg.ClosedTimestampInterval, s.push.Round)
 	s.loop(s.cfg.ClosedTimestampInterval, func(context.Context) { s.clock.Check(time.Now()) })
 	s.loop(metrics.SeriesInterval, func(context.Context) { s.metrics.Sample(time.Now()) })
 	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })

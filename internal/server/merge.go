@@ -1,193 +1,68 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/rangeops"
 )
 
-// Merges are coordinated by the left range's leaseholder: freeze the right
-// neighbour (on its leaseholder), wait until every replica of it applied
-// the freeze, then propose the merge on the left range (raftstore/merge.go
-// explains why this order keeps every replica's data complete). A refused
-// merge unfreezes the neighbour; an interrupted one leaves it frozen, and
-// placement runs the merge again.
-
-// mergeFreezeWait bounds how long the coordinator waits for every replica of
-// the right range to apply the freeze before giving up and unfreezing.
-const mergeFreezeWait = 10 * time.Second
+// The operations that change one range run in internal/rangeops, on the
+// range's leaseholder; the admin service and the control loop's operators
+// call them through rangeOps.
 
 func (a *adminService) Merge(ctx context.Context, req *tidekvpb.MergeRequest) (*tidekvpb.MergeResponse, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	s := a.s
-	resp, err := callRangeLeader(ctx, s, req.GetLeftRangeId(), func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.MergeResponse, error) {
-		d, err := s.mergeLocal(ctx, r, req.GetReason())
-		if err != nil {
-			return nil, err
-		}
-		return &tidekvpb.MergeResponse{Desc: d}, nil
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.MergeResponse, error) {
-		return c.Merge(ctx, req)
-	})
-	return resp, s.toStatus(err)
+	resp, err := a.s.rangeOps().Merge(ctx, req)
+	return resp, a.s.toStatus(err)
 }
 
 func (a *adminService) FreezeRange(ctx context.Context, req *tidekvpb.FreezeRangeRequest) (*tidekvpb.FreezeRangeResponse, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	d, err := a.s.freezeRange(ctx, req)
+	d, err := a.s.rangeOps().FreezeRange(ctx, req)
 	if err != nil {
 		return nil, a.s.toStatus(err)
 	}
 	return &tidekvpb.FreezeRangeResponse{Desc: d}, nil
 }
 
-// freezeRange freezes (or unfreezes) a range on its leaseholder.
-func (s *Server) freezeRange(ctx context.Context, req *tidekvpb.FreezeRangeRequest) (*tidekvpb.RangeDescriptor, error) {
-	resp, err := callRangeLeader(ctx, s, req.GetRangeId(), func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.FreezeRangeResponse, error) {
-		var d *tidekvpb.RangeDescriptor
-		var err error
-		if req.GetUnfreeze() {
-			d, err = r.Unfreeze(ctx)
-		} else {
-			d, err = r.Freeze(ctx, req.GetInto())
-		}
-		return &tidekvpb.FreezeRangeResponse{Desc: d}, err
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.FreezeRangeResponse, error) {
-		return c.FreezeRange(ctx, req)
-	})
-	return resp.GetDesc(), err
+// rangeOps runs the node's range operations through its admin routing.
+func (s *Server) rangeOps() rangeops.Ops { return rangeops.Ops{Node: rangeNode{s}, Route: s.route} }
+
+// rangeNode is the node as its range operations see it.
+type rangeNode struct{ s *Server }
+
+func (n rangeNode) ID() uint64                              { return n.s.nodeID }
+func (n rangeNode) Replica(id uint64) *raftstore.Replica    { return n.s.store.GetReplica(id) }
+func (n rangeNode) LookupKey(key []byte) *raftstore.Replica { return n.s.store.LookupKey(key) }
+func (n rangeNode) Addr(id uint64) (string, bool)           { return n.s.dir.Addr(id) }
+func (n rangeNode) CheckKey(key []byte) error               { return n.s.checkKey(key) }
+func (n rangeNode) Learn(ctx context.Context, key []byte)   { n.s.ks.Learn(ctx, key) }
+func (n rangeNode) SplitBytes() uint64                      { return n.s.clusterConfig().Placement.SplitBytes() }
+
+func (n rangeNode) IsMember(id uint64) bool {
+	_, ok := n.s.dir.Get(id)
+	return ok
 }
 
-// mergeLocal runs a merge of lhs's range with its right neighbour; lhs
-// holds the lease.
-func (s *Server) mergeLocal(ctx context.Context, lhs *raftstore.Replica, reason string) (*tidekvpb.RangeDescriptor, error) {
-	d := lhs.Desc()
-	if len(d.GetEndKey()) == 0 {
-		return nil, invalidArg("range %d is the last range: it has no right neighbour", d.GetRangeId())
-	}
-	rs, err := s.ranges(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var rhs *tidekvpb.RangeDescriptor
-	for _, ri := range rs.GetRanges() {
-		if bytes.Equal(ri.GetDesc().GetStartKey(), d.GetEndKey()) {
-			rhs = ri.GetDesc()
-		}
-	}
-	switch {
-	case rhs == nil:
-		return nil, fmt.Errorf("the right neighbour of range %d is not in the range directory yet", d.GetRangeId())
-	case rhs.GetMergingInto() != 0 && rhs.GetMergingInto() != d.GetRangeId():
-		return nil, invalidArg("range %d is being merged into range %d", rhs.GetRangeId(), rhs.GetMergingInto())
-	}
-	unfreeze := func() {
-		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := s.freezeRange(uctx, &tidekvpb.FreezeRangeRequest{RangeId: rhs.GetRangeId(), Unfreeze: true}); err != nil {
-			s.events.Record("merge-failed", rangeSubject(rhs.GetRangeId()), "could not unfreeze after a failed merge (placement retries): %v", err)
-		}
-	}
-	frozen, err := s.freezeRange(ctx, &tidekvpb.FreezeRangeRequest{RangeId: rhs.GetRangeId(), Into: d.GetRangeId()})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.waitFrozen(ctx, frozen); err != nil {
-		unfreeze() // nothing proposed on the left range yet: safe
-		return nil, err
-	}
-	for {
-		nd, err := lhs.Merge(ctx, frozen)
-		cur := lhs.Desc()
-		merged := bytes.Equal(cur.GetEndKey(), frozen.GetEndKey())
-		switch {
-		case err == nil || merged: // done (possibly by an earlier attempt)
-			if nd == nil {
-				nd = cur
-			}
-			s.events.Record("merge", rangeSubject(d.GetRangeId()), "merged range %d into range %d, now [%s, %s): %s",
-				rhs.GetRangeId(), d.GetRangeId(), printable(nd.GetStartKey()), printable(nd.GetEndKey()), reasonOr(reason))
-			return nd, nil
-		case errors.Is(err, raftstore.ErrInvalidRequest):
-			// Refused by every replica alike: the freeze can go.
-			unfreeze()
-			return nil, err
-		case ctx.Err() != nil || !lhs.IsLeader():
-			// Unknown whether it applied: leave the neighbour frozen;
-			// the next placement round runs the merge again.
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+func (n rangeNode) Directory(ctx context.Context) (*tidekvpb.RangesResponse, error) {
+	return n.s.ranges(ctx)
 }
 
-// waitFrozen waits until every replica of the frozen range has applied the
-// freeze: its generation is the frozen one. A frozen range takes no split
-// or replica change, so a later generation is an unfreeze (another
-// coordinator of the same merge gave up) or the merge itself: taking it
-// as frozen proposed a merge of an unfrozen range, which every replica of
-// the left range refuses by exiting (TestWaitFrozenRefusesAnUnfrozenRange).
-func (s *Server) waitFrozen(ctx context.Context, frozen *tidekvpb.RangeDescriptor) error {
-	ctx, cancel := context.WithTimeout(ctx, mergeFreezeWait)
-	defer cancel()
-	for {
-		pending := 0
-		for _, rd := range frozen.GetReplicas() {
-			if !s.atGeneration(ctx, rd.GetNodeId(), frozen.GetRangeId(), frozen.GetGeneration()) {
-				pending++
-			}
-		}
-		if pending == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("range %d: %d replicas did not apply the merge freeze in time: %w", frozen.GetRangeId(), pending, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+func (n rangeNode) AllocRangeID(ctx context.Context) (uint64, error) { return n.s.allocRangeID(ctx) }
+
+func (n rangeNode) ClockUntrusted(node uint64) error {
+	if n.s.clockUntrustedOn(node) {
+		return errClockUntrusted
 	}
+	return nil
 }
 
-// atGeneration reports whether node's replica of rangeID is at generation
-// gen.
-func (s *Server) atGeneration(ctx context.Context, node, rangeID, gen uint64) bool {
-	if node == s.nodeID {
-		r := s.store.GetReplica(rangeID)
-		return r != nil && r.Desc().GetGeneration() == gen
-	}
-	addr, ok := s.dir.Addr(node)
-	if !ok {
-		return false
-	}
-	cctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	st, err := tidekvpb.NewAdminClient(s.conn(addr)).LocalStatus(cctx, &tidekvpb.LocalStatusRequest{})
-	if err != nil {
-		return false
-	}
-	for _, rs := range st.GetReplicas() {
-		if rs.GetRangeId() == rangeID {
-			return rs.GetGeneration() == gen
-		}
-	}
-	return false
-}
-
-func printable(k []byte) string {
-	if len(k) == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%q", k)
+func (n rangeNode) Record(kind, subject, reasonFormat string, args ...any) {
+	n.s.events.Record(kind, subject, reasonFormat, args...)
 }

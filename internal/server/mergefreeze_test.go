@@ -13,7 +13,7 @@ import (
 // A merge's coordinator proposes the merge only once every replica of the
 // right range has applied its freeze. A replica that applied the freeze
 // and then the unfreeze of another coordinator, which gave up, is at a
-// later generation and not frozen: waitFrozen must not take it as frozen.
+// later generation and not frozen: WaitFrozen must not take it as frozen.
 // It did ("generation at least the frozen one"), and in a chaos schedule
 // (docs/benchmarks/chaos.md, seed 44) placement's second run of a merge
 // the nemesis had given up proposed it on an unfrozen range, and every
@@ -48,11 +48,11 @@ func TestWaitFrozenRefusesAnUnfrozenRange(t *testing.T) {
 	// test unfreezes it (CI on 2026-12-06 saw exactly that). Its rounds
 	// wait while the test holds every node's controller.
 	defer tc.holdControl()()
-	frozen, err := s.freezeRange(ctx, &tidekvpb.FreezeRangeRequest{RangeId: right.GetRangeId(), Into: left.GetRangeId()})
+	frozen, err := s.rangeOps().FreezeRange(ctx, &tidekvpb.FreezeRangeRequest{RangeId: right.GetRangeId(), Into: left.GetRangeId()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Read from the stores, not through waitFrozen, which is what is
+	// Read from the stores, not through WaitFrozen, which is what is
 	// tested.
 	replicasAre := func(what string, into uint64) {
 		eventually(t, 10*time.Second, what, func() error {
@@ -65,19 +65,19 @@ func TestWaitFrozenRefusesAnUnfrozenRange(t *testing.T) {
 		})
 	}
 	replicasAre("frozen", left.GetRangeId())
-	// While frozen, waitFrozen takes it: so the refusal below is about the
+	// While frozen, WaitFrozen takes it: so the refusal below is about the
 	// generation, not a wait that could never succeed.
-	if err := s.waitFrozen(ctx, frozen); err != nil {
-		t.Fatalf("waitFrozen refused the frozen range: %v", err)
+	if err := s.rangeOps().WaitFrozen(ctx, frozen); err != nil {
+		t.Fatalf("WaitFrozen refused the frozen range: %v", err)
 	}
-	if _, err := s.freezeRange(ctx, &tidekvpb.FreezeRangeRequest{RangeId: right.GetRangeId(), Unfreeze: true}); err != nil {
+	if _, err := s.rangeOps().FreezeRange(ctx, &tidekvpb.FreezeRangeRequest{RangeId: right.GetRangeId(), Unfreeze: true}); err != nil {
 		t.Fatal(err)
 	}
 	replicasAre("unfrozen", 0)
 	wctx, wcancel := context.WithTimeout(ctx, time.Second)
 	defer wcancel()
-	if err := s.waitFrozen(wctx, frozen); err == nil {
-		t.Fatalf("waitFrozen took the unfrozen range %d (generation %d) as frozen at generation %d", right.GetRangeId(),
+	if err := s.rangeOps().WaitFrozen(wctx, frozen); err == nil {
+		t.Fatalf("WaitFrozen took the unfrozen range %d (generation %d) as frozen at generation %d", right.GetRangeId(),
 			tc.server(frozen.GetReplicas()[0].GetNodeId()).Store().GetReplica(right.GetRangeId()).Desc().GetGeneration(), frozen.GetGeneration())
 	}
 }

@@ -2,211 +2,59 @@ package server
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
-const forwardedKey = "tidekv-forwarded"
-
-func isForwarded(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md.Get(forwardedKey)) > 0
-}
-
-func forwarded(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
-}
-
-// local strips the forwarded mark: it applies to the hop that received it,
-// not to the calls that hop makes while serving the request.
-func local(ctx context.Context) context.Context {
-	return metadata.NewIncomingContext(ctx, metadata.MD{})
-}
-
 // metaLeader returns the local meta replica if it holds the lease.
-func (s *Server) metaLeader() *raftstore.Replica {
-	if s.store == nil {
-		return nil
-	}
-	r := s.store.GetReplica(keys.MetaRangeID)
-	if r == nil || !r.IsLeader() {
-		return nil
-	}
-	return r
-}
+func (s *Server) metaLeader() *raftstore.Replica { return s.route.MetaLeader() }
 
-// callMeta runs an operation on the meta range's leaseholder: locally when
-// this node holds it, otherwise on the node that does, found by following
-// NOT_LEASEHOLDER hints from any node we know.
+// callMeta runs an operation on the meta range's leaseholder, here or
+// forwarded (internal/adminroute).
 func callMeta[T any](ctx context.Context, s *Server, localFn func(context.Context, *raftstore.Replica) (T, error), remote func(context.Context, tidekvpb.AdminClient) (T, error)) (T, error) {
-	var zero T
-	if r := s.metaLeader(); r != nil {
-		return localFn(local(ctx), r)
-	}
-	if isForwarded(ctx) {
-		// Forwarded here by a node that thought we lead: let it follow the hint.
-		if r := s.store.GetReplica(keys.MetaRangeID); r != nil {
-			return zero, s.toStatus(&raftstore.NotLeaderError{RangeID: keys.MetaRangeID, LeaderNodeID: r.LeaderNodeID()})
-		}
-		return zero, s.toStatus(&raftstore.NotLeaderError{RangeID: keys.MetaRangeID})
-	}
-	var lastErr error = errors.New("meta leaseholder not found")
-	backoff := 20 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		for _, addr := range s.metaCandidates() {
-			if addr == s.Addr() {
-				if r := s.metaLeader(); r != nil {
-					return localFn(local(ctx), r)
-				}
-				continue
-			}
-			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			v, err := remote(forwarded(actx), tidekvpb.NewAdminClient(s.conn(addr)))
-			cancel()
-			if err == nil {
-				s.metaLeaderAddr.Store(&addr)
-				return v, nil
-			}
-			lastErr = err
-			if d := errorDetail(err); d != nil && d.GetKind() == tidekvpb.ErrorKind_NOT_LEASEHOLDER {
-				if d.GetLeaderAddr() != "" {
-					a := d.GetLeaderAddr()
-					s.metaLeaderAddr.Store(&a)
-				}
-				continue
-			}
-			if d := errorDetail(err); d != nil && d.GetKind() != tidekvpb.ErrorKind_UNAVAILABLE {
-				return zero, err // a real answer from the leaseholder
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return zero, fmt.Errorf("meta range: %w (last error: %v)", ctx.Err(), lastErr)
-		case <-s.stopper:
-			return zero, raftstore.ErrStopped
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
-	}
+	return adminroute.Meta(ctx, s.route, localFn, remote)
 }
 
-// metaCandidates lists addresses to try for the meta leaseholder, most
-// likely first.
-func (s *Server) metaCandidates() []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(a string) {
-		if a != "" && !seen[a] {
-			seen[a] = true
-			out = append(out, a)
-		}
-	}
-	if p := s.metaLeaderAddr.Load(); p != nil {
-		add(*p)
-	}
-	if r := s.store.GetReplica(keys.MetaRangeID); r != nil {
-		if a, ok := s.dir.Addr(r.LeaderNodeID()); ok {
-			add(a)
-		}
-		for _, rd := range r.Desc().GetReplicas() {
-			if a, ok := s.dir.Addr(rd.GetNodeId()); ok {
-				add(a)
-			}
-		}
-	}
-	for _, n := range s.dir.List() {
-		add(n.GetGrpcAddr())
-	}
-	for _, a := range s.cfg.Join {
-		add(a)
-	}
-	return out
-}
-
-// callRangeLeader runs an admin operation on a range's leaseholder, locally
-// or by forwarding, following hints.
+// callRangeLeader runs an admin operation on a range's leaseholder, here
+// or forwarded (internal/adminroute).
 func callRangeLeader[T any](ctx context.Context, s *Server, rangeID uint64, localFn func(context.Context, *raftstore.Replica) (T, error), remote func(context.Context, tidekvpb.AdminClient) (T, error)) (T, error) {
-	var zero T
-	var lastErr error = fmt.Errorf("leaseholder of range %d not found", rangeID)
-	backoff := 20 * time.Millisecond
-	var hint []string
-	for {
-		if r := s.store.GetReplica(rangeID); r != nil && r.IsLeader() {
-			v, err := localFn(local(ctx), r)
-			var nl *raftstore.NotLeaderError
-			if !errors.As(err, &nl) || nl.RangeID != rangeID {
-				return v, err
-			}
-			lastErr = err
-		} else if isForwarded(ctx) {
-			if r != nil {
-				return zero, s.toStatus(&raftstore.NotLeaderError{RangeID: rangeID, LeaderNodeID: r.LeaderNodeID(), Desc: r.Desc()})
-			}
-			return zero, s.toStatus(&raftstore.RangeNotFoundError{RangeID: rangeID})
-		} else if addrs := append(hint, s.rangeCandidates(ctx, rangeID)...); len(addrs) > 0 {
-			hint = nil
-			// The most likely leaseholder first; a wrong guess costs one
-			// round and its hint updates the next round's candidates.
-			actx, cancel := context.WithTimeout(ctx, 70*time.Second)
-			v, err := remote(forwarded(actx), tidekvpb.NewAdminClient(s.conn(addrs[0])))
-			cancel()
-			if err == nil {
-				return v, nil
-			}
-			lastErr = err
-			d := errorDetail(err)
-			if d == nil || (d.GetKind() != tidekvpb.ErrorKind_NOT_LEASEHOLDER && d.GetKind() != tidekvpb.ErrorKind_RANGE_NOT_FOUND && d.GetKind() != tidekvpb.ErrorKind_UNAVAILABLE) {
-				return zero, err
-			}
-			if a := d.GetLeaderAddr(); a != "" && a != s.Addr() {
-				hint = []string{a}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return zero, fmt.Errorf("range %d: %w (last error: %v)", rangeID, ctx.Err(), lastErr)
-		case <-s.stopper:
-			return zero, raftstore.ErrStopped
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
-	}
+	return adminroute.Range(ctx, s.route, rangeID, localFn, remote)
 }
 
-// rangeCandidates lists addresses likely to hold a range's lease.
-func (s *Server) rangeCandidates(ctx context.Context, rangeID uint64) []string {
+// routeNode is the node as its admin routing sees it.
+type routeNode struct{ s *Server }
+
+func (n routeNode) Replica(id uint64) *raftstore.Replica {
+	if n.s.store == nil {
+		return nil
+	}
+	return n.s.store.GetReplica(id)
+}
+
+func (n routeNode) Self() string                           { return n.s.Addr() }
+func (n routeNode) ID() uint64                             { return n.s.nodeID }
+func (n routeNode) Addr(id uint64) (string, bool)          { return n.s.dir.Addr(id) }
+func (n routeNode) Status(err error) error                 { return n.s.toStatus(err) }
+func (n routeNode) Detail(err error) *tidekvpb.ErrorDetail { return errorDetail(err) }
+
+func (n routeNode) Members() []string {
 	var out []string
-	seen := map[string]bool{}
-	add := func(node uint64) {
-		if a, ok := s.dir.Addr(node); ok && !seen[a] && node != s.nodeID {
-			seen[a] = true
-			out = append(out, a)
-		}
-	}
-	if r := s.store.GetReplica(rangeID); r != nil {
-		add(r.LeaderNodeID())
-	}
-	if resp, err := s.ranges(ctx); err == nil {
-		for _, ri := range resp.GetRanges() {
-			if ri.GetDesc().GetRangeId() == rangeID {
-				add(ri.GetLeaderNodeId())
-				for _, rd := range ri.GetDesc().GetReplicas() {
-					add(rd.GetNodeId())
-				}
-			}
-		}
+	for _, d := range n.s.dir.List() {
+		out = append(out, d.GetGrpcAddr())
 	}
 	return out
+}
+
+func (n routeNode) Directory(ctx context.Context) (*tidekvpb.RangesResponse, error) {
+	return n.s.ranges(ctx)
 }
 
 // ranges returns the range directory from the meta leaseholder.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/clockwatch"
+	"github.com/tidekv/tidekv/internal/closedpush"
 	"github.com/tidekv/tidekv/internal/georpc"
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/metrics"
@@ -24,7 +26,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/keyspaces"
 	"github.com/tidekv/tidekv/internal/kvapi"
+	"github.com/tidekv/tidekv/internal/kvstream"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/nodedir"
 	"github.com/tidekv/tidekv/internal/queue"
@@ -79,8 +81,9 @@ type Server struct {
 	adm        *admission.Controller
 	kv         *kvapi.API // the typed KV API (kv.go)
 
-	connMu sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	// route runs admin calls on the leaseholders that serve them and
+	// holds the connections to peers (internal/adminroute).
+	route *adminroute.Router
 
 	meta *meta.Table
 	ctl  *controlState
@@ -97,9 +100,9 @@ type Server struct {
 	svc monitor.ServiceTimer
 	// clock is the offset monitor and its verdict (internal/clockwatch).
 	clock *clockwatch.Watch
-	// loads is every node's load as last heard (closed.go).
-	loads    loadTable
-	pushBusy sync.Map // peer node ID -> *atomic.Bool
+	// push sends closed timestamps and loads to peers and keeps every
+	// node's load as last heard (internal/closedpush).
+	push *closedpush.Pusher
 	// origins counts writes per range by origin locality (leases.go).
 	origins sync.Map // range ID -> *originCounts
 
@@ -107,10 +110,9 @@ type Server struct {
 	// heartbeat reports.
 	hbRates heartbeatRates
 
-	metaLeaderAddr atomic.Pointer[string]
-	reports        chan *tidekvpb.RangeDescriptor
-	placeWake      chan struct{} // wakes the control loop early (sizewatch.go)
-	gcTTLNanos     atomic.Int64  // gc-ttl as last learnt (gcqueue.go)
+	reports    chan *tidekvpb.RangeDescriptor
+	placeWake  chan struct{} // wakes the control loop early (sizewatch.go)
+	gcTTLNanos atomic.Int64  // gc-ttl as last learnt (gcqueue.go)
 	// gcQueue is the GC queue's memory (internal/queue).
 	gcQueue       queue.GC
 	requests      atomic.Uint64
@@ -164,7 +166,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	eng = ks.Engine()
 	s := &Server{
 		cfg: cfg, eng: eng, ks: ks, dir: nodedir.New(eng), sec: sec, faults: faults,
-		conns:     map[string]*grpc.ClientConn{},
 		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
 		placeWake: make(chan struct{}, 1),
 		stopper:   make(chan struct{}),
@@ -172,6 +173,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		metrics:   m,
 		events:    ev,
 	}
+	s.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.stopper)
+	s.push = closedpush.New(pushNode{s}, s.stopper)
 	ks.SetNode(ksNode{s: s, origin: &http.Client{}})
 	s.sizes = sizewatch.New(sizewatch.Config{SplitBackpressure: cfg.SplitBackpressure, SplitBackpressureWait: cfg.SplitBackpressureWait}, sizeNode{s}, m)
 	s.router = txnclient.New(s.routerNode)
@@ -279,7 +282,9 @@ func (s *Server) serve(ctx context.Context) error {
 
 // registerServices puts the node's gRPC services on s.grpcSrv.
 func (s *Server) registerServices() {
-	tidekvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s, workers: newWorkers(batchWorkers, s.stopper)})
+	kv := &kvService{s: s}
+	kv.stream = kvstream.New(streamNode{s}, kv, s.cfg.Limits.MaxMessageSize, s.stopper)
+	tidekvpb.RegisterKVServer(s.grpcSrv, kv)
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.txns = s.newCoordinator()
 	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: s.txns})
@@ -465,22 +470,13 @@ func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
 	}
 }
 
-func (s *Server) conn(addr string) *grpc.ClientConn {
-	s.connMu.Lock()
-	defer s.connMu.Unlock()
-	if c := s.conns[addr]; c != nil {
-		return c
-	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(s.peerCreds()),
+// conn is the node's connection to the peer at addr (internal/adminroute).
+func (s *Server) conn(addr string) *grpc.ClientConn { return s.route.Conn(addr) }
+
+// dial makes a connection to the peer at addr.
+func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(s.peerCreds()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(s.cfg.Limits.MaxMessageSize)))
-	if err != nil {
-		// NewClient only fails on malformed targets; callers see the error
-		// on their first RPC through a closed placeholder.
-		log.Printf("dial %s: %v", addr, err)
-		c, _ = grpc.NewClient("passthrough:///invalid", grpc.WithTransportCredentials(insecure.NewCredentials()))
-	}
-	s.conns[addr] = c
-	return c
 }
 
 // Stop shuts the node down: stop accepting requests, stop replicas, close
@@ -516,11 +512,7 @@ func (s *Server) Stop() {
 		if s.grpcT != nil {
 			s.grpcT.Stop()
 		}
-		s.connMu.Lock()
-		for _, c := range s.conns {
-			c.Close()
-		}
-		s.connMu.Unlock()
+		s.route.Close()
 		if err := s.eng.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
 			log.Printf("closing engine: %v", err)
 		}
