@@ -503,18 +503,27 @@ func plScan(ctx context.Context, t *testing.T, cl *client.Client, prefix string)
 func plSplit(ctx context.Context, t *testing.T, cl *client.Client, keys ...string) {
 	t.Helper()
 	for _, k := range keys {
+		// Done once the range directory shows a range starting at k: an
+		// ambiguous split may have happened, and a split that did is in
+		// the directory only a moment after it applies, while the tests
+		// pick ranges from the directory (a move of the range "at" k read
+		// just after the split found the left half, empty, and moved it
+		// too fast to see its learner).
+		split := false
 		err := eventually(ctx, 20*time.Second, func(ctx context.Context) error {
-			_, err := cl.Split(ctx, []byte(k))
-			if err != nil {
-				// An ambiguous split may have happened: then the key
-				// already starts a range.
-				if resp, rerr := cl.Ranges(ctx); rerr == nil {
-					if r := rangeFor(resp, []byte(k)); r != nil && bytes.Equal(r.GetDesc().GetStartKey(), []byte(k)) {
-						return nil
-					}
+			if resp, err := cl.Ranges(ctx); err == nil {
+				if r := rangeFor(resp, []byte(k)); r != nil && bytes.Equal(r.GetDesc().GetStartKey(), []byte(k)) {
+					return nil
 				}
 			}
-			return err
+			if split {
+				return fmt.Errorf("the range directory does not show the split at %s yet", k)
+			}
+			if _, err := cl.Split(ctx, []byte(k)); err != nil {
+				return err
+			}
+			split = true
+			return fmt.Errorf("split at %s; waiting for the range directory", k)
 		})
 		if err != nil {
 			t.Fatalf("split at %s: %v", k, err)
