@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/keyspace"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -96,6 +97,6 @@ func (s *Server) gcRange(ctx context.Context, r *raftstore.Replica, cfg queue.GC
 		return
 	}
 	q.Passed(id, now, written, garbage, res.Bytes)
-	s.events.Record("gc", rangeSubject(id), "removed %d versions (%d bytes) below %s (retention %s, %s), GC commands: %d; %s",
+	s.events.Record("gc", events.RangeSubject(id), "removed %d versions (%d bytes) below %s (retention %s, %s), GC commands: %d; %s",
 		res.Versions, res.Bytes, safePoint, cfg.TTL, p.Why, res.Chunks, reason)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/adminroute"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/placement"
@@ -103,7 +104,7 @@ func (s *Server) joinLocal(ctx context.Context, meta *raftstore.Replica, req *ti
 	if err != nil {
 		return nil, err
 	}
-	s.events.Record("node-join", nodeSubject(id), "joined the cluster from %s", req.GetGrpcAddr())
+	s.events.Record("node-join", events.NodeSubject(id), "joined the cluster from %s", req.GetGrpcAddr())
 	return &tidekvpb.JoinResponse{ClusterId: s.clusterID, NodeId: id, Nodes: nodes, LogVersion: active}, nil
 }
 

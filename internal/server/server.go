@@ -275,7 +275,7 @@ func (s *Server) serve(ctx context.Context) error {
 		}
 	}
 	s.ready.Store(true)
-	s.events.Record("node-start", nodeSubject(s.nodeID), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
+	s.events.Record("node-start", events.NodeSubject(s.nodeID), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
 	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.nodeID, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.clusterID)
 	return nil
 }
@@ -525,7 +525,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 		// Liveness and leaders are rebuilt from scratch by this leaseholder.
 		s.meta.Reset(time.Now())
 		s.ctl.reset()
-		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
+		s.events.Record("meta-lease", events.NodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.queueReport(d)
 	s.sizes.Poke() // its write budget, without which its growing writes wait (internal/sizewatch)
@@ -533,7 +533,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 
 // ReplicaRemoved implements raftstore.Listener.
 func (s *Server) ReplicaRemoved(rm raftstore.Removed) {
-	s.events.Record("replica-gc", rangeSubject(rm.RangeID), "local replica (generation %d) removed: %s", rm.Generation, rm.Reason)
+	s.events.Record("replica-gc", events.RangeSubject(rm.RangeID), "local replica (generation %d) removed: %s", rm.Generation, rm.Reason)
 }
 
 // DescriptorChanged implements raftstore.Listener.
