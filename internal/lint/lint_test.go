@@ -97,10 +97,10 @@ var rules = []rule{
 		says:   "imports no server or store code (internal/server, internal/raftstore)",
 	},
 	{
-		// Admin routing, the range operations and the side transport
-		// call peers (network code by nature); they reach the node
-		// through the Node interfaces they own.
-		pkgs:   []string{"internal/adminroute", "internal/rangeops", "internal/closedpush"},
+		// Admin routing, the range operations, the side transport and
+		// the GC queue call peers (network code by nature); they reach
+		// the node through the Node interfaces they own.
+		pkgs:   []string{"internal/adminroute", "internal/rangeops", "internal/closedpush", "internal/gcqueue"},
 		forbid: []string{"internal/server/", "client/"},
 		says:   "imports no server or SDK code (internal/server, client)",
 	},
