@@ -129,7 +129,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	req.Bytes = s.localStatus().GetBytes()
 	req.KeyspaceCounts = s.ks.Counts()
 	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
-		return s.heartbeatLocal(ctx, r, req)
+		return s.metaRange().Heartbeat(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
 		return c.NodeHeartbeat(ctx, req)
 	})
@@ -174,7 +174,7 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 		HotKeyShare: l.HotKeyShare, LeaseTerm: l.Term, LoadStale: l.Stale, ChangeInProgress: changing,
 		GarbageBytes: s.gc.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
-		return s.reportRangeLocal(ctx, r, req)
+		return s.metaRange().ReportRange(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
 		return c.ReportRange(ctx, req)
 	})
