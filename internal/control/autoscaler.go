@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/internal/elastic"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
@@ -192,7 +193,7 @@ func (a *Autoscaler) overflow(plan elastic.OverflowPlan) {
 			op = placement.Operator{Kind: placement.OpSplit, Range: sh.Range, Generation: sh.Generation, Policy: "overflow", Reason: sh.Reason}
 		}
 		if _, err := a.runner.Start(op); err == nil {
-			a.sink.Event(Event{Kind: EventOverflow, Subject: RangeSubject(sh.Range), Reason: Describe(op)})
+			a.sink.Event(Event{Kind: EventOverflow, Subject: events.RangeSubject(sh.Range), Reason: Describe(op)})
 		}
 	}
 }

@@ -28,9 +28,9 @@ func (f *fakeExec) Execute(op placement.Operator, done func(error)) {
 	f.done[op.Range] = done
 }
 
-type events []Event
+type eventSink []Event
 
-func (e *events) Event(ev Event) { *e = append(*e, ev) }
+func (e *eventSink) Event(ev Event) { *e = append(*e, ev) }
 
 type clock struct{ t time.Time }
 
@@ -38,8 +38,8 @@ func (c *clock) now() time.Time { return c.t }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newTestRunner(cfg RunnerConfig) (*Runner, *fakeExec, *events, *clock) {
-	x, ev, c := &fakeExec{done: map[uint64]func(error){}}, &events{}, &clock{t: epoch}
+func newTestRunner(cfg RunnerConfig) (*Runner, *fakeExec, *eventSink, *clock) {
+	x, ev, c := &fakeExec{done: map[uint64]func(error){}}, &eventSink{}, &clock{t: epoch}
 	return NewRunner(cfg, x, c.now, ev), x, ev, c
 }
 

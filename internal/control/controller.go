@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
@@ -72,8 +73,8 @@ func (c *Controller) Decide(obs Observation, busy map[uint64]bool, inFlight []pl
 			snap.Recent = append(snap.Recent, placement.RecentOp{Op: f.Op, At: f.Ended})
 		}
 	}
-	var events []Event
-	if c.advancePhases(snap, &events) {
+	var evs []Event
+	if c.advancePhases(snap, &evs) {
 		for i := range snap.Nodes {
 			snap.Nodes[i].Phase = c.phases[snap.Nodes[i].ID]
 		}
@@ -88,10 +89,10 @@ func (c *Controller) Decide(obs Observation, busy map[uint64]bool, inFlight []pl
 		key := digits.ReplaceAllString(n, "#")
 		if last, ok := c.notes[key]; !ok || obs.Now.Sub(last) >= c.cfg.NoteEvery {
 			c.notes[key] = obs.Now
-			events = append(events, Event{Kind: "placement", Subject: "cluster", Reason: n})
+			evs = append(evs, Event{Kind: "placement", Subject: "cluster", Reason: n})
 		}
 	}
-	return Decisions{Snapshot: snap, Ops: plan.Ops, Events: events}
+	return Decisions{Snapshot: snap, Ops: plan.Ops, Events: evs}
 }
 
 // digits masks the numbers of a note, so a note that differs only in its
@@ -158,7 +159,7 @@ func (c *Controller) snapshot(obs Observation, busy map[uint64]bool, inFlight []
 // live node (in a cluster with data elsewhere) enters phase 1 with a quota;
 // at the quota it enters phase 2; once balanced it is an ordinary node. It
 // reports whether any phase changed.
-func (c *Controller) advancePhases(snap placement.Snapshot, events *[]Event) bool {
+func (c *Controller) advancePhases(snap placement.Snapshot, evs *[]Event) bool {
 	counts := map[uint64]int{}
 	total := 0
 	for _, r := range snap.Ranges {
@@ -211,7 +212,7 @@ func (c *Controller) advancePhases(snap placement.Snapshot, events *[]Event) boo
 		case placement.PhaseTwo:
 			what = fmt.Sprintf("bootstrap phase 2: holds %d replicas; pulls more, throttled, until balanced", counts[n.ID])
 		}
-		*events = append(*events, Event{Kind: "bootstrap", Subject: NodeSubject(n.ID), Reason: what})
+		*evs = append(*evs, Event{Kind: "bootstrap", Subject: events.NodeSubject(n.ID), Reason: what})
 	}
 	return changed
 }

@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
@@ -56,7 +57,7 @@ func (l *Loop) Urgent(obs Observation) Decisions {
 	touched := map[uint64]bool{}
 	for _, op := range d.Ops {
 		if err := checkPlanned(op, busy, touched); err != nil {
-			l.Sink.Event(Event{Kind: EventPolicyBug, Subject: RangeSubject(op.Range), Reason: Describe(op) + ": " + err.Error()})
+			l.Sink.Event(Event{Kind: EventPolicyBug, Subject: events.RangeSubject(op.Range), Reason: Describe(op) + ": " + err.Error()})
 			continue
 		}
 		if _, err := l.Runner.Start(op); err == nil {

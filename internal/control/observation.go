@@ -90,10 +90,6 @@ type Decisions struct {
 	Events   []Event
 }
 
-// NodeSubject and RangeSubject name event subjects the same way everywhere.
-func NodeSubject(id uint64) string  { return fmt.Sprintf("node %d", id) }
-func RangeSubject(id uint64) string { return fmt.Sprintf("range %d", id) }
-
 // Describe is an operator with its policy and reason, as events show it.
 func Describe(op placement.Operator) string {
 	switch {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/placement"
 )
 
@@ -140,7 +141,7 @@ func MovesData(op placement.Operator) bool {
 func (r *Runner) Start(op placement.Operator) (bool, error) {
 	if c, ok := r.exec.(Checker); ok {
 		if err := c.Check(op); err != nil {
-			r.sink.Event(Event{Kind: EventPolicyBug, Subject: RangeSubject(op.Range), Reason: Describe(op) + ": " + err.Error()})
+			r.sink.Event(Event{Kind: EventPolicyBug, Subject: events.RangeSubject(op.Range), Reason: Describe(op) + ": " + err.Error()})
 			return false, err
 		}
 	}
@@ -191,7 +192,7 @@ func (r *Runner) ended(op placement.Operator, err error) {
 	}
 	r.mu.Unlock()
 	if err != nil && r.sink != nil {
-		r.sink.Event(Event{Kind: "operator-failed", Subject: RangeSubject(op.Range),
+		r.sink.Event(Event{Kind: "operator-failed", Subject: events.RangeSubject(op.Range),
 			Reason: Describe(op) + " failed: " + err.Error()})
 	}
 }

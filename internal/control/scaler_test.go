@@ -78,7 +78,7 @@ func kinds(h []ScaleRecord) string {
 }
 
 func TestScalerScaleOutWaitsForJoin(t *testing.T) {
-	act, ev := &fakeActuator{}, &events{}
+	act, ev := &fakeActuator{}, &eventSink{}
 	s := NewScaler(DefaultScalerConfig(), act, &fakeDecom{}, inline, ev)
 	out := ScaleAction{Kind: ScaleOut, From: 2, To: 4, Reason: "forecast 9000 ops/s"}
 	s.Round(out, view(epoch, 2))
@@ -101,7 +101,7 @@ func TestScalerScaleOutWaitsForJoin(t *testing.T) {
 func TestScalerJoinTimeoutAndBackoff(t *testing.T) {
 	act := &fakeActuator{failOut: 1}
 	cfg := DefaultScalerConfig()
-	s := NewScaler(cfg, act, &fakeDecom{}, inline, &events{})
+	s := NewScaler(cfg, act, &fakeDecom{}, inline, &eventSink{})
 	out := ScaleAction{Kind: ScaleOut, From: 1, To: 2}
 	s.Round(out, view(epoch, 1)) // refused by the actuator: back off RetryMin
 	s.Round(out, view(epoch.Add(cfg.RetryMin-time.Second), 1))
@@ -127,7 +127,7 @@ func TestScalerJoinTimeoutAndBackoff(t *testing.T) {
 
 func TestScalerScaleInDrainsThenRemoves(t *testing.T) {
 	act, dec := &fakeActuator{}, &fakeDecom{}
-	s := NewScaler(DefaultScalerConfig(), act, dec, inline, &events{})
+	s := NewScaler(DefaultScalerConfig(), act, dec, inline, &eventSink{})
 	s.Round(ScaleAction{Kind: ScaleIn, From: 3, To: 2, Reason: "forecast below 2 nodes"}, view(epoch, 3))
 	if len(dec.nodes) != 1 || dec.nodes[0] != 3 {
 		t.Fatalf("decommissioned %v", dec.nodes)
@@ -150,7 +150,7 @@ func TestScalerScaleInDrainsThenRemoves(t *testing.T) {
 
 func TestScalerRecommendOnly(t *testing.T) {
 	act := &recommender{}
-	s := NewScaler(DefaultScalerConfig(), act, &fakeDecom{}, inline, &events{})
+	s := NewScaler(DefaultScalerConfig(), act, &fakeDecom{}, inline, &eventSink{})
 	s.Round(ScaleAction{Kind: ScaleOut, From: 1, To: 2}, view(epoch, 1))
 	if o, _ := s.Pending(); o != 0 {
 		t.Fatal("a recommendation is not waited for")
@@ -162,7 +162,7 @@ func TestScalerRecommendOnly(t *testing.T) {
 func TestScalerScaleInCancelled(t *testing.T) {
 	act, dec := &fakeActuator{}, &fakeDecom{}
 	cfg := DefaultScalerConfig()
-	s := NewScaler(cfg, act, dec, inline, &events{})
+	s := NewScaler(cfg, act, dec, inline, &eventSink{})
 	s.Round(ScaleAction{Kind: ScaleIn, From: 3, To: 2}, view(epoch, 3))
 	s.Round(ScaleAction{}, view(epoch.Add(time.Second), 3)) // not yet visible as draining
 	if _, in := s.Pending(); in != 1 {
@@ -178,7 +178,7 @@ func TestScalerScaleInCancelled(t *testing.T) {
 // is kept) before any new node is asked for.
 func TestScalerScaleOutCancelsADrain(t *testing.T) {
 	act, dec := &fakeActuator{}, &fakeDecom{}
-	s := NewScaler(DefaultScalerConfig(), act, dec, inline, &events{})
+	s := NewScaler(DefaultScalerConfig(), act, dec, inline, &eventSink{})
 	s.Round(ScaleAction{Kind: ScaleIn, From: 3, To: 2}, view(epoch, 3))
 	v := view(epoch.Add(time.Second), 2, placement.Node{ID: 3, State: placement.NodeDraining})
 	v.Replicas[3] = 2

@@ -10,6 +10,12 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
 
+// NodeSubject and RangeSubject name event subjects the same way
+// everywhere: the node, the range operations, the GC queue and the control
+// loop record under them, and tests and the dashboard look them up.
+func NodeSubject(id uint64) string  { return fmt.Sprintf("node %d", id) }
+func RangeSubject(id uint64) string { return fmt.Sprintf("range %d", id) }
+
 // Log is a bounded ring of events: the newest Capacity events younger than
 // Window are kept. Safe for concurrent use.
 type Log struct {

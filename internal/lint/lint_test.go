@@ -85,7 +85,7 @@ var rules = []rule{
 		// The concerns moved out of the node reach the network, the
 		// engine and the clock through interfaces they own, so that they
 		// run without a whole server.
-		pkgs:   []string{"internal/metrics", "internal/rangeload", "internal/meta", "internal/clockwatch", "internal/keyspaces", "internal/sizewatch", "internal/kvstream"},
+		pkgs:   []string{"internal/metrics", "internal/rangeload", "internal/meta", "internal/clockwatch", "internal/keyspaces", "internal/sizewatch", "internal/kvstream", "internal/metarange"},
 		forbid: []string{"internal/server/", "client/", "internal/transport/", "net", "net/http"},
 		says:   "imports no server, SDK or network code (internal/server, client, internal/transport, net, net/http)",
 	},
@@ -97,10 +97,10 @@ var rules = []rule{
 		says:   "imports no server or store code (internal/server, internal/raftstore)",
 	},
 	{
-		// Admin routing, the range operations and the side transport
-		// call peers (network code by nature); they reach the node
-		// through the Node interfaces they own.
-		pkgs:   []string{"internal/adminroute", "internal/rangeops", "internal/closedpush"},
+		// Admin routing, the range operations, the side transport and
+		// the GC queue call peers (network code by nature); they reach
+		// the node through the Node interfaces they own.
+		pkgs:   []string{"internal/adminroute", "internal/rangeops", "internal/closedpush", "internal/gcqueue"},
 		forbid: []string{"internal/server/", "client/"},
 		says:   "imports no server or SDK code (internal/server, client)",
 	},

@@ -10,6 +10,7 @@ import (
 	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/adminroute"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -81,7 +82,7 @@ func (o Ops) mergeLocal(ctx context.Context, lhs *raftstore.Replica, reason stri
 		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if _, err := o.FreezeRange(uctx, &tidekvpb.FreezeRangeRequest{RangeId: rhs.GetRangeId(), Unfreeze: true}); err != nil {
-			o.Node.Record("merge-failed", rangeSubject(rhs.GetRangeId()), "could not unfreeze after a failed merge (placement retries): %v", err)
+			o.Node.Record("merge-failed", events.RangeSubject(rhs.GetRangeId()), "could not unfreeze after a failed merge (placement retries): %v", err)
 		}
 	}
 	frozen, err := o.FreezeRange(ctx, &tidekvpb.FreezeRangeRequest{RangeId: rhs.GetRangeId(), Into: d.GetRangeId()})
@@ -101,7 +102,7 @@ func (o Ops) mergeLocal(ctx context.Context, lhs *raftstore.Replica, reason stri
 			if nd == nil {
 				nd = cur
 			}
-			o.Node.Record("merge", rangeSubject(d.GetRangeId()), "merged range %d into range %d, now [%s, %s): %s",
+			o.Node.Record("merge", events.RangeSubject(d.GetRangeId()), "merged range %d into range %d, now [%s, %s): %s",
 				rhs.GetRangeId(), d.GetRangeId(), printable(nd.GetStartKey()), printable(nd.GetEndKey()), reasonOr(reason))
 			return nd, nil
 		case errors.Is(err, raftstore.ErrInvalidRequest):

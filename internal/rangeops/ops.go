@@ -12,6 +12,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/cliformat"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -51,8 +52,6 @@ type Ops struct {
 	Node  Node
 	Route *adminroute.Router
 }
-
-func rangeSubject(id uint64) string { return fmt.Sprintf("range %d", id) }
 
 // reasonOr names the reason an admin call gave, or says an operator asked.
 func reasonOr(reason string) string {
@@ -119,7 +118,7 @@ func (o Ops) splitAt(ctx context.Context, r *raftstore.Replica, key []byte, reas
 	}
 	resp, err := r.Split(ctx, key, newID)
 	if err == nil {
-		o.Node.Record("split", rangeSubject(d.GetRangeId()), "split at %s into ranges %d and %d: %s",
+		o.Node.Record("split", events.RangeSubject(d.GetRangeId()), "split at %s into ranges %d and %d: %s",
 			cliformat.Quote(key), d.GetRangeId(), newID, reasonOr(reason))
 	}
 	return resp, err
@@ -202,7 +201,7 @@ func (o Ops) TransferLease(ctx context.Context, req *tidekvpb.TransferLeaseReque
 		if err := r.TransferLease(req.GetTargetNodeId()); err != nil {
 			return nil, err
 		}
-		o.Node.Record("lease-transfer", rangeSubject(req.GetRangeId()), "lease moving from node %d to node %d: %s",
+		o.Node.Record("lease-transfer", events.RangeSubject(req.GetRangeId()), "lease moving from node %d to node %d: %s",
 			o.Node.ID(), req.GetTargetNodeId(), reasonOr(req.GetReason()))
 		return &tidekvpb.TransferLeaseResponse{}, nil
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.TransferLeaseResponse, error) {
@@ -211,7 +210,7 @@ func (o Ops) TransferLease(ctx context.Context, req *tidekvpb.TransferLeaseReque
 }
 
 func (o Ops) recordReplicaChange(req *tidekvpb.ChangeReplicasRequest) {
-	subject, reason := rangeSubject(req.GetRangeId()), reasonOr(req.GetReason())
+	subject, reason := events.RangeSubject(req.GetRangeId()), reasonOr(req.GetReason())
 	switch add, rm := req.GetAddNodeId(), req.GetRemoveNodeId(); {
 	case add != 0 && rm != 0:
 		o.Node.Record("replica-move", subject, "replica moved from node %d to node %d: %s", rm, add, reason)

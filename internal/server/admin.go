@@ -1,12 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"sort"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -38,7 +35,7 @@ func (a *adminService) Status(ctx context.Context, req *tidekvpb.StatusRequest) 
 		return nil, err
 	}
 	s := a.s
-	resp, err := callMeta(ctx, s, s.statusLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.StatusResponse, error) {
+	resp, err := callMeta(ctx, s, s.metaRange().Status, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.StatusResponse, error) {
 		return c.Status(ctx, req)
 	})
 	return resp, s.toStatus(err)
@@ -120,7 +117,7 @@ func (a *adminService) Join(ctx context.Context, req *tidekvpb.JoinRequest) (*ti
 	}
 	s := a.s
 	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.JoinResponse, error) {
-		return s.joinLocal(ctx, r, req)
+		return s.metaRange().Join(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.JoinResponse, error) {
 		return c.Join(ctx, req)
 	})
@@ -133,7 +130,7 @@ func (a *adminService) NodeHeartbeat(ctx context.Context, req *tidekvpb.NodeHear
 	}
 	s := a.s
 	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
-		return s.heartbeatLocal(ctx, r, req)
+		return s.metaRange().Heartbeat(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
 		return c.NodeHeartbeat(ctx, req)
 	})
@@ -146,7 +143,7 @@ func (a *adminService) ReportRange(ctx context.Context, req *tidekvpb.ReportRang
 	}
 	s := a.s
 	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
-		return s.reportRangeLocal(ctx, r, req)
+		return s.metaRange().ReportRange(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
 		return c.ReportRange(ctx, req)
 	})
@@ -162,16 +159,6 @@ func (a *adminService) Events(ctx context.Context, req *tidekvpb.EventsRequest) 
 		return &tidekvpb.EventsResponse{Events: a.s.events.List(int(req.GetLimit()))}, nil
 	}
 	return &tidekvpb.EventsResponse{Events: a.s.clusterEvents(ctx, int(req.GetLimit()))}, nil
-}
-
-func sortRanges(rs []*tidekvpb.RangeInfo) {
-	sort.Slice(rs, func(i, j int) bool {
-		a, b := rs[i].GetDesc(), rs[j].GetDesc()
-		if (a.GetRangeId() == keys.MetaRangeID) != (b.GetRangeId() == keys.MetaRangeID) {
-			return a.GetRangeId() == keys.MetaRangeID
-		}
-		return bytes.Compare(a.GetStartKey(), b.GetStartKey()) < 0
-	})
 }
 
 func (s *Server) allocRangeID(ctx context.Context) (uint64, error) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/events"
 )
 
 // clockNode is what the clock watch (internal/clockwatch) does to s.
@@ -15,7 +16,7 @@ func (c clockNode) SetClockTrusted(trusted bool, reason string) {
 }
 
 func (c clockNode) Event(kind, format string, args ...any) {
-	c.s.events.Record(kind, nodeSubject(c.s.nodeID), format, args...)
+	c.s.events.Record(kind, events.NodeSubject(c.s.nodeID), format, args...)
 }
 
 // updateClock folds a remote HLC timestamp into the node's clock

@@ -173,7 +173,7 @@ type Config struct {
 	// read's bound must exceed it plus the network delay to be served by
 	// followers.
 	ClosedTimestampInterval time.Duration
-	// GC configures the MVCC GC queue (gcqueue.go); the gc-ttl cluster
+	// GC configures the MVCC GC queue (internal/gcqueue); the gc-ttl cluster
 	// setting overrides GC.TTL.
 	GC queue.GCConfig
 	// Cache configures eviction in key spaces with a capacity and

@@ -70,7 +70,7 @@ func (s *Server) placeRound(ctx context.Context, urgent bool) {
 	if meta == nil || s.liveNodes() == nil {
 		return // not leaseholder, or liveness still being learnt
 	}
-	resp, err := s.rangesLocal(ctx, meta)
+	resp, err := s.metaRange().Ranges(ctx, meta)
 	if err != nil {
 		return
 	}

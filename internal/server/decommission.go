@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -50,9 +51,9 @@ func (s *Server) decommissionLocal(ctx context.Context, meta *raftstore.Replica,
 			return nil, err
 		}
 		if req.GetDrain() {
-			s.events.Record("decommission", nodeSubject(node.GetNodeId()), "draining requested by an operator: its replicas move to other nodes one at a time")
+			s.events.Record("decommission", events.NodeSubject(node.GetNodeId()), "draining requested by an operator: its replicas move to other nodes one at a time")
 		} else {
-			s.events.Record("recommission", nodeSubject(node.GetNodeId()), "decommission cancelled by an operator: the node takes replicas again")
+			s.events.Record("recommission", events.NodeSubject(node.GetNodeId()), "decommission cancelled by an operator: the node takes replicas again")
 		}
 	}
 	descs, err := raftstore.ReadMetaRanges(s.eng)

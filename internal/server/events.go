@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -12,9 +11,6 @@ import (
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/placement"
 )
-
-func nodeSubject(id uint64) string  { return fmt.Sprintf("node %d", id) }
-func rangeSubject(id uint64) string { return fmt.Sprintf("range %d", id) }
 
 // clusterEvents gathers every known node's events (this node's directly),
 // newest limit of them. Nodes that do not answer within a second are left
@@ -71,13 +67,13 @@ func (s *Server) watchLiveness(ctx context.Context) {
 		case !seen && (st == meta.StateLive || st == meta.StateUnknown):
 			// First sight after becoming leaseholder: not news.
 		case st == meta.StateLive:
-			s.events.Record("node-live", nodeSubject(id), "heartbeats resumed (was %s)", prev)
+			s.events.Record("node-live", events.NodeSubject(id), "heartbeats resumed (was %s)", prev)
 		case st == meta.StateSuspect:
-			s.events.Record("node-suspect", nodeSubject(id), "no heartbeat for %.1fs (liveness timeout %v)", ns.GetLastSeenSeconds(), s.cfg.LivenessTimeout)
+			s.events.Record("node-suspect", events.NodeSubject(id), "no heartbeat for %.1fs (liveness timeout %v)", ns.GetLastSeenSeconds(), s.cfg.LivenessTimeout)
 		case st == meta.StateDead:
-			s.events.Record("node-dead", nodeSubject(id), "silent for more than %v: its replicas are replaced on live nodes", s.cfg.Control.DeadNodeGrace)
+			s.events.Record("node-dead", events.NodeSubject(id), "silent for more than %v: its replicas are replaced on live nodes", s.cfg.Control.DeadNodeGrace)
 		case st == meta.StateDecommissioned:
-			s.events.Record("node-decommissioned", nodeSubject(id), "drained and stopped: it owns nothing")
+			s.events.Record("node-decommissioned", events.NodeSubject(id), "drained and stopped: it owns nothing")
 		}
 	}
 }

@@ -200,7 +200,7 @@ func TestGCQueueKeySpaceTTL(t *testing.T) {
 		return true
 	})
 	for _, s := range tc.nodes {
-		s.collectGarbage(ctx)
+		s.gc.Round(ctx)
 	}
 	for _, name := range []string{"cache", "plain"} {
 		if v, live := tc.keySpaceVersions(t, made[name].ID); v != keys || live != keys {

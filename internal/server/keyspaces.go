@@ -147,7 +147,7 @@ func (s *Server) listKeySpaces(ctx context.Context) (*tidekvpb.ListKeySpacesResp
 }
 
 func (s *Server) listKeySpacesLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ListKeySpacesResponse, error) {
-	ranges, err := s.rangesLocal(ctx, meta) // a lease read first
+	ranges, err := s.metaRange().Ranges(ctx, meta) // a lease read first
 	if err != nil {
 		return nil, err
 	}

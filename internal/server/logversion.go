@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -107,5 +108,5 @@ func (s *Server) logVersionRefused(err error) {
 		return
 	}
 	log.Printf("ERROR: %v", err)
-	s.events.Record("log-version", nodeSubject(s.nodeID), "%v", err)
+	s.events.Record("log-version", events.NodeSubject(s.nodeID), "%v", err)
 }

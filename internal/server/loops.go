@@ -19,7 +19,7 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
 	// Ticks as often as the shortest GC interval; a Pebble range's pass
 	// keeps the time its own interval gives it.
-	s.loopWithin(s.cfg.GC.Tick(), runTimeout(s.cfg.GC.Interval), s.collectGarbage)
+	s.loopWithin(s.cfg.GC.Tick(), runTimeout(s.cfg.GC.Interval), s.gc.Round)
 	s.loop(s.cfg.Cache.EvictInterval, s.ks.EvictRound)
 	s.placeLoop()
 	s.sizeLoop()
@@ -129,7 +129,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	req.Bytes = s.localStatus().GetBytes()
 	req.KeyspaceCounts = s.ks.Counts()
 	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
-		return s.heartbeatLocal(ctx, r, req)
+		return s.metaRange().Heartbeat(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
 		return c.NodeHeartbeat(ctx, req)
 	})
@@ -138,7 +138,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	}
 	s.dir.Update(resp.GetNodes())
 	s.store.SetSnapshotRate(s.cfg.snapshotRate(resp.GetMigrationBytesPerSec()))
-	s.learnGCTTL(resp.GetGcTtlMs())
+	s.gc.LearnTTL(resp.GetGcTtlMs())
 	if err := s.store.RaiseLogVersion(resp.GetLogVersion()); err != nil {
 		s.logVersionRefused(err)
 	}
@@ -172,9 +172,9 @@ func (s *Server) report(d *tidekvpb.RangeDescriptor) {
 	l := s.rangeLoadOf(d, term)
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.QPS, ReadQps: l.ReadQPS, Bytes: l.Bytes,
 		HotKeyShare: l.HotKeyShare, LeaseTerm: l.Term, LoadStale: l.Stale, ChangeInProgress: changing,
-		GarbageBytes: s.gcQueue.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
+		GarbageBytes: s.gc.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
 	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
-		return s.reportRangeLocal(ctx, r, req)
+		return s.metaRange().ReportRange(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
 		return c.ReportRange(ctx, req)
 	})

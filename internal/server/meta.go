@@ -4,14 +4,13 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/adminroute"
-	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/meta"
+	"github.com/tidekv/tidekv/internal/metarange"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/storage"
 )
 
 // metaLeader returns the local meta replica if it holds the lease.
@@ -59,130 +58,36 @@ func (n routeNode) Directory(ctx context.Context) (*tidekvpb.RangesResponse, err
 
 // ranges returns the range directory from the meta leaseholder.
 func (s *Server) ranges(ctx context.Context) (*tidekvpb.RangesResponse, error) {
-	return callMeta(ctx, s, s.rangesLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.RangesResponse, error) {
+	return callMeta(ctx, s, s.metaRange().Ranges, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.RangesResponse, error) {
 		return c.Ranges(ctx, &tidekvpb.RangesRequest{})
 	})
 }
 
-func (s *Server) rangesLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.RangesResponse, error) {
-	if err := meta.LeaseRead(ctx); err != nil {
-		return nil, err
-	}
-	descs, err := raftstore.ReadMetaRanges(s.eng)
-	if err != nil {
-		return nil, err
-	}
-	nodes, err := raftstore.ReadMetaNodes(s.eng)
-	if err != nil {
-		return nil, err
-	}
-	resp := &tidekvpb.RangesResponse{Nodes: nodes, Ranges: s.meta.RangeInfos(descs)}
-	sortRanges(resp.Ranges)
-	return resp, nil
-}
+// metaRange answers the meta range's admin calls (internal/metarange).
+func (s *Server) metaRange() metarange.Handlers { return metarange.Handlers{Node: metaNode{s}} }
 
-func (s *Server) joinLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.JoinRequest) (*tidekvpb.JoinResponse, error) {
-	if req.GetGrpcAddr() == "" {
-		return nil, invalidArg("join: grpc_addr is required")
-	}
-	if err := meta.LeaseRead(ctx); err != nil {
-		return nil, err
-	}
-	active, err := s.checkJoinVersion(req)
-	if err != nil {
-		return nil, err
-	}
-	id, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{AddNode: &tidekvpb.NodeDescriptor{GrpcAddr: req.GetGrpcAddr(), HttpAddr: req.GetHttpAddr(), MaxLogVersion: req.GetMaxLogVersion()}})
-	if err != nil {
-		return nil, err
-	}
-	if err := meta.LeaseRead(ctx); err != nil {
-		return nil, err
-	}
-	nodes, err := raftstore.ReadMetaNodes(s.eng)
-	if err != nil {
-		return nil, err
-	}
-	s.events.Record("node-join", nodeSubject(id), "joined the cluster from %s", req.GetGrpcAddr())
-	return &tidekvpb.JoinResponse{ClusterId: s.clusterID, NodeId: id, Nodes: nodes, LogVersion: active}, nil
-}
+// metaNode is the node as the meta range's handlers see it.
+type metaNode struct{ s *Server }
 
-func (s *Server) heartbeatLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error) {
-	if err := meta.LeaseRead(ctx); err != nil {
-		return nil, err
-	}
-	nodes, err := raftstore.ReadMetaNodes(s.eng)
-	if err != nil {
-		return nil, err
-	}
-	n := proto.Clone(req.GetNode()).(*tidekvpb.NodeDescriptor)
-	for i, o := range nodes {
-		if o.GetNodeId() != n.GetNodeId() {
-			continue
-		}
-		// Draining is the cluster's decision about the node, not the
-		// node's to report.
-		n.Draining = o.GetDraining()
-		if !proto.Equal(o, n) {
-			// The node moved to new addresses or labels (restarted
-			// elsewhere or reconfigured).
-			if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{UpdateNode: n}); err != nil {
-				return nil, err
-			}
-			nodes[i] = n
-		}
-	}
-	s.meta.Heartbeat(time.Now(), req)
-	version, err := s.raiseLogVersion(ctx, meta, nodes)
-	if err != nil {
-		return nil, err
-	}
-	return &tidekvpb.NodeHeartbeatResponse{Nodes: nodes, MigrationBytesPerSec: s.ctl.loop.Runner.MigrationRate(), LogVersion: version,
-		GcTtlMs: s.clusterConfig().GC.TTL.Milliseconds()}, nil
+func (n metaNode) ClusterID() uint64      { return n.s.clusterID }
+func (n metaNode) ID() uint64             { return n.s.nodeID }
+func (n metaNode) Engine() storage.Reader { return n.s.eng }
+func (n metaNode) Table() *meta.Table     { return n.s.meta }
+func (n metaNode) GCTTL() time.Duration   { return n.s.clusterConfig().GC.TTL }
+func (n metaNode) SplitBytes() uint64     { return n.s.clusterConfig().Placement.SplitBytes() }
+func (n metaNode) MigrationRate() float64 { return n.s.ctl.loop.Runner.MigrationRate() }
+func (n metaNode) WakePlace()             { n.s.wakePlace() }
+func (n metaNode) CheckJoin(req *tidekvpb.JoinRequest) (uint32, error) {
+	return n.s.checkJoinVersion(req)
 }
-
-func (s *Server) reportRangeLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
-	d := req.GetDesc()
-	if s.meta.Report(req, s.clusterConfig().Placement.SplitBytes()) {
-		s.wakePlace()
-	}
-	if err := meta.LeaseRead(ctx); err != nil {
-		return nil, err
-	}
-	if !s.directoryNeeds(d) {
-		return &tidekvpb.ReportRangeResponse{}, nil
-	}
-	if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{UpdateRange: d}); err != nil {
-		return nil, err
-	}
-	return &tidekvpb.ReportRangeResponse{}, nil
+func (n metaNode) RaiseLogVersion(ctx context.Context, meta *raftstore.Replica, nodes []*tidekvpb.NodeDescriptor) (uint32, error) {
+	return n.s.raiseLogVersion(ctx, meta, nodes)
 }
-
-// directoryNeeds reports whether d may change the range directory: it is
-// newer than what is stored for its range. The apply decides the rest
-// (raftstore.DirectoryUpdate), on the whole directory; this check reads one
-// key because every leaseholder re-reports every few seconds.
-func (s *Server) directoryNeeds(d *tidekvpb.RangeDescriptor) bool {
-	v, ok, err := s.eng.Get(keys.DataKey(keys.MetaRangeID, keys.MetaRangeKey(d.GetRangeId())))
-	if err != nil || !ok {
-		return true
-	}
-	stored := &tidekvpb.RangeDescriptor{}
-	return proto.Unmarshal(v, stored) != nil || stored.GetGeneration() < d.GetGeneration()
+func (n metaNode) Statuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) []*tidekvpb.NodeStatus {
+	return n.s.nodeStatuses(nodes, now)
 }
-
-func (s *Server) statusLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.StatusResponse, error) {
-	rs, err := s.rangesLocal(ctx, meta)
-	if err != nil {
-		return nil, err
-	}
-	resp := &tidekvpb.StatusResponse{ClusterId: s.clusterID, NodeId: s.nodeID, RangeCount: uint32(len(rs.GetRanges()))}
-	resp.Nodes = s.nodeStatuses(rs.GetNodes(), time.Now())
-	resp.Imbalance = placement.ImbalanceOf(resp.Nodes)
-	if resp.LogVersion, err = raftstore.ReadMetaLogVersion(s.eng); err != nil {
-		return nil, err
-	}
-	return resp, nil
+func (n metaNode) Record(kind, subject, format string, args ...any) {
+	n.s.events.Record(kind, subject, format, args...)
 }
 
 // nodeStatuses combines the node records with what their heartbeats said

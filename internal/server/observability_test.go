@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cliformat"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/httpapi"
 	"github.com/tidekv/tidekv/internal/meta"
 )
@@ -71,7 +72,7 @@ func TestObservability(t *testing.T) {
 			return fmt.Errorf("no up-replication event in %v", es)
 		}
 		for _, s := range tc.nodes {
-			if !findEvent(es, "node-start", nodeSubject(s.NodeID()), "serving") {
+			if !findEvent(es, "node-start", events.NodeSubject(s.NodeID()), "serving") {
 				return fmt.Errorf("no start event of node %d in %v", s.NodeID(), es)
 			}
 		}
@@ -179,7 +180,7 @@ func TestObservability(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !findEvent(es, "node-suspect", nodeSubject(id), "no heartbeat for") {
+		if !findEvent(es, "node-suspect", events.NodeSubject(id), "no heartbeat for") {
 			return fmt.Errorf("no suspect event in %v", es)
 		}
 		return nil

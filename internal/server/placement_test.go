@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/meta"
 )
 
@@ -265,7 +266,7 @@ func TestScaleOutBootstrap(t *testing.T) {
 		}
 		return nil
 	})
-	subject := nodeSubject(newID)
+	subject := events.NodeSubject(newID)
 	tc.waitEvents(t, [3]string{"bootstrap", "bootstrap phase 1", subject},
 		[3]string{"bootstrap", "bootstrap phase 2", subject}, [3]string{"bootstrap", "bootstrap done", subject})
 	checkAllKeys(t, c, 0, 60)

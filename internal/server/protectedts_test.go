@@ -64,7 +64,7 @@ func gcCluster(t *testing.T) (*testCluster, *client.Client, context.Context) {
 	}
 	waitUntil(t, func() bool {
 		for _, s := range tc.nodes {
-			if s.gcTTL() != time.Second {
+			if s.gc.TTL() != time.Second {
 				return false
 			}
 		}
@@ -91,8 +91,8 @@ func (tc *testCluster) gcNow(ctx context.Context, t *testing.T) {
 		return true
 	})
 	for _, s := range tc.nodes {
-		s.gcQueue.KeepOnly(nil)
-		s.collectGarbage(ctx)
+		s.gc.Forget()
+		s.gc.Round(ctx)
 	}
 }
 

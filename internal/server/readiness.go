@@ -31,7 +31,7 @@ func (a *adminService) Readiness(ctx context.Context, req *tidekvpb.ReadinessReq
 // readinessLocal judges readiness on the meta leaseholder, from the range
 // directory, the reported leaseholders and node liveness.
 func (s *Server) readinessLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ReadinessResponse, error) {
-	rs, err := s.rangesLocal(ctx, meta)
+	rs, err := s.metaRange().Ranges(ctx, meta)
 	if err != nil {
 		return nil, err
 	}

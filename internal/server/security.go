@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/security"
 )
@@ -143,7 +144,7 @@ func (s *Server) loginFailed(f security.LoginFailure) {
 			f.User, f.Source, f.BackOff.Round(time.Millisecond))
 	case f.Result == security.LoginBusy:
 		if n, ok := s.loginBusy.refused(time.Now()); ok {
-			s.events.Record("login-busy", nodeSubject(s.nodeID), "%d password logins refused unchecked in the last minute, the latest as %.64q from %s: "+
+			s.events.Record("login-busy", events.NodeSubject(s.nodeID), "%d password logins refused unchecked in the last minute, the latest as %.64q from %s: "+
 				"their derivations would exceed the share of this node's CPUs for logins not yet verified (%v)", n, f.User, f.Source, s.cfg.Security.Login.DerivationShare)
 		}
 	}

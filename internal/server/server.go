@@ -8,6 +8,7 @@ import (
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/clockwatch"
 	"github.com/tidekv/tidekv/internal/closedpush"
+	"github.com/tidekv/tidekv/internal/gcqueue"
 	"github.com/tidekv/tidekv/internal/georpc"
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/metrics"
@@ -40,7 +41,6 @@ import (
 	"github.com/tidekv/tidekv/internal/kvstream"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/nodedir"
-	"github.com/tidekv/tidekv/internal/queue"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/sizewatch"
@@ -110,11 +110,11 @@ type Server struct {
 	// heartbeat reports.
 	hbRates heartbeatRates
 
-	reports    chan *tidekvpb.RangeDescriptor
-	placeWake  chan struct{} // wakes the control loop early (sizewatch.go)
-	gcTTLNanos atomic.Int64  // gc-ttl as last learnt (gcqueue.go)
-	// gcQueue is the GC queue's memory (internal/queue).
-	gcQueue       queue.GC
+	reports   chan *tidekvpb.RangeDescriptor
+	placeWake chan struct{} // wakes the control loop early (sizewatch.go)
+	// gc is the MVCC GC queue and the protected timestamps
+	// (internal/gcqueue).
+	gc            *gcqueue.Queue
 	requests      atomic.Uint64
 	ready         atomic.Bool
 	versionWarned atomic.Bool     // logVersionRefused said so once
@@ -175,13 +175,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.stopper)
 	s.push = closedpush.New(pushNode{s}, s.stopper)
+	s.gc = gcqueue.New(gcNode{s}, s.route, cfg.GC)
 	ks.SetNode(ksNode{s: s, origin: &http.Client{}})
 	s.sizes = sizewatch.New(sizewatch.Config{SplitBackpressure: cfg.SplitBackpressure, SplitBackpressureWait: cfg.SplitBackpressureWait}, sizeNode{s}, m)
 	s.router = txnclient.New(s.routerNode)
 	s.kv = newKVAPI(s)
 	s.ctl = newControlState(s)
 	s.geo = georpc.New(cfg.Geo, geoNode{s})
-	s.gcTTLNanos.Store(int64(cfg.GC.TTL))
 	admNow := time.Now
 	if cfg.admissionClock != nil {
 		admNow = cfg.admissionClock
@@ -275,7 +275,7 @@ func (s *Server) serve(ctx context.Context) error {
 		}
 	}
 	s.ready.Store(true)
-	s.events.Record("node-start", nodeSubject(s.nodeID), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
+	s.events.Record("node-start", events.NodeSubject(s.nodeID), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
 	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.nodeID, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.clusterID)
 	return nil
 }
@@ -525,7 +525,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 		// Liveness and leaders are rebuilt from scratch by this leaseholder.
 		s.meta.Reset(time.Now())
 		s.ctl.reset()
-		s.events.Record("meta-lease", nodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
+		s.events.Record("meta-lease", events.NodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.queueReport(d)
 	s.sizes.Poke() // its write budget, without which its growing writes wait (internal/sizewatch)
@@ -533,7 +533,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 
 // ReplicaRemoved implements raftstore.Listener.
 func (s *Server) ReplicaRemoved(rm raftstore.Removed) {
-	s.events.Record("replica-gc", rangeSubject(rm.RangeID), "local replica (generation %d) removed: %s", rm.Generation, rm.Reason)
+	s.events.Record("replica-gc", events.RangeSubject(rm.RangeID), "local replica (generation %d) removed: %s", rm.Generation, rm.Reason)
 }
 
 // DescriptorChanged implements raftstore.Listener.

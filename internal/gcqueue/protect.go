@@ -1,4 +1,4 @@
-package server
+package gcqueue
 
 import (
 	"context"
@@ -9,56 +9,48 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
-
-// Protected timestamps (docs/backup.md, "Protected timestamp"): records in
-// the meta range that keep every version a read at their timestamp can
-// see from MVCC GC, cluster-wide, until released or expired. A backup
-// holds one at its cut T while it reads. This file has the admin RPC (on
-// the meta leaseholder) and the GC queue's view of them (gcSafePoint).
 
 // protectMaxTTL bounds one grant of a protection: an abandoned one pins GC
 // at most this long.
 const protectMaxTTL = 24 * time.Hour
 
 // ProtectTimestamp creates, renews, releases or lists protected
-// timestamps (ProtectTimestampRequest).
-func (a *adminService) ProtectTimestamp(ctx context.Context, req *tidekvpb.ProtectTimestampRequest) (*tidekvpb.ProtectTimestampResponse, error) {
-	if err := a.ready(); err != nil {
-		return nil, err
-	}
-	s := a.s
-	resp, err := callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ProtectTimestampResponse, error) {
-		return s.protectLocal(ctx, meta, req)
+// timestamps (ProtectTimestampRequest), on the meta leaseholder.
+func (q *Queue) ProtectTimestamp(ctx context.Context, req *tidekvpb.ProtectTimestampRequest) (*tidekvpb.ProtectTimestampResponse, error) {
+	return adminroute.Meta(ctx, q.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ProtectTimestampResponse, error) {
+		return q.protectLocal(ctx, meta, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ProtectTimestampResponse, error) {
 		return c.ProtectTimestamp(ctx, req)
 	})
-	return resp, s.toStatus(err)
 }
 
-func (s *Server) protectLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ProtectTimestampRequest) (*tidekvpb.ProtectTimestampResponse, error) {
+func (q *Queue) protectLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.ProtectTimestampRequest) (*tidekvpb.ProtectTimestampResponse, error) {
+	n := q.node
 	ttl := time.Duration(req.GetTtlMs()) * time.Millisecond
 	changes := req.GetRelease() || ttl != 0
-	if v := s.store.LogVersion(); changes && v < raftstore.LogVersionProtectedTS {
+	if v := n.LogVersion(); changes && v < raftstore.LogVersionProtectedTS {
 		return nil, fmt.Errorf("%w: protected timestamps need Raft log version %d on every node, the cluster is at %d", raftstore.ErrLogVersion, raftstore.LogVersionProtectedTS, v)
 	}
 	if ttl < 0 || ttl > protectMaxTTL || (req.GetRelease() && req.GetId() == 0) {
-		return nil, invalidArg("protect timestamp: a ttl between 0 and %s, and an id to release, not ttl %s, id %d", protectMaxTTL, ttl, req.GetId())
+		return nil, kverr.Invalid("protect timestamp: a ttl between 0 and %s, and an id to release, not ttl %s, id %d", protectMaxTTL, ttl, req.GetId())
 	}
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
 	}
 	resp := &tidekvpb.ProtectTimestampResponse{}
-	clock := s.store.HLC()
+	clock := n.Clock()
 	expires := time.Now().Add(ttl).UnixMilli()
 	switch {
 	case req.GetRelease():
 		if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{ReleaseProtectedTimestamp: req.GetId()}); err != nil {
 			return nil, err
 		}
-		s.events.Record("protected-ts", "cluster", "protected timestamp %d released", req.GetId())
+		n.Record("protected-ts", "cluster", "protected timestamp %d released", req.GetId())
 	case ttl > 0 && req.GetId() != 0:
 		p := &tidekvpb.ProtectedTimestamp{Id: req.GetId(), ExpiresAtMs: expires}
 		id, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{ProtectTimestamp: p})
@@ -85,16 +77,16 @@ func (s *Server) protectLocal(ctx context.Context, meta *raftstore.Replica, req 
 			return nil, status.Errorf(codes.Unavailable, "protected timestamp not recorded in time: the meta range took %s, more than the maximum clock offset %s; try again",
 				time.Duration(now.WallTime-ts.WallTime)+clock.MaxOffset(), clock.MaxOffset())
 		}
-		s.store.CommitWait(ctx, ts) // a read at it is not in the future here
+		n.CommitWait(ctx, ts) // a read at it is not in the future here
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		p.Id = id
 		resp.Protection = p
-		s.events.Record("protected-ts", "cluster", "protected timestamp %d at %s for %s, by %s", id, ts, ttl, req.GetOwner())
-		s.purgeExpiredProtections(ctx, meta)
+		n.Record("protected-ts", "cluster", "protected timestamp %d at %s for %s, by %s", id, ts, ttl, req.GetOwner())
+		q.purgeExpired(ctx, meta)
 	}
-	all, err := raftstore.ReadMetaProtected(s.eng)
+	all, err := n.Protected()
 	if err != nil {
 		return nil, err
 	}
@@ -107,19 +99,19 @@ func (s *Server) protectLocal(ctx context.Context, meta *raftstore.Replica, req 
 	return resp, nil
 }
 
-// purgeExpiredProtections removes the records GC already ignores; a
-// failure leaves them for the next creation.
-func (s *Server) purgeExpiredProtections(ctx context.Context, meta *raftstore.Replica) {
-	all, err := raftstore.ReadMetaProtected(s.eng)
+// purgeExpired removes the records GC already ignores; a failure leaves
+// them for the next creation.
+func (q *Queue) purgeExpired(ctx context.Context, meta *raftstore.Replica) {
+	all, err := q.node.Protected()
 	if err != nil {
 		return
 	}
 	for _, p := range all {
-		if protectionExpired(p, s.store.HLC().Now(), s.store.HLC().MaxOffset()) {
+		if protectionExpired(p, q.node.Clock().Now(), q.node.Clock().MaxOffset()) {
 			if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{ReleaseProtectedTimestamp: p.GetId()}); err != nil {
 				return
 			}
-			s.events.Record("protected-ts", "cluster", "protected timestamp %d at %s, by %s, expired and purged", p.GetId(), p.GetTimestamp().HLC(), p.GetOwner())
+			q.node.Record("protected-ts", "cluster", "protected timestamp %d at %s, by %s, expired and purged", p.GetId(), p.GetTimestamp().HLC(), p.GetOwner())
 		}
 	}
 }
@@ -151,29 +143,24 @@ func gcSafePoint(readAt hlc.Timestamp, ttl, maxOffset time.Duration, protections
 	return safePoint, held
 }
 
-// gcProtections are the protected timestamps as one GC round read them,
+// protections are the protected timestamps as one GC round read them,
 // read once, when the round first needs them.
-type gcProtections struct {
+type protections struct {
 	readAt hlc.Timestamp
 	all    []*tidekvpb.ProtectedTimestamp
 	err    error
 	done   bool
 }
 
-func (s *Server) gcProtections(ctx context.Context, g *gcProtections) error {
+func (q *Queue) protections(ctx context.Context, g *protections) error {
 	if g.done {
 		return g.err
 	}
-	g.done, g.readAt = true, s.store.HLC().Now()
-	if s.store.LogVersion() < raftstore.LogVersionProtectedTS {
+	g.done, g.readAt = true, q.node.Clock().Now()
+	if q.node.LogVersion() < raftstore.LogVersionProtectedTS {
 		return nil // none can exist, and an older meta leaseholder has no RPC for them
 	}
-	req := &tidekvpb.ProtectTimestampRequest{}
-	resp, err := callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ProtectTimestampResponse, error) {
-		return s.protectLocal(ctx, meta, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ProtectTimestampResponse, error) {
-		return c.ProtectTimestamp(ctx, req)
-	})
+	resp, err := q.ProtectTimestamp(ctx, &tidekvpb.ProtectTimestampRequest{})
 	g.all, g.err = resp.GetAll(), err
 	return err
 }
