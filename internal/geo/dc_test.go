@@ -532,9 +532,9 @@ func starvedSchedule(t *testing.T, seed uint64, h harm) {
 // as its batches arrive. It used to take the DCs in id order: the whole
 // batch, from DC 1 as from DC 0, went to DC 0's messages until the DC had
 // caught up on all of them, and none to DC 1's input of the first epoch
-// it had to validate. In the server (TestGeoBankAcrossRegions at a third
-// of a CPU, retransmissions lost or late) the DCs never caught up so:
-// DCs 0 and 1 waited for good on inputs and votes of DC 2's that only
+// it had to validate. A dump of the server far behind (TestGeoBankAcrossRegions
+// at a third of a CPU, before the wire format stopped being gob) showed
+// so: DCs 0 and 1 waiting on DC 2's input of their next epoch, which only
 // later batches would have carried, and DC 2 on DC 1's.
 func TestRetransmissionSendsOldestEpochsFirst(t *testing.T) {
 	s := newSim(t, 3, 20*time.Millisecond, 0)

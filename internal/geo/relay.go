@@ -24,9 +24,9 @@ const maxRetransmit = 128
 // input of its first unvalidated epoch (and the votes that ride in the
 // next ones) before anything later. Taking the DCs in id order instead
 // spent a whole batch on the lowest DC's backlog while the peer waited
-// for a higher DC's message of that epoch; in the server, at a third of a
-// CPU with batches lost or late, the peers never caught up so and stalled
-// for good (TestRetransmissionSendsOldestEpochsFirst).
+// for a higher DC's message of that epoch, as a dump of a server that had
+// fallen far behind showed: DCs 0 and 1 waiting on DC 2's input of their
+// next epoch, DC 2 on DC 1's (TestRetransmissionSendsOldestEpochsFirst).
 //
 // A peer we heard nothing new from since the last retransmission (its
 // acknowledgements did not move; a live peer's move every epoch, since it
