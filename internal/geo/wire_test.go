@@ -51,7 +51,7 @@ func BenchmarkMessageWire(b *testing.B) {
 			Writes: []KV{{Key: "acct/0001", Value: []byte("80"), Found: true}, {Key: "acct/0002", Value: []byte("120"), Found: true}}}
 	}
 	m := &Message{From: 1, Genesis: 1 << 40, Epoch: 1<<40 + 9, Txns: []Txn{tr(1), tr(2)},
-		Votes: []Vote{{Epoch: 1<<40 + 8, DC: 0, Have: true}, {Epoch: 1<<40 + 8, DC: 2, Have: true}},
+		Votes:   []Vote{{Epoch: 1<<40 + 8, DC: 0, Have: true}, {Epoch: 1<<40 + 8, DC: 2, Have: true}},
 		Results: []Result{res(1), res(2)}, Acks: []uint64{1<<40 + 8, 1<<40 + 10, 1<<40 + 8}}
 	for b.Loop() {
 		data, err := EncodeMessage(m)
