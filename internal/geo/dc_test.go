@@ -525,3 +525,28 @@ func starvedSchedule(t *testing.T, seed uint64, h harm) {
 	s.settle(30 * time.Second)
 	s.total(10, 1000)
 }
+
+// A DC back from a partition lacks hundreds of messages of each peer,
+// more than one retransmission sends (maxRetransmit). The batch goes to
+// the oldest epochs first, every DC's messages alike, so the DC validates
+// as its batches arrive. It used to take the DCs in id order: the whole
+// batch, from DC 1 as from DC 0, went to DC 0's messages until the DC had
+// caught up on all of them, and none to DC 1's input of the first epoch
+// it had to validate. A dump of the server far behind (TestGeoBankAcrossRegions
+// at a third of a CPU, before the wire format stopped being gob) showed
+// so: DCs 0 and 1 waiting on DC 2's input of their next epoch, which only
+// later batches would have carried, and DC 2 on DC 1's.
+func TestRetransmissionSendsOldestEpochsFirst(t *testing.T) {
+	s := newSim(t, 3, 20*time.Millisecond, 0)
+	s.open(10, 100)
+	s.net.Isolate(2, 3)
+	s.run(3 * time.Second)
+	cut := s.dcs[2].Position()
+	s.net.Heal()
+	s.run(3 * testConfig().Retransmit)
+	t.Logf("DC 2 at %d past the cut, DC 0 at %d", s.dcs[2].Position()-cut, s.dcs[0].Position()-cut)
+	if got := s.dcs[2].Position() - cut; got < maxRetransmit/2 {
+		t.Fatalf("DC 2 validated %d epochs in the three retransmissions after the partition healed, want at least %d (one batch's worth of each peer's messages)", got, maxRetransmit/2)
+	}
+	s.settle(5 * time.Second)
+}

@@ -16,8 +16,17 @@ import (
 const maxRetransmit = 128
 
 // retransmit sends every peer the messages it lacks that are at least one
-// Retransmit interval old (younger ones may still be on their way), then
-// drops the validated epochs' messages every peer holds.
+// Retransmit interval old (younger ones may still be on their way), oldest
+// epoch first and every DC's alike, then drops the validated epochs'
+// messages every peer holds.
+//
+// Oldest first because a peer validates in epoch order: it needs every
+// input of its first unvalidated epoch (and the votes that ride in the
+// next ones) before anything later. Taking the DCs in id order instead
+// spent a whole batch on the lowest DC's backlog while the peer waited
+// for a higher DC's message of that epoch, as a dump of a server that had
+// fallen far behind showed: DCs 0 and 1 waiting on DC 2's input of their
+// next epoch, DC 2 on DC 1's (TestRetransmissionSendsOldestEpochsFirst).
 //
 // A peer we heard nothing new from since the last retransmission (its
 // acknowledgements did not move; a live peer's move every epoch, since it
@@ -34,16 +43,23 @@ func (d *DC) retransmit(now time.Time) {
 		}
 		silent := slices.Equal(d.peerHeld[p], d.retxHeld[p])
 		d.retxHeld[p] = slices.Clone(d.peerHeld[p])
-		sent := 0
-		for x := range d.n {
-			for e := d.peerHeld[p][x]; x != p && e < old && sent < maxRetransmit; e++ {
-				if in := d.inputs[e]; in != nil && in[x] != nil {
-					d.tr.Send(p, in[x])
-					sent++
-					if silent {
-						break
-					}
+		from := old
+		for x, e := range d.peerHeld[p] {
+			if x != p {
+				from = min(from, e)
+			}
+		}
+		sent, done := 0, make([]bool, d.n)
+		done[p] = true
+		for e := from; e < old && sent < maxRetransmit && slices.Contains(done, false); e++ {
+			in := d.inputs[e]
+			for x := 0; in != nil && x < d.n && sent < maxRetransmit; x++ {
+				if done[x] || in[x] == nil || e < d.peerHeld[p][x] {
+					continue
 				}
+				d.tr.Send(p, in[x])
+				sent++
+				done[x] = silent
 			}
 		}
 	}

@@ -1,32 +1,11 @@
 package geo
 
 import (
-	"bytes"
-	"encoding/gob"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 )
-
-// EncodeMessage and DecodeMessage are the wire form of a Message between
-// nodes (gob: the format is the package's own and versioned with it).
-func EncodeMessage(m *Message) ([]byte, error) {
-	var b bytes.Buffer
-	if err := gob.NewEncoder(&b).Encode(m); err != nil {
-		return nil, fmt.Errorf("geo: encoding epoch message: %w", err)
-	}
-	return b.Bytes(), nil
-}
-
-func DecodeMessage(data []byte) (*Message, error) {
-	m := &Message{}
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(m); err != nil {
-		return nil, fmt.Errorf("geo: decoding epoch message: %w", err)
-	}
-	return m, nil
-}
 
 // MemNet is the in-memory twin of the network between DCs, on a clock its
 // driver sets: messages are due after a per-pair delay, and may be dropped
