@@ -66,6 +66,7 @@ func (s *serverSecurity) addFlags(f *pflag.FlagSet, cfg *server.SecurityConfig) 
 	f.StringVar(&s.redisPasswordFile, "redis-password-file", "", "file whose first line is the password Redis clients must give with AUTH as the default user (else $"+redisPasswordEnv+"; empty: none)")
 	f.Float64Var(&cfg.Login.DerivationShare, "login-derivation-share", cfg.Login.DerivationShare, "share of the node's CPUs, in [0.001, 1], that password derivations of logins not yet verified may use; a login beyond it is refused at once, to be retried (docs/security.md)")
 	f.DurationVar(&cfg.Login.DerivationBurst, "login-derivation-burst", cfg.Login.DerivationBurst, "CPU time, in (0, 1m], that those derivations may spend at once beyond --login-derivation-share, saved while they spend less: new logins one after another (docs/security.md)")
+	f.DurationVar(&cfg.Login.RefusalHold, "login-refusal-hold", cfg.Login.RefusalHold, "how long, in [0, 10s], a login refused unchecked (in a back-off, or with the derivation budget spent) waits before its answer, on a timer: attackers, who wait for each answer, send fewer (docs/security.md)")
 	refuseSecretFlag(f, "redis-password", "put the password in $"+redisPasswordEnv+" or in a file named by --redis-password-file, or give the users file a user named default")
 }
 

@@ -26,6 +26,14 @@ type LoginConfig struct {
 	// several users one after another, are admitted, and a flood spends
 	// the burst once and then the share.
 	DerivationBurst time.Duration
+	// RefusalHold, in [0, 10s], is how long a login refused unchecked
+	// (during a back-off, or with the budget spent) waits before its
+	// answer, on a timer, not a CPU. An attacker waits for each answer,
+	// so answering at once invited ever more attempts: in a flood of 64
+	// addresses the node received 125k a window and spent its CPU
+	// receiving and refusing them (docs/benchmarks/security.md). 0
+	// answers at once.
+	RefusalHold time.Duration
 }
 
 // DefaultLoginConfig returns the documented default: a tenth of the
@@ -33,7 +41,7 @@ type LoginConfig struct {
 // about 40 new logins of 30 ms each one after another (the burst and what
 // refills meanwhile), then about 6 a second.
 func DefaultLoginConfig() LoginConfig {
-	return LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second}
+	return LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second, RefusalHold: time.Second}
 }
 
 // Validate checks the bounds.
@@ -47,6 +55,9 @@ func (c LoginConfig) Validate() error {
 	// flood would take the node's CPUs for a minute before the share held.
 	if c.DerivationBurst <= 0 || c.DerivationBurst > time.Minute {
 		return fmt.Errorf("security: the login derivation burst must be CPU time in (0, 1m], not %v", c.DerivationBurst)
+	}
+	if c.RefusalHold < 0 || c.RefusalHold > 10*time.Second {
+		return fmt.Errorf("security: the hold of a refused login must be in [0, 10s], not %v", c.RefusalHold)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,13 @@ type Directory struct {
 	// to the node's LoginConfig: its share of the CPUs and its burst.
 	derivations *derivationBudget
 	onFailure   func(LoginFailure)
+	// hold is how long a login refused unchecked waits for its answer
+	// (LoginConfig.RefusalHold), sleep how it waits; held counts the
+	// refusals waiting, at most maxHeld (beyond, answered at once: a
+	// flood of connections that do not wait must not pile up goroutines).
+	hold  time.Duration
+	sleep func(time.Duration)
+	held  atomic.Int64
 
 	mu    sync.Mutex
 	users map[string]User
@@ -74,8 +82,8 @@ func NewDirectory(f Files, path string) (*Directory, error) {
 		load = func() (*UserFile, error) { return ReadUserFile(f, path) }
 		rehash = func(old, new User) error { return rehashInFile(f, path, old, new) }
 	}
-	d := &Directory{load: load, rehash: rehash, now: time.Now, every: ReloadEvery, verified: map[string][32]byte{}, checking: map[checkKey]*checkCall{},
-		limiter: newLoginLimiter(), derivations: newDerivationBudget(DefaultLoginConfig()), onFailure: func(LoginFailure) {}}
+	d := &Directory{load: load, rehash: rehash, now: time.Now, sleep: time.Sleep, every: ReloadEvery, verified: map[string][32]byte{}, checking: map[checkKey]*checkCall{},
+		limiter: newLoginLimiter(), derivations: newDerivationBudget(DefaultLoginConfig()), hold: DefaultLoginConfig().RefusalHold, onFailure: func(LoginFailure) {}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d, d.reloadLocked()
@@ -186,6 +194,22 @@ const (
 func (d *Directory) SetDerivationBudget(c LoginConfig, quota func() float64) {
 	d.derivations = newDerivationBudget(c)
 	d.derivations.quota = quota
+	d.hold = c.RefusalHold
+}
+
+// maxHeld bounds the refused logins held at once.
+const maxHeld = 4096
+
+// holdRefusal waits out the refusal hold before a login refused unchecked
+// is answered.
+func (d *Directory) holdRefusal() {
+	if d.hold <= 0 {
+		return
+	}
+	if d.held.Add(1) <= maxHeld {
+		d.sleep(d.hold)
+	}
+	d.held.Add(-1)
 }
 
 // OnLoginFailure sets fn to be called, outside locks, for every refused
@@ -203,6 +227,7 @@ func (d *Directory) PasswordRole(name, password, source string) (Role, error) {
 	wait, trusted := d.limiter.wait(name, src, now)
 	if wait > 0 {
 		d.onFailure(LoginFailure{User: name, Source: src, Result: LoginBackoff, BackOff: wait})
+		d.holdRefusal()
 		return RoleNone, &RetryLaterError{After: wait}
 	}
 	d.mu.Lock()
@@ -215,6 +240,7 @@ func (d *Directory) PasswordRole(name, password, source string) (Role, error) {
 		if err != nil {
 			// Not a failure of the user's or the address's: the node's.
 			d.onFailure(LoginFailure{User: name, Source: src, Result: LoginBusy, BackOff: err.(*LoginBusyError).RetryAfter()})
+			d.holdRefusal()
 			return RoleNone, err
 		}
 		if !ok {

@@ -18,6 +18,9 @@ func testDirectory(t *testing.T) (*Directory, *time.Time, *[]LoginFailure) {
 		t.Fatal(err)
 	}
 	freeDerivations(dir)
+	// Refusals are held on no clock here (TestRefusalsHeld checks the
+	// hold).
+	dir.sleep = func(time.Duration) {}
 	now := time.Now()
 	dir.now = func() time.Time { return now }
 	var seen []LoginFailure
@@ -190,3 +193,36 @@ func TestOutdatedHashUpgradedAtLogin(t *testing.T) {
 // second or more, so derivations one after another never spend the burst,
 // however slow a loaded machine makes them.
 func freeDerivations(d *Directory) { d.derivations.share = 1 }
+
+// A login refused unchecked, in a back-off or with the derivation budget
+// spent, is answered only after the refusal hold; a wrong password (which
+// cost its derivation) and a good one are not held; beyond maxHeld
+// refusals waiting at once, one is answered at once.
+func TestRefusalsHeld(t *testing.T) {
+	dir, _, _ := testDirectory(t)
+	var holds []time.Duration
+	dir.sleep = func(d time.Duration) { holds = append(holds, d) }
+	want := DefaultLoginConfig().RefusalHold
+	login(t, dir, "reader", "rpw", "10.0.0.9:1", 0)
+	var err error
+	for range 20 {
+		if _, err = dir.PasswordRole("reader", "guess", "10.0.0.1:1"); !errors.Is(err, errBadCredentials) {
+			break
+		}
+		if len(holds) != 0 {
+			t.Fatalf("a good and a wrong password were held %v, want not held", holds)
+		}
+	}
+	var later *RetryLaterError
+	if !errors.As(err, &later) || len(holds) != 1 || holds[0] != want {
+		t.Fatalf("a login in a back-off: %v, held %v; want a back-off held %v", err, holds, want)
+	}
+	dir.derivations.share, dir.derivations.credit = 0.001, -float64(time.Second)
+	if _, err := dir.PasswordRole("writer", "wpw", "10.0.0.2:1"); !IsLoginBusy(err) || len(holds) != 2 {
+		t.Fatalf("a login with the budget spent: %v, held %v; want busy and held", err, holds)
+	}
+	dir.held.Store(maxHeld)
+	if _, err := dir.PasswordRole("writer", "wpw", "10.0.0.2:1"); !IsLoginBusy(err) || len(holds) != 2 || dir.held.Load() != maxHeld {
+		t.Fatalf("with %d refusals held: %v, held %v (count %d); want answered at once", maxHeld, err, holds, dir.held.Load())
+	}
+}
