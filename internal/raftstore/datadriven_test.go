@@ -682,6 +682,13 @@ func (d *ddDriver) cas(t *testing.T, td *datadriven.TestData) string {
 	} else {
 		td.Fatalf(t, "cas needs new=V or delete")
 	}
+	return d.sendCAS(t, td, req, "failed (current ")
+}
+
+// sendCAS sends req, a compare-and-set or an increment, to its key's
+// leaseholder: "ok (was V)", or refused followed by the current value
+// and ")".
+func (d *ddDriver) sendCAS(t *testing.T, td *datadriven.TestData, req *tidekvpb.CompareAndSetRequest, refused string) string {
 	var resp *tidekvpb.CompareAndSetResponse
 	err := d.do(t, td, req.Key, false, func(ctx context.Context, r *Replica) error {
 		var err error
@@ -698,7 +705,7 @@ func (d *ddDriver) cas(t *testing.T, td *datadriven.TestData) string {
 	if resp.GetSucceeded() {
 		return "ok (was " + cur + ")"
 	}
-	return "failed (current " + cur + ")"
+	return refused + cur + ")"
 }
 
 // incr adds by=N to k's value in one increment command (Redis INCR).
@@ -708,23 +715,7 @@ func (d *ddDriver) incr(t *testing.T, td *datadriven.TestData) string {
 	td.ScanArgs(t, "k", &k)
 	td.ScanArgs(t, "by", &by)
 	req := &tidekvpb.CompareAndSetRequest{Key: []byte(k), Increment: true, IncrementBy: by, KeepTtl: true}
-	var resp *tidekvpb.CompareAndSetResponse
-	err := d.do(t, td, req.Key, false, func(ctx context.Context, r *Replica) error {
-		var err error
-		resp, err = r.CompareAndSet(ctx, req)
-		return err
-	})
-	if err != nil {
-		return fmtErr(err)
-	}
-	was := "absent"
-	if resp.GetCurrentExists() {
-		was = strconv.Quote(string(resp.GetCurrentValue()))
-	}
-	if resp.GetSucceeded() {
-		return "ok (was " + was + ")"
-	}
-	return "refused (value " + was + ")"
+	return d.sendCAS(t, td, req, "refused (value ")
 }
 
 // scan reads like a client: range by range from the leaseholders, following
