@@ -260,11 +260,7 @@ func TestInputOfAVanishedDCIsRelayed(t *testing.T) {
 // TestGeoRestartedGatewayStaysOut failed under load). Its transaction of
 // the time is answered Retry; DC 0's commit.
 func TestLateSenderWithADCGone(t *testing.T) {
-	s := newSim(t, 3, 20*time.Millisecond, 0)
-	s.open(10, 100)
-	s.net.Isolate(2, 3)
-	s.dcs = s.dcs[:2]
-	s.run(time.Second)
+	s := simWithDC2Gone(t)
 	deadline := testConfig().Deadline
 	s.pausedUntil = []time.Time{{}, s.now.Add(2 * deadline)}
 	late := s.submit(1, transfer(0, 1, 1))
@@ -290,11 +286,7 @@ func TestLateSenderWithADCGone(t *testing.T) {
 // input out only once a DC other than its sender shows the deadline
 // passed for it too; here none can, so it waits for the message.
 func TestLateDeliveryWithADCGone(t *testing.T) {
-	s := newSim(t, 3, 20*time.Millisecond, 0)
-	s.open(10, 100)
-	s.net.Isolate(2, 3)
-	s.dcs = s.dcs[:2]
-	s.run(time.Second)
+	s := simWithDC2Gone(t)
 	deadline := testConfig().Deadline
 	slow := s.now
 	s.net.delay = func(from, to int) time.Duration {
@@ -549,4 +541,15 @@ func TestRetransmissionSendsOldestEpochsFirst(t *testing.T) {
 		t.Fatalf("DC 2 validated %d epochs in the three retransmissions after the partition healed, want at least %d (one batch's worth of each peer's messages)", got, maxRetransmit/2)
 	}
 	s.settle(5 * time.Second)
+}
+
+// simWithDC2Gone is three DCs with 10 accounts of 100, DC 2 cut off and
+// gone for good after a second of running.
+func simWithDC2Gone(t *testing.T) *sim {
+	s := newSim(t, 3, 20*time.Millisecond, 0)
+	s.open(10, 100)
+	s.net.Isolate(2, 3)
+	s.dcs = s.dcs[:2]
+	s.run(time.Second)
+	return s
 }
