@@ -77,15 +77,12 @@ func (x *call) anyList(keys [][]byte) (bool, error) {
 	return false, nil
 }
 
-// cmdBPop: BLPOP and BRPOP key [key ...] timeout.
-func cmdBPop(x *call) {
-	timeout, ok := x.parseTimeout(x.args[len(x.args)-1])
-	if !ok {
-		return
-	}
-	keys := x.args[1 : len(x.args)-1]
-	x.block(keys, timeout, func(may func([]byte) bool, first bool) bool {
-		key, vals, err := x.popFirst(keys, x.name == "blpop", 1, may, first)
+// popTry is a blocking pop's try: pop up to count elements of the first
+// of keys holding any (left: from the head) and answer [key, values],
+// values written by vals; false when no key held any (nothing answered).
+func (x *call) popTry(keys [][]byte, left bool, count int64, vals func([][]byte)) func(may func([]byte) bool, first bool) bool {
+	return func(may func([]byte) bool, first bool) bool {
+		key, got, err := x.popFirst(keys, left, count, may, first)
 		switch {
 		case err != nil:
 			writeCASErr(x.c, err)
@@ -94,10 +91,21 @@ func cmdBPop(x *call) {
 		default:
 			x.c.WriteArray(2)
 			x.c.WriteBulk(key)
-			x.c.WriteBulk(vals[0])
+			vals(got)
 		}
 		return true
-	}, func() { x.c.WriteArray(-1) })
+	}
+}
+
+// cmdBPop: BLPOP and BRPOP key [key ...] timeout.
+func cmdBPop(x *call) {
+	timeout, ok := x.parseTimeout(x.args[len(x.args)-1])
+	if !ok {
+		return
+	}
+	keys := x.args[1 : len(x.args)-1]
+	x.block(keys, timeout, x.popTry(keys, x.name == "blpop", 1, func(vals [][]byte) { x.c.WriteBulk(vals[0]) }),
+		func() { x.c.WriteArray(-1) })
 }
 
 // cmdBLMove: BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout and
@@ -188,23 +196,12 @@ func cmdLMPop(x *call) {
 		}
 	}
 	count = max(count, 1)
-	try := func(may func([]byte) bool, first bool) bool {
-		key, vals, err := x.popFirst(keys, left, count, may, first)
-		switch {
-		case err != nil:
-			writeCASErr(x.c, err)
-		case key == nil:
-			return false
-		default:
-			x.c.WriteArray(2)
-			x.c.WriteBulk(key)
-			x.c.WriteArray(len(vals))
-			for _, v := range vals {
-				x.c.WriteBulk(v)
-			}
+	try := x.popTry(keys, left, count, func(vals [][]byte) {
+		x.c.WriteArray(len(vals))
+		for _, v := range vals {
+			x.c.WriteBulk(v)
 		}
-		return true
-	}
+	})
 	none := func() { x.c.WriteArray(-1) }
 	if x.name == "lmpop" {
 		if !try(func([]byte) bool { return true }, true) {
