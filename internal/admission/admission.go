@@ -22,9 +22,8 @@ const (
 	// in-flight slots.
 	Background
 	// High is never shed by queueing delay, only bounded by MaxInflight:
-	// work from a closed pool of connections (the Redis front end), whose
-	// queue the pool's size bounds and whose clients take a refusal as a
-	// failure rather than as a hint to slow down.
+	// requests a client marks as ones that must not be refused for load
+	// (PRIORITY_HIGH).
 	High
 )
 
@@ -364,8 +363,9 @@ func WithArrival(ctx context.Context, at time.Time, p Priority, gated bool) cont
 	return context.WithValue(ctx, arrivalKey{}, arrival{at: at, p: p, gated: gated})
 }
 
-// unstamped are the arrivals without a time (the Redis front end's, made
-// per command) by priority and gate, boxed once rather than per request.
+// unstamped are the arrivals without a time (a Redis command whose
+// connection's reads were not stamped) by priority and gate, boxed once
+// rather than per request.
 var unstamped = func() (u [High + 1][2]any) {
 	for p := range u {
 		u[p] = [2]any{arrival{p: Priority(p)}, arrival{p: Priority(p), gated: true}}

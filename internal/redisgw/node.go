@@ -76,22 +76,17 @@ type Gateway struct {
 	wrote func()
 	// Calls served in process and through the routing client.
 	localCalls, routed atomic.Uint64
-	// toRemote marks a call before it is routed (Options.Routed).
-	toRemote func(context.Context) context.Context
 }
 
 // Options are a Gateway's hooks.
 type Options struct {
-	// Routed marks each routed call's context (the node gives them the
-	// Redis front end's priority); nil leaves it as it is.
-	Routed func(context.Context) context.Context
 	// Wrote, when set (tests), is called after each put.
 	Wrote func()
 }
 
 // New is the gateway over local and remote.
 func New(local Local, remote resp.KV, o Options) *Gateway {
-	return &Gateway{local: local, remote: remote, wrote: o.Wrote, toRemote: o.Routed}
+	return &Gateway{local: local, remote: remote, wrote: o.Wrote}
 }
 
 // Routed is how many calls went through the routing client.
@@ -138,12 +133,11 @@ func (k *Gateway) inProcess() Local {
 	return k.local
 }
 
-// viaRemote counts a call routed to another node and marks it.
+// viaRemote counts a call routed to another node. Its priority is the
+// Redis client's, normal: the leaseholder admits it by its own queueing
+// delay, as it does any client's request.
 func (k *Gateway) viaRemote(ctx context.Context) context.Context {
 	k.routed.Add(1)
-	if k.toRemote != nil {
-		return k.toRemote(ctx)
-	}
 	return ctx
 }
 

@@ -343,10 +343,13 @@ func (x *call) block(keys [][]byte, timeout time.Duration, try tryFunc, none fun
 // one, not the whole wait. A new cmdCtx, not x.cmd begun again: contexts
 // the KV derived from the last one hold it and must find it ended (a
 // derived context that found it done and then read no error panicked).
+// A try arrives when it begins (Arrival): the wait before it was the
+// client's asking, not a queue.
 func (x *call) renew() {
 	x.endTry()
 	h := new(cmdCtx)
 	x.st.cmds.begin(h, x.s.cfg.RequestTimeout)
+	h.arrived = x.s.cfg.Now()
 	x.ctx = h
 }
 

@@ -154,6 +154,9 @@ type cmdCtx struct {
 	c        *connContext
 	gen      uint64
 	deadline time.Time
+	// arrived is when the bytes that completed the command were read off
+	// its connection (Arrival).
+	arrived time.Time
 }
 
 // end ends the command's context: it returned.
@@ -161,10 +164,30 @@ func (h *cmdCtx) end() { h.c.end(h.gen, context.Canceled, true) }
 
 func (h *cmdCtx) Deadline() (time.Time, bool) { return h.deadline, true }
 
-// Value is nil: the server's context carries no values, and parent's
-// cancellation must not be taken for this one's (context.Cause asks Value
-// for it).
-func (h *cmdCtx) Value(any) any { return nil }
+// Value holds the command's arrival only (Arrival): the server's context
+// carries no values, and parent's cancellation must not be taken for this
+// one's (context.Cause asks Value for it). The handle itself is the value,
+// so that asking allocates nothing.
+func (h *cmdCtx) Value(key any) any {
+	if _, ok := key.(arrivalKey); ok {
+		return h
+	}
+	return nil
+}
+
+type arrivalKey struct{}
+
+// Arrival is when the bytes that completed ctx's command were read off its
+// connection, zero for a context that is not a command's. The KV behind the
+// server measures a command's queueing delay from it, as a node's admission
+// does for its gRPC requests from their header's arrival: a command that
+// waited behind its pipeline, or for a CPU, waited from then.
+func Arrival(ctx context.Context) time.Time {
+	if h, ok := ctx.Value(arrivalKey{}).(*cmdCtx); ok {
+		return h.arrived
+	}
+	return time.Time{}
+}
 
 func (h *cmdCtx) Err() error {
 	c := h.c

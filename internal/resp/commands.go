@@ -29,6 +29,7 @@ type call struct {
 // (cmdctx.go); the caller ends it with x.cmd.end().
 func (s *Server) begin(x *call) {
 	x.st.cmds.begin(&x.cmd, s.cfg.RequestTimeout)
+	x.cmd.arrived = x.st.arrived
 	x.ctx = &x.cmd
 }
 

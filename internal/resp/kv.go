@@ -184,7 +184,8 @@ var (
 )
 
 // OverloadedError is ErrOverloaded with the node's hint of when to retry;
-// its reply is "ERR overloaded, retry after N ms".
+// its reply is "TRYAGAIN overloaded, retry after N ms", an error Redis
+// client libraries retry (docs/admission.md).
 type OverloadedError struct{ RetryAfter time.Duration }
 
 func (e *OverloadedError) Error() string {

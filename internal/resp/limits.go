@@ -215,6 +215,10 @@ type guardedConn struct {
 	// first.
 	ahead    []byte
 	aheadErr error
+	// readAt is when the last bytes were read, by now: the arrival of
+	// the commands they complete (Arrival).
+	readAt time.Time
+	now    func() time.Time
 }
 
 func (g *guardedConn) Read(p []byte) (int, error) {
@@ -227,6 +231,9 @@ func (g *guardedConn) Read(p []byte) (int, error) {
 		n, err = g.readAhead(p)
 	} else {
 		n, err = g.Conn.Read(p)
+	}
+	if n > 0 {
+		g.readAt = g.now()
 	}
 	ok, ferr := g.scan.scan(p[:n])
 	if ferr == nil {
@@ -260,6 +267,7 @@ type guardedListener struct {
 	net.Listener
 	lim     frameLimits
 	refused *atomic.Uint64 // counts refused connections
+	now     func() time.Time
 }
 
 func (l guardedListener) Accept() (net.Conn, error) {
@@ -267,5 +275,5 @@ func (l guardedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &guardedConn{Conn: c, scan: frameScanner{lim: l.lim}, counted: l.refused}, nil
+	return &guardedConn{Conn: c, scan: frameScanner{lim: l.lim}, counted: l.refused, now: l.now}, nil
 }

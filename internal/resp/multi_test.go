@@ -351,11 +351,11 @@ func TestExecOverloaded(t *testing.T) {
 	overloaded := &OverloadedError{RetryAfter: 50 * time.Millisecond}
 	s, _ := start(t, errKV{newFakeKV(), overloaded}, nil, nil)
 	got := pipeline(t, s, []string{"MULTI"}, []string{"SET", "a", "1"}, []string{"EXEC"})
-	eqReplies(t, got, []string{"+OK", "+QUEUED", "-ERR overloaded, retry after 50 ms"})
+	eqReplies(t, got, []string{"+OK", "+QUEUED", "-TRYAGAIN overloaded, retry after 50 ms"})
 
 	kv := newFakeKV()
 	kv.txFail = overloaded
 	s, _ = start(t, kv, nil, nil)
 	got = pipeline(t, s, []string{"MULTI"}, []string{"SET", "a", "1"}, []string{"SET", "b", "1"}, []string{"EXEC"})
-	eqReplies(t, got, []string{"+OK", "+QUEUED", "+QUEUED", "-ERR overloaded, retry after 50 ms"})
+	eqReplies(t, got, []string{"+OK", "+QUEUED", "+QUEUED", "-TRYAGAIN overloaded, retry after 50 ms"})
 }

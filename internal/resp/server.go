@@ -91,7 +91,8 @@ type Config struct {
 	// ones); tests fire them by hand.
 	timers blockTimers
 	// Now is the clock EXPIRETIME and the GT/LT options of EXPIREAT read
-	// to turn a remaining TTL into a time (nil: time.Now).
+	// to turn a remaining TTL into a time, and the one commands' arrivals
+	// are stamped with (Arrival) (nil: time.Now).
 	Now func() time.Time
 }
 
@@ -261,6 +262,8 @@ type connState struct {
 	watch *watchState
 	// cmds makes its commands' contexts (cmdctx.go).
 	cmds *connContext
+	// arrived is when the pipeline being served was read (Arrival).
+	arrived time.Time
 }
 
 // New listens on cfg.ListenAddr and returns a Server; call Serve to serve.
@@ -304,7 +307,7 @@ func (s *Server) Serve() error {
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
-	err := s.rs.Serve(guardedListener{Listener: ln, lim: lim, refused: s.disconnects[ReasonRequestLimit]})
+	err := s.rs.Serve(guardedListener{Listener: ln, lim: lim, refused: s.disconnects[ReasonRequestLimit], now: s.cfg.Now})
 	if s.ctx.Err() != nil {
 		return nil
 	}
@@ -362,6 +365,9 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		return
 	}
 	st.client.active.Store(time.Now().UnixNano())
+	if g, ok := c.NetConn().(*guardedConn); ok {
+		st.arrived = g.readAt
+	}
 	cmds := []redcon.Command{cmd}
 	if rest := c.ReadPipeline(); len(rest) > 0 {
 		cmds = append(cmds, rest...)
@@ -403,7 +409,7 @@ func errText(err error) string {
 	var oe *OverloadedError
 	switch {
 	case errors.As(err, &oe):
-		return fmt.Sprintf("ERR overloaded, retry after %d ms", max(oe.RetryAfter.Milliseconds(), 1))
+		return fmt.Sprintf("TRYAGAIN overloaded, retry after %d ms", max(oe.RetryAfter.Milliseconds(), 1))
 	case errors.Is(err, ErrOverloaded):
 		return "ERR overloaded, retry"
 	case errors.Is(err, ErrAmbiguous):

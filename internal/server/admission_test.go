@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
+	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/testutil/manualclock"
 )
 
@@ -23,10 +27,10 @@ func windows(s *Server, clk *manualclock.Clock, n int, sched time.Duration) {
 	}
 }
 
-// An overloaded node refuses a share of new gRPC and Redis writes at once,
-// with a reason and a retry hint, refuses background writes outright,
-// keeps serving reads (refusing one costs as much as serving it) and admin
-// calls, and admits everything again once its queue is short.
+// An overloaded node refuses a share of new gRPC requests and Redis
+// commands at once, reads as well as writes, with a reason and a retry
+// hint, refuses background writes outright, keeps serving admin calls, and
+// admits everything again once its queue is short.
 func TestAdmissionShedsByDelay(t *testing.T) {
 	clk := manualclock.New(time.Unix(1000, 0))
 	tc := startClusterWith(t, 1, func(c *Config) {
@@ -48,25 +52,53 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 	if st := s.adm.State(); !st.Overloaded || st.AdmitShare > 0.17 {
 		t.Fatalf("admission state %+v, want overloaded admitting about 17%%", st)
 	}
-	var admitted, shed int
-	for range 200 {
-		_, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: []byte("k"), Value: []byte("v")})
-		if err == nil {
-			admitted++
-			continue
+	// shedOf makes 200 calls and returns how many were refused, checking
+	// each refusal with isRefusal.
+	shedOf := func(what string, isRefusal func(error) bool, call func() error) int {
+		t.Helper()
+		var admitted, shed int
+		for range 200 {
+			err := call()
+			if err == nil {
+				admitted++
+				continue
+			}
+			if !isRefusal(err) {
+				t.Fatalf("%s on an overloaded node: %v, want a refusal with a hint", what, err)
+			}
+			shed++
 		}
+		if admitted == 0 || shed < 100 {
+			t.Fatalf("%s: %d admitted, %d shed of 200 at a 17%% share", what, admitted, shed)
+		}
+		return shed
+	}
+	grpcRefusal := func(err error) bool {
 		d := errorDetail(err)
-		if status.Code(err) != codes.ResourceExhausted || d.GetKind() != tidekvpb.ErrorKind_OVERLOADED || d.GetRetryAfterMs() < 100 {
-			t.Fatalf("refusal %v (detail %v), want OVERLOADED with a hint of several windows", err, d)
-		}
-		if msg := status.Convert(err).Message(); !strings.Contains(msg, "admits 17%") || !strings.Contains(msg, "retry after") {
-			t.Fatalf("refusal message %q", msg)
-		}
-		shed++
+		msg := status.Convert(err).Message()
+		return status.Code(err) == codes.ResourceExhausted && d.GetKind() == tidekvpb.ErrorKind_OVERLOADED && d.GetRetryAfterMs() >= 100 &&
+			strings.Contains(msg, "admits 17%") && strings.Contains(msg, "retry after")
 	}
-	if admitted == 0 || shed < 100 {
-		t.Fatalf("%d admitted, %d shed of 200 at a 17%% share", admitted, shed)
-	}
+	shed := shedOf("put", grpcRefusal, func() error {
+		_, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: []byte("k"), Value: []byte("v")})
+		return err
+	})
+	shed += shedOf("get", grpcRefusal, func() error {
+		_, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k")})
+		return err
+	})
+	// Redis commands too, with an error go-redis retries (its
+	// shouldRetry takes "TRYAGAIN "); MaxRetries -1 shows each one.
+	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr(), MaxRetries: -1})
+	defer rdb.Close()
+	respRefusal := func(err error) bool { return strings.HasPrefix(err.Error(), "TRYAGAIN overloaded, retry after ") }
+	shed += shedOf("redis SET", respRefusal, func() error { return rdb.Set(ctx, "r", "v", 0).Err() })
+	shed += shedOf("redis GET", respRefusal, func() error {
+		if err := rdb.Get(ctx, "r").Err(); err != redis.Nil {
+			return err
+		}
+		return nil
+	})
 
 	// Background work is refused whatever the draw.
 	bg := client.WithPriority(ctx, tidekvpb.Priority_PRIORITY_BACKGROUND)
@@ -76,27 +108,6 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 			t.Fatalf("background put on an overloaded node: %v", err)
 		}
 	}
-	// Reads are served.
-	for range 50 {
-		if _, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k")}); err != nil {
-			t.Fatalf("get on an overloaded node: %v", err)
-		}
-		if _, err := rdbGet(ctx, s); err != nil {
-			t.Fatalf("redis GET on an overloaded node: %v", err)
-		}
-	}
-
-	// Redis commands come from connections that each wait for their
-	// answer: they are PRIORITY_HIGH, bounded by the in-flight cap only
-	// (TestRedisOverloadedAtTheCap), never shed by delay.
-	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr(), MaxRetries: -1})
-	defer rdb.Close()
-	for range 100 {
-		if err := rdb.Set(ctx, "r", "v", 0).Err(); err != nil {
-			t.Fatalf("redis SET on a node shedding by delay: %v", err)
-		}
-	}
-	const redisShed = 0
 
 	// Admin calls are node-internal work: never shed.
 	admin := tc.client()
@@ -106,10 +117,10 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 		}
 	}
 	st := s.adm.State()
-	if st.Rejected[admission.Shed] < uint64(shed+redisShed) || st.Rejected[admission.Deferred] < 20 {
-		t.Fatalf("counted refusals %v, want at least %d shed and 20 background", st.Rejected, shed+redisShed)
+	if st.Rejected[admission.Shed] < uint64(shed) || st.Rejected[admission.Deferred] < 20 {
+		t.Fatalf("counted refusals %v, want at least %d shed and 20 background", st.Rejected, shed)
 	}
-	if v := gathered(t, s, "tidekv_requests_rejected_total", "reason", "shed"); v < float64(shed+redisShed) {
+	if v := gathered(t, s, "tidekv_requests_rejected_total", "reason", "shed"); v < float64(shed) {
 		t.Fatalf("tidekv_requests_rejected_total{reason=shed} = %v", v)
 	}
 
@@ -122,7 +133,109 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 		if _, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
 			t.Fatalf("put after recovery: %v", err)
 		}
+		if _, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k")}); err != nil {
+			t.Fatalf("get after recovery: %v", err)
+		}
+		if err := rdb.Set(ctx, "r", "v", 0).Err(); err != nil {
+			t.Fatalf("redis SET after recovery: %v", err)
+		}
 	}
+}
+
+// A read and a Redis command are refused by the delay they measured, from
+// their arrival to the start of their work, as writes are: a typed Get
+// whose request arrived longer than the admission interval ago, and the
+// GET and SET a pipeline held behind a SET that took that long (the clock
+// moves while the first SET is served), each answered "TRYAGAIN
+// overloaded, retry after N ms" and proposing nothing to Raft. Held for
+// less than the target, the same requests are served.
+func TestAdmissionRefusesReadsAndRedisByDelay(t *testing.T) {
+	clk := manualclock.New(time.Unix(1000, 0))
+	var hold atomic.Int64 // how far the clock moves while a Redis SET is served
+	tc := startClusterWith(t, 1, func(c *Config) {
+		c.Redis.ListenAddr = "127.0.0.1:0"
+		// Commands are stamped on the admission's clock when read.
+		c.Redis.Now = clk.Now
+		c.admissionClock = clk.Now
+		c.Admission = admission.DefaultConfig()
+		c.Admission.MinInflight = 0
+		c.redisWrote = func() { clk.Advance(time.Duration(hold.Load())) }
+	})
+	s := tc.nodes[0]
+	kv := kvClient(t, s.Addr())
+	waitServing(t, kv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: []byte("a"), Value: []byte("0")}); err != nil {
+		t.Fatal(err)
+	}
+	late := s.cfg.Admission.Interval + time.Millisecond
+	in := func(at time.Time) context.Context { return admission.WithArrival(ctx, at, admission.Normal, true) }
+	if _, err := s.kv.Get(in(clk.Now().Add(-late)), []byte("a"), kvapi.Options{}); !isDelayRefusal(err) {
+		t.Fatalf("get that waited %v: %v, want refused for its queueing delay", late, err)
+	}
+	if _, err := s.kv.Get(in(clk.Now().Add(-s.cfg.Admission.Target/2)), []byte("a"), kvapi.Options{}); err != nil {
+		t.Fatalf("get that waited half the target: %v", err)
+	}
+
+	conn, err := net.Dial("tcp", s.RedisAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	// pipeline sends SET a 1, GET a, SET b 2 in one write, so that they
+	// are read together, and returns the three replies' first lines.
+	pipeline := func() []string {
+		t.Helper()
+		if _, err := conn.Write([]byte("*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$1\r\na\r\n*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for range 3 {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(line, "$") && line != "$-1\r\n" {
+				v, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatal(err)
+				}
+				line = v
+			}
+			out = append(out, strings.TrimSpace(line))
+		}
+		return out
+	}
+	r := s.Store().LookupKey([]byte("a"))
+	before := r.Status().Commit
+	hold.Store(int64(late))
+	got := pipeline()
+	if got[0] != "+OK" || !strings.HasPrefix(got[1], "-TRYAGAIN overloaded, retry after ") || !strings.HasPrefix(got[2], "-TRYAGAIN overloaded, retry after ") {
+		t.Fatalf("pipeline held %v behind its first SET: %q, want OK then two TRYAGAIN refusals", late, got)
+	}
+	// The first SET is one Raft entry; the refused SET is none.
+	if after := r.Status().Commit; after != before+1 {
+		t.Fatalf("commit index %d -> %d over one served and one refused SET, want one entry", before, after)
+	}
+	if v, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("b")}); err != nil || v.GetFound() {
+		t.Fatalf("b after its SET was refused: %v, %v", v, err)
+	}
+	if st := s.adm.State(); st.Rejected[admission.Delay] < 3 {
+		t.Fatalf("refusals %v, want 3 for queueing delay", st.Rejected)
+	}
+
+	hold.Store(int64(s.cfg.Admission.Target / 2))
+	windows(s, clk, 10, 0) // the long waits made the node overloaded: let it recover
+	if got := pipeline(); got[0] != "+OK" || got[1] != "1" || got[2] != "+OK" {
+		t.Fatalf("pipeline held half the target: %q, want OK 1 OK", got)
+	}
+}
+
+// isDelayRefusal says err is admission's refusal for queueing delay.
+func isDelayRefusal(err error) bool {
+	return status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "before it could start")
 }
 
 // rdbGet reads "r" over the node's Redis port.
@@ -182,8 +295,8 @@ func TestRedisOverloadedAtTheCap(t *testing.T) {
 		}
 	}
 	for _, cmd := range [][]any{{"SET", "k", "w"}, {"GET", "k"}} {
-		if err := rdb.Do(ctx, cmd...).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR overloaded, retry after ") {
-			t.Fatalf("%v at the in-flight cap: %v, want ERR overloaded, retry after", cmd[0], err)
+		if err := rdb.Do(ctx, cmd...).Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN overloaded, retry after ") {
+			t.Fatalf("%v at the in-flight cap: %v, want TRYAGAIN overloaded, retry after", cmd[0], err)
 		}
 	}
 	s.adm.Done(admission.Normal)

@@ -39,7 +39,7 @@ func (s *Server) startRedis() error {
 	if err != nil {
 		return err
 	}
-	kv := redisgw.New(newRedisLocal(s), redisgw.FromClient(gw), redisgw.Options{Routed: redisRouted, Wrote: s.cfg.redisWrote})
+	kv := redisgw.New(newRedisLocal(s), redisgw.FromClient(gw), redisgw.Options{Wrote: s.cfg.redisWrote})
 	// Database 0 is the default key space: its scans stop short of the
 	// other key spaces' keys (keyspaces.go).
 	def, _ := ksconfig.Catalogue(nil).ByID(keyspace.Default)
@@ -75,14 +75,6 @@ func newRedisLocal(s *Server) *redisLocal {
 	return k
 }
 
-// redisRouted marks a call routed to another node, like the calls served
-// in process, as the Redis front end's: PRIORITY_HIGH, never shed by
-// queueing delay (its connections each wait for their answer, and Redis
-// clients take a refusal as a failure; docs/admission.md).
-func redisRouted(ctx context.Context) context.Context {
-	return client.WithPriority(ctx, tidekvpb.Priority_PRIORITY_HIGH)
-}
-
 func (k *redisLocal) Leader(key []byte) redisgw.Range {
 	if r := k.s.store.LookupKey(key); r != nil && r.IsLeader() {
 		return r
@@ -90,8 +82,12 @@ func (k *redisLocal) Leader(key []byte) redisgw.Range {
 	return nil
 }
 
+// in is ctx for a typed call: the command's arrival, when its connection
+// read it, from which admission measures its queueing delay as it does a
+// gRPC request's (a refusal is answered "TRYAGAIN overloaded, retry after
+// N ms", which Redis client libraries retry; docs/admission.md).
 func (k *redisLocal) in(ctx context.Context) context.Context {
-	ctx = admission.WithArrival(ctx, time.Time{}, admission.High, false)
+	ctx = admission.WithArrival(ctx, resp.Arrival(ctx), admission.Normal, false)
 	if k.origin == nil {
 		return ctx
 	}

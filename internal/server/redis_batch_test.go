@@ -96,7 +96,7 @@ func TestRedisWriteEachAcrossSplit(t *testing.T) {
 		}
 		return errors.New("no node leads it")
 	})
-	kv := redisgw.New(newRedisLocal(node), redisgw.FromClient(c), redisgw.Options{Routed: redisRouted})
+	kv := redisgw.New(newRedisLocal(node), redisgw.FromClient(c), redisgw.Options{})
 	ops := []resp.Op{
 		{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Delete: true},
 		{Key: []byte("n"), Value: []byte("1")}, {Key: []byte("x"), Delete: true},
