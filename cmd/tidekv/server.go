@@ -117,7 +117,7 @@ func addServerFlags(f *pflag.FlagSet, cfg *server.Config, o *serverOpts) {
 	f.DurationVar(&cfg.Admission.Interval, "admission-interval", cfg.Admission.Interval,
 		"window over which the median queueing delay is taken; also the longest a request may wait to start")
 	f.IntVar(&cfg.Admission.MinInflight, "admission-min-inflight", cfg.Admission.MinInflight,
-		"fewest KV requests in progress at which the node sheds by delay: below it, a closed loop of clients is served however slow the machine is")
+		"fewest KV requests queued or in progress (the larger of those in progress and the last window's queue by Little's law) at which the node sheds by delay: below it, a closed loop of clients is served however slow the machine is")
 	addTxnFlags(f, &cfg.Txn)
 	addGeoFlags(f, &cfg.Geo)
 	f.BoolVar(&cfg.Raft.TestingStaleReads, "testing-stale-reads", false, "TESTING ONLY: serve reads from local state without the lease check (breaks linearizability)")

@@ -75,12 +75,18 @@ type Config struct {
 	BackgroundShare float64
 	// MaxRetryAfter bounds the retry hint given with a refusal.
 	MaxRetryAfter time.Duration
-	// MinInflight is the fewest requests in progress for which the node
-	// sheds by delay, as CoDel never drops from a nearly empty queue: with
-	// fewer, the queue is no deeper than a pool of clients each waiting
-	// for its answer, whose delay comes from the machine (other processes,
-	// a saturated CPU) rather than from work piling up, and refusing them
-	// only turns that pool's concurrency into errors. 0 sheds at any count.
+	// MinInflight is the fewest requests queued or in progress for which
+	// the node sheds by delay, as CoDel never drops from a nearly empty
+	// queue: with fewer, the queue is no deeper than a pool of clients
+	// each waiting for its answer, whose delay comes from the machine
+	// (other processes, a saturated CPU) rather than from work piling up,
+	// and refusing them only turns that pool's concurrency into errors.
+	// The count is the larger of the requests in progress and the last
+	// window's queue by Little's law (requests started a second × their
+	// median queueing delay): a cached read is in progress for
+	// microseconds, so reads queued for a CPU are all but absent from the
+	// first count, while a closed pool of N clients can never have more
+	// than N waiting by the second. 0 sheds at any count.
 	MinInflight int
 }
 
@@ -153,8 +159,10 @@ type Controller struct {
 	rand func() float64
 
 	inflight, background atomic.Int64
-	shareBits            atomic.Uint64 // float64: share admitted at the gate
-	overloaded           atomic.Bool
+	// queued is the last window's queue by Little's law (MinInflight).
+	queued     atomic.Int64
+	shareBits  atomic.Uint64 // float64: share admitted at the gate
+	overloaded atomic.Bool
 
 	mu        sync.Mutex
 	windowEnd time.Time
@@ -189,11 +197,16 @@ func (c *Controller) OnDelay(f func(time.Duration)) { c.observe = f }
 
 func (c *Controller) share() float64 { return math.Float64frombits(c.shareBits.Load()) }
 
+// deepQueue says at least MinInflight requests are queued or in progress.
+func (c *Controller) deepQueue() bool {
+	return max(c.inflight.Load(), c.queued.Load()) >= int64(c.cfg.MinInflight)
+}
+
 // Gate is the check at arrival, before the request's payload is read: it
 // must cost next to nothing. While the node is overloaded it admits a
 // share of normal requests and no background ones.
 func (c *Controller) Gate(p Priority) error {
-	if c.cfg.Target == 0 || p == High || c.inflight.Load() < int64(c.cfg.MinInflight) {
+	if c.cfg.Target == 0 || p == High || !c.deepQueue() {
 		return nil
 	}
 	if p == Background && c.overloaded.Load() {
@@ -214,8 +227,7 @@ func (c *Controller) Admit(p Priority, arrival time.Time, gated bool) error {
 		if !arrival.IsZero() {
 			waited := max(c.now().Sub(arrival), 0)
 			c.measure(waited)
-			queued := p != High && c.inflight.Load() >= int64(c.cfg.MinInflight)
-			if queued && (waited > c.cfg.Interval || (waited > c.cfg.Target && c.overloaded.Load())) {
+			if p != High && c.deepQueue() && (waited > c.cfg.Interval || (waited > c.cfg.Target && c.overloaded.Load())) {
 				return c.refuse(Delay, waited)
 			}
 		}
@@ -291,6 +303,10 @@ func (c *Controller) rollLocked(now time.Time) {
 	}
 	c.shareBits.Store(math.Float64bits(s))
 	c.overloaded.Store(standing)
+	// Little's law over the window's span (longer than Interval when no
+	// request rolled it on time).
+	span := now.Sub(c.windowEnd.Add(-c.cfg.Interval))
+	c.queued.Store(int64(float64(c.window.n) * max(delay, 0).Seconds() / span.Seconds()))
 	c.lastDelay = delay
 	c.window = delayHistogram{}
 	c.windowEnd = now.Add(c.cfg.Interval)

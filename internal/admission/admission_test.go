@@ -363,3 +363,34 @@ func TestHighIsBoundedByTheCapOnly(t *testing.T) {
 		t.Fatal("a high-priority request admitted past MaxInflight 2")
 	}
 }
+
+// The queue MinInflight counts includes the requests waiting to start, by
+// Little's law over the last window: a thousand reads each waiting 20 ms
+// in 100 ms are a queue of about 200 though each is in progress for no
+// time at all, and the node sheds; fifty such (a closed pool's worth) are
+// a queue of 10, and it does not.
+func TestQueueByLittlesLaw(t *testing.T) {
+	for _, tc := range []struct {
+		requests int
+		shed     bool
+	}{{1000, true}, {50, false}} {
+		cfg := DefaultConfig() // MinInflight 64
+		c, clk := newTest(t, cfg, 0.99, 0.99)
+		for range tc.requests {
+			if err := c.Admit(Normal, clk.now().Add(-20*time.Millisecond), false); err != nil {
+				t.Fatalf("%d requests: admitted before any window ended: %v", tc.requests, err)
+			}
+			c.Done(Normal)
+		}
+		clk.advance(cfg.Interval)
+		c.Tick(0)
+		if st := c.State(); !st.Overloaded || st.Inflight != 0 {
+			t.Fatalf("%d requests: state %+v, want overloaded with nothing in progress", tc.requests, st)
+		}
+		_, gateShed := reason(c.Gate(Normal))
+		r, late := reason(c.Admit(Normal, clk.now().Add(-30*time.Millisecond), true))
+		if gateShed != tc.shed || late != tc.shed || (late && r != Delay) {
+			t.Fatalf("%d requests of 20 ms in a window: gate shed %v, 30 ms wait refused %v (%v), want %v", tc.requests, gateShed, late, r, tc.shed)
+		}
+	}
+}
