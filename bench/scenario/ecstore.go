@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -64,6 +65,7 @@ const (
 	ecsMaxOutstanding = 5000
 	ecsConnsPerNode   = 4
 	ecsRESPConns      = 64 // per node: independent clients, one request at a time each
+	ecsRESPPipeConns  = 8  // per node: an open-loop client's connections, pipelined
 	ecsWorkers        = 64 // closed-loop calibration, per node
 	// ecsP99Target, ecsRefusalTarget and ecsGoodputTarget are the issue's
 	// targets: served requests within 50 ms at p99, refusals within 1 ms,
@@ -251,7 +253,7 @@ func ecsRunSeries(ctx context.Context, opts Options, mode string, cl *lrProcs, p
 	// measured with raw calls (the client's window would refuse
 	// some of a saturating closed loop itself).
 	name, calProto := "grpc/"+wl, "grpc"
-	if proto == "resp" {
+	if strings.HasPrefix(proto, "resp") {
 		name, calProto = "resp/"+wl, "resp"
 	}
 	if _, ok := peaks[name]; !ok {
@@ -317,8 +319,10 @@ func ecsSustainable(ctx context.Context, opts Options, cl *lrProcs, proto string
 
 // ecsProtos are the ways requests reach the nodes: raw gRPC calls (a
 // client that ignores admission), the Go client (which keeps to the share
-// an overloaded node admits) and the Redis protocol.
-var ecsProtos = []string{"grpc", "client", "resp"}
+// an overloaded node admits) and the Redis protocol, from a pool of
+// clients each waiting for its answer (resp) and from an open-loop client
+// pipelining on a few connections (resp-pipe).
+var ecsProtos = []string{"grpc", "client", "resp", "resp-pipe"}
 
 // ecsCallers returns the call of each gRPC-based protocol.
 func ecsCallers(addrs []string, conns [][]*grpc.ClientConn, value []byte) (map[string]ecsCall, func(), error) {
@@ -400,13 +404,20 @@ func ecsRunStep(ctx context.Context, cl *lrProcs, proto string, call ecsCall, co
 	choose func(int, *rand.Rand) ecsOp, value []byte, rate float64, d time.Duration, seed uint64) (ecsStep, error) {
 	rec := &ecsRecorder{}
 	var snd ecsSender
-	if proto == "resp" {
+	switch proto {
+	case "resp":
 		r, err := newECSRESP(redis, ecsRESPConns, value, rec)
 		if err != nil {
 			return ecsStep{}, err
 		}
 		snd = r
-	} else {
+	case "resp-pipe":
+		r, err := newECSRESPPipe(redis, ecsRESPPipeConns, value, rec)
+		if err != nil {
+			return ecsStep{}, err
+		}
+		snd = r
+	default:
 		snd = newECSCalls(ctx, len(conns), call, rec)
 	}
 	st := ecsStep{ratePerNode: rate, elapsed: d, minShare: 1, notLive: map[string]bool{}}

@@ -303,6 +303,100 @@ func (r *ecsRESP) wait() {
 	}
 }
 
+// ecsRESPPipe sends each request the moment it is due on its node's
+// connections in turn, pipelined behind those not yet answered, as an
+// open-loop client with a few connections does: what the node cannot serve
+// waits on the node's side of the connection, where its admission measures
+// it, rather than in the generator. A connection whose reply does not come
+// within ecsTimeout of its schedule is given up, with every request
+// pipelined behind it.
+type ecsRESPPipe struct {
+	conns [][]*ecsPipeConn
+	next  []atomic.Uint64
+	value []byte
+	rec   *ecsRecorder
+	wg    sync.WaitGroup
+}
+
+type ecsPipeConn struct {
+	c  net.Conn
+	mu sync.Mutex // orders sends with their place in pending
+	w  *bufio.Writer
+	// pending are the requests sent and not yet answered, in order.
+	pending chan ecsPipeSent
+}
+
+type ecsPipeSent struct{ sched, sent time.Time }
+
+func newECSRESPPipe(addrs []string, perNode int, value []byte, rec *ecsRecorder) (*ecsRESPPipe, error) {
+	r := &ecsRESPPipe{value: value, rec: rec, next: make([]atomic.Uint64, len(addrs))}
+	for _, a := range addrs {
+		var node []*ecsPipeConn
+		for range perNode {
+			c, err := net.Dial("tcp", a)
+			if err != nil {
+				r.conns = append(r.conns, node)
+				r.wait()
+				return nil, err
+			}
+			pc := &ecsPipeConn{c: c, w: bufio.NewWriter(c), pending: make(chan ecsPipeSent, ecsMaxOutstanding/perNode)}
+			node = append(node, pc)
+			r.wg.Go(func() { r.read(pc) })
+		}
+		r.conns = append(r.conns, node)
+	}
+	return r, nil
+}
+
+func (r *ecsRESPPipe) issue(n int, op ecsOp, sched time.Time) bool {
+	pc := r.conns[n][r.next[n].Add(1)%uint64(len(r.conns[n]))]
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	select {
+	case pc.pending <- ecsPipeSent{sched: sched, sent: time.Now()}:
+	default:
+		return false
+	}
+	_ = pc.c.SetWriteDeadline(sched.Add(ecsTimeout))
+	ecsEncode(pc.w, op, r.value)
+	_ = pc.w.Flush() // a failed send shows as its reply's failure
+	return true
+}
+
+// read records the replies of pc's requests in order.
+func (r *ecsRESPPipe) read(pc *ecsPipeConn) {
+	br := bufio.NewReader(pc.c)
+	var failed error
+	for s := range pc.pending {
+		if failed != nil {
+			r.rec.record(s.sched, time.Now(), ecsTimedOut, "")
+			continue
+		}
+		_ = pc.c.SetReadDeadline(s.sched.Add(ecsTimeout))
+		o, text, err := ecsReadReply(br)
+		if err != nil { // the replies' order is lost: the connection is done
+			failed = err
+			pc.c.Close()
+		}
+		r.rec.record(s.sched, s.sent, o, text)
+	}
+}
+
+// wait ends the sends, lets the replies come, then closes the connections.
+func (r *ecsRESPPipe) wait() {
+	for _, node := range r.conns {
+		for _, pc := range node {
+			close(pc.pending)
+		}
+	}
+	r.wg.Wait()
+	for _, node := range r.conns {
+		for _, pc := range node {
+			pc.c.Close()
+		}
+	}
+}
+
 // ecsEncode writes op as a RESP command.
 func ecsEncode(w *bufio.Writer, op ecsOp, value []byte) {
 	bulk := func(b []byte) {

@@ -25,7 +25,7 @@ func ecsReport(out io.Writer, steps []ecsStep, pinned bool, nodeCPUs float64, st
 		"Each node is sent Zipf(%.1f) requests over the third of %d keys (%d B values) whose lease it holds: reads "+
 		"(gRPC Get in ANY mode, Redis GET), writes (Put, SET) and a 50/50 mix. Protocols: grpc = raw unary calls that ignore admission; "+
 		"client = the Go client (MaxAttempts 2, FailFastOnOverload: no retries, but its window of requests in flight per node, closed also by measured queueing: ReadDelayTarget 20 ms); "+
-		"resp = the Redis protocol. Closed-loop peak = goodput with %d "+
+		"resp = the Redis protocol from a pool of clients; resp-pipe = the Redis protocol from an open-loop client that sends each request when due on %d connections per node, pipelined behind the unanswered ones (it shares resp's sustainable rate). Closed-loop peak = goodput with %d "+
 		"workers per node for %v (a refused worker waits 5 ms; raw gRPC for grpc and client, RESP for resp); the sustainable rate (\"sust.\") is the highest open-loop rate, "+
 		"trying from that peak down a fifth at a time, at which at most 1%% failed and served p99 from schedule was at most 50 ms; "+
 		"each step offers a multiple of it open-loop for %v, no retries, %v timeout "+
@@ -36,7 +36,7 @@ func ecsReport(out io.Writer, steps []ecsStep, pinned bool, nodeCPUs float64, st
 		"(gRPC requests, from header read to start), the scheduler's median run-queue latency, requests in flight, memory. "+
 		"\"not live\" lists the states other than live the cluster status gave any node during the step (suspect: heartbeats late). "+
 		"Mode count-only is `--admission-target 0`: the in-flight bound alone.\n\n",
-		ecsNodes, ecsMaxInflight, where, ecsZipfS, ecsKeys, ecsValueSize, ecsWorkers, calib, step, ecsTimeout, ecsConnsPerNode, ecsRESPConns)
+		ecsNodes, ecsMaxInflight, where, ecsZipfS, ecsKeys, ecsValueSize, ecsRESPPipeConns, ecsWorkers, calib, step, ecsTimeout, ecsConnsPerNode, ecsRESPConns)
 	fmt.Fprintf(out, "| mode | proto | workload | × sust. | sust./node/s | closed-loop peak/node/s | offered/node/s | served/s | goodput %% of sust. | refused | dropped | timeouts+errors | p99 served from send ms | p99 from schedule ms | p99 refusal ms | min admit share | peak window delay ms | peak sched latency ms | peak in flight | peak RSS MiB | peak heap MiB | peak goroutines | not live |\n")
 	fmt.Fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, st := range steps {

@@ -24,17 +24,18 @@ func TestECStoreQuick(t *testing.T) {
 	}
 	t.Logf("took %v\n%s", time.Since(start).Round(time.Millisecond), out.String())
 	steps := lrTableRows(&out, "admission", 23)
-	if len(steps) != 18 {
-		t.Fatalf("%d steps reported, want 3 protocols x 3 workloads x 2 rates", len(steps))
+	if len(steps) != 24 {
+		t.Fatalf("%d steps reported, want 4 protocols x 3 workloads x 2 rates", len(steps))
 	}
-	if n := len(lrTableRows(&out, "admission", 9)); n != 18 {
+	if n := len(lrTableRows(&out, "admission", 9)); n != 24 {
 		t.Errorf("%d verdicts, want one per step", n)
 	}
 	// Three times what the nodes sustain is overload: over gRPC, raw or
-	// through the Go client, some of it must be refused, and no node's
-	// memory may run away. (Redis clients here hold one request per
-	// connection, so their own connection count bounds what they send.)
-	for _, proto := range []string{"grpc", "client"} {
+	// through the Go client, and from the pipelining Redis client, some of
+	// it must be refused, and no node's memory may run away. (The pool of
+	// Redis clients holds one request per connection, so its own
+	// connection count bounds what it sends.)
+	for _, proto := range []string{"grpc", "client", "resp-pipe"} {
 		refused := false
 		for _, row := range steps {
 			if row[1] == proto && row[3] == "3.0" && row[9] != "0.0%" {
