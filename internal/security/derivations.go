@@ -87,8 +87,8 @@ func IsLoginBusy(err error) bool {
 // starts while the credit is not negative and one of max(1, floor(CPUs))
 // slots is free (a burst may keep every core busy for a moment, so that
 // distinct users logging in at the same instant, as after a restart, are
-// not refused; the credit bounds the average), and the CPU time it took
-// is charged after it, so the credit
+// not refused; the credit bounds the average), and the time it took is
+// charged after it, so the credit
 // may go below zero: a derivation's cost is not known before it ends, and
 // one admitted with a little credit is charged in full. A login that finds
 // the credit spent or every slot busy is refused, not queued: a queue would
@@ -107,16 +107,11 @@ type derivationBudget struct {
 	// its cgroup after it starts.
 	procs func() int
 	quota func() float64
-	// now times refills on the wall clock (not a directory's injected
-	// one): the budget is the core's.
+	// now times derivations and refills on the wall clock (not a
+	// directory's injected one): the time is the core's. A derivation's
+	// wall time is at least its CPU time, so a loaded node charges more,
+	// never less.
 	now func() time.Time
-	// run runs a derivation and returns the CPU time it took, which is
-	// what the budget charges (onIdleThread: the derivation's own
-	// thread's CPU time). Not its wall time: at idle priority a
-	// derivation waits whenever the node's requests run, and charging the
-	// wait would refuse logins for the node's busyness rather than for
-	// derivations.
-	run func(derive func()) time.Duration
 
 	mu   sync.Mutex
 	busy int
@@ -140,23 +135,23 @@ const cpusEvery = time.Second
 // newDerivationBudget returns a budget of c, its credit full.
 func newDerivationBudget(c LoginConfig) *derivationBudget {
 	return &derivationBudget{share: c.DerivationShare, burst: c.DerivationBurst, credit: float64(c.DerivationBurst),
-		procs: func() int { return runtime.GOMAXPROCS(0) }, quota: func() float64 { return 0 }, now: time.Now, run: onIdleThread}
+		procs: func() int { return runtime.GOMAXPROCS(0) }, quota: func() float64 { return 0 }, now: time.Now}
 }
 
-// do runs derive, on a thread of idle priority (onIdleThread), if the
-// budget admits it, else refuses with *LoginBusyError; derive's CPU time
-// is charged after it.
+// do runs derive if the budget admits it, else refuses with
+// *LoginBusyError; derive's time is charged after it.
 func (b *derivationBudget) do(derive func()) error {
 	if err := b.take(b.now()); err != nil {
 		return err
 	}
-	spent := b.run(derive)
+	start := b.now()
+	derive()
 	end := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.busy--
 	b.refill(end)
-	b.credit -= float64(spent)
+	b.credit -= float64(end.Sub(start))
 	return nil
 }
 

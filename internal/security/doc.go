@@ -29,10 +29,7 @@
 // clear, and never logged. Failed logins back off per user and per source
 // address (limiter.go), and the derivations of logins not yet verified keep
 // to a share of the node's CPUs, beyond which logins are refused as busy
-// (derivations.go). Each derivation runs on a thread of its own at the
-// kernel's idle priority and is charged that thread's CPU time
-// (idlethread.go).
+// (derivations.go).
 //
-// Imports: the standard library, golang.org/x/crypto/argon2,
-// golang.org/x/sys/unix and gRPC only.
+// Imports: the standard library, golang.org/x/crypto/argon2 and gRPC only.
 package security
