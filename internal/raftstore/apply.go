@@ -39,6 +39,8 @@ type applyBatch struct {
 	// before, a size counted from the engine in between would miss bytes
 	// the counter already holds, and the estimate read low.
 	stored map[*Replica]uint64
+	// vk is versionedData.write's version key, reused.
+	vk []byte
 	// answers are the proposers to wake with their commands' results
 	// once the batch is committed (answer), across flushes.
 	answers []answer
