@@ -45,9 +45,10 @@ type prepared struct {
 // prepare takes a command's arguments and checks its name,
 // authentication, permission and arity. The arguments are redcon's own,
 // not copied: its connection reader copies each command it reads out of
-// its read buffer (Command.Raw, the arguments slicing it) and never
-// reuses that copy, so they may outlive the read, as a queued MULTI's
-// and the values the KV keeps do (TestArgumentsOutliveTheirRead).
+// its read buffer (a RESP array into Command.Raw, which the arguments
+// slice; an inline command's arguments one by one) and never reuses the
+// copy, so they may outlive the read, as a queued MULTI's and the values
+// the KV keeps do (TestArgumentsOutliveTheirRead).
 func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
 	if len(cmd.Args) == 0 {
 		return &prepared{errMsg: "ERR empty command"}

@@ -223,10 +223,18 @@ func TestArgumentsOutliveTheirRead(t *testing.T) {
 			t.Fatalf("SET %s: %q", kv[0], got)
 		}
 	}
-	if got := c.do(t, "EXEC"); got != "*[+OK +OK +OK]" {
+	for _, inline := range []string{"SET kd vd\r\n", "SET ke ve\r\n"} { // inline commands: read another way
+		if _, err := c.c.Write([]byte(inline)); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.reply(t); got != "+QUEUED" {
+			t.Fatalf("%q: %q", inline, got)
+		}
+	}
+	if got := c.do(t, "EXEC"); got != "*[+OK +OK +OK +OK +OK]" {
 		t.Fatalf("EXEC: %q", got)
 	}
-	for _, kv := range [][2]string{{"ka", "va"}, {"kb", "vb"}, {"kc", "vc"}} {
+	for _, kv := range [][2]string{{"ka", "va"}, {"kb", "vb"}, {"kc", "vc"}, {"kd", "vd"}, {"ke", "ve"}} {
 		if got := c.do(t, "GET", kv[0]); got != "$"+kv[1] {
 			t.Errorf("GET %s = %q, want %q", kv[0], got, kv[1])
 		}
