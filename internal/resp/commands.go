@@ -115,6 +115,7 @@ func init() {
 		"zrangebylex": {arity: -4, fn: cmdZRange}, "zrevrangebylex": {arity: -4, fn: cmdZRange},
 		"zpopmin": {arity: -2, fn: cmdZPop}, "zpopmax": {arity: -2, fn: cmdZPop},
 		"bzpopmin": {arity: -3, fn: cmdBZPop}, "bzpopmax": {arity: -3, fn: cmdBZPop},
+		"zmpop": {arity: -4, fn: cmdZMPop}, "bzmpop": {arity: -5, fn: cmdZMPop},
 		"zremrangebyscore": {arity: 4, fn: cmdZRemRange}, "zremrangebyrank": {arity: 4, fn: cmdZRemRange},
 		"zremrangebylex": {arity: 4, fn: cmdZRemRange}, "zscan": {arity: -3, fn: cmdZScan},
 		"zunion": {arity: -3, fn: cmdZAlgebra}, "zinter": {arity: -3, fn: cmdZAlgebra}, "zdiff": {arity: -3, fn: cmdZAlgebra},
@@ -136,6 +137,8 @@ func init() {
 		"rename":      {arity: 3, fn: cmdRename},
 		"renamenx":    {arity: 3, fn: cmdRename},
 		"copy":        {arity: -3, fn: cmdRename},
+		"sort":        {arity: -2, fn: cmdSort},
+		"sort_ro":     {arity: -2, fn: cmdSort},
 
 		// hashfield.go
 		"hincrby": {arity: 4, fn: cmdHIncrBy}, "hincrbyfloat": {arity: 4, fn: cmdHIncrByFloat},
