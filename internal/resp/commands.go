@@ -168,11 +168,14 @@ const (
 )
 
 // batchGet reads keys in batches of at most MaxBatchKeys.
-func (x *call) batchGet(keys [][]byte) ([]Result, error) {
+func (x *call) batchGet(keys [][]byte) ([]Result, error) { return x.batchGetFrom(x.kv, keys) }
+
+// batchGetFrom is batchGet from kv.
+func (x *call) batchGetFrom(kv KV, keys [][]byte) ([]Result, error) {
 	out := make([]Result, 0, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), x.s.cfg.MaxBatchKeys)
-		r, err := x.kv.BatchGet(x.ctx, keys[:n])
+		r, err := kv.BatchGet(x.ctx, keys[:n])
 		if err != nil {
 			return nil, err
 		}

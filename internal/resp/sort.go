@@ -10,10 +10,9 @@ import (
 // sorted set, sorted as numbers (or ALPHA, as bytes), by themselves or by
 // the values of keys a BY pattern names, windowed by LIMIT, answered as
 // themselves or as the values GET patterns name, or stored as a list
-// (STORE, SORT only). Everything is read, and the list stored, in one
-// KV.Txn, so it sees one moment of the source and the keys the patterns
-// name: the whole collection, and one key per element and pattern (Redis
-// reads as much).
+// (STORE, SORT only). The source is read whole in one KV.Txn; the keys
+// the patterns name (one per element and pattern, as Redis reads) in
+// batches after it, or with STORE in it, which then writes the list.
 
 // sortSpec is a parsed SORT.
 type sortSpec struct {
@@ -65,11 +64,15 @@ func cmdSort(x *call) {
 		}
 	}
 	var out [][]byte // nil entries: a GET's key is missing
+	var elems [][]byte
+	var typ string
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		v := &txView{tx: tx, now: x.s.cfg.Now}
 		var err error
-		out, err = x.sortRead(v, sp)
-		if err != nil || sp.store == nil {
+		if elems, typ, err = x.sortSource(v, x.args[1]); err != nil || sp.store == nil {
+			return err
+		}
+		if out, err = x.sortOut(v, sp, elems, typ); err != nil {
 			return err
 		}
 		if err := x.clearKey(v, sp.store); err != nil || len(out) == 0 {
@@ -86,6 +89,13 @@ func cmdSort(x *call) {
 		}
 		return t.save()
 	})
+	if err == nil && sp.store == nil {
+		// Without STORE the patterns' keys are read after the source's
+		// transaction, in batches (BatchGet; inside EXEC, in EXEC's
+		// transaction): in it, one read a key. With STORE they are read
+		// in it, so that the list stored is one moment's.
+		out, err = x.sortOut(x.kv, sp, elems, typ)
+	}
 	switch {
 	case err != nil:
 		writeCASErr(x.c, err)
@@ -113,14 +123,11 @@ type sortElem struct {
 	by    []byte // ALPHA BY's value; nil: its key is missing
 }
 
-// sortRead reads the source inside v, sorts and windows it, and returns
-// the elements (or the GET patterns' values, nil for a missing one) in
-// the answer's order.
-func (x *call) sortRead(v *txView, sp sortSpec) ([][]byte, error) {
-	elems, typ, err := x.sortSource(v, x.args[1])
-	if err != nil {
-		return nil, err
-	}
+// sortOut sorts and windows elems, the source's elements (sortSource),
+// reading the patterns' keys from lookups, and returns the elements (or
+// the GET patterns' values, nil for a missing one) in the answer's order.
+func (x *call) sortOut(lookups KV, sp sortSpec, elems [][]byte, typ string) ([][]byte, error) {
+	var err error
 	if sp.dontsort && typ == "set" && sp.store != nil {
 		// Redis sorts a set it stores, so that replicas store the same
 		// list: ALPHA, by the members.
@@ -141,19 +148,21 @@ func (x *call) sortRead(v *txView, sp sortSpec) ([][]byte, error) {
 	}
 	end = min(end, n-1)
 	if !sp.dontsort {
+		var bys []sortValue
+		if sp.by != nil {
+			if bys, err = x.sortFetch(lookups, sp.by, elems); err != nil {
+				return nil, err
+			}
+		}
 		ses := make([]sortElem, len(elems))
 		for i, e := range elems {
 			ses[i].elem = e
 			by := e
 			if sp.by != nil {
-				val, found, err := x.sortLookup(v, sp.by, e)
-				if err != nil {
-					return nil, err
-				}
-				if !found {
+				if bys[i].val == nil {
 					continue // numeric: 0; ALPHA: before every value
 				}
-				by = val
+				by = bys[i].val
 			}
 			if sp.alpha {
 				if sp.by != nil {
@@ -181,24 +190,24 @@ func (x *call) sortRead(v *txView, sp sortSpec) ([][]byte, error) {
 	if end < start {
 		return nil, nil
 	}
-	var out [][]byte
-	for _, e := range elems[start : end+1] {
-		if len(sp.gets) == 0 {
-			out = append(out, e)
-			continue
+	window := elems[start : end+1]
+	if len(sp.gets) == 0 {
+		return window, nil
+	}
+	gets := make([][]sortValue, len(sp.gets))
+	for i, g := range sp.gets {
+		if gets[i], err = x.sortFetch(lookups, g, window); err != nil {
+			return nil, err
 		}
-		for _, g := range sp.gets {
-			val, found, err := x.sortLookup(v, g, e)
-			if err != nil {
-				return nil, err
+	}
+	var out [][]byte
+	for j := range window {
+		for i := range sp.gets {
+			val := gets[i][j].val
+			if val == nil && sp.store != nil {
+				val = []byte{} // STORE keeps a missing value as ""
 			}
-			if found {
-				out = append(out, val)
-			} else if sp.store != nil {
-				out = append(out, []byte{})
-			} else {
-				out = append(out, nil)
-			}
+			out = append(out, val)
 		}
 	}
 	return out, nil
@@ -283,18 +292,25 @@ func (x *call) sortSource(v *txView, k []byte) ([][]byte, string, error) {
 	}
 }
 
-// sortLookup is Redis's lookupKeyByPattern: "#" is the element itself;
-// otherwise the pattern's first '*' replaced by the element names a key,
-// whose string value it is, or, with "->field" after the '*', that field
-// of the hash at the key. found false: no '*', no such key or field, or
-// a key of another type.
-func (x *call) sortLookup(v *txView, pattern, elem []byte) ([]byte, bool, error) {
+// sortValue is what a pattern gives for one element: val nil if nothing.
+type sortValue struct{ val []byte }
+
+// sortFetch is Redis's lookupKeyByPattern for each of elems, read from r
+// in batches: "#" gives the element itself; otherwise the pattern's first
+// '*' replaced by the element names a key, whose string value it gives,
+// or, with "->field" after the '*', that field of the hash at the key.
+// Nothing: no '*', no such key or field, or a key of another type.
+func (x *call) sortFetch(r KV, pattern []byte, elems [][]byte) ([]sortValue, error) {
+	out := make([]sortValue, len(elems))
 	if string(pattern) == "#" {
-		return nonNil(elem), true, nil
+		for i, e := range elems {
+			out[i].val = nonNil(e)
+		}
+		return out, nil
 	}
 	star := bytes.IndexByte(pattern, '*')
 	if star < 0 {
-		return nil, false, nil
+		return out, nil
 	}
 	post := pattern[star+1:]
 	var field []byte
@@ -302,23 +318,46 @@ func (x *call) sortLookup(v *txView, pattern, elem []byte) ([]byte, bool, error)
 		field = post[f+2:]
 		post = post[:f]
 	}
-	key := append(append(append([]byte(nil), pattern[:star]...), elem...), post...)
-	if len(key) == 0 {
-		return nil, false, nil // TideKV has no empty key
+	var at []int // the elements whose key is read
+	var keys, enc [][]byte
+	for i, e := range elems {
+		key := append(append(append([]byte(nil), pattern[:star]...), e...), post...)
+		if len(key) > 0 { // TideKV has no empty key: nothing there
+			at = append(at, i)
+			keys = append(keys, key)
+			enc = append(enc, encKey(key))
+		}
 	}
-	r, err := v.read(x.ctx, encKey(key))
-	switch {
-	case err != nil || !r.Found:
-		return nil, false, err
-	case field == nil && isMarker(r.Value):
-		return nil, false, nil
-	case field == nil:
-		return nonNil(r.Value), true, nil
-	case !isHash(r.Value):
-		return nil, false, nil
+	rs, err := x.batchGetFrom(r, enc)
+	if err != nil {
+		return nil, err
 	}
-	f, err := v.read(x.ctx, fieldKey(key, field))
-	return nonNil(f.Value), f.Found, err
+	if field == nil {
+		for j, res := range rs {
+			if res.Found && !isMarker(res.Value) {
+				out[at[j]].val = nonNil(res.Value)
+			}
+		}
+		return out, nil
+	}
+	var fields [][]byte // of the keys holding a hash, and their elements
+	var hat []int
+	for j, res := range rs {
+		if res.Found && isHash(res.Value) {
+			fields = append(fields, fieldKey(keys[j], field))
+			hat = append(hat, at[j])
+		}
+	}
+	fs, err := x.batchGetFrom(r, fields)
+	if err != nil {
+		return nil, err
+	}
+	for j, res := range fs {
+		if res.Found {
+			out[hat[j]].val = nonNil(res.Value)
+		}
+	}
+	return out, nil
 }
 
 // nonNil is v, or an empty slice for nil: a found value, even empty, is
