@@ -222,3 +222,34 @@ func TestLoginFlags(t *testing.T) {
 		}
 	}
 }
+
+// The blocking knobs of the Redis listener are node flags; values its
+// Validate refuses are refused naming the flag.
+func TestRedisBlockFlags(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		recheck time.Duration
+		max     int
+		bad     string // the flag the refusal names; empty: accepted
+	}{
+		{nil, 100 * time.Millisecond, 1000, ""},
+		{[]string{"--redis-block-recheck", "20ms", "--redis-max-blocked-clients", "50"}, 20 * time.Millisecond, 50, ""},
+		{[]string{"--redis-block-recheck", "0s"}, 0, 1000, "--redis-block-recheck"},
+		{[]string{"--redis-max-blocked-clients", "0"}, 100 * time.Millisecond, 0, "--redis-max-blocked-clients"},
+		{[]string{"--redis-max-blocked-clients", "-3"}, 100 * time.Millisecond, -3, "--redis-max-blocked-clients"},
+	} {
+		cfg := server.DefaultConfig()
+		f := pflag.NewFlagSet("server", pflag.ContinueOnError)
+		addServerFlags(f, &cfg, &serverOpts{})
+		if err := f.Parse(append([]string{"--redis-listen", "127.0.0.1:0"}, c.args...)); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Redis.BlockRecheck != c.recheck || cfg.Redis.MaxBlockedClients != c.max {
+			t.Errorf("%q: BlockRecheck %v, MaxBlockedClients %d; want %v, %d", c.args, cfg.Redis.BlockRecheck, cfg.Redis.MaxBlockedClients, c.recheck, c.max)
+		}
+		err := cfg.Validate()
+		if (c.bad == "" && err != nil) || (c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad))) {
+			t.Errorf("%q: Validate() = %v, want a refusal naming %q (none if empty)", c.args, err, c.bad)
+		}
+	}
+}

@@ -71,11 +71,12 @@ func (a *Autoscaler) Capacities() map[uint64]float64 {
 }
 
 // Round plans from obs and acts; rf is the replication factor, settling
-// the nodes still bootstrapping.
-func (a *Autoscaler) Round(obs Observation, rf, settling int) {
+// the nodes still bootstrapping, joining those of them in its first
+// phase.
+func (a *Autoscaler) Round(obs Observation, rf, settling, joining int) {
 	a.mu.Lock()
 	in := a.input(obs, rf)
-	in.Settling = settling
+	in.Settling, in.Joining = settling, joining
 	out := a.planner.Round(in)
 	a.last, a.lastIn = out, in
 	a.timeline = append(a.timeline, StatusPoint{At: in.Now, Nodes: len(in.Serving), TargetNodes: out.Target,

@@ -318,3 +318,58 @@ func TestLoopRefusesPlanBugs(t *testing.T) {
 		t.Fatalf("bugs %q", bugs)
 	}
 }
+
+// An adaptive learner serving a range's reads is kept through a report
+// window that caught its node's reads in a dip (a CPU-starved node served
+// few reads for a moment): the range goes cool only once the reads its
+// learner served stayed below half the threshold for a whole cool-down. A
+// controller that has not watched the range that long does not know that.
+func TestControllerKeepsLearnerThroughReadDip(t *testing.T) {
+	policy := placement.DefaultConfig()
+	policy.AdaptiveReadQPS, policy.MaxAdaptiveReplicas, policy.RangeCooldown = 100, 1, 3*time.Second
+	r := placement.Range{ID: 2, Leaseholder: 1,
+		Replicas: append(voters(1, 2, 3), placement.Replica{Node: 4, Type: placement.Learner, Adaptive: true})}
+	removals := func(c *Controller, at time.Duration, replicaReads float64) int {
+		r.ReplicaReadQPS = replicaReads
+		n := 0
+		for _, op := range c.Decide(snapObs(epoch.Add(at), live(1, 2, 3, 4), r), nil, nil, nil).Ops {
+			if op.Kind == placement.OpRemoveReplica {
+				n++
+			}
+		}
+		return n
+	}
+	c := NewController(DefaultConfig(), policy)
+	at := time.Duration(0)
+	round := func(reads float64) int {
+		at += 100 * time.Millisecond
+		return removals(c, at, reads)
+	}
+	for range 50 { // 5 s, past the cool-down, serving 1500 reads/s
+		if round(1500) != 0 {
+			t.Fatalf("%v: the learner serving 1500 reads/s removed", at)
+		}
+	}
+	if round(4) != 0 {
+		t.Fatalf("%v: the learner removed on one window of 4 reads/s after 1500", at)
+	}
+	for range 10 {
+		round(1500)
+	}
+	lastWarm := at
+	for round(0) == 0 {
+		if at-lastWarm > policy.RangeCooldown {
+			t.Fatalf("learner kept %v after its reads stopped, want it gone after the cool-down (%v)", at-lastWarm, policy.RangeCooldown)
+		}
+	}
+	if at-lastWarm < policy.RangeCooldown {
+		t.Fatalf("learner removed %v after its reads stopped, before the cool-down (%v)", at-lastWarm, policy.RangeCooldown)
+	}
+	fresh := NewController(DefaultConfig(), policy)
+	if removals(fresh, at, 0) != 0 {
+		t.Fatal("a new controller removed the learner on its first sight of the range")
+	}
+	if removals(fresh, at+policy.RangeCooldown, 0) != 1 {
+		t.Fatal("a new controller kept the learner of a range cool for a whole cool-down")
+	}
+}

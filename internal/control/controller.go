@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"time"
 
@@ -26,6 +27,7 @@ type Controller struct {
 	firstSeen   map[uint64]time.Time     // a range's first sighting: when it split, as far as we know
 	replicaSeen map[replicaKey]time.Time // a replica's first sighting as what it is
 	hits        map[uint64]float64       // smoothed request rate per range
+	readPeaks   map[uint64]*readPeak     // replica reads per range over the last RangeCooldown
 	notes       map[string]time.Time     // when a note (digits masked) was last recorded
 }
 
@@ -46,6 +48,7 @@ func (c *Controller) Reset() {
 	c.firstSeen = map[uint64]time.Time{}
 	c.replicaSeen = map[replicaKey]time.Time{}
 	c.hits = map[uint64]float64{}
+	c.readPeaks = map[uint64]*readPeak{}
 	c.notes = map[string]time.Time{}
 }
 
@@ -95,6 +98,50 @@ func (c *Controller) Decide(obs Observation, busy map[uint64]bool, inFlight []pl
 	return Decisions{Snapshot: snap, Ops: plan.Ops, Events: evs}
 }
 
+// replicaReadPeak records the reads the range's other replicas served as
+// seen at now and returns the highest over the last RangeCooldown
+// (placement.Range.ReplicaReadPeakQPS). What this controller did not see
+// (before its first sighting of the range) or could not know (a
+// replica's node unreported) counts as +Inf: they may have served any
+// amount then.
+func (c *Controller) replicaReadPeak(r placement.Range, now time.Time) float64 {
+	w := c.readPeaks[r.ID]
+	if w == nil {
+		w = &readPeak{}
+		c.readPeaks[r.ID] = w
+		w.observe(now, math.Inf(1), c.policy.RangeCooldown)
+	}
+	reads := r.ReplicaReadQPS
+	if r.ReplicaReadsUnknown {
+		reads = math.Inf(1)
+	}
+	return w.observe(now, reads, c.policy.RangeCooldown)
+}
+
+// readPeak holds the rates seen over a sliding window in which each
+// outranks every later one, so the first is the window's highest.
+type readPeak []readSeen
+
+type readSeen struct {
+	at  time.Time
+	qps float64
+}
+
+// observe adds the rate seen at now, drops what it outranks and what is
+// older than window, and returns the window's highest rate.
+func (w *readPeak) observe(now time.Time, qps float64, window time.Duration) float64 {
+	q := *w
+	for len(q) > 0 && q[len(q)-1].qps <= qps {
+		q = q[:len(q)-1]
+	}
+	q = append(q, readSeen{now, qps})
+	for now.Sub(q[0].at) >= window && len(q) > 1 {
+		q = q[1:]
+	}
+	*w = q
+	return q[0].qps
+}
+
 // digits masks the numbers of a note, so a note that differs only in its
 // numbers is not recorded again before NoteEvery.
 var digits = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
@@ -121,6 +168,7 @@ func (c *Controller) snapshot(obs Observation, busy map[uint64]bool, inFlight []
 		}
 		c.hits[r.ID] = hitsAlpha*r.QPS + (1-hitsAlpha)*c.hits[r.ID]
 		r.HitsEWMA, r.SplitAt = c.hits[r.ID], c.firstSeen[r.ID]
+		r.ReplicaReadPeakQPS = c.replicaReadPeak(r, now)
 		reps := make([]placement.Replica, len(r.Replicas))
 		for i, rep := range r.Replicas {
 			if !rep.Adaptive {
@@ -141,6 +189,7 @@ func (c *Controller) snapshot(obs Observation, busy map[uint64]bool, inFlight []
 		if !seen[id] {
 			delete(c.firstSeen, id)
 			delete(c.hits, id)
+			delete(c.readPeaks, id)
 		}
 	}
 	for key := range c.replicaSeen {

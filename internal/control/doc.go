@@ -6,7 +6,7 @@
 // latency signals, built by the server from the meta range or by the
 // simulator from its model) goes into the Controller, which keeps the soft
 // state that policies need across rounds (bootstrap phases, first
-// sightings, smoothed hit rates) and returns Decisions: placement
+// sightings, smoothed hit rates, replica read peaks) and returns Decisions: placement
 // operators, events with reasons. The Runner executes the operators within
 // its limits (operators in flight, per-node snapshots, starts per minute)
 // through an Executor, and remembers what it ran so the next round sees

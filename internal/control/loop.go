@@ -25,13 +25,16 @@ type Loop struct {
 func (l *Loop) Round(obs Observation) Decisions {
 	d := l.Urgent(obs)
 	if l.Autoscaler != nil {
-		settling := 0
+		settling, joining := 0, 0
 		for _, n := range d.Snapshot.Nodes {
 			if n.State == placement.NodeLive && n.Phase != placement.PhaseNone {
 				settling++
 			}
+			if n.State == placement.NodeLive && n.Phase == placement.PhaseOne {
+				joining++
+			}
 		}
-		l.Autoscaler.Round(obs, l.Controller.Policy().ReplicationFactor, settling)
+		l.Autoscaler.Round(obs, l.Controller.Policy().ReplicationFactor, settling, joining)
 	}
 	return d
 }

@@ -10,10 +10,11 @@ import (
 
 // Observation is what one round sees of the cluster. Ranges and Nodes
 // carry what the cluster reports; the fields placement derives across
-// rounds (Range.HitsEWMA, Range.SplitAt, a plain learner's Replica.Since,
-// Node.Phase) are filled in by the Controller, Node.Capacity by the Loop
-// from the Autoscaler's capacity model, and Snapshot.Busy and InFlight by
-// the Runner, so the server and the simulator leave them zero.
+// rounds (Range.HitsEWMA, Range.SplitAt, Range.ReplicaReadPeakQPS, a plain
+// learner's Replica.Since, Node.Phase) are filled in by the Controller,
+// Node.Capacity by the Loop from the Autoscaler's capacity model, and
+// Snapshot.Busy and InFlight by the Runner, so the server and the
+// simulator leave them zero.
 type Observation struct {
 	Now    time.Time
 	Nodes  []placement.Node

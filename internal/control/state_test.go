@@ -39,7 +39,7 @@ func TestAutoscalerStateResumesScaleOut(t *testing.T) {
 	a, actA := newStateAutoscaler(t)
 	load := func(i int) float64 { return 6000 + 3000*float64(i%17)/17 }
 	for i := range 40 {
-		a.Round(stateObs(i, load(i)), 3, 0)
+		a.Round(stateObs(i, load(i)), 3, 0, 0)
 	}
 	if len(actA.outs) != 1 {
 		t.Fatalf("the original asked for nodes %v times, want once (pending until they join)", actA.outs)
@@ -59,7 +59,7 @@ func TestAutoscalerStateResumesScaleOut(t *testing.T) {
 	fresh, actFresh := newStateAutoscaler(t)
 	for i := 40; i < 60; i++ {
 		for _, x := range []*Autoscaler{a, b, fresh} {
-			x.Round(stateObs(i, load(i)), 3, 0)
+			x.Round(stateObs(i, load(i)), 3, 0, 0)
 		}
 		sa, sb := a.Status(), b.Status()
 		if !reflect.DeepEqual(sa.Forecast, sb.Forecast) || sa.TargetNodes != sb.TargetNodes || sa.PendingOut != sb.PendingOut ||

@@ -11,7 +11,8 @@
 //     that sets the migration (snapshot) rate from foreground p99 against
 //     the SLO, with a floor so moves always progress.
 //   - Planner: the node count for the forecast load at the time a new
-//     node would be ready (start time plus data to move at the allowed
+//     node would be ready (as long as the last scale-outs' nodes took to
+//     serve; before any, start time plus data to move at the allowed
 //     bandwidth), corrected by a reactive rule when p99 or utilisation
 //     stay beyond thresholds, and scale-in only after a stable period.
 //   - Overflow: for cache key spaces that grow rather than evict when

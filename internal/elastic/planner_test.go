@@ -15,7 +15,9 @@ type cluster struct {
 	pl      *Planner
 	nodes   int
 	pending int
-	now     time.Time
+	// settling new nodes take data, joining ones their first share.
+	settling, joining int
+	now               time.Time
 }
 
 func newCluster(t *testing.T, p Policy, nodes int) *cluster {
@@ -27,7 +29,8 @@ func newCluster(t *testing.T, p Policy, nodes int) *cluster {
 }
 
 func (c *cluster) round(offered float64) Output {
-	in := Input{Now: c.now, Offered: offered, Samples: map[uint64]Sample{}, RF: 1, PendingOut: c.pending, ReplicaBytes: 1 << 30}
+	in := Input{Now: c.now, Offered: offered, Samples: map[uint64]Sample{}, RF: 1, PendingOut: c.pending, ReplicaBytes: 1 << 30,
+		Settling: c.settling, Joining: c.joining}
 	u := offered / float64(c.nodes) / 10000
 	for i := 1; i <= c.nodes; i++ {
 		in.Serving = append(in.Serving, uint64(i))
@@ -168,5 +171,68 @@ func TestPlannerWaitsForASuspectNode(t *testing.T) {
 	in.Suspect = 0 // it died: the floor asks for a node
 	if o := pl.Round(in); o.Delta != 1 || !strings.Contains(o.Reason, "below the minimum of 3") {
 		t.Fatalf("after it died: %+v", o)
+	}
+}
+
+// The lead time is what new nodes took from the call to serving: not
+// what this round's migration allowance would give. A scale-out whose
+// node never comes measures nothing; each node still bootstrapping adds
+// one lead (the next node's data waits behind its).
+func TestPlannerLeadMeasured(t *testing.T) {
+	c := newCluster(t, testPolicy(Reactive), 2)
+	// A new node's share of 1 GiB (over 3 nodes) at the round's
+	// allowance, after a 10 s start.
+	computed := func(o Output) time.Duration {
+		return 10*time.Second + time.Duration(float64(1<<30)/3/o.Bandwidth*float64(time.Second))
+	}
+	if o := c.round(8000); o.Lead != computed(o) || o.Bandwidth != 64<<20 {
+		t.Fatalf("before any scale-out the lead is %v at %s, want %v", o.Lead, MiBps(o.Bandwidth), computed(o))
+	}
+	overload := func() {
+		t.Helper()
+		for i := 1; ; i++ {
+			if o := c.round(9500 * float64(c.nodes)); o.Delta > 0 { // 95%: p99 40 ms
+				return
+			} else if i > 5 {
+				t.Fatalf("no scale-out at 95%%: %s", o.Reason)
+			}
+		}
+	}
+	// The actuator fails: no node comes, nothing is measured.
+	overload()
+	if o := c.round(8000); o.Lead != computed(o) {
+		t.Fatalf("after a scale-out no node answered the lead is %v, want %v", o.Lead, computed(o))
+	}
+	// 10 rounds pending, 20 taking the first share, then serving: 31 s
+	// from the round that asked.
+	overload()
+	c.pending = 1
+	for range 10 {
+		c.round(8000)
+	}
+	c.pending, c.nodes, c.joining, c.settling = 0, 3, 1, 1
+	for range 20 {
+		c.round(8000)
+	}
+	c.joining = 0
+	if o := c.round(8000); o.Lead != 2*31*time.Second {
+		t.Fatalf("with the new node still taking data the lead is %v, want twice the 31 s it took", o.Lead)
+	}
+	c.settling = 0
+	if o := c.round(8000); o.Lead != 31*time.Second {
+		t.Fatalf("the lead is %v, want the 31 s the node took", o.Lead)
+	}
+	if st := c.pl.Snapshot(); st.Lead != 31*time.Second || !st.LeadSince.IsZero() {
+		t.Fatalf("state: lead %v, timing since %v", st.Lead, st.LeadSince)
+	}
+	// A second one takes 11 s: the lead moves halfway.
+	overload()
+	c.pending = 1
+	for range 10 {
+		c.round(8000)
+	}
+	c.pending, c.nodes = 0, 4
+	if o := c.round(8000); o.Lead != 21*time.Second {
+		t.Fatalf("the lead is %v, want halfway from 31 s to 11 s", o.Lead)
 	}
 }

@@ -17,6 +17,12 @@ type PlannerState struct {
 	FitsSince  time.Time `json:"fits_since"`
 	LastAction time.Time `json:"last_action"`
 	Capped     bool      `json:"capped"`
+	// Lead is the measured lead time (0: none yet); LeadSince when the
+	// scale-out being timed was asked for (zero: none), LeadFrom the
+	// serving nodes then.
+	Lead      time.Duration `json:"lead,omitempty"`
+	LeadSince time.Time     `json:"lead_since"`
+	LeadFrom  int           `json:"lead_from,omitempty"`
 
 	Forecaster ForecasterState `json:"forecaster"`
 	Capacity   CapacityState   `json:"capacity"`
@@ -56,6 +62,7 @@ type BandwidthState struct {
 func (pl *Planner) Snapshot() PlannerState {
 	f, c, b := pl.fc, pl.capacity, pl.bw
 	return PlannerState{Window: pl.window, OverRounds: pl.overRounds, FitsSince: pl.fitsSince, LastAction: pl.lastAction, Capped: pl.capped,
+		Lead: pl.lead, LeadSince: pl.leadSince, LeadFrom: pl.leadFrom,
 		Forecaster: ForecasterState{Season: slices.Clone(f.season), Level: f.level, Trend: f.trend, Samples: f.n, First: f.first,
 			Horizon: f.horizon, Pending: slices.Clone(f.pending), Error: f.err},
 		Capacity:  CapacityState{IdleP99: c.idle, Learned: maps.Clone(c.learned)},
@@ -80,12 +87,15 @@ func (pl *Planner) Restore(st PlannerState) error {
 	case len(f.Pending) > f.Horizon || f.Samples < 0 || st.Window < 0 || st.OverRounds < 0:
 		return fmt.Errorf("elastic: the saved planner state is inconsistent (%d pending forecasts for a horizon of %d, %d samples)",
 			len(f.Pending), f.Horizon, f.Samples)
+	case st.Lead < 0 || st.LeadFrom < 0:
+		return fmt.Errorf("elastic: the saved lead time %v (timed from %d nodes) is negative", st.Lead, st.LeadFrom)
 	case st.Capacity.IdleP99 <= 0:
 		return fmt.Errorf("elastic: the saved idle p99 %v is not positive", st.Capacity.IdleP99)
 	case !(st.Bandwidth.Rate > 0) || !(st.Bandwidth.Start > 0):
 		return fmt.Errorf("elastic: the saved migration rate %v (start %v) is not positive", st.Bandwidth.Rate, st.Bandwidth.Start)
 	}
 	pl.window, pl.overRounds, pl.fitsSince, pl.lastAction, pl.capped = st.Window, st.OverRounds, st.FitsSince, st.LastAction, st.Capped
+	pl.lead, pl.leadSince, pl.leadFrom = st.Lead, st.LeadSince, st.LeadFrom
 	pl.fc.season, pl.fc.level, pl.fc.trend, pl.fc.n, pl.fc.first = slices.Clone(f.Season), f.Level, f.Trend, f.Samples, f.First
 	pl.fc.pending, pl.fc.err = slices.Clone(f.Pending), f.Error
 	learned := maps.Clone(st.Capacity.Learned)

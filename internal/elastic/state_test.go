@@ -24,6 +24,9 @@ func TestPlannerSnapshotRestoreSameDecisions(t *testing.T) {
 			a.nodes--
 		}
 	}
+	if st := a.pl.Snapshot(); st.Lead <= 0 {
+		t.Fatalf("no lead time measured in %d nodes' scale-outs: the test would not carry it", a.nodes)
+	}
 	raw, err := json.Marshal(a.pl.Snapshot())
 	if err != nil {
 		t.Fatal(err)
@@ -75,5 +78,27 @@ func TestPlannerRestoreRefusesAnotherShape(t *testing.T) {
 	}
 	if !reflect.DeepEqual(b.pl.Snapshot(), before) {
 		t.Fatal("a refused restore changed the planner")
+	}
+}
+
+// A saved negative lead time (or a negative node count it was timed
+// from) is refused whole.
+func TestPlannerRestoreRefusesNegativeLead(t *testing.T) {
+	a := newCluster(t, testPolicy(Combined), 3)
+	a.round(5000)
+	for _, bad := range []func(*PlannerState){
+		func(st *PlannerState) { st.Lead = -time.Second },
+		func(st *PlannerState) { st.LeadFrom = -1 },
+	} {
+		st := a.pl.Snapshot()
+		bad(&st)
+		b := newCluster(t, testPolicy(Combined), 3)
+		before := b.pl.Snapshot()
+		if err := b.pl.Restore(st); err == nil || !strings.Contains(err.Error(), "lead time") {
+			t.Fatalf("restore of lead %v from %d nodes: %v", st.Lead, st.LeadFrom, err)
+		}
+		if !reflect.DeepEqual(b.pl.Snapshot(), before) {
+			t.Fatal("a refused restore changed the planner")
+		}
 	}
 }

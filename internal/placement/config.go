@@ -79,7 +79,8 @@ type Config struct {
 	HeavyCPU, HeavyFactor float64
 	// AdaptiveReadQPS: a range reading more than this gets extra learner
 	// replicas (up to MaxAdaptiveReplicas) serving bounded/any reads; they
-	// go once its reads fall below half of it.
+	// go once its reads fall below half of it, the reads its other
+	// replicas served having stayed there for RangeCooldown.
 	AdaptiveReadQPS     float64
 	MaxAdaptiveReplicas int
 	// MaxOps bounds the operators one decision returns (the runner has its

@@ -15,7 +15,7 @@ import (
 //
 //	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS] [rebalance=0|1]
 //	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S] [capacity=Q] [clock-untrusted]
-//	range ID START END v=1,2,3 [vsince=SECONDS] [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [replica-reads-unknown] [hits=H] [hot=SHARE] [writes=LOC:Q,...] [split=SECONDS] [busy] [stale] [rf=N]
+//	range ID START END v=1,2,3 [vsince=SECONDS] [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [replica-reads-unknown] [replica-read-peak=Q] [hits=H] [hot=SHARE] [writes=LOC:Q,...] [split=SECONDS] [busy] [stale] [rf=N]
 //	boundary KEY   (a key space boundary, in ascending order)
 //	recent RANGE kind=KIND [from=N] [to=N] at=SECONDS   (a completed operator)
 //
@@ -160,6 +160,7 @@ func parseLine(t *testing.T, s *Snapshot, line string) {
 		r.Bytes = uint64(num(m["mib"]) * (1 << 20))
 		r.QPS, r.ReadQPS, r.HitsEWMA, r.HotKeyShare = num(m["qps"]), num(m["reads"]), num(m["hits"]), num(m["hot"])
 		r.ReplicaReadQPS = num(m["replica-reads"])
+		r.ReplicaReadPeakQPS = num(m["replica-read-peak"])
 		for _, w := range strings.Split(m["writes"], ",") {
 			if loc, q, ok := strings.Cut(w, ":"); ok {
 				if r.Writes == nil {

@@ -169,7 +169,9 @@ func sameVoters(a, b *Range) bool {
 // adaptive adds learner replicas to ranges with heavy, sustained read load
 // that a load split will not spread (one hot key, or a rate below the split
 // threshold), on the least-loaded nodes, and removes them when the range
-// has cooled to half the threshold (the gap keeps them from flapping).
+// has cooled to half the threshold (the gap keeps them from flapping) and
+// its other replicas served no more than that for RangeCooldown
+// (ReplicaReadPeakQPS: a dip in a learner's reads is not a cooling).
 func (p *planner) adaptive() {
 	hot, _ := p.loadSplitCandidate()
 	for i := range p.s.Ranges {
@@ -201,7 +203,7 @@ func (p *planner) adaptive() {
 			}
 		// With a replica's reads unknown the range may only look cool: the
 		// learners stay until every replica's node reports again.
-		case all < p.cfg.AdaptiveReadQPS/2 && len(adaptive) > 0 && !r.ReplicaReadsUnknown && !p.learnerJustAdded(r.ID):
+		case all < p.cfg.AdaptiveReadQPS/2 && r.ReplicaReadPeakQPS < p.cfg.AdaptiveReadQPS/2 && len(adaptive) > 0 && !r.ReplicaReadsUnknown && !p.learnerJustAdded(r.ID):
 			victim := adaptive[0]
 			for _, a := range adaptive[1:] {
 				if p.qps[a] > p.qps[victim] {

@@ -130,6 +130,14 @@ type Range struct {
 	// ReplicaReadQPS may leave out reads that replica serves; the range
 	// must not be judged cooled on it.
 	ReplicaReadsUnknown bool
+	// ReplicaReadPeakQPS is the highest ReplicaReadQPS over the last
+	// RangeCooldown, as the controller saw it round by round; +Inf when
+	// it has watched the range for less than that or the reads were
+	// unknown in it (ReplicaReadsUnknown). A learner's node reports its
+	// reads over short windows, and one window can catch it serving few
+	// (a starved process, a client that paused): a learner that served
+	// the range's reads within the cool-down is still serving them.
+	ReplicaReadPeakQPS float64
 	// SplitAt is when the range last split (zero if never or unknown).
 	SplitAt time.Time
 	// Writes is the leaseholder's writes per second by origin locality

@@ -39,6 +39,17 @@ type applyBatch struct {
 	// before, a size counted from the engine in between would miss bytes
 	// the counter already holds, and the estimate read low.
 	stored map[*Replica]uint64
+	// vk is versionedData.write's version key, reused.
+	vk []byte
+	// answers are the proposers to wake with their commands' results
+	// once the batch is committed (answer), across flushes.
+	answers []answer
+}
+
+// answer is a proposer and the result of its command.
+type answer struct {
+	p   *proposal
+	res applyResult
 }
 
 // sizedBatch counts the bytes Set into it.
@@ -174,6 +185,15 @@ func (ab *applyBatch) settle() {
 	clear(ab.stored)
 }
 
+// answer wakes the proposers of the commands the committed batch applied.
+func (ab *applyBatch) answer() {
+	for _, a := range ab.answers {
+		a.p.finish(a.res)
+	}
+	clear(ab.answers)
+	ab.answers = ab.answers[:0]
+}
+
 // flush commits what is pending so iterators see it, and starts afresh.
 func (ab *applyBatch) flush() error {
 	if err := ab.commit(); err != nil {
@@ -183,12 +203,12 @@ func (ab *applyBatch) flush() error {
 	return nil
 }
 
-// applyCommittedLocked applies entries and returns what must run once the
-// apply batch is written: acks wake proposers (safe at any point after),
-// post steps create or destroy replicas (only once no replica is locked).
-func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (acks, post []func()) {
+// applyCommittedLocked applies entries, leaves in ab the proposers to
+// answer once it is written (safe at any point after), and returns the
+// steps that create or destroy replicas (only once no replica is locked).
+func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (post []func()) {
 	if len(ents) == 0 {
-		return nil, nil
+		return nil
 	}
 	for _, e := range ents {
 		if e.GetIndex() <= r.mu.state.GetAppliedIndex() {
@@ -208,7 +228,7 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (ac
 				post = append(post, after...)
 				if p := r.mu.proposals[cmd.GetProposalId()]; p != nil && cmd.GetProposalId() != 0 {
 					delete(r.mu.proposals, p.id)
-					acks = append(acks, func() { p.finish(res) })
+					ab.answers = append(ab.answers, answer{p: p, res: res})
 				}
 			}
 		case raftpb.EntryConfChangeV2:
@@ -227,7 +247,7 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (ac
 	if err := ab.enc.put(ab.b, ab.enc.key, r.mu.state); err != nil {
 		log.Fatalf("range %d: %v", r.rangeID, err)
 	}
-	return acks, post
+	return post
 }
 
 func (r *Replica) checkKeysLocked(ks ...[]byte) error {

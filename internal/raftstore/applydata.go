@@ -155,7 +155,9 @@ func (v versionedData) expire(k []byte, expiresAt int64) bool {
 func (v versionedData) write(k, val []byte, expiresAt int64, tombstone bool) {
 	// Above the range's version bound a put cannot be too old, and needs
 	// no read; a delete still reads whether there is anything to delete.
-	vk := keys.VersionedKey(k)
+	// vk is the batch's buffer: everything below copies it.
+	vk := keys.AppendVersionedKey(slices.Grow(v.ab.vk[:0], 1+len(k)), k)
+	v.ab.vk = vk
 	cur, inBatch := v.ab.versions[string(vk)]
 	if !inBatch && (tombstone || !v.aboveBound) {
 		cur = v.newest(k)

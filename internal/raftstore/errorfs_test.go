@@ -79,6 +79,24 @@ type pebbleCluster struct {
 	disks map[uint64]*pebbleDisk
 	// told is what each node has told a leader it holds (appendsTold).
 	told map[uint64]*appendsTold
+	// apart, while not 0, is a node every node's transport drops the
+	// Raft messages to and from (apartTransport): set from the cluster's
+	// start, it hears nothing of an election or a write.
+	apart atomic.Uint64
+}
+
+// apartTransport drops the messages to and from the node apart names.
+// Unlike a cut of the network it is in place before the stores start.
+type apartTransport struct {
+	Transport
+	apart *atomic.Uint64
+}
+
+func (a apartTransport) Send(m *tidekvpb.RaftMessage) bool {
+	if n := a.apart.Load(); n != 0 && (m.GetFromNodeId() == n || m.GetToNodeId() == n) {
+		return false
+	}
+	return a.Transport.Send(m)
 }
 
 // appendsTold records, at the sender, the highest index a node has
@@ -96,9 +114,12 @@ func (a *appendsTold) Send(m *tidekvpb.RaftMessage) bool {
 	return a.Transport.Send(m)
 }
 
-func newPebbleCluster(t *testing.T, mutate ...func(*Config)) *pebbleCluster {
+// newPebbleCluster starts a 3-node cluster with node apart (unless 0)
+// kept apart from the others until pc.apart is cleared.
+func newPebbleCluster(t *testing.T, apart uint64, mutate ...func(*Config)) *pebbleCluster {
 	t.Helper()
 	pc := &pebbleCluster{disks: map[uint64]*pebbleDisk{}, told: map[uint64]*appendsTold{}}
+	pc.apart.Store(apart)
 	// Registered first, so it runs after the cluster's cleanup has
 	// stopped the stores.
 	t.Cleanup(func() {
@@ -110,8 +131,9 @@ func newPebbleCluster(t *testing.T, mutate ...func(*Config)) *pebbleCluster {
 		pc.disks[id] = openPebbleDisk(t, vfs.NewCrashableMem())
 		return pc.disks[id].eng
 	}, func(id uint64, tr Transport) Transport {
+		// Outermost, the drop: a message dropped was never told.
 		pc.told[id] = &appendsTold{Transport: tr}
-		return pc.told[id]
+		return apartTransport{Transport: pc.told[id], apart: &pc.apart}
 	}, mutate...)
 	return pc
 }
@@ -237,25 +259,38 @@ func (c *pebbleCrash) onApplied(armed *atomic.Pointer[pebbleCrash], node, rangeI
 // in-memory filesystem, a node cut off at a WAL fsync held in errorfs
 // (part of what was not synced survives), once its batch is synced and
 // before anything of it is handed back, and while it applies an entry of
-// the writes in flight; as leader and as follower. At the crash point the
-// node has applied nothing that is not durable in its own synced log and
-// on a quorum's, and nothing of the batch not yet handed back; after it
-// restarts from the clone no acknowledged write is lost, every node
-// applies each entry once in order (applyAudit), and the replicas
-// converge.
+// the writes in flight; as leader, as follower, and as a follower behind
+// from the start (it hears nothing until the crash point is armed, so the
+// batch crashed is its first with entries and its applied index is still
+// initialIndex, which no log holds: its applied state does). At the crash
+// point the node has applied nothing that is not durable in its own
+// synced log (or applied state) and on a quorum's, and nothing of the
+// batch not yet handed back; after it restarts from the clone no
+// acknowledged write is lost, every node applies each entry once in order
+// (applyAudit), and the replicas converge.
 func TestCrashOnPebble(t *testing.T) {
 	for _, stage := range []pebbleCrashStage{crashBeforeSync, crashSynced, crashInApply} {
-		for _, leader := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%v/leader=%v", stage, leader), func(t *testing.T) {
-				testCrashOnPebble(t, stage, leader)
+		for _, v := range []struct{ leader, behind bool }{{true, false}, {false, false}, {false, true}} {
+			name := fmt.Sprintf("%v/leader=%v", stage, v.leader)
+			if v.behind {
+				name += "/behind"
+			}
+			t.Run(name, func(t *testing.T) {
+				testCrashOnPebble(t, stage, v.leader, v.behind)
 			})
 		}
 	}
 }
 
-func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader bool) {
+func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader, behind bool) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
+	// Kept apart, the first node cannot lead: it is the follower
+	// writeAndPickVictim picks.
+	var apart uint64
+	if behind {
+		apart = 1
+	}
 	audit := &applyAudit{last: map[uint64]uint64{}}
 	var armed atomic.Pointer[pebbleCrash]
 	// The log is kept whole (the default LogKeepEntries is far above
@@ -263,7 +298,7 @@ func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader bool) {
 	// snapshot, whose SST is received on the real disk while Pebble here
 	// ingests from its in-memory filesystem. TestCrashInLogWrite crashes
 	// across truncations on in-memory engines.
-	pc := newPebbleCluster(t, func(c *Config) {
+	pc := newPebbleCluster(t, apart, func(c *Config) {
 		c.testingApplied = func(node, rangeID, index uint64) {
 			audit.applied(node, rangeID, index)
 			armed.Load().onApplied(&armed, node, rangeID, index)
@@ -277,6 +312,9 @@ func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader bool) {
 	audit.mu.Unlock()
 
 	acked, ld, victim := pc.writeAndPickVictim(leader)
+	if behind && victim != apart {
+		t.Fatalf("the victim is node %d, not node %d kept apart", victim, apart)
+	}
 	c := &pebbleCrash{node: victim, stage: stage, from: ld.applied.Load() + 1, disk: pc.disks[victim], told: pc.told[victim],
 		isolate: func() {
 			for _, id := range pc.nodes {
@@ -286,6 +324,7 @@ func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader bool) {
 		rng: rand.New(rand.NewPCG(seed, seed)), hit: make(chan pebbleCrashHit, 1), release: make(chan struct{})}
 	t.Cleanup(c.let)
 	armed.Store(c)
+	pc.apart.Store(0)
 
 	// Writes in flight through the leader when the crash comes.
 	collect := writesInFlight(t, ld)
@@ -294,6 +333,9 @@ func testCrashOnPebble(t *testing.T, stage pebbleCrashStage, leader bool) {
 	case hit = <-c.hit:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the crash point was not reached")
+	}
+	if behind && stage != crashInApply && hit.applied != initialIndex {
+		t.Errorf("node %d kept apart had applied index %d at the crash point, not initialIndex", victim, hit.applied)
 	}
 	if hit.first != 0 && hit.applied >= hit.first {
 		t.Errorf("node %d had applied index %d at the crash point, and its entries from %d were not yet handed back as durable",
@@ -433,7 +475,7 @@ func TestFailedDiskStopsTheNode(t *testing.T) {
 // failedDiskChild fails the victim's disk and writes through the leader
 // until the process dies; if it does not, it says so and returns.
 func failedDiskChild(t *testing.T, c failedDiskCase) {
-	pc := newPebbleCluster(t)
+	pc := newPebbleCluster(t, 0)
 	for i := 0; i < 10; i++ {
 		pc.put(fmt.Sprintf("k%d", i), "v")
 	}

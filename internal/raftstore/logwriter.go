@@ -213,9 +213,10 @@ func persistAppend(b storage.Writer, enc *encoder, rangeID uint64, m *raftpb.Mes
 			}
 		}
 	}
-	if hs := appendHardState(m); hs != nil {
+	if m.Term != nil { // a HardState (appendHardState), in the encoder's own
+		enc.hs.Term, enc.hs.Vote, enc.hs.Commit = m.Term, m.Vote, m.Commit
 		enc.key = keys.AppendHardStateKey(enc.key[:0], rangeID)
-		return enc.put(b, enc.key, hs)
+		return enc.put(b, enc.key, &enc.hs)
 	}
 	return nil
 }
@@ -274,7 +275,8 @@ func (r *Replica) logDurableLocked(m *raftpb.Message) {
 	if hs := appendHardState(m); hs != nil {
 		_ = r.mu.storage.SetHardState(hs)
 	}
-	var remote []*raftpb.Message
+	bufs := &r.store.roundBufs // only the scheduler finishes appends
+	remote := bufs.durable[:0]
 	for _, resp := range m.GetResponses() {
 		if resp.GetTo() == r.mu.replicaID {
 			_ = r.mu.raw.Step(resp)
@@ -283,4 +285,5 @@ func (r *Replica) logDurableLocked(m *raftpb.Message) {
 		}
 	}
 	r.sendMessagesLocked(remote)
+	bufs.durable = emptiedSlice(remote)
 }

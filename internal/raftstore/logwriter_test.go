@@ -64,11 +64,14 @@ func (a *applyAudit) applied(node, rangeID, index uint64) {
 
 // durabilityError says what is wrong, if anything, with node applying
 // index when a crash of every node would leave images: the entry must be
-// in node's own log and, with the same term, on a quorum (or applied
-// there already).
+// in node's own log (or its applied index there has reached it already)
+// and, with the same term, on a quorum (or applied there already). An
+// index a node's durable applied index covers needs no entry in its log:
+// a range's log begins after initialIndex, which a follower that has
+// applied nothing since it was bootstrapped reports as its applied index.
 func durabilityError(images map[uint64]storage.Reader, node, index uint64) string {
-	own, _ := durableEntry(images[node], index)
-	if own == nil {
+	own, applied := durableEntry(images[node], index)
+	if own == nil && !applied {
 		return fmt.Sprintf("node %d applied index %d, which is not durable in its log", node, index)
 	}
 	quorum := 0

@@ -135,6 +135,9 @@ func putProto(w storage.Writer, key []byte, m proto.Message) error {
 // (the log writer's, the apply batch's).
 type encoder struct {
 	key, val []byte
+	// hs is the HardState persistAppend writes: the MemoryStorage keeps
+	// the one it is given, this one is only marshaled.
+	hs raftpb.HardState
 }
 
 // encoderKeep: a value buffer that grew past this (a large entry) is

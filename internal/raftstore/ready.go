@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"log"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -165,7 +166,7 @@ func (s *Store) collectReady(replicas []*Replica, tick bool, ap *roundApply, wor
 		w := readyWork{r: r, rd: r.mu.raw.Ready()}
 		s.stats.EntriesAppended.Add(uint64(len(w.rd.Entries)))
 		s.stats.EntriesCommitted.Add(uint64(len(w.rd.CommittedEntries)))
-		var remote []*raftpb.Message
+		remote := s.roundBufs.remote[:0]
 		for _, m := range w.rd.Messages {
 			switch m.GetTo() {
 			case raft.LocalAppendThread:
@@ -181,6 +182,7 @@ func (s *Store) collectReady(replicas []*Replica, tick bool, ap *roundApply, wor
 			}
 		}
 		r.sendMessagesLocked(remote)
+		s.roundBufs.remote = emptiedSlice(remote)
 		work = append(work, w)
 	}
 	return work, appends
@@ -223,6 +225,10 @@ type roundBufs struct {
 	replicas []*Replica
 	work     []readyWork
 	appends  []logWrite
+	// remote collects a Ready's messages to other replicas (collectReady),
+	// durable a durable append's (logDurableLocked): two, because a
+	// snapshot's append finishes inside collectReady's loop.
+	remote, durable []*raftpb.Message
 }
 
 // keep takes a round's slices back, emptied: what they held is let go.
@@ -236,7 +242,7 @@ func (b *roundBufs) keep(replicas []*Replica, work []readyWork, appends []logWri
 // roundApply applies committed entries in one engine batch per call and
 // keeps the steps to run once the round's locks are released.
 type roundApply struct {
-	acks, post []func()
+	post []func()
 	// ab is the apply batch, reused from round to round.
 	ab *applyBatch
 }
@@ -248,6 +254,9 @@ func (ap *roundApply) begin() {
 }
 
 func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
+	if !slices.ContainsFunc(ws, func(w readyWork) bool { return w.apply != nil }) {
+		return // a round that only appended or sent: no engine batch to make
+	}
 	if ap.ab == nil {
 		ap.ab = newApplyBatch(eng)
 	} else {
@@ -258,18 +267,13 @@ func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
 		if w.apply == nil {
 			continue
 		}
-		a, p := w.r.applyCommittedLocked(ab, w.apply.GetEntries())
-		ap.acks, ap.post = append(ap.acks, a...), append(ap.post, p...)
+		ap.post = append(ap.post, w.r.applyCommittedLocked(ab, w.apply.GetEntries())...)
 	}
 	if err := ab.commit(); err != nil {
 		log.Fatalf("apply commit: %v", err)
 	}
-	ab.settle() // before the acks: a proposer done counts on its bytes being in
-	for _, fn := range ap.acks {
-		fn()
-	}
-	clear(ap.acks)
-	ap.acks = ap.acks[:0]
+	ab.settle() // before the answers: a proposer done counts on its bytes being in
+	ab.answer()
 }
 
 // finishReadyLocked tells w's replica what the round applied and publishes

@@ -138,6 +138,14 @@ type Replica struct {
 		// heldTimeoutNow is a MsgTimeoutNow waiting for this leader to
 		// apply what it has appended (holdTimeoutNowLocked).
 		heldTimeoutNow *raftpb.Message
+		// spare holds the inbox's slices as the scheduler last drained
+		// them, emptied, to be handed back to the inbox at the next drain:
+		// queuing into a slice with room makes no new array (otherwise
+		// one per round for each kind, and one per durable log write).
+		spare struct {
+			msgs, written []*raftpb.Message
+			props         []*proposal
+		}
 		// heartbeatsSent: send times of heartbeats not yet acknowledged,
 		// per peer, oldest first.
 		heartbeatsSent map[uint64][]monoTime
@@ -437,12 +445,16 @@ func (r *Replica) waitLeaseRead(ctx context.Context) error {
 // drainInboxLocked hands queued work to Raft. Called by the scheduler.
 func (r *Replica) drainInboxLocked(tick bool) {
 	r.takeWrittenLocked()
+	sp := &r.mu.spare
 	r.in.Lock()
 	msgs, props, reads := r.in.msgs, r.in.props, r.in.reads
 	campaign, transfer := r.in.campaign, r.in.transfer
-	r.in.msgs, r.in.props, r.in.reads = nil, nil, nil
+	// reads is not reused: its batch is kept until its ReadIndex returns.
+	r.in.msgs, r.in.props, r.in.reads = sp.msgs, sp.props, nil
 	r.in.campaign, r.in.transfer = false, 0
 	r.in.Unlock()
+	sp.msgs, sp.props = nil, nil
+	defer func() { sp.msgs, sp.props = emptiedSlice(msgs), emptiedSlice(props) }()
 
 	raw := r.mu.raw
 	for _, m := range msgs {
@@ -499,13 +511,28 @@ func (r *Replica) drainInboxLocked(tick bool) {
 // takeWrittenLocked finishes the log writes made durable since the last
 // call, in order.
 func (r *Replica) takeWrittenLocked() {
+	sp := &r.mu.spare
 	r.in.Lock()
 	written := r.in.written
-	r.in.written = nil
+	r.in.written, sp.written = sp.written, nil
 	r.in.Unlock()
 	for _, m := range written {
 		r.logDurableLocked(m)
 	}
+	sp.written = emptiedSlice(written)
+}
+
+// inboxKeep: a drained inbox slice longer than this (a burst) is let go
+// rather than kept as the next one.
+const inboxKeep = 1024
+
+// emptiedSlice returns s emptied for reuse, or nil if it was large.
+func emptiedSlice[T any](s []T) []T {
+	if cap(s) > inboxKeep {
+		return nil
+	}
+	clear(s)
+	return s[:0]
 }
 
 // transferLeaderLocked hands Raft leadership, and with it the lease, to

@@ -333,6 +333,12 @@ func TestBlockZPop(t *testing.T) {
 	eq(t, b.do(t, "ZADD", "z2", "1", "a", "2", "b"), ":2")
 	eq(t, a.reply(t), "*[$z2 $b $2]")
 	eq(t, b.do(t, "ZRANGE", "z2", "0", "-1"), "*[$a]")
+
+	a.send(t, "BZMPOP", "0", "2", "z3", "z4", "MIN", "COUNT", "2")
+	ft.waiting(t)
+	eq(t, b.do(t, "ZADD", "z4", "1", "a", "2", "b", "3", "c"), ":3")
+	eq(t, b.do(t, "ZRANGE", "z4", "0", "-1"), "*[$c]")
+	eq(t, a.reply(t), "*[$z4 *[*[$a $1] *[$b $2]]]")
 }
 
 // A push answers once the clients it serves through this node have
@@ -444,4 +450,37 @@ func TestBlockClientUnblock(t *testing.T) {
 	eq(t, b.do(t, "CLIENT", "UNBLOCK", "x"), "-"+errNotInt)
 	eq(t, b.do(t, "CLIENT", "UNBLOCK", id, "LATER"), "-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
 	eq(t, s.blocked.count(), 0)
+}
+
+// A list or sorted set that a command other than a push makes (RENAME,
+// COPY, the sorted-set STOREs) wakes the clients blocked on it through
+// this node at once, not at the next re-check (never fired here), and
+// they have popped when the command answers.
+func TestBlockWokenByStores(t *testing.T) {
+	s, ft := startBlocking(t, newFakeKV(), func(c *Config) { c.RequestTimeout = time.Hour })
+	a, c := dialRaw(t, s), dialRaw(t, s)
+	for _, tc := range []struct {
+		setup, block, store []string
+		stored, popped      string
+		read                []string
+		left                string // read's answer once the client popped
+	}{
+		{[]string{"RPUSH", "l1", "a", "b"}, []string{"BLPOP", "l2", "0"}, []string{"RENAME", "l1", "l2"},
+			"+OK", "*[$l2 $a]", []string{"LRANGE", "l2", "0", "-1"}, "*[$b]"},
+		{[]string{"RPUSH", "l3", "c"}, []string{"BLPOP", "l4", "0"}, []string{"COPY", "l3", "l4"},
+			":1", "*[$l4 $c]", []string{"EXISTS", "l4"}, ":0"},
+		{[]string{"ZADD", "z1", "1", "m", "2", "n"}, []string{"BZPOPMIN", "z2", "0"}, []string{"ZUNIONSTORE", "z2", "1", "z1"},
+			":2", "*[$z2 $m $1]", []string{"ZRANGE", "z2", "0", "-1"}, "*[$n]"},
+		{[]string{"ZADD", "z3", "1", "p", "2", "q"}, []string{"BZPOPMAX", "z4", "0"}, []string{"ZRANGESTORE", "z4", "z3", "0", "-1"},
+			":2", "*[$z4 $q $2]", []string{"ZRANGE", "z4", "0", "-1"}, "*[$p]"},
+		{[]string{"ZADD", "z5", "5", "r"}, []string{"BZPOPMIN", "z6", "0"}, []string{"RENAME", "z5", "z6"},
+			"+OK", "*[$z6 $r $5]", []string{"EXISTS", "z6"}, ":0"},
+	} {
+		c.do(t, tc.setup...)
+		a.send(t, tc.block...)
+		ft.waiting(t)
+		eq(t, c.do(t, tc.store...), tc.stored)
+		eq(t, c.do(t, tc.read...), tc.left)
+		eq(t, a.reply(t), tc.popped)
+	}
 }

@@ -29,7 +29,7 @@ var (
 		"blmove": {1, 2, 1}, "brpoplpush": {1, 2, 1}, "bzpopmin": {1, -2, 1}, "bzpopmax": {1, -2, 1},
 		// keys counted by a numkeys argument: Redis states none here
 		"zunion": {}, "zinter": {}, "zdiff": {}, "zintercard": {}, "sintercard": {},
-		"lmpop": {}, "blmpop": {},
+		"lmpop": {}, "blmpop": {}, "zmpop": {}, "bzmpop": {},
 	}
 	keyless = map[string]bool{
 		"ping": true, "echo": true, "quit": true, "select": true, "client": true, "command": true,
@@ -183,8 +183,32 @@ func commandGetKeys(x *call) {
 	for i := p.first; i <= last && i < len(line); i += p.step {
 		keys = append(keys, line[i])
 	}
+	if name == "sort" {
+		if k := sortStoreKey(line); k != nil {
+			keys = append(keys, k)
+		}
+	}
 	x.c.WriteArray(len(keys))
 	for _, k := range keys {
 		x.c.WriteBulk(k)
 	}
+}
+
+// sortStoreKey is SORT's STORE key as Redis's sortGetKeys finds it: the
+// last STORE's, stepping over LIMIT's, GET's and BY's arguments.
+func sortStoreKey(line [][]byte) []byte {
+	var store []byte
+	for i := 2; i < len(line); i++ {
+		switch strings.ToLower(string(line[i])) {
+		case "limit":
+			i += 2
+		case "get", "by":
+			i++
+		case "store":
+			if i+1 < len(line) {
+				store = line[i+1]
+			}
+		}
+	}
+	return store
 }

@@ -22,7 +22,7 @@ func TestCommandsAreListed(t *testing.T) {
 	}
 	list := regexp.MustCompile("(?ms)^- .*?(?:\n\n|\\z)").Find(section[1])
 	var listed, served []string
-	for _, m := range regexp.MustCompile("`([A-Z.]+)`").FindAllSubmatch(list, -1) {
+	for _, m := range regexp.MustCompile("`([A-Z._]+)`").FindAllSubmatch(list, -1) {
 		listed = append(listed, strings.ToLower(string(m[1])))
 	}
 	for name := range commands {

@@ -116,6 +116,7 @@ func init() {
 		"zrangebylex": {arity: -4, fn: cmdZRange}, "zrevrangebylex": {arity: -4, fn: cmdZRange},
 		"zpopmin": {arity: -2, fn: cmdZPop}, "zpopmax": {arity: -2, fn: cmdZPop},
 		"bzpopmin": {arity: -3, fn: cmdBZPop}, "bzpopmax": {arity: -3, fn: cmdBZPop},
+		"zmpop": {arity: -4, fn: cmdZMPop}, "bzmpop": {arity: -5, fn: cmdZMPop},
 		"zremrangebyscore": {arity: 4, fn: cmdZRemRange}, "zremrangebyrank": {arity: 4, fn: cmdZRemRange},
 		"zremrangebylex": {arity: 4, fn: cmdZRemRange}, "zscan": {arity: -3, fn: cmdZScan},
 		"zunion": {arity: -3, fn: cmdZAlgebra}, "zinter": {arity: -3, fn: cmdZAlgebra}, "zdiff": {arity: -3, fn: cmdZAlgebra},
@@ -137,6 +138,8 @@ func init() {
 		"rename":      {arity: 3, fn: cmdRename},
 		"renamenx":    {arity: 3, fn: cmdRename},
 		"copy":        {arity: -3, fn: cmdRename},
+		"sort":        {arity: -2, fn: cmdSort},
+		"sort_ro":     {arity: -2, fn: cmdSort},
 
 		// hashfield.go
 		"hincrby": {arity: 4, fn: cmdHIncrBy}, "hincrbyfloat": {arity: 4, fn: cmdHIncrByFloat},
@@ -166,11 +169,14 @@ const (
 )
 
 // batchGet reads keys in batches of at most MaxBatchKeys.
-func (x *call) batchGet(keys [][]byte) ([]Result, error) {
+func (x *call) batchGet(keys [][]byte) ([]Result, error) { return x.batchGetFrom(x.kv, keys) }
+
+// batchGetFrom is batchGet from kv.
+func (x *call) batchGetFrom(kv KV, keys [][]byte) ([]Result, error) {
 	out := make([]Result, 0, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), x.s.cfg.MaxBatchKeys)
-		r, err := x.kv.BatchGet(x.ctx, keys[:n])
+		r, err := kv.BatchGet(x.ctx, keys[:n])
 		if err != nil {
 			return nil, err
 		}

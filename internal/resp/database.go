@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -181,9 +182,11 @@ func stringEncoding(v []byte) string {
 }
 
 // cmdRename: RENAME src dst, RENAMENX src dst and COPY src dst [DB n]
-// [REPLACE] on strings, each one transaction (KV.Txn), so atomic across
-// ranges; the TTL goes with the value. A hash source is refused (its
-// fields would need a scan, which a transaction does not offer).
+// [REPLACE], of any type, each one transaction (KV.Txn), so atomic across
+// ranges; the TTL goes with the value. A collection's elements are read
+// whole and written again under dst (moveKey), so the transaction's
+// limits bound the collection that can move (docs/redis.md). A list or
+// sorted set arriving at dst wakes the clients blocked on it.
 func cmdRename(x *call) {
 	src, dst := x.args[1], x.args[2]
 	replace := x.name == "rename"
@@ -217,9 +220,11 @@ func cmdRename(x *call) {
 		return
 	}
 	done := false
+	var moved []byte // the value moved: its type says whom to wake
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
-		done = false
-		r, err := tx.Get(x.ctx, encKey(src))
+		done, moved = false, nil
+		v := &txView{tx: tx, now: x.s.cfg.Now}
+		r, err := v.read(x.ctx, encKey(src))
 		switch {
 		case err != nil:
 			return err
@@ -228,29 +233,27 @@ func cmdRename(x *call) {
 				return nil
 			}
 			return replyError("ERR no such key")
-		case isMarker(r.Value):
-			return replyError(fmt.Sprintf("ERR %s of a %s is not supported by TideKV", strings.ToUpper(x.name), valueType(r.Value)))
 		case string(src) == string(dst):
 			done = x.name == "rename"
 			return nil
 		}
 		if !replace {
-			d, err := tx.Get(x.ctx, encKey(dst))
+			d, err := v.read(x.ctx, encKey(dst))
 			if err != nil || d.Found {
 				return err
 			}
 		}
-		if r.Expiry == (Expiry{}) {
-			err = tx.Put(x.ctx, encKey(dst), r.Value)
-		} else {
-			err = tx.PutExpiring(x.ctx, encKey(dst), r.Value, r.Expiry)
+		if err := x.moveKey(v, src, dst, r, x.name != "copy"); err != nil {
+			return err
 		}
-		if err == nil && x.name != "copy" {
-			err = tx.Delete(x.ctx, encKey(src))
-		}
-		done = err == nil
-		return err
+		done, moved = true, r.Value
+		return nil
 	})
+	if err == nil && done && moved != nil {
+		if t := valueType(moved); t == "list" || t == "zset" {
+			x.ready(dst)
+		}
+	}
 	switch {
 	case err != nil:
 		writeCASErr(x.c, err)
@@ -260,5 +263,65 @@ func cmdRename(x *call) {
 		x.c.WriteInt(1)
 	default:
 		x.c.WriteInt(0)
+	}
+}
+
+// moveKey writes the value r read at src, with its expiry, and every
+// element of the collection it heads, to dst inside v, replacing whatever
+// dst held (clearKey); del: src and its elements go (RENAME). A list's or
+// set's elements are those of its generation (others are garbage, left
+// where they are); a hash's fields and a sorted set's members and index
+// are its whole span. Element keys keep their suffix after the key's
+// field prefix, so a list keeps its generation and indexes.
+func (x *call) moveKey(v *txView, src, dst []byte, r Result, del bool) error {
+	if err := x.clearKey(v, dst); err != nil {
+		return err
+	}
+	put := func(k, val []byte) error {
+		if r.Expiry == (Expiry{}) {
+			return v.tx.Put(x.ctx, k, val)
+		}
+		return v.tx.PutExpiring(x.ctx, k, val, r.Expiry)
+	}
+	if err := put(encKey(dst), r.Value); err != nil {
+		return v.fail(err)
+	}
+	if del {
+		if err := v.tx.Delete(x.ctx, encKey(src)); err != nil {
+			return v.fail(err)
+		}
+	}
+	if !isMarker(r.Value) {
+		return nil
+	}
+	from, to := fieldPrefix(src), fieldPrefix(dst)
+	start, end := from, fieldsEnd(src)
+	for _, marker := range [][]byte{listMarker, setMarker} {
+		if m, ok := decodeMeta(marker, r.Value); ok {
+			start = elemPrefix(src, m.gen)
+			end = prefixEnd(start)
+		}
+	}
+	for {
+		kvs, err := v.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			// Elements carry no TTL of their own: the metadata's is the
+			// collection's.
+			if err := v.tx.Put(x.ctx, append(bytes.Clone(to), kv.Key[len(from):]...), kv.Value); err != nil {
+				return v.fail(err)
+			}
+			if del {
+				if err := v.tx.Delete(x.ctx, kv.Key); err != nil {
+					return v.fail(err)
+				}
+			}
+		}
+		if len(kvs) < x.s.cfg.MaxBatchKeys {
+			return nil
+		}
+		start = append(bytes.Clone(kvs[len(kvs)-1].Key), 0)
 	}
 }

@@ -36,7 +36,9 @@
 //
 // Whole database (database.go): KEYS (a full scan), FLUSHDB and FLUSHALL
 // (scan and batched deletes; AccessAdmin), RANDOMKEY, RENAME, RENAMENX
-// and COPY (strings, one KV.Txn each), OBJECT ENCODING.
+// and COPY (any type, a collection's elements with it, one KV.Txn each),
+// OBJECT ENCODING, SORT and SORT_RO (sort.go: BY, GET, LIMIT, ALPHA,
+// STORE; one KV.Txn).
 //
 // Strings: GET, SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL],
 // SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, APPEND, STRLEN, GETRANGE
@@ -70,6 +72,7 @@
 // zsetkeys.go): ZADD (NX XX GT LT CH INCR), ZINCRBY, ZREM, ZSCORE,
 // ZMSCORE, ZCARD, ZCOUNT, ZLEXCOUNT, ZRANK, ZREVRANK, ZRANGE (BYSCORE
 // BYLEX REV LIMIT WITHSCORES) and its older forms, ZPOPMIN, ZPOPMAX,
+// ZMPOP and the blocking BZPOPMIN, BZPOPMAX and BZMPOP (zsetblock.go),
 // ZREMRANGEBYSCORE/RANK/LEX, ZSCAN, ZRANGESTORE, ZRANDMEMBER
 // (zsetrand.go), and (zsetalgebra.go) ZUNION, ZINTER, ZDIFF, their STORE
 // forms, ZINTERCARD and SINTERCARD, which read every input whole in one
@@ -198,9 +201,10 @@
 // other across several keys of one hash: a concurrent HDEL of a hash's last
 // field and HSET of a new one, or DEL and HSET of the same key, can leave
 // the hash missing fields. Each single field write is atomic. Sorted-set writes are atomic; ZADD creating a
-// set clears an earlier set's leftovers first in one guarded write, or,
-// when the set's keys span ranges, by a scan and deletes that can race
-// with another ZADD creating the same set. There is no eviction and no pub/sub (RESP3's push replies are never sent).
+// set clears an earlier set's leftovers in its own transaction, or, past
+// zStaleInTxn of them, first in one guarded write, or, when the set's keys
+// span ranges, by a scan and deletes that can race with another ZADD
+// creating the same set. There is no eviction and no pub/sub (RESP3's push replies are never sent).
 //
 // Transactions: EXEC cannot run notInMulti's commands: each is refused
 // when queued and aborts the transaction. EXPIRE and PERSIST inside EXEC write

@@ -163,47 +163,64 @@ func cmdBLMove(x *call) {
 // BLMPOP timeout numkeys ..., checked in Redis's order (the timeout
 // last). The answer is the key and an array of its elements.
 func cmdLMPop(x *call) {
-	at := 1
-	if x.name == "blmpop" {
-		at = 2
-	}
-	n, err := strconv.ParseInt(string(x.args[at]), 10, 64)
-	if err != nil || n < 1 {
-		x.c.WriteError("ERR numkeys should be greater than 0")
-		return
-	}
-	if n > int64(len(x.args)-at-2) {
-		x.c.WriteError(errSyntax)
-		return
-	}
-	keys := x.args[at+1 : at+1+int(n)]
-	rest := x.args[at+1+int(n):]
-	left, ok := parseSide(rest[0])
+	keys, left, count, ok := x.parseMPop("blmpop", parseSide)
 	if !ok {
-		x.c.WriteError(errSyntax)
 		return
 	}
-	count := int64(-1)
-	for i := 1; i < len(rest); i++ {
-		if count != -1 || !strings.EqualFold(string(rest[i]), "count") || i+1 == len(rest) {
-			x.c.WriteError(errSyntax)
-			return
-		}
-		i++
-		if count, err = strconv.ParseInt(string(rest[i]), 10, 64); err != nil || count < 1 {
-			x.c.WriteError("ERR count should be greater than 0")
-			return
-		}
-	}
-	count = max(count, 1)
 	try := x.popTry(keys, left, count, func(vals [][]byte) {
 		x.c.WriteArray(len(vals))
 		for _, v := range vals {
 			x.c.WriteBulk(v)
 		}
 	})
+	x.mpop(keys, try)
+}
+
+// parseMPop reads the arguments LMPOP, BLMPOP, ZMPOP and BZMPOP share as
+// Redis checks them: numkeys (after the timeout of the blocking one,
+// named blocking), the keys, a side that side reads (LEFT|RIGHT,
+// MIN|MAX), [COUNT count]. ok false: it replied.
+func (x *call) parseMPop(blocking string, side func([]byte) (bool, bool)) (keys [][]byte, first bool, count int64, ok bool) {
+	at := 1
+	if x.name == blocking {
+		at = 2
+	}
+	n, err := strconv.ParseInt(string(x.args[at]), 10, 64)
+	if err != nil || n < 1 {
+		x.c.WriteError("ERR numkeys should be greater than 0")
+		return nil, false, 0, false
+	}
+	if n > int64(len(x.args)-at-2) {
+		x.c.WriteError(errSyntax)
+		return nil, false, 0, false
+	}
+	keys = x.args[at+1 : at+1+int(n)]
+	rest := x.args[at+1+int(n):]
+	if first, ok = side(rest[0]); !ok {
+		x.c.WriteError(errSyntax)
+		return nil, false, 0, false
+	}
+	count = -1
+	for i := 1; i < len(rest); i++ {
+		if count != -1 || !strings.EqualFold(string(rest[i]), "count") || i+1 == len(rest) {
+			x.c.WriteError(errSyntax)
+			return nil, false, 0, false
+		}
+		i++
+		if count, err = strconv.ParseInt(string(rest[i]), 10, 64); err != nil || count < 1 {
+			x.c.WriteError("ERR count should be greater than 0")
+			return nil, false, 0, false
+		}
+	}
+	return keys, first, max(count, 1), true
+}
+
+// mpop serves a parsed LMPOP or ZMPOP by one try, answering the null
+// array when there is nothing to pop, and their blocking forms (their
+// first argument the timeout) by blocking.
+func (x *call) mpop(keys [][]byte, try tryFunc) {
 	none := func() { x.c.WriteArray(-1) }
-	if x.name == "lmpop" {
+	if x.name[0] != 'b' {
 		if !try(func([]byte) bool { return true }, true) {
 			none()
 		}

@@ -34,39 +34,32 @@ type prepared struct {
 	class cmdClass
 	// errMsg, when set, is the command's reply (unknown, arity, NOAUTH).
 	errMsg string
-	// argv holds args for commands of up to 3 arguments (GET, SET, DEL
-	// k) and served the call serveOne makes for it, so that neither is
-	// an allocation of its own.
-	argv   [3][]byte
+	// served is the call serveOne makes for it, so that it is not an
+	// allocation of its own.
 	served struct {
 		call
 		ec errorNoting
 	}
 }
 
-// prepare copies a command's arguments (redcon reuses its read buffer and
-// the KV may keep them) into one allocation, and checks its name,
-// authentication, permission and arity.
+// prepare takes a command's arguments and checks its name,
+// authentication, permission and arity. The arguments are redcon's own,
+// not copied: its connection reader copies each command it reads out of
+// its read buffer (a RESP array into Command.Raw, which the arguments
+// slice; an inline command's arguments one by one) and never reuses the
+// copy, so they may outlive the read, as a queued MULTI's and the values
+// the KV keeps do (TestArgumentsOutliveTheirRead).
 func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
 	if len(cmd.Args) == 0 {
 		return &prepared{errMsg: "ERR empty command"}
 	}
-	size := 0
-	for _, a := range cmd.Args {
-		size += len(a)
+	args := cmd.Args
+	for i, a := range args {
+		// Capped, so that appending to one argument never writes over
+		// the next (they lie side by side in Raw).
+		args[i] = a[:len(a):len(a)]
 	}
 	p := &prepared{}
-	args, buf := p.argv[:0], make([]byte, 0, size)
-	if len(cmd.Args) > len(p.argv) {
-		args = make([][]byte, 0, len(cmd.Args))
-	}
-	args = args[:len(cmd.Args)]
-	for i, a := range cmd.Args {
-		buf = append(buf, a...)
-		// Capped, so that appending to one argument never writes over
-		// the next.
-		args[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
-	}
 	name, ok := commandName(args[0])
 	spec := commands[name]
 	switch {

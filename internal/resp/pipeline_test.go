@@ -207,3 +207,36 @@ func TestPipelineReadOnlyUser(t *testing.T) {
 		"-NOPERM User reader has no permissions to run the 'set' command",
 		"-NOPERM User reader has no permissions to run the 'del' command", "$1"})
 }
+
+// A command's arguments are redcon's and not copied (prepare): they must
+// stay as read while the connection reads on. A MULTI holds its queued
+// commands across reads, each read here the same length as the last, so
+// that a reader reusing its buffer would lay the next command over them.
+func TestArgumentsOutliveTheirRead(t *testing.T) {
+	s, _ := start(t, newFakeKV(), nil, nil)
+	c := dialRaw(t, s)
+	if got := c.do(t, "MULTI"); got != "+OK" {
+		t.Fatalf("MULTI: %q", got)
+	}
+	for _, kv := range [][2]string{{"ka", "va"}, {"kb", "vb"}, {"kc", "vc"}} {
+		if got := c.do(t, "SET", kv[0], kv[1]); got != "+QUEUED" {
+			t.Fatalf("SET %s: %q", kv[0], got)
+		}
+	}
+	for _, inline := range []string{"SET kd vd\r\n", "SET ke ve\r\n"} { // inline commands: read another way
+		if _, err := c.c.Write([]byte(inline)); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.reply(t); got != "+QUEUED" {
+			t.Fatalf("%q: %q", inline, got)
+		}
+	}
+	if got := c.do(t, "EXEC"); got != "*[+OK +OK +OK +OK +OK]" {
+		t.Fatalf("EXEC: %q", got)
+	}
+	for _, kv := range [][2]string{{"ka", "va"}, {"kb", "vb"}, {"kc", "vc"}, {"kd", "vd"}, {"ke", "ve"}} {
+		if got := c.do(t, "GET", kv[0]); got != "$"+kv[1] {
+			t.Errorf("GET %s = %q, want %q", kv[0], got, kv[1])
+		}
+	}
+}

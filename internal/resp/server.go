@@ -157,9 +157,9 @@ func (c Config) Validate() error {
 	case c.CASAttempts <= 0:
 		return errors.New("resp: CASAttempts must be > 0")
 	case c.BlockRecheck <= 0:
-		return errors.New("resp: BlockRecheck must be > 0")
+		return fmt.Errorf("resp: BlockRecheck (--redis-block-recheck) %v must be > 0", c.BlockRecheck)
 	case c.MaxBlockedClients <= 0:
-		return errors.New("resp: MaxBlockedClients must be > 0")
+		return fmt.Errorf("resp: MaxBlockedClients (--redis-max-blocked-clients) %d must be > 0", c.MaxBlockedClients)
 	}
 	return nil
 }

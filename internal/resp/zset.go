@@ -88,11 +88,15 @@ type zMember struct {
 // writes the member keys, their index entries and the count together, so
 // no reader sees one without the others. The set is deleted when its last
 // member goes; the metadata keeps its TTL.
+//
+// A new set is made on a clean span: what an earlier set at z left (after
+// SET, GETDEL or its expiry) is deleted in the same transaction
+// (zclearInTxn), so a ZADD is one transaction, batched with the other
+// writes of z (keyTxn). Only when more is left than a transaction should
+// carry is it cleared first on its own (zclearStale), and the transaction
+// run again.
 func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []zMember) (bool, error)) error {
-	if err := x.zclearStale(z); err != nil {
-		return err
-	}
-	return x.keyTxn(z, func(tx TxnKV) error {
+	body := func(tx TxnKV) error {
 		v := &txView{tx: tx, now: x.s.cfg.Now}
 		meta, err := v.read(x.ctx, encKey(z))
 		if err != nil {
@@ -104,9 +108,10 @@ func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []z
 		card := 0
 		if meta.Found {
 			card = int(zsetCard(meta.Value))
+		} else if err := x.zclearInTxn(v, z); err != nil {
+			return err
 		}
 		stored := make([]zMember, len(names))
-		ms := make([]zMember, len(names))
 		for i, m := range names {
 			r, err := v.read(x.ctx, zMemberKey(z, m))
 			if err != nil {
@@ -115,12 +120,8 @@ func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []z
 			if r.Found {
 				stored[i] = zMember{score: zScoreOf(r.Value), present: true}
 			}
-			if meta.Found {
-				// Without metadata a member key is garbage of an
-				// earlier set: it goes, but is not a member.
-				ms[i] = stored[i]
-			}
 		}
+		ms := slices.Clone(stored)
 		before := slices.Clone(ms)
 		if write, err := change(meta.Found, ms); err != nil || !write {
 			return err
@@ -147,7 +148,42 @@ func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []z
 			}
 		}
 		return x.zwriteMeta(v, z, meta.Found, card, ops)
-	})
+	}
+	err := x.keyTxn(z, body)
+	if !errors.Is(err, errZStale) {
+		return err
+	}
+	if err := x.zclearStale(z); err != nil {
+		return err
+	}
+	return x.keyTxn(z, body)
+}
+
+// zStaleInTxn is the most keys an earlier set left that a new set's
+// transaction deletes itself; more are cleared before it (errZStale).
+const zStaleInTxn = 64
+
+// errZStale ends a transaction making a new set at a key where more than
+// zStaleInTxn keys of an earlier one are left.
+var errZStale = errors.New("sorted set: too much left by an earlier set to clear in the transaction")
+
+// zclearInTxn deletes, inside v, the keys an earlier set left in z's span
+// (none, nearly always: one read of an empty span), or fails with
+// errZStale if there are more than zStaleInTxn.
+func (x *call) zclearInTxn(v *txView, z []byte) error {
+	kvs, err := v.Scan(x.ctx, fieldPrefix(z), fieldsEnd(z), zStaleInTxn+1)
+	if err != nil {
+		return err
+	}
+	if len(kvs) > zStaleInTxn {
+		return errZStale
+	}
+	for _, kv := range kvs {
+		if err := v.tx.Delete(x.ctx, kv.Key); err != nil {
+			return v.fail(err)
+		}
+	}
+	return nil
 }
 
 // zwriteMeta writes ops and z's metadata for card members (none: the set
@@ -163,7 +199,8 @@ func (x *call) zwriteMeta(v *txView, z []byte, exists bool, card int, ops []Op) 
 }
 
 // zclearStale removes what an earlier set at z left (after SET, GETDEL or
-// its expiry) before a set is created there: one guarded write that
+// its expiry), when more than a transaction carries, before a set is
+// created there: one guarded write that
 // clears z's span if z is absent, and else does nothing (its guard value,
 // zsetMarker alone, is never stored, and its op only touches a TTL). When
 // z and its span lie in different ranges the clearing is a scan and
@@ -606,6 +643,9 @@ func cmdZRangeStore(x *call) {
 	if err != nil {
 		x.zreplyErr(err)
 		return
+	}
+	if len(out) > 0 {
+		x.ready(x.args[1]) // a new set at the destination (BZPOPMIN)
 	}
 	x.c.WriteInt(len(out))
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -212,5 +213,62 @@ func TestRandHugeNegativeCount(t *testing.T) {
 	}
 	if got[4] != "*[$a $a]" || got[5] != "+PONG" {
 		t.Errorf("after them: %q, %q", got[4], got[5])
+	}
+}
+
+// writeCountKV counts the guarded writes and transactions sent to it.
+type writeCountKV struct {
+	*fakeKV
+	guarded, txns atomic.Int32
+}
+
+func (k *writeCountKV) GuardedWrite(ctx context.Context, ops []Op, g Guard) (GuardResult, error) {
+	k.guarded.Add(1)
+	return k.fakeKV.GuardedWrite(ctx, ops, g)
+}
+
+func (k *writeCountKV) Txn(ctx context.Context, fn func(TxnKV) error) error {
+	k.txns.Add(1)
+	return k.fakeKV.Txn(ctx, fn)
+}
+
+// A ZADD is one transaction and no other write, also when it makes a new
+// set where an earlier one left its keys (SET over it, then GETDEL): they are cleared
+// in that transaction, and none reads as a member. Past zStaleInTxn
+// leftover keys they are cleared by one guarded write, and the
+// transaction runs again.
+func TestZAddIsOneTransaction(t *testing.T) {
+	kv := &writeCountKV{fakeKV: newFakeKV()}
+	s, _ := start(t, kv, nil, nil)
+	writes := func(cmd ...string) (guarded, txns int32) {
+		t.Helper()
+		g, x := kv.guarded.Load(), kv.txns.Load()
+		pipeline(t, s, cmd)
+		return kv.guarded.Load() - g, kv.txns.Load() - x
+	}
+	for _, cmd := range [][]string{{"ZADD", "z", "1", "a", "2", "b"}, {"ZADD", "z", "3", "c"}, {"ZINCRBY", "z", "5", "a"}, {"SET", "z", "str"}, {"DEL", "z"}} {
+		g, x := writes(cmd...)
+		if cmd[0][0] == 'Z' && (g != 0 || x != 1) {
+			t.Errorf("%v: %d guarded writes and %d transactions, want 0 and 1", cmd, g, x)
+		}
+	}
+	// Leftovers: a set of 3 members, then of zStaleInTxn, replaced by SET.
+	for _, n := range []int{3, zStaleInTxn} {
+		add := []string{"ZADD", "old"}
+		for i := range n {
+			add = append(add, strconv.Itoa(i), "m"+strconv.Itoa(i))
+		}
+		pipeline(t, s, add)
+		pipeline(t, s, []string{"SET", "old", "v"}, []string{"GETDEL", "old"})
+		g, x := writes("ZADD", "old", "7", "m1")
+		want := int32(0)
+		if 2*n > zStaleInTxn {
+			want = 1 // 2n keys (member and index entry) left
+		}
+		if g != want || x != 1+want {
+			t.Errorf("ZADD over %d members' leftovers: %d guarded writes and %d transactions, want %d and %d", n, g, x, want, 1+want)
+		}
+		eqReplies(t, pipeline(t, s, []string{"ZRANGE", "old", "0", "-1", "WITHSCORES"}, []string{"ZCARD", "old"}), []string{"*[$m1 $7]", ":1"})
+		pipeline(t, s, []string{"DEL", "old"})
 	}
 }

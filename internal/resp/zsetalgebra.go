@@ -137,6 +137,9 @@ func cmdZAlgebra(x *call) {
 		}
 		return x.zstore(v, sp.dst, out)
 	})
+	if err == nil && sp.dst != nil && len(out) > 0 {
+		x.ready(sp.dst) // a new set at the destination (BZPOPMIN)
+	}
 	switch {
 	case errors.Is(err, errZSyntax):
 		x.c.WriteError(parseErr)

@@ -3,7 +3,6 @@ package resp
 import (
 	"errors"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -98,17 +97,7 @@ func cmdZPop(x *call) {
 		count = int(min(n, math.MaxInt32))
 	}
 	z := x.args[1]
-	es, ok := x.zremove(z, func(card int) ([]zEntry, error) {
-		skip := 0
-		if x.name == "zpopmax" {
-			skip = max(card-count, 0)
-		}
-		es, err := x.zpick(z, zIndexPrefix(z), zIndexEnd(z), skip, count)
-		if x.name == "zpopmax" {
-			slices.Reverse(es)
-		}
-		return es, err
-	})
+	es, ok := x.zremove(z, x.zpopPick(z, x.name == "zpopmax", count))
 	switch {
 	case !ok:
 	case len(x.args) == 2 && len(es) == 1:

@@ -108,10 +108,16 @@ type derivationBudget struct {
 	procs func() int
 	quota func() float64
 	// now times derivations and refills on the wall clock (not a
-	// directory's injected one): the time is the core's. A derivation's
-	// wall time is at least its CPU time, so a loaded node charges more,
-	// never less.
+	// directory's injected one): the time is the core's. cpu is the
+	// process's CPU time so far, where the kernel tells it. A derivation
+	// is charged the lesser of its wall time and the process's CPU time
+	// over it: each is at least its own CPU time, which no thread's clock
+	// sees whole (Argon2id runs its lanes on goroutines of their own).
+	// Wall time alone charged a derivation for the time other processes
+	// held the cores: on a machine at load 30, six logins one after
+	// another spent the 1 s burst.
 	now func() time.Time
+	cpu func() (time.Duration, bool)
 
 	mu   sync.Mutex
 	busy int
@@ -135,23 +141,29 @@ const cpusEvery = time.Second
 // newDerivationBudget returns a budget of c, its credit full.
 func newDerivationBudget(c LoginConfig) *derivationBudget {
 	return &derivationBudget{share: c.DerivationShare, burst: c.DerivationBurst, credit: float64(c.DerivationBurst),
-		procs: func() int { return runtime.GOMAXPROCS(0) }, quota: func() float64 { return 0 }, now: time.Now}
+		procs: func() int { return runtime.GOMAXPROCS(0) }, quota: func() float64 { return 0 }, now: time.Now, cpu: processCPU}
 }
 
 // do runs derive if the budget admits it, else refuses with
-// *LoginBusyError; derive's time is charged after it.
+// *LoginBusyError; derive's time is charged after it (the lesser of its
+// wall time and the process's CPU time meanwhile).
 func (b *derivationBudget) do(derive func()) error {
 	if err := b.take(b.now()); err != nil {
 		return err
 	}
 	start := b.now()
+	cpu, cpuKnown := b.cpu()
 	derive()
 	end := b.now()
+	spent := end.Sub(start)
+	if cpuEnd, ok := b.cpu(); ok && cpuKnown {
+		spent = min(spent, cpuEnd-cpu)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.busy--
 	b.refill(end)
-	b.credit -= float64(end.Sub(start))
+	b.credit -= float64(spent)
 	return nil
 }
 

@@ -19,6 +19,10 @@ type fakeClock struct{ ns atomic.Int64 }
 func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
+// cpu is a process CPU clock that runs with the wall clock: a derivation
+// is charged the time it takes on c.
+func (c *fakeClock) cpu() (time.Duration, bool) { return time.Duration(c.ns.Load()), true }
+
 // held is a derivation in progress: a blocking fake hasher that holds its
 // slot until released.
 type held struct {
@@ -77,7 +81,7 @@ func budgetOn(c LoginConfig, procs int, quota float64) (*derivationBudget, *fake
 	b := newDerivationBudget(c)
 	b.procs, b.quota = func() int { return procs }, func() float64 { return quota }
 	clock := &fakeClock{}
-	b.now = clock.now
+	b.now, b.cpu = clock.now, clock.cpu
 	return b, clock
 }
 
@@ -139,6 +143,59 @@ func TestDerivationBudgetChargesMeasuredTime(t *testing.T) {
 	derive(t, b, clock, 800*time.Millisecond)
 	derive(t, b, clock, 300*time.Millisecond)
 	wantBusy(t, b, 200*time.Millisecond)
+}
+
+// A derivation is charged the lesser of its wall time and the process's
+// CPU time meanwhile: 800 ms on the wall while the process used 30 ms of
+// CPU (other processes held the cores) costs 30 ms; 30 ms on the wall
+// while the process used 800 ms (its other goroutines) costs 30 ms. From
+// the default burst on 2 CPUs (0.2 cores) that leaves 946 ms (6 ms
+// refilled in the second); a derivation of 1.1 s then refills the burst
+// whole and leaves a debt of 100 ms, 500 ms of refill. Charged the wall
+// time, the first would have left 200 ms and the debt been 704 ms.
+func TestDerivationBudgetChargesTheLesserOfWallAndCPU(t *testing.T) {
+	b := newDerivationBudget(DefaultLoginConfig())
+	b.procs, b.quota = func() int { return 2 }, func() float64 { return 0 }
+	var wall, cpu fakeClock
+	b.now, b.cpu = wall.now, func() (time.Duration, bool) { return time.Duration(cpu.ns.Load()), true }
+	for _, d := range []struct{ wall, cpu time.Duration }{{800 * time.Millisecond, 30 * time.Millisecond}, {30 * time.Millisecond, 800 * time.Millisecond}} {
+		if err := b.do(func() { wall.advance(d.wall); cpu.advance(d.cpu) }); err != nil {
+			t.Fatalf("a derivation of %v on the wall and %v of CPU: %v", d.wall, d.cpu, err)
+		}
+	}
+	if b.credit != float64(946*time.Millisecond) {
+		t.Fatalf("credit %v after the two, want 946ms", time.Duration(b.credit))
+	}
+	if err := b.do(func() { wall.advance(1100 * time.Millisecond); cpu.advance(1100 * time.Millisecond) }); err != nil {
+		t.Fatalf("a derivation of 1.1 s with the burst nearly whole: %v", err)
+	}
+	wantBusy(t, b, 500*time.Millisecond)
+}
+
+// Without the kernel's CPU time a derivation is charged its wall time.
+func TestDerivationBudgetChargesWallWithoutCPUTime(t *testing.T) {
+	b := newDerivationBudget(DefaultLoginConfig())
+	b.procs, b.quota = func() int { return 2 }, func() float64 { return 0 }
+	var wall fakeClock
+	b.now, b.cpu = wall.now, func() (time.Duration, bool) { return 0, false }
+	if err := b.do(func() { wall.advance(1100 * time.Millisecond) }); err != nil {
+		t.Fatal(err)
+	}
+	wantBusy(t, b, 500*time.Millisecond)
+}
+
+// The process's CPU clock moves with the work the process does.
+func TestProcessCPUMoves(t *testing.T) {
+	start, ok := processCPU()
+	if !ok {
+		t.Skip("the kernel gives no process CPU time here")
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		if now, _ := processCPU(); now-start >= 20*time.Millisecond {
+			return
+		}
+	}
+	t.Fatal("a second of spinning did not add 20 ms to the process's CPU time")
 }
 
 // Credit is not concurrency: max(1, floor(budget)) derivations run at

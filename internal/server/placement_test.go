@@ -533,6 +533,7 @@ func TestAdaptiveLearnerKeptWhileItServes(t *testing.T) {
 	for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if n, err := adaptiveLearner(h.ctx, h.c); err == nil && n == 0 {
 			close(stop)
+			h.tc.logEvents(t)
 			t.Fatalf("the learner on node %d was removed while it served the range's reads (%d served)", h.learner, <-served)
 		}
 	}
