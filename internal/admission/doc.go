@@ -22,8 +22,11 @@
 //     longer than Target are refused when their work would start (they
 //     are likely past their caller's patience), and any request that
 //     waited longer than Interval is refused at any time. The server
-//     applies both to every client request, reads and Redis commands
-//     included (a Redis command arrives when its connection read it).
+//     applies both to writes only, Redis writes included (a Redis command
+//     arrives when its connection read it): a refused write saves its
+//     Raft round, while refusing a cached read costs the node as much as
+//     serving it, so reads are measured (Observe) and bounded by
+//     MaxInflight only.
 //   - Background requests are refused whenever the node is overloaded and
 //     may hold only a share of the in-flight slots; node-internal work
 //     (Raft messages, leases, heartbeats, snapshots, admin calls) never

@@ -17,9 +17,9 @@ import (
 type Node interface {
 	// Lookup is the local replica covering key, or nil.
 	Lookup(key []byte) *raftstore.Replica
-	// Admit admits a request; on nil, Done(p) follows when the request
-	// ends.
-	Admit(ctx context.Context) (admission.Priority, error)
+	// Admit admits a request (a read or not); on nil, Done(p) follows
+	// when the request ends.
+	Admit(ctx context.Context, read bool) (admission.Priority, error)
 	Done(p admission.Priority)
 	// AdmitGrowth waits until r's range has room for grow more bytes at
 	// key; it returns the replica key now belongs to and the release.
@@ -106,7 +106,7 @@ func Run[T any](ctx context.Context, a *API, op string, validate func() error, k
 		n.Refused(op, start, err)
 		return zero, err
 	}
-	pri, err := n.Admit(ctx)
+	pri, err := n.Admit(ctx, readOps[op])
 	if err != nil {
 		n.Refused(op, start, err)
 		return zero, err

@@ -47,10 +47,9 @@ type Node interface {
 	Received(msg *tidekvpb.KVBatchRequest)
 	// Priority is how admission treats a request's API priority.
 	Priority(p tidekvpb.Priority) admission.Priority
-	// Refuse is the answer to a request the node refuses as it is read,
-	// at admission priority p: a write its user may not make (the stream
-	// was opened with the role to read), or any request admission sheds.
-	// Nil runs it.
+	// Refuse is the answer to a write the node refuses as it is read, at
+	// admission priority p: its user may not make it (the stream was
+	// opened with the role to read), or admission sheds it. Nil runs it.
 	Refuse(id security.Identity, req *tidekvpb.KVRequest, p admission.Priority) *tidekvpb.KVResponse
 }
 
@@ -75,7 +74,7 @@ func New(node Node, kv tidekvpb.KVServer, maxSend int, stopper <-chan struct{}) 
 // Each request runs in its own goroutine through the same handler as its
 // unary call, so admission, validation, routing errors and metrics are the
 // same; answers go back as they finish, as many per message as are ready.
-// Requests pass the admission gate as each message is read, so a shedding
+// Writes pass the admission gate as each message is read, so a shedding
 // node refuses them before it starts any work, and the refusal shares its
 // message with the other answers.
 func (s *Server) Serve(stream tidekvpb.KV_BatchServer) error {
@@ -170,14 +169,16 @@ func (a *arrivals) of(p admission.Priority) context.Context {
 	return a.by[p]
 }
 
-// start answers a request the node refuses at once, and runs anything
-// else on a worker.
+// start answers a write the node refuses at once, and runs anything else
+// on a worker.
 func (r *batchReader) start(arr *arrivals, req *tidekvpb.KVRequest) {
 	p := r.s.node.Priority(req.GetPriority())
-	if answer := r.s.node.Refuse(r.id, req, p); answer != nil {
-		r.out.push(answer)
-		r.wg.Done()
-		return
+	if !kvbatch.IsRead(req) {
+		if answer := r.s.node.Refuse(r.id, req, p); answer != nil {
+			r.out.push(answer)
+			r.wg.Done()
+			return
+		}
 	}
 	r.s.workers.run(batchJob{r: r, ctx: arr.of(p), req: req})
 }

@@ -27,10 +27,11 @@ func windows(s *Server, clk *manualclock.Clock, n int, sched time.Duration) {
 	}
 }
 
-// An overloaded node refuses a share of new gRPC requests and Redis
-// commands at once, reads as well as writes, with a reason and a retry
-// hint, refuses background writes outright, keeps serving admin calls, and
-// admits everything again once its queue is short.
+// An overloaded node refuses a share of new gRPC and Redis writes at once,
+// with a reason and a retry hint, refuses background writes outright,
+// keeps serving reads, gRPC and Redis (refusing one costs as much as
+// serving it; docs/admission.md), and admin calls, and admits everything
+// again once its queue is short.
 func TestAdmissionShedsByDelay(t *testing.T) {
 	clk := manualclock.New(time.Unix(1000, 0))
 	tc := startClusterWith(t, 1, func(c *Config) {
@@ -83,22 +84,23 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 		_, err := kv.Put(ctx, &tidekvpb.PutRequest{Key: []byte("k"), Value: []byte("v")})
 		return err
 	})
-	shed += shedOf("get", grpcRefusal, func() error {
-		_, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k")})
-		return err
-	})
-	// Redis commands too, with an error go-redis retries (its
-	// shouldRetry takes "TRYAGAIN "); MaxRetries -1 shows each one.
+	// Redis writes too, with an error go-redis retries (its shouldRetry
+	// takes "TRYAGAIN "); MaxRetries -1 shows each one.
 	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr(), MaxRetries: -1})
 	defer rdb.Close()
 	respRefusal := func(err error) bool { return strings.HasPrefix(err.Error(), "TRYAGAIN overloaded, retry after ") }
 	shed += shedOf("redis SET", respRefusal, func() error { return rdb.Set(ctx, "r", "v", 0).Err() })
-	shed += shedOf("redis GET", respRefusal, func() error {
-		if err := rdb.Get(ctx, "r").Err(); err != redis.Nil {
-			return err
+
+	// Reads are served, every one: at a 17% share about 166 of 200 would
+	// be refused if they met the gate.
+	for range 200 {
+		if _, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("k")}); err != nil {
+			t.Fatalf("get on an overloaded node: %v", err)
 		}
-		return nil
-	})
+		if err := rdb.Get(ctx, "r").Err(); err != nil && err != redis.Nil {
+			t.Fatalf("redis GET on an overloaded node: %v", err)
+		}
+	}
 
 	// Background work is refused whatever the draw.
 	bg := client.WithPriority(ctx, tidekvpb.Priority_PRIORITY_BACKGROUND)
@@ -142,14 +144,16 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 	}
 }
 
-// A read and a Redis command are refused by the delay they measured, from
-// their arrival to the start of their work, as writes are: a typed Get
-// whose request arrived longer than the admission interval ago, and the
-// GET and SET a pipeline held behind a SET that took that long (the clock
-// moves while the first SET is served), each answered "TRYAGAIN
-// overloaded, retry after N ms" and proposing nothing to Raft. Held for
-// less than the target, the same requests are served.
-func TestAdmissionRefusesReadsAndRedisByDelay(t *testing.T) {
+// A write, gRPC or Redis, is refused by the delay it measured, from its
+// arrival to the start of its work, and a read that waited as long is
+// served: a typed Put whose request arrived longer than the admission
+// interval ago is refused and a Get that arrived then is served; of a
+// pipeline held behind a SET that took that long (the clock moves while
+// the first SET is served), the GET is answered and the SET after it is
+// refused "TRYAGAIN overloaded, retry after N ms", proposing nothing to
+// Raft. Reads are measured but never shed by delay (docs/admission.md).
+// Held for less than the target, the same requests are served.
+func TestAdmissionRefusesWritesNotReadsByDelay(t *testing.T) {
 	clk := manualclock.New(time.Unix(1000, 0))
 	var hold atomic.Int64 // how far the clock moves while a Redis SET is served
 	tc := startClusterWith(t, 1, func(c *Config) {
@@ -171,11 +175,14 @@ func TestAdmissionRefusesReadsAndRedisByDelay(t *testing.T) {
 	}
 	late := s.cfg.Admission.Interval + time.Millisecond
 	in := func(at time.Time) context.Context { return admission.WithArrival(ctx, at, admission.Normal, true) }
-	if _, err := s.kv.Get(in(clk.Now().Add(-late)), []byte("a"), kvapi.Options{}); !isDelayRefusal(err) {
-		t.Fatalf("get that waited %v: %v, want refused for its queueing delay", late, err)
+	if err := s.kv.Put(in(clk.Now().Add(-late)), []byte("a"), []byte("late"), kvapi.Options{}); !isDelayRefusal(err) {
+		t.Fatalf("put that waited %v: %v, want refused for its queueing delay", late, err)
 	}
-	if _, err := s.kv.Get(in(clk.Now().Add(-s.cfg.Admission.Target/2)), []byte("a"), kvapi.Options{}); err != nil {
-		t.Fatalf("get that waited half the target: %v", err)
+	if g, err := s.kv.Get(in(clk.Now().Add(-late)), []byte("a"), kvapi.Options{}); err != nil || string(g.Value.Value) != "0" {
+		t.Fatalf("get that waited %v: %+v, %v, want served (reads are not shed by delay) with the value before the refused put", late, g, err)
+	}
+	if err := s.kv.Put(in(clk.Now().Add(-s.cfg.Admission.Target/2)), []byte("a"), []byte("0"), kvapi.Options{}); err != nil {
+		t.Fatalf("put that waited half the target: %v", err)
 	}
 
 	conn, err := net.Dial("tcp", s.RedisAddr())
@@ -212,8 +219,8 @@ func TestAdmissionRefusesReadsAndRedisByDelay(t *testing.T) {
 	before := r.Status().Commit
 	hold.Store(int64(late))
 	got := pipeline()
-	if got[0] != "+OK" || !strings.HasPrefix(got[1], "-TRYAGAIN overloaded, retry after ") || !strings.HasPrefix(got[2], "-TRYAGAIN overloaded, retry after ") {
-		t.Fatalf("pipeline held %v behind its first SET: %q, want OK then two TRYAGAIN refusals", late, got)
+	if got[0] != "+OK" || got[1] != "1" || !strings.HasPrefix(got[2], "-TRYAGAIN overloaded, retry after ") {
+		t.Fatalf("pipeline held %v behind its first SET: %q, want OK, the GET answered 1, then a TRYAGAIN refusal", late, got)
 	}
 	// The first SET is one Raft entry; the refused SET is none.
 	if after := r.Status().Commit; after != before+1 {
@@ -222,8 +229,9 @@ func TestAdmissionRefusesReadsAndRedisByDelay(t *testing.T) {
 	if v, err := kv.Get(ctx, &tidekvpb.GetRequest{Key: []byte("b")}); err != nil || v.GetFound() {
 		t.Fatalf("b after its SET was refused: %v, %v", v, err)
 	}
-	if st := s.adm.State(); st.Rejected[admission.Delay] < 3 {
-		t.Fatalf("refusals %v, want 3 for queueing delay", st.Rejected)
+	// The late Put and the late SET; the late Get and GET were served.
+	if st := s.adm.State(); st.Rejected[admission.Delay] != 2 {
+		t.Fatalf("refusals %v, want 2 for queueing delay", st.Rejected)
 	}
 
 	hold.Store(int64(s.cfg.Admission.Target / 2))
@@ -236,17 +244,6 @@ func TestAdmissionRefusesReadsAndRedisByDelay(t *testing.T) {
 // isDelayRefusal says err is admission's refusal for queueing delay.
 func isDelayRefusal(err error) bool {
 	return status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "before it could start")
-}
-
-// rdbGet reads "r" over the node's Redis port.
-func rdbGet(ctx context.Context, s *Server) (string, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr(), MaxRetries: -1})
-	defer rdb.Close()
-	v, err := rdb.Get(ctx, "r").Result()
-	if err == redis.Nil {
-		return "", nil
-	}
-	return v, err
 }
 
 // gathered returns the value of the series name{label=value} on s.

@@ -52,7 +52,9 @@ type kvNode struct{ s *Server }
 
 func (n kvNode) Lookup(key []byte) *raftstore.Replica { return n.s.store.LookupKey(key) }
 
-func (n kvNode) Admit(ctx context.Context) (admission.Priority, error) { return n.s.admit(ctx) }
+func (n kvNode) Admit(ctx context.Context, read bool) (admission.Priority, error) {
+	return n.s.admit(ctx, read)
+}
 
 func (n kvNode) Done(p admission.Priority) { n.s.adm.Done(p) }
 

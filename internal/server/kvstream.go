@@ -32,10 +32,8 @@ func (n streamNode) Received(msg *tidekvpb.KVBatchRequest) {
 func (n streamNode) Priority(p tidekvpb.Priority) admission.Priority { return admissionPriority(p) }
 
 func (n streamNode) Refuse(id security.Identity, req *tidekvpb.KVRequest, p admission.Priority) *tidekvpb.KVResponse {
-	if !kvbatch.IsRead(req) {
-		if err := n.s.permitWrite(id, req); err != nil {
-			return kvbatch.ErrResponse(req.GetId(), err)
-		}
+	if err := n.s.permitWrite(id, req); err != nil {
+		return kvbatch.ErrResponse(req.GetId(), err)
 	}
 	if err := n.s.adm.Gate(p); err != nil {
 		return refusedAnswer(req.GetId(), err)
