@@ -84,8 +84,9 @@ func (k *redisLocal) Leader(key []byte) redisgw.Range {
 
 // in is ctx for a typed call: the command's arrival, when its connection
 // read it, from which admission measures its queueing delay as it does a
-// gRPC request's (a refusal is answered "TRYAGAIN overloaded, retry after
-// N ms", which Redis client libraries retry; docs/admission.md).
+// gRPC request's and sheds a write that waited too long (a read only
+// counts; a refusal is answered "TRYAGAIN overloaded, retry after N ms",
+// which Redis client libraries retry; docs/admission.md).
 func (k *redisLocal) in(ctx context.Context) context.Context {
 	ctx = admission.WithArrival(ctx, resp.Arrival(ctx), admission.Normal, false)
 	if k.origin == nil {
