@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/admission"
-	"github.com/tidekv/tidekv/internal/clockwatch"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 func (s *Server) startLoops() {
-	s.loop(s.cfg.HeartbeatInterval, s.heartbeat)
-	s.loop(s.cfg.ReportInterval, s.reportAll)
+	s.loop(s.cfg.HeartbeatInterval, s.report.Heartbeat)
+	s.loop(s.cfg.ReportInterval, s.report.ReportAll)
 	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
 	// Ticks as often as the shortest GC interval; a Pebble range's pass
 	// keeps the time its own interval gives it.
@@ -29,22 +29,11 @@ func (s *Server) startLoops() {
 	s.loop(s.cfg.ClosedTimestampInterval, s.push.Round)
 	s.loop(s.cfg.ClosedTimestampInterval, func(context.Context) { s.clock.Check(time.Now()) })
 	s.loop(metrics.SeriesInterval, func(context.Context) { s.metrics.Sample(time.Now()) })
-	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.mon.Sample() })
+	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.report.Monitor().Sample() })
 	// Admission windows move on even when no request arrives.
 	sched := admission.NewSchedSampler()
 	s.loop(s.cfg.Admission.Interval, func(context.Context) { s.adm.Tick(sched.Sample()) })
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			select {
-			case <-s.stopper:
-				return
-			case d := <-s.reports:
-				s.report(d)
-			}
-		}
-	}()
+	s.wg.Go(func() { s.report.Send(s.stopper) })
 }
 
 // loop runs fn every interval until the server stops, each run bounded
@@ -97,101 +86,6 @@ func (s *Server) untilStop(timeout time.Duration) (context.Context, context.Canc
 		}
 	}()
 	return ctx, cancel
-}
-
-func (s *Server) heartbeat(ctx context.Context) {
-	p := s.metrics.Latest()
-	adm := s.adm.State()
-	req := &tidekvpb.NodeHeartbeatRequest{Node: s.self(), Qps: p.QPS, P99Ms: p.P99Ms,
-		RejectedQps:  s.hbRates.rejectedRate(adm.RejectedTotal(), time.Now()),
-		QueueUtil:    float64(adm.Inflight) / float64(s.cfg.Admission.MaxInflight),
-		QueueDelayMs: ms(max(adm.QueueDelay, 0)), AdmitShare: adm.AdmitShare, Overloaded: adm.Overloaded}
-	if snap := s.mon.Latest(); snap != nil {
-		req.Cpu, req.Score, req.CpuQuota = snap.Usage.NodeCPU(), snap.Score, snap.Usage.Quota.CPUs
-	}
-	ch := s.clock.Health()
-	req.ClockUntrusted, req.ClockReason, req.MaxClockOffsetMs = !ch.Trusted, ch.Reason, clockwatch.MaxOffsetMs(ch)
-	var qps, reads float64
-	for _, r := range s.store.Replicas() {
-		req.Replicas++
-		if r.IsLeader() {
-			req.Leases++
-			if d := r.Desc(); d != nil {
-				l := s.rangeLoadOf(d, r.LeaderTerm())
-				qps, reads = qps+l.QPS, reads+l.ReadQPS
-			}
-		}
-	}
-	if qps > 0 {
-		req.ReadShare = reads / qps
-	}
-	req.ReplicaReads = s.replicaReads()
-	req.Bytes = s.localStatus().GetBytes()
-	req.KeyspaceCounts = s.ks.Counts()
-	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
-		return s.metaRange().Heartbeat(ctx, r, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
-		return c.NodeHeartbeat(ctx, req)
-	})
-	if err != nil {
-		return
-	}
-	s.dir.Update(resp.GetNodes())
-	s.store.SetSnapshotRate(s.cfg.snapshotRate(resp.GetMigrationBytesPerSec()))
-	s.gc.LearnTTL(resp.GetGcTtlMs())
-	if err := s.store.RaiseLogVersion(resp.GetLogVersion()); err != nil {
-		s.logVersionRefused(err)
-	}
-	s.rejoinGossip()
-}
-
-// heartbeatRates turns the node's rejection counter into a rate between
-// heartbeats (only the heartbeat loop uses it).
-type heartbeatRates struct {
-	at       time.Time
-	rejected uint64
-}
-
-func (h *heartbeatRates) rejectedRate(total uint64, now time.Time) float64 {
-	var rate float64
-	if dt := now.Sub(h.at).Seconds(); !h.at.IsZero() && dt > 0 && total >= h.rejected {
-		rate = float64(total-h.rejected) / dt
-	}
-	h.at, h.rejected = now, total
-	return rate
-}
-
-func (s *Server) report(d *tidekvpb.RangeDescriptor) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var term uint64
-	changing := false
-	if r := s.store.GetReplica(d.GetRangeId()); r != nil {
-		term, changing = r.LeaderTerm(), r.ChangeInProgress()
-	}
-	l := s.rangeLoadOf(d, term)
-	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: s.nodeID, Qps: l.QPS, ReadQps: l.ReadQPS, Bytes: l.Bytes,
-		HotKeyShare: l.HotKeyShare, LeaseTerm: l.Term, LoadStale: l.Stale, ChangeInProgress: changing,
-		GarbageBytes: s.gc.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
-	_, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
-		return s.metaRange().ReportRange(ctx, r, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
-		return c.ReportRange(ctx, req)
-	})
-	if err != nil {
-		log.Printf("range %d: report to meta range: %v", d.GetRangeId(), err)
-	}
-}
-
-// reportAll re-reports every range this node leads, so the directory heals
-// from lost reports and a new meta leaseholder learns the leaders.
-func (s *Server) reportAll(ctx context.Context) {
-	s.sampleRangeLoad(time.Now())
-	for _, r := range s.store.Replicas() {
-		if r.IsLeader() && r.Desc() != nil {
-			s.queueReport(r.Desc())
-		}
-	}
 }
 
 // migrateLayouts moves the data of every user range this node leads to
@@ -264,4 +158,45 @@ func (m metaDirectory) RangeDescriptors(ctx context.Context) ([]*tidekvpb.RangeD
 		out = append(out, ri.GetDesc())
 	}
 	return out, nil
+}
+
+// reportNode is the node as its heartbeats and range reports see it.
+type reportNode struct{ s *Server }
+
+func (n reportNode) Self() *tidekvpb.NodeDescriptor       { return n.s.self() }
+func (n reportNode) ID() uint64                           { return n.s.nodeID }
+func (n reportNode) Replicas() []*raftstore.Replica       { return n.s.store.Replicas() }
+func (n reportNode) Replica(id uint64) *raftstore.Replica { return n.s.store.GetReplica(id) }
+func (n reportNode) Bytes() uint64                        { return n.s.localStatus().GetBytes() }
+func (n reportNode) ClockUntrusted() bool                 { return n.s.store.ClockUntrusted() != "" }
+func (n reportNode) Garbage(id uint64) uint64             { return n.s.gc.Garbage(id) }
+
+func (n reportNode) Heartbeat(ctx context.Context, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error) {
+	return adminroute.Meta(ctx, n.s.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
+		return n.s.metaRange().Heartbeat(ctx, r, req)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
+		return c.NodeHeartbeat(ctx, req)
+	})
+}
+
+func (n reportNode) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) error {
+	_, err := adminroute.Meta(ctx, n.s.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
+		return n.s.metaRange().ReportRange(ctx, r, req)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
+		return c.ReportRange(ctx, req)
+	})
+	return err
+}
+
+// Heard takes in the meta range's answer: the node directory, the
+// migration allowance, the gc-ttl and the cluster's log version.
+func (n reportNode) Heard(resp *tidekvpb.NodeHeartbeatResponse) {
+	s := n.s
+	s.dir.Update(resp.GetNodes())
+	s.store.SetSnapshotRate(s.cfg.snapshotRate(resp.GetMigrationBytesPerSec()))
+	s.gc.LearnTTL(resp.GetGcTtlMs())
+	if err := s.store.RaiseLogVersion(resp.GetLogVersion()); err != nil {
+		s.logVersionRefused(err)
+	}
+	s.rejoinGossip()
 }

@@ -25,8 +25,7 @@ func (n sizeNode) Placement() placement.Config    { return n.s.clusterConfig().P
 func (n sizeNode) ReplicaFor(key []byte) (*raftstore.Replica, error) { return n.s.replicaFor(key) }
 
 func (n sizeNode) Crossed(d *tidekvpb.RangeDescriptor, bytes uint64) {
-	n.s.load.SetBytes(d.GetRangeId(), d.GetGeneration(), bytes)
-	n.s.queueReport(d)
+	n.s.report.Crossed(d, bytes)
 }
 
 func (n sizeNode) RangeBusy(id uint64) error {
