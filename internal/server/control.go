@@ -3,24 +3,21 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // The control loop (internal/control) runs on the meta range's
 // leaseholder. Every Control.Interval this node observes the cluster from
 // the range directory, the range reports and the node heartbeats, and hands
 // the observation to the loop; the loop's runner executes operators through
-// opExecutor, i.e. the same admin calls an operator's ctl commands make.
+// opExecutor, i.e. the same range operations an operator's ctl commands
+// run.
 
 // controlState is the server's handle on the control loop. The loop's
 // controller is not safe for concurrent use: mu serialises rounds, resets
@@ -122,8 +119,9 @@ type eventSink struct{ s *Server }
 
 func (e eventSink) Event(ev control.Event) { e.s.events.Record(ev.Kind, ev.Subject, "%s", ev.Reason) }
 
-// opExecutor carries out operators through the same admin paths an
-// operator's ctl commands take, so events and checks are the same.
+// opExecutor carries out operators through the range operations an
+// operator's ctl commands run (rangeops.Ops.Execute, in process), so
+// events and checks are the same.
 type opExecutor struct{ s *Server }
 
 func (x opExecutor) Execute(op placement.Operator, done func(error)) {
@@ -133,39 +131,13 @@ func (x opExecutor) Execute(op placement.Operator, done func(error)) {
 		defer s.wg.Done()
 		ctx, cancel := s.untilStop(s.ctl.loop.Runner.Config().OpTimeout)
 		defer cancel()
-		err := x.run(ctx, op)
+		err := raftstore.ErrStopped
+		if s.ready.Load() { // as the admin service refuses before the node serves
+			err = s.rangeOps().Execute(ctx, op)
+		}
 		if errors.Is(err, context.Canceled) {
 			err = nil // the node is stopping: nothing to report
 		}
 		done(err)
 	}()
-}
-
-func (x opExecutor) run(ctx context.Context, op placement.Operator) error {
-	admin := &adminService{s: x.s}
-	reason := op.Policy + ": " + op.Reason
-	var err error
-	switch op.Kind {
-	case placement.OpAddVoter:
-		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, AddNodeId: op.Target, Reason: reason})
-	case placement.OpAddLearner:
-		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, AddNodeId: op.Target, Learner: true, Reason: reason})
-	case placement.OpRemoveReplica:
-		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, RemoveNodeId: op.Source, Reason: reason})
-	case placement.OpMoveReplica:
-		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, AddNodeId: op.Target, RemoveNodeId: op.Source, Reason: reason})
-	case placement.OpTransferLease:
-		_, err = admin.TransferLease(ctx, &tidekvpb.TransferLeaseRequest{RangeId: op.Range, TargetNodeId: op.Target, Reason: reason})
-	case placement.OpMerge:
-		_, err = admin.Merge(ctx, &tidekvpb.MergeRequest{LeftRangeId: op.Range, Reason: reason})
-	case placement.OpSplit:
-		_, err = admin.Split(ctx, &tidekvpb.SplitRequest{RangeId: op.Range, SplitKey: op.SplitKey, ByLoad: op.SplitByLoad, Reason: reason,
-			ExpectedGeneration: op.Generation})
-		if status.Code(err) == codes.Aborted {
-			err = nil // the range split or merged since the decision: nothing to do
-		}
-	default:
-		err = fmt.Errorf("operator %s not supported", op.Kind)
-	}
-	return err
 }
