@@ -40,7 +40,7 @@ type Node interface {
 	// Heartbeat and ReportRange run on the meta range's leaseholder, here
 	// or forwarded.
 	Heartbeat(ctx context.Context, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error)
-	ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) error
+	ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error)
 	// Heard takes in the meta range's answer to a heartbeat.
 	Heard(resp *tidekvpb.NodeHeartbeatResponse)
 	// Garbage is the bytes of old versions range id holds (its GC queue's
@@ -197,7 +197,7 @@ func (r *Reporter) Report(d *tidekvpb.RangeDescriptor) {
 	req := &tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: r.node.ID(), Qps: l.QPS, ReadQps: l.ReadQPS, Bytes: l.Bytes,
 		HotKeyShare: l.HotKeyShare, LeaseTerm: l.Term, LoadStale: l.Stale, ChangeInProgress: changing,
 		GarbageBytes: r.node.Garbage(d.GetRangeId()), Keys: l.Keys, WritesByOrigin: l.Writes}
-	if err := r.node.ReportRange(ctx, req); err != nil {
+	if _, err := r.node.ReportRange(ctx, req); err != nil {
 		log.Printf("range %d: report to meta range: %v", d.GetRangeId(), err)
 	}
 }

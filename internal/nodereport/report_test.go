@@ -19,9 +19,9 @@ func (fakeNode) ID() uint64                           { return 4 }
 func (fakeNode) Replica(id uint64) *raftstore.Replica { return nil }
 func (fakeNode) Garbage(id uint64) uint64             { return 100 * id }
 
-func (n fakeNode) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) error {
+func (n fakeNode) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
 	n.reports <- req
-	return nil
+	return &tidekvpb.ReportRangeResponse{}, nil
 }
 
 // A queued range is reported by Send, from this node with its garbage; a

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/actuator"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/elastic"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -66,7 +67,7 @@ func (a *adminService) AutoscaleStatus(ctx context.Context, req *tidekvpb.Autosc
 		return nil, err
 	}
 	s := a.s
-	resp, err := callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.AutoscaleStatusResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.AutoscaleStatusResponse, error) {
 		b, err := json.Marshal(s.ctl.loop.Autoscaler.Status())
 		if err != nil {
 			return nil, err

@@ -179,13 +179,12 @@ func (n reportNode) Heartbeat(ctx context.Context, req *tidekvpb.NodeHeartbeatRe
 	})
 }
 
-func (n reportNode) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) error {
-	_, err := adminroute.Meta(ctx, n.s.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
+func (n reportNode) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
+	return adminroute.Meta(ctx, n.s.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return n.s.metaRange().ReportRange(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
 		return c.ReportRange(ctx, req)
 	})
-	return err
 }
 
 // Heard takes in the meta range's answer: the node directory, the
