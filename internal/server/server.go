@@ -106,7 +106,6 @@ type Server struct {
 	// gc is the MVCC GC queue and the protected timestamps
 	// (internal/gcqueue).
 	gc            *gcqueue.Queue
-	requests      atomic.Uint64
 	ready         atomic.Bool
 	versionWarned atomic.Bool     // logVersionRefused said so once
 	geo           *georpc.Service // geo transactions
