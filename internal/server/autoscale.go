@@ -42,11 +42,7 @@ func (c *controlState) applyAutoscale(s *Server, policy elastic.Policy) {
 func (c *controlState) useActuator(s *Server, name string, act control.Actuator) {
 	c.actuatorName = name
 	spawn := func(f func()) {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			f()
-		}()
+		s.bg.Go(f)
 	}
 	c.loop.Autoscaler.SetScaler(control.NewScaler(control.DefaultScalerConfig(), act, decommissioner{s}, spawn, eventSink{s}))
 }

@@ -126,10 +126,8 @@ type opExecutor struct{ s *Server }
 
 func (x opExecutor) Execute(op placement.Operator, done func(error)) {
 	s := x.s
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		ctx, cancel := s.untilStop(s.ctl.loop.Runner.Config().OpTimeout)
+	s.bg.Go(func() {
+		ctx, cancel := s.bg.UntilStop(s.ctl.loop.Runner.Config().OpTimeout)
 		defer cancel()
 		err := raftstore.ErrStopped
 		if s.ready.Load() { // as the admin service refuses before the node serves
@@ -139,5 +137,5 @@ func (x opExecutor) Execute(op placement.Operator, done func(error)) {
 			err = nil // the node is stopping: nothing to report
 		}
 		done(err)
-	}()
+	})
 }

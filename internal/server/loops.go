@@ -9,83 +9,32 @@ import (
 	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/loops"
 	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 func (s *Server) startLoops() {
-	s.loop(s.cfg.HeartbeatInterval, s.report.Heartbeat)
-	s.loop(s.cfg.ReportInterval, s.report.ReportAll)
-	s.loop(s.cfg.ReportInterval, s.migrateLayouts)
+	s.bg.Every(s.cfg.HeartbeatInterval, s.report.Heartbeat)
+	s.bg.Every(s.cfg.ReportInterval, s.report.ReportAll)
+	s.bg.Every(s.cfg.ReportInterval, s.migrateLayouts)
 	// Ticks as often as the shortest GC interval; a Pebble range's pass
 	// keeps the time its own interval gives it.
-	s.loopWithin(s.cfg.GC.Tick(), runTimeout(s.cfg.GC.Interval), s.gc.Round)
-	s.loop(s.cfg.Cache.EvictInterval, s.ks.EvictRound)
+	s.bg.EveryWithin(s.cfg.GC.Tick(), loops.RunTimeout(s.cfg.GC.Interval), s.gc.Round)
+	s.bg.Every(s.cfg.Cache.EvictInterval, s.ks.EvictRound)
 	s.placeLoop()
 	s.sizeLoop()
-	s.loop(s.cfg.ReplicaGCInterval, s.gcReplicas)
-	s.wg.Go(s.gcAtStart)
-	s.loop(s.cfg.HeartbeatInterval, s.watchLiveness)
-	s.loop(s.cfg.ClosedTimestampInterval, s.push.Round)
-	s.loop(s.cfg.ClosedTimestampInterval, func(context.Context) { s.clock.Check(time.Now()) })
-	s.loop(metrics.SeriesInterval, func(context.Context) { s.metrics.Sample(time.Now()) })
-	s.loop(s.cfg.Monitor.SampleInterval, func(context.Context) { s.report.Monitor().Sample() })
+	s.bg.Every(s.cfg.ReplicaGCInterval, s.gcReplicas)
+	s.bg.Go(s.gcAtStart)
+	s.bg.Every(s.cfg.HeartbeatInterval, s.watchLiveness)
+	s.bg.Every(s.cfg.ClosedTimestampInterval, s.push.Round)
+	s.bg.Every(s.cfg.ClosedTimestampInterval, func(context.Context) { s.clock.Check(time.Now()) })
+	s.bg.Every(metrics.SeriesInterval, func(context.Context) { s.metrics.Sample(time.Now()) })
+	s.bg.Every(s.cfg.Monitor.SampleInterval, func(context.Context) { s.report.Monitor().Sample() })
 	// Admission windows move on even when no request arrives.
 	sched := admission.NewSchedSampler()
-	s.loop(s.cfg.Admission.Interval, func(context.Context) { s.adm.Tick(sched.Sample()) })
-	s.wg.Go(func() { s.report.Send(s.stopper) })
-}
-
-// loop runs fn every interval until the server stops, each run bounded
-// as runBounded bounds it.
-func (s *Server) loop(every time.Duration, fn func(ctx context.Context)) {
-	s.loopWithin(every, runTimeout(every), fn)
-}
-
-// loopWithin runs fn every interval until the server stops, each run
-// with a context that ends when the server stops or after timeout.
-func (s *Server) loopWithin(every, timeout time.Duration, fn func(ctx context.Context)) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.stopper:
-				return
-			case <-t.C:
-				ctx, cancel := s.untilStop(timeout)
-				fn(ctx)
-				cancel()
-			}
-		}
-	}()
-}
-
-// runTimeout is four of a run's intervals plus slack for slow RPCs.
-func runTimeout(every time.Duration) time.Duration { return 4*every + 2*time.Second }
-
-// runBounded runs fn once, with a context that ends when the server stops
-// or after runTimeout(every).
-func (s *Server) runBounded(every time.Duration, fn func(ctx context.Context)) {
-	ctx, cancel := s.untilStop(runTimeout(every))
-	defer cancel()
-	fn(ctx)
-}
-
-// untilStop returns a context that ends after timeout or when the server
-// stops, whichever comes first.
-func (s *Server) untilStop(timeout time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	go func() {
-		select {
-		case <-s.stopper:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+	s.bg.Every(s.cfg.Admission.Interval, func(context.Context) { s.adm.Tick(sched.Sample()) })
+	s.bg.Go(func() { s.report.Send(s.bg.Stopped()) })
 }
 
 // migrateLayouts moves the data of every user range this node leads to
@@ -137,7 +86,7 @@ func (s *Server) gcAtStart() {
 			return
 		}
 		select {
-		case <-s.stopper:
+		case <-s.bg.Stopped():
 			return
 		case <-time.After(250 * time.Millisecond):
 		}

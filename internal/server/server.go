@@ -38,6 +38,7 @@ import (
 	"github.com/tidekv/tidekv/internal/keyspaces"
 	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/kvstream"
+	"github.com/tidekv/tidekv/internal/loops"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/nodedir"
 	"github.com/tidekv/tidekv/internal/nodereport"
@@ -109,9 +110,9 @@ type Server struct {
 	ready         atomic.Bool
 	versionWarned atomic.Bool     // logVersionRefused said so once
 	geo           *georpc.Service // geo transactions
-	stopper       chan struct{}
-	wg            sync.WaitGroup
-	stopOnce      sync.Once
+	// bg runs the background loops and tasks and stops them (internal/loops).
+	bg       *loops.Group
+	stopOnce sync.Once
 }
 
 // Start opens the node's data, joins or creates the cluster, and serves.
@@ -157,13 +158,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, eng: eng, ks: ks, dir: nodedir.New(eng), sec: sec, faults: faults,
 		placeWake: make(chan struct{}, 1),
-		stopper:   make(chan struct{}),
+		bg:        loops.New(),
 		meta:      meta.NewTable(),
 		metrics:   m,
 		events:    ev,
 	}
-	s.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.stopper)
-	s.push = closedpush.New(pushNode{s}, s.stopper)
+	s.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.bg.Stopped())
+	s.push = closedpush.New(pushNode{s}, s.bg.Stopped())
 	s.gc = gcqueue.New(gcNode{s}, s.route, cfg.GC)
 	ks.SetNode(ksNode{s: s, origin: &http.Client{}})
 	s.sizes = sizewatch.New(sizewatch.Config{SplitBackpressure: cfg.SplitBackpressure, SplitBackpressureWait: cfg.SplitBackpressureWait}, sizeNode{s}, m)
@@ -260,7 +261,7 @@ func (s *Server) serve(ctx context.Context) error {
 	s.grpcT.SetHandler(s.store)
 	s.store.Start()
 	s.startLoops()
-	s.geo.Start(s.stopper, &s.wg)
+	s.geo.Start(s.bg.Stopped(), s.bg.Go)
 	if s.cfg.Redis.ListenAddr != "" {
 		if err := s.startRedis(); err != nil {
 			return err
@@ -275,7 +276,7 @@ func (s *Server) serve(ctx context.Context) error {
 // registerServices puts the node's gRPC services on s.grpcSrv.
 func (s *Server) registerServices() {
 	kv := &kvService{s: s}
-	kv.stream = kvstream.New(streamNode{s}, kv, s.cfg.Limits.MaxMessageSize, s.stopper)
+	kv.stream = kvstream.New(streamNode{s}, kv, s.cfg.Limits.MaxMessageSize, s.bg.Stopped())
 	tidekvpb.RegisterKVServer(s.grpcSrv, kv)
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.txns = s.newCoordinator()
@@ -475,7 +476,7 @@ func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
 // the engine.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
-		close(s.stopper)
+		s.bg.Close()
 		s.ready.Store(false)
 		if s.httpSrv != nil {
 			s.httpSrv.Close()
@@ -494,7 +495,7 @@ func (s *Server) Stop() {
 				s.grpcSrv.Stop()
 			}
 		}
-		s.wg.Wait()
+		s.bg.Wait()
 		if s.gossip != nil {
 			s.gossip.Stop()
 		}
