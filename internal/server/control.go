@@ -27,12 +27,14 @@ type controlState struct {
 	loop         *control.Loop
 	actuatorName string // the autoscaler's actuator ("": none yet)
 	store        ctlStore
+	// wake asks for a placement round before the next (wakePlace).
+	wake chan struct{}
 }
 
 func newControlState(s *Server) *controlState {
 	sink := eventSink{s}
 	runner := control.NewRunner(s.cfg.Control.Runner, opExecutor{s}, time.Now, sink)
-	return &controlState{loop: &control.Loop{
+	return &controlState{wake: make(chan struct{}, 1), loop: &control.Loop{
 		Controller: control.NewController(s.cfg.Control, s.cfg.Placement),
 		Runner:     runner,
 		Sink:       sink,
@@ -54,6 +56,21 @@ func (s *Server) phaseOf(node uint64) placement.Phase {
 	s.ctl.mu.Lock()
 	defer s.ctl.mu.Unlock()
 	return s.ctl.loop.Controller.Phase(node)
+}
+
+// placeLoop runs a control round every Control.Interval, and a
+// placement-only round when woken, at most one per SizeWatchInterval so a
+// burst of reports cannot keep the loop busy.
+func (s *Server) placeLoop() {
+	s.bg.Wakeable(s.cfg.Control.Interval, s.cfg.SizeWatchInterval, s.ctl.wake, s.place, s.placeUrgent)
+}
+
+// wakePlace asks the control loop for an early placement round.
+func (s *Server) wakePlace() {
+	select {
+	case s.ctl.wake <- struct{}{}:
+	default: // a round is already due
+	}
 }
 
 // place runs one control round if this node holds the meta lease.

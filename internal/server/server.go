@@ -102,8 +102,7 @@ type Server struct {
 	clock *clockwatch.Watch
 	// push sends closed timestamps and loads to peers and keeps every
 	// node's load as last heard (internal/closedpush).
-	push      *closedpush.Pusher
-	placeWake chan struct{} // wakes the control loop early (sizewatch.go)
+	push *closedpush.Pusher
 	// gc is the MVCC GC queue and the protected timestamps
 	// (internal/gcqueue).
 	gc            *gcqueue.Queue
@@ -157,11 +156,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	eng = ks.Engine()
 	s := &Server{
 		cfg: cfg, eng: eng, ks: ks, dir: nodedir.New(eng), sec: sec, faults: faults,
-		placeWake: make(chan struct{}, 1),
-		bg:        loops.New(),
-		meta:      meta.NewTable(),
-		metrics:   m,
-		events:    ev,
+		bg:      loops.New(),
+		meta:    meta.NewTable(),
+		metrics: m,
+		events:  ev,
 	}
 	s.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.bg.Stopped())
 	s.push = closedpush.New(pushNode{s}, s.bg.Stopped())

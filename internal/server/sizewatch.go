@@ -35,13 +35,6 @@ func (n sizeNode) RangeBusy(id uint64) error {
 // rangeBusyRetryMs is the retry hint of a held write's refusal.
 const rangeBusyRetryMs = 50
 
-// placeLoop runs a control round every Control.Interval, and a
-// placement-only round when woken, at most one per SizeWatchInterval so a
-// burst of reports cannot keep the loop busy.
-func (s *Server) placeLoop() {
-	s.bg.Wakeable(s.cfg.Control.Interval, s.cfg.SizeWatchInterval, s.placeWake, s.place, s.placeUrgent)
-}
-
 // sizeLoop watches sizes every SizeWatchInterval, and at once (at most
 // every sizePokeGap) when a write finds its range without a budget: a
 // range just split or just led, whose writes would otherwise wait for the
@@ -52,11 +45,3 @@ func (s *Server) sizeLoop() {
 }
 
 const sizePokeGap = 20 * time.Millisecond
-
-// wakePlace asks the control loop for an early placement round.
-func (s *Server) wakePlace() {
-	select {
-	case s.placeWake <- struct{}{}:
-	default: // a round is already due
-	}
-}
