@@ -2,7 +2,8 @@
 // its load, and the memory behind it: the heartbeat to the meta range
 // every heartbeat interval (liveness, request rates, admission state,
 // monitor score, clock verdict, replicas, leases and replica reads, and
-// what the meta range answers: Heartbeat), each led range's report on
+// what the meta range answers, saying once when its log version is beyond
+// this binary: Heartbeat), each led range's report on
 // every descriptor change and every report interval (Queue, Send,
 // ReportAll), the node's load as its side transport sends it to peers
 // (Load), and the load table both read: the local ranges' rates and sizes
@@ -14,7 +15,7 @@
 // The node is reached through Node, which the package owns: its
 // descriptor, replicas and stored bytes, the meta range's heartbeat and
 // report calls (here or forwarded), what to do with the meta range's
-// answer, and each range's garbage. The handles it reads are the node's
+// answer, each range's garbage and the event log. The handles it reads are the node's
 // metrics, admission controller, monitor, clock watch, size watch and key
 // space counters. It imports no server, SDK or network code
 // (internal/server, client, internal/transport, net, net/http)

@@ -9,6 +9,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/clockwatch"
+	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -41,8 +42,11 @@ type Node interface {
 	// or forwarded.
 	Heartbeat(ctx context.Context, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error)
 	ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error)
-	// Heard takes in the meta range's answer to a heartbeat.
-	Heard(resp *tidekvpb.NodeHeartbeatResponse)
+	// Heard takes in the meta range's answer to a heartbeat; its error
+	// says the cluster runs at a log version this binary cannot apply.
+	Heard(resp *tidekvpb.NodeHeartbeatResponse) error
+	// Record adds an event to the node's log.
+	Record(kind, subject, format string, args ...any)
 	// Garbage is the bytes of old versions range id holds (its GC queue's
 	// estimate).
 	Garbage(id uint64) uint64
@@ -75,6 +79,9 @@ type Reporter struct {
 	// rates turns the count of refused requests into the rate each
 	// heartbeat reports (only the heartbeat loop uses it).
 	rates heartbeatRates
+	// versionWarned: a heartbeat's answer was refused for its log
+	// version, and said so (only the heartbeat loop uses it).
+	versionWarned bool
 	// queue holds the ranges to report (Queue, Send).
 	queue chan *tidekvpb.RangeDescriptor
 }
@@ -131,7 +138,22 @@ func (r *Reporter) Heartbeat(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	r.node.Heard(resp)
+	if err := r.node.Heard(resp); err != nil {
+		r.logVersionRefused(err)
+	}
+}
+
+// logVersionRefused reports, once, that the cluster runs at a log version
+// this binary cannot apply: a newer binary raised it, and this node keeps
+// proposing at its own (its replicas of ranges it does not lead still
+// apply what others propose, which it may misapply: replace the binary).
+func (r *Reporter) logVersionRefused(err error) {
+	if r.versionWarned {
+		return
+	}
+	r.versionWarned = true
+	log.Printf("ERROR: %v", err)
+	r.node.Record("log-version", events.NodeSubject(r.node.ID()), "%v", err)
 }
 
 // heartbeatRates turns the node's rejection counter into a rate between

@@ -2,6 +2,9 @@ package nodereport
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,5 +73,28 @@ func TestRejectedRate(t *testing.T) {
 	}
 	if got := h.rejectedRate(5, t0.Add(3*time.Second)); got != 0 {
 		t.Fatalf("rate after the counter went back %v, want 0", got)
+	}
+}
+
+// recorder is a node that keeps its events.
+type recorder struct {
+	fakeNode
+	events *[]string
+}
+
+func (n recorder) Record(kind, subject, format string, args ...any) {
+	*n.events = append(*n.events, kind+" "+subject+" "+fmt.Sprintf(format, args...))
+}
+
+// A heartbeat answer refused for its log version is said once, however
+// many heartbeats bring it (a node behind keeps hearing it).
+func TestLogVersionRefusedSaidOnce(t *testing.T) {
+	var evs []string
+	r := New(recorder{events: &evs}, Handles{})
+	for range 3 {
+		r.logVersionRefused(errors.New("log version 12 is above this binary's 11"))
+	}
+	if want := []string{"log-version node 4 log version 12 is above this binary's 11"}; !slices.Equal(evs, want) {
+		t.Fatalf("events %q, want %q", evs, want)
 	}
 }

@@ -138,13 +138,16 @@ func (n reportNode) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRe
 
 // Heard takes in the meta range's answer: the node directory, the
 // migration allowance, the gc-ttl and the cluster's log version.
-func (n reportNode) Heard(resp *tidekvpb.NodeHeartbeatResponse) {
+func (n reportNode) Heard(resp *tidekvpb.NodeHeartbeatResponse) error {
 	s := n.s
 	s.dir.Update(resp.GetNodes())
 	s.store.SetSnapshotRate(s.cfg.snapshotRate(resp.GetMigrationBytesPerSec()))
 	s.gc.LearnTTL(resp.GetGcTtlMs())
-	if err := s.store.RaiseLogVersion(resp.GetLogVersion()); err != nil {
-		s.logVersionRefused(err)
-	}
+	err := s.store.RaiseLogVersion(resp.GetLogVersion())
 	s.rejoinGossip()
+	return err
+}
+
+func (n reportNode) Record(kind, subject, format string, args ...any) {
+	n.s.events.Record(kind, subject, format, args...)
 }

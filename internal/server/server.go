@@ -105,10 +105,9 @@ type Server struct {
 	push *closedpush.Pusher
 	// gc is the MVCC GC queue and the protected timestamps
 	// (internal/gcqueue).
-	gc            *gcqueue.Queue
-	ready         atomic.Bool
-	versionWarned atomic.Bool     // logVersionRefused said so once
-	geo           *georpc.Service // geo transactions
+	gc    *gcqueue.Queue
+	ready atomic.Bool
+	geo   *georpc.Service // geo transactions
 	// bg runs the background loops and tasks and stops them (internal/loops).
 	bg       *loops.Group
 	stopOnce sync.Once
