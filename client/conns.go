@@ -91,7 +91,7 @@ func newConnPool(ctx context.Context, cfg Config, peerOf func(string) *peerStats
 	return p
 }
 
-// originMetadataKey carries Config.Locality; the server's
+// originMetadataKey carries Config.Locality; internal/nodereport's
 // OriginMetadataKey names the same key.
 const originMetadataKey = "tidekv-origin"
 

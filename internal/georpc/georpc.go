@@ -108,15 +108,16 @@ func (g *Service) get() (*geo.Node, []uint64, bool) {
 	return g.node, g.gateways, g.refused
 }
 
-// Start waits, in the background (on wg, until stop closes), until every
-// listed locality has a node in the directory, then starts this node's DC
-// if it is a gateway. The gateways are fixed from then on.
-func (g *Service) Start(stop <-chan struct{}, wg *sync.WaitGroup) {
+// Start waits, in the background (tasks started by spawn, until stop
+// closes), until every listed locality has a node in the directory, then
+// starts this node's DC if it is a gateway. The gateways are fixed from
+// then on.
+func (g *Service) Start(stop <-chan struct{}, spawn func(func())) {
 	if g.cfg.KeySpace == "" {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	wg.Go(func() {
+	spawn(func() {
 		defer cancel()
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
@@ -134,7 +135,7 @@ func (g *Service) Start(stop <-chan struct{}, wg *sync.WaitGroup) {
 			}
 		}
 	})
-	wg.Go(func() { <-stop; cancel() })
+	spawn(func() { <-stop; cancel() })
 }
 
 // gatewayIDs picks each locality's node with the lowest id.

@@ -9,9 +9,12 @@
 // The node is reached through Node, which the package owns: its ID and
 // replicas, the node and range directories, range IDs from the meta range,
 // key checks, the key spaces' replication factors, the clock verdicts, the
-// split line and the event log. The gRPC admin service and the control
-// loop's operators call it. It builds on internal/raftstore,
-// internal/adminroute and internal/keys; its refusals of bad input are
-// api/kverr's. It imports no server or SDK code (internal/server, client)
-// (internal/lint).
+// split line and the event log. The gRPC admin service calls it, and the
+// control loop's operators run through Execute, in process with Go values.
+// It builds on internal/raftstore, internal/adminroute, internal/keys and
+// internal/placement (the operators); its refusals are typed: bad input is
+// api/kverr's, a split decided at a generation the range has left is
+// ChangedError, a target that cannot take the operation RefusedError, and
+// the gRPC status of each is made only at the node's edge. It imports no
+// server or SDK code (internal/server, client) (internal/lint).
 package rangeops

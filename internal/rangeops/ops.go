@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/adminroute"
@@ -80,7 +77,7 @@ func (o Ops) Split(ctx context.Context, req *tidekvpb.SplitRequest) (*tidekvpb.S
 	}
 	return adminroute.Range(ctx, o.Route, rangeID, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.SplitResponse, error) {
 		if want, gen := req.GetExpectedGeneration(), r.Desc().GetGeneration(); want != 0 && want != gen {
-			return nil, status.Errorf(codes.Aborted, "range %d changed since the split was decided (generation %d, now %d): nothing done", rangeID, want, gen)
+			return nil, &ChangedError{RangeID: rangeID, Decided: want, Now: gen}
 		}
 		splitKeys := [][]byte{key}
 		if len(key) == 0 {
@@ -196,7 +193,7 @@ func (o Ops) TransferLease(ctx context.Context, req *tidekvpb.TransferLeaseReque
 			return &tidekvpb.TransferLeaseResponse{}, nil
 		}
 		if err := o.Node.ClockUntrusted(req.GetTargetNodeId()); err != nil {
-			return nil, status.Errorf(codes.FailedPrecondition, "node %d: %v", req.GetTargetNodeId(), err)
+			return nil, &RefusedError{Node: req.GetTargetNodeId(), Why: err}
 		}
 		if err := r.TransferLease(req.GetTargetNodeId()); err != nil {
 			return nil, err

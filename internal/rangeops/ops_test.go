@@ -5,8 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/placement"
 )
 
 // fakeNode knows nodes 1-3 and has no replica: every call the tests make
@@ -50,5 +53,23 @@ func TestRefusesBadRequestsBeforeRouting(t *testing.T) {
 		if !errors.Is(err, kverr.ErrInvalidArgument) || err.Error() != c.want {
 			t.Errorf("%s: %v, want INVALID_ARGUMENT %q", c.name, err, c.want)
 		}
+	}
+}
+
+// The control loop's operators run in process and are refused in the
+// typed vocabulary (kverr), not a gRPC status; an operator of a kind with
+// no operation is an error, not a silent success.
+func TestExecuteTyped(t *testing.T) {
+	o := Ops{Node: fakeNode{}} // no Route: routing would panic
+	ctx := context.Background()
+	err := o.Execute(ctx, placement.Operator{Kind: placement.OpAddVoter, Range: 7, Target: 4, Policy: "repair", Reason: "r"})
+	if !errors.Is(err, kverr.ErrInvalidArgument) || err.Error() != "node 4 is not a member of the cluster" {
+		t.Errorf("add a non-member: %v, want kverr's INVALID_ARGUMENT", err)
+	}
+	if _, ok := status.FromError(err); ok {
+		t.Errorf("add a non-member: %v is a gRPC status", err)
+	}
+	if err := o.Execute(ctx, placement.Operator{Kind: placement.OpKind(250)}); err == nil {
+		t.Error("an unknown operator kind: no error")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -35,7 +36,7 @@ func (a *adminService) Status(ctx context.Context, req *tidekvpb.StatusRequest) 
 		return nil, err
 	}
 	s := a.s
-	resp, err := callMeta(ctx, s, s.metaRange().Status, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.StatusResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.route, s.metaRange().Status, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.StatusResponse, error) {
 		return c.Status(ctx, req)
 	})
 	return resp, s.toStatus(err)
@@ -116,7 +117,7 @@ func (a *adminService) Join(ctx context.Context, req *tidekvpb.JoinRequest) (*ti
 		return nil, err
 	}
 	s := a.s
-	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.JoinResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.JoinResponse, error) {
 		return s.metaRange().Join(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.JoinResponse, error) {
 		return c.Join(ctx, req)
@@ -128,26 +129,16 @@ func (a *adminService) NodeHeartbeat(ctx context.Context, req *tidekvpb.NodeHear
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	s := a.s
-	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
-		return s.metaRange().Heartbeat(ctx, r, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
-		return c.NodeHeartbeat(ctx, req)
-	})
-	return resp, s.toStatus(err)
+	resp, err := reportNode{a.s}.Heartbeat(ctx, req)
+	return resp, a.s.toStatus(err)
 }
 
 func (a *adminService) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	s := a.s
-	resp, err := callMeta(ctx, s, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
-		return s.metaRange().ReportRange(ctx, r, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
-		return c.ReportRange(ctx, req)
-	})
-	return resp, s.toStatus(err)
+	resp, err := reportNode{a.s}.ReportRange(ctx, req)
+	return resp, a.s.toStatus(err)
 }
 
 // Events returns this node's events, or every node's merged.
@@ -162,7 +153,7 @@ func (a *adminService) Events(ctx context.Context, req *tidekvpb.EventsRequest) 
 }
 
 func (s *Server) allocRangeID(ctx context.Context) (uint64, error) {
-	return callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (uint64, error) {
+	return adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (uint64, error) {
 		return meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{AllocRangeId: true})
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (uint64, error) {
 		resp, err := c.AllocRangeID(ctx, &tidekvpb.AllocRangeIDRequest{})

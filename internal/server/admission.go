@@ -45,7 +45,6 @@ func (s *Server) admit(ctx context.Context, read bool) (admission.Priority, erro
 	if err := s.adm.Admit(p, at, gated); err != nil {
 		return 0, refused(err)
 	}
-	s.requests.Add(1)
 	return p, nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/actuator"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/elastic"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -41,11 +42,7 @@ func (c *controlState) applyAutoscale(s *Server, policy elastic.Policy) {
 func (c *controlState) useActuator(s *Server, name string, act control.Actuator) {
 	c.actuatorName = name
 	spawn := func(f func()) {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			f()
-		}()
+		s.bg.Go(f)
 	}
 	c.loop.Autoscaler.SetScaler(control.NewScaler(control.DefaultScalerConfig(), act, decommissioner{s}, spawn, eventSink{s}))
 }
@@ -66,7 +63,7 @@ func (a *adminService) AutoscaleStatus(ctx context.Context, req *tidekvpb.Autosc
 		return nil, err
 	}
 	s := a.s
-	resp, err := callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.AutoscaleStatusResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.AutoscaleStatusResponse, error) {
 		b, err := json.Marshal(s.ctl.loop.Autoscaler.Status())
 		if err != nil {
 			return nil, err

@@ -17,18 +17,6 @@ import (
 // closed timestamps and its load (internal/closedpush); the answer
 // carries the receiver's load.
 
-// ownLoad is this node's load from its latest monitor sample.
-func (s *Server) ownLoad() *tidekvpb.NodeLoad {
-	adm := s.adm.State()
-	l := &tidekvpb.NodeLoad{NodeId: s.nodeID, QueueDepth: uint32(adm.Inflight), UnixNanos: time.Now().UnixNano(),
-		QueueDelayMs: ms(max(adm.QueueDelay, 0)), AdmitShare: adm.AdmitShare, Overloaded: adm.Overloaded,
-		ClockUntrusted: s.store.ClockUntrusted() != ""}
-	if snap := s.mon.Latest(); snap != nil {
-		l.Cpu, l.Score = snap.Usage.NodeCPU(), snap.Score
-	}
-	return l
-}
-
 // pushNode is the node as its side transport sees it.
 type pushNode struct{ s *Server }
 
@@ -39,7 +27,7 @@ func (n pushNode) Delay(peer uint64) time.Duration {
 	return n.s.cfg.Transport.Delays.Get(n.s.nodeID, peer)
 }
 func (n pushNode) Conn(addr string) grpc.ClientConnInterface { return n.s.conn(addr) }
-func (n pushNode) Load() *tidekvpb.NodeLoad                  { return n.s.ownLoad() }
+func (n pushNode) Load() *tidekvpb.NodeLoad                  { return n.s.report.Load() }
 func (n pushNode) Stamp() *tidekvpb.Timestamp                { return tidekvpb.FromHLC(n.s.store.HLC().Now()) }
 func (n pushNode) Begin() clockwatch.Sample                  { return n.s.clock.Begin() }
 
@@ -64,13 +52,13 @@ func (a *adminService) PushClosedTimestamps(ctx context.Context, req *tidekvpb.C
 		a.s.store.ApplyClosedTimestamps(req.GetClosed())
 	}
 	a.s.push.Note(req.GetLoad())
-	return &tidekvpb.ClosedTimestampsResponse{Load: a.s.ownLoad(), Hlc: tidekvpb.FromHLC(a.s.store.HLC().Now()), UnixNanos: a.s.clock.WallNow().UnixNano()}, nil
+	return &tidekvpb.ClosedTimestampsResponse{Load: a.s.report.Load(), Hlc: tidekvpb.FromHLC(a.s.store.HLC().Now()), UnixNanos: a.s.clock.WallNow().UnixNano()}, nil
 }
 
 func (a *adminService) NodeLoads(ctx context.Context, req *tidekvpb.NodeLoadsRequest) (*tidekvpb.NodeLoadsResponse, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	a.s.push.Note(a.s.ownLoad())
+	a.s.push.Note(a.s.report.Load())
 	return &tidekvpb.NodeLoadsResponse{Loads: a.s.push.Loads()}, nil
 }

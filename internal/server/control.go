@@ -3,24 +3,21 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
 // The control loop (internal/control) runs on the meta range's
 // leaseholder. Every Control.Interval this node observes the cluster from
 // the range directory, the range reports and the node heartbeats, and hands
 // the observation to the loop; the loop's runner executes operators through
-// opExecutor, i.e. the same admin calls an operator's ctl commands make.
+// opExecutor, i.e. the same range operations an operator's ctl commands
+// run.
 
 // controlState is the server's handle on the control loop. The loop's
 // controller is not safe for concurrent use: mu serialises rounds, resets
@@ -30,12 +27,14 @@ type controlState struct {
 	loop         *control.Loop
 	actuatorName string // the autoscaler's actuator ("": none yet)
 	store        ctlStore
+	// wake asks for a placement round before the next (wakePlace).
+	wake chan struct{}
 }
 
 func newControlState(s *Server) *controlState {
 	sink := eventSink{s}
 	runner := control.NewRunner(s.cfg.Control.Runner, opExecutor{s}, time.Now, sink)
-	return &controlState{loop: &control.Loop{
+	return &controlState{wake: make(chan struct{}, 1), loop: &control.Loop{
 		Controller: control.NewController(s.cfg.Control, s.cfg.Placement),
 		Runner:     runner,
 		Sink:       sink,
@@ -57,6 +56,21 @@ func (s *Server) phaseOf(node uint64) placement.Phase {
 	s.ctl.mu.Lock()
 	defer s.ctl.mu.Unlock()
 	return s.ctl.loop.Controller.Phase(node)
+}
+
+// placeLoop runs a control round every Control.Interval, and a
+// placement-only round when woken, at most one per SizeWatchInterval so a
+// burst of reports cannot keep the loop busy.
+func (s *Server) placeLoop() {
+	s.bg.Wakeable(s.cfg.Control.Interval, s.cfg.SizeWatchInterval, s.ctl.wake, s.place, s.placeUrgent)
+}
+
+// wakePlace asks the control loop for an early placement round.
+func (s *Server) wakePlace() {
+	select {
+	case s.ctl.wake <- struct{}{}:
+	default: // a round is already due
+	}
 }
 
 // place runs one control round if this node holds the meta lease.
@@ -122,50 +136,23 @@ type eventSink struct{ s *Server }
 
 func (e eventSink) Event(ev control.Event) { e.s.events.Record(ev.Kind, ev.Subject, "%s", ev.Reason) }
 
-// opExecutor carries out operators through the same admin paths an
-// operator's ctl commands take, so events and checks are the same.
+// opExecutor carries out operators through the range operations an
+// operator's ctl commands run (rangeops.Ops.Execute, in process), so
+// events and checks are the same.
 type opExecutor struct{ s *Server }
 
 func (x opExecutor) Execute(op placement.Operator, done func(error)) {
 	s := x.s
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		ctx, cancel := s.untilStop(s.ctl.loop.Runner.Config().OpTimeout)
+	s.bg.Go(func() {
+		ctx, cancel := s.bg.UntilStop(s.ctl.loop.Runner.Config().OpTimeout)
 		defer cancel()
-		err := x.run(ctx, op)
+		err := raftstore.ErrStopped
+		if s.ready.Load() { // as the admin service refuses before the node serves
+			err = s.rangeOps().Execute(ctx, op)
+		}
 		if errors.Is(err, context.Canceled) {
 			err = nil // the node is stopping: nothing to report
 		}
 		done(err)
-	}()
-}
-
-func (x opExecutor) run(ctx context.Context, op placement.Operator) error {
-	admin := &adminService{s: x.s}
-	reason := op.Policy + ": " + op.Reason
-	var err error
-	switch op.Kind {
-	case placement.OpAddVoter:
-		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, AddNodeId: op.Target, Reason: reason})
-	case placement.OpAddLearner:
-		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, AddNodeId: op.Target, Learner: true, Reason: reason})
-	case placement.OpRemoveReplica:
-		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, RemoveNodeId: op.Source, Reason: reason})
-	case placement.OpMoveReplica:
-		_, err = admin.ChangeReplicas(ctx, &tidekvpb.ChangeReplicasRequest{RangeId: op.Range, AddNodeId: op.Target, RemoveNodeId: op.Source, Reason: reason})
-	case placement.OpTransferLease:
-		_, err = admin.TransferLease(ctx, &tidekvpb.TransferLeaseRequest{RangeId: op.Range, TargetNodeId: op.Target, Reason: reason})
-	case placement.OpMerge:
-		_, err = admin.Merge(ctx, &tidekvpb.MergeRequest{LeftRangeId: op.Range, Reason: reason})
-	case placement.OpSplit:
-		_, err = admin.Split(ctx, &tidekvpb.SplitRequest{RangeId: op.Range, SplitKey: op.SplitKey, ByLoad: op.SplitByLoad, Reason: reason,
-			ExpectedGeneration: op.Generation})
-		if status.Code(err) == codes.Aborted {
-			err = nil // the range split or merged since the decision: nothing to do
-		}
-	default:
-		err = fmt.Errorf("operator %s not supported", op.Kind)
-	}
-	return err
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/rangeops"
 	"github.com/tidekv/tidekv/internal/txn"
 )
 
@@ -71,14 +72,19 @@ func classify(err error) (codes.Code, tidekvpb.ErrorKind) {
 	var origin *cache.OriginError
 	var ur *raftstore.UncertainReadError
 	var ts *raftstore.TxnStatusError
+	var changed *rangeops.ChangedError
+	var refused *rangeops.RefusedError
 	switch {
 	case errors.As(err, &origin):
 		// The key space's origin failed, not TideKV: nothing to retry
 		// elsewhere (ABORTED is not retried by the Go client).
 		return codes.Aborted, tidekvpb.ErrorKind_ERROR_UNKNOWN
-	case errors.As(err, &busy):
+	case errors.As(err, &busy), errors.As(err, &refused):
 		// A deliberate refusal: nothing was done.
 		return codes.FailedPrecondition, tidekvpb.ErrorKind_ERROR_UNKNOWN
+	case errors.As(err, &changed):
+		// Decided for a range that has changed since: nothing was done.
+		return codes.Aborted, tidekvpb.ErrorKind_ERROR_UNKNOWN
 	case errors.As(err, &fr):
 		// Nothing was done; routing again finds the merged range.
 		return codes.FailedPrecondition, tidekvpb.ErrorKind_RANGE_NOT_FOUND

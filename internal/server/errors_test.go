@@ -11,6 +11,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/rangeops"
 )
 
 // An error a node's routing client returns for a step it sent on (a
@@ -80,6 +81,29 @@ func TestClassifyTxnStatus(t *testing.T) {
 	} {
 		if code, kind := classify(tc.err); code != tc.code || kind != tc.kind {
 			t.Errorf("classify(%v) = %v, %v; want %v, %v", tc.err, code, kind, tc.code, tc.kind)
+		}
+	}
+}
+
+// The range operations' refusals are typed in process (the control loop's
+// operators see them so) and answered at the gRPC edge as the statuses
+// the admin service sent before they were: the same code, the same
+// message, no detail.
+func TestRangeOpRefusalsAtTheEdge(t *testing.T) {
+	s := &Server{}
+	for _, tc := range []struct {
+		err  error
+		code codes.Code
+		msg  string
+	}{
+		{&rangeops.ChangedError{RangeID: 9, Decided: 3, Now: 4}, codes.Aborted,
+			"range 9 changed since the split was decided (generation 3, now 4): nothing done"},
+		{&rangeops.RefusedError{Node: 2, Why: errClockUntrusted}, codes.FailedPrecondition,
+			"node 2: its clock is not trusted (offset monitor), so it takes no leases"},
+	} {
+		st := status.Convert(s.toStatus(tc.err))
+		if st.Code() != tc.code || st.Message() != tc.msg || len(st.Details()) != 0 {
+			t.Errorf("%T answered %v %q with %d details; want %v %q with none", tc.err, st.Code(), st.Message(), len(st.Details()), tc.code, tc.msg)
 		}
 	}
 }

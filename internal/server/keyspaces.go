@@ -8,6 +8,7 @@ import (
 	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/cache"
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keyspaces"
@@ -78,7 +79,7 @@ func (a *adminService) CreateKeySpace(ctx context.Context, req *tidekvpb.CreateK
 		return nil, err
 	}
 	s := a.s
-	resp, err := callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.CreateKeySpaceResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.CreateKeySpaceResponse, error) {
 		return s.createKeySpaceLocal(ctx, meta, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.CreateKeySpaceResponse, error) {
 		return c.CreateKeySpace(ctx, req)
@@ -133,7 +134,7 @@ func (a *adminService) ListKeySpaces(ctx context.Context, req *tidekvpb.ListKeyS
 }
 
 func (s *Server) listKeySpaces(ctx context.Context) (*tidekvpb.ListKeySpacesResponse, error) {
-	resp, err := callMeta(ctx, s, s.listKeySpacesLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ListKeySpacesResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.route, s.listKeySpacesLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ListKeySpacesResponse, error) {
 		return c.ListKeySpaces(ctx, &tidekvpb.ListKeySpacesRequest{})
 	})
 	if err == nil {

@@ -73,7 +73,7 @@ func (n kvNode) Served(op string, key []byte, start time.Time, err error) {
 	om.Requests(errCode(err)).Inc()
 	om.Latency.Observe(time.Since(start).Seconds())
 	om.KeySpace(key).Inc()
-	n.s.svc.Observe(time.Since(start))
+	n.s.report.Served(time.Since(start))
 }
 
 func (n kvNode) CheckKeySpace(ctx context.Context, name string, key []byte, more ...[]byte) error {
@@ -94,7 +94,7 @@ func (n kvNode) Touch(r *raftstore.Replica, key []byte, more ...[]byte) {
 	}
 }
 
-func (n kvNode) NoteWrite(ctx context.Context, r *raftstore.Replica) { n.s.noteWrite(ctx, r) }
+func (n kvNode) NoteWrite(ctx context.Context, r *raftstore.Replica) { n.s.report.NoteWrite(ctx, r) }
 
 func (n kvNode) CountRead(key []byte, found bool) { n.s.ks.CountRead(key, found) }
 

@@ -3,13 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
-	"log"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -97,16 +95,4 @@ func (s *Server) checkJoinVersion(req *tidekvpb.JoinRequest) (uint32, error) {
 		return 0, status.Errorf(codes.FailedPrecondition, joinRefused+": the node's binary applies Raft log version %d and the cluster runs at %d; start it with a newer binary", v, active)
 	}
 	return active, nil
-}
-
-// logVersionRefused reports, once, that the cluster runs at a log version
-// this binary cannot apply: a newer binary raised it, and this node keeps
-// proposing at its own (its replicas of ranges it does not lead still
-// apply what others propose, which it may misapply: replace the binary).
-func (s *Server) logVersionRefused(err error) {
-	if s.versionWarned.Swap(true) {
-		return
-	}
-	log.Printf("ERROR: %v", err)
-	s.events.Record("log-version", events.NodeSubject(s.nodeID), "%v", err)
 }

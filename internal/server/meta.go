@@ -16,18 +16,6 @@ import (
 // metaLeader returns the local meta replica if it holds the lease.
 func (s *Server) metaLeader() *raftstore.Replica { return s.route.MetaLeader() }
 
-// callMeta runs an operation on the meta range's leaseholder, here or
-// forwarded (internal/adminroute).
-func callMeta[T any](ctx context.Context, s *Server, localFn func(context.Context, *raftstore.Replica) (T, error), remote func(context.Context, tidekvpb.AdminClient) (T, error)) (T, error) {
-	return adminroute.Meta(ctx, s.route, localFn, remote)
-}
-
-// callRangeLeader runs an admin operation on a range's leaseholder, here
-// or forwarded (internal/adminroute).
-func callRangeLeader[T any](ctx context.Context, s *Server, rangeID uint64, localFn func(context.Context, *raftstore.Replica) (T, error), remote func(context.Context, tidekvpb.AdminClient) (T, error)) (T, error) {
-	return adminroute.Range(ctx, s.route, rangeID, localFn, remote)
-}
-
 // routeNode is the node as its admin routing sees it.
 type routeNode struct{ s *Server }
 
@@ -58,7 +46,7 @@ func (n routeNode) Directory(ctx context.Context) (*tidekvpb.RangesResponse, err
 
 // ranges returns the range directory from the meta leaseholder.
 func (s *Server) ranges(ctx context.Context) (*tidekvpb.RangesResponse, error) {
-	return callMeta(ctx, s, s.metaRange().Ranges, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.RangesResponse, error) {
+	return adminroute.Meta(ctx, s.route, s.metaRange().Ranges, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.RangesResponse, error) {
 		return c.Ranges(ctx, &tidekvpb.RangesRequest{})
 	})
 }

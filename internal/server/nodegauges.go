@@ -37,7 +37,7 @@ func (g nodeGauges) AutoscaleTarget() int {
 	return g.s.ctl.loop.Autoscaler.Status().TargetNodes
 }
 
-func (g nodeGauges) Usage() *monitor.Snapshot { return g.s.mon.Latest() }
+func (g nodeGauges) Usage() *monitor.Snapshot { return g.s.report.Monitor().Latest() }
 
 func (g nodeGauges) StoreStats() *raftstore.Stats {
 	if g.s.store == nil {

@@ -693,7 +693,7 @@ func TestMerges(t *testing.T) {
 	// merged away must not bring it back: clients would be routed to it
 	// for good.
 	for _, r := range before.GetRanges() {
-		tc.nodes[0].report(r.GetDesc())
+		tc.nodes[0].report.Report(r.GetDesc())
 	}
 	if resp, err := c.Ranges(ctx); err != nil || len(resp.GetRanges()) != 1 {
 		t.Fatalf("after late reports of the merged ranges: %d ranges, %v; want 1", len(resp.GetRanges()), err)

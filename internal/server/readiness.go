@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -22,7 +23,7 @@ func (a *adminService) Readiness(ctx context.Context, req *tidekvpb.ReadinessReq
 		return nil, err
 	}
 	s := a.s
-	resp, err := callMeta(ctx, s, s.readinessLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReadinessResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.route, s.readinessLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReadinessResponse, error) {
 		return c.Readiness(ctx, req)
 	})
 	return resp, s.toStatus(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/kvapi"
+	"github.com/tidekv/tidekv/internal/nodereport"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/redisgw"
 	"github.com/tidekv/tidekv/internal/resp"
@@ -63,14 +64,14 @@ func (s *Server) startRedis() error {
 type redisLocal struct {
 	s *Server
 	// origin is the node's locality as the routing client would send it, so
-	// that in-process writes count for the same origin (leases.go).
+	// that in-process writes count for the same origin (internal/nodereport).
 	origin metadata.MD
 }
 
 func newRedisLocal(s *Server) *redisLocal {
 	k := &redisLocal{s: s}
 	if s.cfg.Locality != "" {
-		k.origin = metadata.Pairs(OriginMetadataKey, s.cfg.Locality)
+		k.origin = metadata.Pairs(nodereport.OriginMetadataKey, s.cfg.Locality)
 	}
 	return k
 }

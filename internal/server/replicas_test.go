@@ -368,7 +368,7 @@ func TestChangeReplicas(t *testing.T) {
 	t.Run("move the leaseholder's replica", func(t *testing.T) {
 		lh := tc.leaseholder(t, rid)
 		// The leaseholder hands its lease to another voter and answers
-		// NOT_LEASEHOLDER; the server that took the call (callRangeLeader)
+		// NOT_LEASEHOLDER; the server that took the call (adminroute.Range)
 		// retries at the new leaseholder, so the client sees success.
 		tc.moveReplica(t, c, rid, lh, tc.nodeWithout(t, tc.localDesc(t, rid)))
 		if newLH := tc.leaseholder(t, rid); newLH == lh {

@@ -12,7 +12,6 @@ import (
 	"github.com/tidekv/tidekv/internal/georpc"
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/metrics"
-	"github.com/tidekv/tidekv/internal/rangeload"
 	"log"
 	"math/rand/v2"
 	"net"
@@ -39,8 +38,10 @@ import (
 	"github.com/tidekv/tidekv/internal/keyspaces"
 	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/kvstream"
+	"github.com/tidekv/tidekv/internal/loops"
 	"github.com/tidekv/tidekv/internal/monitor"
 	"github.com/tidekv/tidekv/internal/nodedir"
+	"github.com/tidekv/tidekv/internal/nodereport"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
 	"github.com/tidekv/tidekv/internal/sizewatch"
@@ -87,41 +88,29 @@ type Server struct {
 
 	meta *meta.Table
 	ctl  *controlState
-	load rangeload.Tracker
 	// sizes is the size watch: range sizes, write budgets, crossed split
 	// lines (internal/sizewatch).
 	sizes  *sizewatch.Watch
 	events *events.Log
 	// loginBusy rate-limits the login-busy event.
 	loginBusy loginBusyEvents
-	mon       *monitor.Monitor
 	gossip    *gossip.Gossip
-	// svc averages how long KV requests take, for the load score.
-	svc monitor.ServiceTimer
+	// report sends heartbeats and range reports and keeps the load table
+	// and the node's load they carry (internal/nodereport).
+	report *nodereport.Reporter
 	// clock is the offset monitor and its verdict (internal/clockwatch).
 	clock *clockwatch.Watch
 	// push sends closed timestamps and loads to peers and keeps every
 	// node's load as last heard (internal/closedpush).
 	push *closedpush.Pusher
-	// origins counts writes per range by origin locality (leases.go).
-	origins sync.Map // range ID -> *originCounts
-
-	// hbRates turns the count of refused requests into the rate each
-	// heartbeat reports.
-	hbRates heartbeatRates
-
-	reports   chan *tidekvpb.RangeDescriptor
-	placeWake chan struct{} // wakes the control loop early (sizewatch.go)
 	// gc is the MVCC GC queue and the protected timestamps
 	// (internal/gcqueue).
-	gc            *gcqueue.Queue
-	requests      atomic.Uint64
-	ready         atomic.Bool
-	versionWarned atomic.Bool     // logVersionRefused said so once
-	geo           *georpc.Service // geo transactions
-	stopper       chan struct{}
-	wg            sync.WaitGroup
-	stopOnce      sync.Once
+	gc    *gcqueue.Queue
+	ready atomic.Bool
+	geo   *georpc.Service // geo transactions
+	// bg runs the background loops and tasks and stops them (internal/loops).
+	bg       *loops.Group
+	stopOnce sync.Once
 }
 
 // Start opens the node's data, joins or creates the cluster, and serves.
@@ -166,15 +155,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	eng = ks.Engine()
 	s := &Server{
 		cfg: cfg, eng: eng, ks: ks, dir: nodedir.New(eng), sec: sec, faults: faults,
-		reports:   make(chan *tidekvpb.RangeDescriptor, 1024),
-		placeWake: make(chan struct{}, 1),
-		stopper:   make(chan struct{}),
-		meta:      meta.NewTable(),
-		metrics:   m,
-		events:    ev,
+		bg:      loops.New(),
+		meta:    meta.NewTable(),
+		metrics: m,
+		events:  ev,
 	}
-	s.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.stopper)
-	s.push = closedpush.New(pushNode{s}, s.stopper)
+	s.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.bg.Stopped())
+	s.push = closedpush.New(pushNode{s}, s.bg.Stopped())
 	s.gc = gcqueue.New(gcNode{s}, s.route, cfg.GC)
 	ks.SetNode(ksNode{s: s, origin: &http.Client{}})
 	s.sizes = sizewatch.New(sizewatch.Config{SplitBackpressure: cfg.SplitBackpressure, SplitBackpressureWait: cfg.SplitBackpressureWait}, sizeNode{s}, m)
@@ -190,15 +177,18 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.adm.OnDelay(s.metrics.ObserveQueueDelay)
-	if s.mon, err = monitor.New(cfg.Monitor, monitor.ProcSource, ownQuota(), func() (int, int, time.Duration) {
-		return s.adm.State().Inflight, cfg.Admission.MaxInflight, s.svc.Sample()
-	}, time.Now); err != nil {
+	mon, err := monitor.New(cfg.Monitor, monitor.ProcSource, ownQuota(), func() (int, int, time.Duration) {
+		return s.adm.State().Inflight, cfg.Admission.MaxInflight, s.report.ServiceTime()
+	}, time.Now)
+	if err != nil {
 		return nil, err
 	}
 	// The store's time and the offset monitor share one steady clock.
 	wall := raftstore.NewSteadyClock(s.cfg.Raft.Clock)
 	s.cfg.Raft.Clock = wall
 	s.clock = clockwatch.New(cfg.Raft.MaxClockOffset, cfg.ClosedTimestampInterval, wall, clockNode{s}, s.metrics.Reg)
+	s.report = nodereport.New(reportNode{s}, nodereport.Handles{Metrics: m, Admission: s.adm, MaxInflight: cfg.Admission.MaxInflight,
+		Monitor: mon, Clock: s.clock, Sizes: s.sizes, KeySpaceCounts: ks.Counts})
 	s.metrics.RegisterNode(nodeGauges{s})
 	s.metrics.Reg.MustRegister(s.admissionCollectors()...)
 	if err := s.serve(ctx); err != nil {
@@ -268,7 +258,7 @@ func (s *Server) serve(ctx context.Context) error {
 	s.grpcT.SetHandler(s.store)
 	s.store.Start()
 	s.startLoops()
-	s.geo.Start(s.stopper, &s.wg)
+	s.geo.Start(s.bg.Stopped(), s.bg.Go)
 	if s.cfg.Redis.ListenAddr != "" {
 		if err := s.startRedis(); err != nil {
 			return err
@@ -283,7 +273,7 @@ func (s *Server) serve(ctx context.Context) error {
 // registerServices puts the node's gRPC services on s.grpcSrv.
 func (s *Server) registerServices() {
 	kv := &kvService{s: s}
-	kv.stream = kvstream.New(streamNode{s}, kv, s.cfg.Limits.MaxMessageSize, s.stopper)
+	kv.stream = kvstream.New(streamNode{s}, kv, s.cfg.Limits.MaxMessageSize, s.bg.Stopped())
 	tidekvpb.RegisterKVServer(s.grpcSrv, kv)
 	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
 	s.txns = s.newCoordinator()
@@ -483,7 +473,7 @@ func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
 // the engine.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
-		close(s.stopper)
+		s.bg.Close()
 		s.ready.Store(false)
 		if s.httpSrv != nil {
 			s.httpSrv.Close()
@@ -502,7 +492,7 @@ func (s *Server) Stop() {
 				s.grpcSrv.Stop()
 			}
 		}
-		s.wg.Wait()
+		s.bg.Wait()
 		if s.gossip != nil {
 			s.gossip.Stop()
 		}
@@ -527,7 +517,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 		s.ctl.reset()
 		s.events.Record("meta-lease", events.NodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
-	s.queueReport(d)
+	s.report.Queue(d)
 	s.sizes.Poke() // its write budget, without which its growing writes wait (internal/sizewatch)
 }
 
@@ -537,11 +527,4 @@ func (s *Server) ReplicaRemoved(rm raftstore.Removed) {
 }
 
 // DescriptorChanged implements raftstore.Listener.
-func (s *Server) DescriptorChanged(d *tidekvpb.RangeDescriptor) { s.queueReport(d) }
-
-func (s *Server) queueReport(d *tidekvpb.RangeDescriptor) {
-	select {
-	case s.reports <- d:
-	default: // the periodic report catches up
-	}
-}
+func (s *Server) DescriptorChanged(d *tidekvpb.RangeDescriptor) { s.report.Queue(d) }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/settings"
 )
@@ -34,7 +35,7 @@ func (a *adminService) Settings(ctx context.Context, req *tidekvpb.SettingsReque
 		return nil, err
 	}
 	s := a.s
-	resp, err := callMeta(ctx, s, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.SettingsResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.SettingsResponse, error) {
 		return s.settingsLocal(ctx, meta, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.SettingsResponse, error) {
 		return c.Settings(ctx, req)

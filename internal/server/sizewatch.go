@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -25,8 +24,7 @@ func (n sizeNode) Placement() placement.Config    { return n.s.clusterConfig().P
 func (n sizeNode) ReplicaFor(key []byte) (*raftstore.Replica, error) { return n.s.replicaFor(key) }
 
 func (n sizeNode) Crossed(d *tidekvpb.RangeDescriptor, bytes uint64) {
-	n.s.load.SetBytes(d.GetRangeId(), d.GetGeneration(), bytes)
-	n.s.queueReport(d)
+	n.s.report.Crossed(d, bytes)
 }
 
 func (n sizeNode) RangeBusy(id uint64) error {
@@ -37,56 +35,13 @@ func (n sizeNode) RangeBusy(id uint64) error {
 // rangeBusyRetryMs is the retry hint of a held write's refusal.
 const rangeBusyRetryMs = 50
 
-// placeLoop runs a control round every Control.Interval, and a
-// placement-only round when woken, at most one per SizeWatchInterval so a
-// burst of reports cannot keep the loop busy.
-func (s *Server) placeLoop() {
-	s.wakeableLoop(s.cfg.Control.Interval, s.cfg.SizeWatchInterval, s.placeWake, s.place, s.placeUrgent)
-}
-
 // sizeLoop watches sizes every SizeWatchInterval, and at once (at most
 // every sizePokeGap) when a write finds its range without a budget: a
 // range just split or just led, whose writes would otherwise wait for the
 // next tick.
 func (s *Server) sizeLoop() {
 	s.sizes.Poke() // a first pass at once: budgets from the start
-	s.wakeableLoop(s.cfg.SizeWatchInterval, sizePokeGap, s.sizes.Woken(), s.sizes.Round, s.sizes.Round)
+	s.bg.Wakeable(s.cfg.SizeWatchInterval, sizePokeGap, s.sizes.Woken(), s.sizes.Round, s.sizes.Round)
 }
 
 const sizePokeGap = 20 * time.Millisecond
-
-// wakeableLoop runs onTick every interval and onWake when woken, no sooner
-// than gap after the previous onWake.
-func (s *Server) wakeableLoop(every, gap time.Duration, wake <-chan struct{}, onTick, onWake func(context.Context)) {
-	s.wg.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		var wokenAt time.Time
-		for {
-			select {
-			case <-s.stopper:
-				return
-			case <-t.C:
-				s.runBounded(every, onTick)
-			case <-wake:
-				if wait := time.Until(wokenAt.Add(gap)); wait > 0 {
-					select {
-					case <-s.stopper:
-						return
-					case <-time.After(wait):
-					}
-				}
-				wokenAt = time.Now()
-				s.runBounded(every, onWake)
-			}
-		}
-	})
-}
-
-// wakePlace asks the control loop for an early placement round.
-func (s *Server) wakePlace() {
-	select {
-	case s.placeWake <- struct{}{}:
-	default: // a round is already due
-	}
-}
