@@ -31,5 +31,6 @@
 // to a share of the node's CPUs, beyond which logins are refused as busy
 // (derivations.go).
 //
-// Imports: the standard library, golang.org/x/crypto/argon2 and gRPC only.
+// Imports: the standard library, golang.org/x/crypto/argon2,
+// golang.org/x/sys/unix (a derivation worker's priority) and gRPC only.
 package security
