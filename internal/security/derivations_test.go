@@ -164,7 +164,10 @@ func TestDerivationBudgetChargesTheLesserOfWallAndCPU(t *testing.T) {
 	if b.credit != float64(946*time.Millisecond) {
 		t.Fatalf("credit %v after the two, want 946ms", time.Duration(b.credit))
 	}
-	if err := b.do(func() (time.Duration, bool) { wall.advance(1100 * time.Millisecond); return 1100 * time.Millisecond, true }); err != nil {
+	if err := b.do(func() (time.Duration, bool) {
+		wall.advance(1100 * time.Millisecond)
+		return 1100 * time.Millisecond, true
+	}); err != nil {
 		t.Fatalf("a derivation of 1.1 s with the burst nearly whole: %v", err)
 	}
 	wantBusy(t, b, 500*time.Millisecond)

@@ -69,8 +69,9 @@ func (r derivation) run() []byte {
 // at most maxFrame bytes. A request's body is the algorithm (1: Argon2id,
 // 0: PBKDF2), uvarints iterations, memory in KiB, threads, key length,
 // salt length, the salt, password length and the password; a response's
-// is a uvarint of the CPU time the derivation took, in nanoseconds, and
-// the key.
+// is whether the worker knows its CPU time (1) or not (0, where the kernel
+// does not tell it), a uvarint of the CPU time the derivation took, in
+// nanoseconds, and the key.
 const (
 	maxFrame = 64 << 10
 	// maxKeyLen bounds the key a request may ask for (users files hold
@@ -184,10 +185,14 @@ func serveDerivations(in io.Reader, out io.Writer) int {
 		}
 		// The worker does nothing else: its CPU time over the derivation,
 		// GC included, is the derivation's.
-		start, _ := processCPU()
+		start, startKnown := processCPU()
 		key := req.run()
-		end, _ := processCPU()
-		if err := writeFrame(w, append(binary.AppendUvarint(nil, uint64(end-start)), key...)); err != nil {
+		end, endKnown := processCPU()
+		known := byte(0)
+		if startKnown && endKnown {
+			known = 1
+		}
+		if err := writeFrame(w, append(binary.AppendUvarint([]byte{known}, uint64(end-start)), key...)); err != nil {
 			return 1
 		}
 	}
@@ -201,24 +206,28 @@ type worker struct {
 	r   *bufio.Reader
 }
 
-// derive sends r and reads its answer: the key and the worker's CPU time.
-func (w *worker) derive(r derivation) ([]byte, time.Duration, error) {
+// derive sends r and reads its answer: the key, the worker's CPU time
+// and whether it knew it.
+func (w *worker) derive(r derivation) ([]byte, time.Duration, bool, error) {
 	if err := writeFrame(w.w, r.encode()); err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	body, err := readFrame(w.r)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	cpu, n := binary.Uvarint(body)
+	if len(body) == 0 || body[0] > 1 {
+		return nil, 0, false, errFrame
+	}
+	cpu, n := binary.Uvarint(body[1:])
 	if n <= 0 {
-		return nil, 0, errFrame
+		return nil, 0, false, errFrame
 	}
-	key := body[n:]
+	key := body[1+n:]
 	if len(key) == 0 {
 		key = nil // an invalid setting, as run says
 	}
-	return key, time.Duration(cpu), nil
+	return key, time.Duration(cpu), body[0] == 1, nil
 }
 
 // startWorker starts a worker: the node's binary again, with the
@@ -270,7 +279,7 @@ var derivationWorkers = &workerPool{start: startWorker}
 
 // derive returns r's key and the CPU time it took, and whether that time
 // is known: exact from a worker, the process's over the derivation in the
-// node's process.
+// node's process (unknown where the kernel does not tell it).
 func (p *workerPool) derive(r derivation) ([]byte, time.Duration, bool) {
 	var err error
 	for attempt := range 2 {
@@ -281,10 +290,10 @@ func (p *workerPool) derive(r derivation) ([]byte, time.Duration, bool) {
 		if w == nil {
 			break
 		}
-		key, cpu, derr := w.derive(r)
+		key, cpu, known, derr := w.derive(r)
 		if derr == nil {
 			p.give(w)
-			return key, cpu, true
+			return key, cpu, known
 		}
 		err = fmt.Errorf("worker %d: %w", w.cmd.Process.Pid, derr)
 		w.stop()
