@@ -321,15 +321,27 @@ func (g Group) Add(pid int) error { return write(g.dir, "cgroup.procs", strconv.
 func (g Group) Remove() error { return Remove(g.dir) }
 
 // Remove deletes the node cgroup at dir (see Group.Remove); "" is none.
+// A node's children (its password derivation workers) exit after it, when
+// their pipes to it close, and the kernel refuses to remove the cgroup
+// (EBUSY) until the last has exited and been reaped: that is waited for,
+// up to removeWait.
 func Remove(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("cgroup: %w", err)
+	for deadline := time.Now().Add(removeWait); ; time.Sleep(10 * time.Millisecond) {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("cgroup: %w", err)
+		}
 	}
-	return nil
 }
+
+// removeWait is how long Remove waits for a cgroup's processes to leave.
+const removeWait = 2 * time.Second
 
 func write(dir, file, value string) error {
 	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {

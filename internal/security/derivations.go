@@ -108,16 +108,14 @@ type derivationBudget struct {
 	procs func() int
 	quota func() float64
 	// now times derivations and refills on the wall clock (not a
-	// directory's injected one): the time is the core's. cpu is the
-	// process's CPU time so far, where the kernel tells it. A derivation
-	// is charged the lesser of its wall time and the process's CPU time
-	// over it: each is at least its own CPU time, which no thread's clock
-	// sees whole (Argon2id runs its lanes on goroutines of their own).
-	// Wall time alone charged a derivation for the time other processes
-	// held the cores: on a machine at load 30, six logins one after
-	// another spent the 1 s burst.
+	// directory's injected one): the time is the core's. A derivation is
+	// charged the lesser of its wall time and the CPU time it reports
+	// (its worker's, exact; or, derived in the node's process, the
+	// process's over it, which is at least its own): wall time alone
+	// charged a derivation for the time other processes held the cores,
+	// and on a machine at load 30 six logins one after another spent the
+	// 1 s burst.
 	now func() time.Time
-	cpu func() (time.Duration, bool)
 
 	mu   sync.Mutex
 	busy int
@@ -141,23 +139,23 @@ const cpusEvery = time.Second
 // newDerivationBudget returns a budget of c, its credit full.
 func newDerivationBudget(c LoginConfig) *derivationBudget {
 	return &derivationBudget{share: c.DerivationShare, burst: c.DerivationBurst, credit: float64(c.DerivationBurst),
-		procs: func() int { return runtime.GOMAXPROCS(0) }, quota: func() float64 { return 0 }, now: time.Now, cpu: processCPU}
+		procs: func() int { return runtime.GOMAXPROCS(0) }, quota: func() float64 { return 0 }, now: time.Now}
 }
 
 // do runs derive if the budget admits it, else refuses with
-// *LoginBusyError; derive's time is charged after it (the lesser of its
-// wall time and the process's CPU time meanwhile).
-func (b *derivationBudget) do(derive func()) error {
+// *LoginBusyError; derive returns the CPU time it took, if known, and is
+// charged after it the lesser of that and its wall time (its wall time if
+// the CPU time is not known).
+func (b *derivationBudget) do(derive func() (cpu time.Duration, known bool)) error {
 	if err := b.take(b.now()); err != nil {
 		return err
 	}
 	start := b.now()
-	cpu, cpuKnown := b.cpu()
-	derive()
+	cpu, known := derive()
 	end := b.now()
 	spent := end.Sub(start)
-	if cpuEnd, ok := b.cpu(); ok && cpuKnown {
-		spent = min(spent, cpuEnd-cpu)
+	if known {
+		spent = min(spent, cpu)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -19,10 +19,6 @@ type fakeClock struct{ ns atomic.Int64 }
 func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
-// cpu is a process CPU clock that runs with the wall clock: a derivation
-// is charged the time it takes on c.
-func (c *fakeClock) cpu() (time.Duration, bool) { return time.Duration(c.ns.Load()), true }
-
 // held is a derivation in progress: a blocking fake hasher that holds its
 // slot until released.
 type held struct {
@@ -37,10 +33,11 @@ func hold(t *testing.T, b *derivationBudget, during func()) held {
 	h := held{release: make(chan struct{}), done: make(chan error, 1)}
 	started := make(chan struct{})
 	go func() {
-		h.done <- b.do(func() {
+		h.done <- b.do(func() (time.Duration, bool) {
 			close(started)
 			<-h.release
 			during()
+			return 0, false
 		})
 	}()
 	select {
@@ -65,7 +62,7 @@ func (h held) finish(t *testing.T) {
 func wantBusy(t *testing.T, b *derivationBudget, after time.Duration) {
 	t.Helper()
 	ran := false
-	err := b.do(func() { ran = true })
+	err := b.do(func() (time.Duration, bool) { ran = true; return 0, false })
 	var busy *LoginBusyError
 	if !errors.As(err, &busy) || ran || busy.After != after {
 		t.Fatalf("derivation: ran %v, %v, want a refusal with a wait of %v and nothing derived", ran, err, after)
@@ -81,14 +78,15 @@ func budgetOn(c LoginConfig, procs int, quota float64) (*derivationBudget, *fake
 	b := newDerivationBudget(c)
 	b.procs, b.quota = func() int { return procs }, func() float64 { return quota }
 	clock := &fakeClock{}
-	b.now, b.cpu = clock.now, clock.cpu
+	b.now = clock.now
 	return b, clock
 }
 
-// derive expects b to admit a derivation that takes d on clock.
+// derive expects b to admit a derivation that takes d on clock, and d of
+// CPU time.
 func derive(t *testing.T, b *derivationBudget, clock *fakeClock, d time.Duration) {
 	t.Helper()
-	if err := b.do(func() { clock.advance(d) }); err != nil {
+	if err := b.do(func() (time.Duration, bool) { clock.advance(d); return d, true }); err != nil {
 		t.Fatalf("a derivation of %v: %v, want it admitted", d, err)
 	}
 }
@@ -145,10 +143,10 @@ func TestDerivationBudgetChargesMeasuredTime(t *testing.T) {
 	wantBusy(t, b, 200*time.Millisecond)
 }
 
-// A derivation is charged the lesser of its wall time and the process's
-// CPU time meanwhile: 800 ms on the wall while the process used 30 ms of
-// CPU (other processes held the cores) costs 30 ms; 30 ms on the wall
-// while the process used 800 ms (its other goroutines) costs 30 ms. From
+// A derivation is charged the lesser of its wall time and the CPU time it
+// reports: 800 ms on the wall for 30 ms of CPU (other processes held the
+// cores) costs 30 ms; 30 ms on the wall for 800 ms of CPU (the node's
+// other goroutines, when derived in its process) costs 30 ms. From
 // the default burst on 2 CPUs (0.2 cores) that leaves 946 ms (6 ms
 // refilled in the second); a derivation of 1.1 s then refills the burst
 // whole and leaves a debt of 100 ms, 500 ms of refill. Charged the wall
@@ -156,29 +154,32 @@ func TestDerivationBudgetChargesMeasuredTime(t *testing.T) {
 func TestDerivationBudgetChargesTheLesserOfWallAndCPU(t *testing.T) {
 	b := newDerivationBudget(DefaultLoginConfig())
 	b.procs, b.quota = func() int { return 2 }, func() float64 { return 0 }
-	var wall, cpu fakeClock
-	b.now, b.cpu = wall.now, func() (time.Duration, bool) { return time.Duration(cpu.ns.Load()), true }
+	var wall fakeClock
+	b.now = wall.now
 	for _, d := range []struct{ wall, cpu time.Duration }{{800 * time.Millisecond, 30 * time.Millisecond}, {30 * time.Millisecond, 800 * time.Millisecond}} {
-		if err := b.do(func() { wall.advance(d.wall); cpu.advance(d.cpu) }); err != nil {
+		if err := b.do(func() (time.Duration, bool) { wall.advance(d.wall); return d.cpu, true }); err != nil {
 			t.Fatalf("a derivation of %v on the wall and %v of CPU: %v", d.wall, d.cpu, err)
 		}
 	}
 	if b.credit != float64(946*time.Millisecond) {
 		t.Fatalf("credit %v after the two, want 946ms", time.Duration(b.credit))
 	}
-	if err := b.do(func() { wall.advance(1100 * time.Millisecond); cpu.advance(1100 * time.Millisecond) }); err != nil {
+	if err := b.do(func() (time.Duration, bool) {
+		wall.advance(1100 * time.Millisecond)
+		return 1100 * time.Millisecond, true
+	}); err != nil {
 		t.Fatalf("a derivation of 1.1 s with the burst nearly whole: %v", err)
 	}
 	wantBusy(t, b, 500*time.Millisecond)
 }
 
-// Without the kernel's CPU time a derivation is charged its wall time.
+// A derivation whose CPU time is not known is charged its wall time.
 func TestDerivationBudgetChargesWallWithoutCPUTime(t *testing.T) {
 	b := newDerivationBudget(DefaultLoginConfig())
 	b.procs, b.quota = func() int { return 2 }, func() float64 { return 0 }
 	var wall fakeClock
-	b.now, b.cpu = wall.now, func() (time.Duration, bool) { return 0, false }
-	if err := b.do(func() { wall.advance(1100 * time.Millisecond) }); err != nil {
+	b.now = wall.now
+	if err := b.do(func() (time.Duration, bool) { wall.advance(1100 * time.Millisecond); return 0, false }); err != nil {
 		t.Fatal(err)
 	}
 	wantBusy(t, b, 500*time.Millisecond)

@@ -292,23 +292,40 @@ func verifiedSum(u User, password string) [32]byte {
 // hash of today's cost for an unknown user or one without a password, so
 // that timing does not tell which users exist. Without derivation budget
 // it checks nothing and returns a *LoginBusyError.
-func (d *Directory) check(u User, known bool, password string) (ok bool, err error) {
-	err = d.derivations.do(func() {
-		if !known || len(u.Hash) == 0 {
-			dummyUser().CheckPassword(password)
-			return
-		}
-		ok = u.CheckPassword(password)
-	})
-	return ok, err
+func (d *Directory) check(u User, known bool, password string) (bool, error) {
+	if !known || len(u.Hash) == 0 {
+		u, known = dummyUser(), false
+	}
+	r, ok := u.derivation(password)
+	if !ok {
+		return false, nil
+	}
+	hash, err := d.derive(r)
+	return known && err == nil && u.matches(hash), err
 }
 
-// dummyUser has a hash of a random password at today's setting.
+// derive derives r in a derivation worker if the budget admits it, else
+// refuses with *LoginBusyError.
+func (d *Directory) derive(r derivation) (hash []byte, err error) {
+	err = d.derivations.do(func() (time.Duration, bool) {
+		var cpu time.Duration
+		var known bool
+		hash, cpu, known = derivationWorkers.derive(r)
+		return cpu, known
+	})
+	return hash, err
+}
+
+// dummyUser has a hash of a random password at today's setting, derived
+// once in a worker, outside any budget.
 var dummyUser = sync.OnceValue(func() User {
-	var u User
-	if err := u.SetPassword(rand.Text()); err != nil {
+	r, err := newPassword(rand.Text())
+	if err != nil {
 		panic(err)
 	}
+	var u User
+	hash, _, _ := derivationWorkers.derive(r)
+	u.setHash(r, hash)
 	return u
 })
 
@@ -319,9 +336,12 @@ var dummyUser = sync.OnceValue(func() User {
 // user's next login that misses the cache.
 func (d *Directory) upgrade(u User, password string) User {
 	old := u
-	var err error
-	if berr := d.derivations.do(func() { err = u.SetPassword(password) }); berr != nil {
-		err = berr
+	r, err := newPassword(password)
+	if err == nil {
+		var hash []byte
+		if hash, err = d.derive(r); err == nil {
+			u.setHash(r, hash)
+		}
 	}
 	if err == nil {
 		err = d.rehash(old, u)

@@ -29,7 +29,10 @@
 // clear, and never logged. Failed logins back off per user and per source
 // address (limiter.go), and the derivations of logins not yet verified keep
 // to a share of the node's CPUs, beyond which logins are refused as busy
-// (derivations.go).
+// (derivations.go). They run in derivation workers: child processes of
+// the node's own binary, at the lowest CPU priority and on a heap of their
+// own (worker.go).
 //
-// Imports: the standard library, golang.org/x/crypto/argon2 and gRPC only.
+// Imports: the standard library, golang.org/x/crypto/argon2,
+// golang.org/x/sys/unix (a derivation worker's priority) and gRPC only.
 package security

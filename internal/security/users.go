@@ -2,9 +2,7 @@ package security
 
 import (
 	"bytes"
-	"crypto/pbkdf2"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -13,8 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"golang.org/x/crypto/argon2"
 )
 
 // Role is what a user may do; each role includes the ones below it.
@@ -73,42 +69,64 @@ type User struct {
 	Threads    uint8  `json:"threads,omitempty"`
 }
 
-// SetPassword replaces the user's password hash with a fresh salt.
+// SetPassword replaces the user's password hash with a fresh salt,
+// derived in this process.
 func (u *User) SetPassword(password string) error {
-	if password == "" {
-		return errors.New("a password must not be empty")
-	}
-	u.Salt = make([]byte, 16)
-	if _, err := rand.Read(u.Salt); err != nil {
+	r, err := newPassword(password)
+	if err != nil {
 		return err
 	}
-	u.Algorithm, u.Iterations, u.MemoryKB, u.Threads = argon2id, argon2Time, argon2MemoryKB, argon2Threads
-	u.Hash = argon2.IDKey([]byte(password), u.Salt, argon2Time, argon2MemoryKB, argon2Threads, 32)
+	u.setHash(r, r.run())
 	return nil
 }
 
-// CheckPassword reports whether password is the user's, in constant time.
-func (u User) CheckPassword(password string) bool {
-	if len(u.Hash) == 0 || u.Iterations <= 0 {
-		return false
+// newPassword is the derivation of a hash of password at today's setting,
+// with a fresh salt.
+func newPassword(password string) (derivation, error) {
+	if password == "" {
+		return derivation{}, errors.New("a password must not be empty")
 	}
-	var h []byte
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return derivation{}, err
+	}
+	return derivation{algorithm: argon2id, password: []byte(password), salt: salt,
+		iterations: argon2Time, memoryKB: argon2MemoryKB, threads: argon2Threads, keyLen: 32}, nil
+}
+
+// setHash makes hash, r's result, the user's password hash.
+func (u *User) setHash(r derivation, hash []byte) {
+	u.Algorithm, u.Salt, u.Hash = r.algorithm, r.salt, hash
+	u.Iterations, u.MemoryKB, u.Threads = int(r.iterations), r.memoryKB, r.threads
+}
+
+// CheckPassword reports whether password is the user's, in constant time,
+// derived in this process.
+func (u User) CheckPassword(password string) bool {
+	r, ok := u.derivation(password)
+	return ok && u.matches(r.run())
+}
+
+// derivation is the derivation of password's hash at the user's setting;
+// false if the user has no hash that can be checked.
+func (u User) derivation(password string) (derivation, bool) {
+	r := derivation{algorithm: u.Algorithm, password: []byte(password), salt: u.Salt, keyLen: uint32(len(u.Hash)), memoryKB: u.MemoryKB, threads: u.Threads}
+	if len(u.Hash) == 0 || len(u.Hash) > maxKeyLen || u.Iterations <= 0 || uint64(u.Iterations) > 1<<32-1 {
+		return r, false
+	}
+	r.iterations = uint32(u.Iterations)
 	switch u.Algorithm {
 	case argon2id:
-		if u.MemoryKB == 0 || u.Threads == 0 {
-			return false
-		}
-		h = argon2.IDKey([]byte(password), u.Salt, uint32(u.Iterations), u.MemoryKB, u.Threads, uint32(len(u.Hash)))
+		return r, u.MemoryKB != 0 && u.Threads != 0
 	case "":
-		var err error
-		if h, err = pbkdf2.Key(sha256.New, password, u.Salt, u.Iterations, len(u.Hash)); err != nil {
-			return false
-		}
-	default:
-		return false
+		return r, true
 	}
-	return subtle.ConstantTimeCompare(h, u.Hash) == 1
+	return r, false
 }
+
+// matches reports whether hash, derived from a password, is the user's,
+// in constant time.
+func (u User) matches(hash []byte) bool { return subtle.ConstantTimeCompare(hash, u.Hash) == 1 }
 
 // outdated reports whether the user's hash is not today's (an older
 // algorithm or setting): a node rehashes it at the next successful login.

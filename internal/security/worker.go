@@ -1,0 +1,342 @@
+package security
+
+import (
+	"bufio"
+	"crypto/pbkdf2"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// A node derives the password hashes of logins in derivation workers:
+// child processes of its own binary, at the lowest CPU priority the kernel
+// has, each with a heap of its own. A derivation in the node's process
+// allocated 19 MiB (Argon2id's memory), whose garbage started a GC cycle of
+// the node every few derivations, and ran at the priority of the node's
+// requests: a flood of bad logins slowed the requests of users logged in
+// (docs/security.md, "What is left of a flood's cost").
+//
+// A process whose environment has workerEnv=workerToken is a worker: the
+// hook below runs before the program's main (or a test binary's tests),
+// serves derivations on stdin and stdout until stdin closes, and exits.
+// So any binary that links this package can be its own worker.
+const (
+	workerEnv   = "TIDEKV_DERIVATION_WORKER"
+	workerToken = "1"
+)
+
+func init() {
+	if os.Getenv(workerEnv) == workerToken {
+		os.Exit(serveDerivations(os.Stdin, os.Stdout))
+	}
+}
+
+// derivation is one password hash to derive: Argon2id, or PBKDF2-SHA256
+// (algorithm "") for files written before Argon2id.
+type derivation struct {
+	algorithm string
+	password  []byte
+	salt      []byte
+	// iterations is PBKDF2's iteration count or Argon2id's passes.
+	iterations uint32
+	memoryKB   uint32
+	threads    uint8
+	keyLen     uint32
+}
+
+// run derives the hash in this process; nil if the setting is invalid.
+func (r derivation) run() []byte {
+	if r.algorithm == argon2id {
+		return argon2.IDKey(r.password, r.salt, r.iterations, r.memoryKB, r.threads, r.keyLen)
+	}
+	key, err := pbkdf2.Key(sha256.New, string(r.password), r.salt, int(r.iterations), int(r.keyLen))
+	if err != nil {
+		return nil
+	}
+	return key
+}
+
+// Frames on a worker's pipes are a 4-byte big-endian length and a body of
+// at most maxFrame bytes. A request's body is the algorithm (1: Argon2id,
+// 0: PBKDF2), uvarints iterations, memory in KiB, threads, key length,
+// salt length, the salt, password length and the password; a response's
+// is whether the worker knows its CPU time (1) or not (0, where the kernel
+// does not tell it), a uvarint of the CPU time the derivation took, in
+// nanoseconds, and the key.
+const (
+	maxFrame = 64 << 10
+	// maxKeyLen bounds the key a request may ask for (users files hold
+	// 32-byte hashes).
+	maxKeyLen = 1024
+)
+
+var errFrame = errors.New("security: malformed derivation frame")
+
+func writeFrame(w *bufio.Writer, body []byte) error {
+	if err := binary.Write(w, binary.BigEndian, uint32(len(body))); err != nil {
+		return err
+	}
+	if _, err := w.Write(body); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+func readFrame(r *bufio.Reader) ([]byte, error) {
+	var n uint32
+	if err := binary.Read(r, binary.BigEndian, &n); err != nil {
+		return nil, err
+	}
+	if n > maxFrame {
+		return nil, errFrame
+	}
+	body := make([]byte, n)
+	_, err := io.ReadFull(r, body)
+	return body, err
+}
+
+func (r derivation) encode() []byte {
+	b := []byte{0}
+	if r.algorithm == argon2id {
+		b[0] = 1
+	}
+	for _, v := range []uint64{uint64(r.iterations), uint64(r.memoryKB), uint64(r.threads), uint64(r.keyLen), uint64(len(r.salt))} {
+		b = binary.AppendUvarint(b, v)
+	}
+	b = append(b, r.salt...)
+	b = binary.AppendUvarint(b, uint64(len(r.password)))
+	return append(b, r.password...)
+}
+
+// decodeDerivation parses a request body.
+func decodeDerivation(b []byte) (derivation, error) {
+	var r derivation
+	if len(b) == 0 || b[0] > 1 {
+		return r, errFrame
+	}
+	if b[0] == 1 {
+		r.algorithm = argon2id
+	}
+	b = b[1:]
+	next := func(limit uint64) uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || v > limit {
+			b = nil
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	field := func() []byte {
+		n := next(maxFrame)
+		if uint64(len(b)) < n {
+			b = nil
+		}
+		if b == nil {
+			return nil
+		}
+		s := b[:n:n]
+		b = b[n:]
+		return s
+	}
+	r.iterations, r.memoryKB = uint32(next(1<<32-1)), uint32(next(1<<32-1))
+	r.threads, r.keyLen = uint8(next(255)), uint32(next(maxKeyLen))
+	if b == nil {
+		return r, errFrame
+	}
+	if r.salt = field(); b == nil {
+		return r, errFrame
+	}
+	if r.password = field(); b == nil || len(b) != 0 {
+		return r, errFrame
+	}
+	return r, nil
+}
+
+// serveDerivations is a worker's life: lower its priority, then answer
+// requests one at a time until in closes; its exit status.
+func serveDerivations(in io.Reader, out io.Writer) int {
+	if err := lowerPriority(); err != nil {
+		// Still worth running: its own heap keeps the node's GC out.
+		fmt.Fprintf(os.Stderr, "security: derivation worker %d runs at normal priority: %v\n", os.Getpid(), err)
+	}
+	r, w := bufio.NewReader(in), bufio.NewWriter(out)
+	for {
+		body, err := readFrame(r)
+		if errors.Is(err, io.EOF) {
+			return 0
+		}
+		var req derivation
+		if err == nil {
+			req, err = decodeDerivation(body)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "security: derivation worker %d: %v\n", os.Getpid(), err)
+			return 1
+		}
+		// The worker does nothing else: its CPU time over the derivation,
+		// GC included, is the derivation's.
+		start, startKnown := processCPU()
+		key := req.run()
+		end, endKnown := processCPU()
+		known := byte(0)
+		if startKnown && endKnown {
+			known = 1
+		}
+		if err := writeFrame(w, append(binary.AppendUvarint([]byte{known}, uint64(end-start)), key...)); err != nil {
+			return 1
+		}
+	}
+}
+
+// worker is the node's end of one derivation worker.
+type worker struct {
+	cmd *exec.Cmd
+	in  io.Closer
+	w   *bufio.Writer
+	r   *bufio.Reader
+}
+
+// derive sends r and reads its answer: the key, the worker's CPU time
+// and whether it knew it.
+func (w *worker) derive(r derivation) ([]byte, time.Duration, bool, error) {
+	if err := writeFrame(w.w, r.encode()); err != nil {
+		return nil, 0, false, err
+	}
+	body, err := readFrame(w.r)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if len(body) == 0 || body[0] > 1 {
+		return nil, 0, false, errFrame
+	}
+	cpu, n := binary.Uvarint(body[1:])
+	if n <= 0 {
+		return nil, 0, false, errFrame
+	}
+	key := body[1+n:]
+	if len(key) == 0 {
+		key = nil // an invalid setting, as run says
+	}
+	return key, time.Duration(cpu), body[0] == 1, nil
+}
+
+// startWorker starts a worker: the node's binary again, with the
+// worker's environment variable and one CPU (Argon2id at one lane derives
+// on one anyway), its stderr the node's for the little it logs. It
+// inherits the node's cgroup, so its CPU time counts in the node's quota.
+func startWorker() (*worker, error) {
+	cmd := exec.Command(selfExe)
+	cmd.Env = append(os.Environ(), workerEnv+"="+workerToken, "GOMAXPROCS=1")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting a derivation worker: %w", err)
+	}
+	return &worker{cmd: cmd, in: in, w: bufio.NewWriter(in), r: bufio.NewReader(out)}, nil
+}
+
+// stop ends the worker and reaps it.
+func (w *worker) stop() {
+	w.in.Close()
+	w.cmd.Process.Kill()
+	w.cmd.Wait()
+}
+
+// workerPool hands derivations to workers, one request in flight per
+// worker. Workers are started when every one is busy: the derivation
+// budget's slots bound how many run at once, and so how many exist. If a
+// worker cannot start or dies, the derivation is tried once more on a new
+// one; if that fails too, derivations run in the node's process from then
+// on, and that is logged once.
+type workerPool struct {
+	start func() (*worker, error)
+
+	mu        sync.Mutex
+	idle      []*worker
+	inProcess bool
+}
+
+// derivationWorkers is the process's pool: a node has one directory, and
+// a test binary's directories share their workers.
+var derivationWorkers = &workerPool{start: startWorker}
+
+// derive returns r's key and the CPU time it took, and whether that time
+// is known: exact from a worker, the process's over the derivation in the
+// node's process (unknown where the kernel does not tell it).
+func (p *workerPool) derive(r derivation) ([]byte, time.Duration, bool) {
+	var err error
+	for attempt := range 2 {
+		var w *worker
+		if w, err = p.take(attempt > 0); err != nil {
+			continue
+		}
+		if w == nil {
+			break
+		}
+		key, cpu, known, derr := w.derive(r)
+		if derr == nil {
+			p.give(w)
+			return key, cpu, known
+		}
+		err = fmt.Errorf("worker %d: %w", w.cmd.Process.Pid, derr)
+		w.stop()
+	}
+	if err != nil {
+		p.fallBack(err)
+	}
+	start, startKnown := processCPU()
+	key := r.run()
+	end, endKnown := processCPU()
+	return key, end - start, startKnown && endKnown
+}
+
+// take returns an idle worker (unless fresh), or starts one; nil when
+// derivations run in the node's process.
+func (p *workerPool) take(fresh bool) (*worker, error) {
+	p.mu.Lock()
+	if p.inProcess {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	if n := len(p.idle); n > 0 && !fresh {
+		w := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return w, nil
+	}
+	p.mu.Unlock()
+	return p.start()
+}
+
+func (p *workerPool) give(w *worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.idle = append(p.idle, w)
+}
+
+// fallBack makes every later derivation run in the node's process.
+func (p *workerPool) fallBack(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.inProcess {
+		p.inProcess = true
+		log.Printf("security: password derivations run in the node's process from now on, at its priority and on its heap: a derivation worker failed twice in a row: %v", err)
+	}
+}

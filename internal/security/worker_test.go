@@ -1,0 +1,165 @@
+package security
+
+import (
+	"bytes"
+	"crypto/pbkdf2"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// fixedDerivations are a fixed salt and password at today's Argon2id
+// setting and at PBKDF2's of older users files.
+var fixedDerivations = []derivation{
+	{algorithm: argon2id, password: []byte("correct horse"), salt: []byte("0123456789abcdef"), iterations: argon2Time, memoryKB: argon2MemoryKB, threads: argon2Threads, keyLen: 32},
+	{password: []byte("correct horse"), salt: []byte("0123456789abcdef"), iterations: 1000, keyLen: 32},
+}
+
+// want is r's key from the libraries directly.
+func (r derivation) want(t *testing.T) []byte {
+	t.Helper()
+	if r.algorithm == argon2id {
+		return argon2.IDKey(r.password, r.salt, r.iterations, r.memoryKB, r.threads, r.keyLen)
+	}
+	key, err := pbkdf2.Key(sha256.New, string(r.password), r.salt, int(r.iterations), int(r.keyLen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// A worker derives what the libraries derive in this process, and says
+// what CPU time it took.
+func TestWorkerDerivesAsInProcess(t *testing.T) {
+	p := &workerPool{start: startWorker}
+	defer p.stopAll()
+	for _, r := range fixedDerivations {
+		key, cpu, known := p.derive(r)
+		if want := r.want(t); !bytes.Equal(key, want) || !bytes.Equal(r.run(), want) {
+			t.Fatalf("%q: worker %x, in process %x, want %x", r.algorithm, key, r.run(), want)
+		}
+		if !known || cpu <= 0 {
+			t.Fatalf("%q: CPU time %v (known %v), want the worker's", r.algorithm, cpu, known)
+		}
+		if len(p.idle) != 1 || p.inProcess {
+			t.Fatalf("%q: %d idle workers, in process %v; want the one worker back", r.algorithm, len(p.idle), p.inProcess)
+		}
+	}
+}
+
+// Every thread of a worker runs under SCHED_IDLE.
+func TestWorkerRunsAtIdlePriority(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the priority is lowered on Linux only")
+	}
+	p := &workerPool{start: startWorker}
+	defer p.stopAll()
+	p.derive(fixedDerivations[0])
+	pid := p.idle[0].cmd.Process.Pid
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", task.Name(), "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Field 41 of stat is the policy; fields 3 on follow the
+		// command's closing parenthesis.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if policy := fields[41-3]; policy != "5" {
+			t.Fatalf("worker %d thread %s: policy %s, want SCHED_IDLE (5)", pid, task.Name(), policy)
+		}
+	}
+	if len(tasks) < 2 {
+		t.Fatalf("worker %d has %d threads; the runtime starts several", pid, len(tasks))
+	}
+}
+
+// A killed worker is replaced, and the derivation it was sent is derived
+// by the new one.
+func TestKilledWorkerReplaced(t *testing.T) {
+	p := &workerPool{start: startWorker}
+	defer p.stopAll()
+	r := fixedDerivations[0]
+	p.derive(r)
+	old := p.idle[0].cmd
+	if err := old.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	key, _, known := p.derive(r)
+	if !bytes.Equal(key, r.want(t)) || !known {
+		t.Fatalf("after the kill: %x (CPU time known %v), want %x", key, known, r.want(t))
+	}
+	if len(p.idle) != 1 || p.inProcess || p.idle[0].cmd.Process.Pid == old.Process.Pid {
+		t.Fatalf("after the kill: %d idle workers, in process %v, want one other than %d", len(p.idle), p.inProcess, old.Process.Pid)
+	}
+	if old.ProcessState == nil {
+		t.Fatal("the killed worker was not reaped")
+	}
+}
+
+// A worker that cannot start is tried once more; after that, derivations
+// run in the node's process, with their key the same.
+func TestWorkerFailingTwiceDerivesInProcess(t *testing.T) {
+	starts := 0
+	p := &workerPool{start: func() (*worker, error) { starts++; return nil, errors.New("no worker here") }}
+	for _, r := range fixedDerivations {
+		if key, _, _ := p.derive(r); !bytes.Equal(key, r.want(t)) {
+			t.Fatalf("%q in process: %x, want %x", r.algorithm, key, r.want(t))
+		}
+	}
+	if starts != 2 || !p.inProcess {
+		t.Fatalf("%d starts, in process %v; want 2, then in process", starts, p.inProcess)
+	}
+}
+
+// Requests and their encoding round-trip; a malformed one is refused.
+func TestDerivationFrames(t *testing.T) {
+	for _, r := range fixedDerivations {
+		got, err := decodeDerivation(r.encode())
+		if err != nil || got.algorithm != r.algorithm || !bytes.Equal(got.password, r.password) || !bytes.Equal(got.salt, r.salt) ||
+			got.iterations != r.iterations || got.memoryKB != r.memoryKB || got.threads != r.threads || got.keyLen != r.keyLen {
+			t.Fatalf("%+v decoded as %+v, %v", r, got, err)
+		}
+		b := r.encode()
+		for _, bad := range [][]byte{nil, {2}, b[:len(b)-1], append(b, 0)} {
+			if _, err := decodeDerivation(bad); !errors.Is(err, errFrame) {
+				t.Fatalf("%x decoded: %v, want errFrame", bad, err)
+			}
+		}
+	}
+}
+
+// stopAll stops p's idle workers.
+func (p *workerPool) stopAll() {
+	for _, w := range p.idle {
+		w.stop()
+	}
+	p.idle = nil
+}
+
+// A directory's logins derive in the process's workers: the right password
+// logs in, a wrong one and an unknown user do not, and no derivation fell
+// back to the test's process.
+func TestLoginsDeriveInWorkers(t *testing.T) {
+	dir, _, _ := testDirectory(t)
+	if role, err := dir.PasswordRole("writer", "wpw", "10.0.0.1:1"); err != nil || role != RoleWrite {
+		t.Fatalf("writer: %v, %v", role, err)
+	}
+	login(t, dir, "reader", "wpw", "10.0.0.2:1", wrong)
+	login(t, dir, "nobody", "wpw", "10.0.0.3:1", wrong)
+	derivationWorkers.mu.Lock()
+	defer derivationWorkers.mu.Unlock()
+	if derivationWorkers.inProcess || len(derivationWorkers.idle) == 0 {
+		t.Fatalf("in process %v, %d idle workers: want the logins derived in a worker", derivationWorkers.inProcess, len(derivationWorkers.idle))
+	}
+}
