@@ -285,10 +285,47 @@ type Group struct{ Reader }
 // Period. A leftover cgroup of that name from an earlier run is replaced
 // if it is empty.
 func (c *Controller) Create(name string, cpus float64) (Group, error) {
+	return c.create(NodePrefix+name, cpus)
+}
+
+// Own returns a Controller for child cgroups of this process's own node
+// cgroup: a v1 cpu cgroup Create made (its name starts with NodePrefix)
+// that this process may write. A node puts its password derivation
+// workers in such a child so that their CPU time is not the node's
+// (docs/security.md). It refuses, naming why, anywhere else: an unsized
+// node, whose cgroup is shared, is not to be split; v2 keeps processes out
+// of a cgroup that has children with the cpu controller, so the node
+// would have to leave its own.
+func Own() (*Controller, error) { return own(live()) }
+
+func own(sys system) (*Controller, error) {
+	self, err := find(sys)
+	if err != nil {
+		return nil, err
+	}
+	if self.version != v1 {
+		return nil, fmt.Errorf("cgroup: %s is a cgroup v2 cgroup: children of a node's own are made on v1 only", self.dir)
+	}
+	if !strings.HasPrefix(filepath.Base(self.dir), NodePrefix) {
+		return nil, fmt.Errorf("cgroup: %s is not a node's own cgroup (%s*)", self.dir, NodePrefix)
+	}
+	if err := sys.writable(self.dir); err != nil {
+		return nil, fmt.Errorf("cgroup: cannot create cgroups in %s: %v", self.dir, err)
+	}
+	return &Controller{version: v1, parent: self.dir}, nil
+}
+
+// CreateChild makes the cgroup name (no prefix: it is no node's) with a
+// quota of cpus CPUs per Period, as Create does.
+func (c *Controller) CreateChild(name string, cpus float64) (Group, error) {
+	return c.create(name, cpus)
+}
+
+func (c *Controller) create(name string, cpus float64) (Group, error) {
 	if err := CheckCPUs(cpus); err != nil {
 		return Group{}, fmt.Errorf("cgroup: %w", err)
 	}
-	dir := filepath.Join(c.parent, NodePrefix+name)
+	dir := filepath.Join(c.parent, name)
 	err := os.Mkdir(dir, 0o755)
 	if errors.Is(err, os.ErrExist) && os.Remove(dir) == nil {
 		err = os.Mkdir(dir, 0o755)
@@ -324,10 +361,20 @@ func (g Group) Remove() error { return Remove(g.dir) }
 // A node's children (its password derivation workers) exit after it, when
 // their pipes to it close, and the kernel refuses to remove the cgroup
 // (EBUSY) until the last has exited and been reaped: that is waited for,
-// up to removeWait.
+// up to removeWait. Child cgroups go first: a node killed before it
+// stopped leaves its workers' cgroup (Own) in its own, and the kernel
+// refuses to remove a cgroup that has children.
 func Remove(dir string) error {
 	if dir == "" {
 		return nil
+	}
+	entries, _ := os.ReadDir(dir) // none when it is gone
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
 	}
 	for deadline := time.Now().Add(removeWait); ; time.Sleep(10 * time.Millisecond) {
 		err := os.Remove(dir)

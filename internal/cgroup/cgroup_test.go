@@ -274,3 +274,60 @@ func TestLive(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A sized node makes a child of its own cgroup, with its own quota, and
+// only there.
+func TestOwnChild(t *testing.T) {
+	node := NodePrefix + "up-7-node1"
+	fs := newFakeFS(t, "1:cpu,cpuacct:/"+node+"\n0::/\n", "cgroup rw,cpu,cpuacct sys/cpu /")
+	fs.write("sys/cpu/"+node+"/cgroup.procs", "")
+	c, err := own(fs.sys(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.CreateChild("derive", 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := "sys/cpu/" + node + "/derive"
+	if g.Dir() != fs.path(rel) {
+		t.Fatalf("child at %s, want %s", g.Dir(), fs.path(rel))
+	}
+	if q, p := fs.read(rel+"/cpu.cfs_quota_us"), fs.read(rel+"/cpu.cfs_period_us"); q != "1000" || p != "10000" {
+		t.Fatalf("quota %q period %q, want 1000 per 10000", q, p)
+	}
+	if err := g.Add(4343); err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.read(rel + "/cgroup.procs"); got != "4343" {
+		t.Fatalf("cgroup.procs %q, want 4343", got)
+	}
+	// The node's cgroup goes with its child, as after the node was killed.
+	fs.emptyGroup(g.Dir())
+	if err := os.Remove(fs.path("sys/cpu/" + node + "/cgroup.procs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(fs.path("sys/cpu/" + node)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(fs.path("sys/cpu/" + node)); !os.IsNotExist(err) {
+		t.Fatalf("node's cgroup still there after Remove: %v", err)
+	}
+
+	for name, tc := range map[string]struct {
+		fs       fakeFS
+		writable error
+	}{
+		"unsized":  {newFakeFS(t, "1:cpu:/\n", "cgroup rw,cpu sys/cpu /"), nil},
+		"not root": {newFakeFS(t, "1:cpu:/"+node+"\n", "cgroup rw,cpu sys/cpu /"), syscall.EACCES},
+		"v2": {func() fakeFS {
+			fs := newFakeFS(t, "0::/"+node+"\n", "cgroup2 rw sys/fs /")
+			fs.write("sys/fs/"+node+"/cgroup.controllers", "cpu\n")
+			return fs
+		}(), nil},
+	} {
+		if c, err := own(tc.fs.sys(tc.writable)); err == nil {
+			t.Errorf("%s: own cgroup at %s, want a refusal", name, c.Parent())
+		}
+	}
+}

@@ -11,6 +11,9 @@
 //     it when the launcher is itself a sized node, so nodes never share a
 //     quota), with a quota of F CPUs per Period, moving the node's process
 //     into it, and removing it once the process has exited;
+//   - creating a child of a sized node's own v1 cgroup (Own), for its
+//     password derivation workers, and removing a cgroup's children
+//     with it;
 //   - reading a cgroup's quota and throttling (v1 cpu.cfs_quota_us,
 //     cpu.cfs_period_us and cpu.stat; v2 cpu.max and cpu.stat).
 //

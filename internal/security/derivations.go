@@ -171,12 +171,7 @@ func (b *derivationBudget) do(derive func() (cpu time.Duration, known bool)) err
 func (b *derivationBudget) take(now time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.cpusAt.IsZero() || now.Sub(b.cpusAt) >= cpusEvery {
-		b.cpus, b.cpusAt = float64(b.procs()), now
-		if q := b.quota(); q > 0 && q < b.cpus {
-			b.cpus = q
-		}
-	}
+	b.readCPUs(now)
 	b.refill(now)
 	switch {
 	case b.credit < 0:
@@ -186,6 +181,24 @@ func (b *derivationBudget) take(now time.Time) error {
 	}
 	b.busy++
 	return nil
+}
+
+// readCPUs reads the node's CPUs again if cpusEvery has passed.
+func (b *derivationBudget) readCPUs(now time.Time) {
+	if b.cpusAt.IsZero() || now.Sub(b.cpusAt) >= cpusEvery {
+		b.cpus, b.cpusAt = float64(b.procs()), now
+		if q := b.quota(); q > 0 && q < b.cpus {
+			b.cpus = q
+		}
+	}
+}
+
+// cores is the budget in CPUs, the node's read now if they are old.
+func (b *derivationBudget) cores() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.readCPUs(b.now())
+	return b.rate()
 }
 
 // rate is the budget in cores: the CPU time credited a second.

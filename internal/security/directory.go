@@ -190,11 +190,16 @@ const (
 // SetDerivationBudget sets the share of the node's CPUs that derivations
 // of logins not yet verified may use and their burst (c is valid), and
 // where the directory reads the node's CPU quota (0: none), which bounds
-// the CPUs beside GOMAXPROCS. Call it before the directory is used.
+// the CPUs beside GOMAXPROCS. Call it before the directory is used. The
+// budget is also the quota of the derivation workers' cgroup, where a
+// sized node has one (workercgroup.go).
 func (d *Directory) SetDerivationBudget(c LoginConfig, quota func() float64) {
 	d.derivations = newDerivationBudget(c)
 	d.derivations.quota = quota
 	d.hold = c.RefusalHold
+	derivationWorkers.mu.Lock()
+	derivationWorkers.cores = d.derivations.cores
+	derivationWorkers.mu.Unlock()
 }
 
 // maxHeld bounds the refused logins held at once.

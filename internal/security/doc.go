@@ -31,8 +31,10 @@
 // to a share of the node's CPUs, beyond which logins are refused as busy
 // (derivations.go). They run in derivation workers: child processes of
 // the node's own binary, at the lowest CPU priority and on a heap of their
-// own (worker.go).
+// own (worker.go), and on a sized node in a cgroup of their own whose
+// quota is the budget (workercgroup.go).
 //
 // Imports: the standard library, golang.org/x/crypto/argon2,
-// golang.org/x/sys/unix (a derivation worker's priority) and gRPC only.
+// golang.org/x/sys/unix (a derivation worker's priority), gRPC and
+// internal/cgroup (the workers' cgroup) only.
 package security

@@ -233,7 +233,8 @@ func (w *worker) derive(r derivation) ([]byte, time.Duration, bool, error) {
 // startWorker starts a worker: the node's binary again, with the
 // worker's environment variable and one CPU (Argon2id at one lane derives
 // on one anyway), its stderr the node's for the little it logs. It
-// inherits the node's cgroup, so its CPU time counts in the node's quota.
+// starts in the node's cgroup; the pool moves it into the workers' own
+// where there is one (workercgroup.go).
 func startWorker() (*worker, error) {
 	cmd := exec.Command(selfExe)
 	cmd.Env = append(os.Environ(), workerEnv+"="+workerToken, "GOMAXPROCS=1")
@@ -267,15 +268,47 @@ func (w *worker) stop() {
 // on, and that is logged once.
 type workerPool struct {
 	start func() (*worker, error)
+	// cgroup makes the workers' cgroup (nil: none is tried).
+	cgroup workerCgroup
 
 	mu        sync.Mutex
 	idle      []*worker
 	inProcess bool
+	// cores is the derivation budget in CPUs, the workers' cgroup's quota
+	// (SetDerivationBudget).
+	cores func() float64
+	// placed says the workers' cgroup was tried; add and remove are its
+	// (nil: workers stay in the node's cgroup).
+	placed bool
+	add    func(pid int) error
+	remove func() error
 }
 
 // derivationWorkers is the process's pool: a node has one directory, and
 // a test binary's directories share their workers.
-var derivationWorkers = &workerPool{start: startWorker}
+var derivationWorkers = &workerPool{start: startWorker, cgroup: ownCgroupChild,
+	cores: newDerivationBudget(DefaultLoginConfig()).cores}
+
+// StopDerivationWorkers stops the process's idle derivation workers, waits
+// until they have exited and removes their cgroup, if they had one. A
+// node calls it as it stops, once no login is under way; a derivation
+// after it starts workers again.
+func StopDerivationWorkers() error { return derivationWorkers.stop() }
+
+// stop stops p's idle workers and removes their cgroup.
+func (p *workerPool) stop() error {
+	p.mu.Lock()
+	idle, remove := p.idle, p.remove
+	p.idle, p.placed, p.add, p.remove = nil, false, nil, nil
+	p.mu.Unlock()
+	for _, w := range idle {
+		w.stop()
+	}
+	if remove == nil {
+		return nil
+	}
+	return remove()
+}
 
 // derive returns r's key and the CPU time it took, and whether that time
 // is known: exact from a worker, the process's over the derivation in the
@@ -322,7 +355,11 @@ func (p *workerPool) take(fresh bool) (*worker, error) {
 		return w, nil
 	}
 	p.mu.Unlock()
-	return p.start()
+	w, err := p.start()
+	if err == nil && p.cgroup != nil {
+		p.place(w.cmd.Process.Pid)
+	}
+	return w, err
 }
 
 func (p *workerPool) give(w *worker) {

@@ -5,12 +5,14 @@ import (
 	"crypto/pbkdf2"
 	"crypto/sha256"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -39,7 +41,7 @@ func (r derivation) want(t *testing.T) []byte {
 // what CPU time it took.
 func TestWorkerDerivesAsInProcess(t *testing.T) {
 	p := &workerPool{start: startWorker}
-	defer p.stopAll()
+	defer p.stop()
 	for _, r := range fixedDerivations {
 		key, cpu, known := p.derive(r)
 		if want := r.want(t); !bytes.Equal(key, want) || !bytes.Equal(r.run(), want) {
@@ -60,7 +62,7 @@ func TestWorkerRunsAtIdlePriority(t *testing.T) {
 		t.Skip("the priority is lowered on Linux only")
 	}
 	p := &workerPool{start: startWorker}
-	defer p.stopAll()
+	defer p.stop()
 	p.derive(fixedDerivations[0])
 	pid := p.idle[0].cmd.Process.Pid
 	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
@@ -88,7 +90,7 @@ func TestWorkerRunsAtIdlePriority(t *testing.T) {
 // by the new one.
 func TestKilledWorkerReplaced(t *testing.T) {
 	p := &workerPool{start: startWorker}
-	defer p.stopAll()
+	defer p.stop()
 	r := fixedDerivations[0]
 	p.derive(r)
 	old := p.idle[0].cmd
@@ -139,14 +141,6 @@ func TestDerivationFrames(t *testing.T) {
 	}
 }
 
-// stopAll stops p's idle workers.
-func (p *workerPool) stopAll() {
-	for _, w := range p.idle {
-		w.stop()
-	}
-	p.idle = nil
-}
-
 // A directory's logins derive in the process's workers: the right password
 // logs in, a wrong one and an unknown user do not, and no derivation fell
 // back to the test's process.
@@ -161,5 +155,87 @@ func TestLoginsDeriveInWorkers(t *testing.T) {
 	defer derivationWorkers.mu.Unlock()
 	if derivationWorkers.inProcess || len(derivationWorkers.idle) == 0 {
 		t.Fatalf("in process %v, %d idle workers: want the logins derived in a worker", derivationWorkers.inProcess, len(derivationWorkers.idle))
+	}
+}
+
+// fakeCgroup stands in for the workers' cgroup: what it was made with,
+// the processes added, and whether every one had exited when it was
+// removed.
+type fakeCgroup struct {
+	made    []float64
+	pids    []int
+	removed bool
+	err     error
+}
+
+func (f *fakeCgroup) make(cpus float64) (func(int) error, func() error, error) {
+	f.made = append(f.made, cpus)
+	if f.err != nil {
+		return nil, nil, f.err
+	}
+	return func(pid int) error { f.pids = append(f.pids, pid); return nil },
+		func() error { f.removed = true; return nil }, nil
+}
+
+// A sized node's workers go into one cgroup of the budget's CPUs (at
+// least the kernel's minimum), made at the first worker's start and
+// removed once they have exited.
+func TestWorkersInTheirCgroup(t *testing.T) {
+	for _, tc := range []struct {
+		share float64
+		procs int
+		want  float64
+	}{{0.1, 2, 0.2}, {0.5, 4, 2}, {0.01, 2, 0.1}} {
+		b := newDerivationBudget(LoginConfig{DerivationShare: tc.share, DerivationBurst: time.Second})
+		b.procs = func() int { return tc.procs }
+		f := &fakeCgroup{}
+		p := &workerPool{start: startWorker, cgroup: f.make, cores: b.cores}
+		var started []*worker
+		for range 2 {
+			w, err := p.take(true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			started = append(started, w)
+			p.give(w)
+		}
+		if len(f.made) != 1 || math.Abs(f.made[0]-tc.want) > 1e-9 {
+			t.Fatalf("share %v of %d CPUs: cgroups made with %v CPUs, want one of %v", tc.share, tc.procs, f.made, tc.want)
+		}
+		if len(f.pids) != 2 || f.pids[0] != started[0].cmd.Process.Pid || f.pids[1] != started[1].cmd.Process.Pid {
+			t.Fatalf("added %v, want the workers %d and %d", f.pids, started[0].cmd.Process.Pid, started[1].cmd.Process.Pid)
+		}
+		if err := p.stop(); err != nil || !f.removed {
+			t.Fatalf("stop: %v, removed %v", err, f.removed)
+		}
+		for _, w := range started {
+			if w.cmd.ProcessState == nil {
+				t.Fatalf("worker %d not reaped before its cgroup was removed", w.cmd.Process.Pid)
+			}
+		}
+	}
+}
+
+// Without a cgroup of the node's own, workers stay where they are and
+// derive as before; it is tried once.
+func TestWorkersWithoutCgroup(t *testing.T) {
+	f := &fakeCgroup{err: errors.New("no cgroup of the node's own")}
+	p := &workerPool{start: startWorker, cgroup: f.make, cores: func() float64 { return 0.2 }}
+	defer p.stop()
+	for _, r := range fixedDerivations {
+		if key, _, known := p.derive(r); !bytes.Equal(key, r.want(t)) || !known {
+			t.Fatalf("%q: %x (CPU time known %v), want %x from a worker", r.algorithm, key, known, r.want(t))
+		}
+	}
+	if w, err := p.take(true); err != nil {
+		t.Fatal(err)
+	} else {
+		p.give(w)
+	}
+	if len(f.made) != 1 || len(f.pids) != 0 || p.inProcess {
+		t.Fatalf("made %v, added %v, in process %v: want one try, no process added, workers used", f.made, f.pids, p.inProcess)
+	}
+	if err := p.stop(); err != nil || f.removed {
+		t.Fatalf("stop: %v, removed %v: want nothing to remove", err, f.removed)
 	}
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/tidekv/tidekv/internal/nodereport"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/resp"
+	"github.com/tidekv/tidekv/internal/security"
 	"github.com/tidekv/tidekv/internal/sizewatch"
 	"github.com/tidekv/tidekv/internal/storage"
 	"github.com/tidekv/tidekv/internal/transport"
@@ -505,6 +506,12 @@ func (s *Server) Stop() {
 		s.route.Close()
 		if err := s.eng.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
 			log.Printf("closing engine: %v", err)
+		}
+		// No login is under way now. The workers' cgroup inside the
+		// node's must go before the node exits: the launcher cannot
+		// remove a cgroup that has a child.
+		if err := security.StopDerivationWorkers(); err != nil {
+			log.Printf("stopping password derivation workers: %v", err)
 		}
 	})
 }
