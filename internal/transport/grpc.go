@@ -8,7 +8,6 @@ import (
 	"log"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -247,8 +246,6 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 				continue
 			}
 		}
-		dbgFrames.Add(1)
-		dbgMsgs.Add(int64(len(batch.Messages)))
 		if err := stream.Send(batch); err != nil {
 			cancel()
 			stream = nil
@@ -404,14 +401,4 @@ func (t *GRPC) Snapshot(stream tidekvpb.Raft_SnapshotServer) error {
 		return stream.SendAndClose(&tidekvpb.SnapshotResponse{Error: err.Error()})
 	}
 	return stream.SendAndClose(&tidekvpb.SnapshotResponse{Accepted: true})
-}
-
-var dbgFrames, dbgMsgs atomic.Int64
-
-func init() {
-	go func() {
-		for range time.Tick(4 * time.Second) {
-			log.Printf("DBG transport frames %d messages %d", dbgFrames.Load(), dbgMsgs.Load())
-		}
-	}()
 }
