@@ -93,18 +93,13 @@ type wireReader struct {
 	bad bool
 }
 
-func (r *wireReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *wireReader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
 
-func (r *wireReader) varint() int64 {
-	v, n := binary.Varint(r.b)
+func (r *wireReader) varint() int64 { return readVarint(r, binary.Varint) }
+
+// readVarint reads one varint with decode (binary.Uvarint or Varint).
+func readVarint[T uint64 | int64](r *wireReader, decode func([]byte) (T, int)) T {
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.bad, r.b = true, nil
 		return 0

@@ -152,10 +152,7 @@ func TestDerivationBudgetChargesMeasuredTime(t *testing.T) {
 // whole and leaves a debt of 100 ms, 500 ms of refill. Charged the wall
 // time, the first would have left 200 ms and the debt been 704 ms.
 func TestDerivationBudgetChargesTheLesserOfWallAndCPU(t *testing.T) {
-	b := newDerivationBudget(DefaultLoginConfig())
-	b.procs, b.quota = func() int { return 2 }, func() float64 { return 0 }
-	var wall fakeClock
-	b.now = wall.now
+	b, wall := budgetOn(DefaultLoginConfig(), 2, 0)
 	for _, d := range []struct{ wall, cpu time.Duration }{{800 * time.Millisecond, 30 * time.Millisecond}, {30 * time.Millisecond, 800 * time.Millisecond}} {
 		if err := b.do(func() (time.Duration, bool) { wall.advance(d.wall); return d.cpu, true }); err != nil {
 			t.Fatalf("a derivation of %v on the wall and %v of CPU: %v", d.wall, d.cpu, err)
@@ -175,10 +172,7 @@ func TestDerivationBudgetChargesTheLesserOfWallAndCPU(t *testing.T) {
 
 // A derivation whose CPU time is not known is charged its wall time.
 func TestDerivationBudgetChargesWallWithoutCPUTime(t *testing.T) {
-	b := newDerivationBudget(DefaultLoginConfig())
-	b.procs, b.quota = func() int { return 2 }, func() float64 { return 0 }
-	var wall fakeClock
-	b.now = wall.now
+	b, wall := budgetOn(DefaultLoginConfig(), 2, 0)
 	if err := b.do(func() (time.Duration, bool) { wall.advance(1100 * time.Millisecond); return 0, false }); err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,15 @@ func (r derivation) run() []byte {
 	return key
 }
 
+// measured is run with the process's CPU time over it, and whether the
+// kernel told it.
+func (r derivation) measured() (key []byte, cpu time.Duration, known bool) {
+	start, startKnown := processCPU()
+	key = r.run()
+	end, endKnown := processCPU()
+	return key, end - start, startKnown && endKnown
+}
+
 // Frames on a worker's pipes are a 4-byte big-endian length and a body of
 // at most maxFrame bytes. A request's body is the algorithm (1: Argon2id,
 // 0: PBKDF2), uvarints iterations, memory in KiB, threads, key length,
@@ -185,14 +194,12 @@ func serveDerivations(in io.Reader, out io.Writer) int {
 		}
 		// The worker does nothing else: its CPU time over the derivation,
 		// GC included, is the derivation's.
-		start, startKnown := processCPU()
-		key := req.run()
-		end, endKnown := processCPU()
-		known := byte(0)
-		if startKnown && endKnown {
-			known = 1
+		key, cpu, known := req.measured()
+		flag := byte(0)
+		if known {
+			flag = 1
 		}
-		if err := writeFrame(w, append(binary.AppendUvarint([]byte{known}, uint64(end-start)), key...)); err != nil {
+		if err := writeFrame(w, append(binary.AppendUvarint([]byte{flag}, uint64(cpu)), key...)); err != nil {
 			return 1
 		}
 	}
@@ -334,10 +341,7 @@ func (p *workerPool) derive(r derivation) ([]byte, time.Duration, bool) {
 	if err != nil {
 		p.fallBack(err)
 	}
-	start, startKnown := processCPU()
-	key := r.run()
-	end, endKnown := processCPU()
-	return key, end - start, startKnown && endKnown
+	return r.measured()
 }
 
 // take returns an idle worker (unless fresh), or starts one; nil when
