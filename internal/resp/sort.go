@@ -30,7 +30,9 @@ type sortSpec struct {
 // number (without ALPHA).
 var errSortScores = replyError("ERR One or more scores can't be converted into double")
 
-func cmdSort(x *call) {
+// sortOptions parses SORT's options after its key; false once it has
+// answered a bad one.
+func (x *call) sortOptions() (sortSpec, bool) {
 	sp := sortSpec{count: -1}
 	for j := 2; j < len(x.args); j++ {
 		left := len(x.args) - j - 1
@@ -44,7 +46,7 @@ func cmdSort(x *call) {
 		case opt == "limit" && left >= 2:
 			n, ok := x.parseInts(x.args[j+1], x.args[j+2])
 			if !ok {
-				return
+				return sp, false
 			}
 			sp.offset, sp.count = n[0], n[1]
 			j += 2
@@ -60,8 +62,18 @@ func cmdSort(x *call) {
 			j++
 		default:
 			x.c.WriteError(errSyntax)
-			return
+			return sp, false
 		}
+	}
+	return sp, true
+}
+
+// cmdSort is SORT and SORT_RO: the source read in one transaction, with
+// STORE the list written in it too.
+func cmdSort(x *call) {
+	sp, ok := x.sortOptions()
+	if !ok {
+		return
 	}
 	var out [][]byte // nil entries: a GET's key is missing
 	var elems [][]byte
