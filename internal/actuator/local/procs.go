@@ -11,7 +11,6 @@ import (
 
 	"github.com/tidekv/tidekv/internal/cgroup"
 	"github.com/tidekv/tidekv/internal/launcher"
-	"github.com/tidekv/tidekv/internal/retry"
 )
 
 // Procs runs and signals server processes. The actuator's only side
@@ -94,15 +93,5 @@ func (OSProcs) Signal(pid int, sig syscall.Signal) error { return syscall.Kill(p
 
 // RemoveCgroup deletes the cgroup at dir. A process that has exited holds
 // its cgroup until it is reaped (by Start's goroutine, or by init for a
-// node of an earlier run), and the kernel refuses the removal with EBUSY
-// until then: that is waited out, for up to about 1.6 s.
-func (OSProcs) RemoveCgroup(dir string) error {
-	var err error
-	for n := 1; n <= 8; n++ {
-		if err = cgroup.Remove(dir); !errors.Is(err, syscall.EBUSY) {
-			return err
-		}
-		time.Sleep(retry.Backoff(n, 10*time.Millisecond, 500*time.Millisecond))
-	}
-	return err
-}
+// node of an earlier run): cgroup.Remove waits that out.
+func (OSProcs) RemoveCgroup(dir string) error { return cgroup.Remove(dir) }
