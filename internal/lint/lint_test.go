@@ -85,7 +85,7 @@ var rules = []rule{
 		// The concerns moved out of the node reach the network, the
 		// engine and the clock through interfaces they own, so that they
 		// run without a whole server.
-		pkgs:   []string{"internal/metrics", "internal/rangeload", "internal/meta", "internal/clockwatch", "internal/keyspaces", "internal/sizewatch", "internal/kvstream", "internal/metarange", "internal/nodereport", "internal/loops"},
+		pkgs:   []string{"internal/metrics", "internal/rangeload", "internal/meta", "internal/clockwatch", "internal/keyspaces", "internal/sizewatch", "internal/kvstream", "internal/metarange", "internal/nodereport", "internal/loops", "internal/ctlloop"},
 		forbid: []string{"internal/server/", "client/", "internal/transport/", "net", "net/http"},
 		says:   "imports no server, SDK or network code (internal/server, client, internal/transport, net, net/http)",
 	},

@@ -87,9 +87,8 @@ func TestAutoscaleStatusAndPolicy(t *testing.T) {
 			if s.metaLeader() == nil {
 				continue
 			}
-			s.ctl.mu.Lock()
-			ov := s.ctl.loop.Autoscaler.Policy().Overflow
-			s.ctl.mu.Unlock()
+			var ov elastic.OverflowConfig
+			s.ctl.WithAutoscaler(func(a *control.Autoscaler) { ov = a.Policy().Overflow })
 			if ov.ShedAt != 0.8 || ov.MinRate != 4096 || ov.MaxThreshold != elastic.DefaultOverflowConfig().MaxThreshold {
 				return fmt.Errorf("overflow policy on node %d: %+v", s.NodeID(), ov)
 			}
@@ -99,7 +98,7 @@ func TestAutoscaleStatusAndPolicy(t *testing.T) {
 	})
 	// A scale-in drains its victim through the decommission path.
 	victim := tc.nodes[2].NodeID()
-	if err := (decommissioner{tc.nodes[0]}).Decommission(ctx, victim, true); err != nil {
+	if err := (ctlNode{tc.nodes[0]}).Decommission(ctx, victim, true); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "victim draining", func() error {

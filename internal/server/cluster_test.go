@@ -83,12 +83,13 @@ func startClusterWith(t testing.TB, n int, adjust func(*Config)) *testCluster {
 // until the returned release is called: a round waits for the controller's
 // lock, which the hold takes on every node.
 func (tc *testCluster) holdControl() (release func()) {
+	var releases []func()
 	for _, s := range tc.nodes {
-		s.ctl.mu.Lock()
+		releases = append(releases, s.ctl.Hold())
 	}
 	return func() {
-		for _, s := range tc.nodes {
-			s.ctl.mu.Unlock()
+		for _, release := range releases {
+			release()
 		}
 	}
 }

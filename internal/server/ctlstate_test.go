@@ -82,9 +82,7 @@ func testControllerStateSurvives(t *testing.T, move func(ctx context.Context, tc
 	for _, s := range tc.nodes {
 		a := &countingActuator{}
 		acts[s.NodeID()] = a
-		s.ctl.mu.Lock()
-		s.ctl.useActuator(s, "manual", a) // the policy's actuator name: applyAutoscale keeps it
-		s.ctl.mu.Unlock()
+		s.ctl.UseActuator("manual", a) // the policy's actuator name: applyAutoscale keeps it
 	}
 	asked := func() (n int32) {
 		for _, a := range acts {
@@ -123,9 +121,8 @@ func testControllerStateSurvives(t *testing.T, move func(ctx context.Context, tc
 	// the scale-out pending, and asks for nothing more.
 	s := tc.server(to)
 	eventually(t, 10*time.Second, "rounds on the new leaseholder", func() error {
-		s.ctl.mu.Lock()
-		st := s.ctl.loop.Autoscaler.Snapshot()
-		s.ctl.mu.Unlock()
+		var st control.State
+		s.ctl.WithAutoscaler(func(a *control.Autoscaler) { st = a.Snapshot() })
 		if st.Planner.Forecaster.Samples < stored.Planner.Forecaster.Samples+5 {
 			return fmt.Errorf("%d forecaster samples, stored %d", st.Planner.Forecaster.Samples, stored.Planner.Forecaster.Samples)
 		}
@@ -134,7 +131,7 @@ func testControllerStateSurvives(t *testing.T, move func(ctx context.Context, tc
 	if n := asked(); n != 1 {
 		t.Fatalf("%d scale-outs asked (new leaseholder node %d: %d): the pending one was asked for again", n, to, acts[to].outs.Load())
 	}
-	if st := s.ctl.loop.Autoscaler.Status(); st.PendingOut != 1 {
+	if st := s.ctl.Status(); st.PendingOut != 1 {
 		t.Fatalf("the new leaseholder has %d node(s) pending, want the 1 asked for", st.PendingOut)
 	}
 }

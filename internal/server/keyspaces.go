@@ -120,7 +120,7 @@ func (s *Server) createKeySpaceLocal(ctx context.Context, meta *raftstore.Replic
 	if cat, err := s.metaCatalogue(); err == nil {
 		s.ks.Set(cat)
 	}
-	s.wakePlace() // split ranges at its bounds now rather than next round
+	s.ctl.Wake() // split ranges at its bounds now rather than next round
 	return &tidekvpb.CreateKeySpaceResponse{Keyspace: ksconfig.ToAPI(k)}, nil
 }
 

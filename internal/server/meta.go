@@ -63,8 +63,8 @@ func (n metaNode) Engine() storage.Reader { return n.s.eng }
 func (n metaNode) Table() *meta.Table     { return n.s.meta }
 func (n metaNode) GCTTL() time.Duration   { return n.s.clusterConfig().GC.TTL }
 func (n metaNode) SplitBytes() uint64     { return n.s.clusterConfig().Placement.SplitBytes() }
-func (n metaNode) MigrationRate() float64 { return n.s.ctl.loop.Runner.MigrationRate() }
-func (n metaNode) WakePlace()             { n.s.wakePlace() }
+func (n metaNode) MigrationRate() float64 { return n.s.ctl.MigrationRate() }
+func (n metaNode) WakePlace()             { n.s.ctl.Wake() }
 func (n metaNode) CheckJoin(req *tidekvpb.JoinRequest) (uint32, error) {
 	return n.s.checkJoinVersion(req)
 }
@@ -84,7 +84,7 @@ func (s *Server) nodeStatuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) [
 	out := s.meta.Statuses(nodes, now, meta.Liveness{Timeout: s.cfg.LivenessTimeout, DeadGrace: s.cfg.Control.DeadNodeGrace}, s.gossipState)
 	for _, ns := range out {
 		if ns.GetState() == meta.StateLive {
-			if p := s.phaseOf(ns.GetNode().GetNodeId()); p != placement.PhaseNone {
+			if p := s.ctl.Phase(ns.GetNode().GetNodeId()); p != placement.PhaseNone {
 				ns.State = p.String()
 			}
 		}

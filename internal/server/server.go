@@ -8,6 +8,7 @@ import (
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/clockwatch"
 	"github.com/tidekv/tidekv/internal/closedpush"
+	"github.com/tidekv/tidekv/internal/ctlloop"
 	"github.com/tidekv/tidekv/internal/gcqueue"
 	"github.com/tidekv/tidekv/internal/georpc"
 	"github.com/tidekv/tidekv/internal/meta"
@@ -88,7 +89,7 @@ type Server struct {
 	route *adminroute.Router
 
 	meta *meta.Table
-	ctl  *controlState
+	ctl  *ctlloop.Loop
 	// sizes is the size watch: range sizes, write budgets, crossed split
 	// lines (internal/sizewatch).
 	sizes  *sizewatch.Watch
@@ -168,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.sizes = sizewatch.New(sizewatch.Config{SplitBackpressure: cfg.SplitBackpressure, SplitBackpressureWait: cfg.SplitBackpressureWait}, sizeNode{s}, m)
 	s.router = txnclient.New(s.routerNode)
 	s.kv = newKVAPI(s)
-	s.ctl = newControlState(s)
+	s.ctl = newControlLoop(s)
 	s.geo = georpc.New(cfg.Geo, geoNode{s})
 	admNow := time.Now
 	if cfg.admissionClock != nil {
@@ -521,7 +522,7 @@ func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 	if d.GetRangeId() == keys.MetaRangeID {
 		// Liveness and leaders are rebuilt from scratch by this leaseholder.
 		s.meta.Reset(time.Now())
-		s.ctl.reset()
+		s.ctl.Reset()
 		s.events.Record("meta-lease", events.NodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.report.Queue(d)
