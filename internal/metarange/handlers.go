@@ -27,11 +27,6 @@ type Node interface {
 	Engine() storage.Reader
 	// Table is the meta leaseholder's in-memory table.
 	Table() *meta.Table
-	// CheckJoin refuses a joining node whose binary is too old for the
-	// cluster's log version, else says the version; RaiseLogVersion raises
-	// it if every one of nodes allows it and says the version now.
-	CheckJoin(req *tidekvpb.JoinRequest) (uint32, error)
-	RaiseLogVersion(ctx context.Context, meta *raftstore.Replica, nodes []*tidekvpb.NodeDescriptor) (uint32, error)
 	// GCTTL and SplitBytes are the cluster settings' gc-ttl and split size.
 	GCTTL() time.Duration
 	SplitBytes() uint64
@@ -87,7 +82,7 @@ func (h Handlers) Join(ctx context.Context, meta *raftstore.Replica, req *tidekv
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
 	}
-	active, err := h.Node.CheckJoin(req)
+	active, err := h.checkJoinVersion(req)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +128,7 @@ func (h Handlers) Heartbeat(ctx context.Context, meta *raftstore.Replica, req *t
 		}
 	}
 	h.Node.Table().Heartbeat(time.Now(), req)
-	version, err := h.Node.RaiseLogVersion(ctx, meta, nodes)
+	version, err := h.raiseLogVersion(ctx, meta, nodes)
 	if err != nil {
 		return nil, err
 	}

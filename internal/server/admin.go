@@ -171,3 +171,34 @@ func (a *adminService) AllocRangeID(ctx context.Context, req *tidekvpb.AllocRang
 	}
 	return &tidekvpb.AllocRangeIDResponse{RangeId: id}, nil
 }
+
+// Readiness answers whether the cluster is ready (metarange.Handlers.Readiness)
+// on the meta leaseholder; other nodes forward.
+func (a *adminService) Readiness(ctx context.Context, req *tidekvpb.ReadinessRequest) (*tidekvpb.ReadinessResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ReadinessResponse, error) {
+		return s.metaRange().Readiness(ctx, meta, s.cfg.Placement.ReplicationFactor)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReadinessResponse, error) {
+		return c.Readiness(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}
+
+// Decommission marks a node draining, or no longer draining
+// (metarange.Handlers.Decommission), on the meta leaseholder; other nodes
+// forward.
+func (a *adminService) Decommission(ctx context.Context, req *tidekvpb.DecommissionRequest) (*tidekvpb.DecommissionResponse, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	s := a.s
+	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.DecommissionResponse, error) {
+		return s.metaRange().Decommission(ctx, meta, req)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.DecommissionResponse, error) {
+		return c.Decommission(ctx, req)
+	})
+	return resp, s.toStatus(err)
+}

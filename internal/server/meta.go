@@ -65,12 +65,6 @@ func (n metaNode) GCTTL() time.Duration   { return n.s.clusterConfig().GC.TTL }
 func (n metaNode) SplitBytes() uint64     { return n.s.clusterConfig().Placement.SplitBytes() }
 func (n metaNode) MigrationRate() float64 { return n.s.ctl.MigrationRate() }
 func (n metaNode) WakePlace()             { n.s.ctl.Wake() }
-func (n metaNode) CheckJoin(req *tidekvpb.JoinRequest) (uint32, error) {
-	return n.s.checkJoinVersion(req)
-}
-func (n metaNode) RaiseLogVersion(ctx context.Context, meta *raftstore.Replica, nodes []*tidekvpb.NodeDescriptor) (uint32, error) {
-	return n.s.raiseLogVersion(ctx, meta, nodes)
-}
 func (n metaNode) Statuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) []*tidekvpb.NodeStatus {
 	return n.s.nodeStatuses(nodes, now)
 }

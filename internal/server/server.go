@@ -12,6 +12,7 @@ import (
 	"github.com/tidekv/tidekv/internal/gcqueue"
 	"github.com/tidekv/tidekv/internal/georpc"
 	"github.com/tidekv/tidekv/internal/meta"
+	"github.com/tidekv/tidekv/internal/metarange"
 	"github.com/tidekv/tidekv/internal/metrics"
 	"log"
 	"math/rand/v2"
@@ -448,7 +449,7 @@ func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
 				log.Printf("joined cluster %x as node %d via %s", id.GetClusterId(), id.GetNodeId(), addr)
 				return id, nil
 			}
-			if st := status.Convert(err); st.Code() == codes.FailedPrecondition && strings.HasPrefix(st.Message(), joinRefused) {
+			if st := status.Convert(err); st.Code() == codes.FailedPrecondition && strings.HasPrefix(st.Message(), metarange.JoinRefused) {
 				return nil, fmt.Errorf("join via %s: %s", addr, st.Message())
 			}
 			log.Printf("join via %s: %v", addr, err)

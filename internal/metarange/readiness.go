@@ -1,4 +1,4 @@
-package server
+package metarange
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -14,31 +13,18 @@ import (
 
 // Readiness: a cluster is ready when losing any one node cannot take a
 // range below quorum, i.e. when the meta range and every user range have
-// their replication factor (see replicationGap). Liveness alone (/health)
-// says nothing about that: a freshly bootstrapped cluster serves from node
-// 1 alone for a few seconds while placement adds the other voters.
-
-func (a *adminService) Readiness(ctx context.Context, req *tidekvpb.ReadinessRequest) (*tidekvpb.ReadinessResponse, error) {
-	if err := a.ready(); err != nil {
-		return nil, err
-	}
-	s := a.s
-	resp, err := adminroute.Meta(ctx, s.route, s.readinessLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReadinessResponse, error) {
-		return c.Readiness(ctx, req)
-	})
-	return resp, s.toStatus(err)
-}
-
-// readinessLocal judges readiness on the meta leaseholder, from the range
-// directory, the reported leaseholders and node liveness.
-func (s *Server) readinessLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ReadinessResponse, error) {
-	rs, err := s.metaRange().Ranges(ctx, meta)
+// their replication factor rf (see replicationGap). Liveness alone
+// (/health) says nothing about that: a freshly bootstrapped cluster serves
+// from node 1 alone for a few seconds while placement adds the other
+// voters. It is judged from the range directory, the reported
+// leaseholders and node liveness.
+func (h Handlers) Readiness(ctx context.Context, meta *raftstore.Replica, rf int) (*tidekvpb.ReadinessResponse, error) {
+	rs, err := h.Ranges(ctx, meta)
 	if err != nil {
 		return nil, err
 	}
-	ranges := append([]*tidekvpb.RangeInfo{{Desc: meta.Desc(), LeaderNodeId: s.nodeID}}, rs.GetRanges()...)
-	rf := s.cfg.Placement.ReplicationFactor
-	live, reason := replicationGap(ranges, s.nodeStatuses(rs.GetNodes(), time.Now()), rf)
+	ranges := append([]*tidekvpb.RangeInfo{{Desc: meta.Desc(), LeaderNodeId: h.Node.ID()}}, rs.GetRanges()...)
+	live, reason := replicationGap(ranges, h.Node.Statuses(rs.GetNodes(), time.Now()), rf)
 	return &tidekvpb.ReadinessResponse{Ready: reason == "", Reason: reason, ReplicationFactor: uint32(rf),
 		LiveNodes: uint32(live), Ranges: uint32(len(ranges))}, nil
 }

@@ -1,12 +1,12 @@
-package server
+package metarange
 
 import (
 	"context"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -15,24 +15,11 @@ import (
 // draining) in its meta record, so placement moves its replicas away one
 // at a time and nothing new comes to it. It answers how many replicas the
 // directory still places on the node: 0 means it may be stopped.
-func (a *adminService) Decommission(ctx context.Context, req *tidekvpb.DecommissionRequest) (*tidekvpb.DecommissionResponse, error) {
-	if err := a.ready(); err != nil {
-		return nil, err
-	}
-	s := a.s
-	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.DecommissionResponse, error) {
-		return s.decommissionLocal(ctx, meta, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.DecommissionResponse, error) {
-		return c.Decommission(ctx, req)
-	})
-	return resp, s.toStatus(err)
-}
-
-func (s *Server) decommissionLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.DecommissionRequest) (*tidekvpb.DecommissionResponse, error) {
+func (h Handlers) Decommission(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.DecommissionRequest) (*tidekvpb.DecommissionResponse, error) {
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
 	}
-	nodes, err := raftstore.ReadMetaNodes(s.eng)
+	nodes, err := raftstore.ReadMetaNodes(h.Node.Engine())
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +30,7 @@ func (s *Server) decommissionLocal(ctx context.Context, meta *raftstore.Replica,
 		}
 	}
 	if node == nil {
-		return nil, invalidArg("node %d is not a member of the cluster", req.GetNodeId())
+		return nil, kverr.Invalid("node %d is not a member of the cluster", req.GetNodeId())
 	}
 	if node.GetDraining() != req.GetDrain() {
 		updated := proto.Clone(node).(*tidekvpb.NodeDescriptor)
@@ -52,12 +39,12 @@ func (s *Server) decommissionLocal(ctx context.Context, meta *raftstore.Replica,
 			return nil, err
 		}
 		if req.GetDrain() {
-			s.events.Record("decommission", events.NodeSubject(node.GetNodeId()), "draining requested by an operator: its replicas move to other nodes one at a time")
+			h.Node.Record("decommission", events.NodeSubject(node.GetNodeId()), "draining requested by an operator: its replicas move to other nodes one at a time")
 		} else {
-			s.events.Record("recommission", events.NodeSubject(node.GetNodeId()), "decommission cancelled by an operator: the node takes replicas again")
+			h.Node.Record("recommission", events.NodeSubject(node.GetNodeId()), "decommission cancelled by an operator: the node takes replicas again")
 		}
 	}
-	descs, err := raftstore.ReadMetaRanges(s.eng)
+	descs, err := raftstore.ReadMetaRanges(h.Node.Engine())
 	if err != nil {
 		return nil, err
 	}

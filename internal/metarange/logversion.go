@@ -1,4 +1,4 @@
-package server
+package metarange
 
 import (
 	"context"
@@ -47,8 +47,8 @@ func nextLogVersion(active uint32, nodes []*tidekvpb.NodeDescriptor, ranges []*t
 
 // raiseLogVersion raises the cluster's log version if every node allows it,
 // and returns the version in force.
-func (s *Server) raiseLogVersion(ctx context.Context, meta *raftstore.Replica, nodes []*tidekvpb.NodeDescriptor) (uint32, error) {
-	active, err := raftstore.ReadMetaLogVersion(s.eng)
+func (h Handlers) raiseLogVersion(ctx context.Context, meta *raftstore.Replica, nodes []*tidekvpb.NodeDescriptor) (uint32, error) {
+	active, err := raftstore.ReadMetaLogVersion(h.Node.Engine())
 	if err != nil {
 		return 0, err
 	}
@@ -64,7 +64,7 @@ func (s *Server) raiseLogVersion(ctx context.Context, meta *raftstore.Replica, n
 	if bound, _ := nextLogVersion(active, staying, nil); bound == active {
 		return active, nil
 	}
-	ranges, err := raftstore.ReadMetaRanges(s.eng)
+	ranges, err := raftstore.ReadMetaRanges(h.Node.Engine())
 	if err != nil {
 		return 0, err
 	}
@@ -75,24 +75,24 @@ func (s *Server) raiseLogVersion(ctx context.Context, meta *raftstore.Replica, n
 	if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{RaiseLogVersion: next}); err != nil {
 		return active, err
 	}
-	s.events.Record("log-version", "cluster", "Raft log version raised from %d to %d: %s", active, next, why)
+	h.Node.Record("log-version", "cluster", "Raft log version raised from %d to %d: %s", active, next, why)
 	return next, nil
 }
 
-// joinRefused begins the answer to a node that must not join: the node
+// JoinRefused begins the answer to a node that must not join: the node
 // stops trying (other failures to join are retried).
-const joinRefused = "join refused"
+const JoinRefused = "join refused"
 
 // checkJoinVersion refuses a node whose binary is older than the
 // cluster's log version: it would misapply entries. It returns the
 // version, which the node starts at.
-func (s *Server) checkJoinVersion(req *tidekvpb.JoinRequest) (uint32, error) {
-	active, err := raftstore.ReadMetaLogVersion(s.eng)
+func (h Handlers) checkJoinVersion(req *tidekvpb.JoinRequest) (uint32, error) {
+	active, err := raftstore.ReadMetaLogVersion(h.Node.Engine())
 	if err != nil {
 		return 0, err
 	}
 	if v := nodeLogVersion(req.GetMaxLogVersion()); v < active {
-		return 0, status.Errorf(codes.FailedPrecondition, joinRefused+": the node's binary applies Raft log version %d and the cluster runs at %d; start it with a newer binary", v, active)
+		return 0, status.Errorf(codes.FailedPrecondition, JoinRefused+": the node's binary applies Raft log version %d and the cluster runs at %d; start it with a newer binary", v, active)
 	}
 	return active, nil
 }
