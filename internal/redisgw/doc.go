@@ -6,7 +6,9 @@
 // process, through the node's typed KV API as the interface Local it owns
 // describes, and hands the rest (and a local attempt answered ErrRoute) to
 // the routing client; FromClient sends calls through that client (package
-// client), mapping TideKV's errors (api/kverr) to resp's sentinels.
+// client), mapping TideKV's errors (api/kverr) to resp's sentinels. Front
+// is a node's whole Redis front end: the RESP listener over a Gateway, and
+// the routing client, started together (Serve) and closed together.
 //
 // Imports: the standard library, the Prometheus client, api/kverr, client,
 // api/keyspace, internal/ksconfig and internal/resp. resp imports no SDK:

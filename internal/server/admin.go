@@ -36,7 +36,7 @@ func (a *adminService) Status(ctx context.Context, req *tidekvpb.StatusRequest) 
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.route, s.metaRange().Status, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.StatusResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.peers.route, s.metaRange().Status, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.StatusResponse, error) {
 		return c.Status(ctx, req)
 	})
 	return resp, s.toStatus(err)
@@ -79,7 +79,7 @@ func (s *Server) localStatus() *tidekvpb.LocalStatusResponse {
 					rs.Type = rd.GetType()
 				}
 			}
-			if n, err := s.eng.ApproximateSize(r.DataSpan()); err == nil {
+			if n, err := s.ks.Engine().ApproximateSize(r.DataSpan()); err == nil {
 				resp.Bytes += n
 			}
 		}
@@ -117,7 +117,7 @@ func (a *adminService) Join(ctx context.Context, req *tidekvpb.JoinRequest) (*ti
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.JoinResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.JoinResponse, error) {
 		return s.metaRange().Join(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.JoinResponse, error) {
 		return c.Join(ctx, req)
@@ -153,7 +153,7 @@ func (a *adminService) Events(ctx context.Context, req *tidekvpb.EventsRequest) 
 }
 
 func (s *Server) allocRangeID(ctx context.Context) (uint64, error) {
-	return adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (uint64, error) {
+	return adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (uint64, error) {
 		return meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{AllocRangeId: true})
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (uint64, error) {
 		resp, err := c.AllocRangeID(ctx, &tidekvpb.AllocRangeIDRequest{})
@@ -179,7 +179,7 @@ func (a *adminService) Readiness(ctx context.Context, req *tidekvpb.ReadinessReq
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ReadinessResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ReadinessResponse, error) {
 		return s.metaRange().Readiness(ctx, meta, s.cfg.Placement.ReplicationFactor)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReadinessResponse, error) {
 		return c.Readiness(ctx, req)
@@ -195,7 +195,7 @@ func (a *adminService) Decommission(ctx context.Context, req *tidekvpb.Decommiss
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.DecommissionResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.DecommissionResponse, error) {
 		return s.metaRange().Decommission(ctx, meta, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.DecommissionResponse, error) {
 		return c.Decommission(ctx, req)

@@ -88,7 +88,7 @@ func TestAutoscaleStatusAndPolicy(t *testing.T) {
 				continue
 			}
 			var ov elastic.OverflowConfig
-			s.ctl.WithAutoscaler(func(a *control.Autoscaler) { ov = a.Policy().Overflow })
+			s.meta.ctl.WithAutoscaler(func(a *control.Autoscaler) { ov = a.Policy().Overflow })
 			if ov.ShedAt != 0.8 || ov.MinRate != 4096 || ov.MaxThreshold != elastic.DefaultOverflowConfig().MaxThreshold {
 				return fmt.Errorf("overflow policy on node %d: %+v", s.NodeID(), ov)
 			}

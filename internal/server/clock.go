@@ -16,7 +16,7 @@ func (c clockNode) SetClockTrusted(trusted bool, reason string) {
 }
 
 func (c clockNode) Event(kind, format string, args ...any) {
-	c.s.events.Record(kind, events.NodeSubject(c.s.nodeID), format, args...)
+	c.s.events.Record(kind, events.NodeSubject(c.s.id.node), format, args...)
 }
 
 // updateClock folds a remote HLC timestamp into the node's clock
@@ -28,7 +28,7 @@ func (s *Server) updateClock(ts *tidekvpb.Timestamp, from string) error {
 // clockUntrustedOn reports whether a node's latest load says its clock is
 // not trusted (unknown nodes are not known to be untrusted).
 func (s *Server) clockUntrustedOn(node uint64) bool {
-	for _, l := range s.push.Loads() {
+	for _, l := range s.peers.push.Loads() {
 		if l.GetNodeId() == node {
 			return l.GetClockUntrusted()
 		}

@@ -20,11 +20,11 @@ import (
 // pushNode is the node as its side transport sees it.
 type pushNode struct{ s *Server }
 
-func (n pushNode) ID() uint64                        { return n.s.nodeID }
-func (n pushNode) Peers() []*tidekvpb.NodeDescriptor { return n.s.dir.List() }
+func (n pushNode) ID() uint64                        { return n.s.id.node }
+func (n pushNode) Peers() []*tidekvpb.NodeDescriptor { return n.s.peers.dir.List() }
 func (n pushNode) Blocked(peer uint64) bool          { return n.s.cfg.Transport.Partition.Blocked(peer) }
 func (n pushNode) Delay(peer uint64) time.Duration {
-	return n.s.cfg.Transport.Delays.Get(n.s.nodeID, peer)
+	return n.s.cfg.Transport.Delays.Get(n.s.id.node, peer)
 }
 func (n pushNode) Conn(addr string) grpc.ClientConnInterface { return n.s.conn(addr) }
 func (n pushNode) Load() *tidekvpb.NodeLoad                  { return n.s.report.Load() }
@@ -51,7 +51,7 @@ func (a *adminService) PushClosedTimestamps(ctx context.Context, req *tidekvpb.C
 	if a.s.updateClock(req.GetHlc(), "node "+strconv.FormatUint(req.GetFromNodeId(), 10)) == nil {
 		a.s.store.ApplyClosedTimestamps(req.GetClosed())
 	}
-	a.s.push.Note(req.GetLoad())
+	a.s.peers.push.Note(req.GetLoad())
 	return &tidekvpb.ClosedTimestampsResponse{Load: a.s.report.Load(), Hlc: tidekvpb.FromHLC(a.s.store.HLC().Now()), UnixNanos: a.s.clock.WallNow().UnixNano()}, nil
 }
 
@@ -59,6 +59,6 @@ func (a *adminService) NodeLoads(ctx context.Context, req *tidekvpb.NodeLoadsReq
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	a.s.push.Note(a.s.report.Load())
-	return &tidekvpb.NodeLoadsResponse{Loads: a.s.push.Loads()}, nil
+	a.s.peers.push.Note(a.s.report.Load())
+	return &tidekvpb.NodeLoadsResponse{Loads: a.s.peers.push.Loads()}, nil
 }

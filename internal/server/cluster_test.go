@@ -85,7 +85,7 @@ func startClusterWith(t testing.TB, n int, adjust func(*Config)) *testCluster {
 func (tc *testCluster) holdControl() (release func()) {
 	var releases []func()
 	for _, s := range tc.nodes {
-		releases = append(releases, s.ctl.Hold())
+		releases = append(releases, s.meta.ctl.Hold())
 	}
 	return func() {
 		for _, release := range releases {

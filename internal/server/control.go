@@ -29,7 +29,7 @@ func newControlLoop(s *Server) *ctlloop.Loop {
 // placement-only round when woken, at most one per SizeWatchInterval so a
 // burst of reports cannot keep the loop busy.
 func (s *Server) placeLoop() {
-	s.bg.Wakeable(s.cfg.Control.Interval, s.cfg.SizeWatchInterval, s.ctl.Woken(), s.ctl.Round, s.ctl.Urgent)
+	s.bg.Wakeable(s.cfg.Control.Interval, s.cfg.SizeWatchInterval, s.meta.ctl.Woken(), s.meta.ctl.Round, s.meta.ctl.Urgent)
 }
 
 // ctlNode is the node as its control loop sees it.
@@ -45,7 +45,7 @@ func (n ctlNode) Ranges(ctx context.Context, meta *raftstore.Replica) (*tidekvpb
 
 func (n ctlNode) Observe(meta *raftstore.Replica, resp *tidekvpb.RangesResponse, now time.Time) control.Observation {
 	s := n.s
-	obs := s.meta.Observe(s.nodeID, meta.Desc(), resp, s.nodeStatuses(resp.GetNodes(), now), now)
+	obs := s.meta.table.Observe(s.id.node, meta.Desc(), resp, s.nodeStatuses(resp.GetNodes(), now), now)
 	s.placeKeySpaces(&obs)
 	return obs
 }
@@ -54,7 +54,7 @@ func (n ctlNode) ReadState(ctx context.Context, meta *raftstore.Replica) ([]byte
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
 	}
-	return raftstore.ReadMetaControllerState(n.s.eng)
+	return raftstore.ReadMetaControllerState(n.s.ks.Engine())
 }
 
 func (n ctlNode) SaveState(ctx context.Context, meta *raftstore.Replica, raw []byte) error {
@@ -98,7 +98,7 @@ type opExecutor struct{ s *Server }
 func (x opExecutor) Execute(op placement.Operator, done func(error)) {
 	s := x.s
 	s.bg.Go(func() {
-		ctx, cancel := s.bg.UntilStop(s.ctl.OpTimeout())
+		ctx, cancel := s.bg.UntilStop(s.meta.ctl.OpTimeout())
 		defer cancel()
 		err := raftstore.ErrStopped
 		if s.ready.Load() { // as the admin service refuses before the node serves
@@ -118,8 +118,8 @@ func (a *adminService) AutoscaleStatus(ctx context.Context, req *tidekvpb.Autosc
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.AutoscaleStatusResponse, error) {
-		b, err := json.Marshal(s.ctl.Status())
+	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.AutoscaleStatusResponse, error) {
+		b, err := json.Marshal(s.meta.ctl.Status())
 		if err != nil {
 			return nil, err
 		}

@@ -82,7 +82,7 @@ func testControllerStateSurvives(t *testing.T, move func(ctx context.Context, tc
 	for _, s := range tc.nodes {
 		a := &countingActuator{}
 		acts[s.NodeID()] = a
-		s.ctl.UseActuator("manual", a) // the policy's actuator name: applyAutoscale keeps it
+		s.meta.ctl.UseActuator("manual", a) // the policy's actuator name: applyAutoscale keeps it
 	}
 	asked := func() (n int32) {
 		for _, a := range acts {
@@ -98,7 +98,7 @@ func testControllerStateSurvives(t *testing.T, move func(ctx context.Context, tc
 	}
 	var stored control.State
 	eventually(t, 10*time.Second, "the pending scale-out stored in the meta range", func() error {
-		raw, err := raftstore.ReadMetaControllerState(tc.server(tc.leaseholder(t, keys.MetaRangeID)).eng)
+		raw, err := raftstore.ReadMetaControllerState(tc.server(tc.leaseholder(t, keys.MetaRangeID)).ks.Engine())
 		if err != nil || raw == nil {
 			return fmt.Errorf("stored state %q: %v", raw, err)
 		}
@@ -122,7 +122,7 @@ func testControllerStateSurvives(t *testing.T, move func(ctx context.Context, tc
 	s := tc.server(to)
 	eventually(t, 10*time.Second, "rounds on the new leaseholder", func() error {
 		var st control.State
-		s.ctl.WithAutoscaler(func(a *control.Autoscaler) { st = a.Snapshot() })
+		s.meta.ctl.WithAutoscaler(func(a *control.Autoscaler) { st = a.Snapshot() })
 		if st.Planner.Forecaster.Samples < stored.Planner.Forecaster.Samples+5 {
 			return fmt.Errorf("%d forecaster samples, stored %d", st.Planner.Forecaster.Samples, stored.Planner.Forecaster.Samples)
 		}
@@ -131,7 +131,7 @@ func testControllerStateSurvives(t *testing.T, move func(ctx context.Context, tc
 	if n := asked(); n != 1 {
 		t.Fatalf("%d scale-outs asked (new leaseholder node %d: %d): the pending one was asked for again", n, to, acts[to].outs.Load())
 	}
-	if st := s.ctl.Status(); st.PendingOut != 1 {
+	if st := s.meta.ctl.Status(); st.PendingOut != 1 {
 		t.Fatalf("the new leaseholder has %d node(s) pending, want the 1 asked for", st.PendingOut)
 	}
 }

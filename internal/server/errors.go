@@ -181,7 +181,7 @@ func (s *Server) toStatus(err error) error {
 		d.RetryAfterMs = 20
 	}
 	if d.LeaderNodeId != 0 {
-		if n, ok := s.dir.Get(d.LeaderNodeId); ok {
+		if n, ok := s.peers.dir.Get(d.LeaderNodeId); ok {
 			d.LeaderAddr = n.GetGrpcAddr()
 		}
 	}

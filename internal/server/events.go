@@ -19,8 +19,8 @@ func (s *Server) clusterEvents(ctx context.Context, limit int) []*tidekvpb.Event
 	lists := [][]*tidekvpb.Event{s.events.List(limit)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, n := range s.dir.List() {
-		if n.GetNodeId() == s.nodeID || n.GetGrpcAddr() == "" {
+	for _, n := range s.peers.dir.List() {
+		if n.GetNodeId() == s.id.node || n.GetGrpcAddr() == "" {
 			continue
 		}
 		wg.Add(1)
@@ -47,10 +47,10 @@ func (s *Server) watchLiveness(ctx context.Context) {
 	if s.metaLeader() == nil {
 		return
 	}
-	if !s.meta.Settled(time.Now(), 3*s.cfg.HeartbeatInterval) {
+	if !s.meta.table.Settled(time.Now(), 3*s.cfg.HeartbeatInterval) {
 		return // liveness is still being learnt from heartbeats
 	}
-	nodes := s.dir.List()
+	nodes := s.peers.dir.List()
 	statuses := s.nodeStatuses(nodes, time.Now())
 	s.metrics.SetImbalance(placement.ImbalanceOf(statuses))
 	for _, ns := range statuses {
@@ -59,7 +59,7 @@ func (s *Server) watchLiveness(ctx context.Context) {
 		if strings.HasPrefix(st, "bootstrap") || st == meta.StateDraining || st == meta.StateDrained {
 			st = meta.StateLive // phases and draining have events of their own
 		}
-		prev, seen, changed := s.meta.Announce(id, st)
+		prev, seen, changed := s.meta.table.Announce(id, st)
 		if !changed {
 			continue
 		}

@@ -66,7 +66,7 @@ func TestEvictionKeepsKeySpaceUnderCapacity(t *testing.T) {
 		readHot()
 		for _, s := range tc.nodes {
 			if held := keySpaceHeld(ctx, s, 1); held >= capacity*95/100 {
-				return fmt.Errorf("node %d holds %d bytes of the key space", s.nodeID, held)
+				return fmt.Errorf("node %d holds %d bytes of the key space", s.id.node, held)
 			}
 		}
 		return nil

@@ -68,7 +68,7 @@ func (f *faultNodes) heal() {
 func (tc *testCluster) kill(i int, part *transport.Partition) *storage.MemEngine {
 	s := tc.nodes[i]
 	part.Isolate()
-	s.grpcSrv.Stop()
+	s.ports.grpc.Stop()
 	mem := s.ks.Base().(*storage.MemEngine)
 	left := mem.CrashCloneKeeping(mem.UnsyncedBatches())
 	s.Stop()

@@ -36,7 +36,7 @@ func (n gcNode) SweepIntents(ctx context.Context, r *raftstore.Replica) {
 	n.s.sweepIntents(ctx, r)
 }
 func (n gcNode) Protected() ([]*tidekvpb.ProtectedTimestamp, error) {
-	return raftstore.ReadMetaProtected(n.s.eng)
+	return raftstore.ReadMetaProtected(n.s.ks.Engine())
 }
 func (n gcNode) Record(kind, subject, format string, args ...any) {
 	n.s.events.Record(kind, subject, format, args...)

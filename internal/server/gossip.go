@@ -17,7 +17,7 @@ func (s *Server) startGossip() error {
 		return nil
 	}
 	cfg := s.cfg.Gossip
-	cfg.NodeID, cfg.GRPCAddr = s.nodeID, s.Addr()
+	cfg.NodeID, cfg.GRPCAddr = s.id.node, s.Addr()
 	cfg.Seeds = s.gossipSeeds()
 	if s.sec != nil {
 		cfg.Keys = s.sec.gossipKeys
@@ -26,15 +26,15 @@ func (s *Server) startGossip() error {
 	if err != nil {
 		return err
 	}
-	s.gossip = g
+	s.peers.gossip = g
 	return nil
 }
 
 // gossipSeeds are the other known nodes' gossip addresses.
 func (s *Server) gossipSeeds() []string {
 	var out []string
-	for _, n := range s.dir.List() {
-		if n.GetNodeId() != s.nodeID && n.GetGossipAddr() != "" {
+	for _, n := range s.peers.dir.List() {
+		if n.GetNodeId() != s.id.node && n.GetGossipAddr() != "" {
 			out = append(out, n.GetGossipAddr())
 		}
 	}
@@ -43,40 +43,40 @@ func (s *Server) gossipSeeds() []string {
 
 // gossipAddr is the node's gossip address ("" when off).
 func (s *Server) gossipAddr() string {
-	if s.gossip == nil {
+	if s.peers.gossip == nil {
 		return ""
 	}
-	return s.gossip.Addr()
+	return s.peers.gossip.Addr()
 }
 
 // rejoinGossip asks gossip to join known nodes it does not see (a node
 // that learnt of others only after it started).
 func (s *Server) rejoinGossip() {
-	if s.gossip == nil {
+	if s.peers.gossip == nil {
 		return
 	}
 	seen := map[uint64]bool{}
-	for _, m := range s.gossip.Members() {
+	for _, m := range s.peers.gossip.Members() {
 		seen[m.NodeID] = true
 	}
 	var missing []string
-	for _, n := range s.dir.List() {
-		if !seen[n.GetNodeId()] && n.GetGossipAddr() != "" && n.GetNodeId() != s.nodeID {
+	for _, n := range s.peers.dir.List() {
+		if !seen[n.GetNodeId()] && n.GetGossipAddr() != "" && n.GetNodeId() != s.id.node {
 			missing = append(missing, n.GetGossipAddr())
 		}
 	}
 	if len(missing) > 0 {
-		_ = s.gossip.Join(missing)
+		_ = s.peers.gossip.Join(missing)
 	}
 }
 
 // gossipState returns what gossip says of node: its state and since when,
 // ok=false when gossip is off or does not know the node.
 func (s *Server) gossipState(node uint64) (gossip.State, time.Time, bool) {
-	if s.gossip == nil {
+	if s.peers.gossip == nil {
 		return 0, time.Time{}, false
 	}
-	for _, m := range s.gossip.Members() {
+	for _, m := range s.peers.gossip.Members() {
 		if m.NodeID == node {
 			return m.State, m.Since, true
 		}

@@ -26,7 +26,7 @@ func (s *Server) httpNode() httpapi.Node {
 		Peers:          s.httpPeers,
 		PeerTLS:        s.peerTLS(),
 		Pprof:          s.cfg.EnablePprof,
-		Faults:         s.faults,
+		Faults:         s.ports.faults,
 	}
 	if s.sec != nil {
 		n.Auth = &s.sec.http
@@ -37,7 +37,7 @@ func (s *Server) httpNode() httpapi.Node {
 // httpPeers are the HTTP addresses of the other nodes in the directory.
 func (s *Server) httpPeers() []string {
 	var addrs []string
-	for _, n := range s.dir.List() {
+	for _, n := range s.peers.dir.List() {
 		if n.GetNodeId() != s.NodeID() && n.GetHttpAddr() != "" {
 			addrs = append(addrs, n.GetHttpAddr())
 		}

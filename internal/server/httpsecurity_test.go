@@ -296,11 +296,11 @@ func TestSecurityTable(t *testing.T) {
 		}
 	})
 	t.Run("HTTP", func(t *testing.T) {
-		checkRoutesAreThoseProbed(t, n.s.httpRoutes)
+		checkRoutesAreThoseProbed(t, n.s.ports.httpRoutes)
 		for _, c := range callers {
 			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: c.tls(t, n)},
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-			for _, r := range n.s.httpRoutes {
+			for _, r := range n.s.ports.httpRoutes {
 				p := httpProbes[r.Pattern]
 				got := httpOutcome(t, hc, n.s.HTTPAddr(), p, c)
 				if want := expect(c, grpcRole(c), r.Role); got != want {

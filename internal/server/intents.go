@@ -31,7 +31,7 @@ func (s *Server) sweepIntents(ctx context.Context, r *raftstore.Replica) {
 		if ie.Timestamp.WallTime > old {
 			continue
 		}
-		if _, err := s.txns.Push(ctx, ie); err != nil {
+		if _, err := s.txn.coord.Push(ctx, ie); err != nil {
 			log.Printf("range %d: pushing the transaction of an old intent: %v", r.RangeID(), err)
 			return
 		}

@@ -27,7 +27,7 @@ type ksNode struct {
 	origin *http.Client // read-through's calls to miss handlers
 }
 
-func (n ksNode) NodeID() uint64                            { return n.s.nodeID }
+func (n ksNode) NodeID() uint64                            { return n.s.id.node }
 func (n ksNode) Replicas() []*raftstore.Replica            { return n.s.store.Replicas() }
 func (n ksNode) Replica(rangeID uint64) *raftstore.Replica { return n.s.store.GetReplica(rangeID) }
 func (n ksNode) LookupKey(key []byte) *raftstore.Replica   { return n.s.store.LookupKey(key) }
@@ -70,7 +70,9 @@ func invalidAtEdge(err error) error {
 
 // metaCatalogue reads the catalogue from this node's copy of the meta range
 // (its leaseholder's, after a lease read).
-func (s *Server) metaCatalogue() (ksconfig.Catalogue, error) { return keyspaces.ReadCatalogue(s.eng) }
+func (s *Server) metaCatalogue() (ksconfig.Catalogue, error) {
+	return keyspaces.ReadCatalogue(s.ks.Engine())
+}
 
 // CreateKeySpace adds a key space to the catalogue; placement then splits
 // ranges at its bounds.
@@ -79,7 +81,7 @@ func (a *adminService) CreateKeySpace(ctx context.Context, req *tidekvpb.CreateK
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.CreateKeySpaceResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.CreateKeySpaceResponse, error) {
 		return s.createKeySpaceLocal(ctx, meta, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.CreateKeySpaceResponse, error) {
 		return c.CreateKeySpace(ctx, req)
@@ -120,7 +122,7 @@ func (s *Server) createKeySpaceLocal(ctx context.Context, meta *raftstore.Replic
 	if cat, err := s.metaCatalogue(); err == nil {
 		s.ks.Set(cat)
 	}
-	s.ctl.Wake() // split ranges at its bounds now rather than next round
+	s.meta.ctl.Wake() // split ranges at its bounds now rather than next round
 	return &tidekvpb.CreateKeySpaceResponse{Keyspace: ksconfig.ToAPI(k)}, nil
 }
 
@@ -134,7 +136,7 @@ func (a *adminService) ListKeySpaces(ctx context.Context, req *tidekvpb.ListKeyS
 }
 
 func (s *Server) listKeySpaces(ctx context.Context) (*tidekvpb.ListKeySpacesResponse, error) {
-	resp, err := adminroute.Meta(ctx, s.route, s.listKeySpacesLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ListKeySpacesResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.peers.route, s.listKeySpacesLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ListKeySpacesResponse, error) {
 		return c.ListKeySpaces(ctx, &tidekvpb.ListKeySpacesRequest{})
 	})
 	if err == nil {
@@ -170,7 +172,7 @@ func (s *Server) listKeySpacesLocal(ctx context.Context, meta *raftstore.Replica
 	for id, a := range byID {
 		a.Bytes, a.Keys, a.Ranges = t[id].Bytes, t[id].Keys, uint32(t[id].Ranges)
 	}
-	s.meta.Heartbeats(func(_ uint64, hb *tidekvpb.NodeHeartbeatRequest) {
+	s.meta.table.Heartbeats(func(_ uint64, hb *tidekvpb.NodeHeartbeatRequest) {
 		for _, c := range hb.GetKeyspaceCounts() {
 			if a := byID[keyspace.ID(c.GetId())]; a != nil {
 				a.Hits, a.Misses, a.Evictions = a.Hits+c.GetHits(), a.Misses+c.GetMisses(), a.Evictions+c.GetEvictions()
@@ -187,5 +189,5 @@ func (s *Server) placeKeySpaces(obs *control.Observation) {
 	if err != nil {
 		return
 	}
-	s.ks.Place(obs, cat, s.meta)
+	s.ks.Place(obs, cat, s.meta.table)
 }

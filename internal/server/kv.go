@@ -62,7 +62,7 @@ func (n kvNode) AdmitGrowth(ctx context.Context, r *raftstore.Replica, key []byt
 	return n.s.sizes.Admit(ctx, r, key, grow)
 }
 
-func (n kvNode) IntentWait(op string) kvapi.IntentWait { return n.s.txns.NewWait(op) }
+func (n kvNode) IntentWait(op string) kvapi.IntentWait { return n.s.txn.coord.NewWait(op) }
 
 func (n kvNode) Refused(op string, start time.Time, err error) {
 	n.s.metrics.Observe(op, start, errCode(err))

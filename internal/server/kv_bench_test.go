@@ -59,7 +59,7 @@ func benchNode(b *testing.B, adjust func(*Config)) (*testCluster, []byte) {
 	if !tc.nodes[0].store.LookupKey(key).VersionedLayout() {
 		b.Fatal("a new cluster's range is not on the versioned layout")
 	}
-	if f, ok := tc.nodes[0].eng.(interface{ Flush() error }); ok {
+	if f, ok := tc.nodes[0].ks.Engine().(interface{ Flush() error }); ok {
 		if err := f.Flush(); err != nil {
 			b.Fatal(err)
 		}

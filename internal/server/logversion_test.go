@@ -133,7 +133,7 @@ func (tc *testCluster) layouts() (versioned, unversioned []string) {
 			if r.RangeID() == keys.MetaRangeID {
 				continue
 			}
-			name := fmt.Sprintf("n%d/r%d", s.nodeID, r.RangeID())
+			name := fmt.Sprintf("n%d/r%d", s.id.node, r.RangeID())
 			if r.VersionedLayout() {
 				versioned = append(versioned, name)
 			} else {

@@ -27,7 +27,7 @@ func (s *Server) startLoops() {
 	s.bg.Every(s.cfg.ReplicaGCInterval, s.gcReplicas)
 	s.bg.Go(s.gcAtStart)
 	s.bg.Every(s.cfg.HeartbeatInterval, s.watchLiveness)
-	s.bg.Every(s.cfg.ClosedTimestampInterval, s.push.Round)
+	s.bg.Every(s.cfg.ClosedTimestampInterval, s.peers.push.Round)
 	s.bg.Every(s.cfg.ClosedTimestampInterval, func(context.Context) { s.clock.Check(time.Now()) })
 	s.bg.Every(metrics.SeriesInterval, func(context.Context) { s.metrics.Sample(time.Now()) })
 	s.bg.Every(s.cfg.Monitor.SampleInterval, func(context.Context) { s.report.Monitor().Sample() })
@@ -113,7 +113,7 @@ func (m metaDirectory) RangeDescriptors(ctx context.Context) ([]*tidekvpb.RangeD
 type reportNode struct{ s *Server }
 
 func (n reportNode) Self() *tidekvpb.NodeDescriptor       { return n.s.self() }
-func (n reportNode) ID() uint64                           { return n.s.nodeID }
+func (n reportNode) ID() uint64                           { return n.s.id.node }
 func (n reportNode) Replicas() []*raftstore.Replica       { return n.s.store.Replicas() }
 func (n reportNode) Replica(id uint64) *raftstore.Replica { return n.s.store.GetReplica(id) }
 func (n reportNode) Bytes() uint64                        { return n.s.localStatus().GetBytes() }
@@ -121,7 +121,7 @@ func (n reportNode) ClockUntrusted() bool                 { return n.s.store.Clo
 func (n reportNode) Garbage(id uint64) uint64             { return n.s.gc.Garbage(id) }
 
 func (n reportNode) Heartbeat(ctx context.Context, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error) {
-	return adminroute.Meta(ctx, n.s.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
+	return adminroute.Meta(ctx, n.s.peers.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
 		return n.s.metaRange().Heartbeat(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
 		return c.NodeHeartbeat(ctx, req)
@@ -129,7 +129,7 @@ func (n reportNode) Heartbeat(ctx context.Context, req *tidekvpb.NodeHeartbeatRe
 }
 
 func (n reportNode) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
-	return adminroute.Meta(ctx, n.s.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
+	return adminroute.Meta(ctx, n.s.peers.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
 		return n.s.metaRange().ReportRange(ctx, r, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
 		return c.ReportRange(ctx, req)
@@ -140,7 +140,7 @@ func (n reportNode) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRe
 // migration allowance, the gc-ttl and the cluster's log version.
 func (n reportNode) Heard(resp *tidekvpb.NodeHeartbeatResponse) error {
 	s := n.s
-	s.dir.Update(resp.GetNodes())
+	s.peers.dir.Update(resp.GetNodes())
 	s.store.SetSnapshotRate(s.cfg.snapshotRate(resp.GetMigrationBytesPerSec()))
 	s.gc.LearnTTL(resp.GetGcTtlMs())
 	err := s.store.RaiseLogVersion(resp.GetLogVersion())

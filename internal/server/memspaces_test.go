@@ -177,7 +177,7 @@ func checkInMemory(t *testing.T, tc *testCluster, id keyspace.ID) {
 				if n := countKeys(t, s.ks.Base(), sp[0], sp[1]); n > 0 {
 					return fmt.Errorf("node %d's base engine holds %d keys of the memory key space", s.NodeID(), n)
 				}
-				total += countKeys(t, s.eng, sp[0], sp[1])
+				total += countKeys(t, s.ks.Engine(), sp[0], sp[1])
 			}
 		}
 		if total == 0 {

@@ -32,21 +32,23 @@ func (a *adminService) FreezeRange(ctx context.Context, req *tidekvpb.FreezeRang
 }
 
 // rangeOps runs the node's range operations through its admin routing.
-func (s *Server) rangeOps() rangeops.Ops { return rangeops.Ops{Node: rangeNode{s}, Route: s.route} }
+func (s *Server) rangeOps() rangeops.Ops {
+	return rangeops.Ops{Node: rangeNode{s}, Route: s.peers.route}
+}
 
 // rangeNode is the node as its range operations see it.
 type rangeNode struct{ s *Server }
 
-func (n rangeNode) ID() uint64                              { return n.s.nodeID }
+func (n rangeNode) ID() uint64                              { return n.s.id.node }
 func (n rangeNode) Replica(id uint64) *raftstore.Replica    { return n.s.store.GetReplica(id) }
 func (n rangeNode) LookupKey(key []byte) *raftstore.Replica { return n.s.store.LookupKey(key) }
-func (n rangeNode) Addr(id uint64) (string, bool)           { return n.s.dir.Addr(id) }
+func (n rangeNode) Addr(id uint64) (string, bool)           { return n.s.peers.dir.Addr(id) }
 func (n rangeNode) CheckKey(key []byte) error               { return n.s.checkKey(key) }
 func (n rangeNode) Learn(ctx context.Context, key []byte)   { n.s.ks.Learn(ctx, key) }
 func (n rangeNode) SplitBytes() uint64                      { return n.s.clusterConfig().Placement.SplitBytes() }
 
 func (n rangeNode) IsMember(id uint64) bool {
-	_, ok := n.s.dir.Get(id)
+	_, ok := n.s.peers.dir.Get(id)
 	return ok
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 // metaLeader returns the local meta replica if it holds the lease.
-func (s *Server) metaLeader() *raftstore.Replica { return s.route.MetaLeader() }
+func (s *Server) metaLeader() *raftstore.Replica { return s.peers.route.MetaLeader() }
 
 // routeNode is the node as its admin routing sees it.
 type routeNode struct{ s *Server }
@@ -27,14 +27,14 @@ func (n routeNode) Replica(id uint64) *raftstore.Replica {
 }
 
 func (n routeNode) Self() string                           { return n.s.Addr() }
-func (n routeNode) ID() uint64                             { return n.s.nodeID }
-func (n routeNode) Addr(id uint64) (string, bool)          { return n.s.dir.Addr(id) }
+func (n routeNode) ID() uint64                             { return n.s.id.node }
+func (n routeNode) Addr(id uint64) (string, bool)          { return n.s.peers.dir.Addr(id) }
 func (n routeNode) Status(err error) error                 { return n.s.toStatus(err) }
 func (n routeNode) Detail(err error) *tidekvpb.ErrorDetail { return errorDetail(err) }
 
 func (n routeNode) Members() []string {
 	var out []string
-	for _, d := range n.s.dir.List() {
+	for _, d := range n.s.peers.dir.List() {
 		out = append(out, d.GetGrpcAddr())
 	}
 	return out
@@ -46,7 +46,7 @@ func (n routeNode) Directory(ctx context.Context) (*tidekvpb.RangesResponse, err
 
 // ranges returns the range directory from the meta leaseholder.
 func (s *Server) ranges(ctx context.Context) (*tidekvpb.RangesResponse, error) {
-	return adminroute.Meta(ctx, s.route, s.metaRange().Ranges, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.RangesResponse, error) {
+	return adminroute.Meta(ctx, s.peers.route, s.metaRange().Ranges, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.RangesResponse, error) {
 		return c.Ranges(ctx, &tidekvpb.RangesRequest{})
 	})
 }
@@ -57,14 +57,14 @@ func (s *Server) metaRange() metarange.Handlers { return metarange.Handlers{Node
 // metaNode is the node as the meta range's handlers see it.
 type metaNode struct{ s *Server }
 
-func (n metaNode) ClusterID() uint64      { return n.s.clusterID }
-func (n metaNode) ID() uint64             { return n.s.nodeID }
-func (n metaNode) Engine() storage.Reader { return n.s.eng }
-func (n metaNode) Table() *meta.Table     { return n.s.meta }
+func (n metaNode) ClusterID() uint64      { return n.s.id.cluster }
+func (n metaNode) ID() uint64             { return n.s.id.node }
+func (n metaNode) Engine() storage.Reader { return n.s.ks.Engine() }
+func (n metaNode) Table() *meta.Table     { return n.s.meta.table }
 func (n metaNode) GCTTL() time.Duration   { return n.s.clusterConfig().GC.TTL }
 func (n metaNode) SplitBytes() uint64     { return n.s.clusterConfig().Placement.SplitBytes() }
-func (n metaNode) MigrationRate() float64 { return n.s.ctl.MigrationRate() }
-func (n metaNode) WakePlace()             { n.s.ctl.Wake() }
+func (n metaNode) MigrationRate() float64 { return n.s.meta.ctl.MigrationRate() }
+func (n metaNode) WakePlace()             { n.s.meta.ctl.Wake() }
 func (n metaNode) Statuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) []*tidekvpb.NodeStatus {
 	return n.s.nodeStatuses(nodes, now)
 }
@@ -75,10 +75,10 @@ func (n metaNode) Record(kind, subject, format string, args ...any) {
 // nodeStatuses combines the node records with what their heartbeats said
 // (meta.Table.Statuses) and the controller's bootstrap phases.
 func (s *Server) nodeStatuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) []*tidekvpb.NodeStatus {
-	out := s.meta.Statuses(nodes, now, meta.Liveness{Timeout: s.cfg.LivenessTimeout, DeadGrace: s.cfg.Control.DeadNodeGrace}, s.gossipState)
+	out := s.meta.table.Statuses(nodes, now, meta.Liveness{Timeout: s.cfg.LivenessTimeout, DeadGrace: s.cfg.Control.DeadNodeGrace}, s.gossipState)
 	for _, ns := range out {
 		if ns.GetState() == meta.StateLive {
-			if p := s.ctl.Phase(ns.GetNode().GetNodeId()); p != placement.PhaseNone {
+			if p := s.meta.ctl.Phase(ns.GetNode().GetNodeId()); p != placement.PhaseNone {
 				ns.State = p.String()
 			}
 		}
@@ -89,5 +89,5 @@ func (s *Server) nodeStatuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) [
 // liveNodes returns the nodes that heartbeated recently, or nil during the
 // grace period after this node became meta leaseholder (liveness unknown).
 func (s *Server) liveNodes() map[uint64]bool {
-	return s.meta.LiveNodes(time.Now(), 3*s.cfg.HeartbeatInterval, s.cfg.LivenessTimeout)
+	return s.meta.table.LiveNodes(time.Now(), 3*s.cfg.HeartbeatInterval, s.cfg.LivenessTimeout)
 }

@@ -34,7 +34,7 @@ func (g nodeGauges) AutoscaleTarget() int {
 	if g.s.metaLeader() == nil {
 		return 0
 	}
-	return g.s.ctl.Status().TargetNodes
+	return g.s.meta.ctl.Status().TargetNodes
 }
 
 func (g nodeGauges) Usage() *monitor.Snapshot { return g.s.report.Monitor().Latest() }

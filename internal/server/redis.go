@@ -13,7 +13,6 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/admission"
-	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/kvapi"
 	"github.com/tidekv/tidekv/internal/nodereport"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -21,7 +20,7 @@ import (
 	"github.com/tidekv/tidekv/internal/resp"
 )
 
-// startRedis serves the Redis protocol through the gateway (redisgw):
+// startRedis serves the Redis protocol through the gateway (redisgw.Front):
 // commands on ranges this node leads run in process through the typed KV
 // API (its limits, admission control and metrics, without gRPC); the
 // others go through a routing client of this node, as gRPC clients'
@@ -36,25 +35,12 @@ func (s *Server) startRedis() error {
 	// A node's "overloaded, retry" goes back to the Redis client at once,
 	// with its hint, rather than waiting here while the client waits.
 	ccfg.FailFastOnOverload = true
-	gw, err := client.New(ccfg)
+	f, err := redisgw.Serve(redisgw.FrontConfig{Listener: s.cfg.Redis, Local: newRedisLocal(s), Routing: ccfg,
+		Options: redisgw.Options{Wrote: s.cfg.redisWrote}, ByID: s.ks.ByID, Observer: s.metrics.ObserveRedis, Registry: s.metrics.Reg})
 	if err != nil {
 		return err
 	}
-	kv := redisgw.New(newRedisLocal(s), redisgw.FromClient(gw), redisgw.Options{Wrote: s.cfg.redisWrote})
-	// Database 0 is the default key space: its scans stop short of the
-	// other key spaces' keys (keyspaces.go).
-	def, _ := ksconfig.Catalogue(nil).ByID(keyspace.Default)
-	rs, err := resp.New(s.cfg.Redis, redisgw.InKeySpace(kv, def))
-	if err != nil {
-		gw.Close()
-		return fmt.Errorf("redis listener: %w", err)
-	}
-	rs.SetObserver(s.metrics.ObserveRedis)
-	rs.SetDatabases(redisgw.Databases(kv, s.ks.ByID))
-	s.metrics.Reg.MustRegister(kv.Collectors()...)
-	s.metrics.Reg.MustRegister(redisgw.DisconnectCounters(rs)...)
-	s.gateway, s.redis = gw, rs
-	go rs.Serve()
+	s.ports.redis = f
 	return nil
 }
 

@@ -29,7 +29,7 @@ func (a *adminService) PublishKeySpaces(ctx context.Context, req *tidekvpb.Publi
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.PublishKeySpacesResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.PublishKeySpacesResponse, error) {
 		return s.publishLocal(ctx, meta, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.PublishKeySpacesResponse, error) {
 		return c.PublishKeySpaces(ctx, req)

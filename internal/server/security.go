@@ -113,7 +113,7 @@ func (s *Server) setupSecurity() error {
 		}
 		users.Add(u)
 	}
-	users.OnLoginFailure(s.loginFailed)
+	users.OnLoginFailure((&loginEvents{s: s}).failed)
 	quota := func() float64 { return 0 }
 	if q := ownQuota(); q != nil {
 		quota = func() float64 {
@@ -132,19 +132,26 @@ func (s *Server) setupSecurity() error {
 // redisDefaultUser is whom Redis's one-argument AUTH names.
 const redisDefaultUser = "default"
 
-// loginFailed counts a refused password login, and records an event when
-// it starts or lengthens a back-off, and at most one a minute while the
+// loginEvents counts refused password logins and records their events.
+type loginEvents struct {
+	s    *Server
+	busy loginBusyEvents
+}
+
+// failed counts a refused password login, and records an event when it
+// starts or lengthens a back-off, and at most one a minute while the
 // derivation budget refuses logins (refusals during a back-off are only
 // counted: a flood must not fill the event log).
-func (s *Server) loginFailed(f security.LoginFailure) {
+func (e *loginEvents) failed(f security.LoginFailure) {
+	s := e.s
 	s.metrics.LoginFailures.WithLabelValues(string(f.Result)).Inc()
 	switch {
 	case f.Result == security.LoginWrong && f.BackOff > 0:
 		s.events.Record("login-backoff", "address "+f.Source, "failed password logins as %.64q from %s: this user's and this address's logins wait up to %v",
 			f.User, f.Source, f.BackOff.Round(time.Millisecond))
 	case f.Result == security.LoginBusy:
-		if n, ok := s.loginBusy.refused(time.Now()); ok {
-			s.events.Record("login-busy", events.NodeSubject(s.nodeID), "%d password logins refused unchecked in the last minute, the latest as %.64q from %s: "+
+		if n, ok := e.busy.refused(time.Now()); ok {
+			s.events.Record("login-busy", events.NodeSubject(s.id.node), "%d password logins refused unchecked in the last minute, the latest as %.64q from %s: "+
 				"their derivations would exceed the share of this node's CPUs for logins not yet verified (%v)", n, f.User, f.Source, s.cfg.Security.Login.DerivationShare)
 		}
 	}

@@ -32,7 +32,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/gossip"
 	"github.com/tidekv/tidekv/internal/httpapi"
@@ -45,7 +44,7 @@ import (
 	"github.com/tidekv/tidekv/internal/nodedir"
 	"github.com/tidekv/tidekv/internal/nodereport"
 	"github.com/tidekv/tidekv/internal/raftstore"
-	"github.com/tidekv/tidekv/internal/resp"
+	"github.com/tidekv/tidekv/internal/redisgw"
 	"github.com/tidekv/tidekv/internal/security"
 	"github.com/tidekv/tidekv/internal/sizewatch"
 	"github.com/tidekv/tidekv/internal/storage"
@@ -57,55 +56,31 @@ import (
 // Server is one running TideKV node.
 type Server struct {
 	cfg Config
-	eng storage.Engine // ks.Engine(): the base engine with memory key spaces routed to memory
 	// ks is the node's key spaces: its copy of the catalogue, memory
-	// engines, counts, eviction and read-through (internal/keyspaces).
-	ks        *keyspaces.Spaces
-	store     *raftstore.Store
-	dir       *nodedir.Dir
-	clusterID uint64
-	nodeID    uint64
-
-	grpcSrv *grpc.Server
-	// txns coordinates the transactions clients send this node
-	// (internal/txn), sending through router.
-	txns    *txn.Coordinator
-	lis     net.Listener
-	httpSrv *http.Server
-	httpLis net.Listener
-	redis   *resp.Server
-	gateway *client.Client
-	router  *txnclient.Sender
-	grpcT   *transport.GRPC
-	faults  http.Handler // nil unless Config.FaultInjection
-	// httpRoutes are the HTTP port's patterns and the role each needs.
-	httpRoutes []httpapi.Route
-	sec        *nodeSecurity
-	metrics    *metrics.Set
-	adm        *admission.Controller
-	kv         *kvapi.API // the typed KV API (kv.go)
-
-	// route runs admin calls on the leaseholders that serve them and
-	// holds the connections to peers (internal/adminroute).
-	route *adminroute.Router
-
-	meta *meta.Table
-	ctl  *ctlloop.Loop
+	// engines, counts, eviction and read-through (internal/keyspaces);
+	// ks.Engine() is the node's engine, the base engine with memory key
+	// spaces routed to memory.
+	ks    *keyspaces.Spaces
+	store *raftstore.Store
+	id    ident
+	ports ports
+	peers peers
+	// txn coordinates the transactions clients send this node.
+	txn     txnHandles
+	sec     *nodeSecurity
+	metrics *metrics.Set
+	adm     *admission.Controller
+	kv      *kvapi.API // the typed KV API (kv.go)
+	meta    metaDuties
 	// sizes is the size watch: range sizes, write budgets, crossed split
 	// lines (internal/sizewatch).
 	sizes  *sizewatch.Watch
 	events *events.Log
-	// loginBusy rate-limits the login-busy event.
-	loginBusy loginBusyEvents
-	gossip    *gossip.Gossip
 	// report sends heartbeats and range reports and keeps the load table
 	// and the node's load they carry (internal/nodereport).
 	report *nodereport.Reporter
 	// clock is the offset monitor and its verdict (internal/clockwatch).
 	clock *clockwatch.Watch
-	// push sends closed timestamps and loads to peers and keeps every
-	// node's load as last heard (internal/closedpush).
-	push *closedpush.Pusher
 	// gc is the MVCC GC queue and the protected timestamps
 	// (internal/gcqueue).
 	gc    *gcqueue.Queue
@@ -114,6 +89,50 @@ type Server struct {
 	// bg runs the background loops and tasks and stops them (internal/loops).
 	bg       *loops.Group
 	stopOnce sync.Once
+}
+
+// metaDuties are what the node does while it holds the meta range's
+// lease: the table of liveness, leaders and reports it keeps from
+// heartbeats (internal/meta), and the control loop (internal/ctlloop).
+// Both start afresh when it acquires the lease (LeaderAcquired).
+type metaDuties struct {
+	table *meta.Table
+	ctl   *ctlloop.Loop
+}
+
+// ident is who the node is, once it has joined or bootstrapped.
+type ident struct{ cluster, node uint64 }
+
+// ports are the node's listeners and the servers on them.
+type ports struct {
+	grpc    *grpc.Server
+	grpcLis net.Listener
+	http    *http.Server // nil without an HTTP address
+	httpLis net.Listener
+	// httpRoutes are the HTTP port's patterns and the role each needs.
+	httpRoutes []httpapi.Route
+	faults     http.Handler   // nil unless Config.FaultInjection
+	redis      *redisgw.Front // nil without a Redis address
+}
+
+// peers are the other nodes as this node knows and reaches them.
+type peers struct {
+	dir *nodedir.Dir
+	// route runs admin calls on the leaseholders that serve them and
+	// holds the connections to peers (internal/adminroute).
+	route *adminroute.Router
+	// push sends closed timestamps and loads to peers and keeps every
+	// node's load as last heard (internal/closedpush).
+	push   *closedpush.Pusher
+	gossip *gossip.Gossip // nil when gossip is off
+	raft   *transport.GRPC
+}
+
+// txnHandles are the node's transaction coordinator (internal/txn) and
+// the routing it sends through.
+type txnHandles struct {
+	coord  *txn.Coordinator
+	router *txnclient.Sender
 }
 
 // Start opens the node's data, joins or creates the cluster, and serves.
@@ -157,20 +176,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	eng = ks.Engine()
 	s := &Server{
-		cfg: cfg, eng: eng, ks: ks, dir: nodedir.New(eng), sec: sec, faults: faults,
+		cfg: cfg, ks: ks, peers: peers{dir: nodedir.New(eng)}, sec: sec, ports: ports{faults: faults},
 		bg:      loops.New(),
-		meta:    meta.NewTable(),
+		meta:    metaDuties{table: meta.NewTable()},
 		metrics: m,
 		events:  ev,
 	}
-	s.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.bg.Stopped())
-	s.push = closedpush.New(pushNode{s}, s.bg.Stopped())
-	s.gc = gcqueue.New(gcNode{s}, s.route, cfg.GC)
+	s.peers.route = adminroute.New(routeNode{s}, cfg.Join, s.dial, s.bg.Stopped())
+	s.peers.push = closedpush.New(pushNode{s}, s.bg.Stopped())
+	s.gc = gcqueue.New(gcNode{s}, s.peers.route, cfg.GC)
 	ks.SetNode(ksNode{s: s, origin: &http.Client{}})
 	s.sizes = sizewatch.New(sizewatch.Config{SplitBackpressure: cfg.SplitBackpressure, SplitBackpressureWait: cfg.SplitBackpressureWait}, sizeNode{s}, m)
-	s.router = txnclient.New(s.routerNode)
+	s.txn.router = txnclient.New(s.routerNode)
 	s.kv = newKVAPI(s)
-	s.ctl = newControlLoop(s)
+	s.meta.ctl = newControlLoop(s)
 	s.geo = georpc.New(cfg.Geo, geoNode{s})
 	admNow := time.Now
 	if cfg.admissionClock != nil {
@@ -209,8 +228,8 @@ func (s *Server) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.lis = lis
-	s.grpcT, err = transport.NewGRPC(s.cfg.Transport, s.dir.Addr, nil)
+	s.ports.grpcLis = lis
+	s.peers.raft, err = transport.NewGRPC(s.cfg.Transport, s.peers.dir.Addr, nil)
 	if err != nil {
 		return err
 	}
@@ -219,9 +238,9 @@ func (s *Server) serve(ctx context.Context) error {
 	l := s.cfg.Limits
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(l.MaxMessageSize), grpc.MaxSendMsgSize(l.MaxMessageSize),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams), grpc.NumStreamWorkers(32), grpc.InTapHandle(s.arrive)}, s.grpcSecurity()...)
-	s.grpcSrv = grpc.NewServer(opts...)
+	s.ports.grpc = grpc.NewServer(opts...)
 	s.registerServices()
-	go s.grpcSrv.Serve(lis)
+	go s.ports.grpc.Serve(lis)
 	if err := s.startHTTP(); err != nil {
 		return err
 	}
@@ -240,12 +259,12 @@ func (s *Server) serve(ctx context.Context) error {
 			return err
 		}
 	}
-	s.clusterID, s.nodeID = ident.GetClusterId(), ident.GetNodeId()
-	s.events.SetNode(s.nodeID)
-	s.dir.Update([]*tidekvpb.NodeDescriptor{s.self()})
+	s.id.cluster, s.id.node = ident.GetClusterId(), ident.GetNodeId()
+	s.events.SetNode(s.id.node)
+	s.peers.dir.Update([]*tidekvpb.NodeDescriptor{s.self()})
 	rcfg := s.cfg.Raft
 	rcfg.ReplicationFactorOf = s.ks.RF
-	s.store, err = raftstore.NewStore(rcfg, s.nodeID, s.eng, s.grpcT, s)
+	s.store, err = raftstore.NewStore(rcfg, s.id.node, s.ks.Engine(), s.peers.raft, s)
 	if err != nil {
 		return err
 	}
@@ -258,7 +277,7 @@ func (s *Server) serve(ctx context.Context) error {
 	if err := s.startGossip(); err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
-	s.grpcT.SetHandler(s.store)
+	s.peers.raft.SetHandler(s.store)
 	s.store.Start()
 	s.startLoops()
 	s.geo.Start(s.bg.Stopped(), s.bg.Go)
@@ -268,21 +287,21 @@ func (s *Server) serve(ctx context.Context) error {
 		}
 	}
 	s.ready.Store(true)
-	s.events.Record("node-start", events.NodeSubject(s.nodeID), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
-	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.nodeID, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.clusterID)
+	s.events.Record("node-start", events.NodeSubject(s.id.node), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
+	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.id.node, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.id.cluster)
 	return nil
 }
 
-// registerServices puts the node's gRPC services on s.grpcSrv.
+// registerServices puts the node's gRPC services on s.ports.grpc.
 func (s *Server) registerServices() {
 	kv := &kvService{s: s}
 	kv.stream = kvstream.New(streamNode{s}, kv, s.cfg.Limits.MaxMessageSize, s.bg.Stopped())
-	tidekvpb.RegisterKVServer(s.grpcSrv, kv)
-	tidekvpb.RegisterAdminServer(s.grpcSrv, &adminService{s: s})
-	s.txns = s.newCoordinator()
-	tidekvpb.RegisterTxnServer(s.grpcSrv, &txnService{s: s, coord: s.txns})
-	tidekvpb.RegisterGeoServer(s.grpcSrv, s.geo)
-	s.grpcT.Register(s.grpcSrv)
+	tidekvpb.RegisterKVServer(s.ports.grpc, kv)
+	tidekvpb.RegisterAdminServer(s.ports.grpc, &adminService{s: s})
+	s.txn.coord = s.newCoordinator()
+	tidekvpb.RegisterTxnServer(s.ports.grpc, &txnService{s: s, coord: s.txn.coord})
+	tidekvpb.RegisterGeoServer(s.ports.grpc, s.geo)
+	s.peers.raft.Register(s.ports.grpc)
 }
 
 // startHTTP serves the dashboard, metrics and the other HTTP endpoints,
@@ -292,15 +311,15 @@ func (s *Server) startHTTP() error {
 		return nil
 	}
 	var err error
-	if s.httpLis, err = s.listenHTTP(); err != nil {
+	if s.ports.httpLis, err = s.listenHTTP(); err != nil {
 		return err
 	}
-	s.httpSrv, s.httpRoutes = httpapi.NewServer(s.httpNode())
+	s.ports.http, s.ports.httpRoutes = httpapi.NewServer(s.httpNode())
 	if s.sec != nil {
-		s.httpSrv.TLSConfig = s.sec.tls.Server
-		go s.httpSrv.ServeTLS(s.httpLis, "", "")
+		s.ports.http.TLSConfig = s.sec.tls.Server
+		go s.ports.http.ServeTLS(s.ports.httpLis, "", "")
 	} else {
-		go s.httpSrv.Serve(s.httpLis)
+		go s.ports.http.Serve(s.ports.httpLis)
 	}
 	return nil
 }
@@ -310,7 +329,7 @@ func (s *Server) listenHTTP() (net.Listener, error) {
 	if s.cfg.HTTPAddr != AutoAddr {
 		return net.Listen("tcp", s.cfg.HTTPAddr)
 	}
-	host, port, err := net.SplitHostPort(s.lis.Addr().String())
+	host, port, err := net.SplitHostPort(s.ports.grpcLis.Addr().String())
 	if err != nil {
 		return nil, err
 	}
@@ -328,16 +347,16 @@ func (s *Server) listenHTTP() (net.Listener, error) {
 }
 
 func (s *Server) self() *tidekvpb.NodeDescriptor {
-	return &tidekvpb.NodeDescriptor{NodeId: s.nodeID, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr(), Locality: s.cfg.Locality, RedisAddr: s.RedisAddr(), GossipAddr: s.gossipAddr(),
+	return &tidekvpb.NodeDescriptor{NodeId: s.id.node, GrpcAddr: s.Addr(), HttpAddr: s.HTTPAddr(), Locality: s.cfg.Locality, RedisAddr: s.RedisAddr(), GossipAddr: s.gossipAddr(),
 		MaxLogVersion: s.cfg.Raft.MaxLogVersion}
 }
 
 // RedisAddr is the node's Redis-protocol address ("" if disabled).
 func (s *Server) RedisAddr() string {
-	if s.redis == nil {
+	if s.ports.redis == nil {
 		return ""
 	}
-	return s.redis.Addr().String()
+	return s.ports.redis.Addr().String()
 }
 
 // Addr is the node's gRPC address.
@@ -347,25 +366,25 @@ func (s *Server) Addr() string {
 	if s.cfg.AdvertiseAddr != "" {
 		return s.cfg.AdvertiseAddr
 	}
-	return s.lis.Addr().String()
+	return s.ports.grpcLis.Addr().String()
 }
 
 // HTTPAddr is the node's HTTP address ("" if disabled).
 func (s *Server) HTTPAddr() string {
-	if s.httpLis == nil {
+	if s.ports.httpLis == nil {
 		return ""
 	}
-	return s.httpLis.Addr().String()
+	return s.ports.httpLis.Addr().String()
 }
 
 // NodeID is the cluster-assigned ID of this node.
-func (s *Server) NodeID() uint64 { return s.nodeID }
+func (s *Server) NodeID() uint64 { return s.id.node }
 
 // Store exposes the replica store (tests and status).
 func (s *Server) Store() *raftstore.Store { return s.store }
 
 func (s *Server) loadIdent() (*tidekvpb.NodeIdent, error) {
-	v, ok, err := s.eng.Get(keys.NodeIdentKey)
+	v, ok, err := s.ks.Engine().Get(keys.NodeIdentKey)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -377,7 +396,7 @@ func (s *Server) loadIdent() (*tidekvpb.NodeIdent, error) {
 // log version its store starts at (a join's answer: the node proposes at
 // it before its first heartbeat, and a restart starts there too).
 func (s *Server) writeIdent(id *tidekvpb.NodeIdent, logVersion uint32) error {
-	b := s.eng.NewBatch()
+	b := s.ks.Engine().NewBatch()
 	defer b.Close()
 	v, _ := proto.Marshal(id)
 	if err := b.Set(keys.NodeIdentKey, v); err != nil {
@@ -399,14 +418,14 @@ func (s *Server) bootstrap() (*tidekvpb.NodeIdent, error) {
 }
 
 func (s *Server) bootstrapped() bool {
-	v, ok, _ := s.eng.Get(keys.ReplicaStateKey(keys.MetaRangeID))
+	v, ok, _ := s.ks.Engine().Get(keys.ReplicaStateKey(keys.MetaRangeID))
 	return ok && len(v) > 0
 }
 
 // bootstrapRanges writes the meta range and the first user range, each
 // with one replica on this node, then marks the node as part of the cluster.
 func (s *Server) bootstrapRanges() error {
-	one := []*tidekvpb.ReplicaDescriptor{{NodeId: s.nodeID, ReplicaId: 1, Type: tidekvpb.ReplicaType_VOTER}}
+	one := []*tidekvpb.ReplicaDescriptor{{NodeId: s.id.node, ReplicaId: 1, Type: tidekvpb.ReplicaType_VOTER}}
 	descs := []*tidekvpb.RangeDescriptor{
 		{RangeId: keys.MetaRangeID, Replicas: one, Generation: 1, NextReplicaId: 2},
 		{RangeId: keys.FirstUserRangeID, Replicas: one, Generation: 1, NextReplicaId: 2},
@@ -415,7 +434,7 @@ func (s *Server) bootstrapRanges() error {
 	// its one node is the oldest there is, and the user range begins on
 	// the layout of that version, with nothing to migrate.
 	version := s.cfg.Raft.MaxLogVersion
-	b := s.eng.NewBatch()
+	b := s.ks.Engine().NewBatch()
 	if err := raftstore.BootstrapMeta(b, s.self(), descs, keys.FirstUserRangeID+1, version); err != nil {
 		b.Close()
 		return err
@@ -428,7 +447,7 @@ func (s *Server) bootstrapRanges() error {
 	if err := s.store.Bootstrap(descs, version); err != nil {
 		return err
 	}
-	return s.writeIdent(&tidekvpb.NodeIdent{ClusterId: s.clusterID, NodeId: s.nodeID}, 0)
+	return s.writeIdent(&tidekvpb.NodeIdent{ClusterId: s.id.cluster, NodeId: s.id.node}, 0)
 }
 
 // join asks an existing node for a node ID, retrying until one answers.
@@ -442,7 +461,7 @@ func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
 			cancel()
 			if err == nil {
 				id := &tidekvpb.NodeIdent{ClusterId: resp.GetClusterId(), NodeId: resp.GetNodeId()}
-				s.dir.Update(resp.GetNodes())
+				s.peers.dir.Update(resp.GetNodes())
 				if err := s.writeIdent(id, resp.GetLogVersion()); err != nil {
 					return nil, err
 				}
@@ -464,7 +483,7 @@ func (s *Server) join(ctx context.Context) (*tidekvpb.NodeIdent, error) {
 }
 
 // conn is the node's connection to the peer at addr (internal/adminroute).
-func (s *Server) conn(addr string) *grpc.ClientConn { return s.route.Conn(addr) }
+func (s *Server) conn(addr string) *grpc.ClientConn { return s.peers.route.Conn(addr) }
 
 // dial makes a connection to the peer at addr.
 func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
@@ -478,35 +497,34 @@ func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		s.bg.Close()
 		s.ready.Store(false)
-		if s.httpSrv != nil {
-			s.httpSrv.Close()
+		if s.ports.http != nil {
+			s.ports.http.Close()
 		}
-		if s.redis != nil {
-			s.redis.Close()
-			s.gateway.Close()
+		if s.ports.redis != nil {
+			s.ports.redis.Close()
 		}
-		s.router.Close()
-		if s.grpcSrv != nil {
+		s.txn.router.Close()
+		if s.ports.grpc != nil {
 			stopped := make(chan struct{})
-			go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
+			go func() { s.ports.grpc.GracefulStop(); close(stopped) }()
 			select {
 			case <-stopped:
 			case <-time.After(2 * time.Second):
-				s.grpcSrv.Stop()
+				s.ports.grpc.Stop()
 			}
 		}
 		s.bg.Wait()
-		if s.gossip != nil {
-			s.gossip.Stop()
+		if s.peers.gossip != nil {
+			s.peers.gossip.Stop()
 		}
 		if s.store != nil {
 			s.store.Stop()
 		}
-		if s.grpcT != nil {
-			s.grpcT.Stop()
+		if s.peers.raft != nil {
+			s.peers.raft.Stop()
 		}
-		s.route.Close()
-		if err := s.eng.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
+		s.peers.route.Close()
+		if err := s.ks.Engine().Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
 			log.Printf("closing engine: %v", err)
 		}
 		// No login is under way now. The workers' cgroup inside the
@@ -522,9 +540,9 @@ func (s *Server) Stop() {
 func (s *Server) LeaderAcquired(d *tidekvpb.RangeDescriptor) {
 	if d.GetRangeId() == keys.MetaRangeID {
 		// Liveness and leaders are rebuilt from scratch by this leaseholder.
-		s.meta.Reset(time.Now())
-		s.ctl.Reset()
-		s.events.Record("meta-lease", events.NodeSubject(s.nodeID), "acquired the meta range's lease: now tracks liveness and runs placement")
+		s.meta.table.Reset(time.Now())
+		s.meta.ctl.Reset()
+		s.events.Record("meta-lease", events.NodeSubject(s.id.node), "acquired the meta range's lease: now tracks liveness and runs placement")
 	}
 	s.report.Queue(d)
 	s.sizes.Poke() // its write budget, without which its growing writes wait (internal/sizewatch)

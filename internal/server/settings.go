@@ -18,7 +18,7 @@ func (s *Server) baseConfig() settings.Config {
 // clusterConfig is the node's configuration with the cluster settings
 // stored in the meta range applied (meta leaseholder only).
 func (s *Server) clusterConfig() settings.Config {
-	sts, err := raftstore.ReadMetaSettings(s.eng)
+	sts, err := raftstore.ReadMetaSettings(s.ks.Engine())
 	if err != nil {
 		return s.baseConfig()
 	}
@@ -35,7 +35,7 @@ func (a *adminService) Settings(ctx context.Context, req *tidekvpb.SettingsReque
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.SettingsResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.SettingsResponse, error) {
 		return s.settingsLocal(ctx, meta, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.SettingsResponse, error) {
 		return c.Settings(ctx, req)
@@ -47,7 +47,7 @@ func (s *Server) settingsLocal(ctx context.Context, meta *raftstore.Replica, req
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
 	}
-	current, err := raftstore.ReadMetaSettings(s.eng)
+	current, err := raftstore.ReadMetaSettings(s.ks.Engine())
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (s *Server) settingsLocal(ctx context.Context, meta *raftstore.Replica, req
 			s.events.Record("setting", "cluster", "%s set to %s by an operator", st.GetKey(), value)
 		}
 		s.sizes.Poke() // Θmax may have changed: the write budgets here follow at once
-		if current, err = raftstore.ReadMetaSettings(s.eng); err != nil {
+		if current, err = raftstore.ReadMetaSettings(s.ks.Engine()); err != nil {
 			return nil, err
 		}
 	}

@@ -27,7 +27,7 @@ func checkStoredWithin(t *testing.T, s *Server, after string) {
 		if r.RangeID() == keys.MetaRangeID {
 			continue
 		}
-		it, err := s.eng.NewIter(r.DataSpan())
+		it, err := s.ks.Engine().NewIter(r.DataSpan())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -227,7 +227,7 @@ func TestTxnEndNeedsItsOwner(t *testing.T) {
 		return &tidekvpb.TxnMeta{Id: id, ReadTimestamp: tidekvpb.FromHLC(hlc.Timestamp{WallTime: time.Now().UnixNano()}), OwnerToken: tok}
 	}
 	key := []byte("owned")
-	if _, err := s.txns.Write(ctx, meta(token), []*tidekvpb.WriteOp{{Key: key, Value: []byte("mine")}}); err != nil {
+	if _, err := s.txn.coord.Write(ctx, meta(token), []*tidekvpb.WriteOp{{Key: key, Value: []byte("mine")}}); err != nil {
 		t.Fatal(err)
 	}
 	refused := func(what string, err error) {
@@ -238,16 +238,16 @@ func TestTxnEndNeedsItsOwner(t *testing.T) {
 	}
 	for _, tok := range [][]byte{nil, []byte("owner-token-0002")} {
 		for _, commit := range []bool{false, true} {
-			_, err := s.txns.End(ctx, meta(tok), commit)
+			_, err := s.txn.coord.End(ctx, meta(tok), commit)
 			refused("end", err)
-			_, err = (&txnService{s: s, coord: s.txns}).End(ctx, &tidekvpb.TxnEndRequest{Txn: meta(tok), Commit: commit,
+			_, err = (&txnService{s: s, coord: s.txn.coord}).End(ctx, &tidekvpb.TxnEndRequest{Txn: meta(tok), Commit: commit,
 				Ops: []*tidekvpb.WriteOp{{Key: key, Value: []byte("theirs")}}})
 			refused("end with writes", err)
 		}
-		_, err := s.txns.Get(ctx, meta(tok), key)
+		_, err := s.txn.coord.Get(ctx, meta(tok), key)
 		refused("get", err)
 	}
-	if _, err := s.txns.End(ctx, meta(token), true); err != nil {
+	if _, err := s.txn.coord.End(ctx, meta(token), true); err != nil {
 		t.Fatalf("the owner's commit after the refusals: %v", err)
 	}
 	if v, err := c.Get(ctx, key); err != nil || string(v) != "mine" {

@@ -532,7 +532,7 @@ func (b *faultBank) killBusiest(ctx context.Context) (string, error) {
 	// commit one after the other, likely one committing.
 	open := 0
 	for start := time.Now(); open < 2 && time.Since(start) < 2*time.Second; time.Sleep(time.Millisecond) {
-		open = s.txns.Open()
+		open = s.txn.coord.Open()
 	}
 	cutBefore := b.cutOff()
 	eng := b.tc.kill(busiest, b.faults.parts[busiest])

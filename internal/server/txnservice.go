@@ -72,7 +72,7 @@ func innerStatus(err error) error {
 func (s *Server) newCoordinator() *txn.Coordinator {
 	return txn.New(txn.Deps{
 		Store: lateStore{&s.store},
-		Send:  s.router,
+		Send:  s.txn.router,
 		Node: txn.Node{NeedTxnVersion: s.needTxnVersion, CheckKey: s.checkKey, CheckTxnOps: s.checkTxnOps, CheckKeySpace: s.checkKeySpace,
 			User: func(ctx context.Context) (string, error) {
 				id, err := s.streamIdentity(ctx)
