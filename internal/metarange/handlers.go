@@ -12,6 +12,7 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/keys"
+	"github.com/tidekv/tidekv/internal/ksconfig"
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -37,6 +38,11 @@ type Node interface {
 	// Statuses are the node records with what their heartbeats said and
 	// the controller's phases.
 	Statuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) []*tidekvpb.NodeStatus
+	// LogVersion is the cluster's log version as this node knows it;
+	// SetCatalogue gives the node's copy of the key space catalogue what
+	// the meta range holds after a change.
+	LogVersion() uint32
+	SetCatalogue(cat ksconfig.Catalogue)
 	// Record adds an event to the node's log.
 	Record(kind, subject, reasonFormat string, args ...any)
 }

@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
-	"github.com/tidekv/tidekv/api/keyspace"
 	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/adminroute"
@@ -16,8 +14,8 @@ import (
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
-// Key spaces (docs/keyspaces.md): the admin RPCs that create and list
-// them, and the wiring of the node's key spaces (internal/keyspaces: its
+// Key spaces (docs/keyspaces.md): the admin RPCs that create, list and
+// publish them (answered by internal/metarange), and the wiring of the node's key spaces (internal/keyspaces: its
 // copy of the catalogue, which the Redis front end (SELECT), the KV API
 // and the metrics read, refreshed from the meta range on a miss).
 
@@ -68,62 +66,34 @@ func invalidAtEdge(err error) error {
 	return err
 }
 
-// metaCatalogue reads the catalogue from this node's copy of the meta range
-// (its leaseholder's, after a lease read).
-func (s *Server) metaCatalogue() (ksconfig.Catalogue, error) {
-	return keyspaces.ReadCatalogue(s.ks.Engine())
-}
-
 // CreateKeySpace adds a key space to the catalogue; placement then splits
-// ranges at its bounds.
+// ranges at its bounds (metarange.Handlers.CreateKeySpace).
 func (a *adminService) CreateKeySpace(ctx context.Context, req *tidekvpb.CreateKeySpaceRequest) (*tidekvpb.CreateKeySpaceResponse, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
 	s := a.s
 	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.CreateKeySpaceResponse, error) {
-		return s.createKeySpaceLocal(ctx, meta, req)
+		return s.metaRange().CreateKeySpace(ctx, meta, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.CreateKeySpaceResponse, error) {
 		return c.CreateKeySpace(ctx, req)
 	})
 	return resp, s.toStatus(err)
 }
 
-func (s *Server) createKeySpaceLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.CreateKeySpaceRequest) (*tidekvpb.CreateKeySpaceResponse, error) {
-	if v := s.store.LogVersion(); v < raftstore.LogVersionKeySpaces {
-		return nil, fmt.Errorf("%w: key spaces need Raft log version %d on every node, the cluster is at %d", raftstore.ErrLogVersion, raftstore.LogVersionKeySpaces, v)
-	}
-	if err := meta.LeaseRead(ctx); err != nil {
+// PublishKeySpaces gives a restore's staged key spaces their names, all
+// at once (metarange.Handlers.PublishKeySpaces).
+func (a *adminService) PublishKeySpaces(ctx context.Context, req *tidekvpb.PublishKeySpacesRequest) (*tidekvpb.PublishKeySpacesResponse, error) {
+	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	cat, err := s.metaCatalogue()
-	if err != nil {
-		return nil, err
-	}
-	set := ksconfig.FromAPI(req.GetKeyspace()).Settings
-	if err := cat.CheckNew(set); err != nil {
-		return nil, invalidArg("key space not created: %v", err)
-	}
-	if req.GetStaged() {
-		if err := s.checkStaging(); err != nil {
-			return nil, err
-		}
-		set.Name = keyspace.StagingName(set.Name) // restore.go: published later
-	}
-	id, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{CreateKeyspace: keyspaces.Record(set)})
-	if err != nil {
-		return nil, err
-	}
-	if id == 0 {
-		return nil, invalidArg("key space not created: key space %q exists", set.Name)
-	}
-	k := ksconfig.KeySpace{ID: keyspace.ID(id), Settings: set}
-	s.events.Record("keyspace", "cluster", "key space %d created: %s", id, set)
-	if cat, err := s.metaCatalogue(); err == nil {
-		s.ks.Set(cat)
-	}
-	s.meta.ctl.Wake() // split ranges at its bounds now rather than next round
-	return &tidekvpb.CreateKeySpaceResponse{Keyspace: ksconfig.ToAPI(k)}, nil
+	s := a.s
+	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.PublishKeySpacesResponse, error) {
+		return s.metaRange().PublishKeySpaces(ctx, meta, req)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.PublishKeySpacesResponse, error) {
+		return c.PublishKeySpaces(ctx, req)
+	})
+	return resp, s.toStatus(err)
 }
 
 // ListKeySpaces lists the key spaces with what they hold.
@@ -135,8 +105,10 @@ func (a *adminService) ListKeySpaces(ctx context.Context, req *tidekvpb.ListKeyS
 	return resp, a.s.toStatus(err)
 }
 
+// listKeySpaces lists the key spaces from the meta leaseholder and
+// refreshes this node's copy of the catalogue with them.
 func (s *Server) listKeySpaces(ctx context.Context) (*tidekvpb.ListKeySpacesResponse, error) {
-	resp, err := adminroute.Meta(ctx, s.peers.route, s.listKeySpacesLocal, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ListKeySpacesResponse, error) {
+	resp, err := adminroute.Meta(ctx, s.peers.route, s.metaRange().ListKeySpaces, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ListKeySpacesResponse, error) {
 		return c.ListKeySpaces(ctx, &tidekvpb.ListKeySpacesRequest{})
 	})
 	if err == nil {
@@ -149,43 +121,11 @@ func (s *Server) listKeySpaces(ctx context.Context) (*tidekvpb.ListKeySpacesResp
 	return resp, err
 }
 
-func (s *Server) listKeySpacesLocal(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.ListKeySpacesResponse, error) {
-	ranges, err := s.metaRange().Ranges(ctx, meta) // a lease read first
-	if err != nil {
-		return nil, err
-	}
-	cat, err := s.metaCatalogue()
-	if err != nil {
-		return nil, err
-	}
-	resp := &tidekvpb.ListKeySpacesResponse{}
-	byID := map[keyspace.ID]*tidekvpb.KeySpace{}
-	for _, k := range cat.All() {
-		a := ksconfig.ToAPI(k)
-		byID[k.ID] = a
-		resp.Keyspaces = append(resp.Keyspaces, a)
-	}
-	t := keyspaces.Totals{}
-	for _, ri := range ranges.GetRanges() {
-		t.Add(ri.GetDesc().GetStartKey(), ri.GetBytes(), ri.GetKeys())
-	}
-	for id, a := range byID {
-		a.Bytes, a.Keys, a.Ranges = t[id].Bytes, t[id].Keys, uint32(t[id].Ranges)
-	}
-	s.meta.table.Heartbeats(func(_ uint64, hb *tidekvpb.NodeHeartbeatRequest) {
-		for _, c := range hb.GetKeyspaceCounts() {
-			if a := byID[keyspace.ID(c.GetId())]; a != nil {
-				a.Hits, a.Misses, a.Evictions = a.Hits+c.GetHits(), a.Misses+c.GetMisses(), a.Evictions+c.GetEvictions()
-			}
-		}
-	})
-	return resp, nil
-}
-
 // placeKeySpaces gives placement the key spaces (internal/keyspaces'
-// Place) as the meta range holds them (meta leaseholder).
+// Place) as this node's copy of the meta range holds them (meta
+// leaseholder).
 func (s *Server) placeKeySpaces(obs *control.Observation) {
-	cat, err := s.metaCatalogue()
+	cat, err := keyspaces.ReadCatalogue(s.ks.Engine())
 	if err != nil {
 		return
 	}
