@@ -10,14 +10,16 @@
 // replication factor on live nodes), a node's decommission
 // (Decommission: its record marked draining or not) and the key spaces'
 // records (CreateKeySpace, ListKeySpaces, and PublishKeySpaces for a
-// restore's staged ones). Each runs on the local meta replica, which the caller
+// restore's staged ones) and the cluster settings (Settings: all or none
+// of a change). Each runs on the local meta replica, which the caller
 // found holding the lease (internal/adminroute), and reads under a lease
 // read.
 //
 // The node is reached through Node, which the package owns: its IDs, its
 // engine (where the meta range's directory is read), the meta table, the
 // cluster's log version, its copy of the key space catalogue, the
-// cluster settings it reports, the control loop's
+// cluster settings it reports (and its base configuration they apply
+// to), the control loop's
 // migration rate and wake-up, the node statuses and the event log. It
 // imports no server, SDK or network code (internal/server, client,
 // internal/transport, net, net/http) (internal/lint).

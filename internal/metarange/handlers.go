@@ -16,6 +16,7 @@ import (
 	"github.com/tidekv/tidekv/internal/meta"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/settings"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
@@ -38,6 +39,10 @@ type Node interface {
 	// Statuses are the node records with what their heartbeats said and
 	// the controller's phases.
 	Statuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) []*tidekvpb.NodeStatus
+	// BaseConfig is what the node was started with, before cluster
+	// settings; SettingsChanged tells it that they changed.
+	BaseConfig() settings.Config
+	SettingsChanged()
 	// LogVersion is the cluster's log version as this node knows it;
 	// SetCatalogue gives the node's copy of the key space catalogue what
 	// the meta range holds after a change.

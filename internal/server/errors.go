@@ -28,14 +28,10 @@ func statusWith(code codes.Code, msg string, d *tidekvpb.ErrorDetail) *status.St
 	return st
 }
 
-// invalidArg is an input-validation error: kverr's INVALID_ARGUMENT, in
-// one sentence. The gRPC handlers that return it as it is answer it as its
-// status (GRPCStatus, which gRPC asks for at its edge); in process it is
+// invalidError is an input-validation error, kverr's INVALID_ARGUMENT.
+// The gRPC handlers that return it as it is answer it as its status
+// (GRPCStatus, which gRPC asks for at its edge); in process it is
 // kverr's, as the typed KV API's own validation errors are.
-func invalidArg(format string, args ...any) error {
-	return invalidError{kverr.Invalid(format, args...)}
-}
-
 type invalidError struct{ error }
 
 func (e invalidError) Unwrap() error { return e.error }

@@ -46,7 +46,7 @@ func (n ksNode) Fetch(ctx context.Context, handler string, key []byte) ([]byte, 
 
 // checkKeySpace and scanEnd are the key spaces' checks of a request, their
 // refusals answered as INVALID_ARGUMENT statuses by the handlers that
-// return them as they are (invalidArg).
+// return them as they are (invalidError).
 func (s *Server) checkKeySpace(ctx context.Context, name string, keys ...[]byte) error {
 	return invalidAtEdge(s.ks.Check(ctx, name, keys...))
 }
@@ -57,7 +57,7 @@ func (s *Server) scanEnd(ctx context.Context, name string, start, end []byte, ha
 }
 
 // invalidAtEdge makes a key space's refusal (kverr's INVALID_ARGUMENT,
-// not wrapped) an invalidArg; other errors, such as a failed refresh of
+// not wrapped) an invalidError; other errors, such as a failed refresh of
 // the catalogue, pass as they are.
 func invalidAtEdge(err error) error {
 	if k, ok := err.(*kverr.Error); ok && k.Kind() == kverr.InvalidArgument {

@@ -11,6 +11,7 @@ import (
 	"github.com/tidekv/tidekv/internal/metarange"
 	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
+	"github.com/tidekv/tidekv/internal/settings"
 	"github.com/tidekv/tidekv/internal/storage"
 )
 
@@ -58,14 +59,19 @@ func (s *Server) metaRange() metarange.Handlers { return metarange.Handlers{Node
 // metaNode is the node as the meta range's handlers see it.
 type metaNode struct{ s *Server }
 
-func (n metaNode) ClusterID() uint64                   { return n.s.id.cluster }
-func (n metaNode) ID() uint64                          { return n.s.id.node }
-func (n metaNode) Engine() storage.Reader              { return n.s.ks.Engine() }
-func (n metaNode) Table() *meta.Table                  { return n.s.meta.table }
-func (n metaNode) GCTTL() time.Duration                { return n.s.clusterConfig().GC.TTL }
-func (n metaNode) SplitBytes() uint64                  { return n.s.clusterConfig().Placement.SplitBytes() }
-func (n metaNode) MigrationRate() float64              { return n.s.meta.ctl.MigrationRate() }
-func (n metaNode) WakePlace()                          { n.s.meta.ctl.Wake() }
+func (n metaNode) ClusterID() uint64           { return n.s.id.cluster }
+func (n metaNode) ID() uint64                  { return n.s.id.node }
+func (n metaNode) Engine() storage.Reader      { return n.s.ks.Engine() }
+func (n metaNode) Table() *meta.Table          { return n.s.meta.table }
+func (n metaNode) GCTTL() time.Duration        { return n.s.clusterConfig().GC.TTL }
+func (n metaNode) SplitBytes() uint64          { return n.s.clusterConfig().Placement.SplitBytes() }
+func (n metaNode) MigrationRate() float64      { return n.s.meta.ctl.MigrationRate() }
+func (n metaNode) WakePlace()                  { n.s.meta.ctl.Wake() }
+func (n metaNode) BaseConfig() settings.Config { return n.s.baseConfig() }
+
+// SettingsChanged: Θmax may have changed, and the write budgets here
+// follow at once.
+func (n metaNode) SettingsChanged()                    { n.s.sizes.Poke() }
 func (n metaNode) LogVersion() uint32                  { return n.s.store.LogVersion() }
 func (n metaNode) SetCatalogue(cat ksconfig.Catalogue) { n.s.ks.Set(cat) }
 func (n metaNode) Statuses(nodes []*tidekvpb.NodeDescriptor, now time.Time) []*tidekvpb.NodeStatus {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"strings"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/adminroute"
@@ -29,62 +28,17 @@ func (s *Server) clusterConfig() settings.Config {
 	return c
 }
 
-// Settings changes cluster settings (all or none) and lists them.
+// Settings changes cluster settings (all or none) and lists them
+// (metarange.Handlers.Settings).
 func (a *adminService) Settings(ctx context.Context, req *tidekvpb.SettingsRequest) (*tidekvpb.SettingsResponse, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
 	s := a.s
 	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.SettingsResponse, error) {
-		return s.settingsLocal(ctx, meta, req)
+		return s.metaRange().Settings(ctx, meta, req)
 	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.SettingsResponse, error) {
 		return c.Settings(ctx, req)
 	})
 	return resp, s.toStatus(err)
-}
-
-func (s *Server) settingsLocal(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.SettingsRequest) (*tidekvpb.SettingsResponse, error) {
-	if err := meta.LeaseRead(ctx); err != nil {
-		return nil, err
-	}
-	current, err := raftstore.ReadMetaSettings(s.ks.Engine())
-	if err != nil {
-		return nil, err
-	}
-	if len(req.GetSet()) > 0 {
-		merged := map[string]string{}
-		for _, st := range current {
-			merged[st.GetKey()] = st.GetValue()
-		}
-		for _, st := range req.GetSet() {
-			if !settings.Known(st.GetKey()) {
-				return nil, invalidArg("unknown setting %q (known: %s)", st.GetKey(), strings.Join(settings.Names(), ", "))
-			}
-			merged[st.GetKey()] = st.GetValue()
-		}
-		var all []*tidekvpb.Setting
-		for k, v := range merged {
-			if v != "" {
-				all = append(all, &tidekvpb.Setting{Key: k, Value: v})
-			}
-		}
-		if _, err := settings.Apply(s.baseConfig(), all); err != nil {
-			return nil, invalidArg("%v", err)
-		}
-		for _, st := range req.GetSet() {
-			if _, err := meta.ProposeMeta(ctx, &tidekvpb.MetaCommand{SetSetting: st}); err != nil {
-				return nil, err
-			}
-			value := st.GetValue()
-			if value == "" {
-				value = "the default"
-			}
-			s.events.Record("setting", "cluster", "%s set to %s by an operator", st.GetKey(), value)
-		}
-		s.sizes.Poke() // Θmax may have changed: the write budgets here follow at once
-		if current, err = raftstore.ReadMetaSettings(s.ks.Engine()); err != nil {
-			return nil, err
-		}
-	}
-	return &tidekvpb.SettingsResponse{Settings: current}, nil
 }
