@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/adminroute"
+	"github.com/tidekv/tidekv/internal/metarange"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -117,11 +118,7 @@ func (a *adminService) Join(ctx context.Context, req *tidekvpb.JoinRequest) (*ti
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.JoinResponse, error) {
-		return s.metaRange().Join(ctx, r, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.JoinResponse, error) {
-		return c.Join(ctx, req)
-	})
+	resp, err := onMeta(ctx, s, req, metarange.Handlers.Join, tidekvpb.AdminClient.Join)
 	return resp, s.toStatus(err)
 }
 
@@ -195,10 +192,6 @@ func (a *adminService) Decommission(ctx context.Context, req *tidekvpb.Decommiss
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.DecommissionResponse, error) {
-		return s.metaRange().Decommission(ctx, meta, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.DecommissionResponse, error) {
-		return c.Decommission(ctx, req)
-	})
+	resp, err := onMeta(ctx, s, req, metarange.Handlers.Decommission, tidekvpb.AdminClient.Decommission)
 	return resp, s.toStatus(err)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keyspaces"
 	"github.com/tidekv/tidekv/internal/ksconfig"
+	"github.com/tidekv/tidekv/internal/metarange"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -73,11 +74,7 @@ func (a *adminService) CreateKeySpace(ctx context.Context, req *tidekvpb.CreateK
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.CreateKeySpaceResponse, error) {
-		return s.metaRange().CreateKeySpace(ctx, meta, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.CreateKeySpaceResponse, error) {
-		return c.CreateKeySpace(ctx, req)
-	})
+	resp, err := onMeta(ctx, s, req, metarange.Handlers.CreateKeySpace, tidekvpb.AdminClient.CreateKeySpace)
 	return resp, s.toStatus(err)
 }
 
@@ -88,11 +85,7 @@ func (a *adminService) PublishKeySpaces(ctx context.Context, req *tidekvpb.Publi
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.PublishKeySpacesResponse, error) {
-		return s.metaRange().PublishKeySpaces(ctx, meta, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.PublishKeySpacesResponse, error) {
-		return c.PublishKeySpaces(ctx, req)
-	})
+	resp, err := onMeta(ctx, s, req, metarange.Handlers.PublishKeySpaces, tidekvpb.AdminClient.PublishKeySpaces)
 	return resp, s.toStatus(err)
 }
 

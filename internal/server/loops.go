@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/admission"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/loops"
+	"github.com/tidekv/tidekv/internal/metarange"
 	"github.com/tidekv/tidekv/internal/metrics"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -121,19 +121,11 @@ func (n reportNode) ClockUntrusted() bool                 { return n.s.store.Clo
 func (n reportNode) Garbage(id uint64) uint64             { return n.s.gc.Garbage(id) }
 
 func (n reportNode) Heartbeat(ctx context.Context, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error) {
-	return adminroute.Meta(ctx, n.s.peers.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.NodeHeartbeatResponse, error) {
-		return n.s.metaRange().Heartbeat(ctx, r, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.NodeHeartbeatResponse, error) {
-		return c.NodeHeartbeat(ctx, req)
-	})
+	return onMeta(ctx, n.s, req, metarange.Handlers.Heartbeat, tidekvpb.AdminClient.NodeHeartbeat)
 }
 
 func (n reportNode) ReportRange(ctx context.Context, req *tidekvpb.ReportRangeRequest) (*tidekvpb.ReportRangeResponse, error) {
-	return adminroute.Meta(ctx, n.s.peers.route, func(ctx context.Context, r *raftstore.Replica) (*tidekvpb.ReportRangeResponse, error) {
-		return n.s.metaRange().ReportRange(ctx, r, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.ReportRangeResponse, error) {
-		return c.ReportRange(ctx, req)
-	})
+	return onMeta(ctx, n.s, req, metarange.Handlers.ReportRange, tidekvpb.AdminClient.ReportRange)
 }
 
 // Heard takes in the meta range's answer: the node directory, the

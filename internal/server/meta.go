@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/adminroute"
 	"github.com/tidekv/tidekv/internal/ksconfig"
@@ -50,6 +52,18 @@ func (n routeNode) Directory(ctx context.Context) (*tidekvpb.RangesResponse, err
 func (s *Server) ranges(ctx context.Context) (*tidekvpb.RangesResponse, error) {
 	return adminroute.Meta(ctx, s.peers.route, s.metaRange().Ranges, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.RangesResponse, error) {
 		return c.Ranges(ctx, &tidekvpb.RangesRequest{})
+	})
+}
+
+// onMeta runs a meta range call with req: on this node's meta replica
+// (local, internal/metarange) if it holds the lease, else at the node that
+// does (remote; adminroute.Meta finds it).
+func onMeta[Req, Resp any](ctx context.Context, s *Server, req Req, local func(metarange.Handlers, context.Context, *raftstore.Replica, Req) (Resp, error),
+	remote func(tidekvpb.AdminClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	return adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (Resp, error) {
+		return local(s.metaRange(), ctx, meta, req)
+	}, func(ctx context.Context, c tidekvpb.AdminClient) (Resp, error) {
+		return remote(c, ctx, req)
 	})
 }
 

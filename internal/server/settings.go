@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
-	"github.com/tidekv/tidekv/internal/adminroute"
+	"github.com/tidekv/tidekv/internal/metarange"
 	"github.com/tidekv/tidekv/internal/raftstore"
 	"github.com/tidekv/tidekv/internal/settings"
 )
@@ -35,10 +35,6 @@ func (a *adminService) Settings(ctx context.Context, req *tidekvpb.SettingsReque
 		return nil, err
 	}
 	s := a.s
-	resp, err := adminroute.Meta(ctx, s.peers.route, func(ctx context.Context, meta *raftstore.Replica) (*tidekvpb.SettingsResponse, error) {
-		return s.metaRange().Settings(ctx, meta, req)
-	}, func(ctx context.Context, c tidekvpb.AdminClient) (*tidekvpb.SettingsResponse, error) {
-		return c.Settings(ctx, req)
-	})
+	resp, err := onMeta(ctx, s, req, metarange.Handlers.Settings, tidekvpb.AdminClient.Settings)
 	return resp, s.toStatus(err)
 }
