@@ -18,7 +18,7 @@ type adminService struct {
 }
 
 func (a *adminService) ready() error {
-	if !a.s.ready.Load() {
+	if !a.s.ports.ready.Load() {
 		return a.s.toStatus(raftstore.ErrStopped)
 	}
 	return nil

@@ -32,7 +32,7 @@ import (
 // On nil the caller must call s.adm.Done with the returned priority when
 // the request ends.
 func (s *Server) admit(ctx context.Context, read bool) (admission.Priority, error) {
-	if !s.ready.Load() {
+	if !s.ports.ready.Load() {
 		return 0, s.toStatus(raftstore.ErrStopped)
 	}
 	at, p, gated := admission.ArrivalOf(ctx)
@@ -157,7 +157,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // address (a node replaced on a wiped disk, or restarted) tries another
 // node; the refusal says the request did nothing.
 func (s *Server) startingErr(method string) error {
-	if s.ready.Load() || !strings.HasPrefix(method, "/tidekv.KV/") && !strings.HasPrefix(method, "/tidekv.Admin/") {
+	if s.ports.ready.Load() || !strings.HasPrefix(method, "/tidekv.KV/") && !strings.HasPrefix(method, "/tidekv.Admin/") {
 		return nil
 	}
 	return withDetail(codes.Unavailable, "node is starting: it serves requests once it has joined the cluster, retry another node",

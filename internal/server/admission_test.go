@@ -317,7 +317,7 @@ func TestStartingNodeRefusesRequests(t *testing.T) {
 	if err := s.startingErr(tidekvpb.Raft_RaftStream_FullMethodName); err != nil {
 		t.Errorf("Raft traffic while starting: %v", err)
 	}
-	s.ready.Store(true)
+	s.ports.ready.Store(true)
 	if err := s.startingErr(tidekvpb.KV_Get_FullMethodName); err != nil {
 		t.Errorf("a ready node refused a get: %v", err)
 	}

@@ -101,7 +101,7 @@ func (x opExecutor) Execute(op placement.Operator, done func(error)) {
 		ctx, cancel := s.bg.UntilStop(s.meta.ctl.OpTimeout())
 		defer cancel()
 		err := raftstore.ErrStopped
-		if s.ready.Load() { // as the admin service refuses before the node serves
+		if s.ports.ready.Load() { // as the admin service refuses before the node serves
 			err = s.rangeOps().Execute(ctx, op)
 		}
 		if errors.Is(err, context.Canceled) {

@@ -15,7 +15,7 @@ import (
 type geoNode struct{ s *Server }
 
 func (g geoNode) ID() uint64                        { return g.s.id.node }
-func (g geoNode) Ready() bool                       { return g.s.ready.Load() }
+func (g geoNode) Ready() bool                       { return g.s.ports.ready.Load() }
 func (g geoNode) Nodes() []*tidekvpb.NodeDescriptor { return g.s.peers.dir.List() }
 func (g geoNode) Addr(node uint64) (string, bool)   { return g.s.peers.dir.Addr(node) }
 func (g geoNode) Blocked(peer uint64) bool          { return g.s.cfg.Transport.Partition.Blocked(peer) }

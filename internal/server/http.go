@@ -18,7 +18,7 @@ import (
 func (s *Server) httpNode() httpapi.Node {
 	n := httpapi.Node{
 		ID:             s.NodeID,
-		Serving:        s.ready.Load,
+		Serving:        s.ports.ready.Load,
 		Admin:          httpAdmin{&adminService{s: s}},
 		Metrics:        promhttp.HandlerFor(s.metrics.Reg, promhttp.HandlerOpts{}),
 		Series:         s.metrics.Points,

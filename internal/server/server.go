@@ -83,9 +83,8 @@ type Server struct {
 	clock *clockwatch.Watch
 	// gc is the MVCC GC queue and the protected timestamps
 	// (internal/gcqueue).
-	gc    *gcqueue.Queue
-	ready atomic.Bool
-	geo   *georpc.Service // geo transactions
+	gc  *gcqueue.Queue
+	geo *georpc.Service // geo transactions
 	// bg runs the background loops and tasks and stops them (internal/loops).
 	bg       *loops.Group
 	stopOnce sync.Once
@@ -105,6 +104,10 @@ type ident struct{ cluster, node uint64 }
 
 // ports are the node's listeners and the servers on them.
 type ports struct {
+	// ready says the node serves KV and admin requests: set once it has
+	// joined (gRPC serves before, for peers' Raft traffic), cleared as it
+	// stops.
+	ready   atomic.Bool
 	grpc    *grpc.Server
 	grpcLis net.Listener
 	http    *http.Server // nil without an HTTP address
@@ -286,7 +289,7 @@ func (s *Server) serve(ctx context.Context) error {
 			return err
 		}
 	}
-	s.ready.Store(true)
+	s.ports.ready.Store(true)
 	s.events.Record("node-start", events.NodeSubject(s.id.node), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
 	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.id.node, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.id.cluster)
 	return nil
@@ -496,7 +499,7 @@ func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		s.bg.Close()
-		s.ready.Store(false)
+		s.ports.ready.Store(false)
 		if s.ports.http != nil {
 			s.ports.http.Close()
 		}
