@@ -8,7 +8,8 @@
 // the node leads in process, through the node's typed KV API, and sends the
 // rest through the routing client that internal/redisgw adapts.
 //
-// Imports: the standard library and redcon. No SDK and nothing under
+// Imports: the standard library, redcon and gopher-lua (the scripts' Lua,
+// scripting.go). No SDK and nothing under
 // internal/: the KV interface is defined here, by its consumer, and tests
 // use an in-memory fake.
 //
@@ -226,6 +227,7 @@
 // transaction is refused, not run, so a pipelined transaction never runs
 // in part.
 //
-// It imports no TideKV package but itself (no SDK, API or node code) (internal/lint);
+// It imports no TideKV package but itself (no SDK, API or node code), and of
+// other modules only redcon and gopher-lua (internal/lint);
 // the node adapts its KV to resp.KV (internal/redisgw).
 package resp
