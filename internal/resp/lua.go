@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 
@@ -117,6 +118,10 @@ type scriptEnv struct {
 	// errLine is the line a Lua error was raised at (errorHandler).
 	errLine int
 	L       *lua.LState
+	// env is the script's (sealed) globals; sealed the tables it may not
+	// change.
+	env    *lua.LTable
+	sealed map[*lua.LTable]bool
 }
 
 // newState makes the attempt's Lua state (see above).
@@ -141,22 +146,79 @@ func (e *scriptEnv) newState(keys, argv [][]byte) *lua.LState {
 	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
 		str.RawSetString("rep", L.NewFunction(e.stringRep))
 	}
-	g.RawSetString("redis", e.redisTable())
+	e.randomLib(L, g.RawGetString("math").(*lua.LTable))
 	g.RawSetString("KEYS", stringsTable(L, keys))
 	g.RawSetString("ARGV", stringsTable(L, argv))
-	// Redis's globals are read-only, and reading one that is not there
-	// is an error, not nil (a misspelt local is caught).
+	// Redis's globals and libraries are read-only, and reading a global
+	// that is not there is an error, not nil (a misspelt local is
+	// caught). The script sees them through sealed proxies: its
+	// environment and each library are empty tables whose reads go to
+	// the real one and whose writes fail, as do setmetatable and rawset
+	// on them.
 	mt := L.NewTable()
 	mt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
 		L.RaiseError("Script attempted to access nonexistent global variable '%s'", L.ToString(2))
 		return 0
 	}))
-	mt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+	L.SetMetatable(g, mt)
+	e.sealed = map[*lua.LTable]bool{}
+	deny := L.NewFunction(func(L *lua.LState) int {
 		L.RaiseError("Attempt to modify a readonly table")
 		return 0
-	}))
-	L.SetMetatable(g, mt)
+	})
+	seal := func(index, metatable lua.LValue) *lua.LTable {
+		p, pm := L.NewTable(), L.NewTable()
+		pm.RawSetString("__index", index)
+		pm.RawSetString("__newindex", deny)
+		pm.RawSetString("__metatable", metatable)
+		L.SetMetatable(p, pm)
+		e.sealed[p] = true
+		return p
+	}
+	// what getmetatable of a sealed table gives: sealed too
+	hidden := seal(lua.LNil, lua.LNil)
+	for _, lib := range []string{"string", "math", "table"} {
+		g.RawSetString(lib, seal(g.RawGetString(lib), hidden))
+	}
+	g.RawSetString("redis", seal(e.redisTable(), hidden))
+	for _, name := range []string{"setmetatable", "rawset"} {
+		orig := g.RawGetString(name).(*lua.LFunction).GFunction
+		g.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+			if t, ok := L.Get(1).(*lua.LTable); ok && e.sealed[t] {
+				L.RaiseError("Attempt to modify a readonly table")
+			}
+			return orig(L)
+		}))
+	}
+	e.env = seal(g, hidden)
+	g.RawSetString("_G", e.env)
 	return L
+}
+
+// randomLib gives the script's math.random a generator of its own,
+// seeded with 0: each script starts from the same one (as Redis's, whose
+// sequence differs), and math.randomseed reseeds it.
+func (e *scriptEnv) randomLib(L *lua.LState, m *lua.LTable) {
+	rng := rand.New(rand.NewPCG(0, 0))
+	m.RawSetString("random", L.NewFunction(func(L *lua.LState) int {
+		if L.GetTop() == 0 {
+			L.Push(lua.LNumber(rng.Float64()))
+			return 1
+		}
+		lo, hi := int64(1), int64(L.CheckNumber(L.GetTop()))
+		if L.GetTop() > 1 {
+			lo = int64(L.CheckNumber(1))
+		}
+		if lo > hi {
+			L.ArgError(L.GetTop(), "interval is empty")
+		}
+		L.Push(lua.LNumber(lo + rng.Int64N(hi-lo+1)))
+		return 1
+	}))
+	m.RawSetString("randomseed", L.NewFunction(func(L *lua.LState) int {
+		rng = rand.New(rand.NewPCG(uint64(int64(L.CheckNumber(1))), 0))
+		return 0
+	}))
 }
 
 func stringsTable(L *lua.LState, ss [][]byte) *lua.LTable {

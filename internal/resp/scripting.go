@@ -126,7 +126,9 @@ func (x *call) scriptAttempt(sc *script, view *txView, keys, argv [][]byte, read
 	L := e.newState(keys, argv)
 	defer L.Close()
 	L.SetContext(run)
-	L.Push(L.NewFunctionFromProto(sc.proto))
+	fn := L.NewFunctionFromProto(sc.proto)
+	fn.Env = e.env
+	L.Push(fn)
 	perr := L.PCall(0, 1, L.NewFunction(e.errorHandler))
 	switch why := run.stopped(); {
 	case view.err != nil:
