@@ -195,11 +195,12 @@ func (e *scriptEnv) newState(keys, argv [][]byte) *lua.LState {
 	return L
 }
 
-// randomLib gives the script's math.random a generator of its own,
-// seeded with 0: each script starts from the same one (as Redis's, whose
-// sequence differs), and math.randomseed reseeds it.
+// randomLib gives the script's math.random a generator of its own, drawn
+// at random as Redis 7's is, which math.randomseed seeds (the same seed,
+// the same numbers; gopher-lua's uses the process's generator, whose Seed
+// does nothing).
 func (e *scriptEnv) randomLib(L *lua.LState, m *lua.LTable) {
-	rng := rand.New(rand.NewPCG(0, 0))
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	m.RawSetString("random", L.NewFunction(func(L *lua.LState) int {
 		if L.GetTop() == 0 {
 			L.Push(lua.LNumber(rng.Float64()))
