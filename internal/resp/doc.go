@@ -32,8 +32,20 @@
 // redis_version:7.0.0-tidekv), CONFIG GET (what client libraries and
 // redis-benchmark read at start: clients.go), CONFIG SET (Redis's encoding
 // thresholds, kept and inert, and fixed settings to their own value:
-// config.go), FUNCTION and SCRIPT for an empty library (scripting.go),
-// MEMORY USAGE (memory.go).
+// config.go), FUNCTION for an empty library (scripting.go), MEMORY USAGE
+// (memory.go).
+//
+// Scripting (scripting.go; lua.go the sandbox and conversions,
+// scriptcache.go, scriptrun.go): EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and
+// SCRIPT LOAD/EXISTS/FLUSH/KILL run Lua 5.1 (gopher-lua) as Redis 7.0
+// does. A script is one KV.Txn: its redis.call runs commands over a
+// txView of it, as EXEC's queue does, so it reads its own writes and
+// commits them at once; a conflict runs the whole script again. Each run
+// has a fresh sandboxed Lua state with read-only globals, and is stopped,
+// applying nothing, past Config.ScriptTimeLimit (counted through the VM's
+// context every 1,024 instructions) or by SCRIPT KILL. Compiled scripts
+// are cached per node, bounded by Config.ScriptCacheBytes. FUNCTION
+// LOAD and FCALL are not served.
 //
 // Whole database (database.go): KEYS (a full scan), FLUSHDB and FLUSHALL
 // (scan and batched deletes; AccessAdmin), RANDOMKEY, RENAME, RENAMENX

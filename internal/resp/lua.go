@@ -28,7 +28,8 @@ import (
 // loadstring, require, module, print, getfenv, setfenv, newproxy,
 // collectgarbage: a runtime.GC a call; no io, os, debug, package,
 // coroutine (a coroutine's instructions would not be counted: scriptRun),
-// channel), and with Redis's redis table, KEYS and ARGV.
+// channel), and with Redis's redis table, KEYS, ARGV, and its cjson and
+// bit libraries (lualibs.go).
 
 // luaSource is a script's chunk name: errors say "user_script:3: ...",
 // and the reply "on @user_script:3.", as Redis's.
@@ -177,7 +178,9 @@ func (e *scriptEnv) newState(keys, argv [][]byte) *lua.LState {
 	}
 	// what getmetatable of a sealed table gives: sealed too
 	hidden := seal(lua.LNil, lua.LNil)
-	for _, lib := range []string{"string", "math", "table"} {
+	g.RawSetString("cjson", openCJSON(L))
+	g.RawSetString("bit", openBit(L))
+	for _, lib := range []string{"string", "math", "table", "cjson", "bit"} {
 		g.RawSetString(lib, seal(g.RawGetString(lib), hidden))
 	}
 	g.RawSetString("redis", seal(e.redisTable(), hidden))
