@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tidekv/tidekv/internal/testutil/redisdiff"
 )
@@ -148,4 +150,25 @@ func TestScriptsOfAReadOnlyUser(t *testing.T) {
 		"$<nil>",
 		"-NOPERM User r has no permissions to run the 'set' command script: 2d991be581da74a0c0c441c4beb92ae41c2e1eb9, on @user_script:1.",
 	})
+}
+
+// BenchmarkEvalSHA measures one EVALSHA of a script that reads and writes
+// a key, over the in-memory KV: a Lua state made and closed per run, the
+// transaction, the conversions.
+func BenchmarkEvalSHA(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.ListenAddr = "127.0.0.1:0"
+	s := must(New(cfg, newFakeKV()))
+	go s.Serve()
+	defer s.Close()
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr().String()})
+	defer rc.Close()
+	ctx := context.Background()
+	sha := must(rc.ScriptLoad(ctx, "return redis.call('incr', KEYS[1])").Result())
+	b.ResetTimer()
+	for range b.N {
+		if err := rc.EvalSha(ctx, sha, []string{"k"}).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
