@@ -172,3 +172,23 @@ func BenchmarkEvalSHA(b *testing.B) {
 		}
 	}
 }
+
+// A failure of the store inside a script ends the script, whatever it
+// does with the error (redis.pcall, pcall): the client gets the store's
+// error and nothing the script wrote is applied.
+func TestScriptStoreFailureEndsIt(t *testing.T) {
+	kv := newFakeKV()
+	s, _ := start(t, kv, nil, nil)
+	kv.txFail = &OverloadedError{RetryAfter: 20 * time.Millisecond}
+	eqReplies(t, pipeline(t, s,
+		[]string{"EVAL", "redis.call('set', 'a', '1') return 'done'", "0"},
+		[]string{"EVAL", "redis.pcall('set', 'a', '1') return 'caught'", "0"},
+		[]string{"EVAL", "pcall(redis.call, 'set', 'a', '1') return 'caught'", "0"},
+		[]string{"EVAL", "return redis.call('get', 'a')", "0"},
+	), []string{
+		"-TRYAGAIN overloaded, retry after 20 ms",
+		"-TRYAGAIN overloaded, retry after 20 ms",
+		"-TRYAGAIN overloaded, retry after 20 ms",
+		"$<nil>",
+	})
+}
