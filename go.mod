@@ -13,6 +13,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	github.com/tidwall/redcon v1.6.2
+	github.com/yuin/gopher-lua v1.1.2
 	go.etcd.io/raft/v3 v3.7.0
 	golang.org/x/crypto v0.57.0
 	google.golang.org/grpc v1.85.0

@@ -48,6 +48,8 @@ var writeCommands = map[string]bool{
 	"zadd": true, "zincrby": true, "zrem": true, "zpopmin": true, "zpopmax": true, "bzpopmin": true, "bzpopmax": true, "zmpop": true, "bzmpop": true,
 	"zremrangebyscore": true, "zremrangebyrank": true, "zremrangebylex": true,
 	"zunionstore": true, "zinterstore": true, "zdiffstore": true, "zrangestore": true,
+	// A script's commands are checked again one by one (lua.go).
+	"eval": true, "evalsha": true,
 }
 
 // readCommands change no data: every command is in exactly one of
@@ -69,6 +71,7 @@ var readCommands = map[string]bool{
 	"zrevrangebylex": true, "zrevrangebyscore": true, "zrevrank": true, "zscan": true, "zscore": true,
 	"zrandmember": true, "zunion": true, "zinter": true, "zdiff": true, "zintercard": true, "sintercard": true,
 	"function": true, "script": true, "getbit": true, "memory": true,
+	"eval_ro": true, "evalsha_ro": true,
 }
 
 // denial is the error reply to a command the connection's user may not

@@ -30,6 +30,7 @@ var (
 		// keys counted by a numkeys argument: Redis states none here
 		"zunion": {}, "zinter": {}, "zdiff": {}, "zintercard": {}, "sintercard": {},
 		"lmpop": {}, "blmpop": {}, "zmpop": {}, "bzmpop": {},
+		"eval": {}, "evalsha": {}, "eval_ro": {}, "evalsha_ro": {},
 	}
 	keyless = map[string]bool{
 		"ping": true, "echo": true, "quit": true, "select": true, "client": true, "command": true,

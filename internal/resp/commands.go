@@ -151,6 +151,8 @@ func init() {
 
 		// scripting.go
 		"function": {arity: -2, fn: cmdFunction}, "script": {arity: -2, fn: cmdScript},
+		"eval": {arity: -3, fn: cmdEval}, "evalsha": {arity: -3, fn: cmdEval},
+		"eval_ro": {arity: -3, fn: cmdEval}, "evalsha_ro": {arity: -3, fn: cmdEval},
 		"memory": {arity: -2, fn: cmdMemory}, // memory.go
 	}
 	maps.Copy(commands, collectionCommands)

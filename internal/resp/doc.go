@@ -8,7 +8,8 @@
 // the node leads in process, through the node's typed KV API, and sends the
 // rest through the routing client that internal/redisgw adapts.
 //
-// Imports: the standard library and redcon. No SDK and nothing under
+// Imports: the standard library, redcon and gopher-lua (the scripts' Lua,
+// scripting.go). No SDK and nothing under
 // internal/: the KV interface is defined here, by its consumer, and tests
 // use an in-memory fake.
 //
@@ -31,8 +32,20 @@
 // redis_version:7.0.0-tidekv), CONFIG GET (what client libraries and
 // redis-benchmark read at start: clients.go), CONFIG SET (Redis's encoding
 // thresholds, kept and inert, and fixed settings to their own value:
-// config.go), FUNCTION and SCRIPT for an empty library (scripting.go),
-// MEMORY USAGE (memory.go).
+// config.go), FUNCTION for an empty library (scripting.go), MEMORY USAGE
+// (memory.go).
+//
+// Scripting (scripting.go; lua.go the sandbox and conversions,
+// scriptcache.go, scriptrun.go): EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and
+// SCRIPT LOAD/EXISTS/FLUSH/KILL run Lua 5.1 (gopher-lua) as Redis 7.0
+// does. A script is one KV.Txn: its redis.call runs commands over a
+// txView of it, as EXEC's queue does, so it reads its own writes and
+// commits them at once; a conflict runs the whole script again. Each run
+// has a fresh sandboxed Lua state with read-only globals, and is stopped,
+// applying nothing, past Config.ScriptTimeLimit (counted through the VM's
+// context every 1,024 instructions) or by SCRIPT KILL. Compiled scripts
+// are cached per node, bounded by Config.ScriptCacheBytes. FUNCTION
+// LOAD and FCALL are not served.
 //
 // Whole database (database.go): KEYS (a full scan), FLUSHDB and FLUSHALL
 // (scan and batched deletes; AccessAdmin), RANDOMKEY, RENAME, RENAMENX
@@ -226,6 +239,7 @@
 // transaction is refused, not run, so a pipelined transaction never runs
 // in part.
 //
-// It imports no TideKV package but itself (no SDK, API or node code) (internal/lint);
+// It imports no TideKV package but itself (no SDK, API or node code), and of
+// other modules only redcon and gopher-lua (internal/lint);
 // the node adapts its KV to resp.KV (internal/redisgw).
 package resp

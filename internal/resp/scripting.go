@@ -1,21 +1,204 @@
 package resp
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+
+	lua "github.com/yuin/gopher-lua"
 )
 
-// FUNCTION and SCRIPT: TideKV runs no Lua, so there is never a script or a
-// function library to list or flush. The subcommands that only inspect or
-// clear that empty state answer as Redis does with nothing loaded (test
-// harnesses and client libraries send FUNCTION FLUSH and SCRIPT FLUSH when
-// they start); the ones that would load or run code are refused with one
-// sentence, and EVAL, EVALSHA and FCALL stay unknown commands, so COMMAND
-// lists nothing that cannot run.
+// Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT LOAD, EXISTS,
+// FLUSH and KILL, on gopher-lua (lua.go: the sandbox and the conversions;
+// scriptcache.go: the compiled scripts; scriptrun.go: the time limit).
+//
+// A script runs atomically, as in Redis, as one KV.Txn: its redis.call
+// and redis.pcall run commands through their usual code over a txView of
+// the transaction, as EXEC's queued commands do (multi.go), so a command
+// reads what the script wrote before it, and the writes commit together
+// with its reads validated. A conflict runs the whole script again, on a
+// new transaction, from the start (KV.Txn's retries, MaxTxnAttempts), and
+// its replies are kept only from the attempt that commits. A script that
+// raises an error commits what it wrote before, as Redis keeps those
+// writes; one stopped by its time limit, SCRIPT KILL, the end of its
+// command's context or a failure of the store applies nothing. Inside
+// EXEC a script runs on a savepoint of EXEC's transaction.
+//
+// FUNCTION LOAD and FCALL are not served: FUNCTION answers for an empty
+// library (the subcommands that inspect or clear it), refuses the ones
+// that would load or run a library, and FCALL and FCALL_RO stay unknown
+// commands, so COMMAND lists nothing that cannot run.
 
-// errNoScripts is the refusal of a subcommand that needs a scripting engine.
-func errNoScripts(cmd, sub string) string {
-	return fmt.Sprintf("ERR %s %s is not supported: TideKV runs no scripts or functions", strings.ToUpper(cmd), strings.ToUpper(sub))
+// notInScripts are the commands a script cannot call: those EXEC cannot
+// run (notInMulti), and, as in Redis, the transaction's own, the
+// scripting commands, QUIT and the blocking ones.
+var notInScripts = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range append([]string{"multi", "exec", "discard", "watch", "unwatch", "eval", "evalsha", "eval_ro", "evalsha_ro",
+		"script", "function", "quit", "blpop", "brpop", "blmove", "brpoplpush", "blmpop", "bzpopmin", "bzpopmax", "bzmpop"}, notInMulti...) {
+		m[n] = true
+	}
+	return m
+}()
+
+// cmdEval: EVAL script numkeys key... arg..., EVALSHA sha1 numkeys ...,
+// and their _RO forms, whose scripts may only read.
+func cmdEval(x *call) {
+	n, err := strconv.ParseInt(string(x.args[2]), 10, 64)
+	switch {
+	case err != nil:
+		x.c.WriteError(errNotInt)
+		return
+	case n > int64(len(x.args)-3):
+		x.c.WriteError("ERR Number of keys can't be greater than number of args")
+		return
+	case n < 0:
+		x.c.WriteError("ERR Number of keys can't be negative")
+		return
+	}
+	var sc *script
+	if strings.HasPrefix(x.name, "evalsha") {
+		if sc = x.s.scripts.get(strings.ToLower(string(x.args[1]))); sc == nil {
+			x.c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
+			return
+		}
+	} else if sc = x.s.scripts.get(sha1hex(x.args[1])); sc == nil {
+		var why string
+		if sc, why = compileScript(x.args[1]); sc == nil {
+			x.c.WriteError(why)
+			return
+		}
+		x.s.scripts.put(sc)
+	}
+	readOnly := strings.HasSuffix(x.name, "_ro")
+	if readOnly && sc.shebanged && !sc.readOnly {
+		x.c.WriteError("ERR Can not execute a script with write flag using *_ro command.")
+		return
+	}
+	x.runScript(sc, x.args[3:3+n], x.args[3+n:], readOnly || sc.readOnly)
+}
+
+// errStopped is a script's attempt that its time limit or SCRIPT KILL
+// stopped; the error is the reply.
+type errStopped struct{ reply string }
+
+func (e *errStopped) Error() string { return e.reply }
+
+// runScript runs sc in one transaction (see above) and answers what it
+// returned.
+func (x *call) runScript(sc *script, keys, argv [][]byte, readOnly bool) {
+	var reply []byte
+	var ready [][]byte
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		view := &txView{tx: tx, now: x.s.cfg.Now}
+		r, err := x.scriptAttempt(sc, view, keys, argv, readOnly)
+		reply, ready = r, view.ready
+		return err
+	})
+	var stopped *errStopped
+	switch {
+	case errors.As(err, &stopped):
+		x.c.WriteError(stopped.reply)
+		return
+	case err != nil:
+		replyErr(x.c, err)
+		return
+	}
+	if v, inExec := x.kv.(*txView); inExec {
+		v.ready = append(v.ready, ready...)
+	} else {
+		for _, k := range ready {
+			x.awaitServed(x.s.blocked.ready(blockKey{x.st.db, string(k)}))
+		}
+	}
+	x.c.WriteRaw(reply)
+}
+
+// scriptAttempt runs sc once over view and returns its reply, or an error
+// that rolls the attempt back: the store's (a conflict makes KV.Txn run
+// the script again), the command's context's, or errStopped.
+func (x *call) scriptAttempt(sc *script, view *txView, keys, argv [][]byte, readOnly bool) ([]byte, error) {
+	run := newScriptRun(x.ctx, x.s.cfg.Now, x.s.cfg.ScriptTimeLimit)
+	x.s.running.add(run)
+	defer x.s.running.remove(run)
+	e := &scriptEnv{x: x, view: view, run: run, sc: sc, readOnly: readOnly, resp: 2}
+	L := e.newState(keys, argv)
+	defer L.Close()
+	L.SetContext(run)
+	fn := L.NewFunctionFromProto(sc.proto)
+	fn.Env = e.env
+	L.Push(fn)
+	perr := L.PCall(0, 1, L.NewFunction(e.errorHandler))
+	switch why := run.stopped(); {
+	case view.err != nil:
+		return nil, view.err
+	case errors.Is(why, errScriptTimeout):
+		return nil, &errStopped{e.stopReply(fmt.Sprintf("ERR Script killed: it ran past the time limit of %v (ScriptTimeLimit); nothing it wrote was applied", x.s.cfg.ScriptTimeLimit))}
+	case errors.Is(why, errScriptKilled):
+		return nil, &errStopped{e.stopReply("ERR Script killed by user with SCRIPT KILL; nothing it wrote was applied")}
+	case why != nil:
+		return nil, why
+	}
+	var ae *lua.ApiError
+	switch {
+	case errors.As(perr, &ae):
+		return []byte("-" + e.errorReply(ae.Object) + "\r\n"), nil
+	case perr != nil:
+		return []byte("-" + e.errorReply(lua.LString(perr.Error())) + "\r\n"), nil
+	}
+	b, err := e.appendValue(nil, L.Get(-1), 0)
+	if err != nil {
+		return []byte("-" + err.Error() + "\r\n"), nil
+	}
+	return b, nil
+}
+
+// stopReply is msg with where the script was, as Redis's reply to a
+// killed script has it.
+func (e *scriptEnv) stopReply(msg string) string {
+	if e.errLine > 0 {
+		msg += fmt.Sprintf(" script: %s, on @%s:%d.", e.sc.sha, luaSource, e.errLine)
+	}
+	return msg
+}
+
+// cmdScript: SCRIPT LOAD script, EXISTS sha..., FLUSH [ASYNC|SYNC], KILL;
+// DEBUG is refused (there is no Lua debugger).
+func cmdScript(x *call) {
+	sub := strings.ToLower(string(x.args[1]))
+	switch {
+	case sub == "flush":
+		if flushModeOK(x, "ERR SCRIPT FLUSH only support SYNC|ASYNC option") {
+			x.s.scripts.flush()
+			x.c.WriteString("OK")
+		}
+	case sub == "exists" && len(x.args) > 2:
+		x.c.WriteArray(len(x.args) - 2)
+		for _, sha := range x.args[2:] {
+			x.c.WriteInt(b2i(x.s.scripts.get(strings.ToLower(string(sha))) != nil))
+		}
+	case sub == "load" && len(x.args) == 3:
+		sc, why := compileScript(x.args[2])
+		if sc == nil {
+			x.c.WriteError(why)
+			return
+		}
+		x.s.scripts.put(sc)
+		x.c.WriteBulkString(sc.sha)
+	case sub == "kill" && len(x.args) == 2:
+		if x.s.running.kill() {
+			x.c.WriteString("OK")
+		} else {
+			x.c.WriteError("NOTBUSY No scripts in execution right now.")
+		}
+	case sub == "exists" || sub == "load" || sub == "kill":
+		x.c.WriteError(errArity("script|" + sub))
+	case sub == "debug":
+		x.c.WriteError("ERR SCRIPT DEBUG is not supported: TideKV has no Lua debugger")
+	default:
+		x.c.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'. Try SCRIPT HELP.", trunc(x.args[1])))
+	}
 }
 
 // cmdFunction: FUNCTION FLUSH [ASYNC|SYNC] and FUNCTION LIST [WITHCODE]
@@ -33,7 +216,7 @@ func cmdFunction(x *call) {
 			x.c.WriteArray(0)
 		}
 	case "load", "delete", "dump", "restore", "stats", "kill":
-		x.c.WriteError(errNoScripts("function", sub))
+		x.c.WriteError(fmt.Sprintf("ERR FUNCTION %s is not supported: TideKV runs scripts (EVAL) but no function libraries", strings.ToUpper(sub)))
 	default:
 		x.c.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'. Try FUNCTION HELP.", trunc(x.args[1])))
 	}
@@ -60,32 +243,6 @@ func functionListOK(x *call) bool {
 		}
 	}
 	return true
-}
-
-// cmdScript: SCRIPT FLUSH [ASYNC|SYNC] answers OK and SCRIPT EXISTS sha...
-// answers 0 for each sha (no script is cached); LOAD, KILL and DEBUG are
-// refused.
-func cmdScript(x *call) {
-	sub := strings.ToLower(string(x.args[1]))
-	switch sub {
-	case "flush":
-		if flushModeOK(x, "ERR SCRIPT FLUSH only support SYNC|ASYNC option") {
-			x.c.WriteString("OK")
-		}
-	case "exists":
-		if len(x.args) < 3 {
-			x.c.WriteError(errArity("script|exists"))
-			return
-		}
-		x.c.WriteArray(len(x.args) - 2)
-		for range x.args[2:] {
-			x.c.WriteInt(0)
-		}
-	case "load", "kill", "debug":
-		x.c.WriteError(errNoScripts("script", sub))
-	default:
-		x.c.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'. Try SCRIPT HELP.", trunc(x.args[1])))
-	}
 }
 
 // flushModeOK checks a FLUSH subcommand's optional ASYNC or SYNC, answering

@@ -87,6 +87,19 @@ type Config struct {
 	// one more is refused at once with an error rather than queued. Must
 	// be > 0.
 	MaxBlockedClients int
+	// ScriptTimeLimit bounds how long one run of a script (EVAL and its
+	// kin) may take: past it the script is stopped, nothing it wrote is
+	// applied, and its client gets an error (scriptrun.go). Redis
+	// answers BUSY to everyone after its 5 s and cannot stop a script that
+	// wrote; TideKV's scripts run side by side, so this only ends one
+	// that would hold its transaction (and its keys' writers) and its
+	// connection for ever. Must be > 0. RequestTimeout bounds the whole
+	// command still: a script stopped by it gets the timeout's error.
+	ScriptTimeLimit time.Duration
+	// ScriptCacheBytes bounds the scripts a node keeps compiled for
+	// EVALSHA (scriptcache.go): past it the least recently used are
+	// dropped, and EVALSHA of one answers NOSCRIPT. Must be > 0.
+	ScriptCacheBytes int
 	// timers makes the timers blocked clients wait on (nil: the real
 	// ones); tests fire them by hand.
 	timers blockTimers
@@ -124,6 +137,10 @@ func DefaultConfig() Config {
 		// at most for a push through another, at a try per client.
 		BlockRecheck:      100 * time.Millisecond,
 		MaxBlockedClients: 1000,
+		// Under RequestTimeout's 5 s, so that a script that runs too long
+		// gets the reply naming this limit, with time left to roll back.
+		ScriptTimeLimit:  4 * time.Second,
+		ScriptCacheBytes: 64 << 20,
 	}
 }
 
@@ -160,6 +177,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("resp: BlockRecheck (--redis-block-recheck) %v must be > 0", c.BlockRecheck)
 	case c.MaxBlockedClients <= 0:
 		return fmt.Errorf("resp: MaxBlockedClients (--redis-max-blocked-clients) %d must be > 0", c.MaxBlockedClients)
+	case c.ScriptTimeLimit <= 0:
+		return fmt.Errorf("resp: ScriptTimeLimit (--redis-script-time-limit) %v must be > 0", c.ScriptTimeLimit)
+	case c.ScriptCacheBytes <= 0:
+		return fmt.Errorf("resp: ScriptCacheBytes %d must be > 0", c.ScriptCacheBytes)
 	}
 	return nil
 }
@@ -192,6 +213,11 @@ type Server struct {
 
 	// tunables are the encoding thresholds CONFIG SET was given (config.go).
 	tunables tunableValues
+
+	// scripts are the compiled scripts (scriptcache.go); running the
+	// scripts running now, for SCRIPT KILL (scriptrun.go).
+	scripts *scriptCache
+	running runningScripts
 
 	// comb queues the transactions of commands writing one collection
 	// (combine.go).
@@ -288,7 +314,7 @@ func New(cfg Config, kv KV) (*Server, error) {
 		cfg.timers = realTimers{}
 	}
 	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(), blocked: newBlockedClients(cfg.MaxBlockedClients),
-		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}}
+		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}, scripts: newScriptCache(cfg.ScriptCacheBytes)}
 	for _, r := range DisconnectReasons {
 		s.disconnects[r] = new(atomic.Uint64)
 	}

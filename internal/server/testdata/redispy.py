@@ -62,4 +62,18 @@ want("keys", sorted(r.keys("[hlsz]")), ["h", "l", "s", "z"])
 r.set("ttl", "v", ex=100)
 want("ttl", 0 < r.ttl("ttl") <= 100, True)
 want("info", r.info()["redis_mode"], "standalone")
+
+# Scripts: register_script runs EVALSHA, and after SCRIPT FLUSH falls back
+# to loading the script again (NOSCRIPT); Lock takes, extends and releases
+# with its Lua scripts.
+incr_by = r.register_script("return redis.call('incrby', KEYS[1], ARGV[1])")
+want("script", incr_by(keys=["scripted"], args=[5]), 5)
+r.script_flush()
+want("script after flush", incr_by(keys=["scripted"], args=[2]), 7)
+lock = r.lock("resource", timeout=10)
+want("lock acquire", lock.acquire(blocking=False), True)
+want("lock held elsewhere", r.lock("resource", timeout=10).acquire(blocking=False), False)
+want("lock extend", lock.extend(5), True)
+lock.release()
+want("lock released", r.exists("resource"), 0)
 print("ok")

@@ -1,0 +1,194 @@
+package resp
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tidekv/tidekv/internal/testutil/redisdiff"
+)
+
+// TestScripts runs testdata/scripting: what TideKV's scripts do beyond
+// Redis's replies (those the differential test's eval.txt compares):
+// transactions and their retries, the time limit, the cache's bound.
+//
+//	config [time-limit=D] [clock-step=D] [cache-bytes=N]
+//	    a new server over a new in-memory KV; with clock-step its clock
+//	    moves on by D each time it is read
+//	conflicts n=N        the KV's next N transaction attempts conflict
+//	run                  the commands of the input, one a line (redisdiff's
+//	                     script syntax), each reply on a line
+//	eval [ro] [keys=(k,…)] [args=(a,…)]   EVAL or EVAL_RO of the input
+func TestScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		var (
+			kv *fakeKV
+			s  *Server
+		)
+		restart := func(mod func(*Config)) {
+			kv = newFakeKV()
+			s, _ = start(t, kv, mod, nil)
+		}
+		restart(nil)
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			switch td.Cmd {
+			case "config":
+				var limit, step time.Duration
+				var cache int
+				for _, a := range td.CmdArgs {
+					v := a.Vals[0]
+					switch a.Key {
+					case "time-limit":
+						limit = must(time.ParseDuration(v))
+					case "clock-step":
+						step = must(time.ParseDuration(v))
+					case "cache-bytes":
+						cache = must(strconv.Atoi(v))
+					}
+				}
+				restart(func(c *Config) {
+					if limit > 0 {
+						c.ScriptTimeLimit = limit
+					}
+					if cache > 0 {
+						c.ScriptCacheBytes = cache
+					}
+					if step > 0 {
+						var mu sync.Mutex
+						now := time.Unix(1e9, 0)
+						c.Now = func() time.Time {
+							mu.Lock()
+							defer mu.Unlock()
+							now = now.Add(step)
+							return now
+						}
+					}
+				})
+				return ""
+			case "conflicts":
+				var n int
+				td.ScanArgs(t, "n", &n)
+				kv.mu.Lock()
+				kv.conflicts = n
+				kv.mu.Unlock()
+				return ""
+			case "run":
+				sc, err := redisdiff.Parse(path, td.Input)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var cmds [][]string
+				for _, st := range sc.Steps {
+					cmds = append(cmds, st.Args)
+				}
+				return strings.Join(pipeline(t, s, cmds...), "\n") + "\n"
+			case "eval":
+				cmd := []string{"EVAL", td.Input}
+				var keys, args []string
+				for _, a := range td.CmdArgs {
+					switch a.Key {
+					case "ro":
+						cmd[0] = "EVAL_RO"
+					case "keys":
+						keys = a.Vals
+					case "args":
+						args = a.Vals
+					}
+				}
+				cmd = append(append(append(cmd, strconv.Itoa(len(keys))), keys...), args...)
+				return pipeline(t, s, cmd)[0] + "\n"
+			}
+			t.Fatalf("unknown command %s", td.Cmd)
+			return ""
+		})
+	})
+}
+
+// SCRIPT KILL stops a script running on the node, which then applies
+// nothing it wrote; with none running it answers NOTBUSY.
+func TestScriptKill(t *testing.T) {
+	s, _ := start(t, newFakeKV(), func(c *Config) { c.ScriptTimeLimit = time.Minute; c.RequestTimeout = time.Minute }, nil)
+	done := make(chan []string)
+	go func() {
+		done <- pipeline(t, s, []string{"EVAL", "redis.call('set', 'k', 'v') while true do end", "0"}, []string{"GET", "k"})
+	}()
+	for {
+		s.running.mu.Lock()
+		n := len(s.running.set)
+		s.running.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond) // until the script runs: a state, not a time
+	}
+	eqReplies(t, pipeline(t, s, []string{"SCRIPT", "KILL"}), []string{"+OK"})
+	eqReplies(t, <-done, []string{
+		"-ERR Script killed by user with SCRIPT KILL; nothing it wrote was applied script: 568b86d2fd65cc68609ed729cb9cfb854214362f, on @user_script:1.",
+		"$<nil>",
+	})
+	eqReplies(t, pipeline(t, s, []string{"SCRIPT", "KILL"}), []string{"-NOTBUSY No scripts in execution right now."})
+}
+
+// A read-only user may run EVAL_RO's reads, and neither EVAL nor a write
+// from EVAL_RO.
+func TestScriptsOfAReadOnlyUser(t *testing.T) {
+	s, _ := start(t, newFakeKV(), func(c *Config) { c.Auth = users{"r": {"pw", AccessRead}} }, nil)
+	eqReplies(t, pipeline(t, s,
+		[]string{"AUTH", "r", "pw"},
+		[]string{"EVAL", "return 1", "0"},
+		[]string{"EVAL_RO", "return redis.call('get', 'k')", "0"},
+		[]string{"EVAL_RO", "return redis.call('set', 'k', 'v')", "0"},
+	), []string{
+		"+OK",
+		"-NOPERM User r has no permissions to run the 'eval' command",
+		"$<nil>",
+		"-NOPERM User r has no permissions to run the 'set' command script: 2d991be581da74a0c0c441c4beb92ae41c2e1eb9, on @user_script:1.",
+	})
+}
+
+// BenchmarkEvalSHA measures one EVALSHA of a script that reads and writes
+// a key, over the in-memory KV: a Lua state made and closed per run, the
+// transaction, the conversions.
+func BenchmarkEvalSHA(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.ListenAddr = "127.0.0.1:0"
+	s := must(New(cfg, newFakeKV()))
+	go s.Serve()
+	defer s.Close()
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr().String()})
+	defer rc.Close()
+	ctx := context.Background()
+	sha := must(rc.ScriptLoad(ctx, "return redis.call('incr', KEYS[1])").Result())
+	b.ResetTimer()
+	for range b.N {
+		if err := rc.EvalSha(ctx, sha, []string{"k"}).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A failure of the store inside a script ends the script, whatever it
+// does with the error (redis.pcall, pcall): the client gets the store's
+// error and nothing the script wrote is applied.
+func TestScriptStoreFailureEndsIt(t *testing.T) {
+	kv := newFakeKV()
+	s, _ := start(t, kv, nil, nil)
+	kv.txFail = &OverloadedError{RetryAfter: 20 * time.Millisecond}
+	eqReplies(t, pipeline(t, s,
+		[]string{"EVAL", "redis.call('set', 'a', '1') return 'done'", "0"},
+		[]string{"EVAL", "redis.pcall('set', 'a', '1') return 'caught'", "0"},
+		[]string{"EVAL", "pcall(redis.call, 'set', 'a', '1') return 'caught'", "0"},
+		[]string{"EVAL", "return redis.call('get', 'a')", "0"},
+	), []string{
+		"-TRYAGAIN overloaded, retry after 20 ms",
+		"-TRYAGAIN overloaded, retry after 20 ms",
+		"-TRYAGAIN overloaded, retry after 20 ms",
+		"$<nil>",
+	})
+}
