@@ -25,12 +25,13 @@ const module = "github.com/tidekv/tidekv/"
 // own); otherwise only its own imports (the rule is about what the package
 // itself does, and the packages it builds on are governed by their own
 // rules). Forbidden paths are module-relative with a trailing "/" (a
-// prefix), or standard-library paths matched exactly; allow lists
-// exceptions to a prefix.
+// prefix), or standard-library paths matched exactly; stdOnly forbids
+// every path outside the standard library; allow lists exceptions.
 type rule struct {
 	pkgs       []string
 	transitive bool
 	forbid     []string
+	stdOnly    bool
 	allow      []string
 	// says is the rule as docs/architecture.md and each governed package's
 	// doc.go state it; doc.go follows it with " (internal/lint)".
@@ -66,9 +67,9 @@ var rules = []rule{
 	{
 		pkgs:       []string{"internal/resp"},
 		transitive: true,
-		forbid:     []string{"client/", "api/", "internal/"},
+		stdOnly:    true,
 		allow:      []string{"internal/resp/"},
-		says:       "imports no TideKV package but itself (no SDK, API or node code)",
+		says:       "imports the standard library only, and no TideKV package but itself (no SDK, API or node code)",
 	},
 	{
 		pkgs:       []string{"internal/txn"},
@@ -182,7 +183,14 @@ func (r rule) breaks(imp string) bool {
 		}
 		return false
 	}
-	return matches(r.forbid) && !matches(r.allow)
+	return (matches(r.forbid) || (r.stdOnly && !standard(imp))) && !matches(r.allow)
+}
+
+// standard reports whether imp is a standard-library path: its first
+// element has no dot, as the go command tells them from module paths.
+func standard(imp string) bool {
+	first, _, _ := strings.Cut(imp, "/")
+	return !strings.Contains(first, ".")
 }
 
 func (r rule) governs(rel string) bool {
@@ -291,6 +299,27 @@ func TestImportRulesDocumented(t *testing.T) {
 			if !slices.ContainsFunc(rules, func(r rule) bool { return r.governs(rel) && strings.HasSuffix(said[1], r.says) }) {
 				t.Errorf("%s/doc.go says %q, which internal/lint does not check for it", rel, strings.TrimSpace(said[0]))
 			}
+		}
+	}
+}
+
+// A standard-library-only rule takes the standard library and what it
+// allows, nothing else: not a third-party package, not another of the
+// module's.
+func TestStdOnlyRule(t *testing.T) {
+	r := rule{stdOnly: true, allow: []string{"internal/resp/"}}
+	for imp, want := range map[string]bool{
+		"net":                                    false,
+		"crypto/tls":                             false,
+		"vendor/golang.org/x/net/dns/dnsmessage": false,
+		module + "internal/resp":                 false,
+		module + "internal/server":               true,
+		module + "client":                        true,
+		"github.com/tidwall/redcon":              true,
+		"golang.org/x/sys/unix":                  true,
+	} {
+		if got := r.breaks(imp); got != want {
+			t.Errorf("importing %s breaks the rule: %v, want %v", imp, got, want)
 		}
 	}
 }

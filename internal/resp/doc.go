@@ -1,6 +1,6 @@
 // Package resp is TideKV's Redis-protocol front end: a RESP2 and RESP3
-// server (built on github.com/tidwall/redcon, which parses requests and
-// writes RESP2; resp3.go writes RESP3's types) that maps Redis commands onto a small KV
+// server (its own connection loop and request reader, server.go and
+// reader.go; replies in output.go, RESP3's types in resp3.go) that maps Redis commands onto a small KV
 // interface. It owns the protocol mapping only: command parsing, replies,
 // Redis-style errors, the encoding of Redis types into ordered keys, and
 // SCAN cursors. Routing, limits and admission control belong to the KV
@@ -8,7 +8,7 @@
 // the node leads in process, through the node's typed KV API, and sends the
 // rest through the routing client that internal/redisgw adapts.
 //
-// Imports: the standard library and redcon. No SDK and nothing under
+// Imports: the standard library only. No SDK and nothing under
 // internal/: the KV interface is defined here, by its consumer, and tests
 // use an in-memory fake.
 //
@@ -139,9 +139,10 @@
 // MGET, EXISTS), so what a client that does not read holds stays near
 // MaxOutputBuffer too.
 //
-// Pipelining (pipeline.go): redcon parses every complete command a client
-// has sent; the handler takes them all and serves them in order on the
-// connection's goroutine, and writes their replies together. A run of
+// Pipelining (pipeline.go): the connection's reader parses every whole
+// command a client has sent (reader.go: into a buffer of its own, the
+// arguments slices of it, never copied); they are served in order on the
+// connection's goroutine, and their replies written together. A run of
 // consecutive plain GET, SET key value and DEL/UNLINK commands is served
 // together: its consecutive writes as one KV.WriteEach (the node writes the
 // ops of each range it leads in one Raft proposal), its consecutive reads
@@ -226,6 +227,6 @@
 // transaction is refused, not run, so a pipelined transaction never runs
 // in part.
 //
-// It imports no TideKV package but itself (no SDK, API or node code) (internal/lint);
+// It imports the standard library only, and no TideKV package but itself (no SDK, API or node code) (internal/lint);
 // the node adapts its KV to resp.KV (internal/redisgw).
 package resp
