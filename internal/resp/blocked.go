@@ -296,7 +296,8 @@ func (x *call) block(keys [][]byte, timeout time.Duration, try tryFunc, none fun
 	// The replies to the commands before this one in the pipeline go out
 	// now, not when it ends.
 	x.st.out.flush()
-	gone, unwatch := x.watchConn()
+	// gone closes if the client disconnects while the command blocks.
+	gone, unwatch := x.st.in.watch()
 	defer unwatch()
 	may := func(k []byte) bool { return b.first(w, key(k)) }
 	defer x.endTry()
@@ -356,15 +357,6 @@ func (x *call) endTry() {
 	if h, ok := x.ctx.(*cmdCtx); ok {
 		h.end()
 	}
-}
-
-// watchConn reports when the client disconnects while its command blocks
-// (gone closes); unwatch stops watching, before the command answers.
-func (x *call) watchConn() (gone <-chan struct{}, unwatch func()) {
-	if x.st.in.nc == nil {
-		return nil, func() {}
-	}
-	return x.st.in.watch()
 }
 
 const (

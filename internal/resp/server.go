@@ -349,9 +349,13 @@ func (s *Server) accept(nc net.Conn) *connState {
 	if n := s.conns.Add(1); s.cfg.MaxConns > 0 && n > int64(s.cfg.MaxConns) {
 		s.conns.Add(-1)
 		s.disconnected(ReasonMaxConns)
-		_ = nc.SetWriteDeadline(time.Now().Add(drainFor))
-		_, _ = nc.Write(appendError(nil, fmt.Sprintf("ERR max number of clients reached (the maximum is %d connections)", s.cfg.MaxConns)))
-		_ = nc.Close()
+		// Not in the accept loop: a TLS connection's write waits for
+		// its handshake.
+		go func() {
+			_ = nc.SetWriteDeadline(time.Now().Add(drainFor))
+			_, _ = nc.Write(appendError(nil, fmt.Sprintf("ERR max number of clients reached (the maximum is %d connections)", s.cfg.MaxConns)))
+			_ = nc.Close()
+		}()
 		return nil
 	}
 	st := &connState{id: s.nextID.Add(1), user: "default", kv: s.kv, cmds: newConnContext(s.ctx)}
