@@ -53,6 +53,10 @@ type frameScanner struct {
 // refusal is the error reply sent for a request over a limit or malformed.
 type refusal string
 
+// errInvalidBulkLength refuses a malformed bulk string header, or a
+// payload not followed by CRLF.
+const errInvalidBulkLength = refusal("ERR Protocol error: invalid bulk length")
+
 func (r refusal) Error() string { return string(r) }
 
 // scan follows b, the next bytes of the stream. It returns nil, or the
@@ -74,7 +78,7 @@ func (f *frameScanner) scan(b []byte) (int, error) {
 			if f.skip == 2 {
 				f.badCRLF = b[i] != '\r'
 			} else if f.badCRLF || b[i] != '\n' {
-				return i, refusal("ERR Protocol error: invalid bulk length")
+				return i, errInvalidBulkLength
 			}
 			f.skip--
 			i++
@@ -178,7 +182,7 @@ func (f *frameScanner) badLength() error {
 	if f.state == inArrayHeader {
 		return refusal("ERR Protocol error: invalid multibulk length")
 	}
-	return refusal("ERR Protocol error: invalid bulk length")
+	return errInvalidBulkLength
 }
 
 // parseLength parses the "<n>\r" of a header line.

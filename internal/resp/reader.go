@@ -36,12 +36,9 @@ const minRead = 512
 // pipelines; a pipeline of more lets its larger array go.
 const keepArgs = 4 << 10
 
-// Protocol errors found by parsing a command the scanner passed (the
-// scanner refuses malformed headers itself), in Redis's words.
-var (
-	errUnbalancedQuotes = refusal("ERR Protocol error: unbalanced quotes in request")
-	errBulkNoCRLF       = refusal("ERR Protocol error: invalid bulk length")
-)
+// errUnbalancedQuotes refuses an inline line that does not parse, in
+// Redis's words. The scanner refuses every other malformed request itself.
+const errUnbalancedQuotes = refusal("ERR Protocol error: unbalanced quotes in request")
 
 // argSpan is one command's arguments: reader.args[lo:hi].
 type argSpan struct{ lo, hi int }
@@ -147,9 +144,8 @@ func (r *reader) renew() {
 }
 
 // parse parses buf[start:parsed] into args and cmds. A command the
-// scanner passed that does not parse (an inline line's quotes, a bulk
-// string not followed by CRLF) becomes the refusal, after the commands
-// before it.
+// scanner passed that does not parse (an inline line's unbalanced quotes)
+// becomes the refusal, after the commands before it.
 func (r *reader) parse() int {
 	if cap(r.args) > keepArgs || cap(r.cmds) > keepArgs {
 		r.args, r.cmds = nil, nil
@@ -181,21 +177,23 @@ func (r *reader) parse() int {
 func header(b []byte, i int) (int, int, error) {
 	nl := bytes.IndexByte(b[i:], '\n')
 	if nl < 0 {
-		return 0, 0, errBulkNoCRLF
+		return 0, 0, errInvalidBulkLength
 	}
 	n, ok := parseLength(b[i+1 : i+nl])
 	if !ok || n < 0 {
-		return 0, 0, errBulkNoCRLF
+		return 0, 0, errInvalidBulkLength
 	}
 	return int(n), i + nl + 1, nil
 }
 
 // parseArray parses the array at b[i] ("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").
+// The scanner passed its headers and CRLFs; they are checked again, not
+// trusted, so that the two disagreeing could never index past the buffer.
 func (r *reader) parseArray(b []byte, i int) (int, error) {
 	n, i, err := header(b, i)
 	for ; err == nil && n > 0; n-- {
 		if i >= len(b) || b[i] != '$' {
-			return 0, errBulkNoCRLF
+			return 0, errInvalidBulkLength
 		}
 		var size int
 		if size, i, err = header(b, i); err != nil {
@@ -203,7 +201,7 @@ func (r *reader) parseArray(b []byte, i int) (int, error) {
 		}
 		end := i + size
 		if end+2 > len(b) || b[end] != '\r' || b[end+1] != '\n' {
-			return 0, errBulkNoCRLF
+			return 0, errInvalidBulkLength
 		}
 		// Capped, so that appending to one argument never writes over
 		// the next.
