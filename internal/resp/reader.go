@@ -211,13 +211,14 @@ func (r *reader) parseArray(b []byte, i int) (int, error) {
 	return i, err
 }
 
-// parseInline parses the inline command line at b[i] ("SET k v\r\n"), as
-// redcon (TideKV's earlier reader) did: arguments split by spaces; an argument in double or single
-// quotes may hold spaces and the escapes \n, \r and \t (a backslash keeps
-// any other byte); a quote inside an unquoted argument, or a closing one
-// not followed by a space or the end, is unbalanced. An empty line is no
-// command. Quoted arguments are unescaped in place: the bytes are read
-// already, and an argument is never longer than its quoted form.
+// parseInline parses the inline command line at b[i] ("SET k v\r\n") as
+// redcon, TideKV's earlier reader, did: arguments split by spaces; an
+// argument in double or single quotes may hold spaces and the escapes \n,
+// \r and \t (a backslash keeps any other byte); a quote inside an unquoted
+// argument, or a closing one not followed by a space or the end, is
+// unbalanced. An empty line is no command. Quoted arguments are unescaped
+// in place: the bytes are read already, and an argument is never longer
+// than its quoted form.
 func (r *reader) parseInline(b []byte, i int) (int, error) {
 	nl := i + bytes.IndexByte(b[i:], '\n')
 	end := nl
