@@ -369,36 +369,35 @@ type arrival struct {
 	gated bool
 }
 
+// arrivalCtx carries an arrival as a value: context.WithValue would box
+// it into an interface, an allocation of its own besides the context's,
+// on every request (a Redis GET's included).
+type arrivalCtx struct {
+	context.Context
+	a arrival
+}
+
+// Value answers arrivalKey with the context itself, a pointer, so that
+// asking allocates nothing either.
+func (c *arrivalCtx) Value(key any) any {
+	if _, ok := key.(arrivalKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
 // WithArrival records on ctx when the request reached the node, its
 // priority and whether Gate passed it, for Admit later on the request's
 // path.
 func WithArrival(ctx context.Context, at time.Time, p Priority, gated bool) context.Context {
-	if at.IsZero() && p >= 0 && int(p) < len(unstamped) {
-		return context.WithValue(ctx, arrivalKey{}, unstamped[p][b2i(gated)])
-	}
-	return context.WithValue(ctx, arrivalKey{}, arrival{at: at, p: p, gated: gated})
-}
-
-// unstamped are the arrivals without a time (a Redis command whose
-// connection's reads were not stamped) by priority and gate, boxed once
-// rather than per request.
-var unstamped = func() (u [High + 1][2]any) {
-	for p := range u {
-		u[p] = [2]any{arrival{p: Priority(p)}, arrival{p: Priority(p), gated: true}}
-	}
-	return u
-}()
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return &arrivalCtx{Context: ctx, a: arrival{at: at, p: p, gated: gated}}
 }
 
 // ArrivalOf returns what WithArrival recorded (a zero time, Normal and not
 // gated when nothing was).
 func ArrivalOf(ctx context.Context) (at time.Time, p Priority, gated bool) {
-	a, _ := ctx.Value(arrivalKey{}).(arrival)
-	return a.at, a.p, a.gated
+	if c, ok := ctx.Value(arrivalKey{}).(*arrivalCtx); ok {
+		return c.a.at, c.a.p, c.a.gated
+	}
+	return time.Time{}, Normal, false
 }

@@ -1,10 +1,8 @@
 package resp
 
 import (
-	"errors"
 	"math"
 	"math/big"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -298,7 +296,8 @@ func (x *call) block(keys [][]byte, timeout time.Duration, try tryFunc, none fun
 	// The replies to the commands before this one in the pipeline go out
 	// now, not when it ends.
 	x.st.out.flush()
-	gone, unwatch := x.watchConn()
+	// gone closes if the client disconnects while the command blocks.
+	gone, unwatch := x.st.in.watch()
 	defer unwatch()
 	may := func(k []byte) bool { return b.first(w, key(k)) }
 	defer x.endTry()
@@ -358,62 +357,6 @@ func (x *call) endTry() {
 	if h, ok := x.ctx.(*cmdCtx); ok {
 		h.end()
 	}
-}
-
-// watchConn reports when the client disconnects while its command blocks
-// (gone closes); unwatch stops watching, before the command answers.
-func (x *call) watchConn() (gone <-chan struct{}, unwatch func()) {
-	g, ok := x.st.out.NetConn().(*guardedConn)
-	if !ok {
-		return nil, func() {}
-	}
-	return g.watch()
-}
-
-// maxReadAhead bounds what is read from a blocked client's connection:
-// redcon reads only between commands, so while one blocks the connection
-// is read here, to see it close. What the client sends meanwhile is kept
-// for redcon (Read); past this much the reading stops, and a close is
-// then seen only when the command ends.
-const maxReadAhead = 4 << 10
-
-// watch reads the connection ahead until stop; gone closes if it ends.
-func (g *guardedConn) watch() (gone <-chan struct{}, stop func()) {
-	closed, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 512)
-		for len(g.ahead) < maxReadAhead {
-			n, err := g.Conn.Read(buf[:min(len(buf), maxReadAhead-len(g.ahead))])
-			g.ahead = append(g.ahead, buf[:n]...)
-			if err != nil {
-				if !errors.Is(err, os.ErrDeadlineExceeded) {
-					g.aheadErr = err
-					close(closed)
-				}
-				return
-			}
-		}
-	}()
-	return closed, func() {
-		// A deadline in the past ends the read under way.
-		_ = g.Conn.SetReadDeadline(time.Unix(1, 0))
-		<-done
-		_ = g.Conn.SetReadDeadline(time.Time{})
-	}
-}
-
-// readAhead hands out what watch read, then the error it ended with.
-func (g *guardedConn) readAhead(p []byte) (int, error) {
-	n := copy(p, g.ahead)
-	g.ahead = g.ahead[n:]
-	if len(g.ahead) > 0 {
-		return n, nil
-	}
-	g.ahead = nil
-	err := g.aheadErr
-	g.aheadErr = nil
-	return n, err
 }
 
 const (

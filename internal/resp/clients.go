@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
 // CLIENT and CONFIG: what client libraries ask a server about itself and
@@ -21,7 +19,7 @@ import (
 // read it (CLIENT LIST, KILL) while its own goroutine serves it, hence
 // the lock and the atomic.
 type clientInfo struct {
-	conn    redcon.Conn
+	conn    replyConn
 	created time.Time
 	// active is when the connection last sent commands (Unix nanoseconds).
 	active atomic.Int64
@@ -32,7 +30,7 @@ type clientInfo struct {
 	name  string
 }
 
-func (ci *clientInfo) open(c redcon.Conn, now time.Time) {
+func (ci *clientInfo) open(c replyConn, now time.Time) {
 	ci.conn, ci.created = c, now
 	ci.active.Store(now.UnixNano())
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"maps"
-
-	"github.com/tidwall/redcon"
 )
 
 // call is one command being served.
 type call struct {
 	s  *Server
-	c  redcon.Conn
+	c  replyConn
 	st *connState
 	// kv is what the command reads and writes: the connection's database,
 	// or inside EXEC the transaction (multi.go).

@@ -1,6 +1,6 @@
 // Package resp is TideKV's Redis-protocol front end: a RESP2 and RESP3
-// server (built on github.com/tidwall/redcon, which parses requests and
-// writes RESP2; resp3.go writes RESP3's types) that maps Redis commands onto a small KV
+// server (its own connection loop and request reader, server.go and
+// reader.go; replies in output.go, RESP3's types in resp3.go) that maps Redis commands onto a small KV
 // interface. It owns the protocol mapping only: command parsing, replies,
 // Redis-style errors, the encoding of Redis types into ordered keys, and
 // SCAN cursors. Routing, limits and admission control belong to the KV
@@ -8,7 +8,7 @@
 // the node leads in process, through the node's typed KV API, and sends the
 // rest through the routing client that internal/redisgw adapts.
 //
-// Imports: the standard library, redcon and gopher-lua (the scripts' Lua,
+// Imports: the standard library and gopher-lua (the scripts' Lua,
 // scripting.go). No SDK and nothing under
 // internal/: the KV interface is defined here, by its consumer, and tests
 // use an in-memory fake.
@@ -152,9 +152,10 @@
 // MGET, EXISTS), so what a client that does not read holds stays near
 // MaxOutputBuffer too.
 //
-// Pipelining (pipeline.go): redcon parses every complete command a client
-// has sent; the handler takes them all and serves them in order on the
-// connection's goroutine, and writes their replies together. A run of
+// Pipelining (pipeline.go): the connection's reader parses every whole
+// command a client has sent (reader.go: into a buffer of its own, the
+// arguments slices of it, never copied); they are served in order on the
+// connection's goroutine, and their replies written together. A run of
 // consecutive plain GET, SET key value and DEL/UNLINK commands is served
 // together: its consecutive writes as one KV.WriteEach (the node writes the
 // ops of each range it leads in one Raft proposal), its consecutive reads
@@ -240,6 +241,6 @@
 // in part.
 //
 // It imports no TideKV package but itself (no SDK, API or node code), and of
-// other modules only redcon and gopher-lua (internal/lint);
+// other modules only gopher-lua (internal/lint);
 // the node adapts its KV to resp.KV (internal/redisgw).
 package resp

@@ -1,22 +1,15 @@
 package resp
 
-import (
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"sync/atomic"
-	"time"
-)
+import "fmt"
 
-// Request size limits are enforced on the bytes as they arrive, in front of
-// redcon: redcon buffers a whole command before it parses any of it (its
-// read buffer doubles until the command fits), so a bulk header of 2^40
-// bytes would have it read, and try to hold, whatever the client sends.
-// frameScanner follows the framing itself, header by header, and skips
-// over payloads without keeping them; at the first header over a limit the
+// Request size limits are enforced on the bytes as they arrive, before any
+// command is parsed: a reader that buffers a whole command before it looks
+// at it would read, and try to hold, whatever a client sends after a bulk
+// header of 2^40 bytes. frameScanner follows the framing, header by
+// header, and skips over payloads; at the first header over a limit the
 // connection gets one error reply and is closed before that payload is
-// read.
+// read (reader.go). It also tells the reader where whole commands end, so
+// that only those are parsed.
 
 // frameLimits are the limits frameScanner enforces (see Config).
 type frameLimits struct {
@@ -41,7 +34,7 @@ const (
 
 // frameScanner follows the framing of a stream of RESP requests: arrays of
 // bulk strings ("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n") or inline lines
-// ("GET k\r\n"), as redcon accepts them.
+// ("GET k\r\n").
 type frameScanner struct {
 	lim   frameLimits
 	state scanState
@@ -49,11 +42,20 @@ type frameScanner struct {
 	n     int                 // bytes in line, or of the inline line so far
 	args  int                 // bulk strings still due in this command
 	skip  int                 // payload bytes (with CRLF) still due
-	size  int                 // bytes of this command so far
+	// badCRLF: the byte after a payload was not '\r'.
+	badCRLF bool
+	size    int // bytes of this command so far
+	// ended is the offset in scan's bytes just after the last command
+	// they completed, -1 if they completed none.
+	ended int
 }
 
 // refusal is the error reply sent for a request over a limit or malformed.
 type refusal string
+
+// errInvalidBulkLength refuses a malformed bulk string header, or a
+// payload not followed by CRLF.
+const errInvalidBulkLength = refusal("ERR Protocol error: invalid bulk length")
 
 func (r refusal) Error() string { return string(r) }
 
@@ -62,16 +64,29 @@ func (r refusal) Error() string { return string(r) }
 // of b come before that request's offending header: those may hold whole
 // commands to serve before refusing.
 func (f *frameScanner) scan(b []byte) (int, error) {
+	f.ended = -1
 	for i := 0; i < len(b); {
 		if f.state == inBulkData {
-			n := min(f.skip, len(b)-i)
-			f.skip -= n
-			i += n
+			if f.skip > 2 { // payload
+				n := min(f.skip-2, len(b)-i)
+				f.skip -= n
+				i += n
+				continue
+			}
+			// The CRLF after it, checked once both bytes are in (the
+			// reply redcon, TideKV's earlier reader, gave).
+			if f.skip == 2 {
+				f.badCRLF = b[i] != '\r'
+			} else if f.badCRLF || b[i] != '\n' {
+				return i, errInvalidBulkLength
+			}
+			f.skip--
+			i++
 			if f.skip == 0 {
 				f.args--
 				f.state = atBulk
 				if f.args == 0 {
-					f.state = atCommand
+					f.state, f.ended = atCommand, i
 				}
 			}
 			continue
@@ -80,6 +95,9 @@ func (f *frameScanner) scan(b []byte) (int, error) {
 			return i, err
 		}
 		i++
+		if f.state == atCommand {
+			f.ended = i // an inline line's '\n'
+		}
 	}
 	return len(b), nil
 }
@@ -159,12 +177,12 @@ func (f *frameScanner) bulkHeader(n int64) error {
 	return nil
 }
 
-// badLength is redcon's (and Redis's) reply to a malformed length.
+// badLength is Redis's reply to a malformed length.
 func (f *frameScanner) badLength() error {
 	if f.state == inArrayHeader {
 		return refusal("ERR Protocol error: invalid multibulk length")
 	}
-	return refusal("ERR Protocol error: invalid bulk length")
+	return errInvalidBulkLength
 }
 
 // parseLength parses the "<n>\r" of a header line.
@@ -191,89 +209,4 @@ func parseLength(b []byte) (int64, bool) {
 		v = -v
 	}
 	return v, true
-}
-
-// errRefused ends a connection after its refusal was sent.
-var errRefused = errors.New("resp: request refused")
-
-// drainFor bounds how long a refused connection is read (and discarded)
-// before it is closed.
-const drainFor = time.Second
-
-// guardedConn checks the requests read from a client connection with a
-// frameScanner. Only the goroutine serving the connection reads it (or,
-// while its command blocks, watch's, which it waits for), and redcon
-// reads again only after flushing every reply so far, so a refusal can be
-// written straight to the connection in Read.
-type guardedConn struct {
-	net.Conn
-	scan    frameScanner
-	refused error // held back while the commands before it are served
-	counted *atomic.Uint64
-	// ahead, aheadErr: what watch (blocked.go) read while a command
-	// blocked, and the error that ended its reading, for Read to give
-	// first.
-	ahead    []byte
-	aheadErr error
-	// readAt is when the last bytes were read, by now: the arrival of
-	// the commands they complete (Arrival).
-	readAt time.Time
-	now    func() time.Time
-}
-
-func (g *guardedConn) Read(p []byte) (int, error) {
-	if g.refused != nil {
-		return 0, g.refuse()
-	}
-	var n int
-	var err error
-	if len(g.ahead) > 0 || g.aheadErr != nil {
-		n, err = g.readAhead(p)
-	} else {
-		n, err = g.Conn.Read(p)
-	}
-	if n > 0 {
-		g.readAt = g.now()
-	}
-	ok, ferr := g.scan.scan(p[:n])
-	if ferr == nil {
-		return n, err
-	}
-	g.refused = ferr
-	if ok > 0 {
-		return ok, nil
-	}
-	return 0, g.refuse()
-}
-
-// refuse sends the refusal, then stops writing and discards what the client
-// is still sending, for at most drainFor, before the caller closes: closing
-// with unread input would reset the connection, and the client could lose
-// the reply. Nothing read here is kept.
-func (g *guardedConn) refuse() error {
-	g.counted.Add(1)
-	_ = g.Conn.SetWriteDeadline(time.Now().Add(drainFor))
-	_, _ = io.WriteString(g.Conn, "-"+g.refused.Error()+"\r\n")
-	if cw, ok := g.Conn.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	_ = g.Conn.SetReadDeadline(time.Now().Add(drainFor))
-	_, _ = io.Copy(io.Discard, g.Conn)
-	return errRefused
-}
-
-// guardedListener hands out guardedConns.
-type guardedListener struct {
-	net.Listener
-	lim     frameLimits
-	refused *atomic.Uint64 // counts refused connections
-	now     func() time.Time
-}
-
-func (l guardedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &guardedConn{Conn: c, scan: frameScanner{lim: l.lim}, counted: l.refused, now: l.now}, nil
 }

@@ -82,6 +82,9 @@ func TestOversizeRequestsRefused(t *testing.T) {
 			"+PONG\r\n-ERR Protocol error: bulk string of 1099511627776 bytes is too large (the maximum is 1048576 bytes)\r\n"},
 		{"malformed length", "*1\r\n$12345678901234567890123\r\n", 0, "-ERR Protocol error: invalid bulk length\r\n"},
 		{"not a bulk string", "*1\r\n+PING\r\n", 0, "-ERR Protocol error: expected '$', got '+'\r\n"},
+		{"payload not followed by CRLF", "PING\r\n*2\r\n$4\r\nECHO\r\n$1\r\nab\r\n", 0,
+			"+PONG\r\n-ERR Protocol error: invalid bulk length\r\n"},
+		{"unbalanced quotes", "PING\r\nSET \"k v\r\n", 0, "+PONG\r\n-ERR Protocol error: unbalanced quotes in request\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runtime.GC()

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tidwall/redcon"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
 )
@@ -453,7 +452,7 @@ func (e *scriptEnv) command(L *lua.LState) lua.LValue {
 	case e.readOnly && (writeCommands[name] || adminCommands[name]):
 		return errTable(L, "ERR Write commands are not allowed from read-only scripts.")
 	}
-	out := &txnReplies{Conn: x.c, limit: x.s.cfg.MaxOutputBuffer, resp3: e.resp == 3}
+	out := &txnReplies{replyConn: x.c, limit: x.s.cfg.MaxOutputBuffer, resp3: e.resp == 3}
 	// The command writes in the script's protocol, whatever the
 	// connection's (commands read it from the connection's state).
 	conn := x.st.resp3
@@ -583,15 +582,15 @@ func (e *scriptEnv) appendValue(b []byte, v lua.LValue, depth int) ([]byte, erro
 	}
 	switch v := v.(type) {
 	case lua.LString:
-		return redcon.AppendBulkString(b, string(v)), nil
+		return appendBulkString(b, string(v)), nil
 	case lua.LNumber:
-		return redcon.AppendInt(b, luaInt(float64(v))), nil
+		return appendInt(b, ':', luaInt(float64(v))), nil
 	case lua.LBool:
 		switch {
 		case e.resp == 3 && resp3:
 			return append(b, map[bool]string{true: "#t\r\n", false: "#f\r\n"}[bool(v)]...), nil
 		case e.resp == 3 || bool(v):
-			return redcon.AppendInt(b, int64(b2i(bool(v)))), nil
+			return appendInt(b, ':', int64(b2i(bool(v)))), nil
 		}
 		return appendNull(b, resp3), nil
 	case *lua.LTable:
@@ -603,16 +602,16 @@ func (e *scriptEnv) appendValue(b []byte, v lua.LValue, depth int) ([]byte, erro
 func (e *scriptEnv) appendTable(b []byte, t *lua.LTable, depth int) ([]byte, error) {
 	resp3 := e.x.st.resp3
 	if s, ok := t.RawGetString("err").(lua.LString); ok {
-		return redcon.AppendError(b, oneLine(string(s))), nil
+		return appendError(b, oneLine(string(s))), nil
 	}
 	if s, ok := t.RawGetString("ok").(lua.LString); ok {
-		return redcon.AppendString(b, oneLine(string(s))), nil
+		return appendString(b, oneLine(string(s))), nil
 	}
 	if f, ok := t.RawGetString("double").(lua.LNumber); ok {
 		if resp3 {
 			return append(append(append(b, ','), formatScore(float64(f))...), '\r', '\n'), nil
 		}
-		return redcon.AppendBulk(b, formatScore(float64(f))), nil
+		return appendBulk(b, formatScore(float64(f))), nil
 	}
 	var err error
 	if m, ok := t.RawGetString("map").(*lua.LTable); ok {
@@ -644,7 +643,7 @@ func (e *scriptEnv) appendTable(b []byte, t *lua.LTable, depth int) ([]byte, err
 	for t.RawGetInt(n+1) != lua.LNil {
 		n++
 	}
-	b = redcon.AppendArray(b, n)
+	b = appendArray(b, n, false)
 	for i := 1; i <= n; i++ {
 		if b, err = e.appendValue(b, t.RawGetInt(i), depth+1); err != nil {
 			return b, err
@@ -656,7 +655,7 @@ func (e *scriptEnv) appendTable(b []byte, t *lua.LTable, depth int) ([]byte, err
 // header is an aggregate's header in the client's protocol (call.header).
 func (e *scriptEnv) header(b []byte, t byte, n, n2 int) []byte {
 	if !e.x.st.resp3 {
-		return redcon.AppendArray(b, n2)
+		return appendArray(b, n2, false)
 	}
 	return append(strconv.AppendInt(append(b, t), int64(n), 10), '\r', '\n')
 }

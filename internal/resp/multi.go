@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/tidwall/redcon"
 )
 
 // MULTI / EXEC / DISCARD / WATCH / UNWATCH (docs/transactions.md, "Redis
@@ -78,7 +76,7 @@ func (p *prepared) runsInMulti() bool {
 
 // queue answers a command sent inside MULTI: QUEUED, or why it was
 // refused (which aborts the transaction).
-func (s *Server) queue(c redcon.Conn, st *connState, p *prepared) {
+func (s *Server) queue(c replyConn, st *connState, p *prepared) {
 	m := st.multi
 	if m.overflow {
 		c.WriteError(s.overflowText())
@@ -217,7 +215,7 @@ func cmdExec(x *call) {
 		if err := w.check(x, view); err != nil {
 			return err
 		}
-		out = &txnReplies{Conn: x.c, limit: x.s.cfg.MaxOutputBuffer, resp3: x.st.resp3}
+		out = &txnReplies{replyConn: x.c, limit: x.s.cfg.MaxOutputBuffer, resp3: x.st.resp3}
 		for _, p := range m.queue {
 			p.spec.fn(&call{s: x.s, c: out, st: x.st, kv: view, ctx: x.ctx, name: p.name, args: p.args})
 			if view.err != nil {
@@ -266,7 +264,7 @@ func (w *watchState) check(x *call, view *txView) error {
 // limit bytes (over: the transaction is given up, so that an EXEC holds
 // no more than a pipeline's output buffer).
 type txnReplies struct {
-	redcon.Conn
+	replyConn
 	b     []byte
 	limit int
 	over  bool
@@ -278,14 +276,13 @@ func (r *txnReplies) add(b []byte) {
 	r.over = r.over || len(b) > r.limit
 }
 
-func (r *txnReplies) WriteString(str string)      { r.add(redcon.AppendString(r.b, str)) }
-func (r *txnReplies) WriteBulk(bulk []byte)       { r.add(redcon.AppendBulk(r.b, bulk)) }
-func (r *txnReplies) WriteBulkString(bulk string) { r.add(redcon.AppendBulkString(r.b, bulk)) }
-func (r *txnReplies) WriteInt(num int)            { r.add(redcon.AppendInt(r.b, int64(num))) }
-func (r *txnReplies) WriteInt64(num int64)        { r.add(redcon.AppendInt(r.b, num)) }
-func (r *txnReplies) WriteUint64(num uint64)      { r.add(redcon.AppendUint(r.b, num)) }
-func (r *txnReplies) WriteError(msg string)       { r.add(redcon.AppendError(r.b, msg)) }
+func (r *txnReplies) WriteString(str string)      { r.add(appendString(r.b, str)) }
+func (r *txnReplies) WriteBulk(bulk []byte)       { r.add(appendBulk(r.b, bulk)) }
+func (r *txnReplies) WriteBulkString(bulk string) { r.add(appendBulkString(r.b, bulk)) }
+func (r *txnReplies) WriteInt(num int)            { r.add(appendInt(r.b, ':', int64(num))) }
+func (r *txnReplies) WriteInt64(num int64)        { r.add(appendInt(r.b, ':', num)) }
+func (r *txnReplies) WriteUint64(num uint64)      { r.add(appendUint(r.b, num)) }
+func (r *txnReplies) WriteError(msg string)       { r.add(appendError(r.b, msg)) }
 func (r *txnReplies) WriteArray(count int)        { r.add(appendArray(r.b, count, r.resp3)) }
 func (r *txnReplies) WriteNull()                  { r.add(appendNull(r.b, r.resp3)) }
 func (r *txnReplies) WriteRaw(data []byte)        { r.add(append(r.b, data...)) }
-func (r *txnReplies) WriteAny(v interface{})      { r.add(redcon.AppendAny(r.b, v)) }

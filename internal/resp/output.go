@@ -7,17 +7,14 @@ import (
 	"os"
 	"strconv"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
-// Output limits. redcon collects every reply to what it read in one go and
-// writes them after the handler returns, with no write deadline: a client
-// that pipelines GETs of large values and never reads would have the node
-// hold all their replies, and a goroutine blocked in Write, for ever. So
-// the handler writes replies into a replyBuffer of its own, which writes
-// them out whenever they reach MaxOutputBuffer and when the pipeline is
-// served, each write with OutputTimeout as its deadline. A client that does
+// Output limits. A client that pipelines GETs of large values and never
+// reads must not have the node hold all their replies, nor a goroutine
+// blocked in Write for ever. So commands write their replies into the
+// connection's replyBuffer, which writes them out whenever they reach
+// MaxOutputBuffer and when the pipeline is served, each write with
+// OutputTimeout as its deadline. A client that does
 // not take the bytes within it (the kernel's socket buffer is full) is
 // disconnected. The node then holds at most MaxOutputBuffer plus one reply
 // per connection, plus the values of one read batch (readBatch); the rest
@@ -46,12 +43,36 @@ const keepReplyCap = 256 << 10
 // copied: a value read for the client is then held once, not twice.
 const bigBulk = 64 << 10
 
-// replyBuffer is the redcon.Conn commands write their replies to.
+// replyConn is what a command writes its replies to: its connection's
+// replyBuffer, or EXEC's txnReplies (multi.go), which collects the queued
+// commands' replies. The Write methods append one reply (or an array's
+// header) each, encoded by the append functions below.
+type replyConn interface {
+	WriteError(msg string)
+	WriteString(str string)
+	WriteBulk(bulk []byte)
+	WriteBulkString(bulk string)
+	WriteInt(num int)
+	WriteInt64(num int64)
+	WriteUint64(num uint64)
+	WriteArray(count int)
+	WriteNull()
+	WriteRaw(data []byte)
+	// RemoteAddr is the client's address, NetConn its connection.
+	RemoteAddr() string
+	NetConn() net.Conn
+	// Close writes the replies so far (QUIT's OK) and closes the
+	// connection.
+	Close() error
+}
+
+// replyBuffer is the replyConn of a connection.
 type replyBuffer struct {
-	redcon.Conn
-	s  *Server
-	st *connState
-	b  []byte // the replies after those in bufs
+	nc   net.Conn
+	addr string
+	s    *Server
+	st   *connState
+	b    []byte // the replies after those in bufs
 	// bufs: earlier replies, copied runs and big bulks by reference.
 	bufs   net.Buffers
 	out    net.Buffers // what flush is writing
@@ -59,11 +80,14 @@ type replyBuffer struct {
 	failed bool        // a write failed; the connection is closed
 }
 
-func (r *replyBuffer) WriteString(str string) { r.add(redcon.AppendString(r.b, str)) }
+func (r *replyBuffer) RemoteAddr() string { return r.addr }
+func (r *replyBuffer) NetConn() net.Conn  { return r.nc }
+
+func (r *replyBuffer) WriteString(str string) { r.add(appendString(r.b, str)) }
 
 func (r *replyBuffer) WriteBulk(bulk []byte) {
 	if len(bulk) < bigBulk || r.failed {
-		r.add(redcon.AppendBulk(r.b, bulk))
+		r.add(appendBulk(r.b, bulk))
 		return
 	}
 	head := strconv.AppendInt(append(r.b, '$'), int64(len(bulk)), 10)
@@ -73,21 +97,20 @@ func (r *replyBuffer) WriteBulk(bulk []byte) {
 	r.add(append(r.b, '\r', '\n'))
 }
 
-func (r *replyBuffer) WriteBulkString(bulk string) { r.add(redcon.AppendBulkString(r.b, bulk)) }
-func (r *replyBuffer) WriteInt(num int)            { r.add(redcon.AppendInt(r.b, int64(num))) }
-func (r *replyBuffer) WriteInt64(num int64)        { r.add(redcon.AppendInt(r.b, num)) }
-func (r *replyBuffer) WriteUint64(num uint64)      { r.add(redcon.AppendUint(r.b, num)) }
-func (r *replyBuffer) WriteError(msg string)       { r.add(redcon.AppendError(r.b, msg)) }
+func (r *replyBuffer) WriteBulkString(bulk string) { r.add(appendBulkString(r.b, bulk)) }
+func (r *replyBuffer) WriteInt(num int)            { r.add(appendInt(r.b, ':', int64(num))) }
+func (r *replyBuffer) WriteInt64(num int64)        { r.add(appendInt(r.b, ':', num)) }
+func (r *replyBuffer) WriteUint64(num uint64)      { r.add(appendUint(r.b, num)) }
+func (r *replyBuffer) WriteError(msg string)       { r.add(appendError(r.b, msg)) }
 func (r *replyBuffer) WriteArray(count int)        { r.add(appendArray(r.b, count, r.st.resp3)) }
 func (r *replyBuffer) WriteNull()                  { r.add(appendNull(r.b, r.st.resp3)) }
 func (r *replyBuffer) WriteRaw(data []byte)        { r.add(append(r.b, data...)) }
-func (r *replyBuffer) WriteAny(v interface{})      { r.add(redcon.AppendAny(r.b, v)) }
 
 // Close writes the replies so far (QUIT's OK) before closing.
 func (r *replyBuffer) Close() error {
 	r.flush()
 	r.st.cmds.close()
-	return r.Conn.Close()
+	return r.nc.Close()
 }
 
 // done writes the pipeline's last replies and lets go of a large buffer.
@@ -116,17 +139,26 @@ func (r *replyBuffer) flush() {
 	if r.failed || r.n == 0 {
 		return
 	}
-	nc := r.NetConn()
+	nc := r.nc
 	_ = nc.SetWriteDeadline(time.Now().Add(r.s.cfg.OutputTimeout))
 	total := r.n
-	// r.bufs keeps its array for the next flush; WriteTo consumes the
-	// header in r.out (a field, so that taking its address allocates
-	// nothing).
-	r.bufs = append(r.bufs, r.b)
-	r.out = r.bufs
-	n, err := r.out.WriteTo(nc)
-	// No deadline between writes: redcon's own (empty) flush after the
-	// handler would fail on an expired one.
+	var n int64
+	var err error
+	if len(r.bufs) == 0 {
+		// The usual case, small replies only: one write(2).
+		var m int
+		m, err = nc.Write(r.b)
+		n = int64(m)
+	} else {
+		// r.bufs keeps its array for the next flush; WriteTo (writev)
+		// consumes the header in r.out (a field, so that taking its
+		// address allocates nothing).
+		r.bufs = append(r.bufs, r.b)
+		r.out = r.bufs
+		n, err = r.out.WriteTo(nc)
+	}
+	// No deadline between writes: a refusal's reply (limits.go) is
+	// written without one of its own.
 	_ = nc.SetWriteDeadline(time.Time{})
 	clear(r.bufs[:cap(r.bufs)]) // let go of the values
 	r.bufs, r.b, r.n = r.bufs[:0], r.b[:0], 0
@@ -138,11 +170,11 @@ func (r *replyBuffer) flush() {
 		r.s.disconnected(ReasonOutputBuffer)
 		if r.s.loggedSlow.CompareAndSwap(false, true) {
 			log.Printf("resp: disconnected client %s: it took %d of %d reply bytes in %v (the output buffer limit; later disconnects are only counted, tidekv_redis_disconnects_total{reason=%q})",
-				r.RemoteAddr(), n, total, r.s.cfg.OutputTimeout, ReasonOutputBuffer)
+				r.addr, n, total, r.s.cfg.OutputTimeout, ReasonOutputBuffer)
 		}
 	}
 	r.st.cmds.close()
-	_ = r.Conn.Close()
+	_ = r.nc.Close()
 }
 
 // readBatch is how many values one read asks for on behalf of a client:
@@ -162,4 +194,44 @@ func (s *Server) Disconnects(reason string) uint64 {
 		return c.Load()
 	}
 	return 0
+}
+
+// The encoding of RESP2's replies (resp3.go adds RESP3's types). Simple
+// strings and errors are one line: a CR or LF in one is sent as a space.
+
+// appendInt appends a header or an integer reply: kind '*', '$' or ':'
+// and n.
+func appendInt(b []byte, kind byte, n int64) []byte {
+	b = strconv.AppendInt(append(b, kind), n, 10)
+	return append(b, '\r', '\n')
+}
+
+func appendUint(b []byte, n uint64) []byte {
+	b = strconv.AppendUint(append(b, ':'), n, 10)
+	return append(b, '\r', '\n')
+}
+
+func appendBulk(b []byte, bulk []byte) []byte {
+	b = appendInt(b, '$', int64(len(bulk)))
+	return append(append(b, bulk...), '\r', '\n')
+}
+
+func appendBulkString(b []byte, bulk string) []byte {
+	b = appendInt(b, '$', int64(len(bulk)))
+	return append(append(b, bulk...), '\r', '\n')
+}
+
+func appendString(b []byte, s string) []byte { return appendLine(append(b, '+'), s) }
+func appendError(b []byte, s string) []byte  { return appendLine(append(b, '-'), s) }
+
+// appendLine appends s and CRLF, with any CR or LF in s as a space.
+func appendLine(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return append(b, '\r', '\n')
 }

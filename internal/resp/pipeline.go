@@ -1,14 +1,9 @@
 package resp
 
-import (
-	"time"
+import "time"
 
-	"github.com/tidwall/redcon"
-)
-
-// Pipelines: redcon parses every complete command a client has sent before
-// calling the handler for the first; the handler takes the rest of them
-// (ReadPipeline) and serves them here. A run of consecutive plain GET, SET
+// Pipelines: the connection's reader parses every whole command a client
+// has sent (reader.go), and they are served here, in order. A run of consecutive plain GET, SET
 // and DEL commands is served together: its writes in one WriteEach (the
 // node groups them into one proposal per range), its reads in one
 // BatchGet, alternating in the order they came, so a read after a write to
@@ -34,6 +29,9 @@ type prepared struct {
 	class cmdClass
 	// errMsg, when set, is the command's reply (unknown, arity, NOAUTH).
 	errMsg string
+	// argv holds args for a command of up to three: the reader reuses its
+	// array of them, and this array is allocated with the command anyway.
+	argv [3][]byte
 	// served is the call serveOne makes for it, so that it is not an
 	// allocation of its own.
 	served struct {
@@ -43,23 +41,15 @@ type prepared struct {
 }
 
 // prepare takes a command's arguments and checks its name,
-// authentication, permission and arity. The arguments are redcon's own,
-// not copied: its connection reader copies each command it reads out of
-// its read buffer (a RESP array into Command.Raw, which the arguments
-// slice; an inline command's arguments one by one) and never reuses the
-// copy, so they may outlive the read, as a queued MULTI's and the values
-// the KV keeps do (TestArgumentsOutliveTheirRead).
-func (s *Server) prepare(st *connState, cmd redcon.Command) *prepared {
-	if len(cmd.Args) == 0 {
-		return &prepared{errMsg: "ERR empty command"}
-	}
-	args := cmd.Args
-	for i, a := range args {
-		// Capped, so that appending to one argument never writes over
-		// the next (they lie side by side in Raw).
-		args[i] = a[:len(a):len(a)]
-	}
+// authentication, permission and arity. The arguments themselves are the
+// reader's, not copied: their bytes are never written again (reader.go),
+// so they may outlive the read, as a queued MULTI's and the values the KV
+// keeps do (TestArgumentsOutliveTheirRead); their slice is copied, into
+// the command's own argv when it fits.
+func (s *Server) prepare(st *connState, cmd [][]byte) *prepared {
 	p := &prepared{}
+	args := append(p.argv[:0], cmd...)
+	args = args[:len(args):len(args)]
 	name, ok := commandName(args[0])
 	spec := commands[name]
 	switch {
@@ -101,10 +91,11 @@ func commandName(arg []byte) (string, bool) {
 	return name, ok
 }
 
-// servePipeline serves cmds in order, grouping runs of GET, SET and DEL.
-func (s *Server) servePipeline(c redcon.Conn, st *connState, cmds []redcon.Command) {
-	for i := 0; i < len(cmds) && !st.quit; {
-		p := s.prepare(st, cmds[i])
+// servePipeline serves the n commands the connection's reader parsed last
+// in order, grouping runs of GET, SET and DEL.
+func (s *Server) servePipeline(c replyConn, st *connState, n int) {
+	for i := 0; i < n && !st.quit; {
+		p := s.prepare(st, st.in.command(i))
 		i++
 		if st.multi != nil && !p.runsInMulti() {
 			s.queue(c, st, p)
@@ -118,8 +109,8 @@ func (s *Server) servePipeline(c redcon.Conn, st *connState, cmds []redcon.Comma
 		// commands after p may be checked before p runs; MULTI ends the
 		// run (it runs alone), so no queued command joins one.
 		run := []*prepared{p}
-		for i < len(cmds) {
-			q := s.prepare(st, cmds[i])
+		for i < n {
+			q := s.prepare(st, st.in.command(i))
 			if q.class == classAlone {
 				break
 			}
@@ -144,7 +135,7 @@ func (s *Server) servePipeline(c redcon.Conn, st *connState, cmds []redcon.Comma
 }
 
 // serveOne runs one prepared command.
-func (s *Server) serveOne(c redcon.Conn, st *connState, p *prepared) {
+func (s *Server) serveOne(c replyConn, st *connState, p *prepared) {
 	if p.errMsg != "" {
 		c.WriteError(p.errMsg)
 		return
@@ -159,7 +150,7 @@ func (s *Server) serveOne(c redcon.Conn, st *connState, p *prepared) {
 		return
 	}
 	start := time.Now()
-	x.ec = errorNoting{Conn: c}
+	x.ec = errorNoting{replyConn: c}
 	x.call.c = &x.ec
 	p.spec.fn(&x.call)
 	(*observe)(p.name, time.Since(start), x.ec.failed)
@@ -168,7 +159,7 @@ func (s *Server) serveOne(c redcon.Conn, st *connState, p *prepared) {
 // serveReads runs GETs in batched reads of readBatch keys, each answered
 // before the next is read: values are read no faster than the client takes
 // them (output.go).
-func (s *Server) serveReads(c redcon.Conn, st *connState, run []*prepared) {
+func (s *Server) serveReads(c replyConn, st *connState, run []*prepared) {
 	start := time.Now()
 	failed := make([]bool, len(run))
 	done := 0
@@ -181,7 +172,7 @@ func (s *Server) serveReads(c redcon.Conn, st *connState, run []*prepared) {
 }
 
 // readAndReply runs GETs in one batched read.
-func (s *Server) readAndReply(c redcon.Conn, st *connState, run []*prepared, failed []bool) {
+func (s *Server) readAndReply(c replyConn, st *connState, run []*prepared, failed []bool) {
 	keys := make([][]byte, len(run))
 	for i, p := range run {
 		keys[i] = encKey(p.args[1])
@@ -208,7 +199,7 @@ func (s *Server) readAndReply(c redcon.Conn, st *connState, run []*prepared, fai
 
 // serveWrites runs SETs and DELs through WriteEach, MaxBatchKeys ops at a
 // time, and replies to each command from its own ops' results.
-func (s *Server) serveWrites(c redcon.Conn, st *connState, run []*prepared) {
+func (s *Server) serveWrites(c replyConn, st *connState, run []*prepared) {
 	start := time.Now()
 	var ops []Op
 	first := make([]int, len(run)) // index of each command's first op

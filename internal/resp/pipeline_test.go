@@ -208,7 +208,7 @@ func TestPipelineReadOnlyUser(t *testing.T) {
 		"-NOPERM User reader has no permissions to run the 'del' command", "$1"})
 }
 
-// A command's arguments are redcon's and not copied (prepare): they must
+// A command's arguments are the reader's and not copied (prepare): they must
 // stay as read while the connection reads on. A MULTI holds its queued
 // commands across reads, each read here the same length as the last, so
 // that a reader reusing its buffer would lay the next command over them.

@@ -2,8 +2,6 @@ package resp
 
 import (
 	"strconv"
-
-	"github.com/tidwall/redcon"
 )
 
 // RESP3 (HELLO 3). A connection speaks RESP2 until HELLO 3 and then
@@ -15,7 +13,7 @@ import (
 // HRANDFIELD ... WITHVALUES). Each command writes the same reply through
 // the helpers below in both protocols; which bytes they write is the
 // connection's protocol, so every command answers as Redis 7.0 does in
-// either. redcon writes RESP2 only; the RESP3 types are written here.
+// either. output.go writes RESP2's types; the RESP3 ones are written here.
 
 // writeMap starts a map of n pairs: RESP2 a flat array of 2n.
 func (x *call) writeMap(n int) { x.header('%', n, 2*n) }
@@ -91,7 +89,7 @@ func appendNull(b []byte, resp3 bool) []byte {
 	if resp3 {
 		return append(b, resp3Null...)
 	}
-	return redcon.AppendNull(b)
+	return append(b, "$-1\r\n"...)
 }
 
 // appendArray appends an array header; a negative count is the null
@@ -100,5 +98,5 @@ func appendArray(b []byte, n int, resp3 bool) []byte {
 	if n < 0 && resp3 {
 		return append(b, resp3Null...)
 	}
-	return redcon.AppendArray(b, n)
+	return appendInt(b, '*', int64(n))
 }

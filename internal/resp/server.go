@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
 // Config configures a Server.
@@ -191,7 +189,6 @@ type Server struct {
 	kv        KV
 	databases Databases
 	ln        net.Listener
-	rs        *redcon.Server
 	ctx       context.Context
 	cancel    context.CancelFunc
 	start     time.Time
@@ -255,13 +252,13 @@ func (s *Server) SetObserver(o Observer) {
 
 // errorNoting remembers whether a command answered with an error.
 type errorNoting struct {
-	redcon.Conn
+	replyConn
 	failed bool
 }
 
 func (c *errorNoting) WriteError(msg string) {
 	c.failed = true
-	c.Conn.WriteError(msg)
+	c.replyConn.WriteError(msg)
 }
 
 // connState is per-connection state.
@@ -277,7 +274,9 @@ type connState struct {
 	// quit: the connection is closed (QUIT, or a client too slow to take
 	// its replies); the rest of its pipeline is dropped.
 	quit bool
-	// out holds the replies to the pipeline being served.
+	// in reads the connection's requests, out holds the replies to the
+	// pipeline being served.
+	in  reader
 	out replyBuffer
 	// kv is the database SELECT chose (database 0 at first: Server's KV),
 	// db its number.
@@ -319,25 +318,41 @@ func New(cfg Config, kv KV) (*Server, error) {
 		s.disconnects[r] = new(atomic.Uint64)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.rs = redcon.NewServerNetwork("tcp", ln.Addr().String(), s.handle, s.accept, s.closed)
 	return s, nil
 }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Serve serves connections until Close; it returns nil after Close.
+// Serve serves connections until Close; it returns nil after Close. When
+// it returns, every connection is closed.
 func (s *Server) Serve() error {
-	lim := frameLimits{bulk: s.cfg.MaxBulkLen, args: s.cfg.MaxArgs, inline: s.cfg.MaxInlineLen, command: s.cfg.MaxCommandLen}
 	ln := s.ln
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
-	err := s.rs.Serve(guardedListener{Listener: ln, lim: lim, refused: s.disconnects[ReasonRequestLimit], now: s.cfg.Now})
-	if s.ctx.Err() != nil {
-		return nil
+	defer s.clients.Range(func(_, v any) bool {
+		_ = v.(*connState).in.nc.Close()
+		return true
+	})
+	var pause time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// Out of descriptors, say: try again, no faster than
+			// net/http does.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
+		if st := s.accept(nc); st != nil {
+			go s.serveConn(st)
+		}
 	}
-	return err
 }
 
 // Close stops listening and cancels commands in flight; Serve then closes
@@ -354,52 +369,57 @@ func (s *Server) Close() error {
 	return err
 }
 
-func (s *Server) accept(c redcon.Conn) bool {
+// accept admits a connection and returns its state, or refuses it (nil)
+// beyond MaxConns.
+func (s *Server) accept(nc net.Conn) *connState {
 	if n := s.conns.Add(1); s.cfg.MaxConns > 0 && n > int64(s.cfg.MaxConns) {
 		s.conns.Add(-1)
 		s.disconnected(ReasonMaxConns)
-		// redcon flushes this before closing a refused connection.
-		c.WriteError(fmt.Sprintf("ERR max number of clients reached (the maximum is %d connections)", s.cfg.MaxConns))
-		return false
+		// Not in the accept loop: a TLS connection's write waits for
+		// its handshake.
+		go func() {
+			_ = nc.SetWriteDeadline(time.Now().Add(drainFor))
+			_, _ = nc.Write(appendError(nil, fmt.Sprintf("ERR max number of clients reached (the maximum is %d connections)", s.cfg.MaxConns)))
+			_ = nc.Close()
+		}()
+		return nil
 	}
 	st := &connState{id: s.nextID.Add(1), user: "default", kv: s.kv, cmds: newConnContext(s.ctx)}
-	st.out = replyBuffer{Conn: c, s: s, st: st}
+	st.in = reader{nc: nc, scan: frameScanner{lim: frameLimits{bulk: s.cfg.MaxBulkLen, args: s.cfg.MaxArgs,
+		inline: s.cfg.MaxInlineLen, command: s.cfg.MaxCommandLen}}, now: s.cfg.Now, counted: s.disconnects[ReasonRequestLimit]}
+	st.out = replyBuffer{nc: nc, addr: nc.RemoteAddr().String(), s: s, st: st}
 	if s.cfg.Auth == nil {
 		st.authed, st.access = true, AccessAdmin
 	}
-	st.client.open(c, s.cfg.Now())
+	st.client.open(&st.out, s.cfg.Now())
 	s.clients.Store(st.id, st)
-	c.SetContext(st)
-	return true
+	return st
 }
 
-func (s *Server) closed(c redcon.Conn, err error) {
-	if st, _ := c.Context().(*connState); st != nil {
+// serveConn is a connection's loop: it reads every whole command the
+// client has sent (reader.go), serves them in order (pipeline.go) and
+// writes their replies (output.go), until the client closes, quits or
+// sends a request that is refused.
+func (s *Server) serveConn(st *connState) {
+	defer func() {
 		st.cmds.close()
 		s.conns.Add(-1)
 		s.clients.Delete(st.id)
+		_ = st.in.nc.Close()
+	}()
+	for !st.quit {
+		n, err := st.in.next()
+		if err != nil {
+			if st.in.refused != nil {
+				st.in.refuse()
+			}
+			return
+		}
+		st.client.active.Store(time.Now().UnixNano())
+		st.arrived = st.in.readAt
+		s.servePipeline(&st.out, st, n)
+		st.out.done()
 	}
-}
-
-// handle serves the first command of what redcon read and, taken from
-// redcon, every command read with it (pipeline.go), and writes their
-// replies (output.go).
-func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
-	st, _ := c.Context().(*connState)
-	if st == nil {
-		c.WriteError("ERR empty command")
-		return
-	}
-	st.client.active.Store(time.Now().UnixNano())
-	if g, ok := c.NetConn().(*guardedConn); ok {
-		st.arrived = g.readAt
-	}
-	cmds := []redcon.Command{cmd}
-	if rest := c.ReadPipeline(); len(rest) > 0 {
-		cmds = append(cmds, rest...)
-	}
-	s.servePipeline(&st.out, st, cmds)
-	st.out.done()
 }
 
 func errArity(name string) string {
@@ -425,7 +445,7 @@ func argsPreview(args [][]byte) string {
 }
 
 // replyErr writes the Redis error for a KV error.
-func replyErr(c redcon.Conn, err error) {
+func replyErr(c replyConn, err error) {
 	c.WriteError(errText(err))
 }
 

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
 // setOptions are SET's options after key and value, or GETEX's after
@@ -210,7 +208,7 @@ type replyError string
 
 func (e replyError) Error() string { return string(e) }
 
-func writeCASErr(c redcon.Conn, err error) {
+func writeCASErr(c replyConn, err error) {
 	var re replyError
 	if errors.As(err, &re) {
 		c.WriteError(string(re))

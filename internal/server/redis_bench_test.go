@@ -124,7 +124,7 @@ func newPipeListener() *pipeListener {
 func (l *pipeListener) dial() (net.Conn, error) {
 	client, server := net.Pipe()
 	select {
-	case l.conns <- pipeConn{server}:
+	case l.conns <- server:
 		return client, nil
 	case <-l.done:
 		return nil, net.ErrClosed
@@ -146,18 +146,6 @@ func (l *pipeListener) Close() error {
 }
 
 func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
-
-// pipeConn is a server end of net.Pipe that writes nothing for an empty
-// write: net.Pipe makes even an empty write wait for a read, and redcon
-// flushes an empty buffer after the front end has written its replies.
-type pipeConn struct{ net.Conn }
-
-func (c pipeConn) Write(b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
-	}
-	return c.Conn.Write(b)
-}
 
 type pipeAddr struct{}
 

@@ -1,0 +1,142 @@
+package resp
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// byteConn is a connection that reads from r, most bytes at a time.
+type byteConn struct {
+	net.Conn
+	r    io.Reader
+	most int
+}
+
+func (c byteConn) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.most)]) }
+
+// readAll reads every command in input, most bytes a read, and returns
+// them (each argument quoted) and the refusal that ended them, if any.
+func readAll(input string, most int) (cmds []string, refused string) {
+	r := reader{nc: byteConn{r: strings.NewReader(input), most: most}, now: time.Now,
+		scan: frameScanner{lim: frameLimits{bulk: 1 << 20, args: 1 << 10, inline: 1 << 16, command: 1 << 22}}}
+	for {
+		n, err := r.next()
+		if err != nil {
+			if r.refused != nil {
+				refused = r.refused.Error()
+			}
+			return cmds, refused
+		}
+		for i := range n {
+			cmds = append(cmds, fmt.Sprintf("%q", r.command(i)))
+		}
+	}
+}
+
+// Inline commands are split as redcon, TideKV's earlier reader, split them
+// (close to Redis):
+// spaces, quotes, three escapes; every other command of the read is
+// served before a line that does not parse.
+func TestInlineCommands(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []string
+		refused string
+	}{
+		{in: "GET k\r\n", want: []string{`["GET" "k"]`}},
+		{in: "GET k\n", want: []string{`["GET" "k"]`}},
+		{in: "  SET   k  v  \r\n", want: []string{`["SET" "k" "v"]`}},
+		{in: "\r\n   \r\n\nPING\r\n", want: []string{`["PING"]`}},
+		{in: `SET "a b" 'c\nd' "" "\t\r\\\"\x"` + "\r\n", want: []string{`["SET" "a b" "c\nd" "" "\t\r\\\"x"]`}},
+		{in: "SET k a\tb\rc\r\n", want: []string{`["SET" "k" "a\tb\rc"]`}},
+		{in: "PING\r\nSET a\"b c\r\n", want: []string{`["PING"]`}, refused: "ERR Protocol error: unbalanced quotes in request"},
+		{in: `SET "k"v` + "\r\n", refused: "ERR Protocol error: unbalanced quotes in request"},
+		{in: `SET "k v` + "\r\n", refused: "ERR Protocol error: unbalanced quotes in request"},
+		{in: `SET "k\"` + "\r\n", refused: "ERR Protocol error: unbalanced quotes in request"},
+		{in: "*1\r\n$4\r\nPINGxx\r\n", refused: "ERR Protocol error: invalid bulk length"},
+		{in: "*2\r\n$4\r\nECHO\r\n$0\r\n\r\n*1\r\n$4\r\nPING\r\n", want: []string{`["ECHO" ""]`, `["PING"]`}},
+	} {
+		for _, most := range []int{1, 3, 1 << 20} {
+			cmds, refused := readAll(tc.in, most)
+			if fmt.Sprint(cmds) != fmt.Sprint(tc.want) || refused != tc.refused {
+				t.Errorf("%q read %d bytes at a time: %v, refused %q; want %v, refused %q", tc.in, most, cmds, refused, tc.want, tc.refused)
+			}
+		}
+	}
+}
+
+// A command larger than the read buffer, and many commands across several
+// buffers, read whole.
+func TestReaderAcrossBuffers(t *testing.T) {
+	big := strings.Repeat("v", 3*readChunk+17)
+	var in strings.Builder
+	var want []string
+	for i := range 500 {
+		fmt.Fprintf(&in, "*3\r\n$3\r\nSET\r\n$%d\r\nk%d\r\n$%d\r\n%s\r\n", len(fmt.Sprint(i))+1, i, len(big[:i*20]), big[:i*20])
+		want = append(want, fmt.Sprintf("%q", [][]byte{[]byte("SET"), []byte(fmt.Sprint("k", i)), []byte(big[:i*20])}))
+	}
+	for _, most := range []int{7, 1000, 1 << 20} {
+		cmds, refused := readAll(in.String(), most)
+		if refused != "" || len(cmds) != len(want) {
+			t.Fatalf("%d bytes a read: %d commands, refused %q; want %d", most, len(cmds), refused, len(want))
+		}
+		for i := range cmds {
+			if cmds[i] != want[i] {
+				t.Fatalf("%d bytes a read: command %d differs", most, i)
+			}
+		}
+	}
+}
+
+// A MULTI's queue holds its commands' arguments across reads and across
+// the reader's buffers: commands of every form, sent in one write several
+// buffers long, then EXEC.
+func TestArgumentsOutliveTheirBuffer(t *testing.T) {
+	s, _ := start(t, newFakeKV(), nil, nil)
+	c := dialRaw(t, s)
+	var in strings.Builder
+	in.WriteString("MULTI\r\n")
+	const n = 600
+	for i := range n {
+		switch i % 3 {
+		case 0:
+			fmt.Fprintf(&in, "*3\r\n$3\r\nSET\r\n$%d\r\nk%d\r\n$%d\r\nv%d\r\n", len(fmt.Sprint(i))+1, i, len(fmt.Sprint(i))+1, i)
+		case 1:
+			fmt.Fprintf(&in, "SET k%d v%d\r\n", i, i)
+		default:
+			fmt.Fprintf(&in, "SET \"k%d\" 'v\\t%d'\r\n", i, i)
+		}
+	}
+	if in.Len() < 3*readChunk {
+		t.Fatalf("%d bytes: not several buffers", in.Len())
+	}
+	in.WriteString("EXEC\r\n")
+	if _, err := c.c.Write([]byte(in.String())); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n + 1 {
+		want := "+QUEUED"
+		if i == 0 {
+			want = "+OK"
+		}
+		if got := c.reply(t); got != want {
+			t.Fatalf("reply %d: %q, want %q", i, got, want)
+		}
+	}
+	if got := c.reply(t); got != "*["+strings.TrimSuffix(strings.Repeat("+OK ", n), " ")+"]" {
+		t.Fatalf("EXEC: %q", got)
+	}
+	for i := range n {
+		want := fmt.Sprint("$v", i)
+		if i%3 == 2 {
+			want = fmt.Sprint("$v\t", i)
+		}
+		if got := c.do(t, "GET", fmt.Sprint("k", i)); got != want {
+			t.Fatalf("GET k%d: %q, want %q", i, got, want)
+		}
+	}
+}
