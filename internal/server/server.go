@@ -282,13 +282,16 @@ func (s *Server) serve(ctx context.Context) error {
 	}
 	s.peers.raft.SetHandler(s.store)
 	s.store.Start()
-	s.startLoops()
-	s.geo.Start(s.bg.Stopped(), s.bg.Go)
+	// The Redis port is open before the loops start, so the first heartbeat
+	// already names it (self reads ports.redis; set later, it raced with
+	// the heartbeat and the node's descriptor lacked it until the next).
 	if s.cfg.Redis.ListenAddr != "" {
 		if err := s.startRedis(); err != nil {
 			return err
 		}
 	}
+	s.startLoops()
+	s.geo.Start(s.bg.Stopped(), s.bg.Go)
 	s.ports.ready.Store(true)
 	s.events.Record("node-start", events.NodeSubject(s.id.node), "serving with %d replicas (grpc=%s http=%s redis=%s)", len(s.store.Replicas()), s.Addr(), s.HTTPAddr(), s.RedisAddr())
 	log.Printf("node %d serving: grpc=%s http=%s redis=%s cluster=%x", s.id.node, s.Addr(), s.HTTPAddr(), s.RedisAddr(), s.id.cluster)
