@@ -116,10 +116,10 @@
 // Errors from the KV, each one sentence: not found is a nil reply;
 // ErrInvalidArgument is "ERR invalid argument: <reason>" (a value over the
 // node's maximum value size: "ERR invalid argument: value of N bytes is too
-// large (the maximum value size is M bytes)"); ErrOverloaded is "ERR
-// overloaded, retry", and with the node's hint (OverloadedError, an
-// admission refusal) "TRYAGAIN overloaded, retry after N ms", a prefix
-// Redis client libraries retry; ErrAmbiguous is "ERR ambiguous result: the write may
+// large (the maximum value size is M bytes)"); ErrOverloaded is
+// "TRYAGAIN overloaded, retry after N ms", a prefix Redis client libraries
+// retry, N the node's hint (OverloadedError, an admission refusal) or
+// DefaultRetryAfter; ErrAmbiguous is "ERR ambiguous result: the write may
 // or may not have been applied"; ErrUnavailable is "ERR unavailable: no
 // replica could serve the command, retry"; a deadline is "ERR timeout: the
 // command did not complete in time".

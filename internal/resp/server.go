@@ -406,12 +406,11 @@ func replyErr(c redcon.Conn, err error) {
 // errText renders a KV error as one sentence: the sentinels get fixed
 // texts, never the chain of causes behind them.
 func errText(err error) string {
-	var oe *OverloadedError
 	switch {
-	case errors.As(err, &oe):
-		return fmt.Sprintf("TRYAGAIN overloaded, retry after %d ms", max(oe.RetryAfter.Milliseconds(), 1))
 	case errors.Is(err, ErrOverloaded):
-		return "ERR overloaded, retry"
+		return overloadedText(err)
+	case errors.Is(err, errContention):
+		return "ERR " + errContention.Error()
 	case errors.Is(err, ErrAmbiguous):
 		return "ERR " + ErrAmbiguous.Error()
 	case errors.Is(err, ErrUnavailable):
@@ -420,6 +419,23 @@ func errText(err error) string {
 		return "ERR timeout: the command did not complete in time"
 	}
 	return "ERR " + oneLine(err.Error())
+}
+
+// errContention: a command's compare-and-set rounds kept meeting other
+// clients' writes of its key and it gave up, writing nothing. It is not
+// an overload refusal (the node had room), so it is no TRYAGAIN.
+var errContention = errors.New("too much contention on the key, retry")
+
+// overloadedText is every overload refusal's one reply: TRYAGAIN (a
+// prefix Redis client libraries retry) with the node's hint, or
+// DefaultRetryAfter where the refusal carries none (a replica's full
+// proposal queue, a client that ran out of attempts).
+func overloadedText(err error) string {
+	after := DefaultRetryAfter
+	if oe := (*OverloadedError)(nil); errors.As(err, &oe) && oe.RetryAfter > 0 {
+		after = oe.RetryAfter
+	}
+	return fmt.Sprintf("TRYAGAIN overloaded, retry after %d ms", max(after.Milliseconds(), 1))
 }
 
 // oneLine keeps an error message on one line, as RESP requires.
