@@ -139,12 +139,13 @@ var collectionEncoding = map[string]string{"hash": "hashtable", "list": "quickli
 
 // cmdObject: OBJECT ENCODING key, the encoding Redis would report for a
 // string value (int, embstr, raw); a hash is "hashtable" (a range of keys,
-// as a large Redis hash). OBJECT FREQ and IDLETIME need an eviction
-// policy that keeps them, which TideKV has not.
+// as a large Redis hash). OBJECT REFCOUNT key is 1, as Redis answers for
+// a value no other key shares (TideKV shares none). OBJECT FREQ and
+// IDLETIME need an eviction policy that keeps them, which TideKV has not.
 func cmdObject(x *call) {
 	sub := strings.ToLower(string(x.args[1]))
 	switch {
-	case sub == "encoding" && len(x.args) == 3:
+	case (sub == "encoding" || sub == "refcount") && len(x.args) == 3:
 	case sub == "encoding" || sub == "freq" || sub == "idletime" || sub == "refcount":
 		if len(x.args) != 3 {
 			x.c.WriteError(fmt.Sprintf("ERR wrong number of arguments for 'object|%s' command", sub))
@@ -162,6 +163,8 @@ func cmdObject(x *call) {
 		x.c.WriteNull()
 	case err != nil:
 		replyErr(x.c, err)
+	case sub == "refcount":
+		x.c.WriteInt(1)
 	case isMarker(v):
 		x.c.WriteBulkString(collectionEncoding[valueType(v)])
 	default:

@@ -37,8 +37,9 @@
 // Whole database (database.go): KEYS (a full scan), FLUSHDB and FLUSHALL
 // (scan and batched deletes; AccessAdmin), RANDOMKEY, RENAME, RENAMENX
 // and COPY (any type, a collection's elements with it, one KV.Txn each),
-// OBJECT ENCODING, SORT and SORT_RO (sort.go: BY, GET, LIMIT, ALPHA,
-// STORE; one KV.Txn).
+// OBJECT ENCODING and REFCOUNT, SORT and SORT_RO (sort.go: BY, GET, LIMIT, ALPHA,
+// STORE; one KV.Txn), DUMP and RESTORE (dump.go: a payload of TideKV's
+// own, by Redis type, with a version byte and a CRC-64; one KV.Txn each).
 //
 // Strings: GET, SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL],
 // SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, APPEND, STRLEN, GETRANGE

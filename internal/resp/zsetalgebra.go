@@ -213,7 +213,13 @@ func (x *call) zstore(v *txView, dst []byte, es []zEntry) error {
 	if err := x.clearKey(v, dst); err != nil || len(es) == 0 {
 		return err
 	}
-	ops := []Op{{Key: encKey(dst), Value: zsetMeta(uint64(len(es)))}}
+	return x.zwrite(v, dst, es, Expiry{})
+}
+
+// zwrite writes a sorted set of es (at least one) at dst, whose span is
+// clear, with expiry exp, inside v.
+func (x *call) zwrite(v *txView, dst []byte, es []zEntry, exp Expiry) error {
+	ops := []Op{{Key: encKey(dst), Value: zsetMeta(uint64(len(es))), Expiry: exp}}
 	for _, e := range es {
 		ops = append(ops, Op{Key: zMemberKey(dst, e.member), Value: zScoreBytes(e.score)},
 			Op{Key: zIndexKey(dst, e.member, e.score), Value: zScoreBytes(e.score)})
