@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -90,6 +91,9 @@ type Config struct {
 	// timers makes the timers blocked clients wait on (nil: the real
 	// ones); tests fire them by hand.
 	timers blockTimers
+	// randN draws a uniform int in [0, n) for ZRANDMEMBER and the set
+	// draws (nil: math/rand/v2's IntN); tests give a seeded source.
+	randN func(n int) int
 	// Now is the clock EXPIRETIME and the GT/LT options of EXPIREAT read
 	// to turn a remaining TTL into a time, and the one commands' arrivals
 	// are stamped with (Arrival) (nil: time.Now).
@@ -286,6 +290,9 @@ func New(cfg Config, kv KV) (*Server, error) {
 	}
 	if cfg.timers == nil {
 		cfg.timers = realTimers{}
+	}
+	if cfg.randN == nil {
+		cfg.randN = rand.IntN
 	}
 	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(), blocked: newBlockedClients(cfg.MaxBlockedClients),
 		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}}
