@@ -452,7 +452,7 @@ func cmdZCount(x *call) {
 			x.c.WriteError("ERR min or max not valid string range item")
 			return
 		}
-		span = func() ([]byte, []byte, error) { return x.lexSpan(z, lo, hi) }
+		span = func() ([]byte, []byte, error) { return x.lexSpan(z, lo, hi, false) }
 	} else {
 		r, ok := parseScoreRange(x.args[2], x.args[3])
 		if !ok {
@@ -483,15 +483,65 @@ func cmdZCount(x *call) {
 }
 
 // lexSpan is the key range of a lex range (nil: z has no members, or is
-// no sorted set): the members of the score of z's first member (BYLEX assumes all members have one score, as Redis
-// says it must).
-func (x *call) lexSpan(z []byte, lo, hi zLexBound) (start, end []byte, err error) {
+// no sorted set), read forward or, for the REV forms, backward. When every
+// member has one score, as Redis says BYLEX needs, it is the members of
+// that score between the bounds, found by two seeks. Otherwise (lexRun)
+// it is what Redis answers for a small set, whose answer Redis calls
+// undefined: the run of members its walk in score order yields.
+func (x *call) lexSpan(z []byte, lo, hi zLexBound, rev bool) (start, end []byte, err error) {
 	first, err := x.kv.Scan(x.ctx, zIndexPrefix(z), zIndexEnd(z), 1)
 	if err != nil || len(first) == 0 {
 		return nil, nil, err
 	}
 	p := first[0].Key[:len(zIndexPrefix(z))+8]
+	other, err := x.kv.Scan(x.ctx, zLexBound{plus: true}.key(p, false), zIndexEnd(z), 1)
+	if err != nil || len(other) > 0 {
+		return x.lexRun(z, lo, hi, rev, err)
+	}
 	return lo.key(p, true), hi.key(p, false), nil
+}
+
+// lexRun is a lex range over a set of several scores as Redis answers it
+// for a set in its small encoding (a listpack, walked in score order):
+// nothing unless the last member is at or above lo and the first at or
+// below hi; forward, from the first member at or above lo for as long as
+// members are at or below hi; backward, from the last member at or below
+// hi for as long as they are at or above lo. It reads the whole set.
+// (A large Redis set searches its skiplist instead, whose answer then
+// depends on the skiplist's random levels.)
+func (x *call) lexRun(z []byte, lo, hi zLexBound, rev bool, err error) (start, end []byte, _ error) {
+	var all []zEntry
+	if err == nil {
+		err = x.zwalk(z, zIndexPrefix(z), zIndexEnd(z), 0, -1, func(e zEntry) bool {
+			all = append(all, zEntry{member: bytes.Clone(e.member), score: e.score})
+			return true
+		})
+	}
+	n := len(all)
+	if err != nil || n == 0 || lexEmpty(lo, hi) || !lo.atOrBelow(all[n-1].member) || !hi.atOrAbove(all[0].member) {
+		return nil, nil, err
+	}
+	i, j := 0, n
+	if !rev {
+		for !lo.atOrBelow(all[i].member) {
+			i++
+		}
+		for j = i; j < n && hi.atOrAbove(all[j].member); j++ {
+		}
+	} else {
+		for !hi.atOrAbove(all[j-1].member) {
+			j--
+		}
+		for i = j; i > 0 && lo.atOrBelow(all[i-1].member); i-- {
+		}
+	}
+	key := func(k int) []byte {
+		if k == n {
+			return zIndexEnd(z)
+		}
+		return zIndexKey(z, all[k].member, all[k].score)
+	}
+	return key(i), key(j), nil
 }
 
 // zrank is the number of members before m (score s): a walk of the index
@@ -701,7 +751,7 @@ func (x *call) zrangeRead(q zrangeQuery, z []byte) ([]zEntry, error) {
 	}
 	card := int(zsetCard(v))
 	if sp.by == "lex" {
-		if start, end, err = x.lexSpan(z, q.lo, q.hi); err != nil {
+		if start, end, err = x.lexSpan(z, q.lo, q.hi, sp.rev); err != nil {
 			return nil, err
 		}
 	}

@@ -146,7 +146,7 @@ func cmdZRemRange(x *call) {
 			return
 		}
 		pick = func(int) ([]zEntry, error) {
-			start, end, err := x.lexSpan(z, lo, hi)
+			start, end, err := x.lexSpan(z, lo, hi, false)
 			if err != nil {
 				return nil, err
 			}
