@@ -128,4 +128,8 @@ func TestRestoreIsOneTransaction(t *testing.T) {
 	eqReplies(t, pipeline(t, s,
 		[]string{"ZRANGE", "z2", "0", "-1", "WITHSCORES"}, []string{"SMEMBERS", "z"},
 	), []string{"*[$a $1 $b $2]", "*[$x $y $z]"})
+	// Inside EXEC it is the transaction's, and reads after it see it.
+	eqReplies(t, pipeline(t, s,
+		[]string{"MULTI"}, []string{"RESTORE", "m", "0", raw}, []string{"SCARD", "m"}, []string{"DUMP", "nothing"}, []string{"EXEC"},
+	), []string{"+OK", "+QUEUED", "+QUEUED", "+QUEUED", "*[+OK :3 $<nil>]"})
 }
