@@ -305,26 +305,15 @@ func (x *call) moveKey(v *txView, src, dst []byte, r Result, del bool) error {
 			end = prefixEnd(start)
 		}
 	}
-	for {
-		kvs, err := v.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
-		if err != nil {
-			return err
+	return x.scanSpan(v, start, end, func(kv KeyValue) error {
+		// Elements carry no TTL of their own: the metadata's is the
+		// collection's.
+		if err := v.tx.Put(x.ctx, append(bytes.Clone(to), kv.Key[len(from):]...), kv.Value); err != nil {
+			return v.fail(err)
 		}
-		for _, kv := range kvs {
-			// Elements carry no TTL of their own: the metadata's is the
-			// collection's.
-			if err := v.tx.Put(x.ctx, append(bytes.Clone(to), kv.Key[len(from):]...), kv.Value); err != nil {
-				return v.fail(err)
-			}
-			if del {
-				if err := v.tx.Delete(x.ctx, kv.Key); err != nil {
-					return v.fail(err)
-				}
-			}
+		if del {
+			return v.fail(v.tx.Delete(x.ctx, kv.Key))
 		}
-		if len(kvs) < x.s.cfg.MaxBatchKeys {
-			return nil
-		}
-		start = append(bytes.Clone(kvs[len(kvs)-1].Key), 0)
-	}
+		return nil
+	})
 }

@@ -231,23 +231,14 @@ func (x *call) zwrite(v *txView, dst []byte, es []zEntry, exp Expiry) error {
 // collection's elements of any generation, a sorted set's members and
 // index) inside v: what a STORE replaces.
 func (x *call) clearKey(v *txView, k []byte) error {
-	start := fieldPrefix(k)
-	for {
-		kvs, err := v.Scan(x.ctx, start, fieldsEnd(k), x.s.cfg.MaxBatchKeys)
-		if err != nil {
-			return err
-		}
-		for _, kv := range kvs {
-			if _, err := v.Delete(x.ctx, kv.Key); err != nil {
-				return err
-			}
-		}
-		if len(kvs) < x.s.cfg.MaxBatchKeys {
-			_, err := v.Delete(x.ctx, encKey(k))
-			return err
-		}
-		start = append(bytes.Clone(kvs[len(kvs)-1].Key), 0)
+	err := x.scanSpan(v, fieldPrefix(k), fieldsEnd(k), func(kv KeyValue) error {
+		_, err := v.Delete(x.ctx, kv.Key)
+		return err
+	})
+	if err == nil {
+		_, err = v.Delete(x.ctx, encKey(k))
 	}
+	return err
 }
 
 // zcombine is the union, intersection or difference (op) of inputs ins
