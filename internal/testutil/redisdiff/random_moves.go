@@ -27,7 +27,9 @@ var moveGens = []gen{
 	{1, func(r *rand.Rand) []string { return []string{"HSET", mkey(r), "f", pick(r, sortElems)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"SET", mkey(r), pick(r, sortElems)} }, Equal},
 	{2, func(r *rand.Rand) []string { return []string{"SET", "w_" + pick(r, sortElems), pick(r, weights)} }, Equal},
-	{1, func(r *rand.Rand) []string { return []string{"HSET", "hw_" + pick(r, sortElems), "f", pick(r, weights)} }, Equal},
+	{1, func(r *rand.Rand) []string {
+		return []string{"HSET", "hw_" + pick(r, sortElems), "f", pick(r, weights)}
+	}, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"EXPIRE", mkey(r), "1000"} }, Equal},
 	{5, sortArgs, Equal},
 	{2, func(r *rand.Rand) []string { return []string{pickOf(r, "RENAME", "RENAMENX"), mkey(r), mkey(r)} }, Equal},
