@@ -249,7 +249,7 @@ func sameSet(x *call, tx TxnKV, k []byte, m meta) error {
 func (x *call) pick(key []byte, n int) (m meta, out [][]byte, whole, ok bool) {
 	from := binaryRand()
 	m, kvs, ok := x.scanElems(key, setMarker, func(m meta) ([]byte, []byte, int) {
-		if whole = m.a <= uint64(max(x.s.cfg.MaxBatchKeys, n)); whole {
+		if whole = n > 0 && m.a <= uint64(max(x.s.cfg.MaxBatchKeys, n)); whole {
 			return nil, nil, int(m.a)
 		}
 		return from, nil, n

@@ -82,7 +82,7 @@ func (x *call) zrandPool(v *txView, z []byte, want int) (pool []zEntry, whole bo
 		return nil, false, errZWrongType
 	}
 	n := int(zsetCard(r.Value))
-	whole = n <= x.s.cfg.MaxBatchKeys || want >= n
+	whole = want > 0 && (n <= x.s.cfg.MaxBatchKeys || want >= n)
 	if whole {
 		want = n
 	}
