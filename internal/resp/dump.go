@@ -64,11 +64,17 @@ func cmdDump(x *call) {
 	case payload == nil:
 		x.c.WriteNull()
 	case len(payload) > x.s.cfg.MaxBulkLen:
-		// RESTORE could not take it: say so now rather than then.
-		x.c.WriteError(fmt.Sprintf("ERR DUMP payload of %d bytes is larger than a RESTORE takes (%d bytes, --redis-max-bulk-len)", len(payload), x.s.cfg.MaxBulkLen))
+		x.c.WriteError(x.dumpTooLarge())
 	default:
 		x.c.WriteBulk(payload)
 	}
+}
+
+// dumpTooLarge is DUMP's refusal of a payload RESTORE could not take,
+// given as soon as the payload passes it, so that DUMP of a large
+// collection reads no further.
+func (x *call) dumpTooLarge() string {
+	return fmt.Sprintf("ERR DUMP payload of more than %d bytes, the most a RESTORE takes (--redis-max-bulk-len)", x.s.cfg.MaxBulkLen)
 }
 
 // dumpValue reads k inside v and encodes it (nil: k is missing).
@@ -97,6 +103,9 @@ func (x *call) dumpValue(v *txView, k []byte) ([]byte, error) {
 				body = appendDumpString(appendDumpString(body, suffix), kv.Value)
 			case dumpZSet:
 				body = append(appendDumpString(body, suffix), kv.Value...) // the score's 8 bytes
+			}
+			if len(body) > x.s.cfg.MaxBulkLen {
+				return replyError(x.dumpTooLarge())
 			}
 			return nil
 		})

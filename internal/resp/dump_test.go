@@ -2,6 +2,7 @@ package resp
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -132,4 +133,29 @@ func TestRestoreIsOneTransaction(t *testing.T) {
 	eqReplies(t, pipeline(t, s,
 		[]string{"MULTI"}, []string{"RESTORE", "m", "0", raw}, []string{"SCARD", "m"}, []string{"DUMP", "nothing"}, []string{"EXEC"},
 	), []string{"+OK", "+QUEUED", "+QUEUED", "+QUEUED", "*[+OK :3 $<nil>]"})
+}
+
+// DUMP refuses a payload larger than RESTORE takes, and stops reading the
+// collection once its payload passes that.
+func TestDumpTooLarge(t *testing.T) {
+	kv := newFakeKV()
+	s, _ := start(t, kv, func(c *Config) { c.MaxBulkLen, c.MaxBatchKeys = 64, 4 }, nil)
+	for i := range 30 {
+		pipeline(t, s, []string{"RPUSH", "l", "element-" + strconv.Itoa(i)})
+	}
+	pipeline(t, s, []string{"SET", "k", strings.Repeat("v", 60)})
+	scans := func() int {
+		kv.mu.Lock()
+		defer kv.mu.Unlock()
+		return kv.scans
+	}
+	before := scans()
+	eqReplies(t, pipeline(t, s, []string{"DUMP", "l"}, []string{"DUMP", "k"}), []string{
+		"-ERR DUMP payload of more than 64 bytes, the most a RESTORE takes (--redis-max-bulk-len)",
+		"-ERR DUMP payload of more than 64 bytes, the most a RESTORE takes (--redis-max-bulk-len)",
+	})
+	// 64 bytes are 6 elements: two pages of 4, not the list's 8.
+	if n := scans() - before; n > 2 {
+		t.Errorf("DUMP of a 30-element list read %d pages of 4 elements, want 2", n)
+	}
 }
