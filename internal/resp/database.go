@@ -106,11 +106,24 @@ func (s *Server) flush(kv KV) error {
 	}
 }
 
-// cmdRandomKey: RANDOMKEY, the first key at or after a random point of
-// the key space (wrapping around once), or nil when it is empty. Keys
-// after a long gap come up more often than in Redis, whose choice is
-// uniform.
+// cmdRandomKey: RANDOMKEY, a key drawn uniformly, as Redis draws, when
+// the database holds at most MaxBatchKeys stored keys (one scan reads them
+// all); else the first key at or after a random point of the key space
+// (wrapping around once), so that keys after a long gap come up more
+// often than in Redis. nil when the database is empty.
 func cmdRandomKey(x *call) {
+	keys, next, err := scanKeys(x, nil, scanArgs{count: x.s.cfg.MaxBatchKeys})
+	switch {
+	case err != nil:
+		replyErr(x.c, err)
+		return
+	case next == nil && len(keys) == 0:
+		x.c.WriteNull()
+		return
+	case next == nil:
+		x.c.WriteBulk(keys[x.s.cfg.randN(len(keys))])
+		return
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	for _, start := range [][]byte{b[:], nil} {

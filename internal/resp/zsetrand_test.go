@@ -94,3 +94,32 @@ func TestRandLargeSetReadsItsCount(t *testing.T) {
 		}
 	}
 }
+
+// RANDOMKEY draws uniformly from a small database, whatever the gaps
+// between keys (the stock suite's test draws 100 times from "bar" and
+// "foo" and wants both); a larger one still answers a key.
+func TestRandomKeyUniform(t *testing.T) {
+	r := rand.New(rand.NewPCG(37, 2))
+	s, _ := start(t, newFakeKV(), func(c *Config) { c.randN = r.IntN; c.MaxBatchKeys = 12 }, nil)
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "~"}
+	for _, k := range keys {
+		pipeline(t, s, []string{"SET", k, "v"})
+	}
+	var draws [][]string
+	for range 2000 {
+		draws = append(draws, []string{"RANDOMKEY"})
+	}
+	counts := map[string]int{}
+	for _, rep := range pipeline(t, s, draws...) {
+		counts[strings.TrimPrefix(rep, "$")]++
+	}
+	if x := chiSquare(counts, len(keys)); x > 27.88 {
+		t.Errorf("RANDOMKEY, 2000 times: chi-square %.1f > 27.88: %v", x, counts)
+	}
+	for i := range 10 {
+		pipeline(t, s, []string{"SET", "more" + strconv.Itoa(i), "v"})
+	}
+	if rep := pipeline(t, s, []string{"RANDOMKEY"})[0]; !strings.HasPrefix(rep, "$") || rep == "$<nil>" {
+		t.Errorf("RANDOMKEY of 20 keys, past MaxBatchKeys: %s", rep)
+	}
+}
