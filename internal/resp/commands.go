@@ -138,6 +138,7 @@ func init() {
 		"copy":        {arity: -3, fn: cmdRename},
 		"sort":        {arity: -2, fn: cmdSort},
 		"sort_ro":     {arity: -2, fn: cmdSort},
+		"dump":        {arity: 2, fn: cmdDump}, "restore": {arity: -4, fn: cmdRestore}, // dump.go
 
 		// hashfield.go
 		"hincrby": {arity: 4, fn: cmdHIncrBy}, "hincrbyfloat": {arity: 4, fn: cmdHIncrByFloat},

@@ -106,11 +106,24 @@ func (s *Server) flush(kv KV) error {
 	}
 }
 
-// cmdRandomKey: RANDOMKEY, the first key at or after a random point of
-// the key space (wrapping around once), or nil when it is empty. Keys
-// after a long gap come up more often than in Redis, whose choice is
-// uniform.
+// cmdRandomKey: RANDOMKEY, a key drawn uniformly, as Redis draws, when
+// the database holds at most MaxBatchKeys stored keys (one scan reads them
+// all); else the first key at or after a random point of the key space
+// (wrapping around once), so that keys after a long gap come up more
+// often than in Redis. nil when the database is empty.
 func cmdRandomKey(x *call) {
+	keys, next, err := scanKeys(x, nil, scanArgs{count: x.s.cfg.MaxBatchKeys})
+	switch {
+	case err != nil:
+		replyErr(x.c, err)
+		return
+	case next == nil && len(keys) == 0:
+		x.c.WriteNull()
+		return
+	case next == nil:
+		x.c.WriteBulk(keys[x.s.cfg.randN(len(keys))])
+		return
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	for _, start := range [][]byte{b[:], nil} {
@@ -139,12 +152,13 @@ var collectionEncoding = map[string]string{"hash": "hashtable", "list": "quickli
 
 // cmdObject: OBJECT ENCODING key, the encoding Redis would report for a
 // string value (int, embstr, raw); a hash is "hashtable" (a range of keys,
-// as a large Redis hash). OBJECT FREQ and IDLETIME need an eviction
-// policy that keeps them, which TideKV has not.
+// as a large Redis hash). OBJECT REFCOUNT key is 1, as Redis answers for
+// a value no other key shares (TideKV shares none). OBJECT FREQ and
+// IDLETIME need an eviction policy that keeps them, which TideKV has not.
 func cmdObject(x *call) {
 	sub := strings.ToLower(string(x.args[1]))
 	switch {
-	case sub == "encoding" && len(x.args) == 3:
+	case (sub == "encoding" || sub == "refcount") && len(x.args) == 3:
 	case sub == "encoding" || sub == "freq" || sub == "idletime" || sub == "refcount":
 		if len(x.args) != 3 {
 			x.c.WriteError(fmt.Sprintf("ERR wrong number of arguments for 'object|%s' command", sub))
@@ -162,6 +176,8 @@ func cmdObject(x *call) {
 		x.c.WriteNull()
 	case err != nil:
 		replyErr(x.c, err)
+	case sub == "refcount":
+		x.c.WriteInt(1)
 	case isMarker(v):
 		x.c.WriteBulkString(collectionEncoding[valueType(v)])
 	default:
@@ -302,26 +318,15 @@ func (x *call) moveKey(v *txView, src, dst []byte, r Result, del bool) error {
 			end = prefixEnd(start)
 		}
 	}
-	for {
-		kvs, err := v.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
-		if err != nil {
-			return err
+	return x.scanSpan(v, start, end, func(kv KeyValue) error {
+		// Elements carry no TTL of their own: the metadata's is the
+		// collection's.
+		if err := v.tx.Put(x.ctx, append(bytes.Clone(to), kv.Key[len(from):]...), kv.Value); err != nil {
+			return v.fail(err)
 		}
-		for _, kv := range kvs {
-			// Elements carry no TTL of their own: the metadata's is the
-			// collection's.
-			if err := v.tx.Put(x.ctx, append(bytes.Clone(to), kv.Key[len(from):]...), kv.Value); err != nil {
-				return v.fail(err)
-			}
-			if del {
-				if err := v.tx.Delete(x.ctx, kv.Key); err != nil {
-					return v.fail(err)
-				}
-			}
+		if del {
+			return v.fail(v.tx.Delete(x.ctx, kv.Key))
 		}
-		if len(kvs) < x.s.cfg.MaxBatchKeys {
-			return nil
-		}
-		start = append(bytes.Clone(kvs[len(kvs)-1].Key), 0)
-	}
+		return nil
+	})
 }

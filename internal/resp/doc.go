@@ -50,8 +50,9 @@
 // Whole database (database.go): KEYS (a full scan), FLUSHDB and FLUSHALL
 // (scan and batched deletes; AccessAdmin), RANDOMKEY, RENAME, RENAMENX
 // and COPY (any type, a collection's elements with it, one KV.Txn each),
-// OBJECT ENCODING, SORT and SORT_RO (sort.go: BY, GET, LIMIT, ALPHA,
-// STORE; one KV.Txn).
+// OBJECT ENCODING and REFCOUNT, SORT and SORT_RO (sort.go: BY, GET, LIMIT, ALPHA,
+// STORE; one KV.Txn), DUMP and RESTORE (dump.go: a payload of TideKV's
+// own, by Redis type, with a version byte and a CRC-64; one KV.Txn each).
 //
 // Strings: GET, SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL],
 // SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, APPEND, STRLEN, GETRANGE
@@ -129,10 +130,10 @@
 // Errors from the KV, each one sentence: not found is a nil reply;
 // ErrInvalidArgument is "ERR invalid argument: <reason>" (a value over the
 // node's maximum value size: "ERR invalid argument: value of N bytes is too
-// large (the maximum value size is M bytes)"); ErrOverloaded is "ERR
-// overloaded, retry", and with the node's hint (OverloadedError, an
-// admission refusal) "TRYAGAIN overloaded, retry after N ms", a prefix
-// Redis client libraries retry; ErrAmbiguous is "ERR ambiguous result: the write may
+// large (the maximum value size is M bytes)"); ErrOverloaded is
+// "TRYAGAIN overloaded, retry after N ms", a prefix Redis client libraries
+// retry, N the node's hint (OverloadedError, an admission refusal) or
+// DefaultRetryAfter; ErrAmbiguous is "ERR ambiguous result: the write may
 // or may not have been applied"; ErrUnavailable is "ERR unavailable: no
 // replica could serve the command, retry"; a deadline is "ERR timeout: the
 // command did not complete in time".

@@ -81,5 +81,5 @@ func (x *call) expireIf(cond expireCond, d time.Duration, at bool) (bool, error)
 			return swapped, err
 		}
 	}
-	return false, fmt.Errorf("%w: too much contention on key %q, retry", ErrOverloaded, x.args[1])
+	return false, fmt.Errorf("%w: key %q", errContention, x.args[1])
 }

@@ -78,7 +78,7 @@ func (x *call) updateField(h, f []byte, decide func(cur []byte, found bool) ([]b
 			return err
 		}
 	}
-	return fmt.Errorf("%w: hash %q was deleted and created again while it was written, retry", ErrOverloaded, h)
+	return fmt.Errorf("%w: hash %q was deleted and created again while it was written", errContention, h)
 }
 
 // cmdHIncrBy: HINCRBY key field n.

@@ -183,10 +183,15 @@ var (
 	ErrUnavailable = errors.New("unavailable: no replica could serve the command, retry")
 )
 
-// OverloadedError is ErrOverloaded with the node's hint of when to retry;
-// its reply is "TRYAGAIN overloaded, retry after N ms", an error Redis
-// client libraries retry (docs/admission.md).
+// OverloadedError is ErrOverloaded with the node's hint of when to retry.
+// Every ErrOverloaded is answered "TRYAGAIN overloaded, retry after N ms",
+// an error Redis client libraries retry (docs/admission.md): N is the
+// hint, or DefaultRetryAfter without one.
 type OverloadedError struct{ RetryAfter time.Duration }
+
+// DefaultRetryAfter is the retry hint of an overload refusal that gives
+// none.
+const DefaultRetryAfter = 20 * time.Millisecond
 
 func (e *OverloadedError) Error() string {
 	return fmt.Sprintf("overloaded, retry after %v", e.RetryAfter)

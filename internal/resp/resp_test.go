@@ -505,7 +505,12 @@ func TestKVErrorMapping(t *testing.T) {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("tidekv: %w", ErrOverloaded), "ERR overloaded, retry"},
+		// Every overload refusal is one TRYAGAIN form, the node's hint or
+		// DefaultRetryAfter in it; contention is no overload.
+		{fmt.Errorf("tidekv: %w", ErrOverloaded), "TRYAGAIN overloaded, retry after 20 ms"},
+		{fmt.Errorf("routed: %w", &OverloadedError{RetryAfter: 150 * time.Millisecond}), "TRYAGAIN overloaded, retry after 150 ms"},
+		{&OverloadedError{}, "TRYAGAIN overloaded, retry after 20 ms"},
+		{fmt.Errorf("%w: key %q", errContention, "k"), "ERR too much contention on the key, retry"},
 		{fmt.Errorf("%w: %w", ErrAmbiguous, fmt.Errorf("tidekv: ambiguous result: put: %w", context.DeadlineExceeded)), "ERR ambiguous result: the write may or may not have been applied"},
 		{fmt.Errorf("%w: tidekv: unavailable: get: giving up after 10 attempts: rpc error", ErrUnavailable), "ERR unavailable: no replica could serve the command, retry"},
 		{fmt.Errorf("tidekv: get: %w (last error: rpc error)", context.DeadlineExceeded), "ERR timeout: the command did not complete in time"},

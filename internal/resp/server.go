@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -101,6 +102,9 @@ type Config struct {
 	// timers makes the timers blocked clients wait on (nil: the real
 	// ones); tests fire them by hand.
 	timers blockTimers
+	// randN draws a uniform int in [0, n) for ZRANDMEMBER and the set
+	// draws (nil: math/rand/v2's IntN); tests give a seeded source.
+	randN func(n int) int
 	// Now is the clock EXPIRETIME and the GT/LT options of EXPIREAT read
 	// to turn a remaining TTL into a time, and the one commands' arrivals
 	// are stamped with (Arrival) (nil: time.Now).
@@ -312,6 +316,9 @@ func New(cfg Config, kv KV) (*Server, error) {
 	if cfg.timers == nil {
 		cfg.timers = realTimers{}
 	}
+	if cfg.randN == nil {
+		cfg.randN = rand.IntN
+	}
 	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(), blocked: newBlockedClients(cfg.MaxBlockedClients),
 		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}, scripts: newScriptCache(cfg.ScriptCacheBytes)}
 	for _, r := range DisconnectReasons {
@@ -452,12 +459,11 @@ func replyErr(c replyConn, err error) {
 // errText renders a KV error as one sentence: the sentinels get fixed
 // texts, never the chain of causes behind them.
 func errText(err error) string {
-	var oe *OverloadedError
 	switch {
-	case errors.As(err, &oe):
-		return fmt.Sprintf("TRYAGAIN overloaded, retry after %d ms", max(oe.RetryAfter.Milliseconds(), 1))
 	case errors.Is(err, ErrOverloaded):
-		return "ERR overloaded, retry"
+		return overloadedText(err)
+	case errors.Is(err, errContention):
+		return "ERR " + errContention.Error()
 	case errors.Is(err, ErrAmbiguous):
 		return "ERR " + ErrAmbiguous.Error()
 	case errors.Is(err, ErrUnavailable):
@@ -466,6 +472,23 @@ func errText(err error) string {
 		return "ERR timeout: the command did not complete in time"
 	}
 	return "ERR " + oneLine(err.Error())
+}
+
+// errContention: a command's compare-and-set rounds kept meeting other
+// clients' writes of its key and it gave up, writing nothing. It is not
+// an overload refusal (the node had room), so it is no TRYAGAIN.
+var errContention = errors.New("too much contention on the key, retry")
+
+// overloadedText is every overload refusal's one reply: TRYAGAIN (a
+// prefix Redis client libraries retry) with the node's hint, or
+// DefaultRetryAfter where the refusal carries none (a replica's full
+// proposal queue, a client that ran out of attempts).
+func overloadedText(err error) string {
+	after := DefaultRetryAfter
+	if oe := (*OverloadedError)(nil); errors.As(err, &oe) && oe.RetryAfter > 0 {
+		after = oe.RetryAfter
+	}
+	return fmt.Sprintf("TRYAGAIN overloaded, retry after %d ms", max(after.Milliseconds(), 1))
 }
 
 // oneLine keeps an error message on one line, as RESP requires.

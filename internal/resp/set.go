@@ -263,5 +263,5 @@ func (x *call) casLoop(key []byte, e Expiry, decide func(cur []byte, exists bool
 		}
 		cur, exists = now, nowExists
 	}
-	return nil, false, false, fmt.Errorf("%w: too much contention on key %q, retry", ErrOverloaded, key)
+	return nil, false, false, fmt.Errorf("%w: key %q", errContention, key)
 }

@@ -241,29 +241,35 @@ func sameSet(x *call, tx TxnKV, k []byte, m meta) error {
 	return nil
 }
 
-// pick draws up to n members of the set at key: from a random point of
-// the member span on, wrapping around. Members after a long gap are more
-// likely drawn than others: TideKV draws without reading the whole set.
-func (x *call) pick(key []byte, n int) (meta, [][]byte, bool) {
+// pick reads the members of the set at key to draw n of: all of them
+// (whole) when they are at most MaxBatchKeys or n, for a uniform draw as
+// Redis's; else n from a random point of the member span on, wrapping
+// around, so that a large set is not read for a few members (members
+// after a long gap are then more likely drawn than others).
+func (x *call) pick(key []byte, n int) (m meta, out [][]byte, whole, ok bool) {
 	from := binaryRand()
-	m, kvs, ok := x.scanElems(key, setMarker, func(meta) ([]byte, []byte, int) { return from, nil, n })
+	m, kvs, ok := x.scanElems(key, setMarker, func(m meta) ([]byte, []byte, int) {
+		if whole = n > 0 && m.a <= uint64(max(x.s.cfg.MaxBatchKeys, n)); whole {
+			return nil, nil, int(m.a)
+		}
+		return from, nil, n
+	})
 	if !ok || !m.exists {
-		return m, nil, ok
+		return m, nil, whole, ok
 	}
-	var out [][]byte
 	for _, kv := range kvs {
 		out = append(out, kv.Key)
 	}
-	if len(out) < n && uint64(len(out)) < m.a {
+	if !whole && len(out) < n {
 		_, more, ok := x.scanElems(key, setMarker, func(meta) ([]byte, []byte, int) { return nil, from, n - len(out) })
 		if !ok {
-			return m, nil, false
+			return m, nil, false, false
 		}
 		for _, kv := range more {
 			out = append(out, kv.Key)
 		}
 	}
-	return m, out, true
+	return m, out, whole, true
 }
 
 // binaryRand is a random point among member keys.
@@ -292,9 +298,13 @@ func cmdSPop(x *call) {
 		}
 	}
 	for range x.s.cfg.CASAttempts {
-		m, drawn, ok := x.pick(x.args[1], int(min(count, math.MaxInt32)))
+		n := int(min(count, math.MaxInt32))
+		m, drawn, whole, ok := x.pick(x.args[1], n)
 		if !ok {
 			return
+		}
+		if whole {
+			drawn = sample(drawn, n, x.s.cfg.randN)
 		}
 		var err error
 		if len(drawn) > 0 {
@@ -345,28 +355,38 @@ func cmdSRandMember(x *call) {
 		return
 	}
 	want := max(count, -count)
-	m, drawn, ok := x.pick(x.args[1], int(min(want, math.MaxInt32)))
+	m, drawn, whole, ok := x.pick(x.args[1], int(min(want, math.MaxInt32)))
+	if !ok {
+		return
+	}
+	if whole && count >= 0 {
+		drawn = sample(drawn, int(min(want, math.MaxInt32)), x.s.cfg.randN)
+	}
 	switch {
-	case !ok:
 	case len(x.args) == 2 && len(drawn) == 0:
 		x.c.WriteNull()
 	case len(x.args) == 2:
 		x.c.WriteBulk(drawn[0])
 	case count < 0 && m.exists:
-		// -count repeats may be far more than a reply can hold (a count
-		// near -2^63 wrote for ever): count their bytes, a member and a
-		// few of RESP's each, before writing any.
+		// -count draws may be far more than a reply can hold (a count
+		// near -2^63 wrote for ever): make them, counting their bytes (a
+		// member and a few of RESP's each), before writing any. From a
+		// whole set each is drawn anew, as Redis draws; else the members
+		// read repeat in turn.
+		out := make([][]byte, 0, min(want, 1024))
 		size := 0
 		for i := int64(0); i < want; i++ {
-			if size += len(drawn[i%int64(len(drawn))]) + 16; size > x.s.cfg.MaxOutputBuffer {
+			d := drawn[i%int64(len(drawn))]
+			if whole {
+				d = drawn[x.s.cfg.randN(len(drawn))]
+			}
+			if size += len(d) + 16; size > x.s.cfg.MaxOutputBuffer {
 				x.c.WriteError(fmt.Sprintf("ERR SRANDMEMBER reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower the count", x.s.cfg.MaxOutputBuffer))
 				return
 			}
+			out = append(out, d)
 		}
-		x.c.WriteArray(int(want))
-		for i := range want {
-			x.c.WriteBulk(drawn[i%int64(len(drawn))])
-		}
+		writeBulks(x, out)
 	default:
 		writeBulks(x, drawn)
 	}

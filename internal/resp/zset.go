@@ -452,7 +452,10 @@ func cmdZCount(x *call) {
 			x.c.WriteError("ERR min or max not valid string range item")
 			return
 		}
-		span = func() ([]byte, []byte, error) { return x.lexSpan(z, lo, hi) }
+		span = func() ([]byte, []byte, error) {
+			start, end, _, err := x.lexSpan(z, lo, hi, false, 0)
+			return start, end, err
+		}
 	} else {
 		r, ok := parseScoreRange(x.args[2], x.args[3])
 		if !ok {
@@ -483,15 +486,76 @@ func cmdZCount(x *call) {
 }
 
 // lexSpan is the key range of a lex range (nil: z has no members, or is
-// no sorted set): the members of the score of z's first member (BYLEX assumes all members have one score, as Redis
-// says it must).
-func (x *call) lexSpan(z []byte, lo, hi zLexBound) (start, end []byte, err error) {
+// no sorted set), read forward or, for the REV forms, backward, and what
+// is left of LIMIT's offset to skip in it. When every member has one
+// score, as Redis says BYLEX needs, it is the members of that score
+// between the bounds, found by two seeks, offset untouched. Otherwise
+// (lexRun) it is what Redis answers for a small set, whose answer Redis
+// calls undefined: the run of members its walk in score order yields,
+// offset skipped in it.
+func (x *call) lexSpan(z []byte, lo, hi zLexBound, rev bool, offset int) (start, end []byte, skip int, err error) {
 	first, err := x.kv.Scan(x.ctx, zIndexPrefix(z), zIndexEnd(z), 1)
 	if err != nil || len(first) == 0 {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	p := first[0].Key[:len(zIndexPrefix(z))+8]
-	return lo.key(p, true), hi.key(p, false), nil
+	other, err := x.kv.Scan(x.ctx, zLexBound{plus: true}.key(p, false), zIndexEnd(z), 1)
+	if err != nil || len(other) > 0 {
+		start, end, err = x.lexRun(z, lo, hi, rev, offset, err)
+		return start, end, 0, err
+	}
+	return lo.key(p, true), hi.key(p, false), offset, nil
+}
+
+// lexRun is a lex range over a set of several scores as Redis answers it
+// for a set in its small encoding (a listpack, walked in score order):
+// nothing unless the last member is at or above lo and the first at or
+// below hi. Forward: from the first member at or above lo, if it is at or
+// below hi, offset members on whatever they are, then members for as
+// long as they are at or below hi. Backward: from the last member at or
+// below hi, if it is at or above lo, offset members back, then members
+// for as long as they are at or above lo. It reads the whole set. (A
+// large Redis set searches its skiplist instead, whose answer then
+// depends on the skiplist's random levels.)
+func (x *call) lexRun(z []byte, lo, hi zLexBound, rev bool, offset int, err error) (start, end []byte, _ error) {
+	var all []zEntry
+	if err == nil {
+		err = x.zwalk(z, zIndexPrefix(z), zIndexEnd(z), 0, -1, func(e zEntry) bool {
+			all = append(all, zEntry{member: bytes.Clone(e.member), score: e.score})
+			return true
+		})
+	}
+	n := len(all)
+	if err != nil || n == 0 || lexEmpty(lo, hi) || !lo.atOrBelow(all[n-1].member) || !hi.atOrAbove(all[0].member) {
+		return nil, nil, err
+	}
+	i, j := 0, n
+	if !rev {
+		for !lo.atOrBelow(all[i].member) {
+			i++
+		}
+		if !hi.atOrAbove(all[i].member) || i+offset >= n {
+			return nil, nil, nil
+		}
+		for i, j = i+offset, i+offset; j < n && hi.atOrAbove(all[j].member); j++ {
+		}
+	} else {
+		for !hi.atOrAbove(all[j-1].member) {
+			j--
+		}
+		if !lo.atOrBelow(all[j-1].member) || j-offset <= 0 {
+			return nil, nil, nil
+		}
+		for i, j = j-offset, j-offset; i > 0 && lo.atOrBelow(all[i-1].member); i-- {
+		}
+	}
+	key := func(k int) []byte {
+		if k == n {
+			return zIndexEnd(z)
+		}
+		return zIndexKey(z, all[k].member, all[k].score)
+	}
+	return key(i), key(j), nil
 }
 
 // zrank is the number of members before m (score s): a walk of the index
@@ -700,17 +764,18 @@ func (x *call) zrangeRead(q zrangeQuery, z []byte) ([]zEntry, error) {
 		return nil, errZWrongType
 	}
 	card := int(zsetCard(v))
+	skip := int(min(max(sp.offset, 0), math.MaxInt32))
 	if sp.by == "lex" {
-		if start, end, err = x.lexSpan(z, q.lo, q.hi); err != nil {
+		if start, end, skip, err = x.lexSpan(z, q.lo, q.hi, sp.rev, skip); err != nil {
 			return nil, err
 		}
 	}
-	var skip, take int
+	var take int
 	if sp.by == "rank" {
 		skip, take = rankWindow(int64(card), q.rankLo, q.rankHi, sp.rev)
 		start, end = zIndexPrefix(z), zIndexEnd(z)
 	} else {
-		skip, take = int(min(sp.offset, math.MaxInt32)), int(max(min(sp.count, math.MaxInt32), -1))
+		take = int(max(min(sp.count, math.MaxInt32), -1))
 		if sp.offset < 0 {
 			take = 0
 		}

@@ -213,7 +213,13 @@ func (x *call) zstore(v *txView, dst []byte, es []zEntry) error {
 	if err := x.clearKey(v, dst); err != nil || len(es) == 0 {
 		return err
 	}
-	ops := []Op{{Key: encKey(dst), Value: zsetMeta(uint64(len(es)))}}
+	return x.zwrite(v, dst, es, Expiry{})
+}
+
+// zwrite writes a sorted set of es (at least one) at dst, whose span is
+// clear, with expiry exp, inside v.
+func (x *call) zwrite(v *txView, dst []byte, es []zEntry, exp Expiry) error {
+	ops := []Op{{Key: encKey(dst), Value: zsetMeta(uint64(len(es))), Expiry: exp}}
 	for _, e := range es {
 		ops = append(ops, Op{Key: zMemberKey(dst, e.member), Value: zScoreBytes(e.score)},
 			Op{Key: zIndexKey(dst, e.member, e.score), Value: zScoreBytes(e.score)})
@@ -225,23 +231,14 @@ func (x *call) zstore(v *txView, dst []byte, es []zEntry) error {
 // collection's elements of any generation, a sorted set's members and
 // index) inside v: what a STORE replaces.
 func (x *call) clearKey(v *txView, k []byte) error {
-	start := fieldPrefix(k)
-	for {
-		kvs, err := v.Scan(x.ctx, start, fieldsEnd(k), x.s.cfg.MaxBatchKeys)
-		if err != nil {
-			return err
-		}
-		for _, kv := range kvs {
-			if _, err := v.Delete(x.ctx, kv.Key); err != nil {
-				return err
-			}
-		}
-		if len(kvs) < x.s.cfg.MaxBatchKeys {
-			_, err := v.Delete(x.ctx, encKey(k))
-			return err
-		}
-		start = append(bytes.Clone(kvs[len(kvs)-1].Key), 0)
+	err := x.scanSpan(v, fieldPrefix(k), fieldsEnd(k), func(kv KeyValue) error {
+		_, err := v.Delete(x.ctx, kv.Key)
+		return err
+	})
+	if err == nil {
+		_, err = v.Delete(x.ctx, encKey(k))
 	}
+	return err
 }
 
 // zcombine is the union, intersection or difference (op) of inputs ins

@@ -232,3 +232,35 @@ func (l zLexBound) key(p []byte, start bool) []byte {
 	}
 	return append(p[:len(p):len(p)], l.v...)
 }
+
+// atOrBelow reports whether m is in the range above l, l its start.
+func (l zLexBound) atOrBelow(m []byte) bool {
+	c := bytes.Compare(m, l.v)
+	return l.neg || (!l.plus && (c > 0 || (c == 0 && !l.ex)))
+}
+
+// atOrAbove reports whether m is in the range below l, l its end.
+func (l zLexBound) atOrAbove(m []byte) bool {
+	c := bytes.Compare(m, l.v)
+	return l.plus || (!l.neg && (c < 0 || (c == 0 && !l.ex)))
+}
+
+// lexEmpty reports whether [lo, hi] holds no string at all, as Redis
+// tells such a range ("-" below every string, "+" above).
+func lexEmpty(lo, hi zLexBound) bool {
+	rank := func(l zLexBound) int {
+		switch {
+		case l.neg:
+			return -1
+		case l.plus:
+			return 1
+		}
+		return 0
+	}
+	c := rank(lo) - rank(hi)
+	if c == 0 && rank(lo) == 0 {
+		c = bytes.Compare(lo.v, hi.v)
+		return c > 0 || (c == 0 && (lo.ex || hi.ex))
+	}
+	return c > 0
+}

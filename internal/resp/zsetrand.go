@@ -6,11 +6,13 @@ import (
 	"strings"
 )
 
-// cmdZRandMember: ZRANDMEMBER key [count [WITHSCORES]] draws as
-// SRANDMEMBER does (pick): up to count member keys from a random point of
-// the member span on, wrapping around, in one read-only transaction, so
-// it never reads the whole set for a few members; a negative count
-// repeats the drawn members up to its size.
+// cmdZRandMember: ZRANDMEMBER key [count [WITHSCORES]], in one read-only
+// transaction. A set of up to MaxBatchKeys members is read whole and
+// drawn from uniformly, as Redis draws: one member, count distinct ones,
+// or -count independent draws. A larger set is not read whole for a few
+// members: up to count member keys from a random point of the member
+// span on, wrapping around, which favours members after a long gap
+// (docs/redis.md); a negative count repeats them in turn.
 func cmdZRandMember(x *call) {
 	if len(x.args) > 4 || (len(x.args) == 4 && !strings.EqualFold(string(x.args[3]), "withscores")) {
 		x.c.WriteError(errSyntax)
@@ -25,60 +27,92 @@ func cmdZRandMember(x *call) {
 		x.c.WriteError("ERR value is out of range")
 		return
 	}
-	z := x.args[1]
 	want := int(min(max(count, -count), math.MaxInt32))
-	var drawn []zEntry
+	var pool []zEntry
+	whole := false
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
-		drawn = nil
-		v := &txView{tx: tx, now: x.s.cfg.Now}
-		r, err := v.read(x.ctx, encKey(z))
-		switch {
-		case err != nil || !r.Found:
-			return err
-		case !isZSetMeta(r.Value):
-			return errZWrongType
-		}
-		want = min(want, int(zsetCard(r.Value)))
-		pre := append(fieldPrefix(z), zMemberTag)
-		from := append(pre[:len(pre):len(pre)], binaryRand()...)
-		for _, span := range [][2][]byte{{from, prefixEnd(pre)}, {pre, from}} {
-			if len(drawn) == want {
-				break
-			}
-			kvs, err := v.Scan(x.ctx, span[0], span[1], want-len(drawn))
-			if err != nil {
-				return err
-			}
-			for _, kv := range kvs {
-				drawn = append(drawn, zEntry{member: kv.Key[len(pre):], score: zScoreOf(kv.Value)})
-			}
-		}
-		return nil
+		var err error
+		pool, whole, err = x.zrandPool(&txView{tx: tx, now: x.s.cfg.Now}, x.args[1], want)
+		return err
 	})
+	randN := x.s.cfg.randN
 	switch {
 	case err != nil:
 		x.zreplyErr(err)
-	case len(x.args) == 2 && len(drawn) == 0:
+	case len(x.args) == 2 && len(pool) == 0:
 		x.c.WriteNull()
+	case len(x.args) == 2 && whole:
+		x.c.WriteBulk(pool[randN(len(pool))].member)
 	case len(x.args) == 2:
-		x.c.WriteBulk(drawn[0].member)
+		x.c.WriteBulk(pool[0].member)
+	case count >= 0 && whole:
+		x.zreplyEntries(sample(pool, want, randN), len(x.args) == 4)
+	case count >= 0 || len(pool) == 0:
+		x.zreplyEntries(pool, len(x.args) == 4)
 	default:
-		out := drawn
-		if count < 0 && len(drawn) > 0 {
-			// -count repeats may be far more than a reply can hold: count
-			// their bytes (a member, its score, a few of RESP's) before
-			// making them, as HRANDFIELD does.
-			out = nil
-			size := 0
-			for i := int64(0); i < -count; i++ {
-				e := drawn[i%int64(len(drawn))]
-				if size += len(e.member) + 16; size > x.s.cfg.MaxOutputBuffer {
-					x.c.WriteError(fmt.Sprintf("ERR ZRANDMEMBER reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower the count", x.s.cfg.MaxOutputBuffer))
-					return
-				}
-				out = append(out, e)
+		// -count draws may be far more than a reply can hold: count
+		// their bytes (a member, its score, a few of RESP's) before
+		// making them, as HRANDFIELD does.
+		var out []zEntry
+		size := 0
+		for i := int64(0); i < -count; i++ {
+			e := pool[i%int64(len(pool))]
+			if whole {
+				e = pool[randN(len(pool))]
 			}
+			if size += len(e.member) + 16; size > x.s.cfg.MaxOutputBuffer {
+				x.c.WriteError(fmt.Sprintf("ERR ZRANDMEMBER reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower the count", x.s.cfg.MaxOutputBuffer))
+				return
+			}
+			out = append(out, e)
 		}
 		x.zreplyEntries(out, len(x.args) == 4)
 	}
+}
+
+// zrandPool reads, inside v, the members of sorted set z to draw want of:
+// all of them (whole) when they are at most MaxBatchKeys or want, else
+// want from a random point on.
+func (x *call) zrandPool(v *txView, z []byte, want int) (pool []zEntry, whole bool, err error) {
+	r, err := v.read(x.ctx, encKey(z))
+	switch {
+	case err != nil || !r.Found:
+		return nil, false, err
+	case !isZSetMeta(r.Value):
+		return nil, false, errZWrongType
+	}
+	n := int(zsetCard(r.Value))
+	whole = want > 0 && (n <= x.s.cfg.MaxBatchKeys || want >= n)
+	if whole {
+		want = n
+	}
+	pre := append(fieldPrefix(z), zMemberTag)
+	from := pre
+	if !whole {
+		from = append(pre[:len(pre):len(pre)], binaryRand()...)
+	}
+	for _, span := range [][2][]byte{{from, prefixEnd(pre)}, {pre, from}} {
+		if len(pool) == want {
+			break
+		}
+		kvs, err := v.Scan(x.ctx, span[0], span[1], want-len(pool))
+		if err != nil {
+			return nil, false, err
+		}
+		for _, kv := range kvs {
+			pool = append(pool, zEntry{member: kv.Key[len(pre):], score: zScoreOf(kv.Value)})
+		}
+	}
+	return pool, whole, nil
+}
+
+// sample is n distinct elements of pool drawn uniformly (all of pool,
+// shuffled, when n is larger), pool itself shuffled in part to get them.
+func sample[T any](pool []T, n int, randN func(int) int) []T {
+	n = min(n, len(pool))
+	for i := range n {
+		j := i + randN(len(pool)-i)
+		pool[i], pool[j] = pool[j], pool[i]
+	}
+	return pool[:n]
 }

@@ -146,7 +146,7 @@ func cmdZRemRange(x *call) {
 			return
 		}
 		pick = func(int) ([]zEntry, error) {
-			start, end, err := x.lexSpan(z, lo, hi)
+			start, end, _, err := x.lexSpan(z, lo, hi, false, 0)
 			if err != nil {
 				return nil, err
 			}

@@ -229,12 +229,12 @@ func outcome(err error, write bool) (mapped error, route bool) {
 }
 
 // retryAfter is when an overloaded node asks to be retried: an admission
-// refusal's hint, else the store's fixed one.
+// refusal's hint, else the one every hintless refusal gets.
 func retryAfter(err error) time.Duration {
 	if d := errorDetail(err); d != nil {
 		return time.Duration(d.GetRetryAfterMs()) * time.Millisecond
 	}
-	return 20 * time.Millisecond
+	return resp.DefaultRetryAfter
 }
 
 // CheckExpiry refuses ops that set or change a TTL before the cluster is
