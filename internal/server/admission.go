@@ -151,13 +151,15 @@ func b2f(b bool) float64 {
 // ms is d in milliseconds, for reports.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// startingErr refuses KV and admin calls until the node is ready: gRPC
-// serves from before the node joins (peers' Raft traffic may come first),
-// but its store does not exist until it has joined. A client that knew the
-// address (a node replaced on a wiped disk, or restarted) tries another
-// node; the refusal says the request did nothing.
+// startingErr refuses every call but peers' Raft traffic until the node is
+// ready: gRPC serves from before the node joins (Raft traffic may come
+// first), but its store does not exist until it has joined, and every
+// other service reaches it (a transaction's Get on a restarted node
+// dereferenced the missing store and killed the process). A client that
+// knew the address (a node replaced on a wiped disk, or restarted) tries
+// another node; the refusal says the request did nothing.
 func (s *Server) startingErr(method string) error {
-	if s.ports.ready.Load() || !strings.HasPrefix(method, "/tidekv.KV/") && !strings.HasPrefix(method, "/tidekv.Admin/") {
+	if s.ports.ready.Load() || strings.HasPrefix(method, "/tidekv.Raft/") {
 		return nil
 	}
 	return withDetail(codes.Unavailable, "node is starting: it serves requests once it has joined the cluster, retry another node",

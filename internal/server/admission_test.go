@@ -303,12 +303,14 @@ func TestRedisOverloadedAtTheCap(t *testing.T) {
 	}
 }
 
-// Until it is ready (joined, its store open), a node refuses KV and admin
-// calls as UNAVAILABLE, saying they did nothing, and still lets peers' Raft
-// traffic through; once ready it refuses none of them.
+// Until it is ready (joined, its store open), a node refuses KV, admin,
+// transaction and geo calls as UNAVAILABLE, saying they did nothing, and
+// still lets peers' Raft traffic through; once ready it refuses none of
+// them.
 func TestStartingNodeRefusesRequests(t *testing.T) {
 	s := &Server{}
-	for _, m := range []string{tidekvpb.KV_Get_FullMethodName, tidekvpb.KV_Batch_FullMethodName, tidekvpb.Admin_LocalStatus_FullMethodName} {
+	for _, m := range []string{tidekvpb.KV_Get_FullMethodName, tidekvpb.KV_Batch_FullMethodName, tidekvpb.Admin_LocalStatus_FullMethodName,
+		tidekvpb.Txn_Get_FullMethodName, tidekvpb.Geo_Commit_FullMethodName} {
 		err := s.startingErr(m)
 		if status.Code(err) != codes.Unavailable || errorDetail(err).GetKind() != tidekvpb.ErrorKind_UNAVAILABLE || !strings.Contains(err.Error(), "node is starting") {
 			t.Errorf("%s while starting: %v", m, err)
