@@ -8931,7 +8931,8 @@ func (x *GeoScanResponse) GetEpoch() uint64 {
 	return 0
 }
 
-// One DC's epoch message to another (the geo package's wire form).
+// One DC's epoch messages to another, each in the geo package's wire form
+// after its length as a uvarint.
 type GeoEpochRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FromNodeId    uint64                 `protobuf:"varint,1,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`

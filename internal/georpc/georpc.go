@@ -3,6 +3,7 @@ package georpc
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log"
@@ -31,6 +32,11 @@ type Config struct {
 	CommitTimeout time.Duration
 	// Protocol holds the epoch protocol's knobs.
 	Protocol geo.Config
+	// Now is the clock the DC reads (nil: time.Now). Tests pace it so
+	// that a DC starved of CPU does not fall behind its epochs (which
+	// leaves its input out, a definite outcome but not the one a test of
+	// something else sets up).
+	Now func() time.Time
 }
 
 // DefaultConfig: off; 10 s to decide; the protocol's defaults.
@@ -179,7 +185,11 @@ func (g *Service) run(ctx context.Context, gws []uint64, stop <-chan struct{}) e
 	if err := g.n.MarkGateway(); err != nil {
 		return err
 	}
-	node, err := geo.NewNode(g.cfg.Protocol, id, len(gws), &sender{n: g.n, gateways: gws, stop: stop}, time.Now)
+	now := g.cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	node, err := geo.NewNode(g.cfg.Protocol, id, len(gws), newSender(g.n, gws, id, stop), now)
 	if err != nil {
 		return err
 	}
@@ -190,14 +200,53 @@ func (g *Service) run(ctx context.Context, gws []uint64, stop <-chan struct{}) e
 	return nil
 }
 
-// sender sends epoch messages to the other gateways.
+// sender sends epoch messages to the other gateways: one queue and one
+// goroutine per peer, which sends everything due to it in one call.
+//
+// A goroutine and a call per message, as it was, has no limit: a gateway
+// sends about four messages an epoch to each peer, and a process short of
+// CPU (TestGeoBankAcrossRegions at a fifth of a CPU, or beside other test
+// binaries) fell behind its own sends, thousands of calls in flight, each
+// timing out and lost, sent again by the DC, and never caught up. Now the
+// calls to a peer are one at a time, and what queues meanwhile goes in the
+// next: the cost per message drops as the backlog grows instead of
+// adding to it.
 type sender struct {
 	n        Node
 	gateways []uint64
 	stop     <-chan struct{}
+	peers    []*peerQueue // by DC id; nil for this node's own DC
 }
 
-// Send delays each message by the emulated WAN latency, like Raft and
+// peerQueue holds one peer's encoded messages until they are due.
+type peerQueue struct {
+	mu   sync.Mutex
+	q    []queued
+	wake chan struct{}
+}
+
+type queued struct {
+	due  time.Time
+	body []byte
+}
+
+// maxBatch bounds the bytes of one call (gRPC refuses messages over 4 MiB);
+// what is left goes in the next.
+const maxBatch = 1 << 20
+
+// newSender starts one goroutine per peer (until stop closes).
+func newSender(n Node, gateways []uint64, self int, stop <-chan struct{}) *sender {
+	t := &sender{n: n, gateways: gateways, stop: stop, peers: make([]*peerQueue, len(gateways))}
+	for to := range gateways {
+		if to != self {
+			t.peers[to] = &peerQueue{wake: make(chan struct{}, 1)}
+			go t.run(to)
+		}
+	}
+	return t
+}
+
+// Send queues m for peer to after the emulated WAN latency, like Raft and
 // closed-timestamp traffic, so the protocol sees the round trips the
 // benchmarks set; a lost message is sent again by the DC.
 func (t *sender) Send(to int, m *geo.Message) {
@@ -210,22 +259,91 @@ func (t *sender) Send(to int, m *geo.Message) {
 		log.Printf("geo: %v", err)
 		return
 	}
-	go func() {
-		if d := t.n.Delay(peer); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-t.stop:
-				return
-			}
+	q := t.peers[to]
+	q.mu.Lock()
+	q.q = append(q.q, queued{due: time.Now().Add(t.n.Delay(peer)), body: body})
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run sends peer to's messages as they fall due, in batches.
+func (t *sender) run(to int) {
+	q := t.peers[to]
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		batch, wait := q.take(time.Now())
+		if batch != nil {
+			t.call(to, batch)
+			continue
 		}
-		addr, ok := t.n.Addr(peer)
-		if !ok {
+		var fire <-chan time.Time
+		if wait > 0 {
+			timer.Reset(wait)
+			fire = timer.C
+		}
+		select {
+		case <-t.stop:
 			return
+		case <-q.wake:
+		case <-fire:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, _ = tidekvpb.NewGeoClient(t.n.Conn(addr)).Epoch(ctx, &tidekvpb.GeoEpochRequest{FromNodeId: t.n.ID(), Body: body})
-	}()
+	}
+}
+
+// take returns the messages due by now, in the order sent, framed as one
+// request body (at most maxBatch bytes unless one message is larger), or
+// nil and how long until the first is due (0: none is queued).
+func (q *peerQueue) take(now time.Time) ([]byte, time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var batch []byte
+	i := 0
+	for ; i < len(q.q) && !q.q[i].due.After(now); i++ {
+		if batch != nil && len(batch)+len(q.q[i].body) > maxBatch {
+			break
+		}
+		batch = binary.AppendUvarint(batch, uint64(len(q.q[i].body)))
+		batch = append(batch, q.q[i].body...)
+	}
+	q.q = slices.Delete(q.q, 0, i)
+	if batch == nil && len(q.q) > 0 {
+		return nil, q.q[0].due.Sub(now)
+	}
+	return batch, 0
+}
+
+// call sends one batch; a batch lost is sent again message by message by
+// the DC (it retransmits what the peer does not acknowledge).
+func (t *sender) call(to int, batch []byte) {
+	addr, ok := t.n.Addr(t.gateways[to])
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = tidekvpb.NewGeoClient(t.n.Conn(addr)).Epoch(ctx, &tidekvpb.GeoEpochRequest{FromNodeId: t.n.ID(), Body: batch})
+}
+
+// unframe splits a request body into its messages.
+func unframe(body []byte) ([]*geo.Message, error) {
+	var out []*geo.Message
+	for len(body) > 0 {
+		n, k := binary.Uvarint(body)
+		if k <= 0 || n > uint64(len(body)-k) {
+			return nil, errors.New("geo: malformed batch of epoch messages")
+		}
+		m, err := geo.DecodeMessage(body[k : k+int(n)])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+		body = body[k+int(n):]
+	}
+	return out, nil
 }
 
 // gateway checks the node serves keySpace as a gateway.
@@ -320,10 +438,12 @@ func (g *Service) Epoch(ctx context.Context, req *tidekvpb.GeoEpochRequest) (*ti
 	if node == nil {
 		return nil, status.Error(codes.Unavailable, "this node runs no geo data centre")
 	}
-	m, err := geo.DecodeMessage(req.GetBody())
+	ms, err := unframe(req.GetBody())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	node.Receive(m)
+	for _, m := range ms {
+		node.Receive(m)
+	}
 	return &tidekvpb.GeoEpochResponse{}, nil
 }
