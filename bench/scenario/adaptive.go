@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -215,8 +216,19 @@ func adaptiveReport(out io.Writer, opts Options, p adaptiveParams, configs []ada
 	if err := writeFigure(opts, out, "adaptive", "failures", adaptiveChart(configs, results)); err != nil {
 		return false, err
 	}
-	fmt.Fprintf(out, "Reaction: %d reads/s on a fresh RF1 range: %.1f%% failed over %v, a learner serving after %s, %d learners at the end.\n\n",
-		p.reactRate, react.step.failedShare(), p.reactFor, adaptiveAfter(react.servingAfter), react.learners)
+	var serving, perSecond []string
+	for _, at := range react.serving {
+		serving = append(serving, adaptiveAfter(at))
+	}
+	if len(serving) == 0 {
+		serving = []string{adaptiveAfter(-1)}
+	}
+	for i, n := range react.step.secSent {
+		perSecond = append(perSecond, fmt.Sprintf("%.1f", share(float64(react.step.secFailed[i]), float64(n))))
+	}
+	fmt.Fprintf(out, "Reaction: %d reads/s on a fresh RF1 range: %.1f%% failed over %v, learners serving after %s, %d learners at the end. "+
+		"Failed %% of sent, second by second: %s.\n\n",
+		p.reactRate, react.step.failedShare(), p.reactFor, strings.Join(serving, ", "), react.learners, strings.Join(perSecond, " "))
 	if err := writeFigure(opts, out, "adaptive", "reaction", adaptiveReactionChart(react)); err != nil {
 		return false, err
 	}

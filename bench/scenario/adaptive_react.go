@@ -14,10 +14,20 @@ import (
 // learners that serve once a load step hits it.
 type adaptiveReaction struct {
 	step adaptiveStep
-	// servingAfter is when, from the step's start, a node holding no
-	// voter first served reads (a learner serving); negative if none did.
-	servingAfter time.Duration
-	learners     int // adaptive learners at the end
+	// serving is when, from the step's start, each adaptive learner first
+	// served reads, earliest first (empty if none did): the target asks
+	// for the learners serving, so the last of them is the one judged.
+	serving  []time.Duration
+	learners int // adaptive learners at the end
+}
+
+// servingAfter is when the last of the learners that served during the
+// step began to, or -1 if none did.
+func (r adaptiveReaction) servingAfter() time.Duration {
+	if len(r.serving) == 0 {
+		return -1
+	}
+	return r.serving[len(r.serving)-1]
 }
 
 // adaptiveReact starts a fresh RF1 + adaptive cluster read through the Go
@@ -44,26 +54,28 @@ func adaptiveReact(ctx context.Context, p adaptiveParams, dir string, seed uint6
 	var r adaptiveReaction
 	start := time.Now()
 	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan time.Duration, 1)
+	watched := make(chan []time.Duration, 1)
 	go func() { watched <- adaptiveWatchLearners(wctx, cl, admin, start) }()
 	zipf := plNewZipf(len(keys), 1.0)
 	r.step = adaptiveLoad(ctx, read, keys, zipf, rand.New(rand.NewPCG(seed, 7)), p.reactRate, p.reactFor, p)
 	stopWatch()
-	r.servingAfter = <-watched
+	r.serving = <-watched
 	r.learners = adaptiveLearners(ctx, admin)
-	plLogf(progress, "%s at %d/s: %.1f%% failed, a learner serving after %v, %d learners at the end, failed per second %v of %v",
-		c.name, p.reactRate, r.step.failedShare(), r.servingAfter, r.learners, r.step.secFailed, r.step.secSent)
+	plLogf(progress, "%s at %d/s: %.1f%% failed, learners serving after %v, %d learners at the end, failed per second %v of %v",
+		c.name, p.reactRate, r.step.failedShare(), r.serving, r.learners, r.step.secFailed, r.step.secSent)
 	return r, nil
 }
 
 // adaptiveWatchLearners polls the range directory and the nodes' served
-// reads every 100 ms until ctx ends and returns when, from start, an
-// adaptive learner first served reads: a node holding an adaptive replica
-// and no voter whose served count rose after the learner appeared (a
-// replica move's learner, or a voter elsewhere, does not count). It
-// returns -1 if none did.
-func adaptiveWatchLearners(ctx context.Context, cl *plInProc, admin *client.Client, start time.Time) time.Duration {
+// reads every 100 ms until ctx ends and returns when, from start, each
+// adaptive learner first served reads, earliest first: a node holding an
+// adaptive replica and no voter whose served count rose after the learner
+// appeared (a replica move's learner, or a voter elsewhere, does not
+// count).
+func adaptiveWatchLearners(ctx context.Context, cl *plInProc, admin *client.Client, start time.Time) []time.Duration {
 	seen := map[uint64]float64{} // learner node -> served count when first seen
+	served := map[uint64]bool{}
+	var serving []time.Duration
 	for ctx.Err() == nil {
 		resp, err := plRanges(ctx, admin)
 		if err == nil {
@@ -80,6 +92,9 @@ func adaptiveWatchLearners(ctx context.Context, cl *plInProc, admin *client.Clie
 			counts := adaptiveCounters(ctx, cl)
 			for i, n := range cl.nodes {
 				id := n.NodeID()
+				if served[id] {
+					continue
+				}
 				if !learner[id] || voter[id] {
 					delete(seen, id)
 					continue
@@ -87,19 +102,21 @@ func adaptiveWatchLearners(ctx context.Context, cl *plInProc, admin *client.Clie
 				if base, ok := seen[id]; !ok {
 					seen[id] = counts[i][0]
 				} else if counts[i][0] > base {
-					return time.Since(start)
+					served[id] = true
+					serving = append(serving, time.Since(start))
 				}
 			}
 		}
 		plSleep(ctx, 100*time.Millisecond)
 	}
-	return -1
+	return serving
 }
 
 // adaptiveVerdict judges the restated targets (docs/benchmarks/adaptive.md):
 // (a) in steady state RF1 + adaptive through the client fails at most
 // max(2 × RF3 round robin, RF3 round robin + 0.5 points) at every rate;
-// (b) from a load step on a fresh RF1 range, a learner serves within 5 s;
+// (b) from a load step on a fresh RF1 range, every learner that serves
+// during the step does so within 5 s of it (and at least one does);
 // (c) RF3 through the client fails no more than RF3 round robin (the
 // same 0.5-point allowance as (a) for a run's noise, said in the verdict).
 func adaptiveVerdict(results map[string][]adaptiveStep, react adaptiveReaction) (lines []string, met bool) {
@@ -117,8 +134,9 @@ func adaptiveVerdict(results map[string][]adaptiveStep, react adaptiveReaction) 
 		judge(ad[i].failedShare() <= bound, "(a) at %d reads/s: RF1 + adaptive via the client %.1f%% failed, bound %.1f%% (RF3 round robin %.1f%%)",
 			ad[i].rate, ad[i].failedShare(), bound, rr3[i].failedShare())
 	}
-	judge(react.servingAfter >= 0 && react.servingAfter <= 5*time.Second, "(b) from a step to %d reads/s on a fresh RF1 range: a learner serving after %s (within 5 s)",
-		react.step.rate, adaptiveAfter(react.servingAfter))
+	last := react.servingAfter()
+	judge(last >= 0 && last <= 5*time.Second, "(b) from a step to %d reads/s on a fresh RF1 range: %d learners serving, the last after %s (within 5 s)",
+		react.step.rate, len(react.serving), adaptiveAfter(last))
 	for i := range min(len(c3), len(rr3)) {
 		judge(c3[i].failedShare() <= rr3[i].failedShare()+0.5, "(c) at %d reads/s: RF3 via the client %.1f%% failed, RF3 round robin %.1f%% (+0.5 points allowed)",
 			c3[i].rate, c3[i].failedShare(), rr3[i].failedShare())

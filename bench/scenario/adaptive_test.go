@@ -21,7 +21,7 @@ func TestAdaptiveVerdict(t *testing.T) {
 		adaptiveRF3RoundRobin:     {adaptiveTestStep(1000, 0), adaptiveTestStep(4000, 30)},
 		adaptiveRF3Client:         {adaptiveTestStep(1000, 5), adaptiveTestStep(4000, 20)},
 	}
-	fast := adaptiveReaction{step: adaptiveTestStep(4000, 100), servingAfter: 3 * time.Second}
+	fast := adaptiveReaction{step: adaptiveTestStep(4000, 100), serving: []time.Duration{2 * time.Second, 3 * time.Second}}
 	for _, tc := range []struct {
 		name    string
 		mutate  func(map[string][]adaptiveStep, *adaptiveReaction)
@@ -37,8 +37,10 @@ func TestAdaptiveVerdict(t *testing.T) {
 		{"adaptive above the floor", func(r map[string][]adaptiveStep, _ *adaptiveReaction) {
 			r[adaptiveRF1AdaptiveClient][0] = adaptiveTestStep(1000, 6)
 		}, false, "(a) at 1000"},
-		{"no learner serves", func(_ map[string][]adaptiveStep, a *adaptiveReaction) { a.servingAfter = -1 }, false, "(b)"},
-		{"learner serves late", func(_ map[string][]adaptiveStep, a *adaptiveReaction) { a.servingAfter = 5100 * time.Millisecond }, false, "(b)"},
+		{"no learner serves", func(_ map[string][]adaptiveStep, a *adaptiveReaction) { a.serving = nil }, false, "(b)"},
+		{"second learner serves late", func(_ map[string][]adaptiveStep, a *adaptiveReaction) {
+			a.serving = []time.Duration{2 * time.Second, 5100 * time.Millisecond}
+		}, false, "(b)"},
 		{"client worse than round robin", func(r map[string][]adaptiveStep, _ *adaptiveReaction) {
 			r[adaptiveRF3Client][1] = adaptiveTestStep(4000, 36)
 		}, false, "(c) at 4000"},

@@ -204,7 +204,7 @@ func adaptiveChart(configs []adaptiveConfig, results map[string][]adaptiveStep) 
 }
 
 // adaptiveReactionChart draws the reaction run's failed share per second,
-// with the moment a learner started serving marked.
+// with the moment each learner started serving marked.
 func adaptiveReactionChart(r adaptiveReaction) plot.Chart {
 	failed := plot.Series{Name: "RF1 + adaptive, client"}
 	for i, n := range r.step.secSent {
@@ -212,8 +212,8 @@ func adaptiveReactionChart(r adaptiveReaction) plot.Chart {
 	}
 	c := plot.Chart{Title: fmt.Sprintf("adaptive: a step to %d reads/s on a fresh RF1 range, failed reads per second", r.step.rate),
 		XLabel: "seconds since the step", Panels: []plot.Panel{{YLabel: "failed % of sent", Series: []plot.Series{failed}}}}
-	if r.servingAfter >= 0 {
-		c.Marks = []plot.Mark{{X: r.servingAfter.Seconds(), Label: "a learner serves"}}
+	for i, at := range r.serving {
+		c.Marks = append(c.Marks, plot.Mark{X: at.Seconds(), Label: fmt.Sprintf("learner %d serves", i+1)})
 	}
 	return c
 }
