@@ -1,15 +1,12 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"math/rand"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/tidekv/tidekv/client"
 )
 
 // transferScript moves ARGV[1] from KEYS[1] to KEYS[2] by reading both
@@ -60,19 +57,7 @@ func TestRedisScriptTransfersKeepTheTotal(t *testing.T) {
 		return true
 	})
 	const minTransfers = 20
-	scans := 0
-	var failed error
-	start := time.Now()
-	for ; failed == nil && time.Since(start) < 30*time.Second && (time.Since(start) < 2*time.Second || committed.Load() < minTransfers); scans++ {
-		total, at, err := bankTotal(ctx, c)
-		switch {
-		case errors.Is(err, client.ErrTxnRetry):
-		case err != nil:
-			failed = err
-		case total != want:
-			failed = fmt.Errorf("snapshot scan at %s: total %d, want %d", at, total, want)
-		}
-	}
+	scans, failed := scanTotals(ctx, c, want, func() bool { return committed.Load() >= minTransfers })
 	close(stop)
 	wg.Wait()
 	if failed != nil {

@@ -118,20 +118,9 @@ func TestRedisTransfersKeepTheTotal(t *testing.T) {
 		return true
 	})
 	const minTransfers = 10 // of each kind
-	scans := 0
-	var failed error
-	start := time.Now()
-	for ; failed == nil && time.Since(start) < 30*time.Second && (time.Since(start) < 2*time.Second ||
-		committed[0].Load() < minTransfers || committed[1].Load() < minTransfers); scans++ {
-		total, at, err := bankTotal(ctx, c)
-		switch {
-		case errors.Is(err, client.ErrTxnRetry):
-		case err != nil:
-			failed = err
-		case total != want:
-			failed = fmt.Errorf("snapshot scan at %s: total %d, want %d", at, total, want)
-		}
-	}
+	scans, failed := scanTotals(ctx, c, want, func() bool {
+		return committed[0].Load() >= minTransfers && committed[1].Load() >= minTransfers
+	})
 	// The workers stop before the clients close.
 	close(stop)
 	wg.Wait()

@@ -131,6 +131,25 @@ func bankTotal(ctx context.Context, c *client.Client) (int, hlc.Timestamp, error
 	return total, at, err
 }
 
+// scanTotals checks the accounts' total in snapshot scans, one after
+// another while transfers run, for at least 2 s and until enough (at most
+// 30 s); it returns the number of scans and the first scan that failed or
+// saw another total. A scan told to retry counts as neither.
+func scanTotals(ctx context.Context, c *client.Client, want int, enough func() bool) (scans int, failed error) {
+	start := time.Now()
+	for ; failed == nil && time.Since(start) < 30*time.Second && (time.Since(start) < 2*time.Second || !enough()); scans++ {
+		total, at, err := bankTotal(ctx, c)
+		switch {
+		case errors.Is(err, client.ErrTxnRetry):
+		case err != nil:
+			failed = err
+		case total != want:
+			failed = fmt.Errorf("snapshot scan at %s: total %d, want %d", at, total, want)
+		}
+	}
+	return scans, failed
+}
+
 // sumAccounts sums the balances among kvs, stepping over the transfer
 // markers TestBankUnderFaults keeps beside the accounts (isMarker).
 func sumAccounts(kvs []client.KeyValue) (total, n int) {
