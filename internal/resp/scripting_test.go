@@ -275,3 +275,26 @@ func TestLuaStatePoolCarriesNothing(t *testing.T) {
 		t.Fatalf("%d idle Lua states after a script grew its stack, want 0", n)
 	}
 }
+
+// INFO counts the cached scripts and their bytes (the stock suite's SCRIPT
+// FLUSH test reads number_of_cached_scripts).
+func TestInfoCachedScripts(t *testing.T) {
+	_, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	for i := range 3 {
+		must(rc.ScriptLoad(ctx, "return "+strconv.Itoa(i)).Result())
+	}
+	info := must(rc.Info(ctx, "memory").Result())
+	for _, want := range []string{"number_of_cached_scripts:3\r\n", "used_memory_scripts:"} {
+		if !strings.Contains(info, want) {
+			t.Fatalf("INFO has no %q:\n%s", want, info)
+		}
+	}
+	must(rc.ScriptFlush(ctx).Result())
+	info = must(rc.Info(ctx).Result())
+	for _, want := range []string{"number_of_cached_scripts:0\r\n", "used_memory_scripts:0\r\n", "migrate_cached_sockets:0\r\n"} {
+		if !strings.Contains(info, want) {
+			t.Fatalf("INFO has no %q:\n%s", want, info)
+		}
+	}
+}
