@@ -61,11 +61,17 @@ func (t *tunableValues) get(name string, def int64) int64 {
 // configValues are the parameters CONFIG GET answers, aliases included,
 // with their values.
 func (x *call) configValues() map[string]string {
+	scriptLimit := strconv.FormatInt(x.s.cfg.ScriptTimeLimit.Milliseconds(), 10)
 	vals := map[string]string{
 		"save": "", "appendonly": "no", "databases": "1",
 		"maxmemory": "0", "maxmemory-policy": "noeviction", "timeout": "0",
 		"maxclients": strconv.Itoa(x.s.cfg.MaxConns), "proto-max-bulk-len": strconv.Itoa(x.s.cfg.MaxBulkLen),
 		"cluster-enabled": "no", "notify-keyspace-events": "",
+		// Past Redis's busy threshold a script is still running and
+		// other clients get BUSY; past ScriptTimeLimit TideKV's is
+		// stopped, and no client ever waited for it (docs/redis.md,
+		// "Scripting"). Either is where a script stops being ordinary.
+		"lua-time-limit": scriptLimit, "busy-reply-threshold": scriptLimit,
 	}
 	for _, t := range tunables {
 		v := strconv.FormatInt(x.s.tunables.get(t.name, t.def), 10)

@@ -298,3 +298,21 @@ func TestInfoCachedScripts(t *testing.T) {
 		}
 	}
 }
+
+// lua-time-limit and busy-reply-threshold are ScriptTimeLimit, fixed: a
+// script past it is stopped, and no client is ever answered BUSY (none
+// waits for a script).
+func TestConfigScriptTimeLimit(t *testing.T) {
+	s, _ := start(t, newFakeKV(), nil, nil)
+	eqReplies(t, pipeline(t, s,
+		[]string{"CONFIG", "GET", "lua-time-limit"},
+		[]string{"CONFIG", "GET", "busy-reply-threshold"},
+		[]string{"CONFIG", "SET", "lua-time-limit", "4000"},
+		[]string{"CONFIG", "SET", "lua-time-limit", "10"},
+	), []string{
+		"*[$lua-time-limit $4000]",
+		"*[$busy-reply-threshold $4000]",
+		"+OK",
+		"-ERR CONFIG SET failed (possibly related to argument 'lua-time-limit') - TideKV does not change it (it is '4000')",
+	})
+}
