@@ -30,7 +30,7 @@ import (
 // collectgarbage: a runtime.GC a call; no io, os, debug, package,
 // coroutine (a coroutine's instructions would not be counted: scriptRun),
 // channel), and with Redis's redis table, KEYS, ARGV, and its cjson and
-// bit libraries (lualibs.go).
+// bit libraries (lualibs.go) and cmsgpack (luamsgpack.go).
 
 // luaSource is a script's chunk name: errors say "user_script:3: ...",
 // and the reply "on @user_script:3.", as Redis's.
@@ -211,7 +211,8 @@ func newScriptEnv() *scriptEnv {
 	cjson, e.cjson = openCJSON(L)
 	g.RawSetString("cjson", cjson)
 	g.RawSetString("bit", openBit(L))
-	for _, lib := range []string{"string", "math", "table", "cjson", "bit"} {
+	g.RawSetString("cmsgpack", openCMsgpack(L))
+	for _, lib := range []string{"string", "math", "table", "cjson", "bit", "cmsgpack"} {
 		g.RawSetString(lib, seal(g.RawGetString(lib), hidden))
 	}
 	g.RawSetString("redis", seal(e.redisTable(), hidden))

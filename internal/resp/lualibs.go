@@ -12,8 +12,8 @@ import (
 
 // Two of the libraries Redis adds to its scripts' Lua: cjson (lua-cjson
 // 2.1: encode, decode, null and the settings scripts use) and bit
-// (LuaBitOp: 32-bit integer operations). cmsgpack and struct are not
-// provided.
+// (LuaBitOp: 32-bit integer operations); luamsgpack.go has cmsgpack.
+// struct is not provided.
 
 // cjsonLib is a Lua state's cjson, with the settings of the script
 // running in it.
