@@ -3,6 +3,7 @@ package resp
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -171,6 +172,21 @@ func commandGetKeys(x *call) {
 		x.c.WriteError("ERR Invalid number of arguments specified for command")
 		return
 	}
+	if at, ok := numKeysAt[name]; ok {
+		keys, ok := numKeys(line, at)
+		switch {
+		case ok || evalNames[name]:
+			// A script may name no key (Redis's NO_MANDATORY_KEYS):
+			// a wrong count is no keys rather than an error.
+			x.c.WriteArray(len(keys))
+			for _, k := range keys {
+				x.c.WriteBulk(k)
+			}
+		default:
+			x.c.WriteError("ERR Invalid arguments specified for command")
+		}
+		return
+	}
 	p := positions(name)
 	if p.first == 0 {
 		x.c.WriteError("ERR The command has no key arguments")
@@ -193,6 +209,31 @@ func commandGetKeys(x *call) {
 	for _, k := range keys {
 		x.c.WriteBulk(k)
 	}
+}
+
+// numKeysAt are the commands whose keys a numkeys argument counts, with
+// its position; the STORE forms' destination key comes first.
+var numKeysAt = map[string]int{
+	"eval": 2, "evalsha": 2, "eval_ro": 2, "evalsha_ro": 2,
+	"zunion": 1, "zinter": 1, "zdiff": 1, "zintercard": 1, "sintercard": 1, "lmpop": 1, "zmpop": 1,
+	"blmpop": 2, "bzmpop": 2, "zunionstore": 2, "zinterstore": 2, "zdiffstore": 2,
+}
+
+var evalNames = map[string]bool{"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true}
+
+// numKeys are the keys counted by the numkeys argument at index at of
+// line, after the destination key of the STORE forms, or false if the
+// count is not a positive number of the arguments there are.
+func numKeys(line [][]byte, at int) ([][]byte, bool) {
+	n, err := strconv.Atoi(string(line[at]))
+	if err != nil || n < 1 || n > len(line)-at-1 {
+		return nil, false
+	}
+	keys := line[at+1 : at+1+n]
+	if strings.HasSuffix(strings.ToLower(string(line[0])), "store") {
+		keys = append([][]byte{line[1]}, keys...)
+	}
+	return keys, true
 }
 
 // sortStoreKey is SORT's STORE key as Redis's sortGetKeys finds it: the

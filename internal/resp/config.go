@@ -12,8 +12,9 @@ import (
 //
 //   - Redis's encoding thresholds (hash-max-listpack-entries and the
 //     others in tunables), which choose how Redis lays a small collection
-//     out in memory and never change a reply. TideKV has one layout per
-//     type, so these are accepted, validated as Redis validates them, and
+//     out in memory and never change a reply, and its busy threshold for
+//     scripts. TideKV has one layout per type and no busy state, so these
+//     are accepted, validated as Redis validates them, and
 //     reported back by CONFIG GET, and change nothing. Test harnesses and
 //     tools set them to reach one of Redis's encodings. They are the
 //     node's (not the cluster's) and forgotten at a restart.
@@ -41,6 +42,9 @@ var tunables = []tunable{
 	{"set-max-intset-entries", "", 512, 0, math.MaxInt64, false},
 	{"list-max-listpack-size", "list-max-ziplist-size", -2, math.MinInt32, math.MaxInt32, false},
 	{"list-compress-depth", "", 0, 0, math.MaxInt32, false},
+	// Past it Redis answers other clients BUSY while a script runs;
+	// TideKV's scripts block no other client (docs/redis.md, "No BUSY").
+	{"busy-reply-threshold", "lua-time-limit", 5000, 0, math.MaxInt64, false},
 }
 
 // tunableValues holds what CONFIG SET gave the tunables, by name.

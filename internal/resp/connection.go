@@ -56,10 +56,17 @@ func cmdInfo(x *call) {
 		port = a.Port
 	}
 	up := time.Since(x.s.start)
+	scripts, scriptBytes := x.s.scripts.stats()
+	// Memory has the script cache only (scriptcache.go: sources and an
+	// estimate of their compiled form), and no functions; TideKV keeps
+	// no MIGRATE connections.
 	info := fmt.Sprintf("# Server\r\nredis_version:7.0.0-tidekv\r\nredis_mode:standalone\r\n"+
 		"tcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n\r\n"+
-		"# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n\r\n# Keyspace\r\n",
-		port, int64(up.Seconds()), int64(up.Hours()/24), x.s.conns.Load(), x.s.blocked.count())
+		"# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n\r\n"+
+		"# Memory\r\nused_memory_scripts_eval:%d\r\nnumber_of_cached_scripts:%d\r\nnumber_of_functions:0\r\n"+
+		"number_of_libraries:0\r\nused_memory_scripts:%[6]d\r\n\r\n"+
+		"# Stats\r\nmigrate_cached_sockets:0\r\n\r\n# Keyspace\r\n",
+		port, int64(up.Seconds()), int64(up.Hours()/24), x.s.conns.Load(), x.s.blocked.count(), scriptBytes, scripts)
 	x.writeVerbatim(info)
 }
 

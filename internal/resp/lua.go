@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -19,16 +20,17 @@ import (
 // the sandbox a script runs in, its redis.* functions, and the
 // conversions between Lua values and replies, as Redis 7.0 makes them.
 //
-// Each attempt of a script runs in a Lua state of its own, made for it and
-// closed after it: nothing a script does to its globals or libraries can
-// reach another script, or the same script's next attempt. The state has
+// Each attempt of a script runs in a Lua state taken from a pool and
+// cleared when put back (scriptEnv): nothing a script does to its globals
+// or libraries can reach another script, or the same script's next
+// attempt. The state has
 // Lua's base, table, string and math libraries, without what reaches
 // outside the state or the time limit (dofile, load, loadfile,
 // loadstring, require, module, print, getfenv, setfenv, newproxy,
 // collectgarbage: a runtime.GC a call; no io, os, debug, package,
 // coroutine (a coroutine's instructions would not be counted: scriptRun),
 // channel), and with Redis's redis table, KEYS, ARGV, and its cjson and
-// bit libraries (lualibs.go).
+// bit libraries (lualibs.go) and cmsgpack (luamsgpack.go).
 
 // luaSource is a script's chunk name: errors say "user_script:3: ...",
 // and the reply "on @user_script:3.", as Redis's.
@@ -105,8 +107,14 @@ func (s *script) shebang(body []byte) ([]byte, string) {
 	return body[end:], ""
 }
 
-// scriptEnv is one attempt of a script: its Lua state and what its
-// redis.call runs against.
+// scriptEnv is a Lua state for scripts and, while one runs in it, that
+// attempt: what its redis.call runs against. States are pooled
+// (Server.luaStates): making one costs about 800 allocations, a sixth of a
+// short EVALSHA. A state carries nothing from one script to the next:
+// what a script could change is sealed (globals, libraries, the string
+// metatable, the metatables of other types), begin makes new KEYS and
+// ARGV and resets what is per script (math.random's seed, cjson's
+// settings, redis.setresp), and end clears the attempt.
 type scriptEnv struct {
 	x        *call // the EVAL
 	view     *txView
@@ -117,17 +125,42 @@ type scriptEnv struct {
 	resp int
 	// errLine is the line a Lua error was raised at (errorHandler).
 	errLine int
-	L       *lua.LState
-	// env is the script's (sealed) globals; sealed the tables it may not
-	// change.
-	env    *lua.LTable
-	sealed map[*lua.LTable]bool
+
+	L *lua.LState
+	// globals is the state's real global table; env the script's
+	// (sealed) view of it; sealed the tables a script may not change.
+	globals, env *lua.LTable
+	sealed       map[*lua.LTable]bool
+	onError      *lua.LFunction // errorHandler
+	rng          *rand.PCG      // math.random's
+	cjson        *cjsonLib
 }
 
-// newState makes the attempt's Lua state (see above).
-func (e *scriptEnv) newState(keys, argv [][]byte) *lua.LState {
-	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 200, RegistrySize: 1024, RegistryMaxSize: 1 << 20, MinimizeStackMemory: true})
-	e.L = L
+// begin readies the state for one attempt of sc.
+func (e *scriptEnv) begin(x *call, view *txView, run *scriptRun, sc *script, keys, argv [][]byte, readOnly bool) {
+	e.x, e.view, e.run, e.sc, e.readOnly, e.resp, e.errLine = x, view, run, sc, readOnly, 2, 0
+	e.globals.RawSetString("KEYS", stringsTable(e.L, keys))
+	e.globals.RawSetString("ARGV", stringsTable(e.L, argv))
+	e.rng.Seed(rand.Uint64(), rand.Uint64())
+	e.cjson.reset()
+	e.L.SetContext(run)
+}
+
+// end forgets the attempt, so that a pooled state holds none of its
+// values (its stack, KEYS and ARGV) or its command.
+func (e *scriptEnv) end() {
+	e.L.SetTop(0)
+	e.L.RemoveContext()
+	e.globals.RawSetString("KEYS", lua.LNil)
+	e.globals.RawSetString("ARGV", lua.LNil)
+	e.x, e.view, e.run, e.sc = nil, nil, nil, nil
+}
+
+// newScriptEnv makes a Lua state for scripts (see above and the top of
+// this file).
+func newScriptEnv() *scriptEnv {
+	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 200, RegistrySize: luaStackSize, RegistryMaxSize: 1 << 20, MinimizeStackMemory: true})
+	e := &scriptEnv{L: L, globals: L.G.Global, sealed: map[*lua.LTable]bool{}}
 	for _, lib := range []struct {
 		name string
 		open lua.LGFunction
@@ -136,32 +169,29 @@ func (e *scriptEnv) newState(keys, argv [][]byte) *lua.LState {
 		L.Push(lua.LString(lib.name))
 		L.Call(1, 0)
 	}
-	g := L.G.Global
+	g := e.globals
 	for _, name := range []string{"dofile", "load", "loadfile", "loadstring", "print", "_printregs", "getfenv", "setfenv",
 		"module", "require", "newproxy", "collectgarbage", "_GOPHER_LUA_VERSION"} {
 		g.RawSetString(name, lua.LNil)
 	}
 	g.RawSetString("error", L.NewFunction(luaErrorFn))
 	g.RawSetString("pcall", L.NewFunction(luaPCall))
-	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
-		str.RawSetString("rep", L.NewFunction(e.stringRep))
-	}
+	e.onError = L.NewFunction(e.errorHandler)
+	str, tab := g.RawGetString("string").(*lua.LTable), g.RawGetString("table").(*lua.LTable)
+	str.RawSetString("rep", L.NewFunction(e.stringRep))
 	e.randomLib(L, g.RawGetString("math").(*lua.LTable))
-	g.RawSetString("KEYS", stringsTable(L, keys))
-	g.RawSetString("ARGV", stringsTable(L, argv))
 	// Redis's globals and libraries are read-only, and reading a global
 	// that is not there is an error, not nil (a misspelt local is
 	// caught). The script sees them through sealed proxies: its
 	// environment and each library are empty tables whose reads go to
-	// the real one and whose writes fail, as do setmetatable and rawset
-	// on them.
+	// the real one and whose writes fail, as do setmetatable, rawset and
+	// table.insert on them.
 	mt := L.NewTable()
 	mt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
 		L.RaiseError("Script attempted to access nonexistent global variable '%s'", L.ToString(2))
 		return 0
 	}))
 	L.SetMetatable(g, mt)
-	e.sealed = map[*lua.LTable]bool{}
 	deny := L.NewFunction(func(L *lua.LState) int {
 		L.RaiseError("Attempt to modify a readonly table")
 		return 0
@@ -177,16 +207,43 @@ func (e *scriptEnv) newState(keys, argv [][]byte) *lua.LState {
 	}
 	// what getmetatable of a sealed table gives: sealed too
 	hidden := seal(lua.LNil, lua.LNil)
-	g.RawSetString("cjson", openCJSON(L))
+	var cjson *lua.LTable
+	cjson, e.cjson = openCJSON(L)
+	g.RawSetString("cjson", cjson)
 	g.RawSetString("bit", openBit(L))
-	for _, lib := range []string{"string", "math", "table", "cjson", "bit"} {
+	g.RawSetString("cmsgpack", openCMsgpack(L))
+	for _, lib := range []string{"string", "math", "table", "cjson", "bit", "cmsgpack"} {
 		g.RawSetString(lib, seal(g.RawGetString(lib), hidden))
 	}
 	g.RawSetString("redis", seal(e.redisTable(), hidden))
-	for _, name := range []string{"setmetatable", "rawset"} {
+	// Strings share one metatable, whose __index is the real string
+	// library: getmetatable("") gives a sealed view of it instead, whose
+	// __index is the sealed library.
+	strView := L.NewTable()
+	strView.RawSetString("__index", g.RawGetString("string"))
+	L.GetMetatable(lua.LString("")).(*lua.LTable).RawSetString("__metatable", seal(strView, hidden))
+	// setmetatable takes tables only, as Lua 5.1's: gopher-lua's would
+	// set the metatable every string, number or boolean shares, or
+	// cjson.null's.
+	guard := func(name string, tableArg bool) {
 		orig := g.RawGetString(name).(*lua.LFunction).GFunction
 		g.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+			if tableArg {
+				L.CheckTable(1)
+			}
 			if t, ok := L.Get(1).(*lua.LTable); ok && e.sealed[t] {
+				L.RaiseError("Attempt to modify a readonly table")
+			}
+			return orig(L)
+		}))
+	}
+	guard("setmetatable", true)
+	guard("rawset", false)
+	// table.insert and table.remove write without metamethods.
+	for _, name := range []string{"insert", "remove"} {
+		orig := tab.RawGetString(name).(*lua.LFunction).GFunction
+		tab.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+			if e.sealed[L.CheckTable(1)] {
 				L.RaiseError("Attempt to modify a readonly table")
 			}
 			return orig(L)
@@ -194,15 +251,16 @@ func (e *scriptEnv) newState(keys, argv [][]byte) *lua.LState {
 	}
 	e.env = seal(g, hidden)
 	g.RawSetString("_G", e.env)
-	return L
+	return e
 }
 
-// randomLib gives the script's math.random a generator of its own, drawn
-// at random as Redis 7's is, which math.randomseed seeds (the same seed,
-// the same numbers; gopher-lua's uses the process's generator, whose Seed
-// does nothing).
+// randomLib gives the scripts' math.random a generator of the state's
+// own, which begin seeds at random for each script as Redis 7's is, and
+// math.randomseed seeds (the same seed, the same numbers; gopher-lua's
+// uses the process's generator, whose Seed does nothing).
 func (e *scriptEnv) randomLib(L *lua.LState, m *lua.LTable) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	e.rng = rand.NewPCG(0, 0)
+	rng := rand.New(e.rng)
 	m.RawSetString("random", L.NewFunction(func(L *lua.LState) int {
 		if L.GetTop() == 0 {
 			L.Push(lua.LNumber(rng.Float64()))
@@ -219,7 +277,7 @@ func (e *scriptEnv) randomLib(L *lua.LState, m *lua.LTable) {
 		return 1
 	}))
 	m.RawSetString("randomseed", L.NewFunction(func(L *lua.LState) int {
-		rng = rand.New(rand.NewPCG(uint64(int64(L.CheckNumber(1))), 0))
+		e.rng.Seed(uint64(int64(L.CheckNumber(1))), 0)
 		return 0
 	}))
 }
@@ -707,4 +765,26 @@ func (e *scriptEnv) errorReply(obj lua.LValue) string {
 		msg += fmt.Sprintf(" script: %s, on @%s:%d.", e.sc.sha, luaSource, e.errLine)
 	}
 	return oneLine(msg)
+}
+
+// maxIdleLuaStates bounds the idle Lua states a node keeps: about 130 KB
+// each, a state for each script that ran at once, up to this many.
+const maxIdleLuaStates = 32
+
+// luaStackSize is the value stack a state starts with; one whose stack
+// grew past it (the stack never shrinks: a script's unpack of a large
+// table, deep recursion, up to 16 MiB) is not kept idle.
+const luaStackSize = 1024
+
+// stackGrown reads how large L's value stack became. gopher-lua does not
+// export it; TestLuaStatePoolCarriesNothing checks that this still reads
+// it (a field renamed by an upgrade reads as grown: states are no longer
+// kept, and the test fails).
+func stackGrown(L *lua.LState) bool {
+	reg := reflect.ValueOf(L).Elem().FieldByName("reg")
+	if !reg.IsValid() || reg.IsNil() {
+		return true
+	}
+	arr := reg.Elem().FieldByName("array")
+	return !arr.IsValid() || arr.Cap() > luaStackSize
 }

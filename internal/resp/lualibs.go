@@ -12,19 +12,26 @@ import (
 
 // Two of the libraries Redis adds to its scripts' Lua: cjson (lua-cjson
 // 2.1: encode, decode, null and the settings scripts use) and bit
-// (LuaBitOp: 32-bit integer operations). cmsgpack and struct are not
-// provided.
+// (LuaBitOp: 32-bit integer operations); luamsgpack.go has cmsgpack.
+// struct is not provided.
 
-// cjsonLib is one script's cjson, with its settings.
+// cjsonLib is a Lua state's cjson, with the settings of the script
+// running in it.
 type cjsonLib struct {
 	null                   *lua.LUserData
 	encodeDepth, decodeDep int
 	invalidNumbers         bool
 }
 
-// openCJSON returns the script's cjson table.
-func openCJSON(L *lua.LState) *lua.LTable {
-	c := &cjsonLib{null: L.NewUserData(), encodeDepth: 1000, decodeDep: 1000}
+// reset gives the next script lua-cjson's default settings.
+func (c *cjsonLib) reset() {
+	c.encodeDepth, c.decodeDep, c.invalidNumbers = 1000, 1000, false
+}
+
+// openCJSON returns the state's cjson table and its settings.
+func openCJSON(L *lua.LState) (*lua.LTable, *cjsonLib) {
+	c := &cjsonLib{null: L.NewUserData()}
+	c.reset()
 	t := L.NewTable()
 	t.RawSetString("null", c.null)
 	t.RawSetString("encode", L.NewFunction(func(L *lua.LState) int {
@@ -68,7 +75,7 @@ func openCJSON(L *lua.LState) *lua.LTable {
 	for _, name := range []string{"encode_keep_buffer", "encode_number_precision", "encode_sparse_array", "decode_invalid_numbers"} {
 		t.RawSetString(name, setting(func(*lua.LState) {}))
 	}
-	return t
+	return t, c
 }
 
 // encode appends v as JSON, as lua-cjson writes it: numbers with 14

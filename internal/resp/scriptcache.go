@@ -68,6 +68,13 @@ func (c *scriptCache) put(s *script) {
 	}
 }
 
+// stats are the scripts cached and their size (INFO).
+func (c *scriptCache) stats() (n, bytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.bySHA), c.bytes
+}
+
 // flush drops every script.
 func (c *scriptCache) flush() {
 	c.mu.Lock()

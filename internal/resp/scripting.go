@@ -122,17 +122,36 @@ func (x *call) scriptAttempt(sc *script, view *txView, keys, argv [][]byte, read
 	run := newScriptRun(x.ctx, x.s.cfg.Now, x.s.cfg.ScriptTimeLimit)
 	x.s.running.add(run)
 	defer x.s.running.remove(run)
-	e := &scriptEnv{x: x, view: view, run: run, sc: sc, readOnly: readOnly, resp: 2}
-	L := e.newState(keys, argv)
-	defer L.Close()
-	L.SetContext(run)
-	fn := L.NewFunctionFromProto(sc.proto)
+	var e *scriptEnv
+	select {
+	case e = <-x.s.luaStates:
+	default:
+		e = newScriptEnv()
+	}
+	e.begin(x, view, run, sc, keys, argv, readOnly)
+	fn := e.L.NewFunctionFromProto(sc.proto)
 	fn.Env = e.env
-	L.Push(fn)
-	perr := L.PCall(0, 1, L.NewFunction(e.errorHandler))
-	switch why := run.stopped(); {
-	case view.err != nil:
-		return nil, view.err
+	e.L.Push(fn)
+	r, err := e.result(e.L.PCall(0, 1, e.onError))
+	// Put back only here: a state left by a panic (a fault of TideKV's,
+	// which the connection's recover answers) may be mid-call.
+	e.end()
+	if !stackGrown(e.L) {
+		select {
+		case x.s.luaStates <- e:
+		default:
+		}
+	}
+	return r, err
+}
+
+// result is the attempt's reply, or the error that rolls it back
+// (scriptAttempt), once the script has returned perr.
+func (e *scriptEnv) result(perr error) ([]byte, error) {
+	x := e.x
+	switch why := e.run.stopped(); {
+	case e.view.err != nil:
+		return nil, e.view.err
 	case errors.Is(why, errScriptTimeout):
 		return nil, &errStopped{e.stopReply(fmt.Sprintf("ERR Script killed: it ran past the time limit of %v (ScriptTimeLimit); nothing it wrote was applied", x.s.cfg.ScriptTimeLimit))}
 	case errors.Is(why, errScriptKilled):
@@ -147,7 +166,7 @@ func (x *call) scriptAttempt(sc *script, view *txView, keys, argv [][]byte, read
 	case perr != nil:
 		return []byte("-" + e.errorReply(lua.LString(perr.Error())) + "\r\n"), nil
 	}
-	b, err := e.appendValue(nil, L.Get(-1), 0)
+	b, err := e.appendValue(nil, e.L.Get(-1), 0)
 	if err != nil {
 		return []byte("-" + err.Error() + "\r\n"), nil
 	}

@@ -153,7 +153,7 @@ func TestScriptsOfAReadOnlyUser(t *testing.T) {
 }
 
 // BenchmarkEvalSHA measures one EVALSHA of a script that reads and writes
-// a key, over the in-memory KV: a Lua state made and closed per run, the
+// a key, over the in-memory KV: a pooled Lua state readied per run, the
 // transaction, the conversions.
 func BenchmarkEvalSHA(b *testing.B) {
 	cfg := DefaultConfig()
@@ -190,5 +190,129 @@ func TestScriptStoreFailureEndsIt(t *testing.T) {
 		"-TRYAGAIN overloaded, retry after 20 ms",
 		"-TRYAGAIN overloaded, retry after 20 ms",
 		"$<nil>",
+	})
+}
+
+// Scripts share pooled Lua states, and a script cannot leave anything for
+// the next: each way in to the globals, the libraries, the string
+// metatable, other types' metatables and cjson.null fails, and the
+// per-script settings (math.random's seed, cjson's, redis.setresp, KEYS)
+// start anew. One state serves every script here, so each check runs in
+// the state the tries ran in.
+func TestLuaStatePoolCarriesNothing(t *testing.T) {
+	s, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	seeded := must(rc.Eval(ctx, "math.randomseed(42) return {math.random(1, 1000000000), math.random(1, 1000000000)}", nil).Slice())
+	tries := `
+		local pwn = function() return 'pwned' end
+		local fails = {}
+		for i, try in ipairs({
+			function() x = 1 end,
+			function() _G.x = 1 end,
+			function() rawset(_G, 'x', 1) end,
+			function() table.insert(_G, 'x') end,
+			function() setmetatable(_G, {}) end,
+			function() getmetatable(_G).__index = {} end,
+			function() string.upper = pwn end,
+			function() rawset(string, 'upper', pwn) end,
+			function() table.insert(string, 'x') end,
+			function() table.remove(string) end,
+			function() math.floor = pwn end,
+			function() table.insert(math, 1) end,
+			function() cjson.encode = pwn end,
+			function() bit.band = pwn end,
+			function() redis.call = pwn end,
+			function() getmetatable('').__index = {upper = pwn} end,
+			function() getmetatable('').__index.upper = pwn end,
+			function() getmetatable('').x = 1 end,
+			function() setmetatable('', {__index = {upper = pwn}}) end,
+			function() setmetatable(1, {__index = {x = 1}}) end,
+			function() setmetatable(true, {__index = {x = 1}}) end,
+			function() setmetatable(cjson.null, {__index = {x = 1}}) end,
+		}) do
+			if pcall(try) then fails[#fails + 1] = 'try ' .. i .. ' succeeded' end
+		end
+		math.randomseed(42)
+		math.random(1, 1000000000)
+		cjson.encode_max_depth(1)
+		cjson.encode_invalid_numbers(true)
+		KEYS[1] = 'changed'
+		redis.setresp(3)
+		return fails`
+	if got := must(rc.Eval(ctx, tries, []string{"k"}).Slice()); len(got) != 0 {
+		t.Fatalf("the tries: %v", got)
+	}
+	checks := `
+		local fails = {}
+		local function check(ok, what) if not ok then fails[#fails + 1] = what end end
+		check(not pcall(function() return x end), 'global x')
+		check(rawget(_G, 1) == nil and rawget(string, 1) == nil and rawget(math, 1) == nil, 'proxy written')
+		check(('a'):upper() == 'A' and string.upper('a') == 'A', 'string.upper')
+		check(math.floor(1.5) == 1, 'math.floor')
+		check(getmetatable(1) == nil and getmetatable(true) == nil and getmetatable(cjson.null) == nil, 'metatable')
+		check(getmetatable('').__index == string and getmetatable('').x == nil, 'string metatable')
+		check(pcall(cjson.encode, {{1}}), 'cjson depth')
+		check(not pcall(cjson.encode, 0/0), 'cjson invalid numbers')
+		check(KEYS[1] == 'k2', 'KEYS')
+		check(math.random(1, 1000000000) ~= tonumber(ARGV[1]), 'random seed')
+		return fails`
+	if got := must(rc.Eval(ctx, checks, []string{"k2"}, seeded[1]).Slice()); len(got) != 0 {
+		t.Fatalf("the checks: %v", got)
+	}
+	// redis.setresp(3) of the tries would answer false as RESP3's false
+	// (an integer 0 to a RESP2 client).
+	if err := rc.Eval(ctx, "return false", nil).Err(); err != redis.Nil {
+		t.Fatalf("return false: %v, want null", err)
+	}
+	if n := len(s.luaStates); n != 1 {
+		t.Fatalf("%d idle Lua states, want the one that ran every script", n)
+	}
+	// A state whose value stack grew is not kept.
+	if n := must(rc.Eval(ctx, "local t = {} for i = 1, 5000 do t[i] = i end return select('#', unpack(t))", nil).Int()); n != 5000 {
+		t.Fatalf("unpack: %d", n)
+	}
+	if n := len(s.luaStates); n != 0 {
+		t.Fatalf("%d idle Lua states after a script grew its stack, want 0", n)
+	}
+}
+
+// INFO counts the cached scripts and their bytes (the stock suite's SCRIPT
+// FLUSH test reads number_of_cached_scripts).
+func TestInfoCachedScripts(t *testing.T) {
+	_, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	for i := range 3 {
+		must(rc.ScriptLoad(ctx, "return "+strconv.Itoa(i)).Result())
+	}
+	info := must(rc.Info(ctx, "memory").Result())
+	for _, want := range []string{"number_of_cached_scripts:3\r\n", "used_memory_scripts:"} {
+		if !strings.Contains(info, want) {
+			t.Fatalf("INFO has no %q:\n%s", want, info)
+		}
+	}
+	must(rc.ScriptFlush(ctx).Result())
+	info = must(rc.Info(ctx).Result())
+	for _, want := range []string{"number_of_cached_scripts:0\r\n", "used_memory_scripts:0\r\n", "migrate_cached_sockets:0\r\n"} {
+		if !strings.Contains(info, want) {
+			t.Fatalf("INFO has no %q:\n%s", want, info)
+		}
+	}
+}
+
+// lua-time-limit (busy-reply-threshold) is taken and answered back, and
+// changes nothing: no client waits for a script, so none is answered
+// BUSY, and the script itself is bounded by ScriptTimeLimit.
+func TestConfigBusyThreshold(t *testing.T) {
+	s, _ := start(t, newFakeKV(), nil, nil)
+	eqReplies(t, pipeline(t, s,
+		[]string{"CONFIG", "GET", "lua-time-limit"},
+		[]string{"CONFIG", "SET", "lua-time-limit", "10"},
+		[]string{"CONFIG", "GET", "busy-reply-threshold"},
+		[]string{"EVAL", "local n = 0 for i = 1, 1000000 do n = n + 1 end return n", "0"},
+	), []string{
+		"*[$lua-time-limit $5000]",
+		"+OK",
+		"*[$busy-reply-threshold $10]",
+		":1000000",
 	})
 }

@@ -219,6 +219,9 @@ type Server struct {
 	// scripts running now, for SCRIPT KILL (scriptrun.go).
 	scripts *scriptCache
 	running runningScripts
+	// luaStates are the idle Lua states scripts run in (scriptEnv), up
+	// to maxIdleLuaStates.
+	luaStates chan *scriptEnv
 
 	// comb queues the transactions of commands writing one collection
 	// (combine.go).
@@ -320,7 +323,8 @@ func New(cfg Config, kv KV) (*Server, error) {
 		cfg.randN = rand.IntN
 	}
 	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(), blocked: newBlockedClients(cfg.MaxBlockedClients),
-		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}, scripts: newScriptCache(cfg.ScriptCacheBytes)}
+		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}, scripts: newScriptCache(cfg.ScriptCacheBytes),
+		luaStates: make(chan *scriptEnv, maxIdleLuaStates)}
 	for _, r := range DisconnectReasons {
 		s.disconnects[r] = new(atomic.Uint64)
 	}
