@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"math"
-	"runtime"
 	"testing"
 	"time"
 
@@ -50,17 +49,6 @@ func TestWorkerDerivesAsInProcess(t *testing.T) {
 			t.Fatalf("%q: %d idle workers, in process %v; want the one worker back", r.algorithm, len(p.idle), p.inProcess)
 		}
 	}
-}
-
-// Every thread of a worker runs under SCHED_IDLE.
-func TestWorkerRunsAtIdlePriority(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the priority is lowered on Linux only")
-	}
-	p := newWorkerPool(startWorker, nil, nil)
-	defer p.stop()
-	p.derive(fixedDerivations[0])
-	wantPolicy(t, p.idle[0].cmd.Process.Pid, "5")
 }
 
 // A killed worker is replaced, and the derivation it was sent is derived

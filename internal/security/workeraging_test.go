@@ -189,8 +189,8 @@ func TestPoolAgesItsWorkers(t *testing.T) {
 	}
 }
 
-// schedThreads raises every thread of a worker to SCHED_OTHER (0) and
-// lowers them to SCHED_IDLE (5), as /proc says.
+// Every thread of a worker runs under SCHED_IDLE (5, as /proc says);
+// schedThreads raises them all to SCHED_OTHER (0) and lowers them again.
 func TestSchedThreadsRaiseAndLower(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the priority is set on Linux only")
@@ -199,6 +199,7 @@ func TestSchedThreadsRaiseAndLower(t *testing.T) {
 	defer p.stop()
 	p.derive(fixedDerivations[0])
 	pid := p.idle[0].cmd.Process.Pid
+	wantPolicy(t, pid, "5")
 	if err := (schedThreads{}).raise(pid); err != nil {
 		t.Fatal(err)
 	}
