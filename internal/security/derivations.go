@@ -34,12 +34,20 @@ type LoginConfig struct {
 	// receiving and refusing them (docs/benchmarks/security.md). 0
 	// answers at once.
 	RefusalHold time.Duration
+	// DerivationGrace, in [0, 5s] (0: DefaultDerivationGrace, 150 ms),
+	// is how long a derivation waits at the lowest CPU priority
+	// (SCHED_IDLE) before its worker is raised to the node's until it
+	// answers (workeraging.go): at SCHED_IDLE alone a busy node never ran
+	// a login's derivation. Beyond 5 s a client's call (5 s in TideKV's
+	// clients) would end before a starved login was raised.
+	DerivationGrace time.Duration
 }
 
 // DefaultLoginConfig returns the documented default: a tenth of the
 // node's CPUs and a burst of one second's CPU time. On a node of 2 CPUs
 // about 40 new logins of 30 ms each one after another (the burst and what
-// refills meanwhile), then about 6 a second.
+// refills meanwhile), then about 6 a second; a derivation raised from the
+// lowest priority after DefaultDerivationGrace.
 func DefaultLoginConfig() LoginConfig {
 	return LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second, RefusalHold: time.Second}
 }
@@ -59,7 +67,18 @@ func (c LoginConfig) Validate() error {
 	if c.RefusalHold < 0 || c.RefusalHold > 10*time.Second {
 		return fmt.Errorf("security: the hold of a refused login must be in [0, 10s], not %v", c.RefusalHold)
 	}
+	if c.DerivationGrace < 0 || c.DerivationGrace > 5*time.Second {
+		return fmt.Errorf("security: the grace of a login derivation at the lowest priority must be in [0, 5s], not %v", c.DerivationGrace)
+	}
 	return nil
+}
+
+// grace is the derivation grace, the default for 0.
+func (c LoginConfig) grace() time.Duration {
+	if c.DerivationGrace == 0 {
+		return DefaultDerivationGrace
+	}
+	return c.DerivationGrace
 }
 
 // LoginBusyError refuses a login, before its password is checked, because

@@ -235,6 +235,14 @@ func TestLoginConfigValidate(t *testing.T) {
 			t.Errorf("burst %v accepted", burst)
 		}
 	}
+	for _, grace := range []time.Duration{-time.Nanosecond, 5*time.Second + time.Nanosecond} {
+		if err := (LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second, DerivationGrace: grace}).Validate(); err == nil {
+			t.Errorf("grace %v accepted", grace)
+		}
+	}
+	if g := (LoginConfig{}).grace(); g != DefaultDerivationGrace {
+		t.Errorf("grace 0 means %v, want the default %v", g, DefaultDerivationGrace)
+	}
 }
 
 // While the derivation budget is held, a login that would derive is

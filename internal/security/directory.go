@@ -192,7 +192,8 @@ const (
 // where the directory reads the node's CPU quota (0: none), which bounds
 // the CPUs beside GOMAXPROCS. Call it before the directory is used. The
 // budget is also the quota of the derivation workers' cgroup, where a
-// sized node has one (workercgroup.go).
+// sized node has one (workercgroup.go), and its grace the derivation
+// workers' (workeraging.go).
 func (d *Directory) SetDerivationBudget(c LoginConfig, quota func() float64) {
 	d.derivations = newDerivationBudget(c)
 	d.derivations.quota = quota
@@ -200,6 +201,7 @@ func (d *Directory) SetDerivationBudget(c LoginConfig, quota func() float64) {
 	derivationWorkers.mu.Lock()
 	derivationWorkers.cores = d.derivations.cores
 	derivationWorkers.mu.Unlock()
+	derivationWorkers.aging.setGrace(c.grace())
 }
 
 // maxHeld bounds the refused logins held at once.

@@ -31,7 +31,9 @@
 // to a share of the node's CPUs, beyond which logins are refused as busy
 // (derivations.go). They run in derivation workers: child processes of
 // the node's own binary, at the lowest CPU priority and on a heap of their
-// own (worker.go), and on a sized node in a cgroup of their own whose
+// own (worker.go), raised to the node's priority while a derivation waits
+// beyond a short grace, so that a busy node does not starve its logins
+// (workeraging.go), and on a sized node in a cgroup of their own whose
 // quota is the budget (workercgroup.go).
 //
 // Imports: the standard library, golang.org/x/crypto/argon2,

@@ -171,13 +171,11 @@ func decodeDerivation(b []byte) (derivation, error) {
 	return r, nil
 }
 
-// serveDerivations is a worker's life: lower its priority, then answer
-// requests one at a time until in closes; its exit status.
+// serveDerivations is a worker's life: answer requests one at a time
+// until in closes; its exit status. The node lowers its priority
+// (workerPool.take), not the worker itself: so no raise of the node's
+// (workeraging.go) can come before it and be undone.
 func serveDerivations(in io.Reader, out io.Writer) int {
-	if err := lowerPriority(); err != nil {
-		// Still worth running: its own heap keeps the node's GC out.
-		fmt.Fprintf(os.Stderr, "security: derivation worker %d runs at normal priority: %v\n", os.Getpid(), err)
-	}
 	r, w := bufio.NewReader(in), bufio.NewWriter(out)
 	for {
 		body, err := readFrame(r)
@@ -275,6 +273,9 @@ func (w *worker) stop() {
 // on, and that is logged once.
 type workerPool struct {
 	start func() (*worker, error)
+	// aging lowers a new worker and raises one whose derivation waited
+	// out the grace (workeraging.go).
+	aging *aging
 	// cgroup makes the workers' cgroup (nil: none is tried).
 	cgroup workerCgroup
 
@@ -293,8 +294,14 @@ type workerPool struct {
 
 // derivationWorkers is the process's pool: a node has one directory, and
 // a test binary's directories share their workers.
-var derivationWorkers = &workerPool{start: startWorker, cgroup: ownCgroupChild,
-	cores: newDerivationBudget(DefaultLoginConfig()).cores}
+var derivationWorkers = newWorkerPool(startWorker, ownCgroupChild, newDerivationBudget(DefaultLoginConfig()).cores)
+
+// newWorkerPool returns a pool starting its workers with start, at the
+// operating system's priorities and the default grace, on the wall clock.
+func newWorkerPool(start func() (*worker, error), cgroup workerCgroup, cores func() float64) *workerPool {
+	return &workerPool{start: start, cgroup: cgroup, cores: cores,
+		aging: &aging{priority: schedThreads{}, after: wallAfterFunc, grace: DefaultDerivationGrace}}
+}
 
 // StopDerivationWorkers stops the process's idle derivation workers, waits
 // until they have exited and removes their cgroup, if they had one. A
@@ -330,13 +337,22 @@ func (p *workerPool) derive(r derivation) ([]byte, time.Duration, bool) {
 		if w == nil {
 			break
 		}
-		key, cpu, known, derr := w.derive(r)
-		if derr == nil {
+		var key []byte
+		var cpu time.Duration
+		var known bool
+		reusable, derr := p.aging.serve(w.cmd.Process.Pid, func() (err error) {
+			key, cpu, known, err = w.derive(r)
+			return err
+		})
+		if reusable {
 			p.give(w)
+		} else {
+			w.stop()
+		}
+		if derr == nil {
 			return key, cpu, known
 		}
 		err = fmt.Errorf("worker %d: %w", w.cmd.Process.Pid, derr)
-		w.stop()
 	}
 	if err != nil {
 		p.fallBack(err)
@@ -360,10 +376,19 @@ func (p *workerPool) take(fresh bool) (*worker, error) {
 	}
 	p.mu.Unlock()
 	w, err := p.start()
-	if err == nil && p.cgroup != nil {
+	if err != nil {
+		return nil, err
+	}
+	if p.cgroup != nil {
 		p.place(w.cmd.Process.Pid)
 	}
-	return w, err
+	// Lowered before its first request; threads its runtime starts later
+	// inherit the policy.
+	if err := p.aging.priority.lower(w.cmd.Process.Pid); err != nil {
+		// Still worth running: its own heap keeps the node's GC out.
+		log.Printf("security: derivation worker %d runs at normal priority: %v", w.cmd.Process.Pid, err)
+	}
+	return w, nil
 }
 
 func (p *workerPool) give(w *worker) {

@@ -10,8 +10,13 @@ import (
 // selfExe is the node's own binary.
 var selfExe, _ = os.Executable()
 
-// lowerPriority is Linux's only: elsewhere a worker keeps the node's
-// priority (and still its own heap).
-func lowerPriority() error {
+// schedThreads lowers and raises workers on Linux only: elsewhere a
+// worker keeps the node's priority (and still its own heap), so a raise
+// has nothing to do, and a lower says it cannot.
+type schedThreads struct{}
+
+func (schedThreads) lower(int) error {
 	return errors.New("the CPU priority of derivation workers is lowered on Linux only")
 }
+
+func (schedThreads) raise(int) error { return nil }

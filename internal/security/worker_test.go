@@ -6,11 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"math"
-	"os"
-	"path/filepath"
-	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +35,7 @@ func (r derivation) want(t *testing.T) []byte {
 // A worker derives what the libraries derive in this process, and says
 // what CPU time it took.
 func TestWorkerDerivesAsInProcess(t *testing.T) {
-	p := &workerPool{start: startWorker}
+	p := newWorkerPool(startWorker, nil, nil)
 	defer p.stop()
 	for _, r := range fixedDerivations {
 		key, cpu, known := p.derive(r)
@@ -56,40 +51,10 @@ func TestWorkerDerivesAsInProcess(t *testing.T) {
 	}
 }
 
-// Every thread of a worker runs under SCHED_IDLE.
-func TestWorkerRunsAtIdlePriority(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the priority is lowered on Linux only")
-	}
-	p := &workerPool{start: startWorker}
-	defer p.stop()
-	p.derive(fixedDerivations[0])
-	pid := p.idle[0].cmd.Process.Pid
-	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, task := range tasks {
-		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", task.Name(), "stat"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Field 41 of stat is the policy; fields 3 on follow the
-		// command's closing parenthesis.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if policy := fields[41-3]; policy != "5" {
-			t.Fatalf("worker %d thread %s: policy %s, want SCHED_IDLE (5)", pid, task.Name(), policy)
-		}
-	}
-	if len(tasks) < 2 {
-		t.Fatalf("worker %d has %d threads; the runtime starts several", pid, len(tasks))
-	}
-}
-
 // A killed worker is replaced, and the derivation it was sent is derived
 // by the new one.
 func TestKilledWorkerReplaced(t *testing.T) {
-	p := &workerPool{start: startWorker}
+	p := newWorkerPool(startWorker, nil, nil)
 	defer p.stop()
 	r := fixedDerivations[0]
 	p.derive(r)
@@ -113,7 +78,7 @@ func TestKilledWorkerReplaced(t *testing.T) {
 // run in the node's process, with their key the same.
 func TestWorkerFailingTwiceDerivesInProcess(t *testing.T) {
 	starts := 0
-	p := &workerPool{start: func() (*worker, error) { starts++; return nil, errors.New("no worker here") }}
+	p := newWorkerPool(func() (*worker, error) { starts++; return nil, errors.New("no worker here") }, nil, nil)
 	for _, r := range fixedDerivations {
 		if key, _, _ := p.derive(r); !bytes.Equal(key, r.want(t)) {
 			t.Fatalf("%q in process: %x, want %x", r.algorithm, key, r.want(t))
@@ -189,7 +154,7 @@ func TestWorkersInTheirCgroup(t *testing.T) {
 		b := newDerivationBudget(LoginConfig{DerivationShare: tc.share, DerivationBurst: time.Second})
 		b.procs = func() int { return tc.procs }
 		f := &fakeCgroup{}
-		p := &workerPool{start: startWorker, cgroup: f.make, cores: b.cores}
+		p := newWorkerPool(startWorker, f.make, b.cores)
 		var started []*worker
 		for range 2 {
 			w, err := p.take(true)
@@ -220,7 +185,7 @@ func TestWorkersInTheirCgroup(t *testing.T) {
 // derive as before; it is tried once.
 func TestWorkersWithoutCgroup(t *testing.T) {
 	f := &fakeCgroup{err: errors.New("no cgroup of the node's own")}
-	p := &workerPool{start: startWorker, cgroup: f.make, cores: func() float64 { return 0.2 }}
+	p := newWorkerPool(startWorker, f.make, func() float64 { return 0.2 })
 	defer p.stop()
 	for _, r := range fixedDerivations {
 		if key, _, known := p.derive(r); !bytes.Equal(key, r.want(t)) || !known {
