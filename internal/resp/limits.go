@@ -73,8 +73,9 @@ func (f *frameScanner) scan(b []byte) (int, error) {
 				i += n
 				continue
 			}
-			// The CRLF after it, checked once both bytes are in (the
-			// reply redcon, TideKV's earlier reader, gave).
+			// The CRLF after it, checked once both bytes are in, as
+			// TideKV's first reader checked it: a client is refused at
+			// the byte it was refused at before.
 			if f.skip == 2 {
 				f.badCRLF = b[i] != '\r'
 			} else if f.badCRLF || b[i] != '\n' {

@@ -211,8 +211,9 @@ func (r *reader) parseArray(b []byte, i int) (int, error) {
 	return i, err
 }
 
-// parseInline parses the inline command line at b[i] ("SET k v\r\n") as
-// redcon, TideKV's earlier reader, did: arguments split by spaces; an
+// parseInline parses the inline command line at b[i] ("SET k v\r\n"),
+// close to Redis and unchanged since TideKV's first reader, so that what
+// clients sent before still means the same: arguments split by spaces; an
 // argument in double or single quotes may hold spaces and the escapes \n,
 // \r and \t (a backslash keeps any other byte); a quote inside an unquoted
 // argument, or a closing one not followed by a space or the end, is

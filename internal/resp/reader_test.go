@@ -37,9 +37,8 @@ func readAll(input string, most int) (cmds []string, refused string) {
 	}
 }
 
-// Inline commands are split as redcon, TideKV's earlier reader, split them
-// (close to Redis):
-// spaces, quotes, three escapes; every other command of the read is
+// Inline commands are split close to Redis, as TideKV's first reader split
+// them: spaces, quotes, three escapes; every other command of the read is
 // served before a line that does not parse.
 func TestInlineCommands(t *testing.T) {
 	for _, tc := range []struct {
