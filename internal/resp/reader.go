@@ -219,8 +219,10 @@ func (r *reader) parseArray(b []byte, i int) (int, error) {
 // argument, or a closing one not followed by a space or the end, is
 // unbalanced. An empty line is no command. Quoted arguments are unescaped
 // in place: the bytes are read already, and an argument is never longer
-// than its quoted form.
+// than its quoted form. A line of more arguments than MaxArgs is refused
+// as an array of them is: the scanner bounds only its bytes.
 func (r *reader) parseInline(b []byte, i int) (int, error) {
+	lo := len(r.args)
 	nl := i + bytes.IndexByte(b[i:], '\n')
 	end := nl
 	if end > i && b[end-1] == '\r' {
@@ -266,6 +268,9 @@ func (r *reader) parseInline(b []byte, i int) (int, error) {
 			}
 			r.args = append(r.args, b[s:p:p])
 		}
+	}
+	if n := len(r.args) - lo; n > r.scan.lim.args {
+		return 0, tooManyArgs(int64(n), r.scan.lim.args)
 	}
 	return nl + 1, nil
 }

@@ -58,6 +58,9 @@ func TestInlineCommands(t *testing.T) {
 		{in: `SET "k\"` + "\r\n", refused: "ERR Protocol error: unbalanced quotes in request"},
 		{in: "*1\r\n$4\r\nPINGxx\r\n", refused: "ERR Protocol error: invalid bulk length"},
 		{in: "*2\r\n$4\r\nECHO\r\n$0\r\n\r\n*1\r\n$4\r\nPING\r\n", want: []string{`["ECHO" ""]`, `["PING"]`}},
+		// MaxArgs (1,024 here) holds for an inline line as for an array.
+		{in: "PING\r\n" + strings.Repeat("a ", 1025) + "\r\n", want: []string{`["PING"]`},
+			refused: "ERR Protocol error: command of 1025 arguments is too large (the maximum is 1024 arguments)"},
 	} {
 		for _, most := range []int{1, 3, 1 << 20} {
 			cmds, refused := readAll(tc.in, most)
