@@ -294,7 +294,9 @@ func cmdRestore(x *call) {
 		return
 	}
 	k := x.args[1]
-	var d dumped
+	// Decoded once, not on each of the transaction's attempts; its error
+	// is still answered after BUSYKEY and the TTL's, as Redis orders them.
+	d, bad := decodeDump(x.args[3])
 	created := false
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		created = false
@@ -307,9 +309,7 @@ func cmdRestore(x *call) {
 			return replyError("BUSYKEY Target key name already exists.")
 		case sp.ttlErr != "":
 			return replyError(sp.ttlErr)
-		}
-		var bad string
-		if d, bad = decodeDump(x.args[3]); bad != "" {
+		case bad != "":
 			return replyError(bad)
 		}
 		if err := x.clearKey(v, k); err != nil {
@@ -353,7 +353,10 @@ func (x *call) restoreValue(v *txView, k []byte, d dumped, e Expiry) error {
 		}
 		return x.zwrite(v, k, es, e)
 	}
-	marker := map[byte][]byte{dumpList: listMarker, dumpSet: setMarker}[d.typ]
+	marker := setMarker
+	if d.typ == dumpList {
+		marker = listMarker
+	}
 	t := &collTx{ctx: x.ctx, tx: v.tx, key: k, marker: marker, m: newMeta(marker)}
 	t.m.expiry = e
 	for _, el := range d.elems {

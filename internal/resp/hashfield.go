@@ -206,15 +206,13 @@ func cmdHRandField(x *call) {
 		x.c.WriteError(errSyntax)
 		return
 	}
-	count, withCount := int64(1), len(x.args) >= 3
-	if withCount {
-		n, err := strconv.ParseInt(string(x.args[2]), 10, 64)
-		if err != nil {
-			x.c.WriteError(errNotInt)
-			return
-		}
-		count = n
+	// -2^63 is out of range, as Redis has it: its draws could not be
+	// counted.
+	count, ok := x.randCount()
+	if !ok {
+		return
 	}
+	withCount := len(x.args) >= 3
 	fields, ok := x.readHash(x.args[1])
 	if !ok {
 		return
@@ -238,17 +236,9 @@ func cmdHRandField(x *call) {
 			pick = append(pick, fields[i])
 		}
 	default:
-		size := 0
-		for range -count {
-			kv := fields[mrand.IntN(len(fields))]
-			// A few of RESP's bytes each too: an empty field and value
-			// still cost a reply, and counted as nothing a huge count
-			// never reached the bound.
-			if size += len(kv.Key) + len(kv.Value) + 16; size > x.s.cfg.MaxOutputBuffer {
-				x.c.WriteError(fmt.Sprintf("ERR HRANDFIELD reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower the count", x.s.cfg.MaxOutputBuffer))
-				return
-			}
-			pick = append(pick, kv)
+		if pick, ok = repeatedDraws(x, -count, func(int64) KeyValue { return fields[mrand.IntN(len(fields))] },
+			func(kv KeyValue) int { return len(kv.Key) + len(kv.Value) }); !ok {
+			return
 		}
 	}
 	withValues := len(x.args) == 4

@@ -73,8 +73,9 @@ func (f *frameScanner) scan(b []byte) (int, error) {
 				i += n
 				continue
 			}
-			// The CRLF after it, checked once both bytes are in (the
-			// reply redcon, TideKV's earlier reader, gave).
+			// The CRLF after it, checked once both bytes are in, as
+			// TideKV's first reader checked it: a client is refused at
+			// the byte it was refused at before.
 			if f.skip == 2 {
 				f.badCRLF = b[i] != '\r'
 			} else if f.badCRLF || b[i] != '\n' {
@@ -158,7 +159,7 @@ func (f *frameScanner) arrayHeader(n int64) error {
 	case n <= 0:
 		return f.badLength()
 	case n > int64(f.lim.args):
-		return refusal(fmt.Sprintf("ERR Protocol error: command of %d arguments is too large (the maximum is %d arguments)", n, f.lim.args))
+		return tooManyArgs(n, f.lim.args)
 	}
 	f.args, f.state = int(n), atBulk
 	return nil
@@ -175,6 +176,12 @@ func (f *frameScanner) bulkHeader(n int64) error {
 	}
 	f.skip, f.size, f.state = int(n)+2, f.size+int(n)+2, inBulkData
 	return nil
+}
+
+// tooManyArgs refuses a command of n arguments, over most: an array by its
+// header (here), an inline line once it is split (reader.go).
+func tooManyArgs(n int64, most int) error {
+	return refusal(fmt.Sprintf("ERR Protocol error: command of %d arguments is too large (the maximum is %d arguments)", n, most))
 }
 
 // badLength is Redis's reply to a malformed length.

@@ -3,9 +3,15 @@ package resp
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"runtime"
 	"strings"
@@ -203,4 +209,33 @@ func TestFrameScannerSplits(t *testing.T) {
 	if _, err := f.scan([]byte("*1\r\n$6\r\n")); err == nil {
 		t.Fatal("a bulk string over the limit was accepted")
 	}
+}
+
+// A TLS connection beyond MaxConns whose client never starts the handshake
+// is closed all the same: the refusal's write waits for the handshake, and
+// a read of its own with no deadline would hold the connection and its
+// goroutine for as long as the client stays.
+func TestMaxConnectionsTLSSilentClient(t *testing.T) {
+	s, rc := start(t, newFakeKV(), func(c *Config) { c.MaxConns, c.TLS = 1, selfSignedTLS(t) },
+		func(o *redis.Options) { o.TLSConfig = &tls.Config{InsecureSkipVerify: true} })
+	eq(t, must(rc.Ping(context.Background()).Result()), "PONG") // the one connection admitted
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * drainFor))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("a refused connection that never shook hands: %v, want it closed (EOF)", err)
+	}
+}
+
+// selfSignedTLS is a server TLS config with a fresh self-signed
+// certificate.
+func selfSignedTLS(t *testing.T) *tls.Config {
+	key := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der := must(x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key))
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 }

@@ -157,8 +157,8 @@ func (r *replyBuffer) flush() {
 		r.out = r.bufs
 		n, err = r.out.WriteTo(nc)
 	}
-	// No deadline between writes: a refusal's reply (limits.go) is
-	// written without one of its own.
+	// Cleared rather than left to expire: on a TLS connection a read
+	// may write too (tls.Conn answers a client's key update from Read).
 	_ = nc.SetWriteDeadline(time.Time{})
 	clear(r.bufs[:cap(r.bufs)]) // let go of the values
 	r.bufs, r.b, r.n = r.bufs[:0], r.b[:0], 0

@@ -3,11 +3,11 @@ package resp
 import "time"
 
 // Pipelines: the connection's reader parses every whole command a client
-// has sent (reader.go), and they are served here, in order. A run of consecutive plain GET, SET
-// and DEL commands is served together: its writes in one WriteEach (the
-// node groups them into one proposal per range), its reads in one
-// BatchGet, alternating in the order they came, so a read after a write to
-// the same key sees it. Every other command runs alone, in its place.
+// has sent (reader.go), and they are served here, in order. A run of
+// consecutive plain GET, SET and DEL commands is served together: its
+// writes in one WriteEach (the node groups them into one proposal per
+// range), its reads in one BatchGet, alternating in the order they came,
+// so a read after a write to the same key sees it. Every other command runs alone, in its place.
 // Inside MULTI every command but EXEC, DISCARD, MULTI, WATCH and QUIT is
 // queued as it comes (multi.go), never grouped.
 // Replies are written in order and each command gets its own, error or not.

@@ -211,15 +211,18 @@ func (r *reader) parseArray(b []byte, i int) (int, error) {
 	return i, err
 }
 
-// parseInline parses the inline command line at b[i] ("SET k v\r\n") as
-// redcon, TideKV's earlier reader, did: arguments split by spaces; an
+// parseInline parses the inline command line at b[i] ("SET k v\r\n"),
+// close to Redis and unchanged since TideKV's first reader, so that what
+// clients sent before still means the same: arguments split by spaces; an
 // argument in double or single quotes may hold spaces and the escapes \n,
 // \r and \t (a backslash keeps any other byte); a quote inside an unquoted
 // argument, or a closing one not followed by a space or the end, is
 // unbalanced. An empty line is no command. Quoted arguments are unescaped
 // in place: the bytes are read already, and an argument is never longer
-// than its quoted form.
+// than its quoted form. A line of more arguments than MaxArgs is refused
+// as an array of them is: the scanner bounds only its bytes.
 func (r *reader) parseInline(b []byte, i int) (int, error) {
+	lo := len(r.args)
 	nl := i + bytes.IndexByte(b[i:], '\n')
 	end := nl
 	if end > i && b[end-1] == '\r' {
@@ -265,6 +268,9 @@ func (r *reader) parseInline(b []byte, i int) (int, error) {
 			}
 			r.args = append(r.args, b[s:p:p])
 		}
+	}
+	if n := len(r.args) - lo; n > r.scan.lim.args {
+		return 0, tooManyArgs(int64(n), r.scan.lim.args)
 	}
 	return nl + 1, nil
 }

@@ -37,9 +37,8 @@ func readAll(input string, most int) (cmds []string, refused string) {
 	}
 }
 
-// Inline commands are split as redcon, TideKV's earlier reader, split them
-// (close to Redis):
-// spaces, quotes, three escapes; every other command of the read is
+// Inline commands are split close to Redis, as TideKV's first reader split
+// them: spaces, quotes, three escapes; every other command of the read is
 // served before a line that does not parse.
 func TestInlineCommands(t *testing.T) {
 	for _, tc := range []struct {
@@ -59,6 +58,9 @@ func TestInlineCommands(t *testing.T) {
 		{in: `SET "k\"` + "\r\n", refused: "ERR Protocol error: unbalanced quotes in request"},
 		{in: "*1\r\n$4\r\nPINGxx\r\n", refused: "ERR Protocol error: invalid bulk length"},
 		{in: "*2\r\n$4\r\nECHO\r\n$0\r\n\r\n*1\r\n$4\r\nPING\r\n", want: []string{`["ECHO" ""]`, `["PING"]`}},
+		// MaxArgs (1,024 here) holds for an inline line as for an array.
+		{in: "PING\r\n" + strings.Repeat("a ", 1025) + "\r\n", want: []string{`["PING"]`},
+			refused: "ERR Protocol error: command of 1025 arguments is too large (the maximum is 1024 arguments)"},
 	} {
 		for _, most := range []int{1, 3, 1 << 20} {
 			cmds, refused := readAll(tc.in, most)

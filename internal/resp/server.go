@@ -387,9 +387,11 @@ func (s *Server) accept(nc net.Conn) *connState {
 		s.conns.Add(-1)
 		s.disconnected(ReasonMaxConns)
 		// Not in the accept loop: a TLS connection's write waits for
-		// its handshake.
+		// its handshake, which reads, so both directions get the
+		// deadline (a client that never sends its hello would hold the
+		// connection and this goroutine for good).
 		go func() {
-			_ = nc.SetWriteDeadline(time.Now().Add(drainFor))
+			_ = nc.SetDeadline(time.Now().Add(drainFor))
 			_, _ = nc.Write(appendError(nil, fmt.Sprintf("ERR max number of clients reached (the maximum is %d connections)", s.cfg.MaxConns)))
 			_ = nc.Close()
 		}()

@@ -3,7 +3,6 @@ package resp
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -368,25 +367,17 @@ func cmdSRandMember(x *call) {
 	case len(x.args) == 2:
 		x.c.WriteBulk(drawn[0])
 	case count < 0 && m.exists:
-		// -count draws may be far more than a reply can hold (a count
-		// near -2^63 wrote for ever): make them, counting their bytes (a
-		// member and a few of RESP's each), before writing any. From a
-		// whole set each is drawn anew, as Redis draws; else the members
-		// read repeat in turn.
-		out := make([][]byte, 0, min(want, 1024))
-		size := 0
-		for i := int64(0); i < want; i++ {
-			d := drawn[i%int64(len(drawn))]
+		// From a whole set each draw is made anew, as Redis draws; else
+		// the members read repeat in turn.
+		out, ok := repeatedDraws(x, want, func(i int64) []byte {
 			if whole {
-				d = drawn[x.s.cfg.randN(len(drawn))]
+				return drawn[x.s.cfg.randN(len(drawn))]
 			}
-			if size += len(d) + 16; size > x.s.cfg.MaxOutputBuffer {
-				x.c.WriteError(fmt.Sprintf("ERR SRANDMEMBER reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower the count", x.s.cfg.MaxOutputBuffer))
-				return
-			}
-			out = append(out, d)
+			return drawn[i%int64(len(drawn))]
+		}, func(d []byte) int { return len(d) })
+		if ok {
+			writeBulks(x, out)
 		}
-		writeBulks(x, out)
 	default:
 		writeBulks(x, drawn)
 	}

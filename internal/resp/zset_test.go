@@ -196,7 +196,8 @@ func TestZRandMemberHugeNegativeCount(t *testing.T) {
 
 // The same for SRANDMEMBER (it wrote members for ever) and HRANDFIELD with
 // an empty field and value (counted as no bytes, its bound was never
-// reached); each connection still serves after.
+// reached); each connection still serves after. -2^63 itself is out of
+// range for all three, as in Redis (HRANDFIELD answered an empty array).
 func TestRandHugeNegativeCount(t *testing.T) {
 	s, _ := start(t, newFakeKV(), nil, nil)
 	got := pipeline(t, s,
@@ -205,7 +206,8 @@ func TestRandHugeNegativeCount(t *testing.T) {
 		[]string{"HSET", "h", "", ""},
 		[]string{"HRANDFIELD", "h", "-9223372036854770000"},
 		[]string{"SRANDMEMBER", "s", "-2"},
-		[]string{"PING"})
+		[]string{"PING"},
+		[]string{"HRANDFIELD", "h", "-9223372036854775808"})
 	for i, name := range map[int]string{1: "SRANDMEMBER", 3: "HRANDFIELD"} {
 		if !strings.HasPrefix(got[i], "-ERR "+name+" reply of more than") {
 			t.Errorf("%s with a count near -2^63: %q, want the output-limit error", name, got[i])
@@ -213,6 +215,9 @@ func TestRandHugeNegativeCount(t *testing.T) {
 	}
 	if got[4] != "*[$a $a]" || got[5] != "+PONG" {
 		t.Errorf("after them: %q, %q", got[4], got[5])
+	}
+	if want := "-ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"; got[6] != want {
+		t.Errorf("HRANDFIELD h -2^63: %q, want %q", got[6], want)
 	}
 }
 

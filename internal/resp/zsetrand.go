@@ -50,23 +50,17 @@ func cmdZRandMember(x *call) {
 	case count >= 0 || len(pool) == 0:
 		x.zreplyEntries(pool, len(x.args) == 4)
 	default:
-		// -count draws may be far more than a reply can hold: count
-		// their bytes (a member, its score, a few of RESP's) before
-		// making them, as HRANDFIELD does.
-		var out []zEntry
-		size := 0
-		for i := int64(0); i < -count; i++ {
-			e := pool[i%int64(len(pool))]
+		// From a whole set each draw is made anew, as Redis draws; else
+		// the members read repeat in turn.
+		out, ok := repeatedDraws(x, -count, func(i int64) zEntry {
 			if whole {
-				e = pool[randN(len(pool))]
+				return pool[randN(len(pool))]
 			}
-			if size += len(e.member) + 16; size > x.s.cfg.MaxOutputBuffer {
-				x.c.WriteError(fmt.Sprintf("ERR ZRANDMEMBER reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower the count", x.s.cfg.MaxOutputBuffer))
-				return
-			}
-			out = append(out, e)
+			return pool[i%int64(len(pool))]
+		}, func(e zEntry) int { return len(e.member) })
+		if ok {
+			x.zreplyEntries(out, len(x.args) == 4)
 		}
-		x.zreplyEntries(out, len(x.args) == 4)
 	}
 }
 
@@ -104,6 +98,26 @@ func (x *call) zrandPool(v *txView, z []byte, want int) (pool []zEntry, whole bo
 		}
 	}
 	return pool, whole, nil
+}
+
+// repeatedDraws makes the n (> 0) draws of a negative count (ZRANDMEMBER,
+// SRANDMEMBER, HRANDFIELD), draw(i) the i-th. n may be far more than a
+// reply can hold (near 2^63 wrote for ever), so their reply's bytes are
+// counted as they are made (size, and a few of RESP's each: empty members
+// still cost a reply): past the output buffer limit it answers that the
+// count is too large, writing nothing else, and returns false.
+func repeatedDraws[T any](x *call, n int64, draw func(i int64) T, size func(T) int) ([]T, bool) {
+	out := make([]T, 0, min(n, 1024))
+	total := 0
+	for i := int64(0); i < n; i++ {
+		d := draw(i)
+		if total += size(d) + 16; total > x.s.cfg.MaxOutputBuffer {
+			x.c.WriteError(fmt.Sprintf("ERR %s reply of more than %d bytes (the output buffer limit, --redis-max-output-buffer): lower the count", strings.ToUpper(x.name), x.s.cfg.MaxOutputBuffer))
+			return nil, false
+		}
+		out = append(out, d)
+	}
+	return out, true
 }
 
 // sample is n distinct elements of pool drawn uniformly (all of pool,
