@@ -128,16 +128,16 @@ func (r *reader) fill(most int) int {
 	return n
 }
 
-// renew moves what is unparsed to a new buffer, large enough for the
-// payload being read and, growing at least twofold, for a command of many
-// large arguments.
+// renew moves what is unparsed to a new buffer at least twice its size.
+// It grows with the bytes that arrived, never with a length a header
+// announced: sized for a bulk string's whole payload up front, a
+// connection that sent a "$536870912" header and 4 KiB held the payload's
+// size, so max-connections such connections held connections × the bulk
+// limit for a few KiB each. Doubling copies a large argument about twice
+// over in all.
 func (r *reader) renew() {
 	pending := r.end - r.start
-	size := max(readChunk, pending+minRead, 2*pending)
-	if r.scan.state == inBulkData {
-		size = max(size, pending+r.scan.skip)
-	}
-	buf := make([]byte, size)
+	buf := make([]byte, max(readChunk, pending+minRead, 2*pending))
 	copy(buf, r.buf[r.start:r.end])
 	r.buf, r.parsed, r.end = buf, r.parsed-r.start, pending
 	r.start = 0

@@ -142,3 +142,20 @@ func TestArgumentsOutliveTheirBuffer(t *testing.T) {
 		}
 	}
 }
+
+// A connection's read buffer grows with what it sent, not with the length
+// its bulk header announces: a client that announced a 1 MiB argument and
+// sent 20 KB of it holds less than four times that.
+func TestReadBufferGrowsWithWhatArrived(t *testing.T) {
+	sent := "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1048576\r\n" + strings.Repeat("v", 20_000)
+	r := reader{nc: byteConn{r: strings.NewReader(sent), most: 1 << 20}, now: time.Now,
+		scan: frameScanner{lim: frameLimits{bulk: 1 << 20, args: 1 << 10, inline: 1 << 16, command: 1 << 22}}}
+	for {
+		if _, err := r.next(); err != nil {
+			break
+		}
+	}
+	if len(r.buf) > 4*len(sent) {
+		t.Fatalf("read buffer %d bytes for %d bytes sent of a 1 MiB argument", len(r.buf), len(sent))
+	}
+}
