@@ -14,6 +14,7 @@ import (
 type fakeExec struct {
 	started []placement.Operator
 	done    map[uint64]func(error) // by range
+	ends    []func(error)          // by start
 }
 
 func (f *fakeExec) Check(op placement.Operator) error {
@@ -26,6 +27,7 @@ func (f *fakeExec) Check(op placement.Operator) error {
 func (f *fakeExec) Execute(op placement.Operator, done func(error)) {
 	f.started = append(f.started, op)
 	f.done[op.Range] = done
+	f.ends = append(f.ends, done)
 }
 
 type eventSink []Event
@@ -284,6 +286,67 @@ func TestControllerNotesOncePerShape(t *testing.T) {
 	events = append(events, c.Decide(snapObs(epoch.Add(cfg.NoteEvery), nil), nil, nil, nil).Events...)
 	if len(events) != 2 {
 		t.Fatalf("events %+v", events)
+	}
+}
+
+func learner(rangeID, target uint64) placement.Operator {
+	return placement.Operator{Kind: placement.OpAddLearner, Range: rangeID, Target: target}
+}
+
+// Adaptive learners of one range run together (placement.Together), each
+// within the runner's limits; nothing else joins them, and the range stays
+// busy until the last ends.
+func TestRunnerLearnersTogether(t *testing.T) {
+	cfg := DefaultRunnerConfig()
+	cfg.MaxInFlight = 3
+	r, x, _, _ := newTestRunner(cfg)
+	for _, c := range []struct {
+		op   placement.Operator
+		want bool
+	}{
+		{learner(1, 2), true},
+		{learner(1, 3), true},
+		{learner(1, 3), false}, // the same node twice
+		{add(1, 4), false},     // not a learner
+		{placement.Operator{Kind: placement.OpTransferLease, Range: 1, Target: 2}, false},
+		{learner(2, 4), true},
+		{learner(1, 5), false}, // in flight is capped at 3
+	} {
+		if ok, err := r.Start(c.op); err != nil || ok != c.want {
+			t.Fatalf("%s: started %v (%v), want %v", Describe(c.op), ok, err, c.want)
+		}
+	}
+	if busy, inFlight := r.Busy(); len(busy) != 2 || len(inFlight) != 3 || inFlight[1].Target != 3 {
+		t.Fatalf("busy %v, in flight %v", busy, inFlight)
+	}
+	x.ends[0](nil)
+	if busy, inFlight := r.Busy(); !busy[1] || len(inFlight) != 2 || inFlight[0].Target != 3 {
+		t.Fatalf("after the first learner: busy %v, in flight %v", busy, inFlight)
+	}
+	if ok, _ := r.Start(add(1, 4)); ok {
+		t.Fatal("range 1 is busy until its last learner ends")
+	}
+	x.ends[1](nil)
+	if ok, _ := r.Start(add(1, 4)); !ok {
+		t.Fatal("range 1 is free")
+	}
+}
+
+// A plan's learners for one range all start in its round, not one per
+// round; any other second operator for the range is a policy bug.
+func TestLoopStartsLearnersTogether(t *testing.T) {
+	r, x, ev, _ := newTestRunner(DefaultRunnerConfig())
+	c := NewController(DefaultConfig(), placement.DefaultConfig())
+	l := &Loop{Controller: c, Runner: r, Sink: ev}
+	c.SetDecider(func(placement.Snapshot) placement.Plan {
+		return placement.Plan{Ops: []placement.Operator{learner(1, 2), learner(1, 3), add(1, 4)}}
+	})
+	l.Round(snapObs(epoch, live(1, 2, 3, 4)))
+	if len(x.started) != 2 || x.started[0].Target != 2 || x.started[1].Target != 3 {
+		t.Fatalf("started %+v", x.started)
+	}
+	if len(*ev) != 1 || (*ev)[0].Kind != EventPolicyBug || !strings.Contains((*ev)[0].Reason, "second operator for range 1") {
+		t.Fatalf("events %+v", *ev)
 	}
 }
 

@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tidekv/tidekv/internal/events"
 	"github.com/tidekv/tidekv/internal/placement"
@@ -57,16 +58,16 @@ func (l *Loop) Urgent(obs Observation) Decisions {
 	for _, e := range d.Events {
 		l.Sink.Event(e)
 	}
-	touched := map[uint64]bool{}
+	touched := map[uint64][]placement.Operator{}
 	for _, op := range d.Ops {
 		if err := checkPlanned(op, busy, touched); err != nil {
 			l.Sink.Event(Event{Kind: EventPolicyBug, Subject: events.RangeSubject(op.Range), Reason: Describe(op) + ": " + err.Error()})
 			continue
 		}
 		if _, err := l.Runner.Start(op); err == nil {
-			touched[op.Range] = true
+			touched[op.Range] = append(touched[op.Range], op)
 			if op.Kind == placement.OpMerge {
-				touched[op.Other] = true
+				touched[op.Other] = append(touched[op.Other], op)
 			}
 		}
 	}
@@ -74,13 +75,14 @@ func (l *Loop) Urgent(obs Observation) Decisions {
 }
 
 // checkPlanned refuses an operator on a range that already has one, in
-// flight or earlier in the same plan (a valid one): the policies are told which ranges
-// are busy, so such an operator is a policy bug.
-func checkPlanned(op placement.Operator, busy, touched map[uint64]bool) error {
+// flight or earlier in the same plan (a valid one) that it may not run
+// beside (placement.Together): the policies are told which ranges are
+// busy, so such an operator is a policy bug.
+func checkPlanned(op placement.Operator, busy map[uint64]bool, touched map[uint64][]placement.Operator) error {
 	for _, id := range []uint64{op.Range, op.Other} {
 		switch {
 		case id == 0:
-		case touched[id]:
+		case slices.ContainsFunc(touched[id], func(t placement.Operator) bool { return !placement.Together(t, op) }):
 			return fmt.Errorf("second operator for range %d in one plan", id)
 		case busy[id]:
 			return fmt.Errorf("range %d is busy (in Snapshot.Busy)", id)

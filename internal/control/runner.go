@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"time"
@@ -46,9 +47,9 @@ type Runner struct {
 	sink  EventSink
 
 	mu       sync.Mutex
-	inflight map[uint64]placement.Operator // by range (a merge also under Other)
-	toNode   map[uint64]int                // data-moving operators per target node
-	starts   []time.Time                   // start times within the last minute
+	inflight map[uint64][]placement.Operator // by range (a merge also under Other); several only when placement.Together
+	toNode   map[uint64]int                  // data-moving operators per target node
+	starts   []time.Time                     // start times within the last minute
 	recent   []Finished
 	stats    RunnerStats
 	rate     float64 // migration bandwidth each node may use now, bytes/s
@@ -62,7 +63,7 @@ type RunnerStats struct {
 // NewRunner executes through exec; failures are reported to sink.
 func NewRunner(cfg RunnerConfig, exec Executor, clock Clock, sink EventSink) *Runner {
 	return &Runner{cfg: cfg, exec: exec, clock: clock, sink: sink, rate: cfg.MigrationRate,
-		inflight: map[uint64]placement.Operator{}, toNode: map[uint64]int{}}
+		inflight: map[uint64][]placement.Operator{}, toNode: map[uint64]int{}}
 }
 
 // SetMigrationRate sets the snapshot bandwidth (bytes/s) each node may use
@@ -101,13 +102,17 @@ func (r *Runner) Busy() (map[uint64]bool, []placement.Operator) {
 	defer r.mu.Unlock()
 	out := make(map[uint64]bool, len(r.inflight))
 	var ops []placement.Operator
-	for id, op := range r.inflight {
+	for id, rops := range r.inflight {
 		out[id] = true
-		if id == op.Range {
-			ops = append(ops, op)
+		for _, op := range rops {
+			if id == op.Range {
+				ops = append(ops, op)
+			}
 		}
 	}
-	slices.SortFunc(ops, func(a, b placement.Operator) int { return int(a.Range) - int(b.Range) })
+	slices.SortFunc(ops, func(a, b placement.Operator) int {
+		return cmp.Or(cmp.Compare(a.Range, b.Range), cmp.Compare(a.Target, b.Target))
+	})
 	return out, ops
 }
 
@@ -135,7 +140,9 @@ func MovesData(op placement.Operator) bool {
 	return false
 }
 
-// Start runs op if the limits allow; it reports whether it did. An
+// Start runs op if the limits allow; it reports whether it did. A range
+// runs one operator at a time, except adaptive learners added together
+// (placement.Together), each counted against the limits. An
 // operator the executor's Checker refuses is a policy bug: it is reported
 // to the sink and returned as the error, and counts against no limit.
 func (r *Runner) Start(op placement.Operator) (bool, error) {
@@ -150,15 +157,15 @@ func (r *Runner) Start(op placement.Operator) (bool, error) {
 	for len(r.starts) > 0 && now.Sub(r.starts[0]) >= time.Minute {
 		r.starts = r.starts[1:]
 	}
-	if len(r.inflight) >= r.cfg.MaxInFlight || len(r.starts) >= r.cfg.OpsPerMinute ||
-		r.has(op.Range, op.Other) || MovesData(op) && r.toNode[op.Target] >= r.cfg.MaxSnapshotsPerNode {
+	if r.running() >= r.cfg.MaxInFlight || len(r.starts) >= r.cfg.OpsPerMinute ||
+		!r.free(op) || MovesData(op) && r.toNode[op.Target] >= r.cfg.MaxSnapshotsPerNode {
 		r.stats.Throttled++
 		r.mu.Unlock()
 		return false, nil
 	}
-	r.inflight[op.Range] = op
+	r.inflight[op.Range] = append(r.inflight[op.Range], op)
 	if op.Kind == placement.OpMerge {
-		r.inflight[op.Other] = op
+		r.inflight[op.Other] = append(r.inflight[op.Other], op)
 	}
 	if MovesData(op) {
 		r.toNode[op.Target]++
@@ -176,9 +183,9 @@ func (r *Runner) Start(op placement.Operator) (bool, error) {
 func (r *Runner) ended(op placement.Operator, err error) {
 	now := r.clock()
 	r.mu.Lock()
-	delete(r.inflight, op.Range)
+	r.release(op.Range, op)
 	if op.Kind == placement.OpMerge {
-		delete(r.inflight, op.Other)
+		r.release(op.Other, op)
 	}
 	if MovesData(op) {
 		r.toNode[op.Target]--
@@ -205,13 +212,37 @@ func (r *Runner) trimRecent(now time.Time) {
 	r.recent = r.recent[i:]
 }
 
-// has reports whether any of the ranges has an operator in flight (caller
-// holds mu).
-func (r *Runner) has(ids ...uint64) bool {
-	for _, id := range ids {
-		if _, ok := r.inflight[id]; ok && id != 0 {
-			return true
+// running counts the operators in flight, a merge under both its ranges
+// (caller holds mu).
+func (r *Runner) running() int {
+	n := 0
+	for _, ops := range r.inflight {
+		n += len(ops)
+	}
+	return n
+}
+
+// free reports whether op's ranges have no operator in flight that op
+// may not run beside (caller holds mu).
+func (r *Runner) free(op placement.Operator) bool {
+	for _, id := range []uint64{op.Range, op.Other} {
+		for _, cur := range r.inflight[id] {
+			if id != 0 && !placement.Together(cur, op) {
+				return false
+			}
 		}
 	}
-	return false
+	return true
+}
+
+// release drops op from range id's operators in flight (caller holds mu).
+func (r *Runner) release(id uint64, op placement.Operator) {
+	rest := slices.DeleteFunc(r.inflight[id], func(cur placement.Operator) bool {
+		return cur.Kind == op.Kind && cur.Range == op.Range && cur.Target == op.Target && cur.Source == op.Source
+	})
+	if len(rest) == 0 {
+		delete(r.inflight, id)
+		return
+	}
+	r.inflight[id] = rest
 }

@@ -19,7 +19,8 @@ type Plan struct {
 // clocks, then (with Rebalance) splits, adaptive read replicas, bootstrap
 // of new nodes, replica balance, leases toward their writers, lease
 // balance and (with Merges) merges. Each
-// range gets at most one operator per decision, and later policies see the
+// range gets at most one operator per decision (or adaptive learners
+// together, see Together), and later policies see the
 // effect of earlier ones' operators on replica and lease counts.
 func Decide(s Snapshot, cfg Config) Plan {
 	p := newPlanner(s, cfg)
@@ -142,6 +143,22 @@ func (p *planner) add(op Operator) bool {
 	p.count(op)
 	p.plan.Ops = append(p.plan.Ops, op)
 	return true
+}
+
+// addTogether plans ops, operators that run on one range together
+// (Together), as far as the budget allows, unless the range already has
+// an operator.
+func (p *planner) addTogether(ops []Operator) {
+	if len(ops) == 0 || !p.add(ops[0]) {
+		return
+	}
+	for _, op := range ops[1:] {
+		if p.full() {
+			return
+		}
+		p.count(op)
+		p.plan.Ops = append(p.plan.Ops, op)
+	}
 }
 
 // count applies op's effect to the replica and lease counts.

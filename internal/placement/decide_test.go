@@ -13,7 +13,7 @@ import (
 // TestDecide runs the policy scenarios in testdata/. Each case builds a
 // snapshot from its input lines and prints the plan:
 //
-//	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [now=SECONDS] [cooldown=SECONDS] [rebalance=0|1]
+//	decide [rf=N] [range-max=MiB] [range-min=MiB] [split-qps=Q] [load-split-slack=S] [adaptive-qps=Q] [max-adaptive=N] [now=SECONDS] [cooldown=SECONDS] [rebalance=0|1]
 //	node ID STATE [phase=1|2] [locality=L] [qps=Q] [cpu=C] [score=S] [capacity=Q] [clock-untrusted]
 //	range ID START END v=1,2,3 [vsince=SECONDS] [l=4 [lsince=SECONDS]] [a=5] [lease=N] [mib=M] [qps=Q] [reads=Q] [replica-reads=Q] [replica-reads-unknown] [replica-read-peak=Q] [hits=H] [hot=SHARE] [writes=LOC:Q,...] [split=SECONDS] [busy] [stale] [rf=N]
 //	boundary KEY   (a key space boundary, in ascending order)
@@ -47,6 +47,8 @@ func TestDecide(t *testing.T) {
 					cfg.LoadSplitSlack = v
 				case "adaptive-qps":
 					cfg.AdaptiveReadQPS = v
+				case "max-adaptive":
+					cfg.MaxAdaptiveReplicas = int(v)
 				case "now":
 					s.Now = time.Unix(int64(v), 0)
 				case "cooldown":

@@ -2,8 +2,10 @@ package placement
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/tidekv/tidekv/internal/units"
@@ -195,12 +197,22 @@ func (p *planner) adaptive() {
 		// Above the split threshold now, a load split is coming (it waits
 		// for the rate to be sustained): wait for it rather than copy.
 		splitWillHelp := r == hot || r.QPS > p.cfg.SplitQPS && r.HotKeyShare < p.cfg.HotKeyShare
+		// The learners the reads need: one per AdaptiveReadQPS of them, up
+		// to the cap, all in this decision. Adding one per round would
+		// wait for a fresh sample between them, and the sample after a
+		// replica change is stale (its descriptor is new).
+		want := min(p.cfg.MaxAdaptiveReplicas, int(math.Ceil(reads/p.cfg.AdaptiveReadQPS)))
 		switch {
-		case reads > p.cfg.AdaptiveReadQPS && !splitWillHelp && len(adaptive) < p.cfg.MaxAdaptiveReplicas:
-			if t, ok := p.leastLoaded(r); ok {
-				p.add(Operator{Kind: OpAddLearner, Range: r.ID, Target: t, Bytes: r.Bytes, Policy: "adaptive-replicas",
-					Reason: fmt.Sprintf("%s above %.0f", readsOf(r), p.cfg.AdaptiveReadQPS)})
+		case reads > p.cfg.AdaptiveReadQPS && !splitWillHelp && len(adaptive) < want:
+			reason := fmt.Sprintf("%s above %.0f", readsOf(r), p.cfg.AdaptiveReadQPS)
+			if want > len(adaptive)+1 {
+				reason += fmt.Sprintf(": %d learners for the load", want-len(adaptive))
 			}
+			var ops []Operator
+			for _, t := range p.leastLoaded(r, want-len(adaptive)) {
+				ops = append(ops, Operator{Kind: OpAddLearner, Range: r.ID, Target: t, Bytes: r.Bytes, Policy: "adaptive-replicas", Reason: reason})
+			}
+			p.addTogether(ops)
 		// With a replica's reads unknown the range may only look cool: the
 		// learners stay until every replica's node reports again.
 		case all < p.cfg.AdaptiveReadQPS/2 && r.ReplicaReadPeakQPS < p.cfg.AdaptiveReadQPS/2 && len(adaptive) > 0 && !r.ReplicaReadsUnknown && !p.learnerJustAdded(r.ID):
@@ -238,21 +250,21 @@ func readsOf(r *Range) string {
 	return fmt.Sprintf("%.0f reads/s (%.0f at the leaseholder, %.0f at other replicas)", r.ReadQPS+r.ReplicaReadQPS, r.ReadQPS, r.ReplicaReadQPS)
 }
 
-// leastLoaded is the live node without a replica of r with the lowest load
-// score (then QPS, then ID).
-func (p *planner) leastLoaded(r *Range) (uint64, bool) {
-	var best *Node
+// leastLoaded lists up to n live nodes without a replica of r, the lowest
+// load score first (then QPS, then ID).
+func (p *planner) leastLoaded(r *Range, n int) []uint64 {
+	var nodes []*Node
 	for i := range p.s.Nodes {
-		n := &p.s.Nodes[i]
-		if !p.acceptsReplicas(n.ID) || has(r, n.ID) {
-			continue
-		}
-		if best == nil || n.Score < best.Score || n.Score == best.Score && (p.qps[n.ID] < p.qps[best.ID] || p.qps[n.ID] == p.qps[best.ID] && n.ID < best.ID) {
-			best = n
+		if nd := &p.s.Nodes[i]; p.acceptsReplicas(nd.ID) && !has(r, nd.ID) {
+			nodes = append(nodes, nd)
 		}
 	}
-	if best == nil {
-		return 0, false
+	slices.SortFunc(nodes, func(a, b *Node) int {
+		return cmp.Or(cmp.Compare(a.Score, b.Score), cmp.Compare(p.qps[a.ID], p.qps[b.ID]), cmp.Compare(a.ID, b.ID))
+	})
+	var out []uint64
+	for _, nd := range nodes[:min(n, len(nodes))] {
+		out = append(out, nd.ID)
 	}
-	return best.ID, true
+	return out
 }

@@ -219,6 +219,15 @@ const (
 	OpMerge
 )
 
+// Together reports whether operators a and b may run on one range at
+// the same time: adaptive learners on different nodes, which one decision
+// adds together for a range whose reads need several (the leaseholder
+// applies replica changes one at a time; the runner starts them at once so
+// none waits for another round). Every other operator has its range alone.
+func Together(a, b Operator) bool {
+	return a.Kind == OpAddLearner && b.Kind == OpAddLearner && a.Range == b.Range && a.Target != b.Target
+}
+
 func (k OpKind) String() string {
 	switch k {
 	case OpAddVoter:

@@ -15,7 +15,9 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/events"
+	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/meta"
+	"github.com/tidekv/tidekv/internal/placement"
 )
 
 // sawEvent reports whether any node recorded an event of kind whose reason
@@ -702,6 +704,70 @@ func TestMerges(t *testing.T) {
 	for _, s := range tc.nodes {
 		if got := len(s.Store().Replicas()); got != 2 {
 			t.Errorf("node %d holds %d replicas, want 2 (meta and the one user range)", s.NodeID(), got)
+		}
+	}
+}
+
+// The adaptive learners one decision adds to a range run side by side
+// (placement.Together): both operators, started at once through the
+// executor, succeed; the leaseholder applies the changes one at a time.
+func TestAdaptiveLearnersAddedTogether(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) { c.Placement.ReplicationFactor = 1 })
+	c := tc.client()
+	tc.waitReplicated(c, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := c.Ranges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d *tidekvpb.RangeDescriptor
+	for _, ri := range resp.GetRanges() {
+		if ri.GetDesc().GetRangeId() != keys.MetaRangeID {
+			d = ri.GetDesc()
+		}
+	}
+	if d == nil || len(d.GetReplicas()) != 1 {
+		t.Fatalf("want a data range with one replica, got %v", d)
+	}
+	// The joining nodes become members as the meta range learns of them.
+	eventually(t, 10*time.Second, "every node a member", func() error {
+		for _, s := range tc.nodes {
+			if !(rangeNode{tc.nodes[0]}).IsMember(s.NodeID()) {
+				return fmt.Errorf("node %d is not yet", s.NodeID())
+			}
+		}
+		return nil
+	})
+	errs := make(chan error, 2)
+	exec := opExecutor{tc.nodes[0]}
+	for _, s := range tc.nodes {
+		if n := s.NodeID(); n != d.GetReplicas()[0].GetNodeId() {
+			exec.Execute(placement.Operator{Kind: placement.OpAddLearner, Range: d.GetRangeId(), Target: n, Policy: "test", Reason: "together"},
+				func(err error) { errs <- err })
+		}
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err = c.Ranges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ri := range resp.GetRanges() {
+		if ri.GetDesc().GetRangeId() != d.GetRangeId() {
+			continue
+		}
+		adaptive := 0
+		for _, rd := range ri.GetDesc().GetReplicas() {
+			if rd.GetAdaptive() {
+				adaptive++
+			}
+		}
+		if adaptive != 2 {
+			t.Fatalf("range %d has %d adaptive learners, want 2: %v", d.GetRangeId(), adaptive, ri.GetDesc())
 		}
 	}
 }
