@@ -201,11 +201,12 @@ func TestLoginFlags(t *testing.T) {
 		bad  string // what the refusal names; empty: accepted
 	}{
 		{nil, security.DefaultLoginConfig(), ""},
-		{[]string{"--login-derivation-share", "0.5", "--login-derivation-burst", "3s", "--login-refusal-hold", "250ms"}, security.LoginConfig{DerivationShare: 0.5, DerivationBurst: 3 * time.Second, RefusalHold: 250 * time.Millisecond}, ""},
-		{[]string{"--login-derivation-share", "0"}, security.LoginConfig{DerivationBurst: time.Second, RefusalHold: time.Second}, "derivation share"},
-		{[]string{"--login-derivation-burst", "0s"}, security.LoginConfig{DerivationShare: 0.1, RefusalHold: time.Second}, "derivation burst"},
-		{[]string{"--login-derivation-burst", "2m"}, security.LoginConfig{DerivationShare: 0.1, DerivationBurst: 2 * time.Minute, RefusalHold: time.Second}, "derivation burst"},
-		{[]string{"--login-refusal-hold", "11s"}, security.LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second, RefusalHold: 11 * time.Second}, "hold of a refused login"},
+		{[]string{"--login-derivation-share", "0.5", "--login-derivation-burst", "3s", "--login-refusal-hold", "250ms", "--login-derivation-grace", "0s"}, security.LoginConfig{DerivationShare: 0.5, DerivationBurst: 3 * time.Second, RefusalHold: 250 * time.Millisecond}, ""},
+		{[]string{"--login-derivation-share", "0"}, security.LoginConfig{DerivationBurst: time.Second, RefusalHold: time.Second, DerivationGrace: security.DefaultDerivationGrace}, "derivation share"},
+		{[]string{"--login-derivation-burst", "0s"}, security.LoginConfig{DerivationShare: 0.1, RefusalHold: time.Second, DerivationGrace: security.DefaultDerivationGrace}, "derivation burst"},
+		{[]string{"--login-derivation-burst", "2m"}, security.LoginConfig{DerivationShare: 0.1, DerivationBurst: 2 * time.Minute, RefusalHold: time.Second, DerivationGrace: security.DefaultDerivationGrace}, "derivation burst"},
+		{[]string{"--login-refusal-hold", "11s"}, security.LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second, RefusalHold: 11 * time.Second, DerivationGrace: security.DefaultDerivationGrace}, "hold of a refused login"},
+		{[]string{"--login-derivation-grace", "6s"}, security.LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second, RefusalHold: time.Second, DerivationGrace: 6 * time.Second}, "grace of a login derivation"},
 	} {
 		cfg := server.DefaultConfig()
 		f := pflag.NewFlagSet("server", pflag.ContinueOnError)

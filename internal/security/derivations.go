@@ -34,12 +34,12 @@ type LoginConfig struct {
 	// receiving and refusing them (docs/benchmarks/security.md). 0
 	// answers at once.
 	RefusalHold time.Duration
-	// DerivationGrace, in [0, 5s] (0: DefaultDerivationGrace, 150 ms),
-	// is how long a derivation waits at the lowest CPU priority
-	// (SCHED_IDLE) before its worker is raised to the node's until it
-	// answers (workeraging.go): at SCHED_IDLE alone a busy node never ran
-	// a login's derivation. Beyond 5 s a client's call (5 s in TideKV's
-	// clients) would end before a starved login was raised.
+	// DerivationGrace, in [0, 5s], is how long a derivation waits at the
+	// lowest CPU priority (SCHED_IDLE) before its worker is raised to the
+	// node's until it answers (workeraging.go): at SCHED_IDLE alone a busy
+	// node never ran a login's derivation. 0 raises it at once. Beyond 5 s
+	// a client's call (5 s in TideKV's clients) would end before a
+	// starved login was raised.
 	DerivationGrace time.Duration
 }
 
@@ -49,7 +49,7 @@ type LoginConfig struct {
 // refills meanwhile), then about 6 a second; a derivation raised from the
 // lowest priority after DefaultDerivationGrace.
 func DefaultLoginConfig() LoginConfig {
-	return LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second, RefusalHold: time.Second}
+	return LoginConfig{DerivationShare: 0.1, DerivationBurst: time.Second, RefusalHold: time.Second, DerivationGrace: DefaultDerivationGrace}
 }
 
 // Validate checks the bounds.
@@ -71,14 +71,6 @@ func (c LoginConfig) Validate() error {
 		return fmt.Errorf("security: the grace of a login derivation at the lowest priority must be in [0, 5s], not %v", c.DerivationGrace)
 	}
 	return nil
-}
-
-// grace is the derivation grace, the default for 0.
-func (c LoginConfig) grace() time.Duration {
-	if c.DerivationGrace == 0 {
-		return DefaultDerivationGrace
-	}
-	return c.DerivationGrace
 }
 
 // LoginBusyError refuses a login, before its password is checked, because

@@ -240,9 +240,6 @@ func TestLoginConfigValidate(t *testing.T) {
 			t.Errorf("grace %v accepted", grace)
 		}
 	}
-	if g := (LoginConfig{}).grace(); g != DefaultDerivationGrace {
-		t.Errorf("grace 0 means %v, want the default %v", g, DefaultDerivationGrace)
-	}
 }
 
 // While the derivation budget is held, a login that would derive is

@@ -201,7 +201,7 @@ func (d *Directory) SetDerivationBudget(c LoginConfig, quota func() float64) {
 	derivationWorkers.mu.Lock()
 	derivationWorkers.cores = d.derivations.cores
 	derivationWorkers.mu.Unlock()
-	derivationWorkers.aging.setGrace(c.grace())
+	derivationWorkers.aging.setGrace(c.DerivationGrace)
 }
 
 // maxHeld bounds the refused logins held at once.
