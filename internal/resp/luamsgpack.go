@@ -161,8 +161,21 @@ func msgpackUnpack(L *lua.LState, limit, offset int) int {
 }
 
 type msgpackDecoder struct {
-	L *lua.LState
-	b []byte
+	L     *lua.LState
+	b     []byte
+	depth int // arrays and maps open around the value being read
+}
+
+// maxMsgpackDepth bounds how deeply unpacked arrays and maps nest: each
+// level is a Go call and a Lua table, and a 1 MiB argument of one-element
+// arrays would otherwise nest a million deep in one call.
+const maxMsgpackDepth = 1000
+
+// nest opens an array or map, refusing one past maxMsgpackDepth.
+func (d *msgpackDecoder) nest() {
+	if d.depth++; d.depth > maxMsgpackDepth {
+		d.L.RaiseError("Too many nested arrays or maps in input (the maximum is %d).", maxMsgpackDepth)
+	}
 }
 
 // take is the next n bytes.
@@ -239,14 +252,17 @@ func (d *msgpackDecoder) value() lua.LValue {
 }
 
 func (d *msgpackDecoder) array(n int) lua.LValue {
+	d.nest()
 	t := d.L.CreateTable(min(n, len(d.b)), 0)
 	for i := 1; i <= n; i++ {
 		t.RawSetInt(i, d.value())
 	}
+	d.depth--
 	return t
 }
 
 func (d *msgpackDecoder) mapOf(n int) lua.LValue {
+	d.nest()
 	t := d.L.NewTable()
 	for range n {
 		k := d.value()
@@ -255,5 +271,6 @@ func (d *msgpackDecoder) mapOf(n int) lua.LValue {
 			t.RawSet(k, v)
 		}
 	}
+	d.depth--
 	return t
 }

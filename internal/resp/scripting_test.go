@@ -316,3 +316,20 @@ func TestConfigBusyThreshold(t *testing.T) {
 		":1000000",
 	})
 }
+
+// cmsgpack.unpack refuses arrays and maps nested past maxMsgpackDepth
+// with one sentence, and unpacks them up to it.
+func TestMsgpackUnpackNestingBounded(t *testing.T) {
+	_, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	nested := func(levels int) string { return strings.Repeat("\x91", levels) + "\x01" }
+	depth := "local v, d = cmsgpack.unpack(ARGV[1]), 0 while type(v) == 'table' do v, d = v[1], d + 1 end return d"
+	if got, err := rc.Eval(ctx, depth, nil, nested(maxMsgpackDepth)).Int(); err != nil || got != maxMsgpackDepth {
+		t.Fatalf("%d levels: %v, %v", maxMsgpackDepth, got, err)
+	}
+	for _, in := range []string{nested(maxMsgpackDepth + 1), strings.Repeat("\x81\x01", maxMsgpackDepth+1) + "\x01"} {
+		if err := rc.Eval(ctx, depth, nil, in).Err(); err == nil || !strings.Contains(err.Error(), "Too many nested arrays or maps in input") {
+			t.Fatalf("%d bytes nested past the bound: %v", len(in), err)
+		}
+	}
+}
