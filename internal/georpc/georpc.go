@@ -220,9 +220,10 @@ type sender struct {
 
 // peerQueue holds one peer's encoded messages until they are due.
 type peerQueue struct {
-	mu   sync.Mutex
-	q    []queued
-	wake chan struct{}
+	mu    sync.Mutex
+	q     []queued
+	bytes int // of the queued bodies
+	wake  chan struct{}
 }
 
 type queued struct {
@@ -233,6 +234,12 @@ type queued struct {
 // maxBatch bounds the bytes of one call (gRPC refuses messages over 4 MiB);
 // what is left goes in the next.
 const maxBatch = 1 << 20
+
+// maxQueued bounds the bytes queued for one peer. A peer that does not
+// answer drains at most maxBatch per call's 1 s timeout while its DC keeps
+// sending; past the bound the oldest messages go, which is safe because
+// a DC sends again what its peer has not acknowledged.
+const maxQueued = 16 << 20
 
 // newSender starts one goroutine per peer (until stop closes).
 func newSender(n Node, gateways []uint64, self int, stop <-chan struct{}) *sender {
@@ -260,13 +267,25 @@ func (t *sender) Send(to int, m *geo.Message) {
 		return
 	}
 	q := t.peers[to]
-	q.mu.Lock()
-	q.q = append(q.q, queued{due: time.Now().Add(t.n.Delay(peer)), body: body})
-	q.mu.Unlock()
+	q.add(queued{due: time.Now().Add(t.n.Delay(peer)), body: body})
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
+}
+
+// add queues m, dropping the oldest messages while the queue holds more
+// than maxQueued bytes (never m itself).
+func (q *peerQueue) add(m queued) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.q = append(q.q, m)
+	q.bytes += len(m.body)
+	drop := 0
+	for ; q.bytes > maxQueued && drop < len(q.q)-1; drop++ {
+		q.bytes -= len(q.q[drop].body)
+	}
+	q.q = slices.Delete(q.q, 0, drop)
 }
 
 // run sends peer to's messages as they fall due, in batches.
@@ -308,6 +327,7 @@ func (q *peerQueue) take(now time.Time) ([]byte, time.Duration) {
 		}
 		batch = binary.AppendUvarint(batch, uint64(len(q.q[i].body)))
 		batch = append(batch, q.q[i].body...)
+		q.bytes -= len(q.q[i].body)
 	}
 	q.q = slices.Delete(q.q, 0, i)
 	if batch == nil && len(q.q) > 0 {

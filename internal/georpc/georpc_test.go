@@ -96,3 +96,32 @@ func TestTruncatedBatchIsRefused(t *testing.T) {
 		t.Fatal("a batch cut short was taken")
 	}
 }
+
+// A peer's queue holds at most maxQueued bytes: past it the oldest
+// messages go and the newest stay, in order, and what take hands out is
+// no longer counted.
+func TestPeerQueueDropsOldestPastItsBound(t *testing.T) {
+	q := &peerQueue{wake: make(chan struct{}, 1)}
+	const size = 64 << 10
+	now := time.Now()
+	n := maxQueued/size + 10
+	for i := range n {
+		body := make([]byte, size)
+		body[0] = byte(i)
+		q.add(queued{due: now, body: body})
+	}
+	if q.bytes > maxQueued || len(q.q) != maxQueued/size || q.bytes != len(q.q)*size {
+		t.Fatalf("%d messages, %d bytes queued after %d of %d bytes; the bound is %d", len(q.q), q.bytes, n, size, maxQueued)
+	}
+	if first := q.q[0].body[0]; first != byte(n-maxQueued/size) {
+		t.Fatalf("the oldest kept is message %d, want %d", first, n-maxQueued/size)
+	}
+	for len(q.q) > 0 {
+		if batch, _ := q.take(now); batch == nil {
+			t.Fatal("due messages not taken")
+		}
+	}
+	if q.bytes != 0 {
+		t.Fatalf("%d bytes counted after every message was taken", q.bytes)
+	}
+}
