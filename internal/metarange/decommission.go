@@ -16,10 +16,7 @@ import (
 // at a time and nothing new comes to it. It answers how many replicas the
 // directory still places on the node: 0 means it may be stopped.
 func (h Handlers) Decommission(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.DecommissionRequest) (*tidekvpb.DecommissionResponse, error) {
-	if err := meta.LeaseRead(ctx); err != nil {
-		return nil, err
-	}
-	nodes, err := raftstore.ReadMetaNodes(h.Node.Engine())
+	nodes, err := h.nodes(ctx, meta)
 	if err != nil {
 		return nil, err
 	}

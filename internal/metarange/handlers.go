@@ -101,10 +101,7 @@ func (h Handlers) Join(ctx context.Context, meta *raftstore.Replica, req *tidekv
 	if err != nil {
 		return nil, err
 	}
-	if err := meta.LeaseRead(ctx); err != nil {
-		return nil, err
-	}
-	nodes, err := raftstore.ReadMetaNodes(h.Node.Engine())
+	nodes, err := h.nodes(ctx, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -112,12 +109,18 @@ func (h Handlers) Join(ctx context.Context, meta *raftstore.Replica, req *tidekv
 	return &tidekvpb.JoinResponse{ClusterId: h.Node.ClusterID(), NodeId: id, Nodes: nodes, LogVersion: active}, nil
 }
 
-// Heartbeat takes a node's heartbeat.
-func (h Handlers) Heartbeat(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error) {
+// nodes reads the meta directory's node records once the meta lease
+// covers the read.
+func (h Handlers) nodes(ctx context.Context, meta *raftstore.Replica) ([]*tidekvpb.NodeDescriptor, error) {
 	if err := meta.LeaseRead(ctx); err != nil {
 		return nil, err
 	}
-	nodes, err := raftstore.ReadMetaNodes(h.Node.Engine())
+	return raftstore.ReadMetaNodes(h.Node.Engine())
+}
+
+// Heartbeat takes a node's heartbeat.
+func (h Handlers) Heartbeat(ctx context.Context, meta *raftstore.Replica, req *tidekvpb.NodeHeartbeatRequest) (*tidekvpb.NodeHeartbeatResponse, error) {
+	nodes, err := h.nodes(ctx, meta)
 	if err != nil {
 		return nil, err
 	}
