@@ -428,8 +428,11 @@ func (s *Server) serveConn(st *connState) {
 			}
 			return
 		}
-		st.client.active.Store(time.Now().UnixNano())
+		// The reader stamped when these commands were read (by the
+		// configured clock, as CLIENT LIST's idle is computed): no
+		// second clock read per pipeline.
 		st.arrived = st.in.readAt
+		st.client.active.Store(st.arrived.UnixNano())
 		s.servePipeline(&st.out, st, n)
 		st.out.done()
 	}
