@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	mrand "math/rand/v2"
 	"strconv"
 	"strings"
 )
@@ -217,11 +216,12 @@ func cmdHRandField(x *call) {
 	if !ok {
 		return
 	}
+	randN := x.s.cfg.randN
 	if !withCount {
 		if len(fields) == 0 {
 			x.c.WriteNull()
 		} else {
-			x.c.WriteBulk(fields[mrand.IntN(len(fields))].Key)
+			x.c.WriteBulk(fields[randN(len(fields))].Key)
 		}
 		return
 	}
@@ -231,12 +231,9 @@ func cmdHRandField(x *call) {
 	case count >= int64(len(fields)):
 		pick = fields
 	case count > 0:
-		perm := mrand.Perm(len(fields))[:count]
-		for _, i := range perm {
-			pick = append(pick, fields[i])
-		}
+		pick = sample(fields, int(count), randN)
 	default:
-		if pick, ok = repeatedDraws(x, -count, func(int64) KeyValue { return fields[mrand.IntN(len(fields))] },
+		if pick, ok = repeatedDraws(x, -count, func(int64) KeyValue { return fields[randN(len(fields))] },
 			func(kv KeyValue) int { return len(kv.Key) + len(kv.Value) }); !ok {
 			return
 		}
