@@ -161,25 +161,9 @@ func (e *scriptEnv) end() {
 func newScriptEnv() *scriptEnv {
 	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 200, RegistrySize: luaStackSize, RegistryMaxSize: 1 << 20, MinimizeStackMemory: true})
 	e := &scriptEnv{L: L, globals: L.G.Global, sealed: map[*lua.LTable]bool{}}
-	for _, lib := range []struct {
-		name string
-		open lua.LGFunction
-	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}, {lua.MathLibName, lua.OpenMath}} {
-		L.Push(L.NewFunction(lib.open))
-		L.Push(lua.LString(lib.name))
-		L.Call(1, 0)
-	}
+	e.openLibs()
+	e.guardWrites()
 	g := e.globals
-	for _, name := range []string{"dofile", "load", "loadfile", "loadstring", "print", "_printregs", "getfenv", "setfenv",
-		"module", "require", "newproxy", "collectgarbage", "_GOPHER_LUA_VERSION"} {
-		g.RawSetString(name, lua.LNil)
-	}
-	g.RawSetString("error", L.NewFunction(luaErrorFn))
-	g.RawSetString("pcall", L.NewFunction(luaPCall))
-	e.onError = L.NewFunction(e.errorHandler)
-	str, tab := g.RawGetString("string").(*lua.LTable), g.RawGetString("table").(*lua.LTable)
-	str.RawSetString("rep", L.NewFunction(e.stringRep))
-	e.randomLib(L, g.RawGetString("math").(*lua.LTable))
 	// Redis's globals and libraries are read-only, and reading a global
 	// that is not there is an error, not nil (a misspelt local is
 	// caught). The script sees them through sealed proxies: its
@@ -222,6 +206,40 @@ func newScriptEnv() *scriptEnv {
 	strView := L.NewTable()
 	strView.RawSetString("__index", g.RawGetString("string"))
 	L.GetMetatable(lua.LString("")).(*lua.LTable).RawSetString("__metatable", seal(strView, hidden))
+	e.env = seal(g, hidden)
+	g.RawSetString("_G", e.env)
+	return e
+}
+
+// openLibs opens the libraries a script may use and removes what would
+// reach outside the sandbox (files, code loading, printing), with Redis's
+// error, pcall, string.rep and math.random in place of Lua's.
+func (e *scriptEnv) openLibs() {
+	L, g := e.L, e.globals
+	for _, lib := range []struct {
+		name string
+		open lua.LGFunction
+	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}, {lua.MathLibName, lua.OpenMath}} {
+		L.Push(L.NewFunction(lib.open))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	for _, name := range []string{"dofile", "load", "loadfile", "loadstring", "print", "_printregs", "getfenv", "setfenv",
+		"module", "require", "newproxy", "collectgarbage", "_GOPHER_LUA_VERSION"} {
+		g.RawSetString(name, lua.LNil)
+	}
+	g.RawSetString("error", L.NewFunction(luaErrorFn))
+	g.RawSetString("pcall", L.NewFunction(luaPCall))
+	e.onError = L.NewFunction(e.errorHandler)
+	g.RawGetString("string").(*lua.LTable).RawSetString("rep", L.NewFunction(e.stringRep))
+	e.randomLib(L, g.RawGetString("math").(*lua.LTable))
+}
+
+// guardWrites makes the functions that write a table without its
+// metamethods refuse sealed tables.
+func (e *scriptEnv) guardWrites() {
+	L, g := e.L, e.globals
+	tab := g.RawGetString("table").(*lua.LTable)
 	// setmetatable takes tables only, as Lua 5.1's: gopher-lua's would
 	// set the metatable every string, number or boolean shares, or
 	// cjson.null's.
@@ -249,9 +267,6 @@ func newScriptEnv() *scriptEnv {
 			return orig(L)
 		}))
 	}
-	e.env = seal(g, hidden)
-	g.RawSetString("_G", e.env)
-	return e
 }
 
 // randomLib gives the scripts' math.random a generator of the state's
