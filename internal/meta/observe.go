@@ -7,6 +7,7 @@ import (
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/rangeload"
 )
 
 // Observe assembles what the control loop looks at: the ranges of the
@@ -74,7 +75,7 @@ func (t *Table) addReplicaReads(ranges []placement.Range, statuses []*tidekvpb.N
 		}
 		for _, rr := range hb.GetReplicaReads() {
 			r := at[rr.GetRangeId()]
-			if r != nil && !r.ControlLoop && r.Generation == rr.GetGeneration() && r.Leaseholder != id {
+			if r != nil && !r.ControlLoop && rangeload.SpanOf(rr).Equal(rangeload.Span{Start: r.Start, End: r.End}) && r.Leaseholder != id {
 				r.ReplicaReadQPS += rr.GetReadQps()
 			}
 		}

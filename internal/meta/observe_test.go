@@ -10,19 +10,21 @@ import (
 )
 
 // The observation counts a range's reads served by its other replicas
-// from the live nodes' heartbeats (at the range's generation only, never
-// the leaseholder's own), marks them unknown where a replica sits on a
+// from the live nodes' heartbeats (over the range's current span only,
+// whatever replica changes came since, never the leaseholder's own), marks them unknown where a replica sits on a
 // node neither live nor dead, and keeps the meta range out of splits and
 // merges.
 func TestObserveReplicaReads(t *testing.T) {
 	tb, now := NewTable(), time.Unix(1000, 0)
 	node := func(id uint64) *tidekvpb.NodeDescriptor { return &tidekvpb.NodeDescriptor{NodeId: id} }
 	tb.Heartbeat(now, &tidekvpb.NodeHeartbeatRequest{Node: node(2), RejectedQps: 3, ReplicaReads: []*tidekvpb.ReplicaReads{
-		{RangeId: 5, Generation: 4, ReadQps: 10}, // counted
-		{RangeId: 6, Generation: 1, ReadQps: 99}, // an older span of range 6: not counted
+		// counted: sampled before a replica change (generation 3), same span
+		{RangeId: 5, StartKey: []byte("a"), EndKey: []byte("m"), ReadQps: 10},
+		// an older span of range 6 (before it merged its right neighbour): not counted
+		{RangeId: 6, StartKey: []byte("m"), EndKey: []byte("q"), ReadQps: 99},
 	}})
 	tb.Heartbeat(now, &tidekvpb.NodeHeartbeatRequest{Node: node(1), ReplicaReads: []*tidekvpb.ReplicaReads{
-		{RangeId: 5, Generation: 4, ReadQps: 7}, // the leaseholder's own: not counted
+		{RangeId: 5, StartKey: []byte("a"), EndKey: []byte("m"), ReadQps: 7}, // the leaseholder's own: not counted
 	}})
 	rep := func(ids ...uint64) (out []*tidekvpb.ReplicaDescriptor) {
 		for _, id := range ids {
