@@ -49,7 +49,9 @@ func (r *Reporter) sample(now time.Time) {
 
 // replicaReads is the last sample's read rate of each local replica that
 // served reads without leading its range (a follower or learner read),
-// at the range's current span.
+// at the range's current span. The generation is the current
+// descriptor's, for a meta leaseholder that matches by generation only (a
+// binary from before spans).
 func (r *Reporter) replicaReads() []*tidekvpb.ReplicaReads {
 	var out []*tidekvpb.ReplicaReads
 	r.load.Each(func(id uint64, l rangeload.Load) {
@@ -57,7 +59,8 @@ func (r *Reporter) replicaReads() []*tidekvpb.ReplicaReads {
 		if l.ReadQPS <= 0 || rep == nil || rep.IsLeader() || !rangeload.SpanOf(rep.Desc()).Equal(l.Span) {
 			return
 		}
-		out = append(out, &tidekvpb.ReplicaReads{RangeId: id, StartKey: l.Span.Start, EndKey: l.Span.End, ReadQps: l.ReadQPS})
+		out = append(out, &tidekvpb.ReplicaReads{RangeId: id, StartKey: l.Span.Start, EndKey: l.Span.End,
+			Generation: rep.Desc().GetGeneration(), ReadQps: l.ReadQPS})
 	})
 	return out
 }
