@@ -4774,9 +4774,16 @@ func (x *KeySpaceCounts) GetEvictions() uint64 {
 type ReplicaReads struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	// The range's descriptor generation when sampled.
-	Generation    uint64  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
-	ReadQps       float64 `protobuf:"fixed64,3,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
+	// The range's descriptor generation when sampled. A meta leaseholder
+	// matches reads by span (start_key, end_key) and by the generation
+	// only from a node that sends no span (a binary from before spans).
+	Generation uint64  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	ReadQps    float64 `protobuf:"fixed64,3,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
+	// The range's span [start_key, end_key) when sampled: the meta
+	// leaseholder counts the reads only for the range's current span (a
+	// replica change since bumps the generation, not the span).
+	StartKey      []byte `protobuf:"bytes,4,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey        []byte `protobuf:"bytes,5,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4830,6 +4837,20 @@ func (x *ReplicaReads) GetReadQps() float64 {
 		return x.ReadQps
 	}
 	return 0
+}
+
+func (x *ReplicaReads) GetStartKey() []byte {
+	if x != nil {
+		return x.StartKey
+	}
+	return nil
+}
+
+func (x *ReplicaReads) GetEndKey() []byte {
+	if x != nil {
+		return x.EndKey
+	}
+	return nil
 }
 
 type NodeHeartbeatResponse struct {
@@ -9381,13 +9402,15 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04hits\x18\x02 \x01(\x04R\x04hits\x12\x16\n" +
 	"\x06misses\x18\x03 \x01(\x04R\x06misses\x12\x1c\n" +
-	"\tevictions\x18\x04 \x01(\x04R\tevictions\"d\n" +
+	"\tevictions\x18\x04 \x01(\x04R\tevictions\"\x9a\x01\n" +
 	"\fReplicaReads\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\x12\x19\n" +
-	"\bread_qps\x18\x03 \x01(\x01R\areadQps\"\xb9\x01\n" +
+	"\bread_qps\x18\x03 \x01(\x01R\areadQps\x12\x1b\n" +
+	"\tstart_key\x18\x04 \x01(\fR\bstartKey\x12\x17\n" +
+	"\aend_key\x18\x05 \x01(\fR\x06endKey\"\xb9\x01\n" +
 	"\x15NodeHeartbeatResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.tidekv.NodeDescriptorR\x05nodes\x125\n" +
 	"\x17migration_bytes_per_sec\x18\x02 \x01(\x01R\x14migrationBytesPerSec\x12\x1f\n" +

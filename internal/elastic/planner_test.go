@@ -236,3 +236,53 @@ func TestPlannerLeadMeasured(t *testing.T) {
 		t.Fatalf("the lead is %v, want halfway from 31 s to 11 s", o.Lead)
 	}
 }
+
+// Issue 34 item 4: once the forecast is trusted, the combined controller
+// scales in as soon as the load and its forecast fit in one node fewer,
+// not after a fixed wait. With ScaleInAfter and CoolDown set to an hour,
+// the reactive controller never gives a node back within the run, while
+// the combined one follows a learned wave down in every period, each
+// scale-in on the forecast's reason and with no wait in it.
+func TestPlannerCombinedScalesInWithoutAFixedWait(t *testing.T) {
+	wave := func(i int) float64 { return 16000 - 12000*math.Cos(2*math.Pi*float64(i%200)/200) }
+	run := func(controller string) (ins []int, reasons []string, nodes []int) {
+		p := testPolicy(controller)
+		p.Season, p.ScaleInAfter, p.CoolDown = 200*time.Second, time.Hour, time.Hour
+		c := newCluster(t, p, 4)
+		for i := 0; i < 800; i++ {
+			o := c.round(wave(i))
+			if o.Delta > 0 {
+				c.nodes += o.Delta
+			} else if o.Delta < 0 {
+				c.nodes--
+				ins, reasons = append(ins, i), append(reasons, o.Reason)
+			}
+			nodes = append(nodes, c.nodes)
+		}
+		return ins, reasons, nodes
+	}
+	if ins, reasons, _ := run(Reactive); len(ins) != 0 {
+		t.Fatalf("reactive scaled in at %v (%q) within the hour's wait", ins, reasons)
+	}
+	ins, reasons, nodes := run(Combined)
+	for period := 2; period < 4; period++ {
+		from, to := 200*period, 200*(period+1)
+		peak, trough := 0, 1<<30
+		for i := from; i < to; i++ {
+			peak, trough = max(peak, nodes[i]), min(trough, nodes[i])
+		}
+		n := 0
+		for k, i := range ins {
+			if i >= from && i < to {
+				n++
+				if !strings.Contains(reasons[k], "the load and its forecast") || strings.Contains(reasons[k], "and has for") {
+					t.Errorf("scale-in at round %d: %q, want one on the forecast with no wait", i, reasons[k])
+				}
+			}
+		}
+		t.Logf("period %d: %d scale-ins, nodes %d at the peak, %d at the trough", period, n, peak, trough)
+		if n == 0 || trough >= peak {
+			t.Errorf("period %d: %d scale-ins, nodes %d to %d: want the wave followed down", period, n, peak, trough)
+		}
+	}
+}

@@ -94,7 +94,7 @@ func (sp *Spaces) Place(obs *control.Observation, cat ksconfig.Catalogue, loads 
 			r.RF = k.RF
 		}
 		var n uint64
-		if l := loads.LoadOf(r.ID); l.Gen >= r.Generation { // not of a span before a split or merge
+		if l := loads.LoadOf(r.ID); l.Span.Equal(rangeload.Span{Start: r.Start, End: r.End}) { // not of a span before a split or merge
 			n = l.Keys
 		}
 		t.Add(r.Start, r.Bytes, n)

@@ -7,6 +7,7 @@ import (
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/keys"
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/rangeload"
 )
 
 // Observe assembles what the control loop looks at: the ranges of the
@@ -74,7 +75,7 @@ func (t *Table) addReplicaReads(ranges []placement.Range, statuses []*tidekvpb.N
 		}
 		for _, rr := range hb.GetReplicaReads() {
 			r := at[rr.GetRangeId()]
-			if r != nil && !r.ControlLoop && r.Generation == rr.GetGeneration() && r.Leaseholder != id {
+			if r != nil && !r.ControlLoop && sameSpan(r, rr) && r.Leaseholder != id {
 				r.ReplicaReadQPS += rr.GetReadQps()
 			}
 		}
@@ -86,6 +87,16 @@ func (t *Table) addReplicaReads(ranges []placement.Range, statuses []*tidekvpb.N
 			}
 		}
 	}
+}
+
+// sameSpan reports whether a node's replica reads rr were counted over
+// range r's current span. A node from before spans sends none: its reads
+// count at r's generation only.
+func sameSpan(r *placement.Range, rr *tidekvpb.ReplicaReads) bool {
+	if len(rr.GetStartKey()) == 0 && len(rr.GetEndKey()) == 0 && rr.GetGeneration() != 0 {
+		return rr.GetGeneration() == r.Generation
+	}
+	return rangeload.SpanOf(rr).Equal(rangeload.Span{Start: r.Start, End: r.End})
 }
 
 // PlacementState maps a node's status to what placement acts on.

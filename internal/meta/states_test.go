@@ -62,3 +62,32 @@ func TestTableReport(t *testing.T) {
 		t.Errorf("an older lease's report replaced the newer: %+v", tb.LoadOf(5))
 	}
 }
+
+// A report stands for the range's span: a replica change since (a newer
+// generation over the same span) keeps its size and freshness and does not
+// count as crossing the split line again; a split since makes it the old
+// span's, with no size and stale, and a half still above the line crosses.
+func TestTableReportFollowsSpan(t *testing.T) {
+	tb := NewTable()
+	desc := func(gen uint64, end string) *tidekvpb.RangeDescriptor {
+		return &tidekvpb.RangeDescriptor{RangeId: 5, Generation: gen, StartKey: []byte("a"), EndKey: []byte(end)}
+	}
+	report := func(d *tidekvpb.RangeDescriptor, bytes uint64) bool {
+		return tb.Report(&tidekvpb.ReportRangeRequest{Desc: d, LeaderNodeId: 1, LeaseTerm: 3, Bytes: bytes, Qps: 40}, 100)
+	}
+	if !report(desc(1, "z"), 150) {
+		t.Fatal("first report above the line: want crossed")
+	}
+	if ri := tb.RangeInfos([]*tidekvpb.RangeDescriptor{desc(2, "z")})[0]; ri.GetBytes() != 150 || ri.GetLoadStale() || ri.GetQps() != 40 {
+		t.Errorf("after a replica change: %+v, want the report's 150 bytes and 40 qps, fresh", ri)
+	}
+	if report(desc(2, "z"), 160) {
+		t.Error("a replica change counted as crossing the split line again")
+	}
+	if ri := tb.RangeInfos([]*tidekvpb.RangeDescriptor{desc(3, "m")})[0]; ri.GetBytes() != 0 || !ri.GetLoadStale() {
+		t.Errorf("after a split: %+v, want no size, stale", ri)
+	}
+	if !report(desc(3, "m"), 120) {
+		t.Error("the left half still above the line: want crossed")
+	}
+}

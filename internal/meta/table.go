@@ -70,9 +70,10 @@ func (t *Table) Report(req *tidekvpb.ReportRangeRequest, splitBytes uint64) (cro
 	if ok && req.GetLeaseTerm() < prev.Term && req.GetLeaseTerm() != 0 {
 		return false
 	}
-	crossed = req.GetBytes() > splitBytes && (!ok || prev.Bytes <= splitBytes || prev.Gen != d.GetGeneration())
+	span := rangeload.SpanOf(d)
+	crossed = req.GetBytes() > splitBytes && (!ok || prev.Bytes <= splitBytes || !prev.Span.Equal(span))
 	t.leaders[d.GetRangeId()] = req.GetLeaderNodeId()
-	t.load[d.GetRangeId()] = rangeload.Load{QPS: req.GetQps(), ReadQPS: req.GetReadQps(), Bytes: req.GetBytes(), Gen: d.GetGeneration(),
+	t.load[d.GetRangeId()] = rangeload.Load{QPS: req.GetQps(), ReadQPS: req.GetReadQps(), Bytes: req.GetBytes(), Span: span,
 		HotKeyShare: req.GetHotKeyShare(), Term: req.GetLeaseTerm(), Stale: req.GetLoadStale(), Changing: req.GetChangeInProgress(),
 		Garbage: req.GetGarbageBytes(), Keys: req.GetKeys(), Writes: req.GetWritesByOrigin()}
 	return crossed
@@ -121,11 +122,13 @@ func (t *Table) RangeInfos(descs []*tidekvpb.RangeDescriptor) []*tidekvpb.RangeI
 		if d.GetRangeId() == keys.MetaRangeID {
 			continue
 		}
-		l := t.load[d.GetRangeId()]
-		if l.Gen != 0 && l.Gen < d.GetGeneration() {
-			// Reported before the range's last split or merge: its size
-			// was the old span's, and placement would split the left half
-			// again on it (urgent rounds come as soon as 250 ms apart).
+		l, ok := t.load[d.GetRangeId()]
+		if ok && !l.Span.Equal(rangeload.SpanOf(d)) {
+			// Reported over another span (before the range's last split or
+			// merge): its size was the old span's, and placement would
+			// split the left half again on it (urgent rounds come as soon
+			// as 250 ms apart). A replica change leaves the span, and the
+			// report stands.
 			l.Bytes, l.Keys, l.Garbage, l.Stale = 0, 0, 0, true
 		}
 		out = append(out, &tidekvpb.RangeInfo{Desc: d, LeaderNodeId: t.leaders[d.GetRangeId()],

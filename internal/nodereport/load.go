@@ -26,7 +26,7 @@ func (r *Reporter) sample(now time.Time) {
 			continue
 		}
 		c := rangeload.Counters{Requests: rep.Requests(), Reads: rep.Reads(), HotKeyShare: rep.HotKeyShare(),
-			Gen: d.GetGeneration(), Term: rep.LeaderTerm()}
+			Span: rangeload.SpanOf(d), Term: rep.LeaderTerm()}
 		if n, err := sizes.RangeSize(rep, d.GetGeneration(), recount); err == nil {
 			c.Bytes = n
 		}
@@ -49,15 +49,18 @@ func (r *Reporter) sample(now time.Time) {
 
 // replicaReads is the last sample's read rate of each local replica that
 // served reads without leading its range (a follower or learner read),
-// at the range's current span.
+// at the range's current span. The generation is the current
+// descriptor's, for a meta leaseholder that matches by generation only (a
+// binary from before spans).
 func (r *Reporter) replicaReads() []*tidekvpb.ReplicaReads {
 	var out []*tidekvpb.ReplicaReads
 	r.load.Each(func(id uint64, l rangeload.Load) {
 		rep := r.node.Replica(id)
-		if l.ReadQPS <= 0 || rep == nil || rep.IsLeader() || rep.Desc().GetGeneration() != l.Gen {
+		if l.ReadQPS <= 0 || rep == nil || rep.IsLeader() || !rangeload.SpanOf(rep.Desc()).Equal(l.Span) {
 			return
 		}
-		out = append(out, &tidekvpb.ReplicaReads{RangeId: id, Generation: l.Gen, ReadQps: l.ReadQPS})
+		out = append(out, &tidekvpb.ReplicaReads{RangeId: id, StartKey: l.Span.Start, EndKey: l.Span.End,
+			Generation: rep.Desc().GetGeneration(), ReadQps: l.ReadQPS})
 	})
 	return out
 }
@@ -66,7 +69,7 @@ func (r *Reporter) replicaReads() []*tidekvpb.ReplicaReads {
 // led now in term (rangeload.Tracker.Of), measuring its size afresh after
 // a split or merge.
 func (r *Reporter) rangeLoadOf(d *tidekvpb.RangeDescriptor, term uint64) rangeload.Load {
-	return r.load.Of(d.GetRangeId(), d.GetGeneration(), term, func() (uint64, uint64, bool) {
+	return r.load.Of(d.GetRangeId(), rangeload.SpanOf(d), term, func() (uint64, uint64, bool) {
 		rep := r.node.Replica(d.GetRangeId())
 		if rep == nil {
 			return 0, 0, false

@@ -239,6 +239,6 @@ func (r *Reporter) ReportAll(ctx context.Context) {
 // Crossed notes the size of range d measured as it crossed its split
 // line, and reports it.
 func (r *Reporter) Crossed(d *tidekvpb.RangeDescriptor, bytes uint64) {
-	r.load.SetBytes(d.GetRangeId(), d.GetGeneration(), bytes)
+	r.load.SetBytes(d.GetRangeId(), rangeload.SpanOf(d), bytes)
 	r.Queue(d)
 }

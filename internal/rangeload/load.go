@@ -1,6 +1,7 @@
 package rangeload
 
 import (
+	"bytes"
 	"sync"
 	"time"
 )
@@ -13,13 +14,13 @@ type Load struct {
 	Keys uint64
 	// HotKeyShare: the share of sampled requests on the hottest key.
 	HotKeyShare float64
-	// Gen is the descriptor generation the sample was taken at.
-	Gen uint64
+	// Span is the range's key span the sample was taken over.
+	Span Span
 	// Term is the Raft term of the lease the sample was taken under (0: not
 	// the leaseholder); Stale says the sample does not cover a whole
-	// window of that lease with this descriptor (the lease or the range's
-	// span is newer than the previous sample), so its rates understate the
-	// load and placement must not act on them.
+	// window of that lease over this span (the lease or the span is newer
+	// than the previous sample), so its rates understate the load and
+	// placement must not act on them.
 	Term  uint64
 	Stale bool
 	// Changing: the leaseholder was running a replica change; Garbage,
@@ -39,10 +40,31 @@ type Counters struct {
 	// Bytes and Keys are its size (as last measured).
 	Bytes, Keys uint64
 	HotKeyShare float64
-	Gen, Term   uint64
+	Span        Span
+	Term        uint64
 	// Writes are the window's writes by origin (taken, so reset, by the
 	// reader).
 	Writes map[string]uint64
+}
+
+// Span is a range's key span [Start, End). A sample's freshness follows
+// the span, not the descriptor's generation: a replica change (a learner
+// or voter added or removed) bumps the generation but leaves the span,
+// and the replica's counters, as they were, so its rates stay continuous;
+// only a split or a merge makes the counted requests another span's.
+type Span struct{ Start, End []byte }
+
+// SpanOf is the span of a range descriptor.
+func SpanOf(d interface {
+	GetStartKey() []byte
+	GetEndKey() []byte
+}) Span {
+	return Span{Start: d.GetStartKey(), End: d.GetEndKey()}
+}
+
+// Equal reports whether s and o are the same span.
+func (s Span) Equal(o Span) bool {
+	return bytes.Equal(s.Start, o.Start) && bytes.Equal(s.End, o.End)
 }
 
 // Tracker turns the replicas' request counters into rates, once per
@@ -65,7 +87,7 @@ func (t *Tracker) Sample(now time.Time, cs map[uint64]Counters) map[uint64]Load 
 	dt := now.Sub(t.at).Seconds()
 	for id, c := range cs {
 		counts[id] = [2]uint64{c.Requests, c.Reads}
-		l := Load{Bytes: c.Bytes, Keys: c.Keys, HotKeyShare: c.HotKeyShare, Gen: c.Gen, Term: c.Term, Stale: true}
+		l := Load{Bytes: c.Bytes, Keys: c.Keys, HotKeyShare: c.HotKeyShare, Span: c.Span, Term: c.Term, Stale: true}
 		if prev, ok := t.counts[id]; ok && dt > 0 && c.Requests >= prev[0] && c.Reads >= prev[1] {
 			l.QPS = float64(c.Requests-prev[0]) / dt
 			l.ReadQPS = float64(c.Reads-prev[1]) / dt
@@ -91,35 +113,35 @@ func (t *Tracker) Each(fn func(id uint64, l Load)) {
 	}
 }
 
-// SetBytes records a new size of a range whose last sample is of
-// generation gen (a range that crossed its split line is reported at once
-// with it, before the next sample).
-func (t *Tracker) SetBytes(rangeID, gen, bytes uint64) {
+// SetBytes records a new size of a range whose last sample is of span
+// (a range that crossed its split line is reported at once with it,
+// before the next sample).
+func (t *Tracker) SetBytes(rangeID uint64, span Span, n uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if l, ok := t.ranges[rangeID]; ok && l.Gen == gen {
-		l.Bytes = bytes
+	if l, ok := t.ranges[rangeID]; ok && l.Span.Equal(span) {
+		l.Bytes = n
 		t.ranges[rangeID] = l
 	}
 }
 
-// Of returns the last sample of a range's load for its descriptor of
-// generation gen, led now in term (the replica's LeaderTerm). A sample
-// taken before gen (a split or merge since) says nothing about the range
-// now: its size is measured afresh (size; ok false when it could not be)
-// and its rates wait for the next sample, or placement would split the
-// range again on its old numbers. A sample of another term (taken as a
-// follower, or under an earlier lease) is stale.
-func (t *Tracker) Of(rangeID, gen, term uint64, size func() (bytes, keys uint64, ok bool)) Load {
+// Of returns the last sample of a range's load over span, led now in term
+// (the replica's LeaderTerm). A sample of another span (a split or merge
+// since) says nothing about the range now: its size is measured afresh
+// (size; ok false when it could not be) and its rates wait for the next
+// sample, or placement would split the range again on its old numbers. A
+// sample of another term (taken as a follower, or under an earlier lease)
+// is stale.
+func (t *Tracker) Of(rangeID uint64, span Span, term uint64, size func() (bytes, keys uint64, ok bool)) Load {
 	t.mu.Lock()
-	l := t.ranges[rangeID]
+	l, ok := t.ranges[rangeID]
 	t.mu.Unlock()
-	if l.Gen == gen {
+	if ok && l.Span.Equal(span) {
 		l.Stale = l.Stale || l.Term != term || term == 0
 		l.Term = term
 		return l
 	}
-	fresh := Load{Gen: gen, Term: term, Stale: true}
+	fresh := Load{Span: span, Term: term, Stale: true}
 	if b, k, ok := size(); ok {
 		fresh.Bytes, fresh.Keys = b, k
 	}
@@ -130,7 +152,7 @@ func (t *Tracker) Of(rangeID, gen, term uint64, size func() (bytes, keys uint64,
 // lease: this node led the range in the same term, with the same span, at
 // the previous sample prev as well.
 func CoversWindow(prev, cur Load) bool {
-	return cur.Term != 0 && prev.Term == cur.Term && prev.Gen == cur.Gen
+	return cur.Term != 0 && prev.Term == cur.Term && prev.Span.Equal(cur.Span)
 }
 
 // perSecond turns a window's counts into rates (nil for none).
