@@ -30,7 +30,8 @@ func TestReadThrough(t *testing.T) {
 		k := r.URL.Query().Get("key")
 		switch {
 		case k == "slow":
-			time.Sleep(time.Second)
+			<-r.Context().Done() // answers never: the fetch gives up
+			return
 		case k == "raced":
 			clientWrite()
 		case strings.HasPrefix(k, "absent"):
@@ -46,7 +47,10 @@ func TestReadThrough(t *testing.T) {
 
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.Redis.ListenAddr = "127.0.0.1:0"
-		c.Cache.FetchTimeout = 300 * time.Millisecond
+		// Long enough for the client's write the "raced" origin call makes
+		// through the cluster on a busy machine (300 ms was not at load
+		// 20); the slow origin never answers, so its read fails at it.
+		c.Cache.FetchTimeout = 2 * time.Second
 	})
 	c := tc.client()
 	tc.waitReplicated(c, 3)
