@@ -75,6 +75,8 @@ type logWrite struct {
 	// restart cannot resurrect it.
 	truncate bool
 	sync     bool
+	// hardState: m's HardState is written (hardStateDurableLocked).
+	hardState bool
 	// acks are m's responses to other replicas (a follower's
 	// acknowledgements, votes), addressed when queued: the writer sends
 	// them as soon as the batch is durable, without a round trip through
@@ -171,7 +173,7 @@ func (w *logWriter) write(ws []logWrite) {
 	defer b.Close()
 	sync := false
 	for _, lw := range ws {
-		if err := persistAppend(b, &w.enc, lw.r.rangeID, lw.m, lw.truncate); err != nil {
+		if err := persistAppend(b, &w.enc, lw.r.rangeID, lw.m, lw.truncate, lw.hardState); err != nil {
 			log.Fatalf("range %d: persisting raft state: %v", lw.r.rangeID, err)
 		}
 		sync = sync || lw.sync
@@ -197,8 +199,9 @@ func (w *logWriter) write(ws []logWrite) {
 	}
 }
 
-// persistAppend adds a MsgStorageAppend's log entries and HardState to b.
-func persistAppend(b storage.Writer, enc *encoder, rangeID uint64, m *raftpb.Message, truncate bool) error {
+// persistAppend adds a MsgStorageAppend's log entries to b, and its
+// HardState if hardState.
+func persistAppend(b storage.Writer, enc *encoder, rangeID uint64, m *raftpb.Message, truncate, hardState bool) error {
 	if n := len(m.GetEntries()); n > 0 {
 		if truncate {
 			_, hi := keys.LogSpan(rangeID)
@@ -213,7 +216,7 @@ func persistAppend(b storage.Writer, enc *encoder, rangeID uint64, m *raftpb.Mes
 			}
 		}
 	}
-	if m.Term != nil { // a HardState (appendHardState), in the encoder's own
+	if hardState { // appendHardState's, in the encoder's own
 		enc.hs.Term, enc.hs.Vote, enc.hs.Commit = m.Term, m.Vote, m.Commit
 		enc.key = keys.AppendHardStateKey(enc.key[:0], rangeID)
 		return enc.put(b, enc.key, &enc.hs)
@@ -230,9 +233,33 @@ func appendHardState(m *raftpb.Message) *raftpb.HardState {
 	return &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
 }
 
+// hardStateDurableLocked says whether the HardState of the
+// MsgStorageAppend m must be written: only if its term or vote differs from
+// the last one written or queued. Raft needs the term and the vote durable
+// (a node must never vote twice in a term), not the commit index, which is
+// volatile state in Raft: a node restarted with an older one learns the
+// current one from the leader, and loadRaftState raises it to the applied
+// index (applied entries were committed). Every write moves the commit
+// index, a term or vote rarely changes: the commit alone was a Pebble key
+// per round of each replica, and a batch of its own (a WAL write) when no
+// entries came with it. The term and vote of successive HardStates never
+// go back, so one equal to the last queued equals what is on disk once
+// the writes queued before it are, and those are written first.
+func (r *Replica) hardStateDurableLocked(m *raftpb.Message) bool {
+	if m.Term == nil {
+		return false
+	}
+	tv := [2]uint64{m.GetTerm(), m.GetVote()}
+	if tv == r.mu.termVote {
+		return false
+	}
+	r.mu.termVote = tv
+	return true
+}
+
 // logWriteLocked prepares rd's MsgStorageAppend m for the writer.
 func (r *Replica) logWriteLocked(m *raftpb.Message, rd *raft.Ready) logWrite {
-	lw := logWrite{r: r, m: m, sync: rd.MustSync}
+	lw := logWrite{r: r, m: m, sync: rd.MustSync, hardState: r.hardStateDurableLocked(m)}
 	own := m.Responses[:0]
 	for _, resp := range m.GetResponses() {
 		if resp.GetTo() == r.mu.replicaID {

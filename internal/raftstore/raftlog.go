@@ -49,9 +49,10 @@ func loadRaftState(eng storage.Reader, rangeID uint64, st *tidekvpb.ReplicaState
 		return nil, err
 	}
 	if hs != nil {
-		// Applied entries are written without fsync and may reach the disk
-		// ahead of the HardState recording their commit; they were
-		// committed, or they would not have been applied.
+		// The HardState's commit index is written only with a change of
+		// term or vote (hardStateDurableLocked), and applied entries
+		// without fsync, so the applied index is usually ahead of it; they
+		// were committed, or they would not have been applied.
 		if hs.GetCommit() < st.GetAppliedIndex() {
 			hs.Commit = new(st.GetAppliedIndex())
 		}

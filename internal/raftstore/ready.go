@@ -210,7 +210,7 @@ func (s *Store) appendSnapshotLocked(r *Replica, m *raftpb.Message, ap *roundApp
 	}
 	b := s.eng.NewBatch()
 	defer b.Close()
-	if err := persistAppend(b, &encoder{}, r.rangeID, m, false); err != nil {
+	if err := persistAppend(b, &encoder{}, r.rangeID, m, false, r.hardStateDurableLocked(m)); err != nil {
 		log.Fatalf("range %d: persisting raft state: %v", r.rangeID, err)
 	}
 	if err := b.Commit(true); err != nil {

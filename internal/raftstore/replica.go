@@ -98,7 +98,10 @@ type Replica struct {
 		boundScan boundScan
 		// logLast is the last log index written or queued for the log
 		// writer.
-		logLast   uint64
+		logLast uint64
+		// termVote is the term and vote of the last HardState on disk or
+		// queued for it (hardStateDurableLocked).
+		termVote  [2]uint64
 		replicaID uint64
 		destroyed bool
 		// removalPending: a conf change removed this replica; it is
@@ -285,6 +288,8 @@ func (r *Replica) initRaftLocked(replicaID uint64, ms *raft.MemoryStorage, st *t
 	}
 	r.mu.raw = raw
 	r.mu.logLast, _ = ms.LastIndex()
+	hs, _, _ := ms.InitialState()
+	r.mu.termVote = [2]uint64{hs.GetTerm(), hs.GetVote()}
 	r.applied.Store(st.GetAppliedIndex())
 	r.publishLayoutLocked()
 	r.publishGCThresholdLocked()
