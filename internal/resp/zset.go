@@ -13,10 +13,6 @@ import (
 // type; the command answers WRONGTYPE.
 var errZWrongType = errors.New(errWrongType)
 
-// errZMoved ends a removal whose members changed between its scan and its
-// transaction; the command starts again.
-var errZMoved = errors.New("sorted set changed")
-
 // zsetState reads z's metadata. It writes WRONGTYPE and returns ok=false
 // if z holds another type.
 func (x *call) zsetState(z []byte) (card int, exists, ok bool) {
