@@ -19,6 +19,20 @@ func (t *collTx) member(m []byte) (bool, error) {
 	return r.Found, err
 }
 
+// members reports which of ms are members, read in one call.
+func (t *collTx) members(ms [][]byte) ([]bool, error) {
+	keys := make([][]byte, len(ms))
+	for i, m := range ms {
+		keys[i] = t.elemKey(m)
+	}
+	rs, err := t.tx.BatchGet(t.ctx, keys)
+	in := make([]bool, len(rs))
+	for i, r := range rs {
+		in[i] = r.Found
+	}
+	return in, err
+}
+
 // distinct is args without repeats, in their order.
 func distinct(args [][]byte) [][]byte {
 	seen := map[string]bool{}
@@ -38,21 +52,21 @@ func cmdSAddRem(x *call) {
 	add := x.name == "sadd"
 	members := distinct(x.args[2:])
 	var n int64
-	err := x.collTxn(x.args[1], setMarker, func(t *collTx) (bool, error) {
+	err := x.collTxnReading(x.args[1], setMarker, members, func(t *collTx) (bool, error) {
 		n = 0
 		if !add && !t.m.exists {
 			return false, nil
 		}
-		for _, m := range members {
-			in, err := t.member(m)
-			if err != nil {
-				return false, err
-			}
+		in, err := t.members(members)
+		if err != nil {
+			return false, err
+		}
+		for i, m := range members {
 			switch {
-			case add && !in:
+			case add && !in[i]:
 				err = t.tx.Put(x.ctx, t.elemKey(m), nil)
 				t.m.a++
-			case !add && in:
+			case !add && in[i]:
 				err = t.tx.Delete(x.ctx, t.elemKey(m))
 				t.m.a--
 			default:
@@ -81,18 +95,14 @@ func cmdSCard(x *call) {
 // cmdSIsMember: SISMEMBER key member, SMISMEMBER key member...
 func cmdSIsMember(x *call) {
 	var in []bool
-	err := x.collTxn(x.args[1], setMarker, func(t *collTx) (bool, error) {
+	err := x.collTxnReading(x.args[1], setMarker, x.args[2:], func(t *collTx) (bool, error) {
 		in = make([]bool, len(x.args)-2)
 		if !t.m.exists {
 			return false, nil
 		}
-		for i, m := range x.args[2:] {
-			var err error
-			if in[i], err = t.member(m); err != nil {
-				return false, err
-			}
-		}
-		return false, nil
+		var err error
+		in, err = t.members(x.args[2:])
+		return false, err
 	})
 	if err != nil {
 		writeCASErr(x.c, err)

@@ -15,7 +15,7 @@ import (
 // conflict and start again. It returns what it removed (none: z holds no
 // sorted set); ok false: it replied (WRONGTYPE or an error).
 func (x *call) zremove(z []byte, pick func(in *call, card int) ([]zEntry, error)) (removed []zEntry, ok bool) {
-	err := x.keyTxn(z, func(tx TxnKV) error {
+	err := x.keyTxn(z, nil, func(tx TxnKV) error {
 		removed = nil
 		v := &txView{tx: tx, now: x.s.cfg.Now}
 		meta, err := v.read(x.ctx, encKey(z))
