@@ -148,8 +148,54 @@ func (tx *Tx) GetVersion(ctx context.Context, key []byte) (GetResult, error) {
 		return GetResult{}, txnError("get", err)
 	}
 	tx.noteRead(resp.GetReadTimestamp())
-	return GetResult{Value: resp.GetValue(), Found: resp.GetFound(), Version: resp.GetVersionTimestamp().HLC(),
-		Expiry: wireExpiry(resp.GetTtlMs(), resp.GetExpireAtMs())}, nil
+	return txnGetResult(resp), nil
+}
+
+// txnGetResult is a coordinator's answer to a read as a GetResult.
+func txnGetResult(r *tidekvpb.TxnGetResponse) GetResult {
+	return GetResult{Value: r.GetValue(), Found: r.GetFound(), Version: r.GetVersionTimestamp().HLC(),
+		Expiry: wireExpiry(r.GetTtlMs(), r.GetExpireAtMs())}
+}
+
+// BatchGet reads keys as GetVersion reads each, in one message to the
+// coordinator for those the transaction has not written: a round trip
+// for all of them instead of one a key. A coordinator that does not
+// serve it yet (an older node) gets them one by one.
+func (tx *Tx) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) {
+	out := make([]GetResult, len(keys))
+	var ask [][]byte
+	var at []int
+	for i, k := range keys {
+		if _, ok := tx.written[string(k)]; ok {
+			out[i], _ = tx.GetVersion(ctx, k)
+			continue
+		}
+		ask, at = append(ask, k), append(at, i)
+	}
+	if len(ask) == 0 {
+		return out, nil
+	}
+	tx.sent = true
+	resp, err := tx.nc.txn.BatchGet(ctx, &tidekvpb.TxnBatchGetRequest{Txn: tx.meta, Keys: ask})
+	if status.Code(err) == codes.Unimplemented {
+		for _, i := range at {
+			if out[i], err = tx.GetVersion(ctx, keys[i]); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	if err != nil {
+		return nil, txnError("batch get", err)
+	}
+	if len(resp.GetResults()) != len(ask) {
+		return nil, fmt.Errorf("transaction batch get: %d results for %d keys", len(resp.GetResults()), len(ask))
+	}
+	tx.noteRead(resp.GetReadTimestamp())
+	for j, r := range resp.GetResults() {
+		out[at[j]] = txnGetResult(r)
+	}
+	return out, nil
 }
 
 // Scan returns up to limit keys (0: every key) of [start, end) (empty end:

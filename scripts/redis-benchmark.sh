@@ -2,9 +2,9 @@
 # Runs redis-benchmark against a 3-node TideKV cluster (node 1's Redis port)
 # and against a redis-server (appendonly yes, appendfsync everysec) in the
 # same run, issue 37: the list/set/hash/zset commands, the default mix, SET
-# and GET with -P 16, then ZRANGEBYSCORE ... LIMIT 0 10 over a large sorted
-# set (filled by pipelined ZADDs, bounded by FILL_SECONDS) against the same
-# query on a 100-member set. Each test prints a CSV line per command with
+# and GET with -P 16, then ZRANGEBYSCORE ... LIMIT 0 10 over a 100-member
+# sorted set, and over a large one at 100k members and at BIG (filled by
+# pipelined ZADDs of ZADD_PAIRS members each, bounded by FILL_SECONDS). Each test prints a CSV line per command with
 # the load average before it and the server CPU (utime+stime from
 # /proc/PID/stat, summed over TideKV's three nodes) per request.
 # docs/benchmarks/redis.md has the results.
@@ -15,7 +15,7 @@
 # BASE_PORT (TideKV node 1's gRPC port, its Redis port is +2; default 47800),
 # REDIS_PORT (default 47899), N (requests per test; default 20000),
 # BIG (members of the large set; default 1000000), FILL_SECONDS (bound on the
-# fill of each system; default 900), NODE_CPUS (passed to --node-cpus; default 0),
+# fill of each system; default 900), ZADD_PAIRS (members a fill ZADD; default 400), NODE_CPUS (passed to --node-cpus; default 0),
 # ZSET_ONLY=1 (only the sorted-set fill and ZRANGEBYSCORE).
 # As root with cgroup v1 the whole run goes into /sys/fs/cgroup/cpu/rbench
 # (cpu.shares 65536), removed at the end. Everything is stopped by PID.
@@ -89,27 +89,48 @@ if [ "${ZSET_ONLY:-0}" != 1 ]; then
 each -n "$N" -r 100000 -t lpush,lpop,sadd,hset,zadd
 each -n "$N" -r 100000 zadd myzset __rand_int__ m:__rand_int__
 each -n "$N" zrange myzset 0 9
+# The default mix's SPOP on the set as the mix's own SADD leaves it (one
+# member), not the 10,000 members -r 100000 left above: TideKV's SPOP of a
+# set of more than 1,000 members draws with a scan from a random point in
+# its transaction, one after another, at 34-204/s (docs/benchmarks/redis.md).
+for p in $TP $RP; do redis-cli -p $p del myset > /dev/null; done
 each -n "$N"
 each -n $((N * 5)) -P 16 -t set,get
 fi
 
-# resp prints ZADD KEY i m:i for i in [FROM,TO) as RESP.
+# resp prints ZADDs of KEY i m:i for i in [FROM,TO) as RESP, PAIRS pairs a
+# command: a command is one transaction, so a fill of one key runs PAIRS
+# members a Raft round instead of one (TideKV writes at most 1,000 keys a
+# transaction, two a new member: PAIRS <= 499).
+PAIRS=${ZADD_PAIRS:-400}
 resp() {
-	awk -v k="$1" -v a="$2" -v b="$3" 'BEGIN{for(i=a;i<b;i++){m="m:" i; printf "*4\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n$%d\r\n%s\r\n", length(k), k, length(i ""), i, length(m), m}}'
+	awk -v k="$1" -v a="$2" -v b="$3" -v p="$PAIRS" 'BEGIN{for(i=a;i<b;i+=p){n=(b-i<p)?b-i:p; printf "*%d\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n", 2+2*n, length(k), k; for(j=i;j<i+n;j++){m="m:" j; printf "$%d\r\n%d\r\n$%d\r\n%s\r\n", length(j ""), j, length(m), m}}}'
 }
-for sp in "tidekv $TP" "redis $RP"; do
-	set -- $sp
-	resp small 0 100 | redis-cli -p "$2" --pipe > /dev/null
-	start=$(date +%s) done=0
-	while [ $done -lt "$BIG" ] && [ $(($(date +%s) - start)) -lt "$FILL" ]; do
+# fill SYSTEM PORT TO: ZADDs to big up to TO members, within FILL seconds
+# of filling that system in all (spent).
+declare -A spent=([tidekv]=0 [redis]=0)
+fill() {
+	local start done
+	start=$(($(date +%s) - spent[$1]))
+	done=$(redis-cli -p "$2" zcard big)
+	while [ "$done" -lt "$3" ] && [ $(($(date +%s) - start)) -lt "$FILL" ]; do
 		# --pipe gives up after 120 s without a reply: a stall ends the fill.
-		resp big $done $((done + 10000)) | redis-cli -p "$2" --pipe --pipe-timeout 120 > /dev/null || break
+		resp big "$done" $((done + 10000)) | redis-cli -p "$2" --pipe --pipe-timeout 120 > /dev/null || break
 		done=$((done + 10000))
 	done
-	echo "# fill $1: ZCARD big $(redis-cli -p "$2" zcard big) small $(redis-cli -p "$2" zcard small) in $(($(date +%s) - start)) s"
-done
-SZ=$(redis-cli -p $TP zcard big) # the smaller fill, so the window holds members on both
-LO=$((SZ / 2))
-each -n "$N" zrangebyscore big $LO $((LO + 100)) LIMIT 0 10
+	spent[$1]=$(($(date +%s) - start))
+	echo "# fill $1: ZCARD big $(redis-cli -p "$2" zcard big) in ${spent[$1]} s, load $(uptime | sed 's/.*average: //')"
+}
+resp small 0 100 | redis-cli -p $TP --pipe > /dev/null
+resp small 0 100 | redis-cli -p $RP --pipe > /dev/null
 each -n "$N" zrangebyscore small 40 60 LIMIT 0 10
+# The 10-member window at 100k members and at BIG: its cost should not
+# grow with the set.
+for to in 100000 "$BIG"; do
+	fill tidekv $TP "$to"
+	fill redis $RP "$to"
+	SZ=$(redis-cli -p $TP zcard big) # the smaller fill, so the window holds members on both
+	LO=$((SZ / 2))
+	each -n "$N" zrangebyscore big $LO $((LO + 100)) LIMIT 0 10
+done
 echo "# done $(date -u +%FT%TZ) load $(uptime | sed 's/.*average: //')"

@@ -502,7 +502,7 @@ func (x TxnCompare_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TxnCompare_Op.Descriptor instead.
 func (TxnCompare_Op) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{110, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{112, 0}
 }
 
 type GeoOp_Kind int32
@@ -565,7 +565,7 @@ func (x GeoOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GeoOp_Kind.Descriptor instead.
 func (GeoOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{115, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{117, 0}
 }
 
 type ReplicaDescriptor struct {
@@ -7356,6 +7356,115 @@ func (x *TxnGetResponse) GetReadTimestamp() *Timestamp {
 	return nil
 }
 
+// TxnBatchGetRequest reads keys as TxnGetRequest reads one, in one
+// message: a command that reads several keys of a transaction (Redis's
+// SADD, ZADD) waits for one round trip instead of one a key.
+type TxnBatchGetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txn           *TxnMeta               `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	Keys          [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnBatchGetRequest) Reset() {
+	*x = TxnBatchGetRequest{}
+	mi := &file_tidekv_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnBatchGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnBatchGetRequest) ProtoMessage() {}
+
+func (x *TxnBatchGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnBatchGetRequest.ProtoReflect.Descriptor instead.
+func (*TxnBatchGetRequest) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *TxnBatchGetRequest) GetTxn() *TxnMeta {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *TxnBatchGetRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type TxnBatchGetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per key, in the request's order; each read_timestamp is unset.
+	Results []*TxnGetResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// The transaction's read timestamp after the reads.
+	ReadTimestamp *Timestamp `protobuf:"bytes,2,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnBatchGetResponse) Reset() {
+	*x = TxnBatchGetResponse{}
+	mi := &file_tidekv_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnBatchGetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnBatchGetResponse) ProtoMessage() {}
+
+func (x *TxnBatchGetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnBatchGetResponse.ProtoReflect.Descriptor instead.
+func (*TxnBatchGetResponse) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *TxnBatchGetResponse) GetResults() []*TxnGetResponse {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *TxnBatchGetResponse) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
 // TxnWriteRequest writes puts and deletes as the transaction's intents.
 type TxnWriteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -7367,7 +7476,7 @@ type TxnWriteRequest struct {
 
 func (x *TxnWriteRequest) Reset() {
 	*x = TxnWriteRequest{}
-	mi := &file_tidekv_proto_msgTypes[94]
+	mi := &file_tidekv_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7379,7 +7488,7 @@ func (x *TxnWriteRequest) String() string {
 func (*TxnWriteRequest) ProtoMessage() {}
 
 func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[94]
+	mi := &file_tidekv_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7392,7 +7501,7 @@ func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteRequest.ProtoReflect.Descriptor instead.
 func (*TxnWriteRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{94}
+	return file_tidekv_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *TxnWriteRequest) GetTxn() *TxnMeta {
@@ -7417,7 +7526,7 @@ type TxnWriteResponse struct {
 
 func (x *TxnWriteResponse) Reset() {
 	*x = TxnWriteResponse{}
-	mi := &file_tidekv_proto_msgTypes[95]
+	mi := &file_tidekv_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7429,7 +7538,7 @@ func (x *TxnWriteResponse) String() string {
 func (*TxnWriteResponse) ProtoMessage() {}
 
 func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[95]
+	mi := &file_tidekv_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7442,7 +7551,7 @@ func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteResponse.ProtoReflect.Descriptor instead.
 func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{95}
+	return file_tidekv_proto_rawDescGZIP(), []int{97}
 }
 
 // TxnEndRequest commits (commit) or rolls back the transaction.
@@ -7459,7 +7568,7 @@ type TxnEndRequest struct {
 
 func (x *TxnEndRequest) Reset() {
 	*x = TxnEndRequest{}
-	mi := &file_tidekv_proto_msgTypes[96]
+	mi := &file_tidekv_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7471,7 +7580,7 @@ func (x *TxnEndRequest) String() string {
 func (*TxnEndRequest) ProtoMessage() {}
 
 func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[96]
+	mi := &file_tidekv_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7484,7 +7593,7 @@ func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnEndRequest.ProtoReflect.Descriptor instead.
 func (*TxnEndRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{96}
+	return file_tidekv_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *TxnEndRequest) GetTxn() *TxnMeta {
@@ -7517,7 +7626,7 @@ type TxnEndResponse struct {
 
 func (x *TxnEndResponse) Reset() {
 	*x = TxnEndResponse{}
-	mi := &file_tidekv_proto_msgTypes[97]
+	mi := &file_tidekv_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7529,7 +7638,7 @@ func (x *TxnEndResponse) String() string {
 func (*TxnEndResponse) ProtoMessage() {}
 
 func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[97]
+	mi := &file_tidekv_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7542,7 +7651,7 @@ func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnEndResponse.ProtoReflect.Descriptor instead.
 func (*TxnEndResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{97}
+	return file_tidekv_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *TxnEndResponse) GetCommitTimestamp() *Timestamp {
@@ -7564,7 +7673,7 @@ type TxnKey struct {
 
 func (x *TxnKey) Reset() {
 	*x = TxnKey{}
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7576,7 +7685,7 @@ func (x *TxnKey) String() string {
 func (*TxnKey) ProtoMessage() {}
 
 func (x *TxnKey) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7589,7 +7698,7 @@ func (x *TxnKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnKey.ProtoReflect.Descriptor instead.
 func (*TxnKey) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{98}
+	return file_tidekv_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *TxnKey) GetId() []byte {
@@ -7619,7 +7728,7 @@ type WriteIntentsRequest struct {
 
 func (x *WriteIntentsRequest) Reset() {
 	*x = WriteIntentsRequest{}
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7631,7 +7740,7 @@ func (x *WriteIntentsRequest) String() string {
 func (*WriteIntentsRequest) ProtoMessage() {}
 
 func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7644,7 +7753,7 @@ func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteIntentsRequest.ProtoReflect.Descriptor instead.
 func (*WriteIntentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{99}
+	return file_tidekv_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *WriteIntentsRequest) GetTxn() *TxnKey {
@@ -7677,7 +7786,7 @@ type WriteIntentsResponse struct {
 
 func (x *WriteIntentsResponse) Reset() {
 	*x = WriteIntentsResponse{}
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7689,7 +7798,7 @@ func (x *WriteIntentsResponse) String() string {
 func (*WriteIntentsResponse) ProtoMessage() {}
 
 func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7702,7 +7811,7 @@ func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteIntentsResponse.ProtoReflect.Descriptor instead.
 func (*WriteIntentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{100}
+	return file_tidekv_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *WriteIntentsResponse) GetWrittenAt() *Timestamp {
@@ -7725,7 +7834,7 @@ type TxnRecordRequest struct {
 
 func (x *TxnRecordRequest) Reset() {
 	*x = TxnRecordRequest{}
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7737,7 +7846,7 @@ func (x *TxnRecordRequest) String() string {
 func (*TxnRecordRequest) ProtoMessage() {}
 
 func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7750,7 +7859,7 @@ func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordRequest.ProtoReflect.Descriptor instead.
 func (*TxnRecordRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{101}
+	return file_tidekv_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *TxnRecordRequest) GetTxn() *TxnKey {
@@ -7791,7 +7900,7 @@ type TxnRecordResponse struct {
 
 func (x *TxnRecordResponse) Reset() {
 	*x = TxnRecordResponse{}
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7803,7 +7912,7 @@ func (x *TxnRecordResponse) String() string {
 func (*TxnRecordResponse) ProtoMessage() {}
 
 func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7816,7 +7925,7 @@ func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordResponse.ProtoReflect.Descriptor instead.
 func (*TxnRecordResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{102}
+	return file_tidekv_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *TxnRecordResponse) GetStatus() TxnStatus {
@@ -7845,7 +7954,7 @@ type ResolveIntentsRequest struct {
 
 func (x *ResolveIntentsRequest) Reset() {
 	*x = ResolveIntentsRequest{}
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7857,7 +7966,7 @@ func (x *ResolveIntentsRequest) String() string {
 func (*ResolveIntentsRequest) ProtoMessage() {}
 
 func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7870,7 +7979,7 @@ func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveIntentsRequest.ProtoReflect.Descriptor instead.
 func (*ResolveIntentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{103}
+	return file_tidekv_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *ResolveIntentsRequest) GetTxn() *TxnKey {
@@ -7909,7 +8018,7 @@ type ResolveIntentsResponse struct {
 
 func (x *ResolveIntentsResponse) Reset() {
 	*x = ResolveIntentsResponse{}
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7921,7 +8030,7 @@ func (x *ResolveIntentsResponse) String() string {
 func (*ResolveIntentsResponse) ProtoMessage() {}
 
 func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7934,7 +8043,7 @@ func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveIntentsResponse.ProtoReflect.Descriptor instead.
 func (*ResolveIntentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{104}
+	return file_tidekv_proto_rawDescGZIP(), []int{106}
 }
 
 // RefreshRequest checks that no other transaction committed a version of
@@ -7952,7 +8061,7 @@ type KeySpan struct {
 
 func (x *KeySpan) Reset() {
 	*x = KeySpan{}
-	mi := &file_tidekv_proto_msgTypes[105]
+	mi := &file_tidekv_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7964,7 +8073,7 @@ func (x *KeySpan) String() string {
 func (*KeySpan) ProtoMessage() {}
 
 func (x *KeySpan) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[105]
+	mi := &file_tidekv_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7977,7 +8086,7 @@ func (x *KeySpan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpan.ProtoReflect.Descriptor instead.
 func (*KeySpan) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{105}
+	return file_tidekv_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *KeySpan) GetStartKey() []byte {
@@ -8009,7 +8118,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_tidekv_proto_msgTypes[106]
+	mi := &file_tidekv_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8021,7 +8130,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[106]
+	mi := &file_tidekv_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8034,7 +8143,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{106}
+	return file_tidekv_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *RefreshRequest) GetTxnId() []byte {
@@ -8081,7 +8190,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_tidekv_proto_msgTypes[107]
+	mi := &file_tidekv_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8093,7 +8202,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[107]
+	mi := &file_tidekv_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8106,7 +8215,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{107}
+	return file_tidekv_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *RefreshResponse) GetResumeKey() []byte {
@@ -8129,7 +8238,7 @@ type TxnScanRequest struct {
 
 func (x *TxnScanRequest) Reset() {
 	*x = TxnScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[108]
+	mi := &file_tidekv_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8141,7 +8250,7 @@ func (x *TxnScanRequest) String() string {
 func (*TxnScanRequest) ProtoMessage() {}
 
 func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[108]
+	mi := &file_tidekv_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8154,7 +8263,7 @@ func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanRequest.ProtoReflect.Descriptor instead.
 func (*TxnScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{108}
+	return file_tidekv_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *TxnScanRequest) GetTxn() *TxnMeta {
@@ -8196,7 +8305,7 @@ type TxnScanResponse struct {
 
 func (x *TxnScanResponse) Reset() {
 	*x = TxnScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[109]
+	mi := &file_tidekv_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8208,7 +8317,7 @@ func (x *TxnScanResponse) String() string {
 func (*TxnScanResponse) ProtoMessage() {}
 
 func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[109]
+	mi := &file_tidekv_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8221,7 +8330,7 @@ func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanResponse.ProtoReflect.Descriptor instead.
 func (*TxnScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{109}
+	return file_tidekv_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *TxnScanResponse) GetKvs() []*KeyValue {
@@ -8252,7 +8361,7 @@ type TxnCompare struct {
 
 func (x *TxnCompare) Reset() {
 	*x = TxnCompare{}
-	mi := &file_tidekv_proto_msgTypes[110]
+	mi := &file_tidekv_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8264,7 +8373,7 @@ func (x *TxnCompare) String() string {
 func (*TxnCompare) ProtoMessage() {}
 
 func (x *TxnCompare) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[110]
+	mi := &file_tidekv_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8277,7 +8386,7 @@ func (x *TxnCompare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCompare.ProtoReflect.Descriptor instead.
 func (*TxnCompare) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{110}
+	return file_tidekv_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *TxnCompare) GetKey() []byte {
@@ -8318,7 +8427,7 @@ type TxnIfRequest struct {
 
 func (x *TxnIfRequest) Reset() {
 	*x = TxnIfRequest{}
-	mi := &file_tidekv_proto_msgTypes[111]
+	mi := &file_tidekv_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8330,7 +8439,7 @@ func (x *TxnIfRequest) String() string {
 func (*TxnIfRequest) ProtoMessage() {}
 
 func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[111]
+	mi := &file_tidekv_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8343,7 +8452,7 @@ func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfRequest.ProtoReflect.Descriptor instead.
 func (*TxnIfRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{111}
+	return file_tidekv_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *TxnIfRequest) GetCompares() []*TxnCompare {
@@ -8394,7 +8503,7 @@ type TxnIfResponse struct {
 
 func (x *TxnIfResponse) Reset() {
 	*x = TxnIfResponse{}
-	mi := &file_tidekv_proto_msgTypes[112]
+	mi := &file_tidekv_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8406,7 +8515,7 @@ func (x *TxnIfResponse) String() string {
 func (*TxnIfResponse) ProtoMessage() {}
 
 func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[112]
+	mi := &file_tidekv_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8419,7 +8528,7 @@ func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfResponse.ProtoReflect.Descriptor instead.
 func (*TxnIfResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{112}
+	return file_tidekv_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *TxnIfResponse) GetSucceeded() bool {
@@ -8459,7 +8568,7 @@ type OnePhaseCommitRequest struct {
 
 func (x *OnePhaseCommitRequest) Reset() {
 	*x = OnePhaseCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[113]
+	mi := &file_tidekv_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8471,7 +8580,7 @@ func (x *OnePhaseCommitRequest) String() string {
 func (*OnePhaseCommitRequest) ProtoMessage() {}
 
 func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[113]
+	mi := &file_tidekv_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8484,7 +8593,7 @@ func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitRequest.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{113}
+	return file_tidekv_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *OnePhaseCommitRequest) GetTxnId() []byte {
@@ -8531,7 +8640,7 @@ type OnePhaseCommitResponse struct {
 
 func (x *OnePhaseCommitResponse) Reset() {
 	*x = OnePhaseCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[114]
+	mi := &file_tidekv_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8543,7 +8652,7 @@ func (x *OnePhaseCommitResponse) String() string {
 func (*OnePhaseCommitResponse) ProtoMessage() {}
 
 func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[114]
+	mi := &file_tidekv_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8556,7 +8665,7 @@ func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitResponse.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{114}
+	return file_tidekv_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *OnePhaseCommitResponse) GetCommittedAt() *Timestamp {
@@ -8585,7 +8694,7 @@ type GeoOp struct {
 
 func (x *GeoOp) Reset() {
 	*x = GeoOp{}
-	mi := &file_tidekv_proto_msgTypes[115]
+	mi := &file_tidekv_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8597,7 +8706,7 @@ func (x *GeoOp) String() string {
 func (*GeoOp) ProtoMessage() {}
 
 func (x *GeoOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[115]
+	mi := &file_tidekv_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8610,7 +8719,7 @@ func (x *GeoOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoOp.ProtoReflect.Descriptor instead.
 func (*GeoOp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{115}
+	return file_tidekv_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *GeoOp) GetKind() GeoOp_Kind {
@@ -8672,7 +8781,7 @@ type GeoCommitRequest struct {
 
 func (x *GeoCommitRequest) Reset() {
 	*x = GeoCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[116]
+	mi := &file_tidekv_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8684,7 +8793,7 @@ func (x *GeoCommitRequest) String() string {
 func (*GeoCommitRequest) ProtoMessage() {}
 
 func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[116]
+	mi := &file_tidekv_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8697,7 +8806,7 @@ func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoCommitRequest.ProtoReflect.Descriptor instead.
 func (*GeoCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{116}
+	return file_tidekv_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *GeoCommitRequest) GetKeySpace() string {
@@ -8728,7 +8837,7 @@ type GeoCommitResponse struct {
 
 func (x *GeoCommitResponse) Reset() {
 	*x = GeoCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[117]
+	mi := &file_tidekv_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8740,7 +8849,7 @@ func (x *GeoCommitResponse) String() string {
 func (*GeoCommitResponse) ProtoMessage() {}
 
 func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[117]
+	mi := &file_tidekv_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8753,7 +8862,7 @@ func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoCommitResponse.ProtoReflect.Descriptor instead.
 func (*GeoCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{117}
+	return file_tidekv_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *GeoCommitResponse) GetCommitted() bool {
@@ -8788,7 +8897,7 @@ type GeoRead struct {
 
 func (x *GeoRead) Reset() {
 	*x = GeoRead{}
-	mi := &file_tidekv_proto_msgTypes[118]
+	mi := &file_tidekv_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8800,7 +8909,7 @@ func (x *GeoRead) String() string {
 func (*GeoRead) ProtoMessage() {}
 
 func (x *GeoRead) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[118]
+	mi := &file_tidekv_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8813,7 +8922,7 @@ func (x *GeoRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoRead.ProtoReflect.Descriptor instead.
 func (*GeoRead) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{118}
+	return file_tidekv_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *GeoRead) GetKey() []byte {
@@ -8850,7 +8959,7 @@ type GeoScanRequest struct {
 
 func (x *GeoScanRequest) Reset() {
 	*x = GeoScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[119]
+	mi := &file_tidekv_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8862,7 +8971,7 @@ func (x *GeoScanRequest) String() string {
 func (*GeoScanRequest) ProtoMessage() {}
 
 func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[119]
+	mi := &file_tidekv_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8875,7 +8984,7 @@ func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoScanRequest.ProtoReflect.Descriptor instead.
 func (*GeoScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{119}
+	return file_tidekv_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *GeoScanRequest) GetKeySpace() string {
@@ -8910,7 +9019,7 @@ type GeoScanResponse struct {
 
 func (x *GeoScanResponse) Reset() {
 	*x = GeoScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[120]
+	mi := &file_tidekv_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8922,7 +9031,7 @@ func (x *GeoScanResponse) String() string {
 func (*GeoScanResponse) ProtoMessage() {}
 
 func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[120]
+	mi := &file_tidekv_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8935,7 +9044,7 @@ func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoScanResponse.ProtoReflect.Descriptor instead.
 func (*GeoScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{120}
+	return file_tidekv_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *GeoScanResponse) GetKvs() []*GeoRead {
@@ -8964,7 +9073,7 @@ type GeoEpochRequest struct {
 
 func (x *GeoEpochRequest) Reset() {
 	*x = GeoEpochRequest{}
-	mi := &file_tidekv_proto_msgTypes[121]
+	mi := &file_tidekv_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8976,7 +9085,7 @@ func (x *GeoEpochRequest) String() string {
 func (*GeoEpochRequest) ProtoMessage() {}
 
 func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[121]
+	mi := &file_tidekv_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8989,7 +9098,7 @@ func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoEpochRequest.ProtoReflect.Descriptor instead.
 func (*GeoEpochRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{121}
+	return file_tidekv_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *GeoEpochRequest) GetFromNodeId() uint64 {
@@ -9014,7 +9123,7 @@ type GeoEpochResponse struct {
 
 func (x *GeoEpochResponse) Reset() {
 	*x = GeoEpochResponse{}
-	mi := &file_tidekv_proto_msgTypes[122]
+	mi := &file_tidekv_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9026,7 +9135,7 @@ func (x *GeoEpochResponse) String() string {
 func (*GeoEpochResponse) ProtoMessage() {}
 
 func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[122]
+	mi := &file_tidekv_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9039,7 +9148,7 @@ func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoEpochResponse.ProtoReflect.Descriptor instead.
 func (*GeoEpochResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{122}
+	return file_tidekv_proto_rawDescGZIP(), []int{124}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -9587,7 +9696,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12 \n" +
 	"\fexpire_at_ms\x18\x05 \x01(\x03R\n" +
 	"expireAtMs\x128\n" +
-	"\x0eread_timestamp\x18\x06 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"W\n" +
+	"\x0eread_timestamp\x18\x06 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"K\n" +
+	"\x12TxnBatchGetRequest\x12!\n" +
+	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\"\x81\x01\n" +
+	"\x13TxnBatchGetResponse\x120\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.tidekv.TxnGetResponseR\aresults\x128\n" +
+	"\x0eread_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\rreadTimestamp\"W\n" +
 	"\x0fTxnWriteRequest\x12!\n" +
 	"\x03txn\x18\x01 \x01(\v2\x0f.tidekv.TxnMetaR\x03txn\x12!\n" +
 	"\x03ops\x18\x02 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"\x12\n" +
@@ -9794,9 +9909,10 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x04Raft\x12>\n" +
 	"\n" +
 	"RaftStream\x12\x18.tidekv.RaftMessageBatch\x1a\x14.tidekv.RaftBatchAck(\x01\x12=\n" +
-	"\bSnapshot\x12\x15.tidekv.SnapshotChunk\x1a\x18.tidekv.SnapshotResponse(\x012\x81\x05\n" +
+	"\bSnapshot\x12\x15.tidekv.SnapshotChunk\x1a\x18.tidekv.SnapshotResponse(\x012\xc6\x05\n" +
 	"\x03Txn\x124\n" +
-	"\x03Get\x12\x15.tidekv.TxnGetRequest\x1a\x16.tidekv.TxnGetResponse\x127\n" +
+	"\x03Get\x12\x15.tidekv.TxnGetRequest\x1a\x16.tidekv.TxnGetResponse\x12C\n" +
+	"\bBatchGet\x12\x1a.tidekv.TxnBatchGetRequest\x1a\x1b.tidekv.TxnBatchGetResponse\x127\n" +
 	"\x04Scan\x12\x16.tidekv.TxnScanRequest\x1a\x17.tidekv.TxnScanResponse\x12:\n" +
 	"\x05Write\x12\x17.tidekv.TxnWriteRequest\x1a\x18.tidekv.TxnWriteResponse\x124\n" +
 	"\x03End\x12\x15.tidekv.TxnEndRequest\x1a\x16.tidekv.TxnEndResponse\x121\n" +
@@ -9824,7 +9940,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 125)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 127)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -9929,38 +10045,40 @@ var file_tidekv_proto_goTypes = []any{
 	(*TxnMeta)(nil),                  // 100: tidekv.TxnMeta
 	(*TxnGetRequest)(nil),            // 101: tidekv.TxnGetRequest
 	(*TxnGetResponse)(nil),           // 102: tidekv.TxnGetResponse
-	(*TxnWriteRequest)(nil),          // 103: tidekv.TxnWriteRequest
-	(*TxnWriteResponse)(nil),         // 104: tidekv.TxnWriteResponse
-	(*TxnEndRequest)(nil),            // 105: tidekv.TxnEndRequest
-	(*TxnEndResponse)(nil),           // 106: tidekv.TxnEndResponse
-	(*TxnKey)(nil),                   // 107: tidekv.TxnKey
-	(*WriteIntentsRequest)(nil),      // 108: tidekv.WriteIntentsRequest
-	(*WriteIntentsResponse)(nil),     // 109: tidekv.WriteIntentsResponse
-	(*TxnRecordRequest)(nil),         // 110: tidekv.TxnRecordRequest
-	(*TxnRecordResponse)(nil),        // 111: tidekv.TxnRecordResponse
-	(*ResolveIntentsRequest)(nil),    // 112: tidekv.ResolveIntentsRequest
-	(*ResolveIntentsResponse)(nil),   // 113: tidekv.ResolveIntentsResponse
-	(*KeySpan)(nil),                  // 114: tidekv.KeySpan
-	(*RefreshRequest)(nil),           // 115: tidekv.RefreshRequest
-	(*RefreshResponse)(nil),          // 116: tidekv.RefreshResponse
-	(*TxnScanRequest)(nil),           // 117: tidekv.TxnScanRequest
-	(*TxnScanResponse)(nil),          // 118: tidekv.TxnScanResponse
-	(*TxnCompare)(nil),               // 119: tidekv.TxnCompare
-	(*TxnIfRequest)(nil),             // 120: tidekv.TxnIfRequest
-	(*TxnIfResponse)(nil),            // 121: tidekv.TxnIfResponse
-	(*OnePhaseCommitRequest)(nil),    // 122: tidekv.OnePhaseCommitRequest
-	(*OnePhaseCommitResponse)(nil),   // 123: tidekv.OnePhaseCommitResponse
-	(*GeoOp)(nil),                    // 124: tidekv.GeoOp
-	(*GeoCommitRequest)(nil),         // 125: tidekv.GeoCommitRequest
-	(*GeoCommitResponse)(nil),        // 126: tidekv.GeoCommitResponse
-	(*GeoRead)(nil),                  // 127: tidekv.GeoRead
-	(*GeoScanRequest)(nil),           // 128: tidekv.GeoScanRequest
-	(*GeoScanResponse)(nil),          // 129: tidekv.GeoScanResponse
-	(*GeoEpochRequest)(nil),          // 130: tidekv.GeoEpochRequest
-	(*GeoEpochResponse)(nil),         // 131: tidekv.GeoEpochResponse
-	nil,                              // 132: tidekv.RangeInfo.WritesByOriginEntry
-	nil,                              // 133: tidekv.ReportRangeRequest.WritesByOriginEntry
-	(*raftpb.Message)(nil),           // 134: raftpb.Message
+	(*TxnBatchGetRequest)(nil),       // 103: tidekv.TxnBatchGetRequest
+	(*TxnBatchGetResponse)(nil),      // 104: tidekv.TxnBatchGetResponse
+	(*TxnWriteRequest)(nil),          // 105: tidekv.TxnWriteRequest
+	(*TxnWriteResponse)(nil),         // 106: tidekv.TxnWriteResponse
+	(*TxnEndRequest)(nil),            // 107: tidekv.TxnEndRequest
+	(*TxnEndResponse)(nil),           // 108: tidekv.TxnEndResponse
+	(*TxnKey)(nil),                   // 109: tidekv.TxnKey
+	(*WriteIntentsRequest)(nil),      // 110: tidekv.WriteIntentsRequest
+	(*WriteIntentsResponse)(nil),     // 111: tidekv.WriteIntentsResponse
+	(*TxnRecordRequest)(nil),         // 112: tidekv.TxnRecordRequest
+	(*TxnRecordResponse)(nil),        // 113: tidekv.TxnRecordResponse
+	(*ResolveIntentsRequest)(nil),    // 114: tidekv.ResolveIntentsRequest
+	(*ResolveIntentsResponse)(nil),   // 115: tidekv.ResolveIntentsResponse
+	(*KeySpan)(nil),                  // 116: tidekv.KeySpan
+	(*RefreshRequest)(nil),           // 117: tidekv.RefreshRequest
+	(*RefreshResponse)(nil),          // 118: tidekv.RefreshResponse
+	(*TxnScanRequest)(nil),           // 119: tidekv.TxnScanRequest
+	(*TxnScanResponse)(nil),          // 120: tidekv.TxnScanResponse
+	(*TxnCompare)(nil),               // 121: tidekv.TxnCompare
+	(*TxnIfRequest)(nil),             // 122: tidekv.TxnIfRequest
+	(*TxnIfResponse)(nil),            // 123: tidekv.TxnIfResponse
+	(*OnePhaseCommitRequest)(nil),    // 124: tidekv.OnePhaseCommitRequest
+	(*OnePhaseCommitResponse)(nil),   // 125: tidekv.OnePhaseCommitResponse
+	(*GeoOp)(nil),                    // 126: tidekv.GeoOp
+	(*GeoCommitRequest)(nil),         // 127: tidekv.GeoCommitRequest
+	(*GeoCommitResponse)(nil),        // 128: tidekv.GeoCommitResponse
+	(*GeoRead)(nil),                  // 129: tidekv.GeoRead
+	(*GeoScanRequest)(nil),           // 130: tidekv.GeoScanRequest
+	(*GeoScanResponse)(nil),          // 131: tidekv.GeoScanResponse
+	(*GeoEpochRequest)(nil),          // 132: tidekv.GeoEpochRequest
+	(*GeoEpochResponse)(nil),         // 133: tidekv.GeoEpochResponse
+	nil,                              // 134: tidekv.RangeInfo.WritesByOriginEntry
+	nil,                              // 135: tidekv.ReportRangeRequest.WritesByOriginEntry
+	(*raftpb.Message)(nil),           // 136: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -10006,7 +10124,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	31,  // 40: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
 	13,  // 41: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
 	10,  // 42: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	132, // 43: tidekv.RangeInfo.writes_by_origin:type_name -> tidekv.RangeInfo.WritesByOriginEntry
+	134, // 43: tidekv.RangeInfo.writes_by_origin:type_name -> tidekv.RangeInfo.WritesByOriginEntry
 	34,  // 44: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
 	11,  // 45: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
 	0,   // 46: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
@@ -10028,7 +10146,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	60,  // 62: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
 	11,  // 63: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
 	10,  // 64: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	133, // 65: tidekv.ReportRangeRequest.writes_by_origin:type_name -> tidekv.ReportRangeRequest.WritesByOriginEntry
+	135, // 65: tidekv.ReportRangeRequest.writes_by_origin:type_name -> tidekv.ReportRangeRequest.WritesByOriginEntry
 	65,  // 66: tidekv.EventsResponse.events:type_name -> tidekv.Event
 	13,  // 67: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
 	68,  // 68: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
@@ -10044,7 +10162,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	81,  // 78: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
 	81,  // 79: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
 	71,  // 80: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	134, // 81: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	136, // 81: tidekv.RaftMessage.message:type_name -> raftpb.Message
 	13,  // 82: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
 	94,  // 83: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
 	94,  // 84: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
@@ -10052,141 +10170,146 @@ var file_tidekv_proto_depIdxs = []int32{
 	100, // 86: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
 	13,  // 87: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
 	13,  // 88: tidekv.TxnGetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	100, // 89: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
-	25,  // 90: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
-	100, // 91: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
-	25,  // 92: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
-	13,  // 93: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	107, // 94: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
-	13,  // 95: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
-	25,  // 96: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
-	13,  // 97: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	107, // 98: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
-	4,   // 99: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
-	13,  // 100: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	5,   // 101: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
-	13,  // 102: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	107, // 103: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
-	13,  // 104: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	13,  // 105: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
-	13,  // 106: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	114, // 107: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
-	100, // 108: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
-	14,  // 109: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
-	13,  // 110: tidekv.TxnScanResponse.read_timestamp:type_name -> tidekv.Timestamp
-	7,   // 111: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
-	119, // 112: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
-	25,  // 113: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
-	25,  // 114: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
-	102, // 115: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
-	13,  // 116: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	13,  // 117: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
-	25,  // 118: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
-	114, // 119: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
-	13,  // 120: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
-	8,   // 121: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
-	124, // 122: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
-	127, // 123: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
-	127, // 124: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
-	15,  // 125: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	17,  // 126: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	19,  // 127: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	21,  // 128: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	23,  // 129: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	26,  // 130: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	28,  // 131: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	32,  // 132: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	35,  // 133: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	40,  // 134: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	42,  // 135: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	49,  // 136: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	44,  // 137: tidekv.Admin.ClusterTimestamp:input_type -> tidekv.ClusterTimestampRequest
-	47,  // 138: tidekv.Admin.ProtectTimestamp:input_type -> tidekv.ProtectTimestampRequest
-	51,  // 139: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	53,  // 140: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	55,  // 141: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	57,  // 142: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	59,  // 143: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	63,  // 144: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	92,  // 145: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	66,  // 146: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	69,  // 147: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	90,  // 148: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	76,  // 149: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	79,  // 150: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	82,  // 151: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	83,  // 152: tidekv.Admin.PublishKeySpaces:input_type -> tidekv.PublishKeySpacesRequest
-	86,  // 153: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	88,  // 154: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	72,  // 155: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	74,  // 156: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	95,  // 157: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	96,  // 158: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	101, // 159: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	117, // 160: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
-	103, // 161: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	105, // 162: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	120, // 163: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	108, // 164: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	122, // 165: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	110, // 166: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	112, // 167: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	115, // 168: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	125, // 169: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
-	128, // 170: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
-	130, // 171: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
-	16,  // 172: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	18,  // 173: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	20,  // 174: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	22,  // 175: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	24,  // 176: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	27,  // 177: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	29,  // 178: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	33,  // 179: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	36,  // 180: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	41,  // 181: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	43,  // 182: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	50,  // 183: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	45,  // 184: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
-	48,  // 185: tidekv.Admin.ProtectTimestamp:output_type -> tidekv.ProtectTimestampResponse
-	52,  // 186: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	54,  // 187: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	56,  // 188: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	58,  // 189: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	62,  // 190: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	64,  // 191: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	93,  // 192: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	67,  // 193: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	70,  // 194: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	91,  // 195: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	77,  // 196: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	80,  // 197: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	85,  // 198: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	84,  // 199: tidekv.Admin.PublishKeySpaces:output_type -> tidekv.PublishKeySpacesResponse
-	87,  // 200: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	89,  // 201: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	73,  // 202: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	75,  // 203: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	98,  // 204: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	97,  // 205: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	102, // 206: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	118, // 207: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
-	104, // 208: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	106, // 209: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	121, // 210: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	109, // 211: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	123, // 212: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	111, // 213: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	113, // 214: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	116, // 215: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	126, // 216: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
-	129, // 217: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
-	131, // 218: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
-	172, // [172:219] is the sub-list for method output_type
-	125, // [125:172] is the sub-list for method input_type
-	125, // [125:125] is the sub-list for extension type_name
-	125, // [125:125] is the sub-list for extension extendee
-	0,   // [0:125] is the sub-list for field type_name
+	100, // 89: tidekv.TxnBatchGetRequest.txn:type_name -> tidekv.TxnMeta
+	102, // 90: tidekv.TxnBatchGetResponse.results:type_name -> tidekv.TxnGetResponse
+	13,  // 91: tidekv.TxnBatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	100, // 92: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 93: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
+	100, // 94: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 95: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 96: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	109, // 97: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 98: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	25,  // 99: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 100: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	109, // 101: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	4,   // 102: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
+	13,  // 103: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	5,   // 104: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
+	13,  // 105: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	109, // 106: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 107: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 108: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	13,  // 109: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	116, // 110: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
+	100, // 111: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
+	14,  // 112: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
+	13,  // 113: tidekv.TxnScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	7,   // 114: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
+	121, // 115: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	25,  // 116: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
+	25,  // 117: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
+	102, // 118: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	13,  // 119: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 120: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	25,  // 121: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	116, // 122: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
+	13,  // 123: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	8,   // 124: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
+	126, // 125: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
+	129, // 126: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
+	129, // 127: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
+	15,  // 128: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	17,  // 129: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	19,  // 130: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	21,  // 131: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	23,  // 132: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	26,  // 133: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	28,  // 134: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	32,  // 135: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	35,  // 136: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	40,  // 137: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	42,  // 138: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	49,  // 139: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	44,  // 140: tidekv.Admin.ClusterTimestamp:input_type -> tidekv.ClusterTimestampRequest
+	47,  // 141: tidekv.Admin.ProtectTimestamp:input_type -> tidekv.ProtectTimestampRequest
+	51,  // 142: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	53,  // 143: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	55,  // 144: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	57,  // 145: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	59,  // 146: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	63,  // 147: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	92,  // 148: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	66,  // 149: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	69,  // 150: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	90,  // 151: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	76,  // 152: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	79,  // 153: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	82,  // 154: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	83,  // 155: tidekv.Admin.PublishKeySpaces:input_type -> tidekv.PublishKeySpacesRequest
+	86,  // 156: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	88,  // 157: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	72,  // 158: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	74,  // 159: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	95,  // 160: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	96,  // 161: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	101, // 162: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	103, // 163: tidekv.Txn.BatchGet:input_type -> tidekv.TxnBatchGetRequest
+	119, // 164: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	105, // 165: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	107, // 166: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	122, // 167: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	110, // 168: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	124, // 169: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	112, // 170: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	114, // 171: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	117, // 172: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	127, // 173: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
+	130, // 174: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
+	132, // 175: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
+	16,  // 176: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	18,  // 177: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	20,  // 178: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	22,  // 179: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	24,  // 180: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	27,  // 181: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	29,  // 182: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	33,  // 183: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	36,  // 184: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	41,  // 185: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	43,  // 186: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	50,  // 187: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	45,  // 188: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
+	48,  // 189: tidekv.Admin.ProtectTimestamp:output_type -> tidekv.ProtectTimestampResponse
+	52,  // 190: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	54,  // 191: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	56,  // 192: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	58,  // 193: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	62,  // 194: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	64,  // 195: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	93,  // 196: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	67,  // 197: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	70,  // 198: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	91,  // 199: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	77,  // 200: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	80,  // 201: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	85,  // 202: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	84,  // 203: tidekv.Admin.PublishKeySpaces:output_type -> tidekv.PublishKeySpacesResponse
+	87,  // 204: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	89,  // 205: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	73,  // 206: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	75,  // 207: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	98,  // 208: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	97,  // 209: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	102, // 210: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	104, // 211: tidekv.Txn.BatchGet:output_type -> tidekv.TxnBatchGetResponse
+	120, // 212: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	106, // 213: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	108, // 214: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	123, // 215: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	111, // 216: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	125, // 217: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	113, // 218: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	115, // 219: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	118, // 220: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	128, // 221: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
+	131, // 222: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
+	133, // 223: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
+	176, // [176:224] is the sub-list for method output_type
+	128, // [128:176] is the sub-list for method input_type
+	128, // [128:128] is the sub-list for extension type_name
+	128, // [128:128] is the sub-list for extension extendee
+	0,   // [0:128] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -10218,7 +10341,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   125,
+			NumMessages:   127,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -1511,6 +1511,7 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	Txn_Get_FullMethodName            = "/tidekv.Txn/Get"
+	Txn_BatchGet_FullMethodName       = "/tidekv.Txn/BatchGet"
 	Txn_Scan_FullMethodName           = "/tidekv.Txn/Scan"
 	Txn_Write_FullMethodName          = "/tidekv.Txn/Write"
 	Txn_End_FullMethodName            = "/tidekv.Txn/End"
@@ -1527,6 +1528,7 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type TxnClient interface {
 	Get(ctx context.Context, in *TxnGetRequest, opts ...grpc.CallOption) (*TxnGetResponse, error)
+	BatchGet(ctx context.Context, in *TxnBatchGetRequest, opts ...grpc.CallOption) (*TxnBatchGetResponse, error)
 	Scan(ctx context.Context, in *TxnScanRequest, opts ...grpc.CallOption) (*TxnScanResponse, error)
 	Write(ctx context.Context, in *TxnWriteRequest, opts ...grpc.CallOption) (*TxnWriteResponse, error)
 	End(ctx context.Context, in *TxnEndRequest, opts ...grpc.CallOption) (*TxnEndResponse, error)
@@ -1550,6 +1552,16 @@ func (c *txnClient) Get(ctx context.Context, in *TxnGetRequest, opts ...grpc.Cal
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TxnGetResponse)
 	err := c.cc.Invoke(ctx, Txn_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) BatchGet(ctx context.Context, in *TxnBatchGetRequest, opts ...grpc.CallOption) (*TxnBatchGetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnBatchGetResponse)
+	err := c.cc.Invoke(ctx, Txn_BatchGet_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -1651,6 +1663,7 @@ func (c *txnClient) Refresh(ctx context.Context, in *RefreshRequest, opts ...grp
 // for forward compatibility.
 type TxnServer interface {
 	Get(context.Context, *TxnGetRequest) (*TxnGetResponse, error)
+	BatchGet(context.Context, *TxnBatchGetRequest) (*TxnBatchGetResponse, error)
 	Scan(context.Context, *TxnScanRequest) (*TxnScanResponse, error)
 	Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error)
 	End(context.Context, *TxnEndRequest) (*TxnEndResponse, error)
@@ -1672,6 +1685,9 @@ type UnimplementedTxnServer struct{}
 
 func (UnimplementedTxnServer) Get(context.Context, *TxnGetRequest) (*TxnGetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedTxnServer) BatchGet(context.Context, *TxnBatchGetRequest) (*TxnBatchGetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchGet not implemented")
 }
 func (UnimplementedTxnServer) Scan(context.Context, *TxnScanRequest) (*TxnScanResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Scan not implemented")
@@ -1735,6 +1751,24 @@ func _Txn_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(TxnServer).Get(ctx, req.(*TxnGetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_BatchGet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnBatchGetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).BatchGet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_BatchGet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).BatchGet(ctx, req.(*TxnBatchGetRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1911,6 +1945,10 @@ var Txn_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Get",
 			Handler:    _Txn_Get_Handler,
+		},
+		{
+			MethodName: "BatchGet",
+			Handler:    _Txn_BatchGet_Handler,
 		},
 		{
 			MethodName: "Scan",

@@ -191,7 +191,21 @@ type clientTx struct{ tx *client.Tx }
 
 func (t clientTx) Get(ctx context.Context, key []byte) (resp.Result, error) {
 	r, err := t.tx.GetVersion(ctx, key)
-	return resp.Result{Value: r.Value, Found: r.Found, Version: resp.Version(r.Version), Expiry: resp.Expiry(r.Expiry)}, mapErr(err)
+	return txResult(r), mapErr(err)
+}
+
+// txResult is a transaction's read as resp's.
+func txResult(r client.GetResult) resp.Result {
+	return resp.Result{Value: r.Value, Found: r.Found, Version: resp.Version(r.Version), Expiry: resp.Expiry(r.Expiry)}
+}
+
+func (t clientTx) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, error) {
+	rs, err := t.tx.BatchGet(ctx, keys)
+	out := make([]resp.Result, len(rs))
+	for i, r := range rs {
+		out[i] = txResult(r)
+	}
+	return out, mapErr(err)
 }
 
 func (t clientTx) Put(ctx context.Context, key, value []byte) error {

@@ -166,6 +166,14 @@ func (t keySpaceTx) Get(ctx context.Context, key []byte) (resp.Result, error) {
 	return t.tx.Get(ctx, t.k.c.Encode(key))
 }
 
+func (t keySpaceTx) BatchGet(ctx context.Context, keys [][]byte) ([]resp.Result, error) {
+	enc := make([][]byte, len(keys))
+	for i, k := range keys {
+		enc[i] = t.k.c.Encode(k)
+	}
+	return t.tx.BatchGet(ctx, enc)
+}
+
 func (t keySpaceTx) Put(ctx context.Context, key, value []byte) error {
 	return t.PutExpiring(ctx, key, value, resp.Expiry{})
 }

@@ -167,10 +167,33 @@ var wrongType = replyError(errWrongType)
 // WRONGTYPE before fn runs. The reply is written by the caller from what
 // fn kept, after the transaction: fn may run more than once.
 func (x *call) collTxn(key, marker []byte, fn func(t *collTx) (changed bool, err error)) error {
+	return x.collTxnReading(key, marker, nil, fn)
+}
+
+// collTxnReading is collTxn for a change that reads the element keys of
+// members (suffixes: a set's members), which are read ahead with the other
+// commands' of the batch (keyTxn).
+func (x *call) collTxnReading(key, marker []byte, members [][]byte, fn func(t *collTx) (changed bool, err error)) error {
 	if n := len(x.args) - 2; n >= x.s.cfg.MaxBatchKeys {
 		return replyError(fmt.Sprintf("ERR %s of %d elements: TideKV writes at most %d keys of a list or set in one command (a transaction's write); send fewer", strings.ToUpper(x.name), n, x.s.cfg.MaxBatchKeys-1))
 	}
-	return x.keyTxn(key, func(tx TxnKV) error {
+	var reads func(TxnKV) [][]byte
+	if members != nil {
+		reads = func(tx TxnKV) [][]byte {
+			// A new collection's elements are under a generation not
+			// drawn yet: nothing to read of them.
+			t, err := x.openColl(tx, key, marker)
+			if err != nil || !t.m.exists {
+				return nil
+			}
+			keys := make([][]byte, len(members))
+			for i, m := range members {
+				keys[i] = t.elemKey(m)
+			}
+			return keys
+		}
+	}
+	return x.keyTxn(key, reads, func(tx TxnKV) error {
 		t, err := x.openColl(tx, key, marker)
 		if err != nil {
 			return err

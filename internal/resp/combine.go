@@ -47,7 +47,11 @@ type combineQueue struct {
 // combined is one command's transaction body waiting in a queue.
 type combined struct {
 	body func(TxnKV) error
-	args int
+	// reads, if set, names keys body will read (it may read through tx
+	// to find them), so that the batch reads all its commands' keys in
+	// one call before the bodies run (readAhead).
+	reads func(tx TxnKV) [][]byte
+	args  int
 	// wake gets one value: the command finished (err is its outcome), or
 	// it heads the queue and runs the next batch.
 	wake     chan struct{}
@@ -56,15 +60,16 @@ type combined struct {
 }
 
 // keyTxn runs body in a transaction of x.kv, in a batch with the other
-// commands writing key (see above). Inside EXEC it is EXEC's own
-// savepoint.
-func (x *call) keyTxn(key []byte, body func(TxnKV) error) error {
+// commands writing key (see above); reads (nil: none) names keys body
+// will read, read ahead with the batch's others. Inside EXEC it is EXEC's
+// own savepoint.
+func (x *call) keyTxn(key []byte, reads func(TxnKV) [][]byte, body func(TxnKV) error) error {
 	if _, inExec := x.kv.(*txView); inExec {
 		return x.kv.Txn(x.ctx, body)
 	}
 	s := x.s
 	k := combineKey{kv: x.kv, key: string(key)}
-	c := &combined{body: body, args: len(x.args), wake: make(chan struct{}, 1)}
+	c := &combined{body: body, reads: reads, args: len(x.args), wake: make(chan struct{}, 1)}
 	s.comb.mu.Lock()
 	if s.comb.queues == nil {
 		s.comb.queues = map[combineKey]*combineQueue{}
@@ -153,7 +158,11 @@ func (s *Server) runBatch(kv KV, batch []*combined) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	err := kv.Txn(ctx, func(tx TxnKV) error {
-		view := &txView{tx: tx, now: s.cfg.Now}
+		ahead := &readAhead{TxnKV: batchTx{TxnKV: tx, ctx: ctx}, got: map[string]Result{}}
+		if err := ahead.readFor(ctx, batch); err != nil {
+			return err
+		}
+		view := &txView{tx: ahead, now: s.cfg.Now}
 		for _, c := range batch {
 			c.err = view.Txn(ctx, func(tx TxnKV) error { return c.body(batchTx{TxnKV: tx, ctx: ctx}) })
 			if view.err != nil {
@@ -180,6 +189,10 @@ type batchTx struct {
 
 func (t batchTx) Get(_ context.Context, key []byte) (Result, error) { return t.TxnKV.Get(t.ctx, key) }
 
+func (t batchTx) BatchGet(_ context.Context, keys [][]byte) ([]Result, error) {
+	return t.TxnKV.BatchGet(t.ctx, keys)
+}
+
 func (t batchTx) Put(_ context.Context, key, value []byte) error {
 	return t.TxnKV.Put(t.ctx, key, value)
 }
@@ -192,4 +205,80 @@ func (t batchTx) Delete(_ context.Context, key []byte) error { return t.TxnKV.De
 
 func (t batchTx) Scan(_ context.Context, start, end []byte, limit int) ([]KeyValue, error) {
 	return t.TxnKV.Scan(t.ctx, start, end, limit)
+}
+
+// readAhead is a batch's transaction with the keys its commands name
+// (combined.reads) read in one call before they run: a SADD or ZADD reads
+// its members' keys, and a batch of 64 of them read one by one waited
+// for 64 round trips to the transaction's coordinator. A key read is
+// answered from got until the batch writes it; the values stay the
+// transaction's snapshot (a read timestamp raised later refreshes them,
+// or the transaction retries).
+type readAhead struct {
+	TxnKV
+	got map[string]Result
+}
+
+// readFor reads the keys the batch's commands name, each once.
+func (r *readAhead) readFor(ctx context.Context, batch []*combined) error {
+	var keys [][]byte
+	seen := map[string]bool{}
+	for _, c := range batch {
+		if c.reads == nil {
+			continue
+		}
+		for _, k := range c.reads(r) {
+			if _, ok := r.got[string(k)]; !ok && !seen[string(k)] {
+				seen[string(k)] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := r.read(ctx, keys)
+	return err
+}
+
+func (r *readAhead) Get(ctx context.Context, key []byte) (Result, error) {
+	if res, ok := r.got[string(key)]; ok {
+		return res, nil
+	}
+	res, err := r.TxnKV.Get(ctx, key)
+	if err == nil {
+		r.got[string(key)] = res
+	}
+	return res, err
+}
+
+func (r *readAhead) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
+	return readRest(ctx, keys, func(k []byte) (Result, bool) {
+		res, ok := r.got[string(k)]
+		return res, ok
+	}, r.read)
+}
+
+// read reads keys in one call and keeps what it read.
+func (r *readAhead) read(ctx context.Context, keys [][]byte) ([]Result, error) {
+	rs, err := r.TxnKV.BatchGet(ctx, keys)
+	for i, res := range rs {
+		r.got[string(keys[i])] = res
+	}
+	return rs, err
+}
+
+func (r *readAhead) Put(ctx context.Context, key, value []byte) error {
+	delete(r.got, string(key))
+	return r.TxnKV.Put(ctx, key, value)
+}
+
+func (r *readAhead) PutExpiring(ctx context.Context, key, value []byte, e Expiry) error {
+	delete(r.got, string(key))
+	return r.TxnKV.PutExpiring(ctx, key, value, e)
+}
+
+func (r *readAhead) Delete(ctx context.Context, key []byte) error {
+	delete(r.got, string(key))
+	return r.TxnKV.Delete(ctx, key)
 }

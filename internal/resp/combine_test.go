@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,5 +101,115 @@ func TestCommandsOnOneKeyShareATransaction(t *testing.T) {
 	}
 	if l, err := rc.LLen(ctx, "l").Result(); err != nil || l != n+1 {
 		t.Fatalf("LLEN = %d, %v; want %d", l, err, n+1)
+	}
+}
+
+// readCountKV is a gatedKV whose transactions count their reads of keys
+// they have not written (those a store's transaction sends to its
+// coordinator), per transaction.
+type readCountKV struct {
+	*gatedKV
+	mu    sync.Mutex
+	reads []int // per transaction, in order
+}
+
+func (k *readCountKV) Txn(ctx context.Context, fn func(TxnKV) error) error {
+	return k.gatedKV.Txn(ctx, func(tx TxnKV) error {
+		k.mu.Lock()
+		k.reads = append(k.reads, 0)
+		n := len(k.reads) - 1
+		k.mu.Unlock()
+		return fn(&countingTx{TxnKV: tx, k: k, n: n, written: map[string]bool{}})
+	})
+}
+
+type countingTx struct {
+	TxnKV
+	k       *readCountKV
+	n       int
+	written map[string]bool
+}
+
+// count counts one call if it reads a key not written.
+func (t *countingTx) count(keys ...[]byte) {
+	for _, key := range keys {
+		if !t.written[string(key)] {
+			t.k.mu.Lock()
+			t.k.reads[t.n]++
+			t.k.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (t *countingTx) Get(ctx context.Context, key []byte) (Result, error) {
+	t.count(key)
+	return t.TxnKV.Get(ctx, key)
+}
+
+func (t *countingTx) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
+	t.count(keys...)
+	return t.TxnKV.BatchGet(ctx, keys)
+}
+
+func (t *countingTx) Put(ctx context.Context, key, value []byte) error {
+	t.written[string(key)] = true
+	return t.TxnKV.Put(ctx, key, value)
+}
+
+func (t *countingTx) PutExpiring(ctx context.Context, key, value []byte, e Expiry) error {
+	t.written[string(key)] = true
+	return t.TxnKV.PutExpiring(ctx, key, value, e)
+}
+
+func (t *countingTx) Delete(ctx context.Context, key []byte) error {
+	t.written[string(key)] = true
+	return t.TxnKV.Delete(ctx, key)
+}
+
+// The SADDs (and ZADDs) run together in one transaction read the keys
+// they look at, the set's metadata and every member's key, in at most two
+// calls before they run, not one or two each: ten SADDs of one set read
+// in one call of the store for its metadata and one for all ten members.
+func TestBatchReadsItsCommandsKeysAhead(t *testing.T) {
+	for _, add := range []func(rc *redis.Client, m string) error{
+		func(rc *redis.Client, m string) error { return rc.SAdd(context.Background(), "k", m).Err() },
+		func(rc *redis.Client, m string) error {
+			return rc.ZAdd(context.Background(), "k", redis.Z{Score: 1, Member: m}).Err()
+		},
+	} {
+		kv := &readCountKV{gatedKV: &gatedKV{fakeKV: newFakeKV(), release: make(chan struct{})}}
+		s, rc := start(t, kv, nil, func(o *redis.Options) { o.PoolSize = 16 })
+		first := make(chan error, 1)
+		go func() { first <- add(rc, "m0") }()
+		for kv.txns.Load() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		const n = 10
+		errs := make(chan error, n)
+		for i := range n {
+			go func() { errs <- add(rc, fmt.Sprintf("m%d", i+1)) }()
+		}
+		for deadline := time.Now().Add(10 * time.Second); s.queued(kv, "k") < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				close(kv.release)
+				t.Fatalf("%d commands wait on the key's queue, want %d", s.queued(kv, "k"), n)
+			}
+		}
+		close(kv.release)
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		kv.mu.Lock()
+		reads := kv.reads
+		kv.mu.Unlock()
+		if len(reads) != 2 || reads[1] > 2 {
+			t.Fatalf("reads of the store per transaction %v; want two transactions, the second's %d commands reading in at most 2 calls", reads, n)
+		}
 	}
 }

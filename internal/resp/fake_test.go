@@ -331,6 +331,17 @@ func (t *fakeTx) Get(_ context.Context, key []byte) (Result, error) {
 	return Result{Value: cp(cur), Found: found, Version: t.f.version(key), Expiry: Expiry{At: t.f.exp[string(key)]}}, nil
 }
 
+func (t *fakeTx) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
+	out := make([]Result, len(keys))
+	for i, k := range keys {
+		var err error
+		if out[i], err = t.Get(ctx, k); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 func (t *fakeTx) Put(_ context.Context, key, value []byte) error {
 	if err := checkKey(key); err != nil {
 		return err

@@ -82,6 +82,9 @@ type TxnKV interface {
 	// Get reads key, with its Version and Expiry (no TTL); an absent key
 	// is Found false, not an error.
 	Get(ctx context.Context, key []byte) (Result, error)
+	// BatchGet reads keys as Get reads each, in one call (one round trip
+	// to the transaction's coordinator): results in the order of keys.
+	BatchGet(ctx context.Context, keys [][]byte) ([]Result, error)
 	Put(ctx context.Context, key, value []byte) error
 	// PutExpiring is Put with e's TTL or time (e.Keep is refused).
 	PutExpiring(ctx context.Context, key, value []byte, e Expiry) error

@@ -2,7 +2,6 @@ package resp
 
 import (
 	"bytes"
-	"errors"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -18,6 +17,20 @@ import (
 func (t *collTx) member(m []byte) (bool, error) {
 	r, err := t.tx.Get(t.ctx, t.elemKey(m))
 	return r.Found, err
+}
+
+// members reports which of ms are members, read in one call.
+func (t *collTx) members(ms [][]byte) ([]bool, error) {
+	keys := make([][]byte, len(ms))
+	for i, m := range ms {
+		keys[i] = t.elemKey(m)
+	}
+	rs, err := t.tx.BatchGet(t.ctx, keys)
+	in := make([]bool, len(rs))
+	for i, r := range rs {
+		in[i] = r.Found
+	}
+	return in, err
 }
 
 // distinct is args without repeats, in their order.
@@ -39,21 +52,21 @@ func cmdSAddRem(x *call) {
 	add := x.name == "sadd"
 	members := distinct(x.args[2:])
 	var n int64
-	err := x.collTxn(x.args[1], setMarker, func(t *collTx) (bool, error) {
+	err := x.collTxnReading(x.args[1], setMarker, members, func(t *collTx) (bool, error) {
 		n = 0
 		if !add && !t.m.exists {
 			return false, nil
 		}
-		for _, m := range members {
-			in, err := t.member(m)
-			if err != nil {
-				return false, err
-			}
+		in, err := t.members(members)
+		if err != nil {
+			return false, err
+		}
+		for i, m := range members {
 			switch {
-			case add && !in:
+			case add && !in[i]:
 				err = t.tx.Put(x.ctx, t.elemKey(m), nil)
 				t.m.a++
-			case !add && in:
+			case !add && in[i]:
 				err = t.tx.Delete(x.ctx, t.elemKey(m))
 				t.m.a--
 			default:
@@ -82,18 +95,14 @@ func cmdSCard(x *call) {
 // cmdSIsMember: SISMEMBER key member, SMISMEMBER key member...
 func cmdSIsMember(x *call) {
 	var in []bool
-	err := x.collTxn(x.args[1], setMarker, func(t *collTx) (bool, error) {
+	err := x.collTxnReading(x.args[1], setMarker, x.args[2:], func(t *collTx) (bool, error) {
 		in = make([]bool, len(x.args)-2)
 		if !t.m.exists {
 			return false, nil
 		}
-		for i, m := range x.args[2:] {
-			var err error
-			if in[i], err = t.member(m); err != nil {
-				return false, err
-			}
-		}
-		return false, nil
+		var err error
+		in, err = t.members(x.args[2:])
+		return false, err
 	})
 	if err != nil {
 		writeCASErr(x.c, err)
@@ -224,51 +233,14 @@ func cmdSetAlgebra(x *call) {
 	}
 }
 
-// errSetChanged aborts a STORE whose sources changed since they were read.
-var errSetChanged = errors.New("a source set changed")
-
-// sameSet checks, inside tx, that the set at k is as read (m).
-func sameSet(x *call, tx TxnKV, k []byte, m meta) error {
-	r, err := tx.Get(x.ctx, encKey(k))
-	if err != nil {
-		return err
-	}
-	now, isSet := decodeMeta(setMarker, r.Value)
-	if r.Found != m.exists || (r.Found && (!isSet || now.gen != m.gen || now.ver != m.ver)) {
-		return errSetChanged
-	}
-	return nil
-}
-
-// pick reads the members of the set at key to draw n of: all of them
-// (whole) when they are at most MaxBatchKeys or n, for a uniform draw as
-// Redis's; else n from a random point of the member span on, wrapping
-// around, so that a large set is not read for a few members (members
-// after a long gap are then more likely drawn than others).
-func (x *call) pick(key []byte, n int) (m meta, out [][]byte, whole, ok bool) {
-	from := binaryRand()
-	m, kvs, ok := x.scanElems(key, setMarker, func(m meta) ([]byte, []byte, int) {
-		if whole = n > 0 && m.a <= uint64(max(x.s.cfg.MaxBatchKeys, n)); whole {
-			return nil, nil, int(m.a)
-		}
-		return from, nil, n
-	})
-	if !ok || !m.exists {
-		return m, nil, whole, ok
-	}
+// draw reads, inside the transaction, the members to draw n of
+// (drawKeys): all of them (whole) or n from a random point on.
+func (t *collTx) draw(n, maxWhole int) (out [][]byte, whole bool, err error) {
+	kvs, whole, err := drawKeys(t.ctx, t.tx, elemPrefix(t.key, t.m.gen), int(t.m.a), n, maxWhole)
 	for _, kv := range kvs {
 		out = append(out, kv.Key)
 	}
-	if !whole && len(out) < n {
-		_, more, ok := x.scanElems(key, setMarker, func(meta) ([]byte, []byte, int) { return nil, from, n - len(out) })
-		if !ok {
-			return m, nil, false, false
-		}
-		for _, kv := range more {
-			out = append(out, kv.Key)
-		}
-	}
-	return m, out, whole, true
+	return out, whole, err
 }
 
 // binaryRand is a random point among member keys.
@@ -280,8 +252,11 @@ func binaryRand() []byte {
 	return b[:]
 }
 
-// cmdSPop: SPOP key [count]: removes members pick draws, in one
-// transaction each attempt.
+// cmdSPop: SPOP key [count]: draws members and removes them in the
+// transaction of the set's key, which the commands on that key share
+// (keyTxn): concurrent SPOPs of one set run one after another in one
+// transaction, each drawing from what the ones before it left, instead of
+// each drawing outside and all but one conflicting when they commit.
 func cmdSPop(x *call) {
 	if len(x.args) > 3 {
 		x.c.WriteError(errSyntax)
@@ -296,50 +271,35 @@ func cmdSPop(x *call) {
 			return
 		}
 	}
-	for range x.s.cfg.CASAttempts {
-		n := int(min(count, math.MaxInt32))
-		m, drawn, whole, ok := x.pick(x.args[1], n)
-		if !ok {
-			return
+	n := int(min(count, math.MaxInt32))
+	var drawn [][]byte
+	err := x.collTxn(x.args[1], setMarker, func(t *collTx) (bool, error) {
+		drawn = nil
+		pool, whole, err := t.draw(n, x.s.cfg.MaxBatchKeys)
+		if err != nil || len(pool) == 0 {
+			return false, err
 		}
-		if whole {
-			drawn = sample(drawn, n, x.s.cfg.randN)
+		if drawn = pool; whole {
+			drawn = sample(pool, n, x.s.cfg.randN)
 		}
-		var err error
-		if len(drawn) > 0 {
-			err = x.kv.Txn(x.ctx, func(tx TxnKV) error {
-				if err := sameSet(x, tx, x.args[1], m); err != nil {
-					return err
-				}
-				if !m.exists {
-					return nil
-				}
-				t := &collTx{ctx: x.ctx, tx: tx, key: x.args[1], marker: setMarker, m: m}
-				for _, d := range drawn {
-					if err := tx.Delete(x.ctx, t.elemKey(d)); err != nil {
-						return err
-					}
-				}
-				t.m.a -= uint64(len(drawn))
-				return t.save()
-			})
+		for _, d := range drawn {
+			if err := t.tx.Delete(t.ctx, t.elemKey(d)); err != nil {
+				return false, err
+			}
 		}
-		if errors.Is(err, errSetChanged) {
-			continue
-		}
-		switch {
-		case err != nil:
-			writeCASErr(x.c, err)
-		case !hasCount && len(drawn) == 0:
-			x.c.WriteNull()
-		case !hasCount:
-			x.c.WriteBulk(drawn[0])
-		default:
-			writeMembers(x, drawn)
-		}
-		return
+		t.m.a -= uint64(len(drawn))
+		return true, nil
+	})
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case !hasCount && len(drawn) == 0:
+		x.c.WriteNull()
+	case !hasCount:
+		x.c.WriteBulk(drawn[0])
+	default:
+		writeMembers(x, drawn)
 	}
-	x.c.WriteError("ERR too much contention on the key, retry")
 }
 
 // cmdSRandMember: SRANDMEMBER key [count]; a negative count may repeat
@@ -354,8 +314,19 @@ func cmdSRandMember(x *call) {
 		return
 	}
 	want := max(count, -count)
-	m, drawn, whole, ok := x.pick(x.args[1], int(min(want, math.MaxInt32)))
-	if !ok {
+	var drawn [][]byte
+	var whole bool
+	// One read-only transaction, not the key's shared one (keyTxn): a
+	// read need not wait for the writes queued on the key.
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		t, err := x.openColl(tx, x.args[1], setMarker)
+		if err == nil {
+			drawn, whole, err = t.draw(int(min(want, math.MaxInt32)), x.s.cfg.MaxBatchKeys)
+		}
+		return err
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
 		return
 	}
 	if whole && count >= 0 {
@@ -366,7 +337,7 @@ func cmdSRandMember(x *call) {
 		x.c.WriteNull()
 	case len(x.args) == 2:
 		x.c.WriteBulk(drawn[0])
-	case count < 0 && m.exists:
+	case count < 0 && len(drawn) > 0:
 		// From a whole set each draw is made anew, as Redis draws; else
 		// the members read repeat in turn.
 		out, ok := repeatedDraws(x, want, func(i int64) []byte {

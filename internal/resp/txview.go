@@ -99,19 +99,23 @@ func (v *txView) Delete(ctx context.Context, key []byte) (bool, error) {
 	return true, nil
 }
 
-// BatchGet reads key by key (a transaction reads one key a call), with
-// each value's remaining TTL (TTL, PTTL, PERSIST, EXPIRE's conditions).
-func (v *txView) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
-	out := make([]Result, len(keys))
-	for i, k := range keys {
-		r, err := v.read(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		r.TTL = v.ttl(r.Expiry)
-		out[i] = r
+// readAll is a BatchGet of the transaction.
+func (v *txView) readAll(ctx context.Context, keys [][]byte) ([]Result, error) {
+	rs, err := v.tx.BatchGet(ctx, keys)
+	if err != nil {
+		return nil, v.fail(err)
 	}
-	return out, nil
+	return rs, nil
+}
+
+// BatchGet reads keys in one call of the transaction, with each value's
+// remaining TTL (TTL, PTTL, PERSIST, EXPIRE's conditions).
+func (v *txView) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
+	out, err := v.readAll(ctx, keys)
+	for i := range out {
+		out[i].TTL = v.ttl(out[i].Expiry)
+	}
+	return out, err
 }
 
 // ttl is the remaining time to live of a value read with expiry e, in
@@ -245,6 +249,43 @@ func (s *savepoint) Get(ctx context.Context, key []byte) (Result, error) {
 		return Result{Value: *val, Found: true, Expiry: s.exps[string(key)]}, nil
 	}
 	return s.v.read(ctx, key)
+}
+
+// BatchGet reads the keys the savepoint did not write in one call of the
+// transaction.
+func (s *savepoint) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
+	return readRest(ctx, keys, func(k []byte) (Result, bool) {
+		if _, ok := s.writes[string(k)]; !ok {
+			return Result{}, false
+		}
+		r, _ := s.Get(ctx, k)
+		return r, true
+	}, s.v.readAll)
+}
+
+// readRest answers each of keys known answers (ok), and the rest with
+// one call of read.
+func readRest(ctx context.Context, keys [][]byte, known func(k []byte) (Result, bool), read func(context.Context, [][]byte) ([]Result, error)) ([]Result, error) {
+	out := make([]Result, len(keys))
+	var ask [][]byte
+	var at []int
+	for i, k := range keys {
+		var ok bool
+		if out[i], ok = known(k); !ok {
+			ask, at = append(ask, k), append(at, i)
+		}
+	}
+	if len(ask) == 0 {
+		return out, nil
+	}
+	rs, err := read(ctx, ask)
+	if err != nil {
+		return nil, err
+	}
+	for j, r := range rs {
+		out[at[j]] = r
+	}
+	return out, nil
 }
 
 func (s *savepoint) Put(ctx context.Context, key, value []byte) error {

@@ -13,10 +13,6 @@ import (
 // type; the command answers WRONGTYPE.
 var errZWrongType = errors.New(errWrongType)
 
-// errZMoved ends a removal whose members changed between its scan and its
-// transaction; the command starts again.
-var errZMoved = errors.New("sorted set changed")
-
 // zsetState reads z's metadata. It writes WRONGTYPE and returns ok=false
 // if z holds another type.
 func (x *call) zsetState(z []byte) (card int, exists, ok bool) {
@@ -111,12 +107,16 @@ func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []z
 		} else if err := x.zclearInTxn(v, z); err != nil {
 			return err
 		}
-		stored := make([]zMember, len(names))
+		keys := make([][]byte, len(names))
 		for i, m := range names {
-			r, err := v.read(x.ctx, zMemberKey(z, m))
-			if err != nil {
-				return err
-			}
+			keys[i] = zMemberKey(z, m)
+		}
+		rs, err := v.readAll(x.ctx, keys)
+		if err != nil {
+			return err
+		}
+		stored := make([]zMember, len(names))
+		for i, r := range rs {
 			if r.Found {
 				stored[i] = zMember{score: zScoreOf(r.Value), present: true}
 			}
@@ -149,14 +149,23 @@ func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []z
 		}
 		return x.zwriteMeta(v, z, meta.Found, card, ops)
 	}
-	err := x.keyTxn(z, body)
+	// The metadata and the named members are read ahead with the batch's
+	// other commands' keys.
+	reads := func(TxnKV) [][]byte {
+		keys := [][]byte{encKey(z)}
+		for _, m := range names {
+			keys = append(keys, zMemberKey(z, m))
+		}
+		return keys
+	}
+	err := x.keyTxn(z, reads, body)
 	if !errors.Is(err, errZStale) {
 		return err
 	}
 	if err := x.zclearStale(z); err != nil {
 		return err
 	}
-	return x.keyTxn(z, body)
+	return x.keyTxn(z, reads, body)
 }
 
 // zStaleInTxn is the most keys an earlier set left that a new set's

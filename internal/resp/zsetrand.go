@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -75,29 +76,46 @@ func (x *call) zrandPool(v *txView, z []byte, want int) (pool []zEntry, whole bo
 	case !isZSetMeta(r.Value):
 		return nil, false, errZWrongType
 	}
-	n := int(zsetCard(r.Value))
-	whole = want > 0 && (n <= x.s.cfg.MaxBatchKeys || want >= n)
-	if whole {
-		want = n
+	kvs, whole, err := drawKeys(x.ctx, v, append(fieldPrefix(z), zMemberTag), int(zsetCard(r.Value)), want, x.s.cfg.MaxBatchKeys)
+	for _, kv := range kvs {
+		pool = append(pool, zEntry{member: kv.Key, score: zScoreOf(kv.Value)})
 	}
-	pre := append(fieldPrefix(z), zMemberTag)
+	return pool, whole, err
+}
+
+// scanner is what drawKeys reads through: a transaction (TxnKV, txView).
+type scanner interface {
+	Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error)
+}
+
+// drawKeys reads, through s, the keys under pre of a collection of card
+// members to draw want of: all of them (whole) when they are at most
+// maxWhole or want, for a uniform draw as Redis's; else want from a random
+// point of the span on, wrapping around, so that a large collection is
+// not read for a few members (members after a long gap are then more
+// likely drawn than others). Keys come cut to their suffixes after pre.
+func drawKeys(ctx context.Context, s scanner, pre []byte, card, want, maxWhole int) (kvs []KeyValue, whole bool, err error) {
+	if whole = want > 0 && (card <= maxWhole || want >= card); whole {
+		want = card
+	}
+	pre = pre[:len(pre):len(pre)]
 	from := pre
 	if !whole {
-		from = append(pre[:len(pre):len(pre)], binaryRand()...)
+		from = append(pre, binaryRand()...)
 	}
 	for _, span := range [][2][]byte{{from, prefixEnd(pre)}, {pre, from}} {
-		if len(pool) == want {
+		if len(kvs) == want {
 			break
 		}
-		kvs, err := v.Scan(x.ctx, span[0], span[1], want-len(pool))
+		more, err := s.Scan(ctx, span[0], span[1], want-len(kvs))
 		if err != nil {
 			return nil, false, err
 		}
-		for _, kv := range kvs {
-			pool = append(pool, zEntry{member: kv.Key[len(pre):], score: zScoreOf(kv.Value)})
+		for _, kv := range more {
+			kvs = append(kvs, KeyValue{Key: kv.Key[len(pre):], Value: kv.Value})
 		}
 	}
-	return pool, whole, nil
+	return kvs, whole, nil
 }
 
 // repeatedDraws makes the n (> 0) draws of a negative count (ZRANDMEMBER,

@@ -1,65 +1,50 @@
 package resp
 
 import (
-	"errors"
 	"math"
 	"strconv"
 	"strings"
 )
 
-// zremove removes the members pick chooses from z (a walk of its index
-// for a set of card members) in one transaction that reads each chosen
-// member again: if one moved or went since the walk, the removal starts
-// again, at most CASAttempts times. It returns what it removed; exists
-// false: z is not a sorted set (WRONGTYPE, replied) or has no members.
-func (x *call) zremove(z []byte, pick func(card int) ([]zEntry, error)) (removed []zEntry, ok bool) {
-	for range x.s.cfg.CASAttempts {
-		card, exists, ok := x.zsetState(z)
-		if !ok {
-			return nil, false
-		}
-		if !exists {
-			return nil, true
-		}
-		es, err := pick(card)
-		if err == nil && len(es) > 0 {
-			err = x.kv.Txn(x.ctx, func(tx TxnKV) error {
-				v := &txView{tx: tx, now: x.s.cfg.Now}
-				meta, err := v.read(x.ctx, encKey(z))
-				switch {
-				case err != nil:
-					return err
-				case !meta.Found:
-					return errZMoved
-				case !isZSetMeta(meta.Value):
-					return errZWrongType
-				}
-				var ops []Op
-				for _, e := range es {
-					r, err := v.read(x.ctx, zMemberKey(z, e.member))
-					if err != nil {
-						return err
-					}
-					if !r.Found || math.Float64bits(zScoreOf(r.Value)) != math.Float64bits(e.score) {
-						return errZMoved
-					}
-					ops = append(ops, Op{Key: zMemberKey(z, e.member), Delete: true},
-						Op{Key: zIndexKey(z, e.member, e.score), Delete: true})
-				}
-				return x.zwriteMeta(v, z, true, int(zsetCard(meta.Value))-len(es), ops)
-			})
-		}
+// zremove removes the members pick chooses from z (a walk of its index,
+// for a set of card members) in the transaction of z's key, which the
+// commands on z share (keyTxn); pick reads through in, whose reads are the
+// transaction's. Concurrent pops of one set so run one after another in
+// one transaction, each choosing from what the ones before it left, where
+// choosing outside the transaction and removing inside made all but one
+// conflict and start again. It returns what it removed (none: z holds no
+// sorted set); ok false: it replied (WRONGTYPE or an error).
+func (x *call) zremove(z []byte, pick func(in *call, card int) ([]zEntry, error)) (removed []zEntry, ok bool) {
+	err := x.keyTxn(z, nil, func(tx TxnKV) error {
+		removed = nil
+		v := &txView{tx: tx, now: x.s.cfg.Now}
+		meta, err := v.read(x.ctx, encKey(z))
 		switch {
-		case errors.Is(err, errZMoved):
-			continue
-		case err != nil:
-			x.zreplyErr(err)
-			return nil, false
+		case err != nil || !meta.Found:
+			return err
+		case !isZSetMeta(meta.Value):
+			return errZWrongType
 		}
-		return es, true
+		in := *x
+		in.kv = v
+		card := int(zsetCard(meta.Value))
+		es, err := pick(&in, card)
+		if err != nil || len(es) == 0 {
+			return err
+		}
+		var ops []Op
+		for _, e := range es {
+			ops = append(ops, Op{Key: zMemberKey(z, e.member), Delete: true},
+				Op{Key: zIndexKey(z, e.member, e.score), Delete: true})
+		}
+		removed = es
+		return x.zwriteMeta(v, z, true, card-len(es), ops)
+	})
+	if err != nil {
+		x.zreplyErr(err)
+		return nil, false
 	}
-	replyErr(x.c, errors.New("sorted set changed by other clients too often, retry"))
-	return nil, false
+	return removed, true
 }
 
 // zpick is a pick of zremove that walks z's index from skip, taking take
@@ -97,7 +82,7 @@ func cmdZPop(x *call) {
 		count = int(min(n, math.MaxInt32))
 	}
 	z := x.args[1]
-	es, ok := x.zremove(z, x.zpopPick(z, x.name == "zpopmax", count))
+	es, ok := x.zremove(z, zpopPick(z, x.name == "zpopmax", count))
 	switch {
 	case !ok:
 	case len(x.args) == 2 && len(es) == 1:
@@ -114,7 +99,7 @@ func cmdZPop(x *call) {
 // one transaction (so at most a transaction's keys: two per member).
 func cmdZRemRange(x *call) {
 	z := x.args[1]
-	var pick func(card int) ([]zEntry, error)
+	var pick func(in *call, card int) ([]zEntry, error)
 	switch strings.TrimPrefix(x.name, "zremrangeby") {
 	case "rank":
 		lo, err1 := strconv.ParseInt(string(x.args[2]), 10, 64)
@@ -123,12 +108,12 @@ func cmdZRemRange(x *call) {
 			x.c.WriteError(errNotInt)
 			return
 		}
-		pick = func(card int) ([]zEntry, error) {
+		pick = func(in *call, card int) ([]zEntry, error) {
 			skip, take := rankWindow(int64(card), lo, hi, false)
 			if take == 0 {
 				return nil, nil
 			}
-			return x.zpick(z, zIndexPrefix(z), zIndexEnd(z), skip, take)
+			return in.zpick(z, zIndexPrefix(z), zIndexEnd(z), skip, take)
 		}
 	case "score":
 		r, ok := parseScoreRange(x.args[2], x.args[3])
@@ -137,7 +122,7 @@ func cmdZRemRange(x *call) {
 			return
 		}
 		start, end := r.span(z)
-		pick = func(int) ([]zEntry, error) { return x.zpick(z, start, end, 0, -1) }
+		pick = func(in *call, _ int) ([]zEntry, error) { return in.zpick(z, start, end, 0, -1) }
 	default:
 		lo, ok1 := parseLexBound(x.args[2])
 		hi, ok2 := parseLexBound(x.args[3])
@@ -145,12 +130,12 @@ func cmdZRemRange(x *call) {
 			x.c.WriteError("ERR min or max not valid string range item")
 			return
 		}
-		pick = func(int) ([]zEntry, error) {
-			start, end, _, err := x.lexSpan(z, lo, hi, false, 0)
+		pick = func(in *call, _ int) ([]zEntry, error) {
+			start, end, _, err := in.lexSpan(z, lo, hi, false, 0)
 			if err != nil {
 				return nil, err
 			}
-			return x.zpick(z, start, end, 0, -1)
+			return in.zpick(z, start, end, 0, -1)
 		}
 	}
 	if es, ok := x.zremove(z, pick); ok {

@@ -36,11 +36,12 @@ var methodRoles = map[string]Role{
 	// or rolling back) needs the role to write, and the coordinator takes
 	// it only from the client that began the transaction (its owner
 	// token and user: docs/transactions.md, "Who may end a transaction").
-	"/tidekv.Txn/Get":   RoleRead,
-	"/tidekv.Txn/Scan":  RoleRead,
-	"/tidekv.Txn/End":   RoleWrite,
-	"/tidekv.Txn/Write": RoleWrite,
-	"/tidekv.Txn/If":    RoleWrite,
+	"/tidekv.Txn/Get":      RoleRead,
+	"/tidekv.Txn/BatchGet": RoleRead,
+	"/tidekv.Txn/Scan":     RoleRead,
+	"/tidekv.Txn/End":      RoleWrite,
+	"/tidekv.Txn/Write":    RoleWrite,
+	"/tidekv.Txn/If":       RoleWrite,
 
 	// Geo transactions (one-shot, may write) and reads of a DC's
 	// validated copy; the epoch exchange between gateways is node-only.

@@ -44,6 +44,7 @@ func TestRequiredRoles(t *testing.T) {
 		// Ending a transaction commits or rolls back writes.
 		"/tidekv.Txn/End":                RoleWrite,
 		"/tidekv.Txn/Get":                RoleRead,
+		"/tidekv.Txn/BatchGet":           RoleRead,
 		"/tidekv.Admin/ClusterTimestamp": RoleRead,
 		"/tidekv.Admin/ProtectTimestamp": RoleRead,
 	} {

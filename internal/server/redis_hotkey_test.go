@@ -125,13 +125,7 @@ func TestRedisIncrBeforeEveryNodeIncrements(t *testing.T) {
 // replies a distinct length or count of new members, and the collections
 // hold every element; fewer transactions commit than commands ran.
 func TestRedisConcurrentPushesOneList(t *testing.T) {
-	tc := startClusterWith(t, 3, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
-	tc.waitReplicated(tc.client(), 3)
-	tc.waitLogVersion(t, raftstore.LatestLogVersion)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: tc.nodes[0].RedisAddr(), PoolSize: 50, MaxRetries: -1})
-	defer rdb.Close()
+	tc, rdb, ctx := startHotKeyCluster(t)
 	const conns, each = 50, 10
 	commits0 := tc.txnCommits(t)
 	concurrentDistinct(t, conns, each, "LPUSH", func(i, j int) (int64, error) {
@@ -160,6 +154,21 @@ func TestRedisConcurrentPushesOneList(t *testing.T) {
 	if commits >= 3*want {
 		t.Fatalf("%.0f transactions committed for %d commands: none ran together", commits, 3*want)
 	}
+}
+
+// startHotKeyCluster starts a 3-node cluster with its Redis listeners, at
+// the log version collections need, and a client of node 1's with 50
+// connections that does not retry (a retry would hide an error); ctx
+// bounds the test's commands to 60 s.
+func startHotKeyCluster(t *testing.T) (*testCluster, *redis.Client, context.Context) {
+	tc := startClusterWith(t, 3, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
+	tc.waitReplicated(tc.client(), 3)
+	tc.waitLogVersion(t, raftstore.LatestLogVersion)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	rdb := redis.NewClient(&redis.Options{Addr: tc.nodes[0].RedisAddr(), PoolSize: 50, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	return tc, rdb, ctx
 }
 
 // txnCommits sums tidekv_txn_commits_total over every path and node.
@@ -214,5 +223,86 @@ func concurrentDistinct(t *testing.T, conns, each int, name string, op func(i, j
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// TestRedisConcurrentPopsOneKey: 50 connections pop one set, one sorted
+// set and one list at once (SPOP, ZPOPMIN and LPOP of one key, as
+// redis-benchmark's default mix runs them, issue 37) until each is empty. Every pop succeeds (none
+// times out in a storm of conflicting transactions), every member is
+// returned to exactly one connection, and the pops past the last member
+// answer nil.
+func TestRedisConcurrentPopsOneKey(t *testing.T) {
+	tc, rdb, ctx := startHotKeyCluster(t)
+	const conns, each, members = 50, 12, 500 // 600 pops of 500 members
+	for i := 0; i < members; i += 100 {
+		var ms []any
+		for j := i; j < i+100; j++ {
+			ms = append(ms, fmt.Sprintf("m%d", j))
+		}
+		var zs []redis.Z
+		for _, m := range ms {
+			zs = append(zs, redis.Z{Score: float64(len(zs) + i), Member: m})
+		}
+		if err := rdb.SAdd(ctx, "set", ms...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.ZAdd(ctx, "zset", zs...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.RPush(ctx, "list", ms...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pops := map[string]func() (string, error){
+		"SPOP": func() (string, error) { return rdb.SPop(ctx, "set").Result() },
+		"ZPOPMIN": func() (string, error) {
+			zs, err := rdb.ZPopMin(ctx, "zset").Result()
+			if err != nil || len(zs) == 0 {
+				return "", redis.Nil
+			}
+			return zs[0].Member.(string), nil
+		},
+		"LPOP": func() (string, error) { return rdb.LPop(ctx, "list").Result() },
+	}
+	for name, pop := range pops {
+		var mu sync.Mutex
+		got := map[string]int{}
+		nils := 0
+		start, commits0 := time.Now(), tc.txnCommits(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, conns)
+		for range conns {
+			wg.Go(func() {
+				for range each {
+					m, err := pop()
+					if err != nil && !errors.Is(err, redis.Nil) {
+						errs <- fmt.Errorf("%s: %w", name, err)
+						return
+					}
+					mu.Lock()
+					if err != nil {
+						nils++
+					} else {
+						got[m]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		t.Logf("%d %ss in %v: %.0f transactions committed", conns*each, name, time.Since(start).Round(time.Millisecond), tc.txnCommits(t)-commits0)
+		for m, n := range got {
+			if n != 1 {
+				t.Fatalf("%s returned %s %d times", name, m, n)
+			}
+		}
+		if len(got) != members || nils != conns*each-members {
+			t.Fatalf("%s: %d distinct members and %d nils, want %d and %d", name, len(got), nils, members, conns*each-members)
+		}
 	}
 }

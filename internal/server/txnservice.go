@@ -30,6 +30,11 @@ func (t *txnService) Get(ctx context.Context, req *tidekvpb.TxnGetRequest) (*tid
 	return resp, t.s.toStatus(innerStatus(err))
 }
 
+func (t *txnService) BatchGet(ctx context.Context, req *tidekvpb.TxnBatchGetRequest) (*tidekvpb.TxnBatchGetResponse, error) {
+	resp, err := t.coord.BatchGet(ctx, req.GetTxn(), req.GetKeys())
+	return resp, t.s.toStatus(innerStatus(err))
+}
+
 func (t *txnService) Write(ctx context.Context, req *tidekvpb.TxnWriteRequest) (*tidekvpb.TxnWriteResponse, error) {
 	resp, err := t.coord.Write(ctx, req.GetTxn(), req.GetOps())
 	return resp, t.s.toStatus(innerStatus(err))

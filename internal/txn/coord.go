@@ -220,23 +220,14 @@ func (c *Coordinator) lockOpen(ctx context.Context, meta *tidekvpb.TxnMeta) (*op
 // Get reads key at the transaction's read timestamp, its own writes
 // included.
 func (c *Coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byte) (*tidekvpb.TxnGetResponse, error) {
-	if err := c.deps.Node.CheckKey(key); err != nil {
-		return nil, err
-	}
-	ctx, err := c.inKeySpace(ctx, meta, key)
-	if err != nil {
-		return nil, err
-	}
-	t, err := c.lockOpen(ctx, meta)
+	ctx, t, err := c.lockReading(ctx, meta, key)
 	if err != nil {
 		return nil, err
 	}
 	defer t.mu.Unlock()
-	if i, ok := t.pendingAt[string(key)]; ok {
-		if op := t.pending[i]; op.GetKind() == tidekvpb.WriteOp_PUT {
-			return &tidekvpb.TxnGetResponse{Found: true, Value: op.GetValue(), TtlMs: op.GetTtlMs(), ExpireAtMs: op.GetExpireAtMs(), ReadTimestamp: tidekvpb.FromHLC(t.readTS)}, nil
-		}
-		return &tidekvpb.TxnGetResponse{ReadTimestamp: tidekvpb.FromHLC(t.readTS)}, nil
+	if r, ok := t.pendingRead(key); ok {
+		r.ReadTimestamp = tidekvpb.FromHLC(t.readTS)
+		return r, nil
 	}
 	var v Value
 	err = c.read(ctx, t, func() (err error) {
@@ -247,13 +238,122 @@ func (c *Coordinator) Get(ctx context.Context, meta *tidekvpb.TxnMeta, key []byt
 		return nil, c.failOp(t, err)
 	}
 	t.reads = append(t.reads, key)
-	out := &tidekvpb.TxnGetResponse{Found: v.Found, Value: v.Value, VersionTimestamp: tidekvpb.OptionalHLC(v.Version), ReadTimestamp: tidekvpb.FromHLC(t.readTS)}
+	out := t.readResponse(v)
+	out.ReadTimestamp = tidekvpb.FromHLC(t.readTS)
+	return out, nil
+}
+
+// batchGetInFlight bounds the reads one BatchGet has in flight.
+const batchGetInFlight = 16
+
+// BatchGet reads keys as Get reads each, in one operation of t: the keys
+// t has not written are read from their ranges at once, at t's read
+// timestamp; then each read that found a version in t's uncertainty window
+// is made again as Get makes it (after the others joined t's reads, so
+// that the refresh that raises the read timestamp covers them).
+func (c *Coordinator) BatchGet(ctx context.Context, meta *tidekvpb.TxnMeta, keys [][]byte) (*tidekvpb.TxnBatchGetResponse, error) {
+	ctx, t, err := c.lockReading(ctx, meta, keys...)
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	out := make([]*tidekvpb.TxnGetResponse, len(keys))
+	errs := make([]error, len(keys))
+	at := t.readAt()
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, batchGetInFlight)
+	for i, k := range keys {
+		if r, ok := t.pendingRead(k); ok {
+			out[i] = r
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			var v Value
+			if v, errs[i] = c.deps.Send.Get(ctx, k, at); errs[i] == nil {
+				out[i] = t.readResponse(v)
+			}
+		})
+	}
+	wg.Wait()
+	for i, k := range keys {
+		if out[i] != nil && errs[i] == nil && !t.isPending(k) {
+			t.reads = append(t.reads, k)
+		}
+	}
+	for i, k := range keys {
+		var ue *UncertainReadError
+		switch {
+		case errs[i] == nil:
+			continue
+		case !errors.As(errs[i], &ue):
+			return nil, c.failOp(t, errs[i])
+		}
+		// The read found stands for the first, unless an earlier key's
+		// raised the read timestamp since.
+		var v Value
+		first := errs[i]
+		if err := c.read(ctx, t, func() (err error) {
+			if first != nil && t.readTS == at.Timestamp {
+				err, first = first, nil
+				return err
+			}
+			v, err = c.deps.Send.Get(ctx, k, t.readAt())
+			return err
+		}); err != nil {
+			return nil, c.failOp(t, err)
+		}
+		t.reads = append(t.reads, k)
+		out[i] = t.readResponse(v)
+	}
+	return &tidekvpb.TxnBatchGetResponse{Results: out, ReadTimestamp: tidekvpb.FromHLC(t.readTS)}, nil
+}
+
+// lockReading checks keys and returns meta's open transaction locked
+// (lockOpen; the caller unlocks it), and ctx naming its key space for the
+// reads of keys.
+func (c *Coordinator) lockReading(ctx context.Context, meta *tidekvpb.TxnMeta, keys ...[]byte) (context.Context, *openTxn, error) {
+	for _, k := range keys {
+		if err := c.deps.Node.CheckKey(k); err != nil {
+			return nil, nil, err
+		}
+	}
+	ctx, err := c.inKeySpace(ctx, meta, keys...)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := c.lockOpen(ctx, meta)
+	return ctx, t, err
+}
+
+// pendingRead answers a read of a key t has written from the write kept
+// for the commit; ok false: t has not written it.
+func (t *openTxn) pendingRead(key []byte) (*tidekvpb.TxnGetResponse, bool) {
+	i, ok := t.pendingAt[string(key)]
+	if !ok {
+		return nil, false
+	}
+	if op := t.pending[i]; op.GetKind() == tidekvpb.WriteOp_PUT {
+		return &tidekvpb.TxnGetResponse{Found: true, Value: op.GetValue(), TtlMs: op.GetTtlMs(), ExpireAtMs: op.GetExpireAtMs()}, true
+	}
+	return &tidekvpb.TxnGetResponse{}, true
+}
+
+func (t *openTxn) isPending(key []byte) bool {
+	_, ok := t.pendingAt[string(key)]
+	return ok
+}
+
+// readResponse answers a read of v, made at t's read timestamp.
+func (t *openTxn) readResponse(v Value) *tidekvpb.TxnGetResponse {
+	out := &tidekvpb.TxnGetResponse{Found: v.Found, Value: v.Value, VersionTimestamp: tidekvpb.OptionalHLC(v.Version)}
 	if v.TTL > 0 {
 		// A read at a timestamp judges expiry at that timestamp's wall
 		// time, so its TTL counts from there.
 		out.ExpireAtMs = raftstore.CeilMillis(t.readTS.WallTime + v.TTL.Nanoseconds())
 	}
-	return out, nil
+	return out
 }
 
 // inKeySpace checks keys against the transaction's key space, as the KV

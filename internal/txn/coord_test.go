@@ -33,8 +33,9 @@ func (s fakeStore) CommitWait(ctx context.Context, ts hlc.Timestamp) {}
 type fakeSender struct {
 	mu    sync.Mutex
 	calls []string
-	// get answers Get at a read timestamp.
-	get func(at ReadAt) (Value, error)
+	// get answers Get at a read timestamp; getKey, when set, instead.
+	get    func(at ReadAt) (Value, error)
+	getKey func(key []byte, at ReadAt) (Value, error)
 	// onePhase answers CommitOnePhase; writtenAt is where intents land.
 	onePhase  error
 	writtenAt hlc.Timestamp
@@ -48,6 +49,9 @@ func (f *fakeSender) log(format string, args ...any) {
 
 func (f *fakeSender) Get(ctx context.Context, key []byte, at ReadAt) (Value, error) {
 	f.log("get %s at %d", key, at.Timestamp.WallTime)
+	if f.getKey != nil {
+		return f.getKey(key, at)
+	}
 	return f.get(at)
 }
 
@@ -173,6 +177,46 @@ func TestUncertainReadRaisesAfterRefreshing(t *testing.T) {
 	}
 	if f.calls[3] != want[3] {
 		t.Errorf("call 3 = %q; want %q", f.calls[3], want[3])
+	}
+}
+
+// BatchGet answers a key the transaction wrote from its write, reads the
+// others at the read timestamp at once, and reads again one that found a
+// version in its uncertainty window, after refreshing the others up to it
+// (they joined the transaction's reads): all are one snapshot, at the
+// raised timestamp, as Get's one by one would be.
+func TestBatchGetRefreshesTheOthersBeforeRaising(t *testing.T) {
+	found := hlc.Timestamp{WallTime: now + 100}
+	f := &fakeSender{getKey: func(key []byte, at ReadAt) (Value, error) {
+		if string(key) == "b" && at.Timestamp.Less(found) {
+			return Value{}, &UncertainReadError{Timestamp: found}
+		}
+		return Value{Found: true, Value: append([]byte("v"), key...)}, nil
+	}}
+	c := newTestCoordinator(t, f)
+	ctx := context.Background()
+	if _, err := c.Write(ctx, meta("T"), []*tidekvpb.WriteOp{{Key: []byte("w"), Value: []byte("mine")}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.BatchGet(ctx, meta("T"), [][]byte{[]byte("a"), []byte("w"), []byte("b"), []byte("c")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals []string
+	for _, r := range got.GetResults() {
+		vals = append(vals, string(r.GetValue()))
+	}
+	if fmt.Sprint(vals) != "[va mine vb vc]" || got.GetReadTimestamp().HLC() != found {
+		t.Fatalf("batch get = %q at %v; want [va mine vb vc] at %v", vals, got.GetReadTimestamp().HLC(), found)
+	}
+	f.mu.Lock()
+	calls := f.calls
+	f.mu.Unlock()
+	// a, b and c at once (in any order), then the refresh of a and c,
+	// then b again at the raised timestamp.
+	refresh := fmt.Sprintf("refresh [\"a\" \"c\"] from %d to %d", now, found.WallTime)
+	if len(calls) != 5 || calls[3] != refresh || calls[4] != fmt.Sprintf("get b at %d", found.WallTime) {
+		t.Fatalf("calls %q; want three gets at %d, %q, get b at %d", calls, now, refresh, found.WallTime)
 	}
 }
 
