@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"strings"
 )
 
 // Lists and sets (list.go, sets.go) share one encoding: a metadata value
@@ -167,9 +165,6 @@ var wrongType = replyError(errWrongType)
 // WRONGTYPE before fn runs. The reply is written by the caller from what
 // fn kept, after the transaction: fn may run more than once.
 func (x *call) collTxn(key, marker []byte, fn func(t *collTx) (changed bool, err error)) error {
-	if n := len(x.args) - 2; n >= x.s.cfg.MaxBatchKeys {
-		return replyError(fmt.Sprintf("ERR %s of %d elements: TideKV writes at most %d keys of a list or set in one command (a transaction's write); send fewer", strings.ToUpper(x.name), n, x.s.cfg.MaxBatchKeys-1))
-	}
 	return x.keyTxn(key, func(tx TxnKV) error {
 		t, err := x.openColl(tx, key, marker)
 		if err != nil {
