@@ -83,6 +83,11 @@ type Config struct {
 	// client's hybrid logical clock, which every Batch message carries and
 	// every answer updates, refuses a node's timestamp further ahead.
 	MaxClockOffset time.Duration
+	// TxnWriteOps is the most writes one message of a transaction
+	// carries to its coordinator (default 1,000, a node's limit on one
+	// request's ops, Limits.MaxBatchKeys): a transaction writing more
+	// sends them in several messages and still commits them at once.
+	TxnWriteOps int
 	// WallClock is the physical clock under the client's hybrid logical
 	// clock (nil: the system clock). Tests inject a skewed one: nothing
 	// the cluster guarantees depends on it (docs/transactions.md,
@@ -97,6 +102,7 @@ const (
 	defaultMinBackoff     = 5 * time.Millisecond
 	defaultMaxBackoff     = 500 * time.Millisecond
 	defaultRTTWeight      = 1.0
+	defaultTxnWriteOps    = 1000
 )
 
 // DefaultConfig returns the default configuration. Addrs is left empty: the
@@ -110,6 +116,7 @@ func DefaultConfig() Config {
 		MaxBackoff:     defaultMaxBackoff,
 		RTTWeight:      defaultRTTWeight,
 		MaxClockOffset: hlc.DefaultMaxOffset,
+		TxnWriteOps:    defaultTxnWriteOps,
 	}
 }
 
@@ -135,6 +142,8 @@ func (c Config) Validate() error {
 		return errors.New("tidekv client: config: ReadDelayTarget must not be negative")
 	case c.MaxClockOffset < 0:
 		return errors.New("tidekv client: config: MaxClockOffset must not be negative")
+	case c.TxnWriteOps < 0:
+		return errors.New("tidekv client: config: TxnWriteOps must not be negative")
 	case c.MinBackoff < 0 || c.MaxBackoff < 0:
 		return errors.New("tidekv client: config: backoff durations must not be negative")
 	case c.RTTWeight < 0 || math.IsNaN(c.RTTWeight) || math.IsInf(c.RTTWeight, 0):
@@ -172,6 +181,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RTTWeight == 0 {
 		c.RTTWeight = d.RTTWeight
+	}
+	if c.TxnWriteOps == 0 {
+		c.TxnWriteOps = d.TxnWriteOps
 	}
 	c.Addrs = append([]string(nil), c.Addrs...)
 	return c

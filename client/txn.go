@@ -25,7 +25,10 @@ type Tx struct {
 	meta *tidekvpb.TxnMeta
 	// writes wait here until the commit carries them (one message less
 	// per write), a scan needs the coordinator to know them, or they
-	// reach maxTxBuffered bytes; written indexes the last one of a key.
+	// reach maxTxBuffered bytes or maxOps ops (Config.TxnWriteOps, so
+	// that no message carries more than a node takes); written indexes
+	// the last one of a key.
+	maxOps  int
 	writes  []*tidekvpb.WriteOp
 	written map[string]int
 	bytes   int
@@ -105,7 +108,7 @@ func (c *Client) begin(ctx context.Context, attempt int) (*Tx, error) {
 	id, token := make([]byte, 16), make([]byte, 16)
 	_, _ = rand.Read(id)
 	_, _ = rand.Read(token)
-	return &Tx{nc: nc, meta: &tidekvpb.TxnMeta{Id: id, ReadTimestamp: wireTS(c.clock.Now()), OwnerToken: token, Keyspace: keyspace.NameFrom(ctx)}}, nil
+	return &Tx{nc: nc, maxOps: c.cfg.TxnWriteOps, meta: &tidekvpb.TxnMeta{Id: id, ReadTimestamp: wireTS(c.clock.Now()), OwnerToken: token, Keyspace: keyspace.NameFrom(ctx)}}, nil
 }
 
 // ReadTimestamp is the timestamp the transaction reads at, as its
@@ -254,7 +257,7 @@ func (tx *Tx) write(ctx context.Context, op *tidekvpb.WriteOp) error {
 	}
 	tx.written[string(op.GetKey())] = len(tx.writes)
 	tx.writes = append(tx.writes, op)
-	if tx.bytes += len(op.GetKey()) + len(op.GetValue()); tx.bytes >= maxTxBuffered {
+	if tx.bytes += len(op.GetKey()) + len(op.GetValue()); tx.bytes >= maxTxBuffered || len(tx.writes) >= tx.maxOps {
 		return tx.flush(ctx)
 	}
 	return nil

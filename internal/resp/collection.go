@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"strings"
 )
 
 // Lists and sets (list.go, sets.go) share one encoding: a metadata value
@@ -174,9 +172,6 @@ func (x *call) collTxn(key, marker []byte, fn func(t *collTx) (changed bool, err
 // members (suffixes: a set's members), which are read ahead with the other
 // commands' of the batch (keyTxn).
 func (x *call) collTxnReading(key, marker []byte, members [][]byte, fn func(t *collTx) (changed bool, err error)) error {
-	if n := len(x.args) - 2; n >= x.s.cfg.MaxBatchKeys {
-		return replyError(fmt.Sprintf("ERR %s of %d elements: TideKV writes at most %d keys of a list or set in one command (a transaction's write); send fewer", strings.ToUpper(x.name), n, x.s.cfg.MaxBatchKeys-1))
-	}
 	var reads func(TxnKV) [][]byte
 	if members != nil {
 		reads = func(tx TxnKV) [][]byte {

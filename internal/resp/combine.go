@@ -155,7 +155,7 @@ func (cb *combiner) leave(k combineKey, c *combined) bool {
 // its own, not any one command's: the connection that runs it may close,
 // and the others still want their answer.
 func (s *Server) runBatch(kv KV, batch []*combined) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.timeout(batchArgs(batch)))
 	defer cancel()
 	err := kv.Txn(ctx, func(tx TxnKV) error {
 		ahead := &readAhead{TxnKV: batchTx{TxnKV: tx, ctx: ctx}, got: map[string]Result{}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"time"
 )
 
 // call is one command being served.
@@ -23,12 +24,32 @@ type call struct {
 }
 
 // begin starts x as a command of its own, its KV calls bounded by
-// RequestTimeout and canceled when the server or the connection closes
+// its timeout and canceled when the server or the connection closes
 // (cmdctx.go); the caller ends it with x.cmd.end().
 func (s *Server) begin(x *call) {
-	x.st.cmds.begin(&x.cmd, s.cfg.RequestTimeout)
+	x.st.cmds.begin(&x.cmd, s.timeout(len(x.args)))
 	x.cmd.arrived = x.st.arrived
 	x.ctx = &x.cmd
+}
+
+// timeout bounds the KV calls of a command of args arguments:
+// RequestTimeout for each MaxBatchKeys of them begun. A command naming
+// thousands of keys (DEL, SADD, HSET) reads and writes them in one
+// transaction, as many requests' worth of calls (its reads one key a
+// call), so it gets as many requests' time; the transaction's own limits
+// (10,000 keys, a minute on a node) bound it still.
+func (s *Server) timeout(args int) time.Duration {
+	return s.cfg.RequestTimeout * time.Duration(max(1, (args+s.cfg.MaxBatchKeys-1)/s.cfg.MaxBatchKeys))
+}
+
+// batchArgs are the arguments of a combined batch's commands, for its
+// timeout (combine.go).
+func batchArgs(batch []*combined) int {
+	n := 0
+	for _, c := range batch {
+		n += c.args
+	}
+	return n
 }
 
 type cmdSpec struct {

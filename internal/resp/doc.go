@@ -73,10 +73,13 @@
 // value's expiry when it orders the write; a plain SET clears a TTL, INCR
 // and HSET keep it, and a hash's TTL is its marker's.
 // MSET is atomic, as in Redis: one Write when its keys lie in one range
-// and are at most Config.MaxBatchKeys, else one KV.Txn. The other
-// multi-key writes here (the older HSET path, HDEL, DEL's fields) are one
-// atomic Write per MaxBatchKeys keys of one range; keys spanning ranges
-// are written one by one.
+// and are at most Config.MaxBatchKeys, else one KV.Txn. DEL and UNLINK of
+// several keys are one KV.Txn (keys.go), a hash's fields or a
+// collection's elements removed after it as garbage, one atomic Write per
+// MaxBatchKeys keys of one range (keys spanning ranges written one by
+// one). A KV.Txn writes any number of keys up to the store's transaction
+// limits (10,000 keys and 16 MiB on a node): a command is never cut into
+// parts at MaxBatchKeys, which bounds one request of the KV only.
 //
 // Hashes: HSET/HMSET, HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HDEL,
 // HEXISTS, and (hashfield.go) HINCRBY, HINCRBYFLOAT and HSETNX (one
@@ -157,7 +160,7 @@
 // command a client has sent (reader.go: into a buffer of its own, the
 // arguments slices of it, never copied); they are served in order on the
 // connection's goroutine, and their replies written together. A run of
-// consecutive plain GET, SET key value and DEL/UNLINK commands is served
+// consecutive plain GET, SET key value and one-key DEL/UNLINK commands is served
 // together: its consecutive writes as one KV.WriteEach (the node writes the
 // ops of each range it leads in one Raft proposal), its consecutive reads
 // as BatchGets of up to MaxOutputBuffer/MaxBulkLen keys, alternately in arrival order, so a read sees the writes
@@ -205,17 +208,19 @@
 // it reports which fields existed, so HSET returns Redis's count of new
 // fields without reading first. Only a hash whose marker and fields lie in
 // different ranges, or an HSET of more than Config.MaxBatchKeys-1 fields,
-// takes the older path: read the marker and fields, then write. HGET,
+// is one KV.Txn instead, which reads the marker and fields and writes
+// them. HGET,
 // HMGET and HEXISTS are one read (the marker and the fields in one
-// BatchGet); HGETALL, HKEYS, HVALS and HLEN one scan. HDEL still reads
-// first (its count needs it, and the last field takes the marker with it).
+// BatchGet); HGETALL, HKEYS, HVALS and HLEN one scan. HDEL reads first
+// (its count needs it, and the last field takes the marker with it), then
+// writes, or, for MaxBatchKeys fields or more, is one KV.Txn.
 //
 // # Known limits
 //
-// Hash commands other than a one-step HSET are not atomic against each
-// other across several keys of one hash: a concurrent HDEL of a hash's last
-// field and HSET of a new one, or DEL and HSET of the same key, can leave
-// the hash missing fields. Each single field write is atomic. Sorted-set writes are atomic; ZADD creating a
+// Hash commands other than HSET and an HDEL of MaxBatchKeys fields or
+// more are not atomic against each other across several keys of one
+// hash: a concurrent HDEL of a hash's last field and HSET of a new one,
+// or DEL and HSET of the same key, can leave the hash missing fields. Each single field write is atomic. Sorted-set writes are atomic; ZADD creating a
 // set clears an earlier set's leftovers in its own transaction, or, past
 // zStaleInTxn of them, first in one guarded write, or, when the set's keys
 // span ranges, by a scan and deletes that can race with another ZADD

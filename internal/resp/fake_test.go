@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -25,6 +27,11 @@ type fakeKV struct {
 	written int64
 	clock   *manualclock.Clock
 	splitAt []byte
+	// sorted: the keys of m in order, for scans, and keys deleted since
+	// (gone: how many); nil: made again by the next scan, after a key was
+	// added or when more than half are gone.
+	sorted  []string
+	gone    int
 	scans   int
 	scanned int // keys Scan returned
 	guarded int // GuardedWrite calls
@@ -34,8 +41,12 @@ type fakeKV struct {
 	// conflicts: how many attempts of the next Txn fail as a conflict
 	// would, after fn ran, before the one that commits.
 	conflicts int
-	// txFail: the error of every transaction's writes.
-	txFail error
+	// txFail: the error of every transaction's writes past the first
+	// txFailAfter of each attempt.
+	txFail      error
+	txFailAfter int
+	// commits: transactions committed.
+	commits int
 }
 
 func newFakeKV() *fakeKV {
@@ -53,6 +64,11 @@ func (f *fakeKV) live(k []byte) ([]byte, bool) {
 }
 
 func (f *fakeKV) del(k []byte) {
+	if _, ok := f.m[string(k)]; ok {
+		if f.gone++; f.gone > len(f.m)/2 {
+			f.sorted = nil
+		}
+	}
 	delete(f.m, string(k))
 	delete(f.exp, string(k))
 	f.bump(k)
@@ -68,6 +84,9 @@ func (f *fakeKV) version(k []byte) Version { return Version{WallTime: f.vers[str
 // set writes k's value with expiry e.
 func (f *fakeKV) set(k, v []byte, e Expiry) {
 	_, had := f.live(k)
+	if _, ok := f.m[string(k)]; !ok {
+		f.sorted = nil
+	}
 	f.m[string(k)] = cp(v)
 	f.bump(k)
 	switch {
@@ -264,21 +283,20 @@ func (f *fakeKV) Scan(_ context.Context, start, end []byte, limit int) ([]KeyVal
 
 func (f *fakeKV) scanLocked(start, end []byte, limit int) []KeyValue {
 	f.scans++
-	var keys []string
-	for k := range f.m {
-		if _, ok := f.live([]byte(k)); ok && k >= string(start) && (len(end) == 0 || k < string(end)) {
-			keys = append(keys, k)
+	if f.sorted == nil {
+		f.sorted, f.gone = slices.Sorted(maps.Keys(f.m)), 0
+	}
+	keys := f.sorted // live may drop an expired key (and f.sorted) on the way
+	var out []KeyValue
+	for i := sort.SearchStrings(keys, string(start)); i < len(keys) && (len(end) == 0 || keys[i] < string(end)); i++ {
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		if v, ok := f.live([]byte(keys[i])); ok {
+			out = append(out, KeyValue{Key: []byte(keys[i]), Value: cp(v)})
 		}
 	}
-	sort.Strings(keys)
-	if limit > 0 && len(keys) > limit {
-		keys = keys[:limit]
-	}
-	f.scanned += len(keys)
-	out := make([]KeyValue, len(keys))
-	for i, k := range keys {
-		out[i] = KeyValue{Key: []byte(k), Value: cp(f.m[k])}
-	}
+	f.scanned += len(out)
 	return out
 }
 
@@ -298,6 +316,7 @@ func (f *fakeKV) Txn(_ context.Context, fn func(TxnKV) error) error {
 		if f.conflicts > 0 {
 			continue
 		}
+		f.commits++
 		for k, v := range tx.writes {
 			if v == nil {
 				f.del([]byte(k))
@@ -315,6 +334,19 @@ type fakeTx struct {
 	f      *fakeKV
 	writes map[string]*[]byte
 	exps   map[string]Expiry // of the puts in writes
+	// n counts its writes, for fakeKV.txFailAfter.
+	n int
+}
+
+// failing is the error injected into the attempt's next write, if any.
+func (t *fakeTx) failing() error {
+	if t.f.txFail == nil {
+		return nil
+	}
+	if t.n++; t.n <= t.f.txFailAfter {
+		return nil
+	}
+	return t.f.txFail
 }
 
 func (t *fakeTx) Get(_ context.Context, key []byte) (Result, error) {
@@ -346,8 +378,8 @@ func (t *fakeTx) Put(_ context.Context, key, value []byte) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if t.f.txFail != nil {
-		return t.f.txFail
+	if err := t.failing(); err != nil {
+		return err
 	}
 	v := cp(value)
 	t.writes[string(key)] = &v
@@ -370,13 +402,25 @@ func (t *fakeTx) Delete(_ context.Context, key []byte) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
+	if err := t.failing(); err != nil {
+		return err
+	}
 	t.writes[string(key)] = nil
 	return nil
 }
 
 // Scan reads the store (locked by Txn) with the attempt's writes over it.
 func (t *fakeTx) Scan(_ context.Context, start, end []byte, limit int) ([]KeyValue, error) {
-	return overlay(t.f.scanLocked(start, end, 0), t.writes, start, end, limit), nil
+	// Each delete in the span hides one stored key: ask for that many
+	// more, not for the whole span (a command paging through a big
+	// collection would copy it whole each page).
+	ask := limit
+	for k, v := range t.writes {
+		if v == nil && limit > 0 && inSpan([]byte(k), start, end) {
+			ask++
+		}
+	}
+	return overlay(t.f.scanLocked(start, end, ask), t.writes, start, end, limit), nil
 }
 
 // errKV fails every call with err.

@@ -76,7 +76,7 @@ func cmdHSet(x *call) {
 		vals[f] = x.args[i+1]
 	}
 	if !x.hsetOneStep(h, fields, vals) {
-		x.hsetReadThenWrite(h, fields, vals)
+		x.hsetInTxn(h, fields, vals)
 	}
 }
 
@@ -130,28 +130,48 @@ func (x *call) hsetOneStep(h []byte, fields [][]byte, vals map[string][]byte) bo
 	return true
 }
 
-// hsetReadThenWrite is HSET for hashes one write cannot cover: read the
-// marker and fields, clear stale fields of a new hash, then write in
-// batches.
-func (x *call) hsetReadThenWrite(h []byte, fields [][]byte, vals map[string][]byte) {
-	exists, cur, ok := x.hashState(h, fields)
-	if !ok {
-		return
-	}
-	if !exists {
-		if err := x.clearFields(h); err != nil {
-			replyErr(x.c, err)
-			return
-		}
-	}
+// hsetInTxn is HSET for hashes one guarded write cannot cover (more
+// fields than one write takes, or the marker and fields in different
+// ranges): one transaction reads the marker and the fields and writes
+// them, so that the hash changes at once however many fields it gets. A
+// new hash clears what an earlier one left in its span, in the
+// transaction or, past zStaleInTxn keys, before it (zclearStale).
+func (x *call) hsetInTxn(h []byte, fields [][]byte, vals map[string][]byte) {
 	added := 0
-	for i := range fields {
-		if !cur[i].Found {
-			added++
+	body := func(tx TxnKV) error {
+		added = 0 // an attempt retried after a conflict starts over
+		v := &txView{tx: tx, now: x.s.cfg.Now}
+		m, err := v.read(x.ctx, encKey(h))
+		if err != nil {
+			return err
+		}
+		if m.Found && !isHash(m.Value) {
+			return errZWrongType
+		}
+		if !m.Found {
+			if err := x.zclearInTxn(v, h); err != nil {
+				return err
+			}
+		}
+		for _, f := range fields {
+			r, err := v.read(x.ctx, fieldKey(h, f))
+			if err != nil {
+				return err
+			}
+			if !r.Found {
+				added++
+			}
+		}
+		return v.Write(x.ctx, hashOps(h, fields, vals))
+	}
+	err := x.kv.Txn(x.ctx, body)
+	if errors.Is(err, errZStale) {
+		if err = x.zclearStale(h); err == nil {
+			err = x.kv.Txn(x.ctx, body)
 		}
 	}
-	if err := x.write(hashOps(h, fields, vals)); err != nil {
-		replyErr(x.c, err)
+	if err != nil {
+		x.zreplyErr(err)
 		return
 	}
 	x.replyHSet(added)
@@ -249,8 +269,16 @@ func cmdHGetAll(x *call) {
 	}
 }
 
+// cmdHDel deletes fields. Up to MaxBatchKeys-1 of them (nearly always)
+// it reads them in one BatchGet and deletes them in one Write, served by
+// the node leading the hash's range; more are one transaction
+// (hdelInTxn), as Redis deletes them at once.
 func cmdHDel(x *call) {
 	h := x.args[1]
+	if len(x.args)-2 >= x.s.cfg.MaxBatchKeys {
+		x.hdelInTxn(h)
+		return
+	}
 	exists, rs, ok := x.hashState(h, x.args[2:])
 	if !ok {
 		return
@@ -287,6 +315,46 @@ func cmdHDel(x *call) {
 				return
 			}
 		}
+	}
+	x.c.WriteInt(n)
+}
+
+// hdelInTxn is HDEL of more fields than one write takes: one transaction
+// reads and deletes them, and the hash with its last field.
+func (x *call) hdelInTxn(h []byte) {
+	n := 0
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		n = 0 // an attempt retried after a conflict starts over
+		v := &txView{tx: tx, now: x.s.cfg.Now}
+		m, err := v.read(x.ctx, encKey(h))
+		if err != nil || !m.Found {
+			return err
+		}
+		if !isHash(m.Value) {
+			return errZWrongType
+		}
+		for _, f := range x.args[2:] {
+			existed, err := v.Delete(x.ctx, fieldKey(h, f))
+			if err != nil {
+				return err
+			}
+			if existed {
+				n++
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		// The last field gone, the hash goes too.
+		left, err := v.Scan(x.ctx, fieldPrefix(h), fieldsEnd(h), 1)
+		if err == nil && len(left) == 0 {
+			_, err = v.Delete(x.ctx, encKey(h))
+		}
+		return err
+	})
+	if err != nil {
+		x.zreplyErr(err)
+		return
 	}
 	x.c.WriteInt(n)
 }

@@ -2,7 +2,17 @@ package resp
 
 import "errors"
 
+// cmdDel serves DEL and UNLINK. Several keys go in one transaction, as
+// Redis deletes them at once: no reader sees some gone and others there,
+// however many they are (their writes reach the store MaxBatchKeys a
+// message, the transaction's limits bound the whole). A hash's fields and
+// a collection's elements are removed after it, as one key's are: the
+// keys are gone already, so what is left is unreachable garbage.
 func cmdDel(x *call) {
+	if len(x.args) > 2 {
+		x.delAtOnce()
+		return
+	}
 	n := 0
 	for _, k := range x.args[1:] {
 		existed, err := x.deleteKey(k)
@@ -13,6 +23,43 @@ func cmdDel(x *call) {
 		if existed {
 			n++
 		}
+	}
+	x.c.WriteInt(n)
+}
+
+// delAtOnce is DEL of several keys: one transaction reads and deletes
+// them, then the fields of those that were hashes or collections go.
+func (x *call) delAtOnce() {
+	var n int
+	var fields [][]byte
+	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		n, fields = 0, fields[:0] // an attempt retried after a conflict starts over
+		for _, k := range x.args[1:] {
+			r, err := tx.Get(x.ctx, encKey(k))
+			if err != nil {
+				return err
+			}
+			if !r.Found {
+				continue
+			}
+			if err := tx.Delete(x.ctx, encKey(k)); err != nil {
+				return err
+			}
+			n++
+			if isMarker(r.Value) {
+				fields = append(fields, k)
+			}
+		}
+		return nil
+	})
+	for _, k := range fields {
+		if err == nil {
+			err = x.clearFields(k)
+		}
+	}
+	if err != nil {
+		replyErr(x.c, err)
+		return
 	}
 	x.c.WriteInt(n)
 }

@@ -4,7 +4,7 @@ import "time"
 
 // Pipelines: the connection's reader parses every whole command a client
 // has sent (reader.go), and they are served here, in order. A run of
-// consecutive plain GET, SET and DEL commands is served together: its
+// consecutive plain GET, SET and one-key DEL commands is served together: its
 // writes in one WriteEach (the node groups them into one proposal per
 // range), its reads in one BatchGet, alternating in the order they came,
 // so a read after a write to the same key sees it. Every other command runs alone, in its place.
@@ -68,7 +68,9 @@ func (s *Server) prepare(st *connState, cmd [][]byte) *prepared {
 	switch {
 	case name == "get":
 		p.class = classRead
-	case name == "set" && len(args) == 3, name == "del", name == "unlink":
+	case name == "set" && len(args) == 3, (name == "del" || name == "unlink") && len(args) == 2:
+		// A DEL of several keys runs alone: it deletes them at once
+		// (cmdDel), which a run's WriteEach would not.
 		p.class = classWrite
 	}
 	return p

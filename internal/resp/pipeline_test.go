@@ -104,7 +104,9 @@ func TestPipelineMixedInOrder(t *testing.T) {
 		[]string{"SET", "b", "2"},
 		[]string{"SET", "", "x"}, // fails alone: empty key
 		[]string{"SET", "c", string(hashMarker)},
-		[]string{"DEL", "b", "nokey", "a"},
+		[]string{"DEL", "b"},
+		[]string{"DEL", "nokey"},
+		[]string{"DEL", "a"},
 		[]string{"SET", "a", "3"},
 		[]string{"GET", "a"},
 		[]string{"GET", "b"},
@@ -119,7 +121,7 @@ func TestPipelineMixedInOrder(t *testing.T) {
 		"+OK", "+OK",
 		"-ERR invalid argument: empty key",
 		"-" + errReserved,
-		":2",
+		":1", ":0", ":1",
 		"+OK",
 		"$3", "$<nil>",
 		"-ERR wrong number of arguments for 'get' command",
@@ -129,8 +131,37 @@ func TestPipelineMixedInOrder(t *testing.T) {
 		"$4",
 	})
 	if len(kv.eachOps) == 0 || len(kv.eachOps[0]) != 7 {
-		t.Fatalf("WriteEach calls %v: want the first six writes' seven ops in one call", kv.eachOps)
+		t.Fatalf("WriteEach calls %v: want the first eight writes' seven ops in one call", kv.eachOps)
 	}
+}
+
+// A DEL of several keys in a pipeline runs alone, as one transaction (it
+// deletes its keys at once), between the runs of writes around it.
+func TestPipelineDelOfSeveralKeysRunsAlone(t *testing.T) {
+	kv := newFakeKV()
+	s, _ := start(t, kv, nil, nil)
+	got := pipeline(t, s,
+		[]string{"SET", "a", "1"},
+		[]string{"SET", "b", "2"},
+		[]string{"DEL", "a", "nokey", "b", "a"},
+		[]string{"SET", "c", "3"},
+		[]string{"DEL", "c"},
+	)
+	eqReplies(t, got, []string{"+OK", "+OK", ":2", "+OK", ":1"})
+	if want := [][]string{{"a", "b"}, {"c", "c"}}; fmt.Sprint(opKeys(kv.eachOps)) != fmt.Sprint(want) || kv.commits != 1 {
+		t.Fatalf("WriteEach calls of keys %v and %d transactions; want %v and the DEL of several keys as one transaction", opKeys(kv.eachOps), kv.commits, want)
+	}
+}
+
+// opKeys are the keys of each call's ops.
+func opKeys(calls [][]Op) [][]string {
+	out := make([][]string, len(calls))
+	for i, ops := range calls {
+		for _, op := range ops {
+			out[i] = append(out[i], string(op.Key))
+		}
+	}
+	return out
 }
 
 // DEL in a pipeline removes a hash's fields as DEL alone does, and GET of a

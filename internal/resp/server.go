@@ -30,7 +30,8 @@ type Config struct {
 	Auth Authenticator
 	// TLS, when set, serves TLS only.
 	TLS *tls.Config
-	// RequestTimeout bounds each command's KV calls. Must be > 0.
+	// RequestTimeout bounds each command's KV calls, for each
+	// MaxBatchKeys of its arguments (Server.timeout). Must be > 0.
 	RequestTimeout time.Duration
 	// MaxScanCount is the largest COUNT of SCAN and LIMIT of TKV.RANGE, in
 	// keys; it is also TKV.RANGE's default LIMIT. Must be > 0.

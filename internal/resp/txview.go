@@ -317,16 +317,25 @@ func (s *savepoint) keep(key []byte, value *[]byte) {
 
 // Scan reads the transaction's span and lays the savepoint's writes over
 // it; while the savepoint's deletes leave fewer than limit pairs of a full
-// read, it reads on.
+// read, it reads on. Each read asks for limit plus the savepoint's
+// deletes, as the coordinator asks the ranges: one read answers, however
+// many keys the command deleted (HDEL of thousands of fields then asking
+// whether one is left read one key a pass).
 func (s *savepoint) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	ask := limit
+	for _, v := range s.writes {
+		if v == nil && limit > 0 {
+			ask++
+		}
+	}
 	var read []KeyValue
 	for from := start; ; {
-		kvs, err := s.v.Scan(ctx, from, end, limit)
+		kvs, err := s.v.Scan(ctx, from, end, ask)
 		if err != nil {
 			return nil, err
 		}
 		read = append(read, kvs...)
-		if limit <= 0 || len(kvs) < limit {
+		if ask <= 0 || len(kvs) < ask {
 			return overlay(read, s.writes, start, end, limit), nil
 		}
 		// More may follow the last key read: the savepoint's keys past

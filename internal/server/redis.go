@@ -35,6 +35,10 @@ func (s *Server) startRedis() error {
 	// A node's "overloaded, retry" goes back to the Redis client at once,
 	// with its hint, rather than waiting here while the client waits.
 	ccfg.FailFastOnOverload = true
+	// A Redis command's transaction writes any number of keys (up to the
+	// transaction's limits), sent to its coordinator no more a message
+	// than a node takes in one request.
+	ccfg.TxnWriteOps = s.cfg.Limits.MaxBatchKeys
 	f, err := redisgw.Serve(redisgw.FrontConfig{Listener: s.cfg.Redis, Local: newRedisLocal(s), Routing: ccfg,
 		Options: redisgw.Options{Wrote: s.cfg.redisWrote}, ByID: s.ks.ByID, Observer: s.metrics.ObserveRedis, Registry: s.metrics.Reg})
 	if err != nil {

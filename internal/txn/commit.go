@@ -70,10 +70,11 @@ func (c *Coordinator) End(ctx context.Context, meta *tidekvpb.TxnMeta, commit bo
 }
 
 // commitOnePhase commits t in one Raft command when its reads and writes
-// all lie in one range (and the cluster applies log version 8); onePhase
-// is false, with nothing written, when they do not.
+// all lie in one range (and the cluster applies log version 8) and are at
+// most MaxBatchKeys, what a range takes in one request; onePhase is false,
+// with nothing written, when they do not.
 func (c *Coordinator) commitOnePhase(ctx context.Context, t *openTxn) (ts hlc.Timestamp, onePhase bool, err error) {
-	if c.deps.Store.LogVersion() < raftstore.LogVersionOnePhase {
+	if c.deps.Store.LogVersion() < raftstore.LogVersionOnePhase || len(t.pending) > c.deps.MaxBatchKeys {
 		return hlc.Timestamp{}, false, nil
 	}
 	ts, err = c.deps.Send.CommitOnePhase(ctx, t.key.GetId(), t.readTS, t.reads, t.scans, t.pending)
@@ -100,7 +101,12 @@ func (c *Coordinator) commitTwoPhases(ctx context.Context, t *openTxn) (hlc.Time
 		defer close(created)
 		rec, recErr = c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
 	}()
-	ts, err := c.deps.Send.WriteIntents(ctx, t.key, t.readTS, t.pending)
+	var ts hlc.Timestamp
+	err := inChunks(t.pending, c.deps.MaxBatchKeys, func(ops []*tidekvpb.WriteOp) error {
+		at, err := c.deps.Send.WriteIntents(ctx, t.key, t.readTS, ops)
+		ts = maxHLC(ts, at)
+		return err
+	})
 	<-created
 	if recErr == nil && rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
 		recErr = &retryError{fmt.Sprintf("transaction %x was aborted before it committed", t.key.GetId())}
@@ -136,7 +142,7 @@ func (c *Coordinator) commit(ctx context.Context, t *openTxn, commitTS hlc.Times
 func (c *Coordinator) resolveCommitted(key *tidekvpb.TxnKey, keys [][]byte, commitTS hlc.Timestamp, beating <-chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.deps.Config.MaxDuration)
 	defer cancel()
-	if err := c.deps.Send.ResolveIntents(ctx, key, keys, true, commitTS); err != nil {
+	if err := c.resolve(ctx, key, keys, true, commitTS); err != nil {
 		log.Printf("transaction %x: resolving its intents after the commit: %v (they are resolved by whoever meets them)", key.GetId(), err)
 		return
 	}
@@ -159,4 +165,28 @@ func (c *Coordinator) forgetRecord(key *tidekvpb.TxnKey, beating <-chan struct{}
 	if _, err := c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: key, Op: tidekvpb.TxnRecordOp_TXN_FORGET}); err != nil {
 		log.Printf("transaction %x: removing its record: %v (it stays)", key.GetId(), err)
 	}
+}
+
+// resolve resolves (commit) or removes t's intents at keys, MaxBatchKeys
+// keys a request, so that no Raft command of a range grows with the
+// transaction.
+func (c *Coordinator) resolve(ctx context.Context, t *tidekvpb.TxnKey, keys [][]byte, commit bool, commitTS hlc.Timestamp) error {
+	return inChunks(keys, c.deps.MaxBatchKeys, func(ks [][]byte) error {
+		return c.deps.Send.ResolveIntents(ctx, t, ks, commit, commitTS)
+	})
+}
+
+// inChunks calls send with s in consecutive pieces of at most n, one
+// after another, and stops at the first error: a transaction's writes
+// and resolutions go to its ranges as requests a range takes whatever the
+// transaction's size (the sender splits each piece further by range).
+func inChunks[E any](s []E, n int, send func([]E) error) error {
+	for len(s) > 0 {
+		k := min(len(s), n)
+		if err := send(s[:k]); err != nil {
+			return err
+		}
+		s = s[k:]
+	}
+	return nil
 }

@@ -46,8 +46,11 @@ type Deps struct {
 	Send   Sender
 	Node   Node
 	Config Config
-	// MaxBatchKeys bounds a one-shot transaction's keys (the node's limit
-	// on a request's).
+	// MaxBatchKeys is the node's limit on a request's keys: it bounds a
+	// one-shot transaction's keys, and the ops or keys of each request a
+	// commit sends a range (a transaction writing more commits in two
+	// phases, its intents written and resolved in pieces of this size;
+	// Config.MaxKeys bounds the whole).
 	MaxBatchKeys int
 	// MaxScanLimit is the most keys a range serves in one scan (the
 	// node's limit): a transaction's scan asks for no more per pass.
@@ -492,7 +495,7 @@ func (c *Coordinator) abort(t *openTxn, why string) {
 		log.Printf("transaction %x: abort: %v (its intents are cleaned by whoever meets them)", t.key.GetId(), err)
 		return
 	}
-	if err := c.deps.Send.ResolveIntents(ctx, t.key, t.writtenKeys(), false, hlc.Timestamp{}); err != nil {
+	if err := c.resolve(ctx, t.key, t.writtenKeys(), false, hlc.Timestamp{}); err != nil {
 		log.Printf("transaction %x: removing intents: %v (they are cleaned by whoever meets them)", t.key.GetId(), err)
 		return
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -261,5 +263,61 @@ func TestCommitFallsBackToTwoPhases(t *testing.T) {
 	}
 	if _, err := c.End(ctx, meta("U"), true); !errors.Is(err, ErrRetry) {
 		t.Fatalf("commit of a rolled-back transaction = %v; want ErrRetry (not open here)", err)
+	}
+}
+
+// A transaction writing more than a range takes in one request
+// (MaxBatchKeys, 100 here), in several writes, commits in two phases: no
+// one-phase commit is tried, its intents go out and are resolved at most
+// MaxBatchKeys a request, every key once, and it commits as one.
+func TestManyWritesCommitInPieces(t *testing.T) {
+	f := &fakeSender{writtenAt: hlc.Timestamp{WallTime: now}, get: func(ReadAt) (Value, error) { return Value{}, nil }}
+	c := newTestCoordinator(t, f)
+	ctx := context.Background()
+	const n = 250
+	for w := 0; w < n; w += 100 {
+		var ops []*tidekvpb.WriteOp
+		for i := w; i < min(n, w+100); i++ {
+			ops = append(ops, &tidekvpb.WriteOp{Key: fmt.Appendf(nil, "k%03d", i), Value: []byte("v")})
+		}
+		if _, err := c.Write(ctx, meta("T"), ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.End(ctx, meta("T"), true); err != nil {
+		t.Fatal(err)
+	}
+	// The intents are resolved after the answer; the record is forgotten
+	// last.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		calls := append([]string(nil), f.calls...)
+		f.mu.Unlock()
+		if len(calls) > 0 && calls[len(calls)-1] == "record TXN_FORGET" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("calls %q; the record was not forgotten", calls)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var intents, resolves []string
+	for _, call := range f.calls {
+		switch {
+		case call == "one phase":
+			t.Errorf("a one-phase commit of %d writes was tried (a range takes 100)", n)
+		case strings.HasPrefix(call, "intents "):
+			intents = append(intents, call)
+		case strings.HasPrefix(call, "resolve "):
+			resolves = append(resolves, call)
+		}
+	}
+	at := fmt.Sprintf(" at %d", now)
+	if want := []string{"intents 100" + at, "intents 100" + at, "intents 50" + at}; !slices.Equal(intents, want) {
+		t.Errorf("intents %q; want %q", intents, want)
+	}
+	if want := []string{"resolve 100 commit=true", "resolve 100 commit=true", "resolve 50 commit=true"}; !slices.Equal(resolves, want) {
+		t.Errorf("resolves %q; want %q", resolves, want)
 	}
 }
