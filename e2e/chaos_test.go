@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -59,11 +60,13 @@ func benchChaos(t *testing.T, d time.Duration, schedules int, args ...string) ([
 	bin := testcluster.Binary(t)
 	port := testcluster.FreeBasePort(t, 4)
 	args = append([]string{"bench", "chaos", "--json", "--base-port", fmt.Sprint(port), "--data-dir", t.TempDir()}, args...)
-	out, err := exec.CommandContext(testCtx(t, d), bin, args...).Output()
-	var stderr []byte
-	if ee, ok := err.(*exec.ExitError); ok {
-		stderr = ee.Stderr
-	}
+	cmd := exec.CommandContext(testCtx(t, d), bin, args...)
+	// Its log, also of a run that passed: a test's own checks may still
+	// fail and show it.
+	var log bytes.Buffer
+	cmd.Stderr = &log
+	out, err := cmd.Output()
+	stderr := log.Bytes()
 	var reports []nemesis.Report
 	if jerr := json.Unmarshal(out, &reports); jerr != nil {
 		t.Fatalf("tidekv %v: %v (%v)\n%s\n%s", args, err, jerr, out, stderr)

@@ -151,7 +151,9 @@ func TestBenchChaosTxnLayout(t *testing.T) {
 	}
 	for name, c := range map[string]nemesis.LayoutCounts{"range split": r.RangeSplits, "merge": r.Merges, "lease transfer": r.LeaseTransfers} {
 		if c.Made == 0 {
-			t.Errorf("%d %ss asked, none made: %s", c.Asked, name, r.Verdict)
+			// The log says why each was not made (an error, or the
+			// directory not showing it within the fault's time).
+			t.Errorf("%d %ss asked, none made: %s\n%s", c.Asked, name, r.Verdict, stderr)
 		}
 	}
 	if r.SlowDisks == 0 || r.Committed < 100 {

@@ -281,14 +281,19 @@ func (e *scriptEnv) randomLib(L *lua.LState, m *lua.LTable) {
 			L.Push(lua.LNumber(rng.Float64()))
 			return 1
 		}
-		lo, hi := int64(1), int64(L.CheckNumber(L.GetTop()))
-		if L.GetTop() > 1 {
-			lo = int64(L.CheckNumber(1))
+		if L.GetTop() > 2 {
+			L.RaiseError("wrong number of arguments")
+		}
+		// In floating point, as Lua 5.1 and Redis compute it: integer
+		// arithmetic overflows for intervals wider than 2^63.
+		lo, hi := lua.LNumber(1), L.CheckNumber(L.GetTop())
+		if L.GetTop() == 2 {
+			lo = L.CheckNumber(1)
 		}
 		if lo > hi {
 			L.ArgError(L.GetTop(), "interval is empty")
 		}
-		L.Push(lua.LNumber(lo + rng.Int64N(hi-lo+1)))
+		L.Push(lua.LNumber(math.Floor(rng.Float64()*float64(hi-lo+1))) + lo)
 		return 1
 	}))
 	m.RawSetString("randomseed", L.NewFunction(func(L *lua.LState) int {

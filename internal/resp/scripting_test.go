@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -330,6 +331,29 @@ func TestMsgpackUnpackNestingBounded(t *testing.T) {
 	for _, in := range []string{nested(maxMsgpackDepth + 1), strings.Repeat("\x81\x01", maxMsgpackDepth+1) + "\x01"} {
 		if err := rc.Eval(ctx, depth, nil, in).Err(); err == nil || !strings.Contains(err.Error(), "Too many nested arrays or maps in input") {
 			t.Fatalf("%d bytes nested past the bound: %v", len(in), err)
+		}
+	}
+}
+
+// math.random computes in floating point as Lua 5.1 and Redis do: the
+// widest intervals answer a number in them instead of a Go error from an
+// overflowing width, and its argument errors are Lua's.
+func TestMathRandomIntervals(t *testing.T) {
+	_, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	for _, iv := range [][2]string{{"-9223372036854775808", "9223372036854775807"}, {"-4611686018427387904", "8000000000000000000"}, {"-1e300", "1e300"}, {"5", "5"}, {"-3", "-1"}} {
+		inside := fmt.Sprintf("local lo, hi = %s, %s local r = math.random(lo, hi) return (r >= lo and r <= hi and r == math.floor(r)) and 1 or tostring(r)", iv[0], iv[1])
+		if got, err := rc.Eval(ctx, inside, nil).Result(); err != nil || got != int64(1) {
+			t.Errorf("math.random(%s, %s): %v, %v", iv[0], iv[1], got, err)
+		}
+	}
+	for script, want := range map[string]string{
+		"return math.random(0)":       "interval is empty",
+		"return math.random(3, 2)":    "interval is empty",
+		"return math.random(1, 2, 3)": "wrong number of arguments",
+	} {
+		if err := rc.Eval(ctx, script, nil).Err(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", script, err, want)
 		}
 	}
 }

@@ -300,7 +300,7 @@ var derivationWorkers = newWorkerPool(startWorker, ownCgroupChild, newDerivation
 // operating system's priorities and the default grace, on the wall clock.
 func newWorkerPool(start func() (*worker, error), cgroup workerCgroup, cores func() float64) *workerPool {
 	return &workerPool{start: start, cgroup: cgroup, cores: cores,
-		aging: &aging{priority: schedThreads{}, after: wallAfterFunc, grace: DefaultDerivationGrace}}
+		aging: &aging{priority: schedThreads{canRaise: mayLeaveIdle}, after: wallAfterFunc, grace: DefaultDerivationGrace}}
 }
 
 // StopDerivationWorkers stops the process's idle derivation workers, waits

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,12 +24,21 @@ const selfExe = "/proc/self/exe"
 // 15), which still takes its share beside the node's threads and is
 // preempted on wake-up only by the scheduler's usual rule; and a process
 // may switch one of its own user's to it unprivileged. raise puts them
-// back under SCHED_OTHER (SCHED_NORMAL) at nice 0, the node's own priority; leaving
-// SCHED_IDLE takes CAP_SYS_NICE or an RLIMIT_NICE of 20 (a node that has
-// neither fails to raise, and its derivations wait as before).
-type schedThreads struct{}
+// back under SCHED_OTHER (SCHED_NORMAL) at nice 0, the node's own priority.
+// Leaving SCHED_IDLE takes CAP_SYS_NICE or an RLIMIT_NICE of 20, so a node
+// that has neither does not lower its workers at all: a worker it could
+// not raise would starve on a busy machine (logins time out), and the
+// flood's bound is the derivation budget's either way.
+type schedThreads struct {
+	// canRaise says whether this process may raise a thread out of
+	// SCHED_IDLE (mayLeaveIdle; tests say no).
+	canRaise func() bool
+}
 
-func (schedThreads) lower(pid int) error {
+func (s schedThreads) lower(pid int) error {
+	if !s.canRaise() {
+		return errors.New("not lowered: leaving the lowest priority again takes CAP_SYS_NICE or an RLIMIT_NICE of 20, which the node has not")
+	}
 	return setThreads(pid, &unix.SchedAttr{Policy: unix.SCHED_IDLE})
 }
 
@@ -65,4 +75,22 @@ func setThreads(pid int, attr *unix.SchedAttr) error {
 			return nil
 		}
 	}
+}
+
+// mayLeaveIdle says whether this process may move a thread from SCHED_IDLE
+// back to normal scheduling, as its capabilities and RLIMIT_NICE stand at
+// the first call (neither changes while a node runs).
+var mayLeaveIdle = sync.OnceValue(func() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var caps [2]unix.CapUserData
+	var limit unix.Rlimit
+	capErr := unix.Capget(&hdr, &caps[0])
+	limitErr := unix.Getrlimit(unix.RLIMIT_NICE, &limit)
+	return leavesIdle(capErr == nil && caps[0].Effective&(1<<unix.CAP_SYS_NICE) != 0, limitErr == nil, limit.Cur)
+})
+
+// leavesIdle is mayLeaveIdle's rule: CAP_SYS_NICE, or an RLIMIT_NICE
+// allowing nice 0 (the limit is 20 − the lowest nice value allowed).
+func leavesIdle(sysNice, limitKnown bool, niceLimit uint64) bool {
+	return sysNice || (limitKnown && niceLimit >= 20)
 }

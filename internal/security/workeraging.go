@@ -74,9 +74,9 @@ func (a *aging) serve(pid int, answer func() error) (reusable bool, err error) {
 		if err := a.priority.raise(pid); err != nil {
 			// A worker that died is found out by answer, which fails and
 			// has the derivation tried on a new one; one that lives but
-			// cannot be raised (an unprivileged node whose RLIMIT_NICE
-			// forbids leaving SCHED_IDLE) derives as before, at the
-			// lowest priority: said once.
+			// could not be raised derives at the lowest priority: said
+			// once. (A node without the privilege to raise never lowers
+			// its workers: worker_linux.go.)
 			a.warnOnce(pid, err)
 			return
 		}

@@ -200,11 +200,11 @@ func TestSchedThreadsRaiseAndLower(t *testing.T) {
 	p.derive(fixedDerivations[0])
 	pid := p.idle[0].cmd.Process.Pid
 	wantPolicy(t, pid, "5")
-	if err := (schedThreads{}).raise(pid); err != nil {
+	if err := (schedThreads{canRaise: mayLeaveIdle}).raise(pid); err != nil {
 		t.Fatal(err)
 	}
 	wantPolicy(t, pid, "0")
-	if err := (schedThreads{}).lower(pid); err != nil {
+	if err := (schedThreads{canRaise: mayLeaveIdle}).lower(pid); err != nil {
 		t.Fatal(err)
 	}
 	wantPolicy(t, pid, "5")

@@ -27,9 +27,20 @@ import (
 // after it.
 // A transfer's own reads of the keys it writes do not push its writes
 // above its read timestamp: one after another, two-phase transfers commit
-// at their read timestamp without refreshing their reads.
+// at their read timestamp without refreshing their reads. Closed
+// timestamps, which push a write that stays open past one (any transfer
+// on a busy machine, whose commit outlasts their 100 ms interval), are not
+// published here, and no lease moves (control rounds held): a new lease
+// raises its range's low-water mark ahead of the clock (leaseLowWater),
+// which the first transfer's write on a range the split just made does
+// meet; commit wait holds its answer until the clock has passed it. What
+// remains to push the writes after it is their own reads.
 func TestOwnReadsDoNotPushWrites(t *testing.T) {
-	tc, c, ctx := startBank(t)
+	tc, c, ctx := startBank(t, func(c *Config) { c.ClosedTimestampInterval = time.Hour })
+	defer tc.holdControl()()
+	if err := transferBetween(ctx, c, 0, bankAccounts-1, 1); err != nil {
+		t.Fatal(err)
+	}
 	before := promtest.ToFloat64(tc.nodes[0].metrics.TxnRefreshes)
 	for _, s := range tc.nodes[1:] {
 		before += promtest.ToFloat64(s.metrics.TxnRefreshes)
@@ -44,8 +55,7 @@ func TestOwnReadsDoNotPushWrites(t *testing.T) {
 	for _, s := range tc.nodes {
 		after += promtest.ToFloat64(s.metrics.TxnRefreshes)
 	}
-	// A closed timestamp can still push one that stays open past it.
-	if refreshed := int(after - before); refreshed > n/4 {
+	if refreshed := int(after - before); refreshed > 0 {
 		t.Fatalf("%d of %d transfers refreshed their reads", refreshed, n)
 	}
 }
@@ -95,9 +105,16 @@ func BenchmarkTxnTransfer(b *testing.B) {
 
 // One-shot transactions: the branch the compares choose runs atomically
 // across ranges, the other leaves nothing; compare-and-increment from
-// several workers loses no increment.
+// several workers loses no increment. Every range has its three voters
+// and control rounds are held before the calls: a replica change under
+// way (the split's range still gaining its third voter, or placement
+// moving one) leaves a two-voter range whose leader steps down when one
+// follower is busy with a snapshot, and a call in flight then has an
+// ambiguous result, which this test does not count with.
 func TestTxnIf(t *testing.T) {
-	_, c, ctx := startBank(t)
+	tc, c, ctx := startBank(t)
+	tc.waitReplicated(c, 3)
+	defer tc.holdControl()()
 	start := []byte(strconv.Itoa(bankStart))
 	move := client.Branch{Ops: []client.Op{{Key: acct(0), Value: []byte("90")}, {Key: acct(bankAccounts - 1), Value: []byte("110")}}}
 	orRead := client.Branch{Reads: [][]byte{acct(0), []byte("absent")}}
