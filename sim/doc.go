@@ -24,6 +24,8 @@
 // Interpreter for the commands) or as Go values (Scenario, Run).
 // docs/simulator.md describes the model and what it simplifies.
 //
-// It imports internal/placement and the standard library only (its tests
-// also github.com/cockroachdb/datadriven).
+// It runs the server's control code, never a copy: internal/placement,
+// internal/control and internal/elastic decide, and internal/rangeload
+// turns the model's request counts into the load reports they see
+// (report.go). Its tests also import github.com/cockroachdb/datadriven.
 package sim

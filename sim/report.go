@@ -1,36 +1,46 @@
 package sim
 
 import (
+	"maps"
+	"math"
 	"time"
 
 	"github.com/tidekv/tidekv/internal/placement"
+	"github.com/tidekv/tidekv/internal/rangeload"
 )
 
-// How placement learns a range's load, as internal/server does it: every
-// ReportEvery each node samples the ranges it leads (node i's samples are
-// offset by (i−1) ticks, as the nodes' report loops start at different
-// times) and reports each range's rate over the window, that is, the
-// requests it served since its previous sample over the window's length. A
-// sample is fresh only when the same node led the range with the same span
-// for the whole window. A new leaseholder, or a range whose span changed
-// (split, merge), reports at once with no rate yet and a stale mark. The
-// policy sees the last report, never the model's true rates.
+// How placement learns a range's load, with the server's own load table
+// (internal/rangeload): each node keeps a rangeload.Tracker and running
+// request counters for its replicas, which the leaseholder's replica
+// advances with the requests the model serves. Every ReportEvery a node
+// samples its replicas (node i's samples are offset by (i−1) ticks, as the
+// nodes' report loops start at different times), and the policy sees what
+// the leaseholder would report at once: Tracker.Of for the range's span
+// and lease. So a sample is fresh exactly when the server's is: one lease
+// (a term on that node) counted the whole window over the same span. A
+// replica change leaves it fresh; a new leaseholder, or a split or merge,
+// reports no rate and stale until a whole window has been counted. A node
+// that goes down loses its table and counters, as a restarted process
+// does. The policy never sees the model's true rates.
 
-// loadReporter holds the windows being sampled and the last reports.
+// loadReporter holds the nodes' load tables and the last reports.
 type loadReporter struct {
-	windows map[uint64]*loadWindow // by range
-	reports map[uint64]loadReport  // by range
-	next    map[uint64]time.Time   // each node's next sample
+	nodes   map[uint64]*nodeLoad  // by node, while it is up
+	leases  map[uint64]leaseTerm  // by range
+	reports map[uint64]loadReport // by range
+	next    map[uint64]time.Time  // each node's next sample
 }
 
-// loadWindow is what a range's leaseholder has counted since its last
-// sample.
-type loadWindow struct {
-	holder      uint64
-	lo, hi      int
-	full        bool // the window began under this holder and span
-	reqs, reads float64
+// nodeLoad is one node's load table and its replicas' running counters
+// (requests and reads served, by range).
+type nodeLoad struct {
+	table  rangeload.Tracker
+	counts map[uint64][2]float64
 }
+
+// leaseTerm is a range's leaseholder and the term of its lease: each new
+// leaseholder is a new term, as a lease transfer is in Raft.
+type leaseTerm struct{ holder, term uint64 }
 
 // loadReport is a range's load as the placement controller last heard it.
 type loadReport struct {
@@ -40,14 +50,13 @@ type loadReport struct {
 	stale  bool
 }
 
-// observeLoad accumulates dt of requests into each range's window, starts a
-// new window (and reports at once) when a range's leaseholder or span
-// changed, and takes the samples that are due. With ReportEvery zero the
-// reports are the true rates, never stale.
+// observeLoad counts dt of requests on each range's leaseholder, takes the
+// samples that are due, and reports every range whose leaseholder is up.
+// With ReportEvery zero the reports are the true rates, never stale.
 func (s *Sim) observeLoad(dt time.Duration) {
 	rp := &s.reporter
-	if rp.windows == nil {
-		rp.windows, rp.reports, rp.next = map[uint64]*loadWindow{}, map[uint64]loadReport{}, map[uint64]time.Time{}
+	if rp.reports == nil {
+		rp.nodes, rp.leases, rp.reports, rp.next = map[uint64]*nodeLoad{}, map[uint64]leaseTerm{}, map[uint64]loadReport{}, map[uint64]time.Time{}
 	}
 	every := s.opts.ReportEvery
 	live := map[uint64]bool{}
@@ -57,28 +66,25 @@ func (s *Sim) observeLoad(dt time.Duration) {
 			rp.reports[r.id] = loadReport{qps: r.qps, reads: r.reads, hotShare: r.hotShare, writes: s.writesByOrigin(r.qps - r.reads)}
 			continue
 		}
-		w := rp.windows[r.id]
-		if w == nil || w.holder != r.lease || w.lo != r.lo || w.hi != r.hi {
-			w = &loadWindow{holder: r.lease, lo: r.lo, hi: r.hi}
-			rp.windows[r.id] = w
-			rp.reports[r.id] = loadReport{hotShare: r.hotShare, stale: true}
+		if l := rp.leases[r.id]; l.holder != r.lease {
+			rp.leases[r.id] = leaseTerm{holder: r.lease, term: l.term + 1}
 		}
-		if w.holder != 0 && s.up(w.holder) {
-			w.reqs += r.qps * dt.Seconds()
-			w.reads += r.reads * dt.Seconds()
+		if n := rp.node(s, r.lease); n != nil {
+			c := n.counts[r.id]
+			n.counts[r.id] = [2]float64{c[0] + r.qps*dt.Seconds(), c[1] + r.reads*dt.Seconds()}
 		}
 	}
-	for id := range rp.reports {
-		if !live[id] {
-			delete(rp.reports, id)
-			delete(rp.windows, id)
-		}
-	}
+	maps.DeleteFunc(rp.reports, func(id uint64, _ loadReport) bool { return !live[id] })
+	maps.DeleteFunc(rp.leases, func(id uint64, _ leaseTerm) bool { return !live[id] })
 	if every == 0 {
 		return
 	}
 	now := s.clock.Now()
 	for _, n := range s.nodes {
+		if rp.node(s, n.id) == nil {
+			delete(rp.next, n.id)
+			continue
+		}
 		next, ok := rp.next[n.id]
 		if !ok {
 			next = now.Add(time.Duration(n.id-1) * s.opts.Tick % every)
@@ -90,23 +96,60 @@ func (s *Sim) observeLoad(dt time.Duration) {
 		for next = next.Add(every); !now.Before(next); next = next.Add(every) {
 		}
 		rp.next[n.id] = next
-		s.sampleNode(n.id, every)
+		s.sampleNode(n.id, now)
+	}
+	for _, r := range s.ranges {
+		if n := rp.node(s, r.lease); n != nil {
+			l := n.table.Of(r.id, span(r), rp.leases[r.id].term, func() (uint64, uint64, bool) { return 0, 0, false })
+			rp.reports[r.id] = loadReport{qps: l.QPS, reads: l.ReadQPS, hotShare: l.HotKeyShare, stale: l.Stale,
+				writes: s.writesByOrigin(l.QPS - l.ReadQPS)}
+		}
 	}
 }
 
-// sampleNode reports every range node leads and starts its next window.
-func (s *Sim) sampleNode(node uint64, every time.Duration) {
+// node is node id's load table while it is up (made when it comes up),
+// nil otherwise: a node that went down forgets its table and counters.
+func (rp *loadReporter) node(s *Sim, id uint64) *nodeLoad {
+	if !s.up(id) {
+		delete(rp.nodes, id)
+		return nil
+	}
+	n := rp.nodes[id]
+	if n == nil {
+		n = &nodeLoad{counts: map[uint64][2]float64{}}
+		rp.nodes[id] = n
+	}
+	return n
+}
+
+// sampleNode samples the counters of every replica on node at now into its
+// load table, as the server's report loop does.
+func (s *Sim) sampleNode(node uint64, now time.Time) {
 	rp := &s.reporter
+	n := rp.nodes[node]
+	cs := map[uint64]rangeload.Counters{}
 	for _, r := range s.ranges {
-		w := rp.windows[r.id]
-		if w == nil || w.holder != node || !s.up(node) {
+		if _, ok := r.has(node); !ok {
 			continue
 		}
-		rp.reports[r.id] = loadReport{qps: w.reqs / every.Seconds(), reads: w.reads / every.Seconds(),
-			hotShare: r.hotShare, stale: !w.full, writes: s.writesByOrigin((w.reqs - w.reads) / every.Seconds())}
-		w.reqs, w.reads, w.full = 0, 0, true
+		var term uint64
+		if r.lease == node {
+			term = rp.leases[r.id].term
+		}
+		c := n.counts[r.id]
+		cs[r.id] = rangeload.Counters{Requests: uint64(math.Round(c[0])), Reads: uint64(math.Round(c[1])),
+			HotKeyShare: r.hotShare, Span: span(r), Term: term}
 	}
+	for id := range n.counts {
+		if _, ok := cs[id]; !ok {
+			delete(n.counts, id)
+		}
+	}
+	n.table.Sample(now, cs)
 }
+
+// span is r's key span as the load table keys its samples.
+func span(r *rangeState) rangeload.Span { return rangeload.Span{Start: r.start, End: r.end} }
 
 // observed is range r as the policy sees it: the model's layout with the
 // last reported load.

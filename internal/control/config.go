@@ -59,14 +59,16 @@ type RunnerConfig struct {
 	// sent or received, when no bandwidth controller sets it.
 	MigrationRate float64
 	// RecentWindow is how long finished operators are remembered for the
-	// policies' cool-downs.
+	// policies' cool-downs; at least placement's lease return-after (a
+	// lease is not moved back to a node it left within it), or that rule
+	// forgets a move before its window ends.
 	RecentWindow time.Duration
 }
 
 // DefaultRunnerConfig suits a small cluster on one machine.
 func DefaultRunnerConfig() RunnerConfig {
 	return RunnerConfig{MaxInFlight: 8, MaxSnapshotsPerNode: 2, OpsPerMinute: 120,
-		OpTimeout: 2 * time.Minute, MigrationRate: 64 << 20, RecentWindow: 5 * time.Minute}
+		OpTimeout: 2 * time.Minute, MigrationRate: 64 << 20, RecentWindow: 10 * time.Minute}
 }
 
 // Validate reports a limit that cannot work.

@@ -338,9 +338,11 @@ func (p *planner) countMove(live []uint64, src, dst uint64, mean float64, before
 	}
 	// The receiver must not end up busier than the giver was: a count move
 	// never undoes a load move.
+	// Nor does it give a lease back to a node it left lately (for the
+	// writers, for load, or for counts): Lease.ReturnAfter.
 	ok := func(r *Range) func(uint64) bool {
 		return func(n uint64) bool {
-			return accept(n) && p.rel(n, r.QPS) <= p.rel(src, 0) && p.statsOf(live, src, n, r.QPS).max <= math.Max(before.max, p.rel(src, 0))
+			return accept(n) && !p.leftLately(r.ID, n) && p.rel(n, r.QPS) <= p.rel(src, 0) && p.statsOf(live, src, n, r.QPS).max <= math.Max(before.max, p.rel(src, 0))
 		}
 	}
 	r := p.middleRange(src, func(r *Range) bool {
@@ -384,6 +386,16 @@ func (p *planner) bootstrapping() bool {
 // matters more than counts, and the count pass hands nothing to a node
 // busier than average nor raises the busiest node's load, so it does not
 // undo this.
+//
+// A lease does not go back to a node it left within Lease.ReturnAfter.
+// Nodes sample on their own clocks, so for a window after the workload
+// changes some report the old rate and some the new, and the mean is
+// neither: a node can look overloaded (at the band's edge, with the rest
+// of the cluster still reporting the old rate) on numbers that are not
+// there once every sample is whole. The move made then is small (the
+// margin holds), but its reversal, a range cool-down later on whole
+// numbers, is the same move again: the return rule stops that, and a real
+// imbalance still has every other range and target.
 func (p *planner) balanceLoad(live []uint64) {
 	before := p.statsOf(live, 0, 0, 0)
 	if p.leasesFull() || before.mean == 0 {
@@ -395,7 +407,7 @@ func (p *planner) balanceLoad(live []uint64) {
 			src = n
 		}
 	}
-	if p.rel(src, 0) < 1.25*before.mean || p.loadStale[src] || p.nodeCooling(src, false) {
+	if p.rel(src, 0) < overloaded*before.mean || p.loadStale[src] || p.nodeCooling(src, false) {
 		return
 	}
 	need := math.Max(p.cfg.MoveMargin*before.mean, p.cfg.MinMoveQPS)
@@ -408,7 +420,8 @@ func (p *planner) balanceLoad(live []uint64) {
 			continue
 		}
 		for _, t := range voters(r) {
-			if n := p.nodes[t]; t == src || n == nil || n.State != NodeLive || n.ClockUntrusted || p.writersHere(r, t) || p.loadStale[t] || p.nodeCooling(t, false) {
+			if n := p.nodes[t]; t == src || n == nil || n.State != NodeLive || n.ClockUntrusted || p.writersHere(r, t) || p.loadStale[t] || p.nodeCooling(t, false) ||
+				p.leftLately(r.ID, t) {
 				continue
 			}
 			// Ties go to the quieter target, then the first range.
@@ -427,6 +440,10 @@ func (p *planner) balanceLoad(live []uint64) {
 			best.ID, best.QPS, src, bestTarget, p.loadsString(live, 0, 0, 0), p.loadsString(live, src, bestTarget, best.QPS),
 			before.max, after.max, before.std, after.std, need)})
 }
+
+// overloaded is the load band's upper edge, as a multiple of the mean node
+// load (for the node's capacity): above it a node sheds a lease for load.
+const overloaded = 1.25
 
 // bestLeaseTarget is the live voter of r (not the leaseholder) whose clock
 // is trusted, passing ok, with the lowest load score, or 0. While r's

@@ -24,20 +24,28 @@ type LeaseConfig struct {
 	// have than the current leaseholder's (≥ 1), so two localities writing
 	// about equally do not pass the lease back and forth.
 	Hysteresis float64
-	// ReturnAfter: a lease that left a node, for whatever reason, does not
-	// follow its writers back there for this long (≥ 0; the control
-	// loop's memory of finished operators bounds it). Another policy
-	// (lease balance) may disagree with the writers about a range, and the
-	// two would pass its lease back and forth once each range cool-down
-	// ends.
+	// ReturnAfter: a lease that left a node, for whatever reason (a
+	// healed clock too: the node takes other leases), is not moved back
+	// there by a balance policy (following the writers, lease
+	// counts, leaseholder load) for this long, counted inclusively (≥ 0;
+	// the control loop's memory of finished operators,
+	// control.RunnerConfig.RecentWindow, must cover it). Two policies may
+	// disagree about a range (the writers pull its lease one way, counts
+	// the other), and one policy may act on samples that straddle a load
+	// change (nodes sample on their own clocks, so for a window some
+	// report the old rate and some the new): either would pass the lease
+	// back and forth, each reversal undoing a move made less than a
+	// window ago. A real imbalance has other moves: only the reversal of
+	// this range to this node waits.
 	ReturnAfter time.Duration
 }
 
 // DefaultLeaseConfig moves a lease when one locality sends at least 60% of
 // at least 10 writes per second, and twice the leaseholder's own, and not
-// back to a node it left within two minutes.
+// back to a node it left within ten minutes (the simulator's thrash
+// window: a lease back where it was within ten minutes is thrash).
 func DefaultLeaseConfig() LeaseConfig {
-	return LeaseConfig{MinWriteQPS: 10, Dominance: 0.6, Hysteresis: 2, ReturnAfter: 2 * time.Minute}
+	return LeaseConfig{MinWriteQPS: 10, Dominance: 0.6, Hysteresis: 2, ReturnAfter: 10 * time.Minute}
 }
 
 // Validate reports a setting that cannot work.
@@ -177,10 +185,11 @@ func (p *planner) followWriters() {
 }
 
 // leftLately reports whether range id's lease left node within
-// Lease.ReturnAfter.
+// Lease.ReturnAfter: no balance policy moves it back there yet.
 func (p *planner) leftLately(id, node uint64) bool {
 	for _, ro := range p.s.Recent {
-		if ro.Op.Kind == OpTransferLease && ro.Op.Range == id && ro.Op.Source == node && p.s.Now.Sub(ro.At) < p.cfg.Lease.ReturnAfter {
+		if ro.Op.Kind == OpTransferLease && ro.Op.Range == id && ro.Op.Source == node &&
+			p.s.Now.Sub(ro.At) <= p.cfg.Lease.ReturnAfter {
 			return true
 		}
 	}

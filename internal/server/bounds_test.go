@@ -174,3 +174,17 @@ func TestSnapshotRateCap(t *testing.T) {
 		t.Errorf("Validate with a negative cap = %v", err)
 	}
 }
+
+// The lease return rule reads the control loop's memory of finished
+// operators: a node whose memory is shorter than the rule's window is
+// refused at start, as the rule would forget a move before its window ends.
+func TestRecentWindowCoversLeaseReturn(t *testing.T) {
+	cfg := testConfig(t)
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	cfg.Control.Runner.RecentWindow = cfg.Placement.Lease.ReturnAfter - time.Second
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "lease return-after") {
+		t.Errorf("Validate with a memory shorter than lease return-after = %v", err)
+	}
+}

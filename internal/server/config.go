@@ -334,6 +334,12 @@ func (c *Config) componentChecks() []func() error {
 		c.Placement.Validate,
 		prefixed("server: autoscale policy: %w", func() error { return c.Autoscale.Validate(c.Placement.ReplicationFactor) }),
 		c.Control.Validate,
+		func() error {
+			if c.Control.Runner.RecentWindow < c.Placement.Lease.ReturnAfter {
+				return fmt.Errorf("server: the control loop remembers operators for %v, less than the lease return-after (%v) that needs them", c.Control.Runner.RecentWindow, c.Placement.Lease.ReturnAfter)
+			}
+			return nil
+		},
 		c.Cache.Validate,
 		prefixed("server: %w", c.MemEngine.Validate),
 		prefixed("server: %w", c.GC.Validate),
