@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -35,7 +37,7 @@ type elasticReport struct {
 
 func newElasticBenchCmd() *cobra.Command {
 	var scenarioName, controller, out string
-	var simulate, asJSON bool
+	var simulate, asJSON, calibrate bool
 	var seed uint64
 	real := elasticbench.DefaultOptions()
 	var variant simVariant
@@ -47,11 +49,22 @@ and an optional "# period: SECONDS" comment) against a cluster run by the
 static-at-peak, reactive, proactive or combined controller ("all" runs the
 four). With --sim it runs in the deterministic simulator, in seconds, with
 the same control code the server runs; without, it starts a cluster of real
-processes (3 nodes, autoscaling with the local actuator up to --max-nodes)
-and drives it open-loop for three minutes (step and spike only). Writes a
-timeline (CSV) and a plot (SVG) per run into --out.`,
+processes (3 nodes, autoscaling with the local actuator up to --max-nodes;
+static-at-peak starts --max-nodes) and drives it open-loop with a curve in
+multiples of --rate, what 3 nodes sustain: three minutes of step or spike,
+two periods of diurnal. Writes a timeline (CSV) and a plot (SVG) per run
+into --out. --calibrate measures --rate instead: the highest rate fixed
+clusters of 3 and of --max-nodes nodes serve with p99 within the SLO.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Ctrl-C stops the real processes, removes their cgroups and
+			// the cluster's directory; without it the nodes die with
+			// this process (Pdeathsig) and leave both behind.
+			ctx, stop := signal.NotifyContext(cmdContext(cmd), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if calibrate {
+				return runElasticCalibration(ctx, real, out, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			controllers := []string{controller}
 			if controller == "all" {
 				controllers = []string{elastic.Static, elastic.Reactive, elastic.Proactive, elastic.Combined}
@@ -66,7 +79,7 @@ timeline (CSV) and a plot (SVG) per run into --out.`,
 				}
 				if !simulate {
 					run = func(scenarioName, ctl string, seed uint64, out string) (elasticReport, error) {
-						return runElasticReal(cmdContext(cmd), real, scenarioName, ctl, seed, out, cmd.ErrOrStderr())
+						return runElasticReal(ctx, real, scenarioName, ctl, seed, out, cmd.ErrOrStderr())
 					}
 				}
 				r, err := run(scenarioName, ctl, seed, out)
@@ -97,6 +110,10 @@ timeline (CSV) and a plot (SVG) per run into --out.`,
 	f.BoolVar(&variant.plain, "ignore-interference", false, "--sim: plan as if every node had its peers' capacity")
 	f.StringVar(&real.Binary, "binary", "", "tidekv executable for real-process runs (default: this one)")
 	f.IntVar(&real.MaxNodes, "max-nodes", real.MaxNodes, "real-process runs: the most nodes autoscaling may start")
+	f.Float64Var(&real.Rate, "rate", real.Rate, "real-process runs: what 3 nodes sustain (--calibrate measures it), requests/s; the curves peak at 1.4× it")
+	f.DurationVar(&real.SLO, "slo", real.SLO, "real-process runs: the p99 the controllers keep (autoscale.slo-p99) and --calibrate judges by")
+	f.DurationVar(&real.Period, "period", real.Period, "real-process runs: the diurnal curve's period (two are run), also the forecaster's season")
+	f.BoolVar(&calibrate, "calibrate", false, "real processes: measure the rate 3 and --max-nodes nodes sustain, starting from --rate/2, instead of running a curve")
 	f.Float64Var(&real.NodeCPUs, "node-cpus", 0, "real-process runs: each node's CPU size, a cgroup of its own with a quota of this many CPUs (as `tidekv up --node-cpus`), the autoscaler's nodes included; 0: unsized")
 	return cmd
 }
@@ -126,6 +143,42 @@ func runElasticReal(ctx context.Context, o elasticbench.Options, scenarioName, c
 	}
 	title := fmt.Sprintf("%s, %s controller (real processes)", scenarioName, controller)
 	return writeElastic(scenarioName+"-real", controller, seed, out, title, r.Metrics, r.Timeline, r.SLO)
+}
+
+// runElasticCalibration measures what fixed real-process clusters
+// sustain (a cluster at a time in a directory under out, removed after).
+func runElasticCalibration(ctx context.Context, o elasticbench.Options, out string, asJSON bool, w, progress io.Writer) error {
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.Binary = exe
+	}
+	dir, err := os.MkdirTemp(out, "calibrate-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	o.Dir = dir
+	c, err := elasticbench.Calibrate(ctx, o, progress)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(c)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "NODES\tRATE/s\tSERVED\tFAILED\tP99\tNODE CPU\tGENERATOR CPU\tSUSTAINED (p99 <= %v)\n", c.SLO)
+	for _, t := range c.Trials {
+		fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%v\t%v\t%.2f\t%v\n", t.Nodes, t.Rate, t.Served, t.Failed, t.P99.Round(100*time.Microsecond), t.CPU, t.GeneratorCPU, t.Sustained)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	a, b := c.Rates[o.Nodes], c.Rates[o.MaxNodes]
+	fmt.Fprintf(w, "sustainable: %d nodes %.0f/s, %d nodes %.0f/s (%.2f×)\n", o.Nodes, a, o.MaxNodes, b, b/max(a, 1))
+	return nil
 }
 
 // simVariant changes a simulated scenario: a co-runner stealing a share

@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tidekv/tidekv/internal/cgroup"
+	"github.com/tidekv/tidekv/internal/testcluster"
+)
+
+// TestBenchElasticInterruptCleansUp: `tidekv bench elastic` on real
+// processes, interrupted once its cluster is up, stops its nodes itself,
+// removes the cluster's directory and (sized, where cgroups may be made)
+// the nodes' cgroups. Killed by the signal instead, its nodes die with it
+// (Pdeathsig) and leave both behind.
+func TestBenchElasticInterruptCleansUp(t *testing.T) {
+	bin := testcluster.Binary(t)
+	out := t.TempDir()
+	args := []string{"bench", "elastic", "--scenario", "step", "--controller", "reactive", "--out", out}
+	ctlr, err := cgroup.Open()
+	if err == nil {
+		args = append(args, "--node-cpus", "0.5")
+	} else {
+		t.Logf("unsized nodes (no cgroups to check): %v", err)
+	}
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+
+	for up := false; !up; {
+		select {
+		case l := <-lines:
+			up = strings.HasPrefix(l, "cluster of 3 nodes up")
+		case err := <-done:
+			t.Fatalf("bench elastic exited before its cluster was up: %v", err)
+		case <-time.After(2 * time.Minute):
+			t.Fatal("bench elastic: no cluster within 2 minutes")
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		// Stopped, not killed: it exits on its own (with the run's
+		// cancellation as its error).
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.Errorf("bench elastic was killed by %v instead of stopping its cluster", ws.Signal())
+		}
+		t.Logf("bench elastic exited: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("bench elastic did not exit within a minute of SIGTERM")
+	}
+
+	clusters, _ := filepath.Glob(filepath.Join(out, "cluster-*"))
+	if len(clusters) > 0 {
+		t.Errorf("cluster directories left behind: %v", clusters)
+	}
+	if pids := serversUsing(out); len(pids) > 0 {
+		t.Errorf("server processes left running: %v", pids)
+	}
+	if ctlr != nil {
+		left, _ := filepath.Glob(filepath.Join(ctlr.Parent(), fmt.Sprintf("%s%d-*", cgroup.NodePrefix, cmd.Process.Pid)))
+		for _, g := range left {
+			cgroup.Remove(g) // waits for its node to go: the test must not leak it
+		}
+		if len(left) > 0 {
+			t.Errorf("node cgroups left behind: %v", left)
+		}
+	}
+}
