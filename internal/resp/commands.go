@@ -37,6 +37,8 @@ type cmdSpec struct {
 	arity  int
 	noAuth bool // allowed before AUTH
 	fn     func(*call)
+	// stat is the command's stat id (stats.go).
+	stat int
 }
 
 var commands map[string]cmdSpec
@@ -159,6 +161,7 @@ func init() {
 	for name := range commands {
 		commandNames[name] = name
 	}
+	numberStats()
 }
 
 const (

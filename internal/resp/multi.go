@@ -84,6 +84,7 @@ func (s *Server) queue(c replyConn, st *connState, p *prepared) {
 	}
 	if msg := queueCheck(p); msg != "" {
 		m.refused = true
+		s.stats.refused(p.stat)
 		c.WriteError(msg)
 		return
 	}

@@ -27,17 +27,17 @@ type prepared struct {
 	args  [][]byte
 	spec  cmdSpec
 	class cmdClass
-	// errMsg, when set, is the command's reply (unknown, arity, NOAUTH).
+	// stat is the command's stat id (stats.go; -1: not counted).
+	stat int
+	// errMsg, when set, is the command's reply (unknown, arity, NOAUTH):
+	// it was refused before it ran.
 	errMsg string
 	// argv holds args for a command of up to three: the reader reuses its
 	// array of them, and this array is allocated with the command anyway.
 	argv [3][]byte
 	// served is the call serveOne makes for it, so that it is not an
 	// allocation of its own.
-	served struct {
-		call
-		ec errorNoting
-	}
+	served call
 }
 
 // prepare takes a command's arguments and checks its name,
@@ -51,20 +51,21 @@ func (s *Server) prepare(st *connState, cmd [][]byte) *prepared {
 	args := append(p.argv[:0], cmd...)
 	args = args[:len(args):len(args)]
 	name, ok := commandName(args[0])
+	if !ok {
+		return &prepared{stat: -1, errMsg: "ERR unknown command '" + trunc(args[0]) + "', with args beginning with: " + argsPreview(args[1:])}
+	}
 	spec := commands[name]
-	switch {
-	case !ok:
-		return &prepared{errMsg: "ERR unknown command '" + trunc(args[0]) + "', with args beginning with: " + argsPreview(args[1:])}
-	case !st.authed && !spec.noAuth:
-		return &prepared{errMsg: "NOAUTH Authentication required."}
+	stat := statOf(spec, name, args)
+	if !st.authed && !spec.noAuth {
+		return &prepared{stat: stat, errMsg: "NOAUTH Authentication required."}
 	}
 	if denied := st.denial(name); denied != "" {
-		return &prepared{errMsg: denied}
+		return &prepared{stat: stat, errMsg: denied}
 	}
 	if (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity) {
-		return &prepared{errMsg: errArity(name)}
+		return &prepared{stat: stat, errMsg: errArity(name)}
 	}
-	p.name, p.args, p.spec = name, args, spec
+	p.name, p.args, p.spec, p.stat = name, args, spec, stat
 	switch {
 	case name == "get":
 		p.class = classRead
@@ -137,23 +138,28 @@ func (s *Server) servePipeline(c replyConn, st *connState, n int) {
 // serveOne runs one prepared command.
 func (s *Server) serveOne(c replyConn, st *connState, p *prepared) {
 	if p.errMsg != "" {
-		c.WriteError(p.errMsg)
+		s.refuse(c, p)
 		return
 	}
 	x := &p.served
-	x.call = call{s: s, c: c, st: st, kv: st.kv, name: p.name, args: p.args}
-	s.begin(&x.call)
+	*x = call{s: s, c: c, st: st, kv: st.kv, name: p.name, args: p.args}
+	s.begin(x)
 	defer x.cmd.end()
-	observe := s.observe.Load()
-	if observe == nil {
-		p.spec.fn(&x.call)
-		return
-	}
+	errs, refusals := st.errors, st.refusals
 	start := time.Now()
-	x.ec = errorNoting{replyConn: c}
-	x.call.c = &x.ec
-	p.spec.fn(&x.call)
-	(*observe)(p.name, time.Since(start), x.ec.failed)
+	p.spec.fn(x)
+	took := time.Since(start)
+	failed := st.errors != errs
+	s.stats.called(p.stat, took, failed, st.refusals != refusals)
+	if observe := s.observe.Load(); observe != nil {
+		(*observe)(p.name, took, failed)
+	}
+}
+
+// refuse answers a command refused before it ran (prepare's errMsg).
+func (s *Server) refuse(c replyConn, p *prepared) {
+	s.stats.refused(p.stat)
+	c.WriteError(p.errMsg)
 }
 
 // serveReads runs GETs in batched reads of readBatch keys, each answered
@@ -282,12 +288,18 @@ func (x *call) replyWrite(p *prepared, rs []OpResult) bool {
 	return true
 }
 
+// observeRun counts a run's commands, each taking an equal share of its
+// time, and tells the Observer of them.
 func (s *Server) observeRun(run []*prepared, start time.Time, failed []bool) {
+	took := time.Since(start)
+	share := took / time.Duration(max(len(run), 1))
+	for i, p := range run {
+		s.stats.called(p.stat, share, failed[i], false)
+	}
 	observe := s.observe.Load()
 	if observe == nil {
 		return
 	}
-	took := time.Since(start)
 	for i, p := range run {
 		(*observe)(p.name, took, failed[i])
 	}
