@@ -24,7 +24,8 @@ func statLines(info string, prefixes ...string) []string {
 	return out
 }
 
-// Calls, rejections (arity, refused in MULTI) and failures are counted
+// Calls (EXEC's commands' included), rejections (arity, refused in
+// MULTI) and failures are counted
 // per command and subcommand, errors per prefix, as Redis 7.0 does;
 // CONFIG RESETSTAT zeroes them, and INFO shows the two sections only when
 // asked.
@@ -38,7 +39,10 @@ func TestCommandAndErrorStats(t *testing.T) {
 	do("CONFIG", "RESETSTAT")
 	for _, cmd := range [][]string{{"SET", "a", "1"}, {"GET", "a"}, {"GET", "a", "b"}, {"HSET", "a", "f", "v"},
 		{"CONFIG", "GET", "maxmemory"}, {"CONFIG"}, {"CONFIG", "NOSUCH"}, {"NOSUCH"},
-		{"MULTI"}, {"INCR"}, {"EXEC"}, {"CLIENT", "ID"}} {
+		{"MULTI"}, {"INCR"}, {"EXEC"}, {"CLIENT", "ID"},
+		// A committed EXEC counts its commands as calls and their
+		// errors, and succeeds itself.
+		{"MULTI"}, {"SET", "b", "1"}, {"HSET", "b", "f", "v"}, {"EXEC"}} {
 		do(cmd...)
 	}
 	// Pipelined GETs are served as one batched read, each counted.
@@ -55,17 +59,17 @@ func TestCommandAndErrorStats(t *testing.T) {
 		"cmdstat_config:calls=0,usec=U,rejected_calls=1,failed_calls=0",
 		"cmdstat_config|get:calls=1,usec=U,rejected_calls=0,failed_calls=0",
 		"cmdstat_config|resetstat:calls=1,usec=U,rejected_calls=0,failed_calls=0",
-		"cmdstat_exec:calls=1,usec=U,rejected_calls=0,failed_calls=1",
+		"cmdstat_exec:calls=2,usec=U,rejected_calls=0,failed_calls=1",
 		"cmdstat_get:calls=3,usec=U,rejected_calls=1,failed_calls=0",
-		"cmdstat_hset:calls=1,usec=U,rejected_calls=0,failed_calls=1",
+		"cmdstat_hset:calls=2,usec=U,rejected_calls=0,failed_calls=2",
 		"cmdstat_incr:calls=0,usec=U,rejected_calls=1,failed_calls=0",
 		"cmdstat_info:calls=1,usec=U,rejected_calls=0,failed_calls=0",
-		"cmdstat_multi:calls=1,usec=U,rejected_calls=0,failed_calls=0",
-		"cmdstat_set:calls=1,usec=U,rejected_calls=0,failed_calls=0",
+		"cmdstat_multi:calls=2,usec=U,rejected_calls=0,failed_calls=0",
+		"cmdstat_set:calls=2,usec=U,rejected_calls=0,failed_calls=0",
 		"errorstat_ERR:count=5",
 		"errorstat_EXECABORT:count=1",
-		"errorstat_WRONGTYPE:count=1",
-		"total_error_replies:7",
+		"errorstat_WRONGTYPE:count=2",
+		"total_error_replies:8",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("stats:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
