@@ -213,7 +213,7 @@ func cmdExec(x *call) {
 	var out *txnReplies
 	var view *txView
 	// took and failed are each queued command's, for INFO's statistics.
-	took, failed := make([]time.Duration, len(m.queue)), make([]bool, len(m.queue))
+	took, outcomes := make([]time.Duration, len(m.queue)), make([]outcome, len(m.queue))
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		view = &txView{tx: tx, now: x.s.cfg.Now}
 		if err := w.check(x, view); err != nil {
@@ -223,7 +223,10 @@ func cmdExec(x *call) {
 		for i, p := range m.queue {
 			errs, start := len(out.errs), time.Now()
 			p.spec.fn(&call{s: x.s, c: out, st: x.st, kv: view, ctx: x.ctx, name: p.name, args: p.args})
-			took[i], failed[i] = time.Since(start), len(out.errs) > errs
+			took[i] = time.Since(start)
+			if len(out.errs) > errs {
+				outcomes[i] = failed
+			}
 			if view.err != nil {
 				return view.err
 			}
@@ -245,7 +248,7 @@ func cmdExec(x *call) {
 		// As in Redis, the queued commands are counted as calls of their
 		// own, and their errors as error replies, while EXEC succeeded.
 		for i, p := range m.queue {
-			x.s.stats.called(p.stat, took[i], failed[i], false)
+			x.s.stats.called(p.stat, took[i], outcomes[i])
 		}
 		for _, msg := range out.errs {
 			x.s.stats.errorReplied(msg)

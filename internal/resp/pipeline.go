@@ -145,14 +145,14 @@ func (s *Server) serveOne(c replyConn, st *connState, p *prepared) {
 	*x = call{s: s, c: c, st: st, kv: st.kv, name: p.name, args: p.args}
 	s.begin(x)
 	defer x.cmd.end()
-	errs, refusals := st.errors, st.refusals
+	mark := st.mark()
 	start := time.Now()
 	p.spec.fn(x)
 	took := time.Since(start)
-	failed := st.errors != errs
-	s.stats.called(p.stat, took, failed, st.refusals != refusals)
+	o := st.outcomeSince(mark)
+	s.stats.called(p.stat, took, o)
 	if observe := s.observe.Load(); observe != nil {
-		(*observe)(p.name, took, failed)
+		(*observe)(p.name, took, o != succeeded)
 	}
 }
 
@@ -167,18 +167,18 @@ func (s *Server) refuse(c replyConn, p *prepared) {
 // them (output.go).
 func (s *Server) serveReads(c replyConn, st *connState, run []*prepared) {
 	start := time.Now()
-	failed := make([]bool, len(run))
+	outcomes := make([]outcome, len(run))
 	done := 0
 	for done < len(run) && !st.quit {
 		n := min(len(run)-done, s.readBatch())
-		s.readAndReply(c, st, run[done:done+n], failed[done:])
+		s.readAndReply(c, st, run[done:done+n], outcomes[done:])
 		done += n
 	}
-	s.observeRun(run[:done], start, failed)
+	s.observeRun(run[:done], start, outcomes)
 }
 
 // readAndReply runs GETs in one batched read.
-func (s *Server) readAndReply(c replyConn, st *connState, run []*prepared, failed []bool) {
+func (s *Server) readAndReply(c replyConn, st *connState, run []*prepared, outcomes []outcome) {
 	keys := make([][]byte, len(run))
 	for i, p := range run {
 		keys[i] = encKey(p.args[1])
@@ -188,18 +188,18 @@ func (s *Server) readAndReply(c replyConn, st *connState, run []*prepared, faile
 	defer x.cmd.end()
 	res, err := x.batchGet(keys)
 	for i := range run {
+		mark := st.mark()
 		switch {
 		case err != nil:
 			replyErr(c, err)
-			failed[i] = true
 		case !res[i].Found:
 			c.WriteNull()
 		case isMarker(res[i].Value):
 			c.WriteError(errWrongType)
-			failed[i] = true
 		default:
 			c.WriteBulk(res[i].Value)
 		}
+		outcomes[i] = st.outcomeSince(mark)
 	}
 }
 
@@ -223,7 +223,7 @@ func (s *Server) serveWrites(c replyConn, st *connState, run []*prepared) {
 		}
 	}
 	results := s.writeEach(st, ops)
-	failed := make([]bool, len(run))
+	outcomes := make([]outcome, len(run))
 	// DEL's removal of hash fields gets a deadline of its own.
 	x := &call{s: s, c: c, st: st, kv: st.kv}
 	s.begin(x)
@@ -233,9 +233,11 @@ func (s *Server) serveWrites(c replyConn, st *connState, run []*prepared) {
 		if i+1 < len(run) {
 			end = first[i+1]
 		}
-		failed[i] = !x.replyWrite(p, results[first[i]:end])
+		mark := st.mark()
+		x.replyWrite(p, results[first[i]:end])
+		outcomes[i] = st.outcomeSince(mark)
 	}
-	s.observeRun(run, start, failed)
+	s.observeRun(run, start, outcomes)
 }
 
 // writeEach runs ops through kv.WriteEach, MaxBatchKeys at a time, each
@@ -252,9 +254,8 @@ func (s *Server) writeEach(st *connState, ops []Op) []OpResult {
 	return results
 }
 
-// replyWrite answers one SET or DEL from its ops' results; it reports
-// whether the reply was a success.
-func (x *call) replyWrite(p *prepared, rs []OpResult) bool {
+// replyWrite answers one SET or DEL from its ops' results.
+func (x *call) replyWrite(p *prepared, rs []OpResult) {
 	if p.name == "set" {
 		switch {
 		case len(rs) == 0:
@@ -263,15 +264,14 @@ func (x *call) replyWrite(p *prepared, rs []OpResult) bool {
 			replyErr(x.c, rs[0].Err)
 		default:
 			x.c.WriteString("OK")
-			return true
 		}
-		return false
+		return
 	}
 	n := 0
 	for i, r := range rs {
 		if r.Err != nil {
 			replyErr(x.c, r.Err)
-			return false
+			return
 		}
 		if !r.Existed {
 			continue
@@ -281,26 +281,25 @@ func (x *call) replyWrite(p *prepared, rs []OpResult) bool {
 		// does alone.
 		if err := x.clearFields(p.args[1+i]); err != nil {
 			replyErr(x.c, err)
-			return false
+			return
 		}
 	}
 	x.c.WriteInt(n)
-	return true
 }
 
 // observeRun counts a run's commands, each taking an equal share of its
 // time, and tells the Observer of them.
-func (s *Server) observeRun(run []*prepared, start time.Time, failed []bool) {
+func (s *Server) observeRun(run []*prepared, start time.Time, outcomes []outcome) {
 	took := time.Since(start)
 	share := took / time.Duration(max(len(run), 1))
 	for i, p := range run {
-		s.stats.called(p.stat, share, failed[i], false)
+		s.stats.called(p.stat, share, outcomes[i])
 	}
 	observe := s.observe.Load()
 	if observe == nil {
 		return
 	}
 	for i, p := range run {
-		(*observe)(p.name, took, failed[i])
+		(*observe)(p.name, took, outcomes[i] != succeeded)
 	}
 }

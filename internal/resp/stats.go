@@ -108,15 +108,42 @@ func newServerStats() *serverStats {
 	return &serverStats{cmds: make([]cmdStat, len(statNames)), errs: map[string]uint64{}}
 }
 
+// outcome is how a call ended.
+type outcome uint8
+
+const (
+	succeeded outcome = iota
+	failed            // it answered an error
+	refused           // it answered an admission's TRYAGAIN or OOM
+)
+
+// errorMark is what a connection had replied when a call began
+// (connState.mark).
+type errorMark struct{ errors, refusals uint64 }
+
+func (st *connState) mark() errorMark { return errorMark{st.errors, st.refusals} }
+
+// outcomeSince is how a call that began at m ended, by the error replies
+// written since.
+func (st *connState) outcomeSince(m errorMark) outcome {
+	switch {
+	case st.refusals != m.refusals:
+		return refused
+	case st.errors != m.errors:
+		return failed
+	}
+	return succeeded
+}
+
 // called counts a call that ran (stat -1: an unknown subcommand, not
-// counted).
-func (t *serverStats) called(stat int, took time.Duration, failed, rejected bool) {
+// counted); a refused one counts as rejected, not as a call.
+func (t *serverStats) called(stat int, took time.Duration, o outcome) {
 	if stat < 0 {
 		return
 	}
 	c := &t.cmds[stat]
-	switch {
-	case rejected:
+	switch o {
+	case refused:
 		c.rejected.Add(1)
 		return
 	case failed:

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // statLines are the lines of INFO's sections that start with one of
@@ -112,5 +113,20 @@ func TestUsecPerCallFormat(t *testing.T) {
 	st.cmds[commands["get"].stat].usec.Store(10)
 	if got, want := st.commandSection(), "# Commandstats\r\ncmdstat_get:calls=3,usec=10,usec_per_call=3.33,rejected_calls=0,failed_calls=0\r\n"; got != want {
 		t.Fatalf("%q, want %q", got, want)
+	}
+}
+
+// An admission's refusal (TRYAGAIN) counts as a rejected call, not a
+// failed one, alone and in a pipelined run of SETs.
+func TestRefusedCallsAreRejected(t *testing.T) {
+	s, _ := start(t, errKV{newFakeKV(), &OverloadedError{RetryAfter: 50 * time.Millisecond}}, nil, nil)
+	got := pipeline(t, s, []string{"SET", "a", "1"}, []string{"SET", "b", "1"}, []string{"INCR", "a"}, []string{"INFO", "commandstats", "errorstats"})
+	want := []string{
+		"cmdstat_incr:calls=0,usec=U,rejected_calls=1,failed_calls=0",
+		"cmdstat_set:calls=0,usec=U,rejected_calls=2,failed_calls=0",
+		"errorstat_TRYAGAIN:count=3",
+	}
+	if lines := statLines(got[3], "cmdstat_", "errorstat_"); !slices.Equal(lines, want) {
+		t.Fatalf("stats:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 }
