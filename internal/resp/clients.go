@@ -275,11 +275,19 @@ func clientKill(x *call) {
 // tools read at start (what they tell them holds for TideKV: no
 // persistence settings to tune, no memory limit, no idle timeout) and the
 // encoding thresholds CONFIG SET takes (config.go), each pair in name
-// order; other names match nothing, as in Redis.
+// order; other names match nothing, as in Redis. CONFIG RESETSTAT zeroes
+// INFO's command and error statistics (stats.go).
 func cmdConfig(x *call) {
 	switch sub := strings.ToLower(string(x.args[1])); {
 	case sub == "set":
 		cmdConfigSet(x)
+		return
+	case sub == "resetstat" && len(x.args) == 2:
+		x.s.stats.reset()
+		x.c.WriteString("OK")
+		return
+	case sub == "resetstat":
+		x.c.WriteError(errArity("config|resetstat"))
 		return
 	case sub != "get":
 		x.c.WriteError(fmt.Sprintf("ERR CONFIG %s is not supported by TideKV", trunc(x.args[1])))

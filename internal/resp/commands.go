@@ -58,6 +58,8 @@ type cmdSpec struct {
 	arity  int
 	noAuth bool // allowed before AUTH
 	fn     func(*call)
+	// stat is the command's stat id (stats.go).
+	stat int
 }
 
 var commands map[string]cmdSpec
@@ -180,6 +182,7 @@ func init() {
 	for name := range commands {
 		commandNames[name] = name
 	}
+	numberStats()
 }
 
 const (

@@ -50,24 +50,60 @@ func cmdSelect(x *call) {
 	}
 }
 
-func cmdInfo(x *call) {
+// infoSections are INFO's sections in Redis's order; the default ones
+// are those INFO alone (or "default") gives, the others only when named or
+// with "all" or "everything".
+var infoSections = []struct {
+	name  string
+	isDef bool
+	text  func(x *call) string
+}{
+	{"server", true, infoServer},
+	{"clients", true, func(x *call) string {
+		return fmt.Sprintf("# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n", x.s.conns.Load(), x.s.blocked.count())
+	}},
+	{"memory", true, func(x *call) string {
+		// Memory has the script cache only (scriptcache.go: sources
+		// and an estimate of their compiled form), and no functions.
+		scripts, scriptBytes := x.s.scripts.stats()
+		return fmt.Sprintf("# Memory\r\nused_memory_scripts_eval:%d\r\nnumber_of_cached_scripts:%d\r\nnumber_of_functions:0\r\n"+
+			"number_of_libraries:0\r\nused_memory_scripts:%[1]d\r\n", scriptBytes, scripts)
+	}},
+	{"stats", true, func(x *call) string {
+		// TideKV keeps no MIGRATE connections.
+		return fmt.Sprintf("# Stats\r\nmigrate_cached_sockets:0\r\ntotal_error_replies:%d\r\n", x.s.stats.errorTotal())
+	}},
+	{"commandstats", false, func(x *call) string { return x.s.stats.commandSection() }},
+	{"errorstats", false, func(x *call) string { return x.s.stats.errorSection() }},
+	{"keyspace", true, func(*call) string { return "# Keyspace\r\n" }},
+}
+
+func infoServer(x *call) string {
 	port := 0
 	if a, ok := x.s.Addr().(*net.TCPAddr); ok {
 		port = a.Port
 	}
 	up := time.Since(x.s.start)
-	scripts, scriptBytes := x.s.scripts.stats()
-	// Memory has the script cache only (scriptcache.go: sources and an
-	// estimate of their compiled form), and no functions; TideKV keeps
-	// no MIGRATE connections.
-	info := fmt.Sprintf("# Server\r\nredis_version:7.0.0-tidekv\r\nredis_mode:standalone\r\n"+
-		"tcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n\r\n"+
-		"# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n\r\n"+
-		"# Memory\r\nused_memory_scripts_eval:%d\r\nnumber_of_cached_scripts:%d\r\nnumber_of_functions:0\r\n"+
-		"number_of_libraries:0\r\nused_memory_scripts:%[6]d\r\n\r\n"+
-		"# Stats\r\nmigrate_cached_sockets:0\r\n\r\n# Keyspace\r\n",
-		port, int64(up.Seconds()), int64(up.Hours()/24), x.s.conns.Load(), x.s.blocked.count(), scriptBytes, scripts)
-	x.writeVerbatim(info)
+	return fmt.Sprintf("# Server\r\nredis_version:7.0.0-tidekv\r\nredis_mode:standalone\r\n"+
+		"tcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n", port, int64(up.Seconds()), int64(up.Hours()/24))
+}
+
+// cmdInfo: INFO [section ...], the sections named (in any case), or the
+// default ones, joined by an empty line as Redis does.
+func cmdInfo(x *call) {
+	want := map[string]bool{}
+	for _, a := range x.args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := want["all"] || want["everything"]
+	def := len(want) == 0 || want["default"] || all
+	var parts []string
+	for _, sec := range infoSections {
+		if want[sec.name] || (def && sec.isDef) || (all && !sec.isDef) {
+			parts = append(parts, sec.text(x))
+		}
+	}
+	x.writeVerbatim(strings.Join(parts, "\r\n"))
 }
 
 // cmdHello: HELLO [2|3] [AUTH user pass] [SETNAME name], as Redis 7.0:

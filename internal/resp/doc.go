@@ -28,8 +28,9 @@
 // INFO/LIST/KILL (clients.go),
 // COMMAND, COMMAND INFO/DOCS/LIST/COUNT/GETKEYS (the command table with
 // arities, flags and key positions: commandinfo.go),
-// TIME (Config.Now), INFO (a "# Server" section with
-// redis_version:7.0.0-tidekv), CONFIG GET (what client libraries and
+// TIME (Config.Now), INFO [section ...] (a "# Server" section with
+// redis_version:7.0.0-tidekv; the node's commandstats and errorstats,
+// zeroed by CONFIG RESETSTAT: stats.go), CONFIG GET (what client libraries and
 // redis-benchmark read at start: clients.go), CONFIG SET (Redis's encoding
 // thresholds, kept and inert, and fixed settings to their own value:
 // config.go), FUNCTION for an empty library (scripting.go), MEMORY USAGE

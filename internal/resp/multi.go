@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // MULTI / EXEC / DISCARD / WATCH / UNWATCH (docs/transactions.md, "Redis
@@ -84,6 +85,7 @@ func (s *Server) queue(c replyConn, st *connState, p *prepared) {
 	}
 	if msg := queueCheck(p); msg != "" {
 		m.refused = true
+		s.stats.refused(p.stat)
 		c.WriteError(msg)
 		return
 	}
@@ -210,14 +212,21 @@ func cmdExec(x *call) {
 	}
 	var out *txnReplies
 	var view *txView
+	// took and failed are each queued command's, for INFO's statistics.
+	took, outcomes := make([]time.Duration, len(m.queue)), make([]outcome, len(m.queue))
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		view = &txView{tx: tx, now: x.s.cfg.Now}
 		if err := w.check(x, view); err != nil {
 			return err
 		}
 		out = &txnReplies{replyConn: x.c, limit: x.s.cfg.MaxOutputBuffer, resp3: x.st.resp3}
-		for _, p := range m.queue {
+		for i, p := range m.queue {
+			errs, start := len(out.errs), time.Now()
 			p.spec.fn(&call{s: x.s, c: out, st: x.st, kv: view, ctx: x.ctx, name: p.name, args: p.args})
+			took[i] = time.Since(start)
+			if len(out.errs) > errs {
+				outcomes[i] = failed
+			}
 			if view.err != nil {
 				return view.err
 			}
@@ -235,6 +244,14 @@ func cmdExec(x *call) {
 	default:
 		for _, k := range view.ready {
 			x.awaitServed(x.s.blocked.ready(blockKey{x.st.db, string(k)}))
+		}
+		// As in Redis, the queued commands are counted as calls of their
+		// own, and their errors as error replies, while EXEC succeeded.
+		for i, p := range m.queue {
+			x.s.stats.called(p.stat, took[i], outcomes[i])
+		}
+		for _, msg := range out.errs {
+			x.s.stats.errorReplied(msg)
 		}
 		x.c.WriteArray(len(m.queue))
 		x.c.WriteRaw(out.b)
@@ -269,6 +286,8 @@ type txnReplies struct {
 	limit int
 	over  bool
 	resp3 bool // the connection's protocol
+	// errs are the error replies, counted once EXEC commits (stats.go).
+	errs []string
 }
 
 func (r *txnReplies) add(b []byte) {
@@ -282,7 +301,10 @@ func (r *txnReplies) WriteBulkString(bulk string) { r.add(appendBulkString(r.b, 
 func (r *txnReplies) WriteInt(num int)            { r.add(appendInt(r.b, ':', int64(num))) }
 func (r *txnReplies) WriteInt64(num int64)        { r.add(appendInt(r.b, ':', num)) }
 func (r *txnReplies) WriteUint64(num uint64)      { r.add(appendUint(r.b, num)) }
-func (r *txnReplies) WriteError(msg string)       { r.add(appendError(r.b, msg)) }
-func (r *txnReplies) WriteArray(count int)        { r.add(appendArray(r.b, count, r.resp3)) }
-func (r *txnReplies) WriteNull()                  { r.add(appendNull(r.b, r.resp3)) }
-func (r *txnReplies) WriteRaw(data []byte)        { r.add(append(r.b, data...)) }
+func (r *txnReplies) WriteError(msg string) {
+	r.errs = append(r.errs, msg)
+	r.add(appendError(r.b, msg))
+}
+func (r *txnReplies) WriteArray(count int) { r.add(appendArray(r.b, count, r.resp3)) }
+func (r *txnReplies) WriteNull()           { r.add(appendNull(r.b, r.resp3)) }
+func (r *txnReplies) WriteRaw(data []byte) { r.add(append(r.b, data...)) }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -101,10 +102,17 @@ func (r *replyBuffer) WriteBulkString(bulk string) { r.add(appendBulkString(r.b,
 func (r *replyBuffer) WriteInt(num int)            { r.add(appendInt(r.b, ':', int64(num))) }
 func (r *replyBuffer) WriteInt64(num int64)        { r.add(appendInt(r.b, ':', num)) }
 func (r *replyBuffer) WriteUint64(num uint64)      { r.add(appendUint(r.b, num)) }
-func (r *replyBuffer) WriteError(msg string)       { r.add(appendError(r.b, msg)) }
-func (r *replyBuffer) WriteArray(count int)        { r.add(appendArray(r.b, count, r.st.resp3)) }
-func (r *replyBuffer) WriteNull()                  { r.add(appendNull(r.b, r.st.resp3)) }
-func (r *replyBuffer) WriteRaw(data []byte)        { r.add(append(r.b, data...)) }
+func (r *replyBuffer) WriteError(msg string) {
+	r.st.errors++
+	if strings.HasPrefix(msg, "TRYAGAIN ") || strings.HasPrefix(msg, "OOM ") {
+		r.st.refusals++
+	}
+	r.s.stats.errorReplied(msg)
+	r.add(appendError(r.b, msg))
+}
+func (r *replyBuffer) WriteArray(count int) { r.add(appendArray(r.b, count, r.st.resp3)) }
+func (r *replyBuffer) WriteNull()           { r.add(appendNull(r.b, r.st.resp3)) }
+func (r *replyBuffer) WriteRaw(data []byte) { r.add(append(r.b, data...)) }
 
 // Close writes the replies so far (QUIT's OK) before closing.
 func (r *replyBuffer) Close() error {

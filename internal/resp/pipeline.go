@@ -27,17 +27,17 @@ type prepared struct {
 	args  [][]byte
 	spec  cmdSpec
 	class cmdClass
-	// errMsg, when set, is the command's reply (unknown, arity, NOAUTH).
+	// stat is the command's stat id (stats.go; -1: not counted).
+	stat int
+	// errMsg, when set, is the command's reply (unknown, arity, NOAUTH):
+	// it was refused before it ran.
 	errMsg string
 	// argv holds args for a command of up to three: the reader reuses its
 	// array of them, and this array is allocated with the command anyway.
 	argv [3][]byte
 	// served is the call serveOne makes for it, so that it is not an
 	// allocation of its own.
-	served struct {
-		call
-		ec errorNoting
-	}
+	served call
 }
 
 // prepare takes a command's arguments and checks its name,
@@ -51,20 +51,21 @@ func (s *Server) prepare(st *connState, cmd [][]byte) *prepared {
 	args := append(p.argv[:0], cmd...)
 	args = args[:len(args):len(args)]
 	name, ok := commandName(args[0])
+	if !ok {
+		return &prepared{stat: -1, errMsg: "ERR unknown command '" + trunc(args[0]) + "', with args beginning with: " + argsPreview(args[1:])}
+	}
 	spec := commands[name]
-	switch {
-	case !ok:
-		return &prepared{errMsg: "ERR unknown command '" + trunc(args[0]) + "', with args beginning with: " + argsPreview(args[1:])}
-	case !st.authed && !spec.noAuth:
-		return &prepared{errMsg: "NOAUTH Authentication required."}
+	stat := statOf(spec, name, args)
+	if !st.authed && !spec.noAuth {
+		return &prepared{stat: stat, errMsg: "NOAUTH Authentication required."}
 	}
 	if denied := st.denial(name); denied != "" {
-		return &prepared{errMsg: denied}
+		return &prepared{stat: stat, errMsg: denied}
 	}
 	if (spec.arity > 0 && len(args) != spec.arity) || (spec.arity < 0 && len(args) < -spec.arity) {
-		return &prepared{errMsg: errArity(name)}
+		return &prepared{stat: stat, errMsg: errArity(name)}
 	}
-	p.name, p.args, p.spec = name, args, spec
+	p.name, p.args, p.spec, p.stat = name, args, spec, stat
 	switch {
 	case name == "get":
 		p.class = classRead
@@ -139,23 +140,28 @@ func (s *Server) servePipeline(c replyConn, st *connState, n int) {
 // serveOne runs one prepared command.
 func (s *Server) serveOne(c replyConn, st *connState, p *prepared) {
 	if p.errMsg != "" {
-		c.WriteError(p.errMsg)
+		s.refuse(c, p)
 		return
 	}
 	x := &p.served
-	x.call = call{s: s, c: c, st: st, kv: st.kv, name: p.name, args: p.args}
-	s.begin(&x.call)
+	*x = call{s: s, c: c, st: st, kv: st.kv, name: p.name, args: p.args}
+	s.begin(x)
 	defer x.cmd.end()
-	observe := s.observe.Load()
-	if observe == nil {
-		p.spec.fn(&x.call)
-		return
-	}
+	mark := st.mark()
 	start := time.Now()
-	x.ec = errorNoting{replyConn: c}
-	x.call.c = &x.ec
-	p.spec.fn(&x.call)
-	(*observe)(p.name, time.Since(start), x.ec.failed)
+	p.spec.fn(x)
+	took := time.Since(start)
+	o := st.outcomeSince(mark)
+	s.stats.called(p.stat, took, o)
+	if observe := s.observe.Load(); observe != nil {
+		(*observe)(p.name, took, o != succeeded)
+	}
+}
+
+// refuse answers a command refused before it ran (prepare's errMsg).
+func (s *Server) refuse(c replyConn, p *prepared) {
+	s.stats.refused(p.stat)
+	c.WriteError(p.errMsg)
 }
 
 // serveReads runs GETs in batched reads of readBatch keys, each answered
@@ -163,18 +169,18 @@ func (s *Server) serveOne(c replyConn, st *connState, p *prepared) {
 // them (output.go).
 func (s *Server) serveReads(c replyConn, st *connState, run []*prepared) {
 	start := time.Now()
-	failed := make([]bool, len(run))
+	outcomes := make([]outcome, len(run))
 	done := 0
 	for done < len(run) && !st.quit {
 		n := min(len(run)-done, s.readBatch())
-		s.readAndReply(c, st, run[done:done+n], failed[done:])
+		s.readAndReply(c, st, run[done:done+n], outcomes[done:])
 		done += n
 	}
-	s.observeRun(run[:done], start, failed)
+	s.observeRun(run[:done], start, outcomes)
 }
 
 // readAndReply runs GETs in one batched read.
-func (s *Server) readAndReply(c replyConn, st *connState, run []*prepared, failed []bool) {
+func (s *Server) readAndReply(c replyConn, st *connState, run []*prepared, outcomes []outcome) {
 	keys := make([][]byte, len(run))
 	for i, p := range run {
 		keys[i] = encKey(p.args[1])
@@ -184,18 +190,18 @@ func (s *Server) readAndReply(c replyConn, st *connState, run []*prepared, faile
 	defer x.cmd.end()
 	res, err := x.batchGet(keys)
 	for i := range run {
+		mark := st.mark()
 		switch {
 		case err != nil:
 			replyErr(c, err)
-			failed[i] = true
 		case !res[i].Found:
 			c.WriteNull()
 		case isMarker(res[i].Value):
 			c.WriteError(errWrongType)
-			failed[i] = true
 		default:
 			c.WriteBulk(res[i].Value)
 		}
+		outcomes[i] = st.outcomeSince(mark)
 	}
 }
 
@@ -219,7 +225,7 @@ func (s *Server) serveWrites(c replyConn, st *connState, run []*prepared) {
 		}
 	}
 	results := s.writeEach(st, ops)
-	failed := make([]bool, len(run))
+	outcomes := make([]outcome, len(run))
 	// DEL's removal of hash fields gets a deadline of its own.
 	x := &call{s: s, c: c, st: st, kv: st.kv}
 	s.begin(x)
@@ -229,9 +235,11 @@ func (s *Server) serveWrites(c replyConn, st *connState, run []*prepared) {
 		if i+1 < len(run) {
 			end = first[i+1]
 		}
-		failed[i] = !x.replyWrite(p, results[first[i]:end])
+		mark := st.mark()
+		x.replyWrite(p, results[first[i]:end])
+		outcomes[i] = st.outcomeSince(mark)
 	}
-	s.observeRun(run, start, failed)
+	s.observeRun(run, start, outcomes)
 }
 
 // writeEach runs ops through kv.WriteEach, MaxBatchKeys at a time, each
@@ -248,9 +256,8 @@ func (s *Server) writeEach(st *connState, ops []Op) []OpResult {
 	return results
 }
 
-// replyWrite answers one SET or DEL from its ops' results; it reports
-// whether the reply was a success.
-func (x *call) replyWrite(p *prepared, rs []OpResult) bool {
+// replyWrite answers one SET or DEL from its ops' results.
+func (x *call) replyWrite(p *prepared, rs []OpResult) {
 	if p.name == "set" {
 		switch {
 		case len(rs) == 0:
@@ -259,15 +266,14 @@ func (x *call) replyWrite(p *prepared, rs []OpResult) bool {
 			replyErr(x.c, rs[0].Err)
 		default:
 			x.c.WriteString("OK")
-			return true
 		}
-		return false
+		return
 	}
 	n := 0
 	for i, r := range rs {
 		if r.Err != nil {
 			replyErr(x.c, r.Err)
-			return false
+			return
 		}
 		if !r.Existed {
 			continue
@@ -277,20 +283,25 @@ func (x *call) replyWrite(p *prepared, rs []OpResult) bool {
 		// does alone.
 		if err := x.clearFields(p.args[1+i]); err != nil {
 			replyErr(x.c, err)
-			return false
+			return
 		}
 	}
 	x.c.WriteInt(n)
-	return true
 }
 
-func (s *Server) observeRun(run []*prepared, start time.Time, failed []bool) {
+// observeRun counts a run's commands, each taking an equal share of its
+// time, and tells the Observer of them.
+func (s *Server) observeRun(run []*prepared, start time.Time, outcomes []outcome) {
+	took := time.Since(start)
+	share := took / time.Duration(max(len(run), 1))
+	for i, p := range run {
+		s.stats.called(p.stat, share, outcomes[i])
+	}
 	observe := s.observe.Load()
 	if observe == nil {
 		return
 	}
-	took := time.Since(start)
 	for i, p := range run {
-		(*observe)(p.name, took, failed[i])
+		(*observe)(p.name, took, outcomes[i] != succeeded)
 	}
 }

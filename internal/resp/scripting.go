@@ -112,6 +112,11 @@ func (x *call) runScript(sc *script, keys, argv [][]byte, readOnly bool) {
 			x.awaitServed(x.s.blocked.ready(blockKey{x.st.db, string(k)}))
 		}
 	}
+	if len(reply) > 0 && reply[0] == '-' {
+		// An error reply is counted as one (INFO errorstats, stats.go).
+		x.c.WriteError(string(reply[1 : len(reply)-2]))
+		return
+	}
 	x.c.WriteRaw(reply)
 }
 

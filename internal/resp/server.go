@@ -209,6 +209,8 @@ type Server struct {
 	nextCur uint64
 
 	observe atomic.Pointer[Observer]
+	// stats are INFO's commandstats and errorstats (stats.go).
+	stats *serverStats
 
 	// blocked are the clients blocked in BLPOP and friends (blocked.go).
 	blocked *blockedClients
@@ -258,17 +260,6 @@ func (s *Server) SetObserver(o Observer) {
 	s.observe.Store(&o)
 }
 
-// errorNoting remembers whether a command answered with an error.
-type errorNoting struct {
-	replyConn
-	failed bool
-}
-
-func (c *errorNoting) WriteError(msg string) {
-	c.failed = true
-	c.replyConn.WriteError(msg)
-}
-
 // connState is per-connection state.
 type connState struct {
 	id     int64
@@ -297,6 +288,10 @@ type connState struct {
 	cmds *connContext
 	// arrived is when the pipeline being served was read (Arrival).
 	arrived time.Time
+	// errors counts the error replies written to the connection, refusals
+	// those of them that refused a command before it ran (TRYAGAIN, OOM):
+	// a command failed, or was rejected, if they grew while it ran.
+	errors, refusals uint64
 }
 
 // New listens on cfg.ListenAddr and returns a Server; call Serve to serve.
@@ -323,7 +318,7 @@ func New(cfg Config, kv KV) (*Server, error) {
 	if cfg.randN == nil {
 		cfg.randN = rand.IntN
 	}
-	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(), blocked: newBlockedClients(cfg.MaxBlockedClients),
+	s := &Server{cfg: cfg, kv: kv, ln: ln, start: time.Now(), blocked: newBlockedClients(cfg.MaxBlockedClients), stats: newServerStats(),
 		cursors: map[uint64]*cursor{}, disconnects: map[string]*atomic.Uint64{}, scripts: newScriptCache(cfg.ScriptCacheBytes),
 		luaStates: make(chan *scriptEnv, maxIdleLuaStates)}
 	for _, r := range DisconnectReasons {

@@ -17,7 +17,9 @@
 // starting with "ttl:" any two positive integers agree (a TTL however
 // long, since the two servers run a step at different times; -2 and -1
 // must match); in one starting with "set:" or "unordered:" an array's
-// elements may come in any order (a set's members, KEYS). Both servers
+// elements may come in any order (a set's members, KEYS); in one
+// starting with "stats:" an INFO reply agrees on its cmdstat_, errorstat_
+// and total_error_replies lines, usec fields masked. Both servers
 // start every script with new connections and FLUSHALL, as standard Redis
 // test harnesses do.
 //

@@ -46,11 +46,15 @@ const (
 	// in any order (a set's members, KEYS, whose order in Redis is its
 	// hash table's).
 	Unordered
+	// Stats: INFO's text agrees on its cmdstat_, errorstat_ and
+	// total_error_replies lines, in any order (Redis lists commands in its
+	// hash table's), their usec fields masked (timings).
+	Stats
 )
 
 // prefixes are the script line prefixes of the comparisons other than
 // Equal.
-var prefixes = map[string]Compare{"shape:": Shape, "ttl:": AnyPositive, "set:": Unordered, "unordered:": Unordered}
+var prefixes = map[string]Compare{"shape:": Shape, "ttl:": AnyPositive, "set:": Unordered, "unordered:": Unordered, "stats:": Stats}
 
 func (s Step) String() string {
 	parts := make([]string, len(s.Args))
