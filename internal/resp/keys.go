@@ -32,22 +32,28 @@ func cmdDel(x *call) {
 func (x *call) delAtOnce() {
 	var n int
 	var fields [][]byte
+	// A key named twice is deleted, and counted, once.
+	keys := distinct(x.args[1:])
+	enc := make([][]byte, len(keys))
+	for i, k := range keys {
+		enc[i] = encKey(k)
+	}
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		n, fields = 0, fields[:0] // an attempt retried after a conflict starts over
-		for _, k := range x.args[1:] {
-			r, err := tx.Get(x.ctx, encKey(k))
-			if err != nil {
-				return err
-			}
+		rs, err := readChunks(x.ctx, tx, enc, x.s.cfg.MaxBatchKeys)
+		if err != nil {
+			return err
+		}
+		for i, r := range rs {
 			if !r.Found {
 				continue
 			}
-			if err := tx.Delete(x.ctx, encKey(k)); err != nil {
+			if err := tx.Delete(x.ctx, enc[i]); err != nil {
 				return err
 			}
 			n++
 			if isMarker(r.Value) {
-				fields = append(fields, k)
+				fields = append(fields, keys[i])
 			}
 		}
 		return nil

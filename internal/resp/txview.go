@@ -108,6 +108,22 @@ func (v *txView) readAll(ctx context.Context, keys [][]byte) ([]Result, error) {
 	return rs, nil
 }
 
+// readChunks reads keys in tx, at most per of them a BatchGet: a command
+// naming thousands of keys (DEL, HSET, HDEL, MSETNX) reads them in a few
+// round trips to the transaction's coordinator, not one a key, and no
+// call asks more keys than a node takes in one request (MaxBatchKeys).
+func readChunks(ctx context.Context, tx TxnKV, keys [][]byte, per int) ([]Result, error) {
+	out := make([]Result, 0, len(keys))
+	for chunk := range slices.Chunk(keys, per) {
+		rs, err := tx.BatchGet(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
 // BatchGet reads keys in one call of the transaction, with each value's
 // remaining TTL (TTL, PTTL, PERSIST, EXPIRE's conditions).
 func (v *txView) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
