@@ -157,7 +157,7 @@ func (x *call) hsetInTxn(h []byte, fields [][]byte, vals map[string][]byte) {
 				return err
 			}
 		}
-		rs, err := readChunks(x.ctx, tx, keys, x.s.cfg.MaxBatchKeys)
+		rs, err := readChunks(x.ctx, tx, keys, x.s.readBatch())
 		if err != nil {
 			return err
 		}
@@ -343,7 +343,7 @@ func (x *call) hdelInTxn(h []byte) {
 		if !isHash(m.Value) {
 			return errZWrongType
 		}
-		rs, err := readChunks(x.ctx, tx, keys, x.s.cfg.MaxBatchKeys)
+		rs, err := readChunks(x.ctx, tx, keys, x.s.readBatch())
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ func (x *call) delAtOnce() {
 	}
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		n, fields = 0, fields[:0] // an attempt retried after a conflict starts over
-		rs, err := readChunks(x.ctx, tx, enc, x.s.cfg.MaxBatchKeys)
+		rs, err := readChunks(x.ctx, tx, enc, x.s.readBatch())
 		if err != nil {
 			return err
 		}

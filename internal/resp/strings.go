@@ -249,7 +249,7 @@ func cmdMSetNX(x *call) {
 		for i, op := range ops {
 			keys[i] = op.Key
 		}
-		rs, err := readChunks(x.ctx, tx, keys, x.s.cfg.MaxBatchKeys)
+		rs, err := readChunks(x.ctx, tx, keys, x.s.readBatch())
 		if err != nil {
 			return err
 		}
