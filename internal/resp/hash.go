@@ -343,18 +343,14 @@ func (x *call) hdelInTxn(h []byte) {
 		if !isHash(m.Value) {
 			return errZWrongType
 		}
-		rs, err := readChunks(x.ctx, tx, keys, x.s.readBatch())
+		rs, err := x.deleteFound(tx, keys)
 		if err != nil {
 			return err
 		}
-		for i, r := range rs {
-			if !r.Found {
-				continue
+		for _, r := range rs {
+			if r.Found {
+				n++
 			}
-			if err := tx.Delete(x.ctx, keys[i]); err != nil {
-				return err
-			}
-			n++
 		}
 		if n == 0 {
 			return nil

@@ -40,23 +40,16 @@ func (x *call) delAtOnce() {
 	}
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		n, fields = 0, fields[:0] // an attempt retried after a conflict starts over
-		rs, err := readChunks(x.ctx, tx, enc, x.s.readBatch())
-		if err != nil {
-			return err
-		}
+		rs, err := x.deleteFound(tx, enc)
 		for i, r := range rs {
-			if !r.Found {
-				continue
-			}
-			if err := tx.Delete(x.ctx, enc[i]); err != nil {
-				return err
-			}
-			n++
-			if isMarker(r.Value) {
-				fields = append(fields, keys[i])
+			if r.Found {
+				n++
+				if isMarker(r.Value) {
+					fields = append(fields, keys[i])
+				}
 			}
 		}
-		return nil
+		return err
 	})
 	for _, k := range fields {
 		if err == nil {
@@ -68,6 +61,23 @@ func (x *call) delAtOnce() {
 		return
 	}
 	x.c.WriteInt(n)
+}
+
+// deleteFound reads keys in tx (readChunks) and deletes those found: it
+// returns what it read, Found for the keys deleted.
+func (x *call) deleteFound(tx TxnKV, keys [][]byte) ([]Result, error) {
+	rs, err := readChunks(x.ctx, tx, keys, x.s.readBatch())
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range rs {
+		if r.Found {
+			if err := tx.Delete(x.ctx, keys[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rs, nil
 }
 
 // deleteKey deletes key k, a string or a hash with its fields, and reports
