@@ -35,8 +35,9 @@ func (s *Server) begin(x *call) {
 // timeout bounds the KV calls of a command of args arguments:
 // RequestTimeout for each MaxBatchKeys of them begun. A command naming
 // thousands of keys (DEL, SADD, HSET) reads and writes them in one
-// transaction, as many requests' worth of calls (its reads one key a
-// call), so it gets as many requests' time; the transaction's own limits
+// transaction, as many requests' worth of calls (its reads readBatch
+// keys a call, its writes MaxBatchKeys a message), so it gets as many
+// requests' time; the transaction's own limits
 // (10,000 keys, a minute on a node) bound it still.
 func (s *Server) timeout(args int) time.Duration {
 	return s.cfg.RequestTimeout * time.Duration(max(1, (args+s.cfg.MaxBatchKeys-1)/s.cfg.MaxBatchKeys))

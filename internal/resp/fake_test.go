@@ -36,6 +36,9 @@ type fakeKV struct {
 	scanned int // keys Scan returned
 	guarded int // GuardedWrite calls
 	reads   int // Get and BatchGet calls
+	// txReads: Get and BatchGet calls of transactions; txBatchMost: the
+	// most keys one of their BatchGets asked.
+	txReads, txBatchMost int
 	// eachOps: the ops of every WriteEach call, for tests of grouping.
 	eachOps [][]Op
 	// conflicts: how many attempts of the next Txn fail as a conflict
@@ -350,6 +353,12 @@ func (t *fakeTx) failing() error {
 }
 
 func (t *fakeTx) Get(_ context.Context, key []byte) (Result, error) {
+	t.f.txReads++
+	return t.get(key)
+}
+
+// get is a read of the attempt, counted by its caller.
+func (t *fakeTx) get(key []byte) (Result, error) {
 	if err := checkKey(key); err != nil {
 		return Result{}, err
 	}
@@ -363,11 +372,13 @@ func (t *fakeTx) Get(_ context.Context, key []byte) (Result, error) {
 	return Result{Value: cp(cur), Found: found, Version: t.f.version(key), Expiry: Expiry{At: t.f.exp[string(key)]}}, nil
 }
 
-func (t *fakeTx) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
+func (t *fakeTx) BatchGet(_ context.Context, keys [][]byte) ([]Result, error) {
+	t.f.txReads++
+	t.f.txBatchMost = max(t.f.txBatchMost, len(keys))
 	out := make([]Result, len(keys))
 	for i, k := range keys {
 		var err error
-		if out[i], err = t.Get(ctx, k); err != nil {
+		if out[i], err = t.get(k); err != nil {
 			return nil, err
 		}
 	}

@@ -137,6 +137,10 @@ func (x *call) hsetOneStep(h []byte, fields [][]byte, vals map[string][]byte) bo
 // new hash clears what an earlier one left in its span, in the
 // transaction or, past zStaleInTxn keys, before it (zclearStale).
 func (x *call) hsetInTxn(h []byte, fields [][]byte, vals map[string][]byte) {
+	keys := make([][]byte, len(fields))
+	for i, f := range fields {
+		keys[i] = fieldKey(h, f)
+	}
 	added := 0
 	body := func(tx TxnKV) error {
 		added = 0 // an attempt retried after a conflict starts over
@@ -153,11 +157,11 @@ func (x *call) hsetInTxn(h []byte, fields [][]byte, vals map[string][]byte) {
 				return err
 			}
 		}
-		for _, f := range fields {
-			r, err := v.read(x.ctx, fieldKey(h, f))
-			if err != nil {
-				return err
-			}
+		rs, err := readChunks(x.ctx, tx, keys, x.s.readBatch())
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
 			if !r.Found {
 				added++
 			}
@@ -322,6 +326,12 @@ func cmdHDel(x *call) {
 // hdelInTxn is HDEL of more fields than one write takes: one transaction
 // reads and deletes them, and the hash with its last field.
 func (x *call) hdelInTxn(h []byte) {
+	// A field named twice is deleted, and counted, once.
+	fields := distinct(x.args[2:])
+	keys := make([][]byte, len(fields))
+	for i, f := range fields {
+		keys[i] = fieldKey(h, f)
+	}
 	n := 0
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		n = 0 // an attempt retried after a conflict starts over
@@ -333,12 +343,12 @@ func (x *call) hdelInTxn(h []byte) {
 		if !isHash(m.Value) {
 			return errZWrongType
 		}
-		for _, f := range x.args[2:] {
-			existed, err := v.Delete(x.ctx, fieldKey(h, f))
-			if err != nil {
-				return err
-			}
-			if existed {
+		rs, err := x.deleteFound(tx, keys)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Found {
 				n++
 			}
 		}

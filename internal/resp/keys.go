@@ -32,25 +32,24 @@ func cmdDel(x *call) {
 func (x *call) delAtOnce() {
 	var n int
 	var fields [][]byte
+	// A key named twice is deleted, and counted, once.
+	keys := distinct(x.args[1:])
+	enc := make([][]byte, len(keys))
+	for i, k := range keys {
+		enc[i] = encKey(k)
+	}
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		n, fields = 0, fields[:0] // an attempt retried after a conflict starts over
-		for _, k := range x.args[1:] {
-			r, err := tx.Get(x.ctx, encKey(k))
-			if err != nil {
-				return err
-			}
-			if !r.Found {
-				continue
-			}
-			if err := tx.Delete(x.ctx, encKey(k)); err != nil {
-				return err
-			}
-			n++
-			if isMarker(r.Value) {
-				fields = append(fields, k)
+		rs, err := x.deleteFound(tx, enc)
+		for i, r := range rs {
+			if r.Found {
+				n++
+				if isMarker(r.Value) {
+					fields = append(fields, keys[i])
+				}
 			}
 		}
-		return nil
+		return err
 	})
 	for _, k := range fields {
 		if err == nil {
@@ -62,6 +61,23 @@ func (x *call) delAtOnce() {
 		return
 	}
 	x.c.WriteInt(n)
+}
+
+// deleteFound reads keys in tx (readChunks) and deletes those found: it
+// returns what it read, Found for the keys deleted.
+func (x *call) deleteFound(tx TxnKV, keys [][]byte) ([]Result, error) {
+	rs, err := readChunks(x.ctx, tx, keys, x.s.readBatch())
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range rs {
+		if r.Found {
+			if err := tx.Delete(x.ctx, keys[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rs, nil
 }
 
 // deleteKey deletes key k, a string or a hash with its fields, and reports

@@ -245,10 +245,17 @@ func cmdMSetNX(x *call) {
 	set := false
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
 		set = false // an attempt retried after a conflict starts over
-		for _, op := range ops {
-			r, err := tx.Get(x.ctx, op.Key)
-			if err != nil || r.Found {
-				return err
+		keys := make([][]byte, len(ops))
+		for i, op := range ops {
+			keys[i] = op.Key
+		}
+		rs, err := readChunks(x.ctx, tx, keys, x.s.readBatch())
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Found {
+				return nil
 			}
 		}
 		set = true

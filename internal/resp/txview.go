@@ -108,6 +108,25 @@ func (v *txView) readAll(ctx context.Context, keys [][]byte) ([]Result, error) {
 	return rs, nil
 }
 
+// readChunks reads keys in tx, at most per of them a BatchGet: a command
+// naming thousands of keys (DEL, HSET, HDEL, MSETNX) reads them in
+// len(keys)/per round trips to the transaction's coordinator, not one a
+// key. Its callers pass Server.readBatch: no call asks more keys than a
+// node takes in one request (MaxBatchKeys), nor more values of the
+// largest size than MaxOutputBuffer holds, as an answer of 1,000 values
+// of a MiB would not pass a node's 64 MiB gRPC message limit.
+func readChunks(ctx context.Context, tx TxnKV, keys [][]byte, per int) ([]Result, error) {
+	out := make([]Result, 0, len(keys))
+	for chunk := range slices.Chunk(keys, per) {
+		rs, err := tx.BatchGet(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
 // BatchGet reads keys in one call of the transaction, with each value's
 // remaining TTL (TTL, PTTL, PERSIST, EXPIRE's conditions).
 func (v *txView) BatchGet(ctx context.Context, keys [][]byte) ([]Result, error) {
