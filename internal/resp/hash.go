@@ -153,11 +153,17 @@ func (x *call) hsetInTxn(h []byte, fields [][]byte, vals map[string][]byte) {
 				return err
 			}
 		}
-		for _, f := range fields {
-			r, err := v.read(x.ctx, fieldKey(h, f))
-			if err != nil {
-				return err
-			}
+		// The fields in one call of the transaction (its client sends
+		// them in pieces a node takes), not a round trip each.
+		keys := make([][]byte, len(fields))
+		for i, f := range fields {
+			keys[i] = fieldKey(h, f)
+		}
+		rs, err := v.readAll(x.ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
 			if !r.Found {
 				added++
 			}
