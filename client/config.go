@@ -83,10 +83,11 @@ type Config struct {
 	// client's hybrid logical clock, which every Batch message carries and
 	// every answer updates, refuses a node's timestamp further ahead.
 	MaxClockOffset time.Duration
-	// TxnWriteOps is the most writes one message of a transaction
-	// carries to its coordinator (default 1,000, a node's limit on one
-	// request's ops, Limits.MaxBatchKeys): a transaction writing more
-	// sends them in several messages and still commits them at once.
+	// TxnWriteOps is the most writes, or keys a Tx.BatchGet reads, one
+	// message of a transaction carries to its coordinator (default 1,000,
+	// a node's limit on one request's ops or keys, Limits.MaxBatchKeys): a
+	// transaction writing more sends them in several messages and still
+	// commits them at once.
 	TxnWriteOps int
 	// WallClock is the physical clock under the client's hybrid logical
 	// clock (nil: the system clock). Tests inject a skewed one: nothing

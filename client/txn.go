@@ -175,30 +175,41 @@ func (tx *Tx) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) 
 		}
 		ask, at = append(ask, k), append(at, i)
 	}
-	if len(ask) == 0 {
-		return out, nil
+	// A message carries no more keys than a node takes in one request
+	// (maxOps, its limit on a request's keys too).
+	for len(ask) > 0 {
+		n := min(len(ask), max(tx.maxOps, 1))
+		if err := tx.batchGet(ctx, keys, ask[:n], at[:n], out); err != nil {
+			return nil, err
+		}
+		ask, at = ask[n:], at[n:]
 	}
+	return out, nil
+}
+
+// batchGet reads ask, keys[at[j]] each, in one message, into out[at[j]].
+func (tx *Tx) batchGet(ctx context.Context, keys, ask [][]byte, at []int, out []GetResult) error {
 	tx.sent = true
 	resp, err := tx.nc.txn.BatchGet(ctx, &tidekvpb.TxnBatchGetRequest{Txn: tx.meta, Keys: ask})
 	if status.Code(err) == codes.Unimplemented {
 		for _, i := range at {
 			if out[i], err = tx.GetVersion(ctx, keys[i]); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		return out, nil
+		return nil
 	}
 	if err != nil {
-		return nil, txnError("batch get", err)
+		return txnError("batch get", err)
 	}
 	if len(resp.GetResults()) != len(ask) {
-		return nil, fmt.Errorf("transaction batch get: %d results for %d keys", len(resp.GetResults()), len(ask))
+		return fmt.Errorf("transaction batch get: %d results for %d keys", len(resp.GetResults()), len(ask))
 	}
 	tx.noteRead(resp.GetReadTimestamp())
 	for j, r := range resp.GetResults() {
 		out[at[j]] = txnGetResult(r)
 	}
-	return out, nil
+	return nil
 }
 
 // Scan returns up to limit keys (0: every key) of [start, end) (empty end:

@@ -285,10 +285,12 @@ func (e *scriptEnv) randomLib(L *lua.LState, m *lua.LTable) {
 			L.RaiseError("wrong number of arguments")
 		}
 		// In floating point, as Lua 5.1 and Redis compute it: integer
-		// arithmetic overflows for intervals wider than 2^63.
-		lo, hi := lua.LNumber(1), L.CheckNumber(L.GetTop())
+		// arithmetic overflows for intervals wider than 2^63. The bounds
+		// are cut to integers first, as luaL_checkint cuts them: 1.5 and
+		// 3.7 draw from 1 to 3, never 4.5.
+		lo, hi := lua.LNumber(1), lua.LNumber(math.Trunc(float64(L.CheckNumber(L.GetTop()))))
 		if L.GetTop() == 2 {
-			lo = L.CheckNumber(1)
+			lo = lua.LNumber(math.Trunc(float64(L.CheckNumber(1))))
 		}
 		if lo > hi {
 			L.ArgError(L.GetTop(), "interval is empty")

@@ -347,6 +347,12 @@ func TestMathRandomIntervals(t *testing.T) {
 			t.Errorf("math.random(%s, %s): %v, %v", iv[0], iv[1], got, err)
 		}
 	}
+	// Bounds that are not integers are cut to integers first, as Redis's
+	// luaL_checkint cuts them.
+	cut := "for i = 1, 200 do local r = math.random(1.5, 3.7) if r ~= math.floor(r) or r < 1 or r > 3 then return tostring(r) end end return 1"
+	if got, err := rc.Eval(ctx, cut, nil).Result(); err != nil || got != int64(1) {
+		t.Errorf("math.random(1.5, 3.7): %v, %v; want integers from 1 to 3", got, err)
+	}
 	for script, want := range map[string]string{
 		"return math.random(0)":       "interval is empty",
 		"return math.random(3, 2)":    "interval is empty",

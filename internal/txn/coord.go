@@ -255,6 +255,12 @@ const batchGetInFlight = 16
 // is made again as Get makes it (after the others joined t's reads, so
 // that the refresh that raises the read timestamp covers them).
 func (c *Coordinator) BatchGet(ctx context.Context, meta *tidekvpb.TxnMeta, keys [][]byte) (*tidekvpb.TxnBatchGetResponse, error) {
+	// The node's limit on a request's keys, as a KV BatchGet's and a
+	// transaction's write's: t stays locked for the whole read, and the
+	// answer is held in memory at once.
+	if len(keys) > c.deps.MaxBatchKeys {
+		return nil, &invalidError{fmt.Sprintf("a transaction's batch get of %d keys exceeds the maximum batch size of %d", len(keys), c.deps.MaxBatchKeys)}
+	}
 	ctx, t, err := c.lockReading(ctx, meta, keys...)
 	if err != nil {
 		return nil, err

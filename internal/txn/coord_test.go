@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tidekv/tidekv/api/hlc"
+	"github.com/tidekv/tidekv/api/kverr"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -319,5 +320,30 @@ func TestManyWritesCommitInPieces(t *testing.T) {
 	}
 	if want := []string{"resolve 100 commit=true", "resolve 100 commit=true", "resolve 50 commit=true"}; !slices.Equal(resolves, want) {
 		t.Errorf("resolves %q; want %q", resolves, want)
+	}
+}
+
+// A batch get of more keys than a node takes in one request is refused
+// before anything is read, as a KV BatchGet or a transaction's write of
+// as many is: the client sends them in pieces (client.Tx.BatchGet).
+func TestBatchGetPastMaxBatchKeysRefused(t *testing.T) {
+	f := &fakeSender{get: func(ReadAt) (Value, error) { return Value{Found: true}, nil }}
+	c := newTestCoordinator(t, f)
+	keys := make([][]byte, c.deps.MaxBatchKeys+1)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "k%04d", i)
+	}
+	_, err := c.BatchGet(context.Background(), meta("T"), keys)
+	if !errors.Is(err, kverr.ErrInvalidArgument) {
+		t.Fatalf("batch get of %d keys (limit %d) = %v; want an invalid-argument error", len(keys), c.deps.MaxBatchKeys, err)
+	}
+	f.mu.Lock()
+	read := len(f.calls)
+	f.mu.Unlock()
+	if read != 0 {
+		t.Fatalf("a refused batch get read %d keys", read)
+	}
+	if _, err := c.BatchGet(context.Background(), meta("T"), keys[:c.deps.MaxBatchKeys]); err != nil {
+		t.Fatalf("batch get of %d keys (the limit) = %v", c.deps.MaxBatchKeys, err)
 	}
 }
