@@ -97,3 +97,82 @@ func TestHardStateWrittenOnlyForTermOrVote(t *testing.T) {
 	}
 	tc.checkAcknowledged(t, acked)
 }
+
+// A follower that installs a snapshot in its leader's term writes no
+// HardState for it (term and vote are unchanged), so the commit index on
+// its disk stays below the snapshot's index: the first index of its log
+// once restarted, from which Raft refuses (panics on) a smaller commit.
+// Restarted from its engine, it comes up (loadRaftState raises the commit
+// to the applied index), takes the lease, serves further writes and holds
+// every acknowledged one.
+func TestRestartAfterSnapshotInSameTerm(t *testing.T) {
+	engines := map[uint64]*hardStateWatch{}
+	tc := newTestClusterOn(t, 3, func(node uint64) storage.Engine {
+		engines[node] = &hardStateWatch{MemEngine: storage.NewMem()}
+		return engines[node]
+	}, nil, func(c *Config) { c.LogKeepEntries = 5 })
+	tc.moveLease(1)
+	const lag = 3
+	acked := map[string]string{}
+	for i := range 10 {
+		k, v := fmt.Sprintf("a%02d", i), "v"
+		tc.put(k, v)
+		acked[k] = v
+	}
+	tc.waitReplicated(acked)
+	// Node 3 keeps running but hears nothing, and with its clock held
+	// starts no election: its term and vote stay the leader's.
+	tc.holdTicks(true, lag)
+	tc.net.Isolate(lag, tc.nodes, true)
+	r3 := tc.stores[lag].GetReplica(testRangeID)
+	behind := r3.applied.Load()
+	for i := range 60 { // the leader truncates its log past node 3's
+		k, v := fmt.Sprintf("b%02d", i), fmt.Sprint(i)
+		tc.put(k, v)
+		acked[k] = v
+	}
+	ld := tc.leader(testRangeID)
+	ld.mu.Lock()
+	leaderTruncated := ld.mu.state.GetTruncatedIndex()
+	ld.mu.Unlock()
+	if leaderTruncated <= behind {
+		t.Fatalf("the leader's log starts at %d, node 3 applied %d: no snapshot is needed", leaderTruncated+1, behind)
+	}
+	e := engines[lag]
+	e.mu.Lock()
+	writtenBefore := e.written
+	e.mu.Unlock()
+	r3.mu.Lock()
+	before := r3.mu.raw.Status()
+	r3.mu.Unlock()
+
+	tc.net.Isolate(lag, tc.nodes, false)
+	waitFor(t, func() bool { return r3.applied.Load() >= leaderTruncated })
+	if tc.stores[lag].stats.SnapshotsReceived.Load() == 0 {
+		t.Fatal("node 3 caught up without a snapshot")
+	}
+	r3.mu.Lock()
+	after := r3.mu.raw.Status()
+	truncated := r3.mu.state.GetTruncatedIndex()
+	r3.mu.Unlock()
+	e.mu.Lock()
+	written, onDisk := e.written, e.last.GetCommit()
+	e.mu.Unlock()
+	if after.GetTerm() != before.GetTerm() || after.GetVote() != before.GetVote() || written != writtenBefore {
+		t.Fatalf("node 3 went from term %d vote %d to term %d vote %d and wrote %d HardStates installing the snapshot: the case is not reached",
+			before.GetTerm(), before.GetVote(), after.GetTerm(), after.GetVote(), written-writtenBefore)
+	}
+	if onDisk >= truncated {
+		t.Fatalf("node 3's commit index on disk (%d) reached its log's start (%d): the case is not reached", onDisk, truncated)
+	}
+
+	tc.crash(lag)
+	tc.startStoreOn(lag, e)
+	tc.moveLease(lag) // node 3 then serves the writes and reads below
+	for i := range 10 {
+		k, v := fmt.Sprintf("c%02d", i), "v"
+		tc.put(k, v)
+		acked[k] = v
+	}
+	tc.checkAcknowledged(t, acked)
+}
