@@ -116,8 +116,16 @@ func NewPlanner(p Policy, interval time.Duration, migrationRate float64) *Planne
 }
 
 // SetPolicy changes the policy from the next round; a new season restarts
-// the forecaster.
+// the forecaster, and another controller (or scaling turned on or off)
+// restarts the count of rounds over the thresholds and the time the load
+// has fit in fewer nodes: what was seen while another controller was in
+// charge is not the new one's evidence (bench elastic warms up under the
+// static controller, and combined then scaled out on its first round,
+// over the SLO "for 21 rounds").
 func (pl *Planner) SetPolicy(p Policy) {
+	if p.Controller != pl.policy.Controller || p.Enabled != pl.policy.Enabled {
+		pl.overRounds, pl.fitsSince = 0, time.Time{}
+	}
 	if p.Season != pl.policy.Season || p.NodeStartTime+p.Horizon != pl.policy.NodeStartTime+pl.policy.Horizon {
 		pl.fc = NewForecaster(pl.steps(p.Season), pl.steps(p.NodeStartTime+p.Horizon))
 	}

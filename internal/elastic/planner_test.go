@@ -124,6 +124,39 @@ func TestPlannerStaticNeverMoves(t *testing.T) {
 	}
 }
 
+// TestPlannerSwitchStartsFresh: rounds over the SLO and a load that fits
+// in fewer nodes, seen while the static controller was in charge, are no
+// evidence for the controller switched to: it acts only after its own
+// ReactAfter rounds over the SLO and its own ScaleInAfter (bench elastic
+// warms up under static, then switches to combined, which scaled out on
+// its first round "for 21 rounds").
+func TestPlannerSwitchStartsFresh(t *testing.T) {
+	p := testPolicy(Combined)
+	for _, tc := range []struct {
+		name    string
+		offered float64
+		acts    int // the round after the switch on which combined acts
+	}{
+		{"overloaded", 19000, p.ReactAfter},                      // 95%: p99 40 ms
+		{"oversized", 2000, int(p.ScaleInAfter/time.Second) + 1}, // fits in one node
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testPolicy(Static), 2)
+			for range 2 * tc.acts {
+				if o := c.round(tc.offered); o.Delta != 0 {
+					t.Fatalf("static acted: %+v", o)
+				}
+			}
+			c.pl.SetPolicy(p)
+			for i := 1; i <= tc.acts; i++ {
+				if o := c.round(tc.offered); (o.Delta != 0) != (i == tc.acts) {
+					t.Fatalf("round %d after the switch: delta %d, want a first action on round %d (%s)", i, o.Delta, tc.acts, o.Reason)
+				}
+			}
+		})
+	}
+}
+
 func TestPlannerCombinedDistrustsABadForecast(t *testing.T) {
 	c := newCluster(t, testPolicy(Combined), 2)
 	// A load that jumps between two levels every few seconds: the

@@ -26,7 +26,7 @@ func (r *Reporter) sample(now time.Time) {
 			continue
 		}
 		c := rangeload.Counters{Requests: rep.Requests(), Reads: rep.Reads(), HotKeyShare: rep.HotKeyShare(),
-			Span: rangeload.SpanOf(d), Term: rep.LeaderTerm()}
+			Span: rangeload.SpanOf(d), Term: rep.LeaderTerm(), SpanChanges: rep.SpanChanges()}
 		if n, err := sizes.RangeSize(rep, d.GetGeneration(), recount); err == nil {
 			c.Bytes = n
 		}

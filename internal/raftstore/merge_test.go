@@ -111,6 +111,14 @@ func TestMergeTakesOverTheFrozenNeighbour(t *testing.T) {
 		}
 		return true
 	})
+	// Back at its span, yet with the split and the merge counted (and
+	// not the replica changes or the freeze): load samples must not take
+	// the counters as the whole span's across them (rangeload).
+	for _, s := range tc.stores {
+		if n := s.GetReplica(testRangeID).SpanChanges(); n != 2 {
+			t.Fatalf("node %d: %d span changes after a split and a merge, want 2", s.nodeID, n)
+		}
+	}
 	for i := range 20 {
 		if v, ok := tc.get(fmt.Sprintf("k%02d", i)); !ok || v != fmt.Sprintf("v%d", i) {
 			t.Fatalf("k%02d after the merge: %q %v", i, v, ok)

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -42,7 +43,9 @@ type Replica struct {
 	// samples their keys (splitkeys.go).
 	requests atomic.Uint64
 	reads    atomic.Uint64
-	load     loadSampler
+	// spanChanges counts changes of the descriptor's span (SpanChanges).
+	spanChanges atomic.Uint64
+	load        loadSampler
 	// layout is how reads find the range's data (layout.go); never nil.
 	layout atomic.Pointer[layoutView]
 	// gcThreshold is the range's GC threshold as reads check it
@@ -242,6 +245,13 @@ func (r *Replica) Reads() uint64 { return r.reads.Load() }
 // Requests is the number of KV requests this replica has served.
 func (r *Replica) Requests() uint64 { return r.requests.Load() }
 
+// SpanChanges counts the changes of the replica's key span (a split or
+// merge applied, a snapshot of another span) since it was loaded: a
+// split and a merge back between two load samples leave the span as it
+// was, yet Requests missed what the right-hand side served meanwhile.
+// Replica changes leave it as it is.
+func (r *Replica) SpanChanges() uint64 { return r.spanChanges.Load() }
+
 // LeaderNodeID returns the node of the current leader, 0 if unknown.
 func (r *Replica) LeaderNodeID() uint64 { return r.leaderNode.Load() }
 
@@ -313,6 +323,9 @@ func (r *Replica) learnPeerLocked(id, node uint64) {
 }
 
 func (r *Replica) setDescLocked(d *tidekvpb.RangeDescriptor) {
+	if old := r.desc.Load(); old != nil && (!bytes.Equal(old.GetStartKey(), d.GetStartKey()) || !bytes.Equal(old.GetEndKey(), d.GetEndKey())) {
+		r.spanChanges.Add(1)
+	}
 	r.mu.state.Desc = d
 	r.desc.Store(d)
 	for _, rd := range d.GetReplicas() {

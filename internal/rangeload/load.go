@@ -19,10 +19,13 @@ type Load struct {
 	// Term is the Raft term of the lease the sample was taken under (0: not
 	// the leaseholder); Stale says the sample does not cover a whole
 	// window of that lease over this span (the lease or the span is newer
-	// than the previous sample), so its rates understate the load and
+	// than the previous sample, or the span changed and came back), so its rates understate the load and
 	// placement must not act on them.
 	Term  uint64
 	Stale bool
+	// SpanChanges is the replica's count of changes of its span when the
+	// sample was taken (Counters.SpanChanges).
+	SpanChanges uint64
 	// Changing: the leaseholder was running a replica change; Garbage,
 	// its GC queue's estimate (both only in the meta range's copy of
 	// reports).
@@ -42,6 +45,11 @@ type Counters struct {
 	HotKeyShare float64
 	Span        Span
 	Term        uint64
+	// SpanChanges counts the replica's span changes (splits and merges
+	// applied) since it was loaded: a split and a merge back within one
+	// window leave the span as it was, but the counters missed the
+	// requests the right-hand side served meanwhile.
+	SpanChanges uint64
 	// Writes are the window's writes by origin (taken, so reset, by the
 	// reader).
 	Writes map[string]uint64
@@ -51,7 +59,8 @@ type Counters struct {
 // the span, not the descriptor's generation: a replica change (a learner
 // or voter added or removed) bumps the generation but leaves the span,
 // and the replica's counters, as they were, so its rates stay continuous;
-// only a split or a merge makes the counted requests another span's.
+// only a split or a merge makes the counted requests another span's (and
+// a split with a merge back, the span unchanged: Counters.SpanChanges).
 type Span struct{ Start, End []byte }
 
 // SpanOf is the span of a range descriptor.
@@ -87,7 +96,8 @@ func (t *Tracker) Sample(now time.Time, cs map[uint64]Counters) map[uint64]Load 
 	dt := now.Sub(t.at).Seconds()
 	for id, c := range cs {
 		counts[id] = [2]uint64{c.Requests, c.Reads}
-		l := Load{Bytes: c.Bytes, Keys: c.Keys, HotKeyShare: c.HotKeyShare, Span: c.Span, Term: c.Term, Stale: true}
+		l := Load{Bytes: c.Bytes, Keys: c.Keys, HotKeyShare: c.HotKeyShare, Span: c.Span, Term: c.Term, Stale: true,
+			SpanChanges: c.SpanChanges}
 		if prev, ok := t.counts[id]; ok && dt > 0 && c.Requests >= prev[0] && c.Reads >= prev[1] {
 			l.QPS = float64(c.Requests-prev[0]) / dt
 			l.ReadQPS = float64(c.Reads-prev[1]) / dt
@@ -149,10 +159,10 @@ func (t *Tracker) Of(rangeID uint64, span Span, term uint64, size func() (bytes,
 }
 
 // CoversWindow reports whether sample cur covers a whole window of one
-// lease: this node led the range in the same term, with the same span, at
-// the previous sample prev as well.
+// lease: this node led the range in the same term, with the same span and
+// no split or merge in between, at the previous sample prev as well.
 func CoversWindow(prev, cur Load) bool {
-	return cur.Term != 0 && prev.Term == cur.Term && prev.Span.Equal(cur.Span)
+	return cur.Term != 0 && prev.Term == cur.Term && prev.Span.Equal(cur.Span) && prev.SpanChanges == cur.SpanChanges
 }
 
 // perSecond turns a window's counts into rates (nil for none).

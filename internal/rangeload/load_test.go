@@ -24,6 +24,7 @@ func TestCoversWindow(t *testing.T) {
 		{"not the leaseholder", Load{Term: 0, Span: ac}, Load{Term: 0, Span: ac}, false},
 		{"split in the window", Load{Term: 5, Span: ac}, Load{Term: 5, Span: ab}, false},
 		{"merged in the window", Load{Term: 5, Span: ab}, Load{Term: 5, Span: ac}, false},
+		{"split and merged back in the window", Load{Term: 5, Span: ac}, Load{Term: 5, Span: ac, SpanChanges: 2}, false},
 	} {
 		if got := CoversWindow(c.prev, c.cur); got != c.want {
 			t.Errorf("%s: CoversWindow = %v, want %v", c.name, got, c.want)
@@ -92,5 +93,27 @@ func TestFreshnessFollowsSpan(t *testing.T) {
 		if l := sample(&tr, 3, 900, c.to); l.Stale || l.QPS != 100 {
 			t.Errorf("%s: second sample over the new span = %+v, want fresh at 100 requests/s", c.name, l)
 		}
+	}
+}
+
+// A split and a merge back to the same span within one window leave the
+// span as it was, but the left side's counters missed what the right side
+// served in between: stale until a whole window is counted after them.
+func TestFreshnessAfterSplitAndMergeBack(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	var tr Tracker
+	sample := func(s int, requests, changes uint64) Load {
+		return tr.Sample(t0.Add(time.Duration(s)*3*time.Second),
+			map[uint64]Counters{1: {Requests: requests, Span: ac, Term: 5, SpanChanges: changes}})[1]
+	}
+	sample(0, 0, 0)
+	if l := sample(1, 300, 0); l.Stale {
+		t.Fatalf("sample before the split = %+v, want fresh", l)
+	}
+	if l := sample(2, 400, 2); !l.Stale {
+		t.Errorf("sample over a split and merge back = %+v, want stale", l)
+	}
+	if l := sample(3, 700, 2); l.Stale || l.QPS != 100 {
+		t.Errorf("next sample = %+v, want fresh at 100 requests/s", l)
 	}
 }
