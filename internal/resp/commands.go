@@ -59,8 +59,10 @@ type cmdSpec struct {
 	arity  int
 	noAuth bool // allowed before AUTH
 	fn     func(*call)
-	// stat is the command's stat id (stats.go).
-	stat int
+	// stat is the command's stat id (stats.go), subStats its listed
+	// subcommands' (nil for a command without them).
+	stat     int
+	subStats map[string]int
 }
 
 var commands map[string]cmdSpec

@@ -55,7 +55,7 @@ func (s *Server) prepare(st *connState, cmd [][]byte) *prepared {
 		return &prepared{stat: -1, errMsg: "ERR unknown command '" + trunc(args[0]) + "', with args beginning with: " + argsPreview(args[1:])}
 	}
 	spec := commands[name]
-	stat := statOf(spec, name, args)
+	stat := statOf(spec, args)
 	if !st.authed && !spec.noAuth {
 		return &prepared{stat: stat, errMsg: "NOAUTH Authentication required."}
 	}

@@ -46,36 +46,31 @@ var subcommands = map[string][]string{
 	"script":   {"debug", "exists", "flush", "help", "kill", "load"},
 }
 
-// statNames are the names INFO gives the stats, by id; subStats the ids
-// of each container's subcommands.
-var (
-	statNames []string
-	subStats  map[string]map[string]int
-)
+// statNames are the names INFO gives the stats, by id.
+var statNames []string
 
 // numberStats gives every command and listed subcommand its stat id
 // (called once the table is complete).
 func numberStats() {
-	subStats = map[string]map[string]int{}
 	for _, name := range slices.Sorted(maps.Keys(commands)) {
 		spec := commands[name]
 		spec.stat = len(statNames)
-		commands[name] = spec
 		statNames = append(statNames, name)
 		if subs := subcommands[name]; subs != nil {
-			subStats[name] = map[string]int{}
+			spec.subStats = map[string]int{}
 			for _, sub := range subs {
-				subStats[name][sub] = len(statNames)
+				spec.subStats[sub] = len(statNames)
 				statNames = append(statNames, name+"|"+sub)
 			}
 		}
+		commands[name] = spec
 	}
 }
 
 // statOf is the stat id of a call of a known command: its subcommand's for
 // a container given one (-1 for an unknown subcommand), else its own.
-func statOf(spec cmdSpec, name string, args [][]byte) int {
-	subs := subStats[name]
+func statOf(spec cmdSpec, args [][]byte) int {
+	subs := spec.subStats
 	if subs == nil || len(args) < 2 {
 		return spec.stat
 	}
