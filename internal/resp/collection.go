@@ -152,6 +152,14 @@ type collTx struct {
 	key    []byte
 	marker []byte
 	m      meta
+	// batch is the most keys one read of the transaction asks for
+	// (MaxBatchKeys).
+	batch int
+}
+
+// newColl is a new collection of type marker at key, inside tx.
+func (x *call) newColl(tx TxnKV, key, marker []byte) *collTx {
+	return &collTx{ctx: x.ctx, tx: tx, key: key, marker: marker, m: newMeta(marker), batch: x.s.cfg.MaxBatchKeys}
 }
 
 // wrongType is returned by a transaction's function to abort it with
@@ -203,13 +211,12 @@ func (x *call) collTxnReading(key, marker []byte, members [][]byte, fn func(t *c
 
 // openColl reads the collection's metadata inside tx.
 func (x *call) openColl(tx TxnKV, key, marker []byte) (*collTx, error) {
-	t := &collTx{ctx: x.ctx, tx: tx, key: key, marker: marker}
+	t := x.newColl(tx, key, marker)
 	r, err := tx.Get(x.ctx, encKey(key))
 	if err != nil {
 		return nil, err
 	}
 	if !r.Found {
-		t.m = newMeta(marker)
 		return t, nil
 	}
 	m, ok := decodeMeta(marker, r.Value)
