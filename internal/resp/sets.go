@@ -92,29 +92,43 @@ func (t *collTx) add(m []byte) error {
 	return t.tx.Put(t.ctx, t.posKey(i), m)
 }
 
-// remove removes the distinct members ms, at positions ps: the members
-// at the positions past the new count that stay move into the freed
-// positions below it (read in one call), and those last positions go.
+// remove removes the distinct members ms, at positions ps (release).
 func (t *collTx) remove(ms [][]byte, ps []uint64) error {
-	n := t.m.a
-	left := n - uint64(len(ms))
+	movers, err := t.membersAt(t.tail(ps))
+	if err != nil {
+		return err
+	}
+	return t.release(ms, ps, movers)
+}
+
+// tail is the positions past the count that removing the members at ps
+// leaves whose members stay: they move into the positions freed below it.
+func (t *collTx) tail(ps []uint64) []uint64 {
+	left := t.m.a - uint64(len(ps))
 	freed := make(map[uint64]bool, len(ps))
-	var holes []uint64
 	for _, p := range ps {
 		freed[p] = true
+	}
+	var out []uint64
+	for p := left; p < t.m.a; p++ {
+		if !freed[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// release removes the distinct members ms, at positions ps: movers, the
+// members at t.tail(ps), move into the positions freed below the new
+// count, and the positions past it go.
+func (t *collTx) release(ms [][]byte, ps []uint64, movers [][]byte) error {
+	n := t.m.a
+	left := n - uint64(len(ms))
+	var holes []uint64
+	for _, p := range ps {
 		if p < left {
 			holes = append(holes, p)
 		}
-	}
-	var tail []uint64
-	for p := left; p < n; p++ {
-		if !freed[p] {
-			tail = append(tail, p)
-		}
-	}
-	movers, err := t.membersAt(tail)
-	if err != nil {
-		return err
 	}
 	put := func(k, v []byte) error { return t.tx.Put(t.ctx, k, v) }
 	for i, m := range movers {
@@ -388,13 +402,15 @@ func cmdSPop(x *call) {
 		if t.m.a == 0 || n == 0 {
 			return false, nil
 		}
+		// The members drawn and those that will move into their
+		// positions, in one read.
 		ps := drawPositions(t.m.a, n, x.s.cfg.randN)
-		pool, err := t.membersAt(ps)
+		read, err := t.membersAt(append(ps, t.tail(ps)...))
 		if err != nil {
 			return false, err
 		}
-		drawn = pool
-		return true, t.remove(pool, ps)
+		drawn = read[:len(ps)]
+		return true, t.release(drawn, ps, read[len(ps):])
 	})
 	switch {
 	case err != nil:
