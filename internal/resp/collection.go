@@ -98,7 +98,8 @@ type meta struct {
 	// ver is bumped by every change.
 	ver uint64
 	// a, b: a list's head (its first element's index) and tail (one past
-	// its last); a set's member count and nothing.
+	// its last); a set's member count and setNumbered (0: written before
+	// sets were numbered, sets.go).
 	a, b uint64
 	// expiry is the metadata's, kept by every change as Redis keeps a
 	// collection's TTL.
@@ -133,8 +134,11 @@ func decodeMeta(marker, v []byte) (meta, bool) {
 // an earlier one at the key is not read as its elements.
 func newMeta(marker []byte) meta {
 	m := meta{gen: rand.Uint64()}
-	if bytes.Equal(marker, listMarker) {
+	switch {
+	case bytes.Equal(marker, listMarker):
 		m.a, m.b = listOrigin, listOrigin
+	case bytes.Equal(marker, setMarker):
+		m.b = setNumbered
 	}
 	return m
 }

@@ -23,6 +23,46 @@ import (
 // after a gap and, after pops, steps over the deletions they left. Adding
 // a member gives it the next position; removing members moves the members
 // at the last positions into the freed ones, so positions stay 0..count-1.
+//
+// A set written by a TideKV before the numbering (its metadata's b is 0,
+// not setNumbered; member values empty) keeps being served as it was:
+// SADD and SREM write only member keys, SPOP and SRANDMEMBER draw by
+// scanning (draw). A write to one of at most maxNumbering members (those
+// the command names included) numbers it first, in its transaction
+// (numberSmall), so small sets become numbered as they are used.
+
+// setNumbered, in a set's metadata b, says its members are numbered.
+const setNumbered = 1
+
+// maxNumbering is the most members of a set not numbered, with those the
+// writing command names, that the write numbers in its transaction: two
+// keys written a member, well within a transaction's 10,000.
+const maxNumbering = 1000
+
+// numbered reports whether the set's members have positions.
+func (t *collTx) numbered() bool { return t.m.b == setNumbered }
+
+// numberSmall numbers the members of a set not numbered, if it and the n
+// members a write names are at most maxNumbering, inside the write's
+// transaction; numbered reports whether it did (the metadata is to be
+// saved).
+func (t *collTx) numberSmall(n int) (numbered bool, err error) {
+	if !t.m.exists || t.numbered() || t.m.a+uint64(n) > maxNumbering {
+		return false, nil
+	}
+	pre := elemPrefix(t.key, t.m.gen)
+	kvs, err := t.tx.Scan(t.ctx, pre, prefixEnd(pre), int(t.m.a))
+	if err != nil {
+		return false, err
+	}
+	t.m.a, t.m.b = 0, setNumbered
+	for _, kv := range kvs {
+		if err := t.add(kv.Key[len(pre):]); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
 
 // posGen is the generation under which the positions of the set of
 // generation gen are kept: another span than its members', so scans of
@@ -34,7 +74,8 @@ func (t *collTx) posKey(i uint64) []byte {
 	return binary.BigEndian.AppendUint64(elemPrefix(t.key, posGen(t.m.gen)), i)
 }
 
-// positions reads where each of ms is (-1: not a member), in one call.
+// positions reads where each of ms is (-1: not a member; 0 for every
+// member of a set not numbered), in one call.
 func (t *collTx) positions(ms [][]byte) ([]int64, error) {
 	keys := make([][]byte, len(ms))
 	for i, m := range ms {
@@ -49,8 +90,10 @@ func (t *collTx) positions(ms [][]byte) ([]int64, error) {
 		switch {
 		case !r.Found:
 			at[i] = -1
+		case !t.numbered():
+			at[i] = 0
 		case len(r.Value) != 8:
-			return nil, errNoPositions
+			return nil, errPositions
 		default:
 			at[i] = int64(binary.BigEndian.Uint64(r.Value))
 		}
@@ -58,9 +101,9 @@ func (t *collTx) positions(ms [][]byte) ([]int64, error) {
 	return at, nil
 }
 
-// errNoPositions: a set whose members have no positions, which only a
-// TideKV before them wrote (docs/redis.md).
-var errNoPositions = errors.New("set without member positions (written by an older TideKV): rewrite it (SMEMBERS, DEL, SADD)")
+// errPositions: a numbered set whose member keys and position keys
+// disagree, which no TideKV command leaves.
+var errPositions = errors.New("set member positions disagree with its members")
 
 // membersAt reads the members at positions ps, in one call per MaxBatchKeys.
 func (t *collTx) membersAt(ps []uint64) ([][]byte, error) {
@@ -75,16 +118,21 @@ func (t *collTx) membersAt(ps []uint64) ([][]byte, error) {
 	out := make([][]byte, len(rs))
 	for i, r := range rs {
 		if !r.Found {
-			return nil, errNoPositions
+			return nil, errPositions
 		}
 		out[i] = r.Value
 	}
 	return out, nil
 }
 
-// add makes m, not a member, a member at the next position.
+// add makes m, not a member, a member at the next position (of a set not
+// numbered: a member).
 func (t *collTx) add(m []byte) error {
 	i := t.m.a
+	if !t.numbered() {
+		t.m.a++
+		return t.tx.Put(t.ctx, t.elemKey(m), nil)
+	}
 	if err := t.tx.Put(t.ctx, t.elemKey(m), binary.BigEndian.AppendUint64(nil, i)); err != nil {
 		return err
 	}
@@ -92,8 +140,18 @@ func (t *collTx) add(m []byte) error {
 	return t.tx.Put(t.ctx, t.posKey(i), m)
 }
 
-// remove removes the distinct members ms, at positions ps (release).
+// remove removes the distinct members ms, at positions ps (release; ps
+// unused for a set not numbered).
 func (t *collTx) remove(ms [][]byte, ps []uint64) error {
+	if !t.numbered() {
+		for _, m := range ms {
+			if err := t.tx.Delete(t.ctx, t.elemKey(m)); err != nil {
+				return err
+			}
+		}
+		t.m.a -= uint64(len(ms))
+		return nil
+	}
 	movers, err := t.membersAt(t.tail(ps))
 	if err != nil {
 		return err
@@ -150,6 +208,17 @@ func (t *collTx) release(ms [][]byte, ps []uint64, movers [][]byte) error {
 	return nil
 }
 
+// draw reads, inside the transaction, members of a set not numbered to
+// draw n of (drawKeys): all of them (whole) or n from a random point of
+// the member keys on.
+func (t *collTx) draw(n int) (out [][]byte, whole bool, err error) {
+	kvs, whole, err := drawKeys(t.ctx, t.tx, elemPrefix(t.key, t.m.gen), int(t.m.a), n, t.batch)
+	for _, kv := range kvs {
+		out = append(out, kv.Key)
+	}
+	return out, whole, err
+}
+
 // drawPositions is n distinct positions of [0, card) drawn uniformly, in
 // random order (all of them, shuffled, when n >= card): a Fisher-Yates
 // shuffle of [0, card) stopped after n steps, the positions it moved kept
@@ -196,6 +265,10 @@ func cmdSAddRem(x *call) {
 		if !add && !t.m.exists {
 			return false, nil
 		}
+		numbered, err := t.numberSmall(len(members))
+		if err != nil {
+			return false, err
+		}
 		at, err := t.positions(members)
 		if err != nil {
 			return false, err
@@ -219,7 +292,7 @@ func cmdSAddRem(x *call) {
 				return false, err
 			}
 		}
-		return n > 0, nil
+		return n > 0 || numbered, nil
 	})
 	if err != nil {
 		writeCASErr(x.c, err)
@@ -402,6 +475,19 @@ func cmdSPop(x *call) {
 		if t.m.a == 0 || n == 0 {
 			return false, nil
 		}
+		if _, err := t.numberSmall(n); err != nil {
+			return false, err
+		}
+		if !t.numbered() {
+			pool, whole, err := t.draw(n)
+			if err != nil {
+				return false, err
+			}
+			if drawn = pool; whole {
+				drawn = sample(pool, n, x.s.cfg.randN)
+			}
+			return true, t.remove(drawn, nil)
+		}
 		// The members drawn and those that will move into their
 		// positions, in one read.
 		ps := drawPositions(t.m.a, n, x.s.cfg.randN)
@@ -446,6 +532,13 @@ func cmdSRandMember(x *call) {
 		if err != nil || t.m.a == 0 {
 			return err
 		}
+		if !t.numbered() {
+			drawn, whole, err = t.draw(want)
+			if whole && count >= 0 {
+				drawn = sample(drawn, want, x.s.cfg.randN)
+			}
+			return err
+		}
 		var ps []uint64
 		whole = count < 0 && (uint64(want) >= t.m.a || int64(want) != -count)
 		switch {
@@ -472,13 +565,14 @@ func cmdSRandMember(x *call) {
 	case len(x.args) == 2:
 		x.c.WriteBulk(drawn[0])
 	case count < 0 && len(drawn) > 0:
-		// Each of -count draws anew: the positions drawn, or draws
-		// from the whole set.
+		// Each of -count draws anew from the whole set; else the
+		// members drawn (of a set not numbered: read from a random
+		// point, fewer than -count) in turn.
 		out, ok := repeatedDraws(x, -count, func(i int64) []byte {
 			if whole {
 				return drawn[x.s.cfg.randN(len(drawn))]
 			}
-			return drawn[i]
+			return drawn[i%int64(len(drawn))]
 		}, func(d []byte) int { return len(d) })
 		if ok {
 			writeBulks(x, out)
@@ -559,6 +653,15 @@ func cmdSMove(x *call) {
 		if moved = err == nil && at[0] >= 0; !moved || bytes.Equal(src, dst) {
 			return err
 		}
+		// Only a set the move writes is numbered (its numbering is saved
+		// with the move), and then read again.
+		renumbered, err := from.numberSmall(1)
+		if err == nil && renumbered {
+			at, err = from.positions([][]byte{member})
+		}
+		if err != nil {
+			return err
+		}
 		if err := from.remove([][]byte{member}, []uint64{uint64(at[0])}); err != nil {
 			return err
 		}
@@ -566,6 +669,9 @@ func cmdSMove(x *call) {
 			return err
 		}
 		if at, err = to.positions([][]byte{member}); err != nil || at[0] >= 0 {
+			return err
+		}
+		if _, err := to.numberSmall(1); err != nil {
 			return err
 		}
 		if err := to.add(member); err != nil {
