@@ -62,6 +62,9 @@ type Deps struct {
 	Metrics                  Metrics
 	// Stopped is closed when the node stops: heartbeats end.
 	Stopped <-chan struct{}
+	// Ticker makes a heartbeat loop's ticker (nil: a time.Ticker's ticks
+	// and Stop); tests tick it by hand.
+	Ticker func(every time.Duration) (ticks <-chan time.Time, stop func())
 }
 
 // Metrics are the coordinator's counters, registered by the node.
@@ -450,15 +453,15 @@ func (c *Coordinator) checkLimits(t *openTxn, ops []*tidekvpb.WriteOp) error {
 // (pushed after a missed heartbeat) stops t.
 func (c *Coordinator) heartbeat(t *openTxn, beating chan struct{}) {
 	defer close(beating)
-	tick := time.NewTicker(c.deps.Config.HeartbeatInterval)
-	defer tick.Stop()
+	ticks, stop := c.ticker()
+	defer stop()
 	for {
 		select {
 		case <-t.done:
 			return
 		case <-c.deps.Stopped:
 			return
-		case <-tick.C:
+		case <-ticks:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.deps.Config.HeartbeatInterval)
 		rec, err := c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
@@ -468,6 +471,15 @@ func (c *Coordinator) heartbeat(t *openTxn, beating chan struct{}) {
 			return
 		}
 	}
+}
+
+// ticker is a heartbeat loop's ticker (Deps.Ticker).
+func (c *Coordinator) ticker() (<-chan time.Time, func()) {
+	if c.deps.Ticker != nil {
+		return c.deps.Ticker(c.deps.Config.HeartbeatInterval)
+	}
+	tk := time.NewTicker(c.deps.Config.HeartbeatInterval)
+	return tk.C, tk.Stop
 }
 
 // forget ends t's life on this node: no more heartbeats or deadline.
