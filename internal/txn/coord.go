@@ -101,9 +101,9 @@ type openTxn struct {
 	written map[string]bool
 	bytes   int64
 	done    chan struct{}
-	// beating is closed when the heartbeat loop has stopped (nil: never
-	// started): a heartbeat landing after the record is removed would
-	// make it again.
+	// beating is closed when the heartbeat loop has stopped (nil: no
+	// two-phase commit began): a heartbeat landing after the record is
+	// removed would make it again.
 	beating chan struct{}
 	timer   *time.Timer
 	fail    atomic.Pointer[error]
@@ -449,12 +449,10 @@ func (c *Coordinator) checkLimits(t *openTxn, ops []*tidekvpb.WriteOp) error {
 	return err
 }
 
-// heartbeat keeps t's record alive until t ends; a record found aborted
-// (pushed after a missed heartbeat) stops t.
-func (c *Coordinator) heartbeat(t *openTxn, beating chan struct{}) {
-	defer close(beating)
-	ticks, stop := c.ticker()
-	defer stop()
+// heartbeat keeps t's record alive, a heartbeat on each of ticks, until t
+// ends or the node stops. A record found aborted (pushed after a missed
+// heartbeat) stops t and the loop: a final record is left as it is.
+func (c *Coordinator) heartbeat(t *openTxn, ticks <-chan time.Time) {
 	for {
 		select {
 		case <-t.done:
