@@ -70,8 +70,8 @@ func realCacheDir(ro *cachebench.RealOptions) (func(), error) {
 // --scenario paper-fig3 --real --json`: the real run, and the model's
 // run of the same variant and config.
 type realFig3Report struct {
-	Scenario string                `json:"scenario"`
-	NodeCPUs float64               `json:"node_cpus"`
+	Scenario string                 `json:"scenario"`
+	NodeCPUs float64                `json:"node_cpus"`
 	Real     cachebench.RealFig3Run `json:"real"`
 	Model    cachebench.Fig3Run     `json:"model"`
 }
