@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/tidekv/tidekv/api/keyspace"
@@ -106,12 +107,15 @@ func startCache(ctx context.Context, o RealOptions, dir string, s cacheSpec) (*c
 	for {
 		per, _, err := c.shares(ctx)
 		least, most, total := keyspace.HashSlices, 0, 0
+		var counts []int
 		for _, n := range per {
 			least, most, total = min(least, n.ranges), max(most, n.ranges), total+n.ranges
+			counts = append(counts, n.ranges)
 		}
 		spread := err == nil && len(per) == s.nodes && total == keyspace.HashSlices && most-least <= 1
 		if spread || time.Now().After(deadline) || ctx.Err() != nil {
-			fmt.Fprintf(o.Progress, "%d nodes, key space %q (%s, %s a node): slices spread evenly: %v\n", s.nodes, cacheName, onFull, mib(s.capacity), spread)
+			slices.Sort(counts)
+			fmt.Fprintf(o.Progress, "%d nodes, key space %q (%s, %s a node): slices per node %v (spread evenly: %v)\n", s.nodes, cacheName, onFull, mib(s.capacity), counts, spread)
 			return c, ctx.Err()
 		}
 		time.Sleep(time.Second)
