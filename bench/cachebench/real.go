@@ -71,9 +71,13 @@ type cacheCluster struct {
 // up to a minute, for its hash slices to spread evenly over the nodes,
 // as a key space created ahead of its use is.
 func startCache(ctx context.Context, o RealOptions, dir string, s cacheSpec) (*cacheCluster, error) {
-	var extra []string
+	// Replication factor 1 for the whole cluster, not only the key space:
+	// with the default 3, the autoscaler's floor (the replication factor)
+	// started a third node before the load, and a static cluster of 2 held
+	// the meta range on both.
+	extra := []string{"--replication-factor", "1"}
 	if s.grow {
-		extra = launcher.AutoscaleArgs(s.maxNodes, o.NodeCPUs)
+		extra = append(extra, launcher.AutoscaleArgs(s.maxNodes, o.NodeCPUs)...)
 	}
 	cl, stop, err := elasticbench.StartCluster(ctx, o.Binary, dir, s.nodes, o.NodeCPUs, extra, o.Progress)
 	if err != nil {

@@ -129,13 +129,12 @@ func runRealVariant(ctx context.Context, cfg Fig3Config, o RealOptions, spec cac
 			queries++
 		}
 		time.Sleep(time.Until(at.Add(time.Second)))
+		// A join is a live count above any seen: a node that misses a
+		// heartbeat and comes back has not joined again.
 		live := nodes.live()
-		if live > lastNodes {
-			for range live - lastNodes {
-				run.JoinedSteps = append(run.JoinedSteps, step+1)
-			}
+		for ; lastNodes < live; lastNodes++ {
+			run.JoinedSteps = append(run.JoinedSteps, step+1)
 		}
-		lastNodes = live
 		run.NodeSteps += live
 		if (step+1)%cfg.BucketSteps == 0 || step == cfg.Steps-1 {
 			// The origin's calls in the bucket are its misses: a read

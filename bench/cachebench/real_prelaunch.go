@@ -141,12 +141,9 @@ func runPrelaunchVariant(ctx context.Context, cfg PrelaunchConfig, o RealOptions
 				continue
 			}
 			at := time.Since(start).Seconds()
-			if live > last {
-				for range live - last {
-					run.JoinedSeconds = append(run.JoinedSeconds, at)
-				}
+			for ; last < live; last++ { // above any count seen: a join
+				run.JoinedSeconds = append(run.JoinedSeconds, at)
 			}
-			last = live
 			run.NodeSeconds += float64(live)
 			fullest := 0.0
 			for _, s := range per {
