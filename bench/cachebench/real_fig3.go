@@ -76,7 +76,10 @@ func RunRealFig3(ctx context.Context, cfg Fig3Config, o RealOptions) ([]RealFig3
 	var out []RealFig3Run
 	for _, rate := range cfg.Rates {
 		for _, n := range append(slices.Clone(cfg.StaticNodes), 0) {
-			spec := cacheSpec{nodes: n, capacity: cfg.CapacityPerNode, missHandler: org.url}
+			// A static cache keeps the layout it starts with: placement
+			// would otherwise balance its nodes by load and bytes, moving
+			// cached keys between nodes that are all full.
+			spec := cacheSpec{nodes: n, capacity: cfg.CapacityPerNode, missHandler: org.url, settings: map[string]string{"rebalance": "false"}}
 			variant := fmt.Sprintf("static-%d", n)
 			if n == 0 {
 				variant = "elastic"
