@@ -48,8 +48,13 @@ type RealFig3Run struct {
 	Fig3Run
 	// Failed reads: an error, no answer within 2 s, or refused with every
 	// worker busy; NotFound reads came back empty (no read-through).
-	Failed   int `json:"failed"`
-	NotFound int `json:"not_found"`
+	// Neither hit nor missed, so MissRate is over the other reads;
+	// FailedShare is the failed share of each bucket's reads, and
+	// FirstError the first failure's message.
+	Failed      int       `json:"failed"`
+	NotFound    int       `json:"not_found"`
+	FailedShare []float64 `json:"failed_share"`
+	FirstError  string    `json:"first_error,omitempty"`
 	// P99Ms is the reads' 99th percentile latency over the run.
 	P99Ms float64 `json:"p99_ms"`
 	// BytesPerKey is what the cluster counts per key at the end (the
@@ -89,9 +94,9 @@ func RunRealFig3(ctx context.Context, cfg Fig3Config, o RealOptions) ([]RealFig3
 			if err != nil {
 				return out, fmt.Errorf("rate %d, %s: %w", rate, variant, err)
 			}
-			fmt.Fprintf(o.Progress, "rate %d %s: miss rate %.3f, last %d steps %.3f, %d nodes at the end, %d evicted, %d failed\n",
+			fmt.Fprintf(o.Progress, "rate %d %s: miss rate %.3f, last %d steps %.3f, %d nodes at the end, %d evicted, %d failed (%s), failed share per bucket %.2f\n",
 				rate, variant, float64(r.Misses)/float64(max(r.Queries, 1)), cfg.BucketSteps, r.MissRate[len(r.MissRate)-1],
-				r.Nodes[len(r.Nodes)-1], r.Evicted, r.Failed)
+				r.Nodes[len(r.Nodes)-1], r.Evicted, r.Failed, r.FirstError, r.FailedShare)
 			out = append(out, r)
 		}
 	}
@@ -123,7 +128,7 @@ func runRealVariant(ctx context.Context, cfg Fig3Config, o RealOptions, spec cac
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(rate)))
 	org.calls.Store(0)
 	start, lastNodes := time.Now(), spec.nodes
-	misses, queries := int64(0), 0
+	misses, queries, unanswered := int64(0), 0, int64(0)
 	for step := 0; step < cfg.Steps && ctx.Err() == nil; step++ {
 		at := start.Add(time.Duration(step) * time.Second)
 		for q := 0; q < rate; q++ {
@@ -143,18 +148,24 @@ func runRealVariant(ctx context.Context, cfg Fig3Config, o RealOptions, spec cac
 			// The origin's calls in the bucket are its misses: a read
 			// that misses is answered by one call, and reads of a key
 			// already being fetched wait for that call.
-			m := org.calls.Load()
-			run.MissRate = append(run.MissRate, float64(m-misses)/float64(max(queries, 1)))
+			// Reads still in flight at the bucket's end count in the next.
+			m, u := org.calls.Load(), g.failed.Load()+g.notFound.Load()
+			answered := queries - int(u-unanswered)
+			run.MissRate = append(run.MissRate, float64(m-misses)/float64(max(answered, 1)))
+			run.FailedShare = append(run.FailedShare, float64(u-unanswered)/float64(max(queries, 1)))
 			run.Nodes = append(run.Nodes, live)
-			run.Queries += queries
+			run.Queries += answered
 			run.Misses += int(m - misses)
-			misses, queries = m, 0
+			misses, queries, unanswered = m, 0, u
 		}
 	}
 	g.wg.Wait()
 	run.OriginSeconds = float64(run.Misses) * cfg.OriginLatency.Seconds()
 	run.Failed, run.NotFound = int(g.failed.Load()), int(g.notFound.Load())
 	run.P99Ms = g.p99Ms()
+	if e := g.firstErr.Load(); e != nil {
+		run.FirstError = *e
+	}
 	// Evictions reach the catalogue with the nodes' heartbeats (every
 	// second), sizes with the range reports (every 3 s).
 	time.Sleep(4 * time.Second)
@@ -175,6 +186,7 @@ type reader struct {
 	wg       sync.WaitGroup
 	failed   atomic.Int64
 	notFound atomic.Int64
+	firstErr atomic.Pointer[string]
 	mu       sync.Mutex
 	lat      []time.Duration
 }
@@ -184,6 +196,8 @@ func (g *reader) get(ctx context.Context, key []byte) {
 	case g.sem <- struct{}{}:
 	default:
 		g.failed.Add(1)
+		msg := "refused: every worker busy"
+		g.firstErr.CompareAndSwap(nil, &msg)
 		return
 	}
 	g.wg.Go(func() {
@@ -197,6 +211,8 @@ func (g *reader) get(ctx context.Context, key []byte) {
 			g.notFound.Add(1)
 		case err != nil:
 			g.failed.Add(1)
+			msg := err.Error()
+			g.firstErr.CompareAndSwap(nil, &msg)
 		default:
 			g.mu.Lock()
 			g.lat = append(g.lat, time.Since(t0))
