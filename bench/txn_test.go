@@ -27,6 +27,65 @@ type memTxnStore struct {
 
 func newMemTxnStore() *memTxnStore { return &memTxnStore{kv: map[string][]byte{}} }
 
+func (s *memTxnStore) txnCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.txns
+}
+
+// handTimers are a run's timers moved by the test: the run ends, and
+// the checker checks, when drive says.
+type handTimers struct {
+	ticks chan time.Time
+	end   chan func()
+	done  chan struct{}
+}
+
+func newHandTimers() *handTimers {
+	return &handTimers{ticks: make(chan time.Time), end: make(chan func(), 1), done: make(chan struct{})}
+}
+
+func (h *handTimers) afterFunc(_ time.Duration, f func()) func() bool {
+	h.end <- f
+	return func() bool { return true }
+}
+
+func (h *handTimers) ticker(time.Duration) (<-chan time.Time, func()) { return h.ticks, func() {} }
+
+// drive lets the run commit until s has seen txns more transactions,
+// makes its checker check checks times meanwhile, then ends it. Call
+// stop once the run has returned.
+func (h *handTimers) drive(s *memTxnStore, checks, txns int) (stop func()) {
+	from := s.txnCount()
+	go func() {
+		end := <-h.end
+		for s.txnCount() < from+txns {
+			select {
+			case <-h.done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		// The ticks are unbuffered: the checks+1st is taken only once
+		// the checker has finished the check of the one before. A
+		// checker that stopped taking them does not hang the test: the
+		// run ends and its count of checks says so.
+	ticking:
+		for range checks + 1 {
+			select {
+			case <-h.done:
+				return
+			case h.ticks <- time.Time{}:
+			case <-time.After(10 * time.Second):
+				break ticking
+			}
+		}
+		end()
+		close(h.ticks) // the checker, waiting for a tick, sees the end
+	}()
+	return func() { close(h.done) }
+}
+
 type memTx struct {
 	s      *memTxnStore
 	writes [][2][]byte
@@ -155,7 +214,10 @@ func TestTxnBenchConfigValidate(t *testing.T) {
 func TestBankKeepsTheTotal(t *testing.T) {
 	s := newMemTxnStore()
 	s.conflictEvery = 3
-	res, err := RunTxn(context.Background(), quickBank(), s, nil)
+	timers := newHandTimers()
+	stop := timers.drive(s, 3, 30)
+	res, err := runTxn(context.Background(), quickBank(), s, nil, timers)
+	stop()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +326,10 @@ func TestTPCCLiteKeepsItsInvariants(t *testing.T) {
 	s := newMemTxnStore()
 	s.conflictEvery = 5
 	for run := range 2 {
-		res, err := RunTxn(context.Background(), quickTPCC(), s, nil)
+		timers := newHandTimers()
+		stop := timers.drive(s, 3, 30)
+		res, err := runTxn(context.Background(), quickTPCC(), s, nil, timers)
+		stop()
 		if err != nil {
 			t.Fatal(err)
 		}

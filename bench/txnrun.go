@@ -47,11 +47,16 @@ type txnWorkload interface {
 // the run stops, the end is still checked, and the result comes with
 // ctx's error.
 func RunTxn(ctx context.Context, cfg TxnBenchConfig, store TxnStore, progress io.Writer) (*TxnBenchResult, error) {
+	return runTxn(ctx, cfg, store, progress, wallTimers{})
+}
+
+// runTxn is RunTxn on the given timers.
+func runTxn(ctx context.Context, cfg TxnBenchConfig, store TxnStore, progress io.Writer, timers txnTimers) (*TxnBenchResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.resolved()
-	r := &txnRun{cfg: cfg, store: store, wl: newTxnWorkload(cfg)}
+	r := &txnRun{cfg: cfg, store: store, wl: newTxnWorkload(cfg), timers: timers}
 	logf := func(format string, args ...any) {
 		if progress != nil {
 			fmt.Fprintf(progress, cfg.Workload+": "+format+"\n", args...)
@@ -73,11 +78,34 @@ func newTxnWorkload(cfg TxnBenchConfig) txnWorkload {
 	return bank{accounts: cfg.Accounts, balance: cfg.InitialBalance, ranges: cfg.Ranges, loaders: cfg.Workers}
 }
 
+// txnTimers end a run and pace its checker. Tests move them by hand: on
+// the wall clock, how many checks fit in a short run is whatever the
+// machine's scheduler allows.
+type txnTimers interface {
+	// afterFunc calls f once d has passed; stop cancels that.
+	afterFunc(d time.Duration, f func()) (stop func() bool)
+	// ticker ticks every d until stop.
+	ticker(d time.Duration) (c <-chan time.Time, stop func())
+}
+
+// wallTimers are txnTimers on the wall clock.
+type wallTimers struct{}
+
+func (wallTimers) afterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+func (wallTimers) ticker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
 // txnRun is one run's shared state.
 type txnRun struct {
-	cfg   TxnBenchConfig
-	store TxnStore
-	wl    txnWorkload
+	cfg    TxnBenchConfig
+	store  TxnStore
+	wl     txnWorkload
+	timers txnTimers
 
 	checks, checkErrs atomic.Int64
 	// violation is the first broken invariant, or why the end could not
@@ -141,8 +169,8 @@ type txnWorker struct {
 func (r *txnRun) run(ctx context.Context, p *progress) *TxnBenchResult {
 	var stop atomic.Bool
 	var started atomic.Int64
-	timer := time.AfterFunc(r.cfg.Duration, func() { stop.Store(true) })
-	defer timer.Stop()
+	stopTimer := r.timers.afterFunc(r.cfg.Duration, func() { stop.Store(true) })
+	defer stopTimer()
 	stopOnCancel := context.AfterFunc(ctx, func() { stop.Store(true) })
 	defer stopOnCancel()
 
@@ -232,13 +260,13 @@ func (w *txnWorker) runOne(ctx context.Context, r *txnRun) {
 // one stops the run.
 func (r *txnRun) checker(ctx context.Context, stop *atomic.Bool, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(r.cfg.CheckInterval)
-	defer t.Stop()
+	ticks, stopTicks := r.timers.ticker(r.cfg.CheckInterval)
+	defer stopTicks()
 	for !stop.Load() {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-ticks:
 		}
 		if stop.Load() {
 			return

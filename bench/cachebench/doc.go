@@ -19,4 +19,11 @@
 //     fixed number of steps after it is asked for).
 //
 // The prelaunch experiment (Fig. 6) runs in the simulator (sim.RunCache).
+//
+// RunRealFig3 and RunRealPrelaunch run Figs. 3 and 6 on real processes
+// (`tidekv bench cache --real`): a cluster per variant started with the
+// launcher (bench/elastic.StartCluster), sized nodes if asked, a growing
+// key space's nodes added by the local actuator; Fig. 3's reads miss to
+// an origin in this process (read-through). Each reports the model's or
+// the simulator's run of the same config beside it.
 package cachebench

@@ -106,7 +106,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (Result, error) {
 		settings["autoscale.season"] = o.Period.String()
 	}
 	set := func(settings map[string]string) error {
-		return retry(ctx, func(ctx context.Context) error { _, err := cl.Settings(ctx, settings); return err })
+		return Retry(ctx, func(ctx context.Context) error { _, err := cl.Settings(ctx, settings); return err })
 	}
 	// The curve's first rate, unrecorded and with the static controller,
 	// until the client's range cache and the nodes' connections are warm:
@@ -156,16 +156,34 @@ func Run(ctx context.Context, o Options, progress io.Writer) (Result, error) {
 // warmup is how long Run offers the curve's first rate before the run.
 const warmup = 30 * time.Second
 
-// startCluster starts nodes sized nodes in o.Dir with extra arguments and
-// returns a client of node 1 and what stops the cluster and every node its
-// autoscaler started.
+// startCluster starts nodes sized nodes in o.Dir with extra arguments,
+// spreads the workload's ranges over them and returns a client of node 1
+// and what stops the cluster and every node its autoscaler started.
 func startCluster(ctx context.Context, o Options, nodes int, extra []string, progress io.Writer) (*client.Client, func(), error) {
+	cl, stop, err := StartCluster(ctx, o.Binary, o.Dir, nodes, o.NodeCPUs, extra, progress)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := spread(ctx, cl, nodes, progress); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return cl, stop, nil
+}
+
+// StartCluster starts nodes nodes of binary in dir on loopback, each
+// sized to nodeCPUs (0: unsized), with extra server arguments
+// (launcher.AutoscaleArgs for a cluster that grows itself), and returns
+// a client of node 1 and what stops the cluster and every node its
+// autoscaler started. Other real-process benchmarks (bench/cachebench)
+// start their clusters with it.
+func StartCluster(ctx context.Context, binary, dir string, nodes int, nodeCPUs float64, extra []string, progress io.Writer) (*client.Client, func(), error) {
 	base, err := launcher.FreeBasePort("127.0.0.1", nodes)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := launcher.Config{Nodes: nodes, DataDir: o.Dir, Host: "127.0.0.1", BasePort: base, Binary: o.Binary,
-		ExtraArgs: extra, NodeCPUs: o.NodeCPUs, ReadyTimeout: time.Minute, StopTimeout: 10 * time.Second}
+	cfg := launcher.Config{Nodes: nodes, DataDir: dir, Host: "127.0.0.1", BasePort: base, Binary: binary,
+		ExtraArgs: extra, NodeCPUs: nodeCPUs, ReadyTimeout: time.Minute, StopTimeout: 10 * time.Second}
 	cluster, err := launcher.NewCluster(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -181,12 +199,7 @@ func startCluster(ctx context.Context, o Options, nodes int, extra []string, pro
 		stopAll(cluster, cfg, progress)
 		return nil, nil, err
 	}
-	stop := func() { cl.Close(); stopAll(cluster, cfg, progress) }
-	if err := spread(ctx, cl, nodes, progress); err != nil {
-		stop()
-		return nil, nil, err
-	}
-	return cl, stop, nil
+	return cl, func() { cl.Close(); stopAll(cluster, cfg, progress) }, nil
 }
 
 // ranges is how many ranges the workload's keys are split into before the
@@ -202,7 +215,7 @@ const ranges = 16
 func spread(ctx context.Context, cl *client.Client, nodes int, progress io.Writer) error {
 	for i := 1; i < ranges; i++ {
 		key := fmt.Appendf(nil, "elastic/%05d", i*keys/ranges)
-		if err := retry(ctx, func(ctx context.Context) error { _, err := cl.Split(ctx, key); return err }); err != nil {
+		if err := Retry(ctx, func(ctx context.Context) error { _, err := cl.Split(ctx, key); return err }); err != nil {
 			return fmt.Errorf("bench elastic: splitting at %s: %w", key, err)
 		}
 	}
@@ -436,8 +449,9 @@ func status(ctx context.Context, cl *client.Client) (control.AutoscaleStatus, er
 	return st, json.Unmarshal(raw, &st)
 }
 
-// retry runs f until it succeeds, for at most 30 s.
-func retry(ctx context.Context, f func(ctx context.Context) error) error {
+// Retry runs f until it succeeds, for at most 30 s: admin calls to a
+// cluster that has just started (its meta range may still be electing).
+func Retry(ctx context.Context, f func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {

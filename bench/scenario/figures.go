@@ -93,8 +93,9 @@ func partitioningChart(results []partitioningResult) plot.Chart {
 
 // partitioningLoadChart draws, per Θmax, the ranges' fullness at each look
 // during the load against the data loaded so far: the mean, the fullest
-// and the emptiest range.
-func partitioningLoadChart(results []partitioningResult) plot.Chart {
+// and the emptiest range, and the sawtooth that splits in step at fill ×
+// Θmax would draw.
+func partitioningLoadChart(results []partitioningResult, fill float64) plot.Chart {
 	c := plot.Chart{Title: "partitioning: range fullness while loading (% of Θmax)", XLabel: "data loaded, MiB"}
 	for _, r := range results {
 		var mean, full, empty []plot.Point
@@ -107,9 +108,31 @@ func partitioningLoadChart(results []partitioningResult) plot.Chart {
 		}
 		c.Panels = append(c.Panels, plot.Panel{YLabel: fmt.Sprintf("%% of Θmax %s MiB", plMiB(float64(r.maxBytes))), Series: []plot.Series{
 			{Name: "mean", Points: mean}, {Name: "fullest range", Points: full}, {Name: "emptiest range", Points: empty},
+			{Name: "splits in step", Points: inStepSawtooth(max(r.data, lastData(r.samples)), r.maxBytes, fill)},
 		}})
 	}
 	return c
+}
+
+// lastData is the data the last look found, 0 without looks.
+func lastData(samples []fullnessSample) uint64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	return samples[len(samples)-1].data
+}
+
+// inStepSawtooth is splitInStep's fullness (in %) from no data to data:
+// rising with the data, halving at each split line.
+func inStepSawtooth(data, maxBytes uint64, fill float64) []plot.Point {
+	pts := []plot.Point{{X: 0, Y: 0}}
+	line := fill * float64(maxBytes)
+	for n := 1.0; n*line < float64(data); n *= 2 {
+		x := n * line / (1 << 20)
+		pts = append(pts, plot.Point{X: x, Y: 100 * fill}, plot.Point{X: x, Y: 100 * fill / 2})
+	}
+	end := splitInStep(data, maxBytes, fill)
+	return append(pts, plot.Point{X: float64(data) / (1 << 20), Y: 100 * end.fullness})
 }
 
 // scaleoutSample is the cluster as one status poll during a join saw it.

@@ -3,10 +3,9 @@ package scenario
 import (
 	"bytes"
 	"context"
+	"math"
 	"math/rand/v2"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +22,11 @@ func (w plTestWriter) Write(p []byte) (int, error) {
 }
 
 // The quick partitioning scenario (the cheapest of the placement
-// scenarios) runs end to end against real processes: the ranges split and
-// the report has a row per Θmax.
+// scenarios) runs end to end against real processes and is judged on what
+// its report claims for every Θmax: no range measured above Θmax at any
+// look or at the end, the ranges splitting in step (as many as halving at
+// the split line gives, all about as full), and the time-weighted
+// fullness over the load within ElasCass's band.
 func TestPartitioningQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts tidekv processes and loads ~40 MiB twice (about 45 s, plus a build without $TIDEKV_BINARY)")
@@ -34,43 +36,86 @@ func TestPartitioningQuick(t *testing.T) {
 	bin := os.Getenv(testcluster.BinaryEnv)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var out bytes.Buffer
-	err := Run(ctx, "partitioning", Options{Binary: bin, Quick: true, Dir: t.TempDir(), Progress: plTestWriter{t}}, &out)
-	t.Logf("report:\n%s", out.String())
+	opts := Options{Binary: bin, Quick: true, Dir: t.TempDir(), Progress: plTestWriter{t}}
+	m, err := measurePartitioning(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	settled, during, ok := strings.Cut(out.String(), "While loading")
-	if !ok {
-		t.Fatal("no samples taken while loading in the report")
+	var out bytes.Buffer
+	if err := m.report(opts, &out); err != nil {
+		t.Fatal(err)
 	}
-	row := regexp.MustCompile(`(?m)^\| ([0-9.]+) \| ([0-9]+) \|`)
-	rows := row.FindAllStringSubmatch(settled, -1)
-	if len(rows) != 2 {
-		t.Fatalf("want 2 Θmax rows, got %d", len(rows))
+	t.Logf("report:\n%s", out.String())
+	if len(m.results) != 2 {
+		t.Fatalf("want 2 Θmax results, got %d", len(m.results))
 	}
-	for _, r := range rows {
-		if n, _ := strconv.Atoi(r[2]); n < 2 {
-			t.Errorf("Θmax %s MiB: %d ranges, want splits", r[1], n)
+	for _, r := range m.results {
+		c := m.claims(r)
+		name := plMiB(float64(r.maxBytes)) + " MiB"
+		if len(r.samples) == 0 {
+			t.Errorf("Θmax %s: no look while loading", name)
+		}
+		// Writes wait for a range's split before it passes Θmax, however
+		// fast they come.
+		if c.fullest > 1 || c.over > 0 || c.endOver > 0 {
+			t.Errorf("Θmax %s: fullest range %.1f%% of Θmax, %d looks and %d ranges at the end above it", name, 100*c.fullest, c.over, c.endOver)
+		}
+		// Hashed inserts split every range in the same wave: the count is
+		// what halving gives and the ranges end about equally full.
+		if r.ranges != c.inStep.ranges || c.endSigma > 0.05 {
+			t.Errorf("Θmax %s: %d ranges at %.0f%% ± %.0f%%, splits in step would leave %d at %.0f%%",
+				name, r.ranges, 100*c.end, 100*c.endSigma, c.inStep.ranges, 100*c.inStep.fullness)
+		}
+		if c.load < 0.6 || c.load > 0.8 || c.loadSigma >= 0.2 {
+			t.Errorf("Θmax %s: time-weighted fullness over the load %.0f%% ± %.0f%%, want 60–80%% with σ < 20%%", name, 100*c.load, 100*c.loadSigma)
 		}
 	}
-	// The second number of a row while loading is its sample count.
-	rows = row.FindAllStringSubmatch(during, -1)
-	if len(rows) != 2 {
-		t.Fatalf("want 2 Θmax rows while loading, got %d", len(rows))
-	}
-	for _, r := range rows {
-		if n, _ := strconv.Atoi(r[2]); n < 1 {
-			t.Errorf("Θmax %s MiB: no sample taken while loading", r[1])
+}
+
+// Splits in step halve every range at once: from one range, a range's
+// share is data / 2^k for the fewest k that bring it to the split line.
+func TestSplitInStep(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name      string
+		data, max uint64
+		fill      float64
+		want      inStep
+	}{
+		{"under the line, one range", 10 * mib, 16 * mib, 0.875, inStep{1, 0.625}},
+		{"on the line, not split", 14 * mib, 16 * mib, 0.875, inStep{1, 0.875}},
+		{"just over the line, halves", 14*mib + 1, 16 * mib, 0.875, inStep{2, (14*mib + 1) / 2.0 / (16 * mib)}},
+		// The full run: 1,100,000 records of 1,033 bytes.
+		{"1.1M records at 16 MiB", 1_100_000 * 1033, 16 * mib, 0.875, inStep{128, 1_100_000 * 1033 / 128.0 / (16 * mib)}},
+		{"1.1M records at 64 MiB", 1_100_000 * 1033, 64 * mib, 0.875, inStep{32, 1_100_000 * 1033 / 32.0 / (64 * mib)}},
+		// ElasCass's 100 GB at Θmax 1 GB, split at Θmax: 78% in step.
+		{"ElasCass 100 GB at 1 GB", 100 << 30, 1 << 30, 1, inStep{128, 100.0 / 128}},
+	} {
+		if got := splitInStep(tc.data, tc.max, tc.fill); got.ranges != tc.want.ranges || math.Abs(got.fullness-tc.want.fullness) > 1e-9 {
+			t.Errorf("%s: got %d ranges at %.4f, want %d at %.4f", tc.name, got.ranges, got.fullness, tc.want.ranges, tc.want.fullness)
 		}
 	}
-	// Writes wait for a range's split before it passes Θmax, however fast
-	// they come: no look finds a range above it.
-	over := regexp.MustCompile(`(?m)^\| ([0-9.]+) \|(?: [^|]* \|){6} ([0-9]+) \|`)
-	for _, r := range over.FindAllStringSubmatch(during, -1) {
-		if r[2] != "0" {
-			t.Errorf("Θmax %s MiB: %s looks found a range above Θmax", r[1], r[2])
-		}
+}
+
+// Each look counts for the time until the next one, the last until the
+// load ends; a look that ended after the load counts for nothing.
+func TestTimeWeighted(t *testing.T) {
+	looks := []fullnessSample{
+		{at: 1, exact: []float64{0.5, 0.5}},
+		{at: 2, exact: []float64{0.6, 0.8}}, // mean 0.7, σ 0.1
+		{at: 5, exact: []float64{0.9}},
+		{at: 7, exact: []float64{0.3}},
+	}
+	mean, sigma := timeWeighted(looks, 6)
+	// Weights 1, 3, 1, 0.
+	if want := (0.5 + 3*0.7 + 0.9) / 5; math.Abs(mean-want) > 1e-9 {
+		t.Errorf("mean %.4f, want %.4f", mean, want)
+	}
+	if want := 3 * 0.1 / 5; math.Abs(sigma-want) > 1e-9 {
+		t.Errorf("σ %.4f, want %.4f", sigma, want)
+	}
+	if mean, sigma := timeWeighted(nil, 6); mean != 0 || sigma != 0 {
+		t.Errorf("no looks: %v, %v", mean, sigma)
 	}
 }
 

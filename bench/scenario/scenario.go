@@ -34,6 +34,9 @@ type Options struct {
 	Out string
 	// Seed makes workload choices reproducible.
 	Seed uint64
+	// Records, when positive, replaces the number of records a scenario
+	// loads (partitioning), to see how its result depends on the data size.
+	Records int64
 	// NodeCPUs, when positive, sizes every node process the scenario
 	// starts (launcher.NodeSpec.CPUs).
 	NodeCPUs float64

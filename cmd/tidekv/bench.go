@@ -246,6 +246,7 @@ func newScenarioCmd() *cobra.Command {
 	f.BoolVar(&opts.Quick, "quick", false, "a small, fast version (smoke test)")
 	f.StringVar(&opts.Out, "out", "scenario-results", "directory for the figures (SVG), named SCENARIO-FIGURE.svg and linked from the report")
 	f.Uint64Var(&opts.Seed, "seed", 1, "workload seed")
+	f.Int64Var(&opts.Records, "records", 0, "records to load instead of the scenario's own count (scenarios that load a data set: partitioning); 0: the scenario's")
 	f.Float64Var(&opts.NodeCPUs, "node-cpus", 0, "run each node process the scenario starts in a cgroup of its own with a quota of this many CPUs (as `tidekv up --node-cpus`); 0: unsized")
 	f.BoolVar(&opts.JSON, "json", false, "report as JSON instead of markdown (scenarios that support it: geotxn)")
 	return cmd

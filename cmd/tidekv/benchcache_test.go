@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tidekv/tidekv/bench/cachebench"
 )
 
 // bench cache --json runs both variants; pre-launch leaves no node full,
@@ -115,5 +119,34 @@ func TestBenchCacheFig3(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// --real runs paper-fig3 and prelaunch only; flags set explicitly
+// override the real-process scale, the others keep it.
+func TestBenchCacheRealFlags(t *testing.T) {
+	var out bytes.Buffer
+	cmd := newCacheBenchCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"--real", "--scenario", "migration"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), `--real runs paper-fig3 and prelaunch, not "migration"`) {
+		t.Fatalf("--real migration: %v", err)
+	}
+	f := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	f.Int("keys", 0, "")
+	f.Int("max-nodes", 0, "")
+	if err := f.Parse([]string{"--keys", "100", "--max-nodes", "3"}); err != nil {
+		t.Fatal(err)
+	}
+	set := cachebench.DefaultFig3Config()
+	set.Keys, set.MaxNodes, set.Seed = 100, 3, 7
+	c, want := realFig3(f, set), cachebench.RealFig3Config()
+	if c.Keys != 100 || c.MaxNodes != 3 || c.Seed != 7 || c.Steps != want.Steps || c.CapacityPerNode != want.CapacityPerNode {
+		t.Fatalf("real fig3 config %+v", c)
+	}
+	p := realPrelaunch(f, cachebench.RealPrelaunchConfig(), set)
+	if p.MaxNodes != 3 || p.CapacityPerNode != cachebench.RealPrelaunchConfig().CapacityPerNode {
+		t.Fatalf("real prelaunch config %+v", p)
 	}
 }

@@ -118,15 +118,21 @@ clusters of 3 and of --max-nodes nodes serve with p99 within the SLO.`,
 	return cmd
 }
 
+// tidekvBinary is the executable real-process benchmarks run: binary
+// when set, else this one.
+func tidekvBinary(binary string) (string, error) {
+	if binary != "" {
+		return binary, nil
+	}
+	return os.Executable()
+}
+
 // runElasticReal runs one scenario against real processes (a cluster in
 // a directory under out, removed afterwards) and writes its files.
 func runElasticReal(ctx context.Context, o elasticbench.Options, scenarioName, controller string, seed uint64, out string, progress io.Writer) (elasticReport, error) {
-	if o.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return elasticReport{}, err
-		}
-		o.Binary = exe
+	var err error
+	if o.Binary, err = tidekvBinary(o.Binary); err != nil {
+		return elasticReport{}, err
 	}
 	dir, err := os.MkdirTemp(out, "cluster-")
 	if err != nil {
@@ -148,12 +154,9 @@ func runElasticReal(ctx context.Context, o elasticbench.Options, scenarioName, c
 // runElasticCalibration measures what fixed real-process clusters
 // sustain (a cluster at a time in a directory under out, removed after).
 func runElasticCalibration(ctx context.Context, o elasticbench.Options, out string, asJSON bool, w, progress io.Writer) error {
-	if o.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		o.Binary = exe
+	var err error
+	if o.Binary, err = tidekvBinary(o.Binary); err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp(out, "calibrate-")
 	if err != nil {

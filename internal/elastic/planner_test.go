@@ -2,6 +2,7 @@ package elastic
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -318,4 +319,33 @@ func TestPlannerCombinedScalesInWithoutAFixedWait(t *testing.T) {
 			t.Errorf("period %d: %d scale-ins, nodes %d to %d: want the wave followed down", period, n, peak, trough)
 		}
 	}
+}
+
+// A trusted forecast fills capacity at the SLO up to where its peak,
+// wrong by its error, would reach the SLO, capped at the reactive
+// threshold. Two nodes carry 18,400 ops/s at the SLO; a load of 15,800
+// with a few percent of noise peaks near 0.88 of that, under the
+// reactive threshold: the combined controller keeps two nodes (filling
+// to 0.9/(1+error) bought a third as soon as the error passed 2%).
+func TestPlannerCombinedFillsToTheReactiveThreshold(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	c := newCluster(t, testPolicy(Combined), 2)
+	maxErr := 0.0
+	for i := 0; i < 600; i++ {
+		o := c.round(15800 * (1 + 0.03*(2*rng.Float64()-1)))
+		if i < 300 {
+			continue
+		}
+		maxErr = math.Max(maxErr, o.ForecastError)
+		if want := math.Min(0.9, 1/(1+o.ForecastError)); o.ForecastError > 0.3 || math.Abs(o.Fill-want) > 1e-9 {
+			t.Fatalf("round %d: fill %.3f with forecast error %.3f, want %.3f", i, o.Fill, o.ForecastError, want)
+		}
+		if o.Delta != 0 {
+			t.Fatalf("round %d: %+v", i, o)
+		}
+	}
+	if maxErr < 0.02 {
+		t.Fatalf("forecast error at most %.3f: the test needs one past 2%%", maxErr)
+	}
+	t.Logf("forecast error up to %.3f, fill 0.9", maxErr)
 }

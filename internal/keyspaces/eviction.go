@@ -68,7 +68,7 @@ func (sp *Spaces) learnLocal(ctx context.Context) {
 			continue
 		}
 		if !inOneKeySpace(d) {
-			if n, err := sp.node.Size(context.Background(), r, d.GetGeneration(), sp.node.RecountAfter()); err != nil || n.Stored == 0 {
+			if n, err := sp.node.Size(context.Background(), r, sp.node.RecountAfter()); err != nil || n.Stored == 0 {
 				continue
 			}
 		}
@@ -118,13 +118,12 @@ func (sp *Spaces) evictKeySpace(ctx context.Context, ks ksconfig.KeySpace) error
 func (sp *Spaces) HeldBytes(ctx context.Context, rs []*raftstore.Replica, exact bool) (held, led uint64) {
 	recount := sp.node.RecountAfter()
 	for _, r := range rs {
-		gen := r.Desc().GetGeneration()
 		var n raftstore.DataSize
 		var err error
 		if exact {
-			n, err = sp.node.ExactSize(ctx, r, gen)
+			n, err = sp.node.ExactSize(ctx, r)
 		} else {
-			n, err = sp.node.Size(ctx, r, gen, recount)
+			n, err = sp.node.Size(ctx, r, recount)
 		}
 		if err != nil {
 			continue

@@ -33,12 +33,12 @@ type Node interface {
 	Replica(rangeID uint64) *raftstore.Replica
 	// LookupKey is the local replica whose range holds key (nil: none).
 	LookupKey(key []byte) *raftstore.Replica
-	// Size bounds what r's range (descriptor generation gen) stores,
-	// counting it afresh when the writes since the last count may have
-	// added recountAfter bytes; ExactSize counts it afresh; RecountAfter
-	// is the node's recount threshold.
-	Size(ctx context.Context, r *raftstore.Replica, gen, recountAfter uint64) (raftstore.DataSize, error)
-	ExactSize(ctx context.Context, r *raftstore.Replica, gen uint64) (raftstore.DataSize, error)
+	// Size bounds what r's range stores, counting it afresh when its span
+	// changed or the writes since the last count may have added
+	// recountAfter bytes; ExactSize counts it afresh; RecountAfter is the
+	// node's recount threshold.
+	Size(ctx context.Context, r *raftstore.Replica, recountAfter uint64) (raftstore.DataSize, error)
+	ExactSize(ctx context.Context, r *raftstore.Replica) (raftstore.DataSize, error)
 	RecountAfter() uint64
 	// Refresh reads the catalogue from the meta leaseholder and gives it
 	// to Spaces.Set.

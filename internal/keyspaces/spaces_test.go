@@ -34,10 +34,10 @@ func (n *metaNode) Refresh(context.Context) error       { n.refreshes++; n.sp.Se
 func (n *metaNode) Fetch(context.Context, string, []byte) ([]byte, bool, error) {
 	return nil, false, nil
 }
-func (n *metaNode) Size(context.Context, *raftstore.Replica, uint64, uint64) (raftstore.DataSize, error) {
+func (n *metaNode) Size(context.Context, *raftstore.Replica, uint64) (raftstore.DataSize, error) {
 	return raftstore.DataSize{}, nil
 }
-func (n *metaNode) ExactSize(context.Context, *raftstore.Replica, uint64) (raftstore.DataSize, error) {
+func (n *metaNode) ExactSize(context.Context, *raftstore.Replica) (raftstore.DataSize, error) {
 	return raftstore.DataSize{}, nil
 }
 

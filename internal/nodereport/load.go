@@ -27,7 +27,7 @@ func (r *Reporter) sample(now time.Time) {
 		}
 		c := rangeload.Counters{Requests: rep.Requests(), Reads: rep.Reads(), HotKeyShare: rep.HotKeyShare(),
 			Span: rangeload.SpanOf(d), Term: rep.LeaderTerm(), SpanChanges: rep.SpanChanges()}
-		if n, err := sizes.RangeSize(rep, d.GetGeneration(), recount); err == nil {
+		if n, err := sizes.RangeSize(rep, recount); err == nil {
 			c.Bytes = n
 		}
 		cs[rep.RangeID()] = c
@@ -74,7 +74,7 @@ func (r *Reporter) rangeLoadOf(d *tidekvpb.RangeDescriptor, term uint64) rangelo
 		if rep == nil {
 			return 0, 0, false
 		}
-		n, err := r.h.Sizes.RangeSize(rep, d.GetGeneration(), r.h.Sizes.RecountAfter())
+		n, err := r.h.Sizes.RangeSize(rep, r.h.Sizes.RecountAfter())
 		return n, r.h.Sizes.Keys(d.GetRangeId()), err == nil
 	})
 }

@@ -455,7 +455,9 @@ func TestFailedDiskStopsTheNode(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFailedDiskStopsTheNode$", "-test.count=1")
-			cmd.Env = append(os.Environ(), env+"="+c.name)
+			// The child dies by exit, so its own t.TempDir is never
+			// removed: root its temporary files in the parent's, which is.
+			cmd.Env = append(os.Environ(), env+"="+c.name, "TMPDIR="+t.TempDir())
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			switch {

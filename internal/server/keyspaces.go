@@ -33,12 +33,12 @@ func (n ksNode) LookupKey(key []byte) *raftstore.Replica   { return n.s.store.Lo
 func (n ksNode) RecountAfter() uint64                      { return n.s.sizes.RecountAfter() }
 func (n ksNode) Refresh(ctx context.Context) error         { _, err := n.s.listKeySpaces(ctx); return err }
 
-func (n ksNode) Size(ctx context.Context, r *raftstore.Replica, gen, recountAfter uint64) (raftstore.DataSize, error) {
-	return n.s.sizes.Size(ctx, r, gen, recountAfter)
+func (n ksNode) Size(ctx context.Context, r *raftstore.Replica, recountAfter uint64) (raftstore.DataSize, error) {
+	return n.s.sizes.Size(ctx, r, recountAfter)
 }
 
-func (n ksNode) ExactSize(ctx context.Context, r *raftstore.Replica, gen uint64) (raftstore.DataSize, error) {
-	return n.s.sizes.ExactSize(ctx, r, gen)
+func (n ksNode) ExactSize(ctx context.Context, r *raftstore.Replica) (raftstore.DataSize, error) {
+	return n.s.sizes.ExactSize(ctx, r)
 }
 
 func (n ksNode) Fetch(ctx context.Context, handler string, key []byte) ([]byte, bool, error) {

@@ -18,21 +18,29 @@ import (
 // overwrite or a delete only counts as growth. The live bytes (what a read
 // finds, which eviction weighs against a key space's capacity) are bounded
 // the same way. The count is redone when the range's span changes (a
-// split, a merge), when a snapshot replaces the data, and whenever the
-// writes since it could have added a quarter of the range's counted size
-// (at least minRecountBytes, at most a quarter of Θmax), so the bound is
-// never more than Θmax/4 above the stored size, and a scan costs at most
-// four bytes read per byte written (plus at most four times
-// minRecountBytes for a nearly empty range). The share of the range is
-// what keeps the key count `ctl keyspace list` shows current for the
-// small ranges of a cache: with Θmax/4 alone a range of a few hundred KiB
-// was counted again only after 16 MiB of writes.
+// split, a merge, even a split merged back to the span counted: the writes
+// the other side took meanwhile are in no counter of this replica), when
+// a snapshot replaces the data, and whenever the writes since it could
+// have added a quarter of the range's counted size (at least
+// minRecountBytes, at most a quarter of Θmax), so the bound is never more
+// than Θmax/4 above the stored size, and a scan costs at most four bytes
+// read per byte written (plus at most four times minRecountBytes for a
+// nearly empty range). The share of the range is what keeps the key count
+// `ctl keyspace list` shows current for the small ranges of a cache: with
+// Θmax/4 alone a range of a few hundred KiB was counted again only after
+// 16 MiB of writes. A replica change (a learner added, a voter moved)
+// bumps the descriptor's generation but leaves the span and the data as
+// they were, so the count stands: redone at every generation, it scanned
+// each range a rebalancing touched in full.
 
 // Replica is what a size estimate needs of a replica.
 type Replica interface {
 	RangeID() uint64
 	WrittenBytes() uint64
 	SnapshotsApplied() uint64
+	// SpanChanges counts the changes of the replica's span (splits and
+	// merges applied, snapshots of another span).
+	SpanChanges() uint64
 	// DataSize counts the range's data in its layout.
 	DataSize(ctx context.Context) (raftstore.DataSize, error)
 }
@@ -44,35 +52,42 @@ type sizes struct {
 }
 
 type sizeCount struct {
-	gen     uint64 // descriptor generation the count is for
-	snaps   uint64 // the replica's SnapshotsApplied at the count
-	n       raftstore.DataSize
-	written uint64 // the replica's WrittenBytes at the count
+	// rep is the replica counted: the counters below are its own, and
+	// mean nothing to another replica of the range (one removed from this
+	// node and added back).
+	rep   Replica
+	spans uint64 // its SpanChanges at the count
+	snaps uint64 // its SnapshotsApplied at the count
+	n     raftstore.DataSize
+	// written is its WrittenBytes at the count.
+	written uint64
 }
 
-// size returns the size of r's range (descriptor generation gen),
-// counting it afresh when the last count is for another span or the
-// writes since may have added recountAfter bytes. Its Stored and Live
-// bytes are upper bounds, its Keys those of the last count.
-func (rs *sizes) size(ctx context.Context, r Replica, gen uint64, recountAfter uint64) (raftstore.DataSize, error) {
-	id, written, snaps := r.RangeID(), r.WrittenBytes(), r.SnapshotsApplied()
+// size returns the size of r's range, counting it afresh when the last
+// count is for another span or the writes since may have added
+// recountAfter bytes. Its Stored and Live bytes are upper bounds, its Keys
+// those of the last count.
+func (rs *sizes) size(ctx context.Context, r Replica, recountAfter uint64) (raftstore.DataSize, error) {
+	id, written, snaps, spans := r.RangeID(), r.WrittenBytes(), r.SnapshotsApplied(), r.SpanChanges()
 	rs.mu.Lock()
 	c, ok := rs.m[id]
 	rs.mu.Unlock()
 	recountAfter = min(recountAfter, max(c.n.Stored/4, minRecountBytes))
-	if ok && c.gen == gen && c.snaps == snaps && written >= c.written && written-c.written < recountAfter {
+	if ok && c.rep == r && c.spans == spans && c.snaps == snaps && written >= c.written && written-c.written < recountAfter {
 		n, grown := c.n, written-c.written
 		n.Stored += grown
 		n.Live += grown
 		return n, nil
 	}
-	return rs.exact(ctx, r, gen)
+	return rs.exact(ctx, r)
 }
 
 // exact counts r's range afresh: eviction decides on exact counts, since
 // the deletes it proposes never lower the estimate.
-func (rs *sizes) exact(ctx context.Context, r Replica, gen uint64) (raftstore.DataSize, error) {
-	written, snaps := r.WrittenBytes(), r.SnapshotsApplied()
+func (rs *sizes) exact(ctx context.Context, r Replica) (raftstore.DataSize, error) {
+	// Read before the count: a write, snapshot or span change during it
+	// makes the next size count again.
+	written, snaps, spans := r.WrittenBytes(), r.SnapshotsApplied(), r.SpanChanges()
 	n, err := r.DataSize(ctx)
 	if err != nil {
 		return n, err
@@ -81,7 +96,7 @@ func (rs *sizes) exact(ctx context.Context, r Replica, gen uint64) (raftstore.Da
 	if rs.m == nil {
 		rs.m = map[uint64]sizeCount{}
 	}
-	rs.m[r.RangeID()] = sizeCount{gen: gen, snaps: snaps, n: n, written: written}
+	rs.m[r.RangeID()] = sizeCount{rep: r, spans: spans, snaps: snaps, n: n, written: written}
 	rs.mu.Unlock()
 	return n, nil
 }
@@ -109,23 +124,23 @@ func (w *Watch) RecountAfter() uint64 {
 	return max(w.node.Placement().RangeMaxBytes/4, 1)
 }
 
-// RangeSize bounds what r's range (descriptor generation gen) stores.
-func (w *Watch) RangeSize(r Replica, gen uint64, recountAfter uint64) (uint64, error) {
-	n, err := w.sizes.size(context.Background(), r, gen, recountAfter)
+// RangeSize bounds what r's range stores.
+func (w *Watch) RangeSize(r Replica, recountAfter uint64) (uint64, error) {
+	n, err := w.sizes.size(context.Background(), r, recountAfter)
 	return n.Stored, err
 }
 
-// Size returns the size of r's range (descriptor generation gen),
-// counting it afresh when the last count is for another span or the
-// writes since may have added recountAfter bytes: its Stored and Live
-// bytes are upper bounds, its Keys those of the last count.
-func (w *Watch) Size(ctx context.Context, r Replica, gen, recountAfter uint64) (raftstore.DataSize, error) {
-	return w.sizes.size(ctx, r, gen, recountAfter)
+// Size returns the size of r's range, counting it afresh when the last
+// count is for another span or the writes since may have added
+// recountAfter bytes: its Stored and Live bytes are upper bounds, its Keys
+// those of the last count.
+func (w *Watch) Size(ctx context.Context, r Replica, recountAfter uint64) (raftstore.DataSize, error) {
+	return w.sizes.size(ctx, r, recountAfter)
 }
 
 // ExactSize counts r's range afresh.
-func (w *Watch) ExactSize(ctx context.Context, r Replica, gen uint64) (raftstore.DataSize, error) {
-	return w.sizes.exact(ctx, r, gen)
+func (w *Watch) ExactSize(ctx context.Context, r Replica) (raftstore.DataSize, error) {
+	return w.sizes.exact(ctx, r)
 }
 
 // Keys is the key count of range id's last exact count (0: none).

@@ -104,11 +104,11 @@ func (w *Watch) Round(context.Context) {
 			continue
 		}
 		id, gen, written := r.RangeID(), d.GetGeneration(), r.WrittenBytes()
-		n, err := w.RangeSize(r, gen, recount)
+		n, err := w.RangeSize(r, recount)
 		if err == nil && hold && n >= holdAt {
 			// Hold only on an exact count: the estimate counts overwrites
 			// as growth.
-			n, err = w.RangeSize(r, gen, 1)
+			n, err = w.RangeSize(r, 1)
 		}
 		if err != nil {
 			continue

@@ -94,12 +94,27 @@ func (c *Coordinator) commitTwoPhases(ctx context.Context, t *openTxn) (hlc.Time
 	// The record and the intents go out together. Whoever meets an intent
 	// before its record exists aborts the transaction (a push of a missing
 	// record writes it ABORTED), and creating the record then says so.
+	// The record is heartbeaten from its creation on, not from the end of
+	// the intents: writing MaxKeys of them, MaxBatchKeys a request, can take
+	// a slow node longer than the expiry, and a reader meeting one would
+	// abort the transaction as abandoned. A record not created PENDING is
+	// never heartbeaten: a heartbeat creates a missing record, and one
+	// found final is the transaction's end.
 	var rec *tidekvpb.TxnRecordResponse
 	var recErr error
 	created := make(chan struct{})
+	beating := make(chan struct{})
+	t.beating = beating
+	ticks, stopTicks := c.ticker()
 	go func() {
-		defer close(created)
+		defer close(beating)
+		defer stopTicks()
 		rec, recErr = c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
+		pending := recErr == nil && rec.GetStatus() == tidekvpb.TxnStatus_TXN_PENDING
+		close(created)
+		if pending {
+			c.heartbeat(t, ticks)
+		}
 	}()
 	var ts hlc.Timestamp
 	err := inChunks(t.pending, c.deps.MaxBatchKeys, func(ops []*tidekvpb.WriteOp) error {
@@ -111,11 +126,10 @@ func (c *Coordinator) commitTwoPhases(ctx context.Context, t *openTxn) (hlc.Time
 	if recErr == nil && rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
 		recErr = &retryError{fmt.Sprintf("transaction %x was aborted before it committed", t.key.GetId())}
 	}
-	if err = cmp.Or(recErr, err); err != nil {
+	// t.failed: a heartbeat found the record aborted meanwhile.
+	if err = cmp.Or(recErr, err, t.failed()); err != nil {
 		return hlc.Timestamp{}, err
 	}
-	t.beating = make(chan struct{})
-	go c.heartbeat(t, t.beating)
 	commitTS := maxHLC(t.readTS, ts)
 	return commitTS, c.commit(ctx, t, commitTS)
 }

@@ -62,6 +62,9 @@ type Deps struct {
 	Metrics                  Metrics
 	// Stopped is closed when the node stops: heartbeats end.
 	Stopped <-chan struct{}
+	// Ticker makes a heartbeat loop's ticker (nil: a time.Ticker's ticks
+	// and Stop); tests tick it by hand.
+	Ticker func(every time.Duration) (ticks <-chan time.Time, stop func())
 }
 
 // Metrics are the coordinator's counters, registered by the node.
@@ -98,9 +101,9 @@ type openTxn struct {
 	written map[string]bool
 	bytes   int64
 	done    chan struct{}
-	// beating is closed when the heartbeat loop has stopped (nil: never
-	// started): a heartbeat landing after the record is removed would
-	// make it again.
+	// beating is closed when the heartbeat loop has stopped (nil: no
+	// two-phase commit began): a heartbeat landing after the record is
+	// removed would make it again.
 	beating chan struct{}
 	timer   *time.Timer
 	fail    atomic.Pointer[error]
@@ -446,19 +449,17 @@ func (c *Coordinator) checkLimits(t *openTxn, ops []*tidekvpb.WriteOp) error {
 	return err
 }
 
-// heartbeat keeps t's record alive until t ends; a record found aborted
-// (pushed after a missed heartbeat) stops t.
-func (c *Coordinator) heartbeat(t *openTxn, beating chan struct{}) {
-	defer close(beating)
-	tick := time.NewTicker(c.deps.Config.HeartbeatInterval)
-	defer tick.Stop()
+// heartbeat keeps t's record alive, a heartbeat on each of ticks, until t
+// ends or the node stops. A record found aborted (pushed after a missed
+// heartbeat) stops t and the loop: a final record is left as it is.
+func (c *Coordinator) heartbeat(t *openTxn, ticks <-chan time.Time) {
 	for {
 		select {
 		case <-t.done:
 			return
 		case <-c.deps.Stopped:
 			return
-		case <-tick.C:
+		case <-ticks:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.deps.Config.HeartbeatInterval)
 		rec, err := c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
@@ -468,6 +469,15 @@ func (c *Coordinator) heartbeat(t *openTxn, beating chan struct{}) {
 			return
 		}
 	}
+}
+
+// ticker is a heartbeat loop's ticker (Deps.Ticker).
+func (c *Coordinator) ticker() (<-chan time.Time, func()) {
+	if c.deps.Ticker != nil {
+		return c.deps.Ticker(c.deps.Config.HeartbeatInterval)
+	}
+	tk := time.NewTicker(c.deps.Config.HeartbeatInterval)
+	return tk.C, tk.Stop
 }
 
 // forget ends t's life on this node: no more heartbeats or deadline.

@@ -105,6 +105,20 @@ func (f *fakeSender) ResolveIntents(ctx context.Context, t *tidekvpb.TxnKey, key
 
 const now = int64(1_000_000_000_000)
 
+// writeKeys writes n keys in transaction id, MaxBatchKeys a write.
+func writeKeys(t *testing.T, c *Coordinator, id string, n int) {
+	t.Helper()
+	for w := 0; w < n; w += c.deps.MaxBatchKeys {
+		var ops []*tidekvpb.WriteOp
+		for i := w; i < min(n, w+c.deps.MaxBatchKeys); i++ {
+			ops = append(ops, &tidekvpb.WriteOp{Key: fmt.Appendf(nil, "k%03d", i), Value: []byte("v")})
+		}
+		if _, err := c.Write(context.Background(), meta(id), ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func newTestCoordinator(t *testing.T, send Sender) *Coordinator {
 	t.Helper()
 	clock, err := hlc.NewClock(fixedClock{time.Unix(0, now)}, 250*time.Millisecond)
@@ -276,15 +290,7 @@ func TestManyWritesCommitInPieces(t *testing.T) {
 	c := newTestCoordinator(t, f)
 	ctx := context.Background()
 	const n = 250
-	for w := 0; w < n; w += 100 {
-		var ops []*tidekvpb.WriteOp
-		for i := w; i < min(n, w+100); i++ {
-			ops = append(ops, &tidekvpb.WriteOp{Key: fmt.Appendf(nil, "k%03d", i), Value: []byte("v")})
-		}
-		if _, err := c.Write(ctx, meta("T"), ops); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeKeys(t, c, "T", n)
 	if _, err := c.End(ctx, meta("T"), true); err != nil {
 		t.Fatal(err)
 	}
