@@ -184,7 +184,9 @@ func (c *cacheCluster) ranges(ctx context.Context) ([]*tidekvpb.RangeInfo, error
 		}
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b *tidekvpb.RangeInfo) int { return bytes.Compare(a.GetDesc().GetStartKey(), b.GetDesc().GetStartKey()) })
+	slices.SortFunc(out, func(a, b *tidekvpb.RangeInfo) int {
+		return bytes.Compare(a.GetDesc().GetStartKey(), b.GetDesc().GetStartKey())
+	})
 	return out, nil
 }
 

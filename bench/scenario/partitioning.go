@@ -155,13 +155,27 @@ type partitioningClaims struct {
 	// Θmax, endOver the ranges above it at the end.
 	fullest       float64
 	over, endOver int
+	// sparsest is the emptiest range at any look that found more than one
+	// range (so every range came from a split): a split in halves leaves
+	// no range below half the split line.
+	sparsest float64
 	// end and endSigma are the fullness at the end (mean, σ over ranges);
 	// inStep is what splits in step would leave for the data loaded.
 	end, endSigma float64
 	inStep        inStep
 	// load and loadSigma are the looks' mean and σ over ranges, each look
-	// weighted by the time it stands for (timeWeighted).
-	load, loadSigma float64
+	// weighted by the data loaded while it stood (dataWeighted): the
+	// fullness as the data grows, which is what the split rule decides.
+	// timeLoad and timeLoadSigma weight each look by the time it stood
+	// (timeWeighted): they also count how long writes waited at the
+	// backpressure line for a split, which the machine's speed decides, so
+	// they are reported and not judged.
+	load, loadSigma         float64
+	timeLoad, timeLoadSigma float64
+	// loadInStep is load's value had every range split in step at every
+	// look (splitInStep of the look's data), weighted the same way: what
+	// the split rule gives at this data size, where the load stops.
+	loadInStep float64
 }
 
 func (m partitioningMeasured) claims(r partitioningResult) partitioningClaims {
@@ -170,15 +184,25 @@ func (m partitioningMeasured) claims(r partitioningResult) partitioningClaims {
 	for _, f := range r.exact {
 		c.fullest = max(c.fullest, f)
 	}
+	c.sparsest = 1
 	for _, smp := range r.samples {
 		for _, f := range smp.exact {
 			c.fullest = max(c.fullest, f)
+			if len(smp.exact) > 1 {
+				c.sparsest = min(c.sparsest, f)
+			}
 		}
 		if smp.over > 0 {
 			c.over++
 		}
 	}
-	c.load, c.loadSigma = timeWeighted(r.samples, r.loadSecs)
+	c.load, c.loadSigma = dataWeighted(r.samples, r.data)
+	ideal := make([]fullnessSample, len(r.samples))
+	for i, smp := range r.samples {
+		ideal[i] = fullnessSample{data: smp.data, exact: []float64{splitInStep(smp.data, r.maxBytes, m.fill).fullness}}
+	}
+	c.loadInStep, _ = dataWeighted(ideal, r.data)
+	c.timeLoad, c.timeLoadSigma = timeWeighted(r.samples, r.loadSecs)
 	return c
 }
 
@@ -224,6 +248,28 @@ func timeWeighted(samples []fullnessSample, end float64) (mean, sigma float64) {
 	return mean / total, sigma / total
 }
 
+// dataWeighted returns the mean over looks of each look's mean fullness
+// and of its σ over ranges, each look weighted by the bytes loaded from it
+// to the next (the last: to end bytes, the data at the end of the load).
+// A look taken while writes wait for a split weighs nothing, however long
+// the split takes. The data before the first look is not covered.
+func dataWeighted(samples []fullnessSample, end uint64) (mean, sigma float64) {
+	var total float64
+	for i, smp := range samples {
+		next := end
+		if i+1 < len(samples) {
+			next = samples[i+1].data
+		}
+		w := max(float64(next)-float64(smp.data), 0)
+		m, sd := plMeanStd(smp.exact)
+		mean, sigma, total = mean+w*m, sigma+w*sd, total+w
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	return mean / total, sigma / total
+}
+
 func (m partitioningMeasured) report(opts Options, out io.Writer) error {
 	p := m.p
 	fmt.Fprintf(out, "## partitioning\n\n")
@@ -254,10 +300,11 @@ func (m partitioningMeasured) report(opts Options, out io.Writer) error {
 		if c.load < 0.6 || c.load > 0.8 || c.loadSigma >= 0.2 {
 			verdict = "outside"
 		}
-		fmt.Fprintf(out, "- Θmax %s MiB: fullest range ever %.1f%% of Θmax; %d looks and %d ranges at the end above it. "+
-			"At the end %d ranges at %.0f%% ± %.0f%% (in step: %d at %.0f%%). Over the load, time-weighted: %.0f%% ± %.0f%%, %s ElasCass's 60–80%% with σ < 20%%.\n",
-			plMiB(float64(r.maxBytes)), 100*c.fullest, c.over, c.endOver, r.ranges, 100*c.end, 100*c.endSigma,
-			c.inStep.ranges, 100*c.inStep.fullness, 100*c.load, 100*c.loadSigma, verdict)
+		fmt.Fprintf(out, "- Θmax %s MiB: fullest range ever %.1f%% of Θmax; %d looks and %d ranges at the end above it; emptiest range at a look %.1f%%. "+
+			"At the end %d ranges at %.0f%% ± %.0f%% (in step: %d at %.0f%%). Over the load, weighted by data loaded: %.0f%% ± %.0f%% (in step: %.0f%%), %s ElasCass's 60–80%% with σ < 20%% "+
+			"(weighted by time, which also counts writes waiting for splits: %.0f%% ± %.0f%%).\n",
+			plMiB(float64(r.maxBytes)), 100*c.fullest, c.over, c.endOver, 100*c.sparsest, r.ranges, 100*c.end, 100*c.endSigma,
+			c.inStep.ranges, 100*c.inStep.fullness, 100*c.load, 100*c.loadSigma, 100*c.loadInStep, verdict, 100*c.timeLoad, 100*c.timeLoadSigma)
 	}
 	fmt.Fprintln(out)
 	m.duringLoad(out)
@@ -274,7 +321,7 @@ func (m partitioningMeasured) duringLoad(out io.Writer) {
 	rows := [][]string{}
 	for _, r := range m.results {
 		if len(r.samples) == 0 {
-			rows = append(rows, []string{plMiB(float64(r.maxBytes)), "0", "–", "–", "–", "–", "–", "–", "–", "–"})
+			rows = append(rows, []string{plMiB(float64(r.maxBytes)), "0", "–", "–", "–", "–", "–", "–", "–", "–", "–"})
 			continue
 		}
 		c := m.claims(r)
@@ -293,10 +340,11 @@ func (m partitioningMeasured) duringLoad(out io.Writer) {
 		rows = append(rows, []string{plMiB(float64(r.maxBytes)), strconv.Itoa(len(r.samples)),
 			fmt.Sprintf("%s–%s", plMiB(float64(r.samples[0].data)), plMiB(float64(r.samples[len(r.samples)-1].data))),
 			fmt.Sprintf("%.0f%%", 100*overall), fmt.Sprintf("%.0f%% / %.0f%%", 100*c.load, 100*c.loadSigma),
+			fmt.Sprintf("%.0f%% / %.0f%%", 100*c.timeLoad, 100*c.timeLoadSigma),
 			fmt.Sprintf("%.0f%%–%.0f%%", 100*lo, 100*hi), fmt.Sprintf("%.0f%%", 100*sigma),
 			fmt.Sprintf("%.1f%%", 100*c.fullest), strconv.Itoa(c.over), strconv.Itoa(changed)})
 	}
-	plTable(out, []string{"Θmax MiB", "samples", "data MiB", "mean fullness over the looks", "time-weighted mean / σ", "each look's mean (lowest–highest)",
+	plTable(out, []string{"Θmax MiB", "samples", "data MiB", "mean fullness over the looks", "data-weighted mean / σ", "time-weighted mean / σ", "each look's mean (lowest–highest)",
 		"largest σ in a look", "fullest range ever (looks and end)", "looks with a range > Θmax", "ranges split during a look (measured as their halves)"}, rows)
 	fmt.Fprintln(out)
 }

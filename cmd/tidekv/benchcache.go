@@ -20,8 +20,9 @@ import (
 // `tidekv bench cache --json` (one object per variant).
 type cacheReport struct {
 	Scenario string `json:"scenario"`
-	// Variant is "prelaunch" (T by the seed paper's rule) or "fixed-0.95"
-	// (a node is asked for when one holds 95% of its capacity).
+	// Variant is "prelaunch" (T by the seed paper's rule) or "fixed-S"
+	// (T fixed at the share S nodes shed at, 0.9 by default: a node is
+	// asked for only when one is nearly full).
 	Variant string `json:"variant"`
 	Seed    uint64 `json:"seed"`
 	// FullNodeSeconds: seconds nodes sat at capacity, summed over nodes
@@ -138,7 +139,7 @@ func runPrelaunch(w io.Writer, seed uint64, asJSON bool) error {
 }
 
 func cacheReportOf(scenario string, c sim.CacheConfig, m sim.CacheMetrics) cacheReport {
-	r := cacheReport{Scenario: scenario, Variant: "fixed-0.95", Seed: c.Seed, FullNodeSeconds: m.FullNodeSeconds,
+	r := cacheReport{Scenario: scenario, Variant: fmt.Sprintf("fixed-%g", c.Policy.Overflow.ShedAt), Seed: c.Seed, FullNodeSeconds: m.FullNodeSeconds,
 		FirstFullSeconds: -1, EvictedBytes: m.EvictedBytes, JoinedSeconds: []float64{}, Nodes: m.Nodes, NodeSeconds: m.NodeSeconds, DurationSeconds: c.Duration.Seconds()}
 	if c.PreLaunch {
 		r.Variant = "prelaunch"

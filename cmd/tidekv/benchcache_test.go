@@ -27,7 +27,7 @@ func TestBenchCachePrelaunch(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &reports); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if len(reports) != 2 || reports[0].Variant != "prelaunch" || reports[1].Variant != "fixed-0.95" {
+	if len(reports) != 2 || reports[0].Variant != "prelaunch" || reports[1].Variant != "fixed-0.9" {
 		t.Fatalf("reports %+v", reports)
 	}
 	if reports[0].FullNodeSeconds != 0 || reports[0].FirstFullSeconds != -1 || reports[1].FullNodeSeconds == 0 {

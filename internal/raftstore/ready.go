@@ -7,6 +7,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -389,16 +390,28 @@ func (s *Store) countSent(sent bool) {
 	}
 }
 
-// maybeTruncateLogLocked drops applied entries beyond the configured tail.
+// maybeTruncateLogLocked drops applied entries beyond the configured tail,
+// and on a leader also every applied entry all replicas already hold.
 // Truncation is local to each replica; a follower that falls behind the
 // leader's truncation point receives a snapshot.
 func (r *Replica) maybeTruncateLogLocked() {
 	st := r.mu.state
 	keep := r.store.cfg.LogKeepEntries
-	if st.GetAppliedIndex() < st.GetTruncatedIndex()+2*keep {
+	var idx uint64
+	if st.GetAppliedIndex() >= st.GetTruncatedIndex()+2*keep {
+		idx = st.GetAppliedIndex() - keep
+	}
+	// The log lives in memory (raft.MemoryStorage) as well as on disk, so
+	// the count rule alone lets a node with many ranges, each written less
+	// than 2×LogKeepEntries times, hold every entry it ever wrote: a
+	// one-node cluster loading 300k records grew its heap by the records'
+	// size. Entries every replica has are needed by none of them.
+	if held := r.heldByAllLocked(); held >= st.GetTruncatedIndex()+logTruncateBatch && held > idx {
+		idx = held
+	}
+	if idx == 0 {
 		return
 	}
-	idx := st.GetAppliedIndex() - keep
 	term, err := r.mu.storage.Term(idx)
 	if err != nil {
 		return
@@ -417,4 +430,21 @@ func (r *Replica) maybeTruncateLogLocked() {
 	}
 	r.mu.state = nst
 	_ = r.mu.storage.Compact(idx)
+}
+
+// logTruncateBatch is the fewest entries truncated at once for being held
+// by all replicas: each truncation is a write of its own.
+const logTruncateBatch = 64
+
+// heldByAllLocked is, on a leader, the highest applied index every replica
+// (learners too) has in its log; 0 elsewhere.
+func (r *Replica) heldByAllLocked() uint64 {
+	if r.mu.raw.BasicStatus().RaftState != raft.StateLeader {
+		return 0
+	}
+	held := r.mu.state.GetAppliedIndex()
+	r.mu.raw.WithProgress(func(_ uint64, _ raft.ProgressType, pr tracker.Progress) {
+		held = min(held, pr.Match)
+	})
+	return held
 }
