@@ -131,13 +131,14 @@ func decodeMeta(marker, v []byte) (meta, bool) {
 }
 
 // newMeta is a new collection's: a fresh generation, so that garbage of
-// an earlier one at the key is not read as its elements.
-func newMeta(marker []byte) meta {
+// an earlier one at the key is not read as its elements; a set's members
+// numbered if numbered.
+func newMeta(marker []byte, numbered bool) meta {
 	m := meta{gen: rand.Uint64()}
 	switch {
 	case bytes.Equal(marker, listMarker):
 		m.a, m.b = listOrigin, listOrigin
-	case bytes.Equal(marker, setMarker):
+	case bytes.Equal(marker, setMarker) && numbered:
 		m.b = setNumbered
 	}
 	return m
@@ -159,11 +160,24 @@ type collTx struct {
 	// batch is the most keys one read of the transaction asks for
 	// (MaxBatchKeys).
 	batch int
+	// numbering: sets may be numbered (setPositions): a new set is, and
+	// a write numbers a small set that is not (numberSmall).
+	numbering bool
 }
 
 // newColl is a new collection of type marker at key, inside tx.
 func (x *call) newColl(tx TxnKV, key, marker []byte) *collTx {
-	return &collTx{ctx: x.ctx, tx: tx, key: key, marker: marker, m: newMeta(marker), batch: x.s.cfg.MaxBatchKeys}
+	p := x.setPositions()
+	return &collTx{ctx: x.ctx, tx: tx, key: key, marker: marker, m: newMeta(marker, p), batch: x.s.cfg.MaxBatchKeys, numbering: p}
+}
+
+// setPositions reports whether the server's KV lets the front end write
+// set positions and sorted-set start hints (SetPositioner): asked for
+// each attempt, so a transaction run again after the cluster's upgrade
+// writes the new layouts.
+func (x *call) setPositions() bool {
+	p, ok := x.s.kv.(SetPositioner)
+	return ok && p.SetPositions()
 }
 
 // wrongType is returned by a transaction's function to abort it with

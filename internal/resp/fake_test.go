@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidekv/tidekv/internal/testutil/manualclock"
@@ -57,7 +58,12 @@ type fakeKV struct {
 	tombs      map[string]bool
 	tombSorted []string
 	stepped    int
+	// olderLayouts: SetPositions answers false, as a cluster with a node
+	// on an older binary does. Not under mu, which a transaction holds.
+	olderLayouts atomic.Bool
 }
+
+func (f *fakeKV) SetPositions() bool { return !f.olderLayouts.Load() }
 
 // keepTombs makes f count the deletions its scans step over (stepped).
 func (f *fakeKV) keepTombs() {

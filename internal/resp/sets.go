@@ -24,12 +24,21 @@ import (
 // a member gives it the next position; removing members moves the members
 // at the last positions into the freed ones, so positions stay 0..count-1.
 //
-// A set written by a TideKV before the numbering (its metadata's b is 0,
-// not setNumbered; member values empty) keeps being served as it was:
-// SADD and SREM write only member keys, SPOP and SRANDMEMBER draw by
-// scanning (draw). A write to one of at most maxNumbering members (those
-// the command names included) numbers it first, in its transaction
-// (numberSmall), so small sets become numbered as they are used.
+// A set not numbered (its metadata's b is 0, not setNumbered; member
+// values empty) keeps being served as it was: SADD and SREM write only
+// member keys, SPOP and SRANDMEMBER draw by scanning (draw). Such sets
+// are those a TideKV wrote before the numbering, and every set written
+// while the cluster has not reached the log version that lets the front
+// end number them (SetPositioner, collTx.numbering): an older binary's
+// front end on another node may write the set too, and would leave the
+// positions out of step (an SADD giving none, an SREM leaving a hole).
+// Once the cluster is there, new sets are numbered, and a write to one of
+// at most maxNumbering members (those the command names included)
+// numbers it first, in its transaction (numberSmall), so small sets
+// become numbered as they are used; a larger one stays as it is until it
+// is emptied or shrinks to that size. A numbered set is kept numbered by
+// every write, whatever the version this node has learnt: only a cluster
+// at that version numbers sets, so no older binary is left to write it.
 
 // setNumbered, in a set's metadata b, says its members are numbered.
 const setNumbered = 1
@@ -42,12 +51,12 @@ const maxNumbering = 1000
 // numbered reports whether the set's members have positions.
 func (t *collTx) numbered() bool { return t.m.b == setNumbered }
 
-// numberSmall numbers the members of a set not numbered, if it and the n
-// members a write names are at most maxNumbering, inside the write's
-// transaction; numbered reports whether it did (the metadata is to be
+// numberSmall numbers the members of a set not numbered, if sets may be
+// numbered and it and the n members a write names are at most
+// maxNumbering, inside the write's transaction; numbered reports whether it did (the metadata is to be
 // saved).
 func (t *collTx) numberSmall(n int) (numbered bool, err error) {
-	if !t.m.exists || t.numbered() || t.m.a+uint64(n) > maxNumbering {
+	if !t.numbering || !t.m.exists || t.numbered() || t.m.a+uint64(n) > maxNumbering {
 		return false, nil
 	}
 	pre := elemPrefix(t.key, t.m.gen)

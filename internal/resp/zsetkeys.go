@@ -31,7 +31,10 @@ import (
 // start begin there, so they do not step over the deletions (MVCC
 // tombstones, until GC removes them) of the members popped before: a pop
 // of a set drained from its low end costs a few keys, not the pops before
-// it.
+// it. An older binary's front end takes metadata longer than the marker
+// and count for a string, so ZPOPMIN sets a hint only once the cluster
+// lets the front end write one (SetPositioner); before, a set has none
+// and its metadata is the marker and count alone.
 var zsetMarker = []byte("\xffTideKV:zset\x00\x01\xfe")
 
 const (

@@ -11,8 +11,9 @@ import (
 // start hint) in the transaction of z's key, which the commands on z
 // share (keyTxn); pick reads through in, whose reads are the
 // transaction's. lowest: pick takes the members with the lowest scores,
-// so the start hint moves past the last of them. Concurrent pops of one set so run one after another in
-// one transaction, each choosing from what the ones before it left, where
+// so the start hint moves past the last of them (a set without one gets
+// one only once the cluster lets the front end write it: setPositions).
+// Concurrent pops of one set so run one after another in one transaction, each choosing from what the ones before it left, where
 // choosing outside the transaction and removing inside made all but one
 // conflict and start again. It returns what it removed (none: z holds no
 // sorted set); ok false: it replied (WRONGTYPE or an error).
@@ -39,7 +40,7 @@ func (x *call) zremove(z []byte, lowest bool, pick func(in *call, card int, firs
 			ops = append(ops, Op{Key: zMemberKey(z, e.member), Delete: true},
 				Op{Key: zIndexKey(z, e.member, e.score), Delete: true})
 		}
-		if lowest {
+		if lowest && (len(hint) > 0 || x.setPositions()) {
 			last := es[len(es)-1]
 			hint = append(zIndexKey(z, last.member, last.score)[len(zIndexPrefix(z)):], 0)
 		}
