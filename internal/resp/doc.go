@@ -190,6 +190,10 @@
 //	member m of z     enc(z) 0x00 0x01 0x01 m            -> score (8 bytes)
 //	index entry       enc(z) 0x00 0x01 0x02 sort(s) m    -> score (8 bytes)
 //
+// Positions and start hints are written only once the KV says every
+// node's front end keeps them (SetPositioner, Raft log version 13); until
+// then sets are not numbered and sorted sets have no hint.
+//
 // The fields of h are the span [enc(h) 0x00 0x01, enc(h) 0x00 0x02), right
 // after the marker, so HGETALL is one range scan of [enc(h), enc(h) 0x00
 // 0x02). No string key and no other hash's field can fall in that span,
