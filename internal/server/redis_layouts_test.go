@@ -34,16 +34,25 @@ type setLayout struct {
 
 func readSetLayout(ctx context.Context, t *testing.T, c *client.Client, k string) setLayout {
 	t.Helper()
+	// One snapshot, read in a transaction: it waits out the intents of
+	// the command just written, as Txn runs again when they outlast the
+	// wait (a plain scan answers "retry" then).
 	var kvs []client.KeyValue
-	for from := []byte(k); ; {
-		page, err := c.Scan(ctx, from, []byte(k+"\x00\x02"), 10_000)
-		if err != nil {
-			t.Fatal(err)
+	err := c.Txn(ctx, func(tx *client.Tx) error {
+		kvs = nil
+		for from := []byte(k); ; {
+			page, err := tx.Scan(ctx, from, []byte(k+"\x00\x02"), 10_000)
+			if err != nil {
+				return err
+			}
+			if kvs = append(kvs, page...); len(page) < 10_000 {
+				return nil
+			}
+			from = append(bytes.Clone(page[len(page)-1].Key), 0)
 		}
-		if kvs = append(kvs, page...); len(page) < 10_000 {
-			break
-		}
-		from = append(bytes.Clone(page[len(page)-1].Key), 0)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(kvs) == 0 || string(kvs[0].Key) != k || !bytes.HasPrefix(kvs[0].Value, setMetaPrefix) || len(kvs[0].Value) != len(setMetaPrefix)+32 {
 		t.Fatalf("%s: no set metadata first in %d keys", k, len(kvs))
@@ -71,7 +80,11 @@ func readSetLayout(ctx context.Context, t *testing.T, c *client.Client, k string
 // zsetMeta is sorted set z's metadata as stored.
 func zsetMeta(ctx context.Context, t *testing.T, c *client.Client, z string) []byte {
 	t.Helper()
-	v, err := c.Get(ctx, []byte(z))
+	var v []byte
+	err := c.Txn(ctx, func(tx *client.Tx) (err error) { // as readSetLayout
+		v, err = tx.Get(ctx, []byte(z))
+		return err
+	})
 	if err != nil || !bytes.HasPrefix(v, zsetMetaPrefix) {
 		t.Fatalf("%s: %q, %v; want a sorted set's metadata", z, v, err)
 	}
