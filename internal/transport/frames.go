@@ -237,6 +237,9 @@ func (t *GRPC) serveFrames(c net.Conn) {
 			log.Printf("raft frames from %s: %v; closing", c.RemoteAddr(), err)
 			return
 		}
+		if cap(body) > 1<<20 {
+			body = nil // a snapshot-sized batch's buffer is not kept
+		}
 		t.deliver(b.GetMessages())
 	}
 }
@@ -244,6 +247,7 @@ func (t *GRPC) serveFrames(c net.Conn) {
 // frameSender writes batches to one peer's frame connection.
 type frameSender struct {
 	c   net.Conn
+	t   *GRPC
 	buf []byte
 }
 
@@ -260,6 +264,10 @@ func (t *GRPC) dialFrames(addr string) (*frameSender, error) {
 		return nil, fmt.Errorf("%w: %v", errNoFrames, err)
 	}
 	_ = c.SetDeadline(time.Time{})
+	if !t.trackFrames(c, true) {
+		c.Close()
+		return nil, errStopped
+	}
 	// Nothing more is read after the answer; a read that returns means the
 	// peer closed (it restarted), so the next write fails at once instead
 	// of going into a dead socket.
@@ -268,7 +276,27 @@ func (t *GRPC) dialFrames(addr string) (*frameSender, error) {
 		_, _ = c.Read(b[:])
 		c.Close()
 	}()
-	return &frameSender{c: c}, nil
+	return &frameSender{c: c, t: t}, nil
+}
+
+var errStopped = errors.New("transport stopped")
+
+// trackFrames adds or removes an open frame connection to a peer; false:
+// the transport stopped.
+func (t *GRPC) trackFrames(c net.Conn, add bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !add {
+		delete(t.frames, c)
+		return true
+	}
+	select {
+	case <-t.stopper:
+		return false
+	default:
+	}
+	t.frames[c] = struct{}{}
+	return true
 }
 
 // frameHandshake writes the magic, turns *c TLS on a secure node and
@@ -321,4 +349,7 @@ func (f *frameSender) send(b *tidekvpb.RaftMessageBatch) error {
 	return err
 }
 
-func (f *frameSender) close() { f.c.Close() }
+func (f *frameSender) close() {
+	f.c.Close()
+	f.t.trackFrames(f.c, false)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"runtime"
 	"sync"
 	"time"
@@ -84,12 +85,15 @@ func (c Config) Validate() error {
 // GRPC sends Raft traffic over gRPC streams and serves the Raft service.
 type GRPC struct {
 	tidekvpb.UnimplementedRaftServer
-	cfg      Config
-	resolve  Resolver
-	handler  Handler
-	mu       sync.Mutex
-	queues   map[uint64]*sendQueue
-	conns    map[string]*grpc.ClientConn
+	cfg     Config
+	resolve Resolver
+	handler Handler
+	mu      sync.Mutex
+	queues  map[uint64]*sendQueue
+	conns   map[string]*grpc.ClientConn
+	// frames are the open frame connections to peers, closed by Stop
+	// (a write blocked on a peer that stopped reading ends with them).
+	frames   map[net.Conn]struct{}
 	stopper  chan struct{}
 	stopOnce sync.Once
 }
@@ -111,7 +115,7 @@ func NewGRPC(cfg Config, resolve Resolver, handler Handler) (*GRPC, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &GRPC{cfg: cfg, resolve: resolve, handler: handler, queues: map[uint64]*sendQueue{}, conns: map[string]*grpc.ClientConn{}, stopper: make(chan struct{})}, nil
+	return &GRPC{cfg: cfg, resolve: resolve, handler: handler, queues: map[uint64]*sendQueue{}, conns: map[string]*grpc.ClientConn{}, frames: map[net.Conn]struct{}{}, stopper: make(chan struct{})}, nil
 }
 
 // SetHandler sets the receiver of incoming traffic (the store is created
@@ -138,6 +142,9 @@ func (t *GRPC) Stop() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		for _, c := range t.conns {
+			c.Close()
+		}
+		for c := range t.frames {
 			c.Close()
 		}
 	})
