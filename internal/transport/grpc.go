@@ -299,6 +299,7 @@ func (t *GRPC) connect(node uint64) (batchSender, error) {
 	if !errors.Is(err, errNoFrames) {
 		return nil, err
 	}
+	log.Printf("raft to node %d at %s on a gRPC stream: %v", node, addr, err)
 	stream, cancel, err := t.openStream(node)
 	if err != nil {
 		return nil, err
