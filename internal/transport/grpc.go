@@ -82,7 +82,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// GRPC sends Raft traffic over gRPC streams and serves the Raft service.
+// GRPC sends Raft messages as frames (frames.go; a gRPC stream to a node
+// without them) and snapshots over gRPC, and serves the Raft service.
 type GRPC struct {
 	tidekvpb.UnimplementedRaftServer
 	cfg     Config
