@@ -134,6 +134,9 @@ func TestLayoutsWaitForTheGate(t *testing.T) {
 			raw := strings.TrimPrefix(pipeline(t, s, []string{"DUMP", "s"})[0], "$")
 			eqReplies(t, pipeline(t, s, []string{"RESTORE", "r", "0", raw}, []string{"RENAME", "s", "m"}, []string{"SREM", "m", "a"}), []string{"+OK", "+OK", ":1"})
 		}, sets: []string{"r", "m"}},
+		{name: "MULTI and EVAL", run: cmds([]string{"MULTI"}, []string{"SADD", "s", "a", "b", "c"}, []string{"SREM", "s", "a"}, []string{"ZADD", "z", "1", "a", "2", "b", "3", "c"},
+			[]string{"ZPOPMIN", "z"}, []string{"EXEC"}, []string{"EVAL", "redis.call('SADD', KEYS[1], 'x', 'y'); redis.call('SREM', KEYS[1], 'x'); return redis.call('ZPOPMIN', KEYS[2])", "2", "t", "z"}),
+			sets: []string{"s", "t"}, zsets: []string{"z"}, hinted: []string{"z"}},
 		{name: "small set written before", older: map[string][]string{"s": {"1", "2", "3"}, "t": {"1", "2"}, "u": {"1", "2", "3"}},
 			run: cmds([]string{"SADD", "s", "4"}, []string{"SREM", "t", "1"}, []string{"SPOP", "u"}), sets: []string{"s", "t", "u"}},
 		{name: "ZPOPMIN", run: cmds([]string{"ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d"}, []string{"ZPOPMIN", "z"},
