@@ -76,9 +76,10 @@
 // MSET is atomic, as in Redis: one Write when its keys lie in one range
 // and are at most Config.MaxBatchKeys, else one KV.Txn. DEL and UNLINK of
 // several keys are one KV.Txn (keys.go), a hash's fields or a
-// collection's elements removed after it as garbage, one atomic Write per
-// MaxBatchKeys keys of one range (keys spanning ranges written one by
-// one). A KV.Txn writes any number of keys up to the store's transaction
+// collection's elements removed after it as garbage, MaxBatchKeys keys at
+// a time, each batch one write guarded on the key's absence (one KV.Txn
+// where the key and the batch span ranges): a command making the key anew
+// meanwhile stops the clearing and keeps every element it wrote. A KV.Txn writes any number of keys up to the store's transaction
 // limits (10,000 keys and 16 MiB on a node): a command is never cut into
 // parts at MaxBatchKeys, which bounds one request of the KV only.
 //
@@ -225,12 +226,12 @@
 //
 // Hash commands other than HSET and an HDEL of MaxBatchKeys fields or
 // more are not atomic against each other across several keys of one
-// hash: a concurrent HDEL of a hash's last field and HSET of a new one,
-// or DEL and HSET of the same key, can leave the hash missing fields. Each single field write is atomic. Sorted-set writes are atomic; ZADD creating a
+// hash: a concurrent HDEL of a hash's last field and HSET of a new one
+// can leave the hash missing fields (a DEL's clearing of the fields it
+// left cannot: it stops once the hash exists again). Each single field write is atomic. Sorted-set writes are atomic; ZADD creating a
 // set clears an earlier set's leftovers in its own transaction, or, past
 // zStaleInTxn of them, first in one guarded write, or, when the set's keys
-// span ranges, by a scan and deletes that can race with another ZADD
-// creating the same set. There is no eviction and no pub/sub (RESP3's push replies are never sent).
+// span ranges, by DEL's guarded clearing. There is no eviction and no pub/sub (RESP3's push replies are never sent).
 //
 // Transactions: EXEC cannot run notInMulti's commands: each is refused
 // when queued and aborts the transaction. EXPIRE and PERSIST inside EXEC write

@@ -292,7 +292,13 @@ func (f *fakeKV) GuardedWrite(_ context.Context, ops []Op, g Guard) (GuardResult
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.guarded++
-	if err := f.checkOps(append(ops[:len(ops):len(ops)], Op{Key: g.Key}, Op{Key: g.ClearStart})); err != nil {
+	// The guard's key and its clear span's start, if it has one, must
+	// lie in the ops' range, as the store's kvapi checks.
+	keys := append(ops[:len(ops):len(ops)], Op{Key: g.Key})
+	if len(g.ClearStart) > 0 {
+		keys = append(keys, Op{Key: g.ClearStart})
+	}
+	if err := f.checkOps(keys); err != nil {
 		return GuardResult{}, err
 	}
 	cur, ok := f.live(g.Key)

@@ -7,10 +7,18 @@ import (
 	"strings"
 )
 
-// clearFields deletes every field of hash h (not its marker). A KV that
+// clearFields deletes what is left in the span of key k (a hash's fields,
+// a collection's elements) while k does not exist: the garbage of a hash
+// or collection deleted (DEL) or replaced. Each batch's deletes are one
+// write guarded on k's absence (clearWhileAbsent), and the clearing stops
+// once k exists again: a command that made k anew meanwhile owns the span
+// and keeps its own elements (a hash's or sorted set's creation clears
+// what is left before it writes, a list or set is under a new generation,
+// whose old one stays as garbage until the next DEL). An unguarded delete
+// would remove the new collection's elements under its metadata. A KV that
 // cannot scan holds no hashes.
-func (x *call) clearFields(h []byte) error {
-	start, end := fieldPrefix(h), fieldsEnd(h)
+func (x *call) clearFields(k []byte) error {
+	start, end := fieldPrefix(k), fieldsEnd(k)
 	for {
 		kvs, err := x.kv.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
 		if errors.Is(err, ErrUnordered) {
@@ -23,7 +31,7 @@ func (x *call) clearFields(h []byte) error {
 		for i, kv := range kvs {
 			ops[i] = Op{Key: kv.Key, Delete: true}
 		}
-		if err := x.write(ops); err != nil {
+		if made, err := x.clearWhileAbsent(k, ops); err != nil || made {
 			return err
 		}
 		if len(kvs) < x.s.cfg.MaxBatchKeys {
@@ -31,6 +39,31 @@ func (x *call) clearFields(h []byte) error {
 		}
 		start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
 	}
+}
+
+// clearWhileAbsent applies ops, deletes of keys of k's span, at once if k
+// is absent; made: k exists, and nothing was deleted. It is one guarded
+// write, or, where the guard cannot cover them (k and the keys in
+// different ranges, inside EXEC), one transaction that reads k and
+// deletes them.
+func (x *call) clearWhileAbsent(k []byte, ops []Op) (made bool, err error) {
+	res, err := x.kv.GuardedWrite(x.ctx, ops, absentGuard(k))
+	if !errors.Is(err, ErrInvalidArgument) {
+		return res.Failed, err
+	}
+	err = x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		r, err := tx.Get(x.ctx, encKey(k))
+		if made = r.Found; err != nil || made {
+			return err
+		}
+		for _, op := range ops {
+			if err := tx.Delete(x.ctx, op.Key); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return made, err
 }
 
 // hashState reads hash h's marker and the given fields in one BatchGet. It

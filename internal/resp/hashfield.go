@@ -66,7 +66,8 @@ func (x *call) updateField(h, f []byte, decide func(cur []byte, found bool) ([]b
 		switch {
 		case errors.Is(err, ErrInvalidArgument):
 			// The marker and its fields lie in different ranges: the
-			// older path, without the guard.
+			// fields are cleared while h is absent (clearFields), then
+			// the marker is put without a guard.
 			if err = x.clearFields(h); err == nil {
 				err = x.kv.Put(x.ctx, encKey(h), hashMarker)
 			}

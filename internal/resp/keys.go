@@ -7,7 +7,9 @@ import "errors"
 // however many they are (their writes reach the store MaxBatchKeys a
 // message, the transaction's limits bound the whole). A hash's fields and
 // a collection's elements are removed after it, as one key's are: the
-// keys are gone already, so what is left is unreachable garbage.
+// keys are gone already, so what is left is unreachable garbage, removed
+// only while its key is still absent (clearFields), never from a
+// collection a later command made there.
 func cmdDel(x *call) {
 	if len(x.args) > 2 {
 		x.delAtOnce()

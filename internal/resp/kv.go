@@ -176,6 +176,10 @@ type Guard struct {
 	ClearStart, ClearEnd []byte
 }
 
+// absentGuard holds while key k does not exist: its value, zsetMarker
+// alone, is never stored (zsetkeys.go), so k holding anything fails it.
+func absentGuard(k []byte) Guard { return Guard{Key: encKey(k), Value: zsetMarker} }
+
 // GuardResult is what a guarded write found.
 type GuardResult struct {
 	// Failed: Key held another value (a hash command on a string), and

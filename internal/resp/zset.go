@@ -372,12 +372,13 @@ func (x *call) zwriteMeta(v *txView, z []byte, exists bool, card int, hint []byt
 // zclearStale removes what an earlier set at z left (after SET, GETDEL or
 // its expiry), when more than a transaction carries, before a set is
 // created there: one guarded write that
-// clears z's span if z is absent, and else does nothing (its guard value,
-// zsetMarker alone, is never stored, and its op only touches a TTL). When
-// z and its span lie in different ranges the clearing is a scan and
-// deletes, which a ZADD creating the same set meanwhile can race with.
+// clears z's span if z is absent, and else does nothing (absentGuard; its
+// op only touches a TTL). When z and its span lie in different ranges the
+// clearing is DEL's (clearFields), each batch guarded on z's absence too,
+// so a ZADD creating the same set meanwhile keeps its members.
 func (x *call) zclearStale(z []byte) error {
-	g := Guard{Key: encKey(z), Value: zsetMarker, ClearStart: fieldPrefix(z), ClearEnd: fieldsEnd(z)}
+	g := absentGuard(z)
+	g.ClearStart, g.ClearEnd = fieldPrefix(z), fieldsEnd(z)
 	_, err := x.kv.GuardedWrite(x.ctx, []Op{{Key: encKey(z), SetTTL: true}}, g)
 	switch {
 	case errors.Is(err, ErrUnordered):
