@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tidekv/tidekv/client"
 )
 
 // TestNodeListAndSetChangesAreAtomic: clients pushing, popping and adding
@@ -87,5 +89,58 @@ func TestNodeListAndSetChangesAreAtomic(t *testing.T) {
 	}
 	if n, err := rc.Exists(ctx, "q").Result(); err != nil || n != 0 {
 		t.Errorf("EXISTS q = %d, %v after popping everything; want 0", n, err)
+	}
+}
+
+// TestRedisDelClearsLeftoversWhileAbsent: DEL's clearing of a hash's or
+// set's keys, guarded on the key's absence (internal/resp clearFields),
+// goes through the store: one guarded write a batch where the key and its
+// span share a range (set t, hash h), one transaction a batch where they
+// do not (set s, split at its span). Each collection has more keys than
+// one write takes; none is left, and the key made again reads whole.
+func TestRedisDelClearsLeftoversWhileAbsent(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) { c.Redis.ListenAddr = "127.0.0.1:0" })
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	splitLedApart(t, tc, c, "s\x00\x01")
+	rc := redis.NewClient(&redis.Options{Addr: tc.nodes[0].RedisAddr(), MaxRetries: -1, ReadTimeout: 30 * time.Second})
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const n = 1200 // a set's keys: 2,400 (members and positions); the hash's 1,200
+	for _, k := range []string{"s", "t", "h"} {
+		args := []any{"SADD", k}
+		if k == "h" {
+			args[0] = "HSET"
+		}
+		for i := range n {
+			args = append(args, fmt.Sprintf("m%05d", i))
+			if k == "h" {
+				args = append(args, i)
+			}
+		}
+		if err := rc.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%s: %v", args[0], err)
+		}
+		if got, err := rc.Del(ctx, k).Result(); err != nil || got != 1 {
+			t.Fatalf("DEL %s = %d, %v", k, got, err)
+		}
+		// Read in a transaction: it waits out the intents of a clearing
+		// transaction just committed.
+		var left int
+		err := c.Txn(ctx, func(tx *client.Tx) error {
+			kvs, err := tx.Scan(ctx, []byte(k), []byte(k+"\x00\x02"), 10)
+			left = len(kvs)
+			return err
+		})
+		if err != nil || left != 0 {
+			t.Fatalf("after DEL %s: %d keys left in its span, %v", k, left, err)
+		}
+		if err := rc.SAdd(ctx, k, "a", "b").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rc.SMembers(ctx, k).Result(); err != nil || len(got) != 2 || rc.SCard(ctx, k).Val() != 2 {
+			t.Fatalf("%s made again: SMEMBERS %v, %v; SCARD %d", k, got, err, rc.SCard(ctx, k).Val())
+		}
 	}
 }
