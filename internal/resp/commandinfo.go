@@ -32,6 +32,7 @@ var (
 		"zunion": {}, "zinter": {}, "zdiff": {}, "zintercard": {}, "sintercard": {},
 		"lmpop": {}, "blmpop": {}, "zmpop": {}, "bzmpop": {},
 		"eval": {}, "evalsha": {}, "eval_ro": {}, "evalsha_ro": {},
+		"xread": {}, // after STREAMS (xreadKeys)
 	}
 	keyless = map[string]bool{
 		"ping": true, "echo": true, "quit": true, "select": true, "client": true, "command": true,
@@ -39,6 +40,7 @@ var (
 		"multi": true, "exec": true, "discard": true, "unwatch": true, "scan": true, "tkv.range": true,
 		"keys": true, "flushdb": true, "flushall": true, "randomkey": true,
 		"function": true, "script": true,
+		"xinfo": true, // Redis states its subcommands' keys only
 	}
 )
 
@@ -188,6 +190,18 @@ func commandGetKeys(x *call) {
 		return
 	}
 	p := positions(name)
+	if name == "xread" {
+		keys, ok := xreadKeys(line)
+		if !ok {
+			x.c.WriteError("ERR Invalid arguments specified for command")
+			return
+		}
+		x.c.WriteArray(len(keys))
+		for _, k := range keys {
+			x.c.WriteBulk(k)
+		}
+		return
+	}
 	if p.first == 0 {
 		x.c.WriteError("ERR The command has no key arguments")
 		return
@@ -253,4 +267,19 @@ func sortStoreKey(line [][]byte) []byte {
 		}
 	}
 	return store
+}
+
+// xreadKeys are XREAD's keys: the first half of what follows STREAMS;
+// false if there is no STREAMS or an odd count follows it.
+func xreadKeys(line [][]byte) ([][]byte, bool) {
+	for i := 1; i < len(line); i++ {
+		if strings.EqualFold(string(line[i]), "streams") {
+			rest := line[i+1:]
+			if len(rest) == 0 || len(rest)%2 != 0 {
+				return nil, false
+			}
+			return rest[:len(rest)/2], true
+		}
+	}
+	return nil, false
 }

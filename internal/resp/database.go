@@ -148,7 +148,7 @@ func cmdRandomKey(x *call) {
 
 // collectionEncoding is OBJECT ENCODING's answer for each collection type:
 // the encoding Redis uses for a large one (TideKV has one encoding each).
-var collectionEncoding = map[string]string{"hash": "hashtable", "list": "quicklist", "set": "hashtable", "zset": "skiplist"}
+var collectionEncoding = map[string]string{"hash": "hashtable", "list": "quicklist", "set": "hashtable", "zset": "skiplist", "stream": "stream"}
 
 // cmdObject: OBJECT ENCODING key, the encoding Redis would report for a
 // string value (int, embstr, raw); a hash is "hashtable" (a range of keys,
@@ -266,7 +266,7 @@ func cmdRename(x *call) {
 		return nil
 	})
 	if err == nil && done && moved != nil {
-		if t := valueType(moved); t == "list" || t == "zset" {
+		if t := valueType(moved); t == "list" || t == "zset" || t == "stream" {
 			x.ready(dst)
 		}
 	}
@@ -312,11 +312,9 @@ func (x *call) moveKey(v *txView, src, dst []byte, r Result, del bool) error {
 	}
 	from, to := fieldPrefix(src), fieldPrefix(dst)
 	start, end := from, fieldsEnd(src)
-	for _, marker := range [][]byte{listMarker, setMarker} {
-		if m, ok := decodeMeta(marker, r.Value); ok {
-			start = elemPrefix(src, m.gen)
-			end = prefixEnd(start)
-		}
+	if gen, ok := generation(r.Value); ok {
+		start = elemPrefix(src, gen)
+		end = prefixEnd(start)
 	}
 	return x.scanSpan(v, start, end, func(kv KeyValue) error {
 		// Elements carry no TTL of their own: the metadata's is the
