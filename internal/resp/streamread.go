@@ -344,35 +344,26 @@ func cmdXRead(x *call) {
 // tree: radix-tree-keys and radix-tree-nodes count runs of
 // stream-node-max-entries entries as a "~" trim does (docs/redis.md).
 func cmdXInfo(x *call) {
+	if rerr := xinfoArity(x.args); rerr != "" {
+		x.c.WriteError(rerr)
+		return
+	}
 	sub := strings.ToLower(string(x.args[1]))
 	n := len(x.args)
-	full := n >= 4 && strings.EqualFold(string(x.args[3]), "full")
-	switch {
-	case sub == "help" && n == 2:
+	if sub == "help" {
 		x.c.WriteArray(len(xinfoHelp))
 		for _, l := range xinfoHelp {
 			x.c.WriteString(l)
 		}
 		return
-	case sub == "stream" && (n == 3 || (n == 4 && full) || (n == 6 && full && strings.EqualFold(string(x.args[4]), "count"))):
-	case sub == "groups" && n == 3, sub == "consumers" && n == 4:
-	case sub == "stream" && n > 3:
-		x.c.WriteError("ERR unknown subcommand or wrong number of arguments for '" + trunc(x.args[1]) + "'. Try XINFO HELP.")
-		return
-	case sub == "stream" || sub == "groups" || sub == "consumers" || sub == "help":
-		x.c.WriteError(errArity("xinfo|" + sub))
-		return
-	default:
-		x.c.WriteError("ERR unknown subcommand '" + trunc(x.args[1]) + "'. Try XINFO HELP.")
-		return
 	}
+	full := n >= 4 && strings.EqualFold(string(x.args[3]), "full")
+	// The stream's options are checked after the key, as Redis does.
+	badOptions := sub == "stream" && n > 3 && !(n == 4 && full) && !(n == 6 && full && strings.EqualFold(string(x.args[4]), "count"))
 	count := int64(10) // FULL's entries, as Redis's default
-	if n == 6 {
-		var err error
-		if count, err = strconv.ParseInt(string(x.args[5]), 10, 64); err != nil {
-			x.c.WriteError(errNotInt)
-			return
-		}
+	var badCount error
+	if n == 6 && !badOptions {
+		count, badCount = strconv.ParseInt(string(x.args[5]), 10, 64)
 	}
 	key := x.args[2]
 	var first, last, entries []streamEntry
@@ -394,6 +385,12 @@ func cmdXInfo(x *call) {
 		return
 	case !m.exists:
 		x.c.WriteError("ERR no such key")
+		return
+	case badOptions:
+		x.c.WriteError("ERR unknown subcommand or wrong number of arguments for '" + trunc(x.args[1]) + "'. Try XINFO HELP.")
+		return
+	case badCount != nil:
+		x.c.WriteError(errNotInt)
 		return
 	case sub == "groups":
 		x.c.WriteArray(0)
@@ -443,6 +440,20 @@ func cmdXInfo(x *call) {
 			x.writeEntry(es[0])
 		}
 	}
+}
+
+// xinfoArity is the error of an XINFO with an unknown subcommand or a
+// subcommand's wrong number of arguments, checked also when MULTI queues
+// it, as Redis checks a subcommand's arity; "" if none.
+func xinfoArity(args [][]byte) string {
+	n := len(args)
+	switch sub := strings.ToLower(string(args[1])); {
+	case sub == "help" && n == 2, sub == "stream" && n >= 3, sub == "groups" && n == 3, sub == "consumers" && n == 4:
+		return ""
+	case sub == "stream" || sub == "groups" || sub == "consumers" || sub == "help":
+		return errArity("xinfo|" + sub)
+	}
+	return "ERR unknown subcommand '" + trunc(args[1]) + "'. Try XINFO HELP."
 }
 
 var xinfoHelp = []string{

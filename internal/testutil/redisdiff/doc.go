@@ -26,7 +26,7 @@
 //
 // Knobs: TIDEKV_REDIFF_KIND (one kind of drawn sequences: strings,
 // lists, sets, or moves: SORT, RENAME/RENAMENX/COPY and ZMPOP over keys
-// of every type; default all), TIDEKV_REDIFF_SEED (the first seed, default 1),
+// of every type; streams; default all), TIDEKV_REDIFF_SEED (the first seed, default 1),
 // TIDEKV_REDIFF_RUNS (how many seeds, default 4) and
 // TIDEKV_REDIFF_STEPS (commands per seed, default 300).
 //
