@@ -17,6 +17,9 @@ import (
 // scanEntries reads the entries of generation gen of the stream at key in
 // [from, to], in ID order, at most limit (<= 0: all), MaxBatchKeys a read.
 func (x *call) scanEntries(sc scanner, key []byte, gen uint64, from, to streamID, limit int) ([]streamEntry, error) {
+	if to.less(from) {
+		return nil, nil // no span: the store refuses a scan of one
+	}
 	pre := elemPrefix(key, gen)
 	start, end := from.append(bytes.Clone(pre)), append(to.append(bytes.Clone(pre)), 0)
 	var out []streamEntry
