@@ -24,8 +24,8 @@ import (
 //	  set     n, then n members
 //	  zset    n, then n members, each followed by its score (8 bytes, IEEE 754)
 //	  stream  the last ID, entries added, the greatest ID deleted, then n,
-//	          then n entries: ID, m, m field/value pairs (an ID: 16 bytes,
-//	          milliseconds and sequence, big-endian)
+//	          then n entries: ID, ordinal, m, m field/value pairs (an ID: 16
+//	          bytes, milliseconds and sequence, big-endian)
 //	dumpVersion, CRC-64 (ECMA) of the above, 8 bytes little-endian
 //
 // n and every string's length are uvarints. Elements are kept by their
@@ -316,12 +316,16 @@ func decodeStreamDump(d dumped, rest []byte) (dumped, string) {
 		if (i > 0 && !d.entries[i-1].id.less(id)) || d.stream.last.less(id) {
 			return d, errBadDump
 		}
-		m, k := binary.Uvarint(rest[16:])
-		if k <= 0 || m == 0 {
+		_, k := binary.Uvarint(rest[16:]) // the ordinal
+		if k <= 0 {
+			return d, errBadDump
+		}
+		m, k2 := binary.Uvarint(rest[16+k:])
+		if k2 <= 0 || m == 0 {
 			return d, errBadDump
 		}
 		start := rest
-		rest = rest[16+k:]
+		rest = rest[16+k+k2:]
 		for range 2 * m {
 			var f []byte
 			if f, rest = readDumpString(rest); f == nil {
@@ -419,7 +423,7 @@ func (x *call) restoreValue(v *txView, k []byte, d dumped, e Expiry) error {
 		t := &streamTx{x: x, tx: v.tx, key: k, m: d.stream}
 		t.m.gen, t.m.length, t.m.expiry = rand.Uint64(), uint64(len(d.entries)), e
 		for _, en := range d.entries {
-			if err := v.tx.Put(x.ctx, t.entryKey(en.id), encodeEntry(en.fields)); err != nil {
+			if err := v.tx.Put(x.ctx, t.entryKey(en.id), encodeEntry(en.ordinal, en.fields)); err != nil {
 				return v.fail(err)
 			}
 		}

@@ -15,14 +15,17 @@ import (
 // entries lie in ID order and XRANGE reads only the span it answers:
 //
 //	stream k     enc(k)                           -> streamMarker gen ver length last(16) added maxDeleted(16)
-//	entry id     enc(k) 0x00 0x01 gen ms seq      -> n, then n field/value pairs (uvarint lengths)
+//	entry id     enc(k) 0x00 0x01 gen ms seq      -> ordinal, n, then n field/value pairs (uvarints, strings length-prefixed)
 //
 // The last ID, the count of entries ever added and the greatest ID
 // deleted live in the metadata, written in the transaction that writes
 // the entry, so IDs grow strictly whatever node leads the ranges: an ID is
 // never given out twice, nor below one given before. Every change is one
 // transaction (keyTxn: batched with the other commands writing the key);
-// a stream emptied by XDEL or XTRIM stays, as in Redis.
+// a stream emptied by XDEL or XTRIM stays, as in Redis. An entry's
+// ordinal is the count of entries added before it: it places the entry
+// in the node Redis would have put it in, which a "~" trim removes whole
+// (trim).
 
 var streamMarker = []byte("\xffTideKV:stream\x00\x01\xfe")
 
@@ -180,14 +183,16 @@ func decodeStreamMeta(v []byte) (streamMeta, bool) {
 		added: u(5), maxDeleted: decodeStreamID(v[48:])}, true
 }
 
-// streamEntry is one entry: its ID and its fields and values in turn.
+// streamEntry is one entry: its ID, its ordinal and its fields and
+// values in turn.
 type streamEntry struct {
-	id     streamID
-	fields [][]byte
+	id      streamID
+	ordinal uint64
+	fields  [][]byte
 }
 
-func encodeEntry(fields [][]byte) []byte {
-	out := binary.AppendUvarint(nil, uint64(len(fields)/2))
+func encodeEntry(ordinal uint64, fields [][]byte) []byte {
+	out := binary.AppendUvarint(binary.AppendUvarint(nil, ordinal), uint64(len(fields)/2))
 	for _, f := range fields {
 		out = appendDumpString(out, f)
 	}
@@ -195,9 +200,11 @@ func encodeEntry(fields [][]byte) []byte {
 }
 
 func decodeEntry(id streamID, v []byte) streamEntry {
+	ord, k := binary.Uvarint(v)
+	v = v[k:]
 	n, k := binary.Uvarint(v)
 	v = v[k:]
-	e := streamEntry{id: id, fields: make([][]byte, 0, 2*n)}
+	e := streamEntry{id: id, ordinal: ord, fields: make([][]byte, 0, 2*n)}
 	for range 2 * n {
 		var f []byte
 		f, v = readDumpString(v)
@@ -379,53 +386,70 @@ func (x *call) streamNodeEntries() int64 {
 // trim removes entries from the front as tr says and returns how many.
 // An exact trim removes just those past the threshold. A "~" trim, as
 // Redis's, removes only whole nodes, never more than tr.limit entries:
-// TideKV has no nodes, and counts them as runs of stream-node-max-entries
-// entries from the first (docs/redis.md).
+// TideKV has no nodes, and places an entry in the one Redis would have
+// put it in, by its ordinal: runs of stream-node-max-entries entries as
+// they were added (docs/redis.md).
 func (t *streamTx) trim(tr trimArgs) (int64, error) {
 	if tr.strategy == "" || t.m.length == 0 {
 		return 0, nil
 	}
-	node := uint64(t.x.streamNodeEntries())
-	if node == 0 || !tr.approx {
-		node = t.m.length // one node: what is past the threshold goes
+	if !tr.approx {
+		var es []streamEntry
+		var err error
+		switch below, ok := tr.minid.prev(); {
+		case tr.strategy == "maxlen" && t.m.length > uint64(tr.maxlen):
+			es, err = t.scan(streamID{}, maxStreamID, int(min(t.m.length-uint64(tr.maxlen), math.MaxInt32)))
+		case tr.strategy == "minid" && ok:
+			es, err = t.scan(streamID{}, below, 0)
+		}
+		if err == nil {
+			err = t.remove(es)
+		}
+		return int64(len(es)), err
 	}
+	node := uint64(t.x.streamNodeEntries())
 	var deleted uint64
 	for t.m.length > 0 {
 		if tr.strategy == "maxlen" && t.m.length <= uint64(tr.maxlen) {
 			break
 		}
-		n := min(node, t.m.length)
-		if tr.approx && tr.limit > 0 && deleted+n > uint64(tr.limit) {
-			break
-		}
-		es, err := t.scan(streamID{}, maxStreamID, int(n))
+		es, err := t.firstNode(node)
 		if err != nil {
 			return 0, err
 		}
-		var drop []streamEntry
-		if tr.strategy == "maxlen" {
-			drop = es[:min(uint64(len(es)), t.m.length-uint64(tr.maxlen))]
-		} else {
-			for _, e := range es {
-				if !e.id.less(tr.minid) {
-					break
-				}
-				drop = append(drop, e)
-			}
-		}
-		whole := len(drop) == len(es)
-		if tr.approx && !whole {
+		n := uint64(len(es))
+		if tr.limit > 0 && deleted+n > uint64(tr.limit) {
 			break
 		}
-		if err := t.remove(drop); err != nil {
+		if (tr.strategy == "maxlen" && t.m.length-n < uint64(tr.maxlen)) ||
+			(tr.strategy == "minid" && !es[len(es)-1].id.less(tr.minid)) {
+			break
+		}
+		if err := t.remove(es); err != nil {
 			return 0, err
 		}
-		deleted += uint64(len(drop))
-		if !whole {
-			break
-		}
+		deleted += n
 	}
 	return int64(deleted), nil
+}
+
+// firstNode reads the entries of the stream's first node: those whose
+// ordinals fall in the first entry's run of node (0: one node holds all).
+func (t *streamTx) firstNode(node uint64) ([]streamEntry, error) {
+	if node == 0 {
+		return t.scan(streamID{}, maxStreamID, 0)
+	}
+	es, err := t.scan(streamID{}, maxStreamID, int(min(node, t.m.length)))
+	if err != nil || len(es) == 0 {
+		return es, err
+	}
+	run := es[0].ordinal / node
+	for i, e := range es {
+		if e.ordinal/node != run {
+			return es[:i], nil
+		}
+	}
+	return es, nil
 }
 
 // cmdXAdd: XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT
@@ -477,7 +501,7 @@ func cmdXAdd(x *call) {
 		if !last.less(id) {
 			return false, replyError(errXAddID)
 		}
-		if err := t.tx.Put(x.ctx, t.entryKey(id), encodeEntry(fields)); err != nil {
+		if err := t.tx.Put(x.ctx, t.entryKey(id), encodeEntry(t.m.added, fields)); err != nil {
 			return false, err
 		}
 		t.m.last, t.m.length, t.m.added = id, t.m.length+1, t.m.added+1

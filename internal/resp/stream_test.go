@@ -137,3 +137,31 @@ func TestStreamKeyspace(t *testing.T) {
 	eq(t, must(rc.Exists(ctx, "r").Result()), int64(0))
 	eq(t, must(rc.ObjectEncoding(ctx, "m").Result()), "stream")
 }
+
+// TestStreamApproxTrimByNodes: a "~" trim removes whole runs of
+// stream-node-max-entries entries as they were added, Redis's nodes: after
+// exact trims cut into a node, what is left of it goes whole (the case of
+// Redis's own "XTRIM with MAXLEN option basic test").
+func TestStreamApproxTrimByNodes(t *testing.T) {
+	_, rc := start(t, newFakeKV(), nil, nil)
+	ctx := context.Background()
+	pipe := rc.Pipeline()
+	for i := range 1000 {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "s", ID: fmt.Sprintf("%d-1", i+1), Values: []string{"f", "v"}})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	trim := func(args ...any) int64 {
+		t.Helper()
+		return must(rc.Do(ctx, append([]any{"XTRIM", "s"}, args...)...).Int64())
+	}
+	eq(t, trim("MAXLEN", "666"), int64(334))
+	eq(t, trim("MAXLEN", "=", "555"), int64(111))
+	eq(t, trim("MAXLEN", "~", "444"), int64(55)) // the rest of the fifth node
+	eq(t, must(rc.XLen(ctx, "s").Result()), int64(500))
+	eq(t, trim("MAXLEN", "~", "400"), int64(100))
+	eq(t, trim("MAXLEN", "~", "0", "LIMIT", "250"), int64(200)) // whole nodes up to LIMIT
+	eq(t, trim("MINID", "~", "950"), int64(100))                // the node ending at 900-1 only
+	eq(t, must(rc.XLen(ctx, "s").Result()), int64(100))
+}
