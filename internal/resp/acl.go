@@ -48,7 +48,7 @@ var writeCommands = map[string]bool{
 	"zadd": true, "zincrby": true, "zrem": true, "zpopmin": true, "zpopmax": true, "bzpopmin": true, "bzpopmax": true, "zmpop": true, "bzmpop": true,
 	"zremrangebyscore": true, "zremrangebyrank": true, "zremrangebylex": true,
 	"zunionstore": true, "zinterstore": true, "zdiffstore": true, "zrangestore": true,
-	"xadd": true, "xdel": true, "xtrim": true,
+	"xadd": true, "xdel": true, "xtrim": true, "xsetid": true,
 	// A script's commands are checked again one by one (lua.go).
 	"eval": true, "evalsha": true,
 }

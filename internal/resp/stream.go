@@ -39,6 +39,7 @@ var streamCommands = map[string]cmdSpec{
 	"xtrim":     {arity: -4, fn: cmdXTrim},
 	"xread":     {arity: -4, fn: cmdXRead},
 	"xinfo":     {arity: -2, fn: cmdXInfo},
+	"xsetid":    {arity: -3, fn: cmdXSetID},
 }
 
 // streamID is an entry's ID.
@@ -604,4 +605,77 @@ func cmdXLen(x *call) {
 	if m, ok := x.readStream(x.args[1]); ok {
 		x.c.WriteInt64(int64(m.length))
 	}
+}
+
+// cmdXSetID: XSETID key last-id [ENTRIESADDED n] [MAXDELETEDID id], with
+// Redis 7.0's checks: the last ID may not go below the last entry's, nor
+// entries-added below the length.
+func cmdXSetID(x *call) {
+	id, _, ok := parseStreamID(x.args[2], 0, true, false)
+	if !ok {
+		x.c.WriteError(errStreamID)
+		return
+	}
+	added := int64(-1)
+	var maxDel streamID
+	for i := 3; i < len(x.args); i += 2 {
+		more := i+1 < len(x.args)
+		switch opt := strings.ToLower(string(x.args[i])); {
+		case opt == "entriesadded" && more:
+			n, err := strconv.ParseInt(string(x.args[i+1]), 10, 64)
+			if err != nil {
+				x.c.WriteError(errNotInt)
+				return
+			}
+			if n < 0 {
+				x.c.WriteError("ERR entries_added must be positive")
+				return
+			}
+			added = n
+		case opt == "maxdeletedid" && more:
+			if maxDel, _, ok = parseStreamID(x.args[i+1], 0, true, false); !ok {
+				x.c.WriteError(errStreamID)
+				return
+			}
+			if id.less(maxDel) {
+				x.c.WriteError("ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id")
+				return
+			}
+		default:
+			x.c.WriteError(errSyntax)
+			return
+		}
+	}
+	err := x.streamTxn(x.args[1], func(t *streamTx) (bool, error) {
+		// Redis 7.0 does not hold id to the greatest ID deleted (later
+		// versions do).
+		if !t.m.exists {
+			return false, replyError("ERR no such key")
+		}
+		if t.m.length > 0 {
+			last, err := t.x.scanEntriesRev(t.tx, t.key, t.m.gen, streamID{}, t.m.last, 1)
+			if err != nil {
+				return false, err
+			}
+			if len(last) > 0 && id.less(last[0].id) {
+				return false, replyError("ERR The ID specified in XSETID is smaller than the target stream top item")
+			}
+			if added != -1 && t.m.length > uint64(added) {
+				return false, replyError("ERR The entries_added specified in XSETID is smaller than the target stream length")
+			}
+		}
+		t.m.last = id
+		if added != -1 {
+			t.m.added = uint64(added)
+		}
+		if maxDel != (streamID{}) {
+			t.m.maxDeleted = maxDel
+		}
+		return true, nil
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteString("OK")
 }

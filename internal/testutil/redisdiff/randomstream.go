@@ -43,6 +43,16 @@ var streamGens = []gen{
 	}, IDs},
 	{1, func(r *rand.Rand) []string { return []string{"XINFO", "STREAM", xkey(r)} }, IDs},
 	{1, func(r *rand.Rand) []string { return []string{"XINFO", "STREAM", xkey(r), "FULL"} }, IDs},
+	{1, func(r *rand.Rand) []string {
+		args := []string{"XSETID", xkey(r), pick(r, streamIDs)}
+		if r.IntN(3) == 0 {
+			args = append(args, "ENTRIESADDED", pick(r, xthreshold))
+		}
+		if r.IntN(3) == 0 {
+			args = append(args, "MAXDELETEDID", pick(r, xminids))
+		}
+		return args
+	}, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"TYPE", xkey(r)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"DEL", xkey(r)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"SET", "k0", pick(r, values)} }, Equal},
