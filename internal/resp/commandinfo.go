@@ -32,7 +32,7 @@ var (
 		"zunion": {}, "zinter": {}, "zdiff": {}, "zintercard": {}, "sintercard": {},
 		"lmpop": {}, "blmpop": {}, "zmpop": {}, "bzmpop": {},
 		"eval": {}, "evalsha": {}, "eval_ro": {}, "evalsha_ro": {},
-		"xread": {}, // after STREAMS (xreadKeys)
+		"xread": {}, // after STREAMS (streamKeys)
 	}
 	keyless = map[string]bool{
 		"ping": true, "echo": true, "quit": true, "select": true, "client": true, "command": true,
@@ -40,7 +40,7 @@ var (
 		"multi": true, "exec": true, "discard": true, "unwatch": true, "scan": true, "tkv.range": true,
 		"keys": true, "flushdb": true, "flushall": true, "randomkey": true,
 		"function": true, "script": true,
-		"xinfo": true, // Redis states its subcommands' keys only
+		"xinfo": true, // Redis states its subcommands' keys only (streamKeys)
 	}
 )
 
@@ -190,8 +190,8 @@ func commandGetKeys(x *call) {
 		return
 	}
 	p := positions(name)
-	if name == "xread" {
-		keys, ok := xreadKeys(line)
+	if name == "xread" || name == "xinfo" {
+		keys, ok := streamKeys(name, line)
 		if !ok {
 			x.c.WriteError("ERR Invalid arguments specified for command")
 			return
@@ -269,16 +269,20 @@ func sortStoreKey(line [][]byte) []byte {
 	return store
 }
 
-// xreadKeys are XREAD's keys: the first half of what follows STREAMS;
-// false if there is no STREAMS or an odd count follows it.
-func xreadKeys(line [][]byte) ([][]byte, bool) {
+// streamKeys are the keys of XREAD (half of what follows STREAMS,
+// rounded down, as Redis's key spec finds them) and of XINFO (a
+// subcommand's key, after it); false if there is none.
+func streamKeys(name string, line [][]byte) ([][]byte, bool) {
+	if name == "xinfo" {
+		if len(line) < 3 || strings.EqualFold(string(line[1]), "help") {
+			return nil, false
+		}
+		return line[2:3], true
+	}
 	for i := 1; i < len(line); i++ {
 		if strings.EqualFold(string(line[i]), "streams") {
 			rest := line[i+1:]
-			if len(rest) == 0 || len(rest)%2 != 0 {
-				return nil, false
-			}
-			return rest[:len(rest)/2], true
+			return rest[:len(rest)/2], len(rest) >= 2
 		}
 	}
 	return nil, false
