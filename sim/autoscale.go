@@ -3,10 +3,13 @@ package sim
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidekv/tidekv/internal/control"
 	"github.com/tidekv/tidekv/internal/elastic"
+	"github.com/tidekv/tidekv/internal/placement"
 )
 
 // EnableAutoscaler adds the elasticity controller to the control loop,
@@ -24,6 +27,49 @@ func (s *Sim) EnableAutoscaler(p elastic.Policy, spec NodeSpec, startDelay time.
 	s.loop.Autoscaler = control.NewAutoscaler(p, s.opts.Control.Interval, scaler, s.loop.Runner, sink)
 	s.scaler = scaler
 	return nil
+}
+
+// autoscale runs the elasticity controller as a server runs it by
+// default: scaling off, so no node is added or removed, but its capacity
+// model weighs lease balance and its bandwidth controller sets the
+// migration rate. node-capacity is the model's prior.
+func (in *Interpreter) autoscale(args []Arg) error {
+	p := elastic.DefaultPolicy()
+	for _, a := range args {
+		var err error
+		switch a.Key {
+		case "node-capacity":
+			p.NodeCapacity, err = strconv.ParseFloat(val(a), 64)
+		default:
+			err = fmt.Errorf("unknown argument %q", a.Key)
+		}
+		if err != nil {
+			return fmt.Errorf("autoscale: %w", err)
+		}
+	}
+	return in.sim.EnableAutoscaler(p, DefaultNodeSpec(), 0)
+}
+
+// formatCapacity is each live node's capacity at the SLO as the capacity
+// model measured it (what lease balance weighs nodes by), or that it has
+// not measured it.
+func (s *Sim) formatCapacity() string {
+	if s.loop.Autoscaler == nil {
+		return "no autoscaler\n"
+	}
+	caps := s.loop.Autoscaler.Capacities()
+	var b strings.Builder
+	for _, n := range s.nodes {
+		if n.state != placement.NodeLive {
+			continue
+		}
+		if c, ok := caps[n.id]; ok {
+			fmt.Fprintf(&b, "n%d measured %.0f/s at the SLO\n", n.id, c)
+		} else {
+			fmt.Fprintf(&b, "n%d not measured\n", n.id)
+		}
+	}
+	return b.String()
 }
 
 // AutoscaleStatus is the elasticity controller's status (zero without one).

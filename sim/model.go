@@ -42,6 +42,14 @@ type Options struct {
 	// ranges it leads (the server's ReportInterval); the policy sees only
 	// these reports (report.go). Negative: the true rates at once.
 	ReportEvery time.Duration
+	// RequestsOnly: a node reports as served (control.NodeSignal.Ops) only
+	// the clients' requests it answers, as the server's do, not the
+	// writes it applies as a follower. Off (the elastic benchmarks' model,
+	// measured against it in docs/benchmarks/elasticity.md), follower
+	// work counts as requests, so the capacity model reads every node's
+	// requests over CPU as its capacity and cannot see a node whose CPU
+	// goes to following (issue 34).
+	RequestsOnly bool
 }
 
 // DefaultOptions: 1 s ticks, control.DefaultConfig() (what the server
@@ -197,10 +205,14 @@ type node struct {
 	base, factor, capacity float64
 	cpuRead, p99Read       float64
 
-	// Derived each tick. util is the foreground and migration demand over
-	// the capacity left by Steal; served and rejected split load at
-	// capacity; p99 is the foreground latency it causes.
-	load, cpu, io, score   float64
+	// Derived each tick. load is its work (requests it answers, and the
+	// writes it applies as a follower at FollowerWriteCost each), requests
+	// the clients' requests it answers; util is the foreground and
+	// migration demand over the capacity left by Steal; served and
+	// rejected split load at capacity; p99 is the foreground latency it
+	// causes.
+	load, requests, cpu    float64
+	io, score              float64
 	util, served, rejected float64
 	p99                    time.Duration
 	replicas, leases       int
@@ -360,7 +372,7 @@ func (s *Sim) refreshRanges() { s.applyWorkload(0) }
 // every other live replica pays FollowerWriteCost per write.
 func (s *Sim) computeLoads() {
 	for _, n := range s.nodes {
-		n.load, n.replicas, n.leases, n.bytes = 0, 0, 0, 0
+		n.load, n.requests, n.replicas, n.leases, n.bytes = 0, 0, 0, 0, 0
 	}
 	w := s.workload
 	for _, r := range s.ranges {
@@ -384,8 +396,10 @@ func (s *Sim) computeLoads() {
 		writes := r.qps - r.reads
 		anyReads := r.reads * w.AnyReplicaReads
 		lh.load += writes + r.reads - anyReads
+		lh.requests += writes + r.reads - anyReads
 		for _, n := range live {
 			n.load += anyReads / float64(len(live))
+			n.requests += anyReads / float64(len(live))
 			if n != lh {
 				n.load += s.opts.FollowerWriteCost * writes
 			}
@@ -393,7 +407,7 @@ func (s *Sim) computeLoads() {
 	}
 	for _, n := range s.nodes {
 		if !n.up() {
-			n.load, n.cpu, n.score, n.util, n.served, n.rejected, n.p99 = 0, 0, 0, 0, 0, 0, 0
+			n.load, n.requests, n.cpu, n.score, n.util, n.served, n.rejected, n.p99 = 0, 0, 0, 0, 0, 0, 0, 0
 			continue
 		}
 		s.foreground(n)

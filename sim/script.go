@@ -49,6 +49,12 @@ var ErrAssert = errors.New("assertion failed")
 //	                           one check fails, fails once all hold
 //	ops [range=R] [last=N]     the last N operators that ended (default 20)
 //	nodes | ranges             print the current state
+//	autoscale [node-capacity=QPS]
+//	                           run the elasticity controller with the
+//	                           server's default policy (scaling off): the
+//	                           capacity model weighs lease balance and the
+//	                           bandwidth controller sets the migration rate
+//	capacity                   what the capacity model measured, by node
 //
 // workload, cluster settings and config given before cluster apply to it;
 // afterwards workload replaces the workload (unset fields keep their
@@ -118,6 +124,10 @@ func (in *Interpreter) Exec(cmd string, args []Arg) (string, error) {
 		return FormatNodes(in.sim.Stat()), nil
 	case "ranges":
 		return in.sim.formatRanges(), nil
+	case "autoscale":
+		return "", in.autoscale(args)
+	case "capacity":
+		return in.sim.formatCapacity(), nil
 	}
 	return "", fmt.Errorf("unknown command %q", cmd)
 }

@@ -153,6 +153,8 @@ func (in *Interpreter) config(args []Arg) (string, error) {
 			o.FollowerWriteCost, err = strconv.ParseFloat(v, 64)
 		case "report-every":
 			o.ReportEvery, err = time.ParseDuration(v)
+		case "requests-only":
+			o.RequestsOnly, err = strconv.ParseBool(v)
 		default:
 			overrides[a.Key] = v
 		}

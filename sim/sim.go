@@ -353,8 +353,16 @@ func (s *Sim) observe() control.Observation {
 			pn.QPS, pn.CPU, pn.Score = n.load, cpu, n.score
 		}
 		obs.Nodes = append(obs.Nodes, pn)
-		obs.Signals[n.id] = control.NodeSignal{Addr: fmt.Sprintf("n%d", n.id), P99: p99, Ops: n.served,
-			ReadShare: s.workload.ReadShare, Rejected: n.rejected, QueueUtil: clamp(n.util - 1), CPU: cpu}
+		// With RequestsOnly a node reports the clients' requests it
+		// answered and refused, as the server's does: the writes it
+		// applies as a follower cost CPU but are no requests. Refusals
+		// take requests and follower work alike.
+		ops, rejected := n.served, n.rejected
+		if s.opts.RequestsOnly && n.load > 0 {
+			ops, rejected = n.requests*n.served/n.load, n.requests*n.rejected/n.load
+		}
+		obs.Signals[n.id] = control.NodeSignal{Addr: fmt.Sprintf("n%d", n.id), P99: p99, Ops: ops,
+			ReadShare: s.workload.ReadShare, Rejected: rejected, QueueUtil: clamp(n.util - 1), CPU: cpu}
 	}
 	for _, r := range s.ranges {
 		obs.Ranges = append(obs.Ranges, s.observed(r))

@@ -6765,7 +6765,12 @@ type RaftMessage struct {
 	// The sender's replica lost its data with a restart (a memory range)
 	// and has not been refilled (raftstore/volatile.go). Older nodes never
 	// set it.
-	DataLost      bool `protobuf:"varint,6,opt,name=data_lost,json=dataLost,proto3" json:"data_lost,omitempty"`
+	DataLost bool `protobuf:"varint,6,opt,name=data_lost,json=dataLost,proto3" json:"data_lost,omitempty"`
+	// Set by a leader on its appends and heartbeats: the highest log index it
+	// has applied that every replica of the range holds. The receiver may drop
+	// the entries up to it that it has applied from its own log: no replica
+	// needs them (raftstore/ready.go). Older nodes neither set nor read it.
+	LogHeldByAll  uint64 `protobuf:"varint,7,opt,name=log_held_by_all,json=logHeldByAll,proto3" json:"log_held_by_all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6840,6 +6845,13 @@ func (x *RaftMessage) GetDataLost() bool {
 		return x.DataLost
 	}
 	return false
+}
+
+func (x *RaftMessage) GetLogHeldByAll() uint64 {
+	if x != nil {
+		return x.LogHeldByAll
+	}
+	return 0
 }
 
 // Messages from one node to another travel in batches on one stream.
@@ -9651,7 +9663,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05loads\x18\x01 \x03(\v2\x10.tidekv.NodeLoadR\x05loads\"\x15\n" +
 	"\x13AllocRangeIDRequest\"1\n" +
 	"\x14AllocRangeIDResponse\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xe8\x01\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\x8f\x02\n" +
 	"\vRaftMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
@@ -9660,7 +9672,8 @@ const file_tidekv_proto_rawDesc = "" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12)\n" +
 	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\x126\n" +
 	"\rlease_handoff\x18\x05 \x01(\v2\x11.tidekv.TimestampR\fleaseHandoff\x12\x1b\n" +
-	"\tdata_lost\x18\x06 \x01(\bR\bdataLost\"C\n" +
+	"\tdata_lost\x18\x06 \x01(\bR\bdataLost\x12%\n" +
+	"\x0flog_held_by_all\x18\a \x01(\x04R\flogHeldByAll\"C\n" +
 	"\x10RaftMessageBatch\x12/\n" +
 	"\bmessages\x18\x01 \x03(\v2\x13.tidekv.RaftMessageR\bmessages\"\x96\x01\n" +
 	"\rSnapshotChunk\x12+\n" +

@@ -3,6 +3,7 @@ package scenario
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -442,10 +443,16 @@ func loadSampling(ctx context.Context, cl *client.Client, p partitioningParams, 
 	}
 }
 
-// sampleFullness scans every range of resp for its exact key and value
-// bytes, and counts each key in the range that holds it once the scan is
-// done: a range that split or merged while it was scanned is measured as
-// what it became, so every range is judged at every look.
+// sampleFullness scans the whole key space for every key's exact bytes
+// and counts each key in the range that holds it once the scan is done: a
+// range that split or merged while it was scanned is measured as what it
+// became, so every range is judged at every look. resp, the ranges as the
+// look began, counts the ranges that changed. The scan does not follow
+// resp's spans: the directory is not a tiling of the key space while a
+// split is reported (the left half's new descriptor can arrive before the
+// right half's, leaving the right half's keys in no listed range), and a
+// look that scanned by spans then counted the right halves of splits in
+// flight as empty.
 func sampleFullness(ctx context.Context, cl *client.Client, resp *tidekvpb.RangesResponse, maxBytes uint64) (fullnessSample, error) {
 	var smp fullnessSample
 	type kv struct {
@@ -453,22 +460,15 @@ func sampleFullness(ctx context.Context, cl *client.Client, resp *tidekvpb.Range
 		n   uint64
 	}
 	var seen []kv
-	for _, ri := range resp.GetRanges() {
-		err := plSpanBytes(ctx, cl, ri.GetDesc().GetStartKey(), ri.GetDesc().GetEndKey(), func(key []byte, n uint64) {
-			seen = append(seen, kv{key, n})
-		})
-		if err != nil {
-			return smp, fmt.Errorf("scanning range %d: %w", ri.GetDesc().GetRangeId(), err)
-		}
+	if err := plSpanBytes(ctx, cl, nil, nil, func(key []byte, n uint64) {
+		seen = append(seen, kv{key, n})
+	}); err != nil {
+		return smp, fmt.Errorf("scanning the key space: %w", err)
 	}
-	after, err := plRanges(ctx, cl)
+	now, err := plTiling(ctx, cl)
 	if err != nil {
 		return smp, err
 	}
-	now := after.GetRanges()
-	slices.SortFunc(now, func(a, b *tidekvpb.RangeInfo) int {
-		return bytes.Compare(a.GetDesc().GetStartKey(), b.GetDesc().GetStartKey())
-	})
 	sizes := make([]uint64, len(now))
 	for _, e := range seen {
 		// The last range starting at or before the key holds it.
@@ -499,6 +499,45 @@ func sampleFullness(ctx context.Context, cl *client.Client, resp *tidekvpb.Range
 		}
 	}
 	return smp, nil
+}
+
+// plTiling returns the ranges sorted by start key once they tile the key
+// space (each starts where the one before ends, from "" to ""): asked
+// again every 20 ms for up to 2 s while a split is being reported.
+func plTiling(ctx context.Context, cl *client.Client) ([]*tidekvpb.RangeInfo, error) {
+	for range 100 {
+		resp, err := plRanges(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		now := resp.GetRanges()
+		slices.SortFunc(now, func(a, b *tidekvpb.RangeInfo) int {
+			return bytes.Compare(a.GetDesc().GetStartKey(), b.GetDesc().GetStartKey())
+		})
+		if tiles(now) {
+			return now, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil, errors.New("the range directory did not tile the key space within 2 s")
+}
+
+// tiles reports whether ranges sorted by start key cover the key space
+// once, without gap or overlap.
+func tiles(ranges []*tidekvpb.RangeInfo) bool {
+	var end []byte // "" at the start: the key space's first key
+	for i, ri := range ranges {
+		d := ri.GetDesc()
+		if !bytes.Equal(d.GetStartKey(), end) || i < len(ranges)-1 && len(d.GetEndKey()) == 0 {
+			return false
+		}
+		end = d.GetEndKey()
+	}
+	return len(ranges) > 0 && len(end) == 0
 }
 
 // plSpanBytes scans [start, end) ("" end: to the end of the key space) and

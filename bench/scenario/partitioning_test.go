@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/testcluster"
 )
 
@@ -177,5 +178,31 @@ func TestClaimsSparsest(t *testing.T) {
 	}}
 	if got := m.claims(r).sparsest; got != 0.2 {
 		t.Errorf("sparsest %v, want 0.2", got)
+	}
+}
+
+// A look counts keys only against a directory that covers the key space
+// once: while a split is reported it can miss the right half or list the
+// parent beside it.
+func TestTiles(t *testing.T) {
+	r := func(start, end string) *tidekvpb.RangeInfo {
+		return &tidekvpb.RangeInfo{Desc: &tidekvpb.RangeDescriptor{StartKey: []byte(start), EndKey: []byte(end)}}
+	}
+	for _, tc := range []struct {
+		name   string
+		ranges []*tidekvpb.RangeInfo
+		want   bool
+	}{
+		{"one", []*tidekvpb.RangeInfo{r("", "")}, true},
+		{"three", []*tidekvpb.RangeInfo{r("", "b"), r("b", "d"), r("d", "")}, true},
+		{"right half missing", []*tidekvpb.RangeInfo{r("", "b"), r("b", "c"), r("d", "")}, false},
+		{"parent beside its half", []*tidekvpb.RangeInfo{r("", "b"), r("b", "d"), r("c", "d"), r("d", "")}, false},
+		{"ends early", []*tidekvpb.RangeInfo{r("", "b"), r("b", "d")}, false},
+		{"open end before the last", []*tidekvpb.RangeInfo{r("", ""), r("b", "")}, false},
+		{"none", nil, false},
+	} {
+		if got := tiles(tc.ranges); got != tc.want {
+			t.Errorf("%s: tiles %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -113,15 +113,20 @@ func (a *Autoscaler) Round(obs Observation, rf, settling, joining int) {
 
 // input derives the planner's view: serving nodes are live and not
 // draining; the cluster's p99 is the worst among nodes serving a
-// noticeable share (an idle node's tail says nothing).
+// noticeable share (elastic.Policy.Noticeable: an idle node's tail says
+// nothing).
 func (a *Autoscaler) input(obs Observation, rf int) elastic.Input {
 	in := elastic.Input{Now: obs.Now, RF: rf, Samples: map[uint64]elastic.Sample{}}
 	if a.scaler != nil {
 		in.PendingOut, in.PendingIn = a.scaler.Pending()
 	}
+	live := 0
 	for _, n := range obs.Nodes {
 		if n.State == placement.NodeSuspect {
 			in.Suspect++
+		}
+		if n.State == placement.NodeLive {
+			live++
 		}
 		if n.State != placement.NodeLive && n.State != placement.NodeDraining {
 			continue
@@ -139,9 +144,9 @@ func (a *Autoscaler) input(obs Observation, rf int) elastic.Input {
 		s := obs.Signals[n.ID]
 		in.Serving = append(in.Serving, n.ID)
 		if !moving[n.ID] {
-			in.Samples[n.ID] = elastic.Sample{Ops: s.Ops, Utilization: s.CPU, P99: s.P99}
+			in.Samples[n.ID] = elastic.Sample{Ops: s.Ops, Rejected: s.Rejected, Utilization: s.CPU, P99: s.P99}
 		}
-		if s.Ops+s.Rejected > 0.01*in.Offered {
+		if a.planner.Policy().Noticeable(s.Ops+s.Rejected, in.Offered, live) {
 			in.P99 = max(in.P99, s.P99)
 		}
 		in.Queue = max(in.Queue, s.QueueUtil)

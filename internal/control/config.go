@@ -51,7 +51,8 @@ type RunnerConfig struct {
 	// MaxSnapshotsPerNode is the most data-moving operators (replica adds
 	// and moves) at once that send data to the same node.
 	MaxSnapshotsPerNode int
-	// OpsPerMinute is the most operators started per minute, cluster-wide.
+	// OpsPerMinute is the most operators started per minute, cluster-wide,
+	// splits by size or at key space boundaries excepted (Paced).
 	OpsPerMinute int
 	// OpTimeout bounds one operator (a replica move copies a whole range).
 	OpTimeout time.Duration

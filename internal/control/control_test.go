@@ -102,6 +102,39 @@ func TestRunnerLimits(t *testing.T) {
 	}
 }
 
+// Splits by size wait only for a slot in flight: writes are held until
+// they are made. Load splits, like every other operator, are paced, and
+// size splits leave the pace's budget to them.
+func TestRunnerDoesNotPaceSizeSplits(t *testing.T) {
+	cfg := DefaultRunnerConfig()
+	cfg.MaxInFlight, cfg.OpsPerMinute = 3, 1
+	r, x, _, _ := newTestRunner(cfg)
+	start := func(op placement.Operator) bool {
+		ok, err := r.Start(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !start(placement.Operator{Kind: placement.OpSplit, Range: 1}) || !start(placement.Operator{Kind: placement.OpSplit, Range: 2, SplitKey: []byte("k")}) {
+		t.Fatal("splits by size and at a boundary are not paced")
+	}
+	if !start(placement.Operator{Kind: placement.OpSplit, Range: 3, SplitByLoad: true}) {
+		t.Fatal("the minute's one paced start is still free")
+	}
+	x.done[3](nil)
+	if start(placement.Operator{Kind: placement.OpSplit, Range: 4, SplitByLoad: true}) || start(add(5, 2)) {
+		t.Fatal("a second paced start within the minute must wait")
+	}
+	if !start(placement.Operator{Kind: placement.OpSplit, Range: 6}) || start(placement.Operator{Kind: placement.OpSplit, Range: 7}) {
+		t.Fatal("in flight is capped at 3, size splits included")
+	}
+	x.done[1](nil)
+	if !start(placement.Operator{Kind: placement.OpSplit, Range: 7}) {
+		t.Fatal("a size split takes the freed slot")
+	}
+}
+
 func TestRunnerDoneOnceAndFailureEvent(t *testing.T) {
 	r, x, ev, _ := newTestRunner(DefaultRunnerConfig())
 	if ok, _ := r.Start(add(1, 2)); !ok {

@@ -126,3 +126,23 @@ func TestLoopFillsMeasuredCapacity(t *testing.T) {
 		}
 	}
 }
+
+// The cluster's p99 is the worst among nodes taking a noticeable share of
+// the requests (elastic.Policy.Noticeable, the rule the capacity model
+// learns by): a node answering a trickle, however slowly, is not the
+// cluster's tail; one taking a third of an even split is.
+func TestAutoscalerP99FromNoticeableNodes(t *testing.T) {
+	runner, _, ev, _ := newTestRunner(DefaultRunnerConfig())
+	a := NewAutoscaler(elastic.DefaultPolicy(), time.Second, nil, runner, ev)
+	for _, c := range []struct {
+		ops  float64
+		want float64 // ms
+	}{{20, 3}, {500, 100}} {
+		obs := stateObs(0, 6000)
+		obs.Signals[3] = NodeSignal{Addr: "n3:1", Ops: c.ops, CPU: 0.4, P99: 100 * time.Millisecond}
+		a.Round(obs, 3, 0, 0)
+		if got := a.Status().P99Ms; got != c.want {
+			t.Errorf("node 3 at %v ops/s and 100 ms beside two at 2000 ops/s and 3 ms: cluster p99 %v ms, want %v", c.ops, got, c.want)
+		}
+	}
+}

@@ -7,10 +7,11 @@ import (
 
 // Sample is one node's foreground over one round.
 type Sample struct {
-	// Ops is what it served per second; Utilization its busy share in
-	// [0,1] (CPU), or 0 when unknown, in which case it is inferred from
-	// P99 against the idle p99.
+	// Ops is what it served per second and Rejected what it refused as
+	// overloaded; Utilization its busy share in [0,1] (CPU), or 0 when
+	// unknown, in which case it is inferred from P99 against the idle p99.
 	Ops         float64
+	Rejected    float64
 	Utilization float64
 	P99         time.Duration
 }

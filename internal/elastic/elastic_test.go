@@ -117,6 +117,72 @@ func TestCapacityModel(t *testing.T) {
 	}
 }
 
+// A node that only follows spends its CPU applying its leaders' writes
+// and serves a trickle: learnt from, it measured at a few percent of its
+// peers and lease balance, which weighs nodes by Measured, gave it no
+// lease, so it was never measured again (issue 34). The planner learns
+// only from nodes taking a noticeable share of the round's requests; a
+// node a co-runner slows, whose share lease balance lowered, still counts
+// and is learnt as slow; the follower is learnt once it serves.
+func TestPlannerLearnsOnlyFromNoticeableNodes(t *testing.T) {
+	p := DefaultPolicy()
+	p.NodeCapacity = 10000
+	pl := NewPlanner(p, time.Second, 64<<20)
+	now := epoch
+	round := func(samples map[uint64]Sample) map[uint64]float64 {
+		in := Input{Now: now, RF: 3, Serving: []uint64{1, 2, 3, 4}, Samples: samples, ReplicaBytes: 1 << 30}
+		for _, s := range samples {
+			in.Offered += s.Ops + s.Rejected
+		}
+		now = now.Add(time.Second)
+		pl.Round(in)
+		return pl.Measured()
+	}
+	var got map[uint64]float64
+	for range 30 {
+		got = round(map[uint64]Sample{
+			1: {Ops: 4000, Utilization: 0.4}, // 10k/s at full utilisation
+			2: {Ops: 4000, Utilization: 0.4}, //
+			3: {Ops: 1500, Utilization: 0.3}, // a co-runner takes half; fewer leases
+			4: {Ops: 20, Utilization: 0.45},  // follows only: CPU on applying writes
+		})
+	}
+	full := got[1]
+	if _, ok := got[4]; ok {
+		t.Fatalf("measured %v: the follower-only node (%.1f%% of an even share) was learnt", got, 100*20/(9520.0/4))
+	}
+	if f := pl.capacity.Interference(4); f != 1 {
+		t.Fatalf("follower-only node's interference %.2f, want 1 (not measured)", f)
+	}
+	if c := got[3] / full; math.Abs(c-0.5) > 0.02 {
+		t.Fatalf("measured %v: the slowed node at %.2f of its peers, want 0.5", got, c)
+	}
+	// Given leases, the former follower serves its share and is learnt
+	// at what it delivers.
+	for range 30 {
+		got = round(map[uint64]Sample{
+			1: {Ops: 3000, Utilization: 0.3},
+			2: {Ops: 3000, Utilization: 0.3},
+			3: {Ops: 1500, Utilization: 0.3},
+			4: {Ops: 2700, Utilization: 0.3}, // 9k/s at full utilisation
+		})
+	}
+	if c := got[4] / got[1]; math.Abs(c-0.9) > 0.02 {
+		t.Fatalf("measured %v: node 4 at %.2f of its peers once it serves, want 0.9", got, c)
+	}
+	// The threshold is a share of an even split of what was offered,
+	// served or refused.
+	for _, c := range []struct {
+		requests, offered float64
+		nodes             int
+		want              bool
+	}{{100, 4000, 4, true}, {99, 4000, 4, false}, {0, 0, 4, false}, {50, 4000, 8, true}, {1, 1, 0, false}} {
+		if got := p.Noticeable(c.requests, c.offered, c.nodes); got != c.want {
+			t.Errorf("Noticeable(%v, %v, %d) = %v, want %v", c.requests, c.offered, c.nodes, got, c.want)
+		}
+	}
+}
+
 func TestBandwidthAIMD(t *testing.T) {
 	cfg := DefaultBandwidthConfig()
 	b := NewBandwidth(cfg, 64<<20)
@@ -175,6 +241,8 @@ func TestPolicyValidate(t *testing.T) {
 		{func(p *Policy) { p.Controller = "magic" }, `unknown controller "magic"`},
 		{func(p *Policy) { p.TargetUtilization = 1.5 }, "target utilization"},
 		{func(p *Policy) { p.Bandwidth.Min = 0 }, "migration bandwidth"},
+		{func(p *Policy) { p.NoticeableShare = 0 }, "noticeable share"},
+		{func(p *Policy) { p.NoticeableShare = 1 }, "noticeable share"},
 	} {
 		p := DefaultPolicy()
 		c.change(&p)

@@ -27,7 +27,9 @@ type Input struct {
 	P99   time.Duration
 	Queue float64
 	// Samples are serving nodes' foreground this round (those not moving
-	// data: migration would blur what they serve).
+	// data: migration would blur what they serve). The capacity model
+	// learns only from those of nodes taking a noticeable share of
+	// Offered (Policy.Noticeable).
 	Samples map[uint64]Sample
 	// ReplicaBytes is the data of every replica in the cluster: a new
 	// node receives about ReplicaBytes/(nodes+1) of it.
@@ -157,7 +159,7 @@ func (pl *Planner) steps(d time.Duration) int {
 // Round learns from in and plans.
 func (pl *Planner) Round(in Input) Output {
 	pl.fc.Observe(in.Offered)
-	pl.capacity.Observe(in.Samples, in.Serving)
+	pl.capacity.Observe(pl.noticeable(in), in.Serving)
 	pl.timeLead(in)
 	var out Output
 	v := pl.view(in, &out)
@@ -190,6 +192,24 @@ func (pl *Planner) Round(in Input) Output {
 		// scale-out keeps that one, which serves at once; with nodes
 		// pending, nothing more is asked until they join).
 		pl.leadSince, pl.leadFrom = in.Now, len(in.Serving)
+	}
+	return out
+}
+
+// noticeable is in's samples of nodes taking a noticeable share of the
+// offered load: a node serving a trickle keeps what was learned of it (or
+// the nominal capacity) instead of being learned from a CPU spent on
+// something else, such as applying its leaders' writes. A node that
+// interference slows still counts: lease balance lowers its share in
+// proportion to its capacity, well above the threshold unless a
+// co-runner takes nearly all of it, and below it keeps the low capacity
+// it was learned at.
+func (pl *Planner) noticeable(in Input) map[uint64]Sample {
+	out := make(map[uint64]Sample, len(in.Samples))
+	for id, s := range in.Samples {
+		if pl.policy.Noticeable(s.Ops+s.Rejected, in.Offered, len(in.Serving)) {
+			out[id] = s
+		}
 	}
 	return out
 }

@@ -62,6 +62,16 @@ type Policy struct {
 	// capacity model's priors until it has learned from samples.
 	NodeCapacity float64
 	IdleP99      time.Duration
+	// NoticeableShare is the least share of an even split of the round's
+	// requests (offered ÷ serving nodes) a node must take for its samples
+	// to count (Noticeable): below it its p99 is not the cluster's (an
+	// idle node's tail says nothing) and the capacity model does not
+	// learn from it. A node that only follows spends its CPU applying its
+	// leaders' writes while it serves a trickle, so requests over CPU
+	// would learn it at a few percent of its peers, lease balance (which
+	// weighs nodes by that capacity) would give it no lease, and it would
+	// never be measured again (issue 34).
+	NoticeableShare float64
 	// Bandwidth tunes the migration-rate controller.
 	Bandwidth BandwidthConfig
 	// Overflow tunes how cache key spaces that grow when full ask for
@@ -110,6 +120,7 @@ func DefaultPolicy() Policy {
 		MaxForecastError:  0.3,
 		NodeCapacity:      5000,
 		IdleP99:           2 * time.Millisecond,
+		NoticeableShare:   0.1,
 		Bandwidth:         DefaultBandwidthConfig(),
 		Overflow:          DefaultOverflowConfig(),
 	}
@@ -152,6 +163,8 @@ func (p Policy) Validate(rf int) error {
 		return errors.New("the maximum forecast error must be positive")
 	case !(p.NodeCapacity > 0):
 		return errors.New("the node capacity prior must be positive")
+	case !(p.NoticeableShare > 0 && p.NoticeableShare < 1):
+		return fmt.Errorf("the noticeable share %v must be in (0, 1)", p.NoticeableShare)
 	}
 	if err := p.Bandwidth.Validate(); err != nil {
 		return err
@@ -170,6 +183,13 @@ func (b BandwidthConfig) Validate() error {
 		return errors.New("migration bandwidth thresholds need 0 < low < high, a positive queue threshold and a positive maximum slowdown")
 	}
 	return nil
+}
+
+// Noticeable reports whether a node that took requests (served and
+// refused, per second) of the round's offered load, over serving nodes,
+// takes at least NoticeableShare of an even split.
+func (p Policy) Noticeable(requests, offered float64, serving int) bool {
+	return serving > 0 && requests > 0 && requests >= p.NoticeableShare*offered/float64(serving)
 }
 
 // MinServing is the least node count the planner may choose.

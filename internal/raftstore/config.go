@@ -28,6 +28,8 @@ type Config struct {
 	MaxPendingProposals int
 	// LogKeepEntries is how many applied entries each replica keeps in its
 	// log for slow followers; the log is truncated once it holds twice that.
+	// Entries every replica holds are truncated sooner, whatever this is
+	// (maybeTruncateLogLocked).
 	LogKeepEntries uint64
 	// SnapshotDir is where SST files of outgoing and incoming snapshots are
 	// staged.

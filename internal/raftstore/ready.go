@@ -378,7 +378,14 @@ func (r *Replica) envelopeLocked(m *raftpb.Message) *tidekvpb.RaftMessage {
 	if to == 0 {
 		return nil
 	}
-	return &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m, DataLost: r.lost.Load()}
+	rm := &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m, DataLost: r.lost.Load()}
+	if t := m.GetType(); t == raftpb.MsgApp || t == raftpb.MsgHeartbeat {
+		// A follower learns from these what it may truncate: it cannot
+		// know what the other replicas hold. Heartbeats carry it to a
+		// range that no longer writes.
+		rm.LogHeldByAll = r.heldByAllLocked()
+	}
+	return rm
 }
 
 // countSent counts a message handed to the transport (sent) or refused.
@@ -391,9 +398,11 @@ func (s *Store) countSent(sent bool) {
 }
 
 // maybeTruncateLogLocked drops applied entries beyond the configured tail,
-// and on a leader also every applied entry all replicas already hold.
-// Truncation is local to each replica; a follower that falls behind the
-// leader's truncation point receives a snapshot.
+// and also every applied entry all replicas already hold: a leader knows
+// which from its followers' progress, a follower from what its leader
+// tells it (heldByAllLocked). Truncation is local to each replica; a
+// follower that falls behind the truncation point of its leader (this
+// one, or a later one that truncated as a follower) receives a snapshot.
 func (r *Replica) maybeTruncateLogLocked() {
 	st := r.mu.state
 	keep := r.store.cfg.LogKeepEntries
@@ -405,7 +414,9 @@ func (r *Replica) maybeTruncateLogLocked() {
 	// the count rule alone lets a node with many ranges, each written less
 	// than 2×LogKeepEntries times, hold every entry it ever wrote: a
 	// one-node cluster loading 300k records grew its heap by the records'
-	// size. Entries every replica has are needed by none of them.
+	// size. Entries every replica has are needed by none of them. With
+	// three replicas a range's followers held up to 2×LogKeepEntries each
+	// until they truncated so too.
 	if held := r.heldByAllLocked(); held >= st.GetTruncatedIndex()+logTruncateBatch && held > idx {
 		idx = held
 	}
@@ -436,13 +447,16 @@ func (r *Replica) maybeTruncateLogLocked() {
 // by all replicas: each truncation is a write of its own.
 const logTruncateBatch = 64
 
-// heldByAllLocked is, on a leader, the highest applied index every replica
-// (learners too) has in its log; 0 elsewhere.
+// heldByAllLocked is the highest index this replica has applied that every
+// replica of the range (learners too) has in its log: on a leader from
+// their Match, elsewhere from the last leader's word (leaderHeld). A
+// follower's applied entries are committed, so every later leader has them
+// too: truncating them is as safe as a leader's own truncation.
 func (r *Replica) heldByAllLocked() uint64 {
-	if r.mu.raw.BasicStatus().RaftState != raft.StateLeader {
-		return 0
-	}
 	held := r.mu.state.GetAppliedIndex()
+	if r.mu.raw.BasicStatus().RaftState != raft.StateLeader {
+		return min(held, r.mu.leaderHeld)
+	}
 	r.mu.raw.WithProgress(func(_ uint64, _ raft.ProgressType, pr tracker.Progress) {
 		held = min(held, pr.Match)
 	})

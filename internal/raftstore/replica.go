@@ -155,6 +155,10 @@ type Replica struct {
 		// heartbeatsSent: send times of heartbeats not yet acknowledged,
 		// per peer, oldest first.
 		heartbeatsSent map[uint64][]monoTime
+		// leaderHeld is the highest index a leader has said every
+		// replica holds (RaftMessage.log_held_by_all): a follower
+		// truncates its log to it (maybeTruncateLogLocked).
+		leaderHeld uint64
 	}
 }
 

@@ -487,6 +487,7 @@ func (s *Store) handleRaftMessage(m *tidekvpb.RaftMessage, hold bool) {
 		r.learnPeerLocked(msg.GetFrom(), m.GetFromNodeId())
 		r.notePeerLostLocked(msg.GetFrom(), m.GetDataLost())
 	}
+	r.mu.leaderHeld = max(r.mu.leaderHeld, m.GetLogHeldByAll())
 	// Queued before the lock is released: a replica taking this one's
 	// place takes what is queued here (installSplitReplica).
 	r.enqueueMsg(msg)

@@ -239,3 +239,13 @@ func (c PasswordCredentials) GetRequestMetadata(context.Context, ...string) (map
 
 // RequireTransportSecurity implements credentials.PerRPCCredentials.
 func (PasswordCredentials) RequireTransportSecurity() bool { return true }
+
+// RequireNode accepts a TLS connection whose verified client certificate
+// is a node's and refuses any other: for node-to-node connections outside
+// gRPC (Raft frames, internal/transport), which no user may open.
+func RequireNode(cs tls.ConnectionState) error {
+	if len(cs.VerifiedChains) == 0 || !slices.Contains(cs.VerifiedChains[0][0].Subject.OrganizationalUnit, NodeOU) {
+		return errors.New("a node certificate is required")
+	}
+	return nil
+}

@@ -94,6 +94,8 @@ func (s *Server) setupSecurity() error {
 		}
 	} else {
 		s.cfg.Transport.Credentials = credentials.NewTLS(s.sec.tls.Client)
+		s.cfg.Transport.TLS = s.sec.tls.Client
+		s.cfg.Transport.ServerTLS, s.cfg.Transport.Authorize = s.sec.tls.Server, security.RequireNode
 		s.cfg.Redis.TLS = s.sec.tls.Server
 		users = s.sec.users
 		log.Printf("secure: TLS with certificates from %s; users from %q", s.cfg.Security.CertsDir, s.cfg.Security.UsersFile)

@@ -243,7 +243,8 @@ func (s *Server) serve(ctx context.Context) error {
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams), grpc.NumStreamWorkers(32), grpc.InTapHandle(s.arrive)}, s.grpcSecurity()...)
 	s.ports.grpc = grpc.NewServer(opts...)
 	s.registerServices()
-	go s.ports.grpc.Serve(lis)
+	// Raft frames share the gRPC port (internal/transport/frames.go).
+	go s.ports.grpc.Serve(s.peers.raft.Listen(lis))
 	if err := s.startHTTP(); err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
-// Package transport carries Raft traffic between nodes: batched message
-// streams (one per node pair and direction) and snapshot streams of SST
-// bytes. GRPC is the real implementation; Mem is an in-process twin with
+// Package transport carries Raft traffic between nodes: batched messages
+// (one connection per node pair and direction: length-prefixed frames on
+// the node's gRPC port, or a gRPC stream to a node without them,
+// frames.go) and snapshot streams of SST bytes over gRPC. GRPC is the
+// real implementation; Mem is an in-process twin with
 // partitions for tests. A Partition (Config.Partition) gives GRPC
 // partitions too, for chaos runs against real processes.
 //

@@ -2,10 +2,12 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"runtime"
 	"sync"
 	"time"
@@ -51,6 +53,14 @@ type Config struct {
 	// Credentials secure connections to other nodes (TLS with this node's
 	// certificate, which the peer checks); nil dials plaintext.
 	Credentials credentials.TransportCredentials
+	// TLS is Credentials' configuration for frame connections
+	// (frames.go); nil dials them plaintext. Set with Credentials.
+	TLS *tls.Config
+	// ServerTLS, if set, makes frame connections to this node TLS with a
+	// client certificate verified against its CAs, and Authorize decides
+	// which verified certificates may send Raft traffic (a node's).
+	ServerTLS *tls.Config
+	Authorize func(tls.ConnectionState) error
 }
 
 // DefaultConfig returns settings for a local cluster.
@@ -63,18 +73,28 @@ func (c Config) Validate() error {
 	if c.QueueSize <= 0 || c.MaxBatch <= 0 || c.ReconnectBackoff <= 0 || c.SnapshotChunkSize <= 0 {
 		return errors.New("transport: all settings must be positive")
 	}
+	if c.ServerTLS != nil && c.Authorize == nil {
+		return errors.New("transport: ServerTLS needs Authorize: any certificate its CAs signed would pass")
+	}
+	if (c.TLS == nil) != (c.Credentials == nil) {
+		return errors.New("transport: TLS and Credentials secure peers' frame connections and gRPC streams: set both or neither")
+	}
 	return nil
 }
 
-// GRPC sends Raft traffic over gRPC streams and serves the Raft service.
+// GRPC sends Raft messages as frames (frames.go; a gRPC stream to a node
+// without them) and snapshots over gRPC, and serves the Raft service.
 type GRPC struct {
 	tidekvpb.UnimplementedRaftServer
-	cfg      Config
-	resolve  Resolver
-	handler  Handler
-	mu       sync.Mutex
-	queues   map[uint64]*sendQueue
-	conns    map[string]*grpc.ClientConn
+	cfg     Config
+	resolve Resolver
+	handler Handler
+	mu      sync.Mutex
+	queues  map[uint64]*sendQueue
+	conns   map[string]*grpc.ClientConn
+	// frames are the open frame connections to peers, closed by Stop
+	// (a write blocked on a peer that stopped reading ends with them).
+	frames   map[net.Conn]struct{}
 	stopper  chan struct{}
 	stopOnce sync.Once
 }
@@ -96,7 +116,7 @@ func NewGRPC(cfg Config, resolve Resolver, handler Handler) (*GRPC, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &GRPC{cfg: cfg, resolve: resolve, handler: handler, queues: map[uint64]*sendQueue{}, conns: map[string]*grpc.ClientConn{}, stopper: make(chan struct{})}, nil
+	return &GRPC{cfg: cfg, resolve: resolve, handler: handler, queues: map[uint64]*sendQueue{}, conns: map[string]*grpc.ClientConn{}, frames: map[net.Conn]struct{}{}, stopper: make(chan struct{})}, nil
 }
 
 // SetHandler sets the receiver of incoming traffic (the store is created
@@ -123,6 +143,9 @@ func (t *GRPC) Stop() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		for _, c := range t.conns {
+			c.Close()
+		}
+		for c := range t.frames {
 			c.Close()
 		}
 	})
@@ -178,7 +201,8 @@ func (t *GRPC) conn(node uint64) (*grpc.ClientConn, error) {
 	return c, nil
 }
 
-// sendLoop keeps one stream open to a node and sends whatever is queued in
+// sendLoop keeps one connection open to a node (a frame connection, or a
+// gRPC stream to a node without frames) and sends whatever is queued in
 // batches: everything that accumulated while the previous batch was in
 // flight goes out together.
 //
@@ -187,9 +211,12 @@ func (t *GRPC) conn(node uint64) (*grpc.ClientConn, error) {
 // stopping at (and holding back) the first that is not. Messages sent in
 // a burst thus all leave one delay later, not one delay apart.
 func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
-	var stream tidekvpb.Raft_RaftStreamClient
-	cancel := func() {}
-	defer func() { cancel() }()
+	var out batchSender
+	defer func() {
+		if out != nil {
+			out.close()
+		}
+	}()
 	batch := &tidekvpb.RaftMessageBatch{}
 	var held queued // taken from q.ch but not due yet; next batch's head
 	hasHeld := false
@@ -233,10 +260,9 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 				break fill
 			}
 		}
-		if stream == nil {
+		if out == nil {
 			var err error
-			stream, cancel, err = t.openStream(node)
-			if err != nil {
+			if out, err = t.connect(node); err != nil {
 				t.dropBatch(batch)
 				select {
 				case <-t.stopper:
@@ -246,13 +272,50 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 				continue
 			}
 		}
-		if err := stream.Send(batch); err != nil {
-			cancel()
-			stream = nil
+		if err := out.send(batch); err != nil {
+			out.close()
+			out = nil
 			t.dropBatch(batch)
 		}
 	}
 }
+
+// batchSender sends batches to one node: a frame connection or a stream.
+type batchSender interface {
+	send(*tidekvpb.RaftMessageBatch) error
+	close()
+}
+
+// connect opens a frame connection to node, or a gRPC stream if the node
+// does not accept frames.
+func (t *GRPC) connect(node uint64) (batchSender, error) {
+	addr, ok := t.resolve(node)
+	if !ok {
+		return nil, fmt.Errorf("no address for node %d", node)
+	}
+	f, err := t.dialFrames(addr)
+	if err == nil {
+		return f, nil
+	}
+	if !errors.Is(err, errNoFrames) {
+		return nil, err
+	}
+	log.Printf("raft to node %d at %s on a gRPC stream: %v", node, addr, err)
+	stream, cancel, err := t.openStream(node)
+	if err != nil {
+		return nil, err
+	}
+	return streamSender{stream, cancel}, nil
+}
+
+// streamSender sends batches on a gRPC stream.
+type streamSender struct {
+	stream tidekvpb.Raft_RaftStreamClient
+	cancel context.CancelFunc
+}
+
+func (s streamSender) send(b *tidekvpb.RaftMessageBatch) error { return s.stream.Send(b) }
+func (s streamSender) close()                                  { s.cancel() }
 
 func (t *GRPC) openStream(node uint64) (tidekvpb.Raft_RaftStreamClient, context.CancelFunc, error) {
 	c, err := t.conn(node)
@@ -291,16 +354,22 @@ func (t *GRPC) RaftStream(stream tidekvpb.Raft_RaftStreamServer) error {
 			}
 			return err
 		}
-		h := t.getHandler()
-		if h == nil {
+		t.deliver(b.GetMessages())
+	}
+}
+
+// deliver hands received messages to the handler, but those from peers
+// a partition cuts.
+func (t *GRPC) deliver(msgs []*tidekvpb.RaftMessage) {
+	h := t.getHandler()
+	if h == nil {
+		return
+	}
+	for _, m := range msgs {
+		if t.cfg.Partition.Blocked(m.GetFromNodeId()) {
 			continue
 		}
-		for _, m := range b.GetMessages() {
-			if t.cfg.Partition.Blocked(m.GetFromNodeId()) {
-				continue
-			}
-			h.HandleRaftMessage(m)
-		}
+		h.HandleRaftMessage(m)
 	}
 }
 

@@ -79,7 +79,9 @@ func (b *addrBook) resolve(node uint64) (string, bool) {
 
 // serve runs a gRPC server for register on a fresh 127.0.0.1 port (or addr,
 // to come back on the same one) and returns its address and a stop func.
-func serve(t *testing.T, addr string, register func(*grpc.Server)) (string, func()) {
+// listen, if not nil, wraps the port's listener (GRPC.Listen: Raft frames
+// on the same port; nil: a node from before frames).
+func serve(t *testing.T, addr string, register func(*grpc.Server), listen func(net.Listener) net.Listener) (string, func()) {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -98,7 +100,11 @@ func serve(t *testing.T, addr string, register func(*grpc.Server)) (string, func
 	}
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
 	register(srv)
-	go func() { _ = srv.Serve(lis) }()
+	served := lis
+	if listen != nil {
+		served = listen(lis)
+	}
+	go func() { _ = srv.Serve(served) }()
 	var once sync.Once
 	stop := func() { once.Do(srv.Stop) }
 	t.Cleanup(stop)
@@ -113,7 +119,7 @@ func startNode(t *testing.T, cfg Config, book *addrBook, node uint64, h Handler)
 		t.Fatal(err)
 	}
 	t.Cleanup(tr.Stop)
-	addr, _ := serve(t, "", tr.Register)
+	addr, _ := serve(t, "", tr.Register, tr.Listen)
 	book.set(node, addr)
 	return tr
 }
@@ -218,7 +224,7 @@ func (s *batchServer) received() ([]int, []uint64) {
 // per batch, in order.
 func TestGRPCBatchesWhatAccumulated(t *testing.T) {
 	recv := &batchServer{}
-	addr, _ := serve(t, "", func(s *grpc.Server) { tidekvpb.RegisterRaftServer(s, recv) })
+	addr, _ := serve(t, "", func(s *grpc.Server) { tidekvpb.RegisterRaftServer(s, recv) }, nil)
 	release := make(chan struct{})
 	resolve := func(uint64) (string, bool) {
 		<-release
@@ -488,13 +494,13 @@ func TestGRPCReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer t2.Stop()
-	addr, stop := serve(t, "", t2.Register)
+	addr, stop := serve(t, "", t2.Register, t2.Listen)
 	book.set(2, addr)
 
 	t1.Send(msg(1, 1, 2, 0))
 	receive(t, h2.msgs, 1)
 	stop()
-	_, _ = serve(t, addr, t2.Register)
+	_, _ = serve(t, addr, t2.Register, t2.Listen)
 	// Messages sent right after the restart may be lost with the old
 	// stream (Raft retransmits); keep sending until one gets through.
 	deadline := time.Now().Add(10 * time.Second)
@@ -520,7 +526,7 @@ func TestGRPCSnapshotWithoutHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer t2.Stop()
-	addr, _ := serve(t, "", t2.Register)
+	addr, _ := serve(t, "", t2.Register, t2.Listen)
 	book.set(2, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
