@@ -165,3 +165,51 @@ func TestStreamApproxTrimByNodes(t *testing.T) {
 	eq(t, trim("MINID", "~", "950"), int64(100))                // the node ending at 900-1 only
 	eq(t, must(rc.XLen(ctx, "s").Result()), int64(100))
 }
+
+// TestStreamConcurrentAutoIDs: XADD * from many connections at once
+// (batched in one transaction or retried) gives every entry its own ID,
+// and each client's IDs grow in the order its XADDs were answered.
+func TestStreamConcurrentAutoIDs(t *testing.T) {
+	kv := newFakeKV()
+	kv.clock = manualclock.New(time.UnixMilli(1_800_000_000_000)) // one millisecond for all: sequences
+	_, rc := start(t, kv, func(c *Config) { c.Now = kv.clock.Now }, nil)
+	ctx := context.Background()
+	const clients, each = 8, 50
+	errs := make(chan error, clients)
+	for c := range clients {
+		go func() {
+			var last string
+			for range each {
+				id, err := rc.XAdd(ctx, &redis.XAddArgs{Stream: "s", ID: "*", Values: []string{"c", fmt.Sprint(c)}}).Result()
+				if err == nil && last != "" && !idLess(last, id) {
+					err = fmt.Errorf("client %d got %s after %s", c, id, last)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				last = id
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	es := must(rc.XRange(ctx, "s", "-", "+").Result())
+	eq(t, len(es), clients*each)
+	for i := 1; i < len(es); i++ {
+		if !idLess(es[i-1].ID, es[i].ID) {
+			t.Fatalf("entry %d has ID %s after %s", i, es[i].ID, es[i-1].ID)
+		}
+	}
+}
+
+// idLess compares two IDs as XADD gives them.
+func idLess(a, b string) bool {
+	x, _, _ := parseStreamID([]byte(a), 0, true, false)
+	y, _, _ := parseStreamID([]byte(b), 0, true, false)
+	return x.less(y)
+}
