@@ -113,17 +113,28 @@ func (x *call) writeEntries(es []streamEntry) {
 }
 
 // parseIntervalID reads an end of an XRANGE interval: an ID, "-", "+",
-// or "(" and an ID (exclusive); ok false: it replied.
-func (x *call) parseIntervalID(b []byte, missingSeq uint64) (id streamID, ex, ok bool) {
-	ex = len(b) > 1 && b[0] == '('
+// or "(" and an ID (exclusive: the ID after it for the start, before it
+// for the end); ok false: it replied.
+func (x *call) parseIntervalID(b []byte, start bool) (streamID, bool) {
+	ex := len(b) > 1 && b[0] == '('
 	if ex {
 		b = b[1:]
 	}
-	id, _, ok = parseStreamID(b, missingSeq, ex, false)
+	missingSeq, side, step := uint64(math.MaxUint64), "end", streamID.prev
+	if start {
+		missingSeq, side, step = 0, "start", streamID.next
+	}
+	id, _, ok := parseStreamID(b, missingSeq, ex, false)
 	if !ok {
 		x.c.WriteError(errStreamID)
+		return id, false
 	}
-	return id, ex, ok
+	if ex {
+		if id, ok = step(id); !ok {
+			x.c.WriteError("ERR invalid " + side + " ID for the interval")
+		}
+	}
+	return id, ok
 }
 
 // cmdXRange: XRANGE key start end [COUNT n] and XREVRANGE key end start
@@ -135,25 +146,13 @@ func cmdXRange(x *call) {
 	if rev {
 		startArg, endArg = endArg, startArg
 	}
-	from, ex, ok := x.parseIntervalID(startArg, 0)
+	from, ok := x.parseIntervalID(startArg, true)
 	if !ok {
 		return
 	}
-	if ex {
-		if from, ok = from.next(); !ok {
-			x.c.WriteError("ERR invalid start ID for the interval")
-			return
-		}
-	}
-	to, ex, ok := x.parseIntervalID(endArg, math.MaxUint64)
+	to, ok := x.parseIntervalID(endArg, false)
 	if !ok {
 		return
-	}
-	if ex {
-		if to, ok = to.prev(); !ok {
-			x.c.WriteError("ERR invalid end ID for the interval")
-			return
-		}
 	}
 	count := int64(-1)
 	for j := 4; j < len(x.args); j++ {
