@@ -87,8 +87,18 @@ const (
 	// A binary at 11 would apply it as a CAS expecting the key absent and
 	// write an empty value where the others wrote the sum.
 	LogVersionIncrement uint32 = 12
+	// LogVersionSetPositions: no new entry contents; the Redis front end
+	// may write the layouts an older binary's front end breaks or
+	// misreads (internal/resp): a set's member positions, which its writes
+	// would leave out of step (an SADD giving no position, an SREM
+	// leaving a hole) so that later draws fail, and a sorted set's start
+	// hint, which makes its metadata a string to an older binary. Raised
+	// like the others once every node's binary has the front end that
+	// keeps them; below 13 the front end writes sets and sorted sets as
+	// a binary at 12 does.
+	LogVersionSetPositions uint32 = 13
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionIncrement
+	LatestLogVersion = LogVersionSetPositions
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

@@ -128,6 +128,13 @@ func (k *keySpaceKV) Increment(ctx context.Context, key []byte, by int64, e resp
 	return inc.Increment(k.in(ctx), k.c.Encode(key), by, k.expiry(e))
 }
 
+// SetPositions is the cluster's answer whatever the key space; a KV that
+// does not say gets the older layouts.
+func (k *keySpaceKV) SetPositions() bool {
+	p, ok := k.kv.(resp.SetPositioner)
+	return ok && p.SetPositions()
+}
+
 func (k *keySpaceKV) Scan(ctx context.Context, start, end []byte, limit int) ([]resp.KeyValue, error) {
 	if k.ks.Mode == keyspace.Hashed {
 		return nil, k.unordered()

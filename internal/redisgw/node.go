@@ -51,6 +51,10 @@ type Local interface {
 	// one may reach any node, and an older binary would take it for a
 	// compare-and-set.
 	Increments() bool
+	// SetPositions reports whether every node's Redis front end keeps
+	// the collection layouts of resp.SetPositioner: a front end on an
+	// older binary, on any node, may write the same keys.
+	SetPositions() bool
 	// CheckOp applies the node's key and value limits and CheckExpiry to
 	// one op, so that an invalid op fails alone instead of failing its
 	// group's Write.
@@ -217,6 +221,10 @@ func (k *Gateway) Increment(ctx context.Context, key []byte, by int64, e resp.Ex
 	}
 	return inc.Increment(k.viaRemote(ctx), key, by, e)
 }
+
+// SetPositions is resp.SetPositioner's: the node's word on whether every
+// node's front end keeps the new layouts.
+func (k *Gateway) SetPositions() bool { return k.local.SetPositions() }
 
 // Write runs in process when this node leads the first key's range; the
 // node then refuses ops that span ranges, as it does over gRPC.

@@ -100,7 +100,8 @@ type meta struct {
 	// ver is bumped by every change.
 	ver uint64
 	// a, b: a list's head (its first element's index) and tail (one past
-	// its last); a set's member count and nothing.
+	// its last); a set's member count and setNumbered (0: written before
+	// sets were numbered, sets.go).
 	a, b uint64
 	// expiry is the metadata's, kept by every change as Redis keeps a
 	// collection's TTL.
@@ -132,11 +133,15 @@ func decodeMeta(marker, v []byte) (meta, bool) {
 }
 
 // newMeta is a new collection's: a fresh generation, so that garbage of
-// an earlier one at the key is not read as its elements.
-func newMeta(marker []byte) meta {
+// an earlier one at the key is not read as its elements; a set's members
+// numbered if numbered.
+func newMeta(marker []byte, numbered bool) meta {
 	m := meta{gen: rand.Uint64()}
-	if bytes.Equal(marker, listMarker) {
+	switch {
+	case bytes.Equal(marker, listMarker):
 		m.a, m.b = listOrigin, listOrigin
+	case bytes.Equal(marker, setMarker) && numbered:
+		m.b = setNumbered
 	}
 	return m
 }
@@ -166,6 +171,27 @@ type collTx struct {
 	key    []byte
 	marker []byte
 	m      meta
+	// batch is the most keys one read of the transaction asks for
+	// (MaxBatchKeys).
+	batch int
+	// numbering: sets may be numbered (setPositions): a new set is, and
+	// a write numbers a small set that is not (numberSmall).
+	numbering bool
+}
+
+// newColl is a new collection of type marker at key, inside tx.
+func (x *call) newColl(tx TxnKV, key, marker []byte) *collTx {
+	p := x.setPositions()
+	return &collTx{ctx: x.ctx, tx: tx, key: key, marker: marker, m: newMeta(marker, p), batch: x.s.cfg.MaxBatchKeys, numbering: p}
+}
+
+// setPositions reports whether the server's KV lets the front end write
+// set positions and sorted-set start hints (SetPositioner): asked for
+// each attempt, so a transaction run again after the cluster's upgrade
+// writes the new layouts.
+func (x *call) setPositions() bool {
+	p, ok := x.s.kv.(SetPositioner)
+	return ok && p.SetPositions()
 }
 
 // wrongType is returned by a transaction's function to abort it with
@@ -217,13 +243,12 @@ func (x *call) collTxnReading(key, marker []byte, members [][]byte, fn func(t *c
 
 // openColl reads the collection's metadata inside tx.
 func (x *call) openColl(tx TxnKV, key, marker []byte) (*collTx, error) {
-	t := &collTx{ctx: x.ctx, tx: tx, key: key, marker: marker}
+	t := x.newColl(tx, key, marker)
 	r, err := tx.Get(x.ctx, encKey(key))
 	if err != nil {
 		return nil, err
 	}
 	if !r.Found {
-		t.m = newMeta(marker)
 		return t, nil
 	}
 	m, ok := decodeMeta(marker, r.Value)

@@ -311,20 +311,31 @@ func (x *call) moveKey(v *txView, src, dst []byte, r Result, del bool) error {
 		return nil
 	}
 	from, to := fieldPrefix(src), fieldPrefix(dst)
-	start, end := from, fieldsEnd(src)
-	if gen, ok := generation(r.Value); ok {
-		start = elemPrefix(src, gen)
-		end = prefixEnd(start)
+	spans := [][2][]byte{{from, fieldsEnd(src)}}
+	if gen, ok := generation(r.Value); ok { // a list's or stream's
+		spans = [][2][]byte{{elemPrefix(src, gen)}}
 	}
-	return x.scanSpan(v, start, end, func(kv KeyValue) error {
-		// Elements carry no TTL of their own: the metadata's is the
-		// collection's.
-		if err := v.tx.Put(x.ctx, append(bytes.Clone(to), kv.Key[len(from):]...), kv.Value); err != nil {
-			return v.fail(err)
+	if m, ok := decodeMeta(setMarker, r.Value); ok {
+		// A set's member positions (sets.go) go with it.
+		spans = [][2][]byte{{elemPrefix(src, m.gen)}, {elemPrefix(src, posGen(m.gen))}}
+	}
+	for _, sp := range spans {
+		if sp[1] == nil {
+			sp[1] = prefixEnd(sp[0])
 		}
-		if del {
-			return v.fail(v.tx.Delete(x.ctx, kv.Key))
+		if err := x.scanSpan(v, sp[0], sp[1], func(kv KeyValue) error {
+			// Elements carry no TTL of their own: the metadata's is the
+			// collection's.
+			if err := v.tx.Put(x.ctx, append(bytes.Clone(to), kv.Key[len(from):]...), kv.Value); err != nil {
+				return v.fail(err)
+			}
+			if del {
+				return v.fail(v.tx.Delete(x.ctx, kv.Key))
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }

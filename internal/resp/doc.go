@@ -194,12 +194,17 @@
 //	field f of h      enc(h) 0x00 0x01 f     -> value
 //	list or set k     enc(k)                 -> "\xffTideKV:list|set\x00\x01\xfe" gen ver a b
 //	list element i    enc(k) 0x00 0x01 gen i -> value (gen, i: big-endian uint64)
-//	set member m      enc(k) 0x00 0x01 gen m -> "" (collection.go)
-//	sorted set z      enc(z)                 -> zsetMarker + count (8 bytes)
+//	set member m      enc(k) 0x00 0x01 gen m -> its position i (8 bytes; "" in a set not numbered, b 0)
+//	set position i    enc(k) 0x00 0x01 gen' i -> the member at i (gen' = gen ^ 1<<63; sets.go)
+//	sorted set z      enc(z)                 -> zsetMarker + count (8 bytes) + start hint
 //	member m of z     enc(z) 0x00 0x01 0x01 m            -> score (8 bytes)
 //	index entry       enc(z) 0x00 0x01 0x02 sort(s) m    -> score (8 bytes)
 //	stream x          enc(x)                 -> streamMarker gen ver length last added maxDeleted
 //	entry ms-seq      enc(x) 0x00 0x01 gen ms seq -> ordinal, fields and values (stream.go)
+//
+// Positions and start hints are written only once the KV says every
+// node's front end keeps them (SetPositioner, Raft log version 13); until
+// then sets are not numbered and sorted sets have no hint.
 //
 // The fields of h are the span [enc(h) 0x00 0x01, enc(h) 0x00 0x02), right
 // after the marker, so HGETALL is one range scan of [enc(h), enc(h) 0x00

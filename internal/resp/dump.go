@@ -433,21 +433,18 @@ func (x *call) restoreValue(v *txView, k []byte, d dumped, e Expiry) error {
 	if d.typ == dumpList {
 		marker = listMarker
 	}
-	t := &collTx{ctx: x.ctx, tx: v.tx, key: k, marker: marker, m: newMeta(marker)}
+	t := x.newColl(v.tx, k, marker)
 	t.m.expiry = e
 	for _, el := range d.elems {
 		var err error
 		if d.typ == dumpList {
 			err = t.push(el, false)
 		} else {
-			err = v.tx.Put(x.ctx, t.elemKey(el), nil)
+			err = t.add(el)
 		}
 		if err != nil {
 			return v.fail(err)
 		}
-	}
-	if d.typ == dumpSet {
-		t.m.a = uint64(len(d.elems))
 	}
 	return v.fail(t.save())
 }

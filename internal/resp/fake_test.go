@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidekv/tidekv/internal/testutil/manualclock"
@@ -37,8 +38,8 @@ type fakeKV struct {
 	guarded int // GuardedWrite calls
 	reads   int // Get and BatchGet calls
 	// txReads: Get and BatchGet calls of transactions; txBatchMost: the
-	// most keys one of their BatchGets asked.
-	txReads, txBatchMost int
+	// most keys one of their BatchGets asked; txScans: their Scan calls.
+	txReads, txBatchMost, txScans int
 	// eachOps: the ops of every WriteEach call, for tests of grouping.
 	eachOps [][]Op
 	// conflicts: how many attempts of the next Txn fail as a conflict
@@ -50,6 +51,54 @@ type fakeKV struct {
 	txFailAfter int
 	// commits: transactions committed.
 	commits int
+	// tombs, when not nil, holds the keys deleted and not written since:
+	// the deletions an MVCC store keeps until GC, which its scans step
+	// over; stepped counts those the scans passed (tombSorted: tombs in
+	// order, nil after a change).
+	tombs      map[string]bool
+	tombSorted []string
+	stepped    int
+	// olderLayouts: SetPositions answers false, as a cluster with a node
+	// on an older binary does. Not under mu, which a transaction holds.
+	olderLayouts atomic.Bool
+}
+
+func (f *fakeKV) SetPositions() bool { return !f.olderLayouts.Load() }
+
+// keepTombs makes f count the deletions its scans step over (stepped).
+func (f *fakeKV) keepTombs() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tombs = map[string]bool{}
+}
+
+// steps runs fn and returns the deletions its scans stepped over.
+func (f *fakeKV) steps(fn func()) int {
+	f.mu.Lock()
+	f.stepped = 0
+	f.mu.Unlock()
+	fn()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stepped
+}
+
+// stepOver counts the deletions in [start, stop] (stop nil: to end) as
+// stepped.
+func (f *fakeKV) stepOver(start, stop, end []byte) {
+	if f.tombs == nil {
+		return
+	}
+	if f.tombSorted == nil {
+		f.tombSorted = slices.Sorted(maps.Keys(f.tombs))
+	}
+	for i := sort.SearchStrings(f.tombSorted, string(start)); i < len(f.tombSorted); i++ {
+		k := f.tombSorted[i]
+		if (stop != nil && k > string(stop)) || (len(end) > 0 && k >= string(end)) {
+			return
+		}
+		f.stepped++
+	}
 }
 
 func newFakeKV() *fakeKV {
@@ -75,6 +124,9 @@ func (f *fakeKV) del(k []byte) {
 	delete(f.m, string(k))
 	delete(f.exp, string(k))
 	f.bump(k)
+	if f.tombs != nil && !f.tombs[string(k)] {
+		f.tombs[string(k)], f.tombSorted = true, nil
+	}
 }
 
 func (f *fakeKV) bump(k []byte) {
@@ -92,6 +144,10 @@ func (f *fakeKV) set(k, v []byte, e Expiry) {
 	}
 	f.m[string(k)] = cp(v)
 	f.bump(k)
+	if f.tombs[string(k)] {
+		delete(f.tombs, string(k))
+		f.tombSorted = nil
+	}
 	switch {
 	case e.Keep && had:
 	case e.TTL > 0:
@@ -299,6 +355,11 @@ func (f *fakeKV) scanLocked(start, end []byte, limit int) []KeyValue {
 			out = append(out, KeyValue{Key: []byte(keys[i]), Value: cp(v)})
 		}
 	}
+	var stop []byte // the last key read, when the limit stopped the scan
+	if limit > 0 && len(out) == limit {
+		stop = out[len(out)-1].Key
+	}
+	f.stepOver(start, stop, end)
 	f.scanned += len(out)
 	return out
 }
@@ -422,6 +483,7 @@ func (t *fakeTx) Delete(_ context.Context, key []byte) error {
 
 // Scan reads the store (locked by Txn) with the attempt's writes over it.
 func (t *fakeTx) Scan(_ context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	t.f.txScans++
 	// Each delete in the span hides one stored key: ask for that many
 	// more, not for the whole span (a command paging through a big
 	// collection would copy it whole each page).

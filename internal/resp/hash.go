@@ -153,7 +153,7 @@ func (x *call) hsetInTxn(h []byte, fields [][]byte, vals map[string][]byte) {
 			return errZWrongType
 		}
 		if !m.Found {
-			if err := x.zclearInTxn(v, h); err != nil {
+			if err := x.zclearInTxn(v, h, m.Version); err != nil {
 				return err
 			}
 		}
@@ -168,13 +168,7 @@ func (x *call) hsetInTxn(h []byte, fields [][]byte, vals map[string][]byte) {
 		}
 		return v.Write(x.ctx, hashOps(h, fields, vals))
 	}
-	err := x.kv.Txn(x.ctx, body)
-	if errors.Is(err, errZStale) {
-		if err = x.zclearStale(h); err == nil {
-			err = x.kv.Txn(x.ctx, body)
-		}
-	}
-	if err != nil {
+	if err := x.clearingTxn(h, func() error { return x.kv.Txn(x.ctx, body) }); err != nil {
 		x.zreplyErr(err)
 		return
 	}

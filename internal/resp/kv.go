@@ -75,6 +75,20 @@ type Incrementer interface {
 	Increment(ctx context.Context, key []byte, by int64, e Expiry) (applied bool, before []byte, beforeExists bool, err error)
 }
 
+// SetPositioner is a KV that says whether the collection layouts an
+// older TideKV's Redis front end breaks or misreads may be written: a
+// set's member positions (sets.go), which its SADD and SREM would leave
+// out of step, and a sorted set's start hint (zsetkeys.go), which makes
+// the metadata a string to it. Until SetPositions is true (every node's
+// binary keeps them) sets are created without positions and no start
+// hint is set, so what is written is what an older front end writes; a
+// set numbered or a hint set already is kept as it is, for only a cluster
+// where SetPositions was true could have written it. A KV without it gets
+// the older layouts.
+type SetPositioner interface {
+	SetPositions() bool
+}
+
 // TxnKV is one attempt of a KV.Txn. Reads see the transaction's own
 // earlier writes. A put clears the key's TTL or sets a new one; to keep
 // the current one, a put states the Expiry its read gave (txView does).

@@ -229,6 +229,8 @@ type Server struct {
 	// comb queues the transactions of commands writing one collection
 	// (combine.go).
 	comb combiner
+	// zprobes: what reads of emptied sorted-set spans found (zspanClean).
+	zprobes zprobes
 
 	// disconnects counts closed connections by reason (output.go);
 	// loggedSlow: the first slow client's disconnect was logged.

@@ -2,35 +2,252 @@ package resp
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"math"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 )
 
 // Sets (collection.go): member m of a set is the key enc(k) 0x00 0x01 gen
-// m with an empty value, and the metadata counts the members, so SCARD is
-// one read, SADD, SREM and SISMEMBER a few point reads and writes, and
-// SMEMBERS one scan. Members come out in byte order.
+// m, and the metadata counts the members, so SCARD is one read, SADD, SREM
+// and SISMEMBER a few point reads and writes, and SMEMBERS one scan.
+// Members come out in byte order.
+//
+// The members are also numbered: member m's value is its position (8
+// bytes, big-endian), and position i, 0 <= i < count, is the key enc(k)
+// 0x00 0x01 posGen(gen) i whose value is the member there. A uniform draw
+// (SPOP, SRANDMEMBER) so draws positions and reads them, a few point reads
+// whatever the set's size and however its keys are split into ranges,
+// where a scan from a random point among the member keys favours members
+// after a gap and, after pops, steps over the deletions they left. Adding
+// a member gives it the next position; removing members moves the members
+// at the last positions into the freed ones, so positions stay 0..count-1.
+//
+// A set not numbered (its metadata's b is 0, not setNumbered; member
+// values empty) keeps being served as it was: SADD and SREM write only
+// member keys, SPOP and SRANDMEMBER draw by scanning (draw). Such sets
+// are those a TideKV wrote before the numbering, and every set written
+// while the cluster has not reached the log version that lets the front
+// end number them (SetPositioner, collTx.numbering): an older binary's
+// front end on another node may write the set too, and would leave the
+// positions out of step (an SADD giving none, an SREM leaving a hole).
+// Once the cluster is there, new sets are numbered, and a write to one of
+// at most maxNumbering members (those the command names included)
+// numbers it first, in its transaction (numberSmall), so small sets
+// become numbered as they are used; a larger one stays as it is until it
+// is emptied or shrinks to that size. A numbered set is kept numbered by
+// every write, whatever the version this node has learnt: only a cluster
+// at that version numbers sets, so no older binary is left to write it.
 
-// member reports whether m is a member, inside the transaction.
-func (t *collTx) member(m []byte) (bool, error) {
-	r, err := t.tx.Get(t.ctx, t.elemKey(m))
-	return r.Found, err
+// setNumbered, in a set's metadata b, says its members are numbered.
+const setNumbered = 1
+
+// maxNumbering is the most members of a set not numbered, with those the
+// writing command names, that the write numbers in its transaction: two
+// keys written a member, well within a transaction's 10,000.
+const maxNumbering = 1000
+
+// numbered reports whether the set's members have positions.
+func (t *collTx) numbered() bool { return t.m.b == setNumbered }
+
+// numberSmall numbers the members of a set not numbered, if sets may be
+// numbered and it and the n members a write names are at most
+// maxNumbering, inside the write's transaction; numbered reports whether it did (the metadata is to be
+// saved).
+func (t *collTx) numberSmall(n int) (numbered bool, err error) {
+	if !t.numbering || !t.m.exists || t.numbered() || t.m.a+uint64(n) > maxNumbering {
+		return false, nil
+	}
+	pre := elemPrefix(t.key, t.m.gen)
+	kvs, err := t.tx.Scan(t.ctx, pre, prefixEnd(pre), int(t.m.a))
+	if err != nil {
+		return false, err
+	}
+	t.m.a, t.m.b = 0, setNumbered
+	for _, kv := range kvs {
+		if err := t.add(kv.Key[len(pre):]); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
-// members reports which of ms are members, read in one call.
-func (t *collTx) members(ms [][]byte) ([]bool, error) {
+// posGen is the generation under which the positions of the set of
+// generation gen are kept: another span than its members', so scans of
+// the members never meet them.
+func posGen(gen uint64) uint64 { return gen ^ 1<<63 }
+
+// posKey is the key of position i.
+func (t *collTx) posKey(i uint64) []byte {
+	return binary.BigEndian.AppendUint64(elemPrefix(t.key, posGen(t.m.gen)), i)
+}
+
+// positions reads where each of ms is (-1: not a member; 0 for every
+// member of a set not numbered), in one call.
+func (t *collTx) positions(ms [][]byte) ([]int64, error) {
 	keys := make([][]byte, len(ms))
 	for i, m := range ms {
 		keys[i] = t.elemKey(m)
 	}
-	rs, err := t.tx.BatchGet(t.ctx, keys)
-	in := make([]bool, len(rs))
-	for i, r := range rs {
-		in[i] = r.Found
+	rs, err := readChunks(t.ctx, t.tx, keys, t.batch)
+	if err != nil {
+		return nil, err
 	}
-	return in, err
+	at := make([]int64, len(rs))
+	for i, r := range rs {
+		switch {
+		case !r.Found:
+			at[i] = -1
+		case !t.numbered():
+			at[i] = 0
+		case len(r.Value) != 8:
+			return nil, errPositions
+		default:
+			at[i] = int64(binary.BigEndian.Uint64(r.Value))
+		}
+	}
+	return at, nil
+}
+
+// errPositions: a numbered set whose member keys and position keys
+// disagree, which no TideKV command leaves.
+var errPositions = errors.New("set member positions disagree with its members")
+
+// membersAt reads the members at positions ps, in one call per MaxBatchKeys.
+func (t *collTx) membersAt(ps []uint64) ([][]byte, error) {
+	keys := make([][]byte, len(ps))
+	for i, p := range ps {
+		keys[i] = t.posKey(p)
+	}
+	rs, err := readChunks(t.ctx, t.tx, keys, t.batch)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(rs))
+	for i, r := range rs {
+		if !r.Found {
+			return nil, errPositions
+		}
+		out[i] = r.Value
+	}
+	return out, nil
+}
+
+// add makes m, not a member, a member at the next position (of a set not
+// numbered: a member).
+func (t *collTx) add(m []byte) error {
+	i := t.m.a
+	if !t.numbered() {
+		t.m.a++
+		return t.tx.Put(t.ctx, t.elemKey(m), nil)
+	}
+	if err := t.tx.Put(t.ctx, t.elemKey(m), binary.BigEndian.AppendUint64(nil, i)); err != nil {
+		return err
+	}
+	t.m.a++
+	return t.tx.Put(t.ctx, t.posKey(i), m)
+}
+
+// remove removes the distinct members ms, at positions ps (release; ps
+// unused for a set not numbered).
+func (t *collTx) remove(ms [][]byte, ps []uint64) error {
+	if !t.numbered() {
+		for _, m := range ms {
+			if err := t.tx.Delete(t.ctx, t.elemKey(m)); err != nil {
+				return err
+			}
+		}
+		t.m.a -= uint64(len(ms))
+		return nil
+	}
+	movers, err := t.membersAt(t.tail(ps))
+	if err != nil {
+		return err
+	}
+	return t.release(ms, ps, movers)
+}
+
+// tail is the positions past the count that removing the members at ps
+// leaves whose members stay: they move into the positions freed below it.
+func (t *collTx) tail(ps []uint64) []uint64 {
+	left := t.m.a - uint64(len(ps))
+	freed := make(map[uint64]bool, len(ps))
+	for _, p := range ps {
+		freed[p] = true
+	}
+	var out []uint64
+	for p := left; p < t.m.a; p++ {
+		if !freed[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// release removes the distinct members ms, at positions ps: movers, the
+// members at t.tail(ps), move into the positions freed below the new
+// count, and the positions past it go.
+func (t *collTx) release(ms [][]byte, ps []uint64, movers [][]byte) error {
+	n := t.m.a
+	left := n - uint64(len(ms))
+	var holes []uint64
+	for _, p := range ps {
+		if p < left {
+			holes = append(holes, p)
+		}
+	}
+	put := func(k, v []byte) error { return t.tx.Put(t.ctx, k, v) }
+	for i, m := range movers {
+		if err := errors.Join(put(t.posKey(holes[i]), m), put(t.elemKey(m), binary.BigEndian.AppendUint64(nil, holes[i]))); err != nil {
+			return err
+		}
+	}
+	for p := left; p < n; p++ {
+		if err := t.tx.Delete(t.ctx, t.posKey(p)); err != nil {
+			return err
+		}
+	}
+	for _, m := range ms {
+		if err := t.tx.Delete(t.ctx, t.elemKey(m)); err != nil {
+			return err
+		}
+	}
+	t.m.a = left
+	return nil
+}
+
+// draw reads, inside the transaction, members of a set not numbered to
+// draw n of (drawKeys): all of them (whole) or n from a random point of
+// the member keys on.
+func (t *collTx) draw(n int) (out [][]byte, whole bool, err error) {
+	kvs, whole, err := drawKeys(t.ctx, t.tx, elemPrefix(t.key, t.m.gen), int(t.m.a), n, t.batch)
+	for _, kv := range kvs {
+		out = append(out, kv.Key)
+	}
+	return out, whole, err
+}
+
+// drawPositions is n distinct positions of [0, card) drawn uniformly, in
+// random order (all of them, shuffled, when n >= card): a Fisher-Yates
+// shuffle of [0, card) stopped after n steps, the positions it moved kept
+// in a map.
+func drawPositions(card uint64, n int, randN func(int) int) []uint64 {
+	n = int(min(uint64(n), card))
+	moved := make(map[uint64]uint64, n)
+	get := func(i uint64) uint64 {
+		if v, ok := moved[i]; ok {
+			return v
+		}
+		return i
+	}
+	out := make([]uint64, n)
+	for i := range uint64(n) {
+		j := i + uint64(randN(int(card-i)))
+		out[i] = get(j)
+		moved[j] = get(i)
+	}
+	return out
 }
 
 // distinct is args without repeats, in their order.
@@ -57,27 +274,34 @@ func cmdSAddRem(x *call) {
 		if !add && !t.m.exists {
 			return false, nil
 		}
-		in, err := t.members(members)
+		numbered, err := t.numberSmall(len(members))
 		if err != nil {
 			return false, err
 		}
+		at, err := t.positions(members)
+		if err != nil {
+			return false, err
+		}
+		var gone [][]byte
+		var ps []uint64
 		for i, m := range members {
 			switch {
-			case add && !in[i]:
-				err = t.tx.Put(x.ctx, t.elemKey(m), nil)
-				t.m.a++
-			case !add && in[i]:
-				err = t.tx.Delete(x.ctx, t.elemKey(m))
-				t.m.a--
-			default:
-				continue
+			case add && at[i] < 0:
+				if err := t.add(m); err != nil {
+					return false, err
+				}
+				n++
+			case !add && at[i] >= 0:
+				gone, ps = append(gone, m), append(ps, uint64(at[i]))
 			}
-			if err != nil {
+		}
+		if len(gone) > 0 {
+			n = int64(len(gone))
+			if err := t.remove(gone, ps); err != nil {
 				return false, err
 			}
-			n++
 		}
-		return n > 0, nil
+		return n > 0 || numbered, nil
 	})
 	if err != nil {
 		writeCASErr(x.c, err)
@@ -100,8 +324,10 @@ func cmdSIsMember(x *call) {
 		if !t.m.exists {
 			return false, nil
 		}
-		var err error
-		in, err = t.members(x.args[2:])
+		at, err := t.positions(x.args[2:])
+		for i := range at {
+			in[i] = at[i] >= 0
+		}
 		return false, err
 	})
 	if err != nil {
@@ -214,13 +440,12 @@ func cmdSetAlgebra(x *call) {
 		if err := x.clearKey(v, dst); err != nil || len(out) == 0 {
 			return err
 		}
-		t := &collTx{ctx: x.ctx, tx: tx, key: dst, marker: setMarker, m: newMeta(setMarker)}
+		t := x.newColl(tx, dst, setMarker)
 		for _, m := range out {
-			if err := tx.Put(x.ctx, t.elemKey(m), nil); err != nil {
+			if err := t.add(m); err != nil {
 				return err
 			}
 		}
-		t.m.a = uint64(len(out))
 		return t.save()
 	})
 	switch {
@@ -231,25 +456,6 @@ func cmdSetAlgebra(x *call) {
 	default:
 		writeMembers(x, out)
 	}
-}
-
-// draw reads, inside the transaction, the members to draw n of
-// (drawKeys): all of them (whole) or n from a random point on.
-func (t *collTx) draw(n, maxWhole int) (out [][]byte, whole bool, err error) {
-	kvs, whole, err := drawKeys(t.ctx, t.tx, elemPrefix(t.key, t.m.gen), int(t.m.a), n, maxWhole)
-	for _, kv := range kvs {
-		out = append(out, kv.Key)
-	}
-	return out, whole, err
-}
-
-// binaryRand is a random point among member keys.
-func binaryRand() []byte {
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(rand.UintN(256))
-	}
-	return b[:]
 }
 
 // cmdSPop: SPOP key [count]: draws members and removes them in the
@@ -275,20 +481,31 @@ func cmdSPop(x *call) {
 	var drawn [][]byte
 	err := x.collTxn(x.args[1], setMarker, func(t *collTx) (bool, error) {
 		drawn = nil
-		pool, whole, err := t.draw(n, x.s.cfg.MaxBatchKeys)
-		if err != nil || len(pool) == 0 {
+		if t.m.a == 0 || n == 0 {
+			return false, nil
+		}
+		if _, err := t.numberSmall(n); err != nil {
 			return false, err
 		}
-		if drawn = pool; whole {
-			drawn = sample(pool, n, x.s.cfg.randN)
-		}
-		for _, d := range drawn {
-			if err := t.tx.Delete(t.ctx, t.elemKey(d)); err != nil {
+		if !t.numbered() {
+			pool, whole, err := t.draw(n)
+			if err != nil {
 				return false, err
 			}
+			if drawn = pool; whole {
+				drawn = sample(pool, n, x.s.cfg.randN)
+			}
+			return true, t.remove(drawn, nil)
 		}
-		t.m.a -= uint64(len(drawn))
-		return true, nil
+		// The members drawn and those that will move into their
+		// positions, in one read.
+		ps := drawPositions(t.m.a, n, x.s.cfg.randN)
+		read, err := t.membersAt(append(ps, t.tail(ps)...))
+		if err != nil {
+			return false, err
+		}
+		drawn = read[:len(ps)]
+		return true, t.release(drawn, ps, read[len(ps):])
 	})
 	switch {
 	case err != nil:
@@ -313,24 +530,43 @@ func cmdSRandMember(x *call) {
 	if !ok {
 		return
 	}
-	want := max(count, -count)
+	want := int(min(max(count, -count), math.MaxInt32))
 	var drawn [][]byte
 	var whole bool
 	// One read-only transaction, not the key's shared one (keyTxn): a
 	// read need not wait for the writes queued on the key.
 	err := x.kv.Txn(x.ctx, func(tx TxnKV) error {
+		drawn = nil
 		t, err := x.openColl(tx, x.args[1], setMarker)
-		if err == nil {
-			drawn, whole, err = t.draw(int(min(want, math.MaxInt32)), x.s.cfg.MaxBatchKeys)
+		if err != nil || t.m.a == 0 {
+			return err
 		}
+		if !t.numbered() {
+			drawn, whole, err = t.draw(want)
+			if whole && count >= 0 {
+				drawn = sample(drawn, want, x.s.cfg.randN)
+			}
+			return err
+		}
+		var ps []uint64
+		whole = count < 0 && (uint64(want) >= t.m.a || int64(want) != -count)
+		switch {
+		case count >= 0 || whole:
+			// Distinct members; or, for at least as many repeated draws
+			// as members, the whole set to draw from.
+			ps = drawPositions(t.m.a, want, x.s.cfg.randN)
+		default:
+			ps = make([]uint64, want)
+			for i := range ps {
+				ps[i] = uint64(x.s.cfg.randN(int(t.m.a)))
+			}
+		}
+		drawn, err = t.membersAt(ps)
 		return err
 	})
 	if err != nil {
 		writeCASErr(x.c, err)
 		return
-	}
-	if whole && count >= 0 {
-		drawn = sample(drawn, int(min(want, math.MaxInt32)), x.s.cfg.randN)
 	}
 	switch {
 	case len(x.args) == 2 && len(drawn) == 0:
@@ -338,9 +574,10 @@ func cmdSRandMember(x *call) {
 	case len(x.args) == 2:
 		x.c.WriteBulk(drawn[0])
 	case count < 0 && len(drawn) > 0:
-		// From a whole set each draw is made anew, as Redis draws; else
-		// the members read repeat in turn.
-		out, ok := repeatedDraws(x, want, func(i int64) []byte {
+		// Each of -count draws anew from the whole set; else the
+		// members drawn (of a set not numbered: read from a random
+		// point, fewer than -count) in turn.
+		out, ok := repeatedDraws(x, -count, func(i int64) []byte {
 			if whole {
 				return drawn[x.s.cfg.randN(len(drawn))]
 			}
@@ -421,24 +658,34 @@ func cmdSMove(x *call) {
 		if err != nil {
 			return err
 		}
-		if moved, err = from.member(member); err != nil || !moved || bytes.Equal(src, dst) {
+		at, err := from.positions([][]byte{member})
+		if moved = err == nil && at[0] >= 0; !moved || bytes.Equal(src, dst) {
 			return err
 		}
-		if err := tx.Delete(x.ctx, from.elemKey(member)); err != nil {
+		// Only a set the move writes is numbered (its numbering is saved
+		// with the move), and then read again.
+		renumbered, err := from.numberSmall(1)
+		if err == nil && renumbered {
+			at, err = from.positions([][]byte{member})
+		}
+		if err != nil {
 			return err
 		}
-		from.m.a--
+		if err := from.remove([][]byte{member}, []uint64{uint64(at[0])}); err != nil {
+			return err
+		}
 		if err := from.save(); err != nil {
 			return err
 		}
-		in, err := to.member(member)
-		if err != nil || in {
+		if at, err = to.positions([][]byte{member}); err != nil || at[0] >= 0 {
 			return err
 		}
-		if err := tx.Put(x.ctx, to.elemKey(member), nil); err != nil {
+		if _, err := to.numberSmall(1); err != nil {
 			return err
 		}
-		to.m.a++
+		if err := to.add(member); err != nil {
+			return err
+		}
 		return to.save()
 	})
 	switch {

@@ -276,7 +276,7 @@ func (x *call) sortSource(v *txView, k []byte) ([][]byte, string, error) {
 		start = elemPrefix(k, m.gen)
 		end = prefixEnd(start)
 	case "zset":
-		start, end = zIndexPrefix(k), zIndexEnd(k)
+		start, end = zIndexFirst(k, r.Value), zIndexEnd(k)
 	default:
 		return nil, "", wrongType
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // errZWrongType ends a sorted-set transaction whose key holds another
@@ -102,9 +103,10 @@ func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []z
 			return errZWrongType
 		}
 		card := 0
+		var hint []byte
 		if meta.Found {
-			card = int(zsetCard(meta.Value))
-		} else if err := x.zclearInTxn(v, z); err != nil {
+			card, hint = int(zsetCard(meta.Value)), zsetHint(meta.Value)
+		} else if err := x.zclearInTxn(v, z, meta.Version); err != nil {
 			return err
 		}
 		keys := make([][]byte, len(names))
@@ -137,8 +139,14 @@ func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []z
 				}
 			}
 			if !same && n.present {
+				ik := zIndexKey(z, m, n.score)
 				ops = append(ops, Op{Key: zMemberKey(z, m), Value: zScoreBytes(n.score)},
-					Op{Key: zIndexKey(z, m, n.score), Value: zScoreBytes(n.score)})
+					Op{Key: ik, Value: zScoreBytes(n.score)})
+				// An entry below the start hint moves it down to the entry:
+				// the hint's promise (nothing below it) holds again.
+				if suffix := ik[len(zIndexPrefix(z)):]; bytes.Compare(suffix, hint) < 0 {
+					hint = suffix
+				}
 			}
 			switch {
 			case n.present && !before[i].present:
@@ -147,7 +155,7 @@ func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []z
 				card--
 			}
 		}
-		return x.zwriteMeta(v, z, meta.Found, card, ops)
+		return x.zwriteMeta(v, z, meta.Found, card, hint, ops)
 	}
 	// The metadata and the named members are read ahead with the batch's
 	// other commands' keys.
@@ -158,34 +166,60 @@ func (x *call) zupdate(z []byte, names [][]byte, change func(exists bool, ms []z
 		}
 		return keys
 	}
-	err := x.keyTxn(z, reads, body)
-	if !errors.Is(err, errZStale) {
-		return err
+	return x.clearingTxn(z, func() error { return x.keyTxn(z, reads, body) })
+}
+
+// clearingTxn runs run, a transaction that may make a hash or sorted set
+// at k anew (zclearInTxn), and when it stopped for k's span, reads the
+// span outside a transaction (zprobe) or clears it (zclearStale), then
+// runs it again.
+func (x *call) clearingTxn(k []byte, run func() error) error {
+	for range 2 {
+		err := run()
+		var span *zSpanError
+		if !errors.As(err, &span) {
+			return err
+		}
+		if !span.stale {
+			err = x.zprobe(k, span.ver)
+		} else if err = x.zclearStale(k); err == nil {
+			// Cleared at once while the metadata was absent: a transaction
+			// that finds it at the same version need not look again.
+			x.s.zprobes.found(x.kv, k, span.ver)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if err := x.zclearStale(z); err != nil {
-		return err
-	}
-	return x.keyTxn(z, reads, body)
+	return run()
 }
 
 // zStaleInTxn is the most keys an earlier set left that a new set's
-// transaction deletes itself; more are cleared before it (errZStale).
+// transaction deletes itself; more are cleared before it.
 const zStaleInTxn = 64
 
-// errZStale ends a transaction making a new set at a key where more than
-// zStaleInTxn keys of an earlier one are left.
-var errZStale = errors.New("sorted set: too much left by an earlier set to clear in the transaction")
-
 // zclearInTxn deletes, inside v, the keys an earlier set left in z's span
-// (none, nearly always: one read of an empty span), or fails with
-// errZStale if there are more than zStaleInTxn.
-func (x *call) zclearInTxn(v *txView, z []byte) error {
+// (none, nearly always: one read of an empty span), or fails with a
+// stale *zSpanError if there are more than zStaleInTxn. z's metadata is
+// absent, its newest version (a deletion, an expired value) ver as v read
+// it: a version whose span a read outside the transaction found clean is
+// not scanned again, and one not read yet fails the command with a
+// *zSpanError, to read it (zprobe) and run again.
+func (x *call) zclearInTxn(v *txView, z []byte, ver Version) error {
+	if _, inExec := x.kv.(*txView); !inExec && ver != (Version{}) {
+		switch clean, known := x.s.zprobes.known(x.kv, z, ver); {
+		case !known:
+			return &zSpanError{ver: ver}
+		case clean:
+			return nil
+		}
+	}
 	kvs, err := v.Scan(x.ctx, fieldPrefix(z), fieldsEnd(z), zStaleInTxn+1)
 	if err != nil {
 		return err
 	}
 	if len(kvs) > zStaleInTxn {
-		return errZStale
+		return &zSpanError{ver: ver, stale: true}
 	}
 	for _, kv := range kvs {
 		if err := v.tx.Delete(x.ctx, kv.Key); err != nil {
@@ -195,12 +229,140 @@ func (x *call) zclearInTxn(v *txView, z []byte) error {
 	return nil
 }
 
+// zSpanError ends a transaction making a hash or sorted set where a key
+// was (its metadata's newest version ver) before the span was read
+// outside a transaction (zprobe), or, stale, where an earlier set left
+// more than zStaleInTxn keys, which are cleared first (zclearStale).
+type zSpanError struct {
+	ver   Version
+	stale bool
+}
+
+func (e *zSpanError) Error() string {
+	if e.stale {
+		return "sorted set: too much left by an earlier set to clear in the transaction"
+	}
+	return "sorted set: the span of a deleted set is read before the transaction"
+}
+
+// A span where a large set was just deleted holds its deletions (MVCC
+// tombstones) until GC. A transaction's scan of it records the span, and
+// committing checks the span again on every replica, in their apply loop,
+// stepping over every deletion again: a ZADD after a DEL of 10,000
+// members stalled the range and timed out (issue 37). So a new set's
+// transaction does not scan a span whose metadata has a version (it held
+// a set, or something else, once) until a read outside it, which steps
+// over the deletions once on the leaseholder, found what is there
+// (zprobe). It reads the metadata first and must find the same version:
+// then no write of z's metadata came between that version and the scan,
+// and every write of elements writes the metadata too, which the
+// transaction's own read of it sees when it commits. Concurrent commands
+// of one key share one read; what it found is kept for the key until
+// another is read.
+
+// zprobes keeps what zspanClean found, by key.
+type zprobes struct {
+	mu sync.Mutex
+	m  map[combineKey]*zprobe
+}
+
+// zprobe is one read of a key's span: clean, found at metadata version
+// ver, once done is closed.
+type zprobe struct {
+	ver   Version
+	done  chan struct{}
+	clean bool
+	err   error
+}
+
+// failed reports whether the read is done and failed: it is made again.
+func (r *zprobe) failed() bool {
+	select {
+	case <-r.done:
+		return r.err != nil
+	default:
+		return false
+	}
+}
+
+// zprobesKept bounds the keys zprobes keeps; past it, it starts again.
+const zprobesKept = 1024
+
+// known reports whether z's span was read at metadata version ver, and
+// whether it was clean.
+func (p *zprobes) known(kv KV, z []byte, ver Version) (clean, known bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.m[combineKey{kv: kv, key: string(z)}]
+	if r == nil || r.ver != ver {
+		return false, false
+	}
+	select {
+	case <-r.done:
+		return r.clean && r.err == nil, r.err == nil
+	default:
+		return false, false
+	}
+}
+
+// found records that z's span is clean at metadata version ver.
+func (p *zprobes) found(kv KV, z []byte, ver Version) {
+	r := &zprobe{ver: ver, done: make(chan struct{}), clean: true}
+	close(r.done)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keep(combineKey{kv: kv, key: string(z)}, r)
+}
+
+// keep records r for k, p.mu held.
+func (p *zprobes) keep(k combineKey, r *zprobe) {
+	if p.m == nil || len(p.m) >= zprobesKept {
+		p.m = map[combineKey]*zprobe{}
+	}
+	p.m[k] = r
+}
+
+// zprobe reads z's span outside a transaction for metadata version ver
+// (zspanClean), or waits for the read of it another command started.
+func (x *call) zprobe(z []byte, ver Version) error {
+	p := &x.s.zprobes
+	k := combineKey{kv: x.kv, key: string(z)}
+	p.mu.Lock()
+	if r := p.m[k]; r != nil && r.ver == ver && !r.failed() {
+		p.mu.Unlock()
+		<-r.done
+		return r.err
+	}
+	r := &zprobe{ver: ver, done: make(chan struct{})}
+	p.keep(k, r)
+	p.mu.Unlock()
+	r.clean, r.err = x.zspanClean(z, ver)
+	close(r.done)
+	return r.err
+}
+
+// zspanClean reports whether z's span holds no key, read outside a
+// transaction after z's metadata, which must be absent at version ver.
+func (x *call) zspanClean(z []byte, ver Version) (bool, error) {
+	rs, err := x.kv.BatchGet(x.ctx, [][]byte{encKey(z)})
+	if err != nil || rs[0].Found || rs[0].Version != ver {
+		return false, err
+	}
+	kvs, err := x.kv.Scan(x.ctx, fieldPrefix(z), fieldsEnd(z), 1)
+	return err == nil && len(kvs) == 0, err
+}
+
+// zHintMax bounds a start hint's bytes: a prefix of a hint is one too
+// (nothing is below it either), and every write of the set rewrites it.
+const zHintMax = 8 + 64
+
 // zwriteMeta writes ops and z's metadata for card members (none: the set
-// is deleted), keeping the set's TTL.
-func (x *call) zwriteMeta(v *txView, z []byte, exists bool, card int, ops []Op) error {
+// is deleted) with start hint hint (cut to zHintMax), keeping the set's TTL.
+func (x *call) zwriteMeta(v *txView, z []byte, exists bool, card int, hint []byte, ops []Op) error {
+	hint = hint[:min(len(hint), zHintMax)]
 	switch {
 	case card > 0:
-		ops = append(ops, Op{Key: encKey(z), Value: zsetMeta(uint64(card)), Expiry: Expiry{Keep: exists}})
+		ops = append(ops, Op{Key: encKey(z), Value: zsetMeta(uint64(card), hint), Expiry: Expiry{Keep: exists}})
 	case exists:
 		ops = append(ops, Op{Key: encKey(z), Delete: true})
 	}
@@ -462,7 +624,7 @@ func cmdZCount(x *call) {
 			return
 		}
 		span = func() ([]byte, []byte, error) {
-			start, end, _, err := x.lexSpan(z, lo, hi, false, 0)
+			start, end, _, err := x.lexSpan(z, zIndexPrefix(z), lo, hi, false, 0)
 			return start, end, err
 		}
 	} else {
@@ -495,25 +657,26 @@ func cmdZCount(x *call) {
 }
 
 // lexSpan is the key range of a lex range (nil: z has no members, or is
-// no sorted set), read forward or, for the REV forms, backward, and what
+// no sorted set; its index read from first on, its start hint or its
+// start), read forward or, for the REV forms, backward, and what
 // is left of LIMIT's offset to skip in it. When every member has one
 // score, as Redis says BYLEX needs, it is the members of that score
 // between the bounds, found by two seeks, offset untouched. Otherwise
 // (lexRun) it is what Redis answers for a small set, whose answer Redis
 // calls undefined: the run of members its walk in score order yields,
 // offset skipped in it.
-func (x *call) lexSpan(z []byte, lo, hi zLexBound, rev bool, offset int) (start, end []byte, skip int, err error) {
-	first, err := x.kv.Scan(x.ctx, zIndexPrefix(z), zIndexEnd(z), 1)
-	if err != nil || len(first) == 0 {
+func (x *call) lexSpan(z, first []byte, lo, hi zLexBound, rev bool, offset int) (start, end []byte, skip int, err error) {
+	lowest, err := x.kv.Scan(x.ctx, first, zIndexEnd(z), 1)
+	if err != nil || len(lowest) == 0 {
 		return nil, nil, 0, err
 	}
-	p := first[0].Key[:len(zIndexPrefix(z))+8]
+	p := lowest[0].Key[:len(zIndexPrefix(z))+8]
 	other, err := x.kv.Scan(x.ctx, zLexBound{plus: true}.key(p, false), zIndexEnd(z), 1)
 	if err != nil || len(other) > 0 {
-		start, end, err = x.lexRun(z, lo, hi, rev, offset, err)
+		start, end, err = x.lexRun(z, first, lo, hi, rev, offset, err)
 		return start, end, 0, err
 	}
-	return lo.key(p, true), hi.key(p, false), offset, nil
+	return zAtOrAfter(lo.key(p, true), first), hi.key(p, false), offset, nil
 }
 
 // lexRun is a lex range over a set of several scores as Redis answers it
@@ -526,10 +689,10 @@ func (x *call) lexSpan(z []byte, lo, hi zLexBound, rev bool, offset int) (start,
 // for as long as they are at or above lo. It reads the whole set. (A
 // large Redis set searches its skiplist instead, whose answer then
 // depends on the skiplist's random levels.)
-func (x *call) lexRun(z []byte, lo, hi zLexBound, rev bool, offset int, err error) (start, end []byte, _ error) {
+func (x *call) lexRun(z, first []byte, lo, hi zLexBound, rev bool, offset int, err error) (start, end []byte, _ error) {
 	var all []zEntry
 	if err == nil {
-		err = x.zwalk(z, zIndexPrefix(z), zIndexEnd(z), 0, -1, func(e zEntry) bool {
+		err = x.zwalk(z, first, zIndexEnd(z), 0, -1, func(e zEntry) bool {
 			all = append(all, zEntry{member: bytes.Clone(e.member), score: e.score})
 			return true
 		})
@@ -760,29 +923,58 @@ func zrangeBounds(sp zrangeSpec, z []byte) (q zrangeQuery, e string) {
 }
 
 // zrangeRead reads q's members of z, in the order ZRANGE answers them;
-// errZWrongType if z holds another type.
+// errZWrongType if z holds another type. Its walk starts no earlier than
+// the index's start hint. Outside a transaction the metadata is read again
+// after the walk when the set has a hint, and the read made again if it
+// changed: a write that moved the hint down meanwhile (a ZADD below it)
+// would otherwise be missed while later writes are seen.
 func (x *call) zrangeRead(q zrangeQuery, z []byte) ([]zEntry, error) {
-	sp, start, end := q.sp, q.start, q.end
-	v, err := x.kv.Get(x.ctx, encKey(z))
-	switch {
-	case errors.Is(err, ErrNotFound): // index entries without metadata are garbage
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case !isZSetMeta(v):
-		return nil, errZWrongType
-	}
-	card := int(zsetCard(v))
-	skip := int(min(max(sp.offset, 0), math.MaxInt32))
-	if sp.by == "lex" {
-		if start, end, skip, err = x.lexSpan(z, q.lo, q.hi, sp.rev, skip); err != nil {
+	_, inTxn := x.kv.(*txView)
+	for range x.s.cfg.CASAttempts {
+		v, err := x.kv.Get(x.ctx, encKey(z))
+		switch {
+		case errors.Is(err, ErrNotFound): // index entries without metadata are garbage
+			return nil, nil
+		case err != nil:
+			return nil, err
+		case !isZSetMeta(v):
+			return nil, errZWrongType
+		}
+		out, err := x.zrangeWalk(q, z, v)
+		if err != nil || inTxn || len(zsetHint(v)) == 0 {
+			return out, err
+		}
+		again, err := x.kv.Get(x.ctx, encKey(z))
+		if err == nil && bytes.Equal(again, v) {
+			return out, nil
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
 	}
+	return nil, errContention
+}
+
+// zrangeWalk is zrangeRead's walk of z's index, given its metadata.
+func (x *call) zrangeWalk(q zrangeQuery, z, meta []byte) ([]zEntry, error) {
+	sp, start, end := q.sp, q.start, q.end
+	first := zIndexFirst(z, meta)
+	card := int(zsetCard(meta))
+	skip := int(min(max(sp.offset, 0), math.MaxInt32))
+	var err error
+	switch sp.by {
+	case "lex":
+		if start, end, skip, err = x.lexSpan(z, first, q.lo, q.hi, sp.rev, skip); err != nil {
+			return nil, err
+		}
+	case "score":
+		start = zAtOrAfter(start, first)
+	}
 	var take int
 	if sp.by == "rank" {
+		// Ranks count from the first member, which is at or after the hint.
 		skip, take = rankWindow(int64(card), q.rankLo, q.rankHi, sp.rev)
-		start, end = zIndexPrefix(z), zIndexEnd(z)
+		start, end = first, zIndexEnd(z)
 	} else {
 		take = int(max(min(sp.count, math.MaxInt32), -1))
 		if sp.offset < 0 {

@@ -181,8 +181,10 @@ func (x *call) zreadInput(v *txView, k []byte, setsOnly bool) ([]zEntry, bool, e
 		}
 		pre = elemPrefix(k, m.gen)
 	}
-	start, end := zIndexPrefix(k), zIndexEnd(k)
-	if pre != nil {
+	var start, end []byte
+	if pre == nil {
+		start, end = zIndexFirst(k, r.Value), zIndexEnd(k)
+	} else {
 		start, end = pre, prefixEnd(pre)
 	}
 	var out []zEntry
@@ -219,7 +221,7 @@ func (x *call) zstore(v *txView, dst []byte, es []zEntry) error {
 // zwrite writes a sorted set of es (at least one) at dst, whose span is
 // clear, with expiry exp, inside v.
 func (x *call) zwrite(v *txView, dst []byte, es []zEntry, exp Expiry) error {
-	ops := []Op{{Key: encKey(dst), Value: zsetMeta(uint64(len(es))), Expiry: exp}}
+	ops := []Op{{Key: encKey(dst), Value: zsetMeta(uint64(len(es)), nil), Expiry: exp}}
 	for _, e := range es {
 		ops = append(ops, Op{Key: zMemberKey(dst, e.member), Value: zScoreBytes(e.score)},
 			Op{Key: zIndexKey(dst, e.member, e.score), Value: zScoreBytes(e.score)})

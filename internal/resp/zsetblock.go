@@ -13,13 +13,13 @@ import (
 
 // zpopPick is zremove's pick of the count members of z with the lowest
 // (highest) scores, in the order they pop: ZPOPMAX's highest first.
-func zpopPick(z []byte, highest bool, count int) func(in *call, card int) ([]zEntry, error) {
-	return func(in *call, card int) ([]zEntry, error) {
+func zpopPick(z []byte, highest bool, count int) func(in *call, card int, first []byte) ([]zEntry, error) {
+	return func(in *call, card int, first []byte) ([]zEntry, error) {
 		skip := 0
 		if highest {
 			skip = max(card-count, 0)
 		}
-		es, err := in.zpick(z, zIndexPrefix(z), zIndexEnd(z), skip, count)
+		es, err := in.zpick(z, first, zIndexEnd(z), skip, count)
 		if highest {
 			slices.Reverse(es)
 		}
@@ -50,7 +50,7 @@ func (x *call) zpopTry(keys [][]byte, highest bool, count int, answer func(z []b
 			case !isZSetMeta(v):
 				continue
 			}
-			es, ok := x.zremove(z, zpopPick(z, highest, count))
+			es, ok := x.zremove(z, !highest, zpopPick(z, highest, count))
 			if !ok {
 				return true // it replied
 			}

@@ -11,7 +11,8 @@ import (
 
 // Sorted sets on ordered keys (doc.go, "Key encoding"). A sorted set z is
 // its metadata key enc(z), whose value is zsetMarker followed by the
-// member count (8 bytes, big-endian), and two spans inside the span of
+// member count (8 bytes, big-endian) and the index's start hint (below),
+// and two spans inside the span of
 // z's hash fields [enc(z) 0x00 0x01, enc(z) 0x00 0x02), so that DEL, and
 // HSET or ZADD creating the key anew, clear them as they clear a hash's
 // fields:
@@ -22,6 +23,18 @@ import (
 // sort(s) is the score's bits made to sort as the numbers do, so the
 // index lists the members in Redis's order (score, then member bytes) and
 // a score range is one key range.
+//
+// The start hint is an index suffix (sort(s) m, or empty) below which the
+// index holds no entry: ZPOPMIN sets it just past what it popped, and a
+// write adding an entry below it lowers it to that entry, in the
+// transaction that writes the metadata anyway. Walks from the index's
+// start begin there, so they do not step over the deletions (MVCC
+// tombstones, until GC removes them) of the members popped before: a pop
+// of a set drained from its low end costs a few keys, not the pops before
+// it. An older binary's front end takes metadata longer than the marker
+// and count for a string, so ZPOPMIN sets a hint only once the cluster
+// lets the front end write one (SetPositioner); before, a set has none
+// and its metadata is the marker and count alone.
 var zsetMarker = []byte("\xffTideKV:zset\x00\x01\xfe")
 
 const (
@@ -31,7 +44,7 @@ const (
 
 // isZSetMeta tells a sorted set's metadata from a string.
 func isZSetMeta(v []byte) bool {
-	return len(v) == len(zsetMarker)+8 && bytes.HasPrefix(v, zsetMarker)
+	return len(v) >= len(zsetMarker)+8 && bytes.HasPrefix(v, zsetMarker)
 }
 
 // isMarker: v is the value of a key holding a hash or a sorted set, not a
@@ -39,11 +52,27 @@ func isZSetMeta(v []byte) bool {
 // Those beginning as a sorted set's are all refused, so zsetMarker alone
 // is never stored (zclearStale's guard).
 
-func zsetMeta(card uint64) []byte {
-	return binary.BigEndian.AppendUint64(append([]byte(nil), zsetMarker...), card)
+func zsetMeta(card uint64, hint []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(append([]byte(nil), zsetMarker...), card), hint...)
 }
 
 func zsetCard(meta []byte) uint64 { return binary.BigEndian.Uint64(meta[len(zsetMarker):]) }
+
+// zsetHint is the start hint of metadata meta (empty: the index's start).
+func zsetHint(meta []byte) []byte { return meta[len(zsetMarker)+8:] }
+
+// zIndexFirst is where a walk from the start of z's index begins: its
+// start hint, given z's metadata.
+func zIndexFirst(z, meta []byte) []byte { return append(zIndexPrefix(z), zsetHint(meta)...) }
+
+// zAtOrAfter is the start of a walk of an index from start (nil: an
+// empty range, nil), no earlier than first, the index's start hint.
+func zAtOrAfter(start, first []byte) []byte {
+	if start != nil && bytes.Compare(start, first) < 0 {
+		return first
+	}
+	return start
+}
 
 func zMemberKey(z, m []byte) []byte { return append(append(fieldPrefix(z), zMemberTag), m...) }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 )
 
@@ -117,6 +118,15 @@ func drawKeys(ctx context.Context, s scanner, pre []byte, card, want, maxWhole i
 		}
 	}
 	return kvs, whole, nil
+}
+
+// binaryRand is a random point among member keys.
+func binaryRand() []byte {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(rand.UintN(256))
+	}
+	return b[:]
 }
 
 // repeatedDraws makes the n (> 0) draws of a negative count (ZRANDMEMBER,

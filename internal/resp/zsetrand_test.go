@@ -76,8 +76,9 @@ func TestRandMemberUniform(t *testing.T) {
 	}
 }
 
-// A set larger than MaxBatchKeys is not read whole for a draw: members
-// come from a random point on, distinct for a positive count.
+// A set larger than MaxBatchKeys is not read whole for a draw: a sorted
+// set's members come from a random point on, a set's from positions drawn
+// (sets.go), distinct for a positive count.
 func TestRandLargeSetReadsItsCount(t *testing.T) {
 	s, _ := start(t, newFakeKV(), func(c *Config) { c.MaxBatchKeys = 4 }, nil)
 	pipeline(t, s, []string{"ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e", "6", "f"},

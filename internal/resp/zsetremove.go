@@ -7,14 +7,17 @@ import (
 )
 
 // zremove removes the members pick chooses from z (a walk of its index,
-// for a set of card members) in the transaction of z's key, which the
-// commands on z share (keyTxn); pick reads through in, whose reads are the
-// transaction's. Concurrent pops of one set so run one after another in
-// one transaction, each choosing from what the ones before it left, where
+// for a set of card members, from no earlier than first, the index's
+// start hint) in the transaction of z's key, which the commands on z
+// share (keyTxn); pick reads through in, whose reads are the
+// transaction's. lowest: pick takes the members with the lowest scores,
+// so the start hint moves past the last of them (a set without one gets
+// one only once the cluster lets the front end write it: setPositions).
+// Concurrent pops of one set so run one after another in one transaction, each choosing from what the ones before it left, where
 // choosing outside the transaction and removing inside made all but one
 // conflict and start again. It returns what it removed (none: z holds no
 // sorted set); ok false: it replied (WRONGTYPE or an error).
-func (x *call) zremove(z []byte, pick func(in *call, card int) ([]zEntry, error)) (removed []zEntry, ok bool) {
+func (x *call) zremove(z []byte, lowest bool, pick func(in *call, card int, first []byte) ([]zEntry, error)) (removed []zEntry, ok bool) {
 	err := x.keyTxn(z, nil, func(tx TxnKV) error {
 		removed = nil
 		v := &txView{tx: tx, now: x.s.cfg.Now}
@@ -27,8 +30,8 @@ func (x *call) zremove(z []byte, pick func(in *call, card int) ([]zEntry, error)
 		}
 		in := *x
 		in.kv = v
-		card := int(zsetCard(meta.Value))
-		es, err := pick(&in, card)
+		card, hint := int(zsetCard(meta.Value)), zsetHint(meta.Value)
+		es, err := pick(&in, card, zIndexFirst(z, meta.Value))
 		if err != nil || len(es) == 0 {
 			return err
 		}
@@ -37,8 +40,12 @@ func (x *call) zremove(z []byte, pick func(in *call, card int) ([]zEntry, error)
 			ops = append(ops, Op{Key: zMemberKey(z, e.member), Delete: true},
 				Op{Key: zIndexKey(z, e.member, e.score), Delete: true})
 		}
+		if lowest && (len(hint) > 0 || x.setPositions()) {
+			last := es[len(es)-1]
+			hint = append(zIndexKey(z, last.member, last.score)[len(zIndexPrefix(z)):], 0)
+		}
 		removed = es
-		return x.zwriteMeta(v, z, true, card-len(es), ops)
+		return x.zwriteMeta(v, z, true, card-len(es), hint, ops)
 	})
 	if err != nil {
 		x.zreplyErr(err)
@@ -82,7 +89,7 @@ func cmdZPop(x *call) {
 		count = int(min(n, math.MaxInt32))
 	}
 	z := x.args[1]
-	es, ok := x.zremove(z, zpopPick(z, x.name == "zpopmax", count))
+	es, ok := x.zremove(z, x.name == "zpopmin", zpopPick(z, x.name == "zpopmax", count))
 	switch {
 	case !ok:
 	case len(x.args) == 2 && len(es) == 1:
@@ -99,7 +106,7 @@ func cmdZPop(x *call) {
 // one transaction (so at most a transaction's keys: two per member).
 func cmdZRemRange(x *call) {
 	z := x.args[1]
-	var pick func(in *call, card int) ([]zEntry, error)
+	var pick func(in *call, card int, first []byte) ([]zEntry, error)
 	switch strings.TrimPrefix(x.name, "zremrangeby") {
 	case "rank":
 		lo, err1 := strconv.ParseInt(string(x.args[2]), 10, 64)
@@ -108,12 +115,12 @@ func cmdZRemRange(x *call) {
 			x.c.WriteError(errNotInt)
 			return
 		}
-		pick = func(in *call, card int) ([]zEntry, error) {
+		pick = func(in *call, card int, first []byte) ([]zEntry, error) {
 			skip, take := rankWindow(int64(card), lo, hi, false)
 			if take == 0 {
 				return nil, nil
 			}
-			return in.zpick(z, zIndexPrefix(z), zIndexEnd(z), skip, take)
+			return in.zpick(z, first, zIndexEnd(z), skip, take)
 		}
 	case "score":
 		r, ok := parseScoreRange(x.args[2], x.args[3])
@@ -122,7 +129,9 @@ func cmdZRemRange(x *call) {
 			return
 		}
 		start, end := r.span(z)
-		pick = func(in *call, _ int) ([]zEntry, error) { return in.zpick(z, start, end, 0, -1) }
+		pick = func(in *call, _ int, first []byte) ([]zEntry, error) {
+			return in.zpick(z, zAtOrAfter(start, first), end, 0, -1)
+		}
 	default:
 		lo, ok1 := parseLexBound(x.args[2])
 		hi, ok2 := parseLexBound(x.args[3])
@@ -130,15 +139,15 @@ func cmdZRemRange(x *call) {
 			x.c.WriteError("ERR min or max not valid string range item")
 			return
 		}
-		pick = func(in *call, _ int) ([]zEntry, error) {
-			start, end, _, err := in.lexSpan(z, lo, hi, false, 0)
+		pick = func(in *call, _ int, first []byte) ([]zEntry, error) {
+			start, end, _, err := in.lexSpan(z, first, lo, hi, false, 0)
 			if err != nil {
 				return nil, err
 			}
 			return in.zpick(z, start, end, 0, -1)
 		}
 	}
-	if es, ok := x.zremove(z, pick); ok {
+	if es, ok := x.zremove(z, false, pick); ok {
 		x.c.WriteInt(len(es))
 	}
 }

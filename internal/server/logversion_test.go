@@ -28,7 +28,7 @@ func (tc *testCluster) logVersions() []uint32 {
 	return out
 }
 
-func (tc *testCluster) waitLogVersion(t *testing.T, want uint32) {
+func (tc *testCluster) waitLogVersion(t testing.TB, want uint32) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {

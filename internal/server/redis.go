@@ -169,6 +169,13 @@ func (k *redisLocal) Increments() bool {
 	return k.s.store.LogVersion() >= raftstore.LogVersionIncrement
 }
 
+// SetPositions: version 13 is raised only once every node's binary has
+// the Redis front end that keeps set positions and sorted-set start hints,
+// so a node that learnt it may write them.
+func (k *redisLocal) SetPositions() bool {
+	return k.s.store.LogVersion() >= raftstore.LogVersionSetPositions
+}
+
 func (k *redisLocal) Write(ctx context.Context, ops []resp.Op, wantExisted bool, g *resp.Guard) (resp.GuardResult, error) {
 	var guard *tidekvpb.WriteGuard
 	if g != nil {
