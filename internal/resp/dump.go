@@ -420,6 +420,9 @@ func (x *call) restoreValue(v *txView, k []byte, d dumped, e Expiry) error {
 		}
 		return x.zwrite(v, k, es, e)
 	case dumpStream:
+		if !x.setPositions() {
+			return replyError(errStreamsUpgrading)
+		}
 		t := &streamTx{x: x, tx: v.tx, key: k, m: d.stream}
 		t.m.gen, t.m.length, t.m.expiry = rand.Uint64(), uint64(len(d.entries)), e
 		for _, en := range d.entries {

@@ -477,6 +477,9 @@ func cmdXAdd(x *call) {
 		if !t.m.exists && noMk {
 			return false, nil
 		}
+		if !t.m.exists && !x.setPositions() {
+			return false, replyError(errStreamsUpgrading)
+		}
 		if t.m.last == maxStreamID {
 			return false, replyError("ERR The stream has exhausted the last possible ID, unable to add more items")
 		}
@@ -522,6 +525,12 @@ func cmdXAdd(x *call) {
 		x.c.WriteBulkString(id.String())
 	}
 }
+
+// errStreamsUpgrading refuses a new stream until every node's binary
+// serves streams (the gate of SetPositioner, log version 13): an older
+// front end knows none of the X commands and answers TYPE string for a
+// stream, so a stream made while one runs is served by some nodes only.
+const errStreamsUpgrading = "ERR streams are served once every node runs a binary that has them; the cluster is upgrading"
 
 const errXAddID = "ERR The ID specified in XADD is equal or smaller than the target stream top item"
 
