@@ -44,6 +44,9 @@ type blockKey struct {
 type waiter struct {
 	id   int64      // the connection's (CLIENT UNBLOCK)
 	keys []blockKey // distinct
+	// reads: the client reads its keys (XREAD) rather than popping, so
+	// every push wakes it, wherever it is in the line.
+	reads bool
 	// wake holds at most one pending wake: a wake while one is pending
 	// adds nothing, since the try it causes looks at every key.
 	wake chan struct{}
@@ -57,8 +60,8 @@ type waiter struct {
 	served []chan struct{}
 }
 
-func newWaiter(id int64, db int, keys [][]byte) *waiter {
-	w := &waiter{id: id, wake: make(chan struct{}, 1), unblock: make(chan bool, 1)}
+func newWaiter(id int64, db int, keys [][]byte, reads bool) *waiter {
+	w := &waiter{id: id, reads: reads, wake: make(chan struct{}, 1), unblock: make(chan bool, 1)}
 	for _, k := range keys {
 		bk := blockKey{db, string(k)}
 		if !slices.Contains(w.keys, bk) {
@@ -157,7 +160,8 @@ func (b *blockedClients) remove(w *waiter) {
 	}
 }
 
-// ready wakes the first client waiting on k, if any: k may have elements.
+// ready wakes the first client waiting on k, if any, and every client
+// reading k (waiter.reads): k may have elements.
 // The channel it returns (nil: nothing to wait for) closes once that
 // client has tried, and the clients after it it handed elements on to:
 // a push waits for it before answering, so that, as in Redis, the clients
@@ -173,6 +177,11 @@ func (b *blockedClients) ready(k blockKey) <-chan struct{} {
 	line := b.lines[k]
 	if len(line) == 0 {
 		return nil
+	}
+	for _, r := range line[1:] {
+		if r.reads {
+			r.notify()
+		}
 	}
 	w := line[0]
 	w.notify()
@@ -267,9 +276,10 @@ func (x *call) awaitServed(served <-chan struct{}) {
 type tryFunc func(may func(key []byte) bool, first bool) bool
 
 // block serves a blocking command over keys (above): try until a try
-// answers, or answer with none after timeout (0: none). Inside EXEC it
-// never waits: nothing to pop answers none at once, as in Redis.
-func (x *call) block(keys [][]byte, timeout time.Duration, try tryFunc, none func()) {
+// answers, or answer with none after timeout (0: none); reads: the
+// command reads its keys and takes nothing (XREAD, waiter.reads). Inside
+// EXEC it never waits: nothing to pop answers none at once, as in Redis.
+func (x *call) block(keys [][]byte, timeout time.Duration, reads bool, try tryFunc, none func()) {
 	if _, inExec := x.kv.(*txView); inExec {
 		if !try(func([]byte) bool { return true }, true) {
 			none()
@@ -281,7 +291,7 @@ func (x *call) block(keys [][]byte, timeout time.Duration, try tryFunc, none fun
 	if try(func(k []byte) bool { return b.first(nil, key(k)) }, true) {
 		return
 	}
-	w := newWaiter(x.st.id, x.st.db, keys)
+	w := newWaiter(x.st.id, x.st.db, keys, reads)
 	if !b.add(w) {
 		x.c.WriteError(errMaxBlocked)
 		return

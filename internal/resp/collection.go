@@ -86,6 +86,8 @@ func valueType(v []byte) string {
 		return "set"
 	case isZSetMeta(v):
 		return "zset"
+	case bytes.HasPrefix(v, streamMarker):
+		return "stream"
 	}
 	return "string"
 }
@@ -142,6 +144,18 @@ func newMeta(marker []byte, numbered bool) meta {
 		m.b = setNumbered
 	}
 	return m
+}
+
+// generation is the generation of the list, set or stream whose
+// metadata is v; false for another type.
+func generation(v []byte) (uint64, bool) {
+	for _, marker := range [][]byte{listMarker, setMarker} {
+		if m, ok := decodeMeta(marker, v); ok {
+			return m.gen, true
+		}
+	}
+	m, ok := decodeStreamMeta(v)
+	return m.gen, ok
 }
 
 // elemPrefix is the prefix of the element keys of generation gen of the
@@ -279,19 +293,32 @@ func (t *collTx) elemKey(suffix []byte) []byte {
 // readMeta reads the metadata of the collection of type marker at key
 // outside a transaction; ok false: it replied WRONGTYPE or an error.
 func (x *call) readMeta(key, marker []byte) (meta, bool) {
+	var m meta
+	ok := x.readMetaOf(key, func(v []byte) bool {
+		var good bool
+		m, good = decodeMeta(marker, v)
+		return good
+	})
+	return m, ok
+}
+
+// readMetaOf reads the value at key outside a transaction and hands it to
+// decode, which reports whether it is of the type wanted; ok false: it
+// replied WRONGTYPE or an error. A missing key is not decoded.
+func (x *call) readMetaOf(key []byte, decode func(v []byte) bool) bool {
 	v, err := x.kv.Get(x.ctx, encKey(key))
 	if errors.Is(err, ErrNotFound) {
-		return meta{}, true
+		return true
 	}
 	if err != nil {
 		replyErr(x.c, err)
-		return meta{}, false
+		return false
 	}
-	m, ok := decodeMeta(marker, v)
-	if !ok {
+	if !decode(v) {
 		x.c.WriteError(errWrongType)
+		return false
 	}
-	return m, ok
+	return true
 }
 
 // prefixEnd is the first key after every key starting with p.
@@ -307,44 +334,59 @@ func prefixEnd(p []byte) []byte {
 
 // scanElems reads up to limit element keys of the collection at key in
 // [start, end) (suffixes after the generation; end nil: to the last)
-// consistently: the
-// metadata is read before and after the scan and the scan is retried
-// while it changed. It returns the metadata and the pairs, keys cut to
-// their suffixes; ok false: it replied.
+// consistently (consistently). It returns the metadata and the pairs,
+// keys cut to their suffixes; ok false: it replied.
 func (x *call) scanElems(key, marker []byte, span func(m meta) (start, end []byte, limit int)) (meta, []KeyValue, bool) {
-	for range x.s.cfg.CASAttempts {
-		m, ok := x.readMeta(key, marker)
-		if !ok {
-			return m, nil, false
-		}
-		if !m.exists {
-			return m, nil, true
-		}
+	var m meta
+	var kvs []KeyValue
+	ok := x.consistently(func() (uint64, uint64, bool, bool) {
+		var ok bool
+		m, ok = x.readMeta(key, marker)
+		return m.gen, m.ver, m.exists, ok
+	}, func() error {
+		kvs = nil
 		start, end, limit := span(m)
 		if limit == 0 {
-			return m, nil, true
+			return nil
 		}
 		pre := elemPrefix(key, m.gen)
 		endKey := append(pre[:len(pre):len(pre)], end...)
 		if end == nil {
 			endKey = prefixEnd(pre)
 		}
-		kvs, err := x.kv.Scan(x.ctx, append(pre[:len(pre):len(pre)], start...), endKey, limit)
-		if err != nil {
+		var err error
+		kvs, err = x.kv.Scan(x.ctx, append(pre[:len(pre):len(pre)], start...), endKey, limit)
+		for i := range kvs {
+			kvs[i].Key = kvs[i].Key[len(pre):]
+		}
+		return err
+	})
+	return m, kvs, ok
+}
+
+// consistently runs read, the reads of a collection's elements outside a
+// transaction, between two reads of its metadata (meta: its generation,
+// version, whether it exists; ok false: it replied), again while the
+// metadata changed meanwhile; read runs only for a collection that exists.
+// ok false: it replied.
+func (x *call) consistently(meta func() (gen, ver uint64, exists, ok bool), read func() error) bool {
+	for range x.s.cfg.CASAttempts {
+		gen, ver, exists, ok := meta()
+		if !ok || !exists {
+			return ok
+		}
+		if err := read(); err != nil {
 			replyErr(x.c, err)
-			return m, nil, false
+			return false
 		}
-		again, ok := x.readMeta(key, marker)
+		gen2, ver2, exists2, ok := meta()
 		if !ok {
-			return m, nil, false
+			return false
 		}
-		if again.exists && again.gen == m.gen && again.ver == m.ver {
-			for i := range kvs {
-				kvs[i].Key = kvs[i].Key[len(pre):]
-			}
-			return m, kvs, true
+		if exists2 && gen2 == gen && ver2 == ver {
+			return true
 		}
 	}
 	x.c.WriteError("ERR too much contention on the key, retry")
-	return meta{}, nil, false
+	return false
 }

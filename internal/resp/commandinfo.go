@@ -32,6 +32,7 @@ var (
 		"zunion": {}, "zinter": {}, "zdiff": {}, "zintercard": {}, "sintercard": {},
 		"lmpop": {}, "blmpop": {}, "zmpop": {}, "bzmpop": {},
 		"eval": {}, "evalsha": {}, "eval_ro": {}, "evalsha_ro": {},
+		"xread": {}, // after STREAMS (streamKeys)
 	}
 	keyless = map[string]bool{
 		"ping": true, "echo": true, "quit": true, "select": true, "client": true, "command": true,
@@ -39,6 +40,7 @@ var (
 		"multi": true, "exec": true, "discard": true, "unwatch": true, "scan": true, "tkv.range": true,
 		"keys": true, "flushdb": true, "flushall": true, "randomkey": true,
 		"function": true, "script": true,
+		"xinfo": true, // Redis states its subcommands' keys only (streamKeys)
 	}
 )
 
@@ -188,6 +190,18 @@ func commandGetKeys(x *call) {
 		return
 	}
 	p := positions(name)
+	if name == "xread" || name == "xinfo" {
+		keys, ok := streamKeys(name, line)
+		if !ok {
+			x.c.WriteError("ERR Invalid arguments specified for command")
+			return
+		}
+		x.c.WriteArray(len(keys))
+		for _, k := range keys {
+			x.c.WriteBulk(k)
+		}
+		return
+	}
 	if p.first == 0 {
 		x.c.WriteError("ERR The command has no key arguments")
 		return
@@ -253,4 +267,23 @@ func sortStoreKey(line [][]byte) []byte {
 		}
 	}
 	return store
+}
+
+// streamKeys are the keys of XREAD (half of what follows STREAMS,
+// rounded down, as Redis's key spec finds them) and of XINFO (a
+// subcommand's key, after it); false if there is none.
+func streamKeys(name string, line [][]byte) ([][]byte, bool) {
+	if name == "xinfo" {
+		if len(line) < 3 || strings.EqualFold(string(line[1]), "help") {
+			return nil, false
+		}
+		return line[2:3], true
+	}
+	for i := 1; i < len(line); i++ {
+		if strings.EqualFold(string(line[i]), "streams") {
+			rest := line[i+1:]
+			return rest[:len(rest)/2], len(rest) >= 2
+		}
+	}
+	return nil, false
 }

@@ -181,6 +181,7 @@ func init() {
 		"memory": {arity: -2, fn: cmdMemory}, // memory.go
 	}
 	maps.Copy(commands, collectionCommands)
+	maps.Copy(commands, streamCommands)
 	commandNames = make(map[string]string, len(commands))
 	for name := range commands {
 		commandNames[name] = name

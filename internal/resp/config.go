@@ -42,6 +42,10 @@ var tunables = []tunable{
 	{"set-max-intset-entries", "", 512, 0, math.MaxInt64, false},
 	{"list-max-listpack-size", "list-max-ziplist-size", -2, math.MinInt32, math.MaxInt32, false},
 	{"list-compress-depth", "", 0, 0, math.MaxInt32, false},
+	// A "~" trim of a stream removes runs of stream-node-max-entries
+	// entries (stream.go); the bytes are kept and inert.
+	{"stream-node-max-entries", "", 100, 0, math.MaxInt64, false},
+	{"stream-node-max-bytes", "", 4096, 0, math.MaxInt64, true},
 	// Past it Redis answers other clients BUSY while a script runs;
 	// TideKV's scripts block no other client (docs/redis.md, "No BUSY").
 	{"busy-reply-threshold", "lua-time-limit", 5000, 0, math.MaxInt64, false},

@@ -148,7 +148,7 @@ func cmdRandomKey(x *call) {
 
 // collectionEncoding is OBJECT ENCODING's answer for each collection type:
 // the encoding Redis uses for a large one (TideKV has one encoding each).
-var collectionEncoding = map[string]string{"hash": "hashtable", "list": "quicklist", "set": "hashtable", "zset": "skiplist"}
+var collectionEncoding = map[string]string{"hash": "hashtable", "list": "quicklist", "set": "hashtable", "zset": "skiplist", "stream": "stream"}
 
 // cmdObject: OBJECT ENCODING key, the encoding Redis would report for a
 // string value (int, embstr, raw); a hash is "hashtable" (a range of keys,
@@ -266,7 +266,7 @@ func cmdRename(x *call) {
 		return nil
 	})
 	if err == nil && done && moved != nil {
-		if t := valueType(moved); t == "list" || t == "zset" {
+		if t := valueType(moved); t == "list" || t == "zset" || t == "stream" {
 			x.ready(dst)
 		}
 	}
@@ -312,8 +312,8 @@ func (x *call) moveKey(v *txView, src, dst []byte, r Result, del bool) error {
 	}
 	from, to := fieldPrefix(src), fieldPrefix(dst)
 	spans := [][2][]byte{{from, fieldsEnd(src)}}
-	if m, ok := decodeMeta(listMarker, r.Value); ok {
-		spans = [][2][]byte{{elemPrefix(src, m.gen)}}
+	if gen, ok := generation(r.Value); ok { // a list's or stream's
+		spans = [][2][]byte{{elemPrefix(src, gen)}}
 	}
 	if m, ok := decodeMeta(setMarker, r.Value); ok {
 		// A set's member positions (sets.go) go with it.

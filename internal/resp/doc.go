@@ -102,6 +102,16 @@
 // The transactions of commands writing one list, set or sorted set run in
 // batches, one transaction each (combine.go), not side by side.
 //
+// Streams (stream.go; reads in streamread.go): XADD, XLEN, XRANGE,
+// XREVRANGE, XDEL, XTRIM, XSETID, XREAD (BLOCK waits as the list pops do,
+// blocked.go, but an XADD wakes every client reading the key) and XINFO
+// STREAM/GROUPS/CONSUMERS; no consumer groups. The last ID, entries added
+// and greatest ID deleted live in the metadata, written in the keyTxn that
+// writes the entry, so IDs grow per stream across leader changes; XADD *
+// takes the node's clock but never goes below the last ID. XRANGE with
+// COUNT n scans n entry keys; XREVRANGE scans widening windows of IDs
+// below its end.
+//
 // Transactions (multi.go, txview.go; docs/transactions.md): MULTI, EXEC,
 // DISCARD, WATCH, UNWATCH, with Redis's replies and errors. Queued
 // commands are checked as they arrive (unknown, arity, NOPERM, SET's and
@@ -122,7 +132,7 @@
 // the transaction and answers the null array, applying nothing, if one
 // differs.
 //
-// Scans: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash|zset] walks the
+// Scans: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|hash|list|set|zset|stream] walks the
 // whole key space in key order; COUNT bounds the stored keys read per call
 // (default 10). Cursors are unsigned integers (what redis-cli and go-redis
 // expect) naming a resume key kept by the serving node for Config.CursorTTL;
@@ -190,6 +200,8 @@
 //	sorted set z      enc(z)                 -> zsetMarker + count (8 bytes) + start hint
 //	member m of z     enc(z) 0x00 0x01 0x01 m            -> score (8 bytes)
 //	index entry       enc(z) 0x00 0x01 0x02 sort(s) m    -> score (8 bytes)
+//	stream x          enc(x)                 -> streamMarker gen ver length last added maxDeleted
+//	entry ms-seq      enc(x) 0x00 0x01 gen ms seq -> ordinal, fields and values (stream.go)
 //
 // Positions and start hints are written only once the KV says every
 // node's front end keeps them (SetPositioner, Raft log version 13); until

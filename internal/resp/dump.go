@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc64"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 )
@@ -22,6 +23,9 @@ import (
 //	  list    n, then n elements, head first
 //	  set     n, then n members
 //	  zset    n, then n members, each followed by its score (8 bytes, IEEE 754)
+//	  stream  the last ID, entries added, the greatest ID deleted, then n,
+//	          then n entries: ID, ordinal, m, m field/value pairs (an ID: 16
+//	          bytes, milliseconds and sequence, big-endian)
 //	dumpVersion, CRC-64 (ECMA) of the above, 8 bytes little-endian
 //
 // n and every string's length are uvarints. Elements are kept by their
@@ -36,10 +40,11 @@ const (
 	dumpList
 	dumpSet
 	dumpZSet
+	dumpStream
 )
 
 var (
-	dumpTypes = map[string]byte{"string": dumpString, "hash": dumpHash, "list": dumpList, "set": dumpSet, "zset": dumpZSet}
+	dumpTypes = map[string]byte{"string": dumpString, "hash": dumpHash, "list": dumpList, "set": dumpSet, "zset": dumpZSet, "stream": dumpStream}
 	dumpCRC   = crc64.MakeTable(crc64.ECMA)
 )
 
@@ -85,6 +90,10 @@ func (x *call) dumpValue(v *txView, k []byte) ([]byte, error) {
 	}
 	typ := dumpTypes[valueType(r.Value)]
 	out := []byte{typ}
+	if m, ok := decodeStreamMeta(r.Value); ok {
+		out = binary.AppendUvarint(m.last.append(out), m.added)
+		out = m.maxDeleted.append(out)
+	}
 	if typ == dumpString {
 		out = append(out, r.Value...)
 	} else {
@@ -103,6 +112,8 @@ func (x *call) dumpValue(v *txView, k []byte) ([]byte, error) {
 				body = appendDumpString(appendDumpString(body, suffix), kv.Value)
 			case dumpZSet:
 				body = append(appendDumpString(body, suffix), kv.Value...) // the score's 8 bytes
+			case dumpStream:
+				body = append(append(body, suffix...), kv.Value...) // the ID, the entry (encodeEntry)
 			}
 			if len(body) > x.s.cfg.MaxBulkLen {
 				return replyError(x.dumpTooLarge())
@@ -130,11 +141,9 @@ func elemSpan(k, meta []byte) (start, end []byte) {
 		start = append(fieldPrefix(k), zMemberTag)
 		return start, prefixEnd(start)
 	}
-	for _, marker := range [][]byte{listMarker, setMarker} {
-		if m, ok := decodeMeta(marker, meta); ok {
-			start = elemPrefix(k, m.gen)
-			return start, prefixEnd(start)
-		}
+	if gen, ok := generation(meta); ok {
+		start = elemPrefix(k, gen)
+		return start, prefixEnd(start)
 	}
 	return fieldPrefix(k), fieldsEnd(k)
 }
@@ -220,6 +229,10 @@ type dumped struct {
 	// hash's fields and values in turn.
 	elems  [][]byte
 	scores []float64 // a sorted set's, one a member
+	// A stream's: its metadata (length and generation unset) and
+	// entries.
+	stream  streamMeta
+	entries []streamEntry
 }
 
 // decodeDump checks payload's version and checksum and decodes it; the
@@ -236,6 +249,9 @@ func decodeDump(p []byte) (dumped, string) {
 			return d, errReserved
 		}
 		return d, ""
+	}
+	if d.typ == dumpStream {
+		return decodeStreamDump(d, rest)
 	}
 	n, k := binary.Uvarint(rest)
 	if k <= 0 || n == 0 || d.typ > dumpZSet {
@@ -267,6 +283,57 @@ func decodeDump(p []byte) (dumped, string) {
 			}
 			d.scores, rest = append(d.scores, zScoreOf(rest)), rest[8:]
 		}
+	}
+	if len(rest) != 0 {
+		return d, errBadDump
+	}
+	return d, ""
+}
+
+// decodeStreamDump decodes a stream's payload after its type byte: its
+// IDs must grow, up to the last ID.
+func decodeStreamDump(d dumped, rest []byte) (dumped, string) {
+	if len(rest) < 16 {
+		return d, errBadDump
+	}
+	d.stream.last = decodeStreamID(rest)
+	added, k := binary.Uvarint(rest[16:])
+	if k <= 0 || len(rest) < 16+k+16 {
+		return d, errBadDump
+	}
+	d.stream.added, d.stream.maxDeleted = added, decodeStreamID(rest[16+k:])
+	rest = rest[16+k+16:]
+	n, k := binary.Uvarint(rest)
+	if k <= 0 {
+		return d, errBadDump
+	}
+	rest = rest[k:]
+	for i := uint64(0); i < n; i++ {
+		if len(rest) < 16 {
+			return d, errBadDump
+		}
+		id := decodeStreamID(rest)
+		if (i > 0 && !d.entries[i-1].id.less(id)) || d.stream.last.less(id) {
+			return d, errBadDump
+		}
+		_, k := binary.Uvarint(rest[16:]) // the ordinal
+		if k <= 0 {
+			return d, errBadDump
+		}
+		m, k2 := binary.Uvarint(rest[16+k:])
+		if k2 <= 0 || m == 0 {
+			return d, errBadDump
+		}
+		start := rest
+		rest = rest[16+k+k2:]
+		for range 2 * m {
+			var f []byte
+			if f, rest = readDumpString(rest); f == nil {
+				return d, errBadDump
+			}
+		}
+		entry := start[16 : len(start)-len(rest)]
+		d.entries = append(d.entries, decodeEntry(id, entry))
 	}
 	if len(rest) != 0 {
 		return d, errBadDump
@@ -325,7 +392,7 @@ func cmdRestore(x *call) {
 		writeCASErr(x.c, err)
 		return
 	}
-	if created && (d.typ == dumpList || d.typ == dumpZSet) {
+	if created && (d.typ == dumpList || d.typ == dumpZSet || d.typ == dumpStream) {
 		x.ready(k)
 	}
 	x.c.WriteString("OK")
@@ -352,6 +419,18 @@ func (x *call) restoreValue(v *txView, k []byte, d dumped, e Expiry) error {
 			es[i] = zEntry{member: m, score: d.scores[i]}
 		}
 		return x.zwrite(v, k, es, e)
+	case dumpStream:
+		if !x.setPositions() {
+			return replyError(errStreamsUpgrading)
+		}
+		t := &streamTx{x: x, tx: v.tx, key: k, m: d.stream}
+		t.m.gen, t.m.length, t.m.expiry = rand.Uint64(), uint64(len(d.entries)), e
+		for _, en := range d.entries {
+			if err := v.tx.Put(x.ctx, t.entryKey(en.id), encodeEntry(en.ordinal, en.fields)); err != nil {
+				return v.fail(err)
+			}
+		}
+		return v.fail(t.save())
 	}
 	marker := setMarker
 	if d.typ == dumpList {

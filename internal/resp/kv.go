@@ -79,7 +79,9 @@ type Incrementer interface {
 // older TideKV's Redis front end breaks or misreads may be written: a
 // set's member positions (sets.go), which its SADD and SREM would leave
 // out of step, and a sorted set's start hint (zsetkeys.go), which makes
-// the metadata a string to it. Until SetPositions is true (every node's
+// the metadata a string to it; and streams (stream.go), which it does
+// not serve, so no stream is created (XADD, RESTORE) before.
+// Until SetPositions is true (every node's
 // binary keeps them) sets are created without positions and no start
 // hint is set, so what is written is what an older front end writes; a
 // set numbered or a hint set already is kept as it is, for only a cluster

@@ -104,7 +104,7 @@ func cmdBPop(x *call) {
 		return
 	}
 	keys := x.args[1 : len(x.args)-1]
-	x.block(keys, timeout, x.popTry(keys, x.name == "blpop", 1, func(vals [][]byte) { x.c.WriteBulk(vals[0]) }),
+	x.block(keys, timeout, false, x.popTry(keys, x.name == "blpop", 1, func(vals [][]byte) { x.c.WriteBulk(vals[0]) }),
 		func() { x.c.WriteArray(-1) })
 }
 
@@ -124,7 +124,7 @@ func cmdBLMove(x *call) {
 		return
 	}
 	src, dst := x.args[1], x.args[2]
-	x.block(x.args[1:2], timeout, func(may func([]byte) bool, first bool) bool {
+	x.block(x.args[1:2], timeout, false, func(may func([]byte) bool, first bool) bool {
 		if !may(src) {
 			return false
 		}
@@ -230,5 +230,5 @@ func (x *call) mpop(keys [][]byte, try tryFunc) {
 	if !ok {
 		return
 	}
-	x.block(keys, timeout, try, none)
+	x.block(keys, timeout, false, try, none)
 }

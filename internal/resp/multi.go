@@ -119,6 +119,8 @@ func queueCheck(p *prepared) string {
 		return fmt.Sprintf("ERR %s inside MULTI is not supported by TideKV; EXEC runs every command but %s", strings.ToUpper(p.name), notInMultiList)
 	case (p.name == "mset" || p.name == "msetnx") && len(p.args)%2 != 1:
 		return errArity(p.name)
+	case p.name == "xinfo":
+		return xinfoArity(p.args)
 	case p.name == "set":
 		o, rerr := parseSetOptions(p.args[3:], false)
 		if rerr == "" {

@@ -72,7 +72,7 @@ func cmdBZPop(x *call) {
 		return
 	}
 	keys := x.args[1 : len(x.args)-1]
-	x.block(keys, timeout, x.zpopTry(keys, x.name == "bzpopmax", 1, func(z []byte, es []zEntry) {
+	x.block(keys, timeout, false, x.zpopTry(keys, x.name == "bzpopmax", 1, func(z []byte, es []zEntry) {
 		x.c.WriteArray(3)
 		x.c.WriteBulk(z)
 		x.c.WriteBulk(es[0].member)

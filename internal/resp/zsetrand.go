@@ -84,7 +84,8 @@ func (x *call) zrandPool(v *txView, z []byte, want int) (pool []zEntry, whole bo
 	return pool, whole, err
 }
 
-// scanner is what drawKeys reads through: a transaction (TxnKV, txView).
+// scanner is what drawKeys and the stream reads (streamread.go) read
+// through: a KV or a transaction (TxnKV, txView).
 type scanner interface {
 	Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error)
 }

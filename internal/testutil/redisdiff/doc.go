@@ -16,7 +16,8 @@
 // reply and array lengths, any values (TIME, a clock's reading); in one
 // starting with "ttl:" any two positive integers agree (a TTL however
 // long, since the two servers run a step at different times; -2 and -1
-// must match); in one starting with "set:" or "unordered:" an array's
+// must match); in one starting with "ids:" any two stream IDs of a
+// clock's milliseconds agree (XADD *); in one starting with "set:" or "unordered:" an array's
 // elements may come in any order (a set's members, KEYS); in one
 // starting with "stats:" an INFO reply agrees on its cmdstat_, errorstat_
 // and total_error_replies lines, usec fields masked. Both servers
@@ -25,7 +26,7 @@
 //
 // Knobs: TIDEKV_REDIFF_KIND (one kind of drawn sequences: strings,
 // lists, sets, or moves: SORT, RENAME/RENAMENX/COPY and ZMPOP over keys
-// of every type; default all), TIDEKV_REDIFF_SEED (the first seed, default 1),
+// of every type; streams; default all), TIDEKV_REDIFF_SEED (the first seed, default 1),
 // TIDEKV_REDIFF_RUNS (how many seeds, default 4) and
 // TIDEKV_REDIFF_STEPS (commands per seed, default 300).
 //

@@ -27,7 +27,7 @@ type gen struct {
 
 // kinds are the pools of drawn sequences by data type: each sequence
 // draws from one.
-var kinds = map[string][]gen{"strings": gens, "lists": listGens, "sets": setGens, "moves": moveGens}
+var kinds = map[string][]gen{"strings": gens, "lists": listGens, "sets": setGens, "moves": moveGens, "streams": streamGens}
 
 // gens are the commands random sequences draw, all string and keyspace
 // commands TideKV serves.

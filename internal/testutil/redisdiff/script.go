@@ -46,6 +46,10 @@ const (
 	// in any order (a set's members, KEYS, whose order in Redis is its
 	// hash table's).
 	Unordered
+	// IDs: equal replies, except that any two stream IDs of a clock's
+	// milliseconds (13 digits or more, then a sequence) agree: those XADD *
+	// gives out, which the two servers draw at different times.
+	IDs
 	// Stats: INFO's text agrees on its cmdstat_, errorstat_ and
 	// total_error_replies lines, in any order (Redis lists commands in its
 	// hash table's), their usec fields masked (timings).
@@ -54,7 +58,7 @@ const (
 
 // prefixes are the script line prefixes of the comparisons other than
 // Equal.
-var prefixes = map[string]Compare{"shape:": Shape, "ttl:": AnyPositive, "set:": Unordered, "unordered:": Unordered, "stats:": Stats}
+var prefixes = map[string]Compare{"shape:": Shape, "ttl:": AnyPositive, "set:": Unordered, "unordered:": Unordered, "stats:": Stats, "ids:": IDs}
 
 func (s Step) String() string {
 	parts := make([]string, len(s.Args))
