@@ -39,7 +39,7 @@ func (k *scanHookKV) Scan(ctx context.Context, start, end []byte, limit int) ([]
 // clearing of its old elements keeps every element it was given: the
 // clearing stops once the key exists again, and reads agree (SCARD with
 // SMEMBERS, SPOP finds the positions of a numbered set). For sets, hashes,
-// lists and sorted sets, through a DEL of one key, of several (one
+// lists, sorted sets and streams, through a DEL of one key, of several (one
 // transaction) and a pipeline's DELs (WriteEach), with the key and its
 // span in one range (guarded writes) and in two (transactions).
 func TestDelClearingSparesACollectionMadeAgain(t *testing.T) {
@@ -85,6 +85,23 @@ func TestDelClearingSparesACollectionMadeAgain(t *testing.T) {
 			func(t *testing.T, k string) {
 				eq(t, must(rc.ZCard(ctx, k).Result()), int64(2))
 				eq(t, fmt.Sprint(must(rc.ZRange(ctx, k, 0, -1).Result())), "[a b]")
+			}},
+		{"stream", func(k string) error {
+			return rc.XAdd(ctx, &redis.XAddArgs{Stream: k, ID: "5-1", Values: []string{"x", "1"}}).Err()
+		},
+			func(k string) error {
+				if err := rc.XAdd(ctx, &redis.XAddArgs{Stream: k, ID: "1-1", Values: []string{"a", "1"}}).Err(); err != nil {
+					return err
+				}
+				return rc.XAdd(ctx, &redis.XAddArgs{Stream: k, ID: "1-2", Values: []string{"b", "2"}}).Err()
+			},
+			func(t *testing.T, k string) {
+				eq(t, must(rc.XLen(ctx, k).Result()), int64(2))
+				var got []string
+				for _, e := range must(rc.XRange(ctx, k, "-", "+").Result()) {
+					got = append(got, e.ID+" "+fmt.Sprint(e.Values))
+				}
+				eq(t, fmt.Sprint(got), "[1-1 map[a:1] 1-2 map[b:2]]")
 			}},
 	}
 	dels := []struct {
