@@ -13,10 +13,10 @@ import (
 // write guarded on k's absence (clearWhileAbsent), and the clearing stops
 // once k exists again: a command that made k anew meanwhile owns the span
 // and keeps its own elements (a hash's or sorted set's creation clears
-// what is left before it writes, a list or set is under a new generation,
-// whose old one stays as garbage until the next DEL). An unguarded delete
-// would remove the new collection's elements under its metadata. A KV that
-// cannot scan holds no hashes.
+// what is left before it writes; a list, set or stream is under a new
+// generation, whose old one stays as garbage until the next DEL). An
+// unguarded delete would remove the new collection's elements under its
+// metadata. A KV that cannot scan holds no hashes.
 func (x *call) clearFields(k []byte) error {
 	start, end := fieldPrefix(k), fieldsEnd(k)
 	for {
