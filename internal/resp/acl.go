@@ -49,6 +49,7 @@ var writeCommands = map[string]bool{
 	"zremrangebyscore": true, "zremrangebyrank": true, "zremrangebylex": true,
 	"zunionstore": true, "zinterstore": true, "zdiffstore": true, "zrangestore": true,
 	"xadd": true, "xdel": true, "xtrim": true, "xsetid": true,
+	"xgroup": true, "xreadgroup": true, "xack": true,
 	// A script's commands are checked again one by one (lua.go).
 	"eval": true, "evalsha": true,
 }
@@ -67,7 +68,7 @@ var readCommands = map[string]bool{
 	"sismember": true, "smembers": true, "smismember": true, "srandmember": true, "sscan": true,
 	"strlen": true, "substr": true, "sunion": true, "time": true, "tkv.range": true, "ttl": true,
 	"type": true, "unwatch": true, "watch": true,
-	"xlen": true, "xrange": true, "xrevrange": true, "xread": true, "xinfo": true,
+	"xlen": true, "xrange": true, "xrevrange": true, "xread": true, "xinfo": true, "xpending": true,
 	"zcard": true, "zcount": true, "zlexcount": true, "zmscore": true, "zrange": true,
 	"zrangebylex": true, "zrangebyscore": true, "zrank": true, "zrevrange": true,
 	"zrevrangebylex": true, "zrevrangebyscore": true, "zrevrank": true, "zscan": true, "zscore": true,

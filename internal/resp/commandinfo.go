@@ -32,7 +32,7 @@ var (
 		"zunion": {}, "zinter": {}, "zdiff": {}, "zintercard": {}, "sintercard": {},
 		"lmpop": {}, "blmpop": {}, "zmpop": {}, "bzmpop": {},
 		"eval": {}, "evalsha": {}, "eval_ro": {}, "evalsha_ro": {},
-		"xread": {}, // after STREAMS (streamKeys)
+		"xread": {}, "xreadgroup": {}, // after STREAMS (streamKeys)
 	}
 	keyless = map[string]bool{
 		"ping": true, "echo": true, "quit": true, "select": true, "client": true, "command": true,
@@ -40,7 +40,7 @@ var (
 		"multi": true, "exec": true, "discard": true, "unwatch": true, "scan": true, "tkv.range": true,
 		"keys": true, "flushdb": true, "flushall": true, "randomkey": true,
 		"function": true, "script": true,
-		"xinfo": true, // Redis states its subcommands' keys only (streamKeys)
+		"xinfo": true, "xgroup": true, // Redis states its subcommands' keys only (streamKeys)
 	}
 )
 
@@ -190,7 +190,7 @@ func commandGetKeys(x *call) {
 		return
 	}
 	p := positions(name)
-	if name == "xread" || name == "xinfo" {
+	if name == "xread" || name == "xreadgroup" || name == "xinfo" || name == "xgroup" {
 		keys, ok := streamKeys(name, line)
 		if !ok {
 			x.c.WriteError("ERR Invalid arguments specified for command")
@@ -269,11 +269,11 @@ func sortStoreKey(line [][]byte) []byte {
 	return store
 }
 
-// streamKeys are the keys of XREAD (half of what follows STREAMS,
-// rounded down, as Redis's key spec finds them) and of XINFO (a
+// streamKeys are the keys of XREAD and XREADGROUP (half of what follows STREAMS,
+// rounded down, as Redis's key spec finds them) and of XINFO and XGROUP (a
 // subcommand's key, after it); false if there is none.
 func streamKeys(name string, line [][]byte) ([][]byte, bool) {
-	if name == "xinfo" {
+	if name == "xinfo" || name == "xgroup" {
 		if len(line) < 3 || strings.EqualFold(string(line[1]), "help") {
 			return nil, false
 		}

@@ -286,7 +286,7 @@ func cmdRename(x *call) {
 // element of the collection it heads, to dst inside v, replacing whatever
 // dst held (clearKey); del: src and its elements go (RENAME). A list's or
 // set's elements are those of its generation (others are garbage, left
-// where they are); a hash's fields and a sorted set's members and index
+// where they are), with a set's positions and a stream's groups; a hash's fields and a sorted set's members and index
 // are its whole span. Element keys keep their suffix after the key's
 // field prefix, so a list keeps its generation and indexes.
 func (x *call) moveKey(v *txView, src, dst []byte, r Result, del bool) error {
@@ -318,6 +318,10 @@ func (x *call) moveKey(v *txView, src, dst []byte, r Result, del bool) error {
 	if m, ok := decodeMeta(setMarker, r.Value); ok {
 		// A set's member positions (sets.go) go with it.
 		spans = [][2][]byte{{elemPrefix(src, m.gen)}, {elemPrefix(src, posGen(m.gen))}}
+	}
+	if m, ok := decodeStreamMeta(r.Value); ok {
+		// A stream's consumer groups (streamgroup.go) go with it.
+		spans = append(spans, [2][]byte{elemPrefix(src, posGen(m.gen))})
 	}
 	for _, sp := range spans {
 		if sp[1] == nil {

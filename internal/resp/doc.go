@@ -105,7 +105,9 @@
 // Streams (stream.go; reads in streamread.go): XADD, XLEN, XRANGE,
 // XREVRANGE, XDEL, XTRIM, XSETID, XREAD (BLOCK waits as the list pops do,
 // blocked.go, but an XADD wakes every client reading the key) and XINFO
-// STREAM/GROUPS/CONSUMERS; no consumer groups. The last ID, entries added
+// STREAM/GROUPS/CONSUMERS; consumer groups (streamgroup.go, commands in
+// streamgroupcmd.go): XGROUP, XREADGROUP, XACK, XPENDING, their state
+// and PEL kept under the stream's posGen(gen). The last ID, entries added
 // and greatest ID deleted live in the metadata, written in the keyTxn that
 // writes the entry, so IDs grow per stream across leader changes; XADD *
 // takes the node's clock but never goes below the last ID. XRANGE with
@@ -202,6 +204,7 @@
 //	index entry       enc(z) 0x00 0x01 0x02 sort(s) m    -> score (8 bytes)
 //	stream x          enc(x)                 -> streamMarker gen ver length last added maxDeleted
 //	entry ms-seq      enc(x) 0x00 0x01 gen ms seq -> ordinal, fields and values (stream.go)
+//	group state, PEL  enc(x) 0x00 0x01 posGen(gen) tag ... (streamgroup.go)
 //
 // Positions and start hints are written only once the KV says every
 // node's front end keeps them (SetPositioner, Raft log version 13); until

@@ -121,6 +121,8 @@ func queueCheck(p *prepared) string {
 		return errArity(p.name)
 	case p.name == "xinfo":
 		return xinfoArity(p.args)
+	case p.name == "xgroup":
+		return xgroupArity(p.args)
 	case p.name == "set":
 		o, rerr := parseSetOptions(p.args[3:], false)
 		if rerr == "" {

@@ -40,6 +40,11 @@ var streamCommands = map[string]cmdSpec{
 	"xread":     {arity: -4, fn: cmdXRead},
 	"xinfo":     {arity: -2, fn: cmdXInfo},
 	"xsetid":    {arity: -3, fn: cmdXSetID},
+	// consumer groups (streamgroupcmd.go)
+	"xgroup":     {arity: -2, fn: cmdXGroup},
+	"xreadgroup": {arity: -7, fn: cmdXReadGroup},
+	"xack":       {arity: -4, fn: cmdXAck},
+	"xpending":   {arity: -3, fn: cmdXPending},
 }
 
 // streamID is an entry's ID.

@@ -95,10 +95,16 @@ func (x *call) readEntries(key []byte, read func(m streamMeta) ([]streamEntry, e
 	return m, es, ok
 }
 
-// writeEntry writes one entry as Redis does: [id, [field, value, ...]].
+// writeEntry writes one entry as Redis does: [id, [field, value, ...]];
+// an entry with no fields (nil: deleted while pending, XREADGROUP's
+// history) as [id, nil].
 func (x *call) writeEntry(e streamEntry) {
 	x.c.WriteArray(2)
 	x.c.WriteBulkString(e.id.String())
+	if e.fields == nil {
+		x.c.WriteArray(-1)
+		return
+	}
 	x.c.WriteArray(len(e.fields))
 	for _, f := range e.fields {
 		x.c.WriteBulk(f)
@@ -341,8 +347,8 @@ func cmdXRead(x *call) {
 }
 
 // cmdXInfo: XINFO STREAM key [FULL [COUNT n]], XINFO GROUPS key and
-// XINFO CONSUMERS key group as Redis 7.0 answers them for a stream
-// without consumer groups (TideKV has none yet). TideKV keeps no radix
+// XINFO CONSUMERS key group as Redis 7.0 answers them, the groups and
+// consumers read with the entries (streamgroup.go). TideKV keeps no radix
 // tree: radix-tree-keys and radix-tree-nodes count runs of
 // stream-node-max-entries entries as a "~" trim does (docs/redis.md).
 func cmdXInfo(x *call) {
@@ -369,8 +375,25 @@ func cmdXInfo(x *call) {
 	}
 	key := x.args[2]
 	var first, last, entries []streamEntry
+	var groups []groupInfo
+	var consumers []streamConsumer
+	var groupFound bool
 	m, _, ok := x.readEntries(key, func(m streamMeta) ([]streamEntry, error) {
 		var err error
+		switch sub {
+		case "consumers":
+			v, gerr := x.kv.Get(x.ctx, groupKey(key, m.gen, x.args[3]))
+			if groupFound = gerr == nil; groupFound {
+				consumers, err = x.readConsumers(x.kv, key, m.gen, decodeGroup(v).name)
+			} else if !errors.Is(gerr, ErrNotFound) {
+				err = gerr
+			}
+			return nil, err
+		case "groups", "stream":
+			if groups, err = x.readGroupInfos(m, key, full, count); err != nil {
+				return nil, err
+			}
+		}
 		if full {
 			entries, err = x.scanEntries(x.kv, key, m.gen, streamID{}, maxStreamID, int(min(max(count, 0), math.MaxInt32)))
 			first = entries
@@ -395,10 +418,23 @@ func cmdXInfo(x *call) {
 		x.c.WriteError(errNotInt)
 		return
 	case sub == "groups":
-		x.c.WriteArray(0)
+		x.writeGroups(groups)
+		return
+	case sub == "consumers" && !groupFound:
+		x.c.WriteError(string(errNoGroup(x.args[3], key)))
 		return
 	case sub == "consumers":
-		x.c.WriteError("NOGROUP No such consumer group '" + string(x.args[3]) + "' for key name '" + string(key) + "'")
+		now := x.s.cfg.Now().UnixMilli()
+		x.c.WriteArray(len(consumers))
+		for _, c := range consumers {
+			x.writeMap(3)
+			x.c.WriteBulkString("name")
+			x.c.WriteBulk(c.name)
+			x.c.WriteBulkString("pending")
+			x.c.WriteInt64(int64(c.pending))
+			x.c.WriteBulkString("idle")
+			x.c.WriteInt64(idle(now, c.seen))
+		}
 		return
 	}
 	node := uint64(x.streamNodeEntries())
@@ -429,11 +465,11 @@ func cmdXInfo(x *call) {
 		x.c.WriteBulkString("entries")
 		x.writeEntries(entries)
 		x.c.WriteBulkString("groups")
-		x.c.WriteArray(0)
+		x.writeFullGroups(groups)
 		return
 	}
 	x.c.WriteBulkString("groups")
-	x.c.WriteInt64(0)
+	x.c.WriteInt64(int64(len(groups)))
 	for i, es := range [][]streamEntry{first, last} {
 		x.c.WriteBulkString([]string{"first-entry", "last-entry"}[i])
 		if len(es) == 0 {

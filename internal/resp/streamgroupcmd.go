@@ -1,0 +1,639 @@
+package resp
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The consumer-group commands (streamgroup.go keeps the state): XGROUP,
+// XREADGROUP, XACK and XPENDING, with Redis 7.0's checks in its order and
+// its errors. Each changes one stream in its transaction (streamTxn).
+
+const errNoKeyForGroup = "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically."
+
+func errNoGroup(g, key []byte) replyError {
+	return replyError("NOGROUP No such consumer group '" + string(g) + "' for key name '" + string(key) + "'")
+}
+
+// xgroupArity is the error of an XGROUP with an unknown subcommand or a
+// subcommand's wrong number of arguments (checked when MULTI queues it
+// too, as xinfoArity); "" if none.
+func xgroupArity(args [][]byte) string {
+	n := len(args)
+	switch sub := strings.ToLower(string(args[1])); {
+	case sub == "help" && n == 2, sub == "create" && n >= 5, sub == "setid" && n >= 5,
+		sub == "destroy" && n == 4, (sub == "createconsumer" || sub == "delconsumer") && n == 5:
+		return ""
+	case sub == "help" || sub == "create" || sub == "setid" || sub == "destroy" || sub == "createconsumer" || sub == "delconsumer":
+		return errArity("xgroup|" + sub)
+	}
+	return "ERR unknown subcommand '" + trunc(args[1]) + "'. Try XGROUP HELP."
+}
+
+var xgroupHelp = []string{
+	"XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"CREATE <key> <groupname> <id|$> [option]",
+	"    Create a new consumer group. Options are:",
+	"    * MKSTREAM",
+	"      Create the empty stream if it does not exist.",
+	"    * ENTRIESREAD entries_read",
+	"      Set the group's entries_read counter (internal use).",
+	"CREATECONSUMER <key> <groupname> <consumer>",
+	"    Create a new consumer in the specified group.",
+	"DELCONSUMER <key> <groupname> <consumer>",
+	"    Remove the specified consumer.",
+	"DESTROY <key> <groupname>",
+	"    Remove the specified group.",
+	"SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+	"    Set the current group ID and entries_read counter.",
+	"HELP",
+	"    Prints this help.",
+}
+
+// cmdXGroup: XGROUP CREATE key group id|$ [MKSTREAM] [ENTRIESREAD n],
+// SETID key group id|$ [ENTRIESREAD n], DESTROY key group,
+// CREATECONSUMER key group consumer, DELCONSUMER key group consumer, HELP.
+func cmdXGroup(x *call) {
+	if rerr := xgroupArity(x.args); rerr != "" {
+		x.c.WriteError(rerr)
+		return
+	}
+	sub := strings.ToLower(string(x.args[1]))
+	if sub == "help" {
+		x.c.WriteArray(len(xgroupHelp))
+		for _, l := range xgroupHelp {
+			x.c.WriteString(l)
+		}
+		return
+	}
+	n := len(x.args)
+	badSyntax := "ERR unknown subcommand or wrong number of arguments for '" + trunc(x.args[1]) + "'. Try XGROUP HELP."
+	mkstream, entriesRead := false, int64(noEntriesRead)
+	for i := 5; i < n; {
+		switch opt := strings.ToLower(string(x.args[i])); {
+		case sub == "create" && opt == "mkstream":
+			mkstream = true
+			i++
+		case (sub == "create" || sub == "setid") && opt == "entriesread" && i+1 < n:
+			v, err := strconv.ParseInt(string(x.args[i+1]), 10, 64)
+			if err != nil {
+				x.c.WriteError(errNotInt)
+				return
+			}
+			if v < 0 && v != noEntriesRead {
+				x.c.WriteError("ERR value for ENTRIESREAD must be positive or -1")
+				return
+			}
+			entriesRead = v
+			i += 2
+		default:
+			x.c.WriteError(badSyntax)
+			return
+		}
+	}
+	if (sub == "create" && n > 8) || (sub == "setid" && n != 5 && n != 7) {
+		x.c.WriteError(badSyntax)
+		return
+	}
+	key, g := x.args[2], x.args[3]
+	var reply int64 = -1 // -1: OK
+	err := x.streamTxn(key, func(t *streamTx) (bool, error) {
+		reply = -1
+		if !t.m.exists && !(sub == "create" && mkstream) {
+			return false, replyError(errNoKeyForGroup)
+		}
+		gr, err := t.group(g)
+		if err != nil {
+			return false, err
+		}
+		if gr == nil && sub != "create" && sub != "destroy" {
+			return false, errNoGroup(g, key)
+		}
+		now := x.s.cfg.Now().UnixMilli()
+		switch sub {
+		case "create", "setid":
+			id := t.m.last
+			if string(x.args[4]) != "$" {
+				// CREATE takes a strict ID, SETID "-" and "+" too.
+				var ok bool
+				if id, _, ok = parseStreamID(x.args[4], 0, sub == "create", false); !ok {
+					return false, replyError(errStreamID)
+				}
+			}
+			if sub == "setid" {
+				gr.last, gr.entriesRead = id, entriesRead
+				return true, t.putGroup(gr)
+			}
+			if gr != nil {
+				return false, replyError("BUSYGROUP Consumer Group name already exists")
+			}
+			if !t.m.exists && !x.setPositions() {
+				return false, replyError(errStreamsUpgrading)
+			}
+			return true, t.putGroup(&streamGroup{name: g, last: id, entriesRead: entriesRead})
+		case "destroy":
+			reply = 0
+			if gr == nil {
+				return false, nil
+			}
+			reply = 1
+			return true, t.destroyGroup(g)
+		case "createconsumer":
+			_, made, err := t.ensureConsumer(gr, x.args[4], now)
+			reply = int64(b2i(made))
+			if err != nil || !made {
+				return false, err
+			}
+			if err := t.putConsumer(gr, &streamConsumer{name: x.args[4], seen: now}); err != nil {
+				return false, err
+			}
+			return true, t.putGroup(gr)
+		default: // delconsumer
+			reply = 0
+			co, err := t.consumer(gr, x.args[4])
+			if err != nil || co == nil {
+				return false, err
+			}
+			p, err := t.delConsumer(gr, co)
+			if err != nil {
+				return false, err
+			}
+			reply = int64(p)
+			return true, t.putGroup(gr)
+		}
+	})
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case reply == -1:
+		x.c.WriteString("OK")
+	default:
+		x.c.WriteInt64(reply)
+	}
+}
+
+// cmdXReadGroup: XREADGROUP GROUP group consumer [COUNT n] [BLOCK ms]
+// [NOACK] STREAMS key [key ...] id [id ...]. ">" reads the entries no
+// consumer of the group was given, each becoming pending for this one
+// (NOACK: not); another ID reads the consumer's own pending entries after
+// it (an entry deleted since as [id, nil]), and is answered at once. With
+// nothing new and BLOCK it waits as XREAD does (blocked.go). Each key is
+// read and changed in its own transaction.
+func cmdXReadGroup(x *call) {
+	timeout := time.Duration(-1)
+	var count int64
+	var group, consumer []byte
+	noack := false
+	streamsAt := 0
+	for i := 1; i < len(x.args) && streamsAt == 0; i++ {
+		more := len(x.args) - 1 - i
+		switch opt := strings.ToLower(string(x.args[i])); {
+		case opt == "block" && more > 0:
+			i++
+			ms, err := strconv.ParseInt(string(x.args[i]), 10, 64)
+			switch {
+			case err != nil:
+				x.c.WriteError("ERR timeout is not an integer or out of range")
+				return
+			case ms < 0:
+				x.c.WriteError(errTimeoutNegative)
+				return
+			case ms > math.MaxInt64/int64(time.Millisecond):
+				timeout = 0
+			default:
+				timeout = time.Duration(ms) * time.Millisecond
+			}
+		case opt == "count" && more > 0:
+			i++
+			n, err := strconv.ParseInt(string(x.args[i]), 10, 64)
+			if err != nil {
+				x.c.WriteError(errNotInt)
+				return
+			}
+			count = max(n, 0)
+		case opt == "streams" && more > 0:
+			streamsAt = i + 1
+			if (len(x.args)-streamsAt)%2 != 0 {
+				x.c.WriteError("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.")
+				return
+			}
+		case opt == "group" && more >= 2:
+			group, consumer = x.args[i+1], x.args[i+2]
+			i += 2
+		case opt == "noack":
+			noack = true
+		default:
+			x.c.WriteError(errSyntax)
+			return
+		}
+	}
+	if streamsAt == 0 {
+		x.c.WriteError(errSyntax)
+		return
+	}
+	if group == nil {
+		x.c.WriteError("ERR Missing GROUP option for XREADGROUP")
+		return
+	}
+	n := (len(x.args) - streamsAt) / 2
+	keys := x.args[streamsAt : streamsAt+n]
+	after := make([]streamID, n)
+	history := make([]bool, n)
+	for i, k := range keys {
+		var m streamMeta
+		var gr *streamGroup
+		ok := x.consistently(func() (uint64, uint64, bool, bool) {
+			var ok bool
+			m, ok = x.readStream(k)
+			return m.gen, m.ver, m.exists, ok
+		}, func() error {
+			gr = nil
+			v, err := x.kv.Get(x.ctx, groupKey(k, m.gen, group))
+			switch {
+			case errors.Is(err, ErrNotFound):
+				return nil
+			case err != nil:
+				return err
+			}
+			g := decodeGroup(v)
+			gr = &g
+			return nil
+		})
+		if !ok {
+			return
+		}
+		if gr == nil {
+			x.c.WriteError("NOGROUP No such key '" + string(k) + "' or consumer group '" + string(group) + "' in XREADGROUP with GROUP option")
+			return
+		}
+		switch arg := x.args[streamsAt+n+i]; string(arg) {
+		case "$":
+			x.c.WriteError("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.")
+			return
+		case ">":
+		default:
+			id, _, ok := parseStreamID(arg, 0, true, false)
+			if !ok {
+				x.c.WriteError(errStreamID)
+				return
+			}
+			after[i], history[i] = id, true
+		}
+	}
+	type got struct {
+		key []byte
+		es  []streamEntry
+	}
+	try := func(_ func([]byte) bool, first bool) bool {
+		limit := count
+		if !first && limit == 0 {
+			limit = xreadCount
+		}
+		var gots []got
+		for i, k := range keys {
+			var es []streamEntry
+			served := false
+			err := x.streamTxn(k, func(t *streamTx) (bool, error) {
+				es, served = nil, false
+				gr, err := t.group(group)
+				if err != nil || gr == nil {
+					// A stream or group gone while the client waits is
+					// passed over, as a key of another type.
+					return false, err
+				}
+				now := x.s.cfg.Now().UnixMilli()
+				var co *streamConsumer
+				deliver := func() error {
+					co, _, err = t.ensureConsumer(gr, consumer, now)
+					if err == nil {
+						co.seen = now
+					}
+					return err
+				}
+				if history[i] {
+					served = true
+					if err := deliver(); err != nil {
+						return false, err
+					}
+					from, more := after[i].next()
+					if !more {
+						return true, t.putConsumerAndGroup(gr, co)
+					}
+					if es, err = t.history(gr, co, from, int(min(limit, math.MaxInt32)), now); err != nil {
+						return false, err
+					}
+					return true, t.putConsumerAndGroup(gr, co)
+				}
+				from, more := gr.last.next()
+				if t.m.length == 0 || !more || !gr.last.less(t.m.last) {
+					return false, nil
+				}
+				if es, err = t.scan(from, maxStreamID, int(min(limit, math.MaxInt32))); err != nil || len(es) == 0 {
+					return false, err
+				}
+				served = true
+				if err := deliver(); err != nil {
+					return false, err
+				}
+				first, err := x.firstEntry(t.tx, t.key, t.m)
+				if err != nil {
+					return false, err
+				}
+				for _, e := range es {
+					gr.advance(t.m, first, e.id)
+					if !noack {
+						if err := t.deliver(gr, co, e.id, now, 1); err != nil {
+							return false, err
+						}
+					}
+				}
+				return true, t.putConsumerAndGroup(gr, co)
+			})
+			if err != nil {
+				writeCASErr(x.c, err)
+				return true
+			}
+			if served {
+				gots = append(gots, got{k, es})
+			}
+		}
+		if len(gots) == 0 {
+			return false
+		}
+		x.header('%', len(gots), len(gots))
+		for _, g := range gots {
+			if !x.st.resp3 {
+				x.c.WriteArray(2)
+			}
+			x.c.WriteBulk(g.key)
+			x.writeEntries(g.es)
+		}
+		return true
+	}
+	none := func() { x.c.WriteArray(-1) }
+	for _, h := range history {
+		if h {
+			timeout = -1 // a history read is answered at once
+		}
+	}
+	if timeout < 0 {
+		if !try(nil, true) {
+			none()
+		}
+		return
+	}
+	x.block(keys, timeout, true, try, none)
+}
+
+func (t *streamTx) putConsumerAndGroup(gr *streamGroup, co *streamConsumer) error {
+	if err := t.putConsumer(gr, co); err != nil {
+		return err
+	}
+	return t.putGroup(gr)
+}
+
+// history reads consumer co's pending entries from from, at most limit
+// (<= 0: all), each delivered again at now; an entry deleted since is
+// answered as its ID with no fields, and not counted delivered.
+func (t *streamTx) history(gr *streamGroup, co *streamConsumer, from streamID, limit int, now int64) ([]streamEntry, error) {
+	ids, err := t.owned(gr, co.name, from, maxStreamID, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]streamEntry, 0, len(ids))
+	for _, id := range ids {
+		r, err := t.tx.Get(t.x.ctx, t.entryKey(id))
+		if err != nil {
+			return nil, err
+		}
+		if !r.Found {
+			out = append(out, streamEntry{id: id})
+			continue
+		}
+		out = append(out, decodeEntry(id, r.Value))
+		p, err := t.pending(gr, id)
+		if err != nil {
+			return nil, err
+		}
+		p.delivered, p.count = now, p.count+1
+		if err := t.tx.Put(t.x.ctx, id.append(pendingPrefix(t.key, t.m.gen, gr.name)), encodePending(*p)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// cmdXAck: XACK key group id [id ...], the IDs checked before any is
+// acknowledged.
+func cmdXAck(x *call) {
+	var n int64
+	err := x.streamTxn(x.args[1], func(t *streamTx) (bool, error) {
+		n = 0
+		gr, err := t.group(x.args[2])
+		if err != nil || gr == nil {
+			return false, err
+		}
+		ids := make([]streamID, 0, len(x.args)-3)
+		for _, a := range x.args[3:] {
+			id, _, ok := parseStreamID(a, 0, true, false)
+			if !ok {
+				return false, replyError(errStreamID)
+			}
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			p, err := t.pending(gr, id)
+			if err != nil {
+				return false, err
+			}
+			if p == nil {
+				continue
+			}
+			if err := t.ack(gr, p); err != nil {
+				return false, err
+			}
+			n++
+		}
+		if n == 0 {
+			return false, nil
+		}
+		return true, t.putGroup(gr)
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteInt64(n)
+}
+
+// cmdXPending: XPENDING key group, the summary (count, first and last
+// IDs, each consumer with entries pending and how many), or XPENDING key
+// group [IDLE ms] start end count [consumer], the entries (ID, consumer,
+// idle ms, deliveries), read in one transaction that changes nothing.
+func cmdXPending(x *call) {
+	n := len(x.args)
+	if n != 3 && (n < 6 || n > 9) {
+		x.c.WriteError(errSyntax)
+		return
+	}
+	var from, to streamID
+	var count, minIdle int64
+	var consumer []byte
+	if n >= 6 {
+		at := 3
+		if strings.EqualFold(string(x.args[3]), "idle") {
+			v, err := strconv.ParseInt(string(x.args[4]), 10, 64)
+			if err != nil {
+				x.c.WriteError(errNotInt)
+				return
+			}
+			minIdle = v
+			if n < 8 {
+				x.c.WriteError(errSyntax)
+				return
+			}
+			at += 2
+		}
+		c, err := strconv.ParseInt(string(x.args[at+2]), 10, 64)
+		if err != nil {
+			x.c.WriteError(errNotInt)
+			return
+		}
+		count = max(c, 0)
+		var ok bool
+		if from, ok = x.parseIntervalID(x.args[at], true); !ok {
+			return
+		}
+		if to, ok = x.parseIntervalID(x.args[at+1], false); !ok {
+			return
+		}
+		if at+3 < n {
+			consumer = x.args[at+3]
+		}
+	}
+	var ps []pendingEntry
+	var gr *streamGroup
+	var cs []streamConsumer
+	var now int64
+	err := x.streamTxn(x.args[1], func(t *streamTx) (bool, error) {
+		ps, cs = nil, nil
+		var err error
+		if gr, err = t.group(x.args[2]); err != nil || gr == nil {
+			return false, err
+		}
+		now = x.s.cfg.Now().UnixMilli()
+		if n == 3 {
+			if gr.pending == 0 {
+				return false, nil
+			}
+			first, err := t.pendings(gr, streamID{}, maxStreamID, 1, func(pendingEntry) bool { return true })
+			if err != nil {
+				return false, err
+			}
+			last, err := t.lastPending(gr)
+			if err != nil {
+				return false, err
+			}
+			ps = append(first, last)
+			cs, err = x.readConsumers(t.tx, t.key, t.m.gen, gr.name)
+			return false, err
+		}
+		if count == 0 {
+			return false, nil
+		}
+		keep := func(p pendingEntry) bool { return minIdle == 0 || now-p.delivered >= minIdle }
+		if consumer == nil {
+			ps, err = t.pendings(gr, from, to, int(min(count, math.MaxInt32)), keep)
+			return false, err
+		}
+		ids, err := t.owned(gr, consumer, from, to, 0)
+		for _, id := range ids {
+			if err != nil || int64(len(ps)) == count {
+				break
+			}
+			var p *pendingEntry
+			if p, err = t.pending(gr, id); err == nil && keep(*p) {
+				ps = append(ps, *p)
+			}
+		}
+		return false, err
+	})
+	switch {
+	case err != nil:
+		writeCASErr(x.c, err)
+	case gr == nil:
+		x.c.WriteError("NOGROUP No such key '" + string(x.args[1]) + "' or consumer group '" + string(x.args[2]) + "'")
+	case n == 3:
+		x.c.WriteArray(4)
+		x.c.WriteInt64(int64(gr.pending))
+		if gr.pending == 0 {
+			x.c.WriteNull()
+			x.c.WriteNull()
+			x.c.WriteArray(-1)
+			return
+		}
+		x.c.WriteBulkString(ps[0].id.String())
+		x.c.WriteBulkString(ps[1].id.String())
+		busy := 0
+		for _, c := range cs {
+			busy += b2i(c.pending > 0)
+		}
+		x.c.WriteArray(busy)
+		for _, c := range cs {
+			if c.pending > 0 {
+				x.c.WriteArray(2)
+				x.c.WriteBulk(c.name)
+				x.c.WriteBulkString(strconv.FormatUint(c.pending, 10))
+			}
+		}
+	default:
+		x.c.WriteArray(len(ps))
+		for _, p := range ps {
+			x.c.WriteArray(4)
+			x.c.WriteBulkString(p.id.String())
+			x.c.WriteBulk(p.consumer)
+			x.c.WriteInt64(idle(now, p.delivered))
+			x.c.WriteInt64(int64(p.count))
+		}
+	}
+}
+
+// lastPending is gr's greatest pending ID's entry (gr has one). No ID
+// past the stream's last is pending unless its entry was deleted and the
+// last ID set back (XSETID), so one scan of that span, usually empty,
+// comes first; then windows below it, each twice as many milliseconds
+// wide as the last, as scanEntriesRev reads entries.
+func (t *streamTx) lastPending(gr *streamGroup) (pendingEntry, error) {
+	all := func(pendingEntry) bool { return true }
+	to, w := t.m.last, uint64(1)
+	if above, ok := to.next(); ok {
+		ps, err := t.pendings(gr, above, maxStreamID, 0, all)
+		if err != nil {
+			return pendingEntry{}, err
+		}
+		if len(ps) > 0 {
+			return ps[len(ps)-1], nil
+		}
+	}
+	for {
+		lo := streamID{}
+		if to.ms >= w {
+			lo = streamID{to.ms - w + 1, 0}
+		}
+		ps, err := t.pendings(gr, lo, to, 0, all)
+		if err != nil {
+			return pendingEntry{}, err
+		}
+		if len(ps) > 0 {
+			return ps[len(ps)-1], nil
+		}
+		if lo == (streamID{}) {
+			return pendingEntry{}, errors.New("resp: a group counts entries pending and has none")
+		}
+		to, _ = lo.prev()
+		w = min(2*w, math.MaxUint64/2)
+	}
+}
