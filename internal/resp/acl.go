@@ -49,7 +49,7 @@ var writeCommands = map[string]bool{
 	"zremrangebyscore": true, "zremrangebyrank": true, "zremrangebylex": true,
 	"zunionstore": true, "zinterstore": true, "zdiffstore": true, "zrangestore": true,
 	"xadd": true, "xdel": true, "xtrim": true, "xsetid": true,
-	"xgroup": true, "xreadgroup": true, "xack": true,
+	"xgroup": true, "xreadgroup": true, "xack": true, "xclaim": true, "xautoclaim": true,
 	// A script's commands are checked again one by one (lua.go).
 	"eval": true, "evalsha": true,
 }

@@ -45,6 +45,8 @@ var streamCommands = map[string]cmdSpec{
 	"xreadgroup": {arity: -7, fn: cmdXReadGroup},
 	"xack":       {arity: -4, fn: cmdXAck},
 	"xpending":   {arity: -3, fn: cmdXPending},
+	"xclaim":     {arity: -6, fn: cmdXClaim},     // streamclaim.go
+	"xautoclaim": {arity: -6, fn: cmdXAutoClaim}, // streamclaim.go
 }
 
 // streamID is an entry's ID.

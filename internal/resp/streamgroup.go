@@ -231,7 +231,7 @@ func (t *streamTx) deliver(gr *streamGroup, co *streamConsumer, id streamID, now
 		gr.pending++
 		co.pending++
 	case !bytes.Equal(old.consumer, co.name):
-		if err := t.disown(gr, old.consumer, id); err != nil {
+		if err := t.disown(gr, old.consumer, id, nil); err != nil {
 			return err
 		}
 		co.pending++
@@ -245,10 +245,16 @@ func (t *streamTx) deliver(gr *streamGroup, co *streamConsumer, id streamID, now
 	return t.tx.Put(t.x.ctx, id.append(pendingPrefix(t.key, t.m.gen, gr.name)), encodePending(p))
 }
 
-// disown takes id from consumer c's own PEL, and one from its count.
-func (t *streamTx) disown(gr *streamGroup, c []byte, id streamID) error {
+// disown takes id from consumer c's own PEL, and one from its count:
+// held's if it is c (a consumer the caller holds and writes back), else
+// the stored one's.
+func (t *streamTx) disown(gr *streamGroup, c []byte, id streamID, held *streamConsumer) error {
 	if err := t.tx.Delete(t.x.ctx, id.append(ownedPrefix(t.key, t.m.gen, gr.name, c))); err != nil {
 		return err
+	}
+	if held != nil && bytes.Equal(held.name, c) {
+		held.pending--
+		return nil
 	}
 	co, err := t.consumer(gr, c)
 	if err != nil || co == nil {
@@ -258,14 +264,14 @@ func (t *streamTx) disown(gr *streamGroup, c []byte, id streamID) error {
 	return t.putConsumer(gr, co)
 }
 
-// ack removes pending entry p from gr's PEL and its consumer's (XACK);
-// the caller writes gr back.
-func (t *streamTx) ack(gr *streamGroup, p *pendingEntry) error {
+// ack removes pending entry p from gr's PEL and its consumer's (XACK;
+// held as disown's); the caller writes gr back.
+func (t *streamTx) ack(gr *streamGroup, p *pendingEntry, held *streamConsumer) error {
 	if err := t.tx.Delete(t.x.ctx, p.id.append(pendingPrefix(t.key, t.m.gen, gr.name))); err != nil {
 		return err
 	}
 	gr.pending--
-	return t.disown(gr, p.consumer, p.id)
+	return t.disown(gr, p.consumer, p.id, held)
 }
 
 // owned reads the IDs pending for consumer c of gr in [from, to], at most

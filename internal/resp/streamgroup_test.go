@@ -60,8 +60,8 @@ func checkPEL(t *testing.T, kv *fakeKV, key string) {
 }
 
 // TestStreamGroupPELBookkeeping: deliveries, redeliveries to another
-// consumer (SETID back), history reads, acknowledgements, DELCONSUMER and
-// DESTROY keep every count equal to the keys counted (checkPEL); delivery
+// consumer (SETID back), history reads, acknowledgements, claims,
+// DELCONSUMER and DESTROY keep every count equal to the keys counted (checkPEL); delivery
 // times and counts follow the server's clock; RENAME moves it all and DEL
 // leaves nothing of the groups.
 func TestStreamGroupPELBookkeeping(t *testing.T) {
@@ -92,8 +92,18 @@ func TestStreamGroupPELBookkeeping(t *testing.T) {
 	eq(t, w.do(t, "XPENDING", "s", "g", "-", "+", "10", "b"), "*[*[$1-1 $b :1000 :1] *[$2-1 $b :1000 :1] *[$3-1 $b :1000 :1] *[$4-1 $b :0 :2]]")
 	eq(t, w.do(t, "XACK", "s", "g", "2-1", "2-1", "9-9"), ":1")
 	checkPEL(t, kv, "s")
+	// Claims move entries (FORCE makes one); a deleted entry leaves the PEL.
+	eq(t, w.do(t, "XCLAIM", "s", "g", "a", "0", "1-1", "JUSTID"), "*[$1-1]")
+	eq(t, w.do(t, "XCLAIM", "s", "g", "a", "0", "2-1", "FORCE", "JUSTID"), "*[$2-1]")
+	checkPEL(t, kv, "s")
+	eq(t, w.do(t, "XDEL", "s", "3-1"), ":1")
+	eq(t, w.do(t, "XAUTOCLAIM", "s", "g", "b", "0", "0", "COUNT", "2", "JUSTID"), "*[$3-1 *[$1-1 $2-1] *[]]")
+	eq(t, w.do(t, "XAUTOCLAIM", "s", "g", "b", "0", "0", "JUSTID"), "*[$0-0 *[$1-1 $2-1 $4-1] *[$3-1]]")
+	checkPEL(t, kv, "s")
+	eq(t, w.do(t, "XACK", "s", "g", "2-1"), ":1")
+	eq(t, w.do(t, "XCLAIM", "s", "g", "b", "0", "3-1", "FORCE", "JUSTID"), "*[]")
 	eq(t, w.do(t, "XGROUP", "CREATECONSUMER", "s", "g", "c"), ":1")
-	eq(t, w.do(t, "XGROUP", "DELCONSUMER", "s", "g", "b"), ":3")
+	eq(t, w.do(t, "XGROUP", "DELCONSUMER", "s", "g", "b"), ":2")
 	eq(t, w.do(t, "XGROUP", "DELCONSUMER", "s", "g", "a"), ":0")
 	checkPEL(t, kv, "s")
 	eq(t, w.do(t, "XPENDING", "s", "g"), "*[:0 $<nil> $<nil> *<nil>]")

@@ -452,7 +452,7 @@ func cmdXAck(x *call) {
 			if p == nil {
 				continue
 			}
-			if err := t.ack(gr, p); err != nil {
+			if err := t.ack(gr, p, nil); err != nil {
 				return false, err
 			}
 			n++
