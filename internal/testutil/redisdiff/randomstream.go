@@ -42,7 +42,8 @@ var streamGens = []gen{
 		return append(args, pickOf(r, "0", "$", "2-0", "3", "x"))
 	}, IDs},
 	{1, func(r *rand.Rand) []string { return []string{"XINFO", "STREAM", xkey(r)} }, IDs},
-	{1, func(r *rand.Rand) []string { return []string{"XINFO", "STREAM", xkey(r), "FULL"} }, IDs},
+	// With consumer groups FULL answers delivery and seen times.
+	{1, func(r *rand.Rand) []string { return []string{"XINFO", "STREAM", xkey(r), "FULL"} }, Times},
 	{1, func(r *rand.Rand) []string {
 		args := []string{"XSETID", xkey(r), pick(r, streamIDs)}
 		if r.IntN(3) == 0 {
@@ -57,7 +58,68 @@ var streamGens = []gen{
 	{1, func(r *rand.Rand) []string { return []string{"DEL", xkey(r)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{"SET", "k0", pick(r, values)} }, Equal},
 	{1, func(r *rand.Rand) []string { return []string{pickOf(r, "RENAME", "COPY"), xkey(r), xkey(r)} }, Equal},
+	// Consumer groups: two groups, three consumers; idle times compared
+	// by shape.
+	{2, func(r *rand.Rand) []string {
+		args := []string{"XGROUP", "CREATE", xkey(r), pick(r, xgroups), pickOf(r, "0", "$", "2-0", "x")}
+		if r.IntN(3) == 0 {
+			args = append(args, "MKSTREAM")
+		}
+		if r.IntN(4) == 0 {
+			args = append(args, "ENTRIESREAD", pick(r, xthreshold))
+		}
+		return args
+	}, IDs},
+	{1, func(r *rand.Rand) []string {
+		return []string{"XGROUP", "SETID", xkey(r), pick(r, xgroups), pickOf(r, "0", "$", "2-0", "-", "x")}
+	}, Equal},
+	{1, func(r *rand.Rand) []string { return []string{"XGROUP", "DESTROY", xkey(r), pick(r, xgroups)} }, Equal},
+	{1, func(r *rand.Rand) []string {
+		return []string{"XGROUP", pickOf(r, "CREATECONSUMER", "DELCONSUMER"), xkey(r), pick(r, xgroups), pick(r, xconsumers)}
+	}, Equal},
+	{5, func(r *rand.Rand) []string {
+		args := withCount(r, []string{"XREADGROUP", "GROUP", pick(r, xgroups), pick(r, xconsumers)})
+		if r.IntN(5) == 0 {
+			args = append(args, "NOACK")
+		}
+		return append(args, "STREAMS", xkey(r), pickOf(r, ">", ">", "0", "2-0", "$"))
+	}, IDs},
+	{2, func(r *rand.Rand) []string {
+		return []string{"XACK", xkey(r), pick(r, xgroups), pick(r, streamIDs), pick(r, streamIDs)}
+	}, Equal},
+	{2, func(r *rand.Rand) []string { return []string{"XPENDING", xkey(r), pick(r, xgroups)} }, IDs},
+	{2, func(r *rand.Rand) []string {
+		args := []string{"XPENDING", xkey(r), pick(r, xgroups), pick(r, bounds2), pick(r, bounds2), pickOf(r, "10", "1", "0", "x")}
+		if r.IntN(3) == 0 {
+			args = append(args, pick(r, xconsumers))
+		}
+		return args
+	}, Shape},
+	{1, func(r *rand.Rand) []string { return []string{"XINFO", "GROUPS", xkey(r)} }, IDs},
+	{1, func(r *rand.Rand) []string { return []string{"XINFO", "CONSUMERS", xkey(r), pick(r, xgroups)} }, Shape},
+	{2, func(r *rand.Rand) []string {
+		args := []string{"XCLAIM", xkey(r), pick(r, xgroups), pick(r, xconsumers), pickOf(r, "0", "1000000"), pick(r, streamIDs)}
+		if r.IntN(3) == 0 {
+			args = append(args, pick(r, streamIDs))
+		}
+		if r.IntN(3) == 0 {
+			args = append(args, "FORCE")
+		}
+		return append(args, "JUSTID")
+	}, IDs},
+	{2, func(r *rand.Rand) []string {
+		args := []string{"XAUTOCLAIM", xkey(r), pick(r, xgroups), pick(r, xconsumers), pickOf(r, "0", "1000000"), pick(r, bounds2)}
+		if r.IntN(2) == 0 {
+			args = append(args, "COUNT", pickOf(r, "1", "2", "0"))
+		}
+		return append(args, "JUSTID")
+	}, IDs},
 }
+
+var (
+	xgroups    = []string{"g0", "g1"}
+	xconsumers = []string{"c0", "c1", "c2"}
+)
 
 func xkey(r *rand.Rand) string { return pick(r, streamKeys) }
 

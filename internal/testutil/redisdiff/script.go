@@ -50,6 +50,10 @@ const (
 	// milliseconds (13 digits or more, then a sequence) agree: those XADD *
 	// gives out, which the two servers draw at different times.
 	IDs
+	// Times: as IDs, and any two integers of a clock's milliseconds agree
+	// too: the delivery and seen times XINFO STREAM FULL answers of a
+	// stream's consumer groups.
+	Times
 	// Stats: INFO's text agrees on its cmdstat_, errorstat_ and
 	// total_error_replies lines, in any order (Redis lists commands in its
 	// hash table's), their usec fields masked (timings).
