@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // The consumer-group commands (streamgroup.go keeps the state): XGROUP,
@@ -183,61 +182,11 @@ func cmdXGroup(x *call) {
 // nothing new and BLOCK it waits as XREAD does (blocked.go). Each key is
 // read and changed in its own transaction.
 func cmdXReadGroup(x *call) {
-	timeout := time.Duration(-1)
-	var count int64
-	var group, consumer []byte
-	noack := false
-	streamsAt := 0
-	for i := 1; i < len(x.args) && streamsAt == 0; i++ {
-		more := len(x.args) - 1 - i
-		switch opt := strings.ToLower(string(x.args[i])); {
-		case opt == "block" && more > 0:
-			i++
-			ms, err := strconv.ParseInt(string(x.args[i]), 10, 64)
-			switch {
-			case err != nil:
-				x.c.WriteError("ERR timeout is not an integer or out of range")
-				return
-			case ms < 0:
-				x.c.WriteError(errTimeoutNegative)
-				return
-			case ms > math.MaxInt64/int64(time.Millisecond):
-				timeout = 0
-			default:
-				timeout = time.Duration(ms) * time.Millisecond
-			}
-		case opt == "count" && more > 0:
-			i++
-			n, err := strconv.ParseInt(string(x.args[i]), 10, 64)
-			if err != nil {
-				x.c.WriteError(errNotInt)
-				return
-			}
-			count = max(n, 0)
-		case opt == "streams" && more > 0:
-			streamsAt = i + 1
-			if (len(x.args)-streamsAt)%2 != 0 {
-				x.c.WriteError("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.")
-				return
-			}
-		case opt == "group" && more >= 2:
-			group, consumer = x.args[i+1], x.args[i+2]
-			i += 2
-		case opt == "noack":
-			noack = true
-		default:
-			x.c.WriteError(errSyntax)
-			return
-		}
-	}
-	if streamsAt == 0 {
-		x.c.WriteError(errSyntax)
+	a, ok := x.parseXRead(true)
+	if !ok {
 		return
 	}
-	if group == nil {
-		x.c.WriteError("ERR Missing GROUP option for XREADGROUP")
-		return
-	}
+	timeout, count, group, consumer, noack, streamsAt := a.timeout, a.count, a.group, a.consumer, a.noack, a.streamsAt
 	n := (len(x.args) - streamsAt) / 2
 	keys := x.args[streamsAt : streamsAt+n]
 	after := make([]streamID, n)
@@ -283,16 +232,12 @@ func cmdXReadGroup(x *call) {
 			after[i], history[i] = id, true
 		}
 	}
-	type got struct {
-		key []byte
-		es  []streamEntry
-	}
 	try := func(_ func([]byte) bool, first bool) bool {
 		limit := count
 		if !first && limit == 0 {
 			limit = xreadCount
 		}
-		var gots []got
+		var gots []streamRead
 		for i, k := range keys {
 			var es []streamEntry
 			served := false
@@ -357,20 +302,13 @@ func cmdXReadGroup(x *call) {
 				return true
 			}
 			if served {
-				gots = append(gots, got{k, es})
+				gots = append(gots, streamRead{k, es})
 			}
 		}
 		if len(gots) == 0 {
 			return false
 		}
-		x.header('%', len(gots), len(gots))
-		for _, g := range gots {
-			if !x.st.resp3 {
-				x.c.WriteArray(2)
-			}
-			x.c.WriteBulk(g.key)
-			x.writeEntries(g.es)
-		}
+		x.writeStreamReads(gots)
 		return true
 	}
 	none := func() { x.c.WriteArray(-1) }

@@ -205,17 +205,22 @@ func earlier(a, b streamID) streamID {
 // gave none, as in Redis: a low ID must not answer a whole stream.
 const xreadCount = 1000
 
-// cmdXRead: XREAD [COUNT n] [BLOCK ms] STREAMS key [key ...] id [id ...],
-// checked in Redis's order. An ID is the last the client has seen: it
-// gets the entries after it, and "$" is the stream's last ID now. With
-// BLOCK and nothing to read it waits as a blocked list pop does
-// (blocked.go), but every client reading a key is woken by an XADD to
-// it, since reading takes nothing from the others.
-func cmdXRead(x *call) {
-	timeout := time.Duration(-1)
-	var count int64
-	streamsAt := 0
-	for i := 1; i < len(x.args) && streamsAt == 0; i++ {
+// xreadArgs are XREAD's and XREADGROUP's options: the timeout (< 0: no
+// BLOCK), COUNT, GROUP's group and consumer, NOACK, and where the keys
+// start (after STREAMS).
+type xreadArgs struct {
+	timeout         time.Duration
+	count           int64
+	group, consumer []byte
+	noack           bool
+	streamsAt       int
+}
+
+// parseXRead reads XREAD's options, or XREADGROUP's (group), in Redis's
+// order and with its errors; ok false: it replied.
+func (x *call) parseXRead(group bool) (a xreadArgs, ok bool) {
+	a.timeout = -1
+	for i := 1; i < len(x.args) && a.streamsAt == 0; i++ {
 		more := len(x.args) - 1 - i
 		switch opt := strings.ToLower(string(x.args[i])); {
 		case opt == "block" && more > 0:
@@ -224,41 +229,84 @@ func cmdXRead(x *call) {
 			switch {
 			case err != nil:
 				x.c.WriteError("ERR timeout is not an integer or out of range")
-				return
+				return a, false
 			case ms < 0:
 				x.c.WriteError(errTimeoutNegative)
-				return
+				return a, false
 			case ms > math.MaxInt64/int64(time.Millisecond):
-				timeout = 0 // past 292 years: forever
+				a.timeout = 0 // past 292 years: forever
 			default:
-				timeout = time.Duration(ms) * time.Millisecond
+				a.timeout = time.Duration(ms) * time.Millisecond
 			}
 		case opt == "count" && more > 0:
 			i++
 			n, err := strconv.ParseInt(string(x.args[i]), 10, 64)
 			if err != nil {
 				x.c.WriteError(errNotInt)
-				return
+				return a, false
 			}
-			count = max(n, 0)
+			a.count = max(n, 0)
 		case opt == "streams" && more > 0:
-			streamsAt = i + 1
-			if (len(x.args)-streamsAt)%2 != 0 {
+			a.streamsAt = i + 1
+			if (len(x.args)-a.streamsAt)%2 != 0 {
 				x.c.WriteError("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.")
-				return
+				return a, false
 			}
-		case opt == "group" && more >= 2, opt == "noack":
+		case !group && (opt == "group" && more >= 2 || opt == "noack"):
 			x.c.WriteError("ERR The " + strings.ToUpper(opt) + " option is only supported by XREADGROUP. You called XREAD instead.")
-			return
+			return a, false
+		case opt == "group" && more >= 2:
+			a.group, a.consumer = x.args[i+1], x.args[i+2]
+			i += 2
+		case opt == "noack":
+			a.noack = true
 		default:
 			x.c.WriteError(errSyntax)
-			return
+			return a, false
 		}
 	}
-	if streamsAt == 0 {
+	switch {
+	case a.streamsAt == 0:
 		x.c.WriteError(errSyntax)
+		return a, false
+	case group && a.group == nil:
+		x.c.WriteError("ERR Missing GROUP option for XREADGROUP")
+		return a, false
+	}
+	return a, true
+}
+
+// streamRead is what XREAD or XREADGROUP answers of one key.
+type streamRead struct {
+	key []byte
+	es  []streamEntry
+}
+
+// writeStreamReads answers XREAD or XREADGROUP: a map of key to entries
+// (RESP2: an array of [key, entries]).
+func (x *call) writeStreamReads(rs []streamRead) {
+	x.header('%', len(rs), len(rs))
+	for _, r := range rs {
+		if !x.st.resp3 {
+			x.c.WriteArray(2)
+		}
+		x.c.WriteBulk(r.key)
+		x.writeEntries(r.es)
+	}
+}
+
+// cmdXRead: XREAD [COUNT n] [BLOCK ms] STREAMS key [key ...] id [id ...],
+// checked in Redis's order. An ID is the last the client has seen: it
+// gets the entries after it, and "$" is the stream's last ID now. With
+// BLOCK and nothing to read it waits as a blocked list pop does
+// (blocked.go), but every client reading a key is woken by an XADD to
+// it, since reading takes nothing from the others.
+func cmdXRead(x *call) {
+	a, ok := x.parseXRead(false)
+	if !ok {
 		return
 	}
+	timeout, count, streamsAt := a.timeout, a.count, a.streamsAt
 	n := (len(x.args) - streamsAt) / 2
 	keys := x.args[streamsAt : streamsAt+n]
 	after := make([]streamID, n)
@@ -288,11 +336,7 @@ func cmdXRead(x *call) {
 		if !first && limit == 0 {
 			limit = xreadCount
 		}
-		type got struct {
-			key []byte
-			es  []streamEntry
-		}
-		var gots []got
+		var gots []streamRead
 		for i, k := range keys {
 			from, more := after[i].next()
 			if !more {
@@ -320,20 +364,13 @@ func cmdXRead(x *call) {
 				return true
 			}
 			if len(es) > 0 {
-				gots = append(gots, got{k, es})
+				gots = append(gots, streamRead{k, es})
 			}
 		}
 		if len(gots) == 0 {
 			return false
 		}
-		x.header('%', len(gots), len(gots)) // RESP2: an array of [key, entries]
-		for _, g := range gots {
-			if !x.st.resp3 {
-				x.c.WriteArray(2)
-			}
-			x.c.WriteBulk(g.key)
-			x.writeEntries(g.es)
-		}
+		x.writeStreamReads(gots)
 		return true
 	}
 	none := func() { x.c.WriteArray(-1) }
