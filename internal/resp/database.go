@@ -286,9 +286,10 @@ func cmdRename(x *call) {
 // element of the collection it heads, to dst inside v, replacing whatever
 // dst held (clearKey); del: src and its elements go (RENAME). A list's or
 // set's elements are those of its generation (others are garbage, left
-// where they are), with a set's positions and a stream's groups; a hash's fields and a sorted set's members and index
-// are its whole span. Element keys keep their suffix after the key's
-// field prefix, so a list keeps its generation and indexes.
+// where they are), with a set's positions and a stream's groups; a
+// hash's fields and a sorted set's members and index are its whole span.
+// Element keys keep their suffix after the key's field prefix, so a list
+// keeps its generation and indexes.
 func (x *call) moveKey(v *txView, src, dst []byte, r Result, del bool) error {
 	if err := x.clearKey(v, dst); err != nil {
 		return err

@@ -107,8 +107,8 @@
 // blocked.go, but an XADD wakes every client reading the key) and XINFO
 // STREAM/GROUPS/CONSUMERS; consumer groups (streamgroup.go, commands in
 // streamgroupcmd.go, streamclaim.go): XGROUP, XREADGROUP, XACK, XPENDING,
-// XCLAIM, XAUTOCLAIM, their state
-// and PEL kept under the stream's posGen(gen). The last ID, entries added
+// XCLAIM, XAUTOCLAIM, their state and PEL kept under the stream's
+// posGen(gen). The last ID, entries added
 // and greatest ID deleted live in the metadata, written in the keyTxn that
 // writes the entry, so IDs grow per stream across leader changes; XADD *
 // takes the node's clock but never goes below the last ID. XRANGE with
