@@ -156,3 +156,27 @@ func TestStreamGroupBlockingRead(t *testing.T) {
 	eq(t, w.do(t, "XPENDING", "s", "g"), "*[:2 $1-1 $2-1 *[*[$a $1] *[$b $1]]]")
 	eq(t, w.do(t, "XPENDING", "s", "g", "-", "+", "1", first), "*[*[$1-1 $"+first+" :0 :1]]")
 }
+
+// TestStreamGroupBlockedReaderLosesItsStream: a group destroyed, or the
+// stream deleted or made another type, while a client waits in
+// XREADGROUP: it is answered with Redis 7.0's errors at its next try
+// (here the recheck).
+func TestStreamGroupBlockedReaderLosesItsStream(t *testing.T) {
+	for _, c := range []struct {
+		change []string
+		want   string
+	}{
+		{[]string{"XGROUP", "DESTROY", "s", "g"}, "-NOGROUP the consumer group this client was blocked on no longer exists"},
+		{[]string{"DEL", "s"}, "-UNBLOCKED the stream key no longer exists"},
+		{[]string{"SET", "s", "v"}, "-UNBLOCKED the stream key no longer exists"},
+	} {
+		s, ft := startBlocking(t, newFakeKV(), nil)
+		a, w := dialRaw(t, s), dialRaw(t, s)
+		eq(t, w.do(t, "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"), "+OK")
+		a.send(t, "XREADGROUP", "GROUP", "g", "a", "BLOCK", "0", "STREAMS", "s", ">")
+		_, recheck := ft.waiting(t)
+		w.do(t, c.change...)
+		recheck.fire()
+		eq(t, a.reply(t), c.want)
+	}
+}

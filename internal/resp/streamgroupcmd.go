@@ -244,10 +244,15 @@ func cmdXReadGroup(x *call) {
 			err := x.streamTxn(k, func(t *streamTx) (bool, error) {
 				es, served = nil, false
 				gr, err := t.group(group)
-				if err != nil || gr == nil {
-					// A stream or group gone while the client waits is
-					// passed over, as a key of another type.
+				switch {
+				case err != nil:
 					return false, err
+				case !t.m.exists:
+					// Gone while the client waits (DEL, FLUSHALL, or made
+					// again as another type): Redis 7.0's errors.
+					return false, replyError(errStreamGone)
+				case gr == nil:
+					return false, replyError("NOGROUP the consumer group this client was blocked on no longer exists")
 				}
 				now := x.s.cfg.Now().UnixMilli()
 				var co *streamConsumer
@@ -297,6 +302,9 @@ func cmdXReadGroup(x *call) {
 				}
 				return true, t.putConsumerAndGroup(gr, co)
 			})
+			if errors.Is(err, wrongType) {
+				err = replyError(errStreamGone)
+			}
 			if err != nil {
 				writeCASErr(x.c, err)
 				return true
@@ -325,6 +333,8 @@ func cmdXReadGroup(x *call) {
 	}
 	x.block(keys, timeout, true, try, none)
 }
+
+const errStreamGone = "UNBLOCKED the stream key no longer exists"
 
 func (t *streamTx) putConsumerAndGroup(gr *streamGroup, co *streamConsumer) error {
 	if err := t.putConsumer(gr, co); err != nil {
