@@ -312,21 +312,120 @@ func waitForWhy(t *testing.T, cond func() (ok bool, found string)) {
 
 // A replica addition to a node that dies gives up once the new learner has
 // not answered for a few election timeouts, not after CatchUpTimeout (a
-// minute, during which the range could not be repaired).
+// minute, during which the range could not be repaired). The silence is
+// counted in the leader's Raft ticks, so the test counts ticks too: every
+// store's ticks are held from before the change, and the leader's are then
+// delivered one at a time until the give-up.
+//
+// The bound, with E = ElectionTicks and L = learnerSilenceLimit: the
+// learner's Progress starts RecentActive, and no tick passes while the
+// change adds it (ticks held), so it stays so until the leader's next
+// check-quorum, which comes j ticks after the first delivered one begins,
+// 1 ≤ j ≤ E (the leader's election clock stood anywhere in its E-tick
+// cycle when the ticks were held). That tick clears RecentActive and the
+// silence begins; it is judged after every tick, and the change gives up on
+// the tick that makes it L·E ticks long: after j + L·E ticks, so between
+// L·E+1 and (L+1)·E. No tick passes after the give-up until the error.
 func TestAddReplicaToDeadNodeGivesUp(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	tc.put("k", "v")
 	n4 := tc.addNode()
 	tc.crash(n4)
+	ld := tc.leader(testRangeID)
+	tc.holdTicks(true, 1, 2, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	start := time.Now()
-	_, err := tc.leader(testRangeID).ChangeReplicas(ctx, n4, 0)
-	took := time.Since(start)
-	limit := learnerSilenceLimit*tc.stores[1].cfg.electionTimeout() + 3*tc.stores[1].cfg.electionTimeout()
-	if !errors.Is(err, errNotCaughtUp) || !strings.Contains(err.Error(), "has not answered") || took > limit {
-		t.Fatalf("adding a replica on a dead node: %v after %v, want errNotCaughtUp within %v", err, took, limit)
+	done := make(chan error, 1)
+	go func() { _, err := ld.ChangeReplicas(ctx, n4, 0); done <- err }()
+	w := waitLearnerWait(t, ld)
+	e := uint64(tc.cfg.ElectionTicks)
+	var ticks uint64
+	for gaveUp := false; !gaveUp; {
+		if ticks == (learnerSilenceLimit+1)*e {
+			t.Fatalf("no give-up after %d ticks, want at most %d", ticks, ticks)
+		}
+		tc.stepTick(ld)
+		ticks++
+		select {
+		case <-w.silent:
+			gaveUp = true
+		default:
+		}
 	}
+	err := <-done
+	if !errors.Is(err, errNotCaughtUp) || !strings.Contains(err.Error(), "has not answered") {
+		t.Fatalf("adding a replica on a dead node: %v after %d ticks, want errNotCaughtUp", err, ticks)
+	}
+	if ticks <= learnerSilenceLimit*e {
+		t.Fatalf("gave up after %d ticks, before the learner was silent for %d", ticks, learnerSilenceLimit*e)
+	}
+	t.Logf("gave up after %d ticks", ticks)
+}
+
+// The silence of a learner is counted in Raft ticks, not wall time: with
+// the leader's ticks held, after Raft found the learner inactive, the
+// change does not give up however long the wall clock runs (here twice the
+// whole limit and the RecentActive lag of wall time at the configured tick
+// interval); once the ticks resume it does.
+func TestAddReplicaLearnerSilenceCountsTicks(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.put("k", "v")
+	n4 := tc.addNode()
+	tc.crash(n4)
+	ld := tc.leader(testRangeID)
+	tc.holdTicks(true, 1, 2, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := ld.ChangeReplicas(ctx, n4, 0); done <- err }()
+	w := waitLearnerWait(t, ld)
+	// Up to the check-quorum that clears the learner's RecentActive.
+	for active := true; active; {
+		tc.stepTick(ld)
+		ld.mu.Lock()
+		active = ld.mu.raw.Status().Progress[w.replicaID].RecentActive
+		ld.mu.Unlock()
+	}
+	held, stop := context.WithTimeout(ctx, 2*(learnerSilenceLimit+1)*tc.cfg.electionTimeout())
+	defer stop()
+	select {
+	case err := <-done:
+		t.Fatalf("the change ended with the leader's ticks held: %v", err)
+	case <-held.Done():
+	}
+	tc.holdTicks(false, 1, 2, 3)
+	if err := <-done; !errors.Is(err, errNotCaughtUp) || !strings.Contains(err.Error(), "has not answered") {
+		t.Fatalf("adding a replica on a dead node once ticks resumed: %v, want errNotCaughtUp", err)
+	}
+}
+
+// waitLearnerWait waits until r's replica change waits for its learner to
+// catch up, and returns that wait.
+func waitLearnerWait(t *testing.T, r *Replica) *learnerWait {
+	t.Helper()
+	var w *learnerWait
+	waitFor(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		w = r.mu.learnerWait
+		return w != nil
+	})
+	return w
+}
+
+// stepTick delivers one Raft tick to r's store, whose ticks are held
+// (holdTicks), and waits until r has taken it: what the scheduler does for
+// r on that tick is done when it returns.
+func (tc *testCluster) stepTick(r *Replica) {
+	tc.t.Helper()
+	ticks := func() uint64 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.mu.ticks
+	}
+	before := ticks()
+	r.store.testingTicksLent.Add(1)
+	waitFor(tc.t, func() bool { return ticks() > before })
 }
 
 // holdTicks stops (hold) or restarts the Raft clocks of nodes' stores
