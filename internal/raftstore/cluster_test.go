@@ -320,24 +320,14 @@ func waitForWhy(t *testing.T, cond func() (ok bool, found string)) {
 // The bound, with E = ElectionTicks and L = learnerSilenceLimit: the
 // learner's Progress starts RecentActive, and no tick passes while the
 // change adds it (ticks held), so it stays so until the leader's next
-// check-quorum, which comes j ticks after the first delivered one begins,
-// 1 ≤ j ≤ E (the leader's election clock stood anywhere in its E-tick
-// cycle when the ticks were held). That tick clears RecentActive and the
+// check-quorum, on the j-th tick delivered, 1 ≤ j ≤ E (the leader's
+// election clock stood anywhere in its E-tick cycle when the ticks were
+// held). That tick clears RecentActive and the
 // silence begins; it is judged after every tick, and the change gives up on
 // the tick that makes it L·E ticks long: after j + L·E ticks, so between
 // L·E+1 and (L+1)·E. No tick passes after the give-up until the error.
 func TestAddReplicaToDeadNodeGivesUp(t *testing.T) {
-	tc := newTestCluster(t, 3)
-	tc.put("k", "v")
-	n4 := tc.addNode()
-	tc.crash(n4)
-	ld := tc.leader(testRangeID)
-	tc.holdTicks(true, 1, 2, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { _, err := ld.ChangeReplicas(ctx, n4, 0); done <- err }()
-	w := waitLearnerWait(t, ld)
+	tc, ld, w, done := addOnDeadNodeTicksHeld(t)
 	e := uint64(tc.cfg.ElectionTicks)
 	var ticks uint64
 	for gaveUp := false; !gaveUp; {
@@ -352,8 +342,7 @@ func TestAddReplicaToDeadNodeGivesUp(t *testing.T) {
 		default:
 		}
 	}
-	err := <-done
-	if !errors.Is(err, errNotCaughtUp) || !strings.Contains(err.Error(), "has not answered") {
+	if err := <-done; !learnerSilent(err) {
 		t.Fatalf("adding a replica on a dead node: %v after %d ticks, want errNotCaughtUp", err, ticks)
 	}
 	if ticks <= learnerSilenceLimit*e {
@@ -368,25 +357,19 @@ func TestAddReplicaToDeadNodeGivesUp(t *testing.T) {
 // whole limit and the RecentActive lag of wall time at the configured tick
 // interval); once the ticks resume it does.
 func TestAddReplicaLearnerSilenceCountsTicks(t *testing.T) {
-	tc := newTestCluster(t, 3)
-	tc.put("k", "v")
-	n4 := tc.addNode()
-	tc.crash(n4)
-	ld := tc.leader(testRangeID)
-	tc.holdTicks(true, 1, 2, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { _, err := ld.ChangeReplicas(ctx, n4, 0); done <- err }()
-	w := waitLearnerWait(t, ld)
-	// Up to the check-quorum that clears the learner's RecentActive.
-	for active := true; active; {
+	tc, ld, w, done := addOnDeadNodeTicksHeld(t)
+	// Up to the check-quorum that clears the learner's RecentActive, at
+	// most ElectionTicks ticks away.
+	for active, ticks := true, 0; active; ticks++ {
+		if ticks == tc.cfg.ElectionTicks {
+			t.Fatalf("the learner is still active to Raft after %d ticks", ticks)
+		}
 		tc.stepTick(ld)
 		ld.mu.Lock()
 		active = ld.mu.raw.Status().Progress[w.replicaID].RecentActive
 		ld.mu.Unlock()
 	}
-	held, stop := context.WithTimeout(ctx, 2*(learnerSilenceLimit+1)*tc.cfg.electionTimeout())
+	held, stop := context.WithTimeout(context.Background(), 2*(learnerSilenceLimit+1)*tc.cfg.electionTimeout())
 	defer stop()
 	select {
 	case err := <-done:
@@ -394,23 +377,41 @@ func TestAddReplicaLearnerSilenceCountsTicks(t *testing.T) {
 	case <-held.Done():
 	}
 	tc.holdTicks(false, 1, 2, 3)
-	if err := <-done; !errors.Is(err, errNotCaughtUp) || !strings.Contains(err.Error(), "has not answered") {
+	if err := <-done; !learnerSilent(err) {
 		t.Fatalf("adding a replica on a dead node once ticks resumed: %v, want errNotCaughtUp", err)
 	}
 }
 
-// waitLearnerWait waits until r's replica change waits for its learner to
-// catch up, and returns that wait.
-func waitLearnerWait(t *testing.T, r *Replica) *learnerWait {
+// addOnDeadNodeTicksHeld holds the Raft ticks of a 3-node cluster's stores
+// and starts adding a replica of the range on a fourth node that is down.
+// It returns once the change waits for its learner to catch up: the
+// cluster, the leader, that wait, and where the change's error arrives.
+func addOnDeadNodeTicksHeld(t *testing.T) (*testCluster, *Replica, *learnerWait, <-chan error) {
 	t.Helper()
+	tc := newTestCluster(t, 3)
+	tc.put("k", "v")
+	n4 := tc.addNode()
+	tc.crash(n4)
+	ld := tc.leader(testRangeID)
+	tc.holdTicks(true, 1, 2, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { _, err := ld.ChangeReplicas(ctx, n4, 0); done <- err }()
 	var w *learnerWait
 	waitFor(t, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		w = r.mu.learnerWait
+		ld.mu.Lock()
+		defer ld.mu.Unlock()
+		w = ld.mu.learnerWait
 		return w != nil
 	})
-	return w
+	return tc, ld, w, done
+}
+
+// learnerSilent reports whether err is a replica change's give-up on a
+// learner that stopped answering.
+func learnerSilent(err error) bool {
+	return errors.Is(err, errNotCaughtUp) && strings.Contains(err.Error(), "has not answered")
 }
 
 // stepTick delivers one Raft tick to r's store, whose ticks are held
