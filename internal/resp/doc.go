@@ -247,8 +247,9 @@
 //
 // Transactions: EXEC cannot run notInMulti's commands: each is refused
 // when queued and aborts the transaction. EXPIRE and PERSIST inside EXEC write
-// the value again (a new version) where Redis changes only the TTL. DEL of a hash inside EXEC removes its marker, leaving
-// its fields as garbage for the next HSET creating it. Where a read gives
+// the value again (a new version) where Redis changes only the TTL. DEL of
+// a collection inside EXEC clears its elements in the transaction itself
+// (clearWhileAbsent). Where a read gives
 // no version (an unversioned range, a read-through value, an older node),
 // WATCH compares values only: a key set back to the value WATCH saw is then
 // not seen as changed, where Redis would abort. A failure of the store inside EXEC (overloaded, a
