@@ -9,6 +9,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
@@ -393,14 +394,78 @@ var errNotCaughtUp = errors.New("learner did not catch up in time")
 // has died or been partitioned away, and waiting out CatchUpTimeout would
 // keep the range from being repaired for a minute. A live learner answers
 // heartbeats even while its snapshot streams.
+//
+// The silence is counted in the leader's Raft ticks (learnerSilenceLimit ×
+// ElectionTicks of them), the clock Raft itself judges the learner by: it
+// sends the heartbeats on ticks, and its check-quorum, every ElectionTicks
+// ticks, clears Progress.RecentActive for a peer that did not answer since
+// the last one. Counted by the wall clock, a node whose ticks lag (a loaded
+// machine) or stop would blame the learner for answers it was never asked
+// for, and give up at a wall time unrelated to when Raft found it silent.
+// CatchUpTimeout stays a wall-clock bound on the whole wait.
 const learnerSilenceLimit = 4
 
+// learnerWait is a replica change's wait for its learner (waitCaughtUp),
+// which the scheduler judges on each tick of the leader's replica
+// (judgeLearnerLocked).
+type learnerWait struct {
+	replicaID uint64
+	// silentSince is the tick count (Replica.mu.ticks, never 0 when a
+	// tick is judged) from which the learner has been found inactive on
+	// every tick; 0 while it is active.
+	silentSince uint64
+	// silent is closed (and closed set) once the learner has been
+	// inactive for learnerSilenceLimit election timeouts of ticks.
+	silent chan struct{}
+	closed bool
+}
+
+// judgeLearnerLocked updates the silence of the learner a replica change
+// waits for, right after the replica's tick: Raft's check-quorum runs in
+// that tick, so the silence starts on the very tick Raft clears the
+// learner's RecentActive, and ends on the first tick that finds it set
+// again (an answer since the last check-quorum). A replica that is not the
+// leader has no progress to judge; waitCaughtUp sees it is not the leader.
+func (r *Replica) judgeLearnerLocked() {
+	w := r.mu.learnerWait
+	if w == nil || w.closed {
+		return
+	}
+	active := true
+	r.mu.raw.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == w.replicaID {
+			active = pr.RecentActive
+		}
+	})
+	switch {
+	case active:
+		w.silentSince = 0
+	case w.silentSince == 0:
+		w.silentSince = r.mu.ticks
+	case r.mu.ticks-w.silentSince >= learnerSilenceLimit*uint64(r.store.cfg.ElectionTicks):
+		w.closed = true
+		close(w.silent)
+	}
+}
+
 // waitCaughtUp waits until the learner's log matches the leader's commit
-// index as of when the wait began.
+// index as of when the wait began. It gives up once the learner has been
+// silent for learnerSilenceLimit election timeouts of Raft ticks, or after
+// CatchUpTimeout.
 func (r *Replica) waitCaughtUp(ctx context.Context, replicaID uint64) error {
 	deadline := time.Now().Add(r.store.cfg.CatchUpTimeout)
+	w := &learnerWait{replicaID: replicaID, silent: make(chan struct{})}
+	r.mu.Lock()
+	r.mu.learnerWait = w
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.mu.learnerWait == w {
+			r.mu.learnerWait = nil
+		}
+		r.mu.Unlock()
+	}()
 	var target uint64
-	var silentSince time.Time
 	for {
 		r.mu.Lock()
 		if r.mu.raw == nil || r.mu.destroyed {
@@ -415,20 +480,10 @@ func (r *Replica) waitCaughtUp(ctx context.Context, replicaID uint64) error {
 		if target == 0 {
 			target = st.GetCommit()
 		}
-		pr, ok := st.Progress[replicaID]
-		if ok && pr.Match >= target {
+		if pr, ok := st.Progress[replicaID]; ok && pr.Match >= target {
 			return nil
 		}
-		now := time.Now()
-		switch {
-		case !ok || pr.RecentActive:
-			silentSince = time.Time{}
-		case silentSince.IsZero():
-			silentSince = now
-		case now.Sub(silentSince) > learnerSilenceLimit*r.store.cfg.electionTimeout():
-			return fmt.Errorf("%w: the learner (replica %d) has not answered for %d election timeouts", errNotCaughtUp, replicaID, learnerSilenceLimit)
-		}
-		if now.After(deadline) {
+		if time.Now().After(deadline) {
 			return errNotCaughtUp
 		}
 		select {
@@ -436,6 +491,8 @@ func (r *Replica) waitCaughtUp(ctx context.Context, replicaID uint64) error {
 			return ctx.Err()
 		case <-r.store.stopper:
 			return ErrStopped
+		case <-w.silent:
+			return fmt.Errorf("%w: the learner (replica %d) has not answered for %d election timeouts", errNotCaughtUp, replicaID, learnerSilenceLimit)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

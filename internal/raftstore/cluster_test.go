@@ -312,21 +312,121 @@ func waitForWhy(t *testing.T, cond func() (ok bool, found string)) {
 
 // A replica addition to a node that dies gives up once the new learner has
 // not answered for a few election timeouts, not after CatchUpTimeout (a
-// minute, during which the range could not be repaired).
+// minute, during which the range could not be repaired). The silence is
+// counted in the leader's Raft ticks, so the test counts ticks too: every
+// store's ticks are held from before the change, and the leader's are then
+// delivered one at a time until the give-up.
+//
+// The bound, with E = ElectionTicks and L = learnerSilenceLimit: the
+// learner's Progress starts RecentActive, and no tick passes while the
+// change adds it (ticks held), so it stays so until the leader's next
+// check-quorum, on the j-th tick delivered, 1 ≤ j ≤ E (the leader's
+// election clock stood anywhere in its E-tick cycle when the ticks were
+// held). That tick clears RecentActive and the
+// silence begins; it is judged after every tick, and the change gives up on
+// the tick that makes it L·E ticks long: after j + L·E ticks, so between
+// L·E+1 and (L+1)·E. No tick passes after the give-up until the error.
 func TestAddReplicaToDeadNodeGivesUp(t *testing.T) {
+	tc, ld, w, done := addOnDeadNodeTicksHeld(t)
+	e := uint64(tc.cfg.ElectionTicks)
+	var ticks uint64
+	for gaveUp := false; !gaveUp; {
+		if ticks == (learnerSilenceLimit+1)*e {
+			t.Fatalf("no give-up after %d ticks, want at most %d", ticks, ticks)
+		}
+		tc.stepTick(ld)
+		ticks++
+		select {
+		case <-w.silent:
+			gaveUp = true
+		default:
+		}
+	}
+	if err := <-done; !learnerSilent(err) {
+		t.Fatalf("adding a replica on a dead node: %v after %d ticks, want errNotCaughtUp", err, ticks)
+	}
+	if ticks <= learnerSilenceLimit*e {
+		t.Fatalf("gave up after %d ticks, before the learner was silent for %d", ticks, learnerSilenceLimit*e)
+	}
+	t.Logf("gave up after %d ticks", ticks)
+}
+
+// The silence of a learner is counted in Raft ticks, not wall time: with
+// the leader's ticks held, after Raft found the learner inactive, the
+// change does not give up however long the wall clock runs (here twice the
+// whole limit and the RecentActive lag of wall time at the configured tick
+// interval); once the ticks resume it does.
+func TestAddReplicaLearnerSilenceCountsTicks(t *testing.T) {
+	tc, ld, w, done := addOnDeadNodeTicksHeld(t)
+	// Up to the check-quorum that clears the learner's RecentActive, at
+	// most ElectionTicks ticks away.
+	for active, ticks := true, 0; active; ticks++ {
+		if ticks == tc.cfg.ElectionTicks {
+			t.Fatalf("the learner is still active to Raft after %d ticks", ticks)
+		}
+		tc.stepTick(ld)
+		ld.mu.Lock()
+		active = ld.mu.raw.Status().Progress[w.replicaID].RecentActive
+		ld.mu.Unlock()
+	}
+	held, stop := context.WithTimeout(context.Background(), 2*(learnerSilenceLimit+1)*tc.cfg.electionTimeout())
+	defer stop()
+	select {
+	case err := <-done:
+		t.Fatalf("the change ended with the leader's ticks held: %v", err)
+	case <-held.Done():
+	}
+	tc.holdTicks(false, 1, 2, 3)
+	if err := <-done; !learnerSilent(err) {
+		t.Fatalf("adding a replica on a dead node once ticks resumed: %v, want errNotCaughtUp", err)
+	}
+}
+
+// addOnDeadNodeTicksHeld holds the Raft ticks of a 3-node cluster's stores
+// and starts adding a replica of the range on a fourth node that is down.
+// It returns once the change waits for its learner to catch up: the
+// cluster, the leader, that wait, and where the change's error arrives.
+func addOnDeadNodeTicksHeld(t *testing.T) (*testCluster, *Replica, *learnerWait, <-chan error) {
+	t.Helper()
 	tc := newTestCluster(t, 3)
 	tc.put("k", "v")
 	n4 := tc.addNode()
 	tc.crash(n4)
+	ld := tc.leader(testRangeID)
+	tc.holdTicks(true, 1, 2, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	start := time.Now()
-	_, err := tc.leader(testRangeID).ChangeReplicas(ctx, n4, 0)
-	took := time.Since(start)
-	limit := learnerSilenceLimit*tc.stores[1].cfg.electionTimeout() + 3*tc.stores[1].cfg.electionTimeout()
-	if !errors.Is(err, errNotCaughtUp) || !strings.Contains(err.Error(), "has not answered") || took > limit {
-		t.Fatalf("adding a replica on a dead node: %v after %v, want errNotCaughtUp within %v", err, took, limit)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { _, err := ld.ChangeReplicas(ctx, n4, 0); done <- err }()
+	var w *learnerWait
+	waitFor(t, func() bool {
+		ld.mu.Lock()
+		defer ld.mu.Unlock()
+		w = ld.mu.learnerWait
+		return w != nil
+	})
+	return tc, ld, w, done
+}
+
+// learnerSilent reports whether err is a replica change's give-up on a
+// learner that stopped answering.
+func learnerSilent(err error) bool {
+	return errors.Is(err, errNotCaughtUp) && strings.Contains(err.Error(), "has not answered")
+}
+
+// stepTick delivers one Raft tick to r's store, whose ticks are held
+// (holdTicks), and waits until r has taken it: what the scheduler does for
+// r on that tick is done when it returns.
+func (tc *testCluster) stepTick(r *Replica) {
+	tc.t.Helper()
+	ticks := func() uint64 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.mu.ticks
 	}
+	before := ticks()
+	r.store.testingTicksLent.Add(1)
+	waitFor(tc.t, func() bool { return ticks() > before })
 }
 
 // holdTicks stops (hold) or restarts the Raft clocks of nodes' stores

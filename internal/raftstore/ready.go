@@ -30,13 +30,27 @@ func (s *Store) run() {
 			s.failAll()
 			return
 		case <-ticker.C:
-			tick = !s.testingTicksHeld.Load()
+			tick = s.tickDue()
 		case <-s.wake:
 		}
 		started := s.rounds.Add(1)
 		s.processRound(tick)
 		s.deliverEarly(started)
 	}
+}
+
+// tickDue reports whether a tick of the ticker is delivered: always,
+// unless a test holds the store's ticks, and then only those it lends
+// (testingTicksLent, taken here on the scheduler's goroutine alone).
+func (s *Store) tickDue() bool {
+	if !s.testingTicksHeld.Load() {
+		return true
+	}
+	if s.testingTicksLent.Load() > 0 {
+		s.testingTicksLent.Add(-1)
+		return true
+	}
+	return false
 }
 
 // deliverEarly delivers the messages held back that arrived before round

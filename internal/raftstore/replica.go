@@ -159,6 +159,13 @@ type Replica struct {
 		// replica holds (RaftMessage.log_held_by_all): a follower
 		// truncates its log to it (maybeTruncateLogLocked).
 		leaderHeld uint64
+		// ticks counts the Raft ticks this replica has taken: the clock
+		// of Raft's timers, which lags the wall clock on a loaded node
+		// and stops while a test holds the store's ticks.
+		ticks uint64
+		// learnerWait is the learner a replica change waits for
+		// (waitCaughtUp), judged on each tick (judgeLearnerLocked).
+		learnerWait *learnerWait
 	}
 }
 
@@ -508,6 +515,8 @@ func (r *Replica) drainInboxLocked(tick bool) {
 	}
 	if tick {
 		raw.Tick()
+		r.mu.ticks++
+		r.judgeLearnerLocked()
 	}
 	if campaign {
 		_ = raw.Campaign()

@@ -102,6 +102,10 @@ type Store struct {
 	// heartbeat or transfer timer advances, while messages, proposals and
 	// campaigns still run. A test reaches a state no timer may disturb.
 	testingTicksHeld atomic.Bool
+	// testingTicksLent, while ticks are held, is how many more ticks the
+	// scheduler may deliver (testCluster.stepTick): a test advances the
+	// Raft clock one tick at a time.
+	testingTicksLent atomic.Int64
 }
 
 // NewStore opens the replicas persisted in eng. Call Start to run them.
