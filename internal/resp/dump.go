@@ -25,7 +25,8 @@ import (
 //	  zset    n, then n members, each followed by its score (8 bytes, IEEE 754)
 //	  stream  the last ID, entries added, the greatest ID deleted, then n,
 //	          then n entries: ID, ordinal, m, m field/value pairs (an ID: 16
-//	          bytes, milliseconds and sequence, big-endian)
+//	          bytes, milliseconds and sequence, big-endian), then its
+//	          consumer groups if it has any (dumpgroups.go)
 //	dumpVersion, CRC-64 (ECMA) of the above, 8 bytes little-endian
 //
 // n and every string's length are uvarints. Elements are kept by their
@@ -124,6 +125,12 @@ func (x *call) dumpValue(v *txView, k []byte) ([]byte, error) {
 			return nil, err
 		}
 		out = append(binary.AppendUvarint(out, n), body...)
+	}
+	if m, ok := decodeStreamMeta(r.Value); ok {
+		var err error
+		if out, err = x.appendGroupsDump(v, k, m, out); err != nil {
+			return nil, err
+		}
 	}
 	out = append(out, dumpVersion)
 	return binary.LittleEndian.AppendUint64(out, crc64.Checksum(out, dumpCRC)), nil
@@ -233,6 +240,7 @@ type dumped struct {
 	// entries.
 	stream  streamMeta
 	entries []streamEntry
+	groups  []dumpedGroup // dumpgroups.go
 }
 
 // decodeDump checks payload's version and checksum and decodes it; the
@@ -335,7 +343,8 @@ func decodeStreamDump(d dumped, rest []byte) (dumped, string) {
 		entry := start[16 : len(start)-len(rest)]
 		d.entries = append(d.entries, decodeEntry(id, entry))
 	}
-	if len(rest) != 0 {
+	var ok bool
+	if d.groups, ok = decodeGroupsDump(rest); !ok {
 		return d, errBadDump
 	}
 	return d, ""
@@ -429,6 +438,9 @@ func (x *call) restoreValue(v *txView, k []byte, d dumped, e Expiry) error {
 			if err := v.tx.Put(x.ctx, t.entryKey(en.id), encodeEntry(en.ordinal, en.fields)); err != nil {
 				return v.fail(err)
 			}
+		}
+		if err := t.restoreGroups(d.groups); err != nil {
+			return v.fail(err)
 		}
 		return v.fail(t.save())
 	}

@@ -3,6 +3,7 @@ package resp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -179,4 +180,44 @@ func TestStreamGroupBlockedReaderLosesItsStream(t *testing.T) {
 		recheck.fire()
 		eq(t, a.reply(t), c.want)
 	}
+}
+
+// TestStreamGroupDumpRestore: DUMP carries a stream's groups, consumers
+// and PEL, and RESTORE rebuilds them with their counts (checkPEL); a
+// stream whose groups were destroyed dumps as one that never had any.
+func TestStreamGroupDumpRestore(t *testing.T) {
+	kv := newFakeKV()
+	clock := manualclock.New(time.UnixMilli(1_800_000_000_000))
+	_, rc := start(t, kv, func(c *Config) { c.Now = clock.Now }, nil)
+	ctx := context.Background()
+	do := func(args ...any) string {
+		v, err := rc.Do(ctx, args...).Result()
+		return fmt.Sprintf("%v %v", v, err)
+	}
+	for _, id := range []string{"1-1", "2-1", "3-1"} {
+		do("XADD", "s", id, "f", "v")
+	}
+	eq(t, do("XGROUP", "CREATE", "s", "g", "0"), "OK <nil>")
+	eq(t, do("XGROUP", "CREATE", "s", "h", "$", "ENTRIESREAD", "-1"), "OK <nil>")
+	do("XREADGROUP", "GROUP", "g", "a", "COUNT", "2", "STREAMS", "s", ">")
+	do("XREADGROUP", "GROUP", "g", "b", "STREAMS", "s", ">")
+	eq(t, do("XGROUP", "CREATECONSUMER", "s", "g", "idle"), "1 <nil>")
+	plainBefore := must(rc.Dump(ctx, "s").Result())
+	clock.Advance(time.Second)
+	must(rc.Restore(ctx, "t", 0, plainBefore).Result())
+	checkPEL(t, kv, "t")
+	eq(t, do("XINFO", "GROUPS", "t"), do("XINFO", "GROUPS", "s"))
+	eq(t, do("XPENDING", "t", "g", "-", "+", "10"), do("XPENDING", "s", "g", "-", "+", "10"))
+	eq(t, do("XINFO", "STREAM", "t", "FULL"), do("XINFO", "STREAM", "s", "FULL"))
+	eq(t, do("XPENDING", "t", "g"), "[3 1-1 3-1 [[a 2] [b 1]]] <nil>")
+	eq(t, do("XGROUP", "DESTROY", "s", "g"), "1 <nil>")
+	eq(t, do("XGROUP", "DESTROY", "s", "h"), "1 <nil>")
+	plain := must(rc.Dump(ctx, "s").Result())
+	must(rc.Restore(ctx, "u", 0, plain).Result())
+	eq(t, do("XINFO", "GROUPS", "u"), "[] <nil>")
+	must(rc.Del(ctx, "u").Result())
+	do("XADD", "u", "1-1", "f", "v")
+	do("XADD", "u", "2-1", "f", "v")
+	do("XADD", "u", "3-1", "f", "v")
+	eq(t, must(rc.Dump(ctx, "u").Result()), plain)
 }
