@@ -180,12 +180,7 @@ func cmdXClaim(x *call) {
 		if !changed {
 			return false, nil
 		}
-		if co != nil {
-			if err := t.putConsumer(gr, co); err != nil {
-				return false, err
-			}
-		}
-		return true, t.putGroup(gr)
+		return true, t.putConsumerAndGroup(gr, co)
 	})
 	if err != nil {
 		writeCASErr(x.c, err)
@@ -275,12 +270,7 @@ func cmdXAutoClaim(x *call) {
 		if len(out) == 0 && len(deleted) == 0 {
 			return false, nil
 		}
-		if co != nil {
-			if err := t.putConsumer(gr, co); err != nil {
-				return false, err
-			}
-		}
-		return true, t.putGroup(gr)
+		return true, t.putConsumerAndGroup(gr, co)
 	})
 	if err != nil {
 		writeCASErr(x.c, err)

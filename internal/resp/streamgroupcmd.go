@@ -336,9 +336,13 @@ func cmdXReadGroup(x *call) {
 
 const errStreamGone = "UNBLOCKED the stream key no longer exists"
 
+// putConsumerAndGroup writes back consumer co (none if nil: a claim that
+// made and gained none) and its group.
 func (t *streamTx) putConsumerAndGroup(gr *streamGroup, co *streamConsumer) error {
-	if err := t.putConsumer(gr, co); err != nil {
-		return err
+	if co != nil {
+		if err := t.putConsumer(gr, co); err != nil {
+			return err
+		}
 	}
 	return t.putGroup(gr)
 }
