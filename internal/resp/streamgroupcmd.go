@@ -17,161 +17,213 @@ func errNoGroup(g, key []byte) replyError {
 	return replyError("NOGROUP No such consumer group '" + string(g) + "' for key name '" + string(key) + "'")
 }
 
-// xgroupArity is the error of an XGROUP with an unknown subcommand or a
-// subcommand's wrong number of arguments (checked when MULTI queues it
-// too, as xinfoArity); "" if none.
-func xgroupArity(args [][]byte) string {
-	n := len(args)
-	switch sub := strings.ToLower(string(args[1])); {
-	case sub == "help" && n == 2, sub == "create" && n >= 5, sub == "setid" && n >= 5,
-		sub == "destroy" && n == 4, (sub == "createconsumer" || sub == "delconsumer") && n == 5:
-		return ""
-	case sub == "help" || sub == "create" || sub == "setid" || sub == "destroy" || sub == "createconsumer" || sub == "delconsumer":
-		return errArity("xgroup|" + sub)
-	}
-	return "ERR unknown subcommand '" + trunc(args[1]) + "'. Try XGROUP HELP."
-}
-
-var xgroupHelp = []string{
-	"XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	"CREATE <key> <groupname> <id|$> [option]",
-	"    Create a new consumer group. Options are:",
-	"    * MKSTREAM",
-	"      Create the empty stream if it does not exist.",
-	"    * ENTRIESREAD entries_read",
-	"      Set the group's entries_read counter (internal use).",
-	"CREATECONSUMER <key> <groupname> <consumer>",
-	"    Create a new consumer in the specified group.",
-	"DELCONSUMER <key> <groupname> <consumer>",
-	"    Remove the specified consumer.",
-	"DESTROY <key> <groupname>",
-	"    Remove the specified group.",
-	"SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
-	"    Set the current group ID and entries_read counter.",
-	"HELP",
-	"    Prints this help.",
-}
+// xgroupSubcommands are XGROUP's subcommands, as Redis 7.0's HELP lists
+// them.
+var xgroupSubcommands = subcommandTable{cmd: "XGROUP", subs: []subcommand{
+	{"create", -5, xgroupCreate, []string{
+		"CREATE <key> <groupname> <id|$> [option]",
+		"    Create a new consumer group. Options are:",
+		"    * MKSTREAM",
+		"      Create the empty stream if it does not exist.",
+		"    * ENTRIESREAD entries_read",
+		"      Set the group's entries_read counter (internal use).",
+	}},
+	{"createconsumer", 5, xgroupCreateConsumer, []string{
+		"CREATECONSUMER <key> <groupname> <consumer>",
+		"    Create a new consumer in the specified group.",
+	}},
+	{"delconsumer", 5, xgroupDelConsumer, []string{
+		"DELCONSUMER <key> <groupname> <consumer>",
+		"    Remove the specified consumer.",
+	}},
+	{"destroy", 4, xgroupDestroy, []string{
+		"DESTROY <key> <groupname>",
+		"    Remove the specified group.",
+	}},
+	{"setid", -5, xgroupSetID, []string{
+		"SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+		"    Set the current group ID and entries_read counter.",
+	}},
+}}
 
 // cmdXGroup: XGROUP CREATE key group id|$ [MKSTREAM] [ENTRIESREAD n],
 // SETID key group id|$ [ENTRIESREAD n], DESTROY key group,
 // CREATECONSUMER key group consumer, DELCONSUMER key group consumer, HELP.
-func cmdXGroup(x *call) {
-	if rerr := xgroupArity(x.args); rerr != "" {
-		x.c.WriteError(rerr)
-		return
-	}
-	sub := strings.ToLower(string(x.args[1]))
-	if sub == "help" {
-		x.c.WriteArray(len(xgroupHelp))
-		for _, l := range xgroupHelp {
-			x.c.WriteString(l)
-		}
-		return
-	}
+func cmdXGroup(x *call) { xgroupSubcommands.run(x) }
+
+// parseGroupOptions reads the options of XGROUP CREATE (MKSTREAM,
+// ENTRIESREAD n) or SETID (ENTRIESREAD n), in Redis's order: each option
+// as it comes, then their number; ok false: it replied.
+func (x *call) parseGroupOptions(create bool) (mkstream bool, entriesRead int64, ok bool) {
 	n := len(x.args)
-	badSyntax := "ERR unknown subcommand or wrong number of arguments for '" + trunc(x.args[1]) + "'. Try XGROUP HELP."
-	mkstream, entriesRead := false, int64(noEntriesRead)
+	badSyntax := errSubcommandSyntax("XGROUP", x.args[1])
+	entriesRead = noEntriesRead
 	for i := 5; i < n; {
 		switch opt := strings.ToLower(string(x.args[i])); {
-		case sub == "create" && opt == "mkstream":
+		case create && opt == "mkstream":
 			mkstream = true
 			i++
-		case (sub == "create" || sub == "setid") && opt == "entriesread" && i+1 < n:
+		case opt == "entriesread" && i+1 < n:
 			v, err := strconv.ParseInt(string(x.args[i+1]), 10, 64)
 			if err != nil {
 				x.c.WriteError(errNotInt)
-				return
+				return false, 0, false
 			}
 			if v < 0 && v != noEntriesRead {
 				x.c.WriteError("ERR value for ENTRIESREAD must be positive or -1")
-				return
+				return false, 0, false
 			}
 			entriesRead = v
 			i += 2
 		default:
 			x.c.WriteError(badSyntax)
-			return
+			return false, 0, false
 		}
 	}
-	if (sub == "create" && n > 8) || (sub == "setid" && n != 5 && n != 7) {
+	if (create && n > 8) || (!create && n != 5 && n != 7) {
 		x.c.WriteError(badSyntax)
-		return
+		return false, 0, false
 	}
+	return mkstream, entriesRead, true
+}
+
+// groupTxn runs fn on the group XGROUP names (key args[2], group
+// args[3]) in the stream's transaction, after XGROUP's checks in Redis's
+// order: the stream must exist (unless mkstream: CREATE may make it),
+// and the group too unless mayLack (CREATE, DESTROY: gr is nil then).
+func (x *call) groupTxn(mkstream, mayLack bool, fn func(t *streamTx, gr *streamGroup) (changed bool, err error)) error {
 	key, g := x.args[2], x.args[3]
-	var reply int64 = -1 // -1: OK
-	err := x.streamTxn(key, func(t *streamTx) (bool, error) {
-		reply = -1
-		if !t.m.exists && !(sub == "create" && mkstream) {
+	return x.streamTxn(key, func(t *streamTx) (bool, error) {
+		if !t.m.exists && !mkstream {
 			return false, replyError(errNoKeyForGroup)
 		}
 		gr, err := t.group(g)
 		if err != nil {
 			return false, err
 		}
-		if gr == nil && sub != "create" && sub != "destroy" {
+		if gr == nil && !mayLack {
 			return false, errNoGroup(g, key)
 		}
-		now := x.s.cfg.Now().UnixMilli()
-		switch sub {
-		case "create", "setid":
-			id := t.m.last
-			if string(x.args[4]) != "$" {
-				// CREATE takes a strict ID, SETID "-" and "+" too.
-				var ok bool
-				if id, _, ok = parseStreamID(x.args[4], 0, sub == "create", false); !ok {
-					return false, replyError(errStreamID)
-				}
-			}
-			if sub == "setid" {
-				gr.last, gr.entriesRead = id, entriesRead
-				return true, t.putGroup(gr)
-			}
-			if gr != nil {
-				return false, replyError("BUSYGROUP Consumer Group name already exists")
-			}
-			if !t.m.exists && !x.setPositions() {
-				return false, replyError(errStreamsUpgrading)
-			}
-			return true, t.putGroup(&streamGroup{name: g, last: id, entriesRead: entriesRead})
-		case "destroy":
-			reply = 0
-			if gr == nil {
-				return false, nil
-			}
-			reply = 1
-			return true, t.destroyGroup(g)
-		case "createconsumer":
-			_, made, err := t.ensureConsumer(gr, x.args[4], now)
-			reply = int64(b2i(made))
-			if err != nil || !made {
-				return false, err
-			}
-			if err := t.putConsumer(gr, &streamConsumer{name: x.args[4], seen: now}); err != nil {
-				return false, err
-			}
-			return true, t.putGroup(gr)
-		default: // delconsumer
-			reply = 0
-			co, err := t.consumer(gr, x.args[4])
-			if err != nil || co == nil {
-				return false, err
-			}
-			p, err := t.delConsumer(gr, co)
-			if err != nil {
-				return false, err
-			}
-			reply = int64(p)
-			return true, t.putGroup(gr)
-		}
+		return fn(t, gr)
 	})
-	switch {
-	case err != nil:
-		writeCASErr(x.c, err)
-	case reply == -1:
-		x.c.WriteString("OK")
-	default:
-		x.c.WriteInt64(reply)
+}
+
+// groupStart is the ID XGROUP CREATE or SETID gives (args[4]): "$" the
+// stream's last; CREATE takes a strict ID, SETID "-" and "+" too.
+func (t *streamTx) groupStart(arg []byte, strict bool) (streamID, error) {
+	if string(arg) == "$" {
+		return t.m.last, nil
 	}
+	id, _, ok := parseStreamID(arg, 0, strict, false)
+	if !ok {
+		return streamID{}, replyError(errStreamID)
+	}
+	return id, nil
+}
+
+// replyOK answers OK, or err.
+func (x *call) replyOK(err error) {
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteString("OK")
+}
+
+// replyCount answers n, or err.
+func (x *call) replyCount(n int64, err error) {
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteInt64(n)
+}
+
+// xgroupCreate: XGROUP CREATE key group id|$ [MKSTREAM] [ENTRIESREAD n].
+func xgroupCreate(x *call) {
+	mkstream, entriesRead, ok := x.parseGroupOptions(true)
+	if !ok {
+		return
+	}
+	x.replyOK(x.groupTxn(mkstream, true, func(t *streamTx, gr *streamGroup) (bool, error) {
+		id, err := t.groupStart(x.args[4], true)
+		switch {
+		case err != nil:
+			return false, err
+		case gr != nil:
+			return false, replyError("BUSYGROUP Consumer Group name already exists")
+		case !t.m.exists && !x.setPositions():
+			return false, replyError(errStreamsUpgrading)
+		}
+		return true, t.putGroup(&streamGroup{name: x.args[3], last: id, entriesRead: entriesRead})
+	}))
+}
+
+// xgroupSetID: XGROUP SETID key group id|$ [ENTRIESREAD n].
+func xgroupSetID(x *call) {
+	_, entriesRead, ok := x.parseGroupOptions(false)
+	if !ok {
+		return
+	}
+	x.replyOK(x.groupTxn(false, false, func(t *streamTx, gr *streamGroup) (bool, error) {
+		id, err := t.groupStart(x.args[4], false)
+		if err != nil {
+			return false, err
+		}
+		gr.last, gr.entriesRead = id, entriesRead
+		return true, t.putGroup(gr)
+	}))
+}
+
+// xgroupDestroy: XGROUP DESTROY key group, answering 1 if the group was,
+// else 0.
+func xgroupDestroy(x *call) {
+	var n int64
+	err := x.groupTxn(false, true, func(t *streamTx, gr *streamGroup) (bool, error) {
+		n = 0
+		if gr == nil {
+			return false, nil
+		}
+		n = 1
+		return true, t.destroyGroup(gr.name)
+	})
+	x.replyCount(n, err)
+}
+
+// xgroupCreateConsumer: XGROUP CREATECONSUMER key group consumer,
+// answering 1 if it made the consumer, 0 if it was.
+func xgroupCreateConsumer(x *call) {
+	var n int64
+	err := x.groupTxn(false, false, func(t *streamTx, gr *streamGroup) (bool, error) {
+		now := x.s.cfg.Now().UnixMilli()
+		co, made, err := t.ensureConsumer(gr, x.args[4], now)
+		n = int64(b2i(made))
+		if err != nil || !made {
+			return false, err
+		}
+		return true, t.putConsumerAndGroup(gr, co)
+	})
+	x.replyCount(n, err)
+}
+
+// xgroupDelConsumer: XGROUP DELCONSUMER key group consumer, answering how
+// many entries it had pending (0 if there was none).
+func xgroupDelConsumer(x *call) {
+	var n int64
+	err := x.groupTxn(false, false, func(t *streamTx, gr *streamGroup) (bool, error) {
+		n = 0
+		co, err := t.consumer(gr, x.args[4])
+		if err != nil || co == nil {
+			return false, err
+		}
+		p, err := t.delConsumer(gr, co)
+		if err != nil {
+			return false, err
+		}
+		n = int64(p)
+		return true, t.putGroup(gr)
+	})
+	x.replyCount(n, err)
 }
 
 // cmdXReadGroup: XREADGROUP GROUP group consumer [COUNT n] [BLOCK ms]
