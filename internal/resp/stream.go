@@ -250,20 +250,10 @@ func (x *call) openStream(tx TxnKV, key []byte) (*streamTx, error) {
 	return t, nil
 }
 
-// streamTxn runs fn in a transaction over the stream at key (keyTxn);
+// streamTxn runs fn in a transaction over the stream at key (metaTxn);
 // the metadata is written back if fn returns nil and changed is true.
 func (x *call) streamTxn(key []byte, fn func(t *streamTx) (changed bool, err error)) error {
-	return x.keyTxn(key, nil, func(tx TxnKV) error {
-		t, err := x.openStream(tx, key)
-		if err != nil {
-			return err
-		}
-		changed, err := fn(t)
-		if err != nil || !changed {
-			return err
-		}
-		return t.save()
-	})
+	return metaTxn(x, key, nil, func(tx TxnKV) (*streamTx, error) { return x.openStream(tx, key) }, fn)
 }
 
 // save writes the metadata back: a stream stays when it is empty.
