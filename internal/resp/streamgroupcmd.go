@@ -3,6 +3,7 @@ package resp
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -238,152 +239,173 @@ func cmdXReadGroup(x *call) {
 	if !ok {
 		return
 	}
-	timeout, count, group, consumer, noack, streamsAt := a.timeout, a.count, a.group, a.consumer, a.noack, a.streamsAt
-	n := (len(x.args) - streamsAt) / 2
-	keys := x.args[streamsAt : streamsAt+n]
-	after := make([]streamID, n)
-	history := make([]bool, n)
-	for i, k := range keys {
-		var m streamMeta
-		var gr *streamGroup
-		ok := x.consistently(func() (uint64, uint64, bool, bool) {
-			var ok bool
-			m, ok = x.readStream(k)
-			return m.gen, m.ver, m.exists, ok
-		}, func() error {
-			gr = nil
-			v, err := x.kv.Get(x.ctx, groupKey(k, m.gen, group))
-			switch {
-			case errors.Is(err, ErrNotFound):
-				return nil
-			case err != nil:
-				return err
-			}
-			g := decodeGroup(v)
-			gr = &g
-			return nil
-		})
-		if !ok {
-			return
-		}
-		if gr == nil {
-			x.c.WriteError("NOGROUP No such key '" + string(k) + "' or consumer group '" + string(group) + "' in XREADGROUP with GROUP option")
-			return
-		}
-		switch arg := x.args[streamsAt+n+i]; string(arg) {
-		case "$":
-			x.c.WriteError("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.")
-			return
-		case ">":
-		default:
-			id, _, ok := parseStreamID(arg, 0, true, false)
-			if !ok {
-				x.c.WriteError(errStreamID)
-				return
-			}
-			after[i], history[i] = id, true
-		}
-	}
-	try := func(_ func([]byte) bool, first bool) bool {
-		limit := count
-		if !first && limit == 0 {
-			limit = xreadCount
-		}
-		var gots []streamRead
-		for i, k := range keys {
-			var es []streamEntry
-			served := false
-			err := x.streamTxn(k, func(t *streamTx) (bool, error) {
-				es, served = nil, false
-				gr, err := t.group(group)
-				switch {
-				case err != nil:
-					return false, err
-				case !t.m.exists:
-					// Gone while the client waits (DEL, FLUSHALL, or made
-					// again as another type): Redis 7.0's errors.
-					return false, replyError(errStreamGone)
-				case gr == nil:
-					return false, replyError("NOGROUP the consumer group this client was blocked on no longer exists")
-				}
-				now := x.s.cfg.Now().UnixMilli()
-				var co *streamConsumer
-				deliver := func() error {
-					co, _, err = t.ensureConsumer(gr, consumer, now)
-					if err == nil {
-						co.seen = now
-					}
-					return err
-				}
-				if history[i] {
-					served = true
-					if err := deliver(); err != nil {
-						return false, err
-					}
-					from, more := after[i].next()
-					if !more {
-						return true, t.putConsumerAndGroup(gr, co)
-					}
-					if es, err = t.history(gr, co, from, int(min(limit, math.MaxInt32)), now); err != nil {
-						return false, err
-					}
-					return true, t.putConsumerAndGroup(gr, co)
-				}
-				from, more := gr.last.next()
-				if t.m.length == 0 || !more || !gr.last.less(t.m.last) {
-					return false, nil
-				}
-				if es, err = t.scan(from, maxStreamID, int(min(limit, math.MaxInt32))); err != nil || len(es) == 0 {
-					return false, err
-				}
-				served = true
-				if err := deliver(); err != nil {
-					return false, err
-				}
-				first, err := x.firstEntry(t.tx, t.key, t.m)
-				if err != nil {
-					return false, err
-				}
-				for _, e := range es {
-					gr.advance(t.m, first, e.id)
-					if !noack {
-						if err := t.deliver(gr, co, e.id, now, 1); err != nil {
-							return false, err
-						}
-					}
-				}
-				return true, t.putConsumerAndGroup(gr, co)
-			})
-			if errors.Is(err, wrongType) {
-				err = replyError(errStreamGone)
-			}
-			if err != nil {
-				writeCASErr(x.c, err)
-				return true
-			}
-			if served {
-				gots = append(gots, streamRead{k, es})
-			}
-		}
-		if len(gots) == 0 {
-			return false
-		}
-		x.writeStreamReads(gots)
-		return true
-	}
-	none := func() { x.c.WriteArray(-1) }
-	for _, h := range history {
-		if h {
-			timeout = -1 // a history read is answered at once
-		}
-	}
-	if timeout < 0 {
-		if !try(nil, true) {
-			none()
-		}
+	n := (len(x.args) - a.streamsAt) / 2
+	keys := x.args[a.streamsAt : a.streamsAt+n]
+	starts, ok := x.groupReadStarts(keys, x.args[a.streamsAt+n:], a.group)
+	if !ok {
 		return
 	}
-	x.block(keys, timeout, true, try, none)
+	timeout := a.timeout
+	if slices.ContainsFunc(starts, func(s groupReadStart) bool { return s.history }) {
+		timeout = -1 // a history read is answered at once
+	}
+	x.answerReads(keys, timeout, a.count, func(i int, limit int64) ([]streamEntry, bool, bool) {
+		es, served, err := x.readGroupKey(keys[i], starts[i], a, limit)
+		if err != nil {
+			writeCASErr(x.c, err)
+			return nil, false, false
+		}
+		return es, served, true
+	})
+}
+
+// groupReadStart is where XREADGROUP reads a key from: new entries (">"),
+// or the consumer's history after an ID.
+type groupReadStart struct {
+	history bool
+	after   streamID
+}
+
+// groupReadStarts checks, key by key as Redis does, that the stream has
+// the group and its ID is ">" or an ID; ok false: it replied.
+func (x *call) groupReadStarts(keys, ids [][]byte, group []byte) ([]groupReadStart, bool) {
+	starts := make([]groupReadStart, len(keys))
+	for i, k := range keys {
+		found := false
+		_, _, ok := x.readEntries(k, func(m streamMeta) ([]streamEntry, error) {
+			_, err := x.kv.Get(x.ctx, groupKey(k, m.gen, group))
+			if found = err == nil; errors.Is(err, ErrNotFound) {
+				err = nil
+			}
+			return nil, err
+		})
+		if !ok {
+			return nil, false
+		}
+		if !found {
+			x.c.WriteError("NOGROUP No such key '" + string(k) + "' or consumer group '" + string(group) + "' in XREADGROUP with GROUP option")
+			return nil, false
+		}
+		switch string(ids[i]) {
+		case "$":
+			x.c.WriteError("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.")
+			return nil, false
+		case ">":
+		default:
+			id, _, ok := parseStreamID(ids[i], 0, true, false)
+			if !ok {
+				x.c.WriteError(errStreamID)
+				return nil, false
+			}
+			starts[i] = groupReadStart{history: true, after: id}
+		}
+	}
+	return starts, true
+}
+
+// readGroupKey reads key k for XREADGROUP in its transaction, at most
+// limit entries (0: all): the consumer's history after st's ID, or the
+// entries new to the group. served is whether the key is answered: a
+// history always is, new entries when there are some.
+func (x *call) readGroupKey(k []byte, st groupReadStart, a xreadArgs, limit int64) (es []streamEntry, served bool, err error) {
+	n := int(min(limit, math.MaxInt32))
+	err = x.streamTxn(k, func(t *streamTx) (bool, error) {
+		es, served = nil, false
+		gr, err := t.readingGroup(a.group)
+		if err != nil {
+			return false, err
+		}
+		now := x.s.cfg.Now().UnixMilli()
+		if st.history {
+			served = true
+			es, err = t.readHistory(gr, a.consumer, st.after, n, now)
+		} else {
+			es, err = t.readNew(gr, a.consumer, n, a.noack, now)
+			served = len(es) > 0
+		}
+		return served && err == nil, err
+	})
+	if errors.Is(err, wrongType) {
+		err = replyError(errStreamGone)
+	}
+	return es, served, err
+}
+
+// readingGroup is group g of the stream XREADGROUP reads, or Redis 7.0's
+// error for a stream or group gone while the client waited (DEL,
+// FLUSHALL, XGROUP DESTROY).
+func (t *streamTx) readingGroup(g []byte) (*streamGroup, error) {
+	gr, err := t.group(g)
+	switch {
+	case err != nil:
+		return nil, err
+	case !t.m.exists:
+		return nil, replyError(errStreamGone)
+	case gr == nil:
+		return nil, replyError("NOGROUP the consumer group this client was blocked on no longer exists")
+	}
+	return gr, nil
+}
+
+// consumerSeen is consumer c of gr, made if there is none, seen at now;
+// the caller writes it back.
+func (t *streamTx) consumerSeen(gr *streamGroup, c []byte, now int64) (*streamConsumer, error) {
+	co, _, err := t.ensureConsumer(gr, c, now)
+	if err != nil {
+		return nil, err
+	}
+	co.seen = now
+	return co, nil
+}
+
+// readHistory reads consumer c's pending entries after after, at most
+// limit (<= 0: all), delivered again at now (history), and writes the
+// consumer back seen, entries or none.
+func (t *streamTx) readHistory(gr *streamGroup, c []byte, after streamID, limit int, now int64) ([]streamEntry, error) {
+	co, err := t.consumerSeen(gr, c, now)
+	if err != nil {
+		return nil, err
+	}
+	var es []streamEntry
+	if from, more := after.next(); more {
+		if es, err = t.history(gr, co, from, limit, now); err != nil {
+			return nil, err
+		}
+	}
+	return es, t.putConsumerAndGroup(gr, co)
+}
+
+// readNew gives consumer c of gr at most limit (<= 0: all) entries after
+// the group's last ID, moving the group past them and making each
+// pending for c unless noack; none if there is no new entry, and then
+// it changes nothing.
+func (t *streamTx) readNew(gr *streamGroup, c []byte, limit int, noack bool, now int64) ([]streamEntry, error) {
+	from, more := gr.last.next()
+	if t.m.length == 0 || !more || !gr.last.less(t.m.last) {
+		return nil, nil
+	}
+	es, err := t.scan(from, maxStreamID, limit)
+	if err != nil || len(es) == 0 {
+		return nil, err
+	}
+	co, err := t.consumerSeen(gr, c, now)
+	if err != nil {
+		return nil, err
+	}
+	first, err := t.x.firstEntry(t.tx, t.key, t.m)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range es {
+		gr.advance(t.m, first, e.id)
+		if noack {
+			continue
+		}
+		if err := t.deliver(gr, co, e.id, now, 1); err != nil {
+			return nil, err
+		}
+	}
+	return es, t.putConsumerAndGroup(gr, co)
 }
 
 const errStreamGone = "UNBLOCKED the stream key no longer exists"

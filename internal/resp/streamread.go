@@ -331,48 +331,49 @@ func cmdXRead(x *call) {
 		}
 		after[i] = id
 	}
-	try := func(_ func([]byte) bool, first bool) bool {
-		limit := count
-		if !first && limit == 0 {
-			limit = xreadCount
-		}
-		var gots []streamRead
-		for i, k := range keys {
-			from, more := after[i].next()
-			if !more {
-				continue
-			}
-			var m streamMeta
-			var es []streamEntry
-			ok := x.consistently(func() (uint64, uint64, bool, bool) {
-				v, err := x.kv.Get(x.ctx, encKey(k))
-				if err != nil && !errors.Is(err, ErrNotFound) {
-					replyErr(x.c, err)
-					return 0, 0, false, false
-				}
-				// A key turned into another type while the client
-				// waits is passed over (its first look answered
-				// WRONGTYPE above), as a missing one is.
-				m, _ = decodeStreamMeta(v)
-				return m.gen, m.ver, m.exists && m.length > 0, true
-			}, func() error {
-				var err error
-				es, err = x.scanEntries(x.kv, k, m.gen, from, maxStreamID, int(min(limit, math.MaxInt32)))
-				return err
-			})
-			if !ok {
-				return true
-			}
-			if len(es) > 0 {
-				gots = append(gots, streamRead{k, es})
-			}
-		}
-		if len(gots) == 0 {
-			return false
-		}
-		x.writeStreamReads(gots)
-		return true
+	x.answerReads(keys, timeout, count, func(i int, limit int64) ([]streamEntry, bool, bool) {
+		es, ok := x.readAfter(keys[i], after[i], limit)
+		return es, len(es) > 0, ok
+	})
+}
+
+// readAfter reads at most limit (0: all) entries of the stream at k
+// after ID after, outside a transaction (XREAD); ok false: it replied.
+func (x *call) readAfter(k []byte, after streamID, limit int64) (es []streamEntry, ok bool) {
+	from, more := after.next()
+	if !more {
+		return nil, true
 	}
+	var m streamMeta
+	ok = x.consistently(func() (uint64, uint64, bool, bool) {
+		v, err := x.kv.Get(x.ctx, encKey(k))
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			replyErr(x.c, err)
+			return 0, 0, false, false
+		}
+		// A key turned into another type while the client waits is
+		// passed over (its first look answered WRONGTYPE), as a
+		// missing one is.
+		m, _ = decodeStreamMeta(v)
+		return m.gen, m.ver, m.exists && m.length > 0, true
+	}, func() error {
+		var err error
+		es, err = x.scanEntries(x.kv, k, m.gen, from, maxStreamID, int(min(limit, math.MaxInt32)))
+		return err
+	})
+	return es, ok
+}
+
+// keyRead reads key i of an XREAD or XREADGROUP, at most limit entries
+// (0: all): served is whether the key is answered, ok false that it
+// replied (an error), which ends the read.
+type keyRead func(i int, limit int64) (es []streamEntry, served, ok bool)
+
+// answerReads answers XREAD or XREADGROUP by reading its keys with read:
+// at once if timeout < 0 (a nil array if no key is served), else when a
+// key is served before the timeout (blocked.go).
+func (x *call) answerReads(keys [][]byte, timeout time.Duration, count int64, read keyRead) {
+	try := func(_ func([]byte) bool, first bool) bool { return x.tryReads(keys, count, first, read) }
 	none := func() { x.c.WriteArray(-1) }
 	if timeout < 0 {
 		if !try(nil, true) {
@@ -381,6 +382,31 @@ func cmdXRead(x *call) {
 		return
 	}
 	x.block(keys, timeout, true, try, none)
+}
+
+// tryReads reads every key and answers the keys served together; false
+// if none was (nothing answered). A try after the first, woken from
+// blocking, reads at most xreadCount entries a key when COUNT is 0.
+func (x *call) tryReads(keys [][]byte, count int64, first bool, read keyRead) bool {
+	limit := count
+	if !first && limit == 0 {
+		limit = xreadCount
+	}
+	var gots []streamRead
+	for i, k := range keys {
+		es, served, ok := read(i, limit)
+		if !ok {
+			return true
+		}
+		if served {
+			gots = append(gots, streamRead{k, es})
+		}
+	}
+	if len(gots) == 0 {
+		return false
+	}
+	x.writeStreamReads(gots)
+	return true
 }
 
 // xinfoSubcommands are XINFO's subcommands, as Redis 7.0's HELP lists
