@@ -570,7 +570,7 @@ func cmdXPending(x *call) {
 		if count == 0 {
 			return false, nil
 		}
-		keep := func(p pendingEntry) bool { return minIdle == 0 || now-p.delivered >= minIdle }
+		keep := func(p pendingEntry) bool { return p.idleFor(minIdle, now) }
 		if consumer == nil {
 			ps, err = t.pendings(gr, from, to, int(min(count, math.MaxInt32)), keep)
 			return false, err
