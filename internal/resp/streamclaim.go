@@ -65,8 +65,9 @@ func errNoKeyOrGroup(key, g []byte) replyError {
 	return replyError("NOGROUP No such key '" + string(key) + "' or consumer group '" + string(g) + "'")
 }
 
-// claimGroup is group g of the stream a claim changes, or NOGROUP.
-func (t *streamTx) claimGroup(g []byte) (*streamGroup, error) {
+// existingGroup is group g of the stream, or NOGROUP's error (XCLAIM,
+// XAUTOCLAIM, XPENDING).
+func (t *streamTx) existingGroup(g []byte) (*streamGroup, error) {
 	gr, err := t.group(g)
 	if err == nil && gr == nil {
 		err = errNoKeyOrGroup(t.key, g)
@@ -188,7 +189,7 @@ func cmdXClaim(x *call) {
 	var out []claimed
 	err := x.streamTxn(key, func(t *streamTx) (bool, error) {
 		out = nil
-		gr, err := t.claimGroup(g)
+		gr, err := t.existingGroup(g)
 		if err != nil {
 			return false, err
 		}
@@ -301,7 +302,7 @@ func cmdXAutoClaim(x *call) {
 	var r autoClaimed
 	err := x.streamTxn(key, func(t *streamTx) (bool, error) {
 		r = autoClaimed{}
-		gr, err := t.claimGroup(g)
+		gr, err := t.existingGroup(g)
 		if err != nil {
 			return false, err
 		}

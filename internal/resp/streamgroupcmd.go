@@ -500,131 +500,163 @@ func cmdXAck(x *call) {
 // group [IDLE ms] start end count [consumer], the entries (ID, consumer,
 // idle ms, deliveries), read in one transaction that changes nothing.
 func cmdXPending(x *call) {
-	n := len(x.args)
-	if n != 3 && (n < 6 || n > 9) {
+	switch n := len(x.args); {
+	case n != 3 && (n < 6 || n > 9):
 		x.c.WriteError(errSyntax)
+	case n == 3:
+		x.xpendingSummary()
+	default:
+		if a, ok := x.parseXPending(); ok {
+			x.xpendingEntries(a)
+		}
+	}
+}
+
+// xpendingSummary answers XPENDING key group.
+func (x *call) xpendingSummary() {
+	var gr *streamGroup
+	var first, last pendingEntry
+	var cs []streamConsumer
+	err := x.streamTxn(x.args[1], func(t *streamTx) (bool, error) {
+		cs = nil
+		var err error
+		if gr, err = t.existingGroup(x.args[2]); err != nil || gr.pending == 0 {
+			return false, err
+		}
+		// lastPending fails if gr counts entries pending and has none, so
+		// the first is there after it.
+		if last, err = t.lastPending(gr); err != nil {
+			return false, err
+		}
+		ps, err := t.pendings(gr, streamID{}, maxStreamID, 1, func(pendingEntry) bool { return true })
+		if err != nil {
+			return false, err
+		}
+		first = ps[0]
+		cs, err = x.readConsumers(t.tx, t.key, t.m.gen, gr.name)
+		return false, err
+	})
+	if err != nil {
+		writeCASErr(x.c, err)
 		return
 	}
-	var from, to streamID
-	var count, minIdle int64
-	var consumer []byte
-	if n >= 6 {
-		at := 3
-		if strings.EqualFold(string(x.args[3]), "idle") {
-			v, err := strconv.ParseInt(string(x.args[4]), 10, 64)
-			if err != nil {
-				x.c.WriteError(errNotInt)
-				return
-			}
-			minIdle = v
-			if n < 8 {
-				x.c.WriteError(errSyntax)
-				return
-			}
-			at += 2
-		}
-		c, err := strconv.ParseInt(string(x.args[at+2]), 10, 64)
-		if err != nil {
-			x.c.WriteError(errNotInt)
-			return
-		}
-		count = max(c, 0)
-		var ok bool
-		if from, ok = x.parseIntervalID(x.args[at], true); !ok {
-			return
-		}
-		if to, ok = x.parseIntervalID(x.args[at+1], false); !ok {
-			return
-		}
-		if at+3 < n {
-			consumer = x.args[at+3]
+	x.c.WriteArray(4)
+	x.c.WriteInt64(int64(gr.pending))
+	if gr.pending == 0 {
+		x.c.WriteNull()
+		x.c.WriteNull()
+		x.c.WriteArray(-1)
+		return
+	}
+	x.c.WriteBulkString(first.id.String())
+	x.c.WriteBulkString(last.id.String())
+	busy := 0
+	for _, c := range cs {
+		busy += b2i(c.pending > 0)
+	}
+	x.c.WriteArray(busy)
+	for _, c := range cs {
+		if c.pending > 0 {
+			x.c.WriteArray(2)
+			x.c.WriteBulk(c.name)
+			x.c.WriteBulkString(strconv.FormatUint(c.pending, 10))
 		}
 	}
+}
+
+// xpendingArgs are the arguments of XPENDING's entries form.
+type xpendingArgs struct {
+	minIdle  int64
+	from, to streamID
+	count    int64
+	consumer []byte // nil: every consumer's
+}
+
+// parseXPending reads XPENDING key group [IDLE ms] start end count
+// [consumer]; ok false: it replied.
+func (x *call) parseXPending() (a xpendingArgs, ok bool) {
+	at := 3
+	if strings.EqualFold(string(x.args[3]), "idle") {
+		v, err := strconv.ParseInt(string(x.args[4]), 10, 64)
+		if err != nil {
+			x.c.WriteError(errNotInt)
+			return a, false
+		}
+		a.minIdle = v
+		if len(x.args) < 8 {
+			x.c.WriteError(errSyntax)
+			return a, false
+		}
+		at += 2
+	}
+	c, err := strconv.ParseInt(string(x.args[at+2]), 10, 64)
+	if err != nil {
+		x.c.WriteError(errNotInt)
+		return a, false
+	}
+	a.count = max(c, 0)
+	if a.from, ok = x.parseIntervalID(x.args[at], true); !ok {
+		return a, false
+	}
+	if a.to, ok = x.parseIntervalID(x.args[at+1], false); !ok {
+		return a, false
+	}
+	if at+3 < len(x.args) {
+		a.consumer = x.args[at+3]
+	}
+	return a, true
+}
+
+// xpendingEntries answers XPENDING's entries form.
+func (x *call) xpendingEntries(a xpendingArgs) {
 	var ps []pendingEntry
-	var gr *streamGroup
-	var cs []streamConsumer
 	var now int64
 	err := x.streamTxn(x.args[1], func(t *streamTx) (bool, error) {
-		ps, cs = nil, nil
-		var err error
-		if gr, err = t.group(x.args[2]); err != nil || gr == nil {
+		gr, err := t.existingGroup(x.args[2])
+		if err != nil {
 			return false, err
 		}
 		now = x.s.cfg.Now().UnixMilli()
-		if n == 3 {
-			if gr.pending == 0 {
-				return false, nil
-			}
-			first, err := t.pendings(gr, streamID{}, maxStreamID, 1, func(pendingEntry) bool { return true })
-			if err != nil {
-				return false, err
-			}
-			last, err := t.lastPending(gr)
-			if err != nil {
-				return false, err
-			}
-			ps = append(first, last)
-			cs, err = x.readConsumers(t.tx, t.key, t.m.gen, gr.name)
-			return false, err
-		}
-		if count == 0 {
-			return false, nil
-		}
-		keep := func(p pendingEntry) bool { return p.idleFor(minIdle, now) }
-		if consumer == nil {
-			ps, err = t.pendings(gr, from, to, int(min(count, math.MaxInt32)), keep)
-			return false, err
-		}
-		ids, err := t.owned(gr, consumer, from, to, 0)
-		for _, id := range ids {
-			if err != nil || int64(len(ps)) == count {
-				break
-			}
-			var p *pendingEntry
-			if p, err = t.pending(gr, id); err == nil && keep(*p) {
-				ps = append(ps, *p)
-			}
-		}
+		ps, err = t.pendingIn(gr, a, now)
 		return false, err
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		writeCASErr(x.c, err)
-	case gr == nil:
-		x.c.WriteError("NOGROUP No such key '" + string(x.args[1]) + "' or consumer group '" + string(x.args[2]) + "'")
-	case n == 3:
+		return
+	}
+	x.c.WriteArray(len(ps))
+	for _, p := range ps {
 		x.c.WriteArray(4)
-		x.c.WriteInt64(int64(gr.pending))
-		if gr.pending == 0 {
-			x.c.WriteNull()
-			x.c.WriteNull()
-			x.c.WriteArray(-1)
-			return
+		x.c.WriteBulkString(p.id.String())
+		x.c.WriteBulk(p.consumer)
+		x.c.WriteInt64(idle(now, p.delivered))
+		x.c.WriteInt64(int64(p.count))
+	}
+}
+
+// pendingIn reads the pending entries of gr XPENDING's entries form asks
+// for: in [a.from, a.to], of a.consumer if given, idle at least
+// a.minIdle at now, at most a.count.
+func (t *streamTx) pendingIn(gr *streamGroup, a xpendingArgs, now int64) ([]pendingEntry, error) {
+	if a.count == 0 {
+		return nil, nil
+	}
+	keep := func(p pendingEntry) bool { return p.idleFor(a.minIdle, now) }
+	if a.consumer == nil {
+		return t.pendings(gr, a.from, a.to, int(min(a.count, math.MaxInt32)), keep)
+	}
+	ids, err := t.owned(gr, a.consumer, a.from, a.to, 0)
+	var ps []pendingEntry
+	for _, id := range ids {
+		if err != nil || int64(len(ps)) == a.count {
+			break
 		}
-		x.c.WriteBulkString(ps[0].id.String())
-		x.c.WriteBulkString(ps[1].id.String())
-		busy := 0
-		for _, c := range cs {
-			busy += b2i(c.pending > 0)
-		}
-		x.c.WriteArray(busy)
-		for _, c := range cs {
-			if c.pending > 0 {
-				x.c.WriteArray(2)
-				x.c.WriteBulk(c.name)
-				x.c.WriteBulkString(strconv.FormatUint(c.pending, 10))
-			}
-		}
-	default:
-		x.c.WriteArray(len(ps))
-		for _, p := range ps {
-			x.c.WriteArray(4)
-			x.c.WriteBulkString(p.id.String())
-			x.c.WriteBulk(p.consumer)
-			x.c.WriteInt64(idle(now, p.delivered))
-			x.c.WriteInt64(int64(p.count))
+		var p *pendingEntry
+		if p, err = t.pending(gr, id); err == nil && keep(*p) {
+			ps = append(ps, *p)
 		}
 	}
+	return ps, err
 }
 
 // lastPending is gr's greatest pending ID's entry (gr has one). No ID
