@@ -122,24 +122,6 @@ func (t *streamTx) groupStart(arg []byte, strict bool) (streamID, error) {
 	return id, nil
 }
 
-// replyOK answers OK, or err.
-func (x *call) replyOK(err error) {
-	if err != nil {
-		writeCASErr(x.c, err)
-		return
-	}
-	x.c.WriteString("OK")
-}
-
-// replyCount answers n, or err.
-func (x *call) replyCount(n int64, err error) {
-	if err != nil {
-		writeCASErr(x.c, err)
-		return
-	}
-	x.c.WriteInt64(n)
-}
-
 // xgroupCreate: XGROUP CREATE key group id|$ [MKSTREAM] [ENTRIESREAD n].
 func xgroupCreate(x *call) {
 	mkstream, entriesRead, ok := x.parseGroupOptions(true)
@@ -462,13 +444,9 @@ func cmdXAck(x *call) {
 		if err != nil || gr == nil {
 			return false, err
 		}
-		ids := make([]streamID, 0, len(x.args)-3)
-		for _, a := range x.args[3:] {
-			id, _, ok := parseStreamID(a, 0, true, false)
-			if !ok {
-				return false, replyError(errStreamID)
-			}
-			ids = append(ids, id)
+		ids, err := parseStreamIDs(x.args[3:])
+		if err != nil {
+			return false, err
 		}
 		for _, id := range ids {
 			p, err := t.pending(gr, id)
@@ -488,11 +466,7 @@ func cmdXAck(x *call) {
 		}
 		return true, t.putGroup(gr)
 	})
-	if err != nil {
-		writeCASErr(x.c, err)
-		return
-	}
-	x.c.WriteInt64(n)
+	x.replyCount(n, err)
 }
 
 // cmdXPending: XPENDING key group, the summary (count, first and last
