@@ -265,7 +265,7 @@ func TestStopEndsStreamAfterAnswers(t *testing.T) {
 // context, and the last one frees the timer.
 func TestDeadlineSharedUntilLastAnswer(t *testing.T) {
 	at := time.Now()
-	a := arrivals{ctx: context.Background(), at: at}
+	a := arrivals{ctx: context.Background(), at: at, n: 5}
 	c1, d1 := a.within(admission.Normal, 1000)
 	d1.release() // the first request is answered before the second starts
 	c2, d2 := a.within(admission.Normal, 1000)
