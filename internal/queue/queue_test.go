@@ -27,7 +27,7 @@ import (
 //	failed range=R now=S
 //	garbage range=R
 //	keep-only [ranges=(R,…)]   (for gc, sizes and eviction)
-//	crossed range=R gen=N bytes=N limit=N   SizeAlerts
+//	crossed range=R start=K end=K bytes=N limit=N   SizeAlerts
 //	sample-from range=R start=K end=K | sampled range=R last=K [full]
 //	evicting ks=N [set=true|false]
 func TestQueues(t *testing.T) {
@@ -103,7 +103,7 @@ func TestQueues(t *testing.T) {
 				ev.KeepOnly(led)
 				return fmt.Sprintf("gc %d, sizes %d, cursors %d\n", gc.ranges.Len(), sizes.ranges.Len(), ev.cursors.Len())
 			case "crossed":
-				if sizes.Crossed(a.id(), uint64(a.num("gen", 0)), uint64(a.num("bytes", 0)), uint64(a.num("limit", 0))) {
+				if sizes.Crossed(a.id(), []byte(a.str("start")), []byte(a.str("end")), uint64(a.num("bytes", 0)), uint64(a.num("limit", 0))) {
 					return "report\n"
 				}
 				return "quiet\n"

@@ -1,21 +1,28 @@
 package queue
 
-// SizeAlerts is the size watch's memory: the descriptor generation at
-// which each led range was last reported above its split line, so that a
-// range is reported once per generation (a split gives both halves new
-// generations; a range still above the line after one is reported again).
+import "bytes"
+
+// SizeAlerts is the size watch's memory: the span at which each led range
+// was last reported above its split line, so that a range is reported once
+// per span (a split gives both halves new spans; a range still above the
+// line after one is reported again). A replica change bumps the
+// descriptor's generation but leaves the span, and the size, as they were:
+// keyed by generation, every rebalancing step re-reported a range waiting
+// for its split.
 type SizeAlerts struct {
-	ranges Ranges[uint64]
+	ranges Ranges[alertSpan]
 }
 
-// Crossed says whether range id, at generation gen and size bytes, is to
-// be reported now: it is above limit and was not reported at gen yet. It
-// records the report.
-func (a *SizeAlerts) Crossed(id, gen, bytes, limit uint64) bool {
-	if g, ok := a.ranges.Get(id); bytes <= limit || ok && g == gen {
+type alertSpan struct{ start, end []byte }
+
+// Crossed says whether range id, spanning [start, end) storing size bytes,
+// is to be reported now: it is above limit and was not reported at this
+// span yet. It records the report.
+func (a *SizeAlerts) Crossed(id uint64, start, end []byte, size, limit uint64) bool {
+	if s, ok := a.ranges.Get(id); size <= limit || ok && bytes.Equal(s.start, start) && bytes.Equal(s.end, end) {
 		return false
 	}
-	a.ranges.Set(id, gen)
+	a.ranges.Set(id, alertSpan{start, end})
 	return true
 }
 

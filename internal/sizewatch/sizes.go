@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -20,18 +21,25 @@ import (
 // the same way. The count is redone when the range's span changes (a
 // split, a merge, even a split merged back to the span counted: the writes
 // the other side took meanwhile are in no counter of this replica), when
-// a snapshot replaces the data, and whenever the writes since it could
-// have added a quarter of the range's counted size (at least
-// minRecountBytes, at most a quarter of Θmax), so the bound is never more
-// than Θmax/4 above the stored size, and a scan costs at most four bytes
-// read per byte written (plus at most four times minRecountBytes for a
-// nearly empty range). The share of the range is what keeps the key count
-// `ctl keyspace list` shows current for the small ranges of a cache: with
-// Θmax/4 alone a range of a few hundred KiB was counted again only after
-// 16 MiB of writes. A replica change (a learner added, a voter moved)
-// bumps the descriptor's generation but leaves the span and the data as
-// they were, so the count stands: redone at every generation, it scanned
-// each range a rebalancing touched in full.
+// a snapshot replaces the data, and when the writes since it could have
+// added a quarter of the range's counted size (at least minRecountBytes,
+// at most a quarter of Θmax) and either the bound has reached the split
+// line or recountGap has passed since the count. So at and above the split
+// line, where the report of a crossed range, placement's split by size
+// and the write budgets decide, the bound is never more than Θmax/4 above
+// the stored size, and a scan costs at most four bytes read per byte
+// written (plus at most four times minRecountBytes for a nearly empty
+// range). Below it nothing is decided on the bound but merges and what
+// `ctl keyspace list` shows (the key count of the last count: with Θmax/4
+// alone a cache's range of a few hundred KiB was counted again only after
+// 16 MiB of writes, and showed half its keys), so there a range is counted
+// at most once per recountGap: under a steady write load the quarter rule
+// alone rescanned each growing range four bytes per byte written, half of
+// the periodic loops' CPU in BenchmarkRF3Put (docs/benchmarks/cost.md). A
+// replica change (a learner added, a voter moved) bumps the descriptor's
+// generation but leaves the span and the data as they were, so the count
+// stands: redone at every generation, it scanned each range a rebalancing
+// touched in full.
 
 // Replica is what a size estimate needs of a replica.
 type Replica interface {
@@ -47,8 +55,9 @@ type Replica interface {
 
 // sizes holds each local range's last exact count.
 type sizes struct {
-	mu sync.Mutex
-	m  map[uint64]sizeCount
+	now func() time.Time // the clock of recountGap (nil: time.Now)
+	mu  sync.Mutex
+	m   map[uint64]sizeCount
 }
 
 type sizeCount struct {
@@ -61,25 +70,40 @@ type sizeCount struct {
 	n     raftstore.DataSize
 	// written is its WrittenBytes at the count.
 	written uint64
+	at      time.Time // when the count started
 }
 
 // size returns the size of r's range, counting it afresh when the last
-// count is for another span or the writes since may have added
-// recountAfter bytes. Its Stored and Live bytes are upper bounds, its Keys
-// those of the last count.
-func (rs *sizes) size(ctx context.Context, r Replica, recountAfter uint64) (raftstore.DataSize, error) {
+// count is for another span, or when the writes since may have added
+// recountAfter bytes and either the size with them reaches line or the
+// count is recountGap old. Its Stored and Live bytes are upper bounds, its
+// Keys those of the last count.
+func (rs *sizes) size(ctx context.Context, r Replica, recountAfter, line uint64) (raftstore.DataSize, error) {
 	id, written, snaps, spans := r.RangeID(), r.WrittenBytes(), r.SnapshotsApplied(), r.SpanChanges()
 	rs.mu.Lock()
 	c, ok := rs.m[id]
 	rs.mu.Unlock()
-	recountAfter = min(recountAfter, max(c.n.Stored/4, minRecountBytes))
-	if ok && c.rep == r && c.spans == spans && c.snaps == snaps && written >= c.written && written-c.written < recountAfter {
+	if ok && c.rep == r && c.spans == spans && c.snaps == snaps && written >= c.written {
 		n, grown := c.n, written-c.written
 		n.Stored += grown
 		n.Live += grown
-		return n, nil
+		due := grown >= min(recountAfter, max(c.n.Stored/4, minRecountBytes))
+		if !due || n.Stored < line && rs.clock().Sub(c.at) < recountGap {
+			return n, nil
+		}
 	}
 	return rs.exact(ctx, r)
+}
+
+// recountGap is the least time between two counts of a range whose size
+// is below its split line.
+const recountGap = 10 * time.Second
+
+func (rs *sizes) clock() time.Time {
+	if rs.now == nil {
+		return time.Now()
+	}
+	return rs.now()
 }
 
 // exact counts r's range afresh: eviction decides on exact counts, since
@@ -87,7 +111,7 @@ func (rs *sizes) size(ctx context.Context, r Replica, recountAfter uint64) (raft
 func (rs *sizes) exact(ctx context.Context, r Replica) (raftstore.DataSize, error) {
 	// Read before the count: a write, snapshot or span change during it
 	// makes the next size count again.
-	written, snaps, spans := r.WrittenBytes(), r.SnapshotsApplied(), r.SpanChanges()
+	written, snaps, spans, at := r.WrittenBytes(), r.SnapshotsApplied(), r.SpanChanges(), rs.clock()
 	n, err := r.DataSize(ctx)
 	if err != nil {
 		return n, err
@@ -96,7 +120,7 @@ func (rs *sizes) exact(ctx context.Context, r Replica) (raftstore.DataSize, erro
 	if rs.m == nil {
 		rs.m = map[uint64]sizeCount{}
 	}
-	rs.m[r.RangeID()] = sizeCount{rep: r, spans: spans, snaps: snaps, n: n, written: written}
+	rs.m[r.RangeID()] = sizeCount{rep: r, spans: spans, snaps: snaps, n: n, written: written, at: at}
 	rs.mu.Unlock()
 	return n, nil
 }
@@ -124,18 +148,19 @@ func (w *Watch) RecountAfter() uint64 {
 	return max(w.node.Placement().RangeMaxBytes/4, 1)
 }
 
-// RangeSize bounds what r's range stores.
+// RangeSize bounds what r's range stores (Size).
 func (w *Watch) RangeSize(r Replica, recountAfter uint64) (uint64, error) {
-	n, err := w.sizes.size(context.Background(), r, recountAfter)
+	n, err := w.Size(context.Background(), r, recountAfter)
 	return n.Stored, err
 }
 
 // Size returns the size of r's range, counting it afresh when the last
-// count is for another span or the writes since may have added
-// recountAfter bytes: its Stored and Live bytes are upper bounds, its Keys
-// those of the last count.
+// count is for another span, or when the writes since may have added
+// recountAfter bytes and either the size with them reaches the split line
+// or the count is recountGap old: its Stored and Live bytes are upper
+// bounds, its Keys those of the last count.
 func (w *Watch) Size(ctx context.Context, r Replica, recountAfter uint64) (raftstore.DataSize, error) {
-	return w.sizes.size(ctx, r, recountAfter)
+	return w.sizes.size(ctx, r, recountAfter, w.node.Placement().SplitBytes())
 }
 
 // ExactSize counts r's range afresh.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
@@ -30,8 +31,9 @@ func (f *fakeSized) DataSize(context.Context) (raftstore.DataSize, error) {
 }
 
 // The size is an exact count of live bytes plus the bytes written since,
-// counted again once those could have added recountAfter bytes, when the
-// span changes, or when a snapshot replaced the data.
+// counted again once those could have added recountAfter bytes (at the
+// split line, here 0), when the span changes, or when a snapshot replaced
+// the data.
 func TestRangeSizeEstimate(t *testing.T) {
 	r := &fakeSized{id: 2, data: map[string]string{}}
 	put := func(k, v string) { r.data[k] = v }
@@ -39,7 +41,7 @@ func TestRangeSizeEstimate(t *testing.T) {
 	put("c", "12")     // 3
 	var rs sizes
 	size := func() uint64 {
-		n, err := rs.size(context.Background(), r, 100)
+		n, err := rs.size(context.Background(), r, 100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,17 +79,17 @@ func TestRangeSizeEstimate(t *testing.T) {
 	big := strings.Repeat("x", 100<<10)
 	put("g", big)
 	r.written += 200 << 10
-	if n, _ := rs.size(context.Background(), r, 1<<30); n.Stored != 28+1+100<<10 {
+	if n, _ := rs.size(context.Background(), r, 1<<30, 0); n.Stored != 28+1+100<<10 {
 		t.Fatalf("after a big write: %d, want the exact %d", n.Stored, 28+1+100<<10)
 	}
 	put("h", strings.Repeat("y", 20<<10))
 	r.written += 20 << 10
-	if n, _ := rs.size(context.Background(), r, 1<<30); n.Stored != 28+1+100<<10+20<<10 {
+	if n, _ := rs.size(context.Background(), r, 1<<30, 0); n.Stored != 28+1+100<<10+20<<10 {
 		t.Fatalf("after 20 KiB written: %d, want %d (under a quarter of the range: no recount)", n.Stored, 28+1+100<<10+20<<10)
 	}
 	r.written += 10 << 10
 	want := uint64(28 + 1 + 100<<10 + 1 + 20<<10)
-	if n, _ := rs.size(context.Background(), r, 1<<30); n.Stored != want {
+	if n, _ := rs.size(context.Background(), r, 1<<30, 0); n.Stored != want {
 		t.Fatalf("after 30 KiB written: %d, want the exact %d (over a quarter of the 100 KiB counted)", n.Stored, want)
 	}
 	rs.forget(map[uint64]bool{})
@@ -111,7 +113,7 @@ func TestCountFollowsSpan(t *testing.T) {
 	var rs sizes
 	size := func(r *fakeSized, what string, want uint64, counts int) {
 		t.Helper()
-		n, err := rs.size(context.Background(), r, 1<<20)
+		n, err := rs.size(context.Background(), r, 1<<20, 0)
 		if err != nil || n.Stored != want || r.counts != counts {
 			t.Fatalf("%s: %d bytes (%v) after %d counts; want %d bytes after %d", what, n.Stored, err, r.counts, want, counts)
 		}
@@ -133,4 +135,46 @@ func TestCountFollowsSpan(t *testing.T) {
 	r.data["x"], r.data["y"] = "12", "1"
 	r.spans++
 	size(r, "after a merge back to the span counted", 12, 3)
+}
+
+// Below the split line a range is not scanned again for the writes since
+// its count until recountGap has passed; once the bound with them reaches
+// the line, it is counted as often as before: whenever the writes since
+// could have added a quarter of it. A steady write load to a growing range
+// costs no scan per quarter of its size.
+func TestNoScanBelowTheLine(t *testing.T) {
+	now := time.Unix(1000, 0)
+	rs := sizes{now: func() time.Time { return now }}
+	r := &fakeSized{id: 2, data: map[string]string{}}
+	const kib, line = 1 << 10, 1000 << 10
+	size := func(what string, want uint64, counts int) {
+		t.Helper()
+		n, err := rs.size(context.Background(), r, 1<<30, line)
+		if err != nil || n.Stored != want || r.counts != counts {
+			t.Fatalf("%s: %d bytes (%v) after %d counts; want %d bytes after %d", what, n.Stored, err, r.counts, want, counts)
+		}
+	}
+	put := func(k string, n int) { // a new key of n bytes in all
+		r.data[k] = strings.Repeat("v", n-len(k))
+		r.written += uint64(n)
+	}
+	put("a", 100*kib)
+	size("first", 100*kib, 1)
+	// Six rounds a second apart, each after more than a quarter of the
+	// range was written: no count.
+	for i, k := range []string{"b", "c", "d", "e", "f", "g"} {
+		put(k, 50*kib)
+		now = now.Add(time.Second)
+		size("growing below the line", uint64(150+50*i)*kib, 1)
+	}
+	// recountGap after the count: counted again.
+	now = now.Add(recountGap)
+	size("recountGap after the count", 400*kib, 2)
+	// Up to the line within the gap: counted at once.
+	put("h", 600*kib)
+	size("at the line", 1000*kib, 3)
+	put("i", 100*kib)
+	size("at the line, 100 KiB since the count", 1100*kib, 3)
+	put("j", 200*kib)
+	size("at the line, over a quarter of the range since the count", 1300*kib, 4)
 }

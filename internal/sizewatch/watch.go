@@ -1,6 +1,7 @@
 package sizewatch
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -86,11 +87,10 @@ func New(cfg Config, node Node, m *metrics.Set) *Watch {
 	return &Watch{cfg: cfg, node: node, m: m, wake: make(chan struct{}, 1)}
 }
 
-// Round reports, once per descriptor generation, each range this node
-// leads whose size has crossed Θmax since its last report said so
-// (Node.Crossed), and renews the write budgets that hold writes above the
-// backpressure limit.
-func (w *Watch) Round(context.Context) {
+// Round reports, once per span, each range this node leads whose size has
+// crossed Θmax since its last report said so (Node.Crossed), and renews
+// the write budgets that hold writes above the backpressure limit.
+func (w *Watch) Round(ctx context.Context) {
 	cfg := w.node.Placement()
 	limit, recount := cfg.SplitBytes(), w.RecountAfter()
 	hold := w.cfg.SplitBackpressure > 0
@@ -103,21 +103,22 @@ func (w *Watch) Round(context.Context) {
 		if d == nil || r.RangeID() == keys.MetaRangeID || !r.IsLeader() {
 			continue
 		}
-		id, gen, written := r.RangeID(), d.GetGeneration(), r.WrittenBytes()
-		n, err := w.RangeSize(r, recount)
-		if err == nil && hold && n >= holdAt {
+		id, written := r.RangeID(), r.WrittenBytes()
+		size, err := w.sizes.size(ctx, r, recount, limit)
+		if err == nil && hold && size.Stored >= holdAt {
 			// Hold only on an exact count: the estimate counts overwrites
 			// as growth.
-			n, err = w.RangeSize(r, 1)
+			size, err = w.sizes.size(ctx, r, 1, limit)
 		}
+		n := size.Stored
 		if err != nil {
 			continue
 		}
 		led[id] = true
 		if hold {
-			w.budgets.set(id, gen, written+subFloor(holdAt, n))
+			w.budgets.set(id, d, written+subFloor(holdAt, n))
 		}
-		if !w.alerts.Crossed(id, gen, n, limit) {
+		if !w.alerts.Crossed(id, d.GetStartKey(), d.GetEndKey(), n, limit) {
 			continue
 		}
 		w.node.Crossed(d, n)
@@ -141,17 +142,19 @@ type writeBudgets struct {
 }
 
 // writeBudget is how far a range's written-bytes counter may go, at one
-// descriptor generation, before its size estimate would pass
-// SplitBackpressure × Θmax (known: set by the size watch), and the growth
-// of the requests admitted against it and not yet done (admitted: their
-// bytes may be applied or not).
+// span, before its size estimate would pass SplitBackpressure × Θmax
+// (known: set by the size watch), and the growth of the requests admitted
+// against it and not yet done (admitted: their bytes may be applied or
+// not). It is kept by span, as the size is (sizes.go): a replica change
+// bumps the descriptor's generation and leaves the size as it was.
 type writeBudget struct {
-	known        bool
-	gen, written uint64
-	admitted     uint64
+	known      bool
+	start, end []byte
+	written    uint64
+	admitted   uint64
 }
 
-func (b *writeBudgets) set(id, gen, written uint64) {
+func (b *writeBudgets) set(id uint64, d *tidekvpb.RangeDescriptor, written uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
@@ -162,7 +165,7 @@ func (b *writeBudgets) set(id, gen, written uint64) {
 		wb = &writeBudget{}
 		b.m[id] = wb
 	}
-	wb.known, wb.gen, wb.written = true, gen, written
+	wb.known, wb.start, wb.end, wb.written = true, d.GetStartKey(), d.GetEndKey(), written
 }
 
 // keepOnly forgets the budgets of the ranges keep refuses; a range with
@@ -183,21 +186,22 @@ func (b *writeBudgets) keepOnly(keep func(id uint64) bool) {
 
 // admit takes grow bytes of r's budget if they fit beside the requests
 // admitted before; known is false when r has no budget yet, current when
-// it is for r's generation. One of an earlier generation still binds:
-// splits only shrink a range, and a merge happens only far below Θmax.
+// it is for r's span. One of an earlier span still binds: splits only
+// shrink a range, and a merge happens only far below Θmax.
 func (b *writeBudgets) admit(r *raftstore.Replica, grow uint64) (ok, known, current bool) {
-	written, gen := r.WrittenBytes(), r.Desc().GetGeneration()
+	written, d := r.WrittenBytes(), r.Desc()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	wb := b.m[r.RangeID()]
 	if wb == nil || !wb.known {
 		return false, false, false
 	}
+	current = bytes.Equal(wb.start, d.GetStartKey()) && bytes.Equal(wb.end, d.GetEndKey())
 	if written+wb.admitted+grow > wb.written {
-		return false, true, wb.gen == gen
+		return false, true, current
 	}
 	wb.admitted += grow
-	return true, true, wb.gen == gen
+	return true, true, current
 }
 
 // release gives back what admit took once the request is done: its bytes
@@ -236,7 +240,7 @@ func (w *Watch) Admit(ctx context.Context, r *raftstore.Replica, key []byte, gro
 		}
 		ok, known, current := w.budgets.admit(r, grow)
 		if !known || !current {
-			w.Poke() // for a budget at this generation now, rather than at the next tick
+			w.Poke() // for a budget at this span now, rather than at the next tick
 		}
 		if ok {
 			if t != nil {
