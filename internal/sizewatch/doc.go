@@ -1,9 +1,10 @@
 // Package sizewatch owns a node's watch over its ranges' sizes
 // (docs/operations.md "Θmax"): each local range's size, an exact count of
 // its data span plus the bytes written since, recounted when it could have
-// grown by a quarter of its counted size (Watch.Size, RangeSize); the
-// round that reports a led range the moment it crosses its split line and
-// renews the write budgets (Round); and the admission that holds a write
+// grown by a quarter of its counted size, at once at the split line and at
+// most every recountGap below it (Watch.Size, RangeSize); the round that
+// reports a led range the moment it crosses its split line and renews the
+// write budgets (Round); and the admission that holds a write
 // whose range has no room until the range splits, refusing it as
 // RANGE_BUSY when no split comes in time (Admit).
 //
