@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidekv/tidekv/internal/placement"
 	"github.com/tidekv/tidekv/internal/raftstore"
 )
 
@@ -143,10 +144,15 @@ func (rs *sizes) forget(local map[uint64]bool) {
 const minRecountBytes = 16 << 10
 
 // RecountAfter is the most bytes written since a range's last exact count
-// before the next: a quarter of Θmax.
+// before the next: a quarter of Θmax (as of the last Round).
 func (w *Watch) RecountAfter() uint64 {
-	return max(w.node.Placement().RangeMaxBytes/4, 1)
+	if n := w.recount.Load(); n != 0 {
+		return n
+	}
+	return recountAfter(w.node.Placement())
 }
+
+func recountAfter(cfg placement.Config) uint64 { return max(cfg.RangeMaxBytes/4, 1) }
 
 // RangeSize bounds what r's range stores (Size).
 func (w *Watch) RangeSize(r Replica, recountAfter uint64) (uint64, error) {
@@ -157,10 +163,11 @@ func (w *Watch) RangeSize(r Replica, recountAfter uint64) (uint64, error) {
 // Size returns the size of r's range, counting it afresh when the last
 // count is for another span, or when the writes since may have added
 // recountAfter bytes and either the size with them reaches the split line
-// or the count is recountGap old: its Stored and Live bytes are upper
-// bounds, its Keys those of the last count.
+// (as of the last Round; before the first, every size is at the line) or
+// the count is recountGap old: its Stored and Live bytes are upper bounds,
+// its Keys those of the last count.
 func (w *Watch) Size(ctx context.Context, r Replica, recountAfter uint64) (raftstore.DataSize, error) {
-	return w.sizes.size(ctx, r, recountAfter, w.node.Placement().SplitBytes())
+	return w.sizes.size(ctx, r, recountAfter, w.line.Load())
 }
 
 // ExactSize counts r's range afresh.

@@ -80,6 +80,11 @@ type Watch struct {
 	alerts  queue.SizeAlerts // the ranges reported since they crossed (internal/queue)
 	hold    atomic.Bool      // budgets are kept and enforced
 	wake    chan struct{}    // Poke
+	// line and recount are the split line and RecountAfter as of the last
+	// Round (0: none yet), so that sizing a range reads no settings: the
+	// cluster's settings are read from the meta range's records in the
+	// engine, an iterator each time.
+	line, recount atomic.Uint64
 }
 
 // New is a size watch over node's ranges.
@@ -92,7 +97,9 @@ func New(cfg Config, node Node, m *metrics.Set) *Watch {
 // the write budgets that hold writes above the backpressure limit.
 func (w *Watch) Round(ctx context.Context) {
 	cfg := w.node.Placement()
-	limit, recount := cfg.SplitBytes(), w.RecountAfter()
+	limit, recount := cfg.SplitBytes(), recountAfter(cfg)
+	w.line.Store(limit)
+	w.recount.Store(recount)
 	hold := w.cfg.SplitBackpressure > 0
 	// Held ranges must be due to split, whatever the two settings say.
 	holdAt := max(uint64(w.cfg.SplitBackpressure*float64(cfg.RangeMaxBytes)), limit+1)
