@@ -17,15 +17,40 @@ import (
 // generation, whose old one stays as garbage until the next DEL). An
 // unguarded delete would remove the new collection's elements under its
 // metadata. A KV that cannot scan holds no hashes.
+//
+// A clearing of more than one batch leaves as many deletions (MVCC
+// tombstones, until GC) in the span, which the read of the span a ZADD or
+// HSET making k anew does first (zprobe) would step over, every one: after
+// a DEL of ~38,000 members that read was slow enough for admission to
+// refuse the ZADD (issue 37). So such a clearing reads k's metadata
+// before its scans and again after the last, and if k was absent at the
+// same version both times, no write came to the span in between (every
+// write of elements writes the metadata), and the clearing, from the
+// span's start to its end, left nothing: it records the span clean at
+// that version (zprobes.found), and a command of this node making k anew
+// while that version is k's newest neither reads nor scans the span.
 func (x *call) clearFields(k []byte) error {
 	start, end := fieldPrefix(k), fieldsEnd(k)
+	var ver *Version // k's metadata's, read before a clearing of batches
 	for {
 		kvs, err := x.kv.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
 		if errors.Is(err, ErrUnordered) {
 			return nil
 		}
-		if err != nil || len(kvs) == 0 {
+		if err != nil {
 			return err
+		}
+		if len(kvs) == 0 {
+			break
+		}
+		if ver == nil && len(kvs) == x.s.cfg.MaxBatchKeys {
+			// The version is read before the scans: this one is made again.
+			rs, err := x.kv.BatchGet(x.ctx, [][]byte{encKey(k)})
+			if err != nil || rs[0].Found {
+				return err
+			}
+			ver = &rs[0].Version
+			continue
 		}
 		ops := make([]Op, len(kvs))
 		for i, kv := range kvs {
@@ -35,10 +60,20 @@ func (x *call) clearFields(k []byte) error {
 			return err
 		}
 		if len(kvs) < x.s.cfg.MaxBatchKeys {
-			return nil
+			break
 		}
 		start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
 	}
+	if ver != nil {
+		rs, err := x.kv.BatchGet(x.ctx, [][]byte{encKey(k)})
+		if err != nil {
+			return err
+		}
+		if !rs[0].Found && rs[0].Version == *ver {
+			x.s.zprobes.found(x.kv, k, *ver)
+		}
+	}
+	return nil
 }
 
 // clearWhileAbsent applies ops, deletes of keys of k's span, at once if k

@@ -2,11 +2,13 @@ package resp
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -184,6 +186,63 @@ func TestZPopMinStepsNoDeletions(t *testing.T) {
 	if !slices.Equal(members[:2], []string{"m504", "m505"}) || len(members) != 495 {
 		t.Fatalf("ZRANGE z 0 -1: %v...", members[:3])
 	}
+}
+
+// nthScanKV runs hook before its at-th Scan.
+type nthScanKV struct {
+	*fakeKV
+	n, at atomic.Int32
+	hook  func()
+}
+
+func (k *nthScanKV) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	if k.n.Add(1) == k.at.Load() {
+		k.hook()
+	}
+	return k.fakeKV.Scan(ctx, start, end, limit)
+}
+
+// TestDelRecordsItsSpanClean: a DEL whose clearing takes several batches
+// records the span clean, so that a ZADD or HSET of the same front end
+// making the key anew steps over none of the deletions it left (on main
+// the read of the span outside the transaction stepped over all 600);
+// another front end (another node's) reads the span as before. A set
+// made and expired at the key while the clearing ran, its member left
+// where the clearing had passed, is not taken for clean.
+func TestDelRecordsItsSpanClean(t *testing.T) {
+	kv := &nthScanKV{fakeKV: newFakeKV()}
+	mod := func(c *Config) { c.Now, c.MaxBatchKeys = kv.clock.Now, 100 }
+	s, _ := start(t, kv, mod, nil)
+	other, _ := start(t, kv, mod, nil)
+	fill := func(k string) {
+		cmd := []string{"ZADD", k}
+		for j := range 300 {
+			cmd = append(cmd, strconv.Itoa(j), "m"+strconv.Itoa(j))
+		}
+		eqReplies(t, pipeline(t, s, cmd), []string{":300"})
+	}
+	kv.keepTombs()
+	for _, k := range []string{"z", "h", "o"} {
+		fill(k)
+	}
+	eqReplies(t, pipeline(t, s, []string{"DEL", "z"}, []string{"DEL", "h", "o"}), []string{":1", ":2"})
+	eq(t, kv.steps(func() {
+		eqReplies(t, pipeline(t, s, []string{"ZADD", "z", "1", "a"}, []string{"HSET", "h", "f", "v"}), []string{":1", ":1"})
+	}), 0)
+	eq(t, kv.steps(func() { eqReplies(t, pipeline(t, other, []string{"ZADD", "o", "1", "a"}), []string{":1"}) }), 600)
+	eqReplies(t, pipeline(t, s, []string{"ZRANGE", "z", "0", "-1"}, []string{"HGETALL", "h"}, []string{"ZRANGE", "o", "0", "-1"}),
+		[]string{"*[$a]", "*[$f $v]", "*[$a]"})
+
+	fill("r")
+	kv.n.Store(0)
+	kv.at.Store(3) // the clearing's third scan: after its first batch's deletes
+	kv.hook = func() {
+		eqReplies(t, pipeline(t, s, []string{"ZADD", "r", "5", "a"}, []string{"PEXPIRE", "r", "1"}), []string{":1", ":1"})
+		kv.clock.Advance(time.Second)
+	}
+	eqReplies(t, pipeline(t, s, []string{"DEL", "r"}), []string{":1"})
+	eqReplies(t, pipeline(t, s, []string{"ZADD", "r", "1", "b"}, []string{"ZRANGE", "r", "0", "-1", "WITHSCORES"}, []string{"ZCARD", "r"},
+		[]string{"ZSCORE", "r", "a"}), []string{":1", "*[$b $1]", ":1", "$<nil>"})
 }
 
 // TestZAddAfterDelScansOutside: a ZADD making a sorted set where one of
