@@ -56,6 +56,7 @@ func (x *call) clearFields(k []byte) error {
 		for i, kv := range kvs {
 			ops[i] = Op{Key: kv.Key, Delete: true}
 		}
+		x.arrivesNow()
 		if made, err := x.clearWhileAbsent(k, ops); err != nil || made {
 			return err
 		}

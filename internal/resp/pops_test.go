@@ -3,6 +3,7 @@ package resp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"encoding/binary"
 	"math/rand/v2"
 	"slices"
@@ -243,6 +244,47 @@ func TestDelRecordsItsSpanClean(t *testing.T) {
 	eqReplies(t, pipeline(t, s, []string{"DEL", "r"}), []string{":1"})
 	eqReplies(t, pipeline(t, s, []string{"ZADD", "r", "1", "b"}, []string{"ZRANGE", "r", "0", "-1", "WITHSCORES"}, []string{"ZCARD", "r"},
 		[]string{"ZSCORE", "r", "a"}), []string{":1", "*[$b $1]", ":1", "$<nil>"})
+}
+
+// slowScanKV's scans each take a second of its clock; it records how long
+// each guarded write had waited since its command's arrival (Arrival).
+type slowScanKV struct {
+	*fakeKV
+	waited []time.Duration
+}
+
+func (k *slowScanKV) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	k.clock.Advance(time.Second)
+	return k.fakeKV.Scan(ctx, start, end, limit)
+}
+
+func (k *slowScanKV) GuardedWrite(ctx context.Context, ops []Op, g Guard) (GuardResult, error) {
+	k.waited = append(k.waited, k.clock.Now().Sub(Arrival(ctx)))
+	return k.fakeKV.GuardedWrite(ctx, ops, g)
+}
+
+// TestClearingWritesArriveWhenSent: the writes clearing a span (a DEL's,
+// batch after batch, and a ZADD's over an earlier set's leftovers after
+// its read of the span) arrive when they are sent, for admission's
+// queueing delay, not when their command arrived: the command's own scans
+// before them are no queue (on main each waited the scans before it, and
+// a node took a DEL of ~38,000 members for an overload and refused its
+// clearing midway, TRYAGAIN with the key gone).
+func TestClearingWritesArriveWhenSent(t *testing.T) {
+	kv := &slowScanKV{fakeKV: newFakeKV()}
+	s, _ := start(t, kv, func(c *Config) { c.Now, c.MaxBatchKeys = kv.clock.Now, 100 }, nil)
+	cmd := []string{"ZADD", "z"}
+	for j := range 300 {
+		cmd = append(cmd, strconv.Itoa(j), "m"+strconv.Itoa(j))
+	}
+	eqReplies(t, pipeline(t, s, cmd, []string{"DEL", "z"}), []string{":300", ":1"})
+	eq(t, fmt.Sprint(kv.waited), "[0s 0s 0s 0s 0s 0s]")
+
+	kv.waited = nil
+	eqReplies(t, pipeline(t, s, cmd, []string{"PEXPIRE", "z", "1"}), []string{":300", ":1"})
+	kv.clock.Advance(time.Second)
+	eqReplies(t, pipeline(t, s, []string{"ZADD", "z", "1", "a"}, []string{"ZRANGE", "z", "0", "-1"}), []string{":1", "*[$a]"})
+	eq(t, fmt.Sprint(kv.waited), "[0s]")
 }
 
 // TestZAddAfterDelScansOutside: a ZADD making a sorted set where one of
