@@ -189,19 +189,6 @@ func Arrival(ctx context.Context) time.Time {
 	return time.Time{}
 }
 
-// arrivesNow makes the KV calls x's command makes from now on arrive now
-// (Arrival): the time since it arrived went to its own calls (a DEL's
-// clearing, batch after batch; the read of a span before a ZADD clears
-// it), not to a queue, and admission, taking it for queueing delay,
-// refused the next write after the command had changed something (a DEL
-// answered TRYAGAIN with its key gone and its elements left; issue 37).
-// Inside EXEC or a script the calls keep EXEC's arrival.
-func (x *call) arrivesNow() {
-	if h, ok := x.ctx.(*cmdCtx); ok {
-		h.arrived = x.s.cfg.Now()
-	}
-}
-
 func (h *cmdCtx) Err() error {
 	c := h.c
 	c.mu.Lock()
