@@ -106,7 +106,7 @@ func (a *Autoscaler) Round(obs Observation, rf, settling, joining int) {
 	case out.Delta > 0:
 		action.Kind, action.To = ScaleOut, action.From+out.Delta
 	case out.Delta < 0:
-		action.Kind, action.To = ScaleIn, action.From-1
+		action.Kind, action.To, action.Overlap = ScaleIn, action.From-1, out.Overlap
 	}
 	scaler.Round(action, ViewOf(obs))
 }

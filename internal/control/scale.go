@@ -16,12 +16,15 @@ const (
 
 // ScaleAction is a planner's decision about the number of nodes: from
 // From serving nodes to To, with its reason; Proactive when a forecast,
-// not an observed overload, called for it.
+// not an observed overload, called for it; Overlap when a scale-in is
+// meant to begin while earlier drains go on (the plan does not count
+// their nodes).
 type ScaleAction struct {
 	Kind      ScaleKind
 	From, To  int
 	Reason    string
 	Proactive bool
+	Overlap   bool
 }
 
 // ForecastPoint is the offered load (ops/s) a forecast expects at At.

@@ -91,9 +91,16 @@ func ViewOf(obs Observation) ScaleView {
 	return v
 }
 
+// drain is a node a scale-in drains, since its decommission was accepted.
+type drain struct {
+	m  Member
+	at time.Time
+}
+
 // Scaler carries out scaling actions through an Actuator: at most one at a
-// time, each followed to its end (nodes joined live; a drained node
-// removed), failures retried after a back-off. Safe for concurrent use.
+// time (a scale-in may be planned to overlap earlier drains), each followed
+// to its end (nodes joined live; a drained node removed), failures
+// retried after a back-off. Safe for concurrent use.
 type Scaler struct {
 	cfg   ScalerConfig
 	act   Actuator
@@ -106,8 +113,7 @@ type Scaler struct {
 	outWant  int       // live nodes a scale-out waits for (0: none pending)
 	outCount int       // nodes that scale-out asked for
 	outSince time.Time // when it was asked
-	victim   *Member   // the node a scale-in drains
-	victimAt time.Time // when its decommission was accepted
+	drains   []drain   // the nodes scale-ins drain, in the order they began
 	fails    int
 	retryAt  time.Time
 	history  []ScaleRecord
@@ -134,10 +140,7 @@ func (s *Scaler) Pending() (out, in int) {
 	if s.outWant > 0 {
 		out = s.outCount
 	}
-	if s.victim != nil {
-		in = 1
-	}
-	return out, in
+	return out, len(s.drains)
 }
 
 // History returns the recent scaling records, oldest first.
@@ -148,16 +151,21 @@ func (s *Scaler) History() []ScaleRecord {
 }
 
 // Round follows the work in progress in v and starts a, if there is no
-// work in progress and no back-off running.
+// work in progress (or a is a scale-in meant to overlap the drains under
+// way) and no back-off running.
 func (s *Scaler) Round(a ScaleAction, v ScaleView) {
 	s.mu.Lock()
 	call := s.follow(v)
-	if call == nil && a.Kind == ScaleOut && s.victim != nil && !s.calling {
-		// The load rose while a node drains: keeping it is the fastest
+	if call == nil && a.Kind == ScaleOut && len(s.drains) > 0 && !s.calling {
+		// The load rose while nodes drain: keeping one is the fastest
 		// capacity there is.
 		call = s.cancelScaleIn(a, v)
 	}
-	if call == nil && a.Kind != ScaleNone && !s.calling && s.outWant == 0 && s.victim == nil && !v.Now.Before(s.retryAt) {
+	// Work in progress is waited for, except by a scale-in planned to
+	// overlap the drains under way, once the view shows every one of
+	// them draining: before, the plan counted their nodes as serving.
+	idle := s.outWant == 0 && (len(s.drains) == 0 || a.Kind == ScaleIn && a.Overlap && s.drainsSeen(v))
+	if call == nil && a.Kind != ScaleNone && !s.calling && idle && !v.Now.Before(s.retryAt) {
 		switch a.Kind {
 		case ScaleOut:
 			call = s.scaleOut(a, v)
@@ -176,8 +184,20 @@ func (s *Scaler) Round(a ScaleAction, v ScaleView) {
 	}
 }
 
-// follow advances a pending scale-out (joined, or timed out) and a drain;
-// it returns the call that removes a drained node (caller holds mu).
+// drainsSeen reports whether v shows no node of a drain under way live
+// (caller holds mu).
+func (s *Scaler) drainsSeen(v ScaleView) bool {
+	for _, d := range s.drains {
+		if v.States[d.m.ID] == placement.NodeLive {
+			return false
+		}
+	}
+	return true
+}
+
+// follow advances a pending scale-out (joined, or timed out) and the
+// drains; it returns the call that removes a drained node (caller holds
+// mu).
 func (s *Scaler) follow(v ScaleView) func() {
 	live := len(v.Live)
 	if s.outWant > 0 {
@@ -190,39 +210,57 @@ func (s *Scaler) follow(v ScaleView) func() {
 			s.outWant = 0
 		}
 	}
-	if s.victim == nil || s.calling {
+	if s.calling {
 		return nil
 	}
-	m := *s.victim
-	state, known := v.States[m.ID]
-	switch {
-	case !known || state == placement.NodeDead:
-		s.record(v.Now, "scale-in-done", live+1, live, fmt.Sprintf("node %d is gone", m.ID))
-		s.victim = nil
-	case state == placement.NodeLive && v.Now.Sub(s.victimAt) > s.cfg.CallTimeout:
-		// Still live long after its drain was accepted: an operator
-		// recommissioned it. The scale-in is over; the planner decides
-		// again.
-		s.record(v.Now, "scale-in-cancelled", live, live, fmt.Sprintf("node %d is live again: its drain was cancelled", m.ID))
-		s.victim = nil
-	case state == placement.NodeDraining && v.Replicas[m.ID] == 0:
-		act := s.act
-		return func() {
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
-			defer cancel()
-			line, err := act.Remove(ctx, m)
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.calling = false
-			if err != nil {
-				s.failed(v.Now, "scale-in-failed", live, fmt.Sprintf("node %d is drained but could not be removed: %v", m.ID, err))
-				return
-			}
-			s.record(v.Now, "scale-in-done", live+1, live, fmt.Sprintf("node %d drained and removed: %s", m.ID, line))
-			s.victim, s.fails = nil, 0
+	nodes := live
+	for _, d := range s.drains {
+		if v.States[d.m.ID] != placement.NodeLive {
+			nodes++
 		}
 	}
-	return nil
+	kept := s.drains[:0]
+	for _, d := range s.drains {
+		state, known := v.States[d.m.ID]
+		switch {
+		case !known || state == placement.NodeDead:
+			s.record(v.Now, "scale-in-done", nodes, nodes-1, fmt.Sprintf("node %d is gone", d.m.ID))
+			nodes--
+		case state == placement.NodeLive && v.Now.Sub(d.at) > s.cfg.CallTimeout:
+			// Still live long after its drain was accepted: an operator
+			// recommissioned it. The scale-in is over; the planner
+			// decides again.
+			s.record(v.Now, "scale-in-cancelled", nodes, nodes, fmt.Sprintf("node %d is live again: its drain was cancelled", d.m.ID))
+		default:
+			kept = append(kept, d)
+		}
+	}
+	s.drains = kept
+	// Drained nodes are removed in the order their drains began: a
+	// StatefulSet removes its highest ordinal first, which the first
+	// scale-in picked (kubernetes.Actuator.Remove refuses any other).
+	if len(s.drains) == 0 {
+		return nil
+	}
+	m := s.drains[0].m
+	if v.States[m.ID] != placement.NodeDraining || v.Replicas[m.ID] != 0 {
+		return nil
+	}
+	act := s.act
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
+		defer cancel()
+		line, err := act.Remove(ctx, m)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.calling = false
+		if err != nil {
+			s.failed(v.Now, "scale-in-failed", nodes, fmt.Sprintf("node %d is drained but could not be removed: %v", m.ID, err))
+			return
+		}
+		s.record(v.Now, "scale-in-done", nodes, nodes-1, fmt.Sprintf("node %d drained and removed: %s", m.ID, line))
+		s.drains, s.fails = slices.DeleteFunc(s.drains, func(d drain) bool { return d.m.ID == m.ID }), 0
+	}
 }
 
 // scaleOut returns the call that asks for a.To − a.From nodes (caller
@@ -286,14 +324,14 @@ func (s *Scaler) scaleIn(a ScaleAction, v ScaleView) func() {
 			return
 		}
 		s.record(v.Now, "scale-in", a.From, a.To, fmt.Sprintf("%s; draining node %d, removed once it holds nothing", a.Reason, victim.ID))
-		s.victim, s.victimAt = &victim, v.Now
+		s.drains = append(s.drains, drain{m: victim, at: v.Now})
 	}
 }
 
-// cancelScaleIn returns the call that recommissions the node a scale-in
-// drains (caller holds mu).
+// cancelScaleIn returns the call that recommissions the node the last
+// scale-in drains (caller holds mu).
 func (s *Scaler) cancelScaleIn(a ScaleAction, v ScaleView) func() {
-	m, live := *s.victim, len(v.Live)
+	m, live := s.drains[len(s.drains)-1].m, len(v.Live)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
 		defer cancel()
@@ -306,7 +344,7 @@ func (s *Scaler) cancelScaleIn(a ScaleAction, v ScaleView) func() {
 			return
 		}
 		s.record(v.Now, "scale-in-cancelled", live, live+1, fmt.Sprintf("%s; node %d stops draining and serves again", a.Reason, m.ID))
-		s.victim = nil
+		s.drains = slices.DeleteFunc(s.drains, func(d drain) bool { return d.m.ID == m.ID })
 	}
 }
 

@@ -190,3 +190,70 @@ func TestScalerScaleOutCancelsADrain(t *testing.T) {
 		t.Fatalf("history %s", kinds(s.History()))
 	}
 }
+
+// A scale-in planned to overlap a drain starts beside it once the view
+// shows the first node draining (not before: the plan still counted it);
+// one not so planned waits. Drained nodes are removed in the order their
+// drains began, a scale-out keeps the node drained last, and a restored
+// scaler follows both drains.
+func TestScalerScaleInOverlapsDrains(t *testing.T) {
+	act, dec := &fakeActuator{}, &fakeDecom{}
+	s := NewScaler(DefaultScalerConfig(), act, dec, inline, &eventSink{})
+	s.Round(ScaleAction{Kind: ScaleIn, From: 4, To: 3}, view(epoch, 4))
+	s.Round(ScaleAction{Kind: ScaleIn, From: 3, To: 2, Overlap: true}, view(epoch.Add(time.Second), 4))
+	draining := func(at time.Duration, replicas map[uint64]int) ScaleView {
+		v := view(epoch.Add(at), 4-len(replicas))
+		for id, n := range replicas {
+			v.States[id], v.Replicas[id] = placement.NodeDraining, n
+		}
+		return v
+	}
+	s.Round(ScaleAction{Kind: ScaleIn, From: 3, To: 2}, draining(2*time.Second, map[uint64]int{4: 3}))
+	if len(dec.nodes) != 1 {
+		t.Fatalf("decommissioned %v: a second drain began before the view showed the first, or without being planned to overlap", dec.nodes)
+	}
+	s.Round(ScaleAction{Kind: ScaleIn, From: 3, To: 2, Overlap: true}, draining(3*time.Second, map[uint64]int{4: 3}))
+	if len(dec.nodes) != 2 || dec.nodes[1] != 3 {
+		t.Fatalf("decommissioned %v, want 4 then 3", dec.nodes)
+	}
+	if _, in := s.Pending(); in != 2 {
+		t.Fatalf("%d drain(s) pending, want 2", in)
+	}
+	raw, err := EncodeState(State{Scaler: ptr(s.Snapshot())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := DecodeState(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewScaler(DefaultScalerConfig(), act, dec, inline, &eventSink{})
+	r.Restore(*st.Scaler)
+	if _, in := r.Pending(); in != 2 {
+		t.Fatalf("restored: %d drain(s) pending, want 2", in)
+	}
+	r.Round(ScaleAction{}, draining(4*time.Second, map[uint64]int{4: 1, 3: 0}))
+	if len(act.removed) != 0 {
+		t.Fatalf("removed %v while node 4, drained first, still holds data", act.removed)
+	}
+	r.Round(ScaleAction{}, draining(5*time.Second, map[uint64]int{4: 0, 3: 0}))
+	r.Round(ScaleAction{}, draining(6*time.Second, map[uint64]int{4: 0, 3: 0}))
+	if len(act.removed) != 2 || act.removed[0] != 4 || act.removed[1] != 3 {
+		t.Fatalf("removed %v, want 4 then 3", act.removed)
+	}
+
+	// A scale-out during two drains keeps the node drained last.
+	act, dec = &fakeActuator{}, &fakeDecom{}
+	s = NewScaler(DefaultScalerConfig(), act, dec, inline, &eventSink{})
+	s.Round(ScaleAction{Kind: ScaleIn, From: 4, To: 3}, view(epoch, 4))
+	s.Round(ScaleAction{Kind: ScaleIn, From: 3, To: 2, Overlap: true}, draining(time.Second, map[uint64]int{4: 3}))
+	s.Round(ScaleAction{Kind: ScaleOut, From: 2, To: 3}, draining(2*time.Second, map[uint64]int{4: 3, 3: 3}))
+	if len(dec.kept) != 1 || dec.kept[0] != 3 || len(act.outs) != 0 {
+		t.Fatalf("kept %v, scale-outs %v: want node 3 kept and no new node", dec.kept, act.outs)
+	}
+	if _, in := s.Pending(); in != 1 {
+		t.Fatalf("%d drain(s) pending, want node 4's", in)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

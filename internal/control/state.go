@@ -37,13 +37,23 @@ type ScalerState struct {
 	OutWant  int       `json:"out_want"`
 	OutCount int       `json:"out_count"`
 	OutSince time.Time `json:"out_since"`
-	// Victim is the node a scale-in drains (nil: none), since VictimAt.
-	Victim   *Member   `json:"victim,omitempty"`
-	VictimAt time.Time `json:"victim_at"`
-	Fails    int       `json:"fails"`
-	RetryAt  time.Time `json:"retry_at"`
+	// Victim is the node the first scale-in under way drains (nil:
+	// none), since VictimAt; Later are the drains begun after it, in
+	// order (a binary that drained one node at a time follows the first
+	// only).
+	Victim   *Member      `json:"victim,omitempty"`
+	VictimAt time.Time    `json:"victim_at"`
+	Later    []DrainState `json:"later,omitempty"`
+	Fails    int          `json:"fails"`
+	RetryAt  time.Time    `json:"retry_at"`
 	// History is the recent decisions status shows.
 	History []ScaleRecord `json:"history,omitempty"`
+}
+
+// DrainState is a node a scale-in drains, since At.
+type DrainState struct {
+	Member Member    `json:"member"`
+	At     time.Time `json:"at"`
 }
 
 // EncodeState encodes st at StateVersion.
@@ -74,11 +84,15 @@ func DecodeState(b []byte) (State, error) {
 func (s *Scaler) Snapshot() ScalerState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := ScalerState{OutWant: s.outWant, OutCount: s.outCount, OutSince: s.outSince, VictimAt: s.victimAt, Fails: s.fails,
+	st := ScalerState{OutWant: s.outWant, OutCount: s.outCount, OutSince: s.outSince, Fails: s.fails,
 		RetryAt: s.retryAt, History: slices.Clone(s.history)}
-	if s.victim != nil {
-		v := *s.victim
-		st.Victim = &v
+	for i, d := range s.drains {
+		if i == 0 {
+			m := d.m
+			st.Victim, st.VictimAt = &m, d.at
+			continue
+		}
+		st.Later = append(st.Later, DrainState{Member: d.m, At: d.at})
 	}
 	return st
 }
@@ -89,11 +103,13 @@ func (s *Scaler) Snapshot() ScalerState {
 func (s *Scaler) Restore(st ScalerState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.outWant, s.outCount, s.outSince, s.victimAt, s.fails, s.retryAt = st.OutWant, st.OutCount, st.OutSince, st.VictimAt, st.Fails, st.RetryAt
-	s.victim = nil
+	s.outWant, s.outCount, s.outSince, s.fails, s.retryAt = st.OutWant, st.OutCount, st.OutSince, st.Fails, st.RetryAt
+	s.drains = nil
 	if st.Victim != nil {
-		v := *st.Victim
-		s.victim = &v
+		s.drains = append(s.drains, drain{m: *st.Victim, at: st.VictimAt})
+		for _, d := range st.Later {
+			s.drains = append(s.drains, drain{m: d.Member, at: d.At})
+		}
 	}
 	s.history = slices.Clone(st.History)
 	if over := len(s.history) - s.cfg.History; over > 0 {

@@ -14,7 +14,9 @@
 //     node would be ready (as long as the last scale-outs' nodes took to
 //     serve; before any, start time plus data to move at the allowed
 //     bandwidth), corrected by a reactive rule when p99 or utilisation
-//     stay beyond thresholds, and scale-in only after a stable period.
+//     stay beyond thresholds, and scale-in only after a stable period
+//     (with a trusted forecast, as soon as the forecast allows, beside
+//     the drains under way).
 //   - Overflow: for cache key spaces that grow rather than evict when
 //     full, one more node as soon as the fullest node's share crosses the
 //     seed paper's speculative threshold T = c/2 + δH·(‖N‖ − R/δL)
