@@ -17,6 +17,7 @@ B=${TIDEKV:-tidekv}
 OUT=${OUT:-$(mktemp -d /tmp/rdelmix.XXXXXX)}
 BP=${BASE_PORT:-48500}
 RP=$((BP + 2))
+mkdir -p "$OUT"
 MEMBERS=${MEMBERS:-38000}
 N=${N:-2000}
 "$B" up --nodes 1 --base-port "$BP" --data-dir "$OUT/data" > "$OUT/up.log" 2>&1 &
