@@ -66,31 +66,35 @@ def classify(st):
         if pred(st): return name
     return 'other'
 
-d, a_us, c_us = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-names = [n for n, _ in RULES] + ['other']
-def sums(files):
-    s = {n: 0.0 for n in names}
-    for f in files:
-        for v, st in parse(f): s[classify(st)] += v
-    return s
-A = sums([f'{d}/cpu{n}.tr' for n in (1, 2, 3)])
-C = sums([f'{d}/cpuc{n}.tr' for n in (1, 2, 3)])
-ta, tc = sum(A.values()), sum(C.values())
-# components a read cannot cause: C's share of them is the write phase's leftovers
-writeonly = {'periodic loops (range sizes, node reports, closed timestamps, gossip)', 'Pebble flush & compaction', 'Pebble file housekeeping (unlink, sync_file_range)', 'fdatasync (WAL sync syscall)', 'WAL write syscalls', 'Pebble memtable insert (apply and log-writer commits)', 'Pebble WAL (CPU: encode, copy)', 'Raft log writer (batch build, marshal)', 'apply: MVCC reads of written keys', 'apply (decode, batch build, answers)', 'Raft stepping (etcd raft)'}
-readcost = {n: (0 if n in writeonly else C[n] / tc * c_us) for n in names}
-# a read's Pebble lookups are named by their stacks: take A's own (a memtable full of versions costs more than C's)
-rl = 'YCSB reads: Pebble lookups'
-readcost[rl] = 2 * A[rl] / ta * a_us
-read_total = sum(readcost.values())
-print(f'A sampled {ta:.2f}s, C sampled {tc:.2f}s; read cost subtracted {read_total:.1f} us of {c_us}')
-tot = 0
-rows = []
-for n in names:
-    per_op = A[n] / ta * a_us
-    w = 2 * per_op - readcost[n]
-    tot += w
-    rows.append((w, n, per_op, readcost[n]))
-for w, n, per_op, rc in sorted(rows, reverse=True):
-    print(f'{n:55s} A {per_op:6.1f} us/op  read(C) {rc:5.1f}  write {w:6.1f} us ({w/ (2*a_us-read_total)*100:4.1f}%)')
-print(f'total per write {tot:.1f} (= 2 x {a_us} - {read_total:.1f})')
+def main():
+    d, a_us, c_us = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+    names = [n for n, _ in RULES] + ['other']
+    def sums(files):
+        s = {n: 0.0 for n in names}
+        for f in files:
+            for v, st in parse(f): s[classify(st)] += v
+        return s
+    A = sums([f'{d}/cpu{n}.tr' for n in (1, 2, 3)])
+    C = sums([f'{d}/cpuc{n}.tr' for n in (1, 2, 3)])
+    ta, tc = sum(A.values()), sum(C.values())
+    # components a read cannot cause: C's share of them is the write phase's leftovers
+    writeonly = {'periodic loops (range sizes, node reports, closed timestamps, gossip)', 'Pebble flush & compaction', 'Pebble file housekeeping (unlink, sync_file_range)', 'fdatasync (WAL sync syscall)', 'WAL write syscalls', 'Pebble memtable insert (apply and log-writer commits)', 'Pebble WAL (CPU: encode, copy)', 'Raft log writer (batch build, marshal)', 'apply: MVCC reads of written keys', 'apply (decode, batch build, answers)', 'Raft stepping (etcd raft)'}
+    readcost = {n: (0 if n in writeonly else C[n] / tc * c_us) for n in names}
+    # a read's Pebble lookups are named by their stacks: take A's own (a memtable full of versions costs more than C's)
+    rl = 'YCSB reads: Pebble lookups'
+    readcost[rl] = 2 * A[rl] / ta * a_us
+    read_total = sum(readcost.values())
+    print(f'A sampled {ta:.2f}s, C sampled {tc:.2f}s; read cost subtracted {read_total:.1f} us of {c_us}')
+    tot = 0
+    rows = []
+    for n in names:
+        per_op = A[n] / ta * a_us
+        w = 2 * per_op - readcost[n]
+        tot += w
+        rows.append((w, n, per_op, readcost[n]))
+    for w, n, per_op, rc in sorted(rows, reverse=True):
+        print(f'{n:55s} A {per_op:6.1f} us/op  read(C) {rc:5.1f}  write {w:6.1f} us ({w/ (2*a_us-read_total)*100:4.1f}%)')
+    print(f'total per write {tot:.1f} (= 2 x {a_us} - {read_total:.1f})')
+
+if __name__ == '__main__':
+    main()

@@ -50,6 +50,13 @@ func Dispatch(ctx context.Context, kv tidekvpb.KVServer, req *tidekvpb.KVRequest
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
 		defer cancel()
 	}
+	return Run(ctx, kv, req)
+}
+
+// Run is Dispatch for a ctx that already ends at the request's timeout
+// (a node shares one such context among requests that arrived together
+// with the same timeout).
+func Run(ctx context.Context, kv tidekvpb.KVServer, req *tidekvpb.KVRequest) *tidekvpb.KVResponse {
 	resp := &tidekvpb.KVResponse{Id: req.GetId()}
 	var err error
 	switch r := req.GetRequest().(type) {

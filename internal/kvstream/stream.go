@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -139,27 +140,94 @@ func (r *batchReader) read() error {
 		if err != nil {
 			return err
 		}
-		arr := arrivals{ctx: ctx, at: time.Now()}
+		arr := arrivals{ctx: ctx, at: time.Now(), n: len(msg.GetRequests())}
 		r.s.node.Received(msg)
-		for _, req := range msg.GetRequests() {
-			if err := r.out.reserve(ctx); err != nil {
-				return err
-			}
-			if !r.begin() {
-				return nil
-			}
-			r.start(&arr, req)
+		stop, err := r.startAll(&arr, msg.GetRequests())
+		arr.release()
+		if stop {
+			return err
 		}
 	}
 }
 
-// arrivals are the contexts of one message's requests by priority: they
-// arrived together, so each priority's context is made once per message,
-// not once per request.
+// startAll starts a message's requests; stop says the stream is over, err
+// why (nil when the node stops).
+func (r *batchReader) startAll(arr *arrivals, reqs []*tidekvpb.KVRequest) (stop bool, err error) {
+	for _, req := range reqs {
+		if err := r.out.reserve(arr.ctx); err != nil {
+			return true, err
+		}
+		if !r.begin() {
+			return true, nil
+		}
+		r.start(arr, req)
+	}
+	return false, nil
+}
+
+// arrivals are the contexts of one message's requests by priority and
+// timeout: they arrived together, so each priority's context is made once
+// per message, not once per request, and so is each deadline (a timer and
+// a child of the stream's context, about 3 µs of a write's server CPU
+// when every request made its own).
 type arrivals struct {
 	ctx context.Context
 	at  time.Time
+	n   int // requests in the message
 	by  [admission.High + 1]context.Context
+	// Made for n on first use, so that it never grows and its elements,
+	// which the message's requests point to, never move: one allocation
+	// per message, not per deadline.
+	deadlines []deadline
+}
+
+// deadline is a context ending a timeout after its message arrived,
+// shared by the message's requests with that priority and timeout, and
+// cancelled when the last of them is answered. The message holds a
+// reference of its own until all its requests have started, so one
+// answered early cannot end the context of one not yet started.
+type deadline struct {
+	p      admission.Priority
+	ms     uint32
+	ctx    context.Context
+	cancel context.CancelFunc
+	refs   atomic.Int32
+}
+
+func (d *deadline) release() {
+	if d.refs.Add(-1) == 0 {
+		d.cancel()
+	}
+}
+
+// within is the context of a request at priority p with timeout ms (none
+// for 0), holding a reference to its deadline (nil for none).
+func (a *arrivals) within(p admission.Priority, ms uint32) (context.Context, *deadline) {
+	if ms == 0 {
+		return a.of(p), nil
+	}
+	for i := range a.deadlines {
+		if d := &a.deadlines[i]; d.p == p && d.ms == ms {
+			d.refs.Add(1)
+			return d.ctx, d
+		}
+	}
+	if a.deadlines == nil {
+		a.deadlines = make([]deadline, 0, a.n)
+	}
+	a.deadlines = a.deadlines[:len(a.deadlines)+1]
+	d := &a.deadlines[len(a.deadlines)-1]
+	d.p, d.ms = p, ms
+	d.ctx, d.cancel = context.WithDeadline(a.of(p), a.at.Add(time.Duration(ms)*time.Millisecond))
+	d.refs.Store(2) // the message's and the request's
+	return d.ctx, d
+}
+
+// release drops the message's references once its requests have started.
+func (a *arrivals) release() {
+	for i := range a.deadlines {
+		a.deadlines[i].release()
+	}
 }
 
 func (a *arrivals) of(p admission.Priority) context.Context {
@@ -180,18 +248,23 @@ func (r *batchReader) start(arr *arrivals, req *tidekvpb.KVRequest) {
 			return
 		}
 	}
-	r.s.workers.run(batchJob{r: r, ctx: arr.of(p), req: req})
+	ctx, d := arr.within(p, req.GetTimeoutMs())
+	r.s.workers.run(batchJob{r: r, ctx: ctx, deadline: d, req: req})
 }
 
 // batchJob is a stream's request for a worker: a value, so that handing
 // it over allocates nothing.
 type batchJob struct {
-	r   *batchReader
-	ctx context.Context
-	req *tidekvpb.KVRequest
+	r        *batchReader
+	ctx      context.Context // ends at the request's timeout
+	deadline *deadline       // ctx's, released when answered; nil for none
+	req      *tidekvpb.KVRequest
 }
 
 func (j batchJob) run() {
-	j.r.out.push(kvbatch.Dispatch(j.ctx, j.r.s.kv, j.req))
+	j.r.out.push(kvbatch.Run(j.ctx, j.r.s.kv, j.req))
+	if j.deadline != nil {
+		j.deadline.release()
+	}
 	j.r.wg.Done()
 }

@@ -2,6 +2,7 @@ package kvstream
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -255,5 +256,107 @@ func TestStopEndsStreamAfterAnswers(t *testing.T) {
 	}
 	if a := st.answers(t)[1]; a.GetGet() == nil {
 		t.Fatalf("the started request's answer: %v", a)
+	}
+}
+
+// Requests of one message with the same priority and timeout share one
+// deadline, which ends only when the message has started all of them and
+// every one is answered: an early answer does not end a later request's
+// context, and the last one frees the timer.
+func TestDeadlineSharedUntilLastAnswer(t *testing.T) {
+	at := time.Now()
+	a := arrivals{ctx: context.Background(), at: at, n: 5}
+	c1, d1 := a.within(admission.Normal, 1000)
+	d1.release() // the first request is answered before the second starts
+	c2, d2 := a.within(admission.Normal, 1000)
+	if d2 != d1 || c2 != c1 {
+		t.Fatal("same priority and timeout: want one shared deadline")
+	}
+	if err := c2.Err(); err != nil {
+		t.Fatalf("the first answer ended the second request's context: %v", err)
+	}
+	if dl, ok := c2.Deadline(); !ok || !dl.Equal(at.Add(time.Second)) {
+		t.Fatalf("deadline %v (%v), want the arrival plus the timeout, %v", dl, ok, at.Add(time.Second))
+	}
+	c3, d3 := a.within(admission.Normal, 2000)
+	c4, d4 := a.within(admission.High, 1000)
+	if d3 == d1 || d4 == d1 || c3 == c1 || c4 == c1 {
+		t.Fatal("another timeout or priority: want a deadline of its own")
+	}
+	if c0, d0 := a.within(admission.Normal, 0); d0 != nil {
+		t.Fatal("no timeout: want no deadline")
+	} else if _, ok := c0.Deadline(); ok {
+		t.Fatal("no timeout: want a context without a deadline")
+	}
+	a.release() // every request of the message has started
+	if err := c1.Err(); err != nil {
+		t.Fatalf("ended while its second request runs: %v", err)
+	}
+	d2.release()
+	d3.release()
+	d4.release()
+	for i, c := range []context.Context{c1, c3, c4} {
+		if !errors.Is(c.Err(), context.Canceled) {
+			t.Fatalf("deadline %d after its last answer: %v, want cancelled", i, c.Err())
+		}
+	}
+}
+
+// deadlineKV records the deadline of every Put's context, and whether it
+// had ended when the handler ran.
+type deadlineKV struct {
+	fakeKV
+	mu        sync.Mutex
+	deadlines []time.Time
+	ended     int
+}
+
+func (k *deadlineKV) Put(ctx context.Context, req *tidekvpb.PutRequest) (*tidekvpb.PutResponse, error) {
+	dl, _ := ctx.Deadline()
+	k.mu.Lock()
+	k.deadlines = append(k.deadlines, dl)
+	if ctx.Err() != nil {
+		k.ended++
+	}
+	k.mu.Unlock()
+	return &tidekvpb.PutResponse{}, nil
+}
+
+// A request's timeout counts from its message's arrival, and every
+// request of the message runs within it, whether or not it shares the
+// deadline with another.
+func TestRequestsRunWithinTheirTimeout(t *testing.T) {
+	node, kv, st := &fakeNode{}, &deadlineKV{}, newFakeStream(t)
+	stop := make(chan struct{})
+	defer close(stop)
+	s := New(node, kv, 4<<20, stop)
+	reqs := []*tidekvpb.KVRequest{put(1, "a"), put(2, "b"), put(3, "c")}
+	for i, r := range reqs {
+		r.TimeoutMs = []uint32{5000, 5000, 7000}[i]
+	}
+	before := time.Now()
+	st.in <- &tidekvpb.KVBatchRequest{Requests: reqs}
+	close(st.in)
+	if err := s.Serve(st); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	if n := len(st.answers(t)); n != 3 {
+		t.Fatalf("%d answers, want 3", n)
+	}
+	if kv.ended != 0 {
+		t.Fatalf("%d requests ran with their context ended", kv.ended)
+	}
+	var at5, at7 int
+	for _, dl := range kv.deadlines {
+		switch {
+		case !dl.Before(before.Add(5*time.Second)) && !dl.After(after.Add(5*time.Second)):
+			at5++
+		case !dl.Before(before.Add(7*time.Second)) && !dl.After(after.Add(7*time.Second)):
+			at7++
+		}
+	}
+	if at5 != 2 || at7 != 1 {
+		t.Fatalf("deadlines %v (read between %v and %v): want two 5 s and one 7 s after the arrival", kv.deadlines, before, after)
 	}
 }

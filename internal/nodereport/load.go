@@ -94,10 +94,10 @@ func (r *Reporter) NoteWrite(ctx context.Context, rep *raftstore.Replica) {
 	}
 	rangeID := rep.RangeID()
 	origin := ""
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(OriginMetadataKey); len(v) > 0 {
-			origin = v[0]
-		}
+	// Not FromIncomingContext: it copies all of the request's metadata,
+	// once per write.
+	if v := metadata.ValueFromIncomingContext(ctx, OriginMetadataKey); len(v) > 0 {
+		origin = v[0]
 	}
 	v, ok := r.origins.Load(rangeID)
 	if !ok {

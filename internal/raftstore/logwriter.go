@@ -261,10 +261,11 @@ func (r *Replica) hardStateDurableLocked(m *raftpb.Message) bool {
 func (r *Replica) logWriteLocked(m *raftpb.Message, rd *raft.Ready) logWrite {
 	lw := logWrite{r: r, m: m, sync: rd.MustSync, hardState: r.hardStateDurableLocked(m)}
 	own := m.Responses[:0]
+	var held heldOnce
 	for _, resp := range m.GetResponses() {
 		if resp.GetTo() == r.mu.replicaID {
 			own = append(own, resp)
-		} else if rm := r.envelopeLocked(resp); rm != nil {
+		} else if rm := r.envelopeLocked(resp, &held); rm != nil {
 			lw.acks = append(lw.acks, rm)
 		}
 	}

@@ -315,11 +315,12 @@ func (s *Store) finishReadyLocked(w *readyWork) {
 }
 
 func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
+	var held heldOnce
 	for _, m := range msgs {
 		if m.GetType() == raftpb.MsgTimeoutNow && r.holdTimeoutNowLocked(m) {
 			continue
 		}
-		rm := r.envelopeLocked(m)
+		rm := r.envelopeLocked(m, &held)
 		if rm == nil {
 			continue
 		}
@@ -386,8 +387,8 @@ func (r *Replica) releaseTimeoutNowLocked() {
 }
 
 // envelopeLocked addresses m to its replica's node; nil if the node is
-// unknown.
-func (r *Replica) envelopeLocked(m *raftpb.Message) *tidekvpb.RaftMessage {
+// unknown. held is shared by the messages sent together.
+func (r *Replica) envelopeLocked(m *raftpb.Message, held *heldOnce) *tidekvpb.RaftMessage {
 	to := r.mu.peerNodes[m.GetTo()]
 	if to == 0 {
 		return nil
@@ -397,9 +398,25 @@ func (r *Replica) envelopeLocked(m *raftpb.Message) *tidekvpb.RaftMessage {
 		// A follower learns from these what it may truncate: it cannot
 		// know what the other replicas hold. Heartbeats carry it to a
 		// range that no longer writes.
-		rm.LogHeldByAll = r.heldByAllLocked()
+		rm.LogHeldByAll = held.get(r)
 	}
 	return rm
+}
+
+// heldOnce is heldByAllLocked computed at most once for the messages of a
+// Ready, which a leader sends to every follower: sending them changes
+// neither what this replica applied nor any replica's Match, so each
+// MsgApp and heartbeat would compute the same value.
+type heldOnce struct {
+	v  uint64
+	ok bool
+}
+
+func (h *heldOnce) get(r *Replica) uint64 {
+	if !h.ok {
+		h.v, h.ok = r.heldByAllLocked(), true
+	}
+	return h.v
 }
 
 // countSent counts a message handed to the transport (sent) or refused.

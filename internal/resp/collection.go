@@ -228,8 +228,17 @@ func (x *call) collTxnReading(key, marker []byte, members [][]byte, fn func(t *c
 			return keys
 		}
 	}
+	return metaTxn(x, key, reads, func(tx TxnKV) (*collTx, error) { return x.openColl(tx, key, marker) }, fn)
+}
+
+// metaTxn runs fn in a transaction over the value at key (keyTxn; reads
+// as its): open reads the value's metadata inside it (an error, such as
+// wrongType, aborts before fn runs), fn changes it, and the metadata is
+// written back (save) if fn returns nil and changed is true. Collections
+// (collTxn) and streams (streamTxn) change through it.
+func metaTxn[T interface{ save() error }](x *call, key []byte, reads func(TxnKV) [][]byte, open func(TxnKV) (T, error), fn func(T) (changed bool, err error)) error {
 	return x.keyTxn(key, reads, func(tx TxnKV) error {
-		t, err := x.openColl(tx, key, marker)
+		t, err := open(tx)
 		if err != nil {
 			return err
 		}

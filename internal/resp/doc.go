@@ -108,7 +108,8 @@
 // STREAM/GROUPS/CONSUMERS; consumer groups (streamgroup.go, commands in
 // streamgroupcmd.go, streamclaim.go): XGROUP, XREADGROUP, XACK, XPENDING,
 // XCLAIM, XAUTOCLAIM, their state and PEL kept under the stream's
-// posGen(gen). The last ID, entries added
+// posGen(gen). XINFO's and XGROUP's subcommands (arity, HELP) are tables
+// (subcommands.go). The last ID, entries added
 // and greatest ID deleted live in the metadata, written in the keyTxn that
 // writes the entry, so IDs grow per stream across leader changes; XADD *
 // takes the node's clock but never goes below the last ID. XRANGE with

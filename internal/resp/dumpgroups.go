@@ -59,93 +59,129 @@ func (x *call) appendGroupsDump(v *txView, k []byte, m streamMeta, out []byte) (
 }
 
 // decodeGroupsDump decodes the groups after a stream's entries: none if
-// rest is empty; ok false if it is malformed (a pending entry of a
-// consumer the group lacks, IDs out of order, bytes left over).
+// rest is empty; ok false if it is malformed (a group out of name order,
+// a consumer twice, a pending entry of a consumer the group lacks, IDs
+// out of order, bytes left over).
 func decodeGroupsDump(rest []byte) ([]dumpedGroup, bool) {
 	if len(rest) == 0 {
 		return nil, true
 	}
-	uv := func() (uint64, bool) {
-		n, k := binary.Uvarint(rest)
-		if k <= 0 {
-			return 0, false
-		}
-		rest = rest[k:]
-		return n, true
-	}
-	str := func() ([]byte, bool) {
-		var s []byte
-		s, rest = readDumpString(rest)
-		return s, s != nil
-	}
-	u64 := func() (uint64, bool) {
-		if len(rest) < 8 {
-			return 0, false
-		}
-		n := binary.BigEndian.Uint64(rest)
-		rest = rest[8:]
-		return n, true
-	}
-	id := func() (streamID, bool) {
-		if len(rest) < 16 {
-			return streamID{}, false
-		}
-		i := decodeStreamID(rest)
-		rest = rest[16:]
-		return i, true
-	}
-	ng, ok := uv()
-	if !ok || ng == 0 {
+	r := &dumpReader{rest: rest}
+	n := r.uvarint()
+	if r.bad || n == 0 {
 		return nil, false
 	}
 	var out []dumpedGroup
-	for range ng {
-		var g dumpedGroup
-		var read, nc, np uint64
-		var ok1, ok2, ok3, ok4 bool
-		g.group.name, ok1 = str()
-		g.group.last, ok2 = id()
-		read, ok3 = uv()
-		nc, ok4 = uv()
-		if !ok1 || !ok2 || !ok3 || !ok4 || (len(out) > 0 && bytes.Compare(out[len(out)-1].group.name, g.group.name) >= 0) {
+	for range n {
+		g, ok := r.group()
+		if !ok || (len(out) > 0 && bytes.Compare(out[len(out)-1].group.name, g.group.name) >= 0) {
 			return nil, false
 		}
-		g.group.entriesRead = int64(read) - 1
-		names := map[string]int{}
-		for range nc {
-			name, ok1 := str()
-			seen, ok2 := u64()
-			if !ok1 || !ok2 {
-				return nil, false
-			}
-			if _, dup := names[string(name)]; dup {
-				return nil, false
-			}
-			names[string(name)] = len(g.consumers)
-			g.consumers = append(g.consumers, streamConsumer{name: name, seen: int64(seen)})
-		}
-		if np, ok = uv(); !ok {
-			return nil, false
-		}
-		for range np {
-			var p pendingEntry
-			var ok1, ok2, ok3, ok4 bool
-			p.id, ok1 = id()
-			p.consumer, ok2 = str()
-			delivered, ok3 := u64()
-			p.count, ok4 = uv()
-			i, known := names[string(p.consumer)]
-			if !ok1 || !ok2 || !ok3 || !ok4 || !known || (len(g.pel) > 0 && !g.pel[len(g.pel)-1].id.less(p.id)) {
-				return nil, false
-			}
-			p.delivered = int64(delivered)
-			g.consumers[i].pending++
-			g.pel = append(g.pel, p)
-		}
-		g.group.pending, g.group.consumers = np, nc
 		out = append(out, g)
 	}
-	return out, len(rest) == 0
+	return out, len(r.rest) == 0
+}
+
+// dumpReader reads a payload's fields in turn: the first one short or
+// malformed makes it bad, and the reads after it read nothing.
+type dumpReader struct {
+	rest []byte
+	bad  bool
+}
+
+func (r *dumpReader) uvarint() uint64 {
+	if r.bad {
+		return 0
+	}
+	n, k := binary.Uvarint(r.rest)
+	if k <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.rest = r.rest[k:]
+	return n
+}
+
+// str reads a length-prefixed string (readDumpString).
+func (r *dumpReader) str() []byte {
+	if r.bad {
+		return nil
+	}
+	s, rest := readDumpString(r.rest)
+	r.rest, r.bad = rest, s == nil
+	return s
+}
+
+// take reads n bytes.
+func (r *dumpReader) take(n int) []byte {
+	if r.bad || len(r.rest) < n {
+		r.bad = true
+		return nil
+	}
+	b := r.rest[:n]
+	r.rest = r.rest[n:]
+	return b
+}
+
+func (r *dumpReader) u64() uint64 {
+	if b := r.take(8); b != nil {
+		return binary.BigEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (r *dumpReader) id() streamID {
+	if b := r.take(16); b != nil {
+		return decodeStreamID(b)
+	}
+	return streamID{}
+}
+
+// group reads one group: its name, last ID and entries read, then its
+// consumers and its PEL, counting each consumer's pending entries.
+func (r *dumpReader) group() (dumpedGroup, bool) {
+	var g dumpedGroup
+	g.group.name, g.group.last = r.str(), r.id()
+	g.group.entriesRead = int64(r.uvarint()) - 1
+	names, ok := r.consumers(&g)
+	if !ok || !r.pel(&g, names) {
+		return g, false
+	}
+	g.group.pending, g.group.consumers = uint64(len(g.pel)), uint64(len(g.consumers))
+	return g, true
+}
+
+// consumers reads g's consumers, and answers each one's place in
+// g.consumers by name; false if one comes twice.
+func (r *dumpReader) consumers(g *dumpedGroup) (map[string]int, bool) {
+	n := r.uvarint()
+	names := map[string]int{}
+	for i := uint64(0); i < n && !r.bad; i++ {
+		name, seen := r.str(), r.u64()
+		if _, dup := names[string(name)]; dup || r.bad {
+			return nil, false
+		}
+		names[string(name)] = len(g.consumers)
+		g.consumers = append(g.consumers, streamConsumer{name: name, seen: int64(seen)})
+	}
+	return names, !r.bad
+}
+
+// pel reads g's pending entries, IDs growing, each of a consumer in
+// names.
+func (r *dumpReader) pel(g *dumpedGroup, names map[string]int) bool {
+	n := r.uvarint()
+	for i := uint64(0); i < n && !r.bad; i++ {
+		p := pendingEntry{id: r.id(), consumer: r.str()}
+		p.delivered, p.count = int64(r.u64()), r.uvarint()
+		c, known := names[string(p.consumer)]
+		if r.bad || !known || (len(g.pel) > 0 && !g.pel[len(g.pel)-1].id.less(p.id)) {
+			return false
+		}
+		g.consumers[c].pending++
+		g.pel = append(g.pel, p)
+	}
+	return !r.bad
 }
 
 // restoreGroups writes the groups of a stream RESTORE makes.

@@ -120,9 +120,9 @@ func queueCheck(p *prepared) string {
 	case (p.name == "mset" || p.name == "msetnx") && len(p.args)%2 != 1:
 		return errArity(p.name)
 	case p.name == "xinfo":
-		return xinfoArity(p.args)
+		return xinfoSubcommands.arityError(p.args)
 	case p.name == "xgroup":
-		return xgroupArity(p.args)
+		return xgroupSubcommands.arityError(p.args)
 	case p.name == "set":
 		o, rerr := parseSetOptions(p.args[3:], false)
 		if rerr == "" {

@@ -250,20 +250,10 @@ func (x *call) openStream(tx TxnKV, key []byte) (*streamTx, error) {
 	return t, nil
 }
 
-// streamTxn runs fn in a transaction over the stream at key (keyTxn);
+// streamTxn runs fn in a transaction over the stream at key (metaTxn);
 // the metadata is written back if fn returns nil and changed is true.
 func (x *call) streamTxn(key []byte, fn func(t *streamTx) (changed bool, err error)) error {
-	return x.keyTxn(key, nil, func(tx TxnKV) error {
-		t, err := x.openStream(tx, key)
-		if err != nil {
-			return err
-		}
-		changed, err := fn(t)
-		if err != nil || !changed {
-			return err
-		}
-		return t.save()
-	})
+	return metaTxn(x, key, nil, func(tx TxnKV) (*streamTx, error) { return x.openStream(tx, key) }, fn)
 }
 
 // save writes the metadata back: a stream stays when it is empty.
@@ -557,11 +547,7 @@ func cmdXTrim(x *call) {
 		n, err = t.trim(tr)
 		return n > 0, err
 	})
-	if err != nil {
-		writeCASErr(x.c, err)
-		return
-	}
-	x.c.WriteInt64(n)
+	x.replyCount(n, err)
 }
 
 // cmdXDel: XDEL key id [id ...], the IDs checked before any is deleted.
@@ -572,13 +558,9 @@ func cmdXDel(x *call) {
 		if !t.m.exists {
 			return false, nil
 		}
-		ids := make([]streamID, 0, len(x.args)-2)
-		for _, a := range x.args[2:] {
-			id, _, ok := parseStreamID(a, 0, true, false)
-			if !ok {
-				return false, replyError(errStreamID)
-			}
-			ids = append(ids, id)
+		ids, err := parseStreamIDs(x.args[2:])
+		if err != nil {
+			return false, err
 		}
 		for _, id := range ids {
 			r, err := t.tx.Get(x.ctx, t.entryKey(id))
@@ -598,11 +580,39 @@ func cmdXDel(x *call) {
 		}
 		return n > 0, nil
 	})
+	x.replyCount(n, err)
+}
+
+// replyOK answers OK, or err.
+func (x *call) replyOK(err error) {
+	if err != nil {
+		writeCASErr(x.c, err)
+		return
+	}
+	x.c.WriteString("OK")
+}
+
+// replyCount answers n, or err.
+func (x *call) replyCount(n int64, err error) {
 	if err != nil {
 		writeCASErr(x.c, err)
 		return
 	}
 	x.c.WriteInt64(n)
+}
+
+// parseStreamIDs reads the IDs XDEL or XACK names, all before any is
+// used, as Redis checks them.
+func parseStreamIDs(args [][]byte) ([]streamID, error) {
+	ids := make([]streamID, 0, len(args))
+	for _, a := range args {
+		id, _, ok := parseStreamID(a, 0, true, false)
+		if !ok {
+			return nil, replyError(errStreamID)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 // readStream reads the stream's metadata outside a transaction: ok false

@@ -331,48 +331,49 @@ func cmdXRead(x *call) {
 		}
 		after[i] = id
 	}
-	try := func(_ func([]byte) bool, first bool) bool {
-		limit := count
-		if !first && limit == 0 {
-			limit = xreadCount
-		}
-		var gots []streamRead
-		for i, k := range keys {
-			from, more := after[i].next()
-			if !more {
-				continue
-			}
-			var m streamMeta
-			var es []streamEntry
-			ok := x.consistently(func() (uint64, uint64, bool, bool) {
-				v, err := x.kv.Get(x.ctx, encKey(k))
-				if err != nil && !errors.Is(err, ErrNotFound) {
-					replyErr(x.c, err)
-					return 0, 0, false, false
-				}
-				// A key turned into another type while the client
-				// waits is passed over (its first look answered
-				// WRONGTYPE above), as a missing one is.
-				m, _ = decodeStreamMeta(v)
-				return m.gen, m.ver, m.exists && m.length > 0, true
-			}, func() error {
-				var err error
-				es, err = x.scanEntries(x.kv, k, m.gen, from, maxStreamID, int(min(limit, math.MaxInt32)))
-				return err
-			})
-			if !ok {
-				return true
-			}
-			if len(es) > 0 {
-				gots = append(gots, streamRead{k, es})
-			}
-		}
-		if len(gots) == 0 {
-			return false
-		}
-		x.writeStreamReads(gots)
-		return true
+	x.answerReads(keys, timeout, count, func(i int, limit int64) ([]streamEntry, bool, bool) {
+		es, ok := x.readAfter(keys[i], after[i], limit)
+		return es, len(es) > 0, ok
+	})
+}
+
+// readAfter reads at most limit (0: all) entries of the stream at k
+// after ID after, outside a transaction (XREAD); ok false: it replied.
+func (x *call) readAfter(k []byte, after streamID, limit int64) (es []streamEntry, ok bool) {
+	from, more := after.next()
+	if !more {
+		return nil, true
 	}
+	var m streamMeta
+	ok = x.consistently(func() (uint64, uint64, bool, bool) {
+		v, err := x.kv.Get(x.ctx, encKey(k))
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			replyErr(x.c, err)
+			return 0, 0, false, false
+		}
+		// A key turned into another type while the client waits is
+		// passed over (its first look answered WRONGTYPE), as a
+		// missing one is.
+		m, _ = decodeStreamMeta(v)
+		return m.gen, m.ver, m.exists && m.length > 0, true
+	}, func() error {
+		var err error
+		es, err = x.scanEntries(x.kv, k, m.gen, from, maxStreamID, int(min(limit, math.MaxInt32)))
+		return err
+	})
+	return es, ok
+}
+
+// keyRead reads key i of an XREAD or XREADGROUP, at most limit entries
+// (0: all): served is whether the key is answered, ok false that it
+// replied (an error), which ends the read.
+type keyRead func(i int, limit int64) (es []streamEntry, served, ok bool)
+
+// answerReads answers XREAD or XREADGROUP by reading its keys with read:
+// at once if timeout < 0 (a nil array if no key is served), else when a
+// key is served before the timeout (blocked.go).
+func (x *call) answerReads(keys [][]byte, timeout time.Duration, count int64, read keyRead) {
+	try := func(_ func([]byte) bool, first bool) bool { return x.tryReads(keys, count, first, read) }
 	none := func() { x.c.WriteArray(-1) }
 	if timeout < 0 {
 		if !try(nil, true) {
@@ -383,62 +384,64 @@ func cmdXRead(x *call) {
 	x.block(keys, timeout, true, try, none)
 }
 
+// tryReads reads every key and answers the keys served together; false
+// if none was (nothing answered). A try after the first, woken from
+// blocking, reads at most xreadCount entries a key when COUNT is 0.
+func (x *call) tryReads(keys [][]byte, count int64, first bool, read keyRead) bool {
+	limit := count
+	if !first && limit == 0 {
+		limit = xreadCount
+	}
+	var gots []streamRead
+	for i, k := range keys {
+		es, served, ok := read(i, limit)
+		if !ok {
+			return true
+		}
+		if served {
+			gots = append(gots, streamRead{k, es})
+		}
+	}
+	if len(gots) == 0 {
+		return false
+	}
+	x.writeStreamReads(gots)
+	return true
+}
+
+// xinfoSubcommands are XINFO's subcommands, as Redis 7.0's HELP lists
+// them.
+var xinfoSubcommands = subcommandTable{cmd: "XINFO", subs: []subcommand{
+	{"consumers", 4, xinfoConsumers, []string{
+		"CONSUMERS <key> <groupname>",
+		"    Show consumers of <groupname>.",
+	}},
+	{"groups", 3, xinfoGroups, []string{
+		"GROUPS <key>",
+		"    Show the stream consumer groups.",
+	}},
+	{"stream", -3, xinfoStream, []string{
+		"STREAM <key> [FULL [COUNT <count>]",
+		"    Show information about the stream.",
+	}},
+}}
+
 // cmdXInfo: XINFO STREAM key [FULL [COUNT n]], XINFO GROUPS key and
 // XINFO CONSUMERS key group as Redis 7.0 answers them, the groups and
-// consumers read with the entries (streamgroup.go). TideKV keeps no radix
-// tree: radix-tree-keys and radix-tree-nodes count runs of
-// stream-node-max-entries entries as a "~" trim does (docs/redis.md).
-func cmdXInfo(x *call) {
-	if rerr := xinfoArity(x.args); rerr != "" {
-		x.c.WriteError(rerr)
-		return
-	}
-	sub := strings.ToLower(string(x.args[1]))
-	n := len(x.args)
-	if sub == "help" {
-		x.c.WriteArray(len(xinfoHelp))
-		for _, l := range xinfoHelp {
-			x.c.WriteString(l)
-		}
-		return
-	}
-	full := n >= 4 && strings.EqualFold(string(x.args[3]), "full")
-	// The stream's options are checked after the key, as Redis does.
-	badOptions := sub == "stream" && n > 3 && !(n == 4 && full) && !(n == 6 && full && strings.EqualFold(string(x.args[4]), "count"))
-	count := int64(10) // FULL's entries, as Redis's default
-	var badCount error
-	if n == 6 && !badOptions {
-		count, badCount = strconv.ParseInt(string(x.args[5]), 10, 64)
-	}
-	key := x.args[2]
-	var first, last, entries []streamEntry
-	var groups []groupInfo
+// consumers read with the entries (streamgroup.go).
+func cmdXInfo(x *call) { xinfoSubcommands.run(x) }
+
+// xinfoConsumers: XINFO CONSUMERS key group.
+func xinfoConsumers(x *call) {
+	key, g := x.args[2], x.args[3]
 	var consumers []streamConsumer
 	var groupFound bool
 	m, _, ok := x.readEntries(key, func(m streamMeta) ([]streamEntry, error) {
-		var err error
-		switch sub {
-		case "consumers":
-			v, gerr := x.kv.Get(x.ctx, groupKey(key, m.gen, x.args[3]))
-			if groupFound = gerr == nil; groupFound {
-				consumers, err = x.readConsumers(x.kv, key, m.gen, decodeGroup(v).name)
-			} else if !errors.Is(gerr, ErrNotFound) {
-				err = gerr
-			}
-			return nil, err
-		case "groups", "stream":
-			if groups, err = x.readGroupInfos(m, key, full, count); err != nil {
-				return nil, err
-			}
-		}
-		if full {
-			entries, err = x.scanEntries(x.kv, key, m.gen, streamID{}, maxStreamID, int(min(max(count, 0), math.MaxInt32)))
-			first = entries
-		} else {
-			first, err = x.scanEntries(x.kv, key, m.gen, streamID{}, maxStreamID, 1)
-		}
-		if err == nil && sub == "stream" && !full {
-			last, err = x.scanEntriesRev(x.kv, key, m.gen, streamID{}, m.last, 1)
+		v, err := x.kv.Get(x.ctx, groupKey(key, m.gen, g))
+		if groupFound = err == nil; groupFound {
+			consumers, err = x.readConsumers(x.kv, key, m.gen, decodeGroup(v).name)
+		} else if errors.Is(err, ErrNotFound) {
+			err = nil
 		}
 		return nil, err
 	})
@@ -448,40 +451,109 @@ func cmdXInfo(x *call) {
 	case !m.exists:
 		x.c.WriteError("ERR no such key")
 		return
-	case badOptions:
-		x.c.WriteError("ERR unknown subcommand or wrong number of arguments for '" + trunc(x.args[1]) + "'. Try XINFO HELP.")
-		return
-	case badCount != nil:
-		x.c.WriteError(errNotInt)
-		return
-	case sub == "groups":
-		x.writeGroups(groups)
-		return
-	case sub == "consumers" && !groupFound:
-		x.c.WriteError(string(errNoGroup(x.args[3], key)))
-		return
-	case sub == "consumers":
-		now := x.s.cfg.Now().UnixMilli()
-		x.c.WriteArray(len(consumers))
-		for _, c := range consumers {
-			x.writeMap(3)
-			x.c.WriteBulkString("name")
-			x.c.WriteBulk(c.name)
-			x.c.WriteBulkString("pending")
-			x.c.WriteInt64(int64(c.pending))
-			x.c.WriteBulkString("idle")
-			x.c.WriteInt64(idle(now, c.seen))
-		}
+	case !groupFound:
+		x.c.WriteError(string(errNoGroup(g, key)))
 		return
 	}
+	now := x.s.cfg.Now().UnixMilli()
+	x.c.WriteArray(len(consumers))
+	for _, c := range consumers {
+		x.writeMap(3)
+		x.c.WriteBulkString("name")
+		x.c.WriteBulk(c.name)
+		x.c.WriteBulkString("pending")
+		x.c.WriteInt64(int64(c.pending))
+		x.c.WriteBulkString("idle")
+		x.c.WriteInt64(idle(now, c.seen))
+	}
+}
+
+// xinfoGroups: XINFO GROUPS key.
+func xinfoGroups(x *call) {
+	var groups []groupInfo
+	m, _, ok := x.readEntries(x.args[2], func(m streamMeta) ([]streamEntry, error) {
+		var err error
+		groups, err = x.readGroupInfos(m, x.args[2], false, 0)
+		return nil, err
+	})
+	switch {
+	case !ok:
+	case !m.exists:
+		x.c.WriteError("ERR no such key")
+	default:
+		x.writeGroups(groups)
+	}
+}
+
+// streamInfo is what XINFO STREAM answers besides the metadata: the
+// first and last entries, or (FULL) the first count entries, and the
+// groups.
+type streamInfo struct {
+	first, last, entries []streamEntry
+	groups               []groupInfo
+}
+
+// xinfoStream: XINFO STREAM key [FULL [COUNT n]]. TideKV keeps no radix
+// tree: radix-tree-keys and radix-tree-nodes count runs of
+// stream-node-max-entries entries as a "~" trim does (docs/redis.md).
+func xinfoStream(x *call) {
+	n := len(x.args)
+	full := n >= 4 && strings.EqualFold(string(x.args[3]), "full")
+	// The options are checked after the key, as Redis does.
+	badOptions := n > 3 && !(n == 4 && full) && !(n == 6 && full && strings.EqualFold(string(x.args[4]), "count"))
+	count := int64(10) // FULL's entries, as Redis's default
+	var badCount error
+	if n == 6 && !badOptions {
+		count, badCount = strconv.ParseInt(string(x.args[5]), 10, 64)
+	}
+	m, info, ok := x.readStreamInfo(x.args[2], full, count)
+	switch {
+	case !ok:
+	case !m.exists:
+		x.c.WriteError("ERR no such key")
+	case badOptions:
+		x.c.WriteError(errSubcommandSyntax("XINFO", x.args[1]))
+	case badCount != nil:
+		x.c.WriteError(errNotInt)
+	default:
+		x.writeStreamInfo(m, info, full)
+	}
+}
+
+// readStreamInfo reads what XINFO STREAM answers of the stream at key
+// (full: FULL with count); ok false: it replied.
+func (x *call) readStreamInfo(key []byte, full bool, count int64) (streamMeta, streamInfo, bool) {
+	var info streamInfo
+	m, _, ok := x.readEntries(key, func(m streamMeta) ([]streamEntry, error) {
+		var err error
+		info = streamInfo{}
+		if info.groups, err = x.readGroupInfos(m, key, full, count); err != nil {
+			return nil, err
+		}
+		if full {
+			info.entries, err = x.scanEntries(x.kv, key, m.gen, streamID{}, maxStreamID, int(min(max(count, 0), math.MaxInt32)))
+			info.first = info.entries
+			return nil, err
+		}
+		if info.first, err = x.scanEntries(x.kv, key, m.gen, streamID{}, maxStreamID, 1); err != nil {
+			return nil, err
+		}
+		info.last, err = x.scanEntriesRev(x.kv, key, m.gen, streamID{}, m.last, 1)
+		return nil, err
+	})
+	return m, info, ok
+}
+
+// writeStreamInfo answers XINFO STREAM (full: FULL).
+func (x *call) writeStreamInfo(m streamMeta, info streamInfo, full bool) {
 	node := uint64(x.streamNodeEntries())
 	keys := min(m.length, 1)
 	if node > 0 {
 		keys = (m.length + node - 1) / node
 	}
 	firstID := streamID{}
-	if len(first) > 0 {
-		firstID = first[0].id
+	if len(info.first) > 0 {
+		firstID = info.first[0].id
 	}
 	x.writeMap(9 + b2i(!full))
 	x.c.WriteBulkString("length")
@@ -500,14 +572,14 @@ func cmdXInfo(x *call) {
 	x.c.WriteBulkString(firstID.String())
 	if full {
 		x.c.WriteBulkString("entries")
-		x.writeEntries(entries)
+		x.writeEntries(info.entries)
 		x.c.WriteBulkString("groups")
-		x.writeFullGroups(groups)
+		x.writeFullGroups(info.groups)
 		return
 	}
 	x.c.WriteBulkString("groups")
-	x.c.WriteInt64(int64(len(groups)))
-	for i, es := range [][]streamEntry{first, last} {
+	x.c.WriteInt64(int64(len(info.groups)))
+	for i, es := range [][]streamEntry{info.first, info.last} {
 		x.c.WriteBulkString([]string{"first-entry", "last-entry"}[i])
 		if len(es) == 0 {
 			x.c.WriteNull()
@@ -515,30 +587,4 @@ func cmdXInfo(x *call) {
 			x.writeEntry(es[0])
 		}
 	}
-}
-
-// xinfoArity is the error of an XINFO with an unknown subcommand or a
-// subcommand's wrong number of arguments, checked also when MULTI queues
-// it, as Redis checks a subcommand's arity; "" if none.
-func xinfoArity(args [][]byte) string {
-	n := len(args)
-	switch sub := strings.ToLower(string(args[1])); {
-	case sub == "help" && n == 2, sub == "stream" && n >= 3, sub == "groups" && n == 3, sub == "consumers" && n == 4:
-		return ""
-	case sub == "stream" || sub == "groups" || sub == "consumers" || sub == "help":
-		return errArity("xinfo|" + sub)
-	}
-	return "ERR unknown subcommand '" + trunc(args[1]) + "'. Try XINFO HELP."
-}
-
-var xinfoHelp = []string{
-	"XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	"CONSUMERS <key> <groupname>",
-	"    Show consumers of <groupname>.",
-	"GROUPS <key>",
-	"    Show the stream consumer groups.",
-	"STREAM <key> [FULL [COUNT <count>]",
-	"    Show information about the stream.",
-	"HELP",
-	"    Prints this help.",
 }
