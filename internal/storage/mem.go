@@ -100,9 +100,12 @@ func (e *MemEngine) CrashClone() *MemEngine { return e.CrashCloneKeeping(0) }
 // reach the disk in part before any fsync, always as a prefix.
 func (e *MemEngine) CrashCloneKeeping(n int) *MemEngine {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	c := memEngineOf(e.durable.Clone())
-	for _, ops := range e.unsynced[:min(n, len(e.unsynced))] {
+	t, kept := e.durable.Clone(), e.unsynced[:min(n, len(e.unsynced))]
+	e.mu.Unlock()
+	// Tallying every key of the clone is the engine's only walk over all
+	// of them; it reads the clone, not the engine, so it takes no lock.
+	c := memEngineOf(t)
+	for _, ops := range kept {
 		c.applyOpsLocked(ops)
 	}
 	c.markDurableLocked()
