@@ -41,6 +41,8 @@ type applyBatch struct {
 	stored map[*Replica]uint64
 	// vk is versionedData.write's version key, reused.
 	vk []byte
+	// data is the range data dataLocked returned last, reused.
+	data versionedData
 	// answers are the proposers to wake with their commands' results
 	// once the batch is committed (answer), across flushes.
 	answers []answer
