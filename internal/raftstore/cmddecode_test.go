@@ -158,6 +158,19 @@ func TestDecodeCommandAllocations(t *testing.T) {
 	}
 }
 
+// The most common entry, one command of one write, is one allocation.
+func TestDecodeCommandOneWriteAllocations(t *testing.T) {
+	data, err := proto.Marshal(&tidekvpb.RaftCommand{ProposalId: 1, Timestamp: &tidekvpb.LogTimestamp{WallNanos: 1e18},
+		Writes: []*tidekvpb.LogWrite{{Key: []byte("key"), Value: make([]byte, 1000)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCommand(t, data)
+	if n := testing.AllocsPerRun(20, func() { _, _ = decodeCommand(data) }); n > 1 {
+		t.Fatalf("%v allocations for a command of one write, want 1", n)
+	}
+}
+
 func FuzzDecodeCommand(f *testing.F) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 20 {
