@@ -45,32 +45,34 @@ func TestElasticDiurnalProactiveBeatsReactive(t *testing.T) {
 	}
 }
 
-// Issue 34 item 4 on the daily wave, seeds 1–3: the combined controller
-// has at most half the reactive controller's violation seconds and buys
-// them with no more node-seconds. The trace meets the first half on
-// seeds 1–3 and the second on seed 2 only (combined 7,260 / 7,752 / 6,906
-// node-seconds against reactive's 7,177 / 7,953 / 6,744 with scale-ins
-// that overlap drains, 90a1d6c: docs/benchmarks/elasticity.md), so it is
-// not asserted here.
+// Issue 34 item 4 on the daily wave and the replayed trace, seeds 1–3:
+// the combined controller has at most half the reactive controller's
+// violation seconds and buys them with no more node-seconds. On the
+// trace this holds since the forecaster chooses its smoothing by its
+// error at the horizon (combined 7,077 / 7,834 / 6,714 node-seconds
+// against reactive's 7,177 / 7,953 / 6,744; before, 7,260 / 7,752 /
+// 6,906: docs/benchmarks/elasticity.md).
 func TestElasticCombinedBeatsReactiveAtNoMoreNodes(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
-		var m [2]ElasticMetrics
-		for i, ctl := range []string{elastic.Reactive, elastic.Combined} {
-			c, err := ElasticScenario("diurnal", ctl, seed)
-			if err != nil {
-				t.Fatal(err)
+	for _, scenario := range []string{"diurnal", "trace:traces/elastic_trace.csv"} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			var m [2]ElasticMetrics
+			for i, ctl := range []string{elastic.Reactive, elastic.Combined} {
+				c, err := ElasticScenario(scenario, ctl, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := RunElastic(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m[i] = r.Metrics
 			}
-			r, err := RunElastic(c)
-			if err != nil {
-				t.Fatal(err)
+			reactive, combined := m[0], m[1]
+			t.Logf("%s seed %d: reactive %s; combined %s", scenario, seed, reactive, combined)
+			if combined.ViolationSeconds > 0.5*reactive.ViolationSeconds || combined.NodeSeconds > reactive.NodeSeconds {
+				t.Errorf("%s seed %d: combined %v violation s / %v node-s against reactive %v / %v: want ≤ 0.5× and ≤",
+					scenario, seed, combined.ViolationSeconds, combined.NodeSeconds, reactive.ViolationSeconds, reactive.NodeSeconds)
 			}
-			m[i] = r.Metrics
-		}
-		reactive, combined := m[0], m[1]
-		t.Logf("seed %d: reactive %s; combined %s", seed, reactive, combined)
-		if combined.ViolationSeconds > 0.5*reactive.ViolationSeconds || combined.NodeSeconds > reactive.NodeSeconds {
-			t.Errorf("seed %d: combined %v violation s / %v node-s against reactive %v / %v: want ≤ 0.5× and ≤",
-				seed, combined.ViolationSeconds, combined.NodeSeconds, reactive.ViolationSeconds, reactive.NodeSeconds)
 		}
 	}
 }

@@ -30,16 +30,35 @@ type PlannerState struct {
 }
 
 // ForecasterState is a Forecaster's smoothing state and the forecasts
-// still waiting to be scored against the samples they predicted.
+// still waiting to be scored against the samples they predicted. Season,
+// Level and Trend are the first fit's (forecastFits[0], the constants a
+// binary without fits ran, which resumes from them); Pending and Error
+// are the forecasts given and their error; Fits every fit, the first
+// included (absent from a state stored without fits: each fit then
+// resumes from the first's).
 type ForecasterState struct {
+	Season  []float64  `json:"season,omitempty"`
+	Level   float64    `json:"level"`
+	Trend   float64    `json:"trend"`
+	Samples int        `json:"samples"`
+	First   float64    `json:"first"`
+	Horizon int        `json:"horizon"`
+	Pending []float64  `json:"pending,omitempty"`
+	Error   float64    `json:"error"`
+	Fits    []FitState `json:"fits,omitempty"`
+	Best    int        `json:"best,omitempty"`
+}
+
+// FitState is one fit's constants, smoothing state, forecasts waiting to
+// be scored and score.
+type FitState struct {
+	Alpha   float64   `json:"alpha"`
+	Beta    float64   `json:"beta"`
 	Season  []float64 `json:"season,omitempty"`
 	Level   float64   `json:"level"`
 	Trend   float64   `json:"trend"`
-	Samples int       `json:"samples"`
-	First   float64   `json:"first"`
-	Horizon int       `json:"horizon"`
 	Pending []float64 `json:"pending,omitempty"`
-	Error   float64   `json:"error"`
+	Score   float64   `json:"score"`
 }
 
 // CapacityState is the capacity model's learned idle p99 and per-node
@@ -60,13 +79,12 @@ type BandwidthState struct {
 
 // Snapshot copies the planner's learnt state.
 func (pl *Planner) Snapshot() PlannerState {
-	f, c, b := pl.fc, pl.capacity, pl.bw
+	c, b := pl.capacity, pl.bw
 	return PlannerState{Window: pl.window, OverRounds: pl.overRounds, FitsSince: pl.fitsSince, LastAction: pl.lastAction, Capped: pl.capped,
 		Lead: pl.lead, LeadSince: pl.leadSince, LeadFrom: pl.leadFrom,
-		Forecaster: ForecasterState{Season: slices.Clone(f.season), Level: f.level, Trend: f.trend, Samples: f.n, First: f.first,
-			Horizon: f.horizon, Pending: slices.Clone(f.pending), Error: f.err},
-		Capacity:  CapacityState{IdleP99: c.idle, Learned: maps.Clone(c.learned)},
-		Bandwidth: BandwidthState{Start: b.start, Rate: b.rate, Steady: b.steady, P99: b.p99},
+		Forecaster: pl.fc.snapshot(),
+		Capacity:   CapacityState{IdleP99: c.idle, Learned: maps.Clone(c.learned)},
+		Bandwidth:  BandwidthState{Start: b.start, Rate: b.rate, Steady: b.steady, P99: b.p99},
 	}
 }
 
@@ -87,6 +105,9 @@ func (pl *Planner) Restore(st PlannerState) error {
 	case len(f.Pending) > f.Horizon || f.Samples < 0 || st.Window < 0 || st.OverRounds < 0:
 		return fmt.Errorf("elastic: the saved planner state is inconsistent (%d pending forecasts for a horizon of %d, %d samples)",
 			len(f.Pending), f.Horizon, f.Samples)
+	case !fitsMatch(f, season):
+		return fmt.Errorf("elastic: the saved forecaster's %d fits are not this binary's %d (constants, season or forecasts in flight differ)",
+			len(f.Fits), len(forecastFits))
 	case st.Lead < 0 || st.LeadFrom < 0:
 		return fmt.Errorf("elastic: the saved lead time %v (timed from %d nodes) is negative", st.Lead, st.LeadFrom)
 	case st.Capacity.IdleP99 <= 0:
@@ -96,8 +117,7 @@ func (pl *Planner) Restore(st PlannerState) error {
 	}
 	pl.window, pl.overRounds, pl.fitsSince, pl.lastAction, pl.capped = st.Window, st.OverRounds, st.FitsSince, st.LastAction, st.Capped
 	pl.lead, pl.leadSince, pl.leadFrom = st.Lead, st.LeadSince, st.LeadFrom
-	pl.fc.season, pl.fc.level, pl.fc.trend, pl.fc.n, pl.fc.first = slices.Clone(f.Season), f.Level, f.Trend, f.Samples, f.First
-	pl.fc.pending, pl.fc.err = slices.Clone(f.Pending), f.Error
+	pl.fc.restore(f)
 	learned := maps.Clone(st.Capacity.Learned)
 	if learned == nil {
 		learned = map[uint64]float64{}
@@ -107,4 +127,45 @@ func (pl *Planner) Restore(st PlannerState) error {
 	// The policy's limits apply to a rate saved under other limits.
 	pl.bw.SetConfig(pl.policy.Bandwidth)
 	return nil
+}
+
+func (f *Forecaster) snapshot() ForecasterState {
+	first := f.fits[0]
+	st := ForecasterState{Season: slices.Clone(first.season), Level: first.level, Trend: first.trend, Samples: f.n, First: f.first,
+		Horizon: f.horizon, Pending: slices.Clone(f.pending), Error: f.err, Best: f.best}
+	for _, ft := range f.fits {
+		st.Fits = append(st.Fits, FitState{Alpha: ft.alpha, Beta: ft.beta, Season: slices.Clone(ft.season), Level: ft.level, Trend: ft.trend,
+			Pending: slices.Clone(ft.pending), Score: ft.score})
+	}
+	return st
+}
+
+// fitsMatch says whether st's fits, if any, are this binary's, each with
+// season steps of season and no more forecasts in flight than the horizon.
+func fitsMatch(st ForecasterState, season int) bool {
+	if st.Fits == nil {
+		return true
+	}
+	if len(st.Fits) != len(forecastFits) || st.Best < 0 || st.Best >= len(st.Fits) {
+		return false
+	}
+	for i, ft := range st.Fits {
+		if ft.Alpha != forecastFits[i].alpha || ft.Beta != forecastFits[i].beta || len(ft.Season) != season || len(ft.Pending) > st.Horizon {
+			return false
+		}
+	}
+	return true
+}
+
+// restore replaces f's state with st (checked by Restore). A state stored
+// without fits resumes every fit from the one it has, unscored.
+func (f *Forecaster) restore(st ForecasterState) {
+	f.n, f.first, f.pending, f.err, f.best = st.Samples, st.First, slices.Clone(st.Pending), st.Error, st.Best
+	for i, ft := range f.fits {
+		s := FitState{Season: st.Season, Level: st.Level, Trend: st.Trend, Pending: st.Pending}
+		if st.Fits != nil {
+			s = st.Fits[i]
+		}
+		ft.season, ft.level, ft.trend, ft.pending, ft.score = slices.Clone(s.Season), s.Level, s.Trend, slices.Clone(s.Pending), s.Score
+	}
 }

@@ -102,3 +102,41 @@ func TestPlannerRestoreRefusesNegativeLead(t *testing.T) {
 		}
 	}
 }
+
+// A state stored by a binary whose forecaster had one fit (no Fits)
+// resumes every fit from that one, forecasting as it did; a state whose
+// fits have other constants is refused whole.
+func TestPlannerRestoreForecasterFits(t *testing.T) {
+	p := testPolicy(Combined)
+	a := newCluster(t, p, 3)
+	for i := range 50 {
+		a.round(5000 + 100*float64(i))
+	}
+	st := a.pl.Snapshot()
+	st.Forecaster.Fits, st.Forecaster.Best = nil, 0
+	b := newCluster(t, p, 3)
+	if err := b.pl.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	got := b.pl.Snapshot().Forecaster
+	for i, ft := range got.Fits {
+		if ft.Level != st.Forecaster.Level || ft.Trend != st.Forecaster.Trend || ft.Score != 0 {
+			t.Fatalf("fit %d resumed at level %v trend %v score %v, want the stored fit's %v, %v, unscored", i, ft.Level, ft.Trend, ft.Score,
+				st.Forecaster.Level, st.Forecaster.Trend)
+		}
+	}
+	if want := a.pl.fc.fits[0].forecast(a.pl.fc.n, 10); b.pl.fc.Forecast(10) != want {
+		t.Fatalf("resumed forecast %v, the stored fit's %v", b.pl.fc.Forecast(10), want)
+	}
+
+	st = a.pl.Snapshot()
+	st.Forecaster.Fits[1].Alpha = 0.3
+	c := newCluster(t, p, 3)
+	before := c.pl.Snapshot()
+	if err := c.pl.Restore(st); err == nil || !strings.Contains(err.Error(), "fits are not this binary's") {
+		t.Fatalf("restore of other constants: %v", err)
+	}
+	if !reflect.DeepEqual(c.pl.Snapshot(), before) {
+		t.Fatal("a refused restore changed the planner")
+	}
+}

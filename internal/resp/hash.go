@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,28 +18,90 @@ import (
 // generation, whose old one stays as garbage until the next DEL). An
 // unguarded delete would remove the new collection's elements under its
 // metadata. A KV that cannot scan holds no hashes.
+//
+// A clearing of more than one batch leaves as many deletions (MVCC
+// tombstones, until GC) in the span, which the read of the span a ZADD or
+// HSET making k anew does first (zprobe) would step over, every one: after
+// a DEL of ~38,000 members that read was slow enough for admission to
+// refuse the ZADD (issue 37). So such a clearing reads k's metadata
+// before its scans and again after the last, and if k was absent at the
+// same version both times, no write came to the span in between (every
+// write of elements writes the metadata), and the clearing, from the
+// span's start to its end, left nothing: it records the span clean at
+// that version (zprobes.found), and a command of this node making k anew
+// while that version is k's newest neither reads nor scans the span.
 func (x *call) clearFields(k []byte) error {
-	start, end := fieldPrefix(k), fieldsEnd(k)
-	for {
-		kvs, err := x.kv.Scan(x.ctx, start, end, x.s.cfg.MaxBatchKeys)
-		if errors.Is(err, ErrUnordered) {
-			return nil
-		}
-		if err != nil || len(kvs) == 0 {
+	start := fieldPrefix(k)
+	var ver *Version // k's metadata's, read before a clearing of batches
+	for start != nil {
+		var made bool
+		var err error
+		if start, made, err = x.clearBatch(k, start, &ver); err != nil || made {
 			return err
 		}
-		ops := make([]Op, len(kvs))
-		for i, kv := range kvs {
-			ops[i] = Op{Key: kv.Key, Delete: true}
-		}
-		if made, err := x.clearWhileAbsent(k, ops); err != nil || made {
-			return err
-		}
-		if len(kvs) < x.s.cfg.MaxBatchKeys {
-			return nil
-		}
-		start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
 	}
+	if ver == nil {
+		return nil
+	}
+	ctx, cancel := x.clearingCtx()
+	defer cancel()
+	rs, err := x.kv.BatchGet(ctx, [][]byte{encKey(k)})
+	if err == nil && !rs[0].Found && rs[0].Version == *ver {
+		x.s.zprobes.found(x.kv, k, *ver)
+	}
+	return err
+}
+
+// clearBatch clears a batch of k's span from start (clearFields) and
+// returns where the next begins (nil: the clearing is done); made: k
+// exists again, and the clearing stops. The first of several batches
+// reads k's metadata's version into ver first, and is scanned again.
+func (x *call) clearBatch(k, start []byte, ver **Version) (next []byte, made bool, err error) {
+	ctx, cancel := x.clearingCtx()
+	defer cancel()
+	kvs, err := x.kv.Scan(ctx, start, fieldsEnd(k), x.s.cfg.MaxBatchKeys)
+	switch {
+	case errors.Is(err, ErrUnordered):
+		return nil, false, nil
+	case err != nil || len(kvs) == 0:
+		return nil, false, err
+	case *ver == nil && len(kvs) == x.s.cfg.MaxBatchKeys:
+		rs, err := x.kv.BatchGet(ctx, [][]byte{encKey(k)})
+		if err != nil || rs[0].Found {
+			return nil, rs != nil && rs[0].Found, err
+		}
+		*ver = &rs[0].Version
+		return start, false, nil
+	}
+	ops := make([]Op, len(kvs))
+	for i, kv := range kvs {
+		ops[i] = Op{Key: kv.Key, Delete: true}
+	}
+	if made, err := x.clearWhileAbsent(ctx, k, ops); err != nil || made {
+		return nil, made, err
+	}
+	if len(kvs) < x.s.cfg.MaxBatchKeys {
+		return nil, false, nil
+	}
+	return append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0), false, nil
+}
+
+// clearingCtx is the context of one step of a span's clearing, for a
+// command of its own: a request's time of its own (RequestTimeout), as
+// the clearing takes as many batches as the key had elements, not as
+// its command had arguments (Server.timeout; a DEL of a sorted set of
+// 38,000 members in two ranges ran out of its 5 s, ambiguous, issue 37);
+// going on to the end if the client leaves (what the clearing leaves is
+// garbage); and not measured by admission from the command's arrival,
+// which would take the command's own scans and batches before it for
+// queueing delay (a node at load 8 refused a DEL's clearing midway:
+// TRYAGAIN, the key gone and its members left). Inside EXEC or a script
+// it is EXEC's.
+func (x *call) clearingCtx() (context.Context, context.CancelFunc) {
+	if _, own := x.ctx.(*cmdCtx); !own {
+		return x.ctx, func() {}
+	}
+	return context.WithTimeout(x.s.ctx, x.s.cfg.RequestTimeout)
 }
 
 // clearWhileAbsent applies ops, deletes of keys of k's span, at once if k
@@ -46,18 +109,18 @@ func (x *call) clearFields(k []byte) error {
 // write, or, where the guard cannot cover them (k and the keys in
 // different ranges, inside EXEC), one transaction that reads k and
 // deletes them.
-func (x *call) clearWhileAbsent(k []byte, ops []Op) (made bool, err error) {
-	res, err := x.kv.GuardedWrite(x.ctx, ops, absentGuard(k))
+func (x *call) clearWhileAbsent(ctx context.Context, k []byte, ops []Op) (made bool, err error) {
+	res, err := x.kv.GuardedWrite(ctx, ops, absentGuard(k))
 	if !errors.Is(err, ErrInvalidArgument) {
 		return res.Failed, err
 	}
-	err = x.kv.Txn(x.ctx, func(tx TxnKV) error {
-		r, err := tx.Get(x.ctx, encKey(k))
+	err = x.kv.Txn(ctx, func(tx TxnKV) error {
+		r, err := tx.Get(ctx, encKey(k))
 		if made = r.Found; err != nil || made {
 			return err
 		}
 		for _, op := range ops {
-			if err := tx.Delete(x.ctx, op.Key); err != nil {
+			if err := tx.Delete(ctx, op.Key); err != nil {
 				return err
 			}
 		}

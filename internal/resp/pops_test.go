@@ -2,11 +2,14 @@ package resp
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -184,6 +187,114 @@ func TestZPopMinStepsNoDeletions(t *testing.T) {
 	if !slices.Equal(members[:2], []string{"m504", "m505"}) || len(members) != 495 {
 		t.Fatalf("ZRANGE z 0 -1: %v...", members[:3])
 	}
+}
+
+// nthScanKV runs hook before its at-th Scan.
+type nthScanKV struct {
+	*fakeKV
+	n, at atomic.Int32
+	hook  func()
+}
+
+func (k *nthScanKV) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	if k.n.Add(1) == k.at.Load() {
+		k.hook()
+	}
+	return k.fakeKV.Scan(ctx, start, end, limit)
+}
+
+// TestDelRecordsItsSpanClean: a DEL whose clearing takes several batches
+// records the span clean, so that a ZADD or HSET of the same front end
+// making the key anew steps over none of the deletions it left (on main
+// the read of the span outside the transaction stepped over all 600);
+// another front end (another node's) reads the span as before. A set
+// made and expired at the key while the clearing ran, its member left
+// where the clearing had passed, is not taken for clean.
+func TestDelRecordsItsSpanClean(t *testing.T) {
+	kv := &nthScanKV{fakeKV: newFakeKV()}
+	mod := func(c *Config) { c.Now, c.MaxBatchKeys = kv.clock.Now, 100 }
+	s, _ := start(t, kv, mod, nil)
+	other, _ := start(t, kv, mod, nil)
+	fill := func(k string) {
+		cmd := []string{"ZADD", k}
+		for j := range 300 {
+			cmd = append(cmd, strconv.Itoa(j), "m"+strconv.Itoa(j))
+		}
+		eqReplies(t, pipeline(t, s, cmd), []string{":300"})
+	}
+	kv.keepTombs()
+	for _, k := range []string{"z", "h", "o"} {
+		fill(k)
+	}
+	eqReplies(t, pipeline(t, s, []string{"DEL", "z"}, []string{"DEL", "h", "o"}), []string{":1", ":2"})
+	eq(t, kv.steps(func() {
+		eqReplies(t, pipeline(t, s, []string{"ZADD", "z", "1", "a"}, []string{"HSET", "h", "f", "v"}), []string{":1", ":1"})
+	}), 0)
+	eq(t, kv.steps(func() { eqReplies(t, pipeline(t, other, []string{"ZADD", "o", "1", "a"}), []string{":1"}) }), 600)
+	eqReplies(t, pipeline(t, s, []string{"ZRANGE", "z", "0", "-1"}, []string{"HGETALL", "h"}, []string{"ZRANGE", "o", "0", "-1"}),
+		[]string{"*[$a]", "*[$f $v]", "*[$a]"})
+
+	fill("r")
+	kv.n.Store(0)
+	kv.at.Store(3) // the clearing's third scan: after its first batch's deletes
+	kv.hook = func() {
+		eqReplies(t, pipeline(t, s, []string{"ZADD", "r", "5", "a"}, []string{"PEXPIRE", "r", "1"}), []string{":1", ":1"})
+		kv.clock.Advance(time.Second)
+	}
+	eqReplies(t, pipeline(t, s, []string{"DEL", "r"}), []string{":1"})
+	eqReplies(t, pipeline(t, s, []string{"ZADD", "r", "1", "b"}, []string{"ZRANGE", "r", "0", "-1", "WITHSCORES"}, []string{"ZCARD", "r"},
+		[]string{"ZSCORE", "r", "a"}), []string{":1", "*[$b $1]", ":1", "$<nil>"})
+}
+
+// slowScanKV's scans each take a second of its clock; it records, for each
+// guarded write, whether its context carries its command's arrival
+// (Arrival) and its deadline.
+type slowScanKV struct {
+	*fakeKV
+	arrived   []bool
+	deadlines []time.Time
+}
+
+func (k *slowScanKV) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	k.clock.Advance(time.Second)
+	return k.fakeKV.Scan(ctx, start, end, limit)
+}
+
+func (k *slowScanKV) GuardedWrite(ctx context.Context, ops []Op, g Guard) (GuardResult, error) {
+	d, _ := ctx.Deadline()
+	k.arrived, k.deadlines = append(k.arrived, !Arrival(ctx).IsZero()), append(k.deadlines, d)
+	return k.fakeKV.GuardedWrite(ctx, ops, g)
+}
+
+// TestClearingBatchesAreRequestsOfTheirOwn: each write clearing a span (a
+// DEL's, batch after batch, and a ZADD's over an earlier set's leftovers
+// after its read of the span) has a request's time of its own, and
+// admission does not measure it from its command's arrival. On main they
+// shared their command's deadline, so a DEL of 38,000 members in two
+// ranges ran out of its 5 s (ERR ambiguous result), and each was measured
+// as having waited for the scans and batches before it: a node at load 8
+// took a DEL for an overload and refused its clearing midway (TRYAGAIN,
+// the key gone and its members left).
+func TestClearingBatchesAreRequestsOfTheirOwn(t *testing.T) {
+	kv := &slowScanKV{fakeKV: newFakeKV()}
+	s, _ := start(t, kv, func(c *Config) { c.Now, c.MaxBatchKeys = kv.clock.Now, 100 }, nil)
+	cmd := []string{"ZADD", "z"}
+	for j := range 300 {
+		cmd = append(cmd, strconv.Itoa(j), "m"+strconv.Itoa(j))
+	}
+	eqReplies(t, pipeline(t, s, cmd, []string{"DEL", "z"}), []string{":300", ":1"})
+	eq(t, fmt.Sprint(kv.arrived), "[false false false false false false]")
+	for i := 1; i < len(kv.deadlines); i++ {
+		if !kv.deadlines[i].After(kv.deadlines[i-1]) {
+			t.Fatalf("clearing batches' deadlines %v: not each its own", kv.deadlines)
+		}
+	}
+
+	kv.arrived = nil
+	eqReplies(t, pipeline(t, s, cmd, []string{"PEXPIRE", "z", "1"}), []string{":300", ":1"})
+	kv.clock.Advance(time.Second)
+	eqReplies(t, pipeline(t, s, []string{"ZADD", "z", "1", "a"}, []string{"ZRANGE", "z", "0", "-1"}), []string{":1", "*[$a]"})
+	eq(t, fmt.Sprint(kv.arrived), "[false]")
 }
 
 // TestZAddAfterDelScansOutside: a ZADD making a sorted set where one of

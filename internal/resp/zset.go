@@ -379,7 +379,9 @@ func (x *call) zwriteMeta(v *txView, z []byte, exists bool, card int, hint []byt
 func (x *call) zclearStale(z []byte) error {
 	g := absentGuard(z)
 	g.ClearStart, g.ClearEnd = fieldPrefix(z), fieldsEnd(z)
-	_, err := x.kv.GuardedWrite(x.ctx, []Op{{Key: encKey(z), SetTTL: true}}, g)
+	ctx, cancel := x.clearingCtx()
+	_, err := x.kv.GuardedWrite(ctx, []Op{{Key: encKey(z), SetTTL: true}}, g)
+	cancel()
 	switch {
 	case errors.Is(err, ErrUnordered):
 		return nil
