@@ -96,6 +96,8 @@ func (t *btree) descend(key []byte) []step {
 
 func (t *btree) ordered() bool { return true }
 
+func (t *btree) bounded(lower, upper []byte) bool { return true }
+
 func (t *btree) get(key []byte) *entry {
 	leaf := t.leafFor(key)
 	if i, ok := leaf.search(key); ok {

@@ -104,6 +104,8 @@ func newCBFIndex(counters uint64, hashes int, h hasher) *cbfIndex {
 
 func (x *cbfIndex) ordered() bool { return false }
 
+func (x *cbfIndex) bounded(lower, upper []byte) bool { return x.hasher.bounded(lower, upper) }
+
 func (x *cbfIndex) get(key []byte) *entry {
 	h := x.hasher.hash(key)
 	if !x.filter.mayContain(h) {

@@ -18,6 +18,8 @@
 //
 // Ordered iteration works over every index; over the hashed two it costs a
 // full pass and a sort when the iterator opens, which is the paper's point.
+// ApproximateSize never makes one: it answers from a storage.SizeTally kept
+// by every write (exact for the whole engine, a sample for large spans).
 //
 // Snapshots and iterators are isolated from later writes by versions, not
 // copies: each key keeps the values that open readers may still see, so

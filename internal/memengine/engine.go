@@ -25,6 +25,8 @@ type Engine struct {
 	idx    index
 	seq    uint64 // the last committed batch's sequence number
 	closed bool
+	// size tallies the latest values' bytes for ApproximateSize.
+	size *storage.SizeTally
 	// garbage lists the entries holding versions (or deletions) that only
 	// readers open at the time could see; collectLocked drops those once
 	// the readers have gone.
@@ -53,7 +55,7 @@ func New(c Config) (*Engine, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{idx: newIndex(c), pins: map[uint64]int{}}, nil
+	return &Engine{idx: newIndex(c), pins: map[uint64]int{}, size: storage.NewSizeTally()}, nil
 }
 
 // pinLocked registers a reader at seq. The caller holds mu (either way),
@@ -139,10 +141,12 @@ func (e *Engine) track(en *entry) {
 
 func (e *Engine) setLocked(key, value []byte, seq uint64, pins []uint64) {
 	if en := e.idx.get(key); en != nil {
+		e.size.Change(en.key, en.size(), len(key)+len(value))
 		en.write(version{seq, value}, pins)
 		e.track(en)
 		return
 	}
+	e.size.Change(key, 0, len(key)+len(value))
 	e.idx.insert(newEntry(key, version{seq, value}))
 }
 
@@ -150,6 +154,7 @@ func (e *Engine) deleteLocked(en *entry, seq uint64, pins []uint64) {
 	if _, live := en.latest(); !live {
 		return // already deleted, kept only for older readers
 	}
+	e.size.Change(en.key, en.size(), 0)
 	en.write(version{seq: seq}, pins)
 	if en.dead() {
 		e.idx.remove(en)
@@ -272,8 +277,13 @@ func (e *Engine) IngestSST(path string, lower, upper []byte) error {
 	return nil
 }
 
-// ApproximateSize returns the exact sum of key and value lengths in the
-// span. Over a hashed index that means looking at every key.
+// ApproximateSize is the sum of the latest key and value lengths in the
+// span, without reading every key (storage.SizeTally.Size): exact for the
+// whole engine, and for a span of at most storage.SizeWalkKeys keys that
+// the index can read alone (any span of the B+-tree, a span inside one
+// group of a grouped hashed index); estimated from a sample of the keys
+// otherwise, since a hashed index can find a span's keys only by looking
+// at all of them.
 func (e *Engine) ApproximateSize(lower, upper []byte) (uint64, error) {
 	if err := storage.CheckIterBounds(lower, upper); err != nil {
 		return 0, err
@@ -283,14 +293,13 @@ func (e *Engine) ApproximateSize(lower, upper []byte) (uint64, error) {
 	if e.closed {
 		return 0, storage.ErrClosed
 	}
-	var n uint64
-	e.idx.scan(lower, upper, func(en *entry) bool {
-		if v, ok := en.latest(); ok {
-			n += uint64(len(en.key) + len(v))
+	var walk func(fn func(int) bool)
+	if e.idx.bounded(lower, upper) {
+		walk = func(fn func(int) bool) {
+			e.idx.scan(lower, upper, func(en *entry) bool { return fn(en.size()) })
 		}
-		return true
-	})
-	return n, nil
+	}
+	return e.size.Size(lower, upper, walk), nil
 }
 
 // Sync succeeds without doing anything: a memory engine has nothing to make

@@ -59,3 +59,12 @@ func TestConformance(t *testing.T) {
 func TestEnginesAgree(t *testing.T) {
 	enginetest.Agree(t, kinds...)
 }
+
+// ApproximateSize reads no key for the whole engine, whatever its index.
+func TestApproximateSizeTally(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.Name, func(t *testing.T) {
+			enginetest.TallySize(t, k, func(e storage.Engine) uint64 { return e.(*Engine).size.Visits() }, k.Name == string(BTree))
+		})
+	}
+}

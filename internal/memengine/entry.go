@@ -47,6 +47,15 @@ func (e *entry) latest() ([]byte, bool) {
 	return v, v != nil
 }
 
+// size is what the entry counts for in ApproximateSize: its key's and
+// latest value's lengths, or 0 when deleted.
+func (e *entry) size() int {
+	if v, ok := e.latest(); ok {
+		return len(e.key) + len(v)
+	}
+	return 0
+}
+
 // at returns the value a reader at seq sees: the newest version no newer
 // than seq.
 func (e *entry) at(seq uint64) ([]byte, bool) {

@@ -66,6 +66,8 @@ func newExtHash(records int, h hasher) *exthash {
 
 func (t *exthash) ordered() bool { return false }
 
+func (t *exthash) bounded(lower, upper []byte) bool { return t.hasher.bounded(lower, upper) }
+
 func (t *exthash) slot(h uint64) uint64 { return h & (1<<t.depth - 1) }
 
 func (t *exthash) get(key []byte) *entry {

@@ -24,6 +24,10 @@ type index interface {
 	scan(lower, upper []byte, fn func(*entry) bool)
 	// ordered reports whether scan is ordered and costs only what it visits.
 	ordered() bool
+	// bounded reports whether scan of [lower, upper) costs only what it
+	// visits: always for an ordered index, for an unordered one when the
+	// span lies in one group.
+	bounded(lower, upper []byte) bool
 }
 
 func newIndex(c Config) index {
@@ -66,6 +70,13 @@ func (h hasher) oneGroup(lower, upper []byte) (uint64, bool) {
 		return 0, false
 	}
 	return h.hash(lower), true
+}
+
+// bounded is index.bounded for the hashed indexes, which read a span
+// inside one group in its bucket or slot only.
+func (h hasher) bounded(lower, upper []byte) bool {
+	_, ok := h.oneGroup(lower, upper)
+	return ok
 }
 
 // inSpan reports whether key is in [lower, upper), a nil upper unbounded.

@@ -3,8 +3,8 @@ package resp
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"

@@ -32,3 +32,6 @@ var (
 	_ Iterator = (*pebbleIter)(nil)
 	_ Iterator = (*memIter)(nil)
 )
+
+// SizeVisits is how many keys and samples ApproximateSize has read.
+func (e *MemEngine) SizeVisits() uint64 { return e.size.Visits() }

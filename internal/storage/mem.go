@@ -20,6 +20,9 @@ type memItem struct {
 
 func memLess(a, b memItem) bool { return bytes.Compare(a.key, b.key) < 0 }
 
+// size is what the pair counts for in ApproximateSize.
+func (it memItem) size() int { return len(it.key) + len(it.value) }
+
 type memTree = btree.BTreeG[memItem]
 
 // memDegree is the B-tree fan-out; any small value works, 32 keeps trees
@@ -41,7 +44,9 @@ type MemEngine struct {
 	durable *memTree
 	// unsynced holds the batches committed without sync since the last sync
 	// point, in order, for CrashCloneKeeping.
-	unsynced  [][]memOp
+	unsynced [][]memOp
+	// size tallies tree's bytes for ApproximateSize.
+	size      *SizeTally
 	closed    bool
 	commitErr error
 	ingestErr error
@@ -54,9 +59,16 @@ type MemEngine struct {
 var _ Engine = (*MemEngine)(nil)
 
 // NewMem returns an empty in-memory engine.
-func NewMem() *MemEngine {
-	t := btree.NewG(memDegree, memLess)
-	return &MemEngine{tree: t, durable: t.Clone()}
+func NewMem() *MemEngine { return memEngineOf(btree.NewG(memDegree, memLess)) }
+
+// memEngineOf returns an engine holding t, tallying its keys.
+func memEngineOf(t *memTree) *MemEngine {
+	e := &MemEngine{tree: t, durable: t.Clone(), size: NewSizeTally()}
+	t.Ascend(func(it memItem) bool {
+		e.size.Change(it.key, 0, it.size())
+		return true
+	})
+	return e
 }
 
 // SetCommitError makes every subsequent Batch.Commit fail with err, applying
@@ -88,12 +100,16 @@ func (e *MemEngine) CrashClone() *MemEngine { return e.CrashCloneKeeping(0) }
 // reach the disk in part before any fsync, always as a prefix.
 func (e *MemEngine) CrashCloneKeeping(n int) *MemEngine {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	t := e.durable.Clone()
-	for _, ops := range e.unsynced[:min(n, len(e.unsynced))] {
-		applyOpsLocked(t, ops)
+	t, kept := e.durable.Clone(), e.unsynced[:min(n, len(e.unsynced))]
+	e.mu.Unlock()
+	// Tallying every key of the clone is the engine's only walk over all
+	// of them; it reads the clone, not the engine, so it takes no lock.
+	c := memEngineOf(t)
+	for _, ops := range kept {
+		c.applyOpsLocked(ops)
 	}
-	return &MemEngine{tree: t, durable: t.Clone()}
+	c.markDurableLocked()
+	return c
 }
 
 // UnsyncedBatches counts the batches committed without sync since the last
@@ -185,13 +201,13 @@ func (e *MemEngine) IngestSST(path string, lower, upper []byte) error {
 	}
 	// The empty key is never stored, so clearing from lower (even "")
 	// clears the same keys as from CheckDeleteSpan's normalised start.
-	deleteRangeLocked(e.tree, lower, upper)
+	e.deleteRangeLocked(lower, upper)
 	if e.ingestErr != nil {
 		e.markDurableLocked()
 		return e.ingestErr
 	}
 	for _, it := range items {
-		e.tree.ReplaceOrInsert(memItem{key: it.Key, value: it.Value})
+		e.setLocked(memItem{key: it.Key, value: it.Value})
 	}
 	e.markDurableLocked()
 	// Pebble consumes the file on success; do the same so tests cannot come
@@ -200,7 +216,10 @@ func (e *MemEngine) IngestSST(path string, lower, upper []byte) error {
 	return nil
 }
 
-// ApproximateSize returns the exact sum of key and value lengths in the span.
+// ApproximateSize is the sum of key and value lengths in the span: exact
+// for the whole engine and for spans of at most SizeWalkKeys keys, and
+// estimated from a sample of the keys for larger ones (SizeTally.Size), so
+// that it never reads every key.
 func (e *MemEngine) ApproximateSize(lower, upper []byte) (uint64, error) {
 	if err := CheckIterBounds(lower, upper); err != nil {
 		return 0, err
@@ -210,15 +229,11 @@ func (e *MemEngine) ApproximateSize(lower, upper []byte) (uint64, error) {
 	if e.closed {
 		return 0, ErrClosed
 	}
-	var n uint64
-	e.tree.AscendGreaterOrEqual(memItem{key: lower}, func(it memItem) bool {
-		if upper != nil && bytes.Compare(it.key, upper) >= 0 {
-			return false
-		}
-		n += uint64(len(it.key) + len(it.value))
-		return true
-	})
-	return n, nil
+	return e.size.Size(lower, upper, func(fn func(int) bool) {
+		e.tree.AscendGreaterOrEqual(memItem{key: lower}, func(it memItem) bool {
+			return (upper == nil || bytes.Compare(it.key, upper) < 0) && fn(it.size())
+		})
+	}), nil
 }
 
 func (e *MemEngine) Sync() error {
@@ -254,15 +269,29 @@ func (e *MemEngine) isClosed() bool {
 	return e.closed
 }
 
-// deleteRangeLocked removes [start, end) from t.
-func deleteRangeLocked(t *memTree, start, end []byte) {
+func (e *MemEngine) setLocked(it memItem) {
+	before := 0
+	if old, ok := e.tree.ReplaceOrInsert(it); ok {
+		before = old.size()
+	}
+	e.size.Change(it.key, before, it.size())
+}
+
+func (e *MemEngine) deleteLocked(key []byte) {
+	if old, ok := e.tree.Delete(memItem{key: key}); ok {
+		e.size.Change(old.key, old.size(), 0)
+	}
+}
+
+// deleteRangeLocked removes [start, end).
+func (e *MemEngine) deleteRangeLocked(start, end []byte) {
 	var doomed []memItem
-	t.AscendRange(memItem{key: start}, memItem{key: end}, func(it memItem) bool {
+	e.tree.AscendRange(memItem{key: start}, memItem{key: end}, func(it memItem) bool {
 		doomed = append(doomed, it)
 		return true
 	})
 	for _, it := range doomed {
-		t.Delete(it)
+		e.deleteLocked(it.key)
 	}
 }
 
@@ -354,7 +383,7 @@ func (b *memBatch) Commit(sync bool) error {
 	}
 	// Holding the write lock for the whole batch is what makes it atomic to
 	// readers.
-	applyOpsLocked(e.tree, b.ops)
+	e.applyOpsLocked(b.ops)
 	if sync {
 		e.markDurableLocked()
 	} else {
@@ -363,15 +392,15 @@ func (b *memBatch) Commit(sync bool) error {
 	return nil
 }
 
-func applyOpsLocked(t *memTree, ops []memOp) {
+func (e *MemEngine) applyOpsLocked(ops []memOp) {
 	for _, op := range ops {
 		switch op.kind {
 		case memSet:
-			t.ReplaceOrInsert(memItem{key: op.key, value: op.value})
+			e.setLocked(memItem{key: op.key, value: op.value})
 		case memDelete:
-			t.Delete(memItem{key: op.key})
+			e.deleteLocked(op.key)
 		case memDeleteRange:
-			deleteRangeLocked(t, op.key, op.value)
+			e.deleteRangeLocked(op.key, op.value)
 		}
 	}
 }

@@ -227,3 +227,7 @@ func TestMemCrashCloneKeepsAPrefixOfUnsyncedBatches(t *testing.T) {
 		t.Fatalf("a sync point must make earlier batches durable; %d still unsynced", n)
 	}
 }
+
+func TestMemApproximateSizeTally(t *testing.T) {
+	enginetest.TallySize(t, enginetest.Mem, func(e storage.Engine) uint64 { return e.(*storage.MemEngine).SizeVisits() }, true)
+}

@@ -91,7 +91,12 @@ type Engine interface {
 	// IngestSST atomically-as-seen-by-readers-after-return replaces everything in [lower, upper)
 	// with the SST's contents: clear the span (durably), then ingest the file. The file may be moved/consumed.
 	IngestSST(path string, lower, upper []byte) error
-	// ApproximateSize estimates the bytes stored in [lower, upper).
+	// ApproximateSize estimates the bytes stored in [lower, upper). Nodes
+	// call it for every replica every heartbeat, so it must not read every
+	// key of the span: Pebble sums the on-disk data overlapping it (not
+	// its memtable); the memory engines answer from a SizeTally (exact for
+	// the whole engine and for spans of up to SizeWalkKeys keys an index
+	// reads alone, sampled otherwise; a span without keys reads 0).
 	ApproximateSize(lower, upper []byte) (uint64, error)
 	// Sync makes all previously committed writes durable.
 	Sync() error
