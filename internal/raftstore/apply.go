@@ -41,6 +41,8 @@ type applyBatch struct {
 	stored map[*Replica]uint64
 	// vk is versionedData.write's version key, reused.
 	vk []byte
+	// data is the range data dataLocked returned last, reused.
+	data versionedData
 	// answers are the proposers to wake with their commands' results
 	// once the batch is committed (answer), across flushes.
 	answers []answer
@@ -219,8 +221,8 @@ func (r *Replica) applyCommittedLocked(ab *applyBatch, ents []*raftpb.Entry) (po
 			if len(e.GetData()) == 0 {
 				break // a new leader's empty entry
 			}
-			cmd := &tidekvpb.RaftCommand{}
-			if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
+			cmd, err := decodeCommand(e.GetData())
+			if err != nil {
 				log.Fatalf("range %d: corrupt entry %d: %v", r.rangeID, e.GetIndex(), err)
 			}
 			for _, cmd := range entryCommands(cmd) {

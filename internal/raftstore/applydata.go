@@ -56,7 +56,10 @@ func (r *Replica) dataLocked(ab *applyBatch, cmd *tidekvpb.RaftCommand) (rangeDa
 	if thr := gcThresholdOf(r.mu.state); !thr.Less(ts) && !thr.IsZero() {
 		ts = thr.Next() // see mvccgc.go
 	}
-	return versionedData{ab: ab, r: r, ts: ts, aboveBound: r.mu.versionBound.below(ts)}, nil
+	// In the batch, not boxed anew: each command's data is done with
+	// before the next command's is made.
+	ab.data = versionedData{ab: ab, r: r, ts: ts, aboveBound: r.mu.versionBound.below(ts)}
+	return &ab.data, nil
 }
 
 func (r *Replica) mustWrite(err error) {

@@ -80,8 +80,9 @@ type logWrite struct {
 	// acks are m's responses to other replicas (a follower's
 	// acknowledgements, votes), addressed when queued: the writer sends
 	// them as soon as the batch is durable, without a round trip through
-	// the scheduler; m keeps those to its own replica.
-	acks []*tidekvpb.RaftMessage
+	// the scheduler; m keeps those to its own replica. Values, so the
+	// envelopes of a write are one allocation.
+	acks []tidekvpb.RaftMessage
 }
 
 func newLogWriter(eng storage.Engine, stats *Stats, stopper <-chan struct{}) *logWriter {
@@ -151,9 +152,9 @@ func (w *logWriter) run() {
 		default:
 		}
 		for _, lw := range ws {
-			for _, rm := range lw.acks {
+			for i := range lw.acks {
 				if !stopped {
-					lw.r.store.countSent(lw.r.store.transport.Send(rm))
+					lw.r.store.countSent(lw.r.store.transport.Send(&lw.acks[i]))
 				}
 			}
 			lw.r.logWritten(lw.m)
@@ -260,15 +261,25 @@ func (r *Replica) hardStateDurableLocked(m *raftpb.Message) bool {
 // logWriteLocked prepares rd's MsgStorageAppend m for the writer.
 func (r *Replica) logWriteLocked(m *raftpb.Message, rd *raft.Ready) logWrite {
 	lw := logWrite{r: r, m: m, sync: rd.MustSync, hardState: r.hardStateDurableLocked(m)}
-	own := m.Responses[:0]
+	others := 0
+	for _, resp := range m.GetResponses() {
+		if resp.GetTo() != r.mu.replicaID {
+			others++
+		}
+	}
+	if others > 0 {
+		lw.acks = make([]tidekvpb.RaftMessage, others)
+	}
+	own, n := m.Responses[:0], 0
 	var held heldOnce
 	for _, resp := range m.GetResponses() {
 		if resp.GetTo() == r.mu.replicaID {
 			own = append(own, resp)
-		} else if rm := r.envelopeLocked(resp, &held); rm != nil {
-			lw.acks = append(lw.acks, rm)
+		} else if r.envelopeLocked(&lw.acks[n], resp, &held) {
+			n++
 		}
 	}
+	lw.acks = lw.acks[:n]
 	m.Responses = own
 	if n := len(m.GetEntries()); n > 0 {
 		last := m.GetEntries()[n-1].GetIndex()

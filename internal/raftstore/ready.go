@@ -316,12 +316,16 @@ func (s *Store) finishReadyLocked(w *readyWork) {
 
 func (r *Replica) sendMessagesLocked(msgs []*raftpb.Message) {
 	var held heldOnce
-	for _, m := range msgs {
+	// The envelopes in one array: a leader's Ready addresses each
+	// follower. The transport may hold one after Send returns; none is
+	// reused.
+	envs := make([]tidekvpb.RaftMessage, len(msgs))
+	for i, m := range msgs {
 		if m.GetType() == raftpb.MsgTimeoutNow && r.holdTimeoutNowLocked(m) {
 			continue
 		}
-		rm := r.envelopeLocked(m, &held)
-		if rm == nil {
+		rm := &envs[i]
+		if !r.envelopeLocked(rm, m, &held) {
 			continue
 		}
 		if m.GetType() == raftpb.MsgTimeoutNow {
@@ -386,21 +390,21 @@ func (r *Replica) releaseTimeoutNowLocked() {
 	}
 }
 
-// envelopeLocked addresses m to its replica's node; nil if the node is
-// unknown. held is shared by the messages sent together.
-func (r *Replica) envelopeLocked(m *raftpb.Message, held *heldOnce) *tidekvpb.RaftMessage {
+// envelopeLocked addresses m to its replica's node in rm; false if the
+// node is unknown. held is shared by the messages sent together.
+func (r *Replica) envelopeLocked(rm *tidekvpb.RaftMessage, m *raftpb.Message, held *heldOnce) bool {
 	to := r.mu.peerNodes[m.GetTo()]
 	if to == 0 {
-		return nil
+		return false
 	}
-	rm := &tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m, DataLost: r.lost.Load()}
+	*rm = tidekvpb.RaftMessage{RangeId: r.rangeID, FromNodeId: r.store.nodeID, ToNodeId: to, Message: m, DataLost: r.lost.Load()}
 	if t := m.GetType(); t == raftpb.MsgApp || t == raftpb.MsgHeartbeat {
 		// A follower learns from these what it may truncate: it cannot
 		// know what the other replicas hold. Heartbeats carry it to a
 		// range that no longer writes.
 		rm.LogHeldByAll = held.get(r)
 	}
-	return rm
+	return true
 }
 
 // heldOnce is heldByAllLocked computed at most once for the messages of a

@@ -295,7 +295,7 @@ func recordTransition(rec *tidekvpb.TxnRecord, found bool, c *tidekvpb.TxnComman
 // one holds another transaction's intent: it must not overwrite a value
 // that may yet commit. Only ranges an intent was ever written to read.
 func (r *Replica) checkIntentsLocked(data rangeData, ks ...[]byte) error {
-	v, ok := data.(versionedData)
+	v, ok := data.(*versionedData)
 	if !ok || !r.mu.state.GetMayHoldIntents() {
 		return nil
 	}

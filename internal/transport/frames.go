@@ -214,7 +214,6 @@ func (t *GRPC) serveFrames(c net.Conn) {
 	_ = c.SetDeadline(time.Time{})
 	r := bufio.NewReaderSize(c, 64<<10)
 	var hdr [4]byte
-	var body []byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return
@@ -224,23 +223,17 @@ func (t *GRPC) serveFrames(c net.Conn) {
 			log.Printf("raft frames from %s: a frame of %d bytes exceeds %d; closing", c.RemoteAddr(), n, maxFrame)
 			return
 		}
-		if cap(body) < int(n) {
-			body = make([]byte, n)
-		}
-		body = body[:n]
+		// A body per frame: the decoded entries alias it (decodeBatch).
+		body := make([]byte, n)
 		if _, err := io.ReadFull(r, body); err != nil {
 			return
 		}
-		// Unmarshal copies bytes fields: body is reused for the next frame.
-		b := &tidekvpb.RaftMessageBatch{}
-		if err := proto.Unmarshal(body, b); err != nil {
+		msgs, err := decodeBatch(body)
+		if err != nil {
 			log.Printf("raft frames from %s: %v; closing", c.RemoteAddr(), err)
 			return
 		}
-		if cap(body) > 1<<20 {
-			body = nil // a snapshot-sized batch's buffer is not kept
-		}
-		t.deliver(b.GetMessages())
+		t.deliver(msgs)
 	}
 }
 
