@@ -5,6 +5,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/wirefield"
 )
 
 // decodeCommand decodes a log entry's RaftCommand. Every replica decodes
@@ -75,30 +76,6 @@ func (d *cmdDecoder) alloc() {
 	d.nCmd, d.nTS, d.nW = 0, 0, 0
 }
 
-// nextField splits buf's first field: its number and wire type, a
-// varint's value or a length-delimited value (capped), and the rest of
-// buf. ok false: another wire type, or it does not parse.
-func nextField(buf []byte) (num protowire.Number, v uint64, b, rest []byte, isBytes, ok bool) {
-	num, typ, n := protowire.ConsumeTag(buf)
-	if n < 0 {
-		return 0, 0, nil, nil, false, false
-	}
-	buf = buf[n:]
-	switch typ {
-	case protowire.VarintType:
-		v, n = protowire.ConsumeVarint(buf)
-	case protowire.BytesType:
-		b, n = protowire.ConsumeBytes(buf)
-		b, isBytes = b[:len(b):len(b)], true
-	default:
-		return 0, 0, nil, nil, false, false
-	}
-	if n < 0 {
-		return 0, 0, nil, nil, false, false
-	}
-	return num, v, b, buf[n:], isBytes, true
-}
-
 // command decodes one command; inner: it is an element of a batch.
 func (d *cmdDecoder) command(buf []byte, inner bool) bool {
 	var c *tidekvpb.RaftCommand
@@ -112,7 +89,7 @@ func (d *cmdDecoder) command(buf []byte, inner bool) bool {
 	w0 := d.nW
 	var hasWrites, hasBatch, hasTS bool
 	for len(buf) > 0 {
-		num, v, b, rest, isBytes, ok := nextField(buf)
+		num, v, b, rest, isBytes, ok := wirefield.Next(buf)
 		if !ok {
 			return false
 		}
@@ -164,7 +141,7 @@ func (d *cmdDecoder) timestamp(buf []byte, c *tidekvpb.RaftCommand) bool {
 	}
 	d.nTS++
 	for len(buf) > 0 {
-		num, v, _, rest, isBytes, ok := nextField(buf)
+		num, v, _, rest, isBytes, ok := wirefield.Next(buf)
 		if !ok || isBytes || (num != 1 && num != 2) {
 			return false
 		}
@@ -186,7 +163,7 @@ func (d *cmdDecoder) write(buf []byte) bool {
 	}
 	d.nW++
 	for len(buf) > 0 {
-		num, v, b, rest, isBytes, ok := nextField(buf)
+		num, v, b, rest, isBytes, ok := wirefield.Next(buf)
 		if !ok || isBytes != (num == 2 || num == 3) || num < 1 || num > 6 {
 			return false
 		}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/internal/wirefield"
 )
 
 // decodeBatch decodes a frame's RaftMessageBatch with a fixed number of
@@ -76,43 +77,16 @@ func (d *batchDecoder) alloc() {
 	d.nRM, d.nMsg, d.nEnt, d.nU64, d.nMT, d.nET, d.nB = 0, 0, 0, 0, 0, 0, 0
 }
 
-// field reads one field's tag and value: v for a varint, b for bytes
-// (capped at its end). ok false: the wire type is neither, or it does not
-// parse.
-func field(buf []byte) (num protowire.Number, typ protowire.Type, v uint64, b []byte, n int, ok bool) {
-	num, typ, n = protowire.ConsumeTag(buf)
-	if n < 0 {
-		return 0, 0, 0, nil, 0, false
-	}
-	switch typ {
-	case protowire.VarintType:
-		var m int
-		v, m = protowire.ConsumeVarint(buf[n:])
-		if m < 0 {
-			return 0, 0, 0, nil, 0, false
-		}
-		return num, typ, v, nil, n + m, true
-	case protowire.BytesType:
-		var m int
-		b, m = protowire.ConsumeBytes(buf[n:])
-		if m < 0 {
-			return 0, 0, 0, nil, 0, false
-		}
-		return num, typ, 0, b[:len(b):len(b)], n + m, true
-	}
-	return 0, 0, 0, nil, 0, false
-}
-
 func (d *batchDecoder) batch(buf []byte) bool {
 	for len(buf) > 0 {
-		num, typ, _, b, n, ok := field(buf)
-		if !ok || num != 1 || typ != protowire.BytesType {
+		num, _, b, rest, isBytes, ok := wirefield.Next(buf)
+		if !ok || num != 1 || !isBytes {
 			return false
 		}
 		if !d.raftMessage(b) {
 			return false
 		}
-		buf = buf[n:]
+		buf = rest
 	}
 	return true
 }
@@ -126,13 +100,13 @@ func (d *batchDecoder) raftMessage(buf []byte) bool {
 	d.nRM++
 	seenMsg := false
 	for len(buf) > 0 {
-		num, typ, v, b, n, ok := field(buf)
+		num, v, b, rest, isBytes, ok := wirefield.Next(buf)
 		if !ok {
 			return false
 		}
-		buf = buf[n:]
+		buf = rest
 		switch {
-		case num == 4 && typ == protowire.BytesType && !seenMsg:
+		case num == 4 && isBytes && !seenMsg:
 			seenMsg = true
 			m, ok := d.message(b)
 			if !ok {
@@ -141,7 +115,7 @@ func (d *batchDecoder) raftMessage(buf []byte) bool {
 			if d.fill {
 				rm.Message = m
 			}
-		case typ != protowire.VarintType:
+		case isBytes:
 			return false
 		case !d.fill:
 			if num != 1 && num != 2 && num != 3 && num != 6 && num != 7 {
@@ -172,12 +146,12 @@ func (d *batchDecoder) message(buf []byte) (*raftpb.Message, bool) {
 	d.nMsg++
 	ent0 := d.nEnt
 	for len(buf) > 0 {
-		num, typ, v, b, n, ok := field(buf)
+		num, v, b, rest, isBytes, ok := wirefield.Next(buf)
 		if !ok {
 			return nil, false
 		}
-		buf = buf[n:]
-		if typ == protowire.BytesType {
+		buf = rest
+		if isBytes {
 			switch num {
 			case 7:
 				if !d.entry(b) {
@@ -251,17 +225,17 @@ func (d *batchDecoder) entry(buf []byte) bool {
 	}
 	d.nEnt++
 	for len(buf) > 0 {
-		num, typ, v, b, n, ok := field(buf)
+		num, v, b, rest, isBytes, ok := wirefield.Next(buf)
 		if !ok {
 			return false
 		}
-		buf = buf[n:]
+		buf = rest
 		switch {
-		case num == 4 && typ == protowire.BytesType:
+		case num == 4 && isBytes:
 			if d.fill {
 				e.Data = b
 			}
-		case typ != protowire.VarintType:
+		case isBytes:
 			return false
 		case num == 1:
 			if v > math.MaxInt32 || raftpb.EntryType_name[int32(v)] == "" {
