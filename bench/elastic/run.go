@@ -219,6 +219,7 @@ func spread(ctx context.Context, cl *client.Client, nodes int, progress io.Write
 			return fmt.Errorf("bench elastic: splitting at %s: %w", key, err)
 		}
 	}
+	fmt.Fprintf(progress, "%d nodes up, the workload split into %d ranges; waiting for their leases and replicas to spread\n", nodes, ranges)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		st, err := cl.Status(ctx)
@@ -235,7 +236,13 @@ func spread(ctx context.Context, cl *client.Client, nodes int, progress io.Write
 			fmt.Fprintf(progress, "%d ranges; leases by node %v, replicas %v (balanced: %v)\n", ranges, leases, replicas, balanced)
 			return ctx.Err()
 		}
-		time.Sleep(time.Second)
+		// An interrupt stops the wait at once; it used to run out the
+		// minute first, with every status call failing.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 }
 
