@@ -407,7 +407,41 @@ func (x *call) zreplyErr(err error) {
 type zaddFlags struct{ nx, xx, gt, lt, ch, incr bool }
 
 func cmdZAdd(x *call) {
-	var f zaddFlags
+	f, pairs, scores, ok := parseZAdd(x)
+	if !ok {
+		return
+	}
+	names, at := zdistinct(pairs)
+	if f.xx {
+		// XX adds nothing, so a missing set stays missing.
+		if _, exists, ok := x.zsetState(x.args[1]); !ok {
+			return
+		} else if !exists {
+			x.zaddReply(f, 0, 0, false, 0)
+			return
+		}
+	}
+	var r zaddResult
+	err := x.zupdate(x.args[1], names, func(_ bool, ms []zMember) (bool, error) {
+		r = f.apply(scores, at, ms)
+		return !r.nan && r.added+r.updated > 0, nil
+	})
+	switch {
+	case err != nil:
+		x.zreplyErr(err)
+	case r.nan:
+		x.c.WriteError("ERR resulting score is not a number (NaN)")
+	default:
+		if r.added > 0 {
+			x.ready(x.args[1]) // it may have created the set (BZPOPMIN)
+		}
+		x.zaddReply(f, r.added, r.updated, r.processed, r.last)
+	}
+}
+
+// parseZAdd reads ZADD's options and score-member pairs, answering the
+// first error itself (ok false).
+func parseZAdd(x *call) (f zaddFlags, pairs [][]byte, scores []float64, ok bool) {
 	i := 2
 flags:
 	for ; i < len(x.args); i++ {
@@ -428,86 +462,71 @@ flags:
 			break flags
 		}
 	}
-	pairs := x.args[i:]
+	pairs = x.args[i:]
 	switch {
 	case len(pairs)%2 != 0 || len(pairs) == 0:
 		x.c.WriteError(errSyntax)
-		return
+		return f, nil, nil, false
 	case f.nx && f.xx:
 		x.c.WriteError("ERR XX and NX options at the same time are not compatible")
-		return
+		return f, nil, nil, false
 	case (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt):
 		x.c.WriteError("ERR GT, LT, and/or NX options at the same time are not compatible")
-		return
+		return f, nil, nil, false
 	case f.incr && len(pairs) > 2:
 		x.c.WriteError("ERR INCR option supports a single increment-element pair")
-		return
+		return f, nil, nil, false
 	}
-	scores := make([]float64, len(pairs)/2)
+	scores = make([]float64, len(pairs)/2)
 	for j := range scores {
 		s, ok := parseScore(pairs[2*j])
 		if !ok {
 			x.c.WriteError(errNotFloat)
-			return
+			return f, nil, nil, false
 		}
 		scores[j] = s
 	}
-	names, at := zdistinct(pairs)
-	if f.xx {
-		// XX adds nothing, so a missing set stays missing.
-		if _, exists, ok := x.zsetState(x.args[1]); !ok {
-			return
-		} else if !exists {
-			x.zaddReply(f, 0, 0, false, 0)
-			return
-		}
-	}
-	var added, updated int
-	var processed, nan bool
-	var last float64
-	err := x.zupdate(x.args[1], names, func(_ bool, ms []zMember) (bool, error) {
-		added, updated, processed, nan = 0, 0, false, false
-		for j, s := range scores {
-			m := &ms[at[j]]
-			if m.present {
-				if f.nx {
-					continue
-				}
-				if f.incr {
-					if s += m.score; math.IsNaN(s) {
-						nan = true
-						return false, nil
-					}
-				}
-				if (f.lt && s >= m.score) || (f.gt && s <= m.score) {
-					continue
-				}
-				if s != m.score {
-					m.score = s
-					updated++
-				}
-			} else {
-				if f.xx {
-					continue
-				}
-				*m = zMember{score: s, present: true}
-				added++
+	return f, pairs, scores, true
+}
+
+// zaddResult is what one attempt of ZADD's transaction did.
+type zaddResult struct {
+	added, updated int
+	processed, nan bool    // processed: some member passed the options
+	last           float64 // the last score written (INCR's answer)
+}
+
+// apply sets scores[j] on member ms[at[j]] by ZADD's options; with INCR a
+// NaN sum stops it (nan), changing nothing the caller keeps.
+func (f zaddFlags) apply(scores []float64, at []int, ms []zMember) (r zaddResult) {
+	for j, s := range scores {
+		m := &ms[at[j]]
+		if m.present {
+			if f.nx {
+				continue
 			}
-			processed, last = true, s
+			if f.incr {
+				if s += m.score; math.IsNaN(s) {
+					return zaddResult{nan: true}
+				}
+			}
+			if (f.lt && s >= m.score) || (f.gt && s <= m.score) {
+				continue
+			}
+			if s != m.score {
+				m.score = s
+				r.updated++
+			}
+		} else {
+			if f.xx {
+				continue
+			}
+			*m = zMember{score: s, present: true}
+			r.added++
 		}
-		return added+updated > 0, nil
-	})
-	switch {
-	case err != nil:
-		x.zreplyErr(err)
-	case nan:
-		x.c.WriteError("ERR resulting score is not a number (NaN)")
-	default:
-		if added > 0 {
-			x.ready(x.args[1]) // it may have created the set (BZPOPMIN)
-		}
-		x.zaddReply(f, added, updated, processed, last)
+		r.processed, r.last = true, s
 	}
+	return r
 }
 
 // zaddReply answers ZADD (or ZINCRBY): the new score with INCR (null if
