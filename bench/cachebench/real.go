@@ -78,7 +78,7 @@ func startCache(ctx context.Context, o RealOptions, dir string, s cacheSpec) (*c
 	if s.grow {
 		extra = append(extra, launcher.AutoscaleArgs(s.maxNodes, o.NodeCPUs)...)
 	}
-	cl, stop, err := elasticbench.StartCluster(ctx, o.Binary, dir, s.nodes, o.NodeCPUs, extra, o.Progress)
+	cl, stop, err := elasticbench.StartCluster(ctx, o.Binary, dir, s.nodes, o.NodeCPUs, 0, extra, o.Progress)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +36,12 @@ type Options struct {
 	// NodeCPUs, when positive, sizes every node, those the autoscaler
 	// starts included (launcher.NodeSpec.CPUs).
 	NodeCPUs float64
+	// Hog, when positive, is the share of node 1's quota a co-located
+	// busy process takes (launcher.Config.Hog); it needs NodeCPUs.
+	Hog float64
+	// IgnoreInterference runs the plain planner
+	// (autoscale.ignore-interference).
+	IgnoreInterference bool
 	// Rate is what Nodes nodes sustain (Calibrate's answer); the curves
 	// are multiples of it, and the planner's prior per node is Rate/Nodes.
 	Rate float64
@@ -101,7 +109,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) (Result, error) {
 	defer stop()
 	settings := map[string]string{"autoscale.controller": o.Controller, "autoscale.horizon": "10s",
 		"autoscale.scale-in-after": "30s", "autoscale.cool-down": "30s", "autoscale.slo-p99": o.SLO.String(),
-		"autoscale.node-capacity": fmt.Sprint(math.Round(o.Rate / float64(o.Nodes)))}
+		"autoscale.node-capacity":       fmt.Sprint(math.Round(o.Rate / float64(o.Nodes))),
+		"autoscale.ignore-interference": strconv.FormatBool(o.IgnoreInterference)}
 	if o.Scenario == "diurnal" {
 		settings["autoscale.season"] = o.Period.String()
 	}
@@ -160,7 +169,7 @@ const warmup = 30 * time.Second
 // spreads the workload's ranges over them and returns a client of node 1
 // and what stops the cluster and every node its autoscaler started.
 func startCluster(ctx context.Context, o Options, nodes int, extra []string, progress io.Writer) (*client.Client, func(), error) {
-	cl, stop, err := StartCluster(ctx, o.Binary, o.Dir, nodes, o.NodeCPUs, extra, progress)
+	cl, stop, err := StartCluster(ctx, o.Binary, o.Dir, nodes, o.NodeCPUs, o.Hog, extra, progress)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -172,18 +181,19 @@ func startCluster(ctx context.Context, o Options, nodes int, extra []string, pro
 }
 
 // StartCluster starts nodes nodes of binary in dir on loopback, each
-// sized to nodeCPUs (0: unsized), with extra server arguments
+// sized to nodeCPUs (0: unsized), node 1 sharing hog of its quota with a
+// co-runner (0: none; launcher.Config.Hog), with extra server arguments
 // (launcher.AutoscaleArgs for a cluster that grows itself), and returns
 // a client of node 1 and what stops the cluster and every node its
 // autoscaler started. Other real-process benchmarks (bench/cachebench)
 // start their clusters with it.
-func StartCluster(ctx context.Context, binary, dir string, nodes int, nodeCPUs float64, extra []string, progress io.Writer) (*client.Client, func(), error) {
+func StartCluster(ctx context.Context, binary, dir string, nodes int, nodeCPUs, hog float64, extra []string, progress io.Writer) (*client.Client, func(), error) {
 	base, err := launcher.FreeBasePort("127.0.0.1", nodes)
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg := launcher.Config{Nodes: nodes, DataDir: dir, Host: "127.0.0.1", BasePort: base, Binary: binary,
-		ExtraArgs: extra, NodeCPUs: nodeCPUs, ReadyTimeout: time.Minute, StopTimeout: 10 * time.Second}
+		ExtraArgs: extra, NodeCPUs: nodeCPUs, Hog: hog, ReadyTimeout: time.Minute, StopTimeout: 10 * time.Second}
 	cluster, err := launcher.NewCluster(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -423,10 +433,38 @@ func drive(ctx context.Context, cl *client.Client, g *generator, load sim.LoadCu
 		if len(timeline)%15 == 0 {
 			fmt.Fprintf(progress, "%4.0fs offered %5.0f served %5.0f refused %5.0f p99 %6.1fms nodes %d migration %3.0f MiB/s\n",
 				p.At.Seconds(), p.Offered, p.Served, p.Rejected, float64(p.P99.Microseconds())/1000, p.Nodes, p.MigrationAllowance/(1<<20))
+			fmt.Fprintf(progress, "      %s\n", placementLine(ctx, cl))
 		}
 	})
 	g.wait()
 	return timeline
+}
+
+// placementLine is where the leases are and why, by node ID: each live
+// node's leases, its CPU (of its quota) and the controller's measured
+// capacity at the SLO (requests/s) and interference factor. It shows
+// lease balance weighing nodes by measured capacity (a hogged node's
+// leases go to its peers) or, under the plain planner, not.
+func placementLine(ctx context.Context, cl *client.Client) string {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	st, err := cl.Status(ctx)
+	if err != nil {
+		return fmt.Sprintf("placement: %v", err)
+	}
+	as, err := status(ctx, cl)
+	if err != nil {
+		return fmt.Sprintf("placement: %v", err)
+	}
+	var b strings.Builder
+	b.WriteString("node leases/cpu/capacity/interference:")
+	for _, n := range st.GetNodes() {
+		if n.GetLive() {
+			id := n.GetNode().GetNodeId()
+			fmt.Fprintf(&b, " %d:%d/%.2f/%.0f/%.2f", id, n.GetLeases(), n.GetCpu(), as.CapacityOpsPerNode[id], as.Interference[id])
+		}
+	}
+	return b.String()
 }
 
 // stopAll stops the cluster and the nodes the autoscaler started.

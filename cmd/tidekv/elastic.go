@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -40,7 +41,7 @@ func newElasticBenchCmd() *cobra.Command {
 	var simulate, asJSON, calibrate bool
 	var seed uint64
 	real := elasticbench.DefaultOptions()
-	var variant simVariant
+	var variant interference
 	cmd := &cobra.Command{
 		Use:   "elastic",
 		Short: "Compare elasticity controllers under a load curve: SLO violations, node-seconds, utilisation, actions",
@@ -62,6 +63,10 @@ clusters of 3 and of --max-nodes nodes serve with p99 within the SLO.`,
 			// this process (Pdeathsig) and leave both behind.
 			ctx, stop := signal.NotifyContext(cmdContext(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if variant.hog > 0 && !simulate && real.NodeCPUs == 0 {
+				return errors.New("--hog on real processes needs --node-cpus: the co-runner takes a share of node 1's CPU quota")
+			}
+			real.Hog, real.IgnoreInterference = variant.hog, variant.plain
 			if calibrate {
 				return runElasticCalibration(ctx, real, out, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
@@ -106,8 +111,8 @@ clusters of 3 and of --max-nodes nodes serve with p99 within the SLO.`,
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.Uint64Var(&seed, "seed", 1, "simulator seed (load noise)")
 	f.StringVar(&out, "out", "elastic-results", "directory for the timelines and plots")
-	f.Float64Var(&variant.hog, "hog", 0, "--sim: share of node 1's capacity a co-located process steals (0..1)")
-	f.BoolVar(&variant.plain, "ignore-interference", false, "--sim: plan as if every node had its peers' capacity")
+	f.Float64Var(&variant.hog, "hog", 0, "share of node 1's capacity a co-located process steals (0..1); real processes: a busy process in a cgroup inside node 1's taking this share of its quota, needs --node-cpus")
+	f.BoolVar(&variant.plain, "ignore-interference", false, "plan as if every node had its peers' capacity (autoscale.ignore-interference)")
 	f.StringVar(&real.Binary, "binary", "", "tidekv executable for real-process runs (default: this one)")
 	f.IntVar(&real.MaxNodes, "max-nodes", real.MaxNodes, "real-process runs: the most nodes autoscaling may start")
 	f.Float64Var(&real.Rate, "rate", real.Rate, "real-process runs: what 3 nodes sustain (--calibrate measures it), requests/s; the curves peak at 1.4× it")
@@ -147,6 +152,7 @@ func runElasticReal(ctx context.Context, o elasticbench.Options, scenarioName, c
 	for _, d := range r.Decisions {
 		fmt.Fprintf(progress, "  %s %s: %s\n", d.At.Format("15:04:05"), d.Action, d.Reason)
 	}
+	controller = interference{hog: o.Hog, plain: o.IgnoreInterference}.label(controller)
 	title := fmt.Sprintf("%s, %s controller (real processes)", scenarioName, controller)
 	return writeElastic(scenarioName+"-real", controller, seed, out, title, r.Metrics, r.Timeline, r.SLO)
 }
@@ -184,26 +190,32 @@ func runElasticCalibration(ctx context.Context, o elasticbench.Options, out stri
 	return nil
 }
 
-// simVariant changes a simulated scenario: a co-runner stealing a share
-// of node 1's capacity, and the plain planner that ignores interference.
-type simVariant struct {
+// interference changes a scenario: a co-runner stealing a share of node
+// 1's capacity, and the plain planner that ignores interference.
+type interference struct {
 	hog   float64
 	plain bool
 }
 
-// runElasticSim runs one scenario in the simulator and writes its files.
-func runElasticSim(scenarioName, controller string, seed uint64, out string, v simVariant) (elasticReport, error) {
-	c, err := sim.ElasticScenario(scenarioName, controller, seed)
-	if err != nil {
-		return elasticReport{}, err
-	}
-	c.Hog, c.Policy.IgnoreInterference = v.hog, v.plain
+// label names controller's runs under the variant: "combined-hog50%-plain".
+func (v interference) label(controller string) string {
 	if v.hog > 0 || v.plain {
 		controller += fmt.Sprintf("-hog%.0f%%", 100*v.hog)
 		if v.plain {
 			controller += "-plain"
 		}
 	}
+	return controller
+}
+
+// runElasticSim runs one scenario in the simulator and writes its files.
+func runElasticSim(scenarioName, controller string, seed uint64, out string, v interference) (elasticReport, error) {
+	c, err := sim.ElasticScenario(scenarioName, controller, seed)
+	if err != nil {
+		return elasticReport{}, err
+	}
+	c.Hog, c.Policy.IgnoreInterference = v.hog, v.plain
+	controller = v.label(controller)
 	r, err := sim.RunElastic(c)
 	if err != nil {
 		return elasticReport{}, err

@@ -26,7 +26,7 @@ func newRootCmd() *cobra.Command {
 		// Every command refuses a secret given as a flag.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkSecretFlags(cmd) },
 	}
-	root.AddCommand(newServerCmd(), newUpCmd(), newCtlCmd(), newBenchCmd(), newCertCmd(), newUserCmd())
+	root.AddCommand(newServerCmd(), newUpCmd(), newCtlCmd(), newBenchCmd(), newCertCmd(), newUserCmd(), newHogCmd())
 	return root
 }
 

@@ -321,6 +321,42 @@ func (c *Controller) CreateChild(name string, cpus float64) (Group, error) {
 	return c.create(name, cpus)
 }
 
+// maxShares is the largest cpu.shares v1 takes: a cgroup with it runs
+// before its siblings whenever it is runnable and has quota left.
+const maxShares = 1 << 18
+
+// CoRunner makes the cgroup name inside g, a sized node's v1 cgroup, for
+// a co-located process that shares the node's quota (a CPU hog standing
+// for a noisy neighbour, in interference benchmarks): a quota of share of
+// g's, so it takes at most that, and the largest cpu.shares, so it takes
+// that much whenever it can, ahead of the node's own threads. v2 is
+// refused: a cgroup whose children have the cpu controller may hold no
+// process, and the node is in g.
+func (g Group) CoRunner(name string, share float64) (Group, error) {
+	if g.version != v1 {
+		return Group{}, fmt.Errorf("cgroup: a co-runner inside node cgroup %s needs cgroup v1: v2 keeps the node out of a cgroup whose children have the cpu controller", g.dir)
+	}
+	if !(share > 0 && share < 1) {
+		return Group{}, fmt.Errorf("cgroup: a co-runner's share of a node's quota must be in (0, 1), got %v", share)
+	}
+	st, err := g.Read()
+	if err != nil {
+		return Group{}, err
+	}
+	if st.CPUs == 0 {
+		return Group{}, fmt.Errorf("cgroup: %s has no quota to share with a co-runner", g.dir)
+	}
+	c := Controller{version: v1, parent: g.dir}
+	h, err := c.create(name, share*st.CPUs)
+	if err != nil {
+		return Group{}, err
+	}
+	if err := write(h.dir, "cpu.shares", strconv.Itoa(maxShares)); err != nil {
+		return Group{}, errors.Join(err, h.Remove())
+	}
+	return h, nil
+}
+
 func (c *Controller) create(name string, cpus float64) (Group, error) {
 	if err := CheckCPUs(cpus); err != nil {
 		return Group{}, fmt.Errorf("cgroup: %w", err)

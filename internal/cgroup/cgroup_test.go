@@ -331,3 +331,44 @@ func TestOwnChild(t *testing.T) {
 		}
 	}
 }
+
+// A co-runner's cgroup sits inside a sized node's, with its share of the
+// node's quota and the most weight; it is refused on v2, outside a quota
+// and for shares that leave the node nothing or take nothing.
+func TestCoRunner(t *testing.T) {
+	fs := thisMachine(t)
+	c, err := open(fs.sys(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := c.Create("7-1", 0.3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.write("sys/cpu/"+NodePrefix+"7-1/cpu.stat", "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n")
+	h, err := node.CoRunner("hog", 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := "sys/cpu/" + NodePrefix + "7-1/hog"
+	if h.Dir() != fs.path(rel) {
+		t.Fatalf("co-runner at %s, want %s", h.Dir(), fs.path(rel))
+	}
+	if q, p, s := fs.read(rel+"/cpu.cfs_quota_us"), fs.read(rel+"/cpu.cfs_period_us"), fs.read(rel+"/cpu.shares"); q != "1500" || p != "10000" || s != "262144" {
+		t.Fatalf("quota %q period %q shares %q, want 1500 per 10000 and 262144", q, p, s)
+	}
+	for _, share := range []float64{0, 1, -0.5} {
+		if g, err := node.CoRunner("bad", share); err == nil {
+			t.Errorf("share %v: co-runner at %s, want a refusal", share, g.Dir())
+		}
+	}
+	if g, err := node.CoRunner("small", 0.2); err == nil { // 0.06 CPU: below the kernel's least quota
+		t.Errorf("0.2 of 0.3 CPU: co-runner at %s, want a refusal", g.Dir())
+	}
+	if g, err := (Group{Reader{version: v1, dir: fs.path("sys/cpu")}}).CoRunner("hog", 0.5); err == nil {
+		t.Errorf("no quota: co-runner at %s, want a refusal", g.Dir())
+	}
+	if g, err := (Group{Reader{version: v2, dir: fs.path("sys/cpu/" + NodePrefix + "7-1")}}).CoRunner("hog", 0.5); err == nil {
+		t.Errorf("v2: co-runner at %s, want a refusal", g.Dir())
+	}
+}

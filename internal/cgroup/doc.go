@@ -14,6 +14,8 @@
 //   - creating a child of a sized node's own v1 cgroup (Own), for its
 //     password derivation workers, and removing a cgroup's children
 //     with it;
+//   - creating a co-runner's cgroup inside a sized node's v1 cgroup
+//     (CoRunner): a share of the node's quota, taken ahead of the node;
 //   - reading a cgroup's quota and throttling (v1 cpu.cfs_quota_us,
 //     cpu.cfs_period_us and cpu.stat; v2 cpu.max and cpu.stat).
 //

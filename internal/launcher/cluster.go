@@ -41,6 +41,9 @@ type Config struct {
 	StopTimeout time.Duration
 	// NodeCPUs, when positive, sizes every node (NodeSpec.CPUs).
 	NodeCPUs float64
+	// Hog, when positive, is the share of node 1's quota a co-located
+	// busy process takes (NodeSpec.Hog); it needs NodeCPUs.
+	Hog float64
 }
 
 // DefaultConfig returns a 3-node cluster in ./tidekv-data on 127.0.0.1 from
@@ -82,14 +85,19 @@ func (c Config) Validate() error {
 			return fmt.Errorf("launcher: %w", err)
 		}
 	}
-	return nil
+	return checkHog(c.Hog, c.NodeCPUs)
 }
 
-// Node returns the spec of node i (1-based) without a join list: addresses
+// Node returns the spec of node i (1-based) without a join list (node 1
+// with the co-runner, Hog): addresses
 // from the port layout, data directory <DataDir>/node<i>, and the shared
 // extra arguments and environment.
 func (c Config) Node(i int) NodeSpec {
 	grpc, http := Ports(c.BasePort, i)
+	hog := 0.0
+	if i == 1 {
+		hog = c.Hog
+	}
 	return NodeSpec{
 		Index:      i,
 		DataDir:    filepath.Join(c.DataDir, fmt.Sprintf("node%d", i)),
@@ -101,6 +109,7 @@ func (c Config) Node(i int) NodeSpec {
 		Env:        c.Env,
 		HTTPTLS:    c.HTTPTLS,
 		CPUs:       c.NodeCPUs,
+		Hog:        hog,
 	}
 }
 

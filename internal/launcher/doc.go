@@ -14,6 +14,10 @@
 //   - how a process is stopped: SIGTERM, a grace period, then SIGKILL;
 //   - how a sized node is run: in a cgroup of its own made by
 //     internal/cgroup, entered right after start, removed after exit;
+//   - how a node shares its quota with a co-runner (NodeSpec.Hog, node 1
+//     of a Config with Hog): `tidekv hog` (Spin) in a cgroup inside the
+//     node's, started with it and killed, its cgroup removed, when the
+//     node exits;
 //   - who bootstraps: a cluster is new when no node directory holds state;
 //     then node 1 starts without --join and the others join through it.
 //

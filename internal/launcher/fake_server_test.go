@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tidekv/tidekv/internal/launcher"
 )
 
 // fakeEnv makes the test binary act as a stand-in `tidekv server`, so the
@@ -23,6 +25,9 @@ const fakeEnv = "TIDEKV_LAUNCHER_FAKE_SERVER"
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeEnv); mode != "" {
+		if len(os.Args) == 2 && os.Args[1] == launcher.HogCommand {
+			launcher.Spin()
+		}
 		os.Exit(fakeServer(mode, os.Args[1:]))
 	}
 	os.Exit(m.Run())

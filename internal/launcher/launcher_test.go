@@ -139,6 +139,9 @@ func TestConfigValidate(t *testing.T) {
 		"readytimeout": func(c *launcher.Config) { c.ReadyTimeout = 0 },
 		"stoptimeout":  func(c *launcher.Config) { c.StopTimeout = -time.Second },
 		"nodecpus":     func(c *launcher.Config) { c.NodeCPUs = 0.05 },
+		"hog unsized":  func(c *launcher.Config) { c.Hog = 0.5 },
+		"hog whole":    func(c *launcher.Config) { c.NodeCPUs, c.Hog = 0.3, 1 },
+		"hog negative": func(c *launcher.Config) { c.NodeCPUs, c.Hog = 0.3, -0.5 },
 	} {
 		c := good
 		mut(&c)
@@ -230,6 +233,64 @@ func TestSizedProcess(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("cgroup %s still there after Stop: %v", dir, err)
+	}
+}
+
+// A node with a co-runner (Config.Hog, node 1 only) shares its quota with
+// a busy process in a cgroup inside its own; stopped or killed, the node
+// takes the co-runner and both cgroups with it.
+func TestCoRunnerLivesWithItsNode(t *testing.T) {
+	if _, err := cgroup.Open(); err != nil {
+		t.Skipf("sized nodes need writable cgroups: %v", err)
+	}
+	cfg := launcher.DefaultConfig()
+	cfg.NodeCPUs, cfg.Hog = 0.3, 0.5
+	if s := cfg.Node(2); s.Hog != 0 {
+		t.Fatalf("node 2 has a co-runner (%v): only node 1 is hogged", s.Hog)
+	}
+	for name, end := range map[string]func(p *launcher.Process) error{
+		"stop": func(p *launcher.Process) error { return p.Stop(10 * time.Second) },
+		"kill": (*launcher.Process).Kill,
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec := fakeSpec(t, "normal")
+			spec.CPUs, spec.Hog = cfg.NodeCPUs, cfg.Hog
+			p, err := launcher.Start(self(t), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Kill() })
+			if err := p.Ready(readyCtx(t, 20*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			hogDir := filepath.Join(p.Cgroup(), "hog")
+			if q, _ := os.ReadFile(filepath.Join(hogDir, "cpu.cfs_quota_us")); strings.TrimSpace(string(q)) != "1500" {
+				t.Fatalf("co-runner quota %q, want 1500 µs per 10000 (0.5 of 0.3 CPU)", q)
+			}
+			procs, err := os.ReadFile(filepath.Join(hogDir, "cgroup.procs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(procs)))
+			if err != nil {
+				t.Fatalf("co-runner cgroup holds %q, want one pid", procs)
+			}
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); args[len(args)-1] != launcher.HogCommand {
+				t.Fatalf("pid %d in the co-runner cgroup runs %q, want the hog", pid, args)
+			}
+			if err := end(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("co-runner pid %d after its node ended: kill(0) = %v, want ESRCH", pid, err)
+			}
+			for _, dir := range []string{hogDir, filepath.Dir(hogDir)} {
+				if _, err := os.Stat(dir); !os.IsNotExist(err) {
+					t.Errorf("cgroup %s still there after the node ended: %v", dir, err)
+				}
+			}
+		})
 	}
 }
 

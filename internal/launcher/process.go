@@ -65,6 +65,13 @@ type NodeSpec struct {
 	// its own with a quota of CPUs (internal/cgroup), removed once it has
 	// exited.
 	CPUs float64
+	// Hog, when positive, is the share of the node's quota, in (0, 1), a
+	// co-located busy process takes whenever it can: `<binary> hog` in a
+	// cgroup inside the node's (cgroup.Group.CoRunner), started with the
+	// node and killed, its cgroup removed, once the node has exited. It
+	// stands for a noisy neighbour in interference benchmarks and needs
+	// CPUs.
+	Hog float64
 }
 
 // Validate reports whether the spec can be started.
@@ -79,6 +86,9 @@ func (s NodeSpec) Validate() error {
 		if err := cgroup.CheckCPUs(s.CPUs); err != nil {
 			return fmt.Errorf("launcher: %w", err)
 		}
+	}
+	if err := checkHog(s.Hog, s.CPUs); err != nil {
+		return err
 	}
 	for _, a := range append([]string{s.GRPCAddr, s.HTTPAddr, s.RedisAddr, s.GossipAddr}, s.Join...) {
 		if a == "" {
@@ -154,6 +164,7 @@ type Process struct {
 	log    *os.File     // shared by the child's stderr and our stdout copier
 	stdout *os.File     // read end of the child's stdout
 	group  cgroup.Group // a sized node's cgroup (zero when unsized), removed after exit
+	hog    *coRunner    // the co-runner in group (spec.Hog), nil when none
 
 	ready      chan struct{} // closed when the ready line has been read
 	readyLine  ReadyLine     // set before ready is closed
@@ -213,6 +224,21 @@ func Start(binary string, spec NodeSpec) (*Process, error) {
 	if group.Dir() != "" {
 		fmt.Fprintf(logf, "=== launcher: pid %d runs in %s with %v CPUs\n", cmd.Process.Pid, group.Dir(), spec.CPUs)
 	}
+	var hog *coRunner
+	if spec.Hog > 0 {
+		if hog, err = startCoRunner(binary, spec, group); err != nil {
+			// The node must not run without the co-runner it was asked
+			// to share its quota with.
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			pr.Close()
+			err = errors.Join(err, group.Remove())
+			fmt.Fprintf(logf, "=== launcher: co-runner failed: %v\n", err)
+			logf.Close()
+			return nil, fmt.Errorf("launcher: node %d: co-runner: %w", spec.Index, err)
+		}
+		fmt.Fprintf(logf, "=== launcher: co-runner pid %d takes up to %v of the quota in %s\n", hog.cmd.Process.Pid, spec.Hog, hog.group.Dir())
+	}
 
 	p := &Process{
 		spec:       spec,
@@ -221,6 +247,7 @@ func Start(binary string, spec NodeSpec) (*Process, error) {
 		log:        logf,
 		stdout:     pr,
 		group:      group,
+		hog:        hog,
 		ready:      make(chan struct{}),
 		readerDone: make(chan struct{}),
 		done:       make(chan struct{}),
@@ -267,6 +294,9 @@ func (p *Process) wait() {
 	p.stdout.Close()
 	fmt.Fprintf(p.log, "=== launcher %s: pid %d exited: %s\n",
 		time.Now().Format(time.RFC3339), p.cmd.Process.Pid, exitString(err))
+	if herr := p.hog.stop(); herr != nil {
+		fmt.Fprintf(p.log, "=== launcher: co-runner: %v\n", herr)
+	}
 	if rerr := p.group.Remove(); rerr != nil {
 		fmt.Fprintf(p.log, "=== launcher: %v\n", rerr)
 	}
@@ -305,6 +335,69 @@ func StartSized(cmd *exec.Cmd, spec NodeSpec, name string, start func(*exec.Cmd)
 		return cgroup.Group{}, errors.Join(fmt.Errorf("moving pid %d into %s: %w", cmd.Process.Pid, group.Dir(), err), group.Remove())
 	}
 	return group, nil
+}
+
+// HogCommand is the tidekv subcommand a co-runner runs (NodeSpec.Hog):
+// Spin.
+const HogCommand = "hog"
+
+// Spin burns CPU until the process is killed: the body of a co-runner.
+func Spin() {
+	for {
+	}
+}
+
+// checkHog reports whether a co-runner may take share of a node of cpus
+// CPUs: a share in (0, 1) of a sized node; 0 is none.
+func checkHog(share, cpus float64) error {
+	switch {
+	case share == 0:
+		return nil
+	case !(share > 0 && share < 1):
+		return fmt.Errorf("launcher: a co-runner's share of a node's quota must be in (0, 1), got %v", share)
+	case cpus <= 0:
+		return errors.New("launcher: a co-runner takes a share of a node's CPU quota: size the node (CPUs)")
+	}
+	return nil
+}
+
+// coRunner is a node's co-located busy process (NodeSpec.Hog) and its
+// cgroup inside the node's.
+type coRunner struct {
+	cmd   *exec.Cmd
+	group cgroup.Group
+}
+
+// startCoRunner starts `binary hog` in a co-runner cgroup inside node,
+// the node's cgroup. Like a node, it gets Pdeathsig: it dies with the
+// launcher. On error nothing is left running and no cgroup remains.
+func startCoRunner(binary string, spec NodeSpec, node cgroup.Group) (*coRunner, error) {
+	g, err := node.CoRunner("hog", spec.Hog)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, HogCommand)
+	cmd.Env = append(os.Environ(), spec.Env...)
+	cmd.SysProcAttr = sysProcAttr()
+	if err := startCmd(cmd); err != nil {
+		return nil, errors.Join(err, g.Remove())
+	}
+	r := &coRunner{cmd: cmd, group: g}
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		return nil, errors.Join(fmt.Errorf("moving pid %d into %s: %w", cmd.Process.Pid, g.Dir(), err), r.stop())
+	}
+	return r, nil
+}
+
+// stop kills the co-runner, reaps it and removes its cgroup; a nil one is
+// none.
+func (r *coRunner) stop() error {
+	if r == nil {
+		return nil
+	}
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait() // "signal: killed", as asked
+	return r.group.Remove()
 }
 
 func exitString(err error) string {

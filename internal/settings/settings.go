@@ -175,6 +175,11 @@ var autoscaleSettings = map[string]setting{
 			c.Autoscale.Enabled, err = strconv.ParseBool(v)
 			return err
 		}},
+	"autoscale.ignore-interference": {"plan as if every node had its peers' capacity: no interference factor, no lease balance by measured capacity (the plain planner, for comparison)",
+		func(c *Config, v string) (err error) {
+			c.Autoscale.IgnoreInterference, err = strconv.ParseBool(v)
+			return err
+		}},
 	"autoscale.controller": {"static, reactive, proactive or combined", func(c *Config, v string) error {
 		c.Autoscale.Controller = v
 		return nil

@@ -34,6 +34,9 @@ func TestApply(t *testing.T) {
 	if _, err := Apply(base, set("range-split-fill", "2")); err == nil {
 		t.Error("Apply(range-split-fill 2): want the result refused by validation")
 	}
+	if c, err := Apply(base, set("autoscale.ignore-interference", "true")); err != nil || !c.Autoscale.IgnoreInterference {
+		t.Errorf("Apply(autoscale.ignore-interference true) = %v, %v; want the plain planner", c.Autoscale.IgnoreInterference, err)
+	}
 	if names := strings.Join(Names(), " "); !strings.Contains(names, "gc-ttl") || !strings.Contains(names, "autoscale.min-nodes") || !Known("range-max-bytes") {
 		t.Errorf("Names() = %s: want every placement, autoscale and gc key", names)
 	}
