@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,15 +23,16 @@ import (
 // to run out its minute after an interrupt), stops its nodes itself
 // within half a minute,
 // removes the cluster's directory and (sized, where cgroups may be made)
-// the nodes' cgroups. Killed by the signal instead, its nodes die with it
-// (Pdeathsig) and leave both behind.
+// the nodes' cgroups, node 1's co-runner (--hog) and its cgroup with
+// them. Killed by the signal instead, its nodes die with it (Pdeathsig)
+// and leave both behind.
 func TestBenchElasticInterruptCleansUp(t *testing.T) {
 	bin := testcluster.Binary(t)
 	out := t.TempDir()
 	args := []string{"bench", "elastic", "--scenario", "step", "--controller", "reactive", "--out", out}
 	ctlr, err := cgroup.Open()
 	if err == nil {
-		args = append(args, "--node-cpus", "0.5")
+		args = append(args, "--node-cpus", "0.5", "--hog", "0.5")
 	} else {
 		t.Logf("unsized nodes (no cgroups to check): %v", err)
 	}
@@ -69,6 +73,13 @@ func TestBenchElasticInterruptCleansUp(t *testing.T) {
 			t.Fatal("bench elastic: no cluster within 2 minutes")
 		}
 	}
+	var hogs []int
+	if ctlr != nil {
+		hogs = coRunners(t, filepath.Join(ctlr.Parent(), fmt.Sprintf("%s%d-1", cgroup.NodePrefix, cmd.Process.Pid)))
+		if len(hogs) != 1 {
+			t.Errorf("node 1's co-runner cgroup holds %v, want one hog", hogs)
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -100,4 +111,26 @@ func TestBenchElasticInterruptCleansUp(t *testing.T) {
 			t.Errorf("node cgroups left behind: %v", left)
 		}
 	}
+	for _, pid := range hogs {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("co-runner pid %d left running (kill(0) = %v)", pid, err)
+		}
+	}
+}
+
+// coRunners are the pids in the co-runner cgroup of the node cgroup dir.
+func coRunners(t *testing.T, dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "hog", "cgroup.procs"))
+	if err != nil {
+		t.Errorf("node 1's co-runner: %v", err)
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

@@ -88,10 +88,10 @@ func (c Config) Validate() error {
 	return checkHog(c.Hog, c.NodeCPUs)
 }
 
-// Node returns the spec of node i (1-based) without a join list (node 1
-// with the co-runner, Hog): addresses
-// from the port layout, data directory <DataDir>/node<i>, and the shared
-// extra arguments and environment.
+// Node returns the spec of node i (1-based) without a join list:
+// addresses from the port layout, data directory <DataDir>/node<i>, the
+// shared extra arguments and environment, and for node 1 the co-runner
+// (Hog).
 func (c Config) Node(i int) NodeSpec {
 	grpc, http := Ports(c.BasePort, i)
 	hog := 0.0

@@ -61,6 +61,20 @@ func startFake(t *testing.T, mode string) *launcher.Process {
 	return p
 }
 
+// startReady starts the fake server of spec and waits until it is ready.
+func startReady(t *testing.T, spec launcher.NodeSpec) *launcher.Process {
+	t.Helper()
+	p, err := launcher.Start(self(t), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill() })
+	if err := p.Ready(readyCtx(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func readyCtx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -210,14 +224,7 @@ func TestSizedProcess(t *testing.T) {
 	}
 	spec := fakeSpec(t, "normal")
 	spec.CPUs = 0.3
-	p, err := launcher.Start(self(t), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Kill() })
-	if err := p.Ready(readyCtx(t, 20*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	p := startReady(t, spec)
 	dir := p.Cgroup()
 	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.Pid()))
 	if err != nil || dir == "" || !strings.Contains(string(own), "/"+filepath.Base(dir)+"\n") {
@@ -255,14 +262,7 @@ func TestCoRunnerLivesWithItsNode(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			spec := fakeSpec(t, "normal")
 			spec.CPUs, spec.Hog = cfg.NodeCPUs, cfg.Hog
-			p, err := launcher.Start(self(t), spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Kill() })
-			if err := p.Ready(readyCtx(t, 20*time.Second)); err != nil {
-				t.Fatal(err)
-			}
+			p := startReady(t, spec)
 			hogDir := filepath.Join(p.Cgroup(), "hog")
 			if q, _ := os.ReadFile(filepath.Join(hogDir, "cpu.cfs_quota_us")); strings.TrimSpace(string(q)) != "1500" {
 				t.Fatalf("co-runner quota %q, want 1500 µs per 10000 (0.5 of 0.3 CPU)", q)
