@@ -441,8 +441,9 @@ func drive(ctx context.Context, cl *client.Client, g *generator, load sim.LoadCu
 }
 
 // placementLine is where the leases are and why, by node ID: each live
-// node's leases, its CPU (of its quota) and the controller's measured
-// capacity at the SLO (requests/s) and interference factor. It shows
+// node's leases, its CPU (of its quota), its own p99 (ms) and the
+// controller's measured capacity at the SLO (requests/s) and
+// interference factor. It shows
 // lease balance weighing nodes by measured capacity (a hogged node's
 // leases go to its peers) or, under the plain planner, not.
 func placementLine(ctx context.Context, cl *client.Client) string {
@@ -457,11 +458,11 @@ func placementLine(ctx context.Context, cl *client.Client) string {
 		return fmt.Sprintf("placement: %v", err)
 	}
 	var b strings.Builder
-	b.WriteString("node leases/cpu/capacity/interference:")
+	b.WriteString("node leases/cpu/p99ms/capacity/interference:")
 	for _, n := range st.GetNodes() {
 		if n.GetLive() {
 			id := n.GetNode().GetNodeId()
-			fmt.Fprintf(&b, " %d:%d/%.2f/%.0f/%.2f", id, n.GetLeases(), n.GetCpu(), as.CapacityOpsPerNode[id], as.Interference[id])
+			fmt.Fprintf(&b, " %d:%d/%.2f/%.0f/%.0f/%.2f", id, n.GetLeases(), n.GetCpu(), n.GetP99Ms(), as.CapacityOpsPerNode[id], as.Interference[id])
 		}
 	}
 	return b.String()
