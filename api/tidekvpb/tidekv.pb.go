@@ -9893,7 +9893,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\bBatchGet\x12\x17.tidekv.BatchGetRequest\x1a\x18.tidekv.BatchGetResponse\x124\n" +
 	"\x05Write\x12\x14.tidekv.WriteRequest\x1a\x15.tidekv.WriteResponse\x12L\n" +
 	"\rCompareAndSet\x12\x1c.tidekv.CompareAndSetRequest\x1a\x1d.tidekv.CompareAndSetResponse\x12<\n" +
-	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\xa3\x0e\n" +
+	"\x05Batch\x12\x16.tidekv.KVBatchRequest\x1a\x17.tidekv.KVBatchResponse(\x010\x012\xc2\r\n" +
 	"\x05Admin\x127\n" +
 	"\x06Ranges\x12\x15.tidekv.RangesRequest\x1a\x16.tidekv.RangesResponse\x127\n" +
 	"\x06Status\x12\x15.tidekv.StatusRequest\x1a\x16.tidekv.StatusResponse\x12@\n" +
@@ -9909,8 +9909,7 @@ const file_tidekv_proto_rawDesc = "" +
 	"\vReportRange\x12\x1a.tidekv.ReportRangeRequest\x1a\x1b.tidekv.ReportRangeResponse\x12I\n" +
 	"\fAllocRangeID\x12\x1b.tidekv.AllocRangeIDRequest\x1a\x1c.tidekv.AllocRangeIDResponse\x127\n" +
 	"\x06Events\x12\x15.tidekv.EventsRequest\x1a\x16.tidekv.EventsResponse\x12Y\n" +
-	"\x14PushClosedTimestamps\x12\x1f.tidekv.ClosedTimestampsRequest\x1a .tidekv.ClosedTimestampsResponse\x12_\n" +
-	"\x16StreamClosedTimestamps\x12\x1f.tidekv.ClosedTimestampsRequest\x1a .tidekv.ClosedTimestampsResponse(\x010\x01\x12@\n" +
+	"\x14PushClosedTimestamps\x12\x1f.tidekv.ClosedTimestampsRequest\x1a .tidekv.ClosedTimestampsResponse\x12@\n" +
 	"\tNodeLoads\x12\x18.tidekv.NodeLoadsRequest\x1a\x19.tidekv.NodeLoadsResponse\x12I\n" +
 	"\fDecommission\x12\x1b.tidekv.DecommissionRequest\x1a\x1c.tidekv.DecommissionResponse\x12=\n" +
 	"\bSettings\x12\x17.tidekv.SettingsRequest\x1a\x18.tidekv.SettingsResponse\x12O\n" +
@@ -10246,83 +10245,81 @@ var file_tidekv_proto_depIdxs = []int32{
 	92,  // 148: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
 	66,  // 149: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
 	69,  // 150: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	69,  // 151: tidekv.Admin.StreamClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	90,  // 152: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	76,  // 153: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	79,  // 154: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	82,  // 155: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	83,  // 156: tidekv.Admin.PublishKeySpaces:input_type -> tidekv.PublishKeySpacesRequest
-	86,  // 157: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	88,  // 158: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	72,  // 159: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	74,  // 160: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	95,  // 161: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	96,  // 162: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	101, // 163: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	103, // 164: tidekv.Txn.BatchGet:input_type -> tidekv.TxnBatchGetRequest
-	119, // 165: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
-	105, // 166: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	107, // 167: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	122, // 168: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	110, // 169: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	124, // 170: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	112, // 171: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	114, // 172: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	117, // 173: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	127, // 174: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
-	130, // 175: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
-	132, // 176: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
-	16,  // 177: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	18,  // 178: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	20,  // 179: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	22,  // 180: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	24,  // 181: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	27,  // 182: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	29,  // 183: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	33,  // 184: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	36,  // 185: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	41,  // 186: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	43,  // 187: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	50,  // 188: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	45,  // 189: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
-	48,  // 190: tidekv.Admin.ProtectTimestamp:output_type -> tidekv.ProtectTimestampResponse
-	52,  // 191: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	54,  // 192: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	56,  // 193: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	58,  // 194: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	62,  // 195: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	64,  // 196: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	93,  // 197: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	67,  // 198: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	70,  // 199: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	70,  // 200: tidekv.Admin.StreamClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	91,  // 201: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	77,  // 202: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	80,  // 203: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	85,  // 204: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	84,  // 205: tidekv.Admin.PublishKeySpaces:output_type -> tidekv.PublishKeySpacesResponse
-	87,  // 206: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	89,  // 207: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	73,  // 208: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	75,  // 209: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	98,  // 210: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	97,  // 211: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	102, // 212: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	104, // 213: tidekv.Txn.BatchGet:output_type -> tidekv.TxnBatchGetResponse
-	120, // 214: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
-	106, // 215: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	108, // 216: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	123, // 217: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	111, // 218: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	125, // 219: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	113, // 220: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	115, // 221: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	118, // 222: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	128, // 223: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
-	131, // 224: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
-	133, // 225: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
-	177, // [177:226] is the sub-list for method output_type
-	128, // [128:177] is the sub-list for method input_type
+	90,  // 151: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	76,  // 152: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	79,  // 153: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	82,  // 154: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	83,  // 155: tidekv.Admin.PublishKeySpaces:input_type -> tidekv.PublishKeySpacesRequest
+	86,  // 156: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	88,  // 157: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	72,  // 158: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	74,  // 159: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	95,  // 160: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	96,  // 161: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	101, // 162: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	103, // 163: tidekv.Txn.BatchGet:input_type -> tidekv.TxnBatchGetRequest
+	119, // 164: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	105, // 165: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	107, // 166: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	122, // 167: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	110, // 168: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	124, // 169: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	112, // 170: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	114, // 171: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	117, // 172: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	127, // 173: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
+	130, // 174: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
+	132, // 175: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
+	16,  // 176: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	18,  // 177: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	20,  // 178: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	22,  // 179: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	24,  // 180: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	27,  // 181: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	29,  // 182: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	33,  // 183: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	36,  // 184: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	41,  // 185: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	43,  // 186: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	50,  // 187: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	45,  // 188: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
+	48,  // 189: tidekv.Admin.ProtectTimestamp:output_type -> tidekv.ProtectTimestampResponse
+	52,  // 190: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	54,  // 191: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	56,  // 192: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	58,  // 193: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	62,  // 194: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	64,  // 195: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	93,  // 196: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	67,  // 197: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	70,  // 198: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	91,  // 199: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	77,  // 200: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	80,  // 201: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	85,  // 202: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	84,  // 203: tidekv.Admin.PublishKeySpaces:output_type -> tidekv.PublishKeySpacesResponse
+	87,  // 204: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	89,  // 205: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	73,  // 206: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	75,  // 207: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	98,  // 208: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	97,  // 209: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	102, // 210: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	104, // 211: tidekv.Txn.BatchGet:output_type -> tidekv.TxnBatchGetResponse
+	120, // 212: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	106, // 213: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	108, // 214: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	123, // 215: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	111, // 216: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	125, // 217: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	113, // 218: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	115, // 219: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	118, // 220: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	128, // 221: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
+	131, // 222: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
+	133, // 223: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
+	176, // [176:224] is the sub-list for method output_type
+	128, // [128:176] is the sub-list for method input_type
 	128, // [128:128] is the sub-list for extension type_name
 	128, // [128:128] is the sub-list for extension extendee
 	0,   // [0:128] is the sub-list for field type_name

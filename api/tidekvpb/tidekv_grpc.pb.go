@@ -396,31 +396,30 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_Ranges_FullMethodName                 = "/tidekv.Admin/Ranges"
-	Admin_Status_FullMethodName                 = "/tidekv.Admin/Status"
-	Admin_Readiness_FullMethodName              = "/tidekv.Admin/Readiness"
-	Admin_LocalStatus_FullMethodName            = "/tidekv.Admin/LocalStatus"
-	Admin_ClusterTimestamp_FullMethodName       = "/tidekv.Admin/ClusterTimestamp"
-	Admin_ProtectTimestamp_FullMethodName       = "/tidekv.Admin/ProtectTimestamp"
-	Admin_Split_FullMethodName                  = "/tidekv.Admin/Split"
-	Admin_ChangeReplicas_FullMethodName         = "/tidekv.Admin/ChangeReplicas"
-	Admin_TransferLease_FullMethodName          = "/tidekv.Admin/TransferLease"
-	Admin_Join_FullMethodName                   = "/tidekv.Admin/Join"
-	Admin_NodeHeartbeat_FullMethodName          = "/tidekv.Admin/NodeHeartbeat"
-	Admin_ReportRange_FullMethodName            = "/tidekv.Admin/ReportRange"
-	Admin_AllocRangeID_FullMethodName           = "/tidekv.Admin/AllocRangeID"
-	Admin_Events_FullMethodName                 = "/tidekv.Admin/Events"
-	Admin_PushClosedTimestamps_FullMethodName   = "/tidekv.Admin/PushClosedTimestamps"
-	Admin_StreamClosedTimestamps_FullMethodName = "/tidekv.Admin/StreamClosedTimestamps"
-	Admin_NodeLoads_FullMethodName              = "/tidekv.Admin/NodeLoads"
-	Admin_Decommission_FullMethodName           = "/tidekv.Admin/Decommission"
-	Admin_Settings_FullMethodName               = "/tidekv.Admin/Settings"
-	Admin_CreateKeySpace_FullMethodName         = "/tidekv.Admin/CreateKeySpace"
-	Admin_PublishKeySpaces_FullMethodName       = "/tidekv.Admin/PublishKeySpaces"
-	Admin_ListKeySpaces_FullMethodName          = "/tidekv.Admin/ListKeySpaces"
-	Admin_AutoscaleStatus_FullMethodName        = "/tidekv.Admin/AutoscaleStatus"
-	Admin_Merge_FullMethodName                  = "/tidekv.Admin/Merge"
-	Admin_FreezeRange_FullMethodName            = "/tidekv.Admin/FreezeRange"
+	Admin_Ranges_FullMethodName               = "/tidekv.Admin/Ranges"
+	Admin_Status_FullMethodName               = "/tidekv.Admin/Status"
+	Admin_Readiness_FullMethodName            = "/tidekv.Admin/Readiness"
+	Admin_LocalStatus_FullMethodName          = "/tidekv.Admin/LocalStatus"
+	Admin_ClusterTimestamp_FullMethodName     = "/tidekv.Admin/ClusterTimestamp"
+	Admin_ProtectTimestamp_FullMethodName     = "/tidekv.Admin/ProtectTimestamp"
+	Admin_Split_FullMethodName                = "/tidekv.Admin/Split"
+	Admin_ChangeReplicas_FullMethodName       = "/tidekv.Admin/ChangeReplicas"
+	Admin_TransferLease_FullMethodName        = "/tidekv.Admin/TransferLease"
+	Admin_Join_FullMethodName                 = "/tidekv.Admin/Join"
+	Admin_NodeHeartbeat_FullMethodName        = "/tidekv.Admin/NodeHeartbeat"
+	Admin_ReportRange_FullMethodName          = "/tidekv.Admin/ReportRange"
+	Admin_AllocRangeID_FullMethodName         = "/tidekv.Admin/AllocRangeID"
+	Admin_Events_FullMethodName               = "/tidekv.Admin/Events"
+	Admin_PushClosedTimestamps_FullMethodName = "/tidekv.Admin/PushClosedTimestamps"
+	Admin_NodeLoads_FullMethodName            = "/tidekv.Admin/NodeLoads"
+	Admin_Decommission_FullMethodName         = "/tidekv.Admin/Decommission"
+	Admin_Settings_FullMethodName             = "/tidekv.Admin/Settings"
+	Admin_CreateKeySpace_FullMethodName       = "/tidekv.Admin/CreateKeySpace"
+	Admin_PublishKeySpaces_FullMethodName     = "/tidekv.Admin/PublishKeySpaces"
+	Admin_ListKeySpaces_FullMethodName        = "/tidekv.Admin/ListKeySpaces"
+	Admin_AutoscaleStatus_FullMethodName      = "/tidekv.Admin/AutoscaleStatus"
+	Admin_Merge_FullMethodName                = "/tidekv.Admin/Merge"
+	Admin_FreezeRange_FullMethodName          = "/tidekv.Admin/FreezeRange"
 )
 
 // AdminClient is the client API for Admin service.
@@ -444,14 +443,6 @@ type AdminClient interface {
 	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error)
 	// Node to node: closed timestamps and load, batched per node pair.
 	PushClosedTimestamps(ctx context.Context, in *ClosedTimestampsRequest, opts ...grpc.CallOption) (*ClosedTimestampsResponse, error)
-	// Node to node: PushClosedTimestamps' messages on one long-lived stream
-	// per node pair, each request answered in turn as PushClosedTimestamps
-	// answers it. A stream message costs about a third less CPU than a
-	// unary call (no stream setup, headers or trailers), and an idle node
-	// sends one to every peer ten times a second. Senders fall back to
-	// PushClosedTimestamps for a peer that does not serve it (an older
-	// binary).
-	StreamClosedTimestamps(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ClosedTimestampsRequest, ClosedTimestampsResponse], error)
 	// The loads this node knows, answered locally (clients poll it to rank
 	// replicas).
 	NodeLoads(ctx context.Context, in *NodeLoadsRequest, opts ...grpc.CallOption) (*NodeLoadsResponse, error)
@@ -625,19 +616,6 @@ func (c *adminClient) PushClosedTimestamps(ctx context.Context, in *ClosedTimest
 	return out, nil
 }
 
-func (c *adminClient) StreamClosedTimestamps(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ClosedTimestampsRequest, ClosedTimestampsResponse], error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_StreamClosedTimestamps_FullMethodName, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	x := &grpc.GenericClientStream[ClosedTimestampsRequest, ClosedTimestampsResponse]{ClientStream: stream}
-	return x, nil
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Admin_StreamClosedTimestampsClient = grpc.BidiStreamingClient[ClosedTimestampsRequest, ClosedTimestampsResponse]
-
 func (c *adminClient) NodeLoads(ctx context.Context, in *NodeLoadsRequest, opts ...grpc.CallOption) (*NodeLoadsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(NodeLoadsResponse)
@@ -749,14 +727,6 @@ type AdminServer interface {
 	Events(context.Context, *EventsRequest) (*EventsResponse, error)
 	// Node to node: closed timestamps and load, batched per node pair.
 	PushClosedTimestamps(context.Context, *ClosedTimestampsRequest) (*ClosedTimestampsResponse, error)
-	// Node to node: PushClosedTimestamps' messages on one long-lived stream
-	// per node pair, each request answered in turn as PushClosedTimestamps
-	// answers it. A stream message costs about a third less CPU than a
-	// unary call (no stream setup, headers or trailers), and an idle node
-	// sends one to every peer ten times a second. Senders fall back to
-	// PushClosedTimestamps for a peer that does not serve it (an older
-	// binary).
-	StreamClosedTimestamps(grpc.BidiStreamingServer[ClosedTimestampsRequest, ClosedTimestampsResponse]) error
 	// The loads this node knows, answered locally (clients poll it to rank
 	// replicas).
 	NodeLoads(context.Context, *NodeLoadsRequest) (*NodeLoadsResponse, error)
@@ -824,9 +794,6 @@ func (UnimplementedAdminServer) Events(context.Context, *EventsRequest) (*Events
 }
 func (UnimplementedAdminServer) PushClosedTimestamps(context.Context, *ClosedTimestampsRequest) (*ClosedTimestampsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PushClosedTimestamps not implemented")
-}
-func (UnimplementedAdminServer) StreamClosedTimestamps(grpc.BidiStreamingServer[ClosedTimestampsRequest, ClosedTimestampsResponse]) error {
-	return status.Error(codes.Unimplemented, "method StreamClosedTimestamps not implemented")
 }
 func (UnimplementedAdminServer) NodeLoads(context.Context, *NodeLoadsRequest) (*NodeLoadsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeLoads not implemented")
@@ -1146,13 +1113,6 @@ func _Admin_PushClosedTimestamps_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Admin_StreamClosedTimestamps_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(AdminServer).StreamClosedTimestamps(&grpc.GenericServerStream[ClosedTimestampsRequest, ClosedTimestampsResponse]{ServerStream: stream})
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Admin_StreamClosedTimestampsServer = grpc.BidiStreamingServer[ClosedTimestampsRequest, ClosedTimestampsResponse]
-
 func _Admin_NodeLoads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(NodeLoadsRequest)
 	if err := dec(in); err != nil {
@@ -1419,14 +1379,7 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Admin_FreezeRange_Handler,
 		},
 	},
-	Streams: []grpc.StreamDesc{
-		{
-			StreamName:    "StreamClosedTimestamps",
-			Handler:       _Admin_StreamClosedTimestamps_Handler,
-			ServerStreams: true,
-			ClientStreams: true,
-		},
-	},
+	Streams:  []grpc.StreamDesc{},
 	Metadata: "tidekv.proto",
 }
 

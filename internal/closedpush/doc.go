@@ -6,10 +6,7 @@
 // round. It keeps the newest load heard from each node (Note, Loads), so
 // followers can serve BOUNDED reads and every node (and clients, through
 // NodeLoads) knows every node's load a fraction of a second old, at one
-// small message per node pair per interval. The messages travel on one
-// gRPC stream per peer, kept open across rounds (unary calls cost an idle
-// node most of its CPU); a peer that does not serve the stream, an older
-// binary, is sent unary calls for a while.
+// small message per node pair per interval.
 //
 // The node is reached through Node, which the package owns: its ID, the
 // node directory, the injected partitions and WAN delays, the connections

@@ -195,7 +195,7 @@ var nodeOnly = []string{
 	// resolvers through their node's routing client.
 	"/tidekv.Txn/WriteIntents", "/tidekv.Txn/CommitOnePhase", "/tidekv.Txn/Record", "/tidekv.Txn/ResolveIntents", "/tidekv.Txn/Refresh",
 	"/tidekv.Admin/Join", "/tidekv.Admin/NodeHeartbeat", "/tidekv.Admin/ReportRange",
-	"/tidekv.Admin/AllocRangeID", "/tidekv.Admin/PushClosedTimestamps", "/tidekv.Admin/StreamClosedTimestamps", "/tidekv.Admin/FreezeRange",
+	"/tidekv.Admin/AllocRangeID", "/tidekv.Admin/PushClosedTimestamps", "/tidekv.Admin/FreezeRange",
 	"/tidekv.Raft/RaftStream", "/tidekv.Raft/Snapshot",
 	"/tidekv.Geo/Epoch",
 }

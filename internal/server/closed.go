@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
 	"strconv"
 	"time"
 
@@ -54,28 +53,6 @@ func (a *adminService) PushClosedTimestamps(ctx context.Context, req *tidekvpb.C
 	}
 	a.s.peers.push.Note(req.GetLoad())
 	return &tidekvpb.ClosedTimestampsResponse{Load: a.s.report.Load(), Hlc: tidekvpb.FromHLC(a.s.store.HLC().Now()), UnixNanos: a.s.clock.WallNow().UnixNano()}, nil
-}
-
-// StreamClosedTimestamps answers each message on a peer's stream as
-// PushClosedTimestamps answers it; an error ends the stream, and the peer
-// opens another for its next round.
-func (a *adminService) StreamClosedTimestamps(stream grpc.BidiStreamingServer[tidekvpb.ClosedTimestampsRequest, tidekvpb.ClosedTimestampsResponse]) error {
-	for {
-		req, err := stream.Recv()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		resp, err := a.PushClosedTimestamps(stream.Context(), req)
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-	}
 }
 
 func (a *adminService) NodeLoads(ctx context.Context, req *tidekvpb.NodeLoadsRequest) (*tidekvpb.NodeLoadsResponse, error) {
