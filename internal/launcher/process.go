@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -285,7 +284,6 @@ func (p *Process) wait() {
 func StartSized(cmd *exec.Cmd, spec NodeSpec, name string, start func(*exec.Cmd) error) (cgroup.Group, error) {
 	var group cgroup.Group
 	if spec.CPUs > 0 {
-		cmd.Env = sizedEnv(cmd.Env, spec.CPUs)
 		c, err := cgroup.Open()
 		if err == nil {
 			group, err = c.Create(name, spec.CPUs)
@@ -307,25 +305,6 @@ func StartSized(cmd *exec.Cmd, spec NodeSpec, name string, start func(*exec.Cmd)
 		return cgroup.Group{}, errors.Join(fmt.Errorf("moving pid %d into %s: %w", cmd.Process.Pid, group.Dir(), err), group.Remove())
 	}
 	return group, nil
-}
-
-// sizedEnv is the environment env (nil: this process's) of a node sized
-// to cpus: with GOMAXPROCS set to the quota rounded up, at least 1,
-// unless env already sets it. Go's own default keeps at least two Ps (for
-// a concurrent GC); on a node of a fraction of a CPU the second one only
-// spins and wakes threads: it cost an idle 0.25-CPU node about a quarter
-// of its context switches (docs/benchmarks/elasticity.md, "An idle
-// node's CPU").
-func sizedEnv(env []string, cpus float64) []string {
-	if env == nil {
-		env = os.Environ()
-	}
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "GOMAXPROCS=") {
-			return env
-		}
-	}
-	return append(env, "GOMAXPROCS="+strconv.Itoa(max(1, int(math.Ceil(cpus)))))
 }
 
 func exitString(err error) string {
