@@ -61,6 +61,10 @@ type Set struct {
 	TxnUncertainRestarts prometheus.Counter
 
 	series series
+	// latencyOnly gathers the latency histogram alone: Sample reads it
+	// every second, and gathering all of Reg (the Go and process
+	// collectors read /proc) cost an idle node ~1.3 ms of CPU a second.
+	latencyOnly *prometheus.Registry
 
 	// kvOps holds each KV operation's *KVOpMetrics.
 	kvOps sync.Map
@@ -145,6 +149,8 @@ func New() *Set {
 	})
 	m.Reg.MustRegister(m.LoginFailures, m.TxnCommits, m.TxnRefreshes, m.TxnUncertainRestarts, m.requests, m.latency, m.queueDelay, m.StreamMessages, m.StreamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.SplitWaits,
 		m.keyspaceRequests, m.KeyspaceBytes, m.KeyspaceRanges, m.KeyspacePrelaunch, m.KeyspaceFullest, m.KeyspaceEvictions, m.KeyspaceHits, m.KeyspaceMisses, m.KeyspaceKeys, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.latencyOnly = prometheus.NewRegistry()
+	m.latencyOnly.MustRegister(m.latency)
 	return m
 }
 
@@ -283,11 +289,8 @@ func (m *Set) Sample(now time.Time) {
 // latencyTotals sums the KV latency histogram over operations: the count and
 // cumulative bucket counts with their upper bounds.
 func (m *Set) latencyTotals() (count uint64, buckets []uint64, bounds []float64) {
-	mfs, _ := m.Reg.Gather()
+	mfs, _ := m.latencyOnly.Gather()
 	for _, mf := range mfs {
-		if mf.GetName() != "tidekv_request_duration_seconds" {
-			continue
-		}
 		for _, mm := range mf.GetMetric() {
 			h := mm.GetHistogram()
 			count += h.GetSampleCount()
