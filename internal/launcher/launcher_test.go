@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -369,6 +370,12 @@ func TestReadyTimesOut(t *testing.T) {
 	for _, mode := range []string{"no-ready", "unhealthy"} {
 		t.Run(mode, func(t *testing.T) {
 			p := startFake(t, mode)
+			if mode == "unhealthy" {
+				// Ready's second step is under test: the 1 s deadline
+				// must not also cover the process's start, which takes
+				// longer than that on a busy machine.
+				waitServingHealth(t, p)
+			}
 			err := p.Ready(readyCtx(t, time.Second))
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("Ready = %v, want deadline exceeded", err)
@@ -378,6 +385,28 @@ func TestReadyTimesOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitServingHealth waits until p has announced itself and its /health
+// has answered (503 from the unhealthy fake).
+func waitServingHealth(t *testing.T, p *launcher.Process) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for ; time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		rl, ok := p.Announced()
+		if !ok {
+			continue
+		}
+		resp, err := http.Get("http://" + rl.HTTPAddr + "/health")
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			return
+		}
+	}
+	t.Fatal("the fake did not announce itself and answer /health within 20 s")
 }
 
 func TestStartErrors(t *testing.T) {
