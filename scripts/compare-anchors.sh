@@ -15,6 +15,10 @@
 # (redis, redis-aof, tidekv), it starts one more fresh server and runs
 # redis-benchmark (`-t set,get -c 50`, plain and with -P 16). At the end it prints
 # the go-ycsb table and one markdown table of everything (summary.md).
+# Server CPU per operation: utime+stime (/proc/PID/stat) of the system's server
+# processes (etcd's 3 members, redis-server, tidekv's nodes; not `tidekv up` itself)
+# over each go-ycsb run phase, divided by its operationcount, and over each
+# redis-benchmark call, divided by its requests (every test of -t together).
 # Everything listens on 127.0.0.1 only; every wait loop, go-ycsb and
 # redis-benchmark call is bounded; a trap stops what this script started, by PID.
 #
@@ -157,6 +161,7 @@ data_root=$(mktemp -d "${TMPDIR:-/tmp}/anchors-data.XXXXXX")
 # they started (tidekv servers under `tidekv up`): those are not ours to reap, so
 # their kernel start time is checked before every signal in case the PID was reused.
 pids=()
+server_pids=() # the measured servers among pids (same specs), for server_cpu_ticks
 proc_starttime() { # field 22 of /proc/PID/stat (after the parenthesised comm)
   local s f
   s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
@@ -187,7 +192,20 @@ stop_pid() { # spec: pid or pid@starttime. SIGTERM, up to 30 s, then SIGKILL.
 stop_all() {
   local spec
   for spec in "${pids[@]}"; do stop_pid "$spec"; done
-  pids=()
+  pids=() server_pids=()
+}
+server_cpu_ticks() { # utime+stime of server_pids, in clock ticks
+  local spec s f sum=0
+  for spec in "${server_pids[@]}"; do
+    same_proc "$spec" || die "server process ${spec%@*} is gone"
+    s=$(cat "/proc/${spec%@*}/stat") || die "cannot read /proc/${spec%@*}/stat"
+    read -ra f <<<"${s##*) }"
+    ((sum += f[11] + f[12]))
+  done
+  echo "$sum"
+}
+cpu_us_per() { # ticks0 ticks1 operations -> server CPU µs per operation
+  awk -v d=$(($2 - $1)) -v n="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", d / hz * 1e6 / n}'
 }
 # run_bounded secs out cmd...: runs cmd under timeout(1) in the background and waits
 # for it, so that a signal to this script acts at once (bash runs traps only after
@@ -288,7 +306,7 @@ start_etcd() { # $1 = tag for log names
       --initial-cluster-state new --quota-backend-bytes "$ETCD_QUOTA_BYTES" \
       --logger zap --log-outputs stderr \
       >"$OUT_DIR/etcd-$tag-m$i.log" 2>&1 &
-    pids+=($!)
+    pids+=($!) server_pids+=($!)
   done
   for ((i = 0; i < 120; i++)); do   # up to ~60 s
     if "$ETCDCTL_BIN" --endpoints="$(etcd_endpoints)" --command-timeout=2s endpoint health >/dev/null 2>&1; then
@@ -356,7 +374,7 @@ start_redis() { # $1 = tag, $2 = aof (yes/no)
     args+=(--appendonly no)
   fi
   "$REDIS_BIN" "${args[@]}" >"$OUT_DIR/redis-$tag.log" 2>&1 &
-  pids+=($!)
+  pids+=($!) server_pids+=($!)
   resp_ping 127.0.0.1 "$REDIS_PORT" || die "redis ($tag) did not answer PING; see $OUT_DIR/redis-$tag.log"
 }
 
@@ -387,7 +405,7 @@ start_tidekv() {
   # so that they are stopped even if `up` itself has to be killed.
   for child in $(ps -o pid= --ppid "$up_pid" 2>/dev/null || true); do
     st=$(proc_starttime "$child" || true)
-    [[ -n $st ]] && pids+=("$child@$st")
+    [[ -n $st ]] && pids+=("$child@$st") server_pids+=("$child@$st")
   done
   # "node <i> grpc=<addr> http=<addr> redis=<addr>": parse by key.
   node_field() { awk -v n="$1" -v k="$2=" '$1 == "node" && $2 == n {
@@ -449,17 +467,17 @@ tidekv_collect() { # tag
 
 # ---- results ---------------------------------------------------------------------
 summary_tsv=$OUT_DIR/summary.tsv
-printf 'system\tworkload\tphase\top\tcount\tops_per_s\tavg_us\tp50_us\tp95_us\tp99_us\tp999_us\tmax_us\twall_s\n' >"$summary_tsv"
+printf 'system\tworkload\tphase\top\tcount\tops_per_s\tavg_us\tp50_us\tp95_us\tp99_us\tp999_us\tmax_us\twall_s\tcpu_us_op\n' >"$summary_tsv"
 # every measurement, latencies in ms (go-ycsb's us converted), for summary.md
 results_tsv=$OUT_DIR/results.tsv
-printf 'system\ttool\ttest\top\tcount\tops_per_s\tavg_ms\tp50_ms\tp95_ms\tp99_ms\tmax_ms\terrors\twall_s\n' >"$results_tsv"
+printf 'system\ttool\ttest\top\tcount\tops_per_s\tavg_ms\tp50_ms\tp95_ms\tp99_ms\tmax_ms\terrors\twall_s\tcpu_us_op\n' >"$results_tsv"
 
 # ---- go-ycsb ---------------------------------------------------------------------
 # run_ycsb system workload phase(load|run) db-name [extra -p ...]
 run_ycsb() {
   local sys=$1 w=$2 phase=$3 db=$4
   shift 4
-  local ops raw t0 t1 wall rc=0
+  local ops raw t0 t1 wall rc=0 c0 c1 cpu
   ops=$(ops_for "$w")
   raw=$OUT_DIR/$sys-$w-$phase.txt
   local cmd=("$GO_YCSB" "$phase" "$db" -P "$WORKLOAD_DIR/workload$w"
@@ -468,26 +486,31 @@ run_ycsb() {
     -p readallfields=true -p "writeallfields=$WRITEALLFIELDS" "$@")
   printf '%q ' "${cmd[@]}" >"$raw.cmd"; echo >>"$raw.cmd"
   log "$sys workload $w $phase (load $(loadavg)): $(cat "$raw.cmd")"
+  c0=$(server_cpu_ticks)
   t0=$(date +%s.%N)
   run_bounded "$YCSB_TIMEOUT" "$raw" "${cmd[@]}" || rc=$?
   t1=$(date +%s.%N)
+  c1=$(server_cpu_ticks)
+  # load's operations are its records
+  cpu=$(cpu_us_per "$c0" "$c1" "$( [[ $phase == load ]] && echo "$RECORDCOUNT" || echo "$ops")")
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
   [[ $rc -eq 0 ]] || die "go-ycsb $phase $db (workload $w) exited $rc after ${wall}s; see $raw"
   grep -q '^Run finished' "$raw" || die "go-ycsb $phase $db (workload $w) printed no final summary; see $raw"
   # Final summary lines come after "Run finished"; plain style:
   # OP - Takes(s): x, Count: n, OPS: x, Avg(us): n, Min(us): n, Max(us): n, 50th(us): n, ...
-  awk -v sys="$sys" -v w="$w" -v ph="$phase" -v wall="$wall" -v res="$results_tsv" '
+  awk -v sys="$sys" -v w="$w" -v ph="$phase" -v wall="$wall" -v cpu="$cpu" -v res="$results_tsv" '
     /^Run finished/ {fin = 1; next}
     fin && / - Takes\(s\): / {
       op = $1; sub(/^[^-]*- /, "")
       n = split($0, kv, ", ")
       delete f
       for (i = 1; i <= n; i++) { split(kv[i], p, ": "); f[p[1]] = p[2] }
-      printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sys, w, ph, op, f["Count"], f["OPS"],
-        f["Avg(us)"], f["50th(us)"], f["95th(us)"], f["99th(us)"], f["99.9th(us)"], f["Max(us)"], wall
-      printf "%s\tgo-ycsb %s\t%s\t%s\t%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\n", sys, ph, w, op, f["Count"],
+      c = (op == "TOTAL" ? cpu : "-") # CPU is measured for the whole run, not per op type
+      printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sys, w, ph, op, f["Count"], f["OPS"],
+        f["Avg(us)"], f["50th(us)"], f["95th(us)"], f["99th(us)"], f["99.9th(us)"], f["Max(us)"], wall, c
+      printf "%s\tgo-ycsb %s\t%s\t%s\t%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\n", sys, ph, w, op, f["Count"],
         f["OPS"], f["Avg(us)"] / 1000, f["50th(us)"] / 1000, f["95th(us)"] / 1000, f["99th(us)"] / 1000,
-        f["Max(us)"] / 1000, (op ~ /_ERROR$/ ? f["Count"] : 0), wall >> res
+        f["Max(us)"] / 1000, (op ~ /_ERROR$/ ? f["Count"] : 0), wall, c >> res
     }' "$raw" >>"$summary_tsv"
   if awk '/^Run finished/ {fin = 1} fin && /_ERROR +- /' "$raw" | grep -q .; then
     log "WARNING: $sys workload $w $phase reported errors: $(awk '/^Run finished/ {fin = 1} fin && /_ERROR +- / {c = $6; sub(/,$/, "", c); print $1 "=" c}' "$raw" | tr '\n' ';')"
@@ -497,7 +520,7 @@ run_ycsb() {
   msgs=$(grep -iE 'error|refused|unknown command|timeout|NOPROTO' "$raw" | grep -v ' - Takes(s)' |
     sort | uniq -c | sort -rn | head -3 | tr -s ' ' | tr '\n' ';' || true)
   [[ -z $msgs ]] || log "note: $sys workload $w $phase output mentions errors: $msgs"
-  log "$sys workload $w $phase done in ${wall}s: $(awk '/^Run finished/ {fin = 1} fin && /^TOTAL/' "$raw")"
+  log "$sys workload $w $phase done in ${wall}s, server CPU $cpu µs/op: $(awk '/^Run finished/ {fin = 1} fin && /^TOTAL/' "$raw")"
 }
 
 # go-ycsb redis driver against host:port (redis, redis-aof, tidekv)
@@ -513,7 +536,7 @@ ycsb_resp() { # system workload host port
 # ---- redis-benchmark ---------------------------------------------------------------
 # run_rb system mode host port
 run_rb() {
-  local sys=$1 mode=$2 host=$3 port=$4 pipeline=1 n=$RB_REQUESTS raw t0 t1 wall rc=0 rows errs
+  local sys=$1 mode=$2 host=$3 port=$4 pipeline=1 n=$RB_REQUESTS raw t0 t1 wall rc=0 rows errs c0 c1 cpu
   if [[ $mode != plain ]]; then pipeline=${mode#p} n=$RB_REQUESTS_PIPELINED; fi
   raw=$OUT_DIR/$sys-rb-$mode.txt
   local cmd=("$REDIS_BENCHMARK_BIN" -h "$host" -p "$port" -t "$RB_TESTS" -c "$RB_CLIENTS" -n "$n"
@@ -522,10 +545,15 @@ run_rb() {
   ((pipeline > 1)) && cmd+=(-P "$pipeline")
   printf '%q ' "${cmd[@]}" >"$raw.cmd"; echo >>"$raw.cmd"
   log "$sys redis-benchmark $mode (load $(loadavg)): $(cat "$raw.cmd")"
+  c0=$(server_cpu_ticks)
   t0=$(date +%s.%N)
   # progress lines end in \r; keep the raw stream and a line-per-line copy
   run_bounded "$RB_TIMEOUT" "$raw.raw" "${cmd[@]}" || rc=$?
   t1=$(date +%s.%N)
+  c1=$(server_cpu_ticks)
+  local tests
+  IFS=, read -ra tests <<<"$RB_TESTS"
+  cpu=$(cpu_us_per "$c0" "$c1" $((n * ${#tests[@]})))
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
   tr '\r' '\n' <"$raw.raw" | grep -v -e 'rps=' -e '^ *$' >"$raw" || true
   [[ $rc -eq 0 ]] || die "redis-benchmark $mode against $sys exited $rc after ${wall}s; see $raw"
@@ -535,10 +563,10 @@ run_rb() {
   # printed at most once a second, so their count is a lower bound.
   local tool=redis-benchmark
   ((pipeline > 1)) && tool+=" -P $pipeline"
-  rows=$(awk -v sys="$sys" -v tool="$tool" -v wall="$wall" '
+  rows=$(awk -v sys="$sys" -v tool="$tool" -v wall="$wall" -v cpu="$cpu" '
     function flush() {
       if (test != "" && rps != "")
-        printf "%s\t%s\t%s\t-\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sys, tool, test, count, rps, lat["avg"], lat["p50"], lat["p95"], lat["p99"], lat["max"], errs + 0, wall
+        printf "%s\t%s\t%s\t-\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sys, tool, test, count, rps, lat["avg"], lat["p50"], lat["p95"], lat["p99"], lat["max"], errs + 0, wall, cpu
       test = ""; rps = ""; count = ""; errs = 0; delete lat; hdr = 0
     }
     /^====== .* ======$/ { flush(); test = $2; next }
@@ -552,7 +580,7 @@ run_rb() {
   printf '%s\n' "$rows" >>"$results_tsv"
   errs=$(grep -c '^Error from server' "$raw" || true)
   ((errs == 0)) || log "WARNING: $sys redis-benchmark $mode: $errs 'Error from server' lines (at most 1/s shown): $(grep '^Error from server' "$raw" | sort | uniq -c | sort -rn | head -3 | tr -s ' ' | tr '\n' ';')"
-  log "$sys redis-benchmark $mode done in ${wall}s: $(awk -F'\t' '{printf "%s %s ops/s p50 %s ms p99 %s ms; ", $3, $6, $8, $10}' <<<"$rows")"
+  log "$sys redis-benchmark $mode done in ${wall}s, server CPU $cpu µs/request (all tests): $(awk -F'\t' '{printf "%s %s ops/s p50 %s ms p99 %s ms; ", $3, $6, $8, $10}' <<<"$rows")"
 }
 
 # ---- main --------------------------------------------------------------------------
@@ -626,7 +654,9 @@ done
     "-n $RB_REQUESTS (plain) / $RB_REQUESTS_PIPELINED (pipelined)." \
     "tidekv: $TIDEKV_NODES nodes via node $TIDEKV_REDIS_NODE's Redis port. Latencies in ms. Raw outputs: $OUT_DIR"
   echo
-  echo "| system | tool | workload/test | op | count | ops/s | p50 ms | p99 ms | errors |"
-  echo "|---|---|---|---|--:|--:|--:|--:|--:|"
-  tail -n +2 "$results_tsv" | awk -F'\t' '$2 == "go-ycsb load" && $4 == "TOTAL" {next} {printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $8, $10, $12}'
+  echo "Server CPU µs/op: the servers' processes over the whole go-ycsb run (TOTAL rows) or redis-benchmark call (all its tests)."
+  echo
+  echo "| system | tool | workload/test | op | count | ops/s | p50 ms | p99 ms | errors | server CPU µs/op |"
+  echo "|---|---|---|---|--:|--:|--:|--:|--:|--:|"
+  tail -n +2 "$results_tsv" | awk -F'\t' '$2 == "go-ycsb load" && $4 == "TOTAL" {next} {printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $8, $10, $12, $14}'
 } | tee "$OUT_DIR/summary.md"

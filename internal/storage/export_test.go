@@ -35,3 +35,7 @@ var (
 
 // SizeVisits is how many keys and samples ApproximateSize has read.
 func (e *MemEngine) SizeVisits() uint64 { return e.size.Visits() }
+
+// SnapshotFirstIter is the iterator a Pebble snapshot's GetFirst calls
+// share (nil before the first and after Close).
+func SnapshotFirstIter(s Snapshot) *pebble.Iterator { return s.(*pebbleSnapshot).first }

@@ -3,6 +3,7 @@ package storage_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -79,5 +80,95 @@ func TestPebbleGetFirstAgreesWithIterators(t *testing.T) {
 	}
 	if _, _, _, err := fg.GetFirst(nil, nil, nil); !errors.Is(err, storage.ErrClosed) {
 		t.Fatalf("GetFirst on a closed engine: err = %v", err)
+	}
+}
+
+// A Pebble snapshot's point reads share one iterator, which Close closes,
+// and readers at once on one snapshot (one of them on an iterator of its
+// own) still get each span's first key.
+func TestPebbleSnapshotGetFirstSharesAnIterator(t *testing.T) {
+	e := enginetest.Pebble.Open(t)
+	defer e.Close()
+	for _, k := range []string{"a1", "a2", "b1", "b2", "c1"} {
+		enginetest.SetAll(t, e, enginetest.KV{K: k, V: "v" + k})
+	}
+	enginetest.Pebble.Flush(t, e)
+	snap := e.NewSnapshot()
+	fg := snap.(storage.FirstGetter)
+	if storage.SnapshotFirstIter(snap) != nil {
+		t.Fatal("a new snapshot holds an iterator")
+	}
+	var shared any
+	for _, span := range [][2]string{{"b", "c"}, {"a", "b"}, {"a2", "a3"}, {"c", "d"}, {"d", "e"}} {
+		k, v, found, err := fg.GetFirst([]byte(span[0]), []byte(span[1]), nil)
+		wk, wv, wfound := firstByIter(t, snap, []byte(span[0]), []byte(span[1]))
+		if err != nil || found != wfound || !bytes.Equal(k, wk) || !bytes.Equal(v, wv) {
+			t.Fatalf("GetFirst(%q, %q) = %q, %q, %v, %v; want %q, %q, %v", span[0], span[1], k, v, found, err, wk, wv, wfound)
+		}
+		it := storage.SnapshotFirstIter(snap)
+		if it == nil || (shared != nil && shared != any(it)) {
+			t.Fatalf("after GetFirst(%q, %q) the snapshot's iterator is %p, before %v", span[0], span[1], it, shared)
+		}
+		shared = it
+	}
+	done := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := range 200 {
+				lo := []byte{byte('a' + (g+i)%4)}
+				k, _, found, err := fg.GetFirst(lo, nil, nil)
+				want := lo[0] <= 'c'
+				if err == nil && (found != want || (found && k[0] != lo[0])) {
+					err = fmt.Errorf("GetFirst(%q, nil) = %q, %v", lo, k, found)
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if storage.SnapshotFirstIter(snap) != nil {
+		t.Fatal("Close left the snapshot's iterator open")
+	}
+}
+
+// A snapshot's point reads of a hash's marker and its ten fields
+// (versioned keys, one SST), as a Redis HMGET's BatchGet does them.
+func BenchmarkPebbleSnapshotGetFirstHash(b *testing.B) {
+	e := enginetest.Pebble.Open(b)
+	defer e.Close()
+	const hashes, fields = 2000, 10
+	key := func(h, f int) []byte { return fmt.Appendf(nil, "usertable/user%06d\x00\x01field%d", h, f) }
+	for h := range hashes {
+		kvs := []enginetest.KV{{K: string(key(h, -1)), V: "hash"}}
+		for f := range fields {
+			kvs = append(kvs, enginetest.KV{K: string(key(h, f)), V: string(bytes.Repeat([]byte{'x'}, 100))})
+		}
+		enginetest.SetAll(b, e, kvs...)
+	}
+	enginetest.Pebble.Flush(b, e)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		h := i * 7919 % hashes
+		snap := e.NewSnapshot()
+		fg := snap.(storage.FirstGetter)
+		for f := -1; f < fields; f++ {
+			k := key(h, f)
+			if _, _, found, err := fg.GetFirst(k, append(k, 0), nil); err != nil || !found {
+				b.Fatalf("%q: %v, %v", k, found, err)
+			}
+		}
+		snap.Close()
 	}
 }

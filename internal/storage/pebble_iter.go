@@ -2,6 +2,8 @@ package storage
 
 import (
 	"bytes"
+	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -10,6 +12,16 @@ import (
 type pebbleSnapshot struct {
 	snap   *pebble.Snapshot
 	closed atomic.Bool
+	// first is the iterator the snapshot's point reads (GetFirst) share,
+	// moved from key to key by SetBounds. A snapshot serves one request's
+	// keys (a BatchGet's: a Redis hash's marker and fields, which lie side
+	// by side), and a fresh iterator per key opened every level's file and
+	// read its index blocks again: half of an HMGET's server CPU
+	// (docs/benchmarks/cost.md, issue 33's Redis targets). Pebble's
+	// iterator is not safe for concurrent use, so firstMu guards it, and a
+	// read that finds it busy opens an iterator of its own. Close closes it.
+	firstMu sync.Mutex
+	first   *pebble.Iterator
 }
 
 func (s *pebbleSnapshot) Get(key []byte) ([]byte, bool, error) {
@@ -37,15 +49,42 @@ func (s *pebbleSnapshot) GetFirst(lower, upper, kdst []byte) ([]byte, []byte, bo
 	if !ok {
 		return kdst, nil, false, err
 	}
-	it, err := s.snap.NewIter(&opts)
-	return readFirst(it, err, kdst)
+	if !s.firstMu.TryLock() {
+		it, err := s.snap.NewIter(&opts)
+		return readFirst(it, err, kdst)
+	}
+	defer s.firstMu.Unlock()
+	if s.closed.Load() { // Close came between the check above and the lock
+		return kdst, nil, false, ErrClosed
+	}
+	if s.first == nil {
+		if s.first, err = s.snap.NewIter(&opts); err != nil {
+			s.first = nil
+			return kdst, nil, false, err
+		}
+	} else {
+		s.first.SetBounds(opts.LowerBound, opts.UpperBound)
+	}
+	key, value, found, err := firstOf(s.first, kdst)
+	if err != nil {
+		// An iterator's error stays with it: the next read opens another.
+		err = errors.Join(err, s.first.Close())
+		s.first = nil
+	}
+	return key, value, found, err
 }
 
 func (s *pebbleSnapshot) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	return s.snap.Close()
+	s.firstMu.Lock()
+	var err error
+	if s.first != nil {
+		err, s.first = s.first.Close(), nil
+	}
+	s.firstMu.Unlock()
+	return errors.Join(err, s.snap.Close())
 }
 
 // pebbleIter adapts *pebble.Iterator. Its IterOptions live inside the struct
@@ -107,19 +146,27 @@ func readFirst(it *pebble.Iterator, err error, kdst []byte) (key, value []byte, 
 	if err != nil {
 		return kdst, nil, false, err
 	}
-	if it.First() {
-		var v []byte
-		if v, err = it.ValueAndErr(); err == nil {
-			key, value, found = append(kdst, it.Key()...), append(make([]byte, 0, len(v)), v...), true
-		}
-	}
+	key, value, found, err = firstOf(it, kdst)
 	if cerr := it.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil || !found {
+	if err != nil {
 		return kdst, nil, false, err
 	}
-	return key, value, true, nil
+	return key, value, found, nil
+}
+
+// firstOf is GetFirst's answer from it, positioned anew within its bounds:
+// the first key appended to kdst and a copy of its value.
+func firstOf(it *pebble.Iterator, kdst []byte) (key, value []byte, found bool, err error) {
+	if !it.First() {
+		return kdst, nil, false, it.Error()
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return kdst, nil, false, err
+	}
+	return append(kdst, it.Key()...), append(make([]byte, 0, len(v)), v...), true, nil
 }
 
 func (p *pebbleIter) First() bool {
