@@ -198,6 +198,11 @@ func (c *Controller) OnDelay(f func(time.Duration)) { c.observe = f }
 func (c *Controller) share() float64 { return math.Float64frombits(c.shareBits.Load()) }
 
 // deepQueue says at least MinInflight requests are queued or in progress.
+// MayShed reports whether a normal request arriving now could be shed
+// by delay: delay admission is on and the queue is not nearly empty
+// (MinInflight).
+func (c *Controller) MayShed() bool { return c.cfg.Target != 0 && c.deepQueue() }
+
 func (c *Controller) deepQueue() bool {
 	return max(c.inflight.Load(), c.queued.Load()) >= int64(c.cfg.MinInflight)
 }

@@ -10,7 +10,7 @@
 // is a node's whole Redis front end: the RESP listener over a Gateway, and
 // the routing client, started together (Serve) and closed together.
 //
-// Imports: the standard library, the Prometheus client, api/kverr, client,
+// Imports: the standard library, the Prometheus client, api/kverr, api/tidekvpb, client,
 // api/keyspace, internal/ksconfig and internal/resp. resp imports no SDK:
 // the adaptation lives here. It imports no server or store code
 // (internal/server, internal/raftstore) (internal/lint).

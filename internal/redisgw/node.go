@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tidekv/tidekv/api/tidekvpb"
+	"github.com/tidekv/tidekv/client"
 	"github.com/tidekv/tidekv/internal/resp"
 )
 
@@ -138,10 +140,15 @@ func (k *Gateway) inProcess() Local {
 }
 
 // viaRemote counts a call routed to another node. Its priority is the
-// Redis client's, normal: the leaseholder admits it by its own queueing
-// delay, as it does any client's request.
+// Redis command's: a paced command (resp.Paced, its client waited for
+// every earlier reply) is high, as in process, so the leaseholder bounds
+// it by its in-flight cap only; any other is normal, admitted by the
+// leaseholder's own queueing delay as any client's request.
 func (k *Gateway) viaRemote(ctx context.Context) context.Context {
 	k.routed.Add(1)
+	if resp.Paced(ctx) {
+		return client.WithPriority(ctx, tidekvpb.Priority_PRIORITY_HIGH)
+	}
 	return ctx
 }
 

@@ -155,8 +155,10 @@ type cmdCtx struct {
 	gen      uint64
 	deadline time.Time
 	// arrived is when the bytes that completed the command were read off
-	// its connection (Arrival).
+	// its connection (Arrival); paced, whether the client sent them after
+	// every earlier reply (Paced).
 	arrived time.Time
+	paced   bool
 }
 
 // end ends the command's context: it returned.
@@ -187,6 +189,21 @@ func Arrival(ctx context.Context) time.Time {
 		return h.arrived
 	}
 	return time.Time{}
+}
+
+// Paced reports whether ctx's command was sent after its client had
+// every earlier reply on the connection: the read that began its pipeline
+// found nothing waiting. Such a client keeps at most a pipeline in flight
+// per connection (a closed loop, pipelined or not), so the queue it makes
+// is bounded by its connections; a client that sends ahead of its replies
+// (an open loop) is not paced, nor is a blocked command's later try.
+// The connection looks only while the node may shed (Config.Shedding);
+// otherwise every command is paced.
+func Paced(ctx context.Context) bool {
+	if h, ok := ctx.Value(arrivalKey{}).(*cmdCtx); ok {
+		return h.paced
+	}
+	return false
 }
 
 func (h *cmdCtx) Err() error {

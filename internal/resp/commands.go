@@ -28,7 +28,7 @@ type call struct {
 // (cmdctx.go); the caller ends it with x.cmd.end().
 func (s *Server) begin(x *call) {
 	x.st.cmds.begin(&x.cmd, s.timeout(len(x.args)))
-	x.cmd.arrived = x.st.arrived
+	x.cmd.arrived, x.cmd.paced = x.st.arrived, x.st.paced
 	x.ctx = &x.cmd
 }
 

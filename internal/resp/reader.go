@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -32,6 +33,11 @@ const readChunk = 4 << 10
 // buffer, the next read goes to a new one.
 const minRead = 512
 
+// maxPipelineRead bounds the bytes next takes from the socket, beyond its
+// first read, for one pipeline: a client's pipeline up to it is served
+// whole.
+const maxPipelineRead = 64 << 10
+
 // keepArgs is the most argument slots a connection keeps between
 // pipelines; a pipeline of more lets its larger array go.
 const keepArgs = 4 << 10
@@ -47,7 +53,10 @@ type argSpan struct{ lo, hi int }
 // connection uses it, or, while its command blocks, watch's, which that
 // goroutine waits for.
 type reader struct {
-	nc   net.Conn
+	nc net.Conn
+	// raw is nc's socket (under TLS, the socket beneath), nil where there
+	// is none: sentAhead asks it whether bytes are waiting.
+	raw  syscall.RawConn
 	scan frameScanner
 	// buf[start:parsed] are whole commands the scanner passed,
 	// buf[parsed:end] what was read after them. Nothing before start is
@@ -67,7 +76,15 @@ type reader struct {
 	// are taken up, not when they were read.
 	readAt time.Time
 	ahead  bool
-	now    func() time.Time
+	// lastFull: the last read filled the room it was given; drain: bytes
+	// waiting in raw are nc's own to read (not TLS, whose read of a
+	// record's first bytes would wait for the rest).
+	lastFull, drain bool
+	// paced: the client sent the commands read next after it had every
+	// earlier reply (Paced); the serving loop sets it before it writes a
+	// pipeline's replies (sentAhead), true on a new connection.
+	paced bool
+	now   func() time.Time
 	// counted counts refused connections.
 	counted *atomic.Uint64
 }
@@ -86,10 +103,43 @@ func (r *reader) next() (int, error) {
 		}
 		r.fill(math.MaxInt)
 	}
+	// A read that filled its buffer may have left the rest of the same
+	// write in the socket: take it now, up to maxPipelineRead, so that a
+	// client's pipeline is served whole and what waits at the replies'
+	// write was sent after it (sentAhead).
+	for r.drain && r.lastFull && r.err == nil && r.refused == nil && r.end-r.start < maxPipelineRead && r.waiting() {
+		r.fill(maxPipelineRead - (r.end - r.start))
+	}
 	if r.ahead {
 		r.ahead, r.readAt = false, r.now()
 	}
 	return r.parse(), nil
+}
+
+// sentAhead reports whether the client has sent bytes the node has not
+// served yet, looked at before the replies to everything before them are
+// written: read already (a partial command, or commands a blocked one
+// read ahead), or waiting in the socket. Such bytes were sent ahead of
+// the replies (an open loop, or a pipeline deeper than one read); a
+// client that waits for its replies cannot have sent any. One system
+// call; false where there is no socket to ask.
+func (r *reader) sentAhead() bool {
+	return r.end > r.start || r.waiting()
+}
+
+// waiting reports whether bytes wait in the socket, without reading them
+// (false where there is no socket to ask).
+func (r *reader) waiting() bool {
+	if r.raw == nil {
+		return false
+	}
+	var b [1]byte
+	n := 0
+	_ = r.raw.Read(func(fd uintptr) bool {
+		n, _, _ = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true // never wait: an empty socket is the answer
+	})
+	return n > 0
 }
 
 // command is the arguments of the i-th command parsed last, at least one,
@@ -111,6 +161,7 @@ func (r *reader) fill(most int) int {
 		p = p[:most]
 	}
 	n, err := r.nc.Read(p)
+	r.lastFull = n == len(p)
 	if n > 0 {
 		r.readAt = r.now()
 		_, ferr := r.scan.scan(r.buf[r.end : r.end+n])

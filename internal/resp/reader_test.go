@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -157,5 +159,88 @@ func TestReadBufferGrowsWithWhatArrived(t *testing.T) {
 	}
 	if len(r.buf) > 4*len(sent) {
 		t.Fatalf("read buffer %d bytes for %d bytes sent of a 1 MiB argument", len(r.buf), len(sent))
+	}
+}
+
+// sentAhead sees bytes the client sent that the reader has not served:
+// none on a quiet socket, those waiting in the socket (asked without
+// reading them), and a partial command already read.
+func TestSentAhead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	r := &reader{nc: nc, raw: rawConn(nc), now: time.Now,
+		scan: frameScanner{lim: frameLimits{bulk: 1 << 20, args: 1 << 10, inline: 1 << 16, command: 1 << 22}}}
+	if r.raw == nil {
+		t.Fatal("no socket under a TCP connection")
+	}
+	if r.sentAhead() {
+		t.Fatal("sent ahead on a quiet socket")
+	}
+	if _, err := client.Write([]byte("*1\r\n$4\r\nPING\r\n*1")); err != nil {
+		t.Fatal(err)
+	}
+	// The bytes cross loopback on their own time: wait until they are there.
+	for deadline := time.Now().Add(5 * time.Second); !r.sentAhead(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("bytes waiting in the socket not seen in 5 s")
+		}
+	}
+	// The look did not take them: the reader reads the whole PING, and
+	// the partial command after it is still ahead.
+	if n, err := r.next(); err != nil || n != 1 || fmt.Sprintf("%s", r.command(0)) != "[PING]" {
+		t.Fatalf("next = %d, %v, want the PING", n, err)
+	}
+	if !r.sentAhead() {
+		t.Fatal("a partial command read is not seen as sent ahead")
+	}
+	// With no socket to ask, only what was read counts.
+	if (&reader{}).sentAhead() {
+		t.Fatal("sent ahead with nothing read and no socket")
+	}
+}
+
+// A pipeline longer than the reader's first read is taken whole, so that
+// what waits at its replies' write was sent after it. Over a Unix socket
+// pair a write is in the peer's socket when it returns.
+func TestPipelineReadWhole(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) net.Conn {
+		f := os.NewFile(uintptr(fd), "pair")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	client, nc := conn(fds[0]), conn(fds[1])
+	r := &reader{nc: nc, raw: rawConn(nc), drain: true, now: time.Now,
+		scan: frameScanner{lim: frameLimits{bulk: 1 << 20, args: 1 << 10, inline: 1 << 16, command: 1 << 22}}}
+	const cmds = 400 // 400 x 31 bytes: three times the first read's 4 KiB
+	if _, err := client.Write([]byte(strings.Repeat("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n", cmds))); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.next(); err != nil || n != cmds {
+		t.Fatalf("next = %d, %v; want the whole pipeline, %d commands", n, err, cmds)
+	}
+	if r.sentAhead() {
+		t.Fatal("sent ahead after the whole pipeline was read")
 	}
 }

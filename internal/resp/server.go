@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -110,6 +111,11 @@ type Config struct {
 	// to turn a remaining TTL into a time, and the one commands' arrivals
 	// are stamped with (Arrival) (nil: time.Now).
 	Now func() time.Time
+	// Shedding reports whether the node may refuse commands by queueing
+	// delay now (its admission queue is deep). Only then does a
+	// connection look, after writing a pipeline's replies, whether its
+	// client sent more ahead of them (Paced); nil: never.
+	Shedding func() bool
 }
 
 // DefaultConfig returns a Config with the defaults for every field but
@@ -288,8 +294,10 @@ type connState struct {
 	watch *watchState
 	// cmds makes its commands' contexts (cmdctx.go).
 	cmds *connContext
-	// arrived is when the pipeline being served was read (Arrival).
+	// arrived is when the pipeline being served was read (Arrival), paced
+	// whether the client sent it after every earlier reply (Paced).
 	arrived time.Time
+	paced   bool
 	// errors counts the error replies written to the connection, refusals
 	// those of them that refused a command before it ran (TRYAGAIN, OOM):
 	// a command failed, or was rejected, if they grew while it ran.
@@ -398,6 +406,8 @@ func (s *Server) accept(nc net.Conn) *connState {
 	st := &connState{id: s.nextID.Add(1), user: "default", kv: s.kv, cmds: newConnContext(s.ctx)}
 	st.in = reader{nc: nc, scan: frameScanner{lim: frameLimits{bulk: s.cfg.MaxBulkLen, args: s.cfg.MaxArgs,
 		inline: s.cfg.MaxInlineLen, command: s.cfg.MaxCommandLen}}, now: s.cfg.Now, counted: s.disconnects[ReasonRequestLimit]}
+	_, isTLS := nc.(*tls.Conn)
+	st.in.raw, st.in.paced, st.in.drain = rawConn(nc), true, !isTLS
 	st.out = replyBuffer{nc: nc, addr: nc.RemoteAddr().String(), s: s, st: st}
 	if s.cfg.Auth == nil {
 		st.authed, st.access = true, AccessAdmin
@@ -429,11 +439,34 @@ func (s *Server) serveConn(st *connState) {
 		// The reader stamped when these commands were read (by the
 		// configured clock, as CLIENT LIST's idle is computed): no
 		// second clock read per pipeline.
-		st.arrived = st.in.readAt
+		st.arrived, st.paced = st.in.readAt, st.in.paced
 		st.client.active.Store(st.arrived.UnixNano())
 		s.servePipeline(&st.out, st, n)
+		// Bytes the client has sent before its last replies are written
+		// were sent ahead of them (the client cannot have read replies
+		// not yet written), so the look comes before the write. It
+		// matters only while the node may shed by delay, and costs a
+		// system call.
+		st.in.paced = s.cfg.Shedding == nil || !s.cfg.Shedding() || !st.in.sentAhead()
 		st.out.done()
 	}
+}
+
+// rawConn is nc's socket, or the socket beneath a TLS connection; nil
+// where there is none.
+func rawConn(nc net.Conn) syscall.RawConn {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return raw
 }
 
 func errArity(name string) string {

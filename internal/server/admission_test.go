@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -89,7 +90,29 @@ func TestAdmissionShedsByDelay(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr(), MaxRetries: -1})
 	defer rdb.Close()
 	respRefusal := func(err error) bool { return strings.HasPrefix(err.Error(), "TRYAGAIN overloaded, retry after ") }
-	shed += shedOf("redis SET", respRefusal, func() error { return rdb.Set(ctx, "r", "v", 0).Err() })
+	// A client that waits for each reply (a closed loop: go-redis, one SET
+	// at a time) is paced: its queue is bounded by its connections, and
+	// none of its SETs is refused by delay.
+	for range 200 {
+		if err := rdb.Set(ctx, "r", "v", 0).Err(); err != nil {
+			t.Fatalf("paced redis SET on an overloaded node: %v, want served", err)
+		}
+	}
+	// A client that sends ahead of its replies is shed: each write carries
+	// a SET and the first byte of the next, so every SET but the first
+	// began before the reply to the one before it was written.
+	ahead := dialRedis(t, s.RedisAddr())
+	ahead.send(t, "PING\r\n*")
+	if got := ahead.line(t); got != "+PONG" {
+		t.Fatalf("PING: %q", got)
+	}
+	shed += shedOf("redis SET sent ahead", respRefusal, func() error {
+		ahead.send(t, "3\r\n$3\r\nSET\r\n$1\r\nr\r\n$1\r\nv\r\n*")
+		if got := ahead.line(t); got != "+OK" {
+			return errors.New(strings.TrimPrefix(got, "-"))
+		}
+		return nil
+	})
 
 	// Reads are served, every one: at a 17% share about 166 of 200 would
 	// be refused if they met the gate.
@@ -185,40 +208,39 @@ func TestAdmissionRefusesWritesNotReadsByDelay(t *testing.T) {
 		t.Fatalf("put that waited half the target: %v", err)
 	}
 
-	conn, err := net.Dial("tcp", s.RedisAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	br := bufio.NewReader(conn)
-	// pipeline sends SET a 1, GET a, SET b 2 in one write, so that they
-	// are read together, and returns the three replies' first lines.
-	pipeline := func() []string {
+	// pipeline sends SET a 1, GET a, SET b 2 in one write on c, so that
+	// they are read together, and returns the three replies' first lines.
+	// With ahead, the write also carries the first byte of the next
+	// pipeline, which the one before sent (c is then primed with a PING
+	// that did), so the pipeline is sent ahead of the replies before it:
+	// not paced, measured from its arrival like a gRPC request.
+	const cmds = "3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$1\r\na\r\n*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n"
+	pipeline := func(c *rawRedis, ahead bool) []string {
 		t.Helper()
-		if _, err := conn.Write([]byte("*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$1\r\na\r\n*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n")); err != nil {
-			t.Fatal(err)
+		if ahead {
+			c.send(t, cmds+"*")
+		} else {
+			c.send(t, "*"+cmds)
 		}
 		var out []string
 		for range 3 {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				t.Fatal(err)
+			line := c.line(t)
+			if strings.HasPrefix(line, "$") && line != "$-1" {
+				line = c.line(t)
 			}
-			if strings.HasPrefix(line, "$") && line != "$-1\r\n" {
-				v, err := br.ReadString('\n')
-				if err != nil {
-					t.Fatal(err)
-				}
-				line = v
-			}
-			out = append(out, strings.TrimSpace(line))
+			out = append(out, line)
 		}
 		return out
+	}
+	aheadConn := dialRedis(t, s.RedisAddr())
+	aheadConn.send(t, "PING\r\n*")
+	if got := aheadConn.line(t); got != "+PONG" {
+		t.Fatalf("PING: %q", got)
 	}
 	r := s.Store().LookupKey([]byte("a"))
 	before := r.Status().Commit
 	hold.Store(int64(late))
-	got := pipeline()
+	got := pipeline(aheadConn, true)
 	if got[0] != "+OK" || got[1] != "1" || !strings.HasPrefix(got[2], "-TRYAGAIN overloaded, retry after ") {
 		t.Fatalf("pipeline held %v behind its first SET: %q, want OK, the GET answered 1, then a TRYAGAIN refusal", late, got)
 	}
@@ -234,11 +256,51 @@ func TestAdmissionRefusesWritesNotReadsByDelay(t *testing.T) {
 		t.Fatalf("refusals %v, want 2 for queueing delay", st.Rejected)
 	}
 
+	// The same pipeline from a client that waited for every reply before
+	// it (paced) is a closed loop's: held as long, all of it is served.
+	if got := pipeline(dialRedis(t, s.RedisAddr()), false); got[0] != "+OK" || got[1] != "1" || got[2] != "+OK" {
+		t.Fatalf("paced pipeline held %v behind its first SET: %q, want OK 1 OK", late, got)
+	}
+
 	hold.Store(int64(s.cfg.Admission.Target / 2))
 	windows(s, clk, 10, 0) // the long waits made the node overloaded: let it recover
-	if got := pipeline(); got[0] != "+OK" || got[1] != "1" || got[2] != "+OK" {
+	if got := pipeline(aheadConn, true); got[0] != "+OK" || got[1] != "1" || got[2] != "+OK" {
 		t.Fatalf("pipeline held half the target: %q, want OK 1 OK", got)
 	}
+}
+
+// rawRedis is a Redis connection written and read by hand, for tests
+// that choose when bytes reach the node.
+type rawRedis struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func dialRedis(t *testing.T, addr string) *rawRedis {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawRedis{c: c, br: bufio.NewReader(c)}
+}
+
+func (r *rawRedis) send(t *testing.T, b string) {
+	t.Helper()
+	if _, err := r.c.Write([]byte(b)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// line is the next reply line without its CRLF.
+func (r *rawRedis) line(t *testing.T) string {
+	t.Helper()
+	l, err := r.br.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(l, "\r\n")
 }
 
 // isDelayRefusal says err is admission's refusal for queueing delay.
@@ -322,5 +384,59 @@ func TestStartingNodeRefusesRequests(t *testing.T) {
 	s.ports.ready.Store(true)
 	if err := s.startingErr(tidekvpb.KV_Get_FullMethodName); err != nil {
 		t.Errorf("a ready node refused a get: %v", err)
+	}
+}
+
+// A Redis command routed to another node's lease keeps its pacing: a
+// client waiting for each reply is high priority at the leaseholder too
+// (bounded by its in-flight cap only), and one sending ahead is admitted
+// there by delay.
+func TestAdmissionPacedRoutedRedisWrites(t *testing.T) {
+	clk := manualclock.New(time.Unix(1000, 0))
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.Redis.ListenAddr = "127.0.0.1:0"
+		c.admissionClock = clk.Now
+		c.Admission = admission.DefaultConfig()
+		c.Admission.MinInflight = 0
+	})
+	tc.waitReplicated(tc.client(), 3)
+	lh := tc.leaseholderOf([]byte("r"))
+	if lh < 0 {
+		t.Fatal("no leaseholder for r")
+	}
+	gw := tc.nodes[(lh+1)%len(tc.nodes)]
+	// Only the leaseholder is overloaded: the gateway serves nothing of r
+	// in process.
+	windows(tc.nodes[lh], clk, 5, 50*time.Millisecond)
+	if st := tc.nodes[lh].adm.State(); !st.Overloaded || st.AdmitShare > 0.17 {
+		t.Fatalf("leaseholder's admission %+v, want overloaded admitting about 17%%", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: gw.RedisAddr(), MaxRetries: -1})
+	defer rdb.Close()
+	for range 200 {
+		if err := rdb.Set(ctx, "r", "v", 0).Err(); err != nil {
+			t.Fatalf("paced redis SET routed to an overloaded leaseholder: %v, want served", err)
+		}
+	}
+	ahead := dialRedis(t, gw.RedisAddr())
+	ahead.send(t, "PING\r\n*")
+	if got := ahead.line(t); got != "+PONG" {
+		t.Fatalf("PING: %q", got)
+	}
+	shed := 0
+	for range 200 {
+		ahead.send(t, "3\r\n$3\r\nSET\r\n$1\r\nr\r\n$1\r\nv\r\n*")
+		switch got := ahead.line(t); {
+		case got == "+OK":
+		case strings.HasPrefix(got, "-TRYAGAIN overloaded, retry after "):
+			shed++
+		default:
+			t.Fatalf("SET sent ahead: %q", got)
+		}
+	}
+	if shed < 100 {
+		t.Fatalf("%d of 200 SETs sent ahead through another node were shed at a 17%% share", shed)
 	}
 }

@@ -39,6 +39,9 @@ func (s *Server) startRedis() error {
 	// transaction's limits), sent to its coordinator no more a message
 	// than a node takes in one request.
 	ccfg.TxnWriteOps = s.cfg.Limits.MaxBatchKeys
+	// Connections tell paced commands from ones sent ahead (resp.Paced)
+	// while the node may shed.
+	s.cfg.Redis.Shedding = s.adm.MayShed
 	f, err := redisgw.Serve(redisgw.FrontConfig{Listener: s.cfg.Redis, Local: newRedisLocal(s), Routing: ccfg,
 		Options: redisgw.Options{Wrote: s.cfg.redisWrote}, ByID: s.ks.ByID, Observer: s.metrics.ObserveRedis, Registry: s.metrics.Reg})
 	if err != nil {
@@ -77,9 +80,17 @@ func (k *redisLocal) Leader(key []byte) redisgw.Range {
 // read it, from which admission measures its queueing delay as it does a
 // gRPC request's and sheds a write that waited too long (a read only
 // counts; a refusal is answered "TRYAGAIN overloaded, retry after N ms",
-// which Redis client libraries retry; docs/admission.md).
+// which Redis client libraries retry; docs/admission.md). A paced
+// command (resp.Paced: its client waited for every earlier reply) is
+// High, bounded by the in-flight cap only: a closed loop's queue is
+// bounded by its connections and pipelines, and refusing it relieves
+// nothing (redis-benchmark -P 16 stops at the first refusal).
 func (k *redisLocal) in(ctx context.Context) context.Context {
-	ctx = admission.WithArrival(ctx, resp.Arrival(ctx), admission.Normal, false)
+	p := admission.Normal
+	if resp.Paced(ctx) {
+		p = admission.High
+	}
+	ctx = admission.WithArrival(ctx, resp.Arrival(ctx), p, false)
 	if k.origin == nil {
 		return ctx
 	}
