@@ -380,6 +380,8 @@ func TestAdmissionPacedRoutedRedisWrites(t *testing.T) {
 		c.Admission.MinInflight = 0
 	})
 	tc.waitReplicated(tc.client(), 3)
+	// No placement round moves r's lease while the test runs.
+	defer tc.holdControl()()
 	lh := tc.leaseholderOf([]byte("r"))
 	if lh < 0 {
 		t.Fatal("no leaseholder for r")
