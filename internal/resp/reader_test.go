@@ -20,11 +20,14 @@ type byteConn struct {
 
 func (c byteConn) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.most)]) }
 
+// testScan is the tests' readers' scanner: generous limits.
+var testScan = frameScanner{lim: frameLimits{bulk: 1 << 20, args: 1 << 10, inline: 1 << 16, command: 1 << 22}}
+
 // readAll reads every command in input, most bytes a read, and returns
 // them (each argument quoted) and the refusal that ended them, if any.
 func readAll(input string, most int) (cmds []string, refused string) {
 	r := reader{nc: byteConn{r: strings.NewReader(input), most: most}, now: time.Now,
-		scan: frameScanner{lim: frameLimits{bulk: 1 << 20, args: 1 << 10, inline: 1 << 16, command: 1 << 22}}}
+		scan: testScan}
 	for {
 		n, err := r.next()
 		if err != nil {
@@ -151,7 +154,7 @@ func TestArgumentsOutliveTheirBuffer(t *testing.T) {
 func TestReadBufferGrowsWithWhatArrived(t *testing.T) {
 	sent := "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1048576\r\n" + strings.Repeat("v", 20_000)
 	r := reader{nc: byteConn{r: strings.NewReader(sent), most: 1 << 20}, now: time.Now,
-		scan: frameScanner{lim: frameLimits{bulk: 1 << 20, args: 1 << 10, inline: 1 << 16, command: 1 << 22}}}
+		scan: testScan}
 	for {
 		if _, err := r.next(); err != nil {
 			break
@@ -166,25 +169,9 @@ func TestReadBufferGrowsWithWhatArrived(t *testing.T) {
 // none on a quiet socket, those waiting in the socket (asked without
 // reading them), and a partial command already read.
 func TestSentAhead(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	r := &reader{nc: nc, raw: rawConn(nc), now: time.Now,
-		scan: frameScanner{lim: frameLimits{bulk: 1 << 20, args: 1 << 10, inline: 1 << 16, command: 1 << 22}}}
+	client, r := socketReader(t)
 	if r.raw == nil {
-		t.Fatal("no socket under a TCP connection")
+		t.Fatal("no socket under a Unix connection")
 	}
 	if r.sentAhead() {
 		t.Fatal("sent ahead on a quiet socket")
@@ -192,11 +179,8 @@ func TestSentAhead(t *testing.T) {
 	if _, err := client.Write([]byte("*1\r\n$4\r\nPING\r\n*1")); err != nil {
 		t.Fatal(err)
 	}
-	// The bytes cross loopback on their own time: wait until they are there.
-	for deadline := time.Now().Add(5 * time.Second); !r.sentAhead(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("bytes waiting in the socket not seen in 5 s")
-		}
+	if !r.sentAhead() {
+		t.Fatal("bytes waiting in the socket not seen")
 	}
 	// The look did not take them: the reader reads the whole PING, and
 	// the partial command after it is still ahead.
@@ -212,10 +196,12 @@ func TestSentAhead(t *testing.T) {
 	}
 }
 
-// A pipeline longer than the reader's first read is taken whole, so that
-// what waits at its replies' write was sent after it. Over a Unix socket
-// pair a write is in the peer's socket when it returns.
-func TestPipelineReadWhole(t *testing.T) {
+// socketReader is a reader (as the server makes one: its socket at hand,
+// draining pipelines) on one end of a Unix socket pair and the client's
+// end. A write on the pair is in the peer's socket when it returns, so
+// what the tests wrote is there to be seen.
+func socketReader(t *testing.T) (net.Conn, *reader) {
+	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -231,8 +217,14 @@ func TestPipelineReadWhole(t *testing.T) {
 		return c
 	}
 	client, nc := conn(fds[0]), conn(fds[1])
-	r := &reader{nc: nc, raw: rawConn(nc), drain: true, now: time.Now,
-		scan: frameScanner{lim: frameLimits{bulk: 1 << 20, args: 1 << 10, inline: 1 << 16, command: 1 << 22}}}
+	return client, &reader{nc: nc, raw: rawConn(nc), drain: true, now: time.Now,
+		scan: testScan}
+}
+
+// A pipeline longer than the reader's first read is taken whole, so that
+// what waits at its replies' write was sent after it.
+func TestPipelineReadWhole(t *testing.T) {
+	client, r := socketReader(t)
 	const cmds = 400 // 400 x 31 bytes: three times the first read's 4 KiB
 	if _, err := client.Write([]byte(strings.Repeat("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n", cmds))); err != nil {
 		t.Fatal(err)

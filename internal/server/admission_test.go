@@ -27,21 +27,28 @@ func windows(s *Server, clk *manualclock.Clock, n int, sched time.Duration) {
 	}
 }
 
-// An overloaded node refuses a share of new gRPC and Redis writes at once,
-// with a reason and a retry hint, refuses background writes outright,
+// shedAtAnyDepth configures nodes with a Redis port and admission's
+// defaults on clk, shedding at any count in flight: one request at a time
+// is enough (the nearly-empty-queue guard has its own test in
+// internal/admission).
+func shedAtAnyDepth(clk *manualclock.Clock) func(*Config) {
+	return func(c *Config) {
+		c.Redis.ListenAddr = "127.0.0.1:0"
+		c.admissionClock = clk.Now
+		c.Admission = admission.DefaultConfig()
+		c.Admission.MinInflight = 0
+	}
+}
+
+// An overloaded node refuses a share of new gRPC writes and of Redis
+// writes sent ahead of their replies at once (a Redis client waiting for
+// each reply is served), with a reason and a retry hint, refuses background writes outright,
 // keeps serving reads, gRPC and Redis (refusing one costs as much as
 // serving it; docs/admission.md), and admin calls, and admits everything
 // again once its queue is short.
 func TestAdmissionShedsByDelay(t *testing.T) {
 	clk := manualclock.New(time.Unix(1000, 0))
-	tc := startClusterWith(t, 1, func(c *Config) {
-		c.Redis.ListenAddr = "127.0.0.1:0"
-		c.admissionClock = clk.Now
-		c.Admission = admission.DefaultConfig()
-		// One request at a time: shed at any count in flight (the
-		// nearly-empty-queue guard has its own test in internal/admission).
-		c.Admission.MinInflight = 0
-	})
+	tc := startClusterWith(t, 1, shedAtAnyDepth(clk))
 	s := tc.nodes[0]
 	kv := kvClient(t, s.Addr())
 	waitServing(t, kv)
@@ -160,12 +167,9 @@ func TestAdmissionRefusesWritesNotReadsByDelay(t *testing.T) {
 	clk := manualclock.New(time.Unix(1000, 0))
 	var hold atomic.Int64 // how far the clock moves while a Redis SET is served
 	tc := startClusterWith(t, 1, func(c *Config) {
-		c.Redis.ListenAddr = "127.0.0.1:0"
+		shedAtAnyDepth(clk)(c)
 		// Commands are stamped on the admission's clock when read.
 		c.Redis.Now = clk.Now
-		c.admissionClock = clk.Now
-		c.Admission = admission.DefaultConfig()
-		c.Admission.MinInflight = 0
 		c.redisWrote = func() { clk.Advance(time.Duration(hold.Load())) }
 	})
 	s := tc.nodes[0]
@@ -373,12 +377,7 @@ func TestStartingNodeRefusesRequests(t *testing.T) {
 // there by delay.
 func TestAdmissionPacedRoutedRedisWrites(t *testing.T) {
 	clk := manualclock.New(time.Unix(1000, 0))
-	tc := startClusterWith(t, 3, func(c *Config) {
-		c.Redis.ListenAddr = "127.0.0.1:0"
-		c.admissionClock = clk.Now
-		c.Admission = admission.DefaultConfig()
-		c.Admission.MinInflight = 0
-	})
+	tc := startClusterWith(t, 3, shedAtAnyDepth(clk))
 	tc.waitReplicated(tc.client(), 3)
 	// No placement round moves r's lease while the test runs.
 	defer tc.holdControl()()
