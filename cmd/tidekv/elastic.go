@@ -37,11 +37,7 @@ type elasticReport struct {
 }
 
 func newElasticBenchCmd() *cobra.Command {
-	var scenarioName, controller, out string
-	var simulate, asJSON, calibrate bool
-	var seed uint64
-	real := elasticbench.DefaultOptions()
-	var variant interference
+	o := &elasticCmd{real: elasticbench.DefaultOptions()}
 	cmd := &cobra.Command{
 		Use:   "elastic",
 		Short: "Compare elasticity controllers under a load curve: SLO violations, node-seconds, utilisation, actions",
@@ -57,70 +53,83 @@ two periods of diurnal. Writes a timeline (CSV) and a plot (SVG) per run
 into --out. --calibrate measures --rate instead: the highest rate fixed
 clusters of 3 and of --max-nodes nodes serve with p99 within the SLO.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Ctrl-C stops the real processes, removes their cgroups and
-			// the cluster's directory; without it the nodes die with
-			// this process (Pdeathsig) and leave both behind.
-			ctx, stop := signal.NotifyContext(cmdContext(cmd), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if variant.hog > 0 && !simulate && real.NodeCPUs == 0 {
-				return errors.New("--hog on real processes needs --node-cpus: the co-runner takes a share of node 1's CPU quota")
-			}
-			real.Hog, real.IgnoreInterference = variant.hog, variant.plain
-			if calibrate {
-				return runElasticCalibration(ctx, real, out, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
-			}
-			controllers := []string{controller}
-			if controller == "all" {
-				controllers = []string{elastic.Static, elastic.Reactive, elastic.Proactive, elastic.Combined}
-			}
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return err
-			}
-			var reports []elasticReport
-			for _, ctl := range controllers {
-				run := func(scenarioName, ctl string, seed uint64, out string) (elasticReport, error) {
-					return runElasticSim(scenarioName, ctl, seed, out, variant)
-				}
-				if !simulate {
-					run = func(scenarioName, ctl string, seed uint64, out string) (elasticReport, error) {
-						return runElasticReal(ctx, real, scenarioName, ctl, seed, out, cmd.ErrOrStderr())
-					}
-				}
-				r, err := run(scenarioName, ctl, seed, out)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "%s/%s done: %s\n", scenarioName, ctl, r.Plot)
-				reports = append(reports, r)
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				if len(reports) == 1 {
-					return enc.Encode(reports[0])
-				}
-				return enc.Encode(reports)
-			}
-			return elasticTable(cmd.OutOrStdout(), reports)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&scenarioName, "scenario", "step", "load curve: step, spike, diurnal or trace:FILE")
-	f.StringVar(&controller, "controller", "all", "static, reactive, proactive, combined or all")
-	f.BoolVar(&simulate, "sim", false, "run in the deterministic simulator")
-	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
-	f.Uint64Var(&seed, "seed", 1, "simulator seed (load noise)")
-	f.StringVar(&out, "out", "elastic-results", "directory for the timelines and plots")
-	f.Float64Var(&variant.hog, "hog", 0, "share of node 1's capacity a co-located process steals (0..1); real processes: a busy process in a cgroup inside node 1's taking this share of its quota, needs --node-cpus")
-	f.BoolVar(&variant.plain, "ignore-interference", false, "plan as if every node had its peers' capacity (autoscale.ignore-interference)")
-	f.StringVar(&real.Binary, "binary", "", "tidekv executable for real-process runs (default: this one)")
-	f.IntVar(&real.MaxNodes, "max-nodes", real.MaxNodes, "real-process runs: the most nodes autoscaling may start")
-	f.Float64Var(&real.Rate, "rate", real.Rate, "real-process runs: what 3 nodes sustain (--calibrate measures it), requests/s; the curves peak at 1.4× it")
-	f.DurationVar(&real.SLO, "slo", real.SLO, "real-process runs: the p99 the controllers keep (autoscale.slo-p99) and --calibrate judges by")
-	f.DurationVar(&real.Period, "period", real.Period, "real-process runs: the diurnal curve's period (two are run), also the forecaster's season")
-	f.BoolVar(&calibrate, "calibrate", false, "real processes: measure the rate 3 and --max-nodes nodes sustain, starting from --rate/2, instead of running a curve")
-	f.Float64Var(&real.NodeCPUs, "node-cpus", 0, "real-process runs: each node's CPU size, a cgroup of its own with a quota of this many CPUs (as `tidekv up --node-cpus`), the autoscaler's nodes included; 0: unsized")
+	f.StringVar(&o.scenarioName, "scenario", "step", "load curve: step, spike, diurnal or trace:FILE")
+	f.StringVar(&o.controller, "controller", "all", "static, reactive, proactive, combined or all")
+	f.BoolVar(&o.simulate, "sim", false, "run in the deterministic simulator")
+	f.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
+	f.Uint64Var(&o.seed, "seed", 1, "simulator seed (load noise)")
+	f.StringVar(&o.out, "out", "elastic-results", "directory for the timelines and plots")
+	f.Float64Var(&o.variant.hog, "hog", 0, "share of node 1's capacity a co-located process steals (0..1); real processes: a busy process in a cgroup inside node 1's taking this share of its quota, needs --node-cpus")
+	f.BoolVar(&o.variant.plain, "ignore-interference", false, "plan as if every node had its peers' capacity (autoscale.ignore-interference)")
+	f.StringVar(&o.real.Binary, "binary", "", "tidekv executable for real-process runs (default: this one)")
+	f.IntVar(&o.real.MaxNodes, "max-nodes", o.real.MaxNodes, "real-process runs: the most nodes autoscaling may start")
+	f.Float64Var(&o.real.Rate, "rate", o.real.Rate, "real-process runs: what 3 nodes sustain (--calibrate measures it), requests/s; the curves peak at 1.4× it")
+	f.DurationVar(&o.real.SLO, "slo", o.real.SLO, "real-process runs: the p99 the controllers keep (autoscale.slo-p99) and --calibrate judges by")
+	f.DurationVar(&o.real.Period, "period", o.real.Period, "real-process runs: the diurnal curve's period (two are run), also the forecaster's season")
+	f.BoolVar(&o.calibrate, "calibrate", false, "real processes: measure the rate 3 and --max-nodes nodes sustain, starting from --rate/2, instead of running a curve")
+	f.Float64Var(&o.real.NodeCPUs, "node-cpus", 0, "real-process runs: each node's CPU size, a cgroup of its own with a quota of this many CPUs (as `tidekv up --node-cpus`), the autoscaler's nodes included; 0: unsized")
 	return cmd
+}
+
+// elasticCmd is `bench elastic`'s flags.
+type elasticCmd struct {
+	scenarioName, controller, out string
+	simulate, asJSON, calibrate   bool
+	seed                          uint64
+	real                          elasticbench.Options
+	variant                       interference
+}
+
+// run runs the calibration, or the curve for each controller asked, and
+// prints their table or JSON.
+func (o *elasticCmd) run(cmd *cobra.Command) error {
+	// Ctrl-C stops the real processes, removes their cgroups and
+	// the cluster's directory; without it the nodes die with
+	// this process (Pdeathsig) and leave both behind.
+	ctx, stop := signal.NotifyContext(cmdContext(cmd), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.variant.hog > 0 && !o.simulate && o.real.NodeCPUs == 0 {
+		return errors.New("--hog on real processes needs --node-cpus: the co-runner takes a share of node 1's CPU quota")
+	}
+	o.real.Hog, o.real.IgnoreInterference = o.variant.hog, o.variant.plain
+	if o.calibrate {
+		return runElasticCalibration(ctx, o.real, o.out, o.asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
+	controllers := []string{o.controller}
+	if o.controller == "all" {
+		controllers = []string{elastic.Static, elastic.Reactive, elastic.Proactive, elastic.Combined}
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	var reports []elasticReport
+	for _, ctl := range controllers {
+		run := func(scenarioName, ctl string, seed uint64, out string) (elasticReport, error) {
+			return runElasticSim(scenarioName, ctl, seed, out, o.variant)
+		}
+		if !o.simulate {
+			run = func(scenarioName, ctl string, seed uint64, out string) (elasticReport, error) {
+				return runElasticReal(ctx, o.real, scenarioName, ctl, seed, out, cmd.ErrOrStderr())
+			}
+		}
+		r, err := run(o.scenarioName, ctl, o.seed, o.out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s/%s done: %s\n", o.scenarioName, ctl, r.Plot)
+		reports = append(reports, r)
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		if len(reports) == 1 {
+			return enc.Encode(reports[0])
+		}
+		return enc.Encode(reports)
+	}
+	return elasticTable(cmd.OutOrStdout(), reports)
 }
 
 // tidekvBinary is the executable real-process benchmarks run: binary
