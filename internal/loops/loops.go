@@ -54,8 +54,10 @@ func (g *Group) EveryWithin(every, timeout time.Duration, fn func(ctx context.Co
 }
 
 // Wakeable runs onTick every interval and onWake when woken, no sooner
-// than gap after the previous onWake, each run bounded by
-// RunTimeout(every).
+// than gap after the previous onWake returned, each run bounded by
+// RunTimeout(every). The gap counts from the end of a run, not its
+// start, so a run that takes longer than the gap still leaves the gap
+// free before the next.
 func (g *Group) Wakeable(every, gap time.Duration, wake <-chan struct{}, onTick, onWake func(context.Context)) {
 	g.Go(func() {
 		t := time.NewTicker(every)
@@ -75,8 +77,8 @@ func (g *Group) Wakeable(every, gap time.Duration, wake <-chan struct{}, onTick,
 					case <-time.After(wait):
 					}
 				}
-				wokenAt = time.Now()
 				g.run(RunTimeout(every), onWake)
+				wokenAt = time.Now()
 			}
 		}
 	})
