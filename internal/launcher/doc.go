@@ -5,7 +5,9 @@
 //
 //   - the port layout of a local cluster (Ports, PortsPerNode, the Offset
 //     constants): node i (1-based) owns the block of PortsPerNode ports that
-//     starts at base+PortsPerNode*(i-1);
+//     starts at base+PortsPerNode*(i-1); a block FreeBasePort picks is
+//     reserved for the picking process's life against every process that
+//     picks here (lock files in the temporary directory);
 //   - the on-disk layout: node i lives in <dir>/node<i> and its stderr and
 //     stdout are appended to <datadir>/tidekv.log;
 //   - how readiness is detected: the server's single stdout line
