@@ -538,6 +538,8 @@ ycsb_resp() { # system workload host port
 run_rb() {
   local sys=$1 mode=$2 host=$3 port=$4 pipeline=1 n=$RB_REQUESTS raw t0 t1 wall rc=0 rows errs c0 c1 cpu
   if [[ $mode != plain ]]; then pipeline=${mode#p} n=$RB_REQUESTS_PIPELINED; fi
+  local tool_name=redis-benchmark
+  ((pipeline > 1)) && tool_name+=" -P $pipeline"
   raw=$OUT_DIR/$sys-rb-$mode.txt
   local cmd=("$REDIS_BENCHMARK_BIN" -h "$host" -p "$port" -t "$RB_TESTS" -c "$RB_CLIENTS" -n "$n"
     -d "$RB_DATASIZE")
@@ -556,14 +558,20 @@ run_rb() {
   cpu=$(cpu_us_per "$c0" "$c1" $((n * ${#tests[@]})))
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
   tr '\r' '\n' <"$raw.raw" | grep -v -e 'rps=' -e '^ *$' >"$raw" || true
-  [[ $rc -eq 0 ]] || die "redis-benchmark $mode against $sys exited $rc after ${wall}s; see $raw"
+  # A call that fails (redis-benchmark exits at the first error reply, e.g.
+  # TRYAGAIN) keeps the tests it completed and adds a row saying it failed,
+  # so the other systems and modes still run and the summary shows it.
+  local failed=""
+  if ((rc != 0)); then
+    failed=$(printf '%s	%s	exited %s: %s	-	-	0	-	-	-	-	-	-	%s	%s' "$sys" "$tool_name" "$rc" \
+      "$(grep -v '^Summary\|^ ' "$raw" | tail -1 | tr '\t' ' ' | cut -c1-80)" "$wall" "$cpu")
+    log "WARNING: redis-benchmark $mode against $sys exited $rc after ${wall}s (last line: $(tail -1 "$raw")); its completed tests are kept, see $raw"
+  fi
   # Per test: "====== SET ======", "N requests completed in S seconds", then
   # "Summary:" / "throughput summary: X requests per second" / "latency summary (msec):"
   # / header "avg min p50 p95 p99 max" / values. "Error from server: ..." lines are
   # printed at most once a second, so their count is a lower bound.
-  local tool=redis-benchmark
-  ((pipeline > 1)) && tool+=" -P $pipeline"
-  rows=$(awk -v sys="$sys" -v tool="$tool" -v wall="$wall" -v cpu="$cpu" '
+  rows=$(awk -v sys="$sys" -v tool="$tool_name" -v wall="$wall" -v cpu="$cpu" '
     function flush() {
       if (test != "" && rps != "")
         printf "%s\t%s\t%s\t-\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sys, tool, test, count, rps, lat["avg"], lat["p50"], lat["p95"], lat["p99"], lat["max"], errs + 0, wall, cpu
@@ -576,8 +584,9 @@ run_rb() {
     hdr == 1 { for (i = 1; i <= NF; i++) lat[name[i]] = $i; hdr = 2; next }
     /^ +avg +min +p50/ { for (i = 1; i <= NF; i++) name[i] = $i; hdr = 1; next }
     END { flush() }' "$raw")
-  [[ -n $rows ]] || die "redis-benchmark $mode against $sys printed no summary; see $raw"
-  printf '%s\n' "$rows" >>"$results_tsv"
+  [[ -n $rows || -n $failed ]] || die "redis-benchmark $mode against $sys printed no summary; see $raw"
+  [[ -z $rows ]] || printf '%s\n' "$rows" >>"$results_tsv"
+  [[ -z $failed ]] || printf '%s\n' "$failed" >>"$results_tsv"
   errs=$(grep -c '^Error from server' "$raw" || true)
   ((errs == 0)) || log "WARNING: $sys redis-benchmark $mode: $errs 'Error from server' lines (at most 1/s shown): $(grep '^Error from server' "$raw" | sort | uniq -c | sort -rn | head -3 | tr -s ' ' | tr '\n' ';')"
   log "$sys redis-benchmark $mode done in ${wall}s, server CPU $cpu µs/request (all tests): $(awk -F'\t' '{printf "%s %s ops/s p50 %s ms p99 %s ms; ", $3, $6, $8, $10}' <<<"$rows")"
