@@ -209,6 +209,9 @@ type worker struct {
 	in  io.Closer
 	w   *bufio.Writer
 	r   *bufio.Reader
+	// lowered says the worker runs at the lowest priority; one the node
+	// could not lower runs at the node's own and is not aged.
+	lowered bool
 }
 
 // derive sends r and reads its answer: the key, the worker's CPU time
@@ -340,7 +343,13 @@ func (p *workerPool) derive(r derivation) ([]byte, time.Duration, bool) {
 		var key []byte
 		var cpu time.Duration
 		var known bool
-		reusable, derr := p.aging.serve(w.cmd.Process.Pid, func() (err error) {
+		serve := p.aging.serve
+		if !w.lowered {
+			// Nothing to raise, and lowering it after would fail as its
+			// first lowering did, stopping a sound worker.
+			serve = atOwnPriority
+		}
+		reusable, derr := serve(w.cmd.Process.Pid, func() (err error) {
 			key, cpu, known, err = w.derive(r)
 			return err
 		})
@@ -387,8 +396,17 @@ func (p *workerPool) take(fresh bool) (*worker, error) {
 	if err := p.aging.priority.lower(w.cmd.Process.Pid); err != nil {
 		// Still worth running: its own heap keeps the node's GC out.
 		log.Printf("security: derivation worker %d runs at normal priority: %v", w.cmd.Process.Pid, err)
+	} else {
+		w.lowered = true
 	}
 	return w, nil
+}
+
+// atOwnPriority serves a worker that was never lowered: it waits for the
+// answer, as aging.serve does, and leaves the priority alone.
+func atOwnPriority(_ int, answer func() error) (reusable bool, err error) {
+	err = answer()
+	return err == nil, err
 }
 
 func (p *workerPool) give(w *worker) {
