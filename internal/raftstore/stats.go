@@ -24,7 +24,8 @@ type Stats struct {
 	// batches (one per round that applied anything). With Syncs and the
 	// entry counts they say how much the closed loop batches, which is
 	// what each piece's cost per write depends on (docs/benchmarks/cost.md,
-	// "The floor of the pieces we keep").
+	// "The floor of the pieces we keep"). EntrySizes is BenchmarkRF3Put's
+	// alone; the rest are metrics too.
 	Readies, LogBatches, ApplyBatches atomic.Uint64
 	// CommandsProposed counts commands handed to Raft, EntriesProposed the
 	// entries that carried them (proposal batching shares an entry), and
