@@ -62,6 +62,9 @@ func (r *Replica) proposeLocked(ps []*proposal) {
 	default:
 		err = raw.Propose(batchData(ps))
 	}
+	if err == nil {
+		r.store.stats.countProposed(len(ps))
+	}
 	for _, p := range ps {
 		switch {
 		case err == raft.ErrProposalDropped && raw.BasicStatus().RaftState != raft.StateLeader:

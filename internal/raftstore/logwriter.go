@@ -191,6 +191,7 @@ func (w *logWriter) write(ws []logWrite) {
 		// "A failed disk stops the node"; TestFailedDiskStopsTheNode).
 		log.Fatalf("raft state commit: %v", err)
 	}
+	w.stats.LogBatches.Add(1)
 	if sync {
 		w.stats.Syncs.Add(1)
 		w.stats.SyncNanos.Add(uint64(time.Since(start)))

@@ -142,7 +142,9 @@ func (s *Store) processRound(tick bool) {
 	if len(work) == 0 {
 		return
 	}
-	ap.apply(s.eng, work)
+	if ap.apply(s.eng, work) {
+		s.stats.ApplyBatches.Add(1)
+	}
 	for _, w := range work {
 		s.finishReadyLocked(&w)
 		w.r.mu.Unlock()
@@ -179,6 +181,7 @@ func (s *Store) collectReady(replicas []*Replica, tick bool, ap *roundApply, wor
 			continue
 		}
 		w := readyWork{r: r, rd: r.mu.raw.Ready()}
+		s.stats.Readies.Add(1)
 		s.stats.EntriesAppended.Add(uint64(len(w.rd.Entries)))
 		s.stats.EntriesCommitted.Add(uint64(len(w.rd.CommittedEntries)))
 		remote := s.roundBufs.remote[:0]
@@ -268,9 +271,11 @@ func (ap *roundApply) begin() {
 	ap.post = ap.post[:0]
 }
 
-func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
+// apply applies the committed entries of ws in one engine batch and
+// reports whether it made one.
+func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) bool {
 	if !slices.ContainsFunc(ws, func(w readyWork) bool { return w.apply != nil }) {
-		return // a round that only appended or sent: no engine batch to make
+		return false // a round that only appended or sent: no engine batch to make
 	}
 	if ap.ab == nil {
 		ap.ab = newApplyBatch(eng)
@@ -289,6 +294,7 @@ func (ap *roundApply) apply(eng storage.Engine, ws []readyWork) {
 	}
 	ab.settle() // before the answers: a proposer done counts on its bytes being in
 	ab.answer()
+	return true
 }
 
 // finishReadyLocked tells w's replica what the round applied and publishes

@@ -1,6 +1,9 @@
 package raftstore
 
-import "sync/atomic"
+import (
+	"math/bits"
+	"sync/atomic"
+)
 
 // Stats are the store's cumulative work counters, read by metrics. Updated
 // with single atomic adds so the scheduler pays next to nothing.
@@ -15,6 +18,21 @@ type Stats struct {
 	// committed entries handed to the state machine.
 	EntriesAppended  atomic.Uint64
 	EntriesCommitted atomic.Uint64
+	// Readies counts Readies taken from replicas; LogBatches the log
+	// writer's engine batches (each holds every write pending when it
+	// began, synced or not); ApplyBatches the apply stage's engine
+	// batches (one per round that applied anything). With Syncs and the
+	// entry counts they say how much the closed loop batches, which is
+	// what each piece's cost per write depends on (docs/benchmarks/cost.md,
+	// "The floor of the pieces we keep"). EntrySizes is BenchmarkRF3Put's
+	// alone; the rest are metrics too.
+	Readies, LogBatches, ApplyBatches atomic.Uint64
+	// CommandsProposed counts commands handed to Raft, EntriesProposed the
+	// entries that carried them (proposal batching shares an entry), and
+	// EntrySizes those entries by commands: bucket i holds entries of
+	// 2^i to 2^(i+1)-1 commands, the last one all larger.
+	CommandsProposed, EntriesProposed atomic.Uint64
+	EntrySizes                        [6]atomic.Uint64
 	// MessagesSent counts Raft messages handed to the transport;
 	// MessagesDropped those it refused (queue full, peer unknown).
 	MessagesSent    atomic.Uint64
@@ -49,6 +67,13 @@ type Stats struct {
 	GCCommandsApplied atomic.Uint64
 	GCVersionsRemoved atomic.Uint64
 	GCBytesRemoved    atomic.Uint64
+}
+
+// countProposed counts an entry of n commands handed to Raft.
+func (s *Stats) countProposed(n int) {
+	s.CommandsProposed.Add(uint64(n))
+	s.EntriesProposed.Add(1)
+	s.EntrySizes[min(bits.Len(uint(n))-1, len(s.EntrySizes)-1)].Add(1)
 }
 
 // Stats returns the store's live counters.

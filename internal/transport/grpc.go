@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -97,7 +98,15 @@ type GRPC struct {
 	frames   map[net.Conn]struct{}
 	stopper  chan struct{}
 	stopOnce sync.Once
+	// batchesSent counts the batches sent (one frame or stream message
+	// each, whatever it carries): how many writes and reads of a socket
+	// Raft traffic costs (docs/benchmarks/cost.md, "The floor of the
+	// pieces we keep").
+	batchesSent atomic.Uint64
 }
+
+// BatchesSent is the number of message batches sent to peers so far.
+func (t *GRPC) BatchesSent() uint64 { return t.batchesSent.Load() }
 
 type sendQueue struct {
 	ch chan queued
@@ -276,6 +285,8 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 			out.close()
 			out = nil
 			t.dropBatch(batch)
+		} else {
+			t.batchesSent.Add(1)
 		}
 	}
 }
