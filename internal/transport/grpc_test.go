@@ -28,17 +28,11 @@ type recorder struct {
 	// snap handles snapshots; nil accepts and drains them.
 	snap        func(hdr *tidekvpb.RaftMessage, r io.Reader) error
 	unreachable atomic.Int64
-	// delivered maps each message received to when the transport handed
-	// it over, which a test may read long after.
-	delivered sync.Map
 }
 
 func newRecorder() *recorder { return &recorder{msgs: make(chan *tidekvpb.RaftMessage, 100000)} }
 
-func (h *recorder) HandleRaftMessage(m *tidekvpb.RaftMessage) {
-	h.delivered.Store(m, time.Now())
-	h.msgs <- m
-}
+func (h *recorder) HandleRaftMessage(m *tidekvpb.RaftMessage) { h.msgs <- m }
 
 func (h *recorder) setSnap(f func(hdr *tidekvpb.RaftMessage, r io.Reader) error) {
 	h.mu.Lock()
