@@ -34,6 +34,11 @@ type Client struct {
 	tune  readTuning
 	pollState
 
+	// pause waits between a request's attempts (sleep: d, or until ctx
+	// ends, reporting whether d elapsed). Tests replace it to see which
+	// waits a request took rather than time the request.
+	pause func(ctx context.Context, d time.Duration) bool
+
 	// increments is set once the cluster's log version was seen to apply
 	// increments (Increment).
 	increments atomic.Bool
@@ -68,6 +73,7 @@ func New(cfg Config) (*Client, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		tune:   defaultReadTuning(),
+		pause:  sleep,
 	}
 	c.conns = newConnPool(ctx, cfg, c.peer, clock)
 	c.loads.Store(emptyLoadView)

@@ -204,6 +204,30 @@ func (c *fakeCluster) newClient(mod func(*Config)) *Client {
 	return cl
 }
 
+// recordPauses makes cl's pauses between attempts visible: the returned
+// function gives the pauses requests took since its last call. A test that
+// a request did not back off asks for none, rather than timing the request
+// against a bound that a loaded machine's scheduling delays can exceed.
+func recordPauses(cl *Client) func() []time.Duration {
+	var (
+		mu     sync.Mutex
+		paused []time.Duration
+	)
+	cl.pause = func(ctx context.Context, d time.Duration) bool {
+		mu.Lock()
+		paused = append(paused, d)
+		mu.Unlock()
+		return sleep(ctx, d)
+	}
+	return func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		p := paused
+		paused = nil
+		return p
+	}
+}
+
 // resetCalls zeroes every node's call counters.
 func (c *fakeCluster) resetCalls() {
 	for _, n := range c.nodes {

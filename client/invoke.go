@@ -95,7 +95,7 @@ func (c *Client) invoke(ctx context.Context, r *rpc) error {
 			continue
 		}
 		s.failures++
-		if wait > 0 && !sleep(ctx, wait) {
+		if wait > 0 && !c.pause(ctx, wait) {
 			return s.ctxError(r, s.attempt+1, ctx.Err(), s.lastErr)
 		}
 	}

@@ -71,7 +71,7 @@ func (c *Client) Txn(ctx context.Context, fn func(tx *Tx) error) error {
 func (c *Client) txnAttempts(ctx context.Context, attempt func(n int) error) error {
 	var err error
 	for n := 0; n < MaxTxnAttempts; n++ {
-		if n > 0 && !sleep(ctx, c.backoff(n)) {
+		if n > 0 && !c.pause(ctx, c.backoff(n)) {
 			return ctxError("transaction", ctx.Err(), err)
 		}
 		if err = attempt(n); !errors.Is(err, ErrTxnRetry) {

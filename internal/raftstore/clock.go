@@ -99,9 +99,17 @@ func NewSteadyClock(wall Clock) *SteadyClock {
 	return c
 }
 
+// wallNow is the wall clock at t, the reading read takes the monotonic
+// time from. A SkewClock is the system clock plus its offset, so it is
+// read from t too: its own Now would be a second reading of the system
+// clock, and a scheduling delay between the two (over a millisecond on a
+// loaded machine) would count as a step that never happened.
 func (c *SteadyClock) wallNow(t time.Time) time.Time {
-	if c.wall == nil {
+	switch w := c.wall.(type) {
+	case nil:
 		return t
+	case *SkewClock:
+		return t.Add(w.Offset())
 	}
 	return c.wall.Now()
 }

@@ -315,12 +315,14 @@ func TestCommittingTransactionsDoNotWaitForEachOther(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := time.Now()
+	// The refusal saying it does not wait comes from the one path that
+	// refuses after the first push, before any pause (txn.Wait.pause).
+	// Waiting, it would have pushed t2 again until t2 expired (500 ms)
+	// and then written. (The write used to be timed against 500 ms as
+	// well, which a replicated write on a loaded machine can exceed.)
 	_, err := c.WriteIntents(ctx, t1, c.Now(), []*tidekvpb.WriteOp{{Key: t2.GetAnchor(), Value: []byte("0")}})
-	if took := time.Since(start); !errors.Is(err, client.ErrTxnRetry) || !strings.Contains(err.Error(), "does not wait") || took > 500*time.Millisecond {
-		// Waiting, it would have pushed t2 again until t2 expired (500 ms)
-		// and then written.
-		t.Fatalf("a committing transaction's write under another's live intent: %v after %v; want a retry at once (the intent wait is 1s)", err, took)
+	if !errors.Is(err, client.ErrTxnRetry) || !strings.Contains(err.Error(), "does not wait") {
+		t.Fatalf("a committing transaction's write under another's live intent: %v; want a retry at once (the intent wait is 1s)", err)
 	}
 }
 

@@ -23,6 +23,7 @@ var ErrDiskFailed = errors.New("injected disk failure: the disk refuses every wr
 type DiskFaults struct {
 	delay   atomic.Int64
 	failing atomic.Bool
+	slowed  atomic.Uint64
 }
 
 // SetDelay sets the wait before each sync (0 restores the disk).
@@ -30,6 +31,10 @@ func (d *DiskFaults) SetDelay(delay time.Duration) { d.delay.Store(int64(delay))
 
 // Delay returns the wait before each sync.
 func (d *DiskFaults) Delay() time.Duration { return time.Duration(d.delay.Load()) }
+
+// Slowed counts the syncs that waited for a delay: whether a sync was
+// slowed, which its duration tells only on an otherwise idle machine.
+func (d *DiskFaults) Slowed() uint64 { return d.slowed.Load() }
 
 // SetFailing makes every write fail (true) or go through again (false).
 func (d *DiskFaults) SetFailing(failing bool) { d.failing.Store(failing) }
@@ -47,6 +52,7 @@ func (d *DiskFaults) Wrap(fs vfs.FS) vfs.FS {
 		switch op.Kind {
 		case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
 			if delay := d.Delay(); delay > 0 {
+				d.slowed.Add(1)
 				time.Sleep(delay)
 			}
 		}

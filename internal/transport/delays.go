@@ -22,6 +22,35 @@ import (
 type Delays struct {
 	mu sync.Mutex // serialises writers
 	m  atomic.Pointer[map[[2]uint64]time.Duration]
+	// clock times delayed messages; nil is the process's monotonic clock.
+	// A test sets a manual one before its first delay, to see when a
+	// message is delivered without racing the scheduler.
+	clock delayClock
+}
+
+// delayClock times delayed messages: now is nanoseconds on a monotonic
+// scale; waitUntil blocks until now() >= due or stop closes (false),
+// reusing *timer if it needs one.
+type delayClock interface {
+	now() int64
+	waitUntil(timer **time.Timer, due int64, stop <-chan struct{}) bool
+}
+
+// monoClock is the process's monotonic clock (monoNow, waitUntil).
+type monoClock struct{}
+
+func (monoClock) now() int64 { return monoNow() }
+
+func (monoClock) waitUntil(timer **time.Timer, due int64, stop <-chan struct{}) bool {
+	return waitUntil(timer, due, stop)
+}
+
+// clockOf is d's clock; a nil table's is the monotonic clock.
+func (d *Delays) clockOf() delayClock {
+	if d == nil || d.clock == nil {
+		return monoClock{}
+	}
+	return d.clock
 }
 
 // Get returns the one-way delay from one node to another (0 if unset or if
@@ -117,7 +146,7 @@ func monoNow() int64 { return int64(time.Since(epoch)) }
 // delay (no clock read), else when it may be delivered.
 func (d *Delays) dueTime(from, to uint64) int64 {
 	if delay := d.Get(from, to); delay > 0 {
-		return monoNow() + int64(delay)
+		return d.clockOf().now() + int64(delay)
 	}
 	return 0
 }
@@ -143,17 +172,21 @@ func waitUntil(timer **time.Timer, due int64, stop <-chan struct{}) bool {
 	}
 }
 
-// sleepCtx waits for delay or until ctx is done.
-func sleepCtx(ctx context.Context, delay time.Duration) error {
+// sleepCtx waits out the delay from→to on d's clock, or until ctx is done.
+func (d *Delays) sleepCtx(ctx context.Context, from, to uint64) error {
+	delay := d.Get(from, to)
 	if delay <= 0 {
 		return nil
 	}
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	clk := d.clockOf()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	if !clk.waitUntil(&timer, clk.now()+int64(delay), ctx.Done()) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -12,13 +13,11 @@ import (
 	"github.com/tidekv/tidekv/api/tidekvpb"
 )
 
-// Timing assertions: lower bounds are exact (a delayed message must never
-// be early); upper bounds are loose so a loaded machine cannot fail them.
-const (
-	testDelay = 50 * time.Millisecond
-	// slack bounds how late anything may be beyond its delay.
-	slack = 1500 * time.Millisecond
-)
+// When a delayed message or snapshot arrives is tested on a manual clock
+// (useManualClock), exactly; the wall-clock assertions left have lower
+// bounds that the code's own reading follows, and upper bounds that only
+// tell a hang.
+const testDelay = 50 * time.Millisecond
 
 func TestDelaysTable(t *testing.T) {
 	var nilD *Delays
@@ -98,34 +97,12 @@ func TestDelaysConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-type arrival struct {
-	m  *tidekvpb.RaftMessage
-	at time.Time
-}
-
-// receiveTimed collects n messages with the time each was taken from ch
-// (never earlier than its delivery, so good for lower bounds).
-func receiveTimed(t *testing.T, ch <-chan *tidekvpb.RaftMessage, n int) []arrival {
-	t.Helper()
-	out := make([]arrival, 0, n)
-	timeout := time.After(10 * time.Second)
-	for len(out) < n {
-		select {
-		case m := <-ch:
-			out = append(out, arrival{m, time.Now()})
-		case <-timeout:
-			t.Fatalf("received %d of %d messages", len(out), n)
-		}
-	}
-	return out
-}
-
 // delayCase abstracts the two transports for the shared tests below:
-// send(from, to, index) sends one message, recv(node) is what node got.
+// send(from, to, index) sends one message, rec(node) is what node got.
 type delayCase struct {
 	delays *Delays
 	send   func(from, to, index uint64) bool
-	recv   func(node uint64) <-chan *tidekvpb.RaftMessage
+	rec    func(node uint64) *recorder
 	snap   func(ctx context.Context, from, to uint64, sst io.Reader) error
 	// setSnap installs node's snapshot handler.
 	setSnap func(node uint64, f func(*tidekvpb.RaftMessage, io.Reader) error)
@@ -147,7 +124,7 @@ func grpcDelayCase(t *testing.T) delayCase {
 	c := delayCase{
 		delays: d,
 		send:   func(from, to, i uint64) bool { return trs[from].Send(msg(1, from, to, i)) },
-		recv:   func(n uint64) <-chan *tidekvpb.RaftMessage { return hs[n].msgs },
+		rec:    func(n uint64) *recorder { return hs[n] },
 		snap: func(ctx context.Context, from, to uint64, sst io.Reader) error {
 			h := snapHeader()
 			h.FromNodeId, h.ToNodeId = from, to
@@ -166,7 +143,7 @@ func memDelayCase(t *testing.T) delayCase {
 	c := delayCase{
 		delays: d,
 		send:   func(from, to, i uint64) bool { return net.Transport(from).Send(msg(1, from, to, i)) },
-		recv:   func(n uint64) <-chan *tidekvpb.RaftMessage { return hs[n].msgs },
+		rec:    func(n uint64) *recorder { return hs[n] },
 		snap: func(ctx context.Context, from, to uint64, sst io.Reader) error {
 			h := snapHeader()
 			h.FromNodeId, h.ToNodeId = from, to
@@ -184,7 +161,7 @@ func warmUp(t *testing.T, c delayCase) {
 		for to := uint64(1); to <= 3; to++ {
 			if from != to {
 				c.send(from, to, 1<<40)
-				receive(t, c.recv(to), 1)
+				receive(t, c.rec(to).msgs, 1)
 			}
 		}
 	}
@@ -195,58 +172,170 @@ func forBoth(t *testing.T, test func(t *testing.T, c delayCase)) {
 	t.Run("mem", func(t *testing.T) { test(t, memDelayCase(t)) })
 }
 
-// TestDelayOrderedAndNeverEarly: each message arrives in order and no
-// sooner than the delay after its own Send; Send itself does not wait.
+// manualDelayClock is the twin of the monotonic clock that times delayed
+// messages: it moves only when the test sets it, and a wait returns once
+// it reaches the wait's due time. A message is then delivered exactly when
+// the clock reaches its due time, which the test can assert without
+// racing the scheduler.
+type manualDelayClock struct {
+	mu    sync.Mutex
+	t     int64
+	moved chan struct{} // closed and replaced when t moves
+	gen   int           // how many times t moved
+	// blocked counts, per generation, the waits that saw the clock at
+	// that generation short of their due time and are blocked.
+	blocked map[int]int
+}
+
+// useManualClock times c's delayed messages by a manual clock; the test
+// calls it before it sets any delay.
+func useManualClock(c delayCase) *manualDelayClock {
+	clk := &manualDelayClock{t: int64(time.Hour), moved: make(chan struct{}), blocked: map[int]int{}}
+	c.delays.clock = clk
+	return clk
+}
+
+func (c *manualDelayClock) now() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualDelayClock) set(t int64) {
+	c.mu.Lock()
+	c.t = t
+	c.gen++
+	close(c.moved)
+	c.moved = make(chan struct{})
+	c.mu.Unlock()
+}
+
+func (c *manualDelayClock) waitUntil(_ **time.Timer, due int64, stop <-chan struct{}) bool {
+	for {
+		c.mu.Lock()
+		if c.t >= due {
+			c.mu.Unlock()
+			return true
+		}
+		gen, moved := c.gen, c.moved
+		c.blocked[gen]++
+		c.mu.Unlock()
+		select {
+		case <-stop:
+			return false
+		case <-moved:
+		}
+	}
+}
+
+// awaitBlocked waits until n waits have seen the clock where it is now
+// and are blocked short of their due times. Whatever they hold is then
+// held by the clock: a message that should be delayed but was not (or is
+// released early) never makes the count, and the test fails here. A
+// wait's due time is fixed when it starts, so a test moves the clock only
+// after.
+func (c *manualDelayClock) awaitBlocked(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		b := c.blocked[c.gen]
+		c.mu.Unlock()
+		if b >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waits blocked on the clock after 10s, want %d", b, n)
+		}
+	}
+}
+
+// notYet fails t if h has received anything.
+func notYet(t *testing.T, h *recorder, what string) {
+	t.Helper()
+	select {
+	case m := <-h.msgs:
+		t.Fatalf("%s: message %d delivered", what, m.GetMessage().GetIndex())
+	default:
+	}
+}
+
+// TestDelayOrderedAndNeverEarly: each message arrives in order, no sooner
+// than the delay after its own Send and as soon as that has passed; Send
+// itself does not wait.
 func TestDelayOrderedAndNeverEarly(t *testing.T) {
 	forBoth(t, func(t *testing.T, c delayCase) {
+		clk := useManualClock(c)
+		// Send returns under a delay its clock never reaches: one that
+		// waited would not be back within the 10 s that tell a hang.
+		// (Each Send used to be timed against the 50 ms delay, which a
+		// loaded machine's scheduling can exceed without any wait.)
+		c.delays.Set(1, 3, time.Hour)
+		sent := make(chan bool, 1)
+		go func() { sent <- c.send(1, 3, 1) }()
+		select {
+		case ok := <-sent:
+			if !ok {
+				t.Fatal("send under a delay dropped")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Send waited for its message's delay")
+		}
+
+		// Sends 2 ms apart on the clock: each message has its own due
+		// time, so they leave in several batches. The clock stops just
+		// short of each due time (nothing more may arrive), then at it
+		// (the message must arrive, whatever the scheduler does: the
+		// wall-clock bound of 1.55 s this replaces was exceeded on a
+		// starved machine).
 		c.delays.Set(1, 2, testDelay)
 		const n = 20
-		sent := make([]time.Time, n)
-		for i := range sent {
-			sent[i] = time.Now()
+		sendAt := make([]int64, n)
+		for i := range sendAt {
+			sendAt[i] = clk.now()
 			if !c.send(1, 2, uint64(i)) {
 				t.Fatalf("send %d dropped", i)
 			}
-			if d := time.Since(sent[i]); d >= testDelay {
-				t.Fatalf("Send blocked for %v", d)
-			}
-			time.Sleep(2 * time.Millisecond) // spread sends across several batches
+			clk.set(clk.now() + int64(2*time.Millisecond))
 		}
-		for i, a := range receiveTimed(t, c.recv(2), n) {
-			if a.m.GetMessage().GetIndex() != uint64(i) {
-				t.Fatalf("message %d arrived as %d-th", a.m.GetMessage().GetIndex(), i)
-			}
-			if lat := a.at.Sub(sent[i]); lat < testDelay || lat > testDelay+slack {
-				t.Fatalf("message %d took %v with a %v delay", i, lat, testDelay)
+		for i := range n {
+			due := sendAt[i] + int64(testDelay)
+			clk.set(due - 1)
+			// Two waits held by the clock: node 3's message and
+			// message i, not merely not handled yet.
+			clk.awaitBlocked(t, 2)
+			notYet(t, c.rec(2), fmt.Sprintf("1ns before message %d's due time", i))
+			clk.set(due)
+			if m := receive(t, c.rec(2).msgs, 1)[0]; m.GetMessage().GetIndex() != uint64(i) {
+				t.Fatalf("message %d arrived as %d-th", m.GetMessage().GetIndex(), i)
 			}
 		}
 	})
 }
 
-// TestDelayPipelines: a burst under delay d arrives about d later as a
-// whole, not d per message or per batch.
+// TestDelayPipelines: a burst under delay d arrives d later as a whole,
+// not d per message or per batch.
 func TestDelayPipelines(t *testing.T) {
 	forBoth(t, func(t *testing.T, c delayCase) {
+		clk := useManualClock(c)
 		c.delays.Set(1, 2, testDelay)
 		const n = 200
-		start := time.Now()
+		start := clk.now()
 		for i := uint64(0); i < n; i++ {
 			if !c.send(1, 2, i) {
 				t.Fatalf("send %d dropped", i)
 			}
 		}
-		got := receiveTimed(t, c.recv(2), n)
-		for i, a := range got {
-			if a.m.GetMessage().GetIndex() != uint64(i) {
-				t.Fatalf("message %d arrived as %d-th", a.m.GetMessage().GetIndex(), i)
+		clk.set(start + int64(testDelay) - 1)
+		clk.awaitBlocked(t, 1) // the burst is held by the clock
+		notYet(t, c.rec(2), "1ns before the burst's due time")
+		// Every message arrives with the clock at the delay: serialised,
+		// the clock would have to move on by the delay per message or per
+		// batch. (The burst used to be timed against 2 s of wall time.)
+		clk.set(start + int64(testDelay))
+		for i, m := range receive(t, c.rec(2).msgs, n) {
+			if m.GetMessage().GetIndex() != uint64(i) {
+				t.Fatalf("message %d arrived as %d-th", m.GetMessage().GetIndex(), i)
 			}
-		}
-		if first := got[0].at.Sub(start); first < testDelay {
-			t.Fatalf("first message after %v, before the %v delay", first, testDelay)
-		}
-		// Serialised, this would take n*d = 10s.
-		if total := got[n-1].at.Sub(start); total > 2*time.Second {
-			t.Fatalf("%d messages under a %v delay took %v: not pipelined", n, testDelay, total)
 		}
 	})
 }
@@ -255,28 +344,33 @@ func TestDelayPipelines(t *testing.T) {
 // the change, in both directions (longer and shorter).
 func TestDelayChangesAtRuntime(t *testing.T) {
 	forBoth(t, func(t *testing.T, c delayCase) {
-		lat := func(i uint64) time.Duration {
-			start := time.Now()
+		clk := useManualClock(c)
+		// arrivesAfter sends message i and checks it arrives once the
+		// clock has moved on by delay, not before.
+		arrivesAfter := func(i uint64, delay time.Duration) {
+			t.Helper()
+			start := clk.now()
 			c.send(1, 2, i)
-			a := receiveTimed(t, c.recv(2), 1)[0]
-			if a.m.GetMessage().GetIndex() != i {
-				t.Fatalf("got %v, want index %d", a.m, i)
+			if delay > 0 {
+				clk.set(start + int64(delay) - 1)
+				clk.awaitBlocked(t, 1) // the message is held by the clock
+				notYet(t, c.rec(2), fmt.Sprintf("%v into a %v delay", delay-1, delay))
+				clk.set(start + int64(delay))
 			}
-			return a.at.Sub(start)
+			if m := receive(t, c.rec(2).msgs, 1)[0]; m.GetMessage().GetIndex() != i {
+				t.Fatalf("got %v, want index %d", m, i)
+			}
 		}
 		const long = 400 * time.Millisecond
 		c.delays.Set(1, 2, long)
-		if l := lat(1); l < long {
-			t.Fatalf("after raising the delay to %v: %v", long, l)
-		}
+		arrivesAfter(1, long)
+		// Removed, a delay no longer applies: the message arrives with
+		// the clock where it was. (It used to be timed against the 400 ms
+		// delay, which a loaded machine's scheduling can exceed.)
 		c.delays.Set(1, 2, 0)
-		if l := lat(2); l >= long {
-			t.Fatalf("after removing the %v delay: still %v", long, l)
-		}
+		arrivesAfter(2, 0)
 		c.delays.SetLocalities(map[uint64]string{1: "a", 2: "b"}, UniformRTT(2*testDelay))
-		if l := lat(3); l < testDelay {
-			t.Fatalf("after SetLocalities with one-way %v: %v", testDelay, l)
-		}
+		arrivesAfter(3, testDelay)
 	})
 }
 
@@ -289,10 +383,10 @@ func TestDelayOnlyItsPair(t *testing.T) {
 		c.send(1, 3, 1) // on the emulated wire for the rest of the test
 		c.send(1, 2, 2)
 		c.send(3, 1, 3)
-		receive(t, c.recv(2), 1)
-		receive(t, c.recv(1), 1)
+		receive(t, c.rec(2).msgs, 1)
+		receive(t, c.rec(1).msgs, 1)
 		select {
-		case m := <-c.recv(3):
+		case m := <-c.rec(3).msgs:
 			t.Fatalf("delivered %v an hour early", m)
 		default:
 		}
@@ -311,7 +405,7 @@ func TestDelayZeroUnaffected(t *testing.T) {
 				t.Fatalf("send %d dropped", i)
 			}
 		}
-		for i, m := range receive(t, c.recv(2), n) {
+		for i, m := range receive(t, c.rec(2).msgs, n) {
 			if m.GetMessage().GetIndex() != uint64(i) {
 				t.Fatalf("message %d arrived as %d-th", m.GetMessage().GetIndex(), i)
 			}
@@ -322,26 +416,43 @@ func TestDelayZeroUnaffected(t *testing.T) {
 	})
 }
 
-// TestDelaySnapshot: a snapshot reaches the receiver no sooner than the
-// pair's delay; a caller giving up during the delay gets its context's
-// error.
+// TestDelaySnapshot: a snapshot reaches the receiver when the pair's
+// delay has passed on the clock, not before; a caller giving up during the
+// delay gets its context's error.
 func TestDelaySnapshot(t *testing.T) {
 	forBoth(t, func(t *testing.T, c delayCase) {
+		clk := useManualClock(c)
 		c.delays.Set(1, 2, testDelay)
-		reached := make(chan time.Time, 1)
+		reached := make(chan struct{}, 1)
 		c.setSnap(2, func(_ *tidekvpb.RaftMessage, r io.Reader) error {
-			reached <- time.Now()
+			reached <- struct{}{}
 			_, err := io.Copy(io.Discard, r)
 			return err
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		start := time.Now()
-		if err := c.snap(ctx, 1, 2, bytes.NewReader(make([]byte, 100<<10))); err != nil {
+		start := clk.now()
+		done := make(chan error, 1)
+		go func() { done <- c.snap(ctx, 1, 2, bytes.NewReader(make([]byte, 100<<10))) }()
+		clk.awaitBlocked(t, 1) // the snapshot's wait began with the clock at start
+		clk.set(start + int64(testDelay) - 1)
+		clk.awaitBlocked(t, 1)
+		select {
+		case <-reached:
+			t.Fatal("snapshot reached the receiver before its delay passed")
+		default:
+		}
+		// At the delay it must go through, whatever the scheduler does:
+		// the wall-clock bound of 1.55 s this replaces could be exceeded
+		// on a starved machine.
+		clk.set(start + int64(testDelay))
+		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if l := (<-reached).Sub(start); l < testDelay || l > testDelay+slack {
-			t.Fatalf("snapshot reached the receiver after %v with a %v delay", l, testDelay)
+		select {
+		case <-reached:
+		default:
+			t.Fatal("snapshot sent but not received")
 		}
 
 		c.delays.Set(1, 2, time.Hour)
@@ -374,12 +485,17 @@ func TestWaitUntil(t *testing.T) {
 		t.Fatalf("woke after %v, before the due time", d)
 	}
 	close(stop)
-	start = time.Now()
-	if waitUntil(&timer, monoNow()+int64(time.Hour), stop) {
-		t.Fatal("wait ignored stop")
-	}
-	if d := time.Since(start); d > slack {
-		t.Fatalf("stop took %v to end the wait", d)
+	// A wait that ignored stop would take the hour: not back within the
+	// 10 s that tell a hang. (It was bounded by 1.5 s of wall time.)
+	ended := make(chan bool, 1)
+	go func() { ended <- waitUntil(&timer, monoNow()+int64(time.Hour), stop) }()
+	select {
+	case ok := <-ended:
+		if ok {
+			t.Fatal("wait ignored stop")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("stop did not end the wait")
 	}
 }
 

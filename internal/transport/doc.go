@@ -13,6 +13,8 @@
 // per-pair order and are pipelined (each is stamped with a due time when
 // sent and the sender waits only for the head of the queue), so latency
 // does not cap throughput; with no delay for a pair nothing is timed.
+// Delays are timed on the process's monotonic clock; the package's tests
+// time them on a manual twin, to assert exactly when a message arrives.
 //
 // It may import api/tidekvpb and grpc; it knows nothing of replicas beyond
 // the Handler interface it calls for incoming traffic.

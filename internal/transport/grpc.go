@@ -113,7 +113,7 @@ type sendQueue struct {
 }
 
 // queued is a message in a send queue, stamped on enqueue with when it may
-// leave (monoNow() units; 0: at once). The queue is thus a delay line:
+// leave (Delays clock units; 0: at once). The queue is thus a delay line:
 // every message waits out its own delay concurrently with the others.
 type queued struct {
 	m   *tidekvpb.RaftMessage
@@ -241,7 +241,7 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 			case first = <-q.ch:
 			}
 		}
-		if first.due != 0 && !waitUntil(&timer, first.due, t.stopper) {
+		if first.due != 0 && !t.cfg.Delays.clockOf().waitUntil(&timer, first.due, t.stopper) {
 			return
 		}
 		if first.due == 0 {
@@ -257,7 +257,7 @@ func (t *GRPC) sendLoop(node uint64, q *sendQueue) {
 			case e := <-q.ch:
 				if e.due != 0 {
 					if now == 0 {
-						now = monoNow()
+						now = t.cfg.Delays.clockOf().now()
 					}
 					if e.due > now {
 						held, hasHeld = e, true
@@ -391,7 +391,7 @@ func (t *GRPC) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, s
 	if t.cfg.Partition.Blocked(header.GetToNodeId()) {
 		return errPartitioned(header.GetToNodeId())
 	}
-	if err := sleepCtx(ctx, t.cfg.Delays.Get(header.GetFromNodeId(), header.GetToNodeId())); err != nil {
+	if err := t.cfg.Delays.sleepCtx(ctx, header.GetFromNodeId(), header.GetToNodeId()); err != nil {
 		return err
 	}
 	c, err := t.conn(header.GetToNodeId())

@@ -155,7 +155,7 @@ func (n *MemNetwork) deliver(key [2]uint64, p chan inFlight) {
 		case <-n.stopper:
 			return
 		case e := <-p:
-			if e.due != 0 && !waitUntil(&timer, e.due, n.stopper) {
+			if e.due != 0 && !n.delays.Load().clockOf().waitUntil(&timer, e.due, n.stopper) {
 				return
 			}
 			if h, life, ok := n.target(key[0], key[1]); ok && life == e.life {
@@ -168,7 +168,7 @@ func (n *MemNetwork) deliver(key [2]uint64, p chan inFlight) {
 // SendSnapshot hands the SST to the receiver synchronously, after the
 // pair's emulated delay if any.
 func (t *Mem) SendSnapshot(ctx context.Context, header *tidekvpb.RaftMessage, sst io.Reader) error {
-	if err := sleepCtx(ctx, t.net.delays.Load().Get(t.node, header.GetToNodeId())); err != nil {
+	if err := t.net.delays.Load().sleepCtx(ctx, t.node, header.GetToNodeId()); err != nil {
 		return err
 	}
 	h, _, ok := t.net.target(t.node, header.GetToNodeId())
