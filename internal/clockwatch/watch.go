@@ -92,7 +92,7 @@ func New(maxOffset, pushInterval time.Duration, wall Wall, node Node, reg promet
 		measured: map[uint64]measured{},
 		ttl:      offsetTTLIntervals * pushInterval,
 		offsets: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tidekv_clock_offset_seconds", Help: "Estimated offset of each peer's wall clock from this node's (positive: the peer's is ahead), from the round trips of closed-timestamp pushes.",
+			Name: "tidekv_clock_offset_seconds", Help: "Estimated offset of each peer's wall clock from this node's (positive: the peer's is ahead), from the round trips of closed-timestamp exchanges (a node that answers one takes the initiator's estimate negated).",
 		}, []string{"peer"}),
 		untrust: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tidekv_clock_untrusted", Help: "1 while this node's clock is beyond 0.8 × the maximum offset from a majority of its peers: it then holds no leases.",
