@@ -502,7 +502,7 @@ func (x TxnCompare_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TxnCompare_Op.Descriptor instead.
 func (TxnCompare_Op) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{112, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{113, 0}
 }
 
 type GeoOp_Kind int32
@@ -565,7 +565,7 @@ func (x GeoOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GeoOp_Kind.Descriptor instead.
 func (GeoOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{117, 0}
+	return file_tidekv_proto_rawDescGZIP(), []int{118, 0}
 }
 
 type ReplicaDescriptor struct {
@@ -5356,8 +5356,11 @@ func (x *ClosedTimestamp) GetHlc() *Timestamp {
 	return nil
 }
 
-// One push per node pair per interval, covering every range the sender
-// leads that has a replica on the receiver.
+// One exchange per node pair per interval (internal/closedpush): the node
+// of the pair with the lower ID sends its closed timestamps (every range it
+// leads that has a replica on the receiver) and its load, and the answer
+// carries the receiver's. A sender without exchange (a binary from before
+// it) pushes to every peer, and its answers carry no closed timestamps.
 type ClosedTimestampsRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	FromNodeId uint64                 `protobuf:"varint,1,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
@@ -5368,7 +5371,14 @@ type ClosedTimestampsRequest struct {
 	// The sender's hybrid logical clock; the receiver folds it into its own,
 	// and refuses it (and the closed timestamps with it) when it is further
 	// ahead than the maximum clock offset.
-	Hlc           *Timestamp `protobuf:"bytes,4,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	Hlc *Timestamp `protobuf:"bytes,4,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	// The sender asks for the receiver's closed timestamps in the answer and
+	// counts on it not to push to the sender itself.
+	Exchange bool `protobuf:"varint,5,opt,name=exchange,proto3" json:"exchange,omitempty"`
+	// The offset of the receiver's wall clock from the sender's that the
+	// sender measured from the round trip of their previous exchange, for the
+	// receiver to take negated: the receiver has no round trip of its own.
+	Offset        *OffsetEstimate `protobuf:"bytes,6,opt,name=offset,proto3" json:"offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5431,6 +5441,20 @@ func (x *ClosedTimestampsRequest) GetHlc() *Timestamp {
 	return nil
 }
 
+func (x *ClosedTimestampsRequest) GetExchange() bool {
+	if x != nil {
+		return x.Exchange
+	}
+	return false
+}
+
+func (x *ClosedTimestampsRequest) GetOffset() *OffsetEstimate {
+	if x != nil {
+		return x.Offset
+	}
+	return nil
+}
+
 type ClosedTimestampsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Load  *NodeLoad              `protobuf:"bytes,1,opt,name=load,proto3" json:"load,omitempty"`
@@ -5439,7 +5463,11 @@ type ClosedTimestampsResponse struct {
 	// The receiver's physical clock as it answered (Unix nanoseconds): with
 	// its own send and receive times the sender estimates the offset between
 	// the two clocks.
-	UnixNanos     int64 `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	UnixNanos int64 `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// For a request with exchange: the closed timestamps of the ranges the
+	// receiver leads that have a replica on the sender, applied by the sender
+	// under the same rule as a request's.
+	Closed        []*ClosedTimestamp `protobuf:"bytes,4,rep,name=closed,proto3" json:"closed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5495,6 +5523,76 @@ func (x *ClosedTimestampsResponse) GetUnixNanos() int64 {
 	return 0
 }
 
+func (x *ClosedTimestampsResponse) GetClosed() []*ClosedTimestamp {
+	if x != nil {
+		return x.Closed
+	}
+	return nil
+}
+
+// A clock offset estimate from a round trip: the peer's wall clock minus
+// this node's (positive: the peer's is ahead), give or take the
+// uncertainty (half the round trip), measured age_nanos before it was sent.
+type OffsetEstimate struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	OffsetNanos      int64                  `protobuf:"varint,1,opt,name=offset_nanos,json=offsetNanos,proto3" json:"offset_nanos,omitempty"`
+	UncertaintyNanos int64                  `protobuf:"varint,2,opt,name=uncertainty_nanos,json=uncertaintyNanos,proto3" json:"uncertainty_nanos,omitempty"`
+	AgeNanos         int64                  `protobuf:"varint,3,opt,name=age_nanos,json=ageNanos,proto3" json:"age_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *OffsetEstimate) Reset() {
+	*x = OffsetEstimate{}
+	mi := &file_tidekv_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetEstimate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetEstimate) ProtoMessage() {}
+
+func (x *OffsetEstimate) ProtoReflect() protoreflect.Message {
+	mi := &file_tidekv_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetEstimate.ProtoReflect.Descriptor instead.
+func (*OffsetEstimate) Descriptor() ([]byte, []int) {
+	return file_tidekv_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *OffsetEstimate) GetOffsetNanos() int64 {
+	if x != nil {
+		return x.OffsetNanos
+	}
+	return 0
+}
+
+func (x *OffsetEstimate) GetUncertaintyNanos() int64 {
+	if x != nil {
+		return x.UncertaintyNanos
+	}
+	return 0
+}
+
+func (x *OffsetEstimate) GetAgeNanos() int64 {
+	if x != nil {
+		return x.AgeNanos
+	}
+	return 0
+}
+
 // A node's load as its resource monitor measured it.
 type NodeLoad struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -5516,7 +5614,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5528,7 +5626,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[62]
+	mi := &file_tidekv_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5541,7 +5639,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{62}
+	return file_tidekv_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *NodeLoad) GetNodeId() uint64 {
@@ -5621,7 +5719,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5633,7 +5731,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[63]
+	mi := &file_tidekv_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5646,7 +5744,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{63}
+	return file_tidekv_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -5672,7 +5770,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5684,7 +5782,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[64]
+	mi := &file_tidekv_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5697,7 +5795,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{64}
+	return file_tidekv_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *MergeResponse) GetDesc() *RangeDescriptor {
@@ -5720,7 +5818,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5732,7 +5830,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[65]
+	mi := &file_tidekv_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5745,7 +5843,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{65}
+	return file_tidekv_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -5778,7 +5876,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5790,7 +5888,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[66]
+	mi := &file_tidekv_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5803,7 +5901,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{66}
+	return file_tidekv_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *FreezeRangeResponse) GetDesc() *RangeDescriptor {
@@ -5824,7 +5922,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5836,7 +5934,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[67]
+	mi := &file_tidekv_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5849,7 +5947,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{67}
+	return file_tidekv_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -5876,7 +5974,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5888,7 +5986,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[68]
+	mi := &file_tidekv_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5901,7 +5999,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{68}
+	return file_tidekv_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DecommissionResponse) GetReplicas() uint32 {
@@ -5923,7 +6021,7 @@ type Setting struct {
 
 func (x *Setting) Reset() {
 	*x = Setting{}
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5935,7 +6033,7 @@ func (x *Setting) String() string {
 func (*Setting) ProtoMessage() {}
 
 func (x *Setting) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[69]
+	mi := &file_tidekv_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5948,7 +6046,7 @@ func (x *Setting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Setting.ProtoReflect.Descriptor instead.
 func (*Setting) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{69}
+	return file_tidekv_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Setting) GetKey() string {
@@ -5975,7 +6073,7 @@ type SettingsRequest struct {
 
 func (x *SettingsRequest) Reset() {
 	*x = SettingsRequest{}
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5987,7 +6085,7 @@ func (x *SettingsRequest) String() string {
 func (*SettingsRequest) ProtoMessage() {}
 
 func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[70]
+	mi := &file_tidekv_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6000,7 +6098,7 @@ func (x *SettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsRequest.ProtoReflect.Descriptor instead.
 func (*SettingsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{70}
+	return file_tidekv_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SettingsRequest) GetSet() []*Setting {
@@ -6020,7 +6118,7 @@ type SettingsResponse struct {
 
 func (x *SettingsResponse) Reset() {
 	*x = SettingsResponse{}
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6032,7 +6130,7 @@ func (x *SettingsResponse) String() string {
 func (*SettingsResponse) ProtoMessage() {}
 
 func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[71]
+	mi := &file_tidekv_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6045,7 +6143,7 @@ func (x *SettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsResponse.ProtoReflect.Descriptor instead.
 func (*SettingsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{71}
+	return file_tidekv_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SettingsResponse) GetSettings() []*Setting {
@@ -6099,7 +6197,7 @@ type KeySpace struct {
 
 func (x *KeySpace) Reset() {
 	*x = KeySpace{}
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6111,7 +6209,7 @@ func (x *KeySpace) String() string {
 func (*KeySpace) ProtoMessage() {}
 
 func (x *KeySpace) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[72]
+	mi := &file_tidekv_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6124,7 +6222,7 @@ func (x *KeySpace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpace.ProtoReflect.Descriptor instead.
 func (*KeySpace) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{72}
+	return file_tidekv_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *KeySpace) GetName() string {
@@ -6259,7 +6357,7 @@ type CreateKeySpaceRequest struct {
 
 func (x *CreateKeySpaceRequest) Reset() {
 	*x = CreateKeySpaceRequest{}
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6271,7 +6369,7 @@ func (x *CreateKeySpaceRequest) String() string {
 func (*CreateKeySpaceRequest) ProtoMessage() {}
 
 func (x *CreateKeySpaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[73]
+	mi := &file_tidekv_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6284,7 +6382,7 @@ func (x *CreateKeySpaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeySpaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeySpaceRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{73}
+	return file_tidekv_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CreateKeySpaceRequest) GetKeyspace() *KeySpace {
@@ -6312,7 +6410,7 @@ type PublishKeySpacesRequest struct {
 
 func (x *PublishKeySpacesRequest) Reset() {
 	*x = PublishKeySpacesRequest{}
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6324,7 +6422,7 @@ func (x *PublishKeySpacesRequest) String() string {
 func (*PublishKeySpacesRequest) ProtoMessage() {}
 
 func (x *PublishKeySpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[74]
+	mi := &file_tidekv_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6337,7 +6435,7 @@ func (x *PublishKeySpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishKeySpacesRequest.ProtoReflect.Descriptor instead.
 func (*PublishKeySpacesRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{74}
+	return file_tidekv_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *PublishKeySpacesRequest) GetNames() []string {
@@ -6355,7 +6453,7 @@ type PublishKeySpacesResponse struct {
 
 func (x *PublishKeySpacesResponse) Reset() {
 	*x = PublishKeySpacesResponse{}
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6367,7 +6465,7 @@ func (x *PublishKeySpacesResponse) String() string {
 func (*PublishKeySpacesResponse) ProtoMessage() {}
 
 func (x *PublishKeySpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[75]
+	mi := &file_tidekv_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6380,7 +6478,7 @@ func (x *PublishKeySpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishKeySpacesResponse.ProtoReflect.Descriptor instead.
 func (*PublishKeySpacesResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{75}
+	return file_tidekv_proto_rawDescGZIP(), []int{76}
 }
 
 type CreateKeySpaceResponse struct {
@@ -6392,7 +6490,7 @@ type CreateKeySpaceResponse struct {
 
 func (x *CreateKeySpaceResponse) Reset() {
 	*x = CreateKeySpaceResponse{}
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6404,7 +6502,7 @@ func (x *CreateKeySpaceResponse) String() string {
 func (*CreateKeySpaceResponse) ProtoMessage() {}
 
 func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[76]
+	mi := &file_tidekv_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6417,7 +6515,7 @@ func (x *CreateKeySpaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeySpaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeySpaceResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{76}
+	return file_tidekv_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CreateKeySpaceResponse) GetKeyspace() *KeySpace {
@@ -6435,7 +6533,7 @@ type ListKeySpacesRequest struct {
 
 func (x *ListKeySpacesRequest) Reset() {
 	*x = ListKeySpacesRequest{}
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6447,7 +6545,7 @@ func (x *ListKeySpacesRequest) String() string {
 func (*ListKeySpacesRequest) ProtoMessage() {}
 
 func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[77]
+	mi := &file_tidekv_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6460,7 +6558,7 @@ func (x *ListKeySpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySpacesRequest.ProtoReflect.Descriptor instead.
 func (*ListKeySpacesRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{77}
+	return file_tidekv_proto_rawDescGZIP(), []int{78}
 }
 
 type ListKeySpacesResponse struct {
@@ -6473,7 +6571,7 @@ type ListKeySpacesResponse struct {
 
 func (x *ListKeySpacesResponse) Reset() {
 	*x = ListKeySpacesResponse{}
-	mi := &file_tidekv_proto_msgTypes[78]
+	mi := &file_tidekv_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6485,7 +6583,7 @@ func (x *ListKeySpacesResponse) String() string {
 func (*ListKeySpacesResponse) ProtoMessage() {}
 
 func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[78]
+	mi := &file_tidekv_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6498,7 +6596,7 @@ func (x *ListKeySpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySpacesResponse.ProtoReflect.Descriptor instead.
 func (*ListKeySpacesResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{78}
+	return file_tidekv_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListKeySpacesResponse) GetKeyspaces() []*KeySpace {
@@ -6516,7 +6614,7 @@ type AutoscaleStatusRequest struct {
 
 func (x *AutoscaleStatusRequest) Reset() {
 	*x = AutoscaleStatusRequest{}
-	mi := &file_tidekv_proto_msgTypes[79]
+	mi := &file_tidekv_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6528,7 +6626,7 @@ func (x *AutoscaleStatusRequest) String() string {
 func (*AutoscaleStatusRequest) ProtoMessage() {}
 
 func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[79]
+	mi := &file_tidekv_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6541,7 +6639,7 @@ func (x *AutoscaleStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusRequest.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{79}
+	return file_tidekv_proto_rawDescGZIP(), []int{80}
 }
 
 type AutoscaleStatusResponse struct {
@@ -6555,7 +6653,7 @@ type AutoscaleStatusResponse struct {
 
 func (x *AutoscaleStatusResponse) Reset() {
 	*x = AutoscaleStatusResponse{}
-	mi := &file_tidekv_proto_msgTypes[80]
+	mi := &file_tidekv_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6567,7 +6665,7 @@ func (x *AutoscaleStatusResponse) String() string {
 func (*AutoscaleStatusResponse) ProtoMessage() {}
 
 func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[80]
+	mi := &file_tidekv_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6580,7 +6678,7 @@ func (x *AutoscaleStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscaleStatusResponse.ProtoReflect.Descriptor instead.
 func (*AutoscaleStatusResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{80}
+	return file_tidekv_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *AutoscaleStatusResponse) GetJson() string {
@@ -6598,7 +6696,7 @@ type NodeLoadsRequest struct {
 
 func (x *NodeLoadsRequest) Reset() {
 	*x = NodeLoadsRequest{}
-	mi := &file_tidekv_proto_msgTypes[81]
+	mi := &file_tidekv_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6610,7 +6708,7 @@ func (x *NodeLoadsRequest) String() string {
 func (*NodeLoadsRequest) ProtoMessage() {}
 
 func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[81]
+	mi := &file_tidekv_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6623,7 +6721,7 @@ func (x *NodeLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{81}
+	return file_tidekv_proto_rawDescGZIP(), []int{82}
 }
 
 type NodeLoadsResponse struct {
@@ -6636,7 +6734,7 @@ type NodeLoadsResponse struct {
 
 func (x *NodeLoadsResponse) Reset() {
 	*x = NodeLoadsResponse{}
-	mi := &file_tidekv_proto_msgTypes[82]
+	mi := &file_tidekv_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6648,7 +6746,7 @@ func (x *NodeLoadsResponse) String() string {
 func (*NodeLoadsResponse) ProtoMessage() {}
 
 func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[82]
+	mi := &file_tidekv_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6661,7 +6759,7 @@ func (x *NodeLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoadsResponse.ProtoReflect.Descriptor instead.
 func (*NodeLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{82}
+	return file_tidekv_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *NodeLoadsResponse) GetLoads() []*NodeLoad {
@@ -6679,7 +6777,7 @@ type AllocRangeIDRequest struct {
 
 func (x *AllocRangeIDRequest) Reset() {
 	*x = AllocRangeIDRequest{}
-	mi := &file_tidekv_proto_msgTypes[83]
+	mi := &file_tidekv_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6691,7 +6789,7 @@ func (x *AllocRangeIDRequest) String() string {
 func (*AllocRangeIDRequest) ProtoMessage() {}
 
 func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[83]
+	mi := &file_tidekv_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6704,7 +6802,7 @@ func (x *AllocRangeIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDRequest.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{83}
+	return file_tidekv_proto_rawDescGZIP(), []int{84}
 }
 
 type AllocRangeIDResponse struct {
@@ -6716,7 +6814,7 @@ type AllocRangeIDResponse struct {
 
 func (x *AllocRangeIDResponse) Reset() {
 	*x = AllocRangeIDResponse{}
-	mi := &file_tidekv_proto_msgTypes[84]
+	mi := &file_tidekv_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6728,7 +6826,7 @@ func (x *AllocRangeIDResponse) String() string {
 func (*AllocRangeIDResponse) ProtoMessage() {}
 
 func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[84]
+	mi := &file_tidekv_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6741,7 +6839,7 @@ func (x *AllocRangeIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocRangeIDResponse.ProtoReflect.Descriptor instead.
 func (*AllocRangeIDResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{84}
+	return file_tidekv_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *AllocRangeIDResponse) GetRangeId() uint64 {
@@ -6777,7 +6875,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_tidekv_proto_msgTypes[85]
+	mi := &file_tidekv_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6789,7 +6887,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[85]
+	mi := &file_tidekv_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6802,7 +6900,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{85}
+	return file_tidekv_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -6864,7 +6962,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_tidekv_proto_msgTypes[86]
+	mi := &file_tidekv_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6876,7 +6974,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[86]
+	mi := &file_tidekv_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6889,7 +6987,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{86}
+	return file_tidekv_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *RaftMessageBatch) GetMessages() []*RaftMessage {
@@ -6916,7 +7014,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_tidekv_proto_msgTypes[87]
+	mi := &file_tidekv_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6928,7 +7026,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[87]
+	mi := &file_tidekv_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6941,7 +7039,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{87}
+	return file_tidekv_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -6989,7 +7087,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tidekv_proto_msgTypes[88]
+	mi := &file_tidekv_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7001,7 +7099,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[88]
+	mi := &file_tidekv_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7014,7 +7112,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{88}
+	return file_tidekv_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *SnapshotResponse) GetAccepted() bool {
@@ -7039,7 +7137,7 @@ type RaftBatchAck struct {
 
 func (x *RaftBatchAck) Reset() {
 	*x = RaftBatchAck{}
-	mi := &file_tidekv_proto_msgTypes[89]
+	mi := &file_tidekv_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7051,7 +7149,7 @@ func (x *RaftBatchAck) String() string {
 func (*RaftBatchAck) ProtoMessage() {}
 
 func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[89]
+	mi := &file_tidekv_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7064,7 +7162,7 @@ func (x *RaftBatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatchAck.ProtoReflect.Descriptor instead.
 func (*RaftBatchAck) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{89}
+	return file_tidekv_proto_rawDescGZIP(), []int{90}
 }
 
 // WriteGuard lets a write create or update a keyed collection in one step
@@ -7086,7 +7184,7 @@ type WriteGuard struct {
 
 func (x *WriteGuard) Reset() {
 	*x = WriteGuard{}
-	mi := &file_tidekv_proto_msgTypes[90]
+	mi := &file_tidekv_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7098,7 +7196,7 @@ func (x *WriteGuard) String() string {
 func (*WriteGuard) ProtoMessage() {}
 
 func (x *WriteGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[90]
+	mi := &file_tidekv_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7111,7 +7209,7 @@ func (x *WriteGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteGuard.ProtoReflect.Descriptor instead.
 func (*WriteGuard) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{90}
+	return file_tidekv_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *WriteGuard) GetKey() []byte {
@@ -7166,7 +7264,7 @@ type TxnMeta struct {
 
 func (x *TxnMeta) Reset() {
 	*x = TxnMeta{}
-	mi := &file_tidekv_proto_msgTypes[91]
+	mi := &file_tidekv_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7178,7 +7276,7 @@ func (x *TxnMeta) String() string {
 func (*TxnMeta) ProtoMessage() {}
 
 func (x *TxnMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[91]
+	mi := &file_tidekv_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7191,7 +7289,7 @@ func (x *TxnMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMeta.ProtoReflect.Descriptor instead.
 func (*TxnMeta) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{91}
+	return file_tidekv_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *TxnMeta) GetId() []byte {
@@ -7232,7 +7330,7 @@ type TxnGetRequest struct {
 
 func (x *TxnGetRequest) Reset() {
 	*x = TxnGetRequest{}
-	mi := &file_tidekv_proto_msgTypes[92]
+	mi := &file_tidekv_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7244,7 +7342,7 @@ func (x *TxnGetRequest) String() string {
 func (*TxnGetRequest) ProtoMessage() {}
 
 func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[92]
+	mi := &file_tidekv_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7257,7 +7355,7 @@ func (x *TxnGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetRequest.ProtoReflect.Descriptor instead.
 func (*TxnGetRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{92}
+	return file_tidekv_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *TxnGetRequest) GetTxn() *TxnMeta {
@@ -7298,7 +7396,7 @@ type TxnGetResponse struct {
 
 func (x *TxnGetResponse) Reset() {
 	*x = TxnGetResponse{}
-	mi := &file_tidekv_proto_msgTypes[93]
+	mi := &file_tidekv_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7310,7 +7408,7 @@ func (x *TxnGetResponse) String() string {
 func (*TxnGetResponse) ProtoMessage() {}
 
 func (x *TxnGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[93]
+	mi := &file_tidekv_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7323,7 +7421,7 @@ func (x *TxnGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGetResponse.ProtoReflect.Descriptor instead.
 func (*TxnGetResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{93}
+	return file_tidekv_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *TxnGetResponse) GetFound() bool {
@@ -7381,7 +7479,7 @@ type TxnBatchGetRequest struct {
 
 func (x *TxnBatchGetRequest) Reset() {
 	*x = TxnBatchGetRequest{}
-	mi := &file_tidekv_proto_msgTypes[94]
+	mi := &file_tidekv_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7393,7 +7491,7 @@ func (x *TxnBatchGetRequest) String() string {
 func (*TxnBatchGetRequest) ProtoMessage() {}
 
 func (x *TxnBatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[94]
+	mi := &file_tidekv_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7406,7 +7504,7 @@ func (x *TxnBatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBatchGetRequest.ProtoReflect.Descriptor instead.
 func (*TxnBatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{94}
+	return file_tidekv_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *TxnBatchGetRequest) GetTxn() *TxnMeta {
@@ -7435,7 +7533,7 @@ type TxnBatchGetResponse struct {
 
 func (x *TxnBatchGetResponse) Reset() {
 	*x = TxnBatchGetResponse{}
-	mi := &file_tidekv_proto_msgTypes[95]
+	mi := &file_tidekv_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7447,7 +7545,7 @@ func (x *TxnBatchGetResponse) String() string {
 func (*TxnBatchGetResponse) ProtoMessage() {}
 
 func (x *TxnBatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[95]
+	mi := &file_tidekv_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7460,7 +7558,7 @@ func (x *TxnBatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBatchGetResponse.ProtoReflect.Descriptor instead.
 func (*TxnBatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{95}
+	return file_tidekv_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *TxnBatchGetResponse) GetResults() []*TxnGetResponse {
@@ -7488,7 +7586,7 @@ type TxnWriteRequest struct {
 
 func (x *TxnWriteRequest) Reset() {
 	*x = TxnWriteRequest{}
-	mi := &file_tidekv_proto_msgTypes[96]
+	mi := &file_tidekv_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7500,7 +7598,7 @@ func (x *TxnWriteRequest) String() string {
 func (*TxnWriteRequest) ProtoMessage() {}
 
 func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[96]
+	mi := &file_tidekv_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7513,7 +7611,7 @@ func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteRequest.ProtoReflect.Descriptor instead.
 func (*TxnWriteRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{96}
+	return file_tidekv_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *TxnWriteRequest) GetTxn() *TxnMeta {
@@ -7538,7 +7636,7 @@ type TxnWriteResponse struct {
 
 func (x *TxnWriteResponse) Reset() {
 	*x = TxnWriteResponse{}
-	mi := &file_tidekv_proto_msgTypes[97]
+	mi := &file_tidekv_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7550,7 +7648,7 @@ func (x *TxnWriteResponse) String() string {
 func (*TxnWriteResponse) ProtoMessage() {}
 
 func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[97]
+	mi := &file_tidekv_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7563,7 +7661,7 @@ func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteResponse.ProtoReflect.Descriptor instead.
 func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{97}
+	return file_tidekv_proto_rawDescGZIP(), []int{98}
 }
 
 // TxnEndRequest commits (commit) or rolls back the transaction.
@@ -7580,7 +7678,7 @@ type TxnEndRequest struct {
 
 func (x *TxnEndRequest) Reset() {
 	*x = TxnEndRequest{}
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7592,7 +7690,7 @@ func (x *TxnEndRequest) String() string {
 func (*TxnEndRequest) ProtoMessage() {}
 
 func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[98]
+	mi := &file_tidekv_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7605,7 +7703,7 @@ func (x *TxnEndRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnEndRequest.ProtoReflect.Descriptor instead.
 func (*TxnEndRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{98}
+	return file_tidekv_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *TxnEndRequest) GetTxn() *TxnMeta {
@@ -7638,7 +7736,7 @@ type TxnEndResponse struct {
 
 func (x *TxnEndResponse) Reset() {
 	*x = TxnEndResponse{}
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7650,7 +7748,7 @@ func (x *TxnEndResponse) String() string {
 func (*TxnEndResponse) ProtoMessage() {}
 
 func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[99]
+	mi := &file_tidekv_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7663,7 +7761,7 @@ func (x *TxnEndResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnEndResponse.ProtoReflect.Descriptor instead.
 func (*TxnEndResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{99}
+	return file_tidekv_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *TxnEndResponse) GetCommitTimestamp() *Timestamp {
@@ -7685,7 +7783,7 @@ type TxnKey struct {
 
 func (x *TxnKey) Reset() {
 	*x = TxnKey{}
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7697,7 +7795,7 @@ func (x *TxnKey) String() string {
 func (*TxnKey) ProtoMessage() {}
 
 func (x *TxnKey) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[100]
+	mi := &file_tidekv_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7710,7 +7808,7 @@ func (x *TxnKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnKey.ProtoReflect.Descriptor instead.
 func (*TxnKey) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{100}
+	return file_tidekv_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *TxnKey) GetId() []byte {
@@ -7740,7 +7838,7 @@ type WriteIntentsRequest struct {
 
 func (x *WriteIntentsRequest) Reset() {
 	*x = WriteIntentsRequest{}
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7752,7 +7850,7 @@ func (x *WriteIntentsRequest) String() string {
 func (*WriteIntentsRequest) ProtoMessage() {}
 
 func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[101]
+	mi := &file_tidekv_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7765,7 +7863,7 @@ func (x *WriteIntentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteIntentsRequest.ProtoReflect.Descriptor instead.
 func (*WriteIntentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{101}
+	return file_tidekv_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *WriteIntentsRequest) GetTxn() *TxnKey {
@@ -7798,7 +7896,7 @@ type WriteIntentsResponse struct {
 
 func (x *WriteIntentsResponse) Reset() {
 	*x = WriteIntentsResponse{}
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7810,7 +7908,7 @@ func (x *WriteIntentsResponse) String() string {
 func (*WriteIntentsResponse) ProtoMessage() {}
 
 func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[102]
+	mi := &file_tidekv_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7823,7 +7921,7 @@ func (x *WriteIntentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteIntentsResponse.ProtoReflect.Descriptor instead.
 func (*WriteIntentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{102}
+	return file_tidekv_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *WriteIntentsResponse) GetWrittenAt() *Timestamp {
@@ -7846,7 +7944,7 @@ type TxnRecordRequest struct {
 
 func (x *TxnRecordRequest) Reset() {
 	*x = TxnRecordRequest{}
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7858,7 +7956,7 @@ func (x *TxnRecordRequest) String() string {
 func (*TxnRecordRequest) ProtoMessage() {}
 
 func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[103]
+	mi := &file_tidekv_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7871,7 +7969,7 @@ func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordRequest.ProtoReflect.Descriptor instead.
 func (*TxnRecordRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{103}
+	return file_tidekv_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *TxnRecordRequest) GetTxn() *TxnKey {
@@ -7912,7 +8010,7 @@ type TxnRecordResponse struct {
 
 func (x *TxnRecordResponse) Reset() {
 	*x = TxnRecordResponse{}
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7924,7 +8022,7 @@ func (x *TxnRecordResponse) String() string {
 func (*TxnRecordResponse) ProtoMessage() {}
 
 func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[104]
+	mi := &file_tidekv_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7937,7 +8035,7 @@ func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordResponse.ProtoReflect.Descriptor instead.
 func (*TxnRecordResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{104}
+	return file_tidekv_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *TxnRecordResponse) GetStatus() TxnStatus {
@@ -7966,7 +8064,7 @@ type ResolveIntentsRequest struct {
 
 func (x *ResolveIntentsRequest) Reset() {
 	*x = ResolveIntentsRequest{}
-	mi := &file_tidekv_proto_msgTypes[105]
+	mi := &file_tidekv_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7978,7 +8076,7 @@ func (x *ResolveIntentsRequest) String() string {
 func (*ResolveIntentsRequest) ProtoMessage() {}
 
 func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[105]
+	mi := &file_tidekv_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7991,7 +8089,7 @@ func (x *ResolveIntentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveIntentsRequest.ProtoReflect.Descriptor instead.
 func (*ResolveIntentsRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{105}
+	return file_tidekv_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *ResolveIntentsRequest) GetTxn() *TxnKey {
@@ -8030,7 +8128,7 @@ type ResolveIntentsResponse struct {
 
 func (x *ResolveIntentsResponse) Reset() {
 	*x = ResolveIntentsResponse{}
-	mi := &file_tidekv_proto_msgTypes[106]
+	mi := &file_tidekv_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8042,7 +8140,7 @@ func (x *ResolveIntentsResponse) String() string {
 func (*ResolveIntentsResponse) ProtoMessage() {}
 
 func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[106]
+	mi := &file_tidekv_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8055,7 +8153,7 @@ func (x *ResolveIntentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveIntentsResponse.ProtoReflect.Descriptor instead.
 func (*ResolveIntentsResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{106}
+	return file_tidekv_proto_rawDescGZIP(), []int{107}
 }
 
 // RefreshRequest checks that no other transaction committed a version of
@@ -8073,7 +8171,7 @@ type KeySpan struct {
 
 func (x *KeySpan) Reset() {
 	*x = KeySpan{}
-	mi := &file_tidekv_proto_msgTypes[107]
+	mi := &file_tidekv_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8085,7 +8183,7 @@ func (x *KeySpan) String() string {
 func (*KeySpan) ProtoMessage() {}
 
 func (x *KeySpan) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[107]
+	mi := &file_tidekv_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8098,7 +8196,7 @@ func (x *KeySpan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpan.ProtoReflect.Descriptor instead.
 func (*KeySpan) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{107}
+	return file_tidekv_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *KeySpan) GetStartKey() []byte {
@@ -8130,7 +8228,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_tidekv_proto_msgTypes[108]
+	mi := &file_tidekv_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8142,7 +8240,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[108]
+	mi := &file_tidekv_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8155,7 +8253,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{108}
+	return file_tidekv_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *RefreshRequest) GetTxnId() []byte {
@@ -8202,7 +8300,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_tidekv_proto_msgTypes[109]
+	mi := &file_tidekv_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8214,7 +8312,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[109]
+	mi := &file_tidekv_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8227,7 +8325,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{109}
+	return file_tidekv_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *RefreshResponse) GetResumeKey() []byte {
@@ -8250,7 +8348,7 @@ type TxnScanRequest struct {
 
 func (x *TxnScanRequest) Reset() {
 	*x = TxnScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[110]
+	mi := &file_tidekv_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8262,7 +8360,7 @@ func (x *TxnScanRequest) String() string {
 func (*TxnScanRequest) ProtoMessage() {}
 
 func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[110]
+	mi := &file_tidekv_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8275,7 +8373,7 @@ func (x *TxnScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanRequest.ProtoReflect.Descriptor instead.
 func (*TxnScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{110}
+	return file_tidekv_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *TxnScanRequest) GetTxn() *TxnMeta {
@@ -8317,7 +8415,7 @@ type TxnScanResponse struct {
 
 func (x *TxnScanResponse) Reset() {
 	*x = TxnScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[111]
+	mi := &file_tidekv_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8329,7 +8427,7 @@ func (x *TxnScanResponse) String() string {
 func (*TxnScanResponse) ProtoMessage() {}
 
 func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[111]
+	mi := &file_tidekv_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8342,7 +8440,7 @@ func (x *TxnScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnScanResponse.ProtoReflect.Descriptor instead.
 func (*TxnScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{111}
+	return file_tidekv_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *TxnScanResponse) GetKvs() []*KeyValue {
@@ -8373,7 +8471,7 @@ type TxnCompare struct {
 
 func (x *TxnCompare) Reset() {
 	*x = TxnCompare{}
-	mi := &file_tidekv_proto_msgTypes[112]
+	mi := &file_tidekv_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8385,7 +8483,7 @@ func (x *TxnCompare) String() string {
 func (*TxnCompare) ProtoMessage() {}
 
 func (x *TxnCompare) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[112]
+	mi := &file_tidekv_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8398,7 +8496,7 @@ func (x *TxnCompare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCompare.ProtoReflect.Descriptor instead.
 func (*TxnCompare) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{112}
+	return file_tidekv_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *TxnCompare) GetKey() []byte {
@@ -8439,7 +8537,7 @@ type TxnIfRequest struct {
 
 func (x *TxnIfRequest) Reset() {
 	*x = TxnIfRequest{}
-	mi := &file_tidekv_proto_msgTypes[113]
+	mi := &file_tidekv_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8451,7 +8549,7 @@ func (x *TxnIfRequest) String() string {
 func (*TxnIfRequest) ProtoMessage() {}
 
 func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[113]
+	mi := &file_tidekv_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8464,7 +8562,7 @@ func (x *TxnIfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfRequest.ProtoReflect.Descriptor instead.
 func (*TxnIfRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{113}
+	return file_tidekv_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *TxnIfRequest) GetCompares() []*TxnCompare {
@@ -8515,7 +8613,7 @@ type TxnIfResponse struct {
 
 func (x *TxnIfResponse) Reset() {
 	*x = TxnIfResponse{}
-	mi := &file_tidekv_proto_msgTypes[114]
+	mi := &file_tidekv_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8527,7 +8625,7 @@ func (x *TxnIfResponse) String() string {
 func (*TxnIfResponse) ProtoMessage() {}
 
 func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[114]
+	mi := &file_tidekv_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8540,7 +8638,7 @@ func (x *TxnIfResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIfResponse.ProtoReflect.Descriptor instead.
 func (*TxnIfResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{114}
+	return file_tidekv_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *TxnIfResponse) GetSucceeded() bool {
@@ -8580,7 +8678,7 @@ type OnePhaseCommitRequest struct {
 
 func (x *OnePhaseCommitRequest) Reset() {
 	*x = OnePhaseCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[115]
+	mi := &file_tidekv_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8592,7 +8690,7 @@ func (x *OnePhaseCommitRequest) String() string {
 func (*OnePhaseCommitRequest) ProtoMessage() {}
 
 func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[115]
+	mi := &file_tidekv_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8605,7 +8703,7 @@ func (x *OnePhaseCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitRequest.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{115}
+	return file_tidekv_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *OnePhaseCommitRequest) GetTxnId() []byte {
@@ -8652,7 +8750,7 @@ type OnePhaseCommitResponse struct {
 
 func (x *OnePhaseCommitResponse) Reset() {
 	*x = OnePhaseCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[116]
+	mi := &file_tidekv_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8664,7 +8762,7 @@ func (x *OnePhaseCommitResponse) String() string {
 func (*OnePhaseCommitResponse) ProtoMessage() {}
 
 func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[116]
+	mi := &file_tidekv_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8677,7 +8775,7 @@ func (x *OnePhaseCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnePhaseCommitResponse.ProtoReflect.Descriptor instead.
 func (*OnePhaseCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{116}
+	return file_tidekv_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *OnePhaseCommitResponse) GetCommittedAt() *Timestamp {
@@ -8706,7 +8804,7 @@ type GeoOp struct {
 
 func (x *GeoOp) Reset() {
 	*x = GeoOp{}
-	mi := &file_tidekv_proto_msgTypes[117]
+	mi := &file_tidekv_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8718,7 +8816,7 @@ func (x *GeoOp) String() string {
 func (*GeoOp) ProtoMessage() {}
 
 func (x *GeoOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[117]
+	mi := &file_tidekv_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8731,7 +8829,7 @@ func (x *GeoOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoOp.ProtoReflect.Descriptor instead.
 func (*GeoOp) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{117}
+	return file_tidekv_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *GeoOp) GetKind() GeoOp_Kind {
@@ -8793,7 +8891,7 @@ type GeoCommitRequest struct {
 
 func (x *GeoCommitRequest) Reset() {
 	*x = GeoCommitRequest{}
-	mi := &file_tidekv_proto_msgTypes[118]
+	mi := &file_tidekv_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8805,7 +8903,7 @@ func (x *GeoCommitRequest) String() string {
 func (*GeoCommitRequest) ProtoMessage() {}
 
 func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[118]
+	mi := &file_tidekv_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8818,7 +8916,7 @@ func (x *GeoCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoCommitRequest.ProtoReflect.Descriptor instead.
 func (*GeoCommitRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{118}
+	return file_tidekv_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *GeoCommitRequest) GetKeySpace() string {
@@ -8849,7 +8947,7 @@ type GeoCommitResponse struct {
 
 func (x *GeoCommitResponse) Reset() {
 	*x = GeoCommitResponse{}
-	mi := &file_tidekv_proto_msgTypes[119]
+	mi := &file_tidekv_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8861,7 +8959,7 @@ func (x *GeoCommitResponse) String() string {
 func (*GeoCommitResponse) ProtoMessage() {}
 
 func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[119]
+	mi := &file_tidekv_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8874,7 +8972,7 @@ func (x *GeoCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoCommitResponse.ProtoReflect.Descriptor instead.
 func (*GeoCommitResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{119}
+	return file_tidekv_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *GeoCommitResponse) GetCommitted() bool {
@@ -8909,7 +9007,7 @@ type GeoRead struct {
 
 func (x *GeoRead) Reset() {
 	*x = GeoRead{}
-	mi := &file_tidekv_proto_msgTypes[120]
+	mi := &file_tidekv_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8921,7 +9019,7 @@ func (x *GeoRead) String() string {
 func (*GeoRead) ProtoMessage() {}
 
 func (x *GeoRead) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[120]
+	mi := &file_tidekv_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8934,7 +9032,7 @@ func (x *GeoRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoRead.ProtoReflect.Descriptor instead.
 func (*GeoRead) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{120}
+	return file_tidekv_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *GeoRead) GetKey() []byte {
@@ -8971,7 +9069,7 @@ type GeoScanRequest struct {
 
 func (x *GeoScanRequest) Reset() {
 	*x = GeoScanRequest{}
-	mi := &file_tidekv_proto_msgTypes[121]
+	mi := &file_tidekv_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8983,7 +9081,7 @@ func (x *GeoScanRequest) String() string {
 func (*GeoScanRequest) ProtoMessage() {}
 
 func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[121]
+	mi := &file_tidekv_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8996,7 +9094,7 @@ func (x *GeoScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoScanRequest.ProtoReflect.Descriptor instead.
 func (*GeoScanRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{121}
+	return file_tidekv_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *GeoScanRequest) GetKeySpace() string {
@@ -9031,7 +9129,7 @@ type GeoScanResponse struct {
 
 func (x *GeoScanResponse) Reset() {
 	*x = GeoScanResponse{}
-	mi := &file_tidekv_proto_msgTypes[122]
+	mi := &file_tidekv_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9043,7 +9141,7 @@ func (x *GeoScanResponse) String() string {
 func (*GeoScanResponse) ProtoMessage() {}
 
 func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[122]
+	mi := &file_tidekv_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9056,7 +9154,7 @@ func (x *GeoScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoScanResponse.ProtoReflect.Descriptor instead.
 func (*GeoScanResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{122}
+	return file_tidekv_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *GeoScanResponse) GetKvs() []*GeoRead {
@@ -9085,7 +9183,7 @@ type GeoEpochRequest struct {
 
 func (x *GeoEpochRequest) Reset() {
 	*x = GeoEpochRequest{}
-	mi := &file_tidekv_proto_msgTypes[123]
+	mi := &file_tidekv_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9097,7 +9195,7 @@ func (x *GeoEpochRequest) String() string {
 func (*GeoEpochRequest) ProtoMessage() {}
 
 func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[123]
+	mi := &file_tidekv_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9110,7 +9208,7 @@ func (x *GeoEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoEpochRequest.ProtoReflect.Descriptor instead.
 func (*GeoEpochRequest) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{123}
+	return file_tidekv_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *GeoEpochRequest) GetFromNodeId() uint64 {
@@ -9135,7 +9233,7 @@ type GeoEpochResponse struct {
 
 func (x *GeoEpochResponse) Reset() {
 	*x = GeoEpochResponse{}
-	mi := &file_tidekv_proto_msgTypes[124]
+	mi := &file_tidekv_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9147,7 +9245,7 @@ func (x *GeoEpochResponse) String() string {
 func (*GeoEpochResponse) ProtoMessage() {}
 
 func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tidekv_proto_msgTypes[124]
+	mi := &file_tidekv_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9160,7 +9258,7 @@ func (x *GeoEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeoEpochResponse.ProtoReflect.Descriptor instead.
 func (*GeoEpochResponse) Descriptor() ([]byte, []int) {
-	return file_tidekv_proto_rawDescGZIP(), []int{124}
+	return file_tidekv_proto_rawDescGZIP(), []int{125}
 }
 
 var File_tidekv_proto protoreflect.FileDescriptor
@@ -9575,18 +9673,25 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12#\n" +
-	"\x03hlc\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\xb7\x01\n" +
+	"\x03hlc\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\x83\x02\n" +
 	"\x17ClosedTimestampsRequest\x12 \n" +
 	"\ffrom_node_id\x18\x01 \x01(\x04R\n" +
 	"fromNodeId\x12/\n" +
 	"\x06closed\x18\x02 \x03(\v2\x17.tidekv.ClosedTimestampR\x06closed\x12$\n" +
 	"\x04load\x18\x03 \x01(\v2\x10.tidekv.NodeLoadR\x04load\x12#\n" +
-	"\x03hlc\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x03hlc\"\x84\x01\n" +
+	"\x03hlc\x18\x04 \x01(\v2\x11.tidekv.TimestampR\x03hlc\x12\x1a\n" +
+	"\bexchange\x18\x05 \x01(\bR\bexchange\x12.\n" +
+	"\x06offset\x18\x06 \x01(\v2\x16.tidekv.OffsetEstimateR\x06offset\"\xb5\x01\n" +
 	"\x18ClosedTimestampsResponse\x12$\n" +
 	"\x04load\x18\x01 \x01(\v2\x10.tidekv.NodeLoadR\x04load\x12#\n" +
 	"\x03hlc\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x03hlc\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\x9b\x02\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12/\n" +
+	"\x06closed\x18\x04 \x03(\v2\x17.tidekv.ClosedTimestampR\x06closed\"}\n" +
+	"\x0eOffsetEstimate\x12!\n" +
+	"\foffset_nanos\x18\x01 \x01(\x03R\voffsetNanos\x12+\n" +
+	"\x11uncertainty_nanos\x18\x02 \x01(\x03R\x10uncertaintyNanos\x12\x1b\n" +
+	"\tage_nanos\x18\x03 \x01(\x03R\bageNanos\"\x9b\x02\n" +
 	"\bNodeLoad\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x10\n" +
 	"\x03cpu\x18\x02 \x01(\x01R\x03cpu\x12\x14\n" +
@@ -9953,7 +10058,7 @@ func file_tidekv_proto_rawDescGZIP() []byte {
 }
 
 var file_tidekv_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 127)
+var file_tidekv_proto_msgTypes = make([]protoimpl.MessageInfo, 128)
 var file_tidekv_proto_goTypes = []any{
 	(ReplicaType)(0),                 // 0: tidekv.ReplicaType
 	(ErrorKind)(0),                   // 1: tidekv.ErrorKind
@@ -10026,72 +10131,73 @@ var file_tidekv_proto_goTypes = []any{
 	(*ClosedTimestamp)(nil),          // 68: tidekv.ClosedTimestamp
 	(*ClosedTimestampsRequest)(nil),  // 69: tidekv.ClosedTimestampsRequest
 	(*ClosedTimestampsResponse)(nil), // 70: tidekv.ClosedTimestampsResponse
-	(*NodeLoad)(nil),                 // 71: tidekv.NodeLoad
-	(*MergeRequest)(nil),             // 72: tidekv.MergeRequest
-	(*MergeResponse)(nil),            // 73: tidekv.MergeResponse
-	(*FreezeRangeRequest)(nil),       // 74: tidekv.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),      // 75: tidekv.FreezeRangeResponse
-	(*DecommissionRequest)(nil),      // 76: tidekv.DecommissionRequest
-	(*DecommissionResponse)(nil),     // 77: tidekv.DecommissionResponse
-	(*Setting)(nil),                  // 78: tidekv.Setting
-	(*SettingsRequest)(nil),          // 79: tidekv.SettingsRequest
-	(*SettingsResponse)(nil),         // 80: tidekv.SettingsResponse
-	(*KeySpace)(nil),                 // 81: tidekv.KeySpace
-	(*CreateKeySpaceRequest)(nil),    // 82: tidekv.CreateKeySpaceRequest
-	(*PublishKeySpacesRequest)(nil),  // 83: tidekv.PublishKeySpacesRequest
-	(*PublishKeySpacesResponse)(nil), // 84: tidekv.PublishKeySpacesResponse
-	(*CreateKeySpaceResponse)(nil),   // 85: tidekv.CreateKeySpaceResponse
-	(*ListKeySpacesRequest)(nil),     // 86: tidekv.ListKeySpacesRequest
-	(*ListKeySpacesResponse)(nil),    // 87: tidekv.ListKeySpacesResponse
-	(*AutoscaleStatusRequest)(nil),   // 88: tidekv.AutoscaleStatusRequest
-	(*AutoscaleStatusResponse)(nil),  // 89: tidekv.AutoscaleStatusResponse
-	(*NodeLoadsRequest)(nil),         // 90: tidekv.NodeLoadsRequest
-	(*NodeLoadsResponse)(nil),        // 91: tidekv.NodeLoadsResponse
-	(*AllocRangeIDRequest)(nil),      // 92: tidekv.AllocRangeIDRequest
-	(*AllocRangeIDResponse)(nil),     // 93: tidekv.AllocRangeIDResponse
-	(*RaftMessage)(nil),              // 94: tidekv.RaftMessage
-	(*RaftMessageBatch)(nil),         // 95: tidekv.RaftMessageBatch
-	(*SnapshotChunk)(nil),            // 96: tidekv.SnapshotChunk
-	(*SnapshotResponse)(nil),         // 97: tidekv.SnapshotResponse
-	(*RaftBatchAck)(nil),             // 98: tidekv.RaftBatchAck
-	(*WriteGuard)(nil),               // 99: tidekv.WriteGuard
-	(*TxnMeta)(nil),                  // 100: tidekv.TxnMeta
-	(*TxnGetRequest)(nil),            // 101: tidekv.TxnGetRequest
-	(*TxnGetResponse)(nil),           // 102: tidekv.TxnGetResponse
-	(*TxnBatchGetRequest)(nil),       // 103: tidekv.TxnBatchGetRequest
-	(*TxnBatchGetResponse)(nil),      // 104: tidekv.TxnBatchGetResponse
-	(*TxnWriteRequest)(nil),          // 105: tidekv.TxnWriteRequest
-	(*TxnWriteResponse)(nil),         // 106: tidekv.TxnWriteResponse
-	(*TxnEndRequest)(nil),            // 107: tidekv.TxnEndRequest
-	(*TxnEndResponse)(nil),           // 108: tidekv.TxnEndResponse
-	(*TxnKey)(nil),                   // 109: tidekv.TxnKey
-	(*WriteIntentsRequest)(nil),      // 110: tidekv.WriteIntentsRequest
-	(*WriteIntentsResponse)(nil),     // 111: tidekv.WriteIntentsResponse
-	(*TxnRecordRequest)(nil),         // 112: tidekv.TxnRecordRequest
-	(*TxnRecordResponse)(nil),        // 113: tidekv.TxnRecordResponse
-	(*ResolveIntentsRequest)(nil),    // 114: tidekv.ResolveIntentsRequest
-	(*ResolveIntentsResponse)(nil),   // 115: tidekv.ResolveIntentsResponse
-	(*KeySpan)(nil),                  // 116: tidekv.KeySpan
-	(*RefreshRequest)(nil),           // 117: tidekv.RefreshRequest
-	(*RefreshResponse)(nil),          // 118: tidekv.RefreshResponse
-	(*TxnScanRequest)(nil),           // 119: tidekv.TxnScanRequest
-	(*TxnScanResponse)(nil),          // 120: tidekv.TxnScanResponse
-	(*TxnCompare)(nil),               // 121: tidekv.TxnCompare
-	(*TxnIfRequest)(nil),             // 122: tidekv.TxnIfRequest
-	(*TxnIfResponse)(nil),            // 123: tidekv.TxnIfResponse
-	(*OnePhaseCommitRequest)(nil),    // 124: tidekv.OnePhaseCommitRequest
-	(*OnePhaseCommitResponse)(nil),   // 125: tidekv.OnePhaseCommitResponse
-	(*GeoOp)(nil),                    // 126: tidekv.GeoOp
-	(*GeoCommitRequest)(nil),         // 127: tidekv.GeoCommitRequest
-	(*GeoCommitResponse)(nil),        // 128: tidekv.GeoCommitResponse
-	(*GeoRead)(nil),                  // 129: tidekv.GeoRead
-	(*GeoScanRequest)(nil),           // 130: tidekv.GeoScanRequest
-	(*GeoScanResponse)(nil),          // 131: tidekv.GeoScanResponse
-	(*GeoEpochRequest)(nil),          // 132: tidekv.GeoEpochRequest
-	(*GeoEpochResponse)(nil),         // 133: tidekv.GeoEpochResponse
-	nil,                              // 134: tidekv.RangeInfo.WritesByOriginEntry
-	nil,                              // 135: tidekv.ReportRangeRequest.WritesByOriginEntry
-	(*raftpb.Message)(nil),           // 136: raftpb.Message
+	(*OffsetEstimate)(nil),           // 71: tidekv.OffsetEstimate
+	(*NodeLoad)(nil),                 // 72: tidekv.NodeLoad
+	(*MergeRequest)(nil),             // 73: tidekv.MergeRequest
+	(*MergeResponse)(nil),            // 74: tidekv.MergeResponse
+	(*FreezeRangeRequest)(nil),       // 75: tidekv.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),      // 76: tidekv.FreezeRangeResponse
+	(*DecommissionRequest)(nil),      // 77: tidekv.DecommissionRequest
+	(*DecommissionResponse)(nil),     // 78: tidekv.DecommissionResponse
+	(*Setting)(nil),                  // 79: tidekv.Setting
+	(*SettingsRequest)(nil),          // 80: tidekv.SettingsRequest
+	(*SettingsResponse)(nil),         // 81: tidekv.SettingsResponse
+	(*KeySpace)(nil),                 // 82: tidekv.KeySpace
+	(*CreateKeySpaceRequest)(nil),    // 83: tidekv.CreateKeySpaceRequest
+	(*PublishKeySpacesRequest)(nil),  // 84: tidekv.PublishKeySpacesRequest
+	(*PublishKeySpacesResponse)(nil), // 85: tidekv.PublishKeySpacesResponse
+	(*CreateKeySpaceResponse)(nil),   // 86: tidekv.CreateKeySpaceResponse
+	(*ListKeySpacesRequest)(nil),     // 87: tidekv.ListKeySpacesRequest
+	(*ListKeySpacesResponse)(nil),    // 88: tidekv.ListKeySpacesResponse
+	(*AutoscaleStatusRequest)(nil),   // 89: tidekv.AutoscaleStatusRequest
+	(*AutoscaleStatusResponse)(nil),  // 90: tidekv.AutoscaleStatusResponse
+	(*NodeLoadsRequest)(nil),         // 91: tidekv.NodeLoadsRequest
+	(*NodeLoadsResponse)(nil),        // 92: tidekv.NodeLoadsResponse
+	(*AllocRangeIDRequest)(nil),      // 93: tidekv.AllocRangeIDRequest
+	(*AllocRangeIDResponse)(nil),     // 94: tidekv.AllocRangeIDResponse
+	(*RaftMessage)(nil),              // 95: tidekv.RaftMessage
+	(*RaftMessageBatch)(nil),         // 96: tidekv.RaftMessageBatch
+	(*SnapshotChunk)(nil),            // 97: tidekv.SnapshotChunk
+	(*SnapshotResponse)(nil),         // 98: tidekv.SnapshotResponse
+	(*RaftBatchAck)(nil),             // 99: tidekv.RaftBatchAck
+	(*WriteGuard)(nil),               // 100: tidekv.WriteGuard
+	(*TxnMeta)(nil),                  // 101: tidekv.TxnMeta
+	(*TxnGetRequest)(nil),            // 102: tidekv.TxnGetRequest
+	(*TxnGetResponse)(nil),           // 103: tidekv.TxnGetResponse
+	(*TxnBatchGetRequest)(nil),       // 104: tidekv.TxnBatchGetRequest
+	(*TxnBatchGetResponse)(nil),      // 105: tidekv.TxnBatchGetResponse
+	(*TxnWriteRequest)(nil),          // 106: tidekv.TxnWriteRequest
+	(*TxnWriteResponse)(nil),         // 107: tidekv.TxnWriteResponse
+	(*TxnEndRequest)(nil),            // 108: tidekv.TxnEndRequest
+	(*TxnEndResponse)(nil),           // 109: tidekv.TxnEndResponse
+	(*TxnKey)(nil),                   // 110: tidekv.TxnKey
+	(*WriteIntentsRequest)(nil),      // 111: tidekv.WriteIntentsRequest
+	(*WriteIntentsResponse)(nil),     // 112: tidekv.WriteIntentsResponse
+	(*TxnRecordRequest)(nil),         // 113: tidekv.TxnRecordRequest
+	(*TxnRecordResponse)(nil),        // 114: tidekv.TxnRecordResponse
+	(*ResolveIntentsRequest)(nil),    // 115: tidekv.ResolveIntentsRequest
+	(*ResolveIntentsResponse)(nil),   // 116: tidekv.ResolveIntentsResponse
+	(*KeySpan)(nil),                  // 117: tidekv.KeySpan
+	(*RefreshRequest)(nil),           // 118: tidekv.RefreshRequest
+	(*RefreshResponse)(nil),          // 119: tidekv.RefreshResponse
+	(*TxnScanRequest)(nil),           // 120: tidekv.TxnScanRequest
+	(*TxnScanResponse)(nil),          // 121: tidekv.TxnScanResponse
+	(*TxnCompare)(nil),               // 122: tidekv.TxnCompare
+	(*TxnIfRequest)(nil),             // 123: tidekv.TxnIfRequest
+	(*TxnIfResponse)(nil),            // 124: tidekv.TxnIfResponse
+	(*OnePhaseCommitRequest)(nil),    // 125: tidekv.OnePhaseCommitRequest
+	(*OnePhaseCommitResponse)(nil),   // 126: tidekv.OnePhaseCommitResponse
+	(*GeoOp)(nil),                    // 127: tidekv.GeoOp
+	(*GeoCommitRequest)(nil),         // 128: tidekv.GeoCommitRequest
+	(*GeoCommitResponse)(nil),        // 129: tidekv.GeoCommitResponse
+	(*GeoRead)(nil),                  // 130: tidekv.GeoRead
+	(*GeoScanRequest)(nil),           // 131: tidekv.GeoScanRequest
+	(*GeoScanResponse)(nil),          // 132: tidekv.GeoScanResponse
+	(*GeoEpochRequest)(nil),          // 133: tidekv.GeoEpochRequest
+	(*GeoEpochResponse)(nil),         // 134: tidekv.GeoEpochResponse
+	nil,                              // 135: tidekv.RangeInfo.WritesByOriginEntry
+	nil,                              // 136: tidekv.ReportRangeRequest.WritesByOriginEntry
+	(*raftpb.Message)(nil),           // 137: raftpb.Message
 }
 var file_tidekv_proto_depIdxs = []int32{
 	0,   // 0: tidekv.ReplicaDescriptor.type:type_name -> tidekv.ReplicaType
@@ -10115,7 +10221,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	13,  // 18: tidekv.BatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
 	6,   // 19: tidekv.WriteOp.kind:type_name -> tidekv.WriteOp.Kind
 	25,  // 20: tidekv.WriteRequest.ops:type_name -> tidekv.WriteOp
-	99,  // 21: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
+	100, // 21: tidekv.WriteRequest.guard:type_name -> tidekv.WriteGuard
 	3,   // 22: tidekv.KVRequest.priority:type_name -> tidekv.Priority
 	15,  // 23: tidekv.KVRequest.get:type_name -> tidekv.GetRequest
 	17,  // 24: tidekv.KVRequest.put:type_name -> tidekv.PutRequest
@@ -10137,7 +10243,7 @@ var file_tidekv_proto_depIdxs = []int32{
 	31,  // 40: tidekv.KVBatchResponse.responses:type_name -> tidekv.KVResponse
 	13,  // 41: tidekv.KVBatchResponse.hlc:type_name -> tidekv.Timestamp
 	10,  // 42: tidekv.RangeInfo.desc:type_name -> tidekv.RangeDescriptor
-	134, // 43: tidekv.RangeInfo.writes_by_origin:type_name -> tidekv.RangeInfo.WritesByOriginEntry
+	135, // 43: tidekv.RangeInfo.writes_by_origin:type_name -> tidekv.RangeInfo.WritesByOriginEntry
 	34,  // 44: tidekv.RangesResponse.ranges:type_name -> tidekv.RangeInfo
 	11,  // 45: tidekv.RangesResponse.nodes:type_name -> tidekv.NodeDescriptor
 	0,   // 46: tidekv.ReplicaStatus.type:type_name -> tidekv.ReplicaType
@@ -10159,170 +10265,172 @@ var file_tidekv_proto_depIdxs = []int32{
 	60,  // 62: tidekv.NodeHeartbeatRequest.keyspace_counts:type_name -> tidekv.KeySpaceCounts
 	11,  // 63: tidekv.NodeHeartbeatResponse.nodes:type_name -> tidekv.NodeDescriptor
 	10,  // 64: tidekv.ReportRangeRequest.desc:type_name -> tidekv.RangeDescriptor
-	135, // 65: tidekv.ReportRangeRequest.writes_by_origin:type_name -> tidekv.ReportRangeRequest.WritesByOriginEntry
+	136, // 65: tidekv.ReportRangeRequest.writes_by_origin:type_name -> tidekv.ReportRangeRequest.WritesByOriginEntry
 	65,  // 66: tidekv.EventsResponse.events:type_name -> tidekv.Event
 	13,  // 67: tidekv.ClosedTimestamp.hlc:type_name -> tidekv.Timestamp
 	68,  // 68: tidekv.ClosedTimestampsRequest.closed:type_name -> tidekv.ClosedTimestamp
-	71,  // 69: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
+	72,  // 69: tidekv.ClosedTimestampsRequest.load:type_name -> tidekv.NodeLoad
 	13,  // 70: tidekv.ClosedTimestampsRequest.hlc:type_name -> tidekv.Timestamp
-	71,  // 71: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
-	13,  // 72: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
-	10,  // 73: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
-	10,  // 74: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
-	78,  // 75: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
-	78,  // 76: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
-	81,  // 77: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
-	81,  // 78: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
-	81,  // 79: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
-	71,  // 80: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
-	136, // 81: tidekv.RaftMessage.message:type_name -> raftpb.Message
-	13,  // 82: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
-	94,  // 83: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
-	94,  // 84: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
-	13,  // 85: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
-	100, // 86: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
-	13,  // 87: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
-	13,  // 88: tidekv.TxnGetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	100, // 89: tidekv.TxnBatchGetRequest.txn:type_name -> tidekv.TxnMeta
-	102, // 90: tidekv.TxnBatchGetResponse.results:type_name -> tidekv.TxnGetResponse
-	13,  // 91: tidekv.TxnBatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
-	100, // 92: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
-	25,  // 93: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
-	100, // 94: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
-	25,  // 95: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
-	13,  // 96: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	109, // 97: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
-	13,  // 98: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
-	25,  // 99: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
-	13,  // 100: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
-	109, // 101: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
-	4,   // 102: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
-	13,  // 103: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	5,   // 104: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
-	13,  // 105: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	109, // 106: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
-	13,  // 107: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
-	13,  // 108: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
-	13,  // 109: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
-	116, // 110: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
-	100, // 111: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
-	14,  // 112: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
-	13,  // 113: tidekv.TxnScanResponse.read_timestamp:type_name -> tidekv.Timestamp
-	7,   // 114: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
-	121, // 115: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
-	25,  // 116: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
-	25,  // 117: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
-	102, // 118: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
-	13,  // 119: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
-	13,  // 120: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
-	25,  // 121: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
-	116, // 122: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
-	13,  // 123: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
-	8,   // 124: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
-	126, // 125: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
-	129, // 126: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
-	129, // 127: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
-	15,  // 128: tidekv.KV.Get:input_type -> tidekv.GetRequest
-	17,  // 129: tidekv.KV.Put:input_type -> tidekv.PutRequest
-	19,  // 130: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
-	21,  // 131: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
-	23,  // 132: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
-	26,  // 133: tidekv.KV.Write:input_type -> tidekv.WriteRequest
-	28,  // 134: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
-	32,  // 135: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
-	35,  // 136: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
-	40,  // 137: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
-	42,  // 138: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
-	49,  // 139: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
-	44,  // 140: tidekv.Admin.ClusterTimestamp:input_type -> tidekv.ClusterTimestampRequest
-	47,  // 141: tidekv.Admin.ProtectTimestamp:input_type -> tidekv.ProtectTimestampRequest
-	51,  // 142: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
-	53,  // 143: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
-	55,  // 144: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
-	57,  // 145: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
-	59,  // 146: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
-	63,  // 147: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
-	92,  // 148: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
-	66,  // 149: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
-	69,  // 150: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
-	90,  // 151: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
-	76,  // 152: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
-	79,  // 153: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
-	82,  // 154: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
-	83,  // 155: tidekv.Admin.PublishKeySpaces:input_type -> tidekv.PublishKeySpacesRequest
-	86,  // 156: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
-	88,  // 157: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
-	72,  // 158: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
-	74,  // 159: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
-	95,  // 160: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
-	96,  // 161: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
-	101, // 162: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
-	103, // 163: tidekv.Txn.BatchGet:input_type -> tidekv.TxnBatchGetRequest
-	119, // 164: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
-	105, // 165: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
-	107, // 166: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
-	122, // 167: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
-	110, // 168: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
-	124, // 169: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
-	112, // 170: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
-	114, // 171: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
-	117, // 172: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
-	127, // 173: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
-	130, // 174: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
-	132, // 175: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
-	16,  // 176: tidekv.KV.Get:output_type -> tidekv.GetResponse
-	18,  // 177: tidekv.KV.Put:output_type -> tidekv.PutResponse
-	20,  // 178: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
-	22,  // 179: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
-	24,  // 180: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
-	27,  // 181: tidekv.KV.Write:output_type -> tidekv.WriteResponse
-	29,  // 182: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
-	33,  // 183: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
-	36,  // 184: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
-	41,  // 185: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
-	43,  // 186: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
-	50,  // 187: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
-	45,  // 188: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
-	48,  // 189: tidekv.Admin.ProtectTimestamp:output_type -> tidekv.ProtectTimestampResponse
-	52,  // 190: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
-	54,  // 191: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
-	56,  // 192: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
-	58,  // 193: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
-	62,  // 194: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
-	64,  // 195: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
-	93,  // 196: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
-	67,  // 197: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
-	70,  // 198: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
-	91,  // 199: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
-	77,  // 200: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
-	80,  // 201: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
-	85,  // 202: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
-	84,  // 203: tidekv.Admin.PublishKeySpaces:output_type -> tidekv.PublishKeySpacesResponse
-	87,  // 204: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
-	89,  // 205: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
-	73,  // 206: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
-	75,  // 207: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
-	98,  // 208: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
-	97,  // 209: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
-	102, // 210: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
-	104, // 211: tidekv.Txn.BatchGet:output_type -> tidekv.TxnBatchGetResponse
-	120, // 212: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
-	106, // 213: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
-	108, // 214: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
-	123, // 215: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
-	111, // 216: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
-	125, // 217: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
-	113, // 218: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
-	115, // 219: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
-	118, // 220: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
-	128, // 221: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
-	131, // 222: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
-	133, // 223: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
-	176, // [176:224] is the sub-list for method output_type
-	128, // [128:176] is the sub-list for method input_type
-	128, // [128:128] is the sub-list for extension type_name
-	128, // [128:128] is the sub-list for extension extendee
-	0,   // [0:128] is the sub-list for field type_name
+	71,  // 71: tidekv.ClosedTimestampsRequest.offset:type_name -> tidekv.OffsetEstimate
+	72,  // 72: tidekv.ClosedTimestampsResponse.load:type_name -> tidekv.NodeLoad
+	13,  // 73: tidekv.ClosedTimestampsResponse.hlc:type_name -> tidekv.Timestamp
+	68,  // 74: tidekv.ClosedTimestampsResponse.closed:type_name -> tidekv.ClosedTimestamp
+	10,  // 75: tidekv.MergeResponse.desc:type_name -> tidekv.RangeDescriptor
+	10,  // 76: tidekv.FreezeRangeResponse.desc:type_name -> tidekv.RangeDescriptor
+	79,  // 77: tidekv.SettingsRequest.set:type_name -> tidekv.Setting
+	79,  // 78: tidekv.SettingsResponse.settings:type_name -> tidekv.Setting
+	82,  // 79: tidekv.CreateKeySpaceRequest.keyspace:type_name -> tidekv.KeySpace
+	82,  // 80: tidekv.CreateKeySpaceResponse.keyspace:type_name -> tidekv.KeySpace
+	82,  // 81: tidekv.ListKeySpacesResponse.keyspaces:type_name -> tidekv.KeySpace
+	72,  // 82: tidekv.NodeLoadsResponse.loads:type_name -> tidekv.NodeLoad
+	137, // 83: tidekv.RaftMessage.message:type_name -> raftpb.Message
+	13,  // 84: tidekv.RaftMessage.lease_handoff:type_name -> tidekv.Timestamp
+	95,  // 85: tidekv.RaftMessageBatch.messages:type_name -> tidekv.RaftMessage
+	95,  // 86: tidekv.SnapshotChunk.header:type_name -> tidekv.RaftMessage
+	13,  // 87: tidekv.TxnMeta.read_timestamp:type_name -> tidekv.Timestamp
+	101, // 88: tidekv.TxnGetRequest.txn:type_name -> tidekv.TxnMeta
+	13,  // 89: tidekv.TxnGetResponse.version_timestamp:type_name -> tidekv.Timestamp
+	13,  // 90: tidekv.TxnGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	101, // 91: tidekv.TxnBatchGetRequest.txn:type_name -> tidekv.TxnMeta
+	103, // 92: tidekv.TxnBatchGetResponse.results:type_name -> tidekv.TxnGetResponse
+	13,  // 93: tidekv.TxnBatchGetResponse.read_timestamp:type_name -> tidekv.Timestamp
+	101, // 94: tidekv.TxnWriteRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 95: tidekv.TxnWriteRequest.ops:type_name -> tidekv.WriteOp
+	101, // 96: tidekv.TxnEndRequest.txn:type_name -> tidekv.TxnMeta
+	25,  // 97: tidekv.TxnEndRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 98: tidekv.TxnEndResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	110, // 99: tidekv.WriteIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 100: tidekv.WriteIntentsRequest.write_timestamp:type_name -> tidekv.Timestamp
+	25,  // 101: tidekv.WriteIntentsRequest.ops:type_name -> tidekv.WriteOp
+	13,  // 102: tidekv.WriteIntentsResponse.written_at:type_name -> tidekv.Timestamp
+	110, // 103: tidekv.TxnRecordRequest.txn:type_name -> tidekv.TxnKey
+	4,   // 104: tidekv.TxnRecordRequest.op:type_name -> tidekv.TxnRecordOp
+	13,  // 105: tidekv.TxnRecordRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	5,   // 106: tidekv.TxnRecordResponse.status:type_name -> tidekv.TxnStatus
+	13,  // 107: tidekv.TxnRecordResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	110, // 108: tidekv.ResolveIntentsRequest.txn:type_name -> tidekv.TxnKey
+	13,  // 109: tidekv.ResolveIntentsRequest.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 110: tidekv.RefreshRequest.from:type_name -> tidekv.Timestamp
+	13,  // 111: tidekv.RefreshRequest.to:type_name -> tidekv.Timestamp
+	117, // 112: tidekv.RefreshRequest.span:type_name -> tidekv.KeySpan
+	101, // 113: tidekv.TxnScanRequest.txn:type_name -> tidekv.TxnMeta
+	14,  // 114: tidekv.TxnScanResponse.kvs:type_name -> tidekv.KeyValue
+	13,  // 115: tidekv.TxnScanResponse.read_timestamp:type_name -> tidekv.Timestamp
+	7,   // 116: tidekv.TxnCompare.op:type_name -> tidekv.TxnCompare.Op
+	122, // 117: tidekv.TxnIfRequest.compares:type_name -> tidekv.TxnCompare
+	25,  // 118: tidekv.TxnIfRequest.then_ops:type_name -> tidekv.WriteOp
+	25,  // 119: tidekv.TxnIfRequest.else_ops:type_name -> tidekv.WriteOp
+	103, // 120: tidekv.TxnIfResponse.reads:type_name -> tidekv.TxnGetResponse
+	13,  // 121: tidekv.TxnIfResponse.commit_timestamp:type_name -> tidekv.Timestamp
+	13,  // 122: tidekv.OnePhaseCommitRequest.read_timestamp:type_name -> tidekv.Timestamp
+	25,  // 123: tidekv.OnePhaseCommitRequest.ops:type_name -> tidekv.WriteOp
+	117, // 124: tidekv.OnePhaseCommitRequest.read_spans:type_name -> tidekv.KeySpan
+	13,  // 125: tidekv.OnePhaseCommitResponse.committed_at:type_name -> tidekv.Timestamp
+	8,   // 126: tidekv.GeoOp.kind:type_name -> tidekv.GeoOp.Kind
+	127, // 127: tidekv.GeoCommitRequest.ops:type_name -> tidekv.GeoOp
+	130, // 128: tidekv.GeoCommitResponse.reads:type_name -> tidekv.GeoRead
+	130, // 129: tidekv.GeoScanResponse.kvs:type_name -> tidekv.GeoRead
+	15,  // 130: tidekv.KV.Get:input_type -> tidekv.GetRequest
+	17,  // 131: tidekv.KV.Put:input_type -> tidekv.PutRequest
+	19,  // 132: tidekv.KV.Delete:input_type -> tidekv.DeleteRequest
+	21,  // 133: tidekv.KV.Scan:input_type -> tidekv.ScanRequest
+	23,  // 134: tidekv.KV.BatchGet:input_type -> tidekv.BatchGetRequest
+	26,  // 135: tidekv.KV.Write:input_type -> tidekv.WriteRequest
+	28,  // 136: tidekv.KV.CompareAndSet:input_type -> tidekv.CompareAndSetRequest
+	32,  // 137: tidekv.KV.Batch:input_type -> tidekv.KVBatchRequest
+	35,  // 138: tidekv.Admin.Ranges:input_type -> tidekv.RangesRequest
+	40,  // 139: tidekv.Admin.Status:input_type -> tidekv.StatusRequest
+	42,  // 140: tidekv.Admin.Readiness:input_type -> tidekv.ReadinessRequest
+	49,  // 141: tidekv.Admin.LocalStatus:input_type -> tidekv.LocalStatusRequest
+	44,  // 142: tidekv.Admin.ClusterTimestamp:input_type -> tidekv.ClusterTimestampRequest
+	47,  // 143: tidekv.Admin.ProtectTimestamp:input_type -> tidekv.ProtectTimestampRequest
+	51,  // 144: tidekv.Admin.Split:input_type -> tidekv.SplitRequest
+	53,  // 145: tidekv.Admin.ChangeReplicas:input_type -> tidekv.ChangeReplicasRequest
+	55,  // 146: tidekv.Admin.TransferLease:input_type -> tidekv.TransferLeaseRequest
+	57,  // 147: tidekv.Admin.Join:input_type -> tidekv.JoinRequest
+	59,  // 148: tidekv.Admin.NodeHeartbeat:input_type -> tidekv.NodeHeartbeatRequest
+	63,  // 149: tidekv.Admin.ReportRange:input_type -> tidekv.ReportRangeRequest
+	93,  // 150: tidekv.Admin.AllocRangeID:input_type -> tidekv.AllocRangeIDRequest
+	66,  // 151: tidekv.Admin.Events:input_type -> tidekv.EventsRequest
+	69,  // 152: tidekv.Admin.PushClosedTimestamps:input_type -> tidekv.ClosedTimestampsRequest
+	91,  // 153: tidekv.Admin.NodeLoads:input_type -> tidekv.NodeLoadsRequest
+	77,  // 154: tidekv.Admin.Decommission:input_type -> tidekv.DecommissionRequest
+	80,  // 155: tidekv.Admin.Settings:input_type -> tidekv.SettingsRequest
+	83,  // 156: tidekv.Admin.CreateKeySpace:input_type -> tidekv.CreateKeySpaceRequest
+	84,  // 157: tidekv.Admin.PublishKeySpaces:input_type -> tidekv.PublishKeySpacesRequest
+	87,  // 158: tidekv.Admin.ListKeySpaces:input_type -> tidekv.ListKeySpacesRequest
+	89,  // 159: tidekv.Admin.AutoscaleStatus:input_type -> tidekv.AutoscaleStatusRequest
+	73,  // 160: tidekv.Admin.Merge:input_type -> tidekv.MergeRequest
+	75,  // 161: tidekv.Admin.FreezeRange:input_type -> tidekv.FreezeRangeRequest
+	96,  // 162: tidekv.Raft.RaftStream:input_type -> tidekv.RaftMessageBatch
+	97,  // 163: tidekv.Raft.Snapshot:input_type -> tidekv.SnapshotChunk
+	102, // 164: tidekv.Txn.Get:input_type -> tidekv.TxnGetRequest
+	104, // 165: tidekv.Txn.BatchGet:input_type -> tidekv.TxnBatchGetRequest
+	120, // 166: tidekv.Txn.Scan:input_type -> tidekv.TxnScanRequest
+	106, // 167: tidekv.Txn.Write:input_type -> tidekv.TxnWriteRequest
+	108, // 168: tidekv.Txn.End:input_type -> tidekv.TxnEndRequest
+	123, // 169: tidekv.Txn.If:input_type -> tidekv.TxnIfRequest
+	111, // 170: tidekv.Txn.WriteIntents:input_type -> tidekv.WriteIntentsRequest
+	125, // 171: tidekv.Txn.CommitOnePhase:input_type -> tidekv.OnePhaseCommitRequest
+	113, // 172: tidekv.Txn.Record:input_type -> tidekv.TxnRecordRequest
+	115, // 173: tidekv.Txn.ResolveIntents:input_type -> tidekv.ResolveIntentsRequest
+	118, // 174: tidekv.Txn.Refresh:input_type -> tidekv.RefreshRequest
+	128, // 175: tidekv.Geo.Commit:input_type -> tidekv.GeoCommitRequest
+	131, // 176: tidekv.Geo.Scan:input_type -> tidekv.GeoScanRequest
+	133, // 177: tidekv.Geo.Epoch:input_type -> tidekv.GeoEpochRequest
+	16,  // 178: tidekv.KV.Get:output_type -> tidekv.GetResponse
+	18,  // 179: tidekv.KV.Put:output_type -> tidekv.PutResponse
+	20,  // 180: tidekv.KV.Delete:output_type -> tidekv.DeleteResponse
+	22,  // 181: tidekv.KV.Scan:output_type -> tidekv.ScanResponse
+	24,  // 182: tidekv.KV.BatchGet:output_type -> tidekv.BatchGetResponse
+	27,  // 183: tidekv.KV.Write:output_type -> tidekv.WriteResponse
+	29,  // 184: tidekv.KV.CompareAndSet:output_type -> tidekv.CompareAndSetResponse
+	33,  // 185: tidekv.KV.Batch:output_type -> tidekv.KVBatchResponse
+	36,  // 186: tidekv.Admin.Ranges:output_type -> tidekv.RangesResponse
+	41,  // 187: tidekv.Admin.Status:output_type -> tidekv.StatusResponse
+	43,  // 188: tidekv.Admin.Readiness:output_type -> tidekv.ReadinessResponse
+	50,  // 189: tidekv.Admin.LocalStatus:output_type -> tidekv.LocalStatusResponse
+	45,  // 190: tidekv.Admin.ClusterTimestamp:output_type -> tidekv.ClusterTimestampResponse
+	48,  // 191: tidekv.Admin.ProtectTimestamp:output_type -> tidekv.ProtectTimestampResponse
+	52,  // 192: tidekv.Admin.Split:output_type -> tidekv.SplitResponse
+	54,  // 193: tidekv.Admin.ChangeReplicas:output_type -> tidekv.ChangeReplicasResponse
+	56,  // 194: tidekv.Admin.TransferLease:output_type -> tidekv.TransferLeaseResponse
+	58,  // 195: tidekv.Admin.Join:output_type -> tidekv.JoinResponse
+	62,  // 196: tidekv.Admin.NodeHeartbeat:output_type -> tidekv.NodeHeartbeatResponse
+	64,  // 197: tidekv.Admin.ReportRange:output_type -> tidekv.ReportRangeResponse
+	94,  // 198: tidekv.Admin.AllocRangeID:output_type -> tidekv.AllocRangeIDResponse
+	67,  // 199: tidekv.Admin.Events:output_type -> tidekv.EventsResponse
+	70,  // 200: tidekv.Admin.PushClosedTimestamps:output_type -> tidekv.ClosedTimestampsResponse
+	92,  // 201: tidekv.Admin.NodeLoads:output_type -> tidekv.NodeLoadsResponse
+	78,  // 202: tidekv.Admin.Decommission:output_type -> tidekv.DecommissionResponse
+	81,  // 203: tidekv.Admin.Settings:output_type -> tidekv.SettingsResponse
+	86,  // 204: tidekv.Admin.CreateKeySpace:output_type -> tidekv.CreateKeySpaceResponse
+	85,  // 205: tidekv.Admin.PublishKeySpaces:output_type -> tidekv.PublishKeySpacesResponse
+	88,  // 206: tidekv.Admin.ListKeySpaces:output_type -> tidekv.ListKeySpacesResponse
+	90,  // 207: tidekv.Admin.AutoscaleStatus:output_type -> tidekv.AutoscaleStatusResponse
+	74,  // 208: tidekv.Admin.Merge:output_type -> tidekv.MergeResponse
+	76,  // 209: tidekv.Admin.FreezeRange:output_type -> tidekv.FreezeRangeResponse
+	99,  // 210: tidekv.Raft.RaftStream:output_type -> tidekv.RaftBatchAck
+	98,  // 211: tidekv.Raft.Snapshot:output_type -> tidekv.SnapshotResponse
+	103, // 212: tidekv.Txn.Get:output_type -> tidekv.TxnGetResponse
+	105, // 213: tidekv.Txn.BatchGet:output_type -> tidekv.TxnBatchGetResponse
+	121, // 214: tidekv.Txn.Scan:output_type -> tidekv.TxnScanResponse
+	107, // 215: tidekv.Txn.Write:output_type -> tidekv.TxnWriteResponse
+	109, // 216: tidekv.Txn.End:output_type -> tidekv.TxnEndResponse
+	124, // 217: tidekv.Txn.If:output_type -> tidekv.TxnIfResponse
+	112, // 218: tidekv.Txn.WriteIntents:output_type -> tidekv.WriteIntentsResponse
+	126, // 219: tidekv.Txn.CommitOnePhase:output_type -> tidekv.OnePhaseCommitResponse
+	114, // 220: tidekv.Txn.Record:output_type -> tidekv.TxnRecordResponse
+	116, // 221: tidekv.Txn.ResolveIntents:output_type -> tidekv.ResolveIntentsResponse
+	119, // 222: tidekv.Txn.Refresh:output_type -> tidekv.RefreshResponse
+	129, // 223: tidekv.Geo.Commit:output_type -> tidekv.GeoCommitResponse
+	132, // 224: tidekv.Geo.Scan:output_type -> tidekv.GeoScanResponse
+	134, // 225: tidekv.Geo.Epoch:output_type -> tidekv.GeoEpochResponse
+	178, // [178:226] is the sub-list for method output_type
+	130, // [130:178] is the sub-list for method input_type
+	130, // [130:130] is the sub-list for extension type_name
+	130, // [130:130] is the sub-list for extension extendee
+	0,   // [0:130] is the sub-list for field type_name
 }
 
 func init() { file_tidekv_proto_init() }
@@ -10354,7 +10462,7 @@ func file_tidekv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tidekv_proto_rawDesc), len(file_tidekv_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   127,
+			NumMessages:   128,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -2,7 +2,9 @@
 // "Clocks"): it folds the HLC of every closed-timestamp push and KV Batch
 // message the node receives into the node's clock, refusing and counting
 // one further ahead than the maximum offset; it estimates each peer's
-// offset from the round trips of pushes; and every push interval it judges
+// offset from the round trips of the exchanges the node starts, and takes
+// negated the estimates of the peers that start them with it (a responder
+// has no round trip of its own); and every push interval it judges
 // whether the node's clock is certainly beyond 0.8 × the maximum offset
 // from a majority of its peers, then tells the node (Node) to stop or
 // resume holding leases and records the change as an event, a log line

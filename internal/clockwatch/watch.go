@@ -62,6 +62,14 @@ type Watch struct {
 	steps uint64
 	// pending is the step the node's time was last seen not following.
 	pending time.Duration
+	// answered is the wall clock's step count at this node's latest
+	// answer to each peer (Answer, NoteEstimate).
+	answered map[uint64]uint64
+	// measured is the latest estimate of each peer's offset, until it is
+	// sent to the peer (NotePushAnswer, Estimate); ttl is how long an
+	// estimate counts for.
+	measured map[uint64]measured
+	ttl      time.Duration
 
 	offsets  *prometheus.GaugeVec
 	untrust  prometheus.Gauge
@@ -74,14 +82,17 @@ type Watch struct {
 // pushInterval; its metrics go to reg.
 func New(maxOffset, pushInterval time.Duration, wall Wall, node Node, reg prometheus.Registerer) *Watch {
 	c := &Watch{
-		mon:   hlc.NewOffsetMonitor(maxOffset, offsetTTLIntervals*pushInterval),
-		wall:  wall,
-		node:  node,
-		steps: wall.Steps(),
-		last:  hlc.ClockHealth{Trusted: true},
-		peers: map[uint64]bool{},
+		mon:      hlc.NewOffsetMonitor(maxOffset, offsetTTLIntervals*pushInterval),
+		wall:     wall,
+		node:     node,
+		steps:    wall.Steps(),
+		last:     hlc.ClockHealth{Trusted: true},
+		peers:    map[uint64]bool{},
+		answered: map[uint64]uint64{},
+		measured: map[uint64]measured{},
+		ttl:      offsetTTLIntervals * pushInterval,
 		offsets: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tidekv_clock_offset_seconds", Help: "Estimated offset of each peer's wall clock from this node's (positive: the peer's is ahead), from the round trips of closed-timestamp pushes.",
+			Name: "tidekv_clock_offset_seconds", Help: "Estimated offset of each peer's wall clock from this node's (positive: the peer's is ahead), from the round trips of closed-timestamp exchanges (a node that answers one takes the initiator's estimate negated).",
 		}, []string{"peer"}),
 		untrust: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tidekv_clock_untrusted", Help: "1 while this node's clock is beyond 0.8 × the maximum offset from a majority of its peers: it then holds no leases.",
@@ -130,27 +141,87 @@ func (c *Watch) Begin() Sample {
 	return Sample{sent: c.wall.WallNow(), steps: steps}
 }
 
-// WallNow is what a node answers a round trip with: its wall clock.
-func (c *Watch) WallNow() time.Time { return c.wall.WallNow() }
+// Answer is what a node answers a round trip from peer with: its wall
+// clock. It remembers the wall clock's step count for the estimate the
+// peer measures from this answer and sends back (NoteEstimate).
+func (c *Watch) Answer(peer uint64) time.Time {
+	steps := c.wall.Steps()
+	c.mu.Lock()
+	c.answered[peer] = steps
+	c.mu.Unlock()
+	return c.wall.WallNow()
+}
 
 // NotePushAnswer takes what a push's answer says about the peer's clock:
-// its HLC, and the offset estimate from the round trip begun with s
-// (now: when the estimate was made, on any clock whose differences are
-// true durations). A round trip across a step of this node's wall clock
-// measures nothing and is dropped.
-func (c *Watch) NotePushAnswer(clock HLC, peer uint64, s Sample, now time.Time, resp *tidekvpb.ClosedTimestampsResponse) {
-	_ = c.Update(clock, resp.GetHlc(), "node "+strconv.FormatUint(peer, 10), now)
+// its HLC (the error says whether it was refused), and the offset estimate
+// from the round trip begun with s (now: when the estimate was made, on
+// any clock whose differences are true durations), which it also keeps
+// for the node to send the peer (Estimate). A round trip across a step of
+// this node's wall clock measures nothing and is dropped.
+func (c *Watch) NotePushAnswer(clock HLC, peer uint64, s Sample, now time.Time, resp *tidekvpb.ClosedTimestampsResponse) error {
+	err := c.Update(clock, resp.GetHlc(), "node "+strconv.FormatUint(peer, 10), now)
 	if resp.GetUnixNanos() == 0 {
-		return // a peer from before the offset monitor
+		return err // a peer from before the offset monitor
 	}
 	received := c.wall.WallNow()
 	if c.wall.Steps() != s.steps {
-		return
+		return err
 	}
 	off, unc, ok := hlc.MeasureOffset(s.sent.UnixNano(), resp.GetUnixNanos(), received.UnixNano())
 	if ok {
-		c.mon.Record(peer, hlc.Offset{Offset: off, Uncertainty: unc, MeasuredAt: now})
+		o := hlc.Offset{Offset: off, Uncertainty: unc, MeasuredAt: now}
+		c.mon.Record(peer, o)
+		c.mu.Lock()
+		c.measured[peer] = measured{o, s.steps}
+		c.mu.Unlock()
 	}
+	return err
+}
+
+// measured is the latest estimate of a peer's offset and the wall clock's
+// step count it was measured at.
+type measured struct {
+	hlc.Offset
+	steps uint64
+}
+
+// Estimate is, once, the latest offset estimate of peer measured at now or
+// before (nil if none): what the node sends the peer in its next exchange,
+// with its age. One from before a step of the wall clock, or older than an
+// estimate counts for, is dropped.
+func (c *Watch) Estimate(peer uint64, now time.Time) *tidekvpb.OffsetEstimate {
+	c.mu.Lock()
+	m, ok := c.measured[peer]
+	delete(c.measured, peer)
+	c.mu.Unlock()
+	age := now.Sub(m.MeasuredAt)
+	if !ok || m.steps != c.wall.Steps() || age < 0 || age > c.ttl {
+		return nil
+	}
+	return &tidekvpb.OffsetEstimate{OffsetNanos: int64(m.Offset.Offset), UncertaintyNanos: int64(m.Uncertainty), AgeNanos: int64(age)}
+}
+
+// NoteEstimate takes, at now, the estimate peer measured of this node's
+// clock from the round trip this node last answered (Answer), negated:
+// the peer's offset from this node is minus this node's from the peer,
+// within the same uncertainty and as old, as if this node had made the
+// round trip. It is dropped if this node's wall clock stepped since that
+// answer (it compares a clock that is gone).
+func (c *Watch) NoteEstimate(peer uint64, est *tidekvpb.OffsetEstimate, now time.Time) {
+	if est == nil {
+		return
+	}
+	c.mu.Lock()
+	steps, ok := c.answered[peer]
+	c.mu.Unlock()
+	if !ok || steps != c.wall.Steps() {
+		return
+	}
+	c.mon.Record(peer, hlc.Offset{
+		Offset:      -time.Duration(est.GetOffsetNanos()),
+		Uncertainty: time.Duration(est.GetUncertaintyNanos()),
+		MeasuredAt:  now.Add(-time.Duration(est.GetAgeNanos())),
+	})
 }
 
 // Check judges the node's clock at now and acts on the judgement; the

@@ -141,3 +141,63 @@ func TestStepFollowedOnlyWhenPeersAgree(t *testing.T) {
 		t.Fatalf("events %v, want a clock-step-followed", n.events)
 	}
 }
+
+// The node that answers an exchange has no round trip of its own: the
+// initiator sends, once, the estimate it measured from the answer, and the
+// responder takes it negated, as old as it is. Node 1's clock reads 300 ms
+// behind node 2's: node 1 measures +300 ms, node 2 records -300 ms for
+// node 1. An estimate measured before a step of the responder's wall
+// clock, or older than an estimate counts for, is dropped.
+func TestResponderTakesTheEstimateNegated(t *testing.T) {
+	const maxOffset = 100 * time.Millisecond
+	at := time.Unix(500, 0)
+	wall1, wall2 := &fakeWall{now: at}, &fakeWall{now: at.Add(300 * time.Millisecond)}
+	w1 := New(maxOffset, 10*time.Millisecond, wall1, &fakeNode{}, prometheus.NewRegistry())
+	w2 := New(maxOffset, 10*time.Millisecond, wall2, &fakeNode{}, prometheus.NewRegistry())
+	// exchange is node 1's round trip to node 2 of 2 ms begun at at, and
+	// the estimate node 1 sends in its next exchange, sent at.
+	exchange := func(at time.Time, sent time.Duration) *tidekvpb.OffsetEstimate {
+		wall1.now, wall2.now = at, at.Add(300*time.Millisecond+time.Millisecond)
+		s := w1.Begin()
+		resp := &tidekvpb.ClosedTimestampsResponse{UnixNanos: w2.Answer(1).UnixNano()}
+		wall1.now = at.Add(2 * time.Millisecond)
+		if err := w1.NotePushAnswer(fakeHLC{}, 2, s, at, resp); err != nil {
+			t.Fatal(err)
+		}
+		return w1.Estimate(2, at.Add(sent))
+	}
+	est := exchange(at, 10*time.Millisecond)
+	if est.GetOffsetNanos() != int64(300*time.Millisecond) || est.GetUncertaintyNanos() != int64(time.Millisecond) || est.GetAgeNanos() != int64(10*time.Millisecond) {
+		t.Fatalf("estimate %v, want +300 ms ± 1 ms, 10 ms old", est)
+	}
+	if again := w1.Estimate(2, at.Add(10*time.Millisecond)); again != nil {
+		t.Fatalf("estimate sent twice: %v", again)
+	}
+	now := at.Add(10 * time.Millisecond)
+	w2.NoteEstimate(1, est, now)
+	w2.Check(now)
+	if o := w2.Health().Offsets[1]; o.Offset != -300*time.Millisecond || o.Uncertainty != time.Millisecond || !o.MeasuredAt.Equal(at) {
+		t.Fatalf("node 2's estimate of node 1 %+v, want -300 ms ± 1 ms measured at %v", o, at)
+	}
+	if h := w2.Health(); h.Trusted {
+		t.Fatalf("node 2 health %+v: one peer 300 ms away of one, want untrusted", h)
+	}
+
+	// The responder's wall clock steps after its answer, and its watch
+	// drops the estimates measured before (Check): the estimate arriving
+	// after is dropped too.
+	later := at.Add(time.Second)
+	est = exchange(later, 0)
+	wall2.step(time.Second)
+	w2.Check(later)
+	w2.NoteEstimate(1, est, later)
+	w2.Check(later)
+	if h := w2.Health(); h.Known != 0 {
+		t.Fatalf("after a step: node 2 health %+v, want no estimate", h)
+	}
+
+	// An estimate older than it counts for (10 intervals) is not sent.
+	if est := exchange(later.Add(time.Second), 101*time.Millisecond); est != nil {
+		t.Fatalf("estimate %v, want none: older than 100 ms", est)
+	}
+}

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tidekv/tidekv/api/hlc"
@@ -134,10 +135,25 @@ func (r *Replica) checkRead(ctx context.Context, ro ReadOptions, spans ...keySpa
 // is still valid after its commit index was read, which is later than now.
 // The caller sends each list in one message.
 func (s *Store) ClosedTimestamps(now time.Time) map[uint64][]*tidekvpb.ClosedTimestamp {
+	return s.closedTimestamps(now, 0)
+}
+
+// ClosedTimestampsTo is ClosedTimestamps for one peer: a node answering
+// the peer's exchange closes only the ranges that peer holds a replica of.
+func (s *Store) ClosedTimestampsTo(now time.Time, peer uint64) []*tidekvpb.ClosedTimestamp {
+	return s.closedTimestamps(now, peer)[peer]
+}
+
+// closedTimestamps closes the ranges this node leads, those with a replica
+// on only if only is not 0.
+func (s *Store) closedTimestamps(now time.Time, only uint64) map[uint64][]*tidekvpb.ClosedTimestamp {
 	out := map[uint64][]*tidekvpb.ClosedTimestamp{}
 	at := now.UnixNano()
 	for _, r := range s.Replicas() {
 		if !r.IsLeader() || !r.leaseValid() {
+			continue
+		}
+		if only != 0 && !slices.ContainsFunc(r.Desc().GetReplicas(), func(rd *tidekvpb.ReplicaDescriptor) bool { return rd.GetNodeId() == only }) {
 			continue
 		}
 		// Closed before the commit index is read: every write at or below

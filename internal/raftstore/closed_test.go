@@ -192,3 +192,29 @@ func TestMaxClockOffsetBound(t *testing.T) {
 		}
 	}
 }
+
+// ClosedTimestampsTo closes only the ranges with a replica on the peer: a
+// node answering a peer's exchange sends it what ClosedTimestamps would
+// have sent it, and nothing for a node without a replica.
+func TestClosedTimestampsTo(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.put("k", "v1")
+	ld := tc.leader(testRangeID)
+	var follower uint64
+	for _, id := range tc.nodes {
+		if tc.stores[id] != ld.store {
+			follower = id
+		}
+	}
+	var cts []*tidekvpb.ClosedTimestamp
+	waitFor(t, func() bool {
+		cts = ld.store.ClosedTimestampsTo(time.Now(), follower)
+		return len(cts) > 0
+	})
+	if len(cts) != 1 || cts[0].GetRangeId() != testRangeID || cts[0].GetIndex() == 0 {
+		t.Fatalf("closed timestamps for node %d: %v, want range %d's", follower, cts, testRangeID)
+	}
+	if got := ld.store.ClosedTimestampsTo(time.Now(), 99); len(got) != 0 {
+		t.Fatalf("closed timestamps for node 99, which holds no replica: %v", got)
+	}
+}

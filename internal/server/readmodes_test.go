@@ -163,6 +163,45 @@ func TestBoundedReadsAreFreshEnough(t *testing.T) {
 	}
 }
 
+// The node with the highest ID starts no closed-timestamp exchange
+// (internal/closedpush: the lower ID of a pair does): with the lease on
+// it, its followers learn its closed timestamps only from their answers to
+// the others' exchanges, and still serve BOUNDED reads, fresh enough.
+func TestBoundedReadsFromExchangeAnswers(t *testing.T) {
+	tc := startCluster(t, 3)
+	c := tc.client()
+	tc.waitReplicated(c, 3)
+	defer tc.holdControl()()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := []byte("counter")
+	if err := c.Put(ctx, key, []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	var highest uint64
+	for _, s := range tc.nodes {
+		highest = max(highest, s.NodeID())
+	}
+	rangeID := tc.nodes[0].Store().LookupKey(key).RangeID()
+	eventually(t, 10*time.Second, "the lease on the highest ID", func() error {
+		if lh := tc.leaseholder(t, rangeID); lh != highest {
+			if err := c.TransferLease(ctx, rangeID, highest); err != nil {
+				return err
+			}
+			return fmt.Errorf("leaseholder %d, want %d", lh, highest)
+		}
+		return nil
+	})
+	for id, tl := range checkStaleness(t, tc, tidekvpb.ReadMode_BOUNDED, 300*time.Millisecond, 3*time.Second, true) {
+		if tl.served == 0 {
+			t.Errorf("node %d served no bounded read", id)
+		}
+	}
+	if lh := tc.leaseholder(t, rangeID); lh != highest {
+		t.Fatalf("the lease moved to node %d during the check", lh)
+	}
+}
+
 // With one follower's incoming traffic delayed well past the bound, ANY
 // reads there return values older than the bound (the checker's negative
 // control: it can fail), while BOUNDED reads there are refused rather than
