@@ -89,7 +89,17 @@ func readCluster(t *testing.T, mod func(*Config)) (*fakeCluster, *Client) {
 	t.Helper()
 	c := newFakeCluster(t, 3)
 	c.setRanges(rng(1, "", "", 1, 1, 2, 3))
-	cl := c.newClient(mod)
+	cl := c.newClient(func(cfg *Config) {
+		// Ranked by the load scores the test sets alone: a round trip to
+		// a fake on a loaded machine can take tens of milliseconds, past
+		// the gaps between the scores (TestReadFailoverWithoutBackoff
+		// chose n1 at 40 over n3 at 10 under CPU hogs). A test of round
+		// trips sets its own weight.
+		cfg.RTTWeight = 1e-9
+		if mod != nil {
+			mod(cfg)
+		}
+	})
 	cl.tune.pollInterval = 20 * time.Millisecond
 	mustPut(t, cl, "a", "1")
 	return c, cl
@@ -527,6 +537,7 @@ func TestHungReplicaAvoided(t *testing.T) {
 func TestLatencyHookSteersChoice(t *testing.T) {
 	var far sync.Map // addr -> one-way delay
 	c, cl := readCluster(t, func(cfg *Config) {
+		cfg.RTTWeight = 1 // round trips are what this test ranks by
 		cfg.Latency = func(addr string) time.Duration {
 			if d, ok := far.Load(addr); ok {
 				return d.(time.Duration)
