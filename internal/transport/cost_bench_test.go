@@ -120,17 +120,7 @@ func BenchmarkTCPFrame(b *testing.B) {
 	for _, msgs := range []int{1, 8} {
 		b.Run(fmt.Sprintf("msgs=%d", msgs), func(b *testing.B) {
 			srv := &countingServer{done: make(chan struct{}, 1)}
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer lis.Close()
-			go func() {
-				c, err := lis.Accept()
-				if err != nil {
-					return
-				}
-				defer c.Close()
+			c := loopbackConn(b, func(c net.Conn) {
 				r := bufio.NewReaderSize(c, 64<<10)
 				var hdr [4]byte
 				var body []byte
@@ -152,21 +142,16 @@ func BenchmarkTCPFrame(b *testing.B) {
 					}
 					srv.add(len(bt.GetMessages()))
 				}
-			}()
-			c, err := net.Dial("tcp", lis.Addr().String())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
+			})
 			var buf []byte
 			runFrames(b, msgs, srv, func(bt *tidekvpb.RaftMessageBatch) error {
 				buf = append(buf[:0], 0, 0, 0, 0)
-				buf, err = proto.MarshalOptions{}.MarshalAppend(buf, bt)
-				if err != nil {
+				var err error
+				if buf, err = (proto.MarshalOptions{}).MarshalAppend(buf, bt); err != nil {
 					return err
 				}
 				binary.LittleEndian.PutUint32(buf, uint32(len(buf)-4))
-				_, err := c.Write(buf)
+				_, err = c.Write(buf)
 				return err
 			})
 		})
@@ -228,4 +213,28 @@ func BenchmarkTransportPath(b *testing.B) {
 			})
 		}
 	}
+}
+
+// loopbackConn is a client connection to a loopback listener whose one
+// accepted connection serve handles; both close when b ends.
+func loopbackConn(b *testing.B, serve func(net.Conn)) net.Conn {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lis.Close() })
+	go func() {
+		c, err := lis.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		serve(c)
+	}()
+	c, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
 }

@@ -28,17 +28,7 @@ import (
 func BenchmarkLoopbackFrame(b *testing.B) {
 	for _, size := range []int{64, 1100, 16 << 10} {
 		b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) {
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer lis.Close()
-			go func() {
-				c, err := lis.Accept()
-				if err != nil {
-					return
-				}
-				defer c.Close()
+			c := loopbackConn(b, func(c net.Conn) {
 				buf := make([]byte, size)
 				for {
 					if _, err := io.ReadFull(c, buf); err != nil {
@@ -48,12 +38,7 @@ func BenchmarkLoopbackFrame(b *testing.B) {
 						return
 					}
 				}
-			}()
-			c, err := net.Dial("tcp", lis.Addr().String())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
+			})
 			buf := make([]byte, size)
 			b.ReportAllocs()
 			b.ResetTimer()
