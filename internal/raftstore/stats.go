@@ -1,9 +1,6 @@
 package raftstore
 
-import (
-	"math/bits"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Stats are the store's cumulative work counters, read by metrics. Updated
 // with single atomic adds so the scheduler pays next to nothing.
@@ -24,15 +21,11 @@ type Stats struct {
 	// batches (one per round that applied anything). With Syncs and the
 	// entry counts they say how much the closed loop batches, which is
 	// what each piece's cost per write depends on (docs/benchmarks/cost.md,
-	// "The floor of the pieces we keep"). EntrySizes is BenchmarkRF3Put's
-	// alone; the rest are metrics too.
+	// "The floor of the pieces we keep"); they are metrics too.
 	Readies, LogBatches, ApplyBatches atomic.Uint64
 	// CommandsProposed counts commands handed to Raft, EntriesProposed the
-	// entries that carried them (proposal batching shares an entry), and
-	// EntrySizes those entries by commands: bucket i holds entries of
-	// 2^i to 2^(i+1)-1 commands, the last one all larger.
+	// entries that carried them (proposal batching shares an entry).
 	CommandsProposed, EntriesProposed atomic.Uint64
-	EntrySizes                        [6]atomic.Uint64
 	// MessagesSent counts Raft messages handed to the transport;
 	// MessagesDropped those it refused (queue full, peer unknown).
 	MessagesSent    atomic.Uint64
@@ -73,7 +66,6 @@ type Stats struct {
 func (s *Stats) countProposed(n int) {
 	s.CommandsProposed.Add(uint64(n))
 	s.EntriesProposed.Add(1)
-	s.EntrySizes[min(bits.Len(uint(n))-1, len(s.EntrySizes)-1)].Add(1)
 }
 
 // Stats returns the store's live counters.

@@ -68,7 +68,6 @@ func BenchmarkRF3Put(b *testing.B) {
 type writeCounts struct {
 	syncs, logBatches, applyBatches, readies, appended   uint64
 	commands, entries, msgs, batches, syscr, syscw, vcsw uint64
-	sizes                                                [6]uint64
 }
 
 func takeWriteCounts(b *testing.B, tc *testCluster) writeCounts {
@@ -83,9 +82,6 @@ func takeWriteCounts(b *testing.B, tc *testCluster) writeCounts {
 		w.commands += st.CommandsProposed.Load()
 		w.entries += st.EntriesProposed.Load()
 		w.msgs += st.MessagesSent.Load()
-		for i := range w.sizes {
-			w.sizes[i] += st.EntrySizes[i].Load()
-		}
 		w.batches += s.peers.raft.BatchesSent()
 	}
 	io, err := os.ReadFile("/proc/self/io")
@@ -116,9 +112,6 @@ func (w writeCounts) since(o writeCounts) writeCounts {
 		appended: w.appended - o.appended, commands: w.commands - o.commands, entries: w.entries - o.entries,
 		msgs: w.msgs - o.msgs, batches: w.batches - o.batches, syscr: w.syscr - o.syscr,
 		syscw: w.syscw - o.syscw, vcsw: w.vcsw - o.vcsw}
-	for i := range d.sizes {
-		d.sizes[i] = w.sizes[i] - o.sizes[i]
-	}
 	return d
 }
 
@@ -137,7 +130,6 @@ func (w writeCounts) report(b *testing.B) {
 	if w.entries > 0 {
 		b.ReportMetric(float64(w.commands)/float64(w.entries), "cmds/entry")
 	}
-	b.Logf("entries proposed by commands (1, 2-3, 4-7, 8-15, 16-31, 32+): %v of %d", w.sizes, w.entries)
 }
 
 // processCPU is the user and system CPU the process has used.
