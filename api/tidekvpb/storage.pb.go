@@ -83,7 +83,8 @@ const (
 	TxnCommand_OP_UNSPECIFIED TxnCommand_Op = 0
 	// Write writes (puts and deletes) as txn's intents.
 	TxnCommand_WRITE_INTENTS TxnCommand_Op = 1
-	// Create the record PENDING or refresh its heartbeat.
+	// Create the record PENDING or refresh its heartbeat (only refresh
+	// it with refresh set).
 	TxnCommand_HEARTBEAT TxnCommand_Op = 2
 	// Set the record to status (COMMITTED at commit_timestamp, or ABORTED).
 	TxnCommand_END TxnCommand_Op = 3
@@ -1643,7 +1644,12 @@ type TxnCommand struct {
 	Keys            [][]byte               `protobuf:"bytes,7,rep,name=keys,proto3" json:"keys,omitempty"`
 	ReadTimestamp   *LogTimestamp          `protobuf:"bytes,8,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
 	// ONE_PHASE: the spans it scanned, besides the keys it read.
-	ReadSpans     []*KeySpan `protobuf:"bytes,9,rep,name=read_spans,json=readSpans,proto3" json:"read_spans,omitempty"`
+	ReadSpans []*KeySpan `protobuf:"bytes,9,rep,name=read_spans,json=readSpans,proto3" json:"read_spans,omitempty"`
+	// HEARTBEAT: refresh the record only; a missing one stays missing and
+	// the command fails (log version 14). The coordinator's heartbeats after
+	// the one that creates the record set it, so that one applied after the
+	// record's removal cannot make it again.
+	Refresh       bool `protobuf:"varint,10,opt,name=refresh,proto3" json:"refresh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1739,6 +1745,13 @@ func (x *TxnCommand) GetReadSpans() []*KeySpan {
 		return x.ReadSpans
 	}
 	return nil
+}
+
+func (x *TxnCommand) GetRefresh() bool {
+	if x != nil {
+		return x.Refresh
+	}
+	return false
 }
 
 type MergeCommand struct {
@@ -1917,7 +1930,7 @@ const file_storage_proto_rawDesc = "" +
 	"\x03txn\x18\x01 \x01(\v2\x0e.tidekv.TxnRefR\x03txn\x12)\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x11.tidekv.TxnStatusR\x06status\x12?\n" +
 	"\x10commit_timestamp\x18\x03 \x01(\v2\x14.tidekv.LogTimestampR\x0fcommitTimestamp\x120\n" +
-	"\x14heartbeat_wall_nanos\x18\x04 \x01(\x03R\x12heartbeatWallNanos\"\x86\x04\n" +
+	"\x14heartbeat_wall_nanos\x18\x04 \x01(\x03R\x12heartbeatWallNanos\"\xa0\x04\n" +
 	"\n" +
 	"TxnCommand\x12%\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x15.tidekv.TxnCommand.OpR\x02op\x12 \n" +
@@ -1929,7 +1942,9 @@ const file_storage_proto_rawDesc = "" +
 	"\x04keys\x18\a \x03(\fR\x04keys\x12;\n" +
 	"\x0eread_timestamp\x18\b \x01(\v2\x14.tidekv.LogTimestampR\rreadTimestamp\x12.\n" +
 	"\n" +
-	"read_spans\x18\t \x03(\v2\x0f.tidekv.KeySpanR\treadSpans\"u\n" +
+	"read_spans\x18\t \x03(\v2\x0f.tidekv.KeySpanR\treadSpans\x12\x18\n" +
+	"\arefresh\x18\n" +
+	" \x01(\bR\arefresh\"u\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rWRITE_INTENTS\x10\x01\x12\r\n" +

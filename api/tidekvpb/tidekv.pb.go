@@ -7938,8 +7938,11 @@ type TxnRecordRequest struct {
 	// TXN_COMMIT: the commit timestamp. TXN_PUSH: the expiry.
 	CommitTimestamp *Timestamp `protobuf:"bytes,3,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
 	ExpiryMs        uint32     `protobuf:"varint,4,opt,name=expiry_ms,json=expiryMs,proto3" json:"expiry_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// TXN_HEARTBEAT: refresh an existing record, never create one (a node
+	// whose cluster is below log version 14 creates it as before).
+	Refresh       bool `protobuf:"varint,5,opt,name=refresh,proto3" json:"refresh,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnRecordRequest) Reset() {
@@ -7998,6 +8001,13 @@ func (x *TxnRecordRequest) GetExpiryMs() uint32 {
 		return x.ExpiryMs
 	}
 	return 0
+}
+
+func (x *TxnRecordRequest) GetRefresh() bool {
+	if x != nil {
+		return x.Refresh
+	}
+	return false
 }
 
 type TxnRecordResponse struct {
@@ -9840,12 +9850,13 @@ const file_tidekv_proto_rawDesc = "" +
 	"\x03ops\x18\x03 \x03(\v2\x0f.tidekv.WriteOpR\x03ops\"H\n" +
 	"\x14WriteIntentsResponse\x120\n" +
 	"\n" +
-	"written_at\x18\x01 \x01(\v2\x11.tidekv.TimestampR\twrittenAt\"\xb4\x01\n" +
+	"written_at\x18\x01 \x01(\v2\x11.tidekv.TimestampR\twrittenAt\"\xce\x01\n" +
 	"\x10TxnRecordRequest\x12 \n" +
 	"\x03txn\x18\x01 \x01(\v2\x0e.tidekv.TxnKeyR\x03txn\x12#\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x13.tidekv.TxnRecordOpR\x02op\x12<\n" +
 	"\x10commit_timestamp\x18\x03 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\x12\x1b\n" +
-	"\texpiry_ms\x18\x04 \x01(\rR\bexpiryMs\"|\n" +
+	"\texpiry_ms\x18\x04 \x01(\rR\bexpiryMs\x12\x18\n" +
+	"\arefresh\x18\x05 \x01(\bR\arefresh\"|\n" +
 	"\x11TxnRecordResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x11.tidekv.TxnStatusR\x06status\x12<\n" +
 	"\x10commit_timestamp\x18\x02 \x01(\v2\x11.tidekv.TimestampR\x0fcommitTimestamp\"\xa3\x01\n" +

@@ -129,7 +129,7 @@ func (a *API) TxnRecord(ctx context.Context, req *tidekvpb.TxnRecordRequest, o O
 		var err error
 		switch req.GetOp() {
 		case tidekvpb.TxnRecordOp_TXN_HEARTBEAT:
-			rec, err = r.HeartbeatTxn(ctx, ref)
+			rec, err = r.HeartbeatTxn(ctx, ref, req.GetRefresh())
 		case tidekvpb.TxnRecordOp_TXN_COMMIT:
 			rec, err = r.EndTxn(ctx, ref, tidekvpb.TxnStatus_TXN_COMMITTED, req.GetCommitTimestamp().HLC())
 		case tidekvpb.TxnRecordOp_TXN_ABORT:

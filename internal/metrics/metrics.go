@@ -53,6 +53,9 @@ type Set struct {
 	// txnRefreshes counts two-phase commits that refreshed their reads
 	// (their writes were pushed above their read timestamp).
 	TxnRefreshes prometheus.Counter
+	// TxnRecordsLeft counts final transaction records this node's
+	// coordinator did not remove, by why (internal/txn).
+	TxnRecordsLeft *prometheus.CounterVec
 	// loginFailures counts refused password logins (gRPC and Redis), by
 	// whether the password was wrong or the login came during a back-off.
 	LoginFailures *prometheus.CounterVec
@@ -141,13 +144,16 @@ func New() *Set {
 	m.TxnRefreshes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tidekv_txn_refreshes_total", Help: "Two-phase commits this node coordinated whose writes were pushed above their read timestamp (by another's read, or a closed timestamp), so that their reads were checked again up to the commit timestamp.",
 	})
+	m.TxnRecordsLeft = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidekv_txn_records_left_total", Help: "Final transaction records this node coordinated that stay in the store, a few bytes each, by why: creation_unsure (an aborted transaction whose record-creating heartbeat got no answer: removing the record would let that heartbeat make it again, pending, for good) or forget_failed (the removal failed).",
+	}, []string{"why"})
 	m.LoginFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidekv_login_failures_total", Help: "Refused password logins (gRPC, Redis and HTTP): result wrong (a wrong user name or password), backoff (refused unchecked: too many failures of the user or from the address) or busy (refused unchecked: the node's derivation budget for logins not yet verified was spent).",
 	}, []string{"result"})
 	m.TxnUncertainRestarts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tidekv_txn_uncertain_reads_total", Help: "Reads of transactions this node coordinated that found a committed version above their read timestamp within the maximum clock offset (the uncertainty window), so that the read timestamp was raised above it and the earlier reads refreshed.",
 	})
-	m.Reg.MustRegister(m.LoginFailures, m.TxnCommits, m.TxnRefreshes, m.TxnUncertainRestarts, m.requests, m.latency, m.queueDelay, m.StreamMessages, m.StreamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.SplitWaits,
+	m.Reg.MustRegister(m.LoginFailures, m.TxnCommits, m.TxnRefreshes, m.TxnRecordsLeft, m.TxnUncertainRestarts, m.requests, m.latency, m.queueDelay, m.StreamMessages, m.StreamRequests, m.redisCommands, m.redisLatency, m.rangeQPS, m.imbalance, m.SplitWaits,
 		m.keyspaceRequests, m.KeyspaceBytes, m.KeyspaceRanges, m.KeyspacePrelaunch, m.KeyspaceFullest, m.KeyspaceEvictions, m.KeyspaceHits, m.KeyspaceMisses, m.KeyspaceKeys, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m.latencyOnly = prometheus.NewRegistry()
 	m.latencyOnly.MustRegister(m.latency)

@@ -97,8 +97,14 @@ const (
 	// keeps them; below 13 the front end writes sets and sorted sets as
 	// a binary at 12 does.
 	LogVersionSetPositions uint32 = 13
+	// LogVersionHeartbeatRefresh: a HEARTBEAT may only refresh a record
+	// (TxnCommand.refresh), failing where the record is missing. A binary
+	// at 13 would ignore the field and create the record PENDING where
+	// the others left it missing: the record of a transaction cleaned up
+	// already, which nothing would ever remove.
+	LogVersionHeartbeatRefresh uint32 = 14
 	// LatestLogVersion is the newest version this binary applies.
-	LatestLogVersion = LogVersionSetPositions
+	LatestLogVersion = LogVersionHeartbeatRefresh
 )
 
 // ErrLogVersion: a request needs a log version the cluster has not reached

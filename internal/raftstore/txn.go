@@ -152,8 +152,14 @@ func (r *Replica) WriteIntents(ctx context.Context, txn *tidekvpb.TxnRef, writeT
 
 // HeartbeatTxn creates txn's record PENDING or refreshes its heartbeat;
 // the record it returns may say the transaction was aborted meanwhile.
-func (r *Replica) HeartbeatTxn(ctx context.Context, txn *tidekvpb.TxnRef) (*tidekvpb.TxnRecord, error) {
-	return r.proposeRecord(ctx, &tidekvpb.TxnCommand{Op: tidekvpb.TxnCommand_HEARTBEAT, Txn: txn})
+// With refresh it never creates the record: a missing one answers
+// *TxnStatusError (not found). A heartbeat that times out may still apply
+// later, after the transaction ended and its record was removed (FORGET);
+// only a refreshing one then leaves nothing behind. Below log version 14
+// refresh is dropped (some replica would ignore it), as before it existed.
+func (r *Replica) HeartbeatTxn(ctx context.Context, txn *tidekvpb.TxnRef, refresh bool) (*tidekvpb.TxnRecord, error) {
+	refresh = refresh && r.store.LogVersion() >= LogVersionHeartbeatRefresh
+	return r.proposeRecord(ctx, &tidekvpb.TxnCommand{Op: tidekvpb.TxnCommand_HEARTBEAT, Txn: txn, Refresh: refresh})
 }
 
 // EndTxn sets txn's record to status: COMMITTED at commitTS, or ABORTED.

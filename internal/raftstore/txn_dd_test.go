@@ -167,7 +167,7 @@ func (d *ddDriver) txnRecordOp(t *testing.T, td *datadriven.TestData) string {
 		var err error
 		switch td.Cmd {
 		case "txn-heartbeat":
-			rec, err = r.HeartbeatTxn(ctx, ref)
+			rec, err = r.HeartbeatTxn(ctx, ref, td.HasArg("refresh"))
 		case "txn-end":
 			var commitTS hlc.Timestamp
 			st := txnStatus(t, td)

@@ -25,7 +25,7 @@ func TestTransactionsNeedLogVersion7(t *testing.T) {
 	if !errors.Is(err, ErrLogVersion) || !strings.Contains(err.Error(), "a transaction needs log version 7") {
 		t.Fatalf("intents at version 6: %v", err)
 	}
-	if _, err := r.HeartbeatTxn(ctx, ref); !errors.Is(err, ErrLogVersion) {
+	if _, err := r.HeartbeatTxn(ctx, ref, false); !errors.Is(err, ErrLogVersion) {
 		t.Fatalf("heartbeat at version 6: %v", err)
 	}
 	if err := r.ResolveIntents(ctx, ref, [][]byte{[]byte("a")}, tidekvpb.TxnStatus_TXN_ABORTED, hlc.Timestamp{}); !errors.Is(err, ErrLogVersion) {
@@ -33,6 +33,33 @@ func TestTransactionsNeedLogVersion7(t *testing.T) {
 	}
 	if v, ok, err := r.Get(ctx, []byte("a"), ReadOptions{}); err != nil || ok {
 		t.Fatalf("after refusals a = %q, %v, %v; want nothing written", v, ok, err)
+	}
+}
+
+// Below log version 14 a refreshing heartbeat is proposed as a creating
+// one (a replica at 13 would ignore the field and create the record where
+// the others would not); from 14 it leaves a missing record missing.
+func TestHeartbeatRefreshNeedsLogVersion14(t *testing.T) {
+	tc := newTestCluster(t, 1, func(c *Config) { c.InitialLogVersion = LogVersionSetPositions })
+	tc.migrate(t, testRangeID)
+	r := tc.leader(testRangeID)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	old := &tidekvpb.TxnRef{Id: []byte("T13"), Anchor: []byte("a")}
+	if rec, err := r.HeartbeatTxn(ctx, old, true); err != nil || rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
+		t.Fatalf("refresh of a missing record at version 13 = %v, %v; want it created PENDING, as a binary at 13 does", rec, err)
+	}
+	if err := r.store.RaiseLogVersion(LogVersionHeartbeatRefresh); err != nil {
+		t.Fatal(err)
+	}
+	missing := &tidekvpb.TxnRef{Id: []byte("T14"), Anchor: []byte("a")}
+	var se *TxnStatusError
+	if _, err := r.HeartbeatTxn(ctx, missing, true); !errors.As(err, &se) || se.Found {
+		t.Fatalf("refresh of a missing record at version 14: %v; want no record", err)
+	}
+	recs, err := r.TxnRecords()
+	if err != nil || recs[tidekvpb.TxnStatus_TXN_PENDING] != 1 {
+		t.Fatalf("records %v, %v; want only T13's, PENDING", recs, err)
 	}
 }
 
@@ -58,6 +85,7 @@ func TestRecordTransitions(t *testing.T) {
 		}
 		return c
 	}
+	refresh := &tidekvpb.TxnCommand{Op: tidekvpb.TxnCommand_HEARTBEAT, Txn: ref, Refresh: true}
 	for _, tc := range []struct {
 		name  string
 		rec   *tidekvpb.TxnRecord // nil: absent
@@ -70,6 +98,9 @@ func TestRecordTransitions(t *testing.T) {
 		{"heartbeat refreshes", pending, op(tidekvpb.TxnCommand_HEARTBEAT), 200, "TXN_PENDING", 200},
 		{"heartbeat never goes back", pending, op(tidekvpb.TxnCommand_HEARTBEAT), 50, "TXN_PENDING", 100},
 		{"heartbeat of an aborted one", aborted, op(tidekvpb.TxnCommand_HEARTBEAT), 200, "unchanged", 0},
+		{"refresh of a live one", pending, refresh, 200, "TXN_PENDING", 200},
+		{"refresh of an aborted one", aborted, refresh, 200, "unchanged", 0},
+		{"refresh of a missing one", nil, refresh, 200, "error: transaction 54 has no record at \"a\": it never started or was cleaned up", 0},
 		{"push of a live one", pending, push(50), 150, "unchanged", 0},
 		{"push at exactly the expiry", pending, push(50), 150, "unchanged", 0},
 		{"push of an expired one", pending, push(50), 151, "TXN_ABORTED", 100},

@@ -258,6 +258,9 @@ func recordTransition(rec *tidekvpb.TxnRecord, found bool, c *tidekvpb.TxnComman
 		if final {
 			return nil, nil // the coordinator learns the status from the answer
 		}
+		if !found && c.GetRefresh() {
+			return nil, &TxnStatusError{Txn: c.GetTxn()}
+		}
 		next.HeartbeatWallNanos = max(next.GetHeartbeatWallNanos(), ts.WallTime)
 		return next, nil
 	case tidekvpb.TxnCommand_PUSH:

@@ -23,7 +23,7 @@ func TestTxnStepsBeyondMaxOffsetRefused(t *testing.T) {
 	if _, err := r.WriteIntents(ctx, ref, from, []*tidekvpb.WriteOp{{Key: []byte("k"), Value: []byte("v")}}); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := r.HeartbeatTxn(ctx, ref); err != nil || rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
+	if rec, err := r.HeartbeatTxn(ctx, ref, false); err != nil || rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
 		t.Fatalf("record: %v, %v", rec, err)
 	}
 	maxOffset := r.store.hlc.MaxOffset()
@@ -50,7 +50,7 @@ func TestTxnStepsBeyondMaxOffsetRefused(t *testing.T) {
 	if now := r.store.hlc.Now(); !now.Less(hlc.Timestamp{WallTime: from.WallTime + int64(time.Millisecond)}) {
 		t.Errorf("the store's clock moved to %s after the refusals (from %s)", now, from)
 	}
-	if rec, err := r.HeartbeatTxn(ctx, ref); err != nil || rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
+	if rec, err := r.HeartbeatTxn(ctx, ref, false); err != nil || rec.GetStatus() != tidekvpb.TxnStatus_TXN_PENDING {
 		t.Errorf("record after the refusals: %v, %v; want it pending", rec, err)
 	}
 	if _, _, err := r.Get(ctx, []byte("k"), ReadOptions{Timestamp: r.store.hlc.Now(), Txn: []byte("U")}); !errors.As(err, new(*IntentError)) {

@@ -374,7 +374,7 @@ func TestVersionBoundReestablishedByGC(t *testing.T) {
 	// and is no version: the scan passes over it.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := tc.leader(testRangeID).HeartbeatTxn(ctx, &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("k")}); err != nil {
+	if _, err := tc.leader(testRangeID).HeartbeatTxn(ctx, &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("k")}, false); err != nil {
 		t.Fatal(err)
 	}
 	tc.checkVersionBounds(t)

@@ -166,7 +166,7 @@ func TestRedisLayoutsFollowLogVersion(t *testing.T) {
 	}
 
 	tc.restartOnNewBinary(ctx, t, 0)
-	tc.waitLogVersion(t, raftstore.LogVersionSetPositions)
+	tc.waitLogVersion(t, raftstore.LatestLogVersion) // 13 and beyond: the layouts below come with 13
 	for i := range tc.nodes {
 		r := redisAt(i)
 		k, z, n := fmt.Sprintf("s%d", i), fmt.Sprintf("z%d", i), fmt.Sprintf("n%d", i)

@@ -85,7 +85,7 @@ func (s *Server) newCoordinator() *txn.Coordinator {
 			}},
 		Config: s.cfg.Txn, MaxBatchKeys: s.cfg.Limits.MaxBatchKeys, MaxScanLimit: s.cfg.Limits.MaxScanLimit,
 		ClientClock: s.cfg.Raft.TestingBreaks.ClientClock, SkipRefresh: s.cfg.Raft.TestingBreaks.SkipRefresh,
-		Metrics: txn.Metrics{Commits: s.metrics.TxnCommits, Refreshes: s.metrics.TxnRefreshes, UncertainRestarts: s.metrics.TxnUncertainRestarts},
+		Metrics: txn.Metrics{Commits: s.metrics.TxnCommits, Refreshes: s.metrics.TxnRefreshes, UncertainRestarts: s.metrics.TxnUncertainRestarts, RecordsLeft: s.metrics.TxnRecordsLeft},
 		Stopped: s.bg.Stopped(),
 	})
 }

@@ -98,8 +98,9 @@ func (c *Coordinator) commitTwoPhases(ctx context.Context, t *openTxn) (hlc.Time
 	// the intents: writing MaxKeys of them, MaxBatchKeys a request, can take
 	// a slow node longer than the expiry, and a reader meeting one would
 	// abort the transaction as abandoned. A record not created PENDING is
-	// never heartbeaten: a heartbeat creates a missing record, and one
-	// found final is the transaction's end.
+	// never heartbeaten: one found final is the transaction's end, and
+	// below log version 14 a heartbeat creates a missing record. This one
+	// creates it; the loop's only refresh it (heartbeat).
 	var rec *tidekvpb.TxnRecordResponse
 	var recErr error
 	created := make(chan struct{})
@@ -110,6 +111,7 @@ func (c *Coordinator) commitTwoPhases(ctx context.Context, t *openTxn) (hlc.Time
 		defer close(beating)
 		defer stopTicks()
 		rec, recErr = c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
+		t.creationUnsure.Store(recErr != nil)
 		pending := recErr == nil && rec.GetStatus() == tidekvpb.TxnStatus_TXN_PENDING
 		close(created)
 		if pending {
@@ -178,6 +180,7 @@ func (c *Coordinator) forgetRecord(key *tidekvpb.TxnKey, beating <-chan struct{}
 	defer cancel()
 	if _, err := c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: key, Op: tidekvpb.TxnRecordOp_TXN_FORGET}); err != nil {
 		log.Printf("transaction %x: removing its record: %v (it stays)", key.GetId(), err)
+		c.deps.Metrics.RecordsLeft.WithLabelValues("forget_failed").Inc()
 	}
 }
 

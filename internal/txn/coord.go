@@ -73,6 +73,9 @@ type Metrics struct {
 	Commits           *prometheus.CounterVec
 	Refreshes         prometheus.Counter
 	UncertainRestarts prometheus.Counter
+	// RecordsLeft counts final records not removed, by why
+	// ("creation_unsure", "forget_failed"): their bytes stay.
+	RecordsLeft *prometheus.CounterVec
 }
 
 // openTxn is one open transaction. mu orders its operations; fail is set
@@ -105,8 +108,11 @@ type openTxn struct {
 	// two-phase commit began): a heartbeat landing after the record is
 	// removed would make it again.
 	beating chan struct{}
-	timer   *time.Timer
-	fail    atomic.Pointer[error]
+	// creationUnsure: the heartbeat that creates the record got no
+	// answer, so it may still apply, after anything the coordinator does.
+	creationUnsure atomic.Bool
+	timer          *time.Timer
+	fail           atomic.Pointer[error]
 }
 
 // New returns a coordinator with no open transaction.
@@ -452,6 +458,8 @@ func (c *Coordinator) checkLimits(t *openTxn, ops []*tidekvpb.WriteOp) error {
 // heartbeat keeps t's record alive, a heartbeat on each of ticks, until t
 // ends or the node stops. A record found aborted (pushed after a missed
 // heartbeat) stops t and the loop: a final record is left as it is.
+// These heartbeats only refresh the record: one that timed out may apply
+// after t ended and forgetRecord removed it, and must not make it again.
 func (c *Coordinator) heartbeat(t *openTxn, ticks <-chan time.Time) {
 	for {
 		select {
@@ -462,7 +470,7 @@ func (c *Coordinator) heartbeat(t *openTxn, ticks <-chan time.Time) {
 		case <-ticks:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.deps.Config.HeartbeatInterval)
-		rec, err := c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
+		rec, err := c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT, Refresh: true})
 		cancel()
 		if err == nil && rec.GetStatus() == tidekvpb.TxnStatus_TXN_ABORTED {
 			t.stop(&retryError{fmt.Sprintf("transaction %x was aborted by another transaction (a heartbeat came later than the expiry of %v)", t.key.GetId(), c.deps.Config.Expiry)})
@@ -513,6 +521,13 @@ func (c *Coordinator) abort(t *openTxn, why string) {
 	}
 	if err := c.resolve(ctx, t.key, t.writtenKeys(), false, hlc.Timestamp{}); err != nil {
 		log.Printf("transaction %x: removing intents: %v (they are cleaned by whoever meets them)", t.key.GetId(), err)
+		return
+	}
+	if t.creationUnsure.Load() {
+		// Removed, the record would be made again, PENDING and for good,
+		// by the creating heartbeat if it applied now; ABORTED, it stops
+		// that heartbeat.
+		c.deps.Metrics.RecordsLeft.WithLabelValues("creation_unsure").Inc()
 		return
 	}
 	go c.forgetRecord(t.key, t.beating)

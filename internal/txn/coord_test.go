@@ -137,7 +137,8 @@ func newTestCoordinator(t *testing.T, send Sender) *Coordinator {
 		Config:       DefaultConfig(),
 		MaxBatchKeys: 100,
 		Metrics: Metrics{Commits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "commits"}, []string{"path"}),
-			Refreshes: prometheus.NewCounter(prometheus.CounterOpts{Name: "refreshes"}), UncertainRestarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "restarts"})},
+			Refreshes: prometheus.NewCounter(prometheus.CounterOpts{Name: "refreshes"}), UncertainRestarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "restarts"}),
+			RecordsLeft: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "left"}, []string{"why"})},
 		Stopped: stopped,
 	})
 }

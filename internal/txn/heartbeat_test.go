@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidekv/tidekv/api/hlc"
 	"github.com/tidekv/tidekv/api/tidekvpb"
 	"github.com/tidekv/tidekv/internal/raftstore"
@@ -21,8 +22,8 @@ import (
 
 // recordSender is a fakeSender that keeps one transaction record by the
 // rules of a range (raftstore's recordTransition): a heartbeat creates a
-// missing record PENDING or refreshes a PENDING one and leaves a final one
-// as it is; a push aborts a missing record or one whose last heartbeat is
+// missing record PENDING (a refreshing one fails there instead) or
+// refreshes a PENDING one and leaves a final one as it is; a push aborts a missing record or one whose last heartbeat is
 // more than the expiry old; a commit or an abort of a final record of the
 // other status is refused. Its time moves only by advance, and the
 // coordinator's heartbeat loops (Deps.Ticker) tick only by tick. Each
@@ -38,11 +39,15 @@ type recordSender struct {
 	// forgotten: the record was removed (a heartbeat after it would make
 	// it again).
 	forgotten bool
-	// heartbeats counts them; late those that found the record final.
-	heartbeats, late int
-	tickers          map[*fakeTicker]bool // the live heartbeat loops'
-	intentWrites     int
-	onIntents        func(n int) // before the n-th intent write (from 1)
+	// heartbeats counts them; late those that found the record final;
+	// creating those that could have created it (not refreshing).
+	heartbeats, late, creating int
+	// loseCreation: the first heartbeat is answered with an error and
+	// applied only when the test calls applyLostCreation.
+	loseCreation bool
+	tickers      map[*fakeTicker]bool // the live heartbeat loops'
+	intentWrites int
+	onIntents    func(n int) // before the n-th intent write (from 1)
 }
 
 type fakeRecord struct {
@@ -110,6 +115,13 @@ func (rs *recordSender) waitFor(cond func() bool) {
 	}
 }
 
+// applyLostCreation applies the creating heartbeat loseCreation held back.
+func (rs *recordSender) applyLostCreation(ctx context.Context) {
+	if _, err := rs.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: rs.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT}); err != nil {
+		rs.t.Errorf("the lost creation, applied late: %v", err)
+	}
+}
+
 func (rs *recordSender) advance(d time.Duration) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -166,8 +178,17 @@ func (rs *recordSender) TxnRecord(ctx context.Context, req *tidekvpb.TxnRecordRe
 	final := r != nil && r.status != tidekvpb.TxnStatus_TXN_PENDING
 	switch req.GetOp() {
 	case tidekvpb.TxnRecordOp_TXN_HEARTBEAT:
+		if rs.loseCreation && rs.heartbeats == 0 {
+			rs.loseCreation = false
+			return nil, errors.New("the heartbeat's deadline passed (it may apply later)")
+		}
 		rs.heartbeats++
+		if !req.GetRefresh() {
+			rs.creating++
+		}
 		switch {
+		case r == nil && req.GetRefresh():
+			return nil, Mark(errors.New("no record"), ErrRetry)
 		case r == nil:
 			if rs.forgotten {
 				rs.t.Errorf("a heartbeat at %v made the record again after it was removed", rs.now)
@@ -235,6 +256,37 @@ func TestSlowIntentsKeepTheirRecordAlive(t *testing.T) {
 	rs.waitFor(func() bool { return rs.forgotten })
 	if rs.late != 0 {
 		t.Errorf("%d heartbeats found the record final", rs.late)
+	}
+	// Only the first could make the record: a later one that timed out
+	// and applied after the removal must not make it again.
+	if rs.creating != 1 {
+		t.Errorf("%d of %d heartbeats could create the record; want only the first", rs.creating, rs.heartbeats)
+	}
+}
+
+// A transaction whose record-creating heartbeat got no answer (its
+// deadline passed; it may still apply) is aborted, and its record left
+// ABORTED instead of removed: the heartbeat, applied after a removal,
+// would make the record again, PENDING, and nothing would remove it.
+func TestUnansweredCreationLeavesTheRecordAborted(t *testing.T) {
+	rs, c, stopped := newRecordCoordinator(t)
+	defer close(stopped)
+	rs.loseCreation = true
+	writeKeys(t, c, "T", 2*c.deps.MaxBatchKeys)
+	if _, err := c.End(context.Background(), meta("T"), true); err == nil {
+		t.Fatal("commit after the record's creation failed: no error")
+	}
+	if got := testutil.ToFloat64(c.deps.Metrics.RecordsLeft.WithLabelValues("creation_unsure")); got != 1 {
+		t.Errorf("records left for an unsure creation: %v, want 1", got)
+	}
+	rs.applyLostCreation(context.Background())
+	if st := rs.status(); st != "TXN_ABORTED" {
+		t.Errorf("after the lost creation applied, the record is %s; want ABORTED", st)
+	}
+	rs.fakeSender.mu.Lock()
+	defer rs.fakeSender.mu.Unlock()
+	if slices.Contains(rs.calls, "record TXN_FORGET") || !slices.Contains(rs.calls, "record TXN_ABORT") {
+		t.Errorf("calls %q: want the record aborted and not removed", rs.calls)
 	}
 }
 
