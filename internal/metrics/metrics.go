@@ -145,7 +145,7 @@ func New() *Set {
 		Name: "tidekv_txn_refreshes_total", Help: "Two-phase commits this node coordinated whose writes were pushed above their read timestamp (by another's read, or a closed timestamp), so that their reads were checked again up to the commit timestamp.",
 	})
 	m.TxnRecordsLeft = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tidekv_txn_records_left_total", Help: "Final transaction records this node coordinated that stay in the store, a few bytes each, by why: creation_unsure (an aborted transaction whose record-creating heartbeat got no answer: removing the record would let that heartbeat make it again, pending, for good) or forget_failed (the removal failed).",
+		Name: "tidekv_txn_records_left_total", Help: "Transaction records this node's coordinator chose not to remove, or failed to, a few bytes each, by why: creation_unsure (an aborted transaction whose record-creating heartbeat got no answer: removing the record would let that heartbeat make it again, pending, for good) or forget_failed (the removal failed or its answer was lost). Records left when an abort or a resolution fails are not counted: whoever meets their intents ends them.",
 	}, []string{"why"})
 	m.LoginFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidekv_login_failures_total", Help: "Refused password logins (gRPC, Redis and HTTP): result wrong (a wrong user name or password), backoff (refused unchecked: too many failures of the user or from the address) or busy (refused unchecked: the node's derivation budget for logins not yet verified was spent).",

@@ -401,6 +401,13 @@ func (r *Replica) proposeLatched(ctx context.Context, cmd *tidekvpb.RaftCommand,
 	if !r.isLeader.Load() {
 		return p.refuse(r.notLeader())
 	}
+	if err := ctx.Err(); err != nil {
+		// Its caller gave up (an attempt's deadline passed and it may have
+		// tried again): proposed now, nobody would hear the answer, and it
+		// could apply after what the caller did next, such as a heartbeat
+		// after its transaction's record was removed.
+		return p.refuse(err)
+	}
 	if r.lost.Load() && cmd.GetResetLost() == nil {
 		// Its answers would come from data it no longer has.
 		return p.refuse(&DataLostError{RangeID: r.rangeID})

@@ -63,6 +63,26 @@ func TestHeartbeatRefreshNeedsLogVersion14(t *testing.T) {
 	}
 }
 
+// A request whose caller has given up is not proposed: a creating
+// heartbeat whose attempt timed out, retried and answered, must not apply
+// after the transaction ended and its record was removed.
+func TestGivenUpHeartbeatIsNotProposed(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	tc.migrate(t, testRangeID)
+	r := tc.leader(testRangeID)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ref := &tidekvpb.TxnRef{Id: []byte("T"), Anchor: []byte("a")}
+	if _, err := r.HeartbeatTxn(ctx, ref, false); !errors.Is(err, context.Canceled) {
+		t.Fatalf("heartbeat with its context done: %v, want it refused (context canceled)", err)
+	}
+	// A later write applies after anything the refused one could have.
+	tc.put("b", "1")
+	if recs, err := r.TxnRecords(); err != nil || len(recs) != 0 {
+		t.Fatalf("records %v, %v; want none", recs, err)
+	}
+}
+
 // The record's rules, step by step: what each operation makes of a record
 // at a given "now" (the command's timestamp).
 func TestRecordTransitions(t *testing.T) {

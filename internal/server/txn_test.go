@@ -415,3 +415,53 @@ func TestTxnRefusedBelowLogVersion7(t *testing.T) {
 		t.Fatalf("k = %q, %v after the refused transaction", v, err)
 	}
 }
+
+// A refreshing heartbeat over the API never makes a missing record, on
+// every replica, once the cluster is at log version 14; a cluster whose
+// binaries stop at 13 makes it, as a binary at 13 would (the field is not
+// proposed there).
+func TestRefreshingHeartbeatMakesNoRecord(t *testing.T) {
+	for _, tt := range []struct {
+		version uint32
+		want    int // PENDING records after the refresh
+	}{{raftstore.LogVersionHeartbeatRefresh, 0}, {raftstore.LogVersionHeartbeatRefresh - 1, 1}} {
+		t.Run(fmt.Sprintf("log version %d", tt.version), func(t *testing.T) {
+			tc := startClusterWith(t, 3, func(c *Config) { c.Raft.MaxLogVersion = tt.version })
+			c := tc.client()
+			tc.waitReplicated(c, 3)
+			tc.waitLogVersion(t, tt.version)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := c.Put(ctx, []byte("k"), []byte("v")); err != nil { // the range's layout is versioned from here
+				t.Fatal(err)
+			}
+			ghost := &tidekvpb.TxnKey{Id: []byte("ended-and-forgotten"), Anchor: []byte("k")}
+			_, err := c.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: ghost, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT, Refresh: true})
+			if (err == nil) != (tt.want == 1) {
+				t.Fatalf("refresh of a missing record: %v", err)
+			}
+			// Every replica applies what the leaseholder has applied (the
+			// refresh among it) before its records are counted.
+			var applied uint64
+			for _, s := range tc.nodes {
+				if r := s.Store().LookupKey([]byte("k")); r.IsLeader() {
+					applied = r.Status().Applied
+				}
+			}
+			eventually(t, 10*time.Second, "every replica applied the refresh", func() error {
+				for _, s := range tc.nodes {
+					if got := s.Store().LookupKey([]byte("k")).Status().Applied; got < applied {
+						return fmt.Errorf("node %s applied %d of %d", s.Addr(), got, applied)
+					}
+				}
+				return nil
+			})
+			for _, s := range tc.nodes {
+				n, err := s.Store().LookupKey([]byte("k")).TxnRecords()
+				if err != nil || n[tidekvpb.TxnStatus_TXN_PENDING] != tt.want {
+					t.Errorf("node %s: records %v (%v), want %d PENDING", s.Addr(), n, err, tt.want)
+				}
+			}
+		})
+	}
+}

@@ -111,6 +111,8 @@ func (c *Coordinator) commitTwoPhases(ctx context.Context, t *openTxn) (hlc.Time
 		defer close(beating)
 		defer stopTicks()
 		rec, recErr = c.deps.Send.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: t.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT})
+		// Any error: the client retries the heartbeat, so an earlier
+		// attempt may still apply whatever the last one answered.
 		t.creationUnsure.Store(recErr != nil)
 		pending := recErr == nil && rec.GetStatus() == tidekvpb.TxnStatus_TXN_PENDING
 		close(created)

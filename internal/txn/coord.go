@@ -73,8 +73,8 @@ type Metrics struct {
 	Commits           *prometheus.CounterVec
 	Refreshes         prometheus.Counter
 	UncertainRestarts prometheus.Counter
-	// RecordsLeft counts final records not removed, by why
-	// ("creation_unsure", "forget_failed"): their bytes stay.
+	// RecordsLeft counts records the coordinator chose not to remove or
+	// failed to, by why ("creation_unsure", "forget_failed").
 	RecordsLeft *prometheus.CounterVec
 }
 

@@ -23,9 +23,9 @@ import (
 // recordSender is a fakeSender that keeps one transaction record by the
 // rules of a range (raftstore's recordTransition): a heartbeat creates a
 // missing record PENDING (a refreshing one fails there instead) or
-// refreshes a PENDING one and leaves a final one as it is; a push aborts a missing record or one whose last heartbeat is
-// more than the expiry old; a commit or an abort of a final record of the
-// other status is refused. Its time moves only by advance, and the
+// refreshes a PENDING one and leaves a final one as it is; a push aborts a
+// missing record or one whose last heartbeat is more than the expiry old;
+// a commit or an abort of a final record of the other status is refused. Its time moves only by advance, and the
 // coordinator's heartbeat loops (Deps.Ticker) tick only by tick. Each
 // intent write runs onIntents first.
 type recordSender struct {
@@ -39,15 +39,16 @@ type recordSender struct {
 	// forgotten: the record was removed (a heartbeat after it would make
 	// it again).
 	forgotten bool
-	// heartbeats counts them; late those that found the record final;
-	// creating those that could have created it (not refreshing).
-	heartbeats, late, creating int
+	// heartbeats counts them; late those that found the record final.
+	heartbeats, late int
 	// loseCreation: the first heartbeat is answered with an error and
-	// applied only when the test calls applyLostCreation.
-	loseCreation bool
-	tickers      map[*fakeTicker]bool // the live heartbeat loops'
-	intentWrites int
-	onIntents    func(n int) // before the n-th intent write (from 1)
+	// applied only when the test calls applyLost; holdNext: the next
+	// heartbeat after it likewise.
+	loseCreation, holdNext bool
+	lost                   *tidekvpb.TxnRecordRequest
+	tickers                map[*fakeTicker]bool // the live heartbeat loops'
+	intentWrites           int
+	onIntents              func(n int) // before the n-th intent write (from 1)
 }
 
 type fakeRecord struct {
@@ -115,11 +116,14 @@ func (rs *recordSender) waitFor(cond func() bool) {
 	}
 }
 
-// applyLostCreation applies the creating heartbeat loseCreation held back.
-func (rs *recordSender) applyLostCreation(ctx context.Context) {
-	if _, err := rs.TxnRecord(ctx, &tidekvpb.TxnRecordRequest{Txn: rs.key, Op: tidekvpb.TxnRecordOp_TXN_HEARTBEAT}); err != nil {
-		rs.t.Errorf("the lost creation, applied late: %v", err)
-	}
+// applyLost applies the heartbeat loseCreation or holdNext held back, and
+// returns its answer.
+func (rs *recordSender) applyLost(ctx context.Context) error {
+	rs.mu.Lock()
+	req := rs.lost
+	rs.mu.Unlock()
+	_, err := rs.TxnRecord(ctx, req)
+	return err
 }
 
 func (rs *recordSender) advance(d time.Duration) {
@@ -178,14 +182,12 @@ func (rs *recordSender) TxnRecord(ctx context.Context, req *tidekvpb.TxnRecordRe
 	final := r != nil && r.status != tidekvpb.TxnStatus_TXN_PENDING
 	switch req.GetOp() {
 	case tidekvpb.TxnRecordOp_TXN_HEARTBEAT:
-		if rs.loseCreation && rs.heartbeats == 0 {
-			rs.loseCreation = false
+		if (rs.loseCreation && rs.heartbeats == 0) || (rs.holdNext && rs.heartbeats > 0) {
+			rs.loseCreation, rs.holdNext, rs.lost = false, false, req
+			rs.heartbeats++
 			return nil, errors.New("the heartbeat's deadline passed (it may apply later)")
 		}
 		rs.heartbeats++
-		if !req.GetRefresh() {
-			rs.creating++
-		}
 		switch {
 		case r == nil && req.GetRefresh():
 			return nil, Mark(errors.New("no record"), ErrRetry)
@@ -257,10 +259,34 @@ func TestSlowIntentsKeepTheirRecordAlive(t *testing.T) {
 	if rs.late != 0 {
 		t.Errorf("%d heartbeats found the record final", rs.late)
 	}
-	// Only the first could make the record: a later one that timed out
-	// and applied after the removal must not make it again.
-	if rs.creating != 1 {
-		t.Errorf("%d of %d heartbeats could create the record; want only the first", rs.creating, rs.heartbeats)
+}
+
+// A heartbeat of the loop that timed out and applies only after the
+// transaction committed and its record was removed leaves nothing: only the
+// heartbeat that creates the record may create it (the fake's check of a
+// record made again after its removal).
+func TestLateHeartbeatDoesNotMakeTheRecordAgain(t *testing.T) {
+	rs, c, stopped := newRecordCoordinator(t)
+	defer close(stopped)
+	rs.onIntents = func(n int) {
+		if n == 1 {
+			rs.mu.Lock()
+			rs.holdNext = true
+			rs.mu.Unlock()
+			rs.advance(c.deps.Config.HeartbeatInterval)
+			rs.tick()
+		}
+	}
+	writeKeys(t, c, "T", 2*c.deps.MaxBatchKeys)
+	if _, err := c.End(context.Background(), meta("T"), true); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	rs.waitFor(func() bool { return rs.forgotten })
+	if err := rs.applyLost(context.Background()); err == nil {
+		t.Errorf("the held heartbeat, applied after the record's removal, succeeded; want it refused for want of a record")
+	}
+	if st := rs.status(); st != "none" {
+		t.Errorf("after the late heartbeat the record is %s; want none", st)
 	}
 }
 
@@ -279,7 +305,9 @@ func TestUnansweredCreationLeavesTheRecordAborted(t *testing.T) {
 	if got := testutil.ToFloat64(c.deps.Metrics.RecordsLeft.WithLabelValues("creation_unsure")); got != 1 {
 		t.Errorf("records left for an unsure creation: %v, want 1", got)
 	}
-	rs.applyLostCreation(context.Background())
+	if err := rs.applyLost(context.Background()); err != nil {
+		t.Errorf("the lost creation, applied late: %v", err)
+	}
 	if st := rs.status(); st != "TXN_ABORTED" {
 		t.Errorf("after the lost creation applied, the record is %s; want ABORTED", st)
 	}
