@@ -43,10 +43,15 @@ const (
 	v2 version = 2
 )
 
-// Reader reads one cgroup's CPU quota and throttling.
+// Reader reads one cgroup's CPU quota, throttling and usage.
 type Reader struct {
 	version version
 	dir     string
+	// acct is where the cgroup's v1 cpuacct.usage is: dir itself where
+	// cpuacct is mounted with cpu, the cgroup at the same path in a
+	// separate cpuacct hierarchy, "" where there is none (no usage is
+	// read). v2 reads usage from dir's cpu.stat and ignores it.
+	acct string
 }
 
 // Dir is the cgroup's directory.
@@ -64,10 +69,26 @@ type Stat struct {
 	// time its tasks then waited.
 	Periods, Throttled uint64
 	ThrottledTime      time.Duration
+	// Usage is the CPU time every task of the cgroup and of its children
+	// used since it was created (v2 cpu.stat usage_usec, v1
+	// cpuacct.usage); meaningful when UsageKnown, which it is not where
+	// the cgroup has no accounting at its path (UsageDir).
+	Usage      time.Duration
+	UsageKnown bool
 }
 
-// Read returns the cgroup's quota and throttling. A cgroup without a quota
-// (v2's root has no cpu.max) reads as CPUs 0.
+// UsageDir is the directory whose counter Read takes the cgroup's usage
+// from ("" when none).
+func (r Reader) UsageDir() string {
+	if r.version == v2 {
+		return r.dir
+	}
+	return r.acct
+}
+
+// Read returns the cgroup's quota, throttling and usage. A cgroup without
+// a quota (v2's root has no cpu.max) reads as CPUs 0; one without an
+// accounting cgroup, or whose counter is gone, as usage unknown.
 func (r Reader) Read() (Stat, error) {
 	var s Stat
 	var err error
@@ -87,9 +108,26 @@ func (r Reader) Read() (Stat, error) {
 	s.Periods, s.Throttled = st["nr_periods"], st["nr_throttled"]
 	if r.version == v2 {
 		s.ThrottledTime = time.Duration(st["throttled_usec"]) * time.Microsecond
-	} else {
-		s.ThrottledTime = time.Duration(st["throttled_time"]) // ns
+		us, ok := st["usage_usec"]
+		s.Usage, s.UsageKnown = time.Duration(us)*time.Microsecond, ok
+		return s, nil
 	}
+	s.ThrottledTime = time.Duration(st["throttled_time"]) // ns
+	if r.acct == "" {
+		return s, nil
+	}
+	b, err = os.ReadFile(filepath.Join(r.acct, "cpuacct.usage"))
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return Stat{}, fmt.Errorf("cgroup: %w", err)
+	}
+	ns, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return Stat{}, fmt.Errorf("cgroup: %s/cpuacct.usage: %w", r.acct, err)
+	}
+	s.Usage, s.UsageKnown = time.Duration(ns), true
 	return s, nil
 }
 
@@ -169,65 +207,149 @@ func live() system {
 }
 
 // Self returns a Reader for this process's own cpu cgroup.
-func Self() (Reader, error) { return find(live()) }
+func Self() (Reader, error) { return find(live(), "self") }
 
-// find locates this process's cgroup in the cpu controller's hierarchy,
-// preferring v2 where its cgroup lists the cpu controller.
-func find(sys system) (Reader, error) {
-	if sys.goos != "linux" {
-		return Reader{}, fmt.Errorf("cgroup: a node's CPU size needs Linux cgroups, and this is %s", sys.goos)
+// Of returns a Reader for process pid's cpu cgroup.
+func Of(pid int) (Reader, error) { return find(live(), strconv.Itoa(pid)) }
+
+// hierarchy is a mounted v1 cgroup hierarchy: where it is mounted, the
+// path within it of its mount's root, and whether it has cpuacct.
+type hierarchy struct {
+	point, root string
+	acct        bool
+}
+
+// dir is the directory of the cgroup at path in h.
+func (h hierarchy) dir(path string) string {
+	return filepath.Join(h.point, strings.TrimPrefix(path, h.root))
+}
+
+// path is the cgroup path of dir, a directory in h ("", false when it is
+// not in h).
+func (h hierarchy) path(dir string) (string, bool) {
+	rel, err := filepath.Rel(h.point, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
 	}
-	self, err := os.ReadFile(filepath.Join(sys.proc, "self", "cgroup"))
+	return filepath.Join(h.root, rel), true
+}
+
+// layout is what /proc/<pid>/cgroup and /proc/self/mountinfo say about a
+// process's cpu and cpuacct controllers.
+type layout struct {
+	v2Dir             string    // its v2 cgroup, when that lists the cpu controller
+	cpu, acct         hierarchy // v1 hierarchies with cpu and with cpuacct (point "" when none)
+	cpuPath, acctPath string    // its cgroups' paths in them
+}
+
+// twin is the cgroup at cpuDir's path in the cpuacct hierarchy: cpuDir
+// itself where cpuacct is mounted with cpu, "" where there is no cpuacct
+// hierarchy or cpuDir is not in the cpu one.
+func (l layout) twin(cpuDir string) string {
+	if l.cpu.acct {
+		return cpuDir
+	}
+	path, ok := l.cpu.path(cpuDir)
+	if !ok || l.acct.point == "" {
+		return ""
+	}
+	return l.acct.dir(path)
+}
+
+func readLayout(sys system, who string) (layout, error) {
+	if sys.goos != "linux" {
+		return layout{}, fmt.Errorf("cgroup: a node's CPU size needs Linux cgroups, and this is %s", sys.goos)
+	}
+	self, err := os.ReadFile(filepath.Join(sys.proc, who, "cgroup"))
 	if err != nil {
-		return Reader{}, fmt.Errorf("cgroup: %w", err)
+		return layout{}, fmt.Errorf("cgroup: %w", err)
 	}
 	mounts, err := os.ReadFile(filepath.Join(sys.proc, "self", "mountinfo"))
 	if err != nil {
-		return Reader{}, fmt.Errorf("cgroup: %w", err)
+		return layout{}, fmt.Errorf("cgroup: %w", err)
 	}
-	var v2Path string
-	var v1Path string
-	haveV1 := false
+	var l layout
+	v2Path, haveCPU, haveAcct := "", false, false
 	for line := range strings.Lines(string(self)) {
 		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
 		if len(f) != 3 {
 			continue
 		}
+		ctrls := strings.Split(f[1], ",")
 		if f[0] == "0" && f[1] == "" {
 			v2Path = f[2]
-		} else if slices.Contains(strings.Split(f[1], ","), "cpu") {
-			v1Path, haveV1 = f[2], true
+		}
+		if slices.Contains(ctrls, "cpu") {
+			l.cpuPath, haveCPU = f[2], true
+		}
+		if slices.Contains(ctrls, "cpuacct") {
+			l.acctPath, haveAcct = f[2], true
 		}
 	}
-	var v1Dir string
 	for line := range strings.Lines(string(mounts)) {
 		pre, post, ok := strings.Cut(strings.TrimSpace(line), " - ")
 		a, b := strings.Fields(pre), strings.Fields(post)
 		if !ok || len(a) < 5 || len(b) < 3 {
 			continue
 		}
-		root, point := a[3], a[4]
+		h := hierarchy{point: a[4], root: a[3]}
+		opts := strings.Split(b[2], ",")
 		switch {
-		case b[0] == "cgroup2" && v2Path != "":
-			dir := filepath.Join(point, strings.TrimPrefix(v2Path, root))
+		case b[0] == "cgroup2" && v2Path != "" && l.v2Dir == "":
+			dir := h.dir(v2Path)
 			c, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 			if err == nil && slices.Contains(strings.Fields(string(c)), "cpu") {
-				return Reader{version: v2, dir: dir}, nil
+				l.v2Dir = dir
 			}
-		case b[0] == "cgroup" && haveV1 && slices.Contains(strings.Split(b[2], ","), "cpu"):
-			v1Dir = filepath.Join(point, strings.TrimPrefix(v1Path, root))
+		case b[0] != "cgroup":
+		case haveCPU && slices.Contains(opts, "cpu"):
+			h.acct = slices.Contains(opts, "cpuacct")
+			l.cpu = h
+		case haveAcct && slices.Contains(opts, "cpuacct"):
+			l.acct = h
 		}
 	}
-	if v1Dir != "" {
-		return Reader{version: v1, dir: v1Dir}, nil
+	return l, nil
+}
+
+// find locates process who's cgroup in the cpu controller's hierarchy,
+// preferring v2 where its cgroup lists the cpu controller. On v1 its usage
+// is read from its cgroup in the cpuacct hierarchy when that is the one at
+// the same path (the twin the launcher makes), so that the usage is that
+// of the cgroup whose quota it is.
+func find(sys system, who string) (Reader, error) {
+	r, _, err := locate(sys, who)
+	return r, err
+}
+
+// locate is find with the layout it read.
+func locate(sys system, who string) (Reader, layout, error) {
+	l, err := readLayout(sys, who)
+	if err != nil {
+		return Reader{}, l, err
 	}
-	return Reader{}, errors.New("cgroup: no cpu controller: neither a cgroup v2 hierarchy whose cgroup.controllers lists cpu nor a cgroup v1 hierarchy with the cpu controller is mounted")
+	if l.v2Dir != "" {
+		return Reader{version: v2, dir: l.v2Dir, acct: l.v2Dir}, l, nil
+	}
+	if l.cpu.point == "" {
+		return Reader{}, l, errors.New("cgroup: no cpu controller: neither a cgroup v2 hierarchy whose cgroup.controllers lists cpu nor a cgroup v1 hierarchy with the cpu controller is mounted")
+	}
+	r := Reader{version: v1, dir: l.cpu.dir(l.cpuPath)}
+	if l.cpu.acct || l.acctPath == l.cpuPath {
+		r.acct = l.twin(r.dir)
+	}
+	return r, l, nil
 }
 
 // Controller creates node cgroups under one parent cgroup.
 type Controller struct {
 	version version
 	parent  string
+	// acct is where the new cgroups' usage is accounted: parent itself
+	// (v2, or v1 with cpuacct mounted with cpu), parent's twin in a
+	// separate cpuacct hierarchy, in which each new cgroup gets a twin
+	// of its own, or "" (no twin can be made there: no usage is read).
+	acct string
 }
 
 // Open finds where node cgroups go: under this process's cpu cgroup, or
@@ -238,7 +360,7 @@ type Controller struct {
 func Open() (*Controller, error) { return open(live()) }
 
 func open(sys system) (*Controller, error) {
-	self, err := find(sys)
+	self, l, err := locate(sys, "self")
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +376,25 @@ func open(sys system) (*Controller, error) {
 			return nil, err
 		}
 	}
-	return &Controller{version: self.version, parent: parent}, nil
+	return &Controller{version: self.version, parent: parent, acct: acctParent(sys, l, self, parent)}, nil
+}
+
+// acctParent is where the accounting of cgroups made in parent goes
+// (Controller.acct): v1's twin of parent when that exists and may be
+// written. A launcher whose cpuacct cgroup is not at its cpu cgroup's path
+// finds none; its nodes then read no usage.
+func acctParent(sys system, l layout, self Reader, parent string) string {
+	if self.version == v2 {
+		return parent
+	}
+	t := l.twin(parent)
+	if t == "" || t == parent {
+		return t
+	}
+	if fi, err := os.Stat(t); err != nil || !fi.IsDir() || sys.writable(t) != nil {
+		return ""
+	}
+	return t
 }
 
 // enableCPU makes v2 give the cpu controller (cpu.max) to parent's
@@ -299,7 +439,7 @@ func (c *Controller) Create(name string, cpus float64) (Group, error) {
 func Own() (*Controller, error) { return own(live()) }
 
 func own(sys system) (*Controller, error) {
-	self, err := find(sys)
+	self, l, err := locate(sys, "self")
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +452,7 @@ func own(sys system) (*Controller, error) {
 	if err := sys.writable(self.dir); err != nil {
 		return nil, fmt.Errorf("cgroup: cannot create cgroups in %s: %v", self.dir, err)
 	}
-	return &Controller{version: v1, parent: self.dir}, nil
+	return &Controller{version: v1, parent: self.dir, acct: acctParent(sys, l, self, self.dir)}, nil
 }
 
 // CreateChild makes the cgroup name (no prefix: it is no node's) with a
@@ -346,7 +486,7 @@ func (g Group) CoRunner(name string, share float64) (Group, error) {
 	if st.CPUs == 0 {
 		return Group{}, fmt.Errorf("cgroup: %s has no quota to share with a co-runner", g.dir)
 	}
-	c := Controller{version: v1, parent: g.dir}
+	c := Controller{version: v1, parent: g.dir, acct: g.acct}
 	h, err := c.create(name, share*st.CPUs)
 	if err != nil {
 		return Group{}, err
@@ -362,16 +502,24 @@ func (c *Controller) create(name string, cpus float64) (Group, error) {
 		return Group{}, fmt.Errorf("cgroup: %w", err)
 	}
 	dir := filepath.Join(c.parent, name)
-	err := os.Mkdir(dir, 0o755)
-	if errors.Is(err, os.ErrExist) && os.Remove(dir) == nil {
-		err = os.Mkdir(dir, 0o755)
-	}
-	if err != nil {
-		return Group{}, fmt.Errorf("cgroup: %w", err)
+	if err := mkdir(dir); err != nil {
+		return Group{}, err
 	}
 	g := Group{Reader{version: c.version, dir: dir}}
+	switch c.acct {
+	case "":
+	case c.parent:
+		g.acct = dir
+	default:
+		g.acct = filepath.Join(c.acct, name)
+		if err := mkdir(g.acct); err != nil {
+			g.acct = ""
+			return Group{}, errors.Join(err, g.Remove())
+		}
+	}
 	period := Period.Microseconds()
 	quota := int64(math.Round(cpus * float64(period)))
+	var err error
 	if c.version == v2 {
 		err = write(dir, "cpu.max", fmt.Sprintf("%d %d", quota, period))
 	} else {
@@ -385,29 +533,72 @@ func (c *Controller) create(name string, cpus float64) (Group, error) {
 	return g, nil
 }
 
-// Add moves process pid, all its threads, into the cgroup.
-func (g Group) Add(pid int) error { return write(g.dir, "cgroup.procs", strconv.Itoa(pid)) }
+// mkdir makes the cgroup dir, replacing a leftover one of an earlier run
+// if it is empty.
+func mkdir(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, os.ErrExist) && os.Remove(dir) == nil {
+		err = os.Mkdir(dir, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	return nil
+}
 
-// Remove deletes the cgroup, which must hold no process (the kernel
-// refuses with EBUSY otherwise); one already gone, or the zero Group (an
-// unsized node's), is not an error.
-func (g Group) Remove() error { return Remove(g.dir) }
+// Add moves process pid, all its threads, into the cgroup and into its
+// twin in a separate cpuacct hierarchy.
+func (g Group) Add(pid int) error {
+	if err := write(g.dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+		return err
+	}
+	if g.acct != "" && g.acct != g.dir {
+		return write(g.acct, "cgroup.procs", strconv.Itoa(pid))
+	}
+	return nil
+}
 
-// Remove deletes the node cgroup at dir (see Group.Remove); "" is none.
+// Remove deletes the cgroup and its cpuacct twin, which must hold no
+// process (the kernel refuses with EBUSY otherwise); one already gone, or
+// the zero Group (an unsized node's), is not an error.
+func (g Group) Remove() error {
+	if err := removeTree(g.dir); err != nil || g.acct == g.dir {
+		return err // a cgroup still busy in one hierarchy is busy in both
+	}
+	return removeTree(g.acct)
+}
+
+// Remove deletes the node cgroup at dir and its twin at the same path in a
+// separate cpuacct hierarchy (see Group.Remove); "" is none.
+func Remove(dir string) error {
+	if err := removeTree(dir); err != nil {
+		return err
+	}
+	l, err := readLayout(live(), "self")
+	if err != nil {
+		return nil // no hierarchies to hold a twin
+	}
+	if t := l.twin(dir); t != dir {
+		return removeTree(t)
+	}
+	return nil
+}
+
+// removeTree deletes the cgroup at dir; "" is none.
 // A node's children (its password derivation workers) exit after it, when
 // their pipes to it close, and the kernel refuses to remove the cgroup
 // (EBUSY) until the last has exited and been reaped: that is waited for,
 // up to removeWait. Child cgroups go first: a node killed before it
 // stopped leaves its workers' cgroup (Own) in its own, and the kernel
 // refuses to remove a cgroup that has children.
-func Remove(dir string) error {
+func removeTree(dir string) error {
 	if dir == "" {
 		return nil
 	}
 	entries, _ := os.ReadDir(dir) // none when it is gone
 	for _, e := range entries {
 		if e.IsDir() {
-			if err := Remove(filepath.Join(dir, e.Name())); err != nil {
+			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
 				return err
 			}
 		}

@@ -83,6 +83,7 @@ func thisMachine(t *testing.T) fakeFS {
 	fs.write("sys/cpu/cpu.cfs_quota_us", "-1\n")
 	fs.write("sys/cpu/cpu.cfs_period_us", "100000\n")
 	fs.write("sys/cpu/cpu.stat", "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n")
+	fs.write("sys/cpuacct/cpuacct.usage", "123456789000\n")
 	return fs
 }
 
@@ -109,8 +110,16 @@ func TestV1CreateAddReadRemove(t *testing.T) {
 	if err := g.Add(4242); err != nil {
 		t.Fatal(err)
 	}
-	if got := fs.read(rel + "/cgroup.procs"); got != "4242" {
-		t.Fatalf("cgroup.procs %q, want 4242", got)
+	// cpuacct is a hierarchy of its own here: the node is moved into
+	// the cgroup at the same path there too, and its usage read from it.
+	acct := "sys/cpuacct/" + NodePrefix + "up-7-node1"
+	if g.UsageDir() != fs.path(acct) {
+		t.Fatalf("usage read from %q, want %s", g.UsageDir(), fs.path(acct))
+	}
+	for _, dir := range []string{rel, acct} {
+		if got := fs.read(dir + "/cgroup.procs"); got != "4242" {
+			t.Fatalf("%s/cgroup.procs %q, want 4242", dir, got)
+		}
 	}
 	fs.write(rel+"/cpu.stat", "nr_periods 200\nnr_throttled 50\nthrottled_time 125000000\nnr_bursts 0\n")
 	st, err := g.Read()
@@ -118,14 +127,21 @@ func TestV1CreateAddReadRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := (Stat{CPUs: 0.3, Periods: 200, Throttled: 50, ThrottledTime: 125 * time.Millisecond}); st != want {
-		t.Fatalf("read %+v, want %+v", st, want)
+		t.Fatalf("read %+v, want %+v (no usage before the kernel counts it)", st, want)
+	}
+	fs.write(acct+"/cpuacct.usage", "1500000000\n")
+	if st, err = g.Read(); err != nil || !st.UsageKnown || st.Usage != 1500*time.Millisecond {
+		t.Fatalf("read %+v, %v; want 1.5 s of usage", st, err)
 	}
 	fs.emptyGroup(g.Dir())
+	fs.emptyGroup(fs.path(acct))
 	if err := g.Remove(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(g.Dir()); !os.IsNotExist(err) {
-		t.Fatalf("group still there after Remove: %v", err)
+	for _, dir := range []string{g.Dir(), fs.path(acct)} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("%s still there after Remove: %v", dir, err)
+		}
 	}
 	if err := g.Remove(); err != nil {
 		t.Fatalf("removing a removed group: %v", err)
@@ -136,12 +152,26 @@ func TestV1CreateAddReadRemove(t *testing.T) {
 // them beside itself, not inside its own quota.
 func TestNodeLaunchesBesideItself(t *testing.T) {
 	fs := newFakeFS(t, "1:cpu,cpuacct:/"+NodePrefix+"up-7-node1\n", "cgroup rw,cpu,cpuacct sys/cpu,cpuacct /")
+	fs.write("sys/cpu,cpuacct/cgroup.procs", "")
 	c, err := open(fs.sys(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Parent() != fs.path("sys/cpu,cpuacct") {
 		t.Fatalf("parent %s, want the hierarchy's root %s", c.Parent(), fs.path("sys/cpu,cpuacct"))
+	}
+	// cpuacct mounted with cpu: the usage is the node cgroup's own file.
+	g, err := c.Create("up-7-node2", 0.3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.UsageDir() != g.Dir() {
+		t.Fatalf("usage read from %q, want the cgroup %s", g.UsageDir(), g.Dir())
+	}
+	fs.write("sys/cpu,cpuacct/"+NodePrefix+"up-7-node2/cpu.stat", "nr_periods 0\n")
+	fs.write("sys/cpu,cpuacct/"+NodePrefix+"up-7-node2/cpuacct.usage", "42\n")
+	if st, err := g.Read(); err != nil || !st.UsageKnown || st.Usage != 42 {
+		t.Fatalf("read %+v, %v; want 42 ns of usage", st, err)
 	}
 }
 
@@ -172,14 +202,14 @@ func TestV2PreferredAndEnabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Stat{CPUs: 0.5, Periods: 10, Throttled: 4, ThrottledTime: 2500 * time.Microsecond}); st != want {
+	if want := (Stat{CPUs: 0.5, Periods: 10, Throttled: 4, ThrottledTime: 2500 * time.Microsecond, Usage: 9 * time.Microsecond, UsageKnown: true}); st != want {
 		t.Fatalf("read %+v, want %+v", st, want)
 	}
 }
 
 func TestReadUnlimited(t *testing.T) {
 	fs := thisMachine(t)
-	r, err := find(fs.sys(nil))
+	r, err := find(fs.sys(nil), "self")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,12 +219,71 @@ func TestReadUnlimited(t *testing.T) {
 	fs2 := newFakeFS(t, "0::/\n", "cgroup2 rw sys/fs /")
 	fs2.write("sys/fs/cgroup.controllers", "cpu\n")
 	fs2.write("sys/fs/cpu.stat", "usage_usec 1\n")
-	r, err = find(fs2.sys(nil))
+	r, err = find(fs2.sys(nil), "self")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st, err := r.Read(); err != nil || st.CPUs != 0 {
 		t.Fatalf("v2 root (no cpu.max) read as %+v, %v; want CPUs 0", st, err)
+	}
+}
+
+// A sized node reads its usage from its cgroup in a separate cpuacct
+// hierarchy when that is at its cpu cgroup's path, and reads none
+// otherwise: the root's (or a launcher's) usage is not the node's.
+func TestSelfUsage(t *testing.T) {
+	node := NodePrefix + "up-7-node1"
+	for name, tc := range map[string]struct {
+		acctPath string
+		known    bool
+	}{
+		"twin":      {"/" + node, true},
+		"not moved": {"/", false},
+		"elsewhere": {"/other/" + node, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := newFakeFS(t, "2:cpuacct:"+tc.acctPath+"\n1:cpu:/"+node+"\n0::/\n",
+				"cgroup rw,cpu sys/cpu /", "cgroup rw,cpuacct sys/cpuacct /")
+			fs.write("sys/cpu/"+node+"/cpu.cfs_quota_us", "3000\n")
+			fs.write("sys/cpu/"+node+"/cpu.cfs_period_us", "10000\n")
+			fs.write("sys/cpu/"+node+"/cpu.stat", "nr_periods 0\n")
+			fs.write("sys/cpuacct/cpuacct.usage", "999999999999\n")
+			fs.write("sys/cpuacct"+tc.acctPath+"/cpuacct.usage", "300000000\n")
+			r, err := find(fs.sys(nil), "self")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := r.Read()
+			if err != nil || st.CPUs != 0.3 {
+				t.Fatalf("read %+v, %v; want 0.3 CPUs", st, err)
+			}
+			if st.UsageKnown != tc.known || (tc.known && st.Usage != 300*time.Millisecond) {
+				t.Fatalf("usage %v known %v, want known %v (300 ms)", st.Usage, st.UsageKnown, tc.known)
+			}
+		})
+	}
+}
+
+// A launcher whose cpuacct cgroup is not at its cpu cgroup's path makes
+// no twin: its nodes run sized as before and read no usage.
+func TestNoTwinWithoutMatchingParent(t *testing.T) {
+	fs := newFakeFS(t, "1:cpu:/bench\n2:cpuacct:/\n0::/\n",
+		"cgroup rw,cpu sys/cpu /", "cgroup rw,cpuacct sys/cpuacct /")
+	fs.write("sys/cpu/bench/cgroup.procs", "")
+	fs.write("sys/cpuacct/cpuacct.usage", "1\n")
+	c, err := open(fs.sys(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.Create("n1", 0.3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.UsageDir() != "" {
+		t.Fatalf("usage read from %q, want none", g.UsageDir())
+	}
+	if _, err := os.Stat(fs.path("sys/cpuacct/bench")); !os.IsNotExist(err) {
+		t.Fatalf("a cpuacct cgroup was made for the launcher's path: %v", err)
 	}
 }
 
@@ -264,6 +353,15 @@ func TestLive(t *testing.T) {
 	st, err := g.Read()
 	if err != nil || st.CPUs != 0.2 {
 		t.Fatalf("read %+v, %v; want 0.2 CPUs", st, err)
+	}
+	// The process reads its usage where it can, and the reading is its
+	// cgroup's: the one at its cpu cgroup's path.
+	r, err := Of(cmd.Process.Pid)
+	if err != nil || r.Dir() != g.Dir() || r.UsageDir() != g.UsageDir() {
+		t.Fatalf("process reads %s (usage %q), %v; want %s (usage %q)", r.Dir(), r.UsageDir(), err, g.Dir(), g.UsageDir())
+	}
+	if st, err := r.Read(); err != nil || st.UsageKnown != (g.UsageDir() != "") {
+		t.Fatalf("read %+v, %v; want usage known where it has a usage cgroup (%q)", st, err, g.UsageDir())
 	}
 	if err := g.Remove(); err == nil {
 		t.Fatal("removed a cgroup that holds a process")
@@ -356,6 +454,13 @@ func TestCoRunner(t *testing.T) {
 	}
 	if q, p, s := fs.read(rel+"/cpu.cfs_quota_us"), fs.read(rel+"/cpu.cfs_period_us"), fs.read(rel+"/cpu.shares"); q != "1500" || p != "10000" || s != "262144" {
 		t.Fatalf("quota %q period %q shares %q, want 1500 per 10000 and 262144", q, p, s)
+	}
+	// Its accounting is a child of the node's: the node's usage counts it.
+	if want := fs.path("sys/cpuacct/" + NodePrefix + "7-1/hog"); h.UsageDir() != want {
+		t.Fatalf("co-runner's usage read from %q, want %s", h.UsageDir(), want)
+	}
+	if err := h.Add(77); err != nil || fs.read("sys/cpuacct/"+NodePrefix+"7-1/hog/cgroup.procs") != "77" {
+		t.Fatalf("co-runner not moved into its cpuacct cgroup: %v", err)
 	}
 	for _, share := range []float64{0, 1, -0.5} {
 		if g, err := node.CoRunner("bad", share); err == nil {

@@ -16,8 +16,14 @@
 //     with it;
 //   - creating a co-runner's cgroup inside a sized node's v1 cgroup
 //     (CoRunner): a share of the node's quota, taken ahead of the node;
-//   - reading a cgroup's quota and throttling (v1 cpu.cfs_quota_us,
-//     cpu.cfs_period_us and cpu.stat; v2 cpu.max and cpu.stat).
+//   - where v1 mounts cpuacct as a hierarchy of its own, a twin of every
+//     cgroup it makes at the same path there (when the parent's twin
+//     exists), entered and removed with it, so that the cgroup's usage
+//     can be read;
+//   - reading a cgroup's quota, throttling and usage: the CPU time of
+//     all its tasks and children (v1 cpu.cfs_quota_us, cpu.cfs_period_us,
+//     cpu.stat and cpuacct.usage of the cgroup at the same path; v2
+//     cpu.max and cpu.stat).
 //
 // It does not start processes (internal/launcher and the local actuator
 // do) nor turn the quota into a load figure (internal/monitor does). It

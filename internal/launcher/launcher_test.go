@@ -280,19 +280,61 @@ func TestCoRunnerLivesWithItsNode(t *testing.T) {
 			if args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); args[len(args)-1] != launcher.HogCommand {
 				t.Fatalf("pid %d in the co-runner cgroup runs %q, want the hog", pid, args)
 			}
+			usageDirs := coRunnerCounted(t, p.Pid(), pid)
 			if err := end(p); err != nil {
 				t.Fatal(err)
 			}
 			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 				t.Errorf("co-runner pid %d after its node ended: kill(0) = %v, want ESRCH", pid, err)
 			}
-			for _, dir := range []string{hogDir, filepath.Dir(hogDir)} {
+			for _, dir := range append([]string{hogDir, filepath.Dir(hogDir)}, usageDirs...) {
 				if _, err := os.Stat(dir); !os.IsNotExist(err) {
 					t.Errorf("cgroup %s still there after the node ended: %v", dir, err)
 				}
 			}
 		})
 	}
+}
+
+// coRunnerCounted checks that the usage node reads from its cgroup
+// counts the co-runner hog's CPU time, and returns the node's and the
+// hog's usage cgroups (cpuacct twins on this machine), which must go with
+// them. Where the launcher's cpuacct cgroup is not at its cpu cgroup's
+// path no usage is read (docs/operations.md, "Node CPU size"): nothing to
+// count.
+func coRunnerCounted(t *testing.T, node, hog int) []string {
+	t.Helper()
+	nr, err := cgroup.Of(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := cgroup.Of(hog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nr.UsageDir() == "" {
+		self, _ := os.ReadFile("/proc/self/cgroup")
+		t.Logf("no usage cgroup for the node: this test's cpuacct cgroup is not at its cpu cgroup's path (%q)", self)
+		return nil
+	}
+	if filepath.Dir(hr.UsageDir()) != nr.UsageDir() {
+		t.Fatalf("co-runner's usage in %s, want a child of the node's %s", hr.UsageDir(), nr.UsageDir())
+	}
+	// The hog spins from its start: wait until it has been charged.
+	var hs cgroup.Stat
+	for deadline := time.Now().Add(10 * time.Second); hs.Usage == 0; time.Sleep(10 * time.Millisecond) {
+		if hs, err = hr.Read(); err != nil || !hs.UsageKnown {
+			t.Fatalf("co-runner's usage: %+v, %v", hs, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the co-runner used no CPU in 10 s")
+		}
+	}
+	ns, err := nr.Read()
+	if err != nil || !ns.UsageKnown || ns.Usage < hs.Usage {
+		t.Fatalf("node's cgroup usage %+v, %v; want at least the co-runner's %v, read before it", ns, err, hs.Usage)
+	}
+	return []string{hr.UsageDir(), nr.UsageDir()}
 }
 
 func TestLogIsAppendedAcrossRuns(t *testing.T) {

@@ -52,6 +52,11 @@ type CPUQuota struct {
 	// the time it then waited.
 	Periods, Throttled uint64
 	ThrottledTime      time.Duration
+	// Usage is the CPU time every process in the cgroup and its children
+	// used (the node's own and a co-runner's); meaningful when
+	// UsageKnown.
+	Usage      time.Duration
+	UsageKnown bool
 }
 
 // QuotaReader reads the node's CPUQuota. The monitor owns this interface
@@ -85,15 +90,16 @@ type Monitor struct {
 
 	latest atomic.Pointer[Snapshot]
 
-	mu         sync.Mutex // serialises Sample; guards the fields below
-	prevCPU    cpuTimes
-	haveCPU    bool
-	prevProc   uint64 // the process's CPU ticks at prevCPU
-	haveProc   bool
-	prevDisk   map[string]uint64
-	prevDiskAt time.Time
-	prevQuota  CPUQuota
-	haveQuota  bool
+	mu          sync.Mutex // serialises Sample; guards the fields below
+	prevCPU     cpuTimes
+	haveCPU     bool
+	prevProc    uint64 // the process's CPU ticks at prevCPU
+	haveProc    bool
+	prevDisk    map[string]uint64
+	prevDiskAt  time.Time
+	prevQuota   CPUQuota
+	prevQuotaAt time.Time
+	haveQuota   bool
 }
 
 // New returns a Monitor that has not sampled yet (Latest returns nil until
@@ -138,7 +144,7 @@ func (m *Monitor) Sample() (*Snapshot, error) {
 		return b
 	}
 
-	m.sampleQuota(&u, &errs)
+	m.sampleQuota(at, &u, &errs)
 	if b := read(FileStat); b != nil {
 		if t, err := parseStat(b); err != nil {
 			errs = append(errs, err)
@@ -200,8 +206,10 @@ func (m *Monitor) sampleProcess(read func(string) []byte, t cpuTimes, u *Usage, 
 }
 
 // sampleQuota reads the node's quota into u, with the share of periods
-// throttled since the previous reading (caller holds mu).
-func (m *Monitor) sampleQuota(u *Usage, errs *[]error) {
+// throttled and the CPUs its cgroup used since the previous reading at
+// (caller holds mu). A counter that went backwards (the node was moved
+// into its cgroup between the readings) gives no figure.
+func (m *Monitor) sampleQuota(at time.Time, u *Usage, errs *[]error) {
 	if m.quota == nil {
 		return
 	}
@@ -215,7 +223,11 @@ func (m *Monitor) sampleQuota(u *Usage, errs *[]error) {
 	if m.haveQuota && q.Periods > m.prevQuota.Periods && q.Throttled >= m.prevQuota.Throttled {
 		u.ThrottledShare = min(1, float64(q.Throttled-m.prevQuota.Throttled)/float64(q.Periods-m.prevQuota.Periods))
 	}
-	m.prevQuota, m.haveQuota = q, true
+	if m.haveQuota && q.UsageKnown && m.prevQuota.UsageKnown && q.Usage >= m.prevQuota.Usage && at.After(m.prevQuotaAt) {
+		u.GroupCPUs = float64(q.Usage-m.prevQuota.Usage) / float64(at.Sub(m.prevQuotaAt))
+		u.GroupKnown = true
+	}
+	m.prevQuota, m.prevQuotaAt, m.haveQuota = q, at, true
 }
 
 // Run samples immediately and then every SampleInterval until ctx is done,

@@ -48,6 +48,85 @@ func diskLine(name string, ioTicks uint64) string {
 	return "   8       0 " + name + " 1 0 8 1 1 0 8 1 0 " + u64(ioTicks) + " 2 0 0 0 0\n"
 }
 
+// A sized node that shares its cgroup with a co-runner is as busy as its
+// CPU is of what the co-runner leaves it, read from the cgroup's usage; a
+// usage counter that went backwards (the node moved into its cgroup)
+// gives no figure, and the throttled share stands in as before.
+func TestMonitorSizedNodeWithCoRunner(t *testing.T) {
+	twoCPUs := func(busy uint64) string { // 400 ticks an interval: 2 s of two CPUs
+		return "cpu  " + u64(busy) + " 0 0 " + u64(busy) + " 0 0 0 0 0 0\ncpu0 1 1 1 1 1 0 0 0 0 0\ncpu1 1 1 1 1 1 0 0 0 0 0\n"
+	}
+	src := &seqSource{files: map[string][]string{
+		FileStat: {twoCPUs(1000), twoCPUs(1200), twoCPUs(1400), twoCPUs(1600)},
+		// 30 ticks (0.15 CPU), then 15 (0.075 CPU), then 30.
+		FileSelfStat: {selfStat(100), selfStat(130), selfStat(145), selfStat(175)},
+	}}
+	for range 4 {
+		src.files[FileMeminfo] = append(src.files[FileMeminfo], "MemTotal: 1000 kB\nMemAvailable: 750 kB\n")
+		src.files[FileDiskstats] = append(src.files[FileDiskstats], diskLine("sda", 0))
+	}
+	quota := &fakeQuota{readings: []CPUQuota{
+		{CPUs: 0.3, Periods: 1000, Throttled: 0, Usage: 10 * time.Second, UsageKnown: true},
+		// 0.6 s in 2 s: 0.3 CPU, of which the node's 0.15.
+		{CPUs: 0.3, Periods: 1200, Throttled: 200, Usage: 10600 * time.Millisecond, UsageKnown: true},
+		// 0.45 s: 0.225 CPU, the node's 0.075.
+		{CPUs: 0.3, Periods: 1400, Throttled: 220, Usage: 11050 * time.Millisecond, UsageKnown: true},
+		{CPUs: 0.3, Periods: 1600, Throttled: 400, Usage: time.Second, UsageKnown: true},
+	}}
+	m, err := New(DefaultConfig(), src, quota, nil, (&fakeClock{t: time.Unix(0, 0), step: 2 * time.Second}).now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := m.Sample(); err != nil || s.Usage.GroupKnown {
+		t.Fatalf("first sample: %+v, %v; want no group figure yet", s.Usage, err)
+	}
+	for _, want := range []struct{ group, node float64 }{{0.3, 1}, {0.225, 0.5}} {
+		s, err := m.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := s.Usage; !u.GroupKnown || !near(u.GroupCPUs, want.group) || !near(u.NodeCPU(), want.node) {
+			t.Fatalf("group %v CPUs (known %v), node cpu %v; want %v and %v", u.GroupCPUs, u.GroupKnown, u.NodeCPU(), want.group, want.node)
+		}
+	}
+	s, err := m.Sample()
+	if err != nil || s.Usage.GroupKnown || !near(s.Usage.NodeCPU(), 0.9) {
+		t.Fatalf("usage went backwards: %+v, %v; want no group figure and the throttled share 0.9", s.Usage, err)
+	}
+}
+
+// SizedCPU: with nothing else in the cgroup a node is as busy as its CPU is
+// of its quota; a co-runner's use shrinks what is left.
+func TestSizedCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		own, group, quota float64
+		want              float64
+	}{
+		{"no co-runner", 0.15, 0.15, 0.3, 0.5},
+		{"idle", 0, 0, 0.3, 0},
+		{"co-runner takes half, node uses the rest", 0.15, 0.3, 0.3, 1},
+		{"co-runner takes half, node uses half the rest", 0.075, 0.225, 0.3, 0.5},
+		{"group read below own: nothing else", 0.15, 0.14, 0.3, 0.5},
+		{"others read as the whole quota: the floor", 0.01, 0.31, 0.3, 0.01 / (MinLeftShare * 0.3)},
+		{"over the floor", 0.05, 0.4, 0.3, 1},
+	} {
+		if got := SizedCPU(tc.own, tc.group, tc.quota); !near(got, tc.want) {
+			t.Errorf("%s: SizedCPU(%v, %v, %v) = %v, want %v", tc.name, tc.own, tc.group, tc.quota, got, tc.want)
+		}
+	}
+	// NodeCPU takes it where the cgroup's usage is known, whatever the
+	// throttling, and the throttled share where it is not.
+	u := Usage{ProcessCPU: 0.0375, ProcessKnown: true, MachineCPUs: 2, Quota: CPUQuota{CPUs: 0.3}, ThrottledShare: 0.95}
+	if got := u.NodeCPU(); !near(got, 0.95) {
+		t.Errorf("usage unknown: %v, want the throttled share 0.95", got)
+	}
+	u.GroupCPUs, u.GroupKnown = 0.225, true
+	if got := u.NodeCPU(); !near(got, 0.5) {
+		t.Errorf("usage known: %v, want 0.075 of the 0.15 CPU left, 0.5", got)
+	}
+}
+
 // selfStat is a /proc/self/stat line whose utime+stime is ticks; the
 // command name holds a space and a parenthesis, as names may.
 func selfStat(ticks uint64) string {

@@ -30,6 +30,12 @@ type Usage struct {
 	// periods since the previous sample in which the node used it all.
 	Quota          CPUQuota
 	ThrottledShare float64
+	// GroupCPUs is the CPUs the node's cgroup used since the previous
+	// sample: the node's own and whatever else runs in it (a co-runner);
+	// meaningful when GroupKnown (the cgroup's usage is read: see
+	// CPUQuota.Usage).
+	GroupCPUs  float64
+	GroupKnown bool
 	// Memory is 1 - MemAvailable/MemTotal, in [0,1]: the share of RAM the
 	// kernel could not hand out without swapping (reclaimable page cache
 	// counts as available).
@@ -55,21 +61,50 @@ type Usage struct {
 const OtherLoadWeight = 0.5
 
 // NodeCPU is the CPU utilisation that stands for this node. A sized node
-// (Quota.CPUs) has CPUs of its own, so it is the utilisation of its quota:
-// the CPUs it used over its quota, or the share of periods in which it was
-// throttled where that is higher (something else in its cgroup, a
-// co-runner, used the quota). An unsized node shares the machine: its own
-// share of the machine plus OtherLoadWeight of everyone else's; alone on
-// its machine it gets the machine's figure. Without a process reading, the
-// machine's.
+// (Quota.CPUs) has CPUs of its own, so it is the utilisation of what its
+// quota leaves it: SizedCPU where its cgroup's usage is known; where it is
+// not, the CPUs it used over its quota, or the share of periods in which
+// it was throttled where that is higher (the only sign left that something
+// else in its cgroup, a co-runner, used the quota). An unsized node shares
+// the machine: its own share of the machine plus OtherLoadWeight of
+// everyone else's; alone on its machine it gets the machine's figure.
+// Without a process reading, the machine's.
 func (u Usage) NodeCPU() float64 {
 	if !u.ProcessKnown {
 		return u.CPU
 	}
 	if u.Quota.CPUs > 0 && u.MachineCPUs > 0 {
-		return min(1, max(u.ProcessCPU*float64(u.MachineCPUs)/u.Quota.CPUs, u.ThrottledShare))
+		own := u.ProcessCPU * float64(u.MachineCPUs)
+		if u.GroupKnown {
+			return SizedCPU(own, u.GroupCPUs, u.Quota.CPUs)
+		}
+		return min(1, max(own/u.Quota.CPUs, u.ThrottledShare))
 	}
 	return min(1, u.ProcessCPU+OtherLoadWeight*max(0, u.CPU-u.ProcessCPU))
+}
+
+// MinLeftShare is the least share of its quota a sized node is taken to
+// have left, however much its cgroup's other processes used: the node's
+// own CPU and its cgroup's usage are read a moment apart and from counters
+// of different resolution (ticks, nanoseconds), so the others' use can
+// read as the whole quota while the node runs.
+const MinLeftShare = 0.05
+
+// SizedCPU is the utilisation of a sized node that used own CPUs while its
+// cgroup, with a quota of quota CPUs, used group CPUs in all (own
+// included): own over the CPU the rest of the cgroup (a co-runner) left
+// it, quota − (group − own), at least MinLeftShare of the quota; in
+// [0, 1]. A node that serves n requests/s at utilisation u can serve about
+// n/u, which is its capacity less what the co-runner takes: the capacity
+// model (internal/elastic) learns that. The share of throttled periods
+// does not enter: the cgroup is throttled when the node and its
+// co-runner together use the quota, so it counts the co-runner's use,
+// which the usage now measures, and turns a burst within a 10 ms period
+// into a saturated period, where the model wants the interval's mean.
+func SizedCPU(own, group, quota float64) float64 {
+	others := max(0, group-own)
+	left := max(MinLeftShare*quota, quota-others)
+	return min(1, max(0, own/left))
 }
 
 // QueueOccupancy is QueueDepth/QueueLimit as a utilisation, 0 when the

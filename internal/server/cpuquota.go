@@ -8,7 +8,8 @@ import (
 // cgroupQuota gives the monitor the node's CPU size from its own cgroup:
 // a node that `tidekv up --node-cpus`, the local actuator, systemd's
 // CPUQuota= or a container's CPU limit sized scores the utilisation of its
-// quota (monitor.Usage.NodeCPU).
+// quota (monitor.Usage.NodeCPU), less what else runs in its cgroup uses
+// where the cgroup's usage can be read.
 //
 // It finds the cgroup again at every read (two small /proc files, once a
 // monitor sample): the launcher moves a node into its cgroup just after
@@ -23,7 +24,8 @@ func (cgroupQuota) ReadCPUQuota() (monitor.CPUQuota, error) {
 		return monitor.CPUQuota{}, err
 	}
 	st, err := r.Read()
-	return monitor.CPUQuota{CPUs: st.CPUs, Periods: st.Periods, Throttled: st.Throttled, ThrottledTime: st.ThrottledTime}, err
+	return monitor.CPUQuota{CPUs: st.CPUs, Periods: st.Periods, Throttled: st.Throttled, ThrottledTime: st.ThrottledTime,
+		Usage: st.Usage, UsageKnown: st.UsageKnown}, err
 }
 
 // ownQuota is the node's quota reader, or nil where it has no cpu cgroup
