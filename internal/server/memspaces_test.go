@@ -208,8 +208,9 @@ func countKeys(t *testing.T, r storage.Reader, lo, hi []byte) int {
 	return n
 }
 
-// waitSameData waits until node's replica of rangeID holds the live keys
-// its leaseholder's does.
+// waitSameData waits until node's replica of rangeID is a voter, in its
+// own descriptor and in the leaseholder's, and holds the live keys the
+// leaseholder's does.
 func waitSameData(t *testing.T, tc *testCluster, rangeID, node uint64) {
 	t.Helper()
 	eventually(t, 30*time.Second, fmt.Sprintf("node %d's replica of range %d refilled", node, rangeID), func() error {
@@ -221,8 +222,11 @@ func waitSameData(t *testing.T, tc *testCluster, rangeID, node uint64) {
 		if r.DataLost() {
 			return fmt.Errorf("node %d's replica still lost", node)
 		}
-		if !isVoterOn(r.Desc(), node) {
-			return fmt.Errorf("node %d's replica is not a voter yet", node)
+		// The leaseholder may apply the promotion after the node does: on
+		// a loaded machine the lease transfer that follows was refused
+		// ("node 4 holds no voter of range 4").
+		if !isVoterOn(r.Desc(), node) || !isVoterOn(lr.Desc(), node) {
+			return fmt.Errorf("node %d's replica is not a voter yet, on it or on the leaseholder", node)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
