@@ -93,6 +93,7 @@ then MULTI, SET per write, EXEC (a null EXEC: a watched key changed).`,
 	f.IntVar(&c.Faults.Nodes, "nodes", c.Faults.Nodes, "cluster size")
 	f.IntVar(&c.Clients, "clients", c.Clients, "concurrent workload clients")
 	f.IntVar(&c.Keys, "keys", c.Keys, "keys the workload's clients share")
+	f.IntVar(&c.MinOK, "min-ok", 0, "the workload runs on after the schedule until this many of its operations (transactions) succeeded, for at most a minute more (0: it stops with the schedule)")
 	f.StringVar(&c.Workload, "workload", "kv", "what the clients run: kv (single-key operations, checked for linearizability), txn (transactions through the Go client, checked for anomalies) or txn-resp (the same as MULTI/EXEC over RESP)")
 	f.StringVar(&txnWorkload, "txn-workload", txnWorkload, "with --workload txn or txn-resp: list-append or register")
 	f.StringVar(&c.Break, "break", "", "TESTING ONLY, with --workload txn or txn-resp: run every node with a deliberately broken transaction mode (skip-refresh, skip-tscache, client-clock), which the check must catch: a schedule passes when it finds anomalies")

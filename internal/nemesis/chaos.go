@@ -53,6 +53,14 @@ type ChaosConfig struct {
 	// its clock on, so every read timestamp it proposes is stale: the
 	// cluster must not read at it (--break client-clock does).
 	ClientLag time.Duration
+	// MinOK makes the workload run on after the schedule (and the wait
+	// for convergence) until this many of its operations (transactions)
+	// succeeded, for at most minOKWithin more (0: it stops with the
+	// schedule). The faults still fall on what runs during the schedule;
+	// a starved machine that ran little then still gives the check a
+	// history of this size, one the operations after the last fault read
+	// into, instead of failing a floor that was a rate.
+	MinOK int
 	// CertsDir, when set, runs secure clusters: every node gets it as
 	// --certs-dir and UsersFile as --users-file, and the run reaches them
 	// as root (client.root.crt in it) and its fault endpoints over HTTPS.
@@ -84,6 +92,8 @@ func (c ChaosConfig) Validate() error {
 		return errors.New("chaos: a break is of transactions: it needs the txn or txn-resp workload")
 	case c.Workload == "txn-resp" && c.CertsDir != "":
 		return errors.New("chaos: the txn-resp workload runs on insecure clusters only (it sends no Redis password)")
+	case c.MinOK < 0:
+		return errors.New("chaos: the successful operations to run on for must not be negative")
 	case c.ClientLag < 0:
 		return errors.New("chaos: the client's clock lag must not be negative")
 	case c.UsersFile != "" && c.CertsDir == "":
@@ -232,7 +242,8 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 		defer rt.Close()
 		w = newTxnWorkload(c.TxnWorkload, c.Keys, c.Clients, seed, rt)
 	}
-	stop, err := w.start(ctx, cl, &rep)
+	var ops tally
+	stop, err := w.start(ctx, cl, &ops)
 	if err != nil {
 		return fail(err)
 	}
@@ -249,7 +260,9 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 		lifted = time.Now() // a plan with no step: nothing to recover from
 	}
 	took, convErr := awaitReplicated(ctx, cl, lifted, c.ConvergeWithin, true)
+	ranOn := ops.awaitOK(ctx, c.MinOK, minOKWithin)
 	stop()
+	rep.Ops, rep.OkOps = ops.counts()
 	if runErr != nil {
 		return fail(runErr)
 	}
@@ -264,6 +277,9 @@ func chaosOne(ctx context.Context, c ChaosConfig, seed uint64, logf func(string,
 		rep.Kills, rep.Pauses, rep.Partitions, rep.Skews, rep.SkewsBeyond, rep.SkewsRefused, rep.SlowDisks, rep.DiskFails, rep.DiskFailStops, rep.Replaced, rep.Bridges, rep.Splits, rep.Moves, rep.MovesOK, rep.Churns,
 		rep.RangeSplits.Asked, rep.RangeSplits.Made, rep.Merges.Asked, rep.Merges.Made, rep.LeaseTransfers.Asked, rep.LeaseTransfers.Made,
 		rep.Ops, rep.OkOps, rep.FinalReads, verdict)
+	if c.MinOK > 0 {
+		rep.Verdict += fmt.Sprintf("ran on %.1f s after the schedule for %d successful operations; ", ranOn.Seconds(), c.MinOK)
+	}
 	if convErr != nil {
 		rep.Verdict += "NOT converged: " + convErr.Error()
 	} else {
@@ -368,7 +384,7 @@ type chaosWorkload interface {
 	// keySpace is the keys the clients use, among which layout
 	// operations split, merge and move leases.
 	keySpace() []string
-	start(ctx context.Context, cl *client.Client, rep *Report) (stop func(), err error)
+	start(ctx context.Context, cl *client.Client, ops *tally) (stop func(), err error)
 	finish(ctx context.Context, cl *client.Client, rep *Report) (string, error)
 }
 
@@ -383,8 +399,8 @@ type linzWorkload struct {
 
 func (w *linzWorkload) keySpace() []string { return w.keys }
 
-func (w *linzWorkload) start(ctx context.Context, cl *client.Client, rep *Report) (func(), error) {
-	return runWorkload(ctx, w.c, w.seed, cl, w.rec, w.keys, rep), nil
+func (w *linzWorkload) start(ctx context.Context, cl *client.Client, ops *tally) (func(), error) {
+	return runWorkload(ctx, w.c, w.seed, cl, w.rec, w.keys, ops), nil
 }
 
 func (w *linzWorkload) finish(ctx context.Context, cl *client.Client, rep *Report) (string, error) {
@@ -398,27 +414,59 @@ func (w *linzWorkload) finish(ctx context.Context, cl *client.Client, rep *Repor
 }
 
 // runWorkload starts c.Clients linearizability clients recording into rec
-// and counting into rep; the returned func stops them and waits.
-func runWorkload(ctx context.Context, c ChaosConfig, seed uint64, cl *client.Client, rec *linearizability.Recorder, keys []string, rep *Report) (stop func()) {
+// and counting into ops; the returned func stops them and waits.
+func runWorkload(ctx context.Context, c ChaosConfig, seed uint64, cl *client.Client, rec *linearizability.Recorder, keys []string, ops *tally) (stop func()) {
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	var mu sync.Mutex
 	do := linearizability.ClientDo(wctx, cl)
 	for i := range c.Clients {
 		w := linearizability.NewClient(i, rec, keys, seed)
 		wg.Go(func() {
 			for wctx.Err() == nil {
-				res := w.Step(do)
-				mu.Lock()
-				rep.Ops++
-				if res.Outcome == linearizability.OutcomeOk {
-					rep.OkOps++
-				}
-				mu.Unlock()
+				ops.add(w.Step(do).Outcome == linearizability.OutcomeOk)
 			}
 		})
 	}
 	return func() { cancel(); wg.Wait() }
+}
+
+// minOKWithin bounds how long a workload runs on after its schedule for
+// ChaosConfig.MinOK successful operations: a cluster that has stopped
+// serving ends the run with fewer.
+const minOKWithin = time.Minute
+
+// tally counts a workload's operations as its clients end them.
+type tally struct {
+	mu      sync.Mutex
+	ops, ok int
+}
+
+func (t *tally) add(ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ops++
+	if ok {
+		t.ok++
+	}
+}
+
+// counts is the operations ended and those of them that succeeded.
+func (t *tally) counts() (ops, ok int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ops, t.ok
+}
+
+// awaitOK waits until n operations succeeded, for at most d, and returns
+// how long it waited.
+func (t *tally) awaitOK(ctx context.Context, n int, d time.Duration) time.Duration {
+	start := time.Now()
+	for end := start.Add(d); time.Now().Before(end); {
+		if _, ok := t.counts(); ok >= n || sleep(ctx, 100*time.Millisecond) != nil {
+			break
+		}
+	}
+	return time.Since(start)
 }
 
 // finalReads reads every key once as client id, retrying a read that ends

@@ -195,24 +195,18 @@ func (w *txnWorkload) keySpace() []string { return w.keys }
 
 // start splits the keys, then runs the clients until the returned func
 // stops them.
-func (w *txnWorkload) start(ctx context.Context, cl *client.Client, rep *Report) (stop func(), err error) {
+func (w *txnWorkload) start(ctx context.Context, cl *client.Client, ops *tally) (stop func(), err error) {
 	if err := w.splitKeys(ctx, cl); err != nil {
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	var mu sync.Mutex
 	for i := range w.clients {
 		rng := rand.New(rand.NewPCG(w.seed, uint64(i)))
 		wg.Go(func() {
 			for wctx.Err() == nil {
 				o, _ := w.run(wctx, i, w.gen(rng))
-				mu.Lock()
-				rep.Ops++
-				if o == txncheck.OK {
-					rep.OkOps++
-				}
-				mu.Unlock()
+				ops.add(o == txncheck.OK)
 			}
 		})
 	}

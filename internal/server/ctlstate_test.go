@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -96,8 +97,15 @@ func testControllerStateSurvives(t *testing.T, move func(ctx context.Context, tc
 	if _, err := c.Settings(ctx, map[string]string{"autoscale.enabled": "true", "autoscale.min-nodes": "4", "autoscale.max-nodes": "5"}); err != nil {
 		t.Fatal(err)
 	}
+	// The call that asks for the node runs outside the round and records
+	// its answer in the scaler's history when it returns; the round after
+	// that stores the state again (the scaler changed), one forecaster
+	// sample on. So the stored state is the last before the move only
+	// once it holds the record: a loaded machine otherwise ended the call
+	// after the round that stored the pending scale-out, and the new
+	// leaseholder resumed the later state.
 	var stored control.State
-	eventually(t, 10*time.Second, "the pending scale-out stored in the meta range", func() error {
+	eventually(t, 10*time.Second, "the pending scale-out and its record stored in the meta range", func() error {
 		raw, err := raftstore.ReadMetaControllerState(tc.server(tc.leaseholder(t, keys.MetaRangeID)).ks.Engine())
 		if err != nil || raw == nil {
 			return fmt.Errorf("stored state %q: %v", raw, err)
@@ -105,7 +113,8 @@ func testControllerStateSurvives(t *testing.T, move func(ctx context.Context, tc
 		if stored, err = control.DecodeState(raw); err != nil {
 			t.Fatal(err)
 		}
-		if stored.Scaler == nil || stored.Scaler.OutWant != 4 || stored.Scaler.OutCount != 1 {
+		if stored.Scaler == nil || stored.Scaler.OutWant != 4 || stored.Scaler.OutCount != 1 ||
+			!slices.ContainsFunc(stored.Scaler.History, func(r control.ScaleRecord) bool { return r.Action == "scale-out" }) {
 			return fmt.Errorf("stored scaler %+v", stored.Scaler)
 		}
 		return nil
