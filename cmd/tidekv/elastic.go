@@ -95,15 +95,15 @@ func (o *elasticCmd) run(cmd *cobra.Command) error {
 		return errors.New("--hog on real processes needs --node-cpus: the co-runner takes a share of node 1's CPU quota")
 	}
 	o.real.Hog, o.real.IgnoreInterference = o.variant.hog, o.variant.plain
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
 	if o.calibrate {
 		return runElasticCalibration(ctx, o.real, o.out, o.asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	controllers := []string{o.controller}
 	if o.controller == "all" {
 		controllers = []string{elastic.Static, elastic.Reactive, elastic.Proactive, elastic.Combined}
-	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return err
 	}
 	var reports []elasticReport
 	for _, ctl := range controllers {
